@@ -1,0 +1,268 @@
+// The CodingRun spec: what a user asks for. The zod schema is the single source of truth:
+// the CRD's OpenAPI schema (descriptions, defaults, bounds, CEL rules) is generated from it
+// by `make crds`, and the operator parses every run with it before acting.
+import { z } from 'zod';
+import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
+import { DURATION_PATTERN } from './duration.ts';
+import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
+import { PROVIDER_NAMES } from './providers.ts';
+import { TOOL_NAMES } from './tool-names.ts';
+
+// A value git could read as an option (`--upload-pack=...`) never reaches the schema's
+// happy path; whether a URL is allowed at all is the operator's allowRepo check.
+const NOT_OPTION_LIKE = '^[^-\\s][^\\s]*$';
+
+const duration = (description: string, fallback: string) =>
+  z
+    .string()
+    .max(64)
+    .regex(new RegExp(DURATION_PATTERN), { message: 'must be a duration such as 90s, 30m or 1h30m' })
+    .default(fallback)
+    .describe(`${description} A duration such as 90s, 30m or 1h30m (units ms, s, m, h). Default ${fallback}.`);
+
+const toolName = z.enum(TOOL_NAMES).describe('A coding tool name.');
+
+export const repositorySpec = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .max(2048)
+      .regex(new RegExp(NOT_OPTION_LIKE), { message: 'must be a repository URL without spaces that does not start with "-"' })
+      .describe(
+        'Git URL of the repository to work on, such as https://github.com/acme/webapp.git. ' +
+          "It must match one of the operator's allowRepo patterns, or the run fails with RepoNotAllowed.",
+      ),
+    revision: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(new RegExp(NOT_OPTION_LIKE), { message: 'must be a branch, tag or commit without spaces that does not start with "-"' })
+      .optional()
+      .describe('Branch, tag or commit to check out. Default: the remote HEAD.'),
+    credentialsSecretRef: keyReference(
+      'Secret',
+      'token',
+      'Secret in the run\'s own namespace holding a token for cloning a private repository. ' +
+        'It is used by the operator for the clone and never enters the sandbox.',
+    ).optional(),
+  })
+  .describe('The repository the agent works on. It is cloned by the operator and copied into the sandbox.');
+
+type ModelInput = { provider: string; name?: string; baseURL?: string; apiKeySecretRef?: unknown; scriptRef?: unknown };
+
+export const modelRules: readonly CrossFieldRule<ModelInput>[] = [
+  {
+    rule: "self.provider != 'openai-compatible' || has(self.baseURL)",
+    message: 'baseURL is required when provider is openai-compatible: set it to the endpoint, such as https://llm.internal/v1',
+    fieldPath: '.baseURL',
+    reason: 'FieldValueRequired',
+    holds: (m) => m.provider !== 'openai-compatible' || m.baseURL !== undefined,
+  },
+  {
+    rule: "!has(self.baseURL) || self.provider == 'openai-compatible'",
+    message: 'baseURL may only be set with provider openai-compatible; the other providers have fixed endpoints',
+    fieldPath: '.baseURL',
+    reason: 'FieldValueForbidden',
+    holds: (m) => m.baseURL === undefined || m.provider === 'openai-compatible',
+  },
+  {
+    rule: "self.provider == 'scripted' || has(self.apiKeySecretRef)",
+    message: 'apiKeySecretRef is required for every provider except scripted: name a Secret in this namespace that holds the API key',
+    fieldPath: '.apiKeySecretRef',
+    reason: 'FieldValueRequired',
+    holds: (m) => m.provider === 'scripted' || m.apiKeySecretRef !== undefined,
+  },
+  {
+    rule: "!has(self.apiKeySecretRef) || self.provider != 'scripted'",
+    message: 'apiKeySecretRef may not be set with provider scripted, which calls no model',
+    fieldPath: '.apiKeySecretRef',
+    reason: 'FieldValueForbidden',
+    holds: (m) => m.apiKeySecretRef === undefined || m.provider !== 'scripted',
+  },
+  {
+    rule: "self.provider != 'scripted' || has(self.scriptRef)",
+    message: 'scriptRef is required with provider scripted: name the ConfigMap key that holds the script',
+    fieldPath: '.scriptRef',
+    reason: 'FieldValueRequired',
+    holds: (m) => m.provider !== 'scripted' || m.scriptRef !== undefined,
+  },
+  {
+    rule: "!has(self.scriptRef) || self.provider == 'scripted'",
+    message: 'scriptRef may only be set with provider scripted',
+    fieldPath: '.scriptRef',
+    reason: 'FieldValueForbidden',
+    holds: (m) => m.scriptRef === undefined || m.provider === 'scripted',
+  },
+  {
+    rule: "self.provider == 'scripted' || has(self.name)",
+    message: 'name is required for this provider: set the model name, such as gpt-5.6',
+    fieldPath: '.name',
+    reason: 'FieldValueRequired',
+    holds: (m) => m.provider === 'scripted' || m.name !== undefined,
+  },
+];
+
+const modelObject = z.object({
+  provider: z
+    .enum(PROVIDER_NAMES)
+    .describe(
+      'Who serves the model: openai (Responses API), openai-compatible (any endpoint at baseURL), ' +
+        'deepseek, openrouter, groq, xai, moonshot, or scripted (replays a script from a ConfigMap; no key, no cost).',
+    ),
+  name: z.string().min(1).max(256).optional().describe('Model name at the provider, such as gpt-5.6. Required unless provider is scripted.'),
+  baseURL: z
+    .string()
+    .max(2048)
+    .regex(/^https?:\/\/[^\s]+$/, { message: 'must be an http(s) URL' })
+    .optional()
+    .describe('Endpoint of an OpenAI-compatible API, such as https://llm.internal/v1. Only and always with provider openai-compatible.'),
+  apiKeySecretRef: keyReference(
+    'Secret',
+    'apiKey',
+    "Secret in the run's own namespace holding the provider's API key. Required for every provider except scripted. " +
+      'The key is read by the operator for each model call and never enters the sandbox.',
+  ).optional(),
+  scriptRef: keyReference(
+    'ConfigMap',
+    'script.json',
+    "ConfigMap key in the run's own namespace holding the JSON script the scripted provider replays. Only and always with provider scripted.",
+  ).optional(),
+  contextWindow: z
+    .number()
+    .int()
+    .min(1024)
+    .max(10_000_000)
+    .default(128_000)
+    .describe('Context window of the model in tokens. Older turns are summarised when the conversation nears it. Default 128000.'),
+});
+
+export const modelSpec = modelObject
+  .superRefine((model, ctx) => {
+    for (const rule of modelRules) {
+      if (!rule.holds(model)) ctx.addIssue({ code: 'custom', message: rule.message, path: rule.fieldPath ? [rule.fieldPath.slice(1)] : [] });
+    }
+  })
+  .meta({ 'x-kubernetes-validations': celValidations(modelRules) })
+  .describe('The model that drives the agent and how to reach it.');
+
+export const toolsSpec = z
+  .object({
+    allow: z
+      .array(toolName)
+      .max(TOOL_NAMES.length)
+      .default([...TOOL_NAMES])
+      .meta({ 'x-kubernetes-list-type': 'set' })
+      .describe(`Tools the model may call. Default: all of ${TOOL_NAMES.join(', ')}.`),
+  })
+  .describe('Which coding tools the agent may use.');
+
+export const approvalSpec = z
+  .object({
+    tools: z
+      .array(toolName)
+      .max(TOOL_NAMES.length)
+      .default([])
+      .meta({ 'x-kubernetes-list-type': 'set' })
+      .describe('Calls of these tools wait for a human to approve or deny them (kubectl codingrun approve|deny). Default: none.'),
+    timeout: duration('How long a call waits for an answer; after it the call is denied and the run goes on.', '24h'),
+  })
+  .describe('Which tool calls need a human approval first.');
+
+export const budgetSpec = z
+  .object({
+    maxSteps: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(40)
+      .describe('Most model calls the run may make (a step is one model call and its tool calls). 1 to 1000, default 40. Past it the run fails with BudgetExceeded and keeps its partial diff.'),
+    maxTokens: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000_000)
+      .optional()
+      .describe('Most tokens (input plus output, as the provider reports them) the run may use. Past it the run fails with BudgetExceeded. Default: no limit.'),
+    timeout: duration('Wall-clock time from the start of the run to its end. Past it the run fails with DeadlineExceeded and keeps its partial diff.', '30m'),
+  })
+  .describe('Limits on the run. May be changed while the run is active; the change applies at the next step.');
+
+const envVar = z
+  .object({
+    name: z.string().min(1).max(256).regex(/^[A-Za-z_][A-Za-z0-9_]*$/).describe('Variable name.'),
+    value: z.string().max(32_768).default('').describe('Plain value. References to Secrets are not supported on purpose: the sandbox holds no secrets.'),
+  })
+  .describe('An environment variable with a plain value.');
+
+export const sandboxSpec = z
+  .object({
+    image: z
+      .string()
+      .min(1)
+      .max(1024)
+      .optional()
+      .describe("Container image for the sandbox. Default: the operator's sandbox image. A custom image gets node and the toolbox copied in by an init container."),
+    resources: resourceRequirements.optional(),
+    runtimeClassName: objectName('RuntimeClass').optional().describe('RuntimeClass for stronger isolation, such as gvisor or kata.'),
+    setup: z
+      .string()
+      .min(1)
+      .max(10_000)
+      .optional()
+      .describe('Shell command run once in the workspace before the first step, such as "npm ci". Its output is bounded and reported.'),
+    env: z
+      .array(envVar)
+      .max(64)
+      .optional()
+      .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] })
+      .describe('Environment variables of the sandbox. Plain values only.'),
+  })
+  .describe('The sandbox pod the tools run in.');
+
+type SpecInput = Record<string, unknown>;
+
+// Transition rules: a run is one job. Changing what it works on would make its status lie,
+// so the API server refuses such an update; a different job is a new run.
+export const specRules: readonly CrossFieldRule<SpecInput>[] = (
+  ['task', 'repository', 'model', 'tools', 'sandbox'] as const
+).map((field) => ({
+  rule: `self.${field} == oldSelf.${field}`,
+  message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
+  fieldPath: `.${field}`,
+  reason: 'FieldValueForbidden' as const,
+  holds: () => true, // Transition rules compare with the old object; the operator never sees one.
+}));
+
+const instructionsRule: CrossFieldRule<SpecInput> = {
+  rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",
+  message: 'spec.instructions cannot change after the run is created; create a new CodingRun for a different job',
+  fieldPath: '.instructions',
+  reason: 'FieldValueForbidden',
+  holds: () => true,
+};
+
+export const codingRunSpec = z
+  .object({
+    task: z.string().min(1).max(100_000).describe('What the agent must do, in plain words. 1 to 100000 characters.'),
+    repository: repositorySpec,
+    model: modelSpec,
+    instructions: z.string().max(100_000).optional().describe('Extra system prompt for the agent, such as "Prefer small commits."'),
+    tools: toolsSpec.prefault({}),
+    approval: approvalSpec.prefault({}),
+    budget: budgetSpec.prefault({}),
+    sandbox: sandboxSpec.prefault({}),
+    ttlSecondsAfterFinished: z
+      .number()
+      .int()
+      .min(0)
+      .max(31_536_000)
+      .optional()
+      .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
+  })
+  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule]) })
+  .describe('What the agent should do, where, with which model, tools and limits.');
+
+export type CodingRunSpec = z.output<typeof codingRunSpec>;
+export type CodingRunSpecInput = z.input<typeof codingRunSpec>;

@@ -1,0 +1,98 @@
+// The CodingRun status: what the operator observed and did. Users read it with kubectl;
+// the operator writes it in one place (the reconciler) and bounds every free-text field
+// before writing, so the limits below are a second line of defence, not the first.
+import { z } from 'zod';
+import { condition } from './kubernetes-names.ts';
+
+export const PHASES = [
+  'Pending',
+  'Provisioning',
+  'Running',
+  'WaitingForApproval',
+  'Succeeded',
+  'Failed',
+  'Cancelled',
+] as const;
+export type Phase = (typeof PHASES)[number];
+
+export const TERMINAL_PHASES: ReadonlySet<Phase> = new Set(['Succeeded', 'Failed', 'Cancelled']);
+export const isTerminal = (phase: Phase | undefined): boolean => phase !== undefined && TERMINAL_PHASES.has(phase);
+
+/** Condition types (API.md). */
+export const CONDITION_TYPES = ['Accepted', 'SandboxReady', 'AwaitingApproval', 'Complete'] as const;
+export type ConditionType = (typeof CONDITION_TYPES)[number];
+
+/** Status bounds: everything the operator writes is cut to these first. */
+export const LIMITS = {
+  message: 4096,
+  pendingApprovalInput: 4096,
+  summary: 16_384,
+  diff: 65_536,
+  fullDiff: 1_048_576,
+} as const;
+
+const count = (description: string) => z.number().int().min(0).describe(description);
+const timestamp = (description: string) => z.string().meta({ format: 'date-time' }).describe(description);
+
+export const usageStatus = z
+  .object({
+    inputTokens: count('Input (prompt) tokens the provider reported, summed over all model calls.'),
+    outputTokens: count('Output (completion) tokens the provider reported.'),
+    cacheReadTokens: count('Input tokens the provider served from its prompt cache (part of inputTokens).'),
+    reasoningTokens: count('Reasoning tokens the provider reported (part of outputTokens).'),
+    totalTokens: count('Total tokens the provider reported.'),
+    complete: z
+      .boolean()
+      .describe('False when some model call reported no usage; such a call is not counted as zero, so the totals are a lower bound.'),
+  })
+  .describe('Token usage as reported by the provider, including compaction calls. Never money.');
+
+export const pendingApprovalStatus = z
+  .object({
+    id: z.string().min(1).max(128).describe('Id to answer with; an answer with another id is ignored.'),
+    toolName: z.string().min(1).max(128).describe('The tool the model wants to call.'),
+    input: z.string().max(LIMITS.pendingApprovalInput).describe('The call\'s input as JSON, bounded to 4 KiB.'),
+    requestedAt: timestamp('When the call started waiting.'),
+  })
+  .describe('The tool call waiting for a human, present only in phase WaitingForApproval. Answer with kubectl codingrun approve|deny.');
+
+export const resultStatus = z
+  .object({
+    summary: z.string().max(LIMITS.summary).describe("The agent's final answer, bounded to 16 KiB."),
+    diff: z.string().max(LIMITS.diff).describe('The change the run made as a unified diff, bounded to 64 KiB.'),
+    diffTruncated: z.boolean().describe('True when diff is only the beginning of the change; the whole diff is in diffConfigMap.'),
+    diffConfigMap: z.string().max(253).optional().describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
+    filesChanged: count('Files the change touches.'),
+    insertions: count('Lines added.'),
+    deletions: count('Lines removed.'),
+  })
+  .describe('What the run produced. Also kept for failed runs that got as far as taking a diff.');
+
+export const codingRunStatus = z
+  .object({
+    phase: z.enum(PHASES).optional().describe('Where the run is: Pending, Provisioning, Running, WaitingForApproval, or the terminal Succeeded, Failed, Cancelled.'),
+    reason: z.string().max(128).optional().describe('Machine-readable cause of Failed or Cancelled, such as RepoNotAllowed, SecretNotFound, BudgetExceeded, DeadlineExceeded, SandboxLost.'),
+    message: z.string().max(LIMITS.message).optional().describe('One human sentence: what happened and what to do.'),
+    observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status was computed from.'),
+    conditions: z
+      .array(condition)
+      .max(16)
+      .optional()
+      .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
+      .describe('Accepted, SandboxReady, AwaitingApproval and Complete.'),
+    podName: z.string().max(253).optional().describe('Name of the sandbox pod.'),
+    startTime: timestamp('When the run was accepted.').optional(),
+    completionTime: timestamp('When the run reached a terminal phase.').optional(),
+    steps: count('Model calls made so far: a step is one model call and its tool calls.').optional(),
+    toolCalls: count('Tool calls executed, including those that returned a tool error.').optional(),
+    usage: usageStatus.optional(),
+    pendingApproval: pendingApprovalStatus.optional(),
+    result: resultStatus.optional(),
+  })
+  .describe('What the operator observed and did. Written by the operator only.');
+
+export type CodingRunStatus = z.output<typeof codingRunStatus>;
+export type Usage = z.output<typeof usageStatus>;
+export type PendingApproval = z.output<typeof pendingApprovalStatus>;
+export type RunResult = z.output<typeof resultStatus>;
+export type Condition = z.output<typeof condition>;

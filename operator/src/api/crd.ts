@@ -1,0 +1,101 @@
+// Builds the CodingRun CustomResourceDefinition from the zod schemas. Pure: `make crds`
+// writes its YAML to crds/, and a unit test fails when the committed file is stale.
+//
+// zod's OpenAPI 3.0 output is close to a Kubernetes structural schema but not equal;
+// `toStructural` closes the gaps (see its comments). The API server is the judge: an
+// integration test applies the result to a real one.
+import { z } from 'zod';
+import { API_VERSION, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION } from './group.ts';
+import { codingRunSpec } from './coding-run-spec.ts';
+import { codingRunStatus } from './coding-run-status.ts';
+
+type JsonSchema = { [key: string]: unknown };
+
+export const CRD_NAME = `${PLURAL}.${GROUP}`;
+
+export const PRINTER_COLUMNS = [
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Where the run is.' },
+  { name: 'Steps', type: 'integer', jsonPath: '.status.steps', description: 'Model calls made so far.' },
+  { name: 'Tokens', type: 'integer', jsonPath: '.status.usage.totalTokens', description: 'Total tokens the provider reported.' },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  { name: 'Repo', type: 'string', jsonPath: '.spec.repository.url', priority: 1, description: 'Repository the run works on.' },
+  { name: 'Reason', type: 'string', jsonPath: '.status.reason', priority: 1, description: 'Why the run failed or was cancelled.' },
+];
+
+function openApi(schema: z.ZodType): JsonSchema {
+  return toStructural(z.toJSONSchema(schema, { target: 'openapi-3.0', io: 'input' }) as JsonSchema);
+}
+
+/** Rewrites zod's JSON Schema into what a CRD accepts, recursively. */
+export function toStructural(node: JsonSchema): JsonSchema {
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(node)) {
+    // A CRD carries no $schema, and structural schemas forbid additionalProperties beside properties.
+    if (key === '$schema') continue;
+    if (key === 'additionalProperties' && value === false) continue;
+    // zod bounds every integer to the safe range; Kubernetes needs no such noise.
+    if ((key === 'minimum' || key === 'maximum') && Math.abs(value as number) === Number.MAX_SAFE_INTEGER) continue;
+    out[key] = transform(value);
+  }
+  // int-or-string (resource quantities): Kubernetes allows exactly this anyOf shape, with
+  // no further constraints inside the branches.
+  if (out['x-kubernetes-int-or-string'] === true) {
+    out.anyOf = [{ type: 'integer' }, { type: 'string' }];
+    delete out.type;
+  }
+  return out;
+}
+
+function transform(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(transform);
+  if (value && typeof value === 'object') return toStructural(value as JsonSchema);
+  return value;
+}
+
+export function buildCodingRunCrd() {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: {
+      name: CRD_NAME,
+      annotations: { 'chamvi.dev/generated-by': 'make crds (operator/src/api); do not edit' },
+    },
+    spec: {
+      group: GROUP,
+      scope: 'Namespaced',
+      names: {
+        kind: KIND,
+        listKind: `${KIND}List`,
+        plural: PLURAL,
+        singular: SINGULAR,
+        shortNames: [...SHORT_NAMES],
+        categories: ['chamvi'],
+      },
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: PRINTER_COLUMNS,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description:
+                'A CodingRun asks the operator to run a coding agent on a repository in a locked-down sandbox pod ' +
+                'and report its progress, token usage and diff.',
+              required: ['spec'],
+              properties: {
+                apiVersion: { type: 'string', description: `${API_VERSION}` },
+                kind: { type: 'string', description: KIND },
+                metadata: { type: 'object' },
+                spec: openApi(codingRunSpec),
+                status: openApi(codingRunStatus),
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}

@@ -1,0 +1,9 @@
+// The CodingRun API: group names, spec and status schemas, the reason vocabulary.
+export * from './group.ts';
+export * from './duration.ts';
+export * from './tool-names.ts';
+export * from './providers.ts';
+export * from './coding-run-spec.ts';
+export * from './coding-run-status.ts';
+export * from './coding-run.ts';
+export * from './reasons.ts';

@@ -1,0 +1,27 @@
+// The status.reason vocabulary. Typed errors carry one of these; the reconciler and the
+// workers map them to status in one place. Users and alerts match on them, so they are
+// part of the API: add, never rename.
+
+export const REASONS = {
+  // Accepted condition
+  Valid: 'Valid',
+  Queued: 'Queued',
+  // Failures
+  InvalidSpec: 'InvalidSpec',
+  RepoNotAllowed: 'RepoNotAllowed',
+  SecretNotFound: 'SecretNotFound',
+  ConfigMapNotFound: 'ConfigMapNotFound',
+  CloneFailed: 'CloneFailed',
+  SetupFailed: 'SetupFailed',
+  BudgetExceeded: 'BudgetExceeded',
+  DeadlineExceeded: 'DeadlineExceeded',
+  SandboxLost: 'SandboxLost',
+  ModelAuthFailed: 'ModelAuthFailed',
+  ModelUnavailable: 'ModelUnavailable',
+  StateLost: 'StateLost',
+  Deleted: 'Deleted',
+  // Success
+  Completed: 'Completed',
+} as const;
+
+export type Reason = (typeof REASONS)[keyof typeof REASONS];

@@ -1,0 +1,76 @@
+// The spec schema is what the operator re-validates every run with; these tests pin its
+// defaults and the cross-field rules (the same rules the CRD carries as CEL).
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, modelRules, TOOL_NAMES } from '../../operator/src/api/index.ts';
+
+const scripted = {
+  task: 'Fix the bug',
+  repository: { url: 'https://github.com/acme/webapp.git' },
+  model: { provider: 'scripted', scriptRef: { name: 'demo-script' } },
+};
+
+describe('codingRunSpec', () => {
+  it('fills every default a user may leave out', () => {
+    const spec = codingRunSpec.parse(scripted);
+    expect(spec.budget).toEqual({ maxSteps: 40, timeout: '30m' });
+    expect(spec.approval).toEqual({ tools: [], timeout: '24h' });
+    expect(spec.tools.allow).toEqual([...TOOL_NAMES]);
+    expect(spec.model.scriptRef).toEqual({ name: 'demo-script', key: 'script.json' });
+    expect(spec.model.contextWindow).toBe(128_000);
+    expect(spec.sandbox).toEqual({});
+  });
+
+  it('keeps values the user gave instead of defaults', () => {
+    const spec = codingRunSpec.parse({ ...scripted, budget: { maxSteps: 3, maxTokens: 1000 }, tools: { allow: ['read_file'] } });
+    expect(spec.budget).toEqual({ maxSteps: 3, maxTokens: 1000, timeout: '30m' });
+    expect(spec.tools.allow).toEqual(['read_file']);
+  });
+
+  it.each([
+    ['an empty task', { ...scripted, task: '' }, 'task'],
+    ['maxSteps 0', { ...scripted, budget: { maxSteps: 0 } }, 'budget.maxSteps'],
+    ['maxSteps 1001', { ...scripted, budget: { maxSteps: 1001 } }, 'budget.maxSteps'],
+    ['a bad duration', { ...scripted, budget: { timeout: '10 minutes' } }, 'budget.timeout'],
+    ['an unknown tool', { ...scripted, tools: { allow: ['rm_rf'] } }, 'tools.allow.0'],
+    ['an option-like url', { ...scripted, repository: { url: '--upload-pack=touch /tmp/x' } }, 'repository.url'],
+    ['an env var with a bad name', { ...scripted, sandbox: { env: [{ name: '1X', value: 'y' }] } }, 'sandbox.env.0.name'],
+    ['a huge quantity string', { ...scripted, sandbox: { resources: { limits: { cpu: 'lots' } } } }, 'sandbox.resources.limits.cpu'],
+  ])('refuses %s and names the field', (_, input, path) => {
+    const result = codingRunSpec.safeParse(input);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
+  });
+});
+
+describe('model cross-field rules', () => {
+  const cases: Array<[string, Record<string, unknown>, string | undefined]> = [
+    ['scripted with a script', { provider: 'scripted', scriptRef: { name: 's' } }, undefined],
+    ['scripted without a script', { provider: 'scripted' }, 'scriptRef is required'],
+    ['scripted with a key', { provider: 'scripted', scriptRef: { name: 's' }, apiKeySecretRef: { name: 'k' } }, 'apiKeySecretRef may not be set'],
+    ['openai with key and name', { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'k' } }, undefined],
+    ['openai without a key', { provider: 'openai', name: 'gpt-5.6' }, 'apiKeySecretRef is required'],
+    ['openai without a name', { provider: 'openai', apiKeySecretRef: { name: 'k' } }, 'name is required'],
+    ['openai with a baseURL', { provider: 'openai', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'https://x/v1' }, 'baseURL may only be set'],
+    ['openai-compatible without a baseURL', { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' } }, 'baseURL is required'],
+    ['openai-compatible with a baseURL', { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'http://127.0.0.1:1/v1' }, undefined],
+    ['groq with a script', { provider: 'groq', name: 'm', apiKeySecretRef: { name: 'k' }, scriptRef: { name: 's' } }, 'scriptRef may only be set'],
+  ];
+
+  it.each(cases)('%s', (_, model, expected) => {
+    const result = codingRunSpec.safeParse({ ...scripted, model });
+    if (expected === undefined) {
+      expect(result.error?.issues).toBeUndefined();
+    } else {
+      expect(result.success).toBe(false);
+      expect(result.error!.issues.map((issue) => issue.message).join('\n')).toContain(expected);
+    }
+  });
+
+  it('gives every rule a CEL expression, a message and a field', () => {
+    for (const rule of modelRules) {
+      expect(rule.rule).toMatch(/self\./);
+      expect(rule.message.length).toBeGreaterThan(20);
+      expect(rule.fieldPath).toMatch(/^\.[a-zA-Z]+$/);
+    }
+  });
+});

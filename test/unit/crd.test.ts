@@ -1,0 +1,62 @@
+// The CRD is generated from the zod schemas and committed; these tests keep it fresh and
+// check the properties a structural schema and `kubectl explain` depend on.
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { buildCodingRunCrd } from '../../operator/src/api/crd.ts';
+import { renderCrdYaml } from '../../operator/src/api/crd-yaml.ts';
+
+const committed = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
+
+type Node = Record<string, unknown>;
+
+function walk(node: Node, path: string, visit: (node: Node, path: string) => void) {
+  visit(node, path);
+  for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, Node>)) walk(child, `${path}.${name}`, visit);
+  if (node.items && typeof node.items === 'object') walk(node.items as Node, `${path}[]`, visit);
+  if (node.additionalProperties && typeof node.additionalProperties === 'object') walk(node.additionalProperties as Node, `${path}{}`, visit);
+}
+
+const version = buildCodingRunCrd().spec.versions[0]!;
+const root = version.schema.openAPIV3Schema as unknown as Node;
+
+describe('CodingRun CRD', () => {
+  it('matches the committed crds/ file (run `make crds` when this fails)', () => {
+    expect(readFileSync(committed, 'utf8')).toBe(renderCrdYaml());
+  });
+
+  it('describes every field of spec and status, so kubectl explain is useful', () => {
+    const missing: string[] = [];
+    for (const part of ['spec', 'status']) {
+      walk((root.properties as Record<string, Node>)[part]!, part, (node, path) => {
+        if (typeof node.description !== 'string' || node.description.length < 10) missing.push(path);
+      });
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('is structural: every node has a type, except int-or-string quantities', () => {
+    const untyped: string[] = [];
+    walk(root, '', (node, path) => {
+      if (node['x-kubernetes-int-or-string'] === true) return;
+      if (typeof node.type !== 'string') untyped.push(path);
+      if (node.properties && node.additionalProperties !== undefined) untyped.push(`${path} (properties and additionalProperties)`);
+    });
+    expect(untyped).toEqual([]);
+  });
+
+  it('has the status subresource, short name crun and the printer columns', () => {
+    const crd = buildCodingRunCrd();
+    expect(crd.spec.names.shortNames).toEqual(['crun']);
+    expect(version.subresources).toEqual({ status: {} });
+    const columns = version.additionalPrinterColumns.map((column) => `${column.name}:${column.priority ?? 0}`);
+    expect(columns).toEqual(['Phase:0', 'Steps:0', 'Tokens:0', 'Age:0', 'Repo:1', 'Reason:1']);
+  });
+
+  it('marks task, repository and model as required and defaults the budget', () => {
+    const spec = (root.properties as Record<string, Node>).spec!;
+    expect(spec.required).toEqual(['task', 'repository', 'model']);
+    const budget = (spec.properties as Record<string, Node>).budget!;
+    expect(budget.default).toEqual({});
+    expect(((budget.properties as Record<string, Node>).maxSteps as Node).default).toBe(40);
+  });
+});
