@@ -1,0 +1,132 @@
+// The generated CRD against a real API server: it is accepted, `kubectl explain` shows
+// its descriptions, the examples apply, and bad manifests are refused at `kubectl apply`
+// with a message that names the offending field.
+import { readdirSync, readFileSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments, stringify } from 'yaml';
+import { createNamespace, kubectl } from '../support/cluster.ts';
+
+const NAMESPACE = 'crd-test';
+const examplesDir = new URL('../../examples/', import.meta.url);
+
+const valid = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'valid', namespace: NAMESPACE },
+  spec: {
+    task: 'Fix it',
+    repository: { url: 'https://github.com/acme/webapp.git' },
+    model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } },
+  },
+};
+
+type Manifest = typeof valid & { spec: Record<string, unknown> };
+const withSpec = (name: string, change: (spec: Record<string, any>) => void): Manifest => {
+  const manifest = structuredClone(valid) as Manifest;
+  manifest.metadata.name = name;
+  change(manifest.spec);
+  return manifest;
+};
+
+const apply = (manifest: object) => kubectl(['apply', '-f', '-'], { input: stringify(manifest) });
+
+beforeAll(async () => {
+  await createNamespace(NAMESPACE, { restricted: true });
+});
+
+describe('the CodingRun CRD on a real API server', () => {
+  it('is established', async () => {
+    const result = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/codingruns.chamvi.dev']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+  });
+
+  it('prints field descriptions with kubectl explain', async () => {
+    // The API server publishes the CRD's OpenAPI a moment after it is established.
+    let result = await kubectl(['explain', 'codingrun.spec.budget']);
+    for (let attempt = 0; attempt < 30 && !result.stdout.includes('maxSteps'); attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      result = await kubectl(['explain', 'codingrun.spec.budget']);
+    }
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('Limits on the run');
+    expect(result.stdout).toMatch(/maxSteps\s+<integer>/);
+    expect(result.stdout).toContain('Most model calls the run may make');
+    expect(result.stdout).toContain('DeadlineExceeded');
+  });
+
+  it.each(readdirSync(examplesDir).filter((file) => file.endsWith('.yaml')))('accepts examples/%s', async (file) => {
+    const text = readFileSync(new URL(file, examplesDir), 'utf8');
+    expect(parseAllDocuments(text).length).toBeGreaterThan(0);
+    const result = await kubectl(['apply', '-n', NAMESPACE, '-f', '-'], { input: text });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/codingrun\.chamvi\.dev\/\S+ (created|unchanged|configured)/);
+  });
+
+  it('fills defaults server-side', async () => {
+    expect((await apply(valid)).code).toBe(0);
+    const result = await kubectl(['get', 'crun', 'valid', '-n', NAMESPACE, '-o', 'json']);
+    const spec = JSON.parse(result.stdout).spec;
+    expect(spec.budget).toEqual({ maxSteps: 40, timeout: '30m' });
+    expect(spec.approval).toEqual({ tools: [], timeout: '24h' });
+    expect(spec.tools.allow).toHaveLength(12);
+    expect(spec.model.apiKeySecretRef.key).toBe('apiKey');
+  });
+
+  it('shows the printer columns, with Repo and Reason in wide output', async () => {
+    await apply(valid);
+    const plain = await kubectl(['get', 'crun', '-n', NAMESPACE]);
+    expect(plain.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE$/);
+    const wide = await kubectl(['get', 'crun', '-n', NAMESPACE, '-o', 'wide']);
+    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON$/);
+    expect(wide.stdout).toContain('https://github.com/acme/webapp.git');
+  });
+
+  const invalid: Array<[string, Manifest, RegExp]> = [
+    ['a missing task', withSpec('no-task', (s) => delete s.task), /spec\.task: Required value/],
+    ['an empty task', withSpec('empty-task', (s) => (s.task = '')), /spec\.task: Invalid value: "": spec\.task in body should be at least 1 chars long/],
+    ['a missing repository', withSpec('no-repo', (s) => delete s.repository), /spec\.repository: Required value/],
+    ['a negative maxSteps', withSpec('neg-steps', (s) => (s.budget = { maxSteps: -1 })), /spec\.budget\.maxSteps: Invalid value: -1: spec\.budget\.maxSteps in body should be greater than or equal to 1/],
+    ['a huge maxSteps', withSpec('huge-steps', (s) => (s.budget = { maxSteps: 1_000_000 })), /spec\.budget\.maxSteps: Invalid value: 1000000: spec\.budget\.maxSteps in body should be less than or equal to 1000/],
+    ['a maxSteps of the wrong type', withSpec('string-steps', (s) => (s.budget = { maxSteps: 'forty' })), /spec\.budget\.maxSteps: Invalid value: "string": spec\.budget\.maxSteps in body must be of type integer/],
+    ['an unknown provider', withSpec('bad-provider', (s) => (s.model.provider = 'anthropic-direct')), /spec\.model\.provider: Unsupported value: "anthropic-direct"/],
+    ['a baseURL with openai', withSpec('openai-baseurl', (s) => (s.model.baseURL = 'https://llm.internal/v1')), /spec\.model\.baseURL: Forbidden: baseURL may only be set with provider openai-compatible/],
+    ['openai-compatible without baseURL', withSpec('compat-no-url', (s) => (s.model.provider = 'openai-compatible')), /spec\.model\.baseURL: Required value: baseURL is required when provider is openai-compatible/],
+    ['scripted without scriptRef', withSpec('scripted-no-script', (s) => (s.model = { provider: 'scripted' })), /spec\.model\.scriptRef: Required value: scriptRef is required with provider scripted/],
+    ['a real provider without apiKeySecretRef', withSpec('no-key', (s) => delete s.model.apiKeySecretRef), /spec\.model\.apiKeySecretRef: Required value: apiKeySecretRef is required/],
+    ['a real provider without a model name', withSpec('no-name', (s) => delete s.model.name), /spec\.model\.name: Required value: name is required/],
+    ['scriptRef with openai', withSpec('openai-script', (s) => (s.model.scriptRef = { name: 'x' })), /spec\.model\.scriptRef: Forbidden: scriptRef may only be set with provider scripted/],
+    ['a bad budget duration', withSpec('bad-timeout', (s) => (s.budget = { timeout: 'ten minutes' })), /spec\.budget\.timeout: Invalid value: "ten minutes": spec\.budget\.timeout in body should match/],
+    ['a bad approval duration', withSpec('bad-approval-timeout', (s) => (s.approval = { timeout: '1d' })), /spec\.approval\.timeout: Invalid value: "1d"/],
+    ['an unknown tool name', withSpec('bad-tool', (s) => (s.tools = { allow: ['read_file', 'rm_rf'] })), /spec\.tools\.allow\[1\]: Unsupported value: "rm_rf"/],
+    ['an unknown tool to approve', withSpec('bad-approval-tool', (s) => (s.approval = { tools: ['sudo'] })), /spec\.approval\.tools\[0\]: Unsupported value: "sudo"/],
+    ['a namespace inside a secret ref', withSpec('cross-ns', (s) => (s.model.apiKeySecretRef = { name: 'llm', namespace: 'kube-system' })), /unknown field "spec\.model\.apiKeySecretRef\.namespace"/],
+    ['a secret reference in sandbox env', withSpec('env-secret', (s) => (s.sandbox = { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } }] })), /unknown field "spec\.sandbox\.env\[0\]\.valueFrom"/],
+    ['an option-like repository url', withSpec('option-url', (s) => (s.repository.url = '--upload-pack=touch /tmp/pwned')), /spec\.repository\.url: Invalid value: "--upload-pack=touch \/tmp\/pwned"/],
+    ['a tiny context window', withSpec('small-window', (s) => (s.model.contextWindow = 10)), /spec\.model\.contextWindow: Invalid value: 10/],
+    ['a quantity that is not one', withSpec('bad-quantity', (s) => (s.sandbox = { resources: { limits: { memory: 'lots' } } })), /spec\.sandbox\.resources\.limits\.memory/],
+  ];
+
+  it('refuses at least 15 kinds of bad manifest', () => {
+    expect(invalid.length).toBeGreaterThanOrEqual(15);
+  });
+
+  it.each(invalid)('refuses %s and names the field', async (_, manifest, message) => {
+    const result = await apply(manifest);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(message);
+    const left = await kubectl(['get', 'crun', manifest.metadata.name, '-n', NAMESPACE, '--ignore-not-found', '-o', 'name']);
+    expect(left.stdout).toBe('');
+  });
+
+  it('refuses to change what a run works on, and allows a new budget', async () => {
+    await apply(withSpec('immutable', () => {}));
+    const retask = await apply(withSpec('immutable', (s) => (s.task = 'Something else')));
+    expect(retask.code).not.toBe(0);
+    expect(retask.stderr).toMatch(/spec\.task: Forbidden: spec\.task cannot change after the run is created/);
+    const rebudget = await apply(withSpec('immutable', (s) => (s.budget = { maxSteps: 10 })));
+    expect(rebudget.stderr).toBe('');
+    expect(rebudget.code).toBe(0);
+  });
+});
