@@ -1,0 +1,57 @@
+// The JSON a scripted run replays (API.md "The scripted model"). Objects are strict so a
+// misspelt key ("toolcalls", "input_tokens") is reported instead of silently ignored.
+
+import { z } from 'zod';
+import { ModelScriptInvalidError } from '../errors/model-script-invalid-error.ts';
+
+const tokenCount = z.number().int().nonnegative();
+
+export const scriptedUsageSchema = z.strictObject({
+  inputTokens: tokenCount.describe('prompt tokens, cached ones included'),
+  outputTokens: tokenCount.describe('completion tokens, reasoning ones included'),
+  cacheReadTokens: tokenCount.optional().describe('part of inputTokens read from the cache'),
+  reasoningTokens: tokenCount.optional().describe('part of outputTokens spent on reasoning'),
+});
+
+export const scriptedToolCallSchema = z.strictObject({
+  toolName: z.string().min(1, 'toolName must not be empty'),
+  input: z.record(z.string(), z.unknown()).describe('the tool arguments, a JSON object'),
+});
+
+export const scriptedTurnSchema = z
+  .strictObject({
+    text: z.string().optional(),
+    toolCalls: z.array(scriptedToolCallSchema).optional(),
+    usage: scriptedUsageSchema.optional(),
+  })
+  .refine((turn) => turn.text !== undefined || (turn.toolCalls?.length ?? 0) > 0, {
+    message: 'a turn needs "text" or at least one entry in "toolCalls"',
+  });
+
+export const modelScriptSchema = z.strictObject({
+  turns: z.array(scriptedTurnSchema).min(1, 'a script needs at least one turn'),
+});
+
+export type ModelScript = z.infer<typeof modelScriptSchema>;
+export type ScriptedTurn = z.infer<typeof scriptedTurnSchema>;
+export type ScriptedUsage = z.infer<typeof scriptedUsageSchema>;
+
+/** Parses script text (the ConfigMap value); throws ModelScriptInvalidError listing every problem. */
+export function parseModelScript(text: string): ModelScript {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new ModelScriptInvalidError([`not valid JSON (${(error as Error).message})`]);
+  }
+  const result = modelScriptSchema.safeParse(json);
+  if (!result.success) {
+    throw new ModelScriptInvalidError(
+      result.error.issues.map((issue) => {
+        const path = issue.path.length === 0 ? '(root)' : issue.path.map(String).join('.');
+        return `${path}: ${issue.message}`;
+      }),
+    );
+  }
+  return result.data;
+}

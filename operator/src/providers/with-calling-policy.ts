@@ -1,0 +1,112 @@
+// Wraps any LanguageModelV3 so every doGenerate/doStream runs under the calling policy. Use
+// it with `maxRetries: 0` in generateText/streamText, so the SDK's own retry loop does not
+// multiply ours and our typed errors reach the caller unchanged.
+//
+// Streams: the request until the response headers is retried like doGenerate. After that,
+// parts may already have reached the caller, so a stream is never retried; the attempt
+// timeout still applies to the whole stream and ends it with a ModelTimeoutError.
+
+import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart } from '@ai-sdk/provider';
+import { callWithPolicy, type CallWithPolicyOptions } from './call-with-policy.ts';
+import { ModelTimeoutError } from './errors/model-timeout-error.ts';
+
+export type WithCallingPolicyOptions = Omit<CallWithPolicyOptions, 'abortSignal' | 'provider'> & {
+  /** Provider name for messages; defaults to the model's own provider id. */
+  readonly provider?: string;
+};
+
+export function withCallingPolicy(model: LanguageModelV3, options: WithCallingPolicyOptions): LanguageModelV3 {
+  const provider = options.provider ?? model.provider;
+  const policyFor = (callOptions: LanguageModelV3CallOptions): CallWithPolicyOptions => ({
+    ...options,
+    provider,
+    abortSignal: callOptions.abortSignal,
+  });
+  return {
+    specificationVersion: 'v3',
+    provider: model.provider,
+    modelId: model.modelId,
+    get supportedUrls() {
+      return model.supportedUrls;
+    },
+    doGenerate: (callOptions) =>
+      callWithPolicy((signal) => model.doGenerate({ ...callOptions, abortSignal: signal }), policyFor(callOptions)),
+    doStream: (callOptions) =>
+      callWithPolicy(async (attemptSignal) => {
+        // The attempt signal only governs the request; once headers arrived the stream gets
+        // its own controller so the policy finishing this attempt does not cut the body.
+        const streamController = new AbortController();
+        const abortStream = (reason: unknown) => streamController.abort(reason);
+        const onAttemptAbort = () => abortStream(attemptSignal.reason);
+        attemptSignal.addEventListener('abort', onAttemptAbort, { once: true });
+        const onCallerAbort = () => abortStream(callOptions.abortSignal?.reason);
+        callOptions.abortSignal?.addEventListener('abort', onCallerAbort, { once: true });
+        const startedAt = options.dependencies.now();
+        let result;
+        try {
+          result = await model.doStream({ ...callOptions, abortSignal: streamController.signal });
+        } finally {
+          attemptSignal.removeEventListener('abort', onAttemptAbort);
+        }
+        const remainingMs = Math.max(0, options.policy.attemptTimeoutMs - (options.dependencies.now() - startedAt));
+        const stream = boundStreamDuration(result.stream, {
+          remainingMs,
+          startTimer: options.dependencies.startTimer,
+          timeoutError: () => new ModelTimeoutError({ provider, timeoutMs: options.policy.attemptTimeoutMs }),
+          abort: abortStream,
+          done: () => callOptions.abortSignal?.removeEventListener('abort', onCallerAbort),
+        });
+        return { ...result, stream };
+      }, policyFor(callOptions)),
+  };
+}
+
+function boundStreamDuration(
+  source: ReadableStream<LanguageModelV3StreamPart>,
+  options: {
+    remainingMs: number;
+    startTimer: (ms: number, callback: () => void) => () => void;
+    timeoutError: () => ModelTimeoutError;
+    abort: (reason: unknown) => void;
+    done: () => void;
+  },
+): ReadableStream<LanguageModelV3StreamPart> {
+  const reader = source.getReader();
+  let cancelTimer: () => void = () => undefined;
+  return new ReadableStream<LanguageModelV3StreamPart>({
+    start(controller) {
+      cancelTimer = options.startTimer(options.remainingMs, () => {
+        const error = options.timeoutError();
+        controller.error(error);
+        options.abort(error);
+        reader.cancel(error).catch(() => undefined);
+        options.done();
+      });
+    },
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          cancelTimer();
+          options.done();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        cancelTimer();
+        options.done();
+        try {
+          controller.error(error);
+        } catch {
+          // already errored by the timeout
+        }
+      }
+    },
+    cancel(reason) {
+      cancelTimer();
+      options.done();
+      return reader.cancel(reason);
+    },
+  });
+}
