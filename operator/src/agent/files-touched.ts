@@ -1,0 +1,62 @@
+// Which files the agent read and changed, taken from its tool calls rather than from any
+// summary: a summary can forget or invent a path, and for a coding agent this list is what
+// most needs to survive compaction. Only calls whose result came back without an error count
+// (a failed edit changed nothing). The lists are carried in run state across compactions,
+// because the calls themselves disappear into the summary.
+
+import type { ModelMessage } from 'ai';
+
+export interface FilesTouched {
+  readonly read: readonly string[];
+  readonly changed: readonly string[];
+}
+
+/** Tool name → what a successful call did to the file named by its `path` argument. */
+const FILE_EFFECTS: Readonly<Record<string, 'read' | 'changed'>> = {
+  read_file: 'read',
+  write_file: 'changed',
+  edit_file: 'changed',
+  multi_edit: 'changed',
+};
+
+export function noFilesTouched(): FilesTouched {
+  return { read: [], changed: [] };
+}
+
+export function collectFilesTouched(messages: readonly ModelMessage[], previous: FilesTouched = noFilesTouched()): FilesTouched {
+  const failed = new Set<string>();
+  const succeeded = new Set<string>();
+  for (const message of messages) {
+    if (message.role !== 'tool') continue;
+    for (const part of message.content) {
+      if (part.type !== 'tool-result') continue;
+      const isError = part.output.type === 'error-text' || part.output.type === 'error-json' || part.output.type === 'execution-denied';
+      (isError ? failed : succeeded).add(part.toolCallId);
+    }
+  }
+  const read = new Set(previous.read);
+  const changed = new Set(previous.changed);
+  for (const message of messages) {
+    if (message.role !== 'assistant' || typeof message.content === 'string') continue;
+    for (const part of message.content) {
+      if (part.type !== 'tool-call') continue;
+      const effect = FILE_EFFECTS[part.toolName];
+      const path = pathArgument(part.input);
+      if (effect === undefined || path === undefined) continue;
+      if (!succeeded.has(part.toolCallId) || failed.has(part.toolCallId)) continue;
+      (effect === 'read' ? read : changed).add(normalisePath(path));
+    }
+  }
+  return { read: [...read].sort(), changed: [...changed].sort() };
+}
+
+function pathArgument(input: unknown): string | undefined {
+  if (typeof input !== 'object' || input === null) return undefined;
+  const path = (input as { path?: unknown }).path;
+  return typeof path === 'string' && path !== '' ? path : undefined;
+}
+
+// The toolbox accepts "src/a.ts" and "/workspace/src/a.ts" for the same file.
+function normalisePath(path: string): string {
+  return path.replace(/^\/workspace\//, '').replace(/^\.\//, '');
+}
