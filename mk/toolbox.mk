@@ -1,0 +1,25 @@
+# The toolbox: the coding tools that run inside the sandbox (sandbox-image/toolbox/), bundled
+# into one file that runs on plain node with no node_modules, its tests and its benchmark.
+
+TOOLBOX_BUNDLE := sandbox-image/dist/toolbox.mjs
+TOOLBOX_SOURCES := $(shell find sandbox-image/toolbox -name '*.ts' 2>/dev/null)
+
+.PHONY: toolbox test-toolbox bench-toolbox ripgrep
+
+toolbox: $(TOOLBOX_BUNDLE)
+
+# createRequire in the banner: bundled CommonJS code may still call require() for node builtins.
+$(TOOLBOX_BUNDLE): $(TOOLBOX_SOURCES) package-lock.json | node_modules
+	npx esbuild sandbox-image/toolbox/main.ts --bundle --platform=node --format=esm --target=node20 \
+	  --banner:js="import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);" \
+	  --legal-comments=none --log-level=warning --outfile=$@
+
+# grep prefers ripgrep; the tests exercise all three engines, so rg must be present.
+ripgrep:
+	@command -v rg >/dev/null 2>&1 || apt-get install -y ripgrep
+
+test-toolbox: $(TOOLBOX_BUNDLE) ripgrep
+	npx vitest run --project toolbox
+
+bench-toolbox: $(TOOLBOX_BUNDLE) ripgrep
+	npx tsx test/bench/toolbox-bench.ts

@@ -1,0 +1,161 @@
+// Background jobs: `bash` with background: true starts a detached process group that outlives
+// the toolbox process, with its state kept in files under <home>/jobs/<id>/ (pid, output.log,
+// exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
+// from a later `call` process or another serve session.
+import { spawn } from 'node:child_process';
+import { access, mkdir, open, readFile, stat, truncate, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { BashJobResult, BashJobStatus, BashKillResult, BashOutputResult } from './contract/tool-results.ts';
+import type { ToolInput } from './contract/tool-schemas.ts';
+import { BASH_OUTPUT_MAX_BYTES } from './contract/limits.ts';
+import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
+import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
+import { ToolboxError } from './toolbox-error.ts';
+
+export async function startBackgroundJob(context: ToolboxContext, shell: string, cwd: string, command: string): Promise<BashJobResult> {
+  const job = `job-${newLogId()}`;
+  const directory = jobDirectory(context, job);
+  await mkdir(directory, { recursive: true });
+  const outputLog = path.join(directory, 'output.log');
+  await writeFile(outputLog, '');
+  const child = spawn(
+    shell,
+    ['-c', BASH_JOB_WRAPPER, 'chamvi-job', directory, String(context.outputLogMaxBytes), BASH_PRELUDE,
+      bashStateFile(context), context.realRoot, cwd, 'nosave', command],
+    {
+      cwd: context.realRoot,
+      detached: true, // a new session and process group: survives the toolbox, killable as one
+      stdio: 'ignore',
+      env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', reject);
+  });
+  await writeFile(path.join(directory, 'pid'), String(child.pid));
+  child.unref();
+  return { job, status: 'running', outputLog };
+}
+
+interface JobState {
+  status: BashJobStatus;
+  exitCode?: number | null;
+  outputCapped: boolean;
+}
+
+export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash_output'>): Promise<BashOutputResult> {
+  const directory = await existingJob(context, input.job);
+  const state = await jobState(directory);
+  const outputLog = path.join(directory, 'output.log');
+  let size = (await stat(outputLog).catch(() => ({ size: 0 }))).size;
+  if (size > context.outputLogMaxBytes) {
+    // The watchdog polls; whatever got past the cap before the kill is cut off.
+    if (state.status !== 'running') await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+    size = context.outputLogMaxBytes;
+  }
+  const offset = Math.min(input.offset ?? 0, size);
+  const length = Math.min(BASH_OUTPUT_MAX_BYTES, size - offset);
+  const buffer = Buffer.alloc(length);
+  let bytesRead = 0;
+  if (length > 0) {
+    const handle = await open(outputLog, 'r');
+    try {
+      bytesRead = (await handle.read(buffer, 0, length, offset)).bytesRead;
+    } finally {
+      await handle.close();
+    }
+  }
+  // End on a whole character so the next read at nextOffset does not start mid-sequence.
+  const usable = offset + bytesRead < size ? completeUtf8Length(buffer.subarray(0, bytesRead)) : bytesRead;
+  const nextOffset = offset + usable;
+  const result: BashOutputResult = {
+    job: input.job,
+    status: state.status,
+    output: buffer.subarray(0, usable).toString('utf8'),
+    offset,
+    nextOffset,
+    size,
+    truncated: nextOffset < size,
+    outputCapped: state.outputCapped,
+  };
+  if (state.exitCode !== undefined) result.exitCode = state.exitCode;
+  return result;
+}
+
+export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_kill'>): Promise<BashKillResult> {
+  const directory = await existingJob(context, input.job);
+  const before = await jobState(directory);
+  if (before.status === 'running') {
+    await writeFile(path.join(directory, 'killed'), '');
+    const pid = await jobPid(directory);
+    signalGroup(pid, 'SIGTERM');
+    // Give the tree a moment to exit cleanly, then make sure nothing is left.
+    const deadline = Date.now() + 1_000;
+    while (Date.now() < deadline && groupAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 25));
+    signalGroup(pid, 'SIGKILL');
+    // Bounded: an unreaped zombie (no init reaping in the pod) would look alive forever.
+    const killDeadline = Date.now() + 1_000;
+    while (Date.now() < killDeadline && groupAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const after = await jobState(directory);
+  const result: BashKillResult = { job: input.job, status: after.status };
+  if (after.exitCode !== undefined) result.exitCode = after.exitCode;
+  return result;
+}
+
+function jobDirectory(context: ToolboxContext, job: string): string {
+  return path.join(context.home, 'jobs', job);
+}
+
+async function existingJob(context: ToolboxContext, job: string): Promise<string> {
+  const directory = jobDirectory(context, job);
+  try {
+    await access(path.join(directory, 'output.log'));
+  } catch {
+    throw new ToolboxError('JOB_NOT_FOUND', `There is no background job ${job}; start one with bash and background: true`);
+  }
+  return directory;
+}
+
+async function jobState(directory: string): Promise<JobState> {
+  const marker = (name: string) => access(path.join(directory, name)).then(() => true, () => false);
+  const [exitText, killed, capped] = await Promise.all([
+    readFile(path.join(directory, 'exit'), 'utf8').catch(() => undefined),
+    marker('killed'),
+    marker('capped'),
+  ]);
+  // The markers are written just before the group is sent SIGKILL, which cannot be ignored.
+  if (capped || killed) return { status: 'killed', exitCode: null, outputCapped: capped };
+  if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.trim()), outputCapped: false };
+  const pid = await jobPid(directory);
+  if (pid !== undefined && groupAlive(pid)) return { status: 'running', outputCapped: false };
+  // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
+  return { status: 'lost', outputCapped: false };
+}
+
+async function jobPid(directory: string): Promise<number | undefined> {
+  const text = await readFile(path.join(directory, 'pid'), 'utf8').catch(() => '');
+  const pid = Number(text.trim());
+  return Number.isSafeInteger(pid) && pid > 1 ? pid : undefined;
+}
+
+function groupAlive(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(-pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
+  }
+}

@@ -1,0 +1,51 @@
+// The bash prelude every command runs in. State (exported variables and the working
+// directory) lives in a file under the toolbox home rather than in a long-lived shell, so it
+// survives separate `call` processes and a restarted session alike, and every command can
+// still get its own process group that a timeout kills as a whole.
+//
+// Arguments: $1 state file, $2 workspace root, $3 cwd override ('' for none), $4 'save' to
+// keep the state on exit, $5 the command.
+export const BASH_PRELUDE = String.raw`
+__chamvi_state=$1; __chamvi_root=$2; __chamvi_cwd=$3; __chamvi_keep=$4; __chamvi_command=$5
+shift 5
+cd -- "$__chamvi_root" 2>/dev/null
+if [ -f "$__chamvi_state" ]; then . "$__chamvi_state" >/dev/null 2>&1; fi
+if [ -n "$__chamvi_cwd" ]; then
+  cd -- "$__chamvi_cwd" || exit 1
+fi
+if [ "$__chamvi_keep" = save ]; then
+  # An EXIT trap keeps the state even when the command calls exit; a command that sets its
+  # own EXIT trap replaces this one, and that call's state is not kept (documented).
+  __chamvi_save() {
+    {
+      printf '# %s\n' "$PWD"
+      export -p
+      printf 'cd -- %q 2>/dev/null\n' "$PWD"
+    } > "$__chamvi_state.$$" 2>/dev/null && mv -f -- "$__chamvi_state.$$" "$__chamvi_state"
+  }
+  trap __chamvi_save EXIT
+fi
+eval "$__chamvi_command"
+`;
+
+// Runs a background job: the command in the same process group, its combined output in the
+// job directory, and a watchdog that kills the group when the output passes the cap. It is a
+// shell loop, not node, so it costs no memory worth mentioning and outlives the toolbox.
+//
+// Arguments: $1 job directory, $2 cap in bytes, $3 prelude, then the prelude's arguments.
+export const BASH_JOB_WRAPPER = String.raw`
+__chamvi_dir=$1; __chamvi_cap=$2; __chamvi_prelude=$3
+shift 3
+bash -c "$__chamvi_prelude" chamvi-job "$@" > "$__chamvi_dir/output.log" 2>&1 < /dev/null &
+__chamvi_child=$!
+while kill -0 "$__chamvi_child" 2>/dev/null; do
+  __chamvi_size=$(stat -c %s -- "$__chamvi_dir/output.log" 2>/dev/null || echo 0)
+  if [ "$__chamvi_size" -gt "$__chamvi_cap" ]; then
+    : > "$__chamvi_dir/capped"
+    kill -KILL 0
+  fi
+  sleep 0.2
+done
+wait "$__chamvi_child"
+echo $? > "$__chamvi_dir/exit.tmp" && mv -f -- "$__chamvi_dir/exit.tmp" "$__chamvi_dir/exit"
+`;

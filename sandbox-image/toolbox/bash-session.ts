@@ -1,0 +1,199 @@
+// bash: runs one command in its own process group with the session's persisted working
+// directory and exports, output straight into log files (the toolbox never buffers a
+// stream), a cap that kills the command when a log passes it, a timeout that kills the whole
+// tree, and a result showing the head and tail of each stream.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, readFile, stat, truncate, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import type { BashJobResult, BashResult } from './contract/tool-results.ts';
+import type { ToolInput } from './contract/tool-schemas.ts';
+import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAIL_BYTES } from './contract/limits.ts';
+import { BASH_PRELUDE } from './bash-script.ts';
+import { startBackgroundJob } from './bash-jobs.ts';
+import { findExecutable } from './child-process.ts';
+import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
+import { ToolboxError } from './toolbox-error.ts';
+
+/** Keep the logs of this many recent commands; older ones are deleted. */
+const KEEP_COMMAND_LOGS = 200;
+/** How often the log sizes are checked against the cap. */
+const CAP_POLL_MS = 20;
+/** Commands are passed as one argv string, which Linux limits to 128 KiB. */
+const COMMAND_MAX_CHARS = 100_000;
+
+export function bashStateFile(context: ToolboxContext): string {
+  return path.join(context.home, 'bash', 'state.sh');
+}
+
+export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>): Promise<BashResult | BashJobResult> {
+  const shell = findExecutable('bash');
+  if (!shell) throw new ToolboxError('IO_ERROR', 'bash is not installed in this sandbox');
+  if (input.command.length > COMMAND_MAX_CHARS) {
+    throw new ToolboxError('INVALID_INPUT', 'The command is too long; write it to a script with write_file and run the script');
+  }
+  const cwd = input.cwd === undefined ? '' : await guardCwd(context, input.cwd);
+  await mkdir(path.join(context.home, 'bash'), { recursive: true });
+  if (input.background) return startBackgroundJob(context, shell, cwd, input.command);
+  return runForeground(context, shell, cwd, input.command, Math.min(input.timeoutMs ?? BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS));
+}
+
+async function runForeground(context: ToolboxContext, shell: string, cwd: string, command: string, timeoutMs: number): Promise<BashResult> {
+  const outDirectory = path.join(context.home, 'out');
+  await mkdir(outDirectory, { recursive: true });
+  const id = newLogId();
+  const stdoutLog = path.join(outDirectory, `${id}.stdout.log`);
+  const stderrLog = path.join(outDirectory, `${id}.stderr.log`);
+  const [stdoutHandle, stderrHandle] = await Promise.all([open(stdoutLog, 'w'), open(stderrLog, 'w')]);
+  const started = performance.now();
+  const stateFile = bashStateFile(context);
+
+  const child = spawn(shell, ['-c', BASH_PRELUDE, 'chamvi', stateFile, context.realRoot, cwd, 'save', command], {
+    cwd: context.realRoot,
+    detached: true, // its own process group, so a kill reaches everything it started
+    stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
+    env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
+  });
+  await Promise.all([stdoutHandle.close(), stderrHandle.close()]);
+
+  let timedOut = false;
+  let outputCapped = false;
+  const killGroup = () => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    killGroup();
+  }, timeoutMs);
+  let polling = false;
+  const capWatch = setInterval(() => {
+    if (polling) return;
+    polling = true;
+    Promise.all([stat(stdoutLog), stat(stderrLog)])
+      .then(([out, err]) => {
+        if (!outputCapped && Math.max(out.size, err.size) > context.outputLogMaxBytes) {
+          outputCapped = true;
+          killGroup();
+        }
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        polling = false;
+      });
+  }, CAP_POLL_MS);
+
+  const exitCode = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => resolve(code));
+  }).finally(() => {
+    clearTimeout(timer);
+    clearInterval(capWatch);
+  });
+
+  // Output written between two polls may have gone past the cap: the log keeps at most the cap.
+  const [stdoutCap, stderrCap] = await Promise.all([capLog(stdoutLog, context.outputLogMaxBytes), capLog(stderrLog, context.outputLogMaxBytes)]);
+  const killedByUs = timedOut || outputCapped;
+  outputCapped ||= stdoutCap.wasOver || stderrCap.wasOver;
+  const stdoutSize = stdoutCap.size;
+  const stderrSize = stderrCap.size;
+  const [stdout, stderr] = await Promise.all([headAndTail(stdoutLog, stdoutSize), headAndTail(stderrLog, stderrSize)]);
+  const result: BashResult = {
+    exitCode: killedByUs ? null : exitCode,
+    stdout: stdout.text,
+    stderr: stderr.text,
+    stdoutTruncated: stdout.truncated,
+    stderrTruncated: stderr.truncated,
+    stdoutBytes: stdoutSize,
+    stderrBytes: stderrSize,
+    stdoutLog,
+    stderrLog,
+    cwd: await currentDirectory(context),
+    outputCapped,
+    timedOut,
+    durationMs: Math.round(performance.now() - started),
+  };
+  void pruneLogs(outDirectory);
+  return result;
+}
+
+async function guardCwd(context: ToolboxContext, cwd: string): Promise<string> {
+  const target = await guardWorkspacePath(context, cwd, { allowDenied: true });
+  const stats = await stat(target.real).catch(() => undefined);
+  if (!stats?.isDirectory()) throw new ToolboxError('NOT_FOUND', `cwd ${cwd} is not an existing directory`);
+  return target.real;
+}
+
+/** The directory the last command ended in, root-relative when inside the workspace. */
+async function currentDirectory(context: ToolboxContext): Promise<string> {
+  const state = await readFile(bashStateFile(context), 'utf8').catch(() => '');
+  const first = state.startsWith('# ') ? state.slice(2, state.indexOf('\n')) : context.realRoot;
+  if (!isInside(context.realRoot, first)) return first;
+  return toPosix(path.relative(context.realRoot, first)) || '.';
+}
+
+async function capLog(log: string, cap: number): Promise<{ size: number; wasOver: boolean }> {
+  const size = (await stat(log).catch(() => ({ size: 0 }))).size;
+  if (size <= cap) return { size, wasOver: false };
+  await truncate(log, cap).catch(() => undefined);
+  return { size: cap, wasOver: true };
+}
+
+/** The first 8 KiB and the last 24 KiB of a log, cut on UTF-8 character boundaries. */
+export async function headAndTail(log: string, size: number): Promise<{ text: string; truncated: boolean }> {
+  const handle = await open(log, 'r').catch(() => undefined);
+  if (!handle) return { text: '', truncated: false };
+  try {
+    if (size <= BASH_HEAD_BYTES + BASH_TAIL_BYTES) {
+      const buffer = Buffer.alloc(size);
+      const { bytesRead } = await handle.read(buffer, 0, size, 0);
+      return { text: buffer.subarray(0, bytesRead).toString('utf8'), truncated: false };
+    }
+    const head = Buffer.alloc(BASH_HEAD_BYTES);
+    const tail = Buffer.alloc(BASH_TAIL_BYTES);
+    await handle.read(head, 0, BASH_HEAD_BYTES, 0);
+    await handle.read(tail, 0, BASH_TAIL_BYTES, size - BASH_TAIL_BYTES);
+    const headText = head.subarray(0, completeUtf8Length(head)).toString('utf8');
+    const tailText = tail.subarray(leadingContinuationBytes(tail)).toString('utf8');
+    const omitted = size - BASH_HEAD_BYTES - BASH_TAIL_BYTES;
+    return { text: `${headText}\n[... ${omitted} bytes omitted; read the full output from the log with read_file ...]\n${tailText}`, truncated: true };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Length of the buffer without a trailing incomplete UTF-8 sequence. */
+export function completeUtf8Length(buffer: Uint8Array): number {
+  let index = buffer.length - 1;
+  let continuation = 0;
+  while (index >= 0 && continuation < 3 && ((buffer[index] as number) & 0xc0) === 0x80) {
+    index -= 1;
+    continuation += 1;
+  }
+  if (index < 0) return buffer.length;
+  const lead = buffer[index] as number;
+  const needed = lead >= 0xf0 ? 3 : lead >= 0xe0 ? 2 : lead >= 0xc0 ? 1 : 0;
+  return needed > continuation ? index : buffer.length;
+}
+
+function leadingContinuationBytes(buffer: Uint8Array): number {
+  let index = 0;
+  while (index < 3 && index < buffer.length && ((buffer[index] as number) & 0xc0) === 0x80) index += 1;
+  return index;
+}
+
+export function newLogId(): string {
+  // Time first, so names sort by age for pruning.
+  return `${Date.now().toString(36).padStart(9, '0')}-${randomBytes(4).toString('hex')}`;
+}
+
+async function pruneLogs(directory: string): Promise<void> {
+  const names = (await readdir(directory).catch(() => [] as string[])).sort();
+  const excess = names.length - KEEP_COMMAND_LOGS * 2;
+  if (excess <= 0) return;
+  await Promise.all(names.slice(0, excess).map((name) => unlink(path.join(directory, name)).catch(() => undefined)));
+}

@@ -1,0 +1,150 @@
+// Runs the helper programs the tools rely on (rg, git, grep) with bounded memory: output is
+// consumed as records as it arrives, each record cut to a maximum size, and the child is
+// killed as soon as the caller has seen enough.
+import { spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import path from 'node:path';
+
+export interface StreamRecordsOptions {
+  cwd: string;
+  env?: NodeJS.ProcessEnv;
+  /** Record separator byte: 0x0a for lines, 0x00 for -z output. */
+  separator: number;
+  /** Longer records are cut to this many bytes; the rest is dropped, never buffered. */
+  maxRecordBytes: number;
+  /** Return false to stop reading and kill the child. */
+  onRecord: (record: Buffer) => boolean;
+}
+
+export interface ProcessOutcome {
+  exitCode: number | null;
+  /** True when onRecord asked to stop. */
+  stopped: boolean;
+  /** First bytes of stderr, for error messages. */
+  stderr: string;
+}
+
+const STDERR_KEEP_BYTES = 2_048;
+
+export function streamRecords(command: string, args: string[], options: StreamRecordsOptions): Promise<ProcessOutcome> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stopped = false;
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let overflowing = false;
+    let stderr = '';
+
+    const emit = (record: Buffer) => {
+      if (stopped) return;
+      if (!options.onRecord(record)) {
+        stopped = true;
+        child.kill('SIGKILL');
+      }
+    };
+    child.stdout.on('data', (chunk: Buffer) => {
+      let start = 0;
+      while (!stopped && start < chunk.length) {
+        const end = chunk.indexOf(options.separator, start);
+        const piece = chunk.subarray(start, end === -1 ? chunk.length : end);
+        if (!overflowing) {
+          const room = options.maxRecordBytes - pendingBytes;
+          if (piece.length > room) {
+            pending.push(piece.subarray(0, room));
+            pendingBytes += room;
+            overflowing = true;
+          } else {
+            pending.push(piece);
+            pendingBytes += piece.length;
+          }
+        }
+        if (end === -1) break;
+        emit(pending.length === 1 ? Buffer.from(pending[0] as Buffer) : Buffer.concat(pending));
+        pending = [];
+        pendingBytes = 0;
+        overflowing = false;
+        start = end + 1;
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      if (stderr.length < STDERR_KEEP_BYTES) stderr += chunk.toString('utf8', 0, STDERR_KEEP_BYTES - stderr.length);
+    });
+    child.on('error', reject);
+    child.on('close', (exitCode) => {
+      if (!stopped && pendingBytes > 0) emit(Buffer.concat(pending));
+      resolve({ exitCode, stopped, stderr });
+    });
+  });
+}
+
+export interface CaptureResult {
+  exitCode: number | null;
+  stdout: string;
+  truncated: boolean;
+  stderr: string;
+}
+
+/** Captures at most maxChars characters of stdout (killing the child past that). */
+export async function captureOutput(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv; maxChars: number },
+): Promise<CaptureResult> {
+  let stdout = '';
+  let truncated = false;
+  const outcome = await streamRecords(command, args, {
+    cwd: options.cwd,
+    env: options.env,
+    separator: 0x0a,
+    maxRecordBytes: options.maxChars * 4,
+    onRecord: (record) => {
+      const line = `${record.toString('utf8')}\n`;
+      if (stdout.length + line.length > options.maxChars) {
+        stdout += line.slice(0, Math.max(0, options.maxChars - stdout.length));
+        truncated = true;
+        return false;
+      }
+      stdout += line;
+      return true;
+    },
+  });
+  return { exitCode: outcome.exitCode, stdout, truncated, stderr: outcome.stderr };
+}
+
+const executableCache = new Map<string, string | undefined>();
+
+/** Finds a program on PATH without starting a process. */
+export function findExecutable(name: string, searchPath = process.env.PATH ?? ''): string | undefined {
+  const key = `${name}\0${searchPath}`;
+  if (executableCache.has(key)) return executableCache.get(key);
+  let found: string | undefined;
+  for (const directory of searchPath.split(path.delimiter)) {
+    if (!directory) continue;
+    const candidate = path.join(directory, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      found = candidate;
+      break;
+    } catch {
+      // Not here; keep looking.
+    }
+  }
+  executableCache.set(key, found);
+  return found;
+}
+
+/** Environment for git: paths are literal (":!src" is a file name, not pathspec magic), no pager or prompts. */
+export function gitEnvironment(): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    GIT_LITERAL_PATHSPECS: '1',
+    GIT_PAGER: 'cat',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_OPTIONAL_LOCKS: '0',
+    // The workspace may be owned by another uid than the toolbox (an emptyDir, an import);
+    // command-scope config is "protected", so git honours it.
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: 'safe.directory',
+    GIT_CONFIG_VALUE_0: '*',
+  };
+}

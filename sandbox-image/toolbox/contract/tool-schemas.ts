@@ -1,0 +1,197 @@
+// Input schemas of the twelve tools, written for the model: every field's description is what
+// the model reads when it decides how to call the tool. The operator builds its ai SDK tools
+// from these; the toolbox validates every request with the same objects.
+import { z } from 'zod';
+import {
+  BASH_MAX_TIMEOUT_MS,
+  INSTRUCTIONS_MAX_PATHS,
+  LIST_MAX_RESULTS,
+  READ_MAX_LINES,
+  SEARCH_MAX_RESULTS,
+} from './limits.ts';
+
+const workspacePath = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .describe(`${what}, relative to the workspace root or starting with /workspace/`);
+
+const includeIgnored = z
+  .boolean()
+  .optional()
+  .describe('Also include files that .gitignore excludes (default false)');
+
+export const readFileInput = z.object({
+  path: z
+    .string()
+    .min(1)
+    .describe(
+      'File to read, relative to the workspace root or starting with /workspace/; also the absolute stdoutLog/stderrLog/outputLog path of a bash result',
+    ),
+  offset: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('1-based line to start at (default 1); to continue a truncated read use endLine + 1'),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(READ_MAX_LINES)
+    .optional()
+    .describe(`Number of lines to return (default and maximum ${READ_MAX_LINES})`),
+  encoding: z
+    .enum(['utf8', 'base64'])
+    .optional()
+    .describe('"base64" returns the raw bytes of a file up to 1 MiB; default "utf8" returns text lines'),
+});
+
+export const writeFileInput = z.object({
+  path: workspacePath('File to create or replace'),
+  content: z.string().describe('The complete new content of the file'),
+  encoding: z
+    .enum(['utf8', 'base64'])
+    .optional()
+    .describe('"base64" when content is base64-encoded bytes; default "utf8"'),
+});
+
+const editFields = {
+  oldString: z
+    .string()
+    .min(1)
+    .describe('Exact text to replace, as read_file shows it (LF line endings, no byte order mark); must be unique unless replaceAll'),
+  newString: z.string().describe('Text to put in its place; must differ from oldString'),
+  replaceAll: z
+    .boolean()
+    .optional()
+    .describe('Replace every occurrence instead of requiring exactly one (default false)'),
+};
+
+export const editFileInput = z.object({
+  path: workspacePath('File to edit'),
+  ...editFields,
+});
+
+export const multiEditInput = z.object({
+  path: workspacePath('File to edit'),
+  edits: z
+    .array(z.object(editFields))
+    .min(1)
+    .max(100)
+    .describe('Edits applied in order, each to the result of the previous one; if any fails nothing is written'),
+});
+
+export const grepInput = z.object({
+  pattern: z.string().min(1).describe('Extended regular expression to search file contents for'),
+  path: workspacePath('Directory or file to search in (default the whole workspace)').optional(),
+  ignoreCase: z.boolean().optional().describe('Match case-insensitively (default false)'),
+  includeIgnored,
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(SEARCH_MAX_RESULTS)
+    .optional()
+    .describe(`Maximum matches to return (default 100, at most ${SEARCH_MAX_RESULTS})`),
+});
+
+export const globInput = z.object({
+  pattern: z
+    .string()
+    .min(1)
+    .describe('Glob matched against paths relative to path, e.g. "**/*.ts" or "src/*.json"; ** spans directories, * stays within one'),
+  path: workspacePath('Directory to search under (default the workspace root)').optional(),
+  includeIgnored,
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(LIST_MAX_RESULTS)
+    .optional()
+    .describe(`Maximum files to return (default 1000, at most ${LIST_MAX_RESULTS})`),
+});
+
+export const listFilesInput = z.object({
+  path: workspacePath('Directory to list (default the workspace root)').optional(),
+  includeIgnored,
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(LIST_MAX_RESULTS)
+    .optional()
+    .describe(`Maximum files to return (default 1000, at most ${LIST_MAX_RESULTS})`),
+});
+
+export const bashInput = z.object({
+  command: z
+    .string()
+    .min(1)
+    .describe('Shell command for bash; the working directory and exported variables persist to the next call'),
+  cwd: workspacePath('Directory to run in (default the directory the previous command ended in)').optional(),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(BASH_MAX_TIMEOUT_MS)
+    .optional()
+    .describe('Kill the command and everything it started after this many milliseconds (default 5 minutes, at most 30)'),
+  background: z
+    .boolean()
+    .optional()
+    .describe('Start the command as a background job and return its id at once; follow it with bash_output, stop it with bash_kill'),
+});
+
+const jobId = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/)
+  .describe('Job id returned by bash with background: true');
+
+export const bashOutputInput = z.object({
+  job: jobId,
+  offset: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('Byte offset to read the job output from (default 0); use nextOffset of the previous call to follow'),
+});
+
+export const bashKillInput = z.object({ job: jobId });
+
+export const gitDiffInput = z.object({
+  staged: z.boolean().optional().describe('Show the staged changes (index against HEAD) instead of the working tree'),
+  path: workspacePath('Limit status and diff to this file or directory').optional(),
+});
+
+export const readRepositoryInstructionsInput = z.object({
+  paths: z
+    .array(workspacePath('File or directory, which need not exist yet'))
+    .min(1)
+    .max(INSTRUCTIONS_MAX_PATHS)
+    .describe('Paths whose repository guidance (AGENTS.md, CLAUDE.md of each directory from the root down) to return'),
+});
+
+export const toolInputSchemas = {
+  read_file: readFileInput,
+  write_file: writeFileInput,
+  edit_file: editFileInput,
+  multi_edit: multiEditInput,
+  grep: grepInput,
+  glob: globInput,
+  list_files: listFilesInput,
+  bash: bashInput,
+  bash_output: bashOutputInput,
+  bash_kill: bashKillInput,
+  git_diff: gitDiffInput,
+  read_repository_instructions: readRepositoryInstructionsInput,
+} as const;
+
+export type ToolName = keyof typeof toolInputSchemas;
+export const TOOL_NAMES = Object.keys(toolInputSchemas) as ToolName[];
+export type ToolInput<T extends ToolName> = z.infer<(typeof toolInputSchemas)[T]>;
+
+export function isToolName(value: unknown): value is ToolName {
+  return typeof value === 'string' && Object.hasOwn(toolInputSchemas, value);
+}

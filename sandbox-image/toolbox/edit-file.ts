@@ -1,0 +1,99 @@
+// edit_file and multi_edit: exact-text replacement on the text the model read (no BOM, LF),
+// written back with the file's own BOM and line endings. All edits of one call apply to an
+// in-memory copy first, so a failing edit writes nothing; edits of one file are serialized.
+import { readFile, stat } from 'node:fs/promises';
+import type { EditFileResult, MultiEditResult } from './contract/tool-results.ts';
+import type { ToolInput } from './contract/tool-schemas.ts';
+import { READ_TEXT_MAX_BYTES } from './contract/limits.ts';
+import { writeFileAtomic } from './atomic-write.ts';
+import { withFileLock } from './file-locks.ts';
+import { guardWorkspacePath } from './path-guard.ts';
+import { decodeText, encodeText } from './text-encoding.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
+import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
+
+export interface TextEdit {
+  oldString: string;
+  newString: string;
+  replaceAll?: boolean | undefined;
+}
+
+export async function editFile(context: ToolboxContext, input: ToolInput<'edit_file'>): Promise<EditFileResult> {
+  const { path, replacements } = await editInPlace(context, input.path, [input]);
+  return { path, replacements };
+}
+
+export async function multiEdit(context: ToolboxContext, input: ToolInput<'multi_edit'>): Promise<MultiEditResult> {
+  const { path, replacements } = await editInPlace(context, input.path, input.edits);
+  return { path, edits: input.edits.length, replacements };
+}
+
+async function editInPlace(context: ToolboxContext, inputPath: string, edits: TextEdit[]) {
+  const target = await guardWorkspacePath(context, inputPath);
+  const displayPath = target.relative || '.';
+  return withFileLock(target.real, async () => {
+    let bytes: Buffer;
+    try {
+      const stats = await stat(target.real);
+      if (stats.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${displayPath} is a directory; name a file`);
+      if (stats.size > READ_TEXT_MAX_BYTES) {
+        throw new ToolboxError('TOO_LARGE', `${displayPath} has ${stats.size} bytes; edit files up to 16 MiB, or use bash`);
+      }
+      bytes = await readFile(target.real);
+    } catch (error) {
+      throw toolboxErrorFromFs(error, displayPath);
+    }
+    const decoded = decodeText(bytes, displayPath);
+    const { text, replacements } = applyEdits(decoded.text, edits, displayPath);
+    try {
+      await writeFileAtomic(target.real, encodeText(text, decoded));
+    } catch (error) {
+      throw toolboxErrorFromFs(error, displayPath);
+    }
+    return { path: displayPath, replacements };
+  });
+}
+
+/** Applies edits in order to normalized text; throws a contract error on the first that fails. */
+export function applyEdits(original: string, edits: TextEdit[], displayPath = 'the file'): { text: string; replacements: number } {
+  let text = original;
+  let replacements = 0;
+  edits.forEach((edit, index) => {
+    const which = edits.length > 1 ? `edit ${index + 1}: ` : '';
+    if (edit.oldString === '') {
+      throw new ToolboxError('INVALID_INPUT', `${which}oldString is empty; to create or replace a whole file use write_file`);
+    }
+    if (edit.oldString === edit.newString) {
+      throw new ToolboxError('NO_CHANGE', `${which}oldString and newString are the same; nothing to change`);
+    }
+    const count = countOccurrences(text, edit.oldString);
+    if (count === 0) {
+      throw new ToolboxError(
+        'NO_MATCH',
+        `${which}oldString was not found in ${displayPath}; read the file again and copy the text exactly (whitespace included)`,
+      );
+    }
+    if (count > 1 && !edit.replaceAll) {
+      throw new ToolboxError(
+        'NOT_UNIQUE',
+        `${which}oldString occurs ${count} times in ${displayPath}; add surrounding lines to make it unique, or set replaceAll`,
+      );
+    }
+    // split/join instead of replace(): newString must not be read as a replacement pattern ($&).
+    text = edit.replaceAll ? text.split(edit.oldString).join(edit.newString) : replaceFirst(text, edit.oldString, edit.newString);
+    replacements += edit.replaceAll ? count : 1;
+  });
+  if (text === original) throw new ToolboxError('NO_CHANGE', `The edits leave ${displayPath} unchanged`);
+  return { text, replacements };
+}
+
+function countOccurrences(text: string, needle: string): number {
+  let count = 0;
+  for (let index = text.indexOf(needle); index !== -1; index = text.indexOf(needle, index + needle.length)) count += 1;
+  return count;
+}
+
+function replaceFirst(text: string, needle: string, replacement: string): string {
+  const index = text.indexOf(needle);
+  return text.slice(0, index) + replacement + text.slice(index + needle.length);
+}

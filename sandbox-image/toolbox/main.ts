@@ -1,0 +1,65 @@
+// Entry point of toolbox.mjs: `[--root DIR] [--home DIR] call|serve|import`. Exit 0 whenever a
+// response line was written (tool errors included); non-zero only when the protocol itself
+// failed, with the reason on stderr.
+import { callOnce } from './call.ts';
+import { serve } from './serve.ts';
+import { importTar } from './tar-import.ts';
+import { ProtocolError } from './tool-dispatch.ts';
+import { createContext, type ContextOptions } from './toolbox-context.ts';
+import { ToolboxError } from './toolbox-error.ts';
+import { writeLine } from './response-writer.ts';
+
+const USAGE = 'usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] call|serve|import';
+
+interface Arguments extends ContextOptions {
+  command: string;
+}
+
+export function parseArguments(argv: string[]): Arguments {
+  const options: ContextOptions = {};
+  let command: string | undefined;
+  for (let index = 0; index < argv.length; index += 1) {
+    const argument = argv[index] as string;
+    const [flag, inline] = argument.startsWith('--') && argument.includes('=') ? argument.split(/=(.*)/s, 2) : [argument, undefined];
+    const value = () => {
+      const next = inline ?? argv[++index];
+      if (next === undefined) throw new ProtocolError(`${flag} needs a value\n${USAGE}`);
+      return next;
+    };
+    if (flag === '--root') options.root = value();
+    else if (flag === '--home') options.home = value();
+    else if (flag === '--output-log-max-bytes') {
+      const bytes = Number(value());
+      if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new ProtocolError(`--output-log-max-bytes must be a positive integer\n${USAGE}`);
+      options.outputLogMaxBytes = bytes;
+    } else if (!flag?.startsWith('-') && command === undefined) command = flag;
+    else throw new ProtocolError(`unknown argument ${argument}\n${USAGE}`);
+  }
+  if (command !== 'call' && command !== 'serve' && command !== 'import') throw new ProtocolError(USAGE);
+  return { ...options, command };
+}
+
+async function main(): Promise<number> {
+  const args = parseArguments(process.argv.slice(2));
+  const context = createContext(args);
+  if (args.command === 'call') await callOnce(context, process.stdin, process.stdout);
+  else if (args.command === 'serve') await serve(context, process.stdin, process.stdout);
+  else {
+    try {
+      const result = await importTar(context, process.stdin);
+      await writeLine(process.stdout, { ok: true, result });
+    } catch (error) {
+      if (!ToolboxError.isInstance(error)) throw error;
+      await writeLine(process.stdout, { ok: false, error: { code: error.code, message: error.message } });
+    }
+  }
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`toolbox: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(error instanceof ProtocolError ? 2 : 1);
+  },
+);

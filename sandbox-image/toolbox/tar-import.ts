@@ -1,0 +1,258 @@
+// `import`: a tar stream (optionally gzip) becomes the workspace. This is how the worker's
+// clone reaches the pod without network. Every entry is confined like a tool path: an entry
+// that would land outside the root (absolute, `..`, or through a symlink created by an earlier
+// entry) fails the import with OUTSIDE_WORKSPACE. Files are streamed to disk, never buffered.
+import { createWriteStream } from 'node:fs';
+import { link, lstat, mkdir, rm, symlink, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { guardWorkspacePath, isInside, lexicalRelative } from './path-guard.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
+import { ToolboxError } from './toolbox-error.ts';
+
+export interface ImportResult {
+  files: number;
+  directories: number;
+  symlinks: number;
+  bytes: number;
+  /** Device files, fifos and other entries a workspace has no use for. */
+  skipped: number;
+}
+
+const BLOCK = 512;
+const PAX_MAX_BYTES = 1_048_576;
+
+export async function importTar(context: ToolboxContext, input: AsyncIterable<Uint8Array>): Promise<ImportResult> {
+  const reader = new ChunkReader(await maybeGunzip(input));
+  const result: ImportResult = { files: 0, directories: 0, symlinks: 0, bytes: 0, skipped: 0 };
+  let pax: Record<string, string> = {};
+  let longName: string | undefined;
+  let longLink: string | undefined;
+
+  for (;;) {
+    const header = await reader.read(BLOCK);
+    if (!header) break;
+    if (header.every((byte) => byte === 0)) break; // end-of-archive marker
+    verifyChecksum(header);
+    const type = String.fromCharCode(header[156] ?? 0);
+    const size = pax.size !== undefined ? Number(pax.size) : parseNumber(header.subarray(124, 136));
+    if (!Number.isSafeInteger(size) || size < 0) throw new ToolboxError('INVALID_INPUT', 'The tar stream has an entry with an invalid size');
+    const padded = Math.ceil(size / BLOCK) * BLOCK;
+
+    if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
+      if (size > PAX_MAX_BYTES) throw new ToolboxError('TOO_LARGE', 'The tar stream has an oversized extended header');
+      const data = (await reader.read(padded)) ?? truncatedArchive();
+      const body = data.subarray(0, size);
+      if (type === 'x') pax = parsePax(body);
+      else if (type === 'L') longName = cString(body);
+      else if (type === 'K') longLink = cString(body);
+      continue;
+    }
+
+    const name = pax.path ?? longName ?? ustarName(header);
+    const linkName = pax.linkpath ?? longLink ?? cString(header.subarray(157, 257));
+    const mode = parseNumber(header.subarray(100, 108)) & 0o777;
+    pax = {};
+    longName = undefined;
+    longLink = undefined;
+
+    const relative = confine(context, name);
+    if (relative === '') {
+      await reader.skip(padded);
+      continue;
+    }
+    if (type === '5') {
+      const real = await entryLocation(context, relative, name);
+      await mkdir(real, { recursive: true, mode: mode | 0o700 });
+      result.directories += 1;
+      await reader.skip(padded);
+    } else if (type === '0' || type === '\0' || type === '7') {
+      const real = await entryLocation(context, relative, name);
+      await clearForEntry(real);
+      const out = createWriteStream(real, { mode: mode | 0o600 });
+      await reader.pipe(size, out);
+      out.end();
+      await finished(out);
+      await reader.skip(padded - size);
+      result.files += 1;
+      result.bytes += size;
+    } else if (type === '2') {
+      const real = await entryLocation(context, relative, name);
+      await clearForEntry(real);
+      // The link may point anywhere: tools refuse to follow it out, later entries may not pass it.
+      await symlink(linkName, real);
+      result.symlinks += 1;
+      await reader.skip(padded);
+    } else if (type === '1') {
+      const target = await guardWorkspacePath(context, confine(context, linkName), { allowDenied: true });
+      const real = await entryLocation(context, relative, name);
+      await clearForEntry(real);
+      await link(target.real, real);
+      result.files += 1;
+      await reader.skip(padded);
+    } else {
+      result.skipped += 1;
+      await reader.skip(padded);
+    }
+  }
+  return result;
+}
+
+/** Root-relative path of an entry name, refusing absolute names and `..` escapes. */
+function confine(context: ToolboxContext, name: string): string {
+  if (path.posix.isAbsolute(name)) {
+    throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} is absolute; the import was stopped`);
+  }
+  try {
+    return lexicalRelative(context, name);
+  } catch {
+    throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace; the import was stopped`);
+  }
+}
+
+/** Where an entry goes: its parent resolved for real (symlinks included) must be in the root. */
+async function entryLocation(context: ToolboxContext, relative: string, name: string): Promise<string> {
+  const parent = path.posix.dirname(relative);
+  let realParent: string;
+  try {
+    realParent = (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
+  } catch (error) {
+    if (ToolboxError.isInstance(error) && error.code === 'OUTSIDE_WORKSPACE') {
+      throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} would be written through a symlink outside the workspace; the import was stopped`);
+    }
+    throw error;
+  }
+  const real = path.join(realParent, path.posix.basename(relative));
+  if (!isInside(context.realRoot, real)) throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
+  await mkdir(realParent, { recursive: true });
+  return real;
+}
+
+/** A file or symlink entry replaces what is there, never writes through an old symlink. */
+async function clearForEntry(real: string): Promise<void> {
+  const stats = await lstat(real).catch(() => undefined);
+  if (!stats) return;
+  if (stats.isDirectory()) await rm(real, { recursive: true, force: true });
+  else await unlink(real);
+}
+
+async function maybeGunzip(input: AsyncIterable<Uint8Array>): Promise<AsyncIterable<Uint8Array>> {
+  const iterator = input[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done) return (async function* empty() {})();
+  const head = first.value;
+  async function* rest(): AsyncGenerator<Uint8Array> {
+    yield head;
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+  }
+  if (head[0] === 0x1f && head[1] === 0x8b) return Readable.from(rest()).pipe(createGunzip());
+  return rest();
+}
+
+function verifyChecksum(header: Buffer): void {
+  const stored = parseNumber(header.subarray(148, 156));
+  let sum = 0;
+  for (let index = 0; index < BLOCK; index += 1) sum += index >= 148 && index < 156 ? 0x20 : (header[index] as number);
+  if (sum !== stored) throw new ToolboxError('INVALID_INPUT', 'The input is not a valid tar stream (header checksum mismatch)');
+}
+
+function parseNumber(field: Buffer): number {
+  if ((field[0] ?? 0) & 0x80) {
+    // GNU base-256 for sizes past 8 GiB.
+    let value = 0;
+    for (let index = 1; index < field.length; index += 1) value = value * 256 + (field[index] as number);
+    return value;
+  }
+  const text = cString(field).trim();
+  return text === '' ? 0 : parseInt(text, 8);
+}
+
+function ustarName(header: Buffer): string {
+  const name = cString(header.subarray(0, 100));
+  const isUstar = header.subarray(257, 262).toString('latin1') === 'ustar';
+  const prefix = isUstar ? cString(header.subarray(345, 500)) : '';
+  return prefix ? `${prefix}/${name}` : name;
+}
+
+function cString(field: Buffer): string {
+  const end = field.indexOf(0);
+  return field.subarray(0, end === -1 ? field.length : end).toString('utf8');
+}
+
+function parsePax(body: Buffer): Record<string, string> {
+  const records: Record<string, string> = {};
+  let offset = 0;
+  while (offset < body.length) {
+    const space = body.indexOf(0x20, offset);
+    if (space === -1) break;
+    const length = Number(body.subarray(offset, space).toString('latin1'));
+    if (!Number.isSafeInteger(length) || length <= 0) break;
+    const record = body.subarray(space + 1, offset + length - 1).toString('utf8');
+    const equals = record.indexOf('=');
+    if (equals > 0) records[record.slice(0, equals)] = record.slice(equals + 1);
+    offset += length;
+  }
+  return records;
+}
+
+function truncatedArchive(): never {
+  throw new ToolboxError('INVALID_INPUT', 'The tar stream ended in the middle of an entry');
+}
+
+/** Exact-size reads over a stream of chunks of any size. */
+class ChunkReader {
+  private readonly iterator: AsyncIterator<Uint8Array>;
+  private buffered: Buffer = Buffer.alloc(0);
+  private ended = false;
+
+  constructor(source: AsyncIterable<Uint8Array>) {
+    this.iterator = source[Symbol.asyncIterator]();
+  }
+
+  /** Exactly n bytes, or undefined at a clean end of stream. */
+  async read(n: number): Promise<Buffer | undefined> {
+    while (this.buffered.length < n && (await this.fill()));
+    if (this.buffered.length === 0 && n > 0) return undefined;
+    if (this.buffered.length < n) truncatedArchive();
+    const out = this.buffered.subarray(0, n);
+    this.buffered = this.buffered.subarray(n);
+    return out;
+  }
+
+  async skip(n: number): Promise<void> {
+    let left = n;
+    while (left > 0) {
+      if (this.buffered.length === 0 && !(await this.fill())) truncatedArchive();
+      const take = Math.min(left, this.buffered.length);
+      this.buffered = this.buffered.subarray(take);
+      left -= take;
+    }
+  }
+
+  /** Streams n bytes into a writable, respecting its backpressure. */
+  async pipe(n: number, out: NodeJS.WritableStream): Promise<void> {
+    let left = n;
+    while (left > 0) {
+      if (this.buffered.length === 0 && !(await this.fill())) truncatedArchive();
+      const take = Math.min(left, this.buffered.length);
+      const piece = this.buffered.subarray(0, take);
+      this.buffered = this.buffered.subarray(take);
+      left -= take;
+      if (!out.write(piece)) await new Promise((resolve) => out.once('drain', resolve));
+    }
+  }
+
+  private async fill(): Promise<boolean> {
+    if (this.ended) return false;
+    const next = await this.iterator.next();
+    if (next.done) {
+      this.ended = true;
+      return false;
+    }
+    const chunk = Buffer.from(next.value.buffer, next.value.byteOffset, next.value.byteLength);
+    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
+    return true;
+  }
+}

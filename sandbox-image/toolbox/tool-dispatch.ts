@@ -1,0 +1,73 @@
+// Turns one protocol request into one response: validates the input with the contract's zod
+// schema, runs the tool, and maps every failure to a stable error code. A tool never throws
+// out of here; only a request that is not a request at all is a protocol failure.
+import { z } from 'zod';
+import { isToolName, toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
+import type { ToolResponse } from './contract/tool-results.ts';
+import { bashKill, bashOutput } from './bash-jobs.ts';
+import { runBash } from './bash-session.ts';
+import { editFile, multiEdit } from './edit-file.ts';
+import { glob, listFiles } from './file-listing.ts';
+import { gitDiff } from './git-diff.ts';
+import { grep } from './grep.ts';
+import { readFile } from './read-file.ts';
+import { readRepositoryInstructions } from './repository-instructions.ts';
+import type { ToolboxContext } from './toolbox-context.ts';
+import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
+import { writeFile } from './write-file.ts';
+
+type Handler = (context: ToolboxContext, input: never) => Promise<unknown>;
+
+const handlers: Record<ToolName, Handler> = {
+  read_file: readFile,
+  write_file: writeFile,
+  edit_file: editFile,
+  multi_edit: multiEdit,
+  grep,
+  glob,
+  list_files: listFiles,
+  bash: runBash,
+  bash_output: bashOutput,
+  bash_kill: bashKill,
+  git_diff: gitDiff,
+  read_repository_instructions: readRepositoryInstructions,
+};
+
+/** A request line that cannot be answered with a tool result or tool error. */
+export class ProtocolError extends Error {
+  override readonly name = 'ProtocolError';
+}
+
+export interface ToolRequest {
+  id?: unknown;
+  tool: ToolName;
+  input: unknown;
+}
+
+/** Parses one request line; throws ProtocolError for bad JSON or an unknown tool. */
+export function parseRequest(line: string): ToolRequest {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    throw new ProtocolError('request is not valid JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ProtocolError('request must be a JSON object');
+  const { id, tool, input } = value as Record<string, unknown>;
+  if (!isToolName(tool)) throw new ProtocolError(`unknown tool ${JSON.stringify(tool)?.slice(0, 100)}`);
+  return { id, tool, input: input ?? {} };
+}
+
+export async function dispatch(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {
+  const parsed = toolInputSchemas[tool].safeParse(input);
+  if (!parsed.success) {
+    return { ok: false, error: { code: 'INVALID_INPUT', message: `Invalid input for ${tool}: ${z.prettifyError(parsed.error).slice(0, 1_000)}` } };
+  }
+  try {
+    const result = await handlers[tool](context, parsed.data as never);
+    return { ok: true, result };
+  } catch (error) {
+    const known = ToolboxError.isInstance(error) ? error : toolboxErrorFromFs(error, 'the path');
+    return { ok: false, error: { code: known.code, message: known.message } };
+  }
+}

@@ -1,0 +1,35 @@
+// Where the toolbox works: the workspace root, its own home (bash state, logs), and the knobs
+// a test may turn. Resolved once per process; every tool receives it.
+import { mkdirSync, realpathSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import { OUTPUT_LOG_MAX_BYTES } from './contract/limits.ts';
+
+export interface ToolboxContext {
+  /** Workspace root as given (absolute). */
+  root: string;
+  /** Real path of the root; every guarded path must resolve under it. */
+  realRoot: string;
+  /** Real path of the toolbox home. */
+  home: string;
+  /** Per-stream cap of bash output logs. */
+  outputLogMaxBytes: number;
+}
+
+export interface ContextOptions {
+  root?: string | undefined;
+  home?: string | undefined;
+  outputLogMaxBytes?: number | undefined;
+}
+
+export function createContext(options: ContextOptions, env: NodeJS.ProcessEnv = process.env): ToolboxContext {
+  const root = path.resolve(options.root ?? env.CHAMVI_WORKSPACE ?? '/workspace');
+  const home = path.resolve(options.home ?? env.CHAMVI_HOME ?? path.join(homedir(), '.chamvi'));
+  mkdirSync(root, { recursive: true });
+  mkdirSync(home, { recursive: true });
+  // The cap is configurable so a test can show the kill without writing 64 MiB.
+  const capFromEnv = Number(env.CHAMVI_OUTPUT_LOG_MAX_BYTES);
+  const outputLogMaxBytes =
+    options.outputLogMaxBytes ?? (Number.isSafeInteger(capFromEnv) && capFromEnv > 0 ? capFromEnv : OUTPUT_LOG_MAX_BYTES);
+  return { root, realRoot: realpathSync(root), home: realpathSync(home), outputLogMaxBytes };
+}
