@@ -10,6 +10,9 @@ export function retryAfterMs(headers: Record<string, string | undefined> | undef
   if (value === undefined || value === '') return undefined;
   const seconds = parseNonNegative(value);
   if (seconds !== undefined) return seconds * 1000;
+  // An HTTP date names its weekday and month; without letters it is a malformed number,
+  // which Date.parse would happily read as a year.
+  if (!/[a-z]/i.test(value)) return undefined;
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);

@@ -1,0 +1,182 @@
+// Table-driven tests of the controller's decisions: observed state in, actions, status and
+// events out. No cluster: decide() is pure.
+import { describe, expect, it } from 'vitest';
+import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { decide } from '../../operator/src/reconcile/decide.ts';
+import type { ObservedRun, SandboxPodView } from '../../operator/src/reconcile/observed-run.ts';
+
+const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2 }, {});
+const now = new Date('2026-11-29T12:00:00Z');
+const minutesAgo = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
+
+function run(overrides: { spec?: Record<string, unknown>; status?: CodingRun['status']; metadata?: Partial<CodingRun['metadata']> } = {}): CodingRun {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1', generation: 2, finalizers: [FINALIZER], creationTimestamp: minutesAgo(1), ...overrides.metadata },
+    spec: {
+      task: 'Fix it',
+      repository: { url: 'https://github.com/acme/webapp.git' },
+      model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } },
+      ...overrides.spec,
+    } as CodingRun['spec'],
+    ...(overrides.status ? { status: overrides.status } : {}),
+  };
+}
+
+const accepted = [{ type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: minutesAgo(1) }];
+const pod = (overrides: Partial<SandboxPodView> = {}): SandboxPodView => ({ name: 'fix-sandbox', phase: 'Running', ready: true, deleting: false, ...overrides });
+
+function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRun {
+  return {
+    run: r,
+    networkPolicyExists: false,
+    ownedConfigMaps: [],
+    references: { secrets: { llm: ['apiKey'] }, configMaps: {} },
+    admission: { active: 0, queuedAhead: 0 },
+    ...overrides,
+  };
+}
+
+const types = (decision: ReturnType<typeof decide>) => decision.actions.map((action) => action.type);
+
+describe('decide: accepting a new run', () => {
+  it('adds the finalizer first, then admits a valid run and creates policy and pod', () => {
+    const decision = decide(observe(run({ metadata: { finalizers: [] } })), config, now);
+    expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
+    expect(decision.status).toMatchObject({ phase: 'Provisioning', podName: 'fix-sandbox', startTime: now.toISOString(), observedGeneration: 2 });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'True', reason: 'Valid', observedGeneration: 2 });
+    expect(decision.events.map((event) => event.reason)).toEqual(['Accepted', 'Provisioning']);
+  });
+
+  it('creates no network policy when the operator config turns them off', () => {
+    const decision = decide(observe(run()), { ...config, networkPolicy: false }, now);
+    expect(types(decision)).toEqual(['createPod']);
+  });
+
+  it.each([
+    ['a disallowed repository', { spec: { repository: { url: 'https://github.com/acme-evil/x' } } }, {}, 'RepoNotAllowed', /does not match the operator's allowRepo/],
+    ['a missing API key Secret', {}, { references: { secrets: {}, configMaps: {} } }, 'SecretNotFound', /Secret agents\/llm named in spec.model.apiKeySecretRef does not exist/],
+    ['a Secret without the key', {}, { references: { secrets: { llm: ['token'] }, configMaps: {} } }, 'SecretNotFound', /has no key "apiKey"/],
+    [
+      'a scripted run without its ConfigMap',
+      { spec: { model: { provider: 'scripted', scriptRef: { name: 'demo' } } } },
+      {},
+      'ConfigMapNotFound',
+      /ConfigMap agents\/demo named in spec.model.scriptRef does not exist/,
+    ],
+    ['a spec the schema refuses', { spec: { task: '' } }, {}, 'InvalidSpec', /spec.task/],
+  ])('refuses %s: Failed with the reason, no pod', (_, runOverrides, observedOverrides, reason, message) => {
+    const decision = decide(observe(run(runOverrides as never), observedOverrides), config, now);
+    expect(types(decision)).not.toContain('createPod');
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message), completionTime: now.toISOString() });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason });
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
+  });
+
+  it('queues a valid run when the slots are taken, and says so', () => {
+    const decision = decide(observe(run(), { admission: { active: 1, queuedAhead: 1 } }), config, now);
+    expect(types(decision)).toEqual([]);
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'Queued', message: expect.stringContaining('1 of 2 runs active, 1 queued ahead') });
+    expect(decision.requeueAfterMs).toBeGreaterThan(0);
+  });
+
+  it('admits a queued run when a slot frees, without validating it again', () => {
+    const queued = run({ status: { phase: 'Pending', reason: 'Queued', conditions: accepted } });
+    const decision = decide(observe(queued, { references: undefined, admission: { active: 1, queuedAhead: 0 } }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Provisioning' });
+    expect(decision.status!.reason).toBeUndefined();
+  });
+});
+
+describe('decide: provisioning and running', () => {
+  const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted } });
+
+  it('creates the pod again if the cache does not have it yet (the name makes it idempotent)', () => {
+    const decision = decide(observe(provisioning, { networkPolicyExists: true }), config, now);
+    expect(types(decision)).toEqual(['createPod']);
+    expect(decision.status!.phase).toBe('Provisioning');
+  });
+
+  it('waits for a pending pod and says why', () => {
+    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false, reason: 'Unschedulable' }) }), config, now);
+    expect(types(decision)).toEqual([]);
+    expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
+  });
+
+  it('moves to Running and starts the agent when the pod is ready', () => {
+    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
+    expect(types(decision)).toEqual(['startAgent']);
+    expect(decision.status).toMatchObject({ phase: 'Running' });
+    expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ status: 'True' });
+    expect(decision.events.map((event) => event.reason)).toEqual(['SandboxReady']);
+  });
+
+  it('asks to look again at the deadline', () => {
+    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
+    expect(decision.requeueAfterMs).toBe(29 * 60_000);
+  });
+
+  const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });
+
+  it.each([
+    ['the pod is gone', undefined, /disappeared before the run ended/],
+    ['the pod failed', pod({ phase: 'Failed', ready: false, reason: 'Evicted' }), /is Failed \(Evicted\)/],
+    ['the pod is being deleted', pod({ deleting: true }), /is being deleted/],
+  ])('fails with SandboxLost when %s', (_, observedPod, message) => {
+    const decision = decide(observe(running, { networkPolicyExists: true, ...(observedPod ? { pod: observedPod } : {}) }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost', message: expect.stringMatching(message) });
+    expect(types(decision)).toContain('stopAgent');
+    expect(types(decision)).toContain('deleteNetworkPolicy');
+    expect(types(decision)).not.toContain('createPod');
+  });
+
+  it('fails with DeadlineExceeded past budget.timeout and removes the sandbox', () => {
+    const late = run({ spec: { budget: { timeout: '1m' } }, status: { phase: 'Running', startTime: minutesAgo(2), conditions: accepted } });
+    const decision = decide(observe(late, { networkPolicyExists: true, pod: pod() }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
+  });
+
+  it('reads a pod ended by activeDeadlineSeconds as DeadlineExceeded, not SandboxLost', () => {
+    const decision = decide(observe(running, { pod: pod({ phase: 'Failed', ready: false, reason: 'DeadlineExceeded' }) }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+  });
+
+  it('keeps lastTransitionTime of a condition whose status did not change', () => {
+    const decision = decide(observe(running, { networkPolicyExists: true, pod: pod() }), config, now);
+    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')!.lastTransitionTime).toBe(minutesAgo(1));
+  });
+});
+
+describe('decide: finished and deleted runs', () => {
+  const succeeded = run({ spec: { ttlSecondsAfterFinished: 600 }, status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted } });
+
+  it('never rewrites the status of a finished run', () => {
+    const decision = decide(observe(succeeded, { pod: pod({ phase: 'Failed' }) }), config, now);
+    expect(decision.status).toBeUndefined();
+    expect(types(decision)).toEqual(['deletePod']);
+  });
+
+  it('waits out ttlSecondsAfterFinished, then deletes the run', () => {
+    expect(decide(observe(succeeded), config, now).requeueAfterMs).toBe(5 * 60_000);
+    const later = new Date(now.getTime() + 5 * 60_000);
+    expect(types(decide(observe(succeeded), config, later))).toEqual(['deleteRun']);
+  });
+
+  it('removes pod, policy and ConfigMaps of a deleted run before the finalizer', () => {
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: { phase: 'Running' } });
+    const first = decide(observe(deleted, { pod: pod(), networkPolicyExists: true, ownedConfigMaps: ['fix-diff'] }), config, now);
+    expect(types(first)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy', 'deleteConfigMaps']);
+    expect(first.status).toBeUndefined();
+    const last = decide(observe(deleted), config, now);
+    expect(types(last)).toEqual(['stopAgent', 'removeFinalizer']);
+  });
+
+  it('does nothing for a deleted run that has no finalizer', () => {
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString(), finalizers: [] } });
+    expect(decide(observe(deleted), config, now).actions).toEqual([]);
+  });
+});
