@@ -1,0 +1,104 @@
+// The operator's configuration (API.md "Operator configuration"): one zod schema, read
+// from a YAML file and/or environment variables at start-up. A bad value stops the
+// process with a message naming the key, before anything touches the cluster.
+import { z } from 'zod';
+
+const positiveInt = (description: string, fallback: number, max = 1_000_000) =>
+  z.coerce.number().int().min(1).max(max).default(fallback).describe(description);
+
+export const operatorConfigSchema = z
+  .object({
+    allowRepo: z
+      .array(z.string().min(1).max(2048))
+      .default([])
+      .describe('Glob patterns a repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
+    sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
+    workerConcurrency: positiveInt('Step jobs per replica at once.', 8, 1000),
+    maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
+    watchNamespaces: z.array(z.string().min(1)).default([]).describe('Namespaces to watch; empty means all.'),
+    networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
+    /**
+     * How the sandbox runs the toolbox. In the pod this is the bundled file in the image;
+     * the dev cluster points it at the locally built toolbox, which kwok's exec runs on
+     * this machine.
+     */
+    toolboxCommand: z.array(z.string().min(1)).min(1).default(['node', '/opt/chamvi/toolbox.mjs']),
+    /** Path of node in the sandbox image (the container idles on it). */
+    sandboxNodePath: z.string().min(1).default('/usr/local/bin/node'),
+    workspaceSizeLimit: z.string().min(1).default('10Gi'),
+    homeSizeLimit: z.string().min(1).default('1Gi'),
+    leaderElection: z
+      .object({
+        enabled: z.boolean().default(true),
+        namespace: z.string().min(1).default('chamvi-system'),
+        leaseName: z.string().min(1).default('chamvi-operator'),
+        leaseDurationSeconds: positiveInt('Lease duration.', 15, 3600),
+        renewDeadlineSeconds: positiveInt('Renew deadline.', 10, 3600),
+        retryPeriodSeconds: positiveInt('Retry period.', 2, 3600),
+      })
+      .prefault({}),
+    identity: z.string().min(1).default(() => `${process.env.HOSTNAME ?? 'operator'}-${process.pid}`),
+    reconcileConcurrency: positiveInt('Runs reconciled at once.', 4, 100),
+    httpPort: z.coerce.number().int().min(0).max(65535).default(8080),
+  })
+  .strict();
+
+export type OperatorConfig = z.output<typeof operatorConfigSchema>;
+
+/** Environment variables and the config keys they set. Lists are comma-separated. */
+const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean }> = {
+  CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
+  CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
+  REDIS_URL: { key: 'redisUrl' },
+  CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },
+  CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
+  CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
+  CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
+  CHAMVI_IDENTITY: { key: 'identity' },
+  CHAMVI_HTTP_PORT: { key: 'httpPort' },
+};
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  static isInstance(error: unknown): error is ConfigError {
+    return error instanceof Error && error.name === 'ConfigError';
+  }
+}
+
+function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const [variable, { key, list, boolean }] of Object.entries(ENV_KEYS)) {
+    const raw = env[variable];
+    if (raw === undefined || raw === '') continue;
+    if (list) values[key] = raw.split(',').map((item) => item.trim()).filter(Boolean);
+    else if (boolean) {
+      if (raw !== 'true' && raw !== 'false') throw new ConfigError(`config key ${key} (env ${variable}): must be true or false, got ${JSON.stringify(raw)}`);
+      values[key] = raw === 'true';
+    } else values[key] = raw;
+  }
+  if (env.CHAMVI_TOOLBOX_COMMAND) values.toolboxCommand = env.CHAMVI_TOOLBOX_COMMAND.split(' ').filter(Boolean);
+  if (env.CHAMVI_LEADER_ELECTION === 'false') values.leaderElection = { enabled: false };
+  if (env.CHAMVI_LEADER_ELECTION_NAMESPACE) {
+    values.leaderElection = { ...(values.leaderElection as object | undefined), namespace: env.CHAMVI_LEADER_ELECTION_NAMESPACE };
+  }
+  return values;
+}
+
+/**
+ * The config from a parsed YAML file (may be empty) overlaid with environment variables.
+ * Throws ConfigError naming the first bad key.
+ */
+export function loadOperatorConfig(file: unknown, env: NodeJS.ProcessEnv): OperatorConfig {
+  if (file !== undefined && file !== null && (typeof file !== 'object' || Array.isArray(file))) {
+    throw new ConfigError('config file: must be a YAML mapping of keys such as allowRepo, redisUrl, maxActiveRuns');
+  }
+  const merged = { ...((file as Record<string, unknown> | null) ?? {}), ...fromEnv(env) };
+  const result = operatorConfigSchema.safeParse(merged);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const key = issue.path.join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : '(root)');
+    throw new ConfigError(`config key ${key}: ${issue.message}`);
+  }
+  return result.data;
+}

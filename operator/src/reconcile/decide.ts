@@ -1,0 +1,201 @@
+// The controller's brain: given what was observed about one run, the operator config and
+// the time, decide what to do. Pure and level-triggered: it reads the whole current state
+// every time and never trusts the event that caused the call.
+import { FINALIZER, REASONS, durationMs, isTerminal, type CodingRun, type CodingRunSpec, type CodingRunStatus, type Phase } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
+import type { Action, Decision, RunEvent } from './decision.ts';
+import { networkPolicyName, sandboxPodName } from './names.ts';
+import type { ObservedRun } from './observed-run.ts';
+import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
+import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
+
+/** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
+export const QUEUED_RECHECK_MS = 30_000;
+
+class StatusBuilder {
+  status: CodingRunStatus;
+  readonly events: RunEvent[] = [];
+  constructor(
+    private readonly run: CodingRun,
+    private readonly now: Date,
+  ) {
+    this.status = structuredClone(run.status ?? {});
+  }
+
+  get generation(): number {
+    return this.run.metadata.generation ?? 0;
+  }
+
+  condition(update: ConditionUpdate): this {
+    this.status.conditions = setCondition(this.status.conditions, update, this.generation, this.now);
+    return this;
+  }
+
+  phase(phase: Phase, reason: string | undefined, message: string, event?: RunEvent): this {
+    const changed = this.status.phase !== phase || this.status.reason !== reason;
+    this.status.phase = phase;
+    if (reason === undefined) delete this.status.reason;
+    else this.status.reason = reason;
+    this.status.message = message;
+    if (changed && event) this.events.push(event);
+    return this;
+  }
+
+  finish(phase: 'Succeeded' | 'Failed' | 'Cancelled', reason: string, message: string): this {
+    this.phase(phase, reason, message, { type: phase === 'Succeeded' ? 'Normal' : 'Warning', reason, message });
+    this.status.completionTime = this.now.toISOString();
+    delete this.status.pendingApproval;
+    this.condition({ type: 'Complete', status: 'True', reason, message });
+    if (findCondition(this.status.conditions, 'SandboxReady')?.status === 'True') {
+      this.condition({ type: 'SandboxReady', status: 'False', reason: 'RunFinished', message: 'The sandbox is removed once the run ends.' });
+    }
+    if (findCondition(this.status.conditions, 'AwaitingApproval')?.status === 'True') {
+      this.condition({ type: 'AwaitingApproval', status: 'False', reason, message: 'The run ended.' });
+    }
+    return this;
+  }
+
+  build(): CodingRunStatus {
+    this.status.observedGeneration = this.generation;
+    return this.status;
+  }
+}
+
+function refuse(builder: StatusBuilder, refusal: Refusal): void {
+  builder.condition({ type: 'Accepted', status: 'False', reason: refusal.reason, message: refusal.message });
+  builder.finish('Failed', refusal.reason, refusal.message);
+}
+
+/** Deleting a run: remove everything it owns, then let the finalizer go. */
+function decideDeletion(observed: ObservedRun): Decision {
+  const { run, pod } = observed;
+  if (!run.metadata.finalizers?.includes(FINALIZER)) return { actions: [], events: [] };
+  const actions: Action[] = [{ type: 'stopAgent' }];
+  if (pod) actions.push({ type: 'deletePod', name: pod.name });
+  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+  if (observed.ownedConfigMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: observed.ownedConfigMaps });
+  // Only once nothing is left: a finalizer removed early would orphan what is still there.
+  if (actions.length === 1) actions.push({ type: 'removeFinalizer' });
+  return { actions, events: [] };
+}
+
+/** A finished run keeps its status and ConfigMaps; its pod and policy go, and TTL applies. */
+function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, now: Date): Decision {
+  const { run, pod } = observed;
+  const actions: Action[] = [];
+  if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
+  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+  const ttl = spec?.ttlSecondsAfterFinished;
+  const completed = run.status?.completionTime;
+  if (ttl === undefined || !completed) return { actions, events: [] };
+  const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
+  if (remaining <= 0) return { actions: [...actions, { type: 'deleteRun' }], events: [] };
+  return { actions, events: [], requeueAfterMs: remaining };
+}
+
+export function decide(observed: ObservedRun, config: OperatorConfig, now: Date): Decision {
+  const { run, pod } = observed;
+  if (run.metadata.deletionTimestamp) return decideDeletion(observed);
+
+  const parsed = parseSpec(run);
+  if (isTerminal(run.status?.phase)) return decideFinished(observed, parsed.ok ? parsed.spec : undefined, now);
+
+  const actions: Action[] = [];
+  if (!run.metadata.finalizers?.includes(FINALIZER)) actions.push({ type: 'addFinalizer' });
+  const builder = new StatusBuilder(run, now);
+  const done = (requeueAfterMs?: number): Decision => ({
+    actions,
+    status: builder.build(),
+    events: builder.events,
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  });
+  const stopSandbox = () => {
+    actions.push({ type: 'stopAgent' });
+    if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
+    if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+  };
+
+  if (!parsed.ok) {
+    refuse(builder, parsed.refusal);
+    stopSandbox();
+    return done();
+  }
+  const spec = parsed.spec;
+  const phase = run.status?.phase;
+  const parsedRun = { ...run, spec };
+
+  // 1. Accept: validate once, before anything is created.
+  if (phase === undefined || phase === 'Pending') {
+    if (findCondition(run.status?.conditions, 'Accepted')?.status !== 'True') {
+      if (!observed.references) throw new Error('decide: references must be observed for a run that is not accepted yet');
+      const refusal = validateRun(run, spec, config, observed.references);
+      if (refusal) {
+        refuse(builder, refusal);
+        return done();
+      }
+      const message = 'The run is valid.';
+      builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message });
+      builder.events.push({ type: 'Normal', reason: 'Accepted', message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` });
+      builder.condition({ type: 'Complete', status: 'False', reason: 'InProgress', message: 'The run has not finished.' });
+    }
+    // 2. Admit, oldest first, while there are free slots.
+    const { active, queuedAhead } = observed.admission;
+    if (active + queuedAhead >= config.maxActiveRuns) {
+      const message = `Waiting for a free sandbox slot: ${active} of ${config.maxActiveRuns} runs active, ${queuedAhead} queued ahead.`;
+      builder.phase('Pending', REASONS.Queued, message, { type: 'Normal', reason: REASONS.Queued, message });
+      return done(QUEUED_RECHECK_MS);
+    }
+    builder.phase('Provisioning', undefined, 'Creating the sandbox pod.', {
+      type: 'Normal',
+      reason: 'Provisioning',
+      message: `Creating sandbox pod ${sandboxPodName(run.metadata.name)}`,
+    });
+    builder.status.podName = sandboxPodName(run.metadata.name);
+    builder.condition({ type: 'SandboxReady', status: 'False', reason: 'Provisioning', message: 'The sandbox pod is being created.' });
+  }
+
+  // 3. The wall clock, from the start of the run.
+  builder.status.startTime ??= now.toISOString();
+  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout);
+  if (now.getTime() >= deadline) {
+    builder.finish('Failed', REASONS.DeadlineExceeded, `The run did not finish within its budget.timeout of ${spec.budget.timeout}; raise spec.budget.timeout for a longer task.`);
+    stopSandbox();
+    return done();
+  }
+  const untilDeadline = deadline - now.getTime();
+
+  // 4. The sandbox: create it, wait for it, notice when it is lost.
+  const currentPhase = builder.status.phase;
+  if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting || (currentPhase !== 'Provisioning' && !pod.ready))) {
+    if (pod.reason === 'DeadlineExceeded') {
+      builder.finish('Failed', REASONS.DeadlineExceeded, `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${spec.budget.timeout}).`);
+    } else {
+      const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}${pod.ready ? '' : ' and not ready'}`;
+      builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${pod.name} ${why} before the run ended; create the run again.`);
+    }
+    stopSandbox();
+    return done();
+  }
+  if (!pod && currentPhase !== 'Provisioning') {
+    builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${sandboxPodName(run.metadata.name)} disappeared before the run ended; create the run again.`);
+    stopSandbox();
+    return done();
+  }
+  if (config.networkPolicy && !observed.networkPolicyExists) actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun) });
+  if (!pod) {
+    actions.push({ type: 'createPod', pod: buildSandboxPod(parsedRun, config) });
+    return done(untilDeadline);
+  }
+  if (currentPhase === 'Provisioning') {
+    if (!pod.ready) {
+      const message = `Sandbox pod ${pod.name} is ${pod.phase}${pod.reason ? `: ${pod.reason}` : ''}${pod.message ? ` (${pod.message})` : ''}.`;
+      builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? 'PodNotReady', message });
+      return done(untilDeadline);
+    }
+    builder.condition({ type: 'SandboxReady', status: 'True', reason: 'PodReady', message: `Sandbox pod ${pod.name} is ready.` });
+    builder.phase('Running', undefined, 'The agent is working.', { type: 'Normal', reason: 'SandboxReady', message: `Sandbox pod ${pod.name} is ready; starting the agent` });
+    actions.push({ type: 'startAgent' });
+  }
+  return done(untilDeadline);
+}

@@ -1,0 +1,33 @@
+// What decide() returns: the actions to apply, the status to write (if it changed), the
+// Events to record and when to look again. Plain data, so tests compare it directly.
+import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { CodingRunStatus } from '../api/index.ts';
+
+export type Action =
+  | { type: 'addFinalizer' }
+  | { type: 'removeFinalizer' }
+  | { type: 'createNetworkPolicy'; policy: V1NetworkPolicy }
+  | { type: 'createPod'; pod: V1Pod }
+  | { type: 'deletePod'; name: string }
+  | { type: 'deleteNetworkPolicy'; name: string }
+  | { type: 'deleteConfigMaps'; names: string[] }
+  /** Hand the run to the agent workers (enqueue `prepare`). Idempotent. */
+  | { type: 'startAgent' }
+  /** Remove the run's queued jobs and Redis state. Idempotent. */
+  | { type: 'stopAgent' }
+  | { type: 'deleteRun' };
+
+export interface RunEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface Decision {
+  actions: Action[];
+  /** The whole status the run should have; undefined leaves the status alone. */
+  status?: CodingRunStatus;
+  events: RunEvent[];
+  /** Reconcile again after this long even if nothing changes (deadlines, TTL, queue). */
+  requeueAfterMs?: number;
+}

@@ -1,0 +1,39 @@
+// What the reconciler observed about one run, gathered from the informer caches (and, only
+// while a run is being validated, from GETs of the Secrets and ConfigMaps it references).
+// decide() is a function of this, the operator config and the time: nothing else.
+import type { CodingRun } from '../api/index.ts';
+
+export interface SandboxPodView {
+  name: string;
+  /** Pending | Running | Succeeded | Failed | Unknown */
+  phase: string;
+  ready: boolean;
+  deleting: boolean;
+  /** Why the pod is not (or no longer) running, from its status, for messages. */
+  reason?: string;
+  message?: string;
+}
+
+/** Keys present in each referenced object; undefined when the object does not exist. */
+export interface ReferencedObjects {
+  secrets: Record<string, string[] | undefined>;
+  configMaps: Record<string, string[] | undefined>;
+}
+
+export interface Admission {
+  /** Runs holding a sandbox slot right now (provisioning, running or waiting). */
+  active: number;
+  /** Valid-or-unknown runs created before this one that also wait for a slot. */
+  queuedAhead: number;
+}
+
+export interface ObservedRun {
+  run: CodingRun;
+  pod?: SandboxPodView;
+  networkPolicyExists: boolean;
+  /** Names of ConfigMaps the operator created for this run (the full diff). */
+  ownedConfigMaps: string[];
+  /** Present when the run still needs validating. */
+  references?: ReferencedObjects;
+  admission: Admission;
+}

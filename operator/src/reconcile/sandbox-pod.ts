@@ -1,0 +1,155 @@
+// The sandbox pod for a run: everything SECURITY.md promises about the pod is decided here,
+// in one pure function, so a unit test can read it field by field and an integration test
+// can show the restricted PodSecurity profile admits it.
+import type { V1Container, V1NetworkPolicy, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
+import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { networkPolicyName, sandboxPodName } from './names.ts';
+
+export const SANDBOX_CONTAINER = 'sandbox';
+export const WORKSPACE_PATH = '/workspace';
+export const HOME_PATH = '/home/chamvi';
+const TOOLS_PATH = '/opt/chamvi';
+const SANDBOX_UID = 1000;
+
+export const DEFAULT_RESOURCES: Required<Pick<V1ResourceRequirements, 'requests' | 'limits'>> = {
+  requests: { cpu: '250m', memory: '512Mi', 'ephemeral-storage': '1Gi' },
+  limits: { cpu: '2', memory: '4Gi', 'ephemeral-storage': '12Gi' },
+};
+
+export function runLabels(run: ParsedCodingRun): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': 'chamvi-sandbox',
+    'app.kubernetes.io/managed-by': 'chamvi-operator',
+    [RUN_LABEL]: run.metadata.name,
+    [RUN_UID_LABEL]: run.metadata.uid,
+  };
+}
+
+export function ownerReference(run: ParsedCodingRun) {
+  return { apiVersion: API_VERSION, kind: KIND, name: run.metadata.name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true };
+}
+
+// Idle on node, which every sandbox has (the default image ships it, a custom image gets
+// it from the init container). PID 1 ignores SIGTERM unless it handles it, so handle it:
+// deleting the pod should not wait for the grace period.
+const IDLE_SCRIPT = "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)";
+
+const restrictedContainerSecurity = {
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  runAsNonRoot: true,
+  runAsUser: SANDBOX_UID,
+  runAsGroup: SANDBOX_UID,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
+function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): V1ResourceRequirements {
+  const asStrings = (list: Record<string, string | number> | undefined) =>
+    Object.fromEntries(Object.entries(list ?? {}).map(([name, value]) => [name, String(value)]));
+  return {
+    requests: { ...DEFAULT_RESOURCES.requests, ...asStrings(user?.requests) },
+    limits: { ...DEFAULT_RESOURCES.limits, ...asStrings(user?.limits) },
+  };
+}
+
+export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {
+  const { sandbox, budget } = run.spec;
+  const customImage = sandbox.image !== undefined && sandbox.image !== config.sandboxImage;
+  const nodePath = customImage ? `${TOOLS_PATH}/node` : config.sandboxNodePath;
+  const volumeMounts = [
+    { name: 'workspace', mountPath: WORKSPACE_PATH },
+    { name: 'home', mountPath: HOME_PATH },
+    { name: 'tmp', mountPath: '/tmp' },
+    ...(customImage ? [{ name: 'chamvi-tools', mountPath: TOOLS_PATH, readOnly: true }] : []),
+  ];
+  const container: V1Container = {
+    name: SANDBOX_CONTAINER,
+    image: sandbox.image ?? config.sandboxImage,
+    imagePullPolicy: 'IfNotPresent',
+    command: [nodePath, '-e', IDLE_SCRIPT],
+    workingDir: WORKSPACE_PATH,
+    env: [
+      { name: 'CHAMVI_WORKSPACE', value: WORKSPACE_PATH },
+      { name: 'CHAMVI_HOME', value: `${HOME_PATH}/.chamvi` },
+      { name: 'HOME', value: HOME_PATH },
+      { name: 'TMPDIR', value: '/tmp' },
+      ...(customImage ? [{ name: 'PATH', value: `${TOOLS_PATH}:/usr/local/bin:/usr/bin:/bin` }] : []),
+      ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value })),
+    ],
+    resources: mergeResources(sandbox.resources),
+    securityContext: restrictedContainerSecurity,
+    volumeMounts,
+  };
+  // A custom image need not contain node or the toolbox: copy both from the operator's
+  // sandbox image into a shared volume before the sandbox starts.
+  const initContainers: V1Container[] = customImage
+    ? [
+        {
+          name: 'chamvi-tools',
+          image: config.sandboxImage,
+          imagePullPolicy: 'IfNotPresent',
+          command: ['cp', config.sandboxNodePath, `${TOOLS_PATH}/toolbox.mjs`, '/chamvi-tools/'],
+          resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '128Mi', 'ephemeral-storage': '256Mi' } },
+          securityContext: restrictedContainerSecurity,
+          volumeMounts: [{ name: 'chamvi-tools', mountPath: '/chamvi-tools' }],
+        },
+      ]
+    : [];
+  const emptyDir = (sizeLimit: string) => ({ emptyDir: { sizeLimit } });
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: sandboxPodName(run.metadata.name),
+      namespace: run.metadata.namespace,
+      labels: runLabels(run),
+      ownerReferences: [ownerReference(run)],
+    },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      // The budget's wall clock, rounded up: the kubelet ends the pod even if the operator is gone.
+      activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000),
+      terminationGracePeriodSeconds: 5,
+      ...(sandbox.runtimeClassName ? { runtimeClassName: sandbox.runtimeClassName } : {}),
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: SANDBOX_UID,
+        runAsGroup: SANDBOX_UID,
+        fsGroup: SANDBOX_UID,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      initContainers,
+      containers: [container],
+      volumes: [
+        { name: 'workspace', ...emptyDir(config.workspaceSizeLimit) },
+        { name: 'home', ...emptyDir(config.homeSizeLimit) },
+        { name: 'tmp', ...emptyDir('1Gi') },
+        ...(customImage ? [{ name: 'chamvi-tools', ...emptyDir('512Mi') }] : []),
+      ],
+    },
+  };
+}
+
+/** Deny all ingress and egress for the run's sandbox: the clone happens in the worker. */
+export function buildNetworkPolicy(run: ParsedCodingRun): V1NetworkPolicy {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: {
+      name: networkPolicyName(run.metadata.name),
+      namespace: run.metadata.namespace,
+      labels: runLabels(run),
+      ownerReferences: [ownerReference(run)],
+    },
+    spec: {
+      podSelector: { matchLabels: { [RUN_UID_LABEL]: run.metadata.uid } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [],
+    },
+  };
+}

@@ -1,0 +1,63 @@
+// Accepting a run: the spec parses, the repository is allowed, and every Secret and
+// ConfigMap it names exists in its own namespace with the key it names. Pure; a refusal
+// carries the status reason and a message that says what to change.
+import { codingRunSpec, REASONS, type CodingRun, type CodingRunSpec, type Reason } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { isRepositoryAllowed } from './allow-repo.ts';
+import type { ReferencedObjects } from './observed-run.ts';
+
+export interface Refusal {
+  reason: Reason;
+  message: string;
+}
+
+export type SpecParse = { ok: true; spec: CodingRunSpec } | { ok: false; refusal: Refusal };
+
+export function parseSpec(run: CodingRun): SpecParse {
+  const result = codingRunSpec.safeParse(run.spec);
+  if (result.success) return { ok: true, spec: result.data };
+  const issue = result.error.issues[0]!;
+  return {
+    ok: false,
+    refusal: { reason: REASONS.InvalidSpec, message: `spec.${issue.path.join('.')}: ${issue.message}; fix the field and create the run again` },
+  };
+}
+
+interface Reference {
+  kind: 'Secret' | 'ConfigMap';
+  field: string;
+  name: string;
+  key: string;
+}
+
+export function referencesOf(spec: CodingRunSpec): Reference[] {
+  const references: Reference[] = [];
+  const { credentialsSecretRef } = spec.repository;
+  if (credentialsSecretRef) references.push({ kind: 'Secret', field: 'spec.repository.credentialsSecretRef', ...credentialsSecretRef });
+  if (spec.model.apiKeySecretRef) references.push({ kind: 'Secret', field: 'spec.model.apiKeySecretRef', ...spec.model.apiKeySecretRef });
+  if (spec.model.scriptRef) references.push({ kind: 'ConfigMap', field: 'spec.model.scriptRef', ...spec.model.scriptRef });
+  return references;
+}
+
+export function validateRun(run: CodingRun, spec: CodingRunSpec, config: OperatorConfig, found: ReferencedObjects): Refusal | undefined {
+  const repo = isRepositoryAllowed(spec.repository.url, config.allowRepo);
+  if (!repo.allowed) return { reason: REASONS.RepoNotAllowed, message: repo.message };
+  const namespace = run.metadata.namespace;
+  for (const reference of referencesOf(spec)) {
+    const keys = reference.kind === 'Secret' ? found.secrets[reference.name] : found.configMaps[reference.name];
+    const reason = reference.kind === 'Secret' ? REASONS.SecretNotFound : REASONS.ConfigMapNotFound;
+    if (keys === undefined) {
+      return {
+        reason,
+        message: `${reference.kind} ${namespace}/${reference.name} named in ${reference.field} does not exist; create it in the run's namespace and create the run again`,
+      };
+    }
+    if (!keys.includes(reference.key)) {
+      return {
+        reason,
+        message: `${reference.kind} ${namespace}/${reference.name} named in ${reference.field} has no key "${reference.key}"; add the key or set ${reference.field}.key`,
+      };
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+
+describe('loadOperatorConfig', () => {
+  it('has the documented defaults', () => {
+    const config = loadOperatorConfig(undefined, {});
+    expect(config).toMatchObject({ allowRepo: [], redisUrl: 'redis://127.0.0.1:6379', workerConcurrency: 8, maxActiveRuns: 100, watchNamespaces: [], networkPolicy: true });
+  });
+
+  it('lets environment variables override the file', () => {
+    const config = loadOperatorConfig({ maxActiveRuns: 5, allowRepo: ['https://a/*'] }, { CHAMVI_MAX_ACTIVE_RUNS: '7', CHAMVI_ALLOW_REPO: 'https://b/*, https://c/*' });
+    expect(config.maxActiveRuns).toBe(7);
+    expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
+  });
+
+  it.each([
+    [{ maxActiveRuns: 0 }, {}, /config key maxActiveRuns: /],
+    [{ redisUrl: 'http://x' }, {}, /config key redisUrl: must be a redis:\/\//],
+    [{ allowRepos: ['x'] }, {}, /config key allowRepos: /],
+    [{}, { CHAMVI_NETWORK_POLICY: 'yes' }, /config key networkPolicy \(env CHAMVI_NETWORK_POLICY\): must be true or false/],
+    [{}, { CHAMVI_WORKER_CONCURRENCY: 'many' }, /config key workerConcurrency: /],
+    [['not', 'a', 'map'], {}, /config file: must be a YAML mapping/],
+  ])('stops on %j %j with a message naming the key', (file, env, message) => {
+    expect(() => loadOperatorConfig(file, env)).toThrow(message);
+  });
+});

@@ -1,0 +1,103 @@
+// The sandbox pod carries every promise of SECURITY.md; each field that keeps one is checked.
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+
+const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
+
+function parsedRun(spec: Record<string, unknown> = {}): ParsedCodingRun {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1' },
+    spec: codingRunSpec.parse({
+      task: 'Fix it',
+      repository: { url: 'https://github.com/acme/x' },
+      model: { provider: 'scripted', scriptRef: { name: 's' } },
+      ...spec,
+    }),
+  };
+}
+
+describe('buildSandboxPod', () => {
+  const pod = buildSandboxPod(parsedRun({ budget: { timeout: '90s' }, sandbox: { env: [{ name: 'CI', value: 'true' }] } }), config);
+  const container = pod.spec!.containers[0]!;
+
+  it('has a deterministic name, the run as controlling owner, and run labels', () => {
+    expect(pod.metadata!.name).toBe('fix-sandbox');
+    expect(pod.metadata!.ownerReferences).toEqual([expect.objectContaining({ kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true })]);
+    expect(pod.metadata!.labels).toMatchObject({ 'chamvi.dev/run': 'fix', 'chamvi.dev/run-uid': 'uid-1' });
+  });
+
+  it('gets no service-account token, no secrets and no service links', () => {
+    expect(pod.spec!.automountServiceAccountToken).toBe(false);
+    expect(pod.spec!.enableServiceLinks).toBe(false);
+    expect(JSON.stringify(pod)).not.toMatch(/secretKeyRef|secretRef|"secret"/);
+    expect(container.env!.every((variable) => typeof variable.value === 'string')).toBe(true);
+  });
+
+  it('runs as non-root with a read-only root filesystem, no privilege escalation and no capabilities', () => {
+    expect(pod.spec!.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toEqual(
+      expect.objectContaining({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } }),
+    );
+  });
+
+  it('writes only to size-limited emptyDirs for workspace, home and tmp', () => {
+    expect(pod.spec!.volumes!.map((volume) => [volume.name, volume.emptyDir?.sizeLimit])).toEqual([
+      ['workspace', '10Gi'],
+      ['home', '1Gi'],
+      ['tmp', '1Gi'],
+    ]);
+    expect(container.volumeMounts!.map((mount) => mount.mountPath)).toEqual(['/workspace', '/home/chamvi', '/tmp']);
+  });
+
+  it('has resource limits including ephemeral storage, and user limits win', () => {
+    expect(container.resources!.limits).toMatchObject({ cpu: '2', memory: '4Gi', 'ephemeral-storage': '12Gi' });
+    const custom = buildSandboxPod(parsedRun({ sandbox: { resources: { limits: { memory: '8Gi' } } } }), config);
+    expect(custom.spec!.containers[0]!.resources!.limits).toMatchObject({ memory: '8Gi', cpu: '2' });
+  });
+
+  it('ends itself at the budget timeout through activeDeadlineSeconds', () => {
+    expect(pod.spec!.activeDeadlineSeconds).toBe(90);
+    expect(pod.spec!.restartPolicy).toBe('Never');
+  });
+
+  it('passes plain env values and points the toolbox at the workspace', () => {
+    expect(container.env).toEqual(expect.arrayContaining([{ name: 'CI', value: 'true' }, { name: 'CHAMVI_WORKSPACE', value: '/workspace' }]));
+  });
+
+  it('sets runtimeClassName only when asked', () => {
+    expect(pod.spec!.runtimeClassName).toBeUndefined();
+    expect(buildSandboxPod(parsedRun({ sandbox: { runtimeClassName: 'gvisor' } }), config).spec!.runtimeClassName).toBe('gvisor');
+  });
+
+  it('copies node and the toolbox into a custom image with an init container', () => {
+    const custom = buildSandboxPod(parsedRun({ sandbox: { image: 'python:3.12' } }), config);
+    const init = custom.spec!.initContainers![0]!;
+    expect(init.image).toBe('chamvi/sandbox:1');
+    expect(init.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    expect(custom.spec!.containers[0]!.image).toBe('python:3.12');
+    expect(custom.spec!.containers[0]!.command![0]).toBe('/opt/chamvi/node');
+    expect(custom.spec!.volumes!.map((volume) => volume.name)).toContain('chamvi-tools');
+  });
+});
+
+describe('buildNetworkPolicy', () => {
+  it('selects only this run\'s pod and denies all ingress and egress', () => {
+    const policy = buildNetworkPolicy(parsedRun());
+    expect(policy.spec).toEqual({ podSelector: { matchLabels: { 'chamvi.dev/run-uid': 'uid-1' } }, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] });
+  });
+});
+
+describe('sandboxPodName', () => {
+  it('stays a DNS label for long run names and keeps them apart', () => {
+    const a = sandboxPodName('a'.repeat(70) + 'x');
+    const b = sandboxPodName('a'.repeat(70) + 'y');
+    expect(a.length).toBeLessThanOrEqual(63);
+    expect(a).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+    expect(a).not.toBe(b);
+  });
+});
