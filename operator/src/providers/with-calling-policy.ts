@@ -11,12 +11,12 @@ import { callWithPolicy, type CallWithPolicyOptions } from './call-with-policy.t
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
 
 export type WithCallingPolicyOptions = Omit<CallWithPolicyOptions, 'abortSignal' | 'provider'> & {
-  /** Provider name for messages; defaults to the model's own provider id. */
+  /** Provider name for messages; defaults to the model's provider id without the SDK's ".chat"/".responses" suffix. */
   readonly provider?: string;
 };
 
 export function withCallingPolicy(model: LanguageModelV3, options: WithCallingPolicyOptions): LanguageModelV3 {
-  const provider = options.provider ?? model.provider;
+  const provider = options.provider ?? model.provider.split('.')[0] ?? model.provider;
   const policyFor = (callOptions: LanguageModelV3CallOptions): CallWithPolicyOptions => ({
     ...options,
     provider,
