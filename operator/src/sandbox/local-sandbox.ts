@@ -1,0 +1,60 @@
+// The local-process Sandbox: a workspace directory on this host and the bundled toolbox as a
+// child process, per call or as a kept serve session. Used by tests and by a single-host
+// setup; the Kubernetes implementation swaps the transport for pods/exec.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LocalProcessTransport } from './local-process-transport.ts';
+import type { Sandbox } from './sandbox.ts';
+import { ToolboxSandbox, type ToolboxSandboxMode } from './toolbox-sandbox.ts';
+
+/** The bundle `make toolbox` writes, relative to this source file. */
+export const DEFAULT_TOOLBOX_PATH = fileURLToPath(new URL('../../../sandbox-image/dist/toolbox.mjs', import.meta.url));
+
+export interface LocalSandboxOptions {
+  mode: ToolboxSandboxMode;
+  toolboxPath?: string;
+  /** Created in the temp directory when omitted, and removed on close. */
+  workspaceDir?: string;
+  homeDir?: string;
+  nodePath?: string;
+  env?: NodeJS.ProcessEnv;
+  maxResponseBytes?: number;
+  defaultTimeoutMs?: number;
+}
+
+export interface LocalSandbox extends Sandbox {
+  readonly workspaceDir: string;
+  readonly homeDir: string;
+}
+
+export async function createLocalSandbox(options: LocalSandboxOptions): Promise<LocalSandbox> {
+  const owned: string[] = [];
+  const workspaceDir = options.workspaceDir ?? (await mkdtemp(path.join(tmpdir(), 'chamvi-workspace-')));
+  if (!options.workspaceDir) owned.push(workspaceDir);
+  const homeDir = options.homeDir ?? (await mkdtemp(path.join(tmpdir(), 'chamvi-home-')));
+  if (!options.homeDir) owned.push(homeDir);
+  const transport = new LocalProcessTransport({
+    toolboxPath: options.toolboxPath ?? DEFAULT_TOOLBOX_PATH,
+    workspaceDir,
+    homeDir,
+    ...(options.nodePath ? { nodePath: options.nodePath } : {}),
+    ...(options.env ? { env: options.env } : {}),
+  });
+  const inner = new ToolboxSandbox(transport, {
+    mode: options.mode,
+    ...(options.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
+    ...(options.defaultTimeoutMs ? { defaultTimeoutMs: options.defaultTimeoutMs } : {}),
+  });
+  return {
+    workspaceDir,
+    homeDir,
+    call: (request, callOptions) => inner.call(request, callOptions),
+    importTree: (tar) => inner.importTree(tar),
+    close: async () => {
+      await inner.close();
+      await Promise.all(owned.map((directory) => rm(directory, { recursive: true, force: true })));
+    },
+  };
+}

@@ -1,0 +1,31 @@
+// The Sandbox port: how a worker runs one tool request in a run's workspace. Implementations
+// differ only in how they reach the toolbox (a local child process, a pod exec); all of them
+// pass the same contract suite (test/support/sandbox-contract.ts).
+import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+
+export type { ToolResponse };
+
+export interface ToolRequest {
+  /** A tool name of the contract (TOOL_NAMES). */
+  tool: string;
+  input: unknown;
+}
+
+export interface CallOptions {
+  /** Abandons the call with a SandboxError('ABORTED'). */
+  signal?: AbortSignal;
+  /** Client-side deadline; past it the call fails with SandboxError('TIMEOUT'). */
+  timeoutMs?: number;
+}
+
+export interface Sandbox {
+  /**
+   * Runs one tool. A tool failure (bad path, no match...) is a value: { ok: false, error }.
+   * Only a broken transport or protocol throws, as a SandboxError.
+   */
+  call(request: ToolRequest, options?: CallOptions): Promise<ToolResponse>;
+  /** Makes a tar stream (optionally gzip) the workspace; throws SandboxError when refused. */
+  importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream): Promise<void>;
+  /** Ends sessions and in-flight calls; later calls fail with SandboxError('CLOSED'). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,71 @@
+// The Sandbox over any ToolboxTransport, in one of two modes: `call` starts one toolbox
+// process per request (simple, nothing kept), `serve` keeps one session and multiplexes
+// requests over it (no process start per call), starting a new session when the old one died.
+import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { BASH_MAX_TIMEOUT_MS } from '../../../sandbox-image/toolbox/contract/limits.ts';
+import { callInNewProcess, importInNewProcess } from './one-shot-call.ts';
+import type { CallOptions, Sandbox, ToolRequest } from './sandbox.ts';
+import { SandboxError } from './sandbox-error.ts';
+import { ServeSession } from './serve-session.ts';
+import type { ToolboxTransport } from './toolbox-transport.ts';
+
+export type ToolboxSandboxMode = 'call' | 'serve';
+
+export interface ToolboxSandboxOptions {
+  mode: ToolboxSandboxMode;
+  /** Longest answer accepted; the largest legitimate one is a 5 MiB image as base64. */
+  maxResponseBytes?: number;
+  /** Client deadline when the call gives none: past the longest bash timeout. */
+  defaultTimeoutMs?: number;
+}
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1_048_576;
+export const DEFAULT_CALL_TIMEOUT_MS = BASH_MAX_TIMEOUT_MS + 60_000;
+
+export class ToolboxSandbox implements Sandbox {
+  private session: Promise<ServeSession> | undefined;
+  private closed = false;
+  private readonly limits: { maxResponseBytes: number; defaultTimeoutMs: number };
+
+  constructor(
+    private readonly transport: ToolboxTransport,
+    private readonly options: ToolboxSandboxOptions,
+  ) {
+    this.limits = {
+      maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      defaultTimeoutMs: options.defaultTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
+    };
+  }
+
+  async call(request: ToolRequest, options: CallOptions = {}): Promise<ToolResponse> {
+    if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
+    if (this.options.mode === 'call') return callInNewProcess(this.transport, request, options, this.limits);
+    const session = await this.liveSession();
+    return session.call(request, options);
+  }
+
+  async importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream): Promise<void> {
+    if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
+    await importInNewProcess(this.transport, tar, this.limits);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const session = this.session;
+    this.session = undefined;
+    if (session) await (await session.catch(() => undefined))?.close();
+  }
+
+  private async liveSession(): Promise<ServeSession> {
+    const current = this.session ? await this.session.catch(() => undefined) : undefined;
+    if (current?.alive) return current;
+    this.session = this.transport.start(['serve']).then(
+      (process) => new ServeSession(process, this.limits),
+      (error: unknown) => {
+        this.session = undefined;
+        throw new SandboxError('TRANSPORT', `could not start a toolbox session: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      },
+    );
+    return this.session;
+  }
+}
