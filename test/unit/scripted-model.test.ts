@@ -26,7 +26,10 @@ function scriptedModel(scriptText: string) {
 }
 
 /** Appends a step's assistant message and a tool result for each of its calls, as the worker does. */
-function continueWith(messages: ModelMessage[], result: Awaited<ReturnType<typeof generateText>>): ModelMessage[] {
+function continueWith(
+  messages: ModelMessage[],
+  result: { response: { messages: ModelMessage[] }; toolCalls: ReadonlyArray<{ toolCallId: string; toolName: string }> },
+): ModelMessage[] {
   return [
     ...messages,
     ...result.response.messages,
