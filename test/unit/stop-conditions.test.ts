@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
+import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
+
+const base: StopInput = {
+  steps: 3,
+  lastStepHadToolCalls: true,
+  usage: { ...emptyUsage(), totalTokens: 5_000 },
+  budget: { maxSteps: 40, maxTokens: 10_000 },
+  startedAt: 0,
+  timeoutMs: 60_000,
+  now: 30_000,
+};
+
+describe('decideStop', () => {
+  it('continues while the model calls tools within every budget', () => {
+    expect(decideStop(base)).toEqual({ stop: false });
+  });
+
+  it('finishes when the model answers without tool calls, even on the last allowed step', () => {
+    expect(decideStop({ ...base, lastStepHadToolCalls: false, steps: 40 })).toEqual({ stop: true, outcome: 'finished' });
+  });
+
+  it('fails with BudgetExceeded when maxSteps is used up', () => {
+    const decision = decideStop({ ...base, steps: 40 });
+    expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'BudgetExceeded' });
+    expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('maxSteps');
+  });
+
+  it('fails with BudgetExceeded when the reported tokens reach maxTokens', () => {
+    expect(decideStop({ ...base, usage: { ...emptyUsage(), totalTokens: 10_000 } })).toMatchObject({ reason: 'BudgetExceeded' });
+    expect(decideStop({ ...base, budget: { maxSteps: 40 }, usage: { ...emptyUsage(), totalTokens: 10_000_000 } })).toEqual({ stop: false });
+  });
+
+  it('fails with DeadlineExceeded once the timeout has passed, ahead of the budgets', () => {
+    expect(decideStop({ ...base, now: 60_000, steps: 40 })).toMatchObject({ outcome: 'failed', reason: 'DeadlineExceeded' });
+    expect(decideStop({ ...base, now: 59_999 })).toEqual({ stop: false });
+  });
+});

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { WorkQueue } from '../../operator/src/controller/work-queue.ts';
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('WorkQueue', () => {
+  it('never processes one key twice at once, and runs it again if it was added meanwhile', async () => {
+    const gate = deferred();
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    const seen: string[] = [];
+    const queue = new WorkQueue(async (key) => {
+      concurrent++;
+      maxConcurrent = Math.max(maxConcurrent, concurrent);
+      seen.push(key);
+      if (seen.length === 1) await gate.promise;
+      concurrent--;
+    }, { concurrency: 4 });
+    queue.add('a');
+    await tick();
+    queue.add('a');
+    queue.add('a');
+    await tick();
+    expect(seen).toEqual(['a']);
+    gate.resolve();
+    await queue.idle();
+    await tick();
+    await queue.idle();
+    expect(seen).toEqual(['a', 'a']);
+    expect(maxConcurrent).toBe(1);
+  });
+
+  it('processes different keys in parallel up to the concurrency', async () => {
+    const gate = deferred();
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    const queue = new WorkQueue(async () => {
+      concurrent++;
+      maxConcurrent = Math.max(maxConcurrent, concurrent);
+      await gate.promise;
+      concurrent--;
+    }, { concurrency: 2 });
+    for (const key of ['a', 'b', 'c', 'd']) queue.add(key);
+    await tick();
+    expect(concurrent).toBe(2);
+    gate.resolve();
+    await queue.idle();
+    expect(maxConcurrent).toBe(2);
+  });
+
+  it('backs off exponentially per key on failure and resets after a success', async () => {
+    const delays: number[] = [];
+    const timers: Array<() => void> = [];
+    let failuresLeft = 3;
+    const queue = new WorkQueue(
+      async () => {
+        if (failuresLeft-- > 0) throw new Error('boom');
+      },
+      { concurrency: 1, baseDelayMs: 100, maxDelayMs: 250, setTimer: (callback, ms) => { delays.push(ms); timers.push(callback); return {}; }, clearTimer: () => {} },
+    );
+    queue.add('k');
+    for (let i = 0; i < 3; i++) {
+      await queue.idle();
+      await tick();
+      timers.shift()!();
+    }
+    await queue.idle();
+    expect(delays).toEqual([100, 200, 250]);
+  });
+
+  it('re-adds a key after requeueAfter', async () => {
+    const delays: number[] = [];
+    const queue = new WorkQueue(async () => ({ requeueAfterMs: 5000 }), { concurrency: 1, setTimer: (_, ms) => { delays.push(ms); return {}; }, clearTimer: () => {} });
+    queue.add('k');
+    await queue.idle();
+    await tick();
+    expect(delays).toEqual([5000]);
+  });
+});
