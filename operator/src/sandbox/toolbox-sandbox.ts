@@ -3,6 +3,7 @@
 // requests over it (no process start per call), starting a new session when the old one died.
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { BASH_MAX_TIMEOUT_MS } from '../../../sandbox-image/toolbox/contract/limits.ts';
+import { isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import { callInNewProcess, importInNewProcess } from './one-shot-call.ts';
 import type { CallOptions, Sandbox, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
@@ -39,6 +40,8 @@ export class ToolboxSandbox implements Sandbox {
 
   async call(request: ToolRequest, options: CallOptions = {}): Promise<ToolResponse> {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
+    // The model only sees the contract's tools, so any other name is the caller's bug.
+    if (!isToolName(request.tool)) throw new SandboxError('PROTOCOL', `unknown tool ${JSON.stringify(request.tool)}`);
     if (this.options.mode === 'call') return callInNewProcess(this.transport, request, options, this.limits);
     const session = await this.liveSession();
     return session.call(request, options);

@@ -1,0 +1,180 @@
+// The ONE contract every Sandbox implementation passes (local process per call, local serve
+// session, and later Kubernetes pods/exec), in the manner of hono's shared router suite: the
+// behaviour a worker relies on, written once against the port.
+import { describe, expect, it } from 'vitest';
+import type { Sandbox } from '../../operator/src/sandbox/sandbox.ts';
+import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
+
+export interface SandboxUnderTest {
+  sandbox: Sandbox;
+  cleanup(): Promise<void>;
+}
+
+export interface SandboxContractOptions {
+  /** A small bound, to show how an oversized answer is handled. */
+  maxResponseBytes?: number;
+}
+
+export function describeSandboxContract(
+  name: string,
+  makeSandbox: (options?: SandboxContractOptions) => Promise<SandboxUnderTest>,
+): void {
+  describe(`Sandbox contract: ${name}`, () => {
+    async function withSandbox(test: (sandbox: Sandbox) => Promise<void>, options?: SandboxContractOptions): Promise<void> {
+      const { sandbox, cleanup } = await makeSandbox(options);
+      try {
+        await test(sandbox);
+      } finally {
+        await sandbox.close().catch(() => undefined);
+        await cleanup();
+      }
+    }
+
+    it('runs a tool and returns its result (write then read round trip)', () =>
+      withSandbox(async (sandbox) => {
+        const written = await sandbox.call({ tool: 'write_file', input: { path: 'src/hello.txt', content: 'hello\nworld\n' } });
+        expect(written).toEqual({ ok: true, result: { path: 'src/hello.txt', bytes: 12 } });
+        const read = await sandbox.call({ tool: 'read_file', input: { path: 'src/hello.txt' } });
+        expect(read.ok && read.result).toMatchObject({ path: 'src/hello.txt', content: 'hello\nworld', totalLines: 2 });
+      }));
+
+    it('returns tool errors as values, not exceptions', async () =>
+      withSandbox(async (sandbox) => {
+        const missing = await sandbox.call({ tool: 'read_file', input: { path: 'nope.txt' } });
+        expect(missing).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
+        const escape = await sandbox.call({ tool: 'read_file', input: { path: '../etc/passwd' } });
+        expect(escape).toMatchObject({ ok: false, error: { code: 'OUTSIDE_WORKSPACE' } });
+        const invalid = await sandbox.call({ tool: 'read_file', input: { path: 42 } });
+        expect(invalid).toMatchObject({ ok: false, error: { code: 'INVALID_INPUT' } });
+      }));
+
+    it('refuses an unknown tool with a SandboxError (a programming error, not a model one)', () =>
+      withSandbox(async (sandbox) => {
+        await expect(sandbox.call({ tool: 'rm_rf', input: {} })).rejects.toMatchObject({ name: 'SandboxError', reason: 'PROTOCOL' });
+      }));
+
+    it('imports a tar stream as the workspace, then reads from it', () =>
+      withSandbox(async (sandbox) => {
+        const tar = makeTar([
+          { name: 'repo/', type: 'directory' },
+          { name: 'repo/README.md', content: '# imported\n' },
+          { name: 'repo/link', type: 'symlink', target: 'README.md' },
+        ]);
+        await sandbox.importTree(chunked(tar, 100));
+        const read = await sandbox.call({ tool: 'read_file', input: { path: 'repo/README.md' } });
+        expect(read.ok && read.result).toMatchObject({ content: '# imported' });
+        const throughLink = await sandbox.call({ tool: 'read_file', input: { path: 'repo/link' } });
+        expect(throughLink.ok && throughLink.result).toMatchObject({ content: '# imported' });
+      }));
+
+    it('refuses an archive whose entries would land outside the workspace', () =>
+      withSandbox(async (sandbox) => {
+        const tar = makeTar([{ name: '../escaped.txt', content: 'x' }]);
+        const failure = await sandbox.importTree(chunked(tar, 512)).catch((error: unknown) => error);
+        expect(SandboxError.isInstance(failure) && failure.reason).toBe('IMPORT_REFUSED');
+        expect((failure as SandboxError).toolErrorCode).toBe('OUTSIDE_WORKSPACE');
+      }));
+
+    it('answers concurrent requests, each with its own result', () =>
+      withSandbox(async (sandbox) => {
+        const names = Array.from({ length: 12 }, (_, index) => `file-${index}.txt`);
+        await Promise.all(names.map((file) => sandbox.call({ tool: 'write_file', input: { path: file, content: `content of ${file}` } })));
+        const reads = await Promise.all(names.map((file) => sandbox.call({ tool: 'read_file', input: { path: file } })));
+        reads.forEach((read, index) => {
+          expect(read.ok && read.result).toMatchObject({ path: names[index], content: `content of ${names[index]}` });
+        });
+      }));
+
+    it('gives up on a call that does not answer in time, and keeps working', () =>
+      withSandbox(async (sandbox) => {
+        const started = Date.now();
+        const hung = await sandbox
+          .call({ tool: 'bash', input: { command: 'sleep 5' } }, { timeoutMs: 300 })
+          .catch((error: unknown) => error);
+        expect(SandboxError.isInstance(hung) && hung.reason).toBe('TIMEOUT');
+        expect(Date.now() - started).toBeLessThan(3_000);
+        const next = await sandbox.call({ tool: 'bash', input: { command: 'echo still here' } });
+        expect(next.ok && next.result).toMatchObject({ stdout: 'still here\n' });
+      }));
+
+    it('honours an AbortSignal', () =>
+      withSandbox(async (sandbox) => {
+        const controller = new AbortController();
+        const call = sandbox.call({ tool: 'bash', input: { command: 'sleep 5' } }, { signal: controller.signal });
+        setTimeout(() => controller.abort(), 100);
+        await expect(call).rejects.toMatchObject({ reason: 'ABORTED' });
+      }));
+
+    it('refuses an answer larger than the bound, and keeps working', () =>
+      withSandbox(
+        async (sandbox) => {
+          await sandbox.call({ tool: 'write_file', input: { path: 'big.txt', content: 'x'.repeat(100).concat('\n').repeat(200) } });
+          const oversized = await sandbox.call({ tool: 'read_file', input: { path: 'big.txt' } }).catch((error: unknown) => error);
+          expect(SandboxError.isInstance(oversized) && oversized.reason).toBe('RESPONSE_TOO_LARGE');
+          const small = await sandbox.call({ tool: 'write_file', input: { path: 'small.txt', content: 'ok' } });
+          expect(small.ok).toBe(true);
+        },
+        { maxResponseBytes: 4_096 },
+      ));
+
+    it('keeps the bash working directory and exported variables between calls', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({ tool: 'bash', input: { command: 'mkdir -p sub/dir && cd sub/dir && export CONTRACT_VALUE=kept' } });
+        const next = await sandbox.call({ tool: 'bash', input: { command: 'echo "$CONTRACT_VALUE"; basename "$PWD"' } });
+        expect(next.ok && next.result).toMatchObject({ stdout: 'kept\ndir\n', cwd: 'sub/dir' });
+      }));
+
+    it('fails a call whose toolbox dies with a SandboxError, and the next call works', () =>
+      withSandbox(async (sandbox) => {
+        // bash's parent is the toolbox process, whatever the transport.
+        const died = await sandbox.call({ tool: 'bash', input: { command: 'kill -9 $PPID; sleep 5' } }).catch((error: unknown) => error);
+        expect(SandboxError.isInstance(died) && died.reason).toBe('TRANSPORT');
+        const next = await sandbox.call({ tool: 'bash', input: { command: 'echo alive' } });
+        expect(next.ok && next.result).toMatchObject({ stdout: 'alive\n' });
+      }));
+
+    it('refuses calls once closed', () =>
+      withSandbox(async (sandbox) => {
+        expect((await sandbox.call({ tool: 'list_files', input: {} })).ok).toBe(true);
+        await sandbox.close();
+        await expect(sandbox.call({ tool: 'list_files', input: {} })).rejects.toMatchObject({ reason: 'CLOSED' });
+      }));
+  });
+}
+
+export type TarEntry =
+  | { name: string; type?: 'file'; content: string | Uint8Array; mode?: number }
+  | { name: string; type: 'directory' }
+  | { name: string; type: 'symlink' | 'hardlink'; target: string };
+
+/** A ustar archive built in memory, so tests can write entries `tar` itself would refuse. */
+export function makeTar(entries: TarEntry[]): Buffer {
+  const blocks: Buffer[] = [];
+  for (const entry of entries) {
+    const header = Buffer.alloc(512);
+    const body = entry.type === undefined || entry.type === 'file' ? Buffer.from(entry.content) : Buffer.alloc(0);
+    header.write(entry.name, 0, 100, 'utf8');
+    const mode = entry.type === 'directory' ? 0o755 : entry.type === undefined || entry.type === 'file' ? (entry.mode ?? 0o644) : 0o777;
+    header.write(mode.toString(8).padStart(7, '0'), 100, 'latin1');
+    header.write('0000000', 108, 'latin1');
+    header.write('0000000', 116, 'latin1');
+    header.write(body.length.toString(8).padStart(11, '0'), 124, 'latin1');
+    header.write('00000000000', 136, 'latin1');
+    const typeFlag = { file: '0', directory: '5', symlink: '2', hardlink: '1' }[entry.type ?? 'file'];
+    header.write(typeFlag, 156, 'latin1');
+    if (entry.type === 'symlink' || entry.type === 'hardlink') header.write(entry.target, 157, 100, 'utf8');
+    header.write('ustar\u000000', 257, 'latin1');
+    header.fill(0x20, 148, 156);
+    let sum = 0;
+    for (const byte of header) sum += byte;
+    header.write(`${sum.toString(8).padStart(6, '0')}\u0000 `, 148, 'latin1');
+    blocks.push(header, body, Buffer.alloc((512 - (body.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
+}
+
+/** Delivers a buffer in small chunks, as a network stream would. */
+export async function* chunked(data: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
+  for (let offset = 0; offset < data.length; offset += size) yield data.subarray(offset, offset + size);
+}
