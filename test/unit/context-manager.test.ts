@@ -1,0 +1,168 @@
+import { generateText, type ModelMessage } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { findSplitIndex, prepareContext, type SummariseRequest } from '../../operator/src/agent/context-manager.ts';
+import { estimateMessageTokens, estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
+import { collectFilesTouched } from '../../operator/src/agent/files-touched.ts';
+import { emptyUsage, type TokenUsage } from '../../operator/src/agent/usage-accounting.ts';
+import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
+import { parseModelScript } from '../../operator/src/providers/scripted/model-script-schema.ts';
+
+const summaryUsage: TokenUsage = { ...emptyUsage(), inputTokens: 900, outputTokens: 100, totalTokens: 1000 };
+
+/** A summariser that records what it was asked and answers with a fixed text. */
+function recordingSummariser(text = 'Read the app, fixed the check.') {
+  const requests: SummariseRequest[] = [];
+  return {
+    requests,
+    summarise: async (request: SummariseRequest) => {
+      requests.push(request);
+      return { text, usage: summaryUsage };
+    },
+  };
+}
+
+let callCounter = 0;
+/** One agent step: an assistant message calling `toolName` and the tool message with its result. */
+function step(toolName: string, input: Record<string, unknown>, result: string, options: { error?: boolean } = {}): ModelMessage[] {
+  callCounter += 1;
+  const toolCallId = `call-${callCounter}`;
+  return [
+    { role: 'assistant', content: [{ type: 'text', text: `Calling ${toolName}.` }, { type: 'tool-call', toolCallId, toolName, input }] },
+    {
+      role: 'tool',
+      content: [
+        {
+          type: 'tool-result',
+          toolCallId,
+          toolName,
+          output: options.error === true ? { type: 'error-text', value: result } : { type: 'text', value: result },
+        },
+      ],
+    },
+  ];
+}
+
+function conversation(): ModelMessage[] {
+  return [
+    { role: 'user', content: 'Start working on the task described in the system prompt.' },
+    ...step('read_file', { path: 'src/app.ts' }, 'x'.repeat(4_000)),
+    ...step('edit_file', { path: '/workspace/src/app.ts', oldString: 'a', newString: 'b' }, 'edited'),
+    ...step('edit_file', { path: 'src/missing.ts', oldString: 'a', newString: 'b' }, 'oldString not found', { error: true }),
+    ...step('bash', { command: 'npm test' }, 'y'.repeat(4_000)),
+    ...step('write_file', { path: 'test/app.test.ts', content: 'test' }, 'written'),
+    { role: 'assistant', content: 'Looking at the results.' },
+    ...step('read_file', { path: 'README.md' }, 'z'.repeat(2_000)),
+  ];
+}
+
+describe('estimate tokens', () => {
+  it('uses about four characters per token plus a small per-message overhead', () => {
+    expect(estimateTextTokens('a'.repeat(400))).toBe(100);
+    expect(estimateMessageTokens({ role: 'user', content: 'a'.repeat(400) })).toBe(104);
+  });
+});
+
+describe('prepareContext', () => {
+  it('sends the messages unchanged and calls no model while under contextWindow minus the reserve', async () => {
+    const summariser = recordingSummariser();
+    const messages = conversation();
+    const prepared = await prepareContext({ system: 'sys', messages, budget: { contextWindow: 200_000 }, summarise: summariser.summarise });
+    expect(prepared.compacted).toBe(false);
+    expect(prepared.messages).toBe(messages);
+    expect(prepared.usage).toEqual(emptyUsage());
+    expect(summariser.requests).toEqual([]);
+  });
+
+  it('summarises the older messages into one and keeps the recent ones verbatim', async () => {
+    const summariser = recordingSummariser();
+    const messages = conversation();
+    const prepared = await prepareContext({
+      system: 'sys',
+      messages,
+      budget: { contextWindow: 3_000, reserveTokens: 1_000, keepRecentTokens: 800 },
+      summarise: summariser.summarise,
+    });
+    expect(prepared.compacted).toBe(true);
+    const [summary, ...recent] = prepared.messages;
+    expect(summary?.role).toBe('user');
+    expect(recent).toEqual(messages.slice(messages.length - recent.length));
+    expect(summariser.requests).toHaveLength(1);
+    expect(summariser.requests[0]?.messages).toEqual(messages.slice(0, prepared.summarisedMessages));
+    expect(prepared.summarisedMessages + recent.length).toBe(messages.length);
+    expect(prepared.estimatedTokens).toBeLessThan(2_000);
+    // The summarising call is a model call and is paid for like one.
+    expect(prepared.usage).toEqual(summaryUsage);
+  });
+
+  it('lists files read and changed from the tool calls, not from the summary, skipping failed calls', async () => {
+    const summariser = recordingSummariser('Changed src/invented.ts and read docs/imaginary.md.');
+    const prepared = await prepareContext({
+      system: 'sys',
+      messages: conversation(),
+      budget: { contextWindow: 3_000, reserveTokens: 1_000, keepRecentTokens: 800 },
+      summarise: summariser.summarise,
+      filesTouched: { read: ['package.json'], changed: [] },
+    });
+    expect(prepared.filesTouched).toEqual({
+      read: ['README.md', 'package.json', 'src/app.ts'],
+      changed: ['src/app.ts', 'test/app.test.ts'],
+    });
+    const summaryText = prepared.messages[0]?.content as string;
+    expect(summaryText).toContain('Files read so far: README.md, package.json, src/app.ts');
+    expect(summaryText).toContain('Files changed so far: src/app.ts, test/app.test.ts');
+    expect(summaryText).not.toMatch(/so far:.*invented/);
+    expect(summaryText).not.toContain('src/missing.ts');
+  });
+
+  it('never separates a tool call from its result, whatever the budget', () => {
+    const messages = conversation();
+    for (let keep = 0; keep <= 5_000; keep += 50) {
+      const split = findSplitIndex(messages, keep);
+      if (split === undefined) continue;
+      const older = messages.slice(0, split);
+      const recent = messages.slice(split);
+      expect(recent[0]?.role, `keep ${keep}`).not.toBe('tool');
+      expect(callIds(older, 'tool-call')).toEqual(callIds(older, 'tool-result'));
+      expect(callIds(recent, 'tool-call')).toEqual(callIds(recent, 'tool-result'));
+    }
+  });
+
+  it('keeps the newest group even when it alone exceeds the recent budget, and cannot compact a single message', () => {
+    const messages = conversation();
+    expect(findSplitIndex(messages, 0)).toBe(messages.length - 2);
+    expect(findSplitIndex(messages.slice(0, 1), 0)).toBeUndefined();
+  });
+
+  it('lets the scripted model find its turn after compaction, and again after a second one', async () => {
+    const model = createLanguageModel(
+      { provider: 'scripted' },
+      { script: parseModelScript(JSON.stringify({ turns: Array.from({ length: 12 }, (_, index) => ({ text: `turn ${index}` })) })) },
+    );
+    const messages = conversation(); // 7 assistant messages: the next call plays turn 7
+    const budget = { contextWindow: 3_000, reserveTokens: 1_000, keepRecentTokens: 800 };
+    const first = await prepareContext({ system: 'sys', messages, budget, summarise: recordingSummariser('x'.repeat(12_000)).summarise });
+    expect(first.compacted).toBe(true);
+    expect((await generateText({ model, messages: [...first.messages] })).text).toBe('turn 7');
+
+    const grown = [...first.messages, ...step('read_file', { path: 'b.ts' }, 'w'.repeat(8_000))];
+    const second = await prepareContext({ system: 'sys', messages: grown, budget, summarise: recordingSummariser().summarise });
+    expect(second.compacted).toBe(true);
+    expect((await generateText({ model, messages: [...second.messages] })).text).toBe('turn 8');
+  });
+});
+
+describe('collectFilesTouched', () => {
+  it('ignores calls whose result has not come back yet', () => {
+    const [assistant] = step('edit_file', { path: 'a.ts', oldString: 'a', newString: 'b' }, 'ok');
+    expect(collectFilesTouched(assistant === undefined ? [] : [assistant])).toEqual({ read: [], changed: [] });
+  });
+});
+
+function callIds(messages: readonly ModelMessage[], type: 'tool-call' | 'tool-result'): string[] {
+  const ids: string[] = [];
+  for (const message of messages) {
+    if (typeof message.content === 'string') continue;
+    for (const part of message.content) if (part.type === type) ids.push(part.toolCallId);
+  }
+  return ids.sort();
+}
