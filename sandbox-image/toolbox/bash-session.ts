@@ -12,6 +12,7 @@ import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAI
 import { BASH_PRELUDE } from './bash-script.ts';
 import { startBackgroundJob } from './bash-jobs.ts';
 import { findExecutable } from './child-process.ts';
+import { trackForegroundGroup } from './foreground-groups.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
@@ -56,6 +57,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
   });
   await Promise.all([stdoutHandle.close(), stderrHandle.close()]);
+  const untrack = child.pid === undefined ? () => undefined : trackForegroundGroup(child.pid);
 
   let timedOut = false;
   let outputCapped = false;
@@ -93,6 +95,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   }).finally(() => {
     clearTimeout(timer);
     clearInterval(capWatch);
+    untrack();
   });
 
   // Output written between two polls may have gone past the cap: the log keeps at most the cap.

@@ -33,7 +33,11 @@ export class LocalProcessTransport implements ToolboxTransport {
           stderr: child.stderr,
           exited,
           kill: () => {
-            child.kill('SIGKILL');
+            // SIGTERM first: the toolbox then kills the commands it is running, which are in
+            // their own process groups and would otherwise outlive it.
+            if (child.exitCode !== null || child.signalCode !== null) return;
+            child.kill('SIGTERM');
+            setTimeout(() => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'), 1_000).unref();
           },
         }),
       );

@@ -58,7 +58,7 @@ export class ServeSession {
   }
 
   /** Ends stdin so the toolbox finishes what it has and exits; kills it if it does not. */
-  async close(graceMs = 5_000): Promise<void> {
+  async close(graceMs = 2_000): Promise<void> {
     this.fail(new SandboxError('CLOSED', 'the sandbox session was closed'));
     this.process.stdin.end();
     const timer = setTimeout(() => this.process.kill(), graceMs);

@@ -9,7 +9,7 @@ export interface ToolboxProcess {
   stderr: Readable;
   /** Resolves when the process ends (never rejects); code null when killed by a signal. */
   exited: Promise<{ code: number | null; signal: string | null }>;
-  /** Ends the process now (SIGKILL, or closing the exec stream). */
+  /** Ends the process soon, letting it stop its own commands first (SIGTERM then SIGKILL, or closing the exec stream). */
   kill(): void;
 }
 
