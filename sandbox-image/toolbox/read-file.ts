@@ -121,15 +121,21 @@ async function readBounded(real: string, displayPath: string, mode: 'base64' | '
 /** An absolute path into the home's log directories, or undefined for a workspace path. */
 async function guardLogPath(context: ToolboxContext, input: string): Promise<{ relative: string; real: string } | undefined> {
   if (!path.isAbsolute(input) || !isInside(context.home, path.resolve(input))) return undefined;
+  const inLogDirectory = (candidate: string) =>
+    HOME_LOG_DIRECTORIES.some((directory) => {
+      const logs = path.join(context.home, directory);
+      return candidate !== logs && isInside(logs, candidate);
+    });
+  const refuse = () =>
+    new ToolboxError('OUTSIDE_WORKSPACE', `${input} is outside the workspace; only bash output logs can be read from the toolbox home`);
+  // Checked before and after resolving, so neither a name nor a symlink reaches other home files.
+  if (!inLogDirectory(path.resolve(input))) throw refuse();
   let real: string;
   try {
     real = await realpath(input);
   } catch (error) {
     throw toolboxErrorFromFs(error, input);
   }
-  const allowed = HOME_LOG_DIRECTORIES.some((directory) => isInside(path.join(context.home, directory), real));
-  if (!allowed || real === context.home) {
-    throw new ToolboxError('OUTSIDE_WORKSPACE', `${input} is outside the workspace; only bash output logs can be read from the toolbox home`);
-  }
+  if (!inLogDirectory(real)) throw refuse();
   return { relative: real, real };
 }

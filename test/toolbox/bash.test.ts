@@ -1,0 +1,184 @@
+// bash, bash_output and bash_kill: persisted state, process groups, timeouts that kill the
+// whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
+// `call` process that started them.
+import { readFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
+import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
+
+interface Bash {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  stdoutTruncated: boolean;
+  stdoutBytes: number;
+  stdoutLog: string;
+  stderrLog: string;
+  cwd: string;
+  outputCapped: boolean;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+let workspace: Workspace;
+beforeEach(() => {
+  workspace = makeWorkspace();
+});
+afterEach(() => workspace.cleanup());
+
+const bash = async (input: Record<string, unknown>, options: Parameters<typeof callTool>[3] = {}) =>
+  resultOf<Bash>(await callTool(workspace, 'bash', input, options));
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('bash', () => {
+  it('keeps the working directory and exported variables across separate call processes', async () => {
+    workspace.write({ 'pkg/a/file': '' });
+    const first = await bash({ command: 'cd pkg/a && export GREETING="hello world" && NOT_EXPORTED=1' });
+    expect(first).toMatchObject({ exitCode: 0, cwd: 'pkg/a' });
+    const second = await bash({ command: 'echo "$GREETING|${NOT_EXPORTED:-unset}"; ls' });
+    expect(second).toMatchObject({ stdout: 'hello world|unset\nfile\n', cwd: 'pkg/a' });
+  });
+
+  it('keeps the state when the command exits with a status, and reports that status', async () => {
+    const result = await bash({ command: 'mkdir -p x && cd x && export CODE=9 && exit 3' });
+    expect(result).toMatchObject({ exitCode: 3, cwd: 'x' });
+    expect((await bash({ command: 'echo $CODE' })).stdout).toBe('9\n');
+  });
+
+  it('runs in cwd when given, and refuses a cwd outside the workspace', async () => {
+    workspace.write({ 'sub/f': '' });
+    expect((await bash({ command: 'pwd', cwd: 'sub' })).stdout.trim()).toMatch(/\/workspace\/sub$/);
+    expect(errorCodeOf(await callTool(workspace, 'bash', { command: 'pwd', cwd: '../' }))).toBe('OUTSIDE_WORKSPACE');
+  });
+
+  it('runs each command in its own process group', async () => {
+    const result = await bash({ command: 'echo "$$ $(ps -o pgid= -p $$)"' });
+    const [pid, pgid] = result.stdout.trim().split(/\s+/);
+    expect(pgid).toBe(pid);
+    expect(Number(pgid)).not.toBe(process.pid);
+  });
+
+  it('kills the whole process tree on timeout', async () => {
+    const started = Date.now();
+    const result = await bash({ command: '(sleep 30 & echo $! > grandchild.pid; wait) & sleep 30', timeoutMs: 500 });
+    expect(result).toMatchObject({ timedOut: true, exitCode: null });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const grandchild = Number(readFileSync(`${workspace.root}/grandchild.pid`, 'utf8'));
+    await sleep(100);
+    expect(alive(grandchild)).toBe(false);
+  });
+
+  it('shows the first 8 KiB and the last 24 KiB of a long stream, the whole of it in a log read_file can open', async () => {
+    const result = await bash({ command: 'seq 1 100000' });
+    expect(result.stdoutTruncated).toBe(true);
+    expect(result.stdoutBytes).toBe(588_895);
+    expect(result.stdout.startsWith('1\n2\n3\n')).toBe(true);
+    expect(result.stdout.endsWith('99999\n100000\n')).toBe(true);
+    expect(Buffer.byteLength(result.stdout)).toBeLessThan(BASH_HEAD_BYTES + BASH_TAIL_BYTES + 200);
+    expect(readFileSync(result.stdoutLog, 'utf8')).toBe(Array.from({ length: 100_000 }, (_, index) => `${index + 1}\n`).join(''));
+    const log = resultOf<{ content: string; totalLines: number }>(await callTool(workspace, 'read_file', { path: result.stdoutLog, offset: 50_000, limit: 2 }));
+    expect(log).toMatchObject({ content: '50000\n50001', totalLines: 100_000 });
+    expect(log).not.toHaveProperty('instructions');
+  });
+
+  it('separates stderr from stdout', async () => {
+    expect(await bash({ command: 'echo out; echo err >&2' })).toMatchObject({ stdout: 'out\n', stderr: 'err\n' });
+  });
+
+  it('kills a command whose output passes the cap and says outputCapped (cap lowered for the test)', async () => {
+    const started = Date.now();
+    const result = await bash({ command: 'yes chamvi' }, { extraArgs: ['--output-log-max-bytes', String(256 * 1024)] });
+    expect(result).toMatchObject({ outputCapped: true, exitCode: null, timedOut: false, stdoutBytes: 256 * 1024 });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const env = await bash({ command: 'yes chamvi >&2' }, { env: { ...process.env, CHAMVI_OUTPUT_LOG_MAX_BYTES: '100000' } });
+    expect(env).toMatchObject({ outputCapped: true });
+  });
+
+  it('caps at 64 MiB by default', () => {
+    expect(OUTPUT_LOG_MAX_BYTES).toBe(64 * 1_048_576);
+  });
+
+  it('refuses a log path outside the home log directories', async () => {
+    expect(errorCodeOf(await callTool(workspace, 'read_file', { path: `${workspace.home}/bash/state.sh` }))).toBe('OUTSIDE_WORKSPACE');
+  });
+});
+
+describe('background jobs', () => {
+  interface JobOutput {
+    status: string;
+    exitCode?: number | null;
+    output: string;
+    offset: number;
+    nextOffset: number;
+    size: number;
+    truncated: boolean;
+    outputCapped: boolean;
+  }
+  const output = async (job: string, offset?: number) =>
+    resultOf<JobOutput>(await callTool(workspace, 'bash_output', offset === undefined ? { job } : { job, offset }));
+  async function waitFor(job: string, status: string): Promise<JobOutput> {
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      const current = await output(job);
+      if (current.status === status) return current;
+      await sleep(100);
+    }
+    throw new Error(`job ${job} never reached ${status}`);
+  }
+
+  it('returns at once, outlives the call process, and reports output and exit code to a later call', async () => {
+    const started = resultOf<{ job: string; status: string; outputLog: string }>(
+      await callTool(workspace, 'bash', { command: 'echo started; sleep 1; echo finished; exit 4', background: true }),
+    );
+    expect(started).toMatchObject({ status: 'running', job: expect.stringMatching(/^job-/) });
+    const running = await output(started.job);
+    expect(running.status).toBe('running');
+    const done = await waitFor(started.job, 'exited');
+    expect(done).toMatchObject({ exitCode: 4, output: 'started\nfinished\n', nextOffset: 17, size: 17, truncated: false });
+    expect((await output(started.job, 8)).output).toBe('finished\n');
+    expect(readFileSync(started.outputLog, 'utf8')).toBe('started\nfinished\n');
+  });
+
+  it('reads at most 32 KiB per call from an offset', async () => {
+    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'head -c 100000 /dev/zero | tr "\\0" a', background: true }));
+    const done = await waitFor(job, 'exited');
+    expect(done).toMatchObject({ offset: 0, nextOffset: 32 * 1024, size: 100_000, truncated: true });
+    const last = await output(job, 96 * 1024);
+    expect(last).toMatchObject({ nextOffset: 100_000, truncated: false });
+  });
+
+  it('bash_kill from a later call stops the job and everything it started', async () => {
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'sleep 60 & echo $! > child.pid; sleep 60', background: true }),
+    );
+    await sleep(300);
+    const child = Number(readFileSync(`${workspace.root}/child.pid`, 'utf8'));
+    expect(alive(child)).toBe(true);
+    expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toMatchObject({ job, status: 'killed' });
+    await sleep(100);
+    expect(alive(child)).toBe(false);
+    expect((await output(job)).status).toBe('killed');
+  });
+
+  it('kills a job whose output passes the cap', async () => {
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'yes chamvi', background: true }, { extraArgs: ['--output-log-max-bytes', '200000'] }),
+    );
+    const killed = await waitFor(job, 'killed');
+    expect(killed.outputCapped).toBe(true);
+    expect(killed.size).toBeLessThanOrEqual(OUTPUT_LOG_MAX_BYTES);
+  });
+
+  it('says JOB_NOT_FOUND for an unknown job', async () => {
+    expect(errorCodeOf(await callTool(workspace, 'bash_output', { job: 'job-nope' }))).toBe('JOB_NOT_FOUND');
+    expect(errorCodeOf(await callTool(workspace, 'bash_kill', { job: 'job-nope' }))).toBe('JOB_NOT_FOUND');
+    expect(errorCodeOf(await callTool(workspace, 'bash_output', { job: '../etc' }))).toBe('INVALID_INPUT');
+  });
+});

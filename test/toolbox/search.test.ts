@@ -1,0 +1,163 @@
+// grep (three engines chosen by PATH), glob and list_files: git-aware, sorted, bounded.
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { globToRegExp } from '../../sandbox-image/toolbox/glob-pattern.ts';
+import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
+
+const which = (name: string) => execFileSync('bash', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();
+
+/** A PATH holding only the named programs, so the toolbox sees exactly that engine set. */
+function pathWith(programs: string[]): { env: NodeJS.ProcessEnv; cleanup(): void } {
+  const directory = mkdtempSync(path.join(tmpdir(), 'chamvi-path-'));
+  for (const program of programs) symlinkSync(which(program), path.join(directory, program));
+  return { env: { ...process.env, PATH: directory }, cleanup: () => rmSync(directory, { recursive: true, force: true }) };
+}
+
+let workspace: Workspace;
+const engines = {
+  rg: pathWith(['rg', 'git', 'grep']),
+  'git-grep': pathWith(['git', 'grep']),
+  grep: pathWith(['grep']),
+};
+
+beforeAll(() => {
+  workspace = makeWorkspace();
+  workspace.write({
+    'src/app.ts': 'export const needle = 1;\nconst other = 2;\n',
+    'src/lib/util.ts': 'function util() {}\n// needle in a comment\n',
+    '.hidden/config.json': '{"needle": true}\n',
+    'docs/readme.md': 'no match here\n',
+    'windows.txt': Buffer.from('\uFEFFneedle on line one\r\nsecond\r\nneedle again\r\n', 'utf8'),
+    'image.bin': Buffer.from([0, 1, 2, 0x6e, 0x65, 0x65, 0x64, 0x6c, 0x65]),
+    '.gitignore': 'ignored/\n*.log\n',
+    'ignored/out.txt': 'needle ignored\n',
+    'debug.log': 'needle log\n',
+    'untracked.ts': 'const needle = "untracked";\n',
+  });
+  workspace.git('init', '-q');
+  workspace.git('add', 'src', 'docs', 'windows.txt', '.gitignore', 'image.bin', '.hidden');
+  workspace.git('commit', '-q', '-m', 'fixture');
+});
+afterAll(() => {
+  workspace.cleanup();
+  for (const engine of Object.values(engines)) engine.cleanup();
+});
+
+describe('grep', () => {
+  const expected = [
+    { path: '.hidden/config.json', line: 1, text: '{"needle": true}' },
+    { path: 'src/app.ts', line: 1, text: 'export const needle = 1;' },
+    { path: 'src/lib/util.ts', line: 2, text: '// needle in a comment' },
+    { path: 'untracked.ts', line: 1, text: 'const needle = "untracked";' },
+    { path: 'windows.txt', line: 1, text: 'needle on line one' },
+    { path: 'windows.txt', line: 3, text: 'needle again' },
+  ];
+
+  it.each(['rg', 'git-grep', 'grep'] as const)('engine %s finds tracked, untracked and hidden matches, skipping .git and binaries', async (engine) => {
+    const response = await callTool(workspace, 'grep', { pattern: 'need+le' }, { env: engines[engine].env });
+    const result = resultOf<{ engine: string; matches: unknown[]; truncated: boolean }>(response);
+    expect(result.engine).toBe(engine);
+    // Plain grep (no git on PATH) cannot read .gitignore: compare on the files all three see.
+    const matches = result.matches.filter((match) => !['ignored/out.txt', 'debug.log'].includes((match as { path: string }).path));
+    expect(matches).toEqual(expected);
+    expect(result.truncated).toBe(false);
+  });
+
+  it.each(['rg', 'git-grep'] as const)('engine %s leaves git-ignored files out unless includeIgnored', async (engine) => {
+    const plain = resultOf<{ matches: Array<{ path: string }> }>(await callTool(workspace, 'grep', { pattern: 'needle' }, { env: engines[engine].env }));
+    expect(plain.matches.map((match) => match.path)).not.toContain('ignored/out.txt');
+    const all = resultOf<{ matches: Array<{ path: string }> }>(
+      await callTool(workspace, 'grep', { pattern: 'needle', includeIgnored: true }, { env: engines[engine].env }),
+    );
+    expect(all.matches.map((match) => match.path)).toEqual(expect.arrayContaining(['ignored/out.txt', 'debug.log']));
+  });
+
+  it('searches under a path, case-insensitively when asked, with line numbers that agree with read_file', async () => {
+    const result = resultOf<{ matches: Array<{ path: string; line: number }> }>(await callTool(workspace, 'grep', { pattern: 'NEEDLE', path: 'src', ignoreCase: true }));
+    expect(result.matches.map((match) => match.path)).toEqual(['src/app.ts', 'src/lib/util.ts']);
+    const window = resultOf<{ content: string }>(await callTool(workspace, 'read_file', { path: 'src/lib/util.ts', offset: 2, limit: 1 }));
+    expect(window.content).toContain('needle');
+  });
+
+  it('bounds the matches (default 100, limit) and cuts lines at 500 characters', async () => {
+    const many = makeWorkspace();
+    try {
+      many.write({ 'many.txt': 'hit\n'.repeat(700), 'wide.txt': `hit${'w'.repeat(2_000)}\n` });
+      const defaults = resultOf<{ matches: unknown[]; truncated: boolean }>(await callTool(many, 'grep', { pattern: 'hit', path: 'many.txt' }));
+      expect(defaults.matches).toHaveLength(100);
+      expect(defaults.truncated).toBe(true);
+      const limited = resultOf<{ matches: unknown[] }>(await callTool(many, 'grep', { pattern: 'hit', limit: 500 }));
+      expect(limited.matches).toHaveLength(500);
+      expect(errorCodeOf(await callTool(many, 'grep', { pattern: 'hit', limit: 501 }))).toBe('INVALID_INPUT');
+      const wide = resultOf<{ matches: Array<{ text: string }> }>(await callTool(many, 'grep', { pattern: 'hitw', path: 'wide.txt' }));
+      expect(wide.matches[0]?.text).toHaveLength(500);
+    } finally {
+      many.cleanup();
+    }
+  });
+
+  it('reports a bad pattern as INVALID_INPUT', async () => {
+    expect(errorCodeOf(await callTool(workspace, 'grep', { pattern: '(' }))).toBe('INVALID_INPUT');
+  });
+});
+
+describe('list_files and glob', () => {
+  it('lists tracked and untracked files, sorted, without git-ignored ones or .git', async () => {
+    const result = resultOf<{ files: string[]; truncated: boolean }>(await callTool(workspace, 'list_files', {}));
+    expect(result.files).toEqual([...result.files].sort());
+    expect(result.files).toEqual(expect.arrayContaining(['.gitignore', '.hidden/config.json', 'src/app.ts', 'untracked.ts']));
+    expect(result.files).not.toContain('ignored/out.txt');
+    expect(result.files).not.toContain('debug.log');
+    expect(result.files.some((file) => file.startsWith('.git/'))).toBe(false);
+  });
+
+  it('includes git-ignored files with includeIgnored, and lists under a path', async () => {
+    const all = resultOf<{ files: string[] }>(await callTool(workspace, 'list_files', { includeIgnored: true }));
+    expect(all.files).toEqual(expect.arrayContaining(['ignored/out.txt', 'debug.log']));
+    const src = resultOf<{ files: string[] }>(await callTool(workspace, 'list_files', { path: 'src' }));
+    expect(src.files).toEqual(['src/app.ts', 'src/lib/util.ts']);
+  });
+
+  it('bounds the listing and says truncated', async () => {
+    const result = resultOf<{ files: string[]; truncated: boolean }>(await callTool(workspace, 'list_files', { limit: 2 }));
+    expect(result).toEqual({ files: ['.gitignore', '.hidden/config.json'], truncated: true });
+  });
+
+  it('walks a directory that is not a git repository', async () => {
+    const plain = makeWorkspace();
+    try {
+      plain.write({ 'b.txt': '', 'a/c.txt': '', '.git-not/x': '' });
+      expect(resultOf(await callTool(plain, 'list_files', {}))).toEqual({ files: ['.git-not/x', 'a/c.txt', 'b.txt'], truncated: false });
+    } finally {
+      plain.cleanup();
+    }
+  });
+
+  it('matches ** across directories and * within one, sorted', async () => {
+    expect(resultOf(await callTool(workspace, 'glob', { pattern: '**/*.ts' }))).toEqual({
+      files: ['src/app.ts', 'src/lib/util.ts', 'untracked.ts'],
+      truncated: false,
+    });
+    expect(resultOf(await callTool(workspace, 'glob', { pattern: '*.ts', path: 'src' }))).toEqual({ files: ['src/app.ts'], truncated: false });
+    expect(resultOf(await callTool(workspace, 'glob', { pattern: '**/*.{json,md}' }))).toEqual({
+      files: ['.hidden/config.json', 'docs/readme.md'],
+      truncated: false,
+    });
+    expect(resultOf(await callTool(workspace, 'glob', { pattern: '**/*.txt', includeIgnored: true, limit: 1 }))).toEqual({
+      files: ['ignored/out.txt'],
+      truncated: true,
+    });
+  });
+
+  it('compiles globs', () => {
+    expect(globToRegExp('**/*.ts').test('a.ts')).toBe(true);
+    expect(globToRegExp('**/*.ts').test('a/b/c.ts')).toBe(true);
+    expect(globToRegExp('src/*.ts').test('src/a/b.ts')).toBe(false);
+    expect(globToRegExp('src/**').test('src/a/b.ts')).toBe(true);
+    expect(globToRegExp('file?.[ch]').test('file1.c')).toBe(true);
+    expect(globToRegExp('a.b').test('axb')).toBe(false);
+  });
+});
