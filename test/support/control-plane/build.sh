@@ -2,8 +2,8 @@
 # Builds the local control plane's programs from source into a cache outside the repo:
 #   ${CHAMVI_CACHE:-$HOME/.cache/chamvi-operator}/<k8s-version>/bin/
 # kube-apiserver, kube-scheduler, kube-controller-manager and kubectl come from the Go
-# module k8s.io/kubernetes, kwok and helm from `go install`; etcd and redis-server are
-# Debian packages (etcd is built from source if the package is missing). Nothing here
+# module k8s.io/kubernetes, kwok (patched) and helm from source too; redis-server is a
+# Debian package, etcd is Debian's if new enough, else built from source. Nothing here
 # downloads a prebuilt binary. Idempotent: a binary that already reports the right version
 # is reused, so a warm rerun takes seconds.
 #
@@ -14,7 +14,7 @@ set -euo pipefail
 K8S_VERSION="${CHAMVI_K8S_VERSION:-v1.34.4}"
 KWOK_VERSION="${CHAMVI_KWOK_VERSION:-v0.7.0}"
 HELM_VERSION="${CHAMVI_HELM_VERSION:-v3.22.0}"
-ETCD_VERSION="${CHAMVI_ETCD_VERSION:-v3.5.21}"
+ETCD_VERSION="${CHAMVI_ETCD_VERSION:-v3.6.16}"
 CACHE_ROOT="${CHAMVI_CACHE:-$HOME/.cache/chamvi-operator}"
 CACHE="$CACHE_ROOT/$K8S_VERSION"
 BIN="$CACHE/bin"
@@ -143,27 +143,46 @@ apt_install() { # package
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$1" >&2
 }
 
-# etcd: the control plane code looks for $BIN/etcd first, so link the Debian binary there.
+# etcd: Debian's etcd-server when it is new enough, otherwise built from source. Debian 12
+# ships 3.4.23, and kube-apiserver 1.34 turns RequestWatchProgress off for etcd older than
+# 3.4.31/3.5.13; client-go's streaming list then fails on every watch and falls back with
+# backoff, so kwok and the controllers see pods seconds late. The control plane runs
+# $BIN/etcd, a symlink to the Debian binary or the one built here.
+etcd_version_of() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p' | head -1; }
+etcd_new_enough() { # version
+  local v="$1" major minor patch
+  IFS=. read -r major minor patch <<<"$v"
+  [[ -n "$patch" ]] || return 1
+  ((major > 3 || (major == 3 && minor >= 6) ||
+    (major == 3 && minor == 5 && patch >= 13) || (major == 3 && minor == 4 && patch >= 31)))
+}
 build_etcd() {
-  if [[ -x "$BIN/etcd" ]] && "$BIN/etcd" --version >/dev/null 2>&1; then
-    log "etcd: present ($("$BIN/etcd" --version | head -1))"; return
-  fi
-  if ! command -v etcd >/dev/null; then
-    apt_install etcd-server || true
-  fi
+  local v
+  v="$(etcd_version_of "$BIN/etcd")"
+  if [[ -n "$v" ]] && etcd_new_enough "$v"; then log "etcd $v: up to date"; return; fi
+  if ! command -v etcd >/dev/null; then apt_install etcd-server || true; fi
   if command -v etcd >/dev/null; then
-    ln -sf "$(command -v etcd)" "$BIN/etcd"
-    log "etcd: using $(command -v etcd)"
-    return
+    v="$(etcd_version_of "$(command -v etcd)")"
+    if etcd_new_enough "$v"; then
+      ln -sf "$(command -v etcd)" "$BIN/etcd"
+      log "etcd $v: using $(command -v etcd)"
+      return
+    fi
+    log "etcd: Debian's $v is older than 3.5.13; building $ETCD_VERSION from source"
   fi
-  # No package: build it. etcd's server module has replace lines of its own, so use a
-  # wrapper module instead of `go install`.
+  # etcd's server module has replace lines of its own (../api, ...), which only apply
+  # when it is the main module, so build it from a wrapper that requires it.
   local mod="$CACHE/etcd-wrapper"
   mkdir -p "$mod"
   printf 'module chamvi.local/etcd-wrapper\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
     "$ETCD_VERSION" >"$mod/go.mod"
   log "etcd $ETCD_VERSION: go build"
-  (cd "$mod" && go build -trimpath -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+  local start=$SECONDS
+  rm -f "$BIN/etcd"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+  log "etcd: built in $((SECONDS - start))s"
+  v="$(etcd_version_of "$BIN/etcd")"
+  etcd_new_enough "$v" || { log "built etcd reports '$v'"; exit 1; }
 }
 
 build_redis() {
