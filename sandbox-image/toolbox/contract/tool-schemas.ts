@@ -16,6 +16,15 @@ const workspacePath = (what: string) =>
     .min(1)
     .describe(`${what}, relative to the workspace root or starting with /workspace/`);
 
+// describe() after optional(): zod 4 keeps a description on the schema it was given, and the
+// model is shown the outer (optional) one.
+const optionalWorkspacePath = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .optional()
+    .describe(`${what}, relative to the workspace root or starting with /workspace/`);
+
 const includeIgnored = z
   .boolean()
   .optional()
@@ -84,7 +93,7 @@ export const multiEditInput = z.object({
 
 export const grepInput = z.object({
   pattern: z.string().min(1).describe('Extended regular expression to search file contents for'),
-  path: workspacePath('Directory or file to search in (default the whole workspace)').optional(),
+  path: optionalWorkspacePath('Directory or file to search in (default the whole workspace)'),
   ignoreCase: z.boolean().optional().describe('Match case-insensitively (default false)'),
   includeIgnored,
   limit: z
@@ -101,7 +110,7 @@ export const globInput = z.object({
     .string()
     .min(1)
     .describe('Glob matched against paths relative to path, e.g. "**/*.ts" or "src/*.json"; ** spans directories, * stays within one'),
-  path: workspacePath('Directory to search under (default the workspace root)').optional(),
+  path: optionalWorkspacePath('Directory to search under (default the workspace root)'),
   includeIgnored,
   limit: z
     .number()
@@ -113,7 +122,7 @@ export const globInput = z.object({
 });
 
 export const listFilesInput = z.object({
-  path: workspacePath('Directory to list (default the workspace root)').optional(),
+  path: optionalWorkspacePath('Directory to list (default the workspace root)'),
   includeIgnored,
   limit: z
     .number()
@@ -129,7 +138,7 @@ export const bashInput = z.object({
     .string()
     .min(1)
     .describe('Shell command for bash; the working directory and exported variables persist to the next call'),
-  cwd: workspacePath('Directory to run in (default the directory the previous command ended in)').optional(),
+  cwd: optionalWorkspacePath('Directory to run in (default the directory the previous command ended in)'),
   timeoutMs: z
     .number()
     .int()
@@ -162,7 +171,7 @@ export const bashKillInput = z.object({ job: jobId });
 
 export const gitDiffInput = z.object({
   staged: z.boolean().optional().describe('Show the staged changes (index against HEAD) instead of the working tree'),
-  path: workspacePath('Limit status and diff to this file or directory').optional(),
+  path: optionalWorkspacePath('Limit status and diff to this file or directory'),
 });
 
 export const readRepositoryInstructionsInput = z.object({

@@ -1,0 +1,100 @@
+// `toolbox import`: a tar stream on stdin becomes the workspace; entries that would land
+// outside the root are refused.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { makeTar, type TarEntry } from '../support/sandbox-contract.ts';
+import { makeWorkspace, runToolbox, type Workspace } from './toolbox-fixture.ts';
+
+let workspace: Workspace;
+beforeEach(() => {
+  workspace = makeWorkspace();
+});
+afterEach(() => workspace.cleanup());
+
+async function importTar(tar: Buffer) {
+  const result = await runToolbox(['--root', workspace.root, 'import'], tar);
+  expect(result.code).toBe(0);
+  return JSON.parse(result.stdout) as { ok: boolean; result?: Record<string, number>; error?: { code: string; message: string } };
+}
+
+describe('import', () => {
+  it('extracts a tar made by tar(1), including long names, modes, symlinks and .git', async () => {
+    const source = mkdtempSync(path.join(tmpdir(), 'chamvi-source-'));
+    try {
+      const longName = `${'deep/'.repeat(30)}file-with-a-long-name.txt`;
+      mkdirSync(path.join(source, path.dirname(longName)), { recursive: true });
+      writeFileSync(path.join(source, longName), 'long\n');
+      writeFileSync(path.join(source, 'run.sh'), '#!/bin/sh\n', { mode: 0o755 });
+      execFileSync('git', ['init', '-q'], { cwd: source });
+      execFileSync('ln', ['-s', 'run.sh', 'alias.sh'], { cwd: source });
+      const tar = execFileSync('tar', ['-cf', '-', '-C', source, '.'], { maxBuffer: 64 * 1024 * 1024 });
+      const response = await importTar(tar);
+      expect(response).toMatchObject({ ok: true, result: { files: expect.any(Number), symlinks: 1 } });
+      expect(readFileSync(path.join(workspace.root, longName), 'utf8')).toBe('long\n');
+      expect(statSync(path.join(workspace.root, 'run.sh')).mode & 0o111).not.toBe(0);
+      expect(readlinkSync(path.join(workspace.root, 'alias.sh'))).toBe('run.sh');
+      expect(existsSync(path.join(workspace.root, '.git/HEAD'))).toBe(true);
+    } finally {
+      rmSync(source, { recursive: true, force: true });
+    }
+  });
+
+  it('accepts a gzip-compressed stream', async () => {
+    const response = await importTar(gzipSync(makeTar([{ name: 'z.txt', content: 'zipped' }])));
+    expect(response.ok).toBe(true);
+    expect(readFileSync(path.join(workspace.root, 'z.txt'), 'utf8')).toBe('zipped');
+  });
+
+  it.each<[string, TarEntry[]]>([
+    ['a .. entry', [{ name: '../escape.txt', content: 'x' }]],
+    ['a nested .. entry', [{ name: 'a/../../escape.txt', content: 'x' }]],
+    ['an absolute entry', [{ name: '/tmp/chamvi-import-escape.txt', content: 'x' }]],
+    [
+      'a file written through a symlink the archive created',
+      [
+        { name: 'link', type: 'symlink', target: 'OUTSIDE' },
+        { name: 'link/escape.txt', content: 'x' },
+      ],
+    ],
+    ['a hard link to a file outside', [{ name: 'hard', type: 'hardlink', target: '../../etc/passwd' }]],
+  ])('refuses %s with OUTSIDE_WORKSPACE and writes nothing outside', async (_, entries) => {
+    const outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
+    try {
+      const resolved = entries.map((entry) => ('target' in entry ? { ...entry, target: entry.target.replace('OUTSIDE', outside) } : entry));
+      const response = await importTar(makeTar(resolved));
+      expect(response).toMatchObject({ ok: false, error: { code: 'OUTSIDE_WORKSPACE' } });
+      expect(existsSync(path.join(outside, 'escape.txt'))).toBe(false);
+      expect(existsSync(path.join(path.dirname(workspace.root), 'escape.txt'))).toBe(false);
+      expect(existsSync('/tmp/chamvi-import-escape.txt')).toBe(false);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('replaces an existing symlink instead of writing through it', async () => {
+    const outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
+    try {
+      writeFileSync(path.join(outside, 'target.txt'), 'original');
+      const response = await importTar(
+        makeTar([
+          { name: 'file.txt', type: 'symlink', target: path.join(outside, 'target.txt') },
+          { name: 'file.txt', content: 'replaced' },
+        ]),
+      );
+      expect(response.ok).toBe(true);
+      expect(readFileSync(path.join(outside, 'target.txt'), 'utf8')).toBe('original');
+      expect(readFileSync(path.join(workspace.root, 'file.txt'), 'utf8')).toBe('replaced');
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a stream that is not tar', async () => {
+    const response = await importTar(Buffer.alloc(1024, 0x41));
+    expect(response).toMatchObject({ ok: false, error: { code: 'INVALID_INPUT' } });
+  });
+});
