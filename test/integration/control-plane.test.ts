@@ -2,13 +2,16 @@
 // PodSecurity `restricted` enforced, RBAC enforced, the scheduler binding pods, the Job
 // controller running, and `pods/exec` through the API server reaching a local command in
 // the pod's own working directory (kwok).
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, deleteNamespace, kubectl, registerPodExec } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, registerPodExec } from '../support/cluster.ts';
 
 const namespace = `control-plane-${process.pid}`;
+const tempDirs: string[] = [];
 
 const restrictedContainerSecurity = {
   runAsNonRoot: true,
@@ -37,6 +40,7 @@ function restrictedPod(name: string): object {
 async function runningPodWithWorkspace(name: string): Promise<{ workDir: string; home: string }> {
   const workDir = realpathSync(mkdtempSync(join(tmpdir(), `chamvi-${name}-workspace-`)));
   const home = realpathSync(mkdtempSync(join(tmpdir(), `chamvi-${name}-home-`)));
+  tempDirs.push(workDir, home);
   await registerPodExec({ namespace, podName: name, workDir, env: { CHAMVI_WORKSPACE: workDir, CHAMVI_HOME: home } });
   const created = await kubectl(['create', '-f', '-'], { input: JSON.stringify(restrictedPod(name)) });
   expect(created.stderr).toBe('');
@@ -56,6 +60,7 @@ describe('local control plane', () => {
 
   afterAll(async () => {
     await deleteNamespace(namespace);
+    for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
   });
 
   it('has a Ready kwok node', async () => {
@@ -92,6 +97,22 @@ describe('local control plane', () => {
     });
     expect(result).toMatchObject({ code: 0, stdout: '18\n' });
     expect(readFileSync(join(sandbox.workDir, 'from-stdin.txt'), 'utf8')).toBe('line one\nline two\n');
+  });
+
+  it('serves exec over WebSocket to @kubernetes/client-node, the client the operator uses, with the exit code', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfigPath());
+    const stdout = new PassThrough();
+    let output = '';
+    stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const status = await new Promise<V1Status>((resolve, reject) => {
+      new Exec(kc)
+        .exec(namespace, 'sandbox', 'sandbox', ['sh', '-c', 'pwd; exit 7'], stdout, null, null, false, resolve)
+        .catch(reject);
+    });
+    expect(output).toBe(`${sandbox.workDir}\n`);
+    expect(status.status).toBe('Failure');
+    expect(status.details?.causes).toContainEqual({ reason: 'ExitCode', message: '7' });
   });
 
   it('does not leak the test process environment into exec\'d commands', async () => {
