@@ -148,7 +148,10 @@ apt_install() { # package
 # 3.4.31/3.5.13; client-go's streaming list then fails on every watch and falls back with
 # backoff, so kwok and the controllers see pods seconds late. The control plane runs
 # $BIN/etcd, a symlink to the Debian binary or the one built here.
-etcd_version_of() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p' | head -1; }
+etcd_version_of() { # binary; prints nothing (and succeeds) when it is missing or broken
+  [[ -x "$1" ]] || return 0
+  { "$1" --version 2>/dev/null || true; } | sed -n 's/^etcd Version: //p' | head -1
+}
 etcd_new_enough() { # version
   local v="$1" major minor patch
   IFS=. read -r major minor patch <<<"$v"

@@ -114,8 +114,9 @@ export async function startControlPlane(options: StartControlPlaneOptions): Prom
 }
 
 async function startAll(stateDir: string, bin: string, log: (message: string) => void): Promise<ControlPlaneState> {
-  const [etcd, etcdPeer, apiServer, controllerManager, scheduler, kwok, redis] = await freePorts(7);
-  const ports = { etcd: etcd!, etcdPeer: etcdPeer!, apiServer: apiServer!, controllerManager: controllerManager!, scheduler: scheduler!, kwok: kwok!, redis: redis! };
+  const portNames = ['etcd', 'etcdPeer', 'apiServer', 'controllerManager', 'scheduler', 'kwok', 'redis'] as const;
+  const free = await freePorts(portNames.length);
+  const ports = Object.fromEntries(portNames.map((name, i) => [name, free[i]])) as ControlPlaneState['ports'];
   const pki = createPki(join(stateDir, 'pki'), serviceIp);
   const start = (name: string, command: string, args: string[], env?: NodeJS.ProcessEnv) => {
     log(`starting ${name}`);
