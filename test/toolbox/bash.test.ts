@@ -28,10 +28,11 @@ afterEach(() => workspace.cleanup());
 
 const bash = async (input: Record<string, unknown>, options: Parameters<typeof callTool>[3] = {}) =>
   resultOf<Bash>(await callTool(workspace, 'bash', input, options));
+/** Running, as opposed to gone or a zombie (killed, waiting for its adoptive parent to reap it). */
 const alive = (pid: number) => {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }
