@@ -4,22 +4,23 @@
 TOOLBOX_BUNDLE := sandbox-image/dist/toolbox.mjs
 TOOLBOX_SOURCES := $(shell find sandbox-image/toolbox -name '*.ts' 2>/dev/null)
 
-.PHONY: toolbox test-toolbox bench-toolbox ripgrep
+.PHONY: toolbox test-toolbox bench-toolbox toolbox-ripgrep
 
-toolbox: $(TOOLBOX_BUNDLE)
+toolbox: $(TOOLBOX_BUNDLE) ## Bundle the toolbox into sandbox-image/dist/toolbox.mjs
 
-# createRequire in the banner: bundled CommonJS code may still call require() for node builtins.
+# A file target: rebuilt only when a source (or the locked zod/esbuild) changes. zod is
+# bundled in; the banner gives bundled CommonJS code a require() for node builtins.
 $(TOOLBOX_BUNDLE): $(TOOLBOX_SOURCES) package-lock.json | node_modules
 	npx esbuild sandbox-image/toolbox/main.ts --bundle --platform=node --format=esm --target=node20 \
 	  --banner:js="import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);" \
 	  --legal-comments=none --log-level=warning --outfile=$@
 
-# grep prefers ripgrep; the tests exercise all three engines, so rg must be present.
-ripgrep:
-	@command -v rg >/dev/null 2>&1 || apt-get install -y ripgrep
+# grep prefers ripgrep and the tests exercise all three engines, so rg must be present.
+toolbox-ripgrep:
+	@command -v rg >/dev/null 2>&1 || apt-get install -y -qq ripgrep || (apt-get update -qq && apt-get install -y -qq ripgrep)
 
-test-toolbox: $(TOOLBOX_BUNDLE) ripgrep
+test-toolbox: $(TOOLBOX_BUNDLE) toolbox-ripgrep ## Toolbox tier only (the bundled toolbox as a real process)
 	npx vitest run --project toolbox
 
-bench-toolbox: $(TOOLBOX_BUNDLE) ripgrep
+bench-toolbox: $(TOOLBOX_BUNDLE) toolbox-ripgrep ## Toolbox latency and grep benchmark, written to test/bench/results/toolbox.json
 	npx tsx test/bench/toolbox-bench.ts
