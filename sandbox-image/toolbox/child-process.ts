@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
+import { ToolboxError } from './toolbox-error.ts';
 
 export interface StreamRecordsOptions {
   cwd: string;
@@ -14,12 +15,18 @@ export interface StreamRecordsOptions {
   maxRecordBytes: number;
   /** Return false to stop reading and kill the child. */
   onRecord: (record: Buffer) => boolean;
+  /** Kill the child after this long (default HELPER_TIMEOUT_MS); the outcome says timedOut. */
+  timeoutMs?: number;
 }
+
+/** A search or listing that runs this long is stopped: the model should narrow it. */
+export const HELPER_TIMEOUT_MS = 120_000;
 
 export interface ProcessOutcome {
   exitCode: number | null;
   /** True when onRecord asked to stop. */
   stopped: boolean;
+  timedOut: boolean;
   /** First bytes of stderr, for error messages. */
   stderr: string;
 }
@@ -34,6 +41,11 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     let pendingBytes = 0;
     let overflowing = false;
     let stderr = '';
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, options.timeoutMs ?? HELPER_TIMEOUT_MS);
 
     const emit = (record: Buffer) => {
       if (stopped) return;
@@ -69,10 +81,18 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     child.stderr.on('data', (chunk: Buffer) => {
       if (stderr.length < STDERR_KEEP_BYTES) stderr += chunk.toString('utf8', 0, STDERR_KEEP_BYTES - stderr.length);
     });
-    child.on('error', reject);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
     child.on('close', (exitCode) => {
-      if (!stopped && pendingBytes > 0) emit(Buffer.concat(pending));
-      resolve({ exitCode, stopped, stderr });
+      clearTimeout(timer);
+      if (!stopped && !timedOut && pendingBytes > 0) emit(Buffer.concat(pending));
+      if (timedOut) {
+        reject(new ToolboxError('TIMEOUT', `${command} took longer than ${Math.round((options.timeoutMs ?? HELPER_TIMEOUT_MS) / 1000)} s; narrow the path or the pattern`));
+        return;
+      }
+      resolve({ exitCode, stopped, timedOut, stderr });
     });
   });
 }

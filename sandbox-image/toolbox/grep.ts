@@ -1,6 +1,6 @@
 // grep: content search with the best engine the image has: ripgrep, else `git grep -E` in a
 // repository, else `grep -rE`. All three search tracked, untracked and hidden files, skip .git
-// and binary files, and report 1-based lines that agree with read_file. Only rg and git grep
+// and binary files (and credential files, which read_file denies too), and report 1-based lines that agree with read_file. Only rg and git grep
 // know .gitignore; plain grep (no git at all) cannot tell ignored files apart.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -8,14 +8,14 @@ import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
-import { guardWorkspacePath } from './path-guard.ts';
+import { guardWorkspacePath, isDeniedPath } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 const MAX_RECORD_BYTES = 4_096 + LINE_MAX_CHARS * 4;
 
 export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): Promise<GrepResult> {
-  const target = await guardWorkspacePath(context, input.path ?? '', { allowDenied: true });
+  const target = await guardWorkspacePath(context, input.path ?? '');
   const limit = Math.min(input.limit ?? SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS);
   const engine = chooseEngine(context);
   const scope = target.relative || '.';
@@ -30,7 +30,8 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
     maxRecordBytes: MAX_RECORD_BYTES,
     onRecord: (record) => {
       const match = parse(record);
-      if (!match) return true;
+      // Credential files are closed to the file tools; grep must not become a way to read them.
+      if (!match || isDeniedPath(match.path)) return true;
       if (matches.length >= limit) {
         truncated = true;
         return false;

@@ -133,6 +133,21 @@ export function describeSandboxContract(
         expect(next.ok && next.result).toMatchObject({ stdout: 'alive\n' });
       }));
 
+    it('runs a background job and follows it with bash_output and bash_kill', () =>
+      withSandbox(async (sandbox) => {
+        const started = await sandbox.call({ tool: 'bash', input: { command: 'echo begun; sleep 30', background: true } });
+        const job = (started.ok && (started.result as { job: string }).job) as string;
+        expect(job).toMatch(/^job-/);
+        let output = await sandbox.call({ tool: 'bash_output', input: { job } });
+        for (let attempt = 0; attempt < 50 && output.ok && (output.result as { size: number }).size === 0; attempt += 1) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          output = await sandbox.call({ tool: 'bash_output', input: { job } });
+        }
+        expect(output.ok && output.result).toMatchObject({ status: 'running', output: 'begun\n' });
+        const killed = await sandbox.call({ tool: 'bash_kill', input: { job } });
+        expect(killed.ok && killed.result).toMatchObject({ job, status: 'killed' });
+      }));
+
     it('refuses calls once closed', () =>
       withSandbox(async (sandbox) => {
         expect((await sandbox.call({ tool: 'list_files', input: {} })).ok).toBe(true);

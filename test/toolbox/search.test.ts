@@ -161,3 +161,17 @@ describe('list_files and glob', () => {
     expect(globToRegExp('a.b').test('axb')).toBe(false);
   });
 });
+
+describe('grep and credential files', () => {
+  it('leaves credential files out of results and refuses them as a path', async () => {
+    const secrets = makeWorkspace();
+    try {
+      secrets.write({ '.env': 'TOKEN=needle\n', 'app.ts': 'needle\n', 'keys/server.pem': 'needle\n' });
+      const result = resultOf<{ matches: Array<{ path: string }> }>(await callTool(secrets, 'grep', { pattern: 'needle' }));
+      expect(result.matches.map((match) => match.path)).toEqual(['app.ts']);
+      expect(errorCodeOf(await callTool(secrets, 'grep', { pattern: 'needle', path: '.env' }))).toBe('DENIED_PATH');
+    } finally {
+      secrets.cleanup();
+    }
+  });
+});

@@ -1,7 +1,7 @@
 // The local-process Sandbox: a workspace directory on this host and the bundled toolbox as a
 // child process, per call or as a kept serve session. Used by tests and by a single-host
 // setup; the Kubernetes implementation swaps the transport for pods/exec.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,7 +54,27 @@ export async function createLocalSandbox(options: LocalSandboxOptions): Promise<
     importTree: (tar) => inner.importTree(tar),
     close: async () => {
       await inner.close();
+      await killBackgroundJobs(homeDir);
       await Promise.all(owned.map((directory) => rm(directory, { recursive: true, force: true })));
     },
   };
+}
+
+/**
+ * Background jobs outlive the toolbox by design; on a pod they end with the pod, here they
+ * would outlive the sandbox on the host. Their process groups are recorded under the home.
+ */
+async function killBackgroundJobs(homeDir: string): Promise<void> {
+  const jobs = await readdir(path.join(homeDir, 'jobs')).catch(() => [] as string[]);
+  await Promise.all(
+    jobs.map(async (job) => {
+      const pid = Number((await readFile(path.join(homeDir, 'jobs', job, 'pid'), 'utf8').catch(() => '')).trim());
+      if (!Number.isSafeInteger(pid) || pid <= 1) return;
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }),
+  );
 }
