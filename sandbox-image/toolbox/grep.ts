@@ -40,8 +40,9 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
       return true;
     },
   });
-  // Exit 1 means "no match" for all three engines; 2 (or more) is an error such as a bad regex.
-  if (!outcome.stopped && outcome.exitCode !== 0 && outcome.exitCode !== 1) {
+  // Exit 1 means "no match" for all three engines; 2 is an error such as a bad regex, but also
+  // an unreadable file somewhere in the tree, which must not hide the matches that were found.
+  if (!outcome.stopped && outcome.exitCode !== 0 && outcome.exitCode !== 1 && matches.length === 0) {
     throw new ToolboxError('INVALID_INPUT', `grep failed: ${firstLine(outcome.stderr) || `exit ${outcome.exitCode}`}; check the pattern (extended regular expression)`);
   }
   // rg searches in parallel: sort so results do not depend on thread timing.
@@ -69,7 +70,7 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, scope: s
       return {
         command: 'rg',
         args: [
-          '--no-config', '--no-heading', '--with-filename', '--line-number', '--null', '--color=never',
+          '--no-config', '--no-messages', '--no-heading', '--with-filename', '--line-number', '--null', '--color=never',
           '--hidden', '--glob=!.git', ...(input.includeIgnored ? ['--no-ignore'] : []), ...caseFlag,
           '--regexp', input.pattern, '--', scope,
         ],
@@ -89,7 +90,7 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, scope: s
     case 'grep':
       return {
         command: 'grep',
-        args: ['-r', '-n', '-I', '-E', '-Z', '--exclude-dir=.git', ...caseFlag, '-e', input.pattern, '--', scope],
+        args: ['-r', '-s', '-n', '-I', '-E', '-Z', '--exclude-dir=.git', ...caseFlag, '-e', input.pattern, '--', scope],
         env: process.env,
         parse: parseNulPathThenColon,
       };
@@ -124,6 +125,7 @@ function makeMatch(rawPath: Buffer, rawLine: Buffer, rawText: Buffer): GrepMatch
   return { path: rawPath.toString('utf8').replace(/^\.\//, ''), line, text };
 }
 
+/** rg spreads a regex error over several lines; keep it short but whole. */
 function firstLine(text: string): string {
-  return text.split('\n', 1)[0]?.slice(0, 300) ?? '';
+  return text.replace(/\s+/g, ' ').trim().slice(0, 300);
 }
