@@ -1,0 +1,46 @@
+// Kubernetes Events for a run, so `kubectl describe codingrun` tells its story. Best
+// effort: an Event that cannot be written is logged, never fails a reconcile.
+import { randomBytes } from 'node:crypto';
+import type { CodingRun } from '../api/index.ts';
+import type { RunEvent } from '../reconcile/decision.ts';
+import type { KubeGateway } from './kube-gateway.ts';
+
+export interface EventLogger {
+  warn(fields: object, message: string): void;
+}
+
+export class EventRecorder {
+  constructor(
+    private readonly kube: KubeGateway,
+    private readonly identity: string,
+    private readonly logger: EventLogger,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async record(run: CodingRun, event: RunEvent): Promise<void> {
+    const time = this.now();
+    try {
+      await this.kube.createEvent({
+        metadata: { name: `${run.metadata.name}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`, namespace: run.metadata.namespace },
+        involvedObject: {
+          apiVersion: run.apiVersion,
+          kind: run.kind,
+          name: run.metadata.name,
+          namespace: run.metadata.namespace,
+          uid: run.metadata.uid,
+        },
+        type: event.type,
+        reason: event.reason,
+        message: event.message.slice(0, 1024),
+        source: { component: 'chamvi-operator' },
+        reportingComponent: 'chamvi.dev/operator',
+        reportingInstance: this.identity.slice(0, 128),
+        firstTimestamp: time,
+        lastTimestamp: time,
+        count: 1,
+      });
+    } catch (error) {
+      this.logger.warn({ run: run.metadata.name, namespace: run.metadata.namespace, reason: event.reason, err: String(error) }, 'could not record event');
+    }
+  }
+}

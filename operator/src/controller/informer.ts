@@ -1,0 +1,159 @@
+// A watch-based cache of one kind of object (client-go's reflector + store, small):
+// list once, then watch from the list's resourceVersion; resume from the last seen
+// resourceVersion when a watch ends; relist only on 410 Gone; back off on errors (an API
+// server restart). No polling. The server closes each watch after `timeoutSeconds`, so a
+// connection that died silently is noticed within minutes.
+import type { Watch } from '@kubernetes/client-node';
+import { isGone } from './api-errors.ts';
+
+export interface InformerSource<T> {
+  /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */
+  path: string;
+  labelSelector?: string;
+  list(): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+}
+
+export interface InformerHandlers<T> {
+  onChange(object: T, previous: T | undefined): void;
+  onDelete(object: T): void;
+}
+
+export interface InformerLogger {
+  warn(fields: object, message: string): void;
+}
+
+/** What the informer needs of an object: its identity and version. */
+export interface CachedObject {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+}
+
+const keyOf = (object: CachedObject) => `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+
+export class Informer<T extends CachedObject> {
+  private readonly store = new Map<string, T>();
+  private resourceVersion = '';
+  private stopped = false;
+  private abort: AbortController | undefined;
+  private synced = false;
+  private readonly syncWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly watch: Watch,
+    private readonly source: InformerSource<T>,
+    private readonly handlers: InformerHandlers<T>,
+    private readonly logger: InformerLogger,
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  ) {}
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.store.get(`${namespace}/${name}`);
+  }
+
+  list(): T[] {
+    return [...this.store.values()];
+  }
+
+  /** Starts the loop; resolves once the first list is in the cache. */
+  start(): Promise<void> {
+    void this.loop();
+    return this.synced ? Promise.resolve() : new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort?.abort();
+  }
+
+  private async loop(): Promise<void> {
+    let backoffMs = 250;
+    while (!this.stopped) {
+      try {
+        if (!this.resourceVersion) await this.relist();
+        await this.watchOnce();
+        backoffMs = 250;
+      } catch (error) {
+        if (this.stopped) return;
+        if (isGone(error)) {
+          this.resourceVersion = '';
+          continue;
+        }
+        this.logger.warn({ path: this.source.path, err: String(error), retryInMs: backoffMs }, 'watch failed; retrying');
+        await this.sleep(backoffMs);
+        backoffMs = Math.min(backoffMs * 2, 10_000);
+      }
+    }
+  }
+
+  private async relist(): Promise<void> {
+    const list = await this.source.list();
+    const seen = new Set<string>();
+    for (const item of list.items) {
+      const key = keyOf(item);
+      seen.add(key);
+      this.upsert(key, item);
+    }
+    for (const [key, object] of this.store) {
+      if (!seen.has(key)) {
+        this.store.delete(key);
+        this.handlers.onDelete(object);
+      }
+    }
+    this.resourceVersion = list.metadata?.resourceVersion ?? '';
+    if (!this.synced) {
+      this.synced = true;
+      for (const resolve of this.syncWaiters.splice(0)) resolve();
+    }
+  }
+
+  private upsert(key: string, object: T): void {
+    const previous = this.store.get(key);
+    if (previous?.metadata?.resourceVersion === object.metadata?.resourceVersion && previous) return;
+    this.store.set(key, object);
+    this.handlers.onChange(object, previous);
+  }
+
+  private watchOnce(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const query: Record<string, string | number | boolean> = {
+        resourceVersion: this.resourceVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds: 240 + Math.floor(Math.random() * 120),
+      };
+      if (this.source.labelSelector) query.labelSelector = this.source.labelSelector;
+      let failed: unknown;
+      const onEvent = (type: string, object: T & { code?: number }) => {
+        if (type === 'ERROR') {
+          // A 410 inside the stream: our resourceVersion is too old; relist.
+          failed = object.code === 410 ? Object.assign(new Error('resourceVersion too old'), { code: 410 }) : new Error(JSON.stringify(object));
+          this.abort?.abort();
+          return;
+        }
+        if (object.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+        if (type === 'BOOKMARK') return;
+        const key = keyOf(object);
+        if (type === 'DELETED') {
+          this.store.delete(key);
+          this.handlers.onDelete(object);
+        } else {
+          this.upsert(key, object);
+        }
+      };
+      const onDone = (error: unknown) => {
+        const reason = failed ?? error;
+        if (reason && !this.stopped) reject(reason);
+        else resolve();
+      };
+      this.watch
+        .watch(this.source.path, query, onEvent, onDone)
+        .then((abort) => {
+          this.abort = abort;
+          if (this.stopped) abort.abort();
+        })
+        .catch(reject);
+    });
+  }
+}

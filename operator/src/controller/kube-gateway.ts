@@ -1,0 +1,104 @@
+// The controller's only door to the API server: every write and every uncached read it
+// makes. A thin adapter over client-node, so the reconciler reads as a list of intentions
+// and the RBAC the chart grants can be read off this one file.
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type CoreV1Event,
+  type V1NetworkPolicy,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION, type CodingRun, type CodingRunStatus } from '../api/index.ts';
+import { isAlreadyExists, isNotFound } from './api-errors.ts';
+
+export interface KubeGateway {
+  getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
+  /** Replaces the status; fails with 409 when `run.metadata.resourceVersion` is stale. */
+  replaceRunStatus(run: CodingRun, status: CodingRunStatus): Promise<CodingRun>;
+  /** Sets the finalizers, guarded by the run's resourceVersion. */
+  setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun>;
+  deleteRun(namespace: string, name: string): Promise<void>;
+  createPod(pod: V1Pod): Promise<void>;
+  deletePod(namespace: string, name: string): Promise<void>;
+  createNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
+  deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
+  deleteConfigMap(namespace: string, name: string): Promise<void>;
+  /** Keys of a Secret (values are never kept), or undefined when it does not exist. */
+  secretKeys(namespace: string, name: string): Promise<string[] | undefined>;
+  configMapKeys(namespace: string, name: string): Promise<string[] | undefined>;
+  createEvent(event: CoreV1Event): Promise<void>;
+}
+
+const ignore = (test: (error: unknown) => boolean) => (error: unknown) => {
+  if (!test(error)) throw error;
+};
+
+export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const networking = kubeConfig.makeApiClient(NetworkingV1Api);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const runPath = (namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name });
+  const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+  return {
+    async getRun(namespace, name) {
+      try {
+        return (await custom.getNamespacedCustomObject(runPath(namespace, name))) as CodingRun;
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async replaceRunStatus(run, status) {
+      const body = { apiVersion: run.apiVersion, kind: run.kind, metadata: run.metadata, spec: run.spec, status };
+      return (await custom.replaceNamespacedCustomObjectStatus({ ...runPath(run.metadata.namespace, run.metadata.name), body })) as CodingRun;
+    },
+    async setRunFinalizers(run, finalizers) {
+      const body = { metadata: { finalizers, resourceVersion: run.metadata.resourceVersion } };
+      return (await custom.patchNamespacedCustomObject({ ...runPath(run.metadata.namespace, run.metadata.name), body }, mergePatch)) as CodingRun;
+    },
+    async deleteRun(namespace, name) {
+      await custom.deleteNamespacedCustomObject(runPath(namespace, name)).catch(ignore(isNotFound));
+    },
+    async createPod(pod) {
+      await core.createNamespacedPod({ namespace: pod.metadata!.namespace!, body: pod }).catch(ignore(isAlreadyExists));
+    },
+    async deletePod(namespace, name) {
+      await core.deleteNamespacedPod({ namespace, name }).catch(ignore(isNotFound));
+    },
+    async createNetworkPolicy(policy) {
+      await networking.createNamespacedNetworkPolicy({ namespace: policy.metadata!.namespace!, body: policy }).catch(ignore(isAlreadyExists));
+    },
+    async deleteNetworkPolicy(namespace, name) {
+      await networking.deleteNamespacedNetworkPolicy({ namespace, name }).catch(ignore(isNotFound));
+    },
+    async deleteConfigMap(namespace, name) {
+      await core.deleteNamespacedConfigMap({ namespace, name }).catch(ignore(isNotFound));
+    },
+    async secretKeys(namespace, name) {
+      try {
+        const secret = await core.readNamespacedSecret({ namespace, name });
+        return Object.keys({ ...secret.data, ...secret.stringData });
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async configMapKeys(namespace, name) {
+      try {
+        const configMap = await core.readNamespacedConfigMap({ namespace, name });
+        return Object.keys({ ...configMap.data, ...configMap.binaryData });
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async createEvent(event) {
+      await core.createNamespacedEvent({ namespace: event.metadata!.namespace!, body: event });
+    },
+  };
+}

@@ -1,0 +1,151 @@
+// Leader election on a coordination.k8s.io Lease, as client-go does it: one replica holds
+// the lease and reconciles; the others wait and take over when it stops renewing. On a
+// clean shutdown the leader releases the lease so a standby takes over at once instead of
+// waiting out the lease duration.
+import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { isConflict, isNotFound } from './api-errors.ts';
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  leaseName: string;
+  identity: string;
+  leaseDurationSeconds: number;
+  renewDeadlineSeconds: number;
+  retryPeriodSeconds: number;
+}
+
+export interface LeaseStore {
+  get(): Promise<V1Lease | undefined>;
+  create(lease: V1Lease): Promise<V1Lease>;
+  replace(lease: V1Lease): Promise<V1Lease>;
+}
+
+export interface ElectionLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export function kubernetesLeaseStore(kubeConfig: KubeConfig, namespace: string, name: string): LeaseStore {
+  const api = kubeConfig.makeApiClient(CoordinationV1Api);
+  return {
+    async get() {
+      try {
+        return await api.readNamespacedLease({ namespace, name });
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    create: (lease) => api.createNamespacedLease({ namespace, body: lease }),
+    replace: (lease) => api.replaceNamespacedLease({ namespace, name, body: lease }),
+  };
+}
+
+const toMs = (time: Date | string | undefined) => (time === undefined ? 0 : new Date(time).getTime());
+
+export class LeaderElector {
+  private leading = false;
+  private stopped = false;
+  private lease: V1Lease | undefined;
+
+  constructor(
+    private readonly store: LeaseStore,
+    private readonly options: LeaderElectionOptions,
+    private readonly logger: ElectionLogger,
+    private readonly now: () => Date = () => new Date(),
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  ) {}
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** One attempt to take or renew the lease. True when this process holds it afterwards. */
+  async tryAcquireOrRenew(): Promise<boolean> {
+    const { identity, leaseDurationSeconds, namespace, leaseName } = this.options;
+    const now = this.now();
+    const current = await this.store.get();
+    if (!current) {
+      this.lease = await this.store.create({
+        metadata: { name: leaseName, namespace },
+        spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+      });
+      return true;
+    }
+    const spec = current.spec ?? {};
+    const holder = spec.holderIdentity ?? '';
+    const expired = toMs(spec.renewTime) + (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000 <= now.getTime();
+    if (holder !== identity && holder !== '' && !expired) return false;
+    const takingOver = holder !== identity;
+    const next: V1Lease = {
+      ...current,
+      spec: {
+        ...spec,
+        holderIdentity: identity,
+        leaseDurationSeconds,
+        renewTime: now,
+        ...(takingOver ? { acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 } : {}),
+      },
+    };
+    try {
+      this.lease = await this.store.replace(next);
+      return true;
+    } catch (error) {
+      if (isConflict(error)) return false; // another replica got there first
+      throw error;
+    }
+  }
+
+  /**
+   * Blocks until this process leads, calls onStartedLeading, then keeps renewing. Returns
+   * (after onStoppedLeading) when renewing failed for longer than the renew deadline.
+   */
+  async run(onStartedLeading: () => Promise<void>, onStoppedLeading: () => void): Promise<void> {
+    const retryMs = this.options.retryPeriodSeconds * 1000;
+    while (!this.stopped && !this.leading) {
+      try {
+        this.leading = await this.tryAcquireOrRenew();
+      } catch (error) {
+        this.logger.warn({ err: String(error) }, 'could not read or take the leader lease');
+      }
+      if (!this.leading) await this.sleep(retryMs);
+    }
+    if (this.stopped) return;
+    this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'became leader');
+    await onStartedLeading();
+    let lastRenew = this.now().getTime();
+    while (!this.stopped) {
+      await this.sleep(retryMs);
+      if (this.stopped) break;
+      try {
+        if (await this.tryAcquireOrRenew()) {
+          lastRenew = this.now().getTime();
+          continue;
+        }
+        this.logger.warn({}, 'another replica holds the leader lease');
+      } catch (error) {
+        this.logger.warn({ err: String(error) }, 'could not renew the leader lease');
+      }
+      if (this.now().getTime() - lastRenew > this.options.renewDeadlineSeconds * 1000) break;
+    }
+    if (this.leading) {
+      this.leading = false;
+      onStoppedLeading();
+    }
+  }
+
+  /** Stop renewing and hand the lease back so a standby replica can take over at once. */
+  async release(): Promise<void> {
+    this.stopped = true;
+    if (!this.leading || !this.lease) return;
+    this.leading = false;
+    try {
+      const current = (await this.store.get()) ?? this.lease;
+      if (current.spec?.holderIdentity !== this.options.identity) return;
+      await this.store.replace({ ...current, spec: { ...current.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: this.now() } });
+      this.logger.info({}, 'released the leader lease');
+    } catch (error) {
+      this.logger.warn({ err: String(error) }, 'could not release the leader lease; a standby takes over when it expires');
+    }
+  }
+}

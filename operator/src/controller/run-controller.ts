@@ -1,0 +1,186 @@
+// Wires the informers to the work queue and the queue to the reconciler. Every change to
+// a run, or to a pod, policy or ConfigMap the operator owns, enqueues that run's key.
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  NetworkingV1Api,
+  Watch,
+  type KubeConfig,
+  type V1ConfigMap,
+  type V1NetworkPolicy,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { API_VERSION, GROUP, PLURAL, VERSION, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { Informer, type CachedObject, type InformerSource } from './informer.ts';
+import type { ObjectCache } from './run-reconciler.ts';
+import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
+import { WorkQueue } from './work-queue.ts';
+
+/** Label on every object the operator creates; the informers watch only those. */
+export const MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=chamvi-operator';
+
+export interface ControllerLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+class MergedCache<T extends CachedObject> implements ObjectCache<T> {
+  constructor(private readonly informers: Informer<T>[]) {}
+  get(namespace: string, name: string): T | undefined {
+    for (const informer of this.informers) {
+      const found = informer.get(namespace, name);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  list(): T[] {
+    return this.informers.flatMap((informer) => informer.list());
+  }
+}
+
+const runKey = (object: CachedObject) => `${object.metadata!.namespace}/${object.metadata!.name}`;
+
+export class RunController {
+  private readonly informers: Informer<CachedObject>[] = [];
+  private readonly queue: WorkQueue;
+  readonly reconciler: RunReconciler;
+  private readonly runs: MergedCache<CodingRun>;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    config: OperatorConfig,
+    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger'>,
+    private readonly logger: ControllerLogger,
+  ) {
+    const watch = new Watch(kubeConfig);
+    const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const networking = kubeConfig.makeApiClient(NetworkingV1Api);
+    const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
+    const scoped = (namespace: string | undefined, group: string, resource: string) =>
+      `${group}${namespace ? `/namespaces/${namespace}` : ''}/${resource}`;
+
+    const make = <T extends CachedObject>(source: InformerSource<T>, onOwned: (object: T) => void, onRun?: (object: T, previous?: T) => void) => {
+      const informer = new Informer<T>(
+        watch,
+        source,
+        {
+          onChange: (object, previous) => (onRun ? onRun(object, previous) : onOwned(object)),
+          onDelete: (object) => (onRun ? onRun(object) : onOwned(object)),
+        },
+        logger,
+      );
+      this.informers.push(informer as unknown as Informer<CachedObject>);
+      return informer;
+    };
+    const enqueueOwner = (object: CachedObject) => {
+      const runName = object.metadata?.labels?.[RUN_LABEL];
+      if (runName) this.queue.add(`${object.metadata!.namespace}/${runName}`);
+    };
+    const onRun = (run: CodingRun, previous?: CodingRun) => {
+      this.queue.add(runKey(run));
+      // A slot freed up: wake the runs waiting for one (maxActiveRuns).
+      const freed = !previous || (isTerminal(run.status?.phase) && !isTerminal(previous.status?.phase));
+      if (freed && (isTerminal(run.status?.phase) || !previous)) this.wakeWaitingRuns();
+    };
+
+    const runInformers = namespaces.map((namespace) =>
+      make<CodingRun>(
+        {
+          path: scoped(namespace, `/apis/${API_VERSION}`, PLURAL),
+          // Custom objects come back as plain JSON (timestamps as strings), like watch events.
+          list: () =>
+            namespace
+              ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
+              : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
+        },
+        () => {},
+        onRun,
+      ),
+    );
+    const podInformers = namespaces.map((namespace) =>
+      make<V1Pod>(
+        {
+          path: scoped(namespace, '/api/v1', 'pods'),
+          labelSelector: MANAGED_SELECTOR,
+          list: () =>
+            namespace
+              ? core.listNamespacedPod({ namespace, labelSelector: MANAGED_SELECTOR })
+              : core.listPodForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
+        },
+        enqueueOwner,
+      ),
+    );
+    const policyInformers = namespaces.map((namespace) =>
+      make<V1NetworkPolicy>(
+        {
+          path: scoped(namespace, '/apis/networking.k8s.io/v1', 'networkpolicies'),
+          labelSelector: MANAGED_SELECTOR,
+          list: () =>
+            namespace
+              ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR })
+              : networking.listNetworkPolicyForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
+        },
+        enqueueOwner,
+      ),
+    );
+    const configMapInformers = namespaces.map((namespace) =>
+      make<V1ConfigMap>(
+        {
+          path: scoped(namespace, '/api/v1', 'configmaps'),
+          labelSelector: MANAGED_SELECTOR,
+          list: () =>
+            namespace
+              ? core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR })
+              : core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
+        },
+        enqueueOwner,
+      ),
+    );
+
+    this.runs = new MergedCache(runInformers);
+    this.reconciler = new RunReconciler({
+      ...deps,
+      config,
+      logger,
+      caches: {
+        runs: this.runs,
+        pods: new MergedCache(podInformers),
+        networkPolicies: new MergedCache(policyInformers),
+        configMaps: new MergedCache(configMapInformers),
+      },
+    });
+    this.queue = new WorkQueue((key) => this.reconciler.reconcile(key), { concurrency: config.reconcileConcurrency }, (key, error) =>
+      logger.warn({ key, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff'),
+    );
+  }
+
+  private wakeWaitingRuns(): void {
+    for (const run of this.runs.list()) {
+      const phase = run.status?.phase;
+      if (phase === undefined || phase === 'Pending') this.queue.add(runKey(run));
+    }
+  }
+
+  get synced(): boolean {
+    return this.informers.every((informer) => informer.hasSynced);
+  }
+
+  /** Starts watching; resolves when every cache has its first list. */
+  async start(): Promise<void> {
+    await Promise.all(this.informers.map((informer) => informer.start()));
+    this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
+  }
+
+  stop(): void {
+    this.queue.stop();
+    for (const informer of this.informers) informer.stop();
+  }
+
+  /** For tests: resolves when no key is queued or being reconciled. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+}

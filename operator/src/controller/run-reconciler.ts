@@ -1,0 +1,185 @@
+// The thin shell around decide(): read one run's world from the informer caches, ask
+// decide() what to do, do it, and write the status in ONE place. Level-triggered: the key
+// is only a name; whatever happened, the current state is read again.
+import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { computeAdmission, isActive } from '../reconcile/admission.ts';
+import { findCondition } from '../reconcile/conditions.ts';
+import { decide } from '../reconcile/decide.ts';
+import type { Action, Decision } from '../reconcile/decision.ts';
+import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
+import type { ObservedRun, ReferencedObjects, SandboxPodView } from '../reconcile/observed-run.ts';
+import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
+import { isConflict } from './api-errors.ts';
+import type { EventRecorder } from './event-recorder.ts';
+import type { KubeGateway } from './kube-gateway.ts';
+import type { RunAgent } from './run-agent.ts';
+
+export interface ObjectCache<T> {
+  get(namespace: string, name: string): T | undefined;
+  list(): T[];
+}
+
+export interface ReconcilerCaches {
+  runs: ObjectCache<CodingRun>;
+  pods: ObjectCache<V1Pod>;
+  networkPolicies: ObjectCache<V1NetworkPolicy>;
+  configMaps: ObjectCache<V1ConfigMap>;
+}
+
+export interface ReconcilerLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export interface RunReconcilerDeps {
+  caches: ReconcilerCaches;
+  kube: KubeGateway;
+  agent: RunAgent;
+  events: EventRecorder;
+  config: OperatorConfig;
+  logger: ReconcilerLogger;
+  now?: () => Date;
+}
+
+/** How often a status write may meet a conflict before the key goes back to the queue. */
+const MAX_CONFLICT_RETRIES = 5;
+
+const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) =>
+  object !== undefined && object.metadata?.labels?.[RUN_UID_LABEL] === run.metadata.uid;
+
+export function podView(pod: V1Pod): SandboxPodView {
+  const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
+  const waiting = pod.status?.containerStatuses?.find((status) => status.state?.waiting)?.state?.waiting;
+  const unschedulable = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
+  const reason = pod.status?.reason ?? waiting?.reason ?? unschedulable?.reason;
+  const message = pod.status?.message ?? waiting?.message ?? unschedulable?.message;
+  return {
+    name: pod.metadata!.name!,
+    phase: pod.status?.phase ?? 'Pending',
+    ready,
+    deleting: pod.metadata?.deletionTimestamp !== undefined,
+    ...(reason ? { reason } : {}),
+    ...(message ? { message: message.slice(0, 512) } : {}),
+  };
+}
+
+export class RunReconciler {
+  /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
+  readonly admittedLocally = new Set<string>();
+  private readonly now: () => Date;
+
+  constructor(private readonly deps: RunReconcilerDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+    const [namespace, name] = key.split('/') as [string, string];
+    let run = this.deps.caches.runs.get(namespace, name);
+    if (!run) return {};
+    for (let attempt = 0; ; attempt++) {
+      const decision = decide(await this.observe(run), this.deps.config, this.now());
+      try {
+        run = await this.apply(run, decision);
+        return decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
+      } catch (error) {
+        if (!isConflict(error) || attempt >= MAX_CONFLICT_RETRIES) throw error;
+        // Someone else (a worker, a user) changed the run: decide again on fresh state.
+        const fresh = await this.deps.kube.getRun(namespace, name);
+        if (!fresh) return {};
+        run = fresh;
+      }
+    }
+  }
+
+  private async observe(run: CodingRun): Promise<ObservedRun> {
+    const { caches } = this.deps;
+    const { namespace, name } = run.metadata;
+    const owned = ownedBy(run);
+    const pod = caches.pods.get(namespace, sandboxPodName(name));
+    const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(name));
+    const ownedConfigMaps = caches.configMaps
+      .list()
+      .filter((configMap) => configMap.metadata?.namespace === namespace && owned(configMap))
+      .map((configMap) => configMap.metadata!.name!);
+    const waiting = !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && (run.status?.phase ?? 'Pending') === 'Pending';
+    const needsValidation = waiting && findCondition(run.status?.conditions, 'Accepted')?.status !== 'True';
+    return {
+      run,
+      ...(owned(pod) ? { pod: podView(pod!) } : {}),
+      networkPolicyExists: owned(networkPolicy),
+      ownedConfigMaps,
+      ...(needsValidation ? { references: await this.readReferences(run) } : {}),
+      admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally) : { active: 0, queuedAhead: 0 },
+    };
+  }
+
+  /** Only the objects the spec names, only in the run's own namespace, only their keys. */
+  private async readReferences(run: CodingRun): Promise<ReferencedObjects> {
+    const found: ReferencedObjects = { secrets: {}, configMaps: {} };
+    const parsed = parseSpec(run);
+    if (!parsed.ok) return found;
+    for (const reference of referencesOf(parsed.spec)) {
+      const namespace = run.metadata.namespace;
+      if (reference.kind === 'Secret') found.secrets[reference.name] = await this.deps.kube.secretKeys(namespace, reference.name);
+      else found.configMaps[reference.name] = await this.deps.kube.configMapKeys(namespace, reference.name);
+    }
+    return found;
+  }
+
+  private async apply(run: CodingRun, decision: Decision): Promise<CodingRun> {
+    const { kube } = this.deps;
+    const { namespace, name } = run.metadata;
+    for (const action of decision.actions) {
+      run = await this.applyAction(run, action);
+    }
+    if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
+      const wasActive = isActive(run, this.admittedLocally);
+      run = await kube.replaceRunStatus(run, decision.status);
+      if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
+      this.deps.logger.info({ namespace, name, phase: decision.status.phase, reason: decision.status.reason }, 'status written');
+    }
+    if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.admittedLocally.delete(run.metadata.uid);
+    for (const event of decision.events) await this.deps.events.record(run, event);
+    return run;
+  }
+
+  private async applyAction(run: CodingRun, action: Action): Promise<CodingRun> {
+    const { kube, agent } = this.deps;
+    const { namespace, name } = run.metadata;
+    switch (action.type) {
+      case 'addFinalizer':
+        return kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]);
+      case 'removeFinalizer':
+        return kube.setRunFinalizers(run, (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER));
+      case 'createNetworkPolicy':
+        await kube.createNetworkPolicy(action.policy);
+        return run;
+      case 'createPod':
+        await kube.createPod(action.pod);
+        return run;
+      case 'deletePod':
+        await kube.deletePod(namespace, action.name);
+        return run;
+      case 'deleteNetworkPolicy':
+        await kube.deleteNetworkPolicy(namespace, action.name);
+        return run;
+      case 'deleteConfigMaps':
+        for (const configMap of action.names) await kube.deleteConfigMap(namespace, configMap);
+        return run;
+      case 'startAgent': {
+        const parsed = parseSpec(run);
+        if (parsed.ok) await agent.start({ ...run, spec: parsed.spec } as ParsedCodingRun);
+        return run;
+      }
+      case 'stopAgent':
+        await agent.stop(run);
+        return run;
+      case 'deleteRun':
+        await kube.deleteRun(namespace, name);
+        return run;
+    }
+  }
+}

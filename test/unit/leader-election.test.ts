@@ -1,0 +1,69 @@
+// Lease logic with an in-memory store that behaves like the API server's optimistic
+// concurrency (a stale resourceVersion gets 409).
+import type { V1Lease } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { LeaderElector, type LeaseStore } from '../../operator/src/controller/leader-election.ts';
+
+function memoryStore(): LeaseStore & { lease?: V1Lease } {
+  let version = 0;
+  const store: LeaseStore & { lease?: V1Lease } = {
+    async get() {
+      return store.lease ? structuredClone(store.lease) : undefined;
+    },
+    async create(lease) {
+      if (store.lease) throw Object.assign(new Error('exists'), { code: 409, body: 'AlreadyExists' });
+      store.lease = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
+      return structuredClone(store.lease);
+    },
+    async replace(lease) {
+      if (lease.metadata?.resourceVersion !== store.lease?.metadata?.resourceVersion) throw Object.assign(new Error('conflict'), { code: 409 });
+      store.lease = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
+      return structuredClone(store.lease);
+    },
+  };
+  return store;
+}
+
+const options = (identity: string) => ({ namespace: 'ns', leaseName: 'op', identity, leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 });
+const logger = { info() {}, warn() {} };
+
+describe('LeaderElector', () => {
+  it('lets exactly one of two candidates lead while the lease is fresh', async () => {
+    const store = memoryStore();
+    let time = 0;
+    const now = () => new Date(time);
+    const a = new LeaderElector(store, options('a'), logger, now);
+    const b = new LeaderElector(store, options('b'), logger, now);
+    expect(await a.tryAcquireOrRenew()).toBe(true);
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 14_000;
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    expect(await a.tryAcquireOrRenew()).toBe(true);
+    expect(store.lease!.spec!.holderIdentity).toBe('a');
+  });
+
+  it('hands over when the leader stops renewing for the lease duration', async () => {
+    const store = memoryStore();
+    let time = 0;
+    const now = () => new Date(time);
+    const a = new LeaderElector(store, options('a'), logger, now);
+    const b = new LeaderElector(store, options('b'), logger, now);
+    await a.tryAcquireOrRenew();
+    time += 15_001;
+    expect(await b.tryAcquireOrRenew()).toBe(true);
+    expect(store.lease!.spec).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
+  });
+
+  it('hands over at once after the leader releases the lease', async () => {
+    const store = memoryStore();
+    const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+    const a = new LeaderElector(store, options('a'), logger, () => new Date(0), tick);
+    const b = new LeaderElector(store, options('b'), logger, () => new Date(10), tick);
+    let started = false;
+    const running = a.run(async () => { started = true; }, () => {});
+    while (!started) await new Promise((resolve) => setTimeout(resolve, 0));
+    await a.release();
+    await running;
+    expect(await b.tryAcquireOrRenew()).toBe(true);
+  });
+});
