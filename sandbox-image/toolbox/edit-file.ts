@@ -31,7 +31,7 @@ export async function multiEdit(context: ToolboxContext, input: ToolInput<'multi
 async function editInPlace(context: ToolboxContext, inputPath: string, edits: TextEdit[]) {
   const target = await guardWorkspacePath(context, inputPath);
   const displayPath = target.relative || '.';
-  return withFileLock(target.real, async () => {
+  return withFileLock(context.home, target.real, async () => {
     let bytes: Buffer;
     try {
       const stats = await stat(target.real);

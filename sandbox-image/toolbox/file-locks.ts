@@ -1,16 +1,66 @@
-// Serializes writes and edits of one file inside a toolbox process, so several edits of the
-// same file sent concurrently over one serve session all apply instead of overwriting each
-// other (read-modify-write).
-const tails = new Map<string, Promise<unknown>>();
+// Serializes writes and edits of one file, so several edits of it sent at once (parallel tool
+// calls of one step) all apply instead of overwriting each other's read-modify-write. Within a
+// process a promise chain orders them; across processes (`call` mode runs one process per
+// request) a lock file under the home does, created with O_EXCL and holding the owner's pid so
+// a lock left by a killed process is taken over.
+import { createHash } from 'node:crypto';
+import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { ToolboxError } from './toolbox-error.ts';
 
-export async function withFileLock<T>(key: string, work: () => Promise<T>): Promise<T> {
+const tails = new Map<string, Promise<unknown>>();
+const RETRY_MS = 5;
+const WAIT_LIMIT_MS = 30_000;
+
+export async function withFileLock<T>(home: string, key: string, work: () => Promise<T>): Promise<T> {
   const previous = tails.get(key) ?? Promise.resolve();
-  const current = previous.then(work, work);
+  const locked = async () => {
+    const release = await acquireLockFile(home, key);
+    try {
+      return await work();
+    } finally {
+      await release();
+    }
+  };
+  const current = previous.then(locked, locked);
   const tail = current.catch(() => undefined);
   tails.set(key, tail);
   try {
     return await current;
   } finally {
     if (tails.get(key) === tail) tails.delete(key);
+  }
+}
+
+async function acquireLockFile(home: string, key: string): Promise<() => Promise<void>> {
+  const directory = path.join(home, 'locks');
+  await mkdir(directory, { recursive: true });
+  const lockPath = path.join(directory, `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.lock`);
+  const deadline = Date.now() + WAIT_LIMIT_MS;
+  for (;;) {
+    try {
+      const handle = await open(lockPath, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return () => unlink(lockPath).catch(() => undefined);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const owner = Number((await readFile(lockPath, 'utf8').catch(() => '')).trim());
+    // An empty file is a lock being written right now; a dead owner's lock is stale.
+    if (Number.isSafeInteger(owner) && owner > 0 && !processAlive(owner)) await unlink(lockPath).catch(() => undefined);
+    if (Date.now() > deadline) {
+      throw new ToolboxError('TIMEOUT', 'Another edit of this file has been running for 30 s; try again');
+    }
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -12,7 +12,7 @@ export async function writeFile(context: ToolboxContext, input: ToolInput<'write
   const target = await guardWorkspacePath(context, input.path);
   if (target.relative === '') throw new ToolboxError('IS_DIRECTORY', 'The workspace root is a directory; name a file');
   const bytes = input.encoding === 'base64' ? decodeBase64(input.content) : Buffer.from(input.content, 'utf8');
-  return withFileLock(target.real, async () => {
+  return withFileLock(context.home, target.real, async () => {
     try {
       const existing = await stat(target.real).catch(() => undefined);
       if (existing?.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${target.relative} is a directory; name a file`);

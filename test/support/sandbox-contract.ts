@@ -85,6 +85,18 @@ export function describeSandboxContract(
         });
       }));
 
+    it('applies concurrent edits of one file one after the other, so all of them land', () =>
+      withSandbox(async (sandbox) => {
+        const slots = Array.from({ length: 8 }, (_, index) => `slot ${index}: empty`);
+        await sandbox.call({ tool: 'write_file', input: { path: 'slots.txt', content: `${slots.join('\n')}\n` } });
+        const edits = await Promise.all(
+          slots.map((slot) => sandbox.call({ tool: 'edit_file', input: { path: 'slots.txt', oldString: slot, newString: slot.replace('empty', 'filled') } })),
+        );
+        expect(edits.every((edit) => edit.ok)).toBe(true);
+        const read = await sandbox.call({ tool: 'read_file', input: { path: 'slots.txt' } });
+        expect(read.ok && (read.result as { content: string }).content).not.toContain('empty');
+      }));
+
     it('gives up on a call that does not answer in time, and keeps working', () =>
       withSandbox(async (sandbox) => {
         const started = Date.now();
