@@ -2,7 +2,7 @@
 // the lease and reconciles; the others wait and take over when it stops renewing. On a
 // clean shutdown the leader releases the lease so a standby takes over at once instead of
 // waiting out the lease duration.
-import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from './api-errors.ts';
 
 export interface LeaderElectionOptions {
@@ -25,19 +25,36 @@ export interface ElectionLogger {
   warn(fields: object, message: string): void;
 }
 
+// client-node serialises Date fields as milliseconds, but a Lease's MicroTime must have
+// exactly six fractional digits or the API server answers 400. So the Lease is read and
+// written as plain JSON through the generic API, with the times formatted here.
+const microTime = (time: Date | string | undefined) =>
+  time === undefined ? undefined : new Date(time).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+
+function toWire(lease: V1Lease): object {
+  const spec = lease.spec ?? {};
+  return {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: lease.metadata,
+    spec: { ...spec, acquireTime: microTime(spec.acquireTime), renewTime: microTime(spec.renewTime) },
+  };
+}
+
 export function kubernetesLeaseStore(kubeConfig: KubeConfig, namespace: string, name: string): LeaseStore {
-  const api = kubeConfig.makeApiClient(CoordinationV1Api);
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const path = { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', namespace };
   return {
     async get() {
       try {
-        return await api.readNamespacedLease({ namespace, name });
+        return (await api.getNamespacedCustomObject({ ...path, name })) as V1Lease;
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;
       }
     },
-    create: (lease) => api.createNamespacedLease({ namespace, body: lease }),
-    replace: (lease) => api.replaceNamespacedLease({ namespace, name, body: lease }),
+    create: async (lease) => (await api.createNamespacedCustomObject({ ...path, body: toWire(lease) })) as V1Lease,
+    replace: async (lease) => (await api.replaceNamespacedCustomObject({ ...path, name, body: toWire(lease) })) as V1Lease,
   };
 }
 

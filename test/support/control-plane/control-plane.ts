@@ -323,6 +323,12 @@ function kwokNode(): object {
     },
     // No taint: the operator's sandbox pods carry no kwok toleration and must land here.
     spec: {},
+    // kwok keeps a node's own allocatable. Sandbox pods request ephemeral storage, and the
+    // scale benchmark puts a thousand of them on this one node: make room for both.
+    status: {
+      capacity: { cpu: '1k', memory: '4Ti', 'ephemeral-storage': '100Ti', pods: '10k' },
+      allocatable: { cpu: '1k', memory: '4Ti', 'ephemeral-storage': '100Ti', pods: '10k' },
+    },
   };
 }
 

@@ -1,0 +1,92 @@
+// The operator process: load and validate the config, connect to the cluster, serve
+// health, take the leader lease, and reconcile CodingRuns until told to stop.
+//
+//   node --import tsx operator/src/main.ts [--config FILE]     (or CHAMVI_CONFIG=FILE)
+import { KubeConfig } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { parse } from 'yaml';
+import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
+import { EventRecorder } from './controller/event-recorder.ts';
+import { createKubeGateway } from './controller/kube-gateway.ts';
+import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
+import { RunController } from './controller/run-controller.ts';
+import { idleAgent } from './controller/run-agent.ts';
+import { startHealthServer } from './observability/health-server.ts';
+import { createLogger } from './observability/logger.ts';
+
+function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
+  const flag = argv.indexOf('--config');
+  const path = flag >= 0 ? argv[flag + 1] : env.CHAMVI_CONFIG;
+  let file: unknown;
+  if (path) {
+    try {
+      file = parse(readFileSync(path, 'utf8'));
+    } catch (error) {
+      throw new ConfigError(`config file ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return loadOperatorConfig(file, env);
+}
+
+async function main(): Promise<void> {
+  const logger = createLogger();
+  let config: OperatorConfig;
+  try {
+    config = readConfig(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (!ConfigError.isInstance(error)) throw error;
+    logger.fatal({}, error.message);
+    console.error(`chamvi-operator: ${error.message}`);
+    process.exit(2);
+  }
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  const kube = createKubeGateway(kubeConfig);
+  const controller = new RunController(
+    kubeConfig,
+    config,
+    { kube, agent: idleAgent, events: new EventRecorder(kube, config.identity, logger) },
+    logger,
+  );
+  const health = await startHealthServer(config.httpPort, {
+    informers: async () => (controller.synced ? undefined : 'caches not synced yet'),
+  });
+  logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
+
+  const elector = config.leaderElection.enabled
+    ? new LeaderElector(kubernetesLeaseStore(kubeConfig, config.leaderElection.namespace, config.leaderElection.leaseName), { ...config.leaderElection, identity: config.identity }, logger)
+    : undefined;
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    controller.stop();
+    await elector?.release();
+    health.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  if (!elector) {
+    await controller.start();
+    return;
+  }
+  await elector.run(
+    () => controller.start(),
+    () => {
+      // Another replica may already be reconciling: stop at once and let the
+      // Deployment restart this one as a standby.
+      logger.error({}, 'lost the leader lease; exiting');
+      process.exit(1);
+    },
+  );
+}
+
+main().catch((error: unknown) => {
+  console.error('chamvi-operator: fatal:', error);
+  process.exit(1);
+});

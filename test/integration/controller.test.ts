@@ -1,0 +1,285 @@
+// The controller against a real API server, scheduler and kwok node, with the operator as
+// a real process: runs become exactly one locked-down pod, refusals say why, lost pods and
+// deletions are handled, maxActiveRuns holds, restarts and a second replica are safe.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
+
+interface Run {
+  metadata: { name: string; uid: string; finalizers?: string[] };
+  status?: { phase?: string; reason?: string; message?: string; startTime?: string; podName?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
+}
+
+const ALLOW = 'https://github.com/acme/*';
+
+async function json<T>(args: string[]): Promise<T> {
+  const result = await kubectl([...args, '-o', 'json']);
+  if (result.code !== 0) throw new Error(result.stderr);
+  return JSON.parse(result.stdout) as T;
+}
+
+const getRun = (namespace: string, name: string) => json<Run>(['get', 'crun', name, '-n', namespace]);
+const podsOf = async (namespace: string, selector = 'app.kubernetes.io/name=chamvi-sandbox') =>
+  (await json<{ items: Array<{ metadata: { name: string; labels: Record<string, string>; uid: string }; spec: any; status: any }> }>(['get', 'pods', '-n', namespace, '-l', selector])).items;
+
+function scriptedRun(namespace: string, name: string, spec: Record<string, unknown> = {}) {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name, namespace },
+    spec: {
+      task: 'Make the README greet the world',
+      repository: { url: 'https://github.com/acme/hello.git' },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+      ...spec,
+    },
+  };
+}
+
+async function apply(...objects: object[]) {
+  const result = await kubectl(['apply', '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
+  if (result.code !== 0) throw new Error(result.stderr);
+}
+
+async function phaseOf(namespace: string, name: string, phase: string, timeoutMs = 30_000): Promise<Run> {
+  return eventually(async () => {
+    const run = await getRun(namespace, name);
+    return run.status?.phase === phase ? run : undefined;
+  }, timeoutMs, `${namespace}/${name} to reach ${phase}`);
+}
+
+async function prepareNamespace(namespace: string) {
+  await createNamespace(namespace, { restricted: true });
+  await apply(
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace }, data: { 'script.json': '{"turns":[{"text":"done"}]}' } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', namespace }, stringData: { apiKey: 'sk-test' } },
+  );
+}
+
+function startOperator(namespace: string, identity: string, env: Record<string, string> = {}) {
+  return new OperatorProcess({
+    kubeconfig: kubeconfigPath(),
+    env: {
+      CHAMVI_ALLOW_REPO: ALLOW,
+      CHAMVI_WATCH_NAMESPACES: namespace,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${namespace}-lease`,
+      CHAMVI_IDENTITY: identity,
+      ...env,
+    },
+  });
+}
+
+describe('a single operator', () => {
+  const NS = 'ctl-basic';
+  let operator: OperatorProcess;
+
+  beforeAll(async () => {
+    await prepareNamespace(NS);
+    await createNamespace(`${NS}-lease`);
+    operator = startOperator(NS, 'op-basic');
+    await operator.waitForLog('caches synced; reconciling');
+  });
+  afterAll(async () => {
+    await operator?.kill();
+  });
+
+  it('gives a valid run exactly one restricted pod and moves it to Running', async () => {
+    await apply(scriptedRun(NS, 'valid'));
+    const run = await phaseOf(NS, 'valid', 'Running');
+    expect(run.metadata.finalizers).toContain('chamvi.dev/cleanup');
+    expect(run.status!.podName).toBe('valid-sandbox');
+    expect(run.status!.conditions!.map((c) => `${c.type}=${c.status}`)).toEqual(['Accepted=True', 'Complete=False', 'SandboxReady=True']);
+
+    const pods = await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`);
+    expect(pods).toHaveLength(1);
+    const [pod] = pods;
+    expect(pod!.spec.nodeName).toBe('kwok-node-0');
+    expect(pod!.spec.automountServiceAccountToken).toBe(false);
+    expect(pod!.spec.activeDeadlineSeconds).toBe(1800);
+    const container = pod!.spec.containers[0];
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(container.resources.limits['ephemeral-storage']).toBeDefined();
+    expect(JSON.stringify(pod!.spec)).not.toMatch(/secret/i);
+
+    const policy = await json<{ spec: any }>(['get', 'networkpolicy', 'valid-sandbox', '-n', NS]);
+    expect(policy.spec).toMatchObject({ podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } }, policyTypes: ['Ingress', 'Egress'] });
+
+    const describe = await kubectl(['describe', 'crun', 'valid', '-n', NS]);
+    expect(describe.stdout).toMatch(/Normal\s+Accepted\s+.*chamvi-operator\s+Accepted: https:\/\/github.com\/acme\/hello.git with scripted/);
+    expect(describe.stdout).toMatch(/Normal\s+Provisioning\s+.*Creating sandbox pod valid-sandbox/);
+    expect(describe.stdout).toMatch(/Normal\s+SandboxReady\s+.*Sandbox pod valid-sandbox is ready/);
+  });
+
+  it.each([
+    ['a disallowed repository', scriptedRun(NS, 'bad-repo', { repository: { url: 'https://github.com.evil.io/acme/x' } }), 'RepoNotAllowed', /does not match the operator's allowRepo/],
+    [
+      'a missing API key Secret',
+      scriptedRun(NS, 'no-secret', { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'missing' } } }),
+      'SecretNotFound',
+      /Secret ctl-basic\/missing named in spec.model.apiKeySecretRef does not exist; create it/,
+    ],
+    ['a scripted run without its ConfigMap', scriptedRun(NS, 'no-script', { model: { provider: 'scripted', scriptRef: { name: 'nope' } } }), 'ConfigMapNotFound', /ConfigMap ctl-basic\/nope/],
+  ])('fails %s with its reason, a message saying what to change, and no pod', async (_, manifest, reason, message) => {
+    await apply(manifest);
+    const run = await phaseOf(NS, manifest.metadata.name, 'Failed');
+    expect(run.status).toMatchObject({ reason, message: expect.stringMatching(message) });
+    expect(await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`)).toEqual([]);
+    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.name=${manifest.metadata.name},type=Warning`, '-o', 'jsonpath={.items[*].reason}']);
+    expect(events.stdout).toContain(reason);
+  });
+
+  it('fails a run with SandboxLost within 10 seconds when its pod is deleted', async () => {
+    await apply(scriptedRun(NS, 'lost'));
+    await phaseOf(NS, 'lost', 'Running');
+    const started = Date.now();
+    await kubectl(['delete', 'pod', 'lost-sandbox', '-n', NS, '--wait=false']);
+    const run = await phaseOf(NS, 'lost', 'Failed', 10_000);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(run.status).toMatchObject({ reason: 'SandboxLost', message: expect.stringContaining('lost-sandbox') });
+  });
+
+  async function expectNothingLeft(name: string, uid: string) {
+    await eventually(async () => ((await kubectl(['get', 'crun', name, '-n', NS])).code !== 0 ? true : undefined), 20_000, `${name} to be gone`);
+    const selector = `chamvi.dev/run-uid=${uid}`;
+    const left = await kubectl(['get', 'pods,networkpolicies,configmaps', '-n', NS, '-l', selector, '-o', 'name']);
+    expect(left.stdout.trim()).toBe('');
+  }
+
+  it.each([
+    ['Provisioning', { sandbox: { resources: { requests: { cpu: '5000' }, limits: { cpu: '5000' } } } }],
+    ['Running', {}],
+    ['Failed', { repository: { url: 'https://example.com/not/allowed.git' } }],
+  ])('leaves nothing behind when a run is deleted while %s', async (phase, spec) => {
+    const name = `delete-${phase.toLowerCase()}`;
+    await apply(scriptedRun(NS, name, spec));
+    const run = await phaseOf(NS, name, phase);
+    // What finalize will create for the full diff: a ConfigMap owned by the run.
+    await apply({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${name}-diff`, namespace: NS, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name, 'chamvi.dev/run-uid': run.metadata.uid } },
+      data: { diff: 'x' },
+    });
+    await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false']);
+    await expectNothingLeft(name, run.metadata.uid);
+  });
+});
+
+describe('maxActiveRuns', () => {
+  const NS = 'ctl-queue';
+  let operator: OperatorProcess;
+
+  beforeAll(async () => {
+    await prepareNamespace(NS);
+    await createNamespace(`${NS}-lease`);
+    operator = startOperator(NS, 'op-queue', { CHAMVI_MAX_ACTIVE_RUNS: '10' });
+    await operator.waitForLog('caches synced; reconciling');
+  });
+  afterAll(async () => {
+    await operator?.kill();
+  });
+
+  it('runs 50 runs never more than 10 at a time, admitting them in creation order', async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `q-${String(i).padStart(2, '0')}`);
+    // Each run ends at its 4s deadline, which frees its slot for the next.
+    await apply(...names.map((name) => scriptedRun(NS, name, { budget: { timeout: '4s' } })));
+    let maxPods = 0;
+    const deadline = Date.now() + 120_000;
+    let runs: Run[] = [];
+    while (Date.now() < deadline) {
+      const pods = (await podsOf(NS)).filter((pod) => !pod.metadata.labels['x']);
+      const live = pods.filter((pod) => !(pod as { metadata: { deletionTimestamp?: string } }).metadata.deletionTimestamp);
+      maxPods = Math.max(maxPods, live.length);
+      runs = (await json<{ items: Run[] }>(['get', 'crun', '-n', NS])).items;
+      if (runs.every((run) => run.status?.phase === 'Failed')) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(runs).toHaveLength(50);
+    expect(runs.map((run) => run.status?.reason)).toEqual(names.map(() => 'DeadlineExceeded'));
+    expect(maxPods).toBeGreaterThan(0);
+    expect(maxPods).toBeLessThanOrEqual(10);
+    // Admission order: a run never starts more than a moment before an older one.
+    const started = new Map(runs.map((run) => [run.metadata.name, Date.parse(run.status!.startTime!)]));
+    for (let i = 0; i < names.length; i++) {
+      for (let j = i + 1; j < names.length; j++) {
+        expect(started.get(names[i]!)! - started.get(names[j]!)!, `${names[i]} started after ${names[j]}`).toBeLessThanOrEqual(1000);
+      }
+    }
+  }, 180_000);
+});
+
+describe('restarts and replicas', () => {
+  const NS = 'ctl-ha';
+
+  beforeAll(async () => {
+    await prepareNamespace(NS);
+    await createNamespace(`${NS}-lease`);
+  });
+
+  it('creates no duplicate pod and loses no status when the operator is killed and restarted', async () => {
+    const first = startOperator(NS, 'op-first');
+    await first.waitForLog('caches synced; reconciling');
+    const names = Array.from({ length: 8 }, (_, i) => `restart-${i}`);
+    await apply(...names.map((name) => scriptedRun(NS, name)));
+    await eventually(async () => ((await podsOf(NS)).length >= 3 ? true : undefined), 30_000, 'some pods');
+    await first.kill('SIGKILL');
+    const second = startOperator(NS, 'op-second');
+    try {
+      for (const name of names) await phaseOf(NS, name, 'Running', 60_000).catch(async (error) => {
+        console.error(JSON.stringify(await getRun(NS, name), null, 1), second.lines.slice(-30).map((line) => JSON.stringify(line)).join('\n'));
+        throw error;
+      });
+      const pods = await podsOf(NS);
+      expect(pods.map((pod) => pod.metadata.name).sort()).toEqual(names.map((name) => `${name}-sandbox`).sort());
+      for (const name of names) {
+        const run = await getRun(NS, name);
+        expect(run.status!.conditions!.find((c) => c.type === 'Accepted')!.status).toBe('True');
+        const created = await kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.name=${name},reason=Provisioning`, '-o', 'jsonpath={.items[*].count}']);
+        expect(created.stdout.trim().split(/\s+/)).toHaveLength(1);
+      }
+    } finally {
+      await second.kill();
+    }
+  }, 120_000);
+
+  it('lets only the leader reconcile, and a standby takes over when the leader dies', async () => {
+    const a = startOperator(NS, 'op-a');
+    await a.waitForLog('became leader');
+    const b = startOperator(NS, 'op-b');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      await apply(scriptedRun(NS, 'ha-1'));
+      await phaseOf(NS, 'ha-1', 'Running');
+      expect(a.logged('status written').length).toBeGreaterThan(0);
+      expect(b.logged('became leader')).toEqual([]);
+      expect(b.logged('status written')).toEqual([]);
+
+      await a.kill('SIGKILL');
+      const killedAt = Date.now();
+      await b.waitForLog('became leader', 30_000);
+      expect(Date.now() - killedAt).toBeLessThan(20_000); // lease duration 15 s + retry period
+      await apply(scriptedRun(NS, 'ha-2'));
+      await phaseOf(NS, 'ha-2', 'Running');
+    } finally {
+      await a.kill();
+      await b.kill();
+    }
+  }, 90_000);
+
+  it('hands over at once when the leader shuts down cleanly', async () => {
+    const a = startOperator(NS, 'op-clean-a');
+    await a.waitForLog('became leader');
+    const b = startOperator(NS, 'op-clean-b');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await a.kill('SIGTERM');
+      const stoppedAt = Date.now();
+      await b.waitForLog('became leader', 15_000);
+      expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+    } finally {
+      await a.kill();
+      await b.kill();
+    }
+  }, 60_000);
+});

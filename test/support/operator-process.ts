@@ -1,0 +1,88 @@
+// Runs the real operator (operator/src/main.ts) as a child process for integration and
+// e2e tests, with its JSON log lines collected so tests can wait for what it says.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const mainPath = fileURLToPath(new URL('../../operator/src/main.ts', import.meta.url));
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface OperatorProcessOptions {
+  kubeconfig: string;
+  env?: Record<string, string>;
+}
+
+export interface LogLine {
+  msg?: string;
+  level?: number;
+  [key: string]: unknown;
+}
+
+export class OperatorProcess {
+  readonly lines: LogLine[] = [];
+  readonly stderr: string[] = [];
+  private readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+
+  constructor(options: OperatorProcessOptions) {
+    this.child = spawn(process.execPath, ['--import', 'tsx', mainPath], {
+      cwd: repoRoot,
+      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let buffered = '';
+    this.child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const parts = buffered.split('\n');
+      buffered = parts.pop()!;
+      for (const part of parts) {
+        try {
+          this.lines.push(JSON.parse(part) as LogLine);
+        } catch {
+          this.lines.push({ msg: part });
+        }
+      }
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk.toString()));
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  logged(message: string): LogLine[] {
+    return this.lines.filter((line) => line.msg === message);
+  }
+
+  async waitForLog(message: string, timeoutMs = 30_000): Promise<LogLine> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.lines.find((line) => line.msg === message);
+      if (found) return found;
+      if (this.child.exitCode !== null) throw new Error(`operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('')}`);
+      if (Date.now() > deadline) throw new Error(`operator did not log "${message}" within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    return this.exited;
+  }
+}
+
+/** Polls `check` until it returns a value (not undefined) or the time runs out. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 30_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
