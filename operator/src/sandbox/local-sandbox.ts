@@ -64,7 +64,7 @@ export async function createLocalSandbox(options: LocalSandboxOptions): Promise<
  * Background jobs outlive the toolbox by design; on a pod they end with the pod, here they
  * would outlive the sandbox on the host. Their process groups are recorded under the home.
  */
-async function killBackgroundJobs(homeDir: string): Promise<void> {
+export async function killBackgroundJobs(homeDir: string): Promise<void> {
   const jobs = await readdir(path.join(homeDir, 'jobs')).catch(() => [] as string[]);
   await Promise.all(
     jobs.map(async (job) => {

@@ -1,0 +1,174 @@
+// Gives every operator sandbox pod on the local control plane a workspace: kwok runs a pod's
+// exec'd commands on this machine, so each pod labelled app.kubernetes.io/name=chamvi-sandbox
+// gets a temporary workspace and home directory and a kwok Exec object pointing its
+// CHAMVI_WORKSPACE/CHAMVI_HOME there; when the pod goes, so do they (and its background jobs,
+// which on a real node would have died with the pod). Used by e2e tests, `make run` and the demo.
+//
+//   npx tsx test/support/sandbox-exec-registrar.ts --kubeconfig K --root DIR
+import { mkdir, rm } from 'node:fs/promises';
+import { realpathSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import { killBackgroundJobs } from '../../operator/src/sandbox/local-sandbox.ts';
+import { podExecManifest } from './control-plane/pod-exec.ts';
+
+export const SANDBOX_POD_SELECTOR = 'app.kubernetes.io/name=chamvi-sandbox';
+
+export interface PodWorkspace {
+  workspaceDir: string;
+  homeDir: string;
+}
+
+export interface SandboxExecRegistrar {
+  /** The workspace of a pod seen so far, or undefined. */
+  workspaceOf(namespace: string, podName: string): PodWorkspace | undefined;
+  /** Resolves once the pod has a registered Exec (the registrar watches; this waits). */
+  waitForWorkspace(namespace: string, podName: string, timeoutMs?: number): Promise<PodWorkspace>;
+  stop(): Promise<void>;
+}
+
+export interface SandboxExecRegistrarOptions {
+  kubeconfig: string;
+  /** Parent of the per-pod directories (created if missing). */
+  rootDir: string;
+  labelSelector?: string;
+  log?: (message: string) => void;
+}
+
+const EXEC_GROUP = 'kwok.x-k8s.io';
+const EXEC_VERSION = 'v1alpha1';
+const EXEC_PLURAL = 'execs';
+
+interface Entry {
+  uid: string;
+  workspace: Promise<PodWorkspace>;
+}
+
+export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOptions): Promise<SandboxExecRegistrar> {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(options.kubeconfig);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const labelSelector = options.labelSelector ?? SANDBOX_POD_SELECTOR;
+  const log = options.log ?? (() => undefined);
+  await mkdir(options.rootDir, { recursive: true });
+  const rootDir = realpathSync(options.rootDir);
+  const entries = new Map<string, Entry>();
+  const ready = new Map<string, PodWorkspace>();
+  const key = (namespace: string, podName: string) => `${namespace}/${podName}`;
+
+  async function register(pod: V1Pod): Promise<PodWorkspace> {
+    const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
+    // Keyed by uid: a pod re-created under the same name gets a fresh workspace.
+    const base = path.join(rootDir, namespace, `${name}-${uid}`);
+    const workspace = { workspaceDir: path.join(base, 'workspace'), homeDir: path.join(base, 'home') };
+    await mkdir(workspace.workspaceDir, { recursive: true });
+    await mkdir(workspace.homeDir, { recursive: true });
+    const manifest = podExecManifest({
+      namespace,
+      podName: name,
+      workDir: workspace.workspaceDir,
+      env: { CHAMVI_WORKSPACE: workspace.workspaceDir, CHAMVI_HOME: workspace.homeDir },
+    });
+    const object = { group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL };
+    try {
+      await custom.createNamespacedCustomObject({ ...object, body: manifest });
+    } catch (error) {
+      if (statusCode(error) !== 409) throw error;
+      await custom.replaceNamespacedCustomObject({ ...object, name, body: manifest });
+    }
+    ready.set(key(namespace, name), workspace);
+    log(`registered exec for ${namespace}/${name} in ${base}`);
+    return workspace;
+  }
+
+  async function release(namespace: string, name: string, entry: Entry): Promise<void> {
+    const workspace = await entry.workspace.catch(() => undefined);
+    if (ready.get(key(namespace, name)) === workspace) ready.delete(key(namespace, name));
+    await custom
+      .deleteNamespacedCustomObject({ group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL, name })
+      .catch((error: unknown) => statusCode(error) === 404 || log(`could not delete the Exec of ${namespace}/${name}: ${String(error)}`));
+    if (!workspace) return;
+    await killBackgroundJobs(workspace.homeDir);
+    await rm(path.dirname(workspace.workspaceDir), { recursive: true, force: true });
+    log(`released ${namespace}/${name}`);
+  }
+
+  const informer = makeInformer<V1Pod>(
+    kubeConfig,
+    '/api/v1/pods',
+    () => core.listPodForAllNamespaces({ labelSelector }),
+    labelSelector,
+  );
+  const onPod = (pod: V1Pod) => {
+    const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
+    const current = entries.get(key(namespace, name));
+    if (current?.uid === uid) return;
+    if (current) void release(namespace, name, current);
+    const workspace = register(pod);
+    workspace.catch((error: unknown) => log(`could not register exec for ${namespace}/${name}: ${String(error)}`));
+    entries.set(key(namespace, name), { uid, workspace });
+  };
+  informer.on('add', onPod);
+  informer.on('update', onPod);
+  informer.on('delete', (pod) => {
+    const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
+    const current = entries.get(key(namespace, name));
+    if (!current || current.uid !== uid) return;
+    entries.delete(key(namespace, name));
+    void release(namespace, name, current);
+  });
+  informer.on('error', (error) => {
+    log(`pod watch failed (${String(error)}); restarting it`);
+    setTimeout(() => void informer.start().catch(() => undefined), 1_000).unref();
+  });
+  await informer.start();
+
+  return {
+    workspaceOf: (namespace, podName) => ready.get(key(namespace, podName)),
+    async waitForWorkspace(namespace, podName, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const workspace = ready.get(key(namespace, podName));
+        if (workspace) return workspace;
+        if (Date.now() > deadline) throw new Error(`no sandbox workspace for ${namespace}/${podName} after ${timeoutMs} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    async stop() {
+      await informer.stop();
+      await Promise.all([...entries].map(([podKey, entry]) => {
+        const [namespace = '', name = ''] = podKey.split('/');
+        return release(namespace, name, entry);
+      }));
+      entries.clear();
+    },
+  };
+}
+
+function statusCode(error: unknown): number | undefined {
+  // client-node 1.x throws an ApiException carrying the HTTP status as `code`.
+  return error && typeof error === 'object' && 'code' in error && typeof error.code === 'number' ? error.code : undefined;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { kubeconfig: { type: 'string' }, root: { type: 'string' } } });
+  const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG;
+  if (!kubeconfig || !values.root) {
+    console.error('usage: sandbox-exec-registrar.ts --kubeconfig FILE --root DIR');
+    process.exit(2);
+  }
+  const registrar = await startSandboxExecRegistrar({
+    kubeconfig,
+    rootDir: values.root,
+    log: (message) => console.error(`sandbox-exec-registrar: ${message}`),
+  });
+  console.error(`sandbox-exec-registrar: watching pods (${SANDBOX_POD_SELECTOR}), workspaces under ${values.root}`);
+  const stop = () => void registrar.stop().finally(() => process.exit(0));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
