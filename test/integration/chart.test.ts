@@ -1,0 +1,222 @@
+// The Helm chart against the real helm and the local control plane: it lints clean, bad
+// values fail with a message, its config is one the operator accepts, it installs, its
+// ClusterRole grants exactly the verbs the operator uses, and its admission policy refuses
+// a disallowed repository at `kubectl apply` while admitting an allowed one.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { controlPlaneBin, createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+
+const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url).pathname;
+const repoCrd = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
+const NAMESPACE = 'chamvi-chart-test';
+const RUNS_NAMESPACE = 'chamvi-chart-runs';
+const RELEASE = 'chart-test';
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function helm(args: string[]): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(join(controlPlaneBin(), 'helm'), args, {
+      env: { ...process.env, KUBECONFIG: kubeconfigPath(), HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+}
+
+const template = (...args: string[]) => helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...args]);
+
+interface Manifest {
+  kind: string;
+  metadata: { name: string };
+  [key: string]: any;
+}
+const manifests = (text: string): Manifest[] =>
+  parseAllDocuments(text)
+    .map((doc) => doc.toJS() as Manifest | null)
+    .filter((doc): doc is Manifest => doc !== null);
+
+/** The verbs the operator uses; chart/templates/rbac.yaml grants exactly these. */
+const EXPECTED_CLUSTER_RULES = [
+  { apiGroups: ['chamvi.dev'], resources: ['codingruns'], verbs: ['get', 'list', 'watch', 'patch', 'update', 'delete'] },
+  { apiGroups: ['chamvi.dev'], resources: ['codingruns/status'], verbs: ['get', 'update', 'patch'] },
+  { apiGroups: ['chamvi.dev'], resources: ['codingruns/finalizers'], verbs: ['update'] },
+  { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
+  { apiGroups: [''], resources: ['pods/exec'], verbs: ['create', 'get'] },
+  { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
+  { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete', 'update', 'patch'] },
+  { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+  { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+];
+
+const codingRun = (name: string, url: string) => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name, namespace: RUNS_NAMESPACE },
+  spec: { task: 'Fix it', repository: { url }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+});
+
+describe('the chart, offline', () => {
+  it('passes helm lint --strict', async () => {
+    const result = await helm(['lint', '--strict', chartDir]);
+    expect(result.stdout + result.stderr).not.toMatch(/\[(WARNING|ERROR)\]/);
+    expect(result.code).toBe(0);
+  });
+
+  it('ships the generated CRD unchanged (make chart-sync copies it)', () => {
+    expect(readFileSync(join(chartDir, 'crds/chamvi.dev_codingruns.yaml'), 'utf8')).toBe(readFileSync(repoCrd, 'utf8'));
+  });
+
+  it.each([
+    [['--set', 'config.workerConcurrency=0'], /workerConcurrency/],
+    [['--set', 'replicaCount=-1'], /replicaCount/],
+    [['--set', 'redis.url=http://redis:6379'], /redis/],
+    [['--set', 'config.allowRepo[0]=https://github.com/acme/ x'], /allowRepo/],
+    [['--set', 'config.alowRepo[0]=https://github.com/acme/*'], /alowRepo/],
+    [['--set', 'logLevel=loud'], /logLevel/],
+  ])('fails helm template %j with a message naming the value', async (args, message) => {
+    const result = await template(...args);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/values don't meet the specifications of the schema/);
+    expect(result.stderr).toMatch(message);
+  });
+
+  it('renders a config file the operator accepts, wired to the bundled Redis and the release namespace', async () => {
+    const result = await template('--set', 'config.allowRepo={https://github.com/acme/*}', '--set', 'config.maxActiveRuns=7');
+    expect(result.stderr).toBe('');
+    const configMap = manifests(result.stdout).find((doc) => doc.kind === 'ConfigMap')!;
+    const config = loadOperatorConfig(parseYaml(configMap.data['config.yaml'] as string), {});
+    expect(config.allowRepo).toEqual(['https://github.com/acme/*']);
+    expect(config.maxActiveRuns).toBe(7);
+    expect(config.redisUrl).toBe(`redis://${RELEASE}-chamvi-operator-redis.${NAMESPACE}.svc:6379`);
+    expect(config.leaderElection).toMatchObject({ enabled: true, namespace: NAMESPACE, leaseName: `${RELEASE}-chamvi-operator` });
+  });
+
+  it('runs a restricted operator Deployment with two replicas, probes on httpPort and the config mounted', async () => {
+    const docs = manifests((await template()).stdout);
+    const deployment = docs.find((doc) => doc.kind === 'Deployment')!;
+    const pod = deployment.spec.template.spec;
+    const container = pod.containers[0];
+    expect(deployment.spec.replicas).toBe(2);
+    expect(pod.automountServiceAccountToken).toBe(true);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(container.ports[0]).toMatchObject({ name: 'http', containerPort: 8080 });
+    expect(container.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    expect(container.args).toEqual(['--config', '/etc/chamvi/config.yaml']);
+    expect(container.resources.limits.memory).toBeDefined();
+  });
+
+  it('bundles Redis with AOF and noeviction unless an external URL is given', async () => {
+    const bundled = manifests((await template()).stdout).find((doc) => doc.kind === 'StatefulSet')!;
+    const args: string[] = bundled.spec.template.spec.containers[0].args;
+    expect(args.join(' ')).toContain('--appendonly yes');
+    expect(args.join(' ')).toContain('--maxmemory-policy noeviction');
+
+    const external = manifests((await template('--set', 'redis.url=rediss://redis.example:6380')).stdout);
+    expect(external.some((doc) => doc.kind === 'StatefulSet')).toBe(false);
+    const config = parseYaml(external.find((doc) => doc.kind === 'ConfigMap')!.data['config.yaml']);
+    expect(config.redisUrl).toBe('rediss://redis.example:6380');
+
+    const fromSecret = manifests((await template('--set', 'redis.urlSecretRef.name=redis-auth')).stdout);
+    expect(fromSecret.some((doc) => doc.kind === 'StatefulSet')).toBe(false);
+    const env = fromSecret.find((doc) => doc.kind === 'Deployment')!.spec.template.spec.containers[0].env;
+    expect(env).toContainEqual({ name: 'REDIS_URL', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'url' } } });
+  });
+});
+
+describe('the chart on the local control plane', () => {
+  beforeAll(async () => {
+    await createNamespace(RUNS_NAMESPACE);
+    const install = await helm([
+      'install', RELEASE, chartDir,
+      '--namespace', NAMESPACE, '--create-namespace',
+      '--set', 'config.allowRepo={https://github.com/acme/*,https://git.example.com/**}',
+      '--set', 'admissionPolicy.enabled=true',
+      // Only in this test's namespace: other test files apply runs with other repositories.
+      '--set', `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS_NAMESPACE}`,
+      '--set', 'redis.bundled.persistence.enabled=false',
+    ]);
+    expect(install.stderr).not.toMatch(/Error/);
+    expect(install.code).toBe(0);
+    expect(install.stdout).toContain('kubectl get crun');
+  });
+
+  afterAll(async () => {
+    await helm(['uninstall', RELEASE, '--namespace', NAMESPACE]);
+    await deleteNamespace(RUNS_NAMESPACE);
+    await deleteNamespace(NAMESPACE);
+  });
+
+  it('grants exactly the expected cluster rules', async () => {
+    const result = await kubectl(['get', 'clusterrole', `${RELEASE}-chamvi-operator`, '-o', 'json']);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout).rules).toEqual(EXPECTED_CLUSTER_RULES);
+  });
+
+  it('lets the ServiceAccount do what the operator does, and nothing more', async () => {
+    const as = `system:serviceaccount:${NAMESPACE}:${RELEASE}-chamvi-operator`;
+    const can = async (...args: string[]) => (await kubectl(['auth', 'can-i', '--as', as, ...args])).stdout.trim();
+    expect(await can('create', 'pods', '--subresource=exec', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('patch', 'codingruns.chamvi.dev', '--subresource=status', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('update', 'leases.coordination.k8s.io', '-n', NAMESPACE)).toBe('yes');
+    expect(await can('update', 'leases.coordination.k8s.io', '-n', RUNS_NAMESPACE)).toBe('no');
+    expect(await can('list', 'secrets', '-n', RUNS_NAMESPACE)).toBe('no');
+    expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
+    expect(await can('create', 'deployments.apps', '-n', RUNS_NAMESPACE)).toBe('no');
+  });
+
+  it('creates the operator Deployment, its ConfigMap and the bundled Redis', async () => {
+    const result = await kubectl(['get', 'deployment,configmap,statefulset,service,poddisruptionbudget', '-n', NAMESPACE, '-o', 'name']);
+    expect(result.stdout.split('\n')).toEqual(
+      expect.arrayContaining([
+        `deployment.apps/${RELEASE}-chamvi-operator`,
+        `configmap/${RELEASE}-chamvi-operator-config`,
+        `statefulset.apps/${RELEASE}-chamvi-operator-redis`,
+        `service/${RELEASE}-chamvi-operator-redis`,
+        `service/${RELEASE}-chamvi-operator-metrics`,
+        `poddisruptionbudget.policy/${RELEASE}-chamvi-operator`,
+      ]),
+    );
+  });
+
+  it('refuses a disallowed repository at kubectl apply with a readable message, and admits allowed ones', async () => {
+    // The API server loads a new policy and binding asynchronously: wait until it bites.
+    let refused = await kubectl(['apply', '-f', '-'], { input: stringify(codingRun('evil', 'https://github.com.evil.io/acme/x.git')) });
+    for (let attempt = 0; attempt < 60 && refused.code === 0; attempt++) {
+      await kubectl(['delete', 'codingrun', 'evil', '-n', RUNS_NAMESPACE, '--ignore-not-found']);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      refused = await kubectl(['apply', '-f', '-'], { input: stringify(codingRun('evil', 'https://github.com.evil.io/acme/x.git')) });
+    }
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('repository https://github.com.evil.io/acme/x.git is not allowed');
+    expect(refused.stderr).toContain('https://github.com/acme/*');
+
+    const nested = await kubectl(['apply', '-f', '-'], { input: stringify(codingRun('nested', 'https://github.com/acme/team/x.git')) });
+    expect(nested.code).not.toBe(0);
+    expect(nested.stderr).toContain('is not allowed');
+
+    for (const [name, url] of [['allowed', 'https://github.com/acme/webapp.git'], ['deep', 'https://git.example.com/a/b/c.git']] as const) {
+      const admitted = await kubectl(['apply', '-f', '-'], { input: stringify(codingRun(name, url)) });
+      expect(admitted.stderr).toBe('');
+      expect(admitted.code).toBe(0);
+    }
+  });
+});
