@@ -15,13 +15,14 @@ if [ -n "$__chamvi_cwd" ]; then
 fi
 if [ "$__chamvi_keep" = save ]; then
   # An EXIT trap keeps the state even when the command calls exit; a command that sets its
-  # own EXIT trap replaces this one, and that call's state is not kept (documented).
+  # own EXIT trap replaces this one, and that call's state is not kept (documented). Builtins
+  # only: the toolbox renames the file into place after the shell exits (no mv process).
   __chamvi_save() {
     {
       printf '# %s\n' "$PWD"
       export -p
       printf 'cd -- %q 2>/dev/null\n' "$PWD"
-    } > "$__chamvi_state.$$" 2>/dev/null && mv -f -- "$__chamvi_state.$$" "$__chamvi_state"
+    } > "$__chamvi_state.next.$$" 2>/dev/null
   }
   trap __chamvi_save EXIT
 fi

@@ -4,7 +4,7 @@
 // tree, and a result showing the head and tail of each stream.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, stat, truncate, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rename, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -56,6 +56,11 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
     env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
   });
+  // Listen before the first await: a fast command can exit while the handles are closing.
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => resolve(code));
+  });
   await Promise.all([stdoutHandle.close(), stderrHandle.close()]);
   const untrack = child.pid === undefined ? () => undefined : trackForegroundGroup(child.pid);
 
@@ -89,14 +94,15 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
       });
   }, CAP_POLL_MS);
 
-  const exitCode = await new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => resolve(code));
-  }).finally(() => {
+  const exitCode = await exited.finally(() => {
     clearTimeout(timer);
     clearInterval(capWatch);
     untrack();
   });
+
+  // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
+  // for a concurrent command that is reading it.
+  if (child.pid !== undefined) await rename(`${stateFile}.next.${child.pid}`, stateFile).catch(() => undefined);
 
   // Output written between two polls may have gone past the cap: the log keeps at most the cap.
   const [stdoutCap, stderrCap] = await Promise.all([capLog(stdoutLog, context.outputLogMaxBytes), capLog(stderrLog, context.outputLogMaxBytes)]);

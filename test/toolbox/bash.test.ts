@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
-import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
+import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
   exitCode: number | null;
@@ -101,6 +101,18 @@ describe('bash', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     const env = await bash({ command: 'yes chamvi >&2' }, { env: { ...process.env, CHAMVI_OUTPUT_LOG_MAX_BYTES: '100000' } });
     expect(env).toMatchObject({ outputCapped: true });
+  });
+
+  it('answers many instant commands in a row (an exit during setup is not missed)', async () => {
+    const session = await openSession(workspace);
+    try {
+      for (let index = 0; index < 100; index += 1) {
+        const response = await session.call({ tool: 'bash', input: { command: 'true' } }, { timeoutMs: 5_000 });
+        expect(response.ok).toBe(true);
+      }
+    } finally {
+      await session.close();
+    }
   });
 
   it('caps at 64 MiB by default', () => {
