@@ -10,10 +10,14 @@ import {
   SEARCH_MAX_RESULTS,
 } from './limits.ts';
 
+/** Longest path accepted; error messages echo paths, so they must stay short. */
+export const PATH_MAX_CHARS = 4_096;
+
 const workspacePath = (what: string) =>
   z
     .string()
     .min(1)
+    .max(PATH_MAX_CHARS)
     .describe(`${what}, relative to the workspace root or starting with /workspace/`);
 
 // describe() after optional(): zod 4 keeps a description on the schema it was given, and the
@@ -22,6 +26,7 @@ const optionalWorkspacePath = (what: string) =>
   z
     .string()
     .min(1)
+    .max(PATH_MAX_CHARS)
     .optional()
     .describe(`${what}, relative to the workspace root or starting with /workspace/`);
 
@@ -34,6 +39,7 @@ export const readFileInput = z.object({
   path: z
     .string()
     .min(1)
+    .max(PATH_MAX_CHARS)
     .describe(
       'File to read, relative to the workspace root or starting with /workspace/; also the absolute stdoutLog/stderrLog/outputLog path of a bash result',
     ),
@@ -92,7 +98,7 @@ export const multiEditInput = z.object({
 });
 
 export const grepInput = z.object({
-  pattern: z.string().min(1).describe('Extended regular expression to search file contents for'),
+  pattern: z.string().min(1).max(10_000).describe('Extended regular expression to search file contents for'),
   path: optionalWorkspacePath('Directory or file to search in (default the whole workspace)'),
   ignoreCase: z.boolean().optional().describe('Match case-insensitively (default false)'),
   includeIgnored,
@@ -109,6 +115,7 @@ export const globInput = z.object({
   pattern: z
     .string()
     .min(1)
+    .max(10_000)
     .describe('Glob matched against paths relative to path, e.g. "**/*.ts" or "src/*.json"; ** spans directories, * stays within one'),
   path: optionalWorkspacePath('Directory to search under (default the workspace root)'),
   includeIgnored,
@@ -137,6 +144,7 @@ export const bashInput = z.object({
   command: z
     .string()
     .min(1)
+    .max(100_000)
     .describe('Shell command for bash; the working directory and exported variables persist to the next call'),
   cwd: optionalWorkspacePath('Directory to run in (default the directory the previous command ended in)'),
   timeoutMs: z
