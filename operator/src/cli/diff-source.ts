@@ -1,0 +1,70 @@
+// Where `diff NAME` finds a run's diff, and how it is stored. The full diff ConfigMap
+// (status.result.diffConfigMap, written by the finalize worker) holds ONE of:
+//   data.diff             the unified diff as plain UTF-8 text (when it fits, ~900 KiB)
+//   binaryData["diff.gz"] the diff gzip-compressed (the API returns binaryData base64-encoded)
+// Older or hand-made ConfigMaps with gzip+base64 text under data.diff are read too (such text
+// starts with "H4sI", the base64 of gzip's magic bytes). Without a ConfigMap, the bounded
+// copy in status.result.diff is used and flagged when it is truncated.
+import { gunzipSync } from 'node:zlib';
+import type { CodingRun } from '../api/index.ts';
+import { DiffUnavailableError } from './errors/diff-unavailable-error.ts';
+
+export const DIFF_KEY = 'diff';
+export const DIFF_GZIP_KEY = 'diff.gz';
+const GZIP_BASE64_PREFIX = 'H4sI';
+
+export interface DiffConfigMap {
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+}
+
+export interface DiffText {
+  text: string;
+  /** Set when the text is not the whole diff: say so on stderr. */
+  warning?: string;
+}
+
+const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64')).toString('utf8');
+
+/** The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys. */
+export function decodeDiffConfigMap(configMap: DiffConfigMap): string | undefined {
+  const compressed = configMap.binaryData?.[DIFF_GZIP_KEY];
+  if (compressed !== undefined) return gunzipBase64(compressed);
+  const plain = configMap.data?.[DIFF_KEY];
+  if (plain === undefined) return undefined;
+  if (plain.startsWith(GZIP_BASE64_PREFIX)) {
+    try {
+      return gunzipBase64(plain);
+    } catch {
+      // Plain text that happens to start with H4sI: a diff always starts with "diff --git",
+      // but a hand-made ConfigMap might not, so fall through rather than fail.
+    }
+  }
+  return plain;
+}
+
+/**
+ * The diff to print for a run, given its diff ConfigMap (undefined when it does not exist or
+ * none is named). Throws DiffUnavailableError with what to do when there is no diff.
+ */
+export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined): DiffText {
+  const result = run.status?.result;
+  const name = run.metadata.name;
+  if (configMap) {
+    const text = decodeDiffConfigMap(configMap);
+    if (text !== undefined) return { text };
+  }
+  if (!result) {
+    const phase = run.status?.phase ?? 'Pending';
+    throw new DiffUnavailableError(`codingrun "${name}" has no diff yet (phase ${phase}); the diff is written when the run finishes — watch it with kubectl codingrun get ${name} -w`);
+  }
+  const missing = result.diffConfigMap
+    ? configMap
+      ? `ConfigMap ${result.diffConfigMap} holds no "${DIFF_KEY}" or "${DIFF_GZIP_KEY}" key`
+      : `ConfigMap ${result.diffConfigMap} was not found`
+    : undefined;
+  if (result.diffTruncated) {
+    return { text: result.diff, warning: `warning: ${missing ?? 'no full-diff ConfigMap is named'}; printing the first ${result.diff.length} characters from status.result.diff only` };
+  }
+  return missing ? { text: result.diff, warning: `warning: ${missing}; printing status.result.diff (complete)` } : { text: result.diff };
+}

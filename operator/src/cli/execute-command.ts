@@ -1,0 +1,139 @@
+// Runs one parsed command against a RunClient and prints the result. The order of reads
+// and the stop rules live here; formatting, parsing and decoding are pure modules, and the
+// API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
+import { isTerminal, type CodingRun } from '../api/index.ts';
+import { answerFor, encodeAnswer } from './approval-answer.ts';
+import { chooseDiff } from './diff-source.ts';
+import { CliError } from './errors/cli-error.ts';
+import { RunNotFoundError } from './errors/run-not-found-error.ts';
+import { RunTable, runRow, type RunRow } from './format-runs.ts';
+import { helpText } from './help-text.ts';
+import type { Command } from './parse-arguments.ts';
+import type { RunClient } from './run-client.ts';
+
+export interface CliOutput {
+  out(text: string): void;
+  err(text: string): void;
+  now(): Date;
+  /** Aborted on Ctrl-C: a watch ends cleanly. */
+  signal?: AbortSignal;
+}
+
+export async function executeCommand(command: Command, client: RunClient, io: CliOutput): Promise<number> {
+  if (command.command === 'help') {
+    io.out(helpText(command.topic));
+    return 0;
+  }
+  const namespace = command.namespace ?? client.defaultNamespace;
+  switch (command.command) {
+    case 'get':
+      return command.watch
+        ? watchRuns(client, io, command.allNamespaces ? undefined : namespace, command.name)
+        : getRuns(client, io, command.allNamespaces ? undefined : namespace, command.name);
+    case 'approve':
+    case 'deny': {
+      const run = await requireRun(client, namespace, command.name);
+      const answer = answerFor(run, { decision: command.command, ...(command.id ? { id: command.id } : {}), ...(command.reason ? { reason: command.reason } : {}) });
+      await client.setApprovalAnnotation(namespace, command.name, encodeAnswer(answer));
+      const pending = run.status!.pendingApproval!;
+      io.out(`codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'}: ${pending.toolName} call ${answer.id}`);
+      return 0;
+    }
+    case 'diff': {
+      const run = await requireRun(client, namespace, command.name);
+      const configMapName = run.status?.result?.diffConfigMap;
+      const configMap = configMapName ? await client.getConfigMap(namespace, configMapName) : undefined;
+      const diff = chooseDiff(run, configMap);
+      if (diff.warning) io.err(diff.warning);
+      if (diff.text === '') io.err(`codingrun "${command.name}" changed nothing: its diff is empty`);
+      else io.out(diff.text.endsWith('\n') ? diff.text.slice(0, -1) : diff.text);
+      return 0;
+    }
+    case 'run':
+      throw new CliError('run --local is not available in this build yet; apply the manifest to a cluster with kubectl apply -f instead');
+  }
+}
+
+async function requireRun(client: RunClient, namespace: string, name: string): Promise<CodingRun> {
+  const run = await client.getRun(namespace, name);
+  if (!run) throw new RunNotFoundError(namespace, name);
+  return run;
+}
+
+async function getRuns(client: RunClient, io: CliOutput, namespace: string | undefined, name: string | undefined): Promise<number> {
+  const runs = name ? [await requireRun(client, namespace!, name)] : (await client.listRuns(namespace)).items;
+  if (runs.length === 0) {
+    io.err(namespace ? `No codingruns found in namespace ${namespace}.` : 'No codingruns found.');
+    return 0;
+  }
+  const rows = runs.map((run) => runRow(run, io.now())).sort(byNamespaceAndName);
+  const table = new RunTable(rows, { withNamespace: namespace === undefined });
+  io.out(table.header());
+  for (const row of rows) io.out(table.line(row));
+  return 0;
+}
+
+const byNamespaceAndName = (a: RunRow, b: RunRow) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name);
+/** What makes a line worth printing again: everything but the age, which changes by itself. */
+const rowState = (row: RunRow) => JSON.stringify({ ...row, age: '' });
+
+/**
+ * Prints the runs, then a line each time one changes, like `kubectl get -w`. A watch the
+ * server ends (it does every few minutes) is resumed from a fresh list, which also prints
+ * what changed meanwhile. With a name, returns once that run is terminal or deleted.
+ */
+async function watchRuns(client: RunClient, io: CliOutput, namespace: string | undefined, name: string | undefined): Promise<number> {
+  const printed = new Map<string, string>();
+  let table: RunTable | undefined;
+  let finished = false;
+  let wake: () => void = () => {};
+  let headerShown = false;
+
+  const show = (run: CodingRun, deleted = false) => {
+    const row = runRow(run, io.now());
+    if (deleted) row.phase = `${row.phase} (deleted)`;
+    const key = `${row.namespace}/${row.name}`;
+    const state = rowState(row);
+    if (printed.get(key) !== state) {
+      table ??= new RunTable([row], { withNamespace: namespace === undefined });
+      if (printed.size === 0 && !headerShown) {
+        io.out(table.header());
+        headerShown = true;
+      }
+      printed.set(key, state);
+      io.out(table.line(row));
+    }
+    if (name && (deleted || isTerminal(run.status?.phase))) {
+      finished = true;
+      wake();
+    }
+  };
+
+  while (!finished && !io.signal?.aborted) {
+    const list = name ? undefined : await client.listRuns(namespace);
+    if (name) {
+      const run = await client.getRun(namespace!, name);
+      if (!run) throw new RunNotFoundError(namespace!, name);
+      show(run);
+    } else {
+      const rows = list!.items.map((run) => runRow(run, io.now()));
+      if (!table) {
+        table = new RunTable(rows, { withNamespace: namespace === undefined });
+        io.out(table.header());
+        headerShown = true;
+      }
+      for (const run of [...list!.items].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) show(run);
+    }
+    if (finished) break;
+    const watch = await client.watchRuns(namespace, name, name ? undefined : list!.resourceVersion, (type, run) => show(run, type === 'DELETED'));
+    const stopped = new Promise<void>((resolve) => {
+      wake = resolve;
+      io.signal?.addEventListener('abort', () => resolve(), { once: true });
+    });
+    await Promise.race([watch.ended, stopped]);
+    watch.stop();
+    // A watch that fails at once (API server restarting) must not spin: pause, then re-list.
+    if (!finished && !io.signal?.aborted) await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  return 0;
+}

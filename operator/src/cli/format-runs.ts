@@ -1,0 +1,98 @@
+// `get` output: one line per run, kubectl-style columns. Pure: the clock is a parameter, so
+// ages are testable and a watch can reformat the same run as time passes.
+import type { CodingRun } from '../api/index.ts';
+
+export interface RunRow {
+  namespace: string;
+  name: string;
+  phase: string;
+  reason: string;
+  steps: string;
+  tokens: string;
+  age: string;
+  pending: string;
+}
+
+const PENDING_INPUT_MAX = 60;
+
+/** kubectl's short age: 42s, 7m, 5h, 3d (and 3d4h under a week, as kubectl prints it). */
+export function formatAge(from: string | undefined, now: Date): string {
+  if (!from) return '<unknown>';
+  const seconds = Math.max(0, Math.floor((now.getTime() - new Date(from).getTime()) / 1000));
+  if (Number.isNaN(seconds)) return '<unknown>';
+  if (seconds < 120) return `${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${hours}h`;
+  const days = Math.floor(hours / 24);
+  return days < 7 && hours % 24 ? `${days}d${hours % 24}h` : `${days}d`;
+}
+
+/** Total tokens; ">=" when some call reported no usage, so the figure is a lower bound. */
+export function formatTokens(run: CodingRun): string {
+  const usage = run.status?.usage;
+  if (!usage) return '0';
+  return `${usage.complete ? '' : '>='}${usage.totalTokens}`;
+}
+
+/** `s12-c2 bash {"command":"npm test"}`, the input cut to keep the line readable. */
+export function formatPending(run: CodingRun): string {
+  const pending = run.status?.pendingApproval;
+  if (!pending) return '';
+  const input = pending.input.replace(/\s+/g, ' ');
+  const shown = input.length > PENDING_INPUT_MAX ? `${input.slice(0, PENDING_INPUT_MAX - 3)}...` : input;
+  return `${pending.id} ${pending.toolName} ${shown}`;
+}
+
+export function runRow(run: CodingRun, now: Date): RunRow {
+  const status = run.status ?? {};
+  return {
+    namespace: run.metadata.namespace,
+    name: run.metadata.name,
+    phase: run.metadata.deletionTimestamp && !status.phase?.match(/^(Succeeded|Failed|Cancelled)$/) ? `${status.phase ?? 'Pending'} (deleting)` : (status.phase ?? 'Pending'),
+    reason: status.reason ?? '',
+    steps: String(status.steps ?? 0),
+    tokens: formatTokens(run),
+    age: formatAge(run.metadata.creationTimestamp, now),
+    pending: formatPending(run),
+  };
+}
+
+const COLUMNS: Array<{ key: keyof RunRow; title: string; min: number }> = [
+  { key: 'namespace', title: 'NAMESPACE', min: 10 },
+  { key: 'name', title: 'NAME', min: 16 },
+  { key: 'phase', title: 'PHASE', min: 18 },
+  { key: 'reason', title: 'REASON', min: 16 },
+  { key: 'steps', title: 'STEPS', min: 5 },
+  { key: 'tokens', title: 'TOKENS', min: 8 },
+  { key: 'age', title: 'AGE', min: 5 },
+  { key: 'pending', title: 'PENDING', min: 0 },
+];
+
+/**
+ * A table layout fixed from the rows known now, so lines printed later by a watch line up
+ * with the header (as `kubectl get -w` does); a longer value just pushes its line wider.
+ */
+export class RunTable {
+  private readonly columns: Array<{ key: keyof RunRow; title: string; width: number }>;
+
+  constructor(rows: readonly RunRow[], options: { withNamespace: boolean }) {
+    this.columns = COLUMNS.filter((column) => options.withNamespace || column.key !== 'namespace').map((column) => ({
+      key: column.key,
+      title: column.title,
+      width: Math.max(column.min, column.title.length, ...rows.map((row) => row[column.key].length)),
+    }));
+  }
+
+  header(): string {
+    return this.line(Object.fromEntries(this.columns.map((column) => [column.key, column.title])) as unknown as RunRow);
+  }
+
+  line(row: RunRow): string {
+    return this.columns
+      .map((column, index) => (index === this.columns.length - 1 ? row[column.key] : row[column.key].padEnd(column.width)))
+      .join('   ')
+      .trimEnd();
+  }
+}

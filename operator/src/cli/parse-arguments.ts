@@ -1,0 +1,149 @@
+// The plugin's command line, parsed without touching the cluster: argv in, a Command or a
+// UsageError out. Flags follow kubectl's spelling (-n/--namespace, --kubeconfig, -w) and may
+// come before or after the command, as `kubectl codingrun -n agents get` or `... get -n agents`.
+import { UsageError } from './errors/usage-error.ts';
+
+export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'run'] as const;
+export type CommandName = (typeof COMMAND_NAMES)[number];
+
+export interface Connection {
+  /** Undefined: the kubeconfig context's namespace, else "default". */
+  namespace?: string;
+  kubeconfig?: string;
+  context?: string;
+}
+
+export type Command =
+  | { command: 'help'; topic?: CommandName }
+  | ({ command: 'get'; name?: string; watch: boolean; allNamespaces: boolean } & Connection)
+  | ({ command: 'approve'; name: string; id?: string; reason?: string } & Connection)
+  | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
+  | ({ command: 'diff'; name: string } & Connection)
+  | ({ command: 'run'; file: string; local: boolean } & Connection);
+
+/** Flags and whether they take a value. Short forms map to the long name. */
+const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandName[] }> = {
+  namespace: { takesValue: true },
+  kubeconfig: { takesValue: true },
+  context: { takesValue: true },
+  help: { takesValue: false },
+  watch: { takesValue: false, commands: ['get'] },
+  'all-namespaces': { takesValue: false, commands: ['get'] },
+  reason: { takesValue: true, commands: ['approve', 'deny'] },
+  id: { takesValue: true, commands: ['approve', 'deny'] },
+  filename: { takesValue: true, commands: ['run'] },
+  local: { takesValue: false, commands: ['run'] },
+};
+const SHORT: Record<string, string> = { n: 'namespace', w: 'watch', A: 'all-namespaces', h: 'help', f: 'filename' };
+
+const isCommandName = (word: string): word is CommandName => (COMMAND_NAMES as readonly string[]).includes(word);
+
+export function parseArguments(argv: readonly string[]): Command {
+  const flags = new Map<string, string | true>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('-') || arg === '-') {
+      positionals.push(arg);
+      continue;
+    }
+    let name: string;
+    let inline: string | undefined;
+    if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
+      inline = eq >= 0 ? arg.slice(eq + 1) : undefined;
+    } else {
+      // -n agents, -nagents, -w
+      const short = SHORT[arg[1]!];
+      if (!short) throw new UsageError(`unknown flag ${arg}`, commandOf(positionals));
+      name = short;
+      inline = arg.length > 2 ? arg.slice(2).replace(/^=/, '') : undefined;
+    }
+    const spec = FLAGS[name];
+    if (!spec) throw new UsageError(`unknown flag --${name}`, commandOf(positionals));
+    if (spec.takesValue) {
+      const value = inline ?? argv[++i];
+      if (value === undefined || value === '') throw new UsageError(`flag --${name} needs a value`, commandOf(positionals));
+      flags.set(name, value);
+    } else {
+      if (inline !== undefined && inline !== 'true') throw new UsageError(`flag --${name} takes no value`, commandOf(positionals));
+      flags.set(name, true);
+    }
+  }
+
+  const [first, ...rest] = positionals;
+  if (first === 'help') {
+    const topic = rest[0];
+    if (topic !== undefined && !isCommandName(topic)) throw new UsageError(`unknown command "${topic}"`);
+    return topic ? { command: 'help', topic } : { command: 'help' };
+  }
+  if (first === undefined) {
+    if (flags.has('help')) return { command: 'help' };
+    throw new UsageError('no command given');
+  }
+  if (!isCommandName(first)) throw new UsageError(`unknown command "${first}"`);
+  if (flags.has('help')) return { command: 'help', topic: first };
+
+  for (const name of flags.keys()) {
+    const allowed = FLAGS[name]!.commands;
+    if (allowed && !allowed.includes(first)) throw new UsageError(`flag --${name} does not apply to ${first}`, first);
+  }
+  const text = (name: string) => {
+    const value = flags.get(name);
+    return typeof value === 'string' ? value : undefined;
+  };
+  const connection: Connection = {};
+  if (text('namespace')) connection.namespace = text('namespace');
+  if (text('kubeconfig')) connection.kubeconfig = text('kubeconfig');
+  if (text('context')) connection.context = text('context');
+
+  const atMost = (count: number) => {
+    if (rest.length > count) throw new UsageError(`unexpected argument "${rest[count]}"`, first);
+  };
+  const requireName = (): string => {
+    atMost(1);
+    const name = rest[0];
+    if (!name) throw new UsageError(`${first} needs the name of a CodingRun`, first);
+    return name;
+  };
+
+  switch (first) {
+    case 'get': {
+      atMost(1);
+      const allNamespaces = flags.has('all-namespaces');
+      if (allNamespaces && (rest[0] || connection.namespace)) {
+        throw new UsageError('--all-namespaces lists every run: give no NAME and no --namespace with it', first);
+      }
+      return { command: 'get', ...connection, ...(rest[0] ? { name: rest[0] } : {}), watch: flags.has('watch'), allNamespaces };
+    }
+    case 'approve': {
+      const name = requireName();
+      return { command: 'approve', ...connection, name, ...(text('id') ? { id: text('id') } : {}), ...(text('reason') ? { reason: text('reason') } : {}) };
+    }
+    case 'deny': {
+      const name = requireName();
+      const reason = text('reason');
+      if (!reason) throw new UsageError('deny needs --reason: the model reads it and tries something else', first);
+      return { command: 'deny', ...connection, name, reason, ...(text('id') ? { id: text('id') } : {}) };
+    }
+    case 'diff':
+      return { command: 'diff', ...connection, name: requireName() };
+    case 'run': {
+      atMost(0);
+      const file = text('filename');
+      if (!file) throw new UsageError('run needs -f FILE, a CodingRun manifest', first);
+      return { command: 'run', ...connection, file, local: flags.has('local') };
+    }
+  }
+}
+
+/** The command word among the positionals seen so far, for pointing at its --help. */
+function commandOf(positionals: readonly string[]): CommandName | undefined {
+  const first = positionals[0];
+  return first !== undefined && isCommandName(first) ? first : undefined;
+}

@@ -1,0 +1,141 @@
+// The plugin's only door to the API server: read runs and diff ConfigMaps, watch runs, write
+// the approval annotation. A thin adapter over client-node; every decision is elsewhere.
+// API failures become CliErrors whose message a user can act on.
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
+import { API_VERSION, APPROVAL_ANNOTATION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { statusCodeOf } from '../controller/api-errors.ts';
+import type { DiffConfigMap } from './diff-source.ts';
+import { CliError } from './errors/cli-error.ts';
+
+export interface RunList {
+  items: CodingRun[];
+  resourceVersion?: string;
+}
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface RunWatch {
+  /** Resolves when the server ends the watch (it does every few minutes) or it fails. */
+  ended: Promise<void>;
+  stop(): void;
+}
+
+export interface RunClient {
+  /** Namespace used when the command gives none: the kubeconfig context's, else "default". */
+  readonly defaultNamespace: string;
+  getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
+  /** Runs in one namespace, or in all when namespace is undefined. */
+  listRuns(namespace: string | undefined): Promise<RunList>;
+  watchRuns(
+    namespace: string | undefined,
+    name: string | undefined,
+    resourceVersion: string | undefined,
+    onEvent: (type: WatchEventType, run: CodingRun) => void,
+  ): Promise<RunWatch>;
+  setApprovalAnnotation(namespace: string, name: string, value: string): Promise<void>;
+  getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
+}
+
+/** The API server's own message from an error body (JSON Status), if there is one. */
+function serverMessage(error: unknown): string | undefined {
+  if (!(error instanceof ApiException)) return undefined;
+  const body: unknown = error.body;
+  try {
+    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown };
+    return typeof status?.message === 'string' ? status.message : undefined;
+  } catch {
+    return typeof body === 'string' && body ? body : undefined;
+  }
+}
+
+function toCliError(error: unknown, doing: string, server: string): CliError {
+  const code = statusCodeOf(error);
+  const message = serverMessage(error);
+  if (code === 401) return new CliError(`${doing}: unauthorized: the kubeconfig's credentials were refused by ${server}`);
+  if (code === 403) return new CliError(`${doing}: forbidden: ${message ?? 'your user lacks the RBAC permission'}`);
+  if (code === 404) return new CliError(`${doing}: ${message ?? 'not found'} (is the CodingRun CRD installed? kubectl get crd codingruns.chamvi.dev)`);
+  if (code !== undefined) return new CliError(`${doing}: the API server answered ${code}: ${message ?? String(error)}`);
+  const cause = error instanceof Error ? error.message : String(error);
+  return new CliError(`${doing}: cannot reach the API server at ${server}: ${cause}`);
+}
+
+export function createRunClient(kubeConfig: KubeConfig): RunClient {
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const server = kubeConfig.getCurrentCluster()?.server ?? '(no server in the kubeconfig)';
+  const context = kubeConfig.getContextObject(kubeConfig.getCurrentContext());
+  // client-node sends JSON Patch unless told otherwise; the annotation is a merge patch.
+  const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const runPath = (namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name });
+  const fail = (doing: string) => (error: unknown): never => {
+    throw toCliError(error, doing, server);
+  };
+
+  return {
+    defaultNamespace: context?.namespace || 'default',
+
+    async getRun(namespace, name) {
+      try {
+        return (await custom.getNamespacedCustomObject(runPath(namespace, name))) as CodingRun;
+      } catch (error) {
+        // A 404 for the object says `... "name" not found`; one for a missing CRD does not.
+        if (statusCodeOf(error) === 404 && /not found/.test(serverMessage(error) ?? '')) return undefined;
+        return fail(`get codingrun ${name}`)(error);
+      }
+    },
+
+    async listRuns(namespace) {
+      const list = (await (namespace
+        ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
+        : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
+      ).catch(fail('list codingruns'))) as { items?: CodingRun[]; metadata?: { resourceVersion?: string } };
+      return { items: list.items ?? [], ...(list.metadata?.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}) };
+    },
+
+    async watchRuns(namespace, name, resourceVersion, onEvent) {
+      const path = `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${PLURAL}`;
+      let finish: () => void = () => {};
+      const ended = new Promise<void>((resolve) => (finish = resolve));
+      const query: Record<string, string | boolean> = { allowWatchBookmarks: true };
+      if (resourceVersion) query.resourceVersion = resourceVersion;
+      if (name) query.fieldSelector = `metadata.name=${name}`;
+      const controller = await new Watch(kubeConfig)
+        .watch(
+          path,
+          query,
+          (type, object) => {
+            if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, object as CodingRun);
+          },
+          () => finish(),
+        )
+        .catch(fail('watch codingruns'));
+      return { ended, stop: () => controller.abort() };
+    },
+
+    async setApprovalAnnotation(namespace, name, value) {
+      const body = { metadata: { annotations: { [APPROVAL_ANNOTATION]: value } } };
+      await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
+    },
+
+    async getConfigMap(namespace, name) {
+      try {
+        const configMap = await core.readNamespacedConfigMap({ namespace, name });
+        return {
+          ...(configMap.data ? { data: configMap.data } : {}),
+          ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
+        };
+      } catch (error) {
+        if (statusCodeOf(error) === 404) return undefined;
+        return fail(`get configmap ${name}`)(error);
+      }
+    },
+  };
+}
