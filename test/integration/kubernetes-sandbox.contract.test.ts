@@ -157,6 +157,8 @@ for (const mode of ['call', 'serve'] as const) {
       container,
       toolboxCommand,
       mode,
+      // Well under vitest's test timeout, so a stuck exec fails as a TIMEOUT that names itself.
+      defaultTimeoutMs: 60_000,
       ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
     });
     return { sandbox, cleanup: () => deletePod(podName) };
