@@ -1,0 +1,66 @@
+// `diff NAME`: the full diff from the run's ConfigMap in either stored form, else the
+// bounded copy in the status with a warning when it is not the whole diff, else a clear
+// error that says when the diff will exist.
+import { gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import type { CodingRun, RunResult } from '../../operator/src/api/index.ts';
+import { chooseDiff, decodeDiffConfigMap } from '../../operator/src/cli/diff-source.ts';
+import { DiffUnavailableError } from '../../operator/src/cli/errors/diff-unavailable-error.ts';
+
+const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+const gz = (text: string) => gzipSync(text).toString('base64');
+
+const run = (result?: Partial<RunResult>, phase: NonNullable<CodingRun['status']>['phase'] = 'Succeeded'): CodingRun => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'hello', namespace: 'agents', uid: 'u' },
+  spec: {} as CodingRun['spec'],
+  status: {
+    phase,
+    ...(result ? { result: { summary: '', diff: '', diffTruncated: false, filesChanged: 1, insertions: 1, deletions: 1, ...result } } : {}),
+  },
+});
+
+describe('decodeDiffConfigMap', () => {
+  it('reads plain text under data.diff', () => {
+    expect(decodeDiffConfigMap({ data: { diff: DIFF } })).toBe(DIFF);
+  });
+
+  it('reads gzip under binaryData["diff.gz"] (base64 on the wire)', () => {
+    const big = DIFF.repeat(20_000);
+    expect(decodeDiffConfigMap({ binaryData: { 'diff.gz': gz(big) } })).toBe(big);
+  });
+
+  it('reads gzip+base64 text under data.diff', () => {
+    expect(decodeDiffConfigMap({ data: { diff: gz(DIFF) } })).toBe(DIFF);
+  });
+
+  it('keeps text that only looks like gzip+base64', () => {
+    expect(decodeDiffConfigMap({ data: { diff: 'H4sI is how my notes start' } })).toBe('H4sI is how my notes start');
+  });
+
+  it('finds nothing in a ConfigMap without the keys', () => {
+    expect(decodeDiffConfigMap({ data: { other: 'x' } })).toBeUndefined();
+  });
+});
+
+describe('chooseDiff', () => {
+  it('prefers the ConfigMap over the bounded status copy', () => {
+    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { data: { diff: DIFF } })).toEqual({ text: DIFF });
+  });
+
+  it('falls back to status.result.diff with a warning when the ConfigMap is gone and the copy is truncated', () => {
+    const diff = chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), undefined);
+    expect(diff.text).toBe(DIFF.slice(0, 10));
+    expect(diff.warning).toMatch(/ConfigMap hello-diff was not found.*first 10 characters/);
+  });
+
+  it('uses the status copy silently when it is complete and no ConfigMap is named', () => {
+    expect(chooseDiff(run({ diff: DIFF }), undefined)).toEqual({ text: DIFF });
+  });
+
+  it('says there is no diff yet for a run still working, and how to wait for it', () => {
+    expect(() => chooseDiff(run(undefined, 'Running'), undefined)).toThrow(DiffUnavailableError);
+    expect(() => chooseDiff(run(undefined, 'Running'), undefined)).toThrow(/no diff yet \(phase Running\).*get hello -w/);
+  });
+});

@@ -1,0 +1,89 @@
+// `get` output: kubectl-style ages, token totals that admit a lower bound, the pending
+// approval on the run's line, and columns that stay aligned for lines a watch adds later.
+import { describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { RunTable, formatAge, formatPending, formatTokens, runRow } from '../../operator/src/cli/format-runs.ts';
+
+const now = new Date('2026-03-01T12:00:00Z');
+const ago = (seconds: number) => new Date(now.getTime() - seconds * 1000).toISOString();
+
+const run = (name: string, status: CodingRun['status'] = {}, namespace = 'agents'): CodingRun => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name, namespace, uid: `uid-${name}`, creationTimestamp: ago(300) },
+  spec: {} as CodingRun['spec'],
+  status,
+});
+
+const usage = { inputTokens: 80, outputTokens: 20, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 100, complete: true };
+
+describe('formatAge', () => {
+  it.each([
+    [5, '5s'],
+    [119, '119s'],
+    [120, '2m'],
+    [3599, '59m'],
+    [3600 * 5, '5h'],
+    [86400 + 3600 * 4, '1d4h'],
+    [86400 * 3, '3d'],
+    [86400 * 9 + 3600, '9d'],
+  ])('prints %i seconds as %s', (seconds, expected) => {
+    expect(formatAge(ago(seconds), now)).toBe(expected);
+  });
+
+  it('never prints a negative age for a clock that runs behind the server', () => {
+    expect(formatAge(new Date(now.getTime() + 5000).toISOString(), now)).toBe('0s');
+  });
+});
+
+describe('formatTokens', () => {
+  it('prints the total, marked as a lower bound when some call reported no usage', () => {
+    expect(formatTokens(run('a', { usage }))).toBe('100');
+    expect(formatTokens(run('a', { usage: { ...usage, complete: false } }))).toBe('>=100');
+    expect(formatTokens(run('a'))).toBe('0');
+  });
+});
+
+describe('formatPending', () => {
+  it('shows the approval id, the tool and its input on one line, cut to stay readable', () => {
+    const pending = { id: 's12-c2', toolName: 'bash', input: '{"command":\n"npm test"}', requestedAt: ago(10) };
+    expect(formatPending(run('a', { phase: 'WaitingForApproval', pendingApproval: pending }))).toBe('s12-c2 bash {"command": "npm test"}');
+    const long = formatPending(run('a', { pendingApproval: { ...pending, input: JSON.stringify({ command: 'x'.repeat(500) }) } }));
+    expect(long.length).toBeLessThan(80);
+    expect(long.endsWith('...')).toBe(true);
+  });
+
+  it('is empty when nothing waits', () => {
+    expect(formatPending(run('a', { phase: 'Running' }))).toBe('');
+  });
+});
+
+describe('runRow and RunTable', () => {
+  it('shows a run with no status yet as Pending with zero steps', () => {
+    expect(runRow(run('fresh', undefined), now)).toMatchObject({ phase: 'Pending', steps: '0', tokens: '0', age: '5m', reason: '' });
+  });
+
+  it('shows the reason of a failed run', () => {
+    expect(runRow(run('bad', { phase: 'Failed', reason: 'RepoNotAllowed' }), now)).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+  });
+
+  it('prints one aligned line per run, and lines added later keep the header\'s columns', () => {
+    const rows = [run('a', { phase: 'Running', steps: 3, usage }), run('longer-name', { phase: 'Succeeded', steps: 12, usage })].map((item) => runRow(item, now));
+    const table = new RunTable(rows, { withNamespace: false });
+    const header = table.header();
+    const later = table.line(runRow(run('b', { phase: 'WaitingForApproval', steps: 4, pendingApproval: { id: 's4-c1', toolName: 'bash', input: '{}', requestedAt: ago(1) } }), now));
+    expect(header).toMatch(/^NAME\s+PHASE\s+REASON\s+STEPS\s+TOKENS\s+AGE\s+PENDING$/);
+    for (const line of [table.line(rows[0]!), later]) {
+      expect(line.indexOf(line.split(/\s{3,}/)[1]!)).toBe(header.indexOf('PHASE'));
+    }
+    expect(later.endsWith('s4-c1 bash {}')).toBe(true);
+    expect(later.slice(header.indexOf('STEPS')).startsWith('4 ')).toBe(true);
+  });
+
+  it('adds a NAMESPACE column when listing every namespace', () => {
+    const rows = [runRow(run('a', {}, 'team-a'), now)];
+    const table = new RunTable(rows, { withNamespace: true });
+    expect(table.header().startsWith('NAMESPACE')).toBe(true);
+    expect(table.line(rows[0]!).startsWith('team-a')).toBe(true);
+  });
+});

@@ -1,0 +1,66 @@
+// The plugin's command line: flags in kubectl's spelling anywhere on the line, and usage
+// errors (exit 2) that name what is wrong and which command's --help explains it.
+import { describe, expect, it } from 'vitest';
+import { UsageError } from '../../operator/src/cli/errors/usage-error.ts';
+import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
+
+const usageError = (argv: string[]): UsageError => {
+  try {
+    parseArguments(argv);
+  } catch (error) {
+    if (UsageError.isInstance(error)) return error;
+    throw error;
+  }
+  throw new Error(`${argv.join(' ')} parsed without error`);
+};
+
+describe('parseArguments', () => {
+  it('reads get with a name, watch and namespace in any order and spelling', () => {
+    expect(parseArguments(['get', 'fix-bug', '-w', '-n', 'agents'])).toEqual({ command: 'get', name: 'fix-bug', watch: true, allNamespaces: false, namespace: 'agents' });
+    expect(parseArguments(['--namespace=agents', 'get', '--watch'])).toEqual({ command: 'get', watch: true, allNamespaces: false, namespace: 'agents' });
+    expect(parseArguments(['-nagents', 'get'])).toMatchObject({ namespace: 'agents' });
+  });
+
+  it('reads the connection flags', () => {
+    expect(parseArguments(['diff', 'x', '--kubeconfig', '/tmp/kc', '--context', 'prod'])).toEqual({ command: 'diff', name: 'x', kubeconfig: '/tmp/kc', context: 'prod' });
+  });
+
+  it('reads approve with an optional id and reason, deny with its required reason', () => {
+    expect(parseArguments(['approve', 'run-1'])).toEqual({ command: 'approve', name: 'run-1' });
+    expect(parseArguments(['approve', 'run-1', '--id', 's3-c1', '--reason', 'looks fine'])).toEqual({ command: 'approve', name: 'run-1', id: 's3-c1', reason: 'looks fine' });
+    expect(parseArguments(['deny', 'run-1', '--reason', 'no network'])).toEqual({ command: 'deny', name: 'run-1', reason: 'no network' });
+  });
+
+  it('takes everything after -- as arguments', () => {
+    expect(parseArguments(['diff', '--', '-odd-name'])).toMatchObject({ command: 'diff', name: '-odd-name' });
+  });
+
+  it('answers --help for the whole plugin and for each command', () => {
+    expect(parseArguments(['--help'])).toEqual({ command: 'help' });
+    expect(parseArguments(['-h'])).toEqual({ command: 'help' });
+    expect(parseArguments(['deny', '--help'])).toEqual({ command: 'help', topic: 'deny' });
+    expect(parseArguments(['help', 'diff'])).toEqual({ command: 'help', topic: 'diff' });
+    // --help wins over a missing required flag, so a user can always read how to call it.
+    expect(parseArguments(['deny', 'x', '-h'])).toEqual({ command: 'help', topic: 'deny' });
+  });
+
+  it.each([
+    [[], /no command given/, undefined],
+    [['approve'], /approve needs the name of a CodingRun/, 'approve'],
+    [['deny', 'x'], /deny needs --reason/, 'deny'],
+    [['deny', 'x', '--reason'], /--reason needs a value/, 'deny'],
+    [['diff', 'a', 'b'], /unexpected argument "b"/, 'diff'],
+    [['frobnicate'], /unknown command "frobnicate"/, undefined],
+    [['get', '--bogus'], /unknown flag --bogus/, 'get'],
+    [['get', '-x'], /unknown flag -x/, 'get'],
+    [['diff', 'x', '-w'], /--watch does not apply to diff/, 'diff'],
+    [['get', 'x', '-A'], /--all-namespaces/, 'get'],
+    [['get', '--watch=yes'], /--watch takes no value/, 'get'],
+    [['run', '--local'], /run needs -f FILE/, 'run'],
+  ])('refuses %j with a usage error (exit 2) naming the problem', (argv, message, command) => {
+    const error = usageError(argv);
+    expect(error.message).toMatch(message);
+    expect(error.exitCode).toBe(2);
+    expect(error.command).toBe(command);
+  });
+});
