@@ -5,7 +5,7 @@
 // within 1.3x of bare rg.
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -28,8 +28,12 @@ async function time(work: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
-async function latency(sandbox: LocalSandbox, warmup: number, samples: number): Promise<{ p50: number; p99: number; n: number }> {
-  const request = { tool: 'read_file', input: { path: 'small.txt' } };
+async function latency(
+  sandbox: LocalSandbox,
+  warmup: number,
+  samples: number,
+  request: { tool: string; input: unknown } = { tool: 'read_file', input: { path: 'small.txt' } },
+): Promise<{ p50: number; p99: number; n: number }> {
   for (let index = 0; index < warmup; index += 1) await sandbox.call(request);
   const times: number[] = [];
   for (let index = 0; index < samples; index += 1) {
@@ -74,6 +78,8 @@ async function main(): Promise<void> {
     const serveSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: small, homeDir: path.join(base, 'home-serve') });
     const readCall = await latency(callSandbox, 3, 40);
     const readServe = await latency(serveSandbox, 200, 2_000);
+    // bash starts a shell per command (state lives in files): this is that cost.
+    const bashServe = await latency(serveSandbox, 20, 200, { tool: 'bash', input: { command: 'true' } });
     await callSandbox.close();
     await serveSandbox.close();
 
@@ -109,10 +115,13 @@ async function main(): Promise<void> {
       generatedAt: new Date().toISOString(),
       node: process.version,
       cpus: cpus().length,
+      // The machine is shared (other builds run): the 1-minute load average at the end.
+      loadAverage1m: round(loadavg()[0] ?? 0),
       readFile: {
         call: { ...readCall, unit: 'ms' },
         serve: { ...readServe, unit: 'ms' },
       },
+      bashTrue: { serve: { ...bashServe, unit: 'ms' } },
       grep: { files: FILES, planted, matches, engine, toolboxP50Ms: round(toolboxMs), rgP50Ms: round(rgMs), ratio: round(ratio), rounds: toolboxTimes.length },
       goals: { serveP50UnderMs: 2, serveP50Met: readServe.p50 < 2, grepRatioAtMost: 1.3, grepRatioMet: ratio <= 1.3 },
     };
@@ -123,12 +132,14 @@ async function main(): Promise<void> {
       ['measure', 'p50 ms', 'p99 ms', 'goal'],
       ['read_file via call (process per request)', readCall.p50.toFixed(2), readCall.p99.toFixed(2), ''],
       ['read_file via serve session', readServe.p50.toFixed(3), readServe.p99.toFixed(3), `< 2 ms p50: ${results.goals.serveP50Met ? 'met' : 'MISSED'}`],
+      ['bash "true" via serve session', bashServe.p50.toFixed(2), bashServe.p99.toFixed(2), ''],
       [`grep (${engine}) via serve, ${FILES} files`, toolboxMs.toFixed(2), '', ''],
       ['rg directly, same repository', rgMs.toFixed(2), '', ''],
       ['grep / rg', ratio.toFixed(2), '', `<= 1.3x: ${results.goals.grepRatioMet ? 'met' : 'MISSED'}`],
     ];
     const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
     for (const row of rows) process.stdout.write(`${row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ')}\n`);
+    process.stdout.write(`load average ${results.loadAverage1m} on ${results.cpus} cpus\n`);
     process.stdout.write(`written to ${path.relative(process.cwd(), resultsFile)}\n`);
   } finally {
     rmSync(base, { recursive: true, force: true });
