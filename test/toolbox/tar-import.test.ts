@@ -43,6 +43,26 @@ describe('import', () => {
     }
   });
 
+  it.each(['pax', 'ustar', 'gnu'])('reads the %s format of tar(1), and git archive output', async (format) => {
+    const source = mkdtempSync(path.join(tmpdir(), 'chamvi-source-'));
+    try {
+      const name = format === 'ustar' ? 'dir/ünïcode.txt' : `dir/${'n'.repeat(150)}/ünïcode.txt`;
+      mkdirSync(path.join(source, path.dirname(name)), { recursive: true });
+      writeFileSync(path.join(source, name), 'content\n');
+      const tar = execFileSync('tar', [`--format=${format}`, '-cf', '-', '-C', source, 'dir']);
+      expect((await importTar(tar)).ok).toBe(true);
+      expect(readFileSync(path.join(workspace.root, name), 'utf8')).toBe('content\n');
+      execFileSync('git', ['init', '-q'], { cwd: source });
+      execFileSync('git', ['add', '.'], { cwd: source });
+      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'x'], { cwd: source });
+      const archive = execFileSync('git', ['archive', '--prefix=archived/', 'HEAD'], { cwd: source });
+      expect((await importTar(archive)).ok).toBe(true);
+      expect(readFileSync(path.join(workspace.root, 'archived', name), 'utf8')).toBe('content\n');
+    } finally {
+      rmSync(source, { recursive: true, force: true });
+    }
+  });
+
   it('accepts a gzip-compressed stream', async () => {
     const response = await importTar(gzipSync(makeTar([{ name: 'z.txt', content: 'zipped' }])));
     expect(response.ok).toBe(true);
