@@ -1,0 +1,232 @@
+// kubectl-codingrun as a process against the local control plane: approve and deny write
+// the approval annotation for the pending call (simulated by patching the status, as the
+// operator would), the errors a user meets are clear and exit 1, bad usage exits 2, `get`
+// prints one line per run and `-w` follows a run to its end, `diff` reads the ConfigMap.
+import { spawn } from 'node:child_process';
+import { gzipSync } from 'node:zlib';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+
+const NAMESPACE = 'cli-test';
+const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
+const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Starts the plugin; `result` resolves when it exits. */
+function start(args: string[]) {
+  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], {
+    env: { ...process.env, KUBECONFIG: '' },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const result = new Promise<Result>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
+  return { child, result, output: () => stdout };
+}
+const codingrun = (...args: string[]) => start(args).result;
+
+const usage = { inputTokens: 3000, outputTokens: 120, cacheReadTokens: 1000, reasoningTokens: 0, totalTokens: 3120, complete: true };
+
+async function createRun(name: string, status?: object): Promise<void> {
+  const run = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name, namespace: NAMESPACE, annotations: { 'example.com/keep': 'yes' } },
+    spec: { task: 'Greet the world', repository: { url: 'https://github.com/acme/hello.git' }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+  };
+  const created = await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) });
+  expect(created.stderr).toBe('');
+  if (status) await patchStatus(name, status);
+}
+
+async function patchStatus(name: string, status: object): Promise<void> {
+  const patched = await kubectl(['patch', 'codingrun', name, '-n', NAMESPACE, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+  expect(patched.stderr).toBe('');
+  expect(patched.code).toBe(0);
+}
+
+async function annotations(name: string): Promise<Record<string, string>> {
+  const result = await kubectl(['get', 'codingrun', name, '-n', NAMESPACE, '-o', 'jsonpath={.metadata.annotations}']);
+  return JSON.parse(result.stdout || '{}') as Record<string, string>;
+}
+
+const waitingFor = (id: string) => ({
+  phase: 'WaitingForApproval',
+  steps: 4,
+  toolCalls: 5,
+  usage,
+  pendingApproval: { id, toolName: 'bash', input: '{"command":"npm test"}', requestedAt: new Date().toISOString() },
+});
+
+beforeAll(async () => {
+  await createNamespace(NAMESPACE);
+  await createRun('waiting', waitingFor('s4-c1'));
+  await createRun('deny-me', waitingFor('s2-c1'));
+  await createRun('running', { phase: 'Running', steps: 2, toolCalls: 2, usage: { ...usage, complete: false } });
+  await createRun('done', {
+    phase: 'Succeeded',
+    steps: 3,
+    usage,
+    result: { summary: 'Greeted.', diff: DIFF.slice(0, 20), diffTruncated: true, diffConfigMap: 'done-diff', filesChanged: 1, insertions: 1, deletions: 1 },
+  });
+  await createRun('done-gzip', {
+    phase: 'Succeeded',
+    steps: 3,
+    usage,
+    result: { summary: 'Greeted.', diff: '', diffTruncated: true, diffConfigMap: 'done-gzip-diff', filesChanged: 1, insertions: 1, deletions: 1 },
+  });
+  await createRun('done-no-map', {
+    phase: 'Succeeded',
+    steps: 3,
+    usage,
+    result: { summary: 'Greeted.', diff: DIFF, diffTruncated: false, filesChanged: 1, insertions: 1, deletions: 1 },
+  });
+  const configMaps = [
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE }, data: { diff: DIFF } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-gzip-diff', namespace: NAMESPACE }, binaryData: { 'diff.gz': gzipSync(DIFF.repeat(3)).toString('base64') } },
+  ];
+  for (const configMap of configMaps) expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(configMap) })).code).toBe(0);
+});
+
+describe('kubectl-codingrun approve and deny', () => {
+  it('approve writes the answer for the pending call as the chamvi.dev/approval annotation, keeping other annotations', async () => {
+    const result = await codingrun('approve', 'waiting', '-n', NAMESPACE);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('codingrun/waiting approved: bash call s4-c1');
+    const written = await annotations('waiting');
+    expect(JSON.parse(written['chamvi.dev/approval']!)).toEqual({ id: 's4-c1', decision: 'approve' });
+    expect(written['example.com/keep']).toBe('yes');
+  });
+
+  it('deny --reason writes the decision with its reason', async () => {
+    const result = await codingrun('deny', 'deny-me', '--reason', 'no network in tests', '-n', NAMESPACE, '--id', 's2-c1');
+    expect(result.code).toBe(0);
+    expect(JSON.parse((await annotations('deny-me'))['chamvi.dev/approval']!)).toEqual({ id: 's2-c1', decision: 'deny', reason: 'no network in tests' });
+  });
+
+  it('refuses a wrong approval id with exit 1, naming the pending one, and writes nothing', async () => {
+    await patchStatus('deny-me', waitingFor('s3-c1'));
+    await kubectl(['annotate', 'codingrun', 'deny-me', '-n', NAMESPACE, 'chamvi.dev/approval-']);
+    const result = await codingrun('approve', 'deny-me', '--id', 's2-c1', '-n', NAMESPACE);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('waiting for approval s3-c1 (bash), not s2-c1');
+    expect((await annotations('deny-me'))['chamvi.dev/approval']).toBeUndefined();
+  });
+
+  it('refuses a run with nothing pending with exit 1', async () => {
+    const result = await codingrun('approve', 'running', '-n', NAMESPACE);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('codingrun "running" has no pending approval (phase Running)');
+  });
+
+  it('refuses an unknown run with exit 1 and says how to list runs', async () => {
+    const result = await codingrun('deny', 'no-such-run', '--reason', 'x', '-n', NAMESPACE);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`codingrun "no-such-run" not found in namespace "${NAMESPACE}"`);
+    expect(result.stderr).toContain(`kubectl codingrun get -n ${NAMESPACE}`);
+  });
+
+  it('exits 2 with a pointer to --help on bad usage, before touching the cluster', async () => {
+    const result = await codingrun('deny', 'waiting', '-n', NAMESPACE);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('deny needs --reason');
+    expect(result.stderr).toContain("Run 'kubectl-codingrun deny --help' for usage.");
+  });
+
+  it('prints help for each command with exit 0', async () => {
+    for (const command of ['get', 'approve', 'deny', 'diff', 'run']) {
+      const result = await codingrun(command, '--help');
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain(`Usage: kubectl codingrun ${command}`);
+      expect(result.stdout).toContain('Exit codes: 0 done, 1 error');
+    }
+  });
+});
+
+describe('kubectl-codingrun get', () => {
+  it('prints one line per run with phase, steps, tokens and the pending approval', async () => {
+    const result = await codingrun('get', '-n', NAMESPACE);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^NAME\s+PHASE\s+REASON\s+STEPS\s+TOKENS\s+AGE\s+PENDING$/);
+    const line = (name: string) => lines.find((candidate) => candidate.startsWith(`${name} `))!;
+    expect(line('waiting')).toMatch(/^waiting\s+WaitingForApproval\s+4\s+3120\s+\d+s\s+s4-c1 bash \{"command":"npm test"\}$/);
+    expect(line('running')).toMatch(/^running\s+Running\s+2\s+>=3120\s+\d+s$/);
+    expect(line('done')).toMatch(/^done\s+Succeeded\s+3\s+3120\s+\d+s$/);
+  });
+
+  it('prints one run by name, and fails with exit 1 for an unknown one', async () => {
+    const result = await codingrun('get', 'running', '-n', NAMESPACE);
+    expect(result.stdout.trimEnd().split('\n')).toHaveLength(2);
+    const missing = await codingrun('get', 'nope', '-n', NAMESPACE);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('not found');
+  });
+
+  it('lists every namespace with -A', async () => {
+    const result = await codingrun('get', '-A');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(new RegExp(`^${NAMESPACE}\\s+running\\s+Running`, 'm'));
+  });
+
+  it('-w prints a line per change and stops when the named run ends', async () => {
+    const watch = start(['get', 'running', '-w', '-n', NAMESPACE]);
+    const deadline = Date.now() + 20_000;
+    while (!watch.output().includes('Running') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    await patchStatus('running', { phase: 'Running', steps: 3 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await patchStatus('running', { phase: 'Succeeded', steps: 3, completionTime: new Date().toISOString() });
+    const result = await Promise.race([
+      watch.result,
+      new Promise<Result>((_, reject) => setTimeout(() => reject(new Error(`watch did not end: ${watch.output()}`)), 20_000)),
+    ]);
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^NAME\s+PHASE/);
+    expect(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 3).join(' '))).toEqual(['running Running 2', 'running Running 3', 'running Succeeded 3']);
+  });
+});
+
+describe('kubectl-codingrun diff', () => {
+  it('prints the full diff from the ConfigMap, not the truncated status copy', async () => {
+    const result = await codingrun('diff', 'done', '-n', NAMESPACE);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(DIFF);
+  });
+
+  it('decompresses a gzip diff stored as binaryData', async () => {
+    const result = await codingrun('diff', 'done-gzip', '-n', NAMESPACE);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(DIFF.repeat(3));
+  });
+
+  it('falls back to status.result.diff when no ConfigMap is named', async () => {
+    const result = await codingrun('diff', 'done-no-map', '-n', NAMESPACE);
+    expect(result.stdout).toBe(DIFF);
+  });
+
+  it('warns on stderr when only the truncated copy is left', async () => {
+    await kubectl(['delete', 'configmap', 'done-diff', '-n', NAMESPACE]);
+    const result = await codingrun('diff', 'done', '-n', NAMESPACE);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${DIFF.slice(0, 20)}\n`);
+    expect(result.stderr).toContain('ConfigMap done-diff was not found');
+  });
+
+  it('says a run still working has no diff yet, with exit 1', async () => {
+    const result = await codingrun('diff', 'deny-me', '-n', NAMESPACE);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('has no diff yet (phase WaitingForApproval)');
+  });
+});
