@@ -19,6 +19,8 @@ import { ToolboxError } from './toolbox-error.ts';
 
 /** Keep the logs of this many recent commands; older ones are deleted. */
 const KEEP_COMMAND_LOGS = 200;
+/** And at most this much log in all (each stream alone may reach the 64 MiB cap). */
+const KEEP_LOG_BYTES = 512 * 1_048_576;
 /** How often the log sizes are checked against the cap. */
 const CAP_POLL_MS = 20;
 /** Commands are passed as one argv string, which Linux limits to 128 KiB. */
@@ -126,7 +128,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     timedOut,
     durationMs: Math.round(performance.now() - started),
   };
-  void pruneLogs(outDirectory);
+  await pruneLogs(outDirectory, stdoutSize + stderrSize > 1_048_576).catch(() => undefined);
   return result;
 }
 
@@ -200,9 +202,20 @@ export function newLogId(): string {
   return `${Date.now().toString(36).padStart(9, '0')}-${randomBytes(4).toString('hex')}`;
 }
 
-async function pruneLogs(directory: string): Promise<void> {
-  const names = (await readdir(directory).catch(() => [] as string[])).sort();
+/** Deletes the oldest logs past the count, and (after a large command) past the byte budget. */
+async function pruneLogs(directory: string, checkSize: boolean): Promise<void> {
+  let names = (await readdir(directory)).sort();
   const excess = names.length - KEEP_COMMAND_LOGS * 2;
-  if (excess <= 0) return;
-  await Promise.all(names.slice(0, excess).map((name) => unlink(path.join(directory, name)).catch(() => undefined)));
+  if (excess > 0) {
+    await Promise.all(names.slice(0, excess).map((name) => unlink(path.join(directory, name)).catch(() => undefined)));
+    names = names.slice(excess);
+  }
+  if (!checkSize) return;
+  const sizes = await Promise.all(names.map((name) => stat(path.join(directory, name)).then((stats) => stats.size, () => 0)));
+  let total = sizes.reduce((sum, size) => sum + size, 0);
+  // Oldest first; the newest pair (this command's logs) is always kept.
+  for (let index = 0; index < names.length - 2 && total > KEEP_LOG_BYTES; index += 1) {
+    await unlink(path.join(directory, names[index] as string)).catch(() => undefined);
+    total -= sizes[index] ?? 0;
+  }
 }

@@ -1,7 +1,7 @@
 // bash, bash_output and bash_kill: persisted state, process groups, timeouts that kill the
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
@@ -110,6 +110,18 @@ describe('bash', () => {
         const response = await session.call({ tool: 'bash', input: { command: 'true' } }, { timeoutMs: 5_000 });
         expect(response.ok).toBe(true);
       }
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('keeps the logs of the last 200 commands only', async () => {
+    const session = await openSession(workspace);
+    try {
+      const first = resultOf<Bash>(await session.call({ tool: 'bash', input: { command: 'echo first' } }));
+      for (let index = 0; index < 200; index += 1) await session.call({ tool: 'bash', input: { command: 'true' } });
+      expect(readdirSync(`${workspace.home}/out`).length).toBeLessThanOrEqual(400);
+      expect(errorCodeOf(await session.call({ tool: 'read_file', input: { path: first.stdoutLog } }))).toBe('NOT_FOUND');
     } finally {
       await session.close();
     }
