@@ -219,4 +219,32 @@ describe('the chart on the local control plane', () => {
       expect(admitted.code).toBe(0);
     }
   });
+
+  it('with an empty allowRepo, refuses every run and says how to allow repositories', async () => {
+    const namespace = 'chamvi-chart-empty';
+    await createNamespace(namespace);
+    const rendered = await template(
+      '--set', 'fullnameOverride=chart-empty',
+      '--set', 'admissionPolicy.enabled=true',
+      '--set', `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${namespace}`,
+      '--show-only', 'templates/admission-policy.yaml',
+    );
+    expect(rendered.code).toBe(0);
+    const applied = await kubectl(['apply', '-f', '-'], { input: rendered.stdout });
+    expect(applied.stderr).toBe('');
+    try {
+      const run = { ...codingRun('any', 'https://github.com/acme/webapp.git'), metadata: { name: 'any', namespace } };
+      let refused = await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) });
+      for (let attempt = 0; attempt < 60 && refused.code === 0; attempt++) {
+        await kubectl(['delete', 'codingrun', 'any', '-n', namespace, '--ignore-not-found']);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        refused = await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) });
+      }
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toContain("no repository is allowed yet: a cluster admin must add a pattern such as https://github.com/acme/* to the chamvi-operator chart's config.allowRepo");
+    } finally {
+      await kubectl(['delete', '-f', '-'], { input: rendered.stdout });
+      await deleteNamespace(namespace);
+    }
+  });
 });
