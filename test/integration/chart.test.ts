@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
-import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { loadOperatorConfig, operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
 import { controlPlaneBin, createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 
 const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url).pathname;
@@ -102,6 +102,15 @@ describe('the chart, offline', () => {
     expect(config.maxActiveRuns).toBe(7);
     expect(config.redisUrl).toBe(`redis://${RELEASE}-chamvi-operator-redis.${NAMESPACE}.svc:6379`);
     expect(config.leaderElection).toMatchObject({ enabled: true, namespace: NAMESPACE, leaseName: `${RELEASE}-chamvi-operator` });
+  });
+
+  it('lets values set every operator config key the chart does not fill in itself', () => {
+    const schema = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as { properties: { config: { properties: object } } };
+    const settable = Object.keys(schema.properties.config.properties);
+    // redisUrl, httpPort and leaderElection come from their own sections; identity is the pod name.
+    const chartOwned = ['redisUrl', 'httpPort', 'leaderElection', 'identity'];
+    const operatorKeys = Object.keys(operatorConfigSchema.shape).filter((key) => !chartOwned.includes(key));
+    expect(operatorKeys.filter((key) => !settable.includes(key))).toEqual([]);
   });
 
   it('runs a restricted operator Deployment with two replicas, probes on httpPort and the config mounted', async () => {
