@@ -197,6 +197,23 @@ describe('kubectl-codingrun get', () => {
   });
 });
 
+describe('kubectl-codingrun get -w without a name', () => {
+  it('prints every run, then a line for each change, until interrupted', async () => {
+    const watch = start(['get', '-w', '-n', NAMESPACE]);
+    const deadline = Date.now() + 20_000;
+    while (!watch.output().includes('done-no-map') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    const before = watch.output().trimEnd().split('\n').length;
+    await patchStatus('waiting', { phase: 'Running', steps: 5, pendingApproval: null });
+    while (!/waiting\s+Running\s+5/.test(watch.output()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    watch.child.kill('SIGINT');
+    const result = await watch.result;
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(before + 1);
+    expect(lines.at(-1)).toMatch(/^waiting\s+Running\s+5\s+3120\s+\d+s$/);
+  });
+});
+
 describe('kubectl-codingrun diff', () => {
   it('prints the full diff from the ConfigMap, not the truncated status copy', async () => {
     const result = await codingrun('diff', 'done', '-n', NAMESPACE);
