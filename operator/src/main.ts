@@ -11,9 +11,13 @@ import { EventRecorder } from './controller/event-recorder.ts';
 import { createKubeGateway } from './controller/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
-import { idleAgent } from './controller/run-agent.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
+import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
+import { sandboxPodName } from './reconcile/names.ts';
+import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
+import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
+import { startAgentRuntime } from './workers/agent-runtime.ts';
 
 function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
   const flag = argv.indexOf('--config');
@@ -43,14 +47,30 @@ async function main(): Promise<void> {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   const kube = createKubeGateway(kubeConfig);
-  const controller = new RunController(
-    kubeConfig,
+  const events = new EventRecorder(kube, config.identity, logger);
+  // Workers run in every replica; only the leader reconciles.
+  const agent = startAgentRuntime({
     config,
-    { kube, agent: idleAgent, events: new EventRecorder(kube, config.identity, logger) },
+    kubeConfig,
+    kube,
+    events,
     logger,
-  );
+    sandboxFor: (run) =>
+      createKubernetesSandbox({
+        kubeConfig,
+        namespace: run.metadata.namespace,
+        podName: sandboxPodName(run.metadata.name),
+        container: SANDBOX_CONTAINER,
+        toolboxCommand: config.toolboxCommand,
+        mode: 'serve',
+      }),
+    callingPolicy: DEFAULT_CALLING_POLICY,
+    callingPolicyDependencies: createSystemCallingPolicyDependencies(),
+  });
+  const controller = new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger);
   const health = await startHealthServer(config.httpPort, {
     informers: async () => (controller.synced ? undefined : 'caches not synced yet'),
+    redis: agent.checkRedis,
   });
   logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
 
@@ -65,6 +85,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'shutting down');
     controller.stop();
     await elector?.release();
+    await agent.close();
     health.close();
     process.exit(0);
   };

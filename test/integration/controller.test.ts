@@ -96,7 +96,7 @@ describe('a single operator', () => {
     const [pod] = pods;
     expect(pod!.spec.nodeName).toBe('kwok-node-0');
     expect(pod!.spec.automountServiceAccountToken).toBe(false);
-    expect(pod!.spec.activeDeadlineSeconds).toBe(1800);
+    expect(pod!.spec.activeDeadlineSeconds).toBe(1800 + 2 * 60);
     const container = pod!.spec.containers[0];
     expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
     expect(container.resources.limits['ephemeral-storage']).toBeDefined();

@@ -61,7 +61,7 @@ describe('buildSandboxPod', () => {
   });
 
   it('ends itself at the budget timeout through activeDeadlineSeconds', () => {
-    expect(pod.spec!.activeDeadlineSeconds).toBe(90);
+    expect(pod.spec!.activeDeadlineSeconds).toBe(90 + 2 * config.deadlineGraceSeconds);
     expect(pod.spec!.restartPolicy).toBe('Never');
   });
 

@@ -18,6 +18,11 @@ export const REASONS = {
   SandboxLost: 'SandboxLost',
   ModelAuthFailed: 'ModelAuthFailed',
   ModelUnavailable: 'ModelUnavailable',
+  ModelRequestRejected: 'ModelRequestRejected',
+  ModelConfigurationInvalid: 'ModelConfigurationInvalid',
+  ModelScriptInvalid: 'ModelScriptInvalid',
+  /** The agent failed for a reason of its own (a bug or a broken sandbox); the message says which. */
+  AgentFailed: 'AgentFailed',
   StateLost: 'StateLost',
   Deleted: 'Deleted',
   // Success

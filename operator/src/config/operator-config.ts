@@ -40,6 +40,14 @@ export const operatorConfigSchema = z
       .prefault({}),
     identity: z.string().min(1).default(() => `${process.env.HOSTNAME ?? 'operator'}-${process.pid}`),
     reconcileConcurrency: positiveInt('Runs reconciled at once.', 4, 100),
+    /**
+     * The agent stops a run at budget.timeout and takes its partial diff. The controller
+     * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
+     * is later still, so the diff can be taken.
+     */
+    deadlineGraceSeconds: z.coerce.number().int().min(0).max(3600).default(60),
+    /** BullMQ queue and run-state key prefix in Redis (tests give each run its own). */
+    redisPrefix: z.string().min(1).regex(/^[A-Za-z0-9_-]+$/).default('chamvi'),
     httpPort: z.coerce.number().int().min(0).max(65535).default(8080),
   })
   .strict();
@@ -57,6 +65,8 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
+  CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },
+  CHAMVI_REDIS_PREFIX: { key: 'redisPrefix' },
 };
 
 export class ConfigError extends Error {

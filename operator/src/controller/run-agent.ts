@@ -3,9 +3,18 @@
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 
+/** A human's answer to a pending approval (the chamvi.dev/approval annotation). */
+export interface ApprovalAnswer {
+  id: string;
+  decision: 'approve' | 'deny';
+  reason?: string;
+}
+
 export interface RunAgent {
   /** Enqueue the run's first job (prepare). A second call for the same run does nothing. */
   start(run: ParsedCodingRun): Promise<void>;
+  /** Continue a run parked on an approval with the answer. Idempotent per approval id. */
+  resume(run: CodingRun, answer: ApprovalAnswer): Promise<void>;
   /** Remove the run's queued jobs and its state. Safe when there is nothing to remove. */
   stop(run: CodingRun): Promise<void>;
 }
@@ -13,5 +22,6 @@ export interface RunAgent {
 /** Until the workers are wired, runs stop at Running; tests of the controller use this. */
 export const idleAgent: RunAgent = {
   async start() {},
+  async resume() {},
   async stop() {},
 };

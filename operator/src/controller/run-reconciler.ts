@@ -174,6 +174,9 @@ export class RunReconciler {
         if (parsed.ok) await agent.start({ ...run, spec: parsed.spec } as ParsedCodingRun);
         return run;
       }
+      case 'resumeAgent':
+        await agent.resume(run, action.answer);
+        return run;
       case 'stopAgent':
         await agent.stop(run);
         return run;

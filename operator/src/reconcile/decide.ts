@@ -3,6 +3,8 @@
 // every time and never trusts the event that caused the call.
 import { FINALIZER, REASONS, durationMs, isTerminal, type CodingRun, type CodingRunSpec, type CodingRunStatus, type Phase } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { readApprovalAnnotation } from './approval-answer.ts';
+import { finishStatus, type TerminalPhase } from './finish-status.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
@@ -42,17 +44,10 @@ class StatusBuilder {
     return this;
   }
 
-  finish(phase: 'Succeeded' | 'Failed' | 'Cancelled', reason: string, message: string): this {
-    this.phase(phase, reason, message, { type: phase === 'Succeeded' ? 'Normal' : 'Warning', reason, message });
-    this.status.completionTime = this.now.toISOString();
-    delete this.status.pendingApproval;
-    this.condition({ type: 'Complete', status: 'True', reason, message });
-    if (findCondition(this.status.conditions, 'SandboxReady')?.status === 'True') {
-      this.condition({ type: 'SandboxReady', status: 'False', reason: 'RunFinished', message: 'The sandbox is removed once the run ends.' });
-    }
-    if (findCondition(this.status.conditions, 'AwaitingApproval')?.status === 'True') {
-      this.condition({ type: 'AwaitingApproval', status: 'False', reason, message: 'The run ended.' });
-    }
+  finish(phase: TerminalPhase, reason: string, message: string): this {
+    const changed = this.status.phase !== phase || this.status.reason !== reason;
+    finishStatus(this.status, phase, reason, message, this.generation, this.now);
+    if (changed) this.events.push({ type: phase === 'Succeeded' ? 'Normal' : 'Warning', reason, message });
     return this;
   }
 
@@ -155,9 +150,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     builder.condition({ type: 'SandboxReady', status: 'False', reason: 'Provisioning', message: 'The sandbox pod is being created.' });
   }
 
-  // 3. The wall clock, from the start of the run.
+  // 3. The wall clock, from the start of the run. The agent ends a running run at the
+  // timeout itself (keeping its partial diff); the controller steps in after a grace.
   builder.status.startTime ??= now.toISOString();
-  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout);
+  const grace = builder.status.phase === 'Provisioning' ? 0 : config.deadlineGraceSeconds * 1000;
+  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout) + grace;
   if (now.getTime() >= deadline) {
     builder.finish('Failed', REASONS.DeadlineExceeded, `The run did not finish within its budget.timeout of ${spec.budget.timeout}; raise spec.budget.timeout for a longer task.`);
     stopSandbox();
@@ -196,6 +193,26 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     builder.condition({ type: 'SandboxReady', status: 'True', reason: 'PodReady', message: `Sandbox pod ${pod.name} is ready.` });
     builder.phase('Running', undefined, 'The agent is working.', { type: 'Normal', reason: 'SandboxReady', message: `Sandbox pod ${pod.name} is ready; starting the agent` });
     actions.push({ type: 'startAgent' });
+  }
+  // 5. A run parked on an approval: pass on a matching answer, or deny at the timeout.
+  const pending = run.status?.pendingApproval;
+  if (currentPhase === 'WaitingForApproval' && pending) {
+    const reading = readApprovalAnnotation(run);
+    if (reading.kind === 'answer' && reading.answer.id === pending.id) {
+      actions.push({ type: 'resumeAgent', answer: reading.answer });
+      return done(untilDeadline);
+    }
+    if (reading.kind === 'answer') {
+      builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
+    } else if (reading.kind === 'invalid') {
+      builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: reading.message });
+    }
+    const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
+    if (now.getTime() >= timeoutAt) {
+      actions.push({ type: 'resumeAgent', answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` } });
+      return done(untilDeadline);
+    }
+    return done(Math.min(untilDeadline, timeoutAt - now.getTime()));
   }
   return done(untilDeadline);
 }

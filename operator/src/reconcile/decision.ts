@@ -13,6 +13,8 @@ export type Action =
   | { type: 'deleteConfigMaps'; names: string[] }
   /** Hand the run to the agent workers (enqueue `prepare`). Idempotent. */
   | { type: 'startAgent' }
+  /** Continue a run parked on an approval with a human's (or the timeout's) answer. */
+  | { type: 'resumeAgent'; answer: { id: string; decision: 'approve' | 'deny'; reason?: string } }
   /** Remove the run's queued jobs and Redis state. Idempotent. */
   | { type: 'stopAgent' }
   | { type: 'deleteRun' };

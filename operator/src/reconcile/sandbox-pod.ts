@@ -111,8 +111,9 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // The budget's wall clock, rounded up: the kubelet ends the pod even if the operator is gone.
-      activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000),
+      // The budget's wall clock plus time to take the diff: the kubelet ends the pod even if
+      // the operator is gone.
+      activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000) + 2 * config.deadlineGraceSeconds,
       terminationGracePeriodSeconds: 5,
       ...(sandbox.runtimeClassName ? { runtimeClassName: sandbox.runtimeClassName } : {}),
       securityContext: {

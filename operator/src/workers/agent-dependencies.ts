@@ -1,0 +1,70 @@
+// What every agent job needs, injected: state, status, cluster reads, the sandbox, the
+// queue, the model factory, events, a clock and a logger. Nothing here is a singleton.
+import type { LanguageModel } from 'ai';
+import { REASONS, codingRunSpec, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import type { EventRecorder } from '../controller/event-recorder.ts';
+import { finishStatus } from '../reconcile/finish-status.ts';
+import type { RunEvent } from '../reconcile/decision.ts';
+import type { JobEnqueuer } from './agent-queue.ts';
+import type { RunResources } from './run-resources.ts';
+import type { RunStateStore } from './run-state.ts';
+import type { RunStatusWriter } from './run-status-writer.ts';
+import type { SandboxPool } from './sandbox-pool.ts';
+
+export interface AgentLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/** Builds the model for one call: reads the key or the script fresh from the run's namespace. */
+export type ModelFactory = (run: ParsedCodingRun) => Promise<LanguageModel>;
+
+export interface AgentDependencies {
+  states: RunStateStore;
+  status: RunStatusWriter;
+  resources: RunResources;
+  sandboxes: SandboxPool;
+  queue: JobEnqueuer;
+  models: ModelFactory;
+  events: EventRecorder;
+  getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
+  allowFileProtocol: boolean;
+  logger: AgentLogger;
+  now(): Date;
+}
+
+export interface RunRef {
+  uid: string;
+  namespace: string;
+  name: string;
+}
+
+/** The run as it is now, if it still exists, is the same run and is not finished. */
+export async function liveRun(deps: AgentDependencies, ref: RunRef): Promise<ParsedCodingRun | undefined> {
+  const run = await deps.getRun(ref.namespace, ref.name);
+  if (!run || run.metadata.uid !== ref.uid || run.metadata.deletionTimestamp) return undefined;
+  const phase = run.status?.phase;
+  if (phase === 'Succeeded' || phase === 'Failed' || phase === 'Cancelled') return undefined;
+  const spec = codingRunSpec.safeParse(run.spec);
+  return spec.success ? { ...run, spec: spec.data } : undefined;
+}
+
+/** Ends a run as Failed with a reason and a message, records the Event, drops its state. */
+export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string): Promise<void> {
+  const now = deps.now();
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, run) => finishStatus(status, 'Failed', reason, message, run.metadata.generation ?? 0, now));
+  if (outcome.written) await deps.events.record(outcome.run, { type: 'Warning', reason, message });
+  deps.logger.warn({ namespace: ref.namespace, name: ref.name, uid: ref.uid, reason }, message);
+  await deps.states.delete(ref.uid);
+  await deps.sandboxes.release(ref.uid);
+}
+
+export async function recordEvent(deps: AgentDependencies, run: CodingRun, event: RunEvent): Promise<void> {
+  await deps.events.record(run, event);
+}
+
+export const STATE_LOST_MESSAGE =
+  'The run\'s working state is gone from Redis (was Redis restarted without persistence?); create the run again. Enable AOF persistence to survive restarts.';
+
+export { REASONS };

@@ -1,0 +1,89 @@
+// Assembles the agent side of a replica: Redis connections, the queue, the run-state
+// store, the sandbox pool and the worker, and hands the controller its RunAgent port.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { ParsedCodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import type { EventRecorder } from '../controller/event-recorder.ts';
+import type { KubeGateway } from '../controller/kube-gateway.ts';
+import type { RunAgent } from '../controller/run-agent.ts';
+import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { AgentLogger } from './agent-dependencies.ts';
+import { AgentQueue } from './agent-queue.ts';
+import { startAgentWorker } from './agent-worker.ts';
+import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { createModelFactory } from './model-factory.ts';
+import { kubernetesRunResources } from './run-resources.ts';
+import { RunStateStore } from './run-state.ts';
+import { RunStatusWriter } from './run-status-writer.ts';
+import { SandboxPool } from './sandbox-pool.ts';
+
+export interface AgentRuntimeOptions {
+  config: OperatorConfig;
+  kubeConfig: KubeConfig;
+  kube: KubeGateway;
+  events: EventRecorder;
+  logger: AgentLogger;
+  sandboxFor(run: ParsedCodingRun): Sandbox;
+  callingPolicy: CallingPolicy;
+  callingPolicyDependencies: CallingPolicyDependencies;
+  fetch?: typeof globalThis.fetch;
+}
+
+export interface AgentRuntime {
+  runAgent: RunAgent;
+  checkRedis(): Promise<string | undefined>;
+  close(): Promise<void>;
+}
+
+export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
+  const { config } = options;
+  // BullMQ workers block on Redis and must never give up a command (maxRetriesPerRequest null).
+  const connect = () => new Redis(config.redisUrl, { maxRetriesPerRequest: null, lazyConnect: false });
+  const stateRedis = connect();
+  const queueRedis = connect();
+  const workerRedis = connect();
+  for (const redis of [stateRedis, queueRedis, workerRedis]) {
+    redis.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
+  }
+  const states = new RunStateStore(stateRedis, config.redisPrefix);
+  const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
+  const sandboxes = new SandboxPool(options.sandboxFor);
+  const agentQueue = new AgentQueue(queue, states, sandboxes);
+  const resources = kubernetesRunResources(options.kubeConfig);
+  const worker = startAgentWorker(
+    {
+      states,
+      status: new RunStatusWriter(options.kube),
+      resources,
+      sandboxes,
+      queue: agentQueue,
+      models: createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
+      events: options.events,
+      getRun: (namespace, name) => options.kube.getRun(namespace, name),
+      allowFileProtocol: config.allowRepo.some((pattern) => pattern.startsWith('file://')),
+      logger: options.logger,
+      now: () => new Date(),
+    },
+    { connection: workerRedis, prefix: config.redisPrefix, concurrency: config.workerConcurrency },
+  );
+  return {
+    runAgent: agentQueue,
+    async checkRedis() {
+      try {
+        await stateRedis.ping();
+        return undefined;
+      } catch (error) {
+        return `redis unreachable: ${(error as Error).message}`;
+      }
+    },
+    async close() {
+      await worker.close();
+      await queue.close();
+      await sandboxes.closeAll();
+      for (const redis of [stateRedis, queueRedis, workerRedis]) redis.disconnect();
+    },
+  };
+}

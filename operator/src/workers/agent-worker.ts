@@ -1,0 +1,105 @@
+// The BullMQ worker that runs agent jobs in every replica. It maps what a job throws to
+// the run's fate: a model error with a reason ends the run with it; the deadline turns
+// into a finalize that keeps the partial diff; anything else is retried by BullMQ, and
+// ends the run as AgentFailed when the retries are spent.
+import { Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { REASONS } from '../api/index.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
+import { failRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { runFinalizeJob } from './finalize-job.ts';
+import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { runPrepareJob } from './prepare-job.ts';
+import { runResumeJob } from './resume-job.ts';
+import { runStepJob } from './step-job.ts';
+
+export interface AgentWorkerOptions {
+  connection: ConnectionOptions;
+  prefix: string;
+  concurrency: number;
+  /** How long a job's lock lasts without renewal: a dead worker's job is taken over after it. */
+  lockDurationMs?: number;
+  stalledIntervalMs?: number;
+}
+
+const MODEL_REASONS = new Set<string>([
+  REASONS.ModelAuthFailed,
+  REASONS.ModelUnavailable,
+  REASONS.ModelRequestRejected,
+  REASONS.ModelConfigurationInvalid,
+  REASONS.ModelScriptInvalid,
+]);
+
+function reasonOf(error: unknown): string | undefined {
+  const reason = (error as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === 'string' && MODEL_REASONS.has(reason) ? reason : undefined;
+}
+
+function isDeadline(error: unknown): boolean {
+  const name = (error as { name?: string } | undefined)?.name;
+  return name === 'TimeoutError' || (name === 'AbortError' && /timeout|timed out/i.test(String((error as Error).message)));
+}
+
+async function process(deps: AgentDependencies, job: Job<AgentJobData, void, AgentJobName>): Promise<void> {
+  const ref: RunRef = { uid: job.data.uid, namespace: job.data.namespace, name: job.data.name };
+  switch (job.name) {
+    case 'prepare':
+      return runPrepareJob(deps, ref);
+    case 'step':
+      return runStepJob(deps, ref, job.data.step ?? 0);
+    case 'resume':
+      return runResumeJob(deps, ref, job.data.approval!);
+    case 'finalize':
+      return runFinalizeJob(deps, ref);
+  }
+}
+
+/** The deadline passed during a step: stop the loop and keep what was done. */
+async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef): Promise<void> {
+  const state = await deps.states.load(ref.uid);
+  if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
+  state.stage = 'finalizing';
+  state.stop = { reason: 'DeadlineExceeded', message: 'The run reached spec.budget.timeout; the partial diff is kept. Raise the timeout or narrow the task.' };
+  await deps.states.save(state);
+  await deps.queue.finalize(ref);
+}
+
+export function startAgentWorker(deps: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
+  const worker = new Worker<AgentJobData, void, AgentJobName>(
+    QUEUE_NAME,
+    async (job) => {
+      const ref: RunRef = { uid: job.data.uid, namespace: job.data.namespace, name: job.data.name };
+      const log = { namespace: ref.namespace, name: ref.name, uid: ref.uid, job: job.name, step: job.data.step, attempt: job.attemptsMade + 1 };
+      try {
+        await process(deps, job);
+      } catch (error) {
+        const reason = reasonOf(error);
+        if (reason) {
+          await failRun(deps, ref, reason, (error as Error).message);
+          return;
+        }
+        if (job.name === 'step' && isDeadline(error)) {
+          await finalizeAfterDeadline(deps, ref);
+          return;
+        }
+        const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+        deps.logger.warn({ ...log, err: error instanceof Error ? error.message : String(error), lastAttempt }, 'agent job failed');
+        if (lastAttempt) {
+          const why = SandboxError.isInstance(error) ? REASONS.SandboxLost : REASONS.AgentFailed;
+          await failRun(deps, ref, why, `The ${job.name} job failed ${job.attemptsMade + 1} times: ${error instanceof Error ? error.message : String(error)}`);
+          return;
+        }
+        throw error;
+      }
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockDurationMs ?? 30_000,
+      stalledInterval: options.stalledIntervalMs ?? 15_000,
+      maxStalledCount: 3,
+    },
+  );
+  worker.on('error', (error) => deps.logger.error({ err: error.message }, 'agent worker error'));
+  return worker;
+}

@@ -1,0 +1,32 @@
+// The model for one step: reads the API key (or the script) from the run's namespace for
+// every call, so a rotated key takes effect at the next step and no key is ever kept in
+// memory longer than a call, in Redis or in job data.
+import type { LanguageModel } from 'ai';
+import type { ParsedCodingRun } from '../api/index.ts';
+import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
+import { createLanguageModel } from '../providers/create-language-model.ts';
+import { ModelConfigurationError } from '../providers/errors/model-configuration-error.ts';
+import { parseModelScript } from '../providers/scripted/model-script-schema.ts';
+import { withCallingPolicy } from '../providers/with-calling-policy.ts';
+import type { ModelFactory } from './agent-dependencies.ts';
+import type { RunResources } from './run-resources.ts';
+
+export function createModelFactory(resources: RunResources, policy: CallingPolicy, dependencies: CallingPolicyDependencies, fetch?: typeof globalThis.fetch): ModelFactory {
+  return async (run: ParsedCodingRun): Promise<LanguageModel> => {
+    const { model } = run.spec;
+    const { namespace } = run.metadata;
+    let apiKey: string | undefined;
+    let script;
+    if (model.apiKeySecretRef) {
+      apiKey = await resources.secretValue(namespace, model.apiKeySecretRef.name, model.apiKeySecretRef.key);
+      if (apiKey === undefined) throw new ModelConfigurationError(`Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`);
+    }
+    if (model.scriptRef) {
+      const text = await resources.configMapValue(namespace, model.scriptRef.name, model.scriptRef.key);
+      if (text === undefined) throw new ModelConfigurationError(`ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`);
+      script = parseModelScript(text);
+    }
+    const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });
+    return withCallingPolicy(languageModel, { policy, dependencies, secrets: [apiKey] });
+  };
+}

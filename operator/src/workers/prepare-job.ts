@@ -1,0 +1,82 @@
+// prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
+// into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
+import { spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { buildStartMessage } from '../agent/system-prompt.ts';
+import { emptyUsage } from '../agent/usage-accounting.ts';
+import { noFilesTouched } from '../agent/files-touched.ts';
+import { REASONS, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { cutAtLine } from './diff-stats.ts';
+import { CloneFailedError, cloneRepository } from './git-clone.ts';
+
+const SETUP_TIMEOUT_MS = 30 * 60_000;
+
+export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
+  const existing = await deps.states.load(ref.uid);
+  if (existing && existing.stage !== 'preparing') {
+    // A redone prepare after the loop started: make sure the loop goes on, nothing more.
+    if (existing.stage === 'stepping') await deps.queue.step(ref, existing.step);
+    return;
+  }
+  const run = await liveRun(deps, ref);
+  if (!run) return;
+  const { spec } = run;
+  const token = spec.repository.credentialsSecretRef
+    ? await deps.resources.secretValue(ref.namespace, spec.repository.credentialsSecretRef.name, spec.repository.credentialsSecretRef.key)
+    : undefined;
+  let dir: string;
+  try {
+    dir = await cloneRepository({
+      url: spec.repository.url,
+      revision: spec.repository.revision,
+      token,
+      allowFileProtocol: deps.allowFileProtocol,
+    });
+  } catch (error) {
+    if (!CloneFailedError.isInstance(error)) throw error;
+    await failRun(deps, ref, REASONS.CloneFailed, `${error.message}; check spec.repository.url, revision and credentials`);
+    return;
+  }
+  try {
+    const sandbox = deps.sandboxes.for(run);
+    const tar = spawn('tar', ['-C', dir, '-cf', '-', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await sandbox.importTree(tar.stdout);
+    // The workspace must now be the clone; an exec that landed elsewhere would otherwise
+    // show only later as an agent that finds no files. A failure here is retried.
+    const check = await sandbox.call({ tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: 60_000 } });
+    if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
+      throw new Error('the sandbox workspace does not hold the cloned repository after the import');
+    }
+    if (spec.sandbox.setup) {
+      const response = await sandbox.call({ tool: 'bash', input: { command: spec.sandbox.setup, timeoutMs: SETUP_TIMEOUT_MS } });
+      const result = response.ok ? (response.result as { exitCode: number | null; stdout: string; stderr: string; timedOut: boolean }) : undefined;
+      if (!result || result.exitCode !== 0) {
+        const output = result ? cutAtLine(`${result.stdout}\n${result.stderr}`.trim().slice(-2000), 2000).text : `${response.ok ? '' : response.error.message}`;
+        const why = result?.timedOut ? 'timed out' : `exited with ${result?.exitCode ?? 'an error'}`;
+        await failRun(deps, ref, REASONS.SetupFailed, `spec.sandbox.setup ${why}: ${output}`);
+        return;
+      }
+      const fresh = await deps.getRun(ref.namespace, ref.name);
+      if (fresh) await deps.events.record(fresh, { type: 'Normal', reason: 'SetupDone', message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}` });
+    }
+  } finally {
+    await rm(dirname(dir), { recursive: true, force: true });
+  }
+  const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
+  await deps.states.create({
+    version: 1,
+    uid: ref.uid,
+    namespace: ref.namespace,
+    name: ref.name,
+    stage: 'stepping',
+    step: 0,
+    toolCalls: 0,
+    messages: [buildStartMessage()],
+    usage: emptyUsage(),
+    filesTouched: noFilesTouched(),
+    startedAt,
+  });
+  await deps.events.record(run, { type: 'Normal', reason: 'Prepared', message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });
+  await deps.queue.step(ref, 0);
+}

@@ -1,0 +1,33 @@
+// resume: a human answered a pending approval. Run (or deny) the parked call, then the
+// calls after it (which may park the run again), and go on as after any step.
+import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import type { ApprovalAnswer } from '../controller/run-agent.ts';
+import { afterCalls, runCallsUntilApproval } from './step-job.ts';
+import { deniedResult, executeToolCall } from './tool-execution.ts';
+
+export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
+  const state = await deps.states.load(ref.uid);
+  if (!state) {
+    await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
+    return;
+  }
+  const pending = state.pendingApproval;
+  if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) return; // answered already
+  const run = await liveRun(deps, ref);
+  if (!run) return;
+  const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
+  const result =
+    answer.decision === 'approve'
+      ? await executeToolCall(deps.sandboxes.for(run), call)
+      : deniedResult(call, answer.reason?.trim() || 'no reason given');
+  state.toolCalls += 1;
+  state.stage = 'stepping';
+  delete state.pendingApproval;
+  await runCallsUntilApproval(deps, run, state, pending.remaining, [...pending.results, result]);
+  await deps.events.record(run, {
+    type: 'Normal',
+    reason: answer.decision === 'approve' ? 'Approved' : 'Denied',
+    message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
+  });
+  await afterCalls(deps, run, state, { hadToolCalls: true, calls: [call, ...pending.remaining] });
+}

@@ -1,0 +1,71 @@
+// The cluster objects a worker reads or writes for a run: the API key and git token
+// (read for each use, never stored), the scripted model's ConfigMap, and the ConfigMap
+// that keeps the full diff. Only ever in the run's own namespace.
+import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { gzipSync } from 'node:zlib';
+import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
+import { isAlreadyExists, isNotFound } from '../controller/api-errors.ts';
+import { diffConfigMapName } from '../reconcile/names.ts';
+import { ownerReference } from '../reconcile/sandbox-pod.ts';
+
+/** ConfigMap keys of the full diff: plain text, or gzip when plain would not fit. */
+export const DIFF_KEY = 'diff';
+export const DIFF_GZIP_KEY = 'diff.gz';
+const PLAIN_DIFF_MAX = 900 * 1024; // a ConfigMap holds 1 MiB in all, metadata included
+
+export interface RunResources {
+  secretValue(namespace: string, name: string, key: string): Promise<string | undefined>;
+  configMapValue(namespace: string, name: string, key: string): Promise<string | undefined>;
+  /** Creates or replaces the run's diff ConfigMap; returns its name. */
+  writeDiff(run: ParsedCodingRun, diff: string): Promise<string>;
+}
+
+export function diffConfigMap(run: ParsedCodingRun, diff: string): V1ConfigMap {
+  const plain = Buffer.byteLength(diff) <= PLAIN_DIFF_MAX;
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: diffConfigMapName(run.metadata.name),
+      namespace: run.metadata.namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', [RUN_LABEL]: run.metadata.name, [RUN_UID_LABEL]: run.metadata.uid },
+      ownerReferences: [ownerReference(run)],
+    },
+    ...(plain ? { data: { [DIFF_KEY]: diff } } : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } }),
+  };
+}
+
+export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return {
+    async secretValue(namespace, name, key) {
+      try {
+        const secret = await core.readNamespacedSecret({ namespace, name });
+        const value = secret.data?.[key];
+        return value === undefined ? secret.stringData?.[key] : Buffer.from(value, 'base64').toString('utf8');
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async configMapValue(namespace, name, key) {
+      try {
+        return (await core.readNamespacedConfigMap({ namespace, name })).data?.[key];
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async writeDiff(run, diff) {
+      const body = diffConfigMap(run, diff);
+      const { namespace, name } = body.metadata as { namespace: string; name: string };
+      try {
+        await core.createNamespacedConfigMap({ namespace, body });
+      } catch (error) {
+        if (!isAlreadyExists(error)) throw error;
+        await core.replaceNamespacedConfigMap({ namespace, name, body });
+      }
+      return name;
+    },
+  };
+}

@@ -1,0 +1,85 @@
+// A run's working memory between jobs, in Redis under one key per run: the conversation,
+// the step counter, usage, the files touched and a pending approval. Written before the
+// next job is enqueued, so a job that finds the state ahead of it knows its work was done.
+// Never holds a secret: keys are read from the cluster for each model call.
+import type { ModelMessage } from 'ai';
+import type { Redis } from 'ioredis';
+import type { FilesTouched } from '../agent/files-touched.ts';
+import type { TokenUsage } from '../agent/usage-accounting.ts';
+
+export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
+
+export interface PendingToolCall {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+}
+
+export interface PendingApprovalState {
+  id: string;
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  requestedAt: string;
+  /** Results of the step's calls already run, and the calls after the gated one. */
+  results: ToolResultRecord[];
+  remaining: PendingToolCall[];
+}
+
+export interface ToolResultRecord {
+  toolCallId: string;
+  toolName: string;
+  ok: boolean;
+  /** What the model sees, bounded to 64 KiB. */
+  text: string;
+}
+
+export interface RunState {
+  version: 1;
+  uid: string;
+  namespace: string;
+  name: string;
+  stage: RunStage;
+  /** Steps (model calls) completed. */
+  step: number;
+  toolCalls: number;
+  messages: ModelMessage[];
+  usage: TokenUsage;
+  filesTouched: FilesTouched;
+  /** Epoch ms of the run's start (status.startTime), for the deadline. */
+  startedAt: number;
+  pendingApproval?: PendingApprovalState;
+  /** The answer of the last step without tool calls. */
+  finalText?: string;
+  /** Why the run stops, when it stops early. */
+  stop?: { reason: 'BudgetExceeded' | 'DeadlineExceeded'; message: string };
+}
+
+export class RunStateStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private key(uid: string): string {
+    return `${this.prefix}:run:${uid}`;
+  }
+
+  async load(uid: string): Promise<RunState | undefined> {
+    const text = await this.redis.get(this.key(uid));
+    return text ? (JSON.parse(text) as RunState) : undefined;
+  }
+
+  async save(state: RunState): Promise<void> {
+    await this.redis.set(this.key(state.uid), JSON.stringify(state));
+  }
+
+  /** Creates the state only if there is none (a redone prepare must not reset a run). */
+  async create(state: RunState): Promise<boolean> {
+    return (await this.redis.set(this.key(state.uid), JSON.stringify(state), 'NX')) === 'OK';
+  }
+
+  async delete(uid: string): Promise<void> {
+    await this.redis.del(this.key(uid));
+  }
+}

@@ -1,0 +1,32 @@
+// How the workers change a run's status: read the run fresh, apply a change, replace the
+// status guarded by the resourceVersion, and on a conflict start over. A run that is
+// already terminal is never written (the controller may have ended it: SandboxLost,
+// DeadlineExceeded, or the run was deleted), and the caller learns so and stops working.
+import { isTerminal, type CodingRun, type CodingRunStatus } from '../api/index.ts';
+import { isConflict } from '../controller/api-errors.ts';
+import type { KubeGateway } from '../controller/kube-gateway.ts';
+
+export type StatusChange = (status: CodingRunStatus, run: CodingRun) => CodingRunStatus;
+
+export type WriteOutcome = { written: true; run: CodingRun } | { written: false; why: 'gone' | 'terminal'; run?: CodingRun };
+
+export class RunStatusWriter {
+  constructor(
+    private readonly kube: Pick<KubeGateway, 'getRun' | 'replaceRunStatus'>,
+    private readonly maxAttempts = 8,
+  ) {}
+
+  async write(namespace: string, name: string, uid: string, change: StatusChange): Promise<WriteOutcome> {
+    for (let attempt = 1; ; attempt++) {
+      const run = await this.kube.getRun(namespace, name);
+      if (!run || run.metadata.uid !== uid || run.metadata.deletionTimestamp) return { written: false, why: 'gone' };
+      if (isTerminal(run.status?.phase)) return { written: false, why: 'terminal', run };
+      const status = change(structuredClone(run.status ?? {}), run);
+      try {
+        return { written: true, run: await this.kube.replaceRunStatus(run, { ...status, observedGeneration: run.metadata.generation ?? 0 }) };
+      } catch (error) {
+        if (!isConflict(error) || attempt >= this.maxAttempts) throw error;
+      }
+    }
+  }
+}

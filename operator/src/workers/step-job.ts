@@ -1,0 +1,195 @@
+// step: one model call and its tool calls. Loads the state, checks the budgets, calls the
+// model, runs the tools (parking the run if a call needs a human), saves the state, writes
+// the status, then enqueues the next step or finalize. A step redone after a crash starts
+// from the saved state, so the transcript never holds half a step.
+import { generateText, type ModelMessage } from 'ai';
+import { durationMs, type ParsedCodingRun } from '../api/index.ts';
+import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
+import { collectFilesTouched } from '../agent/files-touched.ts';
+import { decideStop } from '../agent/stop-conditions.ts';
+import { buildSystemPrompt } from '../agent/system-prompt.ts';
+import { buildToolSet } from '../agent/tool-definitions.ts';
+import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
+import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
+import { setCondition } from '../reconcile/conditions.ts';
+import { LIMITS } from '../api/index.ts';
+import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
+import { executeToolCalls, summariseCalls, toolMessage } from './tool-execution.ts';
+
+const TOOL_DEFINITIONS = toolboxToolDefinitions();
+
+export function deadlineOf(run: ParsedCodingRun, state: RunState): number {
+  return state.startedAt + durationMs(run.spec.budget.timeout);
+}
+
+/** Stop before a model call when a budget (which may have changed) is already spent. */
+function stopBeforeCall(run: ParsedCodingRun, state: RunState, now: number) {
+  const decision = decideStop({
+    steps: state.step,
+    lastStepHadToolCalls: true,
+    usage: state.usage,
+    budget: run.spec.budget,
+    startedAt: state.startedAt,
+    timeoutMs: durationMs(run.spec.budget.timeout),
+    now,
+  });
+  return decision.stop && decision.outcome === 'failed' ? decision : undefined;
+}
+
+export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed: number): Promise<void> {
+  const state = await deps.states.load(ref.uid);
+  if (!state) {
+    await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
+    return;
+  }
+  if (state.stage !== 'stepping') return;
+  if (state.step !== completed) {
+    // This step was done and saved, but its successor may not have been enqueued.
+    if (state.step > completed) await deps.queue.step(ref, state.step);
+    return;
+  }
+  const run = await liveRun(deps, ref);
+  if (!run) return;
+  const early = stopBeforeCall(run, state, deps.now().getTime());
+  if (early) {
+    state.stage = 'finalizing';
+    state.stop = { reason: early.reason, message: early.message };
+    await deps.states.save(state);
+    await deps.queue.finalize(ref);
+    return;
+  }
+
+  const model = await deps.models(run);
+  const system = buildSystemPrompt({ task: run.spec.task, instructions: run.spec.instructions, allowedTools: run.spec.tools.allow, approvalTools: run.spec.approval.tools });
+  const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
+  const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
+  const context = await prepareContext({
+    system,
+    messages: state.messages,
+    budget: { contextWindow: run.spec.model.contextWindow },
+    filesTouched: state.filesTouched,
+    summarise: async ({ messages, instructions }) => {
+      const summary = await generateText({ model, system: instructions ?? SUMMARY_INSTRUCTIONS, messages: [...messages], maxRetries: 0, abortSignal: deadline });
+      return { text: summary.text, usage: usageOfModelCall(summary.usage) };
+    },
+  });
+  const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline });
+
+  // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
+  // errors in response.messages; only the valid calls are ours to run.
+  const responseMessages = [...result.response.messages] as ModelMessage[];
+  const calls: PendingToolCall[] = result.toolCalls
+    .filter((call) => !(call as { invalid?: boolean }).invalid)
+    .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
+  state.messages = [...context.messages, ...responseMessages];
+  state.filesTouched = context.filesTouched;
+  state.usage = addUsage(state.usage, context.compacted ? context.usage : emptyUsage(), usageOfModelCall(result.usage));
+  state.step += 1;
+  const invalidCalls = result.toolCalls.length - calls.length;
+  state.toolCalls += invalidCalls;
+
+  const parked = await runCallsUntilApproval(deps, run, state, calls, []);
+  if (!parked && result.toolCalls.length === 0) state.finalText = result.text;
+  await afterCalls(deps, run, state, { hadToolCalls: result.toolCalls.length > 0, calls: result.toolCalls });
+}
+
+/**
+ * Runs calls in order up to the first one that needs approval; that one and the rest are
+ * parked in the state. Returns true when the run now waits for a human.
+ */
+export async function runCallsUntilApproval(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  calls: readonly PendingToolCall[],
+  earlier: ToolResultRecord[],
+): Promise<boolean> {
+  const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
+  const now = calls.slice(0, gated < 0 ? calls.length : gated);
+  const sandbox = deps.sandboxes.for(run);
+  const results = [...earlier, ...(await executeToolCalls(sandbox, now))];
+  state.toolCalls += now.length;
+  if (gated < 0) {
+    if (results.length > 0) state.messages.push(toolMessage(results));
+    state.filesTouched = collectFilesTouched(state.messages.slice(-2), state.filesTouched);
+    delete state.pendingApproval;
+    return false;
+  }
+  const call = calls[gated]!;
+  state.stage = 'waiting';
+  state.pendingApproval = {
+    id: `s${state.step}-c${state.toolCalls + 1}`,
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    input: call.input,
+    requestedAt: deps.now().toISOString(),
+    results,
+    remaining: calls.slice(gated + 1),
+  };
+  return true;
+}
+
+/** Save, report, and hand on: the next step, finalize, or a wait for approval. */
+export async function afterCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, last: { hadToolCalls: boolean; calls: readonly { toolName: string }[] }): Promise<void> {
+  const ref = { uid: state.uid, namespace: state.namespace, name: state.name };
+  const now = deps.now();
+  if (state.stage !== 'waiting') {
+    const stop = decideStop({
+      steps: state.step,
+      lastStepHadToolCalls: last.hadToolCalls,
+      usage: state.usage,
+      budget: run.spec.budget,
+      startedAt: state.startedAt,
+      timeoutMs: durationMs(run.spec.budget.timeout),
+      now: now.getTime(),
+    });
+    if (stop.stop) {
+      state.stage = 'finalizing';
+      if (stop.outcome === 'failed') state.stop = { reason: stop.reason, message: stop.message };
+    } else {
+      state.stage = 'stepping';
+    }
+  }
+  await deps.states.save(state);
+
+  const pending = state.pendingApproval;
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
+    const generation = run.metadata.generation ?? 0;
+    status.steps = state.step;
+    status.toolCalls = state.toolCalls;
+    status.usage = { ...state.usage };
+    if (state.stage === 'waiting' && pending) {
+      status.phase = 'WaitingForApproval';
+      status.message = `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${state.name} (or deny).`;
+      status.pendingApproval = {
+        id: pending.id,
+        toolName: pending.toolName,
+        input: JSON.stringify(pending.input).slice(0, LIMITS.pendingApprovalInput),
+        requestedAt: pending.requestedAt,
+      };
+      status.conditions = setCondition(status.conditions, { type: 'AwaitingApproval', status: 'True', reason: 'ToolCallNeedsApproval', message: `A ${pending.toolName} call waits for approval (id ${pending.id}).` }, generation, now);
+    } else {
+      status.phase = 'Running';
+      status.message = 'The agent is working.';
+      delete status.pendingApproval;
+      if (status.conditions?.some((condition) => condition.type === 'AwaitingApproval')) {
+        status.conditions = setCondition(status.conditions, { type: 'AwaitingApproval', status: 'False', reason: 'NoPendingCall', message: 'No tool call waits for approval.' }, generation, now);
+      }
+    }
+    return status;
+  });
+  if (!outcome.written) {
+    // The controller or a user ended the run meanwhile; nothing more to do here.
+    if (outcome.why === 'gone') await deps.states.delete(ref.uid);
+    return;
+  }
+  const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
+  await deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
+  if (state.stage === 'waiting' && pending) {
+    await deps.events.record(outcome.run, { type: 'Normal', reason: 'AwaitingApproval', message: `${pending.toolName} call ${pending.id} waits for approval: ${JSON.stringify(pending.input).slice(0, 300)}` });
+    return;
+  }
+  if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else await deps.queue.step(ref, state.step);
+}

@@ -1,0 +1,63 @@
+// Running one step's tool calls in the sandbox. Independent calls run in parallel; calls
+// on the same file, and all shell calls, keep the order the model gave them. Every result
+// goes back to the model as text bounded to 64 KiB; a tool error is a result too, never a
+// failed run. Only a broken sandbox (SandboxError) propagates.
+import type { ModelMessage, ToolResultPart } from 'ai';
+import { boundToolResult } from '../agent/bound-tool-result.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
+
+/** Which calls must not overlap: same path, or the shared shell. */
+function orderingKey(call: PendingToolCall): string {
+  const input = call.input as { path?: unknown; job?: unknown } | null;
+  if (call.toolName.startsWith('bash')) return 'shell';
+  if (input && typeof input.path === 'string') return `path:${input.path}`;
+  return `call:${call.toolCallId}`;
+}
+
+export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, signal?: AbortSignal): Promise<ToolResultRecord> {
+  const response = await sandbox.call({ tool: call.toolName, input: call.input }, signal ? { signal } : {});
+  if (response.ok) {
+    return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: boundToolResult(JSON.stringify(response.result)).text };
+  }
+  return {
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    ok: false,
+    text: boundToolResult(`${response.error.code}: ${response.error.message}`).text,
+  };
+}
+
+export async function executeToolCalls(sandbox: Sandbox, calls: readonly PendingToolCall[], signal?: AbortSignal): Promise<ToolResultRecord[]> {
+  const chains = new Map<string, Promise<unknown>>();
+  const results = calls.map((call) => {
+    const key = orderingKey(call);
+    const previous = chains.get(key) ?? Promise.resolve();
+    const result = previous.then(() => executeToolCall(sandbox, call, signal));
+    chains.set(key, result.catch(() => undefined));
+    return result;
+  });
+  return Promise.all(results);
+}
+
+export function deniedResult(call: PendingToolCall, reason: string): ToolResultRecord {
+  return { toolCallId: call.toolCallId, toolName: call.toolName, ok: false, text: `DENIED: a human denied this call: ${reason}` };
+}
+
+/** The tool message answering a step's calls, in the order the model made them. */
+export function toolMessage(results: readonly ToolResultRecord[]): ModelMessage {
+  const content: ToolResultPart[] = results.map((result) => ({
+    type: 'tool-result',
+    toolCallId: result.toolCallId,
+    toolName: result.toolName,
+    output: result.ok ? { type: 'text', value: result.text } : { type: 'error-text', value: result.text },
+  }));
+  return { role: 'tool', content };
+}
+
+/** "read_file ×2, edit_file" for the step's Event. */
+export function summariseCalls(calls: readonly { toolName: string }[]): string {
+  const counts = new Map<string, number>();
+  for (const call of calls) counts.set(call.toolName, (counts.get(call.toolName) ?? 0) + 1);
+  return [...counts].map(([name, count]) => (count > 1 ? `${name} ×${count}` : name)).join(', ') || 'no tool calls';
+}
