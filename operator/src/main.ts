@@ -68,21 +68,24 @@ async function main(): Promise<void> {
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
   });
   const controller = new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger);
-  const health = await startHealthServer(config.httpPort, {
-    informers: async () => (controller.synced ? undefined : 'caches not synced yet'),
-    redis: agent.checkRedis,
-  });
-  logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
-
   const elector = config.leaderElection.enabled
     ? new LeaderElector(kubernetesLeaseStore(kubeConfig, config.leaderElection.namespace, config.leaderElection.leaseName), { ...config.leaderElection, identity: config.identity }, logger)
     : undefined;
+  // A standby is ready when its workers can work (Redis); only the leader also needs its
+  // caches, or a rolling update would wait forever for a standby that never leads.
+  const health = await startHealthServer(config.httpPort, {
+    informers: async () => (elector && !elector.isLeader ? undefined : controller.synced ? undefined : 'caches not synced yet'),
+    redis: agent.checkRedis,
+  });
+  logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
 
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
+    // Shutdown must end even when a dependency does not answer (Redis down, API server gone).
+    setTimeout(() => process.exit(0), 10_000).unref();
     controller.stop();
     await elector?.release();
     await agent.close();

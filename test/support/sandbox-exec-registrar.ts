@@ -61,9 +61,14 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
 
   async function register(pod: V1Pod): Promise<PodWorkspace> {
     const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
-    // Keyed by uid: a pod re-created under the same name gets a fresh workspace.
-    const base = path.join(rootDir, namespace, `${name}-${uid}`);
+    // Keyed by name, not uid: kwok matches Exec objects by pod name and may keep using an
+    // Exec it cached a moment longer, so a pod re-created under the same name must find its
+    // workspace at the same path. It starts empty: the previous pod's files are wiped.
+    const base = path.join(rootDir, namespace, name);
     const workspace = { workspaceDir: path.join(base, 'workspace'), homeDir: path.join(base, 'home') };
+    await killBackgroundJobs(workspace.homeDir).catch(() => undefined);
+    await rm(base, { recursive: true, force: true });
+    void uid;
     await mkdir(workspace.workspaceDir, { recursive: true });
     await mkdir(workspace.homeDir, { recursive: true });
     const manifest = podExecManifest({
@@ -87,6 +92,8 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
   async function release(namespace: string, name: string, entry: Entry): Promise<void> {
     const workspace = await entry.workspace.catch(() => undefined);
     if (ready.get(key(namespace, name)) === workspace) ready.delete(key(namespace, name));
+    // A newer pod of the same name owns the Exec object and the directory now.
+    if (entries.has(key(namespace, name))) return;
     await custom
       .deleteNamespacedCustomObject({ group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL, name })
       .catch((error: unknown) => statusCode(error) === 404 || log(`could not delete the Exec of ${namespace}/${name}: ${String(error)}`));
@@ -102,12 +109,19 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     () => core.listPodForAllNamespaces({ labelSelector }),
     labelSelector,
   );
+  // Work on one pod name runs one piece at a time: a release of the old pod must not wipe
+  // the directory or delete the Exec that a new pod of the same name just got.
+  const chains = new Map<string, Promise<unknown>>();
+  const serially = <T>(podKey: string, work: () => Promise<T>): Promise<T> => {
+    const next = (chains.get(podKey) ?? Promise.resolve()).then(work, work);
+    chains.set(podKey, next.catch(() => undefined));
+    return next;
+  };
   const onPod = (pod: V1Pod) => {
     const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
     const current = entries.get(key(namespace, name));
     if (current?.uid === uid) return;
-    if (current) void release(namespace, name, current);
-    const workspace = register(pod);
+    const workspace = serially(key(namespace, name), () => register(pod));
     workspace.catch((error: unknown) => log(`could not register exec for ${namespace}/${name}: ${String(error)}`));
     entries.set(key(namespace, name), { uid, workspace });
   };
@@ -118,7 +132,7 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     const current = entries.get(key(namespace, name));
     if (!current || current.uid !== uid) return;
     entries.delete(key(namespace, name));
-    void release(namespace, name, current);
+    void serially(key(namespace, name), () => release(namespace, name, current));
   });
   informer.on('error', (error) => {
     log(`pod watch failed (${String(error)}); restarting it`);
@@ -139,11 +153,12 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     },
     async stop() {
       await informer.stop();
-      await Promise.all([...entries].map(([podKey, entry]) => {
-        const [namespace = '', name = ''] = podKey.split('/');
-        return release(namespace, name, entry);
-      }));
+      const all = [...entries];
       entries.clear();
+      await Promise.all(all.map(([podKey, entry]) => {
+        const [namespace = '', name = ''] = podKey.split('/');
+        return serially(podKey, () => release(namespace, name, entry));
+      }));
     },
   };
 }

@@ -15,6 +15,8 @@ export const operatorConfigSchema = z
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
     workerConcurrency: positiveInt('Step jobs per replica at once.', 8, 1000),
+    /** Run agent workers in this replica. Off splits controller and worker replicas (or freezes runs for a test). */
+    workersEnabled: z.boolean().default(true),
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
     watchNamespaces: z.array(z.string().min(1)).default([]).describe('Namespaces to watch; empty means all.'),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
@@ -63,6 +65,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
+  CHAMVI_WORKERS_ENABLED: { key: 'workersEnabled', boolean: true },
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },

@@ -164,11 +164,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   // 4. The sandbox: create it, wait for it, notice when it is lost.
   const currentPhase = builder.status.phase;
-  if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting || (currentPhase !== 'Provisioning' && !pod.ready))) {
+  // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
+  if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
     if (pod.reason === 'DeadlineExceeded') {
       builder.finish('Failed', REASONS.DeadlineExceeded, `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${spec.budget.timeout}).`);
     } else {
-      const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}${pod.ready ? '' : ' and not ready'}`;
+      const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}`;
       builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${pod.name} ${why} before the run ended; create the run again.`);
     }
     stopSandbox();

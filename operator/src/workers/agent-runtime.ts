@@ -53,7 +53,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const sandboxes = new SandboxPool(options.sandboxFor);
   const agentQueue = new AgentQueue(queue, states, sandboxes);
   const resources = kubernetesRunResources(options.kubeConfig);
-  const worker = startAgentWorker(
+  const worker = !config.workersEnabled ? undefined : startAgentWorker(
     {
       states,
       status: new RunStatusWriter(options.kube),
@@ -80,7 +80,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       }
     },
     async close() {
-      await worker.close();
+      await worker?.close();
       await queue.close();
       await sandboxes.closeAll();
       for (const redis of [stateRedis, queueRedis, workerRedis]) redis.disconnect();
