@@ -1,8 +1,10 @@
 // prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
 // into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
-import { spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import { buildStartMessage } from '../agent/system-prompt.ts';
 import { emptyUsage } from '../agent/usage-accounting.ts';
 import { noFilesTouched } from '../agent/files-touched.ts';
@@ -11,6 +13,10 @@ import { cutAtLine } from './diff-stats.ts';
 import { CloneFailedError, cloneRepository } from './git-clone.ts';
 
 const SETUP_TIMEOUT_MS = 30 * 60_000;
+
+async function createArchive(dir: string, archive: string): Promise<void> {
+  await promisify(execFile)('tar', ['-C', dir, '-cf', archive, '.'], { maxBuffer: 1024 * 1024 });
+}
 
 export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const existing = await deps.states.load(ref.uid);
@@ -40,8 +46,12 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   }
   try {
     const sandbox = deps.sandboxes.for(run);
-    const tar = spawn('tar', ['-C', dir, '-cf', '-', '.'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await sandbox.importTree(tar.stdout);
+    // The archive goes through a file: piping tar's stdout straight into the exec stream
+    // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
+    // while a file stream arrives whole.
+    const archive = join(dirname(dir), 'workspace.tar');
+    await createArchive(dir, archive);
+    await sandbox.importTree(createReadStream(archive));
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
     // show only later as an agent that finds no files. A failure here is retried.
     const check = await sandbox.call({ tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: 60_000 } });

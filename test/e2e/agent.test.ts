@@ -1,0 +1,256 @@
+// The whole product on the local control plane: the operator as a process, real Redis,
+// real exec into kwok pods running the real toolbox, real git. A run clones a repository,
+// calls a model (the scripted one, or the real openai-compatible adapter against a fake
+// server over HTTP), runs its tools in the sandbox and ends with its diff.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const NS = 'e2e-agent';
+const PREFIX = `e2e${Date.now()}`;
+const API_KEY = 'sk-planted-e2e-key-0123456789abcdef';
+const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
+
+interface RunStatus {
+  phase?: string;
+  reason?: string;
+  message?: string;
+  steps?: number;
+  toolCalls?: number;
+  usage?: Record<string, number | boolean>;
+  pendingApproval?: { id: string; toolName: string; input: string };
+  result?: { summary: string; diff: string; diffConfigMap?: string; filesChanged: number; insertions: number; deletions: number; diffTruncated: boolean };
+}
+
+let root: string;
+let repoUrl: string;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+let fake: FakeOpenAIServer;
+
+function git(cwd: string, ...args: string[]) {
+  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', ...args], { cwd, stdio: 'pipe' });
+}
+
+async function apply(...objects: object[]) {
+  const result = await kubectl(['apply', '-n', NS, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
+  if (result.code !== 0) throw new Error(result.stderr);
+}
+
+async function statusOf(name: string): Promise<RunStatus> {
+  const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
+  return result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
+}
+
+const finished = (name: string, timeoutMs = 60_000) =>
+  eventually(async () => {
+    const status = await statusOf(name);
+    return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
+  }, timeoutMs, `${name} to finish`);
+
+const script = (name: string, turns: object[]) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name },
+  data: { 'script.json': JSON.stringify({ turns }) },
+});
+
+function codingRun(name: string, model: object, spec: object = {}) {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name },
+    spec: { task: 'Make the README greet the whole world.', repository: { url: repoUrl }, model, ...spec },
+  };
+}
+
+const READ = { toolName: 'read_file', input: { path: 'README.md' } };
+const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
+const BASH = { toolName: 'bash', input: { command: 'git diff --stat' } };
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-'));
+  const source = join(root, 'source');
+  execFileSync('git', ['init', '-q', '-b', 'main', source]);
+  writeFileSync(join(source, 'README.md'), 'Hello\n\nA small example repository.\n');
+  git(source, 'add', '.');
+  git(source, 'commit', '-qm', 'initial');
+  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
+  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+
+  await createNamespace(NS, { restricted: true });
+  await createNamespace(`${NS}-lease`);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  fake = await startFakeOpenAIServer();
+  await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } });
+  operator = new OperatorProcess({
+    kubeconfig: kubeconfigPath(),
+    env: {
+      REDIS_URL: redisUrl(),
+      CHAMVI_REDIS_PREFIX: PREFIX,
+      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
+      CHAMVI_IDENTITY: 'e2e-agent',
+    },
+  });
+  await operator.waitForLog('caches synced; reconciling');
+}, 120_000);
+
+afterAll(async () => {
+  await operator?.kill();
+  await registrar?.stop();
+  await fake?.stop();
+});
+
+describe('a scripted run', () => {
+  it('reads, edits, runs bash and answers: Succeeded with its diff, usage and counts', async () => {
+    await apply(
+      script('hello-script', [
+        { toolCalls: [READ], usage: { inputTokens: 1200, outputTokens: 40 } },
+        { toolCalls: [EDIT], usage: { inputTokens: 1500, outputTokens: 60, cacheReadTokens: 1000 } },
+        { toolCalls: [BASH], usage: { inputTokens: 1600, outputTokens: 20 } },
+        { text: 'Greeted the world in the README.', usage: { inputTokens: 1700, outputTokens: 12 } },
+      ]),
+      codingRun('scripted', { provider: 'scripted', scriptRef: { name: 'hello-script' } }),
+    );
+    const status = await finished('scripted');
+    expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4, toolCalls: 3 });
+    expect(status.usage).toEqual({ inputTokens: 6000, outputTokens: 132, cacheReadTokens: 1000, reasoningTokens: 0, totalTokens: 6132, complete: true });
+    expect(status.result).toMatchObject({ summary: 'Greeted the world in the README.', filesChanged: 1, insertions: 1, deletions: 1, diffTruncated: false, diffConfigMap: 'scripted-diff' });
+    expect(status.result!.diff).toContain('-Hello\n+Hello, world\n');
+    const configMap = await kubectl(['get', 'configmap', 'scripted-diff', '-n', NS, '-o', 'jsonpath={.data.diff}']);
+    expect(configMap.stdout).toBe(status.result!.diff);
+    const table = await kubectl(['get', 'crun', 'scripted', '-n', NS]);
+    expect(table.stdout).toMatch(/scripted\s+Succeeded\s+4\s+6132\s+/);
+    await eventually(async () => ((await kubectl(['get', 'pod', 'scripted-sandbox', '-n', NS])).code !== 0 ? true : undefined), 20_000, 'the sandbox pod to go');
+  });
+
+  it('stops at maxSteps with BudgetExceeded and keeps the partial diff', async () => {
+    await apply(
+      script('long-script', [
+        { toolCalls: [READ], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [EDIT], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [BASH], usage: { inputTokens: 10, outputTokens: 1 } },
+        { text: 'never reached' },
+      ]),
+      codingRun('budget', { provider: 'scripted', scriptRef: { name: 'long-script' } }, { budget: { maxSteps: 2 } }),
+    );
+    const status = await finished('budget');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', steps: 2 });
+    expect(status.result!.diff).toContain('+Hello, world');
+  });
+
+  it('ends with CloneFailed and the git message when the repository does not exist', async () => {
+    await apply(
+      script('short', [{ text: 'done' }]),
+      codingRun('no-repo', { provider: 'scripted', scriptRef: { name: 'short' } }, { repository: { url: repoUrl.replace('hello.git', 'missing.git') } }),
+    );
+    const status = await finished('no-repo');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'CloneFailed' });
+    expect(status.message).toMatch(/does not appear to be a git repository|not found/);
+  });
+});
+
+describe('approvals', () => {
+  it('waits for approval, resumes on approve, and the run succeeds', async () => {
+    await apply(
+      script('approve-script', [
+        { toolCalls: [EDIT], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [BASH], usage: { inputTokens: 10, outputTokens: 1 } },
+        { text: 'done', usage: { inputTokens: 10, outputTokens: 1 } },
+      ]),
+      codingRun('approve', { provider: 'scripted', scriptRef: { name: 'approve-script' } }, { approval: { tools: ['bash'] } }),
+    );
+    const waiting = await eventually(async () => {
+      const status = await statusOf('approve');
+      return status.phase === 'WaitingForApproval' ? status : undefined;
+    }, 60_000, 'approve to wait');
+    expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input: '{"command":"git diff --stat"}' });
+    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve' });
+    expect((await kubectl(['annotate', 'crun', 'approve', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite'])).code).toBe(0);
+    const status = await finished('approve');
+    expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
+    expect(status.pendingApproval).toBeUndefined();
+  });
+});
+
+describe('an openai-compatible model over HTTP', () => {
+  const model = () => ({ provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } });
+
+  it('does the task, retries a 429, and reports the server\'s usage', async () => {
+    fake.enqueue(
+      { type: 'error', status: 429, headers: { 'retry-after': '0' } },
+      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }], usage: { promptTokens: 100, completionTokens: 10, cachedTokens: 20 } },
+      { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 200, completionTokens: 20, reasoningTokens: 5 } },
+      { type: 'text', text: 'Done.', usage: { promptTokens: 300, completionTokens: 5 } },
+    );
+    await apply(codingRun('compat', model()));
+    const status = await finished('compat');
+    expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
+    expect(status.usage).toEqual({ inputTokens: 600, outputTokens: 35, cacheReadTokens: 20, reasoningTokens: 5, totalTokens: 635, complete: true });
+    expect(status.result!.diff).toContain('+Hello, world');
+    expect(fake.requests.every((request) => request.headers.authorization === `Bearer ${API_KEY}`)).toBe(true);
+  });
+
+  it('sends a denied call back to the model as a tool error with the reason', async () => {
+    const before = fake.requests.length;
+    fake.enqueue(
+      { type: 'tool-calls', toolCalls: [{ name: 'bash', arguments: { command: 'curl https://example.com' } }], usage: { promptTokens: 1, completionTokens: 1 } },
+      { type: 'text', text: 'Understood.', usage: { promptTokens: 1, completionTokens: 1 } },
+    );
+    await apply(codingRun('deny', model(), { approval: { tools: ['bash'] } }));
+    const waiting = await eventually(async () => {
+      const status = await statusOf('deny');
+      return status.phase === 'WaitingForApproval' ? status : undefined;
+    }, 60_000, 'deny to wait');
+    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'deny', reason: 'no network access' });
+    await kubectl(['annotate', 'crun', 'deny', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite']);
+    const status = await finished('deny');
+    expect(status.phase).toBe('Succeeded');
+    const followUp = JSON.stringify(fake.requests[before + 1]!.body);
+    expect(followUp).toContain('DENIED');
+    expect(followUp).toContain('no network access');
+  });
+
+  it('ends with ModelAuthFailed at once on 401', async () => {
+    const before = fake.requests.length;
+    fake.enqueue({ type: 'error', status: 401, message: 'invalid api key' });
+    await apply(codingRun('unauthorized', model()));
+    const status = await finished('unauthorized');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelAuthFailed' });
+    expect(fake.requests.length - before).toBe(1);
+  });
+
+  it('never puts the API key in logs, job data or Redis state', async () => {
+    const logs = operator.lines.map((line) => JSON.stringify(line)).join('\n') + operator.stderr.join('');
+    expect(logs).not.toContain(API_KEY);
+    const redis = new Redis(redisUrl());
+    try {
+      const keys = await redis.keys(`${PREFIX}:*`);
+      expect(keys.length).toBeGreaterThan(0);
+      for (const key of keys) {
+        const type = await redis.type(key);
+        const dump =
+          type === 'string' ? await redis.get(key)
+          : type === 'hash' ? JSON.stringify(await redis.hgetall(key))
+          : type === 'list' ? JSON.stringify(await redis.lrange(key, 0, -1))
+          : type === 'zset' ? JSON.stringify(await redis.zrange(key, '0', '-1'))
+          : type === 'set' ? JSON.stringify(await redis.smembers(key))
+          : '';
+        expect(dump ?? '', key).not.toContain(API_KEY);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
