@@ -48,9 +48,5 @@ test-unit: node_modules ## Unit tier only
 test-integration: node_modules system-packages toolbox control-plane ## Integration tier only
 	npx vitest run --project integration
 
-.PHONY: demo
-demo: ## Run a scripted CodingRun end to end on the dev cluster (coming with the demo issue)
-	@echo "make demo is coming: it lands with the demo issue (issue 5). Meanwhile: make dev-cluster, then make test."
-
 # Fragments: control plane (mk/control-plane.mk), toolbox (mk/toolbox.mk), ...
 -include mk/*.mk

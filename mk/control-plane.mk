@@ -14,4 +14,5 @@ dev-cluster: control-plane node_modules ## Start the dev cluster (state in .dev-
 
 .PHONY: dev-cluster-down
 dev-cluster-down: node_modules ## Stop the dev cluster and remove .dev-cluster/
+	bash scripts/dev-run-stop.sh
 	npx tsx $(CONTROL_PLANE_DIR)/cli.ts down

@@ -1,0 +1,9 @@
+# The operator against the dev cluster (`make run`) and the end-to-end demo (`make demo`).
+
+.PHONY: run
+run: dev-cluster toolbox ## Run the operator in the foreground against the dev cluster
+	bash scripts/dev-run.sh
+
+.PHONY: demo
+demo: dev-cluster toolbox ## A scripted CodingRun end to end on the dev cluster (no API key); leaves it up
+	bash scripts/demo.sh
