@@ -7,3 +7,10 @@ run: dev-cluster toolbox ## Run the operator in the foreground against the dev c
 .PHONY: demo
 demo: dev-cluster toolbox ## A scripted CodingRun end to end on the dev cluster (no API key); leaves it up
 	bash scripts/demo.sh
+
+.PHONY: bench-step
+bench-step: toolbox node_modules ## Per-step overhead (outside model and tools), written to test/bench/results/step.json
+	npx tsx test/bench/step-bench.ts
+
+.PHONY: bench
+bench: bench-toolbox bench-exec bench-step ## Every benchmark (toolbox, exec round trip, step overhead)

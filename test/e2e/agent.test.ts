@@ -72,6 +72,15 @@ function codingRun(name: string, model: object, spec: object = {}) {
   };
 }
 
+function operatorEnv(): Record<string, string> {
+  return {
+    REDIS_URL: redisUrl(),
+    CHAMVI_REDIS_PREFIX: PREFIX,
+    CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+    CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+  };
+}
+
 const READ = { toolName: 'read_file', input: { path: 'README.md' } };
 const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
 const BASH = { toolName: 'bash', input: { command: 'git diff --stat' } };
@@ -94,10 +103,7 @@ beforeAll(async () => {
   operator = new OperatorProcess({
     kubeconfig: kubeconfigPath(),
     env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: PREFIX,
-      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      ...operatorEnv(),
       CHAMVI_WATCH_NAMESPACES: NS,
       CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
       CHAMVI_IDENTITY: 'e2e-agent',
@@ -253,4 +259,50 @@ describe('an openai-compatible model over HTTP', () => {
       redis.disconnect();
     }
   });
+});
+
+describe('a worker that dies mid-step', () => {
+  it('has its step redone by another worker, and the run succeeds with one consistent transcript', async () => {
+    const before = fake.requests.length;
+    const model = { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } };
+    const edit = { type: 'tool-calls' as const, toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 20, completionTokens: 2 } };
+    fake.enqueue(
+      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }], usage: { promptTokens: 10, completionTokens: 1 } },
+      // The first answer to step 2 comes too late: its worker is killed while it waits.
+      { ...edit, delayMs: 8_000 },
+      edit,
+      { type: 'text', text: 'Done.', usage: { promptTokens: 30, completionTokens: 3 } },
+    );
+    // Only a second, short-lock replica may take over: the first one runs alone until killed.
+    const common = { ...operatorEnv(), CHAMVI_REDIS_PREFIX: `${PREFIX}kill`, CHAMVI_JOB_LOCK_SECONDS: '3' };
+    const first = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { ...common, CHAMVI_IDENTITY: 'e2e-worker-a', CHAMVI_WATCH_NAMESPACES: `${NS}-kill`, CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease` } });
+    let second: OperatorProcess | undefined;
+    try {
+      await createNamespace(`${NS}-kill`, { restricted: true });
+      await createNamespace(`${NS}-kill-lease`);
+      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } }) });
+      await first.waitForLog('caches synced; reconciling');
+      const run = codingRun('killed', model);
+      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify(run) });
+      await eventually(async () => (fake.requests.length >= before + 2 ? true : undefined), 60_000, 'step 2 to call the model');
+      second = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { ...common, CHAMVI_IDENTITY: 'e2e-worker-b', CHAMVI_WATCH_NAMESPACES: `${NS}-kill`, CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease` } });
+      await second.waitForLog('operator starting');
+      await first.kill('SIGKILL');
+      const status = await eventually(async () => {
+        const result = await kubectl(['get', 'crun', 'killed', '-n', `${NS}-kill`, '-o', 'jsonpath={.status}']);
+        const parsed = result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
+        return parsed.phase === 'Succeeded' || parsed.phase === 'Failed' ? parsed : undefined;
+      }, 90_000, 'the run to finish after the kill');
+      expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
+      expect(status.result!.diff).toContain('+Hello, world');
+      // The last request carries the whole transcript: each step's assistant turn once.
+      const last = fake.requests[fake.requests.length - 1]!.body as { messages: Array<{ role: string; tool_calls?: unknown[] }> };
+      const assistantTurns = last.messages.filter((message) => message.role === 'assistant');
+      expect(assistantTurns).toHaveLength(2);
+      expect(last.messages.filter((message) => message.role === 'tool')).toHaveLength(2);
+    } finally {
+      await first.kill('SIGKILL');
+      await second?.kill();
+    }
+  }, 180_000);
 });

@@ -232,7 +232,7 @@ describe('restarts and replicas', () => {
     const second = startOperator(NS, 'op-second');
     try {
       for (const name of names) await phaseOf(NS, name, 'Running', 60_000).catch(async (error) => {
-        console.error(JSON.stringify(await getRun(NS, name), null, 1), second.lines.slice(-30).map((line) => JSON.stringify(line)).join('\n'));
+        console.error(JSON.stringify((await getRun(NS, name)).status), JSON.stringify((await json<{ status: unknown }>(['get', 'pod', `${name}-sandbox`, '-n', NS])).status));
         throw error;
       });
       const pods = await podsOf(NS);

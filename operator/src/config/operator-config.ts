@@ -17,6 +17,8 @@ export const operatorConfigSchema = z
     workerConcurrency: positiveInt('Step jobs per replica at once.', 8, 1000),
     /** Run agent workers in this replica. Off splits controller and worker replicas (or freezes runs for a test). */
     workersEnabled: z.boolean().default(true),
+    /** A job whose worker stops renewing its lock this long is taken over by another worker. */
+    jobLockSeconds: z.coerce.number().int().min(2).max(600).default(30),
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
     watchNamespaces: z.array(z.string().min(1)).default([]).describe('Namespaces to watch; empty means all.'),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
@@ -66,6 +68,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
   CHAMVI_WORKERS_ENABLED: { key: 'workersEnabled', boolean: true },
+  CHAMVI_JOB_LOCK_SECONDS: { key: 'jobLockSeconds' },
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },

@@ -67,7 +67,13 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       logger: options.logger,
       now: () => new Date(),
     },
-    { connection: workerRedis, prefix: config.redisPrefix, concurrency: config.workerConcurrency },
+    {
+      connection: workerRedis,
+      prefix: config.redisPrefix,
+      concurrency: config.workerConcurrency,
+      lockDurationMs: config.jobLockSeconds * 1000,
+      stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),
+    },
   );
   return {
     runAgent: agentQueue,

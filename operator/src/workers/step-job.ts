@@ -60,6 +60,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     return;
   }
 
+  const stepStarted = performance.now();
   const model = await deps.models(run);
   const system = buildSystemPrompt({ task: run.spec.task, instructions: run.spec.instructions, allowedTools: run.spec.tools.allow, approvalTools: run.spec.approval.tools });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
@@ -74,7 +75,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       return { text: summary.text, usage: usageOfModelCall(summary.usage) };
     },
   });
+  const modelStarted = performance.now();
   const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline });
+  const modelMs = performance.now() - modelStarted;
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
@@ -89,9 +92,18 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const invalidCalls = result.toolCalls.length - calls.length;
   state.toolCalls += invalidCalls;
 
+  const toolsStarted = performance.now();
   const parked = await runCallsUntilApproval(deps, run, state, calls, []);
+  const toolsMs = performance.now() - toolsStarted;
   if (!parked && result.toolCalls.length === 0) state.finalText = result.text;
   await afterCalls(deps, run, state, { hadToolCalls: result.toolCalls.length > 0, calls: result.toolCalls });
+  // What a step costs outside the model and the tools (state, status, queue): the figure
+  // `make bench` reports as step overhead.
+  const totalMs = performance.now() - stepStarted;
+  deps.logger.info(
+    { namespace: ref.namespace, name: ref.name, uid: ref.uid, step: state.step, toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
+    'step done',
+  );
 }
 
 /**
