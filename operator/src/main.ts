@@ -13,6 +13,7 @@ import { LeaderElector, kubernetesLeaseStore } from './controller/leader-electio
 import { RunController } from './controller/run-controller.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
+import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { sandboxPodName } from './reconcile/names.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
@@ -48,12 +49,20 @@ async function main(): Promise<void> {
   kubeConfig.loadFromDefault();
   const kube = createKubeGateway(kubeConfig);
   const events = new EventRecorder(kube, config.identity, logger);
+  // The gauges read the controller and the queue when scraped; both exist by then.
+  let controllerRef: RunController | undefined;
+  let agentRef: { queueDepth(): Promise<Record<string, number>> } | undefined;
+  const metrics = new OperatorMetrics({
+    runsByPhase: () => controllerRef?.runsByPhase() ?? [],
+    queueDepth: () => agentRef?.queueDepth() ?? Promise.resolve({}),
+  });
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     config,
     kubeConfig,
     kube,
     events,
+    metrics,
     logger,
     sandboxFor: (run) =>
       createKubernetesSandbox({
@@ -67,7 +76,9 @@ async function main(): Promise<void> {
     callingPolicy: DEFAULT_CALLING_POLICY,
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
   });
-  const controller = new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger);
+  const controller = new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger, metrics);
+  controllerRef = controller;
+  agentRef = agent;
   const elector = config.leaderElection.enabled
     ? new LeaderElector(kubernetesLeaseStore(kubeConfig, config.leaderElection.namespace, config.leaderElection.leaseName), { ...config.leaderElection, identity: config.identity }, logger)
     : undefined;
@@ -76,7 +87,7 @@ async function main(): Promise<void> {
   const health = await startHealthServer(config.httpPort, {
     informers: async () => (elector && !elector.isLeader ? undefined : controller.synced ? undefined : 'caches not synced yet'),
     redis: agent.checkRedis,
-  });
+  }, { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() });
   logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
 
   let stopping = false;

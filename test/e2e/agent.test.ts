@@ -54,7 +54,12 @@ const finished = (name: string, timeoutMs = 60_000) =>
   eventually(async () => {
     const status = await statusOf(name);
     return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-  }, timeoutMs, `${name} to finish`);
+  }, timeoutMs, `${name} to finish`).catch(async (error: unknown) => {
+    // What a reader of a failed CI run needs: where the run stood and what the operator said.
+    const problems = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
+    console.error(`${name}: ${JSON.stringify(await statusOf(name))}\n${problems.map((line) => JSON.stringify(line)).join('\n')}`);
+    throw error;
+  });
 
 const script = (name: string, turns: object[]) => ({
   apiVersion: 'v1',
@@ -258,6 +263,25 @@ describe('an openai-compatible model over HTTP', () => {
     } finally {
       redis.disconnect();
     }
+  });
+});
+
+describe('observability', () => {
+  it('serves /metrics with non-zero counters for runs, steps, tool calls and tokens', async () => {
+    const port = (await operator.waitForLog('operator starting')).port as number;
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const value = (pattern: RegExp) => text.split('\n').filter((line) => pattern.test(line)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    expect(value(/^chamvi_runs_finished_total\{.*phase="Succeeded"/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_runs\{.*phase="Succeeded"/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_steps_total\{provider="scripted"\}/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_tool_calls_total\{tool="edit_file",outcome="ok"\}/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_tool_calls_total\{tool="bash",outcome="denied"\}/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_tokens_total\{direction="input",provider="openai-compatible"/)).toBeGreaterThan(0);
+    expect(value(/^chamvi_model_call_errors_total\{provider="openai-compatible",reason="ModelAuthFailed"\}/)).toBe(1);
+    expect(value(/^chamvi_reconcile_duration_seconds_count/)).toBeGreaterThan(0);
+    expect(text).toContain('chamvi_operator_process_resident_memory_bytes');
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
   });
 });
 

@@ -16,6 +16,7 @@ import { Informer, type CachedObject, type InformerSource } from './informer.ts'
 import type { ObjectCache } from './run-reconciler.ts';
 import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
 import { WorkQueue } from './work-queue.ts';
+import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 
 /** Label on every object the operator creates; the informers watch only those. */
 export const MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=chamvi-operator';
@@ -53,6 +54,7 @@ export class RunController {
     config: OperatorConfig,
     deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger'>,
     private readonly logger: ControllerLogger,
+    metrics?: OperatorMetrics,
   ) {
     const watch = new Watch(kubeConfig);
     const custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -152,9 +154,21 @@ export class RunController {
         configMaps: new MergedCache(configMapInformers),
       },
     });
-    this.queue = new WorkQueue((key) => this.reconciler.reconcile(key), { concurrency: config.reconcileConcurrency }, (key, error) =>
-      logger.warn({ key, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff'),
-    );
+    const timed = async (key: string) => {
+      const started = performance.now();
+      let outcome = 'error';
+      try {
+        const result = await this.reconciler.reconcile(key);
+        outcome = 'ok';
+        return result;
+      } finally {
+        metrics?.reconcileDuration.observe({ outcome }, (performance.now() - started) / 1000);
+      }
+    };
+    this.queue = new WorkQueue(timed, { concurrency: config.reconcileConcurrency }, (key, error) => {
+      metrics?.reconcileErrors.inc();
+      logger.warn({ key, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff');
+    });
   }
 
   private wakeWaitingRuns(): void {
@@ -162,6 +176,19 @@ export class RunController {
       const phase = run.status?.phase;
       if (phase === undefined || phase === 'Pending') this.queue.add(runKey(run));
     }
+  }
+
+  /** Runs by phase and reason in the cache, for the chamvi_runs gauge. */
+  runsByPhase(): Array<{ phase: string; reason: string; count: number }> {
+    const counts = new Map<string, number>();
+    for (const run of this.runs.list()) {
+      const key = `${run.status?.phase ?? 'New'}\u0000${run.status?.reason ?? ''}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return [...counts].map(([key, count]) => {
+      const [phase = '', reason = ''] = key.split('\u0000');
+      return { phase, reason, count };
+    });
   }
 
   get synced(): boolean {

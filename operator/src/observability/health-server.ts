@@ -4,7 +4,12 @@ import { createServer, type Server } from 'node:http';
 
 export type ReadinessCheck = () => Promise<string | undefined>; // undefined = ready, else why not
 
-export function startHealthServer(port: number, checks: Record<string, ReadinessCheck>, host = '0.0.0.0'): Promise<Server> {
+export interface MetricsSource {
+  contentType: string;
+  metrics(): Promise<string>;
+}
+
+export function startHealthServer(port: number, checks: Record<string, ReadinessCheck>, metrics?: MetricsSource, host = '0.0.0.0'): Promise<Server> {
   const server = createServer(async (request, response) => {
     if (request.url === '/healthz') {
       response.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
@@ -17,6 +22,10 @@ export function startHealthServer(port: number, checks: Record<string, Readiness
         if (problem) failures.push(`${name}: ${problem}`);
       }
       response.writeHead(failures.length ? 503 : 200, { 'content-type': 'text/plain' }).end(failures.length ? `${failures.join('\n')}\n` : 'ok\n');
+      return;
+    }
+    if (request.url === '/metrics' && metrics) {
+      response.writeHead(200, { 'content-type': metrics.contentType }).end(await metrics.metrics());
       return;
     }
     response.writeHead(404).end();

@@ -3,6 +3,7 @@
 import type { LanguageModel } from 'ai';
 import { REASONS, codingRunSpec, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { EventRecorder } from '../controller/event-recorder.ts';
+import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
@@ -28,6 +29,7 @@ export interface AgentDependencies {
   queue: JobEnqueuer;
   models: ModelFactory;
   events: EventRecorder;
+  metrics: OperatorMetrics;
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   allowFileProtocol: boolean;
   logger: AgentLogger;
@@ -54,10 +56,20 @@ export async function liveRun(deps: AgentDependencies, ref: RunRef): Promise<Par
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string): Promise<void> {
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, run) => finishStatus(status, 'Failed', reason, message, run.metadata.generation ?? 0, now));
-  if (outcome.written) await deps.events.record(outcome.run, { type: 'Warning', reason, message });
+  if (outcome.written) {
+    await deps.events.record(outcome.run, { type: 'Warning', reason, message });
+    observeFinished(deps, outcome.run, 'Failed', reason);
+  }
   deps.logger.warn({ namespace: ref.namespace, name: ref.name, uid: ref.uid, reason }, message);
   await deps.states.delete(ref.uid);
   await deps.sandboxes.release(ref.uid);
+}
+
+/** Counts a run that just ended and how long it took. */
+export function observeFinished(deps: AgentDependencies, run: CodingRun, phase: string, reason: string): void {
+  deps.metrics.runsFinished.inc({ phase, reason });
+  const started = Date.parse(run.status?.startTime ?? '');
+  if (!Number.isNaN(started)) deps.metrics.runDuration.observe({ phase }, (deps.now().getTime() - started) / 1000);
 }
 
 export async function recordEvent(deps: AgentDependencies, run: CodingRun, event: RunEvent): Promise<void> {

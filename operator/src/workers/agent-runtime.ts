@@ -7,6 +7,7 @@ import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../controller/event-recorder.ts';
 import type { KubeGateway } from '../controller/kube-gateway.ts';
+import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import type { RunAgent } from '../controller/run-agent.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
@@ -25,6 +26,7 @@ export interface AgentRuntimeOptions {
   kubeConfig: KubeConfig;
   kube: KubeGateway;
   events: EventRecorder;
+  metrics: OperatorMetrics;
   logger: AgentLogger;
   sandboxFor(run: ParsedCodingRun): Sandbox;
   callingPolicy: CallingPolicy;
@@ -35,6 +37,8 @@ export interface AgentRuntimeOptions {
 export interface AgentRuntime {
   runAgent: RunAgent;
   checkRedis(): Promise<string | undefined>;
+  /** Jobs by state, for the queue-depth gauge. */
+  queueDepth(): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -62,6 +66,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       queue: agentQueue,
       models: createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
       events: options.events,
+      metrics: options.metrics,
       getRun: (namespace, name) => options.kube.getRun(namespace, name),
       allowFileProtocol: config.allowRepo.some((pattern) => pattern.startsWith('file://')),
       logger: options.logger,
@@ -85,6 +90,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
         return `redis unreachable: ${(error as Error).message}`;
       }
     },
+    queueDepth: () => queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'),
     async close() {
       await worker?.close();
       await queue.close();

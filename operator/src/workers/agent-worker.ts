@@ -73,7 +73,10 @@ export function startAgentWorker(deps: AgentDependencies, options: AgentWorkerOp
         await process(deps, job);
       } catch (error) {
         const reason = reasonOf(error);
+        if (SandboxError.isInstance(error)) deps.metrics.execErrors.inc({ kind: error.reason });
         if (reason) {
+          const run = await deps.getRun(ref.namespace, ref.name).catch(() => undefined);
+          deps.metrics.modelCallErrors.inc({ provider: String((run?.spec.model as { provider?: string } | undefined)?.provider ?? 'unknown'), reason });
           await failRun(deps, ref, reason, (error as Error).message);
           return;
         }

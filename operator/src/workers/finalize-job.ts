@@ -5,7 +5,7 @@
 import { LIMITS, REASONS } from '../api/index.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
-import { STATE_LOST_MESSAGE, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { STATE_LOST_MESSAGE, failRun, liveRun, observeFinished, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import { cutAtLine, parseShortstat, type DiffStats } from './diff-stats.ts';
 
 interface BashResult {
@@ -72,6 +72,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   });
   if (outcome.written) {
     await deps.events.record(outcome.run, { type: phase === 'Succeeded' ? 'Normal' : 'Warning', reason, message });
+    observeFinished(deps, outcome.run, phase, reason);
   }
   state.stage = 'done';
   await deps.states.delete(ref.uid);

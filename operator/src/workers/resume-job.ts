@@ -18,8 +18,12 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(deps.sandboxes.for(run), call)
+      ? await executeToolCall(deps.sandboxes.for(run), call, (tool, outcome, seconds) => {
+          deps.metrics.toolCalls.inc({ tool, outcome });
+          deps.metrics.toolDuration.observe({ tool }, seconds);
+        })
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
+  if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   state.toolCalls += 1;
   state.stage = 'stepping';
   delete state.pendingApproval;

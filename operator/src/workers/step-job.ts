@@ -78,6 +78,13 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const modelStarted = performance.now();
   const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline });
   const modelMs = performance.now() - modelStarted;
+  const { provider, name: modelName = provider } = run.spec.model;
+  deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
+  deps.metrics.steps.inc({ provider });
+  const callUsage = usageOfModelCall(result.usage);
+  for (const [direction, value] of [['input', callUsage.inputTokens], ['output', callUsage.outputTokens], ['cache_read', callUsage.cacheReadTokens], ['reasoning', callUsage.reasoningTokens]] as const) {
+    if (value > 0) deps.metrics.tokens.inc({ direction, provider, model: modelName }, value);
+  }
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
@@ -87,7 +94,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
   state.messages = [...context.messages, ...responseMessages];
   state.filesTouched = context.filesTouched;
-  state.usage = addUsage(state.usage, context.compacted ? context.usage : emptyUsage(), usageOfModelCall(result.usage));
+  state.usage = addUsage(state.usage, context.compacted ? context.usage : emptyUsage(), callUsage);
   state.step += 1;
   const invalidCalls = result.toolCalls.length - calls.length;
   state.toolCalls += invalidCalls;
@@ -120,7 +127,11 @@ export async function runCallsUntilApproval(
   const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = deps.sandboxes.for(run);
-  const results = [...earlier, ...(await executeToolCalls(sandbox, now))];
+  const observe = (tool: string, outcome: 'ok' | 'error', seconds: number) => {
+    deps.metrics.toolCalls.inc({ tool, outcome });
+    deps.metrics.toolDuration.observe({ tool }, seconds);
+  };
+  const results = [...earlier, ...(await executeToolCalls(sandbox, now, observe))];
   state.toolCalls += now.length;
   if (gated < 0) {
     if (results.length > 0) state.messages.push(toolMessage(results));

@@ -15,8 +15,13 @@ function orderingKey(call: PendingToolCall): string {
   return `call:${call.toolCallId}`;
 }
 
-export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, signal?: AbortSignal): Promise<ToolResultRecord> {
+/** Told of every finished call, for metrics. */
+export type ToolCallObserver = (tool: string, outcome: 'ok' | 'error', seconds: number) => void;
+
+export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, observe?: ToolCallObserver, signal?: AbortSignal): Promise<ToolResultRecord> {
+  const started = performance.now();
   const response = await sandbox.call({ tool: call.toolName, input: call.input }, signal ? { signal } : {});
+  observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
   if (response.ok) {
     return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: boundToolResult(JSON.stringify(response.result)).text };
   }
@@ -28,12 +33,12 @@ export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, s
   };
 }
 
-export async function executeToolCalls(sandbox: Sandbox, calls: readonly PendingToolCall[], signal?: AbortSignal): Promise<ToolResultRecord[]> {
+export async function executeToolCalls(sandbox: Sandbox, calls: readonly PendingToolCall[], observe?: ToolCallObserver, signal?: AbortSignal): Promise<ToolResultRecord[]> {
   const chains = new Map<string, Promise<unknown>>();
   const results = calls.map((call) => {
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
-    const result = previous.then(() => executeToolCall(sandbox, call, signal));
+    const result = previous.then(() => executeToolCall(sandbox, call, observe, signal));
     chains.set(key, result.catch(() => undefined));
     return result;
   });

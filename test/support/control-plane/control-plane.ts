@@ -176,11 +176,12 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
     `--cluster-signing-cert-file=${pki.caCert}`,
     `--cluster-signing-key-file=${pki.caKey}`,
     `--service-cluster-ip-range=${serviceCidr}`,
+    '--controllers=*',
     // The node lifecycle controller marks every pod of a node NotReady when the node's
     // heartbeat is late, as kwok's can be on a loaded 2-core machine; kwok never sets them
     // Ready again (a kubelet would), which left sandbox pods Running but unready in tests.
-    // A fake node needs no health watchdog or taint-based eviction.
-    '--controllers=*,-node-lifecycle-controller,-taint-eviction-controller',
+    // It must still run (it lifts the new node's not-ready taint), so give it patience.
+    '--node-monitor-grace-period=10m',
   ]);
   const schedulerProc = start('kube-scheduler', join(bin, 'kube-scheduler'), [
     ...delegated,
