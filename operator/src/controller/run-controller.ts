@@ -102,44 +102,21 @@ export class RunController {
         onRun,
       ),
     );
-    const podInformers = namespaces.map((namespace) =>
-      make<V1Pod>(
-        {
-          path: scoped(namespace, '/api/v1', 'pods'),
-          labelSelector: MANAGED_SELECTOR,
-          list: () =>
-            namespace
-              ? core.listNamespacedPod({ namespace, labelSelector: MANAGED_SELECTOR })
-              : core.listPodForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
-        },
-        enqueueOwner,
-      ),
+    // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only
+    // those are watched, and a change to one enqueues its run.
+    type ManagedList<T> = (namespace: string | undefined, labelSelector: string) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+    const owned = <T extends CachedObject>(groupPath: string, resource: string, list: ManagedList<T>) =>
+      namespaces.map((namespace) =>
+        make<T>({ path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR) }, enqueueOwner),
+      );
+    const podInformers = owned<V1Pod>('/api/v1', 'pods', (namespace, labelSelector) =>
+      namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector }),
     );
-    const policyInformers = namespaces.map((namespace) =>
-      make<V1NetworkPolicy>(
-        {
-          path: scoped(namespace, '/apis/networking.k8s.io/v1', 'networkpolicies'),
-          labelSelector: MANAGED_SELECTOR,
-          list: () =>
-            namespace
-              ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR })
-              : networking.listNetworkPolicyForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
-        },
-        enqueueOwner,
-      ),
+    const policyInformers = owned<V1NetworkPolicy>('/apis/networking.k8s.io/v1', 'networkpolicies', (namespace, labelSelector) =>
+      namespace ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector }) : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
     );
-    const configMapInformers = namespaces.map((namespace) =>
-      make<V1ConfigMap>(
-        {
-          path: scoped(namespace, '/api/v1', 'configmaps'),
-          labelSelector: MANAGED_SELECTOR,
-          list: () =>
-            namespace
-              ? core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR })
-              : core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_SELECTOR }),
-        },
-        enqueueOwner,
-      ),
+    const configMapInformers = owned<V1ConfigMap>('/api/v1', 'configmaps', (namespace, labelSelector) =>
+      namespace ? core.listNamespacedConfigMap({ namespace, labelSelector }) : core.listConfigMapForAllNamespaces({ labelSelector }),
     );
 
     this.runs = new MergedCache(runInformers);
