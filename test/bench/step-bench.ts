@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { ensureBinaries } from '../support/control-plane/binaries.ts';
-import { removeStateDir, startControlPlane } from '../support/control-plane/control-plane.ts';
+import { applyManifestDir, removeStateDir, startControlPlane } from '../support/control-plane/control-plane.ts';
 import { kubectlOrThrow } from '../support/control-plane/run-kubectl.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
@@ -34,6 +34,7 @@ async function main(): Promise<void> {
   const binDir = ensureBinaries();
   const stateDir = mkdtempSync(path.join(tmpdir(), 'chamvi-step-bench-plane-'));
   const plane = await startControlPlane({ stateDir, binDir });
+  await applyManifestDir(plane, path.join(repoRoot, 'crds'));
   const work = mkdtempSync(path.join(tmpdir(), 'chamvi-step-bench-'));
   const kubectl = (args: string[], input?: string) => kubectlOrThrow(args, { binDir, kubeconfig: plane.kubeconfig, ...(input ? { input } : {}) });
   const registrar = await startSandboxExecRegistrar({ kubeconfig: plane.kubeconfig, rootDir: path.join(work, 'workspaces') });
@@ -62,7 +63,10 @@ async function main(): Promise<void> {
         LOG_LEVEL: 'info',
       },
     });
-    await operator.waitForLog('caches synced; reconciling', 60_000);
+    await operator.waitForLog('caches synced; reconciling', 60_000).catch((error: unknown) => {
+      console.error(operator?.lines.slice(-10).map((line) => JSON.stringify(line)).join('\n'), operator?.stderr.join(''));
+      throw error;
+    });
     const manifests = [
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace: 'bench' }, data: { 'script.json': JSON.stringify({ turns }) } },
       {

@@ -19,6 +19,11 @@ export interface KubeGateway {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** Replaces the status; fails with 409 when `run.metadata.resourceVersion` is stale. */
   replaceRunStatus(run: CodingRun, status: CodingRunStatus): Promise<CodingRun>;
+  /**
+   * Applies a JSON Patch to the status subresource in one round trip; `test` operations in
+   * it make the API server refuse (422) when the run is not what the caller expects.
+   */
+  patchRunStatus(namespace: string, name: string, operations: object[]): Promise<CodingRun>;
   /** Sets the finalizers, guarded by the run's resourceVersion. */
   setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun>;
   deleteRun(namespace: string, name: string): Promise<void>;
@@ -56,6 +61,10 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     async replaceRunStatus(run, status) {
       const body = { apiVersion: run.apiVersion, kind: run.kind, metadata: run.metadata, spec: run.spec, status };
       return (await custom.replaceNamespacedCustomObjectStatus({ ...runPath(run.metadata.namespace, run.metadata.name), body })) as CodingRun;
+    },
+    async patchRunStatus(namespace, name, operations) {
+      // client-node sends a patch as JSON Patch by default: exactly what this is.
+      return (await custom.patchNamespacedCustomObjectStatus({ ...runPath(namespace, name), body: operations })) as CodingRun;
     },
     async setRunFinalizers(run, finalizers) {
       const body = { metadata: { finalizers, resourceVersion: run.metadata.resourceVersion } };

@@ -1,7 +1,7 @@
 // What every agent job needs, injected: state, status, cluster reads, the sandbox, the
 // queue, the model factory, events, a clock and a logger. Nothing here is a singleton.
 import type { LanguageModel } from 'ai';
-import { REASONS, codingRunSpec, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { REASONS, codingRunSpec, type CodingRun, type CodingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { EventRecorder } from '../controller/event-recorder.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
@@ -19,7 +19,7 @@ export interface AgentLogger {
 }
 
 /** Builds the model for one call: reads the key or the script fresh from the run's namespace. */
-export type ModelFactory = (run: ParsedCodingRun) => Promise<LanguageModel>;
+export type ModelFactory = (namespace: string, model: CodingRunSpec['model']) => Promise<LanguageModel>;
 
 export interface AgentDependencies {
   states: RunStateStore;

@@ -2,7 +2,7 @@
 // every call, so a rotated key takes effect at the next step and no key is ever kept in
 // memory longer than a call, in Redis or in job data.
 import type { LanguageModel } from 'ai';
-import type { ParsedCodingRun } from '../api/index.ts';
+import type { CodingRunSpec } from '../api/index.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
 import { createLanguageModel } from '../providers/create-language-model.ts';
 import { ModelConfigurationError } from '../providers/errors/model-configuration-error.ts';
@@ -12,9 +12,7 @@ import type { ModelFactory } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
 
 export function createModelFactory(resources: RunResources, policy: CallingPolicy, dependencies: CallingPolicyDependencies, fetch?: typeof globalThis.fetch): ModelFactory {
-  return async (run: ParsedCodingRun): Promise<LanguageModel> => {
-    const { model } = run.spec;
-    const { namespace } = run.metadata;
+  return async (namespace: string, model: CodingRunSpec['model']): Promise<LanguageModel> => {
     let apiKey: string | undefined;
     let script;
     if (model.apiKeySecretRef) {

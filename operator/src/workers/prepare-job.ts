@@ -85,6 +85,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     messages: [buildStartMessage()],
     usage: emptyUsage(),
     filesTouched: noFilesTouched(),
+    model: spec.model,
     startedAt,
   });
   await deps.events.record(run, { type: 'Normal', reason: 'Prepared', message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });

@@ -33,5 +33,5 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     reason: answer.decision === 'approve' ? 'Approved' : 'Denied',
     message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
   });
-  await afterCalls(deps, run, state, { hadToolCalls: true, calls: [call, ...pending.remaining] });
+  await afterCalls(deps, run, state, { hadToolCalls: true, calls: [call, ...pending.remaining], resumed: true });
 }

@@ -4,6 +4,7 @@
 // Never holds a secret: keys are read from the cluster for each model call.
 import type { ModelMessage } from 'ai';
 import type { Redis } from 'ioredis';
+import type { CodingRunSpec } from '../api/index.ts';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
 
@@ -46,6 +47,8 @@ export interface RunState {
   messages: ModelMessage[];
   usage: TokenUsage;
   filesTouched: FilesTouched;
+  /** spec.model, which cannot change: lets a step build its model while it reads the run. No secret. */
+  model: CodingRunSpec['model'];
   /** Epoch ms of the run's start (status.startTime), for the deadline. */
   startedAt: number;
   pendingApproval?: PendingApprovalState;

@@ -10,11 +10,39 @@ export type StatusChange = (status: CodingRunStatus, run: CodingRun) => CodingRu
 
 export type WriteOutcome = { written: true; run: CodingRun } | { written: false; why: 'gone' | 'terminal'; run?: CodingRun };
 
+/** The progress of a running run: what each step changes. */
+export interface StepProgress {
+  steps: number;
+  toolCalls: number;
+  usage: object;
+}
+
 export class RunStatusWriter {
   constructor(
-    private readonly kube: Pick<KubeGateway, 'getRun' | 'replaceRunStatus'>,
+    private readonly kube: Pick<KubeGateway, 'getRun' | 'replaceRunStatus' | 'patchRunStatus'>,
     private readonly maxAttempts = 8,
   ) {}
+
+  /**
+   * A step's progress in one request: a JSON Patch that only applies while the run is
+   * this run and still Running (so a terminal phase is never overwritten). Returns false
+   * when those tests fail; the caller then takes the read-modify-write path of write().
+   */
+  async progress(namespace: string, name: string, uid: string, progress: StepProgress): Promise<CodingRun | undefined> {
+    try {
+      return await this.kube.patchRunStatus(namespace, name, [
+        { op: 'test', path: '/metadata/uid', value: uid },
+        { op: 'test', path: '/status/phase', value: 'Running' },
+        { op: 'add', path: '/status/steps', value: progress.steps },
+        { op: 'add', path: '/status/toolCalls', value: progress.toolCalls },
+        { op: 'add', path: '/status/usage', value: progress.usage },
+      ]);
+    } catch (error) {
+      const code = (error as { code?: number }).code;
+      if (code === 422 || code === 409 || code === 404) return undefined;
+      throw error;
+    }
+  }
 
   async write(namespace: string, name: string, uid: string, change: StatusChange): Promise<WriteOutcome> {
     for (let attempt = 1; ; attempt++) {

@@ -49,7 +49,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     if (state.step > completed) await deps.queue.step(ref, state.step);
     return;
   }
-  const run = await liveRun(deps, ref);
+  // The run is read for its budget (which may change) while the model is built.
+  const stepStarted = performance.now();
+  const [run, model] = await Promise.all([liveRun(deps, ref), deps.models(ref.namespace, state.model)]);
   if (!run) return;
   const early = stopBeforeCall(run, state, deps.now().getTime());
   if (early) {
@@ -60,8 +62,6 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     return;
   }
 
-  const stepStarted = performance.now();
-  const model = await deps.models(run);
   const system = buildSystemPrompt({ task: run.spec.task, instructions: run.spec.instructions, allowedTools: run.spec.tools.allow, approvalTools: run.spec.approval.tools });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
@@ -154,7 +154,12 @@ export async function runCallsUntilApproval(
 }
 
 /** Save, report, and hand on: the next step, finalize, or a wait for approval. */
-export async function afterCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, last: { hadToolCalls: boolean; calls: readonly { toolName: string }[] }): Promise<void> {
+export async function afterCalls(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean },
+): Promise<void> {
   const ref = { uid: state.uid, namespace: state.namespace, name: state.name };
   const now = deps.now();
   if (state.stage !== 'waiting') {
@@ -177,6 +182,20 @@ export async function afterCalls(deps: AgentDependencies, run: ParsedCodingRun, 
   await deps.states.save(state);
 
   const pending = state.pendingApproval;
+  const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
+  // The common case, a running run making progress, costs one request; phase changes
+  // (approvals) and surprises (a run that ended meanwhile) take the careful path.
+  const quick =
+    state.stage !== 'waiting' && !last.resumed
+      ? await deps.status.progress(ref.namespace, ref.name, ref.uid, { steps: state.step, toolCalls: state.toolCalls, usage: { ...state.usage } })
+      : undefined;
+  if (quick) {
+    // Events are best effort and need not hold up the next step.
+    void deps.events.record(quick, { type: 'Normal', reason: 'Step', message: summary });
+    if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+    else await deps.queue.step(ref, state.step);
+    return;
+  }
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     status.steps = state.step;
@@ -207,8 +226,7 @@ export async function afterCalls(deps: AgentDependencies, run: ParsedCodingRun, 
     if (outcome.why === 'gone') await deps.states.delete(ref.uid);
     return;
   }
-  const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
-  await deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
+  void deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
   if (state.stage === 'waiting' && pending) {
     await deps.events.record(outcome.run, { type: 'Normal', reason: 'AwaitingApproval', message: `${pending.toolName} call ${pending.id} waits for approval: ${JSON.stringify(pending.input).slice(0, 300)}` });
     return;
