@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { parse } from 'yaml';
 import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
+import { reuseConnections } from './controller/connection-reuse.ts';
 import { EventRecorder } from './controller/event-recorder.ts';
 import { createKubeGateway } from './controller/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
@@ -45,7 +46,7 @@ async function main(): Promise<void> {
     console.error(`chamvi-operator: ${error.message}`);
     process.exit(2);
   }
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = reuseConnections(new KubeConfig());
   kubeConfig.loadFromDefault();
   const kube = createKubeGateway(kubeConfig);
   const events = new EventRecorder(kube, config.identity, logger);
