@@ -111,6 +111,15 @@ export const grepInput = z.object({
     .describe(`Maximum matches to return (default 100, at most ${SEARCH_MAX_RESULTS})`),
 });
 
+/** glob and list_files return the same kind of bounded file list. */
+const fileListLimit = z
+  .number()
+  .int()
+  .min(1)
+  .max(LIST_MAX_RESULTS)
+  .optional()
+  .describe(`Maximum files to return (default 1000, at most ${LIST_MAX_RESULTS})`);
+
 export const globInput = z.object({
   pattern: z
     .string()
@@ -119,25 +128,13 @@ export const globInput = z.object({
     .describe('Glob matched against paths relative to path, e.g. "**/*.ts" or "src/*.json"; ** spans directories, * stays within one'),
   path: optionalWorkspacePath('Directory to search under (default the workspace root)'),
   includeIgnored,
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(LIST_MAX_RESULTS)
-    .optional()
-    .describe(`Maximum files to return (default 1000, at most ${LIST_MAX_RESULTS})`),
+  limit: fileListLimit,
 });
 
 export const listFilesInput = z.object({
   path: optionalWorkspacePath('Directory to list (default the workspace root)'),
   includeIgnored,
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(LIST_MAX_RESULTS)
-    .optional()
-    .describe(`Maximum files to return (default 1000, at most ${LIST_MAX_RESULTS})`),
+  limit: fileListLimit,
 });
 
 export const bashInput = z.object({
