@@ -69,6 +69,11 @@ describe('buildSandboxPod', () => {
     expect(container.env).toEqual(expect.arrayContaining([{ name: 'CI', value: 'true' }, { name: 'CHAMVI_WORKSPACE', value: '/workspace' }]));
   });
 
+  it('keeps the default image\'s entrypoint (tini reaps background jobs) and only idles on node', () => {
+    expect(container.command).toBeUndefined();
+    expect(container.args!.slice(0, 2)).toEqual(['/usr/local/bin/node', '-e']);
+  });
+
   it('sets runtimeClassName only when asked', () => {
     expect(pod.spec!.runtimeClassName).toBeUndefined();
     expect(buildSandboxPod(parsedRun({ sandbox: { runtimeClassName: 'gvisor' } }), config).spec!.runtimeClassName).toBe('gvisor');

@@ -68,7 +68,10 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
     name: SANDBOX_CONTAINER,
     image: sandbox.image ?? config.sandboxImage,
     imagePullPolicy: 'IfNotPresent',
-    command: [nodePath, '-e', IDLE_SCRIPT],
+    // The default image's entrypoint is tini, which reaps the process groups background jobs
+    // leave behind, so only the arguments are set there; a custom image's entrypoint is
+    // unknown, so its command is replaced.
+    ...(customImage ? { command: [nodePath, '-e', IDLE_SCRIPT] } : { args: [nodePath, '-e', IDLE_SCRIPT] }),
     workingDir: WORKSPACE_PATH,
     env: [
       { name: 'CHAMVI_WORKSPACE', value: WORKSPACE_PATH },
