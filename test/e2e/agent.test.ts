@@ -161,6 +161,33 @@ describe('a scripted run', () => {
     expect(status.result!.diff).toContain('+Hello, world');
   });
 
+  it('runs spec.sandbox.setup in the workspace before the first step', async () => {
+    await apply(
+      script('setup-script', [
+        { toolCalls: [{ toolName: 'read_file', input: { path: 'setup.txt' } }], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [{ toolName: 'write_file', input: { path: 'copied.txt', content: 'setup ran\n' } }], usage: { inputTokens: 10, outputTokens: 1 } },
+        { text: 'done', usage: { inputTokens: 10, outputTokens: 1 } },
+      ]),
+      codingRun('setup', { provider: 'scripted', scriptRef: { name: 'setup-script' } }, { sandbox: { setup: 'echo "made by setup" > setup.txt' } }),
+    );
+    const status = await finished('setup');
+    expect(status).toMatchObject({ phase: 'Succeeded', steps: 3 });
+    expect(status.result!.diff).toContain('+made by setup');
+    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=setup,reason=SetupDone', '-o', 'name']);
+    expect(events.stdout.trim()).not.toBe('');
+  });
+
+  it('ends with SetupFailed and the setup output when setup fails', async () => {
+    await apply(
+      script('short', [{ text: 'done' }]),
+      codingRun('setup-fails', { provider: 'scripted', scriptRef: { name: 'short' } }, { sandbox: { setup: 'echo "npm ERR! missing script: ci"; exit 3' } }),
+    );
+    const status = await finished('setup-fails');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'SetupFailed' });
+    expect(status.message).toContain('exited with 3');
+    expect(status.message).toContain('npm ERR! missing script: ci');
+  });
+
   it('ends with CloneFailed and the git message when the repository does not exist', async () => {
     await apply(
       script('short', [{ text: 'done' }]),
