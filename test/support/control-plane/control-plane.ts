@@ -17,7 +17,7 @@ import {
   type ManagedProcess,
 } from './managed-process.ts';
 import { httpsGet, redisPing, waitUntil } from './readiness.ts';
-import { kubectlOrThrow, type RunKubectlOptions } from './run-kubectl.ts';
+import { kubectlOrThrow, runKubectl, type RunKubectlOptions } from './run-kubectl.ts';
 
 /** Start order; stop runs it backwards so nothing loses its API server mid-flight. */
 export const processOrder = [
@@ -195,10 +195,7 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
   // kwok watches Exec/ClusterExec objects in the API server (--enable-crds), so their CRDs
   // must be established before it starts; tests then register one Exec per pod.
   await kubectlOrThrow(['apply', '--server-side', '-f', kwokCrdDir(bin)], kubectl);
-  await kubectlOrThrow(
-    ['wait', '--for=condition=Established', '--timeout=60s', 'crd/execs.kwok.x-k8s.io', 'crd/clusterexecs.kwok.x-k8s.io'],
-    kubectl,
-  );
+  await waitForEstablished(['crd/execs.kwok.x-k8s.io', 'crd/clusterexecs.kwok.x-k8s.io'], kubectl);
   const kwokProc = start('kwok', join(bin, 'kwok'), [
     `--kubeconfig=${kubeconfig}`,
     '--manage-all-nodes=false',
@@ -338,6 +335,23 @@ function kwokNode(): object {
 }
 
 /**
+ * Waits until each CRD is Established. Not `kubectl wait --for=condition=Established`:
+ * right after an apply the CRD may have no status.conditions yet, and kubectl then fails
+ * at once ("conditions accessor error") instead of waiting.
+ */
+async function waitForEstablished(crds: readonly string[], kubectl: RunKubectlOptions): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (const crd of crds) {
+    for (;;) {
+      const result = await runKubectl(['get', crd, '-o', 'jsonpath={.status.conditions[?(@.type=="Established")].status}'], kubectl);
+      if (result.code === 0 && result.stdout.trim() === 'True') break;
+      if (Date.now() > deadline) throw new Error(`${crd} is not Established after 60s: ${result.stderr.trim() || result.stdout.trim()}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+/**
  * Applies every *.yaml/*.json manifest in `dir` (if it exists and has any) and waits for
  * the CustomResourceDefinitions among them to be Established.
  */
@@ -350,7 +364,7 @@ export async function applyManifestDir(plane: Pick<ControlPlaneState, 'binDir' |
   const applied = await kubectlOrThrow(['apply', '--server-side', '--force-conflicts', '-f', dir, '-o', 'name'], kubectl);
   const crds = applied.split('\n').filter((name) => name.startsWith('customresourcedefinition'));
   if (crds.length > 0) {
-    await kubectlOrThrow(['wait', '--for=condition=Established', '--timeout=60s', ...crds], kubectl);
+    await waitForEstablished(crds, kubectl);
   }
   return true;
 }
