@@ -1,0 +1,157 @@
+// The chart's RBAC is exactly enough: the operator runs a CodingRun end to end with the
+// identity of the chart's ServiceAccount (a real token of it, on an RBAC-enforcing API server),
+// and taking one of a few verbs away from its ClusterRole makes the same run fail.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const RELEASE_NS = 'chamvi-rbac';
+const NS = 'e2e-rbac';
+const ROLE = 'chamvi-chamvi-operator';
+const SERVICE_ACCOUNT = `system:serviceaccount:${RELEASE_NS}:chamvi-chamvi-operator`;
+const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
+const chart = new URL('../../charts/chamvi-operator', import.meta.url).pathname;
+
+let root: string;
+let repoUrl: string;
+let operatorKubeconfig: string;
+let registrar: SandboxExecRegistrar;
+let clusterRole: Record<string, any>;
+let runs = 0;
+
+async function ok(args: string[], input?: string) {
+  const result = await kubectl(args, input === undefined ? {} : { input });
+  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${result.stderr}`);
+  return result.stdout;
+}
+
+function startOperator(identity: string) {
+  return new OperatorProcess({
+    kubeconfig: operatorKubeconfig,
+    env: {
+      REDIS_URL: redisUrl(),
+      CHAMVI_REDIS_PREFIX: `rbac${Date.now()}${identity}`,
+      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: RELEASE_NS,
+      CHAMVI_IDENTITY: identity,
+    },
+  });
+}
+
+/** Starts an operator with the current RBAC, applies a fresh run and waits for it to end (or not). */
+async function runOnce(timeoutMs: number): Promise<{ phase?: string; reason?: string; message?: string; result?: { diff: string } }> {
+  const name = `rbac-${++runs}`;
+  const operator = startOperator(`rbac-op-${runs}`);
+  try {
+    await operator.waitForLog('became leader', 60_000);
+    const run = {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name, namespace: NS },
+      spec: { task: 'Greet the world.', repository: { url: repoUrl }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+    };
+    await ok(['apply', '-f', '-'], stringify(run));
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = JSON.parse((await ok(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}'])) || '{}');
+      if (status.phase === 'Succeeded' || status.phase === 'Failed' || Date.now() > deadline) return status;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  } finally {
+    await operator.kill('SIGKILL');
+  }
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-rbac-'));
+  const source = join(root, 'source');
+  execFileSync('git', ['init', '-q', '-b', 'main', source]);
+  writeFileSync(join(source, 'README.md'), 'Hello\n');
+  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'add', '.'], { cwd: source });
+  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'commit', '-qm', 'init'], { cwd: source });
+  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
+  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+
+  await createNamespace(RELEASE_NS);
+  await createNamespace(NS, { restricted: true });
+  const rendered = execFileSync(
+    join(controlPlaneBin(), 'helm'),
+    ['template', 'chamvi', chart, '-n', RELEASE_NS, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml'],
+    { encoding: 'utf8' },
+  );
+  await ok(['apply', '-n', RELEASE_NS, '-f', '-'], rendered);
+  clusterRole = JSON.parse(await ok(['get', 'clusterrole', ROLE, '-o', 'json']));
+  const script = { turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'done' }] };
+  await ok(['apply', '-n', NS, '-f', '-'], stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }));
+
+  // The operator's kubeconfig holds a real token of the chart's ServiceAccount (TokenRequest),
+  // not impersonation: client-node's exec WebSocket does not send Impersonate-User, so
+  // impersonation would let exec through as the admin and prove nothing.
+  const token = (await ok(['create', 'token', 'chamvi-chamvi-operator', '-n', RELEASE_NS, '--duration=1h'])).trim();
+  const config = parse(readFileSync(kubeconfigPath(), 'utf8'));
+  for (const user of config.users) user.user = { token };
+  operatorKubeconfig = join(root, 'operator-kubeconfig');
+  writeFileSync(operatorKubeconfig, stringify(config));
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+}, 120_000);
+
+afterAll(async () => {
+  await registrar?.stop();
+});
+
+async function withoutVerb(resource: string, verb: string, test: () => Promise<void>) {
+  const reduced = structuredClone(clusterRole);
+  delete reduced.metadata.resourceVersion;
+  for (const rule of reduced.rules) if (rule.resources.includes(resource)) rule.verbs = rule.verbs.filter((v: string) => v !== verb);
+  await ok(['replace', '-f', '-'], JSON.stringify(reduced));
+  try {
+    await test();
+  } finally {
+    const restored = structuredClone(clusterRole);
+    delete restored.metadata.resourceVersion;
+    await ok(['replace', '-f', '-'], JSON.stringify(restored));
+  }
+}
+
+describe("the chart's RBAC", () => {
+  it('lets the operator, as the chart\'s ServiceAccount, run a CodingRun end to end', async () => {
+    expect((await ok(['auth', 'can-i', 'create', 'pods', '--subresource=exec', '-n', NS, '--as', SERVICE_ACCOUNT])).trim()).toBe('yes');
+    expect((await kubectl(['auth', 'can-i', 'list', 'secrets', '-n', NS, '--as', SERVICE_ACCOUNT])).stdout.trim()).toBe('no');
+    const status = await runOnce(90_000);
+    expect(status).toMatchObject({ phase: 'Succeeded' });
+    expect(status.result!.diff).toContain('+Hello, world');
+  }, 150_000);
+
+  // The operator execs over WebSocket, an upgraded GET, which this API server authorizes
+  // with the get verb on pods/exec (create is for SPDY clients and newer servers).
+  it('is needed verb by verb: without pods/exec get the run fails', async () => {
+    await withoutVerb('pods/exec', 'get', async () => {
+      const status = await runOnce(90_000);
+      expect(status.phase).toBe('Failed');
+      expect(status.message).toMatch(/exec into pod .* failed: Unexpected server response: 403/);
+    });
+  }, 150_000);
+
+  it('is needed verb by verb: without configmaps create the diff cannot be kept and the run fails', async () => {
+    await withoutVerb('configmaps', 'create', async () => {
+      const status = await runOnce(90_000);
+      expect(status.phase).toBe('Failed');
+      expect(status.message).toMatch(/forbidden/i);
+    });
+  }, 150_000);
+
+  it('is needed verb by verb: without codingruns/status update no run gets a status', async () => {
+    await withoutVerb('codingruns/status', 'update', async () => {
+      const status = await runOnce(15_000);
+      expect(status.phase).toBeUndefined();
+    });
+  }, 150_000);
+});
