@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { buildCodingRunCrd } from '../../operator/src/api/crd.ts';
 import { renderCrdYaml } from '../../operator/src/api/crd-yaml.ts';
+import { renderApiReference } from '../../operator/src/api/api-reference.ts';
 
 const committed = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
 
@@ -22,6 +23,13 @@ const root = version.schema.openAPIV3Schema as unknown as Node;
 describe('CodingRun CRD', () => {
   it('matches the committed crds/ file (run `make crds` when this fails)', () => {
     expect(readFileSync(committed, 'utf8')).toBe(renderCrdYaml());
+  });
+
+  it('has a fresh docs/api-reference.md that names every spec field (run `make crds` when this fails)', () => {
+    const reference = readFileSync(new URL('../../docs/api-reference.md', import.meta.url), 'utf8');
+    expect(reference).toBe(renderApiReference());
+    expect(reference).toContain('| `spec.budget.maxSteps` | integer |');
+    expect(reference).toContain('baseURL is required when provider is openai-compatible');
   });
 
   it('describes every field of spec and status, so kubectl explain is useful', () => {
