@@ -135,6 +135,8 @@ export class RunReconciler {
     for (const action of decision.actions) {
       run = await this.applyAction(run, action);
     }
+    const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
+    if (changes.length > 0) this.deps.logger.info({ namespace, name, phase: run.status?.phase, actions: changes }, 'applied actions');
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
