@@ -244,7 +244,9 @@ describe('restarts and replicas', () => {
       });
       const pods = await ours();
       if (pods.length !== names.length) {
-        console.error(second.lines.filter((line) => line.msg === 'applied actions' || (line.level ?? 0) >= 40).map((line) => JSON.stringify(line)).join('\n'));
+        const statuses = await Promise.all(names.map(async (name) => `${name}: ${JSON.stringify((await getRun(NS, name)).status?.conditions?.find((c) => c.type === 'Complete'))}`));
+        const said = (process: OperatorProcess) => process.lines.filter((line) => line.msg === 'applied actions' || line.msg === 'status written' || (line.level ?? 0) >= 40);
+        console.error([...statuses, '-- first', ...said(first).map((line) => JSON.stringify(line)), '-- second', ...said(second).map((line) => JSON.stringify(line))].join('\n'));
       }
       expect(pods.map((pod) => pod.metadata.name).sort()).toEqual(names.map((name) => `${name}-sandbox`).sort());
       for (const name of names) {
