@@ -5,7 +5,6 @@ import { REASONS, codingRunSpec, type CodingRun, type CodingRunSpec, type Parsed
 import type { EventRecorder } from '../controller/event-recorder.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
-import type { RunEvent } from '../reconcile/decision.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
 import type { RunResources } from './run-resources.ts';
 import type { RunStateStore } from './run-state.ts';
@@ -72,8 +71,12 @@ export function observeFinished(deps: AgentDependencies, run: CodingRun, phase: 
   if (!Number.isNaN(started)) deps.metrics.runDuration.observe({ phase }, (deps.now().getTime() - started) / 1000);
 }
 
-export async function recordEvent(deps: AgentDependencies, run: CodingRun, event: RunEvent): Promise<void> {
-  await deps.events.record(run, event);
+/** Counts a finished tool call and its duration (the ToolCallObserver of tool-execution.ts). */
+export function toolCallObserver(deps: AgentDependencies) {
+  return (tool: string, outcome: 'ok' | 'error', seconds: number): void => {
+    deps.metrics.toolCalls.inc({ tool, outcome });
+    deps.metrics.toolDuration.observe({ tool }, seconds);
+  };
 }
 
 export const STATE_LOST_MESSAGE =

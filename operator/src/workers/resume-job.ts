@@ -1,6 +1,6 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step.
-import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { ApprovalAnswer } from '../controller/run-agent.ts';
 import { afterCalls, runCallsUntilApproval } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
@@ -18,10 +18,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(deps.sandboxes.for(run), call, (tool, outcome, seconds) => {
-          deps.metrics.toolCalls.inc({ tool, outcome });
-          deps.metrics.toolDuration.observe({ tool }, seconds);
-        })
+      ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps))
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   state.toolCalls += 1;

@@ -13,7 +13,7 @@ import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
 import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
 import { setCondition } from '../reconcile/conditions.ts';
 import { LIMITS } from '../api/index.ts';
-import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { executeToolCalls, summariseCalls, toolMessage } from './tool-execution.ts';
 
@@ -127,11 +127,7 @@ export async function runCallsUntilApproval(
   const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = deps.sandboxes.for(run);
-  const observe = (tool: string, outcome: 'ok' | 'error', seconds: number) => {
-    deps.metrics.toolCalls.inc({ tool, outcome });
-    deps.metrics.toolDuration.observe({ tool }, seconds);
-  };
-  const results = [...earlier, ...(await executeToolCalls(sandbox, now, observe))];
+  const results = [...earlier, ...(await executeToolCalls(sandbox, now, toolCallObserver(deps)))];
   state.toolCalls += now.length;
   if (gated < 0) {
     if (results.length > 0) state.messages.push(toolMessage(results));
