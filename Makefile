@@ -34,11 +34,16 @@ typecheck: node_modules ## Type-check everything
 	npx tsc -p tsconfig.json
 
 .PHONY: test
-test: node_modules system-packages toolbox control-plane typecheck ## Run every test tier (unit, toolbox, integration, e2e)
+test: node_modules system-packages toolbox control-plane typecheck ## Run every test tier (unit, toolbox, integration, e2e, faults)
 	npx vitest run --project unit
 	npx vitest run --project toolbox
 	npx vitest run --project integration
 	npx vitest run --project e2e --passWithNoTests
+	npx vitest run --project faults --passWithNoTests
+
+.PHONY: test-faults
+test-faults: node_modules system-packages toolbox control-plane ## Reliability tier only (faults injected on purpose)
+	npx vitest run --project faults --passWithNoTests
 
 .PHONY: test-unit
 test-unit: node_modules ## Unit tier only

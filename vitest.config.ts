@@ -38,6 +38,19 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        // Reliability tests of TESTING.md: the product broken on purpose (processes killed,
+        // Redis and the API server restarted, hostile models and inputs). Their own control
+        // plane, since some of them stop parts of it.
+        test: {
+          name: 'faults',
+          include: ['test/faults/**/*.test.ts'],
+          globalSetup: ['test/support/control-plane/global-setup.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });
