@@ -16,7 +16,7 @@ import { AgentQueue } from './agent-queue.ts';
 import { startAgentWorker } from './agent-worker.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { createModelFactory } from './model-factory.ts';
-import { kubernetesRunResources } from './run-resources.ts';
+import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
@@ -32,6 +32,8 @@ export interface AgentRuntimeOptions {
   callingPolicy: CallingPolicy;
   callingPolicyDependencies: CallingPolicyDependencies;
   fetch?: typeof globalThis.fetch;
+  /** Where Secrets, ConfigMaps and the diff live; default: the cluster of kubeConfig. Local mode passes its own. */
+  resources?: RunResources;
 }
 
 export interface AgentRuntime {
@@ -56,7 +58,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const agentQueue = new AgentQueue(queue, states, sandboxes);
-  const resources = kubernetesRunResources(options.kubeConfig);
+  const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const worker = !config.workersEnabled ? undefined : startAgentWorker(
     {
       states,
