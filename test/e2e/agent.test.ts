@@ -310,6 +310,19 @@ describe('observability', () => {
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
   });
+
+  it('names the run (namespace, name, uid) and the step on every log line about a run', async () => {
+    const uid = (await kubectl(['get', 'crun', 'scripted', '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    const ofRun = operator.lines.filter((line) => line.uid === uid);
+    expect(ofRun.every((line) => line.namespace === NS && line.name === 'scripted')).toBe(true);
+    // The controller's lines and each of the run's four steps, from the worker.
+    expect(ofRun.some((line) => line.msg === 'applied actions')).toBe(true);
+    expect(ofRun.filter((line) => line.msg === 'step done').map((line) => line.step)).toEqual([1, 2, 3, 4]);
+    // Lines that are about some run always say which one.
+    const aboutRuns = operator.lines.filter((line) => ['applied actions', 'status written', 'step done', 'agent job failed'].includes(line.msg ?? '') || line.job !== undefined);
+    expect(aboutRuns.length).toBeGreaterThan(0);
+    for (const line of aboutRuns) expect(line, JSON.stringify(line)).toMatchObject({ namespace: expect.any(String), name: expect.any(String), uid: expect.any(String) });
+  });
 });
 
 describe('a worker that dies mid-step', () => {

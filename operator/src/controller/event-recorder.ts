@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CodingRun } from '../api/index.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
+import { runLogFields } from '../observability/run-log-fields.ts';
 import type { KubeGateway } from './kube-gateway.ts';
 
 export interface EventLogger {
@@ -40,7 +41,7 @@ export class EventRecorder {
         count: 1,
       });
     } catch (error) {
-      this.logger.warn({ run: run.metadata.name, namespace: run.metadata.namespace, reason: event.reason, err: String(error) }, 'could not record event');
+      this.logger.warn({ ...runLogFields(run), reason: event.reason, err: String(error) }, 'could not record event');
     }
   }
 }

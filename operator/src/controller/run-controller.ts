@@ -142,9 +142,13 @@ export class RunController {
         metrics?.reconcileDuration.observe({ outcome }, (performance.now() - started) / 1000);
       }
     };
-    this.queue = new WorkQueue(timed, { concurrency: config.reconcileConcurrency }, (key, error) => {
+    // Held until every cache has synced: a run reconciled while the pod cache is still
+    // empty looks as if its pod were gone, and would be failed as SandboxLost (and its pod
+    // deleted) by a replica that just took over the lease.
+    this.queue = new WorkQueue(timed, { concurrency: config.reconcileConcurrency, held: true }, (key, error) => {
       metrics?.reconcileErrors.inc();
-      logger.warn({ key, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff');
+      const [namespace, name] = key.split('/');
+      logger.warn({ namespace, name, uid: this.runs.get(namespace!, name!)?.metadata.uid, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff');
     });
   }
 
@@ -175,6 +179,7 @@ export class RunController {
   /** Starts watching; resolves when every cache has its first list. */
   async start(): Promise<void> {
     await Promise.all(this.informers.map((informer) => informer.start()));
+    this.queue.start();
     this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
   }
 

@@ -16,6 +16,7 @@ import { isConflict } from './api-errors.ts';
 import type { EventRecorder } from './event-recorder.ts';
 import type { KubeGateway } from './kube-gateway.ts';
 import type { RunAgent } from './run-agent.ts';
+import { runLogFields } from '../observability/run-log-fields.ts';
 
 export interface ObjectCache<T> {
   get(namespace: string, name: string): T | undefined;
@@ -131,17 +132,16 @@ export class RunReconciler {
 
   private async apply(run: CodingRun, decision: Decision): Promise<CodingRun> {
     const { kube } = this.deps;
-    const { namespace, name } = run.metadata;
     for (const action of decision.actions) {
       run = await this.applyAction(run, action);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
-    if (changes.length > 0) this.deps.logger.info({ namespace, name, phase: run.status?.phase, actions: changes }, 'applied actions');
+    if (changes.length > 0) this.deps.logger.info({ ...runLogFields(run), phase: run.status?.phase, actions: changes }, 'applied actions');
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
       if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
-      this.deps.logger.info({ namespace, name, phase: decision.status.phase, reason: decision.status.reason }, 'status written');
+      this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.admittedLocally.delete(run.metadata.uid);
     for (const event of decision.events) await this.deps.events.record(run, event);

@@ -15,6 +15,8 @@ export interface AgentLogger {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   error(fields: object, message: string): void;
+  /** A logger whose every line also carries `bindings` (pino's child). */
+  child(bindings: object): AgentLogger;
 }
 
 /** Builds the model for one call: reads the key or the script fresh from the run's namespace. */
@@ -59,7 +61,8 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
     await deps.events.record(outcome.run, { type: 'Warning', reason, message });
     observeFinished(deps, outcome.run, 'Failed', reason);
   }
-  deps.logger.warn({ namespace: ref.namespace, name: ref.name, uid: ref.uid, reason }, message);
+  // deps.logger is the job's child logger: the run's namespace, name and uid are bound.
+  deps.logger.warn({ reason }, message);
   await deps.states.delete(ref.uid);
   await deps.sandboxes.release(ref.uid);
 }

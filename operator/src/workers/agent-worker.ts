@@ -63,12 +63,15 @@ async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef): Prom
   await deps.queue.finalize(ref);
 }
 
-export function startAgentWorker(deps: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
+export function startAgentWorker(shared: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
   const worker = new Worker<AgentJobData, void, AgentJobName>(
     QUEUE_NAME,
     async (job) => {
       const ref: RunRef = { uid: job.data.uid, namespace: job.data.namespace, name: job.data.name };
-      const log = { namespace: ref.namespace, name: ref.name, uid: ref.uid, job: job.name, step: job.data.step, attempt: job.attemptsMade + 1 };
+      // Every line this job logs, here or in the step it runs, names the run and the step.
+      // A step job's data counts the steps completed before it; logs say which step it is (1-based).
+      const step = job.name === 'step' ? (job.data.step ?? 0) + 1 : undefined;
+      const deps = { ...shared, logger: shared.logger.child({ namespace: ref.namespace, name: ref.name, uid: ref.uid, job: job.name, step, attempt: job.attemptsMade + 1 }) };
       try {
         await process(deps, job);
       } catch (error) {
@@ -85,7 +88,7 @@ export function startAgentWorker(deps: AgentDependencies, options: AgentWorkerOp
           return;
         }
         const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-        deps.logger.warn({ ...log, err: error instanceof Error ? error.message : String(error), lastAttempt }, 'agent job failed');
+        deps.logger.warn({ err: error instanceof Error ? error.message : String(error), lastAttempt }, 'agent job failed');
         if (lastAttempt) {
           const why = SandboxError.isInstance(error) ? REASONS.SandboxLost : REASONS.AgentFailed;
           await failRun(deps, ref, why, `The ${job.name} job failed ${job.attemptsMade + 1} times: ${error instanceof Error ? error.message : String(error)}`);
@@ -103,6 +106,6 @@ export function startAgentWorker(deps: AgentDependencies, options: AgentWorkerOp
       maxStalledCount: 3,
     },
   );
-  worker.on('error', (error) => deps.logger.error({ err: error.message }, 'agent worker error'));
+  worker.on('error', (error) => shared.logger.error({ err: error.message }, 'agent worker error'));
   return worker;
 }

@@ -108,7 +108,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // `make bench` reports as step overhead.
   const totalMs = performance.now() - stepStarted;
   deps.logger.info(
-    { namespace: ref.namespace, name: ref.name, uid: ref.uid, step: state.step, toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
+    { toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
     'step done',
   );
 }
