@@ -74,6 +74,21 @@ describe('WorkQueue', () => {
     expect(delays).toEqual([100, 200, 250]);
   });
 
+  it('holds keys until start() when made held, then processes each once', async () => {
+    const seen: string[] = [];
+    const queue = new WorkQueue(async (key) => {
+      seen.push(key);
+    }, { concurrency: 2, held: true });
+    queue.add('a');
+    queue.add('b');
+    queue.add('a');
+    await tick();
+    expect(seen).toEqual([]);
+    queue.start();
+    await queue.idle();
+    expect(seen).toEqual(['a', 'b']);
+  });
+
   it('re-adds a key after requeueAfter', async () => {
     const delays: number[] = [];
     const queue = new WorkQueue(async () => ({ requeueAfterMs: 5000 }), { concurrency: 1, setTimer: (_, ms) => { delays.push(ms); return {}; }, clearTimer: () => {} });

@@ -2,9 +2,13 @@
 // processed by two workers at once; adding a key that is being processed marks it dirty
 // so it runs once more afterwards; failures back off exponentially per key; a key can be
 // re-added after a delay (requeueAfter). Timers and the clock are injected for tests.
+// A queue made `held` collects keys but processes none until start(): the controller
+// starts it only once every informer cache has synced, as controller-runtime does.
 
 export interface WorkQueueOptions {
   concurrency: number;
+  /** Collect keys without processing them until start() is called. */
+  held?: boolean;
   baseDelayMs?: number;
   maxDelayMs?: number;
   setTimer?: (callback: () => void, ms: number) => { unref?: () => void } | unknown;
@@ -22,6 +26,7 @@ export class WorkQueue {
   private readonly delayed = new Map<string, { at: number; timer: unknown }>();
   private running = 0;
   private stopped = false;
+  private held: boolean;
   private idleWaiters: Array<() => void> = [];
   private readonly setTimer: NonNullable<WorkQueueOptions['setTimer']>;
   private readonly clearTimer: NonNullable<WorkQueueOptions['clearTimer']>;
@@ -33,6 +38,13 @@ export class WorkQueue {
   ) {
     this.setTimer = options.setTimer ?? ((callback, ms) => setTimeout(callback, ms).unref());
     this.clearTimer = options.clearTimer ?? ((timer) => clearTimeout(timer as NodeJS.Timeout));
+    this.held = options.held ?? false;
+  }
+
+  /** Starts processing a held queue (keys added meanwhile included). */
+  start(): void {
+    this.held = false;
+    this.pump();
   }
 
   get length(): number {
@@ -74,7 +86,7 @@ export class WorkQueue {
   }
 
   private pump(): void {
-    while (!this.stopped && this.running < this.options.concurrency && this.queue.length > 0) {
+    while (!this.stopped && !this.held && this.running < this.options.concurrency && this.queue.length > 0) {
       const key = this.queue.shift()!;
       this.queued.delete(key);
       this.processing.add(key);
