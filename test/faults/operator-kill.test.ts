@@ -1,0 +1,235 @@
+// SIGKILL the operator while its runs stand in every phase at once, start a fresh process,
+// and every run still finishes exactly as if nothing had happened: one sandbox pod ever,
+// the right diff, and usage and step counts equal to the model's script.
+//
+// Each run is held in its phase by something outside the operator, so the kill lands
+// where it is meant to:
+//   provision  its pod has just been created (the census saw it), nothing after
+//   clone      prepare is running spec.sandbox.setup, which sleeps the first time
+//   step       the model call of step 2 waits on a delayed reply of the fake server
+//   approval   WaitingForApproval; it is approved only after the restart
+//   finalize   finalize is taking the diff: a git fsmonitor hook set by the agent's last
+//              tool call sleeps the first time git refreshes the index
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import {
+  GREETED,
+  GREET_WORLD,
+  DIFF_STAT,
+  ObjectCensus,
+  READ_README,
+  RunNamespace,
+  bashCall,
+  codingRun,
+  createBareRepo,
+  expectedTotals,
+  operatorStory,
+  scriptConfigMap,
+  scriptedModel,
+  startOperator,
+  type RunStatus,
+  type ScriptTurn,
+} from '../support/fault-fixture.ts';
+import { eventually, type OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const PREFIX = `fkill${Date.now()}`;
+const API_KEY = 'sk-faults-kill-0123456789';
+// A short job lock: the fresh process's workers take over the killed one's jobs quickly.
+const JOB_LOCK_SECONDS = '4';
+const HOLD_SECONDS = 120;
+
+const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
+
+// The first time it runs, setup sleeps (holding prepare); a redone prepare skips it.
+const HELD_SETUP = `if [ ! -e .git/held-setup ]; then touch .git/held-setup; sleep ${HOLD_SECONDS}; fi`;
+// git runs core.fsmonitor on every index refresh, which finalize's `git add`/`git diff`
+// do. The hook sleeps once (marking that it started) and exits 1: "no fsmonitor data".
+const SLOW_FSMONITOR = [
+  `printf '#!/bin/sh\\nif [ -e "$0.once" ]; then rm -f "$0.once"; touch "$0.started"; sleep ${HOLD_SECONDS}; fi\\nexit 1\\n' > .git/slow-fsmonitor`,
+  'chmod +x .git/slow-fsmonitor',
+  'touch .git/slow-fsmonitor.once',
+  'git config core.fsmonitor "$PWD/.git/slow-fsmonitor"',
+].join(' && ');
+
+const SCRIPTS: Record<string, ScriptTurn[]> = {
+  provision: [
+    { toolCalls: [READ_README], usage: usage(100, 10) },
+    { toolCalls: [GREET_WORLD], usage: usage(200, 20) },
+    { text: 'Greeted the world.', usage: usage(300, 30) },
+  ],
+  clone: [
+    { toolCalls: [READ_README], usage: usage(110, 11) },
+    { toolCalls: [GREET_WORLD], usage: usage(210, 21) },
+    { text: 'Greeted the world.', usage: usage(310, 31) },
+  ],
+  approval: [
+    { toolCalls: [GREET_WORLD], usage: usage(120, 12) },
+    { toolCalls: [DIFF_STAT], usage: usage(220, 22) },
+    { text: 'Greeted the world.', usage: usage(320, 32) },
+  ],
+  finalize: [
+    { toolCalls: [GREET_WORLD], usage: usage(130, 13) },
+    { toolCalls: [bashCall(SLOW_FSMONITOR)], usage: usage(230, 23) },
+    { text: 'Greeted the world.', usage: usage(330, 33) },
+  ],
+};
+// The fake server's script for `step`: its second reply is held; the redone step gets the copy.
+const STEP_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(140, 14) },
+  { toolCalls: [GREET_WORLD], usage: usage(240, 24) },
+  { text: 'Greeted the world.', usage: usage(340, 34) },
+];
+
+let ns: RunNamespace;
+let root: string;
+let repoUrl: string;
+let census: ObjectCensus;
+let registrar: SandboxExecRegistrar;
+let fake: FakeOpenAIServer;
+let first: OperatorProcess;
+let second: OperatorProcess | undefined;
+let takeoverMs = 0;
+const atKill: Record<string, RunStatus & { stage?: string }> = {};
+
+function operator(identity: string): OperatorProcess {
+  return startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity, env: { CHAMVI_JOB_LOCK_SECONDS: JOB_LOCK_SECONDS } });
+}
+
+const workspaceFile = (run: string, file: string) => {
+  const workspace = registrar.workspaceOf(ns.name, `${run}-sandbox`);
+  return workspace !== undefined && existsSync(join(workspace.workspaceDir, file));
+};
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-kill-'));
+  repoUrl = createBareRepo(root);
+  ns = await RunNamespace.create('faults-kill');
+  census = await ObjectCensus.start(ns.name);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  fake = await startFakeOpenAIServer();
+  const fakeTurn = (turn: ScriptTurn) =>
+    turn.toolCalls
+      ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })), usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } }
+      : { type: 'text' as const, text: turn.text!, usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } };
+  fake.enqueue(fakeTurn(STEP_TURNS[0]!), { ...fakeTurn(STEP_TURNS[1]!), delayMs: HOLD_SECONDS * 1000 }, fakeTurn(STEP_TURNS[1]!), fakeTurn(STEP_TURNS[2]!));
+
+  first = operator('faults-kill-first');
+  await first.waitForLog('caches synced; reconciling', 60_000);
+  await ns.apply(
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } },
+    ...Object.entries(SCRIPTS).map(([name, turns]) => scriptConfigMap(`${name}-script`, turns)),
+  );
+  await ns.apply(
+    codingRun('clone', repoUrl, scriptedModel('clone-script'), { sandbox: { setup: HELD_SETUP } }),
+    codingRun('step', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }),
+    codingRun('approval', repoUrl, scriptedModel('approval-script'), { approval: { tools: ['bash'] } }),
+    codingRun('finalize', repoUrl, scriptedModel('finalize-script')),
+  );
+  const held = (what: string, check: () => Promise<boolean | undefined> | boolean | undefined) =>
+    eventually(async () => ((await check()) ? true : undefined), 120_000, what);
+  await Promise.all([
+    held('clone to sleep in setup', () => workspaceFile('clone', '.git/held-setup')),
+    held('step to wait on its second model call', () => fake.requests.length >= 2),
+    held('approval to wait', async () => (await ns.status('approval')).phase === 'WaitingForApproval'),
+    held('finalize to sleep in git', () => workspaceFile('finalize', '.git/slow-fsmonitor.started')),
+  ]).catch((error: unknown) => {
+    console.error(operatorStory(first));
+    throw error;
+  });
+
+  // The last run is killed in the watch event that shows its new pod.
+  const killed = new Promise<void>((resolve) => census.onFirstSight('pods', 'provision-sandbox', () => {
+    void first.kill('SIGKILL');
+    resolve();
+  }));
+  await ns.apply(codingRun('provision', repoUrl, scriptedModel('provision-script')));
+  await killed;
+  await first.exited;
+  const killedAt = Date.now();
+
+  const redis = new Redis(redisUrl());
+  try {
+    for (const name of ['provision', 'clone', 'step', 'approval', 'finalize']) {
+      const run = await ns.run(name);
+      const state = await redis.get(`${PREFIX}:run:${run.metadata.uid}`);
+      atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state) as { stage: string }).stage } : {}) };
+    }
+  } finally {
+    redis.disconnect();
+  }
+  console.info(`at the kill: ${JSON.stringify(Object.fromEntries(Object.entries(atKill).map(([name, status]) => [name, `${status.phase ?? 'new'}/${status.stage ?? 'no state'} steps=${status.steps ?? 0}`])))}`);
+
+  second = operator('faults-kill-second');
+  // Answered after the restart: only the new leader can pass it on.
+  await ns.answer('approval', atKill.approval!.pendingApproval!.id, 'approve');
+  await second.waitForLog('became leader', 60_000);
+  takeoverMs = Date.now() - killedAt;
+  console.info(`the fresh operator led ${takeoverMs} ms after the kill`);
+}, 300_000);
+
+afterAll(async () => {
+  await first?.kill('SIGKILL');
+  await second?.kill();
+  census?.stop();
+  await registrar?.stop();
+  await fake?.stop();
+});
+
+async function expectFinishedCleanly(name: string, turns: ScriptTurn[]): Promise<RunStatus> {
+  const status = await ns.finished(name, 180_000).catch((error: unknown) => {
+    console.error(`-- first\n${operatorStory(first)}\n-- second\n${second ? operatorStory(second) : ''}`);
+    throw error;
+  });
+  const totals = expectedTotals(turns);
+  expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: totals.steps, toolCalls: totals.toolCalls });
+  expect(status.usage).toEqual(totals.usage);
+  expect(status.result!.diff).toContain(GREETED);
+  expect(status.result).toMatchObject({ filesChanged: 1, insertions: 1, deletions: 1, diffConfigMap: `${name}-diff` });
+  expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
+  // The pod goes once the run is done; by then the census has seen every pod it ever had.
+  await eventually(async () => (census.count('pods', `${name}-sandbox`) > 0 && !census.exists('pods', `${name}-sandbox`) ? true : undefined), 60_000, `${name}'s pod to go`);
+  expect(census.count('pods', `${name}-sandbox`), 'sandbox pods the run ever had').toBe(1);
+  expect(census.count('networkpolicies', `${name}-sandbox`)).toBe(1);
+  expect(census.count('configmaps', `${name}-diff`)).toBe(1);
+  return status;
+}
+
+describe('an operator SIGKILLed with runs in every phase', () => {
+  it('hands over to a fresh process within the lease time', () => {
+    // leaseDurationSeconds 15 + retryPeriodSeconds 2 (operator-config.ts defaults) and a margin.
+    expect(takeoverMs).toBeLessThan(25_000);
+  });
+
+  it('finishes a run killed while its pod was being created', async () => {
+    await expectFinishedCleanly('provision', SCRIPTS.provision!);
+  });
+
+  it('finishes a run killed while prepare ran its setup (clone done, loop not started)', async () => {
+    expect(atKill.clone).toMatchObject({ phase: 'Running' });
+    expect(atKill.clone!.stage).toBeUndefined();
+    await expectFinishedCleanly('clone', SCRIPTS.clone!);
+  });
+
+  it('finishes a run killed inside a model call, redoing that step once', async () => {
+    expect(atKill.step).toMatchObject({ phase: 'Running', steps: 1, stage: 'stepping' });
+    await expectFinishedCleanly('step', STEP_TURNS);
+    // Two requests for step 2 (the held one and the redo), one for each other step.
+    expect(fake.requests).toHaveLength(4);
+  });
+
+  it('finishes a run killed while it waited for approval, approved after the restart', async () => {
+    expect(atKill.approval).toMatchObject({ phase: 'WaitingForApproval', stage: 'waiting' });
+    await expectFinishedCleanly('approval', SCRIPTS.approval!);
+  });
+
+  it('finishes a run killed while finalize was taking the diff', async () => {
+    expect(atKill.finalize).toMatchObject({ phase: 'Running', steps: 3, stage: 'finalizing' });
+    await expectFinishedCleanly('finalize', SCRIPTS.finalize!);
+  });
+});
