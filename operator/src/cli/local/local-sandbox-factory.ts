@@ -1,0 +1,81 @@
+// The sandbox of a local run: the bundled toolbox as a child process (a kept serve session)
+// on a workspace and home in a fresh temporary directory, removed when the run's sandbox
+// is released. Its environment is built like the pod's: PATH and locale from this shell,
+// HOME in the temporary directory, spec.sandbox.env, and nothing else, so API keys in the
+// user's environment do not reach the commands the model runs. It is NOT the pod's
+// isolation: the tools run as the user, on this machine, with its network.
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { ParsedCodingRun } from '../../api/index.ts';
+import { DEFAULT_TOOLBOX_PATH, createLocalSandbox, type LocalSandbox } from '../../sandbox/local-sandbox.ts';
+import type { Sandbox } from '../../sandbox/sandbox.ts';
+import type { SandboxFactory } from '../../workers/sandbox-pool.ts';
+import { ToolboxMissingError } from '../errors/toolbox-missing-error.ts';
+
+/** Overrides where the toolbox bundle is (default: sandbox-image/dist/toolbox.mjs of this checkout). */
+export const TOOLBOX_PATH_ENV = 'CHAMVI_TOOLBOX_PATH';
+
+const INHERITED = ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'];
+
+export function findToolbox(env: NodeJS.ProcessEnv): string {
+  const toolbox = env[TOOLBOX_PATH_ENV] || DEFAULT_TOOLBOX_PATH;
+  if (!existsSync(toolbox)) throw new ToolboxMissingError(toolbox);
+  return toolbox;
+}
+
+export function sandboxEnvironment(run: ParsedCodingRun, home: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const sandboxEnv: NodeJS.ProcessEnv = { HOME: home };
+  for (const name of INHERITED) if (env[name]) sandboxEnv[name] = env[name];
+  for (const { name, value } of run.spec.sandbox.env ?? []) sandboxEnv[name] = value;
+  return sandboxEnv;
+}
+
+async function createRunSandbox(run: ParsedCodingRun, toolboxPath: string, env: NodeJS.ProcessEnv): Promise<{ sandbox: LocalSandbox; base: string }> {
+  const base = await mkdtemp(path.join(tmpdir(), `chamvi-local-${run.metadata.name.slice(0, 40)}-`));
+  const home = path.join(base, 'home');
+  // The toolbox keeps its logs and background jobs under CHAMVI_HOME, as in the pod.
+  const toolboxHome = path.join(home, '.chamvi');
+  const workspaceDir = path.join(base, 'workspace');
+  await mkdir(toolboxHome, { recursive: true });
+  await mkdir(workspaceDir);
+  const sandbox = await createLocalSandbox({ mode: 'serve', toolboxPath, workspaceDir, homeDir: toolboxHome, env: sandboxEnvironment(run, home, env) });
+  return { sandbox, base };
+}
+
+/** A SandboxFactory (synchronous, as the pool wants) whose sandboxes come up on first use. */
+export class LocalSandboxFactory {
+  private readonly open = new Set<Sandbox>();
+
+  constructor(
+    private readonly toolboxPath: string,
+    private readonly env: NodeJS.ProcessEnv,
+  ) {}
+
+  readonly create: SandboxFactory = (run) => {
+    const creating = createRunSandbox(run, this.toolboxPath, this.env);
+    // Awaited by the first call; a failure reaches that call, never an unhandled rejection.
+    creating.catch(() => undefined);
+    let closed: Promise<void> | undefined;
+    const sandbox: Sandbox = {
+      call: async (request, options) => (await creating).sandbox.call(request, options),
+      importTree: async (tar) => (await creating).sandbox.importTree(tar),
+      close: () =>
+        (closed ??= (async () => {
+          this.open.delete(sandbox);
+          const created = await creating.catch(() => undefined);
+          if (!created) return;
+          await created.sandbox.close();
+          await rm(created.base, { recursive: true, force: true });
+        })()),
+    };
+    this.open.add(sandbox);
+    return sandbox;
+  };
+
+  /** Ends every sandbox still open: their tool calls fail at once, their directories go. */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.open].map((sandbox) => sandbox.close().catch(() => undefined)));
+  }
+}

@@ -1,0 +1,181 @@
+// An in-memory API server for one local run: the KubeGateway port that the reconciler, the
+// status writer and the event recorder use, over the run, its "pod" and the objects from
+// the manifest. It keeps the guarantees they rely on: a stale resourceVersion is a 409
+// conflict, a JSON Patch test that fails is a 422, a deleted object is gone. A created pod
+// is Ready at once (the local sandbox needs no scheduling); Events go to a callback; every
+// change resolves changed(), which is what the local loop waits on instead of a watch.
+import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
+import type { KubeGateway } from '../../controller/kube-gateway.ts';
+import type { ObjectCache, ReconcilerCaches } from '../../controller/run-reconciler.ts';
+import { applyJsonPatch } from './json-patch.ts';
+import type { ManifestObjects } from './manifest-file.ts';
+
+class ApiError extends Error {
+  constructor(
+    readonly code: 404 | 409,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class MemoryKubeGateway implements KubeGateway {
+  private run: CodingRun | undefined;
+  private version: number;
+  private readonly pods = new Map<string, V1Pod>();
+  private readonly networkPolicies = new Map<string, V1NetworkPolicy>();
+  private readonly configMaps = new Map<string, V1ConfigMap>();
+  private readonly secrets: Map<string, Record<string, string>>;
+  private wake: Array<() => void> = [];
+
+  constructor(
+    run: CodingRun,
+    objects: ManifestObjects,
+    private readonly onEvent: (event: CoreV1Event) => void,
+  ) {
+    this.run = structuredClone(run);
+    this.version = Number(run.metadata.resourceVersion ?? '1') || 1;
+    this.run.metadata.resourceVersion = String(this.version);
+    this.secrets = new Map(objects.secrets);
+    for (const [name, { data, binaryData }] of objects.configMaps) {
+      this.configMaps.set(name, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: run.metadata.namespace }, data, binaryData });
+    }
+  }
+
+  private get namespace(): string {
+    return this.run?.metadata.namespace ?? '';
+  }
+
+  /** The run as stored now (a copy), or undefined once deleted. */
+  current(): CodingRun | undefined {
+    return this.run && structuredClone(this.run);
+  }
+
+  /** Resolves at the next change of anything stored. */
+  changed(): Promise<void> {
+    return new Promise((resolve) => this.wake.push(resolve));
+  }
+
+  private touched(): void {
+    const waiting = this.wake;
+    this.wake = [];
+    for (const resolve of waiting) resolve();
+  }
+
+  private requireRun(namespace: string, name: string): CodingRun {
+    if (!this.run || this.run.metadata.namespace !== namespace || this.run.metadata.name !== name) {
+      throw new ApiError(404, `codingruns.chamvi.dev "${name}" not found`);
+    }
+    return this.run;
+  }
+
+  /** Stores a changed run under a new resourceVersion, guarded by the one the writer read. */
+  private store(next: CodingRun, readVersion: string | undefined): CodingRun {
+    const stored = this.requireRun(next.metadata.namespace, next.metadata.name);
+    if (readVersion !== undefined && readVersion !== stored.metadata.resourceVersion) {
+      throw new ApiError(409, `Operation cannot be fulfilled on codingruns.chamvi.dev "${next.metadata.name}": the object has been modified`);
+    }
+    this.version += 1;
+    this.run = structuredClone({ ...next, metadata: { ...next.metadata, resourceVersion: String(this.version) } });
+    if (this.run.metadata.deletionTimestamp && !this.run.metadata.finalizers?.length) this.run = undefined;
+    this.touched();
+    return structuredClone(this.run ?? next);
+  }
+
+  secretValue(namespace: string, name: string, key: string): string | undefined {
+    return namespace === this.namespace ? this.secrets.get(name)?.[key] : undefined;
+  }
+
+  configMap(namespace: string, name: string): V1ConfigMap | undefined {
+    return namespace === this.namespace ? structuredClone(this.configMaps.get(name)) : undefined;
+  }
+
+  putConfigMap(configMap: V1ConfigMap): void {
+    if (configMap.metadata?.namespace !== this.namespace || !configMap.metadata.name) return;
+    this.configMaps.set(configMap.metadata.name, structuredClone(configMap));
+    this.touched();
+  }
+
+  caches(): ReconcilerCaches {
+    const cache = <T extends { metadata?: { name?: string } }>(objects: () => Map<string, T>): ObjectCache<T> => ({
+      get: (namespace, name) => (namespace === this.namespace ? objects().get(name) : undefined),
+      list: () => [...objects().values()].map((object) => ({ ...object, metadata: { ...object.metadata, namespace: this.namespace } })),
+    });
+    return {
+      runs: {
+        get: (namespace, name) => (this.run?.metadata.namespace === namespace && this.run.metadata.name === name ? this.current() : undefined),
+        list: () => (this.run ? [this.current()!] : []),
+      },
+      pods: cache(() => this.pods),
+      networkPolicies: cache(() => this.networkPolicies),
+      configMaps: cache(() => this.configMaps),
+    };
+  }
+
+  async getRun(namespace: string, name: string): Promise<CodingRun | undefined> {
+    return this.run?.metadata.namespace === namespace && this.run.metadata.name === name ? this.current() : undefined;
+  }
+
+  async replaceRunStatus(run: CodingRun, status: CodingRunStatus): Promise<CodingRun> {
+    const stored = this.requireRun(run.metadata.namespace, run.metadata.name);
+    return this.store({ ...stored, status: structuredClone(status) }, run.metadata.resourceVersion);
+  }
+
+  async patchRunStatus(namespace: string, name: string, operations: object[]): Promise<CodingRun> {
+    const stored = this.requireRun(namespace, name);
+    // Only the status subresource changes; tests may look at anything.
+    const patched = applyJsonPatch(stored, operations);
+    return this.store({ ...stored, ...(patched.status ? { status: patched.status } : {}) }, undefined);
+  }
+
+  async setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun> {
+    const stored = this.requireRun(run.metadata.namespace, run.metadata.name);
+    return this.store({ ...stored, metadata: { ...stored.metadata, finalizers } }, run.metadata.resourceVersion);
+  }
+
+  async deleteRun(namespace: string, name: string): Promise<void> {
+    if (!this.run || this.run.metadata.namespace !== namespace || this.run.metadata.name !== name) return;
+    this.store({ ...this.run, metadata: { ...this.run.metadata, deletionTimestamp: this.run.metadata.deletionTimestamp ?? new Date().toISOString() } }, undefined);
+  }
+
+  async createPod(pod: V1Pod): Promise<void> {
+    const name = pod.metadata?.name;
+    if (!name || this.pods.has(name)) return;
+    this.pods.set(name, { ...structuredClone(pod), status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
+    this.touched();
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    if (namespace === this.namespace && this.pods.delete(name)) this.touched();
+  }
+
+  async createNetworkPolicy(policy: V1NetworkPolicy): Promise<void> {
+    const name = policy.metadata?.name;
+    if (!name || this.networkPolicies.has(name)) return;
+    this.networkPolicies.set(name, structuredClone(policy));
+    this.touched();
+  }
+
+  async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {
+    if (namespace === this.namespace && this.networkPolicies.delete(name)) this.touched();
+  }
+
+  async deleteConfigMap(namespace: string, name: string): Promise<void> {
+    if (namespace === this.namespace && this.configMaps.delete(name)) this.touched();
+  }
+
+  async secretKeys(namespace: string, name: string): Promise<string[] | undefined> {
+    const values = namespace === this.namespace ? this.secrets.get(name) : undefined;
+    return values && Object.keys(values);
+  }
+
+  async configMapKeys(namespace: string, name: string): Promise<string[] | undefined> {
+    const configMap = namespace === this.namespace ? this.configMaps.get(name) : undefined;
+    return configMap && Object.keys({ ...configMap.data, ...configMap.binaryData });
+  }
+
+  async createEvent(event: CoreV1Event): Promise<void> {
+    this.onEvent(event);
+  }
+}
