@@ -4,7 +4,6 @@
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { answerFor, encodeAnswer } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
-import { CliError } from './errors/cli-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import { RunTable, runRow, type RunRow } from './format-runs.ts';
 import { helpText } from './help-text.ts';
@@ -19,7 +18,8 @@ export interface CliOutput {
   signal?: AbortSignal;
 }
 
-export async function executeCommand(command: Command, client: RunClient, io: CliOutput): Promise<number> {
+/** Every command but run --local, which needs no cluster (local/run-locally.ts). */
+export async function executeCommand(command: Exclude<Command, { command: 'run' }>, client: RunClient, io: CliOutput): Promise<number> {
   if (command.command === 'help') {
     io.out(helpText(command.topic));
     return 0;
@@ -49,8 +49,6 @@ export async function executeCommand(command: Command, client: RunClient, io: Cl
       else io.out(diff.text.endsWith('\n') ? diff.text.slice(0, -1) : diff.text);
       return 0;
     }
-    case 'run':
-      throw new CliError('run --local is not available in this build yet; apply the manifest to a cluster with kubectl apply -f instead');
   }
 }
 

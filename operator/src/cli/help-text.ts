@@ -1,8 +1,9 @@
 // What `--help` prints, per command. Kept beside the parser's flag list so the two are read
 // together; the exit codes and the annotation format are the plugin's contract (API.md).
+import { PROVIDER_REGISTRY } from '../providers/provider-registry.ts';
 import type { CommandName } from './parse-arguments.ts';
 
-const COMMON = `Flags for every command:
+const COMMON = `Flags for the cluster commands (get, approve, deny, diff; see run --help for run):
   -n, --namespace NS    namespace of the run (default: the kubeconfig context's, else "default")
       --kubeconfig FILE kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)
       --context NAME    kubeconfig context to use
@@ -10,7 +11,7 @@ const COMMON = `Flags for every command:
 
 Exit codes: 0 done, 1 error (unknown run, nothing pending, API error), 2 bad command line.`;
 
-const OVERVIEW = `kubectl-codingrun: watch, approve and inspect CodingRuns (chamvi.dev/v1alpha1).
+const OVERVIEW = `kubectl-codingrun: watch, approve and inspect CodingRuns (chamvi.dev/v1alpha1), or run one locally.
 
 Usage:
   kubectl codingrun get [NAME] [-w] [-A]         phase, steps, tokens and pending approval, one line per run
@@ -18,10 +19,24 @@ Usage:
   kubectl codingrun deny NAME --reason R [--id ID]
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
-  kubectl codingrun run -f FILE --local          run a CodingRun without a cluster (not in this build yet)
+  kubectl codingrun run -f FILE --local          run a CodingRun on this machine, no cluster: progress, then the diff
   kubectl codingrun help COMMAND                 help for one command
 
 ${COMMON}`;
+
+/** "openai OPENAI_API_KEY, deepseek DEEPSEEK_API_KEY, ...", from the provider registry, wrapped. */
+const API_KEY_VARIABLES = (() => {
+  const items = Object.values(PROVIDER_REGISTRY as Record<string, { name: string; apiKeyEnv?: string }>)
+    .filter((provider) => provider.apiKeyEnv)
+    .map((provider) => `${provider.name} ${provider.apiKeyEnv}`);
+  const lines: string[] = [];
+  for (const item of items) {
+    const last = lines.length - 1;
+    if (last >= 0 && lines[last]!.length + item.length < 68) lines[last] += `, ${item}`;
+    else lines.push(item);
+  }
+  return lines.map((line, index) => `                  ${line}${index < lines.length - 1 ? ',' : ''}`).join('\n');
+})();
 
 const TOPICS: Record<CommandName, string> = {
   get: `Usage: kubectl codingrun get [NAME] [-w] [-A] [-n NS]
@@ -63,15 +78,43 @@ Prints the run's full unified diff: from the ConfigMap named in status.result.di
 status.result.diff, with a warning on stderr when that copy is truncated.
 
 ${COMMON}`,
-  run: `Usage: kubectl codingrun run -f FILE --local
+  run: `Usage: kubectl codingrun run -f FILE --local [-n NS] [--redis-url URL]
 
-Runs one CodingRun without a cluster: a local sandbox in a temporary directory, the same
-workers and queue, printing progress and the diff. Not in this build yet.
+Runs one CodingRun on this machine, without a cluster, through the operator's own parts:
+the same validation, the same BullMQ workers on Redis, the same toolbox. The sandbox is
+the toolbox as a local process in a temporary directory (removed at the end): it is NOT
+the pod's isolation; the tools run as you, with your network. Progress (one line per
+Event: each step with its tool calls and tokens) goes to stderr; the diff goes to stdout,
+so "... --local > change.diff" keeps it. Exit 0 when the run Succeeded, 1 when it Failed
+(with its reason and message; a partial diff is still printed).
 
-  -f, --filename FILE   the CodingRun manifest
+FILE ("-" for stdin) holds one CodingRun plus the ConfigMaps and Secrets it names, as
+separate YAML documents: a scripted model's script, an API key, a git token. Only objects
+in the run's namespace count.
+  repository    any URL git can clone, a file:// URL, or a local path (/srv/repo, ./repo,
+                ~/code/repo; relative to FILE's directory). allowRepo does not apply;
+                URLs git would read as an option or a command (-..., ext::) are refused.
+  API key       the Secret named by spec.model.apiKeySecretRef, from FILE; when FILE has
+                none, from $CHAMVI_API_KEY, else the provider's variable:
+${API_KEY_VARIABLES}
+  approvals     calls of spec.approval.tools are asked on the terminal (y/N, then a reason
+                for the model). Without a terminal (stdin not a TTY, or -f -) every such
+                call is denied with the reason "no terminal to approve on" and the run goes on.
+  Redis         --redis-url, else $REDIS_URL (the run's keys, under a prefix of their own,
+                are deleted at the end); else a redis-server from PATH (Debian package
+                redis-server) started on a free loopback port without persistence, and
+                stopped at the end, Ctrl-C included.
+  toolbox       sandbox-image/dist/toolbox.mjs of this checkout (make toolbox), or
+                $CHAMVI_TOOLBOX_PATH.
+
+  -f, --filename FILE   the manifest
       --local           required: run on this machine
+  -n, --namespace NS    namespace of the run when FILE gives none (default "default")
+      --redis-url URL   a running Redis (redis:// or rediss://) instead of starting one
+  -h, --help            show this help
 
-${COMMON}`,
+Exit codes: 0 done (the run Succeeded), 1 error (the run Failed, a bad FILE, no Redis,
+interrupted), 2 bad command line.`,
 };
 
 export function helpText(topic?: CommandName): string {

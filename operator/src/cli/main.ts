@@ -1,5 +1,6 @@
 // kubectl-codingrun: the entry point. Parses the command line, connects with the user's
-// kubeconfig, runs the command, and turns errors into a message and an exit code
+// kubeconfig (or, for run --local, runs the CodingRun on this machine), runs the command,
+// and turns errors into a message and an exit code
 // (0 done, 1 error, 2 usage). `kubectl codingrun ...` finds it as a kubectl plugin on PATH.
 import { KubeConfig } from '@kubernetes/client-node';
 import { CliError } from './errors/cli-error.ts';
@@ -10,7 +11,7 @@ import { createRunClient } from './run-client.ts';
 
 const PROGRAM = 'kubectl-codingrun';
 
-function loadKubeConfig(command: Exclude<Command, { command: 'help' }>): KubeConfig {
+function loadKubeConfig(command: Exclude<Command, { command: 'help' | 'run' }>): KubeConfig {
   const kubeConfig = new KubeConfig();
   try {
     if (command.kubeconfig) kubeConfig.loadFromFile(command.kubeconfig);
@@ -38,6 +39,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   };
   try {
     const command = parseArguments(argv);
+    // run --local needs no cluster, hence no kubeconfig; its workers (BullMQ, the model SDKs)
+    // load only for it, so the other commands start fast.
+    if (command.command === 'run') {
+      const { runLocally } = await import('./local/run-locally.ts');
+      return await runLocally(command, { ...io, env: process.env, stdin: process.stdin, prompt: process.stderr, interrupt: () => process.kill(process.pid, 'SIGINT') });
+    }
     const client = command.command === 'help' ? undefined : createRunClient(loadKubeConfig(command));
     return await executeCommand(command, client!, io);
   } catch (error) {

@@ -19,13 +19,13 @@ export type Command =
   | ({ command: 'approve'; name: string; id?: string; reason?: string } & Connection)
   | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
   | ({ command: 'diff'; name: string } & Connection)
-  | ({ command: 'run'; file: string; local: boolean } & Connection);
+  | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string };
 
 /** Flags and whether they take a value. Short forms map to the long name. */
 const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandName[] }> = {
   namespace: { takesValue: true },
-  kubeconfig: { takesValue: true },
-  context: { takesValue: true },
+  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff'] },
+  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff'] },
   help: { takesValue: false },
   watch: { takesValue: false, commands: ['get'] },
   'all-namespaces': { takesValue: false, commands: ['get'] },
@@ -33,6 +33,7 @@ const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandNa
   id: { takesValue: true, commands: ['approve', 'deny'] },
   filename: { takesValue: true, commands: ['run'] },
   local: { takesValue: false, commands: ['run'] },
+  'redis-url': { takesValue: true, commands: ['run'] },
 };
 const SHORT: Record<string, string> = { n: 'namespace', w: 'watch', A: 'all-namespaces', h: 'help', f: 'filename' };
 
@@ -137,7 +138,10 @@ export function parseArguments(argv: readonly string[]): Command {
       atMost(0);
       const file = text('filename');
       if (!file) throw new UsageError('run needs -f FILE, a CodingRun manifest', first);
-      return { command: 'run', ...connection, file, local: flags.has('local') };
+      if (!flags.has('local')) throw new UsageError('run needs --local (the only mode there is); to run on a cluster, kubectl apply -f the file instead', first);
+      const redisUrl = text('redis-url');
+      if (redisUrl !== undefined && !/^rediss?:\/\/\S+$/.test(redisUrl)) throw new UsageError(`--redis-url must be a redis:// or rediss:// URL, got "${redisUrl}"`, first);
+      return { command: 'run', file, local: true, ...(connection.namespace ? { namespace: connection.namespace } : {}), ...(redisUrl ? { redisUrl } : {}) };
     }
   }
 }

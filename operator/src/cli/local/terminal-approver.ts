@@ -1,0 +1,52 @@
+// Who answers a local run's approvals. On a terminal, the person at it: the call is shown
+// and a y/N question asked (a "no" asks for a reason, which the model reads). Without a
+// terminal (stdin is a pipe or a file, as in CI) nobody can answer, so every gated call is
+// denied with the reason "no terminal to approve on" and the run goes on without it.
+import { createInterface } from 'node:readline/promises';
+import type { ApprovalAnswer } from '../../controller/run-agent.ts';
+
+export interface ApprovalRequest {
+  runName: string;
+  id: string;
+  toolName: string;
+  /** The call's input as JSON (bounded to 4 KiB by the status). */
+  input: string;
+}
+
+/** Answers one request; gives up (rejects) when the signal aborts. */
+export type Approver = (request: ApprovalRequest, signal: AbortSignal) => Promise<ApprovalAnswer>;
+
+export const NO_TERMINAL_REASON = 'no terminal to approve on';
+export const DENIED_AT_TERMINAL = 'denied at the terminal';
+
+export const denyWithoutTerminal: Approver = async (request) => ({ id: request.id, decision: 'deny', reason: NO_TERMINAL_REASON });
+
+export interface TerminalApproverOptions {
+  input: NodeJS.ReadableStream;
+  output: NodeJS.WritableStream;
+  /** True on a TTY: readline then handles the keys, Ctrl-C included. */
+  terminal: boolean;
+  /** Ctrl-C at the question (readline catches it on a TTY): stop the run as a SIGINT would. */
+  onInterrupt?: () => void;
+}
+
+export function terminalApprover(options: TerminalApproverOptions): Approver {
+  return async (request, signal) => {
+    const lines = createInterface({ input: options.input, output: options.output, terminal: options.terminal });
+    lines.on('SIGINT', () => options.onInterrupt?.());
+    // The question never settles if the input ends first; that is a "no" with a reason.
+    const closed = new Promise<string>((resolve) => lines.once('close', () => resolve('\u0000closed')));
+    const ask = async (question: string) => Promise.race([lines.question(question, { signal }), closed]);
+    try {
+      options.output.write(`\ncodingrun/${request.runName} wants to run ${request.toolName} (approval ${request.id}):\n  ${request.input}\n`);
+      const answer = await ask('Approve? [y/N] ');
+      if (answer === '\u0000closed') return { id: request.id, decision: 'deny', reason: 'no answer: the terminal input ended' };
+      if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve' };
+      const reason = await ask('Reason, for the model (Enter for none): ');
+      const given = reason === '\u0000closed' ? '' : reason.trim();
+      return { id: request.id, decision: 'deny', reason: given || DENIED_AT_TERMINAL };
+    } finally {
+      lines.close();
+    }
+  };
+}
