@@ -154,10 +154,11 @@ describe('decide: provisioning and running', () => {
 describe('decide: finished and deleted runs', () => {
   const succeeded = run({ spec: { ttlSecondsAfterFinished: 600 }, status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted } });
 
-  it('never rewrites the status of a finished run', () => {
+  it('never rewrites the status of a finished run, and stops its agent until the sandbox is gone', () => {
     const decision = decide(observe(succeeded, { pod: pod({ phase: 'Failed' }) }), config, now);
     expect(decision.status).toBeUndefined();
-    expect(types(decision)).toEqual(['deletePod']);
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
+    expect(types(decide(observe(succeeded, { pod: pod({ deleting: true }) }), config, now))).toEqual(['stopAgent']);
   });
 
   it('waits out ttlSecondsAfterFinished, then deletes the run', () => {

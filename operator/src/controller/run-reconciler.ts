@@ -45,6 +45,9 @@ export interface RunReconcilerDeps {
   now?: () => Date;
 }
 
+/** What stops a run's work; applied only after the status that ends the run is written. */
+const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
+
 /** How often a status write may meet a conflict before the key goes back to the queue. */
 const MAX_CONFLICT_RETRIES = 5;
 
@@ -132,17 +135,23 @@ export class RunReconciler {
 
   private async apply(run: CodingRun, decision: Decision): Promise<CodingRun> {
     const { kube } = this.deps;
+    // A run that this decision ends is ended (status written) before its agent and sandbox
+    // are stopped: a worker that found its state or pod gone first would end the run
+    // itself, with the wrong reason (StateLost for a lost pod).
+    const ending = isTerminal(decision.status?.phase) && !isTerminal(run.status?.phase);
+    const afterStatus = ending ? decision.actions.filter((action) => STOPPING.has(action.type)) : [];
     for (const action of decision.actions) {
-      run = await this.applyAction(run, action);
+      if (!afterStatus.includes(action)) run = await this.applyAction(run, action);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
-    if (changes.length > 0) this.deps.logger.info({ ...runLogFields(run), phase: run.status?.phase, actions: changes }, 'applied actions');
+    if (changes.length > 0) this.deps.logger.info({ ...runLogFields(run), phase: decision.status?.phase ?? run.status?.phase, actions: changes }, 'applied actions');
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
       if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
+    for (const action of afterStatus) run = await this.applyAction(run, action);
     if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.admittedLocally.delete(run.metadata.uid);
     for (const event of decision.events) await this.deps.events.record(run, event);
     return run;

@@ -79,6 +79,9 @@ function decideDeletion(observed: ObservedRun): Decision {
 function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, now: Date): Decision {
   const { run, pod } = observed;
   const actions: Action[] = [];
+  // The agent's state is dropped after the terminal status is written; until the sandbox
+  // is gone too, drop it again in case the process died in between.
+  if (pod || observed.networkPolicyExists) actions.push({ type: 'stopAgent' });
   if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
   if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
   const ttl = spec?.ttlSecondsAfterFinished;

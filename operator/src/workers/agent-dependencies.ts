@@ -53,6 +53,12 @@ export async function liveRun(deps: AgentDependencies, ref: RunRef): Promise<Par
   return spec.success ? { ...run, spec: spec.data } : undefined;
 }
 
+/** Forgets a run a job found ended or gone: its state in Redis and its sandbox connection. */
+export async function forgetRun(deps: AgentDependencies, ref: RunRef): Promise<void> {
+  await deps.states.delete(ref.uid);
+  await deps.sandboxes.release(ref.uid);
+}
+
 /** Ends a run as Failed with a reason and a message, records the Event, drops its state. */
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string): Promise<void> {
   const now = deps.now();

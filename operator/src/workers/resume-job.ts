@@ -1,6 +1,6 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step.
-import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { ApprovalAnswer } from '../controller/run-agent.ts';
 import { afterCalls, runCallsUntilApproval } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
@@ -14,7 +14,10 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) return; // answered already
   const run = await liveRun(deps, ref);
-  if (!run) return;
+  if (!run) {
+    await forgetRun(deps, ref);
+    return;
+  }
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'

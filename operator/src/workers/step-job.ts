@@ -13,7 +13,7 @@ import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
 import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
 import { setCondition } from '../reconcile/conditions.ts';
 import { LIMITS } from '../api/index.ts';
-import { REASONS, STATE_LOST_MESSAGE, failRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { executeToolCalls, summariseCalls, toolMessage } from './tool-execution.ts';
 
@@ -52,7 +52,10 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The run is read for its budget (which may change) while the model is built.
   const stepStarted = performance.now();
   const [run, model] = await Promise.all([liveRun(deps, ref), deps.models(ref.namespace, state.model)]);
-  if (!run) return;
+  if (!run) {
+    await forgetRun(deps, ref);
+    return;
+  }
   const early = stopBeforeCall(run, state, deps.now().getTime());
   if (early) {
     state.stage = 'finalizing';
@@ -218,8 +221,9 @@ export async function afterCalls(
     return status;
   });
   if (!outcome.written) {
-    // The controller or a user ended the run meanwhile; nothing more to do here.
-    if (outcome.why === 'gone') await deps.states.delete(ref.uid);
+    // The controller or a user ended the run meanwhile (its state was dropped then, but
+    // this step has just saved it again): nothing more to do here.
+    await forgetRun(deps, ref);
     return;
   }
   void deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });

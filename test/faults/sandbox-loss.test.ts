@@ -1,0 +1,152 @@
+// Delete a run's sandbox pod while the agent works: the run ends Failed/SandboxLost within
+// 10 seconds and nothing the agent does afterwards changes that or leaves state behind.
+//
+// The diff is taken only by finalize, from the live pod, right before the terminal status
+// is written; nothing snapshots it earlier. So a pod lost mid-step, or mid-finalize while
+// the diff is being taken, leaves no diff anywhere: status.result stays empty and no
+// `<run>-diff` ConfigMap appears. These tests assert exactly that (rather than a partial
+// diff that cannot exist); a run stopped by a budget or the deadline, whose pod is still
+// there, keeps its partial diff (see the e2e BudgetExceeded test).
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import {
+  GREET_WORLD,
+  ObjectCensus,
+  READ_README,
+  RunNamespace,
+  bashCall,
+  codingRun,
+  createBareRepo,
+  operatorStory,
+  scriptConfigMap,
+  scriptedModel,
+  startOperator,
+  type RunStatus,
+} from '../support/fault-fixture.ts';
+import { eventually, type OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const PREFIX = `floss${Date.now()}`;
+const LOST_WITHIN_MS = 10_000;
+// Long enough for the controller to end the run first, short enough to watch what the
+// step does afterwards with a pod that is gone.
+const HELD_REPLY_MS = 8_000;
+
+let ns: RunNamespace;
+let root: string;
+let repoUrl: string;
+let census: ObjectCensus;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+let redis: Redis;
+const latencies: Record<string, number> = {};
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-loss-'));
+  repoUrl = createBareRepo(root);
+  ns = await RunNamespace.create('faults-loss');
+  census = await ObjectCensus.start(ns.name);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  redis = new Redis(redisUrl());
+  operator = startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity: 'faults-loss' });
+  await operator.waitForLog('caches synced; reconciling', 60_000);
+  await ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-loss' } });
+}, 120_000);
+
+afterAll(async () => {
+  console.info(`SandboxLost latency (pod delete to Failed): ${JSON.stringify(latencies)}`);
+  await operator?.kill();
+  census?.stop();
+  await registrar?.stop();
+  redis?.disconnect();
+});
+
+/** Deletes the run's pod and returns the status once the run has ended, with how long it took. */
+async function deletePodAndWait(run: string): Promise<RunStatus> {
+  const started = Date.now();
+  const deleted = await kubectl(['delete', 'pod', `${run}-sandbox`, '-n', ns.name, '--wait=false']);
+  expect(deleted.code, deleted.stderr).toBe(0);
+  const status = await ns.finished(run, 60_000);
+  latencies[run] = Date.now() - started;
+  return status;
+}
+
+async function expectLostWithoutDiff(run: string, status: RunStatus): Promise<void> {
+  expect(status, operatorStory(operator)).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
+  expect(status.message).toContain(`${run}-sandbox`);
+  expect(latencies[run]).toBeLessThan(LOST_WITHIN_MS);
+  expect(status.result).toBeUndefined();
+  expect(await ns.diffConfigMap(run)).toBeUndefined();
+  expect(census.count('pods', `${run}-sandbox`), 'the operator never makes a second pod').toBe(1);
+}
+
+/** Whatever the agent still does with the lost run, its state in Redis ends up gone. */
+async function expectStateGone(uid: string): Promise<void> {
+  await eventually(async () => ((await redis.exists(`${PREFIX}:run:${uid}`)) === 0 ? true : undefined), 30_000, `the run state of ${uid} to be dropped`);
+}
+
+describe('a sandbox pod deleted while the agent works', () => {
+  let fake: FakeOpenAIServer;
+  beforeAll(async () => {
+    fake = await startFakeOpenAIServer();
+  });
+  afterAll(async () => {
+    await fake?.stop();
+  });
+
+  it('ends a run in the middle of a model call as Failed/SandboxLost within 10 s, with no diff, and the late step changes nothing', async () => {
+    fake.enqueue(
+      { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: GREET_WORLD.input }], usage: { promptTokens: 10, completionTokens: 1 } },
+      // Step 2 is answered only after the pod is gone: it then runs its tools and saves.
+      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: READ_README.input }], usage: { promptTokens: 20, completionTokens: 2 }, delayMs: HELD_REPLY_MS },
+      { type: 'text', text: 'never reached', usage: { promptTokens: 30, completionTokens: 3 } },
+    );
+    await ns.apply(codingRun('mid-step', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }));
+    await eventually(async () => (fake.requests.length >= 2 ? true : undefined), 60_000, 'step 2 to call the model');
+    const uid = (await ns.run('mid-step')).metadata.uid;
+    const status = await deletePodAndWait('mid-step');
+    await expectLostWithoutDiff('mid-step', status);
+    expect(status.steps).toBe(1);
+
+    // The held reply arrives; the step runs its tools against a pod that is gone.
+    await new Promise((resolve) => setTimeout(resolve, HELD_REPLY_MS + 2_000));
+    await expectStateGone(uid);
+    const after = await ns.status('mid-step');
+    expect(after).toMatchObject({ phase: 'Failed', reason: 'SandboxLost', steps: 1, completionTime: status.completionTime });
+    expect(fake.requests).toHaveLength(2);
+  });
+});
+
+describe('a sandbox pod deleted while finalize takes the diff', () => {
+  it('ends the run as Failed/SandboxLost within 10 s with no diff (none could be taken)', async () => {
+    // The agent's last call makes git's next index refresh (finalize's `git add`) sleep.
+    const slowGit = [
+      "printf '#!/bin/sh\\nif [ -e \"$0.once\" ]; then rm -f \"$0.once\"; touch \"$0.started\"; sleep 60; fi\\nexit 1\\n' > .git/slow-fsmonitor",
+      'chmod +x .git/slow-fsmonitor',
+      'touch .git/slow-fsmonitor.once',
+      'git config core.fsmonitor "$PWD/.git/slow-fsmonitor"',
+    ].join(' && ');
+    await ns.apply(
+      scriptConfigMap('finalize-script', [
+        { toolCalls: [GREET_WORLD], usage: { inputTokens: 10, outputTokens: 1 } },
+        { toolCalls: [bashCall(slowGit)], usage: { inputTokens: 10, outputTokens: 1 } },
+        { text: 'Greeted the world.', usage: { inputTokens: 10, outputTokens: 1 } },
+      ]),
+      codingRun('mid-finalize', repoUrl, scriptedModel('finalize-script')),
+    );
+    await eventually(async () => {
+      const workspace = registrar.workspaceOf(ns.name, 'mid-finalize-sandbox');
+      return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
+    }, 60_000, 'finalize to be taking the diff');
+    const uid = (await ns.run('mid-finalize')).metadata.uid;
+    const status = await deletePodAndWait('mid-finalize');
+    await expectLostWithoutDiff('mid-finalize', status);
+    expect(status.steps).toBe(3);
+    await expectStateGone(uid);
+  });
+});
