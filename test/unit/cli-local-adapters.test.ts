@@ -1,0 +1,201 @@
+// The local adapters of run --local without Redis or processes: the in-memory API server
+// under the operator's real RunStatusWriter (conflicts, a terminal phase never rewritten),
+// the JSON Patch it applies, the progress lines, the logger's filter, and approvals on a
+// (simulated) terminal and without one.
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { ApprovalDesk } from '../../operator/src/cli/local/approval-desk.ts';
+import { PatchRefusedError, applyJsonPatch } from '../../operator/src/cli/local/json-patch.ts';
+import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
+import { progressLine, summaryLine } from '../../operator/src/cli/local/progress-printer.ts';
+import { StderrLogger } from '../../operator/src/cli/local/stderr-logger.ts';
+import { DENIED_AT_TERMINAL, NO_TERMINAL_REASON, denyWithoutTerminal, terminalApprover, type Approver } from '../../operator/src/cli/local/terminal-approver.ts';
+import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
+
+const RUN: CodingRun = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'demo', namespace: 'default', uid: 'uid-1', generation: 1, resourceVersion: '1' },
+  spec: { task: 't', repository: { url: 'file:///r' }, model: { provider: 'scripted', scriptRef: { name: 's', key: 'script.json' } } },
+};
+
+const gatewayWith = (status?: CodingRun['status'], events: unknown[] = []) =>
+  new MemoryKubeGateway({ ...RUN, ...(status ? { status } : {}) }, { configMaps: new Map([['s', { data: { 'script.json': '{}' }, binaryData: {} }]]), secrets: new Map([['k', { apiKey: 'sk' }]]) }, (event) => events.push(event));
+
+describe('MemoryKubeGateway under the real RunStatusWriter', () => {
+  it('writes the status, bumping the resourceVersion, and wakes whoever waits for a change', async () => {
+    const gateway = gatewayWith({ phase: 'Running' });
+    const changed = gateway.changed();
+    const outcome = await new RunStatusWriter(gateway).write('default', 'demo', 'uid-1', (status) => ({ ...status, steps: 1 }));
+    expect(outcome.written).toBe(true);
+    await changed;
+    expect(gateway.current()).toMatchObject({ metadata: { resourceVersion: '2' }, status: { phase: 'Running', steps: 1 } });
+  });
+
+  it('refuses a status replace from a stale read with 409, as the API server does', async () => {
+    const gateway = gatewayWith({ phase: 'Running' });
+    const stale = gateway.current()!;
+    await gateway.replaceRunStatus(stale, { phase: 'Running', steps: 1 });
+    await expect(gateway.replaceRunStatus(stale, { phase: 'Running', steps: 2 })).rejects.toMatchObject({ code: 409 });
+  });
+
+  it('applies step progress only while the run is Running, and never rewrites a finished run', async () => {
+    const gateway = gatewayWith({ phase: 'Running' });
+    const writer = new RunStatusWriter(gateway);
+    const usage = { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 2, complete: true };
+    expect(await writer.progress('default', 'demo', 'uid-1', { steps: 1, toolCalls: 1, usage })).toMatchObject({ status: { steps: 1, toolCalls: 1 } });
+    expect(await writer.progress('default', 'demo', 'other-uid', { steps: 2, toolCalls: 2, usage })).toBeUndefined();
+    await gateway.replaceRunStatus(gateway.current()!, { phase: 'Succeeded' });
+    expect(await writer.progress('default', 'demo', 'uid-1', { steps: 9, toolCalls: 9, usage })).toBeUndefined();
+    expect(await writer.write('default', 'demo', 'uid-1', (status) => ({ ...status, phase: 'Failed' }))).toMatchObject({ written: false, why: 'terminal' });
+    expect(gateway.current()!.status).toEqual({ phase: 'Succeeded' });
+  });
+
+  it('serves the file objects of the run namespace only, and a created pod is Ready at once', async () => {
+    const gateway = gatewayWith();
+    expect(await gateway.configMapKeys('default', 's')).toEqual(['script.json']);
+    expect(await gateway.secretKeys('default', 'k')).toEqual(['apiKey']);
+    expect(gateway.secretValue('other', 'k', 'apiKey')).toBeUndefined();
+    await gateway.createPod({ metadata: { name: 'demo-sandbox', namespace: 'default' } });
+    const pod = gateway.caches().pods.get('default', 'demo-sandbox');
+    expect(pod?.status?.conditions).toEqual([{ type: 'Ready', status: 'True' }]);
+  });
+
+  it('hands Events to its callback', async () => {
+    const events: unknown[] = [];
+    await gatewayWith(undefined, events).createEvent({ metadata: {}, involvedObject: {}, reason: 'Step', message: 'Step 1: read_file' });
+    expect(events).toEqual([expect.objectContaining({ reason: 'Step', message: 'Step 1: read_file' })]);
+  });
+});
+
+describe('applyJsonPatch', () => {
+  it('applies test, add, replace and remove to a copy', () => {
+    const document = { status: { phase: 'Running', steps: 1, old: true } };
+    const patched = applyJsonPatch(document, [
+      { op: 'test', path: '/status/phase', value: 'Running' },
+      { op: 'add', path: '/status/toolCalls', value: 3 },
+      { op: 'replace', path: '/status/steps', value: 2 },
+      { op: 'remove', path: '/status/old' },
+    ]);
+    expect(patched).toEqual({ status: { phase: 'Running', steps: 2, toolCalls: 3 } });
+    expect(document.status.steps).toBe(1);
+  });
+
+  it('refuses with 422 when a test fails or the parent is missing', () => {
+    expect(() => applyJsonPatch({ status: { phase: 'Succeeded' } }, [{ op: 'test', path: '/status/phase', value: 'Running' }])).toThrow(PatchRefusedError);
+    expect(() => applyJsonPatch({}, [{ op: 'add', path: '/status/steps', value: 1 }])).toThrow(expect.objectContaining({ code: 422 }));
+  });
+});
+
+describe('progress lines', () => {
+  it('prints one line per Event with the seconds since the start, and the local wording for the pod Events', () => {
+    expect(progressLine(1234, { type: 'Normal', reason: 'Step', message: 'Step 1: read_file; 1240 tokens so far' })).toBe('   1.2s   Step             Step 1: read_file; 1240 tokens so far');
+    expect(progressLine(0, { type: 'Warning', reason: 'CloneFailed', message: 'git clone failed:\nfatal: nope' })).toBe('   0.0s ! CloneFailed      git clone failed: fatal: nope');
+    expect(progressLine(0, { reason: 'Provisioning', message: 'Creating sandbox pod demo-sandbox' })).toContain('Creating the local sandbox');
+  });
+
+  it('sums the run up, marking a token count that is a lower bound', () => {
+    const run: CodingRun = {
+      ...RUN,
+      status: {
+        phase: 'Succeeded',
+        steps: 1,
+        toolCalls: 1,
+        usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 2, complete: false },
+        result: { summary: '', diff: '', diffTruncated: false, filesChanged: 1, insertions: 2, deletions: 0 },
+      },
+    };
+    expect(summaryLine(run, 2500)).toBe('codingrun/demo Succeeded in 2.5s: 1 step, 1 tool call, >=2 tokens; 1 file changed, +2 -0');
+  });
+});
+
+describe('StderrLogger', () => {
+  it('prints errors and warnings that carry one, with the job, once within a few seconds; drops the rest', () => {
+    const lines: string[] = [];
+    const logger = new StderrLogger((line) => lines.push(line));
+    logger.info({}, 'step done');
+    logger.warn({ reason: 'BudgetExceeded' }, 'the run failed');
+    const job = logger.child({ job: 'step', attempt: 2 });
+    job.warn({ err: 'the sandbox is closed' }, 'agent job failed');
+    job.warn({ err: 'the sandbox is closed' }, 'agent job failed');
+    logger.error({ err: 'boom' }, 'agent worker error');
+    expect(lines).toEqual(['warning: agent job failed (step job, attempt 2): the sandbox is closed', 'error: agent worker error: boom']);
+    logger.silence();
+    job.error({ err: 'late' }, 'after stop');
+    expect(lines).toHaveLength(2);
+  });
+});
+
+describe('approvals', () => {
+  const request = { runName: 'demo', id: 's1-c1', toolName: 'bash', input: '{"command":"npm test"}' };
+
+  function terminal(answers: string[]) {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let shown = '';
+    output.on('data', (chunk: Buffer) => {
+      shown += chunk.toString();
+      // Type the next answer when a question appears.
+      if (/\[y\/N\] $|none\): $/.test(shown) && answers.length > 0) input.write(`${answers.shift()}\n`);
+    });
+    return { approver: terminalApprover({ input, output, terminal: false }), shown: () => shown, input };
+  }
+
+  it('approves on y, showing the call first', async () => {
+    const { approver, shown } = terminal(['y']);
+    expect(await approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'approve' });
+    expect(shown()).toContain('codingrun/demo wants to run bash (approval s1-c1):\n  {"command":"npm test"}');
+  });
+
+  it('denies on anything else, with the reason typed, or a default one', async () => {
+    expect(await terminal(['n', 'use the fake server']).approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: 'use the fake server' });
+    expect(await terminal(['', '']).approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+  });
+
+  it('denies when the terminal input ends before an answer', async () => {
+    const { approver, input } = terminal([]);
+    const answer = approver(request, new AbortController().signal);
+    input.end();
+    expect(await answer).toMatchObject({ decision: 'deny', reason: 'no answer: the terminal input ended' });
+  });
+
+  it('denies at once without a terminal', async () => {
+    expect(await denyWithoutTerminal(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: NO_TERMINAL_REASON });
+  });
+
+  const waiting = (id: string): CodingRun => ({
+    ...RUN,
+    status: { phase: 'WaitingForApproval', pendingApproval: { id, toolName: 'bash', input: '{}', requestedAt: '2026-01-01T00:00:00Z' } },
+  });
+
+  it('the desk asks once per pending call and passes the answer on', async () => {
+    const asked: string[] = [];
+    const answers: unknown[] = [];
+    const approver: Approver = async (question) => {
+      asked.push(question.id);
+      return { id: question.id, decision: 'approve' };
+    };
+    const desk = new ApprovalDesk(approver, async (_, answer) => void answers.push(answer), () => undefined);
+    desk.observe(waiting('s1-c1'));
+    desk.observe(waiting('s1-c1'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(asked).toEqual(['s1-c1']);
+    expect(answers).toEqual([{ id: 's1-c1', decision: 'approve' }]);
+  });
+
+  it('the desk withdraws a question whose call is no longer pending', async () => {
+    const notes: string[] = [];
+    let aborted = false;
+    const approver: Approver = (_, signal) =>
+      new Promise((_resolve, reject) => signal.addEventListener('abort', () => ((aborted = true), reject(new Error('aborted')))));
+    const answers: unknown[] = [];
+    const desk = new ApprovalDesk(approver, async (_, answer) => void answers.push(answer), (note) => notes.push(note));
+    desk.observe(waiting('s1-c1'));
+    desk.observe({ ...RUN, status: { phase: 'Running' } });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(aborted).toBe(true);
+    expect(answers).toEqual([]);
+    expect(notes).toEqual(['approval s1-c1 is no longer pending; question withdrawn']);
+  });
+});

@@ -1,0 +1,201 @@
+// run --local before anything starts: the command line, reading a multi-document manifest,
+// and accepting its CodingRun with the operator's validation plus the local rules for
+// repositories (local paths, no allowRepo, option-like URLs refused) and API keys.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { acceptLocalRun } from '../../operator/src/cli/local/accept-local-run.ts';
+import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
+import { localRepositoryUrl } from '../../operator/src/cli/local/local-repository.ts';
+import { readManifest } from '../../operator/src/cli/local/manifest-file.ts';
+import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'chamvi-local-manifest-test-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const noStdin = Readable.from([]);
+const now = new Date('2026-01-01T00:00:00Z');
+
+function file(name: string, text: string): string {
+  const target = path.join(dir, name);
+  writeFileSync(target, text);
+  return target;
+}
+
+const RUN = `apiVersion: chamvi.dev/v1alpha1
+kind: CodingRun
+metadata:
+  name: demo
+spec:
+  task: Greet.
+  repository:
+    url: ./hello
+  model:
+    provider: scripted
+    scriptRef:
+      name: script
+`;
+const SCRIPT = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: script
+data:
+  script.json: '{"turns": [{"text": "hi"}]}'
+`;
+
+describe('run --local command line', () => {
+  it('parses -f, --local, -n and --redis-url', () => {
+    expect(parseArguments(['run', '-f', 'x.yaml', '--local'])).toEqual({ command: 'run', file: 'x.yaml', local: true });
+    expect(parseArguments(['run', '-f', '-', '--local', '-n', 'agents', '--redis-url', 'redis://127.0.0.1:6380'])).toEqual({
+      command: 'run',
+      file: '-',
+      local: true,
+      namespace: 'agents',
+      redisUrl: 'redis://127.0.0.1:6380',
+    });
+  });
+
+  it.each([
+    [['run', '-f', 'x.yaml'], /run needs --local/],
+    [['run', '-f', 'x.yaml', '--local', '--redis-url', 'localhost:6379'], /--redis-url must be a redis:\/\//],
+    [['run', '-f', 'x.yaml', '--local', '--kubeconfig', 'k'], /--kubeconfig does not apply to run/],
+    [['get', '--redis-url', 'redis://x'], /--redis-url does not apply to get/],
+  ])('refuses %j with exit 2', (argv, message) => {
+    expect(() => parseArguments(argv)).toThrow(message);
+    try {
+      parseArguments(argv);
+    } catch (error) {
+      expect((error as { exitCode: number }).exitCode).toBe(2);
+    }
+  });
+});
+
+describe('localRepositoryUrl', () => {
+  it.each([
+    ['./hello', '/work/examples', 'file:///work/examples/hello'],
+    ['../repos/hello', '/work/examples', 'file:///work/repos/hello'],
+    ['hello', '/work', 'file:///work/hello'],
+    ['/srv/git/app', '/work', 'file:///srv/git/app'],
+    ['~/code/app', '/work', `file://${path.join(homedir(), 'code/app')}`],
+    ['file:///srv/git/app', '/work', 'file:///srv/git/app'],
+    ['https://github.com/acme/app.git', '/work', 'https://github.com/acme/app.git'],
+    ['git@github.com:acme/app.git', '/work', 'git@github.com:acme/app.git'],
+    ['ext::sh -c id', '/work', 'ext::sh -c id'],
+    ['--upload-pack=id', '/work', '--upload-pack=id'],
+  ])('%s (from %s) → %s', (url, directory, expected) => {
+    expect(localRepositoryUrl(url, directory)).toBe(expected);
+  });
+});
+
+describe('readManifest', () => {
+  it('finds the run and the ConfigMaps and Secrets of its namespace, decoding Secret data', async () => {
+    const source = file(
+      'all.yaml',
+      `${SCRIPT}---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: keys
+data:
+  apiKey: ${Buffer.from('sk-from-data').toString('base64')}
+stringData:
+  token: plain
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: other
+  namespace: elsewhere
+data:
+  x: y
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: agents
+---
+${RUN}`,
+    );
+    const manifest = await readManifest(source, noStdin);
+    expect(manifest.run.metadata).toMatchObject({ name: 'demo', namespace: 'default' });
+    expect(manifest.directory).toBe(dir);
+    expect([...manifest.configMaps.keys()]).toEqual(['script']);
+    expect(manifest.secrets.get('keys')).toEqual({ apiKey: 'sk-from-data', token: 'plain' });
+    expect(manifest.ignored).toEqual(['ConfigMap/other', 'Namespace/agents']);
+  });
+
+  it('takes the items of a List and the namespace from -n when the run has none', async () => {
+    const list = { apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'listed' }, spec: { task: 't' } }] };
+    const manifest = await readManifest(file('list.json', JSON.stringify(list)), noStdin, 'agents');
+    expect(manifest.run.metadata).toMatchObject({ name: 'listed', namespace: 'agents' });
+  });
+
+  it('reads stdin for -f -', async () => {
+    const manifest = await readManifest('-', Readable.from([RUN]));
+    expect(manifest.source).toBe('stdin');
+    expect(manifest.run.metadata.name).toBe('demo');
+  });
+
+  it.each([
+    ['no run', SCRIPT, /holds no CodingRun/],
+    ['two runs', `${RUN}---\n${RUN.replace('name: demo', 'name: two')}`, /holds 2 CodingRuns \(demo, two\); run --local runs one/],
+    ['broken YAML', `${RUN}\n  : [`, /document 1 is not valid YAML/],
+    ['a wrong apiVersion', RUN.replace('chamvi.dev/v1alpha1', 'chamvi.dev/v1'), /apiVersion "chamvi.dev\/v1"; use chamvi.dev\/v1alpha1/],
+    ['a run without a name', RUN.replace('  name: demo\n', '  labels: {}\n'), /the CodingRun has no metadata.name/],
+    ['a non-string ConfigMap value', `${SCRIPT.replace("script.json: '{\"turns\": [{\"text\": \"hi\"}]}'", 'retries: 3')}---\n${RUN}`, /ConfigMap script data\.retries must be a string/],
+  ])('refuses a file with %s', async (_, text, message) => {
+    await expect(readManifest(file('bad.yaml', text), noStdin)).rejects.toThrow(message);
+  });
+
+  it('refuses a -n that contradicts the run namespace, as kubectl does', async () => {
+    await expect(readManifest(file('ns.yaml', RUN.replace('name: demo', 'name: demo\n  namespace: team')), noStdin, 'agents')).rejects.toThrow(/"team"\) does not match --namespace "agents"/);
+  });
+});
+
+describe('acceptLocalRun', () => {
+  const accept = async (text: string, env: NodeJS.ProcessEnv = {}) => acceptLocalRun(await readManifest(file('accept.yaml', text), noStdin), env, localOperatorConfig(), now);
+
+  it('gives the run an identity and its local repository path as a file:// URL', async () => {
+    const accepted = await accept(`${SCRIPT}---\n${RUN}`);
+    expect(accepted.run.metadata).toMatchObject({ name: 'demo', namespace: 'default', generation: 1, creationTimestamp: now.toISOString() });
+    expect(accepted.run.metadata.uid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(accepted.spec.repository.url).toBe(`file://${dir}/hello`);
+    expect((accepted.run.spec.repository as { url: string }).url).toBe(`file://${dir}/hello`);
+    expect(accepted.spec.budget.maxSteps).toBe(40);
+  });
+
+  const openaiRun = RUN.replace('    provider: scripted\n    scriptRef:\n      name: script\n', '    provider: openai\n    name: gpt-5.6\n    apiKeySecretRef:\n      name: openai\n');
+
+  it('takes an API key missing from the file from CHAMVI_API_KEY, then the provider variable', async () => {
+    const fromChamvi = await accept(openaiRun, { CHAMVI_API_KEY: 'sk-chamvi', OPENAI_API_KEY: 'sk-openai' });
+    expect(fromChamvi.apiKeyFrom).toBe('CHAMVI_API_KEY');
+    expect(fromChamvi.secrets.get('openai')).toEqual({ apiKey: 'sk-chamvi' });
+    const fromOpenai = await accept(openaiRun, { OPENAI_API_KEY: 'sk-openai' });
+    expect(fromOpenai.apiKeyFrom).toBe('OPENAI_API_KEY');
+    expect(fromOpenai.secrets.get('openai')).toEqual({ apiKey: 'sk-openai' });
+  });
+
+  it('prefers the Secret in the file to the environment', async () => {
+    const secret = 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\nstringData:\n  apiKey: sk-file\n';
+    const accepted = await accept(`${secret}---\n${openaiRun}`, { OPENAI_API_KEY: 'sk-openai' });
+    expect(accepted.apiKeyFrom).toBeUndefined();
+    expect(accepted.secrets.get('openai')).toEqual({ apiKey: 'sk-file' });
+  });
+
+  it.each([
+    ['an invalid field', `${SCRIPT}---\n${RUN.replace('  task: Greet.', '  task: ""')}`, /accept\.yaml: codingrun\/demo: spec\.task: /],
+    ['a missing API key', openaiRun, /not in the file; add the Secret to the file or set CHAMVI_API_KEY or OPENAI_API_KEY$/],
+    ['a missing script', RUN, /ConfigMapNotFound: ConfigMap default\/script named in spec\.model\.scriptRef does not exist; add it to the file/],
+    ['a missing key of the script', `${SCRIPT.replace('script.json', 'other.json')}---\n${RUN}`, /has no key "script\.json"/],
+    ['a remote helper', `${SCRIPT}---\n${RUN.replace('./hello', 'ext::sh')}`, /RepoNotAllowed: repository ext::sh is refused because it uses a git remote helper/],
+    ['a URL with credentials', `${SCRIPT}---\n${RUN.replace('./hello', 'https://user:pw@github.com/acme/app.git')}`, /RepoNotAllowed: .* carries credentials/],
+  ])('refuses %s, naming the file, the run and the field', async (_, text, message) => {
+    await expect(accept(text)).rejects.toThrow(message);
+  });
+
+  it('allows any remote repository: there is no allowRepo in local mode', async () => {
+    const accepted = await accept(`${SCRIPT}---\n${RUN.replace('./hello', 'https://git.example.org/team/app.git')}`);
+    expect(accepted.spec.repository.url).toBe('https://git.example.org/team/app.git');
+  });
+});
