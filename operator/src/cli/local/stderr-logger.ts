@@ -34,7 +34,7 @@ export class StderrLogger implements AgentLogger {
     this.state.silent = true;
   }
 
-  info(): void {}
+  info(_fields: object, _message: string): void {}
 
   warn(fields: object, message: string): void {
     const all = { ...this.bindings, ...(fields as Fields) };
