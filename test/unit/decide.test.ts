@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { decide } from '../../operator/src/reconcile/decide.ts';
+import { AGENT_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
 import type { ObservedRun, SandboxPodView } from '../../operator/src/reconcile/observed-run.ts';
 
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2 }, {});
@@ -114,9 +114,11 @@ describe('decide: provisioning and running', () => {
     expect(decision.events.map((event) => event.reason)).toEqual(['SandboxReady']);
   });
 
-  it('asks to look again at the deadline', () => {
-    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
-    expect(decision.requeueAfterMs).toBe(29 * 60_000);
+  it('asks to look again at the deadline while provisioning, and often once the agent works', () => {
+    const waiting = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false }) }), config, now);
+    expect(waiting.requeueAfterMs).toBe(29 * 60_000);
+    const started = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
+    expect(started.requeueAfterMs).toBe(AGENT_RECHECK_MS);
   });
 
   const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });
@@ -148,6 +150,49 @@ describe('decide: provisioning and running', () => {
   it('keeps lastTransitionTime of a condition whose status did not change', () => {
     const decision = decide(observe(running, { networkPolicyExists: true, pod: pod() }), config, now);
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')!.lastTransitionTime).toBe(minutesAgo(1));
+  });
+});
+
+describe('decide: the agent of a started run', () => {
+  const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', steps: 3, conditions: accepted } });
+  const waiting = run({
+    status: { phase: 'WaitingForApproval', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted, pendingApproval: { id: 's1-c1', toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) } },
+  });
+  const sandbox = { networkPolicyExists: true, pod: pod() };
+
+  it.each([
+    ['its state is gone from Redis', running, { state: 'missing', moving: false }, 'StateLost', /working state is gone from Redis/],
+    ['its state is gone while it waits for approval', waiting, { state: 'missing', moving: false }, 'StateLost', /working state is gone from Redis/],
+    ['no job is left to move it on', running, { state: 'stepping', moving: false }, 'StateLost', /No job is left in Redis/],
+    ['its finalize job is gone', running, { state: 'finalizing', moving: false }, 'StateLost', /No job is left in Redis/],
+    ['its last job failed for good', running, { state: 'stepping', moving: false, failedJob: 'job stalled more than allowable limit' }, 'AgentFailed', /failed for good \(job stalled more than allowable limit\)/],
+  ] as const)('fails the run when %s, and stops its sandbox after', (_, subject, agent, reason, message) => {
+    const decision = decide(observe(subject, { ...sandbox, agent: { ...agent } }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message) });
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
+  });
+
+  it.each([
+    ['a job moves it on', running, { state: 'stepping', moving: true }],
+    ['it waits for a human', waiting, { state: 'waiting', moving: false }],
+    ['Redis cannot be asked', running, undefined],
+  ] as const)('leaves the run alone when %s, and looks again soon', (_, subject, agent) => {
+    const decision = decide(observe(subject, { ...sandbox, ...(agent ? { agent: { ...agent } } : {}) }), config, now);
+    expect(decision.status!.phase).toBe(subject.status!.phase);
+    expect(types(decision)).toEqual([]);
+    expect(decision.requeueAfterMs).toBe(AGENT_RECHECK_MS);
+  });
+
+  it('names a lost pod rather than the state it took with it', () => {
+    const decision = decide(observe(running, { networkPolicyExists: true, agent: { state: 'missing', moving: false } }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
+  });
+
+  it('does not judge the agent of a run it is only now starting', () => {
+    const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted } });
+    const decision = decide(observe(provisioning, { ...sandbox, agent: { state: 'missing', moving: false } }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Running' });
+    expect(types(decision)).toEqual(['startAgent']);
   });
 });
 

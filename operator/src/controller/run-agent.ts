@@ -2,6 +2,9 @@
 // starts and stops; the workers (BullMQ) do the work. Both methods are idempotent: the
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
+import type { AgentView } from '../reconcile/observed-run.ts';
+
+export type { AgentView };
 
 /** A human's answer to a pending approval (the chamvi.dev/approval annotation). */
 export interface ApprovalAnswer {
@@ -17,6 +20,8 @@ export interface RunAgent {
   resume(run: CodingRun, answer: ApprovalAnswer): Promise<void>;
   /** Remove the run's queued jobs and its state. Safe when there is nothing to remove. */
   stop(run: CodingRun): Promise<void>;
+  /** What the agent holds of a started run; undefined when it cannot tell (Redis unreachable). */
+  inspect(run: CodingRun): Promise<AgentView | undefined>;
 }
 
 /** Until the workers are wired, runs stop at Running; tests of the controller use this. */
@@ -24,4 +29,7 @@ export const idleAgent: RunAgent = {
   async start() {},
   async resume() {},
   async stop() {},
+  async inspect() {
+    return undefined;
+  },
 };

@@ -110,6 +110,8 @@ export class RunReconciler {
       .map((configMap) => configMap.metadata!.name!);
     const waiting = !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && (run.status?.phase ?? 'Pending') === 'Pending';
     const needsValidation = waiting && findCondition(run.status?.conditions, 'Accepted')?.status !== 'True';
+    const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');
+    const agent = started ? await this.deps.agent.inspect(run) : undefined;
     return {
       run,
       ...(owned(pod) ? { pod: podView(pod!) } : {}),
@@ -117,6 +119,7 @@ export class RunReconciler {
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
       admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally) : { active: 0, queuedAhead: 0 },
+      ...(agent ? { agent } : {}),
     };
   }
 

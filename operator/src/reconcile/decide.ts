@@ -8,12 +8,34 @@ import { finishStatus, type TerminalPhase } from './finish-status.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { ObservedRun } from './observed-run.ts';
+import type { AgentView, ObservedRun } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
 export const QUEUED_RECHECK_MS = 30_000;
+/**
+ * While the agent works on a run, look at it this often: nothing else would notice that
+ * Redis lost its state or jobs (a restart without persistence), and the run would sit in
+ * Running until its deadline.
+ */
+export const AGENT_RECHECK_MS = 15_000;
+
+const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so a restart keeps runs.';
+
+/** Why a started run can no longer go on, judged from what the agent holds of it. */
+export function agentLoss(agent: AgentView | undefined): { reason: string; message: string } | undefined {
+  if (!agent || agent.moving) return undefined;
+  if (agent.state === 'missing') {
+    return { reason: REASONS.StateLost, message: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
+  }
+  // A run parked on an approval waits for a human, not for a job.
+  if (agent.state === 'waiting') return undefined;
+  if (agent.failedJob !== undefined) {
+    return { reason: REASONS.AgentFailed, message: `The agent stopped: its last job failed for good (${agent.failedJob.slice(0, 1024)}); create the run again.` };
+  }
+  return { reason: REASONS.StateLost, message: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
+}
 
 class StatusBuilder {
   status: CodingRunStatus;
@@ -198,13 +220,24 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     builder.phase('Running', undefined, 'The agent is working.', { type: 'Normal', reason: 'SandboxReady', message: `Sandbox pod ${pod.name} is ready; starting the agent` });
     actions.push({ type: 'startAgent' });
   }
-  // 5. A run parked on an approval: pass on a matching answer, or deny at the timeout.
+  // 5. The agent: a started run lives in Redis (its state, and a job that moves it on or a
+  // human it waits for). When those are gone, say so now rather than at the deadline.
+  const agentWorking = currentPhase === 'Running' || currentPhase === 'WaitingForApproval';
+  const lost = agentWorking ? agentLoss(observed.agent) : undefined;
+  if (lost) {
+    builder.finish('Failed', lost.reason, lost.message);
+    stopSandbox();
+    return done();
+  }
+  const recheck = Math.min(untilDeadline, AGENT_RECHECK_MS);
+
+  // 6. A run parked on an approval: pass on a matching answer, or deny at the timeout.
   const pending = run.status?.pendingApproval;
   if (currentPhase === 'WaitingForApproval' && pending) {
     const reading = readApprovalAnnotation(run);
     if (reading.kind === 'answer' && reading.answer.id === pending.id) {
       actions.push({ type: 'resumeAgent', answer: reading.answer });
-      return done(untilDeadline);
+      return done(recheck);
     }
     if (reading.kind === 'answer') {
       builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
@@ -214,9 +247,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
     if (now.getTime() >= timeoutAt) {
       actions.push({ type: 'resumeAgent', answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` } });
-      return done(untilDeadline);
+      return done(recheck);
     }
-    return done(Math.min(untilDeadline, timeoutAt - now.getTime()));
+    return done(Math.min(recheck, timeoutAt - now.getTime()));
   }
-  return done(untilDeadline);
+  return done(builder.status.phase === 'Running' || builder.status.phase === 'WaitingForApproval' ? recheck : untilDeadline);
 }

@@ -27,6 +27,20 @@ export interface Admission {
   queuedAhead: number;
 }
 
+/**
+ * What the agent holds of a running run, as facts for decide(): its working state, and
+ * whether a job will move it on. A run whose state or jobs are gone (Redis restarted
+ * without persistence) would otherwise stay Running until its deadline.
+ */
+export interface AgentView {
+  /** The run's working state in Redis: missing, or the stage it is at. */
+  state: 'missing' | 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
+  /** A job of the run is queued, running or waiting to retry (or the state changed while looking). */
+  moving: boolean;
+  /** Why a job of the run failed for good, when one did and nothing moves the run any more. */
+  failedJob?: string;
+}
+
 export interface ObservedRun {
   run: CodingRun;
   pod?: SandboxPodView;
@@ -36,4 +50,6 @@ export interface ObservedRun {
   /** Present when the run still needs validating. */
   references?: ReferencedObjects;
   admission: Admission;
+  /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
+  agent?: AgentView;
 }

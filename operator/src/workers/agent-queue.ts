@@ -2,7 +2,8 @@
 // the controller calls (start a run, resume after an approval, stop and forget a run).
 import type { Queue } from 'bullmq';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
-import type { ApprovalAnswer, RunAgent } from '../controller/run-agent.ts';
+import type { AgentView, ApprovalAnswer, RunAgent } from '../controller/run-agent.ts';
+import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
@@ -21,6 +22,11 @@ const JOB_OPTIONS = {
   removeOnComplete: { age: 3600 },
   removeOnFail: { age: 24 * 3600 },
 };
+
+/** Job states in which a job will still run (or is running). */
+const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
+/** inspect() gives up after this long (Redis down): the controller must not hang on it. */
+const INSPECT_TIMEOUT_MS = 3_000;
 
 export class AgentQueue implements RunAgent, JobEnqueuer {
   constructor(
@@ -64,5 +70,42 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     await Promise.all(ids.map((id) => this.queue.remove(id).catch(() => 0)));
     await this.states.delete(uid);
     await this.sandboxes.release(uid);
+  }
+
+  async inspect(run: CodingRun): Promise<AgentView | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), INSPECT_TIMEOUT_MS)));
+    try {
+      return await Promise.race([this.look(run), timeout]);
+    } catch {
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The state, then the jobs that could move the run on, then the state again. Every job
+   * saves the state before it enqueues the next one and stays active until it has, so a
+   * healthy run always shows a live job or a state that changed between the two reads.
+   */
+  private async look(run: CodingRun): Promise<AgentView> {
+    const uid = run.metadata.uid;
+    const state = await this.states.load(uid);
+    const step = state?.step ?? run.status?.steps ?? 0;
+    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
+    const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
+    const reading = readApprovalAnnotation(run);
+    if (reading.kind === 'answer') approvals.push(reading.answer.id);
+    for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
+    const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
+    // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
+    const active = await this.queue.getActive();
+    const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
+    const after = await this.states.load(uid);
+    if (moving || JSON.stringify(after) !== JSON.stringify(state)) return { state: after?.stage ?? 'missing', moving: true };
+    const failed = states.find(({ state: jobState }) => jobState === 'failed');
+    const failedReason = failed ? (await this.queue.getJob(failed.id))?.failedReason : undefined;
+    return { state: state?.stage ?? 'missing', moving: false, ...(failedReason !== undefined ? { failedJob: failedReason } : {}) };
   }
 }

@@ -1,0 +1,215 @@
+// Crash Redis (SIGKILL) in the middle of runs and start it again. Without persistence the
+// queue and every run's state are gone: each run must still reach a terminal phase with a
+// clear reason (StateLost) well within its budget.timeout, none may hang in Running, and
+// new runs must work. With AOF (appendfsync always) nothing is lost: every run goes on
+// and succeeds.
+//
+// One worker (CHAMVI_WORKER_CONCURRENCY=1) makes each run's place at the crash certain:
+//   waiting  parked in WaitingForApproval: state in Redis, no job
+//   held     inside a model call (a delayed reply of the fake server): its job is active
+//   queued   Running, its prepare job waiting for the one busy worker
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeconfigPath } from '../support/cluster.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import { PrivateRedis } from '../support/fault-injection.ts';
+import {
+  DIFF_STAT,
+  GREETED,
+  GREET_WORLD,
+  READ_README,
+  RunNamespace,
+  codingRun,
+  createBareRepo,
+  expectedTotals,
+  operatorStory,
+  scriptConfigMap,
+  scriptedModel,
+  startOperator,
+  type RunStatus,
+  type ScriptTurn,
+} from '../support/fault-fixture.ts';
+import { eventually, type OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const TIMEOUT = '2m';
+const TIMEOUT_MS = 120_000;
+const HELD_REPLY_MS = 20_000;
+const REDIS_DOWN_MS = 2_000;
+
+const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
+const APPROVAL_TURNS: ScriptTurn[] = [
+  { toolCalls: [GREET_WORLD], usage: usage(10, 1) },
+  { toolCalls: [DIFF_STAT], usage: usage(20, 2) },
+  { text: 'Greeted the world.', usage: usage(30, 3) },
+];
+const PLAIN_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(11, 1) },
+  { toolCalls: [GREET_WORLD], usage: usage(21, 2) },
+  { text: 'Greeted the world.', usage: usage(31, 3) },
+];
+const HELD_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(12, 1) },
+  { toolCalls: [GREET_WORLD], usage: usage(22, 2) },
+  { text: 'Greeted the world.', usage: usage(32, 3) },
+];
+
+let root: string;
+let repoUrl: string;
+let registrar: SandboxExecRegistrar;
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-redis-'));
+  repoUrl = createBareRepo(root);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+}, 60_000);
+
+afterAll(async () => {
+  await registrar?.stop();
+});
+
+const fakeReply = (turn: ScriptTurn, delayMs?: number) => ({
+  ...(turn.toolCalls
+    ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })) }
+    : { type: 'text' as const, text: turn.text! }),
+  usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
+  ...(delayMs !== undefined ? { delayMs } : {}),
+});
+
+interface Scene {
+  ns: RunNamespace;
+  redis: PrivateRedis;
+  operator: OperatorProcess;
+  fake: FakeOpenAIServer;
+  restartedAt: number;
+}
+
+/** Brings the three runs to their places, then crashes and restarts Redis. */
+async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
+  const ns = await RunNamespace.create(namespace);
+  const redis = await PrivateRedis.start({ aof });
+  const fake = await startFakeOpenAIServer();
+  fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
+  const operator = startOperator({
+    namespace: ns,
+    repoRoot: root,
+    redisUrl: redis.url,
+    redisPrefix: namespace,
+    identity: namespace,
+    env: { CHAMVI_WORKER_CONCURRENCY: '1' },
+  });
+  await operator.waitForLog('caches synced; reconciling', 60_000);
+  await ns.apply(
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-redis' } },
+    scriptConfigMap('approval-script', APPROVAL_TURNS),
+    scriptConfigMap('plain-script', PLAIN_TURNS),
+  );
+  const budget = { budget: { timeout: TIMEOUT } };
+  try {
+    await ns.apply(codingRun('waiting', repoUrl, scriptedModel('approval-script'), { ...budget, approval: { tools: ['bash'] } }));
+    await ns.waitFor('waiting', 'to wait for approval', (status) => status.phase === 'WaitingForApproval');
+    await ns.apply(codingRun('held', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }, budget));
+    await eventually(async () => (fake.requests.length >= 2 ? true : undefined), 60_000, 'held to wait on its second model call');
+    await ns.apply(codingRun('queued', repoUrl, scriptedModel('plain-script'), budget));
+    await ns.waitFor('queued', 'to run (its prepare job queued behind held)', (status) => status.phase === 'Running');
+  } catch (error) {
+    console.error(operatorStory(operator));
+    throw error;
+  }
+  const { readyAt } = await redis.crashAndRestart(REDIS_DOWN_MS);
+  return { ns, redis, operator, fake, restartedAt: readyAt };
+}
+
+async function tearDown(scene: Scene | undefined): Promise<void> {
+  await scene?.operator.kill();
+  await scene?.redis.stop();
+  await scene?.fake.stop();
+}
+
+/** The run finished before its budget.timeout, Running no more. */
+function expectFinishedInTime(status: RunStatus): void {
+  expect(status.phase === 'Succeeded' || status.phase === 'Failed', JSON.stringify(status)).toBe(true);
+  expect(Date.parse(status.completionTime!) - Date.parse(status.startTime!)).toBeLessThan(TIMEOUT_MS);
+}
+
+function expectSucceededAsScripted(status: RunStatus, turns: ScriptTurn[]): void {
+  const totals = expectedTotals(turns);
+  expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
+  expect(status.usage).toEqual(totals.usage);
+  expect(status.result!.diff).toContain(GREETED);
+}
+
+describe('Redis restarted without persistence mid-run', () => {
+  let scene: Scene;
+  beforeAll(async () => {
+    scene = await setUpAndCrash('faults-redis-lost', false);
+  }, 240_000);
+  afterAll(() => tearDown(scene));
+
+  const stateLost = async (name: string) => {
+    const status = await scene.ns.finished(name, TIMEOUT_MS).catch((error: unknown) => {
+      console.error(operatorStory(scene.operator));
+      throw error;
+    });
+    console.info(`${name}: ${status.phase}/${status.reason} ${Date.parse(status.completionTime!) - scene.restartedAt} ms after Redis was back`);
+    expectFinishedInTime(status);
+    return status;
+  };
+
+  it('fails a run that waited for approval with StateLost, without anyone answering', async () => {
+    const status = await stateLost('waiting');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'StateLost', message: expect.stringMatching(/Redis/) });
+    expect(status.pendingApproval).toBeUndefined();
+  });
+
+  it('fails a run whose next job was queued with StateLost', async () => {
+    const status = await stateLost('queued');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'StateLost', message: expect.stringMatching(/Redis/) });
+  });
+
+  it('ends the run whose step was in flight: StateLost, or Succeeded as scripted if its step carried it over', async () => {
+    const status = await stateLost('held');
+    if (status.phase === 'Succeeded') expectSucceededAsScripted(status, HELD_TURNS);
+    else expect(status).toMatchObject({ phase: 'Failed', reason: 'StateLost' });
+  });
+
+  it('runs a new run to success on the restarted Redis', async () => {
+    await scene.ns.apply(codingRun('after', repoUrl, scriptedModel('plain-script'), { budget: { timeout: TIMEOUT } }));
+    expectSucceededAsScripted(await scene.ns.finished('after', TIMEOUT_MS), PLAIN_TURNS);
+  });
+});
+
+describe('Redis restarted with AOF (appendfsync always) mid-run', () => {
+  let scene: Scene;
+  beforeAll(async () => {
+    scene = await setUpAndCrash('faults-redis-aof', true);
+  }, 240_000);
+  afterAll(() => tearDown(scene));
+
+  const succeeded = async (name: string, turns: ScriptTurn[]) => {
+    const status = await scene.ns.finished(name, TIMEOUT_MS).catch((error: unknown) => {
+      console.error(operatorStory(scene.operator));
+      throw error;
+    });
+    expectFinishedInTime(status);
+    expectSucceededAsScripted(status, turns);
+  };
+
+  it('resumes the run that waited for approval when it is approved after the restart', async () => {
+    const waiting = await scene.ns.status('waiting');
+    expect(waiting.phase).toBe('WaitingForApproval');
+    await scene.ns.answer('waiting', waiting.pendingApproval!.id, 'approve');
+    await succeeded('waiting', APPROVAL_TURNS);
+  });
+
+  it('finishes the run whose step was in flight, calling the model once per step', async () => {
+    await succeeded('held', HELD_TURNS);
+    expect(scene.fake.requests).toHaveLength(3);
+  });
+
+  it('runs the queued run once the worker is free', async () => {
+    await succeeded('queued', PLAIN_TURNS);
+  });
+});
