@@ -1,0 +1,88 @@
+// The operator as the image runs it (operator/Dockerfile): operator/src/main.ts bundled by
+// esbuild into one ESM file on plain node, npm packages external. A benchmark measures this
+// process, not tsx compiling TypeScript on the fly (which costs memory and CPU of its own).
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Bundles the operator into `dir/main.mjs`, with `dir/node_modules` pointing at the repository's. */
+export function bundleOperator(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const outfile = path.join(dir, 'main.mjs');
+  execFileSync(
+    path.join(repoRoot, 'node_modules/.bin/esbuild'),
+    ['operator/src/main.ts', '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', '--legal-comments=none', '--log-level=warning', `--outfile=${outfile}`],
+    { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] },
+  );
+  // Bare imports resolve from the bundle's directory upwards.
+  symlinkSync(path.join(repoRoot, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  return outfile;
+}
+
+export interface OperatorLogLine {
+  msg?: string;
+  level?: number;
+  [key: string]: unknown;
+}
+
+export class BundledOperator {
+  /** Warnings and errors (pino level >= 40), newest last; info lines are counted, not kept. */
+  readonly problems: OperatorLogLine[] = [];
+  readonly counts = new Map<string, number>();
+  private readonly child: ChildProcess;
+  private readonly stderr: string[] = [];
+  readonly exited: Promise<number | null>;
+
+  constructor(bundle: string, env: Record<string, string>) {
+    this.child = spawn(process.execPath, [bundle], {
+      cwd: path.dirname(bundle),
+      env: { ...process.env, NODE_ENV: 'production', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let buffered = '';
+    this.child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      const parts = buffered.split('\n');
+      buffered = parts.pop()!;
+      for (const part of parts) this.onLine(part);
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk.toString()));
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  private onLine(text: string): void {
+    let line: OperatorLogLine;
+    try {
+      line = JSON.parse(text) as OperatorLogLine;
+    } catch {
+      line = { msg: text, level: 40 };
+    }
+    const message = line.msg ?? '';
+    this.counts.set(message, (this.counts.get(message) ?? 0) + 1);
+    if ((line.level ?? 0) >= 40) {
+      this.problems.push(line);
+      if (this.problems.length > 200) this.problems.shift();
+    }
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  async waitForLog(message: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.counts.has(message)) {
+      if (this.child.exitCode !== null) throw new Error(`the operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('').slice(-2000)}`);
+      if (Date.now() > deadline) throw new Error(`the operator did not log "${message}" within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  kill(): Promise<number | null> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
+    return this.exited;
+  }
+}

@@ -1,0 +1,120 @@
+// Memory and CPU of a process and its descendants, read from /proc while a benchmark runs:
+// peak RSS (sum of VmRSS over the tree, sampled) and CPU seconds (utime+stime of the root,
+// plus cutime+cstime of the children it has reaped, e.g. the workers' git and tar).
+import { readFileSync, readdirSync } from 'node:fs';
+
+const TICKS_PER_SECOND = 100; // getconf CLK_TCK on Linux
+
+export interface ProcessUsage {
+  /** Highest sampled sum of VmRSS over the process and its live descendants, in bytes. */
+  peakRssBytes: number;
+  /** RSS of the root process alone at the same peak sample, in bytes. */
+  peakRootRssBytes: number;
+  /** CPU seconds (user + system) spent between start() and stop(), reaped children included. */
+  cpuSeconds: number;
+  samples: number;
+}
+
+interface CpuTicks {
+  own: number;
+  reapedChildren: number;
+}
+
+function readCpuTicks(pid: number): CpuTicks | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after "(comm) ": state is field 3; utime, stime, cutime, cstime are 14-17.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const at = (field: number) => Number(fields[field - 3]);
+    return { own: at(14) + at(15), reapedChildren: at(16) + at(17) };
+  } catch {
+    return undefined;
+  }
+}
+
+function readRssBytes(pid: number): number {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** The pid and every live descendant, through /proc/<pid>/task/<tid>/children. */
+export function processTree(root: number): number[] {
+  const found: number[] = [];
+  const pending = [root];
+  while (pending.length > 0) {
+    const pid = pending.pop()!;
+    found.push(pid);
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    for (const task of tasks) {
+      try {
+        for (const child of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(' ')) {
+          if (child) pending.push(Number(child));
+        }
+      } catch {
+        // The thread ended between the listing and the read.
+      }
+    }
+  }
+  return found;
+}
+
+export class ProcessSampler {
+  private timer: NodeJS.Timeout | undefined;
+  private startTicks: CpuTicks | undefined;
+  private lastTicks: CpuTicks | undefined;
+  private peakRssBytes = 0;
+  private peakRootRssBytes = 0;
+  private samples = 0;
+
+  constructor(
+    readonly pid: number,
+    private readonly options: { intervalMs?: number; descendants?: boolean } = {},
+  ) {}
+
+  start(): void {
+    this.startTicks = readCpuTicks(this.pid);
+    this.lastTicks = this.startTicks;
+    this.peakRssBytes = 0;
+    this.peakRootRssBytes = 0;
+    this.samples = 0;
+    this.sample();
+    this.timer = setInterval(() => this.sample(), this.options.intervalMs ?? 250);
+    this.timer.unref();
+  }
+
+  private sample(): void {
+    const pids = this.options.descendants === false ? [this.pid] : processTree(this.pid);
+    const rootRss = readRssBytes(this.pid);
+    const total = rootRss + pids.slice(1).reduce((sum, pid) => sum + readRssBytes(pid), 0);
+    if (total > this.peakRssBytes) {
+      this.peakRssBytes = total;
+      this.peakRootRssBytes = rootRss;
+    }
+    // Kept so stop() still has a figure when the process has exited in between.
+    this.lastTicks = readCpuTicks(this.pid) ?? this.lastTicks;
+    this.samples += 1;
+  }
+
+  stop(): ProcessUsage {
+    if (this.timer) clearInterval(this.timer);
+    this.sample();
+    const start = this.startTicks ?? { own: 0, reapedChildren: 0 };
+    const end = this.lastTicks ?? start;
+    const ticks = end.own + end.reapedChildren - start.own - start.reapedChildren;
+    return {
+      peakRssBytes: this.peakRssBytes,
+      peakRootRssBytes: this.peakRootRssBytes,
+      cpuSeconds: ticks / TICKS_PER_SECOND,
+      samples: this.samples,
+    };
+  }
+}
