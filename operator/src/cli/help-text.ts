@@ -113,8 +113,8 @@ ${API_KEY_VARIABLES}
       --redis-url URL   a running Redis (redis:// or rediss://) instead of starting one
   -h, --help            show this help
 
-Exit codes: 0 done (the run Succeeded), 1 error (the run Failed, a bad FILE, no Redis,
-interrupted), 2 bad command line.`,
+Exit codes: 0 done, 1 error, 2 bad command line. Done: the run Succeeded. Error: the run
+Failed or was Cancelled, a bad FILE, no Redis, no toolbox, or interrupted (Ctrl-C).`,
 };
 
 export function helpText(topic?: CommandName): string {
