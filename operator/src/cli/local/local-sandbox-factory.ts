@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { ParsedCodingRun } from '../../api/index.ts';
 import { DEFAULT_TOOLBOX_PATH, createLocalSandbox, type LocalSandbox } from '../../sandbox/local-sandbox.ts';
 import type { Sandbox } from '../../sandbox/sandbox.ts';
@@ -19,10 +20,20 @@ export const TOOLBOX_PATH_ENV = 'CHAMVI_TOOLBOX_PATH';
 
 const INHERITED = ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'];
 
+/**
+ * Where the toolbox bundle is: $CHAMVI_TOOLBOX_PATH if set; else the checkout's, found from
+ * the source (operator/src/sandbox/) or from the plugin bundle (operator/dist/, make cli).
+ */
 export function findToolbox(env: NodeJS.ProcessEnv): string {
-  const toolbox = env[TOOLBOX_PATH_ENV] || DEFAULT_TOOLBOX_PATH;
-  if (!existsSync(toolbox)) throw new ToolboxMissingError(toolbox);
-  return toolbox;
+  const given = env[TOOLBOX_PATH_ENV];
+  if (given) {
+    if (!existsSync(given)) throw new ToolboxMissingError(given);
+    return given;
+  }
+  const fromBundle = fileURLToPath(new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url));
+  const found = [DEFAULT_TOOLBOX_PATH, fromBundle].find((candidate) => existsSync(candidate));
+  if (!found) throw new ToolboxMissingError(DEFAULT_TOOLBOX_PATH);
+  return found;
 }
 
 export function sandboxEnvironment(run: ParsedCodingRun, home: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
