@@ -11,6 +11,3 @@ demo: dev-cluster toolbox ## A scripted CodingRun end to end on the dev cluster 
 .PHONY: bench-step
 bench-step: toolbox node_modules ## Per-step overhead (outside model and tools), written to test/bench/results/step.json
 	npx tsx test/bench/step-bench.ts
-
-.PHONY: bench
-bench: bench-toolbox bench-exec bench-step ## Every benchmark (toolbox, exec round trip, step overhead)

@@ -1,0 +1,22 @@
+# Benchmarks (`make bench`, see ../shared/design/TESTING.md): the toolbox (mk/toolbox.mk), the
+# exec round trip (mk/exec.mk), the step overhead (mk/demo.mk) and the scale benchmark here,
+# one after another (two cores: never side by side), then one table of every figure next to
+# its peer, written to test/bench/results/latest.json.
+#
+#   make bench            N=200 runs against N=200 Jobs in the scale benchmark
+#   make bench N=1000     the same with a thousand of each
+
+N ?= 200
+
+.PHONY: bench bench-scale bench-report
+
+bench-scale: node_modules system-packages toolbox control-plane ## N CodingRuns vs N Jobs (N=200), written to test/bench/results/scale.json
+	npx tsx test/bench/scale-bench.ts --n $(N)
+
+bench-report: node_modules ## One table of every benchmark figure and its peer, written to test/bench/results/latest.json
+	npx tsx test/bench/bench-report.ts
+
+bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, scale at N=200) and one table
+	@started=$$(date +%s); \
+	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-scale N=$(N) && \
+	npx tsx test/bench/bench-report.ts --started $$started

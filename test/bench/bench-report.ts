@@ -1,0 +1,207 @@
+// The one table of `make bench`: reads what each benchmark wrote (toolbox.json, exec.json,
+// step.json, scale.json in test/bench/results/), puts every figure next to the peer it was
+// measured against in the same run, writes test/bench/results/latest.json and prints the
+// table (Markdown, so docs/benchmarks.md can take it as it is).
+//
+//   npx tsx test/bench/bench-report.ts [--started <unix seconds when make bench began>]
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+
+interface Figure {
+  benchmark: 'toolbox' | 'exec' | 'step' | 'scale';
+  figure: string;
+  unit: string;
+  value: number | string;
+  peer: { what: string; value: number | string } | null;
+  goal?: string;
+  met?: boolean;
+}
+
+// The results files are our own JSON, read loosely: a missing field shows as n/a or throws.
+type Json = Record<string, any>;
+
+function read(name: string): Json | undefined {
+  const file = path.join(resultsDir, `${name}.json`);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Json) : undefined;
+}
+
+const p50p99 = (figure: { p50: number; p99: number } | undefined) => (figure ? `${figure.p50} / ${figure.p99}` : 'n/a');
+const seconds = (ms: number | null | undefined) => (ms === null || ms === undefined ? 'n/a' : Math.round(ms / 100) / 10);
+const p50p99Seconds = (figure: { p50: number; p99: number } | undefined) => (figure ? `${seconds(figure.p50)} / ${seconds(figure.p99)}` : 'n/a');
+
+function toolboxFigures(toolbox: Json): Figure[] {
+  return [
+    {
+      benchmark: 'toolbox',
+      figure: 'read_file through a kept `serve` session, p50 / p99',
+      unit: 'ms',
+      value: p50p99(toolbox.readFile.serve),
+      peer: { what: '`call`, one process per request', value: p50p99(toolbox.readFile.call) },
+      goal: `serve p50 < ${toolbox.goals.serveP50UnderMs} ms`,
+      met: toolbox.goals.serveP50Met,
+    },
+    {
+      benchmark: 'toolbox',
+      figure: `grep for a literal, ${toolbox.grep.files} files (${toolbox.grep.engine}), p50`,
+      unit: 'ms',
+      value: toolbox.grep.toolboxP50Ms,
+      peer: { what: 'rg run directly on the same tree', value: toolbox.grep.rgP50Ms },
+      goal: `within ${toolbox.goals.grepRatioAtMost}x of rg (${toolbox.grep.ratio}x)`,
+      met: toolbox.goals.grepRatioMet,
+    },
+  ];
+}
+
+function execFigures(exec: Json): Figure[] {
+  const { perCallExec, serveSession, kubectlExec } = exec.results;
+  return [
+    {
+      benchmark: 'exec',
+      figure: 'tool call through the API server, kept `serve` session, p50 / p99',
+      unit: 'ms',
+      value: p50p99(serveSession),
+      peer: { what: 'kubectl exec -i of the same call', value: p50p99(kubectlExec) },
+      goal: 'serve p50 < 5 ms',
+      met: exec.goals.servePerCallP50Under5ms,
+    },
+    {
+      benchmark: 'exec',
+      figure: 'tool call through the API server, one pods/exec per call, p50 / p99',
+      unit: 'ms',
+      value: p50p99(perCallExec),
+      peer: { what: 'kubectl exec -i of the same call', value: p50p99(kubectlExec) },
+      goal: 'faster than kubectl exec',
+      met: exec.goals.perCallExecFasterThanKubectlExec,
+    },
+  ];
+}
+
+function stepFigures(step: Json): Figure[] {
+  return [
+    {
+      benchmark: 'step',
+      figure: `step overhead outside model and tools (${step.steps} steps), p50 / p99`,
+      unit: 'ms',
+      value: p50p99(step.overheadMs),
+      peer: { what: 'the whole step, same steps', value: p50p99(step.totalMs) },
+      goal: step.goal,
+      met: step.overheadMs.p50 < 15,
+    },
+  ];
+}
+
+function scaleFigures(scale: Json): Figure[] {
+  const { runs, jobs, n } = scale;
+  const jobPeer = (value: number | string) => ({ what: `${n} Jobs, kube-controller-manager's Job controller`, value });
+  const kcm = jobs.processes['kube-controller-manager'];
+  const operator = runs.processes.operator;
+  return [
+    {
+      benchmark: 'scale',
+      figure: `${n} CodingRuns created at once: every sandbox pod exists`,
+      unit: 's',
+      value: seconds(runs.allPodsMs),
+      peer: jobPeer(seconds(jobs.allPodsMs)),
+      goal: 'no slower than the Job controller',
+      met: scale.goals.podsNoSlowerThanJobController,
+    },
+    { benchmark: 'scale', figure: 'create to pod, p50 / p99', unit: 's', value: p50p99Seconds(runs.podLatencyMs), peer: jobPeer(p50p99Seconds(jobs.podLatencyMs)) },
+    {
+      benchmark: 'scale',
+      figure: `every run Succeeded (3 scripted steps each; Jobs: Complete)`,
+      unit: 's',
+      value: seconds(runs.allDoneMs),
+      peer: jobPeer(seconds(jobs.allDoneMs)),
+    },
+    { benchmark: 'scale', figure: 'create to finished, p50 / p99', unit: 's', value: p50p99Seconds(runs.doneLatencyMs), peer: jobPeer(p50p99Seconds(jobs.doneLatencyMs)) },
+    {
+      benchmark: 'scale',
+      figure: 'controller peak RSS (operator, with its children)',
+      unit: 'MiB',
+      value: operator.peakRssMiB,
+      peer: { what: 'kube-controller-manager (all its controllers)', value: kcm.peakRssMiB },
+      ...(n >= 1000 ? { goal: 'operator < 300 MiB at N=1000', met: operator.peakRssMiB < 300 } : {}),
+    },
+    {
+      benchmark: 'scale',
+      figure: 'controller CPU during the phase',
+      unit: 's',
+      value: operator.cpuSeconds,
+      peer: { what: 'kube-controller-manager', value: kcm.cpuSeconds },
+    },
+    {
+      benchmark: 'scale',
+      figure: 'API requests per object by the controller',
+      unit: 'requests',
+      value: runs.apiRequests.controllerPerObject,
+      peer: jobPeer(jobs.apiRequests.controllerPerObject),
+    },
+    {
+      benchmark: 'scale',
+      figure: 'API requests per object, controller + scheduler + kubelet',
+      unit: 'requests',
+      value: runs.apiRequests.allButHarnessPerObject,
+      peer: jobPeer(jobs.apiRequests.allButHarnessPerObject),
+    },
+  ];
+}
+
+function markdownTable(figures: Figure[]): string {
+  const rows = [
+    ['benchmark', 'figure', 'unit', 'chamvi', 'peer (same run)', 'peer', 'goal'],
+    ...figures.map((figure) => [
+      figure.benchmark,
+      figure.figure,
+      figure.unit,
+      String(figure.value),
+      figure.peer?.what ?? '',
+      figure.peer ? String(figure.peer.value) : '',
+      figure.goal ? `${figure.goal}: ${figure.met ? 'met' : 'MISSED'}` : '',
+    ]),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  const line = (row: string[]) => `| ${row.map((cell, column) => cell.padEnd(widths[column]!)).join(' | ')} |`;
+  return [line(rows[0]!), line(widths.map((width) => '-'.repeat(width))), ...rows.slice(1).map(line)].join('\n');
+}
+
+function main(): void {
+  const { values } = parseArgs({ options: { started: { type: 'string' } } });
+  const sources = { toolbox: read('toolbox'), exec: read('exec'), step: read('step'), scale: read('scale') };
+  const missing = Object.entries(sources).filter(([, value]) => !value).map(([name]) => name);
+  const figures = [
+    ...(sources.toolbox ? toolboxFigures(sources.toolbox) : []),
+    ...(sources.exec ? execFigures(sources.exec) : []),
+    ...(sources.step ? stepFigures(sources.step) : []),
+    ...(sources.scale ? scaleFigures(sources.scale) : []),
+  ];
+  const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
+  const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));
+  // A figure from an earlier `make bench` would pair with peers of another day: say so.
+  const stale = startedAt ? Object.entries(dates).filter(([, date]) => !date || Date.parse(date) < startedAt.getTime()).map(([name]) => name) : [];
+  const latest = {
+    date: new Date().toISOString(),
+    node: process.version,
+    cpus: cpus().length,
+    loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    ...(startedAt ? { makeBenchWallSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000) } : {}),
+    n: sources.scale?.n ?? null,
+    sources: dates,
+    ...(stale.length > 0 ? { staleSources: stale } : {}),
+    figures,
+    scaleSetup: sources.scale?.setup ?? null,
+  };
+  writeFileSync(path.join(resultsDir, 'latest.json'), `${JSON.stringify(latest, null, 2)}\n`);
+  console.log(markdownTable(figures));
+  console.log();
+  if (missing.length > 0) console.log(`missing results: ${missing.join(', ')}`);
+  if (stale.length > 0) console.log(`older than this make bench: ${stale.join(', ')}`);
+  const wall = 'makeBenchWallSeconds' in latest ? `; make bench took ${latest.makeBenchWallSeconds} s` : '';
+  console.log(`written to ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))} (load average ${latest.loadAverage1m} on ${latest.cpus} cpus${wall})`);
+}
+
+main();
