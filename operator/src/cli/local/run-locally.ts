@@ -6,7 +6,7 @@
 // directory, Events printed as progress, and the diff written to stdout at the end.
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Command } from '../parse-arguments.ts';
-import { isTerminal, type CodingRun } from '../../api/index.ts';
+import type { CodingRun } from '../../api/index.ts';
 import { EventRecorder } from '../../controller/event-recorder.ts';
 import { RunReconciler } from '../../controller/run-reconciler.ts';
 import { OperatorMetrics } from '../../observability/operator-metrics.ts';
@@ -144,11 +144,9 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
     const final = gateway.current() ?? finished;
     printer.finished(final);
     printDiff(final, gateway, io);
-    const phase = final.status?.phase;
-    if (phase !== 'Succeeded') {
-      if (!isTerminal(phase)) throw new CliError(`codingrun/${run.metadata.name} stopped in phase ${phase ?? 'Pending'}`);
-      throw new RunFailedError(run.metadata.name, phase!, final.status?.reason, final.status?.message);
-    }
+    // Terminal here: Succeeded, or Failed/Cancelled with a reason.
+    const phase = final.status?.phase ?? 'Failed';
+    if (phase !== 'Succeeded') throw new RunFailedError(run.metadata.name, phase, final.status?.reason, final.status?.message);
     return 0;
   } finally {
     signal.removeEventListener('abort', onAbort);
