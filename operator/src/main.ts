@@ -77,7 +77,9 @@ async function main(): Promise<void> {
     callingPolicy: DEFAULT_CALLING_POLICY,
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
   });
-  const controller = new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger, metrics);
+  // One controller per leadership term: a stopped one cannot start again.
+  const newController = () => new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger, metrics);
+  let controller = newController();
   controllerRef = controller;
   agentRef = agent;
   const elector = config.leaderElection.enabled
@@ -111,15 +113,21 @@ async function main(): Promise<void> {
     await controller.start();
     return;
   }
-  await elector.run(
-    () => controller.start(),
-    () => {
-      // Another replica may already be reconciling: stop at once and let the
-      // Deployment restart this one as a standby.
-      logger.error({}, 'lost the leader lease; exiting');
-      process.exit(1);
-    },
-  );
+  // When the lease cannot be renewed in time (the API server unreachable, or another
+  // replica holds it), stop reconciling at once, since another replica may lead once the
+  // lease expires, and stand for election again; the workers go on. Exiting instead made
+  // every replica crash through an API server outage.
+  while (!stopping) {
+    await elector.run(
+      () => controller.start(),
+      () => {
+        logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
+        controller.stop();
+        controller = newController();
+        controllerRef = controller;
+      },
+    );
+  }
 }
 
 main().catch((error: unknown) => {

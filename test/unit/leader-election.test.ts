@@ -54,6 +54,39 @@ describe('LeaderElector', () => {
     expect(store.lease!.spec).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
   });
 
+  it('stops leading when renewals fail past the renew deadline, and leads again once they work', async () => {
+    const store = memoryStore();
+    let failing = false;
+    const flaky: LeaseStore = {
+      get: () => (failing ? Promise.reject(new Error('connect ECONNREFUSED')) : store.get()),
+      create: (lease) => store.create(lease),
+      replace: (lease) => (failing ? Promise.reject(new Error('connect ECONNREFUSED')) : store.replace(lease)),
+    };
+    let time = 0;
+    const sleep = async (ms: number) => {
+      time += ms;
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    };
+    const a = new LeaderElector(flaky, options('a'), logger, () => new Date(time), sleep);
+    const terms: string[] = [];
+    const first = a.run(async () => void terms.push('started'), () => void terms.push('stopped'));
+    while (terms.length === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    failing = true;
+    await first;
+    expect(terms).toEqual(['started', 'stopped']);
+    expect(a.isLeader).toBe(false);
+    // The renew deadline (10 s) passed before the lease (15 s) could expire for others.
+    expect(time).toBeGreaterThan(10_000);
+    expect(time).toBeLessThan(15_000);
+    failing = false;
+    const second = a.run(async () => void terms.push('started again'), () => {});
+    while (terms.length < 3) await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(a.isLeader).toBe(true);
+    await a.release();
+    await second;
+    expect(terms).toEqual(['started', 'stopped', 'started again']);
+  });
+
   it('hands over at once after the leader releases the lease', async () => {
     const store = memoryStore();
     const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));

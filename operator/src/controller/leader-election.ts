@@ -1,7 +1,8 @@
 // Leader election on a coordination.k8s.io Lease, as client-go does it: one replica holds
 // the lease and reconciles; the others wait and take over when it stops renewing. On a
 // clean shutdown the leader releases the lease so a standby takes over at once instead of
-// waiting out the lease duration.
+// waiting out the lease duration. Leading is a term: run() returns when renewing failed
+// for longer than the renew deadline, and may be called again to stand for election.
 import { CustomObjectsApi, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from './api-errors.ts';
 
@@ -115,7 +116,8 @@ export class LeaderElector {
 
   /**
    * Blocks until this process leads, calls onStartedLeading, then keeps renewing. Returns
-   * (after onStoppedLeading) when renewing failed for longer than the renew deadline.
+   * (after onStoppedLeading) when renewing failed for longer than the renew deadline, or
+   * once release() was called.
    */
   async run(onStartedLeading: () => Promise<void>, onStoppedLeading: () => void): Promise<void> {
     const retryMs = this.options.retryPeriodSeconds * 1000;
@@ -129,8 +131,9 @@ export class LeaderElector {
     }
     if (this.stopped) return;
     this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'became leader');
-    await onStartedLeading();
     let lastRenew = this.now().getTime();
+    // Renewing goes on while the leader starts: filling its caches may outlast the lease.
+    void onStartedLeading().catch((error: unknown) => this.logger.warn({ err: String(error) }, 'could not start leading'));
     while (!this.stopped) {
       await this.sleep(retryMs);
       if (this.stopped) break;

@@ -5,6 +5,7 @@ import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { AgentView, ApprovalAnswer, RunAgent } from '../controller/run-agent.ts';
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
@@ -14,10 +15,10 @@ export interface JobEnqueuer {
 }
 
 const JOB_OPTIONS = {
-  // Transport errors (a dropped exec, an API server restart) get a few tries; the job's
-  // own logic decides when a run fails for good.
-  attempts: 5,
-  backoff: { type: 'exponential' as const, delay: 1000 },
+  // Transport errors (a dropped exec, an API server restart) are retried (job-retry.ts);
+  // the job's own logic decides when a run fails for good.
+  attempts: JOB_ATTEMPTS,
+  backoff: { type: JOB_BACKOFF_TYPE },
   // Kept for a while so a repeated enqueue of the same id stays a no-op.
   removeOnComplete: { age: 3600 },
   removeOnFail: { age: 24 * 3600 },

@@ -8,6 +8,7 @@ import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { failRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import { runFinalizeJob } from './finalize-job.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { jobRetryDelayMs } from './job-retry.ts';
 import { runPrepareJob } from './prepare-job.ts';
 import { runResumeJob } from './resume-job.ts';
 import { runStepJob } from './step-job.ts';
@@ -104,6 +105,7 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       lockDuration: options.lockDurationMs ?? 30_000,
       stalledInterval: options.stalledIntervalMs ?? 15_000,
       maxStalledCount: 3,
+      settings: { backoffStrategy: (attemptsMade: number) => jobRetryDelayMs(attemptsMade) },
     },
   );
   worker.on('error', (error) => shared.logger.error({ err: error.message }, 'agent worker error'));

@@ -1,0 +1,122 @@
+// Stop kube-apiserver for 20 s in the middle of runs, then start it again with the same
+// flags. The operator must ride it out: the process keeps running (no crash, no exit on a
+// lease it could not renew), its informers resume, every run completes as scripted, and
+// nothing is made twice (one pod, one NetworkPolicy, one diff ConfigMap per run, counted by
+// a watch that started before the runs).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import { restartApiServer } from '../support/fault-injection.ts';
+import {
+  DIFF_STAT,
+  GREETED,
+  GREET_WORLD,
+  ObjectCensus,
+  READ_README,
+  RunNamespace,
+  bashCall,
+  codingRun,
+  createBareRepo,
+  expectedTotals,
+  operatorStory,
+  scriptConfigMap,
+  scriptedModel,
+  startOperator,
+  type ScriptTurn,
+} from '../support/fault-fixture.ts';
+import { type OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const DOWN_MS = 20_000;
+const RUNS = ['slow-0', 'slow-1', 'slow-2', 'slow-3'];
+
+const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
+// Sleeps in the sandbox spread the runs' steps over the outage.
+const SLOW_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(10, 1) },
+  { toolCalls: [bashCall('sleep 3')], usage: usage(20, 2) },
+  { toolCalls: [GREET_WORLD], usage: usage(30, 3) },
+  { toolCalls: [bashCall('sleep 3')], usage: usage(40, 4) },
+  { toolCalls: [bashCall('sleep 3')], usage: usage(50, 5) },
+  { text: 'Greeted the world.', usage: usage(60, 6) },
+];
+const APPROVAL_TURNS: ScriptTurn[] = [
+  { toolCalls: [GREET_WORLD], usage: usage(11, 1) },
+  { toolCalls: [DIFF_STAT], usage: usage(21, 2) },
+  { text: 'Greeted the world.', usage: usage(31, 3) },
+];
+
+let ns: RunNamespace;
+let root: string;
+let census: ObjectCensus;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+let outage: { stoppedAt: number; readyAt: number };
+let exitCode: number | null | undefined;
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-apiserver-'));
+  const repoUrl = createBareRepo(root);
+  ns = await RunNamespace.create('faults-apiserver');
+  census = await ObjectCensus.start(ns.name);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  operator = startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: `fapi${Date.now()}`, identity: 'faults-apiserver' });
+  void operator.exited.then((code) => (exitCode = code));
+  await operator.waitForLog('caches synced; reconciling', 60_000);
+  await ns.apply(scriptConfigMap('slow-script', SLOW_TURNS), scriptConfigMap('approval-script', APPROVAL_TURNS));
+  await ns.apply(
+    ...RUNS.map((name) => codingRun(name, repoUrl, scriptedModel('slow-script'))),
+    codingRun('approval', repoUrl, scriptedModel('approval-script'), { approval: { tools: ['bash'] } }),
+  );
+  // Down while every run is under way.
+  await Promise.all([
+    ...RUNS.map((name) => ns.waitFor(name, 'to make its first step', (status) => (status.steps ?? 0) >= 1)),
+    ns.waitFor('approval', 'to wait for approval', (status) => status.phase === 'WaitingForApproval'),
+  ]);
+  outage = await restartApiServer(DOWN_MS);
+  console.info(`kube-apiserver was down ${outage.readyAt - outage.stoppedAt} ms`);
+}, 300_000);
+
+afterAll(async () => {
+  await operator?.kill();
+  census?.stop();
+  await registrar?.stop();
+});
+
+describe('kube-apiserver stopped for 20 s mid-run', () => {
+  it('keeps the operator running and leading, with its caches synced again', async () => {
+    expect(exitCode, operatorStory(operator)).toBeUndefined();
+    // 20 s is past the renew deadline: the leader stood down, then led again.
+    console.info(`leadership terms: ${operator.logged('became leader').length}, lost: ${operator.logged('lost the leader lease; reconciling stops until this replica leads again').length}`);
+    const port = (await operator.waitForLog('operator starting')).port as number;
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status, await ready.text()).toBe(200);
+  });
+
+  it('completes every run as scripted', async () => {
+    const approval = await ns.status('approval');
+    await ns.answer('approval', approval.pendingApproval!.id, 'approve');
+    for (const [name, turns] of [...RUNS.map((run) => [run, SLOW_TURNS] as const), ['approval', APPROVAL_TURNS] as const]) {
+      const status = await ns.finished(name, 180_000).catch((error: unknown) => {
+        console.error(operatorStory(operator));
+        throw error;
+      });
+      const totals = expectedTotals(turns);
+      expect(status, `${name}: ${JSON.stringify(status)}\n${operatorStory(operator)}`).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
+      expect(status.usage).toEqual(totals.usage);
+      expect(status.result!.diff).toContain(GREETED);
+      expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
+    }
+    expect(exitCode).toBeUndefined();
+  });
+
+  it('made one pod, one NetworkPolicy and one diff ConfigMap per run', () => {
+    for (const name of [...RUNS, 'approval']) {
+      expect(census.count('pods', `${name}-sandbox`), `${name} pods`).toBe(1);
+      expect(census.count('networkpolicies', `${name}-sandbox`), `${name} policies`).toBe(1);
+      expect(census.count('configmaps', `${name}-diff`), `${name} diff ConfigMaps`).toBe(1);
+    }
+  });
+});
