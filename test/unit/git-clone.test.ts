@@ -1,7 +1,10 @@
 // The clone's credential path with real git against a loopback HTTP server that demands
 // Basic auth: the token reaches the server through GIT_ASKPASS, and a failure's message
 // (which ends up in status and Events) never contains it.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CloneFailedError, cloneRepository } from '../../operator/src/workers/git-clone.ts';
@@ -46,5 +49,20 @@ describe('cloneRepository', () => {
     expect((file as Error).message).toMatch(/transport 'file' not allowed/);
     const ext = await cloneRepository({ url: 'ext::sh -c touch% /tmp/chamvi-pwned', allowFileProtocol: true, timeoutMs: 10_000 }).catch((e: unknown) => e);
     expect((ext as Error).message).toMatch(/transport 'ext' not allowed/);
+  });
+
+  it('leaves nothing in the temp dir when the clone fails (askpass script included)', async () => {
+    const scratch = mkdtempSync(join(tmpdir(), 'git-clone-test-'));
+    const previous = process.env.TMPDIR;
+    process.env.TMPDIR = scratch;
+    try {
+      const error = await cloneRepository({ url: `${base}/acme/private.git`, token: TOKEN, allowFileProtocol: false, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      expect(CloneFailedError.isInstance(error)).toBe(true);
+      expect(readdirSync(scratch)).toEqual([]);
+    } finally {
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 });

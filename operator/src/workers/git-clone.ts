@@ -3,7 +3,7 @@
 // variable: never on a command line (visible in ps) and never in a URL (visible in logs and
 // errors). Remote helpers (`ext::`) are refused by configuration as well as by allowRepo.
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -71,14 +71,21 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
   }
   const timeoutMs = request.timeoutMs ?? 300_000;
   const config = ['-c', 'protocol.ext.allow=never', '-c', 'core.hooksPath=/dev/null', '-c', 'advice.detachedHead=false'];
-  if (request.revision && COMMIT.test(request.revision)) {
-    await git(config, ['init', '-q', dir], base, env, timeoutMs, request.token);
-    await git(config, ['remote', 'add', 'origin', '--', request.url], dir, env, timeoutMs, request.token);
-    await git(config, ['fetch', '-q', '--depth', '1', 'origin', request.revision], dir, env, timeoutMs, request.token);
-    await git(config, ['checkout', '-q', 'FETCH_HEAD'], dir, env, timeoutMs, request.token);
-  } else {
-    const branch = request.revision ? ['--branch', request.revision] : [];
-    await git(config, ['clone', '-q', '--depth', '1', '--no-tags', ...branch, '--', request.url, dir], base, env, timeoutMs, request.token);
+  try {
+    if (request.revision && COMMIT.test(request.revision)) {
+      await git(config, ['init', '-q', dir], base, env, timeoutMs, request.token);
+      await git(config, ['remote', 'add', 'origin', '--', request.url], dir, env, timeoutMs, request.token);
+      await git(config, ['fetch', '-q', '--depth', '1', 'origin', request.revision], dir, env, timeoutMs, request.token);
+      await git(config, ['checkout', '-q', 'FETCH_HEAD'], dir, env, timeoutMs, request.token);
+    } else {
+      const branch = request.revision ? ['--branch', request.revision] : [];
+      await git(config, ['clone', '-q', '--depth', '1', '--no-tags', ...branch, '--', request.url, dir], base, env, timeoutMs, request.token);
+    }
+  } catch (error) {
+    // The caller only owns the directory once it is returned: a failed clone (a partial
+    // checkout, the askpass script) must not stay behind in the worker's temp dir.
+    await rm(base, { recursive: true, force: true });
+    throw error;
   }
   return dir;
 }
