@@ -1,0 +1,127 @@
+// Two operator processes; SIGKILL the leader while runs are under way. The standby takes
+// the lease within the lease time (plus its retry period and a margin), its workers take
+// over the dead one's jobs, and every run finishes as scripted with one sandbox pod ever.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import {
+  DIFF_STAT,
+  GREETED,
+  GREET_WORLD,
+  ObjectCensus,
+  READ_README,
+  RunNamespace,
+  bashCall,
+  codingRun,
+  createBareRepo,
+  expectedTotals,
+  operatorStory,
+  scriptConfigMap,
+  scriptedModel,
+  startOperator,
+  type ScriptTurn,
+} from '../support/fault-fixture.ts';
+import type { OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+// The operator's defaults, read from its config schema rather than copied.
+const { leaseDurationSeconds, retryPeriodSeconds } = loadOperatorConfig({}, {}).leaderElection;
+const TAKEOVER_MARGIN_MS = 3_000;
+const RUNS = ['busy-0', 'busy-1', 'busy-2'];
+const PREFIX = `ffail${Date.now()}`;
+
+const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
+const BUSY_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(10, 1) },
+  { toolCalls: [bashCall('sleep 2')], usage: usage(20, 2) },
+  { toolCalls: [GREET_WORLD], usage: usage(30, 3) },
+  { toolCalls: [bashCall('sleep 2')], usage: usage(40, 4) },
+  { toolCalls: [bashCall('sleep 2')], usage: usage(50, 5) },
+  { toolCalls: [bashCall('sleep 2')], usage: usage(60, 6) },
+  { text: 'Greeted the world.', usage: usage(70, 7) },
+];
+const APPROVAL_TURNS: ScriptTurn[] = [
+  { toolCalls: [GREET_WORLD], usage: usage(11, 1) },
+  { toolCalls: [DIFF_STAT], usage: usage(21, 2) },
+  { text: 'Greeted the world.', usage: usage(31, 3) },
+];
+
+let ns: RunNamespace;
+let root: string;
+let repoUrl: string;
+let census: ObjectCensus;
+let registrar: SandboxExecRegistrar;
+let leader: OperatorProcess;
+let standby: OperatorProcess;
+let takeoverMs = 0;
+
+const operator = (identity: string) =>
+  startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity, env: { CHAMVI_JOB_LOCK_SECONDS: '4' } });
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-failover-'));
+  repoUrl = createBareRepo(root);
+  ns = await RunNamespace.create('faults-failover');
+  census = await ObjectCensus.start(ns.name);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  await ns.apply(scriptConfigMap('busy-script', BUSY_TURNS), scriptConfigMap('approval-script', APPROVAL_TURNS));
+  leader = operator('faults-failover-a');
+  await leader.waitForLog('became leader', 60_000);
+  standby = operator('faults-failover-b');
+  await standby.waitForLog('operator starting', 60_000);
+
+  await ns.apply(
+    ...RUNS.map((name) => codingRun(name, repoUrl, scriptedModel('busy-script'))),
+    codingRun('approval', repoUrl, scriptedModel('approval-script'), { approval: { tools: ['bash'] } }),
+  );
+  await Promise.all([
+    ...RUNS.map((name) => ns.waitFor(name, 'to make its second step', (status) => (status.steps ?? 0) >= 2)),
+    ns.waitFor('approval', 'to wait for approval', (status) => status.phase === 'WaitingForApproval'),
+  ]);
+  expect(standby.logged('became leader')).toEqual([]);
+  await leader.kill('SIGKILL');
+  const killedAt = Date.now();
+  await standby.waitForLog('became leader', 60_000);
+  takeoverMs = Date.now() - killedAt;
+  console.info(`the standby led ${takeoverMs} ms after the leader was killed (lease ${leaseDurationSeconds} s, retry ${retryPeriodSeconds} s)`);
+}, 300_000);
+
+afterAll(async () => {
+  await leader?.kill('SIGKILL');
+  await standby?.kill();
+  census?.stop();
+  await registrar?.stop();
+});
+
+describe('the leader SIGKILLed mid-run, with a standby', () => {
+  it('hands the lease to the standby within the lease time', () => {
+    expect(takeoverMs).toBeLessThan((leaseDurationSeconds + retryPeriodSeconds) * 1000 + TAKEOVER_MARGIN_MS);
+  });
+
+  it('finishes every run as scripted, the approval answered to the new leader, with one pod each', async () => {
+    const approval = await ns.status('approval');
+    expect(approval, `${JSON.stringify(approval)}\n-- leader\n${operatorStory(leader)}\n-- standby\n${operatorStory(standby)}`).toMatchObject({ phase: 'WaitingForApproval' });
+    await ns.answer('approval', approval.pendingApproval!.id, 'approve');
+    for (const [name, turns] of [...RUNS.map((run) => [run, BUSY_TURNS] as const), ['approval', APPROVAL_TURNS] as const]) {
+      const status = await ns.finished(name, 180_000).catch((error: unknown) => {
+        console.error(`-- leader\n${operatorStory(leader)}\n-- standby\n${operatorStory(standby)}`);
+        throw error;
+      });
+      const totals = expectedTotals(turns);
+      expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
+      expect(status.usage).toEqual(totals.usage);
+      expect(status.result!.diff).toContain(GREETED);
+      expect(census.count('pods', `${name}-sandbox`), `${name} pods`).toBe(1);
+    }
+  });
+
+  it('runs a new run under the new leader', async () => {
+    await ns.apply(codingRun('after', repoUrl, scriptedModel('approval-script'), {}));
+    const status = await ns.finished('after', 120_000);
+    expect(status).toMatchObject({ phase: 'Succeeded', steps: 3 });
+    expect(standby.logged('status written').some((line) => line.name === 'after')).toBe(true);
+  });
+});
