@@ -76,6 +76,7 @@ export function renderApiReference(): string {
   }
   const ruleLines: string[] = [];
   rules(schema.properties!.spec!, 'spec', ruleLines);
+  rules(schema.properties!.status!, 'status', ruleLines);
   lines.push('', '## Rules across fields', '', 'Checked by the API server at `kubectl apply` (and again by the operator):', '', ...ruleLines, '');
   return lines.join('\n');
 }

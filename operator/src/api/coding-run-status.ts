@@ -31,6 +31,14 @@ export const LIMITS = {
   fullDiff: 1_048_576,
 } as const;
 
+const terminalList = [...TERMINAL_PHASES].map((phase) => `'${phase}'`).join(', ');
+const finishedRunRule = {
+  rule:
+    `!has(oldSelf.phase) || !(oldSelf.phase in [${terminalList}]) || ` +
+    "(has(self.phase) && self.phase == oldSelf.phase && (has(self.reason) ? self.reason : '') == (has(oldSelf.reason) ? oldSelf.reason : ''))",
+  message: 'the phase and reason of a finished run cannot change; create a new CodingRun to run the task again',
+};
+
 const count = (description: string) => z.number().int().min(0).describe(description);
 const timestamp = (description: string) => z.string().meta({ format: 'date-time' }).describe(description);
 
@@ -89,6 +97,10 @@ export const codingRunStatus = z
     pendingApproval: pendingApprovalStatus.optional(),
     result: resultStatus.optional(),
   })
+  // The operator never moves a finished run (its writers check the phase and send the
+  // resourceVersion); this makes the API server refuse it from any writer, including one
+  // that patches blindly. A transition rule: it compares the new status with the old.
+  .meta({ 'x-kubernetes-validations': [finishedRunRule] })
   .describe('What the operator observed and did. Written by the operator only.');
 
 export type CodingRunStatus = z.output<typeof codingRunStatus>;
