@@ -74,7 +74,7 @@ async function main(): Promise<void> {
         toolboxCommand: config.toolboxCommand,
         mode: 'serve',
       }),
-    callingPolicy: DEFAULT_CALLING_POLICY,
+    callingPolicy: { ...DEFAULT_CALLING_POLICY, attemptTimeoutMs: config.modelCallTimeoutSeconds * 1000 },
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
   });
   // One controller per leadership term: a stopped one cannot start again.

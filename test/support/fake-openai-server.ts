@@ -1,8 +1,9 @@
 // A real HTTP server on 127.0.0.1 that speaks enough of the OpenAI protocol to test the real
 // provider adapters: Chat Completions (`/v1/chat/completions`) and the Responses API
 // (`/v1/responses`), each streamed (SSE) or not, answering from a script of replies. Each
-// request takes the next reply, whatever its path. It records every request so tests can
-// check the Authorization header and the messages that were sent.
+// request takes the next reply, whatever its path, unless the model it names has replies of
+// its own (enqueueFor, serveForever: a model that always hangs, fails or talks garbage). It
+// records every request so tests can check the Authorization header and the messages sent.
 
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -44,7 +45,11 @@ export type FakeReply =
    * Never answers. With `afterFirstChunk` a streamed request gets its headers and first event
    * and then nothing more (a non-streamed one gets nothing at all).
    */
-  | { readonly type: 'hang'; readonly afterFirstChunk?: boolean };
+  | { readonly type: 'hang'; readonly afterFirstChunk?: boolean }
+  /** Sent verbatim with this status and content type: invalid JSON, the wrong shape, an HTML page. */
+  | { readonly type: 'raw'; readonly body: string; readonly status?: number; readonly contentType?: string; readonly delayMs?: number }
+  /** HTTP 200 and a JSON body that never ends: written as fast as the client reads, until it hangs up. */
+  | { readonly type: 'endless' };
 
 export interface RecordedRequest {
   readonly method: string;
@@ -62,6 +67,15 @@ export interface FakeOpenAIServer {
   enqueue(...replies: FakeReply[]): void;
   /** Replies not yet served. */
   remainingReplies(): number;
+  /**
+   * Answers every request naming this model (the body's `model`) with `reply`, forever and
+   * before the script: a model that always hangs, always fails or always talks garbage.
+   */
+  serveForever(model: string, reply: FakeReply): void;
+  /** Appends replies to the script of requests naming this model, served before serveForever's. */
+  enqueueFor(model: string, ...replies: FakeReply[]): void;
+  /** Requests that named this model. */
+  requestsFor(model: string): RecordedRequest[];
   stop(): Promise<void>;
 }
 
@@ -79,6 +93,8 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
     status: 500,
     message: 'fake OpenAI server: the script has no reply left for this request',
   };
+  const forever = new Map<string, FakeReply>();
+  const scripts = new Map<string, FakeReply[]>();
   let counter = 0;
 
   const server = createServer((request, response) => {
@@ -105,10 +121,11 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
       sendJson(response, 404, { error: { message: `fake server: no route for ${request.method} ${path}` } });
       return;
     }
-    const reply = script.shift() ?? whenExhausted;
+    const parsed = (typeof body === 'object' && body !== null ? body : {}) as { stream?: boolean; model?: string };
+    const named = parsed.model === undefined ? undefined : (scripts.get(parsed.model)?.shift() ?? forever.get(parsed.model));
+    const reply = named ?? script.shift() ?? whenExhausted;
     counter += 1;
     const id = `fake-${counter}`;
-    const parsed = (typeof body === 'object' && body !== null ? body : {}) as { stream?: boolean; model?: string };
     const model = parsed.model ?? 'fake-model';
     const stream = parsed.stream === true;
 
@@ -122,7 +139,16 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
       }
       return; // never answered; stop() closes the socket
     }
+    if (reply.type === 'endless') {
+      await writeEndlessBody(response);
+      return;
+    }
     if (reply.delayMs !== undefined) await sleep(reply.delayMs);
+    if (reply.type === 'raw') {
+      response.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json' });
+      response.end(reply.body);
+      return;
+    }
     if (reply.type === 'error') {
       response.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
       response.end(
@@ -163,6 +189,13 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
       script.push(...replies);
     },
     remainingReplies: () => script.length,
+    serveForever: (model, reply) => {
+      forever.set(model, reply);
+    },
+    enqueueFor: (model, ...replies) => {
+      scripts.set(model, [...(scripts.get(model) ?? []), ...replies]);
+    },
+    requestsFor: (model) => requests.filter((request) => (request.body as { model?: unknown } | null)?.model === model),
     stop: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
@@ -347,6 +380,26 @@ function startSse(response: ServerResponse): void {
 function sendJson(response: ServerResponse, status: number, body: unknown): void {
   response.writeHead(status, { 'content-type': 'application/json' });
   response.end(JSON.stringify(body));
+}
+
+async function writeEndlessBody(response: ServerResponse): Promise<void> {
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.write('{"id":"endless","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');
+  const chunk = 'all work and no play makes jack a dull boy '.repeat(1500);
+  let closed = false;
+  response.once('close', () => (closed = true));
+  while (!closed && !response.destroyed) {
+    // Honour backpressure, so the server's own memory stays flat however long the client reads.
+    if (!response.write(chunk)) await new Promise<void>((resolve) => {
+      const done = () => {
+        response.off('drain', done);
+        response.off('close', done);
+        resolve();
+      };
+      response.once('drain', done);
+      response.once('close', done);
+    });
+  }
 }
 
 function readBody(request: IncomingMessage): Promise<string> {

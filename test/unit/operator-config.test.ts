@@ -13,8 +13,15 @@ describe('loadOperatorConfig', () => {
     expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
   });
 
+  it('cuts model call attempts at modelCallTimeoutSeconds, 300 unless set (file or CHAMVI_MODEL_CALL_TIMEOUT_SECONDS)', () => {
+    expect(loadOperatorConfig(undefined, {}).modelCallTimeoutSeconds).toBe(300);
+    expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, {}).modelCallTimeoutSeconds).toBe(120);
+    expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, { CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: '30' }).modelCallTimeoutSeconds).toBe(30);
+  });
+
   it.each([
     [{ maxActiveRuns: 0 }, {}, /config key maxActiveRuns: /],
+    [{ modelCallTimeoutSeconds: 0 }, {}, /config key modelCallTimeoutSeconds: /],
     [{ redisUrl: 'http://x' }, {}, /config key redisUrl: must be a redis:\/\//],
     [{ allowRepos: ['x'] }, {}, /config key allowRepos: /],
     [{}, { CHAMVI_NETWORK_POLICY: 'yes' }, /config key networkPolicy \(env CHAMVI_NETWORK_POLICY\): must be true or false/],

@@ -13,6 +13,7 @@ import {
 } from '../../operator/src/providers/calling-policy.ts';
 import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
 import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-auth-failed-error.ts';
+import { ModelResponseInvalidError } from '../../operator/src/providers/errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from '../../operator/src/providers/errors/model-timeout-error.ts';
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
 import { withCallingPolicy } from '../../operator/src/providers/with-calling-policy.ts';
@@ -55,9 +56,9 @@ afterEach(async () => {
   await server.stop();
 });
 
-function model(provider: 'openai-compatible' | 'openai' = 'openai-compatible') {
+function model(provider: 'openai-compatible' | 'openai' = 'openai-compatible', attemptTimeoutMs = policy.attemptTimeoutMs) {
   const base = createLanguageModel({ provider, name: 'fake-model', baseURL: server.baseURL }, { apiKey: API_KEY });
-  return withCallingPolicy(base, { policy, dependencies, secrets: [API_KEY] });
+  return withCallingPolicy(base, { policy: { ...policy, attemptTimeoutMs }, dependencies, secrets: [API_KEY] });
 }
 
 describe('openai-compatible over HTTP', () => {
@@ -204,6 +205,30 @@ describe('openai-compatible over HTTP', () => {
     const result = await generateText({ model: model(), messages, tools, maxRetries: 0 });
     expect(result.toolCalls[0]?.invalid).toBe(true);
     expect(NoSuchToolError.isInstance(result.toolCalls[0]?.error)).toBe(true);
+  });
+
+  it.each([
+    ['not JSON', { type: 'raw' as const, body: '{"id":"chatcmpl-1","choices":[{"index":0,' }, /the body is not JSON \(it starts: \{"id":"chatcmpl-1"/],
+    ['JSON of another shape', { type: 'raw' as const, body: '{"status":"ok"}' }, /the JSON does not have the shape of a model response/],
+    ['an HTML page', { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' }, /not JSON \(it starts: <html>/],
+  ])('fails with ModelResponseInvalid at once when a 200 answer is %s, quoting its start but never the key', async (_, reply, detail) => {
+    server.enqueue(reply);
+    const error = await generateText({ model: model(), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
+    expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
+    expect((error as ModelResponseInvalidError).reason).toBe('ModelResponseInvalid');
+    expect((error as Error).message).toMatch(detail);
+    expect((error as Error).message).not.toContain(API_KEY);
+    expect(server.requests).toHaveLength(1);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('stops reading an answer that never ends at the size bound: ModelResponseInvalid, no retry', async () => {
+    server.enqueue({ type: 'endless' });
+    // Reading 16 MiB on a busy machine may take longer than this file's short attempt timeout.
+    const error = await generateText({ model: model('openai-compatible', 60_000), messages, maxRetries: 0 }).catch((e: unknown) => e);
+    expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('larger than 16 MiB');
+    expect(server.requests).toHaveLength(1);
   });
 
   it('sends the tool results of the previous step back in the conversation', async () => {

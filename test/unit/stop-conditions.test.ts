@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
+import { UNUSABLE_TOOL_CALL_STEPS_LIMIT, decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
 import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
 
 const base: StopInput = {
@@ -35,5 +35,14 @@ describe('decideStop', () => {
   it('fails with DeadlineExceeded once the timeout has passed, ahead of the budgets', () => {
     expect(decideStop({ ...base, now: 60_000, steps: 40 })).toMatchObject({ outcome: 'failed', reason: 'DeadlineExceeded' });
     expect(decideStop({ ...base, now: 59_999 })).toEqual({ stop: false });
+  });
+
+  it('fails with ModelResponseInvalid when the model sends only unusable tool calls step after step, saying what was wrong', () => {
+    expect(decideStop({ ...base, unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT - 1 })).toEqual({ stop: false });
+    const decision = decideStop({ ...base, unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT, lastUnusableToolCall: 'read_file: JSON parsing failed' });
+    expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'ModelResponseInvalid' });
+    expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('(last: read_file: JSON parsing failed)');
+    // The deadline is still the harder limit.
+    expect(decideStop({ ...base, now: 60_000, unusableToolCallSteps: 5 })).toMatchObject({ reason: 'DeadlineExceeded' });
   });
 });

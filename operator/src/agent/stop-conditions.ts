@@ -15,12 +15,26 @@ export interface StopInput {
   readonly startedAt: number;
   readonly timeoutMs: number;
   readonly now: number;
+  /** Steps in a row, up to this one, whose tool calls were all unusable (bad arguments, a tool not offered). */
+  readonly unusableToolCallSteps?: number;
+  /** What was wrong with the last unusable call, for the message. */
+  readonly lastUnusableToolCall?: string | undefined;
 }
+
+/**
+ * Steps in a row with nothing but unusable tool calls before the run gives up on the model.
+ * Each such call goes back to the model as a tool error, so one or two are a slip it can
+ * correct; a model that keeps at it cannot do tool calling, and would spend the whole
+ * step budget (and the money) on nothing.
+ */
+export const UNUSABLE_TOOL_CALL_STEPS_LIMIT = 3;
 
 export type StopDecision =
   | { readonly stop: false }
   | { readonly stop: true; readonly outcome: 'finished' }
-  | { readonly stop: true; readonly outcome: 'failed'; readonly reason: 'BudgetExceeded' | 'DeadlineExceeded'; readonly message: string };
+  | { readonly stop: true; readonly outcome: 'failed'; readonly reason: StopReason; readonly message: string };
+
+export type StopReason = 'BudgetExceeded' | 'DeadlineExceeded' | 'ModelResponseInvalid';
 
 export function answeredWithoutToolCalls(input: Pick<StopInput, 'lastStepHadToolCalls'>): boolean {
   return !input.lastStepHadToolCalls;
@@ -32,6 +46,10 @@ export function deadlinePassed(input: Pick<StopInput, 'startedAt' | 'timeoutMs' 
 
 export function stepBudgetSpent(input: Pick<StopInput, 'steps' | 'budget'>): boolean {
   return input.steps >= input.budget.maxSteps;
+}
+
+export function modelKeepsSendingUnusableToolCalls(input: Pick<StopInput, 'unusableToolCallSteps'>): boolean {
+  return (input.unusableToolCallSteps ?? 0) >= UNUSABLE_TOOL_CALL_STEPS_LIMIT;
 }
 
 /** Compares the reported total; calls that reported nothing cannot be counted (see usage.complete). */
@@ -47,6 +65,16 @@ export function decideStop(input: StopInput): StopDecision {
       outcome: 'failed',
       reason: 'DeadlineExceeded',
       message: `The run reached spec.budget.timeout (${Math.round(input.timeoutMs / 1000)}s) after ${input.steps} step(s); the partial diff is kept. Raise the timeout or narrow the task.`,
+    };
+  }
+  if (modelKeepsSendingUnusableToolCalls(input)) {
+    return {
+      stop: true,
+      outcome: 'failed',
+      reason: 'ModelResponseInvalid',
+      message:
+        `The model answered ${input.unusableToolCallSteps} steps in a row with only tool calls that could not be run, though each came back to it as a tool error` +
+        `${input.lastUnusableToolCall ? ` (last: ${input.lastUnusableToolCall})` : ''}; the partial diff is kept. Use a model that supports tool calling.`,
     };
   }
   if (stepBudgetSpent(input)) {

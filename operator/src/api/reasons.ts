@@ -19,6 +19,8 @@ export const REASONS = {
   ModelAuthFailed: 'ModelAuthFailed',
   ModelUnavailable: 'ModelUnavailable',
   ModelRequestRejected: 'ModelRequestRejected',
+  /** The endpoint answered, but not with a usable model response (garbage, too large, only broken tool calls). */
+  ModelResponseInvalid: 'ModelResponseInvalid',
   ModelConfigurationInvalid: 'ModelConfigurationInvalid',
   ModelScriptInvalid: 'ModelScriptInvalid',
   /** The agent failed for a reason of its own (a bug or a broken sandbox); the message says which. */

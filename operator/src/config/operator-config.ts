@@ -50,6 +50,12 @@ export const operatorConfigSchema = z
      * is later still, so the diff can be taken.
      */
     deadlineGraceSeconds: z.coerce.number().int().min(0).max(3600).default(60),
+    /**
+     * One model call attempt (request until the whole answer) may take this long before it
+     * is cut and retried; a model that accepts a request and never answers then ends as
+     * ModelUnavailable instead of holding a worker slot until budget.timeout.
+     */
+    modelCallTimeoutSeconds: z.coerce.number().int().min(1).max(3600).default(300),
     /** BullMQ queue and run-state key prefix in Redis (tests give each run its own). */
     redisPrefix: z.string().min(1).regex(/^[A-Za-z0-9_-]+$/).default('chamvi'),
     httpPort: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -72,6 +78,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },
+  CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: { key: 'modelCallTimeoutSeconds' },
   CHAMVI_REDIS_PREFIX: { key: 'redisPrefix' },
 };
 

@@ -11,6 +11,11 @@ export interface InformerSource<T> {
   path: string;
   labelSelector?: string;
   list(): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+  /**
+   * What the cache keeps of each object (client-go's transform): the parts the reconciler
+   * reads. Without it every object is kept whole for as long as it exists.
+   */
+  slim?(object: T): T;
 }
 
 export interface InformerHandlers<T> {
@@ -94,7 +99,7 @@ export class Informer<T extends CachedObject> {
     for (const item of list.items) {
       const key = keyOf(item);
       seen.add(key);
-      this.upsert(key, item);
+      this.upsert(key, this.slim(item));
     }
     for (const [key, object] of this.store) {
       if (!seen.has(key)) {
@@ -107,6 +112,10 @@ export class Informer<T extends CachedObject> {
       this.synced = true;
       for (const resolve of this.syncWaiters.splice(0)) resolve();
     }
+  }
+
+  private slim(object: T): T {
+    return this.source.slim ? this.source.slim(object) : object;
   }
 
   private upsert(key: string, object: T): void {
@@ -137,9 +146,9 @@ export class Informer<T extends CachedObject> {
         const key = keyOf(object);
         if (type === 'DELETED') {
           this.store.delete(key);
-          this.handlers.onDelete(object);
+          this.handlers.onDelete(this.slim(object));
         } else {
-          this.upsert(key, object);
+          this.upsert(key, this.slim(object));
         }
       };
       const onDone = (error: unknown) => {

@@ -105,9 +105,9 @@ export class RunController {
     // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only
     // those are watched, and a change to one enqueues its run.
     type ManagedList<T> = (namespace: string | undefined, labelSelector: string) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
-    const owned = <T extends CachedObject>(groupPath: string, resource: string, list: ManagedList<T>) =>
+    const owned = <T extends CachedObject>(groupPath: string, resource: string, list: ManagedList<T>, slim?: (object: T) => T) =>
       namespaces.map((namespace) =>
-        make<T>({ path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR) }, enqueueOwner),
+        make<T>({ path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR), ...(slim ? { slim } : {}) }, enqueueOwner),
       );
     const podInformers = owned<V1Pod>('/api/v1', 'pods', (namespace, labelSelector) =>
       namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector }),
@@ -115,8 +115,15 @@ export class RunController {
     const policyInformers = owned<V1NetworkPolicy>('/apis/networking.k8s.io/v1', 'networkpolicies', (namespace, labelSelector) =>
       namespace ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector }) : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
     );
-    const configMapInformers = owned<V1ConfigMap>('/api/v1', 'configmaps', (namespace, labelSelector) =>
-      namespace ? core.listNamespacedConfigMap({ namespace, labelSelector }) : core.listConfigMapForAllNamespaces({ labelSelector }),
+    // A run's diff ConfigMap holds up to 1 MiB and lives as long as the run; the reconciler
+    // needs only its name and owner. Cached whole, the operator would grow by the size of
+    // every diff ever kept.
+    const configMapInformers = owned<V1ConfigMap>(
+      '/api/v1',
+      'configmaps',
+      (namespace, labelSelector) =>
+        namespace ? core.listNamespacedConfigMap({ namespace, labelSelector }) : core.listConfigMapForAllNamespaces({ labelSelector }),
+      (configMap) => ({ apiVersion: configMap.apiVersion, kind: configMap.kind, metadata: configMap.metadata }),
     );
 
     this.runs = new MergedCache(runInformers);

@@ -1,15 +1,17 @@
-// Decides what a failed model call means for the run: give up now (auth, a bad request),
-// try again (rate limits, overload, network), or not a provider failure at all.
+// Decides what a failed model call means for the run: give up now (auth, a bad request, an
+// answer that is not a model response), try again (rate limits, overload, network), or not a
+// provider failure at all.
 
-import { APICallError } from 'ai';
+import { APICallError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
 import { ModelRequestRejectedError } from './errors/model-request-rejected-error.ts';
+import { ModelResponseInvalidError } from './errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
 import { redactSecrets } from './redact-secrets.ts';
 import { retryAfterMs } from './retry-after.ts';
 
 export type ModelErrorClassification =
-  | { readonly kind: 'fatal'; readonly error: ModelAuthFailedError | ModelRequestRejectedError }
+  | { readonly kind: 'fatal'; readonly error: ModelAuthFailedError | ModelRequestRejectedError | ModelResponseInvalidError }
   | {
       readonly kind: 'transient';
       readonly problem: string;
@@ -39,6 +41,7 @@ export function classifyModelError(
         ? { kind: 'transient', problem: `network error: ${redactSecrets(error.message, context.secrets)}`, statusCode: undefined, retryAfterMs: undefined }
         : { kind: 'unknown' };
     }
+    if (status >= 200 && status < 300) return classifyUnusableAnswer(error, status, context);
     if (status === 401 || status === 403) {
       return { kind: 'fatal', error: new ModelAuthFailedError({ provider: context.provider, statusCode: status, cause: error }) };
     }
@@ -64,6 +67,44 @@ export function classifyModelError(
     return { kind: 'transient', problem: `network error: ${(error as Error).message}`, statusCode: undefined, retryAfterMs: undefined };
   }
   return { kind: 'unknown' };
+}
+
+/**
+ * The SDK throws an APICallError with a 2xx status only when it could not use the answer.
+ * Cut off mid-body is the network's fault and worth another try; anything else (not JSON,
+ * the wrong shape, too large) is what the endpoint really says, and would say again.
+ */
+function classifyUnusableAnswer(
+  error: APICallError,
+  status: number,
+  context: { provider: string; secrets: readonly (string | undefined)[] },
+): ModelErrorClassification {
+  const cause = error.cause;
+  const parseProblem = JSONParseError.isInstance(cause)
+    ? 'the body is not JSON'
+    : TypeValidationError.isInstance(cause)
+      ? 'the JSON does not have the shape of a model response'
+      : undefined;
+  if (parseProblem === undefined && isNetworkCutOff(cause)) {
+    return { kind: 'transient', problem: `the answer was cut off (${(cause as Error).message})`, statusCode: undefined, retryAfterMs: undefined };
+  }
+  const what = parseProblem ?? (cause instanceof Error ? cause.message : error.message);
+  const start = error.responseBody?.slice(0, 120);
+  const body = start === undefined ? '' : ` (it starts: ${boundDetail(start)}${start.length < error.responseBody!.length ? '…' : ''})`;
+  return {
+    kind: 'fatal',
+    error: new ModelResponseInvalidError({
+      provider: context.provider,
+      statusCode: status,
+      detail: boundDetail(redactSecrets(`${what}${body}`, context.secrets)),
+      cause: error,
+    }),
+  };
+}
+
+/** undici ends a body the peer cut with TypeError("terminated") or a socket error. */
+function isNetworkCutOff(cause: unknown): boolean {
+  return cause instanceof TypeError || (cause instanceof Error && /ECONNRESET|EPIPE|socket hang up|other side closed/i.test(cause.message));
 }
 
 /** OpenAI-style bodies carry {"error":{"message":...}}; fall back to the SDK's message. */

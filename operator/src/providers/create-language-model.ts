@@ -6,6 +6,7 @@ import type { LanguageModelV3 } from '@ai-sdk/provider';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { ModelConfigurationError } from './errors/model-configuration-error.ts';
+import { limitResponseSize } from './limit-response-size.ts';
 import { findProviderDeclaration, PROVIDER_REGISTRY, type ProviderApi, type ProviderDeclaration } from './provider-registry.ts';
 import type { ModelScript } from './scripted/model-script-schema.ts';
 import { ScriptedLanguageModel } from './scripted/scripted-language-model.ts';
@@ -85,5 +86,7 @@ export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLa
       `The ${declaration.name} provider needs an API key: set spec.model.apiKeySecretRef to a Secret key in the run namespace.`,
     );
   }
-  return ADAPTERS[declaration.api]({ declaration, modelName, baseURL, options });
+  // Every HTTP answer is read through a size bound (limit-response-size.ts says why).
+  const fetch = limitResponseSize(options.fetch ?? ((input, init) => globalThis.fetch(input, init)));
+  return ADAPTERS[declaration.api]({ declaration, modelName, baseURL, options: { ...options, fetch } });
 }

@@ -26,6 +26,7 @@ const MODEL_REASONS = new Set<string>([
   REASONS.ModelAuthFailed,
   REASONS.ModelUnavailable,
   REASONS.ModelRequestRejected,
+  REASONS.ModelResponseInvalid,
   REASONS.ModelConfigurationInvalid,
   REASONS.ModelScriptInvalid,
 ]);
@@ -59,7 +60,11 @@ async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef): Prom
   const state = await deps.states.load(ref.uid);
   if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
   state.stage = 'finalizing';
-  state.stop = { reason: 'DeadlineExceeded', message: 'The run reached spec.budget.timeout; the partial diff is kept. Raise the timeout or narrow the task.' };
+  // Only model calls run under the deadline signal, so the step was waiting for the model.
+  state.stop = {
+    reason: 'DeadlineExceeded',
+    message: 'The run reached spec.budget.timeout while waiting for the model to answer; the partial diff is kept. Raise the timeout or narrow the task, and check the model endpoint if it hangs.',
+  };
   await deps.states.save(state);
   await deps.queue.finalize(ref);
 }

@@ -6,6 +6,7 @@ import type { ModelMessage } from 'ai';
 import type { Redis } from 'ioredis';
 import type { CodingRunSpec } from '../api/index.ts';
 import type { FilesTouched } from '../agent/files-touched.ts';
+import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
 
 export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
@@ -55,7 +56,10 @@ export interface RunState {
   /** The answer of the last step without tool calls. */
   finalText?: string;
   /** Why the run stops, when it stops early. */
-  stop?: { reason: 'BudgetExceeded' | 'DeadlineExceeded'; message: string };
+  stop?: { reason: StopReason; message: string };
+  /** Steps in a row whose tool calls were all unusable, and what was wrong with the last one (stop-conditions.ts). */
+  unusableToolCallSteps?: number;
+  lastUnusableToolCall?: string;
 }
 
 export class RunStateStore {

@@ -18,6 +18,10 @@ import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts
 import { executeToolCalls, summariseCalls, toolMessage } from './tool-execution.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
+// The request body is the whole conversation as JSON and the response body the raw answer;
+// the SDK keeps both in its result by default. Nothing here reads them, and with a big
+// transcript or a big answer they would double the step's memory.
+const LEAN_RESULT = { requestBody: false, responseBody: false } as const;
 
 export function deadlineOf(run: ParsedCodingRun, state: RunState): number {
   return state.startedAt + durationMs(run.spec.budget.timeout);
@@ -74,12 +78,12 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     budget: { contextWindow: run.spec.model.contextWindow },
     filesTouched: state.filesTouched,
     summarise: async ({ messages, instructions }) => {
-      const summary = await generateText({ model, system: instructions ?? SUMMARY_INSTRUCTIONS, messages: [...messages], maxRetries: 0, abortSignal: deadline });
+      const summary = await generateText({ model, system: instructions ?? SUMMARY_INSTRUCTIONS, messages: [...messages], maxRetries: 0, abortSignal: deadline, experimental_include: LEAN_RESULT });
       return { text: summary.text, usage: usageOfModelCall(summary.usage) };
     },
   });
   const modelStarted = performance.now();
-  const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline });
+  const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline, experimental_include: LEAN_RESULT });
   const modelMs = performance.now() - modelStarted;
   const { provider, name: modelName = provider } = run.spec.model;
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
@@ -101,6 +105,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   state.step += 1;
   const invalidCalls = result.toolCalls.length - calls.length;
   state.toolCalls += invalidCalls;
+  countUnusableToolCalls(state, result.toolCalls);
 
   const toolsStarted = performance.now();
   const parked = await runCallsUntilApproval(deps, run, state, calls, []);
@@ -114,6 +119,24 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     { toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
     'step done',
   );
+}
+
+/**
+ * Counts steps in a row whose tool calls all came back unusable (the SDK marks them invalid:
+ * arguments that are not JSON or do not fit the tool, a tool not offered), so decideStop can
+ * give up on a model that cannot call tools. Any usable call, or an answer, resets it.
+ */
+function countUnusableToolCalls(state: RunState, toolCalls: readonly { toolName: string; invalid?: boolean; error?: unknown }[]): void {
+  const unusable = toolCalls.filter((call) => call.invalid === true);
+  if (unusable.length === 0 || unusable.length < toolCalls.length) {
+    delete state.unusableToolCallSteps;
+    delete state.lastUnusableToolCall;
+    return;
+  }
+  const last = unusable[unusable.length - 1]!;
+  const why = last.error instanceof Error ? last.error.message : 'unusable';
+  state.unusableToolCallSteps = (state.unusableToolCallSteps ?? 0) + 1;
+  state.lastUnusableToolCall = `${last.toolName}: ${why.replace(/\s+/g, ' ')}`.slice(0, 300);
 }
 
 /**
@@ -170,6 +193,8 @@ export async function afterCalls(
       startedAt: state.startedAt,
       timeoutMs: durationMs(run.spec.budget.timeout),
       now: now.getTime(),
+      unusableToolCallSteps: state.unusableToolCallSteps ?? 0,
+      lastUnusableToolCall: state.lastUnusableToolCall,
     });
     if (stop.stop) {
       state.stage = 'finalizing';
