@@ -9,6 +9,8 @@ const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export interface OperatorProcessOptions {
   kubeconfig: string;
   env?: Record<string, string>;
+  /** A built operator bundle to run with plain node, as the image does; default main.ts through tsx. */
+  entry?: string;
 }
 
 export interface LogLine {
@@ -24,7 +26,7 @@ export class OperatorProcess {
   readonly exited: Promise<number | null>;
 
   constructor(options: OperatorProcessOptions) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', mainPath], {
+    this.child = spawn(process.execPath, options.entry ? [options.entry] : ['--import', 'tsx', mainPath], {
       cwd: repoRoot,
       env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],

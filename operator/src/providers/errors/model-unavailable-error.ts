@@ -16,7 +16,8 @@ export class ModelUnavailableError extends Error {
   constructor(options: { provider: string; attempts: number; lastStatusCode?: number; lastProblem: string; cause?: unknown }) {
     super(
       `The ${options.provider} provider was unavailable after ${options.attempts} attempt(s); ` +
-        `last problem: ${options.lastProblem}. Check the provider's status and rate limits, then create the run again.`,
+        // Problems such as a timeout are whole sentences already.
+        `last problem: ${options.lastProblem.replace(/\.+$/, '')}. Check the provider's status and rate limits, then create the run again.`,
       { cause: options.cause },
     );
     this.provider = options.provider;
