@@ -7,10 +7,11 @@
 //   provision  its pod has just been created (the census saw it), nothing after
 //   clone      prepare is running spec.sandbox.setup, which sleeps the first time
 //   step       the model call of step 2 waits on a delayed reply of the fake server
+//   tools      step 2's edit is done while its bash call (run beside it) still sleeps
 //   approval   WaitingForApproval; it is approved only after the restart
 //   finalize   finalize is taking the diff: a git fsmonitor hook set by the agent's last
 //              tool call sleeps the first time git refreshes the index
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -85,6 +86,12 @@ const STEP_TURNS: ScriptTurn[] = [
   { toolCalls: [GREET_WORLD], usage: usage(240, 24) },
   { text: 'Greeted the world.', usage: usage(340, 34) },
 ];
+// For `tools` (its own fake server): the edit and the shell run side by side; the shell sleeps once.
+const TOOLS_TURNS: ScriptTurn[] = [
+  { toolCalls: [READ_README], usage: usage(150, 15) },
+  { toolCalls: [GREET_WORLD, bashCall(`if [ ! -e .git/held-tools ]; then touch .git/held-tools; sleep ${HOLD_SECONDS}; fi`)], usage: usage(250, 25) },
+  { text: 'Greeted the world.', usage: usage(350, 35) },
+];
 
 let ns: RunNamespace;
 let root: string;
@@ -92,6 +99,7 @@ let repoUrl: string;
 let census: ObjectCensus;
 let registrar: SandboxExecRegistrar;
 let fake: FakeOpenAIServer;
+let toolsFake: FakeOpenAIServer;
 let first: OperatorProcess;
 let second: OperatorProcess | undefined;
 let takeoverMs = 0;
@@ -118,6 +126,8 @@ beforeAll(async () => {
       ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })), usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } }
       : { type: 'text' as const, text: turn.text!, usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } };
   fake.enqueue(fakeTurn(STEP_TURNS[0]!), { ...fakeTurn(STEP_TURNS[1]!), delayMs: HOLD_SECONDS * 1000 }, fakeTurn(STEP_TURNS[1]!), fakeTurn(STEP_TURNS[2]!));
+  toolsFake = await startFakeOpenAIServer();
+  toolsFake.enqueue(...TOOLS_TURNS.map(fakeTurn));
 
   first = operator('faults-kill-first');
   await first.waitForLog('caches synced; reconciling', 60_000);
@@ -130,6 +140,7 @@ beforeAll(async () => {
     codingRun('step', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }),
     codingRun('approval', repoUrl, scriptedModel('approval-script'), { approval: { tools: ['bash'] } }),
     codingRun('finalize', repoUrl, scriptedModel('finalize-script')),
+    codingRun('tools', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: toolsFake.baseURL, apiKeySecretRef: { name: 'llm' } }),
   );
   const held = (what: string, check: () => Promise<boolean | undefined> | boolean | undefined) =>
     eventually(async () => ((await check()) ? true : undefined), 120_000, what);
@@ -138,6 +149,10 @@ beforeAll(async () => {
     held('step to wait on its second model call', () => fake.requests.length >= 2),
     held('approval to wait', async () => (await ns.status('approval')).phase === 'WaitingForApproval'),
     held('finalize to sleep in git', () => workspaceFile('finalize', '.git/slow-fsmonitor.started')),
+    held('tools to have edited and to sleep in bash', () => {
+      const workspace = registrar.workspaceOf(ns.name, 'tools-sandbox');
+      return workspaceFile('tools', '.git/held-tools') && readFileSync(join(workspace!.workspaceDir, 'README.md'), 'utf8').startsWith('Hello, world\n');
+    }),
   ]).catch((error: unknown) => {
     console.error(operatorStory(first));
     throw error;
@@ -155,7 +170,7 @@ beforeAll(async () => {
 
   const redis = new Redis(redisUrl());
   try {
-    for (const name of ['provision', 'clone', 'step', 'approval', 'finalize']) {
+    for (const name of ['provision', 'clone', 'step', 'approval', 'finalize', 'tools']) {
       const run = await ns.run(name);
       const state = await redis.get(`${PREFIX}:run:${run.metadata.uid}`);
       atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state) as { stage: string }).stage } : {}) };
@@ -179,6 +194,7 @@ afterAll(async () => {
   census?.stop();
   await registrar?.stop();
   await fake?.stop();
+  await toolsFake?.stop();
 });
 
 async function expectFinishedCleanly(name: string, turns: ScriptTurn[]): Promise<RunStatus> {
@@ -221,6 +237,13 @@ describe('an operator SIGKILLed with runs in every phase', () => {
     await expectFinishedCleanly('step', STEP_TURNS);
     // Two requests for step 2 (the held one and the redo), one for each other step.
     expect(fake.requests).toHaveLength(4);
+  });
+
+  it('finishes a run killed while its step ran tools, without asking the model again or repeating the finished edit', async () => {
+    expect(atKill.tools).toMatchObject({ phase: 'Running', steps: 1, stage: 'stepping' });
+    const status = await expectFinishedCleanly('tools', TOOLS_TURNS);
+    expect(status.result!.diff).not.toContain('world, world');
+    expect(toolsFake.requests).toHaveLength(TOOLS_TURNS.length);
   });
 
   it('finishes a run killed while it waited for approval, approved after the restart', async () => {

@@ -2,7 +2,7 @@
 // calls after it (which may park the run again), and go on as after any step.
 import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { ApprovalAnswer } from '../controller/run-agent.ts';
-import { afterCalls, runCallsUntilApproval } from './step-job.ts';
+import { endStep, handOn, runInFlightCalls } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
@@ -12,7 +12,11 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     return;
   }
   const pending = state.pendingApproval;
-  if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) return; // answered already
+  if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
+    // Answered already; the try that did may have died before it handed the run on.
+    await handOn(deps, ref, state);
+    return;
+  }
   const run = await liveRun(deps, ref);
   if (!run) {
     await forgetRun(deps, ref);
@@ -24,14 +28,24 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
       ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps))
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
+  // From here on the answered call counts as done: a retry runs only the calls after it.
   state.toolCalls += 1;
   state.stage = 'stepping';
   delete state.pendingApproval;
-  await runCallsUntilApproval(deps, run, state, pending.remaining, [...pending.results, result]);
+  state.inFlight = {
+    calls: pending.remaining,
+    results: [],
+    earlier: [...pending.results, result],
+    hadToolCalls: true,
+    toolNames: [call, ...pending.remaining].map((each) => each.toolName),
+    text: '',
+    resumed: true,
+  };
+  await deps.states.save(state);
   await deps.events.record(run, {
     type: 'Normal',
     reason: answer.decision === 'approve' ? 'Approved' : 'Denied',
     message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
   });
-  await afterCalls(deps, run, state, { hadToolCalls: true, calls: [call, ...pending.remaining], resumed: true });
+  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
 }

@@ -28,6 +28,26 @@ export interface PendingApprovalState {
   remaining: PendingToolCall[];
 }
 
+/**
+ * The step under way, saved before its first tool call runs and after each one finishes:
+ * the model's answer is already in `messages` (its usage counted, the step numbered). A
+ * step redone after a crash runs only the calls not finished; it never asks the model
+ * again (it may answer differently) and never repeats a finished call (an edit applied
+ * twice changes the file twice).
+ */
+export interface InFlightStep {
+  calls: PendingToolCall[];
+  results: ToolResultRecord[];
+  /** Results that come before `calls` in the tool message (a resumed approval's). */
+  earlier: ToolResultRecord[];
+  /** For the end of the step: what the model asked for, and its text. */
+  hadToolCalls: boolean;
+  toolNames: string[];
+  text: string;
+  /** Begun by a resume, whose status write must clear WaitingForApproval. */
+  resumed: boolean;
+}
+
 export interface ToolResultRecord {
   toolCallId: string;
   toolName: string;
@@ -53,6 +73,7 @@ export interface RunState {
   /** Epoch ms of the run's start (status.startTime), for the deadline. */
   startedAt: number;
   pendingApproval?: PendingApprovalState;
+  inFlight?: InFlightStep;
   /** The answer of the last step without tool calls. */
   finalText?: string;
   /** Why the run stops, when it stops early. */

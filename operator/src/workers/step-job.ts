@@ -1,7 +1,8 @@
 // step: one model call and its tool calls. Loads the state, checks the budgets, calls the
-// model, runs the tools (parking the run if a call needs a human), saves the state, writes
-// the status, then enqueues the next step or finalize. A step redone after a crash starts
-// from the saved state, so the transcript never holds half a step.
+// model and keeps its answer, runs the tools (keeping each result as it comes, parking the
+// run if a call needs a human), writes the status, then enqueues the next step or finalize.
+// A step redone after a crash goes on from what was kept: the model is not asked again and
+// a finished call is not run again; only a call the crash cut off is.
 import { generateText, type ModelMessage } from 'ai';
 import { durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
@@ -47,10 +48,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
     return;
   }
-  if (state.stage !== 'stepping') return;
-  if (state.step !== completed) {
-    // This step was done and saved, but its successor may not have been enqueued.
-    if (state.step > completed) await deps.queue.step(ref, state.step);
+  if (state.inFlight) {
+    // An earlier try got the model's answer and ran some of its calls: finish the rest.
+    if (state.step === completed + 1) await continueStep(deps, ref, state);
+    return;
+  }
+  if (state.stage !== 'stepping' || state.step !== completed) {
+    // This step was done and saved by an earlier try, which may have died before it
+    // handed the run on (an API server outage during the status write).
+    if (state.step > completed) await handOn(deps, ref, state);
     return;
   }
   // The run is read for its budget (which may change) while the model is built.
@@ -107,11 +113,12 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   state.toolCalls += invalidCalls;
   countUnusableToolCalls(state, result.toolCalls);
 
+  state.inFlight = { calls, results: [], earlier: [], hadToolCalls: result.toolCalls.length > 0, toolNames: result.toolCalls.map((call) => call.toolName), text: result.text, resumed: false };
+  await deps.states.save(state);
   const toolsStarted = performance.now();
-  const parked = await runCallsUntilApproval(deps, run, state, calls, []);
+  const parked = await runInFlightCalls(deps, run, state);
   const toolsMs = performance.now() - toolsStarted;
-  if (!parked && result.toolCalls.length === 0) state.finalText = result.text;
-  await afterCalls(deps, run, state, { hadToolCalls: result.toolCalls.length > 0, calls: result.toolCalls });
+  await endStep(deps, run, state, parked);
   // What a step costs outside the model and the tools (state, status, queue): the figure
   // `make bench` reports as step overhead.
   const totalMs = performance.now() - stepStarted;
@@ -139,9 +146,38 @@ function countUnusableToolCalls(state: RunState, toolCalls: readonly { toolName:
   state.lastUnusableToolCall = `${last.toolName}: ${why.replace(/\s+/g, ' ')}`.slice(0, 300);
 }
 
+/** Runs the in-flight step's calls that are not done yet, saving each result as it comes. True when parked. */
+export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
+  const inFlight = state.inFlight!;
+  const record = async (result: ToolResultRecord) => {
+    inFlight.results.push(result);
+    await deps.states.save(state);
+  };
+  return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, { done: [...inFlight.results], record });
+}
+
+/** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
+export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
+  const inFlight = state.inFlight!;
+  delete state.inFlight;
+  if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
+  await afterCalls(deps, run, state, { hadToolCalls: inFlight.hadToolCalls, calls: inFlight.toolNames.map((toolName) => ({ toolName })), resumed: inFlight.resumed });
+}
+
+/** Finishes the step an earlier try of a job began. */
+async function continueStep(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
+  const run = await liveRun(deps, ref);
+  if (!run) {
+    await forgetRun(deps, ref);
+    return;
+  }
+  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+}
+
 /**
  * Runs calls in order up to the first one that needs approval; that one and the rest are
- * parked in the state. Returns true when the run now waits for a human.
+ * parked in the state. Returns true when the run now waits for a human. Calls in
+ * `progress.done` finished in an earlier try and are not run again.
  */
 export async function runCallsUntilApproval(
   deps: AgentDependencies,
@@ -149,11 +185,15 @@ export async function runCallsUntilApproval(
   state: RunState,
   calls: readonly PendingToolCall[],
   earlier: ToolResultRecord[],
+  progress?: { done: readonly ToolResultRecord[]; record(result: ToolResultRecord): Promise<void> },
 ): Promise<boolean> {
   const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = deps.sandboxes.for(run);
-  const results = [...earlier, ...(await executeToolCalls(sandbox, now, toolCallObserver(deps)))];
+  const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
+  const fresh = await executeToolCalls(sandbox, now.filter((call) => !done.has(call.toolCallId)), toolCallObserver(deps), undefined, progress?.record);
+  for (const result of fresh) done.set(result.toolCallId, result);
+  const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
   state.toolCalls += now.length;
   if (gated < 0) {
     if (results.length > 0) state.messages.push(toolMessage(results));
@@ -173,6 +213,22 @@ export async function runCallsUntilApproval(
     remaining: calls.slice(gated + 1),
   };
   return true;
+}
+
+/**
+ * Hands on a run whose state a job already saved: enqueues its next job again (a no-op
+ * when it exists), or reports the approval it waits for when the status does not show it.
+ */
+export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
+  if (state.inFlight) await continueStep(deps, ref, state);
+  else if (state.stage === 'stepping') await deps.queue.step(ref, state.step);
+  else if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else if (state.stage === 'waiting' && state.pendingApproval) {
+    const run = await liveRun(deps, ref);
+    if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
+      await afterCalls(deps, run, state, { hadToolCalls: true, calls: [state.pendingApproval], resumed: true });
+    }
+  }
 }
 
 /** Save, report, and hand on: the next step, finalize, or a wait for approval. */

@@ -33,12 +33,23 @@ export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, o
   };
 }
 
-export async function executeToolCalls(sandbox: Sandbox, calls: readonly PendingToolCall[], observe?: ToolCallObserver, signal?: AbortSignal): Promise<ToolResultRecord[]> {
+export async function executeToolCalls(
+  sandbox: Sandbox,
+  calls: readonly PendingToolCall[],
+  observe?: ToolCallObserver,
+  signal?: AbortSignal,
+  /** Told of each result as its call finishes (the step saves it), before the next call on its chain starts. */
+  onResult?: (result: ToolResultRecord) => Promise<void>,
+): Promise<ToolResultRecord[]> {
   const chains = new Map<string, Promise<unknown>>();
   const results = calls.map((call) => {
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
-    const result = previous.then(() => executeToolCall(sandbox, call, observe, signal));
+    const result = previous.then(async () => {
+      const record = await executeToolCall(sandbox, call, observe, signal);
+      await onResult?.(record);
+      return record;
+    });
     chains.set(key, result.catch(() => undefined));
     return result;
   });
