@@ -76,7 +76,7 @@ beforeAll(async () => {
     ns.waitFor('approval', 'to wait for approval', (status) => status.phase === 'WaitingForApproval'),
   ]);
   outage = await restartApiServer(DOWN_MS);
-  console.info(`kube-apiserver was down ${outage.readyAt - outage.stoppedAt} ms`);
+  console.info(`kube-apiserver was down ${outage.readyAt - outage.stoppedAt} ms; kube-controller-manager worked again ${Date.now() - outage.readyAt} ms later`);
 }, 300_000);
 
 afterAll(async () => {

@@ -38,7 +38,9 @@ export interface ApiServerOutage {
 
 /**
  * Stops kube-apiserver (SIGTERM to its process group, SIGKILL after a grace), keeps it down
- * for `downMs`, starts it again with the same argv and waits until it is ready.
+ * for `downMs`, starts it again with the same argv and waits until it is ready, and until
+ * kube-controller-manager works again (its watches back off while the API is gone, and the
+ * next test's namespace would wait for its default ServiceAccount).
  */
 export async function restartApiServer(downMs: number): Promise<ApiServerOutage> {
   const entry = recorded('kube-apiserver');
@@ -56,7 +58,23 @@ export async function restartApiServer(downMs: number): Promise<ApiServerOutage>
     if (Date.now() > deadline) throw new Error(`kube-apiserver not ready 120 s after its restart: ${logTail(started.logPath)}`);
     await sleep(250);
   }
-  return { stoppedAt, readyAt: Date.now() };
+  const readyAt = Date.now();
+  await waitForControllerManager(deadline);
+  return { stoppedAt, readyAt };
+}
+
+async function waitForControllerManager(deadline: number): Promise<void> {
+  const probe = `faults-probe-${Date.now()}`;
+  const created = await kubectl(['create', 'namespace', probe]);
+  if (created.code !== 0) throw new Error(`could not create namespace ${probe}: ${created.stderr}`);
+  try {
+    while ((await kubectl(['get', 'serviceaccount', 'default', '-n', probe, '-o', 'name'])).code !== 0) {
+      if (Date.now() > deadline) throw new Error('kube-controller-manager made no default ServiceAccount within 120 s of the API server restart');
+      await sleep(500);
+    }
+  } finally {
+    await kubectl(['delete', 'namespace', probe, '--wait=false']);
+  }
 }
 
 export interface PrivateRedisOptions {
