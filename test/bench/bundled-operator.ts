@@ -32,12 +32,14 @@ export class BundledOperator {
   /** Warnings and errors (pino level >= 40), newest last; info lines are counted, not kept. */
   readonly problems: OperatorLogLine[] = [];
   readonly counts = new Map<string, number>();
+  /** The port of its health and metrics server, from its "operator starting" line. */
+  httpPort: number | undefined;
   private readonly child: ChildProcess;
   private readonly stderr: string[] = [];
   readonly exited: Promise<number | null>;
 
-  constructor(bundle: string, env: Record<string, string>) {
-    this.child = spawn(process.execPath, [bundle], {
+  constructor(bundle: string, env: Record<string, string>, nodeArgs: string[] = []) {
+    this.child = spawn(process.execPath, [...nodeArgs, bundle], {
       cwd: path.dirname(bundle),
       env: { ...process.env, NODE_ENV: 'production', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,6 +63,7 @@ export class BundledOperator {
       line = { msg: text, level: 40 };
     }
     const message = line.msg ?? '';
+    if (message === 'operator starting' && typeof line.port === 'number') this.httpPort = line.port;
     this.counts.set(message, (this.counts.get(message) ?? 0) + 1);
     if ((line.level ?? 0) >= 40) {
       this.problems.push(line);
@@ -79,6 +82,17 @@ export class BundledOperator {
       if (Date.now() > deadline) throw new Error(`the operator did not log "${message}" within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+  }
+
+  /** Sum of a counter (or a histogram's _count) on its /metrics. */
+  async metric(name: string): Promise<number> {
+    if (this.httpPort === undefined) return Number.NaN;
+    const text = await (await fetch(`http://127.0.0.1:${this.httpPort}/metrics`)).text();
+    let sum = 0;
+    for (const line of text.split('\n')) {
+      if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+    return sum;
   }
 
   kill(): Promise<number | null> {

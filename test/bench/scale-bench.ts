@@ -15,12 +15,16 @@
 // /proc; API requests from kube-apiserver's apiserver_request_total before and after.
 // Writes test/bench/results/scale.json and prints a table.
 //
-//   npx tsx test/bench/scale-bench.ts [--n 200] [--warmup 3] [--only jobs|runs] [--keep]
+//   npx tsx test/bench/scale-bench.ts [--n 200] [--warmup 3] [--only jobs|runs] [--pods-only] [--keep]
 //
-// CHAMVI_BENCH_OPERATOR_NODE_OPTIONS is passed to the operator as NODE_OPTIONS (for a
-// profile: --cpu-prof, --heapsnapshot-signal=SIGUSR2); --keep keeps the work directory.
+// --only and --pods-only (stop a phase once its pods exist) are for investigating; their
+// figures go to results/scale.*.tmp, not scale.json.
+// CHAMVI_BENCH_OPERATOR_NODE_ARGS (space-separated) go to the operator's node, for a profile:
+// --cpu-prof --cpu-prof-dir=DIR, or --heapsnapshot-signal=SIGUSR2 (the snapshot lands in the
+// work directory's operator/, which --keep keeps). CHAMVI_BENCH_OPERATOR_ENV (JSON) adds to
+// the operator's environment, e.g. {"CHAMVI_WORKERS_ENABLED":"false"}.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -89,6 +93,9 @@ interface PhaseSpec {
   rules: Array<readonly [string, RegExp]>;
   samplers: Record<string, ProcessSampler>;
   timeoutMs: number;
+  podsOnly: boolean;
+  /** The controller's own count of reconciles, where it has one (the operator does). */
+  reconciles?: () => Promise<number>;
 }
 
 interface PhaseResult {
@@ -112,6 +119,7 @@ interface PhaseResult {
     byComponent: ReturnType<typeof attribute>;
   };
   processes: Record<string, { cpuSeconds: number; peakRssMiB: number; peakRootRssMiB: number }>;
+  reconcilesPerObject?: number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -160,10 +168,27 @@ async function keepWatching(
   };
 }
 
+// Every sandbox pod runs a real toolbox process on this machine (about 15 MiB each), and the
+// machine is shared: stop before it runs out of memory rather than have the kernel pick.
+const MIN_AVAILABLE_BYTES = 1.5 * 1024 * MiB;
+
+function availableMemoryBytes(): number {
+  const match = /^MemAvailable:\s+(\d+) kB$/m.exec(readFileSync('/proc/meminfo', 'utf8'));
+  return match ? Number(match[1]) * 1024 : Infinity;
+}
+
 async function until(what: string, timeoutMs: number, done: () => boolean, progress?: () => string): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   let lastReport = Date.now();
+  let lastMemoryCheck = 0;
   while (!done()) {
+    if (Date.now() - lastMemoryCheck > 1_000) {
+      lastMemoryCheck = Date.now();
+      const available = availableMemoryBytes();
+      if (available < MIN_AVAILABLE_BYTES) {
+        throw new Error(`stopping: only ${Math.round(available / MiB)} MiB of memory left on this machine while waiting for ${what}${progress ? ` (${progress()})` : ''}`);
+      }
+    }
     if (Date.now() > deadline) {
       console.error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}${progress ? ` (${progress()})` : ''}`);
       return false;
@@ -211,6 +236,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   });
 
   const before = await scrapeRequestTotals(kubeConfig);
+  const reconcilesBefore = await spec.reconciles?.();
   for (const sampler of Object.values(spec.samplers)) sampler.start();
   const t0 = now();
   await inParallel(spec.names, CREATES_IN_FLIGHT, async (name) => {
@@ -222,11 +248,12 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   console.log(`  ${n} ${spec.label} created in ${(createWindowMs / 1000).toFixed(1)} s`);
 
   const podsOk = await until(`${n} pods`, spec.timeoutMs, () => podSeenAt.size >= n, progress);
-  const doneOk = podsOk && (await until(`${n} ${spec.label} to finish`, spec.timeoutMs, () => doneAt.size >= n, progress));
-  const goneOk = !spec.waitForPodsGone || (doneOk && (await until(`${n} pods to go`, 120_000 + n * 100, () => podsGone >= n, progress)));
-  const lastGoneAt = spec.waitForPodsGone && goneOk ? now() : undefined;
+  const doneOk = podsOk && !spec.podsOnly && (await until(`${n} ${spec.label} to finish`, spec.timeoutMs, () => doneAt.size >= n, progress));
+  const goneOk = !spec.waitForPodsGone || spec.podsOnly || (doneOk && (await until(`${n} pods to go`, 120_000 + n * 100, () => podsGone >= n, progress)));
+  const lastGoneAt = spec.waitForPodsGone && !spec.podsOnly && goneOk ? now() : undefined;
   await sleep(SETTLE_MS);
   const after = await scrapeRequestTotals(kubeConfig);
+  const reconcilesAfter = await spec.reconciles?.();
   const usage = Object.fromEntries(Object.entries(spec.samplers).map(([name, sampler]) => [name, usageFigures(sampler.stop())]));
   stopPods();
   stopObjects();
@@ -239,7 +266,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   const relative = (times: Map<string, number>) => [...times].map(([name, at]) => at - issuedAt.get(name)!);
   return {
     n,
-    completed: podsOk && doneOk && goneOk,
+    completed: podsOk && (spec.podsOnly || (doneOk && goneOk)),
     createWindowMs: Math.round(createWindowMs),
     allPodsMs: latest(podSeenAt),
     allDoneMs: latest(doneAt),
@@ -260,6 +287,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
       byComponent,
     },
     processes: usage,
+    ...(reconcilesBefore !== undefined && reconcilesAfter !== undefined ? { reconcilesPerObject: roundTo((reconcilesAfter - reconcilesBefore) / n, 2) } : {}),
   };
 }
 
@@ -372,7 +400,13 @@ function processPid(plane: ControlPlane, name: string): number {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { n: { type: 'string' }, warmup: { type: 'string', default: '3' }, only: { type: 'string' }, keep: { type: 'boolean', default: false } },
+    options: {
+      n: { type: 'string' },
+      warmup: { type: 'string', default: '3' },
+      only: { type: 'string' },
+      'pods-only': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+    },
   });
   const n = Number(values.n ?? process.env.N ?? 200);
   const warmup = Number(values.warmup);
@@ -389,6 +423,20 @@ async function main(): Promise<void> {
   const plane = await startControlPlane({ stateDir, binDir });
   let operator: BundledOperator | undefined;
   let registrar: ReturnType<typeof startRegistrar> | undefined;
+  cleanUp = () =>
+    (cleaning ??= (async () => {
+      await operator?.kill();
+      if (registrar && registrar.exitCode === null) {
+        registrar.kill('SIGTERM');
+        await new Promise((resolve) => registrar!.once('exit', resolve));
+      }
+      await plane.stop();
+      if (values.keep) console.log(`kept ${work}`);
+      else {
+        removeStateDir(stateDir);
+        rmSync(work, { recursive: true, force: true });
+      }
+    })());
   try {
     await applyManifestDir(plane, path.join(repoRoot, 'crds'));
     console.log(`control plane up in ${plane.startSeconds} s`);
@@ -422,11 +470,13 @@ async function main(): Promise<void> {
       CHAMVI_MAX_ACTIVE_RUNS: String(maxActiveRuns),
       CHAMVI_HTTP_PORT: '0',
       LOG_LEVEL: 'info',
-      ...(process.env.CHAMVI_BENCH_OPERATOR_NODE_OPTIONS ? { NODE_OPTIONS: process.env.CHAMVI_BENCH_OPERATOR_NODE_OPTIONS } : {}),
-    });
+      ...(JSON.parse(process.env.CHAMVI_BENCH_OPERATOR_ENV ?? '{}') as Record<string, string>),
+    }, (process.env.CHAMVI_BENCH_OPERATOR_NODE_ARGS ?? '').split(' ').filter(Boolean));
     console.log(`operator pid ${operator.pid}, work directory ${work}`);
     await operator.waitForLog('caches synced; reconciling', 120_000);
 
+    const only = values.only;
+    const podsOnly = values['pods-only'];
     // Warm both paths (connections, caches, JIT) so neither phase pays for a cold start.
     console.log(`warm-up: ${warmup} Jobs and ${warmup} CodingRuns`);
     const warmNames = Array.from({ length: warmup }, (_, index) => `warm-${index}`);
@@ -436,7 +486,8 @@ async function main(): Promise<void> {
       for (let attempt = 0; ; attempt += 1) {
         const job = await batch.readNamespacedJob({ namespace: NAMESPACES.warmup, name });
         const run = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace: NAMESPACES.warmup, name })) as CodingRun;
-        if (jobOutcome(job) && runOutcome(run)) {
+        // With --pods-only the operator may run without workers: a Running run is warm enough.
+        if (jobOutcome(job) && (runOutcome(run) || (podsOnly && run.status?.phase === 'Running'))) {
           if (runOutcome(run)?.outcome === 'failed') throw new Error(`warm-up run ${name} failed: ${run.status?.reason}: ${run.status?.message}`);
           break;
         }
@@ -457,7 +508,6 @@ async function main(): Promise<void> {
       redis: new ProcessSampler(processPid(plane, 'redis'), { descendants: false }),
     });
 
-    const only = values.only;
     if (only !== undefined && only !== 'jobs' && only !== 'runs') throw new Error(`--only must be jobs or runs, got ${only}`);
     if (only !== 'runs') console.log(`jobs phase: ${n} Jobs`);
     const jobs = only === 'runs' ? undefined : await runPhase(
@@ -478,6 +528,7 @@ async function main(): Promise<void> {
           ...controlPlaneSamplers(),
         },
         timeoutMs,
+        podsOnly,
       },
       kubeConfig,
     );
@@ -498,6 +549,7 @@ async function main(): Promise<void> {
         outcomeOf: runOutcome,
         create: (name) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace: NAMESPACES.runs, body: codingRunManifest(name, repositoryUrl) }),
         waitForPodsGone: true,
+        reconciles: () => operator!.metric('chamvi_reconcile_duration_seconds_count'),
         rules: RUN_RULES,
         samplers: {
           operator: new ProcessSampler(operator.pid),
@@ -505,6 +557,7 @@ async function main(): Promise<void> {
           ...controlPlaneSamplers(),
         },
         timeoutMs,
+        podsOnly,
       },
       kubeConfig,
     );
@@ -542,25 +595,26 @@ async function main(): Promise<void> {
       },
     };
     // A one-phase run is for investigating; it does not replace the committed figures.
-    const file = only ? resultsFile.replace(/\.json$/, `.${only}.tmp`) : resultsFile;
+    const file = only || podsOnly ? resultsFile.replace(/\.json$/, `.${only ?? 'both'}${podsOnly ? '.pods' : ''}.tmp`) : resultsFile;
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
     printTable(n, runs, jobs);
     console.log(`written to ${path.relative(process.cwd(), file)} in ${results.wallSeconds} s`);
     if (jobs?.completed === false || runs?.completed === false || (runs?.failed ?? 0) > 0 || (jobs?.failed ?? 0) > 0) process.exitCode = 1;
   } finally {
-    await operator?.kill();
-    if (registrar && registrar.exitCode === null) {
-      registrar.kill('SIGTERM');
-      await new Promise((resolve) => registrar!.once('exit', resolve));
-    }
-    await plane.stop();
-    if (values.keep) console.log(`kept ${work}`);
-    else {
-      removeStateDir(stateDir);
-      rmSync(work, { recursive: true, force: true });
-    }
+    await cleanUp();
   }
+}
+
+let cleanUp: () => Promise<void> = async () => {};
+let cleaning: Promise<void> | undefined;
+
+// Interrupted (Ctrl-C, a timeout), the control plane's detached processes would outlive us.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`${signal}: stopping the operator and the control plane`);
+    void cleanUp().finally(() => process.exit(130));
+  });
 }
 
 function report(label: string, result: PhaseResult): void {
