@@ -68,7 +68,9 @@ function startOperator(namespace: string, identity: string, env: Record<string, 
       // These tests are about the controller: no worker takes the runs' jobs, so a run
       // stays Running until the test moves it on.
       CHAMVI_WORKERS_ENABLED: 'false',
-      CHAMVI_REDIS_PREFIX: `ctl-${identity}`,
+      // One prefix per namespace, as replicas of one install share theirs: a replica that
+      // looked under another prefix would find no state or job and fail runs as StateLost.
+      CHAMVI_REDIS_PREFIX: `ctl-${namespace}`,
       CHAMVI_DEADLINE_GRACE_SECONDS: '0',
       ...env,
     },
