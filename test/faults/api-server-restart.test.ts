@@ -3,36 +3,30 @@
 // lease it could not renew), its informers resume, every run completes as scripted, and
 // nothing is made twice (one pod, one NetworkPolicy, one diff ConfigMap per run, counted by
 // a watch that started before the runs).
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
 import { restartApiServer } from '../support/fault-injection.ts';
 import {
-  DIFF_STAT,
   GREETED,
   GREET_WORLD,
   ObjectCensus,
   READ_README,
   RunNamespace,
+  approvalTurns,
   bashCall,
   codingRun,
-  createBareRepo,
   expectedTotals,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
+  usage,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import { type OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const DOWN_MS = 20_000;
 const RUNS = ['slow-0', 'slow-1', 'slow-2', 'slow-3'];
 
-const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
 // Sleeps in the sandbox spread the runs' steps over the outage.
 const SLOW_TURNS: ScriptTurn[] = [
   { toolCalls: [READ_README], usage: usage(10, 1) },
@@ -42,29 +36,20 @@ const SLOW_TURNS: ScriptTurn[] = [
   { toolCalls: [bashCall('sleep 3')], usage: usage(50, 5) },
   { text: 'Greeted the world.', usage: usage(60, 6) },
 ];
-const APPROVAL_TURNS: ScriptTurn[] = [
-  { toolCalls: [GREET_WORLD], usage: usage(11, 1) },
-  { toolCalls: [DIFF_STAT], usage: usage(21, 2) },
-  { text: 'Greeted the world.', usage: usage(31, 3) },
-];
+const APPROVAL_TURNS = approvalTurns(11);
 
+let scene: FaultScene;
 let ns: RunNamespace;
-let root: string;
 let census: ObjectCensus;
-let registrar: SandboxExecRegistrar;
 let operator: OperatorProcess;
 let outage: { stoppedAt: number; readyAt: number };
 let exitCode: number | null | undefined;
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-apiserver-'));
-  const repoUrl = createBareRepo(root);
-  ns = await RunNamespace.create('faults-apiserver');
-  census = await ObjectCensus.start(ns.name);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-  operator = startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: `fapi${Date.now()}`, identity: 'faults-apiserver' });
+  scene = await FaultScene.start({ namespace: 'faults-apiserver', census: true });
+  ({ ns, census, operator } = scene);
+  const { repoUrl } = scene;
   void operator.exited.then((code) => (exitCode = code));
-  await operator.waitForLog('caches synced; reconciling', 60_000);
   await ns.apply(scriptConfigMap('slow-script', SLOW_TURNS), scriptConfigMap('approval-script', APPROVAL_TURNS));
   await ns.apply(
     ...RUNS.map((name) => codingRun(name, repoUrl, scriptedModel('slow-script'))),
@@ -80,9 +65,7 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  await operator?.kill();
-  census?.stop();
-  await registrar?.stop();
+  await scene?.stop();
 });
 
 describe('kube-apiserver stopped for 20 s mid-run', () => {

@@ -12,10 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
-import { RunHarness, codingRun, scriptConfigMap } from '../support/run-harness.ts';
+import { codingRun, scriptConfigMap } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 
 const NS = 'faults-bad-inputs';
-const harness = new RunHarness({ namespace: NS, env: { CHAMVI_MAX_ACTIVE_RUNS: '1' } });
+let scene: FaultScene;
 let repoUrl: string;
 let custom: CustomObjectsApi;
 
@@ -179,12 +180,12 @@ async function watchPods(): Promise<PodWatch> {
 }
 
 beforeAll(async () => {
-  repoUrl = harness.createRepository('hello', { 'README.md': 'Hello\n\nA small example repository.\n' });
+  scene = await FaultScene.start({ namespace: NS, env: { CHAMVI_MAX_ACTIVE_RUNS: '1' } });
+  repoUrl = scene.repoUrl;
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath());
   custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  await harness.start();
-  await harness.apply(
+  await scene.ns.apply(
     scriptConfigMap('quick', [
       { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { inputTokens: 10, outputTokens: 1 } },
       { text: 'Greeted the world.', usage: { inputTokens: 10, outputTokens: 1 } },
@@ -193,7 +194,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await harness.stop();
+  await scene?.stop();
 });
 
 describe('1 000 invalid manifests', () => {
@@ -234,7 +235,7 @@ describe('1 000 invalid manifests', () => {
 describe('100 runs with disallowed repositories', () => {
   // Each is a valid manifest: only the operator's allowRepo says no.
   const disallowed = (i: number): string => {
-    const root = harness.root;
+    const root = scene.root;
     const urls = [
       `https://github.com/evil/repo-${i}.git`,
       `http://example.com/acme/repo-${i}.git`,
@@ -285,15 +286,15 @@ describe('100 runs with disallowed repositories', () => {
     const networkPolicies = await kubectl(['get', 'networkpolicy', '-n', NS, '-o', 'name']);
     expect(networkPolicies.stdout.trim()).toBe('');
 
-    const port = await harness.httpPort();
+    const port = await scene.httpPort();
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
-    expect(harness.operator.lines.filter((line) => (line.level ?? 0) >= 50), 'error lines in the operator log').toEqual([]);
+    expect(scene.operator.lines.filter((line) => (line.level ?? 0) >= 50), 'error lines in the operator log').toEqual([]);
   });
 
   it('a good run afterwards still succeeds, with the only sandbox slot free, and is the only pod the watch saw', async () => {
-    await harness.apply(codingRun('good-after', repoUrl, { provider: 'scripted', scriptRef: { name: 'quick' } }));
-    const status = await harness.finished('good-after');
+    await scene.ns.apply(codingRun('good-after', repoUrl, { provider: 'scripted', scriptRef: { name: 'quick' } }));
+    const status = await scene.finished('good-after');
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
     expect(status.result!.diff).toContain('+Hello, world');
     // The same watch saw this pod: it was watching all along.

@@ -12,20 +12,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { eventually } from '../support/operator-process.ts';
-import { RunHarness, codingRun, scriptConfigMap, type RunStatus } from '../support/run-harness.ts';
+import { codingRun, scriptConfigMap, type RunStatus } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 
 const NS = 'faults-hostile';
 const API_KEY = 'sk-hostile-0123456789abcdef';
 const MODEL_CALL_TIMEOUT_SECONDS = 4;
 
-const harness = new RunHarness({
-  namespace: NS,
-  env: {
-    CHAMVI_WORKER_CONCURRENCY: '2',
-    CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: String(MODEL_CALL_TIMEOUT_SECONDS),
-    CHAMVI_DEADLINE_GRACE_SECONDS: '600',
-  },
-});
+let scene: FaultScene;
 let fake: FakeOpenAIServer;
 let repoUrl: string;
 
@@ -40,7 +34,7 @@ const secondsBetween = (status: RunStatus) => (Date.parse(status.completionTime!
 /** What each hostile run told its user, printed once at the end for the CI log. */
 const outcomes: string[] = [];
 const finished = async (name: string, timeoutMs?: number) => {
-  const status = await harness.finished(name, timeoutMs);
+  const status = await scene.finished(name, timeoutMs);
   outcomes.push(`${name}: ${status.phase}/${status.reason} after ${secondsBetween(status).toFixed(0)} s: ${status.message}`);
   return status;
 };
@@ -49,7 +43,6 @@ const requestArrived = (model: string, count = 1) =>
   eventually(async () => (fake.requestsFor(model).length >= count ? true : undefined), 90_000, `${count} request(s) for model ${model}`);
 
 beforeAll(async () => {
-  repoUrl = harness.createRepository('hello', { 'README.md': 'Hello\n\nA small example repository.\n' });
   fake = await startFakeOpenAIServer();
   fake.serveForever('hang', { type: 'hang' });
   fake.serveForever('hang-long', { type: 'hang' });
@@ -62,8 +55,16 @@ beforeAll(async () => {
     toolCalls: [{ name: 'read_file', arguments: '{"path": "README.md", ' }],
     usage: { promptTokens: 10, completionTokens: 5 },
   });
-  await harness.start();
-  await harness.apply(
+  scene = await FaultScene.start({
+    namespace: NS,
+    env: {
+      CHAMVI_WORKER_CONCURRENCY: '2',
+      CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: String(MODEL_CALL_TIMEOUT_SECONDS),
+      CHAMVI_DEADLINE_GRACE_SECONDS: '600',
+    },
+  });
+  repoUrl = scene.repoUrl;
+  await scene.ns.apply(
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } },
     scriptConfigMap('quick', [
       { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 10, outputTokens: 1 } },
@@ -74,24 +75,24 @@ beforeAll(async () => {
 
 afterAll(async () => {
   console.info(`hostile-model outcomes:\n  ${outcomes.join('\n  ')}`);
-  await harness.stop();
+  await scene?.stop();
   await fake?.stop();
 });
 
 describe('a model that accepts the request and never answers', () => {
   it('holds one worker slot, not the worker, and ends at budget.timeout or the model call timeout', async () => {
     // One slot stuck: another run goes through while the hang goes on.
-    await harness.apply(hostileRun('hang-deadline', 'hang', { budget: { timeout: '20s' } }));
+    await scene.ns.apply(hostileRun('hang-deadline', 'hang', { budget: { timeout: '20s' } }));
     await requestArrived('hang');
-    await harness.apply(scriptedRun('free-while-stuck'));
+    await scene.ns.apply(scriptedRun('free-while-stuck'));
     const free = await finished('free-while-stuck');
     expect(free).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
-    expect((await harness.statusOf('hang-deadline')).phase).toBe('Running');
+    expect((await scene.ns.status('hang-deadline')).phase).toBe('Running');
 
     // Both slots stuck: the next run waits for a slot, and gets one when a hang ends.
-    await harness.apply(hostileRun('hang-call-timeout', 'hang-long', { budget: { timeout: '10m' } }));
+    await scene.ns.apply(hostileRun('hang-call-timeout', 'hang-long', { budget: { timeout: '10m' } }));
     await requestArrived('hang-long');
-    await harness.apply(scriptedRun('after-the-hang'));
+    await scene.ns.apply(scriptedRun('after-the-hang'));
 
     const deadline = await finished('hang-deadline');
     expect(deadline).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
@@ -113,7 +114,7 @@ describe('a model that accepts the request and never answers', () => {
 
 describe('a model that answers 500 forever', () => {
   it('is retried with backoff, then the run fails with ModelUnavailable naming the status', async () => {
-    await harness.apply(hostileRun('always-500', 'error-500'));
+    await scene.ns.apply(hostileRun('always-500', 'error-500'));
     const status = await finished('always-500');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelUnavailable' });
     expect(status.message).toContain('after 5 attempt(s)');
@@ -128,7 +129,7 @@ describe('a model that answers garbage', () => {
     ['wrong-shape', 'garbage-wrong-shape'],
     ['html-page', 'garbage-html-page'],
   ])('%s: fails at once with ModelResponseInvalid, not as a rejected request', async (model, name) => {
-    await harness.apply(hostileRun(name, model));
+    await scene.ns.apply(hostileRun(name, model));
     const status = await finished(name);
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelResponseInvalid' });
     expect(status.message).toMatch(/not a valid .*response/i);
@@ -137,7 +138,7 @@ describe('a model that answers garbage', () => {
   });
 
   it('malformed tool-call JSON goes back to the model as a tool error; a model that keeps sending it fails with ModelResponseInvalid', async () => {
-    await harness.apply(hostileRun('garbage-tool-calls', 'malformed-tool-calls', { budget: { maxSteps: 10 } }));
+    await scene.ns.apply(hostileRun('garbage-tool-calls', 'malformed-tool-calls', { budget: { maxSteps: 10 } }));
     const status = await finished('garbage-tool-calls');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelResponseInvalid', steps: 3 });
     expect(status.message).toContain('3 steps in a row with only tool calls that could not be run');
@@ -152,10 +153,10 @@ describe('a model that answers garbage', () => {
 
 describe('after all that', () => {
   it('the operator is healthy and still runs a good run to the end', async () => {
-    const health = await fetch(`http://127.0.0.1:${await harness.httpPort()}/healthz`);
+    const health = await fetch(`http://127.0.0.1:${await scene.httpPort()}/healthz`);
     expect(health.status).toBe(200);
-    await harness.apply(scriptedRun('still-works'));
+    await scene.ns.apply(scriptedRun('still-works'));
     expect(await finished('still-works')).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
-    expect(harness.operator.lines.map((line) => JSON.stringify(line)).join('\n')).not.toContain(API_KEY);
+    expect(scene.operator.lines.map((line) => JSON.stringify(line)).join('\n')).not.toContain(API_KEY);
   });
 });

@@ -1,39 +1,32 @@
 // Two operator processes; SIGKILL the leader while runs are under way. The standby takes
 // the lease within the lease time (plus its retry period and a margin), its workers take
 // over the dead one's jobs, and every run finishes as scripted with one sandbox pod ever.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
 import {
-  DIFF_STAT,
   GREETED,
   GREET_WORLD,
   ObjectCensus,
   READ_README,
   RunNamespace,
+  approvalTurns,
   bashCall,
   codingRun,
-  createBareRepo,
   expectedTotals,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
+  usage,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import type { OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 // The operator's defaults, read from its config schema rather than copied.
 const { leaseDurationSeconds, retryPeriodSeconds } = loadOperatorConfig({}, {}).leaderElection;
 const TAKEOVER_MARGIN_MS = 3_000;
 const RUNS = ['busy-0', 'busy-1', 'busy-2'];
-const PREFIX = `ffail${Date.now()}`;
 
-const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
 const BUSY_TURNS: ScriptTurn[] = [
   { toolCalls: [READ_README], usage: usage(10, 1) },
   { toolCalls: [bashCall('sleep 2')], usage: usage(20, 2) },
@@ -43,30 +36,21 @@ const BUSY_TURNS: ScriptTurn[] = [
   { toolCalls: [bashCall('sleep 2')], usage: usage(60, 6) },
   { text: 'Greeted the world.', usage: usage(70, 7) },
 ];
-const APPROVAL_TURNS: ScriptTurn[] = [
-  { toolCalls: [GREET_WORLD], usage: usage(11, 1) },
-  { toolCalls: [DIFF_STAT], usage: usage(21, 2) },
-  { text: 'Greeted the world.', usage: usage(31, 3) },
-];
+const APPROVAL_TURNS = approvalTurns(11);
 
+let scene: FaultScene;
 let ns: RunNamespace;
-let root: string;
 let repoUrl: string;
 let census: ObjectCensus;
-let registrar: SandboxExecRegistrar;
 let leader: OperatorProcess;
 let standby: OperatorProcess;
 let takeoverMs = 0;
 
-const operator = (identity: string) =>
-  startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity, env: { CHAMVI_JOB_LOCK_SECONDS: '4' } });
+const operator = (identity: string) => scene.startOperator(identity);
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-failover-'));
-  repoUrl = createBareRepo(root);
-  ns = await RunNamespace.create('faults-failover');
-  census = await ObjectCensus.start(ns.name);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  scene = await FaultScene.start({ namespace: 'faults-failover', census: true, operator: false, env: { CHAMVI_JOB_LOCK_SECONDS: '4' } });
+  ({ ns, repoUrl, census } = scene);
   await ns.apply(scriptConfigMap('busy-script', BUSY_TURNS), scriptConfigMap('approval-script', APPROVAL_TURNS));
   leader = operator('faults-failover-a');
   await leader.waitForLog('became leader', 60_000);
@@ -91,9 +75,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await leader?.kill('SIGKILL');
-  await standby?.kill();
-  census?.stop();
-  await registrar?.stop();
+  await scene?.stop();
 });
 
 describe('the leader SIGKILLed mid-run, with a standby', () => {

@@ -11,12 +11,11 @@
 //   approval   WaitingForApproval; it is approved only after the restart
 //   finalize   finalize is taking the diff: a git fsmonitor hook set by the agent's last
 //              tool call sleeps the first time git refreshes the index
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import { redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import {
   GREETED,
@@ -27,25 +26,22 @@ import {
   RunNamespace,
   bashCall,
   codingRun,
-  createBareRepo,
   expectedTotals,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
+  usage,
   type RunStatus,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
-const PREFIX = `fkill${Date.now()}`;
 const API_KEY = 'sk-faults-kill-0123456789';
 // A short job lock: the fresh process's workers take over the killed one's jobs quickly.
 const JOB_LOCK_SECONDS = '4';
 const HOLD_SECONDS = 120;
-
-const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
 
 // The first time it runs, setup sleeps (holding prepare); a redone prepare skips it.
 const HELD_SETUP = `if [ ! -e .git/held-setup ]; then touch .git/held-setup; sleep ${HOLD_SECONDS}; fi`;
@@ -93,8 +89,8 @@ const TOOLS_TURNS: ScriptTurn[] = [
   { text: 'Greeted the world.', usage: usage(350, 35) },
 ];
 
+let scene: FaultScene;
 let ns: RunNamespace;
-let root: string;
 let repoUrl: string;
 let census: ObjectCensus;
 let registrar: SandboxExecRegistrar;
@@ -105,9 +101,7 @@ let second: OperatorProcess | undefined;
 let takeoverMs = 0;
 const atKill: Record<string, RunStatus & { stage?: string }> = {};
 
-function operator(identity: string): OperatorProcess {
-  return startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity, env: { CHAMVI_JOB_LOCK_SECONDS: JOB_LOCK_SECONDS } });
-}
+const operator = (identity: string): OperatorProcess => scene.startOperator(identity);
 
 const workspaceFile = (run: string, file: string) => {
   const workspace = registrar.workspaceOf(ns.name, `${run}-sandbox`);
@@ -115,11 +109,8 @@ const workspaceFile = (run: string, file: string) => {
 };
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-kill-'));
-  repoUrl = createBareRepo(root);
-  ns = await RunNamespace.create('faults-kill');
-  census = await ObjectCensus.start(ns.name);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  scene = await FaultScene.start({ namespace: 'faults-kill', census: true, operator: false, env: { CHAMVI_JOB_LOCK_SECONDS: JOB_LOCK_SECONDS } });
+  ({ ns, repoUrl, census, registrar } = scene);
   fake = await startFakeOpenAIServer();
   const fakeTurn = (turn: ScriptTurn) =>
     turn.toolCalls
@@ -172,7 +163,7 @@ beforeAll(async () => {
   try {
     for (const name of ['provision', 'clone', 'step', 'approval', 'finalize', 'tools']) {
       const run = await ns.run(name);
-      const state = await redis.get(`${PREFIX}:run:${run.metadata.uid}`);
+      const state = await redis.get(`${scene.prefix}:run:${run.metadata.uid}`);
       atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state) as { stage: string }).stage } : {}) };
     }
   } finally {
@@ -190,9 +181,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await first?.kill('SIGKILL');
-  await second?.kill();
-  census?.stop();
-  await registrar?.stop();
+  await scene?.stop();
   await fake?.stop();
   await toolsFake?.stop();
 });

@@ -12,7 +12,9 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer, type RecordedRequest } from '../support/fake-openai-server.ts';
-import { MiB, RunHarness, codingRun, sampleMemory, type MemorySampler } from '../support/run-harness.ts';
+import { codingRun } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
+import { MiB, sampleMemory, type MemorySampler } from '../support/memory-sampler.ts';
 
 const NS = 'faults-oversized';
 const API_KEY = 'sk-oversized-0123456789abcdef';
@@ -26,8 +28,7 @@ const RSS_BOUND = 512 * MiB;
 const STATUS_BOUND = 100 * 1024;
 const CONFIGMAP_LIMIT = MiB;
 
-// Bundled and started as the image starts it, so the memory figures are the product's.
-const harness = new RunHarness({ namespace: NS, bundled: true });
+let scene: FaultScene;
 let fake: FakeOpenAIServer;
 let bigRepo: string;
 let smallRepo: string;
@@ -74,12 +75,13 @@ async function diffConfigMap(name: string): Promise<{ bytes: number; diff: strin
 }
 
 beforeAll(async () => {
-  bigRepo = harness.createRepository('big', { 'README.md': 'Hello\n', 'big.log': fiftyMebibytesOfLines() });
-  smallRepo = harness.createRepository('small', { 'README.md': 'Hello\n' });
+  // Bundled and started as the image starts it, so the memory figures are the product's.
+  scene = await FaultScene.start({ namespace: NS, bundled: true });
+  bigRepo = scene.createRepository('big', { 'README.md': 'Hello\n', 'big.log': fiftyMebibytesOfLines() });
+  smallRepo = scene.createRepository('small', { 'README.md': 'Hello\n' });
   fake = await startFakeOpenAIServer();
-  await harness.start();
-  await harness.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } });
-  memory = sampleMemory(harness.operator.pid, 100);
+  await scene.ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } });
+  memory = sampleMemory(scene.operator.pid, 100);
   figures.push(`operator RSS before the runs: ${(memory.lap() / MiB).toFixed(0)} MiB`);
 }, 240_000);
 
@@ -94,7 +96,7 @@ afterAll(async () => {
     figures.push(`operator RSS: peak sampled ${(sampledPeak / MiB).toFixed(0)} MiB over ${samples} samples, VmHWM ${(highWaterMark / MiB).toFixed(0)} MiB`);
   }
   console.info(`oversized figures:\n  ${figures.join('\n  ')}`);
-  await harness.stop();
+  await scene?.stop();
   await fake?.stop();
 });
 
@@ -103,7 +105,7 @@ describe('diffs kept by finished runs', () => {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfigPath());
     const core = kubeConfig.makeApiClient(CoreV1Api);
-    const port = await harness.httpPort();
+    const port = await scene.httpPort();
     const reconciles = async () => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       return Number(/^chamvi_reconcile_duration_seconds_count\S* (\d+)/m.exec(text)?.[1] ?? 0);
@@ -147,8 +149,8 @@ describe('a repository with a 50 MiB file', () => {
       },
       { type: 'text', text: 'Looked at the big file.', usage: { promptTokens: 10, completionTokens: 1 } },
     );
-    await harness.apply(codingRun('big-repo', bigRepo, model('big'), { budget: { timeout: '10m' } }));
-    const status = await harness.finished('big-repo', 240_000);
+    await scene.ns.apply(codingRun('big-repo', bigRepo, model('big'), { budget: { timeout: '10m' } }));
+    const status = await scene.finished('big-repo', 240_000);
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4, toolCalls: 3 });
 
     const requests = fake.requestsFor('big');
@@ -192,8 +194,8 @@ describe('a model that answers 5 MB', () => {
       { type: 'text', text: `Wrote it. ${fiveMegabytes}`, usage: { promptTokens: 1_250_000, completionTokens: 1_250_000 } },
     );
     // A window that holds the 5 MB turn, so it is sent back verbatim rather than summarised.
-    await harness.apply(codingRun('five-megabytes', smallRepo, model('five-megabytes', { contextWindow: 10_000_000 })));
-    const status = await harness.finished('five-megabytes', 180_000);
+    await scene.ns.apply(codingRun('five-megabytes', smallRepo, model('five-megabytes', { contextWindow: 10_000_000 })));
+    const status = await scene.finished('five-megabytes', 180_000);
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 2, toolCalls: 1 });
     expect(status.result!.summary.startsWith('Wrote it. The quick brown fox')).toBe(true);
     expect(status.result!.summary.length).toBeLessThanOrEqual(16_384);
@@ -210,8 +212,8 @@ describe('a model that answers 5 MB', () => {
 
   it('a model whose answer never ends is cut at the size bound: ModelResponseInvalid, not an operator out of memory', async () => {
     fake.serveForever('endless', { type: 'endless' });
-    await harness.apply(codingRun('endless', smallRepo, model('endless')));
-    const status = await harness.finished('endless', 180_000);
+    await scene.ns.apply(codingRun('endless', smallRepo, model('endless')));
+    const status = await scene.finished('endless', 180_000);
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelResponseInvalid' });
     expect(status.message).toContain('larger than 16 MiB');
     expect(fake.requestsFor('endless')).toHaveLength(1);

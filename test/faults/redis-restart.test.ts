@@ -8,43 +8,33 @@
 //   waiting  parked in WaitingForApproval: state in Redis, no job
 //   held     inside a model call (a delayed reply of the fake server): its job is active
 //   queued   Running, its prepare job waiting for the one busy worker
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeconfigPath } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { PrivateRedis } from '../support/fault-injection.ts';
 import {
-  DIFF_STAT,
   GREETED,
   GREET_WORLD,
   READ_README,
   RunNamespace,
+  approvalTurns,
   codingRun,
-  createBareRepo,
   expectedTotals,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
+  usage,
   type RunStatus,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const TIMEOUT = '2m';
 const TIMEOUT_MS = 120_000;
 const HELD_REPLY_MS = 20_000;
 const REDIS_DOWN_MS = 2_000;
 
-const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
-const APPROVAL_TURNS: ScriptTurn[] = [
-  { toolCalls: [GREET_WORLD], usage: usage(10, 1) },
-  { toolCalls: [DIFF_STAT], usage: usage(20, 2) },
-  { text: 'Greeted the world.', usage: usage(30, 3) },
-];
+const APPROVAL_TURNS = approvalTurns(10);
 const PLAIN_TURNS: ScriptTurn[] = [
   { toolCalls: [READ_README], usage: usage(11, 1) },
   { toolCalls: [GREET_WORLD], usage: usage(21, 2) },
@@ -56,20 +46,6 @@ const HELD_TURNS: ScriptTurn[] = [
   { text: 'Greeted the world.', usage: usage(32, 3) },
 ];
 
-let root: string;
-let repoUrl: string;
-let registrar: SandboxExecRegistrar;
-
-beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-redis-'));
-  repoUrl = createBareRepo(root);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-}, 60_000);
-
-afterAll(async () => {
-  await registrar?.stop();
-});
-
 const fakeReply = (turn: ScriptTurn, delayMs?: number) => ({
   ...(turn.toolCalls
     ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })) }
@@ -79,7 +55,9 @@ const fakeReply = (turn: ScriptTurn, delayMs?: number) => ({
 });
 
 interface Scene {
+  world: FaultScene;
   ns: RunNamespace;
+  repoUrl: string;
   redis: PrivateRedis;
   operator: OperatorProcess;
   fake: FakeOpenAIServer;
@@ -88,19 +66,11 @@ interface Scene {
 
 /** Brings the three runs to their places, then crashes and restarts Redis. */
 async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
-  const ns = await RunNamespace.create(namespace);
   const redis = await PrivateRedis.start({ aof });
   const fake = await startFakeOpenAIServer();
   fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
-  const operator = startOperator({
-    namespace: ns,
-    repoRoot: root,
-    redisUrl: redis.url,
-    redisPrefix: namespace,
-    identity: namespace,
-    env: { CHAMVI_WORKER_CONCURRENCY: '1' },
-  });
-  await operator.waitForLog('caches synced; reconciling', 60_000);
+  const scene = await FaultScene.start({ namespace, redisUrl: redis.url, prefix: namespace, env: { CHAMVI_WORKER_CONCURRENCY: '1' } });
+  const { ns, operator, repoUrl } = scene;
   await ns.apply(
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-redis' } },
     scriptConfigMap('approval-script', APPROVAL_TURNS),
@@ -116,14 +86,15 @@ async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
     await ns.waitFor('queued', 'to run (its prepare job queued behind held)', (status) => status.phase === 'Running');
   } catch (error) {
     console.error(operatorStory(operator));
+    await scene.stop();
     throw error;
   }
   const { readyAt } = await redis.crashAndRestart(REDIS_DOWN_MS);
-  return { ns, redis, operator, fake, restartedAt: readyAt };
+  return { world: scene, ns, repoUrl, redis, operator, fake, restartedAt: readyAt };
 }
 
 async function tearDown(scene: Scene | undefined): Promise<void> {
-  await scene?.operator.kill();
+  await scene?.world.stop();
   await scene?.redis.stop();
   await scene?.fake.stop();
 }
@@ -176,7 +147,7 @@ describe('Redis restarted without persistence mid-run', () => {
   });
 
   it('runs a new run to success on the restarted Redis', async () => {
-    await scene.ns.apply(codingRun('after', repoUrl, scriptedModel('plain-script'), { budget: { timeout: TIMEOUT } }));
+    await scene.ns.apply(codingRun('after', scene.repoUrl, scriptedModel('plain-script'), { budget: { timeout: TIMEOUT } }));
     expectSucceededAsScripted(await scene.ns.finished('after', TIMEOUT_MS), PLAIN_TURNS);
   });
 });

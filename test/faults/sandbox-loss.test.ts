@@ -7,12 +7,11 @@
 // `<run>-diff` ConfigMap appears. These tests assert exactly that (rather than a partial
 // diff that cannot exist); a run stopped by a budget or the deadline, whose pod is still
 // there, keeps its partial diff (see the e2e BudgetExceeded test).
-import { existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import {
   GREET_WORLD,
@@ -21,24 +20,22 @@ import {
   RunNamespace,
   bashCall,
   codingRun,
-  createBareRepo,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
   type RunStatus,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
-const PREFIX = `floss${Date.now()}`;
 const LOST_WITHIN_MS = 10_000;
 // Long enough for the controller to end the run first, short enough to watch what the
 // step does afterwards with a pod that is gone.
 const HELD_REPLY_MS = 8_000;
 
+let scene: FaultScene;
 let ns: RunNamespace;
-let root: string;
 let repoUrl: string;
 let census: ObjectCensus;
 let registrar: SandboxExecRegistrar;
@@ -47,22 +44,15 @@ let redis: Redis;
 const latencies: Record<string, number> = {};
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-loss-'));
-  repoUrl = createBareRepo(root);
-  ns = await RunNamespace.create('faults-loss');
-  census = await ObjectCensus.start(ns.name);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  scene = await FaultScene.start({ namespace: 'faults-loss', census: true });
+  ({ ns, repoUrl, census, registrar, operator } = scene);
   redis = new Redis(redisUrl());
-  operator = startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: PREFIX, identity: 'faults-loss' });
-  await operator.waitForLog('caches synced; reconciling', 60_000);
   await ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-loss' } });
 }, 120_000);
 
 afterAll(async () => {
   console.info(`SandboxLost latency (pod delete to Failed): ${JSON.stringify(latencies)}`);
-  await operator?.kill();
-  census?.stop();
-  await registrar?.stop();
+  await scene?.stop();
   redis?.disconnect();
 });
 
@@ -87,7 +77,7 @@ async function expectLostWithoutDiff(run: string, status: RunStatus): Promise<vo
 
 /** Whatever the agent still does with the lost run, its state in Redis ends up gone. */
 async function expectStateGone(uid: string): Promise<void> {
-  await eventually(async () => ((await redis.exists(`${PREFIX}:run:${uid}`)) === 0 ? true : undefined), 30_000, `the run state of ${uid} to be dropped`);
+  await eventually(async () => ((await redis.exists(`${scene.prefix}:run:${uid}`)) === 0 ? true : undefined), 30_000, `the run state of ${uid} to be dropped`);
 }
 
 describe('a sandbox pod deleted while the agent works', () => {

@@ -6,11 +6,8 @@
 // still there. A terminal phase is never overwritten: once a run has Succeeded, writers
 // holding an old copy of it, or writing blindly, cannot set it back to Running.
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import { kubeconfigPath } from '../support/cluster.ts';
 import {
   GREETED,
   GREET_WORLD,
@@ -19,22 +16,20 @@ import {
   TERMINAL,
   bashCall,
   codingRun,
-  createBareRepo,
   expectedTotals,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  startOperator,
+  usage,
   type RunObject,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
+import { FaultScene } from '../support/fault-scene.ts';
 import type { OperatorProcess } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const RUNS = ['touched-0', 'touched-1', 'touched-2'];
 const TOUCH_CONDITION = 'faults.chamvi.dev/Touched';
 
-const usage = (input: number, output: number) => ({ inputTokens: input, outputTokens: output });
 const TURNS: ScriptTurn[] = [
   { toolCalls: [READ_README], usage: usage(10, 1) },
   { toolCalls: [bashCall('sleep 1')], usage: usage(20, 2) },
@@ -48,9 +43,8 @@ const TURNS: ScriptTurn[] = [
 
 type FullRun = RunObject & { apiVersion: string; kind: string; metadata: RunObject['metadata'] & { namespace: string }; spec: object };
 
+let scene: FaultScene;
 let ns: RunNamespace;
-let root: string;
-let registrar: SandboxExecRegistrar;
 let operator: OperatorProcess;
 let api: CustomObjectsApi;
 const path = (name: string) => ({ group: 'chamvi.dev', version: 'v1alpha1', plural: 'codingruns', namespace: ns.name, name });
@@ -98,15 +92,12 @@ async function keepWriting(name: string, write: (name: string, round: number) =>
 }
 
 beforeAll(async () => {
-  root = mkdtempSync(join(tmpdir(), 'chamvi-faults-conflicts-'));
-  const repoUrl = createBareRepo(root);
-  ns = await RunNamespace.create('faults-conflicts');
+  scene = await FaultScene.start({ namespace: 'faults-conflicts' });
+  ({ ns, operator } = scene);
+  const { repoUrl } = scene;
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath());
   api = kubeConfig.makeApiClient(CustomObjectsApi);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-  operator = startOperator({ namespace: ns, repoRoot: root, redisUrl: redisUrl(), redisPrefix: `fconf${Date.now()}`, identity: 'faults-conflicts' });
-  await operator.waitForLog('caches synced; reconciling', 60_000);
   await ns.apply(scriptConfigMap('script', TURNS));
   await ns.apply(...RUNS.map((name) => codingRun(name, repoUrl, scriptedModel('script'))));
   // The runs exist; from now on someone else writes them all the time.
@@ -116,8 +107,7 @@ beforeAll(async () => {
 afterAll(async () => {
   writing = false;
   await Promise.all(writers);
-  await operator?.kill();
-  await registrar?.stop();
+  await scene?.stop();
 });
 
 describe('runs whose status and metadata others keep writing', () => {

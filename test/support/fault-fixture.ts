@@ -43,16 +43,19 @@ export interface RunObject {
 
 export const TERMINAL = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
-/** A bare repository holding README.md ("Hello\n\nA small example repository.\n"); returns its file:// URL. */
-export function createBareRepo(root: string): string {
-  const source = join(root, 'source');
+/** What a repository holds unless a test says otherwise. */
+export const HELLO_FILES: Readonly<Record<string, string>> = { 'README.md': 'Hello\n\nA small example repository.\n' };
+
+/** A bare repository `<root>/git/<name>.git` made from `files` (path → content); returns its file:// URL. */
+export function createBareRepo(root: string, name = 'hello', files: Readonly<Record<string, string | Buffer>> = HELLO_FILES): string {
+  const source = join(root, 'source', name);
   const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=faults@chamvi.dev', '-c', 'user.name=faults', ...args], { cwd: source, stdio: 'pipe' });
   execFileSync('git', ['init', '-q', '-b', 'main', source]);
-  writeFileSync(join(source, 'README.md'), 'Hello\n\nA small example repository.\n');
+  for (const [path, content] of Object.entries(files)) writeFileSync(join(source, path), content);
   git('add', '.');
   git('commit', '-qm', 'initial');
-  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
-  return `file://${join(root, 'git', 'hello.git')}`;
+  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', `${name}.git`)]);
+  return `file://${join(root, 'git', `${name}.git`)}`;
 }
 
 /** Scripted-model turns; usage sums and counts are what a finished run must report. */
@@ -61,6 +64,9 @@ export interface ScriptTurn {
   toolCalls?: Array<{ toolName: string; input: Record<string, unknown> }>;
   usage?: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; reasoningTokens?: number };
 }
+
+/** A turn's usage as the scripted model reports it. */
+export const usage = (inputTokens: number, outputTokens: number) => ({ inputTokens, outputTokens });
 
 export const scriptConfigMap = (name: string, turns: ScriptTurn[]) => ({
   apiVersion: 'v1',
@@ -87,6 +93,16 @@ export const READ_README = { toolName: 'read_file', input: { path: 'README.md' }
 export const GREET_WORLD = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
 export const DIFF_STAT = { toolName: 'bash', input: { command: 'git diff --stat' } };
 export const bashCall = (command: string) => ({ toolName: 'bash', input: { command } });
+
+/**
+ * Greets the world, then runs `git diff --stat` (the bash call a run with
+ * `approval: { tools: ['bash'] }` waits on), then says so; `input` varies the usage per test.
+ */
+export const approvalTurns = (input: number): ScriptTurn[] => [
+  { toolCalls: [GREET_WORLD], usage: usage(input, 1) },
+  { toolCalls: [DIFF_STAT], usage: usage(input + 10, 2) },
+  { text: 'Greeted the world.', usage: usage(input + 20, 3) },
+];
 
 /** The README change GREET_WORLD makes, as it shows in a diff. */
 export const GREETED = '-Hello\n+Hello, world\n';
@@ -161,6 +177,8 @@ export interface OperatorSetup {
   redisUrl: string;
   redisPrefix: string;
   identity: string;
+  /** A bundled operator (see test/bench/bundled-operator.ts) instead of main.ts through tsx. */
+  entry?: string;
   env?: Record<string, string>;
 }
 
@@ -168,6 +186,7 @@ export interface OperatorSetup {
 export function startOperator(setup: OperatorSetup): OperatorProcess {
   return new OperatorProcess({
     kubeconfig: kubeconfigPath(),
+    ...(setup.entry ? { entry: setup.entry } : {}),
     env: {
       REDIS_URL: setup.redisUrl,
       CHAMVI_REDIS_PREFIX: setup.redisPrefix,
