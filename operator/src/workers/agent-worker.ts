@@ -7,6 +7,7 @@ import { REASONS } from '../api/index.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { failRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import { runFinalizeJob } from './finalize-job.ts';
+import { FORBIDDEN_ATTEMPTS, isForbidden } from './job-retry.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { jobRetryDelayMs } from './job-retry.ts';
 import { runPrepareJob } from './prepare-job.ts';
@@ -93,11 +94,14 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
           await finalizeAfterDeadline(deps, ref);
           return;
         }
-        const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+        const forbidden = isForbidden(error);
+        const attempts = Math.min(job.opts.attempts ?? 1, forbidden ? FORBIDDEN_ATTEMPTS : Infinity);
+        const lastAttempt = job.attemptsMade + 1 >= attempts;
         deps.logger.warn({ err: error instanceof Error ? error.message : String(error), lastAttempt }, 'agent job failed');
         if (lastAttempt) {
           const why = SandboxError.isInstance(error) ? REASONS.SandboxLost : REASONS.AgentFailed;
-          await failRun(deps, ref, why, `The ${job.name} job failed ${job.attemptsMade + 1} times: ${error instanceof Error ? error.message : String(error)}`);
+          const hint = forbidden ? " The operator's ServiceAccount is forbidden to do this: give it the chart's RBAC (see docs/operations.md)." : '';
+          await failRun(deps, ref, why, `The ${job.name} job failed ${job.attemptsMade + 1} times: ${error instanceof Error ? error.message : String(error)}${hint}`);
           return;
         }
         throw error;
