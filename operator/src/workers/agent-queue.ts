@@ -24,6 +24,17 @@ const JOB_OPTIONS = {
   removeOnFail: { age: 24 * 3600 },
 };
 
+/**
+ * A run that has started goes on before a new run starts: its step, resume and finalize
+ * jobs carry no priority, which BullMQ serves before any prioritized job, and a prepare
+ * (the start of a run) is prioritized. Served first-in-first-out instead, a burst of N runs
+ * prepared all N before any took its first step: N sandbox sessions open at once (about
+ * 120 KiB each in the operator, a toolbox process each in the pods), every run finishing
+ * only at the very end, and every run's budget.timeout running meanwhile. Prepares keep
+ * their creation order among themselves.
+ */
+const PREPARE_PRIORITY = 1;
+
 /** Job states in which a job will still run (or is running). */
 const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 /** inspect() gives up after this long (Redis down): the controller must not hang on it. */
@@ -37,7 +48,7 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
-    return this.queue.add(name, data, { ...JOB_OPTIONS, jobId: id });
+    return this.queue.add(name, data, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
   }
 
   private static ref(run: CodingRun) {

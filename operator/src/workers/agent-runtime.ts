@@ -92,7 +92,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
         return `redis unreachable: ${(error as Error).message}`;
       }
     },
-    queueDepth: () => queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'),
+    // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
+    queueDepth: () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
     async close() {
       await worker?.close();
       await queue.close();
