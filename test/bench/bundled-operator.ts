@@ -14,7 +14,7 @@ export function bundleOperator(dir: string): string {
   const outfile = path.join(dir, 'main.mjs');
   execFileSync(
     path.join(repoRoot, 'node_modules/.bin/esbuild'),
-    ['operator/src/main.ts', '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', '--legal-comments=none', '--log-level=warning', `--outfile=${outfile}`],
+    ['operator/src/main.ts', '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', '--sourcemap', '--legal-comments=none', '--log-level=warning', `--outfile=${outfile}`],
     { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] },
   );
   // Bare imports resolve from the bundle's directory upwards.
@@ -41,7 +41,8 @@ export class BundledOperator {
   constructor(bundle: string, env: Record<string, string>, nodeArgs: string[] = []) {
     this.child = spawn(process.execPath, [...nodeArgs, bundle], {
       cwd: path.dirname(bundle),
-      env: { ...process.env, NODE_ENV: 'production', ...env },
+      // The image's environment (operator/Dockerfile).
+      env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: '--enable-source-maps', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffered = '';

@@ -1,6 +1,8 @@
 // Memory and CPU of a process and its descendants, read from /proc while a benchmark runs:
-// peak RSS (sum of VmRSS over the tree, sampled) and CPU seconds (utime+stime of the root,
-// plus cutime+cstime of the children it has reaped, e.g. the workers' git and tar).
+// peak RSS (sum of VmRSS over the tree, sampled), optionally peak PSS (the same with each
+// shared page split among the processes sharing it, so short-lived children such as git
+// are not charged the whole of their shared libraries again), and CPU seconds (utime+stime
+// of the root, plus cutime+cstime of the children it has reaped, e.g. the workers' git).
 import { readFileSync, readdirSync } from 'node:fs';
 
 const TICKS_PER_SECOND = 100; // getconf CLK_TCK on Linux
@@ -8,8 +10,10 @@ const TICKS_PER_SECOND = 100; // getconf CLK_TCK on Linux
 export interface ProcessUsage {
   /** Highest sampled sum of VmRSS over the process and its live descendants, in bytes. */
   peakRssBytes: number;
-  /** RSS of the root process alone at the same peak sample, in bytes. */
+  /** Highest sampled RSS of the root process alone, in bytes. */
   peakRootRssBytes: number;
+  /** Highest sampled sum of Pss over the tree, in bytes (when asked for). */
+  peakPssBytes?: number;
   /** CPU seconds (user + system) spent between start() and stop(), reaped children included. */
   cpuSeconds: number;
   samples: number;
@@ -29,6 +33,15 @@ function readCpuTicks(pid: number): CpuTicks | undefined {
     return { own: at(14) + at(15), reapedChildren: at(16) + at(17) };
   } catch {
     return undefined;
+  }
+}
+
+function readPssBytes(pid: number): number {
+  try {
+    const match = /^Pss:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : 0;
+  } catch {
+    return 0;
   }
 }
 
@@ -73,11 +86,12 @@ export class ProcessSampler {
   private lastTicks: CpuTicks | undefined;
   private peakRssBytes = 0;
   private peakRootRssBytes = 0;
+  private peakPssBytes = 0;
   private samples = 0;
 
   constructor(
     readonly pid: number,
-    private readonly options: { intervalMs?: number; descendants?: boolean } = {},
+    private readonly options: { intervalMs?: number; descendants?: boolean; pss?: boolean } = {},
   ) {}
 
   start(): void {
@@ -85,6 +99,7 @@ export class ProcessSampler {
     this.lastTicks = this.startTicks;
     this.peakRssBytes = 0;
     this.peakRootRssBytes = 0;
+    this.peakPssBytes = 0;
     this.samples = 0;
     this.sample();
     this.timer = setInterval(() => this.sample(), this.options.intervalMs ?? 250);
@@ -95,10 +110,9 @@ export class ProcessSampler {
     const pids = this.options.descendants === false ? [this.pid] : processTree(this.pid);
     const rootRss = readRssBytes(this.pid);
     const total = rootRss + pids.slice(1).reduce((sum, pid) => sum + readRssBytes(pid), 0);
-    if (total > this.peakRssBytes) {
-      this.peakRssBytes = total;
-      this.peakRootRssBytes = rootRss;
-    }
+    this.peakRssBytes = Math.max(this.peakRssBytes, total);
+    this.peakRootRssBytes = Math.max(this.peakRootRssBytes, rootRss);
+    if (this.options.pss) this.peakPssBytes = Math.max(this.peakPssBytes, pids.reduce((sum, pid) => sum + readPssBytes(pid), 0));
     // Kept so stop() still has a figure when the process has exited in between.
     this.lastTicks = readCpuTicks(this.pid) ?? this.lastTicks;
     this.samples += 1;
@@ -113,6 +127,7 @@ export class ProcessSampler {
     return {
       peakRssBytes: this.peakRssBytes,
       peakRootRssBytes: this.peakRootRssBytes,
+      ...(this.options.pss ? { peakPssBytes: this.peakPssBytes } : {}),
       cpuSeconds: ticks / TICKS_PER_SECOND,
       samples: this.samples,
     };
