@@ -104,10 +104,14 @@ export class RunReconciler {
     const owned = ownedBy(run);
     const pod = caches.pods.get(namespace, sandboxPodName(name));
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(name));
-    const ownedConfigMaps = caches.configMaps
-      .list()
-      .filter((configMap) => configMap.metadata?.namespace === namespace && owned(configMap))
-      .map((configMap) => configMap.metadata!.name!);
+    // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
+    // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
+    const ownedConfigMaps = run.metadata.deletionTimestamp
+      ? caches.configMaps
+          .list()
+          .filter((configMap) => configMap.metadata?.namespace === namespace && owned(configMap))
+          .map((configMap) => configMap.metadata!.name!)
+      : [];
     const waiting = !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && (run.status?.phase ?? 'Pending') === 'Pending';
     const needsValidation = waiting && findCondition(run.status?.conditions, 'Accepted')?.status !== 'True';
     const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');

@@ -45,7 +45,7 @@ export interface ObservedRun {
   run: CodingRun;
   pod?: SandboxPodView;
   networkPolicyExists: boolean;
-  /** Names of ConfigMaps the operator created for this run (the full diff). */
+  /** Names of ConfigMaps the operator created for this run (the full diff); looked up only while the run is being deleted. */
   ownedConfigMaps: string[];
   /** Present when the run still needs validating. */
   references?: ReferencedObjects;
