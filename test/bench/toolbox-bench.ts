@@ -62,7 +62,9 @@ function generateRepository(root: string): number {
   const env = { ...process.env, GIT_AUTHOR_NAME: 'b', GIT_AUTHOR_EMAIL: 'b@b', GIT_COMMITTER_NAME: 'b', GIT_COMMITTER_EMAIL: 'b@b' };
   execFileSync('git', ['init', '-q'], { cwd: root });
   execFileSync('git', ['add', '-A'], { cwd: root, env });
-  execFileSync('git', ['commit', '-q', '-m', 'bench'], { cwd: root, env });
+  // 20 000 loose objects make `git commit` start `git gc --auto` in the background, which
+  // then competes with the measurements and writes into .git while the tree is removed.
+  execFileSync('git', ['-c', 'gc.auto=0', '-c', 'maintenance.auto=false', 'commit', '-q', '-m', 'bench'], { cwd: root, env });
   return planted;
 }
 
