@@ -6,7 +6,7 @@ import type { AgentView, ApprovalAnswer, RunAgent } from '../controller/run-agen
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
-import type { RunStateStore } from './run-state.ts';
+import { parseRunState, type RunStateStore } from './run-state.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
 export interface JobEnqueuer {
@@ -73,7 +73,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
 
   async stop(run: CodingRun): Promise<void> {
     const uid = run.metadata.uid;
-    const state = await this.states.load(uid);
+    const before = await this.states.loadText(uid);
+    const state = before === undefined ? undefined : parseRunState(before);
     const ids = [jobId.prepare(uid), jobId.finalize(uid)];
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.push(jobId.step(uid, step));
     if (state?.pendingApproval) ids.push(jobId.resume(uid, state.pendingApproval.id));
@@ -103,7 +104,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
    */
   private async look(run: CodingRun): Promise<AgentView> {
     const uid = run.metadata.uid;
-    const state = await this.states.load(uid);
+    const before = await this.states.loadText(uid);
+    const state = before === undefined ? undefined : parseRunState(before);
     const step = state?.step ?? run.status?.steps ?? 0;
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
@@ -114,8 +116,11 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
     const active = await this.queue.getActive();
     const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
-    const after = await this.states.load(uid);
-    if (moving || JSON.stringify(after) !== JSON.stringify(state)) return { state: after?.stage ?? 'missing', moving: true };
+    const after = await this.states.loadText(uid);
+    if (moving || after !== before) {
+      const now = after === before ? state : after === undefined ? undefined : parseRunState(after);
+      return { state: now?.stage ?? 'missing', moving: true };
+    }
     const failed = states.find(({ state: jobState }) => jobState === 'failed');
     const failedReason = failed ? (await this.queue.getJob(failed.id))?.failedReason : undefined;
     return { state: state?.stage ?? 'missing', moving: false, ...(failedReason !== undefined ? { failedJob: failedReason } : {}) };

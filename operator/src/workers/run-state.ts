@@ -83,6 +83,11 @@ export interface RunState {
   lastUnusableToolCall?: string;
 }
 
+/** Decodes a state read with RunStateStore.loadText. */
+export function parseRunState(text: string): RunState {
+  return JSON.parse(text) as RunState;
+}
+
 export class RunStateStore {
   constructor(
     private readonly redis: Redis,
@@ -94,8 +99,16 @@ export class RunStateStore {
   }
 
   async load(uid: string): Promise<RunState | undefined> {
-    const text = await this.redis.get(this.key(uid));
-    return text ? (JSON.parse(text) as RunState) : undefined;
+    const text = await this.loadText(uid);
+    return text === undefined ? undefined : parseRunState(text);
+  }
+
+  /**
+   * The state as stored, not decoded: the controller reads it twice to see whether a run
+   * moved, and comparing the texts spares it decoding and re-encoding the transcript.
+   */
+  async loadText(uid: string): Promise<string | undefined> {
+    return (await this.redis.get(this.key(uid))) ?? undefined;
   }
 
   async save(state: RunState): Promise<void> {
