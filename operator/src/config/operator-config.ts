@@ -14,6 +14,11 @@ export const operatorConfigSchema = z
       .describe('Glob patterns a repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
+    stateKey: z
+      .string()
+      .min(32, 'must be at least 32 characters (the chart generates 64)')
+      .optional()
+      .describe('Key of the HMAC-SHA256 that seals run state and job data in Redis; every replica needs the same. Unset: one per process.'),
     workerConcurrency: positiveInt('Step jobs per replica at once.', 8, 1000),
     /** Run agent workers in this replica. Off splits controller and worker replicas (or freezes runs for a test). */
     workersEnabled: z.boolean().default(true),
@@ -69,6 +74,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   REDIS_URL: { key: 'redisUrl' },
+  CHAMVI_STATE_KEY: { key: 'stateKey' },
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },

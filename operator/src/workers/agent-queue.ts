@@ -6,7 +6,8 @@ import type { AgentView, ApprovalAnswer, RunAgent } from '../controller/run-agen
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
-import { parseRunState, type RunStateStore } from './run-state.ts';
+import type { RunStateStore } from './run-state.ts';
+import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
 export interface JobEnqueuer {
@@ -45,10 +46,14 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     private readonly queue: Queue<AgentJobData, void, AgentJobName>,
     private readonly states: RunStateStore,
     private readonly sandboxes: SandboxPool,
+    /** Security #11.1: every job's data carries a MAC the worker verifies (a forged job, an approval above all, is refused). */
+    private readonly seal: RunStateSeal,
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
-    return this.queue.add(name, data, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
+    const mac = this.seal.signJob({ name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval });
+    const signed: AgentJobData & SignedJobData = { ...data, mac };
+    return this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
   }
 
   private static ref(run: CodingRun) {
@@ -73,8 +78,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
 
   async stop(run: CodingRun): Promise<void> {
     const uid = run.metadata.uid;
-    const before = await this.states.loadText(uid);
-    const state = before === undefined ? undefined : parseRunState(before);
+    // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
+    const state = this.states.peek(await this.states.loadText(uid), AgentQueue.ref(run));
     const ids = [jobId.prepare(uid), jobId.finalize(uid)];
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.push(jobId.step(uid, step));
     if (state?.pendingApproval) ids.push(jobId.resume(uid, state.pendingApproval.id));
@@ -105,7 +110,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
   private async look(run: CodingRun): Promise<AgentView> {
     const uid = run.metadata.uid;
     const before = await this.states.loadText(uid);
-    const state = before === undefined ? undefined : parseRunState(before);
+    // A state that does not verify counts as missing here; the job that meets it fails the run with why.
+    const state = this.states.peek(before, AgentQueue.ref(run));
     const step = state?.step ?? run.status?.steps ?? 0;
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
@@ -118,7 +124,7 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
     const after = await this.states.loadText(uid);
     if (moving || after !== before) {
-      const now = after === before ? state : after === undefined ? undefined : parseRunState(after);
+      const now = after === before ? state : this.states.peek(after, AgentQueue.ref(run));
       return { state: now?.stage ?? 'missing', moving: true };
     }
     const failed = states.find(({ state: jobState }) => jobState === 'failed');

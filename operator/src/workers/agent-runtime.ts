@@ -18,6 +18,7 @@ import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { createModelFactory } from './model-factory.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
+import { RunStateSeal } from './run-state-seal.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 
@@ -48,16 +49,19 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const { config } = options;
   // BullMQ workers block on Redis and must never give up a command (maxRetriesPerRequest null).
   const connect = () => new Redis(config.redisUrl, { maxRetriesPerRequest: null, lazyConnect: false });
+  // Security #11.1: without a configured stateKey (run --local, a single dev process) the key
+  // is this process's alone; replicas that share runs need the same key (the chart's Secret).
+  const seal = config.stateKey ? new RunStateSeal(config.stateKey) : RunStateSeal.generated();
   const stateRedis = connect();
   const queueRedis = connect();
   const workerRedis = connect();
   for (const redis of [stateRedis, queueRedis, workerRedis]) {
     redis.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
   }
-  const states = new RunStateStore(stateRedis, config.redisPrefix);
+  const states = new RunStateStore(stateRedis, config.redisPrefix, seal);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
-  const agentQueue = new AgentQueue(queue, states, sandboxes);
+  const agentQueue = new AgentQueue(queue, states, sandboxes, seal);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const worker = !config.workersEnabled ? undefined : startAgentWorker(
     {
@@ -80,6 +84,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       concurrency: config.workerConcurrency,
       lockDurationMs: config.jobLockSeconds * 1000,
       stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),
+      seal,
     },
   );
   return {

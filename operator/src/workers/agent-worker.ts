@@ -1,8 +1,10 @@
 // The BullMQ worker that runs agent jobs in every replica. It maps what a job throws to
 // the run's fate: a model error with a reason ends the run with it; the deadline turns
 // into a finalize that keeps the partial diff; anything else is retried by BullMQ, and
-// ends the run as AgentFailed when the retries are spent.
-import { Worker, type ConnectionOptions, type Job } from 'bullmq';
+// ends the run as AgentFailed when the retries are spent. Security #11.1: a job whose data
+// the operator did not sign is refused before anything in it is used, and a run whose state
+// does not verify fails StateLost instead of acting on it.
+import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { REASONS } from '../api/index.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { failRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
@@ -11,6 +13,8 @@ import { FORBIDDEN_ATTEMPTS, isForbidden } from './job-retry.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { jobRetryDelayMs } from './job-retry.ts';
 import { runPrepareJob } from './prepare-job.ts';
+import { RunStateInvalidError } from './run-state-invalid-error.ts';
+import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
 import { runResumeJob } from './resume-job.ts';
 import { runStepJob } from './step-job.ts';
 
@@ -21,6 +25,8 @@ export interface AgentWorkerOptions {
   /** How long a job's lock lasts without renewal: a dead worker's job is taken over after it. */
   lockDurationMs?: number;
   stalledIntervalMs?: number;
+  /** Verifies each job's MAC (set by AgentQueue with the same key). */
+  seal: RunStateSeal;
 }
 
 const MODEL_REASONS = new Set<string>([
@@ -58,7 +64,7 @@ async function process(deps: AgentDependencies, job: Job<AgentJobData, void, Age
 
 /** The deadline passed during a step: stop the loop and keep what was done. */
 async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef): Promise<void> {
-  const state = await deps.states.load(ref.uid);
+  const state = await deps.states.load(ref);
   if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
   state.stage = 'finalizing';
   // Only model calls run under the deadline signal, so the step was waiting for the model.
@@ -74,7 +80,14 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
   const worker = new Worker<AgentJobData, void, AgentJobName>(
     QUEUE_NAME,
     async (job) => {
-      const ref: RunRef = { uid: job.data.uid, namespace: job.data.namespace, name: job.data.name };
+      const data: AgentJobData & SignedJobData = job.data;
+      if (!options.seal.verifyJob({ name: job.name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval }, data.mac)) {
+        // Not the operator's job (or another key's): its run ref is not trusted either, so no run is touched.
+        const why = `job ${job.id} (${job.name}) failed authentication: its data was not written by this operator (was Redis written by something other than the operator, or do the replicas have different stateKeys?)`;
+        shared.logger.error({ job: job.name, jobId: job.id }, why);
+        throw new UnrecoverableError(why);
+      }
+      const ref: RunRef = { uid: data.uid, namespace: data.namespace, name: data.name };
       // Every line this job logs, here or in the step it runs, names the run and the step.
       // A step job's data counts the steps completed before it; logs say which step it is (1-based).
       const step = job.name === 'step' ? (job.data.step ?? 0) + 1 : undefined;
@@ -82,6 +95,11 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       try {
         await process(deps, job);
       } catch (error) {
+        if (RunStateInvalidError.isInstance(error)) {
+          // The job's ref is signed, and every job checks it against the live run's uid.
+          await failRun(deps, ref, REASONS.StateLost, error.message);
+          return;
+        }
         const reason = reasonOf(error);
         if (SandboxError.isInstance(error)) deps.metrics.execErrors.inc({ kind: error.reason });
         if (reason) {

@@ -39,7 +39,7 @@ export async function takeDiff(sandbox: Sandbox): Promise<{ diff: string; trunca
 }
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
-  const state = await deps.states.load(ref.uid);
+  const state = await deps.states.load(ref);
   if (!state) {
     await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
     return;

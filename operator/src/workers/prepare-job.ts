@@ -19,7 +19,7 @@ async function createArchive(dir: string, archive: string): Promise<void> {
 }
 
 export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
-  const existing = await deps.states.load(ref.uid);
+  const existing = await deps.states.load(ref);
   if (existing && existing.stage !== 'preparing') {
     // A redone prepare after the loop started: make sure the loop goes on, nothing more.
     if (existing.stage === 'stepping') await deps.queue.step(ref, existing.step);
@@ -75,7 +75,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create({
-    version: 1,
+    version: 2,
     uid: ref.uid,
     namespace: ref.namespace,
     name: ref.name,
@@ -85,7 +85,6 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     messages: [buildStartMessage()],
     usage: emptyUsage(),
     filesTouched: noFilesTouched(),
-    model: spec.model,
     startedAt,
   });
   await deps.events.record(run, { type: 'Normal', reason: 'Prepared', message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });

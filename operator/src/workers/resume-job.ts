@@ -6,7 +6,7 @@ import { endStep, handOn, runInFlightCalls } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
-  const state = await deps.states.load(ref.uid);
+  const state = await deps.states.load(ref);
   if (!state) {
     await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
     return;

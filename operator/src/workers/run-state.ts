@@ -2,12 +2,19 @@
 // the step counter, usage, the files touched and a pending approval. Written before the
 // next job is enqueued, so a job that finds the state ahead of it knows its work was done.
 // Never holds a secret: keys are read from the cluster for each model call.
+//
+// Security #11.1: Redis is not trusted (it is reachable by more than the operator on many
+// clusters). The state is sealed with an HMAC on save and verified, schema-checked and
+// matched to the job's run on load; what to call with which secret is never in it (the
+// model comes from the live run's spec).
 import type { ModelMessage } from 'ai';
 import type { Redis } from 'ioredis';
-import type { CodingRunSpec } from '../api/index.ts';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
+import { RunStateInvalidError } from './run-state-invalid-error.ts';
+import { runStateProblem } from './run-state-schema.ts';
+import type { RunStateSeal } from './run-state-seal.ts';
 
 export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
 
@@ -57,7 +64,8 @@ export interface ToolResultRecord {
 }
 
 export interface RunState {
-  version: 1;
+  /** 2: sealed, and without `model` (which now always comes from the live run). */
+  version: 2;
   uid: string;
   namespace: string;
   name: string;
@@ -68,8 +76,6 @@ export interface RunState {
   messages: ModelMessage[];
   usage: TokenUsage;
   filesTouched: FilesTouched;
-  /** spec.model, which cannot change: lets a step build its model while it reads the run. No secret. */
-  model: CodingRunSpec['model'];
   /** Epoch ms of the run's start (status.startTime), for the deadline. */
   startedAt: number;
   pendingApproval?: PendingApprovalState;
@@ -83,24 +89,32 @@ export interface RunState {
   lastUnusableToolCall?: string;
 }
 
-/** Decodes a state read with RunStateStore.loadText. */
-export function parseRunState(text: string): RunState {
-  return JSON.parse(text) as RunState;
+/** The run a state must belong to: the job's, which the job checked against the live run's uid. */
+export interface RunStateOwner {
+  uid: string;
+  namespace: string;
+  name: string;
 }
 
 export class RunStateStore {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
+    private readonly seal: RunStateSeal,
   ) {}
 
   private key(uid: string): string {
     return `${this.prefix}:run:${uid}`;
   }
 
-  async load(uid: string): Promise<RunState | undefined> {
-    const text = await this.loadText(uid);
-    return text === undefined ? undefined : parseRunState(text);
+  /**
+   * The run's state, verified: sealed by this operator, of the expected shape, and the
+   * state of `owner` (not of another run copied under its key). Throws
+   * RunStateInvalidError otherwise; undefined when there is none.
+   */
+  async load(owner: RunStateOwner): Promise<RunState | undefined> {
+    const text = await this.loadText(owner.uid);
+    return text === undefined ? undefined : this.decode(text, owner);
   }
 
   /**
@@ -111,13 +125,45 @@ export class RunStateStore {
     return (await this.redis.get(this.key(uid))) ?? undefined;
   }
 
+  /** Decodes a text read with loadText; throws RunStateInvalidError as load does. */
+  decode(text: string, owner: RunStateOwner): RunState {
+    const opened = this.seal.open(text);
+    if ('problem' in opened) throw new RunStateInvalidError(opened.problem);
+    let value: unknown;
+    try {
+      value = JSON.parse(opened.json);
+    } catch (error) {
+      throw new RunStateInvalidError(`it is not JSON (${error instanceof Error ? error.message : String(error)})`);
+    }
+    const problem = runStateProblem(value);
+    if (problem) throw new RunStateInvalidError(problem);
+    const state = value as RunState;
+    if (state.uid !== owner.uid || state.namespace !== owner.namespace || state.name !== owner.name) {
+      throw new RunStateInvalidError(
+        `it is the state of run ${state.namespace}/${state.name} (uid ${state.uid}), not of ${owner.namespace}/${owner.name} (uid ${owner.uid})`,
+      );
+    }
+    return state;
+  }
+
+  /** decode, or undefined for a state that cannot be trusted (for looks that act on nothing). */
+  peek(text: string | undefined, owner: RunStateOwner): RunState | undefined {
+    if (text === undefined) return undefined;
+    try {
+      return this.decode(text, owner);
+    } catch (error) {
+      if (RunStateInvalidError.isInstance(error)) return undefined;
+      throw error;
+    }
+  }
+
   async save(state: RunState): Promise<void> {
-    await this.redis.set(this.key(state.uid), JSON.stringify(state));
+    await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)));
   }
 
   /** Creates the state only if there is none (a redone prepare must not reset a run). */
   async create(state: RunState): Promise<boolean> {
-    return (await this.redis.set(this.key(state.uid), JSON.stringify(state), 'NX')) === 'OK';
+    return (await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)), 'NX')) === 'OK';
   }
 
   async delete(uid: string): Promise<void> {

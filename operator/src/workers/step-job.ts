@@ -43,7 +43,7 @@ function stopBeforeCall(run: ParsedCodingRun, state: RunState, now: number) {
 }
 
 export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed: number): Promise<void> {
-  const state = await deps.states.load(ref.uid);
+  const state = await deps.states.load(ref);
   if (!state) {
     await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
     return;
@@ -59,13 +59,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     if (state.step > completed) await handOn(deps, ref, state);
     return;
   }
-  // The run is read for its budget (which may change) while the model is built.
+  // The run is read for its budget (which may change) and, Security #11.1, for its model:
+  // what to call with which secret comes from the live, validated spec, never from Redis.
   const stepStarted = performance.now();
-  const [run, model] = await Promise.all([liveRun(deps, ref), deps.models(ref.namespace, state.model)]);
+  const run = await liveRun(deps, ref);
   if (!run) {
     await forgetRun(deps, ref);
     return;
   }
+  const model = await deps.models(run.metadata.namespace, run.spec.model);
   const early = stopBeforeCall(run, state, deps.now().getTime());
   if (early) {
     state.stage = 'finalizing';
@@ -238,7 +240,8 @@ export async function afterCalls(
   state: RunState,
   last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean },
 ): Promise<void> {
-  const ref = { uid: state.uid, namespace: state.namespace, name: state.name };
+  // The live run's identity, not the state's (Security #11.1: status goes to this run only).
+  const ref = { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
   const now = deps.now();
   if (state.stage !== 'waiting') {
     const stop = decideStop({
@@ -283,7 +286,7 @@ export async function afterCalls(
     status.usage = { ...state.usage };
     if (state.stage === 'waiting' && pending) {
       status.phase = 'WaitingForApproval';
-      status.message = `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${state.name} (or deny).`;
+      status.message = `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${ref.name} (or deny).`;
       status.pendingApproval = {
         id: pending.id,
         toolName: pending.toolName,

@@ -1,0 +1,86 @@
+// Security #11.1: the shape of a run's state as it is read back from Redis. The seal
+// (run-state-seal.ts) says the operator wrote it; this says it is a state the jobs can
+// act on, so a bug or an old format is refused with a message instead of half-acted on.
+// Objects are loose (unknown keys kept): a field added to RunState must still be added here
+// to be checked, but is never silently dropped. The transcript is checked for its shape
+// only; the ai SDK's full message schema costs ~150 ms per load of a long transcript.
+import { z } from 'zod';
+import { TOOL_NAMES } from '../api/index.ts';
+
+const count = z.number().int().min(0);
+const identifier = z.string().min(1).max(512);
+
+const pendingToolCall = z.looseObject({
+  toolCallId: identifier,
+  toolName: z.enum(TOOL_NAMES),
+  input: z.unknown(),
+});
+
+const toolResultRecord = z.looseObject({
+  toolCallId: identifier,
+  toolName: z.string().min(1).max(256),
+  ok: z.boolean(),
+  text: z.string(),
+});
+
+const modelMessage = z.looseObject({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string().min(1) }))]),
+});
+
+const tokenUsage = z.looseObject({
+  inputTokens: count,
+  outputTokens: count,
+  cacheReadTokens: count,
+  reasoningTokens: count,
+  totalTokens: count,
+  complete: z.boolean(),
+});
+
+export const runStateSchema = z.looseObject({
+  version: z.literal(2),
+  uid: identifier,
+  namespace: identifier,
+  name: identifier,
+  stage: z.enum(['preparing', 'stepping', 'waiting', 'finalizing', 'done']),
+  step: count,
+  toolCalls: count,
+  messages: z.array(modelMessage),
+  usage: tokenUsage,
+  filesTouched: z.looseObject({ read: z.array(z.string()), changed: z.array(z.string()) }),
+  startedAt: z.number().finite(),
+  pendingApproval: z
+    .looseObject({
+      id: identifier,
+      toolCallId: identifier,
+      toolName: z.enum(TOOL_NAMES),
+      input: z.unknown(),
+      requestedAt: z.string(),
+      results: z.array(toolResultRecord),
+      remaining: z.array(pendingToolCall),
+    })
+    .optional(),
+  inFlight: z
+    .looseObject({
+      calls: z.array(pendingToolCall),
+      results: z.array(toolResultRecord),
+      earlier: z.array(toolResultRecord),
+      hadToolCalls: z.boolean(),
+      toolNames: z.array(z.string()),
+      text: z.string(),
+      resumed: z.boolean(),
+    })
+    .optional(),
+  finalText: z.string().optional(),
+  stop: z.looseObject({ reason: z.string().regex(/^[A-Z][A-Za-z]{1,62}$/), message: z.string() }).optional(),
+  unusableToolCallSteps: count.optional(),
+  lastUnusableToolCall: z.string().optional(),
+});
+
+/** The first problem with a decoded state, as `path: message`, or undefined when it fits. */
+export function runStateProblem(value: unknown): string | undefined {
+  const result = runStateSchema.safeParse(value);
+  if (result.success) return undefined;
+  const issue = result.error.issues[0]!;
+  return `${issue.path.join('.') || '(root)'}: ${issue.message}`;
+}
