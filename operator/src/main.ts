@@ -20,6 +20,7 @@ import { sandboxPodName } from './reconcile/names.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
+import { checkRedisCredentials, redisHasCredentials } from './workers/redis-connection.ts';
 
 function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
   const flag = argv.indexOf('--config');
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
   let config: OperatorConfig;
   try {
     config = readConfig(process.argv.slice(2), process.env);
+    checkRedisCredentials(config);
   } catch (error) {
     if (!ConfigError.isInstance(error)) throw error;
     logger.fatal({}, error.message);
@@ -92,6 +94,16 @@ async function main(): Promise<void> {
     redis: agent.checkRedis,
   }, { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() });
   logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
+  if (!config.stateKey) {
+    logger.warn(
+      {},
+      'stateKey is not set (env CHAMVI_STATE_KEY): run state is sealed with a key of this process alone, so runs in flight fail StateLost ' +
+        'when it restarts or when another replica takes their jobs; set one shared key (the chart does) for more than a single process',
+    );
+  }
+  if (config.allowInsecureRedis && !redisHasCredentials(config)) {
+    logger.warn({}, 'allowInsecureRedis: Redis has no password; anyone who reaches it can stop or stall every run');
+  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {

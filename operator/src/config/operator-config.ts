@@ -14,6 +14,21 @@ export const operatorConfigSchema = z
       .describe('Glob patterns a repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
+    /** Security #11.1: Redis holds every run's state and queue; see workers/redis-connection.ts. */
+    redisPassword: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Redis password (AUTH), when not in redisUrl. Give it as env REDIS_PASSWORD from a Secret, never in the config file.'),
+    redisCaFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('PEM file of the CA that signed a rediss:// server certificate; default: the system CAs.'),
+    allowInsecureRedis: z
+      .boolean()
+      .default(false)
+      .describe('Accept a Redis URL with no password (and no redisPassword). Anyone who can reach such a Redis can stop or stall every run.'),
     stateKey: z
       .string()
       .min(32, 'must be at least 32 characters (the chart generates 64)')
@@ -74,6 +89,9 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   REDIS_URL: { key: 'redisUrl' },
+  REDIS_PASSWORD: { key: 'redisPassword' },
+  CHAMVI_REDIS_CA_FILE: { key: 'redisCaFile' },
+  CHAMVI_ALLOW_INSECURE_REDIS: { key: 'allowInsecureRedis', boolean: true },
   CHAMVI_STATE_KEY: { key: 'stateKey' },
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },

@@ -19,6 +19,7 @@ import { createModelFactory } from './model-factory.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
 import { RunStateSeal } from './run-state-seal.ts';
+import { redisConnection } from './redis-connection.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 
@@ -48,15 +49,16 @@ export interface AgentRuntime {
 export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const { config } = options;
   // BullMQ workers block on Redis and must never give up a command (maxRetriesPerRequest null).
-  const connect = () => new Redis(config.redisUrl, { maxRetriesPerRequest: null, lazyConnect: false });
+  const redis = redisConnection(config);
+  const connect = () => new Redis(redis.url, { ...redis.options, maxRetriesPerRequest: null, lazyConnect: false });
   // Security #11.1: without a configured stateKey (run --local, a single dev process) the key
   // is this process's alone; replicas that share runs need the same key (the chart's Secret).
   const seal = config.stateKey ? new RunStateSeal(config.stateKey) : RunStateSeal.generated();
   const stateRedis = connect();
   const queueRedis = connect();
   const workerRedis = connect();
-  for (const redis of [stateRedis, queueRedis, workerRedis]) {
-    redis.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
+  for (const connection of [stateRedis, queueRedis, workerRedis]) {
+    connection.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
   }
   const states = new RunStateStore(stateRedis, config.redisPrefix, seal);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
@@ -103,7 +105,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       await worker?.close();
       await queue.close();
       await sandboxes.closeAll();
-      for (const redis of [stateRedis, queueRedis, workerRedis]) redis.disconnect();
+      for (const connection of [stateRedis, queueRedis, workerRedis]) connection.disconnect();
     },
   };
 }

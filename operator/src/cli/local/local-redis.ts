@@ -64,7 +64,7 @@ export async function provideRedis(configured: { url: string; origin: string } |
   const server = await startRedisServer(env);
   return {
     url: server.url,
-    description: `redis-server pid ${server.pid} on ${server.url} (started for this run, stopped at the end)`,
+    description: `redis-server pid ${server.pid} on ${redactRedisUrl(server.url)} (started for this run, with a password of its own; stopped at the end)`,
     release: () => server.stop(),
     killNow: () => server.killNow(),
   };

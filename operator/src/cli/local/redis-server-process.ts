@@ -1,7 +1,10 @@
 // A throwaway redis-server for one local run: Debian's redis-server from PATH, on a free
 // loopback port, with no persistence, in a temporary directory, stopped when the run ends.
 // It stays in the plugin's process group, so a Ctrl-C in the terminal reaches it too.
+// Security #11.1: it has a fresh password (requirepass), given on stdin as its config
+// (`redis-server -`), so the password is in no argv that `ps` shows; the URL carries it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -68,12 +71,33 @@ function ready(child: ChildProcess, output: () => string): Promise<void> {
   });
 }
 
+/** The config redis-server reads from stdin: loopback only, no persistence, a password. */
+export function redisServerConfig(port: number, directory: string, password: string): string {
+  // Quoted: redis.conf takes a double-quoted string with backslash escapes.
+  const quote = (value: string) => `"${value.replace(/[\\"]/g, '\\$&')}"`;
+  return [
+    `port ${port}`,
+    'bind 127.0.0.1',
+    'protected-mode yes',
+    'save ""',
+    'appendonly no',
+    `dir ${quote(directory)}`,
+    'daemonize no',
+    'logfile ""',
+    `requirepass ${quote(password)}`,
+    '',
+  ].join('\n');
+}
+
 async function startOnce(command: string, directory: string): Promise<RedisServerProcess> {
   const port = await freePort();
-  const child = spawn(command, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', directory, '--daemonize', 'no', '--logfile', ''], {
+  const password = randomBytes(24).toString('hex');
+  const child = spawn(command, ['-'], {
     cwd: directory,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
+  child.stdin!.on('error', () => undefined);
+  child.stdin!.end(redisServerConfig(port, directory, password));
   let tail = '';
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-2000);
@@ -89,7 +113,7 @@ async function startOnce(command: string, directory: string): Promise<RedisServe
   }
   const alive = () => child.exitCode === null && child.signalCode === null;
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `redis://:${password}@127.0.0.1:${port}`,
     pid: child.pid!,
     async stop() {
       if (alive()) {
