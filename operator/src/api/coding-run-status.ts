@@ -25,7 +25,14 @@ export type ConditionType = (typeof CONDITION_TYPES)[number];
 /** Status bounds: everything the operator writes is cut to these first. */
 export const LIMITS = {
   message: 4096,
-  pendingApprovalInput: 4096,
+  /**
+   * Security #11.5: the whole input of a call waiting for approval, never a cut. In status
+   * because it is there only while the run waits (a few writes per approval), it must be
+   * shown to whoever may answer (the run's own RBAC), and a ConfigMap would be a second
+   * object to write, own and check; bounded like result.diff so the run object stays small
+   * in etcd, in the operator's cache and in every watch event. A larger call is denied.
+   */
+  pendingApprovalInput: 65_536,
   summary: 16_384,
   diff: 65_536,
   fullDiff: 1_048_576,
@@ -59,7 +66,16 @@ export const pendingApprovalStatus = z
   .object({
     id: z.string().min(1).max(128).describe('Id to answer with; an answer with another id is ignored.'),
     toolName: z.string().min(1).max(128).describe('The tool the model wants to call.'),
-    input: z.string().max(LIMITS.pendingApprovalInput).describe('The call\'s input as JSON, bounded to 4 KiB.'),
+    input: z
+      .string()
+      .max(LIMITS.pendingApprovalInput)
+      .describe('The whole input of the call as JSON (never cut: a call whose input exceeds 64 KiB is denied instead of waiting).'),
+    inputBytes: count('Size of input in UTF-8 bytes.').optional(),
+    inputSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe('sha256 (hex) of input\'s UTF-8 bytes. An approval names it; the operator runs the call only when it matches the input it runs.'),
     requestedAt: timestamp('When the call started waiting.'),
   })
   .describe('The tool call waiting for a human, present only in phase WaitingForApproval. Answer with kubectl codingrun approve|deny.');

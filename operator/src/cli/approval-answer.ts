@@ -1,37 +1,96 @@
-// approve/deny as a decision on the run the user named: which id to answer, and the
-// annotation value that answers it (API.md "Approvals"). Pure; the adapter writes it.
-import type { CodingRun } from '../api/index.ts';
+// approve/deny as a decision on the run the user named: which id to answer, what the
+// approver must have seen, and the annotation value that answers it (API.md "Approvals";
+// the wire format is reconcile/approval-answer.ts). Security #11.5: an approve carries the
+// sha256 of the input it approves, and the operator runs the call only when that digest is
+// the digest of what it runs. approve shows the input whole before it answers; an input too
+// long to show is approved only with --sha256, taken from `get NAME --input`. Pure.
+import type { CodingRun, PendingApproval } from '../api/index.ts';
+import { approvalInputSha256, encodeApprovalAnnotation, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
 import { ApprovalIdMismatchError } from './errors/approval-id-mismatch-error.ts';
+import { ApprovalInputError } from './errors/approval-input-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 
-export interface ApprovalAnswer {
-  id: string;
-  decision: 'approve' | 'deny';
-  reason?: string;
-}
+export type { ApprovalAnswer };
+
+/** approve prints the pending input whole up to this size; a longer one needs --sha256 (from get --input). */
+export const SHOWN_INPUT_MAX_BYTES = 16_384;
 
 export interface AnswerRequest {
   decision: 'approve' | 'deny';
   /** The id the user expects to answer (--id); undefined answers whatever is pending. */
   id?: string;
   reason?: string;
+  /** approve --sha256: the digest of the input the approver read with get --input. */
+  sha256?: string;
+}
+
+export interface PendingInput {
+  /** status.pendingApproval.input, as stored. */
+  text: string;
+  bytes: number;
+  sha256: string;
+  /** True when text is provably the whole input: its size and sha256 are the ones the operator wrote. */
+  whole: boolean;
+  /** True when approve shows it in full (whole and at most SHOWN_INPUT_MAX_BYTES). */
+  shownByApprove: boolean;
+}
+
+/** What the plugin can say about a pending input: its digest, and whether it is the whole call. */
+export function pendingInput(pending: PendingApproval): PendingInput {
+  const bytes = Buffer.byteLength(pending.input, 'utf8');
+  const sha256 = approvalInputSha256(pending.input);
+  // An operator that cut the input (before Security #11.5) wrote no digest: never "whole".
+  const whole = pending.inputSha256 === sha256 && pending.inputBytes === bytes;
+  return { text: pending.input, bytes, sha256, whole, shownByApprove: whole && bytes <= SHOWN_INPUT_MAX_BYTES };
+}
+
+function waitingCall(run: CodingRun, id: string | undefined): PendingApproval {
+  const pending = run.status?.pendingApproval;
+  if (!pending || run.status?.phase !== 'WaitingForApproval') throw new NothingPendingError(run.metadata.name, run.status?.phase);
+  if (id !== undefined && id !== pending.id) throw new ApprovalIdMismatchError(run.metadata.name, id, pending.id, pending.toolName);
+  return pending;
 }
 
 /**
- * The answer to write, or NothingPendingError / ApprovalIdMismatchError. A run counts as
- * waiting when it has status.pendingApproval and its phase is WaitingForApproval: a stale
- * pendingApproval left on a run that moved on would be answered in vain.
+ * The answer to write, or NothingPendingError / ApprovalIdMismatchError / ApprovalInputError.
+ * A run counts as waiting when it has status.pendingApproval and its phase is
+ * WaitingForApproval: a stale pendingApproval left on a run that moved on would be answered
+ * in vain.
  */
 export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswer {
-  const pending = run.status?.pendingApproval;
-  if (!pending || run.status?.phase !== 'WaitingForApproval') throw new NothingPendingError(run.metadata.name, run.status?.phase);
-  if (request.id !== undefined && request.id !== pending.id) {
-    throw new ApprovalIdMismatchError(run.metadata.name, request.id, pending.id, pending.toolName);
+  const name = run.metadata.name;
+  const pending = waitingCall(run, request.id);
+  const reason = request.reason ? { reason: request.reason } : {};
+  if (request.decision === 'deny') return { id: pending.id, decision: 'deny', ...reason };
+  const input = pendingInput(pending);
+  const readIt = `read it with kubectl codingrun get ${name} --input, then approve with --id ${pending.id} --sha256 HASH`;
+  if (request.sha256 !== undefined) {
+    if (request.sha256 !== input.sha256) {
+      throw new ApprovalInputError(
+        `the input of ${pending.toolName} call ${pending.id} has sha256 ${input.sha256}, not ${request.sha256}: it is not the input you read; ${readIt}`,
+      );
+    }
+    if (!input.whole) {
+      throw new ApprovalInputError(
+        `status.pendingApproval of codingrun "${name}" does not hold the whole input of call ${pending.id} (its size or sha256 does not match ` +
+          'what the operator recorded); nobody can read what would run, so it cannot be approved: deny it',
+      );
+    }
+    return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };
   }
-  return { id: pending.id, decision: request.decision, ...(request.reason ? { reason: request.reason } : {}) };
+  if (!input.whole) {
+    throw new ApprovalInputError(
+      `status.pendingApproval of codingrun "${name}" does not show that its input is the whole call ${pending.id} (no matching size and sha256: ` +
+        `an operator older than this plugin?); ${readIt}, or deny it`,
+    );
+  }
+  if (!input.shownByApprove) {
+    throw new ApprovalInputError(
+      `the input of ${pending.toolName} call ${pending.id} is ${input.bytes} bytes, more than approve shows (${SHOWN_INPUT_MAX_BYTES}); ${readIt}`,
+    );
+  }
+  return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };
 }
 
-/** The annotation value: compact JSON with the keys in the documented order. */
-export function encodeAnswer(answer: ApprovalAnswer): string {
-  return JSON.stringify({ id: answer.id, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
-}
+/** The annotation value (reconcile/approval-answer.ts defines the format). */
+export const encodeAnswer = encodeApprovalAnnotation;

@@ -2,10 +2,11 @@
 // and the stop rules live here; formatting, parsing and decoding are pure modules, and the
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
 import { isTerminal, type CodingRun } from '../api/index.ts';
-import { answerFor, encodeAnswer } from './approval-answer.ts';
+import { answerFor, encodeAnswer, pendingInput } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
+import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
-import { RunTable, runRow, type RunRow } from './format-runs.ts';
+import { pendingApprovalLines, RunTable, runRow, type RunRow } from './format-runs.ts';
 import { helpText } from './help-text.ts';
 import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
@@ -27,15 +28,26 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
   const namespace = command.namespace ?? client.defaultNamespace;
   switch (command.command) {
     case 'get':
+      if (command.input) return printPendingInput(await requireRun(client, namespace, command.name!), namespace, io);
       return command.watch
         ? watchRuns(client, io, command.allNamespaces ? undefined : namespace, command.name)
         : getRuns(client, io, command.allNamespaces ? undefined : namespace, command.name);
     case 'approve':
     case 'deny': {
       const run = await requireRun(client, namespace, command.name);
-      const answer = answerFor(run, { decision: command.command, ...(command.id ? { id: command.id } : {}), ...(command.reason ? { reason: command.reason } : {}) });
-      await client.setApprovalAnnotation(namespace, command.name, encodeAnswer(answer));
+      const answer = answerFor(run, {
+        decision: command.command,
+        ...(command.id ? { id: command.id } : {}),
+        ...(command.reason ? { reason: command.reason } : {}),
+        ...(command.command === 'approve' && command.sha256 ? { sha256: command.sha256 } : {}),
+      });
       const pending = run.status!.pendingApproval!;
+      // Security #11.5: the approver sees what the answer's sha256 binds to, before it is written.
+      if (answer.decision === 'approve' && !(command.command === 'approve' && command.sha256)) {
+        io.out(`Approving ${pending.toolName} call ${pending.id}, input (${pendingInput(pending).bytes} bytes, sha256 ${answer.sha256}):`);
+        io.out(pending.input);
+      }
+      await client.setApprovalAnnotation(namespace, command.name, encodeAnswer(answer));
       io.out(`codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'}: ${pending.toolName} call ${answer.id}`);
       return 0;
     }
@@ -68,6 +80,26 @@ async function getRuns(client: RunClient, io: CliOutput, namespace: string | und
   const table = new RunTable(rows, { withNamespace: namespace === undefined });
   io.out(table.header());
   for (const row of rows) io.out(table.line(row));
+  // One run by name: the pending call in full, as approve will show it (Security #11.5).
+  if (name) for (const line of pendingApprovalLines(runs[0]!, namespace!)) io.out(line);
+  return 0;
+}
+
+/**
+ * get NAME --input: the pending input exactly (escaped on a terminal by main.ts) on stdout,
+ * its size and sha256 on stderr with the approve command that binds to it.
+ */
+function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): number {
+  const pending = run.status?.phase === 'WaitingForApproval' ? run.status.pendingApproval : undefined;
+  if (!pending) throw new NothingPendingError(run.metadata.name, run.status?.phase);
+  const input = pendingInput(pending);
+  io.out(input.text);
+  if (!input.whole) {
+    io.err(`warning: this is not provably the whole input of ${pending.toolName} call ${pending.id} (status.pendingApproval has no matching size and sha256); it cannot be approved, deny it`);
+    return 0;
+  }
+  io.err(`${pending.toolName} call ${pending.id}: ${input.bytes} bytes, sha256 ${input.sha256}`);
+  io.err(`to approve exactly this input: kubectl codingrun approve ${run.metadata.name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}`);
   return 0;
 }
 

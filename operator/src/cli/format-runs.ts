@@ -1,6 +1,7 @@
 // `get` output: one line per run, kubectl-style columns. Pure: the clock is a parameter, so
 // ages are testable and a watch can reformat the same run as time passes.
 import type { CodingRun } from '../api/index.ts';
+import { pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
 
 export interface RunRow {
   namespace: string;
@@ -36,13 +37,43 @@ export function formatTokens(run: CodingRun): string {
   return `${usage.complete ? '' : '>='}${usage.totalTokens}`;
 }
 
-/** `s12-c2 bash {"command":"npm test"}`, the input cut to keep the line readable. */
+/**
+ * `s12-c2 bash {"command":"npm test"}`, the input cut to keep the table's line readable (the
+ * cut is marked; `get NAME` shows the whole input below the table).
+ */
 export function formatPending(run: CodingRun): string {
   const pending = run.status?.pendingApproval;
   if (!pending) return '';
   const input = pending.input.replace(/\s+/g, ' ');
   const shown = input.length > PENDING_INPUT_MAX ? `${input.slice(0, PENDING_INPUT_MAX - 3)}...` : input;
   return `${pending.id} ${pending.toolName} ${shown}`;
+}
+
+/**
+ * Below the table of `get NAME`: the call waiting for approval with its whole input, its size
+ * and sha256, and how to answer. An input longer than approve shows is cut here with a mark
+ * and no digest, so that the only way to a digest is `get NAME --input`, which prints it all.
+ */
+export function pendingApprovalLines(run: CodingRun, namespace: string): string[] {
+  const pending = run.status?.phase === 'WaitingForApproval' ? run.status.pendingApproval : undefined;
+  if (!pending) return [];
+  const name = run.metadata.name;
+  const input = pendingInput(pending);
+  const header = `Pending approval ${pending.id}: ${pending.toolName} call, input ${input.bytes} bytes`;
+  const readAll = `print it whole with: kubectl codingrun get ${name} -n ${namespace} --input (it prints the sha256 to approve with)`;
+  if (!input.whole) {
+    return ['', `${header} (NOT provably whole: status.pendingApproval has no matching size and sha256):`, input.text, `To approve it, ${readAll}; or deny it.`];
+  }
+  if (!input.shownByApprove) {
+    const shown = input.text.slice(0, SHOWN_INPUT_MAX_BYTES);
+    return ['', `${header} (too long to show here; the first ${shown.length} characters):`, shown, `... CUT: ${readAll}.`];
+  }
+  return [
+    '',
+    `${header}, sha256 ${input.sha256}:`,
+    input.text,
+    `Answer with: kubectl codingrun approve ${name} -n ${namespace} --id ${pending.id}   (or: deny ${name} --id ${pending.id} --reason TEXT)`,
+  ];
 }
 
 export function runRow(run: CodingRun, now: Date): RunRow {

@@ -15,7 +15,9 @@ const OVERVIEW = `kubectl-codingrun: watch, approve and inspect CodingRuns (cham
 
 Usage:
   kubectl codingrun get [NAME] [-w] [-A]         phase, steps, tokens and pending approval, one line per run
-  kubectl codingrun approve NAME [--id ID]       let the pending tool call run
+  kubectl codingrun get NAME --input             print the pending call's whole input and its sha256
+  kubectl codingrun approve NAME [--id ID] [--sha256 HASH]
+                                                 let the pending tool call run (exactly the input shown)
   kubectl codingrun deny NAME --reason R [--id ID]
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
@@ -40,24 +42,41 @@ const API_KEY_VARIABLES = (() => {
 
 const TOPICS: Record<CommandName, string> = {
   get: `Usage: kubectl codingrun get [NAME] [-w] [-A] [-n NS]
+       kubectl codingrun get NAME --input [-n NS]
 
 One line per run: NAME, PHASE, REASON, STEPS, TOKENS, AGE and, while the run waits for a
-human, PENDING (approval id, tool, input). TOKENS is usage.totalTokens; ">=" marks a lower
-bound (some model call reported no usage).
+human, PENDING (approval id, tool, the start of the input). TOKENS is usage.totalTokens;
+">=" marks a lower bound (some model call reported no usage). With NAME, a run waiting for
+approval also shows the pending call's whole input, its size and sha256 (an input longer
+than 16 KiB is cut there, with a mark and without its sha256: read it with --input).
 
   -w, --watch           keep printing a line whenever a run changes. With NAME, stops when
                         the run reaches Succeeded, Failed or Cancelled.
   -A, --all-namespaces  list runs in every namespace
+      --input           print only the pending call's input, whole, on stdout (exact bytes
+                        when redirected), and on stderr its sha256 and the approve command
+                        that approves exactly it
+
+Model-written text (inputs, diffs) is shown on a terminal with control and bidi characters
+escaped (ESC as ^[, U+202E as <U+202E>) and a warning; redirected, it keeps its exact bytes.
 
 ${COMMON}`,
-  approve: `Usage: kubectl codingrun approve NAME [--id ID] [--reason TEXT] [-n NS]
+  approve: `Usage: kubectl codingrun approve NAME [--id ID] [--sha256 HASH] [--reason TEXT] [-n NS]
 
-Approves the tool call the run is waiting for (status.pendingApproval). Writes the
-annotation chamvi.dev/approval = {"id":"<pending id>","decision":"approve"} with a merge
-patch; whoever may patch the run may approve.
+Approves the tool call the run is waiting for (status.pendingApproval): prints its whole
+input, then writes the annotation chamvi.dev/approval =
+{"id":"<pending id>","decision":"approve","sha256":"<sha256 of the input shown>"} with a
+merge patch; whoever may patch the run may approve. The operator runs the call only when
+that sha256 is the sha256 of the input it is about to run; otherwise it refuses the
+approval (Warning Event ApprovalRefused) and the call keeps waiting.
+
+An input longer than 16 KiB is not printed by approve: read it whole with
+kubectl codingrun get NAME --input, which prints its sha256, and pass that with --sha256.
 
       --id ID           approve only if this is the pending call's id (as printed by get);
                         refuses when the run waits for another call
+      --sha256 HASH     approve only the input with this sha256 (from get NAME --input);
+                        required when the input is too long for approve to print
       --reason TEXT     note recorded with the answer
 
 ${COMMON}`,
@@ -75,7 +94,9 @@ ${COMMON}`,
 
 Prints the run's full unified diff: from the ConfigMap named in status.result.diffConfigMap
 (key "diff" as plain text, or key "diff.gz" in binaryData as gzip), else the bounded copy in
-status.result.diff, with a warning on stderr when that copy is truncated.
+status.result.diff, with a warning on stderr when that copy is truncated. On a terminal,
+control and bidi characters in the diff are shown escaped (ESC as ^[) with a warning;
+redirected (> change.diff), the diff keeps its exact bytes and applies.
 
 ${COMMON}`,
   run: `Usage: kubectl codingrun run -f FILE --local [-n NS] [--redis-url URL]
@@ -97,9 +118,11 @@ in the run's namespace count.
   API key       the Secret named by spec.model.apiKeySecretRef, from FILE; when FILE has
                 none, from $CHAMVI_API_KEY, else the provider's variable:
 ${API_KEY_VARIABLES}
-  approvals     calls of spec.approval.tools are asked on the terminal (y/N, then a reason
-                for the model). Without a terminal (stdin not a TTY, or -f -) every such
-                call is denied with the reason "no terminal to approve on" and the run goes on.
+  approvals     calls of spec.approval.tools are asked on the terminal, their whole input
+                shown escaped (y/N, then a reason for the model). Without a terminal (stdin
+                not a TTY, or -f -) every such call is denied with the reason "no terminal to
+                approve on" and the run goes on. When bash is gated, spec.sandbox.setup (run
+                on this machine) is asked the same way; denied, the run fails SetupFailed.
   Redis         --redis-url, else $REDIS_URL (the run's keys, under a prefix of their own,
                 are deleted at the end); else a redis-server from PATH (Debian package
                 redis-server) started on a free loopback port without persistence, and

@@ -3,6 +3,7 @@
 // and turns errors into a message and an exit code
 // (0 done, 1 error, 2 usage). `kubectl codingrun ...` finds it as a kubectl plugin on PATH.
 import { KubeConfig } from '@kubernetes/client-node';
+import { TerminalText } from './display-escape.ts';
 import { CliError } from './errors/cli-error.ts';
 import { UsageError } from './errors/usage-error.ts';
 import { executeCommand } from './execute-command.ts';
@@ -31,9 +32,15 @@ export async function main(argv: readonly string[]): Promise<number> {
   const abort = new AbortController();
   process.once('SIGINT', () => abort.abort());
   process.once('SIGTERM', () => abort.abort());
+  // Security #11.11: runs' text is model-controlled; a terminal shows its control characters
+  // (escaped, with one warning) instead of obeying them. A redirected stdout keeps the exact
+  // bytes, so a diff saved to a file still applies; stderr is only ever read by people.
+  const warn = (line: string) => process.stderr.write(`${line}\n`);
+  const stdout = new TerminalText({ terminal: process.stdout.isTTY === true, warn, hint: 'redirect stdout to a file for the exact bytes' });
+  const stderr = new TerminalText({ terminal: true, warn });
   const io = {
-    out: (text: string) => process.stdout.write(`${text}\n`),
-    err: (text: string) => process.stderr.write(`${text}\n`),
+    out: (text: string) => process.stdout.write(`${stdout.show(text)}\n`),
+    err: (text: string) => process.stderr.write(`${stderr.show(text)}\n`),
     now: () => new Date(),
     signal: abort.signal,
   };

@@ -15,8 +15,8 @@ export interface Connection {
 
 export type Command =
   | { command: 'help'; topic?: CommandName }
-  | ({ command: 'get'; name?: string; watch: boolean; allNamespaces: boolean } & Connection)
-  | ({ command: 'approve'; name: string; id?: string; reason?: string } & Connection)
+  | ({ command: 'get'; name?: string; watch: boolean; allNamespaces: boolean; input?: boolean } & Connection)
+  | ({ command: 'approve'; name: string; id?: string; reason?: string; sha256?: string } & Connection)
   | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
   | ({ command: 'diff'; name: string } & Connection)
   | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string };
@@ -29,6 +29,8 @@ const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandNa
   help: { takesValue: false },
   watch: { takesValue: false, commands: ['get'] },
   'all-namespaces': { takesValue: false, commands: ['get'] },
+  input: { takesValue: false, commands: ['get'] },
+  sha256: { takesValue: true, commands: ['approve'] },
   reason: { takesValue: true, commands: ['approve', 'deny'] },
   id: { takesValue: true, commands: ['approve', 'deny'] },
   filename: { takesValue: true, commands: ['run'] },
@@ -120,11 +122,26 @@ export function parseArguments(argv: readonly string[]): Command {
       if (allNamespaces && (rest[0] || connection.namespace)) {
         throw new UsageError('--all-namespaces lists every run: give no NAME and no --namespace with it', first);
       }
-      return { command: 'get', ...connection, ...(rest[0] ? { name: rest[0] } : {}), watch: flags.has('watch'), allNamespaces };
+      if (flags.has('input') && (!rest[0] || flags.has('watch') || allNamespaces)) {
+        throw new UsageError('--input prints the pending input of one run: give its NAME, without -w or -A', first);
+      }
+      const input = flags.has('input') ? { input: true } : {};
+      return { command: 'get', ...connection, ...(rest[0] ? { name: rest[0] } : {}), watch: flags.has('watch'), allNamespaces, ...input };
     }
     case 'approve': {
       const name = requireName();
-      return { command: 'approve', ...connection, name, ...(text('id') ? { id: text('id') } : {}), ...(text('reason') ? { reason: text('reason') } : {}) };
+      const sha256 = text('sha256');
+      if (sha256 !== undefined && !/^[0-9a-f]{64}$/.test(sha256)) {
+        throw new UsageError(`--sha256 must be the 64 lowercase hex digits printed by kubectl codingrun get ${name} --input, got "${sha256}"`, first);
+      }
+      return {
+        command: 'approve',
+        ...connection,
+        name,
+        ...(text('id') ? { id: text('id') } : {}),
+        ...(text('reason') ? { reason: text('reason') } : {}),
+        ...(sha256 ? { sha256 } : {}),
+      };
     }
     case 'deny': {
       const name = requireName();

@@ -2,16 +2,13 @@
 // starts and stops; the workers (BullMQ) do the work. Both methods are idempotent: the
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
+import type { ApprovalAnswer } from '../reconcile/approval-answer.ts';
 import type { AgentView } from '../reconcile/observed-run.ts';
 
 export type { AgentView };
 
-/** A human's answer to a pending approval (the chamvi.dev/approval annotation). */
-export interface ApprovalAnswer {
-  id: string;
-  decision: 'approve' | 'deny';
-  reason?: string;
-}
+/** A human's answer to a pending approval: the chamvi.dev/approval annotation's one definition. */
+export type { ApprovalAnswer };
 
 export interface RunAgent {
   /** Enqueue the run's first job (prepare). A second call for the same run does nothing. */

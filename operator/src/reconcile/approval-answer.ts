@@ -1,14 +1,42 @@
-// Reading a human's answer to a pending approval from the chamvi.dev/approval annotation
-// (written by `kubectl codingrun approve|deny`). Pure.
+// The chamvi.dev/approval annotation, the one wire format of a human's answer to a pending
+// approval: written by `kubectl codingrun approve|deny`, read by decide(), carried to the
+// resume job. An approval names the sha256 of the input it approves (the hex digest of the
+// UTF-8 bytes of the call's input as JSON, as status.pendingApproval shows it), and the
+// resume job runs the call only when that digest is the digest of the exact input it is
+// about to run: a human approves exactly what runs, never a cut or a changed call. Pure.
+import { createHash } from 'node:crypto';
 import { APPROVAL_ANNOTATION, type CodingRun } from '../api/index.ts';
 
 export interface ApprovalAnswer {
   id: string;
   decision: 'approve' | 'deny';
   reason?: string;
+  /** approve: sha256 (64 lowercase hex) of the input approved. A deny needs none. */
+  sha256?: string;
 }
 
 export type AnnotationReading = { kind: 'none' } | { kind: 'answer'; answer: ApprovalAnswer } | { kind: 'invalid'; message: string };
+
+export const SHA256_PATTERN = /^[0-9a-f]{64}$/;
+const REASON_MAX = 1024;
+
+/** The digest an approval names: sha256 hex of the input's JSON text. */
+export function approvalInputSha256(inputJson: string): string {
+  return createHash('sha256').update(inputJson, 'utf8').digest('hex');
+}
+
+/** The call's input as the JSON text an approver reads and hashes. */
+export const approvalInputJson = (input: unknown): string => JSON.stringify(input) ?? 'null';
+
+/** The annotation value: compact JSON with the keys in the documented order. */
+export function encodeApprovalAnnotation(answer: ApprovalAnswer): string {
+  return JSON.stringify({
+    id: answer.id,
+    decision: answer.decision,
+    ...(answer.sha256 !== undefined ? { sha256: answer.sha256 } : {}),
+    ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+  });
+}
 
 export function readApprovalAnnotation(run: CodingRun): AnnotationReading {
   const raw = run.metadata.annotations?.[APPROVAL_ANNOTATION];
@@ -19,9 +47,20 @@ export function readApprovalAnnotation(run: CodingRun): AnnotationReading {
   } catch {
     return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION} is not JSON; use kubectl codingrun approve|deny` };
   }
-  const { id, decision, reason } = (value ?? {}) as Record<string, unknown>;
+  const { id, decision, reason, sha256 } = (value ?? {}) as Record<string, unknown>;
   if (typeof id !== 'string' || (decision !== 'approve' && decision !== 'deny')) {
-    return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION} needs {"id": "...", "decision": "approve"|"deny"}` };
+    return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION} needs {"id": "...", "decision": "approve"|"deny", "sha256": "..."}` };
   }
-  return { kind: 'answer', answer: { id, decision, ...(typeof reason === 'string' && reason ? { reason: reason.slice(0, 1024) } : {}) } };
+  if (sha256 !== undefined && (typeof sha256 !== 'string' || !SHA256_PATTERN.test(sha256))) {
+    return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION}: sha256 must be 64 lowercase hex digits, the digest of the input approved` };
+  }
+  return {
+    kind: 'answer',
+    answer: {
+      id,
+      decision,
+      ...(typeof sha256 === 'string' ? { sha256 } : {}),
+      ...(typeof reason === 'string' && reason ? { reason: reason.slice(0, REASON_MAX) } : {}),
+    },
+  };
 }

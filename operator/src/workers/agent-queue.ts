@@ -65,7 +65,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
   }
 
   async resume(run: CodingRun, answer: ApprovalAnswer): Promise<void> {
-    await this.add('resume', jobId.resume(run.metadata.uid, answer.id), { ...AgentQueue.ref(run), approval: answer });
+    const approve = answer.decision === 'approve' ? { sha256: answer.sha256 } : undefined;
+    await this.add('resume', jobId.resume(run.metadata.uid, answer.id, approve), { ...AgentQueue.ref(run), approval: answer });
   }
 
   async step(ref: { uid: string; namespace: string; name: string }, completed: number): Promise<void> {
@@ -117,6 +118,7 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
     const reading = readApprovalAnnotation(run);
     if (reading.kind === 'answer') approvals.push(reading.answer.id);
+    if (reading.kind === 'answer' && reading.answer.decision === 'approve') ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
     const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.

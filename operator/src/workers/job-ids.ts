@@ -12,12 +12,18 @@ export interface AgentJobData {
   /** step: the number of steps already completed when this job runs. */
   step?: number;
   /** resume: the approval answered. */
-  approval?: { id: string; decision: 'approve' | 'deny'; reason?: string };
+  approval?: { id: string; decision: 'approve' | 'deny'; reason?: string; sha256?: string };
 }
 
 export const jobId = {
   prepare: (uid: string) => `${uid}-prepare`,
   step: (uid: string, completed: number) => `${uid}-step-${completed}`,
   finalize: (uid: string) => `${uid}-finalize`,
-  resume: (uid: string, approvalId: string) => `${uid}-resume-${approvalId.replace(/[^A-Za-z0-9_-]/g, '_')}`,
+  /**
+   * A deny (by a human or at the timeout) has the id of its approval; an approve also names
+   * the digest it carries (Security #11.5), so an approval refused for a wrong digest does
+   * not block a second approval, with the right one, of the same call.
+   */
+  resume: (uid: string, approvalId: string, approve?: { sha256?: string | undefined }) =>
+    `${uid}-resume-${approvalId.replace(/[^A-Za-z0-9_-]/g, '_')}${approve ? `-approve-${approve.sha256?.slice(0, 16) ?? 'nohash'}` : ''}`,
 };

@@ -1,9 +1,11 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step.
 import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import type { ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from '../controller/run-agent.ts';
 import { endStep, handOn, runInFlightCalls } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
+import { approvalRefusal } from './approval-input.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
   const state = await deps.states.load(ref);
@@ -20,6 +22,12 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const run = await liveRun(deps, ref);
   if (!run) {
     await forgetRun(deps, ref);
+    return;
+  }
+  // Security #11.5: an approve runs the call only when it names the sha256 of this very input.
+  const refusal = approvalRefusal(answer, pending);
+  if (refusal) {
+    await refuseApproval(deps, run, refusal);
     return;
   }
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
@@ -48,4 +56,13 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
   });
   await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+}
+
+/** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */
+async function refuseApproval(deps: AgentDependencies, run: ParsedCodingRun, message: string): Promise<void> {
+  const outcome = await deps.status.write(run.metadata.namespace, run.metadata.name, run.metadata.uid, (status) => {
+    if (status.phase === 'WaitingForApproval') status.message = message;
+    return status;
+  });
+  await deps.events.record(outcome.run ?? run, { type: 'Warning', reason: 'ApprovalRefused', message });
 }

@@ -13,7 +13,7 @@ import { buildToolSet } from '../agent/tool-definitions.ts';
 import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
 import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
 import { setCondition } from '../reconcile/conditions.ts';
-import { LIMITS } from '../api/index.ts';
+import { pendingApprovalView, previewInput, refuseOversizedApproval } from './approval-input.ts';
 import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { executeToolCalls, summariseCalls, toolMessage } from './tool-execution.ts';
@@ -204,6 +204,13 @@ export async function runCallsUntilApproval(
     return false;
   }
   const call = calls[gated]!;
+  // Security #11.5: a human approves the whole input or nothing; one too large to show whole is denied now.
+  const oversized = refuseOversizedApproval(call);
+  if (oversized) {
+    state.toolCalls += 1;
+    deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
+    return runCallsUntilApproval(deps, run, state, calls.slice(gated + 1), [...results, oversized], progress);
+  }
   state.stage = 'waiting';
   state.pendingApproval = {
     id: `s${state.step}-c${state.toolCalls + 1}`,
@@ -287,12 +294,8 @@ export async function afterCalls(
     if (state.stage === 'waiting' && pending) {
       status.phase = 'WaitingForApproval';
       status.message = `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${ref.name} (or deny).`;
-      status.pendingApproval = {
-        id: pending.id,
-        toolName: pending.toolName,
-        input: JSON.stringify(pending.input).slice(0, LIMITS.pendingApprovalInput),
-        requestedAt: pending.requestedAt,
-      };
+      // The whole input with its size and sha256 (Security #11.5): an approval names that digest.
+      status.pendingApproval = pendingApprovalView(pending);
       status.conditions = setCondition(status.conditions, { type: 'AwaitingApproval', status: 'True', reason: 'ToolCallNeedsApproval', message: `A ${pending.toolName} call waits for approval (id ${pending.id}).` }, generation, now);
     } else {
       status.phase = 'Running';
@@ -312,7 +315,7 @@ export async function afterCalls(
   }
   void deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
   if (state.stage === 'waiting' && pending) {
-    await deps.events.record(outcome.run, { type: 'Normal', reason: 'AwaitingApproval', message: `${pending.toolName} call ${pending.id} waits for approval: ${JSON.stringify(pending.input).slice(0, 300)}` });
+    await deps.events.record(outcome.run, { type: 'Normal', reason: 'AwaitingApproval', message: `${pending.toolName} call ${pending.id} waits for approval: ${previewInput(pending.input)}` });
     return;
   }
   if (state.stage === 'finalizing') await deps.queue.finalize(ref);

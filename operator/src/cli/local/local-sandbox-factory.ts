@@ -3,15 +3,18 @@
 // is released. Its environment is built like the pod's: PATH and locale from this shell,
 // HOME in the temporary directory, spec.sandbox.env, and nothing else, so API keys in the
 // user's environment do not reach the commands the model runs. It is NOT the pod's
-// isolation: the tools run as the user, on this machine, with its network.
+// isolation: the tools run as the user, on this machine, with its network. So (Security
+// #11.13) spec.sandbox.setup, a bash command, runs here only as a bash call of the model
+// would: when bash is in spec.approval.tools, a human approves it first.
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParsedCodingRun } from '../../api/index.ts';
+import type { ApprovalAnswer } from '../../controller/run-agent.ts';
 import { DEFAULT_TOOLBOX_PATH, createLocalSandbox, type LocalSandbox } from '../../sandbox/local-sandbox.ts';
-import type { Sandbox } from '../../sandbox/sandbox.ts';
+import type { Sandbox, ToolRequest, ToolResponse } from '../../sandbox/sandbox.ts';
 import type { SandboxFactory } from '../../workers/sandbox-pool.ts';
 import { ToolboxMissingError } from '../errors/toolbox-missing-error.ts';
 
@@ -55,6 +58,24 @@ async function createRunSandbox(run: ParsedCodingRun, toolboxPath: string, env: 
   return { sandbox, base };
 }
 
+/** Asks whether spec.sandbox.setup may run on this machine; the command is shown whole. */
+export type SetupApprover = (run: ParsedCodingRun, command: string) => Promise<ApprovalAnswer>;
+
+/** True for the prepare job's run of spec.sandbox.setup when the run's policy gates bash. */
+export function isGatedSetup(run: ParsedCodingRun, request: ToolRequest): boolean {
+  const setup = run.spec.sandbox.setup;
+  if (!setup || request.tool !== 'bash' || !run.spec.approval.tools.includes('bash')) return false;
+  return (request.input as { command?: unknown } | undefined)?.command === setup;
+}
+
+/** The refusal the prepare job reports as SetupFailed: nothing ran. */
+export function setupDenied(answer: ApprovalAnswer): ToolResponse {
+  const message =
+    `setup needed approval (bash is in spec.approval.tools, so spec.sandbox.setup is asked like a bash call) and was denied: ` +
+    `${answer.reason ?? 'no reason given'}; nothing ran. Run it on a terminal to approve it, or take bash out of spec.approval.tools`;
+  return { ok: false, error: { code: 'INVALID_INPUT', message } };
+}
+
 /** A SandboxFactory (synchronous, as the pool wants) whose sandboxes come up on first use. */
 export class LocalSandboxFactory {
   private readonly open = new Set<Sandbox>();
@@ -62,6 +83,8 @@ export class LocalSandboxFactory {
   constructor(
     private readonly toolboxPath: string,
     private readonly env: NodeJS.ProcessEnv,
+    /** Without one, a gated setup is denied. */
+    private readonly approveSetup?: SetupApprover,
   ) {}
 
   readonly create: SandboxFactory = (run) => {
@@ -69,8 +92,19 @@ export class LocalSandboxFactory {
     // Awaited by the first call; a failure reaches that call, never an unhandled rejection.
     creating.catch(() => undefined);
     let closed: Promise<void> | undefined;
+    // Asked once per run: a retried prepare job must not ask again, nor run a denied setup.
+    let setupAnswer: Promise<ApprovalAnswer> | undefined;
     const sandbox: Sandbox = {
-      call: async (request, options) => (await creating).sandbox.call(request, options),
+      call: async (request, options) => {
+        if (isGatedSetup(run, request)) {
+          setupAnswer ??= this.approveSetup
+            ? this.approveSetup(run, run.spec.sandbox.setup!)
+            : Promise.resolve({ id: 'setup', decision: 'deny', reason: 'no way to ask' });
+          const answer = await setupAnswer;
+          if (answer.decision !== 'approve') return setupDenied(answer);
+        }
+        return (await creating).sandbox.call(request, options);
+      },
       importTree: async (tar) => (await creating).sandbox.importTree(tar),
       close: () =>
         (closed ??= (async () => {

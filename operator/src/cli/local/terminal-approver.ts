@@ -2,15 +2,22 @@
 // and a y/N question asked (a "no" asks for a reason, which the model reads). Without a
 // terminal (stdin is a pipe or a file, as in CI) nobody can answer, so every gated call is
 // denied with the reason "no terminal to approve on" and the run goes on without it.
+// Security #11.5: the question shows the whole input (escaped: it is the model's text), and
+// the answer names the sha256 of what was shown, which the resume job checks against the
+// input it runs.
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalAnswer } from '../../controller/run-agent.ts';
+import { approvalInputSha256 } from '../../reconcile/approval-answer.ts';
+import { escapeForDisplay } from '../display-escape.ts';
 
 export interface ApprovalRequest {
   runName: string;
   id: string;
   toolName: string;
-  /** The call's input as JSON (bounded to 4 KiB by the status). */
+  /** The call's whole input as JSON (status.pendingApproval.input). */
   input: string;
+  /** What is asked about when it is not a tool call of the model's, e.g. "spec.sandbox.setup". */
+  subject?: string;
 }
 
 /** Answers one request; gives up (rejects) when the signal aborts. */
@@ -38,10 +45,14 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
     const closed = new Promise<string>((resolve) => lines.once('close', () => resolve('\u0000closed')));
     const ask = async (question: string) => Promise.race([lines.question(question, { signal }), closed]);
     try {
-      options.output.write(`\ncodingrun/${request.runName} wants to run ${request.toolName} (approval ${request.id}):\n  ${request.input}\n`);
+      const shown = escapeForDisplay(request.input);
+      const what = request.subject ? `${request.subject} with ${request.toolName}` : `${request.toolName} (approval ${request.id})`;
+      const bytes = Buffer.byteLength(request.input, 'utf8');
+      options.output.write(`\ncodingrun/${request.runName} wants to run ${what}, input ${bytes} bytes, shown whole:\n${shown.text}\n`);
+      if (shown.escaped > 0) options.output.write(`(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`);
       const answer = await ask('Approve? [y/N] ');
       if (answer === '\u0000closed') return { id: request.id, decision: 'deny', reason: 'no answer: the terminal input ended' };
-      if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve' };
+      if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve', sha256: approvalInputSha256(request.input) };
       const reason = await ask('Reason, for the model (Enter for none): ');
       const given = reason === '\u0000closed' ? '' : reason.trim();
       return { id: request.id, decision: 'deny', reason: given || DENIED_AT_TERMINAL };

@@ -1,0 +1,75 @@
+// Model-controlled text (a diff, a tool call's input, a summary, an Event message) shown to a
+// person. A terminal obeys control characters: ESC[2K erases the line just printed, an OSC
+// sequence sets the window title or a hyperlink, a carriage return or backspaces overwrite
+// what came before, and a bidi override (U+202E) shows bytes in another order than they run.
+// So what a human reads must show those characters instead of obeying them: C0 controls and
+// DEL in caret notation as `cat -v` does (ESC is ^[), C1 controls and invisible or
+// reordering Unicode as <U+XXXX>. Newlines and tabs stay in multi-line text; a CR right
+// before a newline (CRLF files) is harmless and kept. Pure; every place that prints model
+// text goes through here (TerminalText at the CLI's edges, the local approval prompt).
+
+export type EscapeMode =
+  /** Keeps \n and \t (and \r before \n): for diffs and inputs shown whole. */
+  | 'lines'
+  /** Escapes every control character, newlines included: for one-line fields. */
+  | 'inline';
+
+export interface EscapedText {
+  text: string;
+  /** How many characters were shown escaped; 0 when the text is printed as it is. */
+  escaped: number;
+}
+
+// C0 controls, DEL, C1 controls; then Unicode that reorders or hides text: the Arabic letter
+// mark, zero-width space, LRM/RLM, line and paragraph separators, the bidi embeddings and
+// overrides (U+202A–U+202E), the isolates (U+2066–U+2069), and the BOM / zero-width no-break
+// space. Joiners (U+200C, U+200D) stay: emoji and several scripts need them.
+const SHOWN_ESCAPED = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
+
+function visible(character: string): string {
+  const code = character.charCodeAt(0);
+  if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
+  if (code === 0x7f) return '^?';
+  return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
+}
+
+export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): EscapedText {
+  let escaped = 0;
+  const shown = text.replace(SHOWN_ESCAPED, (character, offset: number) => {
+    if (mode === 'lines' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n'))) return character;
+    escaped += 1;
+    return visible(character);
+  });
+  return { text: shown, escaped };
+}
+
+export const ESCAPE_WARNING =
+  'warning: the output holds control or bidirectional characters; they are shown escaped (ESC as ^[, a bidi override as <U+202E>)';
+
+/**
+ * One output stream's view of escaping: on a terminal, text is escaped and the first escape
+ * prints one warning; elsewhere (a pipe, a file) the bytes go out exactly, so a redirected
+ * diff still applies.
+ */
+export class TerminalText {
+  private warned = false;
+
+  constructor(
+    private readonly options: {
+      terminal: boolean;
+      warn: (line: string) => void;
+      /** Added to the warning, e.g. how to get the exact bytes. */
+      hint?: string;
+    },
+  ) {}
+
+  show(text: string, mode: EscapeMode = 'lines'): string {
+    if (!this.options.terminal) return text;
+    const result = escapeForDisplay(text, mode);
+    if (result.escaped > 0 && !this.warned) {
+      this.warned = true;
+      this.options.warn(`${ESCAPE_WARNING}${this.options.hint ? `; ${this.options.hint}` : ''}`);
+    }
+    return result.text;
+  }
+}

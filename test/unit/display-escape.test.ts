@@ -1,0 +1,52 @@
+// Security #11.11 / #11.5: model-controlled text shown on a terminal shows its control and
+// bidi characters instead of obeying them, and is exact when it is not for a terminal.
+import { describe, expect, it } from 'vitest';
+import { escapeForDisplay, TerminalText } from '../../operator/src/cli/display-escape.ts';
+
+describe('security #11.11 escapeForDisplay', () => {
+  it('shows a line-erasing CSI and an OSC title in caret notation, so nothing is hidden', () => {
+    const hostile = 'rm -rf ~\x1b[2K\r\x1b[1Aecho hello\x1b]0;innocent title\x07';
+    const { text, escaped } = escapeForDisplay(hostile);
+    expect(text).toBe('rm -rf ~^[[2K^M^[[1Aecho hello^[]0;innocent title^G');
+    expect(text).not.toMatch(/[\x00-\x1f\x7f]/);
+    expect(escaped).toBe(5);
+  });
+
+  it('shows bidi overrides, isolates and invisible characters as <U+XXXX>', () => {
+    const { text, escaped } = escapeForDisplay('access = "user\u202E \u2066// admin\u2069\u2067" \u200B\uFEFF\u061C\u2028');
+    expect(text).toBe('access = "user<U+202E> <U+2066>// admin<U+2069><U+2067>" <U+200B><U+FEFF><U+061C><U+2028>');
+    expect(escaped).toBe(8);
+  });
+
+  it('shows C1 controls (an 8-bit CSI) and DEL', () => {
+    expect(escapeForDisplay('a\u009b2Kb\u007f').text).toBe('a<U+009B>2Kb^?');
+  });
+
+  it('keeps newlines, tabs and CRLF line ends in multi-line text, and escapes them inline', () => {
+    expect(escapeForDisplay('a\tb\r\nc\n')).toEqual({ text: 'a\tb\r\nc\n', escaped: 0 });
+    expect(escapeForDisplay('a\tb\r\nc', 'inline').text).toBe('a^Ib^M^Jc');
+  });
+
+  it('leaves ordinary text, emoji with joiners and non-Latin scripts alone', () => {
+    const text = 'héllo 世界 👩‍💻 नमस्ते';
+    expect(escapeForDisplay(text)).toEqual({ text, escaped: 0 });
+  });
+});
+
+describe('security #11.11 TerminalText', () => {
+  it('escapes on a terminal and warns once', () => {
+    const warnings: string[] = [];
+    const shown = new TerminalText({ terminal: true, warn: (line) => warnings.push(line), hint: 'redirect stdout' });
+    expect(shown.show('+\x1b[2Khidden')).toBe('+^[[2Khidden');
+    expect(shown.show('+\x1b]0;t\x07')).toBe('+^[]0;t^G');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/control or bidirectional characters.*shown escaped.*redirect stdout/);
+  });
+
+  it('keeps the exact bytes when the output is not a terminal, and does not warn', () => {
+    const warnings: string[] = [];
+    const raw = new TerminalText({ terminal: false, warn: (line) => warnings.push(line) });
+    expect(raw.show('+\x1b[2Khidden\u202E')).toBe('+\x1b[2Khidden\u202E');
+    expect(warnings).toEqual([]);
+  });
+});
