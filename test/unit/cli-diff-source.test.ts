@@ -5,6 +5,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, RunResult } from '../../operator/src/api/index.ts';
 import { chooseDiff, decodeDiffConfigMap } from '../../operator/src/cli/diff-source.ts';
+import { DiffNotOwnedError } from '../../operator/src/cli/errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from '../../operator/src/cli/errors/diff-unavailable-error.ts';
 
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
@@ -44,9 +45,28 @@ describe('decodeDiffConfigMap', () => {
   });
 });
 
+// What the operator writes on the diff ConfigMap of run "hello" (uid u).
+const ownedByHello = {
+  metadata: {
+    labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': 'hello', 'chamvi.dev/run-uid': 'u' },
+    ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: 'hello', uid: 'u', controller: true }],
+  },
+};
+
 describe('chooseDiff', () => {
   it('prefers the ConfigMap over the bounded status copy', () => {
-    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { data: { diff: DIFF } })).toEqual({ text: DIFF });
+    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { ...ownedByHello, data: { diff: DIFF } })).toEqual({ text: DIFF });
+  });
+
+  it.each([
+    ['no ownerReference', { labels: ownedByHello.metadata.labels }, /not the run's \(it has no controller ownerReference\)/],
+    ['another run as its controller', { ...ownedByHello.metadata, ownerReferences: [{ ...ownedByHello.metadata.ownerReferences[0], uid: 'other' }] }, /controller is CodingRun other, not this run \(u\)/],
+  ])('security #11.6 refuses a ConfigMap the run does not own (%s) instead of printing it', (_, metadata, why) => {
+    const planted = { metadata, data: { diff: 'diff --git a/x b/x\n+planted\n' } };
+    const hello = run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' });
+    expect(() => chooseDiff(hello, planted)).toThrow(DiffNotOwnedError);
+    expect(() => chooseDiff(hello, planted)).toThrow(why);
+    expect(() => chooseDiff(hello, planted)).toThrow(/ConfigMap agents\/hello-diff named in codingrun "hello"'s status.result.diffConfigMap.*status.result.diff/);
   });
 
   it('falls back to status.result.diff with a warning when the ConfigMap is gone and the copy is truncated', () => {

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { AGENT_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
-import type { ObservedRun, SandboxPodView } from '../../operator/src/reconcile/observed-run.ts';
+import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import type { ObservedRun, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2 }, {});
 const now = new Date('2026-11-29T12:00:00Z');
@@ -45,7 +46,7 @@ describe('decide: accepting a new run', () => {
   it('adds the finalizer first, then admits a valid run and creates policy and pod', () => {
     const decision = decide(observe(run({ metadata: { finalizers: [] } })), config, now);
     expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
-    expect(decision.status).toMatchObject({ phase: 'Provisioning', podName: 'fix-sandbox', startTime: now.toISOString(), observedGeneration: 2 });
+    expect(decision.status).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run()), startTime: now.toISOString(), observedGeneration: 2 });
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'True', reason: 'Valid', observedGeneration: 2 });
     expect(decision.events.map((event) => event.reason)).toEqual(['Accepted', 'Provisioning']);
   });
@@ -224,5 +225,36 @@ describe('decide: finished and deleted runs', () => {
   it('does nothing for a deleted run that has no finalizer', () => {
     const deleted = run({ metadata: { deletionTimestamp: now.toISOString(), finalizers: [] } });
     expect(decide(observe(deleted), config, now).actions).toEqual([]);
+  });
+});
+
+describe('security #11.14 decide: a foreign object holding the sandbox name', () => {
+  const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: sandboxPodName(run()), conditions: accepted } });
+  const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: sandboxPodName(run()), conditions: accepted } });
+  // Accepted already, so only the sandbox is left to decide.
+  const admitted = (overrides: Parameters<typeof run>[0] = {}) => run({ ...overrides, status: { phase: 'Pending', conditions: accepted } });
+  const foreignPod: TakenName = { kind: 'Pod', name: sandboxPodName(run()), why: 'it has no controller ownerReference' };
+  const foreignPolicy: TakenName = { kind: 'NetworkPolicy', name: networkPolicyName(run()), why: 'it has no controller ownerReference' };
+
+  it.each([
+    ['an admitted run about to get its pod, the pod name taken', admitted({ metadata: { finalizers: [] } }), {}, [foreignPod], ['addFinalizer', 'stopAgent']],
+    ['an admitted run about to get its pod, the policy name taken', admitted(), {}, [foreignPolicy], ['stopAgent']],
+    ['a provisioning run whose pod name is taken', provisioning, { networkPolicyExists: true }, [foreignPod], ['stopAgent', 'deleteNetworkPolicy']],
+    ['a running run whose pod was replaced by a foreign one', running, { networkPolicyExists: true }, [foreignPod], ['stopAgent', 'deleteNetworkPolicy']],
+    ['a running run whose policy name is taken', running, { pod: pod() }, [foreignPolicy], ['stopAgent', 'deletePod']],
+  ])('fails %s with SandboxNameTaken, creating nothing and deleting only its own objects', (_, r, seen, takenNames, actions) => {
+    const decision = decide(observe(r, { references: undefined, ...seen, takenNames }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxNameTaken' });
+    expect(decision.status!.message).toContain(`${takenNames[0]!.kind} agents/${takenNames[0]!.name} (it has no controller ownerReference)`);
+    expect(decision.status!.message).toMatch(/neither uses nor deletes it.*delete it, and create the run again/);
+    expect(types(decision)).toEqual(actions);
+    expect(decision.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'SandboxNameTaken' }));
+  });
+
+  it('leaves a foreign holder alone once the run has ended or is deleted', () => {
+    const failed = run({ status: { phase: 'Failed', reason: 'SandboxNameTaken', completionTime: minutesAgo(1), conditions: accepted } });
+    expect(types(decide(observe(failed, { takenNames: [foreignPod] }), config, now))).toEqual([]);
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: failed.status! });
+    expect(types(decide(observe(deleted, { takenNames: [foreignPod, foreignPolicy] }), config, now))).toEqual(['stopAgent', 'removeFinalizer']);
   });
 });

@@ -16,6 +16,8 @@ export const REASONS = {
   BudgetExceeded: 'BudgetExceeded',
   DeadlineExceeded: 'DeadlineExceeded',
   SandboxLost: 'SandboxLost',
+  /** Security #11.14: a pod or NetworkPolicy the run does not own holds its sandbox's name; it is neither used nor deleted. */
+  SandboxNameTaken: 'SandboxNameTaken',
   ModelAuthFailed: 'ModelAuthFailed',
   ModelUnavailable: 'ModelUnavailable',
   ModelRequestRejected: 'ModelRequestRejected',

@@ -2,18 +2,22 @@
 // (status.result.diffConfigMap, written by the finalize worker) holds ONE of:
 //   data.diff             the unified diff as plain UTF-8 text (when it fits, ~900 KiB)
 //   binaryData["diff.gz"] the diff gzip-compressed (the API returns binaryData base64-encoded)
-// Older or hand-made ConfigMaps with gzip+base64 text under data.diff are read too (such text
+// Older ConfigMaps with gzip+base64 text under data.diff are read too (such text
 // starts with "H4sI", the base64 of gzip's magic bytes). Without a ConfigMap, the bounded
-// copy in status.result.diff is used and flagged when it is truncated.
+// copy in status.result.diff is used and flagged when it is truncated. A ConfigMap the run
+// does not own (controller ownerReference to the run's uid, the operator's labels) is refused,
+// never printed: its name is no proof of whose it is (security #11.6).
 import { gunzipSync } from 'node:zlib';
 import type { CodingRun } from '../api/index.ts';
+import { isOwnedByRun, whyNotOwned, type OwnedMetadata } from '../reconcile/ownership.ts';
+import { DiffNotOwnedError } from './errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from './errors/diff-unavailable-error.ts';
 
 export const DIFF_KEY = 'diff';
 export const DIFF_GZIP_KEY = 'diff.gz';
 const GZIP_BASE64_PREFIX = 'H4sI';
 
-export interface DiffConfigMap {
+export interface DiffConfigMap extends OwnedMetadata {
   data?: Record<string, string>;
   binaryData?: Record<string, string>;
 }
@@ -45,11 +49,19 @@ export function decodeDiffConfigMap(configMap: DiffConfigMap): string | undefine
 
 /**
  * The diff to print for a run, given its diff ConfigMap (undefined when it does not exist or
- * none is named). Throws DiffUnavailableError with what to do when there is no diff.
+ * none is named). Throws DiffUnavailableError with what to do when there is no diff, and
+ * DiffNotOwnedError for a ConfigMap that is not the run's (its metadata is needed).
  */
 export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined): DiffText {
   const result = run.status?.result;
   const name = run.metadata.name;
+  if (configMap && !isOwnedByRun(configMap, run)) {
+    throw new DiffNotOwnedError(
+      `ConfigMap ${run.metadata.namespace}/${result?.diffConfigMap ?? '?'} named in codingrun "${name}"'s status.result.diffConfigMap is not the run's `
+        + `(${whyNotOwned(configMap, run)}), so it is not printed: anyone who can create ConfigMaps in the namespace can make one under that name. `
+        + `The run's bounded copy is in status.result.diff (kubectl get codingrun ${name} -o jsonpath='{.status.result.diff}'); find out who made the ConfigMap.`,
+    );
+  }
   if (configMap) {
     const text = decodeDiffConfigMap(configMap);
     if (text !== undefined) return { text };

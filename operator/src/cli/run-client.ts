@@ -128,7 +128,10 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
     async getConfigMap(namespace, name) {
       try {
         const configMap = await core.readNamespacedConfigMap({ namespace, name });
+        // Labels and owners too: the diff is printed only from a ConfigMap the run owns.
+        const { labels, ownerReferences } = configMap.metadata ?? {};
         return {
+          metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) },
           ...(configMap.data ? { data: configMap.data } : {}),
           ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
         };

@@ -10,6 +10,7 @@ import {
   setHeaderOptions,
   type CoreV1Event,
   type V1NetworkPolicy,
+  type V1ObjectMeta,
   type V1Pod,
 } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun, type CodingRunStatus } from '../api/index.ts';
@@ -27,9 +28,14 @@ export interface KubeGateway {
   /** Sets the finalizers, guarded by the run's resourceVersion. */
   setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun>;
   deleteRun(namespace: string, name: string): Promise<void>;
-  createPod(pod: V1Pod): Promise<void>;
+  /**
+   * Creates the pod; when its name is already held, returns the holder (its metadata) for
+   * the caller to check who owns it: a name is not an identity.
+   */
+  createPod(pod: V1Pod): Promise<NameHolder | undefined>;
   deletePod(namespace: string, name: string): Promise<void>;
-  createNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
+  /** As createPod. */
+  createNetworkPolicy(policy: V1NetworkPolicy): Promise<NameHolder | undefined>;
   deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
   deleteConfigMap(namespace: string, name: string): Promise<void>;
   /** Keys of a Secret (values are never kept), or undefined when it does not exist. */
@@ -38,9 +44,31 @@ export interface KubeGateway {
   createEvent(event: CoreV1Event): Promise<void>;
 }
 
+/** The object found holding a name the operator meant to create: what ownership is judged by. */
+export interface NameHolder {
+  metadata: Pick<V1ObjectMeta, 'name' | 'namespace' | 'uid' | 'labels' | 'ownerReferences'>;
+}
+
 const ignore = (test: (error: unknown) => boolean) => (error: unknown) => {
   if (!test(error)) throw error;
 };
+
+/** Runs create; on AlreadyExists reads who holds the name (gone again by then: undefined, and the next reconcile creates it). */
+async function createOrFindHolder(create: () => Promise<unknown>, read: () => Promise<{ metadata?: V1ObjectMeta }>): Promise<NameHolder | undefined> {
+  try {
+    await create();
+    return undefined;
+  } catch (error) {
+    if (!isAlreadyExists(error)) throw error;
+  }
+  try {
+    const { name, namespace, uid, labels, ownerReferences } = (await read()).metadata ?? {};
+    return { metadata: { name, namespace, uid, labels, ownerReferences } };
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
 
 export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
   const core = kubeConfig.makeApiClient(CoreV1Api);
@@ -74,13 +102,18 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
       await custom.deleteNamespacedCustomObject(runPath(namespace, name)).catch(ignore(isNotFound));
     },
     async createPod(pod) {
-      await core.createNamespacedPod({ namespace: pod.metadata!.namespace!, body: pod }).catch(ignore(isAlreadyExists));
+      const { namespace, name } = pod.metadata as { namespace: string; name: string };
+      return createOrFindHolder(() => core.createNamespacedPod({ namespace, body: pod }), () => core.readNamespacedPod({ namespace, name }));
     },
     async deletePod(namespace, name) {
       await core.deleteNamespacedPod({ namespace, name }).catch(ignore(isNotFound));
     },
     async createNetworkPolicy(policy) {
-      await networking.createNamespacedNetworkPolicy({ namespace: policy.metadata!.namespace!, body: policy }).catch(ignore(isAlreadyExists));
+      const { namespace, name } = policy.metadata as { namespace: string; name: string };
+      return createOrFindHolder(
+        () => networking.createNamespacedNetworkPolicy({ namespace, body: policy }),
+        () => networking.readNamespacedNetworkPolicy({ namespace, name }),
+      );
     },
     async deleteNetworkPolicy(namespace, name) {
       await networking.deleteNamespacedNetworkPolicy({ namespace, name }).catch(ignore(isNotFound));

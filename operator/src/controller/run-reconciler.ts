@@ -3,14 +3,15 @@
 // is only a name; whatever happened, the current state is read again.
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { FINALIZER, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { computeAdmission, isActive } from '../reconcile/admission.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
 import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
-import type { ObservedRun, ReferencedObjects, SandboxPodView } from '../reconcile/observed-run.ts';
+import type { ObservedRun, ReferencedObjects, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
+import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
 import { isConflict } from './api-errors.ts';
 import type { EventRecorder } from './event-recorder.ts';
@@ -51,8 +52,23 @@ const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetwo
 /** How often a status write may meet a conflict before the key goes back to the queue. */
 const MAX_CONFLICT_RETRIES = 5;
 
-const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) =>
-  object !== undefined && object.metadata?.labels?.[RUN_UID_LABEL] === run.metadata.uid;
+const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
+
+/** A pod or policy at one of the run's derived names that is not the run's (the informers see only labelled ones). */
+function takenName(run: CodingRun, kind: TakenName['kind'], object: KubernetesObject | undefined): TakenName[] {
+  if (!object || isOwnedByRun(object, run)) return [];
+  return [{ kind, name: object.metadata!.name!, why: whyNotOwned(object, run) }];
+}
+
+/**
+ * Thrown by applyAction when creating the run's pod or policy met an object of that name
+ * that the run does not own (one without the operator's labels, which no informer sees).
+ */
+class NameTakenError extends Error {
+  constructor(readonly taken: TakenName) {
+    super(`${taken.kind} ${taken.name} is not the run's: ${taken.why}`);
+  }
+}
 
 export function podView(pod: V1Pod): SandboxPodView {
   const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
@@ -83,12 +99,20 @@ export class RunReconciler {
     const [namespace, name] = key.split('/') as [string, string];
     let run = this.deps.caches.runs.get(namespace, name);
     if (!run) return {};
+    const takenOnCreate: TakenName[] = [];
     for (let attempt = 0; ; attempt++) {
-      const decision = decide(await this.observe(run), this.deps.config, this.now());
+      const observed = await this.observe(run);
+      if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
+      const decision = decide(observed, this.deps.config, this.now());
       try {
         run = await this.apply(run, decision);
         return decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
       } catch (error) {
+        // Decide again knowing the name is taken: decide() fails the run and creates nothing.
+        if (error instanceof NameTakenError && takenOnCreate.length === 0) {
+          takenOnCreate.push(error.taken);
+          continue;
+        }
         if (!isConflict(error) || attempt >= MAX_CONFLICT_RETRIES) throw error;
         // Someone else (a worker, a user) changed the run: decide again on fresh state.
         const fresh = await this.deps.kube.getRun(namespace, name);
@@ -102,8 +126,9 @@ export class RunReconciler {
     const { caches } = this.deps;
     const { namespace, name } = run.metadata;
     const owned = ownedBy(run);
-    const pod = caches.pods.get(namespace, sandboxPodName(name));
-    const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(name));
+    const pod = caches.pods.get(namespace, sandboxPodName(run));
+    const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
+    const takenNames = [...takenName(run, 'Pod', pod), ...takenName(run, 'NetworkPolicy', networkPolicy)];
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
     // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
     const ownedConfigMaps = run.metadata.deletionTimestamp
@@ -120,6 +145,7 @@ export class RunReconciler {
       run,
       ...(owned(pod) ? { pod: podView(pod!) } : {}),
       networkPolicyExists: owned(networkPolicy),
+      ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
       admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally) : { active: 0, queuedAhead: 0 },
@@ -172,12 +198,16 @@ export class RunReconciler {
         return kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]);
       case 'removeFinalizer':
         return kube.setRunFinalizers(run, (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER));
-      case 'createNetworkPolicy':
-        await kube.createNetworkPolicy(action.policy);
+      case 'createNetworkPolicy': {
+        const holder = await kube.createNetworkPolicy(action.policy);
+        if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'NetworkPolicy', holder)[0]!);
         return run;
-      case 'createPod':
-        await kube.createPod(action.pod);
+      }
+      case 'createPod': {
+        const holder = await kube.createPod(action.pod);
+        if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);
         return run;
+      }
       case 'deletePod':
         await kube.deletePod(namespace, action.name);
         return run;

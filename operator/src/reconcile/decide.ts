@@ -8,7 +8,7 @@ import { finishStatus, type TerminalPhase } from './finish-status.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { AgentView, ObservedRun } from './observed-run.ts';
+import type { AgentView, ObservedRun, TakenName } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
@@ -35,6 +35,12 @@ export function agentLoss(agent: AgentView | undefined): { reason: string; messa
     return { reason: REASONS.AgentFailed, message: `The agent stopped: its last job failed for good (${agent.failedJob.slice(0, 1024)}); create the run again.` };
   }
   return { reason: REASONS.StateLost, message: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
+}
+
+function nameTakenMessage(namespace: string, taken: TakenName[]): string {
+  const held = taken.map(({ kind, name, why }) => `${kind} ${namespace}/${name} (${why})`).join('; ');
+  return `The name of this run's sandbox is held by an object the run does not own: ${held}. The operator neither uses nor deletes it; `
+    + 'find out who created it, delete it, and create the run again.';
 }
 
 class StatusBuilder {
@@ -90,7 +96,7 @@ function decideDeletion(observed: ObservedRun): Decision {
   if (!run.metadata.finalizers?.includes(FINALIZER)) return { actions: [], events: [] };
   const actions: Action[] = [{ type: 'stopAgent' }];
   if (pod) actions.push({ type: 'deletePod', name: pod.name });
-  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
   if (observed.ownedConfigMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: observed.ownedConfigMaps });
   // Only once nothing is left: a finalizer removed early would orphan what is still there.
   if (actions.length === 1) actions.push({ type: 'removeFinalizer' });
@@ -105,7 +111,7 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   // is gone too, drop it again in case the process died in between.
   if (pod || observed.networkPolicyExists) actions.push({ type: 'stopAgent' });
   if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
-  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
   const ttl = spec?.ttlSecondsAfterFinished;
   const completed = run.status?.completionTime;
   if (ttl === undefined || !completed) return { actions, events: [] };
@@ -133,7 +139,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const stopSandbox = () => {
     actions.push({ type: 'stopAgent' });
     if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
-    if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run.metadata.name) });
+    if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
   };
 
   if (!parsed.ok) {
@@ -169,9 +175,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     builder.phase('Provisioning', undefined, 'Creating the sandbox pod.', {
       type: 'Normal',
       reason: 'Provisioning',
-      message: `Creating sandbox pod ${sandboxPodName(run.metadata.name)}`,
+      message: `Creating sandbox pod ${sandboxPodName(run)}`,
     });
-    builder.status.podName = sandboxPodName(run.metadata.name);
+    builder.status.podName = sandboxPodName(run);
     builder.condition({ type: 'SandboxReady', status: 'False', reason: 'Provisioning', message: 'The sandbox pod is being created.' });
   }
 
@@ -189,6 +195,15 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   // 4. The sandbox: create it, wait for it, notice when it is lost.
   const currentPhase = builder.status.phase;
+  // An object the run does not own holds its pod's or policy's name: exec'ing into such a
+  // pod would hand the workspace (and the model's tool calls) to whoever made it, and
+  // deleting it would delete someone else's object. The run fails; the object stays.
+  const taken = observed.takenNames ?? [];
+  if (taken.length > 0) {
+    builder.finish('Failed', REASONS.SandboxNameTaken, nameTakenMessage(run.metadata.namespace, taken));
+    stopSandbox();
+    return done();
+  }
   // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
   if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
     if (pod.reason === 'DeadlineExceeded') {
@@ -201,7 +216,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     return done();
   }
   if (!pod && currentPhase !== 'Provisioning') {
-    builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${sandboxPodName(run.metadata.name)} disappeared before the run ended; create the run again.`);
+    builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${sandboxPodName(run)} disappeared before the run ended; create the run again.`);
     stopSandbox();
     return done();
   }

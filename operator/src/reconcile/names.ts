@@ -1,19 +1,34 @@
 // Deterministic names for what the operator creates for a run. Deterministic, so a retried
-// or restarted reconcile finds (or collides with) the object it created before instead of
-// making a second one.
+// or restarted reconcile finds the object it created before instead of making a second one.
+//
+// Every name carries a hash of the run's uid: the API server picks the uid when the run is
+// created, so no other run can derive the same name (a hash of the run NAME let a run named
+// like another run's cut prefix get that run's pod, NetworkPolicy and diff ConfigMap), and
+// no one can hold a run's names before the run exists. A name is still no proof of
+// ownership: whoever holds it is checked against the run's uid (ownership.ts).
 import { createHash } from 'node:crypto';
 
-const MAX_NAME = 63; // pod names become hostnames; keep every name a DNS label
+/** Pod names become hostnames: keep every name a DNS label. */
+export const MAX_NAME = 63;
+/** Hex digits of the uid hash: 64 bits, so even a chosen name finds no collision by trying. */
+const HASH_LENGTH = 16;
 
-function withSuffix(runName: string, suffix: string): string {
-  const name = `${runName}-${suffix}`;
-  if (name.length <= MAX_NAME) return name;
-  // Long run names are cut and disambiguated by a hash of the full name.
-  const hash = createHash('sha256').update(runName).digest('hex').slice(0, 8);
-  const keep = MAX_NAME - suffix.length - hash.length - 2;
-  return `${runName.slice(0, keep).replace(/[-.]+$/, '')}-${hash}-${suffix}`;
+/** What a derived name needs of a run: its name (for a readable prefix) and its uid. */
+export interface RunIdentity {
+  metadata: { name: string; uid: string };
 }
 
-export const sandboxPodName = (runName: string) => withSuffix(runName, 'sandbox');
-export const networkPolicyName = (runName: string) => withSuffix(runName, 'sandbox');
-export const diffConfigMapName = (runName: string) => withSuffix(runName, 'diff');
+function derivedName(run: RunIdentity, suffix: string): string {
+  const { name, uid } = run.metadata;
+  if (!uid) throw new Error(`derived names need the run's uid; codingrun "${name}" has none (was it read from the API server?)`);
+  const hash = createHash('sha256').update(uid).digest('hex').slice(0, HASH_LENGTH);
+  const keep = MAX_NAME - suffix.length - hash.length - 2;
+  // A run name is a DNS subdomain and may hold dots; a label may not. The prefix only makes
+  // the name readable; the hash makes it the run's.
+  const prefix = name.replace(/\./g, '-').slice(0, keep).replace(/-+$/, '');
+  return `${prefix}-${hash}-${suffix}`;
+}
+
+export const sandboxPodName = (run: RunIdentity) => derivedName(run, 'sandbox');
+export const networkPolicyName = (run: RunIdentity) => derivedName(run, 'sandbox');
+export const diffConfigMapName = (run: RunIdentity) => derivedName(run, 'diff');

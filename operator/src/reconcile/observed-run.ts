@@ -41,10 +41,25 @@ export interface AgentView {
   failedJob?: string;
 }
 
+/**
+ * An object holding a name the operator derives for the run (its pod or NetworkPolicy) that
+ * the run does not own (ownership.ts). Never used, never deleted: the run fails instead.
+ */
+export interface TakenName {
+  kind: 'Pod' | 'NetworkPolicy';
+  name: string;
+  /** What makes it foreign, for the message. */
+  why: string;
+}
+
 export interface ObservedRun {
   run: CodingRun;
+  /** The run's own sandbox pod: its derived name, the run's labels and controller ownerReference. */
   pod?: SandboxPodView;
+  /** The run's own NetworkPolicy exists (owned, as the pod). */
   networkPolicyExists: boolean;
+  /** The run's derived names that a foreign object holds. */
+  takenNames?: TakenName[];
   /** Names of ConfigMaps the operator created for this run (the full diff); looked up only while the run is being deleted. */
   ownedConfigMaps: string[];
   /** Present when the run still needs validating. */

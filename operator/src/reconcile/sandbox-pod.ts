@@ -105,7 +105,7 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: sandboxPodName(run.metadata.name),
+      name: sandboxPodName(run),
       namespace: run.metadata.namespace,
       labels: runLabels(run),
       ownerReferences: [ownerReference(run)],
@@ -144,7 +144,7 @@ export function buildNetworkPolicy(run: ParsedCodingRun): V1NetworkPolicy {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
     metadata: {
-      name: networkPolicyName(run.metadata.name),
+      name: networkPolicyName(run),
       namespace: run.metadata.namespace,
       labels: runLabels(run),
       ownerReferences: [ownerReference(run)],

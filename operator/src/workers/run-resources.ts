@@ -6,6 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { isAlreadyExists, isNotFound } from '../controller/api-errors.ts';
 import { diffConfigMapName } from '../reconcile/names.ts';
+import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { ownerReference } from '../reconcile/sandbox-pod.ts';
 
 /** ConfigMap keys of the full diff: plain text, or gzip when plain would not fit. */
@@ -16,7 +17,10 @@ const PLAIN_DIFF_MAX = 900 * 1024; // a ConfigMap holds 1 MiB in all, metadata i
 export interface RunResources {
   secretValue(namespace: string, name: string, key: string): Promise<string | undefined>;
   configMapValue(namespace: string, name: string, key: string): Promise<string | undefined>;
-  /** Creates or replaces the run's diff ConfigMap; returns its name. */
+  /**
+   * Creates or replaces (only its own) the run's diff ConfigMap; returns the name it is under:
+   * the derived name, or one the API server made up when someone else's object holds that.
+   */
   writeDiff(run: ParsedCodingRun, diff: string): Promise<string>;
 }
 
@@ -26,13 +30,20 @@ export function diffConfigMap(run: ParsedCodingRun, diff: string): V1ConfigMap {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: {
-      name: diffConfigMapName(run.metadata.name),
+      name: diffConfigMapName(run),
       namespace: run.metadata.namespace,
       labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', [RUN_LABEL]: run.metadata.name, [RUN_UID_LABEL]: run.metadata.uid },
       ownerReferences: [ownerReference(run)],
     },
     ...(plain ? { data: { [DIFF_KEY]: diff } } : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } }),
   };
+}
+
+/** Replaces `current` with `next`'s content, only if it is still the version read (else 409). */
+async function replaceGuarded(core: CoreV1Api, current: V1ConfigMap, next: V1ConfigMap): Promise<string> {
+  const { name, namespace, resourceVersion } = current.metadata as { name: string; namespace: string; resourceVersion: string };
+  await core.replaceNamespacedConfigMap({ namespace, name, body: { ...next, metadata: { ...next.metadata, name, resourceVersion } } });
+  return name;
 }
 
 export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
@@ -59,13 +70,25 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
     async writeDiff(run, diff) {
       const body = diffConfigMap(run, diff);
       const { namespace, name } = body.metadata as { namespace: string; name: string };
-      try {
-        await core.createNamespacedConfigMap({ namespace, body });
-      } catch (error) {
-        if (!isAlreadyExists(error)) throw error;
-        await core.replaceNamespacedConfigMap({ namespace, name, body });
-      }
-      return name;
+      const created = await core.createNamespacedConfigMap({ namespace, body }).then(
+        () => true,
+        (error: unknown) => (isAlreadyExists(error) ? false : Promise.reject(error)),
+      );
+      if (created) return name;
+      // Replaced only when it is the run's own (a retried finalize), and only the version
+      // read: a ConfigMap someone else put under the run's name is never overwritten.
+      const existing = await core.readNamespacedConfigMap({ namespace, name }).catch((error: unknown) => (isNotFound(error) ? undefined : Promise.reject(error)));
+      if (!existing) return core.createNamespacedConfigMap({ namespace, body }).then(() => name); // gone in between
+      if (isOwnedByRun(existing, run)) return replaceGuarded(core, existing, body);
+      // Squatted: the diff goes under a name the API server makes up, which no one can
+      // take in advance; the one an earlier attempt of this finalize made is reused.
+      const earlier = (await core.listNamespacedConfigMap({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` })).items.find(
+        (configMap) => configMap.metadata?.name?.startsWith(`${name}-`) && isOwnedByRun(configMap, run),
+      );
+      if (earlier) return replaceGuarded(core, earlier, body);
+      const { name: _derived, ...metadata } = body.metadata!;
+      const made = await core.createNamespacedConfigMap({ namespace, body: { ...body, metadata: { ...metadata, generateName: `${name}-` } } });
+      return made.metadata!.name!;
     },
   };
 }

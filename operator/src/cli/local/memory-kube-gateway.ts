@@ -6,7 +6,7 @@
 // change resolves changed(), which is what the local loop waits on instead of a watch.
 import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
-import type { KubeGateway } from '../../controller/kube-gateway.ts';
+import type { KubeGateway, NameHolder } from '../../controller/kube-gateway.ts';
 import type { ObjectCache, ReconcilerCaches } from '../../controller/run-reconciler.ts';
 import { applyJsonPatch } from './json-patch.ts';
 import type { ManifestObjects } from './manifest-file.ts';
@@ -139,22 +139,26 @@ export class MemoryKubeGateway implements KubeGateway {
     this.store({ ...this.run, metadata: { ...this.run.metadata, deletionTimestamp: this.run.metadata.deletionTimestamp ?? new Date().toISOString() } }, undefined);
   }
 
-  async createPod(pod: V1Pod): Promise<void> {
+  async createPod(pod: V1Pod): Promise<NameHolder | undefined> {
     const name = pod.metadata?.name;
-    if (!name || this.pods.has(name)) return;
+    if (!name) return undefined;
+    if (this.pods.has(name)) return this.pods.get(name) as NameHolder;
     this.pods.set(name, { ...structuredClone(pod), status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
     this.touched();
+    return undefined;
   }
 
   async deletePod(namespace: string, name: string): Promise<void> {
     if (namespace === this.namespace && this.pods.delete(name)) this.touched();
   }
 
-  async createNetworkPolicy(policy: V1NetworkPolicy): Promise<void> {
+  async createNetworkPolicy(policy: V1NetworkPolicy): Promise<NameHolder | undefined> {
     const name = policy.metadata?.name;
-    if (!name || this.networkPolicies.has(name)) return;
+    if (!name) return undefined;
+    if (this.networkPolicies.has(name)) return this.networkPolicies.get(name) as NameHolder;
     this.networkPolicies.set(name, structuredClone(policy));
     this.touched();
+    return undefined;
   }
 
   async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {

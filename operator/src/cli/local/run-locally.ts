@@ -67,7 +67,7 @@ function printDiff(run: CodingRun, gateway: MemoryKubeGateway, io: LocalRunIo): 
   const result = run.status?.result;
   if (!result) return;
   const configMap = result.diffConfigMap ? gateway.configMap(run.metadata.namespace, result.diffConfigMap) : undefined;
-  const diff = chooseDiff(run, configMap && { ...(configMap.data ? { data: configMap.data } : {}), ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}) });
+  const diff = chooseDiff(run, configMap);
   if (diff.warning) io.err(diff.warning);
   if (diff.text === '') io.err(`codingrun/${run.metadata.name} changed nothing: its diff is empty`);
   else io.out(diff.text.endsWith('\n') ? diff.text.slice(0, -1) : diff.text);
@@ -91,11 +91,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   // A process.exit() before the cleanup below (a second Ctrl-C) must not leave redis-server behind.
   const killRedis = () => redis.killNow();
   process.once('exit', killRedis);
-  const approver = chooseApprover(io, command.file);
-  // Security #11.13: setup runs on this machine, so it is asked like a bash call (withdrawn on Ctrl-C).
-  const approveSetup = (current: CodingRun, setup: string) =>
-    approver({ runName: current.metadata.name, id: 'setup', toolName: 'bash', input: setup, subject: 'spec.sandbox.setup' }, signal);
-  const sandboxes = new LocalSandboxFactory(toolboxPath, io.env, approveSetup);
+  const sandboxes = new LocalSandboxFactory(toolboxPath, io.env);
   let runtime: AgentRuntime | undefined;
   let desk: ApprovalDesk | undefined;
   const forceStop = () => {
@@ -131,7 +127,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
     });
     const agent = runtime.runAgent;
     const reconciler = new RunReconciler({ caches: gateway.caches(), kube: gateway, agent, events, config, logger });
-    desk = new ApprovalDesk(approver, (current, answer) => agent.resume(current, answer), (message) => printer.note(message));
+    desk = new ApprovalDesk(chooseApprover(io, command.file), (current, answer) => agent.resume(current, answer), (message) => printer.note(message));
     const finished = await reconcileUntilFinished({
       gateway,
       reconciler,
