@@ -103,8 +103,9 @@ const atKill: Record<string, RunStatus & { stage?: string }> = {};
 
 const operator = (identity: string): OperatorProcess => scene.startOperator(identity);
 
-const workspaceFile = (run: string, file: string) => {
-  const workspace = registrar.workspaceOf(ns.name, `${run}-sandbox`);
+const workspaceOf = async (run: string) => registrar.workspaceOf(ns.name, (await ns.derivedNames(run)).pod);
+const workspaceFile = async (run: string, file: string) => {
+  const workspace = await workspaceOf(run);
   return workspace !== undefined && existsSync(join(workspace.workspaceDir, file));
 };
 
@@ -140,17 +141,18 @@ beforeAll(async () => {
     held('step to wait on its second model call', () => fake.requests.length >= 2),
     held('approval to wait', async () => (await ns.status('approval')).phase === 'WaitingForApproval'),
     held('finalize to sleep in git', () => workspaceFile('finalize', '.git/slow-fsmonitor.started')),
-    held('tools to have edited and to sleep in bash', () => {
-      const workspace = registrar.workspaceOf(ns.name, 'tools-sandbox');
-      return workspaceFile('tools', '.git/held-tools') && readFileSync(join(workspace!.workspaceDir, 'README.md'), 'utf8').startsWith('Hello, world\n');
+    held('tools to have edited and to sleep in bash', async () => {
+      const workspace = await workspaceOf('tools');
+      return (await workspaceFile('tools', '.git/held-tools')) && readFileSync(join(workspace!.workspaceDir, 'README.md'), 'utf8').startsWith('Hello, world\n');
     }),
   ]).catch((error: unknown) => {
     console.error(operatorStory(first));
     throw error;
   });
 
-  // The last run is killed in the watch event that shows its new pod.
-  const killed = new Promise<void>((resolve) => census.onFirstSight('pods', 'provision-sandbox', () => {
+  // The last run is killed in the watch event that shows its new pod (named after the run's
+  // uid, which is not known before the run is created: matched by its shape).
+  const killed = new Promise<void>((resolve) => census.onFirstSight('pods', /^provision-[0-9a-f]{16}-sandbox$/, () => {
     void first.kill('SIGKILL');
     resolve();
   }));
@@ -164,7 +166,8 @@ beforeAll(async () => {
     for (const name of ['provision', 'clone', 'step', 'approval', 'finalize', 'tools']) {
       const run = await ns.run(name);
       const state = await redis.get(`${scene.prefix}:run:${run.metadata.uid}`);
-      atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state) as { stage: string }).stage } : {}) };
+      // The state is sealed (Security #11.1): its JSON follows the first line, the seal.
+      atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state.slice(state.indexOf('\n') + 1)) as { stage: string }).stage } : {}) };
     }
   } finally {
     redis.disconnect();
@@ -195,13 +198,14 @@ async function expectFinishedCleanly(name: string, turns: ScriptTurn[]): Promise
   expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: totals.steps, toolCalls: totals.toolCalls });
   expect(status.usage).toEqual(totals.usage);
   expect(status.result!.diff).toContain(GREETED);
-  expect(status.result).toMatchObject({ filesChanged: 1, insertions: 1, deletions: 1, diffConfigMap: `${name}-diff` });
+  const names = await ns.derivedNames(name);
+  expect(status.result).toMatchObject({ filesChanged: 1, insertions: 1, deletions: 1, diffConfigMap: names.diff });
   expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
   // The pod goes once the run is done; by then the census has seen every pod it ever had.
-  await eventually(async () => (census.count('pods', `${name}-sandbox`) > 0 && !census.exists('pods', `${name}-sandbox`) ? true : undefined), 60_000, `${name}'s pod to go`);
-  expect(census.count('pods', `${name}-sandbox`), 'sandbox pods the run ever had').toBe(1);
-  expect(census.count('networkpolicies', `${name}-sandbox`)).toBe(1);
-  expect(census.count('configmaps', `${name}-diff`)).toBe(1);
+  await eventually(async () => (census.count('pods', names.pod) > 0 && !census.exists('pods', names.pod) ? true : undefined), 60_000, `${name}'s pod to go`);
+  expect(census.count('pods', names.pod), 'sandbox pods the run ever had').toBe(1);
+  expect(census.count('networkpolicies', names.policy)).toBe(1);
+  expect(census.count('configmaps', names.diff)).toBe(1);
   return status;
 }
 

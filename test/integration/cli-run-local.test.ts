@@ -189,7 +189,8 @@ describe('kubectl codingrun run --local', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toBe(EXPECTED_DIFF);
     expect(result.stderr).toMatch(/Cloned file:\/\/.*\/hello into the sandbox/);
-    const pid = Number(/redis-server pid (\d+) on redis:\/\/127\.0\.0\.1:\d+ \(started for this run/.exec(result.stderr)?.[1]);
+    // Security #11.1: with a password of its own, never printed.
+    const pid = Number(/redis-server pid (\d+) on redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ \(started for this run, with a password/.exec(result.stderr)?.[1]);
     expect(pid).toBeGreaterThan(0);
     expect(alive(pid)).toBe(false);
     expect(leftovers()).toEqual([]);

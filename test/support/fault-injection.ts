@@ -10,6 +10,7 @@ import { redisServerPath } from './control-plane/binaries.ts';
 import { freePorts } from './control-plane/free-port.ts';
 import { logTail, recordedProcesses, startManagedProcess, stopProcessGroup, type RecordedProcess } from './control-plane/managed-process.ts';
 import { redisPing } from './control-plane/readiness.ts';
+import { redisUrlWithPassword, writeRedisAuth, type RedisAuth } from './control-plane/redis-auth.ts';
 import { kubectl } from './cluster.ts';
 
 function stateDir(): string {
@@ -82,7 +83,7 @@ export interface PrivateRedisOptions {
   aof: boolean;
 }
 
-/** A redis-server of the test's own, on a free loopback port. */
+/** A redis-server of the test's own, on a free loopback port, with a password (kept across restarts). */
 export class PrivateRedis {
   private constructor(
     readonly name: string,
@@ -90,10 +91,11 @@ export class PrivateRedis {
     private readonly dir: string,
     private readonly options: PrivateRedisOptions,
     private pid: number,
+    private readonly auth: RedisAuth,
   ) {}
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return redisUrlWithPassword(this.port, this.auth.password);
   }
 
   static async start(options: PrivateRedisOptions): Promise<PrivateRedis> {
@@ -101,7 +103,7 @@ export class PrivateRedis {
     const name = `redis-faults-${port}`;
     const dir = join(stateDir(), name);
     mkdirSync(dir, { recursive: true });
-    const redis = new PrivateRedis(name, port!, dir, options, 0);
+    const redis = new PrivateRedis(name, port!, dir, options, 0, writeRedisAuth(dir));
     await redis.launch();
     return redis;
   }
@@ -112,11 +114,11 @@ export class PrivateRedis {
       name: this.name,
       stateDir: stateDir(),
       command: redisServerPath(),
-      args: ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', this.dir, '--daemonize', 'no'],
+      args: [this.auth.configFile, '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', this.dir, '--daemonize', 'no'],
     });
     this.pid = child.pid;
     const deadline = Date.now() + 30_000;
-    while (!(await redisPing(this.port))) {
+    while (!(await redisPing(this.port, this.auth.password))) {
       if (child.exited()) throw new Error(`${this.name} exited: ${logTail(child.logPath)}`);
       if (Date.now() > deadline) throw new Error(`${this.name} did not answer PING within 30 s`);
       await sleep(100);
@@ -130,7 +132,7 @@ export class PrivateRedis {
     } catch {
       // Already gone.
     }
-    while (await redisPing(this.port)) await sleep(50);
+    while (await redisPing(this.port, this.auth.password)) await sleep(50);
     const stoppedAt = Date.now();
     await sleep(downMs);
     await this.launch();

@@ -6,6 +6,13 @@ import { fileURLToPath } from 'node:url';
 const mainPath = fileURLToPath(new URL('../../operator/src/main.ts', import.meta.url));
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
+/**
+ * Security #11.1: the key that seals run state in Redis, the same for every operator a test
+ * starts (as the chart's Secret gives every replica one), so a run survives an operator
+ * killed and replaced, or moving to another replica.
+ */
+export const TEST_STATE_KEY = 'chamvi-test-state-key-0123456789abcdef0123456789abcdef';
+
 export interface OperatorProcessOptions {
   kubeconfig: string;
   env?: Record<string, string>;
@@ -28,7 +35,7 @@ export class OperatorProcess {
   constructor(options: OperatorProcessOptions) {
     this.child = spawn(process.execPath, options.entry ? [options.entry] : ['--import', 'tsx', mainPath], {
       cwd: repoRoot,
-      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', ...options.env },
+      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', CHAMVI_STATE_KEY: TEST_STATE_KEY, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffered = '';

@@ -17,6 +17,7 @@ import {
   type ManagedProcess,
 } from './managed-process.ts';
 import { httpsGet, redisPing, waitUntil } from './readiness.ts';
+import { redisUrlWithPassword, writeRedisAuth } from './redis-auth.ts';
 import { kubectlOrThrow, runKubectl, type RunKubectlOptions } from './run-kubectl.ts';
 
 /** Start order; stop runs it backwards so nothing loses its API server mid-flight. */
@@ -135,7 +136,10 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
     // Throwaway data: skipping fsync makes every write (and so every API request) faster.
     ...(etcdSupports(join(bin, 'etcd'), '--unsafe-no-fsync') ? ['--unsafe-no-fsync'] : []),
   ]);
+  // With a password, as the chart's Redis has (redis-auth.ts): tests run the authenticated path.
+  const redisAuth = writeRedisAuth(join(stateDir, 'redis'));
   const redisProc = start('redis', redisServerPath(), [
+    redisAuth.configFile,
     '--port', String(ports.redis),
     '--bind', '127.0.0.1',
     // No persistence: tests that need AOF start their own Redis.
@@ -238,14 +242,14 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
     async () => (await kubectlOrThrow(['get', 'serviceaccount', 'default', '-n', 'default', '-o', 'name'], kubectl)).trim() !== '',
     { timeoutMs: 60_000, watch: watched, intervalMs: 300 },
   );
-  await waitUntil('redis PING', () => redisPing(ports.redis), { timeoutMs: 30_000, watch: watched });
+  await waitUntil('redis PING', () => redisPing(ports.redis, redisAuth.password), { timeoutMs: 30_000, watch: watched });
 
   return {
     stateDir,
     binDir: bin,
     kubeconfig,
     apiServerUrl,
-    redisUrl: `redis://127.0.0.1:${ports.redis}`,
+    redisUrl: redisUrlWithPassword(ports.redis, redisAuth.password),
     nodeName: kwokNodeName,
     ports,
     startedAt: new Date().toISOString(),

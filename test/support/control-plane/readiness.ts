@@ -64,18 +64,21 @@ export function httpsGet(url: string, tls: TlsClient | 'insecure'): Promise<{ st
   });
 }
 
-/** Sends a Redis inline PING and resolves true on +PONG. */
-export function redisPing(port: number): Promise<boolean> {
+/** Sends a Redis PING (after AUTH when a password is given) and resolves true on +PONG. */
+export function redisPing(port: number, password?: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     let reply = '';
+    const command = (...parts: string[]) => `*${parts.length}\r\n${parts.map((part) => `$${Buffer.byteLength(part)}\r\n${part}\r\n`).join('')}`;
+    const replies = password === undefined ? 1 : 2;
     socket.setTimeout(2_000, () => socket.destroy());
-    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('connect', () => socket.write((password === undefined ? '' : command('AUTH', password)) + command('PING')));
     socket.on('data', (chunk) => {
       reply += chunk.toString();
-      if (reply.includes('\r\n')) {
+      const lines = reply.split('\r\n');
+      if (lines.length > replies) {
         socket.end();
-        resolve(reply.startsWith('+PONG'));
+        resolve(lines[replies - 1]!.startsWith('+PONG'));
       }
     });
     socket.on('error', () => resolve(false));
