@@ -45,5 +45,8 @@ export CHAMVI_ALLOW_REPO="git://127.0.0.1:9418/*"
 export CHAMVI_TOOLBOX_COMMAND="$(command -v node) $PWD/sandbox-image/dist/toolbox.mjs"
 export CHAMVI_LEADER_ELECTION_NAMESPACE=chamvi-system
 export CHAMVI_HTTP_PORT="${CHAMVI_HTTP_PORT:-8080}"
+# kwok enforces no NetworkPolicy (and its exec runs the tools on this machine), so the probe
+# would rightly find dev sandboxes unisolated and refuse every run: the dev cluster opts in.
+export CHAMVI_ALLOW_UNISOLATED_SANDBOXES=true
 echo "run: operator against $KUBECONFIG (allowRepo $CHAMVI_ALLOW_REPO); Ctrl-C stops it" >&2
 exec node --import tsx operator/src/main.ts

@@ -9,6 +9,7 @@ import { parse } from 'yaml';
 import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
 import { reuseConnections } from './controller/connection-reuse.ts';
 import { EventRecorder } from './controller/event-recorder.ts';
+import { IsolationProbe, createExecConnector, createIsolationProbeKube, defaultIsolationProbeTarget } from './controller/isolation-probe.ts';
 import { createKubeGateway } from './controller/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
@@ -16,6 +17,7 @@ import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
+import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { sandboxPodName } from './reconcile/names.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
@@ -79,8 +81,22 @@ async function main(): Promise<void> {
     callingPolicy: { ...DEFAULT_CALLING_POLICY, attemptTimeoutMs: config.modelCallTimeoutSeconds * 1000 },
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
   });
+  // Security #11.8: runs start only where NetworkPolicy is shown to be enforced, unless the
+  // admin accepts unisolated sandboxes. The probe's default target is this process's HTTP
+  // port, known once the health server listens (httpPort 0 picks one).
+  let listeningPort = config.httpPort;
+  const probeIsolation = needsIsolationProbe(config);
+  const newIsolationProbe = () =>
+    new IsolationProbe({
+      kube: createIsolationProbeKube(kubeConfig),
+      connector: createExecConnector(kubeConfig, config.toolboxCommand),
+      config,
+      target: () => config.isolationProbe.target ?? defaultIsolationProbeTarget(process.env.POD_IP, listeningPort),
+      logger,
+    });
   // One controller per leadership term: a stopped one cannot start again.
-  const newController = () => new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events }, logger, metrics);
+  const newController = () =>
+    new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) }, logger, metrics);
   let controller = newController();
   controllerRef = controller;
   agentRef = agent;
@@ -94,6 +110,12 @@ async function main(): Promise<void> {
     redis: agent.checkRedis,
   }, { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() });
   logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
+  listeningPort = (health.address() as AddressInfo).port;
+  if (config.allowUnisolatedSandboxes) {
+    logger.warn({}, 'allowUnisolatedSandboxes: sandboxes start even where NetworkPolicy is not enforced, and then reach Redis, cloud metadata, the API server, internal services and the internet');
+  } else if (!config.networkPolicy) {
+    logger.warn({}, 'networkPolicy is false and allowUnisolatedSandboxes is not set: every run fails IsolationNotEnforced');
+  }
   if (!config.stateKey) {
     logger.warn(
       {},

@@ -474,6 +474,8 @@ async function main(): Promise<void> {
       CHAMVI_IDENTITY: 'scale-bench',
       CHAMVI_MAX_ACTIVE_RUNS: String(maxActiveRuns),
       CHAMVI_HTTP_PORT: '0',
+      // kwok enforces no NetworkPolicy: without the opt-in every run would fail IsolationNotEnforced.
+      CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
       LOG_LEVEL: 'info',
       ...(JSON.parse(process.env.CHAMVI_BENCH_OPERATOR_ENV ?? '{}') as Record<string, string>),
     }, (process.env.CHAMVI_BENCH_OPERATOR_NODE_ARGS ?? '').split(' ').filter(Boolean));

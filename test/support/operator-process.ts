@@ -35,7 +35,9 @@ export class OperatorProcess {
   constructor(options: OperatorProcessOptions) {
     this.child = spawn(process.execPath, options.entry ? [options.entry] : ['--import', 'tsx', mainPath], {
       cwd: repoRoot,
-      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', CHAMVI_STATE_KEY: TEST_STATE_KEY, ...options.env },
+      // The dev cluster (kwok) enforces no NetworkPolicy, so every test operator opts in to
+      // unisolated sandboxes (security #11.8); a test of the refusal sets it back to 'false'.
+      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true', CHAMVI_STATE_KEY: TEST_STATE_KEY, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffered = '';

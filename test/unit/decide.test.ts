@@ -7,7 +7,8 @@ import { AGENT_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts
 import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import type { ObservedRun, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 
-const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2 }, {});
+// Opted in to unisolated sandboxes, so the rows below need no isolation verdict; the #11.8 rows turn it off.
+const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
 const now = new Date('2026-11-29T12:00:00Z');
 const minutesAgo = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
 
@@ -256,5 +257,62 @@ describe('security #11.14 decide: a foreign object holding the sandbox name', ()
     expect(types(decide(observe(failed, { takenNames: [foreignPod] }), config, now))).toEqual([]);
     const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: failed.status! });
     expect(types(decide(observe(deleted, { takenNames: [foreignPod, foreignPolicy] }), config, now))).toEqual(['stopAgent', 'removeFinalizer']);
+  });
+});
+
+describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced', () => {
+  const strict = { ...config, allowUnisolatedSandboxes: false };
+  const fresh = run({ metadata: { finalizers: [] } });
+
+  it('waits in Pending with IsolationNotEnforced while the namespace is unknown, creating nothing', () => {
+    for (const isolation of [undefined, { verdict: 'unknown' as const, detail: 'a probe pod is checking' }]) {
+      const decision = decide(observe(fresh, isolation ? { isolation } : {}), strict, now);
+      expect(types(decision)).toEqual(['addFinalizer']);
+      expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'IsolationNotEnforced', message: expect.stringContaining('namespace agents') });
+      expect(decision.status!.startTime).toBeUndefined();
+      expect(decision.requeueAfterMs).toBeGreaterThan(0);
+    }
+  });
+
+  it('fails the run when the probe found isolation not enforced, and says what a sandbox would reach and how to opt in', () => {
+    const isolation = { verdict: 'unenforced' as const, detail: 'a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080 after 10s' };
+    const decision = decide(observe(fresh, { isolation }), strict, now);
+    expect(types(decision)).not.toContain('createPod');
+    expect(types(decision)).not.toContain('createNetworkPolicy');
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced' });
+    expect(decision.status!.message).toContain('NetworkPolicy is not enforced in namespace agents: a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080');
+    expect(decision.status!.message).toMatch(/Redis .*cloud metadata.*API server.*internal services.*internet/);
+    expect(decision.status!.message).toContain('allowUnisolatedSandboxes: true');
+    expect(decision.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'IsolationNotEnforced' }));
+  });
+
+  it('lets a run through where the probe showed enforcement: policy and pod are created', () => {
+    const decision = decide(observe(fresh, { isolation: { verdict: 'enforced' } }), strict, now);
+    expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
+    expect(decision.status).toMatchObject({ phase: 'Provisioning' });
+  });
+
+  it('refuses every run when the operator creates no NetworkPolicy, even where the probe would say enforced', () => {
+    const decision = decide(observe(fresh, { isolation: { verdict: 'enforced' } }), { ...strict, networkPolicy: false }, now);
+    expect(types(decision)).not.toContain('createPod');
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced', message: expect.stringContaining('networkPolicy: false') });
+  });
+
+  it.each([
+    ['unenforced', { verdict: 'unenforced' as const }, true],
+    ['unknown', { verdict: 'unknown' as const }, true],
+    ['networkPolicy false', { verdict: 'unknown' as const }, false],
+  ])('starts the run anyway (%s) when the admin allows unisolated sandboxes', (_, isolation, networkPolicy) => {
+    const decision = decide(observe(fresh, { isolation }), { ...strict, allowUnisolatedSandboxes: true, networkPolicy }, now);
+    expect(types(decision)).toContain('createPod');
+    expect(decision.status).toMatchObject({ phase: 'Provisioning' });
+  });
+
+  it('moves a run that waited for the probe on once the verdict is enforced, and leaves a started run alone', () => {
+    const waited = run({ status: { phase: 'Pending', reason: 'IsolationNotEnforced', conditions: accepted } });
+    expect(decide(observe(waited, { references: undefined, isolation: { verdict: 'enforced' } }), strict, now).status).toMatchObject({ phase: 'Provisioning' });
+    const started = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });
+    const decision = decide(observe(started, { networkPolicyExists: true, pod: pod() }), strict, now);
+    expect(decision.status!.phase).toBe('Running');
   });
 });

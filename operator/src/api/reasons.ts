@@ -16,6 +16,12 @@ export const REASONS = {
   BudgetExceeded: 'BudgetExceeded',
   DeadlineExceeded: 'DeadlineExceeded',
   SandboxLost: 'SandboxLost',
+  /**
+   * Security #11.8: NetworkPolicy is not shown to be enforced in the run's namespace (or the
+   * operator creates none), and the admin has not allowed unisolated sandboxes. Pending while
+   * the probe runs; Failed once it shows no enforcement.
+   */
+  IsolationNotEnforced: 'IsolationNotEnforced',
   /** Security #11.14: a pod or NetworkPolicy the run does not own holds its sandbox's name; it is neither used nor deleted. */
   SandboxNameTaken: 'SandboxNameTaken',
   ModelAuthFailed: 'ModelAuthFailed',

@@ -3,6 +3,9 @@
 // process with a message naming the key, before anything touches the cluster.
 import { z } from 'zod';
 
+/** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
+export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
+
 const positiveInt = (description: string, fallback: number, max = 1_000_000) =>
   z.coerce.number().int().min(1).max(max).default(fallback).describe(description);
 
@@ -42,6 +45,36 @@ export const operatorConfigSchema = z
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
     watchNamespaces: z.array(z.string().min(1)).default([]).describe('Namespaces to watch; empty means all.'),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
+    /**
+     * Security #11.8: a NetworkPolicy isolates nothing where no CNI enforces it. Runs start only
+     * where a probe showed enforcement, unless an admin accepts unisolated sandboxes here.
+     */
+    allowUnisolatedSandboxes: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Start sandboxes where NetworkPolicy is not enforced, or with networkPolicy false. Such a sandbox reaches Redis, '
+          + 'cloud metadata, the API server, internal services and the internet.',
+      ),
+    isolationProbe: z
+      .object({
+        target: z
+          .string()
+          .regex(ISOLATION_PROBE_TARGET, 'must be host:port, such as 10.0.0.5:8080, operator.chamvi-system.svc:8080 or [fd00::5]:8080')
+          .optional()
+          .describe('What the probe pod tries to reach: an address every pod reaches when no policy applies. Unset: this operator pod (POD_IP) on httpPort.'),
+        maxAgeSeconds: positiveInt('A namespace is probed again once its verdict is this old.', 600, 86_400),
+        settleSeconds: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .max(300)
+          .default(10)
+          .describe('How long the probe keeps trying to connect after its deny policy exists before it concludes the policy is not enforced.'),
+        timeoutSeconds: positiveInt('Longest one probe may take (pod scheduled, image pulled, connections tried) before it gives up undecided.', 180, 3600),
+      })
+      .strict()
+      .prefault({}),
     /**
      * How the sandbox runs the toolbox. In the pod this is the bundled file in the image;
      * the dev cluster points it at the locally built toolbox, which kwok's exec runs on
@@ -97,6 +130,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
+  CHAMVI_ALLOW_UNISOLATED_SANDBOXES: { key: 'allowUnisolatedSandboxes', boolean: true },
   CHAMVI_WORKERS_ENABLED: { key: 'workersEnabled', boolean: true },
   CHAMVI_JOB_LOCK_SECONDS: { key: 'jobLockSeconds' },
   CHAMVI_IDENTITY: { key: 'identity' },

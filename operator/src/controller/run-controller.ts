@@ -13,6 +13,7 @@ import {
 import { API_VERSION, GROUP, PLURAL, VERSION, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { Informer, type CachedObject, type InformerSource } from './informer.ts';
+import type { IsolationProbe } from './isolation-probe.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
 import { WorkQueue } from './work-queue.ts';
@@ -48,11 +49,12 @@ export class RunController {
   private readonly queue: WorkQueue;
   readonly reconciler: RunReconciler;
   private readonly runs: MergedCache<CodingRun>;
+  private readonly isolation: IsolationProbe | undefined;
 
   constructor(
     kubeConfig: KubeConfig,
     config: OperatorConfig,
-    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger'>,
+    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger' | 'isolation'> & { isolation?: IsolationProbe },
     private readonly logger: ControllerLogger,
     metrics?: OperatorMetrics,
   ) {
@@ -127,6 +129,9 @@ export class RunController {
     );
 
     this.runs = new MergedCache(runInformers);
+    // A namespace's probe verdict lets the runs waiting there go on (or fail) at once.
+    this.isolation = deps.isolation;
+    this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
     this.reconciler = new RunReconciler({
       ...deps,
       config,
@@ -159,8 +164,9 @@ export class RunController {
     });
   }
 
-  private wakeWaitingRuns(): void {
+  private wakeWaitingRuns(namespace?: string): void {
     for (const run of this.runs.list()) {
+      if (namespace !== undefined && run.metadata.namespace !== namespace) continue;
       const phase = run.status?.phase;
       if (phase === undefined || phase === 'Pending') this.queue.add(runKey(run));
     }
@@ -191,6 +197,7 @@ export class RunController {
   }
 
   stop(): void {
+    void this.isolation?.stop();
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }

@@ -8,6 +8,7 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 import { computeAdmission, isActive } from '../reconcile/admission.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
+import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
 import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
 import type { ObservedRun, ReferencedObjects, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
@@ -43,6 +44,8 @@ export interface RunReconcilerDeps {
   events: EventRecorder;
   config: OperatorConfig;
   logger: ReconcilerLogger;
+  /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
+  isolation?: { observe(namespace: string): IsolationView };
   now?: () => Date;
 }
 
@@ -141,6 +144,10 @@ export class RunReconciler {
     const needsValidation = waiting && findCondition(run.status?.conditions, 'Accepted')?.status !== 'True';
     const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');
     const agent = started ? await this.deps.agent.inspect(run) : undefined;
+    // Asked only for runs not yet given a sandbox: asking may start a probe of the namespace.
+    const isolation = waiting && needsIsolationProbe(this.deps.config)
+      ? (this.deps.isolation?.observe(namespace) ?? { verdict: 'unknown' as const, detail: 'this operator process runs no isolation probe' })
+      : undefined;
     return {
       run,
       ...(owned(pod) ? { pod: podView(pod!) } : {}),
@@ -150,6 +157,7 @@ export class RunReconciler {
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
       admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally) : { active: 0, queuedAhead: 0 },
       ...(agent ? { agent } : {}),
+      ...(isolation ? { isolation } : {}),
     };
   }
 

@@ -10,6 +10,7 @@ import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, TakenName } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
+import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
@@ -164,6 +165,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message });
       builder.events.push({ type: 'Normal', reason: 'Accepted', message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` });
       builder.condition({ type: 'Complete', status: 'False', reason: 'InProgress', message: 'The run has not finished.' });
+    }
+    // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.
+    const isolation = isolationGate(observed.isolation, config, run.metadata.namespace);
+    if (isolation.kind === 'refuse') {
+      builder.finish('Failed', REASONS.IsolationNotEnforced, isolation.message);
+      return done();
+    }
+    if (isolation.kind === 'wait') {
+      builder.phase('Pending', REASONS.IsolationNotEnforced, isolation.message, { type: 'Normal', reason: REASONS.IsolationNotEnforced, message: isolation.message });
+      return done(ISOLATION_RECHECK_MS);
     }
     // 2. Admit, oldest first, while there are free slots.
     const { active, queuedAhead } = observed.admission;

@@ -2,6 +2,7 @@
 // while a run is being validated, from GETs of the Secrets and ConfigMaps it references).
 // decide() is a function of this, the operator config and the time: nothing else.
 import type { CodingRun } from '../api/index.ts';
+import type { IsolationView } from './isolation.ts';
 
 export interface SandboxPodView {
   name: string;
@@ -67,4 +68,6 @@ export interface ObservedRun {
   admission: Admission;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
   agent?: AgentView;
+  /** For a run not yet given a sandbox: whether NetworkPolicy is enforced in its namespace (security #11.8); undefined is unknown. */
+  isolation?: IsolationView;
 }

@@ -10,7 +10,7 @@ export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
 export const HOME_PATH = '/home/chamvi';
 const TOOLS_PATH = '/opt/chamvi';
-const SANDBOX_UID = 1000;
+export const SANDBOX_UID = 1000;
 
 export const DEFAULT_RESOURCES: Required<Pick<V1ResourceRequirements, 'requests' | 'limits'>> = {
   requests: { cpu: '250m', memory: '512Mi', 'ephemeral-storage': '1Gi' },
@@ -33,9 +33,9 @@ export function ownerReference(run: ParsedCodingRun) {
 // Idle on node, which every sandbox has (the default image ships it, a custom image gets
 // it from the init container). PID 1 ignores SIGTERM unless it handles it, so handle it:
 // deleting the pod should not wait for the grace period.
-const IDLE_SCRIPT = "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)";
+export const IDLE_SCRIPT = "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)";
 
-const restrictedContainerSecurity = {
+export const restrictedContainerSecurity = {
   allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true,
   runAsNonRoot: true,

@@ -21,6 +21,9 @@ export function localOperatorConfig(redisUrl = 'redis://127.0.0.1:6379', redisPr
       redisPrefix,
       workerConcurrency: 2,
       networkPolicy: false,
+      // There is no pod: the tools run as the user on this machine (the help says so), so a
+      // local run is unisolated by design and must not wait for an isolation probe.
+      allowUnisolatedSandboxes: true,
       identity: LOCAL_IDENTITY,
       leaderElection: { enabled: false },
       httpPort: 0,
