@@ -208,15 +208,16 @@ describe('openai-compatible over HTTP', () => {
   });
 
   it.each([
-    ['not JSON', { type: 'raw' as const, body: '{"id":"chatcmpl-1","choices":[{"index":0,' }, /the body is not JSON \(it starts: \{"id":"chatcmpl-1"/],
+    ['not JSON', { type: 'raw' as const, body: '{"id":"chatcmpl-1","choices":[{"index":0,' }, /the body is not JSON\. /],
     ['JSON of another shape', { type: 'raw' as const, body: '{"status":"ok"}' }, /the JSON does not have the shape of a model response/],
-    ['an HTML page', { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' }, /not JSON \(it starts: <html>/],
-  ])('fails with ModelResponseInvalid at once when a 200 answer is %s, quoting its start but never the key', async (_, reply, detail) => {
+    ['an HTML page', { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' }, /the body is not JSON\. /],
+  ])('fails with ModelResponseInvalid at once when a 200 answer is %s, saying what is wrong but quoting none of it (security #11.3)', async (_, reply, detail) => {
     server.enqueue(reply);
     const error = await generateText({ model: model(), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
     expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
     expect((error as ModelResponseInvalidError).reason).toBe('ModelResponseInvalid');
     expect((error as Error).message).toMatch(detail);
+    expect((error as Error).message).not.toMatch(/chatcmpl-1|nginx|"status"/);
     expect((error as Error).message).not.toContain(API_KEY);
     expect(server.requests).toHaveLength(1);
     expect(sleeps).toEqual([]);

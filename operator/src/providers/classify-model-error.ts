@@ -1,12 +1,19 @@
 // Decides what a failed model call means for the run: give up now (auth, a bad request, an
 // answer that is not a model response), try again (rate limits, overload, network), or not a
 // provider failure at all.
+//
+// Security #11.3: what an endpoint answers goes into status.message, which the run author
+// reads. Quoting the body made the operator a reflecting proxy (point baseURL at an internal
+// page, read the page in the run's status). So the only text taken from an answer is a JSON
+// provider error's `error.message`, bounded and stripped of control characters; any other
+// body, and the HTTP reason phrase, reflect nothing but the status code.
 
 import { APICallError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
 import { ModelRequestRejectedError } from './errors/model-request-rejected-error.ts';
 import { ModelResponseInvalidError } from './errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
+import { ModelResponseTooLargeError } from './limit-response-size.ts';
 import { redactSecrets } from './redact-secrets.ts';
 import { retryAfterMs } from './retry-after.ts';
 
@@ -58,7 +65,7 @@ export function classifyModelError(
       error: new ModelRequestRejectedError({
         provider: context.provider,
         statusCode: status,
-        detail: boundDetail(redactSecrets(providerErrorDetail(error), context.secrets)),
+        detail: providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
         cause: error,
       }),
     };
@@ -88,17 +95,12 @@ function classifyUnusableAnswer(
   if (parseProblem === undefined && isNetworkCutOff(cause)) {
     return { kind: 'transient', problem: `the answer was cut off (${(cause as Error).message})`, statusCode: undefined, retryAfterMs: undefined };
   }
-  const what = parseProblem ?? (cause instanceof Error ? cause.message : error.message);
-  const start = error.responseBody?.slice(0, 120);
-  const body = start === undefined ? '' : ` (it starts: ${boundDetail(start)}${start.length < error.responseBody!.length ? '…' : ''})`;
+  // Our own size bound says what happened in its own words; any other cause's message may
+  // quote the body (JSON.parse's SyntaxError does), so it is not shown.
+  const what = parseProblem ?? (ModelResponseTooLargeError.isInstance(cause) ? cause.message : 'the body is not a model response');
   return {
     kind: 'fatal',
-    error: new ModelResponseInvalidError({
-      provider: context.provider,
-      statusCode: status,
-      detail: boundDetail(redactSecrets(`${what}${body}`, context.secrets)),
-      cause: error,
-    }),
+    error: new ModelResponseInvalidError({ provider: context.provider, statusCode: status, detail: what, cause: error }),
   };
 }
 
@@ -107,24 +109,29 @@ function isNetworkCutOff(cause: unknown): boolean {
   return cause instanceof TypeError || (cause instanceof Error && /ECONNRESET|EPIPE|socket hang up|other side closed/i.test(cause.message));
 }
 
-/** OpenAI-style bodies carry {"error":{"message":...}}; fall back to the SDK's message. */
-function providerErrorDetail(error: APICallError): string {
-  if (error.responseBody !== undefined) {
-    try {
-      const body = JSON.parse(error.responseBody) as { error?: { message?: unknown } | string; message?: unknown };
-      if (typeof body.error === 'string') return body.error;
-      if (typeof body.error?.message === 'string') return body.error.message;
-      if (typeof body.message === 'string') return body.message;
-    } catch {
-      // not JSON: use the SDK message below
-    }
+/**
+ * The `error.message` of an OpenAI-style JSON error body ({"error":{"message":...}}), made
+ * safe to show: known secrets redacted, control and bidirectional-formatting characters
+ * removed, one line, at most DETAIL_LIMIT characters. Undefined for anything else.
+ */
+export function providerErrorMessage(responseBody: string | undefined, secrets: readonly (string | undefined)[]): string | undefined {
+  if (responseBody === undefined) return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(responseBody);
+  } catch {
+    return undefined;
   }
-  return error.message;
-}
-
-function boundDetail(detail: string): string {
-  const oneLine = detail.replace(/\s+/g, ' ').trim();
-  return oneLine.length > DETAIL_LIMIT ? `${oneLine.slice(0, DETAIL_LIMIT)}…` : oneLine;
+  const message = (body as { error?: { message?: unknown } } | null)?.error?.message;
+  if (typeof message !== 'string') return undefined;
+  const shown = redactSecrets(message, secrets)
+    // C0, DEL, C1; then bidi embeddings/overrides/isolates and marks, which reorder what a terminal shows.
+    .replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')
+    .replace(/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+  if (shown === '') return undefined;
+  return shown.length > DETAIL_LIMIT ? `${shown.slice(0, DETAIL_LIMIT)}…` : shown;
 }
 
 // undici reports refused/reset connections as TypeError('fetch failed') with a cause.
