@@ -55,7 +55,7 @@ describe('MemoryKubeGateway under the real RunStatusWriter', () => {
   it('serves the file objects of the run namespace only, and a created pod is Ready at once', async () => {
     const gateway = gatewayWith();
     expect(await gateway.configMapKeys('default', 's')).toEqual(['script.json']);
-    expect(await gateway.secretKeys('default', 'k')).toEqual(['apiKey']);
+    expect(await gateway.secretKeysAndLabels('default', 'k')).toEqual({ keys: ['apiKey'], labels: {} });
     expect(gateway.secretValue('other', 'k', 'apiKey')).toBeUndefined();
     await gateway.createPod({ metadata: { name: 'demo-sandbox', namespace: 'default' } });
     const pod = gateway.caches().pods.get('default', 'demo-sandbox');

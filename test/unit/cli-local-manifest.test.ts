@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { acceptLocalRun } from '../../operator/src/cli/local/accept-local-run.ts';
-import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
+import { localModelEndpoints, localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
 import { localRepositoryUrl } from '../../operator/src/cli/local/local-repository.ts';
 import { readManifest } from '../../operator/src/cli/local/manifest-file.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
@@ -97,6 +97,8 @@ apiVersion: v1
 kind: Secret
 metadata:
   name: keys
+  labels:
+    chamvi.dev/usable-by-runs: "true"
 data:
   apiKey: ${Buffer.from('sk-from-data').toString('base64')}
 stringData:
@@ -122,6 +124,7 @@ ${RUN}`,
     expect(manifest.directory).toBe(dir);
     expect([...manifest.configMaps.keys()]).toEqual(['script']);
     expect(manifest.secrets.get('keys')).toEqual({ apiKey: 'sk-from-data', token: 'plain' });
+    expect(manifest.secretLabels?.get('keys')).toEqual({ 'chamvi.dev/usable-by-runs': 'true' });
     expect(manifest.ignored).toEqual(['ConfigMap/other', 'Namespace/agents']);
   });
 
@@ -177,10 +180,30 @@ describe('acceptLocalRun', () => {
   });
 
   it('prefers the Secret in the file to the environment', async () => {
-    const secret = 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\nstringData:\n  apiKey: sk-file\n';
+    const secret = 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\n  labels:\n    chamvi.dev/usable-by-runs: "true"\nstringData:\n  apiKey: sk-file\n';
     const accepted = await accept(`${secret}---\n${openaiRun}`, { OPENAI_API_KEY: 'sk-openai' });
     expect(accepted.apiKeyFrom).toBeUndefined();
     expect(accepted.secrets.get('openai')).toEqual({ apiKey: 'sk-file' });
+  });
+
+  it('security #11.3: refuses a Secret in the file without the usable-by-runs label, as the operator would', async () => {
+    const secret = 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\nstringData:\n  apiKey: sk-file\n';
+    await expect(accept(`${secret}---\n${openaiRun}`, { OPENAI_API_KEY: 'sk-openai' })).rejects.toThrow(
+      /SecretNotAllowed: Secret default\/openai .* kubectl label secret openai -n default chamvi\.dev\/usable-by-runs=true/,
+    );
+  });
+
+  it('security #11.3: allows the endpoint a local run names when it is canonical, and refuses one that is not', async () => {
+    const compatible = (baseURL: string) =>
+      openaiRun.replace('provider: openai', `provider: openai-compatible\n    baseURL: ${baseURL}`);
+    // As run-locally.ts does: the run's own endpoint is the user's choice on the user's machine.
+    const acceptLocally = async (text: string, env: NodeJS.ProcessEnv) => {
+      const manifest = await readManifest(file('local.yaml', text), noStdin);
+      return acceptLocalRun(manifest, env, localOperatorConfig(undefined, undefined, localModelEndpoints(manifest.run)), now);
+    };
+    const accepted = await acceptLocally(compatible('http://127.0.0.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' });
+    expect(accepted.spec.model.baseURL).toBe('http://127.0.0.1:11434/v1');
+    await expect(acceptLocally(compatible('http://127.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' })).rejects.toThrow(/ModelEndpointNotAllowed: .*canonical form/);
   });
 
   it.each([

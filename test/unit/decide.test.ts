@@ -35,7 +35,7 @@ function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRu
     run: r,
     networkPolicyExists: false,
     ownedConfigMaps: [],
-    references: { secrets: { llm: ['apiKey'] }, configMaps: {} },
+    references: { secrets: { llm: ['apiKey'] }, configMaps: {}, secretLabels: { llm: { 'chamvi.dev/usable-by-runs': 'true' } } } as never,
     admission: { active: 0, queuedAhead: 0 },
     ...overrides,
   };
@@ -61,6 +61,21 @@ describe('decide: accepting a new run', () => {
     ['a disallowed repository', { spec: { repository: { url: 'https://github.com/acme-evil/x' } } }, {}, 'RepoNotAllowed', /does not match the operator's allowRepo/],
     ['a missing API key Secret', {}, { references: { secrets: {}, configMaps: {} } }, 'SecretNotFound', /Secret agents\/llm named in spec.model.apiKeySecretRef does not exist/],
     ['a Secret without the key', {}, { references: { secrets: { llm: ['token'] }, configMaps: {} } }, 'SecretNotFound', /has no key "apiKey"/],
+    [
+      'security #11.3: a Secret not labelled usable-by-runs',
+      {},
+      { references: { secrets: { llm: ['apiKey'] }, configMaps: {}, secretLabels: { llm: {} } } },
+      'SecretNotAllowed',
+      /kubectl label secret llm -n agents chamvi.dev\/usable-by-runs=true/,
+    ],
+    [
+      'security #11.3: an openai-compatible endpoint not in allowModelEndpoints',
+      { spec: { model: { provider: 'openai-compatible', name: 'm', baseURL: 'http://10.0.0.1:8080/v1', apiKeySecretRef: { name: 'llm' } } } },
+      {},
+      'ModelEndpointNotAllowed',
+      /no model endpoint is allowed yet/,
+    ],
+    ['security #11.10: a sandbox image not in allowImages', { spec: { sandbox: { image: 'registry.example/tenant-a/private:1' } } }, {}, 'ImageNotAllowed', /allowImages/],
     [
       'a scripted run without its ConfigMap',
       { spec: { model: { provider: 'scripted', scriptRef: { name: 'demo' } } } },

@@ -10,6 +10,12 @@ export const REASONS = {
   InvalidSpec: 'InvalidSpec',
   RepoNotAllowed: 'RepoNotAllowed',
   SecretNotFound: 'SecretNotFound',
+  /** Security #11.3: a Secret the run names lacks the label chamvi.dev/usable-by-runs: "true". */
+  SecretNotAllowed: 'SecretNotAllowed',
+  /** Security #11.3: spec.model.baseURL is not canonical or not in the operator's allowModelEndpoints. */
+  ModelEndpointNotAllowed: 'ModelEndpointNotAllowed',
+  /** Security #11.10: spec.sandbox.image is neither the operator's sandbox image nor in allowImages. */
+  ImageNotAllowed: 'ImageNotAllowed',
   ConfigMapNotFound: 'ConfigMapNotFound',
   CloneFailed: 'CloneFailed',
   SetupFailed: 'SetupFailed',

@@ -2,6 +2,7 @@
 // from a YAML file and/or environment variables at start-up. A bad value stops the
 // process with a message naming the key, before anything touches the cluster.
 import { z } from 'zod';
+import { parseEndpointPattern } from '../reconcile/model-endpoints.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
@@ -16,6 +17,31 @@ export const operatorConfigSchema = z
       .default([])
       .describe('Glob patterns a repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
+    /** Security #11.10: see reconcile/allow-images.ts. */
+    allowImages: z
+      .array(z.string().min(1).max(1024).regex(/^[^\s]+$/, 'must be an image pattern without spaces'))
+      .default([])
+      .describe(
+        'Glob patterns of sandbox images a run may name besides sandboxImage (registry.example/team/*; * stays within a path segment, ** crosses). ' +
+          'Empty: only sandboxImage. Listed images are pulled with imagePullPolicy Always.',
+      ),
+    /** Security #11.3: see reconcile/model-endpoints.ts. */
+    allowModelEndpoints: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(2048)
+          .superRefine((pattern, ctx) => {
+            const parsed = parseEndpointPattern(pattern);
+            if ('refused' in parsed) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(pattern)} is refused because ${parsed.refused}` });
+          }),
+      )
+      .default([])
+      .describe(
+        'Model endpoints a run may name in spec.model.baseURL, as canonical URLs: scheme, host and port exact, the path a prefix ' +
+          '(* one segment, ** any), such as https://llm.internal/v1. Empty: no run-set endpoint (openai-compatible is refused).',
+      ),
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
     /** Security #11.1: Redis holds every run's state and queue; see workers/redis-connection.ts. */
     redisPassword: z
@@ -121,6 +147,8 @@ export type OperatorConfig = z.output<typeof operatorConfigSchema>;
 const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean }> = {
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
+  CHAMVI_ALLOW_IMAGES: { key: 'allowImages', list: true },
+  CHAMVI_ALLOW_MODEL_ENDPOINTS: { key: 'allowModelEndpoints', list: true },
   REDIS_URL: { key: 'redisUrl' },
   REDIS_PASSWORD: { key: 'redisPassword' },
   CHAMVI_REDIS_CA_FILE: { key: 'redisCaFile' },

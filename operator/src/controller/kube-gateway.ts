@@ -38,10 +38,16 @@ export interface KubeGateway {
   createNetworkPolicy(policy: V1NetworkPolicy): Promise<NameHolder | undefined>;
   deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
   deleteConfigMap(namespace: string, name: string): Promise<void>;
-  /** Keys of a Secret (values are never kept), or undefined when it does not exist. */
-  secretKeys(namespace: string, name: string): Promise<string[] | undefined>;
+  /** Keys and labels of a Secret (values are never kept), or undefined when it does not exist. */
+  secretKeysAndLabels(namespace: string, name: string): Promise<SecretKeysAndLabels | undefined>;
   configMapKeys(namespace: string, name: string): Promise<string[] | undefined>;
   createEvent(event: CoreV1Event): Promise<void>;
+}
+
+/** What validation learns of a referenced Secret: its keys and labels (security #11.3: the usable-by-runs label). */
+export interface SecretKeysAndLabels {
+  keys: string[];
+  labels: Record<string, string>;
 }
 
 /** The object found holding a name the operator meant to create: what ownership is judged by. */
@@ -121,10 +127,10 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     async deleteConfigMap(namespace, name) {
       await core.deleteNamespacedConfigMap({ namespace, name }).catch(ignore(isNotFound));
     },
-    async secretKeys(namespace, name) {
+    async secretKeysAndLabels(namespace, name) {
       try {
         const secret = await core.readNamespacedSecret({ namespace, name });
-        return Object.keys({ ...secret.data, ...secret.stringData });
+        return { keys: Object.keys({ ...secret.data, ...secret.stringData }), labels: secret.metadata?.labels ?? {} };
       } catch (error) {
         if (isNotFound(error)) return undefined;
         throw error;

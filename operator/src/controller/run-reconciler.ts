@@ -161,15 +161,18 @@ export class RunReconciler {
     };
   }
 
-  /** Only the objects the spec names, only in the run's own namespace, only their keys. */
+  /** Only the objects the spec names, only in the run's own namespace, only their keys (and a Secret's labels). */
   private async readReferences(run: CodingRun): Promise<ReferencedObjects> {
-    const found: ReferencedObjects = { secrets: {}, configMaps: {} };
+    const found: ReferencedObjects = { secrets: {}, configMaps: {}, secretLabels: {} };
     const parsed = parseSpec(run);
     if (!parsed.ok) return found;
     for (const reference of referencesOf(parsed.spec)) {
       const namespace = run.metadata.namespace;
-      if (reference.kind === 'Secret') found.secrets[reference.name] = await this.deps.kube.secretKeys(namespace, reference.name);
-      else found.configMaps[reference.name] = await this.deps.kube.configMapKeys(namespace, reference.name);
+      if (reference.kind === 'Secret') {
+        const secret = await this.deps.kube.secretKeysAndLabels(namespace, reference.name);
+        found.secrets[reference.name] = secret?.keys;
+        if (secret) found.secretLabels![reference.name] = secret.labels;
+      } else found.configMaps[reference.name] = await this.deps.kube.configMapKeys(namespace, reference.name);
     }
     return found;
   }

@@ -19,6 +19,8 @@ export interface SandboxPodView {
 export interface ReferencedObjects {
   secrets: Record<string, string[] | undefined>;
   configMaps: Record<string, string[] | undefined>;
+  /** Labels of each referenced Secret that exists (security #11.3: runs use only Secrets labelled usable-by-runs); absent is none. */
+  secretLabels?: Record<string, Record<string, string>>;
 }
 
 export interface Admission {

@@ -67,7 +67,10 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
   const container: V1Container = {
     name: SANDBOX_CONTAINER,
     image: sandbox.image ?? config.sandboxImage,
-    imagePullPolicy: 'IfNotPresent',
+    // Security #11.10: with IfNotPresent the kubelet starts an image some other pod pulled
+    // without checking that this namespace may pull it; Always makes it ask the registry
+    // with this pod's credentials. The operator's own image is everyone's, so it may stay cached.
+    imagePullPolicy: customImage ? 'Always' : 'IfNotPresent',
     // The default image's entrypoint is tini, which reaps the process groups background jobs
     // leave behind, so only the arguments are set there; a custom image's entrypoint is
     // unknown, so its command is replaced.

@@ -1,10 +1,14 @@
-// Accepting a run: the spec parses, the repository is allowed, and every Secret and
-// ConfigMap it names exists in its own namespace with the key it names. Pure; a refusal
-// carries the status reason and a message that says what to change.
+// Accepting a run: the spec parses, the repository, the model endpoint and the sandbox image
+// are allowed by the operator's config, and every Secret and ConfigMap it names exists in its
+// own namespace with the key it names (a Secret also opting in to runs by its label). Pure; a
+// refusal carries the status reason and a message that says what to change.
 import { codingRunSpec, REASONS, type CodingRun, type CodingRunSpec, type Reason } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { isImageAllowed } from './allow-images.ts';
 import { isRepositoryAllowed } from './allow-repo.ts';
+import { isModelEndpointAllowed } from './model-endpoints.ts';
 import type { ReferencedObjects } from './observed-run.ts';
+import { isSecretUsableByRuns, secretNotUsableMessage } from './secret-opt-in.ts';
 
 export interface Refusal {
   reason: Reason;
@@ -42,6 +46,11 @@ export function referencesOf(spec: CodingRunSpec): Reference[] {
 export function validateRun(run: CodingRun, spec: CodingRunSpec, config: OperatorConfig, found: ReferencedObjects): Refusal | undefined {
   const repo = isRepositoryAllowed(spec.repository.url, config.allowRepo);
   if (!repo.allowed) return { reason: REASONS.RepoNotAllowed, message: repo.message };
+  // Security #11.3 and #11.10: where the model may be called and what the sandbox may run are the admin's lists.
+  const endpoint = isModelEndpointAllowed(spec.model, config);
+  if (!endpoint.allowed) return { reason: REASONS.ModelEndpointNotAllowed, message: endpoint.message };
+  const image = isImageAllowed(spec.sandbox.image, config);
+  if (!image.allowed) return { reason: REASONS.ImageNotAllowed, message: image.message };
   const namespace = run.metadata.namespace;
   for (const reference of referencesOf(spec)) {
     const keys = reference.kind === 'Secret' ? found.secrets[reference.name] : found.configMaps[reference.name];
@@ -57,6 +66,9 @@ export function validateRun(run: CodingRun, spec: CodingRunSpec, config: Operato
         reason,
         message: `${reference.kind} ${namespace}/${reference.name} named in ${reference.field} has no key "${reference.key}"; add the key or set ${reference.field}.key`,
       };
+    }
+    if (reference.kind === 'Secret' && !isSecretUsableByRuns(found.secretLabels?.[reference.name])) {
+      return { reason: REASONS.SecretNotAllowed, message: secretNotUsableMessage(namespace, reference.name, reference.field) };
     }
   }
   return undefined;

@@ -15,6 +15,7 @@ import type { AgentLogger } from './agent-dependencies.ts';
 import { AgentQueue } from './agent-queue.ts';
 import { startAgentWorker } from './agent-worker.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { endpointCheckedModelFactory } from './endpoint-checked-model-factory.ts';
 import { createModelFactory } from './model-factory.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
@@ -72,7 +73,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       resources,
       sandboxes,
       queue: agentQueue,
-      models: createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
+      models: endpointCheckedModelFactory(createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch), config),
       events: options.events,
       metrics: options.metrics,
       getRun: (namespace, name) => options.kube.getRun(namespace, name),

@@ -36,6 +36,9 @@ const MODEL_REASONS = new Set<string>([
   REASONS.ModelResponseInvalid,
   REASONS.ModelConfigurationInvalid,
   REASONS.ModelScriptInvalid,
+  // Security #11.3: re-checked at the point of use; retrying cannot change the answer.
+  REASONS.ModelEndpointNotAllowed,
+  REASONS.SecretNotAllowed,
 ]);
 
 function reasonOf(error: unknown): string | undefined {

@@ -8,6 +8,8 @@ import { isAlreadyExists, isNotFound } from '../controller/api-errors.ts';
 import { diffConfigMapName } from '../reconcile/names.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { ownerReference } from '../reconcile/sandbox-pod.ts';
+import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
+import { SecretNotAllowedError } from './errors/secret-not-allowed-error.ts';
 
 /** ConfigMap keys of the full diff: plain text, or gzip when plain would not fit. */
 export const DIFF_KEY = 'diff';
@@ -15,6 +17,7 @@ export const DIFF_GZIP_KEY = 'diff.gz';
 const PLAIN_DIFF_MAX = 900 * 1024; // a ConfigMap holds 1 MiB in all, metadata included
 
 export interface RunResources {
+  /** The value, undefined when the Secret or key is missing; throws SecretNotAllowedError when the Secret is not labelled usable-by-runs. */
   secretValue(namespace: string, name: string, key: string): Promise<string | undefined>;
   configMapValue(namespace: string, name: string, key: string): Promise<string | undefined>;
   /**
@@ -52,6 +55,9 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
     async secretValue(namespace, name, key) {
       try {
         const secret = await core.readNamespacedSecret({ namespace, name });
+        // Security #11.3: the label is checked on the very object whose value is used; the
+        // admission check saw an earlier read, and the label may have gone since.
+        if (!isSecretUsableByRuns(secret.metadata?.labels)) throw new SecretNotAllowedError(secretNotUsableMessage(namespace, name, 'the run'));
         const value = secret.data?.[key];
         return value === undefined ? secret.stringData?.[key] : Buffer.from(value, 'base64').toString('utf8');
       } catch (error) {

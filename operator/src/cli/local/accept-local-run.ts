@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { API_VERSION, type CodingRun, type CodingRunSpec } from '../../api/index.ts';
 import type { OperatorConfig } from '../../config/operator-config.ts';
 import { findProviderDeclaration } from '../../providers/provider-registry.ts';
+import { USABLE_BY_RUNS_LABEL, USABLE_BY_RUNS_VALUE } from '../../reconcile/secret-opt-in.ts';
 import { parseSpec, validateRun } from '../../reconcile/validate-run.ts';
 import { ManifestError } from '../errors/manifest-error.ts';
 import { localRepositoryUrl } from './local-repository.ts';
@@ -50,6 +51,7 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
   };
 
   const secrets = new Map(manifest.secrets);
+  const secretLabels = new Map(manifest.secretLabels);
   let apiKeyFrom: string | undefined;
   const keyRef = spec.model.apiKeySecretRef;
   if (keyRef && secrets.get(keyRef.name)?.[keyRef.key] === undefined) {
@@ -61,17 +63,20 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
       );
     }
     secrets.set(keyRef.name, { ...secrets.get(keyRef.name), [keyRef.key]: env[variable]! });
+    // The user gave this key to this run by setting the variable: that is its opt-in.
+    secretLabels.set(keyRef.name, { ...secretLabels.get(keyRef.name), [USABLE_BY_RUNS_LABEL]: USABLE_BY_RUNS_VALUE });
     apiKeyFrom = variable;
   }
 
   const found = {
     secrets: Object.fromEntries([...secrets].map(([secret, values]) => [secret, Object.keys(values)])),
     configMaps: Object.fromEntries([...manifest.configMaps].map(([configMap, { data, binaryData }]) => [configMap, Object.keys({ ...data, ...binaryData })])),
+    secretLabels: Object.fromEntries(secretLabels),
   };
   const refusal = validateRun({ ...run, metadata: { ...run.metadata, namespace } }, spec, config, found);
   if (refusal) {
     // The operator's messages speak of creating objects in the namespace; here they go in the file.
     throw refused(`${refusal.reason}: ${refusal.message.replace(/; create it in the run's namespace and create the run again$/, '; add it to the file')}`);
   }
-  return { run, spec, configMaps: manifest.configMaps, secrets, ...(apiKeyFrom ? { apiKeyFrom } : {}) };
+  return { run, spec, configMaps: manifest.configMaps, secrets, secretLabels, ...(apiKeyFrom ? { apiKeyFrom } : {}) };
 }

@@ -3,6 +3,7 @@
 // so a shared Redis (REDIS_URL) can hold several local runs and an operator side by side.
 import { randomBytes } from 'node:crypto';
 import { loadOperatorConfig, type OperatorConfig } from '../../config/operator-config.ts';
+import { parseEndpointUrl } from '../../reconcile/model-endpoints.ts';
 import { LOCAL_ALLOW_REPO } from './local-repository.ts';
 
 export const LOCAL_IDENTITY = 'kubectl-codingrun-local';
@@ -12,11 +13,24 @@ export function localRedisPrefix(): string {
   return `chamvi-local-${randomBytes(6).toString('hex')}`;
 }
 
-export function localOperatorConfig(redisUrl = 'redis://127.0.0.1:6379', redisPrefix = 'chamvi-local'): OperatorConfig {
+/**
+ * Local mode runs for the user with the user's keys, so the endpoint the run names is the
+ * user's choice: it is allowed when canonical (a non-canonical one is refused with the
+ * operator's own message). Security #11.3.
+ */
+export function localModelEndpoints(run: { spec?: unknown }): string[] {
+  const baseURL = (run.spec as { model?: { baseURL?: unknown } } | undefined)?.model?.baseURL;
+  return typeof baseURL === 'string' && 'endpoint' in parseEndpointUrl(baseURL) ? [baseURL] : [];
+}
+
+export function localOperatorConfig(redisUrl = 'redis://127.0.0.1:6379', redisPrefix = 'chamvi-local', allowModelEndpoints: readonly string[] = []): OperatorConfig {
   // Parsed with an empty environment: the user's CHAMVI_* variables are the operator's, not these.
   return loadOperatorConfig(
     {
       allowRepo: [...LOCAL_ALLOW_REPO],
+      allowModelEndpoints: [...allowModelEndpoints],
+      // No image is started locally: spec.sandbox.image is ignored, so any is accepted.
+      allowImages: ['**'],
       redisUrl,
       redisPrefix,
       workerConcurrency: 2,

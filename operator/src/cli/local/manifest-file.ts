@@ -13,6 +13,8 @@ export interface ManifestObjects {
   configMaps: Map<string, { data: Record<string, string>; binaryData: Record<string, string> }>;
   /** Secret name → decoded values (data is base64, stringData plain and wins). */
   secrets: Map<string, Record<string, string>>;
+  /** Secret name → its labels (security #11.3: a run uses only Secrets labelled usable-by-runs, locally too). */
+  secretLabels?: Map<string, Record<string, string>>;
 }
 
 export interface LocalManifest extends ManifestObjects {
@@ -103,6 +105,7 @@ export async function readManifest(file: string, stdin: NodeJS.ReadableStream, n
     run: { apiVersion: API_VERSION, kind: KIND, metadata: { name, namespace, uid: '' }, spec: raw.spec as CodingRun['spec'] },
     configMaps: new Map(),
     secrets: new Map(),
+    secretLabels: new Map(),
     ignored: [],
   };
   const annotations = (raw.metadata as { annotations?: unknown }).annotations;
@@ -123,6 +126,7 @@ export async function readManifest(file: string, stdin: NodeJS.ReadableStream, n
     } else {
       const decoded = Object.fromEntries(Object.entries(stringMap(object.data, `${where} data`)).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
       manifest.secrets.set(objectName, { ...decoded, ...stringMap(object.stringData, `${where} stringData`) });
+      manifest.secretLabels!.set(objectName, stringMap((object.metadata as { labels?: unknown }).labels, `${where} metadata.labels`));
     }
   }
   return manifest;

@@ -6,7 +6,7 @@
 // change resolves changed(), which is what the local loop waits on instead of a watch.
 import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
-import type { KubeGateway, NameHolder } from '../../controller/kube-gateway.ts';
+import type { KubeGateway, NameHolder, SecretKeysAndLabels } from '../../controller/kube-gateway.ts';
 import type { ObjectCache, ReconcilerCaches } from '../../controller/run-reconciler.ts';
 import { applyJsonPatch } from './json-patch.ts';
 import type { ManifestObjects } from './manifest-file.ts';
@@ -27,6 +27,7 @@ export class MemoryKubeGateway implements KubeGateway {
   private readonly networkPolicies = new Map<string, V1NetworkPolicy>();
   private readonly configMaps = new Map<string, V1ConfigMap>();
   private readonly secrets: Map<string, Record<string, string>>;
+  private readonly secretLabels: Map<string, Record<string, string>>;
   private wake: Array<() => void> = [];
 
   constructor(
@@ -38,6 +39,7 @@ export class MemoryKubeGateway implements KubeGateway {
     this.version = Number(run.metadata.resourceVersion ?? '1') || 1;
     this.run.metadata.resourceVersion = String(this.version);
     this.secrets = new Map(objects.secrets);
+    this.secretLabels = new Map(objects.secretLabels);
     for (const [name, { data, binaryData }] of objects.configMaps) {
       this.configMaps.set(name, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: run.metadata.namespace }, data, binaryData });
     }
@@ -85,6 +87,12 @@ export class MemoryKubeGateway implements KubeGateway {
 
   secretValue(namespace: string, name: string, key: string): string | undefined {
     return namespace === this.namespace ? this.secrets.get(name)?.[key] : undefined;
+  }
+
+  /** A Secret's labels, or undefined when there is no such Secret. */
+  secretLabelsOf(namespace: string, name: string): Record<string, string> | undefined {
+    if (namespace !== this.namespace || !this.secrets.has(name)) return undefined;
+    return { ...this.secretLabels.get(name) };
   }
 
   configMap(namespace: string, name: string): V1ConfigMap | undefined {
@@ -169,9 +177,9 @@ export class MemoryKubeGateway implements KubeGateway {
     if (namespace === this.namespace && this.configMaps.delete(name)) this.touched();
   }
 
-  async secretKeys(namespace: string, name: string): Promise<string[] | undefined> {
+  async secretKeysAndLabels(namespace: string, name: string): Promise<SecretKeysAndLabels | undefined> {
     const values = namespace === this.namespace ? this.secrets.get(name) : undefined;
-    return values && Object.keys(values);
+    return values && { keys: Object.keys(values), labels: { ...this.secretLabels.get(name) } };
   }
 
   async configMapKeys(namespace: string, name: string): Promise<string[] | undefined> {

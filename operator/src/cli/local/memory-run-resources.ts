@@ -2,12 +2,17 @@
 // the objects in the manifest (and the API key variable), held by the in-memory gateway;
 // the full diff is kept there as the same ConfigMap the operator would write, so the
 // plugin prints it the way `kubectl codingrun diff` does.
+import { isSecretUsableByRuns, secretNotUsableMessage } from '../../reconcile/secret-opt-in.ts';
+import { SecretNotAllowedError } from '../../workers/errors/secret-not-allowed-error.ts';
 import { diffConfigMap, type RunResources } from '../../workers/run-resources.ts';
 import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
 
 export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
   return {
     async secretValue(namespace, name, key) {
+      // Security #11.3: the same opt-in as on a cluster (run-resources.ts), so a file that runs here runs there.
+      const labels = gateway.secretLabelsOf(namespace, name);
+      if (labels !== undefined && !isSecretUsableByRuns(labels)) throw new SecretNotAllowedError(secretNotUsableMessage(namespace, name, 'the run'));
       return gateway.secretValue(namespace, name, key);
     },
     async configMapValue(namespace, name, key) {

@@ -19,7 +19,7 @@ import { InterruptedError } from '../errors/interrupted-error.ts';
 import { RunFailedError } from '../errors/run-failed-error.ts';
 import { acceptLocalRun } from './accept-local-run.ts';
 import { ApprovalDesk } from './approval-desk.ts';
-import { localOperatorConfig, localRedisPrefix } from './local-operator-config.ts';
+import { localModelEndpoints, localOperatorConfig, localRedisPrefix } from './local-operator-config.ts';
 import { provideRedis, type LocalRedis } from './local-redis.ts';
 import { reconcileUntilFinished } from './local-run-loop.ts';
 import { LocalSandboxFactory, findToolbox } from './local-sandbox-factory.ts';
@@ -77,7 +77,8 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   const startedAt = Date.now();
   const printer = new ProgressPrinter(io.err, startedAt);
   const manifest = await readManifest(command.file, io.stdin, command.namespace);
-  const accepted = acceptLocalRun(manifest, io.env, localOperatorConfig(), io.now());
+  const modelEndpoints = localModelEndpoints(manifest.run);
+  const accepted = acceptLocalRun(manifest, io.env, localOperatorConfig(undefined, undefined, modelEndpoints), io.now());
   const toolboxPath = findToolbox(io.env);
   const redisConfigured = configuredRedis(command, io.env);
   const { run } = accepted;
@@ -109,7 +110,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   signal.addEventListener('abort', onAbort, { once: true });
   try {
     printer.note(`Redis: ${redis.description}`);
-    const config = localOperatorConfig(redis.url, redisPrefix);
+    const config = localOperatorConfig(redis.url, redisPrefix, modelEndpoints);
     const gateway = new MemoryKubeGateway(run, accepted, (event) => printer.event(event));
     const events = new EventRecorder(gateway, config.identity, logger);
     runtime = startAgentRuntime({
