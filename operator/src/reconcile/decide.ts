@@ -261,16 +261,17 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const pending = run.status?.pendingApproval;
   if (currentPhase === 'WaitingForApproval' && pending) {
     const reading = readApprovalAnnotation(run);
+    const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
     if (reading.kind === 'answer' && reading.answer.id === pending.id) {
       actions.push({ type: 'resumeAgent', answer: reading.answer });
-      return done(recheck);
-    }
-    if (reading.kind === 'answer') {
+      // Security #11.5: the agent refuses an approval whose sha256 is not the input's, and the
+      // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
+      if (now.getTime() < timeoutAt) return done(Math.min(recheck, timeoutAt - now.getTime()));
+    } else if (reading.kind === 'answer') {
       builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
     } else if (reading.kind === 'invalid') {
       builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: reading.message });
     }
-    const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
     if (now.getTime() >= timeoutAt) {
       actions.push({ type: 'resumeAgent', answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` } });
       return done(recheck);
