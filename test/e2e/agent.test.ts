@@ -83,6 +83,8 @@ function operatorEnv(): Record<string, string> {
     CHAMVI_REDIS_PREFIX: PREFIX,
     CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
     CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+    // Security #11.3: the fake model is the only endpoint a run may name (started before any operator).
+    CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
   };
 }
 
@@ -104,7 +106,7 @@ beforeAll(async () => {
   await createNamespace(`${NS}-lease`);
   registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
   fake = await startFakeOpenAIServer();
-  await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } });
+  await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } });
   operator = new OperatorProcess({
     kubeconfig: kubeconfigPath(),
     env: {
@@ -344,7 +346,7 @@ describe('a worker that dies mid-step', () => {
     try {
       await createNamespace(`${NS}-kill`, { restricted: true });
       await createNamespace(`${NS}-kill-lease`);
-      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } }) });
+      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } }) });
       await first.waitForLog('caches synced; reconciling');
       const run = codingRun('killed', model);
       await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify(run) });

@@ -61,11 +61,12 @@ beforeAll(async () => {
       CHAMVI_WORKER_CONCURRENCY: '2',
       CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: String(MODEL_CALL_TIMEOUT_SECONDS),
       CHAMVI_DEADLINE_GRACE_SECONDS: '600',
+      CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
     },
   });
   repoUrl = scene.repoUrl;
   await scene.ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } },
     scriptConfigMap('quick', [
       { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 10, outputTokens: 1 } },
       { text: 'Read it.', usage: { inputTokens: 10, outputTokens: 1 } },

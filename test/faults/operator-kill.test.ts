@@ -101,7 +101,9 @@ let second: OperatorProcess | undefined;
 let takeoverMs = 0;
 const atKill: Record<string, RunStatus & { stage?: string }> = {};
 
-const operator = (identity: string): OperatorProcess => scene.startOperator(identity);
+// Security #11.3: the fake model endpoints are the only ones a run may name.
+const operator = (identity: string): OperatorProcess =>
+  scene.startOperator(identity, { CHAMVI_ALLOW_MODEL_ENDPOINTS: `${fake.baseURL},${toolsFake.baseURL}` });
 
 const workspaceOf = async (run: string) => registrar.workspaceOf(ns.name, (await ns.derivedNames(run)).pod);
 const workspaceFile = async (run: string, file: string) => {
@@ -124,7 +126,7 @@ beforeAll(async () => {
   first = operator('faults-kill-first');
   await first.waitForLog('caches synced; reconciling', 60_000);
   await ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } },
     ...Object.entries(SCRIPTS).map(([name, turns]) => scriptConfigMap(`${name}-script`, turns)),
   );
   await ns.apply(

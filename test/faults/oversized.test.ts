@@ -76,11 +76,12 @@ async function diffConfigMap(name: string): Promise<{ bytes: number; diff: strin
 
 beforeAll(async () => {
   // Bundled and started as the image starts it, so the memory figures are the product's.
-  scene = await FaultScene.start({ namespace: NS, bundled: true });
+  // Started before the operator, whose allowModelEndpoints must name it (security #11.3).
+  fake = await startFakeOpenAIServer();
+  scene = await FaultScene.start({ namespace: NS, bundled: true, env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
   bigRepo = scene.createRepository('big', { 'README.md': 'Hello\n', 'big.log': fiftyMebibytesOfLines() });
   smallRepo = scene.createRepository('small', { 'README.md': 'Hello\n' });
-  fake = await startFakeOpenAIServer();
-  await scene.ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: API_KEY } });
+  await scene.ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } });
   memory = sampleMemory(scene.operator.pid, 100);
   figures.push(`operator RSS before the runs: ${(memory.lap() / MiB).toFixed(0)} MiB`);
 }, 240_000);

@@ -69,10 +69,10 @@ async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
   const redis = await PrivateRedis.start({ aof });
   const fake = await startFakeOpenAIServer();
   fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
-  const scene = await FaultScene.start({ namespace, redisUrl: redis.url, prefix: namespace, env: { CHAMVI_WORKER_CONCURRENCY: '1' } });
+  const scene = await FaultScene.start({ namespace, redisUrl: redis.url, prefix: namespace, env: { CHAMVI_WORKER_CONCURRENCY: '1', CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
   const { ns, operator, repoUrl } = scene;
   await ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-redis' } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-faults-redis' } },
     scriptConfigMap('approval-script', APPROVAL_TURNS),
     scriptConfigMap('plain-script', PLAIN_TURNS),
   );

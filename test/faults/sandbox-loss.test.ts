@@ -43,11 +43,15 @@ let operator: OperatorProcess;
 let redis: Redis;
 const latencies: Record<string, number> = {};
 
+let fake: FakeOpenAIServer;
+
 beforeAll(async () => {
-  scene = await FaultScene.start({ namespace: 'faults-loss', census: true });
+  // Started before the operator, whose allowModelEndpoints must name it (security #11.3).
+  fake = await startFakeOpenAIServer();
+  scene = await FaultScene.start({ namespace: 'faults-loss', census: true, env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
   ({ ns, repoUrl, census, registrar, operator } = scene);
   redis = new Redis(redisUrl());
-  await ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm' }, stringData: { apiKey: 'sk-faults-loss' } });
+  await ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-faults-loss' } });
 }, 120_000);
 
 afterAll(async () => {
@@ -81,10 +85,6 @@ async function expectStateGone(uid: string): Promise<void> {
 }
 
 describe('a sandbox pod deleted while the agent works', () => {
-  let fake: FakeOpenAIServer;
-  beforeAll(async () => {
-    fake = await startFakeOpenAIServer();
-  });
   afterAll(async () => {
     await fake?.stop();
   });

@@ -53,7 +53,7 @@ async function prepareNamespace(namespace: string) {
   await createNamespace(namespace, { restricted: true });
   await apply(
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace }, data: { 'script.json': '{"turns":[{"text":"done"}]}' } },
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', namespace }, stringData: { apiKey: 'sk-test' } },
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', namespace, labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-test' } },
   );
 }
 
