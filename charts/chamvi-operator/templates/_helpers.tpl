@@ -51,6 +51,11 @@ app.kubernetes.io/component: redis
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret holding state-key (and, for the bundled Redis, redis-password and redis.conf). */}}
+{{- define "chamvi.secretsName" -}}
+{{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "chamvi.fullname" .)) -}}
+{{- end -}}
+
 {{/* The bundled Redis runs unless an external one is named. */}}
 {{- define "chamvi.redisBundled" -}}
 {{- if and (not .Values.redis.url) (not .Values.redis.urlSecretRef.name) -}}true{{- end -}}

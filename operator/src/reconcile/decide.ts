@@ -27,6 +27,8 @@ const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so
 /** Why a started run can no longer go on, judged from what the agent holds of it. */
 export function agentLoss(agent: AgentView | undefined): { reason: string; message: string } | undefined {
   if (!agent || agent.moving) return undefined;
+  // Security #11.1: a state not written by the operator is never acted on, nor waited on.
+  if (agent.invalidState !== undefined) return { reason: REASONS.StateLost, message: agent.invalidState };
   if (agent.state === 'missing') {
     return { reason: REASONS.StateLost, message: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
   }

@@ -42,6 +42,8 @@ export interface AgentView {
   moving: boolean;
   /** Why a job of the run failed for good, when one did and nothing moves the run any more. */
   failedJob?: string;
+  /** Security #11.1: why the run's state in Redis cannot be trusted (its seal, its shape, another run's). */
+  invalidState?: string;
 }
 
 /**

@@ -111,8 +111,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
   private async look(run: CodingRun): Promise<AgentView> {
     const uid = run.metadata.uid;
     const before = await this.states.loadText(uid);
-    // A state that does not verify counts as missing here; the job that meets it fails the run with why.
-    const state = this.states.peek(before, AgentQueue.ref(run));
+    // A state that does not verify is as good as missing; the controller fails the run with why.
+    const { state, invalid } = this.states.inspect(before, AgentQueue.ref(run));
     const step = state?.step ?? run.status?.steps ?? 0;
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
@@ -131,6 +131,11 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     }
     const failed = states.find(({ state: jobState }) => jobState === 'failed');
     const failedReason = failed ? (await this.queue.getJob(failed.id))?.failedReason : undefined;
-    return { state: state?.stage ?? 'missing', moving: false, ...(failedReason !== undefined ? { failedJob: failedReason } : {}) };
+    return {
+      state: state?.stage ?? 'missing',
+      moving: false,
+      ...(failedReason !== undefined ? { failedJob: failedReason } : {}),
+      ...(invalid !== undefined ? { invalidState: invalid } : {}),
+    };
   }
 }

@@ -148,11 +148,16 @@ export class RunStateStore {
 
   /** decode, or undefined for a state that cannot be trusted (for looks that act on nothing). */
   peek(text: string | undefined, owner: RunStateOwner): RunState | undefined {
-    if (text === undefined) return undefined;
+    return this.inspect(text, owner).state;
+  }
+
+  /** decode, or why the state cannot be trusted (the message a run fails with). */
+  inspect(text: string | undefined, owner: RunStateOwner): { state?: RunState; invalid?: string } {
+    if (text === undefined) return {};
     try {
-      return this.decode(text, owner);
+      return { state: this.decode(text, owner) };
     } catch (error) {
-      if (RunStateInvalidError.isInstance(error)) return undefined;
+      if (RunStateInvalidError.isInstance(error)) return { invalid: error.message };
       throw error;
     }
   }
