@@ -116,3 +116,15 @@ describe('security #11.1 signed job data', () => {
     expect(seal.verifyJob(job, stateMac)).toBe(false);
   });
 });
+
+describe('security #11.1 the controller fails a run whose state cannot be trusted', () => {
+  it('with the reason StateLost and the message that says why, while no job moves the run', async () => {
+    const { agentLoss } = await import('../../operator/src/reconcile/decide.ts');
+    const invalidState = "the run's state in Redis failed validation: its HMAC does not match; was Redis written by something other than the operator? ...";
+    expect(agentLoss({ state: 'missing', moving: false, invalidState })).toEqual({ reason: 'StateLost', message: invalidState });
+    // A parked run waits for a human, but not on a state that is not the operator's.
+    expect(agentLoss({ state: 'missing', moving: false, invalidState })?.message).toMatch(/failed validation/);
+    // A moving job meets the state itself and fails the run with the same message.
+    expect(agentLoss({ state: 'missing', moving: true, invalidState })).toBeUndefined();
+  });
+});
