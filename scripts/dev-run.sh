@@ -41,7 +41,7 @@ if ! alive "$state/registrar.pid"; then
 fi
 
 kubectl create namespace chamvi-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-export CHAMVI_ALLOW_REPO="git://127.0.0.1:9418/*"
+export CHAMVI_ALLOW_REPO="git://127.0.0.1/*"  # 9418 is git://'s default port, which a canonical URL leaves out
 export CHAMVI_TOOLBOX_COMMAND="$(command -v node) $PWD/sandbox-image/dist/toolbox.mjs"
 export CHAMVI_LEADER_ELECTION_NAMESPACE=chamvi-system
 export CHAMVI_HTTP_PORT="${CHAMVI_HTTP_PORT:-8080}"

@@ -3,6 +3,7 @@
 // process with a message naming the key, before anything touches the cluster.
 import { z } from 'zod';
 import { parseEndpointPattern } from '../reconcile/model-endpoints.ts';
+import { allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
@@ -13,9 +14,28 @@ const positiveInt = (description: string, fallback: number, max = 1_000_000) =>
 export const operatorConfigSchema = z
   .object({
     allowRepo: z
-      .array(z.string().min(1).max(2048))
+      .array(
+        // Security #11.2: a pattern must be a canonical URL with wildcards (reconcile/allow-repo.ts).
+        z
+          .string()
+          .min(1)
+          .max(2048)
+          .superRefine((pattern, ctx) => {
+            const problem = allowRepoPatternProblem(pattern);
+            if (problem) ctx.addIssue({ code: 'custom', message: problem });
+          }),
+      )
       .default([])
-      .describe('Glob patterns a repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
+      .describe('Glob patterns a canonical repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
+    /** Security #11.7: the clone lands on the operator's own disk, shared by every run of the replica. */
+    maxCheckoutBytes: z.coerce
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(1024 ** 4)
+      .default(1024 ** 3)
+      .describe("Largest checkout a run's clone may have (sum of the commit's file sizes) and largest download; larger fails CloneFailed."),
+    maxCheckoutFiles: positiveInt("Most files a run's clone may check out; more fails CloneFailed.", 250_000, 100_000_000),
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     /** Security #11.10: see reconcile/allow-images.ts. */
     allowImages: z
@@ -146,6 +166,8 @@ export type OperatorConfig = z.output<typeof operatorConfigSchema>;
 /** Environment variables and the config keys they set. Lists are comma-separated. */
 const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean }> = {
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
+  CHAMVI_MAX_CHECKOUT_BYTES: { key: 'maxCheckoutBytes' },
+  CHAMVI_MAX_CHECKOUT_FILES: { key: 'maxCheckoutFiles' },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   CHAMVI_ALLOW_IMAGES: { key: 'allowImages', list: true },
   CHAMVI_ALLOW_MODEL_ENDPOINTS: { key: 'allowModelEndpoints', list: true },

@@ -1,71 +1,57 @@
 // Is a repository URL allowed by the operator's allowRepo patterns? Pure.
 //
-// Git treats some "URLs" as commands (`ext::sh -c ...`), options (`--upload-pack=...`) or
-// local paths, and a glob can be fooled by look-alike hosts (`github.com.evil.io`) or
-// owners (`acme-evil`). So the URL is first parsed and normalised, anything git could read
-// as something other than a remote is refused outright, and only then is it matched,
-// segment by segment, against the patterns.
+// Security #11.2: the URL must already be canonical (canonical-repository-url.ts); nothing is
+// re-spelt, so the string that matched a pattern is the string git gets (a CheckedRepositoryUrl).
+// The patterns are globs compiled to RE2 expressions, exactly as the chart's admission policy
+// compiles them (templates/_helpers.tpl, `chamvi.allowRepoRegexes`): the decision here is
+//   canonical(url) && (some plain pattern matches && the host has no xn-- label
+//                      || some pattern that names xn-- matches)
+// and the chart's CEL is the same expression over the same strings.
 
-export type RepoDecision = { allowed: true; normalized: string } | { allowed: false; message: string };
+import { hasPunycodeHost, isCanonicalRepositoryUrl, nonCanonicalReason } from './canonical-repository-url.ts';
 
-const REMOTE_SCHEMES = new Set(['https:', 'http:', 'ssh:', 'git:']);
+declare const checked: unique symbol;
+/** A repository URL that passed isRepositoryAllowed: the only kind cloneRepository takes. */
+export type CheckedRepositoryUrl = string & { readonly [checked]: true };
 
-/** `git@host:owner/repo.git` (scp-like) → `ssh://git@host/owner/repo.git`. */
-function fromScpLike(url: string): string | undefined {
-  const match = /^([A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!\/\/)([^\s]+)$/.exec(url);
-  if (!match) return undefined;
-  return `ssh://${match[1] ?? ''}${match[2]}/${match[3]!.replace(/^\/+/, '')}`;
+export type RepoDecision = { allowed: true; url: CheckedRepositoryUrl } | { allowed: false; message: string };
+
+/**
+ * What a pattern must look like: with each run of wildcards replaced by `1` (which fits every part
+ * of the grammar: a host label, a port, a path segment, an ssh user), a canonical URL.
+ */
+export function allowRepoPatternProblem(pattern: string): string | undefined {
+  if (!/^[A-Za-z0-9._~+:/@*?-]+$/.test(pattern)) {
+    return `allowRepo pattern ${JSON.stringify(pattern)} has characters no canonical repository URL has (allowed: A-Z a-z 0-9 . _ ~ + - : / @ and the wildcards * ** ?)`;
+  }
+  const probe = pattern.replace(/[*?]+/g, '1');
+  if (!isCanonicalRepositoryUrl(probe)) {
+    return `allowRepo pattern ${pattern} can never match a canonical repository URL: ${nonCanonicalReason(probe)} (see docs/repository-urls.md)`;
+  }
+  return undefined;
 }
 
-/** A canonical `scheme://host[:port]/path` for matching, or a refusal that says why. */
-export function normalizeRepositoryUrl(raw: string, allowFileUrls: boolean): { url: string } | { refused: string } {
-  if (raw.startsWith('-')) return { refused: 'it starts with "-", which git would read as an option' };
-  if (/\s/.test(raw)) return { refused: 'it contains whitespace' };
-  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(raw)) return { refused: 'it uses a git remote helper ("transport::address"), which runs commands' };
-  const scp = raw.includes('://') ? undefined : fromScpLike(raw);
-  let parsed: URL;
-  try {
-    parsed = new URL(scp ?? raw);
-  } catch {
-    return { refused: 'it is not a URL (use https://host/owner/repo.git or git@host:owner/repo.git)' };
-  }
-  if (parsed.protocol === 'file:') {
-    if (!allowFileUrls) return { refused: 'file:// URLs read the operator\'s own disk and are refused unless an admin allows a file:// pattern' };
-    return { url: `file://${parsed.pathname}` };
-  }
-  if (!REMOTE_SCHEMES.has(parsed.protocol)) return { refused: `the scheme ${parsed.protocol.replace(':', '')} is not a git remote (use https or ssh)` };
-  if (parsed.password || (parsed.username && parsed.protocol !== 'ssh:')) {
-    return { refused: 'it carries credentials; put the token in a Secret and name it in spec.repository.credentialsSecretRef' };
-  }
-  if (parsed.search || parsed.hash) return { refused: 'it has a query or fragment, which a git remote does not use' };
-  if (!parsed.hostname) return { refused: 'it names no host' };
-  const user = parsed.username ? `${parsed.username}@` : '';
-  return { url: `${parsed.protocol}//${user}${parsed.host.toLowerCase()}${parsed.pathname}` };
+/** Go's regexp.QuoteMeta, which the chart's regexQuoteMeta is: the same characters, the same escapes. */
+function quoteMeta(text: string): string {
+  return text.replace(/[\\.+*?()|[\]{}^$]/g, '\\$&');
 }
 
-/** Patterns are written like URLs, so they get the same scp-like and host-case treatment. */
-function normalizePattern(pattern: string): string {
-  const url = pattern.includes('://') ? pattern : (fromScpLike(pattern) ?? pattern);
-  return url.replace(/^([a-z]+:\/\/)([^/]*)/, (_, scheme: string, host: string) => scheme + host.toLowerCase());
+/**
+ * A glob as an RE2 expression, character for character what `chamvi.allowRepoRegexes` renders:
+ * `**` any characters, `*` any characters but `/`, `?` one character but `/`.
+ */
+export function allowRepoPatternRegex(pattern: string): string {
+  const quoted = quoteMeta(pattern)
+    .replaceAll('\\*\\*', '\u0000')
+    .replaceAll('\\*', '[^/]*')
+    .replaceAll('\\?', '[^/]')
+    .replaceAll('\u0000', '.*');
+  return `^${quoted}$`;
 }
 
-/** Glob → RegExp: `*` is one path segment (no `/`), `**` any number of segments, `?` one character. */
-export function globToRegExp(pattern: string): RegExp {
-  let source = '';
-  for (let i = 0; i < pattern.length; i++) {
-    const char = pattern[i]!;
-    if (char === '*' && pattern[i + 1] === '*') {
-      source += '.*';
-      i++;
-    } else if (char === '*') {
-      source += '[^/]*';
-    } else if (char === '?') {
-      source += '[^/]';
-    } else {
-      source += char.replace(/[.+^${}()|[\]\\]/g, '\\$&');
-    }
-  }
-  return new RegExp(`^${source}$`);
+/** Only a pattern that spells out `xn--` may match a punycode host (the chart splits the list the same way). */
+export function patternNamesPunycode(pattern: string): boolean {
+  return pattern.includes('xn--');
 }
 
 export function isRepositoryAllowed(url: string, allowRepo: readonly string[]): RepoDecision {
@@ -75,15 +61,26 @@ export function isRepositoryAllowed(url: string, allowRepo: readonly string[]): 
       message: 'no repository is allowed yet: an admin must add a pattern such as https://github.com/acme/* to the operator\'s allowRepo',
     };
   }
-  const allowFileUrls = allowRepo.some((pattern) => pattern.startsWith('file://'));
-  const normalized = normalizeRepositoryUrl(url, allowFileUrls);
-  if ('refused' in normalized) return { allowed: false, message: `repository ${url} is refused because ${normalized.refused}` };
-  const matches = allowRepo.some((pattern) => globToRegExp(normalizePattern(pattern)).test(normalized.url));
+  if (!isCanonicalRepositoryUrl(url)) {
+    // Shown quoted (escaped) when it holds characters a terminal could act on.
+    const shown = /^[\x21-\x7e]*$/.test(url) ? url : JSON.stringify(url);
+    return { allowed: false, message: `repository ${shown} is refused because ${nonCanonicalReason(url)}` };
+  }
+  // Patterns the config refused never reach here in the operator; skipping them keeps the rule
+  // "an invalid pattern matches nothing", which is also what a failed `helm template` leaves.
+  const punycode = hasPunycodeHost(url);
+  const matches = allowRepo.some(
+    (pattern) =>
+      allowRepoPatternProblem(pattern) === undefined &&
+      (!punycode || patternNamesPunycode(pattern)) &&
+      new RegExp(allowRepoPatternRegex(pattern)).test(url),
+  );
   if (!matches) {
+    const hint = punycode ? ' (its host has a punycode xn-- label, which only a pattern naming that xn-- label allows)' : '';
     return {
       allowed: false,
-      message: `repository ${url} does not match the operator's allowRepo (${allowRepo.join(', ')}); ask an admin to allow it or use an allowed repository`,
+      message: `repository ${url} does not match the operator's allowRepo (${allowRepo.join(', ')})${hint}; ask an admin to allow it or use an allowed repository`,
     };
   }
-  return { allowed: true, normalized: normalized.url };
+  return { allowed: true, url: url as CheckedRepositoryUrl };
 }
