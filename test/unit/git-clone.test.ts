@@ -1,68 +1,285 @@
-// The clone's credential path with real git against a loopback HTTP server that demands
-// Basic auth: the token reaches the server through GIT_ASKPASS, and a failure's message
-// (which ends up in status and Events) never contains it.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+// The operator's clone with real git against loopback servers and generated repositories:
+// - #11.4: the token reaches the checked origin (control), never a host a redirect names, never
+//   an http:// downgrade, and never a message;
+// - #11.7: a repository bomb is refused from its tree before it is checked out, a tree that fans
+//   out exponentially costs no more than maxCheckoutFiles, the download itself is bounded, and
+//   in-tree .gitattributes cannot make the checkout larger than its blobs.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
 import { CloneFailedError, cloneRepository } from '../../operator/src/workers/git-clone.ts';
 
 const TOKEN = 'ghp_planted0123456789abcdefTOKEN';
-let server: Server;
-let base: string;
-const authorizations: string[] = [];
-const urls: string[] = [];
+const BASIC = `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`;
+const MiB = 1024 * 1024;
+const LIMITS = { maxCheckoutBytes: 1024 * MiB, maxCheckoutFiles: 250_000 };
+const scratch = mkdtempSync(join(tmpdir(), 'git-clone-test-'));
+const servers: Server[] = [];
 
-beforeAll(async () => {
-  server = createServer((request, response) => {
-    urls.push(request.url ?? '');
+/** As the prepare job does: only a URL allowRepo accepted reaches cloneRepository. */
+function checked(url: string): CheckedRepositoryUrl {
+  const decision = isRepositoryAllowed(url, ['http://127.0.0.1:*/**', 'https://127.0.0.1:*/**', 'file:///**']);
+  if (!decision.allowed) throw new Error(decision.message);
+  return decision.url;
+}
+
+interface Recorder {
+  url: string;
+  authorizations: string[];
+  requests: string[];
+}
+
+async function listen(server: Server, scheme: 'http' | 'https'): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A git server that wants Basic auth and records what it was sent (then refuses: nothing to clone). */
+async function authServer(): Promise<Recorder> {
+  const recorder: Recorder = { url: '', authorizations: [], requests: [] };
+  const server = createServer((request, response) => {
+    recorder.requests.push(request.url ?? '');
     const authorization = request.headers.authorization;
     if (!authorization) {
       response.writeHead(401, { 'www-authenticate': 'Basic realm="git"' }).end();
       return;
     }
-    authorizations.push(authorization);
+    recorder.authorizations.push(authorization);
     response.writeHead(403).end(`forbidden for ${authorization}`);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
+  recorder.url = await listen(server, 'http');
+  return recorder;
+}
+
+const redirectTo = (target: string) => (request: IncomingMessage, response: ServerResponse) => {
+  response.writeHead(302, { location: `${target}${request.url ?? '/'}` }).end();
+};
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' },
+    maxBuffer: 64 * MiB,
+  }).trim();
+}
+
+/** A bare repository whose one commit has `tree` (built by the callback with plumbing) as its root. */
+function repositoryWithTree(name: string, build: (dir: string) => string): string {
+  const dir = join(scratch, `${name}.git`);
+  git(scratch, 'init', '-q', '--bare', dir);
+  const tree = build(dir);
+  const commit = git(dir, 'commit-tree', '-m', name, tree);
+  git(dir, 'update-ref', 'refs/heads/main', commit);
+  git(dir, 'symbolic-ref', 'HEAD', 'refs/heads/main');
+  return dir;
+}
+
+function blob(dir: string, content: Buffer | string): string {
+  const file = join(scratch, 'blob-input');
+  writeFileSync(file, content);
+  return git(dir, 'hash-object', '-w', file);
+}
+
+function mktree(dir: string, entries: string[]): string {
+  return execFileSync('git', ['mktree'], { cwd: dir, input: `${entries.join('\n')}\n`, encoding: 'utf8' }).trim();
+}
+
+function diskUsage(dir: string): number {
+  return Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]);
+}
 
 afterAll(() => {
-  server.close();
+  for (const server of servers) server.close();
+  rmSync(scratch, { recursive: true, force: true });
 });
 
-describe('cloneRepository', () => {
-  it('answers the server\'s challenge with the token through askpass, and keeps it out of the error', async () => {
-    const error = await cloneRepository({ url: `${base}/acme/private.git`, token: TOKEN, allowFileProtocol: false, timeoutMs: 20_000 }).catch((e: unknown) => e);
+describe('security #11.4 the git credential stays with the checked origin', { timeout: 60_000 }, () => {
+  it('answers the checked origin\'s challenge with the token through askpass, and keeps it out of the error (control)', async () => {
+    const origin = await authServer();
+    const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
     expect(CloneFailedError.isInstance(error)).toBe(true);
-    expect(authorizations).toContain(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`);
-    expect(urls.every((url) => !url.includes(TOKEN))).toBe(true);
+    expect(origin.authorizations).toContain(BASIC);
+    expect(origin.requests.every((url) => !url.includes(TOKEN))).toBe(true);
     expect((error as Error).message).not.toContain(TOKEN);
-    expect((error as Error).message).toMatch(/git clone failed/);
+    expect((error as Error).message).toMatch(/git fetch failed/);
   });
 
-  it('refuses file:// unless allowed, and ext:: always', async () => {
-    const file = await cloneRepository({ url: 'file:///etc', allowFileProtocol: false, timeoutMs: 10_000 }).catch((e: unknown) => e);
-    expect((file as Error).message).toMatch(/transport 'file' not allowed/);
-    const ext = await cloneRepository({ url: 'ext::sh -c touch% /tmp/chamvi-pwned', allowFileProtocol: true, timeoutMs: 10_000 }).catch((e: unknown) => e);
-    expect((ext as Error).message).toMatch(/transport 'ext' not allowed/);
+  it('does not follow a redirect to another origin, which never gets the token', async () => {
+    const other = await authServer();
+    const origin = await listen(createServer(redirectTo(other.url)), 'http');
+    const error = await cloneRepository({ url: checked(`${origin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect(other.authorizations).toEqual([]);
+    expect(other.requests).toEqual([]);
+    expect((error as Error).message).not.toContain(TOKEN);
+  });
+
+  describe('from https', () => {
+    let previous: string | undefined;
+    let httpsOrigin: string;
+    let plain: Recorder;
+    const httpsRequests: string[] = [];
+
+    beforeAll(async () => {
+      // A certificate for 127.0.0.1 that git trusts through GIT_SSL_CAINFO (which the clone
+      // passes on: an admin's private CA).
+      const key = join(scratch, 'key.pem');
+      const cert = join(scratch, 'cert.pem');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+      previous = process.env.GIT_SSL_CAINFO;
+      process.env.GIT_SSL_CAINFO = cert;
+      plain = await authServer();
+      // The https origin sends git to http:// (another port: the downgrade an attacker controls).
+      const redirect = redirectTo(plain.url);
+      const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (request, response) => {
+        httpsRequests.push(request.url ?? '');
+        redirect(request, response);
+      });
+      httpsOrigin = await listen(server as unknown as Server, 'https');
+    });
+
+    afterAll(() => {
+      if (previous === undefined) delete process.env.GIT_SSL_CAINFO;
+      else process.env.GIT_SSL_CAINFO = previous;
+    });
+
+    it('does not downgrade to http: the http server never gets the token', async () => {
+      const error = await cloneRepository({ url: checked(`${httpsOrigin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      expect(CloneFailedError.isInstance(error)).toBe(true);
+      // git did reach the https origin (TLS worked), and went no further.
+      expect(httpsRequests.length).toBeGreaterThan(0);
+      expect(plain.authorizations).toEqual([]);
+      expect(plain.requests).toEqual([]);
+      expect((error as Error).message).not.toContain(TOKEN);
+    });
   });
 
   it('leaves nothing in the temp dir when the clone fails (askpass script included)', async () => {
-    const scratch = mkdtempSync(join(tmpdir(), 'git-clone-test-'));
+    const origin = await authServer();
+    const temp = mkdtempSync(join(tmpdir(), 'git-clone-temp-'));
     const previous = process.env.TMPDIR;
-    process.env.TMPDIR = scratch;
+    process.env.TMPDIR = temp;
     try {
-      const error = await cloneRepository({ url: `${base}/acme/private.git`, token: TOKEN, allowFileProtocol: false, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
       expect(CloneFailedError.isInstance(error)).toBe(true);
-      expect(readdirSync(scratch)).toEqual([]);
+      expect(readdirSync(temp)).toEqual([]);
     } finally {
       if (previous === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = previous;
-      rmSync(scratch, { recursive: true, force: true });
+      rmSync(temp, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('security #11.7 the clone is bounded before it lands on the operator\'s disk', { timeout: 120_000 }, () => {
+  let bomb: string;
+
+  beforeAll(() => {
+    // 64 entries naming one 1 MiB blob of zeros: a few KiB to fetch, 64 MiB checked out.
+    bomb = repositoryWithTree('bomb', (dir) => {
+      const zeros = blob(dir, Buffer.alloc(MiB));
+      return mktree(dir, Array.from({ length: 64 }, (_, i) => `100644 blob ${zeros}\tcopy-${i}`));
+    });
+  });
+
+  it('refuses a repository bomb from its tree, with the figure, and leaves nothing behind', async () => {
+    expect(diskUsage(bomb)).toBeLessThan(MiB);
+    const temp = mkdtempSync(join(tmpdir(), 'git-clone-temp-'));
+    const previous = process.env.TMPDIR;
+    process.env.TMPDIR = temp;
+    try {
+      const error = await cloneRepository({ url: checked(`file://${bomb}`), maxCheckoutBytes: 16 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
+      expect(CloneFailedError.isInstance(error)).toBe(true);
+      expect((error as Error).message).toContain('the checkout would be 64.0 MiB (67108864 bytes) in 64 files and directories, over maxCheckoutBytes 16.0 MiB');
+      expect(readdirSync(temp)).toEqual([]);
+    } finally {
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
+      rmSync(temp, { recursive: true, force: true });
+    }
+  });
+
+  it('checks the same bomb out when the bound allows it (the control: the bomb is real)', async () => {
+    const dir = await cloneRepository({ url: checked(`file://${bomb}`), maxCheckoutBytes: 128 * MiB, maxCheckoutFiles: 1000 });
+    try {
+      expect(readdirSync(dir).filter((name) => name.startsWith('copy-'))).toHaveLength(64);
+      expect(diskUsage(dir)).toBeGreaterThanOrEqual(64 * MiB);
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+
+  it('stops reading a tree that fans out exponentially at maxCheckoutFiles', async () => {
+    // 10 levels of 10 entries naming the level below: 10^10 files from a few hundred bytes.
+    const gitBomb = repositoryWithTree('git-bomb', (dir) => {
+      let tree = mktree(dir, Array.from({ length: 10 }, (_, i) => `100644 blob ${blob(dir, 'boom\n')}\tf${i}`));
+      for (let level = 0; level < 9; level++) tree = mktree(dir, Array.from({ length: 10 }, (_, i) => `040000 tree ${tree}\td${i}`));
+      return tree;
+    });
+    const started = Date.now();
+    const error = await cloneRepository({ url: checked(`file://${gitBomb}`), maxCheckoutBytes: 1024 * MiB, maxCheckoutFiles: 5000 }).catch((e: unknown) => e);
+    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('the checkout would have more than 5000 files and directories, over maxCheckoutFiles 5000');
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  it('stops a download larger than the bound while it is written', async () => {
+    const big = repositoryWithTree('incompressible', (dir) => {
+      const random = blob(dir, execFileSync('head', ['-c', String(24 * MiB), '/dev/urandom'], { maxBuffer: 32 * MiB }));
+      return mktree(dir, [`100644 blob ${random}\trandom.bin`]);
+    });
+    const error = await cloneRepository({ url: checked(`file://${big}`), maxCheckoutBytes: 2 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
+    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/the repository's download grew past 18\.0 MiB .* and was stopped/);
+  });
+
+  it('checks out the blobs byte for byte: in-tree .gitattributes cannot enlarge the checkout', async () => {
+    // eol=crlf would double a file of newlines; ident turns each 4-byte $Id$ into 47 bytes.
+    const amplifier = repositoryWithTree('amplifier', (dir) =>
+      mktree(dir, [
+        `100644 blob ${blob(dir, '* text eol=crlf\n*.id ident\n')}\t.gitattributes`,
+        `100644 blob ${blob(dir, '\n'.repeat(MiB))}\tnewlines.txt`,
+        `100644 blob ${blob(dir, '$Id$'.repeat(MiB / 4))}\tids.id`,
+      ]),
+    );
+    const dir = await cloneRepository({ url: checked(`file://${amplifier}`), maxCheckoutBytes: 4 * MiB, maxCheckoutFiles: 1000 });
+    try {
+      expect(statSync(join(dir, 'newlines.txt')).size).toBe(MiB);
+      expect(statSync(join(dir, 'ids.id')).size).toBe(MiB);
+      expect(git(dir, 'status', '--porcelain')).toBe('');
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+
+  it('clones the remote HEAD, a branch and a commit', async () => {
+    const work = join(scratch, 'plain-work');
+    mkdirSync(work);
+    git(work, 'init', '-q', '-b', 'main');
+    writeFileSync(join(work, 'a.txt'), 'one\n');
+    git(work, 'add', '.');
+    git(work, 'commit', '-qm', 'one');
+    const first = git(work, 'rev-parse', 'HEAD');
+    git(work, 'checkout', '-q', '-b', 'feature');
+    writeFileSync(join(work, 'a.txt'), 'two\n');
+    git(work, 'commit', '-qam', 'two');
+    git(work, 'checkout', '-q', 'main');
+    const url = checked(`file://${work}`);
+    for (const [revision, content] of [[undefined, 'one\n'], ['feature', 'two\n'], [first, 'one\n']] as const) {
+      const dir = await cloneRepository({ url, revision, ...LIMITS });
+      try {
+        expect(readFileSync(join(dir, 'a.txt'), 'utf8')).toBe(content);
+      } finally {
+        rmSync(join(dir, '..'), { recursive: true, force: true });
+      }
     }
   });
 });

@@ -3,6 +3,7 @@
 import type { LanguageModel } from 'ai';
 import { REASONS, codingRunSpec, type CodingRun, type CodingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { EventRecorder } from '../controller/event-recorder.ts';
+import type { ClonePolicy } from './git-clone.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
@@ -32,7 +33,8 @@ export interface AgentDependencies {
   events: EventRecorder;
   metrics: OperatorMetrics;
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
-  allowFileProtocol: boolean;
+  /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
+  clonePolicy: ClonePolicy;
   logger: AgentLogger;
   now(): Date;
 }

@@ -77,7 +77,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       events: options.events,
       metrics: options.metrics,
       getRun: (namespace, name) => options.kube.getRun(namespace, name),
-      allowFileProtocol: config.allowRepo.some((pattern) => pattern.startsWith('file://')),
+      clonePolicy: { allowRepo: config.allowRepo, maxCheckoutBytes: config.maxCheckoutBytes, maxCheckoutFiles: config.maxCheckoutFiles },
       logger: options.logger,
       now: () => new Date(),
     },

@@ -1,30 +1,64 @@
 // The shallow clone a run starts from, made in the worker (the sandbox has no network and
-// never sees a credential). The token reaches git through GIT_ASKPASS and an environment
-// variable: never on a command line (visible in ps) and never in a URL (visible in logs and
-// errors). Remote helpers (`ext::`) are refused by configuration as well as by allowRepo.
+// never sees a credential).
+//
+// - Only a CheckedRepositoryUrl is cloned, and git gets exactly that string (security #11.2).
+// - The token reaches git through GIT_ASKPASS and an environment variable: never on a command
+//   line (visible in ps) and never in a URL (visible in logs and errors). The askpass answers
+//   only git's prompts for the checked origin, redirects are off and git may speak only the
+//   checked URL's protocol, so no other host and no downgraded connection gets it (#11.4).
+// - The clone lands on the operator's disk, shared by every run of the replica, so it is
+//   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
+//   sum of the commit's file sizes and its entry count, read from the tree before checkout.
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { repositoryOrigin, repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
+import type { CheckedRepositoryUrl } from '../reconcile/allow-repo.ts';
+import { CloneFailedError } from './errors/clone-failed-error.ts';
 
-export class CloneFailedError extends Error {
-  override readonly name = 'CloneFailedError';
-  readonly reason = 'CloneFailed';
-  static isInstance(error: unknown): error is CloneFailedError {
-    return error instanceof Error && error.name === 'CloneFailedError';
-  }
+export { CloneFailedError };
+
+/** The operator's clone settings, as the workers get them (the config reaches AgentDependencies). */
+export interface ClonePolicy {
+  /** Re-checked by the prepare job right before the clone. */
+  allowRepo: readonly string[];
+  maxCheckoutBytes: number;
+  maxCheckoutFiles: number;
 }
 
 export interface CloneRequest {
-  url: string;
+  url: CheckedRepositoryUrl;
   revision?: string | undefined;
   token?: string | undefined;
-  /** file:// is refused unless allowRepo lists a file:// pattern. */
-  allowFileProtocol: boolean;
+  maxCheckoutBytes: number;
+  maxCheckoutFiles: number;
   timeoutMs?: number;
 }
 
 const COMMIT = /^[0-9a-f]{40}$/i;
+/** The user name sent with the token; GitHub, GitLab and Gitea accept any name with a token. */
+const TOKEN_USER = 'x-access-token';
+
+// The askpass answers a prompt only when it is, byte for byte, git's prompt for the checked
+// origin (credential.c: "<Username|Password> for '<protocol>://[<user>@]<host[:port]>': ").
+// Any other prompt (another host after some redirect, http instead of https) gets nothing.
+const ASKPASS = `#!/bin/sh
+if [ "$1" = "$CHAMVI_GIT_USERNAME_PROMPT" ]; then echo "$CHAMVI_GIT_USER"
+elif [ "$1" = "$CHAMVI_GIT_PASSWORD_PROMPT" ]; then printf '%s\\n' "$CHAMVI_GIT_TOKEN"
+else echo "chamvi askpass: no credential for: $1" >&2; exit 1
+fi
+`;
+
+// In-tree .gitattributes can make the checkout larger than the blobs (eol=crlf doubles a file
+// of newlines, `ident` turns each 4-byte $Id$ into 47 bytes, working-tree-encoding=UTF-32
+// quadruples text). $GIT_DIR/info/attributes outranks them: the checkout is the blobs, byte for
+// byte, so the size summed from the tree is the size written. It stays in the sandbox's .git,
+// where git status then agrees with the files.
+const EXACT_CHECKOUT_ATTRIBUTES = '* -text -eol -ident -filter -working-tree-encoding\n';
+
+/** Extra room for the pack's trees and headers over the blobs it carries. */
+const PACK_SLACK_BYTES = 16 * 1024 * 1024;
 
 function scrub(text: string, token: string | undefined): string {
   let out = text.replace(/\/\/[^/@\s]+@/g, '//***@');
@@ -32,25 +66,108 @@ function scrub(text: string, token: string | undefined): string {
   return out.trim().slice(-2000);
 }
 
-function git(config: string[], args: string[], cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number, token: string | undefined): Promise<void> {
+export function formatBytes(bytes: number): string {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${units[unit]} (${bytes} bytes)`;
+}
+
+interface GitRun {
+  config: string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  timeoutMs: number;
+  token: string | undefined;
+  /** RLIMIT_FSIZE for git and its children: no single file it writes grows past this. */
+  fileSizeLimit: number;
+}
+
+/**
+ * Runs git under `ulimit -f` (through /bin/sh: POSIX sh counts it in 512-byte blocks, and it
+ * needs no prlimit on the host). `onStdout` gets stdout; it may return false to stop git early.
+ */
+function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', [...config, ...args], { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const blocks = String(Math.ceil(run.fileSizeLimit / 512));
+    const child = spawn('/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', blocks, 'git', ...run.config, ...args], {
+      cwd: run.cwd,
+      env: run.env,
+      stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
+    });
     let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => {
+    let stopped = false;
+    child.stderr!.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-8000);
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (stopped || onStdout!(chunk)) return;
+      stopped = true;
+      child.kill('SIGKILL');
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), run.timeoutMs);
     child.on('error', (error) => reject(new CloneFailedError(`git could not start: ${error.message}`)));
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new CloneFailedError(signal ? `git ${args[0]} timed out` : `git ${args[0]} failed: ${scrub(stderr, token) || `exit ${code}`}`));
+      if (code === 0 || stopped) resolve();
+      else reject(new CloneFailedError(signal ? `git ${args[0]} timed out` : `git ${args[0]} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
     });
   });
 }
 
+export interface TreeSize {
+  bytes: number;
+  entries: number;
+  /** The walk stopped at maxCheckoutFiles: bytes and entries are lower bounds. */
+  cut: boolean;
+}
+
+/**
+ * The size of a commit's checkout from its tree (`git ls-tree -r -t -l -z`): the blob sizes
+ * summed, and the entries counted (files, symlinks, submodules and directories: each takes an
+ * inode). Stops reading once there are more entries than allowed, so a tree that fans out
+ * exponentially (a "git bomb") costs no more than maxCheckoutFiles lines.
+ */
+async function measureTree(run: GitRun, treeish: string, maxEntries: number): Promise<TreeSize> {
+  const size: TreeSize = { bytes: 0, entries: 0, cut: false };
+  let rest = '';
+  await git(run, ['ls-tree', '-r', '-t', '-l', '-z', treeish], (chunk) => {
+    const records = (rest + chunk.toString('latin1')).split('\0');
+    rest = records.pop()!;
+    for (const record of records) {
+      // <mode> SP <type> SP <object> SP+ <size or -> TAB <path>
+      const fields = record.slice(0, record.indexOf('\t')).trim().split(/ +/);
+      size.entries++;
+      if (fields[1] === 'blob') size.bytes += Number(fields[3]);
+      if (size.entries > maxEntries) {
+        size.cut = true;
+        return false;
+      }
+    }
+    return true;
+  });
+  return size;
+}
+
+/** After a failed fetch: did the pack being written reach the file-size limit? */
+async function downloadCut(dir: string, limit: number): Promise<boolean> {
+  const pack = join(dir, '.git', 'objects', 'pack');
+  const names = await readdir(pack).catch(() => [] as string[]);
+  for (const name of names) {
+    const size = (await stat(join(pack, name)).catch(() => undefined))?.size ?? 0;
+    if (size >= limit) return true;
+  }
+  return false;
+}
+
 /** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
 export async function cloneRepository(request: CloneRequest): Promise<string> {
+  const parts = repositoryUrlParts(request.url);
+  if (!parts) throw new CloneFailedError(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
   const base = await mkdtemp(join(tmpdir(), 'chamvi-clone-'));
   const dir = join(base, 'repo');
   const env: NodeJS.ProcessEnv = {
@@ -59,28 +176,75 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     GIT_TERMINAL_PROMPT: '0',
     GIT_CONFIG_NOSYSTEM: '1',
     GIT_CONFIG_GLOBAL: '/dev/null',
-    GIT_ALLOW_PROTOCOL: request.allowFileProtocol ? 'https:http:ssh:git:file' : 'https:http:ssh:git',
+    // The checked URL's protocol and no other: also what curl may follow (CURLOPT_REDIR_PROTOCOLS).
+    GIT_ALLOW_PROTOCOL: parts.scheme,
   };
-  if (request.token) {
+  // An admin's private CA for the git server, set on the operator's container.
+  if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
+  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
+  if (token) {
     const askpass = join(base, 'askpass.sh');
-    // Username prompts get a fixed name; password prompts get the token from the env.
-    await writeFile(askpass, '#!/bin/sh\ncase "$1" in Username*) echo x-access-token ;; *) printf "%s\\n" "$CHAMVI_GIT_TOKEN" ;; esac\n');
+    await writeFile(askpass, ASKPASS);
     await chmod(askpass, 0o700);
+    const origin = repositoryOrigin(parts);
     env.GIT_ASKPASS = askpass;
-    env.CHAMVI_GIT_TOKEN = request.token;
+    env.CHAMVI_GIT_USER = TOKEN_USER;
+    env.CHAMVI_GIT_USERNAME_PROMPT = `Username for '${origin}': `;
+    env.CHAMVI_GIT_PASSWORD_PROMPT = `Password for '${parts.scheme}://${TOKEN_USER}@${origin.slice(parts.scheme.length + 3)}': `;
+    env.CHAMVI_GIT_TOKEN = token;
   }
-  const timeoutMs = request.timeoutMs ?? 300_000;
-  const config = ['-c', 'protocol.ext.allow=never', '-c', 'core.hooksPath=/dev/null', '-c', 'advice.detachedHead=false'];
+  const run: GitRun = {
+    config: [
+      '-c', 'protocol.ext.allow=never',
+      '-c', 'core.hooksPath=/dev/null',
+      '-c', 'advice.detachedHead=false',
+      // Not even the initial redirect git follows by default: a redirect is another origin.
+      '-c', 'http.followRedirects=false',
+      '-c', 'credential.helper=',
+      // Always keep the download as one pack file, which the file-size limit bounds (below
+      // the unpack limit git would explode it into loose objects, each bounded on its own).
+      '-c', 'fetch.unpackLimit=1',
+      '-c', 'transfer.unpackLimit=1',
+    ],
+    cwd: base,
+    env,
+    timeoutMs: request.timeoutMs ?? 300_000,
+    token,
+    fileSizeLimit: request.maxCheckoutBytes + PACK_SLACK_BYTES,
+  };
   try {
-    if (request.revision && COMMIT.test(request.revision)) {
-      await git(config, ['init', '-q', dir], base, env, timeoutMs, request.token);
-      await git(config, ['remote', 'add', 'origin', '--', request.url], dir, env, timeoutMs, request.token);
-      await git(config, ['fetch', '-q', '--depth', '1', 'origin', request.revision], dir, env, timeoutMs, request.token);
-      await git(config, ['checkout', '-q', 'FETCH_HEAD'], dir, env, timeoutMs, request.token);
-    } else {
-      const branch = request.revision ? ['--branch', request.revision] : [];
-      await git(config, ['clone', '-q', '--depth', '1', '--no-tags', ...branch, '--', request.url, dir], base, env, timeoutMs, request.token);
+    await git(run, ['init', '-q', dir]);
+    const inRepo: GitRun = { ...run, cwd: dir };
+    await git(inRepo, ['remote', 'add', 'origin', '--', request.url]);
+    // One fetch for every kind of revision (a branch, a tag, a commit, the remote's HEAD), so a
+    // cut download leaves its pack behind to be recognised; the checkout is detached.
+    try {
+      await git(inRepo, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', request.revision ?? 'HEAD']);
+    } catch (error) {
+      if (CloneFailedError.isInstance(error) && (await downloadCut(dir, run.fileSizeLimit))) {
+        throw new CloneFailedError(
+          `the repository's download grew past ${formatBytes(run.fileSizeLimit)} (maxCheckoutBytes ${formatBytes(request.maxCheckoutBytes)} ` +
+            'and room for its trees) and was stopped; use a smaller repository or revision, or ask an admin to raise maxCheckoutBytes',
+        );
+      }
+      throw error;
     }
+    const size = await measureTree(inRepo, 'FETCH_HEAD', request.maxCheckoutFiles);
+    if (size.cut) {
+      throw new CloneFailedError(
+        `the checkout would have more than ${request.maxCheckoutFiles} files and directories, over maxCheckoutFiles ${request.maxCheckoutFiles}; ` +
+          'use a smaller repository or revision, or ask an admin to raise maxCheckoutFiles',
+      );
+    }
+    if (size.bytes > request.maxCheckoutBytes) {
+      throw new CloneFailedError(
+        `the checkout would be ${formatBytes(size.bytes)} in ${size.entries} files and directories, over maxCheckoutBytes ` +
+          `${formatBytes(request.maxCheckoutBytes)}; use a smaller repository or revision, or ask an admin to raise maxCheckoutBytes`,
+      );
+    }
+    await mkdir(join(dir, '.git', 'info'), { recursive: true });
+    await writeFile(join(dir, '.git', 'info', 'attributes'), EXACT_CHECKOUT_ATTRIBUTES);
+    await git(inRepo, ['checkout', '-q', 'FETCH_HEAD']);
   } catch (error) {
     // The caller only owns the directory once it is returned: a failed clone (a partial
     // checkout, the askpass script) must not stay behind in the worker's temp dir.

@@ -10,6 +10,7 @@ import { emptyUsage } from '../agent/usage-accounting.ts';
 import { noFilesTouched } from '../agent/files-touched.ts';
 import { REASONS, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
+import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import { CloneFailedError, cloneRepository } from './git-clone.ts';
 
 const SETUP_TIMEOUT_MS = 30 * 60_000;
@@ -28,16 +29,24 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   const run = await liveRun(deps, ref);
   if (!run) return;
   const { spec } = run;
+  // Security #11.2: checked again against the operator's allowRepo as it is now (it may have
+  // narrowed since the run was accepted), and git gets the checked string, nothing re-spelt.
+  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  if (!repository.allowed) {
+    await failRun(deps, ref, REASONS.RepoNotAllowed, repository.message);
+    return;
+  }
   const token = spec.repository.credentialsSecretRef
     ? await deps.resources.secretValue(ref.namespace, spec.repository.credentialsSecretRef.name, spec.repository.credentialsSecretRef.key)
     : undefined;
   let dir: string;
   try {
     dir = await cloneRepository({
-      url: spec.repository.url,
+      url: repository.url,
       revision: spec.repository.revision,
       token,
-      allowFileProtocol: deps.allowFileProtocol,
+      maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
+      maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
     });
   } catch (error) {
     if (!CloneFailedError.isInstance(error)) throw error;
