@@ -92,7 +92,11 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   // A process.exit() before the cleanup below (a second Ctrl-C) must not leave redis-server behind.
   const killRedis = () => redis.killNow();
   process.once('exit', killRedis);
-  const sandboxes = new LocalSandboxFactory(toolboxPath, io.env);
+  const approver = chooseApprover(io, command.file);
+  // Security #11.13: setup runs on this machine, so it is asked like a bash call (withdrawn on Ctrl-C).
+  const approveSetup = (current: CodingRun, setup: string) =>
+    approver({ runName: current.metadata.name, id: 'setup', toolName: 'bash', input: setup, subject: 'spec.sandbox.setup' }, signal);
+  const sandboxes = new LocalSandboxFactory(toolboxPath, io.env, approveSetup);
   let runtime: AgentRuntime | undefined;
   let desk: ApprovalDesk | undefined;
   const forceStop = () => {
@@ -128,7 +132,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
     });
     const agent = runtime.runAgent;
     const reconciler = new RunReconciler({ caches: gateway.caches(), kube: gateway, agent, events, config, logger });
-    desk = new ApprovalDesk(chooseApprover(io, command.file), (current, answer) => agent.resume(current, answer), (message) => printer.note(message));
+    desk = new ApprovalDesk(approver, (current, answer) => agent.resume(current, answer), (message) => printer.note(message));
     const finished = await reconcileUntilFinished({
       gateway,
       reconciler,
