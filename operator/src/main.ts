@@ -73,7 +73,8 @@ async function main(): Promise<void> {
       createKubernetesSandbox({
         kubeConfig,
         namespace: run.metadata.namespace,
-        podName: sandboxPodName(run.metadata.name),
+        podName: sandboxPodName(run),
+        expectedOwnerUid: run.metadata.uid,
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
         mode: 'serve',

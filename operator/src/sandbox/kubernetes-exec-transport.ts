@@ -4,9 +4,10 @@
 // exec-process.ts; this file connects, with a deadline.
 import { createRequire } from 'node:module';
 import { PassThrough, Writable } from 'node:stream';
-import { Exec, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, Exec, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 // Not re-exported by the package index in 1.4; the pinned version keeps this path stable.
 import { WebSocketHandler } from '@kubernetes/client-node/dist/web-socket-handler.js';
+import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess, type ExecSocket } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
@@ -18,6 +19,13 @@ export interface KubernetesExecTransportOptions {
   container: string;
   /** How the toolbox is started in the container, e.g. ['node', '/opt/chamvi/toolbox.mjs']. */
   toolboxCommand: readonly string[];
+  /**
+   * The uid of the CodingRun whose pod this is. When set, every exec is preceded by a read of
+   * the pod, and refused unless the run is its controller (security #11.14): a pod name is no
+   * proof of whose pod it is, and one made by someone else would get the run's files and
+   * answer the model's tool calls.
+   */
+  expectedOwnerUid?: string;
   /** Until the exec WebSocket is open (TCP, TLS, upgrade through the API server to the kubelet). */
   connectTimeoutMs?: number;
   /** WebSocket ping period: a kept session over a dead connection fails within two periods. */
@@ -56,6 +64,7 @@ export class KubernetesExecTransport implements ToolboxTransport {
   async start(args: string[]): Promise<ToolboxProcess> {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
+    if (this.options.expectedOwnerUid !== undefined) await this.checkOwner(this.options.expectedOwnerUid);
     const process = new ExecProcess(this.limits);
     const handler = new WebSocketHandler(
       kubeConfig,
@@ -90,6 +99,19 @@ export class KubernetesExecTransport implements ToolboxTransport {
     }
     process.connected();
     return process;
+  }
+
+  private async checkOwner(uid: string): Promise<void> {
+    const { kubeConfig, namespace, podName } = this.options;
+    let pod: V1Pod;
+    try {
+      pod = await kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: podName });
+    } catch (error) {
+      throw new SandboxError('TRANSPORT', `reading pod ${namespace}/${podName} before exec failed: ${describe(error)}`, { cause: error });
+    }
+    if (!isOwnedByRun(pod, { metadata: { uid } })) {
+      throw new SandboxError('TRANSPORT', `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`);
+    }
   }
 }
 

@@ -12,6 +12,8 @@ export interface KubernetesSandboxOptions {
   /** The sandbox pod's container (SANDBOX_CONTAINER). */
   container: string;
   toolboxCommand: readonly string[];
+  /** Exec only into a pod this CodingRun controls (KubernetesExecTransportOptions.expectedOwnerUid). */
+  expectedOwnerUid?: string;
   mode: ToolboxSandboxMode;
   maxResponseBytes?: number;
   defaultTimeoutMs?: number;
@@ -26,6 +28,7 @@ export function createKubernetesSandbox(options: KubernetesSandboxOptions): Tool
     podName: options.podName,
     container: options.container,
     toolboxCommand: options.toolboxCommand,
+    ...(options.expectedOwnerUid === undefined ? {} : { expectedOwnerUid: options.expectedOwnerUid }),
     ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
     ...(options.keepAliveIntervalMs === undefined ? {} : { keepAliveIntervalMs: options.keepAliveIntervalMs }),
   });
