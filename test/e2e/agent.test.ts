@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
@@ -139,13 +140,15 @@ describe('a scripted run', () => {
     const status = await finished('scripted');
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4, toolCalls: 3 });
     expect(status.usage).toEqual({ inputTokens: 6000, outputTokens: 132, cacheReadTokens: 1000, reasoningTokens: 0, totalTokens: 6132, complete: true });
-    expect(status.result).toMatchObject({ summary: 'Greeted the world in the README.', filesChanged: 1, insertions: 1, deletions: 1, diffTruncated: false, diffConfigMap: 'scripted-diff' });
+    const uid = (await kubectl(['get', 'crun', 'scripted', '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    const scripted = { metadata: { name: 'scripted', uid } };
+    expect(status.result).toMatchObject({ summary: 'Greeted the world in the README.', filesChanged: 1, insertions: 1, deletions: 1, diffTruncated: false, diffConfigMap: diffConfigMapName(scripted) });
     expect(status.result!.diff).toContain('-Hello\n+Hello, world\n');
-    const configMap = await kubectl(['get', 'configmap', 'scripted-diff', '-n', NS, '-o', 'jsonpath={.data.diff}']);
+    const configMap = await kubectl(['get', 'configmap', diffConfigMapName(scripted), '-n', NS, '-o', 'jsonpath={.data.diff}']);
     expect(configMap.stdout).toBe(status.result!.diff);
     const table = await kubectl(['get', 'crun', 'scripted', '-n', NS]);
     expect(table.stdout).toMatch(/scripted\s+Succeeded\s+4\s+6132\s+/);
-    await eventually(async () => ((await kubectl(['get', 'pod', 'scripted-sandbox', '-n', NS])).code !== 0 ? true : undefined), 20_000, 'the sandbox pod to go');
+    await eventually(async () => ((await kubectl(['get', 'pod', sandboxPodName(scripted), '-n', NS])).code !== 0 ? true : undefined), 20_000, 'the sandbox pod to go');
   });
 
   it('stops at maxSteps with BudgetExceeded and keeps the partial diff', async () => {

@@ -95,11 +95,12 @@ describe('kube-apiserver stopped for 20 s mid-run', () => {
     expect(exitCode).toBeUndefined();
   });
 
-  it('made one pod, one NetworkPolicy and one diff ConfigMap per run', () => {
+  it('made one pod, one NetworkPolicy and one diff ConfigMap per run', async () => {
     for (const name of [...RUNS, 'approval']) {
-      expect(census.count('pods', `${name}-sandbox`), `${name} pods`).toBe(1);
-      expect(census.count('networkpolicies', `${name}-sandbox`), `${name} policies`).toBe(1);
-      expect(census.count('configmaps', `${name}-diff`), `${name} diff ConfigMaps`).toBe(1);
+      const names = await ns.derivedNames(name);
+      expect(census.count('pods', names.pod), `${name} pods`).toBe(1);
+      expect(census.count('networkpolicies', names.policy), `${name} policies`).toBe(1);
+      expect(census.count('configmaps', names.diff), `${name} diff ConfigMaps`).toBe(1);
     }
   });
 });

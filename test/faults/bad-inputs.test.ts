@@ -299,6 +299,6 @@ describe('100 runs with disallowed repositories', () => {
     expect(status.result!.diff).toContain('+Hello, world');
     // The same watch saw this pod: it was watching all along.
     expect(pods.endedEarly()).toBeUndefined();
-    expect(pods.seen).toEqual(['good-after-sandbox']);
+    expect(pods.seen).toEqual([(await scene.ns.derivedNames('good-after')).pod]);
   });
 });

@@ -96,7 +96,7 @@ describe('the leader SIGKILLed mid-run, with a standby', () => {
       expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
       expect(status.usage).toEqual(totals.usage);
       expect(status.result!.diff).toContain(GREETED);
-      expect(census.count('pods', `${name}-sandbox`), `${name} pods`).toBe(1);
+      expect(census.count('pods', (await ns.derivedNames(name)).pod), `${name} pods`).toBe(1);
     }
   });
 

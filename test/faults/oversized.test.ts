@@ -174,9 +174,10 @@ describe('a repository with a 50 MiB file', () => {
     // Each request carries bounded results, whatever the tools produced.
     for (const request of requests) expect(Buffer.byteLength(JSON.stringify(request.body))).toBeLessThan(512 * 1024);
 
-    expect(status.result).toMatchObject({ filesChanged: 1, diffTruncated: true, diffConfigMap: 'big-repo-diff' });
+    const diffName = (await scene.ns.derivedNames('big-repo')).diff;
+    expect(status.result).toMatchObject({ filesChanged: 1, diffTruncated: true, diffConfigMap: diffName });
     const bytes = await statusBytes('big-repo');
-    const configMap = await diffConfigMap('big-repo-diff');
+    const configMap = await diffConfigMap(diffName);
     figures.push(`big-repo: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`);
     expect(bytes).toBeLessThan(STATUS_BOUND);
     expect(configMap.bytes).toBeLessThanOrEqual(CONFIGMAP_LIMIT);
@@ -204,7 +205,7 @@ describe('a model that answers 5 MB', () => {
     expect(status.result!.diff.length).toBeLessThanOrEqual(65_536);
 
     const bytes = await statusBytes('five-megabytes');
-    const configMap = await diffConfigMap('five-megabytes-diff');
+    const configMap = await diffConfigMap((await scene.ns.derivedNames('five-megabytes')).diff);
     figures.push(`five-megabytes: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`);
     expect(bytes).toBeLessThan(STATUS_BOUND);
     expect(configMap.bytes).toBeLessThanOrEqual(CONFIGMAP_LIMIT);

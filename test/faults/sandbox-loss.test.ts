@@ -4,7 +4,7 @@
 // The diff is taken only by finalize, from the live pod, right before the terminal status
 // is written; nothing snapshots it earlier. So a pod lost mid-step, or mid-finalize while
 // the diff is being taken, leaves no diff anywhere: status.result stays empty and no
-// `<run>-diff` ConfigMap appears. These tests assert exactly that (rather than a partial
+// diff ConfigMap appears. These tests assert exactly that (rather than a partial
 // diff that cannot exist); a run stopped by a budget or the deadline, whose pod is still
 // there, keeps its partial diff (see the e2e BudgetExceeded test).
 import { existsSync } from 'node:fs';
@@ -63,7 +63,7 @@ afterAll(async () => {
 /** Deletes the run's pod and returns the status once the run has ended, with how long it took. */
 async function deletePodAndWait(run: string): Promise<RunStatus> {
   const started = Date.now();
-  const deleted = await kubectl(['delete', 'pod', `${run}-sandbox`, '-n', ns.name, '--wait=false']);
+  const deleted = await kubectl(['delete', 'pod', (await ns.derivedNames(run)).pod, '-n', ns.name, '--wait=false']);
   expect(deleted.code, deleted.stderr).toBe(0);
   const status = await ns.finished(run, 60_000);
   latencies[run] = Date.now() - started;
@@ -72,11 +72,12 @@ async function deletePodAndWait(run: string): Promise<RunStatus> {
 
 async function expectLostWithoutDiff(run: string, status: RunStatus): Promise<void> {
   expect(status, operatorStory(operator)).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
-  expect(status.message).toContain(`${run}-sandbox`);
+  const names = await ns.derivedNames(run);
+  expect(status.message).toContain(names.pod);
   expect(latencies[run]).toBeLessThan(LOST_WITHIN_MS);
   expect(status.result).toBeUndefined();
   expect(await ns.diffConfigMap(run)).toBeUndefined();
-  expect(census.count('pods', `${run}-sandbox`), 'the operator never makes a second pod').toBe(1);
+  expect(census.count('pods', names.pod), 'the operator never makes a second pod').toBe(1);
 }
 
 /** Whatever the agent still does with the lost run, its state in Redis ends up gone. */
@@ -130,7 +131,7 @@ describe('a sandbox pod deleted while finalize takes the diff', () => {
       codingRun('mid-finalize', repoUrl, scriptedModel('finalize-script')),
     );
     await eventually(async () => {
-      const workspace = registrar.workspaceOf(ns.name, 'mid-finalize-sandbox');
+      const workspace = registrar.workspaceOf(ns.name, (await ns.derivedNames('mid-finalize')).pod);
       return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
     }, 60_000, 'finalize to be taking the diff');
     const uid = (await ns.run('mid-finalize')).metadata.uid;

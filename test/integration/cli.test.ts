@@ -90,9 +90,22 @@ beforeAll(async () => {
     usage,
     result: { summary: 'Greeted.', diff: DIFF, diffTruncated: false, filesChanged: 1, insertions: 1, deletions: 1 },
   });
+  // As the operator writes them: the plugin prints only a ConfigMap its run owns (security #11.6).
+  const ownedBy = async (run: string) => {
+    const uid = (await kubectl(['get', 'codingrun', run, '-n', NAMESPACE, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    return {
+      labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': run, 'chamvi.dev/run-uid': uid },
+      ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: run, uid, controller: true }],
+    };
+  };
   const configMaps = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE }, data: { diff: DIFF } },
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-gzip-diff', namespace: NAMESPACE }, binaryData: { 'diff.gz': gzipSync(DIFF.repeat(3)).toString('base64') } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE, ...(await ownedBy('done')) }, data: { diff: DIFF } },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'done-gzip-diff', namespace: NAMESPACE, ...(await ownedBy('done-gzip')) },
+      binaryData: { 'diff.gz': gzipSync(DIFF.repeat(3)).toString('base64') },
+    },
   ];
   for (const configMap of configMaps) expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(configMap) })).code).toBe(0);
 });

@@ -3,6 +3,7 @@
 // deletions are handled, maxActiveRuns holds, restarts and a second replica are safe.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 
@@ -95,7 +96,7 @@ describe('a single operator', () => {
     await apply(scriptedRun(NS, 'valid'));
     const run = await phaseOf(NS, 'valid', 'Running');
     expect(run.metadata.finalizers).toContain('chamvi.dev/cleanup');
-    expect(run.status!.podName).toBe('valid-sandbox');
+    expect(run.status!.podName).toBe(sandboxPodName(run));
     expect(run.status!.conditions!.map((c) => `${c.type}=${c.status}`)).toEqual(['Accepted=True', 'Complete=False', 'SandboxReady=True']);
 
     const pods = await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`);
@@ -109,13 +110,13 @@ describe('a single operator', () => {
     expect(container.resources.limits['ephemeral-storage']).toBeDefined();
     expect(JSON.stringify(pod!.spec)).not.toMatch(/secret/i);
 
-    const policy = await json<{ spec: any }>(['get', 'networkpolicy', 'valid-sandbox', '-n', NS]);
+    const policy = await json<{ spec: any }>(['get', 'networkpolicy', networkPolicyName(run), '-n', NS]);
     expect(policy.spec).toMatchObject({ podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } }, policyTypes: ['Ingress', 'Egress'] });
 
     const describe = await kubectl(['describe', 'crun', 'valid', '-n', NS]);
     expect(describe.stdout).toMatch(/Normal\s+Accepted\s+.*chamvi-operator\s+Accepted: https:\/\/github.com\/acme\/hello.git with scripted/);
-    expect(describe.stdout).toMatch(/Normal\s+Provisioning\s+.*Creating sandbox pod valid-sandbox/);
-    expect(describe.stdout).toMatch(/Normal\s+SandboxReady\s+.*Sandbox pod valid-sandbox is ready/);
+    expect(describe.stdout).toMatch(new RegExp(`Normal\\s+Provisioning\\s+.*Creating sandbox pod ${sandboxPodName(run)}`));
+    expect(describe.stdout).toMatch(new RegExp(`Normal\\s+SandboxReady\\s+.*Sandbox pod ${sandboxPodName(run)} is ready`));
   });
 
   it.each([
@@ -138,12 +139,12 @@ describe('a single operator', () => {
 
   it('fails a run with SandboxLost within 10 seconds when its pod is deleted', async () => {
     await apply(scriptedRun(NS, 'lost'));
-    await phaseOf(NS, 'lost', 'Running');
+    const podName = sandboxPodName(await phaseOf(NS, 'lost', 'Running'));
     const started = Date.now();
-    await kubectl(['delete', 'pod', 'lost-sandbox', '-n', NS, '--wait=false']);
+    await kubectl(['delete', 'pod', podName, '-n', NS, '--wait=false']);
     const run = await phaseOf(NS, 'lost', 'Failed', 10_000);
     expect(Date.now() - started).toBeLessThan(10_000);
-    expect(run.status).toMatchObject({ reason: 'SandboxLost', message: expect.stringContaining('lost-sandbox') });
+    expect(run.status).toMatchObject({ reason: 'SandboxLost', message: expect.stringContaining(podName) });
   });
 
   async function expectNothingLeft(name: string, uid: string) {
@@ -165,7 +166,12 @@ describe('a single operator', () => {
     await apply({
       apiVersion: 'v1',
       kind: 'ConfigMap',
-      metadata: { name: `${name}-diff`, namespace: NS, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name, 'chamvi.dev/run-uid': run.metadata.uid } },
+      metadata: {
+        name: diffConfigMapName(run),
+        namespace: NS,
+        labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name, 'chamvi.dev/run-uid': run.metadata.uid },
+        ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true }],
+      },
       data: { diff: 'x' },
     });
     await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false']);
@@ -234,13 +240,14 @@ describe('restarts and replicas', () => {
     await first.waitForLog('caches synced; reconciling');
     const names = Array.from({ length: 8 }, (_, i) => `restart-${attempt}-${i}`);
     await apply(...names.map((name) => scriptedRun(NS, name)));
-    const ours = async () => (await podsOf(NS)).filter((pod) => names.some((name) => pod.metadata.name === `${name}-sandbox`));
+    const ours = async () => (await podsOf(NS)).filter((pod) => names.includes(pod.metadata.labels['chamvi.dev/run']!));
     await eventually(async () => ((await ours()).length >= 3 ? true : undefined), 30_000, 'some pods');
     await first.kill('SIGKILL');
     const second = startOperator(NS, `op-second-${attempt}`);
     try {
       for (const name of names) await phaseOf(NS, name, 'Running', 60_000).catch(async (error) => {
-        console.error(JSON.stringify((await getRun(NS, name)).status), JSON.stringify((await json<{ status: unknown }>(['get', 'pod', `${name}-sandbox`, '-n', NS])).status));
+        const stuck = await getRun(NS, name);
+        console.error(JSON.stringify(stuck.status), JSON.stringify((await json<{ status: unknown }>(['get', 'pod', sandboxPodName(stuck), '-n', NS])).status));
         throw error;
       });
       const pods = await ours();
@@ -249,7 +256,8 @@ describe('restarts and replicas', () => {
         const said = (process: OperatorProcess) => process.lines.filter((line) => line.msg === 'applied actions' || line.msg === 'status written' || (line.level ?? 0) >= 40);
         console.error([...statuses, '-- first', ...said(first).map((line) => JSON.stringify(line)), '-- second', ...said(second).map((line) => JSON.stringify(line))].join('\n'));
       }
-      expect(pods.map((pod) => pod.metadata.name).sort()).toEqual(names.map((name) => `${name}-sandbox`).sort());
+      const podNames = await Promise.all(names.map(async (name) => sandboxPodName(await getRun(NS, name))));
+      expect(pods.map((pod) => pod.metadata.name).sort()).toEqual(podNames.sort());
       for (const name of names) {
         const run = await getRun(NS, name);
         expect(run.status!.conditions!.find((c) => c.type === 'Accepted')!.status).toBe('True');

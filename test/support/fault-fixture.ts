@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { Informer, type CachedObject } from '../../operator/src/controller/informer.ts';
+import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from './cluster.ts';
 import { OperatorProcess, eventually, type LogLine } from './operator-process.ts';
 
@@ -165,8 +166,15 @@ export class RunNamespace {
     if (result.code !== 0) throw new Error(result.stderr);
   }
 
+  /** The names the operator derives for the run `name` (from its uid: security #11.6). */
+  async derivedNames(name: string): Promise<{ pod: string; policy: string; diff: string }> {
+    const run = { metadata: { name, uid: (await this.run(name)).metadata.uid } };
+    return { pod: sandboxPodName(run), policy: networkPolicyName(run), diff: diffConfigMapName(run) };
+  }
+
+  /** The text of the run's diff ConfigMap under its derived name, undefined when there is none. */
   async diffConfigMap(name: string): Promise<string | undefined> {
-    const result = await kubectl(['get', 'configmap', `${name}-diff`, '-n', this.name, '-o', 'jsonpath={.data.diff}']);
+    const result = await kubectl(['get', 'configmap', (await this.derivedNames(name)).diff, '-n', this.name, '-o', 'jsonpath={.data.diff}']);
     return result.code === 0 ? result.stdout : undefined;
   }
 }
@@ -216,7 +224,7 @@ type Kind = 'pods' | 'networkpolicies' | 'configmaps';
 export class ObjectCensus {
   private readonly uids = new Map<string, Set<string>>();
   private readonly live = new Set<string>();
-  private readonly firstSight = new Map<string, () => void>();
+  private readonly firstSight: Array<{ kind: Kind; match: (name: string) => boolean; callback: () => void }> = [];
   private readonly informers: Informer<CachedObject>[] = [];
 
   private constructor() {}
@@ -247,9 +255,8 @@ export class ObjectCensus {
         census.uids.get(key)!.add(metadata.uid);
         if (exists) census.live.add(key);
         else census.live.delete(key);
-        const callback = census.firstSight.get(key);
-        census.firstSight.delete(key);
-        callback?.();
+        const waiting = census.firstSight.findIndex((entry) => entry.kind === kind && entry.match(metadata.name!));
+        if (waiting >= 0) census.firstSight.splice(waiting, 1)[0]!.callback();
       };
       census.informers.push(
         new Informer<CachedObject>(watch, { ...lists[kind], labelSelector }, { onChange: (object) => record(object, true), onDelete: (object) => record(object, false) }, quiet),
@@ -264,10 +271,14 @@ export class ObjectCensus {
     return this.uids.get(`${kind}/${name}`)?.size ?? 0;
   }
 
-  /** Calls `callback` synchronously in the watch event that first shows `kind/name`. */
-  onFirstSight(kind: Kind, name: string, callback: () => void): void {
-    if (this.uids.has(`${kind}/${name}`)) callback();
-    else this.firstSight.set(`${kind}/${name}`, callback);
+  /**
+   * Calls `callback` synchronously in the watch event that first shows a `kind` object named
+   * `name` (or matching it: a derived name is known only once the run has its uid).
+   */
+  onFirstSight(kind: Kind, name: string | RegExp, callback: () => void): void {
+    const match = typeof name === 'string' ? (seen: string) => seen === name : (seen: string) => name.test(seen);
+    if ([...this.uids.keys()].some((key) => key.startsWith(`${kind}/`) && match(key.slice(kind.length + 1)))) callback();
+    else this.firstSight.push({ kind, match, callback });
   }
 
   /** True while `kind/name` exists (as far as the watch has told). */
