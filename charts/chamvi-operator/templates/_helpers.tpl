@@ -70,19 +70,52 @@ app.kubernetes.io/component: redis
 {{- end -}}
 
 {{/*
-allowRepo globs as RE2 regular expressions, with the operator's meaning (reconcile/allow-repo.ts):
-`**` any characters, `*` one path segment, `?` one character other than `/`. regexQuoteMeta
-escapes every metacharacter first, so only the wildcards become regex syntax. Returns JSON.
+Security #11.2: the canonical repository URL grammar, character for character the RE2 expressions
+of operator/src/reconcile/canonical-repository-url.ts (CANONICAL_REPOSITORY_URL, DEFAULT_PORT_URL,
+PUNYCODE_HOST_URL); test/integration/security-allow-repo.test.ts checks the copies are equal and
+that the API server and the operator decide every attack URL alike. docs/repository-urls.md
+explains the grammar.
+*/}}
+{{- define "chamvi.canonicalRepositoryUrl" -}}
+^(?:(?:https|http|git)://[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(?:/(?:[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.\.[A-Za-z0-9._~+-]+))+|ssh://(?:[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@)?[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(?:/(?:[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.\.[A-Za-z0-9._~+-]+))+|[A-Za-z0-9_][A-Za-z0-9._-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*:/?(?:[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.\.[A-Za-z0-9._~+-]+)(?:/(?:[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.\.[A-Za-z0-9._~+-]+))*|file://(?:/(?:[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.[A-Za-z0-9_~+-][A-Za-z0-9._~+-]*|\.\.[A-Za-z0-9._~+-]+))+)$
+{{- end -}}
+
+{{- define "chamvi.defaultPortRepositoryUrl" -}}
+^(?:https://[^/]*:443|http://[^/]*:80|ssh://[^/]*:22|git://[^/]*:9418)/
+{{- end -}}
+
+{{- define "chamvi.punycodeHostRepositoryUrl" -}}
+^(?:[a-z]+://)?(?:[A-Za-z0-9._-]+@)?(?:[a-z0-9-]+\.)*xn--
+{{- end -}}
+
+{{/*
+allowRepo globs as RE2 regular expressions, exactly as reconcile/allow-repo.ts compiles them:
+`**` any characters, `*` any characters but `/`, `?` one character but `/`. regexQuoteMeta
+escapes every metacharacter first, so only the wildcards become regex syntax. A pattern that can
+never match a canonical URL (its wildcards replaced by 1, it is not canonical) fails the
+render, as the operator refuses it at start-up. Returns JSON: {"plain": [...], "punycode": [...]},
+where "punycode" holds the patterns that spell out an xn-- label (only they may match a punycode host).
 */}}
 {{- define "chamvi.allowRepoRegexes" -}}
-{{- $regexes := list -}}
+{{- $canonical := include "chamvi.canonicalRepositoryUrl" . -}}
+{{- $defaultPort := include "chamvi.defaultPortRepositoryUrl" . -}}
+{{- $plain := list -}}
+{{- $punycode := list -}}
 {{- range .Values.config.allowRepo -}}
+{{- $probe := regexReplaceAll "[*?]+" . "1" -}}
+{{- if or (not (regexMatch "^[A-Za-z0-9._~+:/@*?-]+$" .)) (not (regexMatch $canonical $probe)) (regexMatch $defaultPort $probe) -}}
+{{- fail (printf "config.allowRepo: pattern %q can never match a canonical repository URL (lowercase host, no default port, no %%, \\, @ outside an ssh user, empty, . or .. segments; see docs/repository-urls.md)" .) -}}
+{{- end -}}
 {{- $quoted := regexQuoteMeta . -}}
 {{- $quoted = replace "\\*\\*" "\u0000" $quoted -}}
 {{- $quoted = replace "\\*" "[^/]*" $quoted -}}
 {{- $quoted = replace "\\?" "[^/]" $quoted -}}
 {{- $quoted = replace "\u0000" ".*" $quoted -}}
-{{- $regexes = append $regexes (printf "^%s$" $quoted) -}}
+{{- if contains "xn--" . -}}
+{{- $punycode = append $punycode (printf "^%s$" $quoted) -}}
+{{- else -}}
+{{- $plain = append $plain (printf "^%s$" $quoted) -}}
 {{- end -}}
-{{- toJson $regexes -}}
+{{- end -}}
+{{- toJson (dict "plain" $plain "punycode" $punycode) -}}
 {{- end -}}
