@@ -1,0 +1,104 @@
+// Security #11.2: the prepare job checks the run's repository against the operator's allowRepo as
+// it is right before the clone (a run accepted earlier, or state that reached the worker some
+// other way, is not trusted), and fails the run RepoNotAllowed before any Secret is read or any
+// git is run. The dependencies are in-memory recorders: what is tested is the job's decision.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
+import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'prepare-check-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function repository(): string {
+  const dir = join(scratch, 'repo');
+  execFileSync('git', ['init', '-q', dir]);
+  execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '--allow-empty', '-m', 'x']);
+  return dir;
+}
+
+function harness(url: string, allowRepo: string[]) {
+  const run: CodingRun = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name: 'r', namespace: 'ns', uid: 'uid-1', generation: 1 },
+    spec: {
+      task: 'Fix it',
+      repository: { url, credentialsSecretRef: { name: 'git', key: 'token' } },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    },
+    status: { phase: 'Running' },
+  } as CodingRun;
+  const seen = { statuses: [] as CodingRunStatus[], secretsRead: 0, sandboxes: 0 };
+  const deps = {
+    states: { load: async () => undefined, delete: async () => undefined },
+    status: {
+      write: async (_namespace: string, _name: string, _uid: string, change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus) => {
+        seen.statuses.push(change({ ...run.status }, run));
+        return { written: false, why: 'terminal' };
+      },
+    },
+    resources: {
+      secretValue: async () => {
+        seen.secretsRead++;
+        return 'token';
+      },
+    },
+    sandboxes: {
+      for: () => {
+        seen.sandboxes++;
+        throw new Error('no sandbox in this test');
+      },
+      release: async () => undefined,
+    },
+    getRun: async () => run,
+    clonePolicy: { allowRepo, maxCheckoutBytes: 1024 ** 3, maxCheckoutFiles: 1000 },
+    logger: { info() {}, warn() {}, error() {}, child() { return this; } },
+    now: () => new Date('2026-11-30T00:00:00Z'),
+  } as unknown as AgentDependencies;
+  return { deps, seen };
+}
+
+describe('security #11.2 the prepare job re-checks allowRepo right before the clone', () => {
+  it('fails a run whose repository the current allowRepo no longer allows, reading no Secret and cloning nothing', async () => {
+    const url = `file://${repository()}`;
+    const temp = mkdtempSync(join(tmpdir(), 'prepare-check-temp-'));
+    const previous = process.env.TMPDIR;
+    process.env.TMPDIR = temp;
+    try {
+      const { deps, seen } = harness(url, ['https://github.com/acme/*']);
+      await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' });
+      expect(seen.statuses).toHaveLength(1);
+      expect(seen.statuses[0]).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+      expect(seen.statuses[0]!.message).toContain("does not match the operator's allowRepo");
+      expect(seen.secretsRead).toBe(0);
+      expect(readdirSync(temp)).toEqual([]);
+    } finally {
+      if (previous === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previous;
+      rmSync(temp, { recursive: true, force: true });
+    }
+  });
+
+  it('fails a run whose URL is not canonical even if an old allowRepo once let it through', async () => {
+    const { deps, seen } = harness('https://github.com\\acme\\x@evil.example', ['https://github.com/acme/*']);
+    await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' });
+    expect(seen.statuses[0]).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+    expect(seen.statuses[0]!.message).toContain('backslash');
+    expect(seen.secretsRead).toBe(0);
+  });
+
+  it('clones an allowed repository (the control: the check lets it through to the clone)', async () => {
+    const url = `file://${repository()}`;
+    const { deps, seen } = harness(url, [`file://${scratch}/*`]);
+    // The clone succeeds; the job then asks for the sandbox, which this test does not have.
+    await expect(runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' })).rejects.toThrow('no sandbox in this test');
+    expect(seen.statuses).toEqual([]);
+    expect(seen.secretsRead).toBe(1);
+    expect(seen.sandboxes).toBe(1);
+  });
+});
