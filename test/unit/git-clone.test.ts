@@ -109,7 +109,7 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     expect(origin.authorizations).toContain(BASIC);
     expect(origin.requests.every((url) => !url.includes(TOKEN))).toBe(true);
     expect((error as Error).message).not.toContain(TOKEN);
-    expect((error as Error).message).toMatch(/git fetch failed/);
+    expect((error as Error).message).toMatch(/^git clone failed: /);
   });
 
   it('does not follow a redirect to another origin, which never gets the token', async () => {

@@ -85,6 +85,8 @@ interface GitRun {
   token: string | undefined;
   /** RLIMIT_FSIZE for git and its children: no single file it writes grows past this. */
   fileSizeLimit: number;
+  /** What failed, in messages: "git <label> failed" (default: the git command). */
+  label?: string;
 }
 
 /**
@@ -113,8 +115,9 @@ function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean)
     child.on('error', (error) => reject(new CloneFailedError(`git could not start: ${error.message}`)));
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      const label = run.label ?? args[0];
       if (code === 0 || stopped) resolve();
-      else reject(new CloneFailedError(signal ? `git ${args[0]} timed out` : `git ${args[0]} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
+      else reject(new CloneFailedError(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
     });
   });
 }
@@ -219,7 +222,8 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     // One fetch for every kind of revision (a branch, a tag, a commit, the remote's HEAD), so a
     // cut download leaves its pack behind to be recognised; the checkout is detached.
     try {
-      await git(inRepo, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', request.revision ?? 'HEAD']);
+      // Reported as the clone it is: "git clone failed: fatal: ...".
+      await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', request.revision ?? 'HEAD']);
     } catch (error) {
       if (CloneFailedError.isInstance(error) && (await downloadCut(dir, run.fileSizeLimit))) {
         throw new CloneFailedError(
