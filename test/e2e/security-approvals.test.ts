@@ -1,0 +1,164 @@
+// Security #11.5, performed as an attacker would: a model hides the dangerous part of a
+// gated call past where the status used to cut it (4 KiB), and an approval of what was shown
+// must not run what was not. The operator as a process, real Redis, real exec into kwok pods
+// running the real toolbox, the real API server, and the real plugin for the honest approval.
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const NS = 'e2e-approvals';
+const PREFIX = `e2eappr${Date.now()}`;
+const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
+const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
+
+interface RunStatus {
+  phase?: string;
+  message?: string;
+  toolCalls?: number;
+  pendingApproval?: { id: string; toolName: string; input: string; inputBytes?: number; inputSha256?: string };
+  result?: { diff: string };
+}
+
+let root: string;
+let repoUrl: string;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+
+function git(cwd: string, ...args: string[]) {
+  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', ...args], { cwd, stdio: 'pipe' });
+}
+
+async function apply(...objects: object[]) {
+  const result = await kubectl(['apply', '-n', NS, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
+  if (result.code !== 0) throw new Error(result.stderr);
+}
+
+async function statusOf(name: string): Promise<RunStatus> {
+  const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
+  return result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
+}
+
+const phase = (name: string, wanted: string[], timeoutMs = 60_000) =>
+  eventually(async () => {
+    const status = await statusOf(name);
+    return wanted.includes(status.phase ?? '') ? status : undefined;
+  }, timeoutMs, `${name} to reach ${wanted.join(' or ')}`);
+
+function gatedRun(name: string, turns: object[]) {
+  return [
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
+    {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name },
+      spec: {
+        task: 'Tidy the README.',
+        repository: { url: repoUrl },
+        model: { provider: 'scripted', scriptRef: { name: `${name}-script` } },
+        approval: { tools: ['bash'] },
+      },
+    },
+  ];
+}
+
+const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', name, '-n', NS, `chamvi.dev/approval=${JSON.stringify(answer)}`, '--overwrite']);
+
+function codingrun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], { env: { ...process.env, KUBECONFIG: '' } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));
+  const source = join(root, 'source');
+  execFileSync('git', ['init', '-q', '-b', 'main', source]);
+  writeFileSync(join(source, 'README.md'), 'Hello\n');
+  git(source, 'add', '.');
+  git(source, 'commit', '-qm', 'initial');
+  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
+  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+  await createNamespace(NS, { restricted: true });
+  await createNamespace(`${NS}-lease`);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  operator = new OperatorProcess({
+    kubeconfig: kubeconfigPath(),
+    env: {
+      REDIS_URL: redisUrl(),
+      CHAMVI_REDIS_PREFIX: PREFIX,
+      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
+      CHAMVI_IDENTITY: 'e2e-approvals',
+    },
+  });
+  await operator.waitForLog('caches synced; reconciling');
+}, 120_000);
+
+afterAll(async () => {
+  await operator?.kill();
+  await registrar?.stop();
+});
+
+describe('security #11.5 an approval runs exactly the input it names', () => {
+  it('a 10 KiB call whose dangerous tail lies past any cut: approvals without its sha256 run nothing; the plugin approves the whole', async () => {
+    // The first 4 KiB look harmless; the tail writes the proof that it ran.
+    const command = `echo tidy > tidy.txt; : '${'x'.repeat(10 * 1024)}'; echo TAIL-RAN > tail.txt`;
+    const input = JSON.stringify({ command });
+    await apply(...gatedRun('hidden-tail', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }]));
+    const waiting = await phase('hidden-tail', ['WaitingForApproval']);
+    // The status holds the whole call, its size and digest: nothing to approve is hidden.
+    expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input, inputBytes: Buffer.byteLength(input), inputSha256: sha256(input) });
+    const id = waiting.pendingApproval!.id;
+
+    // The attack: approve what a 4 KiB cut showed (its digest), then an approval with no digest.
+    expect((await annotate('hidden-tail', { id, decision: 'approve', sha256: sha256(input.slice(0, 4096)) })).code).toBe(0);
+    const refused = await eventually(async () => {
+      const status = await statusOf('hidden-tail');
+      return status.message?.startsWith('Refused the approval') ? status : undefined;
+    }, 30_000, 'the cut approval to be refused');
+    expect(refused).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0, pendingApproval: { id } });
+    expect(refused.message).toContain(`but the input to run has sha256 ${sha256(input)}`);
+    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=hidden-tail,reason=ApprovalRefused', '-o', 'name']);
+    expect(events.stdout.trim()).not.toBe('');
+
+    expect((await annotate('hidden-tail', { id, decision: 'approve' })).code).toBe(0);
+    await eventually(async () => ((await statusOf('hidden-tail')).message?.includes('it carried no sha256') ? true : undefined), 30_000, 'the hashless approval to be refused');
+    expect(await statusOf('hidden-tail')).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0 });
+
+    // The honest approval: the plugin shows the whole input and sends its digest; now it runs.
+    const approved = await codingrun(['approve', 'hidden-tail', '-n', NS, '--id', id]);
+    expect(approved.stderr).toBe('');
+    expect(approved.code).toBe(0);
+    expect(approved.stdout).toContain(input);
+    const done = await phase('hidden-tail', ['Succeeded', 'Failed']);
+    expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
+    expect(done.result!.diff).toContain('+TAIL-RAN');
+  });
+
+  it('a gated call too large to be shown whole (over 64 KiB) is denied at once and never runs', async () => {
+    const command = `echo BIG-RAN > big.txt; : '${'y'.repeat(70 * 1024)}'`;
+    await apply(...gatedRun('too-big', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }]));
+    const done = await phase('too-big', ['Succeeded', 'Failed']);
+    expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
+    expect(done.result!.diff).toBe('');
+    const waited = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=too-big,reason=AwaitingApproval', '-o', 'name']);
+    expect(waited.stdout.trim()).toBe('');
+  });
+});
