@@ -14,6 +14,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
+import { redisPing } from '../support/control-plane/readiness.ts';
 import { bashCall, codingRun, operatorStory, READ_README, scriptConfigMap, scriptedModel, usage, type RunStatus } from '../support/fault-fixture.ts';
 import { FaultScene } from '../support/fault-scene.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
@@ -84,10 +85,9 @@ afterAll(async () => {
 
 describe('security #11.1 Redis is not trusted', () => {
   it('runs a run end to end on a Redis that refuses clients without its password, with its state sealed', async () => {
-    const anonymous = new Redis(`redis://127.0.0.1:${new URL(redisUrl()).port}`, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    anonymous.on('error', () => undefined);
-    await expect(anonymous.connect().then(() => anonymous.get('x'))).rejects.toThrow(/NOAUTH/);
-    anonymous.disconnect();
+    const url = new URL(redisUrl());
+    expect(await redisPing(Number(url.port)), 'Redis answered a client without its password').toBe(false);
+    expect(await redisPing(Number(url.port), decodeURIComponent(url.password))).toBe(true);
 
     await scene.ns.apply(
       scriptConfigMap('plain-script', [{ toolCalls: [READ_README], usage: usage(5, 1) }, { text: 'Read it.', usage: usage(6, 1) }]),
@@ -120,12 +120,12 @@ describe('security #11.1 Redis is not trusted', () => {
     await scene.ns.answer('tampered', status.pendingApproval!.id, 'approve');
 
     const final = await scene.finished('tampered');
+    expect(existsSync(marker), 'the injected command ran').toBe(false);
+    expect(JSON.stringify(attacker.requests), 'the Secret went to the foreign endpoint').not.toContain(VICTIM_KEY);
+    expect(attacker.requests, 'the operator called the foreign endpoint').toEqual([]);
     expect(final.phase).toBe('Failed');
     expect(final.reason).toBe('StateLost');
     expect(final.message).toMatch(/the run's state in Redis failed validation: .*; was Redis written by something other than the operator\?/);
-    expect(existsSync(marker), 'the injected command ran').toBe(false);
-    expect(attacker.requests, 'the operator called the foreign endpoint').toEqual([]);
-    expect(JSON.stringify(attacker.requests)).not.toContain(VICTIM_KEY);
   });
 
   it("another run's genuine state copied under a run's key: the run fails naming the other run, which is not touched", async () => {
