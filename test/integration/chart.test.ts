@@ -108,7 +108,9 @@ describe('the chart, offline', () => {
     const schema = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as { properties: { config: { properties: object } } };
     const settable = Object.keys(schema.properties.config.properties);
     // redisUrl, httpPort and leaderElection come from their own sections; identity is the pod name.
-    const chartOwned = ['redisUrl', 'httpPort', 'leaderElection', 'identity'];
+    // Security #11.1: redisPassword and stateKey come from Secrets as env (never the ConfigMap),
+    // redisCaFile from redis.caSecretRef.
+    const chartOwned = ['redisUrl', 'httpPort', 'leaderElection', 'identity', 'redisPassword', 'redisCaFile', 'stateKey'];
     const operatorKeys = Object.keys(operatorConfigSchema.shape).filter((key) => !chartOwned.includes(key));
     expect(operatorKeys.filter((key) => !settable.includes(key))).toEqual([]);
   });
