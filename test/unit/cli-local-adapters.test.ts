@@ -2,6 +2,7 @@
 // under the operator's real RunStatusWriter (conflicts, a terminal phase never rewritten),
 // the JSON Patch it applies, the progress lines, the logger's filter, and approvals on a
 // (simulated) terminal and without one.
+import { createHash } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
@@ -144,8 +145,10 @@ describe('approvals', () => {
 
   it('approves on y, showing the call first', async () => {
     const { approver, shown } = terminal(['y']);
-    expect(await approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'approve' });
-    expect(shown()).toContain('codingrun/demo wants to run bash (approval s1-c1):\n  {"command":"npm test"}');
+    // Security #11.5: the answer names the sha256 of the input shown, which is shown whole.
+    const sha256 = createHash('sha256').update(request.input).digest('hex');
+    expect(await approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'approve', sha256 });
+    expect(shown()).toContain(`codingrun/demo wants to run bash (approval s1-c1), input ${request.input.length} bytes, shown whole:\n{"command":"npm test"}`);
   });
 
   it('denies on anything else, with the reason typed, or a default one', async () => {
