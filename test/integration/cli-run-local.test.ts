@@ -290,7 +290,7 @@ describe('kubectl codingrun run --local', () => {
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     const deadline = Date.now() + 60_000;
     while (!output.includes('Approve? [y/N]') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(output).toContain('codingrun/asked wants to run bash (approval s1-c1):');
+    expect(output).toMatch(/codingrun\/asked wants to run bash \(approval s1-c1\), input \d+ bytes, shown whole:/);
     child.stdin.write('y\n');
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     child.stdin.end();

@@ -3,6 +3,7 @@
 // operator would), the errors a user meets are clear and exit 1, bad usage exits 2, `get`
 // prints one line per run and `-w` follows a run to its end, `diff` reads the ConfigMap.
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
@@ -59,12 +60,14 @@ async function annotations(name: string): Promise<Record<string, string>> {
   return JSON.parse(result.stdout || '{}') as Record<string, string>;
 }
 
+const INPUT = '{"command":"npm test"}';
+const INPUT_SHA256 = createHash('sha256').update(INPUT).digest('hex');
 const waitingFor = (id: string) => ({
   phase: 'WaitingForApproval',
   steps: 4,
   toolCalls: 5,
   usage,
-  pendingApproval: { id, toolName: 'bash', input: '{"command":"npm test"}', requestedAt: new Date().toISOString() },
+  pendingApproval: { id, toolName: 'bash', input: INPUT, inputBytes: INPUT.length, inputSha256: INPUT_SHA256, requestedAt: new Date().toISOString() },
 });
 
 beforeAll(async () => {
@@ -117,7 +120,9 @@ describe('kubectl-codingrun approve and deny', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toContain('codingrun/waiting approved: bash call s4-c1');
     const written = await annotations('waiting');
-    expect(JSON.parse(written['chamvi.dev/approval']!)).toEqual({ id: 's4-c1', decision: 'approve' });
+    // Security #11.5: the answer names the sha256 of the input approve showed.
+    expect(result.stdout).toContain(INPUT);
+    expect(JSON.parse(written['chamvi.dev/approval']!)).toEqual({ id: 's4-c1', decision: 'approve', sha256: INPUT_SHA256 });
     expect(written['example.com/keep']).toBe('yes');
   });
 
