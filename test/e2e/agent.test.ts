@@ -3,6 +3,7 @@
 // calls a model (the scripted one, or the real openai-compatible adapter against a fake
 // server over HTTP), runs its tools in the sandbox and ends with its diff.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -219,7 +220,9 @@ describe('approvals', () => {
       return status.phase === 'WaitingForApproval' ? status : undefined;
     }, 60_000, 'approve to wait');
     expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input: '{"command":"git diff --stat"}' });
-    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve' });
+    // Security #11.5: an approval names the sha256 of the input it approves.
+    const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
+    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 });
     expect((await kubectl(['annotate', 'crun', 'approve', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite'])).code).toBe(0);
     const status = await finished('approve');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });

@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { Informer, type CachedObject } from '../../operator/src/controller/informer.ts';
+import { approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from './cluster.ts';
 import { OperatorProcess, eventually, type LogLine } from './operator-process.ts';
@@ -161,7 +162,9 @@ export class RunNamespace {
 
   /** Answers the pending approval as `kubectl codingrun approve` does (the annotation). */
   async answer(name: string, id: string, decision: 'approve' | 'deny'): Promise<void> {
-    const answer = JSON.stringify({ id, decision });
+    // Security #11.5: an approve names the sha256 of the pending input, as the plugin sends it.
+    const input = decision === 'approve' ? (await this.status(name)).pendingApproval?.input : undefined;
+    const answer = JSON.stringify({ id, decision, ...(input !== undefined ? { sha256: approvalInputSha256(input) } : {}) });
     const result = await kubectl(['annotate', 'crun', name, '-n', this.name, `chamvi.dev/approval=${answer}`, '--overwrite']);
     if (result.code !== 0) throw new Error(result.stderr);
   }
