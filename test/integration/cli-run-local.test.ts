@@ -308,6 +308,9 @@ describe('kubectl codingrun run --local', () => {
     while (!sleeping() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     expect(sleeping()).not.toBe('');
     const pid = Number(/redis-server pid (\d+)/.exec(run.stderr())?.[1]);
+    // Without this, a line that no longer names the pid gives NaN, and alive(NaN) is false: the check below would pass unseen.
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
     process.kill(run.pid, 'SIGINT');
     const result = await run.result;
     expect(result.code).toBe(1);
