@@ -3,7 +3,7 @@
 // `call` process that started them.
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BASH_HEAD_BYTES, BASH_TAIL_BYTES, OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
+import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
@@ -100,7 +100,7 @@ describe('bash', () => {
     expect(result).toMatchObject({ outputCapped: true, exitCode: null, timedOut: false, stdoutBytes: 256 * 1024 });
     expect(Date.now() - started).toBeLessThan(10_000);
     const env = await bash({ command: 'yes chamvi >&2' }, { env: { ...process.env, CHAMVI_OUTPUT_LOG_MAX_BYTES: '100000' } });
-    expect(env).toMatchObject({ outputCapped: true });
+    expect(env).toMatchObject({ outputCapped: true, stderrBytes: 100_000 });
   });
 
   it('answers many instant commands in a row (an exit during setup is not missed)', async () => {
@@ -127,8 +127,9 @@ describe('bash', () => {
     }
   });
 
-  it('caps at 64 MiB by default', () => {
-    expect(OUTPUT_LOG_MAX_BYTES).toBe(64 * 1_048_576);
+  it('caps at 64 MiB by default', async () => {
+    const result = await bash({ command: 'yes chamvi' });
+    expect(result).toMatchObject({ outputCapped: true, stdoutBytes: 64 * 1_048_576 });
   });
 
   it('refuses a log path outside the home log directories', async () => {
@@ -147,11 +148,11 @@ describe('background jobs', () => {
     truncated: boolean;
     outputCapped: boolean;
   }
-  const output = async (job: string, offset?: number) =>
-    resultOf<JobOutput>(await callTool(workspace, 'bash_output', offset === undefined ? { job } : { job, offset }));
-  async function waitFor(job: string, status: string): Promise<JobOutput> {
+  const output = async (job: string, offset?: number, options: Parameters<typeof callTool>[3] = {}) =>
+    resultOf<JobOutput>(await callTool(workspace, 'bash_output', offset === undefined ? { job } : { job, offset }, options));
+  async function waitFor(job: string, status: string, options: Parameters<typeof callTool>[3] = {}): Promise<JobOutput> {
     for (let attempt = 0; attempt < 100; attempt += 1) {
-      const current = await output(job);
+      const current = await output(job, undefined, options);
       if (current.status === status) return current;
       await sleep(100);
     }
@@ -193,12 +194,15 @@ describe('background jobs', () => {
   });
 
   it('kills a job whose output passes the cap', async () => {
+    // 1 MB and then quiet: past the configured 200 000 bytes, far below the 64 MiB default, so only the
+    // configured cap kills it (under the default it would sleep on and never be 'killed').
+    const capped = { extraArgs: ['--output-log-max-bytes', '200000'] };
     const { job } = resultOf<{ job: string }>(
-      await callTool(workspace, 'bash', { command: 'yes chamvi', background: true }, { extraArgs: ['--output-log-max-bytes', '200000'] }),
+      await callTool(workspace, 'bash', { command: 'yes chamvi | head -c 1000000; sleep 60', background: true }, capped),
     );
-    const killed = await waitFor(job, 'killed');
+    const killed = await waitFor(job, 'killed', capped);
     expect(killed.outputCapped).toBe(true);
-    expect(killed.size).toBeLessThanOrEqual(OUTPUT_LOG_MAX_BYTES);
+    expect(killed.size).toBe(200_000);
   });
 
   it('says JOB_NOT_FOUND for an unknown job', async () => {

@@ -42,15 +42,21 @@ describe('tool contract', () => {
     ]);
   });
 
-  it('pins the limits of the @chamvi/coding contract', () => {
-    expect(contract).toMatchObject({
-      READ_MAX_LINES: 2_000,
-      READ_MAX_CHARS: 65_536,
-      SEARCH_MAX_RESULTS: 500,
-      LIST_MAX_RESULTS: 5_000,
-      LINE_MAX_CHARS: 500,
-      OUTPUT_LOG_MAX_BYTES: 64 * 1_048_576,
-    });
+  // The limits' values are not pinned here (that only restates limits.ts); what is checked is that the
+  // schemas the toolbox enforces and the descriptions the model reads agree on them. read_file's and the
+  // output cap's limits are checked by behaviour in read-file.test.ts and bash.test.ts.
+  it('enforces the result limits it describes to the model', () => {
+    const bounded = [
+      ['grep', contract.SEARCH_MAX_RESULTS, { pattern: 'x' }],
+      ['glob', contract.LIST_MAX_RESULTS, { pattern: '*' }],
+      ['list_files', contract.LIST_MAX_RESULTS, {}],
+    ] as const;
+    for (const [tool, max, input] of bounded) {
+      const schema = contract.toolInputSchemas[tool];
+      expect(schema.safeParse({ ...input, limit: max }).success, `${tool} limit ${max}`).toBe(true);
+      expect(schema.safeParse({ ...input, limit: max + 1 }).success, `${tool} limit ${max + 1}`).toBe(false);
+      expect(JSON.stringify(z.toJSONSchema(schema)), tool).toContain(`at most ${max}`);
+    }
   });
 
   it('is pure: zod and its own files only, no node: imports', () => {
