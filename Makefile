@@ -38,12 +38,12 @@ test: node_modules system-packages toolbox control-plane typecheck ## Run every 
 	npx vitest run --project unit
 	npx vitest run --project toolbox
 	npx vitest run --project integration
-	npx vitest run --project e2e --passWithNoTests
-	npx vitest run --project faults --passWithNoTests
+	npx vitest run --project e2e
+	npx vitest run --project faults
 
 .PHONY: test-faults
 test-faults: node_modules system-packages toolbox control-plane ## Reliability tier only (faults injected on purpose)
-	npx vitest run --project faults --passWithNoTests
+	npx vitest run --project faults
 
 .PHONY: test-unit
 test-unit: node_modules ## Unit tier only
