@@ -15,6 +15,7 @@ import { startFakeOpenAIServer, type FakeOpenAIServer, type RecordedRequest } fr
 import { codingRun } from '../support/fault-fixture.ts';
 import { FaultScene } from '../support/fault-scene.ts';
 import { MiB, sampleMemory, type MemorySampler } from '../support/memory-sampler.ts';
+import { OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 
 const NS = 'faults-oversized';
 const API_KEY = 'sk-oversized-0123456789abcdef';
@@ -167,7 +168,8 @@ describe('a repository with a 50 MiB file', () => {
     const yes = JSON.parse(yesResult!) as { outputCapped: boolean; stdoutTruncated: boolean; stdoutBytes: number; stdout: string };
     expect(yes.outputCapped).toBe(true);
     expect(yes.stdoutTruncated).toBe(true);
-    expect(yes.stdoutBytes).toBeLessThan(1024 * MiB);
+    // Exactly the toolbox's default cap (the operator configures none): any smaller cap "under 1 GiB" is a bug too.
+    expect(yes.stdoutBytes).toBe(OUTPUT_LOG_MAX_BYTES);
     expect(Buffer.byteLength(yes.stdout)).toBeLessThanOrEqual(64 * 1024);
     const [wcResult] = toolResults(requests[3]!).slice(-1);
     expect(wcResult).toContain(`${50 * MiB} big.log`);
