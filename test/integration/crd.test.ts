@@ -87,6 +87,7 @@ describe('the CodingRun CRD on a real API server', () => {
     ['a missing task', withSpec('no-task', (s) => delete s.task), /spec\.task: Required value/],
     ['an empty task', withSpec('empty-task', (s) => (s.task = '')), /spec\.task: Invalid value: "": spec\.task in body should be at least 1 chars long/],
     ['a missing repository', withSpec('no-repo', (s) => delete s.repository), /spec\.repository: Required value/],
+    ['a missing model', withSpec('no-model', (s) => delete s.model), /spec\.model: Required value/],
     ['a negative maxSteps', withSpec('neg-steps', (s) => (s.budget = { maxSteps: -1 })), /spec\.budget\.maxSteps: Invalid value: -1: spec\.budget\.maxSteps in body should be greater than or equal to 1/],
     ['a huge maxSteps', withSpec('huge-steps', (s) => (s.budget = { maxSteps: 1_000_000 })), /spec\.budget\.maxSteps: Invalid value: 1000000: spec\.budget\.maxSteps in body should be less than or equal to 1000/],
     ['a maxSteps of the wrong type', withSpec('string-steps', (s) => (s.budget = { maxSteps: 'forty' })), /spec\.budget\.maxSteps: Invalid value: "string": spec\.budget\.maxSteps in body must be of type integer/],
@@ -107,10 +108,6 @@ describe('the CodingRun CRD on a real API server', () => {
     ['a tiny context window', withSpec('small-window', (s) => (s.model.contextWindow = 10)), /spec\.model\.contextWindow: Invalid value: 10/],
     ['a quantity that is not one', withSpec('bad-quantity', (s) => (s.sandbox = { resources: { limits: { memory: 'lots' } } })), /spec\.sandbox\.resources\.limits\.memory/],
   ];
-
-  it('refuses at least 15 kinds of bad manifest', () => {
-    expect(invalid.length).toBeGreaterThanOrEqual(15);
-  });
 
   it.each(invalid)('refuses %s and names the field', async (_, manifest, message) => {
     const result = await apply(manifest);
