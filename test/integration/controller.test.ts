@@ -274,7 +274,8 @@ describe('restarts and replicas', () => {
     await a.waitForLog('became leader');
     const b = startOperator(NS, 'op-b');
     try {
-      await new Promise((resolve) => setTimeout(resolve, 2000));
+      // b has seen a's lease, so the takeover time below is the lease's, not b's start-up.
+      await b.waitForLog('standing by');
       await apply(scriptedRun(NS, 'ha-1'));
       await phaseOf(NS, 'ha-1', 'Running');
       expect(a.logged('status written').length).toBeGreaterThan(0);
@@ -298,7 +299,7 @@ describe('restarts and replicas', () => {
     await a.waitForLog('became leader');
     const b = startOperator(NS, 'op-clean-b');
     try {
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await b.waitForLog('standing by');
       await a.kill('SIGTERM');
       const stoppedAt = Date.now();
       await b.waitForLog('became leader', 15_000);

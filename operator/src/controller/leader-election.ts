@@ -121,9 +121,13 @@ export class LeaderElector {
    */
   async run(onStartedLeading: () => Promise<void>, onStoppedLeading: () => void): Promise<void> {
     const retryMs = this.options.retryPeriodSeconds * 1000;
+    let standingBy = false;
     while (!this.stopped && !this.leading) {
       try {
         this.leading = await this.tryAcquireOrRenew();
+        // Said once, so an admin (and a test) can tell a standby that is waiting from one still starting.
+        if (!this.leading && !standingBy) this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'standing by');
+        standingBy = !this.leading;
       } catch (error) {
         this.logger.warn({ err: String(error) }, 'could not read or take the leader lease');
       }
