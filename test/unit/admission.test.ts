@@ -25,4 +25,12 @@ describe('computeAdmission', () => {
     const runs = [run('a', 1), run('b', 2)];
     expect(computeAdmission(runs, runs[1]!, new Set(['uid-a']))).toEqual({ active: 1, queuedAhead: 0 });
   });
+
+  it('counts a finished run whose sandbox pod is still up as holding its slot, until the pod goes', () => {
+    const runs = [run('a', 1, 'Failed'), run('b', 2, 'Succeeded'), run('c', 3)];
+    const podsUp = new Set(['uid-a']);
+    expect(computeAdmission(runs, runs[2]!, new Set(), (other) => podsUp.has(other.metadata.uid))).toEqual({ active: 1, queuedAhead: 0 });
+    podsUp.clear();
+    expect(computeAdmission(runs, runs[2]!, new Set(), (other) => podsUp.has(other.metadata.uid))).toEqual({ active: 0, queuedAhead: 0 });
+  });
 });

@@ -66,13 +66,26 @@ export class RunController {
     const scoped = (namespace: string | undefined, group: string, resource: string) =>
       `${group}${namespace ? `/namespaces/${namespace}` : ''}/${resource}`;
 
-    const make = <T extends CachedObject>(source: InformerSource<T>, onOwned: (object: T) => void, onRun?: (object: T, previous?: T) => void) => {
+    const make = <T extends CachedObject>(
+      source: InformerSource<T>,
+      onOwned: (object: T) => void,
+      onRun?: (object: T, previous?: T) => void,
+      also?: (object: T, deleted: boolean) => void,
+    ) => {
       const informer = new Informer<T>(
         watch,
         source,
         {
-          onChange: (object, previous) => (onRun ? onRun(object, previous) : onOwned(object)),
-          onDelete: (object) => (onRun ? onRun(object) : onOwned(object)),
+          onChange: (object, previous) => {
+            if (onRun) onRun(object, previous);
+            else onOwned(object);
+            also?.(object, false);
+          },
+          onDelete: (object) => {
+            if (onRun) onRun(object);
+            else onOwned(object);
+            also?.(object, true);
+          },
         },
         logger,
       );
@@ -107,12 +120,30 @@ export class RunController {
     // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only
     // those are watched, and a change to one enqueues its run.
     type ManagedList<T> = (namespace: string | undefined, labelSelector: string) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
-    const owned = <T extends CachedObject>(groupPath: string, resource: string, list: ManagedList<T>, slim?: (object: T) => T) =>
+    const owned = <T extends CachedObject>(
+      groupPath: string,
+      resource: string,
+      list: ManagedList<T>,
+      slim?: (object: T) => T,
+      also?: (object: T, deleted: boolean) => void,
+    ) =>
       namespaces.map((namespace) =>
-        make<T>({ path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR), ...(slim ? { slim } : {}) }, enqueueOwner),
+        make<T>(
+          { path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR), ...(slim ? { slim } : {}) },
+          enqueueOwner,
+          undefined,
+          also,
+        ),
       );
-    const podInformers = owned<V1Pod>('/api/v1', 'pods', (namespace, labelSelector) =>
-      namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector }),
+    const podInformers = owned<V1Pod>(
+      '/api/v1',
+      'pods',
+      (namespace, labelSelector) => (namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector })),
+      undefined,
+      // A finished run holds its slot until its pod goes (admission.ts): then wake the waiting.
+      (pod, deleted) => {
+        if (deleted || pod.metadata?.deletionTimestamp) this.wakeWaitingRuns();
+      },
     );
     const policyInformers = owned<V1NetworkPolicy>('/apis/networking.k8s.io/v1', 'networkpolicies', (namespace, labelSelector) =>
       namespace ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector }) : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),

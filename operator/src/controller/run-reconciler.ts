@@ -155,10 +155,16 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
-      admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally) : { active: 0, queuedAhead: 0 },
+      admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally, (other) => this.sandboxUp(other)) : { active: 0, queuedAhead: 0 },
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
+  }
+
+  /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
+  private sandboxUp(run: CodingRun): boolean {
+    const pod = this.deps.caches.pods.get(run.metadata.namespace, sandboxPodName(run));
+    return pod !== undefined && !pod.metadata?.deletionTimestamp && ownedBy(run)(pod);
   }
 
   /** Only the objects the spec names, only in the run's own namespace, only their keys (and a Secret's labels). */

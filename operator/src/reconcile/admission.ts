@@ -27,12 +27,22 @@ function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolea
   return (phase === undefined || phase === 'Pending') && !admittedLocally.has(run.metadata.uid);
 }
 
-export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, admittedLocally: ReadonlySet<string>): Admission {
+/**
+ * `holdsSandbox` tells whether a finished run's sandbox pod is still up: the run's phase is
+ * written before its pod is deleted, and maxActiveRuns promises sandboxes, not phases, so
+ * the slot is free only once the pod is going.
+ */
+export function computeAdmission(
+  runs: readonly CodingRun[],
+  self: CodingRun,
+  admittedLocally: ReadonlySet<string>,
+  holdsSandbox: (run: CodingRun) => boolean = () => false,
+): Admission {
   let active = 0;
   let queuedAhead = 0;
   for (const other of runs) {
     if (other.metadata.uid === self.metadata.uid) continue;
-    if (isActive(other, admittedLocally)) active++;
+    if (isActive(other, admittedLocally) || (isTerminal(other.status?.phase) && holdsSandbox(other))) active++;
     else if (isWaiting(other, admittedLocally) && createdBefore(other, self)) queuedAhead++;
   }
   return { active, queuedAhead };
