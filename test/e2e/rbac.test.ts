@@ -46,8 +46,17 @@ function startOperator(identity: string) {
   });
 }
 
+interface RunOutcome {
+  phase?: string;
+  reason?: string;
+  message?: string;
+  result?: { diff: string };
+  /** Every line the operator logged, as JSON: where a refusal shows when no status could be written. */
+  said: string[];
+}
+
 /** Starts an operator with the current RBAC, applies a fresh run and waits for it to end (or not). */
-async function runOnce(timeoutMs: number): Promise<{ phase?: string; reason?: string; message?: string; result?: { diff: string } }> {
+async function runOnce(timeoutMs: number): Promise<RunOutcome> {
   const name = `rbac-${++runs}`;
   const operator = startOperator(`rbac-op-${runs}`);
   try {
@@ -62,7 +71,9 @@ async function runOnce(timeoutMs: number): Promise<{ phase?: string; reason?: st
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const status = JSON.parse((await ok(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}'])) || '{}');
-      if (status.phase === 'Succeeded' || status.phase === 'Failed' || Date.now() > deadline) return status;
+      if (status.phase === 'Succeeded' || status.phase === 'Failed' || Date.now() > deadline) {
+        return { ...status, said: operator.lines.map((line) => JSON.stringify(line)) };
+      }
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   } finally {
@@ -144,7 +155,7 @@ describe("the chart's RBAC", () => {
     await withoutVerb('configmaps', 'create', async () => {
       const status = await runOnce(90_000);
       expect(status.phase).toBe('Failed');
-      expect(status.message).toMatch(/forbidden/i);
+      expect(status.message).toMatch(/forbidden.*cannot create resource \W*configmaps\W/);
     });
   }, 150_000);
 
@@ -152,6 +163,9 @@ describe("the chart's RBAC", () => {
     await withoutVerb('codingruns/status', 'update', async () => {
       const status = await runOnce(15_000);
       expect(status.phase).toBeUndefined();
+      // No status for the reason under test: the API server refused the operator's status write.
+      const refused = status.said.filter((line) => /forbidden.*cannot (update|patch) resource \W*codingruns\/status\W/.test(line));
+      expect(refused, status.said.slice(-30).join('\n')).not.toEqual([]);
     });
   }, 150_000);
 });
