@@ -2,13 +2,14 @@
 // is shown is the whole pending input, the approval names the sha256 of exactly that, and
 // model-controlled bytes (a pending input, a diff) cannot drive the approver's terminal.
 // A terminal is a real pseudo-terminal from script(1); a redirect is a pipe.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { pluginPath, runPlugin } from '../support/plugin.ts';
+import { runProcess } from '../support/run-process.ts';
 
 const NAMESPACE = 'security-cli-display';
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 const hasScript = spawnSync('script', ['--version']).status === 0;
 
 interface Result {
@@ -20,28 +21,14 @@ interface Result {
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** The plugin with stdout and stderr as pipes (a redirect). */
-function codingrun(...args: string[]): Promise<Result> {
-  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], { env: { ...process.env, KUBECONFIG: '' } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const codingrun = (...args: string[]): Promise<Result> => runPlugin(args);
 
 /** The plugin on a pseudo-terminal (script(1)): stdout and stderr both reach the terminal. */
-function onTerminal(...args: string[]): Promise<Result> {
-  const command = [process.execPath, plugin, '--kubeconfig', kubeconfigPath(), ...args].map((word) => `'${word}'`).join(' ');
-  const child = spawn('script', ['-qec', command, '/dev/null'], { env: { ...process.env, KUBECONFIG: '', TERM: 'dumb' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr: '' }));
-  });
+async function onTerminal(...args: string[]): Promise<Result> {
+  const command = [process.execPath, pluginPath, '--kubeconfig', kubeconfigPath(), ...args].map((word) => `'${word}'`).join(' ');
+  const env = { ...process.env, KUBECONFIG: '', TERM: 'dumb' };
+  const { code, stdout } = await runProcess('script', ['-qec', command, '/dev/null'], { env, stdin: 'ignore' });
+  return { code, stdout, stderr: '' };
 }
 
 async function createRun(name: string, status: object): Promise<void> {

@@ -9,8 +9,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
+import { pluginPath, runLocalPlugin } from '../support/plugin.ts';
+import type { ProcessResult } from '../support/run-process.ts';
 
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 const hasScript = spawnSync('script', ['--version']).status === 0;
 
@@ -50,21 +51,13 @@ function manifest(name: string, turns: Turn[], spec: Record<string, unknown> = {
 const environment = () => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, TMPDIR: pluginTmp, REDIS_URL: redisUrl() });
 
 /** run --local with pipes (no terminal): stdin ignored, stdout and stderr apart. */
-function runPiped(file: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [plugin, 'run', '-f', file, '--local'], { cwd: work, env: environment(), stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function runPiped(file: string): Promise<ProcessResult> {
+  return runLocalPlugin(['run', '-f', file, '--local'], { cwd: work, env: environment() });
 }
 
 /** run --local on a pseudo-terminal; `answers` are typed at each question ("Approve? [y/N]", then a denial's reason) in turn. */
 async function runOnTerminal(file: string, answers: string[]): Promise<{ code: number | null; output: string }> {
-  const command = [process.execPath, plugin, 'run', '-f', file, '--local'].map((word) => `'${word}'`).join(' ');
+  const command = [process.execPath, pluginPath, 'run', '-f', file, '--local'].map((word) => `'${word}'`).join(' ');
   const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: work, env: { ...environment(), TERM: 'dumb' }, stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
