@@ -14,9 +14,9 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import { checkRedisCredentials } from '../../operator/src/workers/redis-connection.ts';
 import { freePorts } from '../support/control-plane/free-port.ts';
 import { redisPing } from '../support/control-plane/readiness.ts';
-import { controlPlaneBin, createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
+import { chartDir, helm } from '../support/helm.ts';
 
-const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url).pathname;
 const RELEASE = 'redis-auth';
 const NAMESPACE = 'chamvi-chart-redis-auth';
 const SECRET = `${RELEASE}-chamvi-operator-secrets`;
@@ -25,20 +25,6 @@ interface Manifest {
   kind: string;
   metadata: { name: string };
   [key: string]: any;
-}
-
-function helm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(controlPlaneBin(), 'helm'), args, {
-      env: { ...process.env, KUBECONFIG: kubeconfigPath(), HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
 }
 
 async function render(...args: string[]): Promise<Manifest[]> {

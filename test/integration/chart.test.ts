@@ -2,39 +2,18 @@
 // values fail with a message, its config is one the operator accepts, it installs, its
 // ClusterRole grants exactly the verbs the operator uses, and its admission policy refuses
 // a disallowed repository at `kubectl apply` while admitting an allowed one.
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
 import { loadOperatorConfig, operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
-import { controlPlaneBin, createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
+import { chartDir, helm } from '../support/helm.ts';
 
-const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url).pathname;
 const repoCrd = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
 const NAMESPACE = 'chamvi-chart-test';
 const RUNS_NAMESPACE = 'chamvi-chart-runs';
 const RELEASE = 'chart-test';
-
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function helm(args: string[]): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(controlPlaneBin(), 'helm'), args, {
-      env: { ...process.env, KUBECONFIG: kubeconfigPath(), HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
-}
 
 const template = (...args: string[]) => helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, ...args]);
 

@@ -2,37 +2,18 @@
 // the approval annotation for the pending call (simulated by patching the status, as the
 // operator would), the errors a user meets are clear and exit 1, bad usage exits 2, `get`
 // prints one line per run and `-w` follows a run to its end, `diff` reads the ConfigMap.
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, kubectl } from '../support/cluster.ts';
+import { startPlugin } from '../support/plugin.ts';
+import type { ProcessResult } from '../support/run-process.ts';
 
 const NAMESPACE = 'cli-test';
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** Starts the plugin; `result` resolves when it exits. */
-function start(args: string[]) {
-  const child = spawn(process.execPath, [plugin, '--kubeconfig', kubeconfigPath(), ...args], {
-    env: { ...process.env, KUBECONFIG: '' },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const result = new Promise<Result>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
-  return { child, result, output: () => stdout };
-}
+const start = (args: string[]) => startPlugin(args);
 const codingrun = (...args: string[]) => start(args).result;
 
 const usage = { inputTokens: 3000, outputTokens: 120, cacheReadTokens: 1000, reasoningTokens: 0, totalTokens: 3120, complete: true };
@@ -206,7 +187,7 @@ describe('kubectl-codingrun get', () => {
     await patchStatus('running', { phase: 'Succeeded', steps: 3, completionTime: new Date().toISOString() });
     const result = await Promise.race([
       watch.result,
-      new Promise<Result>((_, reject) => setTimeout(() => reject(new Error(`watch did not end: ${watch.output()}`)), 20_000)),
+      new Promise<ProcessResult>((_, reject) => setTimeout(() => reject(new Error(`watch did not end: ${watch.output()}`)), 20_000)),
     ]);
     expect(result.code).toBe(0);
     const lines = result.stdout.trimEnd().split('\n');

@@ -2,16 +2,14 @@
 // because they evaluate the same RE2 expressions: the rendered policy's expressions are compared
 // with the operator's, and every attack URL (and a few hundred mutations of allowed URLs) goes
 // through the real API server with the rendered policy and through isRepositoryAllowed.
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { allowRepoPatternRegex, isRepositoryAllowed, patternNamesPunycode } from '../../operator/src/reconcile/allow-repo.ts';
 import { CANONICAL_REPOSITORY_URL, DEFAULT_PORT_URL, PUNYCODE_HOST_URL } from '../../operator/src/reconcile/canonical-repository-url.ts';
 import { attackAllowRepo, repoAttacks } from '../support/allow-repo-attacks.ts';
-import { controlPlaneBin, createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
+import { chartDir, helm } from '../support/helm.ts';
 
-const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url).pathname;
 const RUNS = 'chamvi-allow-repo-runs';
 const VALUES = 'chamvi-allow-repo-values';
 const RELEASE = 'allow-repo-test';
@@ -25,19 +23,7 @@ interface Manifest {
   spec: any;
 }
 
-function helmTemplate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(controlPlaneBin(), 'helm'), ['template', RELEASE, chartDir, ...args], {
-      env: { ...process.env, KUBECONFIG: kubeconfigPath(), HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
-  });
-}
+const helmTemplate = (args: string[]) => helm(['template', RELEASE, chartDir, ...args]);
 
 /** Mutations of allowed URLs: a character that changes how a parser reads it, at every position. */
 function mutations(): string[] {
