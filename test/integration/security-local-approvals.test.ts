@@ -4,15 +4,15 @@
 // asked like a bash call. The plugin as a process on real Redis, real git and the real
 // toolbox; a terminal is a pseudo-terminal from script(1), what the test writes is typed.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
+import { git } from '../support/git-fixture.ts';
+import { createLocalWorkspace } from '../support/local-workspace.ts';
 import { pluginPath, runLocalPlugin } from '../support/plugin.ts';
 import type { ProcessResult } from '../support/run-process.ts';
 
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 const hasScript = spawnSync('script', ['--version']).status === 0;
 
 let work: string;
@@ -20,12 +20,6 @@ let repo: string;
 let pluginTmp: string;
 
 type Turn = { toolCalls?: Array<{ toolName: string; input: unknown }>; text?: string };
-
-function git(args: string[], cwd: string): string {
-  const result = spawnSync('git', ['-c', 'user.name=test', '-c', 'user.email=test@chamvi.dev', ...args], { cwd, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`);
-  return result.stdout;
-}
 
 function manifest(name: string, turns: Turn[], spec: Record<string, unknown> = {}): string {
   const documents = [
@@ -75,16 +69,7 @@ async function runOnTerminal(file: string, answers: string[]): Promise<{ code: n
 }
 
 beforeAll(() => {
-  if (!existsSync(toolbox)) throw new Error(`${toolbox} is missing: run make toolbox`);
-  work = mkdtempSync(path.join(tmpdir(), 'chamvi-security-local-'));
-  pluginTmp = path.join(work, 'tmp');
-  mkdirSync(pluginTmp);
-  repo = path.join(work, 'hello');
-  mkdirSync(repo);
-  git(['init', '-q', '-b', 'main'], repo);
-  writeFileSync(path.join(repo, 'README.md'), 'Hello\n');
-  git(['add', '.'], repo);
-  git(['commit', '-qm', 'hello'], repo);
+  ({ work, pluginTmp, repo } = createLocalWorkspace('chamvi-security-local-'));
 });
 
 afterAll(() => {
