@@ -2,9 +2,8 @@
 // real exec into kwok pods running the real toolbox, real git. A run clones a repository,
 // calls a model (the scripted one, or the real openai-compatible adapter against a fake
 // server over HTTP), runs its tools in the sandbox and ends with its diff.
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -13,6 +12,8 @@ import { stringify } from 'yaml';
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
+import { applyIn, runStatus } from '../support/namespaced-runs.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
@@ -38,19 +39,8 @@ let registrar: SandboxExecRegistrar;
 let operator: OperatorProcess;
 let fake: FakeOpenAIServer;
 
-function git(cwd: string, ...args: string[]) {
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', ...args], { cwd, stdio: 'pipe' });
-}
-
-async function apply(...objects: object[]) {
-  const result = await kubectl(['apply', '-n', NS, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
-  if (result.code !== 0) throw new Error(result.stderr);
-}
-
-async function statusOf(name: string): Promise<RunStatus> {
-  const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
-  return result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
-}
+const apply = (...objects: object[]) => applyIn(NS, objects);
+const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 
 const finished = (name: string, timeoutMs = 60_000) =>
   eventually(async () => {
@@ -96,13 +86,7 @@ const BASH = { toolName: 'bash', input: { command: 'git diff --stat' } };
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-'));
-  const source = join(root, 'source');
-  execFileSync('git', ['init', '-q', '-b', 'main', source]);
-  writeFileSync(join(source, 'README.md'), 'Hello\n\nA small example repository.\n');
-  git(source, 'add', '.');
-  git(source, 'commit', '-qm', 'initial');
-  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
-  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+  repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
 
   await createNamespace(NS, { restricted: true });
   await createNamespace(`${NS}-lease`);

@@ -7,13 +7,13 @@
 // That a CNI which enforces NetworkPolicy makes the probe say "enforced" (and runs go on) is
 // shown with the probe's ports in test/unit/isolation-probe.test.ts; the proof on a real
 // node with an enforcing CNI comes with the real-node tier (issue #19).
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { createNamespace, kubeconfigPath, kubectlOk, redisUrl } from '../support/cluster.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
@@ -26,11 +26,8 @@ let repoUrl: string;
 let registrar: SandboxExecRegistrar;
 let operator: OperatorProcess;
 
-async function ok(args: string[], input?: string): Promise<string> {
-  const result = await kubectl(args, input === undefined ? {} : { input });
-  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${result.stderr}`);
-  return result.stdout;
-}
+/** kubectl that throws with its stderr when it fails. */
+const ok = (args: string[], input?: string) => kubectlOk(args, input === undefined ? {} : { input });
 
 const statusOf = async (name: string) => JSON.parse((await ok(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}'])) || '{}');
 const probeObjects = async () => (await ok(['get', 'pods,networkpolicies', '-n', NS, '-l', PROBE_SELECTOR, '-o', 'name'])).split('\n').filter(Boolean);
@@ -47,13 +44,7 @@ async function applyRun(name: string): Promise<void> {
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-isolation-'));
-  const source = join(root, 'source');
-  execFileSync('git', ['init', '-q', '-b', 'main', source]);
-  writeFileSync(join(source, 'README.md'), 'Hello\n');
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'add', '.'], { cwd: source });
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'commit', '-qm', 'init'], { cwd: source });
-  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
-  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+  repoUrl = createBareRepository(root);
 
   // Restricted, as run namespaces should be: the probe pod must be admitted there too.
   await createNamespace(NS, { restricted: true });

@@ -9,8 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse, stringify } from 'yaml';
-import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, kubectlOk, redisUrl } from '../support/cluster.ts';
 import { runKubectl } from '../support/control-plane/run-kubectl.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
@@ -33,11 +34,8 @@ let root: string;
 let operatorKubeconfig: string;
 let registrar: SandboxExecRegistrar;
 
-async function ok(args: string[], input?: string): Promise<string> {
-  const result = await kubectl(args, input === undefined ? {} : { input });
-  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${result.stderr}`);
-  return result.stdout;
-}
+/** kubectl that throws with its stderr when it fails. */
+const ok = (args: string[], input?: string) => kubectlOk(args, input === undefined ? {} : { input });
 
 function helmTemplate(...args: string[]): string {
   return execFileSync(join(controlPlaneBin(), 'helm'), ['template', RELEASE, chart, '-n', RELEASE_NS, ...args], {
@@ -115,12 +113,7 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
   });
 
   it('still lets the operator, as that ServiceAccount watching one namespace, run a CodingRun end to end there', async () => {
-    const source = join(root, 'source');
-    execFileSync('git', ['init', '-q', '-b', 'main', source]);
-    writeFileSync(join(source, 'README.md'), 'Hello\n');
-    execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'add', '.'], { cwd: source });
-    execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'commit', '-qm', 'init'], { cwd: source });
-    execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
+    createBareRepository(root);
     const script = { turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'done' }] };
     await ok(['apply', '-n', WATCHED, '-f', '-'], stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }));
     registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });

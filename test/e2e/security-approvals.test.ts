@@ -2,14 +2,14 @@
 // gated call past where the status used to cut it (4 KiB), and an approval of what was shown
 // must not run what was not. The operator as a process, real Redis, real exec into kwok pods
 // running the real toolbox, the real API server, and the real plugin for the honest approval.
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
+import { applyIn, runStatus } from '../support/namespaced-runs.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
@@ -33,19 +33,8 @@ let operator: OperatorProcess;
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
-function git(cwd: string, ...args: string[]) {
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', ...args], { cwd, stdio: 'pipe' });
-}
-
-async function apply(...objects: object[]) {
-  const result = await kubectl(['apply', '-n', NS, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
-  if (result.code !== 0) throw new Error(result.stderr);
-}
-
-async function statusOf(name: string): Promise<RunStatus> {
-  const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
-  return result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
-}
+const apply = (...objects: object[]) => applyIn(NS, objects);
+const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 
 const phase = (name: string, wanted: string[], timeoutMs = 60_000) =>
   eventually(async () => {
@@ -74,13 +63,7 @@ const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', 
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));
-  const source = join(root, 'source');
-  execFileSync('git', ['init', '-q', '-b', 'main', source]);
-  writeFileSync(join(source, 'README.md'), 'Hello\n');
-  git(source, 'add', '.');
-  git(source, 'commit', '-qm', 'initial');
-  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
-  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+  repoUrl = createBareRepository(root);
   await createNamespace(NS, { restricted: true });
   await createNamespace(`${NS}-lease`);
   registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });

@@ -38,7 +38,8 @@ export function kubectl(args: readonly string[], options: { input?: string; time
   return runKubectl(args, { binDir: controlPlaneBin(), kubeconfig: kubeconfigPath(), ...options });
 }
 
-async function kubectlOk(args: readonly string[], options: { input?: string } = {}): Promise<string> {
+/** kubectl that throws with its stderr when it fails; resolves to its stdout. */
+export async function kubectlOk(args: readonly string[], options: { input?: string } = {}): Promise<string> {
   const result = await kubectl(args, options);
   if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed (exit ${result.code}): ${result.stderr.trim()}`);
   return result.stdout;

@@ -1,0 +1,16 @@
+// Objects and CodingRuns in one namespace through the real kubectl, for e2e tests that apply a
+// run (and what it names) and then follow its status.
+import { stringify } from 'yaml';
+import { kubectl } from './cluster.ts';
+
+/** `kubectl apply -n <namespace>` of the objects as one YAML stream; throws with kubectl's stderr. */
+export async function applyIn(namespace: string, objects: readonly object[]): Promise<void> {
+  const result = await kubectl(['apply', '-n', namespace, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
+  if (result.code !== 0) throw new Error(result.stderr);
+}
+
+/** A CodingRun's .status as the API server holds it; {} before the operator has written one. */
+export async function runStatus<S extends object>(namespace: string, name: string): Promise<S> {
+  const result = await kubectl(['get', 'crun', name, '-n', namespace, '-o', 'jsonpath={.status}']);
+  return result.stdout ? (JSON.parse(result.stdout) as S) : ({} as S);
+}
