@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
 import { git } from '../support/git-fixture.ts';
-import { createLocalWorkspace } from '../support/local-workspace.ts';
+import { createLocalWorkspace, writeLocalManifest } from '../support/local-workspace.ts';
 import { pluginPath, runLocalPlugin } from '../support/plugin.ts';
 import type { ProcessResult } from '../support/run-process.ts';
 
@@ -21,26 +21,9 @@ let pluginTmp: string;
 
 type Turn = { toolCalls?: Array<{ toolName: string; input: unknown }>; text?: string };
 
-function manifest(name: string, turns: Turn[], spec: Record<string, unknown> = {}): string {
-  const documents = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
-    {
-      apiVersion: 'chamvi.dev/v1alpha1',
-      kind: 'CodingRun',
-      metadata: { name },
-      spec: {
-        task: 'Tidy up.',
-        repository: { url: `file://${repo}` },
-        model: { provider: 'scripted', scriptRef: { name: `${name}-script` } },
-        budget: { maxSteps: 10, timeout: '2m' },
-        ...spec,
-      },
-    },
-  ];
-  const file = path.join(work, `${name}.yaml`);
-  writeFileSync(file, documents.map((document) => JSON.stringify(document, null, 2)).join('\n---\n'));
-  return file;
-}
+/** A manifest file: the script ConfigMap, then the CodingRun on the test repository. */
+const manifest = (name: string, turns: Turn[], spec: Record<string, unknown> = {}) =>
+  writeLocalManifest({ work, repo }, { name, task: 'Tidy up.', turns, spec });
 
 const environment = () => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, TMPDIR: pluginTmp, REDIS_URL: redisUrl() });
 
