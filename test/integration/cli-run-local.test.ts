@@ -6,15 +6,16 @@
 // without and with a terminal, and that nothing (redis-server, sandbox directories, Redis
 // keys, a running tool) is left behind, Ctrl-C included.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
+import { git } from '../support/git-fixture.ts';
+import { createLocalWorkspace, writeLocalManifest } from '../support/local-workspace.ts';
+import { pluginPath } from '../support/plugin.ts';
+import { startProcess } from '../support/run-process.ts';
 
-const plugin = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 
 let work: string;
 let repo: string;
@@ -38,57 +39,24 @@ interface Started {
 /** Starts the plugin with a clean environment: PATH, HOME, TMPDIR and only what `env` adds (no REDIS_URL unless given). */
 function start(args: string[], env: Record<string, string> = {}, stdin: 'ignore' | 'pipe' = 'ignore'): Started {
   const started = Date.now();
-  const child = spawn(process.execPath, [plugin, ...args], {
+  const { child, result, errorOutput } = startProcess(process.execPath, [pluginPath, ...args], {
     cwd: work,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, TMPDIR: pluginTmp, ...env },
-    stdio: [stdin, 'pipe', 'pipe'],
+    stdin,
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const result = new Promise<Result>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr, ms: Date.now() - started }));
-  });
-  return { result, stderr: () => stderr, pid: child.pid! };
+  return { result: result.then((ended) => ({ ...ended, ms: Date.now() - started })), stderr: errorOutput, pid: child.pid! };
 }
 
 const codingrun = (args: string[], env: Record<string, string> = {}) => start(args, env).result;
 const withRedis = () => ({ REDIS_URL: redisUrl() });
-
-function git(args: string[], cwd: string): string {
-  const result = spawnSync('git', ['-c', 'user.name=test', '-c', 'user.email=test@chamvi.dev', ...args], { cwd, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`);
-  return result.stdout;
-}
 
 const hashOf = (text: string) => spawnSync('git', ['hash-object', '--stdin'], { input: text, encoding: 'utf8' }).stdout.trim().slice(0, 7);
 
 type Turn = { toolCalls?: Array<{ toolName: string; input: unknown }>; text?: string; usage?: { inputTokens: number; outputTokens: number } };
 
 /** A manifest file: the script ConfigMap, then the CodingRun (JSON documents are YAML too). */
-function manifest(name: string, turns: Turn[], spec: Record<string, unknown> = {}, extra: object[] = []): string {
-  const documents = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
-    {
-      apiVersion: 'chamvi.dev/v1alpha1',
-      kind: 'CodingRun',
-      metadata: { name },
-      spec: {
-        task: 'Greet the world.',
-        repository: { url: `file://${repo}` },
-        model: { provider: 'scripted', scriptRef: { name: `${name}-script` } },
-        budget: { maxSteps: 10, timeout: '2m' },
-        ...spec,
-      },
-    },
-    ...extra,
-  ];
-  const file = path.join(work, `${name}.yaml`);
-  writeFileSync(file, documents.map((document) => JSON.stringify(document, null, 2)).join('\n---\n'));
-  return file;
-}
+const manifest = (name: string, turns: Turn[], spec: Record<string, unknown> = {}, extra: object[] = []) =>
+  writeLocalManifest({ work, repo }, { name, task: 'Greet the world.', turns, spec, extra });
 
 const GREET_TURNS: Turn[] = [
   { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 1200, outputTokens: 40 } },
@@ -133,16 +101,7 @@ const alive = (pid: number) => {
 const leftovers = () => readdirSync(pluginTmp).filter((entry) => entry.startsWith('chamvi-local-'));
 
 beforeAll(() => {
-  if (!existsSync(toolbox)) throw new Error(`${toolbox} is missing: run make toolbox`);
-  work = mkdtempSync(path.join(tmpdir(), 'chamvi-cli-run-local-'));
-  pluginTmp = path.join(work, 'tmp');
-  mkdirSync(pluginTmp);
-  repo = path.join(work, 'hello');
-  mkdirSync(repo);
-  git(['init', '-q', '-b', 'main'], repo);
-  writeFileSync(path.join(repo, 'README.md'), 'Hello\n');
-  git(['add', '.'], repo);
-  git(['commit', '-qm', 'hello'], repo);
+  ({ work, pluginTmp, repo } = createLocalWorkspace('chamvi-cli-run-local-'));
 });
 
 afterAll(() => {
@@ -280,7 +239,7 @@ describe('kubectl codingrun run --local', () => {
     ];
     const file = manifest('asked', turns, { approval: { tools: ['bash'] } });
     // script(1) gives the plugin a pseudo-terminal; what the test writes to script's stdin is typed there.
-    const command = [process.execPath, plugin, 'run', '-f', file, '--local'].map((word) => `'${word}'`).join(' ');
+    const command = [process.execPath, pluginPath, 'run', '-f', file, '--local'].map((word) => `'${word}'`).join(' ');
     const child = spawn('script', ['-qec', command, '/dev/null'], {
       cwd: work,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? work, TMPDIR: pluginTmp, REDIS_URL: redisUrl(), TERM: 'dumb' },

@@ -26,6 +26,8 @@ export interface StartedProcess {
   result: Promise<ProcessResult>;
   /** What it has printed to stdout so far, for a test that watches a long-running process. */
   output: () => string;
+  /** What it has printed to stderr so far. */
+  errorOutput: () => string;
 }
 
 export function startProcess(command: string, args: readonly string[], options: ProcessOptions = {}): StartedProcess {
@@ -48,7 +50,7 @@ export function startProcess(command: string, args: readonly string[], options: 
     child.stdin!.on('error', () => undefined);
     child.stdin!.end(options.input);
   }
-  return { child, result, output: () => stdout };
+  return { child, result, output: () => stdout, errorOutput: () => stderr };
 }
 
 export function runProcess(command: string, args: readonly string[], options: ProcessOptions = {}): Promise<ProcessResult> {
