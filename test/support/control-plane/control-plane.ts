@@ -267,8 +267,30 @@ function etcdSupports(etcd: string, flag: string): boolean {
   }
 }
 
+/** Where the API server logs what the e2e tier's operator ServiceAccount did (see auditPolicy). */
+export const auditLogFile = (stateDir: string) => join(stateDir, 'audit.log');
+
+/**
+ * Metadata only (no bodies), and only for ServiceAccounts of the chamvi-rbac namespace, where
+ * test/e2e/rbac.test.ts installs the chart's: the verbs the operator really used, compared with
+ * the chart's ClusterRole. Everything else is not logged, so the log stays small.
+ */
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts:chamvi-rbac"]
+  - level: None
+`;
+
 function apiServerArgs(stateDir: string, pki: Pki, ports: ControlPlaneState['ports']): string[] {
+  writeFileSync(join(stateDir, 'audit-policy.yaml'), auditPolicy);
   return [
+    `--audit-policy-file=${join(stateDir, 'audit-policy.yaml')}`,
+    `--audit-log-path=${auditLogFile(stateDir)}`,
+    '--audit-log-format=json',
+    '--audit-log-mode=blocking',
     `--etcd-servers=http://127.0.0.1:${ports.etcd}`,
     '--bind-address=127.0.0.1',
     '--advertise-address=127.0.0.1',
