@@ -68,6 +68,8 @@ interface Scene {
   operator: OperatorProcess;
   fake: FakeOpenAIServer;
   restartedAt: number;
+  /** /readyz answers: just before the crash, and every 100 ms while Redis was down and starting again. */
+  readiness: { before: ReadyzAnswer; during: ReadyzAnswer[] };
 }
 
 /** Brings the three runs to their places, then crashes and restarts Redis. */
@@ -95,8 +97,30 @@ async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
     await scene.stop();
     throw error;
   }
+  const port = (await operator.waitForLog('operator starting')).port as number;
+  const before = await readyz(port);
+  const during: ReadyzAnswer[] = [];
+  let crashing = true;
+  const poller = (async () => {
+    while (crashing) {
+      during.push(await readyz(port));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
   const { readyAt } = await redis.crashAndRestart(REDIS_DOWN_MS);
-  return { world: scene, ns, repoUrl, redis, operator, fake, restartedAt: readyAt };
+  crashing = false;
+  await poller;
+  return { world: scene, ns, repoUrl, redis, operator, fake, restartedAt: readyAt, readiness: { before, during } };
+}
+
+interface ReadyzAnswer {
+  status: number;
+  body: string;
+}
+
+async function readyz(port: number): Promise<ReadyzAnswer> {
+  const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: response.status, body: await response.text() };
 }
 
 async function tearDown(scene: Scene | undefined): Promise<void> {
@@ -138,6 +162,15 @@ describe('Redis restarted without persistence mid-run', () => {
   /** Noticed within about 15 s of Redis being back, not merely within the run's budget. */
   const expectNoticedPromptly = (status: RunStatus) =>
     expect(Date.parse(status.completionTime!) - scene.restartedAt).toBeLessThan(STATE_LOST_WITHIN_MS);
+
+  it('answers /readyz 503 naming Redis while Redis is down, and 200 again once it is back', async () => {
+    const { before, during } = scene.readiness;
+    expect(before).toEqual({ status: 200, body: 'ok\n' });
+    const unready = during.filter((answer) => answer.status === 503);
+    expect(unready.length, JSON.stringify(during)).toBeGreaterThan(0);
+    for (const answer of unready) expect(answer.body).toMatch(/redis/i);
+    await eventually(async () => ((await readyz((await scene.operator.waitForLog('operator starting')).port as number)).status === 200 ? true : undefined), 30_000, '/readyz 200 again');
+  });
 
   it('fails a run that waited for approval with StateLost, without anyone answering', async () => {
     const status = await stateLost('waiting');

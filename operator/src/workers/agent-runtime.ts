@@ -24,6 +24,9 @@ import { redisConnection } from './redis-connection.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 
+/** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
+const REDIS_READINESS_TIMEOUT_MS = 1_000;
+
 export interface AgentRuntimeOptions {
   config: OperatorConfig;
   kubeConfig: KubeConfig;
@@ -93,11 +96,19 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   return {
     runAgent: agentQueue,
     async checkRedis() {
+      // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down
+      // and answer 200 once it is back, instead of 503 while it is gone.
+      let timer: NodeJS.Timeout | undefined;
+      const noAnswer = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer to PING within ${REDIS_READINESS_TIMEOUT_MS} ms`)), REDIS_READINESS_TIMEOUT_MS);
+      });
       try {
-        await stateRedis.ping();
+        await Promise.race([stateRedis.ping(), noAnswer]);
         return undefined;
       } catch (error) {
         return `redis unreachable: ${(error as Error).message}`;
+      } finally {
+        clearTimeout(timer);
       }
     },
     // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
