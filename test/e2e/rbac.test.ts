@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, kubectlOk, redisUrl } from '../support/cluster.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
 import { OperatorProcess } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { auditLogFile } from '../support/control-plane/control-plane.ts';
@@ -28,11 +29,8 @@ let clusterRole: Record<string, any>;
 let chartRules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
 let runs = 0;
 
-async function ok(args: string[], input?: string) {
-  const result = await kubectl(args, input === undefined ? {} : { input });
-  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${result.stderr}`);
-  return result.stdout;
-}
+/** kubectl that throws with its stderr when it fails. */
+const ok = (args: string[], input?: string) => kubectlOk(args, input === undefined ? {} : { input });
 
 function startOperator(identity: string) {
   return new OperatorProcess({
@@ -87,13 +85,7 @@ async function runOnce(timeoutMs: number, afterEnd?: (name: string) => Promise<v
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-rbac-'));
-  const source = join(root, 'source');
-  execFileSync('git', ['init', '-q', '-b', 'main', source]);
-  writeFileSync(join(source, 'README.md'), 'Hello\n');
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'add', '.'], { cwd: source });
-  execFileSync('git', ['-c', 'user.email=e2e@chamvi.dev', '-c', 'user.name=e2e', 'commit', '-qm', 'init'], { cwd: source });
-  execFileSync('git', ['clone', '-q', '--bare', source, join(root, 'git', 'hello.git')]);
-  repoUrl = `file://${join(root, 'git', 'hello.git')}`;
+  repoUrl = createBareRepository(root);
 
   await createNamespace(RELEASE_NS);
   await createNamespace(NS, { restricted: true });
