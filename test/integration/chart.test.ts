@@ -29,15 +29,15 @@ const manifests = (text: string): Manifest[] =>
 
 /** The verbs the operator uses; chart/templates/rbac.yaml grants exactly these. */
 const EXPECTED_CLUSTER_RULES = [
-  { apiGroups: ['chamvi.dev'], resources: ['codingruns'], verbs: ['get', 'list', 'watch', 'patch', 'update', 'delete'] },
-  { apiGroups: ['chamvi.dev'], resources: ['codingruns/status'], verbs: ['get', 'update', 'patch'] },
+  { apiGroups: ['chamvi.dev'], resources: ['codingruns'], verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
+  { apiGroups: ['chamvi.dev'], resources: ['codingruns/status'], verbs: ['update', 'patch'] },
   { apiGroups: ['chamvi.dev'], resources: ['codingruns/finalizers'], verbs: ['update'] },
   { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
   { apiGroups: [''], resources: ['pods/exec'], verbs: ['create', 'get'] },
   { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
-  { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete', 'update', 'patch'] },
+  { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete', 'update'] },
   { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
-  { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+  { apiGroups: [''], resources: ['events'], verbs: ['create'] },
 ];
 
 const codingRun = (name: string, url: string) => ({
