@@ -298,6 +298,10 @@ describe('observability', () => {
     expect(value(/^chamvi_tokens_total\{direction="input",provider="openai-compatible"/)).toBeGreaterThan(0);
     expect(value(/^chamvi_model_call_errors_total\{provider="openai-compatible",reason="ModelAuthFailed"\}/)).toBe(1);
     expect(value(/^chamvi_reconcile_duration_seconds_count/)).toBeGreaterThan(0);
+    // Queue depth, read from Redis at each scrape: one series per job state.
+    const queueStates = text.split('\n').flatMap((line) => /^chamvi_queue_jobs\{state="(\w+)"\} \d+$/.exec(line)?.[1] ?? []);
+    expect(queueStates.sort()).toEqual(['active', 'completed', 'delayed', 'failed', 'prioritized', 'waiting']);
+    expect(text).toContain('# TYPE chamvi_exec_errors_total counter');
     expect(text).toContain('chamvi_operator_process_resident_memory_bytes');
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
