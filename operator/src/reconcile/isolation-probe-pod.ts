@@ -4,7 +4,7 @@
 // sandbox in the namespace could reach. Pure, so a unit test reads it field by field.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { HOME_PATH, IDLE_SCRIPT, SANDBOX_CONTAINER, SANDBOX_UID, WORKSPACE_PATH, restrictedContainerSecurity } from './sandbox-pod.ts';
+import { HOME_PATH, IDLE_SCRIPT, SANDBOX_CONTAINER, WORKSPACE_PATH, restrictedContainerSecurity, restrictedPodSecurity } from './sandbox-pod.ts';
 
 /** Every probe object carries this label (its value is the probe's id); leftovers of a crashed operator are found by it. */
 export const ISOLATION_PROBE_LABEL = 'chamvi.dev/isolation-probe';
@@ -39,13 +39,7 @@ export function buildIsolationProbePod(
       enableServiceLinks: false,
       activeDeadlineSeconds: lifetimeSeconds,
       terminationGracePeriodSeconds: 1,
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: SANDBOX_UID,
-        runAsGroup: SANDBOX_UID,
-        fsGroup: SANDBOX_UID,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: restrictedPodSecurity,
       containers: [
         {
           name: SANDBOX_CONTAINER,

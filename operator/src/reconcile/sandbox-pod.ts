@@ -35,6 +35,15 @@ export function ownerReference(run: ParsedCodingRun) {
 // deleting the pod should not wait for the grace period.
 export const IDLE_SCRIPT = "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)";
 
+/** The pod-level half of the restricted profile, shared by sandbox pods and the isolation probe's pod. */
+export const restrictedPodSecurity = {
+  runAsNonRoot: true,
+  runAsUser: SANDBOX_UID,
+  runAsGroup: SANDBOX_UID,
+  fsGroup: SANDBOX_UID,
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
 export const restrictedContainerSecurity = {
   allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true,
@@ -122,13 +131,7 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000) + 2 * config.deadlineGraceSeconds,
       terminationGracePeriodSeconds: 5,
       ...(sandbox.runtimeClassName ? { runtimeClassName: sandbox.runtimeClassName } : {}),
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: SANDBOX_UID,
-        runAsGroup: SANDBOX_UID,
-        fsGroup: SANDBOX_UID,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: restrictedPodSecurity,
       initContainers,
       containers: [container],
       volumes: [
