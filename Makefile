@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 export GOTOOLCHAIN := local
+# Node 24 comes from the npm `node` package (a devDependency), so `make test` installs the Node it
+# needs like every other dependency; putting node_modules/.bin first makes every recipe, `npx`
+# and the test servers' child processes run on it rather than the machine's Node.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 # Debian packages the tests use: Redis for BullMQ, ripgrep for the toolbox's grep, openssl
 # for the control plane's certificates, git for clones.

@@ -37,8 +37,8 @@ export function usageOfModelCall(usage: LanguageModelUsage | undefined): TokenUs
   if (!isCount(input) || !isCount(output)) {
     return { ...emptyUsage(), complete: false };
   }
-  const cacheRead = usage?.inputTokenDetails?.cacheReadTokens ?? usage?.cachedInputTokens;
-  const reasoning = usage?.outputTokenDetails?.reasoningTokens ?? usage?.reasoningTokens;
+  const cacheRead = usage?.inputTokenDetails?.cacheReadTokens;
+  const reasoning = usage?.outputTokenDetails?.reasoningTokens;
   return {
     inputTokens: input,
     outputTokens: output,

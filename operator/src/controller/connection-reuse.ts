@@ -1,25 +1,33 @@
-// client-node 1.4 builds a new https.Agent for every request, so every API call pays a new
-// TCP and TLS handshake (about 10 ms on loopback, more over a network). One keep-alive agent
-// per cluster lets calls share connections. The agent only carries the TLS material of the
-// cluster (CA, client certificate), which does not change while the process runs; tokens
-// travel in headers and are still applied per request.
-import type { Agent } from 'node:http';
-import type { Cluster, KubeConfig } from '@kubernetes/client-node';
+// client-node 2 builds a new undici Agent for every API request (KubeConfig's
+// applySecurityAuthentication makes one per call), so every call would pay a new TCP and TLS
+// handshake (about 10 ms on loopback, more over a network). This keeps the first dispatcher
+// made for a cluster and user and hands it to every later request, through the public
+// RequestContext get/setDispatcher: the dispatcher only carries the cluster's TLS material
+// (CA, client certificate), which does not change while the process runs; tokens travel in
+// headers and are still applied per request. WebSockets (exec, watch) already share one
+// agent per cluster and user inside client-node 2.
+import type { KubeConfig } from '@kubernetes/client-node';
 
-type AgentFactory = (cluster: Cluster | null, options: Record<string, unknown>) => Agent;
+type Authenticate = KubeConfig['applySecurityAuthentication'];
+type Dispatcher = NonNullable<ReturnType<Parameters<Authenticate>[0]['getDispatcher']>>;
 
 export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
-  const target = kubeConfig as unknown as { createAgent: AgentFactory };
-  const create = target.createAgent.bind(kubeConfig);
-  const agents = new Map<string, Agent>();
-  target.createAgent = (cluster, options) => {
-    const key = `${cluster?.name ?? ''} ${cluster?.server ?? ''}`;
-    let agent = agents.get(key);
-    if (!agent) {
-      agent = create(cluster, { ...options, keepAlive: true });
-      agents.set(key, agent);
+  const authenticate = kubeConfig.applySecurityAuthentication.bind(kubeConfig);
+  const dispatchers = new Map<string, Dispatcher>();
+  kubeConfig.applySecurityAuthentication = async (context) => {
+    await authenticate(context);
+    const fresh = context.getDispatcher();
+    if (fresh === undefined) return;
+    const cluster = kubeConfig.getCurrentCluster();
+    const key = JSON.stringify([cluster?.name ?? '', cluster?.server ?? '', kubeConfig.getCurrentUser()?.name ?? '']);
+    const kept = dispatchers.get(key);
+    if (kept === undefined) {
+      dispatchers.set(key, fresh);
+      return;
     }
-    return agent;
+    context.setDispatcher(kept);
+    // The fresh one never opened a connection; closing it frees its timers.
+    void fresh.close().catch(() => undefined);
   };
   return kubeConfig;
 }

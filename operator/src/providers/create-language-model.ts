@@ -2,7 +2,7 @@
 // passed in per call (the worker reads it from the run's Secret each time) and never stored
 // anywhere else; the built model holds it only inside the SDK's request headers.
 
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { ModelConfigurationError } from './errors/model-configuration-error.ts';
@@ -35,7 +35,7 @@ interface AdapterInput {
 }
 
 // One adapter per wire protocol; providers choose theirs by declaration.
-const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV3> = {
+const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = {
   'openai-responses': ({ declaration, modelName, baseURL, options }) =>
     createOpenAI({
       name: declaration.name,
@@ -64,7 +64,7 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV3> = 
   },
 };
 
-export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLanguageModelOptions = {}): LanguageModelV3 {
+export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLanguageModelOptions = {}): LanguageModelV4 {
   const declaration = findProviderDeclaration(modelSpec.provider);
   if (declaration === undefined) {
     throw new ModelConfigurationError(

@@ -1,4 +1,4 @@
-// Wraps any LanguageModelV3 so every doGenerate/doStream runs under the calling policy. Use
+// Wraps any LanguageModelV4 so every doGenerate/doStream runs under the calling policy. Use
 // it with `maxRetries: 0` in generateText/streamText, so the SDK's own retry loop does not
 // multiply ours and our typed errors reach the caller unchanged.
 //
@@ -6,7 +6,7 @@
 // parts may already have reached the caller, so a stream is never retried; the attempt
 // timeout still applies to the whole stream and ends it with a ModelTimeoutError.
 
-import type { LanguageModelV3, LanguageModelV3CallOptions, LanguageModelV3StreamPart } from '@ai-sdk/provider';
+import type { LanguageModelV4, LanguageModelV4CallOptions, LanguageModelV4StreamPart } from '@ai-sdk/provider';
 import { callWithPolicy, type CallWithPolicyOptions } from './call-with-policy.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
 
@@ -15,15 +15,15 @@ export type WithCallingPolicyOptions = Omit<CallWithPolicyOptions, 'abortSignal'
   readonly provider?: string;
 };
 
-export function withCallingPolicy(model: LanguageModelV3, options: WithCallingPolicyOptions): LanguageModelV3 {
+export function withCallingPolicy(model: LanguageModelV4, options: WithCallingPolicyOptions): LanguageModelV4 {
   const provider = options.provider ?? model.provider.split('.')[0] ?? model.provider;
-  const policyFor = (callOptions: LanguageModelV3CallOptions): CallWithPolicyOptions => ({
+  const policyFor = (callOptions: LanguageModelV4CallOptions): CallWithPolicyOptions => ({
     ...options,
     provider,
     abortSignal: callOptions.abortSignal,
   });
   return {
-    specificationVersion: 'v3',
+    specificationVersion: 'v4',
     provider: model.provider,
     modelId: model.modelId,
     get supportedUrls() {
@@ -62,7 +62,7 @@ export function withCallingPolicy(model: LanguageModelV3, options: WithCallingPo
 }
 
 function boundStreamDuration(
-  source: ReadableStream<LanguageModelV3StreamPart>,
+  source: ReadableStream<LanguageModelV4StreamPart>,
   options: {
     remainingMs: number;
     startTimer: (ms: number, callback: () => void) => () => void;
@@ -70,10 +70,10 @@ function boundStreamDuration(
     abort: (reason: unknown) => void;
     done: () => void;
   },
-): ReadableStream<LanguageModelV3StreamPart> {
+): ReadableStream<LanguageModelV4StreamPart> {
   const reader = source.getReader();
   let cancelTimer: () => void = () => undefined;
-  return new ReadableStream<LanguageModelV3StreamPart>({
+  return new ReadableStream<LanguageModelV4StreamPart>({
     start(controller) {
       cancelTimer = options.startTimer(options.remainingMs, () => {
         const error = options.timeoutError();

@@ -1,15 +1,15 @@
-// A real ai SDK LanguageModel (specification v3) that replays a script instead of calling a
+// A real ai SDK LanguageModel (specification v4) that replays a script instead of calling a
 // model: for demos, tests and reproducing a run. Deterministic and stateless; see
 // scripted-turn-index.ts for how a call picks its turn.
 
 import type {
-  LanguageModelV3,
-  LanguageModelV3CallOptions,
-  LanguageModelV3Content,
-  LanguageModelV3GenerateResult,
-  LanguageModelV3StreamPart,
-  LanguageModelV3StreamResult,
-  LanguageModelV3Usage,
+  LanguageModelV4,
+  LanguageModelV4CallOptions,
+  LanguageModelV4Content,
+  LanguageModelV4GenerateResult,
+  LanguageModelV4StreamPart,
+  LanguageModelV4StreamResult,
+  LanguageModelV4Usage,
 } from '@ai-sdk/provider';
 import type { ModelScript, ScriptedUsage } from './model-script-schema.ts';
 import { scriptedTurnIndex } from './scripted-turn-index.ts';
@@ -18,11 +18,11 @@ interface PlayedTurn {
   readonly index: number;
   readonly text: string | undefined;
   readonly toolCalls: ReadonlyArray<{ toolCallId: string; toolName: string; input: string }>;
-  readonly usage: LanguageModelV3Usage;
+  readonly usage: LanguageModelV4Usage;
 }
 
-export class ScriptedLanguageModel implements LanguageModelV3 {
-  readonly specificationVersion = 'v3' as const;
+export class ScriptedLanguageModel implements LanguageModelV4 {
+  readonly specificationVersion = 'v4' as const;
   readonly provider = 'scripted';
   readonly modelId: string;
   readonly supportedUrls: Record<string, RegExp[]> = {};
@@ -34,13 +34,13 @@ export class ScriptedLanguageModel implements LanguageModelV3 {
   }
 
   /** The turn a call with this prompt plays (exposed for tests and logs). */
-  playTurn(options: Pick<LanguageModelV3CallOptions, 'prompt'>): PlayedTurn {
+  playTurn(options: Pick<LanguageModelV4CallOptions, 'prompt'>): PlayedTurn {
     const index = scriptedTurnIndex(options.prompt);
     const turn = this.script.turns[index];
     if (turn === undefined) {
       // The script ran out: the run ends with the last text. This call is not a model call
       // at all, so it reports an explicit zero rather than "no usage".
-      return { index, text: lastScriptText(this.script), toolCalls: [], usage: toV3Usage({ inputTokens: 0, outputTokens: 0 }) };
+      return { index, text: lastScriptText(this.script), toolCalls: [], usage: toV4Usage({ inputTokens: 0, outputTokens: 0 }) };
     }
     return {
       index,
@@ -51,14 +51,14 @@ export class ScriptedLanguageModel implements LanguageModelV3 {
         toolName: call.toolName,
         input: JSON.stringify(call.input),
       })),
-      usage: toV3Usage(turn.usage),
+      usage: toV4Usage(turn.usage),
     };
   }
 
-  async doGenerate(options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
+  async doGenerate(options: LanguageModelV4CallOptions): Promise<LanguageModelV4GenerateResult> {
     options.abortSignal?.throwIfAborted();
     const played = this.playTurn(options);
-    const content: LanguageModelV3Content[] = [];
+    const content: LanguageModelV4Content[] = [];
     if (played.text !== undefined && played.text !== '') content.push({ type: 'text', text: played.text });
     for (const call of played.toolCalls) content.push({ type: 'tool-call', ...call });
     return {
@@ -70,10 +70,10 @@ export class ScriptedLanguageModel implements LanguageModelV3 {
     };
   }
 
-  async doStream(options: LanguageModelV3CallOptions): Promise<LanguageModelV3StreamResult> {
+  async doStream(options: LanguageModelV4CallOptions): Promise<LanguageModelV4StreamResult> {
     options.abortSignal?.throwIfAborted();
     const played = this.playTurn(options);
-    const parts: LanguageModelV3StreamPart[] = [
+    const parts: LanguageModelV4StreamPart[] = [
       { type: 'stream-start', warnings: [] },
       { type: 'response-metadata', id: `scripted-turn-${played.index}`, modelId: this.modelId },
     ];
@@ -91,7 +91,7 @@ export class ScriptedLanguageModel implements LanguageModelV3 {
     }
     parts.push({ type: 'finish', usage: played.usage, finishReason: finishReason(played) });
     return {
-      stream: new ReadableStream<LanguageModelV3StreamPart>({
+      stream: new ReadableStream<LanguageModelV4StreamPart>({
         start(controller) {
           for (const part of parts) controller.enqueue(part);
           controller.close();
@@ -101,7 +101,7 @@ export class ScriptedLanguageModel implements LanguageModelV3 {
   }
 }
 
-function finishReason(played: PlayedTurn): LanguageModelV3GenerateResult['finishReason'] {
+function finishReason(played: PlayedTurn): LanguageModelV4GenerateResult['finishReason'] {
   return played.toolCalls.length > 0 ? { unified: 'tool-calls', raw: 'tool_calls' } : { unified: 'stop', raw: 'stop' };
 }
 
@@ -114,7 +114,7 @@ function lastScriptText(script: ModelScript): string {
 }
 
 /** A turn without usage reports none: every figure undefined, as a provider that sent nothing. */
-function toV3Usage(usage: ScriptedUsage | undefined): LanguageModelV3Usage {
+function toV4Usage(usage: ScriptedUsage | undefined): LanguageModelV4Usage {
   if (usage === undefined) {
     return {
       inputTokens: { total: undefined, noCache: undefined, cacheRead: undefined, cacheWrite: undefined },

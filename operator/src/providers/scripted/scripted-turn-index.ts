@@ -6,12 +6,12 @@
 // records how many it folded in the summary's providerOptions under this key, so the count
 // survives. Real providers ignore provider options that are not under their own name.
 
-import type { LanguageModelV3Prompt } from '@ai-sdk/provider';
+import type { LanguageModelV4Prompt } from '@ai-sdk/provider';
 
 export const SUMMARISED_TURNS_PROVIDER_OPTIONS_NAMESPACE = 'chamvi';
 export const SUMMARISED_TURNS_PROVIDER_OPTIONS_KEY = 'summarisedAssistantTurns';
 
-export function scriptedTurnIndex(prompt: LanguageModelV3Prompt): number {
+export function scriptedTurnIndex(prompt: LanguageModelV4Prompt): number {
   let turns = 0;
   for (const message of prompt) {
     if (message.role === 'assistant') turns += 1;
