@@ -1,13 +1,17 @@
 // One toolbox process inside a pod, seen through one pods/exec WebSocket: stdin frames with
-// backpressure, stdout/stderr with a bounded buffer (the socket is paused while a reader lags),
-// the exit code from the status channel, a ping to notice a connection that died silently,
-// and kill() as closing the stream (there is no signal over exec).
+// backpressure, stdout/stderr frames into streams with a bounded buffer (the socket is paused
+// while a reader lags), the exit code from the status channel, a ping to notice a connection
+// that died silently, and kill() as closing the stream (there is no signal over exec).
+//
+// The channel protocol (k8s.io/apimachinery's wsstream): every binary message starts with a
+// channel byte, 0 stdin, 1 stdout, 2 stderr, 3 the Status that ends the command; with
+// v5.channel.k8s.io a [255, channel] message closes that channel.
 import { Readable, Writable } from 'node:stream';
 import type { V1Status } from '@kubernetes/client-node';
 import { execOutcome } from './exec-status.ts';
 import type { ToolboxProcess } from './toolbox-transport.ts';
 
-/** The part of a `ws` WebSocket this file uses (the package ships no types of its own). */
+/** The part of a `ws` WebSocket this file uses (an interface, so tests can drive it). */
 export interface ExecSocket {
   readonly protocol: string;
   readonly readyState: number;
@@ -20,6 +24,7 @@ export interface ExecSocket {
   on(event: 'close', listener: (code: number, reason: Buffer) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'pong', listener: () => void): unknown;
+  on(event: 'message', listener: (data: Buffer, isBinary: boolean) => void): unknown;
 }
 
 export interface ExecProcessOptions {
@@ -33,6 +38,9 @@ export interface ExecProcessOptions {
 
 const OPEN = 1;
 const STDIN_CHANNEL = 0;
+const STDOUT_CHANNEL = 1;
+const STDERR_CHANNEL = 2;
+const STATUS_CHANNEL = 3;
 // v5.channel.k8s.io: a [255, channel] frame closes that channel; v4 and older cannot half-close.
 const CLOSE_CHANNEL = 255;
 const HALF_CLOSE_PROTOCOL = 'v5.channel.k8s.io';
@@ -44,9 +52,6 @@ export class ExecProcess implements ToolboxProcess {
   readonly stdout: Readable;
   readonly stderr: Readable;
   readonly exited: Promise<Exit>;
-  /** Where Exec.exec writes channel 1 and 2; it ends them itself, we end our streams on exit. */
-  readonly stdoutSink: Writable;
-  readonly stderrSink: Writable;
 
   private socket: ExecSocket | undefined;
   private resolveExit!: (exit: Exit) => void;
@@ -63,8 +68,6 @@ export class ExecProcess implements ToolboxProcess {
     const output = () => new Readable({ highWaterMark: options.maxBufferedBytes, read: () => this.resumeIfDrained() });
     this.stdout = output();
     this.stderr = output();
-    this.stdoutSink = this.sinkInto(this.stdout);
-    this.stderrSink = this.sinkInto(this.stderr);
     this.stdin = new Writable({
       write: (chunk: Buffer, _encoding, callback) => this.sendFrame(STDIN_CHANNEL, chunk, callback),
       final: (callback) => {
@@ -77,9 +80,10 @@ export class ExecProcess implements ToolboxProcess {
     });
   }
 
-  /** Called by the socket factory, before the handshake, so no event is missed. */
+  /** Called with the socket before its handshake, so no event is missed. */
   attach(socket: ExecSocket): ExecSocket {
     this.socket = socket;
+    socket.on('message', (data) => this.receive(data));
     socket.on('error', (error) => (this.lastError = error.message));
     socket.on('pong', () => (this.awaitingPong = false));
     socket.on('close', (code) => {
@@ -105,8 +109,35 @@ export class ExecProcess implements ToolboxProcess {
     this.heartbeat.unref();
   }
 
+  private receive(data: Buffer): void {
+    if (this.done || data.length === 0) return;
+    const payload = data.subarray(1);
+    switch (data[0]) {
+      case STDOUT_CHANNEL:
+        this.deliver(this.stdout, payload);
+        return;
+      case STDERR_CHANNEL:
+        this.deliver(this.stderr, payload);
+        return;
+      case STATUS_CHANNEL:
+        this.statusReceived(payload);
+        return;
+      default:
+        // A channel-close frame, or a channel this process never opened: our streams end when
+        // the command does (the Status), so neither changes anything.
+        return;
+    }
+  }
+
   /** The Status on channel 3: the command ended. */
-  statusReceived(status: V1Status): void {
+  private statusReceived(payload: Buffer): void {
+    let status: V1Status;
+    try {
+      status = JSON.parse(payload.toString('utf8')) as V1Status;
+    } catch {
+      this.finish({ code: null, signal: 'exec failed' }, `the exec status was not JSON: ${payload.toString('utf8').slice(0, 200)}`);
+      return;
+    }
     const outcome = execOutcome(status);
     if (outcome.code !== null) this.finish({ code: outcome.code, signal: null });
     else this.finish({ code: null, signal: 'exec failed' }, outcome.failure ?? undefined);
@@ -128,13 +159,8 @@ export class ExecProcess implements ToolboxProcess {
     this.graceTimer.unref();
   }
 
-  private sinkInto(target: Readable): Writable {
-    return new Writable({
-      write: (chunk: Buffer, _encoding, callback) => {
-        if (!this.done && !target.push(chunk)) this.pause();
-        callback();
-      },
-    });
+  private deliver(target: Readable, chunk: Buffer): void {
+    if (!target.push(chunk)) this.pause();
   }
 
   private sendFrame(channel: number, chunk: Buffer, callback: (error?: Error | null) => void): void {

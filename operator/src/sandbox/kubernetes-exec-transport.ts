@@ -1,12 +1,11 @@
 // ToolboxTransport over pods/exec: `[...toolboxCommand, ...args]` runs in a container of the
-// run's pod through the API server, with @kubernetes/client-node's Exec (WebSocket, channel
-// protocol v5 when the server offers it, v4 otherwise). The stream handling is in
-// exec-process.ts; this file connects, with a deadline.
-import { createRequire } from 'node:module';
-import { PassThrough, Writable } from 'node:stream';
-import { CoreV1Api, Exec, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-// Not re-exported by the package index in 1.4; the pinned version keeps this path stable.
-import { WebSocketHandler } from '@kubernetes/client-node/dist/web-socket-handler.js';
+// run's pod through the API server, over a WebSocket (channel protocol v5 when the server
+// offers it, v4 otherwise). The stream handling is in exec-process.ts; this file connects,
+// with a deadline. The socket is our own `ws` one, authenticated by client-node's public
+// applyToHTTPSOptions: client-node's Exec creates its socket where a connect deadline cannot
+// reach it, and the hook around that was private to the package.
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import WebSocket, { type ClientOptions } from 'ws';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess, type ExecSocket } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
@@ -41,13 +40,20 @@ export const DEFAULT_KEEP_ALIVE_INTERVAL_MS = 15_000;
 export const DEFAULT_KILL_GRACE_MS = 2_000;
 export const DEFAULT_MAX_BUFFERED_BYTES = 1_048_576;
 
-type SocketConstructor = new (uri: string, protocols: string[], options: unknown) => ExecSocket;
+/** Newest first: the API server picks the first it speaks. v5 adds closing stdin alone. */
+export const EXEC_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'] as const;
 
-// client-node creates its sockets with `ws` but exposes none before the handshake ends, so a
-// connect deadline could not tear a hanging one down. Its socket factory hook lets us make
-// the socket ourselves, with client-node's own copy of `ws` (a dependency of it, not of ours).
-const requireFromClient = createRequire(createRequire(import.meta.url).resolve('@kubernetes/client-node'));
-const WebSocket = requireFromClient('ws') as SocketConstructor;
+/** The exec URL of a command in a container: wss://server/api/v1/namespaces/ns/pods/pod/exec?... */
+export function execUrl(server: string, target: { namespace: string; podName: string; container: string }, command: readonly string[]): URL {
+  const url = new URL(server);
+  url.protocol = url.protocol === 'http:' ? 'ws:' : 'wss:';
+  const base = url.pathname.replace(/\/+$/, '');
+  url.pathname = `${base}/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.podName)}/exec`;
+  const query = new URLSearchParams({ container: target.container, stdin: 'true', stdout: 'true', stderr: 'true', tty: 'false' });
+  for (const part of command) query.append('command', part);
+  url.search = query.toString();
+  return url;
+}
 
 export class KubernetesExecTransport implements ToolboxTransport {
   private readonly limits: { connectTimeoutMs: number; keepAliveIntervalMs: number; killGraceMs: number; maxBufferedBytes: number };
@@ -65,31 +71,21 @@ export class KubernetesExecTransport implements ToolboxTransport {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
     if (this.options.expectedOwnerUid !== undefined) await this.checkOwner(this.options.expectedOwnerUid);
+    const server = kubeConfig.getCurrentCluster()?.server;
+    if (server === undefined) throw new SandboxError('TRANSPORT', `exec into ${target} failed: the kubeconfig has no current cluster`);
+    const socketOptions: ClientOptions = {};
+    // CA, client certificate or token, and client-node's shared agent for this cluster.
+    await kubeConfig.applyToHTTPSOptions(socketOptions);
+    const url = execUrl(server, { namespace, podName, container }, [...this.options.toolboxCommand, ...args]);
     const process = new ExecProcess(this.limits);
-    const handler = new WebSocketHandler(
-      kubeConfig,
-      (uri: string, protocols: string[], socketOptions: unknown) => process.attach(new WebSocket(uri, protocols, socketOptions)) as never,
-      detachedStreams(),
-    );
+    const socket = process.attach(new WebSocket(url, [...EXEC_PROTOCOLS], socketOptions));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       process.abandon();
     }, this.limits.connectTimeoutMs);
     try {
-      await new Exec(kubeConfig, handler).exec(
-        namespace,
-        podName,
-        container,
-        [...this.options.toolboxCommand, ...args],
-        process.stdoutSink,
-        process.stderrSink,
-        // Exec wants a Readable to ask for stdin; frames are sent by process.stdin instead, with
-        // backpressure, so this one never yields data and never ends.
-        new PassThrough(),
-        false,
-        (status) => process.statusReceived(status),
-      );
+      await opened(socket as WebSocket);
     } catch (error) {
       process.abandon();
       if (timedOut) throw new SandboxError('TIMEOUT', `exec into ${target} did not connect within ${this.limits.connectTimeoutMs} ms`);
@@ -115,17 +111,38 @@ export class KubernetesExecTransport implements ToolboxTransport {
   }
 }
 
-/**
- * WebSocketHandler applies a server's "close channel" frame to these streams, and defaults
- * them to process.stdin/stdout/stderr; the operator's own stdio must never be ended by a pod.
- */
-function detachedStreams(): { stdin: PassThrough; stdout: Writable; stderr: Writable } {
-  const discard = () => new Writable({ write: (_chunk, _encoding, callback) => callback() });
-  return { stdin: new PassThrough(), stdout: discard(), stderr: discard() };
+/** Resolves when the upgrade is done; rejects on a refused upgrade (its status and body) or an error. */
+function opened(socket: WebSocket): Promise<void> {
+  return new Promise((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+    socket.once('close', (code) => reject(new Error(`the exec stream closed before it opened (${code})`)));
+    // A refused upgrade (403, 404, 400 "container not found") carries the reason in its body.
+    socket.once('unexpected-response', (_request, response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => {
+        if (body.length < 2_000) body += chunk;
+      });
+      response.on('end', () => reject(new Error(`Unexpected server response: ${response.statusCode}${reasonOf(body)}`)));
+      response.on('error', reject);
+    });
+  });
+}
+
+/** The message of a Status body, else its start. */
+function reasonOf(body: string): string {
+  if (body === '') return '';
+  try {
+    const status = JSON.parse(body) as { message?: unknown };
+    if (typeof status.message === 'string') return `: ${status.message}`;
+  } catch {
+    // not a Status
+  }
+  return `: ${body.slice(0, 200)}`;
 }
 
 function describe(error: unknown): string {
-  // ws rejects with an ErrorEvent, whose message is the useful part ("Unexpected server response: 404").
   if (error && typeof error === 'object' && 'message' in error && typeof error.message === 'string') return error.message;
   return String(error);
 }
