@@ -8,9 +8,9 @@ import { restartApiServer } from '../support/fault-injection.ts';
 import {
   GREETED,
   GREET_WORLD,
-  ObjectCensus,
+  type ObjectCensus,
   READ_README,
-  RunNamespace,
+  type RunNamespace,
   approvalTurns,
   bashCall,
   codingRun,

@@ -30,7 +30,7 @@ interface Manifest {
   [key: string]: unknown;
 }
 
-type Spec = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Spec = Record<string, any>;
 
 function validSpec(): Spec {
   return {

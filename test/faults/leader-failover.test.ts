@@ -6,9 +6,9 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import {
   GREETED,
   GREET_WORLD,
-  ObjectCensus,
+  type ObjectCensus,
   READ_README,
-  RunNamespace,
+  type RunNamespace,
   approvalTurns,
   bashCall,
   codingRun,

@@ -15,7 +15,7 @@ import {
   GREETED,
   GREET_WORLD,
   READ_README,
-  RunNamespace,
+  type RunNamespace,
   approvalTurns,
   codingRun,
   expectedTotals,

@@ -15,9 +15,9 @@ import { kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import {
   GREET_WORLD,
-  ObjectCensus,
+  type ObjectCensus,
   READ_README,
-  RunNamespace,
+  type RunNamespace,
   bashCall,
   codingRun,
   operatorStory,

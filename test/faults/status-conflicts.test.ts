@@ -12,7 +12,7 @@ import {
   GREETED,
   GREET_WORLD,
   READ_README,
-  RunNamespace,
+  type RunNamespace,
   TERMINAL,
   bashCall,
   codingRun,

@@ -132,7 +132,7 @@ const decideWith = (isolation: ReturnType<IsolationProbe['observe']>, now: Date)
 
 describe('security #11.8 isolation probe', () => {
   it('finds NetworkPolicy enforced where the deny policy stops the connection the control made, and that lets runs through', async () => {
-    const { probe, cluster, attempts, woken, clock } = setup({ enforces: true });
+    const { probe, attempts, woken, clock } = setup({ enforces: true });
     expect(probe.observe('agents')).toMatchObject({ verdict: 'unknown' });
     await probe.settled('agents');
     const verdict = probe.observe('agents');

@@ -5,7 +5,7 @@ import {
   ApiException,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
+  type KubeConfig,
   PatchStrategy,
   Watch,
   setHeaderOptions,

@@ -4,7 +4,7 @@
 import {
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
+  type KubeConfig,
   NetworkingV1Api,
   PatchStrategy,
   setHeaderOptions,

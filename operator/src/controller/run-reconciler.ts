@@ -127,7 +127,7 @@ export class RunReconciler {
 
   private async observe(run: CodingRun): Promise<ObservedRun> {
     const { caches } = this.deps;
-    const { namespace, name } = run.metadata;
+    const { namespace } = run.metadata;
     const owned = ownedBy(run);
     const pod = caches.pods.get(namespace, sandboxPodName(run));
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));

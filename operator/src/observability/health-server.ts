@@ -1,6 +1,6 @@
 // /healthz (the process is alive) and /readyz (it can do its job: caches synced and its
 // dependencies reachable). Readiness checks are injected, so each adapter reports its own.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
 export type ReadinessCheck = () => Promise<string | undefined>; // undefined = ready, else why not
 
@@ -10,7 +10,15 @@ export interface MetricsSource {
 }
 
 export function startHealthServer(port: number, checks: Record<string, ReadinessCheck>, metrics?: MetricsSource, host = '0.0.0.0'): Promise<Server> {
-  const server = createServer(async (request, response) => {
+  // A failing metrics source must answer 500, not become an unhandled rejection (which ends
+  // the process, and with it every run of the replica).
+  const server = createServer((request, response) => {
+    respond(request, response).catch((error: unknown) => {
+      if (!response.headersSent) response.writeHead(500, { 'content-type': 'text/plain' });
+      response.end(`${String(error)}\n`);
+    });
+  });
+  async function respond(request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (request.url === '/healthz') {
       response.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
       return;
@@ -25,11 +33,12 @@ export function startHealthServer(port: number, checks: Record<string, Readiness
       return;
     }
     if (request.url === '/metrics' && metrics) {
-      response.writeHead(200, { 'content-type': metrics.contentType }).end(await metrics.metrics());
+      const body = await metrics.metrics();
+      response.writeHead(200, { 'content-type': metrics.contentType }).end(body);
       return;
     }
     response.writeHead(404).end();
-  });
+  }
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve(server));

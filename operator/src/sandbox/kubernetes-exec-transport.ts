@@ -7,7 +7,7 @@
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import WebSocket, { type ClientOptions } from 'ws';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
-import { ExecProcess, type ExecSocket } from './exec-process.ts';
+import { ExecProcess } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
 

@@ -36,7 +36,6 @@ export interface CloneRequest {
   timeoutMs?: number;
 }
 
-const COMMIT = /^[0-9a-f]{40}$/i;
 /** The user name sent with the token; GitHub, GitLab and Gitea accept any name with a token. */
 const TOKEN_USER = 'x-access-token';
 

@@ -1,0 +1,41 @@
+// The health server answers on a real loopback port; its checks and metrics are injected.
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { startHealthServer } from '../../operator/src/observability/health-server.ts';
+
+async function withServer(
+  checks: Parameters<typeof startHealthServer>[1],
+  metrics: Parameters<typeof startHealthServer>[2],
+  use: (base: string) => Promise<void>,
+): Promise<void> {
+  const server = await startHealthServer(0, checks, metrics, '127.0.0.1');
+  try {
+    await use(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    server.close();
+  }
+}
+
+describe('health server', () => {
+  it('answers 503 naming each failing check, 200 when all pass', async () => {
+    let redisDown = true;
+    const checks = { redis: async () => (redisDown ? 'PING timed out' : undefined), caches: async () => undefined };
+    await withServer(checks, undefined, async (base) => {
+      const down = await fetch(`${base}/readyz`);
+      expect(down.status).toBe(503);
+      expect(await down.text()).toBe('redis: PING timed out\n');
+      redisDown = false;
+      expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    });
+  });
+
+  it('answers 500 when the metrics source fails, and keeps serving', async () => {
+    const metrics = { contentType: 'text/plain', metrics: () => Promise.reject(new Error('registry broke')) };
+    await withServer({}, metrics, async (base) => {
+      const failed = await fetch(`${base}/metrics`);
+      expect(failed.status).toBe(500);
+      expect(await failed.text()).toMatch(/registry broke/);
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    });
+  });
+});
