@@ -37,6 +37,16 @@ crds: node_modules ## Generate crds/ from the zod schemas in operator/src/api
 typecheck: node_modules ## Type-check everything
 	npx tsc -p tsconfig.json
 
+.PHONY: lint
+lint: node_modules ## Check formatting (Prettier) and lint rules (typescript-eslint, type-aware)
+	npx prettier --check --log-level warn .
+	npx eslint --max-warnings 0 .
+
+.PHONY: format
+format: node_modules ## Format the tree with Prettier and apply the linter's safe fixes
+	npx prettier --write --log-level warn .
+	npx eslint --fix .
+
 .PHONY: test
 test: node_modules system-packages toolbox control-plane typecheck ## Run every test tier (unit, toolbox, integration, e2e, faults)
 	npx vitest run --project unit
