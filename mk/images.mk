@@ -12,21 +12,21 @@ CLI_BUNDLE := operator/dist/kubectl-codingrun.mjs
 
 .PHONY: images chart-sync helm-lint cli
 
-images: toolbox ## Build the operator and sandbox images (needs a Docker engine; skipped if none)
+images: ## Build the operator and sandbox images (needs a Docker engine; skipped if none)
 	@if ! $(DOCKER) info >/dev/null 2>&1; then \
 	  echo "images: no container engine ($(DOCKER) info failed); skipping $(OPERATOR_IMAGE) and $(SANDBOX_IMAGE)"; \
 	  exit 0; \
 	fi; \
 	set -e; \
 	$(DOCKER) build -f operator/Dockerfile -t $(OPERATOR_IMAGE) . ; \
-	$(DOCKER) build -f sandbox-image/Dockerfile -t $(SANDBOX_IMAGE) sandbox-image ; \
+	$(DOCKER) build -f sandbox-image/Dockerfile -t $(SANDBOX_IMAGE) . ; \
 	echo "built $(OPERATOR_IMAGE) and $(SANDBOX_IMAGE)"
 
 cli: $(CLI_BUNDLE) ## Bundle kubectl-codingrun into operator/dist (the bin script prefers it: faster start)
 
-$(CLI_BUNDLE): $(shell find operator/src -name '*.ts' 2>/dev/null) package-lock.json | node_modules
-	npx esbuild operator/src/cli/main.ts --bundle --platform=node --format=esm --target=node20 \
-	  --packages=external --legal-comments=none --log-level=warning --outfile=$@
+# operator/tools/bundle.ts decides the bundle's flags, as for the images and the release.
+$(CLI_BUNDLE): $(shell find operator/src -name '*.ts' 2>/dev/null) operator/tools/bundle.ts package-lock.json | node_modules
+	npx tsx operator/tools/bundle.ts cli $@
 
 # The chart ships the generated CRD; crds/ is the source (make crds). test/integration/chart.test.ts
 # fails when the two differ.

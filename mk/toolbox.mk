@@ -8,12 +8,11 @@ TOOLBOX_SOURCES := $(shell find sandbox-image/toolbox -name '*.ts' 2>/dev/null)
 
 toolbox: $(TOOLBOX_BUNDLE) ## Bundle the toolbox into sandbox-image/dist/toolbox.mjs
 
-# A file target: rebuilt only when a source (or the locked zod/esbuild) changes. zod is
-# bundled in; the banner gives bundled CommonJS code a require() for node builtins.
-$(TOOLBOX_BUNDLE): $(TOOLBOX_SOURCES) package-lock.json | node_modules
-	npx esbuild sandbox-image/toolbox/main.ts --bundle --platform=node --format=esm --target=node20 \
-	  --banner:js="import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);" \
-	  --legal-comments=none --log-level=warning --outfile=$@
+# A file target: rebuilt only when a source (or the locked zod/esbuild, or the bundling
+# script) changes. operator/tools/bundle.ts decides the flags (zod bundled in), as it does
+# for the sandbox image.
+$(TOOLBOX_BUNDLE): $(TOOLBOX_SOURCES) operator/tools/bundle.ts package-lock.json | node_modules
+	npx tsx operator/tools/bundle.ts toolbox $@
 
 # grep prefers ripgrep and the tests exercise all three engines, so rg must be present.
 toolbox-ripgrep:

@@ -1,5 +1,6 @@
 // The operator as the image runs it (operator/Dockerfile): operator/src/main.ts bundled by
-// esbuild into one ESM file on plain node, npm packages external. A benchmark measures this
+// operator/tools/bundle.ts (the image's bundling script) into one ESM file on plain node,
+// npm packages external. A benchmark measures this
 // process, not tsx compiling TypeScript on the fly (which costs memory and CPU of its own).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, symlinkSync } from 'node:fs';
@@ -13,8 +14,8 @@ export function bundleOperator(dir: string): string {
   mkdirSync(dir, { recursive: true });
   const outfile = path.join(dir, 'main.mjs');
   execFileSync(
-    path.join(repoRoot, 'node_modules/.bin/esbuild'),
-    ['operator/src/main.ts', '--bundle', '--platform=node', '--format=esm', '--target=node20', '--packages=external', '--sourcemap', '--legal-comments=none', '--log-level=warning', `--outfile=${outfile}`],
+    path.join(repoRoot, 'node_modules/.bin/tsx'),
+    ['operator/tools/bundle.ts', 'operator', outfile],
     { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] },
   );
   // Bare imports resolve from the bundle's directory upwards.

@@ -1,6 +1,6 @@
 // What can be checked of the sandbox image without a Docker engine: it ships the bundle `make
-// toolbox` writes, where the defaults expect it, as a non-root user, and the bundle runs with
-// the image's environment.
+// toolbox` writes (the same bundling script, the same bundle name), where the defaults expect
+// it, as a non-root user, and the bundle runs with the image's environment.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -10,13 +10,17 @@ const dockerfile = readFileSync(fileURLToPath(new URL('../../sandbox-image/Docke
 const instruction = (name: string) => dockerfile.split('\n').filter((line) => line.startsWith(`${name} `));
 
 describe('sandbox image', () => {
-  it('copies the bundle make toolbox writes to /opt/chamvi/toolbox.mjs', () => {
+  it('bundles the toolbox as make toolbox does and copies it to /opt/chamvi/toolbox.mjs', () => {
     expect(existsSync(TOOLBOX)).toBe(true);
-    expect(instruction('COPY')).toEqual([expect.stringMatching(/ dist\/toolbox\.mjs \/opt\/chamvi\/toolbox\.mjs$/)]);
+    expect(readFileSync(fileURLToPath(new URL('../../mk/toolbox.mk', import.meta.url)), 'utf8')).toMatch(/npx tsx operator\/tools\/bundle\.ts toolbox \$@/);
+    expect(instruction('RUN')).toContain('RUN npx tsx operator/tools/bundle.ts toolbox dist/toolbox.mjs');
+    expect(instruction('COPY').filter((line) => line.includes('/opt/chamvi/'))).toEqual([
+      expect.stringMatching(/^COPY --from=build .* \/src\/dist\/toolbox\.mjs \/opt\/chamvi\/toolbox\.mjs$/),
+    ]);
   });
 
-  it('runs as uid 1000 on a Node 20 base with git and ripgrep', () => {
-    expect(instruction('FROM')).toEqual([expect.stringMatching(/^FROM node:20-[a-z]+-slim$/)]);
+  it('runs as uid 1000 on a Node 24 base with git and ripgrep', () => {
+    expect(instruction('FROM')).toEqual([expect.stringMatching(/^FROM node:24-[a-z]+-slim AS build$/), expect.stringMatching(/^FROM node:24-[a-z]+-slim$/)]);
     expect(instruction('USER')).toEqual(['USER 1000:1000']);
     expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bripgrep\b/);
   });
