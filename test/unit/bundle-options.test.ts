@@ -8,7 +8,7 @@ import { BUNDLES, bundleOptions, NODE_MAJOR, type BundleName } from '../../opera
 
 const read = (path: string) => readFileSync(fileURLToPath(new URL(`../../${path}`, import.meta.url)), 'utf8');
 const names = Object.keys(BUNDLES) as BundleName[];
-const BUILD_FILES = ['operator/Dockerfile', 'sandbox-image/Dockerfile', 'mk/images.mk', 'mk/toolbox.mk'];
+const BUILD_FILES = ['operator/Dockerfile', 'sandbox-image/Dockerfile', 'mk/images.mk', 'mk/toolbox.mk', 'mk/release.mk'];
 
 describe('bundle options', () => {
   it.each(names)('%s targets the Node of the images, as ESM for node', (name) => {

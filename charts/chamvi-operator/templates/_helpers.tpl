@@ -43,11 +43,13 @@ app.kubernetes.io/component: redis
 {{- end -}}
 {{- end -}}
 
+{{/* repository:tag, and @digest when set: the kubelet pulls by the digest, the tag says which release it is. */}}
 {{- define "chamvi.image" -}}
+{{- $reference := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $reference .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $reference -}}
 {{- end -}}
 {{- end -}}
 

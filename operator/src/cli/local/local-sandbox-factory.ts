@@ -24,8 +24,11 @@ export const TOOLBOX_PATH_ENV = 'CHAMVI_TOOLBOX_PATH';
 const INHERITED = ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TMPDIR'];
 
 /**
- * Where the toolbox bundle is: $CHAMVI_TOOLBOX_PATH if set; else the checkout's, found from
- * the source (operator/src/sandbox/) or from the plugin bundle (operator/dist/, make cli).
+ * Where the toolbox bundle is: $CHAMVI_TOOLBOX_PATH if set; else toolbox.mjs beside the
+ * plugin bundle (the npm package and the krew archive ship it there; first, so that an
+ * installed plugin never runs a sandbox-image/ directory it finds above itself, such as a
+ * package of that name in node_modules); else the checkout's, found from the source
+ * (operator/src/sandbox/) or from the plugin bundle (operator/dist/, make cli).
  */
 export function findToolbox(env: NodeJS.ProcessEnv): string {
   const given = env[TOOLBOX_PATH_ENV];
@@ -34,7 +37,8 @@ export function findToolbox(env: NodeJS.ProcessEnv): string {
     return given;
   }
   const fromBundle = fileURLToPath(new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url));
-  const found = [DEFAULT_TOOLBOX_PATH, fromBundle].find((candidate) => existsSync(candidate));
+  const besideBundle = fileURLToPath(new URL('./toolbox.mjs', import.meta.url));
+  const found = [besideBundle, DEFAULT_TOOLBOX_PATH, fromBundle].find((candidate) => existsSync(candidate));
   if (!found) throw new ToolboxMissingError(DEFAULT_TOOLBOX_PATH);
   return found;
 }
