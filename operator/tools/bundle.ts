@@ -16,7 +16,8 @@ const repositoryRoot = fileURLToPath(new URL('../../', import.meta.url));
 const SHEBANG = '#!/usr/bin/env node';
 // Bundled CommonJS code calls require() for node builtins; an ESM file has none, so the
 // bundle makes one.
-const REQUIRE_SHIM = "import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);";
+const REQUIRE_SHIM =
+  "import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);";
 
 export type BundleName = 'operator' | 'cli' | 'cli-standalone' | 'toolbox';
 
@@ -36,10 +37,34 @@ interface BundleSpec {
 }
 
 export const BUNDLES: Readonly<Record<BundleName, BundleSpec>> = {
-  operator: { entry: 'operator/src/main.ts', packages: 'external', executable: false, sourcemap: true, why: 'the controller and step workers (operator image)' },
-  cli: { entry: 'operator/src/cli/main.ts', packages: 'external', executable: true, sourcemap: false, why: 'kubectl-codingrun beside node_modules (operator image, make cli)' },
-  'cli-standalone': { entry: 'operator/src/cli/main.ts', packages: 'bundle', executable: true, sourcemap: false, why: 'kubectl-codingrun with every package inside (npm package, krew archive)' },
-  toolbox: { entry: 'sandbox-image/toolbox/main.ts', packages: 'bundle', executable: false, sourcemap: false, why: 'the coding tools, run by plain node in the sandbox' },
+  operator: {
+    entry: 'operator/src/main.ts',
+    packages: 'external',
+    executable: false,
+    sourcemap: true,
+    why: 'the controller and step workers (operator image)',
+  },
+  cli: {
+    entry: 'operator/src/cli/main.ts',
+    packages: 'external',
+    executable: true,
+    sourcemap: false,
+    why: 'kubectl-codingrun beside node_modules (operator image, make cli)',
+  },
+  'cli-standalone': {
+    entry: 'operator/src/cli/main.ts',
+    packages: 'bundle',
+    executable: true,
+    sourcemap: false,
+    why: 'kubectl-codingrun with every package inside (npm package, krew archive)',
+  },
+  toolbox: {
+    entry: 'sandbox-image/toolbox/main.ts',
+    packages: 'bundle',
+    executable: false,
+    sourcemap: false,
+    why: 'the coding tools, run by plain node in the sandbox',
+  },
 };
 
 export function isBundleName(name: string): name is BundleName {

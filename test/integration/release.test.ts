@@ -33,7 +33,12 @@ const npmTarball = () => asset(`chamvi-kubectl-codingrun-${version}.tgz`);
 const krewArchive = () => asset(`kubectl-codingrun-v${version}.tar.gz`);
 /** npm with a cache of its own that starts empty: what installs can only come from the tarball. */
 const npm = (args: string[], cwd: string, cache: string) =>
-  runProcess('npm', args, { cwd, env: { ...process.env, npm_config_cache: cache, npm_config_update_notifier: 'false' }, stdin: 'ignore', timeoutMs: 60_000 });
+  runProcess('npm', args, {
+    cwd,
+    env: { ...process.env, npm_config_cache: cache, npm_config_update_notifier: 'false' },
+    stdin: 'ignore',
+    timeoutMs: 60_000,
+  });
 
 /** An OCI image layout as buildah writes one: a config and a manifest blob, index.json tagged with the version. */
 function writeOciLayout(dir: string): string {
@@ -45,8 +50,24 @@ function writeOciLayout(dir: string): string {
   mkdirSync(path.join(dir, 'blobs/sha256'), { recursive: true });
   writeFileSync(path.join(dir, 'oci-layout'), '{"imageLayoutVersion":"1.0.0"}');
   const config = blob(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [] }, config: {} }));
-  const manifest = blob(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config }, layers: [] }));
-  const index = { schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', ...manifest, annotations: { 'org.opencontainers.image.ref.name': version } }] };
+  const manifest = blob(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+      layers: [],
+    }),
+  );
+  const index = {
+    schemaVersion: 2,
+    manifests: [
+      {
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        ...manifest,
+        annotations: { 'org.opencontainers.image.ref.name': version },
+      },
+    ],
+  };
   writeFileSync(path.join(dir, 'index.json'), JSON.stringify(index));
   return manifest.digest;
 }
@@ -57,7 +78,17 @@ beforeAll(async () => {
   operatorDigest = writeOciLayout(path.join(base, 'operator-oci'));
   build = await runProcess(
     path.join(root, 'node_modules/.bin/tsx'),
-    ['operator/tools/release/build-release.ts', '--out', out, '--helm', path.join(controlPlaneBin(), 'helm'), '--operator-oci', path.join(base, 'operator-oci'), '--sandbox-oci', path.join(base, 'no-sandbox-oci')],
+    [
+      'operator/tools/release/build-release.ts',
+      '--out',
+      out,
+      '--helm',
+      path.join(controlPlaneBin(), 'helm'),
+      '--operator-oci',
+      path.join(base, 'operator-oci'),
+      '--sandbox-oci',
+      path.join(base, 'no-sandbox-oci'),
+    ],
     { cwd: root, env: { ...process.env, SOURCE_DATE_EPOCH: '1700000000' }, stdin: 'ignore', timeoutMs: 120_000 },
   );
   expect(build.stderr).toBe('');
@@ -72,7 +103,14 @@ describe('make release', () => {
   it('writes the npm tarball, the krew archive and manifest, the chart and SHA256SUMS of each', () => {
     const sums = readFileSync(asset('SHA256SUMS'), 'utf8').trim().split('\n');
     const listed = sums.map((line) => line.split('  ')[1]);
-    expect(listed.sort()).toEqual([`chamvi-kubectl-codingrun-${version}.tgz`, `chamvi-operator-${version}.tgz`, 'codingrun.yaml', `kubectl-codingrun-v${version}.tar.gz`].sort());
+    expect(listed.sort()).toEqual(
+      [
+        `chamvi-kubectl-codingrun-${version}.tgz`,
+        `chamvi-operator-${version}.tgz`,
+        'codingrun.yaml',
+        `kubectl-codingrun-v${version}.tar.gz`,
+      ].sort(),
+    );
     for (const line of sums) {
       const [sum, file] = line.split('  ');
       expect(sha256(readFileSync(asset(file!))), file).toBe(sum);
@@ -82,7 +120,11 @@ describe('make release', () => {
 
   it('installs the npm tarball offline with an empty cache, and the plugin runs', async () => {
     prefix = path.join(base, 'prefix');
-    const installed = await npm(['install', '--global', '--offline', '--no-audit', '--no-fund', '--prefix', prefix, npmTarball()], base, path.join(base, 'npm-cache-install'));
+    const installed = await npm(
+      ['install', '--global', '--offline', '--no-audit', '--no-fund', '--prefix', prefix, npmTarball()],
+      base,
+      path.join(base, 'npm-cache-install'),
+    );
     expect(installed.code, installed.stderr).toBe(0);
     const packageDir = path.join(prefix, 'lib/node_modules/@chamvi/kubectl-codingrun');
     expect(JSON.parse(readFileSync(path.join(packageDir, 'package.json'), 'utf8'))).not.toHaveProperty('dependencies');
@@ -94,7 +136,11 @@ describe('make release', () => {
   it('runs with npx from the tarball, offline', async () => {
     const work = path.join(base, 'npx-work');
     mkdirSync(work);
-    const result = await npm(['exec', '--offline', '--yes', `--package=${npmTarball()}`, '--', 'kubectl-codingrun', '--help'], work, path.join(base, 'npm-cache-npx'));
+    const result = await npm(
+      ['exec', '--offline', '--yes', `--package=${npmTarball()}`, '--', 'kubectl-codingrun', '--help'],
+      work,
+      path.join(base, 'npm-cache-npx'),
+    );
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^kubectl-codingrun: watch, approve and inspect CodingRuns/);
   });
@@ -105,10 +151,18 @@ describe('make release', () => {
       apiVersion: 'chamvi.dev/v1alpha1',
       kind: 'CodingRun',
       metadata: { name: 'packaged', namespace: NAMESPACE },
-      spec: { task: 'Greet', repository: { url: 'https://github.com/acme/hello.git' }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+      spec: {
+        task: 'Greet',
+        repository: { url: 'https://github.com/acme/hello.git' },
+        model: { provider: 'scripted', scriptRef: { name: 'script' } },
+      },
     };
     expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) })).code).toBe(0);
-    const result = await runProcess(path.join(prefix, 'bin/kubectl-codingrun'), ['get', '-n', NAMESPACE, '--kubeconfig', kubeconfigPath()], { env: { ...process.env, KUBECONFIG: '' }, stdin: 'ignore' });
+    const result = await runProcess(
+      path.join(prefix, 'bin/kubectl-codingrun'),
+      ['get', '-n', NAMESPACE, '--kubeconfig', kubeconfigPath()],
+      { env: { ...process.env, KUBECONFIG: '' }, stdin: 'ignore' },
+    );
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/^NAME\b/);
@@ -121,7 +175,10 @@ describe('make release', () => {
       const file = writeLocalManifest(workspace, {
         name: 'packaged',
         task: 'Greet the world.',
-        turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'Done.' }],
+        turns: [
+          { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] },
+          { text: 'Done.' },
+        ],
       });
       // No CHAMVI_TOOLBOX_PATH and a prefix outside the checkout: only the shipped toolbox.mjs is there to find.
       const result = await runProcess(path.join(prefix, 'bin/kubectl-codingrun'), ['run', '-f', file, '--local'], {
@@ -141,16 +198,25 @@ describe('make release', () => {
     const krew = krewBinary();
     const krewRoot = path.join(base, 'krew');
     const env = { ...process.env, KREW_ROOT: krewRoot, KUBECONFIG: kubeconfigPath() };
-    const installed = await runProcess(krew, ['install', `--manifest=${asset('codingrun.yaml')}`, `--archive=${krewArchive()}`], { env, stdin: 'ignore' });
+    const installed = await runProcess(krew, ['install', `--manifest=${asset('codingrun.yaml')}`, `--archive=${krewArchive()}`], {
+      env,
+      stdin: 'ignore',
+    });
     expect(installed.code, installed.stderr).toBe(0);
-    const viaKubectl = await runProcess(path.join(controlPlaneBin(), 'kubectl'), ['codingrun', '--help'], { env: { ...env, PATH: `${path.join(krewRoot, 'bin')}:${process.env.PATH}` }, stdin: 'ignore' });
+    const viaKubectl = await runProcess(path.join(controlPlaneBin(), 'kubectl'), ['codingrun', '--help'], {
+      env: { ...env, PATH: `${path.join(krewRoot, 'bin')}:${process.env.PATH}` },
+      stdin: 'ignore',
+    });
     expect(viaKubectl.code, viaKubectl.stderr).toBe(0);
     expect(viaKubectl.stdout).toMatch(/^kubectl-codingrun: watch, approve and inspect CodingRuns/);
 
     // The control: krew checks the sha256, so a manifest naming another archive's is refused.
     const tampered = path.join(base, 'tampered.yaml');
     writeFileSync(tampered, readFileSync(asset('codingrun.yaml'), 'utf8').replaceAll(sha256(readFileSync(krewArchive())), '0'.repeat(64)));
-    const refused = await runProcess(krew, ['install', `--manifest=${tampered}`, `--archive=${krewArchive()}`], { env: { ...env, KREW_ROOT: path.join(base, 'krew-tampered') }, stdin: 'ignore' });
+    const refused = await runProcess(krew, ['install', `--manifest=${tampered}`, `--archive=${krewArchive()}`], {
+      env: { ...env, KREW_ROOT: path.join(base, 'krew-tampered') },
+      stdin: 'ignore',
+    });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/checksum|sha256/i);
   });
@@ -160,9 +226,19 @@ describe('make release', () => {
     const shown = await helm(['show', 'chart', chart]);
     expect(shown.stdout).toMatch(new RegExp(`^version: ${version.replaceAll('.', '\\.')}$`, 'm'));
     expect(shown.stdout).toMatch(new RegExp(`^appVersion: ${version.replaceAll('.', '\\.')}$`, 'm'));
-    const rendered = await helm(['template', 'chamvi', chart, '--namespace', 'chamvi-system', '--set', 'config.allowRepo={https://github.com/acme/*}']);
+    const rendered = await helm([
+      'template',
+      'chamvi',
+      chart,
+      '--namespace',
+      'chamvi-system',
+      '--set',
+      'config.allowRepo={https://github.com/acme/*}',
+    ]);
     expect(rendered.code, rendered.stderr).toBe(0);
-    const objects = parseAllDocuments(rendered.stdout).map((document) => document.toJS() as { kind?: string; data?: Record<string, string>; spec?: any } | null);
+    const objects = parseAllDocuments(rendered.stdout).map(
+      (document) => document.toJS() as { kind?: string; data?: Record<string, string>; spec?: any } | null,
+    );
     const deployment = objects.find((object) => object?.kind === 'Deployment');
     expect(deployment?.spec.template.spec.containers[0].image).toBe(`ghcr.io/chamvi/chamvi-operator:${version}@${operatorDigest}`);
     const config = objects.find((object) => object?.kind === 'ConfigMap' && object.data?.['config.yaml'])?.data?.['config.yaml'];

@@ -31,7 +31,9 @@ describe('bundle options', () => {
 
   it('the Dockerfiles run the images on the Node the bundles target', () => {
     for (const file of ['operator/Dockerfile', 'sandbox-image/Dockerfile']) {
-      const bases = read(file).split('\n').filter((line) => line.startsWith('FROM '));
+      const bases = read(file)
+        .split('\n')
+        .filter((line) => line.startsWith('FROM '));
       expect(bases.length).toBeGreaterThan(0);
       for (const base of bases) expect(base).toMatch(new RegExp(`^FROM node:${NODE_MAJOR}-`));
     }

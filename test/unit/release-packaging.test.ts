@@ -35,7 +35,12 @@ describe('the npm package of the plugin', () => {
 
 describe('the krew manifest', () => {
   const yaml = renderKrewManifest({ version: '1.2.3', uri: releaseAssetUri('1.2.3'), sha256: SHA });
-  const manifest = parse(yaml) as { apiVersion: string; kind: string; metadata: { name: string }; spec: Record<string, unknown> & { platforms: Array<Record<string, unknown>> } };
+  const manifest = parse(yaml) as {
+    apiVersion: string;
+    kind: string;
+    metadata: { name: string };
+    spec: Record<string, unknown> & { platforms: Array<Record<string, unknown>> };
+  };
 
   it('is a krew v1alpha2 Plugin named codingrun at the release version', () => {
     expect(manifest.apiVersion).toBe('krew.googlecontainertools.github.com/v1alpha2');
@@ -69,23 +74,35 @@ describe('the krew manifest', () => {
 });
 
 describe('the chart of a release', () => {
-  const values = 'image:\n  repository: old/operator\n  # -- tag comment\n  tag: ""\n  digest: ""\nconfig:\n  sandboxImage: old/sandbox:0.0.1\n';
+  const values =
+    'image:\n  repository: old/operator\n  # -- tag comment\n  tag: ""\n  digest: ""\nconfig:\n  sandboxImage: old/sandbox:0.0.1\n';
   const digest = `sha256:${SHA}`;
 
   it('takes the release version as version and appVersion', () => {
-    const chart = parse(releaseChartYaml('apiVersion: v2\nname: c\nversion: 0.0.1\nappVersion: "0.0.1"\n', '1.2.3')) as Record<string, string>;
+    const chart = parse(releaseChartYaml('apiVersion: v2\nname: c\nversion: 0.0.1\nappVersion: "0.0.1"\n', '1.2.3')) as Record<
+      string,
+      string
+    >;
     expect(chart).toMatchObject({ version: '1.2.3', appVersion: '1.2.3' });
   });
 
   it('names the images by tag and digest when the release read a digest, keeping comments', () => {
-    const text = releaseValuesYaml(values, { version: '1.2.3', operator: { repository: 'r/op', tag: '1.2.3', digest }, sandbox: { repository: 'r/sb', tag: '1.2.3', digest } });
+    const text = releaseValuesYaml(values, {
+      version: '1.2.3',
+      operator: { repository: 'r/op', tag: '1.2.3', digest },
+      sandbox: { repository: 'r/sb', tag: '1.2.3', digest },
+    });
     expect(parse(text)).toEqual({ image: { repository: 'r/op', tag: '1.2.3', digest }, config: { sandboxImage: `r/sb:1.2.3@${digest}` } });
     expect(text).toContain('# -- tag comment');
   });
 
   it('names an image by tag alone when there is no digest, and clears a stale one', () => {
     const stale = values.replace('digest: ""', `digest: "sha256:${'b'.repeat(64)}"`);
-    const text = releaseValuesYaml(stale, { version: '1.2.3', operator: { repository: 'r/op', tag: '1.2.3' }, sandbox: { repository: 'r/sb', tag: '1.2.3' } });
+    const text = releaseValuesYaml(stale, {
+      version: '1.2.3',
+      operator: { repository: 'r/op', tag: '1.2.3' },
+      sandbox: { repository: 'r/sb', tag: '1.2.3' },
+    });
     expect(parse(text)).toEqual({ image: { repository: 'r/op', tag: '1.2.3', digest: '' }, config: { sandboxImage: 'r/sb:1.2.3' } });
     expect(imageReference({ repository: 'r/sb', tag: '1.2.3' })).toBe('r/sb:1.2.3');
   });
@@ -105,7 +122,12 @@ describe('image digests from an OCI image layout', () => {
     writeFileSync(path.join(dir, 'oci-layout'), '{"imageLayoutVersion":"1.0.0"}');
     const descriptors = manifests.map(({ body, tag, stored }) => {
       writeFileSync(path.join(dir!, 'blobs/sha256', sha256(body)), stored ?? body);
-      return { mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: `sha256:${sha256(body)}`, size: body.length, ...(tag ? { annotations: { 'org.opencontainers.image.ref.name': tag } } : {}) };
+      return {
+        mediaType: 'application/vnd.oci.image.manifest.v1+json',
+        digest: `sha256:${sha256(body)}`,
+        size: body.length,
+        ...(tag ? { annotations: { 'org.opencontainers.image.ref.name': tag } } : {}),
+      };
     });
     writeFileSync(path.join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: descriptors }));
     return dir;
@@ -118,7 +140,15 @@ describe('image digests from an OCI image layout', () => {
 
   it('picks the release tag when the layout holds several images', () => {
     const wanted = '{"schemaVersion":2,"n":2}';
-    expect(ociLayoutDigest(layout([{ body: '{"schemaVersion":2,"n":1}', tag: '1.0.0' }, { body: wanted, tag: '1.2.3' }]), '1.2.3')).toBe(`sha256:${sha256(wanted)}`);
+    expect(
+      ociLayoutDigest(
+        layout([
+          { body: '{"schemaVersion":2,"n":1}', tag: '1.0.0' },
+          { body: wanted, tag: '1.2.3' },
+        ]),
+        '1.2.3',
+      ),
+    ).toBe(`sha256:${sha256(wanted)}`);
   });
 
   it('refuses a layout whose blob does not hash to the digest, or that is not a layout', () => {
@@ -139,8 +169,18 @@ describe('image digests from an OCI image layout', () => {
 describe('third-party notices', () => {
   it('lists each npm package the bundle took files from, nested and scoped ones included', () => {
     const inputs = Object.fromEntries(
-      ['operator/src/cli/main.ts', 'node_modules/zod/v4/core/core.js', 'node_modules/zod/index.js', 'node_modules/@ai-sdk/openai/dist/index.mjs', 'node_modules/a/node_modules/b/lib/x.js'].map((file) => [file, { bytes: 1, imports: [] }]),
+      [
+        'operator/src/cli/main.ts',
+        'node_modules/zod/v4/core/core.js',
+        'node_modules/zod/index.js',
+        'node_modules/@ai-sdk/openai/dist/index.mjs',
+        'node_modules/a/node_modules/b/lib/x.js',
+      ].map((file) => [file, { bytes: 1, imports: [] }]),
     );
-    expect(bundledPackageDirectories([{ inputs, outputs: {} }])).toEqual(['node_modules/@ai-sdk/openai', 'node_modules/a/node_modules/b', 'node_modules/zod']);
+    expect(bundledPackageDirectories([{ inputs, outputs: {} }])).toEqual([
+      'node_modules/@ai-sdk/openai',
+      'node_modules/a/node_modules/b',
+      'node_modules/zod',
+    ]);
   });
 });

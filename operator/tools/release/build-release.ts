@@ -11,7 +11,18 @@
 //     [--operator-oci DIR] [--sandbox-oci DIR] [--registry ghcr.io/chamvi]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +32,14 @@ import { bundle, NODE_MAJOR } from '../bundle.ts';
 import { releaseChartYaml, releaseValuesYaml, imageReference, type ReleaseImage } from './chart-release.ts';
 import { archiveName, KREW_LAUNCHER, KREW_PLUGIN_NAME, krewLauncherScript, releaseAssetUri, renderKrewManifest } from './krew-manifest.ts';
 import { ociLayoutDigest } from './oci-layout-digest.ts';
-import { NOTICES_FILE, PLUGIN_BUNDLE_FILE, PLUGIN_COMMAND, PLUGIN_PACKAGE_NAME, pluginPackageJson, TOOLBOX_FILE } from './plugin-package.ts';
+import {
+  NOTICES_FILE,
+  PLUGIN_BUNDLE_FILE,
+  PLUGIN_COMMAND,
+  PLUGIN_PACKAGE_NAME,
+  pluginPackageJson,
+  TOOLBOX_FILE,
+} from './plugin-package.ts';
 import { noticesFor } from './third-party-notices.ts';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -61,9 +79,25 @@ function say(line: string): void {
 
 /** A tar.gz of `files` (names inside `dir`), owned by root, dated `epoch`, in name order. */
 function reproducibleTarGz(dir: string, files: string[], target: string): void {
-  const tar = execFileSync('tar', ['--sort=name', `--mtime=@${epoch}`, '--owner=0', '--group=0', '--numeric-owner', '--format=ustar', '-C', dir, '-cf', '-', ...files.sort()], {
-    maxBuffer: 256 * 1024 * 1024,
-  });
+  const tar = execFileSync(
+    'tar',
+    [
+      '--sort=name',
+      `--mtime=@${epoch}`,
+      '--owner=0',
+      '--group=0',
+      '--numeric-owner',
+      '--format=ustar',
+      '-C',
+      dir,
+      '-cf',
+      '-',
+      ...files.sort(),
+    ],
+    {
+      maxBuffer: 256 * 1024 * 1024,
+    },
+  );
   writeFileSync(target, gzipSync(tar, { level: 9 }));
 }
 
@@ -77,7 +111,10 @@ function releaseImage(name: string, layout: string | undefined): ReleaseImage & 
 
 async function buildPluginFiles(dir: string): Promise<void> {
   mkdirSync(dir, { recursive: true });
-  const metafiles = [await bundle('cli-standalone', path.join(dir, PLUGIN_BUNDLE_FILE)), await bundle('toolbox', path.join(dir, TOOLBOX_FILE))];
+  const metafiles = [
+    await bundle('cli-standalone', path.join(dir, PLUGIN_BUNDLE_FILE)),
+    await bundle('toolbox', path.join(dir, TOOLBOX_FILE)),
+  ];
   writeFileSync(path.join(dir, NOTICES_FILE), noticesFor(root, `${PLUGIN_COMMAND} ${version}`, metafiles));
   copyFileSync(path.join(root, 'LICENSE'), path.join(dir, 'LICENSE'));
 }
@@ -109,7 +146,13 @@ async function main(): Promise<void> {
   cpSync(plugin, npmDir, { recursive: true });
   writeFileSync(path.join(npmDir, 'package.json'), `${JSON.stringify(pluginPackageJson(version), null, 2)}\n`);
   writeFileSync(path.join(npmDir, 'README.md'), pluginReadme());
-  const packed = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', out], { cwd: npmDir, encoding: 'utf8', env: { ...process.env, npm_config_loglevel: 'error' } })) as { filename: string }[];
+  const packed = JSON.parse(
+    execFileSync('npm', ['pack', '--json', '--pack-destination', out], {
+      cwd: npmDir,
+      encoding: 'utf8',
+      env: { ...process.env, npm_config_loglevel: 'error' },
+    }),
+  ) as { filename: string }[];
   const npmTarball = packed[0]!.filename;
 
   // krew: the plugin files and the launcher krew links onto PATH; the manifest names the archive's sha256.
@@ -129,8 +172,20 @@ async function main(): Promise<void> {
   cpSync(path.join(root, 'charts', CHART), chartDir, { recursive: true });
   copyFileSync(path.join(root, 'crds/chamvi.dev_codingruns.yaml'), path.join(chartDir, 'crds/chamvi.dev_codingruns.yaml'));
   writeFileSync(path.join(chartDir, 'Chart.yaml'), releaseChartYaml(readFileSync(path.join(chartDir, 'Chart.yaml'), 'utf8'), version));
-  writeFileSync(path.join(chartDir, 'values.yaml'), releaseValuesYaml(readFileSync(path.join(chartDir, 'values.yaml'), 'utf8'), { version, operator: operatorImage, sandbox: sandboxImage }));
-  const helmEnv = { ...process.env, HELM_CACHE_HOME: path.join(staging, 'helm/cache'), HELM_CONFIG_HOME: path.join(staging, 'helm/config'), HELM_DATA_HOME: path.join(staging, 'helm/data') };
+  writeFileSync(
+    path.join(chartDir, 'values.yaml'),
+    releaseValuesYaml(readFileSync(path.join(chartDir, 'values.yaml'), 'utf8'), {
+      version,
+      operator: operatorImage,
+      sandbox: sandboxImage,
+    }),
+  );
+  const helmEnv = {
+    ...process.env,
+    HELM_CACHE_HOME: path.join(staging, 'helm/cache'),
+    HELM_CONFIG_HOME: path.join(staging, 'helm/config'),
+    HELM_DATA_HOME: path.join(staging, 'helm/data'),
+  };
   execFileSync(options.helm, ['lint', '--strict', chartDir], { env: helmEnv, stdio: ['ignore', 'ignore', 'inherit'] });
   execFileSync(options.helm, ['package', chartDir, '--destination', out], { env: helmEnv, stdio: ['ignore', 'ignore', 'inherit'] });
   const chartPackage = `${CHART}-${version}.tgz`;
@@ -141,7 +196,10 @@ async function main(): Promise<void> {
 
   say(`release ${version} in ${path.relative(process.cwd(), out) || out}:`);
   for (const file of [...assets, 'SHA256SUMS']) say(`  ${file}`);
-  for (const [label, image] of [['operator image', operatorImage], ['sandbox image', sandboxImage]] as const) {
+  for (const [label, image] of [
+    ['operator image', operatorImage],
+    ['sandbox image', sandboxImage],
+  ] as const) {
     say(`  chart's ${label}: ${imageReference(image)} (${image.source})`);
   }
   if (!operatorImage.digest || !sandboxImage.digest) {

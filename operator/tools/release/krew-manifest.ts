@@ -44,7 +44,7 @@ export function krewManifest({ version, uri, sha256 }: KrewManifestInput) {
       description:
         'kubectl codingrun lists CodingRuns with their phase, steps and tokens, shows and\n' +
         'approves or denies the tool call a run waits on (bound to the sha256 of its input),\n' +
-        'prints a finished run\'s diff, and runs a CodingRun on this machine (run --local).\n',
+        "prints a finished run's diff, and runs a CodingRun on this machine (run --local).\n",
       caveats:
         `This plugin is JavaScript: it needs Node.js ${NODE_MAJOR} or later as \`node\` on PATH.\n` +
         '`kubectl codingrun run --local` also needs git and redis-server on PATH.\n',

@@ -18,13 +18,17 @@ interface Descriptor {
 /** The image's digest in the layout at `dir`; `tag` picks one when the index lists several. */
 export function ociLayoutDigest(dir: string, tag?: string): string {
   const indexPath = path.join(dir, 'index.json');
-  if (!existsSync(path.join(dir, 'oci-layout')) || !existsSync(indexPath)) throw new Error(`${dir} is not an OCI image layout (no oci-layout or index.json)`);
+  if (!existsSync(path.join(dir, 'oci-layout')) || !existsSync(indexPath))
+    throw new Error(`${dir} is not an OCI image layout (no oci-layout or index.json)`);
   const index = JSON.parse(readFileSync(indexPath, 'utf8')) as { schemaVersion?: number; manifests?: Descriptor[] };
-  if (index.schemaVersion !== 2 || !Array.isArray(index.manifests)) throw new Error(`${indexPath}: not an OCI index (schemaVersion 2 with manifests)`);
+  if (index.schemaVersion !== 2 || !Array.isArray(index.manifests))
+    throw new Error(`${indexPath}: not an OCI index (schemaVersion 2 with manifests)`);
   let chosen = index.manifests;
   if (chosen.length > 1 && tag) chosen = chosen.filter((descriptor) => descriptor.annotations?.[REF_NAME] === tag);
   if (chosen.length !== 1) {
-    throw new Error(`${indexPath} lists ${chosen.length} images${tag ? ` tagged ${tag}` : ''}; the release needs exactly one (name it with the ${REF_NAME} annotation)`);
+    throw new Error(
+      `${indexPath} lists ${chosen.length} images${tag ? ` tagged ${tag}` : ''}; the release needs exactly one (name it with the ${REF_NAME} annotation)`,
+    );
   }
   const digest = chosen[0]!.digest ?? '';
   if (!DIGEST.test(digest)) throw new Error(`${indexPath}: "${digest}" is not a sha256 digest`);

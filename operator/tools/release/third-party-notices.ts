@@ -40,7 +40,10 @@ export function renderNotices(product: string, packages: readonly BundledPackage
   const unique = new Map(packages.map((item) => [`${item.name}@${item.version}`, item]));
   const sections = [...unique.values()]
     .sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version))
-    .map((item) => `## ${item.name}@${item.version} (${item.license})\n\n${item.texts.length ? item.texts.map((text) => '```\n' + text + '\n```').join('\n\n') : 'The package ships no license file; its package.json says ' + item.license + '.'}\n`);
+    .map(
+      (item) =>
+        `## ${item.name}@${item.version} (${item.license})\n\n${item.texts.length ? item.texts.map((text) => '```\n' + text + '\n```').join('\n\n') : 'The package ships no license file; its package.json says ' + item.license + '.'}\n`,
+    );
   return `# Third-party notices\n\n${product} contains the following npm packages, bundled into it.\n\n${sections.join('\n')}`;
 }
 
