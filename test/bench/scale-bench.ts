@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, Watch, type V1Job, type V1Pod } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, KIND, PLURAL, RUN_LABEL, VERSION, type CodingRun } from '../../operator/src/api/index.ts';
-import { reuseConnections } from '../../operator/src/controller/connection-reuse.ts';
+import { reuseConnections } from '../../operator/src/kube/connection-reuse.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { ensureBinaries } from '../support/control-plane/binaries.ts';
 import { applyManifestDir, removeStateDir, startControlPlane, type ControlPlane } from '../support/control-plane/control-plane.ts';

@@ -1,4 +1,4 @@
-// The operator's API calls share TLS connections (operator/src/controller/connection-reuse.ts):
+// The operator's API calls share TLS connections (operator/src/kube/connection-reuse.ts):
 // a real HTTPS server counts the connections a real client-node KubeConfig opens for a series
 // of calls. Without the reuse (the control case) client-node opens one per call.
 import { once } from 'node:events';
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reuseConnections } from '../../operator/src/controller/connection-reuse.ts';
+import { reuseConnections } from '../../operator/src/kube/connection-reuse.ts';
 import { createPki, type Pki } from '../support/control-plane/certificates.ts';
 import { writeKubeconfig } from '../support/control-plane/kubeconfig.ts';
 

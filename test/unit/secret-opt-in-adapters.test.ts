@@ -6,7 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createKubeGateway } from '../../operator/src/controller/kube-gateway.ts';
+import { createKubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { SecretNotAllowedError } from '../../operator/src/workers/errors/secret-not-allowed-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
 

@@ -11,7 +11,7 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { API_VERSION, APPROVAL_ANNOTATION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
-import { statusCodeOf } from '../controller/api-errors.ts';
+import { statusCodeOf } from '../kube/api-errors.ts';
 import type { DiffConfigMap } from './diff-source.ts';
 import { CliError } from './errors/cli-error.ts';
 

@@ -4,7 +4,7 @@
 // server restart). No polling. The server closes each watch after `timeoutSeconds`, so a
 // connection that died silently is noticed within minutes.
 import type { Watch } from '@kubernetes/client-node';
-import { isGone } from './api-errors.ts';
+import { isGone } from '../kube/api-errors.ts';
 
 export interface InformerSource<T> {
   /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */

@@ -19,7 +19,7 @@ import type { IsolationView } from '../reconcile/isolation.ts';
 import { ISOLATION_PROBE_LABEL, buildIsolationProbePod, buildIsolationProbePolicy, isolationProbeName } from '../reconcile/isolation-probe-pod.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
-import { isNotFound } from './api-errors.ts';
+import { isNotFound } from '../kube/api-errors.ts';
 
 /** The API calls a probe makes: on its own pod and policy only, in the namespace it probes. */
 export interface IsolationProbeKube {

@@ -4,7 +4,7 @@
 // waiting out the lease duration. Leading is a term: run() returns when renewing failed
 // for longer than the renew deadline, and may be called again to stand for election.
 import { CustomObjectsApi, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
-import { isConflict, isNotFound } from './api-errors.ts';
+import { isConflict, isNotFound } from '../kube/api-errors.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;

@@ -14,10 +14,10 @@ import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
 import type { ObservedRun, ReferencedObjects, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
-import { isConflict } from './api-errors.ts';
-import type { EventRecorder } from './event-recorder.ts';
-import type { KubeGateway } from './kube-gateway.ts';
-import type { RunAgent } from './run-agent.ts';
+import { isConflict } from '../kube/api-errors.ts';
+import type { EventRecorder } from '../kube/event-recorder.ts';
+import type { KubeGateway } from '../kube/kube-gateway.ts';
+import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 
 export interface ObjectCache<T> {

@@ -2,7 +2,7 @@
 // queue, the model factory, events, a clock and a logger. Nothing here is a singleton.
 import type { LanguageModel } from 'ai';
 import { REASONS, codingRunSpec, type CodingRun, type CodingRunSpec, type ParsedCodingRun } from '../api/index.ts';
-import type { EventRecorder } from '../controller/event-recorder.ts';
+import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ClonePolicy } from './git-clone.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';

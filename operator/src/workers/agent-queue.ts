@@ -2,7 +2,7 @@
 // the controller calls (start a run, resume after an approval, stop and forget a run).
 import type { Queue } from 'bullmq';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
-import type { AgentView, ApprovalAnswer, RunAgent } from '../controller/run-agent.ts';
+import type { AgentView, ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';

@@ -2,7 +2,7 @@
 // calls after it (which may park the run again), and go on as after any step.
 import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
-import type { ApprovalAnswer } from '../controller/run-agent.ts';
+import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { endStep, handOn, runInFlightCalls } from './step-job.ts';
 import { deniedResult, executeToolCall } from './tool-execution.ts';
 import { approvalRefusal } from './approval-input.ts';

@@ -4,7 +4,7 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { gzipSync } from 'node:zlib';
 import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
-import { isAlreadyExists, isNotFound } from '../controller/api-errors.ts';
+import { isAlreadyExists, isNotFound } from '../kube/api-errors.ts';
 import { diffConfigMapName } from '../reconcile/names.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { ownerReference } from '../reconcile/sandbox-pod.ts';

@@ -3,8 +3,8 @@
 // already terminal is never written (the controller may have ended it: SandboxLost,
 // DeadlineExceeded, or the run was deleted), and the caller learns so and stops working.
 import { isTerminal, type CodingRun, type CodingRunStatus } from '../api/index.ts';
-import { isConflict } from '../controller/api-errors.ts';
-import type { KubeGateway } from '../controller/kube-gateway.ts';
+import { isConflict } from '../kube/api-errors.ts';
+import type { KubeGateway } from '../kube/kube-gateway.ts';
 
 export type StatusChange = (status: CodingRunStatus, run: CodingRun) => CodingRunStatus;
 

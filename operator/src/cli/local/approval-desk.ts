@@ -4,7 +4,7 @@
 // question whose call is no longer pending (the run ended, or spec.approval.timeout passed
 // and the reconciler denied it) is withdrawn.
 import type { CodingRun } from '../../api/index.ts';
-import type { ApprovalAnswer } from '../../controller/run-agent.ts';
+import type { ApprovalAnswer } from '../../reconcile/run-agent.ts';
 import type { Approver } from './terminal-approver.ts';
 
 export class ApprovalDesk {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ParsedCodingRun } from '../../api/index.ts';
-import type { ApprovalAnswer } from '../../controller/run-agent.ts';
+import type { ApprovalAnswer } from '../../reconcile/run-agent.ts';
 import { DEFAULT_TOOLBOX_PATH, createLocalSandbox, type LocalSandbox } from '../../sandbox/local-sandbox.ts';
 import type { Sandbox, ToolRequest, ToolResponse } from '../../sandbox/sandbox.ts';
 import type { SandboxFactory } from '../../workers/sandbox-pool.ts';

@@ -6,7 +6,7 @@
 // change resolves changed(), which is what the local loop waits on instead of a watch.
 import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
-import type { KubeGateway, NameHolder, SecretKeysAndLabels } from '../../controller/kube-gateway.ts';
+import type { KubeGateway, NameHolder, SecretKeysAndLabels } from '../../kube/kube-gateway.ts';
 import type { ObjectCache, ReconcilerCaches } from '../../controller/run-reconciler.ts';
 import { applyJsonPatch } from './json-patch.ts';
 import type { ManifestObjects } from './manifest-file.ts';

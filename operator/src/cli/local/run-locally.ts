@@ -7,7 +7,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Command } from '../parse-arguments.ts';
 import type { CodingRun } from '../../api/index.ts';
-import { EventRecorder } from '../../controller/event-recorder.ts';
+import { EventRecorder } from '../../kube/event-recorder.ts';
 import { RunReconciler } from '../../controller/run-reconciler.ts';
 import { OperatorMetrics } from '../../observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../providers/calling-policy.ts';

@@ -6,7 +6,7 @@
 // the answer names the sha256 of what was shown, which the resume job checks against the
 // input it runs.
 import { createInterface } from 'node:readline/promises';
-import type { ApprovalAnswer } from '../../controller/run-agent.ts';
+import type { ApprovalAnswer } from '../../reconcile/run-agent.ts';
 import { approvalInputSha256 } from '../../reconcile/approval-answer.ts';
 import { escapeForDisplay } from '../display-escape.ts';
 

@@ -2,8 +2,8 @@
 // starts and stops; the workers (BullMQ) do the work. Both methods are idempotent: the
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
-import type { ApprovalAnswer } from '../reconcile/approval-answer.ts';
-import type { AgentView } from '../reconcile/observed-run.ts';
+import type { ApprovalAnswer } from './approval-answer.ts';
+import type { AgentView } from './observed-run.ts';
 
 export type { AgentView };
 
