@@ -345,9 +345,12 @@ describe('a worker that dies mid-step', () => {
       const run = codingRun('killed', model);
       await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify(run) });
       await eventually(async () => (fake.requests.length >= before + 2 ? true : undefined), 60_000, 'step 2 to call the model');
+      // Killed while step 2 waits on its delayed answer, before a second replica exists: on a
+      // loaded machine a replica started first could take longer than the delay, and the
+      // first worker would finish step 2 itself.
+      await first.kill('SIGKILL');
       second = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { ...common, CHAMVI_IDENTITY: 'e2e-worker-b', CHAMVI_WATCH_NAMESPACES: `${NS}-kill`, CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease` } });
       await second.waitForLog('operator starting');
-      await first.kill('SIGKILL');
       const status = await eventually(async () => {
         const result = await kubectl(['get', 'crun', 'killed', '-n', `${NS}-kill`, '-o', 'jsonpath={.status}']);
         const parsed = result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
