@@ -19,6 +19,12 @@ describe('loadOperatorConfig', () => {
     expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, { CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: '30' }).modelCallTimeoutSeconds).toBe(30);
   });
 
+  it('kills spec.sandbox.setup at setupTimeoutSeconds, 1800 unless set, never above the toolbox\'s 30-minute cap', () => {
+    expect(loadOperatorConfig(undefined, {}).setupTimeoutSeconds).toBe(1800);
+    expect(loadOperatorConfig({ setupTimeoutSeconds: 600 }, { CHAMVI_SETUP_TIMEOUT_SECONDS: '5' }).setupTimeoutSeconds).toBe(5);
+    expect(() => loadOperatorConfig({ setupTimeoutSeconds: 1801 }, {})).toThrow(/config key setupTimeoutSeconds: /);
+  });
+
   it.each([
     [{ maxActiveRuns: 0 }, {}, /config key maxActiveRuns: /],
     [{ modelCallTimeoutSeconds: 0 }, {}, /config key modelCallTimeoutSeconds: /],

@@ -155,6 +155,11 @@ export const operatorConfigSchema = z
      * ModelUnavailable instead of holding a worker slot until budget.timeout.
      */
     modelCallTimeoutSeconds: z.coerce.number().int().min(1).max(3600).default(300),
+    /**
+     * spec.sandbox.setup is killed after this long and the run fails SetupFailed ("timed
+     * out"). 30 minutes is also the toolbox's own cap on one bash command.
+     */
+    setupTimeoutSeconds: z.coerce.number().int().min(1).max(1800).default(1800),
     /** BullMQ queue and run-state key prefix in Redis (tests give each run its own). */
     redisPrefix: z.string().min(1).regex(/^[A-Za-z0-9_-]+$/).default('chamvi'),
     httpPort: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -187,6 +192,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },
   CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: { key: 'modelCallTimeoutSeconds' },
+  CHAMVI_SETUP_TIMEOUT_SECONDS: { key: 'setupTimeoutSeconds' },
   CHAMVI_REDIS_PREFIX: { key: 'redisPrefix' },
 };
 

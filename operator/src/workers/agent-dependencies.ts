@@ -35,6 +35,8 @@ export interface AgentDependencies {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
   clonePolicy: ClonePolicy;
+  /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */
+  setupTimeoutMs?: number;
   logger: AgentLogger;
   now(): Date;
 }

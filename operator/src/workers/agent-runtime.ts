@@ -81,6 +81,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       metrics: options.metrics,
       getRun: (namespace, name) => options.kube.getRun(namespace, name),
       clonePolicy: { allowRepo: config.allowRepo, maxCheckoutBytes: config.maxCheckoutBytes, maxCheckoutFiles: config.maxCheckoutFiles },
+      setupTimeoutMs: config.setupTimeoutSeconds * 1000,
       logger: options.logger,
       now: () => new Date(),
     },

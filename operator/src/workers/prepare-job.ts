@@ -13,7 +13,7 @@ import { cutAtLine } from './diff-stats.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import { CloneFailedError, cloneRepository } from './git-clone.ts';
 
-const SETUP_TIMEOUT_MS = 30 * 60_000;
+const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 
 async function createArchive(dir: string, archive: string): Promise<void> {
   await promisify(execFile)('tar', ['-C', dir, '-cf', archive, '.'], { maxBuffer: 1024 * 1024 });
@@ -68,7 +68,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
     if (spec.sandbox.setup) {
-      const response = await sandbox.call({ tool: 'bash', input: { command: spec.sandbox.setup, timeoutMs: SETUP_TIMEOUT_MS } });
+      const response = await sandbox.call({ tool: 'bash', input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS } });
       const result = response.ok ? (response.result as { exitCode: number | null; stdout: string; stderr: string; timedOut: boolean }) : undefined;
       if (!result || result.exitCode !== 0) {
         const output = result ? cutAtLine(`${result.stdout}\n${result.stderr}`.trim().slice(-2000), 2000).text : `${response.ok ? '' : response.error.message}`;
