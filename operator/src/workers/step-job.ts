@@ -313,11 +313,13 @@ export async function afterCalls(
     await forgetRun(deps, ref);
     return;
   }
-  void deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
   if (state.stage === 'waiting' && pending) {
+    // The step is not over until its calls are answered: its one Step Event comes when the
+    // resume that ends it gets here (README: one Event per step).
     await deps.events.record(outcome.run, { type: 'Normal', reason: 'AwaitingApproval', message: `${pending.toolName} call ${pending.id} waits for approval: ${previewInput(pending.input)}` });
     return;
   }
+  void deps.events.record(outcome.run, { type: 'Normal', reason: 'Step', message: summary });
   if (state.stage === 'finalizing') await deps.queue.finalize(ref);
   else await deps.queue.step(ref, state.step);
 }
