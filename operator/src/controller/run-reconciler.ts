@@ -54,6 +54,8 @@ const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetwo
 
 /** How often a status write may meet a conflict before the key goes back to the queue. */
 const MAX_CONFLICT_RETRIES = 5;
+/** A deleted run whose job still runs is looked at again this soon (nothing else wakes it). */
+const JOBS_RUNNING_RECHECK_MS = 1_000;
 
 const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
 
@@ -108,8 +110,10 @@ export class RunReconciler {
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
       const decision = decide(observed, this.deps.config, this.now());
       try {
-        run = await this.apply(run, decision);
-        return decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
+        const applied = await this.apply(run, decision);
+        run = applied.run;
+        const requeueAfterMs = applied.requeueAfterMs ?? decision.requeueAfterMs;
+        return requeueAfterMs !== undefined ? { requeueAfterMs } : {};
       } catch (error) {
         // Decide again knowing the name is taken: decide() fails the run and creates nothing.
         if (error instanceof NameTakenError && takenOnCreate.length === 0) {
@@ -183,15 +187,27 @@ export class RunReconciler {
     return found;
   }
 
-  private async apply(run: CodingRun, decision: Decision): Promise<CodingRun> {
+  private async apply(run: CodingRun, decision: Decision): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
     const { kube } = this.deps;
     // A run that this decision ends is ended (status written) before its agent and sandbox
     // are stopped: a worker that found its state or pod gone first would end the run
     // itself, with the wrong reason (StateLost for a lost pod).
     const ending = isTerminal(decision.status?.phase) && !isTerminal(run.status?.phase);
     const afterStatus = ending ? decision.actions.filter((action) => STOPPING.has(action.type)) : [];
+    let jobsRunning = 0;
     for (const action of decision.actions) {
-      if (!afterStatus.includes(action)) run = await this.applyAction(run, action);
+      if (afterStatus.includes(action)) continue;
+      if (action.type === 'stopAgent') {
+        jobsRunning = await this.deps.agent.stop(run);
+        continue;
+      }
+      // Deleting: a job of the run still runs, and would leave its record (and maybe a next
+      // job) in Redis once it ends. The finalizer stays until it has ended and is removed.
+      if (action.type === 'removeFinalizer' && jobsRunning > 0) {
+        this.deps.logger.info({ ...runLogFields(run), jobsRunning }, 'deletion waits for the run\'s running jobs');
+        return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
+      }
+      run = await this.applyAction(run, action);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
     if (changes.length > 0) this.deps.logger.info({ ...runLogFields(run), phase: decision.status?.phase ?? run.status?.phase, actions: changes }, 'applied actions');
@@ -204,7 +220,7 @@ export class RunReconciler {
     for (const action of afterStatus) run = await this.applyAction(run, action);
     if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.admittedLocally.delete(run.metadata.uid);
     for (const event of decision.events) await this.deps.events.record(run, event);
-    return run;
+    return { run };
   }
 
   private async applyAction(run: CodingRun, action: Action): Promise<CodingRun> {

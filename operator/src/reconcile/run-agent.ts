@@ -15,8 +15,12 @@ export interface RunAgent {
   start(run: ParsedCodingRun): Promise<void>;
   /** Continue a run parked on an approval with the answer. Idempotent per approval id. */
   resume(run: CodingRun, answer: ApprovalAnswer): Promise<void>;
-  /** Remove the run's queued jobs and its state. Safe when there is nothing to remove. */
-  stop(run: CodingRun): Promise<void>;
+  /**
+   * Remove the run's jobs (in every state) and its state. Safe when there is nothing to
+   * remove. Resolves to the number of its jobs still running, which cannot be removed yet:
+   * a deletion keeps the run's finalizer until that is 0 and nothing of it is left in Redis.
+   */
+  stop(run: CodingRun): Promise<number>;
   /** What the agent holds of a started run; undefined when it cannot tell (Redis unreachable). */
   inspect(run: CodingRun): Promise<AgentView | undefined>;
 }
@@ -25,7 +29,9 @@ export interface RunAgent {
 export const idleAgent: RunAgent = {
   async start() {},
   async resume() {},
-  async stop() {},
+  async stop() {
+    return 0;
+  },
   async inspect() {
     return undefined;
   },

@@ -1,6 +1,7 @@
 // The BullMQ side of the agent: enqueueing jobs with idempotent ids, and the RunAgent port
 // the controller calls (start a run, resume after an approval, stop and forget a run).
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { AgentView, ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
@@ -48,6 +49,8 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     private readonly sandboxes: SandboxPool,
     /** Security #11.1: every job's data carries a MAC the worker verifies (a forged job, an approval above all, is refused). */
     private readonly seal: RunStateSeal,
+    /** The queue's Redis, where stop() finds every job a run still has (see storedJobIds). */
+    private readonly redis: Redis,
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
@@ -77,18 +80,38 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     await this.add('finalize', jobId.finalize(ref.uid), ref);
   }
 
-  async stop(run: CodingRun): Promise<void> {
+  async stop(run: CodingRun): Promise<number> {
     const uid = run.metadata.uid;
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
     const state = this.states.peek(await this.states.loadText(uid), AgentQueue.ref(run));
-    const ids = [jobId.prepare(uid), jobId.finalize(uid)];
-    for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.push(jobId.step(uid, step));
-    if (state?.pendingApproval) ids.push(jobId.resume(uid, state.pendingApproval.id));
+    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid)]);
+    for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
+    if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));
+    // Every other job the run had (the steps of a finished run, whose state is gone; its
+    // resumes): each job id starts with the run's uid, and a job is a key named after its id.
+    for (const id of await this.storedJobIds(uid)) ids.add(id);
     // A job that is running holds a lock and cannot be removed; it finds the run gone or
-    // finished when it next reads it and stops there.
-    await Promise.all(ids.map((id) => this.queue.remove(id).catch(() => 0)));
+    // finished when it next reads it and stops there. Counted, so a deletion waits for it.
+    const removed = await Promise.all([...ids].map((id) => this.queue.remove(id).catch(() => 0)));
     await this.states.delete(uid);
     await this.sandboxes.release(uid);
+    let running = 0;
+    for (const [index, id] of [...ids].entries()) if (removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown') running++;
+    return running;
+  }
+
+  /** Ids of the run's jobs that Redis still holds, in any state. */
+  private async storedJobIds(uid: string): Promise<string[]> {
+    const keyPrefix = this.queue.toKey('');
+    const ids = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${keyPrefix}${uid}-*`, 'COUNT', 1000);
+      cursor = next;
+      // A job's key is <prefix>:<queue>:<id>, beside <id>:logs and <id>:lock; ids have no ':'.
+      for (const key of keys) ids.add(key.slice(keyPrefix.length).split(':')[0]!);
+    } while (cursor !== '0');
+    return [...ids];
   }
 
   async inspect(run: CodingRun): Promise<AgentView | undefined> {

@@ -67,7 +67,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const states = new RunStateStore(stateRedis, config.redisPrefix, seal);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
-  const agentQueue = new AgentQueue(queue, states, sandboxes, seal);
+  const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const worker = !config.workersEnabled ? undefined : startAgentWorker(
     {

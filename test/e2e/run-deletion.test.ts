@@ -1,0 +1,168 @@
+// Deleting a run at any point leaves nothing behind (ARCHITECTURE "Delete", TESTING "delete a
+// run in every phase"): with the workers on, a run deleted while it waits to start, while its
+// setup runs, mid-step, while it waits for approval, and once it has succeeded or failed leaves
+// no object it owned (pod, NetworkPolicy, ConfigMap, Secret), no key of it in Redis and no job
+// of it in the queue, in any state.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
+import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const NS = 'e2e-deletion';
+const PREFIX = `deletion${Date.now()}`;
+const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
+
+interface RunStatus {
+  phase?: string;
+  reason?: string;
+  steps?: number;
+}
+
+let root: string;
+let repoUrl: string;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+let redis: Redis;
+
+const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
+const statusOf = (name: string) => runStatus<RunStatus & { finalizers?: string[] }>(NS, name);
+
+/** Where each case deletes its run, and how the test knows the run got there. */
+interface DeletionCase {
+  phase: string;
+  turns: object[];
+  spec?: object;
+  /** The run is where the case wants it (given its status). */
+  reached(status: RunStatus, name: string): boolean | Promise<boolean>;
+}
+
+const cases: DeletionCase[] = [
+  {
+    // Just accepted: the finalizer is on, the sandbox may not exist yet.
+    phase: 'Pending (just accepted)',
+    turns: [{ text: 'done' }],
+    reached: async (_status, name) => (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.finalizers}'])).stdout.includes('chamvi.dev'),
+  },
+  {
+    // Running, its prepare job busy with a setup that takes a while.
+    phase: 'Running (preparing: setup in progress)',
+    turns: [{ text: 'done' }],
+    spec: { sandbox: { setup: 'sleep 15' } },
+    reached: (status) => status.phase === 'Running',
+  },
+  {
+    // Running, a step job busy in a tool call.
+    phase: 'Running (mid-step)',
+    turns: [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'sleep 15' } }] }, { text: 'done' }],
+    reached: (status) => status.phase === 'Running' && (status.steps ?? 0) >= 1,
+  },
+  {
+    phase: 'WaitingForApproval',
+    turns: [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] }, { text: 'done' }],
+    spec: { approval: { tools: ['bash'] } },
+    reached: (status) => status.phase === 'WaitingForApproval',
+  },
+  {
+    phase: 'Succeeded',
+    turns: [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] }, { text: 'done' }],
+    reached: (status) => status.phase === 'Succeeded',
+  },
+  {
+    // Failed mid-way, after a step: its diff ConfigMap and its jobs exist.
+    phase: 'Failed',
+    turns: [{ toolCalls: [EDIT] }, { toolCalls: [EDIT] }, { text: 'never reached' }],
+    spec: { budget: { maxSteps: 1 } },
+    reached: (status) => status.phase === 'Failed',
+  },
+];
+
+/** Objects in the namespace that name the run (by uid) as an owner. */
+async function ownedObjects(uid: string): Promise<string[]> {
+  const listed = await kubectl(['get', 'pods,networkpolicies,configmaps,secrets', '-n', NS, '-o', 'json']);
+  const items = (JSON.parse(listed.stdout) as { items: Array<{ kind: string; metadata: { name: string; ownerReferences?: Array<{ uid: string }> } }> }).items;
+  return items.filter((item) => item.metadata.ownerReferences?.some((owner) => owner.uid === uid)).map((item) => `${item.kind}/${item.metadata.name}`);
+}
+
+/** Every Redis key of this operator's prefix that names the run, or holds its job ids (queues by state). */
+async function redisTraces(uid: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const key of await redis.keys(`${PREFIX}:*`)) {
+    if (key.includes(uid)) {
+      found.push(key);
+      continue;
+    }
+    const type = await redis.type(key);
+    const members =
+      type === 'list' ? await redis.lrange(key, 0, -1)
+      : type === 'zset' ? await redis.zrange(key, '0', '-1')
+      : type === 'set' ? await redis.smembers(key)
+      : [];
+    // BullMQ's events stream is a bounded log of what happened, not a job or state of the run.
+    for (const member of members) if (member.includes(uid)) found.push(`${key} holds ${member}`);
+  }
+  return found;
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-deletion-'));
+  repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
+  await createNamespace(NS, { restricted: true });
+  await createNamespace(`${NS}-lease`);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  redis = new Redis(redisUrl());
+  operator = new OperatorProcess({
+    kubeconfig: kubeconfigPath(),
+    env: {
+      REDIS_URL: redisUrl(),
+      CHAMVI_REDIS_PREFIX: PREFIX,
+      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
+      CHAMVI_IDENTITY: 'e2e-deletion',
+    },
+  });
+  await operator.waitForLog('caches synced; reconciling');
+}, 120_000);
+
+afterAll(async () => {
+  await operator?.kill();
+  await registrar?.stop();
+  redis?.disconnect();
+});
+
+describe('deleting a run, with the workers on', () => {
+  it.each(cases.map((each, index) => ({ ...each, name: `delete-${index}` })))('in $phase leaves no object, no Redis key and no job of it', async ({ name, turns, spec, reached }) => {
+    await applyIn(NS, [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name },
+        spec: { task: 'Greet the world.', repository: { url: repoUrl }, model: { provider: 'scripted', scriptRef: { name: `${name}-script` } }, ...spec },
+      },
+    ]);
+    const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    await eventually(async () => ((await reached(await statusOf(name), name)) ? true : undefined), 90_000, `${name} to reach the phase`);
+    // Control: the run had left traces to clean up (owned objects or Redis keys), except
+    // when deleted so early that it had none yet.
+    const before = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
+    if (name !== 'delete-0') expect(before, 'traces before the deletion').not.toEqual([]);
+
+    expect((await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])).code).toBe(0);
+    await eventually(async () => ((await kubectl(['get', 'crun', name, '-n', NS, '-o', 'name'])).code !== 0 ? true : undefined), 60_000, `${name} to be gone`);
+    // A job that was busy when the run went finishes on its own (the run is gone when it next
+    // looks); nothing of the run may be left once it has.
+    const left = await eventually(async () => {
+      const traces = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
+      return traces.length === 0 ? traces : undefined;
+    }, 45_000, `${name} to leave nothing`).catch(async () => [...(await ownedObjects(uid)), ...(await redisTraces(uid))]);
+    expect(left).toEqual([]);
+  }, 180_000);
+});
