@@ -1,7 +1,9 @@
 // The Helm chart against the real helm and the local control plane: it lints clean, bad
 // values fail with a message, its config is one the operator accepts, it installs, its
-// ClusterRole grants exactly the verbs the operator uses, and its admission policy refuses
-// a disallowed repository at `kubectl apply` while admitting an allowed one.
+// ServiceAccount may do what the operator does and not more, and its admission policy refuses
+// a disallowed repository at `kubectl apply` while admitting an allowed one. That the
+// ClusterRole grants exactly the verbs the operator uses is test/e2e/rbac.test.ts's: it
+// derives them from the API server's audit log of real runs, not from a list kept here.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,19 +28,6 @@ const manifests = (text: string): Manifest[] =>
   parseAllDocuments(text)
     .map((doc) => doc.toJS() as Manifest | null)
     .filter((doc): doc is Manifest => doc !== null);
-
-/** The verbs the operator uses; chart/templates/rbac.yaml grants exactly these. */
-const EXPECTED_CLUSTER_RULES = [
-  { apiGroups: ['chamvi.dev'], resources: ['codingruns'], verbs: ['get', 'list', 'watch', 'patch', 'delete'] },
-  { apiGroups: ['chamvi.dev'], resources: ['codingruns/status'], verbs: ['update', 'patch'] },
-  { apiGroups: ['chamvi.dev'], resources: ['codingruns/finalizers'], verbs: ['update'] },
-  { apiGroups: [''], resources: ['pods'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
-  { apiGroups: [''], resources: ['pods/exec'], verbs: ['create', 'get'] },
-  { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['create', 'delete', 'get', 'list', 'watch'] },
-  { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'watch', 'delete', 'update'] },
-  { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
-  { apiGroups: [''], resources: ['events'], verbs: ['create'] },
-];
 
 const codingRun = (name: string, url: string) => ({
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -153,12 +142,6 @@ describe('the chart on the local control plane', () => {
     await helm(['uninstall', RELEASE, '--namespace', NAMESPACE]);
     await deleteNamespace(RUNS_NAMESPACE);
     await deleteNamespace(NAMESPACE);
-  });
-
-  it('grants exactly the expected cluster rules', async () => {
-    const result = await kubectl(['get', 'clusterrole', `${RELEASE}-chamvi-operator`, '-o', 'json']);
-    expect(result.code).toBe(0);
-    expect(JSON.parse(result.stdout).rules).toEqual(EXPECTED_CLUSTER_RULES);
   });
 
   it('lets the ServiceAccount do what the operator does, and nothing more', async () => {
