@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { controlPlaneBin, createNamespace, kubeconfigPath, kubectl, kubectlOk, redisUrl } from '../support/cluster.ts';
+import { createHash } from 'node:crypto';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { OperatorProcess } from '../support/operator-process.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { auditLogFile } from '../support/control-plane/control-plane.ts';
 
@@ -24,6 +26,7 @@ let root: string;
 let repoUrl: string;
 let operatorKubeconfig: string;
 let registrar: SandboxExecRegistrar;
+let fake: FakeOpenAIServer;
 let clusterRole: Record<string, any>;
 /** Every rule of the chart's ClusterRole and Roles, as rendered by helm. */
 let chartRules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>;
@@ -43,6 +46,7 @@ function startOperator(identity: string) {
       CHAMVI_WATCH_NAMESPACES: NS,
       CHAMVI_LEADER_ELECTION_NAMESPACE: RELEASE_NS,
       CHAMVI_IDENTITY: identity,
+      CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
     },
   });
 }
@@ -112,10 +116,12 @@ beforeAll(async () => {
   operatorKubeconfig = join(root, 'operator-kubeconfig');
   writeFileSync(operatorKubeconfig, stringify(config));
   registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  fake = await startFakeOpenAIServer();
 }, 120_000);
 
 afterAll(async () => {
   await registrar?.stop();
+  await fake?.stop();
 });
 
 async function withoutVerb(resource: string, verb: string, test: () => Promise<void>) {
@@ -129,6 +135,66 @@ async function withoutVerb(resource: string, verb: string, test: () => Promise<v
     const restored = structuredClone(clusterRole);
     delete restored.metadata.resourceVersion;
     await ok(['replace', '-f', '-'], JSON.stringify(restored));
+  }
+}
+
+/** A run's status as the API server holds it ({} before the operator wrote one; undefined once it is gone). */
+async function statusOf(name: string): Promise<{ phase?: string; reason?: string; pendingApproval?: { id: string; input: string } } | undefined> {
+  const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
+  if (result.code !== 0) return /NotFound|not found/.test(result.stderr) ? undefined : {};
+  return JSON.parse(result.stdout || '{}');
+}
+
+/** The paths of a run the plain scripted runs do not take, under one operator with the chart's identity. */
+async function auditScenarios(): Promise<void> {
+  const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
+  const scriptMap = (name: string, turns: object[]) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { 'script.json': JSON.stringify({ turns }) } });
+  const run = (name: string, spec: object) => ({
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name },
+    spec: { task: 'Greet the world.', repository: { url: repoUrl }, model: { provider: 'scripted', scriptRef: { name: 'script' } }, ...spec },
+  });
+  const scripted = (name: string) => ({ model: { provider: 'scripted', scriptRef: { name } } });
+  await ok(['apply', '-n', NS, '-f', '-'], [
+    scriptMap('script-approval', [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] }, { text: 'done' }]),
+    scriptMap('script-two-edits', [{ toolCalls: [EDIT] }, { toolCalls: [EDIT] }, { text: 'never reached' }]),
+    scriptMap('script-slow', [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'sleep 10' } }] }, { text: 'done' }]),
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-rbac-audit-key' } },
+  ].map((object) => stringify(object)).join('---\n'));
+  fake.enqueue(
+    { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 10, completionTokens: 1 } },
+    { type: 'text', text: 'Done.', usage: { promptTokens: 10, completionTokens: 1 } },
+  );
+  const operator = startOperator(`rbac-op-audit`);
+  try {
+    await operator.waitForLog('became leader', 60_000);
+    await ok(['apply', '-n', NS, '-f', '-'], [
+      run('audit-approval', { ...scripted('script-approval'), approval: { tools: ['bash'] } }),
+      run('audit-provider', { model: { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } } }),
+      run('audit-fails', { ...scripted('script-two-edits'), budget: { maxSteps: 1 } }),
+      run('audit-deleted', scripted('script-slow')),
+      run('audit-ttl', { ttlSecondsAfterFinished: 0 }),
+    ].map((object) => stringify(object)).join('---\n'));
+    const waiting = await eventually(async () => {
+      const status = await statusOf('audit-approval');
+      return status?.phase === 'WaitingForApproval' ? status : undefined;
+    }, 90_000, 'audit-approval to wait for approval');
+    const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
+    await ok(['annotate', 'crun', 'audit-approval', '-n', NS, `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 })}`, '--overwrite']);
+    await eventually(async () => ((await statusOf('audit-deleted'))?.phase === 'Running' && ((await statusOf('audit-deleted')) as { steps?: number }).steps === 1 ? true : undefined), 90_000, 'audit-deleted mid-step');
+    await ok(['delete', 'crun', 'audit-deleted', '-n', NS, '--wait=true', '--timeout=60s']);
+    const ended = async (name: string) => eventually(async () => {
+      const status = await statusOf(name);
+      return status && (status.phase === 'Succeeded' || status.phase === 'Failed') ? status : undefined;
+    }, 90_000, `${name} to end`);
+    expect(await ended('audit-approval')).toMatchObject({ phase: 'Succeeded' });
+    expect(await ended('audit-provider')).toMatchObject({ phase: 'Succeeded' });
+    expect(await ended('audit-fails')).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded' });
+    // Deleted by the operator itself once it ended (ttlSecondsAfterFinished: 0).
+    await eventually(async () => ((await statusOf('audit-ttl')) === undefined ? true : undefined), 90_000, 'audit-ttl to be deleted by its TTL');
+  } finally {
+    await operator.kill('SIGKILL');
   }
 }
 
@@ -169,11 +235,14 @@ describe("the chart's RBAC", () => {
     });
   }, 150_000);
   // Not a hand-copied list: the API server's audit log (Metadata level, this ServiceAccount only; see
-  // test/support/control-plane/control-plane.ts) of the runs above, and of one more run deleted once it
-  // ended, says which verbs the operator asked for. The chart's ClusterRole must grant those and no more.
-  // It reads the log of every run in this file (the refused ones retry and replace a diff ConfigMap):
-  // run the whole file, not this test alone.
+  // test/support/control-plane/control-plane.ts) of real runs says which verbs the operator asked for:
+  // the runs above, and, with one operator, a run that waits for and gets an approval, one that uses a
+  // real provider's labelled Secret, one that fails mid-way (with its partial diff), one deleted mid-step
+  // and one its ttlSecondsAfterFinished deletes, then one more deleted once it ended. The chart's
+  // ClusterRole must grant those verbs and no more. It reads the log of every run in this file (the
+  // refused ones retry and replace a diff ConfigMap): run the whole file, not this test alone.
   it('grants exactly the verbs the operator asked for in real runs (from the audit log)', async () => {
+    await auditScenarios();
     const status = await runOnce(90_000, async (name) => {
       await ok(['delete', 'crun', name, '-n', NS, '--wait=true', '--timeout=60s']);
     });
@@ -195,8 +264,6 @@ describe("the chart's RBAC", () => {
     // this is a list to shrink (issue #20), not a licence to grant more.
     const notReachedHere: Record<string, string> = {
       // Used on paths these runs do not reach (the call site named):
-      '/secrets get': "kube-gateway / run-resources: a real provider's apiKeySecretRef (these runs are scripted)",
-      'chamvi.dev/codingruns delete': 'kube-gateway deleteRun',
       'networking.k8s.io/networkpolicies get': 'createOrFindHolder: a NetworkPolicy that already exists',
       '/pods/exec create': 'exec over SPDY, or an API server that authorizes the WebSocket upgrade with create',
       'chamvi.dev/codingruns/finalizers update': 'owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement',
@@ -205,5 +272,5 @@ describe("the chart's RBAC", () => {
     const unused = [...granted].filter((entry) => !used.has(entry) && !(entry in notReachedHere)).sort();
     expect(unused, 'granted but never asked for').toEqual([]);
     expect(Object.keys(notReachedHere).filter((entry) => !granted.has(entry)), 'no longer granted').toEqual([]);
-  }, 150_000);
+  }, 300_000);
 });
