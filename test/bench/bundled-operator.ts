@@ -6,6 +6,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { operatorNodeFlags } from '../support/operator-node-flags.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -40,7 +41,7 @@ export class BundledOperator {
   readonly exited: Promise<number | null>;
 
   constructor(bundle: string, env: Record<string, string>, nodeArgs: string[] = []) {
-    this.child = spawn(process.execPath, [...nodeArgs, bundle], {
+    this.child = spawn(process.execPath, [...operatorNodeFlags(), ...nodeArgs, bundle], {
       cwd: path.dirname(bundle),
       // The image's environment (operator/Dockerfile).
       env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: '--enable-source-maps', ...env },

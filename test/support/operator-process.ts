@@ -2,6 +2,7 @@
 // e2e tests, with its JSON log lines collected so tests can wait for what it says.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { operatorNodeFlags } from './operator-node-flags.ts';
 
 const mainPath = fileURLToPath(new URL('../../operator/src/main.ts', import.meta.url));
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -33,7 +34,7 @@ export class OperatorProcess {
   readonly exited: Promise<number | null>;
 
   constructor(options: OperatorProcessOptions) {
-    this.child = spawn(process.execPath, options.entry ? [options.entry] : ['--import', 'tsx', mainPath], {
+    this.child = spawn(process.execPath, [...operatorNodeFlags(), ...(options.entry ? [options.entry] : ['--import', 'tsx', mainPath])], {
       cwd: repoRoot,
       // The dev cluster (kwok) enforces no NetworkPolicy, so every test operator opts in to
       // unisolated sandboxes (security #11.8); a test of the refusal sets it back to 'false'.
