@@ -9,5 +9,5 @@ demo: dev-cluster toolbox ## A scripted CodingRun end to end on the dev cluster 
 	bash scripts/demo.sh
 
 .PHONY: bench-step
-bench-step: toolbox node_modules ## Per-step overhead (outside model and tools), written to test/bench/results/step.json
+bench-step: toolbox node_modules system-packages control-plane ## Step overhead, pickup to next pickup less model and tools, written to test/bench/results/step.json
 	npx tsx test/bench/step-bench.ts

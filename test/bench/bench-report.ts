@@ -59,45 +59,85 @@ function toolboxFigures(toolbox: Json): Figure[] {
 
 function execFigures(exec: Json): Figure[] {
   const { perCallExec, serveSession, kubectlExec } = exec.results;
+  const parts = exec.breakdown;
+  const n = (figure: { n?: number } | undefined) => (figure?.n ? `, n=${figure.n}` : '');
   return [
     {
       benchmark: 'exec',
-      figure: 'tool call through the API server, kept `serve` session, p50 / p99',
+      figure: `tool call through the API server, kept \`serve\` session (the operator's path), p50 / p99${n(serveSession)}`,
       unit: 'ms',
       value: p50p99(serveSession),
-      peer: { what: 'kubectl exec -i of the same call', value: p50p99(kubectlExec) },
+      peer: { what: `kubectl exec -i of the same call${n(kubectlExec)}`, value: p50p99(kubectlExec) },
       goal: 'serve p50 < 5 ms',
       met: exec.goals.servePerCallP50Under5ms,
     },
+    ...(parts
+      ? [
+          { benchmark: 'exec' as const, figure: '  serve: request to first byte of the answer', unit: 'ms', value: p50p99(parts.serveSession.firstByte), peer: null },
+          {
+            benchmark: 'exec' as const,
+            figure: '  serve: the toolbox alone (a local serve session, same call)',
+            unit: 'ms',
+            value: p50p99(parts.serveSession.toolboxAloneLocalServe),
+            peer: null,
+          },
+        ]
+      : []),
     {
       benchmark: 'exec',
-      figure: 'tool call through the API server, one pods/exec per call, p50 / p99',
+      figure: `tool call through the API server, one pods/exec per call, p50 / p99${n(perCallExec)}`,
       unit: 'ms',
       value: p50p99(perCallExec),
-      peer: { what: 'kubectl exec -i of the same call', value: p50p99(kubectlExec) },
+      peer: { what: `kubectl exec -i of the same call${n(kubectlExec)}`, value: p50p99(kubectlExec) },
       goal: 'faster than kubectl exec',
       met: exec.goals.perCallExecFasterThanKubectlExec,
     },
+    ...(parts
+      ? [
+          { benchmark: 'exec' as const, figure: '  per call: connection upgrade (WebSocket open through the API server)', unit: 'ms', value: p50p99(parts.perCallExec.connectionUpgrade), peer: null },
+          { benchmark: 'exec' as const, figure: '  per call: upgrade to first byte (toolbox start and call)', unit: 'ms', value: p50p99(parts.perCallExec.upgradeToFirstByte), peer: null },
+          {
+            benchmark: 'exec' as const,
+            figure: '  per call: the toolbox alone (`toolbox call` as a local process)',
+            unit: 'ms',
+            value: p50p99(parts.perCallExec.toolboxAloneLocalCall),
+            peer: { what: 'kubectl alone (`kubectl version --client`)', value: p50p99(parts.kubectlExec.kubectlProcessAlone) },
+          },
+        ]
+      : []),
   ];
 }
 
 function stepFigures(step: Json): Figure[] {
+  const parts = step.breakdownMs;
   return [
     {
       benchmark: 'step',
-      figure: `step overhead outside model and tools (${step.steps} steps), p50 / p99`,
+      figure: `step overhead, pickup to next pickup less model and tools (${step.samples ?? step.steps} steps), p50 / p99`,
       unit: 'ms',
       value: p50p99(step.overheadMs),
-      peer: { what: 'the whole step, same steps', value: p50p99(step.totalMs) },
+      peer: { what: 'the whole cycle, same steps', value: p50p99(step.cycleMs ?? step.totalMs) },
       goal: step.goal,
       met: step.overheadMs.p50 < 15,
     },
+    ...(parts
+      ? [
+          { benchmark: 'step' as const, figure: '  pickup to step start (dispatch, sealed state loaded from Redis)', unit: 'ms', value: p50p99(parts.pickupToStart), peer: null },
+          { benchmark: 'step' as const, figure: '  in the step, outside model and tools (run read, saves, status, enqueue)', unit: 'ms', value: p50p99(parts.inStep), peer: null },
+          { benchmark: 'step' as const, figure: '  step done to the next pickup (BullMQ hand-over)', unit: 'ms', value: p50p99(parts.handOver), peer: null },
+        ]
+      : []),
   ];
 }
 
 function scaleFigures(scale: Json): Figure[] {
-  const { runs, jobs, n } = scale;
-  const jobPeer = (value: number | string) => ({ what: `${n} Jobs, kube-controller-manager's Job controller`, value });
+  const { runs, n } = scale;
+  // The peer at the operator's client limits (none); older results (and --peer-limits default) have only the default one.
+  const jobs = scale.jobs ?? scale.jobsAtDefaultLimits;
+  const limits = (phase: Json) => (phase.clientLimits ? `client QPS ${phase.clientLimits.qps}, burst ${phase.clientLimits.burst}` : 'client QPS 20, burst 30');
+  const jobPeer = (value: number | string) => ({ what: `${n} Jobs, kube-controller-manager's Job controller (${limits(jobs)})`, value });
+  const defaults = scale.jobs ? scale.jobsAtDefaultLimits : undefined;
+  const defaultPeer = (value: number | string) => ({ what: `${n} Jobs, the same at its default ${limits(defaults)}`, value });
   const kcm = jobs.processes['kube-controller-manager'];
   const operator = runs.processes.operator;
   return [
@@ -110,6 +150,18 @@ function scaleFigures(scale: Json): Figure[] {
       goal: 'no slower than the Job controller',
       met: scale.goals.podsNoSlowerThanJobController,
     },
+    ...(defaults
+      ? [
+          { benchmark: 'scale' as const, figure: '  the same, against the Job controller at its default client limits', unit: 's', value: seconds(runs.allPodsMs), peer: defaultPeer(seconds(defaults.allPodsMs)) },
+          {
+            benchmark: 'scale' as const,
+            figure: "  time kube-controller-manager's requests waited on its client rate limiter",
+            unit: 's',
+            value: `${jobs.clientLimits?.rateLimiterWaitSeconds ?? 'n/a'} (no limit)`,
+            peer: defaultPeer(defaults.clientLimits?.rateLimiterWaitSeconds ?? 'n/a'),
+          },
+        ]
+      : []),
     { benchmark: 'scale', figure: 'create to pod, p50 / p99', unit: 's', value: p50p99Seconds(runs.podLatencyMs), peer: jobPeer(p50p99Seconds(jobs.podLatencyMs)) },
     {
       benchmark: 'scale',
@@ -118,6 +170,7 @@ function scaleFigures(scale: Json): Figure[] {
       value: seconds(runs.allDoneMs),
       peer: jobPeer(seconds(jobs.allDoneMs)),
     },
+    ...(defaults ? [{ benchmark: 'scale' as const, figure: '  the same, against the Job controller at its default client limits', unit: 's', value: seconds(runs.allDoneMs), peer: defaultPeer(seconds(defaults.allDoneMs)) }] : []),
     { benchmark: 'scale', figure: 'create to finished, p50 / p99', unit: 's', value: p50p99Seconds(runs.doneLatencyMs), peer: jobPeer(p50p99Seconds(jobs.doneLatencyMs)) },
     {
       benchmark: 'scale',

@@ -121,8 +121,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const parked = await runInFlightCalls(deps, run, state);
   const toolsMs = performance.now() - toolsStarted;
   await endStep(deps, run, state, parked);
-  // What a step costs outside the model and the tools (state, status, queue): the figure
-  // `make bench` reports as step overhead.
+  // What this job spends outside the model and the tools after the state load (run read,
+  // saves, status, enqueue). `make bench` reports a wider step overhead, pickup to next
+  // pickup (test/bench/step-cycles.ts), and takes totalMs, modelMs and toolsMs from here.
   const totalMs = performance.now() - stepStarted;
   deps.logger.info(
     { toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
