@@ -3,5 +3,5 @@
 
 .PHONY: bench-exec
 
-bench-exec: $(TOOLBOX_BUNDLE) ## Exec sandbox latency benchmark, written to test/bench/results/exec.json
+bench-exec: node_modules system-packages control-plane $(TOOLBOX_BUNDLE) ## Exec sandbox latency benchmark, written to test/bench/results/exec.json
 	npx tsx test/bench/exec-bench.ts
