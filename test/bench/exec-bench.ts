@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createKubernetesSandbox } from '../../operator/src/sandbox/kubernetes-sandbox.ts';
+import { encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import type { Sandbox } from '../../operator/src/sandbox/sandbox.ts';
 import { binDir as cachedBinDir, ensureBinaries } from '../support/control-plane/binaries.ts';
@@ -91,7 +92,7 @@ async function main(): Promise<void> {
     const target = { kubeConfig, namespace, podName, container: 'sandbox', toolboxCommand };
     const perCall = createKubernetesSandbox({ ...target, mode: 'call' });
     const serve = createKubernetesSandbox({ ...target, mode: 'serve' });
-    const line = `${JSON.stringify(request)}\n`;
+    const line = encodeRequest(request);
     const kubectlExec = async () => {
       const result = await runKubectl(['exec', '-i', '-n', namespace, podName, '-c', 'sandbox', '--', ...toolboxCommand, 'call'], { binDir, kubeconfig: kubeconfig as string, input: line });
       if (result.code !== 0 || !result.stdout.startsWith('{"ok":true')) throw new Error(`kubectl exec failed: ${result.stderr}`);
