@@ -24,8 +24,14 @@ describe('the diff ConfigMap', () => {
     expect(decodeDiff(stored)).toBe(DIFF);
   });
 
-  it('stores a larger diff gzip-compressed under binaryData, within a ConfigMap, and reads it back', () => {
-    const big = `${DIFF}${'+'.repeat(PLAIN_DIFF_MAX_BYTES)}\n`;
+  it('stores the largest plain diff with room left in the 1 MiB of a ConfigMap for its metadata', () => {
+    const largestPlain = encodeDiff('+'.repeat(PLAIN_DIFF_MAX_BYTES));
+    expect(largestPlain.data?.[DIFF_KEY]).toBeDefined();
+    expect(payloadBytes(largestPlain)).toBeLessThanOrEqual(1024 * 1024 - 64 * 1024);
+  });
+
+  it('stores a diff too large for that gzip-compressed under binaryData, and reads it back', () => {
+    const big = `${DIFF}${'+'.repeat(1000 * 1024)}\n`;
     const stored = encodeDiff(big);
     expect(Object.keys(stored.binaryData ?? {})).toEqual([DIFF_GZIP_KEY]);
     expect(stored.data).toBeUndefined();
