@@ -4,14 +4,21 @@
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { buildDiffConfigMap, decodeDiff, DIFF_GZIP_KEY, DIFF_KEY, encodeDiff, PLAIN_DIFF_MAX_BYTES } from '../../operator/src/reconcile/diff-config-map.ts';
+import {
+  buildDiffConfigMap,
+  decodeDiff,
+  DIFF_GZIP_KEY,
+  DIFF_KEY,
+  encodeDiff,
+  PLAIN_DIFF_MAX_BYTES,
+} from '../../operator/src/reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../../operator/src/reconcile/ownership.ts';
 
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 const gz = (text: string) => gzipSync(text).toString('base64');
 const payloadBytes = ({ data, binaryData }: { data?: Record<string, string>; binaryData?: Record<string, string> }) =>
-  Object.values(data ?? {}).reduce((sum, value) => sum + Buffer.byteLength(value), 0)
-  + Object.values(binaryData ?? {}).reduce((sum, value) => sum + Buffer.from(value, 'base64').length, 0);
+  Object.values(data ?? {}).reduce((sum, value) => sum + Buffer.byteLength(value), 0) +
+  Object.values(binaryData ?? {}).reduce((sum, value) => sum + Buffer.from(value, 'base64').length, 0);
 
 describe('the diff ConfigMap', () => {
   it('keeps the keys older and newer plugins read (API.md, kubectl codingrun diff --help)', () => {

@@ -11,7 +11,11 @@ const root = new URL('../../', import.meta.url).pathname;
 function database(): string {
   // make -q exits 1 when something is out of date: the database is printed all the same.
   try {
-    return execFileSync('make', ['-pq', '--no-print-directory', 'help'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return execFileSync('make', ['-pq', '--no-print-directory', 'help'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
   } catch (error) {
     return String((error as { stdout?: string }).stdout ?? '');
   }
@@ -33,7 +37,12 @@ function prerequisites(target: string): string[] {
 
 /** Rules written with a $(VARIABLE) among their prerequisites, in the Makefile and every fragment. */
 function rulesUsingVariables(): Array<{ file: string; target: string; name: string }> {
-  const files = ['Makefile', ...readdirSync(new URL('../../mk/', import.meta.url)).filter((file) => file.endsWith('.mk')).map((file) => `mk/${file}`)];
+  const files = [
+    'Makefile',
+    ...readdirSync(new URL('../../mk/', import.meta.url))
+      .filter((file) => file.endsWith('.mk'))
+      .map((file) => `mk/${file}`),
+  ];
   const rules: Array<{ file: string; target: string; name: string }> = [];
   for (const file of files) {
     for (const line of readFileSync(`${root}${file}`, 'utf8').split('\n')) {
@@ -47,7 +56,9 @@ function rulesUsingVariables(): Array<{ file: string; target: string; name: stri
 
 describe('the Makefile and mk/ fragments', () => {
   it('give bench-exec the toolbox bundle and the control plane it measures', () => {
-    expect(prerequisites('bench-exec')).toEqual(expect.arrayContaining(['sandbox-image/dist/toolbox.mjs', 'control-plane', 'node_modules']));
+    expect(prerequisites('bench-exec')).toEqual(
+      expect.arrayContaining(['sandbox-image/dist/toolbox.mjs', 'control-plane', 'node_modules']),
+    );
   });
 
   it('define every variable a rule names among its prerequisites before make reads that rule', () => {
@@ -56,7 +67,13 @@ describe('the Makefile and mk/ fragments', () => {
     const lost = rules
       .filter(({ target, name }) => {
         const value = variable(name);
-        return value === undefined || !value.trim().split(/\s+/).every((word) => prerequisites(target).includes(word));
+        return (
+          value === undefined ||
+          !value
+            .trim()
+            .split(/\s+/)
+            .every((word) => prerequisites(target).includes(word))
+        );
       })
       .map(({ file, target, name }) => `${file}: ${target} lost $(${name})`);
     expect(lost).toEqual([]);

@@ -5,7 +5,7 @@ import { describeRunRef, isSameRun, runRefFrom, runRefOf } from '../../operator/
 const ref = { uid: 'uid-a', namespace: 'team-a', name: 'run-a' };
 
 describe('the run reference', () => {
-  it('takes a run object\'s uid, namespace and name', () => {
+  it("takes a run object's uid, namespace and name", () => {
     expect(runRefOf({ metadata: { ...ref, labels: { x: 'y' } } as typeof ref })).toEqual(ref);
   });
 

@@ -45,7 +45,11 @@ describe('the toolbox line protocol', () => {
     expect(ok.startsWith('{"id":3,')).toBe(true);
     expect(decodeResponse(ok)).toEqual({ kind: 'response', id: 3, response: { ok: true, result: { path: 'a.txt' } } });
     const error = encodeResponse('two', { ok: false, error: { code: 'NOT_FOUND', message: 'no a.txt' } });
-    expect(decodeResponse(error)).toEqual({ kind: 'response', id: 'two', response: { ok: false, error: { code: 'NOT_FOUND', message: 'no a.txt' } } });
+    expect(decodeResponse(error)).toEqual({
+      kind: 'response',
+      id: 'two',
+      response: { ok: false, error: { code: 'NOT_FOUND', message: 'no a.txt' } },
+    });
     expect(encodeResponse(undefined, { ok: true, result: 1 })).toBe('{"ok":true,"result":1}\n');
   });
 
@@ -92,7 +96,10 @@ describe('LineSplitter', () => {
 
   it('keeps only the first bytes of an oversized line, fed a byte at a time', () => {
     const long = `{"id":5,"x":"${'a'.repeat(10_000)}"}\n`;
-    const { lines, oversized } = split(1_000, [...Buffer.from(long)].map((byte) => Buffer.from([byte])));
+    const { lines, oversized } = split(
+      1_000,
+      [...Buffer.from(long)].map((byte) => Buffer.from([byte])),
+    );
     expect(lines).toEqual([]);
     expect(Buffer.byteLength(oversized[0]!)).toBeLessThanOrEqual(OVERSIZED_PREFIX_BYTES);
     expect(idFromLinePrefix(oversized[0]!)).toBe(5);

@@ -12,14 +12,25 @@ import { operatorConfigSchema } from './operator-config.ts';
  * redisPassword and stateKey come from Secrets as env (never the ConfigMap), redisCaFile from
  * redis.caSecretRef.
  */
-export const CHART_OWNED_CONFIG_KEYS = ['redisUrl', 'httpPort', 'leaderElection', 'identity', 'redisPassword', 'redisCaFile', 'stateKey'] as const;
+export const CHART_OWNED_CONFIG_KEYS = [
+  'redisUrl',
+  'httpPort',
+  'leaderElection',
+  'identity',
+  'redisPassword',
+  'redisCaFile',
+  'stateKey',
+] as const;
 
-const DESCRIPTION = "The operator's own config keys (API.md \"Operator configuration\", generated from operator/src/config/operator-config.ts); "
-  + 'redisUrl, httpPort and leaderElection come from their own sections, secrets from Secrets.';
+const DESCRIPTION =
+  'The operator\'s own config keys (API.md "Operator configuration", generated from operator/src/config/operator-config.ts); ' +
+  'redisUrl, httpPort and leaderElection come from their own sections, secrets from Secrets.';
 
 /** The JSON Schema of values.config: draft-07, which helm's validator reads. */
 export function chartConfigSchema(): Record<string, unknown> {
-  const settable = operatorConfigSchema.omit(Object.fromEntries(CHART_OWNED_CONFIG_KEYS.map((key) => [key, true])) as { [K in (typeof CHART_OWNED_CONFIG_KEYS)[number]]: true });
+  const settable = operatorConfigSchema.omit(
+    Object.fromEntries(CHART_OWNED_CONFIG_KEYS.map((key) => [key, true])) as { [K in (typeof CHART_OWNED_CONFIG_KEYS)[number]]: true },
+  );
   // io 'input': what a values file may write. Keys with defaults stay optional, and coerced
   // numbers are described as the integers they must be.
   const { $schema: _nested, ...schema } = z.toJSONSchema(settable, { target: 'draft-7', io: 'input' }) as Record<string, unknown>;

@@ -32,7 +32,9 @@ export interface DiffConfigMap extends OwnedMetadata, DiffData {}
 
 /** The payload for a diff: plain text when it fits, else gzip under binaryData. */
 export function encodeDiff(diff: string): DiffData {
-  return Buffer.byteLength(diff) <= PLAIN_DIFF_MAX_BYTES ? { data: { [DIFF_KEY]: diff } } : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } };
+  return Buffer.byteLength(diff) <= PLAIN_DIFF_MAX_BYTES
+    ? { data: { [DIFF_KEY]: diff } }
+    : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } };
 }
 
 const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64')).toString('utf8');

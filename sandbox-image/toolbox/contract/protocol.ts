@@ -43,7 +43,8 @@ export function decodeRequest(line: string): RequestReading {
   } catch {
     return { kind: 'invalid', message: 'request is not valid JSON' };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { kind: 'invalid', message: 'request must be a JSON object' };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { kind: 'invalid', message: 'request must be a JSON object' };
   const { id, tool, input } = value as Record<string, unknown>;
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
   return { kind: 'request', request: { id, tool, input: input ?? {} } };
