@@ -11,6 +11,13 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 # for the control plane's certificates, git for clones.
 SYSTEM_PACKAGES := redis-server:redis-server ripgrep:rg openssl:openssl git:git
 
+# The fragments, in an order that matters: make expands a rule's prerequisites when it reads
+# the rule, so a variable used there (TOOLBOX_BUNDLE in exec.mk) must be defined by a fragment
+# read before it. A glob read them alphabetically, exec.mk before toolbox.mk, and bench-exec
+# lost its prerequisites. Variables first (toolbox, control plane, images), then the fragments
+# that use them. test/unit/makefile.test.ts checks the prerequisites make actually sees.
+include mk/toolbox.mk mk/control-plane.mk mk/images.mk mk/exec.mk mk/demo.mk mk/bench.mk
+
 .PHONY: help
 help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -67,5 +74,3 @@ test-unit: node_modules ## Unit tier only
 test-integration: node_modules system-packages toolbox control-plane ## Integration tier only
 	npx vitest run --project integration
 
-# Fragments: control plane (mk/control-plane.mk), toolbox (mk/toolbox.mk), ...
--include mk/*.mk

@@ -2,17 +2,18 @@
 // response line was written (tool errors included); non-zero only when the protocol itself
 // failed, with the reason on stderr.
 import { callOnce } from './call.ts';
+import { isToolboxCommand, TOOLBOX_COMMANDS, type ToolboxCommand } from './contract/protocol.ts';
 import { serve } from './serve.ts';
 import { importTar } from './tar-import.ts';
 import { ProtocolError } from './tool-dispatch.ts';
 import { createContext, type ContextOptions } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
-import { writeLine } from './response-writer.ts';
+import { writeResponse } from './response-writer.ts';
 
-const USAGE = 'usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] call|serve|import';
+const USAGE = `usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] ${TOOLBOX_COMMANDS.join('|')}`;
 
 interface Arguments extends ContextOptions {
-  command: string;
+  command: ToolboxCommand;
 }
 
 export function parseArguments(argv: string[]): Arguments {
@@ -35,7 +36,7 @@ export function parseArguments(argv: string[]): Arguments {
     } else if (!flag?.startsWith('-') && command === undefined) command = flag;
     else throw new ProtocolError(`unknown argument ${argument}\n${USAGE}`);
   }
-  if (command !== 'call' && command !== 'serve' && command !== 'import') throw new ProtocolError(USAGE);
+  if (!isToolboxCommand(command)) throw new ProtocolError(USAGE);
   return { ...options, command };
 }
 
@@ -47,10 +48,10 @@ async function main(): Promise<number> {
   else {
     try {
       const result = await importTar(context, process.stdin);
-      await writeLine(process.stdout, { ok: true, result });
+      await writeResponse(process.stdout, undefined, { ok: true, result });
     } catch (error) {
       if (!ToolboxError.isInstance(error)) throw error;
-      await writeLine(process.stdout, { ok: false, error: { code: error.code, message: error.message } });
+      await writeResponse(process.stdout, undefined, { ok: false, error: { code: error.code, message: error.message } });
     }
   }
   return 0;

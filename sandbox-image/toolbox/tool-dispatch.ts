@@ -1,8 +1,10 @@
 // Turns one protocol request into one response: validates the input with the contract's zod
 // schema, runs the tool, and maps every failure to a stable error code. A tool never throws
-// out of here; only a request that is not a request at all is a protocol failure.
+// out of here; only a request that is not a request at all is a protocol failure. The line
+// format is contract/protocol.ts.
 import { z } from 'zod';
-import { isToolName, toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
+import { decodeRequest, type RequestLine } from './contract/protocol.ts';
+import { toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
 import { bashKill, bashOutput } from './bash-jobs.ts';
 import { runBash } from './bash-session.ts';
@@ -38,24 +40,11 @@ export class ProtocolError extends Error {
   override readonly name = 'ProtocolError';
 }
 
-export interface ToolRequest {
-  id?: unknown;
-  tool: ToolName;
-  input: unknown;
-}
-
 /** Parses one request line; throws ProtocolError for bad JSON or an unknown tool. */
-export function parseRequest(line: string): ToolRequest {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch {
-    throw new ProtocolError('request is not valid JSON');
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ProtocolError('request must be a JSON object');
-  const { id, tool, input } = value as Record<string, unknown>;
-  if (!isToolName(tool)) throw new ProtocolError(`unknown tool ${JSON.stringify(tool)?.slice(0, 100)}`);
-  return { id, tool, input: input ?? {} };
+export function parseRequest(line: string): RequestLine {
+  const reading = decodeRequest(line);
+  if (reading.kind === 'invalid') throw new ProtocolError(reading.message);
+  return reading.request;
 }
 
 export async function dispatch(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {

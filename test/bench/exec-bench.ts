@@ -26,6 +26,7 @@ import { parseArgs } from 'node:util';
 import { loadavg } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
+import { encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { LocalProcessTransport } from '../../operator/src/sandbox/local-process-transport.ts';
 import type { Sandbox } from '../../operator/src/sandbox/sandbox.ts';
@@ -122,7 +123,7 @@ async function main(): Promise<void> {
     const local = new LocalProcessTransport({ toolboxPath: DEFAULT_TOOLBOX_PATH, workspaceDir: workspace.workspaceDir, homeDir: home });
     const localServe = new ToolboxSandbox(local, { mode: 'serve' });
     const localCall = new ToolboxSandbox(local, { mode: 'call' });
-    const line = `${JSON.stringify(request)}\n`;
+    const line = encodeRequest(request);
     const kubectlExec = async () => {
       const result = await runKubectl(['exec', '-i', '-n', namespace, podName, '-c', 'sandbox', '--', ...toolboxCommand, 'call'], { binDir, kubeconfig: kubeconfig as string, input: line });
       if (result.code !== 0 || !result.stdout.startsWith('{"ok":true')) throw new Error(`kubectl exec failed: ${result.stderr}`);

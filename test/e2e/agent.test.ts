@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
@@ -206,8 +207,8 @@ describe('approvals', () => {
     expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input: '{"command":"git diff --stat"}' });
     // Security #11.5: an approval names the sha256 of the input it approves.
     const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
-    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 });
-    expect((await kubectl(['annotate', 'crun', 'approve', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite'])).code).toBe(0);
+    const answer = encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 });
+    expect((await kubectl(['annotate', 'crun', 'approve', '-n', NS, `${APPROVAL_ANNOTATION}=${answer}`, '--overwrite'])).code).toBe(0);
     const status = await finished('approve');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
     expect(status.pendingApproval).toBeUndefined();
@@ -243,8 +244,8 @@ describe('an openai-compatible model over HTTP', () => {
       const status = await statusOf('deny');
       return status.phase === 'WaitingForApproval' ? status : undefined;
     }, 60_000, 'deny to wait');
-    const answer = JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'deny', reason: 'no network access' });
-    await kubectl(['annotate', 'crun', 'deny', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite']);
+    const answer = encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny', reason: 'no network access' });
+    await kubectl(['annotate', 'crun', 'deny', '-n', NS, `${APPROVAL_ANNOTATION}=${answer}`, '--overwrite']);
     const status = await finished('deny');
     expect(status.phase).toBe('Succeeded');
     const followUp = JSON.stringify(fake.requests[before + 1]!.body);

@@ -9,6 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, kubeconfigPath, kubectlOk, redisUrl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
@@ -148,7 +149,7 @@ describe('issue #20 the clone credential stays with the operator', () => {
     expect(files.map((file) => file.path)).toContain(join(workspace.workspaceDir, 'findings.txt'));
     expect(files.filter((file) => file.text.includes(TOKEN) || file.text.includes(BASIC)).map((file) => file.path)).toEqual([]);
 
-    await ok(['annotate', 'crun', RUN, '-n', NS, `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'deny' })}`]);
+    await ok(['annotate', 'crun', RUN, '-n', NS, `${APPROVAL_ANNOTATION}=${encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny' })}`]);
     const done = await eventually(async () => {
       const status = await runStatus<RunStatus>(NS, RUN);
       return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;

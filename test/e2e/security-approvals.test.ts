@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
@@ -59,7 +60,8 @@ function gatedRun(name: string, turns: object[]) {
   ];
 }
 
-const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', name, '-n', NS, `chamvi.dev/approval=${JSON.stringify(answer)}`, '--overwrite']);
+// The answers are raw JSON on purpose: some are not answers the plugin would write.
+const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', name, '-n', NS, `${APPROVAL_ANNOTATION}=${JSON.stringify(answer)}`, '--overwrite']);
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));

@@ -6,7 +6,6 @@
 // keeps stays bounded: its own memory (peak RSS, sampled every 100 ms and the kernel's
 // high-water mark), the run's status object and the diff ConfigMap (1 MiB in all).
 import { randomBytes } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { kubeconfigPath, kubectl } from '../support/cluster.ts';
@@ -15,6 +14,7 @@ import { startFakeOpenAIServer, type FakeOpenAIServer, type RecordedRequest } fr
 import { codingRun } from '../support/fault-fixture.ts';
 import { FaultScene } from '../support/fault-scene.ts';
 import { MiB, sampleMemory, type MemorySampler } from '../support/memory-sampler.ts';
+import { decodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 
 const NS = 'faults-oversized';
@@ -71,7 +71,7 @@ async function diffConfigMap(name: string): Promise<{ bytes: number; diff: strin
   const object = JSON.parse(result.stdout) as { data?: Record<string, string>; binaryData?: Record<string, string> };
   const data = Object.values(object.data ?? {}).reduce((sum, value) => sum + Buffer.byteLength(value), 0);
   const binary = Object.values(object.binaryData ?? {}).reduce((sum, value) => sum + Buffer.from(value, 'base64').length, 0);
-  const diff = object.data?.diff ?? gunzipSync(Buffer.from(object.binaryData?.['diff.gz'] ?? '', 'base64')).toString('utf8');
+  const diff = decodeDiff(object) ?? '';
   return { bytes: data + binary, diff };
 }
 

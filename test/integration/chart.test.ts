@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
+import { CHART_OWNED_CONFIG_KEYS } from '../../operator/src/config/chart-values-schema.ts';
 import { loadOperatorConfig, operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
 import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
 import { chartDir, helm } from '../support/helm.ts';
@@ -54,6 +55,12 @@ describe('the chart, offline', () => {
     [['--set', 'config.allowRepo[0]=https://github.com/acme/ x'], /allowRepo/],
     [['--set', 'config.alowRepo[0]=https://github.com/acme/*'], /alowRepo/],
     [['--set', 'logLevel=loud'], /logLevel/],
+    // From the schema generated out of operator-config.ts (make chart-schema):
+    [['--set', 'config.allowModelEndpoints[0]=https://key@llm.internal/v1'], /allowModelEndpoints/],
+    [['--set', 'config.watchNamespaces[0]=Team_A'], /watchNamespaces/],
+    [['--set', 'config.maxCheckoutBytes=1024'], /maxCheckoutBytes/],
+    [['--set', 'config.isolationProbe.settleSeconds=0'], /settleSeconds/],
+    [['--set', 'config.stateKey=0123456789abcdef0123456789abcdef'], /stateKey/],
   ])('fails helm template %j with a message naming the value', async (args, message) => {
     const result = await template(...args);
     expect(result.code).not.toBe(0);
@@ -78,7 +85,7 @@ describe('the chart, offline', () => {
     // redisUrl, httpPort and leaderElection come from their own sections; identity is the pod name.
     // Security #11.1: redisPassword and stateKey come from Secrets as env (never the ConfigMap),
     // redisCaFile from redis.caSecretRef.
-    const chartOwned = ['redisUrl', 'httpPort', 'leaderElection', 'identity', 'redisPassword', 'redisCaFile', 'stateKey'];
+    const chartOwned: readonly string[] = CHART_OWNED_CONFIG_KEYS;
     const operatorKeys = Object.keys(operatorConfigSchema.shape).filter((key) => !chartOwned.includes(key));
     expect(operatorKeys.filter((key) => !settable.includes(key))).toEqual([]);
   });

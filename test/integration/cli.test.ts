@@ -5,6 +5,8 @@
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import { DIFF_GZIP_KEY, encodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 import { startPlugin } from '../support/plugin.ts';
 import type { ProcessResult } from '../support/run-process.ts';
@@ -83,12 +85,12 @@ beforeAll(async () => {
     };
   };
   const configMaps = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE, ...(await ownedBy('done')) }, data: { diff: DIFF } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE, ...(await ownedBy('done')) }, ...encodeDiff(DIFF) },
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: { name: 'done-gzip-diff', namespace: NAMESPACE, ...(await ownedBy('done-gzip')) },
-      binaryData: { 'diff.gz': gzipSync(DIFF.repeat(3)).toString('base64') },
+      binaryData: { [DIFF_GZIP_KEY]: gzipSync(DIFF.repeat(3)).toString('base64') },
     },
   ];
   for (const configMap of configMaps) expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(configMap) })).code).toBe(0);
@@ -103,23 +105,23 @@ describe('kubectl-codingrun approve and deny', () => {
     const written = await annotations('waiting');
     // Security #11.5: the answer names the sha256 of the input approve showed.
     expect(result.stdout).toContain(INPUT);
-    expect(JSON.parse(written['chamvi.dev/approval']!)).toEqual({ id: 's4-c1', decision: 'approve', sha256: INPUT_SHA256 });
+    expect(JSON.parse(written[APPROVAL_ANNOTATION]!)).toEqual({ id: 's4-c1', decision: 'approve', sha256: INPUT_SHA256 });
     expect(written['example.com/keep']).toBe('yes');
   });
 
   it('deny --reason writes the decision with its reason', async () => {
     const result = await codingrun('deny', 'deny-me', '--reason', 'no network in tests', '-n', NAMESPACE, '--id', 's2-c1');
     expect(result.code).toBe(0);
-    expect(JSON.parse((await annotations('deny-me'))['chamvi.dev/approval']!)).toEqual({ id: 's2-c1', decision: 'deny', reason: 'no network in tests' });
+    expect(JSON.parse((await annotations('deny-me'))[APPROVAL_ANNOTATION]!)).toEqual({ id: 's2-c1', decision: 'deny', reason: 'no network in tests' });
   });
 
   it('refuses a wrong approval id with exit 1, naming the pending one, and writes nothing', async () => {
     await patchStatus('deny-me', waitingFor('s3-c1'));
-    await kubectl(['annotate', 'codingrun', 'deny-me', '-n', NAMESPACE, 'chamvi.dev/approval-']);
+    await kubectl(['annotate', 'codingrun', 'deny-me', '-n', NAMESPACE, `${APPROVAL_ANNOTATION}-`]);
     const result = await codingrun('approve', 'deny-me', '--id', 's2-c1', '-n', NAMESPACE);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('waiting for approval s3-c1 (bash), not s2-c1');
-    expect((await annotations('deny-me'))['chamvi.dev/approval']).toBeUndefined();
+    expect((await annotations('deny-me'))[APPROVAL_ANNOTATION]).toBeUndefined();
   });
 
   it('refuses a run with nothing pending with exit 1', async () => {

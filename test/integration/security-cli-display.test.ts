@@ -5,6 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { pluginPath, runPlugin } from '../support/plugin.ts';
 import { runProcess } from '../support/run-process.ts';
@@ -56,8 +58,9 @@ function waitingOn(command: string) {
 }
 
 async function approvalAnnotation(name: string): Promise<unknown> {
-  const result = await kubectl(['get', 'codingrun', name, '-n', NAMESPACE, '-o', 'jsonpath={.metadata.annotations.chamvi\\.dev/approval}']);
-  return result.stdout ? JSON.parse(result.stdout) : undefined;
+  const result = await kubectl(['get', 'codingrun', name, '-n', NAMESPACE, '-o', 'json']);
+  const written = (JSON.parse(result.stdout) as CodingRun).metadata.annotations?.[APPROVAL_ANNOTATION];
+  return written === undefined ? undefined : JSON.parse(written);
 }
 
 // 10 KiB of harmless-looking filler, then what an approver must not miss.

@@ -8,7 +8,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { Informer, type CachedObject } from '../../operator/src/controller/informer.ts';
-import { approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
+import { APPROVAL_ANNOTATION, approvalInputSha256, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
+import { decodeDiff, type DiffData } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from './cluster.ts';
 import { OperatorProcess, eventually, type LogLine } from './operator-process.ts';
@@ -164,8 +165,8 @@ export class RunNamespace {
   async answer(name: string, id: string, decision: 'approve' | 'deny'): Promise<void> {
     // Security #11.5: an approve names the sha256 of the pending input, as the plugin sends it.
     const input = decision === 'approve' ? (await this.status(name)).pendingApproval?.input : undefined;
-    const answer = JSON.stringify({ id, decision, ...(input !== undefined ? { sha256: approvalInputSha256(input) } : {}) });
-    const result = await kubectl(['annotate', 'crun', name, '-n', this.name, `chamvi.dev/approval=${answer}`, '--overwrite']);
+    const answer = encodeApprovalAnnotation({ id, decision, ...(input !== undefined ? { sha256: approvalInputSha256(input) } : {}) });
+    const result = await kubectl(['annotate', 'crun', name, '-n', this.name, `${APPROVAL_ANNOTATION}=${answer}`, '--overwrite']);
     if (result.code !== 0) throw new Error(result.stderr);
   }
 
@@ -175,10 +176,10 @@ export class RunNamespace {
     return { pod: sandboxPodName(run), policy: networkPolicyName(run), diff: diffConfigMapName(run) };
   }
 
-  /** The text of the run's diff ConfigMap under its derived name, undefined when there is none. */
+  /** The diff in the run's diff ConfigMap under its derived name, undefined when there is none. */
   async diffConfigMap(name: string): Promise<string | undefined> {
-    const result = await kubectl(['get', 'configmap', (await this.derivedNames(name)).diff, '-n', this.name, '-o', 'jsonpath={.data.diff}']);
-    return result.code === 0 ? result.stdout : undefined;
+    const result = await kubectl(['get', 'configmap', (await this.derivedNames(name)).diff, '-n', this.name, '-o', 'json']);
+    return result.code === 0 ? (decodeDiff(JSON.parse(result.stdout) as DiffData) ?? '') : undefined;
   }
 }
 

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import { decodeResponse, encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
 import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 
 export const TOOLBOX = fileURLToPath(new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url));
@@ -92,11 +93,13 @@ export async function callTool(
 ): Promise<ToolResponse> {
   const result = await runToolbox(
     ['--root', workspace.root, '--home', workspace.home, ...(options.extraArgs ?? []), 'call'],
-    `${JSON.stringify({ tool, input })}\n`,
+    encodeRequest({ tool, input }),
     options.env ? { env: options.env } : {},
   );
   if (result.code !== 0) throw new Error(`toolbox exited ${result.code}: ${result.stderr}`);
-  return JSON.parse(result.stdout) as ToolResponse;
+  const reading = decodeResponse(result.stdout);
+  if (reading.kind === 'invalid') throw new Error(`toolbox answered ${reading.message}`);
+  return reading.response;
 }
 
 /** A kept serve session on the workspace, for tests that make many calls. */

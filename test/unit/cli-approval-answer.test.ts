@@ -2,11 +2,17 @@
 // operator reads, and refuse with a clear error when nothing waits or the id is another.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { answerFor, encodeAnswer, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
+import { answerFor, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
 import { ApprovalIdMismatchError } from '../../operator/src/cli/errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from '../../operator/src/cli/errors/approval-input-error.ts';
 import { NothingPendingError } from '../../operator/src/cli/errors/nothing-pending-error.ts';
-import { approvalInputSha256, readApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
+import {
+  APPROVAL_ANNOTATION,
+  approvalInputSha256,
+  decodeApprovalAnnotation,
+  encodeApprovalAnnotation,
+  readApprovalAnnotation,
+} from '../../operator/src/reconcile/approval-answer.ts';
 import { approvalRefusal, pendingApprovalView, refuseOversizedApproval } from '../../operator/src/workers/approval-input.ts';
 
 const INPUT = '{"command":"npm test"}';
@@ -43,10 +49,22 @@ describe('answerFor', () => {
   });
 });
 
-describe('encodeAnswer', () => {
+describe('the approval annotation', () => {
+  it('keeps the name plugins of every version write (API.md "Approvals")', () => {
+    expect(APPROVAL_ANNOTATION).toBe('chamvi.dev/approval');
+  });
+
+  it('reads back every answer it writes', () => {
+    for (const answer of [{ id: 's1-c1', decision: 'approve' as const, sha256: SHA }, { id: 's2-c1', decision: 'deny' as const, reason: 'no network' }]) {
+      expect(decodeApprovalAnnotation(encodeApprovalAnnotation(answer))).toEqual({ kind: 'answer', answer });
+    }
+    expect(decodeApprovalAnnotation(undefined)).toEqual({ kind: 'none' });
+    expect(decodeApprovalAnnotation('{"id":"s1-c1","decision":"maybe"}').kind).toBe('invalid');
+  });
+
   it('writes the documented JSON, with a reason only when one is given', () => {
-    expect(encodeAnswer({ id: 's12-c2', decision: 'approve', sha256: SHA })).toBe(`{"id":"s12-c2","decision":"approve","sha256":"${SHA}"}`);
-    expect(JSON.parse(encodeAnswer({ id: 's1-c1', decision: 'deny', reason: 'say "why"' }))).toEqual({ id: 's1-c1', decision: 'deny', reason: 'say "why"' });
+    expect(encodeApprovalAnnotation({ id: 's12-c2', decision: 'approve', sha256: SHA })).toBe(`{"id":"s12-c2","decision":"approve","sha256":"${SHA}"}`);
+    expect(JSON.parse(encodeApprovalAnnotation({ id: 's1-c1', decision: 'deny', reason: 'say "why"' }))).toEqual({ id: 's1-c1', decision: 'deny', reason: 'say "why"' });
   });
 });
 
@@ -76,8 +94,8 @@ describe('security #11.5 approvals bind to the whole input', () => {
   });
 
   it('reads the digest from the annotation and refuses a malformed one', () => {
-    const annotated = (value: string): CodingRun => ({ ...waiting, metadata: { ...waiting.metadata, annotations: { 'chamvi.dev/approval': value } } });
-    expect(readApprovalAnnotation(annotated(encodeAnswer({ id: 's12-c2', decision: 'approve', sha256: SHA })))).toEqual({
+    const annotated = (value: string): CodingRun => ({ ...waiting, metadata: { ...waiting.metadata, annotations: { [APPROVAL_ANNOTATION]: value } } });
+    expect(readApprovalAnnotation(annotated(encodeApprovalAnnotation({ id: 's12-c2', decision: 'approve', sha256: SHA })))).toEqual({
       kind: 'answer',
       answer: { id: 's12-c2', decision: 'approve', sha256: SHA },
     });

@@ -1,15 +1,14 @@
 // `diff NAME`: the full diff from the run's ConfigMap in either stored form, else the
 // bounded copy in the status with a warning when it is not the whole diff, else a clear
 // error that says when the diff will exist.
-import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, RunResult } from '../../operator/src/api/index.ts';
-import { chooseDiff, decodeDiffConfigMap } from '../../operator/src/cli/diff-source.ts';
+import { encodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
+import { chooseDiff } from '../../operator/src/cli/diff-source.ts';
 import { DiffNotOwnedError } from '../../operator/src/cli/errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from '../../operator/src/cli/errors/diff-unavailable-error.ts';
 
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
-const gz = (text: string) => gzipSync(text).toString('base64');
 
 const run = (result?: Partial<RunResult>, phase: NonNullable<CodingRun['status']>['phase'] = 'Succeeded'): CodingRun => ({
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -22,29 +21,6 @@ const run = (result?: Partial<RunResult>, phase: NonNullable<CodingRun['status']
   },
 });
 
-describe('decodeDiffConfigMap', () => {
-  it('reads plain text under data.diff', () => {
-    expect(decodeDiffConfigMap({ data: { diff: DIFF } })).toBe(DIFF);
-  });
-
-  it('reads gzip under binaryData["diff.gz"] (base64 on the wire)', () => {
-    const big = DIFF.repeat(20_000);
-    expect(decodeDiffConfigMap({ binaryData: { 'diff.gz': gz(big) } })).toBe(big);
-  });
-
-  it('reads gzip+base64 text under data.diff', () => {
-    expect(decodeDiffConfigMap({ data: { diff: gz(DIFF) } })).toBe(DIFF);
-  });
-
-  it('keeps text that only looks like gzip+base64', () => {
-    expect(decodeDiffConfigMap({ data: { diff: 'H4sI is how my notes start' } })).toBe('H4sI is how my notes start');
-  });
-
-  it('finds nothing in a ConfigMap without the keys', () => {
-    expect(decodeDiffConfigMap({ data: { other: 'x' } })).toBeUndefined();
-  });
-});
-
 // What the operator writes on the diff ConfigMap of run "hello" (uid u).
 const ownedByHello = {
   metadata: {
@@ -55,14 +31,14 @@ const ownedByHello = {
 
 describe('chooseDiff', () => {
   it('prefers the ConfigMap over the bounded status copy', () => {
-    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { ...ownedByHello, data: { diff: DIFF } })).toEqual({ text: DIFF });
+    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { ...ownedByHello, ...encodeDiff(DIFF) })).toEqual({ text: DIFF });
   });
 
   it.each([
     ['no ownerReference', { labels: ownedByHello.metadata.labels }, /not the run's \(it has no controller ownerReference\)/],
     ['another run as its controller', { ...ownedByHello.metadata, ownerReferences: [{ ...ownedByHello.metadata.ownerReferences[0], uid: 'other' }] }, /controller is CodingRun other, not this run \(u\)/],
   ])('security #11.6 refuses a ConfigMap the run does not own (%s) instead of printing it', (_, metadata, why) => {
-    const planted = { metadata, data: { diff: 'diff --git a/x b/x\n+planted\n' } };
+    const planted = { metadata, ...encodeDiff('diff --git a/x b/x\n+planted\n') };
     const hello = run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' });
     expect(() => chooseDiff(hello, planted)).toThrow(DiffNotOwnedError);
     expect(() => chooseDiff(hello, planted)).toThrow(why);

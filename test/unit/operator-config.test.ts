@@ -33,6 +33,10 @@ describe('loadOperatorConfig', () => {
     [{}, { CHAMVI_NETWORK_POLICY: 'yes' }, /config key networkPolicy \(env CHAMVI_NETWORK_POLICY\): must be true or false/],
     [{}, { CHAMVI_WORKER_CONCURRENCY: 'many' }, /config key workerConcurrency: /],
     [['not', 'a', 'map'], {}, /config file: must be a YAML mapping/],
+    // The chart's schema refuses these too (it is generated from the same zod schema).
+    [{}, { CHAMVI_WATCH_NAMESPACES: 'team-a,Team_B' }, /config key watchNamespaces.1: must be a namespace name/],
+    [{ workspaceSizeLimit: '10 gigs' }, {}, /config key workspaceSizeLimit: must be a quantity/],
+    [{ allowRepo: ['https://github.com/acme/ x'] }, {}, /config key allowRepo.0: .*has characters no canonical repository URL has/],
   ])('stops on %j %j with a message naming the key', (file, env, message) => {
     expect(() => loadOperatorConfig(file, env)).toThrow(message);
   });

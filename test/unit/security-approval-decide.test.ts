@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
 import { decide } from '../../operator/src/reconcile/decide.ts';
 import type { ObservedRun } from '../../operator/src/reconcile/observed-run.ts';
 
@@ -23,7 +24,7 @@ function waitingRun(requestedMinutesAgo: number): CodingRun {
       generation: 1,
       finalizers: [FINALIZER],
       creationTimestamp: minutesAgo(90),
-      annotations: { 'chamvi.dev/approval': JSON.stringify({ id: 's1-c1', decision: 'approve', sha256: WRONG }) },
+      annotations: { [APPROVAL_ANNOTATION]: encodeApprovalAnnotation({ id: 's1-c1', decision: 'approve', sha256: WRONG }) },
     },
     spec: {
       task: 'Fix it',

@@ -11,8 +11,6 @@ export const SHORT_NAMES = ['crun'] as const;
 
 /** Finalizer that keeps a run until everything it owns is gone. */
 export const FINALIZER = `${GROUP}/cleanup`;
-/** Annotation the CLI writes to answer a pending approval (API.md "Approvals"). */
-export const APPROVAL_ANNOTATION = `${GROUP}/approval`;
 /** Label on every object the operator creates for a run: the run's name. */
 export const RUN_LABEL = `${GROUP}/run`;
 /** Label with the run's UID, so a re-created run with the same name never adopts old objects. */

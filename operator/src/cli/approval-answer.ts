@@ -5,7 +5,7 @@
 // the digest of what it runs. approve shows the input whole before it answers; an input too
 // long to show is approved only with --sha256, taken from `get NAME --input`. Pure.
 import type { CodingRun, PendingApproval } from '../api/index.ts';
-import { approvalInputSha256, encodeApprovalAnnotation, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
+import { approvalInputSha256, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
 import { ApprovalIdMismatchError } from './errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from './errors/approval-input-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
@@ -91,6 +91,3 @@ export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswe
   }
   return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };
 }
-
-/** The annotation value (reconcile/approval-answer.ts defines the format). */
-export const encodeAnswer = encodeApprovalAnnotation;

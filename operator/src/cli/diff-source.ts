@@ -1,50 +1,18 @@
-// Where `diff NAME` finds a run's diff, and how it is stored. The full diff ConfigMap
-// (status.result.diffConfigMap, written by the finalize worker) holds ONE of:
-//   data.diff             the unified diff as plain UTF-8 text (when it fits, ~900 KiB)
-//   binaryData["diff.gz"] the diff gzip-compressed (the API returns binaryData base64-encoded)
-// Older ConfigMaps with gzip+base64 text under data.diff are read too (such text
-// starts with "H4sI", the base64 of gzip's magic bytes). Without a ConfigMap, the bounded
-// copy in status.result.diff is used and flagged when it is truncated. A ConfigMap the run
-// does not own (controller ownerReference to the run's uid, the operator's labels) is refused,
-// never printed: its name is no proof of whose it is (security #11.6).
-import { gunzipSync } from 'node:zlib';
+// Where `diff NAME` finds a run's diff: the full diff ConfigMap (status.result.diffConfigMap,
+// written by the finalize worker; its format is reconcile/diff-config-map.ts). Without one,
+// the bounded copy in status.result.diff is used and flagged when it is truncated. A ConfigMap
+// the run does not own (controller ownerReference to the run's uid, the operator's labels) is
+// refused, never printed: its name is no proof of whose it is (security #11.6).
 import type { CodingRun } from '../api/index.ts';
-import { isOwnedByRun, whyNotOwned, type OwnedMetadata } from '../reconcile/ownership.ts';
+import { decodeDiff, DIFF_GZIP_KEY, DIFF_KEY, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { DiffNotOwnedError } from './errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from './errors/diff-unavailable-error.ts';
-
-export const DIFF_KEY = 'diff';
-export const DIFF_GZIP_KEY = 'diff.gz';
-const GZIP_BASE64_PREFIX = 'H4sI';
-
-export interface DiffConfigMap extends OwnedMetadata {
-  data?: Record<string, string>;
-  binaryData?: Record<string, string>;
-}
 
 export interface DiffText {
   text: string;
   /** Set when the text is not the whole diff: say so on stderr. */
   warning?: string;
-}
-
-const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64')).toString('utf8');
-
-/** The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys. */
-export function decodeDiffConfigMap(configMap: DiffConfigMap): string | undefined {
-  const compressed = configMap.binaryData?.[DIFF_GZIP_KEY];
-  if (compressed !== undefined) return gunzipBase64(compressed);
-  const plain = configMap.data?.[DIFF_KEY];
-  if (plain === undefined) return undefined;
-  if (plain.startsWith(GZIP_BASE64_PREFIX)) {
-    try {
-      return gunzipBase64(plain);
-    } catch {
-      // Plain text that happens to start with H4sI: a diff always starts with "diff --git",
-      // but a hand-made ConfigMap might not, so fall through rather than fail.
-    }
-  }
-  return plain;
 }
 
 /**
@@ -63,7 +31,7 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
     );
   }
   if (configMap) {
-    const text = decodeDiffConfigMap(configMap);
+    const text = decodeDiff(configMap);
     if (text !== undefined) return { text };
   }
   if (!result) {

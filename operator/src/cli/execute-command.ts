@@ -2,7 +2,8 @@
 // and the stop rules live here; formatting, parsing and decoding are pure modules, and the
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
 import { isTerminal, type CodingRun } from '../api/index.ts';
-import { answerFor, encodeAnswer, pendingInput } from './approval-answer.ts';
+import { encodeApprovalAnnotation } from '../reconcile/approval-answer.ts';
+import { answerFor, pendingInput } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
@@ -47,7 +48,7 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
         io.out(`Approving ${pending.toolName} call ${pending.id}, input (${pendingInput(pending).bytes} bytes, sha256 ${answer.sha256}):`);
         io.out(pending.input);
       }
-      await client.setApprovalAnnotation(namespace, command.name, encodeAnswer(answer));
+      await client.setApprovalAnnotation(namespace, command.name, encodeApprovalAnnotation(answer));
       io.out(`codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'}: ${pending.toolName} call ${answer.id}`);
       return 0;
     }

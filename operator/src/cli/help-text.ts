@@ -1,6 +1,8 @@
 // What `--help` prints, per command. Kept beside the parser's flag list so the two are read
 // together; the exit codes and the annotation format are the plugin's contract (API.md).
 import { PROVIDER_REGISTRY } from '../providers/provider-registry.ts';
+import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
+import { DIFF_GZIP_KEY, DIFF_KEY } from '../reconcile/diff-config-map.ts';
 import type { CommandName } from './parse-arguments.ts';
 
 const COMMON = `Flags for the cluster commands (get, approve, deny, diff; see run --help for run):
@@ -64,7 +66,7 @@ ${COMMON}`,
   approve: `Usage: kubectl codingrun approve NAME [--id ID] [--sha256 HASH] [--reason TEXT] [-n NS]
 
 Approves the tool call the run is waiting for (status.pendingApproval): prints its whole
-input, then writes the annotation chamvi.dev/approval =
+input, then writes the annotation ${APPROVAL_ANNOTATION} =
 {"id":"<pending id>","decision":"approve","sha256":"<sha256 of the input shown>"} with a
 merge patch; whoever may patch the run may approve. The operator runs the call only when
 that sha256 is the sha256 of the input it is about to run; otherwise it refuses the
@@ -83,7 +85,7 @@ ${COMMON}`,
   deny: `Usage: kubectl codingrun deny NAME --reason TEXT [--id ID] [-n NS]
 
 Denies the tool call the run is waiting for. The model receives the reason as the call's
-tool error and the run goes on. Writes chamvi.dev/approval =
+tool error and the run goes on. Writes ${APPROVAL_ANNOTATION} =
 {"id":"<pending id>","decision":"deny","reason":"TEXT"}.
 
       --reason TEXT     required: why, in words the model can act on
@@ -93,7 +95,7 @@ ${COMMON}`,
   diff: `Usage: kubectl codingrun diff NAME [-n NS]
 
 Prints the run's full unified diff: from the ConfigMap named in status.result.diffConfigMap
-(key "diff" as plain text, or key "diff.gz" in binaryData as gzip), else the bounded copy in
+(key "${DIFF_KEY}" as plain text, or key "${DIFF_GZIP_KEY}" in binaryData as gzip), else the bounded copy in
 status.result.diff, with a warning on stderr when that copy is truncated. On a terminal,
 control and bidi characters in the diff are shown escaped (ESC as ^[) with a warning;
 redirected (> change.diff), the diff keeps its exact bytes and applies.

@@ -10,9 +10,10 @@ import {
   Watch,
   setHeaderOptions,
 } from '@kubernetes/client-node';
-import { API_VERSION, APPROVAL_ANNOTATION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
-import type { DiffConfigMap } from './diff-source.ts';
+import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { CliError } from './errors/cli-error.ts';
 
 export interface RunList {

@@ -1,15 +1,29 @@
 // The operator's configuration (API.md "Operator configuration"): one zod schema, read
 // from a YAML file and/or environment variables at start-up. A bad value stops the
-// process with a message naming the key, before anything touches the cluster.
+// process with a message naming the key, before anything touches the cluster. The Helm
+// chart's values.schema.json is generated from it (chart-values-schema.ts, make chart-schema):
+// every describe() here is what the chart's schema says of the key.
 import { z } from 'zod';
-import { parseEndpointPattern } from '../reconcile/model-endpoints.ts';
-import { allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
+import { ENDPOINT_PATTERN_SHAPE, parseEndpointPattern } from '../reconcile/model-endpoints.ts';
+import { ALLOW_REPO_PATTERN_CHARACTERS, allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
 
 const positiveInt = (description: string, fallback: number, max = 1_000_000) =>
   z.coerce.number().int().min(1).max(max).default(fallback).describe(description);
+
+/** A namespace name: an RFC 1123 label. */
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** A Kubernetes quantity as the size limits use one: a number and an optional suffix. */
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$/;
+
+/**
+ * A check only code can make (superRefine) has no JSON Schema; its first, character-level
+ * part is given to the chart's schema as a pattern, so `helm install` refuses what can
+ * never pass. The pattern is the very regex the code checks first, never a copy.
+ */
+const chartPattern = (pattern: RegExp) => ({ pattern: pattern.source });
 
 export const operatorConfigSchema = z
   .object({
@@ -23,7 +37,9 @@ export const operatorConfigSchema = z
           .superRefine((pattern, ctx) => {
             const problem = allowRepoPatternProblem(pattern);
             if (problem) ctx.addIssue({ code: 'custom', message: problem });
-          }),
+          })
+          .meta(chartPattern(ALLOW_REPO_PATTERN_CHARACTERS))
+          .describe('A canonical URL with wildcards, such as https://github.com/acme/* or git@github.com:acme/*.'),
       )
       .default([])
       .describe('Glob patterns a canonical repository URL must match (https://github.com/acme/*). Empty: nothing is allowed.'),
@@ -55,7 +71,8 @@ export const operatorConfigSchema = z
           .superRefine((pattern, ctx) => {
             const parsed = parseEndpointPattern(pattern);
             if ('refused' in parsed) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(pattern)} is refused because ${parsed.refused}` });
-          }),
+          })
+          .meta(chartPattern(ENDPOINT_PATTERN_SHAPE)),
       )
       .default([])
       .describe(
@@ -84,12 +101,22 @@ export const operatorConfigSchema = z
       .optional()
       .describe('Key of the HMAC-SHA256 that seals run state and job data in Redis; every replica needs the same. Unset: one per process.'),
     workerConcurrency: positiveInt('Step jobs per replica at once.', 8, 1000),
-    /** Run agent workers in this replica. Off splits controller and worker replicas (or freezes runs for a test). */
-    workersEnabled: z.boolean().default(true),
-    /** A job whose worker stops renewing its lock this long is taken over by another worker. */
-    jobLockSeconds: z.coerce.number().int().min(2).max(600).default(30),
+    workersEnabled: z
+      .boolean()
+      .default(true)
+      .describe('Run agent workers in this replica. Off splits controller and worker replicas (or freezes runs for a test).'),
+    jobLockSeconds: z.coerce
+      .number()
+      .int()
+      .min(2)
+      .max(600)
+      .default(30)
+      .describe('A job whose worker stops renewing its lock this long is taken over by another worker.'),
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
-    watchNamespaces: z.array(z.string().min(1)).default([]).describe('Namespaces to watch; empty means all.'),
+    watchNamespaces: z
+      .array(z.string().min(1).max(63).regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)'))
+      .default([])
+      .describe('Namespaces to watch; empty means all.'),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
     /**
      * Security #11.8: a NetworkPolicy isolates nothing where no CNI enforces it. Runs start only
@@ -120,17 +147,18 @@ export const operatorConfigSchema = z
         timeoutSeconds: positiveInt('Longest one probe may take (pod scheduled, image pulled, connections tried) before it gives up undecided.', 180, 3600),
       })
       .strict()
-      .prefault({}),
-    /**
-     * How the sandbox runs the toolbox. In the pod this is the bundled file in the image;
-     * the dev cluster points it at the locally built toolbox, which kwok's exec runs on
-     * this machine.
-     */
-    toolboxCommand: z.array(z.string().min(1)).min(1).default(['node', '/opt/chamvi/toolbox.mjs']),
-    /** Path of node in the sandbox image (the container idles on it). */
-    sandboxNodePath: z.string().min(1).default('/usr/local/bin/node'),
-    workspaceSizeLimit: z.string().min(1).default('10Gi'),
-    homeSizeLimit: z.string().min(1).default('1Gi'),
+      .prefault({})
+      .describe('How the operator checks that NetworkPolicy is enforced in a namespace before a run there gets a sandbox.'),
+    // The dev cluster points toolboxCommand at the locally built toolbox, which kwok's exec
+    // runs on this machine.
+    toolboxCommand: z
+      .array(z.string().min(1))
+      .min(1)
+      .default(['node', '/opt/chamvi/toolbox.mjs'])
+      .describe('How the sandbox runs the toolbox: in the pod, the bundled file in the sandbox image.'),
+    sandboxNodePath: z.string().min(1).default('/usr/local/bin/node').describe('Path of node in the sandbox image (the container idles on it).'),
+    workspaceSizeLimit: z.string().regex(QUANTITY, 'must be a quantity such as 10Gi').default('10Gi').describe("emptyDir size limit of each sandbox's workspace."),
+    homeSizeLimit: z.string().regex(QUANTITY, 'must be a quantity such as 1Gi').default('1Gi').describe("emptyDir size limit of each sandbox's home (the toolbox's state and logs)."),
     leaderElection: z
       .object({
         enabled: z.boolean().default(true),
@@ -148,20 +176,41 @@ export const operatorConfigSchema = z
      * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
      * is later still, so the diff can be taken.
      */
-    deadlineGraceSeconds: z.coerce.number().int().min(0).max(3600).default(60),
+    deadlineGraceSeconds: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(3600)
+      .default(60)
+      .describe('Seconds after budget.timeout before the controller fails a run whose worker died.'),
     /**
-     * One model call attempt (request until the whole answer) may take this long before it
-     * is cut and retried; a model that accepts a request and never answers then ends as
-     * ModelUnavailable instead of holding a worker slot until budget.timeout.
+     * A model that accepts a request and never answers ends as ModelUnavailable instead of
+     * holding a worker slot until budget.timeout.
      */
-    modelCallTimeoutSeconds: z.coerce.number().int().min(1).max(3600).default(300),
+    modelCallTimeoutSeconds: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(300)
+      .describe('One model call attempt (request until the whole answer) may take this long before it is cut and retried (then ModelUnavailable).'),
     /**
      * spec.sandbox.setup is killed after this long and the run fails SetupFailed ("timed
      * out"). 30 minutes is also the toolbox's own cap on one bash command.
      */
-    setupTimeoutSeconds: z.coerce.number().int().min(1).max(1800).default(1800),
-    /** BullMQ queue and run-state key prefix in Redis (tests give each run its own). */
-    redisPrefix: z.string().min(1).regex(/^[A-Za-z0-9_-]+$/).default('chamvi'),
+    setupTimeoutSeconds: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(1800)
+      .default(1800)
+      .describe('spec.sandbox.setup is killed after this long and the run fails SetupFailed.'),
+    redisPrefix: z
+      .string()
+      .min(1)
+      .regex(/^[A-Za-z0-9_-]+$/)
+      .default('chamvi')
+      .describe('BullMQ queue and run-state key prefix in Redis: lets two installs share one Redis (tests give each run its own).'),
     httpPort: z.coerce.number().int().min(0).max(65535).default(8080),
   })
   .strict();

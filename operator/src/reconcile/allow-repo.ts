@@ -16,12 +16,16 @@ export type CheckedRepositoryUrl = string & { readonly [checked]: true };
 
 export type RepoDecision = { allowed: true; url: CheckedRepositoryUrl } | { allowed: false; message: string };
 
+/** The only characters a pattern may have: a canonical URL's and the wildcards (the chart's schema checks this too). */
+export const ALLOW_REPO_PATTERN_CHARACTERS = /^[A-Za-z0-9._~+:/@*?-]+$/;
+
 /**
  * What a pattern must look like: with each run of wildcards replaced by `1` (which fits every part
  * of the grammar: a host label, a port, a path segment, an ssh user), a canonical URL.
  */
+
 export function allowRepoPatternProblem(pattern: string): string | undefined {
-  if (!/^[A-Za-z0-9._~+:/@*?-]+$/.test(pattern)) {
+  if (!ALLOW_REPO_PATTERN_CHARACTERS.test(pattern)) {
     return `allowRepo pattern ${JSON.stringify(pattern)} has characters no canonical repository URL has (allowed: A-Z a-z 0-9 . _ ~ + - : / @ and the wildcards * ** ?)`;
   }
   const probe = pattern.replace(/[*?]+/g, '1');

@@ -3,9 +3,13 @@
 // resume job. An approval names the sha256 of the input it approves (the hex digest of the
 // UTF-8 bytes of the call's input as JSON, as status.pendingApproval shows it), and the
 // resume job runs the call only when that digest is the digest of the exact input it is
-// about to run: a human approves exactly what runs, never a cut or a changed call. Pure.
+// about to run: a human approves exactly what runs, never a cut or a changed call. The
+// annotation's name, its encoder and its decoder live here and nowhere else. Pure.
 import { createHash } from 'node:crypto';
-import { APPROVAL_ANNOTATION, type CodingRun } from '../api/index.ts';
+import { GROUP, type CodingRun } from '../api/index.ts';
+
+/** The annotation `kubectl codingrun approve|deny` writes on the run (API.md "Approvals"). */
+export const APPROVAL_ANNOTATION = `${GROUP}/approval`;
 
 export interface ApprovalAnswer {
   id: string;
@@ -39,7 +43,11 @@ export function encodeApprovalAnnotation(answer: ApprovalAnswer): string {
 }
 
 export function readApprovalAnnotation(run: CodingRun): AnnotationReading {
-  const raw = run.metadata.annotations?.[APPROVAL_ANNOTATION];
+  return decodeApprovalAnnotation(run.metadata.annotations?.[APPROVAL_ANNOTATION]);
+}
+
+/** The annotation's value, read: none, an answer, or why it is not one. */
+export function decodeApprovalAnnotation(raw: string | undefined): AnnotationReading {
   if (raw === undefined || raw === '') return { kind: 'none' };
   let value: unknown;
   try {

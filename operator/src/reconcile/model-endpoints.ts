@@ -33,6 +33,13 @@ const IPV6 = /^\[[0-9a-f:.]+\]$/;
 const PATH_CHARACTERS = /^[A-Za-z0-9._~!$&'()+,;=:/-]*$/;
 const PATTERN_PATH_CHARACTERS = /^[A-Za-z0-9._~!$&'()+,;=:/*-]*$/;
 
+/**
+ * What every endpoint pattern parse() accepts looks like: http(s), then none of the characters
+ * it refuses anywhere. Not the check itself, which needs code; the chart's schema uses it to
+ * refuse at `helm install` what the operator would refuse at start-up.
+ */
+export const ENDPOINT_PATTERN_SHAPE = /^https?:\/\/[^\s@%\\?#]+$/;
+
 /** A value safe to quote in a status message: anything outside printable ASCII escaped. */
 export function quoteForMessage(value: string): string {
   const shown = value.length > 200 ? `${value.slice(0, 200)}…` : value;

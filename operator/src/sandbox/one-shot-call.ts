@@ -5,7 +5,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
-import { encodeRequest, parseResponseLine, ResponseLineSplitter } from './response-lines.ts';
+import { encodeRequest, LineSplitter, type ToolboxCommand } from '../../../sandbox-image/toolbox/contract/protocol.ts';
+import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail } from './stderr-tail.ts';
@@ -22,7 +23,7 @@ export async function callInNewProcess(
   callOptions: CallOptions,
   options: OneShotOptions,
 ): Promise<ToolResponse> {
-  const child = await startOrFail(transport, ['call']);
+  const child = await startOrFail(transport, 'call');
   const answer = readOneResponse(child, options.maxResponseBytes);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
   child.stdin.end(encodeRequest({ tool: request.tool, input: request.input }));
@@ -34,7 +35,7 @@ export async function importInNewProcess(
   tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream,
   options: OneShotOptions,
 ): Promise<void> {
-  const child = await startOrFail(transport, ['import']);
+  const child = await startOrFail(transport, 'import');
   const answer = readOneResponse(child, options.maxResponseBytes);
   const source = tar instanceof Readable ? tar : Readable.from(tar as AsyncIterable<Uint8Array>);
   // The toolbox may answer (a refusal) before it has read everything: that is not a write error.
@@ -48,9 +49,9 @@ export async function importInNewProcess(
   }
 }
 
-async function startOrFail(transport: ToolboxTransport, args: string[]): Promise<ToolboxProcess> {
+async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand): Promise<ToolboxProcess> {
   try {
-    return await transport.start(args);
+    return await transport.start([command]);
   } catch (error) {
     throw new SandboxError('TRANSPORT', `could not start the toolbox: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
@@ -65,7 +66,7 @@ function readOneResponse(child: ToolboxProcess, maxResponseBytes: number): Promi
       settled = true;
       action();
     };
-    const splitter = new ResponseLineSplitter(maxResponseBytes, {
+    const splitter = new LineSplitter(maxResponseBytes, {
       line: (line) =>
         settle(() => {
           try {

@@ -4,7 +4,8 @@
 // command is not idempotent).
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
-import { encodeRequest, idFromPrefix, parseResponseLine, ResponseLineSplitter } from './response-lines.ts';
+import { encodeRequest, idFromLinePrefix, LineSplitter } from '../../../sandbox-image/toolbox/contract/protocol.ts';
+import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail } from './stderr-tail.ts';
@@ -31,7 +32,7 @@ export class ServeSession {
     private readonly options: ServeSessionOptions,
   ) {
     this.stderrTail = collectStderrTail(process.stderr);
-    const splitter = new ResponseLineSplitter(options.maxResponseBytes, {
+    const splitter = new LineSplitter(options.maxResponseBytes, {
       line: (line) => this.onLine(line),
       oversized: (prefix) => this.onOversized(prefix),
     });
@@ -82,7 +83,7 @@ export class ServeSession {
   }
 
   private onOversized(prefix: string): void {
-    const id = idFromPrefix(prefix);
+    const id = idFromLinePrefix(prefix);
     const waiter = typeof id === 'number' ? this.pending.get(id) : undefined;
     if (!waiter) {
       // Without an id the stream cannot be trusted any more.

@@ -7,6 +7,7 @@ import type { ClonePolicy } from './git-clone.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { finishStatus } from '../reconcile/finish-status.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
+import type { RunRef } from './run-ref.ts';
 import type { RunResources } from './run-resources.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStatusWriter } from './run-status-writer.ts';
@@ -41,11 +42,7 @@ export interface AgentDependencies {
   now(): Date;
 }
 
-export interface RunRef {
-  uid: string;
-  namespace: string;
-  name: string;
-}
+export type { RunRef };
 
 /** The run as it is now, if it still exists, is the same run and is not finished. */
 export async function liveRun(deps: AgentDependencies, ref: RunRef): Promise<ParsedCodingRun | undefined> {

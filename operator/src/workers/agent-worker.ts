@@ -7,12 +7,13 @@
 import { UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import { REASONS } from '../api/index.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
-import { failRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
+import { failRun, type AgentDependencies } from './agent-dependencies.ts';
 import { runFinalizeJob } from './finalize-job.ts';
 import { FORBIDDEN_ATTEMPTS, isForbidden } from './job-retry.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { jobRetryDelayMs } from './job-retry.ts';
 import { runPrepareJob } from './prepare-job.ts';
+import { runRefFrom, type RunRef } from './run-ref.ts';
 import { RunStateInvalidError } from './run-state-invalid-error.ts';
 import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
 import { runResumeJob } from './resume-job.ts';
@@ -52,7 +53,7 @@ function isDeadline(error: unknown): boolean {
 }
 
 async function process(deps: AgentDependencies, job: Job<AgentJobData, void, AgentJobName>): Promise<void> {
-  const ref: RunRef = { uid: job.data.uid, namespace: job.data.namespace, name: job.data.name };
+  const ref = runRefFrom(job.data);
   switch (job.name) {
     case 'prepare':
       return runPrepareJob(deps, ref);
@@ -90,7 +91,7 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
         shared.logger.error({ job: job.name, jobId: job.id }, why);
         throw new UnrecoverableError(why);
       }
-      const ref: RunRef = { uid: data.uid, namespace: data.namespace, name: data.name };
+      const ref = runRefFrom(data);
       // Every line this job logs, here or in the step it runs, names the run and the step.
       // A step job's data counts the steps completed before it; logs say which step it is (1-based).
       const step = job.name === 'step' ? (job.data.step ?? 0) + 1 : undefined;

@@ -1,18 +1,18 @@
 // Job ids built from the run's UID and the step: adding a job whose id exists is a no-op in
 // BullMQ, which makes every enqueue idempotent. BullMQ reserves ":" in ids, so none here.
+import type { ApprovalAnswer } from '../reconcile/approval-answer.ts';
+import type { RunRef } from './run-ref.ts';
 
 export const QUEUE_NAME = 'chamvi-agent';
 
 export type AgentJobName = 'prepare' | 'step' | 'finalize' | 'resume';
 
-export interface AgentJobData {
-  uid: string;
-  namespace: string;
-  name: string;
+/** A job's data: the run it is for (run-ref.ts), and what its kind needs. */
+export interface AgentJobData extends RunRef {
   /** step: the number of steps already completed when this job runs. */
   step?: number;
   /** resume: the approval answered. */
-  approval?: { id: string; decision: 'approve' | 'deny'; reason?: string; sha256?: string };
+  approval?: ApprovalAnswer;
 }
 
 export const jobId = {

@@ -1,20 +1,14 @@
 // The cluster objects a worker reads or writes for a run: the API key and git token
 // (read for each use, never stored), the scripted model's ConfigMap, and the ConfigMap
-// that keeps the full diff. Only ever in the run's own namespace.
+// that keeps the full diff (its format: reconcile/diff-config-map.ts). Only ever in the run's
+// own namespace.
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { gzipSync } from 'node:zlib';
-import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
+import { RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { isAlreadyExists, isNotFound } from '../kube/api-errors.ts';
-import { diffConfigMapName } from '../reconcile/names.ts';
+import { buildDiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
-import { ownerReference } from '../reconcile/sandbox-pod.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
 import { SecretNotAllowedError } from './errors/secret-not-allowed-error.ts';
-
-/** ConfigMap keys of the full diff: plain text, or gzip when plain would not fit. */
-export const DIFF_KEY = 'diff';
-export const DIFF_GZIP_KEY = 'diff.gz';
-const PLAIN_DIFF_MAX = 900 * 1024; // a ConfigMap holds 1 MiB in all, metadata included
 
 export interface RunResources {
   /** The value, undefined when the Secret or key is missing; throws SecretNotAllowedError when the Secret is not labelled usable-by-runs. */
@@ -25,21 +19,6 @@ export interface RunResources {
    * the derived name, or one the API server made up when someone else's object holds that.
    */
   writeDiff(run: ParsedCodingRun, diff: string): Promise<string>;
-}
-
-export function diffConfigMap(run: ParsedCodingRun, diff: string): V1ConfigMap {
-  const plain = Buffer.byteLength(diff) <= PLAIN_DIFF_MAX;
-  return {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: {
-      name: diffConfigMapName(run),
-      namespace: run.metadata.namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', [RUN_LABEL]: run.metadata.name, [RUN_UID_LABEL]: run.metadata.uid },
-      ownerReferences: [ownerReference(run)],
-    },
-    ...(plain ? { data: { [DIFF_KEY]: diff } } : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } }),
-  };
 }
 
 /** Replaces `current` with `next`'s content, only if it is still the version read (else 409). */
@@ -74,7 +53,7 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
       }
     },
     async writeDiff(run, diff) {
-      const body = diffConfigMap(run, diff);
+      const body = buildDiffConfigMap(run, diff);
       const { namespace, name } = body.metadata as { namespace: string; name: string };
       const created = await core.createNamespacedConfigMap({ namespace, body }).then(
         () => true,

@@ -12,6 +12,7 @@ import type { Redis } from 'ioredis';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
+import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { RunStateInvalidError } from './run-state-invalid-error.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
@@ -63,12 +64,10 @@ export interface ToolResultRecord {
   text: string;
 }
 
-export interface RunState {
+/** A run's state: whose it is (checked on every load), then where the agent is. */
+export interface RunState extends RunRef {
   /** 2: sealed, and without `model` (which now always comes from the live run). */
   version: 2;
-  uid: string;
-  namespace: string;
-  name: string;
   stage: RunStage;
   /** Steps (model calls) completed. */
   step: number;
@@ -90,11 +89,7 @@ export interface RunState {
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */
-export interface RunStateOwner {
-  uid: string;
-  namespace: string;
-  name: string;
-}
+export type RunStateOwner = RunRef;
 
 export class RunStateStore {
   constructor(
@@ -138,11 +133,7 @@ export class RunStateStore {
     const problem = runStateProblem(value);
     if (problem) throw new RunStateInvalidError(problem);
     const state = value as RunState;
-    if (state.uid !== owner.uid || state.namespace !== owner.namespace || state.name !== owner.name) {
-      throw new RunStateInvalidError(
-        `it is the state of run ${state.namespace}/${state.name} (uid ${state.uid}), not of ${owner.namespace}/${owner.name} (uid ${owner.uid})`,
-      );
-    }
+    if (!isSameRun(state, owner)) throw new RunStateInvalidError(`it is the state of run ${describeRunRef(state)}, not of ${describeRunRef(owner)}`);
     return state;
   }
 

@@ -4,7 +4,8 @@
 // plugin prints it the way `kubectl codingrun diff` does.
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../../reconcile/secret-opt-in.ts';
 import { SecretNotAllowedError } from '../../workers/errors/secret-not-allowed-error.ts';
-import { diffConfigMap, type RunResources } from '../../workers/run-resources.ts';
+import { buildDiffConfigMap } from '../../reconcile/diff-config-map.ts';
+import type { RunResources } from '../../workers/run-resources.ts';
 import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
 
 export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
@@ -19,7 +20,7 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
       return gateway.configMap(namespace, name)?.data?.[key];
     },
     async writeDiff(run, diff) {
-      const configMap = diffConfigMap(run, diff);
+      const configMap = buildDiffConfigMap(run, diff);
       gateway.putConfigMap(configMap);
       return configMap.metadata!.name!;
     },

@@ -1,0 +1,45 @@
+// The `config` part of the Helm chart's values.schema.json, generated from the operator's zod
+// config schema, so `helm install` refuses the values the operator would refuse at start-up,
+// with the same bounds and descriptions. The rest of values.schema.json (replicas, image,
+// redis, ...) is the chart's own and written by hand. `make chart-schema` writes the file;
+// test/unit/chart-values-schema.test.ts fails when the committed one is stale.
+import { z } from 'zod';
+import { operatorConfigSchema } from './operator-config.ts';
+
+/**
+ * Config keys the chart fills in itself, so values never set them: redisUrl, httpPort and
+ * leaderElection come from their own sections, identity is the pod's name. Security #11.1:
+ * redisPassword and stateKey come from Secrets as env (never the ConfigMap), redisCaFile from
+ * redis.caSecretRef.
+ */
+export const CHART_OWNED_CONFIG_KEYS = [
+  'redisUrl',
+  'httpPort',
+  'leaderElection',
+  'identity',
+  'redisPassword',
+  'redisCaFile',
+  'stateKey',
+] as const;
+
+const DESCRIPTION =
+  'The operator\'s own config keys (API.md "Operator configuration", generated from operator/src/config/operator-config.ts); ' +
+  'redisUrl, httpPort and leaderElection come from their own sections, secrets from Secrets.';
+
+/** The JSON Schema of values.config: draft-07, which helm's validator reads. */
+export function chartConfigSchema(): Record<string, unknown> {
+  const settable = operatorConfigSchema.omit(
+    Object.fromEntries(CHART_OWNED_CONFIG_KEYS.map((key) => [key, true])) as { [K in (typeof CHART_OWNED_CONFIG_KEYS)[number]]: true },
+  );
+  // io 'input': what a values file may write. Keys with defaults stay optional, and coerced
+  // numbers are described as the integers they must be.
+  const { $schema: _nested, ...schema } = z.toJSONSchema(settable, { target: 'draft-7', io: 'input' }) as Record<string, unknown>;
+  return { ...schema, description: DESCRIPTION };
+}
+
+/** values.schema.json with its config part replaced by the generated one, formatted as committed. */
+export function renderChartValuesSchema(current: string): string {
+  const values = JSON.parse(current) as { properties: Record<string, unknown> };
+  values.properties.config = chartConfigSchema();
+  return `${JSON.stringify(values, null, 2)}\n`;
+}

@@ -1,0 +1,72 @@
+// The ConfigMap that keeps a run's full diff (status.result.diffConfigMap): the one wire format
+// between the finalize worker that writes it (workers/run-resources.ts, local mode's
+// memory-run-resources.ts) and `kubectl codingrun diff` that reads it (cli/diff-source.ts).
+// It holds ONE of:
+//   data.diff             the unified diff as plain UTF-8 text (when it fits, ~900 KiB)
+//   binaryData["diff.gz"] the diff gzip-compressed (the API returns binaryData base64-encoded)
+// Older ConfigMaps with gzip+base64 text under data.diff are read too (such text starts with
+// "H4sI", the base64 of gzip's magic bytes). Pure.
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
+import { diffConfigMapName } from './names.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, type OwnedMetadata } from './ownership.ts';
+import { ownerReference } from './sandbox-pod.ts';
+
+/** The plain diff's key under data. */
+export const DIFF_KEY = 'diff';
+/** The gzip-compressed diff's key under binaryData. */
+export const DIFF_GZIP_KEY = 'diff.gz';
+/** Larger diffs are stored compressed: a ConfigMap holds 1 MiB in all, metadata included. */
+export const PLAIN_DIFF_MAX_BYTES = 900 * 1024;
+const GZIP_BASE64_PREFIX = 'H4sI';
+
+/** The payload of a diff ConfigMap (binaryData values base64, as on the wire). */
+export interface DiffData {
+  data?: Record<string, string>;
+  binaryData?: Record<string, string>;
+}
+
+/** What the plugin reads of a diff ConfigMap: its payload and what ownership is judged by. */
+export interface DiffConfigMap extends OwnedMetadata, DiffData {}
+
+/** The payload for a diff: plain text when it fits, else gzip under binaryData. */
+export function encodeDiff(diff: string): DiffData {
+  return Buffer.byteLength(diff) <= PLAIN_DIFF_MAX_BYTES
+    ? { data: { [DIFF_KEY]: diff } }
+    : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } };
+}
+
+const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64')).toString('utf8');
+
+/** The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys. */
+export function decodeDiff(configMap: DiffData): string | undefined {
+  const compressed = configMap.binaryData?.[DIFF_GZIP_KEY];
+  if (compressed !== undefined) return gunzipBase64(compressed);
+  const plain = configMap.data?.[DIFF_KEY];
+  if (plain === undefined) return undefined;
+  if (plain.startsWith(GZIP_BASE64_PREFIX)) {
+    try {
+      return gunzipBase64(plain);
+    } catch {
+      // Plain text that happens to start with H4sI: a diff always starts with "diff --git",
+      // but a hand-made ConfigMap might not, so fall through rather than fail.
+    }
+  }
+  return plain;
+}
+
+/** The run's diff ConfigMap under its derived name, owned by the run, holding the diff. */
+export function buildDiffConfigMap(run: ParsedCodingRun, diff: string): V1ConfigMap {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: diffConfigMapName(run),
+      namespace: run.metadata.namespace,
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_LABEL]: run.metadata.name, [RUN_UID_LABEL]: run.metadata.uid },
+      ownerReferences: [ownerReference(run)],
+    },
+    ...encodeDiff(diff),
+  };
+}

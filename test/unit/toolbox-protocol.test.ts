@@ -1,0 +1,107 @@
+// The toolbox line protocol both ends share (sandbox-image/toolbox/contract/protocol.ts): what
+// the operator writes the toolbox reads, what the toolbox writes the operator reads, and a
+// line too long to hold still says which request it answers.
+import { describe, expect, it } from 'vitest';
+import {
+  decodeRequest,
+  decodeResponse,
+  encodeRequest,
+  encodeResponse,
+  idFromLinePrefix,
+  LineSplitter,
+  OVERSIZED_PREFIX_BYTES,
+} from '../../sandbox-image/toolbox/contract/protocol.ts';
+
+function split(maxLineBytes: number, chunks: Array<string | Buffer>, end = false) {
+  const lines: string[] = [];
+  const oversized: string[] = [];
+  const splitter = new LineSplitter(maxLineBytes, { line: (line) => lines.push(line), oversized: (prefix) => oversized.push(prefix) });
+  for (const chunk of chunks) splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  if (end) splitter.end();
+  return { lines, oversized };
+}
+
+describe('the toolbox line protocol', () => {
+  it('reads back a request as the operator encodes it, one line each', () => {
+    const line = encodeRequest({ id: 7, tool: 'read_file', input: { path: 'a.txt' } });
+    expect(line.endsWith('\n')).toBe(true);
+    expect(line.slice(0, -1)).not.toContain('\n');
+    expect(decodeRequest(line)).toEqual({ kind: 'request', request: { id: 7, tool: 'read_file', input: { path: 'a.txt' } } });
+    expect(decodeRequest('{"tool":"git_diff"}')).toEqual({ kind: 'request', request: { id: undefined, tool: 'git_diff', input: {} } });
+  });
+
+  it.each([
+    ['not JSON', 'garbage', /not valid JSON/],
+    ['an array', '[1]', /must be a JSON object/],
+    ['an unknown tool', '{"tool":"rm_rf","input":{}}', /unknown tool "rm_rf"/],
+  ])('refuses a request line that is %s', (_, line, message) => {
+    const reading = decodeRequest(line);
+    expect(reading.kind).toBe('invalid');
+    expect(reading.kind === 'invalid' && reading.message).toMatch(message);
+  });
+
+  it('writes the id first in a response and reads the response back', () => {
+    const ok = encodeResponse(3, { ok: true, result: { path: 'a.txt' } });
+    expect(ok.startsWith('{"id":3,')).toBe(true);
+    expect(decodeResponse(ok)).toEqual({ kind: 'response', id: 3, response: { ok: true, result: { path: 'a.txt' } } });
+    const error = encodeResponse('two', { ok: false, error: { code: 'NOT_FOUND', message: 'no a.txt' } });
+    expect(decodeResponse(error)).toEqual({
+      kind: 'response',
+      id: 'two',
+      response: { ok: false, error: { code: 'NOT_FOUND', message: 'no a.txt' } },
+    });
+    expect(encodeResponse(undefined, { ok: true, result: 1 })).toBe('{"ok":true,"result":1}\n');
+  });
+
+  it.each([
+    ['not JSON', '{"id":1,"ok":tru', /not JSON/],
+    ['a result without ok', '{"id":1,"result":{}}', /not a response/],
+    ['an error code outside the contract', '{"id":1,"ok":false,"error":{"code":"EVIL","message":"x"}}', /not a response/],
+    ['null', 'null', /not a response/],
+  ])('refuses a response line that is %s', (_, line, message) => {
+    const reading = decodeResponse(line);
+    expect(reading.kind).toBe('invalid');
+    expect(reading.kind === 'invalid' && reading.message).toMatch(message);
+  });
+
+  it('finds the id at the start of a cut or broken line', () => {
+    expect(idFromLinePrefix('{"id":42,"ok":true,"result":{"content":"aaaa')).toBe(42);
+    expect(idFromLinePrefix(' { "id" : "a\\"b", "tool"')).toBe('a"b');
+    expect(idFromLinePrefix('{"ok":true,"id":1}')).toBeUndefined();
+    expect(idFromLinePrefix('garbage')).toBeUndefined();
+  });
+});
+
+describe('LineSplitter', () => {
+  it('joins lines split across chunks and skips blank ones', () => {
+    expect(split(100, ['{"a":', '1}\n\n  \n{"b"', ':2}\n{"c":3}']).lines).toEqual(['{"a":1}', '{"b":2}']);
+  });
+
+  it('hands on a last line without a newline at the end of the stream', () => {
+    expect(split(100, ['one\ntwo'], true).lines).toEqual(['one', 'two']);
+  });
+
+  it('decodes a character split across chunks whole', () => {
+    const bytes = Buffer.from('"é"\n');
+    expect(split(100, [bytes.subarray(0, 2), bytes.subarray(2)]).lines).toEqual(['"é"']);
+  });
+
+  it('bounds lines in bytes, not characters: a longer line is never assembled, and the next one still arrives', () => {
+    const wide = `{"id":9,"x":"${'é'.repeat(40)}"}`; // 54 characters, 94 bytes
+    const { lines, oversized } = split(60, [`${wide}\n`, '{"id":10}\n']);
+    expect(lines).toEqual(['{"id":10}']);
+    expect(oversized).toHaveLength(1);
+    expect(idFromLinePrefix(oversized[0]!)).toBe(9);
+  });
+
+  it('keeps only the first bytes of an oversized line, fed a byte at a time', () => {
+    const long = `{"id":5,"x":"${'a'.repeat(10_000)}"}\n`;
+    const { lines, oversized } = split(
+      1_000,
+      [...Buffer.from(long)].map((byte) => Buffer.from([byte])),
+    );
+    expect(lines).toEqual([]);
+    expect(Buffer.byteLength(oversized[0]!)).toBeLessThanOrEqual(OVERSIZED_PREFIX_BYTES);
+    expect(idFromLinePrefix(oversized[0]!)).toBe(5);
+  });
+});
