@@ -6,9 +6,30 @@
 import { z } from 'zod';
 import { ENDPOINT_PATTERN_SHAPE, parseEndpointPattern } from '../reconcile/model-endpoints.ts';
 import { ALLOW_REPO_PATTERN_CHARACTERS, allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
+import { objectName } from '../api/kubernetes-names.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
+
+/** A label key as Kubernetes takes it: an optional DNS-subdomain prefix and a name of at most 63. */
+const LABEL_KEY =
+  /^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+const labelKey = z.string().max(317).regex(LABEL_KEY, 'must be a label key, such as chamvi.dev/node or kubernetes.io/os');
+const labelValue = z.string().max(63).regex(LABEL_VALUE, 'must be a label value (at most 63 letters, digits, -, _ or .)');
+
+/** core/v1 Toleration, strictly: a typo (tolerationSecond) fails at start-up instead of tolerating nothing. */
+const toleration = z
+  .object({
+    key: labelKey.optional(),
+    operator: z.enum(['Exists', 'Equal']).optional(),
+    value: labelValue.optional(),
+    effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+    tolerationSeconds: z.number().int().optional(),
+  })
+  .strict()
+  .refine((t) => !(t.operator === 'Exists' && t.value), { message: 'a toleration with operator Exists takes no value' })
+  .refine((t) => t.key !== undefined || t.operator === 'Exists', { message: 'a toleration without a key needs operator Exists' });
 
 const positiveInt = (description: string, fallback: number, max = 1_000_000) =>
   z.coerce.number().int().min(1).max(max).default(fallback).describe(description);
@@ -55,7 +76,13 @@ export const operatorConfigSchema = z
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     /** Security #11.10: see reconcile/allow-images.ts. */
     allowImages: z
-      .array(z.string().min(1).max(1024).regex(/^[^\s]+$/, 'must be an image pattern without spaces'))
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(1024)
+          .regex(/^[^\s]+$/, 'must be an image pattern without spaces'),
+      )
       .default([])
       .describe(
         'Glob patterns of sandbox images a run may name besides sandboxImage (registry.example/team/*; * stays within a path segment, ** crosses). ' +
@@ -70,7 +97,8 @@ export const operatorConfigSchema = z
           .max(2048)
           .superRefine((pattern, ctx) => {
             const parsed = parseEndpointPattern(pattern);
-            if ('refused' in parsed) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(pattern)} is refused because ${parsed.refused}` });
+            if ('refused' in parsed)
+              ctx.addIssue({ code: 'custom', message: `${JSON.stringify(pattern)} is refused because ${parsed.refused}` });
           })
           .meta(chartPattern(ENDPOINT_PATTERN_SHAPE)),
       )
@@ -79,7 +107,10 @@ export const operatorConfigSchema = z
         'Model endpoints a run may name in spec.model.baseURL, as canonical URLs: scheme, host and port exact, the path a prefix ' +
           '(* one segment, ** any), such as https://llm.internal/v1. Empty: no run-set endpoint (openai-compatible is refused).',
       ),
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6379'),
+    redisUrl: z
+      .string()
+      .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+      .default('redis://127.0.0.1:6379'),
     /** Security #11.1: Redis holds every run's state and queue; see workers/redis-connection.ts. */
     redisPassword: z
       .string()
@@ -94,7 +125,9 @@ export const operatorConfigSchema = z
     allowInsecureRedis: z
       .boolean()
       .default(false)
-      .describe('Accept a Redis URL with no password (and no redisPassword). Anyone who can reach such a Redis can stop or stall every run.'),
+      .describe(
+        'Accept a Redis URL with no password (and no redisPassword). Anyone who can reach such a Redis can stop or stall every run.',
+      ),
     stateKey: z
       .string()
       .min(32, 'must be at least 32 characters (the chart generates 64)')
@@ -117,6 +150,22 @@ export const operatorConfigSchema = z
       .array(z.string().min(1).max(63).regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)'))
       .default([])
       .describe('Namespaces to watch; empty means all.'),
+    /** Where sandbox (and isolation probe) pods run; see reconcile/sandbox-placement.ts. */
+    sandboxPlacement: z
+      .object({
+        nodeSelector: z
+          .record(labelKey, labelValue)
+          .default({})
+          .describe('Node labels a sandbox pod requires (pod spec nodeSelector), such as a pool of sandbox nodes.'),
+        tolerations: z.array(toleration).max(32).default([]).describe('Tolerations of sandbox pods, for tainted sandbox nodes.'),
+        runtimeClassName: objectName('RuntimeClass')
+          .optional()
+          .describe("RuntimeClass of sandbox pods (gvisor, kata) when the run names none; a run's spec.sandbox.runtimeClassName wins."),
+        priorityClassName: objectName('PriorityClass').optional().describe('PriorityClass of sandbox pods.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Where sandbox pods (and isolation probe pods, so the verdict is about the same nodes) run.'),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
     /**
      * Security #11.8: a NetworkPolicy isolates nothing where no CNI enforces it. Runs start only
@@ -126,8 +175,8 @@ export const operatorConfigSchema = z
       .boolean()
       .default(false)
       .describe(
-        'Start sandboxes where NetworkPolicy is not enforced, or with networkPolicy false. Such a sandbox reaches Redis, '
-          + 'cloud metadata, the API server, internal services and the internet.',
+        'Start sandboxes where NetworkPolicy is not enforced, or with networkPolicy false. Such a sandbox reaches Redis, ' +
+          'cloud metadata, the API server, internal services and the internet.',
       ),
     isolationProbe: z
       .object({
@@ -135,7 +184,9 @@ export const operatorConfigSchema = z
           .string()
           .regex(ISOLATION_PROBE_TARGET, 'must be host:port, such as 10.0.0.5:8080, operator.chamvi-system.svc:8080 or [fd00::5]:8080')
           .optional()
-          .describe('What the probe pod tries to reach: an address every pod reaches when no policy applies. Unset: this operator pod (POD_IP) on httpPort.'),
+          .describe(
+            'What the probe pod tries to reach: an address every pod reaches when no policy applies. Unset: this operator pod (POD_IP) on httpPort.',
+          ),
         maxAgeSeconds: positiveInt('A namespace is probed again once its verdict is this old.', 600, 86_400),
         settleSeconds: z.coerce
           .number()
@@ -143,8 +194,14 @@ export const operatorConfigSchema = z
           .min(1)
           .max(300)
           .default(10)
-          .describe('How long the probe keeps trying to connect after its deny policy exists before it concludes the policy is not enforced.'),
-        timeoutSeconds: positiveInt('Longest one probe may take (pod scheduled, image pulled, connections tried) before it gives up undecided.', 180, 3600),
+          .describe(
+            'How long the probe keeps trying to connect after its deny policy exists before it concludes the policy is not enforced.',
+          ),
+        timeoutSeconds: positiveInt(
+          'Longest one probe may take (pod scheduled, image pulled, connections tried) before it gives up undecided.',
+          180,
+          3600,
+        ),
       })
       .strict()
       .prefault({})
@@ -156,9 +213,21 @@ export const operatorConfigSchema = z
       .min(1)
       .default(['node', '/opt/chamvi/toolbox.mjs'])
       .describe('How the sandbox runs the toolbox: in the pod, the bundled file in the sandbox image.'),
-    sandboxNodePath: z.string().min(1).default('/usr/local/bin/node').describe('Path of node in the sandbox image (the container idles on it).'),
-    workspaceSizeLimit: z.string().regex(QUANTITY, 'must be a quantity such as 10Gi').default('10Gi').describe("emptyDir size limit of each sandbox's workspace."),
-    homeSizeLimit: z.string().regex(QUANTITY, 'must be a quantity such as 1Gi').default('1Gi').describe("emptyDir size limit of each sandbox's home (the toolbox's state and logs)."),
+    sandboxNodePath: z
+      .string()
+      .min(1)
+      .default('/usr/local/bin/node')
+      .describe('Path of node in the sandbox image (the container idles on it).'),
+    workspaceSizeLimit: z
+      .string()
+      .regex(QUANTITY, 'must be a quantity such as 10Gi')
+      .default('10Gi')
+      .describe("emptyDir size limit of each sandbox's workspace."),
+    homeSizeLimit: z
+      .string()
+      .regex(QUANTITY, 'must be a quantity such as 1Gi')
+      .default('1Gi')
+      .describe("emptyDir size limit of each sandbox's home (the toolbox's state and logs)."),
     leaderElection: z
       .object({
         enabled: z.boolean().default(true),
@@ -169,7 +238,10 @@ export const operatorConfigSchema = z
         retryPeriodSeconds: positiveInt('Retry period.', 2, 3600),
       })
       .prefault({}),
-    identity: z.string().min(1).default(() => `${process.env.HOSTNAME ?? 'operator'}-${process.pid}`),
+    identity: z
+      .string()
+      .min(1)
+      .default(() => `${process.env.HOSTNAME ?? 'operator'}-${process.pid}`),
     reconcileConcurrency: positiveInt('Runs reconciled at once.', 4, 100),
     /**
      * The agent stops a run at budget.timeout and takes its partial diff. The controller
@@ -193,7 +265,9 @@ export const operatorConfigSchema = z
       .min(1)
       .max(3600)
       .default(300)
-      .describe('One model call attempt (request until the whole answer) may take this long before it is cut and retried (then ModelUnavailable).'),
+      .describe(
+        'One model call attempt (request until the whole answer) may take this long before it is cut and retried (then ModelUnavailable).',
+      ),
     /**
      * spec.sandbox.setup is killed after this long and the run fails SetupFailed ("timed
      * out"). 30 minutes is also the toolbox's own cap on one bash command.
@@ -257,9 +331,14 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
   for (const [variable, { key, list, boolean }] of Object.entries(ENV_KEYS)) {
     const raw = env[variable];
     if (raw === undefined || raw === '') continue;
-    if (list) values[key] = raw.split(',').map((item) => item.trim()).filter(Boolean);
+    if (list)
+      values[key] = raw
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean);
     else if (boolean) {
-      if (raw !== 'true' && raw !== 'false') throw new ConfigError(`config key ${key} (env ${variable}): must be true or false, got ${JSON.stringify(raw)}`);
+      if (raw !== 'true' && raw !== 'false')
+        throw new ConfigError(`config key ${key} (env ${variable}): must be true or false, got ${JSON.stringify(raw)}`);
       values[key] = raw === 'true';
     } else values[key] = raw;
   }

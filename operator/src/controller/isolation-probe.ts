@@ -46,7 +46,7 @@ export interface IsolationProbeLogger {
 export interface IsolationProbeOptions {
   kube: IsolationProbeKube;
   connector: IsolationProbeConnector;
-  config: Pick<OperatorConfig, 'sandboxImage' | 'sandboxNodePath' | 'isolationProbe'>;
+  config: Pick<OperatorConfig, 'sandboxImage' | 'sandboxNodePath' | 'sandboxPlacement' | 'isolationProbe'>;
   /** host:port the probe pod connects to, reachable from any pod while no policy applies (read when a probe runs: the port may be known late). */
   target: () => string;
   logger: IsolationProbeLogger;

@@ -1,9 +1,10 @@
 // Security #11.8: the throwaway pod and deny-all policy of an isolation probe. The pod is a
 // sandbox in all that matters to the network (the sandbox image, the same restricted security
-// context, no service-account token, no placement of its own), so what it can reach is what a
-// sandbox in the namespace could reach. Pure, so a unit test reads it field by field.
+// context, no service-account token, the sandboxes' placement), so what it can reach is what a
+// sandbox in the namespace could reach, on the nodes sandboxes run on. Pure, so a unit test reads it field by field.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { sandboxPlacementSpec } from './sandbox-placement.ts';
 import { HOME_PATH, IDLE_SCRIPT, SANDBOX_CONTAINER, WORKSPACE_PATH, restrictedContainerSecurity, restrictedPodSecurity } from './sandbox-pod.ts';
 
 /** Every probe object carries this label (its value is the probe's id); leftovers of a crashed operator are found by it. */
@@ -26,7 +27,7 @@ export const isolationProbeName = (probeId: string) => `${ISOLATION_PROBE_PREFIX
 export function buildIsolationProbePod(
   namespace: string,
   probeId: string,
-  config: Pick<OperatorConfig, 'sandboxImage' | 'sandboxNodePath'>,
+  config: Pick<OperatorConfig, 'sandboxImage' | 'sandboxNodePath' | 'sandboxPlacement'>,
   lifetimeSeconds: number,
 ): V1Pod {
   return {
@@ -39,6 +40,7 @@ export function buildIsolationProbePod(
       enableServiceLinks: false,
       activeDeadlineSeconds: lifetimeSeconds,
       terminationGracePeriodSeconds: 1,
+      ...sandboxPlacementSpec(config.sandboxPlacement),
       securityContext: restrictedPodSecurity,
       containers: [
         {

@@ -5,6 +5,7 @@ import type { V1Container, V1NetworkPolicy, V1Pod, V1ResourceRequirements } from
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
+import { sandboxPlacementSpec } from './sandbox-placement.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
@@ -130,7 +131,7 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       // the operator is gone.
       activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000) + 2 * config.deadlineGraceSeconds,
       terminationGracePeriodSeconds: 5,
-      ...(sandbox.runtimeClassName ? { runtimeClassName: sandbox.runtimeClassName } : {}),
+      ...sandboxPlacementSpec(config.sandboxPlacement, sandbox.runtimeClassName),
       securityContext: restrictedPodSecurity,
       initContainers,
       containers: [container],
