@@ -51,6 +51,18 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      {
+        // A real kubelet + containerd node beside kwok, NetworkPolicy enforced (docs/real-node.md).
+        // Not in `make test` yet: `make test-real-node` builds what it needs and runs it.
+        test: {
+          name: 'real-node',
+          include: ['test/real-node/**/*.test.ts'],
+          globalSetup: ['test/support/real-node/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });

@@ -41,3 +41,16 @@ chart-schema: node_modules ## Generate the config part of the chart's values.sch
 
 helm-lint: chart-sync chart-schema ## helm lint --strict the chart (helm from make control-plane)
 	$(HELM) lint --strict $(CHART_DIR)
+
+# Daemonless builds (buildah, no Docker engine), on a base made here from Debian packages,
+# into OCI archives under ~/.cache/chamvi-operator/images that `ctr -n k8s.io images import`
+# loads; cached by content. See docs/real-node.md.
+IMAGE_BUILD := scripts/images/build-image.sh
+.PHONY: sandbox-image operator-image
+sandbox-image: ## Build the sandbox image with buildah into an OCI archive (cached by content)
+	nice -n 10 bash $(IMAGE_BUILD) sandbox $(SANDBOX_IMAGE) sandbox-image/Dockerfile . \
+	  package.json package-lock.json tsconfig.json operator/tools/bundle.ts sandbox-image/toolbox .dockerignore
+
+operator-image: node_modules ## Build the operator image with buildah into an OCI archive (cached by content)
+	nice -n 10 bash $(IMAGE_BUILD) operator $(OPERATOR_IMAGE) operator/Dockerfile . \
+	  package.json package-lock.json tsconfig.json operator/tools/bundle.ts operator/src sandbox-image/toolbox .dockerignore

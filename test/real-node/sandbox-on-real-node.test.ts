@@ -1,0 +1,165 @@
+// The operator's own sandbox pod and deny-all NetworkPolicy (reconcile/sandbox-pod.ts), from
+// the sandbox image built here, on a real kubelet + containerd + runc node with kube-router
+// enforcing NetworkPolicy: what SECURITY.md promises about the pod, seen from inside the
+// container through exec (API server -> kubelet -> CRI streaming), and the policy proven by a
+// control case where the same connection succeeds without it.
+import { createServer, type Server } from 'node:net';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
+import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
+
+const unavailable = inject('realNodeUnavailable');
+const namespace = `real-node-${process.pid}`;
+
+function run(name: string, uid: string): ParsedCodingRun {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name, namespace, uid },
+    spec: codingRunSpec.parse({
+      task: 'probe',
+      repository: { url: 'https://github.com/acme/x' },
+      model: { provider: 'scripted', scriptRef: { name: 's' } },
+      budget: { timeout: '10m' },
+      sandbox: { resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi', 'ephemeral-storage': '1Gi' } } },
+    }),
+  };
+}
+
+/** The operator's config as a real-node deployment would set it: sandboxes on the real node. */
+const config = () =>
+  loadOperatorConfig(
+    {
+      sandboxImage: inject('realNodeSandboxImage'),
+      sandboxPlacement: {
+        nodeSelector: { [realNodeLabel.key]: realNodeLabel.value },
+        tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
+      },
+    },
+    {},
+  );
+
+/** No CodingRun object exists here: without the owner references the garbage collector leaves them be. */
+function unowned<T extends { metadata?: { ownerReferences?: unknown } }>(object: T): T {
+  delete object.metadata!.ownerReferences;
+  return object;
+}
+
+async function waitForPodReady(name: string): Promise<void> {
+  const result = await kubectl(['wait', '-n', namespace, `pod/${name}`, '--for=condition=Ready', '--timeout=120s'], { timeoutMs: 130_000 });
+  if (result.code !== 0) {
+    const describe = await kubectl(['describe', 'pod', '-n', namespace, name]);
+    throw new Error(`pod ${name} not Ready: ${result.stderr}\n${describe.stdout}`);
+  }
+}
+
+/** kubectl exec through the API server and the real kubelet; never throws. */
+function exec(pod: string, command: string[], input?: string) {
+  return kubectl(['exec', ...(input === undefined ? [] : ['-i']), '-n', namespace, pod, '-c', 'sandbox', '--', ...command], {
+    ...(input === undefined ? {} : { input }),
+    timeoutMs: 30_000,
+  });
+}
+
+/** One TCP connection attempt from inside the pod: 'connected', an error code, or 'timeout'. */
+async function connectFrom(pod: string, host: string, port: number): Promise<string> {
+  const script =
+    `const s=require('net').connect(${port},${JSON.stringify(host)});` +
+    "s.on('connect',()=>{console.log('connected');process.exit(0)});" +
+    "s.on('error',e=>{console.log(e.code);process.exit(0)});" +
+    "setTimeout(()=>{console.log('timeout');process.exit(0)},2000)";
+  const result = await exec(pod, ['node', '-e', script]);
+  return result.code === 0 ? result.stdout.trim() : `exec failed: ${result.stderr.trim()}`;
+}
+
+/** Polls until connectFrom returns `want` (the enforcer applies a policy within seconds). */
+async function eventually(pod: string, host: string, port: number, want: (outcome: string) => boolean): Promise<string> {
+  const deadline = Date.now() + 20_000;
+  let outcome = '';
+  do {
+    outcome = await connectFrom(pod, host, port);
+    if (want(outcome)) return outcome;
+  } while (Date.now() < deadline);
+  return outcome;
+}
+
+describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? ` (SKIPPED: ${unavailable})` : ''}`, () => {
+  const sandboxRun = run('probe', '00000000-0000-4000-8000-00000000a001');
+  const sandbox = unowned(buildSandboxPod(sandboxRun, config()));
+  const sandboxName = sandbox.metadata!.name!;
+  const policy = unowned(buildNetworkPolicy(sandboxRun));
+  // Another pod on the node, listening: the "other pod" a sandbox must not reach.
+  const listener = unowned(buildSandboxPod(run('listener', '00000000-0000-4000-8000-00000000a002'), config()));
+  listener.spec!.containers[0]!.args = ['node', '-e', "require('net').createServer(s=>s.end('hi')).listen(8080)"];
+  let hostListener: Server;
+  let hostPort = 0;
+  let listenerIp = '';
+
+  beforeAll(async () => {
+    await createNamespace(namespace, { restricted: true });
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(sandbox) });
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(listener) });
+    await waitForPodReady(sandboxName);
+    await waitForPodReady(listener.metadata!.name!);
+    listenerIp = (await kubectlOk(['get', 'pod', '-n', namespace, listener.metadata!.name!, '-o', 'jsonpath={.status.podIP}'])).trim();
+    // A listener on the host's bridge address: what a sandbox would reach of the node itself.
+    hostListener = createServer((socket) => {
+      // The probe closes at once; a reset is expected, not an error of the test.
+      socket.on('error', () => {});
+      socket.end('host');
+    });
+    await new Promise<void>((resolve, reject) => {
+      hostListener.once('error', reject);
+      hostListener.listen(0, inject('realNodeBridgeIp'), () => resolve());
+    });
+    hostPort = (hostListener.address() as { port: number }).port;
+  }, 300_000);
+
+  afterAll(async () => {
+    hostListener?.close();
+    await deleteNamespace(namespace);
+  });
+
+  it('lands on the real node, admitted by PodSecurity restricted', async () => {
+    const node = await kubectlOk(['get', 'pod', '-n', namespace, sandboxName, '-o', 'jsonpath={.spec.nodeName}']);
+    expect(node).toBe(inject('realNodeName'));
+  });
+
+  it('runs the tools as uid 1000 under seccomp, with a read-only root, writable workspace and home, and no token', async () => {
+    const id = await exec(sandboxName, ['id', '-u']);
+    expect(id).toMatchObject({ code: 0, stdout: '1000\n' });
+    const seccomp = await exec(sandboxName, ['grep', '^Seccomp:', '/proc/self/status']);
+    expect(seccomp.stdout).toMatch(/^Seccomp:\s+2$/m);
+    const rootWrite = await exec(sandboxName, ['touch', '/usr/chamvi-probe']);
+    expect(rootWrite.code).not.toBe(0);
+    expect(rootWrite.stderr).toMatch(/Read-only file system/);
+    const workspace = await exec(sandboxName, ['sh', '-c', 'echo ok > /workspace/f && cat /workspace/f && echo ok > "$HOME/f" && cat "$HOME/f"']);
+    expect(workspace).toMatchObject({ code: 0, stdout: 'ok\nok\n' });
+    const token = await exec(sandboxName, ['ls', '/var/run/secrets/kubernetes.io/serviceaccount']);
+    expect(token.code).not.toBe(0);
+  });
+
+  it('passes stdin through exec and propagates the exit code', async () => {
+    const result = await exec(sandboxName, ['sh', '-c', 'cat; exit 3'], 'from stdin');
+    expect(result.stdout).toBe('from stdin');
+    expect(result.code).toBe(3);
+  });
+
+  it("enforces the run's deny-all NetworkPolicy: without it the host and another pod answer, with it neither does", async () => {
+    const bridgeIp = inject('realNodeBridgeIp');
+    // Control case: no policy yet, both connections succeed (so the refusal below means the policy).
+    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
+    expect(await eventually(sandboxName, listenerIp, 8080, (o) => o === 'connected')).toBe('connected');
+
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(policy) });
+    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o !== 'connected')).not.toBe('connected');
+    expect(await connectFrom(sandboxName, listenerIp, 8080)).not.toBe('connected');
+
+    // And the policy, not something else, was what blocked it.
+    await kubectlOk(['delete', 'networkpolicy', '-n', namespace, policy.metadata!.name!]);
+    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
+  });
+});

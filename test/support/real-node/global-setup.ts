@@ -1,0 +1,76 @@
+// vitest globalSetup for the real-node tier: the control plane of ../control-plane/global-setup.ts
+// plus a real node (real-node.ts) with the sandbox image imported. It builds nothing: `make
+// test-real-node` builds the kubelet, kube-router, the sandbox and pause images first. When
+// the node cannot start, the tests see why (inject('realNodeUnavailable')) and skip with that
+// reason instead of passing.
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import controlPlaneSetup from '../control-plane/global-setup.ts';
+import { RealNodeUnavailable, startRealNode, type RealNode } from './real-node.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Why the real node did not start ('' when it did): the command, version and error. */
+    realNodeUnavailable: string;
+    realNodeName: string;
+    /** The sandbox image's reference, imported into the node's containerd. */
+    realNodeSandboxImage: string;
+    /** The node's bridge address (the host as pods see it). */
+    realNodeBridgeIp: string;
+  }
+}
+
+const imageDir = () => process.env.CHAMVI_IMAGE_DIR ?? join(process.env.CHAMVI_CACHE ?? join(homedir(), '.cache/chamvi-operator'), 'images');
+
+/** ARCHIVE= and REF= of an image build-image.sh wrote, or why it is missing. */
+function builtImage(name: string, make: string): { archive: string; ref: string } {
+  const envFile = join(imageDir(), `chamvi-${name}.env`);
+  if (!existsSync(envFile)) throw new RealNodeUnavailable(`no ${envFile}: run \`${make}\` first`);
+  const values = Object.fromEntries(
+    readFileSync(envFile, 'utf8')
+      .split('\n')
+      .filter((line) => line.includes('='))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+  if (!values.ARCHIVE || !existsSync(values.ARCHIVE)) throw new RealNodeUnavailable(`${envFile} names a missing archive: run \`${make}\``);
+  return { archive: values.ARCHIVE, ref: values.REF! };
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const stopPlane = await controlPlaneSetup(project);
+  const binDir = project.getProvidedContext().controlPlaneBin;
+  const stateDir = project.getProvidedContext().controlPlaneStateDir;
+  const kubeconfig = project.getProvidedContext().kubeconfig;
+  let node: RealNode | undefined;
+  let unavailable = '';
+  let sandboxRef = '';
+  try {
+    const sandbox = builtImage('sandbox', 'make sandbox-image');
+    const pause = builtImage('pause', 'make real-node');
+    sandboxRef = sandbox.ref;
+    node = await startRealNode({
+      binDir,
+      kubeconfig,
+      caCert: join(stateDir, 'pki', 'ca.crt'),
+      images: [sandbox.archive],
+      pauseImage: pause,
+      log: (message) => {
+        if (process.env.CHAMVI_CONTROL_PLANE_VERBOSE) console.error(`real-node: ${message}`);
+      },
+    });
+  } catch (error) {
+    unavailable = error instanceof RealNodeUnavailable ? error.reason : `start failed: ${error instanceof Error ? error.message : String(error)}`;
+    console.error(`real-node: UNAVAILABLE, the tier's tests skip: ${unavailable}`);
+  }
+  project.provide('realNodeUnavailable', unavailable);
+  project.provide('realNodeName', node?.nodeName ?? '');
+  project.provide('realNodeSandboxImage', sandboxRef);
+  project.provide('realNodeBridgeIp', node?.bridgeIp ?? '');
+
+  return async () => {
+    await node?.stop();
+    await stopPlane();
+  };
+}
