@@ -10,3 +10,8 @@ real-node: control-plane ## Build the real node's kubelet and kube-router, insta
 
 test-real-node: node_modules system-packages control-plane real-node sandbox-image ## Real-node tier only (the sandbox image on a real kubelet; not in `make test` yet)
 	npx vitest run --project real-node
+
+# `make dev-cluster NODE=real`: the real node's programs and images first.
+ifeq ($(NODE),real)
+dev-cluster: real-node sandbox-image
+endif

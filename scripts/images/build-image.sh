@@ -47,12 +47,25 @@ else
   start=$SECONDS
   mkdir -p "$OUT"
   # chroot isolation: RUN steps need no user namespaces or runc; they get the host's network
-  # (apt and npm reach their registries).
-  $BUILDAH build --isolation chroot --layers --build-arg "BASE_IMAGE=$base" \
+  # (apt and npm reach their registries). Where the host reaches registries through a
+  # TLS-inspecting proxy, npm in a RUN step needs the host's CAs: they are bind-mounted for
+  # the build only (with an npmrc pointing at them), never written into a layer.
+  mounts=()
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    mkdir -p "$OUT/build-mounts"
+    printf 'cafile=/run/chamvi-build/ca-certificates.crt\n' >"$OUT/build-mounts/npmrc"
+    mounts=(--volume "/etc/ssl/certs/ca-certificates.crt:/run/chamvi-build/ca-certificates.crt:ro"
+      --volume "$OUT/build-mounts/npmrc:/usr/local/etc/npmrc:ro")
+  fi
+  $BUILDAH build --isolation chroot --build-arg "BASE_IMAGE=$base" "${mounts[@]}" \
     -f "$DOCKERFILE" -t "$REF" "$CONTEXT" >&2
   rm -f "$archive.tmp"
   $BUILDAH push --quiet "$REF" "oci-archive:$archive.tmp:$REF" >&2
   mv "$archive.tmp" "$archive"
+  # vfs stores every layer as a full copy (an operator build left 15 GB): keep only the base.
+  # The archive is the cache; a changed input rebuilds from the base.
+  $BUILDAH rmi "$REF" >/dev/null 2>&1 || true
+  $BUILDAH rmi --prune >/dev/null 2>&1 || true
   log "built in $((SECONDS - start))s: $archive"
   # Older archives of this image are superseded.
   find "$OUT" -maxdepth 1 -name "chamvi-$NAME-*.oci.tar" ! -name "$(basename "$archive")" -delete

@@ -148,6 +148,31 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
     expect(result.code).toBe(3);
   });
 
+  it('OOM-kills a command that allocates past the memory limit, and the sandbox lives on', async () => {
+    // 256Mi limit (run() above); 400 MB touched page by page. Bounded even if no limit held.
+    const hog = await exec(sandboxName, ['node', '-e', 'const b=Buffer.alloc(400*1024*1024,1);console.log(b.length)']);
+    expect(hog.code).toBe(137);
+    expect(hog.stdout).toBe('');
+    expect(await exec(sandboxName, ['true'])).toMatchObject({ code: 0 });
+  });
+
+  it("stops a process flood at the node's PID limit, and the sandbox lives on", async () => {
+    // 700 sleepers against the kubelet's podPidsLimit of 512 (real-node.ts): bounded even if no limit held.
+    const flood = await exec(sandboxName, [
+      'node',
+      '-e',
+      "const {spawn}=require('child_process');let ok=0,failed=0,code='';" +
+        "for(let i=0;i<700;i++){const c=spawn('sleep',['5'],{stdio:'ignore'});c.on('error',e=>{failed++;code=e.code});if(c.pid)ok++}" +
+        "setTimeout(()=>{console.log(JSON.stringify({ok,failed,code}));process.exit(0)},1000)",
+    ]);
+    const { ok: started, failed, code } = JSON.parse(flood.stdout || '{}') as { ok: number; failed: number; code: string };
+    expect(code).toBe('EAGAIN');
+    expect(failed).toBeGreaterThan(0);
+    expect(started).toBeLessThan(512);
+    expect(started).toBeGreaterThan(50);
+    expect(await exec(sandboxName, ['true'])).toMatchObject({ code: 0 });
+  });
+
   it("enforces the run's deny-all NetworkPolicy: without it the host and another pod answer, with it neither does", async () => {
     const bridgeIp = inject('realNodeBridgeIp');
     // Control case: no policy yet, both connections succeed (so the refusal below means the policy).

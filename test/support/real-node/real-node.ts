@@ -407,7 +407,7 @@ function kubeletConfig(root: string, socket: string, caCert: string, port: numbe
     imageGCLowThresholdPercent: 99,
     serializeImagePulls: false,
     maxPods: 50,
-    podPidsLimit: 1024,
+    podPidsLimit: 512,
     nodeStatusUpdateFrequency: '5s',
     syncFrequency: '10s',
     fileCheckFrequency: '10s',
