@@ -24,7 +24,9 @@ function run(name: string, uid: string): ParsedCodingRun {
       repository: { url: 'https://github.com/acme/x' },
       model: { provider: 'scripted', scriptRef: { name: 's' } },
       budget: { timeout: '10m' },
-      sandbox: { resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi', 'ephemeral-storage': '1Gi' } } },
+      sandbox: {
+        resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi', 'ephemeral-storage': '1Gi' } },
+      },
     }),
   };
 }
@@ -136,7 +138,11 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
     const rootWrite = await exec(sandboxName, ['touch', '/usr/chamvi-probe']);
     expect(rootWrite.code).not.toBe(0);
     expect(rootWrite.stderr).toMatch(/Read-only file system/);
-    const workspace = await exec(sandboxName, ['sh', '-c', 'echo ok > /workspace/f && cat /workspace/f && echo ok > "$HOME/f" && cat "$HOME/f"']);
+    const workspace = await exec(sandboxName, [
+      'sh',
+      '-c',
+      'echo ok > /workspace/f && cat /workspace/f && echo ok > "$HOME/f" && cat "$HOME/f"',
+    ]);
     expect(workspace).toMatchObject({ code: 0, stdout: 'ok\nok\n' });
     const token = await exec(sandboxName, ['ls', '/var/run/secrets/kubernetes.io/serviceaccount']);
     expect(token.code).not.toBe(0);
@@ -163,7 +169,7 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
       '-e',
       "const {spawn}=require('child_process');let ok=0,failed=0,code='';" +
         "for(let i=0;i<700;i++){const c=spawn('sleep',['5'],{stdio:'ignore'});c.on('error',e=>{failed++;code=e.code});if(c.pid)ok++}" +
-        "setTimeout(()=>{console.log(JSON.stringify({ok,failed,code}));process.exit(0)},1000)",
+        'setTimeout(()=>{console.log(JSON.stringify({ok,failed,code}));process.exit(0)},1000)',
     ]);
     const { ok: started, failed, code } = JSON.parse(flood.stdout || '{}') as { ok: number; failed: number; code: string };
     expect(code).toBe('EAGAIN');

@@ -72,8 +72,14 @@ describe('sandboxPlacement', () => {
   it.each([
     [{ nodeSelector: { 'bad key!': 'x' } }, /config key sandboxPlacement\.nodeSelector\.bad key!: Invalid key/],
     [{ nodeSelector: { pool: 'has space' } }, /config key sandboxPlacement\.nodeSelector\.pool: must be a label value/],
-    [{ tolerations: [{ key: 'a', operator: 'Exists', value: 'v' }] }, /sandboxPlacement\.tolerations\.0: a toleration with operator Exists takes no value/],
-    [{ tolerations: [{ operator: 'Equal', value: 'v' }] }, /sandboxPlacement\.tolerations\.0: a toleration without a key needs operator Exists/],
+    [
+      { tolerations: [{ key: 'a', operator: 'Exists', value: 'v' }] },
+      /sandboxPlacement\.tolerations\.0: a toleration with operator Exists takes no value/,
+    ],
+    [
+      { tolerations: [{ operator: 'Equal', value: 'v' }] },
+      /sandboxPlacement\.tolerations\.0: a toleration without a key needs operator Exists/,
+    ],
     [{ tolerations: [{ key: 'a', effect: 'NoRun' }] }, /config key sandboxPlacement\.tolerations\.0\.effect: /],
     [{ tolerations: [{ key: 'a', tolerationSecond: 5 }] }, /config key sandboxPlacement\.tolerations\.0: .*tolerationSecond/],
     [{ runtimeClassName: 'GVisor' }, /config key sandboxPlacement\.runtimeClassName: /],

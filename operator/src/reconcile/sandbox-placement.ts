@@ -7,10 +7,7 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 
 export type SandboxPlacementSpec = Pick<V1PodSpec, 'nodeSelector' | 'tolerations' | 'runtimeClassName' | 'priorityClassName'>;
 
-export function sandboxPlacementSpec(
-  placement: OperatorConfig['sandboxPlacement'],
-  runRuntimeClassName?: string,
-): SandboxPlacementSpec {
+export function sandboxPlacementSpec(placement: OperatorConfig['sandboxPlacement'], runRuntimeClassName?: string): SandboxPlacementSpec {
   const runtimeClassName = runRuntimeClassName ?? placement.runtimeClassName;
   return {
     ...(Object.keys(placement.nodeSelector).length > 0 ? { nodeSelector: { ...placement.nodeSelector } } : {}),

@@ -39,7 +39,9 @@ async function up(): Promise<void> {
     log: (message) => console.error(`real-node: ${message}`),
   });
   writeFileSync(rootFile, `${node.root}\n`);
-  console.error(`real-node: ${node.nodeName} Ready in ${node.startSeconds}s; sandbox image ${image('sandbox').ref}; logs in ${join(node.root, 'logs')}`);
+  console.error(
+    `real-node: ${node.nodeName} Ready in ${node.startSeconds}s; sandbox image ${image('sandbox').ref}; logs in ${join(node.root, 'logs')}`,
+  );
 }
 
 async function down(): Promise<void> {

@@ -22,7 +22,8 @@ declare module 'vitest' {
   }
 }
 
-const imageDir = () => process.env.CHAMVI_IMAGE_DIR ?? join(process.env.CHAMVI_CACHE ?? join(homedir(), '.cache/chamvi-operator'), 'images');
+const imageDir = () =>
+  process.env.CHAMVI_IMAGE_DIR ?? join(process.env.CHAMVI_CACHE ?? join(homedir(), '.cache/chamvi-operator'), 'images');
 
 /** ARCHIVE= and REF= of an image build-image.sh wrote, or why it is missing. */
 function builtImage(name: string, make: string): { archive: string; ref: string } {
@@ -61,7 +62,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
       },
     });
   } catch (error) {
-    unavailable = error instanceof RealNodeUnavailable ? error.reason : `start failed: ${error instanceof Error ? error.message : String(error)}`;
+    unavailable =
+      error instanceof RealNodeUnavailable ? error.reason : `start failed: ${error instanceof Error ? error.message : String(error)}`;
     console.error(`real-node: UNAVAILABLE, the tier's tests skip: ${unavailable}`);
   }
   project.provide('realNodeUnavailable', unavailable);

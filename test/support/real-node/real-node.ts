@@ -69,7 +69,7 @@ async function takeMachineLock(options: RealNodeOptions, log: (m: string) => voi
   const running = existsSync(held.root) && containerdPid > 0 && pidAlive(containerdPid);
   if (running && (held.owner === 0 || pidAlive(held.owner))) {
     throw new RealNodeUnavailable(
-      `another real node runs on this machine (root ${held.root}${held.owner === 0 ? ', the dev cluster\'s: make dev-cluster-down' : `, owner pid ${held.owner}`}); ` +
+      `another real node runs on this machine (root ${held.root}${held.owner === 0 ? ", the dev cluster's: make dev-cluster-down" : `, owner pid ${held.owner}`}); ` +
         'one at a time: they share the bridge, pod range and iptables',
     );
   }
@@ -194,11 +194,10 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
         'True',
       { timeoutMs: 120_000, watch: watched, intervalMs: 500 },
     );
-    await waitUntil(
-      `kubelet /healthz on ${healthzPort}`,
-      async () => (await fetch(`http://127.0.0.1:${healthzPort}/healthz`)).ok,
-      { timeoutMs: 30_000, watch: watched },
-    );
+    await waitUntil(`kubelet /healthz on ${healthzPort}`, async () => (await fetch(`http://127.0.0.1:${healthzPort}/healthz`)).ok, {
+      timeoutMs: 30_000,
+      watch: watched,
+    });
     // The API server reaches the kubelet (exec, logs) at the node IP and kubelet port.
     await waitUntil(
       `kubelet API on ${nodeIp}:${kubeletPort}`,
@@ -219,11 +218,10 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       '--v=1',
     ]);
     watched.push(router);
-    await waitUntil(
-      'kube-router /healthz',
-      async () => (await fetch(`http://127.0.0.1:${routerHealthPort}/healthz`)).ok,
-      { timeoutMs: 60_000, watch: watched },
-    );
+    await waitUntil('kube-router /healthz', async () => (await fetch(`http://127.0.0.1:${routerHealthPort}/healthz`)).ok, {
+      timeoutMs: 60_000,
+      watch: watched,
+    });
 
     const startSeconds = Math.round((Date.now() - began) / 100) / 10;
     log(`real node ${realNodeName} up in ${startSeconds}s (root ${root})`);
@@ -240,7 +238,11 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
  * rules), the kubelet, every container (containerd's shims outlive containerd), containerd,
  * the bridge, the mounts under the root, and the Node object.
  */
-export async function stopRealNode(root: string, options: Pick<RealNodeOptions, 'binDir' | 'kubeconfig'>, log: (m: string) => void = () => {}): Promise<void> {
+export async function stopRealNode(
+  root: string,
+  options: Pick<RealNodeOptions, 'binDir' | 'kubeconfig'>,
+  log: (m: string) => void = () => {},
+): Promise<void> {
   const socket = join(root, 'containerd.sock');
   await stopRecordedProcesses(root, ['kube-router', 'kubelet']);
   await runProcess(join(options.binDir, 'kube-router'), ['--cleanup-config'], { timeoutMs: 60_000 }).catch(() => undefined);
@@ -277,7 +279,10 @@ export async function stopRealNode(root: string, options: Pick<RealNodeOptions, 
  * jumping to one, table by table, with one save and restore.
  */
 async function removeKubeIptablesRules(): Promise<void> {
-  for (const [save, restore] of [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']] as const) {
+  for (const [save, restore] of [
+    ['iptables-save', 'iptables-restore'],
+    ['ip6tables-save', 'ip6tables-restore'],
+  ] as const) {
     const dump = await runProcess(save, [], { timeoutMs: 30_000 }).catch(() => undefined);
     if (!dump || dump.code !== 0 || !dump.stdout.includes('KUBE-')) continue;
     const kept = dump.stdout
