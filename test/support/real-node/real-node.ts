@@ -8,7 +8,7 @@
 // The node is tainted and labelled (realNodeTaint, realNodeLabel) so only pods that ask for
 // it land there; the kwok node stays the default.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { runProcess } from '../run-process.ts';
@@ -256,6 +256,7 @@ export async function stopRealNode(
     }
   }
   await stopRecordedProcesses(root, processOrder);
+  killShimsOf(root);
   await removeKubeIptablesRules();
   unmountUnder(root);
   await runProcess('ip', ['link', 'delete', realNodeBridge], { timeoutMs: 10_000 }).catch(() => undefined);
@@ -270,6 +271,38 @@ export async function stopRealNode(
   }
   if (!process.env.CHAMVI_KEEP_REAL_NODE_ROOT) rmSync(root, { recursive: true, force: true });
   else log(`real node root kept: ${root}`);
+}
+
+/**
+ * containerd's shims outlive containerd by design, and with them each pod's processes: kill
+ * every shim started for this root's socket and everything under it (children first).
+ */
+function killShimsOf(root: string): void {
+  const parents = new Map<number, number>();
+  const shims: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      parents.set(pid, Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (argv[0]?.endsWith('containerd-shim-runc-v2') && argv.includes(join(root, 'containerd.sock'))) shims.push(pid);
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  const under = (ancestor: number): number[] =>
+    [...parents].filter(([, parent]) => parent === ancestor).flatMap(([pid]) => [...under(pid), pid]);
+  for (const shim of shims) {
+    for (const pid of [...under(shim), shim]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
+  }
 }
 
 /**
