@@ -55,12 +55,13 @@ format: node_modules ## Format the tree with Prettier and apply the linter's saf
 	npx eslint --fix .
 
 .PHONY: test
-test: node_modules system-packages toolbox control-plane typecheck ## Run every test tier (unit, toolbox, integration, e2e, faults)
+test: node_modules system-packages toolbox control-plane typecheck lint real-node sandbox-image ## Run every test tier (unit, toolbox, integration, e2e, faults, real-node)
 	npx vitest run --project unit
 	npx vitest run --project toolbox
 	npx vitest run --project integration
 	npx vitest run --project e2e
 	npx vitest run --project faults
+	npx vitest run --project real-node
 
 .PHONY: test-faults
 test-faults: node_modules system-packages toolbox control-plane ## Reliability tier only (faults injected on purpose)

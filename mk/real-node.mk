@@ -8,7 +8,7 @@ real-node: control-plane ## Build the real node's kubelet and kube-router, insta
 	nice -n 10 bash $(REAL_NODE_DIR)/build.sh
 	nice -n 10 bash $(REAL_NODE_DIR)/pause-image.sh
 
-test-real-node: node_modules system-packages control-plane real-node sandbox-image ## Real-node tier only (the sandbox image on a real kubelet; not in `make test` yet)
+test-real-node: node_modules system-packages control-plane real-node sandbox-image ## Real-node tier only (the sandbox image on a real kubelet; the last tier of `make test`)
 	npx vitest run --project real-node
 
 # `make dev-cluster NODE=real`: the real node's programs and images first.
