@@ -13,7 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
-import { CloneFailedError, cloneRepository } from '../../operator/src/workers/git-clone.ts';
+import { cloneRepository } from '../../operator/src/workers/git-clone.ts';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
+
+const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
 const TOKEN = 'ghp_planted0123456789abcdefTOKEN';
 const BASIC = `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`;
@@ -105,7 +108,7 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
   it('answers the checked origin\'s challenge with the token through askpass, and keeps it out of the error (control)', async () => {
     const origin = await authServer();
     const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
-    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect(origin.authorizations).toContain(BASIC);
     expect(origin.requests.every((url) => !url.includes(TOKEN))).toBe(true);
     expect((error as Error).message).not.toContain(TOKEN);
@@ -116,7 +119,7 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     const other = await authServer();
     const origin = await listen(createServer(redirectTo(other.url)), 'http');
     const error = await cloneRepository({ url: checked(`${origin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
-    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect(other.authorizations).toEqual([]);
     expect(other.requests).toEqual([]);
     expect((error as Error).message).not.toContain(TOKEN);
@@ -153,7 +156,7 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
 
     it('does not downgrade to http: the http server never gets the token', async () => {
       const error = await cloneRepository({ url: checked(`${httpsOrigin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
-      expect(CloneFailedError.isInstance(error)).toBe(true);
+      expect(isRunFailure(error, 'CloneFailed')).toBe(true);
       // git did reach the https origin (TLS worked), and went no further.
       expect(httpsRequests.length).toBeGreaterThan(0);
       expect(plain.authorizations).toEqual([]);
@@ -169,7 +172,7 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     process.env.TMPDIR = temp;
     try {
       const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
-      expect(CloneFailedError.isInstance(error)).toBe(true);
+      expect(isRunFailure(error, 'CloneFailed')).toBe(true);
       expect(readdirSync(temp)).toEqual([]);
     } finally {
       if (previous === undefined) delete process.env.TMPDIR;
@@ -197,7 +200,7 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
     process.env.TMPDIR = temp;
     try {
       const error = await cloneRepository({ url: checked(`file://${bomb}`), maxCheckoutBytes: 16 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
-      expect(CloneFailedError.isInstance(error)).toBe(true);
+      expect(isRunFailure(error, 'CloneFailed')).toBe(true);
       expect((error as Error).message).toContain('the checkout would be 64.0 MiB (67108864 bytes) in 64 files and directories, over maxCheckoutBytes 16.0 MiB');
       expect(readdirSync(temp)).toEqual([]);
     } finally {
@@ -226,7 +229,7 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
     });
     const started = Date.now();
     const error = await cloneRepository({ url: checked(`file://${gitBomb}`), maxCheckoutBytes: 1024 * MiB, maxCheckoutFiles: 5000 }).catch((e: unknown) => e);
-    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect((error as Error).message).toContain('the checkout would have more than 5000 files and directories, over maxCheckoutFiles 5000');
     expect(Date.now() - started).toBeLessThan(15_000);
   });
@@ -237,7 +240,7 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
       return mktree(dir, [`100644 blob ${random}\trandom.bin`]);
     });
     const error = await cloneRepository({ url: checked(`file://${big}`), maxCheckoutBytes: 2 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
-    expect(CloneFailedError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect((error as Error).message).toMatch(/the repository's download grew past 18\.0 MiB .* and was stopped/);
   });
 

@@ -11,13 +11,14 @@ import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gate
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { createSystemCallingPolicyDependencies, type CallingPolicy } from '../../operator/src/providers/calling-policy.ts';
-import { ModelEndpointNotAllowedError } from '../../operator/src/providers/errors/model-endpoint-not-allowed-error.ts';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { ModelRequestRejectedError } from '../../operator/src/providers/errors/model-request-rejected-error.ts';
 import { ModelResponseInvalidError } from '../../operator/src/providers/errors/model-response-invalid-error.ts';
 import { validateRun } from '../../operator/src/reconcile/validate-run.ts';
 import { endpointCheckedModelFactory } from '../../operator/src/workers/endpoint-checked-model-factory.ts';
-import { SecretNotAllowedError } from '../../operator/src/workers/errors/secret-not-allowed-error.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
+
+const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
 const API_KEY = 'sk-tenant-b-8d2f61c0a9e4';
 const INTERNAL_SECRET = 'AKIAINTERNAL0123456789';
@@ -121,8 +122,8 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
     // A run that got past admission anyway (the list changed, or its spec was never checked):
     // the worker refuses before it reads the Secret or sends a byte.
     const error = await models('team-b', spec.model).catch((e: unknown) => e);
-    expect(ModelEndpointNotAllowedError.isInstance(error)).toBe(true);
-    expect((error as ModelEndpointNotAllowedError).reason).toBe('ModelEndpointNotAllowed');
+    expect(isRunFailure(error, 'ModelEndpointNotAllowed')).toBe(true);
+    expect((error as RunFailure).reason).toBe('ModelEndpointNotAllowed');
     expect(secretReads()).toBe(0);
     expect(server.requests).toHaveLength(0);
   });
@@ -143,8 +144,8 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
     expect(refusal!.message).toContain('kubectl label secret llm -n team-b chamvi.dev/usable-by-runs=true');
     server.replies.push({ status: 200, contentType: 'application/json', body: completion('hi') });
     const error = await models('team-b', spec.model).catch((e: unknown) => e);
-    expect(SecretNotAllowedError.isInstance(error)).toBe(true);
-    expect((error as SecretNotAllowedError).reason).toBe('SecretNotAllowed');
+    expect(isRunFailure(error, 'SecretNotAllowed')).toBe(true);
+    expect((error as RunFailure).reason).toBe('SecretNotAllowed');
     expect(server.requests).toHaveLength(0);
     expect(sentKey()).toBe(false);
   });

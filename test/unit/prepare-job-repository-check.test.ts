@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
-import { runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
+import { runAgentJob } from '../../operator/src/workers/run-agent-job.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'prepare-check-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -20,6 +20,9 @@ function repository(): string {
   execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '--allow-empty', '-m', 'x']);
   return dir;
 }
+
+// Through the worker's job runner, which maps the job's RunFailure to the run's status.
+const prepareJob = { name: 'prepare' as const, data: { uid: 'uid-1', namespace: 'ns', name: 'r' }, attempt: 1, attempts: 10 };
 
 function harness(url: string, allowRepo: string[]) {
   const run: CodingRun = {
@@ -48,6 +51,8 @@ function harness(url: string, allowRepo: string[]) {
         return 'token';
       },
     },
+    metrics: { execErrors: { inc() {} }, modelCallErrors: { inc() {} } },
+    events: { record: async () => undefined },
     sandboxes: {
       for: () => {
         seen.sandboxes++;
@@ -71,7 +76,7 @@ describe('security #11.2 the prepare job re-checks allowRepo right before the cl
     process.env.TMPDIR = temp;
     try {
       const { deps, seen } = harness(url, ['https://github.com/acme/*']);
-      await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' });
+      await runAgentJob(deps, prepareJob);
       expect(seen.statuses).toHaveLength(1);
       expect(seen.statuses[0]).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
       expect(seen.statuses[0]!.message).toContain("does not match the operator's allowRepo");
@@ -86,7 +91,7 @@ describe('security #11.2 the prepare job re-checks allowRepo right before the cl
 
   it('fails a run whose URL is not canonical even if an old allowRepo once let it through', async () => {
     const { deps, seen } = harness('https://github.com\\acme\\x@evil.example', ['https://github.com/acme/*']);
-    await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' });
+    await runAgentJob(deps, prepareJob);
     expect(seen.statuses[0]).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
     expect(seen.statuses[0]!.message).toContain('backslash');
     expect(seen.secretsRead).toBe(0);
@@ -96,7 +101,7 @@ describe('security #11.2 the prepare job re-checks allowRepo right before the cl
     const url = `file://${repository()}`;
     const { deps, seen } = harness(url, [`file://${scratch}/*`]);
     // The clone succeeds; the job then asks for the sandbox, which this test does not have.
-    await expect(runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' })).rejects.toThrow('no sandbox in this test');
+    await expect(runAgentJob(deps, prepareJob)).rejects.toThrow('no sandbox in this test');
     expect(seen.statuses).toEqual([]);
     expect(seen.secretsRead).toBe(1);
     expect(seen.sandboxes).toBe(1);

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { PROVIDER_NAMES } from '../../operator/src/api/providers.ts';
 import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
-import { ModelConfigurationError } from '../../operator/src/providers/errors/model-configuration-error.ts';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { PROVIDER_REGISTRY } from '../../operator/src/providers/provider-registry.ts';
+
+const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
 describe('provider registry', () => {
   it('declares exactly the providers the CodingRun API accepts', () => {
@@ -34,10 +36,10 @@ describe('provider registry', () => {
       try {
         run();
       } catch (error) {
-        expect(ModelConfigurationError.isInstance(error)).toBe(true);
+        expect(isRunFailure(error, 'ModelConfigurationInvalid')).toBe(true);
         return (error as Error).message;
       }
-      throw new Error('expected a ModelConfigurationError');
+      throw new Error('expected a RunFailure (ModelConfigurationInvalid)');
     };
     expect(attempt(() => createLanguageModel({ provider: 'mistral', name: 'm' }))).toMatch(/Unknown model provider "mistral".*openai-compatible/);
     expect(attempt(() => createLanguageModel({ provider: 'openai-compatible', name: 'm' }))).toContain('spec.model.baseURL');

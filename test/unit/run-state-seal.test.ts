@@ -3,8 +3,10 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { RunStateStore, type RunState } from '../../operator/src/workers/run-state.ts';
-import { RunStateInvalidError } from '../../operator/src/workers/run-state-invalid-error.ts';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
+
+const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
 const KEY = 'unit-test-state-key-0123456789abcdef0123456789';
 const owner = { uid: 'uid-a', namespace: 'team-a', name: 'run-a' };
@@ -39,10 +41,10 @@ const problem = (fn: () => unknown): string => {
   try {
     fn();
   } catch (error) {
-    expect(RunStateInvalidError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'StateLost')).toBe(true);
     return (error as Error).message;
   }
-  throw new Error('expected RunStateInvalidError');
+  throw new Error('expected a RunFailure (StateLost)');
 };
 
 describe('security #11.1 sealed run state', () => {

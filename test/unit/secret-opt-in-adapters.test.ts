@@ -7,8 +7,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { SecretNotAllowedError } from '../../operator/src/workers/errors/secret-not-allowed-error.ts';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
+
+const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
 const KEY = 'sk-namespace-key-5b7e0c';
 let labels: Record<string, string> | undefined;
@@ -43,7 +45,7 @@ afterEach(async () => {
 describe('security #11.3 Secrets opt in to runs, checked where they are read', () => {
   it('a worker refuses the value of a Secret without the usable-by-runs label, saying which label to add', async () => {
     const error = await kubernetesRunResources(kubeConfig).secretValue('team-b', 'llm', 'apiKey').catch((e: unknown) => e);
-    expect(SecretNotAllowedError.isInstance(error)).toBe(true);
+    expect(isRunFailure(error, 'SecretNotAllowed')).toBe(true);
     expect((error as Error).message).toContain('kubectl label secret llm -n team-b chamvi.dev/usable-by-runs=true');
     expect((error as Error).message).not.toContain(KEY);
   });

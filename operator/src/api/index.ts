@@ -7,3 +7,5 @@ export * from './coding-run-spec.ts';
 export * from './coding-run-status.ts';
 export * from './coding-run.ts';
 export * from './reasons.ts';
+export * from './run-failure.ts';
+export * from './failure-messages.ts';

@@ -46,3 +46,38 @@ export const REASONS = {
 } as const;
 
 export type Reason = (typeof REASONS)[keyof typeof REASONS];
+
+/**
+ * Reasons of conditions other than Complete (whose reason is the run's status.reason). Part
+ * of the API like REASONS: `kubectl wait` and alerts match on them.
+ */
+export const CONDITION_REASONS = {
+  /** Complete=False while the run has not finished. */
+  InProgress: 'InProgress',
+  /** SandboxReady=False while the pod is being created. */
+  Provisioning: 'Provisioning',
+  /** SandboxReady=False for a pod that reports no reason of its own. */
+  PodNotReady: 'PodNotReady',
+  PodReady: 'PodReady',
+  /** SandboxReady=False once the run has ended (the pod is removed). */
+  RunFinished: 'RunFinished',
+  ToolCallNeedsApproval: 'ToolCallNeedsApproval',
+  NoPendingCall: 'NoPendingCall',
+} as const;
+
+/** Reasons of the Events recorded on a run (besides the status.reason of a phase change). */
+export const EVENT_REASONS = {
+  Accepted: 'Accepted',
+  Provisioning: 'Provisioning',
+  SandboxReady: 'SandboxReady',
+  Prepared: 'Prepared',
+  SetupDone: 'SetupDone',
+  Step: 'Step',
+  AwaitingApproval: 'AwaitingApproval',
+  Approved: 'Approved',
+  Denied: 'Denied',
+  /** An approval whose sha256 is not the pending input's (Security #11.5): the call stays pending. */
+  ApprovalRefused: 'ApprovalRefused',
+  /** An approval annotation that answers another call, or cannot be read. */
+  ApprovalIgnored: 'ApprovalIgnored',
+} as const;

@@ -5,7 +5,8 @@
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { ModelConfigurationError } from './errors/model-configuration-error.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 import { limitResponseSize } from './limit-response-size.ts';
 import { findProviderDeclaration, PROVIDER_REGISTRY, type ProviderApi, type ProviderDeclaration } from './provider-registry.ts';
 import type { ModelScript } from './scripted/model-script-schema.ts';
@@ -56,7 +57,7 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = 
     }).chatModel(modelName),
   scripted: ({ modelName, options }) => {
     if (options.script === undefined) {
-      throw new ModelConfigurationError(
+      throw new RunFailure(REASONS.ModelConfigurationInvalid, 
         'The scripted provider needs a script: set spec.model.scriptRef to a ConfigMap key holding the script JSON.',
       );
     }
@@ -67,22 +68,22 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = 
 export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLanguageModelOptions = {}): LanguageModelV4 {
   const declaration = findProviderDeclaration(modelSpec.provider);
   if (declaration === undefined) {
-    throw new ModelConfigurationError(
+    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
       `Unknown model provider "${modelSpec.provider}". Set spec.model.provider to one of: ${Object.keys(PROVIDER_REGISTRY).join(', ')}.`,
     );
   }
   const modelName = modelSpec.name ?? declaration.defaultModel;
   if (modelName === undefined || modelName === '') {
-    throw new ModelConfigurationError(`The ${declaration.name} provider has no default model: set spec.model.name.`);
+    throw new RunFailure(REASONS.ModelConfigurationInvalid, `The ${declaration.name} provider has no default model: set spec.model.name.`);
   }
   const baseURL = modelSpec.baseURL ?? declaration.defaultBaseURL;
   if (declaration.requiresBaseURL && (baseURL === undefined || baseURL === '')) {
-    throw new ModelConfigurationError(
+    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
       `The ${declaration.name} provider needs an endpoint: set spec.model.baseURL to the API root, e.g. https://llm.example/v1.`,
     );
   }
   if (declaration.requiresApiKey && (options.apiKey === undefined || options.apiKey === '')) {
-    throw new ModelConfigurationError(
+    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
       `The ${declaration.name} provider needs an API key: set spec.model.apiKeySecretRef to a Secret key in the run namespace.`,
     );
   }

@@ -1,10 +1,11 @@
 // The controller's brain: given what was observed about one run, the operator config and
 // the time, decide what to do. Pure and level-triggered: it reads the whole current state
 // every time and never trusts the event that caused the call.
-import { FINALIZER, REASONS, durationMs, isTerminal, type CodingRun, type CodingRunSpec, type CodingRunStatus, type Phase } from '../api/index.ts';
+import { CONDITION_REASONS, EVENT_REASONS, FINALIZER, REASONS, durationMs, isTerminal, type CodingRun, type CodingRunSpec, type CodingRunStatus, type Phase } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { readApprovalAnnotation } from './approval-answer.ts';
-import { finishStatus, type TerminalPhase } from './finish-status.ts';
+import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from './run-status-transitions.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
@@ -22,22 +23,20 @@ export const QUEUED_RECHECK_MS = 30_000;
  */
 export const AGENT_RECHECK_MS = 15_000;
 
-const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so a restart keeps runs.';
-
 /** Why a started run can no longer go on, judged from what the agent holds of it. */
 export function agentLoss(agent: AgentView | undefined): { reason: string; message: string } | undefined {
   if (!agent || agent.moving) return undefined;
   // Security #11.1: a state not written by the operator is never acted on, nor waited on.
   if (agent.invalidState !== undefined) return { reason: REASONS.StateLost, message: agent.invalidState };
   if (agent.state === 'missing') {
-    return { reason: REASONS.StateLost, message: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
+    return { reason: REASONS.StateLost, message: FAILURE_MESSAGES.stateGone };
   }
   // A run parked on an approval waits for a human, not for a job.
   if (agent.state === 'waiting') return undefined;
   if (agent.failedJob !== undefined) {
-    return { reason: REASONS.AgentFailed, message: `The agent stopped: its last job failed for good (${agent.failedJob.slice(0, 1024)}); create the run again.` };
+    return { reason: REASONS.AgentFailed, message: FAILURE_MESSAGES.agentStopped(agent.failedJob) };
   }
-  return { reason: REASONS.StateLost, message: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}` };
+  return { reason: REASONS.StateLost, message: FAILURE_MESSAGES.noJobLeft };
 }
 
 function nameTakenMessage(namespace: string, taken: TakenName[]): string {
@@ -66,11 +65,7 @@ class StatusBuilder {
   }
 
   phase(phase: Phase, reason: string | undefined, message: string, event?: RunEvent): this {
-    const changed = this.status.phase !== phase || this.status.reason !== reason;
-    this.status.phase = phase;
-    if (reason === undefined) delete this.status.reason;
-    else this.status.reason = reason;
-    this.status.message = message;
+    const { changed } = enterPhase(this.status, phase, reason, message);
     if (changed && event) this.events.push(event);
     return this;
   }
@@ -165,8 +160,8 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       }
       const message = 'The run is valid.';
       builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message });
-      builder.events.push({ type: 'Normal', reason: 'Accepted', message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` });
-      builder.condition({ type: 'Complete', status: 'False', reason: 'InProgress', message: 'The run has not finished.' });
+      builder.events.push({ type: 'Normal', reason: EVENT_REASONS.Accepted, message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` });
+      builder.condition({ type: 'Complete', status: 'False', reason: CONDITION_REASONS.InProgress, message: 'The run has not finished.' });
     }
     // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.
     const isolation = isolationGate(observed.isolation, config, run.metadata.namespace);
@@ -187,11 +182,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     }
     builder.phase('Provisioning', undefined, 'Creating the sandbox pod.', {
       type: 'Normal',
-      reason: 'Provisioning',
+      reason: EVENT_REASONS.Provisioning,
       message: `Creating sandbox pod ${sandboxPodName(run)}`,
     });
     builder.status.podName = sandboxPodName(run);
-    builder.condition({ type: 'SandboxReady', status: 'False', reason: 'Provisioning', message: 'The sandbox pod is being created.' });
+    builder.condition({ type: 'SandboxReady', status: 'False', reason: CONDITION_REASONS.Provisioning, message: 'The sandbox pod is being created.' });
   }
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
@@ -200,7 +195,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const grace = builder.status.phase === 'Provisioning' ? 0 : config.deadlineGraceSeconds * 1000;
   const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout) + grace;
   if (now.getTime() >= deadline) {
-    builder.finish('Failed', REASONS.DeadlineExceeded, `The run did not finish within its budget.timeout of ${spec.budget.timeout}; raise spec.budget.timeout for a longer task.`);
+    builder.finish('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout));
     stopSandbox();
     return done();
   }
@@ -220,16 +215,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
   if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
     if (pod.reason === 'DeadlineExceeded') {
-      builder.finish('Failed', REASONS.DeadlineExceeded, `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${spec.budget.timeout}).`);
+      builder.finish('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtPod(spec.budget.timeout));
     } else {
       const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}`;
-      builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${pod.name} ${why} before the run ended; create the run again.`);
+      builder.finish('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
     }
     stopSandbox();
     return done();
   }
   if (!pod && currentPhase !== 'Provisioning') {
-    builder.finish('Failed', REASONS.SandboxLost, `Sandbox pod ${sandboxPodName(run)} disappeared before the run ended; create the run again.`);
+    builder.finish('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(sandboxPodName(run), 'disappeared'));
     stopSandbox();
     return done();
   }
@@ -241,11 +236,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (currentPhase === 'Provisioning') {
     if (!pod.ready) {
       const message = `Sandbox pod ${pod.name} is ${pod.phase}${pod.reason ? `: ${pod.reason}` : ''}${pod.message ? ` (${pod.message})` : ''}.`;
-      builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? 'PodNotReady', message });
+      builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? CONDITION_REASONS.PodNotReady, message });
       return done(untilDeadline);
     }
-    builder.condition({ type: 'SandboxReady', status: 'True', reason: 'PodReady', message: `Sandbox pod ${pod.name} is ready.` });
-    builder.phase('Running', undefined, 'The agent is working.', { type: 'Normal', reason: 'SandboxReady', message: `Sandbox pod ${pod.name} is ready; starting the agent` });
+    builder.condition({ type: 'SandboxReady', status: 'True', reason: CONDITION_REASONS.PodReady, message: `Sandbox pod ${pod.name} is ready.` });
+    builder.phase('Running', undefined, RUNNING_MESSAGE, { type: 'Normal', reason: EVENT_REASONS.SandboxReady, message: `Sandbox pod ${pod.name} is ready; starting the agent` });
     actions.push({ type: 'startAgent' });
   }
   // 5. The agent: a started run lives in Redis (its state, and a job that moves it on or a
@@ -270,9 +265,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
       if (now.getTime() < timeoutAt) return done(Math.min(recheck, timeoutAt - now.getTime()));
     } else if (reading.kind === 'answer') {
-      builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
+      builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
     } else if (reading.kind === 'invalid') {
-      builder.events.push({ type: 'Warning', reason: 'ApprovalIgnored', message: reading.message });
+      builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message: reading.message });
     }
     if (now.getTime() >= timeoutAt) {
       actions.push({ type: 'resumeAgent', answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` } });

@@ -1,10 +1,11 @@
-// The BullMQ side of the agent: enqueueing jobs with idempotent ids, and the RunAgent port
-// the controller calls (start a run, resume after an approval, stop and forget a run).
+// The BullMQ side of the agent: enqueueing jobs with idempotent ids, signed (Security #11.1),
+// for the controller (start a run, resume after an approval, stop and forget a run) and for
+// the jobs (the next step, finalize). What the agent holds of a run is read by
+// agent-inspector.ts; agent-runtime.ts joins the two into the controller's RunAgent port.
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
-import type { AgentView, ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
-import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
+import type { ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import type { RunStateStore } from './run-state.ts';
@@ -37,12 +38,7 @@ const JOB_OPTIONS = {
  */
 const PREPARE_PRIORITY = 1;
 
-/** Job states in which a job will still run (or is running). */
-const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
-/** inspect() gives up after this long (Redis down): the controller must not hang on it. */
-const INSPECT_TIMEOUT_MS = 3_000;
-
-export class AgentQueue implements RunAgent, JobEnqueuer {
+export class AgentQueue implements Omit<RunAgent, 'inspect'>, JobEnqueuer {
   constructor(
     private readonly queue: Queue<AgentJobData, void, AgentJobName>,
     private readonly states: RunStateStore,
@@ -58,6 +54,7 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
     const signed: AgentJobData & SignedJobData = { ...data, mac };
     return this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
   }
+
 
   private static ref(run: CodingRun) {
     return { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
@@ -112,53 +109,5 @@ export class AgentQueue implements RunAgent, JobEnqueuer {
       for (const key of keys) ids.add(key.slice(keyPrefix.length).split(':')[0]!);
     } while (cursor !== '0');
     return [...ids];
-  }
-
-  async inspect(run: CodingRun): Promise<AgentView | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), INSPECT_TIMEOUT_MS)));
-    try {
-      return await Promise.race([this.look(run), timeout]);
-    } catch {
-      return undefined;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * The state, then the jobs that could move the run on, then the state again. Every job
-   * saves the state before it enqueues the next one and stays active until it has, so a
-   * healthy run always shows a live job or a state that changed between the two reads.
-   */
-  private async look(run: CodingRun): Promise<AgentView> {
-    const uid = run.metadata.uid;
-    const before = await this.states.loadText(uid);
-    // A state that does not verify is as good as missing; the controller fails the run with why.
-    const { state, invalid } = this.states.inspect(before, AgentQueue.ref(run));
-    const step = state?.step ?? run.status?.steps ?? 0;
-    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
-    const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
-    const reading = readApprovalAnnotation(run);
-    if (reading.kind === 'answer') approvals.push(reading.answer.id);
-    if (reading.kind === 'answer' && reading.answer.decision === 'approve') ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
-    for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
-    const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
-    // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
-    const active = await this.queue.getActive();
-    const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
-    const after = await this.states.loadText(uid);
-    if (moving || after !== before) {
-      const now = after === before ? state : this.states.peek(after, AgentQueue.ref(run));
-      return { state: now?.stage ?? 'missing', moving: true };
-    }
-    const failed = states.find(({ state: jobState }) => jobState === 'failed');
-    const failedReason = failed ? (await this.queue.getJob(failed.id))?.failedReason : undefined;
-    return {
-      state: state?.stage ?? 'missing',
-      moving: false,
-      ...(failedReason !== undefined ? { failedJob: failedReason } : {}),
-      ...(invalid !== undefined ? { invalidState: invalid } : {}),
-    };
   }
 }

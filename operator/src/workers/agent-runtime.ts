@@ -12,6 +12,7 @@ import type { RunAgent } from '../reconcile/run-agent.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { AgentLogger } from './agent-dependencies.ts';
+import { AgentInspector } from './agent-inspector.ts';
 import { AgentQueue } from './agent-queue.ts';
 import { startAgentWorker } from './agent-worker.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
@@ -68,6 +69,14 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis);
+  const inspector = new AgentInspector(queue, states);
+  // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
+  const runAgent: RunAgent = {
+    start: (run) => agentQueue.start(run),
+    resume: (run, answer) => agentQueue.resume(run, answer),
+    stop: (run) => agentQueue.stop(run),
+    inspect: (run) => inspector.inspect(run),
+  };
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const worker = !config.workersEnabled ? undefined : startAgentWorker(
     {
@@ -95,7 +104,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     },
   );
   return {
-    runAgent: agentQueue,
+    runAgent,
     async checkRedis() {
       // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down
       // and answer 200 once it is back, instead of 503 while it is gone.

@@ -15,9 +15,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repositoryOrigin, repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import type { CheckedRepositoryUrl } from '../reconcile/allow-repo.ts';
-import { CloneFailedError } from './errors/clone-failed-error.ts';
+import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 
-export { CloneFailedError };
+/** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
+function cloneFailed(detail: string): RunFailure {
+  return new RunFailure(REASONS.CloneFailed, FAILURE_MESSAGES.cloneFailed(detail));
+}
+
+/** A clone that failed (the run fails CloneFailed), as opposed to an I/O error of the worker. */
+export function isCloneFailure(error: unknown): error is RunFailure {
+  return RunFailure.isInstance(error) && error.reason === REASONS.CloneFailed;
+}
 
 /** The operator's clone settings, as the workers get them (the config reaches AgentDependencies). */
 export interface ClonePolicy {
@@ -111,12 +121,12 @@ function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean)
       child.kill('SIGKILL');
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), run.timeoutMs);
-    child.on('error', (error) => reject(new CloneFailedError(`git could not start: ${error.message}`)));
+    child.on('error', (error) => reject(cloneFailed(`git could not start: ${error.message}`)));
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const label = run.label ?? args[0];
       if (code === 0 || stopped) resolve();
-      else reject(new CloneFailedError(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
+      else reject(cloneFailed(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
     });
   });
 }
@@ -169,7 +179,7 @@ async function downloadCut(dir: string, limit: number): Promise<boolean> {
 /** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
 export async function cloneRepository(request: CloneRequest): Promise<string> {
   const parts = repositoryUrlParts(request.url);
-  if (!parts) throw new CloneFailedError(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
+  if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
   const base = await mkdtemp(join(tmpdir(), 'chamvi-clone-'));
   const dir = join(base, 'repo');
   const env: NodeJS.ProcessEnv = {
@@ -224,8 +234,8 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
       // Reported as the clone it is: "git clone failed: fatal: ...".
       await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', request.revision ?? 'HEAD']);
     } catch (error) {
-      if (CloneFailedError.isInstance(error) && (await downloadCut(dir, run.fileSizeLimit))) {
-        throw new CloneFailedError(
+      if (isCloneFailure(error) && (await downloadCut(dir, run.fileSizeLimit))) {
+        throw cloneFailed(
           `the repository's download grew past ${formatBytes(run.fileSizeLimit)} (maxCheckoutBytes ${formatBytes(request.maxCheckoutBytes)} ` +
             'and room for its trees) and was stopped; use a smaller repository or revision, or ask an admin to raise maxCheckoutBytes',
         );
@@ -234,13 +244,13 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     }
     const size = await measureTree(inRepo, 'FETCH_HEAD', request.maxCheckoutFiles);
     if (size.cut) {
-      throw new CloneFailedError(
+      throw cloneFailed(
         `the checkout would have more than ${request.maxCheckoutFiles} files and directories, over maxCheckoutFiles ${request.maxCheckoutFiles}; ` +
           'use a smaller repository or revision, or ask an admin to raise maxCheckoutFiles',
       );
     }
     if (size.bytes > request.maxCheckoutBytes) {
-      throw new CloneFailedError(
+      throw cloneFailed(
         `the checkout would be ${formatBytes(size.bytes)} in ${size.entries} files and directories, over maxCheckoutBytes ` +
           `${formatBytes(request.maxCheckoutBytes)}; use a smaller repository or revision, or ask an admin to raise maxCheckoutBytes`,
       );

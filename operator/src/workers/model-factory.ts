@@ -5,7 +5,8 @@ import type { LanguageModel } from 'ai';
 import type { CodingRunSpec } from '../api/index.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
 import { createLanguageModel } from '../providers/create-language-model.ts';
-import { ModelConfigurationError } from '../providers/errors/model-configuration-error.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 import { parseModelScript } from '../providers/scripted/model-script-schema.ts';
 import { withCallingPolicy } from '../providers/with-calling-policy.ts';
 import type { ModelFactory } from './agent-dependencies.ts';
@@ -17,11 +18,11 @@ export function createModelFactory(resources: RunResources, policy: CallingPolic
     let script;
     if (model.apiKeySecretRef) {
       apiKey = await resources.secretValue(namespace, model.apiKeySecretRef.name, model.apiKeySecretRef.key);
-      if (apiKey === undefined) throw new ModelConfigurationError(`Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`);
+      if (apiKey === undefined) throw new RunFailure(REASONS.ModelConfigurationInvalid, `Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`);
     }
     if (model.scriptRef) {
       const text = await resources.configMapValue(namespace, model.scriptRef.name, model.scriptRef.key);
-      if (text === undefined) throw new ModelConfigurationError(`ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`);
+      if (text === undefined) throw new RunFailure(REASONS.ModelConfigurationInvalid, `ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`);
       script = parseModelScript(text);
     }
     const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });

@@ -8,10 +8,12 @@ import { promisify } from 'node:util';
 import { buildStartMessage } from '../agent/system-prompt.ts';
 import { emptyUsage } from '../agent/usage-accounting.ts';
 import { noFilesTouched } from '../agent/files-touched.ts';
-import { REASONS, failRun, liveRun, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
-import { cutAtLine } from './diff-stats.ts';
+import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure } from '../api/index.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
-import { CloneFailedError, cloneRepository } from './git-clone.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { cutAtLine } from './diff-stats.ts';
+import { cloneRepository } from './git-clone.ts';
+import { liveRun } from './live-run.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 
@@ -32,27 +34,18 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   // Security #11.2: checked again against the operator's allowRepo as it is now (it may have
   // narrowed since the run was accepted), and git gets the checked string, nothing re-spelt.
   const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
-  if (!repository.allowed) {
-    await failRun(deps, ref, REASONS.RepoNotAllowed, repository.message);
-    return;
-  }
+  if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
   const token = spec.repository.credentialsSecretRef
     ? await deps.resources.secretValue(ref.namespace, spec.repository.credentialsSecretRef.name, spec.repository.credentialsSecretRef.key)
     : undefined;
-  let dir: string;
-  try {
-    dir = await cloneRepository({
-      url: repository.url,
-      revision: spec.repository.revision,
-      token,
-      maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
-      maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
-    });
-  } catch (error) {
-    if (!CloneFailedError.isInstance(error)) throw error;
-    await failRun(deps, ref, REASONS.CloneFailed, `${error.message}; check spec.repository.url, revision and credentials`);
-    return;
-  }
+  // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
+  const dir = await cloneRepository({
+    url: repository.url,
+    revision: spec.repository.revision,
+    token,
+    maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
+    maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+  });
   try {
     const sandbox = deps.sandboxes.for(run);
     // The archive goes through a file: piping tar's stdout straight into the exec stream
@@ -73,11 +66,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       if (!result || result.exitCode !== 0) {
         const output = result ? cutAtLine(`${result.stdout}\n${result.stderr}`.trim().slice(-2000), 2000).text : `${response.ok ? '' : response.error.message}`;
         const why = result?.timedOut ? 'timed out' : `exited with ${result?.exitCode ?? 'an error'}`;
-        await failRun(deps, ref, REASONS.SetupFailed, `spec.sandbox.setup ${why}: ${output}`);
-        return;
+        throw new RunFailure(REASONS.SetupFailed, FAILURE_MESSAGES.setupFailed(why, output));
       }
       const fresh = await deps.getRun(ref.namespace, ref.name);
-      if (fresh) await deps.events.record(fresh, { type: 'Normal', reason: 'SetupDone', message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}` });
+      if (fresh) await deps.events.record(fresh, { type: 'Normal', reason: EVENT_REASONS.SetupDone, message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}` });
     }
   } finally {
     await rm(dirname(dir), { recursive: true, force: true });
@@ -96,6 +88,6 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     filesTouched: noFilesTouched(),
     startedAt,
   });
-  await deps.events.record(run, { type: 'Normal', reason: 'Prepared', message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });
+  await deps.events.record(run, { type: 'Normal', reason: EVENT_REASONS.Prepared, message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });
   await deps.queue.step(ref, 0);
 }

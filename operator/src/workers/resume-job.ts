@@ -1,18 +1,21 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step.
-import { REASONS, STATE_LOST_MESSAGE, failRun, forgetRun, liveRun, toolCallObserver, type AgentDependencies, type RunRef } from './agent-dependencies.ts';
-import type { ParsedCodingRun } from '../api/index.ts';
+import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
-import { endStep, handOn, runInFlightCalls } from './step-job.ts';
-import { deniedResult, executeToolCall } from './tool-execution.ts';
+import { refusedApprovalStatus } from '../reconcile/run-status-transitions.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { approvalRefusal } from './approval-input.ts';
+import { endStep } from './end-step.ts';
+import { forgetRun } from './forget-run.ts';
+import { handOn } from './hand-on.ts';
+import { liveRun } from './live-run.ts';
+import { toolCallObserver } from './run-metrics.ts';
+import { runInFlightCalls } from './run-tool-calls.ts';
+import { deniedResult, executeToolCall } from './tool-execution.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
   const state = await deps.states.load(ref);
-  if (!state) {
-    await failRun(deps, ref, REASONS.StateLost, STATE_LOST_MESSAGE);
-    return;
-  }
+  if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
     // Answered already; the try that did may have died before it handed the run on.
@@ -52,7 +55,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   await deps.states.save(state);
   await deps.events.record(run, {
     type: 'Normal',
-    reason: answer.decision === 'approve' ? 'Approved' : 'Denied',
+    reason: answer.decision === 'approve' ? EVENT_REASONS.Approved : EVENT_REASONS.Denied,
     message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
   });
   await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
@@ -60,9 +63,6 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
 
 /** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */
 async function refuseApproval(deps: AgentDependencies, run: ParsedCodingRun, message: string): Promise<void> {
-  const outcome = await deps.status.write(run.metadata.namespace, run.metadata.name, run.metadata.uid, (status) => {
-    if (status.phase === 'WaitingForApproval') status.message = message;
-    return status;
-  });
-  await deps.events.record(outcome.run ?? run, { type: 'Warning', reason: 'ApprovalRefused', message });
+  const outcome = await deps.status.write(run.metadata.namespace, run.metadata.name, run.metadata.uid, (status) => refusedApprovalStatus(status, message));
+  await deps.events.record(outcome.run ?? run, { type: 'Warning', reason: EVENT_REASONS.ApprovalRefused, message });
 }

@@ -8,10 +8,11 @@ import { isAlreadyExists, isNotFound } from '../kube/api-errors.ts';
 import { buildDiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
-import { SecretNotAllowedError } from './errors/secret-not-allowed-error.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 
 export interface RunResources {
-  /** The value, undefined when the Secret or key is missing; throws SecretNotAllowedError when the Secret is not labelled usable-by-runs. */
+  /** The value, undefined when the Secret or key is missing; throws a RunFailure (SecretNotAllowed) when the Secret is not labelled usable-by-runs. */
   secretValue(namespace: string, name: string, key: string): Promise<string | undefined>;
   configMapValue(namespace: string, name: string, key: string): Promise<string | undefined>;
   /**
@@ -36,7 +37,7 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
         const secret = await core.readNamespacedSecret({ namespace, name });
         // Security #11.3: the label is checked on the very object whose value is used; the
         // admission check saw an earlier read, and the label may have gone since.
-        if (!isSecretUsableByRuns(secret.metadata?.labels)) throw new SecretNotAllowedError(secretNotUsableMessage(namespace, name, 'the run'));
+        if (!isSecretUsableByRuns(secret.metadata?.labels)) throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
         const value = secret.data?.[key];
         return value === undefined ? secret.stringData?.[key] : Buffer.from(value, 'base64').toString('utf8');
       } catch (error) {

@@ -12,10 +12,25 @@ import type { Redis } from 'ioredis';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
+import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
-import { RunStateInvalidError } from './run-state-invalid-error.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
+
+/**
+ * Security #11.1: the state in Redis is not what the operator wrote (its seal does not verify,
+ * it does not fit the schema, or it names another run). A job that meets it acts on nothing in
+ * it: the run fails StateLost.
+ */
+function stateInvalid(detail: string): RunFailure {
+  return new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateInvalid(detail));
+}
+
+export function isStateInvalid(error: unknown): error is RunFailure {
+  return RunFailure.isInstance(error) && error.reason === REASONS.StateLost;
+}
 
 export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
 
@@ -105,7 +120,7 @@ export class RunStateStore {
   /**
    * The run's state, verified: sealed by this operator, of the expected shape, and the
    * state of `owner` (not of another run copied under its key). Throws
-   * RunStateInvalidError otherwise; undefined when there is none.
+   * a RunFailure (StateLost) otherwise; undefined when there is none.
    */
   async load(owner: RunStateOwner): Promise<RunState | undefined> {
     const text = await this.loadText(owner.uid);
@@ -120,20 +135,20 @@ export class RunStateStore {
     return (await this.redis.get(this.key(uid))) ?? undefined;
   }
 
-  /** Decodes a text read with loadText; throws RunStateInvalidError as load does. */
+  /** Decodes a text read with loadText; throws a RunFailure (StateLost) as load does. */
   decode(text: string, owner: RunStateOwner): RunState {
     const opened = this.seal.open(text);
-    if ('problem' in opened) throw new RunStateInvalidError(opened.problem);
+    if ('problem' in opened) throw stateInvalid(opened.problem);
     let value: unknown;
     try {
       value = JSON.parse(opened.json);
     } catch (error) {
-      throw new RunStateInvalidError(`it is not JSON (${error instanceof Error ? error.message : String(error)})`);
+      throw stateInvalid(`it is not JSON (${error instanceof Error ? error.message : String(error)})`);
     }
     const problem = runStateProblem(value);
-    if (problem) throw new RunStateInvalidError(problem);
+    if (problem) throw stateInvalid(problem);
     const state = value as RunState;
-    if (!isSameRun(state, owner)) throw new RunStateInvalidError(`it is the state of run ${describeRunRef(state)}, not of ${describeRunRef(owner)}`);
+    if (!isSameRun(state, owner)) throw stateInvalid(`it is the state of run ${describeRunRef(state)}, not of ${describeRunRef(owner)}`);
     return state;
   }
 
@@ -148,7 +163,7 @@ export class RunStateStore {
     try {
       return { state: this.decode(text, owner) };
     } catch (error) {
-      if (RunStateInvalidError.isInstance(error)) return { invalid: error.message };
+      if (isStateInvalid(error)) return { invalid: error.message };
       throw error;
     }
   }

@@ -3,7 +3,8 @@
 // the full diff is kept there as the same ConfigMap the operator would write, so the
 // plugin prints it the way `kubectl codingrun diff` does.
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../../reconcile/secret-opt-in.ts';
-import { SecretNotAllowedError } from '../../workers/errors/secret-not-allowed-error.ts';
+import { REASONS } from '../../api/reasons.ts';
+import { RunFailure } from '../../api/run-failure.ts';
 import { buildDiffConfigMap } from '../../reconcile/diff-config-map.ts';
 import type { RunResources } from '../../workers/run-resources.ts';
 import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
@@ -13,7 +14,7 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
     async secretValue(namespace, name, key) {
       // Security #11.3: the same opt-in as on a cluster (run-resources.ts), so a file that runs here runs there.
       const labels = gateway.secretLabelsOf(namespace, name);
-      if (labels !== undefined && !isSecretUsableByRuns(labels)) throw new SecretNotAllowedError(secretNotUsableMessage(namespace, name, 'the run'));
+      if (labels !== undefined && !isSecretUsableByRuns(labels)) throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
       return gateway.secretValue(namespace, name, key);
     },
     async configMapValue(namespace, name, key) {

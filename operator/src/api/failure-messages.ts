@@ -1,0 +1,38 @@
+// The status.message of each way a run fails that more than one part of the operator
+// reports (the controller and the workers, or several jobs): written once here, so a run
+// that fails for the same reason says the same thing whoever noticed. Each says what
+// happened and what to do. Messages particular to one check stay beside it (validate-run,
+// stop-conditions, the provider errors).
+
+const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so a restart keeps runs.';
+
+export const FAILURE_MESSAGES = {
+  /** StateLost: a job or the controller found no state in Redis for a started run. */
+  stateGone: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
+  /** StateLost: the state is there but no job is left to move the run on. */
+  noJobLeft: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
+  /** StateLost (Security #11.1): the state in Redis is not what the operator wrote. */
+  stateInvalid: (detail: string) =>
+    `the run's state in Redis failed validation: ${detail}; was Redis written by something other than the operator? ` +
+    'Nothing in that state was acted on. Create the run again, and check who can reach Redis (it needs a password; ' +
+    'every operator replica needs the same stateKey).',
+  /** CloneFailed: git could not fetch the repository, or it is too large (detail from git-clone.ts, token scrubbed). */
+  cloneFailed: (detail: string) => `${detail}; check spec.repository.url, revision and credentials`,
+  /** SetupFailed: spec.sandbox.setup did not exit 0. */
+  setupFailed: (why: string, output: string) => `spec.sandbox.setup ${why}: ${output}`,
+  /** DeadlineExceeded, noticed by a worker while the model had not answered yet. */
+  deadlineWhileWaitingForModel:
+    'The run reached spec.budget.timeout while waiting for the model to answer; the partial diff is kept. Raise the timeout or narrow the task, and check the model endpoint if it hangs.',
+  /** DeadlineExceeded, noticed by the controller (after the agent's grace). */
+  deadlineAtController: (timeout: string) => `The run did not finish within its budget.timeout of ${timeout}; raise spec.budget.timeout for a longer task.`,
+  /** DeadlineExceeded: the pod's activeDeadlineSeconds ended it. */
+  deadlineAtPod: (timeout: string) => `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${timeout}).`,
+  /** SandboxLost: the pod ended or went away before the run did. */
+  sandboxLost: (podName: string, why: string) => `Sandbox pod ${podName} ${why} before the run ended; create the run again.`,
+  /** AgentFailed: the controller saw the run's last job fail for good. */
+  agentStopped: (failedReason: string) => `The agent stopped: its last job failed for good (${failedReason.slice(0, 1024)}); create the run again.`,
+  /** AgentFailed or SandboxLost: a job failed on every attempt BullMQ gave it. */
+  jobFailed: (jobName: string, attempts: number, detail: string, forbidden: boolean) =>
+    `The ${jobName} job failed ${attempts} times: ${detail}` +
+    (forbidden ? " The operator's ServiceAccount is forbidden to do this: give it the chart's RBAC (see docs/operations.md)." : ''),
+} as const;

@@ -1,0 +1,74 @@
+// What the agent holds of a started run, for the controller (its agentLoss check): the run's
+// state in Redis and whether a job is there to move it on, read without acting on anything.
+// A state that does not verify (Security #11.1) is reported as invalid, never trusted.
+import type { Queue } from 'bullmq';
+import type { CodingRun } from '../api/index.ts';
+import type { AgentView } from '../reconcile/run-agent.ts';
+import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
+import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import type { RunStateStore } from './run-state.ts';
+
+/** Job states in which a job will still run (or is running). */
+const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
+/** inspect() gives up after this long (Redis down): the controller must not hang on it. */
+const INSPECT_TIMEOUT_MS = 3_000;
+
+/** The run the state must belong to (the run reference, as the queue builds it). */
+function owner(run: CodingRun) {
+  return { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
+}
+
+export class AgentInspector {
+  constructor(
+    private readonly queue: Queue<AgentJobData, void, AgentJobName>,
+    private readonly states: RunStateStore,
+  ) {}
+
+  async inspect(run: CodingRun): Promise<AgentView | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), INSPECT_TIMEOUT_MS)));
+    try {
+      return await Promise.race([this.look(run), timeout]);
+    } catch {
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The state, then the jobs that could move the run on, then the state again. Every job
+   * saves the state before it enqueues the next one and stays active until it has, so a
+   * healthy run always shows a live job or a state that changed between the two reads.
+   */
+  private async look(run: CodingRun): Promise<AgentView> {
+    const uid = run.metadata.uid;
+    const before = await this.states.loadText(uid);
+    // A state that does not verify is as good as missing; the controller fails the run with why.
+    const { state, invalid } = this.states.inspect(before, owner(run));
+    const step = state?.step ?? run.status?.steps ?? 0;
+    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
+    const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
+    const reading = readApprovalAnnotation(run);
+    if (reading.kind === 'answer') approvals.push(reading.answer.id);
+    if (reading.kind === 'answer' && reading.answer.decision === 'approve') ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
+    for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
+    const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
+    // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
+    const active = await this.queue.getActive();
+    const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
+    const after = await this.states.loadText(uid);
+    if (moving || after !== before) {
+      const now = after === before ? state : this.states.peek(after, owner(run));
+      return { state: now?.stage ?? 'missing', moving: true };
+    }
+    const failed = states.find(({ state: jobState }) => jobState === 'failed');
+    const failedReason = failed ? (await this.queue.getJob(failed.id))?.failedReason : undefined;
+    return {
+      state: state?.stage ?? 'missing',
+      moving: false,
+      ...(failedReason !== undefined ? { failedJob: failedReason } : {}),
+      ...(invalid !== undefined ? { invalidState: invalid } : {}),
+    };
+  }
+}

@@ -1,0 +1,90 @@
+// The end of a step (or of a resumed approval): settle the model's answer, decide whether
+// the loop goes on (agent/stop-conditions.ts), save the state, write the status (computed by
+// reconcile/run-status-transitions.ts) and hand the run on: the next step, finalize, or a
+// wait for a human.
+import { decideStop } from '../agent/stop-conditions.ts';
+import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
+import { awaitApprovalStatus, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+import { pendingApprovalView, previewInput } from './approval-input.ts';
+import { forgetRun } from './forget-run.ts';
+import type { RunState } from './run-state.ts';
+import { summariseCalls } from './tool-execution.ts';
+
+/** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
+export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
+  const inFlight = state.inFlight!;
+  delete state.inFlight;
+  if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
+  await afterCalls(deps, run, state, { hadToolCalls: inFlight.hadToolCalls, calls: inFlight.toolNames.map((toolName) => ({ toolName })), resumed: inFlight.resumed });
+}
+
+/** Save, report, and hand on: the next step, finalize, or a wait for approval. */
+export async function afterCalls(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean },
+): Promise<void> {
+  // The live run's identity, not the state's (Security #11.1: status goes to this run only).
+  const ref = { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
+  const now = deps.now();
+  if (state.stage !== 'waiting') {
+    const stop = decideStop({
+      steps: state.step,
+      lastStepHadToolCalls: last.hadToolCalls,
+      usage: state.usage,
+      budget: run.spec.budget,
+      startedAt: state.startedAt,
+      timeoutMs: durationMs(run.spec.budget.timeout),
+      now: now.getTime(),
+      unusableToolCallSteps: state.unusableToolCallSteps ?? 0,
+      lastUnusableToolCall: state.lastUnusableToolCall,
+    });
+    if (stop.stop) {
+      state.stage = 'finalizing';
+      if (stop.outcome === 'failed') state.stop = { reason: stop.reason, message: stop.message };
+    } else {
+      state.stage = 'stepping';
+    }
+  }
+  await deps.states.save(state);
+
+  const pending = state.pendingApproval;
+  const progress = { steps: state.step, toolCalls: state.toolCalls, usage: { ...state.usage } };
+  const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
+  // The common case, a running run making progress, costs one request; phase changes
+  // (approvals) and surprises (a run that ended meanwhile) take the careful path.
+  const quick =
+    state.stage !== 'waiting' && !last.resumed
+      ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress)
+      : undefined;
+  if (quick) {
+    // Events are best effort and need not hold up the next step.
+    void deps.events.record(quick, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });
+    if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+    else await deps.queue.step(ref, state.step);
+    return;
+  }
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
+    const generation = run.metadata.generation ?? 0;
+    // The whole input with its size and sha256 (Security #11.5): an approval names that digest.
+    if (state.stage === 'waiting' && pending) return awaitApprovalStatus(status, progress, pendingApprovalView(pending), ref.name, generation, now);
+    return runningAfterStepStatus(status, progress, generation, now);
+  });
+  if (!outcome.written) {
+    // The controller or a user ended the run meanwhile (its state was dropped then, but
+    // this step has just saved it again): nothing more to do here.
+    await forgetRun(deps, ref);
+    return;
+  }
+  if (state.stage === 'waiting' && pending) {
+    // The step is not over until its calls are answered: its one Step Event comes when the
+    // resume that ends it gets here (README: one Event per step).
+    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.AwaitingApproval, message: `${pending.toolName} call ${pending.id} waits for approval: ${previewInput(pending.input)}` });
+    return;
+  }
+  void deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });
+  if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else await deps.queue.step(ref, state.step);
+}

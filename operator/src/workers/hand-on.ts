@@ -1,0 +1,35 @@
+// A job redone after a crash, or one that finds its work already done: the state in Redis
+// says how far the run got, and the run is handed on from there (the step that was cut off
+// is finished, the next job enqueued again, or a missing approval reported).
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { afterCalls, endStep } from './end-step.ts';
+import { forgetRun } from './forget-run.ts';
+import { liveRun } from './live-run.ts';
+import type { RunState } from './run-state.ts';
+import { runInFlightCalls } from './run-tool-calls.ts';
+
+/**
+ * Hands on a run whose state a job already saved: enqueues its next job again (a no-op
+ * when it exists), or reports the approval it waits for when the status does not show it.
+ */
+export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
+  if (state.inFlight) await continueStep(deps, ref, state);
+  else if (state.stage === 'stepping') await deps.queue.step(ref, state.step);
+  else if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else if (state.stage === 'waiting' && state.pendingApproval) {
+    const run = await liveRun(deps, ref);
+    if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
+      await afterCalls(deps, run, state, { hadToolCalls: true, calls: [state.pendingApproval], resumed: true });
+    }
+  }
+}
+
+/** Finishes the step an earlier try of a job began. */
+export async function continueStep(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
+  const run = await liveRun(deps, ref);
+  if (!run) {
+    await forgetRun(deps, ref);
+    return;
+  }
+  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+}

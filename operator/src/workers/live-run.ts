@@ -1,0 +1,14 @@
+// A job acts only on the run as it is now: read fresh from the API server, the same run
+// (uid) as the job's, not deleted and not finished, with a spec that still parses. The
+// model, budgets and approval tools come from here, never from Redis (Security #11.1).
+import { codingRunSpec, isTerminal, type ParsedCodingRun } from '../api/index.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+
+/** The run as it is now, if it still exists, is the same run and is not finished. */
+export async function liveRun(deps: Pick<AgentDependencies, 'getRun'>, ref: RunRef): Promise<ParsedCodingRun | undefined> {
+  const run = await deps.getRun(ref.namespace, ref.name);
+  if (!run || run.metadata.uid !== ref.uid || run.metadata.deletionTimestamp) return undefined;
+  if (isTerminal(run.status?.phase)) return undefined;
+  const spec = codingRunSpec.safeParse(run.spec);
+  return spec.success ? { ...run, spec: spec.data } : undefined;
+}

@@ -1,0 +1,75 @@
+// Runs one agent job and applies what job-failure.ts decides about an error it throws: fail
+// the run, finalize it after its deadline, or rethrow for BullMQ to retry. The BullMQ
+// worker (agent-worker.ts) calls this once a job's data is verified; tests call it directly.
+import { RunFailure } from '../api/run-failure.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { failRun } from './fail-run.ts';
+import { runFinalizeJob } from './finalize-job.ts';
+import { decideJobFailure } from './job-failure.ts';
+import type { AgentJobData, AgentJobName } from './job-ids.ts';
+import { runPrepareJob } from './prepare-job.ts';
+import { runRefFrom } from './run-ref.ts';
+import { runResumeJob } from './resume-job.ts';
+import { runStepJob } from './step-job.ts';
+
+export interface AgentJob {
+  name: AgentJobName;
+  data: AgentJobData;
+  /** This try, counted from 1. */
+  attempt: number;
+  /** The tries the queue allows. */
+  attempts: number;
+}
+
+function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<void> {
+  switch (job.name) {
+    case 'prepare':
+      return runPrepareJob(deps, ref);
+    case 'step':
+      return runStepJob(deps, ref, job.data.step ?? 0);
+    case 'resume':
+      return runResumeJob(deps, ref, job.data.approval!);
+    case 'finalize':
+      return runFinalizeJob(deps, ref);
+  }
+}
+
+/** The deadline passed during a step: stop the loop and keep what was done. */
+async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef, stop: { reason: 'DeadlineExceeded'; message: string }): Promise<void> {
+  const state = await deps.states.load(ref);
+  if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
+  state.stage = 'finalizing';
+  state.stop = stop;
+  await deps.states.save(state);
+  await deps.queue.finalize(ref);
+}
+
+/** Resolves when the job is done with (the run moved on, or failed); rejects when BullMQ should try again. */
+export async function runAgentJob(deps: AgentDependencies, job: AgentJob): Promise<void> {
+  const ref = runRefFrom(job.data);
+  try {
+    await dispatch(deps, ref, job);
+  } catch (error) {
+    if (SandboxError.isInstance(error)) deps.metrics.execErrors.inc({ kind: error.reason });
+    const decision = decideJobFailure(error, job);
+    if (decision.action === 'retry' || (decision.action === 'fail' && !RunFailure.isInstance(error))) {
+      deps.logger.warn({ err: error instanceof Error ? error.message : String(error), lastAttempt: decision.action === 'fail' }, 'agent job failed');
+    }
+    switch (decision.action) {
+      case 'fail':
+        if (decision.modelCallError) {
+          const run = await deps.getRun(ref.namespace, ref.name).catch(() => undefined);
+          deps.metrics.modelCallErrors.inc({ provider: String((run?.spec.model as { provider?: string } | undefined)?.provider ?? 'unknown'), reason: decision.reason });
+        }
+        // The job's ref is signed, and every job checks it against the live run's uid.
+        await failRun(deps, ref, decision.reason, decision.message);
+        return;
+      case 'finalize':
+        await finalizeAfterDeadline(deps, ref, decision.stop);
+        return;
+      case 'retry':
+        throw error;
+    }
+  }
+}

@@ -1,0 +1,18 @@
+// What the jobs count for /metrics: runs that ended (and how long they took), and tool calls.
+import type { CodingRun } from '../api/index.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+
+/** Counts a run that just ended and how long it took. */
+export function observeFinished(deps: Pick<AgentDependencies, 'metrics' | 'now'>, run: CodingRun, phase: string, reason: string): void {
+  deps.metrics.runsFinished.inc({ phase, reason });
+  const started = Date.parse(run.status?.startTime ?? '');
+  if (!Number.isNaN(started)) deps.metrics.runDuration.observe({ phase }, (deps.now().getTime() - started) / 1000);
+}
+
+/** Counts a finished tool call and its duration (the ToolCallObserver of tool-execution.ts). */
+export function toolCallObserver(deps: Pick<AgentDependencies, 'metrics'>) {
+  return (tool: string, outcome: 'ok' | 'error', seconds: number): void => {
+    deps.metrics.toolCalls.inc({ tool, outcome });
+    deps.metrics.toolDuration.observe({ tool }, seconds);
+  };
+}

@@ -1,0 +1,68 @@
+// Running a step's tool calls: in order, each result kept as it comes (so a step redone
+// after a crash runs only the calls not finished), up to the first call that needs a
+// human's approval, which parks the run with the calls after it.
+import { collectFilesTouched } from '../agent/files-touched.ts';
+import type { ParsedCodingRun } from '../api/index.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+import { refuseOversizedApproval } from './approval-input.ts';
+import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
+import { toolCallObserver } from './run-metrics.ts';
+import { executeToolCalls, toolMessage } from './tool-execution.ts';
+
+/** Runs the in-flight step's calls that are not done yet, saving each result as it comes. True when parked. */
+export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
+  const inFlight = state.inFlight!;
+  const record = async (result: ToolResultRecord) => {
+    inFlight.results.push(result);
+    await deps.states.save(state);
+  };
+  return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, { done: [...inFlight.results], record });
+}
+
+/**
+ * Runs calls in order up to the first one that needs approval; that one and the rest are
+ * parked in the state. Returns true when the run now waits for a human. Calls in
+ * `progress.done` finished in an earlier try and are not run again.
+ */
+export async function runCallsUntilApproval(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  calls: readonly PendingToolCall[],
+  earlier: ToolResultRecord[],
+  progress?: { done: readonly ToolResultRecord[]; record(result: ToolResultRecord): Promise<void> },
+): Promise<boolean> {
+  const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
+  const now = calls.slice(0, gated < 0 ? calls.length : gated);
+  const sandbox = deps.sandboxes.for(run);
+  const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
+  const fresh = await executeToolCalls(sandbox, now.filter((call) => !done.has(call.toolCallId)), toolCallObserver(deps), undefined, progress?.record);
+  for (const result of fresh) done.set(result.toolCallId, result);
+  const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
+  state.toolCalls += now.length;
+  if (gated < 0) {
+    if (results.length > 0) state.messages.push(toolMessage(results));
+    state.filesTouched = collectFilesTouched(state.messages.slice(-2), state.filesTouched);
+    delete state.pendingApproval;
+    return false;
+  }
+  const call = calls[gated]!;
+  // Security #11.5: a human approves the whole input or nothing; one too large to show whole is denied now.
+  const oversized = refuseOversizedApproval(call);
+  if (oversized) {
+    state.toolCalls += 1;
+    deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
+    return runCallsUntilApproval(deps, run, state, calls.slice(gated + 1), [...results, oversized], progress);
+  }
+  state.stage = 'waiting';
+  state.pendingApproval = {
+    id: `s${state.step}-c${state.toolCalls + 1}`,
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    input: call.input,
+    requestedAt: deps.now().toISOString(),
+    results,
+    remaining: calls.slice(gated + 1),
+  };
+  return true;
+}
