@@ -1,0 +1,39 @@
+// Table test of workers/job-failure.ts, the one place that maps what an agent job threw to
+// the run's fate: fail it now (with which reason and message), finalize it (the deadline
+// keeps the partial diff), or let BullMQ try again.
+import { describe, expect, it } from 'vitest';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
+import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-auth-failed-error.ts';
+import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
+import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
+import { decideJobFailure, type FailedJob } from '../../operator/src/workers/job-failure.ts';
+
+const step = (attempt: number, attempts = 10): FailedJob => ({ name: 'step', attempt, attempts });
+const prepare = (attempt: number, attempts = 10): FailedJob => ({ name: 'prepare', attempt, attempts });
+const timeout = Object.assign(new Error('The operation was aborted due to timeout'), { name: 'TimeoutError' });
+const forbidden = Object.assign(new Error('HTTP-Code: 403 Message: pods/exec is forbidden'), { code: 403 });
+
+describe('decideJobFailure', () => {
+  it.each([
+    ['a RunFailure fails the run at once with its reason', new RunFailure('CloneFailed', 'no such repo'), prepare(1), { action: 'fail', reason: 'CloneFailed', message: 'no such repo', modelCallError: false }],
+    ['a RunFailure from the state store fails StateLost, not counted as a model error', new RunFailure('StateLost', 'tampered'), step(1), { action: 'fail', reason: 'StateLost', message: 'tampered', modelCallError: false }],
+    ['a provider error (a RunFailure subclass) fails at once and counts as a model call error', new ModelAuthFailedError({ provider: 'openai', statusCode: 401 }), step(1), { action: 'fail', reason: 'ModelAuthFailed', modelCallError: true }],
+    ['retries spent by the provider fail ModelUnavailable', new ModelUnavailableError({ provider: 'openai', attempts: 5, lastProblem: 'HTTP 503' }), step(1), { action: 'fail', reason: 'ModelUnavailable', modelCallError: true }],
+    ["a re-checked endpoint or Secret counts as a model call error (Security #11.3)", new RunFailure('SecretNotAllowed', 'label removed'), step(1), { action: 'fail', reason: 'SecretNotAllowed', modelCallError: true }],
+    ['the deadline during a step finalizes (the partial diff is kept)', timeout, step(1), { action: 'finalize', stop: { reason: 'DeadlineExceeded' } }],
+    ['a timeout outside a step is a transport error: retried', timeout, prepare(1), { action: 'retry' }],
+    ['a dropped exec is retried while tries are left', new SandboxError('TRANSPORT', 'exec closed'), step(9), { action: 'retry' }],
+    ['a dropped exec on the last try fails SandboxLost', new SandboxError('TRANSPORT', 'exec closed'), step(10), { action: 'fail', reason: 'SandboxLost', message: 'The step job failed 10 times: exec closed', modelCallError: false }],
+    ['any other error on the last try fails AgentFailed', new Error('ECONNRESET'), prepare(10), { action: 'fail', reason: 'AgentFailed', message: 'The prepare job failed 10 times: ECONNRESET' }],
+    ['a forbidden request gets only a few tries', forbidden, prepare(3), { action: 'retry' }],
+    ['a forbidden request fails on its fourth try and names the RBAC', forbidden, prepare(4), { action: 'fail', reason: 'AgentFailed' }],
+    ['an error that only looks like a RunFailure (a reason field) is not one', Object.assign(new Error('x'), { reason: 'ModelAuthFailed' }), step(1), { action: 'retry' }],
+  ] as const)('%s', (_name, error, job, expected) => {
+    expect(decideJobFailure(error, job)).toMatchObject(expected);
+  });
+
+  it('the forbidden message says what to fix', () => {
+    const decision = decideJobFailure(forbidden, prepare(4));
+    expect(decision.action === 'fail' && decision.message).toContain("The operator's ServiceAccount is forbidden to do this");
+  });
+});
