@@ -1,0 +1,322 @@
+// Table test of the agent's step/resume state machine: from a run's state in Redis and a
+// job, to the state the job leaves, the job it enqueues next, the run's status and Events,
+// and what the tools did to the workspace. The jobs run as the worker runs them
+// (runAgentJob, failures mapped in its one place) on real parts: the bundled toolbox in a
+// local sandbox (hence this tier), the scripted model, the in-memory API server of
+// `run --local` (MemoryKubeGateway, with its conflicts and JSON Patch tests) and a real
+// redis-server. Only the queue is a recorder: which job comes next is what is asserted.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CoreV1Event } from '@kubernetes/client-node';
+import { buildStartMessage } from '../../operator/src/agent/system-prompt.ts';
+import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
+import { noFilesTouched } from '../../operator/src/agent/files-touched.ts';
+import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
+import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
+import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
+import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
+import type { ApprovalAnswer } from '../../operator/src/controller/run-agent.ts';
+import { EventRecorder } from '../../operator/src/controller/event-recorder.ts';
+import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
+import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
+import type { ScriptedTurn } from '../../operator/src/providers/scripted/model-script-schema.ts';
+import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
+import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
+import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
+import { RunStateStore, type RunStage, type RunState } from '../../operator/src/workers/run-state.ts';
+import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
+import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
+import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
+
+let redisServer: RedisServerProcess;
+let redis: Redis;
+const scratch = mkdtempSync(path.join(tmpdir(), 'chamvi-step-machine-'));
+let rows = 0;
+
+beforeAll(async () => {
+  redisServer = await startRedisServer(process.env);
+  redis = new Redis(redisServer.url, { lazyConnect: false });
+}, 30_000);
+
+afterAll(async () => {
+  redis?.disconnect();
+  await redisServer?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' });
+
+interface Harness {
+  deps: AgentDependencies;
+  ref: RunRef;
+  gateway: MemoryKubeGateway;
+  states: RunStateStore;
+  stateKey: string;
+  workspace: string;
+  /** Jobs handed on, in order: "step N" (N steps completed) or "finalize". */
+  enqueued: string[];
+  /** Reasons of the Events recorded on the run, in order. */
+  events: string[];
+  run(): CodingRun;
+  close(): Promise<void>;
+}
+
+interface Setup {
+  turns: ScriptedTurn[];
+  approvalTools?: string[];
+  maxSteps?: number;
+}
+
+async function harness(setup: Setup): Promise<Harness> {
+  rows += 1;
+  const uid = `uid-${rows}`;
+  const ref = { uid, namespace: 'agents', name: `run-${rows}` };
+  const base = path.join(scratch, `row-${rows}`);
+  const workspace = path.join(base, 'workspace');
+  const home = path.join(base, 'home');
+  execFileSync('mkdir', ['-p', workspace, home]);
+  git(base, 'init', '-q', '-b', 'main', workspace);
+  execFileSync('sh', ['-c', 'echo hello > README.md'], { cwd: workspace });
+  git(workspace, 'add', '.');
+  git(workspace, 'commit', '-qm', 'init');
+  const run: CodingRun = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { ...ref, generation: 1, resourceVersion: '1' },
+    spec: {
+      task: 'Say hi.',
+      repository: { url: 'https://github.com/acme/webapp.git' },
+      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
+      approval: { tools: setup.approvalTools ?? [] },
+      budget: { maxSteps: setup.maxSteps ?? 20 },
+    } as CodingRun['spec'],
+    status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
+  };
+  const events: string[] = [];
+  const gateway = new MemoryKubeGateway(
+    run,
+    { configMaps: new Map([['script', { data: { 'script.json': JSON.stringify({ turns: setup.turns }) }, binaryData: {} }]]), secrets: new Map() },
+    (event: CoreV1Event) => events.push(event.reason ?? ''),
+  );
+  const logger = { info() {}, warn() {}, error() {}, child() { return logger; } };
+  const prefix = `machine-${rows}`;
+  const states = new RunStateStore(redis, prefix, RunStateSeal.generated());
+  const sandbox: LocalSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: workspace, homeDir: home });
+  const enqueued: string[] = [];
+  const resources = memoryRunResources(gateway);
+  const deps: AgentDependencies = {
+    states,
+    status: new RunStatusWriter(gateway),
+    resources,
+    sandboxes: new SandboxPool(() => sandbox),
+    queue: {
+      step: async (_ref, completed) => void enqueued.push(`step ${completed}`),
+      finalize: async () => void enqueued.push('finalize'),
+    },
+    models: createModelFactory(resources, DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies()),
+    events: new EventRecorder(gateway, 'test', logger),
+    metrics: new OperatorMetrics({ defaultMetrics: false }),
+    getRun: (namespace, name) => gateway.getRun(namespace, name),
+    clonePolicy: { allowRepo: [], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 10_000 },
+    logger,
+    now: () => new Date(),
+  };
+  // The state the prepare job leaves: the loop about to take its first step.
+  const state: RunState = {
+    version: 2,
+    ...ref,
+    stage: 'stepping',
+    step: 0,
+    toolCalls: 0,
+    messages: [buildStartMessage()],
+    usage: emptyUsage(),
+    filesTouched: noFilesTouched(),
+    startedAt: Date.now(),
+  };
+  await states.create(state);
+  return {
+    deps,
+    ref,
+    gateway,
+    states,
+    stateKey: `${prefix}:run:${uid}`,
+    workspace,
+    enqueued,
+    events,
+    run: () => gateway.current()!,
+    close: () => sandbox.close(),
+  };
+}
+
+const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data']> = {}): AgentJob => ({ name, data: { ...ref, ...extra }, attempt: 1, attempts: 10 });
+const step = (completed: number) => (h: Harness) => job('step', h.ref, { step: completed });
+const finalize = () => (h: Harness) => job('finalize', h.ref);
+const resume = (answer: (h: Harness) => ApprovalAnswer) => (h: Harness) => job('resume', h.ref, { approval: answer(h) });
+const pendingId = (h: Harness) => h.run().status!.pendingApproval!.id;
+const approveAsShown = resume((h) => ({ id: pendingId(h), decision: 'approve', sha256: h.run().status!.pendingApproval!.inputSha256 }));
+const approveOther = resume((h) => ({ id: pendingId(h), decision: 'approve', sha256: '0'.repeat(64) }));
+const deny = resume((h) => ({ id: pendingId(h), decision: 'deny', reason: 'not today' }));
+
+const bash = (command: string) => ({ toolName: 'bash', input: { command } });
+const usage = { inputTokens: 10, outputTokens: 2 };
+const writesHi: ScriptedTurn = { toolCalls: [bash('echo hi >> hi.txt')], usage };
+const answers: ScriptedTurn = { text: 'done', usage };
+
+interface Row {
+  name: string;
+  setup: Setup;
+  /** Changes made before the jobs run (a crash, a lost state, a run ended elsewhere). */
+  given?: (h: Harness) => Promise<void>;
+  jobs: Array<(h: Harness) => AgentJob>;
+  expected: {
+    /** The stage of the state left in Redis, or 'none' when the run was forgotten. */
+    stage: RunStage | 'none';
+    step?: number;
+    enqueued: string[];
+    phase: Phase;
+    reason?: string;
+    message?: RegExp;
+    events: string[];
+    /** hi.txt in the workspace: its content, or null when absent. */
+    hi: string | null;
+    steps?: number;
+    toolCalls?: number;
+  };
+}
+
+const table: Row[] = [
+  {
+    name: 'a tool call: the step runs it, counts it, and enqueues the next step',
+    setup: { turns: [writesHi, answers] },
+    jobs: [step(0)],
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step'], hi: 'hi\n', steps: 1, toolCalls: 1 },
+  },
+  {
+    name: 'an answer without tool calls: finalize is next',
+    setup: { turns: [answers] },
+    jobs: [step(0)],
+    expected: { stage: 'finalizing', step: 1, enqueued: ['finalize'], phase: 'Running', events: ['Step'], hi: null, steps: 1, toolCalls: 0 },
+  },
+  {
+    name: 'finalize after the answer: Succeeded with the change counted, the state dropped',
+    setup: { turns: [writesHi, answers] },
+    jobs: [step(0), step(1), finalize()],
+    expected: { stage: 'none', enqueued: ['step 1', 'finalize'], phase: 'Succeeded', reason: 'Completed', message: /Finished in 2 step\(s\): 1 file\(s\) changed/, events: ['Step', 'Step', 'Completed'], hi: 'hi\n', steps: 2 },
+  },
+  {
+    name: 'a call that needs approval parks the run: nothing runs, no job is enqueued',
+    setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
+    jobs: [step(0)],
+    expected: { stage: 'waiting', step: 1, enqueued: [], phase: 'WaitingForApproval', message: /kubectl codingrun approve/, events: ['Step', 'AwaitingApproval'], hi: null },
+  },
+  {
+    name: "an approval naming the input's sha256 runs the call and the loop goes on",
+    setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
+    jobs: [step(0), approveAsShown],
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step', 'AwaitingApproval', 'Approved', 'Step'], hi: 'hi\n', toolCalls: 1 },
+  },
+  {
+    name: 'an approval naming another sha256 is refused: nothing runs, the call still waits (Security #11.5)',
+    setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
+    jobs: [step(0), approveOther],
+    expected: { stage: 'waiting', step: 1, enqueued: [], phase: 'WaitingForApproval', message: /^Refused the approval of bash call/, events: ['Step', 'AwaitingApproval', 'ApprovalRefused'], hi: null },
+  },
+  {
+    name: 'a denial: the call does not run and the loop goes on',
+    setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
+    jobs: [step(0), deny],
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step', 'AwaitingApproval', 'Denied', 'Step'], hi: null, toolCalls: 1 },
+  },
+  {
+    name: 'the step budget spent: finalize is next, with BudgetExceeded kept for it',
+    setup: { turns: [writesHi, answers], maxSteps: 1 },
+    jobs: [step(0), finalize()],
+    expected: { stage: 'none', enqueued: ['finalize'], phase: 'Failed', reason: 'BudgetExceeded', events: ['Step', 'BudgetExceeded'], hi: 'hi\n', steps: 1 },
+  },
+  {
+    name: 'a step redone after its work was saved hands on: the model is not asked again, the call not run twice',
+    setup: { turns: [writesHi, answers] },
+    jobs: [step(0), step(0)],
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1', 'step 1'], phase: 'Running', events: ['Step'], hi: 'hi\n', toolCalls: 1 },
+  },
+  {
+    name: 'a step cut off after its first call: the redone job runs only the call not finished',
+    setup: { turns: [answers] },
+    given: async (h) => {
+      const state = (await h.states.load(h.ref))!;
+      const calls = [
+        { toolCallId: 'c1', toolName: 'bash', input: { command: 'echo one >> hi.txt' } },
+        { toolCallId: 'c2', toolName: 'bash', input: { command: 'echo two >> hi.txt' } },
+      ];
+      state.step = 1;
+      state.messages.push({ role: 'assistant', content: calls.map((call) => ({ type: 'tool-call' as const, ...call })) });
+      // c1 ran (its result kept) and the worker died before c2.
+      state.inFlight = { calls, results: [{ toolCallId: 'c1', toolName: 'bash', ok: true, text: 'exit 0' }], earlier: [], hadToolCalls: true, toolNames: ['bash', 'bash'], text: '', resumed: false };
+      await h.states.save(state);
+    },
+    jobs: [step(0)],
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step'], hi: 'two\n', toolCalls: 2 },
+  },
+  {
+    name: 'no state in Redis: the run fails StateLost with the one StateLost message',
+    setup: { turns: [writesHi] },
+    given: async (h) => void (await redis.del(h.stateKey)),
+    jobs: [step(0)],
+    expected: { stage: 'none', enqueued: [], phase: 'Failed', reason: 'StateLost', message: new RegExp(`^${FAILURE_MESSAGES.stateGone.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`), events: ['StateLost'], hi: null },
+  },
+  {
+    name: 'a state not written by the operator: StateLost, nothing in it acted on (Security #11.1)',
+    setup: { turns: [writesHi] },
+    given: async (h) => void (await redis.set(h.stateKey, JSON.stringify({ stage: 'stepping', step: 0 }))),
+    jobs: [step(0)],
+    expected: { stage: 'none', enqueued: [], phase: 'Failed', reason: 'StateLost', message: /failed validation/, events: ['StateLost'], hi: null },
+  },
+  {
+    name: 'a run ended meanwhile (the controller failed it): the job forgets it and writes nothing',
+    setup: { turns: [writesHi] },
+    given: async (h) => {
+      const run = h.run();
+      await h.gateway.replaceRunStatus(run, { ...run.status, phase: 'Failed', reason: 'SandboxLost', message: 'gone' });
+    },
+    jobs: [step(0)],
+    expected: { stage: 'none', enqueued: [], phase: 'Failed', reason: 'SandboxLost', message: /^gone$/, events: [], hi: null },
+  },
+];
+
+describe('the step/resume state machine', () => {
+  it.each(table.map((row) => [row.name, row] as const))('%s', async (_name, row) => {
+    const h = await harness(row.setup);
+    try {
+      await row.given?.(h);
+      for (const next of row.jobs) await runAgentJob(h.deps, next(h));
+      const { expected } = row;
+      const text = await h.states.loadText(h.ref.uid);
+      if (expected.stage === 'none') expect(text).toBeUndefined();
+      else {
+        const state = (await h.states.load(h.ref))!;
+        expect(state.stage).toBe(expected.stage);
+        if (expected.step !== undefined) expect(state.step).toBe(expected.step);
+        if (expected.toolCalls !== undefined) expect(state.toolCalls).toBe(expected.toolCalls);
+        expect(state.inFlight).toBeUndefined();
+      }
+      expect(h.enqueued).toEqual(expected.enqueued);
+      const status = h.run().status!;
+      expect(status.phase).toBe(expected.phase);
+      if (expected.reason) expect(status.reason).toBe(expected.reason);
+      if (expected.message) expect(status.message).toMatch(expected.message);
+      if (expected.steps !== undefined) expect(status.steps).toBe(expected.steps);
+      expect(status.pendingApproval !== undefined).toBe(expected.phase === 'WaitingForApproval');
+      expect(h.events).toEqual(expected.events);
+      const hi = path.join(h.workspace, 'hi.txt');
+      expect(existsSync(hi) ? readFileSync(hi, 'utf8') : null).toBe(expected.hi);
+    } finally {
+      await h.close();
+    }
+  });
+});
