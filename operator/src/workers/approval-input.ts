@@ -1,7 +1,7 @@
 // Security #11.5: a human approves exactly what runs. What a call waiting for approval shows
 // (status.pendingApproval: the whole input as JSON, its size and sha256), which calls cannot
 // wait because their input is too large to show whole, and whether an approval binds to the
-// input the resume job is about to run. Pure; step-job.ts and resume-job.ts apply it.
+// input the resume job is about to run. Pure; run-tool-calls.ts, end-step.ts and resume-job.ts apply it.
 import { LIMITS, type PendingApproval } from '../api/index.ts';
 import { approvalInputJson, approvalInputSha256, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
