@@ -12,9 +12,6 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CoreV1Event } from '@kubernetes/client-node';
-import { buildStartMessage } from '../../operator/src/agent/system-prompt.ts';
-import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
-import { noFilesTouched } from '../../operator/src/agent/files-touched.ts';
 import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
@@ -28,10 +25,11 @@ import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbo
 import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
 import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
-import { RunStateStore, type RunStage, type RunState } from '../../operator/src/workers/run-state.ts';
+import { RunStateStore, type RunStage } from '../../operator/src/workers/run-state.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
+import { startingState } from '../../operator/src/workers/starting-state.ts';
 
 let redisServer: RedisServerProcess;
 let redis: Redis;
@@ -128,18 +126,7 @@ async function harness(setup: Setup): Promise<Harness> {
     now: () => new Date(),
   };
   // The state the prepare job leaves: the loop about to take its first step.
-  const state: RunState = {
-    version: 2,
-    ...ref,
-    stage: 'stepping',
-    step: 0,
-    toolCalls: 0,
-    messages: [buildStartMessage()],
-    usage: emptyUsage(),
-    filesTouched: noFilesTouched(),
-    startedAt: Date.now(),
-  };
-  await states.create(state);
+  await states.create(startingState(ref, Date.now()));
   return {
     deps,
     ref,

@@ -5,15 +5,13 @@ import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { buildStartMessage } from '../agent/system-prompt.ts';
-import { emptyUsage } from '../agent/usage-accounting.ts';
-import { noFilesTouched } from '../agent/files-touched.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure } from '../api/index.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { cloneRepository } from './git-clone.ts';
 import { liveRun } from './live-run.ts';
+import { startingState } from './starting-state.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 
@@ -75,19 +73,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create({
-    version: 2,
-    uid: ref.uid,
-    namespace: ref.namespace,
-    name: ref.name,
-    stage: 'stepping',
-    step: 0,
-    toolCalls: 0,
-    messages: [buildStartMessage()],
-    usage: emptyUsage(),
-    filesTouched: noFilesTouched(),
-    startedAt,
-  });
+  await deps.states.create(startingState(ref, startedAt));
   await deps.events.record(run, { type: 'Normal', reason: EVENT_REASONS.Prepared, message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });
   await deps.queue.step(ref, 0);
 }

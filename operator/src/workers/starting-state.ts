@@ -1,0 +1,24 @@
+// The state a run's loop starts from, which the prepare job saves once the workspace is
+// ready: no step taken, the start message as the whole conversation.
+import { noFilesTouched } from '../agent/files-touched.ts';
+import { buildStartMessage } from '../agent/system-prompt.ts';
+import { emptyUsage } from '../agent/usage-accounting.ts';
+import type { RunRef } from './agent-dependencies.ts';
+import type { RunState } from './run-state.ts';
+
+/** `startedAt`: epoch ms of status.startTime, from which the deadline counts. */
+export function startingState(ref: RunRef, startedAt: number): RunState {
+  return {
+    version: 2,
+    uid: ref.uid,
+    namespace: ref.namespace,
+    name: ref.name,
+    stage: 'stepping',
+    step: 0,
+    toolCalls: 0,
+    messages: [buildStartMessage()],
+    usage: emptyUsage(),
+    filesTouched: noFilesTouched(),
+    startedAt,
+  };
+}
