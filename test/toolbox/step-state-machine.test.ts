@@ -16,8 +16,8 @@ import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
-import type { ApprovalAnswer } from '../../operator/src/controller/run-agent.ts';
-import { EventRecorder } from '../../operator/src/controller/event-recorder.ts';
+import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
+import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
 import type { ScriptedTurn } from '../../operator/src/providers/scripted/model-script-schema.ts';
