@@ -6,17 +6,13 @@ import type { CodingRun } from '../api/index.ts';
 import type { AgentView } from '../reconcile/run-agent.ts';
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
+import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
 
 /** Job states in which a job will still run (or is running). */
 const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 /** inspect() gives up after this long (Redis down): the controller must not hang on it. */
 const INSPECT_TIMEOUT_MS = 3_000;
-
-/** The run the state must belong to (the run reference, as the queue builds it). */
-function owner(run: CodingRun) {
-  return { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
-}
 
 export class AgentInspector {
   constructor(
@@ -45,7 +41,7 @@ export class AgentInspector {
     const uid = run.metadata.uid;
     const before = await this.states.loadText(uid);
     // A state that does not verify is as good as missing; the controller fails the run with why.
-    const { state, invalid } = this.states.inspect(before, owner(run));
+    const { state, invalid } = this.states.inspect(before, runRefOf(run));
     const step = state?.step ?? run.status?.steps ?? 0;
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
@@ -59,7 +55,7 @@ export class AgentInspector {
     const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
     const after = await this.states.loadText(uid);
     if (moving || after !== before) {
-      const now = after === before ? state : this.states.peek(after, owner(run));
+      const now = after === before ? state : this.states.peek(after, runRefOf(run));
       return { state: now?.stage ?? 'missing', moving: true };
     }
     const failed = states.find(({ state: jobState }) => jobState === 'failed');

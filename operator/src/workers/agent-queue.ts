@@ -8,6 +8,7 @@ import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
+import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
@@ -56,17 +57,13 @@ export class AgentQueue implements Omit<RunAgent, 'inspect'>, JobEnqueuer {
   }
 
 
-  private static ref(run: CodingRun) {
-    return { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
-  }
-
   async start(run: ParsedCodingRun): Promise<void> {
-    await this.add('prepare', jobId.prepare(run.metadata.uid), AgentQueue.ref(run));
+    await this.add('prepare', jobId.prepare(run.metadata.uid), runRefOf(run));
   }
 
   async resume(run: CodingRun, answer: ApprovalAnswer): Promise<void> {
     const approve = answer.decision === 'approve' ? { sha256: answer.sha256 } : undefined;
-    await this.add('resume', jobId.resume(run.metadata.uid, answer.id, approve), { ...AgentQueue.ref(run), approval: answer });
+    await this.add('resume', jobId.resume(run.metadata.uid, answer.id, approve), { ...runRefOf(run), approval: answer });
   }
 
   async step(ref: { uid: string; namespace: string; name: string }, completed: number): Promise<void> {
@@ -80,7 +77,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect'>, JobEnqueuer {
   async stop(run: CodingRun): Promise<number> {
     const uid = run.metadata.uid;
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
-    const state = this.states.peek(await this.states.loadText(uid), AgentQueue.ref(run));
+    const state = this.states.peek(await this.states.loadText(uid), runRefOf(run));
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid)]);
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
     if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));

@@ -8,6 +8,7 @@ import { awaitApprovalStatus, runningAfterStepStatus } from '../reconcile/run-st
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
+import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { summariseCalls } from './tool-execution.ts';
 
@@ -27,7 +28,7 @@ export async function afterCalls(
   last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean },
 ): Promise<void> {
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
-  const ref = { uid: run.metadata.uid, namespace: run.metadata.namespace, name: run.metadata.name };
+  const ref = runRefOf(run);
   const now = deps.now();
   if (state.stage !== 'waiting') {
     const stop = decideStop({
