@@ -9,7 +9,12 @@ import { parse } from 'yaml';
 import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
 import { reuseConnections } from './kube/connection-reuse.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
-import { IsolationProbe, createExecConnector, createIsolationProbeKube, defaultIsolationProbeTarget } from './controller/isolation-probe.ts';
+import {
+  IsolationProbe,
+  createExecConnector,
+  createIsolationProbeKube,
+  defaultIsolationProbeTarget,
+} from './controller/isolation-probe.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
@@ -97,23 +102,43 @@ async function main(): Promise<void> {
     });
   // One controller per leadership term: a stopped one cannot start again.
   const newController = () =>
-    new RunController(kubeConfig, config, { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) }, logger, metrics);
+    new RunController(
+      kubeConfig,
+      config,
+      { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) },
+      logger,
+      metrics,
+    );
   let controller = newController();
   controllerRef = controller;
   agentRef = agent;
   const elector = config.leaderElection.enabled
-    ? new LeaderElector(kubernetesLeaseStore(kubeConfig, config.leaderElection.namespace, config.leaderElection.leaseName), { ...config.leaderElection, identity: config.identity }, logger)
+    ? new LeaderElector(
+        kubernetesLeaseStore(kubeConfig, config.leaderElection.namespace, config.leaderElection.leaseName),
+        { ...config.leaderElection, identity: config.identity },
+        logger,
+      )
     : undefined;
   // A standby is ready when its workers can work (Redis); only the leader also needs its
   // caches, or a rolling update would wait forever for a standby that never leads.
-  const health = await startHealthServer(config.httpPort, {
-    informers: async () => (elector && !elector.isLeader ? undefined : controller.synced ? undefined : 'caches not synced yet'),
-    redis: agent.checkRedis,
-  }, { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() });
-  logger.info({ port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo }, 'operator starting');
+  const health = await startHealthServer(
+    config.httpPort,
+    {
+      informers: async () => (elector && !elector.isLeader ? undefined : controller.synced ? undefined : 'caches not synced yet'),
+      redis: agent.checkRedis,
+    },
+    { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() },
+  );
+  logger.info(
+    { port: (health.address() as AddressInfo).port, identity: config.identity, allowRepo: config.allowRepo },
+    'operator starting',
+  );
   listeningPort = (health.address() as AddressInfo).port;
   if (config.allowUnisolatedSandboxes) {
-    logger.warn({}, 'allowUnisolatedSandboxes: sandboxes start even where NetworkPolicy is not enforced, and then reach Redis, cloud metadata, the API server, internal services and the internet');
+    logger.warn(
+      {},
+      'allowUnisolatedSandboxes: sandboxes start even where NetworkPolicy is not enforced, and then reach Redis, cloud metadata, the API server, internal services and the internet',
+    );
   } else if (!config.networkPolicy) {
     logger.warn({}, 'networkPolicy is false and allowUnisolatedSandboxes is not set: every run fails IsolationNotEnforced');
   }

@@ -21,8 +21,19 @@ export async function startBackgroundJob(context: ToolboxContext, shell: string,
   await writeFile(outputLog, '');
   const child = spawn(
     shell,
-    ['-c', BASH_JOB_WRAPPER, 'chamvi-job', directory, String(context.outputLogMaxBytes), BASH_PRELUDE,
-      bashStateFile(context), context.realRoot, cwd, 'nosave', command],
+    [
+      '-c',
+      BASH_JOB_WRAPPER,
+      'chamvi-job',
+      directory,
+      String(context.outputLogMaxBytes),
+      BASH_PRELUDE,
+      bashStateFile(context),
+      context.realRoot,
+      cwd,
+      'nosave',
+      command,
+    ],
     {
       cwd: context.realRoot,
       detached: true, // a new session and process group: survives the toolbox, killable as one
@@ -120,7 +131,11 @@ async function existingJob(context: ToolboxContext, job: string): Promise<string
 }
 
 async function jobState(directory: string): Promise<JobState> {
-  const marker = (name: string) => access(path.join(directory, name)).then(() => true, () => false);
+  const marker = (name: string) =>
+    access(path.join(directory, name)).then(
+      () => true,
+      () => false,
+    );
   const [exitText, killed, capped] = await Promise.all([
     readFile(path.join(directory, 'exit'), 'utf8').catch(() => undefined),
     marker('killed'),

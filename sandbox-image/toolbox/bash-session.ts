@@ -107,7 +107,10 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   if (child.pid !== undefined) await rename(`${stateFile}.next.${child.pid}`, stateFile).catch(() => undefined);
 
   // Output written between two polls may have gone past the cap: the log keeps at most the cap.
-  const [stdoutCap, stderrCap] = await Promise.all([capLog(stdoutLog, context.outputLogMaxBytes), capLog(stderrLog, context.outputLogMaxBytes)]);
+  const [stdoutCap, stderrCap] = await Promise.all([
+    capLog(stdoutLog, context.outputLogMaxBytes),
+    capLog(stderrLog, context.outputLogMaxBytes),
+  ]);
   const killedByUs = timedOut || outputCapped;
   outputCapped ||= stdoutCap.wasOver || stderrCap.wasOver;
   const stdoutSize = stdoutCap.size;
@@ -171,7 +174,10 @@ export async function headAndTail(log: string, size: number): Promise<{ text: st
     const headText = head.subarray(0, completeUtf8Length(head)).toString('utf8');
     const tailText = tail.subarray(leadingContinuationBytes(tail)).toString('utf8');
     const omitted = size - BASH_HEAD_BYTES - BASH_TAIL_BYTES;
-    return { text: `${headText}\n[... ${omitted} bytes omitted; read the full output from the log with read_file ...]\n${tailText}`, truncated: true };
+    return {
+      text: `${headText}\n[... ${omitted} bytes omitted; read the full output from the log with read_file ...]\n${tailText}`,
+      truncated: true,
+    };
   } finally {
     await handle.close();
   }
@@ -211,7 +217,14 @@ async function pruneLogs(directory: string, checkSize: boolean): Promise<void> {
     names = names.slice(excess);
   }
   if (!checkSize) return;
-  const sizes = await Promise.all(names.map((name) => stat(path.join(directory, name)).then((stats) => stats.size, () => 0)));
+  const sizes = await Promise.all(
+    names.map((name) =>
+      stat(path.join(directory, name)).then(
+        (stats) => stats.size,
+        () => 0,
+      ),
+    ),
+  );
   let total = sizes.reduce((sum, size) => sum + size, 0);
   // Oldest first; the newest pair (this command's logs) is always kept.
   for (let index = 0; index < names.length - 2 && total > KEEP_LOG_BYTES; index += 1) {

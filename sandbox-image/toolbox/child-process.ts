@@ -89,7 +89,12 @@ export function streamRecords(command: string, args: string[], options: StreamRe
       clearTimeout(timer);
       if (!stopped && !timedOut && pendingBytes > 0) emit(Buffer.concat(pending));
       if (timedOut) {
-        reject(new ToolboxError('TIMEOUT', `${command} took longer than ${Math.round((options.timeoutMs ?? HELPER_TIMEOUT_MS) / 1000)} s; narrow the path or the pattern`));
+        reject(
+          new ToolboxError(
+            'TIMEOUT',
+            `${command} took longer than ${Math.round((options.timeoutMs ?? HELPER_TIMEOUT_MS) / 1000)} s; narrow the path or the pattern`,
+          ),
+        );
         return;
       }
       resolve({ exitCode, stopped, timedOut, stderr });

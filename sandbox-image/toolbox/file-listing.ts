@@ -43,7 +43,14 @@ async function guardDirectory(context: ToolboxContext, inputPath: string | undef
 /** Drops listed files that no longer exist (deleted but still tracked), on the final page only. */
 async function finish(context: ToolboxContext, selection: SortedSelection): Promise<FileListResult> {
   const { items, truncated } = selection.result();
-  const present = await Promise.all(items.map((file) => lstat(path.join(context.realRoot, file)).then(() => true, () => false)));
+  const present = await Promise.all(
+    items.map((file) =>
+      lstat(path.join(context.realRoot, file)).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
   return { files: items.filter((_, index) => present[index]), truncated };
 }
 

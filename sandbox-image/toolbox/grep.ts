@@ -43,7 +43,10 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   // Exit 1 means "no match" for all three engines; 2 is an error such as a bad regex, but also
   // an unreadable file somewhere in the tree, which must not hide the matches that were found.
   if (!outcome.stopped && outcome.exitCode !== 0 && outcome.exitCode !== 1 && matches.length === 0) {
-    throw new ToolboxError('INVALID_INPUT', `grep failed: ${firstLine(outcome.stderr) || `exit ${outcome.exitCode}`}; check the pattern (extended regular expression)`);
+    throw new ToolboxError(
+      'INVALID_INPUT',
+      `grep failed: ${firstLine(outcome.stderr) || `exit ${outcome.exitCode}`}; check the pattern (extended regular expression)`,
+    );
   }
   // rg searches in parallel: sort so results do not depend on thread timing.
   matches.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.line - b.line));
@@ -70,9 +73,21 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, scope: s
       return {
         command: 'rg',
         args: [
-          '--no-config', '--no-messages', '--no-heading', '--with-filename', '--line-number', '--null', '--color=never',
-          '--hidden', '--glob=!.git', ...(input.includeIgnored ? ['--no-ignore'] : []), ...caseFlag,
-          '--regexp', input.pattern, '--', scope,
+          '--no-config',
+          '--no-messages',
+          '--no-heading',
+          '--with-filename',
+          '--line-number',
+          '--null',
+          '--color=never',
+          '--hidden',
+          '--glob=!.git',
+          ...(input.includeIgnored ? ['--no-ignore'] : []),
+          ...caseFlag,
+          '--regexp',
+          input.pattern,
+          '--',
+          scope,
         ],
         env: process.env,
         parse: parseNulPathThenColon,
@@ -81,8 +96,19 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, scope: s
       return {
         command: 'git',
         args: [
-          'grep', '--no-color', '-n', '-z', '-I', '-E', '--untracked', ...(input.includeIgnored ? ['--no-exclude-standard'] : []),
-          ...caseFlag, '-e', input.pattern, '--', scope,
+          'grep',
+          '--no-color',
+          '-n',
+          '-z',
+          '-I',
+          '-E',
+          '--untracked',
+          ...(input.includeIgnored ? ['--no-exclude-standard'] : []),
+          ...caseFlag,
+          '-e',
+          input.pattern,
+          '--',
+          scope,
         ],
         env: gitEnvironment(),
         parse: parseGitGrep,

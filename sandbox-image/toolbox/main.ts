@@ -31,7 +31,8 @@ export function parseArguments(argv: string[]): Arguments {
     else if (flag === '--home') options.home = value();
     else if (flag === '--output-log-max-bytes') {
       const bytes = Number(value());
-      if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new ProtocolError(`--output-log-max-bytes must be a positive integer\n${USAGE}`);
+      if (!Number.isSafeInteger(bytes) || bytes <= 0)
+        throw new ProtocolError(`--output-log-max-bytes must be a positive integer\n${USAGE}`);
       options.outputLogMaxBytes = bytes;
     } else if (!flag?.startsWith('-') && command === undefined) command = flag;
     else throw new ProtocolError(`unknown argument ${argument}\n${USAGE}`);

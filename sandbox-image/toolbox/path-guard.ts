@@ -25,11 +25,7 @@ export interface GuardOptions {
 
 const MAX_SYMLINK_HOPS = 40;
 
-export async function guardWorkspacePath(
-  context: ToolboxContext,
-  input: string,
-  options: GuardOptions = {},
-): Promise<GuardedPath> {
+export async function guardWorkspacePath(context: ToolboxContext, input: string, options: GuardOptions = {}): Promise<GuardedPath> {
   const relative = lexicalRelative(context, input);
   if (!options.allowDenied) assertNotDenied(relative, input);
   const real = await resolveReal(path.join(context.realRoot, relative), 0);
@@ -95,14 +91,7 @@ export function isInside(root: string, candidate: string): boolean {
   return candidate === root || candidate.startsWith(root.endsWith(path.sep) ? root : `${root}${path.sep}`);
 }
 
-const DENIED_BASENAMES = [
-  /^\.netrc$/,
-  /\.pem$/,
-  /\.key$/,
-  /^id_(rsa|dsa|ecdsa|ed25519)/,
-  /^\.env$/,
-  /^\.env\.(?!example$|sample$)/,
-];
+const DENIED_BASENAMES = [/^\.netrc$/, /\.pem$/, /\.key$/, /^id_(rsa|dsa|ecdsa|ed25519)/, /^\.env$/, /^\.env\.(?!example$|sample$)/];
 
 /** .git internals and credential-looking files, by root-relative path. */
 export function isDeniedPath(relative: string): boolean {

@@ -5,13 +5,7 @@ import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { ReadFileResult, ReadFileTextResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
-import {
-  READ_BASE64_MAX_BYTES,
-  READ_IMAGE_MAX_BYTES,
-  READ_MAX_CHARS,
-  READ_MAX_LINES,
-  READ_TEXT_MAX_BYTES,
-} from './contract/limits.ts';
+import { READ_BASE64_MAX_BYTES, READ_IMAGE_MAX_BYTES, READ_MAX_CHARS, READ_MAX_LINES, READ_TEXT_MAX_BYTES } from './contract/limits.ts';
 import { guardWorkspacePath, isInside } from './path-guard.ts';
 import { collectRepositoryInstructions } from './repository-instructions.ts';
 import { decodeText, detectImage } from './text-encoding.ts';
@@ -38,7 +32,10 @@ export async function readFile(context: ToolboxContext, input: ToolInput<'read_f
     return { path: displayPath, type: 'image', mediaType, bytes: bytes.length, content: bytes.toString('base64') };
   }
   if (bytes.length > READ_TEXT_MAX_BYTES) {
-    throw new ToolboxError('TOO_LARGE', `${displayPath} has ${bytes.length} bytes; text files are read up to 16 MiB, use grep or bash (head, sed -n) on it`);
+    throw new ToolboxError(
+      'TOO_LARGE',
+      `${displayPath} has ${bytes.length} bytes; text files are read up to 16 MiB, use grep or bash (head, sed -n) on it`,
+    );
   }
   const { text } = decodeText(bytes, displayPath);
   const window = textWindow(text, input.offset ?? 1, input.limit ?? READ_MAX_LINES, displayPath);

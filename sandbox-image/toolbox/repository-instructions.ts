@@ -141,7 +141,9 @@ class InstructionCollector {
       return;
     }
     if (bytes.length > INSTRUCTIONS_SOURCE_MAX_BYTES) {
-      this.skip(`${relative}: ${bytes.length} bytes is over the ${INSTRUCTIONS_SOURCE_MAX_BYTES}-byte limit per file; read it with read_file`);
+      this.skip(
+        `${relative}: ${bytes.length} bytes is over the ${INSTRUCTIONS_SOURCE_MAX_BYTES}-byte limit per file; read it with read_file`,
+      );
       return;
     }
     if (this.totalBytes + bytes.length > INSTRUCTIONS_TOTAL_MAX_BYTES) {
@@ -150,7 +152,10 @@ class InstructionCollector {
     }
     let content: string;
     try {
-      content = strictUtf8.decode(bytes).replace(/^\uFEFF/, '').replaceAll('\r\n', '\n');
+      content = strictUtf8
+        .decode(bytes)
+        .replace(/^\uFEFF/, '')
+        .replaceAll('\r\n', '\n');
     } catch {
       this.skip(`${relative}: not UTF-8 text`);
       return;

@@ -17,7 +17,10 @@ export async function serve(context: ToolboxContext, input: NodeJS.ReadableStrea
     } catch (error) {
       // The session survives a bad line: answer it (with its id when one can be found).
       const message = error instanceof ProtocolError ? error.message : String(error);
-      void writeResponse(output, idFromLinePrefix(line) ?? null, { ok: false, error: { code: 'INVALID_INPUT', message: `protocol: ${message}` } });
+      void writeResponse(output, idFromLinePrefix(line) ?? null, {
+        ok: false,
+        error: { code: 'INVALID_INPUT', message: `protocol: ${message}` },
+      });
       return;
     }
     const { id, tool, input: toolInput } = request;
@@ -29,7 +32,10 @@ export async function serve(context: ToolboxContext, input: NodeJS.ReadableStrea
   const splitter = new LineSplitter(REQUEST_MAX_BYTES, {
     line: handle,
     oversized: (prefix) =>
-      void writeResponse(output, idFromLinePrefix(prefix) ?? null, { ok: false, error: { code: 'TOO_LARGE', message: 'protocol: request line too long' } }),
+      void writeResponse(output, idFromLinePrefix(prefix) ?? null, {
+        ok: false,
+        error: { code: 'TOO_LARGE', message: 'protocol: request line too long' },
+      }),
   });
   for await (const chunk of input) splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   splitter.end();

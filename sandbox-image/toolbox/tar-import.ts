@@ -38,7 +38,8 @@ export async function importTar(context: ToolboxContext, input: AsyncIterable<Ui
     verifyChecksum(header);
     const type = String.fromCharCode(header[156] ?? 0);
     const size = pax.size !== undefined ? Number(pax.size) : parseNumber(header.subarray(124, 136));
-    if (!Number.isSafeInteger(size) || size < 0) throw new ToolboxError('INVALID_INPUT', 'The tar stream has an entry with an invalid size');
+    if (!Number.isSafeInteger(size) || size < 0)
+      throw new ToolboxError('INVALID_INPUT', 'The tar stream has an entry with an invalid size');
     const padded = Math.ceil(size / BLOCK) * BLOCK;
 
     if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
@@ -120,12 +121,16 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
     realParent = (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
   } catch (error) {
     if (ToolboxError.isInstance(error) && error.code === 'OUTSIDE_WORKSPACE') {
-      throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} would be written through a symlink outside the workspace; the import was stopped`);
+      throw new ToolboxError(
+        'OUTSIDE_WORKSPACE',
+        `The tar entry ${name.slice(0, 200)} would be written through a symlink outside the workspace; the import was stopped`,
+      );
     }
     throw error;
   }
   const real = path.join(realParent, path.posix.basename(relative));
-  if (!isInside(context.realRoot, real)) throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
+  if (!isInside(context.realRoot, real))
+    throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
   await mkdir(realParent, { recursive: true });
   return real;
 }

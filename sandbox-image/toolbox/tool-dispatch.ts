@@ -50,7 +50,10 @@ export function parseRequest(line: string): RequestLine {
 export async function dispatch(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {
   const parsed = toolInputSchemas[tool].safeParse(input);
   if (!parsed.success) {
-    return { ok: false, error: { code: 'INVALID_INPUT', message: `Invalid input for ${tool}: ${z.prettifyError(parsed.error).slice(0, 1_000)}` } };
+    return {
+      ok: false,
+      error: { code: 'INVALID_INPUT', message: `Invalid input for ${tool}: ${z.prettifyError(parsed.error).slice(0, 1_000)}` },
+    };
   }
   try {
     const result = await handlers[tool](context, parsed.data as never);

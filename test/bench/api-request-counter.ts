@@ -49,7 +49,9 @@ export async function scrapeRequestTotals(kubeConfig: KubeConfig): Promise<Reque
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => (response.statusCode === 200 ? resolve(text) : reject(new Error(`GET /metrics: ${response.statusCode} ${text.slice(0, 200)}`))));
+      response.on('end', () =>
+        response.statusCode === 200 ? resolve(text) : reject(new Error(`GET /metrics: ${response.statusCode} ${text.slice(0, 200)}`)),
+      );
     });
     req.on('error', reject);
     req.end();
@@ -58,7 +60,10 @@ export async function scrapeRequestTotals(kubeConfig: KubeConfig): Promise<Reque
 }
 
 /** Splits a delta by component: the first rule whose pattern matches a kind takes it. */
-export function attribute(delta: RequestCounts, rules: ReadonlyArray<readonly [component: string, pattern: RegExp]>): Record<string, { total: number; kinds: Record<RequestKind, number> }> {
+export function attribute(
+  delta: RequestCounts,
+  rules: ReadonlyArray<readonly [component: string, pattern: RegExp]>,
+): Record<string, { total: number; kinds: Record<RequestKind, number> }> {
   const result: Record<string, { total: number; kinds: Record<RequestKind, number> }> = {};
   for (const [kind, count] of [...delta].sort(([a], [b]) => a.localeCompare(b))) {
     const component = rules.find(([, pattern]) => pattern.test(kind))?.[0] ?? 'other';

@@ -32,7 +32,8 @@ function read(name: string): Json | undefined {
 
 const p50p99 = (figure: { p50: number; p99: number } | undefined) => (figure ? `${figure.p50} / ${figure.p99}` : 'n/a');
 const seconds = (ms: number | null | undefined) => (ms === null || ms === undefined ? 'n/a' : Math.round(ms / 100) / 10);
-const p50p99Seconds = (figure: { p50: number; p99: number } | undefined) => (figure ? `${seconds(figure.p50)} / ${seconds(figure.p99)}` : 'n/a');
+const p50p99Seconds = (figure: { p50: number; p99: number } | undefined) =>
+  figure ? `${seconds(figure.p50)} / ${seconds(figure.p99)}` : 'n/a';
 
 function toolboxFigures(toolbox: Json): Figure[] {
   return [
@@ -73,7 +74,13 @@ function execFigures(exec: Json): Figure[] {
     },
     ...(parts
       ? [
-          { benchmark: 'exec' as const, figure: '  serve: request to first byte of the answer', unit: 'ms', value: p50p99(parts.serveSession.firstByte), peer: null },
+          {
+            benchmark: 'exec' as const,
+            figure: '  serve: request to first byte of the answer',
+            unit: 'ms',
+            value: p50p99(parts.serveSession.firstByte),
+            peer: null,
+          },
           {
             benchmark: 'exec' as const,
             figure: '  serve: the toolbox alone (a local serve session, same call)',
@@ -94,8 +101,20 @@ function execFigures(exec: Json): Figure[] {
     },
     ...(parts
       ? [
-          { benchmark: 'exec' as const, figure: '  per call: connection upgrade (WebSocket open through the API server)', unit: 'ms', value: p50p99(parts.perCallExec.connectionUpgrade), peer: null },
-          { benchmark: 'exec' as const, figure: '  per call: upgrade to first byte (toolbox start and call)', unit: 'ms', value: p50p99(parts.perCallExec.upgradeToFirstByte), peer: null },
+          {
+            benchmark: 'exec' as const,
+            figure: '  per call: connection upgrade (WebSocket open through the API server)',
+            unit: 'ms',
+            value: p50p99(parts.perCallExec.connectionUpgrade),
+            peer: null,
+          },
+          {
+            benchmark: 'exec' as const,
+            figure: '  per call: upgrade to first byte (toolbox start and call)',
+            unit: 'ms',
+            value: p50p99(parts.perCallExec.upgradeToFirstByte),
+            peer: null,
+          },
           {
             benchmark: 'exec' as const,
             figure: '  per call: the toolbox alone (`toolbox call` as a local process)',
@@ -122,9 +141,27 @@ function stepFigures(step: Json): Figure[] {
     },
     ...(parts
       ? [
-          { benchmark: 'step' as const, figure: '  pickup to step start (dispatch, sealed state loaded from Redis)', unit: 'ms', value: p50p99(parts.pickupToStart), peer: null },
-          { benchmark: 'step' as const, figure: '  in the step, outside model and tools (run read, saves, status, enqueue)', unit: 'ms', value: p50p99(parts.inStep), peer: null },
-          { benchmark: 'step' as const, figure: '  step done to the next pickup (BullMQ hand-over)', unit: 'ms', value: p50p99(parts.handOver), peer: null },
+          {
+            benchmark: 'step' as const,
+            figure: '  pickup to step start (dispatch, sealed state loaded from Redis)',
+            unit: 'ms',
+            value: p50p99(parts.pickupToStart),
+            peer: null,
+          },
+          {
+            benchmark: 'step' as const,
+            figure: '  in the step, outside model and tools (run read, saves, status, enqueue)',
+            unit: 'ms',
+            value: p50p99(parts.inStep),
+            peer: null,
+          },
+          {
+            benchmark: 'step' as const,
+            figure: '  step done to the next pickup (BullMQ hand-over)',
+            unit: 'ms',
+            value: p50p99(parts.handOver),
+            peer: null,
+          },
         ]
       : []),
   ];
@@ -134,7 +171,8 @@ function scaleFigures(scale: Json): Figure[] {
   const { runs, n } = scale;
   // The peer at the operator's client limits (none); older results (and --peer-limits default) have only the default one.
   const jobs = scale.jobs ?? scale.jobsAtDefaultLimits;
-  const limits = (phase: Json) => (phase.clientLimits ? `client QPS ${phase.clientLimits.qps}, burst ${phase.clientLimits.burst}` : 'client QPS 20, burst 30');
+  const limits = (phase: Json) =>
+    phase.clientLimits ? `client QPS ${phase.clientLimits.qps}, burst ${phase.clientLimits.burst}` : 'client QPS 20, burst 30';
   const jobPeer = (value: number | string) => ({ what: `${n} Jobs, kube-controller-manager's Job controller (${limits(jobs)})`, value });
   const defaults = scale.jobs ? scale.jobsAtDefaultLimits : undefined;
   const defaultPeer = (value: number | string) => ({ what: `${n} Jobs, the same at its default ${limits(defaults)}`, value });
@@ -152,7 +190,13 @@ function scaleFigures(scale: Json): Figure[] {
     },
     ...(defaults
       ? [
-          { benchmark: 'scale' as const, figure: '  the same, against the Job controller at its default client limits', unit: 's', value: seconds(runs.allPodsMs), peer: defaultPeer(seconds(defaults.allPodsMs)) },
+          {
+            benchmark: 'scale' as const,
+            figure: '  the same, against the Job controller at its default client limits',
+            unit: 's',
+            value: seconds(runs.allPodsMs),
+            peer: defaultPeer(seconds(defaults.allPodsMs)),
+          },
           {
             benchmark: 'scale' as const,
             figure: "  time kube-controller-manager's requests waited on its client rate limiter",
@@ -162,7 +206,13 @@ function scaleFigures(scale: Json): Figure[] {
           },
         ]
       : []),
-    { benchmark: 'scale', figure: 'create to pod, p50 / p99', unit: 's', value: p50p99Seconds(runs.podLatencyMs), peer: jobPeer(p50p99Seconds(jobs.podLatencyMs)) },
+    {
+      benchmark: 'scale',
+      figure: 'create to pod, p50 / p99',
+      unit: 's',
+      value: p50p99Seconds(runs.podLatencyMs),
+      peer: jobPeer(p50p99Seconds(jobs.podLatencyMs)),
+    },
     {
       benchmark: 'scale',
       figure: `every run Succeeded (3 scripted steps each; Jobs: Complete)`,
@@ -170,11 +220,27 @@ function scaleFigures(scale: Json): Figure[] {
       value: seconds(runs.allDoneMs),
       peer: jobPeer(seconds(jobs.allDoneMs)),
     },
-    ...(defaults ? [{ benchmark: 'scale' as const, figure: '  the same, against the Job controller at its default client limits', unit: 's', value: seconds(runs.allDoneMs), peer: defaultPeer(seconds(defaults.allDoneMs)) }] : []),
-    { benchmark: 'scale', figure: 'create to finished, p50 / p99', unit: 's', value: p50p99Seconds(runs.doneLatencyMs), peer: jobPeer(p50p99Seconds(jobs.doneLatencyMs)) },
+    ...(defaults
+      ? [
+          {
+            benchmark: 'scale' as const,
+            figure: '  the same, against the Job controller at its default client limits',
+            unit: 's',
+            value: seconds(runs.allDoneMs),
+            peer: defaultPeer(seconds(defaults.allDoneMs)),
+          },
+        ]
+      : []),
     {
       benchmark: 'scale',
-      figure: 'controller peak RSS (operator: with its children, the workers\' git)',
+      figure: 'create to finished, p50 / p99',
+      unit: 's',
+      value: p50p99Seconds(runs.doneLatencyMs),
+      peer: jobPeer(p50p99Seconds(jobs.doneLatencyMs)),
+    },
+    {
+      benchmark: 'scale',
+      figure: "controller peak RSS (operator: with its children, the workers' git)",
       unit: 'MiB',
       value: operator.peakRssMiB,
       peer: { what: 'kube-controller-manager (all its controllers)', value: kcm.peakRssMiB },
@@ -232,7 +298,9 @@ function markdownTable(figures: Figure[]): string {
 function main(): void {
   const { values } = parseArgs({ options: { started: { type: 'string' } } });
   const sources = { toolbox: read('toolbox'), exec: read('exec'), step: read('step'), scale: read('scale') };
-  const missing = Object.entries(sources).filter(([, value]) => !value).map(([name]) => name);
+  const missing = Object.entries(sources)
+    .filter(([, value]) => !value)
+    .map(([name]) => name);
   const figures = [
     ...(sources.toolbox ? toolboxFigures(sources.toolbox) : []),
     ...(sources.exec ? execFigures(sources.exec) : []),
@@ -242,7 +310,11 @@ function main(): void {
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
   const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));
   // A figure from an earlier `make bench` would pair with peers of another day: say so.
-  const stale = startedAt ? Object.entries(dates).filter(([, date]) => !date || Date.parse(date) < startedAt.getTime()).map(([name]) => name) : [];
+  const stale = startedAt
+    ? Object.entries(dates)
+        .filter(([, date]) => !date || Date.parse(date) < startedAt.getTime())
+        .map(([name]) => name)
+    : [];
   const latest = {
     date: new Date().toISOString(),
     node: process.version,
@@ -261,7 +333,9 @@ function main(): void {
   if (missing.length > 0) console.log(`missing results: ${missing.join(', ')}`);
   if (stale.length > 0) console.log(`older than this make bench: ${stale.join(', ')}`);
   const wall = 'makeBenchWallSeconds' in latest ? `; make bench took ${latest.makeBenchWallSeconds} s` : '';
-  console.log(`written to ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))} (load average ${latest.loadAverage1m} on ${latest.cpus} cpus${wall})`);
+  console.log(
+    `written to ${path.relative(process.cwd(), path.join(resultsDir, 'latest.json'))} (load average ${latest.loadAverage1m} on ${latest.cpus} cpus${wall})`,
+  );
 }
 
 main();

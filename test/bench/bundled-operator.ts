@@ -14,11 +14,10 @@ const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export function bundleOperator(dir: string): string {
   mkdirSync(dir, { recursive: true });
   const outfile = path.join(dir, 'main.mjs');
-  execFileSync(
-    path.join(repoRoot, 'node_modules/.bin/tsx'),
-    ['operator/tools/bundle.ts', 'operator', outfile],
-    { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] },
-  );
+  execFileSync(path.join(repoRoot, 'node_modules/.bin/tsx'), ['operator/tools/bundle.ts', 'operator', outfile], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   // Bare imports resolve from the bundle's directory upwards.
   symlinkSync(path.join(repoRoot, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   return outfile;
@@ -81,7 +80,8 @@ export class BundledOperator {
   async waitForLog(message: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!this.counts.has(message)) {
-      if (this.child.exitCode !== null) throw new Error(`the operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('').slice(-2000)}`);
+      if (this.child.exitCode !== null)
+        throw new Error(`the operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('').slice(-2000)}`);
       if (Date.now() > deadline) throw new Error(`the operator did not log "${message}" within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

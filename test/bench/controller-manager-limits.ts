@@ -60,7 +60,10 @@ export async function restartControllerManager(plane: ControlPlane, limits: Clie
   startManagedProcess({ name: NAME, stateDir: plane.stateDir, command: running.command, args: withClientLimits(running.args, limits) });
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const healthy = await get(plane, '/healthz').then((response) => response.status === 200, () => false);
+    const healthy = await get(plane, '/healthz').then(
+      (response) => response.status === 200,
+      () => false,
+    );
     if (healthy) return;
     if (Date.now() > deadline) throw new Error(`${NAME} did not become healthy within 60 s after the restart`);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -96,7 +99,12 @@ function get(plane: ControlPlane, urlPath: string): Promise<{ status: number; bo
   return new Promise((resolve, reject) => {
     const req = request(
       `https://127.0.0.1:${plane.ports.controllerManager}${urlPath}`,
-      { rejectUnauthorized: false, cert: readFileSync(path.join(pki, 'admin.crt')), key: readFileSync(path.join(pki, 'admin.key')), timeout: 5_000 },
+      {
+        rejectUnauthorized: false,
+        cert: readFileSync(path.join(pki, 'admin.crt')),
+        key: readFileSync(path.join(pki, 'admin.key')),
+        timeout: 5_000,
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));

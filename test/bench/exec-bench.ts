@@ -50,7 +50,10 @@ async function readThrough(sandbox: Sandbox): Promise<void> {
 }
 
 /** Times one call: the whole, and (from the transport's marks) its parts. */
-async function timedCall(sandbox: Sandbox, transport: TimedTransport): Promise<{ totalMs: number; upgradeMs?: number; firstByteMs: number; restMs: number }> {
+async function timedCall(
+  sandbox: Sandbox,
+  transport: TimedTransport,
+): Promise<{ totalMs: number; upgradeMs?: number; firstByteMs: number; restMs: number }> {
   transport.reset();
   const started = performance.now();
   await readThrough(sandbox);
@@ -75,7 +78,13 @@ async function timed(once: () => Promise<unknown>): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { kubeconfig: { type: 'string' }, samples: { type: 'string', default: '1000' }, 'peer-every': { type: 'string', default: '5' } } });
+  const { values } = parseArgs({
+    options: {
+      kubeconfig: { type: 'string' },
+      samples: { type: 'string', default: '1000' },
+      'peer-every': { type: 'string', default: '5' },
+    },
+  });
   const samples = Number(values.samples);
   const peerEvery = Number(values['peer-every']);
   const loadAtStart = loadavg()[0] ?? 0;
@@ -89,14 +98,23 @@ async function main(): Promise<void> {
     plane = await startControlPlane({ stateDir, binDir });
     kubeconfig = plane.kubeconfig;
   }
-  const kubectl = (args: string[], input?: string) => kubectlOrThrow(args, { binDir, kubeconfig: kubeconfig as string, ...(input ? { input } : {}) });
+  const kubectl = (args: string[], input?: string) =>
+    kubectlOrThrow(args, { binDir, kubeconfig: kubeconfig as string, ...(input ? { input } : {}) });
   const namespace = `exec-bench-${process.pid}`;
   const podName = 'bench';
   const rootDir = mkdtempSync(path.join(tmpdir(), 'chamvi-exec-bench-'));
-  const registrar = await startSandboxExecRegistrar({ kubeconfig, rootDir, labelSelector: `${SANDBOX_POD_SELECTOR},chamvi.dev/bench=${namespace}` });
+  const registrar = await startSandboxExecRegistrar({
+    kubeconfig,
+    rootDir,
+    labelSelector: `${SANDBOX_POD_SELECTOR},chamvi.dev/bench=${namespace}`,
+  });
   try {
     await kubectl(['create', 'namespace', namespace]);
-    for (let attempt = 0; (await runKubectl(['get', 'serviceaccount', 'default', '-n', namespace], { binDir, kubeconfig })).code !== 0; attempt += 1) {
+    for (
+      let attempt = 0;
+      (await runKubectl(['get', 'serviceaccount', 'default', '-n', namespace], { binDir, kubeconfig })).code !== 0;
+      attempt += 1
+    ) {
       if (attempt > 300) throw new Error('no default ServiceAccount');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -104,7 +122,10 @@ async function main(): Promise<void> {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: podName, namespace, labels: { 'app.kubernetes.io/name': 'chamvi-sandbox', 'chamvi.dev/bench': namespace } },
-      spec: { automountServiceAccountToken: false, containers: [{ name: 'sandbox', image: 'chamvi/sandbox:dev', command: ['sleep', 'infinity'] }] },
+      spec: {
+        automountServiceAccountToken: false,
+        containers: [{ name: 'sandbox', image: 'chamvi/sandbox:dev', command: ['sleep', 'infinity'] }],
+      },
     };
     await kubectl(['create', '-f', '-'], JSON.stringify(pod));
     await kubectl(['wait', '-n', namespace, '--for=condition=Ready', `pod/${podName}`, '--timeout=60s']);
@@ -125,7 +146,11 @@ async function main(): Promise<void> {
     const localCall = new ToolboxSandbox(local, { mode: 'call' });
     const line = encodeRequest(request);
     const kubectlExec = async () => {
-      const result = await runKubectl(['exec', '-i', '-n', namespace, podName, '-c', 'sandbox', '--', ...toolboxCommand, 'call'], { binDir, kubeconfig: kubeconfig as string, input: line });
+      const result = await runKubectl(['exec', '-i', '-n', namespace, podName, '-c', 'sandbox', '--', ...toolboxCommand, 'call'], {
+        binDir,
+        kubeconfig: kubeconfig as string,
+        input: line,
+      });
       if (result.code !== 0 || !result.stdout.startsWith('{"ok":true')) throw new Error(`kubectl exec failed: ${result.stderr}`);
     };
     const kubectlStart = async () => {
@@ -147,7 +172,15 @@ async function main(): Promise<void> {
       sessions.local.push(await timed(() => readThrough(localServe)));
     }
     // One pods/exec per call, with kubectl exec, kubectl alone and a local `toolbox call` every peerEvery-th call.
-    const calls = { total: [] as number[], upgrade: [] as number[], firstByte: [] as number[], rest: [] as number[], local: [] as number[], kubectl: [] as number[], kubectlStart: [] as number[] };
+    const calls = {
+      total: [] as number[],
+      upgrade: [] as number[],
+      firstByte: [] as number[],
+      rest: [] as number[],
+      local: [] as number[],
+      kubectl: [] as number[],
+      kubectlStart: [] as number[],
+    };
     for (let index = 0; index < 5; index += 1) {
       await readThrough(perCall);
       await kubectlExec();
@@ -196,7 +229,7 @@ async function main(): Promise<void> {
     };
     const rows = [
       ['path', 'p50 ms', 'p99 ms', 'n'],
-      ['kept serve session over pods/exec (the operator\'s path)', ...figures(results.serveSession)],
+      ["kept serve session over pods/exec (the operator's path)", ...figures(results.serveSession)],
       ['  request to first byte of the answer', ...figures(breakdown.serveSession.firstByte)],
       ['  first byte to the whole answer', ...figures(breakdown.serveSession.firstByteToAnswer)],
       ['  toolbox alone: a local serve session, same call', ...figures(breakdown.serveSession.toolboxAloneLocalServe)],
@@ -210,11 +243,16 @@ async function main(): Promise<void> {
     ];
     const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
     for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
-    console.log(`goals: serve p50 < 5 ms: ${goals.servePerCallP50Under5ms ? 'yes' : 'NO'}; per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`);
+    console.log(
+      `goals: serve p50 < 5 ms: ${goals.servePerCallP50Under5ms ? 'yes' : 'NO'}; per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`,
+    );
     console.log(`load average ${loadAtStart.toFixed(2)} at the start, ${(loadavg()[0] ?? 0).toFixed(2)} at the end (shared machine)`);
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     const loadAverage1m = { atStart: Math.round(loadAtStart * 100) / 100, atEnd: Math.round((loadavg()[0] ?? 0) * 100) / 100 };
-    writeFileSync(resultsFile, `${JSON.stringify({ date: new Date().toISOString(), node: process.version, loadAverage1m, request, peerEvery, results, breakdown, goals }, null, 2)}\n`);
+    writeFileSync(
+      resultsFile,
+      `${JSON.stringify({ date: new Date().toISOString(), node: process.version, loadAverage1m, request, peerEvery, results, breakdown, goals }, null, 2)}\n`,
+    );
     console.log(`written to ${path.relative(process.cwd(), resultsFile)}`);
   } finally {
     await registrar.stop();

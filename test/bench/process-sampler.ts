@@ -112,7 +112,11 @@ export class ProcessSampler {
     const total = rootRss + pids.slice(1).reduce((sum, pid) => sum + readRssBytes(pid), 0);
     this.peakRssBytes = Math.max(this.peakRssBytes, total);
     this.peakRootRssBytes = Math.max(this.peakRootRssBytes, rootRss);
-    if (this.options.pss) this.peakPssBytes = Math.max(this.peakPssBytes, pids.reduce((sum, pid) => sum + readPssBytes(pid), 0));
+    if (this.options.pss)
+      this.peakPssBytes = Math.max(
+        this.peakPssBytes,
+        pids.reduce((sum, pid) => sum + readPssBytes(pid), 0),
+      );
     // Kept so stop() still has a figure when the process has exited in between.
     this.lastTicks = readCpuTicks(this.pid) ?? this.lastTicks;
     this.samples += 1;

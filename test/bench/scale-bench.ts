@@ -41,7 +41,14 @@ import { applyManifestDir, removeStateDir, startControlPlane, type ControlPlane 
 import { recordedProcesses } from '../support/control-plane/managed-process.ts';
 import { SANDBOX_POD_SELECTOR } from '../support/sandbox-exec-registrar.ts';
 import { attribute, difference, scrapeRequestTotals, type RequestCounts } from './api-request-counter.ts';
-import { KCM_DEFAULT_LIMITS, KCM_UNLIMITED, currentLimits, rateLimiterWait, restartControllerManager, type ClientLimits } from './controller-manager-limits.ts';
+import {
+  KCM_DEFAULT_LIMITS,
+  KCM_UNLIMITED,
+  currentLimits,
+  rateLimiterWait,
+  restartControllerManager,
+  type ClientLimits,
+} from './controller-manager-limits.ts';
 import { BundledOperator, bundleOperator } from './bundled-operator.ts';
 import { latencyFigure, roundTo, type LatencyFigure } from './latency-figures.ts';
 import { ProcessSampler, type ProcessUsage } from './process-sampler.ts';
@@ -54,7 +61,13 @@ const SETTLE_MS = 3_000;
 const JOB_NAME_LABEL = 'batch.kubernetes.io/job-name';
 const MiB = 1024 * 1024;
 
-const NAMESPACES = { jobs: 'scale-jobs', jobsDefault: 'scale-jobs-default', runs: 'scale-runs', warmup: 'scale-warmup', lease: 'scale-lease' } as const;
+const NAMESPACES = {
+  jobs: 'scale-jobs',
+  jobsDefault: 'scale-jobs-default',
+  runs: 'scale-runs',
+  warmup: 'scale-warmup',
+  lease: 'scale-lease',
+} as const;
 
 // kube-controller-manager's Job controller syncs 5 Jobs at once (--concurrent-job-syncs, its
 // default, left as it is); the operator reconciles 4 runs at once and runs 8 agent jobs.
@@ -63,7 +76,10 @@ const KCM_CONCURRENT_JOB_SYNCS = 5;
 // The scripted model: three steps (model calls), two tool calls, a one-line diff.
 const SCRIPT_TURNS = [
   { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 1000, outputTokens: 20 } },
-  { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { inputTokens: 1100, outputTokens: 30 } },
+  {
+    toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+    usage: { inputTokens: 1100, outputTokens: 30 },
+  },
   { text: 'Greeted the world.', usage: { inputTokens: 1200, outputTokens: 10 } },
 ];
 
@@ -193,7 +209,9 @@ async function until(what: string, timeoutMs: number, done: () => boolean, progr
       lastMemoryCheck = Date.now();
       const available = availableMemoryBytes();
       if (available < MIN_AVAILABLE_BYTES) {
-        throw new Error(`stopping: only ${Math.round(available / MiB)} MiB of memory left on this machine while waiting for ${what}${progress ? ` (${progress()})` : ''}`);
+        throw new Error(
+          `stopping: only ${Math.round(available / MiB)} MiB of memory left on this machine while waiting for ${what}${progress ? ` (${progress()})` : ''}`,
+        );
       }
     }
     if (Date.now() > deadline) {
@@ -260,8 +278,12 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   console.log(`  ${n} ${spec.label} created in ${(createWindowMs / 1000).toFixed(1)} s`);
 
   const podsOk = await until(`${n} pods`, spec.timeoutMs, () => podSeenAt.size >= n, progress);
-  const doneOk = podsOk && !spec.podsOnly && (await until(`${n} ${spec.label} to finish`, spec.timeoutMs, () => doneAt.size >= n, progress));
-  const goneOk = !spec.waitForPodsGone || spec.podsOnly || (doneOk && (await until(`${n} pods to go`, 120_000 + n * 100, () => podsGone >= n, progress)));
+  const doneOk =
+    podsOk && !spec.podsOnly && (await until(`${n} ${spec.label} to finish`, spec.timeoutMs, () => doneAt.size >= n, progress));
+  const goneOk =
+    !spec.waitForPodsGone ||
+    spec.podsOnly ||
+    (doneOk && (await until(`${n} pods to go`, 120_000 + n * 100, () => podsGone >= n, progress)));
   const lastGoneAt = spec.waitForPodsGone && !spec.podsOnly && goneOk ? now() : undefined;
   await sleep(SETTLE_MS);
   const after = await scrapeRequestTotals(kubeConfig);
@@ -299,7 +321,9 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
       byComponent,
     },
     processes: usage,
-    ...(reconcilesBefore !== undefined && reconcilesAfter !== undefined ? { reconcilesPerObject: roundTo((reconcilesAfter - reconcilesBefore) / n, 2) } : {}),
+    ...(reconcilesBefore !== undefined && reconcilesAfter !== undefined
+      ? { reconcilesPerObject: roundTo((reconcilesAfter - reconcilesBefore) / n, 2) }
+      : {}),
   };
 }
 
@@ -352,7 +376,11 @@ function codingRunManifest(name: string, repositoryUrl: string): object {
     apiVersion: API_VERSION,
     kind: KIND,
     metadata: { name },
-    spec: { task: 'Make the README greet the whole world.', repository: { url: repositoryUrl }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+    spec: {
+      task: 'Make the README greet the whole world.',
+      repository: { url: repositoryUrl },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    },
   };
 }
 
@@ -372,7 +400,8 @@ function runOutcome(object: unknown): { outcome: Outcome; why?: string } | undef
 
 function makeRepository(work: string): string {
   const source = path.join(work, 'source');
-  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=bench@chamvi.dev', '-c', 'user.name=bench', ...args], { cwd: source, stdio: 'pipe' });
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-c', 'user.email=bench@chamvi.dev', '-c', 'user.name=bench', ...args], { cwd: source, stdio: 'pipe' });
   execFileSync('git', ['init', '-q', '-b', 'main', source]);
   writeFileSync(path.join(source, 'README.md'), 'Hello\n\nA small example repository.\n');
   git('add', '.');
@@ -384,10 +413,14 @@ function makeRepository(work: string): string {
 function startRegistrar(kubeconfig: string, rootDir: string, logFile: string) {
   const log = openSync(logFile, 'a');
   // Its own process, so registering hundreds of pods does not delay this process's watches.
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'test/support/sandbox-exec-registrar.ts'), '--kubeconfig', kubeconfig, '--root', rootDir], {
-    cwd: repoRoot,
-    stdio: ['ignore', log, log],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(repoRoot, 'test/support/sandbox-exec-registrar.ts'), '--kubeconfig', kubeconfig, '--root', rootDir],
+    {
+      cwd: repoRoot,
+      stdio: ['ignore', log, log],
+    },
+  );
   closeSync(log);
   return child;
 }
@@ -422,7 +455,8 @@ async function main(): Promise<void> {
     },
   });
   const peerLimits = values['peer-limits'];
-  if (peerLimits !== 'both' && peerLimits !== 'unlimited' && peerLimits !== 'default') throw new Error(`--peer-limits must be both, unlimited or default, got ${peerLimits}`);
+  if (peerLimits !== 'both' && peerLimits !== 'unlimited' && peerLimits !== 'default')
+    throw new Error(`--peer-limits must be both, unlimited or default, got ${peerLimits}`);
   const n = Number(values.n ?? process.env.N ?? 200);
   const warmup = Number(values.warmup);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--n must be a positive integer, got ${values.n ?? process.env.N}`);
@@ -466,29 +500,37 @@ async function main(): Promise<void> {
     for (const name of Object.values(NAMESPACES)) {
       await core.createNamespace({ body: { metadata: { name, labels: name === NAMESPACES.lease ? {} : restricted } } });
     }
-    for (const name of [NAMESPACES.jobs, NAMESPACES.jobsDefault, NAMESPACES.runs, NAMESPACES.warmup]) await waitForServiceAccount(core, name);
+    for (const name of [NAMESPACES.jobs, NAMESPACES.jobsDefault, NAMESPACES.runs, NAMESPACES.warmup])
+      await waitForServiceAccount(core, name);
     const repositoryUrl = makeRepository(work);
     for (const namespace of [NAMESPACES.runs, NAMESPACES.warmup]) {
-      await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'script' }, data: { 'script.json': JSON.stringify({ turns: SCRIPT_TURNS }) } } });
+      await core.createNamespacedConfigMap({
+        namespace,
+        body: { metadata: { name: 'script' }, data: { 'script.json': JSON.stringify({ turns: SCRIPT_TURNS }) } },
+      });
     }
 
     registrar = startRegistrar(plane.kubeconfig, path.join(work, 'workspaces'), path.join(work, 'registrar.log'));
     const bundle = bundleOperator(path.join(work, 'operator'));
-    operator = new BundledOperator(bundle, {
-      KUBECONFIG: plane.kubeconfig,
-      REDIS_URL: plane.redisUrl,
-      CHAMVI_ALLOW_REPO: `file://${path.join(work, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${DEFAULT_TOOLBOX_PATH}`,
-      CHAMVI_WATCH_NAMESPACES: `${NAMESPACES.runs},${NAMESPACES.warmup}`,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: NAMESPACES.lease,
-      CHAMVI_IDENTITY: 'scale-bench',
-      CHAMVI_MAX_ACTIVE_RUNS: String(maxActiveRuns),
-      CHAMVI_HTTP_PORT: '0',
-      // kwok enforces no NetworkPolicy: without the opt-in every run would fail IsolationNotEnforced.
-      CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
-      LOG_LEVEL: 'info',
-      ...(JSON.parse(process.env.CHAMVI_BENCH_OPERATOR_ENV ?? '{}') as Record<string, string>),
-    }, (process.env.CHAMVI_BENCH_OPERATOR_NODE_ARGS ?? '').split(' ').filter(Boolean));
+    operator = new BundledOperator(
+      bundle,
+      {
+        KUBECONFIG: plane.kubeconfig,
+        REDIS_URL: plane.redisUrl,
+        CHAMVI_ALLOW_REPO: `file://${path.join(work, 'git')}/*`,
+        CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${DEFAULT_TOOLBOX_PATH}`,
+        CHAMVI_WATCH_NAMESPACES: `${NAMESPACES.runs},${NAMESPACES.warmup}`,
+        CHAMVI_LEADER_ELECTION_NAMESPACE: NAMESPACES.lease,
+        CHAMVI_IDENTITY: 'scale-bench',
+        CHAMVI_MAX_ACTIVE_RUNS: String(maxActiveRuns),
+        CHAMVI_HTTP_PORT: '0',
+        // kwok enforces no NetworkPolicy: without the opt-in every run would fail IsolationNotEnforced.
+        CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
+        LOG_LEVEL: 'info',
+        ...(JSON.parse(process.env.CHAMVI_BENCH_OPERATOR_ENV ?? '{}') as Record<string, string>),
+      },
+      (process.env.CHAMVI_BENCH_OPERATOR_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    );
     console.log(`operator pid ${operator.pid}, work directory ${work}`);
     await operator.waitForLog('caches synced; reconciling', 120_000);
 
@@ -498,17 +540,35 @@ async function main(): Promise<void> {
     console.log(`warm-up: ${warmup} Jobs and ${warmup} CodingRuns`);
     const warmNames = Array.from({ length: warmup }, (_, index) => `warm-${index}`);
     await Promise.all(warmNames.map((name) => batch.createNamespacedJob({ namespace: NAMESPACES.warmup, body: jobManifest(name) })));
-    await Promise.all(warmNames.map((name) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace: NAMESPACES.warmup, body: codingRunManifest(name, repositoryUrl) })));
+    await Promise.all(
+      warmNames.map((name) =>
+        custom.createNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: PLURAL,
+          namespace: NAMESPACES.warmup,
+          body: codingRunManifest(name, repositoryUrl),
+        }),
+      ),
+    );
     for (const name of warmNames) {
       for (let attempt = 0; ; attempt += 1) {
         const job = await batch.readNamespacedJob({ namespace: NAMESPACES.warmup, name });
-        const run = (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace: NAMESPACES.warmup, name })) as CodingRun;
+        const run = (await custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: PLURAL,
+          namespace: NAMESPACES.warmup,
+          name,
+        })) as CodingRun;
         // With --pods-only the operator may run without workers: a Running run is warm enough.
         if (jobOutcome(job) && (runOutcome(run) || (podsOnly && run.status?.phase === 'Running'))) {
-          if (runOutcome(run)?.outcome === 'failed') throw new Error(`warm-up run ${name} failed: ${run.status?.reason}: ${run.status?.message}`);
+          if (runOutcome(run)?.outcome === 'failed')
+            throw new Error(`warm-up run ${name} failed: ${run.status?.reason}: ${run.status?.message}`);
           break;
         }
-        if (attempt > 1800) throw new Error(`warm-up ${name} did not finish: job ${JSON.stringify(job.status)}, run ${JSON.stringify(run.status?.phase)}`);
+        if (attempt > 1800)
+          throw new Error(`warm-up ${name} did not finish: job ${JSON.stringify(job.status)}, run ${JSON.stringify(run.status?.phase)}`);
         await sleep(100);
       }
     }
@@ -538,33 +598,36 @@ async function main(): Promise<void> {
         requestsThroughLimiter: waitedAfter.requests - waitedBefore.requests,
       };
       report(`jobs (QPS ${limits.qps}, burst ${limits.burst})`, result);
-      console.log(`    kube-controller-manager's requests waited ${result.clientLimits.rateLimiterWaitSeconds} s in all on its client rate limiter (${result.clientLimits.requestsThroughLimiter} requests)`);
+      console.log(
+        `    kube-controller-manager's requests waited ${result.clientLimits.rateLimiterWaitSeconds} s in all on its client rate limiter (${result.clientLimits.requestsThroughLimiter} requests)`,
+      );
       await sleep(SETTLE_MS);
       return result;
     };
     const operatorPid = operator.pid;
-    const runJobsPhase = (namespace: string) => runPhase(
-      {
-        label: 'jobs',
-        namespace,
-        names,
-        objectPath: `/apis/batch/v1/namespaces/${namespace}/jobs`,
-        podSelector: JOB_NAME_LABEL,
-        ownerOfPod: (pod) => pod.metadata?.labels?.[JOB_NAME_LABEL],
-        outcomeOf: jobOutcome,
-        create: (name) => batch.createNamespacedJob({ namespace, body: jobManifest(name) }),
-        waitForPodsGone: false,
-        rules: JOB_RULES,
-        samplers: {
-          'kube-controller-manager': new ProcessSampler(processPid(plane, 'kube-controller-manager'), { descendants: false }),
-          operator: new ProcessSampler(operatorPid),
-          ...controlPlaneSamplers(),
+    const runJobsPhase = (namespace: string) =>
+      runPhase(
+        {
+          label: 'jobs',
+          namespace,
+          names,
+          objectPath: `/apis/batch/v1/namespaces/${namespace}/jobs`,
+          podSelector: JOB_NAME_LABEL,
+          ownerOfPod: (pod) => pod.metadata?.labels?.[JOB_NAME_LABEL],
+          outcomeOf: jobOutcome,
+          create: (name) => batch.createNamespacedJob({ namespace, body: jobManifest(name) }),
+          waitForPodsGone: false,
+          rules: JOB_RULES,
+          samplers: {
+            'kube-controller-manager': new ProcessSampler(processPid(plane, 'kube-controller-manager'), { descendants: false }),
+            operator: new ProcessSampler(operatorPid),
+            ...controlPlaneSamplers(),
+          },
+          timeoutMs,
+          podsOnly,
         },
-        timeoutMs,
-        podsOnly,
-      },
-      kubeConfig,
-    );
+        kubeConfig,
+      );
     // The started kube-controller-manager has its defaults: the default-limit phase first,
     // then the restart without a limit and a fresh warm-up (its informers start again).
     const jobsAtDefaultLimits = only === 'runs' || peerLimits === 'unlimited' ? undefined : await jobsPhase(NAMESPACES.jobsDefault);
@@ -584,29 +647,39 @@ async function main(): Promise<void> {
     }
 
     if (only !== 'jobs') console.log(`runs phase: ${n} CodingRuns`);
-    const runs = only === 'jobs' ? undefined : await runPhase(
-      {
-        label: 'runs',
-        namespace: NAMESPACES.runs,
-        names,
-        objectPath: `/apis/${GROUP}/${VERSION}/namespaces/${NAMESPACES.runs}/${PLURAL}`,
-        podSelector: SANDBOX_POD_SELECTOR,
-        ownerOfPod: (pod) => pod.metadata?.labels?.[RUN_LABEL],
-        outcomeOf: runOutcome,
-        create: (name) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace: NAMESPACES.runs, body: codingRunManifest(name, repositoryUrl) }),
-        waitForPodsGone: true,
-        reconciles: () => operator!.metric('chamvi_reconcile_duration_seconds_count'),
-        rules: RUN_RULES,
-        samplers: {
-          operator: new ProcessSampler(operator.pid, { pss: true }),
-          'kube-controller-manager': new ProcessSampler(processPid(plane, 'kube-controller-manager'), { descendants: false }),
-          ...controlPlaneSamplers(),
-        },
-        timeoutMs,
-        podsOnly,
-      },
-      kubeConfig,
-    );
+    const runs =
+      only === 'jobs'
+        ? undefined
+        : await runPhase(
+            {
+              label: 'runs',
+              namespace: NAMESPACES.runs,
+              names,
+              objectPath: `/apis/${GROUP}/${VERSION}/namespaces/${NAMESPACES.runs}/${PLURAL}`,
+              podSelector: SANDBOX_POD_SELECTOR,
+              ownerOfPod: (pod) => pod.metadata?.labels?.[RUN_LABEL],
+              outcomeOf: runOutcome,
+              create: (name) =>
+                custom.createNamespacedCustomObject({
+                  group: GROUP,
+                  version: VERSION,
+                  plural: PLURAL,
+                  namespace: NAMESPACES.runs,
+                  body: codingRunManifest(name, repositoryUrl),
+                }),
+              waitForPodsGone: true,
+              reconciles: () => operator!.metric('chamvi_reconcile_duration_seconds_count'),
+              rules: RUN_RULES,
+              samplers: {
+                operator: new ProcessSampler(operator.pid, { pss: true }),
+                'kube-controller-manager': new ProcessSampler(processPid(plane, 'kube-controller-manager'), { descendants: false }),
+                ...controlPlaneSamplers(),
+              },
+              timeoutMs,
+              podsOnly,
+            },
+            kubeConfig,
+          );
     if (runs) report('runs', runs);
 
     const operatorProblems = operator.problems.slice(-10);
@@ -638,7 +711,8 @@ async function main(): Promise<void> {
         },
         createsInFlight: CREATES_IN_FLIGHT,
         model: `scripted, ${SCRIPT_TURNS.length} steps (read_file, edit_file, answer)`,
-        timing: 'from the create call of each object to the arrival of its pod\'s ADDED event / its finished status at a watch in the benchmark process',
+        timing:
+          "from the create call of each object to the arrival of its pod's ADDED event / its finished status at a watch in the benchmark process",
       },
       jobs,
       jobsAtDefaultLimits,
@@ -685,13 +759,19 @@ function report(label: string, result: PhaseResult): void {
   for (const failure of result.failures) console.log(`    ${failure}`);
 }
 
-function printTable(n: number, runs: PhaseResult | undefined, jobs: PhaseResult | undefined, jobsAtDefaultLimits: PhaseResult | undefined): void {
+function printTable(
+  n: number,
+  runs: PhaseResult | undefined,
+  jobs: PhaseResult | undefined,
+  jobsAtDefaultLimits: PhaseResult | undefined,
+): void {
   const seconds = (ms: number | null | undefined) => (ms === null || ms === undefined ? 'n/a' : (ms / 1000).toFixed(1));
   const ms = (figure: LatencyFigure | undefined) => (figure ? `${Math.round(figure.p50)} / ${Math.round(figure.p99)}` : 'n/a');
   const cpu = (result: PhaseResult | undefined, ...names: string[]) =>
     result ? names.reduce((sum, name) => sum + (result.processes[name]?.cpuSeconds ?? 0), 0).toFixed(1) : 'n/a';
   const text = (value: number | string | undefined) => (value === undefined ? 'n/a' : String(value));
-  const limits = (result: PhaseResult | undefined) => (result?.clientLimits ? `QPS ${result.clientLimits.qps}, burst ${result.clientLimits.burst}` : 'n/a');
+  const limits = (result: PhaseResult | undefined) =>
+    result?.clientLimits ? `QPS ${result.clientLimits.qps}, burst ${result.clientLimits.burst}` : 'n/a';
   const peers = [jobs, jobsAtDefaultLimits].filter((peer): peer is PhaseResult => peer !== undefined);
   const row = (figure: string, run: string, peer: (result: PhaseResult) => string) => [figure, run, ...peers.map(peer)];
   const rows = [
@@ -703,12 +783,22 @@ function printTable(n: number, runs: PhaseResult | undefined, jobs: PhaseResult 
     row('all finished, s', seconds(runs?.allDoneMs), (peer) => seconds(peer.allDoneMs)),
     row('create-to-finished p50 / p99, ms', ms(runs?.doneLatencyMs), (peer) => ms(peer.doneLatencyMs)),
     row('succeeded / failed', runs ? `${runs.succeeded} / ${runs.failed}` : 'n/a', (peer) => `${peer.succeeded} / ${peer.failed}`),
-    row('controller peak RSS (with children), MiB', text(runs?.processes.operator?.peakRssMiB), (peer) => text(peer.processes['kube-controller-manager']?.peakRssMiB)),
-    row('  operator process alone / PSS with children', runs ? `${runs.processes.operator?.peakRootRssMiB} / ${runs.processes.operator?.peakPssMiB}` : 'n/a', () => ''),
+    row('controller peak RSS (with children), MiB', text(runs?.processes.operator?.peakRssMiB), (peer) =>
+      text(peer.processes['kube-controller-manager']?.peakRssMiB),
+    ),
+    row(
+      '  operator process alone / PSS with children',
+      runs ? `${runs.processes.operator?.peakRootRssMiB} / ${runs.processes.operator?.peakPssMiB}` : 'n/a',
+      () => '',
+    ),
     row('controller CPU, s', cpu(runs, 'operator'), (peer) => cpu(peer, 'kube-controller-manager')),
     row('kube-apiserver + etcd CPU, s', cpu(runs, 'kube-apiserver', 'etcd'), (peer) => cpu(peer, 'kube-apiserver', 'etcd')),
-    row('API requests per object, controller', text(runs?.apiRequests.controllerPerObject), (peer) => text(peer.apiRequests.controllerPerObject)),
-    row('API requests per object, + scheduler, kubelet', text(runs?.apiRequests.allButHarnessPerObject), (peer) => text(peer.apiRequests.allButHarnessPerObject)),
+    row('API requests per object, controller', text(runs?.apiRequests.controllerPerObject), (peer) =>
+      text(peer.apiRequests.controllerPerObject),
+    ),
+    row('API requests per object, + scheduler, kubelet', text(runs?.apiRequests.allButHarnessPerObject), (peer) =>
+      text(peer.apiRequests.allButHarnessPerObject),
+    ),
   ];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => cells[column]!.length)));
   for (const cells of rows) console.log(cells.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));

@@ -45,7 +45,8 @@ async function pickupTimes(redisUrl: string, uid: string, steps: number): Promis
       const field = (name: string) => fields[fields.indexOf(name) + 1];
       const job = field('jobId');
       // A retried job is claimed again: its first claim is when its step began.
-      if (fields[fields.indexOf('event') + 1] === 'active' && job !== undefined && !activeAt.has(job)) activeAt.set(job, Number(id.split('-')[0]));
+      if (fields[fields.indexOf('event') + 1] === 'active' && job !== undefined && !activeAt.has(job))
+        activeAt.set(job, Number(id.split('-')[0]));
     }
     const pickups = new Map<number, number>();
     for (let step = 1; step <= steps + 1; step += 1) {
@@ -66,20 +67,26 @@ async function main(): Promise<void> {
   const plane = await startControlPlane({ stateDir, binDir });
   await applyManifestDir(plane, path.join(repoRoot, 'crds'));
   const work = mkdtempSync(path.join(tmpdir(), 'chamvi-step-bench-'));
-  const kubectl = (args: string[], input?: string) => kubectlOrThrow(args, { binDir, kubeconfig: plane.kubeconfig, ...(input ? { input } : {}) });
+  const kubectl = (args: string[], input?: string) =>
+    kubectlOrThrow(args, { binDir, kubeconfig: plane.kubeconfig, ...(input ? { input } : {}) });
   const registrar = await startSandboxExecRegistrar({ kubeconfig: plane.kubeconfig, rootDir: path.join(work, 'workspaces') });
   let operator: OperatorProcess | undefined;
   try {
     const source = path.join(work, 'source');
     execFileSync('git', ['init', '-q', '-b', 'main', source]);
     writeFileSync(path.join(source, 'README.md'), 'Hello\n');
-    execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-q', '--allow-empty', '-m', 'init'], { cwd: source });
+    execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-q', '--allow-empty', '-m', 'init'], {
+      cwd: source,
+    });
     execFileSync('git', ['add', '.'], { cwd: source });
     execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-qm', 'readme'], { cwd: source });
     execFileSync('git', ['clone', '-q', '--bare', source, path.join(work, 'git', 'hello.git')]);
     for (const namespace of ['bench', 'bench-lease']) await kubectl(['create', 'namespace', namespace]);
     const turns = [
-      ...Array.from({ length: steps - 1 }, () => ({ toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 100, outputTokens: 10 } })),
+      ...Array.from({ length: steps - 1 }, () => ({
+        toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }],
+        usage: { inputTokens: 100, outputTokens: 10 },
+      })),
       { text: 'done', usage: { inputTokens: 100, outputTokens: 10 } },
     ];
     operator = new OperatorProcess({
@@ -94,41 +101,75 @@ async function main(): Promise<void> {
       },
     });
     await operator.waitForLog('caches synced; reconciling', 60_000).catch((error: unknown) => {
-      console.error(operator?.lines.slice(-10).map((line) => JSON.stringify(line)).join('\n'), operator?.stderr.join(''));
+      console.error(
+        operator?.lines
+          .slice(-10)
+          .map((line) => JSON.stringify(line))
+          .join('\n'),
+        operator?.stderr.join(''),
+      );
       throw error;
     });
     const manifests = [
-      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace: 'bench' }, data: { 'script.json': JSON.stringify({ turns }) } },
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'script', namespace: 'bench' },
+        data: { 'script.json': JSON.stringify({ turns }) },
+      },
       {
         apiVersion: 'chamvi.dev/v1alpha1',
         kind: 'CodingRun',
         metadata: { name: 'steps', namespace: 'bench' },
-        spec: { task: 'Read the README many times.', repository: { url: `file://${path.join(work, 'git', 'hello.git')}` }, model: { provider: 'scripted', scriptRef: { name: 'script' } }, budget: { maxSteps: steps + 5 } },
+        spec: {
+          task: 'Read the README many times.',
+          repository: { url: `file://${path.join(work, 'git', 'hello.git')}` },
+          model: { provider: 'scripted', scriptRef: { name: 'script' } },
+          budget: { maxSteps: steps + 5 },
+        },
       },
     ];
     await kubectl(['apply', '-f', '-'], manifests.map((manifest) => stringify(manifest)).join('---\n'));
-    await eventually(async () => {
-      const phase = await kubectl(['get', 'crun', 'steps', '-n', 'bench', '-o', 'jsonpath={.status.phase}']);
-      if (phase === 'Failed') throw new Error('the bench run failed');
-      return phase === 'Succeeded' ? true : undefined;
-    }, 180_000, 'the bench run to succeed');
+    await eventually(
+      async () => {
+        const phase = await kubectl(['get', 'crun', 'steps', '-n', 'bench', '-o', 'jsonpath={.status.phase}']);
+        if (phase === 'Failed') throw new Error('the bench run failed');
+        return phase === 'Succeeded' ? true : undefined;
+      },
+      180_000,
+      'the bench run to succeed',
+    );
     const uid = await kubectl(['get', 'crun', 'steps', '-n', 'bench', '-o', 'jsonpath={.metadata.uid}']);
     // The operator logs ISO times (ms); every other field is a number.
     const lines: StepDoneLine[] = operator.logged('step done').map((line) => {
-      const { step, time, totalMs, modelMs, toolsMs } = line as unknown as { step: number; time: string; totalMs: number; modelMs: number; toolsMs: number };
+      const { step, time, totalMs, modelMs, toolsMs } = line as unknown as {
+        step: number;
+        time: string;
+        totalMs: number;
+        modelMs: number;
+        toolsMs: number;
+      };
       return { step, time: Date.parse(time), totalMs, modelMs, toolsMs };
     });
     const pickups = await pickupTimes(plane.redisUrl, uid, lines.length);
     // The first steps pay for cold connections (exec session, Redis, API watch); steady state is what a run lives in.
     const steady = stepCycles(pickups, lines).slice(2);
-    if (steady.length < steps - 5) throw new Error(`only ${steady.length} of ${steps} steps have both pickups: ${pickups.size} pickups, ${lines.length} "step done" lines`);
-    const figure = (key: keyof StepCycle) => latencyFigure(steady.map((cycle) => cycle[key]), 2);
+    if (steady.length < steps - 5)
+      throw new Error(
+        `only ${steady.length} of ${steps} steps have both pickups: ${pickups.size} pickups, ${lines.length} "step done" lines`,
+      );
+    const figure = (key: keyof StepCycle) =>
+      latencyFigure(
+        steady.map((cycle) => cycle[key]),
+        2,
+      );
     const results = {
       date: new Date().toISOString(),
       loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
       steps: lines.length,
       samples: steady.length,
-      measured: "from a step job's pickup to the next job's pickup (the \"active\" entries of BullMQ's event stream, Redis's clock, ms resolution) less the step's model and tool time",
+      measured:
+        "from a step job's pickup to the next job's pickup (the \"active\" entries of BullMQ's event stream, Redis's clock, ms resolution) less the step's model and tool time",
       overheadMs: figure('overheadMs'),
       breakdownMs: {
         pickupToStart: figure('pickupToStartMs'),
@@ -141,7 +182,9 @@ async function main(): Promise<void> {
       goal: 'overhead p50 < 15 ms',
     };
     writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`step bench (${results.steps} steps, ${results.samples} measured, scripted model, read_file through a kept exec session; load average ${results.loadAverage1m})`);
+    console.log(
+      `step bench (${results.steps} steps, ${results.samples} measured, scripted model, read_file through a kept exec session; load average ${results.loadAverage1m})`,
+    );
     console.log('figure (pickup to next pickup)             p50 ms    p99 ms');
     const rows: Array<[string, { p50: number; p99: number }]> = [
       ['overhead (cycle less model and tools)', results.overheadMs],

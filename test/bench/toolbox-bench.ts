@@ -52,7 +52,10 @@ function generateRepository(root: string): number {
   for (let index = 0; index < FILES; index += 1) {
     const directory = path.join(root, `pkg-${Math.floor(index / 500)}`, `mod-${Math.floor(index / 50) % 10}`);
     if (index % 50 === 0) mkdirSync(directory, { recursive: true });
-    const lines = Array.from({ length: 40 }, (_, line) => `export const value_${index}_${line} = ${line * index}; // filler text for the search`);
+    const lines = Array.from(
+      { length: 40 },
+      (_, line) => `export const value_${index}_${line} = ${line * index}; // filler text for the search`,
+    );
     if (index % 97 === 0) {
       lines[17] = `const found = "${NEEDLE}";`;
       planted += 1;
@@ -88,7 +91,20 @@ async function main(): Promise<void> {
     process.stdout.write(`generating a ${FILES}-file git repository...\n`);
     const planted = generateRepository(repo);
     const grepSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: repo, homeDir: path.join(base, 'home-grep') });
-    const rgArgs = ['--no-config', '--no-heading', '--with-filename', '--line-number', '--null', '--color=never', '--hidden', '--glob=!.git', '--regexp', NEEDLE, '--', '.'];
+    const rgArgs = [
+      '--no-config',
+      '--no-heading',
+      '--with-filename',
+      '--line-number',
+      '--null',
+      '--color=never',
+      '--hidden',
+      '--glob=!.git',
+      '--regexp',
+      NEEDLE,
+      '--',
+      '.',
+    ];
     const toolboxTimes: number[] = [];
     const rgTimes: number[] = [];
     let matches = 0;
@@ -124,7 +140,16 @@ async function main(): Promise<void> {
         serve: { ...readServe, unit: 'ms' },
       },
       bashTrue: { serve: { ...bashServe, unit: 'ms' } },
-      grep: { files: FILES, planted, matches, engine, toolboxP50Ms: round(toolboxMs), rgP50Ms: round(rgMs), ratio: round(ratio), rounds: toolboxTimes.length },
+      grep: {
+        files: FILES,
+        planted,
+        matches,
+        engine,
+        toolboxP50Ms: round(toolboxMs),
+        rgP50Ms: round(rgMs),
+        ratio: round(ratio),
+        rounds: toolboxTimes.length,
+      },
       goals: { serveP50UnderMs: 2, serveP50Met: readServe.p50 < 2, grepRatioAtMost: 1.3, grepRatioMet: ratio <= 1.3 },
     };
     mkdirSync(path.dirname(resultsFile), { recursive: true });
@@ -133,7 +158,12 @@ async function main(): Promise<void> {
     const rows = [
       ['measure', 'p50 ms', 'p99 ms', 'goal'],
       ['read_file via call (process per request)', readCall.p50.toFixed(2), readCall.p99.toFixed(2), ''],
-      ['read_file via serve session', readServe.p50.toFixed(3), readServe.p99.toFixed(3), `< 2 ms p50: ${results.goals.serveP50Met ? 'met' : 'MISSED'}`],
+      [
+        'read_file via serve session',
+        readServe.p50.toFixed(3),
+        readServe.p99.toFixed(3),
+        `< 2 ms p50: ${results.goals.serveP50Met ? 'met' : 'MISSED'}`,
+      ],
       ['bash "true" via serve session', bashServe.p50.toFixed(2), bashServe.p99.toFixed(2), ''],
       [`grep (${engine}) via serve, ${FILES} files`, toolboxMs.toFixed(2), '', ''],
       ['rg directly, same repository', rgMs.toFixed(2), '', ''],

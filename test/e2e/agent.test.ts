@@ -31,7 +31,15 @@ interface RunStatus {
   toolCalls?: number;
   usage?: Record<string, number | boolean>;
   pendingApproval?: { id: string; toolName: string; input: string };
-  result?: { summary: string; diff: string; diffConfigMap?: string; filesChanged: number; insertions: number; deletions: number; diffTruncated: boolean };
+  result?: {
+    summary: string;
+    diff: string;
+    diffConfigMap?: string;
+    filesChanged: number;
+    insertions: number;
+    deletions: number;
+    diffTruncated: boolean;
+  };
 }
 
 let root: string;
@@ -44,10 +52,14 @@ const apply = (...objects: object[]) => applyIn(NS, objects);
 const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 
 const finished = (name: string, timeoutMs = 60_000) =>
-  eventually(async () => {
-    const status = await statusOf(name);
-    return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-  }, timeoutMs, `${name} to finish`).catch(async (error: unknown) => {
+  eventually(
+    async () => {
+      const status = await statusOf(name);
+      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
+    },
+    timeoutMs,
+    `${name} to finish`,
+  ).catch(async (error: unknown) => {
     // What a reader of a failed CI run needs: where the run stood and what the operator said.
     const problems = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
     console.error(`${name}: ${JSON.stringify(await statusOf(name))}\n${problems.map((line) => JSON.stringify(line)).join('\n')}`);
@@ -93,7 +105,12 @@ beforeAll(async () => {
   await createNamespace(`${NS}-lease`);
   registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
   fake = await startFakeOpenAIServer();
-  await apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } });
+  await apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+    stringData: { apiKey: API_KEY },
+  });
   operator = new OperatorProcess({
     kubeconfig: kubeconfigPath(),
     env: {
@@ -125,16 +142,34 @@ describe('a scripted run', () => {
     );
     const status = await finished('scripted');
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4, toolCalls: 3 });
-    expect(status.usage).toEqual({ inputTokens: 6000, outputTokens: 132, cacheReadTokens: 1000, reasoningTokens: 0, totalTokens: 6132, complete: true });
+    expect(status.usage).toEqual({
+      inputTokens: 6000,
+      outputTokens: 132,
+      cacheReadTokens: 1000,
+      reasoningTokens: 0,
+      totalTokens: 6132,
+      complete: true,
+    });
     const uid = (await kubectl(['get', 'crun', 'scripted', '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
     const scripted = { metadata: { name: 'scripted', uid } };
-    expect(status.result).toMatchObject({ summary: 'Greeted the world in the README.', filesChanged: 1, insertions: 1, deletions: 1, diffTruncated: false, diffConfigMap: diffConfigMapName(scripted) });
+    expect(status.result).toMatchObject({
+      summary: 'Greeted the world in the README.',
+      filesChanged: 1,
+      insertions: 1,
+      deletions: 1,
+      diffTruncated: false,
+      diffConfigMap: diffConfigMapName(scripted),
+    });
     expect(status.result!.diff).toContain('-Hello\n+Hello, world\n');
     const configMap = await kubectl(['get', 'configmap', diffConfigMapName(scripted), '-n', NS, '-o', 'jsonpath={.data.diff}']);
     expect(configMap.stdout).toBe(status.result!.diff);
     const table = await kubectl(['get', 'crun', 'scripted', '-n', NS]);
     expect(table.stdout).toMatch(/scripted\s+Succeeded\s+4\s+6132\s+/);
-    await eventually(async () => ((await kubectl(['get', 'pod', sandboxPodName(scripted), '-n', NS])).code !== 0 ? true : undefined), 20_000, 'the sandbox pod to go');
+    await eventually(
+      async () => ((await kubectl(['get', 'pod', sandboxPodName(scripted), '-n', NS])).code !== 0 ? true : undefined),
+      20_000,
+      'the sandbox pod to go',
+    );
   });
 
   it('stops at maxSteps with BudgetExceeded and keeps the partial diff', async () => {
@@ -156,22 +191,42 @@ describe('a scripted run', () => {
     await apply(
       script('setup-script', [
         { toolCalls: [{ toolName: 'read_file', input: { path: 'setup.txt' } }], usage: { inputTokens: 10, outputTokens: 1 } },
-        { toolCalls: [{ toolName: 'write_file', input: { path: 'copied.txt', content: 'setup ran\n' } }], usage: { inputTokens: 10, outputTokens: 1 } },
+        {
+          toolCalls: [{ toolName: 'write_file', input: { path: 'copied.txt', content: 'setup ran\n' } }],
+          usage: { inputTokens: 10, outputTokens: 1 },
+        },
         { text: 'done', usage: { inputTokens: 10, outputTokens: 1 } },
       ]),
-      codingRun('setup', { provider: 'scripted', scriptRef: { name: 'setup-script' } }, { sandbox: { setup: 'echo "made by setup" > setup.txt' } }),
+      codingRun(
+        'setup',
+        { provider: 'scripted', scriptRef: { name: 'setup-script' } },
+        { sandbox: { setup: 'echo "made by setup" > setup.txt' } },
+      ),
     );
     const status = await finished('setup');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3 });
     expect(status.result!.diff).toContain('+made by setup');
-    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=setup,reason=SetupDone', '-o', 'name']);
+    const events = await kubectl([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=setup,reason=SetupDone',
+      '-o',
+      'name',
+    ]);
     expect(events.stdout.trim()).not.toBe('');
   });
 
   it('ends with SetupFailed and the setup output when setup fails', async () => {
     await apply(
       script('short', [{ text: 'done' }]),
-      codingRun('setup-fails', { provider: 'scripted', scriptRef: { name: 'short' } }, { sandbox: { setup: 'echo "npm ERR! missing script: ci"; exit 3' } }),
+      codingRun(
+        'setup-fails',
+        { provider: 'scripted', scriptRef: { name: 'short' } },
+        { sandbox: { setup: 'echo "npm ERR! missing script: ci"; exit 3' } },
+      ),
     );
     const status = await finished('setup-fails');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'SetupFailed' });
@@ -182,7 +237,11 @@ describe('a scripted run', () => {
   it('ends with CloneFailed and the git message when the repository does not exist', async () => {
     await apply(
       script('short', [{ text: 'done' }]),
-      codingRun('no-repo', { provider: 'scripted', scriptRef: { name: 'short' } }, { repository: { url: repoUrl.replace('hello.git', 'missing.git') } }),
+      codingRun(
+        'no-repo',
+        { provider: 'scripted', scriptRef: { name: 'short' } },
+        { repository: { url: repoUrl.replace('hello.git', 'missing.git') } },
+      ),
     );
     const status = await finished('no-repo');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'CloneFailed' });
@@ -200,10 +259,14 @@ describe('approvals', () => {
       ]),
       codingRun('approve', { provider: 'scripted', scriptRef: { name: 'approve-script' } }, { approval: { tools: ['bash'] } }),
     );
-    const waiting = await eventually(async () => {
-      const status = await statusOf('approve');
-      return status.phase === 'WaitingForApproval' ? status : undefined;
-    }, 60_000, 'approve to wait');
+    const waiting = await eventually(
+      async () => {
+        const status = await statusOf('approve');
+        return status.phase === 'WaitingForApproval' ? status : undefined;
+      },
+      60_000,
+      'approve to wait',
+    );
     expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input: '{"command":"git diff --stat"}' });
     // Security #11.5: an approval names the sha256 of the input it approves.
     const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
@@ -218,17 +281,32 @@ describe('approvals', () => {
 describe('an openai-compatible model over HTTP', () => {
   const model = () => ({ provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } });
 
-  it('does the task, retries a 429, and reports the server\'s usage', async () => {
+  it("does the task, retries a 429, and reports the server's usage", async () => {
     fake.enqueue(
       { type: 'error', status: 429, headers: { 'retry-after': '0' } },
-      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }], usage: { promptTokens: 100, completionTokens: 10, cachedTokens: 20 } },
-      { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 200, completionTokens: 20, reasoningTokens: 5 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
+        usage: { promptTokens: 100, completionTokens: 10, cachedTokens: 20 },
+      },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+        usage: { promptTokens: 200, completionTokens: 20, reasoningTokens: 5 },
+      },
       { type: 'text', text: 'Done.', usage: { promptTokens: 300, completionTokens: 5 } },
     );
     await apply(codingRun('compat', model()));
     const status = await finished('compat');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
-    expect(status.usage).toEqual({ inputTokens: 600, outputTokens: 35, cacheReadTokens: 20, reasoningTokens: 5, totalTokens: 635, complete: true });
+    expect(status.usage).toEqual({
+      inputTokens: 600,
+      outputTokens: 35,
+      cacheReadTokens: 20,
+      reasoningTokens: 5,
+      totalTokens: 635,
+      complete: true,
+    });
     expect(status.result!.diff).toContain('+Hello, world');
     expect(fake.requests.every((request) => request.headers.authorization === `Bearer ${API_KEY}`)).toBe(true);
   });
@@ -236,14 +314,22 @@ describe('an openai-compatible model over HTTP', () => {
   it('sends a denied call back to the model as a tool error with the reason', async () => {
     const before = fake.requests.length;
     fake.enqueue(
-      { type: 'tool-calls', toolCalls: [{ name: 'bash', arguments: { command: 'curl https://example.com' } }], usage: { promptTokens: 1, completionTokens: 1 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'bash', arguments: { command: 'curl https://example.com' } }],
+        usage: { promptTokens: 1, completionTokens: 1 },
+      },
       { type: 'text', text: 'Understood.', usage: { promptTokens: 1, completionTokens: 1 } },
     );
     await apply(codingRun('deny', model(), { approval: { tools: ['bash'] } }));
-    const waiting = await eventually(async () => {
-      const status = await statusOf('deny');
-      return status.phase === 'WaitingForApproval' ? status : undefined;
-    }, 60_000, 'deny to wait');
+    const waiting = await eventually(
+      async () => {
+        const status = await statusOf('deny');
+        return status.phase === 'WaitingForApproval' ? status : undefined;
+      },
+      60_000,
+      'deny to wait',
+    );
     const answer = encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny', reason: 'no network access' });
     await kubectl(['annotate', 'crun', 'deny', '-n', NS, `${APPROVAL_ANNOTATION}=${answer}`, '--overwrite']);
     const status = await finished('deny');
@@ -272,12 +358,17 @@ describe('an openai-compatible model over HTTP', () => {
       for (const key of keys) {
         const type = await redis.type(key);
         const dump =
-          type === 'string' ? await redis.get(key)
-          : type === 'hash' ? JSON.stringify(await redis.hgetall(key))
-          : type === 'list' ? JSON.stringify(await redis.lrange(key, 0, -1))
-          : type === 'zset' ? JSON.stringify(await redis.zrange(key, '0', '-1'))
-          : type === 'set' ? JSON.stringify(await redis.smembers(key))
-          : '';
+          type === 'string'
+            ? await redis.get(key)
+            : type === 'hash'
+              ? JSON.stringify(await redis.hgetall(key))
+              : type === 'list'
+                ? JSON.stringify(await redis.lrange(key, 0, -1))
+                : type === 'zset'
+                  ? JSON.stringify(await redis.zrange(key, '0', '-1'))
+                  : type === 'set'
+                    ? JSON.stringify(await redis.smembers(key))
+                    : '';
         expect(dump ?? '', key).not.toContain(API_KEY);
       }
     } finally {
@@ -290,7 +381,11 @@ describe('observability', () => {
   it('serves /metrics with non-zero counters for runs, steps, tool calls and tokens', async () => {
     const port = (await operator.waitForLog('operator starting')).port as number;
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const value = (pattern: RegExp) => text.split('\n').filter((line) => pattern.test(line)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+    const value = (pattern: RegExp) =>
+      text
+        .split('\n')
+        .filter((line) => pattern.test(line))
+        .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
     expect(value(/^chamvi_runs_finished_total\{.*phase="Succeeded"/)).toBeGreaterThan(0);
     expect(value(/^chamvi_runs\{.*phase="Succeeded"/)).toBeGreaterThan(0);
     expect(value(/^chamvi_steps_total\{provider="scripted"\}/)).toBeGreaterThan(0);
@@ -316,9 +411,16 @@ describe('observability', () => {
     expect(ofRun.some((line) => line.msg === 'applied actions')).toBe(true);
     expect(ofRun.filter((line) => line.msg === 'step done').map((line) => line.step)).toEqual([1, 2, 3, 4]);
     // Lines that are about some run always say which one.
-    const aboutRuns = operator.lines.filter((line) => ['applied actions', 'status written', 'step done', 'agent job failed'].includes(line.msg ?? '') || line.job !== undefined);
+    const aboutRuns = operator.lines.filter(
+      (line) => ['applied actions', 'status written', 'step done', 'agent job failed'].includes(line.msg ?? '') || line.job !== undefined,
+    );
     expect(aboutRuns.length).toBeGreaterThan(0);
-    for (const line of aboutRuns) expect(line, JSON.stringify(line)).toMatchObject({ namespace: expect.any(String), name: expect.any(String), uid: expect.any(String) });
+    for (const line of aboutRuns)
+      expect(line, JSON.stringify(line)).toMatchObject({
+        namespace: expect.any(String),
+        name: expect.any(String),
+        uid: expect.any(String),
+      });
   });
 });
 
@@ -326,9 +428,17 @@ describe('a worker that dies mid-step', () => {
   it('has its step redone by another worker, and the run succeeds with one consistent transcript', async () => {
     const before = fake.requests.length;
     const model = { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } };
-    const edit = { type: 'tool-calls' as const, toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 20, completionTokens: 2 } };
+    const edit = {
+      type: 'tool-calls' as const,
+      toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+      usage: { promptTokens: 20, completionTokens: 2 },
+    };
     fake.enqueue(
-      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }], usage: { promptTokens: 10, completionTokens: 1 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
+        usage: { promptTokens: 10, completionTokens: 1 },
+      },
       // The first answer to step 2 comes too late: its worker is killed while it waits.
       { ...edit, delayMs: 8_000 },
       edit,
@@ -336,12 +446,27 @@ describe('a worker that dies mid-step', () => {
     );
     // Only a second, short-lock replica may take over: the first one runs alone until killed.
     const common = { ...operatorEnv(), CHAMVI_REDIS_PREFIX: `${PREFIX}kill`, CHAMVI_JOB_LOCK_SECONDS: '3' };
-    const first = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { ...common, CHAMVI_IDENTITY: 'e2e-worker-a', CHAMVI_WATCH_NAMESPACES: `${NS}-kill`, CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease` } });
+    const first = new OperatorProcess({
+      kubeconfig: kubeconfigPath(),
+      env: {
+        ...common,
+        CHAMVI_IDENTITY: 'e2e-worker-a',
+        CHAMVI_WATCH_NAMESPACES: `${NS}-kill`,
+        CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease`,
+      },
+    });
     let second: OperatorProcess | undefined;
     try {
       await createNamespace(`${NS}-kill`, { restricted: true });
       await createNamespace(`${NS}-kill-lease`);
-      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } }) });
+      await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], {
+        input: stringify({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+          stringData: { apiKey: API_KEY },
+        }),
+      });
       await first.waitForLog('caches synced; reconciling');
       const run = codingRun('killed', model);
       await kubectl(['apply', '-n', `${NS}-kill`, '-f', '-'], { input: stringify(run) });
@@ -350,13 +475,25 @@ describe('a worker that dies mid-step', () => {
       // loaded machine a replica started first could take longer than the delay, and the
       // first worker would finish step 2 itself.
       await first.kill('SIGKILL');
-      second = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { ...common, CHAMVI_IDENTITY: 'e2e-worker-b', CHAMVI_WATCH_NAMESPACES: `${NS}-kill`, CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease` } });
+      second = new OperatorProcess({
+        kubeconfig: kubeconfigPath(),
+        env: {
+          ...common,
+          CHAMVI_IDENTITY: 'e2e-worker-b',
+          CHAMVI_WATCH_NAMESPACES: `${NS}-kill`,
+          CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-kill-lease`,
+        },
+      });
       await second.waitForLog('operator starting');
-      const status = await eventually(async () => {
-        const result = await kubectl(['get', 'crun', 'killed', '-n', `${NS}-kill`, '-o', 'jsonpath={.status}']);
-        const parsed = result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
-        return parsed.phase === 'Succeeded' || parsed.phase === 'Failed' ? parsed : undefined;
-      }, 90_000, 'the run to finish after the kill');
+      const status = await eventually(
+        async () => {
+          const result = await kubectl(['get', 'crun', 'killed', '-n', `${NS}-kill`, '-o', 'jsonpath={.status}']);
+          const parsed = result.stdout ? (JSON.parse(result.stdout) as RunStatus) : {};
+          return parsed.phase === 'Succeeded' || parsed.phase === 'Failed' ? parsed : undefined;
+        },
+        90_000,
+        'the run to finish after the kill',
+      );
       expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
       expect(status.result!.diff).toContain('+Hello, world');
       // The last request carries the whole transcript: each step's assistant turn once.

@@ -130,11 +130,15 @@ describe('issue #20 the clone credential stays with the operator', () => {
       },
     ]);
 
-    const waiting = await eventually(async () => {
-      const status = await runStatus<RunStatus>(NS, RUN);
-      if (status.phase === 'Failed' || status.phase === 'Succeeded') throw new Error(`run ended early: ${JSON.stringify(status)}`);
-      return status.phase === 'WaitingForApproval' ? status : undefined;
-    }, 120_000, 'the run to wait at its gated call');
+    const waiting = await eventually(
+      async () => {
+        const status = await runStatus<RunStatus>(NS, RUN);
+        if (status.phase === 'Failed' || status.phase === 'Succeeded') throw new Error(`run ended early: ${JSON.stringify(status)}`);
+        return status.phase === 'WaitingForApproval' ? status : undefined;
+      },
+      120_000,
+      'the run to wait at its gated call',
+    );
 
     // The control: the clone went through the server that serves only the token, with it.
     expect(gitServer.served).toBeGreaterThan(0);
@@ -149,17 +153,32 @@ describe('issue #20 the clone credential stays with the operator', () => {
     expect(files.map((file) => file.path)).toContain(join(workspace.workspaceDir, 'findings.txt'));
     expect(files.filter((file) => file.text.includes(TOKEN) || file.text.includes(BASIC)).map((file) => file.path)).toEqual([]);
 
-    await ok(['annotate', 'crun', RUN, '-n', NS, `${APPROVAL_ANNOTATION}=${encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny' })}`]);
-    const done = await eventually(async () => {
-      const status = await runStatus<RunStatus>(NS, RUN);
-      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-    }, 60_000, 'the run to finish');
+    await ok([
+      'annotate',
+      'crun',
+      RUN,
+      '-n',
+      NS,
+      `${APPROVAL_ANNOTATION}=${encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny' })}`,
+    ]);
+    const done = await eventually(
+      async () => {
+        const status = await runStatus<RunStatus>(NS, RUN);
+        return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
+      },
+      60_000,
+      'the run to finish',
+    );
     expect(done.phase).toBe('Succeeded');
 
     // What the sandbox saw of itself, brought back by the run's diff: really read (each
     // section is there, with what it must show), and no trace of the token anywhere in it.
     const diff = done.result!.diff;
-    const findings = diff.split('\n').filter((line) => line.startsWith('+') && !line.startsWith('+++')).map((line) => line.slice(1)).join('\n');
+    const findings = diff
+      .split('\n')
+      .filter((line) => line.startsWith('+') && !line.startsWith('+++'))
+      .map((line) => line.slice(1))
+      .join('\n');
     expect(findings).toMatch(/^== env$[\s\S]*^CHAMVI_WORKSPACE=/m);
     expect(findings).toMatch(/^== \/proc\/self\/environ$[\s\S]*^CHAMVI_WORKSPACE=/m);
     expect(findings).toMatch(/^== toolbox environ$\n[^=\n]+=/m);

@@ -30,7 +30,8 @@ let operator: OperatorProcess;
 const ok = (args: string[], input?: string) => kubectlOk(args, input === undefined ? {} : { input });
 
 const statusOf = async (name: string) => JSON.parse((await ok(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}'])) || '{}');
-const probeObjects = async () => (await ok(['get', 'pods,networkpolicies', '-n', NS, '-l', PROBE_SELECTOR, '-o', 'name'])).split('\n').filter(Boolean);
+const probeObjects = async () =>
+  (await ok(['get', 'pods,networkpolicies', '-n', NS, '-l', PROBE_SELECTOR, '-o', 'name'])).split('\n').filter(Boolean);
 
 async function applyRun(name: string): Promise<void> {
   const run = {
@@ -48,8 +49,16 @@ beforeAll(async () => {
 
   // Restricted, as run namespaces should be: the probe pod must be admitted there too.
   await createNamespace(NS, { restricted: true });
-  const script = { turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'done' }] };
-  await ok(['apply', '-n', NS, '-f', '-'], stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }));
+  const script = {
+    turns: [
+      { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] },
+      { text: 'done' },
+    ],
+  };
+  await ok(
+    ['apply', '-n', NS, '-f', '-'],
+    stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }),
+  );
   registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
 
   const configFile = join(root, 'operator.yaml');
@@ -81,24 +90,37 @@ describe('security #11.8 isolation fails closed', () => {
   it('refuses a run where the probe finds NetworkPolicy not enforced, says why, and removes the probe pod and policy', async () => {
     await applyRun('unisolated');
     const seenProbeObjects = new Set<string>();
-    const status = await eventually(async () => {
-      for (const object of await probeObjects()) seenProbeObjects.add(object.split('/')[0]!);
-      const current = await statusOf('unisolated');
-      return current.phase === 'Failed' || current.phase === 'Succeeded' || current.phase === 'Running' ? current : undefined;
-    }, 90_000, 'the run to be refused');
+    const status = await eventually(
+      async () => {
+        for (const object of await probeObjects()) seenProbeObjects.add(object.split('/')[0]!);
+        const current = await statusOf('unisolated');
+        return current.phase === 'Failed' || current.phase === 'Succeeded' || current.phase === 'Running' ? current : undefined;
+      },
+      90_000,
+      'the run to be refused',
+    );
 
     expect(status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced' });
-    expect(status.message).toMatch(/^NetworkPolicy is not enforced in namespace e2e-isolation: a probe pod under a deny-all NetworkPolicy still reached 127\.0\.0\.1:\d+ after 2s\./);
+    expect(status.message).toMatch(
+      /^NetworkPolicy is not enforced in namespace e2e-isolation: a probe pod under a deny-all NetworkPolicy still reached 127\.0\.0\.1:\d+ after 2s\./,
+    );
     expect(status.message).toMatch(/Redis .*cloud metadata service, the API server, internal services and the internet/);
     expect(status.message).toContain('allowUnisolatedSandboxes: true');
     // The probe really ran in the cluster: its pod and its policy existed ...
     expect([...seenProbeObjects].sort()).toEqual(['networkpolicy.networking.k8s.io', 'pod']);
     // ... and are gone.
-    await eventually(async () => ((await probeObjects()).length === 0 ? true : undefined), 30_000, 'the probe pod and policy to be deleted');
+    await eventually(
+      async () => ((await probeObjects()).length === 0 ? true : undefined),
+      30_000,
+      'the probe pod and policy to be deleted',
+    );
 
     // The run waited while the probe ran, and never got a sandbox.
-    const events = JSON.parse(await ok(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=unisolated', '-o', 'json'])).items as Array<{ type: string; reason: string; message: string }>;
-    expect(events).toContainEqual(expect.objectContaining({ type: 'Normal', reason: 'IsolationNotEnforced', message: expect.stringContaining('Waiting for a probe') }));
+    const events = JSON.parse(await ok(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=unisolated', '-o', 'json']))
+      .items as Array<{ type: string; reason: string; message: string }>;
+    expect(events).toContainEqual(
+      expect.objectContaining({ type: 'Normal', reason: 'IsolationNotEnforced', message: expect.stringContaining('Waiting for a probe') }),
+    );
     expect(events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'IsolationNotEnforced' }));
     const sandboxPods = await ok(['get', 'pods', '-n', NS, '-l', 'chamvi.dev/run=unisolated', '-o', 'name']);
     expect(sandboxPods.trim()).toBe('');
@@ -109,10 +131,14 @@ describe('security #11.8 isolation fails closed', () => {
 
   it('refuses the next run in the namespace from the cached verdict, without probing again', async () => {
     await applyRun('unisolated-again');
-    const status = await eventually(async () => {
-      const current = await statusOf('unisolated-again');
-      return current.phase === 'Failed' ? current : undefined;
-    }, 30_000, 'the second run to be refused');
+    const status = await eventually(
+      async () => {
+        const current = await statusOf('unisolated-again');
+        return current.phase === 'Failed' ? current : undefined;
+      },
+      30_000,
+      'the second run to be refused',
+    );
     expect(status.reason).toBe('IsolationNotEnforced');
     expect(operator.logged('isolation probed')).toHaveLength(1);
   }, 60_000);

@@ -50,7 +50,13 @@ const manifests = (text: string): Manifest[] =>
     .filter((doc): doc is Manifest => doc !== null);
 
 const renderRbac = (...set: string[]) =>
-  helmTemplate('--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml', ...set.flatMap((value) => ['--set', value]));
+  helmTemplate(
+    '--show-only',
+    'templates/serviceaccount.yaml',
+    '--show-only',
+    'templates/rbac.yaml',
+    ...set.flatMap((value) => ['--set', value]),
+  );
 
 const can = async (...args: string[]) => (await kubectl(['auth', 'can-i', '--as', SERVICE_ACCOUNT, ...args])).stdout.trim();
 
@@ -66,8 +72,12 @@ describe('security #11.9 the chart renders namespaced RBAC when watchNamespaces 
       expect(roles[0]!.rules!.some((rule) => rule.resources.includes(resource))).toBe(true);
     }
     // Only the lease Role lives in the release namespace.
-    expect(docs.filter((doc) => doc.metadata.namespace === RELEASE_NS).map((doc) => `${doc.kind}/${doc.metadata.name}`).sort())
-      .toEqual([`Role/${NAME}-leader-election`, `RoleBinding/${NAME}-leader-election`, `ServiceAccount/${NAME}`]);
+    expect(
+      docs
+        .filter((doc) => doc.metadata.namespace === RELEASE_NS)
+        .map((doc) => `${doc.kind}/${doc.metadata.name}`)
+        .sort(),
+    ).toEqual([`Role/${NAME}-leader-election`, `RoleBinding/${NAME}-leader-election`, `ServiceAccount/${NAME}`]);
   });
 
   it('keeps the ClusterRole only in cluster-wide mode (watchNamespaces empty)', () => {
@@ -107,15 +117,26 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
     expect(await can('list', 'pods', '--all-namespaces')).toBe('no');
     expect(await can('get', 'secrets', '-n', WATCHED)).toBe('yes');
     // A real GET with the ServiceAccount's own token (a kubeconfig holding only it), as the operator would make it.
-    const read = await runKubectl(['get', 'secret', 'db-password', '-n', UNWATCHED, '-o', 'jsonpath={.data.password}'], { binDir: controlPlaneBin(), kubeconfig: operatorKubeconfig });
+    const read = await runKubectl(['get', 'secret', 'db-password', '-n', UNWATCHED, '-o', 'jsonpath={.data.password}'], {
+      binDir: controlPlaneBin(),
+      kubeconfig: operatorKubeconfig,
+    });
     expect(read.stdout).toBe('');
     expect(read.stderr).toContain('secrets "db-password" is forbidden');
   });
 
   it('still lets the operator, as that ServiceAccount watching one namespace, run a CodingRun end to end there', async () => {
     createBareRepository(root);
-    const script = { turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'done' }] };
-    await ok(['apply', '-n', WATCHED, '-f', '-'], stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }));
+    const script = {
+      turns: [
+        { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] },
+        { text: 'done' },
+      ],
+    };
+    await ok(
+      ['apply', '-n', WATCHED, '-f', '-'],
+      stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }),
+    );
     registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
 
     const operator = new OperatorProcess({
@@ -136,13 +157,21 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
         apiVersion: 'chamvi.dev/v1alpha1',
         kind: 'CodingRun',
         metadata: { name: 'namespaced', namespace: WATCHED },
-        spec: { task: 'Greet the world.', repository: { url: `file://${join(root, 'git', 'hello.git')}` }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+        spec: {
+          task: 'Greet the world.',
+          repository: { url: `file://${join(root, 'git', 'hello.git')}` },
+          model: { provider: 'scripted', scriptRef: { name: 'script' } },
+        },
       };
       await ok(['apply', '-f', '-'], stringify(run));
-      const status = await eventually(async () => {
-        const current = JSON.parse((await ok(['get', 'crun', 'namespaced', '-n', WATCHED, '-o', 'jsonpath={.status}'])) || '{}');
-        return current.phase === 'Succeeded' || current.phase === 'Failed' ? current : undefined;
-      }, 90_000, 'the run to finish');
+      const status = await eventually(
+        async () => {
+          const current = JSON.parse((await ok(['get', 'crun', 'namespaced', '-n', WATCHED, '-o', 'jsonpath={.status}'])) || '{}');
+          return current.phase === 'Succeeded' || current.phase === 'Failed' ? current : undefined;
+        },
+        90_000,
+        'the run to finish',
+      );
       expect(status).toMatchObject({ phase: 'Succeeded' });
       expect(status.result.diff).toContain('+Hello, world');
       // Nothing it did was refused: no forbidden list or watch anywhere.

@@ -104,8 +104,16 @@ beforeAll(async () => {
     .filter((object) => object?.kind === 'ClusterRole' || object?.kind === 'Role')
     .flatMap((object) => object!.rules ?? []);
   clusterRole = JSON.parse(await ok(['get', 'clusterrole', ROLE, '-o', 'json']));
-  const script = { turns: [{ toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] }, { text: 'done' }] };
-  await ok(['apply', '-n', NS, '-f', '-'], stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }));
+  const script = {
+    turns: [
+      { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] },
+      { text: 'done' },
+    ],
+  };
+  await ok(
+    ['apply', '-n', NS, '-f', '-'],
+    stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script' }, data: { 'script.json': JSON.stringify(script) } }),
+  );
 
   // The operator's kubeconfig holds a real token of the chart's ServiceAccount (TokenRequest),
   // not impersonation: client-node's exec WebSocket does not send Impersonate-User, so
@@ -139,7 +147,9 @@ async function withoutVerb(resource: string, verb: string, test: () => Promise<v
 }
 
 /** A run's status as the API server holds it ({} before the operator wrote one; undefined once it is gone). */
-async function statusOf(name: string): Promise<{ phase?: string; reason?: string; pendingApproval?: { id: string; input: string } } | undefined> {
+async function statusOf(
+  name: string,
+): Promise<{ phase?: string; reason?: string; pendingApproval?: { id: string; input: string } } | undefined> {
   const result = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
   if (result.code !== 0) return /NotFound|not found/.test(result.stderr) ? undefined : {};
   return JSON.parse(result.stdout || '{}');
@@ -148,58 +158,125 @@ async function statusOf(name: string): Promise<{ phase?: string; reason?: string
 /** The paths of a run the plain scripted runs do not take, under one operator with the chart's identity. */
 async function auditScenarios(): Promise<void> {
   const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
-  const scriptMap = (name: string, turns: object[]) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { 'script.json': JSON.stringify({ turns }) } });
+  const scriptMap = (name: string, turns: object[]) => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name },
+    data: { 'script.json': JSON.stringify({ turns }) },
+  });
   const run = (name: string, spec: object) => ({
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
     metadata: { name },
-    spec: { task: 'Greet the world.', repository: { url: repoUrl }, model: { provider: 'scripted', scriptRef: { name: 'script' } }, ...spec },
+    spec: {
+      task: 'Greet the world.',
+      repository: { url: repoUrl },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+      ...spec,
+    },
   });
   const scripted = (name: string) => ({ model: { provider: 'scripted', scriptRef: { name } } });
-  await ok(['apply', '-n', NS, '-f', '-'], [
-    scriptMap('script-approval', [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] }, { text: 'done' }]),
-    scriptMap('script-two-edits', [{ toolCalls: [EDIT] }, { toolCalls: [EDIT] }, { text: 'never reached' }]),
-    scriptMap('script-slow', [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'sleep 10' } }] }, { text: 'done' }]),
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-rbac-audit-key' } },
-  ].map((object) => stringify(object)).join('---\n'));
+  await ok(
+    ['apply', '-n', NS, '-f', '-'],
+    [
+      scriptMap('script-approval', [
+        { toolCalls: [EDIT] },
+        { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] },
+        { text: 'done' },
+      ]),
+      scriptMap('script-two-edits', [{ toolCalls: [EDIT] }, { toolCalls: [EDIT] }, { text: 'never reached' }]),
+      scriptMap('script-slow', [
+        { toolCalls: [EDIT] },
+        { toolCalls: [{ toolName: 'bash', input: { command: 'sleep 10' } }] },
+        { text: 'done' },
+      ]),
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+        stringData: { apiKey: 'sk-rbac-audit-key' },
+      },
+    ]
+      .map((object) => stringify(object))
+      .join('---\n'),
+  );
   fake.enqueue(
-    { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { promptTokens: 10, completionTokens: 1 } },
+    {
+      type: 'tool-calls',
+      toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+      usage: { promptTokens: 10, completionTokens: 1 },
+    },
     { type: 'text', text: 'Done.', usage: { promptTokens: 10, completionTokens: 1 } },
   );
   const operator = startOperator(`rbac-op-audit`);
   try {
     await operator.waitForLog('became leader', 60_000);
-    await ok(['apply', '-n', NS, '-f', '-'], [
-      run('audit-approval', { ...scripted('script-approval'), approval: { tools: ['bash'] } }),
-      run('audit-provider', { model: { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } } }),
-      run('audit-fails', { ...scripted('script-two-edits'), budget: { maxSteps: 1 } }),
-      run('audit-deleted', scripted('script-slow')),
-      run('audit-ttl', { ttlSecondsAfterFinished: 0 }),
-    ].map((object) => stringify(object)).join('---\n'));
-    const waiting = await eventually(async () => {
-      const status = await statusOf('audit-approval');
-      return status?.phase === 'WaitingForApproval' ? status : undefined;
-    }, 90_000, 'audit-approval to wait for approval');
+    await ok(
+      ['apply', '-n', NS, '-f', '-'],
+      [
+        run('audit-approval', { ...scripted('script-approval'), approval: { tools: ['bash'] } }),
+        run('audit-provider', {
+          model: { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } },
+        }),
+        run('audit-fails', { ...scripted('script-two-edits'), budget: { maxSteps: 1 } }),
+        run('audit-deleted', scripted('script-slow')),
+        run('audit-ttl', { ttlSecondsAfterFinished: 0 }),
+      ]
+        .map((object) => stringify(object))
+        .join('---\n'),
+    );
+    const waiting = await eventually(
+      async () => {
+        const status = await statusOf('audit-approval');
+        return status?.phase === 'WaitingForApproval' ? status : undefined;
+      },
+      90_000,
+      'audit-approval to wait for approval',
+    );
     const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
-    await ok(['annotate', 'crun', 'audit-approval', '-n', NS, `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 })}`, '--overwrite']);
-    await eventually(async () => ((await statusOf('audit-deleted'))?.phase === 'Running' && ((await statusOf('audit-deleted')) as { steps?: number }).steps === 1 ? true : undefined), 90_000, 'audit-deleted mid-step');
+    await ok([
+      'annotate',
+      'crun',
+      'audit-approval',
+      '-n',
+      NS,
+      `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 })}`,
+      '--overwrite',
+    ]);
+    await eventually(
+      async () =>
+        (await statusOf('audit-deleted'))?.phase === 'Running' && ((await statusOf('audit-deleted')) as { steps?: number }).steps === 1
+          ? true
+          : undefined,
+      90_000,
+      'audit-deleted mid-step',
+    );
     await ok(['delete', 'crun', 'audit-deleted', '-n', NS, '--wait=true', '--timeout=60s']);
-    const ended = async (name: string) => eventually(async () => {
-      const status = await statusOf(name);
-      return status && (status.phase === 'Succeeded' || status.phase === 'Failed') ? status : undefined;
-    }, 90_000, `${name} to end`);
+    const ended = async (name: string) =>
+      eventually(
+        async () => {
+          const status = await statusOf(name);
+          return status && (status.phase === 'Succeeded' || status.phase === 'Failed') ? status : undefined;
+        },
+        90_000,
+        `${name} to end`,
+      );
     expect(await ended('audit-approval')).toMatchObject({ phase: 'Succeeded' });
     expect(await ended('audit-provider')).toMatchObject({ phase: 'Succeeded' });
     expect(await ended('audit-fails')).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded' });
     // Deleted by the operator itself once it ended (ttlSecondsAfterFinished: 0).
-    await eventually(async () => ((await statusOf('audit-ttl')) === undefined ? true : undefined), 90_000, 'audit-ttl to be deleted by its TTL');
+    await eventually(
+      async () => ((await statusOf('audit-ttl')) === undefined ? true : undefined),
+      90_000,
+      'audit-ttl to be deleted by its TTL',
+    );
   } finally {
     await operator.kill('SIGKILL');
   }
 }
 
 describe("the chart's RBAC", () => {
-  it('lets the operator, as the chart\'s ServiceAccount, run a CodingRun end to end', async () => {
+  it("lets the operator, as the chart's ServiceAccount, run a CodingRun end to end", async () => {
     expect((await ok(['auth', 'can-i', 'create', 'pods', '--subresource=exec', '-n', NS, '--as', SERVICE_ACCOUNT])).trim()).toBe('yes');
     expect((await kubectl(['auth', 'can-i', 'list', 'secrets', '-n', NS, '--as', SERVICE_ACCOUNT])).stdout.trim()).toBe('no');
     const status = await runOnce(90_000);
@@ -250,14 +327,19 @@ describe("the chart's RBAC", () => {
     const used = new Set<string>();
     for (const line of readFileSync(auditLogFile(inject('controlPlaneStateDir')), 'utf8').split('\n')) {
       if (!line) continue;
-      const event = JSON.parse(line) as { user: { username: string }; verb: string; objectRef?: { apiGroup?: string; resource?: string; subresource?: string } };
+      const event = JSON.parse(line) as {
+        user: { username: string };
+        verb: string;
+        objectRef?: { apiGroup?: string; resource?: string; subresource?: string };
+      };
       if (event.user.username !== SERVICE_ACCOUNT || !event.objectRef?.resource) continue;
       const { apiGroup = '', resource, subresource } = event.objectRef;
       used.add(`${apiGroup}/${resource}${subresource ? `/${subresource}` : ''} ${event.verb}`);
     }
     const granted = new Set<string>();
     for (const rule of chartRules) {
-      for (const group of rule.apiGroups) for (const resource of rule.resources) for (const verb of rule.verbs) granted.add(`${group}/${resource} ${verb}`);
+      for (const group of rule.apiGroups)
+        for (const resource of rule.resources) for (const verb of rule.verbs) granted.add(`${group}/${resource} ${verb}`);
     }
     expect([...used].filter((entry) => !granted.has(entry)).sort(), 'asked for but not granted').toEqual([]);
     // Granted but not asked for by these runs. Each entry must stay unused here (else it leaves this list);
@@ -268,9 +350,15 @@ describe("the chart's RBAC", () => {
       '/pods/exec create': 'exec over SPDY, or an API server that authorizes the WebSocket upgrade with create',
       'chamvi.dev/codingruns/finalizers update': 'owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement',
     };
-    expect(Object.keys(notReachedHere).filter((entry) => used.has(entry)), 'used now: take it off notReachedHere').toEqual([]);
+    expect(
+      Object.keys(notReachedHere).filter((entry) => used.has(entry)),
+      'used now: take it off notReachedHere',
+    ).toEqual([]);
     const unused = [...granted].filter((entry) => !used.has(entry) && !(entry in notReachedHere)).sort();
     expect(unused, 'granted but never asked for').toEqual([]);
-    expect(Object.keys(notReachedHere).filter((entry) => !granted.has(entry)), 'no longer granted').toEqual([]);
+    expect(
+      Object.keys(notReachedHere).filter((entry) => !granted.has(entry)),
+      'no longer granted',
+    ).toEqual([]);
   }, 300_000);
 });

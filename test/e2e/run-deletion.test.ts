@@ -47,7 +47,8 @@ const cases: DeletionCase[] = [
     // Just accepted: the finalizer is on, the sandbox may not exist yet.
     phase: 'Pending (just accepted)',
     turns: [{ text: 'done' }],
-    reached: async (_status, name) => (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.finalizers}'])).stdout.includes('chamvi.dev'),
+    reached: async (_status, name) =>
+      (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.finalizers}'])).stdout.includes('chamvi.dev'),
   },
   {
     // Running, its prepare job busy with a setup that takes a while.
@@ -85,8 +86,12 @@ const cases: DeletionCase[] = [
 /** Objects in the namespace that name the run (by uid) as an owner. */
 async function ownedObjects(uid: string): Promise<string[]> {
   const listed = await kubectl(['get', 'pods,networkpolicies,configmaps,secrets', '-n', NS, '-o', 'json']);
-  const items = (JSON.parse(listed.stdout) as { items: Array<{ kind: string; metadata: { name: string; ownerReferences?: Array<{ uid: string }> } }> }).items;
-  return items.filter((item) => item.metadata.ownerReferences?.some((owner) => owner.uid === uid)).map((item) => `${item.kind}/${item.metadata.name}`);
+  const items = (
+    JSON.parse(listed.stdout) as { items: Array<{ kind: string; metadata: { name: string; ownerReferences?: Array<{ uid: string }> } }> }
+  ).items;
+  return items
+    .filter((item) => item.metadata.ownerReferences?.some((owner) => owner.uid === uid))
+    .map((item) => `${item.kind}/${item.metadata.name}`);
 }
 
 /** Every Redis key of this operator's prefix that names the run, or holds its job ids (queues by state). */
@@ -99,10 +104,13 @@ async function redisTraces(uid: string): Promise<string[]> {
     }
     const type = await redis.type(key);
     const members =
-      type === 'list' ? await redis.lrange(key, 0, -1)
-      : type === 'zset' ? await redis.zrange(key, '0', '-1')
-      : type === 'set' ? await redis.smembers(key)
-      : [];
+      type === 'list'
+        ? await redis.lrange(key, 0, -1)
+        : type === 'zset'
+          ? await redis.zrange(key, '0', '-1')
+          : type === 'set'
+            ? await redis.smembers(key)
+            : [];
     // BullMQ's events stream is a bounded log of what happened, not a job or state of the run.
     for (const member of members) if (member.includes(uid)) found.push(`${key} holds ${member}`);
   }
@@ -138,31 +146,48 @@ afterAll(async () => {
 });
 
 describe('deleting a run, with the workers on', () => {
-  it.each(cases.map((each, index) => ({ ...each, name: `delete-${index}` })))('in $phase leaves no object, no Redis key and no job of it', async ({ name, turns, spec, reached }) => {
-    await applyIn(NS, [
-      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
-      {
-        apiVersion: 'chamvi.dev/v1alpha1',
-        kind: 'CodingRun',
-        metadata: { name },
-        spec: { task: 'Greet the world.', repository: { url: repoUrl }, model: { provider: 'scripted', scriptRef: { name: `${name}-script` } }, ...spec },
-      },
-    ]);
-    const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
-    await eventually(async () => ((await reached(await statusOf(name), name)) ? true : undefined), 90_000, `${name} to reach the phase`);
-    // Control: the run had left traces to clean up (owned objects or Redis keys), except
-    // when deleted so early that it had none yet.
-    const before = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
-    if (name !== 'delete-0') expect(before, 'traces before the deletion').not.toEqual([]);
+  it.each(cases.map((each, index) => ({ ...each, name: `delete-${index}` })))(
+    'in $phase leaves no object, no Redis key and no job of it',
+    async ({ name, turns, spec, reached }) => {
+      await applyIn(NS, [
+        { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
+        {
+          apiVersion: 'chamvi.dev/v1alpha1',
+          kind: 'CodingRun',
+          metadata: { name },
+          spec: {
+            task: 'Greet the world.',
+            repository: { url: repoUrl },
+            model: { provider: 'scripted', scriptRef: { name: `${name}-script` } },
+            ...spec,
+          },
+        },
+      ]);
+      const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+      await eventually(async () => ((await reached(await statusOf(name), name)) ? true : undefined), 90_000, `${name} to reach the phase`);
+      // Control: the run had left traces to clean up (owned objects or Redis keys), except
+      // when deleted so early that it had none yet.
+      const before = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
+      if (name !== 'delete-0') expect(before, 'traces before the deletion').not.toEqual([]);
 
-    expect((await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])).code).toBe(0);
-    await eventually(async () => ((await kubectl(['get', 'crun', name, '-n', NS, '-o', 'name'])).code !== 0 ? true : undefined), 60_000, `${name} to be gone`);
-    // A job that was busy when the run went finishes on its own (the run is gone when it next
-    // looks); nothing of the run may be left once it has.
-    const left = await eventually(async () => {
-      const traces = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
-      return traces.length === 0 ? traces : undefined;
-    }, 45_000, `${name} to leave nothing`).catch(async () => [...(await ownedObjects(uid)), ...(await redisTraces(uid))]);
-    expect(left).toEqual([]);
-  }, 180_000);
+      expect((await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])).code).toBe(0);
+      await eventually(
+        async () => ((await kubectl(['get', 'crun', name, '-n', NS, '-o', 'name'])).code !== 0 ? true : undefined),
+        60_000,
+        `${name} to be gone`,
+      );
+      // A job that was busy when the run went finishes on its own (the run is gone when it next
+      // looks); nothing of the run may be left once it has.
+      const left = await eventually(
+        async () => {
+          const traces = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
+          return traces.length === 0 ? traces : undefined;
+        },
+        45_000,
+        `${name} to leave nothing`,
+      ).catch(async () => [...(await ownedObjects(uid)), ...(await redisTraces(uid))]);
+      expect(left).toEqual([]);
+    },
+    180_000,
+  );
 });

@@ -35,12 +35,21 @@ let operator: OperatorProcess;
 const apply = (...objects: object[]) => applyIn(NS, objects);
 const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 const finished = (name: string, timeoutMs = 90_000) =>
-  eventually(async () => {
-    const status = await statusOf(name);
-    return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-  }, timeoutMs, `${name} to finish`);
+  eventually(
+    async () => {
+      const status = await statusOf(name);
+      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
+    },
+    timeoutMs,
+    `${name} to finish`,
+  );
 
-const script = (name: string, turns: object[]) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { 'script.json': JSON.stringify({ turns }) } });
+const script = (name: string, turns: object[]) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name },
+  data: { 'script.json': JSON.stringify({ turns }) },
+});
 const scripted = (scriptName: string) => ({ provider: 'scripted', scriptRef: { name: scriptName } });
 function codingRun(name: string, scriptName: string, spec: object = {}) {
   return {
@@ -55,7 +64,11 @@ function codingRun(name: string, scriptName: string, spec: object = {}) {
 async function eventsOf(name: string): Promise<Array<{ type: string; reason: string; message: string }>> {
   const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
   const listed = await kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.uid=${uid}`, '-o', 'json']);
-  const items = (JSON.parse(listed.stdout) as { items: Array<{ type: string; reason: string; message: string; metadata: { name: string }; lastTimestamp?: string }> }).items;
+  const items = (
+    JSON.parse(listed.stdout) as {
+      items: Array<{ type: string; reason: string; message: string; metadata: { name: string }; lastTimestamp?: string }>;
+    }
+  ).items;
   return items
     .sort((a, b) => (a.lastTimestamp ?? '').localeCompare(b.lastTimestamp ?? '') || a.metadata.name.localeCompare(b.metadata.name))
     .map(({ type, reason, message }) => ({ type, reason, message }));
@@ -64,7 +77,10 @@ async function eventsOf(name: string): Promise<Array<{ type: string; reason: str
 async function metric(pattern: RegExp): Promise<number> {
   const port = (await operator.waitForLog('operator starting')).port as number;
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text.split('\n').filter((line) => pattern.test(line)).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+  return text
+    .split('\n')
+    .filter((line) => pattern.test(line))
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } };
@@ -135,7 +151,7 @@ describe('how a run ends', () => {
 });
 
 describe('the Events the README promises (`kubectl describe crun`: one Event per step)', () => {
-  it('records the run\'s life and one Step Event per step, numbered, for a run with an approval', async () => {
+  it("records the run's life and one Step Event per step, numbered, for a run with an approval", async () => {
     await apply(
       script('events-script', [
         { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }] },
@@ -145,21 +161,39 @@ describe('the Events the README promises (`kubectl describe crun`: one Event per
       ]),
       codingRun('events', 'events-script', { approval: { tools: ['bash'] } }),
     );
-    const waiting = await eventually(async () => {
-      const status = (await statusOf('events')) as RunStatus & { pendingApproval?: { id: string; input: string } };
-      return status.phase === 'WaitingForApproval' ? status : undefined;
-    }, 90_000, 'events to wait for approval');
+    const waiting = await eventually(
+      async () => {
+        const status = (await statusOf('events')) as RunStatus & { pendingApproval?: { id: string; input: string } };
+        return status.phase === 'WaitingForApproval' ? status : undefined;
+      },
+      90_000,
+      'events to wait for approval',
+    );
     const { createHash } = await import('node:crypto');
     const sha256 = createHash('sha256').update(waiting.pendingApproval!.input, 'utf8').digest('hex');
-    await kubectl(['annotate', 'crun', 'events', '-n', NS, `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 })}`, '--overwrite']);
+    await kubectl([
+      'annotate',
+      'crun',
+      'events',
+      '-n',
+      NS,
+      `chamvi.dev/approval=${JSON.stringify({ id: waiting.pendingApproval!.id, decision: 'approve', sha256 })}`,
+      '--overwrite',
+    ]);
     const status = await finished('events');
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4 });
 
     // Step Events are written without holding up the next step: wait until all have landed.
-    const events = await eventually(async () => {
-      const all = await eventsOf('events');
-      return all.filter((event) => event.reason === 'Step').length >= 4 && all.some((event) => event.reason === 'Completed') ? all : undefined;
-    }, 20_000, 'the Step Events');
+    const events = await eventually(
+      async () => {
+        const all = await eventsOf('events');
+        return all.filter((event) => event.reason === 'Step').length >= 4 && all.some((event) => event.reason === 'Completed')
+          ? all
+          : undefined;
+      },
+      20_000,
+      'the Step Events',
+    );
     const steps = events.filter((event) => event.reason === 'Step');
     expect(steps.map((event) => /^Step (\d+):/.exec(event.message)?.[1]).sort()).toEqual(['1', '2', '3', '4']);
     expect(steps.every((event) => event.type === 'Normal')).toBe(true);
@@ -170,9 +204,15 @@ describe('the Events the README promises (`kubectl describe crun`: one Event per
   }, 150_000);
 
   it('records a Warning Event with the reason of every failed run above', async () => {
-    for (const [name, reason] of [['deadline', 'DeadlineExceeded'], ['setup-hangs', 'SetupFailed']] as const) {
+    for (const [name, reason] of [
+      ['deadline', 'DeadlineExceeded'],
+      ['setup-hangs', 'SetupFailed'],
+    ] as const) {
       const warnings = (await eventsOf(name)).filter((event) => event.type === 'Warning');
-      expect(warnings.map((event) => event.reason), name).toContain(reason);
+      expect(
+        warnings.map((event) => event.reason),
+        name,
+      ).toContain(reason);
     }
   });
 });
@@ -184,7 +224,11 @@ describe('exec errors', () => {
     // the exec stream ends without an answer. The redone step finds the mark and goes on.
     const killOnce = 'if [ ! -e .git/killed-once ]; then touch .git/killed-once; kill -9 $PPID; fi; echo survived';
     await apply(
-      script('exec-error-script', [{ toolCalls: [{ toolName: 'bash', input: { command: killOnce } }] }, { toolCalls: [EDIT] }, { text: 'done' }]),
+      script('exec-error-script', [
+        { toolCalls: [{ toolName: 'bash', input: { command: killOnce } }] },
+        { toolCalls: [EDIT] },
+        { text: 'done' },
+      ]),
       codingRun('exec-error', 'exec-error-script'),
     );
     const status = await finished('exec-error');

@@ -38,10 +38,14 @@ const apply = (...objects: object[]) => applyIn(NS, objects);
 const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 
 const phase = (name: string, wanted: string[], timeoutMs = 60_000) =>
-  eventually(async () => {
-    const status = await statusOf(name);
-    return wanted.includes(status.phase ?? '') ? status : undefined;
-  }, timeoutMs, `${name} to reach ${wanted.join(' or ')}`);
+  eventually(
+    async () => {
+      const status = await statusOf(name);
+      return wanted.includes(status.phase ?? '') ? status : undefined;
+    },
+    timeoutMs,
+    `${name} to reach ${wanted.join(' or ')}`,
+  );
 
 function gatedRun(name: string, turns: object[]) {
   return [
@@ -61,7 +65,8 @@ function gatedRun(name: string, turns: object[]) {
 }
 
 // The answers are raw JSON on purpose: some are not answers the plugin would write.
-const annotate = (name: string, answer: object) => kubectl(['annotate', 'crun', name, '-n', NS, `${APPROVAL_ANNOTATION}=${JSON.stringify(answer)}`, '--overwrite']);
+const annotate = (name: string, answer: object) =>
+  kubectl(['annotate', 'crun', name, '-n', NS, `${APPROVAL_ANNOTATION}=${JSON.stringify(answer)}`, '--overwrite']);
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));
@@ -97,22 +102,44 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     await apply(...gatedRun('hidden-tail', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }]));
     const waiting = await phase('hidden-tail', ['WaitingForApproval']);
     // The status holds the whole call, its size and digest: nothing to approve is hidden.
-    expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input, inputBytes: Buffer.byteLength(input), inputSha256: sha256(input) });
+    expect(waiting.pendingApproval).toMatchObject({
+      toolName: 'bash',
+      input,
+      inputBytes: Buffer.byteLength(input),
+      inputSha256: sha256(input),
+    });
     const id = waiting.pendingApproval!.id;
 
     // The attack: approve what a 4 KiB cut showed (its digest), then an approval with no digest.
     expect((await annotate('hidden-tail', { id, decision: 'approve', sha256: sha256(input.slice(0, 4096)) })).code).toBe(0);
-    const refused = await eventually(async () => {
-      const status = await statusOf('hidden-tail');
-      return status.message?.startsWith('Refused the approval') ? status : undefined;
-    }, 30_000, 'the cut approval to be refused');
+    const refused = await eventually(
+      async () => {
+        const status = await statusOf('hidden-tail');
+        return status.message?.startsWith('Refused the approval') ? status : undefined;
+      },
+      30_000,
+      'the cut approval to be refused',
+    );
     expect(refused).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0, pendingApproval: { id } });
     expect(refused.message).toContain(`but the input to run has sha256 ${sha256(input)}`);
-    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=hidden-tail,reason=ApprovalRefused', '-o', 'name']);
+    const events = await kubectl([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=hidden-tail,reason=ApprovalRefused',
+      '-o',
+      'name',
+    ]);
     expect(events.stdout.trim()).not.toBe('');
 
     expect((await annotate('hidden-tail', { id, decision: 'approve' })).code).toBe(0);
-    await eventually(async () => ((await statusOf('hidden-tail')).message?.includes('it carried no sha256') ? true : undefined), 30_000, 'the hashless approval to be refused');
+    await eventually(
+      async () => ((await statusOf('hidden-tail')).message?.includes('it carried no sha256') ? true : undefined),
+      30_000,
+      'the hashless approval to be refused',
+    );
     expect(await statusOf('hidden-tail')).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0 });
 
     // The honest approval: the plugin shows the whole input and sends its digest; now it runs.
@@ -131,7 +158,16 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     const done = await phase('too-big', ['Succeeded', 'Failed']);
     expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
     expect(done.result!.diff).toBe('');
-    const waited = await kubectl(['get', 'events', '-n', NS, '--field-selector', 'involvedObject.name=too-big,reason=AwaitingApproval', '-o', 'name']);
+    const waited = await kubectl([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=too-big,reason=AwaitingApproval',
+      '-o',
+      'name',
+    ]);
     expect(waited.stdout.trim()).toBe('');
   });
 });

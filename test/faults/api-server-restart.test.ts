@@ -61,7 +61,9 @@ beforeAll(async () => {
     ns.waitFor('approval', 'to wait for approval', (status) => status.phase === 'WaitingForApproval'),
   ]);
   outage = await restartApiServer(DOWN_MS);
-  console.info(`kube-apiserver was down ${outage.readyAt - outage.stoppedAt} ms; kube-controller-manager worked again ${Date.now() - outage.readyAt} ms later`);
+  console.info(
+    `kube-apiserver was down ${outage.readyAt - outage.stoppedAt} ms; kube-controller-manager worked again ${Date.now() - outage.readyAt} ms later`,
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -72,7 +74,9 @@ describe('kube-apiserver stopped for 20 s mid-run', () => {
   it('keeps the operator running and leading, with its caches synced again', async () => {
     expect(exitCode, operatorStory(operator)).toBeUndefined();
     // 20 s is past the renew deadline: the leader stood down, then led again.
-    console.info(`leadership terms: ${operator.logged('became leader').length}, lost: ${operator.logged('lost the leader lease; reconciling stops until this replica leads again').length}`);
+    console.info(
+      `leadership terms: ${operator.logged('became leader').length}, lost: ${operator.logged('lost the leader lease; reconciling stops until this replica leads again').length}`,
+    );
     const port = (await operator.waitForLog('operator starting')).port as number;
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status, await ready.text()).toBe(200);
@@ -87,7 +91,11 @@ describe('kube-apiserver stopped for 20 s mid-run', () => {
         throw error;
       });
       const totals = expectedTotals(turns);
-      expect(status, `${name}: ${JSON.stringify(status)}\n${operatorStory(operator)}`).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
+      expect(status, `${name}: ${JSON.stringify(status)}\n${operatorStory(operator)}`).toMatchObject({
+        phase: 'Succeeded',
+        steps: totals.steps,
+        toolCalls: totals.toolCalls,
+      });
       expect(status.usage).toEqual(totals.usage);
       expect(status.result!.diff).toContain(GREETED);
       expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);

@@ -57,9 +57,12 @@ const MISTAKES: Record<string, (manifest: Manifest, spec: Spec, i: number) => vo
   'credentials ref without a name': (_, spec) => (spec.repository.credentialsSecretRef = { key: 'token' }),
   'no model': (_, spec) => delete spec.model,
   'unknown provider': (_, spec, i) => (spec.model = { provider: `acme-llm-${i}`, name: 'x', apiKeySecretRef: { name: 'llm' } }),
-  'openai-compatible without baseURL': (_, spec, i) => (spec.model = { provider: 'openai-compatible', name: `m${i}`, apiKeySecretRef: { name: 'llm' } }),
-  'baseURL with a fixed-endpoint provider': (_, spec, i) => (spec.model = { provider: 'openai', name: `m${i}`, baseURL: 'https://llm.example/v1', apiKeySecretRef: { name: 'llm' } }),
-  'baseURL not http': (_, spec, i) => (spec.model = { provider: 'openai-compatible', name: `m${i}`, baseURL: `ftp://llm.example/${i}`, apiKeySecretRef: { name: 'llm' } }),
+  'openai-compatible without baseURL': (_, spec, i) =>
+    (spec.model = { provider: 'openai-compatible', name: `m${i}`, apiKeySecretRef: { name: 'llm' } }),
+  'baseURL with a fixed-endpoint provider': (_, spec, i) =>
+    (spec.model = { provider: 'openai', name: `m${i}`, baseURL: 'https://llm.example/v1', apiKeySecretRef: { name: 'llm' } }),
+  'baseURL not http': (_, spec, i) =>
+    (spec.model = { provider: 'openai-compatible', name: `m${i}`, baseURL: `ftp://llm.example/${i}`, apiKeySecretRef: { name: 'llm' } }),
   'scripted without a script': (_, spec) => delete spec.model.scriptRef,
   'scripted with an API key': (_, spec) => (spec.model.apiKeySecretRef = { name: 'llm' }),
   'openai without an API key': (_, spec, i) => (spec.model = { provider: 'openai', name: `gpt-${i}` }),
@@ -78,7 +81,13 @@ const MISTAKES: Record<string, (manifest: Manifest, spec: Spec, i: number) => vo
   'timeout in days': (_, spec, i) => (spec.budget = { timeout: `${1 + (i % 9)}d` }),
   'empty setup command': (_, spec) => (spec.sandbox = { setup: '' }),
   'env var with a bad name': (_, spec, i) => (spec.sandbox = { env: [{ name: `1BAD-${i}`, value: 'x' }] }),
-  'env var twice': (_, spec) => (spec.sandbox = { env: [{ name: 'A', value: '1' }, { name: 'A', value: '2' }] }),
+  'env var twice': (_, spec) =>
+    (spec.sandbox = {
+      env: [
+        { name: 'A', value: '1' },
+        { name: 'A', value: '2' },
+      ],
+    }),
   'env var from a secret': (_, spec) => (spec.sandbox = { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }),
   'bad resource quantity': (_, spec, i) => (spec.sandbox = { resources: { limits: { memory: `${i} gigs` } } }),
   'runtime class not a name': (_, spec, i) => (spec.sandbox = { runtimeClassName: `Not_A_Name_${i}` }),
@@ -99,7 +108,12 @@ function invalidManifests(count: number): Array<{ mistake: string; manifest: Man
   return Array.from({ length: count }, (_, i) => {
     const [mistake, apply] = kinds[i % kinds.length]!;
     const spec = validSpec();
-    const manifest: Manifest = { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: `bad-${String(i).padStart(4, '0')}` }, spec };
+    const manifest: Manifest = {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name: `bad-${String(i).padStart(4, '0')}` },
+      spec,
+    };
     apply(manifest, spec, i);
     return { mistake, manifest };
   });
@@ -187,7 +201,10 @@ beforeAll(async () => {
   custom = kubeConfig.makeApiClient(CustomObjectsApi);
   await scene.ns.apply(
     scriptConfigMap('quick', [
-      { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }], usage: { inputTokens: 10, outputTokens: 1 } },
+      {
+        toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+        usage: { inputTokens: 10, outputTokens: 1 },
+      },
       { text: 'Greeted the world.', usage: { inputTokens: 10, outputTokens: 1 } },
     ]),
   );
@@ -202,30 +219,44 @@ describe('1 000 invalid manifests', () => {
     // The manifest every mistake starts from is valid (server-side dry run: nothing is stored),
     // so each refusal below is the mistake's doing.
     const control = { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'control' }, spec: validSpec() };
-    await expect(custom.createNamespacedCustomObject({ ...GROUP, namespace: NS, body: control, fieldValidation: 'Strict', dryRun: 'All' })).resolves.toBeDefined();
+    await expect(
+      custom.createNamespacedCustomObject({ ...GROUP, namespace: NS, body: control, fieldValidation: 'Strict', dryRun: 'All' }),
+    ).resolves.toBeDefined();
 
     const manifests = invalidManifests(1000);
     const started = performance.now();
     const answers = await pool(manifests, 16, ({ manifest }) => create(manifest));
     const seconds = (performance.now() - started) / 1000;
 
-    const accepted = manifests.filter((_, index) => answers[index]!.code === 201).map(({ mistake, manifest }) => `${manifest.metadata.name} (${mistake})`);
+    const accepted = manifests
+      .filter((_, index) => answers[index]!.code === 201)
+      .map(({ mistake, manifest }) => `${manifest.metadata.name} (${mistake})`);
     expect(accepted, 'manifests the API server accepted').toEqual([]);
     // Refused as invalid (422) or undecodable (400): never a server error, never a timeout.
     const codes = new Map<number, number>();
     for (const answer of answers) codes.set(answer.code, (codes.get(answer.code) ?? 0) + 1);
-    expect([...codes.keys()].every((code) => code === 400 || code === 422), `status codes ${JSON.stringify([...codes])}`).toBe(true);
+    expect(
+      [...codes.keys()].every((code) => code === 400 || code === 422),
+      `status codes ${JSON.stringify([...codes])}`,
+    ).toBe(true);
     // Each refusal names what is wrong; one per kind is enough to read.
     const byMistake = new Map<string, string>();
     manifests.forEach(({ mistake }, index) => byMistake.set(mistake, answers[index]!.message));
-    for (const [mistake, message] of byMistake) expect(message, mistake).toMatch(/spec|metadata\.name|unknown field|Invalid value|Required value|Unsupported value/);
-    console.info(`1000 invalid manifests refused in ${seconds.toFixed(1)} s (${[...codes].map(([code, n]) => `${n}×${code}`).join(', ')}), ${byMistake.size} kinds`);
+    for (const [mistake, message] of byMistake)
+      expect(message, mistake).toMatch(/spec|metadata\.name|unknown field|Invalid value|Required value|Unsupported value/);
+    console.info(
+      `1000 invalid manifests refused in ${seconds.toFixed(1)} s (${[...codes].map(([code, n]) => `${n}×${code}`).join(', ')}), ${byMistake.size} kinds`,
+    );
 
     // The same refusals through kubectl, many documents in one apply: kubectl reports each and goes on.
     const sample = manifests.slice(0, Object.keys(MISTAKES).length);
-    const viaKubectl = await kubectl(['apply', '-n', NS, '-f', '-'], { input: sample.map(({ manifest }) => stringify(manifest)).join('---\n') });
+    const viaKubectl = await kubectl(['apply', '-n', NS, '-f', '-'], {
+      input: sample.map(({ manifest }) => stringify(manifest)).join('---\n'),
+    });
     expect(viaKubectl.code).not.toBe(0);
-    const refusals = viaKubectl.stderr.split('\n').filter((line) => /^(Error from server|The CodingRun ".*" is invalid|error: )/.test(line));
+    const refusals = viaKubectl.stderr
+      .split('\n')
+      .filter((line) => /^(Error from server|The CodingRun ".*" is invalid|error: )/.test(line));
     expect(refusals.length, viaKubectl.stderr).toBe(sample.length);
 
     expect(await runNames()).toEqual([]);
@@ -260,18 +291,38 @@ describe('100 runs with disallowed repositories', () => {
   afterAll(() => pods?.stop());
 
   it('all end Failed with RepoNotAllowed, no pod is ever created, and the operator stays healthy', async () => {
-    const runs = Array.from({ length: 100 }, (_, i) =>
-      codingRun(`refused-${String(i).padStart(3, '0')}`, disallowed(i), { provider: 'scripted', scriptRef: { name: 'quick' } }) as Manifest,
+    const runs = Array.from(
+      { length: 100 },
+      (_, i) =>
+        codingRun(`refused-${String(i).padStart(3, '0')}`, disallowed(i), {
+          provider: 'scripted',
+          scriptRef: { name: 'quick' },
+        }) as Manifest,
     );
     const answers = await pool(runs, 8, (run) => create(run));
-    expect(answers.filter((answer) => answer.code !== 201), 'runs the API server refused').toEqual([]);
+    expect(
+      answers.filter((answer) => answer.code !== 201),
+      'runs the API server refused',
+    ).toEqual([]);
 
-    const statuses = await eventually(async () => {
-      const list = await kubectl(['get', 'crun', '-n', NS, '-o', 'json']);
-      const items = (JSON.parse(list.stdout) as { items: Array<{ metadata: { name: string }; spec: { repository: { url: string } }; status?: { phase?: string; reason?: string; message?: string } }> }).items;
-      const refused = items.filter((item) => item.metadata.name.startsWith('refused-'));
-      return refused.length === 100 && refused.every((item) => item.status?.phase === 'Failed') ? refused : undefined;
-    }, 120_000, 'all 100 refused runs to fail');
+    const statuses = await eventually(
+      async () => {
+        const list = await kubectl(['get', 'crun', '-n', NS, '-o', 'json']);
+        const items = (
+          JSON.parse(list.stdout) as {
+            items: Array<{
+              metadata: { name: string };
+              spec: { repository: { url: string } };
+              status?: { phase?: string; reason?: string; message?: string };
+            }>;
+          }
+        ).items;
+        const refused = items.filter((item) => item.metadata.name.startsWith('refused-'));
+        return refused.length === 100 && refused.every((item) => item.status?.phase === 'Failed') ? refused : undefined;
+      },
+      120_000,
+      'all 100 refused runs to fail',
+    );
     for (const run of statuses) {
       expect(run.status, run.metadata.name).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
       expect(run.status!.message, run.metadata.name).toContain('repository');
@@ -279,7 +330,9 @@ describe('100 runs with disallowed repositories', () => {
     // Say why, in words a user can act on (a few kinds checked).
     expect(statuses.find((run) => run.spec.repository.url.startsWith('ext::'))!.status!.message).toContain('remote helper');
     expect(statuses.find((run) => run.spec.repository.url.includes('token-'))!.status!.message).toContain('credentialsSecretRef');
-    expect(statuses.find((run) => run.spec.repository.url.startsWith('https://github.com/evil/'))!.status!.message).toContain("does not match the operator's allowRepo");
+    expect(statuses.find((run) => run.spec.repository.url.startsWith('https://github.com/evil/'))!.status!.message).toContain(
+      "does not match the operator's allowRepo",
+    );
 
     expect(pods.endedEarly()).toBeUndefined();
     expect(pods.seen, 'pods seen in the namespace').toEqual([]);
@@ -289,7 +342,10 @@ describe('100 runs with disallowed repositories', () => {
     const port = await scene.httpPort();
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
-    expect(scene.operator.lines.filter((line) => (line.level ?? 0) >= 50), 'error lines in the operator log').toEqual([]);
+    expect(
+      scene.operator.lines.filter((line) => (line.level ?? 0) >= 50),
+      'error lines in the operator log',
+    ).toEqual([]);
   });
 
   it('a good run afterwards still succeeds, with the only sandbox slot free, and is the only pod the watch saw', async () => {

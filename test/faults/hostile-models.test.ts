@@ -49,7 +49,11 @@ beforeAll(async () => {
   fake.serveForever('error-500', { type: 'error', status: 500, message: 'upstream exploded' });
   fake.serveForever('invalid-json', { type: 'raw', body: '{"id":"chatcmpl-1","choices":[{"index":0,"message":{"role":"assis' });
   fake.serveForever('wrong-shape', { type: 'raw', body: JSON.stringify({ status: 'ok', data: [1, 2, 3] }) });
-  fake.serveForever('html-page', { type: 'raw', contentType: 'text/html', body: '<!doctype html><html><body><h1>Welcome to nginx!</h1></body></html>' });
+  fake.serveForever('html-page', {
+    type: 'raw',
+    contentType: 'text/html',
+    body: '<!doctype html><html><body><h1>Welcome to nginx!</h1></body></html>',
+  });
   fake.serveForever('malformed-tool-calls', {
     type: 'tool-calls',
     toolCalls: [{ name: 'read_file', arguments: '{"path": "README.md", ' }],
@@ -66,7 +70,12 @@ beforeAll(async () => {
   });
   repoUrl = scene.repoUrl;
   await scene.ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } },
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+      stringData: { apiKey: API_KEY },
+    },
     scriptConfigMap('quick', [
       { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }], usage: { inputTokens: 10, outputTokens: 1 } },
       { text: 'Read it.', usage: { inputTokens: 10, outputTokens: 1 } },

@@ -70,7 +70,9 @@ beforeAll(async () => {
   const killedAt = Date.now();
   await standby.waitForLog('became leader', 60_000);
   takeoverMs = Date.now() - killedAt;
-  console.info(`the standby led ${takeoverMs} ms after the leader was killed (lease ${leaseDurationSeconds} s, retry ${retryPeriodSeconds} s)`);
+  console.info(
+    `the standby led ${takeoverMs} ms after the leader was killed (lease ${leaseDurationSeconds} s, retry ${retryPeriodSeconds} s)`,
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -85,7 +87,10 @@ describe('the leader SIGKILLed mid-run, with a standby', () => {
 
   it('finishes every run as scripted, the approval answered to the new leader, with one pod each', async () => {
     const approval = await ns.status('approval');
-    expect(approval, `${JSON.stringify(approval)}\n-- leader\n${operatorStory(leader)}\n-- standby\n${operatorStory(standby)}`).toMatchObject({ phase: 'WaitingForApproval' });
+    expect(
+      approval,
+      `${JSON.stringify(approval)}\n-- leader\n${operatorStory(leader)}\n-- standby\n${operatorStory(standby)}`,
+    ).toMatchObject({ phase: 'WaitingForApproval' });
     await ns.answer('approval', approval.pendingApproval!.id, 'approve');
     for (const [name, turns] of [...RUNS.map((run) => [run, BUSY_TURNS] as const), ['approval', APPROVAL_TURNS] as const]) {
       const status = await ns.finished(name, 180_000).catch((error: unknown) => {
@@ -93,7 +98,11 @@ describe('the leader SIGKILLed mid-run, with a standby', () => {
         throw error;
       });
       const totals = expectedTotals(turns);
-      expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({ phase: 'Succeeded', steps: totals.steps, toolCalls: totals.toolCalls });
+      expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({
+        phase: 'Succeeded',
+        steps: totals.steps,
+        toolCalls: totals.toolCalls,
+      });
       expect(status.usage).toEqual(totals.usage);
       expect(status.result!.diff).toContain(GREETED);
       expect(census.count('pods', (await ns.derivedNames(name)).pod), `${name} pods`).toBe(1);

@@ -85,7 +85,10 @@ const STEP_TURNS: ScriptTurn[] = [
 // For `tools` (its own fake server): the edit and the shell run side by side; the shell sleeps once.
 const TOOLS_TURNS: ScriptTurn[] = [
   { toolCalls: [READ_README], usage: usage(150, 15) },
-  { toolCalls: [GREET_WORLD, bashCall(`if [ ! -e .git/held-tools ]; then touch .git/held-tools; sleep ${HOLD_SECONDS}; fi`)], usage: usage(250, 25) },
+  {
+    toolCalls: [GREET_WORLD, bashCall(`if [ ! -e .git/held-tools ]; then touch .git/held-tools; sleep ${HOLD_SECONDS}; fi`)],
+    usage: usage(250, 25),
+  },
   { text: 'Greeted the world.', usage: usage(350, 35) },
 ];
 
@@ -112,29 +115,62 @@ const workspaceFile = async (run: string, file: string) => {
 };
 
 beforeAll(async () => {
-  scene = await FaultScene.start({ namespace: 'faults-kill', census: true, operator: false, env: { CHAMVI_JOB_LOCK_SECONDS: JOB_LOCK_SECONDS } });
+  scene = await FaultScene.start({
+    namespace: 'faults-kill',
+    census: true,
+    operator: false,
+    env: { CHAMVI_JOB_LOCK_SECONDS: JOB_LOCK_SECONDS },
+  });
   ({ ns, repoUrl, census, registrar } = scene);
   fake = await startFakeOpenAIServer();
   const fakeTurn = (turn: ScriptTurn) =>
     turn.toolCalls
-      ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })), usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } }
-      : { type: 'text' as const, text: turn.text!, usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens } };
-  fake.enqueue(fakeTurn(STEP_TURNS[0]!), { ...fakeTurn(STEP_TURNS[1]!), delayMs: HOLD_SECONDS * 1000 }, fakeTurn(STEP_TURNS[1]!), fakeTurn(STEP_TURNS[2]!));
+      ? {
+          type: 'tool-calls' as const,
+          toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })),
+          usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
+        }
+      : {
+          type: 'text' as const,
+          text: turn.text!,
+          usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
+        };
+  fake.enqueue(
+    fakeTurn(STEP_TURNS[0]!),
+    { ...fakeTurn(STEP_TURNS[1]!), delayMs: HOLD_SECONDS * 1000 },
+    fakeTurn(STEP_TURNS[1]!),
+    fakeTurn(STEP_TURNS[2]!),
+  );
   toolsFake = await startFakeOpenAIServer();
   toolsFake.enqueue(...TOOLS_TURNS.map(fakeTurn));
 
   first = operator('faults-kill-first');
   await first.waitForLog('caches synced; reconciling', 60_000);
   await ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } },
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+      stringData: { apiKey: API_KEY },
+    },
     ...Object.entries(SCRIPTS).map(([name, turns]) => scriptConfigMap(`${name}-script`, turns)),
   );
   await ns.apply(
     codingRun('clone', repoUrl, scriptedModel('clone-script'), { sandbox: { setup: HELD_SETUP } }),
-    codingRun('step', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }),
+    codingRun('step', repoUrl, {
+      provider: 'openai-compatible',
+      name: 'fake-coder',
+      baseURL: fake.baseURL,
+      apiKeySecretRef: { name: 'llm' },
+    }),
     codingRun('approval', repoUrl, scriptedModel('approval-script'), { approval: { tools: ['bash'] } }),
     codingRun('finalize', repoUrl, scriptedModel('finalize-script')),
-    codingRun('tools', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: toolsFake.baseURL, apiKeySecretRef: { name: 'llm' } }),
+    codingRun('tools', repoUrl, {
+      provider: 'openai-compatible',
+      name: 'fake-coder',
+      baseURL: toolsFake.baseURL,
+      apiKeySecretRef: { name: 'llm' },
+    }),
   );
   const held = (what: string, check: () => Promise<boolean | undefined> | boolean | undefined) =>
     eventually(async () => ((await check()) ? true : undefined), 120_000, what);
@@ -145,7 +181,10 @@ beforeAll(async () => {
     held('finalize to sleep in git', () => workspaceFile('finalize', '.git/slow-fsmonitor.started')),
     held('tools to have edited and to sleep in bash', async () => {
       const workspace = await workspaceOf('tools');
-      return (await workspaceFile('tools', '.git/held-tools')) && readFileSync(join(workspace!.workspaceDir, 'README.md'), 'utf8').startsWith('Hello, world\n');
+      return (
+        (await workspaceFile('tools', '.git/held-tools')) &&
+        readFileSync(join(workspace!.workspaceDir, 'README.md'), 'utf8').startsWith('Hello, world\n')
+      );
     }),
   ]).catch((error: unknown) => {
     console.error(operatorStory(first));
@@ -154,10 +193,12 @@ beforeAll(async () => {
 
   // The last run is killed in the watch event that shows its new pod (named after the run's
   // uid, which is not known before the run is created: matched by its shape).
-  const killed = new Promise<void>((resolve) => census.onFirstSight('pods', /^provision-[0-9a-f]{16}-sandbox$/, () => {
-    void first.kill('SIGKILL');
-    resolve();
-  }));
+  const killed = new Promise<void>((resolve) =>
+    census.onFirstSight('pods', /^provision-[0-9a-f]{16}-sandbox$/, () => {
+      void first.kill('SIGKILL');
+      resolve();
+    }),
+  );
   await ns.apply(codingRun('provision', repoUrl, scriptedModel('provision-script')));
   await killed;
   await first.exited;
@@ -169,12 +210,17 @@ beforeAll(async () => {
       const run = await ns.run(name);
       const state = await redis.get(`${scene.prefix}:run:${run.metadata.uid}`);
       // The state is sealed (Security #11.1): its JSON follows the first line, the seal.
-      atKill[name] = { ...run.status, ...(state ? { stage: (JSON.parse(state.slice(state.indexOf('\n') + 1)) as { stage: string }).stage } : {}) };
+      atKill[name] = {
+        ...run.status,
+        ...(state ? { stage: (JSON.parse(state.slice(state.indexOf('\n') + 1)) as { stage: string }).stage } : {}),
+      };
     }
   } finally {
     redis.disconnect();
   }
-  console.info(`at the kill: ${JSON.stringify(Object.fromEntries(Object.entries(atKill).map(([name, status]) => [name, `${status.phase ?? 'new'}/${status.stage ?? 'no state'} steps=${status.steps ?? 0}`])))}`);
+  console.info(
+    `at the kill: ${JSON.stringify(Object.fromEntries(Object.entries(atKill).map(([name, status]) => [name, `${status.phase ?? 'new'}/${status.stage ?? 'no state'} steps=${status.steps ?? 0}`])))}`,
+  );
 
   second = operator('faults-kill-second');
   // Answered after the restart: only the new leader can pass it on.
@@ -197,14 +243,23 @@ async function expectFinishedCleanly(name: string, turns: ScriptTurn[]): Promise
     throw error;
   });
   const totals = expectedTotals(turns);
-  expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: totals.steps, toolCalls: totals.toolCalls });
+  expect(status, JSON.stringify(status)).toMatchObject({
+    phase: 'Succeeded',
+    reason: 'Completed',
+    steps: totals.steps,
+    toolCalls: totals.toolCalls,
+  });
   expect(status.usage).toEqual(totals.usage);
   expect(status.result!.diff).toContain(GREETED);
   const names = await ns.derivedNames(name);
   expect(status.result).toMatchObject({ filesChanged: 1, insertions: 1, deletions: 1, diffConfigMap: names.diff });
   expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
   // The pod goes once the run is done; by then the census has seen every pod it ever had.
-  await eventually(async () => (census.count('pods', names.pod) > 0 && !census.exists('pods', names.pod) ? true : undefined), 60_000, `${name}'s pod to go`);
+  await eventually(
+    async () => (census.count('pods', names.pod) > 0 && !census.exists('pods', names.pod) ? true : undefined),
+    60_000,
+    `${name}'s pod to go`,
+  );
   expect(census.count('pods', names.pod), 'sandbox pods the run ever had').toBe(1);
   expect(census.count('networkpolicies', names.policy)).toBe(1);
   expect(census.count('configmaps', names.diff)).toBe(1);

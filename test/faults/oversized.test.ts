@@ -82,7 +82,12 @@ beforeAll(async () => {
   scene = await FaultScene.start({ namespace: NS, bundled: true, env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
   bigRepo = scene.createRepository('big', { 'README.md': 'Hello\n', 'big.log': fiftyMebibytesOfLines() });
   smallRepo = scene.createRepository('small', { 'README.md': 'Hello\n' });
-  await scene.ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: API_KEY } });
+  await scene.ns.apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+    stringData: { apiKey: API_KEY },
+  });
   memory = sampleMemory(scene.operator.pid, 100);
   figures.push(`operator RSS before the runs: ${(memory.lap() / MiB).toFixed(0)} MiB`);
 }, 240_000);
@@ -95,7 +100,9 @@ afterAll(async () => {
   measured ??= memory?.stop();
   if (measured) {
     const { sampledPeak, highWaterMark, samples } = measured;
-    figures.push(`operator RSS: peak sampled ${(sampledPeak / MiB).toFixed(0)} MiB over ${samples} samples, VmHWM ${(highWaterMark / MiB).toFixed(0)} MiB`);
+    figures.push(
+      `operator RSS: peak sampled ${(sampledPeak / MiB).toFixed(0)} MiB over ${samples} samples, VmHWM ${(highWaterMark / MiB).toFixed(0)} MiB`,
+    );
   }
   console.info(`oversized figures:\n  ${figures.join('\n  ')}`);
   await scene?.stop();
@@ -123,14 +130,23 @@ describe('diffs kept by finished runs', () => {
         names.slice(i, i + 8).map((name) =>
           core.createNamespacedConfigMap({
             namespace: NS,
-            body: { metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name } }, data: { diff } },
+            body: {
+              metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name } },
+              data: { diff },
+            },
           }),
         ),
       );
     }
-    await eventually(async () => ((await reconciles()) >= before + names.length ? true : undefined), 60_000, 'the operator to see every ConfigMap');
+    await eventually(
+      async () => ((await reconciles()) >= before + names.length ? true : undefined),
+      60_000,
+      'the operator to see every ConfigMap',
+    );
     const grown = memory.lap();
-    figures.push(`operator RSS while 125 MiB of diff ConfigMaps arrived: ${(baseline / MiB).toFixed(0)} → peak ${(grown / MiB).toFixed(0)} MiB`);
+    figures.push(
+      `operator RSS while 125 MiB of diff ConfigMaps arrived: ${(baseline / MiB).toFixed(0)} → peak ${(grown / MiB).toFixed(0)} MiB`,
+    );
     await Promise.all(names.map((name) => core.deleteNamespacedConfigMap({ namespace: NS, name })));
     // Kept whole, the 125 MiB would stay (and more, as JS objects); read and dropped, they pass.
     expect(grown - baseline).toBeLessThan(64 * MiB);
@@ -141,8 +157,16 @@ describe('a repository with a 50 MiB file', () => {
   it('is cloned and imported whole; reading the file is refused with advice; 1 GiB of output is capped; a diff of megabytes of binary-looking text is kept bounded', async () => {
     fake.enqueueFor(
       'big',
-      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'big.log' } }], usage: { promptTokens: 10, completionTokens: 1 } },
-      { type: 'tool-calls', toolCalls: [{ name: 'bash', arguments: { command: 'yes | head -c 1G' } }], usage: { promptTokens: 10, completionTokens: 1 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'big.log' } }],
+        usage: { promptTokens: 10, completionTokens: 1 },
+      },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'bash', arguments: { command: 'yes | head -c 1G' } }],
+        usage: { promptTokens: 10, completionTokens: 1 },
+      },
       {
         type: 'tool-calls',
         // Random bytes without NUL: git calls that text, so the diff carries every byte.
@@ -180,7 +204,9 @@ describe('a repository with a 50 MiB file', () => {
     expect(status.result).toMatchObject({ filesChanged: 1, diffTruncated: true, diffConfigMap: diffName });
     const bytes = await statusBytes('big-repo');
     const configMap = await diffConfigMap(diffName);
-    figures.push(`big-repo: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`);
+    figures.push(
+      `big-repo: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`,
+    );
     expect(bytes).toBeLessThan(STATUS_BOUND);
     expect(configMap.bytes).toBeLessThanOrEqual(CONFIGMAP_LIMIT);
     expect(configMap.diff.startsWith('diff --git a/noise.bin b/noise.bin')).toBe(true);
@@ -194,7 +220,11 @@ describe('a model that answers 5 MB', () => {
     const fiveMegabytes = line.repeat(Math.ceil(5_000_000 / line.length));
     fake.enqueueFor(
       'five-megabytes',
-      { type: 'tool-calls', toolCalls: [{ name: 'write_file', arguments: { path: 'huge.txt', content: fiveMegabytes } }], usage: { promptTokens: 10, completionTokens: 1_250_000 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'write_file', arguments: { path: 'huge.txt', content: fiveMegabytes } }],
+        usage: { promptTokens: 10, completionTokens: 1_250_000 },
+      },
       { type: 'text', text: `Wrote it. ${fiveMegabytes}`, usage: { promptTokens: 1_250_000, completionTokens: 1_250_000 } },
     );
     // A window that holds the 5 MB turn, so it is sent back verbatim rather than summarised.
@@ -208,7 +238,9 @@ describe('a model that answers 5 MB', () => {
 
     const bytes = await statusBytes('five-megabytes');
     const configMap = await diffConfigMap((await scene.ns.derivedNames('five-megabytes')).diff);
-    figures.push(`five-megabytes: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`);
+    figures.push(
+      `five-megabytes: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`,
+    );
     expect(bytes).toBeLessThan(STATUS_BOUND);
     expect(configMap.bytes).toBeLessThanOrEqual(CONFIGMAP_LIMIT);
     expect(configMap.diff).toContain('+The quick brown fox');

@@ -77,10 +77,20 @@ async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
   const redis = await PrivateRedis.start({ aof });
   const fake = await startFakeOpenAIServer();
   fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
-  const scene = await FaultScene.start({ namespace, redisUrl: redis.url, prefix: namespace, env: { CHAMVI_WORKER_CONCURRENCY: '1', CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
+  const scene = await FaultScene.start({
+    namespace,
+    redisUrl: redis.url,
+    prefix: namespace,
+    env: { CHAMVI_WORKER_CONCURRENCY: '1', CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL },
+  });
   const { ns, operator, repoUrl } = scene;
   await ns.apply(
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-faults-redis' } },
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+      stringData: { apiKey: 'sk-faults-redis' },
+    },
     scriptConfigMap('approval-script', APPROVAL_TURNS),
     scriptConfigMap('plain-script', PLAIN_TURNS),
   );
@@ -88,7 +98,14 @@ async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
   try {
     await ns.apply(codingRun('waiting', repoUrl, scriptedModel('approval-script'), { ...budget, approval: { tools: ['bash'] } }));
     await ns.waitFor('waiting', 'to wait for approval', (status) => status.phase === 'WaitingForApproval');
-    await ns.apply(codingRun('held', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }, budget));
+    await ns.apply(
+      codingRun(
+        'held',
+        repoUrl,
+        { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } },
+        budget,
+      ),
+    );
     await eventually(async () => (fake.requests.length >= 2 ? true : undefined), 60_000, 'held to wait on its second model call');
     await ns.apply(codingRun('queued', repoUrl, scriptedModel('plain-script'), budget));
     await ns.waitFor('queued', 'to run (its prepare job queued behind held)', (status) => status.phase === 'Running');
@@ -154,7 +171,9 @@ describe('Redis restarted without persistence mid-run', () => {
       console.error(operatorStory(scene.operator));
       throw error;
     });
-    console.info(`${name}: ${status.phase}/${status.reason} ${Date.parse(status.completionTime!) - scene.restartedAt} ms after Redis was back`);
+    console.info(
+      `${name}: ${status.phase}/${status.reason} ${Date.parse(status.completionTime!) - scene.restartedAt} ms after Redis was back`,
+    );
     expectFinishedInTime(status);
     return status;
   };
@@ -169,7 +188,11 @@ describe('Redis restarted without persistence mid-run', () => {
     const unready = during.filter((answer) => answer.status === 503);
     expect(unready.length, JSON.stringify(during)).toBeGreaterThan(0);
     for (const answer of unready) expect(answer.body).toMatch(/redis/i);
-    await eventually(async () => ((await readyz((await scene.operator.waitForLog('operator starting')).port as number)).status === 200 ? true : undefined), 30_000, '/readyz 200 again');
+    await eventually(
+      async () => ((await readyz((await scene.operator.waitForLog('operator starting')).port as number)).status === 200 ? true : undefined),
+      30_000,
+      '/readyz 200 again',
+    );
   });
 
   it('fails a run that waited for approval with StateLost, without anyone answering', async () => {

@@ -51,7 +51,12 @@ beforeAll(async () => {
   scene = await FaultScene.start({ namespace: 'faults-loss', census: true, env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
   ({ ns, repoUrl, census, registrar, operator } = scene);
   redis = new Redis(redisUrl());
-  await ns.apply({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-faults-loss' } });
+  await ns.apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+    stringData: { apiKey: 'sk-faults-loss' },
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -82,7 +87,11 @@ async function expectLostWithoutDiff(run: string, status: RunStatus): Promise<vo
 
 /** Whatever the agent still does with the lost run, its state in Redis ends up gone. */
 async function expectStateGone(uid: string): Promise<void> {
-  await eventually(async () => ((await redis.exists(`${scene.prefix}:run:${uid}`)) === 0 ? true : undefined), 30_000, `the run state of ${uid} to be dropped`);
+  await eventually(
+    async () => ((await redis.exists(`${scene.prefix}:run:${uid}`)) === 0 ? true : undefined),
+    30_000,
+    `the run state of ${uid} to be dropped`,
+  );
 }
 
 describe('a sandbox pod deleted while the agent works', () => {
@@ -92,12 +101,28 @@ describe('a sandbox pod deleted while the agent works', () => {
 
   it('ends a run in the middle of a model call as Failed/SandboxLost within 10 s, with no diff, and the late step changes nothing', async () => {
     fake.enqueue(
-      { type: 'tool-calls', toolCalls: [{ name: 'edit_file', arguments: GREET_WORLD.input }], usage: { promptTokens: 10, completionTokens: 1 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'edit_file', arguments: GREET_WORLD.input }],
+        usage: { promptTokens: 10, completionTokens: 1 },
+      },
       // Step 2 is answered only after the pod is gone: it then runs its tools and saves.
-      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: READ_README.input }], usage: { promptTokens: 20, completionTokens: 2 }, delayMs: HELD_REPLY_MS },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: READ_README.input }],
+        usage: { promptTokens: 20, completionTokens: 2 },
+        delayMs: HELD_REPLY_MS,
+      },
       { type: 'text', text: 'never reached', usage: { promptTokens: 30, completionTokens: 3 } },
     );
-    await ns.apply(codingRun('mid-step', repoUrl, { provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } }));
+    await ns.apply(
+      codingRun('mid-step', repoUrl, {
+        provider: 'openai-compatible',
+        name: 'fake-coder',
+        baseURL: fake.baseURL,
+        apiKeySecretRef: { name: 'llm' },
+      }),
+    );
     await eventually(async () => (fake.requests.length >= 2 ? true : undefined), 60_000, 'step 2 to call the model');
     const uid = (await ns.run('mid-step')).metadata.uid;
     const status = await deletePodAndWait('mid-step');
@@ -117,7 +142,7 @@ describe('a sandbox pod deleted while finalize takes the diff', () => {
   it('ends the run as Failed/SandboxLost within 10 s with no diff (none could be taken)', async () => {
     // The agent's last call makes git's next index refresh (finalize's `git add`) sleep.
     const slowGit = [
-      "printf '#!/bin/sh\\nif [ -e \"$0.once\" ]; then rm -f \"$0.once\"; touch \"$0.started\"; sleep 60; fi\\nexit 1\\n' > .git/slow-fsmonitor",
+      'printf \'#!/bin/sh\\nif [ -e "$0.once" ]; then rm -f "$0.once"; touch "$0.started"; sleep 60; fi\\nexit 1\\n\' > .git/slow-fsmonitor',
       'chmod +x .git/slow-fsmonitor',
       'touch .git/slow-fsmonitor.once',
       'git config core.fsmonitor "$PWD/.git/slow-fsmonitor"',
@@ -130,10 +155,14 @@ describe('a sandbox pod deleted while finalize takes the diff', () => {
       ]),
       codingRun('mid-finalize', repoUrl, scriptedModel('finalize-script')),
     );
-    await eventually(async () => {
-      const workspace = registrar.workspaceOf(ns.name, (await ns.derivedNames('mid-finalize')).pod);
-      return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
-    }, 60_000, 'finalize to be taking the diff');
+    await eventually(
+      async () => {
+        const workspace = registrar.workspaceOf(ns.name, (await ns.derivedNames('mid-finalize')).pod);
+        return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
+      },
+      60_000,
+      'finalize to be taking the diff',
+    );
     const uid = (await ns.run('mid-finalize')).metadata.uid;
     const status = await deletePodAndWait('mid-finalize');
     await expectLostWithoutDiff('mid-finalize', status);

@@ -59,7 +59,12 @@ let writers: Promise<void>[] = [];
 const staleCopies = new Map<string, FullRun>();
 
 async function touchMetadata(name: string, round: number): Promise<void> {
-  const body = { metadata: { labels: { 'faults.chamvi.dev/round': String(round % 1000) }, annotations: { 'faults.chamvi.dev/touched': new Date().toISOString() } } };
+  const body = {
+    metadata: {
+      labels: { 'faults.chamvi.dev/round': String(round % 1000) },
+      annotations: { 'faults.chamvi.dev/touched': new Date().toISOString() },
+    },
+  };
   await api.patchNamespacedCustomObject({ ...path(name), body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
   stats.metadataPatches++;
 }
@@ -69,7 +74,13 @@ async function touchStatus(name: string, round: number): Promise<void> {
   if (run.status?.phase === 'Running' && !staleCopies.has(name)) staleCopies.set(name, structuredClone(run));
   const message = `round ${round}`;
   const conditions = (run.status?.conditions ?? []).filter((condition) => condition.type !== TOUCH_CONDITION);
-  conditions.push({ type: TOUCH_CONDITION, status: 'True', reason: 'Touched', message, lastTransitionTime: new Date().toISOString() } as never);
+  conditions.push({
+    type: TOUCH_CONDITION,
+    status: 'True',
+    reason: 'Touched',
+    message,
+    lastTransitionTime: new Date().toISOString(),
+  } as never);
   try {
     await api.replaceNamespacedCustomObjectStatus({ ...path(name), body: { ...run, status: { ...run.status, conditions } } });
     stats.statusWrites++;
@@ -111,18 +122,25 @@ afterAll(async () => {
 });
 
 describe('runs whose status and metadata others keep writing', () => {
-  it('lose no update: steps, usage and diff as scripted, the other writer\'s condition kept', async () => {
+  it("lose no update: steps, usage and diff as scripted, the other writer's condition kept", async () => {
     const totals = expectedTotals(TURNS);
     for (const name of RUNS) {
       const status = await ns.finished(name, 240_000).catch((error: unknown) => {
         console.error(operatorStory(operator));
         throw error;
       });
-      expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: totals.steps, toolCalls: totals.toolCalls });
+      expect(status, `${name}: ${JSON.stringify(status)}`).toMatchObject({
+        phase: 'Succeeded',
+        reason: 'Completed',
+        steps: totals.steps,
+        toolCalls: totals.toolCalls,
+      });
       expect(status.usage).toEqual(totals.usage);
       expect(status.result!.diff).toContain(GREETED);
       expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
-      expect(status.conditions!.map((condition) => condition.type)).toEqual(expect.arrayContaining(['Accepted', 'Complete', 'SandboxReady']));
+      expect(status.conditions!.map((condition) => condition.type)).toEqual(
+        expect.arrayContaining(['Accepted', 'Complete', 'SandboxReady']),
+      );
     }
     writing = false;
     await Promise.all(writers);
@@ -131,7 +149,10 @@ describe('runs whose status and metadata others keep writing', () => {
     expect(stats.statusConflicts, 'the writers did collide').toBeGreaterThan(0);
     for (const name of RUNS) {
       const status = await ns.status(name);
-      expect(status.conditions!.find((condition) => condition.type === TOUCH_CONDITION)?.message, `${name}: the other writer's last condition`).toBe(lastTouch.get(name));
+      expect(
+        status.conditions!.find((condition) => condition.type === TOUCH_CONDITION)?.message,
+        `${name}: the other writer's last condition`,
+      ).toBe(lastTouch.get(name));
     }
   });
 
@@ -144,12 +165,21 @@ describe('runs whose status and metadata others keep writing', () => {
       expect(replace, 'replace from a stale copy').toBe(409);
       // The workers' progress patch, which only applies to a Running run.
       const progress = await api
-        .patchNamespacedCustomObjectStatus({ ...path(name), body: [{ op: 'test', path: '/status/phase', value: 'Running' }, { op: 'add', path: '/status/steps', value: 1 }] })
+        .patchNamespacedCustomObjectStatus({
+          ...path(name),
+          body: [
+            { op: 'test', path: '/status/phase', value: 'Running' },
+            { op: 'add', path: '/status/steps', value: 1 },
+          ],
+        })
         .then(() => 200, codeOf);
       expect(progress, 'progress patch').toBe(422);
       // A writer that sends no resourceVersion at all: the CRD itself refuses the change.
       const blind = await api
-        .patchNamespacedCustomObjectStatus({ ...path(name), body: { status: { phase: 'Running' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
+        .patchNamespacedCustomObjectStatus(
+          { ...path(name), body: { status: { phase: 'Running' } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        )
         .then(() => 200, codeOf);
       expect(blind, 'merge patch without resourceVersion').toBe(422);
       const status = await ns.status(name);

@@ -28,7 +28,16 @@ interface Manifest {
 }
 
 async function render(...args: string[]): Promise<Manifest[]> {
-  const result = await helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, '--set', 'config.allowRepo={https://github.com/acme/*}', ...args]);
+  const result = await helm([
+    'template',
+    RELEASE,
+    chartDir,
+    '--namespace',
+    NAMESPACE,
+    '--set',
+    'config.allowRepo={https://github.com/acme/*}',
+    ...args,
+  ]);
   if (result.code !== 0) throw new Error(`helm template failed: ${result.stderr}`);
   return parseAllDocuments(result.stdout)
     .map((doc) => doc.toJS() as Manifest | null)
@@ -36,8 +45,12 @@ async function render(...args: string[]): Promise<Manifest[]> {
 }
 
 const find = (docs: Manifest[], kind: string, suffix = '') => docs.find((doc) => doc.kind === kind && doc.metadata.name.endsWith(suffix));
-const decoded = (secret: Manifest) => Object.fromEntries(Object.entries(secret.data as Record<string, string>).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
-const operatorEnv = (docs: Manifest[]) => find(docs, 'Deployment')!.spec.template.spec.containers[0].env as Array<{ name: string; value?: string; valueFrom?: any }>;
+const decoded = (secret: Manifest) =>
+  Object.fromEntries(
+    Object.entries(secret.data as Record<string, string>).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
+  );
+const operatorEnv = (docs: Manifest[]) =>
+  find(docs, 'Deployment')!.spec.template.spec.containers[0].env as Array<{ name: string; value?: string; valueFrom?: any }>;
 /** The operator's config as it starts: the ConfigMap's file, and env values taken from `secrets`. */
 function operatorConfig(docs: Manifest[], secrets: Record<string, Record<string, string>>) {
   const env: Record<string, string> = {};
@@ -81,17 +94,19 @@ describe('security #11.1 the chart gives Redis a password and protected mode', (
   it('gives the operator REDIS_PASSWORD and CHAMVI_STATE_KEY from that Secret: the config it starts with passes the credential check', async () => {
     const docs = await render();
     const secret = decoded(find(docs, 'Secret', '-secrets')!);
-    expect(operatorEnv(docs)).toEqual(expect.arrayContaining([
-      { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: SECRET, key: 'redis-password' } } },
-      { name: 'CHAMVI_STATE_KEY', valueFrom: { secretKeyRef: { name: SECRET, key: 'state-key' } } },
-    ]));
+    expect(operatorEnv(docs)).toEqual(
+      expect.arrayContaining([
+        { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: SECRET, key: 'redis-password' } } },
+        { name: 'CHAMVI_STATE_KEY', valueFrom: { secretKeyRef: { name: SECRET, key: 'state-key' } } },
+      ]),
+    );
     const config = operatorConfig(docs, { [SECRET]: secret });
     expect(config.redisPassword).toBe(secret['redis-password']);
     expect(config.stateKey).toBe(secret['state-key']);
     expect(() => checkRedisCredentials(config)).not.toThrow();
   });
 
-  it("the rendered Redis (config file and flags, run by the real redis-server) refuses a client without the password", async () => {
+  it('the rendered Redis (config file and flags, run by the real redis-server) refuses a client without the password', async () => {
     const docs = await render('--set', 'redis.bundled.persistence.enabled=false');
     const secret = decoded(find(docs, 'Secret', '-secrets')!);
     const args = find(docs, 'StatefulSet', '-redis')!.spec.template.spec.containers[0].args as string[];
@@ -101,9 +116,19 @@ describe('security #11.1 the chart gives Redis a password and protected mode', (
     const [port] = await freePorts(1);
     // The chart's flags, with the paths of this machine; loopback only.
     const flags = args.slice(1).map((arg) => (arg === '/data' ? dir : arg));
-    const child = spawn('redis-server', [join(dir, 'redis.conf'), ...flags, '--port', String(port), '--bind', '127.0.0.1'], { stdio: 'ignore' });
+    const child = spawn('redis-server', [join(dir, 'redis.conf'), ...flags, '--port', String(port), '--bind', '127.0.0.1'], {
+      stdio: 'ignore',
+    });
     started.push(child);
-    const client = (password?: string) => new Redis({ port: port!, host: '127.0.0.1', ...(password ? { password } : {}), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const client = (password?: string) =>
+      new Redis({
+        port: port!,
+        host: '127.0.0.1',
+        ...(password ? { password } : {}),
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+      });
     const authenticated = client(secret['redis-password']);
     const deadline = Date.now() + 10_000;
     for (;;) {
@@ -125,7 +150,15 @@ describe('security #11.1 the chart gives Redis a password and protected mode', (
   it('keeps the generated values across upgrades (lookup) and uses an existing Secret when told', async () => {
     await createNamespace(NAMESPACE);
     const kept = { 'state-key': 'k'.repeat(64), 'redis-password': 'p'.repeat(48) };
-    const create = await kubectl(['create', 'secret', 'generic', SECRET, '-n', NAMESPACE, ...Object.entries(kept).map(([key, value]) => `--from-literal=${key}=${value}`)]);
+    const create = await kubectl([
+      'create',
+      'secret',
+      'generic',
+      SECRET,
+      '-n',
+      NAMESPACE,
+      ...Object.entries(kept).map(([key, value]) => `--from-literal=${key}=${value}`),
+    ]);
     expect(create.code, create.stderr).toBe(0);
     const upgraded = decoded(find(await render('--dry-run=server'), 'Secret', '-secrets')!);
     expect(upgraded).toEqual({ ...kept, 'redis.conf': `requirepass "${'p'.repeat(48)}"\n` });
@@ -152,14 +185,24 @@ describe('security #11.1 the chart with an external Redis', () => {
 
   it('passes the password of redis.passwordSecretRef as REDIS_PASSWORD, and a rediss:// CA as redisCaFile', async () => {
     const docs = await render(
-      '--set', 'redis.url=rediss://redis.example:6380',
-      '--set', 'redis.passwordSecretRef.name=redis-auth', '--set', 'redis.caSecretRef.name=redis-ca',
+      '--set',
+      'redis.url=rediss://redis.example:6380',
+      '--set',
+      'redis.passwordSecretRef.name=redis-auth',
+      '--set',
+      'redis.caSecretRef.name=redis-ca',
     );
-    expect(operatorEnv(docs)).toContainEqual({ name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'password' } } });
+    expect(operatorEnv(docs)).toContainEqual({
+      name: 'REDIS_PASSWORD',
+      valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'password' } },
+    });
     const config = operatorConfig(docs, { 'redis-auth': { password: 'from-secret' }, [SECRET]: { 'state-key': 'k'.repeat(64) } });
     expect(config.redisCaFile).toBe('/etc/chamvi-redis-ca/ca.crt');
     expect(() => checkRedisCredentials(config)).not.toThrow();
     const pod = find(docs, 'Deployment')!.spec.template.spec;
-    expect(pod.volumes).toContainEqual({ name: 'redis-ca', secret: { secretName: 'redis-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    expect(pod.volumes).toContainEqual({
+      name: 'redis-ca',
+      secret: { secretName: 'redis-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+    });
   });
 });

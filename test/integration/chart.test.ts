@@ -80,7 +80,9 @@ describe('the chart, offline', () => {
   });
 
   it('lets values set every operator config key the chart does not fill in itself', () => {
-    const schema = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as { properties: { config: { properties: object } } };
+    const schema = JSON.parse(readFileSync(join(chartDir, 'values.schema.json'), 'utf8')) as {
+      properties: { config: { properties: object } };
+    };
     const settable = Object.keys(schema.properties.config.properties);
     // redisUrl, httpPort and leaderElection come from their own sections; identity is the pod name.
     // Security #11.1: redisPassword and stateKey come from Secrets as env (never the ConfigMap),
@@ -132,13 +134,21 @@ describe('the chart on the local control plane', () => {
   beforeAll(async () => {
     await createNamespace(RUNS_NAMESPACE);
     const install = await helm([
-      'install', RELEASE, chartDir,
-      '--namespace', NAMESPACE, '--create-namespace',
-      '--set', 'config.allowRepo={https://github.com/acme/*,https://git.example.com/**}',
-      '--set', 'admissionPolicy.enabled=true',
+      'install',
+      RELEASE,
+      chartDir,
+      '--namespace',
+      NAMESPACE,
+      '--create-namespace',
+      '--set',
+      'config.allowRepo={https://github.com/acme/*,https://git.example.com/**}',
+      '--set',
+      'admissionPolicy.enabled=true',
       // Only in this test's namespace: other test files apply runs with other repositories.
-      '--set', `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS_NAMESPACE}`,
-      '--set', 'redis.bundled.persistence.enabled=false',
+      '--set',
+      `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS_NAMESPACE}`,
+      '--set',
+      'redis.bundled.persistence.enabled=false',
     ]);
     expect(install.stderr).not.toMatch(/Error/);
     expect(install.code).toBe(0);
@@ -193,7 +203,10 @@ describe('the chart on the local control plane', () => {
     expect(nested.code).not.toBe(0);
     expect(nested.stderr).toContain('is not allowed');
 
-    for (const [name, url] of [['allowed', 'https://github.com/acme/webapp.git'], ['deep', 'https://git.example.com/a/b/c.git']] as const) {
+    for (const [name, url] of [
+      ['allowed', 'https://github.com/acme/webapp.git'],
+      ['deep', 'https://git.example.com/a/b/c.git'],
+    ] as const) {
       const admitted = await kubectl(['apply', '-f', '-'], { input: stringify(codingRun(name, url)) });
       expect(admitted.stderr).toBe('');
       expect(admitted.code).toBe(0);
@@ -204,10 +217,14 @@ describe('the chart on the local control plane', () => {
     const namespace = 'chamvi-chart-empty';
     await createNamespace(namespace);
     const rendered = await template(
-      '--set', 'fullnameOverride=chart-empty',
-      '--set', 'admissionPolicy.enabled=true',
-      '--set', `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${namespace}`,
-      '--show-only', 'templates/admission-policy.yaml',
+      '--set',
+      'fullnameOverride=chart-empty',
+      '--set',
+      'admissionPolicy.enabled=true',
+      '--set',
+      `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${namespace}`,
+      '--show-only',
+      'templates/admission-policy.yaml',
     );
     expect(rendered.code).toBe(0);
     const applied = await kubectl(['apply', '-f', '-'], { input: rendered.stdout });
@@ -221,7 +238,9 @@ describe('the chart on the local control plane', () => {
         refused = await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) });
       }
       expect(refused.code).not.toBe(0);
-      expect(refused.stderr).toContain("no repository is allowed yet: a cluster admin must add a pattern such as https://github.com/acme/* to the chamvi-operator chart's config.allowRepo");
+      expect(refused.stderr).toContain(
+        "no repository is allowed yet: a cluster admin must add a pattern such as https://github.com/acme/* to the chamvi-operator chart's config.allowRepo",
+      );
     } finally {
       await kubectl(['delete', '-f', '-'], { input: rendered.stdout });
       await deleteNamespace(namespace);

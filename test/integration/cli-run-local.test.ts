@@ -16,7 +16,6 @@ import { createLocalWorkspace, writeLocalManifest } from '../support/local-works
 import { pluginPath } from '../support/plugin.ts';
 import { startProcess } from '../support/run-process.ts';
 
-
 let work: string;
 let repo: string;
 /** The plugin's TMPDIR: sandboxes and a started redis-server put their directories here. */
@@ -52,7 +51,11 @@ const withRedis = () => ({ REDIS_URL: redisUrl() });
 
 const hashOf = (text: string) => spawnSync('git', ['hash-object', '--stdin'], { input: text, encoding: 'utf8' }).stdout.trim().slice(0, 7);
 
-type Turn = { toolCalls?: Array<{ toolName: string; input: unknown }>; text?: string; usage?: { inputTokens: number; outputTokens: number } };
+type Turn = {
+  toolCalls?: Array<{ toolName: string; input: unknown }>;
+  text?: string;
+  usage?: { inputTokens: number; outputTokens: number };
+};
 
 /** A manifest file: the script ConfigMap, then the CodingRun (JSON documents are YAML too). */
 const manifest = (name: string, turns: Turn[], spec: Record<string, unknown> = {}, extra: object[] = []) =>
@@ -149,7 +152,9 @@ describe('kubectl codingrun run --local', () => {
     expect(result.stdout).toBe(EXPECTED_DIFF);
     expect(result.stderr).toMatch(/Cloned file:\/\/.*\/hello into the sandbox/);
     // Security #11.1: with a password of its own, never printed.
-    const pid = Number(/redis-server pid (\d+) on redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ \(started for this run, with a password/.exec(result.stderr)?.[1]);
+    const pid = Number(
+      /redis-server pid (\d+) on redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ \(started for this run, with a password/.exec(result.stderr)?.[1],
+    );
     expect(pid).toBeGreaterThan(0);
     expect(alive(pid)).toBe(false);
     expect(leftovers()).toEqual([]);
@@ -168,7 +173,9 @@ describe('kubectl codingrun run --local', () => {
     const file = manifest('budget', GREET_TURNS, { budget: { maxSteps: 2, timeout: '2m' } });
     const result = await codingrun(['run', '-f', file, '--local'], withRedis());
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('kubectl-codingrun: codingrun/budget Failed (BudgetExceeded): The run used all 2 steps of spec.budget.maxSteps');
+    expect(result.stderr).toContain(
+      'kubectl-codingrun: codingrun/budget Failed (BudgetExceeded): The run used all 2 steps of spec.budget.maxSteps',
+    );
     expect(result.stdout).toBe(EXPECTED_DIFF);
   });
 
@@ -183,12 +190,42 @@ describe('kubectl codingrun run --local', () => {
   });
 
   it.each([
-    ['an invalid field', { budget: { maxSteps: 10, timeout: 'soon' } }, [], /greet-bad\.yaml: codingrun\/greet-bad: spec\.budget\.timeout: must be a duration/],
-    ['a cross-field rule', { model: { provider: 'scripted', scriptRef: { name: 'greet-bad-script' }, baseURL: 'https://llm.example/v1' } }, [], /spec\.model\.baseURL: baseURL may only be set with provider openai-compatible/],
-    ['an option-like repository URL', { repository: { url: '--upload-pack=touch /tmp/x' } }, [], /spec\.repository\.url: must be a repository URL without spaces that does not start with "-"/],
-    ['a remote helper', { repository: { url: 'ext::sh' } }, [], /RepoNotAllowed: repository ext::sh is refused because it uses a git remote helper/],
-    ['a ConfigMap missing from the file', { model: { provider: 'scripted', scriptRef: { name: 'elsewhere' } } }, [], /ConfigMapNotFound: ConfigMap default\/elsewhere named in spec\.model\.scriptRef does not exist; add it to the file/],
-    ['an API key in neither the file nor the environment', { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'openai' } } }, [], /spec\.model\.apiKeySecretRef names Secret openai \(key "apiKey"\), which is not in the file; add the Secret to the file or set CHAMVI_API_KEY or OPENAI_API_KEY/],
+    [
+      'an invalid field',
+      { budget: { maxSteps: 10, timeout: 'soon' } },
+      [],
+      /greet-bad\.yaml: codingrun\/greet-bad: spec\.budget\.timeout: must be a duration/,
+    ],
+    [
+      'a cross-field rule',
+      { model: { provider: 'scripted', scriptRef: { name: 'greet-bad-script' }, baseURL: 'https://llm.example/v1' } },
+      [],
+      /spec\.model\.baseURL: baseURL may only be set with provider openai-compatible/,
+    ],
+    [
+      'an option-like repository URL',
+      { repository: { url: '--upload-pack=touch /tmp/x' } },
+      [],
+      /spec\.repository\.url: must be a repository URL without spaces that does not start with "-"/,
+    ],
+    [
+      'a remote helper',
+      { repository: { url: 'ext::sh' } },
+      [],
+      /RepoNotAllowed: repository ext::sh is refused because it uses a git remote helper/,
+    ],
+    [
+      'a ConfigMap missing from the file',
+      { model: { provider: 'scripted', scriptRef: { name: 'elsewhere' } } },
+      [],
+      /ConfigMapNotFound: ConfigMap default\/elsewhere named in spec\.model\.scriptRef does not exist; add it to the file/,
+    ],
+    [
+      'an API key in neither the file nor the environment',
+      { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'openai' } } },
+      [],
+      /spec\.model\.apiKeySecretRef names Secret openai \(key "apiKey"\), which is not in the file; add the Secret to the file or set CHAMVI_API_KEY or OPENAI_API_KEY/,
+    ],
   ])('refuses a file with %s: exit 1, naming the field, before starting anything', async (_, spec, extra, message) => {
     const result = await codingrun(['run', '-f', manifest('greet-bad', GREET_TURNS, spec, extra), '--local'], withRedis());
     expect(result.code).toBe(1);
@@ -219,10 +256,7 @@ describe('kubectl codingrun run --local', () => {
   });
 
   it('denies a gated call without a terminal, with the reason, and the run goes on', async () => {
-    const turns: Turn[] = [
-      { toolCalls: [{ toolName: 'bash', input: { command: 'echo ran > proof.txt' } }] },
-      { text: 'Tried.' },
-    ];
+    const turns: Turn[] = [{ toolCalls: [{ toolName: 'bash', input: { command: 'echo ran > proof.txt' } }] }, { text: 'Tried.' }];
     const result = await codingrun(['run', '-f', manifest('gated', turns, { approval: { tools: ['bash'] } }), '--local'], withRedis());
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/AwaitingApproval\s+bash call s1-c1 waits for approval: \{"command":"echo ran > proof.txt"\}/);

@@ -25,7 +25,11 @@ async function createRun(name: string, status?: object): Promise<void> {
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
     metadata: { name, namespace: NAMESPACE, annotations: { 'example.com/keep': 'yes' } },
-    spec: { task: 'Greet the world', repository: { url: 'https://github.com/acme/hello.git' }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+    spec: {
+      task: 'Greet the world',
+      repository: { url: 'https://github.com/acme/hello.git' },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    },
   };
   const created = await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) });
   expect(created.stderr).toBe('');
@@ -33,7 +37,17 @@ async function createRun(name: string, status?: object): Promise<void> {
 }
 
 async function patchStatus(name: string, status: object): Promise<void> {
-  const patched = await kubectl(['patch', 'codingrun', name, '-n', NAMESPACE, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+  const patched = await kubectl([
+    'patch',
+    'codingrun',
+    name,
+    '-n',
+    NAMESPACE,
+    '--subresource=status',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ status }),
+  ]);
   expect(patched.stderr).toBe('');
   expect(patched.code).toBe(0);
 }
@@ -50,7 +64,14 @@ const waitingFor = (id: string) => ({
   steps: 4,
   toolCalls: 5,
   usage,
-  pendingApproval: { id, toolName: 'bash', input: INPUT, inputBytes: INPUT.length, inputSha256: INPUT_SHA256, requestedAt: new Date().toISOString() },
+  pendingApproval: {
+    id,
+    toolName: 'bash',
+    input: INPUT,
+    inputBytes: INPUT.length,
+    inputSha256: INPUT_SHA256,
+    requestedAt: new Date().toISOString(),
+  },
 });
 
 beforeAll(async () => {
@@ -62,13 +83,29 @@ beforeAll(async () => {
     phase: 'Succeeded',
     steps: 3,
     usage,
-    result: { summary: 'Greeted.', diff: DIFF.slice(0, 20), diffTruncated: true, diffConfigMap: 'done-diff', filesChanged: 1, insertions: 1, deletions: 1 },
+    result: {
+      summary: 'Greeted.',
+      diff: DIFF.slice(0, 20),
+      diffTruncated: true,
+      diffConfigMap: 'done-diff',
+      filesChanged: 1,
+      insertions: 1,
+      deletions: 1,
+    },
   });
   await createRun('done-gzip', {
     phase: 'Succeeded',
     steps: 3,
     usage,
-    result: { summary: 'Greeted.', diff: '', diffTruncated: true, diffConfigMap: 'done-gzip-diff', filesChanged: 1, insertions: 1, deletions: 1 },
+    result: {
+      summary: 'Greeted.',
+      diff: '',
+      diffTruncated: true,
+      diffConfigMap: 'done-gzip-diff',
+      filesChanged: 1,
+      insertions: 1,
+      deletions: 1,
+    },
   });
   await createRun('done-no-map', {
     phase: 'Succeeded',
@@ -85,7 +122,12 @@ beforeAll(async () => {
     };
   };
   const configMaps = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done-diff', namespace: NAMESPACE, ...(await ownedBy('done')) }, ...encodeDiff(DIFF) },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'done-diff', namespace: NAMESPACE, ...(await ownedBy('done')) },
+      ...encodeDiff(DIFF),
+    },
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
@@ -112,7 +154,11 @@ describe('kubectl-codingrun approve and deny', () => {
   it('deny --reason writes the decision with its reason', async () => {
     const result = await codingrun('deny', 'deny-me', '--reason', 'no network in tests', '-n', NAMESPACE, '--id', 's2-c1');
     expect(result.code).toBe(0);
-    expect(JSON.parse((await annotations('deny-me'))[APPROVAL_ANNOTATION]!)).toEqual({ id: 's2-c1', decision: 'deny', reason: 'no network in tests' });
+    expect(JSON.parse((await annotations('deny-me'))[APPROVAL_ANNOTATION]!)).toEqual({
+      id: 's2-c1',
+      decision: 'deny',
+      reason: 'no network in tests',
+    });
   });
 
   it('refuses a wrong approval id with exit 1, naming the pending one, and writes nothing', async () => {
@@ -194,7 +240,11 @@ describe('kubectl-codingrun get', () => {
     expect(result.code).toBe(0);
     const lines = result.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAME\s+PHASE/);
-    expect(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 3).join(' '))).toEqual(['running Running 2', 'running Running 3', 'running Succeeded 3']);
+    expect(lines.slice(1).map((line) => line.split(/\s+/).slice(0, 3).join(' '))).toEqual([
+      'running Running 2',
+      'running Running 3',
+      'running Succeeded 3',
+    ]);
   });
 });
 

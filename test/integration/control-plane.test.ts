@@ -64,7 +64,12 @@ describe('local control plane', () => {
   });
 
   it('has a Ready kwok node', async () => {
-    const result = await kubectl(['get', 'nodes', '-o', 'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}']);
+    const result = await kubectl([
+      'get',
+      'nodes',
+      '-o',
+      'jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+    ]);
     expect(result.code).toBe(0);
     expect(result.stdout.trim().split('\n')).toEqual(['kwok-node-0=True']);
   });
@@ -74,7 +79,7 @@ describe('local control plane', () => {
     expect(result.stdout).toBe('kwok-node-0 Running');
   });
 
-  it('runs `kubectl exec` as a local command in the pod\'s own working directory', async () => {
+  it("runs `kubectl exec` as a local command in the pod's own working directory", async () => {
     writeFileSync(join(sandbox.workDir, 'marker.txt'), 'hello\n');
     const pwd = await kubectl(['exec', '-n', namespace, 'sandbox', '--', 'pwd']);
     expect(pwd).toMatchObject({ code: 0, stdout: `${sandbox.workDir}\n` });
@@ -83,18 +88,21 @@ describe('local control plane', () => {
     expect(env).toMatchObject({ code: 0, stdout: `${sandbox.workDir}\n${sandbox.home}\nmarker.txt\n` });
   });
 
-  it('propagates the exit code of the exec\'d command', async () => {
+  it("propagates the exit code of the exec'd command", async () => {
     const result = await kubectl(['exec', '-n', namespace, 'sandbox', '--', 'sh', '-c', 'echo out; echo err >&2; exit 3']);
     expect(result.code).toBe(3);
     expect(result.stdout).toBe('out\n');
     expect(result.stderr).toContain('err\n');
   });
 
-  it('streams stdin to the exec\'d command and closes it at the end', async () => {
-    const result = await kubectl(['exec', '-i', '-n', namespace, 'sandbox', '--', 'sh', '-c', 'cat > from-stdin.txt && wc -c < from-stdin.txt'], {
-      input: 'line one\nline two\n',
-      timeoutMs: 30_000,
-    });
+  it("streams stdin to the exec'd command and closes it at the end", async () => {
+    const result = await kubectl(
+      ['exec', '-i', '-n', namespace, 'sandbox', '--', 'sh', '-c', 'cat > from-stdin.txt && wc -c < from-stdin.txt'],
+      {
+        input: 'line one\nline two\n',
+        timeoutMs: 30_000,
+      },
+    );
     expect(result).toMatchObject({ code: 0, stdout: '18\n' });
     expect(readFileSync(join(sandbox.workDir, 'from-stdin.txt'), 'utf8')).toBe('line one\nline two\n');
   });
@@ -106,16 +114,14 @@ describe('local control plane', () => {
     let output = '';
     stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const status = await new Promise<V1Status>((resolve, reject) => {
-      new Exec(kc)
-        .exec(namespace, 'sandbox', 'sandbox', ['sh', '-c', 'pwd; exit 7'], stdout, null, null, false, resolve)
-        .catch(reject);
+      new Exec(kc).exec(namespace, 'sandbox', 'sandbox', ['sh', '-c', 'pwd; exit 7'], stdout, null, null, false, resolve).catch(reject);
     });
     expect(output).toBe(`${sandbox.workDir}\n`);
     expect(status.status).toBe('Failure');
     expect(status.details?.causes).toContainEqual({ reason: 'ExitCode', message: '7' });
   });
 
-  it('does not leak the test process environment into exec\'d commands', async () => {
+  it("does not leak the test process environment into exec'd commands", async () => {
     const result = await kubectl(['exec', '-n', namespace, 'sandbox', '--', 'sh', '-c', 'env']);
     expect(result.code).toBe(0);
     expect(result.stdout).not.toMatch(/^(KUBECONFIG|REDIS_URL)=/m);

@@ -9,7 +9,14 @@ import { OperatorProcess, eventually } from '../support/operator-process.ts';
 
 interface Run {
   metadata: { name: string; uid: string; finalizers?: string[] };
-  status?: { phase?: string; reason?: string; message?: string; startTime?: string; podName?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
+  status?: {
+    phase?: string;
+    reason?: string;
+    message?: string;
+    startTime?: string;
+    podName?: string;
+    conditions?: Array<{ type: string; status: string; reason: string }>;
+  };
 }
 
 const ALLOW = 'https://github.com/acme/*';
@@ -22,7 +29,16 @@ async function json<T>(args: string[]): Promise<T> {
 
 const getRun = (namespace: string, name: string) => json<Run>(['get', 'crun', name, '-n', namespace]);
 const podsOf = async (namespace: string, selector = 'app.kubernetes.io/name=chamvi-sandbox') =>
-  (await json<{ items: Array<{ metadata: { name: string; labels: Record<string, string>; uid: string }; spec: any; status: any }> }>(['get', 'pods', '-n', namespace, '-l', selector])).items;
+  (
+    await json<{ items: Array<{ metadata: { name: string; labels: Record<string, string>; uid: string }; spec: any; status: any }> }>([
+      'get',
+      'pods',
+      '-n',
+      namespace,
+      '-l',
+      selector,
+    ])
+  ).items;
 
 function scriptedRun(namespace: string, name: string, spec: Record<string, unknown> = {}) {
   return {
@@ -44,17 +60,31 @@ async function apply(...objects: object[]) {
 }
 
 async function phaseOf(namespace: string, name: string, phase: string, timeoutMs = 30_000): Promise<Run> {
-  return eventually(async () => {
-    const run = await getRun(namespace, name);
-    return run.status?.phase === phase ? run : undefined;
-  }, timeoutMs, `${namespace}/${name} to reach ${phase}`);
+  return eventually(
+    async () => {
+      const run = await getRun(namespace, name);
+      return run.status?.phase === phase ? run : undefined;
+    },
+    timeoutMs,
+    `${namespace}/${name} to reach ${phase}`,
+  );
 }
 
 async function prepareNamespace(namespace: string) {
   await createNamespace(namespace, { restricted: true });
   await apply(
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace }, data: { 'script.json': '{"turns":[{"text":"done"}]}' } },
-    { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', namespace, labels: { 'chamvi.dev/usable-by-runs': 'true' } }, stringData: { apiKey: 'sk-test' } },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'script', namespace },
+      data: { 'script.json': '{"turns":[{"text":"done"}]}' },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'llm', namespace, labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+      stringData: { apiKey: 'sk-test' },
+    },
   );
 }
 
@@ -106,34 +136,63 @@ describe('a single operator', () => {
     expect(pod!.spec.automountServiceAccountToken).toBe(false);
     expect(pod!.spec.activeDeadlineSeconds).toBe(1800);
     const container = pod!.spec.containers[0];
-    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(container.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(container.resources.limits['ephemeral-storage']).toBeDefined();
     expect(JSON.stringify(pod!.spec)).not.toMatch(/secret/i);
 
     const policy = await json<{ spec: any }>(['get', 'networkpolicy', networkPolicyName(run), '-n', NS]);
-    expect(policy.spec).toMatchObject({ podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } }, policyTypes: ['Ingress', 'Egress'] });
+    expect(policy.spec).toMatchObject({
+      podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } },
+      policyTypes: ['Ingress', 'Egress'],
+    });
 
     const describe = await kubectl(['describe', 'crun', 'valid', '-n', NS]);
-    expect(describe.stdout).toMatch(/Normal\s+Accepted\s+.*chamvi-operator\s+Accepted: https:\/\/github.com\/acme\/hello.git with scripted/);
+    expect(describe.stdout).toMatch(
+      /Normal\s+Accepted\s+.*chamvi-operator\s+Accepted: https:\/\/github.com\/acme\/hello.git with scripted/,
+    );
     expect(describe.stdout).toMatch(new RegExp(`Normal\\s+Provisioning\\s+.*Creating sandbox pod ${sandboxPodName(run)}`));
     expect(describe.stdout).toMatch(new RegExp(`Normal\\s+SandboxReady\\s+.*Sandbox pod ${sandboxPodName(run)} is ready`));
   });
 
   it.each([
-    ['a disallowed repository', scriptedRun(NS, 'bad-repo', { repository: { url: 'https://github.com.evil.io/acme/x' } }), 'RepoNotAllowed', /does not match the operator's allowRepo/],
+    [
+      'a disallowed repository',
+      scriptedRun(NS, 'bad-repo', { repository: { url: 'https://github.com.evil.io/acme/x' } }),
+      'RepoNotAllowed',
+      /does not match the operator's allowRepo/,
+    ],
     [
       'a missing API key Secret',
       scriptedRun(NS, 'no-secret', { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'missing' } } }),
       'SecretNotFound',
       /Secret ctl-basic\/missing named in spec.model.apiKeySecretRef does not exist; create it/,
     ],
-    ['a scripted run without its ConfigMap', scriptedRun(NS, 'no-script', { model: { provider: 'scripted', scriptRef: { name: 'nope' } } }), 'ConfigMapNotFound', /ConfigMap ctl-basic\/nope/],
+    [
+      'a scripted run without its ConfigMap',
+      scriptedRun(NS, 'no-script', { model: { provider: 'scripted', scriptRef: { name: 'nope' } } }),
+      'ConfigMapNotFound',
+      /ConfigMap ctl-basic\/nope/,
+    ],
   ])('fails %s with its reason, a message saying what to change, and no pod', async (_, manifest, reason, message) => {
     await apply(manifest);
     const run = await phaseOf(NS, manifest.metadata.name, 'Failed');
     expect(run.status).toMatchObject({ reason, message: expect.stringMatching(message) });
     expect(await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`)).toEqual([]);
-    const events = await kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.name=${manifest.metadata.name},type=Warning`, '-o', 'jsonpath={.items[*].reason}']);
+    const events = await kubectl([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      `involvedObject.name=${manifest.metadata.name},type=Warning`,
+      '-o',
+      'jsonpath={.items[*].reason}',
+    ]);
     expect(events.stdout).toContain(reason);
   });
 
@@ -148,7 +207,11 @@ describe('a single operator', () => {
   });
 
   async function expectNothingLeft(name: string, uid: string) {
-    await eventually(async () => ((await kubectl(['get', 'crun', name, '-n', NS])).code !== 0 ? true : undefined), 20_000, `${name} to be gone`);
+    await eventually(
+      async () => ((await kubectl(['get', 'crun', name, '-n', NS])).code !== 0 ? true : undefined),
+      20_000,
+      `${name} to be gone`,
+    );
     const selector = `chamvi.dev/run-uid=${uid}`;
     const left = await kubectl(['get', 'pods,networkpolicies,configmaps', '-n', NS, '-l', selector, '-o', 'name']);
     expect(left.stdout.trim()).toBe('');
@@ -170,7 +233,9 @@ describe('a single operator', () => {
         name: diffConfigMapName(run),
         namespace: NS,
         labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run': name, 'chamvi.dev/run-uid': run.metadata.uid },
-        ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true },
+        ],
       },
       data: { diff: 'x' },
     });
@@ -245,23 +310,49 @@ describe('restarts and replicas', () => {
     await first.kill('SIGKILL');
     const second = startOperator(NS, `op-second-${attempt}`);
     try {
-      for (const name of names) await phaseOf(NS, name, 'Running', 60_000).catch(async (error) => {
-        const stuck = await getRun(NS, name);
-        console.error(JSON.stringify(stuck.status), JSON.stringify((await json<{ status: unknown }>(['get', 'pod', sandboxPodName(stuck), '-n', NS])).status));
-        throw error;
-      });
+      for (const name of names)
+        await phaseOf(NS, name, 'Running', 60_000).catch(async (error) => {
+          const stuck = await getRun(NS, name);
+          console.error(
+            JSON.stringify(stuck.status),
+            JSON.stringify((await json<{ status: unknown }>(['get', 'pod', sandboxPodName(stuck), '-n', NS])).status),
+          );
+          throw error;
+        });
       const pods = await ours();
       if (pods.length !== names.length) {
-        const statuses = await Promise.all(names.map(async (name) => `${name}: ${JSON.stringify((await getRun(NS, name)).status?.conditions?.find((c) => c.type === 'Complete'))}`));
-        const said = (process: OperatorProcess) => process.lines.filter((line) => line.msg === 'applied actions' || line.msg === 'status written' || (line.level ?? 0) >= 40);
-        console.error([...statuses, '-- first', ...said(first).map((line) => JSON.stringify(line)), '-- second', ...said(second).map((line) => JSON.stringify(line))].join('\n'));
+        const statuses = await Promise.all(
+          names.map(
+            async (name) => `${name}: ${JSON.stringify((await getRun(NS, name)).status?.conditions?.find((c) => c.type === 'Complete'))}`,
+          ),
+        );
+        const said = (process: OperatorProcess) =>
+          process.lines.filter((line) => line.msg === 'applied actions' || line.msg === 'status written' || (line.level ?? 0) >= 40);
+        console.error(
+          [
+            ...statuses,
+            '-- first',
+            ...said(first).map((line) => JSON.stringify(line)),
+            '-- second',
+            ...said(second).map((line) => JSON.stringify(line)),
+          ].join('\n'),
+        );
       }
       const podNames = await Promise.all(names.map(async (name) => sandboxPodName(await getRun(NS, name))));
       expect(pods.map((pod) => pod.metadata.name).sort()).toEqual(podNames.sort());
       for (const name of names) {
         const run = await getRun(NS, name);
         expect(run.status!.conditions!.find((c) => c.type === 'Accepted')!.status).toBe('True');
-        const created = await kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.name=${name},reason=Provisioning`, '-o', 'jsonpath={.items[*].count}']);
+        const created = await kubectl([
+          'get',
+          'events',
+          '-n',
+          NS,
+          '--field-selector',
+          `involvedObject.name=${name},reason=Provisioning`,
+          '-o',
+          'jsonpath={.items[*].count}',
+        ]);
         expect(created.stdout.trim().split(/\s+/)).toHaveLength(1);
       }
     } finally {

@@ -85,28 +85,108 @@ describe('the CodingRun CRD on a real API server', () => {
 
   const invalid: Array<[string, Manifest, RegExp]> = [
     ['a missing task', withSpec('no-task', (s) => delete s.task), /spec\.task: Required value/],
-    ['an empty task', withSpec('empty-task', (s) => (s.task = '')), /spec\.task: Invalid value: "": spec\.task in body should be at least 1 chars long/],
+    [
+      'an empty task',
+      withSpec('empty-task', (s) => (s.task = '')),
+      /spec\.task: Invalid value: "": spec\.task in body should be at least 1 chars long/,
+    ],
     ['a missing repository', withSpec('no-repo', (s) => delete s.repository), /spec\.repository: Required value/],
     ['a missing model', withSpec('no-model', (s) => delete s.model), /spec\.model: Required value/],
-    ['a negative maxSteps', withSpec('neg-steps', (s) => (s.budget = { maxSteps: -1 })), /spec\.budget\.maxSteps: Invalid value: -1: spec\.budget\.maxSteps in body should be greater than or equal to 1/],
-    ['a huge maxSteps', withSpec('huge-steps', (s) => (s.budget = { maxSteps: 1_000_000 })), /spec\.budget\.maxSteps: Invalid value: 1000000: spec\.budget\.maxSteps in body should be less than or equal to 1000/],
-    ['a maxSteps of the wrong type', withSpec('string-steps', (s) => (s.budget = { maxSteps: 'forty' })), /spec\.budget\.maxSteps: Invalid value: "string": spec\.budget\.maxSteps in body must be of type integer/],
-    ['an unknown provider', withSpec('bad-provider', (s) => (s.model.provider = 'anthropic-direct')), /spec\.model\.provider: Unsupported value: "anthropic-direct"/],
-    ['a baseURL with openai', withSpec('openai-baseurl', (s) => (s.model.baseURL = 'https://llm.internal/v1')), /spec\.model\.baseURL: Forbidden: baseURL may only be set with provider openai-compatible/],
-    ['openai-compatible without baseURL', withSpec('compat-no-url', (s) => (s.model.provider = 'openai-compatible')), /spec\.model\.baseURL: Required value: baseURL is required when provider is openai-compatible/],
-    ['scripted without scriptRef', withSpec('scripted-no-script', (s) => (s.model = { provider: 'scripted' })), /spec\.model\.scriptRef: Required value: scriptRef is required with provider scripted/],
-    ['a real provider without apiKeySecretRef', withSpec('no-key', (s) => delete s.model.apiKeySecretRef), /spec\.model\.apiKeySecretRef: Required value: apiKeySecretRef is required/],
-    ['a real provider without a model name', withSpec('no-name', (s) => delete s.model.name), /spec\.model\.name: Required value: name is required/],
-    ['scriptRef with openai', withSpec('openai-script', (s) => (s.model.scriptRef = { name: 'x' })), /spec\.model\.scriptRef: Forbidden: scriptRef may only be set with provider scripted/],
-    ['a bad budget duration', withSpec('bad-timeout', (s) => (s.budget = { timeout: 'ten minutes' })), /spec\.budget\.timeout: Invalid value: "ten minutes": spec\.budget\.timeout in body should match/],
-    ['a bad approval duration', withSpec('bad-approval-timeout', (s) => (s.approval = { timeout: '1d' })), /spec\.approval\.timeout: Invalid value: "1d"/],
-    ['an unknown tool name', withSpec('bad-tool', (s) => (s.tools = { allow: ['read_file', 'rm_rf'] })), /spec\.tools\.allow\[1\]: Unsupported value: "rm_rf"/],
-    ['an unknown tool to approve', withSpec('bad-approval-tool', (s) => (s.approval = { tools: ['sudo'] })), /spec\.approval\.tools\[0\]: Unsupported value: "sudo"/],
-    ['a namespace inside a secret ref', withSpec('cross-ns', (s) => (s.model.apiKeySecretRef = { name: 'llm', namespace: 'kube-system' })), /unknown field "spec\.model\.apiKeySecretRef\.namespace"/],
-    ['a secret reference in sandbox env', withSpec('env-secret', (s) => (s.sandbox = { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } }] })), /unknown field "spec\.sandbox\.env\[0\]\.valueFrom"/],
-    ['an option-like repository url', withSpec('option-url', (s) => (s.repository.url = '--upload-pack=touch /tmp/pwned')), /spec\.repository\.url: Invalid value: "--upload-pack=touch \/tmp\/pwned"/],
-    ['a tiny context window', withSpec('small-window', (s) => (s.model.contextWindow = 10)), /spec\.model\.contextWindow: Invalid value: 10/],
-    ['a quantity that is not one', withSpec('bad-quantity', (s) => (s.sandbox = { resources: { limits: { memory: 'lots' } } })), /spec\.sandbox\.resources\.limits\.memory/],
+    [
+      'a negative maxSteps',
+      withSpec('neg-steps', (s) => (s.budget = { maxSteps: -1 })),
+      /spec\.budget\.maxSteps: Invalid value: -1: spec\.budget\.maxSteps in body should be greater than or equal to 1/,
+    ],
+    [
+      'a huge maxSteps',
+      withSpec('huge-steps', (s) => (s.budget = { maxSteps: 1_000_000 })),
+      /spec\.budget\.maxSteps: Invalid value: 1000000: spec\.budget\.maxSteps in body should be less than or equal to 1000/,
+    ],
+    [
+      'a maxSteps of the wrong type',
+      withSpec('string-steps', (s) => (s.budget = { maxSteps: 'forty' })),
+      /spec\.budget\.maxSteps: Invalid value: "string": spec\.budget\.maxSteps in body must be of type integer/,
+    ],
+    [
+      'an unknown provider',
+      withSpec('bad-provider', (s) => (s.model.provider = 'anthropic-direct')),
+      /spec\.model\.provider: Unsupported value: "anthropic-direct"/,
+    ],
+    [
+      'a baseURL with openai',
+      withSpec('openai-baseurl', (s) => (s.model.baseURL = 'https://llm.internal/v1')),
+      /spec\.model\.baseURL: Forbidden: baseURL may only be set with provider openai-compatible/,
+    ],
+    [
+      'openai-compatible without baseURL',
+      withSpec('compat-no-url', (s) => (s.model.provider = 'openai-compatible')),
+      /spec\.model\.baseURL: Required value: baseURL is required when provider is openai-compatible/,
+    ],
+    [
+      'scripted without scriptRef',
+      withSpec('scripted-no-script', (s) => (s.model = { provider: 'scripted' })),
+      /spec\.model\.scriptRef: Required value: scriptRef is required with provider scripted/,
+    ],
+    [
+      'a real provider without apiKeySecretRef',
+      withSpec('no-key', (s) => delete s.model.apiKeySecretRef),
+      /spec\.model\.apiKeySecretRef: Required value: apiKeySecretRef is required/,
+    ],
+    [
+      'a real provider without a model name',
+      withSpec('no-name', (s) => delete s.model.name),
+      /spec\.model\.name: Required value: name is required/,
+    ],
+    [
+      'scriptRef with openai',
+      withSpec('openai-script', (s) => (s.model.scriptRef = { name: 'x' })),
+      /spec\.model\.scriptRef: Forbidden: scriptRef may only be set with provider scripted/,
+    ],
+    [
+      'a bad budget duration',
+      withSpec('bad-timeout', (s) => (s.budget = { timeout: 'ten minutes' })),
+      /spec\.budget\.timeout: Invalid value: "ten minutes": spec\.budget\.timeout in body should match/,
+    ],
+    [
+      'a bad approval duration',
+      withSpec('bad-approval-timeout', (s) => (s.approval = { timeout: '1d' })),
+      /spec\.approval\.timeout: Invalid value: "1d"/,
+    ],
+    [
+      'an unknown tool name',
+      withSpec('bad-tool', (s) => (s.tools = { allow: ['read_file', 'rm_rf'] })),
+      /spec\.tools\.allow\[1\]: Unsupported value: "rm_rf"/,
+    ],
+    [
+      'an unknown tool to approve',
+      withSpec('bad-approval-tool', (s) => (s.approval = { tools: ['sudo'] })),
+      /spec\.approval\.tools\[0\]: Unsupported value: "sudo"/,
+    ],
+    [
+      'a namespace inside a secret ref',
+      withSpec('cross-ns', (s) => (s.model.apiKeySecretRef = { name: 'llm', namespace: 'kube-system' })),
+      /unknown field "spec\.model\.apiKeySecretRef\.namespace"/,
+    ],
+    [
+      'a secret reference in sandbox env',
+      withSpec('env-secret', (s) => (s.sandbox = { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } }] })),
+      /unknown field "spec\.sandbox\.env\[0\]\.valueFrom"/,
+    ],
+    [
+      'an option-like repository url',
+      withSpec('option-url', (s) => (s.repository.url = '--upload-pack=touch /tmp/pwned')),
+      /spec\.repository\.url: Invalid value: "--upload-pack=touch \/tmp\/pwned"/,
+    ],
+    [
+      'a tiny context window',
+      withSpec('small-window', (s) => (s.model.contextWindow = 10)),
+      /spec\.model\.contextWindow: Invalid value: 10/,
+    ],
+    [
+      'a quantity that is not one',
+      withSpec('bad-quantity', (s) => (s.sandbox = { resources: { limits: { memory: 'lots' } } })),
+      /spec\.sandbox\.resources\.limits\.memory/,
+    ],
   ];
 
   it.each(invalid)('refuses %s and names the field', async (_, manifest, message) => {

@@ -181,7 +181,9 @@ describe('Kubernetes exec sandbox', () => {
   });
 
   it('reports the exit code from the status channel, with stdout, stderr and stdin delivered', async () => {
-    const process = await transportFor(podName, { toolboxCommand: ['sh', '-c'] }).start(['read line; echo "got $line"; echo oops >&2; cat; exit 7']);
+    const process = await transportFor(podName, { toolboxCommand: ['sh', '-c'] }).start([
+      'read line; echo "got $line"; echo oops >&2; cat; exit 7',
+    ]);
     let stdout = '';
     let stderr = '';
     process.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -262,7 +264,10 @@ describe('Kubernetes exec sandbox', () => {
       const viaRelay = recording(transportFor(podName, { kubeConfig: kubeConfigWithServer(relay.url), keepAliveIntervalMs: 200 }));
       let useRelay = true;
       const direct = transportFor(podName);
-      const sandbox = new ToolboxSandbox({ start: (args) => (useRelay ? viaRelay.transport.start(args) : direct.start(args)) }, { mode: 'serve' });
+      const sandbox = new ToolboxSandbox(
+        { start: (args) => (useRelay ? viaRelay.transport.start(args) : direct.start(args)) },
+        { mode: 'serve' },
+      );
       expect((await sandbox.call({ tool: 'list_files', input: {} })).ok).toBe(true);
       relay.freeze();
       useRelay = false;

@@ -84,7 +84,13 @@ const operatorLabels = (run: Run) => ({
 });
 
 function handMadePod(name: string, labels: Record<string, string>) {
-  const security = { allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 1000, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
+  const security = {
+    allowPrivilegeEscalation: false,
+    runAsNonRoot: true,
+    runAsUser: 1000,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -94,10 +100,14 @@ function handMadePod(name: string, labels: Record<string, string>) {
 }
 
 async function phaseOf(name: string, phase: string, timeoutMs = 30_000): Promise<Run> {
-  return eventually(async () => {
-    const run = await getRun(name);
-    return run.status?.phase === phase ? run : undefined;
-  }, timeoutMs, `${name} to reach ${phase}`);
+  return eventually(
+    async () => {
+      const run = await getRun(name);
+      return run.status?.phase === phase ? run : undefined;
+    },
+    timeoutMs,
+    `${name} to reach ${phase}`,
+  );
 }
 
 // Long enough for its derived names to be cut (and, before the fix, hashed by the name), short
@@ -113,8 +123,22 @@ const squatters: Record<string, ObjectMeta> = {};
 beforeAll(async () => {
   await createNamespace(NS, { restricted: true });
   await createNamespace(`${NS}-lease`);
-  await create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'script', namespace: NS }, data: { 'script.json': '{"turns":[{"text":"done"}]}' } });
-  for (const name of [VICTIM, POD_TWIN, DIFF_TWIN, 'pod-squatted', 'pod-squatted-unlabelled', 'policy-squatted', 'diff-squatted', 'diff-owned']) {
+  await create({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'script', namespace: NS },
+    data: { 'script.json': '{"turns":[{"text":"done"}]}' },
+  });
+  for (const name of [
+    VICTIM,
+    POD_TWIN,
+    DIFF_TWIN,
+    'pod-squatted',
+    'pod-squatted-unlabelled',
+    'policy-squatted',
+    'diff-squatted',
+    'diff-owned',
+  ]) {
     await create(codingRun(name));
     runs[name] = await getRun(name);
   }
@@ -170,7 +194,7 @@ describe('security #11.6 derived names do not collide', () => {
     expect(podNames.size).toBe(3);
   });
 
-  it('keeps the diff ConfigMaps of such runs apart: neither run overwrites the other\'s', async () => {
+  it("keeps the diff ConfigMaps of such runs apart: neither run overwrites the other's", async () => {
     expect(nameBeforeFix(DIFF_TWIN, 'diff')).toBe(nameBeforeFix(VICTIM, 'diff')); // the collision before the fix
     const resources = kubernetesRunResources(kubeConfig());
     const victim = runs[VICTIM]! as unknown as ParsedCodingRun;
@@ -184,10 +208,15 @@ describe('security #11.6 derived names do not collide', () => {
 });
 
 describe('security #11.6 the diff ConfigMap is replaced only when the run owns it', () => {
-  it('never overwrites a ConfigMap planted under the run\'s diff name; the diff goes under a generated name the run owns', async () => {
+  it("never overwrites a ConfigMap planted under the run's diff name; the diff goes under a generated name the run owns", async () => {
     const run = runs['diff-squatted']! as unknown as ParsedCodingRun;
     const derived = diffConfigMapName(run);
-    await create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: derived, namespace: NS, labels: operatorLabels(run) }, data: { diff: PLANTED } });
+    await create({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: derived, namespace: NS, labels: operatorLabels(run) },
+      data: { diff: PLANTED },
+    });
     const planted = await getMeta('configmap', derived);
     const resources = kubernetesRunResources(kubeConfig());
 
@@ -218,52 +247,90 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     await create(codingRun('pointed'));
     const run = await getRun('pointed');
     // Made by hand with every label the operator writes, and pointed at by the status.
-    await create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'pointed-by-hand', namespace: NS, labels: operatorLabels(run) }, data: { diff: PLANTED } });
-    const status = { phase: 'Succeeded', result: { summary: 'done', diff: DIFF.slice(0, 20), diffTruncated: true, diffConfigMap: 'pointed-by-hand', filesChanged: 1, insertions: 1, deletions: 1 } };
-    const patched = await kubectl(['patch', 'crun', 'pointed', '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+    await create({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'pointed-by-hand', namespace: NS, labels: operatorLabels(run) },
+      data: { diff: PLANTED },
+    });
+    const status = {
+      phase: 'Succeeded',
+      result: {
+        summary: 'done',
+        diff: DIFF.slice(0, 20),
+        diffTruncated: true,
+        diffConfigMap: 'pointed-by-hand',
+        filesChanged: 1,
+        insertions: 1,
+        deletions: 1,
+      },
+    };
+    const patched = await kubectl([
+      'patch',
+      'crun',
+      'pointed',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status }),
+    ]);
     expect(patched.code, patched.stderr).toBe(0);
 
     const result = await runPlugin(['diff', 'pointed', '-n', NS]);
     expect(result.code).toBe(1);
     expect(result.stdout).not.toContain('evil.example');
     expect(result.stderr).not.toContain('evil.example');
-    expect(result.stderr).toContain(`ConfigMap ${NS}/pointed-by-hand named in codingrun "pointed"'s status.result.diffConfigMap is not the run's`);
+    expect(result.stderr).toContain(
+      `ConfigMap ${NS}/pointed-by-hand named in codingrun "pointed"'s status.result.diffConfigMap is not the run's`,
+    );
     expect(result.stderr).toContain('it has no controller ownerReference');
   });
 });
 
-describe('security #11.14 a pod or policy made by hand under the run\'s name is not the run\'s', () => {
+describe("security #11.14 a pod or policy made by hand under the run's name is not the run's", () => {
   it.each([
-    ['a pod with the operator\'s labels and no ownerReference', 'pod-squatted', 'pod', 'Pod'],
-    ['a pod without the operator\'s labels (no informer sees it)', 'pod-squatted-unlabelled', 'unlabelled', 'Pod'],
-    ['a NetworkPolicy with the operator\'s labels that allows all egress', 'policy-squatted', 'policy', 'NetworkPolicy'],
-  ])('%s: the run fails SandboxNameTaken, the agent never starts, the object is neither used nor deleted', async (_, name, squatter, kind) => {
-    const run = await phaseOf(name, 'Failed');
-    const held = squatters[squatter]!;
-    expect(run.status).toMatchObject({ reason: 'SandboxNameTaken' });
-    expect(run.status!.message).toContain(`${kind} ${NS}/${held.name} (it has no controller ownerReference)`);
-    // Never exec'd into: the agent (whose workers exec) was never started for the run.
-    expect(run.status!.conditions!.find((condition) => condition.type === 'SandboxReady')?.status).not.toBe('True');
-    const actions = operator!.logged('applied actions').filter((line) => line.uid === run.metadata.uid).flatMap((line) => line.actions as string[]);
-    expect(actions).not.toContain('startAgent');
-    expect(actions).not.toContain('deletePod');
-    expect(actions).not.toContain('createPod');
+    ["a pod with the operator's labels and no ownerReference", 'pod-squatted', 'pod', 'Pod'],
+    ["a pod without the operator's labels (no informer sees it)", 'pod-squatted-unlabelled', 'unlabelled', 'Pod'],
+    ["a NetworkPolicy with the operator's labels that allows all egress", 'policy-squatted', 'policy', 'NetworkPolicy'],
+  ])(
+    '%s: the run fails SandboxNameTaken, the agent never starts, the object is neither used nor deleted',
+    async (_, name, squatter, kind) => {
+      const run = await phaseOf(name, 'Failed');
+      const held = squatters[squatter]!;
+      expect(run.status).toMatchObject({ reason: 'SandboxNameTaken' });
+      expect(run.status!.message).toContain(`${kind} ${NS}/${held.name} (it has no controller ownerReference)`);
+      // Never exec'd into: the agent (whose workers exec) was never started for the run.
+      expect(run.status!.conditions!.find((condition) => condition.type === 'SandboxReady')?.status).not.toBe('True');
+      const actions = operator!
+        .logged('applied actions')
+        .filter((line) => line.uid === run.metadata.uid)
+        .flatMap((line) => line.actions as string[]);
+      expect(actions).not.toContain('startAgent');
+      expect(actions).not.toContain('deletePod');
+      expect(actions).not.toContain('createPod');
 
-    // Still there, the same object, not being deleted; and still so once the run is deleted.
-    const resource = kind === 'Pod' ? 'pod' : 'networkpolicy';
-    const after = await getMeta(resource, held.name);
-    expect(after.uid).toBe(held.uid);
-    expect(after.deletionTimestamp).toBeUndefined();
-    await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false']);
-    await eventually(async () => ((await kubectl(['get', 'crun', name, '-n', NS])).code !== 0 ? true : undefined), 20_000, `${name} to be gone`);
-    const left = await getMeta(resource, held.name);
-    expect(left.uid).toBe(held.uid);
-    expect(left.deletionTimestamp).toBeUndefined();
-  });
+      // Still there, the same object, not being deleted; and still so once the run is deleted.
+      const resource = kind === 'Pod' ? 'pod' : 'networkpolicy';
+      const after = await getMeta(resource, held.name);
+      expect(after.uid).toBe(held.uid);
+      expect(after.deletionTimestamp).toBeUndefined();
+      await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false']);
+      await eventually(
+        async () => ((await kubectl(['get', 'crun', name, '-n', NS])).code !== 0 ? true : undefined),
+        20_000,
+        `${name} to be gone`,
+      );
+      const left = await getMeta(resource, held.name);
+      expect(left.uid).toBe(held.uid);
+      expect(left.deletionTimestamp).toBeUndefined();
+    },
+  );
 });
 
 describe('security #11.14 the worker execs only into a pod the run controls', () => {
-  it('refuses to exec into a pod with the run\'s labels but no ownerReference, and does once the run controls it', async () => {
+  it("refuses to exec into a pod with the run's labels but no ownerReference, and does once the run controls it", async () => {
     const owner = runs['diff-owned']!;
     const name = 'exec-target';
     await create(handMadePod(name, operatorLabels(owner)));
@@ -285,8 +352,19 @@ describe('security #11.14 the worker execs only into a pod the run controls', ()
       expect(existsSync(join(workDir, 'exec-reached-the-pod'))).toBe(false);
 
       // The control: the same pod, controlled by the run, is exec'd into.
-      const ownerReferences = [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: owner.metadata.name, uid: owner.metadata.uid, controller: true }];
-      const patched = await kubectl(['patch', 'pod', name, '-n', NS, '--type=merge', '-p', JSON.stringify({ metadata: { ownerReferences } })]);
+      const ownerReferences = [
+        { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: owner.metadata.name, uid: owner.metadata.uid, controller: true },
+      ];
+      const patched = await kubectl([
+        'patch',
+        'pod',
+        name,
+        '-n',
+        NS,
+        '--type=merge',
+        '-p',
+        JSON.stringify({ metadata: { ownerReferences } }),
+      ]);
       expect(patched.code, patched.stderr).toBe(0);
       const session = await transport.start(['touch exec-reached-the-pod']);
       expect((await session.exited).code).toBe(0);

@@ -58,7 +58,13 @@ describe('/readyz and the informer caches', () => {
   it('answers 503 (caches not synced) while the API server cannot be reached, and 200 once the caches have synced', async () => {
     operator = new OperatorProcess({
       kubeconfig,
-      env: { REDIS_URL: redisUrl(), CHAMVI_REDIS_PREFIX: `readyz${Date.now()}`, CHAMVI_LEADER_ELECTION: 'false', CHAMVI_WATCH_NAMESPACES: 'chamvi-readyz-none', CHAMVI_IDENTITY: 'readyz' },
+      env: {
+        REDIS_URL: redisUrl(),
+        CHAMVI_REDIS_PREFIX: `readyz${Date.now()}`,
+        CHAMVI_LEADER_ELECTION: 'false',
+        CHAMVI_WATCH_NAMESPACES: 'chamvi-readyz-none',
+        CHAMVI_IDENTITY: 'readyz',
+      },
     });
     const port = (await operator.waitForLog('operator starting')).port as number;
     // Not one 200 while the API server stays out of reach; Redis is up, so the caches are why.
@@ -74,10 +80,14 @@ describe('/readyz and the informer caches', () => {
 
     forwarding = true;
     await operator.waitForLog('caches synced; reconciling', 60_000);
-    const ready = await eventually(async () => {
-      const answer = await readyz(port);
-      return answer.status === 200 ? answer : undefined;
-    }, 10_000, '/readyz 200');
+    const ready = await eventually(
+      async () => {
+        const answer = await readyz(port);
+        return answer.status === 200 ? answer : undefined;
+      },
+      10_000,
+      '/readyz 200',
+    );
     expect(ready.body).toBe('ok\n');
   }, 90_000);
 });

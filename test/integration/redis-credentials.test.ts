@@ -25,14 +25,50 @@ function openssl(...args: string[]): void {
 
 /** A CA, and a server certificate for 127.0.0.1 signed by it. */
 function makeCertificates(): void {
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=chamvi test CA', '-keyout', 'ca.key', '-out', 'ca.crt');
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=chamvi test CA',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+  );
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr');
   writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'server.ext', '-out', 'server.crt');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-extfile',
+    'server.ext',
+    '-out',
+    'server.crt',
+  );
 }
 
 async function connected(url: string, options: RedisOptions): Promise<Redis> {
-  const client = new Redis(url, { ...options, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000 });
+  const client = new Redis(url, {
+    ...options,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 3_000,
+  });
   // ioredis rejects connect() with "Connection is closed"; the cause comes as an error event.
   let cause: unknown;
   client.on('error', (error) => (cause ??= error));
@@ -95,18 +131,31 @@ describe('security #11.1 the operator connects to Redis with credentials', () =>
     expect(await client.set('chamvi:probe', 'ok')).toBe('OK');
     client.disconnect();
     // The same URL without the password passes only with allowInsecureRedis, and Redis still says no.
-    expect(() => checkRedisCredentials(loadOperatorConfig({ redisUrl: `redis://127.0.0.1:${plainPort}` }, {}))).toThrow(/allowInsecureRedis/);
-    await expect(operatorClient({ redisUrl: `redis://127.0.0.1:${plainPort}`, allowInsecureRedis: true }).then((anonymous) => anonymous.get('chamvi:probe'))).rejects.toThrow(/NOAUTH/);
-    await expect(operatorClient({ redisUrl: `redis://:wrong@127.0.0.1:${plainPort}` })).rejects.toThrow(/WRONGPASS|invalid username-password/);
+    expect(() => checkRedisCredentials(loadOperatorConfig({ redisUrl: `redis://127.0.0.1:${plainPort}` }, {}))).toThrow(
+      /allowInsecureRedis/,
+    );
+    await expect(
+      operatorClient({ redisUrl: `redis://127.0.0.1:${plainPort}`, allowInsecureRedis: true }).then((anonymous) =>
+        anonymous.get('chamvi:probe'),
+      ),
+    ).rejects.toThrow(/NOAUTH/);
+    await expect(operatorClient({ redisUrl: `redis://:wrong@127.0.0.1:${plainPort}` })).rejects.toThrow(
+      /WRONGPASS|invalid username-password/,
+    );
   });
 
   it('speaks TLS to rediss:// with the CA of redisCaFile, and refuses a server its CAs do not vouch for', async () => {
-    const client = await operatorClient({ redisUrl: `rediss://127.0.0.1:${tlsPort}`, redisCaFile: join(dir, 'ca.crt') }, { REDIS_PASSWORD: PASSWORD });
+    const client = await operatorClient(
+      { redisUrl: `rediss://127.0.0.1:${tlsPort}`, redisCaFile: join(dir, 'ca.crt') },
+      { REDIS_PASSWORD: PASSWORD },
+    );
     expect(await client.ping()).toBe('PONG');
     expect((await client.info('server')).match(/tcp_port:(\d+)/)?.[1]).toBe(String(plainPort));
     client.disconnect();
     // The system CAs do not know the test CA: the handshake fails before any password is sent.
-    await expect(operatorClient({ redisUrl: `rediss://:${PASSWORD}@127.0.0.1:${tlsPort}` })).rejects.toThrow(/self[- ]signed|unable to verify|certificate/i);
+    await expect(operatorClient({ redisUrl: `rediss://:${PASSWORD}@127.0.0.1:${tlsPort}` })).rejects.toThrow(
+      /self[- ]signed|unable to verify|certificate/i,
+    );
     // Plain Redis protocol on the TLS port gets nowhere either.
     await expect(operatorClient({ redisUrl: `redis://:${PASSWORD}@127.0.0.1:${tlsPort}` }).then((each) => each.ping())).rejects.toThrow();
   });

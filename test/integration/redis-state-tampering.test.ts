@@ -15,7 +15,16 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
 import { redisPing } from '../support/control-plane/readiness.ts';
-import { bashCall, codingRun, operatorStory, READ_README, scriptConfigMap, scriptedModel, usage, type RunStatus } from '../support/fault-fixture.ts';
+import {
+  bashCall,
+  codingRun,
+  operatorStory,
+  READ_README,
+  scriptConfigMap,
+  scriptedModel,
+  usage,
+  type RunStatus,
+} from '../support/fault-fixture.ts';
 import { FaultScene } from '../support/fault-scene.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 
@@ -58,7 +67,12 @@ async function tamperState(uid: string, change: (state: Record<string, any>) => 
 }
 
 async function parked(name: string): Promise<{ uid: string; status: RunStatus }> {
-  const status = await scene.ns.waitFor(name, 'to wait for approval', (each) => each.phase === 'WaitingForApproval' || ['Failed', 'Succeeded'].includes(each.phase ?? ''), 90_000);
+  const status = await scene.ns.waitFor(
+    name,
+    'to wait for approval',
+    (each) => each.phase === 'WaitingForApproval' || ['Failed', 'Succeeded'].includes(each.phase ?? ''),
+    90_000,
+  );
   expect(status.phase, JSON.stringify(status)).toBe('WaitingForApproval');
   return { uid: (await scene.ns.run(name)).metadata.uid, status };
 }
@@ -90,17 +104,24 @@ describe('security #11.1 Redis is not trusted', () => {
     expect(await redisPing(Number(url.port), decodeURIComponent(url.password))).toBe(true);
 
     await scene.ns.apply(
-      scriptConfigMap('plain-script', [{ toolCalls: [READ_README], usage: usage(5, 1) }, { text: 'Read it.', usage: usage(6, 1) }]),
+      scriptConfigMap('plain-script', [
+        { toolCalls: [READ_README], usage: usage(5, 1) },
+        { text: 'Read it.', usage: usage(6, 1) },
+      ]),
       codingRun('plain', scene.repoUrl, scriptedModel('plain-script'), { approval: { tools: ['bash'] } }),
     );
     let sealed = '';
     const uid = (await eventually(() => scene.ns.run('plain').then((run) => run.metadata.uid || undefined), 30_000)) as string;
-    const status = await eventually(async () => {
-      const text = await redis.get(stateKey(uid));
-      if (text) sealed = text;
-      const current = await scene.ns.status('plain');
-      return ['Succeeded', 'Failed'].includes(current.phase ?? '') ? current : undefined;
-    }, 90_000, 'plain to finish');
+    const status = await eventually(
+      async () => {
+        const text = await redis.get(stateKey(uid));
+        if (text) sealed = text;
+        const current = await scene.ns.status('plain');
+        return ['Succeeded', 'Failed'].includes(current.phase ?? '') ? current : undefined;
+      },
+      90_000,
+      'plain to finish',
+    );
     expect(status.phase, `${status.message}\n${operatorStory(scene.operator)}`).toBe('Succeeded');
     expect(sealed).toMatch(/^chamvi-state-v2 [A-Za-z0-9_-]{43}\n\{/);
   });
@@ -108,12 +129,20 @@ describe('security #11.1 Redis is not trusted', () => {
   it('a tampered model (foreign baseURL, a Secret of the namespace) and approval (another command): the run fails StateLost, no request, no command', async () => {
     const marker = join(scene.root, 'tampered-approval-ran');
     await scene.ns.apply(
-      scriptConfigMap('tampered-script', [{ toolCalls: [bashCall('git status --short')], usage: usage(5, 1) }, { text: 'Done.', usage: usage(6, 1) }]),
+      scriptConfigMap('tampered-script', [
+        { toolCalls: [bashCall('git status --short')], usage: usage(5, 1) },
+        { text: 'Done.', usage: usage(6, 1) },
+      ]),
       codingRun('tampered', scene.repoUrl, scriptedModel('tampered-script'), APPROVE_BASH),
     );
     const { uid, status } = await parked('tampered');
     await tamperState(uid, (state) => {
-      state.model = { provider: 'openai-compatible', name: 'gpt-4o', baseURL: `${attacker.url}/v1`, apiKeySecretRef: { name: 'victim-key', key: 'apiKey' } };
+      state.model = {
+        provider: 'openai-compatible',
+        name: 'gpt-4o',
+        baseURL: `${attacker.url}/v1`,
+        apiKeySecretRef: { name: 'victim-key', key: 'apiKey' },
+      };
       state.pendingApproval.input = { command: `touch ${marker}` };
     });
     // The approver approves what status shows (git status); the state now holds something else.
@@ -125,12 +154,17 @@ describe('security #11.1 Redis is not trusted', () => {
     expect(attacker.requests, 'the operator called the foreign endpoint').toEqual([]);
     expect(final.phase).toBe('Failed');
     expect(final.reason).toBe('StateLost');
-    expect(final.message).toMatch(/the run's state in Redis failed validation: .*; was Redis written by something other than the operator\?/);
+    expect(final.message).toMatch(
+      /the run's state in Redis failed validation: .*; was Redis written by something other than the operator\?/,
+    );
   });
 
   it("another run's genuine state copied under a run's key: the run fails naming the other run, which is not touched", async () => {
     await scene.ns.apply(
-      scriptConfigMap('pair-script', [{ toolCalls: [bashCall('git status --short')], usage: usage(5, 1) }, { text: 'Done.', usage: usage(6, 1) }]),
+      scriptConfigMap('pair-script', [
+        { toolCalls: [bashCall('git status --short')], usage: usage(5, 1) },
+        { text: 'Done.', usage: usage(6, 1) },
+      ]),
       codingRun('copier', scene.repoUrl, scriptedModel('pair-script'), APPROVE_BASH),
       codingRun('victim', scene.repoUrl, scriptedModel('pair-script'), APPROVE_BASH),
     );
@@ -144,7 +178,9 @@ describe('security #11.1 Redis is not trusted', () => {
     const final = await scene.finished('copier');
     expect(final.phase).toBe('Failed');
     expect(final.reason).toBe('StateLost');
-    expect(final.message).toContain(`it is the state of run ${NAMESPACE}/victim (uid ${victim.uid}), not of ${NAMESPACE}/copier (uid ${copier.uid})`);
+    expect(final.message).toContain(
+      `it is the state of run ${NAMESPACE}/victim (uid ${victim.uid}), not of ${NAMESPACE}/copier (uid ${copier.uid})`,
+    );
     // Give a misdirected write time to land, then check the victim: same status, same state.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const victimAfter = await scene.ns.run('victim');
@@ -161,19 +197,32 @@ describe('security #11.1 Redis is not trusted', () => {
   it('a resume job forged into the queue approves nothing: it fails authentication and the call stays pending', async () => {
     const marker = join(scene.root, 'forged-approval-ran');
     await scene.ns.apply(
-      scriptConfigMap('forged-script', [{ toolCalls: [bashCall(`touch ${marker}`)], usage: usage(5, 1) }, { text: 'Done.', usage: usage(6, 1) }]),
+      scriptConfigMap('forged-script', [
+        { toolCalls: [bashCall(`touch ${marker}`)], usage: usage(5, 1) },
+        { text: 'Done.', usage: usage(6, 1) },
+      ]),
       codingRun('forged', scene.repoUrl, scriptedModel('forged-script'), APPROVE_BASH),
     );
     const { uid, status } = await parked('forged');
     const queue = new Queue('chamvi-agent', { connection: new Redis(redisUrl(), { maxRetriesPerRequest: null }), prefix: scene.prefix });
     try {
-      await queue.add('resume', { uid, namespace: NAMESPACE, name: 'forged', approval: { id: status.pendingApproval!.id, decision: 'approve' } }, { jobId: 'forged-approval' });
-      const outcome = await eventually(async () => {
-        const state = await queue.getJobState('forged-approval');
-        return state === 'failed' || state === 'completed' ? state : undefined;
-      }, 30_000, 'the forged job to end');
+      await queue.add(
+        'resume',
+        { uid, namespace: NAMESPACE, name: 'forged', approval: { id: status.pendingApproval!.id, decision: 'approve' } },
+        { jobId: 'forged-approval' },
+      );
+      const outcome = await eventually(
+        async () => {
+          const state = await queue.getJobState('forged-approval');
+          return state === 'failed' || state === 'completed' ? state : undefined;
+        },
+        30_000,
+        'the forged job to end',
+      );
       expect(outcome).toBe('failed');
-      expect((await queue.getJob('forged-approval'))?.failedReason).toMatch(/failed authentication: its data was not written by this operator/);
+      expect((await queue.getJob('forged-approval'))?.failedReason).toMatch(
+        /failed authentication: its data was not written by this operator/,
+      );
     } finally {
       await queue.close();
     }
@@ -184,7 +233,10 @@ describe('security #11.1 Redis is not trusted', () => {
   });
 
   it('the operator refuses to start on a Redis URL without a password, naming allowInsecureRedis', async () => {
-    const operator = new OperatorProcess({ kubeconfig: kubeconfigPath(), env: { REDIS_URL: 'redis://127.0.0.1:6399', CHAMVI_LEADER_ELECTION: 'false' } });
+    const operator = new OperatorProcess({
+      kubeconfig: kubeconfigPath(),
+      env: { REDIS_URL: 'redis://127.0.0.1:6399', CHAMVI_LEADER_ELECTION: 'false' },
+    });
     const code = await operator.exited;
     expect(code).toBe(2);
     expect(operator.stderr.join('')).toMatch(/config key redisUrl: the Redis URL has no password .*allowInsecureRedis: true/);

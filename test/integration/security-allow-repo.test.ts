@@ -62,14 +62,21 @@ beforeAll(async () => {
   await createNamespace(RUNS);
   await createNamespace(VALUES);
   const result = await helmTemplate([
-    '--namespace', 'chamvi-system',
-    '--set-json', `config.allowRepo=${JSON.stringify(ALLOW)}`,
-    '--set', 'admissionPolicy.enabled=true',
-    '--set', `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS}`,
-    '--show-only', 'templates/admission-policy.yaml',
+    '--namespace',
+    'chamvi-system',
+    '--set-json',
+    `config.allowRepo=${JSON.stringify(ALLOW)}`,
+    '--set',
+    'admissionPolicy.enabled=true',
+    '--set',
+    `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS}`,
+    '--show-only',
+    'templates/admission-policy.yaml',
   ]);
   expect(result.stderr).toBe('');
-  rendered = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as Manifest).filter(Boolean);
+  rendered = parseAllDocuments(result.stdout)
+    .map((doc) => doc.toJS() as Manifest)
+    .filter(Boolean);
   policy = rendered.find((doc) => doc.kind === 'ValidatingAdmissionPolicy')!;
 
   // The same policy over ConfigMaps labelled as test values, reading the URL from data.url: the
@@ -77,7 +84,9 @@ beforeAll(async () => {
   // a leading "-"). Only the `url` variable and what the policy matches differ.
   const valuesPolicy = structuredClone(policy);
   valuesPolicy.metadata.name = `${RELEASE}-values`;
-  valuesPolicy.spec.matchConstraints.resourceRules = [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] }];
+  valuesPolicy.spec.matchConstraints.resourceRules = [
+    { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] },
+  ];
   valuesPolicy.spec.variables.find((variable: { name: string }) => variable.name === 'url').expression = 'object.data.url';
   const valuesBinding = {
     apiVersion: 'admissionregistration.k8s.io/v1',
@@ -92,7 +101,9 @@ beforeAll(async () => {
       },
     },
   };
-  const applied = await kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...rendered, valuesPolicy, valuesBinding] }) });
+  const applied = await kubectl(['apply', '-f', '-'], {
+    input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [...rendered, valuesPolicy, valuesBinding] }),
+  });
   expect(applied.stderr).toBe('');
 
   // The API server loads a new policy and binding asynchronously: wait until both bite.
@@ -107,7 +118,13 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await kubectl(['delete', 'validatingadmissionpolicy,validatingadmissionpolicybinding', `${RELEASE}-chamvi-operator-allow-repo`, `${RELEASE}-values`, '--ignore-not-found']);
+  await kubectl([
+    'delete',
+    'validatingadmissionpolicy,validatingadmissionpolicybinding',
+    `${RELEASE}-chamvi-operator-allow-repo`,
+    `${RELEASE}-values`,
+    '--ignore-not-found',
+  ]);
   await deleteNamespace(RUNS);
   await deleteNamespace(VALUES);
 });
@@ -126,7 +143,7 @@ function valueMap(name: string, url: string): Record<string, unknown> {
 }
 
 describe('security #11.2 the admission policy and the operator decide allowRepo alike', () => {
-  it('renders the operator\'s own expressions: the grammar and each pattern, character for character', () => {
+  it("renders the operator's own expressions: the grammar and each pattern, character for character", () => {
     const variable = (name: string) => JSON.parse(policy.spec.variables.find((entry: { name: string }) => entry.name === name).expression);
     expect(variable('canonicalGrammar')).toBe(CANONICAL_REPOSITORY_URL);
     expect(variable('defaultPort')).toBe(DEFAULT_PORT_URL);
@@ -150,14 +167,18 @@ describe('security #11.2 the admission policy and the operator decide allowRepo 
     const attacks = repoAttacks(ROOT);
     const names = await admitted(attacks.map((attack, index) => codingRun(`attack-${index}`, attack.url)));
     const disagreements = attacks
-      .map((attack, index) => ({ url: attack.url, apiServer: names.has(`attack-${index}`), operator: isRepositoryAllowed(attack.url, ALLOW).allowed }))
+      .map((attack, index) => ({
+        url: attack.url,
+        apiServer: names.has(`attack-${index}`),
+        operator: isRepositoryAllowed(attack.url, ALLOW).allowed,
+      }))
       .filter((decision) => decision.apiServer !== decision.operator);
     expect(disagreements).toEqual([]);
     // Not vacuous: both sides allowed the controls and refused the rest.
     expect(names.size).toBe(attacks.filter((attack) => attack.allowed).length);
   });
 
-  it('evaluates the policy\'s CEL like isRepositoryAllowed for every attack URL and its mutations, whatever the schema would refuse', async () => {
+  it("evaluates the policy's CEL like isRepositoryAllowed for every attack URL and its mutations, whatever the schema would refuse", async () => {
     const urls = [...new Set([...repoAttacks(ROOT).map((attack) => attack.url), ...mutations()])];
     const names = await admitted(urls.map((url, index) => valueMap(`value-${index}`, url)));
     const disagreements = urls
@@ -169,9 +190,13 @@ describe('security #11.2 the admission policy and the operator decide allowRepo 
   });
 
   it('says why a URL is refused: not canonical, or matching no pattern', async () => {
-    const refused = await kubectl(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(codingRun('why', 'https://github.com:443/acme/x')) });
+    const refused = await kubectl(['create', '--dry-run=server', '-f', '-'], {
+      input: JSON.stringify(codingRun('why', 'https://github.com:443/acme/x')),
+    });
     expect(refused.stderr).toContain('is refused because it is not a canonical repository URL');
-    const unmatched = await kubectl(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(codingRun('why', 'https://github.com/other/x')) });
+    const unmatched = await kubectl(['create', '--dry-run=server', '-f', '-'], {
+      input: JSON.stringify(codingRun('why', 'https://github.com/other/x')),
+    });
     expect(unmatched.stderr).toContain("is not allowed: it matches none of the operator's allowRepo patterns");
   });
 });

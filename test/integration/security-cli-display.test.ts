@@ -38,10 +38,24 @@ async function createRun(name: string, status: object): Promise<void> {
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
     metadata: { name, namespace: NAMESPACE },
-    spec: { task: 'Greet the world', repository: { url: 'https://github.com/acme/hello.git' }, model: { provider: 'scripted', scriptRef: { name: 'script' } } },
+    spec: {
+      task: 'Greet the world',
+      repository: { url: 'https://github.com/acme/hello.git' },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    },
   };
   expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(run) })).code).toBe(0);
-  const patched = await kubectl(['patch', 'codingrun', name, '-n', NAMESPACE, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+  const patched = await kubectl([
+    'patch',
+    'codingrun',
+    name,
+    '-n',
+    NAMESPACE,
+    '--subresource=status',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ status }),
+  ]);
   expect(patched.stderr).toBe('');
 }
 
@@ -52,7 +66,14 @@ function waitingOn(command: string) {
     input,
     status: {
       phase: 'WaitingForApproval',
-      pendingApproval: { id: 's1-c1', toolName: 'bash', input, inputBytes: Buffer.byteLength(input), inputSha256: sha256(input), requestedAt: new Date().toISOString() },
+      pendingApproval: {
+        id: 's1-c1',
+        toolName: 'bash',
+        input,
+        inputBytes: Buffer.byteLength(input),
+        inputSha256: sha256(input),
+        requestedAt: new Date().toISOString(),
+      },
     },
   };
 }
@@ -69,7 +90,8 @@ const HIDDEN = `npm test; : '${'#'.repeat(10 * 1024)}'; ${TAIL}`;
 const LONG = `npm test; : '${'#'.repeat(20 * 1024)}'; ${TAIL}`;
 // In JSON, C0 controls are already spelled \u001b; a C1 control (an 8-bit CSI) and a bidi override are not.
 const HOSTILE = 'npm test\x1b[2K\r\x1b[1A# harmless\u009b2K user\u202E txt.exe';
-const HOSTILE_DIFF = 'diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+rm -rf ~\x1b[2K\x1b]0;pwned\x07 ok \u202Eexe.txt\n';
+const HOSTILE_DIFF =
+  'diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+rm -rf ~\x1b[2K\x1b]0;pwned\x07 ok \u202Eexe.txt\n';
 
 beforeAll(async () => {
   await createNamespace(NAMESPACE);

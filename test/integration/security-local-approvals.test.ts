@@ -35,7 +35,11 @@ function runPiped(file: string): Promise<ProcessResult> {
 /** run --local on a pseudo-terminal; `answers` are typed at each question ("Approve? [y/N]", then a denial's reason) in turn. */
 async function runOnTerminal(file: string, answers: string[]): Promise<{ code: number | null; output: string }> {
   const command = [process.execPath, pluginPath, 'run', '-f', file, '--local'].map((word) => `'${word}'`).join(' ');
-  const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: work, env: { ...environment(), TERM: 'dumb' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qec', command, '/dev/null'], {
+    cwd: work,
+    env: { ...environment(), TERM: 'dumb' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -62,7 +66,9 @@ afterAll(() => {
 describe('security #11.5 run --local asks about the whole input', () => {
   it.skipIf(!hasScript)('shows a 10 KiB input to its very end before asking, and runs the approved call', async () => {
     const command = `echo head > head.txt; : '${'#'.repeat(10 * 1024)}'; echo TAIL-SHOWN > tail.txt`;
-    const file = manifest('long-local', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }], { approval: { tools: ['bash'] } });
+    const file = manifest('long-local', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }], {
+      approval: { tools: ['bash'] },
+    });
     const { code, output } = await runOnTerminal(file, ['y']);
     const question = output.slice(0, output.indexOf('Approve? [y/N]'));
     expect(question).toContain(JSON.stringify({ command }));
@@ -74,7 +80,9 @@ describe('security #11.5 run --local asks about the whole input', () => {
 
   it.skipIf(!hasScript)('shows an escape- and bidi-laden input escaped, so it cannot hide part of itself', async () => {
     const command = 'rm -rf "$HOME/x"\x1b[2K\r\x1b[1Aecho harmless \u202Etxt.exe';
-    const file = manifest('hostile-local', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }], { approval: { tools: ['bash'] } });
+    const file = manifest('hostile-local', [{ toolCalls: [{ toolName: 'bash', input: { command } }] }, { text: 'done' }], {
+      approval: { tools: ['bash'] },
+    });
     const { output } = await runOnTerminal(file, ['n', 'no']);
     const question = output.slice(0, output.indexOf('Approve? [y/N]'));
     // JSON already spells ESC as \u001b; the bidi override is escaped by the display.
@@ -87,7 +95,10 @@ describe('security #11.5 run --local asks about the whole input', () => {
 
 describe('security #11.11 run --local prints the diff safely', () => {
   const hostile = 'rm -rf ~\x1b[2K\x1b]0;pwned\x07 ok \u202Eexe.txt\n';
-  const turns: Turn[] = [{ toolCalls: [{ toolName: 'write_file', input: { path: 'note.txt', content: hostile } }] }, { text: 'Wrote note.txt.' }];
+  const turns: Turn[] = [
+    { toolCalls: [{ toolName: 'write_file', input: { path: 'note.txt', content: hostile } }] },
+    { text: 'Wrote note.txt.' },
+  ];
 
   it.skipIf(!hasScript)('on a terminal shows control characters escaped and warns', async () => {
     const { code, output } = await runOnTerminal(manifest('diff-tty', turns), []);

@@ -39,11 +39,22 @@ const NO_MATCH = /does not match the operator's allowRepo/;
 export function repoAttacks(root: string): RepoAttack[] {
   const evil = (port = 443): ExpectedContact => ({ host: 'evil.example', port });
   const github = (port = 443): ExpectedContact => ({ host: 'github.com', port });
-  const a = (vector: string, url: string, because: RegExp, git: ExpectedContact): RepoAttack => ({ vector, url, allowed: false, because, git });
+  const a = (vector: string, url: string, because: RegExp, git: ExpectedContact): RepoAttack => ({
+    vector,
+    url,
+    allowed: false,
+    because,
+    git,
+  });
   return [
     // Controls: allowed, and git goes where the pattern said.
     { vector: 'control', url: 'https://github.com/acme/webapp.git', allowed: true, git: github() },
-    { vector: 'control', url: 'http://git.internal/acme/x', allowed: true, git: { host: 'git.internal', port: 80, path: '/acme/x/info/refs?service=git-upload-pack' } },
+    {
+      vector: 'control',
+      url: 'http://git.internal/acme/x',
+      allowed: true,
+      git: { host: 'git.internal', port: 80, path: '/acme/x/info/refs?service=git-upload-pack' },
+    },
     { vector: 'control', url: 'git://git.internal/acme/x', allowed: true, git: { host: 'git.internal', port: 9418 } },
     { vector: 'control', url: 'https://docs.acme.dev/team/x', allowed: true, git: { host: 'docs.acme.dev', port: 443 } },
     { vector: 'control', url: `file://${root}/allowed/repo.git`, allowed: true, git: { reads: 'allowed' } },
@@ -54,7 +65,11 @@ export function repoAttacks(root: string): RepoAttack[] {
     a('backslash', 'https://github.com\\acme\\x@evil.example', /backslash/, evil()),
     a('backslash', 'https://github.com\\@evil.example/acme/x', /backslash/, evil()),
     a('backslash', 'https://evil.example\\@github.com/acme/x', /backslash/, github()),
-    a('backslash', 'http://git.internal/acme\\..\\..\\evil/x', /backslash/, { host: 'git.internal', port: 80, path: '/acme\\..\\..\\evil/x/info/refs?service=git-upload-pack' }),
+    a('backslash', 'http://git.internal/acme\\..\\..\\evil/x', /backslash/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/acme\\..\\..\\evil/x/info/refs?service=git-upload-pack',
+    }),
     a('backslash', 'git@github.com:platform\\..\\evil', /backslash/, { host: 'github.com', port: 22, user: 'git' }),
 
     a('percent-encoding', 'https://github%2Ecom/acme/x', /percent/, github()),
@@ -63,9 +78,21 @@ export function repoAttacks(root: string): RepoAttack[] {
     a('percent-encoding', 'https://github.com%2E/acme/x', /percent/, { host: 'github.com.', port: 443 }),
     a('percent-encoding', 'https://github.com:%34%34%33/acme/x', /percent/, 'nothing'),
     a('percent-encoding', 'http%73://github.com/acme/x', /percent/, 'nothing'),
-    a('percent-encoding', 'ssh://git%40evil.example@github.com/platform/x', /percent/, { host: 'github.com', port: 22, user: 'git@evil.example' }),
-    a('percent-encoding', 'http://git.internal/acme/%2E%2E/evil/x', /percent/, { host: 'git.internal', port: 80, path: '/acme/%2E%2E/evil/x/info/refs?service=git-upload-pack' }),
-    a('percent-encoding', 'http://git.internal/acme%2F..%2Fevil/x', /percent/, { host: 'git.internal', port: 80, path: '/acme%2F..%2Fevil/x/info/refs?service=git-upload-pack' }),
+    a('percent-encoding', 'ssh://git%40evil.example@github.com/platform/x', /percent/, {
+      host: 'github.com',
+      port: 22,
+      user: 'git@evil.example',
+    }),
+    a('percent-encoding', 'http://git.internal/acme/%2E%2E/evil/x', /percent/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/acme/%2E%2E/evil/x/info/refs?service=git-upload-pack',
+    }),
+    a('percent-encoding', 'http://git.internal/acme%2F..%2Fevil/x', /percent/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/acme%2F..%2Fevil/x/info/refs?service=git-upload-pack',
+    }),
     a('percent-encoding', 'http://git.internal/acme/%2e%2e%5cevil', /percent/, { host: 'git.internal', port: 80 }),
     a('percent-encoding', 'http://git.internal/acme/%252E%252E/x', /percent/, { host: 'git.internal', port: 80 }),
     a('percent-encoding', 'https://github.com/acme/x%2F..%2F..%2Fevil%2Fy', /percent/, github()),
@@ -78,8 +105,16 @@ export function repoAttacks(root: string): RepoAttack[] {
     a('userinfo', 'https://github.com@evil.example/acme/x', /credentials or a user/, evil()),
     a('userinfo', 'https://github.com:443@evil.example/acme/x', /credentials or a user/, evil()),
     a('userinfo', 'https://user:token@github.com/acme/x', /credentials or a user/, github()),
-    a('userinfo', 'ssh://git@evil.example@github.com/platform/x', NOT_CANONICAL, { host: 'github.com', port: 22, user: 'git@evil.example' }),
-    a('userinfo', 'ssh://git@github.com:22@evil.example/platform/x', NOT_CANONICAL, { host: 'evil.example', port: 22, user: 'git@github.com:22' }),
+    a('userinfo', 'ssh://git@evil.example@github.com/platform/x', NOT_CANONICAL, {
+      host: 'github.com',
+      port: 22,
+      user: 'git@evil.example',
+    }),
+    a('userinfo', 'ssh://git@github.com:22@evil.example/platform/x', NOT_CANONICAL, {
+      host: 'evil.example',
+      port: 22,
+      user: 'git@github.com:22',
+    }),
     a('userinfo', 'git@evil.example:github.com/platform/x', NO_MATCH, { host: 'evil.example', port: 22, user: 'git' }),
     a('userinfo', 'evil.example@github.com:platform/x', NO_MATCH, { host: 'github.com', port: 22, user: 'evil.example' }),
     a('userinfo', 'https://github.com/acme/x#@evil.example', /query or fragment/, github()),
@@ -109,9 +144,21 @@ export function repoAttacks(root: string): RepoAttack[] {
     a('default port', 'https://github.com:65979/acme/x', NOT_CANONICAL, 'nothing'),
 
     a('dot segments', 'https://github.com/acme/../evil/x', /"\." or "\.\."/, github()),
-    a('dot segments', 'http://git.internal/acme/../evil/x', /"\." or "\.\."/, { host: 'git.internal', port: 80, path: '/evil/x/info/refs?service=git-upload-pack' }),
-    a('dot segments', 'http://git.internal/acme/./x', /"\." or "\.\."/, { host: 'git.internal', port: 80, path: '/acme/x/info/refs?service=git-upload-pack' }),
-    a('dot segments', 'http://git.internal/acme/x/..', /"\." or "\.\."/, { host: 'git.internal', port: 80, path: '/acme/info/refs?service=git-upload-pack' }),
+    a('dot segments', 'http://git.internal/acme/../evil/x', /"\." or "\.\."/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/evil/x/info/refs?service=git-upload-pack',
+    }),
+    a('dot segments', 'http://git.internal/acme/./x', /"\." or "\.\."/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/acme/x/info/refs?service=git-upload-pack',
+    }),
+    a('dot segments', 'http://git.internal/acme/x/..', /"\." or "\.\."/, {
+      host: 'git.internal',
+      port: 80,
+      path: '/acme/info/refs?service=git-upload-pack',
+    }),
     a('dot segments', 'git@github.com:platform/../evil/x', /"\." or "\.\."/, { host: 'github.com', port: 22, user: 'git' }),
     a('dot segments', 'ssh://git@github.com/platform/../evil/x', /"\." or "\.\."/, { host: 'github.com', port: 22, user: 'git' }),
     a('dot segments', `file://${root}/allowed/../secret.git`, /"\." or "\.\."/, { reads: 'secret' }),
@@ -119,8 +166,18 @@ export function repoAttacks(root: string): RepoAttack[] {
     a('dot segments', 'https://github.com/acme//x', /empty path segment/, github()),
     a('dot segments', 'https://github.com/acme/x/', /empty path segment/, github()),
 
-    { vector: 'scp-like', url: 'git@github.com:platform/infra.git', allowed: true, git: { host: 'github.com', port: 22, user: 'git', path: "git-upload-pack 'platform/infra.git'" } },
-    { vector: 'scp-like', url: 'ssh://git@github.com/platform/infra.git', allowed: true, git: { host: 'github.com', port: 22, user: 'git', path: "git-upload-pack '/platform/infra.git'" } },
+    {
+      vector: 'scp-like',
+      url: 'git@github.com:platform/infra.git',
+      allowed: true,
+      git: { host: 'github.com', port: 22, user: 'git', path: "git-upload-pack 'platform/infra.git'" },
+    },
+    {
+      vector: 'scp-like',
+      url: 'ssh://git@github.com/platform/infra.git',
+      allowed: true,
+      git: { host: 'github.com', port: 22, user: 'git', path: "git-upload-pack '/platform/infra.git'" },
+    },
     a('scp-like', 'github.com:platform/infra.git', /not a repository URL/, { host: 'github.com', port: 22 }),
     a('scp-like', 'git@github.com:/platform/infra.git', NO_MATCH, { host: 'github.com', port: 22, user: 'git' }),
     a('scp-like', '[git@github.com]:platform/x', NOT_CANONICAL, { host: 'github.com', port: 22, user: 'git' }),

@@ -152,7 +152,9 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
     if (reply.type === 'error') {
       response.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
       response.end(
-        JSON.stringify({ error: { message: reply.message ?? `fake error ${reply.status}`, type: 'fake_error', code: String(reply.status) } }),
+        JSON.stringify({
+          error: { message: reply.message ?? `fake error ${reply.status}`, type: 'fake_error', code: String(reply.status) },
+        }),
       );
       return;
     }
@@ -279,7 +281,9 @@ function streamChat(response: ServerResponse, id: string, model: string, answer:
     send(chatChunk(id, model, { content: answer.text.slice(middle) }, null));
   }
   answer.toolCalls.forEach((call, index) => {
-    send(chatChunk(id, model, { tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }, null));
+    send(
+      chatChunk(id, model, { tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }, null),
+    );
     const middle = Math.ceil(call.arguments.length / 2);
     for (const piece of [call.arguments.slice(0, middle), call.arguments.slice(middle)]) {
       if (piece !== '') send(chatChunk(id, model, { tool_calls: [{ index, function: { arguments: piece } }] }, null));
@@ -351,11 +355,22 @@ function streamResponses(response: ServerResponse, id: string, model: string, an
     outputIndex += 1;
   }
   answer.toolCalls.forEach((call, index) => {
-    const item = { type: 'function_call', id: `fc_${id}_${index}`, call_id: call.id, name: call.name, arguments: '', status: 'in_progress' };
+    const item = {
+      type: 'function_call',
+      id: `fc_${id}_${index}`,
+      call_id: call.id,
+      name: call.name,
+      arguments: '',
+      status: 'in_progress',
+    };
     send({ type: 'response.output_item.added', output_index: outputIndex, item });
     send({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index: outputIndex, delta: call.arguments });
     send({ type: 'response.function_call_arguments.done', item_id: item.id, output_index: outputIndex, arguments: call.arguments });
-    send({ type: 'response.output_item.done', output_index: outputIndex, item: { ...item, arguments: call.arguments, status: 'completed' } });
+    send({
+      type: 'response.output_item.done',
+      output_index: outputIndex,
+      item: { ...item, arguments: call.arguments, status: 'completed' },
+    });
     outputIndex += 1;
   });
   send({
@@ -390,15 +405,16 @@ async function writeEndlessBody(response: ServerResponse): Promise<void> {
   response.once('close', () => (closed = true));
   while (!closed && !response.destroyed) {
     // Honour backpressure, so the server's own memory stays flat however long the client reads.
-    if (!response.write(chunk)) await new Promise<void>((resolve) => {
-      const done = () => {
-        response.off('drain', done);
-        response.off('close', done);
-        resolve();
-      };
-      response.once('drain', done);
-      response.once('close', done);
-    });
+    if (!response.write(chunk))
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          response.off('drain', done);
+          response.off('close', done);
+          resolve();
+        };
+        response.once('drain', done);
+        response.once('close', done);
+      });
   }
 }
 

@@ -36,7 +36,15 @@ export interface RunStatus {
   completionTime?: string;
   pendingApproval?: { id: string; toolName: string; input: string };
   conditions?: Array<{ type: string; status: string; reason: string; message: string }>;
-  result?: { summary: string; diff: string; diffConfigMap?: string; filesChanged: number; insertions: number; deletions: number; diffTruncated: boolean };
+  result?: {
+    summary: string;
+    diff: string;
+    diffConfigMap?: string;
+    filesChanged: number;
+    insertions: number;
+    deletions: number;
+    diffTruncated: boolean;
+  };
 }
 
 export interface RunObject {
@@ -52,7 +60,8 @@ export const HELLO_FILES: Readonly<Record<string, string>> = { 'README.md': 'Hel
 /** A bare repository `<root>/git/<name>.git` made from `files` (path → content); returns its file:// URL. */
 export function createBareRepo(root: string, name = 'hello', files: Readonly<Record<string, string | Buffer>> = HELLO_FILES): string {
   const source = join(root, 'source', name);
-  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=faults@chamvi.dev', '-c', 'user.name=faults', ...args], { cwd: source, stdio: 'pipe' });
+  const git = (...args: string[]) =>
+    execFileSync('git', ['-c', 'user.email=faults@chamvi.dev', '-c', 'user.name=faults', ...args], { cwd: source, stdio: 'pipe' });
   execFileSync('git', ['init', '-q', '-b', 'main', source]);
   for (const [path, content] of Object.entries(files)) writeFileSync(join(source, path), content);
   git('add', '.');
@@ -136,7 +145,9 @@ export class RunNamespace {
   }
 
   async apply(...objects: object[]): Promise<void> {
-    const result = await kubectl(['apply', '-n', this.name, '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
+    const result = await kubectl(['apply', '-n', this.name, '-f', '-'], {
+      input: objects.map((object) => stringify(object)).join('---\n'),
+    });
     if (result.code !== 0) throw new Error(result.stderr);
   }
 
@@ -151,10 +162,14 @@ export class RunNamespace {
   }
 
   waitFor(name: string, what: string, test: (status: RunStatus) => boolean, timeoutMs = 60_000): Promise<RunStatus> {
-    return eventually(async () => {
-      const status = await this.status(name);
-      return test(status) ? status : undefined;
-    }, timeoutMs, `${this.name}/${name} ${what}`);
+    return eventually(
+      async () => {
+        const status = await this.status(name);
+        return test(status) ? status : undefined;
+      },
+      timeoutMs,
+      `${this.name}/${name} ${what}`,
+    );
   }
 
   finished(name: string, timeoutMs = 120_000): Promise<RunStatus> {
@@ -214,8 +229,13 @@ export function startOperator(setup: OperatorSetup): OperatorProcess {
 
 /** What an operator said at warn level or above, and its reconciler's actions, for a failure message. */
 export function operatorStory(operator: OperatorProcess, last = 40): string {
-  const interesting = (line: LogLine) => (line.level ?? 0) >= 40 || line.msg === 'applied actions' || line.msg === 'status written' || line.msg === 'became leader';
-  return operator.lines.filter(interesting).slice(-last).map((line) => JSON.stringify(line)).join('\n');
+  const interesting = (line: LogLine) =>
+    (line.level ?? 0) >= 40 || line.msg === 'applied actions' || line.msg === 'status written' || line.msg === 'became leader';
+  return operator.lines
+    .filter(interesting)
+    .slice(-last)
+    .map((line) => JSON.stringify(line))
+    .join('\n');
 }
 
 type Kind = 'pods' | 'networkpolicies' | 'configmaps';
@@ -242,12 +262,18 @@ export class ObjectCensus {
     const networking = kubeConfig.makeApiClient(NetworkingV1Api);
     const labelSelector = 'app.kubernetes.io/managed-by=chamvi-operator';
     const lists: Record<Kind, { path: string; list: () => Promise<{ items: CachedObject[]; metadata?: { resourceVersion?: string } }> }> = {
-      pods: { path: `/api/v1/namespaces/${namespace}/pods`, list: () => core.listNamespacedPod({ namespace, labelSelector }) as Promise<{ items: V1Pod[] }> },
+      pods: {
+        path: `/api/v1/namespaces/${namespace}/pods`,
+        list: () => core.listNamespacedPod({ namespace, labelSelector }) as Promise<{ items: V1Pod[] }>,
+      },
       networkpolicies: {
         path: `/apis/networking.k8s.io/v1/namespaces/${namespace}/networkpolicies`,
         list: () => networking.listNamespacedNetworkPolicy({ namespace, labelSelector }) as Promise<{ items: V1NetworkPolicy[] }>,
       },
-      configmaps: { path: `/api/v1/namespaces/${namespace}/configmaps`, list: () => core.listNamespacedConfigMap({ namespace, labelSelector }) as Promise<{ items: V1ConfigMap[] }> },
+      configmaps: {
+        path: `/api/v1/namespaces/${namespace}/configmaps`,
+        list: () => core.listNamespacedConfigMap({ namespace, labelSelector }) as Promise<{ items: V1ConfigMap[] }>,
+      },
     };
     const quiet = { warn: () => undefined };
     for (const kind of kinds) {
@@ -263,7 +289,12 @@ export class ObjectCensus {
         if (waiting >= 0) census.firstSight.splice(waiting, 1)[0]!.callback();
       };
       census.informers.push(
-        new Informer<CachedObject>(watch, { ...lists[kind], labelSelector }, { onChange: (object) => record(object, true), onDelete: (object) => record(object, false) }, quiet),
+        new Informer<CachedObject>(
+          watch,
+          { ...lists[kind], labelSelector },
+          { onChange: (object) => record(object, true), onDelete: (object) => record(object, false) },
+          quiet,
+        ),
       );
     }
     await Promise.all(census.informers.map((informer) => informer.start()));

@@ -8,7 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { inject } from 'vitest';
 import { redisServerPath } from './control-plane/binaries.ts';
 import { freePorts } from './control-plane/free-port.ts';
-import { logTail, recordedProcesses, startManagedProcess, stopProcessGroup, type RecordedProcess } from './control-plane/managed-process.ts';
+import {
+  logTail,
+  recordedProcesses,
+  startManagedProcess,
+  stopProcessGroup,
+  type RecordedProcess,
+} from './control-plane/managed-process.ts';
 import { redisPing } from './control-plane/readiness.ts';
 import { redisUrlWithPassword, writeRedisAuth, type RedisAuth } from './control-plane/redis-auth.ts';
 import { kubectl } from './cluster.ts';
@@ -70,7 +76,8 @@ async function waitForControllerManager(deadline: number): Promise<void> {
   if (created.code !== 0) throw new Error(`could not create namespace ${probe}: ${created.stderr}`);
   try {
     while ((await kubectl(['get', 'serviceaccount', 'default', '-n', probe, '-o', 'name'])).code !== 0) {
-      if (Date.now() > deadline) throw new Error('kube-controller-manager made no default ServiceAccount within 120 s of the API server restart');
+      if (Date.now() > deadline)
+        throw new Error('kube-controller-manager made no default ServiceAccount within 120 s of the API server restart');
       await sleep(500);
     }
   } finally {
@@ -114,7 +121,20 @@ export class PrivateRedis {
       name: this.name,
       stateDir: stateDir(),
       command: redisServerPath(),
-      args: [this.auth.configFile, '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', this.dir, '--daemonize', 'no'],
+      args: [
+        this.auth.configFile,
+        '--port',
+        String(this.port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        ...persistence,
+        '--dir',
+        this.dir,
+        '--daemonize',
+        'no',
+      ],
     });
     this.pid = child.pid;
     const deadline = Date.now() + 30_000;

@@ -82,7 +82,17 @@ export async function whatGitContacts(url: string): Promise<GitContact> {
     const result = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
       const child = spawn(
         'git',
-        ['-c', `http.proxy=http://127.0.0.1:${port}`, '-c', `core.gitProxy=${gitProxyScript}`, '-c', 'ssh.variant=ssh', 'ls-remote', '--', url],
+        [
+          '-c',
+          `http.proxy=http://127.0.0.1:${port}`,
+          '-c',
+          `core.gitProxy=${gitProxyScript}`,
+          '-c',
+          'ssh.variant=ssh',
+          'ls-remote',
+          '--',
+          url,
+        ],
         {
           cwd: scratch,
           env: {

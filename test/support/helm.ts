@@ -8,6 +8,11 @@ export const chartDir = new URL('../../charts/chamvi-operator/', import.meta.url
 
 export function helm(args: readonly string[]): Promise<ProcessResult> {
   return runProcess(join(controlPlaneBin(), 'helm'), args, {
-    env: { ...process.env, KUBECONFIG: kubeconfigPath(), HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
+    env: {
+      ...process.env,
+      KUBECONFIG: kubeconfigPath(),
+      HELM_CACHE_HOME: '/tmp/chamvi-helm-cache',
+      HELM_CONFIG_HOME: '/tmp/chamvi-helm-config',
+    },
   });
 }

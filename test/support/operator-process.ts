@@ -38,7 +38,15 @@ export class OperatorProcess {
       cwd: repoRoot,
       // The dev cluster (kwok) enforces no NetworkPolicy, so every test operator opts in to
       // unisolated sandboxes (security #11.8); a test of the refusal sets it back to 'false'.
-      env: { ...process.env, KUBECONFIG: options.kubeconfig, CHAMVI_HTTP_PORT: '0', LOG_LEVEL: 'debug', CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true', CHAMVI_STATE_KEY: TEST_STATE_KEY, ...options.env },
+      env: {
+        ...process.env,
+        KUBECONFIG: options.kubeconfig,
+        CHAMVI_HTTP_PORT: '0',
+        LOG_LEVEL: 'debug',
+        CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
+        CHAMVI_STATE_KEY: TEST_STATE_KEY,
+        ...options.env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffered = '';
@@ -71,7 +79,8 @@ export class OperatorProcess {
     for (;;) {
       const found = this.lines.find((line) => line.msg === message);
       if (found) return found;
-      if (this.child.exitCode !== null) throw new Error(`operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('')}`);
+      if (this.child.exitCode !== null)
+        throw new Error(`operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('')}`);
       if (Date.now() > deadline) throw new Error(`operator did not log "${message}" within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

@@ -6,7 +6,9 @@ import { runProcess, startProcess, type ProcessResult, type StartedProcess } fro
 export const pluginPath = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 
 export function startPlugin(args: readonly string[]): StartedProcess {
-  return startProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfigPath(), ...args], { env: { ...process.env, KUBECONFIG: '' } });
+  return startProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfigPath(), ...args], {
+    env: { ...process.env, KUBECONFIG: '' },
+  });
 }
 
 export function runPlugin(args: readonly string[]): Promise<ProcessResult> {

@@ -15,10 +15,7 @@ export interface SandboxContractOptions {
   maxResponseBytes?: number;
 }
 
-export function describeSandboxContract(
-  name: string,
-  makeSandbox: (options?: SandboxContractOptions) => Promise<SandboxUnderTest>,
-): void {
+export function describeSandboxContract(name: string, makeSandbox: (options?: SandboxContractOptions) => Promise<SandboxUnderTest>): void {
   describe(`Sandbox contract: ${name}`, () => {
     async function withSandbox(test: (sandbox: Sandbox) => Promise<void>, options?: SandboxContractOptions): Promise<void> {
       const { sandbox, cleanup } = await makeSandbox(options);
@@ -90,7 +87,9 @@ export function describeSandboxContract(
         const slots = Array.from({ length: 8 }, (_, index) => `slot ${index}: empty`);
         await sandbox.call({ tool: 'write_file', input: { path: 'slots.txt', content: `${slots.join('\n')}\n` } });
         const edits = await Promise.all(
-          slots.map((slot) => sandbox.call({ tool: 'edit_file', input: { path: 'slots.txt', oldString: slot, newString: slot.replace('empty', 'filled') } })),
+          slots.map((slot) =>
+            sandbox.call({ tool: 'edit_file', input: { path: 'slots.txt', oldString: slot, newString: slot.replace('empty', 'filled') } }),
+          ),
         );
         expect(edits.every((edit) => edit.ok)).toBe(true);
         const read = await sandbox.call({ tool: 'read_file', input: { path: 'slots.txt' } });

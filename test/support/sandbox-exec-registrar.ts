@@ -103,18 +103,16 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     log(`released ${namespace}/${name}`);
   }
 
-  const informer = makeInformer<V1Pod>(
-    kubeConfig,
-    '/api/v1/pods',
-    () => core.listPodForAllNamespaces({ labelSelector }),
-    labelSelector,
-  );
+  const informer = makeInformer<V1Pod>(kubeConfig, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector }), labelSelector);
   // Work on one pod name runs one piece at a time: a release of the old pod must not wipe
   // the directory or delete the Exec that a new pod of the same name just got.
   const chains = new Map<string, Promise<unknown>>();
   const serially = <T>(podKey: string, work: () => Promise<T>): Promise<T> => {
     const next = (chains.get(podKey) ?? Promise.resolve()).then(work, work);
-    chains.set(podKey, next.catch(() => undefined));
+    chains.set(
+      podKey,
+      next.catch(() => undefined),
+    );
     return next;
   };
   const onPod = (pod: V1Pod) => {
@@ -155,10 +153,12 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
       await informer.stop();
       const all = [...entries];
       entries.clear();
-      await Promise.all(all.map(([podKey, entry]) => {
-        const [namespace = '', name = ''] = podKey.split('/');
-        return serially(podKey, () => release(namespace, name, entry));
-      }));
+      await Promise.all(
+        all.map(([podKey, entry]) => {
+          const [namespace = '', name = ''] = podKey.split('/');
+          return serially(podKey, () => release(namespace, name, entry));
+        }),
+      );
     },
   };
 }

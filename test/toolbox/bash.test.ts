@@ -85,7 +85,9 @@ describe('bash', () => {
     expect(result.stdout.endsWith('99999\n100000\n')).toBe(true);
     expect(Buffer.byteLength(result.stdout)).toBeLessThan(BASH_HEAD_BYTES + BASH_TAIL_BYTES + 200);
     expect(readFileSync(result.stdoutLog, 'utf8')).toBe(Array.from({ length: 100_000 }, (_, index) => `${index + 1}\n`).join(''));
-    const log = resultOf<{ content: string; totalLines: number }>(await callTool(workspace, 'read_file', { path: result.stdoutLog, offset: 50_000, limit: 2 }));
+    const log = resultOf<{ content: string; totalLines: number }>(
+      await callTool(workspace, 'read_file', { path: result.stdoutLog, offset: 50_000, limit: 2 }),
+    );
     expect(log).toMatchObject({ content: '50000\n50001', totalLines: 100_000 });
     expect(log).not.toHaveProperty('instructions');
   });
@@ -173,7 +175,9 @@ describe('background jobs', () => {
   });
 
   it('reads at most 32 KiB per call from an offset', async () => {
-    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'head -c 100000 /dev/zero | tr "\\0" a', background: true }));
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'head -c 100000 /dev/zero | tr "\\0" a', background: true }),
+    );
     const done = await waitFor(job, 'exited');
     expect(done).toMatchObject({ offset: 0, nextOffset: 32 * 1024, size: 100_000, truncated: true });
     const last = await output(job, 96 * 1024);

@@ -24,8 +24,18 @@ function undocumentedFields(schema: z.ZodType, at: string): string[] {
 describe('tool contract', () => {
   it('names the twelve tools of TOOLS.md', () => {
     expect(contract.TOOL_NAMES).toEqual([
-      'read_file', 'write_file', 'edit_file', 'multi_edit', 'grep', 'glob', 'list_files',
-      'bash', 'bash_output', 'bash_kill', 'git_diff', 'read_repository_instructions',
+      'read_file',
+      'write_file',
+      'edit_file',
+      'multi_edit',
+      'grep',
+      'glob',
+      'list_files',
+      'bash',
+      'bash_output',
+      'bash_kill',
+      'git_diff',
+      'read_repository_instructions',
     ]);
     expect(Object.keys(contract.TOOL_DESCRIPTIONS).sort()).toEqual([...contract.TOOL_NAMES].sort());
   });
@@ -37,8 +47,19 @@ describe('tool contract', () => {
 
   it('has the stable error codes', () => {
     expect(contract.TOOL_ERROR_CODES).toEqual([
-      'INVALID_INPUT', 'NOT_FOUND', 'OUTSIDE_WORKSPACE', 'DENIED_PATH', 'NOT_UNIQUE', 'NO_MATCH', 'NO_CHANGE',
-      'TOO_LARGE', 'BINARY', 'IS_DIRECTORY', 'TIMEOUT', 'JOB_NOT_FOUND', 'IO_ERROR',
+      'INVALID_INPUT',
+      'NOT_FOUND',
+      'OUTSIDE_WORKSPACE',
+      'DENIED_PATH',
+      'NOT_UNIQUE',
+      'NO_MATCH',
+      'NO_CHANGE',
+      'TOO_LARGE',
+      'BINARY',
+      'IS_DIRECTORY',
+      'TIMEOUT',
+      'JOB_NOT_FOUND',
+      'IO_ERROR',
     ]);
   });
 
@@ -62,7 +83,10 @@ describe('tool contract', () => {
   it('is pure: zod and its own files only, no node: imports', () => {
     for (const file of readdirSync(contractDirectory)) {
       const imports = [...readFileSync(`${contractDirectory}${file}`, 'utf8').matchAll(/from '([^']+)'/g)].map((match) => match[1]);
-      expect(imports.every((name) => name === 'zod' || name?.startsWith('./')), `${file}: ${imports.join(', ')}`).toBe(true);
+      expect(
+        imports.every((name) => name === 'zod' || name?.startsWith('./')),
+        `${file}: ${imports.join(', ')}`,
+      ).toBe(true);
     }
   });
 });

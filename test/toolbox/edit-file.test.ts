@@ -24,7 +24,10 @@ const contentOf = (name: string) => readFileSync(path.join(workspace.root, name)
 describe('edit_file', () => {
   it('replaces an exact unique match', async () => {
     workspace.write({ 'a.ts': 'const a = 1;\nconst b = 2;\n' });
-    expect(resultOf(await call('edit_file', { path: 'a.ts', oldString: 'b = 2', newString: 'b = 3' }))).toEqual({ path: 'a.ts', replacements: 1 });
+    expect(resultOf(await call('edit_file', { path: 'a.ts', oldString: 'b = 2', newString: 'b = 3' }))).toEqual({
+      path: 'a.ts',
+      replacements: 1,
+    });
     expect(contentOf('a.ts').toString()).toBe('const a = 1;\nconst b = 3;\n');
   });
 
@@ -32,7 +35,9 @@ describe('edit_file', () => {
     workspace.write({ 'dup.txt': 'x x x\n' });
     expect(errorCodeOf(await call('edit_file', { path: 'dup.txt', oldString: 'x', newString: 'y' }))).toBe('NOT_UNIQUE');
     expect(contentOf('dup.txt').toString()).toBe('x x x\n');
-    expect(resultOf(await call('edit_file', { path: 'dup.txt', oldString: 'x', newString: 'y', replaceAll: true }))).toMatchObject({ replacements: 3 });
+    expect(resultOf(await call('edit_file', { path: 'dup.txt', oldString: 'x', newString: 'y', replaceAll: true }))).toMatchObject({
+      replacements: 3,
+    });
     expect(contentOf('dup.txt').toString()).toBe('y y y\n');
   });
 
@@ -60,7 +65,9 @@ describe('edit_file', () => {
   it('serializes concurrent edits of one file so all of them apply', async () => {
     workspace.write({ 'counter.txt': Array.from({ length: 20 }, (_, index) => `slot ${index}: empty`).join('\n') + '\n' });
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, index) => call('edit_file', { path: 'counter.txt', oldString: `slot ${index}: empty`, newString: `slot ${index}: filled` })),
+      Array.from({ length: 20 }, (_, index) =>
+        call('edit_file', { path: 'counter.txt', oldString: `slot ${index}: empty`, newString: `slot ${index}: filled` }),
+      ),
     );
     expect(results.every((result) => result.ok)).toBe(true);
     expect(contentOf('counter.txt').toString()).not.toContain('empty');
@@ -104,7 +111,10 @@ describe('multi_edit', () => {
 
 describe('write_file', () => {
   it('creates missing directories and reports the byte count', async () => {
-    expect(resultOf(await call('write_file', { path: 'deep/er/new.txt', content: 'héllo' }))).toEqual({ path: 'deep/er/new.txt', bytes: 6 });
+    expect(resultOf(await call('write_file', { path: 'deep/er/new.txt', content: 'héllo' }))).toEqual({
+      path: 'deep/er/new.txt',
+      bytes: 6,
+    });
     expect(contentOf('deep/er/new.txt').toString()).toBe('héllo');
   });
 

@@ -5,7 +5,10 @@ import { describeSandboxContract } from '../support/sandbox-contract.ts';
 
 for (const mode of ['call', 'serve'] as const) {
   describeSandboxContract(`local process (${mode})`, async (options) => {
-    const sandbox = await createLocalSandbox({ mode, ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}) });
+    const sandbox = await createLocalSandbox({
+      mode,
+      ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
+    });
     return { sandbox, cleanup: async () => undefined };
   });
 }

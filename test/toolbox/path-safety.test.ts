@@ -66,7 +66,9 @@ describe('paths outside the workspace are refused with OUTSIDE_WORKSPACE', () =>
   });
 
   it('edit_file through a symlink pointing out is refused and the target is unchanged', async () => {
-    expect(errorCodeOf(await call('edit_file', { path: 'secret-link.txt', oldString: 'outside', newString: 'x' }))).toBe('OUTSIDE_WORKSPACE');
+    expect(errorCodeOf(await call('edit_file', { path: 'secret-link.txt', oldString: 'outside', newString: 'x' }))).toBe(
+      'OUTSIDE_WORKSPACE',
+    );
     expect(readFileSync(path.join(outside, 'secret.txt'), 'utf8')).toBe('outside secret\n');
   });
 
@@ -80,7 +82,10 @@ describe('paths outside the workspace are refused with OUTSIDE_WORKSPACE', () =>
       ['read_repository_instructions', { paths: ['out-link/x.ts'] }],
     ] as const) {
       const response = await call(tool, input);
-      expect([tool, errorCodeOf(response)]).toEqual([tool, tool === 'git_diff' ? expect.stringMatching(/OUTSIDE_WORKSPACE|INVALID_INPUT/) : 'OUTSIDE_WORKSPACE']);
+      expect([tool, errorCodeOf(response)]).toEqual([
+        tool,
+        tool === 'git_diff' ? expect.stringMatching(/OUTSIDE_WORKSPACE|INVALID_INPUT/) : 'OUTSIDE_WORKSPACE',
+      ]);
     }
   });
 });
@@ -95,15 +100,28 @@ describe('paths inside the workspace work', () => {
 });
 
 describe('credential files and .git internals are denied to the file tools', () => {
-  it.each(['.git/config', 'sub/.git/HEAD', '.netrc', 'certs/server.pem', 'tls.key', 'id_rsa', 'id_rsa.pub', '.env', '.env.local', 'app/.env.production'])(
-    '%s',
-    async (denied) => {
-      for (const tool of ['read_file', 'write_file', 'edit_file'] as const) {
-        const input = tool === 'read_file' ? { path: denied } : tool === 'write_file' ? { path: denied, content: 'x' } : { path: denied, oldString: 'a', newString: 'b' };
-        expect([tool, errorCodeOf(await call(tool, input))]).toEqual([tool, 'DENIED_PATH']);
-      }
-    },
-  );
+  it.each([
+    '.git/config',
+    'sub/.git/HEAD',
+    '.netrc',
+    'certs/server.pem',
+    'tls.key',
+    'id_rsa',
+    'id_rsa.pub',
+    '.env',
+    '.env.local',
+    'app/.env.production',
+  ])('%s', async (denied) => {
+    for (const tool of ['read_file', 'write_file', 'edit_file'] as const) {
+      const input =
+        tool === 'read_file'
+          ? { path: denied }
+          : tool === 'write_file'
+            ? { path: denied, content: 'x' }
+            : { path: denied, oldString: 'a', newString: 'b' };
+      expect([tool, errorCodeOf(await call(tool, input))]).toEqual([tool, 'DENIED_PATH']);
+    }
+  });
 
   it('allows .env.example and .env.sample', async () => {
     expect(resultOf(await call('write_file', { path: '.env.example', content: 'A=' }))).toMatchObject({ path: '.env.example' });

@@ -52,7 +52,10 @@ describe('toolbox call', () => {
   });
 
   it('exits 0 with ok:false for a tool error', async () => {
-    const result = await runToolbox(['--root', workspace.root, '--home', workspace.home, 'call'], '{"tool":"read_file","input":{"path":"missing"}}\n');
+    const result = await runToolbox(
+      ['--root', workspace.root, '--home', workspace.home, 'call'],
+      '{"tool":"read_file","input":{"path":"missing"}}\n',
+    );
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ ok: false, error: { code: 'NOT_FOUND', message: expect.any(String) } });
   });
@@ -80,7 +83,9 @@ describe('toolbox call', () => {
 describe('toolbox serve', () => {
   function serveLines(requests: string[], expected: number): Promise<Array<Record<string, unknown>>> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       const answers: Array<Record<string, unknown>> = [];
       let buffer = '';
       child.stdout.on('data', (chunk: Buffer) => {
@@ -101,10 +106,7 @@ describe('toolbox serve', () => {
   it('answers each request with its id, in completion order', async () => {
     workspace.write({ 'a.txt': 'alpha\n' });
     const answers = await serveLines(
-      [
-        '{"id":1,"tool":"bash","input":{"command":"sleep 0.5; echo slow"}}\n',
-        '{"id":"two","tool":"read_file","input":{"path":"a.txt"}}\n',
-      ],
+      ['{"id":1,"tool":"bash","input":{"command":"sleep 0.5; echo slow"}}\n', '{"id":"two","tool":"read_file","input":{"path":"a.txt"}}\n'],
       2,
     );
     expect(answers.map((answer) => answer.id)).toEqual(['two', 1]);
@@ -115,14 +117,19 @@ describe('toolbox serve', () => {
 
   it('answers a malformed line with an error and keeps serving', async () => {
     workspace.write({ 'a.txt': 'alpha\n' });
-    const answers = await serveLines(['{"id":7,"tool":"nope"}\n', 'garbage\n', '{"id":8,"tool":"read_file","input":{"path":"a.txt"}}\n'], 3);
+    const answers = await serveLines(
+      ['{"id":7,"tool":"nope"}\n', 'garbage\n', '{"id":8,"tool":"read_file","input":{"path":"a.txt"}}\n'],
+      3,
+    );
     expect(answers.find((answer) => answer.id === 7)).toMatchObject({ ok: false, error: { code: 'INVALID_INPUT' } });
     expect(answers.find((answer) => answer.id === null)).toMatchObject({ ok: false });
     expect(answers.find((answer) => answer.id === 8)).toMatchObject({ ok: true });
   });
 
   it('finishes the requests in flight when stdin closes, then exits 0', async () => {
-    const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
     let stdout = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stdin.end('{"id":1,"tool":"bash","input":{"command":"sleep 0.3; echo done"}}\n');

@@ -18,7 +18,8 @@ afterEach(() => workspace.cleanup());
 
 const instructionsFor = async (file: string) =>
   resultOf<{ instructions: RepositoryInstructions }>(await callTool(workspace, 'read_file', { path: file })).instructions;
-const explicit = async (paths: string[]) => resultOf<RepositoryInstructions>(await callTool(workspace, 'read_repository_instructions', { paths }));
+const explicit = async (paths: string[]) =>
+  resultOf<RepositoryInstructions>(await callTool(workspace, 'read_repository_instructions', { paths }));
 
 describe('repository instructions', () => {
   it('collects AGENTS.md then CLAUDE.md for each directory from the root down to the file, and nothing beside it', async () => {
@@ -31,14 +32,24 @@ describe('repository instructions', () => {
       'packages/web/AGENTS.md': 'web agents (not an ancestor)\n',
     });
     const instructions = await instructionsFor('packages/api/src/index.ts');
-    expect(instructions.sources.map((source) => source.path)).toEqual(['AGENTS.md', 'CLAUDE.md', 'packages/AGENTS.md', 'packages/api/CLAUDE.md']);
-    expect(instructions.sources[0]).toEqual({ path: 'AGENTS.md', sha256: createHash('sha256').update('root agents\n').digest('hex'), content: 'root agents\n' });
+    expect(instructions.sources.map((source) => source.path)).toEqual([
+      'AGENTS.md',
+      'CLAUDE.md',
+      'packages/AGENTS.md',
+      'packages/api/CLAUDE.md',
+    ]);
+    expect(instructions.sources[0]).toEqual({
+      path: 'AGENTS.md',
+      sha256: createHash('sha256').update('root agents\n').digest('hex'),
+      content: 'root agents\n',
+    });
     expect(instructions).toMatchObject({ complete: true, diagnostics: [] });
   });
 
   it('includes @relative/path lines depth-first, but not inside code fences', async () => {
     workspace.write({
-      'AGENTS.md': '# Rules\n@docs/style.md\n```\n@docs/fenced.md\n```\n~~~md\n@docs/tilde.md\n~~~\nsee @docs/inline.md for more\n@docs/after.md\n',
+      'AGENTS.md':
+        '# Rules\n@docs/style.md\n```\n@docs/fenced.md\n```\n~~~md\n@docs/tilde.md\n~~~\nsee @docs/inline.md for more\n@docs/after.md\n',
       'docs/style.md': 'style\n@nested/deeper.md\n',
       'docs/nested/deeper.md': 'deeper\n',
       'docs/after.md': 'after\n',
@@ -128,7 +139,11 @@ describe('repository instructions', () => {
       'packages/AGENTS.md',
       'packages/api/AGENTS.md',
     ]);
-    expect((await explicit(['packages/api'])).sources.map((source) => source.path)).toEqual(['AGENTS.md', 'packages/AGENTS.md', 'packages/api/AGENTS.md']);
+    expect((await explicit(['packages/api'])).sources.map((source) => source.path)).toEqual([
+      'AGENTS.md',
+      'packages/AGENTS.md',
+      'packages/api/AGENTS.md',
+    ]);
     expect((await explicit(['brand/new/dir/file.ts'])).sources.map((source) => source.path)).toEqual(['AGENTS.md']);
   });
 

@@ -12,7 +12,9 @@ const instruction = (name: string) => dockerfile.split('\n').filter((line) => li
 describe('sandbox image', () => {
   it('bundles the toolbox as make toolbox does and copies it to /opt/chamvi/toolbox.mjs', () => {
     expect(existsSync(TOOLBOX)).toBe(true);
-    expect(readFileSync(fileURLToPath(new URL('../../mk/toolbox.mk', import.meta.url)), 'utf8')).toMatch(/npx tsx operator\/tools\/bundle\.ts toolbox \$@/);
+    expect(readFileSync(fileURLToPath(new URL('../../mk/toolbox.mk', import.meta.url)), 'utf8')).toMatch(
+      /npx tsx operator\/tools\/bundle\.ts toolbox \$@/,
+    );
     expect(instruction('RUN')).toContain('RUN npx tsx operator/tools/bundle.ts toolbox dist/toolbox.mjs');
     expect(instruction('COPY').filter((line) => line.includes('/opt/chamvi/'))).toEqual([
       expect.stringMatching(/^COPY --from=build .* \/src\/dist\/toolbox\.mjs \/opt\/chamvi\/toolbox\.mjs$/),
@@ -20,7 +22,10 @@ describe('sandbox image', () => {
   });
 
   it('runs as uid 1000 on a Node 24 base with git and ripgrep', () => {
-    expect(instruction('FROM')).toEqual([expect.stringMatching(/^FROM node:24-[a-z]+-slim AS build$/), expect.stringMatching(/^FROM node:24-[a-z]+-slim$/)]);
+    expect(instruction('FROM')).toEqual([
+      expect.stringMatching(/^FROM node:24-[a-z]+-slim AS build$/),
+      expect.stringMatching(/^FROM node:24-[a-z]+-slim$/),
+    ]);
     expect(instruction('USER')).toEqual(['USER 1000:1000']);
     expect(dockerfile).toMatch(/apt-get install[^\n]*\bgit\b[^\n]*\bripgrep\b/);
   });
@@ -35,7 +40,10 @@ describe('sandbox image', () => {
       const result = await runToolbox(['call'], '{"tool":"bash","input":{"command":"cat f.txt"}}\n', {
         env: { ...process.env, CHAMVI_WORKSPACE: workspace.root, CHAMVI_HOME: workspace.home },
       });
-      expect(JSON.parse(result.stdout)).toMatchObject({ ok: true, result: { stdout: 'image env\n', stdoutLog: expect.stringContaining(workspace.home) } });
+      expect(JSON.parse(result.stdout)).toMatchObject({
+        ok: true,
+        result: { stdout: 'image env\n', stdoutLog: expect.stringContaining(workspace.home) },
+      });
     } finally {
       workspace.cleanup();
     }

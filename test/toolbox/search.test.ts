@@ -56,18 +56,23 @@ describe('grep', () => {
     { path: 'windows.txt', line: 3, text: 'needle again' },
   ];
 
-  it.each(['rg', 'git-grep', 'grep'] as const)('engine %s finds tracked, untracked and hidden matches, skipping .git and binaries', async (engine) => {
-    const response = await callTool(workspace, 'grep', { pattern: 'need+le' }, { env: engines[engine].env });
-    const result = resultOf<{ engine: string; matches: unknown[]; truncated: boolean }>(response);
-    expect(result.engine).toBe(engine);
-    // Plain grep (no git on PATH) cannot read .gitignore: compare on the files all three see.
-    const matches = result.matches.filter((match) => !['ignored/out.txt', 'debug.log'].includes((match as { path: string }).path));
-    expect(matches).toEqual(expected);
-    expect(result.truncated).toBe(false);
-  });
+  it.each(['rg', 'git-grep', 'grep'] as const)(
+    'engine %s finds tracked, untracked and hidden matches, skipping .git and binaries',
+    async (engine) => {
+      const response = await callTool(workspace, 'grep', { pattern: 'need+le' }, { env: engines[engine].env });
+      const result = resultOf<{ engine: string; matches: unknown[]; truncated: boolean }>(response);
+      expect(result.engine).toBe(engine);
+      // Plain grep (no git on PATH) cannot read .gitignore: compare on the files all three see.
+      const matches = result.matches.filter((match) => !['ignored/out.txt', 'debug.log'].includes((match as { path: string }).path));
+      expect(matches).toEqual(expected);
+      expect(result.truncated).toBe(false);
+    },
+  );
 
   it.each(['rg', 'git-grep'] as const)('engine %s leaves git-ignored files out unless includeIgnored', async (engine) => {
-    const plain = resultOf<{ matches: Array<{ path: string }> }>(await callTool(workspace, 'grep', { pattern: 'needle' }, { env: engines[engine].env }));
+    const plain = resultOf<{ matches: Array<{ path: string }> }>(
+      await callTool(workspace, 'grep', { pattern: 'needle' }, { env: engines[engine].env }),
+    );
     expect(plain.matches.map((match) => match.path)).not.toContain('ignored/out.txt');
     const all = resultOf<{ matches: Array<{ path: string }> }>(
       await callTool(workspace, 'grep', { pattern: 'needle', includeIgnored: true }, { env: engines[engine].env }),
@@ -76,7 +81,9 @@ describe('grep', () => {
   });
 
   it('searches under a path, case-insensitively when asked, with line numbers that agree with read_file', async () => {
-    const result = resultOf<{ matches: Array<{ path: string; line: number }> }>(await callTool(workspace, 'grep', { pattern: 'NEEDLE', path: 'src', ignoreCase: true }));
+    const result = resultOf<{ matches: Array<{ path: string; line: number }> }>(
+      await callTool(workspace, 'grep', { pattern: 'NEEDLE', path: 'src', ignoreCase: true }),
+    );
     expect(result.matches.map((match) => match.path)).toEqual(['src/app.ts', 'src/lib/util.ts']);
     const window = resultOf<{ content: string }>(await callTool(workspace, 'read_file', { path: 'src/lib/util.ts', offset: 2, limit: 1 }));
     expect(window.content).toContain('needle');
@@ -86,7 +93,9 @@ describe('grep', () => {
     const many = makeWorkspace();
     try {
       many.write({ 'many.txt': 'hit\n'.repeat(700), 'wide.txt': `hit${'w'.repeat(2_000)}\n` });
-      const defaults = resultOf<{ matches: unknown[]; truncated: boolean }>(await callTool(many, 'grep', { pattern: 'hit', path: 'many.txt' }));
+      const defaults = resultOf<{ matches: unknown[]; truncated: boolean }>(
+        await callTool(many, 'grep', { pattern: 'hit', path: 'many.txt' }),
+      );
       expect(defaults.matches).toHaveLength(100);
       expect(defaults.truncated).toBe(true);
       const limited = resultOf<{ matches: unknown[] }>(await callTool(many, 'grep', { pattern: 'hit', limit: 500 }));
@@ -141,7 +150,10 @@ describe('list_files and glob', () => {
       files: ['src/app.ts', 'src/lib/util.ts', 'untracked.ts'],
       truncated: false,
     });
-    expect(resultOf(await callTool(workspace, 'glob', { pattern: '*.ts', path: 'src' }))).toEqual({ files: ['src/app.ts'], truncated: false });
+    expect(resultOf(await callTool(workspace, 'glob', { pattern: '*.ts', path: 'src' }))).toEqual({
+      files: ['src/app.ts'],
+      truncated: false,
+    });
     expect(resultOf(await callTool(workspace, 'glob', { pattern: '**/*.{json,md}' }))).toEqual({
       files: ['.hidden/config.json', 'docs/readme.md'],
       truncated: false,

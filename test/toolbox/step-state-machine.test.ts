@@ -99,10 +99,20 @@ async function harness(setup: Setup): Promise<Harness> {
   const events: string[] = [];
   const gateway = new MemoryKubeGateway(
     run,
-    { configMaps: new Map([['script', { data: { 'script.json': JSON.stringify({ turns: setup.turns }) }, binaryData: {} }]]), secrets: new Map() },
+    {
+      configMaps: new Map([['script', { data: { 'script.json': JSON.stringify({ turns: setup.turns }) }, binaryData: {} }]]),
+      secrets: new Map(),
+    },
     (event: CoreV1Event) => events.push(event.reason ?? ''),
   );
-  const logger = { info() {}, warn() {}, error() {}, child() { return logger; } };
+  const logger = {
+    info() {},
+    warn() {},
+    error() {},
+    child() {
+      return logger;
+    },
+  };
   const prefix = `machine-${rows}`;
   const states = new RunStateStore(redis, prefix, RunStateSeal.generated());
   const sandbox: LocalSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: workspace, homeDir: home });
@@ -141,7 +151,12 @@ async function harness(setup: Setup): Promise<Harness> {
   };
 }
 
-const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data']> = {}): AgentJob => ({ name, data: { ...ref, ...extra }, attempt: 1, attempts: 10 });
+const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data']> = {}): AgentJob => ({
+  name,
+  data: { ...ref, ...extra },
+  attempt: 1,
+  attempts: 10,
+});
 const step = (completed: number) => (h: Harness) => job('step', h.ref, { step: completed });
 const finalize = () => (h: Harness) => job('finalize', h.ref);
 const resume = (answer: (h: Harness) => ApprovalAnswer) => (h: Harness) => job('resume', h.ref, { approval: answer(h) });
@@ -188,43 +203,101 @@ const table: Row[] = [
     name: 'an answer without tool calls: finalize is next',
     setup: { turns: [answers] },
     jobs: [step(0)],
-    expected: { stage: 'finalizing', step: 1, enqueued: ['finalize'], phase: 'Running', events: ['Step'], hi: null, steps: 1, toolCalls: 0 },
+    expected: {
+      stage: 'finalizing',
+      step: 1,
+      enqueued: ['finalize'],
+      phase: 'Running',
+      events: ['Step'],
+      hi: null,
+      steps: 1,
+      toolCalls: 0,
+    },
   },
   {
     name: 'finalize after the answer: Succeeded with the change counted, the state dropped',
     setup: { turns: [writesHi, answers] },
     jobs: [step(0), step(1), finalize()],
-    expected: { stage: 'none', enqueued: ['step 1', 'finalize'], phase: 'Succeeded', reason: 'Completed', message: /Finished in 2 step\(s\): 1 file\(s\) changed/, events: ['Step', 'Step', 'Completed'], hi: 'hi\n', steps: 2 },
+    expected: {
+      stage: 'none',
+      enqueued: ['step 1', 'finalize'],
+      phase: 'Succeeded',
+      reason: 'Completed',
+      message: /Finished in 2 step\(s\): 1 file\(s\) changed/,
+      events: ['Step', 'Step', 'Completed'],
+      hi: 'hi\n',
+      steps: 2,
+    },
   },
   {
     name: 'a call that needs approval parks the run: nothing runs, no job is enqueued',
     setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
     jobs: [step(0)],
-    expected: { stage: 'waiting', step: 1, enqueued: [], phase: 'WaitingForApproval', message: /kubectl codingrun approve/, events: ['AwaitingApproval'], hi: null },
+    expected: {
+      stage: 'waiting',
+      step: 1,
+      enqueued: [],
+      phase: 'WaitingForApproval',
+      message: /kubectl codingrun approve/,
+      events: ['AwaitingApproval'],
+      hi: null,
+    },
   },
   {
     name: "an approval naming the input's sha256 runs the call and the loop goes on",
     setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
     jobs: [step(0), approveAsShown],
-    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['AwaitingApproval', 'Approved', 'Step'], hi: 'hi\n', toolCalls: 1 },
+    expected: {
+      stage: 'stepping',
+      step: 1,
+      enqueued: ['step 1'],
+      phase: 'Running',
+      events: ['AwaitingApproval', 'Approved', 'Step'],
+      hi: 'hi\n',
+      toolCalls: 1,
+    },
   },
   {
     name: 'an approval naming another sha256 is refused: nothing runs, the call still waits (Security #11.5)',
     setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
     jobs: [step(0), approveOther],
-    expected: { stage: 'waiting', step: 1, enqueued: [], phase: 'WaitingForApproval', message: /^Refused the approval of bash call/, events: ['AwaitingApproval', 'ApprovalRefused'], hi: null },
+    expected: {
+      stage: 'waiting',
+      step: 1,
+      enqueued: [],
+      phase: 'WaitingForApproval',
+      message: /^Refused the approval of bash call/,
+      events: ['AwaitingApproval', 'ApprovalRefused'],
+      hi: null,
+    },
   },
   {
     name: 'a denial: the call does not run and the loop goes on',
     setup: { turns: [writesHi, answers], approvalTools: ['bash'] },
     jobs: [step(0), deny],
-    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['AwaitingApproval', 'Denied', 'Step'], hi: null, toolCalls: 1 },
+    expected: {
+      stage: 'stepping',
+      step: 1,
+      enqueued: ['step 1'],
+      phase: 'Running',
+      events: ['AwaitingApproval', 'Denied', 'Step'],
+      hi: null,
+      toolCalls: 1,
+    },
   },
   {
     name: 'the step budget spent: finalize is next, with BudgetExceeded kept for it',
     setup: { turns: [writesHi, answers], maxSteps: 1 },
     jobs: [step(0), finalize()],
-    expected: { stage: 'none', enqueued: ['finalize'], phase: 'Failed', reason: 'BudgetExceeded', events: ['Step', 'BudgetExceeded'], hi: 'hi\n', steps: 1 },
+    expected: {
+      stage: 'none',
+      enqueued: ['finalize'],
+      phase: 'Failed',
+      reason: 'BudgetExceeded',
+      events: ['Step', 'BudgetExceeded'],
+      hi: 'hi\n',
+      steps: 1,
+    },
   },
   {
     name: 'a step redone after its work was saved hands on: the model is not asked again, the call not run twice',
@@ -244,7 +317,15 @@ const table: Row[] = [
       state.step = 1;
       state.messages.push({ role: 'assistant', content: calls.map((call) => ({ type: 'tool-call' as const, ...call })) });
       // c1 ran (its result kept) and the worker died before c2.
-      state.inFlight = { calls, results: [{ toolCallId: 'c1', toolName: 'bash', ok: true, text: 'exit 0' }], earlier: [], hadToolCalls: true, toolNames: ['bash', 'bash'], text: '', resumed: false };
+      state.inFlight = {
+        calls,
+        results: [{ toolCallId: 'c1', toolName: 'bash', ok: true, text: 'exit 0' }],
+        earlier: [],
+        hadToolCalls: true,
+        toolNames: ['bash', 'bash'],
+        text: '',
+        resumed: false,
+      };
       await h.states.save(state);
     },
     jobs: [step(0)],
@@ -255,14 +336,30 @@ const table: Row[] = [
     setup: { turns: [writesHi] },
     given: async (h) => void (await redis.del(h.stateKey)),
     jobs: [step(0)],
-    expected: { stage: 'none', enqueued: [], phase: 'Failed', reason: 'StateLost', message: new RegExp(`^${FAILURE_MESSAGES.stateGone.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`), events: ['StateLost'], hi: null },
+    expected: {
+      stage: 'none',
+      enqueued: [],
+      phase: 'Failed',
+      reason: 'StateLost',
+      message: new RegExp(`^${FAILURE_MESSAGES.stateGone.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`),
+      events: ['StateLost'],
+      hi: null,
+    },
   },
   {
     name: 'a state not written by the operator: StateLost, nothing in it acted on (Security #11.1)',
     setup: { turns: [writesHi] },
     given: async (h) => void (await redis.set(h.stateKey, JSON.stringify({ stage: 'stepping', step: 0 }))),
     jobs: [step(0)],
-    expected: { stage: 'none', enqueued: [], phase: 'Failed', reason: 'StateLost', message: /failed validation/, events: ['StateLost'], hi: null },
+    expected: {
+      stage: 'none',
+      enqueued: [],
+      phase: 'Failed',
+      reason: 'StateLost',
+      message: /failed validation/,
+      events: ['StateLost'],
+      hi: null,
+    },
   },
   {
     name: 'a run ended meanwhile (the controller failed it): the job forgets it and writes nothing',

@@ -12,7 +12,14 @@ const run = (name: string, second: number, phase?: Phase): CodingRun => ({
 
 describe('computeAdmission', () => {
   it('counts active runs and the older runs still waiting', () => {
-    const runs = [run('a', 1, 'Running'), run('b', 2, 'Provisioning'), run('c', 3, 'Pending'), run('d', 4), run('e', 5), run('f', 6, 'Succeeded')];
+    const runs = [
+      run('a', 1, 'Running'),
+      run('b', 2, 'Provisioning'),
+      run('c', 3, 'Pending'),
+      run('d', 4),
+      run('e', 5),
+      run('f', 6, 'Succeeded'),
+    ];
     expect(computeAdmission(runs, runs[4]!, new Set())).toEqual({ active: 2, queuedAhead: 2 });
   });
 

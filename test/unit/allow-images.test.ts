@@ -16,16 +16,22 @@ describe('security #11.10 allowImages', () => {
     expect(isImageAllowed(undefined, defaults)).toEqual({ allowed: true });
     expect(isImageAllowed(defaults.sandboxImage, defaults)).toEqual({ allowed: true });
     const decision = isImageAllowed('registry.example/tenant-a/private:1', defaults);
-    expect(decision).toMatchObject({ allowed: false, message: expect.stringContaining(`runs only its sandbox image ${defaults.sandboxImage}`) });
+    expect(decision).toMatchObject({
+      allowed: false,
+      message: expect.stringContaining(`runs only its sandbox image ${defaults.sandboxImage}`),
+    });
     expect((decision as { message: string }).message).toContain('allowImages');
   });
 
-  it.each(['registry.example/team-a/tool:1', 'registry.example/team-a/tool@sha256:' + 'a'.repeat(64), 'python:3.12', 'mirror.example/x/y/z:2', sandboxImage])(
-    'allows %s',
-    (image) => {
-      expect(isImageAllowed(image, config)).toEqual({ allowed: true });
-    },
-  );
+  it.each([
+    'registry.example/team-a/tool:1',
+    'registry.example/team-a/tool@sha256:' + 'a'.repeat(64),
+    'python:3.12',
+    'mirror.example/x/y/z:2',
+    sandboxImage,
+  ])('allows %s', (image) => {
+    expect(isImageAllowed(image, config)).toEqual({ allowed: true });
+  });
 
   it.each([
     ['another team of the registry', 'registry.example/team-b/tool:1'],
@@ -50,7 +56,10 @@ describe('security #11.10 allowImages', () => {
   });
 
   it('reads allowImages from CHAMVI_ALLOW_IMAGES', () => {
-    expect(loadOperatorConfig({}, { CHAMVI_ALLOW_IMAGES: 'a.example/x/*, b.example/y:1' }).allowImages).toEqual(['a.example/x/*', 'b.example/y:1']);
+    expect(loadOperatorConfig({}, { CHAMVI_ALLOW_IMAGES: 'a.example/x/*, b.example/y:1' }).allowImages).toEqual([
+      'a.example/x/*',
+      'b.example/y:1',
+    ]);
   });
 });
 
@@ -62,7 +71,12 @@ describe('security #11.10 sandbox pull policy', () => {
         apiVersion: 'chamvi.dev/v1alpha1',
         kind: 'CodingRun',
         metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1' },
-        spec: codingRunSpec.parse({ task: 't', repository: { url: 'https://github.com/acme/x' }, model: { provider: 'scripted', scriptRef: { name: 's' } }, sandbox }),
+        spec: codingRunSpec.parse({
+          task: 't',
+          repository: { url: 'https://github.com/acme/x' },
+          model: { provider: 'scripted', scriptRef: { name: 's' } },
+          sandbox,
+        }),
       } as ParsedCodingRun,
       podConfig,
     );

@@ -6,11 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  allowRepoPatternProblem,
-  allowRepoPatternRegex,
-  isRepositoryAllowed,
-} from '../../operator/src/reconcile/allow-repo.ts';
+import { allowRepoPatternProblem, allowRepoPatternRegex, isRepositoryAllowed } from '../../operator/src/reconcile/allow-repo.ts';
 import { isCanonicalRepositoryUrl, repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
 import { attackAllowRepo, repoAttacks } from '../support/allow-repo-attacks.ts';
 import { whatGitContacts, type GitContact } from '../support/git-contact-recorder.ts';
@@ -23,7 +19,8 @@ const heads: Record<string, 'allowed' | 'secret'> = {};
 
 function makeRepository(path: string, name: 'allowed' | 'secret'): void {
   const work = mkdtempSync(join(tmpdir(), 'allow-repo-work-'));
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: work, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } }).trim();
+  const git = (...args: string[]) =>
+    execFileSync('git', args, { cwd: work, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } }).trim();
   git('init', '-q', '-b', 'main');
   execFileSync('sh', ['-c', `echo ${name} > f`], { cwd: work });
   git('add', 'f');
@@ -91,7 +88,14 @@ describe('security #11.2 allowRepo patterns', () => {
   });
 
   it('accepts patterns with wildcards in the host, path and ssh user', () => {
-    for (const pattern of ['https://github.com/acme/*', 'https://*.acme.dev/**', 'git@github.com:platform/*', '*@*:**', 'file:///srv/git/*', 'https://h/?x']) {
+    for (const pattern of [
+      'https://github.com/acme/*',
+      'https://*.acme.dev/**',
+      'git@github.com:platform/*',
+      '*@*:**',
+      'file:///srv/git/*',
+      'https://h/?x',
+    ]) {
       expect(allowRepoPatternProblem(pattern)).toBeUndefined();
     }
   });
@@ -114,7 +118,10 @@ describe('security #11.2 allowRepo patterns', () => {
   });
 
   it('refuses everything, and says how to allow, when allowRepo is empty', () => {
-    expect(isRepositoryAllowed('https://github.com/acme/x', [])).toMatchObject({ allowed: false, message: expect.stringContaining("operator's allowRepo") });
+    expect(isRepositoryAllowed('https://github.com/acme/x', [])).toMatchObject({
+      allowed: false,
+      message: expect.stringContaining("operator's allowRepo"),
+    });
   });
 
   it('shows a URL with control characters escaped in the refusal', () => {
@@ -142,7 +149,12 @@ describe('security #11.2 the canonical grammar', () => {
   });
 
   it('splits a canonical URL into the parts git will use', () => {
-    expect(repositoryUrlParts('https://git.example.com:8443/a/b.git')).toEqual({ scheme: 'https', host: 'git.example.com', port: 8443, path: '/a/b.git' });
+    expect(repositoryUrlParts('https://git.example.com:8443/a/b.git')).toEqual({
+      scheme: 'https',
+      host: 'git.example.com',
+      port: 8443,
+      path: '/a/b.git',
+    });
     expect(repositoryUrlParts('git@github.com:acme/x.git')).toEqual({ scheme: 'ssh', user: 'git', host: 'github.com', path: 'acme/x.git' });
     expect(repositoryUrlParts('file:///srv/x')).toEqual({ scheme: 'file', host: '', path: '/srv/x' });
     expect(repositoryUrlParts('https://github.com\\acme\\x@evil.example')).toBeUndefined();

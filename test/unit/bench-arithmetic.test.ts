@@ -12,7 +12,11 @@ describe('step overhead', () => {
     { step: 2, time: 1070, totalMs: 30, modelMs: 12, toolsMs: 5 },
     { step: 1, time: 1030, totalMs: 26, modelMs: 10, toolsMs: 6 },
   ];
-  const pickups = new Map([[1, 1000], [2, 1032], [3, 1075]]);
+  const pickups = new Map([
+    [1, 1000],
+    [2, 1032],
+    [3, 1075],
+  ]);
 
   it('runs from one pickup to the next, less the model and the tools', () => {
     const [first, second] = stepCycles(pickups, lines);
@@ -29,14 +33,27 @@ describe('step overhead', () => {
   });
 
   it('leaves out a step whose next pickup was not seen', () => {
-    expect(stepCycles(new Map([[1, 1000], [2, 1032]]), lines).map((cycle) => cycle.step)).toEqual([1]);
+    expect(
+      stepCycles(
+        new Map([
+          [1, 1000],
+          [2, 1032],
+        ]),
+        lines,
+      ).map((cycle) => cycle.step),
+    ).toEqual([1]);
   });
 });
 
 describe("kube-controller-manager's client limits", () => {
   it('replace the ones on its command line and keep every other argument', () => {
     const args = ['--kubeconfig=/k', '--kube-api-qps=20', '--controllers=*', '--kube-api-burst=30'];
-    expect(withClientLimits(args, { qps: 100_000, burst: 100_000 })).toEqual(['--kubeconfig=/k', '--controllers=*', '--kube-api-qps=100000', '--kube-api-burst=100000']);
+    expect(withClientLimits(args, { qps: 100_000, burst: 100_000 })).toEqual([
+      '--kubeconfig=/k',
+      '--controllers=*',
+      '--kube-api-qps=100000',
+      '--kube-api-burst=100000',
+    ]);
     expect(withClientLimits(['--v=2'], { qps: 20, burst: 30 })).toEqual(['--v=2', '--kube-api-qps=20', '--kube-api-burst=30']);
   });
 

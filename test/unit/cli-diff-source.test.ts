@@ -31,18 +31,29 @@ const ownedByHello = {
 
 describe('chooseDiff', () => {
   it('prefers the ConfigMap over the bounded status copy', () => {
-    expect(chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), { ...ownedByHello, ...encodeDiff(DIFF) })).toEqual({ text: DIFF });
+    expect(
+      chooseDiff(run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' }), {
+        ...ownedByHello,
+        ...encodeDiff(DIFF),
+      }),
+    ).toEqual({ text: DIFF });
   });
 
   it.each([
     ['no ownerReference', { labels: ownedByHello.metadata.labels }, /not the run's \(it has no controller ownerReference\)/],
-    ['another run as its controller', { ...ownedByHello.metadata, ownerReferences: [{ ...ownedByHello.metadata.ownerReferences[0], uid: 'other' }] }, /controller is CodingRun other, not this run \(u\)/],
+    [
+      'another run as its controller',
+      { ...ownedByHello.metadata, ownerReferences: [{ ...ownedByHello.metadata.ownerReferences[0], uid: 'other' }] },
+      /controller is CodingRun other, not this run \(u\)/,
+    ],
   ])('security #11.6 refuses a ConfigMap the run does not own (%s) instead of printing it', (_, metadata, why) => {
     const planted = { metadata, ...encodeDiff('diff --git a/x b/x\n+planted\n') };
     const hello = run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' });
     expect(() => chooseDiff(hello, planted)).toThrow(DiffNotOwnedError);
     expect(() => chooseDiff(hello, planted)).toThrow(why);
-    expect(() => chooseDiff(hello, planted)).toThrow(/ConfigMap agents\/hello-diff named in codingrun "hello"'s status.result.diffConfigMap.*status.result.diff/);
+    expect(() => chooseDiff(hello, planted)).toThrow(
+      /ConfigMap agents\/hello-diff named in codingrun "hello"'s status.result.diffConfigMap.*status.result.diff/,
+    );
   });
 
   it('falls back to status.result.diff with a warning when the ConfigMap is gone and the copy is truncated', () => {

@@ -64,14 +64,28 @@ describe('runRow and RunTable', () => {
   });
 
   it('shows the reason of a failed run', () => {
-    expect(runRow(run('bad', { phase: 'Failed', reason: 'RepoNotAllowed' }), now)).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+    expect(runRow(run('bad', { phase: 'Failed', reason: 'RepoNotAllowed' }), now)).toMatchObject({
+      phase: 'Failed',
+      reason: 'RepoNotAllowed',
+    });
   });
 
-  it('prints one aligned line per run, and lines added later keep the header\'s columns', () => {
-    const rows = [run('a', { phase: 'Running', steps: 3, usage }), run('longer-name', { phase: 'Succeeded', steps: 12, usage })].map((item) => runRow(item, now));
+  it("prints one aligned line per run, and lines added later keep the header's columns", () => {
+    const rows = [run('a', { phase: 'Running', steps: 3, usage }), run('longer-name', { phase: 'Succeeded', steps: 12, usage })].map(
+      (item) => runRow(item, now),
+    );
     const table = new RunTable(rows, { withNamespace: false });
     const header = table.header();
-    const later = table.line(runRow(run('b', { phase: 'WaitingForApproval', steps: 4, pendingApproval: { id: 's4-c1', toolName: 'bash', input: '{}', requestedAt: ago(1) } }), now));
+    const later = table.line(
+      runRow(
+        run('b', {
+          phase: 'WaitingForApproval',
+          steps: 4,
+          pendingApproval: { id: 's4-c1', toolName: 'bash', input: '{}', requestedAt: ago(1) },
+        }),
+        now,
+      ),
+    );
     expect(header).toMatch(/^NAME\s+PHASE\s+REASON\s+STEPS\s+TOKENS\s+AGE\s+PENDING$/);
     for (const line of [table.line(rows[0]!), later]) {
       expect(line.indexOf(line.split(/\s{3,}/)[1]!)).toBe(header.indexOf('PHASE'));

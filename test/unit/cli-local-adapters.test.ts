@@ -11,7 +11,13 @@ import { PatchRefusedError, applyJsonPatch } from '../../operator/src/cli/local/
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { progressLine, summaryLine } from '../../operator/src/cli/local/progress-printer.ts';
 import { StderrLogger } from '../../operator/src/cli/local/stderr-logger.ts';
-import { DENIED_AT_TERMINAL, NO_TERMINAL_REASON, denyWithoutTerminal, terminalApprover, type Approver } from '../../operator/src/cli/local/terminal-approver.ts';
+import {
+  DENIED_AT_TERMINAL,
+  NO_TERMINAL_REASON,
+  denyWithoutTerminal,
+  terminalApprover,
+  type Approver,
+} from '../../operator/src/cli/local/terminal-approver.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 
 const RUN: CodingRun = {
@@ -22,7 +28,11 @@ const RUN: CodingRun = {
 };
 
 const gatewayWith = (status?: CodingRun['status'], events: unknown[] = []) =>
-  new MemoryKubeGateway({ ...RUN, ...(status ? { status } : {}) }, { configMaps: new Map([['s', { data: { 'script.json': '{}' }, binaryData: {} }]]), secrets: new Map([['k', { apiKey: 'sk' }]]) }, (event) => events.push(event));
+  new MemoryKubeGateway(
+    { ...RUN, ...(status ? { status } : {}) },
+    { configMaps: new Map([['s', { data: { 'script.json': '{}' }, binaryData: {} }]]), secrets: new Map([['k', { apiKey: 'sk' }]]) },
+    (event) => events.push(event),
+  );
 
 describe('MemoryKubeGateway under the real RunStatusWriter', () => {
   it('writes the status, bumping the resourceVersion, and wakes whoever waits for a change', async () => {
@@ -45,11 +55,16 @@ describe('MemoryKubeGateway under the real RunStatusWriter', () => {
     const gateway = gatewayWith({ phase: 'Running' });
     const writer = new RunStatusWriter(gateway);
     const usage = { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 2, complete: true };
-    expect(await writer.progress('default', 'demo', 'uid-1', { steps: 1, toolCalls: 1, usage })).toMatchObject({ status: { steps: 1, toolCalls: 1 } });
+    expect(await writer.progress('default', 'demo', 'uid-1', { steps: 1, toolCalls: 1, usage })).toMatchObject({
+      status: { steps: 1, toolCalls: 1 },
+    });
     expect(await writer.progress('default', 'demo', 'other-uid', { steps: 2, toolCalls: 2, usage })).toBeUndefined();
     await gateway.replaceRunStatus(gateway.current()!, { phase: 'Succeeded' });
     expect(await writer.progress('default', 'demo', 'uid-1', { steps: 9, toolCalls: 9, usage })).toBeUndefined();
-    expect(await writer.write('default', 'demo', 'uid-1', (status) => ({ ...status, phase: 'Failed' }))).toMatchObject({ written: false, why: 'terminal' });
+    expect(await writer.write('default', 'demo', 'uid-1', (status) => ({ ...status, phase: 'Failed' }))).toMatchObject({
+      written: false,
+      why: 'terminal',
+    });
     expect(gateway.current()!.status).toEqual({ phase: 'Succeeded' });
   });
 
@@ -84,16 +99,24 @@ describe('applyJsonPatch', () => {
   });
 
   it('refuses with 422 when a test fails or the parent is missing', () => {
-    expect(() => applyJsonPatch({ status: { phase: 'Succeeded' } }, [{ op: 'test', path: '/status/phase', value: 'Running' }])).toThrow(PatchRefusedError);
+    expect(() => applyJsonPatch({ status: { phase: 'Succeeded' } }, [{ op: 'test', path: '/status/phase', value: 'Running' }])).toThrow(
+      PatchRefusedError,
+    );
     expect(() => applyJsonPatch({}, [{ op: 'add', path: '/status/steps', value: 1 }])).toThrow(expect.objectContaining({ code: 422 }));
   });
 });
 
 describe('progress lines', () => {
   it('prints one line per Event with the seconds since the start, and the local wording for the pod Events', () => {
-    expect(progressLine(1234, { type: 'Normal', reason: 'Step', message: 'Step 1: read_file; 1240 tokens so far' })).toBe('   1.2s   Step             Step 1: read_file; 1240 tokens so far');
-    expect(progressLine(0, { type: 'Warning', reason: 'CloneFailed', message: 'git clone failed:\nfatal: nope' })).toBe('   0.0s ! CloneFailed      git clone failed: fatal: nope');
-    expect(progressLine(0, { reason: 'Provisioning', message: 'Creating sandbox pod demo-sandbox' })).toContain('Creating the local sandbox');
+    expect(progressLine(1234, { type: 'Normal', reason: 'Step', message: 'Step 1: read_file; 1240 tokens so far' })).toBe(
+      '   1.2s   Step             Step 1: read_file; 1240 tokens so far',
+    );
+    expect(progressLine(0, { type: 'Warning', reason: 'CloneFailed', message: 'git clone failed:\nfatal: nope' })).toBe(
+      '   0.0s ! CloneFailed      git clone failed: fatal: nope',
+    );
+    expect(progressLine(0, { reason: 'Provisioning', message: 'Creating sandbox pod demo-sandbox' })).toContain(
+      'Creating the local sandbox',
+    );
   });
 
   it('sums the run up, marking a token count that is a lower bound', () => {
@@ -148,12 +171,22 @@ describe('approvals', () => {
     // Security #11.5: the answer names the sha256 of the input shown, which is shown whole.
     const sha256 = createHash('sha256').update(request.input).digest('hex');
     expect(await approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'approve', sha256 });
-    expect(shown()).toContain(`codingrun/demo wants to run bash (approval s1-c1), input ${request.input.length} bytes, shown whole:\n{"command":"npm test"}`);
+    expect(shown()).toContain(
+      `codingrun/demo wants to run bash (approval s1-c1), input ${request.input.length} bytes, shown whole:\n{"command":"npm test"}`,
+    );
   });
 
   it('denies on anything else, with the reason typed, or a default one', async () => {
-    expect(await terminal(['n', 'use the fake server']).approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: 'use the fake server' });
-    expect(await terminal(['', '']).approver(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+    expect(await terminal(['n', 'use the fake server']).approver(request, new AbortController().signal)).toEqual({
+      id: 's1-c1',
+      decision: 'deny',
+      reason: 'use the fake server',
+    });
+    expect(await terminal(['', '']).approver(request, new AbortController().signal)).toEqual({
+      id: 's1-c1',
+      decision: 'deny',
+      reason: DENIED_AT_TERMINAL,
+    });
   });
 
   it('denies when the terminal input ends before an answer', async () => {
@@ -164,7 +197,11 @@ describe('approvals', () => {
   });
 
   it('denies at once without a terminal', async () => {
-    expect(await denyWithoutTerminal(request, new AbortController().signal)).toEqual({ id: 's1-c1', decision: 'deny', reason: NO_TERMINAL_REASON });
+    expect(await denyWithoutTerminal(request, new AbortController().signal)).toEqual({
+      id: 's1-c1',
+      decision: 'deny',
+      reason: NO_TERMINAL_REASON,
+    });
   });
 
   const waiting = (id: string): CodingRun => ({
@@ -179,7 +216,11 @@ describe('approvals', () => {
       asked.push(question.id);
       return { id: question.id, decision: 'approve' };
     };
-    const desk = new ApprovalDesk(approver, async (_, answer) => void answers.push(answer), () => undefined);
+    const desk = new ApprovalDesk(
+      approver,
+      async (_, answer) => void answers.push(answer),
+      () => undefined,
+    );
     desk.observe(waiting('s1-c1'));
     desk.observe(waiting('s1-c1'));
     await new Promise((resolve) => setImmediate(resolve));
@@ -193,7 +234,11 @@ describe('approvals', () => {
     const approver: Approver = (_, signal) =>
       new Promise((_resolve, reject) => signal.addEventListener('abort', () => ((aborted = true), reject(new Error('aborted')))));
     const answers: unknown[] = [];
-    const desk = new ApprovalDesk(approver, async (_, answer) => void answers.push(answer), (note) => notes.push(note));
+    const desk = new ApprovalDesk(
+      approver,
+      async (_, answer) => void answers.push(answer),
+      (note) => notes.push(note),
+    );
     desk.observe(waiting('s1-c1'));
     desk.observe({ ...RUN, status: { phase: 'Running' } });
     await new Promise((resolve) => setImmediate(resolve));

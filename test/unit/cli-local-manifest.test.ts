@@ -129,7 +129,11 @@ ${RUN}`,
   });
 
   it('takes the items of a List and the namespace from -n when the run has none', async () => {
-    const list = { apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'listed' }, spec: { task: 't' } }] };
+    const list = {
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'listed' }, spec: { task: 't' } }],
+    };
     const manifest = await readManifest(file('list.json', JSON.stringify(list)), noStdin, 'agents');
     expect(manifest.run.metadata).toMatchObject({ name: 'listed', namespace: 'agents' });
   });
@@ -146,29 +150,44 @@ ${RUN}`,
     ['broken YAML', `${RUN}\n  : [`, /document 1 is not valid YAML/],
     ['a wrong apiVersion', RUN.replace('chamvi.dev/v1alpha1', 'chamvi.dev/v1'), /apiVersion "chamvi.dev\/v1"; use chamvi.dev\/v1alpha1/],
     ['a run without a name', RUN.replace('  name: demo\n', '  labels: {}\n'), /the CodingRun has no metadata.name/],
-    ['a non-string ConfigMap value', `${SCRIPT.replace("script.json: '{\"turns\": [{\"text\": \"hi\"}]}'", 'retries: 3')}---\n${RUN}`, /ConfigMap script data\.retries must be a string/],
+    [
+      'a non-string ConfigMap value',
+      `${SCRIPT.replace('script.json: \'{"turns": [{"text": "hi"}]}\'', 'retries: 3')}---\n${RUN}`,
+      /ConfigMap script data\.retries must be a string/,
+    ],
   ])('refuses a file with %s', async (_, text, message) => {
     await expect(readManifest(file('bad.yaml', text), noStdin)).rejects.toThrow(message);
   });
 
   it('refuses a -n that contradicts the run namespace, as kubectl does', async () => {
-    await expect(readManifest(file('ns.yaml', RUN.replace('name: demo', 'name: demo\n  namespace: team')), noStdin, 'agents')).rejects.toThrow(/"team"\) does not match --namespace "agents"/);
+    await expect(
+      readManifest(file('ns.yaml', RUN.replace('name: demo', 'name: demo\n  namespace: team')), noStdin, 'agents'),
+    ).rejects.toThrow(/"team"\) does not match --namespace "agents"/);
   });
 });
 
 describe('acceptLocalRun', () => {
-  const accept = async (text: string, env: NodeJS.ProcessEnv = {}) => acceptLocalRun(await readManifest(file('accept.yaml', text), noStdin), env, localOperatorConfig(), now);
+  const accept = async (text: string, env: NodeJS.ProcessEnv = {}) =>
+    acceptLocalRun(await readManifest(file('accept.yaml', text), noStdin), env, localOperatorConfig(), now);
 
   it('gives the run an identity and its local repository path as a file:// URL', async () => {
     const accepted = await accept(`${SCRIPT}---\n${RUN}`);
-    expect(accepted.run.metadata).toMatchObject({ name: 'demo', namespace: 'default', generation: 1, creationTimestamp: now.toISOString() });
+    expect(accepted.run.metadata).toMatchObject({
+      name: 'demo',
+      namespace: 'default',
+      generation: 1,
+      creationTimestamp: now.toISOString(),
+    });
     expect(accepted.run.metadata.uid).toMatch(/^[0-9a-f-]{36}$/);
     expect(accepted.spec.repository.url).toBe(`file://${dir}/hello`);
     expect((accepted.run.spec.repository as { url: string }).url).toBe(`file://${dir}/hello`);
     expect(accepted.spec.budget.maxSteps).toBe(40);
   });
 
-  const openaiRun = RUN.replace('    provider: scripted\n    scriptRef:\n      name: script\n', '    provider: openai\n    name: gpt-5.6\n    apiKeySecretRef:\n      name: openai\n');
+  const openaiRun = RUN.replace(
+    '    provider: scripted\n    scriptRef:\n      name: script\n',
+    '    provider: openai\n    name: gpt-5.6\n    apiKeySecretRef:\n      name: openai\n',
+  );
 
   it('takes an API key missing from the file from CHAMVI_API_KEY, then the provider variable', async () => {
     const fromChamvi = await accept(openaiRun, { CHAMVI_API_KEY: 'sk-chamvi', OPENAI_API_KEY: 'sk-openai' });
@@ -180,7 +199,8 @@ describe('acceptLocalRun', () => {
   });
 
   it('prefers the Secret in the file to the environment', async () => {
-    const secret = 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\n  labels:\n    chamvi.dev/usable-by-runs: "true"\nstringData:\n  apiKey: sk-file\n';
+    const secret =
+      'apiVersion: v1\nkind: Secret\nmetadata:\n  name: openai\n  labels:\n    chamvi.dev/usable-by-runs: "true"\nstringData:\n  apiKey: sk-file\n';
     const accepted = await accept(`${secret}---\n${openaiRun}`, { OPENAI_API_KEY: 'sk-openai' });
     expect(accepted.apiKeyFrom).toBeUndefined();
     expect(accepted.secrets.get('openai')).toEqual({ apiKey: 'sk-file' });
@@ -194,8 +214,7 @@ describe('acceptLocalRun', () => {
   });
 
   it('security #11.3: allows the endpoint a local run names when it is canonical, and refuses one that is not', async () => {
-    const compatible = (baseURL: string) =>
-      openaiRun.replace('provider: openai', `provider: openai-compatible\n    baseURL: ${baseURL}`);
+    const compatible = (baseURL: string) => openaiRun.replace('provider: openai', `provider: openai-compatible\n    baseURL: ${baseURL}`);
     // As run-locally.ts does: the run's own endpoint is the user's choice on the user's machine.
     const acceptLocally = async (text: string, env: NodeJS.ProcessEnv) => {
       const manifest = await readManifest(file('local.yaml', text), noStdin);
@@ -203,16 +222,30 @@ describe('acceptLocalRun', () => {
     };
     const accepted = await acceptLocally(compatible('http://127.0.0.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' });
     expect(accepted.spec.model.baseURL).toBe('http://127.0.0.1:11434/v1');
-    await expect(acceptLocally(compatible('http://127.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' })).rejects.toThrow(/ModelEndpointNotAllowed: .*canonical form/);
+    await expect(acceptLocally(compatible('http://127.1:11434/v1'), { OPENAI_API_KEY: 'sk-openai' })).rejects.toThrow(
+      /ModelEndpointNotAllowed: .*canonical form/,
+    );
   });
 
   it.each([
     ['an invalid field', `${SCRIPT}---\n${RUN.replace('  task: Greet.', '  task: ""')}`, /accept\.yaml: codingrun\/demo: spec\.task: /],
     ['a missing API key', openaiRun, /not in the file; add the Secret to the file or set CHAMVI_API_KEY or OPENAI_API_KEY$/],
-    ['a missing script', RUN, /ConfigMapNotFound: ConfigMap default\/script named in spec\.model\.scriptRef does not exist; add it to the file/],
+    [
+      'a missing script',
+      RUN,
+      /ConfigMapNotFound: ConfigMap default\/script named in spec\.model\.scriptRef does not exist; add it to the file/,
+    ],
     ['a missing key of the script', `${SCRIPT.replace('script.json', 'other.json')}---\n${RUN}`, /has no key "script\.json"/],
-    ['a remote helper', `${SCRIPT}---\n${RUN.replace('./hello', 'ext::sh')}`, /RepoNotAllowed: repository ext::sh is refused because it uses a git remote helper/],
-    ['a URL with credentials', `${SCRIPT}---\n${RUN.replace('./hello', 'https://user:pw@github.com/acme/app.git')}`, /RepoNotAllowed: .* carries credentials/],
+    [
+      'a remote helper',
+      `${SCRIPT}---\n${RUN.replace('./hello', 'ext::sh')}`,
+      /RepoNotAllowed: repository ext::sh is refused because it uses a git remote helper/,
+    ],
+    [
+      'a URL with credentials',
+      `${SCRIPT}---\n${RUN.replace('./hello', 'https://user:pw@github.com/acme/app.git')}`,
+      /RepoNotAllowed: .* carries credentials/,
+    ],
   ])('refuses %s, naming the file, the run and the field', async (_, text, message) => {
     await expect(accept(text)).rejects.toThrow(message);
   });

@@ -16,18 +16,39 @@ const usageError = (argv: string[]): UsageError => {
 
 describe('parseArguments', () => {
   it('reads get with a name, watch and namespace in any order and spelling', () => {
-    expect(parseArguments(['get', 'fix-bug', '-w', '-n', 'agents'])).toEqual({ command: 'get', name: 'fix-bug', watch: true, allNamespaces: false, namespace: 'agents' });
-    expect(parseArguments(['--namespace=agents', 'get', '--watch'])).toEqual({ command: 'get', watch: true, allNamespaces: false, namespace: 'agents' });
+    expect(parseArguments(['get', 'fix-bug', '-w', '-n', 'agents'])).toEqual({
+      command: 'get',
+      name: 'fix-bug',
+      watch: true,
+      allNamespaces: false,
+      namespace: 'agents',
+    });
+    expect(parseArguments(['--namespace=agents', 'get', '--watch'])).toEqual({
+      command: 'get',
+      watch: true,
+      allNamespaces: false,
+      namespace: 'agents',
+    });
     expect(parseArguments(['-nagents', 'get'])).toMatchObject({ namespace: 'agents' });
   });
 
   it('reads the connection flags', () => {
-    expect(parseArguments(['diff', 'x', '--kubeconfig', '/tmp/kc', '--context', 'prod'])).toEqual({ command: 'diff', name: 'x', kubeconfig: '/tmp/kc', context: 'prod' });
+    expect(parseArguments(['diff', 'x', '--kubeconfig', '/tmp/kc', '--context', 'prod'])).toEqual({
+      command: 'diff',
+      name: 'x',
+      kubeconfig: '/tmp/kc',
+      context: 'prod',
+    });
   });
 
   it('reads approve with an optional id and reason, deny with its required reason', () => {
     expect(parseArguments(['approve', 'run-1'])).toEqual({ command: 'approve', name: 'run-1' });
-    expect(parseArguments(['approve', 'run-1', '--id', 's3-c1', '--reason', 'looks fine'])).toEqual({ command: 'approve', name: 'run-1', id: 's3-c1', reason: 'looks fine' });
+    expect(parseArguments(['approve', 'run-1', '--id', 's3-c1', '--reason', 'looks fine'])).toEqual({
+      command: 'approve',
+      name: 'run-1',
+      id: 's3-c1',
+      reason: 'looks fine',
+    });
     expect(parseArguments(['deny', 'run-1', '--reason', 'no network'])).toEqual({ command: 'deny', name: 'run-1', reason: 'no network' });
   });
 

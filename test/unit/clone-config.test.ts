@@ -37,7 +37,13 @@ describe('security #11.2 allowRepo patterns in the config', () => {
   });
 
   it('accepts canonical patterns with wildcards', () => {
-    const patterns = ['https://github.com/acme/*', 'git@github.com:acme/*', 'https://*.acme.dev/**', 'file:///srv/git/*', 'http://127.0.0.1:*/**'];
+    const patterns = [
+      'https://github.com/acme/*',
+      'git@github.com:acme/*',
+      'https://*.acme.dev/**',
+      'file:///srv/git/*',
+      'http://127.0.0.1:*/**',
+    ];
     expect(loadOperatorConfig({ allowRepo: patterns }, {}).allowRepo).toEqual(patterns);
   });
 });
@@ -46,7 +52,12 @@ describe('security #11.2 run --local repositories', () => {
   const config = localOperatorConfig();
 
   it('allows every canonical URL and a local path as file:// + the path as it is', () => {
-    for (const url of ['https://git.example.org/team/app.git', 'git@github.com:acme/app.git', 'ssh://git@h:2222/x', 'git://127.0.0.1/hello.git']) {
+    for (const url of [
+      'https://git.example.org/team/app.git',
+      'git@github.com:acme/app.git',
+      'ssh://git@h:2222/x',
+      'git://127.0.0.1/hello.git',
+    ]) {
       expect(isRepositoryAllowed(url, config.allowRepo)).toMatchObject({ allowed: true, url });
     }
     expect(localRepositoryUrl('./hello', '/work/examples')).toBe('file:///work/examples/hello');

@@ -46,14 +46,34 @@ describe('model cross-field rules', () => {
   const cases: Array<[string, Record<string, unknown>, string | undefined]> = [
     ['scripted with a script', { provider: 'scripted', scriptRef: { name: 's' } }, undefined],
     ['scripted without a script', { provider: 'scripted' }, 'scriptRef is required'],
-    ['scripted with a key', { provider: 'scripted', scriptRef: { name: 's' }, apiKeySecretRef: { name: 'k' } }, 'apiKeySecretRef may not be set'],
+    [
+      'scripted with a key',
+      { provider: 'scripted', scriptRef: { name: 's' }, apiKeySecretRef: { name: 'k' } },
+      'apiKeySecretRef may not be set',
+    ],
     ['openai with key and name', { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'k' } }, undefined],
     ['openai without a key', { provider: 'openai', name: 'gpt-5.6' }, 'apiKeySecretRef is required'],
     ['openai without a name', { provider: 'openai', apiKeySecretRef: { name: 'k' } }, 'name is required'],
-    ['openai with a baseURL', { provider: 'openai', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'https://x/v1' }, 'baseURL may only be set'],
-    ['openai-compatible without a baseURL', { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' } }, 'baseURL is required'],
-    ['openai-compatible with a baseURL', { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'http://127.0.0.1:1/v1' }, undefined],
-    ['groq with a script', { provider: 'groq', name: 'm', apiKeySecretRef: { name: 'k' }, scriptRef: { name: 's' } }, 'scriptRef may only be set'],
+    [
+      'openai with a baseURL',
+      { provider: 'openai', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'https://x/v1' },
+      'baseURL may only be set',
+    ],
+    [
+      'openai-compatible without a baseURL',
+      { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' } },
+      'baseURL is required',
+    ],
+    [
+      'openai-compatible with a baseURL',
+      { provider: 'openai-compatible', name: 'm', apiKeySecretRef: { name: 'k' }, baseURL: 'http://127.0.0.1:1/v1' },
+      undefined,
+    ],
+    [
+      'groq with a script',
+      { provider: 'groq', name: 'm', apiKeySecretRef: { name: 'k' }, scriptRef: { name: 's' } },
+      'scriptRef may only be set',
+    ],
   ];
 
   it.each(cases)('%s', (_, model, expected) => {

@@ -27,7 +27,13 @@ function step(toolName: string, input: Record<string, unknown>, result: string, 
   callCounter += 1;
   const toolCallId = `call-${callCounter}`;
   return [
-    { role: 'assistant', content: [{ type: 'text', text: `Calling ${toolName}.` }, { type: 'tool-call', toolCallId, toolName, input }] },
+    {
+      role: 'assistant',
+      content: [
+        { type: 'text', text: `Calling ${toolName}.` },
+        { type: 'tool-call', toolCallId, toolName, input },
+      ],
+    },
     {
       role: 'tool',
       content: [

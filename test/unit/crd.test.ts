@@ -14,7 +14,8 @@ function walk(node: Node, path: string, visit: (node: Node, path: string) => voi
   visit(node, path);
   for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, Node>)) walk(child, `${path}.${name}`, visit);
   if (node.items && typeof node.items === 'object') walk(node.items as Node, `${path}[]`, visit);
-  if (node.additionalProperties && typeof node.additionalProperties === 'object') walk(node.additionalProperties as Node, `${path}{}`, visit);
+  if (node.additionalProperties && typeof node.additionalProperties === 'object')
+    walk(node.additionalProperties as Node, `${path}{}`, visit);
 }
 
 const version = buildCodingRunCrd().spec.versions[0]!;

@@ -12,11 +12,21 @@ const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], ma
 const now = new Date('2026-11-29T12:00:00Z');
 const minutesAgo = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
 
-function run(overrides: { spec?: Record<string, unknown>; status?: CodingRun['status']; metadata?: Partial<CodingRun['metadata']> } = {}): CodingRun {
+function run(
+  overrides: { spec?: Record<string, unknown>; status?: CodingRun['status']; metadata?: Partial<CodingRun['metadata']> } = {},
+): CodingRun {
   return {
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
-    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1', generation: 2, finalizers: [FINALIZER], creationTimestamp: minutesAgo(1), ...overrides.metadata },
+    metadata: {
+      name: 'fix',
+      namespace: 'agents',
+      uid: 'uid-1',
+      generation: 2,
+      finalizers: [FINALIZER],
+      creationTimestamp: minutesAgo(1),
+      ...overrides.metadata,
+    },
     spec: {
       task: 'Fix it',
       repository: { url: 'https://github.com/acme/webapp.git' },
@@ -27,8 +37,16 @@ function run(overrides: { spec?: Record<string, unknown>; status?: CodingRun['st
   };
 }
 
-const accepted = [{ type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: minutesAgo(1) }];
-const pod = (overrides: Partial<SandboxPodView> = {}): SandboxPodView => ({ name: 'fix-sandbox', phase: 'Running', ready: true, deleting: false, ...overrides });
+const accepted = [
+  { type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: minutesAgo(1) },
+];
+const pod = (overrides: Partial<SandboxPodView> = {}): SandboxPodView => ({
+  name: 'fix-sandbox',
+  phase: 'Running',
+  ready: true,
+  deleting: false,
+  ...overrides,
+});
 
 function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRun {
   return {
@@ -47,8 +65,17 @@ describe('decide: accepting a new run', () => {
   it('adds the finalizer first, then admits a valid run and creates policy and pod', () => {
     const decision = decide(observe(run({ metadata: { finalizers: [] } })), config, now);
     expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
-    expect(decision.status).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run()), startTime: now.toISOString(), observedGeneration: 2 });
-    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'True', reason: 'Valid', observedGeneration: 2 });
+    expect(decision.status).toMatchObject({
+      phase: 'Provisioning',
+      podName: sandboxPodName(run()),
+      startTime: now.toISOString(),
+      observedGeneration: 2,
+    });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({
+      status: 'True',
+      reason: 'Valid',
+      observedGeneration: 2,
+    });
     expect(decision.events.map((event) => event.reason)).toEqual(['Accepted', 'Provisioning']);
   });
 
@@ -58,9 +85,27 @@ describe('decide: accepting a new run', () => {
   });
 
   it.each([
-    ['a disallowed repository', { spec: { repository: { url: 'https://github.com/acme-evil/x' } } }, {}, 'RepoNotAllowed', /does not match the operator's allowRepo/],
-    ['a missing API key Secret', {}, { references: { secrets: {}, configMaps: {} } }, 'SecretNotFound', /Secret agents\/llm named in spec.model.apiKeySecretRef does not exist/],
-    ['a Secret without the key', {}, { references: { secrets: { llm: ['token'] }, configMaps: {} } }, 'SecretNotFound', /has no key "apiKey"/],
+    [
+      'a disallowed repository',
+      { spec: { repository: { url: 'https://github.com/acme-evil/x' } } },
+      {},
+      'RepoNotAllowed',
+      /does not match the operator's allowRepo/,
+    ],
+    [
+      'a missing API key Secret',
+      {},
+      { references: { secrets: {}, configMaps: {} } },
+      'SecretNotFound',
+      /Secret agents\/llm named in spec.model.apiKeySecretRef does not exist/,
+    ],
+    [
+      'a Secret without the key',
+      {},
+      { references: { secrets: { llm: ['token'] }, configMaps: {} } },
+      'SecretNotFound',
+      /has no key "apiKey"/,
+    ],
     [
       'security #11.3: a Secret not labelled usable-by-runs',
       {},
@@ -70,12 +115,20 @@ describe('decide: accepting a new run', () => {
     ],
     [
       'security #11.3: an openai-compatible endpoint not in allowModelEndpoints',
-      { spec: { model: { provider: 'openai-compatible', name: 'm', baseURL: 'http://10.0.0.1:8080/v1', apiKeySecretRef: { name: 'llm' } } } },
+      {
+        spec: { model: { provider: 'openai-compatible', name: 'm', baseURL: 'http://10.0.0.1:8080/v1', apiKeySecretRef: { name: 'llm' } } },
+      },
       {},
       'ModelEndpointNotAllowed',
       /no model endpoint is allowed yet/,
     ],
-    ['security #11.10: a sandbox image not in allowImages', { spec: { sandbox: { image: 'registry.example/tenant-a/private:1' } } }, {}, 'ImageNotAllowed', /allowImages/],
+    [
+      'security #11.10: a sandbox image not in allowImages',
+      { spec: { sandbox: { image: 'registry.example/tenant-a/private:1' } } },
+      {},
+      'ImageNotAllowed',
+      /allowImages/,
+    ],
     [
       'a scripted run without its ConfigMap',
       { spec: { model: { provider: 'scripted', scriptRef: { name: 'demo' } } } },
@@ -87,7 +140,12 @@ describe('decide: accepting a new run', () => {
   ])('refuses %s: Failed with the reason, no pod', (_, runOverrides, observedOverrides, reason, message) => {
     const decision = decide(observe(run(runOverrides as never), observedOverrides), config, now);
     expect(types(decision)).not.toContain('createPod');
-    expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message), completionTime: now.toISOString() });
+    expect(decision.status).toMatchObject({
+      phase: 'Failed',
+      reason,
+      message: expect.stringMatching(message),
+      completionTime: now.toISOString(),
+    });
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason });
     expect(decision.status!.conditions!.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason });
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
@@ -96,7 +154,11 @@ describe('decide: accepting a new run', () => {
   it('queues a valid run when the slots are taken, and says so', () => {
     const decision = decide(observe(run(), { admission: { active: 1, queuedAhead: 1 } }), config, now);
     expect(types(decision)).toEqual([]);
-    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'Queued', message: expect.stringContaining('1 of 2 runs active, 1 queued ahead') });
+    expect(decision.status).toMatchObject({
+      phase: 'Pending',
+      reason: 'Queued',
+      message: expect.stringContaining('1 of 2 runs active, 1 queued ahead'),
+    });
     expect(decision.requeueAfterMs).toBeGreaterThan(0);
   });
 
@@ -118,7 +180,11 @@ describe('decide: provisioning and running', () => {
   });
 
   it('waits for a pending pod and says why', () => {
-    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false, reason: 'Unschedulable' }) }), config, now);
+    const decision = decide(
+      observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false, reason: 'Unschedulable' }) }),
+      config,
+      now,
+    );
     expect(types(decision)).toEqual([]);
     expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ status: 'False', reason: 'Unschedulable' });
   });
@@ -173,16 +239,34 @@ describe('decide: provisioning and running', () => {
 describe('decide: the agent of a started run', () => {
   const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', steps: 3, conditions: accepted } });
   const waiting = run({
-    status: { phase: 'WaitingForApproval', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted, pendingApproval: { id: 's1-c1', toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) } },
+    status: {
+      phase: 'WaitingForApproval',
+      startTime: minutesAgo(2),
+      podName: 'fix-sandbox',
+      conditions: accepted,
+      pendingApproval: { id: 's1-c1', toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) },
+    },
   });
   const sandbox = { networkPolicyExists: true, pod: pod() };
 
   it.each([
     ['its state is gone from Redis', running, { state: 'missing', moving: false }, 'StateLost', /working state is gone from Redis/],
-    ['its state is gone while it waits for approval', waiting, { state: 'missing', moving: false }, 'StateLost', /working state is gone from Redis/],
+    [
+      'its state is gone while it waits for approval',
+      waiting,
+      { state: 'missing', moving: false },
+      'StateLost',
+      /working state is gone from Redis/,
+    ],
     ['no job is left to move it on', running, { state: 'stepping', moving: false }, 'StateLost', /No job is left in Redis/],
     ['its finalize job is gone', running, { state: 'finalizing', moving: false }, 'StateLost', /No job is left in Redis/],
-    ['its last job failed for good', running, { state: 'stepping', moving: false, failedJob: 'job stalled more than allowable limit' }, 'AgentFailed', /failed for good \(job stalled more than allowable limit\)/],
+    [
+      'its last job failed for good',
+      running,
+      { state: 'stepping', moving: false, failedJob: 'job stalled more than allowable limit' },
+      'AgentFailed',
+      /failed for good \(job stalled more than allowable limit\)/,
+    ],
   ] as const)('fails the run when %s, and stops its sandbox after', (_, subject, agent, reason, message) => {
     const decision = decide(observe(subject, { ...sandbox, agent: { ...agent } }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message) });
@@ -214,7 +298,10 @@ describe('decide: the agent of a started run', () => {
 });
 
 describe('decide: finished and deleted runs', () => {
-  const succeeded = run({ spec: { ttlSecondsAfterFinished: 600 }, status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted } });
+  const succeeded = run({
+    spec: { ttlSecondsAfterFinished: 600 },
+    status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted },
+  });
 
   it('never rewrites the status of a finished run, and stops its agent until the sandbox is gone', () => {
     const decision = decide(observe(succeeded, { pod: pod({ phase: 'Failed' }) }), config, now);
@@ -245,7 +332,9 @@ describe('decide: finished and deleted runs', () => {
 });
 
 describe('security #11.14 decide: a foreign object holding the sandbox name', () => {
-  const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: sandboxPodName(run()), conditions: accepted } });
+  const provisioning = run({
+    status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: sandboxPodName(run()), conditions: accepted },
+  });
   const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: sandboxPodName(run()), conditions: accepted } });
   // Accepted already, so only the sandbox is left to decide.
   const admitted = (overrides: Parameters<typeof run>[0] = {}) => run({ ...overrides, status: { phase: 'Pending', conditions: accepted } });
@@ -253,15 +342,35 @@ describe('security #11.14 decide: a foreign object holding the sandbox name', ()
   const foreignPolicy: TakenName = { kind: 'NetworkPolicy', name: networkPolicyName(run()), why: 'it has no controller ownerReference' };
 
   it.each([
-    ['an admitted run about to get its pod, the pod name taken', admitted({ metadata: { finalizers: [] } }), {}, [foreignPod], ['addFinalizer', 'stopAgent']],
+    [
+      'an admitted run about to get its pod, the pod name taken',
+      admitted({ metadata: { finalizers: [] } }),
+      {},
+      [foreignPod],
+      ['addFinalizer', 'stopAgent'],
+    ],
     ['an admitted run about to get its pod, the policy name taken', admitted(), {}, [foreignPolicy], ['stopAgent']],
-    ['a provisioning run whose pod name is taken', provisioning, { networkPolicyExists: true }, [foreignPod], ['stopAgent', 'deleteNetworkPolicy']],
-    ['a running run whose pod was replaced by a foreign one', running, { networkPolicyExists: true }, [foreignPod], ['stopAgent', 'deleteNetworkPolicy']],
+    [
+      'a provisioning run whose pod name is taken',
+      provisioning,
+      { networkPolicyExists: true },
+      [foreignPod],
+      ['stopAgent', 'deleteNetworkPolicy'],
+    ],
+    [
+      'a running run whose pod was replaced by a foreign one',
+      running,
+      { networkPolicyExists: true },
+      [foreignPod],
+      ['stopAgent', 'deleteNetworkPolicy'],
+    ],
     ['a running run whose policy name is taken', running, { pod: pod() }, [foreignPolicy], ['stopAgent', 'deletePod']],
   ])('fails %s with SandboxNameTaken, creating nothing and deleting only its own objects', (_, r, seen, takenNames, actions) => {
     const decision = decide(observe(r, { references: undefined, ...seen, takenNames }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxNameTaken' });
-    expect(decision.status!.message).toContain(`${takenNames[0]!.kind} agents/${takenNames[0]!.name} (it has no controller ownerReference)`);
+    expect(decision.status!.message).toContain(
+      `${takenNames[0]!.kind} agents/${takenNames[0]!.name} (it has no controller ownerReference)`,
+    );
     expect(decision.status!.message).toMatch(/neither uses nor deletes it.*delete it, and create the run again/);
     expect(types(decision)).toEqual(actions);
     expect(decision.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'SandboxNameTaken' }));
@@ -271,7 +380,10 @@ describe('security #11.14 decide: a foreign object holding the sandbox name', ()
     const failed = run({ status: { phase: 'Failed', reason: 'SandboxNameTaken', completionTime: minutesAgo(1), conditions: accepted } });
     expect(types(decide(observe(failed, { takenNames: [foreignPod] }), config, now))).toEqual([]);
     const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: failed.status! });
-    expect(types(decide(observe(deleted, { takenNames: [foreignPod, foreignPolicy] }), config, now))).toEqual(['stopAgent', 'removeFinalizer']);
+    expect(types(decide(observe(deleted, { takenNames: [foreignPod, foreignPolicy] }), config, now))).toEqual([
+      'stopAgent',
+      'removeFinalizer',
+    ]);
   });
 });
 
@@ -283,19 +395,28 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
     for (const isolation of [undefined, { verdict: 'unknown' as const, detail: 'a probe pod is checking' }]) {
       const decision = decide(observe(fresh, isolation ? { isolation } : {}), strict, now);
       expect(types(decision)).toEqual(['addFinalizer']);
-      expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'IsolationNotEnforced', message: expect.stringContaining('namespace agents') });
+      expect(decision.status).toMatchObject({
+        phase: 'Pending',
+        reason: 'IsolationNotEnforced',
+        message: expect.stringContaining('namespace agents'),
+      });
       expect(decision.status!.startTime).toBeUndefined();
       expect(decision.requeueAfterMs).toBeGreaterThan(0);
     }
   });
 
   it('fails the run when the probe found isolation not enforced, and says what a sandbox would reach and how to opt in', () => {
-    const isolation = { verdict: 'unenforced' as const, detail: 'a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080 after 10s' };
+    const isolation = {
+      verdict: 'unenforced' as const,
+      detail: 'a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080 after 10s',
+    };
     const decision = decide(observe(fresh, { isolation }), strict, now);
     expect(types(decision)).not.toContain('createPod');
     expect(types(decision)).not.toContain('createNetworkPolicy');
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced' });
-    expect(decision.status!.message).toContain('NetworkPolicy is not enforced in namespace agents: a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080');
+    expect(decision.status!.message).toContain(
+      'NetworkPolicy is not enforced in namespace agents: a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080',
+    );
     expect(decision.status!.message).toMatch(/Redis .*cloud metadata.*API server.*internal services.*internet/);
     expect(decision.status!.message).toContain('allowUnisolatedSandboxes: true');
     expect(decision.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'IsolationNotEnforced' }));
@@ -310,7 +431,11 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
   it('refuses every run when the operator creates no NetworkPolicy, even where the probe would say enforced', () => {
     const decision = decide(observe(fresh, { isolation: { verdict: 'enforced' } }), { ...strict, networkPolicy: false }, now);
     expect(types(decision)).not.toContain('createPod');
-    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced', message: expect.stringContaining('networkPolicy: false') });
+    expect(decision.status).toMatchObject({
+      phase: 'Failed',
+      reason: 'IsolationNotEnforced',
+      message: expect.stringContaining('networkPolicy: false'),
+    });
   });
 
   it.each([
@@ -325,7 +450,9 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
 
   it('moves a run that waited for the probe on once the verdict is enforced, and leaves a started run alone', () => {
     const waited = run({ status: { phase: 'Pending', reason: 'IsolationNotEnforced', conditions: accepted } });
-    expect(decide(observe(waited, { references: undefined, isolation: { verdict: 'enforced' } }), strict, now).status).toMatchObject({ phase: 'Provisioning' });
+    expect(decide(observe(waited, { references: undefined, isolation: { verdict: 'enforced' } }), strict, now).status).toMatchObject({
+      phase: 'Provisioning',
+    });
     const started = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });
     const decision = decide(observe(started, { networkPolicyExists: true, pod: pod() }), strict, now);
     expect(decision.status!.phase).toBe('Running');

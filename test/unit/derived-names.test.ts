@@ -19,7 +19,7 @@ describe('security #11.6 derived names are collision-free', () => {
     }
   });
 
-  it('gives a run named like another run\'s derived prefix a different name', () => {
+  it("gives a run named like another run's derived prefix a different name", () => {
     // Under the old scheme, `<prefix>-<hash of name>` was reachable by naming a run so.
     const victim = run('b'.repeat(80), 'uid-victim');
     const victimPod = sandboxPodName(victim);
@@ -57,12 +57,16 @@ describe('security #11.14 ownership is the controller ownerReference, not a name
   const controller = (uid: string, kind = 'CodingRun') => ({ apiVersion: 'chamvi.dev/v1alpha1', kind, name: 'fix', uid, controller: true });
 
   it.each([
-    ['the operator\'s labels and the run as controller', { labels, ownerReferences: [controller('uid-1')] }, true],
-    ['the operator\'s labels but no ownerReference', { labels }, false],
+    ["the operator's labels and the run as controller", { labels, ownerReferences: [controller('uid-1')] }, true],
+    ["the operator's labels but no ownerReference", { labels }, false],
     ['the run as a non-controlling owner only', { labels, ownerReferences: [{ ...controller('uid-1'), controller: false }] }, false],
     ['another run as controller', { labels, ownerReferences: [controller('uid-2')] }, false],
-    ['another kind with the run\'s uid as controller', { labels, ownerReferences: [controller('uid-1', 'Deployment')] }, false],
-    ['the run as controller but not the operator\'s labels', { labels: { 'chamvi.dev/run-uid': 'uid-1' }, ownerReferences: [controller('uid-1')] }, false],
+    ["another kind with the run's uid as controller", { labels, ownerReferences: [controller('uid-1', 'Deployment')] }, false],
+    [
+      "the run as controller but not the operator's labels",
+      { labels: { 'chamvi.dev/run-uid': 'uid-1' }, ownerReferences: [controller('uid-1')] },
+      false,
+    ],
   ])('%s → owned: %s', (_, metadata, owned) => {
     expect(isOwnedByRun({ metadata }, ours)).toBe(owned);
   });

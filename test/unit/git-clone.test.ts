@@ -105,9 +105,14 @@ afterAll(() => {
 });
 
 describe('security #11.4 the git credential stays with the checked origin', { timeout: 60_000 }, () => {
-  it('answers the checked origin\'s challenge with the token through askpass, and keeps it out of the error (control)', async () => {
+  it("answers the checked origin's challenge with the token through askpass, and keeps it out of the error (control)", async () => {
     const origin = await authServer();
-    const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+    const error = await cloneRepository({
+      url: checked(`${origin.url}/acme/private.git`),
+      token: TOKEN,
+      ...LIMITS,
+      timeoutMs: 20_000,
+    }).catch((e: unknown) => e);
     expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect(origin.authorizations).toContain(BASIC);
     expect(origin.requests.every((url) => !url.includes(TOKEN))).toBe(true);
@@ -118,7 +123,9 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
   it('does not follow a redirect to another origin, which never gets the token', async () => {
     const other = await authServer();
     const origin = await listen(createServer(redirectTo(other.url)), 'http');
-    const error = await cloneRepository({ url: checked(`${origin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+    const error = await cloneRepository({ url: checked(`${origin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch(
+      (e: unknown) => e,
+    );
     expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect(other.authorizations).toEqual([]);
     expect(other.requests).toEqual([]);
@@ -136,7 +143,27 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
       // passes on: an admin's private CA).
       const key = join(scratch, 'key.pem');
       const cert = join(scratch, 'cert.pem');
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=127.0.0.1',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1',
+        ],
+        { stdio: 'ignore' },
+      );
       previous = process.env.GIT_SSL_CAINFO;
       process.env.GIT_SSL_CAINFO = cert;
       plain = await authServer();
@@ -155,7 +182,12 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     });
 
     it('does not downgrade to http: the http server never gets the token', async () => {
-      const error = await cloneRepository({ url: checked(`${httpsOrigin}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      const error = await cloneRepository({
+        url: checked(`${httpsOrigin}/acme/private.git`),
+        token: TOKEN,
+        ...LIMITS,
+        timeoutMs: 20_000,
+      }).catch((e: unknown) => e);
       expect(isRunFailure(error, 'CloneFailed')).toBe(true);
       // git did reach the https origin (TLS worked), and went no further.
       expect(httpsRequests.length).toBeGreaterThan(0);
@@ -171,7 +203,12 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     const previous = process.env.TMPDIR;
     process.env.TMPDIR = temp;
     try {
-      const error = await cloneRepository({ url: checked(`${origin.url}/acme/private.git`), token: TOKEN, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      const error = await cloneRepository({
+        url: checked(`${origin.url}/acme/private.git`),
+        token: TOKEN,
+        ...LIMITS,
+        timeoutMs: 20_000,
+      }).catch((e: unknown) => e);
       expect(isRunFailure(error, 'CloneFailed')).toBe(true);
       expect(readdirSync(temp)).toEqual([]);
     } finally {
@@ -182,14 +219,17 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
   });
 });
 
-describe('security #11.7 the clone is bounded before it lands on the operator\'s disk', { timeout: 120_000 }, () => {
+describe("security #11.7 the clone is bounded before it lands on the operator's disk", { timeout: 120_000 }, () => {
   let bomb: string;
 
   beforeAll(() => {
     // 64 entries naming one 1 MiB blob of zeros: a few KiB to fetch, 64 MiB checked out.
     bomb = repositoryWithTree('bomb', (dir) => {
       const zeros = blob(dir, Buffer.alloc(MiB));
-      return mktree(dir, Array.from({ length: 64 }, (_, i) => `100644 blob ${zeros}\tcopy-${i}`));
+      return mktree(
+        dir,
+        Array.from({ length: 64 }, (_, i) => `100644 blob ${zeros}\tcopy-${i}`),
+      );
     });
   });
 
@@ -199,9 +239,13 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
     const previous = process.env.TMPDIR;
     process.env.TMPDIR = temp;
     try {
-      const error = await cloneRepository({ url: checked(`file://${bomb}`), maxCheckoutBytes: 16 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
+      const error = await cloneRepository({ url: checked(`file://${bomb}`), maxCheckoutBytes: 16 * MiB, maxCheckoutFiles: 1000 }).catch(
+        (e: unknown) => e,
+      );
       expect(isRunFailure(error, 'CloneFailed')).toBe(true);
-      expect((error as Error).message).toContain('the checkout would be 64.0 MiB (67108864 bytes) in 64 files and directories, over maxCheckoutBytes 16.0 MiB');
+      expect((error as Error).message).toContain(
+        'the checkout would be 64.0 MiB (67108864 bytes) in 64 files and directories, over maxCheckoutBytes 16.0 MiB',
+      );
       expect(readdirSync(temp)).toEqual([]);
     } finally {
       if (previous === undefined) delete process.env.TMPDIR;
@@ -223,12 +267,21 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
   it('stops reading a tree that fans out exponentially at maxCheckoutFiles', async () => {
     // 10 levels of 10 entries naming the level below: 10^10 files from a few hundred bytes.
     const gitBomb = repositoryWithTree('git-bomb', (dir) => {
-      let tree = mktree(dir, Array.from({ length: 10 }, (_, i) => `100644 blob ${blob(dir, 'boom\n')}\tf${i}`));
-      for (let level = 0; level < 9; level++) tree = mktree(dir, Array.from({ length: 10 }, (_, i) => `040000 tree ${tree}\td${i}`));
+      let tree = mktree(
+        dir,
+        Array.from({ length: 10 }, (_, i) => `100644 blob ${blob(dir, 'boom\n')}\tf${i}`),
+      );
+      for (let level = 0; level < 9; level++)
+        tree = mktree(
+          dir,
+          Array.from({ length: 10 }, (_, i) => `040000 tree ${tree}\td${i}`),
+        );
       return tree;
     });
     const started = Date.now();
-    const error = await cloneRepository({ url: checked(`file://${gitBomb}`), maxCheckoutBytes: 1024 * MiB, maxCheckoutFiles: 5000 }).catch((e: unknown) => e);
+    const error = await cloneRepository({ url: checked(`file://${gitBomb}`), maxCheckoutBytes: 1024 * MiB, maxCheckoutFiles: 5000 }).catch(
+      (e: unknown) => e,
+    );
     expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect((error as Error).message).toContain('the checkout would have more than 5000 files and directories, over maxCheckoutFiles 5000');
     expect(Date.now() - started).toBeLessThan(15_000);
@@ -239,7 +292,9 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
       const random = blob(dir, execFileSync('head', ['-c', String(24 * MiB), '/dev/urandom'], { maxBuffer: 32 * MiB }));
       return mktree(dir, [`100644 blob ${random}\trandom.bin`]);
     });
-    const error = await cloneRepository({ url: checked(`file://${big}`), maxCheckoutBytes: 2 * MiB, maxCheckoutFiles: 1000 }).catch((e: unknown) => e);
+    const error = await cloneRepository({ url: checked(`file://${big}`), maxCheckoutBytes: 2 * MiB, maxCheckoutFiles: 1000 }).catch(
+      (e: unknown) => e,
+    );
     expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect((error as Error).message).toMatch(/the repository's download grew past 18\.0 MiB .* and was stopped/);
   });
@@ -276,7 +331,11 @@ describe('security #11.7 the clone is bounded before it lands on the operator\'s
     git(work, 'commit', '-qam', 'two');
     git(work, 'checkout', '-q', 'main');
     const url = checked(`file://${work}`);
-    for (const [revision, content] of [[undefined, 'one\n'], ['feature', 'two\n'], [first, 'one\n']] as const) {
+    for (const [revision, content] of [
+      [undefined, 'one\n'],
+      ['feature', 'two\n'],
+      [first, 'one\n'],
+    ] as const) {
       const dir = await cloneRepository({ url, revision, ...LIMITS });
       try {
         expect(readFileSync(join(dir, 'a.txt'), 'utf8')).toBe(content);

@@ -50,7 +50,10 @@ describe('Informer with slim', () => {
   it('keeps objects whole without slim', async () => {
     const informer = new Informer<ConfigMap>(
       watchDelivering([]),
-      { path: '/api/v1/namespaces/ns/configmaps', list: async () => ({ items: [configMap('whole', '1')], metadata: { resourceVersion: '1' } }) },
+      {
+        path: '/api/v1/namespaces/ns/configmaps',
+        list: async () => ({ items: [configMap('whole', '1')], metadata: { resourceVersion: '1' } }),
+      },
       { onChange: () => undefined, onDelete: () => undefined },
       { warn: () => undefined },
     );

@@ -13,9 +13,16 @@ import {
   type IsolationProbeKube,
 } from '../../operator/src/controller/isolation-probe.ts';
 import { decide } from '../../operator/src/reconcile/decide.ts';
-import { ISOLATION_PROBE_LABEL, buildIsolationProbePod, buildIsolationProbePolicy } from '../../operator/src/reconcile/isolation-probe-pod.ts';
+import {
+  ISOLATION_PROBE_LABEL,
+  buildIsolationProbePod,
+  buildIsolationProbePolicy,
+} from '../../operator/src/reconcile/isolation-probe-pod.ts';
 
-const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1', isolationProbe: { settleSeconds: 5, timeoutSeconds: 60, maxAgeSeconds: 600 } }, {});
+const config = loadOperatorConfig(
+  { sandboxImage: 'chamvi/sandbox:1', isolationProbe: { settleSeconds: 5, timeoutSeconds: 60, maxAgeSeconds: 600 } },
+  {},
+);
 const TARGET = '10.0.0.5:8080';
 
 /** An API server of pods and policies, kept in maps; pods turn Ready after `readyAfterLooks` reads. */
@@ -62,16 +69,20 @@ class MemoryCluster implements IsolationProbeKube {
     const labels = this.pods.get(`${namespace}/${podName}`)?.metadata?.labels ?? {};
     return [...this.policies.values()].some(
       (policy) =>
-        policy.metadata!.namespace === namespace
-        && policy.spec!.policyTypes!.includes('Egress')
-        && (policy.spec!.egress ?? []).length === 0
-        && Object.entries(policy.spec!.podSelector!.matchLabels ?? {}).every(([key, value]) => labels[key] === value),
+        policy.metadata!.namespace === namespace &&
+        policy.spec!.policyTypes!.includes('Egress') &&
+        (policy.spec!.egress ?? []).length === 0 &&
+        Object.entries(policy.spec!.podSelector!.matchLabels ?? {}).every(([key, value]) => labels[key] === value),
     );
   }
 }
 
 /** The network between the probe pod and the target. */
-function network(cluster: MemoryCluster, clock: { t: number }, behaviour: { enforces: boolean; targetUp?: boolean; execFailures?: number }) {
+function network(
+  cluster: MemoryCluster,
+  clock: { t: number },
+  behaviour: { enforces: boolean; targetUp?: boolean; execFailures?: number },
+) {
   let execFailures = behaviour.execFailures ?? 0;
   const attempts: Array<{ policy: boolean; connected: boolean }> = [];
   const connector: IsolationProbeConnector = {
@@ -95,7 +106,10 @@ function setup(behaviour: { enforces: boolean; targetUp?: boolean; execFailures?
   const { connector, attempts } = network(cluster, clock, behaviour);
   const woken: string[] = [];
   const logged: Array<{ fields: object; message: string }> = [];
-  const logger = { info: (fields: object, message: string) => logged.push({ fields, message }), warn: (fields: object, message: string) => logged.push({ fields, message }) };
+  const logger = {
+    info: (fields: object, message: string) => logged.push({ fields, message }),
+    warn: (fields: object, message: string) => logged.push({ fields, message }),
+  };
   let ids = 0;
   const probe = new IsolationProbe({
     kube: cluster,
@@ -117,9 +131,24 @@ function codingRun(): CodingRun {
   return {
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
-    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1', generation: 1, finalizers: [FINALIZER], creationTimestamp: '2026-11-29T11:59:00Z' },
-    spec: { task: 'Fix it', repository: { url: 'https://github.com/acme/webapp.git' }, model: { provider: 'scripted', scriptRef: { name: 'script' } } } as CodingRun['spec'],
-    status: { phase: 'Pending', reason: 'IsolationNotEnforced', conditions: [{ type: 'Accepted', status: 'True', reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:59:00Z' }] },
+    metadata: {
+      name: 'fix',
+      namespace: 'agents',
+      uid: 'uid-1',
+      generation: 1,
+      finalizers: [FINALIZER],
+      creationTimestamp: '2026-11-29T11:59:00Z',
+    },
+    spec: {
+      task: 'Fix it',
+      repository: { url: 'https://github.com/acme/webapp.git' },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    } as CodingRun['spec'],
+    status: {
+      phase: 'Pending',
+      reason: 'IsolationNotEnforced',
+      conditions: [{ type: 'Accepted', status: 'True', reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:59:00Z' }],
+    },
   };
 }
 
@@ -138,7 +167,11 @@ describe('security #11.8 isolation probe', () => {
     const verdict = probe.observe('agents');
     expect(verdict).toEqual({ verdict: 'enforced' });
     // The control connected with no policy; under the policy two attempts in a row failed.
-    expect(attempts).toEqual([{ policy: false, connected: true }, { policy: true, connected: false }, { policy: true, connected: false }]);
+    expect(attempts).toEqual([
+      { policy: false, connected: true },
+      { policy: true, connected: false },
+      { policy: true, connected: false },
+    ]);
     expect(woken).toEqual(['agents']);
     expect(decideWith(verdict, new Date(clock.t)).status).toMatchObject({ phase: 'Provisioning' });
   });
@@ -148,7 +181,10 @@ describe('security #11.8 isolation probe', () => {
     probe.observe('agents');
     await probe.settled('agents');
     const verdict = probe.observe('agents');
-    expect(verdict).toEqual({ verdict: 'unenforced', detail: `a probe pod under a deny-all NetworkPolicy still reached ${TARGET} after 5s` });
+    expect(verdict).toEqual({
+      verdict: 'unenforced',
+      detail: `a probe pod under a deny-all NetworkPolicy still reached ${TARGET} after 5s`,
+    });
     expect(attempts.filter((attempt) => attempt.policy).length).toBeGreaterThanOrEqual(5);
     expect(attempts.every((attempt) => attempt.connected)).toBe(true);
     const decision = decideWith(verdict, new Date(clock.t));
@@ -160,7 +196,10 @@ describe('security #11.8 isolation probe', () => {
     const { probe, cluster } = setup({ enforces: true, targetUp: false });
     probe.observe('agents');
     await probe.settled('agents');
-    expect(probe.observe('agents')).toEqual({ verdict: 'unknown', detail: expect.stringContaining(`could not reach ${TARGET} from namespace agents even without a policy`) });
+    expect(probe.observe('agents')).toEqual({
+      verdict: 'unknown',
+      detail: expect.stringContaining(`could not reach ${TARGET} from namespace agents even without a policy`),
+    });
     expect(cluster.created.filter((name) => name.startsWith('networkpolicy/'))).toEqual([]);
   });
 
@@ -173,7 +212,13 @@ describe('security #11.8 isolation probe', () => {
       await probe.settled('agents');
       expect(cluster.pods.size).toBe(0);
       expect(cluster.policies.size).toBe(0);
-      expect(cluster.deleted).toEqual(expect.arrayContaining(['pod/chamvi-isolation-probe-old', 'networkpolicy/chamvi-isolation-probe-p1', 'pod/chamvi-isolation-probe-p1']));
+      expect(cluster.deleted).toEqual(
+        expect.arrayContaining([
+          'pod/chamvi-isolation-probe-old',
+          'networkpolicy/chamvi-isolation-probe-p1',
+          'pod/chamvi-isolation-probe-p1',
+        ]),
+      );
     }
   });
 
@@ -188,7 +233,10 @@ describe('security #11.8 isolation probe', () => {
     const { probe, cluster, clock } = setup({ enforces: true }, Number.POSITIVE_INFINITY);
     probe.observe('agents');
     await probe.settled('agents');
-    expect(probe.observe('agents')).toEqual({ verdict: 'unknown', detail: expect.stringContaining('was not ready within isolationProbe.timeoutSeconds (60s)') });
+    expect(probe.observe('agents')).toEqual({
+      verdict: 'unknown',
+      detail: expect.stringContaining('was not ready within isolationProbe.timeoutSeconds (60s)'),
+    });
     expect(cluster.pods.size).toBe(0);
     const probesSoFar = cluster.created.length;
     probe.observe('agents');
@@ -225,7 +273,7 @@ describe('security #11.8 isolation probe', () => {
     expect(cluster.created.filter((name) => name.startsWith('pod/'))).toHaveLength(2);
   });
 
-  it('defaults its target to this pod\'s IP on the HTTP port, bracketing IPv6, and 127.0.0.1 outside a pod', () => {
+  it("defaults its target to this pod's IP on the HTTP port, bracketing IPv6, and 127.0.0.1 outside a pod", () => {
     expect(defaultIsolationProbeTarget('10.1.2.3', 8080)).toBe('10.1.2.3:8080');
     expect(defaultIsolationProbeTarget('fd00::5', 8080)).toBe('[fd00::5]:8080');
     expect(defaultIsolationProbeTarget(undefined, 41234)).toBe('127.0.0.1:41234');
@@ -237,7 +285,12 @@ describe('security #11.8 isolation probe pod', () => {
     const pod = buildIsolationProbePod('agents', 'abc', config, 240);
     const spec = pod.spec!;
     expect(spec.containers[0]!.image).toBe('chamvi/sandbox:1');
-    expect(spec.containers[0]!.securityContext).toMatchObject({ allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true });
+    expect(spec.containers[0]!.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+    });
     expect(spec.automountServiceAccountToken).toBe(false);
     expect(spec.activeDeadlineSeconds).toBe(240);
     expect(spec.nodeSelector).toBeUndefined();
@@ -246,7 +299,14 @@ describe('security #11.8 isolation probe pod', () => {
 
   it('is denied all egress and ingress by a policy that selects exactly it and is owned by it', () => {
     const policy = buildIsolationProbePolicy('agents', 'abc', 'pod-uid');
-    expect(policy.spec).toEqual({ podSelector: { matchLabels: { [ISOLATION_PROBE_LABEL]: 'abc' } }, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] });
-    expect(policy.metadata!.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Pod', name: 'chamvi-isolation-probe-abc', uid: 'pod-uid' }]);
+    expect(policy.spec).toEqual({
+      podSelector: { matchLabels: { [ISOLATION_PROBE_LABEL]: 'abc' } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [],
+    });
+    expect(policy.metadata!.ownerReferences).toEqual([
+      { apiVersion: 'v1', kind: 'Pod', name: 'chamvi-isolation-probe-abc', uid: 'pod-uid' },
+    ]);
   });
 });

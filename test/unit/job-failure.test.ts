@@ -15,19 +15,64 @@ const forbidden = Object.assign(new Error('HTTP-Code: 403 Message: pods/exec is 
 
 describe('decideJobFailure', () => {
   it.each([
-    ['a RunFailure fails the run at once with its reason', new RunFailure('CloneFailed', 'no such repo'), prepare(1), { action: 'fail', reason: 'CloneFailed', message: 'no such repo', modelCallError: false }],
-    ['a RunFailure from the state store fails StateLost, not counted as a model error', new RunFailure('StateLost', 'tampered'), step(1), { action: 'fail', reason: 'StateLost', message: 'tampered', modelCallError: false }],
-    ['a provider error (a RunFailure subclass) fails at once and counts as a model call error', new ModelAuthFailedError({ provider: 'openai', statusCode: 401 }), step(1), { action: 'fail', reason: 'ModelAuthFailed', modelCallError: true }],
-    ['retries spent by the provider fail ModelUnavailable', new ModelUnavailableError({ provider: 'openai', attempts: 5, lastProblem: 'HTTP 503' }), step(1), { action: 'fail', reason: 'ModelUnavailable', modelCallError: true }],
-    ["a re-checked endpoint or Secret counts as a model call error (Security #11.3)", new RunFailure('SecretNotAllowed', 'label removed'), step(1), { action: 'fail', reason: 'SecretNotAllowed', modelCallError: true }],
-    ['the deadline during a step finalizes (the partial diff is kept)', timeout, step(1), { action: 'finalize', stop: { reason: 'DeadlineExceeded' } }],
+    [
+      'a RunFailure fails the run at once with its reason',
+      new RunFailure('CloneFailed', 'no such repo'),
+      prepare(1),
+      { action: 'fail', reason: 'CloneFailed', message: 'no such repo', modelCallError: false },
+    ],
+    [
+      'a RunFailure from the state store fails StateLost, not counted as a model error',
+      new RunFailure('StateLost', 'tampered'),
+      step(1),
+      { action: 'fail', reason: 'StateLost', message: 'tampered', modelCallError: false },
+    ],
+    [
+      'a provider error (a RunFailure subclass) fails at once and counts as a model call error',
+      new ModelAuthFailedError({ provider: 'openai', statusCode: 401 }),
+      step(1),
+      { action: 'fail', reason: 'ModelAuthFailed', modelCallError: true },
+    ],
+    [
+      'retries spent by the provider fail ModelUnavailable',
+      new ModelUnavailableError({ provider: 'openai', attempts: 5, lastProblem: 'HTTP 503' }),
+      step(1),
+      { action: 'fail', reason: 'ModelUnavailable', modelCallError: true },
+    ],
+    [
+      'a re-checked endpoint or Secret counts as a model call error (Security #11.3)',
+      new RunFailure('SecretNotAllowed', 'label removed'),
+      step(1),
+      { action: 'fail', reason: 'SecretNotAllowed', modelCallError: true },
+    ],
+    [
+      'the deadline during a step finalizes (the partial diff is kept)',
+      timeout,
+      step(1),
+      { action: 'finalize', stop: { reason: 'DeadlineExceeded' } },
+    ],
     ['a timeout outside a step is a transport error: retried', timeout, prepare(1), { action: 'retry' }],
     ['a dropped exec is retried while tries are left', new SandboxError('TRANSPORT', 'exec closed'), step(9), { action: 'retry' }],
-    ['a dropped exec on the last try fails SandboxLost', new SandboxError('TRANSPORT', 'exec closed'), step(10), { action: 'fail', reason: 'SandboxLost', message: 'The step job failed 10 times: exec closed', modelCallError: false }],
-    ['any other error on the last try fails AgentFailed', new Error('ECONNRESET'), prepare(10), { action: 'fail', reason: 'AgentFailed', message: 'The prepare job failed 10 times: ECONNRESET' }],
+    [
+      'a dropped exec on the last try fails SandboxLost',
+      new SandboxError('TRANSPORT', 'exec closed'),
+      step(10),
+      { action: 'fail', reason: 'SandboxLost', message: 'The step job failed 10 times: exec closed', modelCallError: false },
+    ],
+    [
+      'any other error on the last try fails AgentFailed',
+      new Error('ECONNRESET'),
+      prepare(10),
+      { action: 'fail', reason: 'AgentFailed', message: 'The prepare job failed 10 times: ECONNRESET' },
+    ],
     ['a forbidden request gets only a few tries', forbidden, prepare(3), { action: 'retry' }],
     ['a forbidden request fails on its fourth try and names the RBAC', forbidden, prepare(4), { action: 'fail', reason: 'AgentFailed' }],
-    ['an error that only looks like a RunFailure (a reason field) is not one', Object.assign(new Error('x'), { reason: 'ModelAuthFailed' }), step(1), { action: 'retry' }],
+    [
+      'an error that only looks like a RunFailure (a reason field) is not one',
+      Object.assign(new Error('x'), { reason: 'ModelAuthFailed' }),
+      step(1),
+      { action: 'retry' },
+    ],
   ] as const)('%s', (_name, error, job, expected) => {
     expect(decideJobFailure(error, job)).toMatchObject(expected);
   });

@@ -22,7 +22,9 @@ describe('agent job retries', () => {
 
   it('tell a forbidden refusal from other failures', () => {
     expect(isForbidden(Object.assign(new Error('HTTP-Code: 403'), { code: 403 }))).toBe(true);
-    expect(isForbidden(new Error('HTTP-Code: 403 Message: Unknown API Status Code! Body: {"kind":"Status","reason":"Forbidden"}'))).toBe(true);
+    expect(isForbidden(new Error('HTTP-Code: 403 Message: Unknown API Status Code! Body: {"kind":"Status","reason":"Forbidden"}'))).toBe(
+      true,
+    );
     expect(isForbidden(new Error('exec into pod a/b-sandbox failed: Unexpected server response: 403'))).toBe(true);
     expect(isForbidden(new Error('exec into pod a/b-sandbox failed: Unexpected server response: 404'))).toBe(false);
     expect(isForbidden(new Error('connect ECONNREFUSED 127.0.0.1:6443'))).toBe(false);

@@ -16,7 +16,8 @@ function memoryStore(): LeaseStore & { lease?: V1Lease } {
       return structuredClone(store.lease);
     },
     async replace(lease) {
-      if (lease.metadata?.resourceVersion !== store.lease?.metadata?.resourceVersion) throw Object.assign(new Error('conflict'), { code: 409 });
+      if (lease.metadata?.resourceVersion !== store.lease?.metadata?.resourceVersion)
+        throw Object.assign(new Error('conflict'), { code: 409 });
       store.lease = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
       return structuredClone(store.lease);
     },
@@ -24,7 +25,14 @@ function memoryStore(): LeaseStore & { lease?: V1Lease } {
   return store;
 }
 
-const options = (identity: string) => ({ namespace: 'ns', leaseName: 'op', identity, leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 });
+const options = (identity: string) => ({
+  namespace: 'ns',
+  leaseName: 'op',
+  identity,
+  leaseDurationSeconds: 15,
+  renewDeadlineSeconds: 10,
+  retryPeriodSeconds: 2,
+});
 const logger = { info() {}, warn() {} };
 
 describe('LeaderElector', () => {
@@ -69,7 +77,10 @@ describe('LeaderElector', () => {
     };
     const a = new LeaderElector(flaky, options('a'), logger, () => new Date(time), sleep);
     const terms: string[] = [];
-    const first = a.run(async () => void terms.push('started'), () => void terms.push('stopped'));
+    const first = a.run(
+      async () => void terms.push('started'),
+      () => void terms.push('stopped'),
+    );
     while (terms.length === 0) await new Promise((resolve) => setTimeout(resolve, 0));
     failing = true;
     await first;
@@ -79,7 +90,10 @@ describe('LeaderElector', () => {
     expect(time).toBeGreaterThan(10_000);
     expect(time).toBeLessThan(15_000);
     failing = false;
-    const second = a.run(async () => void terms.push('started again'), () => {});
+    const second = a.run(
+      async () => void terms.push('started again'),
+      () => {},
+    );
     while (terms.length < 3) await new Promise((resolve) => setTimeout(resolve, 0));
     expect(a.isLeader).toBe(true);
     await a.release();
@@ -93,7 +107,12 @@ describe('LeaderElector', () => {
     const a = new LeaderElector(store, options('a'), logger, () => new Date(0), tick);
     const b = new LeaderElector(store, options('b'), logger, () => new Date(10), tick);
     let started = false;
-    const running = a.run(async () => { started = true; }, () => {});
+    const running = a.run(
+      async () => {
+        started = true;
+      },
+      () => {},
+    );
     while (!started) await new Promise((resolve) => setTimeout(resolve, 0));
     await a.release();
     await running;

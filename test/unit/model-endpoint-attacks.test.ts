@@ -23,7 +23,14 @@ const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isI
 const API_KEY = 'sk-tenant-b-8d2f61c0a9e4';
 const INTERNAL_SECRET = 'AKIAINTERNAL0123456789';
 const LABELLED = { 'chamvi.dev/usable-by-runs': 'true' };
-const policy: CallingPolicy = { attemptTimeoutMs: 5_000, maxAttempts: 1, initialBackoffMs: 1, backoffFactor: 1, maxBackoffMs: 1, maxRetryAfterMs: 1 };
+const policy: CallingPolicy = {
+  attemptTimeoutMs: 5_000,
+  maxAttempts: 1,
+  initialBackoffMs: 1,
+  backoffFactor: 1,
+  maxBackoffMs: 1,
+  maxRetryAfterMs: 1,
+};
 
 interface Reply {
   status: number;
@@ -91,10 +98,17 @@ function attackRun(baseURL: string): CodingRun {
 /** The Secret as the namespace holds it, the run's resources as the worker reads them, and the worker's model factory. */
 function world(run: CodingRun, allowModelEndpoints: string[], secretLabels: Record<string, string>) {
   const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], allowModelEndpoints }, {});
-  const objects = { configMaps: new Map(), secrets: new Map([['llm', { apiKey: API_KEY }]]), secretLabels: new Map([['llm', secretLabels]]) };
+  const objects = {
+    configMaps: new Map(),
+    secrets: new Map([['llm', { apiKey: API_KEY }]]),
+    secretLabels: new Map([['llm', secretLabels]]),
+  };
   const resources = memoryRunResources(new MemoryKubeGateway(run, objects, () => undefined));
   let secretReads = 0;
-  const counted = { ...resources, secretValue: (...args: Parameters<typeof resources.secretValue>) => (secretReads++, resources.secretValue(...args)) };
+  const counted = {
+    ...resources,
+    secretValue: (...args: Parameters<typeof resources.secretValue>) => (secretReads++, resources.secretValue(...args)),
+  };
   const models = endpointCheckedModelFactory(createModelFactory(counted, policy, createSystemCallingPolicyDependencies()), config);
   const spec = codingRunSpec.parse(run.spec);
   const found = { secrets: { llm: ['apiKey'] }, configMaps: {}, secretLabels: { llm: secretLabels } };
@@ -118,7 +132,10 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
   it('refuses at admission an openai-compatible run at an endpoint not in allowModelEndpoints, and the worker never calls it', async () => {
     const run = attackRun(server.baseURL);
     const { spec, models, found, config, secretReads } = world(run, ['https://llm.internal/v1'], LABELLED);
-    expect(validateRun(run, spec, config, found)).toMatchObject({ reason: 'ModelEndpointNotAllowed', message: expect.stringContaining("allowModelEndpoints") });
+    expect(validateRun(run, spec, config, found)).toMatchObject({
+      reason: 'ModelEndpointNotAllowed',
+      message: expect.stringContaining('allowModelEndpoints'),
+    });
     // A run that got past admission anyway (the list changed, or its spec was never checked):
     // the worker refuses before it reads the Secret or sends a byte.
     const error = await models('team-b', spec.model).catch((e: unknown) => e);
@@ -164,7 +181,9 @@ describe('security #11.3 an endpoint answer reflects only a bounded JSON error.m
     const run = attackRun(server.baseURL);
     const { spec, models } = world(run, [server.baseURL], LABELLED);
     server.replies.push(reply);
-    return (await generateText({ model: await models('team-b', spec.model), prompt: 'hi', maxRetries: 0 }).catch((e: unknown) => e)) as Error;
+    return (await generateText({ model: await models('team-b', spec.model), prompt: 'hi', maxRetries: 0 }).catch(
+      (e: unknown) => e,
+    )) as Error;
   }
 
   it('shows nothing but the HTTP status of an HTML error page, nor its reason phrase', async () => {
@@ -185,14 +204,22 @@ describe('security #11.3 an endpoint answer reflects only a bounded JSON error.m
   });
 
   it('shows nothing of a JSON body that is not a provider error', async () => {
-    const error = await failedCall({ status: 400, contentType: 'application/json', body: JSON.stringify({ detail: page, message: INTERNAL_SECRET }) });
+    const error = await failedCall({
+      status: 400,
+      contentType: 'application/json',
+      body: JSON.stringify({ detail: page, message: INTERNAL_SECRET }),
+    });
     expect(error.message).toContain('HTTP 400');
     expect(error.message).not.toContain(INTERNAL_SECRET);
   });
 
   it("shows a provider's error.message, at most 300 characters, without control or bidi characters", async () => {
     const message = `model m does not exist\u001b]0;owned\u0007\u202e${'x'.repeat(400)}`;
-    const error = await failedCall({ status: 404, contentType: 'application/json', body: JSON.stringify({ error: { message, type: 'invalid_request_error' } }) });
+    const error = await failedCall({
+      status: 404,
+      contentType: 'application/json',
+      body: JSON.stringify({ error: { message, type: 'invalid_request_error' } }),
+    });
     expect(ModelRequestRejectedError.isInstance(error)).toBe(true);
     expect(error.message).toContain('model m does not exist');
     expect(error.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);

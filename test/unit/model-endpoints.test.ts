@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { isModelEndpointAllowed, parseEndpointUrl } from '../../operator/src/reconcile/model-endpoints.ts';
 
-const config = { allowModelEndpoints: ['https://llm.internal/v1', 'http://127.0.0.1:8000', 'https://gateway.example/teams/*/v1', 'http://[::1]:9000/api/**'] };
+const config = {
+  allowModelEndpoints: [
+    'https://llm.internal/v1',
+    'http://127.0.0.1:8000',
+    'https://gateway.example/teams/*/v1',
+    'http://[::1]:9000/api/**',
+  ],
+};
 const compatible = (baseURL: string) => ({ provider: 'openai-compatible', baseURL });
 
 describe('security #11.3 allowModelEndpoints', () => {
@@ -92,10 +99,9 @@ describe('security #11.3 allowModelEndpoints config', () => {
   it('reads the list from the file and from CHAMVI_ALLOW_MODEL_ENDPOINTS, empty by default', () => {
     expect(loadOperatorConfig({}, {}).allowModelEndpoints).toEqual([]);
     expect(loadOperatorConfig({ allowModelEndpoints: ['https://a.example/v1'] }, {}).allowModelEndpoints).toEqual(['https://a.example/v1']);
-    expect(loadOperatorConfig({}, { CHAMVI_ALLOW_MODEL_ENDPOINTS: 'https://a.example/v1, http://10.0.0.5:8000' }).allowModelEndpoints).toEqual([
-      'https://a.example/v1',
-      'http://10.0.0.5:8000',
-    ]);
+    expect(
+      loadOperatorConfig({}, { CHAMVI_ALLOW_MODEL_ENDPOINTS: 'https://a.example/v1, http://10.0.0.5:8000' }).allowModelEndpoints,
+    ).toEqual(['https://a.example/v1', 'http://10.0.0.5:8000']);
   });
 
   it.each([
@@ -107,6 +113,8 @@ describe('security #11.3 allowModelEndpoints config', () => {
     ['llm.example/v1', 'not an absolute URL'],
   ])('refuses the pattern %s at start-up, naming the key', (pattern, why) => {
     expect(() => loadOperatorConfig({ allowModelEndpoints: [pattern] }, {})).toThrow(ConfigError);
-    expect(() => loadOperatorConfig({ allowModelEndpoints: [pattern] }, {})).toThrow(new RegExp(`config key allowModelEndpoints.0: .*${why}`));
+    expect(() => loadOperatorConfig({ allowModelEndpoints: [pattern] }, {})).toThrow(
+      new RegExp(`config key allowModelEndpoints.0: .*${why}`),
+    );
   });
 });

@@ -98,9 +98,12 @@ describe('callWithPolicy', () => {
     for (const status of [401, 403]) {
       const time = fakeTime();
       const { attempt, calls } = failing(httpError(status, { body: `{"error":{"message":"bad key ${API_KEY}"}}` }));
-      const error = await callWithPolicy(attempt, { provider: 'openai', policy, dependencies: time.dependencies, secrets: [API_KEY] }).catch(
-        (e: unknown) => e,
-      );
+      const error = await callWithPolicy(attempt, {
+        provider: 'openai',
+        policy,
+        dependencies: time.dependencies,
+        secrets: [API_KEY],
+      }).catch((e: unknown) => e);
       expect(ModelAuthFailedError.isInstance(error)).toBe(true);
       expect((error as ModelAuthFailedError).reason).toBe('ModelAuthFailed');
       expect((error as Error).message).toContain('apiKeySecretRef');
@@ -124,7 +127,12 @@ describe('callWithPolicy', () => {
 
   it('retries network errors (no HTTP status)', async () => {
     const time = fakeTime();
-    const network = new APICallError({ message: 'Cannot connect to API: ECONNREFUSED', url: 'x', requestBodyValues: {}, isRetryable: true });
+    const network = new APICallError({
+      message: 'Cannot connect to API: ECONNREFUSED',
+      url: 'x',
+      requestBodyValues: {},
+      isRetryable: true,
+    });
     const { attempt, calls } = failing(network, new TypeError('fetch failed'));
     await expect(callWithPolicy(attempt, { provider: 'p', policy, dependencies: time.dependencies })).resolves.toBe('ok');
     expect(calls()).toBe(3);
@@ -139,9 +147,11 @@ describe('callWithPolicy', () => {
       queueMicrotask(() => time.timers.at(-1)?.fire());
       return new Promise<string>(() => undefined);
     };
-    const error = await callWithPolicy(hanging, { provider: 'p', policy: { ...policy, maxAttempts: 2 }, dependencies: time.dependencies }).catch(
-      (e: unknown) => e,
-    );
+    const error = await callWithPolicy(hanging, {
+      provider: 'p',
+      policy: { ...policy, maxAttempts: 2 },
+      dependencies: time.dependencies,
+    }).catch((e: unknown) => e);
     expect(ModelUnavailableError.isInstance(error)).toBe(true);
     expect(ModelTimeoutError.isInstance((error as Error).cause)).toBe(true);
     expect(attempts).toHaveLength(2);
@@ -166,9 +176,9 @@ describe('callWithPolicy', () => {
       controller.abort(reason);
       throw httpError(503);
     };
-    await expect(callWithPolicy(attempt, { provider: 'p', policy, dependencies: time.dependencies, abortSignal: controller.signal })).rejects.toBe(
-      reason,
-    );
+    await expect(
+      callWithPolicy(attempt, { provider: 'p', policy, dependencies: time.dependencies, abortSignal: controller.signal }),
+    ).rejects.toBe(reason);
     expect(calls).toBe(1);
   });
 

@@ -4,11 +4,21 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 describe('loadOperatorConfig', () => {
   it('has the documented defaults', () => {
     const config = loadOperatorConfig(undefined, {});
-    expect(config).toMatchObject({ allowRepo: [], redisUrl: 'redis://127.0.0.1:6379', workerConcurrency: 8, maxActiveRuns: 100, watchNamespaces: [], networkPolicy: true });
+    expect(config).toMatchObject({
+      allowRepo: [],
+      redisUrl: 'redis://127.0.0.1:6379',
+      workerConcurrency: 8,
+      maxActiveRuns: 100,
+      watchNamespaces: [],
+      networkPolicy: true,
+    });
   });
 
   it('lets environment variables override the file', () => {
-    const config = loadOperatorConfig({ maxActiveRuns: 5, allowRepo: ['https://a/*'] }, { CHAMVI_MAX_ACTIVE_RUNS: '7', CHAMVI_ALLOW_REPO: 'https://b/*, https://c/*' });
+    const config = loadOperatorConfig(
+      { maxActiveRuns: 5, allowRepo: ['https://a/*'] },
+      { CHAMVI_MAX_ACTIVE_RUNS: '7', CHAMVI_ALLOW_REPO: 'https://b/*, https://c/*' },
+    );
     expect(config.maxActiveRuns).toBe(7);
     expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
   });
@@ -16,10 +26,12 @@ describe('loadOperatorConfig', () => {
   it('cuts model call attempts at modelCallTimeoutSeconds, 300 unless set (file or CHAMVI_MODEL_CALL_TIMEOUT_SECONDS)', () => {
     expect(loadOperatorConfig(undefined, {}).modelCallTimeoutSeconds).toBe(300);
     expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, {}).modelCallTimeoutSeconds).toBe(120);
-    expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, { CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: '30' }).modelCallTimeoutSeconds).toBe(30);
+    expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, { CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: '30' }).modelCallTimeoutSeconds).toBe(
+      30,
+    );
   });
 
-  it('kills spec.sandbox.setup at setupTimeoutSeconds, 1800 unless set, never above the toolbox\'s 30-minute cap', () => {
+  it("kills spec.sandbox.setup at setupTimeoutSeconds, 1800 unless set, never above the toolbox's 30-minute cap", () => {
     expect(loadOperatorConfig(undefined, {}).setupTimeoutSeconds).toBe(1800);
     expect(loadOperatorConfig({ setupTimeoutSeconds: 600 }, { CHAMVI_SETUP_TIMEOUT_SECONDS: '5' }).setupTimeoutSeconds).toBe(5);
     expect(() => loadOperatorConfig({ setupTimeoutSeconds: 1801 }, {})).toThrow(/config key setupTimeoutSeconds: /);

@@ -40,7 +40,12 @@ function harness(url: string, allowRepo: string[]) {
   const deps = {
     states: { load: async () => undefined, delete: async () => undefined },
     status: {
-      write: async (_namespace: string, _name: string, _uid: string, change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus) => {
+      write: async (
+        _namespace: string,
+        _name: string,
+        _uid: string,
+        change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus,
+      ) => {
         seen.statuses.push(change({ ...run.status }, run));
         return { written: false, why: 'terminal' };
       },
@@ -62,7 +67,14 @@ function harness(url: string, allowRepo: string[]) {
     },
     getRun: async () => run,
     clonePolicy: { allowRepo, maxCheckoutBytes: 1024 ** 3, maxCheckoutFiles: 1000 },
-    logger: { info() {}, warn() {}, error() {}, child() { return this; } },
+    logger: {
+      info() {},
+      warn() {},
+      error() {},
+      child() {
+        return this;
+      },
+    },
     now: () => new Date('2026-11-30T00:00:00Z'),
   } as unknown as AgentDependencies;
   return { deps, seen };

@@ -41,7 +41,9 @@ describe('provider registry', () => {
       }
       throw new Error('expected a RunFailure (ModelConfigurationInvalid)');
     };
-    expect(attempt(() => createLanguageModel({ provider: 'mistral', name: 'm' }))).toMatch(/Unknown model provider "mistral".*openai-compatible/);
+    expect(attempt(() => createLanguageModel({ provider: 'mistral', name: 'm' }))).toMatch(
+      /Unknown model provider "mistral".*openai-compatible/,
+    );
     expect(attempt(() => createLanguageModel({ provider: 'openai-compatible', name: 'm' }))).toContain('spec.model.baseURL');
     expect(attempt(() => createLanguageModel({ provider: 'groq', name: 'm' }))).toContain('spec.model.apiKeySecretRef');
     expect(attempt(() => createLanguageModel({ provider: 'xai' }, { apiKey: 'sk-test-key-123456' }))).toContain('spec.model.name');

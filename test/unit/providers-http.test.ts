@@ -170,35 +170,38 @@ describe('openai-compatible over HTTP', () => {
     expect(server.requests).toHaveLength(1);
   });
 
-  it.each([false, true])('surfaces malformed tool-call JSON as an invalid call and a tool error, not a failure (stream: %s)', async (stream) => {
-    server.enqueue({
-      type: 'tool-calls',
-      toolCalls: [
-        { name: 'read_file', arguments: '{"path": "src/app.ts"', id: 'call_bad' },
-        { name: 'read_file', arguments: { path: 'README.md' }, id: 'call_good' },
-      ],
-      usage: { promptTokens: 10, completionTokens: 5 },
-    });
-    const result = stream
-      ? await (async () => {
-          const streamed = streamText({ model: model(), messages, tools, maxRetries: 0 });
-          return { toolCalls: await streamed.toolCalls, response: await streamed.response };
-        })()
-      : await generateText({ model: model(), messages, tools, maxRetries: 0 });
+  it.each([false, true])(
+    'surfaces malformed tool-call JSON as an invalid call and a tool error, not a failure (stream: %s)',
+    async (stream) => {
+      server.enqueue({
+        type: 'tool-calls',
+        toolCalls: [
+          { name: 'read_file', arguments: '{"path": "src/app.ts"', id: 'call_bad' },
+          { name: 'read_file', arguments: { path: 'README.md' }, id: 'call_good' },
+        ],
+        usage: { promptTokens: 10, completionTokens: 5 },
+      });
+      const result = stream
+        ? await (async () => {
+            const streamed = streamText({ model: model(), messages, tools, maxRetries: 0 });
+            return { toolCalls: await streamed.toolCalls, response: await streamed.response };
+          })()
+        : await generateText({ model: model(), messages, tools, maxRetries: 0 });
 
-    const bad = result.toolCalls.find((call) => call.toolCallId === 'call_bad');
-    const good = result.toolCalls.find((call) => call.toolCallId === 'call_good');
-    expect(bad?.invalid).toBe(true);
-    expect(InvalidToolInputError.isInstance(bad?.error)).toBe(true);
-    expect(bad?.input).toBe('{"path": "src/app.ts"'); // the raw text, for the worker to quote
-    expect(good?.invalid).toBeUndefined();
-    expect(good?.input).toEqual({ path: 'README.md' });
-    // The SDK already answered the invalid call with an error result the model will see.
-    const toolMessage = result.response.messages.find((message) => message.role === 'tool');
-    expect(toolMessage?.content).toEqual([
-      expect.objectContaining({ type: 'tool-result', toolCallId: 'call_bad', output: expect.objectContaining({ type: 'error-text' }) }),
-    ]);
-  });
+      const bad = result.toolCalls.find((call) => call.toolCallId === 'call_bad');
+      const good = result.toolCalls.find((call) => call.toolCallId === 'call_good');
+      expect(bad?.invalid).toBe(true);
+      expect(InvalidToolInputError.isInstance(bad?.error)).toBe(true);
+      expect(bad?.input).toBe('{"path": "src/app.ts"'); // the raw text, for the worker to quote
+      expect(good?.invalid).toBeUndefined();
+      expect(good?.input).toEqual({ path: 'README.md' });
+      // The SDK already answered the invalid call with an error result the model will see.
+      const toolMessage = result.response.messages.find((message) => message.role === 'tool');
+      expect(toolMessage?.content).toEqual([
+        expect.objectContaining({ type: 'tool-result', toolCallId: 'call_bad', output: expect.objectContaining({ type: 'error-text' }) }),
+      ]);
+    },
+  );
 
   it('surfaces a call of a tool that was not offered as an invalid call with NoSuchToolError', async () => {
     server.enqueue({ type: 'tool-calls', toolCalls: [{ name: 'rm_rf', arguments: {} }] });
@@ -210,18 +213,25 @@ describe('openai-compatible over HTTP', () => {
   it.each([
     ['not JSON', { type: 'raw' as const, body: '{"id":"chatcmpl-1","choices":[{"index":0,' }, /the body is not JSON\. /],
     ['JSON of another shape', { type: 'raw' as const, body: '{"status":"ok"}' }, /the JSON does not have the shape of a model response/],
-    ['an HTML page', { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' }, /the body is not JSON\. /],
-  ])('fails with ModelResponseInvalid at once when a 200 answer is %s, saying what is wrong but quoting none of it (security #11.3)', async (_, reply, detail) => {
-    server.enqueue(reply);
-    const error = await generateText({ model: model(), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
-    expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
-    expect((error as ModelResponseInvalidError).reason).toBe('ModelResponseInvalid');
-    expect((error as Error).message).toMatch(detail);
-    expect((error as Error).message).not.toMatch(/chatcmpl-1|nginx|"status"/);
-    expect((error as Error).message).not.toContain(API_KEY);
-    expect(server.requests).toHaveLength(1);
-    expect(sleeps).toEqual([]);
-  });
+    [
+      'an HTML page',
+      { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' },
+      /the body is not JSON\. /,
+    ],
+  ])(
+    'fails with ModelResponseInvalid at once when a 200 answer is %s, saying what is wrong but quoting none of it (security #11.3)',
+    async (_, reply, detail) => {
+      server.enqueue(reply);
+      const error = await generateText({ model: model(), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
+      expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
+      expect((error as ModelResponseInvalidError).reason).toBe('ModelResponseInvalid');
+      expect((error as Error).message).toMatch(detail);
+      expect((error as Error).message).not.toMatch(/chatcmpl-1|nginx|"status"/);
+      expect((error as Error).message).not.toContain(API_KEY);
+      expect(server.requests).toHaveLength(1);
+      expect(sleeps).toEqual([]);
+    },
+  );
 
   it('stops reading an answer that never ends at the size bound: ModelResponseInvalid, no retry', async () => {
     server.enqueue({ type: 'endless' });
@@ -241,7 +251,10 @@ describe('openai-compatible over HTTP', () => {
       messages: [
         ...messages,
         { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'read_file', input: { path: 'a.ts' } }] },
-        { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'c1', toolName: 'read_file', output: { type: 'text', value: 'const a = 1;' } }] },
+        {
+          role: 'tool',
+          content: [{ type: 'tool-result', toolCallId: 'c1', toolName: 'read_file', output: { type: 'text', value: 'const a = 1;' } }],
+        },
       ],
     });
     const sent = (server.requests[0]?.body as { messages: unknown[] }).messages;

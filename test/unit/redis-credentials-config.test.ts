@@ -10,7 +10,9 @@ const config = (file: object, env: NodeJS.ProcessEnv = {}) => loadOperatorConfig
 describe('security #11.1 Redis credentials at start-up', () => {
   it('refuses a Redis URL without a password and without REDIS_PASSWORD, naming allowInsecureRedis and REDIS_PASSWORD', () => {
     for (const redisUrl of ['redis://redis.example:6379', 'redis://user@redis.example:6379', 'rediss://redis.example:6380/2']) {
-      expect(() => checkRedisCredentials(config({ redisUrl })), redisUrl).toThrow(/config key redisUrl: .*no password.*REDIS_PASSWORD.*allowInsecureRedis: true/s);
+      expect(() => checkRedisCredentials(config({ redisUrl })), redisUrl).toThrow(
+        /config key redisUrl: .*no password.*REDIS_PASSWORD.*allowInsecureRedis: true/s,
+      );
     }
     // The default (127.0.0.1 without a password) is refused too: loopback is no credential.
     expect(() => checkRedisCredentials(config({}))).toThrow(/allowInsecureRedis/);
@@ -21,16 +23,22 @@ describe('security #11.1 Redis credentials at start-up', () => {
     expect(() => checkRedisCredentials(config({ redisUrl: 'redis://default:s3cret@redis.example:6379' }))).not.toThrow();
     expect(() => checkRedisCredentials(config({ redisUrl: 'redis://redis.example:6379' }, { REDIS_PASSWORD: 's3cret' }))).not.toThrow();
     expect(() => checkRedisCredentials(config({ redisUrl: 'redis://redis.example:6379', allowInsecureRedis: true }))).not.toThrow();
-    expect(() => checkRedisCredentials(config({ redisUrl: 'redis://redis.example:6379' }, { CHAMVI_ALLOW_INSECURE_REDIS: 'true' }))).not.toThrow();
+    expect(() =>
+      checkRedisCredentials(config({ redisUrl: 'redis://redis.example:6379' }, { CHAMVI_ALLOW_INSECURE_REDIS: 'true' })),
+    ).not.toThrow();
     expect(config({}).allowInsecureRedis).toBe(false);
   });
 
   it('puts REDIS_PASSWORD into the connection when the URL has none, and never overrides a URL password', () => {
-    expect(new URL(redisConnection(config({ redisUrl: 'redis://redis.example:6379/1' }, { REDIS_PASSWORD: 'p@ss:/word' })).url).password).toBe(encodeURIComponent('p@ss:/word'));
+    expect(
+      new URL(redisConnection(config({ redisUrl: 'redis://redis.example:6379/1' }, { REDIS_PASSWORD: 'p@ss:/word' })).url).password,
+    ).toBe(encodeURIComponent('p@ss:/word'));
     // A user without a password would make ioredis send an empty one: the password goes in beside it.
     const withUser = new URL(redisConnection(config({ redisUrl: 'redis://app@redis.example:6379' }, { REDIS_PASSWORD: 'pw' })).url);
     expect([withUser.username, withUser.password]).toEqual(['app', 'pw']);
-    expect(new URL(redisConnection(config({ redisUrl: 'redis://:inurl@redis.example:6379' }, { REDIS_PASSWORD: 'env' })).url).password).toBe('inurl');
+    expect(
+      new URL(redisConnection(config({ redisUrl: 'redis://:inurl@redis.example:6379' }, { REDIS_PASSWORD: 'env' })).url).password,
+    ).toBe('inurl');
   });
 
   it('connects rediss:// with TLS: the system CAs by default, or the CA of redisCaFile', () => {
@@ -42,8 +50,12 @@ describe('security #11.1 Redis credentials at start-up', () => {
   });
 
   it('says what to fix for a CA file without rediss:// and for an unreadable CA file', () => {
-    expect(() => redisConnection(config({ redisUrl: 'redis://:pw@redis.example:6379', redisCaFile: '/etc/ca.pem' }))).toThrow(/config key redisCaFile: .*rediss:\/\//);
-    expect(() => redisConnection(config({ redisUrl: 'rediss://:pw@redis.example:6380', redisCaFile: '/nonexistent/ca.pem' }))).toThrow(/config key redisCaFile: cannot read \/nonexistent\/ca.pem/);
+    expect(() => redisConnection(config({ redisUrl: 'redis://:pw@redis.example:6379', redisCaFile: '/etc/ca.pem' }))).toThrow(
+      /config key redisCaFile: .*rediss:\/\//,
+    );
+    expect(() => redisConnection(config({ redisUrl: 'rediss://:pw@redis.example:6380', redisCaFile: '/nonexistent/ca.pem' }))).toThrow(
+      /config key redisCaFile: cannot read \/nonexistent\/ca.pem/,
+    );
   });
 
   it('takes stateKey from CHAMVI_STATE_KEY and refuses a short one without echoing it', () => {

@@ -18,11 +18,22 @@ function state(overrides: Partial<RunState> = {}): RunState {
     stage: 'waiting',
     step: 1,
     toolCalls: 0,
-    messages: [{ role: 'user', content: 'Start.' }, { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'bash', input: { command: 'git status' } }] }],
+    messages: [
+      { role: 'user', content: 'Start.' },
+      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'bash', input: { command: 'git status' } }] },
+    ],
     usage: { inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 2, complete: true },
     filesTouched: { read: [], changed: [] },
     startedAt: 1_700_000_000_000,
-    pendingApproval: { id: 's1-c1', toolCallId: 'c1', toolName: 'bash', input: { command: 'git status' }, requestedAt: '2026-11-01T00:00:00Z', results: [], remaining: [] },
+    pendingApproval: {
+      id: 's1-c1',
+      toolCallId: 'c1',
+      toolName: 'bash',
+      input: { command: 'git status' },
+      requestedAt: '2026-11-01T00:00:00Z',
+      results: [],
+      remaining: [],
+    },
     ...overrides,
   };
 }
@@ -60,16 +71,28 @@ describe('security #11.1 sealed run state', () => {
   });
 
   it('refuses a state that names a model (the old format), one with no seal, and one sealed with another key', () => {
-    const withModel = tamper(sealed(state()), (value) => (value.model = { provider: 'openai-compatible', baseURL: 'http://evil.example/v1', apiKeySecretRef: { name: 'prod', key: 'token' } }));
+    const withModel = tamper(
+      sealed(state()),
+      (value) =>
+        (value.model = {
+          provider: 'openai-compatible',
+          baseURL: 'http://evil.example/v1',
+          apiKeySecretRef: { name: 'prod', key: 'token' },
+        }),
+    );
     expect(problem(() => store().decode(withModel, owner))).toMatch(/HMAC does not match/);
     expect(problem(() => store().decode(JSON.stringify(state()), owner))).toMatch(/it is not sealed/);
-    expect(problem(() => store().decode(sealed(state(), new RunStateSeal('another-key-0123456789abcdef0123456789')), owner))).toMatch(/HMAC does not match/);
+    expect(problem(() => store().decode(sealed(state(), new RunStateSeal('another-key-0123456789abcdef0123456789')), owner))).toMatch(
+      /HMAC does not match/,
+    );
     expect(problem(() => store(RunStateSeal.generated()).decode(sealed(state()), owner))).toMatch(/HMAC does not match/);
   });
 
   it("refuses another run's genuine state under this run's key (a copy), naming both runs", () => {
     const other = sealed(state({ uid: 'uid-b', namespace: 'team-b', name: 'run-b' }));
-    expect(problem(() => store().decode(other, owner))).toMatch(/it is the state of run team-b\/run-b \(uid uid-b\), not of team-a\/run-a \(uid uid-a\)/);
+    expect(problem(() => store().decode(other, owner))).toMatch(
+      /it is the state of run team-b\/run-b \(uid uid-b\), not of team-a\/run-a \(uid uid-a\)/,
+    );
     for (const field of ['uid', 'namespace', 'name'] as const) {
       expect(() => store().decode(sealed(state({ [field]: 'other' })), owner), field).toThrow(/failed validation/);
     }
@@ -122,7 +145,8 @@ describe('security #11.1 signed job data', () => {
 describe('security #11.1 the controller fails a run whose state cannot be trusted', () => {
   it('with the reason StateLost and the message that says why, while no job moves the run', async () => {
     const { agentLoss } = await import('../../operator/src/reconcile/decide.ts');
-    const invalidState = "the run's state in Redis failed validation: its HMAC does not match; was Redis written by something other than the operator? ...";
+    const invalidState =
+      "the run's state in Redis failed validation: its HMAC does not match; was Redis written by something other than the operator? ...";
     expect(agentLoss({ state: 'missing', moving: false, invalidState })).toEqual({ reason: 'StateLost', message: invalidState });
     // A parked run waits for a human, but not on a state that is not the operator's.
     expect(agentLoss({ state: 'missing', moving: false, invalidState })?.message).toMatch(/failed validation/);

@@ -17,15 +17,37 @@ import {
 const earlier = '2026-11-30T08:00:00.000Z';
 const now = new Date('2026-11-30T09:00:00Z');
 const generation = 3;
-const condition = (type: Condition['type'], status: Condition['status'], reason: string): Condition => ({ type, status, reason, message: 'm', lastTransitionTime: earlier, observedGeneration: 1 });
-const progress = { steps: 4, toolCalls: 7, usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadTokens: 0, reasoningTokens: 0, complete: true } };
-const pending: PendingApproval = { id: 's4-c8', toolName: 'bash', input: '{"command":"make"}', inputBytes: 18, inputSha256: 'ab'.repeat(32), requestedAt: earlier };
+const condition = (type: Condition['type'], status: Condition['status'], reason: string): Condition => ({
+  type,
+  status,
+  reason,
+  message: 'm',
+  lastTransitionTime: earlier,
+  observedGeneration: 1,
+});
+const progress = {
+  steps: 4,
+  toolCalls: 7,
+  usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadTokens: 0, reasoningTokens: 0, complete: true },
+};
+const pending: PendingApproval = {
+  id: 's4-c8',
+  toolName: 'bash',
+  input: '{"command":"make"}',
+  inputBytes: 18,
+  inputSha256: 'ab'.repeat(32),
+  requestedAt: earlier,
+};
 
 const running = (): CodingRunStatus => ({
   phase: 'Running',
   message: RUNNING_MESSAGE,
   startTime: earlier,
-  conditions: [condition('Accepted', 'True', 'Valid'), condition('SandboxReady', 'True', 'PodReady'), condition('Complete', 'False', 'InProgress')],
+  conditions: [
+    condition('Accepted', 'True', 'Valid'),
+    condition('SandboxReady', 'True', 'PodReady'),
+    condition('Complete', 'False', 'InProgress'),
+  ],
 });
 const waiting = (): CodingRunStatus => {
   const status = running();
@@ -40,13 +62,30 @@ describe('terminal transitions (finishStatus, failStatus)', () => {
   it.each([
     ['a running run succeeds', running, 'Succeeded', 'Completed', { SandboxReady: ['False', 'RunFinished'], AwaitingApproval: undefined }],
     ['a running run fails', running, 'Failed', 'SandboxLost', { SandboxReady: ['False', 'RunFinished'], AwaitingApproval: undefined }],
-    ['a waiting run fails: its approval is no longer pending', waiting, 'Failed', 'DeadlineExceeded', { SandboxReady: ['False', 'RunFinished'], AwaitingApproval: ['False', 'DeadlineExceeded'] }],
-    ['a pending run is cancelled: no sandbox condition is invented', (): CodingRunStatus => ({ phase: 'Pending' }), 'Cancelled', 'Deleted', { SandboxReady: undefined, AwaitingApproval: undefined }],
+    [
+      'a waiting run fails: its approval is no longer pending',
+      waiting,
+      'Failed',
+      'DeadlineExceeded',
+      { SandboxReady: ['False', 'RunFinished'], AwaitingApproval: ['False', 'DeadlineExceeded'] },
+    ],
+    [
+      'a pending run is cancelled: no sandbox condition is invented',
+      (): CodingRunStatus => ({ phase: 'Pending' }),
+      'Cancelled',
+      'Deleted',
+      { SandboxReady: undefined, AwaitingApproval: undefined },
+    ],
   ] as const)('%s', (_name, before, phase, reason, conditions) => {
     const status = finishStatus(before(), phase, reason, 'why', generation, now);
     expect(status).toMatchObject({ phase, reason, message: 'why', completionTime: now.toISOString() });
     expect(status.pendingApproval).toBeUndefined();
-    expect(find(status, 'Complete')).toMatchObject({ status: 'True', reason, observedGeneration: generation, lastTransitionTime: now.toISOString() });
+    expect(find(status, 'Complete')).toMatchObject({
+      status: 'True',
+      reason,
+      observedGeneration: generation,
+      lastTransitionTime: now.toISOString(),
+    });
     for (const [type, expected] of Object.entries(conditions)) {
       const found = find(status, type as Condition['type']);
       if (expected === undefined) expect(found?.status ?? 'absent').not.toBe('True');
@@ -59,19 +98,47 @@ describe('terminal transitions (finishStatus, failStatus)', () => {
   });
 
   it('failStatus is finishStatus with Failed', () => {
-    expect(failStatus(running(), 'StateLost', 'gone', generation, now)).toEqual(finishStatus(running(), 'Failed', 'StateLost', 'gone', generation, now));
+    expect(failStatus(running(), 'StateLost', 'gone', generation, now)).toEqual(
+      finishStatus(running(), 'Failed', 'StateLost', 'gone', generation, now),
+    );
   });
 });
 
 describe('transitions while the agent works', () => {
   it.each([
-    ['a step parks a call: WaitingForApproval with the whole call shown', running, 'park', { phase: 'WaitingForApproval', pendingApproval: pending }, ['True', 'ToolCallNeedsApproval', now.toISOString()]],
-    ['a step goes on: Running, counters updated, no approval condition invented', running, 'go on', { phase: 'Running', message: RUNNING_MESSAGE }, undefined],
-    ['a resumed run goes on: the approval is cleared and its condition turns False', waiting, 'go on', { phase: 'Running', message: RUNNING_MESSAGE }, ['False', 'NoPendingCall', now.toISOString()]],
-    ['a waiting run parks again: the condition keeps its transition time', waiting, 'park', { phase: 'WaitingForApproval' }, ['True', 'ToolCallNeedsApproval', earlier]],
+    [
+      'a step parks a call: WaitingForApproval with the whole call shown',
+      running,
+      'park',
+      { phase: 'WaitingForApproval', pendingApproval: pending },
+      ['True', 'ToolCallNeedsApproval', now.toISOString()],
+    ],
+    [
+      'a step goes on: Running, counters updated, no approval condition invented',
+      running,
+      'go on',
+      { phase: 'Running', message: RUNNING_MESSAGE },
+      undefined,
+    ],
+    [
+      'a resumed run goes on: the approval is cleared and its condition turns False',
+      waiting,
+      'go on',
+      { phase: 'Running', message: RUNNING_MESSAGE },
+      ['False', 'NoPendingCall', now.toISOString()],
+    ],
+    [
+      'a waiting run parks again: the condition keeps its transition time',
+      waiting,
+      'park',
+      { phase: 'WaitingForApproval' },
+      ['True', 'ToolCallNeedsApproval', earlier],
+    ],
   ] as const)('%s', (_name, before, what, expected, awaiting) => {
     const status =
-      what === 'park' ? awaitApprovalStatus(before(), progress, pending, 'fix', generation, now) : runningAfterStepStatus(before(), progress, generation, now);
+      what === 'park'
+        ? awaitApprovalStatus(before(), progress, pending, 'fix', generation, now)
+        : runningAfterStepStatus(before(), progress, generation, now);
     expect(status).toMatchObject({ ...expected, steps: 4, toolCalls: 7, usage: progress.usage });
     if (what === 'go on') expect(status.pendingApproval).toBeUndefined();
     if (what === 'park') expect(status.message).toBe('Waiting for approval of a bash call: kubectl codingrun approve fix (or deny).');
@@ -91,7 +158,13 @@ describe('transitions while the agent works', () => {
   });
 
   it.each([
-    ['Pending → Pending with another reason is a change', { phase: 'Pending', reason: 'IsolationNotEnforced' } as CodingRunStatus, 'Pending', 'Queued', true],
+    [
+      'Pending → Pending with another reason is a change',
+      { phase: 'Pending', reason: 'IsolationNotEnforced' } as CodingRunStatus,
+      'Pending',
+      'Queued',
+      true,
+    ],
     ['the same phase and reason is no change', { phase: 'Pending', reason: 'Queued' } as CodingRunStatus, 'Pending', 'Queued', false],
     ['Provisioning drops the reason', { phase: 'Pending', reason: 'Queued' } as CodingRunStatus, 'Provisioning', undefined, true],
   ] as const)('enterPhase: %s', (_name, before, phase, reason, changed) => {
@@ -105,9 +178,21 @@ describe('transitions while the agent works', () => {
 
 describe('loopOutcome: how a run whose loop ended finishes', () => {
   it.each([
-    ['an answer without tool calls succeeds', { steps: 3, filesChanged: 2 }, { phase: 'Succeeded', reason: 'Completed', message: 'Finished in 3 step(s): 2 file(s) changed.' }],
-    ['a spent budget fails with its reason and message', { steps: 9, filesChanged: 1, stop: { reason: 'BudgetExceeded', message: 'out of steps' } }, { phase: 'Failed', reason: 'BudgetExceeded', message: 'out of steps' }],
-    ['the deadline fails DeadlineExceeded', { steps: 2, filesChanged: 0, stop: { reason: 'DeadlineExceeded', message: 'late' } }, { phase: 'Failed', reason: 'DeadlineExceeded', message: 'late' }],
+    [
+      'an answer without tool calls succeeds',
+      { steps: 3, filesChanged: 2 },
+      { phase: 'Succeeded', reason: 'Completed', message: 'Finished in 3 step(s): 2 file(s) changed.' },
+    ],
+    [
+      'a spent budget fails with its reason and message',
+      { steps: 9, filesChanged: 1, stop: { reason: 'BudgetExceeded', message: 'out of steps' } },
+      { phase: 'Failed', reason: 'BudgetExceeded', message: 'out of steps' },
+    ],
+    [
+      'the deadline fails DeadlineExceeded',
+      { steps: 2, filesChanged: 0, stop: { reason: 'DeadlineExceeded', message: 'late' } },
+      { phase: 'Failed', reason: 'DeadlineExceeded', message: 'late' },
+    ],
   ] as const)('%s', (_name, end, expected) => {
     expect(loopOutcome(end)).toEqual(expected);
   });

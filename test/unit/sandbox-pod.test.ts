@@ -28,7 +28,9 @@ describe('buildSandboxPod', () => {
   it('has a deterministic name, the run as controlling owner, and run labels', () => {
     expect(pod.metadata!.name).toBe(sandboxPodName({ metadata: { name: 'fix', uid: 'uid-1' } }));
     expect(pod.metadata!.name).toMatch(/^fix-[0-9a-f]{16}-sandbox$/);
-    expect(pod.metadata!.ownerReferences).toEqual([expect.objectContaining({ kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true })]);
+    expect(pod.metadata!.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true }),
+    ]);
     expect(pod.metadata!.labels).toMatchObject({ 'chamvi.dev/run': 'fix', 'chamvi.dev/run-uid': 'uid-1' });
   });
 
@@ -42,7 +44,12 @@ describe('buildSandboxPod', () => {
   it('runs as non-root with a read-only root filesystem, no privilege escalation and no capabilities', () => {
     expect(pod.spec!.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(container.securityContext).toEqual(
-      expect.objectContaining({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } }),
+      expect.objectContaining({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        runAsNonRoot: true,
+        capabilities: { drop: ['ALL'] },
+      }),
     );
   });
 
@@ -67,10 +74,15 @@ describe('buildSandboxPod', () => {
   });
 
   it('passes plain env values and points the toolbox at the workspace', () => {
-    expect(container.env).toEqual(expect.arrayContaining([{ name: 'CI', value: 'true' }, { name: 'CHAMVI_WORKSPACE', value: '/workspace' }]));
+    expect(container.env).toEqual(
+      expect.arrayContaining([
+        { name: 'CI', value: 'true' },
+        { name: 'CHAMVI_WORKSPACE', value: '/workspace' },
+      ]),
+    );
   });
 
-  it('keeps the default image\'s entrypoint (tini reaps background jobs) and only idles on node', () => {
+  it("keeps the default image's entrypoint (tini reaps background jobs) and only idles on node", () => {
     expect(container.command).toBeUndefined();
     expect(container.args!.slice(0, 2)).toEqual(['/usr/local/bin/node', '-e']);
   });
@@ -92,8 +104,13 @@ describe('buildSandboxPod', () => {
 });
 
 describe('buildNetworkPolicy', () => {
-  it('selects only this run\'s pod and denies all ingress and egress', () => {
+  it("selects only this run's pod and denies all ingress and egress", () => {
     const policy = buildNetworkPolicy(parsedRun());
-    expect(policy.spec).toEqual({ podSelector: { matchLabels: { 'chamvi.dev/run-uid': 'uid-1' } }, policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] });
+    expect(policy.spec).toEqual({
+      podSelector: { matchLabels: { 'chamvi.dev/run-uid': 'uid-1' } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [],
+    });
   });
 });

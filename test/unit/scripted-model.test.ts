@@ -76,7 +76,9 @@ describe('parseModelScript', () => {
 
   it('refuses an empty script and non-object tool input', () => {
     expect(() => parseModelScript('{"turns": []}')).toThrowError(/at least one turn/);
-    expect(() => parseModelScript('{"turns": [{"toolCalls": [{"toolName": "bash", "input": "ls"}]}]}')).toThrowError(/turns\.0\.toolCalls\.0\.input/);
+    expect(() => parseModelScript('{"turns": [{"toolCalls": [{"toolName": "bash", "input": "ls"}]}]}')).toThrowError(
+      /turns\.0\.toolCalls\.0\.input/,
+    );
   });
 });
 

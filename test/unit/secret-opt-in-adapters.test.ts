@@ -22,7 +22,14 @@ beforeEach(async () => {
   server = createServer((request, response) => {
     if (request.method === 'GET' && request.url?.startsWith('/api/v1/namespaces/team-b/secrets/llm')) {
       response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'llm', namespace: 'team-b', ...(labels ? { labels } : {}) }, data: { apiKey: Buffer.from(KEY).toString('base64') } }));
+      response.end(
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: 'llm', namespace: 'team-b', ...(labels ? { labels } : {}) },
+          data: { apiKey: Buffer.from(KEY).toString('base64') },
+        }),
+      );
       return;
     }
     response.writeHead(404, { 'content-type': 'application/json' });
@@ -44,7 +51,9 @@ afterEach(async () => {
 
 describe('security #11.3 Secrets opt in to runs, checked where they are read', () => {
   it('a worker refuses the value of a Secret without the usable-by-runs label, saying which label to add', async () => {
-    const error = await kubernetesRunResources(kubeConfig).secretValue('team-b', 'llm', 'apiKey').catch((e: unknown) => e);
+    const error = await kubernetesRunResources(kubeConfig)
+      .secretValue('team-b', 'llm', 'apiKey')
+      .catch((e: unknown) => e);
     expect(isRunFailure(error, 'SecretNotAllowed')).toBe(true);
     expect((error as Error).message).toContain('kubectl label secret llm -n team-b chamvi.dev/usable-by-runs=true');
     expect((error as Error).message).not.toContain(KEY);

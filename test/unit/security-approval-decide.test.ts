@@ -10,7 +10,9 @@ import type { ObservedRun } from '../../operator/src/reconcile/observed-run.ts';
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
 const now = new Date('2026-11-29T12:00:00Z');
 const minutesAgo = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
-const accepted = [{ type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: minutesAgo(90) }];
+const accepted = [
+  { type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: minutesAgo(90) },
+];
 const WRONG = 'a'.repeat(64);
 
 function waitingRun(requestedMinutesAgo: number): CodingRun {
@@ -55,7 +57,9 @@ const observe = (run: CodingRun): ObservedRun =>
   }) as unknown as ObservedRun;
 
 const resumes = (run: CodingRun) =>
-  decide(observe(run), config, now).actions.filter((action) => action.type === 'resumeAgent').map((action) => (action as { answer: object }).answer);
+  decide(observe(run), config, now)
+    .actions.filter((action) => action.type === 'resumeAgent')
+    .map((action) => (action as { answer: object }).answer);
 
 describe('security #11.5 decide: a refused approval does not stop the approval timeout', () => {
   it('passes the approval on (the agent checks its sha256) while the timeout has not passed', () => {

@@ -39,7 +39,11 @@ describe('decideStop', () => {
 
   it('fails with ModelResponseInvalid when the model sends only unusable tool calls step after step, saying what was wrong', () => {
     expect(decideStop({ ...base, unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT - 1 })).toEqual({ stop: false });
-    const decision = decideStop({ ...base, unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT, lastUnusableToolCall: 'read_file: JSON parsing failed' });
+    const decision = decideStop({
+      ...base,
+      unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT,
+      lastUnusableToolCall: 'read_file: JSON parsing failed',
+    });
     expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'ModelResponseInvalid' });
     expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('(last: read_file: JSON parsing failed)');
     // The deadline is still the harder limit.

@@ -15,13 +15,16 @@ describe('WorkQueue', () => {
     let concurrent = 0;
     let maxConcurrent = 0;
     const seen: string[] = [];
-    const queue = new WorkQueue(async (key) => {
-      concurrent++;
-      maxConcurrent = Math.max(maxConcurrent, concurrent);
-      seen.push(key);
-      if (seen.length === 1) await gate.promise;
-      concurrent--;
-    }, { concurrency: 4 });
+    const queue = new WorkQueue(
+      async (key) => {
+        concurrent++;
+        maxConcurrent = Math.max(maxConcurrent, concurrent);
+        seen.push(key);
+        if (seen.length === 1) await gate.promise;
+        concurrent--;
+      },
+      { concurrency: 4 },
+    );
     queue.add('a');
     await tick();
     queue.add('a');
@@ -40,12 +43,15 @@ describe('WorkQueue', () => {
     const gate = deferred();
     let concurrent = 0;
     let maxConcurrent = 0;
-    const queue = new WorkQueue(async () => {
-      concurrent++;
-      maxConcurrent = Math.max(maxConcurrent, concurrent);
-      await gate.promise;
-      concurrent--;
-    }, { concurrency: 2 });
+    const queue = new WorkQueue(
+      async () => {
+        concurrent++;
+        maxConcurrent = Math.max(maxConcurrent, concurrent);
+        await gate.promise;
+        concurrent--;
+      },
+      { concurrency: 2 },
+    );
     for (const key of ['a', 'b', 'c', 'd']) queue.add(key);
     await tick();
     expect(concurrent).toBe(2);
@@ -62,7 +68,17 @@ describe('WorkQueue', () => {
       async () => {
         if (failuresLeft-- > 0) throw new Error('boom');
       },
-      { concurrency: 1, baseDelayMs: 100, maxDelayMs: 250, setTimer: (callback, ms) => { delays.push(ms); timers.push(callback); return {}; }, clearTimer: () => {} },
+      {
+        concurrency: 1,
+        baseDelayMs: 100,
+        maxDelayMs: 250,
+        setTimer: (callback, ms) => {
+          delays.push(ms);
+          timers.push(callback);
+          return {};
+        },
+        clearTimer: () => {},
+      },
     );
     queue.add('k');
     for (let i = 0; i < 3; i++) {
@@ -76,9 +92,12 @@ describe('WorkQueue', () => {
 
   it('holds keys until start() when made held, then processes each once', async () => {
     const seen: string[] = [];
-    const queue = new WorkQueue(async (key) => {
-      seen.push(key);
-    }, { concurrency: 2, held: true });
+    const queue = new WorkQueue(
+      async (key) => {
+        seen.push(key);
+      },
+      { concurrency: 2, held: true },
+    );
     queue.add('a');
     queue.add('b');
     queue.add('a');
@@ -91,7 +110,14 @@ describe('WorkQueue', () => {
 
   it('re-adds a key after requeueAfter', async () => {
     const delays: number[] = [];
-    const queue = new WorkQueue(async () => ({ requeueAfterMs: 5000 }), { concurrency: 1, setTimer: (_, ms) => { delays.push(ms); return {}; }, clearTimer: () => {} });
+    const queue = new WorkQueue(async () => ({ requeueAfterMs: 5000 }), {
+      concurrency: 1,
+      setTimer: (_, ms) => {
+        delays.push(ms);
+        return {};
+      },
+      clearTimer: () => {},
+    });
     queue.add('k');
     await queue.idle();
     await tick();

@@ -63,7 +63,7 @@ export interface PreparedContext {
 }
 
 export const SUMMARY_INSTRUCTIONS =
-  'You compress the earlier part of a coding agent\'s conversation so the agent can continue its task with less context. ' +
+  "You compress the earlier part of a coding agent's conversation so the agent can continue its task with less context. " +
   'Write a concise, factual summary for the agent itself: what has been done so far and how, the decisions taken and why, ' +
   'errors met and how they were resolved, the current state of the work, and what remains to do next. ' +
   'Keep exact identifiers, file paths, commands and error messages that still matter. ' +
@@ -103,7 +103,14 @@ export async function prepareContext(input: PrepareContextInput): Promise<Prepar
   const filesTouched = collectFilesTouched(input.messages, input.filesTouched ?? noFilesTouched());
   const { threshold, keepRecentTokens } = contextLimits(input.budget);
   const estimatedTokens = estimateRequestTokens(input);
-  const unchanged = { messages: input.messages, compacted: false, summarisedMessages: 0, filesTouched, usage: emptyUsage(), estimatedTokens };
+  const unchanged = {
+    messages: input.messages,
+    compacted: false,
+    summarisedMessages: 0,
+    filesTouched,
+    usage: emptyUsage(),
+    estimatedTokens,
+  };
   if (estimatedTokens <= threshold) return unchanged;
 
   const split = findSplitIndex(input.messages, keepRecentTokens);

@@ -71,12 +71,28 @@ export function renderApiReference(): string {
   ];
   for (const part of ['spec', 'status'] as const) {
     const node = schema.properties![part]!;
-    lines.push('', `## ${part}`, '', node.description ?? '', '', '| field | type | description | bounds and default |', '| --- | --- | --- | --- |');
+    lines.push(
+      '',
+      `## ${part}`,
+      '',
+      node.description ?? '',
+      '',
+      '| field | type | description | bounds and default |',
+      '| --- | --- | --- | --- |',
+    );
     rows(node, part, lines);
   }
   const ruleLines: string[] = [];
   rules(schema.properties!.spec!, 'spec', ruleLines);
   rules(schema.properties!.status!, 'status', ruleLines);
-  lines.push('', '## Rules across fields', '', 'Checked by the API server at `kubectl apply` (and again by the operator):', '', ...ruleLines, '');
+  lines.push(
+    '',
+    '## Rules across fields',
+    '',
+    'Checked by the API server at `kubectl apply` (and again by the operator):',
+    '',
+    ...ruleLines,
+    '',
+  );
   return lines.join('\n');
 }

@@ -43,7 +43,7 @@ export const repositorySpec = z
     credentialsSecretRef: keyReference(
       'Secret',
       'token',
-      'Secret in the run\'s own namespace holding a token for cloning a private repository. ' +
+      "Secret in the run's own namespace holding a token for cloning a private repository. " +
         'It is used by the operator for the clone and never enters the sandbox.',
     ).optional(),
   })
@@ -110,7 +110,12 @@ const modelObject = z.object({
       'Who serves the model: openai (Responses API), openai-compatible (any endpoint at baseURL), ' +
         'deepseek, openrouter, groq, xai, moonshot, or scripted (replays a script from a ConfigMap; no key, no cost).',
     ),
-  name: z.string().min(1).max(256).optional().describe('Model name at the provider, such as gpt-5.6. Required unless provider is scripted.'),
+  name: z
+    .string()
+    .min(1)
+    .max(256)
+    .optional()
+    .describe('Model name at the provider, such as gpt-5.6. Required unless provider is scripted.'),
   baseURL: z
     .string()
     .max(2048)
@@ -140,7 +145,8 @@ const modelObject = z.object({
 export const modelSpec = modelObject
   .superRefine((model, ctx) => {
     for (const rule of modelRules) {
-      if (!rule.holds(model)) ctx.addIssue({ code: 'custom', message: rule.message, path: rule.fieldPath ? [rule.fieldPath.slice(1)] : [] });
+      if (!rule.holds(model))
+        ctx.addIssue({ code: 'custom', message: rule.message, path: rule.fieldPath ? [rule.fieldPath.slice(1)] : [] });
     }
   })
   .meta({ 'x-kubernetes-validations': celValidations(modelRules) })
@@ -177,22 +183,38 @@ export const budgetSpec = z
       .min(1)
       .max(1000)
       .default(40)
-      .describe('Most model calls the run may make (a step is one model call and its tool calls). 1 to 1000, default 40. Past it the run fails with BudgetExceeded and keeps its partial diff.'),
+      .describe(
+        'Most model calls the run may make (a step is one model call and its tool calls). 1 to 1000, default 40. Past it the run fails with BudgetExceeded and keeps its partial diff.',
+      ),
     maxTokens: z
       .number()
       .int()
       .min(1)
       .max(1_000_000_000)
       .optional()
-      .describe('Most tokens (input plus output, as the provider reports them) the run may use. Past it the run fails with BudgetExceeded. Default: no limit.'),
-    timeout: duration('Wall-clock time from the start of the run to its end. Past it the run fails with DeadlineExceeded and keeps its partial diff.', '30m'),
+      .describe(
+        'Most tokens (input plus output, as the provider reports them) the run may use. Past it the run fails with BudgetExceeded. Default: no limit.',
+      ),
+    timeout: duration(
+      'Wall-clock time from the start of the run to its end. Past it the run fails with DeadlineExceeded and keeps its partial diff.',
+      '30m',
+    ),
   })
   .describe('Limits on the run. May be changed while the run is active; the change applies at the next step.');
 
 const envVar = z
   .object({
-    name: z.string().min(1).max(256).regex(/^[A-Za-z_][A-Za-z0-9_]*$/).describe('Variable name.'),
-    value: z.string().max(32_768).default('').describe('Plain value. References to Secrets are not supported on purpose: the sandbox holds no secrets.'),
+    name: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+      .describe('Variable name.'),
+    value: z
+      .string()
+      .max(32_768)
+      .default('')
+      .describe('Plain value. References to Secrets are not supported on purpose: the sandbox holds no secrets.'),
   })
   .describe('An environment variable with a plain value.');
 
@@ -203,7 +225,9 @@ export const sandboxSpec = z
       .min(1)
       .max(1024)
       .optional()
-      .describe("Container image for the sandbox. Default: the operator's sandbox image. A custom image gets node and the toolbox copied in by an init container."),
+      .describe(
+        "Container image for the sandbox. Default: the operator's sandbox image. A custom image gets node and the toolbox copied in by an init container.",
+      ),
     resources: resourceRequirements.optional(),
     runtimeClassName: objectName('RuntimeClass').optional().describe('RuntimeClass for stronger isolation, such as gvisor or kata.'),
     setup: z
@@ -225,15 +249,15 @@ type SpecInput = Record<string, unknown>;
 
 // Transition rules: a run is one job. Changing what it works on would make its status lie,
 // so the API server refuses such an update; a different job is a new run.
-export const specRules: readonly CrossFieldRule<SpecInput>[] = (
-  ['task', 'repository', 'model', 'tools', 'sandbox'] as const
-).map((field) => ({
-  rule: `self.${field} == oldSelf.${field}`,
-  message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
-  fieldPath: `.${field}`,
-  reason: 'FieldValueForbidden' as const,
-  holds: () => true, // Transition rules compare with the old object; the operator never sees one.
-}));
+export const specRules: readonly CrossFieldRule<SpecInput>[] = (['task', 'repository', 'model', 'tools', 'sandbox'] as const).map(
+  (field) => ({
+    rule: `self.${field} == oldSelf.${field}`,
+    message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
+    fieldPath: `.${field}`,
+    reason: 'FieldValueForbidden' as const,
+    holds: () => true, // Transition rules compare with the old object; the operator never sees one.
+  }),
+);
 
 const instructionsRule: CrossFieldRule<SpecInput> = {
   rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",

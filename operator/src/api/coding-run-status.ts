@@ -4,15 +4,7 @@
 import { z } from 'zod';
 import { condition } from './kubernetes-names.ts';
 
-export const PHASES = [
-  'Pending',
-  'Provisioning',
-  'Running',
-  'WaitingForApproval',
-  'Succeeded',
-  'Failed',
-  'Cancelled',
-] as const;
+export const PHASES = ['Pending', 'Provisioning', 'Running', 'WaitingForApproval', 'Succeeded', 'Failed', 'Cancelled'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export const TERMINAL_PHASES: ReadonlySet<Phase> = new Set(['Succeeded', 'Failed', 'Cancelled']);
@@ -75,7 +67,9 @@ export const pendingApprovalStatus = z
       .string()
       .regex(/^[0-9a-f]{64}$/)
       .optional()
-      .describe('sha256 (hex) of input\'s UTF-8 bytes. An approval names it; the operator runs the call only when it matches the input it runs.'),
+      .describe(
+        "sha256 (hex) of input's UTF-8 bytes. An approval names it; the operator runs the call only when it matches the input it runs.",
+      ),
     requestedAt: timestamp('When the call started waiting.'),
   })
   .describe('The tool call waiting for a human, present only in phase WaitingForApproval. Answer with kubectl codingrun approve|deny.');
@@ -85,7 +79,11 @@ export const resultStatus = z
     summary: z.string().max(LIMITS.summary).describe("The agent's final answer, bounded to 16 KiB."),
     diff: z.string().max(LIMITS.diff).describe('The change the run made as a unified diff, bounded to 64 KiB.'),
     diffTruncated: z.boolean().describe('True when diff is only the beginning of the change; the whole diff is in diffConfigMap.'),
-    diffConfigMap: z.string().max(253).optional().describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
+    diffConfigMap: z
+      .string()
+      .max(253)
+      .optional()
+      .describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
     filesChanged: count('Files the change touches.'),
     insertions: count('Lines added.'),
     deletions: count('Lines removed.'),
@@ -94,8 +92,17 @@ export const resultStatus = z
 
 export const codingRunStatus = z
   .object({
-    phase: z.enum(PHASES).optional().describe('Where the run is: Pending, Provisioning, Running, WaitingForApproval, or the terminal Succeeded, Failed, Cancelled.'),
-    reason: z.string().max(128).optional().describe('Machine-readable cause of Failed or Cancelled, such as RepoNotAllowed, SecretNotFound, BudgetExceeded, DeadlineExceeded, SandboxLost.'),
+    phase: z
+      .enum(PHASES)
+      .optional()
+      .describe('Where the run is: Pending, Provisioning, Running, WaitingForApproval, or the terminal Succeeded, Failed, Cancelled.'),
+    reason: z
+      .string()
+      .max(128)
+      .optional()
+      .describe(
+        'Machine-readable cause of Failed or Cancelled, such as RepoNotAllowed, SecretNotFound, BudgetExceeded, DeadlineExceeded, SandboxLost.',
+      ),
     message: z.string().max(LIMITS.message).optional().describe('One human sentence: what happened and what to do.'),
     observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status was computed from.'),
     conditions: z

@@ -24,13 +24,15 @@ export const FAILURE_MESSAGES = {
   deadlineWhileWaitingForModel:
     'The run reached spec.budget.timeout while waiting for the model to answer; the partial diff is kept. Raise the timeout or narrow the task, and check the model endpoint if it hangs.',
   /** DeadlineExceeded, noticed by the controller (after the agent's grace). */
-  deadlineAtController: (timeout: string) => `The run did not finish within its budget.timeout of ${timeout}; raise spec.budget.timeout for a longer task.`,
+  deadlineAtController: (timeout: string) =>
+    `The run did not finish within its budget.timeout of ${timeout}; raise spec.budget.timeout for a longer task.`,
   /** DeadlineExceeded: the pod's activeDeadlineSeconds ended it. */
   deadlineAtPod: (timeout: string) => `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${timeout}).`,
   /** SandboxLost: the pod ended or went away before the run did. */
   sandboxLost: (podName: string, why: string) => `Sandbox pod ${podName} ${why} before the run ended; create the run again.`,
   /** AgentFailed: the controller saw the run's last job fail for good. */
-  agentStopped: (failedReason: string) => `The agent stopped: its last job failed for good (${failedReason.slice(0, 1024)}); create the run again.`,
+  agentStopped: (failedReason: string) =>
+    `The agent stopped: its last job failed for good (${failedReason.slice(0, 1024)}); create the run again.`,
   /** AgentFailed or SandboxLost: a job failed on every attempt BullMQ gave it. */
   jobFailed: (jobName: string, attempts: number, detail: string, forbidden: boolean) =>
     `The ${jobName} job failed ${attempts} times: ${detail}` +

@@ -5,8 +5,7 @@ import { z } from 'zod';
 
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 const DATA_KEY = '^[-._a-zA-Z0-9]+$';
-const QUANTITY =
-  '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
+const QUANTITY = '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
 
 export const objectName = (what: string) =>
   z
@@ -17,13 +16,7 @@ export const objectName = (what: string) =>
     .describe(`Name of the ${what} in the run's own namespace (lowercase DNS subdomain).`);
 
 export const dataKey = (what: string, fallback: string) =>
-  z
-    .string()
-    .min(1)
-    .max(253)
-    .regex(new RegExp(DATA_KEY))
-    .default(fallback)
-    .describe(`Key inside the ${what}. Default "${fallback}".`);
+  z.string().min(1).max(253).regex(new RegExp(DATA_KEY)).default(fallback).describe(`Key inside the ${what}. Default "${fallback}".`);
 
 /**
  * A reference to a Secret or ConfigMap key. There is deliberately no namespace field:
@@ -71,16 +64,8 @@ export const condition = z
       .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/)
       .describe('Type of condition in CamelCase: Accepted, SandboxReady, AwaitingApproval or Complete.'),
     status: z.enum(['True', 'False', 'Unknown']).describe('Status of the condition: True, False or Unknown.'),
-    observedGeneration: z
-      .number()
-      .int()
-      .min(0)
-      .optional()
-      .describe('The .metadata.generation the condition was set from.'),
-    lastTransitionTime: z
-      .string()
-      .meta({ format: 'date-time' })
-      .describe('When the condition last changed from one status to another.'),
+    observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation the condition was set from.'),
+    lastTransitionTime: z.string().meta({ format: 'date-time' }).describe('When the condition last changed from one status to another.'),
     reason: z
       .string()
       .min(1)

@@ -25,9 +25,9 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
   const name = run.metadata.name;
   if (configMap && !isOwnedByRun(configMap, run)) {
     throw new DiffNotOwnedError(
-      `ConfigMap ${run.metadata.namespace}/${result?.diffConfigMap ?? '?'} named in codingrun "${name}"'s status.result.diffConfigMap is not the run's `
-        + `(${whyNotOwned(configMap, run)}), so it is not printed: anyone who can create ConfigMaps in the namespace can make one under that name. `
-        + `The run's bounded copy is in status.result.diff (kubectl get codingrun ${name} -o jsonpath='{.status.result.diff}'); find out who made the ConfigMap.`,
+      `ConfigMap ${run.metadata.namespace}/${result?.diffConfigMap ?? '?'} named in codingrun "${name}"'s status.result.diffConfigMap is not the run's ` +
+        `(${whyNotOwned(configMap, run)}), so it is not printed: anyone who can create ConfigMaps in the namespace can make one under that name. ` +
+        `The run's bounded copy is in status.result.diff (kubectl get codingrun ${name} -o jsonpath='{.status.result.diff}'); find out who made the ConfigMap.`,
     );
   }
   if (configMap) {
@@ -36,7 +36,9 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
   }
   if (!result) {
     const phase = run.status?.phase ?? 'Pending';
-    throw new DiffUnavailableError(`codingrun "${name}" has no diff yet (phase ${phase}); the diff is written when the run finishes — watch it with kubectl codingrun get ${name} -w`);
+    throw new DiffUnavailableError(
+      `codingrun "${name}" has no diff yet (phase ${phase}); the diff is written when the run finishes — watch it with kubectl codingrun get ${name} -w`,
+    );
   }
   const missing = result.diffConfigMap
     ? configMap
@@ -44,7 +46,10 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
       : `ConfigMap ${result.diffConfigMap} was not found`
     : undefined;
   if (result.diffTruncated) {
-    return { text: result.diff, warning: `warning: ${missing ?? 'no full-diff ConfigMap is named'}; printing the first ${result.diff.length} characters from status.result.diff only` };
+    return {
+      text: result.diff,
+      warning: `warning: ${missing ?? 'no full-diff ConfigMap is named'}; printing the first ${result.diff.length} characters from status.result.diff only`,
+    };
   }
   return missing ? { text: result.diff, warning: `warning: ${missing}; printing status.result.diff (complete)` } : { text: result.diff };
 }

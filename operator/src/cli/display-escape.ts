@@ -36,7 +36,8 @@ function visible(character: string): string {
 export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): EscapedText {
   let escaped = 0;
   const shown = text.replace(SHOWN_ESCAPED, (character, offset: number) => {
-    if (mode === 'lines' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n'))) return character;
+    if (mode === 'lines' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n')))
+      return character;
     escaped += 1;
     return visible(character);
   });

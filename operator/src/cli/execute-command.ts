@@ -96,11 +96,15 @@ function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): nu
   const input = pendingInput(pending);
   io.out(input.text);
   if (!input.whole) {
-    io.err(`warning: this is not provably the whole input of ${pending.toolName} call ${pending.id} (status.pendingApproval has no matching size and sha256); it cannot be approved, deny it`);
+    io.err(
+      `warning: this is not provably the whole input of ${pending.toolName} call ${pending.id} (status.pendingApproval has no matching size and sha256); it cannot be approved, deny it`,
+    );
     return 0;
   }
   io.err(`${pending.toolName} call ${pending.id}: ${input.bytes} bytes, sha256 ${input.sha256}`);
-  io.err(`to approve exactly this input: kubectl codingrun approve ${run.metadata.name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}`);
+  io.err(
+    `to approve exactly this input: kubectl codingrun approve ${run.metadata.name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}`,
+  );
   return 0;
 }
 
@@ -156,7 +160,9 @@ async function watchRuns(client: RunClient, io: CliOutput, namespace: string | u
       for (const run of [...list!.items].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) show(run);
     }
     if (finished) break;
-    const watch = await client.watchRuns(namespace, name, name ? undefined : list!.resourceVersion, (type, run) => show(run, type === 'DELETED'));
+    const watch = await client.watchRuns(namespace, name, name ? undefined : list!.resourceVersion, (type, run) =>
+      show(run, type === 'DELETED'),
+    );
     const stopped = new Promise<void>((resolve) => {
       wake = resolve;
       io.signal?.addEventListener('abort', () => resolve(), { once: true });

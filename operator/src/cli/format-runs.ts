@@ -62,7 +62,12 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
   const header = `Pending approval ${pending.id}: ${pending.toolName} call, input ${input.bytes} bytes`;
   const readAll = `print it whole with: kubectl codingrun get ${name} -n ${namespace} --input (it prints the sha256 to approve with)`;
   if (!input.whole) {
-    return ['', `${header} (NOT provably whole: status.pendingApproval has no matching size and sha256):`, input.text, `To approve it, ${readAll}; or deny it.`];
+    return [
+      '',
+      `${header} (NOT provably whole: status.pendingApproval has no matching size and sha256):`,
+      input.text,
+      `To approve it, ${readAll}; or deny it.`,
+    ];
   }
   if (!input.shownByApprove) {
     const shown = input.text.slice(0, SHOWN_INPUT_MAX_BYTES);
@@ -81,7 +86,10 @@ export function runRow(run: CodingRun, now: Date): RunRow {
   return {
     namespace: run.metadata.namespace,
     name: run.metadata.name,
-    phase: run.metadata.deletionTimestamp && !status.phase?.match(/^(Succeeded|Failed|Cancelled)$/) ? `${status.phase ?? 'Pending'} (deleting)` : (status.phase ?? 'Pending'),
+    phase:
+      run.metadata.deletionTimestamp && !status.phase?.match(/^(Succeeded|Failed|Cancelled)$/)
+        ? `${status.phase ?? 'Pending'} (deleting)`
+        : (status.phase ?? 'Pending'),
     reason: status.reason ?? '',
     steps: String(status.steps ?? 0),
     tokens: formatTokens(run),

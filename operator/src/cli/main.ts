@@ -18,7 +18,9 @@ function loadKubeConfig(command: Exclude<Command, { command: 'help' | 'run' }>):
     if (command.kubeconfig) kubeConfig.loadFromFile(command.kubeconfig);
     else kubeConfig.loadFromDefault();
   } catch (error) {
-    throw new CliError(`cannot load the kubeconfig${command.kubeconfig ? ` ${command.kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new CliError(
+      `cannot load the kubeconfig${command.kubeconfig ? ` ${command.kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   if (command.context) {
     if (!kubeConfig.getContextObject(command.context)) throw new CliError(`context "${command.context}" is not in the kubeconfig`);
@@ -50,7 +52,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     // load only for it, so the other commands start fast.
     if (command.command === 'run') {
       const { runLocally } = await import('./local/run-locally.ts');
-      return await runLocally(command, { ...io, env: process.env, stdin: process.stdin, prompt: process.stderr, interrupt: () => process.kill(process.pid, 'SIGINT') });
+      return await runLocally(command, {
+        ...io,
+        env: process.env,
+        stdin: process.stdin,
+        prompt: process.stderr,
+        interrupt: () => process.kill(process.pid, 'SIGINT'),
+      });
     }
     const client = command.command === 'help' ? undefined : createRunClient(loadKubeConfig(command));
     return await executeCommand(command, client!, io);

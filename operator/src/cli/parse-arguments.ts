@@ -132,7 +132,10 @@ export function parseArguments(argv: readonly string[]): Command {
       const name = requireName();
       const sha256 = text('sha256');
       if (sha256 !== undefined && !/^[0-9a-f]{64}$/.test(sha256)) {
-        throw new UsageError(`--sha256 must be the 64 lowercase hex digits printed by kubectl codingrun get ${name} --input, got "${sha256}"`, first);
+        throw new UsageError(
+          `--sha256 must be the 64 lowercase hex digits printed by kubectl codingrun get ${name} --input, got "${sha256}"`,
+          first,
+        );
       }
       return {
         command: 'approve',
@@ -155,10 +158,18 @@ export function parseArguments(argv: readonly string[]): Command {
       atMost(0);
       const file = text('filename');
       if (!file) throw new UsageError('run needs -f FILE, a CodingRun manifest', first);
-      if (!flags.has('local')) throw new UsageError('run needs --local (the only mode there is); to run on a cluster, kubectl apply -f the file instead', first);
+      if (!flags.has('local'))
+        throw new UsageError('run needs --local (the only mode there is); to run on a cluster, kubectl apply -f the file instead', first);
       const redisUrl = text('redis-url');
-      if (redisUrl !== undefined && !/^rediss?:\/\/\S+$/.test(redisUrl)) throw new UsageError(`--redis-url must be a redis:// or rediss:// URL, got "${redisUrl}"`, first);
-      return { command: 'run', file, local: true, ...(connection.namespace ? { namespace: connection.namespace } : {}), ...(redisUrl ? { redisUrl } : {}) };
+      if (redisUrl !== undefined && !/^rediss?:\/\/\S+$/.test(redisUrl))
+        throw new UsageError(`--redis-url must be a redis:// or rediss:// URL, got "${redisUrl}"`, first);
+      return {
+        command: 'run',
+        file,
+        local: true,
+        ...(connection.namespace ? { namespace: connection.namespace } : {}),
+        ...(redisUrl ? { redisUrl } : {}),
+      };
     }
   }
 }

@@ -62,7 +62,8 @@ function toCliError(error: unknown, doing: string, server: string): CliError {
   const message = serverMessage(error);
   if (code === 401) return new CliError(`${doing}: unauthorized: the kubeconfig's credentials were refused by ${server}`);
   if (code === 403) return new CliError(`${doing}: forbidden: ${message ?? 'your user lacks the RBAC permission'}`);
-  if (code === 404) return new CliError(`${doing}: ${message ?? 'not found'} (is the CodingRun CRD installed? kubectl get crd codingruns.chamvi.dev)`);
+  if (code === 404)
+    return new CliError(`${doing}: ${message ?? 'not found'} (is the CodingRun CRD installed? kubectl get crd codingruns.chamvi.dev)`);
   if (code !== undefined) return new CliError(`${doing}: the API server answered ${code}: ${message ?? String(error)}`);
   const cause = error instanceof Error ? error.message : String(error);
   return new CliError(`${doing}: cannot reach the API server at ${server}: ${cause}`);
@@ -76,9 +77,11 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
   // client-node sends JSON Patch unless told otherwise; the annotation is a merge patch.
   const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
   const runPath = (namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name });
-  const fail = (doing: string) => (error: unknown): never => {
-    throw toCliError(error, doing, server);
-  };
+  const fail =
+    (doing: string) =>
+    (error: unknown): never => {
+      throw toCliError(error, doing, server);
+    };
 
   return {
     defaultNamespace: context?.namespace || 'default',
@@ -94,9 +97,10 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
     },
 
     async listRuns(namespace) {
-      const list = (await (namespace
-        ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
-        : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
+      const list = (await (
+        namespace
+          ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
+          : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
       ).catch(fail('list codingruns'))) as { items?: CodingRun[]; metadata?: { resourceVersion?: string } };
       return { items: list.items ?? [], ...(list.metadata?.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}) };
     },

@@ -137,7 +137,8 @@ export class Informer<T extends CachedObject> {
       const onEvent = (type: string, object: T & { code?: number }) => {
         if (type === 'ERROR') {
           // A 410 inside the stream: our resourceVersion is too old; relist.
-          failed = object.code === 410 ? Object.assign(new Error('resourceVersion too old'), { code: 410 }) : new Error(JSON.stringify(object));
+          failed =
+            object.code === 410 ? Object.assign(new Error('resourceVersion too old'), { code: 410 }) : new Error(JSON.stringify(object));
           this.abort?.abort();
           return;
         }

@@ -16,7 +16,12 @@ import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api, type KubeConfig, type V1NetworkPolicy, type V1Pod } from '@kubernetes/client-node';
 import { ISOLATION_PROBE_TARGET, type OperatorConfig } from '../config/operator-config.ts';
 import type { IsolationView } from '../reconcile/isolation.ts';
-import { ISOLATION_PROBE_LABEL, buildIsolationProbePod, buildIsolationProbePolicy, isolationProbeName } from '../reconcile/isolation-probe-pod.ts';
+import {
+  ISOLATION_PROBE_LABEL,
+  buildIsolationProbePod,
+  buildIsolationProbePolicy,
+  isolationProbeName,
+} from '../reconcile/isolation-probe-pod.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
 import { isNotFound } from '../kube/api-errors.ts';
@@ -138,7 +143,10 @@ export class IsolationProbe {
         if (this.abort.signal.aborted) return;
         const previous = this.verdicts.get(namespace)?.view;
         this.verdicts.set(namespace, { view, at: this.now().getTime() });
-        const log = view.verdict === 'enforced' ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+        const log =
+          view.verdict === 'enforced'
+            ? this.options.logger.info.bind(this.options.logger)
+            : this.options.logger.warn.bind(this.options.logger);
         log({ namespace, verdict: view.verdict, detail: view.detail, target: this.options.target() }, 'isolation probed');
         if (previous?.verdict !== view.verdict || previous?.detail !== view.detail) this.onVerdict?.(namespace);
       })
@@ -166,8 +174,8 @@ export class IsolationProbe {
         return {
           verdict: 'unknown',
           detail:
-            `the probe could not reach ${this.options.target()} from namespace ${namespace} even without a policy, so it cannot tell; `
-            + 'set isolationProbe.target to an address every pod reaches',
+            `the probe could not reach ${this.options.target()} from namespace ${namespace} even without a policy, so it cannot tell; ` +
+            'set isolationProbe.target to an address every pod reaches',
         };
       }
       await kube.createNetworkPolicy(buildIsolationProbePolicy(namespace, probeId, pod.metadata!.uid!));
@@ -191,7 +199,8 @@ export class IsolationProbe {
       return { verdict: 'unknown', detail: `the last probe could not decide: ${why.slice(0, 512)}` };
     } finally {
       // Best effort, even after stop(): the pod also ends itself (activeDeadlineSeconds) and takes the policy with it.
-      if (policyCreated) await kube.deleteNetworkPolicy(namespace, name).catch((error: unknown) => this.cleanupFailed(namespace, name, error));
+      if (policyCreated)
+        await kube.deleteNetworkPolicy(namespace, name).catch((error: unknown) => this.cleanupFailed(namespace, name, error));
       if (podCreated) await kube.deletePod(namespace, name).catch((error: unknown) => this.cleanupFailed(namespace, name, error));
     }
   }
@@ -210,7 +219,8 @@ export class IsolationProbe {
       const pod = await this.options.kube.readPod(namespace, name);
       if (!pod) throw new ProbeUndecided(`probe pod ${namespace}/${name} disappeared`);
       const phase = pod.status?.phase;
-      if (phase === 'Failed' || phase === 'Succeeded') throw new ProbeUndecided(`probe pod ${namespace}/${name} ended (${pod.status?.reason ?? phase})`);
+      if (phase === 'Failed' || phase === 'Succeeded')
+        throw new ProbeUndecided(`probe pod ${namespace}/${name} ended (${pod.status?.reason ?? phase})`);
       if (pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True')) return;
       await this.pause();
     }
@@ -249,7 +259,10 @@ export class IsolationProbe {
   }
 
   private cleanupFailed(namespace: string, name: string, error: unknown): void {
-    this.options.logger.warn({ namespace, name, err: error instanceof Error ? error.message : String(error) }, 'could not delete an isolation probe object');
+    this.options.logger.warn(
+      { namespace, name, err: error instanceof Error ? error.message : String(error) },
+      'could not delete an isolation probe object',
+    );
   }
 }
 
@@ -276,9 +289,12 @@ export function createIsolationProbeKube(kubeConfig: KubeConfig): IsolationProbe
         throw error;
       }
     },
-    deletePod: (namespace, name) => core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).then(() => undefined, ignoreNotFound),
-    createNetworkPolicy: (policy) => networking.createNamespacedNetworkPolicy({ namespace: policy.metadata!.namespace!, body: policy }).then(() => undefined),
-    deleteNetworkPolicy: (namespace, name) => networking.deleteNamespacedNetworkPolicy({ namespace, name }).then(() => undefined, ignoreNotFound),
+    deletePod: (namespace, name) =>
+      core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).then(() => undefined, ignoreNotFound),
+    createNetworkPolicy: (policy) =>
+      networking.createNamespacedNetworkPolicy({ namespace: policy.metadata!.namespace!, body: policy }).then(() => undefined),
+    deleteNetworkPolicy: (namespace, name) =>
+      networking.deleteNamespacedNetworkPolicy({ namespace, name }).then(() => undefined, ignoreNotFound),
     async listLeftovers(namespace) {
       const [pods, policies] = await Promise.all([
         core.listNamespacedPod({ namespace, labelSelector: ISOLATION_PROBE_LABEL }),
@@ -306,7 +322,14 @@ export function createExecConnector(kubeConfig: KubeConfig, toolboxCommand: read
       const separator = target.lastIndexOf(':');
       const host = target.slice(0, separator).replace(/^\[(.*)\]$/, '$1');
       const port = target.slice(separator + 1);
-      const sandbox = createKubernetesSandbox({ kubeConfig, namespace, podName, container: SANDBOX_CONTAINER, toolboxCommand, mode: 'call' });
+      const sandbox = createKubernetesSandbox({
+        kubeConfig,
+        namespace,
+        podName,
+        container: SANDBOX_CONTAINER,
+        toolboxCommand,
+        mode: 'call',
+      });
       try {
         const response = await sandbox.call(
           { tool: 'bash', input: { command: `: 3<>/dev/tcp/${host}/${port}`, timeoutMs: CONNECT_TIMEOUT_MS } },

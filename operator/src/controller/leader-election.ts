@@ -126,7 +126,8 @@ export class LeaderElector {
       try {
         this.leading = await this.tryAcquireOrRenew();
         // Said once, so an admin (and a test) can tell a standby that is waiting from one still starting.
-        if (!this.leading && !standingBy) this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'standing by');
+        if (!this.leading && !standingBy)
+          this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'standing by');
         standingBy = !this.leading;
       } catch (error) {
         this.logger.warn({ err: String(error) }, 'could not read or take the leader lease');
@@ -166,7 +167,10 @@ export class LeaderElector {
     try {
       const current = (await this.store.get()) ?? this.lease;
       if (current.spec?.holderIdentity !== this.options.identity) return;
-      await this.store.replace({ ...current, spec: { ...current.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: this.now() } });
+      await this.store.replace({
+        ...current,
+        spec: { ...current.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: this.now() },
+      });
       this.logger.info({}, 'released the leader lease');
     } catch (error) {
       this.logger.warn({ err: String(error) }, 'could not release the leader lease; a standby takes over when it expires');

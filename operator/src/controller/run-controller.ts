@@ -119,7 +119,10 @@ export class RunController {
     );
     // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only
     // those are watched, and a change to one enqueues its run.
-    type ManagedList<T> = (namespace: string | undefined, labelSelector: string) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+    type ManagedList<T> = (
+      namespace: string | undefined,
+      labelSelector: string,
+    ) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
     const owned = <T extends CachedObject>(
       groupPath: string,
       resource: string,
@@ -129,7 +132,12 @@ export class RunController {
     ) =>
       namespaces.map((namespace) =>
         make<T>(
-          { path: scoped(namespace, groupPath, resource), labelSelector: MANAGED_SELECTOR, list: () => list(namespace, MANAGED_SELECTOR), ...(slim ? { slim } : {}) },
+          {
+            path: scoped(namespace, groupPath, resource),
+            labelSelector: MANAGED_SELECTOR,
+            list: () => list(namespace, MANAGED_SELECTOR),
+            ...(slim ? { slim } : {}),
+          },
           enqueueOwner,
           undefined,
           also,
@@ -138,7 +146,8 @@ export class RunController {
     const podInformers = owned<V1Pod>(
       '/api/v1',
       'pods',
-      (namespace, labelSelector) => (namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector })),
+      (namespace, labelSelector) =>
+        namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector }),
       undefined,
       // A finished run holds its slot until its pod goes (admission.ts): then wake the waiting.
       (pod, deleted) => {
@@ -146,7 +155,9 @@ export class RunController {
       },
     );
     const policyInformers = owned<V1NetworkPolicy>('/apis/networking.k8s.io/v1', 'networkpolicies', (namespace, labelSelector) =>
-      namespace ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector }) : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
+      namespace
+        ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector })
+        : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
     );
     // A run's diff ConfigMap holds up to 1 MiB and lives as long as the run; the reconciler
     // needs only its name and owner. Cached whole, the operator would grow by the size of
@@ -191,7 +202,15 @@ export class RunController {
     this.queue = new WorkQueue(timed, { concurrency: config.reconcileConcurrency, held: true }, (key, error) => {
       metrics?.reconcileErrors.inc();
       const [namespace, name] = key.split('/');
-      logger.warn({ namespace, name, uid: this.runs.get(namespace!, name!)?.metadata.uid, err: error instanceof Error ? error.message : String(error) }, 'reconcile failed; retrying with backoff');
+      logger.warn(
+        {
+          namespace,
+          name,
+          uid: this.runs.get(namespace!, name!)?.metadata.uid,
+          err: error instanceof Error ? error.message : String(error),
+        },
+        'reconcile failed; retrying with backoff',
+      );
     });
   }
 

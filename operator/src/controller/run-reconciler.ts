@@ -149,9 +149,13 @@ export class RunReconciler {
     const started = !run.metadata.deletionTimestamp && (run.status?.phase === 'Running' || run.status?.phase === 'WaitingForApproval');
     const agent = started ? await this.deps.agent.inspect(run) : undefined;
     // Asked only for runs not yet given a sandbox: asking may start a probe of the namespace.
-    const isolation = waiting && needsIsolationProbe(this.deps.config)
-      ? (this.deps.isolation?.observe(namespace) ?? { verdict: 'unknown' as const, detail: 'this operator process runs no isolation probe' })
-      : undefined;
+    const isolation =
+      waiting && needsIsolationProbe(this.deps.config)
+        ? (this.deps.isolation?.observe(namespace) ?? {
+            verdict: 'unknown' as const,
+            detail: 'this operator process runs no isolation probe',
+          })
+        : undefined;
     return {
       run,
       ...(owned(pod) ? { pod: podView(pod!) } : {}),
@@ -159,7 +163,9 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
-      admission: waiting ? computeAdmission(caches.runs.list(), run, this.admittedLocally, (other) => this.sandboxUp(other)) : { active: 0, queuedAhead: 0 },
+      admission: waiting
+        ? computeAdmission(caches.runs.list(), run, this.admittedLocally, (other) => this.sandboxUp(other))
+        : { active: 0, queuedAhead: 0 },
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
@@ -204,13 +210,17 @@ export class RunReconciler {
       // Deleting: a job of the run still runs, and would leave its record (and maybe a next
       // job) in Redis once it ends. The finalizer stays until it has ended and is removed.
       if (action.type === 'removeFinalizer' && jobsRunning > 0) {
-        this.deps.logger.info({ ...runLogFields(run), jobsRunning }, 'deletion waits for the run\'s running jobs');
+        this.deps.logger.info({ ...runLogFields(run), jobsRunning }, "deletion waits for the run's running jobs");
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
       run = await this.applyAction(run, action);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
-    if (changes.length > 0) this.deps.logger.info({ ...runLogFields(run), phase: decision.status?.phase ?? run.status?.phase, actions: changes }, 'applied actions');
+    if (changes.length > 0)
+      this.deps.logger.info(
+        { ...runLogFields(run), phase: decision.status?.phase ?? run.status?.phase, actions: changes },
+        'applied actions',
+      );
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
@@ -230,7 +240,10 @@ export class RunReconciler {
       case 'addFinalizer':
         return kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]);
       case 'removeFinalizer':
-        return kube.setRunFinalizers(run, (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER));
+        return kube.setRunFinalizers(
+          run,
+          (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER),
+        );
       case 'createNetworkPolicy': {
         const holder = await kube.createNetworkPolicy(action.policy);
         if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'NetworkPolicy', holder)[0]!);

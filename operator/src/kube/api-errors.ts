@@ -10,6 +10,8 @@ export function statusCodeOf(error: unknown): number | undefined {
 }
 
 export const isNotFound = (error: unknown) => statusCodeOf(error) === 404;
-export const isAlreadyExists = (error: unknown) => statusCodeOf(error) === 409 && /already exists|AlreadyExists/i.test(String((error as { body?: unknown }).body ?? (error as Error).message));
+export const isAlreadyExists = (error: unknown) =>
+  statusCodeOf(error) === 409 &&
+  /already exists|AlreadyExists/i.test(String((error as { body?: unknown }).body ?? (error as Error).message));
 export const isConflict = (error: unknown) => statusCodeOf(error) === 409;
 export const isGone = (error: unknown) => statusCodeOf(error) === 410;

@@ -22,7 +22,10 @@ export class EventRecorder {
     const time = this.now();
     try {
       await this.kube.createEvent({
-        metadata: { name: `${run.metadata.name}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`, namespace: run.metadata.namespace },
+        metadata: {
+          name: `${run.metadata.name}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+          namespace: run.metadata.namespace,
+        },
         involvedObject: {
           apiVersion: run.apiVersion,
           kind: run.kind,

@@ -60,7 +60,10 @@ const ignore = (test: (error: unknown) => boolean) => (error: unknown) => {
 };
 
 /** Runs create; on AlreadyExists reads who holds the name (gone again by then: undefined, and the next reconcile creates it). */
-async function createOrFindHolder(create: () => Promise<unknown>, read: () => Promise<{ metadata?: V1ObjectMeta }>): Promise<NameHolder | undefined> {
+async function createOrFindHolder(
+  create: () => Promise<unknown>,
+  read: () => Promise<{ metadata?: V1ObjectMeta }>,
+): Promise<NameHolder | undefined> {
   try {
     await create();
     return undefined;
@@ -94,7 +97,10 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     },
     async replaceRunStatus(run, status) {
       const body = { apiVersion: run.apiVersion, kind: run.kind, metadata: run.metadata, spec: run.spec, status };
-      return (await custom.replaceNamespacedCustomObjectStatus({ ...runPath(run.metadata.namespace, run.metadata.name), body })) as CodingRun;
+      return (await custom.replaceNamespacedCustomObjectStatus({
+        ...runPath(run.metadata.namespace, run.metadata.name),
+        body,
+      })) as CodingRun;
     },
     async patchRunStatus(namespace, name, operations) {
       // client-node sends a patch as JSON Patch by default: exactly what this is.
@@ -102,14 +108,20 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     },
     async setRunFinalizers(run, finalizers) {
       const body = { metadata: { finalizers, resourceVersion: run.metadata.resourceVersion } };
-      return (await custom.patchNamespacedCustomObject({ ...runPath(run.metadata.namespace, run.metadata.name), body }, mergePatch)) as CodingRun;
+      return (await custom.patchNamespacedCustomObject(
+        { ...runPath(run.metadata.namespace, run.metadata.name), body },
+        mergePatch,
+      )) as CodingRun;
     },
     async deleteRun(namespace, name) {
       await custom.deleteNamespacedCustomObject(runPath(namespace, name)).catch(ignore(isNotFound));
     },
     async createPod(pod) {
       const { namespace, name } = pod.metadata as { namespace: string; name: string };
-      return createOrFindHolder(() => core.createNamespacedPod({ namespace, body: pod }), () => core.readNamespacedPod({ namespace, name }));
+      return createOrFindHolder(
+        () => core.createNamespacedPod({ namespace, body: pod }),
+        () => core.readNamespacedPod({ namespace, name }),
+      );
     },
     async deletePod(namespace, name) {
       await core.deleteNamespacedPod({ namespace, name }).catch(ignore(isNotFound));

@@ -9,7 +9,12 @@ export interface MetricsSource {
   metrics(): Promise<string>;
 }
 
-export function startHealthServer(port: number, checks: Record<string, ReadinessCheck>, metrics?: MetricsSource, host = '0.0.0.0'): Promise<Server> {
+export function startHealthServer(
+  port: number,
+  checks: Record<string, ReadinessCheck>,
+  metrics?: MetricsSource,
+  host = '0.0.0.0',
+): Promise<Server> {
   // A failing metrics source must answer 500, not become an unhandled rejection (which ends
   // the process, and with it every run of the replica).
   const server = createServer((request, response) => {
@@ -29,7 +34,9 @@ export function startHealthServer(port: number, checks: Record<string, Readiness
         const problem = await check().catch((error: unknown) => String(error));
         if (problem) failures.push(`${name}: ${problem}`);
       }
-      response.writeHead(failures.length ? 503 : 200, { 'content-type': 'text/plain' }).end(failures.length ? `${failures.join('\n')}\n` : 'ok\n');
+      response
+        .writeHead(failures.length ? 503 : 200, { 'content-type': 'text/plain' })
+        .end(failures.length ? `${failures.join('\n')}\n` : 'ok\n');
       return;
     }
     if (request.url === '/metrics' && metrics) {

@@ -25,17 +25,75 @@ export class OperatorMetrics {
   constructor(options: { runsByPhase?: RunsByPhase; queueDepth?: () => Promise<Record<string, number>>; defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'chamvi_operator_' });
-    this.reconcileDuration = new Histogram({ name: 'chamvi_reconcile_duration_seconds', help: 'Time to reconcile one run.', labelNames: ['outcome'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers });
-    this.reconcileErrors = new Counter({ name: 'chamvi_reconcile_errors_total', help: 'Reconciles that failed and were retried with backoff.', registers });
-    this.runsFinished = new Counter({ name: 'chamvi_runs_finished_total', help: 'Runs that reached a terminal phase, by phase and reason.', labelNames: ['phase', 'reason'], registers });
-    this.runDuration = new Histogram({ name: 'chamvi_run_duration_seconds', help: 'Wall-clock time from the start of a run to its end.', labelNames: ['phase'], buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600], registers });
-    this.steps = new Counter({ name: 'chamvi_steps_total', help: 'Agent steps (model calls with their tool calls) completed.', labelNames: ['provider'], registers });
-    this.toolCalls = new Counter({ name: 'chamvi_tool_calls_total', help: 'Tool calls executed, by tool and outcome (ok, error, denied).', labelNames: ['tool', 'outcome'], registers });
-    this.toolDuration = new Histogram({ name: 'chamvi_tool_call_duration_seconds', help: 'Tool call round trip through the sandbox.', labelNames: ['tool'], buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 120], registers });
-    this.tokens = new Counter({ name: 'chamvi_tokens_total', help: 'Tokens the providers reported, by direction (input, output, cache_read, reasoning).', labelNames: ['direction', 'provider', 'model'], registers });
-    this.modelCallDuration = new Histogram({ name: 'chamvi_model_call_duration_seconds', help: 'One model call, retries included.', labelNames: ['provider'], buckets: [0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
-    this.modelCallErrors = new Counter({ name: 'chamvi_model_call_errors_total', help: 'Model calls that failed for good, by reason.', labelNames: ['provider', 'reason'], registers });
-    this.execErrors = new Counter({ name: 'chamvi_exec_errors_total', help: 'Sandbox transport failures (exec, protocol), by kind.', labelNames: ['kind'], registers });
+    this.reconcileDuration = new Histogram({
+      name: 'chamvi_reconcile_duration_seconds',
+      help: 'Time to reconcile one run.',
+      labelNames: ['outcome'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.reconcileErrors = new Counter({
+      name: 'chamvi_reconcile_errors_total',
+      help: 'Reconciles that failed and were retried with backoff.',
+      registers,
+    });
+    this.runsFinished = new Counter({
+      name: 'chamvi_runs_finished_total',
+      help: 'Runs that reached a terminal phase, by phase and reason.',
+      labelNames: ['phase', 'reason'],
+      registers,
+    });
+    this.runDuration = new Histogram({
+      name: 'chamvi_run_duration_seconds',
+      help: 'Wall-clock time from the start of a run to its end.',
+      labelNames: ['phase'],
+      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600],
+      registers,
+    });
+    this.steps = new Counter({
+      name: 'chamvi_steps_total',
+      help: 'Agent steps (model calls with their tool calls) completed.',
+      labelNames: ['provider'],
+      registers,
+    });
+    this.toolCalls = new Counter({
+      name: 'chamvi_tool_calls_total',
+      help: 'Tool calls executed, by tool and outcome (ok, error, denied).',
+      labelNames: ['tool', 'outcome'],
+      registers,
+    });
+    this.toolDuration = new Histogram({
+      name: 'chamvi_tool_call_duration_seconds',
+      help: 'Tool call round trip through the sandbox.',
+      labelNames: ['tool'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'chamvi_tokens_total',
+      help: 'Tokens the providers reported, by direction (input, output, cache_read, reasoning).',
+      labelNames: ['direction', 'provider', 'model'],
+      registers,
+    });
+    this.modelCallDuration = new Histogram({
+      name: 'chamvi_model_call_duration_seconds',
+      help: 'One model call, retries included.',
+      labelNames: ['provider'],
+      buckets: [0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers,
+    });
+    this.modelCallErrors = new Counter({
+      name: 'chamvi_model_call_errors_total',
+      help: 'Model calls that failed for good, by reason.',
+      labelNames: ['provider', 'reason'],
+      registers,
+    });
+    this.execErrors = new Counter({
+      name: 'chamvi_exec_errors_total',
+      help: 'Sandbox transport failures (exec, protocol), by kind.',
+      labelNames: ['kind'],
+      registers,
+    });
     const runsByPhase = options.runsByPhase;
     new Gauge({
       name: 'chamvi_runs',

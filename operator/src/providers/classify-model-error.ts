@@ -45,7 +45,12 @@ export function classifyModelError(
     if (status === undefined) {
       // No HTTP answer at all: the SDK marks connection failures retryable.
       return error.isRetryable
-        ? { kind: 'transient', problem: `network error: ${redactSecrets(error.message, context.secrets)}`, statusCode: undefined, retryAfterMs: undefined }
+        ? {
+            kind: 'transient',
+            problem: `network error: ${redactSecrets(error.message, context.secrets)}`,
+            statusCode: undefined,
+            retryAfterMs: undefined,
+          }
         : { kind: 'unknown' };
     }
     if (status >= 200 && status < 300) return classifyUnusableAnswer(error, status, context);
@@ -93,7 +98,12 @@ function classifyUnusableAnswer(
       ? 'the JSON does not have the shape of a model response'
       : undefined;
   if (parseProblem === undefined && isNetworkCutOff(cause)) {
-    return { kind: 'transient', problem: `the answer was cut off (${(cause as Error).message})`, statusCode: undefined, retryAfterMs: undefined };
+    return {
+      kind: 'transient',
+      problem: `the answer was cut off (${(cause as Error).message})`,
+      statusCode: undefined,
+      retryAfterMs: undefined,
+    };
   }
   // Our own size bound says what happened in its own words; any other cause's message may
   // quote the body (JSON.parse's SyntaxError does), so it is not shown.

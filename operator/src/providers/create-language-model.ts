@@ -57,7 +57,8 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = 
     }).chatModel(modelName),
   scripted: ({ modelName, options }) => {
     if (options.script === undefined) {
-      throw new RunFailure(REASONS.ModelConfigurationInvalid, 
+      throw new RunFailure(
+        REASONS.ModelConfigurationInvalid,
         'The scripted provider needs a script: set spec.model.scriptRef to a ConfigMap key holding the script JSON.',
       );
     }
@@ -68,7 +69,8 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = 
 export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLanguageModelOptions = {}): LanguageModelV4 {
   const declaration = findProviderDeclaration(modelSpec.provider);
   if (declaration === undefined) {
-    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
+    throw new RunFailure(
+      REASONS.ModelConfigurationInvalid,
       `Unknown model provider "${modelSpec.provider}". Set spec.model.provider to one of: ${Object.keys(PROVIDER_REGISTRY).join(', ')}.`,
     );
   }
@@ -78,12 +80,14 @@ export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLa
   }
   const baseURL = modelSpec.baseURL ?? declaration.defaultBaseURL;
   if (declaration.requiresBaseURL && (baseURL === undefined || baseURL === '')) {
-    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
+    throw new RunFailure(
+      REASONS.ModelConfigurationInvalid,
       `The ${declaration.name} provider needs an endpoint: set spec.model.baseURL to the API root, e.g. https://llm.example/v1.`,
     );
   }
   if (declaration.requiresApiKey && (options.apiKey === undefined || options.apiKey === '')) {
-    throw new RunFailure(REASONS.ModelConfigurationInvalid, 
+    throw new RunFailure(
+      REASONS.ModelConfigurationInvalid,
       `The ${declaration.name} provider needs an API key: set spec.model.apiKeySecretRef to a Secret key in the run namespace.`,
     );
   }

@@ -51,7 +51,10 @@ export function isImageAllowed(image: string | undefined, config: ImageConfig): 
   if (image === undefined || image === config.sandboxImage) return { allowed: true };
   const shown = JSON.stringify(image.length > 200 ? `${image.slice(0, 200)}…` : image).replace(/[^\x20-\x7e]/g, '?');
   if (!isImageReference(image)) {
-    return { allowed: false, message: `spec.sandbox.image ${shown} is not an image reference such as registry.example/team/image:tag; fix it or leave it out for the operator's sandbox image` };
+    return {
+      allowed: false,
+      message: `spec.sandbox.image ${shown} is not an image reference such as registry.example/team/image:tag; fix it or leave it out for the operator's sandbox image`,
+    };
   }
   if (config.allowImages.some((pattern) => imageGlob(pattern).test(image))) return { allowed: true };
   const others = config.allowImages.length === 0 ? '' : ` and images matching its allowImages (${config.allowImages.join(', ')})`;

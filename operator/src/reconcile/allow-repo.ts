@@ -62,7 +62,7 @@ export function isRepositoryAllowed(url: string, allowRepo: readonly string[]): 
   if (allowRepo.length === 0) {
     return {
       allowed: false,
-      message: 'no repository is allowed yet: an admin must add a pattern such as https://github.com/acme/* to the operator\'s allowRepo',
+      message: "no repository is allowed yet: an admin must add a pattern such as https://github.com/acme/* to the operator's allowRepo",
     };
   }
   if (!isCanonicalRepositoryUrl(url)) {

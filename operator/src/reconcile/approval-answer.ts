@@ -57,10 +57,16 @@ export function decodeApprovalAnnotation(raw: string | undefined): AnnotationRea
   }
   const { id, decision, reason, sha256 } = (value ?? {}) as Record<string, unknown>;
   if (typeof id !== 'string' || (decision !== 'approve' && decision !== 'deny')) {
-    return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION} needs {"id": "...", "decision": "approve"|"deny", "sha256": "..."}` };
+    return {
+      kind: 'invalid',
+      message: `annotation ${APPROVAL_ANNOTATION} needs {"id": "...", "decision": "approve"|"deny", "sha256": "..."}`,
+    };
   }
   if (sha256 !== undefined && (typeof sha256 !== 'string' || !SHA256_PATTERN.test(sha256))) {
-    return { kind: 'invalid', message: `annotation ${APPROVAL_ANNOTATION}: sha256 must be 64 lowercase hex digits, the digest of the input approved` };
+    return {
+      kind: 'invalid',
+      message: `annotation ${APPROVAL_ANNOTATION}: sha256 must be 64 lowercase hex digits, the digest of the input approved`,
+    };
   }
   return {
     kind: 'answer',

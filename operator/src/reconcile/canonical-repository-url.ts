@@ -88,7 +88,13 @@ export function repositoryUrlParts(url: string): RepositoryUrlParts | undefined 
   const withScheme = /^(https|http|git|ssh):\/\/(?:([^@/]+)@)?([^:/]+)(?::([0-9]+))?(\/.*)$/.exec(url);
   if (withScheme) {
     const [, scheme, user, host, port, path] = withScheme;
-    return { scheme: scheme as RepositoryUrlParts['scheme'], ...(user ? { user } : {}), host: host!, ...(port ? { port: Number(port) } : {}), path: path! };
+    return {
+      scheme: scheme as RepositoryUrlParts['scheme'],
+      ...(user ? { user } : {}),
+      host: host!,
+      ...(port ? { port: Number(port) } : {}),
+      path: path!,
+    };
   }
   const scp = /^([^@]+)@([^:]+):(.*)$/.exec(url)!;
   return { scheme: 'ssh', user: scp[1]!, host: scp[2]!, path: scp[3]! };
@@ -114,7 +120,10 @@ export function nonCanonicalReason(url: string): string {
     [/[?#]/, 'it has a query or fragment, which a git remote does not use'],
     [/^[A-Za-z]*[A-Z][A-Za-z]*:/, 'its scheme has uppercase letters; write it in lowercase'],
     [/^(ftp|ftps|rsync|data|javascript):/, 'its scheme is not a git remote (use https, ssh or git)'],
-    [/^(https?|git):\/\/[^/]*@/, 'it carries credentials or a user; put the token in a Secret and name it in spec.repository.credentialsSecretRef'],
+    [
+      /^(https?|git):\/\/[^/]*@/,
+      'it carries credentials or a user; put the token in a Secret and name it in spec.repository.credentialsSecretRef',
+    ],
     [/^[a-z]+:\/\/[^/]*[A-Z]/, 'its host has uppercase letters; write the host in lowercase'],
     [/^[A-Za-z0-9._-]+@[^:/]*[A-Z][^:/]*:/, 'its host has uppercase letters; write the host in lowercase'],
     [/^[a-z]+:\/\/(?:[^@/]*@)?[^/:]*\.(?:[:/]|$)/, 'its host ends with a dot; leave the trailing dot out'],

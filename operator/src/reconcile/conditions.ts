@@ -9,7 +9,12 @@ export interface ConditionUpdate {
   message: string;
 }
 
-export function setCondition(conditions: readonly Condition[] | undefined, update: ConditionUpdate, generation: number, now: Date): Condition[] {
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  update: ConditionUpdate,
+  generation: number,
+  now: Date,
+): Condition[] {
   const list = [...(conditions ?? [])];
   const index = list.findIndex((condition) => condition.type === update.type);
   const previous = index >= 0 ? list[index] : undefined;

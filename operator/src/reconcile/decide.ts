@@ -1,7 +1,18 @@
 // The controller's brain: given what was observed about one run, the operator config and
 // the time, decide what to do. Pure and level-triggered: it reads the whole current state
 // every time and never trusts the event that caused the call.
-import { CONDITION_REASONS, EVENT_REASONS, FINALIZER, REASONS, durationMs, isTerminal, type CodingRun, type CodingRunSpec, type CodingRunStatus, type Phase } from '../api/index.ts';
+import {
+  CONDITION_REASONS,
+  EVENT_REASONS,
+  FINALIZER,
+  REASONS,
+  durationMs,
+  isTerminal,
+  type CodingRun,
+  type CodingRunSpec,
+  type CodingRunStatus,
+  type Phase,
+} from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { readApprovalAnnotation } from './approval-answer.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
@@ -41,8 +52,10 @@ export function agentLoss(agent: AgentView | undefined): { reason: string; messa
 
 function nameTakenMessage(namespace: string, taken: TakenName[]): string {
   const held = taken.map(({ kind, name, why }) => `${kind} ${namespace}/${name} (${why})`).join('; ');
-  return `The name of this run's sandbox is held by an object the run does not own: ${held}. The operator neither uses nor deletes it; `
-    + 'find out who created it, delete it, and create the run again.';
+  return (
+    `The name of this run's sandbox is held by an object the run does not own: ${held}. The operator neither uses nor deletes it; ` +
+    'find out who created it, delete it, and create the run again.'
+  );
 }
 
 class StatusBuilder {
@@ -160,7 +173,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       }
       const message = 'The run is valid.';
       builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message });
-      builder.events.push({ type: 'Normal', reason: EVENT_REASONS.Accepted, message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` });
+      builder.events.push({
+        type: 'Normal',
+        reason: EVENT_REASONS.Accepted,
+        message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}`,
+      });
       builder.condition({ type: 'Complete', status: 'False', reason: CONDITION_REASONS.InProgress, message: 'The run has not finished.' });
     }
     // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.
@@ -170,7 +187,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       return done();
     }
     if (isolation.kind === 'wait') {
-      builder.phase('Pending', REASONS.IsolationNotEnforced, isolation.message, { type: 'Normal', reason: REASONS.IsolationNotEnforced, message: isolation.message });
+      builder.phase('Pending', REASONS.IsolationNotEnforced, isolation.message, {
+        type: 'Normal',
+        reason: REASONS.IsolationNotEnforced,
+        message: isolation.message,
+      });
       return done(ISOLATION_RECHECK_MS);
     }
     // 2. Admit, oldest first, while there are free slots.
@@ -186,7 +207,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       message: `Creating sandbox pod ${sandboxPodName(run)}`,
     });
     builder.status.podName = sandboxPodName(run);
-    builder.condition({ type: 'SandboxReady', status: 'False', reason: CONDITION_REASONS.Provisioning, message: 'The sandbox pod is being created.' });
+    builder.condition({
+      type: 'SandboxReady',
+      status: 'False',
+      reason: CONDITION_REASONS.Provisioning,
+      message: 'The sandbox pod is being created.',
+    });
   }
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
@@ -228,7 +254,8 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     stopSandbox();
     return done();
   }
-  if (config.networkPolicy && !observed.networkPolicyExists) actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun) });
+  if (config.networkPolicy && !observed.networkPolicyExists)
+    actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun) });
   if (!pod) {
     actions.push({ type: 'createPod', pod: buildSandboxPod(parsedRun, config) });
     return done(untilDeadline);
@@ -239,8 +266,17 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? CONDITION_REASONS.PodNotReady, message });
       return done(untilDeadline);
     }
-    builder.condition({ type: 'SandboxReady', status: 'True', reason: CONDITION_REASONS.PodReady, message: `Sandbox pod ${pod.name} is ready.` });
-    builder.phase('Running', undefined, RUNNING_MESSAGE, { type: 'Normal', reason: EVENT_REASONS.SandboxReady, message: `Sandbox pod ${pod.name} is ready; starting the agent` });
+    builder.condition({
+      type: 'SandboxReady',
+      status: 'True',
+      reason: CONDITION_REASONS.PodReady,
+      message: `Sandbox pod ${pod.name} is ready.`,
+    });
+    builder.phase('Running', undefined, RUNNING_MESSAGE, {
+      type: 'Normal',
+      reason: EVENT_REASONS.SandboxReady,
+      message: `Sandbox pod ${pod.name} is ready; starting the agent`,
+    });
     actions.push({ type: 'startAgent' });
   }
   // 5. The agent: a started run lives in Redis (its state, and a job that moves it on or a
@@ -265,12 +301,19 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
       if (now.getTime() < timeoutAt) return done(Math.min(recheck, timeoutAt - now.getTime()));
     } else if (reading.kind === 'answer') {
-      builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}` });
+      builder.events.push({
+        type: 'Warning',
+        reason: EVENT_REASONS.ApprovalIgnored,
+        message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}`,
+      });
     } else if (reading.kind === 'invalid') {
       builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message: reading.message });
     }
     if (now.getTime() >= timeoutAt) {
-      actions.push({ type: 'resumeAgent', answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` } });
+      actions.push({
+        type: 'resumeAgent',
+        answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` },
+      });
       return done(recheck);
     }
     return done(Math.min(recheck, timeoutAt - now.getTime()));

@@ -25,7 +25,7 @@ export type IsolationGate =
 /** While a run waits for the probe, look again at least this often (the probe also wakes it). */
 export const ISOLATION_RECHECK_MS = 5_000;
 
-const REACHES = 'Redis (every run\'s state), the cloud metadata service, the API server, internal services and the internet';
+const REACHES = "Redis (every run's state), the cloud metadata service, the API server, internal services and the internet";
 const OPT_IN = 'or have a cluster admin accept that risk with allowUnisolatedSandboxes: true in the operator config';
 
 type IsolationConfig = Pick<OperatorConfig, 'allowUnisolatedSandboxes' | 'networkPolicy'>;
@@ -42,8 +42,8 @@ export function isolationGate(isolation: IsolationView | undefined, config: Isol
     return {
       kind: 'refuse',
       message:
-        `The operator creates no NetworkPolicy (config networkPolicy: false), so this run's sandbox would reach ${REACHES}. `
-        + `Set networkPolicy: true on a cluster that enforces NetworkPolicy, ${OPT_IN}; then create the run again.`,
+        `The operator creates no NetworkPolicy (config networkPolicy: false), so this run's sandbox would reach ${REACHES}. ` +
+        `Set networkPolicy: true on a cluster that enforces NetworkPolicy, ${OPT_IN}; then create the run again.`,
     };
   }
   const verdict = isolation?.verdict ?? 'unknown';
@@ -52,15 +52,15 @@ export function isolationGate(isolation: IsolationView | undefined, config: Isol
     return {
       kind: 'refuse',
       message:
-        `NetworkPolicy is not enforced in namespace ${namespace}${isolation?.detail ? `: ${isolation.detail}` : ''}. `
-        + `A sandbox here would reach ${REACHES}. Install a CNI that enforces NetworkPolicy (Calico, Cilium, ...), ${OPT_IN}; `
-        + 'then create the run again.',
+        `NetworkPolicy is not enforced in namespace ${namespace}${isolation?.detail ? `: ${isolation.detail}` : ''}. ` +
+        `A sandbox here would reach ${REACHES}. Install a CNI that enforces NetworkPolicy (Calico, Cilium, ...), ${OPT_IN}; ` +
+        'then create the run again.',
     };
   }
   return {
     kind: 'wait',
     message:
-      `Waiting for a probe to show that NetworkPolicy is enforced in namespace ${namespace} before a sandbox starts`
-      + `${isolation?.detail ? ` (${isolation.detail})` : ''}.`,
+      `Waiting for a probe to show that NetworkPolicy is enforced in namespace ${namespace} before a sandbox starts` +
+      `${isolation?.detail ? ` (${isolation.detail})` : ''}.`,
   };
 }

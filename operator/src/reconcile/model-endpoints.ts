@@ -58,7 +58,12 @@ function parse(raw: string, allowGlob: boolean): EndpointParse {
   if (!match) return { refused: 'it is not an absolute URL of the form https://host[:port]/path' };
   const [, scheme, authority, rawPath = ''] = match as unknown as [string, string, string, string | undefined];
   if (scheme !== 'http' && scheme !== 'https') {
-    return { refused: scheme.toLowerCase() === 'http' || scheme.toLowerCase() === 'https' ? 'its scheme is not in lower case' : `the scheme ${scheme} is not http or https` };
+    return {
+      refused:
+        scheme.toLowerCase() === 'http' || scheme.toLowerCase() === 'https'
+          ? 'its scheme is not in lower case'
+          : `the scheme ${scheme} is not http or https`,
+    };
   }
   const hostPort = /^(\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(authority);
   const host = hostPort?.[1] ?? '';
@@ -72,11 +77,16 @@ function parse(raw: string, allowGlob: boolean): EndpointParse {
   }
   if (port !== undefined) {
     if (allowGlob && port.includes('*')) return { refused: 'a port cannot be a wildcard: list each endpoint port exactly' };
-    if (!/^[1-9][0-9]{0,4}$/.test(port) || Number(port) > 65535) return { refused: `its port ${port} is not a number from 1 to 65535 without leading zeros` };
+    if (!/^[1-9][0-9]{0,4}$/.test(port) || Number(port) > 65535)
+      return { refused: `its port ${port} is not a number from 1 to 65535 without leading zeros` };
     if (port === DEFAULT_PORTS[scheme]) return { refused: `it writes out the default port ${port} of ${scheme}; leave it out` };
   }
   if (!(allowGlob ? PATTERN_PATH_CHARACTERS : PATH_CHARACTERS).test(rawPath)) {
-    return { refused: allowGlob ? 'its path has characters other than letters, digits, "/", "*" and -._~!$&\'()+,;=:' : 'its path has characters other than letters, digits, "/" and -._~!$&\'()+,;=:' };
+    return {
+      refused: allowGlob
+        ? 'its path has characters other than letters, digits, "/", "*" and -._~!$&\'()+,;=:'
+        : 'its path has characters other than letters, digits, "/" and -._~!$&\'()+,;=:',
+    };
   }
   const path = rawPath.endsWith('/') ? rawPath.slice(0, -1) : rawPath;
   const segments = path === '' ? [] : path.slice(1).split('/');
@@ -91,7 +101,8 @@ function parse(raw: string, allowGlob: boolean): EndpointParse {
   } catch {
     return { refused: 'it is not a valid URL' };
   }
-  if (href !== raw && href !== `${raw}/`) return { refused: `it is not in canonical form (a URL parser reads it as ${quoteForMessage(href)})` };
+  if (href !== raw && href !== `${raw}/`)
+    return { refused: `it is not in canonical form (a URL parser reads it as ${quoteForMessage(href)})` };
   return { endpoint: { scheme, host, port: port ?? '', path } };
 }
 
@@ -140,7 +151,10 @@ export interface ModelEndpointConfig {
  * Called at admission (validate-run) and again right before a model is built for a call, so
  * an endpoint an admin has since removed is not called either.
  */
-export function isModelEndpointAllowed(model: { provider: string; baseURL?: string | undefined }, config: ModelEndpointConfig): ModelEndpointDecision {
+export function isModelEndpointAllowed(
+  model: { provider: string; baseURL?: string | undefined },
+  config: ModelEndpointConfig,
+): ModelEndpointDecision {
   const declaration = findProviderDeclaration(model.provider);
   if (model.baseURL === undefined) {
     // The vendor endpoint the operator's registry names (or none for the scripted model).
@@ -150,7 +164,10 @@ export function isModelEndpointAllowed(model: { provider: string; baseURL?: stri
   const shown = quoteForMessage(model.baseURL);
   const parsed = parseEndpointUrl(model.baseURL);
   if ('refused' in parsed) {
-    return { allowed: false, message: `spec.model.baseURL ${shown} is refused because ${parsed.refused}; write it in canonical form, such as https://llm.internal/v1` };
+    return {
+      allowed: false,
+      message: `spec.model.baseURL ${shown} is refused because ${parsed.refused}; write it in canonical form, such as https://llm.internal/v1`,
+    };
   }
   if (config.allowModelEndpoints.length === 0) {
     return {

@@ -37,6 +37,7 @@ export function isOwnedByRun(object: OwnedMetadata, run: { metadata: { uid: stri
 export function whyNotOwned(object: OwnedMetadata, run: { metadata: { uid: string } }): string {
   const controller = object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
   if (!controller) return 'it has no controller ownerReference';
-  if (controllingRunUid(object) !== run.metadata.uid) return `its controller is ${controller.kind ?? '?'} ${controller.uid ?? '?'}, not this run (${run.metadata.uid})`;
+  if (controllingRunUid(object) !== run.metadata.uid)
+    return `its controller is ${controller.kind ?? '?'} ${controller.uid ?? '?'}, not this run (${run.metadata.uid})`;
   return "it lacks the operator's labels for this run";
 }

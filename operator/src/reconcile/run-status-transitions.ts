@@ -20,7 +20,12 @@ export interface RunProgress {
 }
 
 /** A phase that is not terminal, with its reason (or none) and message. True in `changed` when phase or reason differ. */
-export function enterPhase(status: CodingRunStatus, phase: Phase, reason: string | undefined, message: string): { status: CodingRunStatus; changed: boolean } {
+export function enterPhase(
+  status: CodingRunStatus,
+  phase: Phase,
+  reason: string | undefined,
+  message: string,
+): { status: CodingRunStatus; changed: boolean } {
   const changed = status.phase !== phase || status.reason !== reason;
   status.phase = phase;
   if (reason === undefined) delete status.reason;
@@ -30,23 +35,45 @@ export function enterPhase(status: CodingRunStatus, phase: Phase, reason: string
 }
 
 /** The status of a run that has just ended, whoever ends it: Complete=True, the sandbox and any approval no longer pending. */
-export function finishStatus(status: CodingRunStatus, phase: TerminalPhase, reason: string, message: string, generation: number, now: Date): CodingRunStatus {
+export function finishStatus(
+  status: CodingRunStatus,
+  phase: TerminalPhase,
+  reason: string,
+  message: string,
+  generation: number,
+  now: Date,
+): CodingRunStatus {
   status.phase = phase;
   status.reason = reason;
   status.message = message.slice(0, 4096);
   status.completionTime = now.toISOString();
   delete status.pendingApproval;
-  status.conditions = setCondition(status.conditions, { type: 'Complete', status: 'True', reason, message: status.message }, generation, now);
+  status.conditions = setCondition(
+    status.conditions,
+    { type: 'Complete', status: 'True', reason, message: status.message },
+    generation,
+    now,
+  );
   if (findCondition(status.conditions, 'SandboxReady')?.status === 'True') {
     status.conditions = setCondition(
       status.conditions,
-      { type: 'SandboxReady', status: 'False', reason: CONDITION_REASONS.RunFinished, message: 'The sandbox is removed once the run ends.' },
+      {
+        type: 'SandboxReady',
+        status: 'False',
+        reason: CONDITION_REASONS.RunFinished,
+        message: 'The sandbox is removed once the run ends.',
+      },
       generation,
       now,
     );
   }
   if (findCondition(status.conditions, 'AwaitingApproval')?.status === 'True') {
-    status.conditions = setCondition(status.conditions, { type: 'AwaitingApproval', status: 'False', reason, message: 'The run ended.' }, generation, now);
+    status.conditions = setCondition(
+      status.conditions,
+      { type: 'AwaitingApproval', status: 'False', reason, message: 'The run ended.' },
+      generation,
+      now,
+    );
   }
   return status;
 }
@@ -73,11 +100,21 @@ export function awaitApprovalStatus(
   now: Date,
 ): CodingRunStatus {
   recordProgress(status, progress);
-  enterPhase(status, 'WaitingForApproval', status.reason, `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${runName} (or deny).`);
+  enterPhase(
+    status,
+    'WaitingForApproval',
+    status.reason,
+    `Waiting for approval of a ${pending.toolName} call: kubectl codingrun approve ${runName} (or deny).`,
+  );
   status.pendingApproval = pending;
   status.conditions = setCondition(
     status.conditions,
-    { type: 'AwaitingApproval', status: 'True', reason: CONDITION_REASONS.ToolCallNeedsApproval, message: `A ${pending.toolName} call waits for approval (id ${pending.id}).` },
+    {
+      type: 'AwaitingApproval',
+      status: 'True',
+      reason: CONDITION_REASONS.ToolCallNeedsApproval,
+      message: `A ${pending.toolName} call waits for approval (id ${pending.id}).`,
+    },
     generation,
     now,
   );
@@ -117,5 +154,9 @@ export interface LoopEnd {
 /** The terminal phase, reason and message of a run whose loop ended (the finalize job writes it). */
 export function loopOutcome(end: LoopEnd): { phase: 'Succeeded' | 'Failed'; reason: string; message: string } {
   if (end.stop) return { phase: 'Failed', reason: end.stop.reason, message: end.stop.message };
-  return { phase: 'Succeeded', reason: REASONS.Completed, message: `Finished in ${end.steps} step(s): ${end.filesChanged} file(s) changed.` };
+  return {
+    phase: 'Succeeded',
+    reason: REASONS.Completed,
+    message: `Finished in ${end.steps} step(s): ${end.filesChanged} file(s) changed.`,
+  };
 }

@@ -28,7 +28,14 @@ export function runLabels(run: ParsedCodingRun): Record<string, string> {
 }
 
 export function ownerReference(run: ParsedCodingRun) {
-  return { apiVersion: API_VERSION, kind: KIND, name: run.metadata.name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true };
+  return {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    name: run.metadata.name,
+    uid: run.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 // Idle on node, which every sandbox has (the default image ships it, a custom image gets

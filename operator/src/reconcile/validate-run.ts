@@ -23,7 +23,10 @@ export function parseSpec(run: CodingRun): SpecParse {
   const issue = result.error.issues[0]!;
   return {
     ok: false,
-    refusal: { reason: REASONS.InvalidSpec, message: `spec.${issue.path.join('.')}: ${issue.message}; fix the field and create the run again` },
+    refusal: {
+      reason: REASONS.InvalidSpec,
+      message: `spec.${issue.path.join('.')}: ${issue.message}; fix the field and create the run again`,
+    },
   };
 }
 

@@ -3,7 +3,12 @@
 import type { CallOptions } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 
-export function withDeadline<T>(work: Promise<T>, options: CallOptions, defaultTimeoutMs: number, giveUp: (error: SandboxError) => void): Promise<T> {
+export function withDeadline<T>(
+  work: Promise<T>,
+  options: CallOptions,
+  defaultTimeoutMs: number,
+  giveUp: (error: SandboxError) => void,
+): Promise<T> {
   const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   const signal = options.signal;
   if (signal?.aborted) {

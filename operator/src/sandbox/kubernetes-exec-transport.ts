@@ -44,7 +44,11 @@ export const DEFAULT_MAX_BUFFERED_BYTES = 1_048_576;
 export const EXEC_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'] as const;
 
 /** The exec URL of a command in a container: wss://server/api/v1/namespaces/ns/pods/pod/exec?... */
-export function execUrl(server: string, target: { namespace: string; podName: string; container: string }, command: readonly string[]): URL {
+export function execUrl(
+  server: string,
+  target: { namespace: string; podName: string; container: string },
+  command: readonly string[],
+): URL {
   const url = new URL(server);
   url.protocol = url.protocol === 'http:' ? 'ws:' : 'wss:';
   const base = url.pathname.replace(/\/+$/, '');
@@ -106,7 +110,10 @@ export class KubernetesExecTransport implements ToolboxTransport {
       throw new SandboxError('TRANSPORT', `reading pod ${namespace}/${podName} before exec failed: ${describe(error)}`, { cause: error });
     }
     if (!isOwnedByRun(pod, { metadata: { uid } })) {
-      throw new SandboxError('TRANSPORT', `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`);
+      throw new SandboxError(
+        'TRANSPORT',
+        `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`,
+      );
     }
   }
 }

@@ -53,7 +53,9 @@ async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand)
   try {
     return await transport.start([command]);
   } catch (error) {
-    throw new SandboxError('TRANSPORT', `could not start the toolbox: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new SandboxError('TRANSPORT', `could not start the toolbox: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
   }
 }
 

@@ -37,7 +37,9 @@ export class ServeSession {
       oversized: (prefix) => this.onOversized(prefix),
     });
     process.stdout.on('data', (chunk: Buffer) => splitter.push(chunk));
-    process.stdin.on('error', (error) => this.fail(new SandboxError('TRANSPORT', 'could not write to the toolbox session', { cause: error })));
+    process.stdin.on('error', (error) =>
+      this.fail(new SandboxError('TRANSPORT', 'could not write to the toolbox session', { cause: error })),
+    );
     void process.exited.then(({ code, signal }) => {
       const detail = this.stderrTail();
       this.fail(new SandboxError('TRANSPORT', `the toolbox session ended (exit ${code ?? signal})${detail ? `: ${detail}` : ''}`));

@@ -66,7 +66,11 @@ export class ToolboxSandbox implements Sandbox {
       (process) => new ServeSession(process, this.limits),
       (error: unknown) => {
         this.session = undefined;
-        throw new SandboxError('TRANSPORT', `could not start a toolbox session: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+        throw new SandboxError(
+          'TRANSPORT',
+          `could not start a toolbox session: ${error instanceof Error ? error.message : String(error)}`,
+          { cause: error },
+        );
       },
     );
     return this.session;

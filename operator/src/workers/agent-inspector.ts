@@ -43,16 +43,25 @@ export class AgentInspector {
     // A state that does not verify is as good as missing; the controller fails the run with why.
     const { state, invalid } = this.states.inspect(before, runRefOf(run));
     const step = state?.step ?? run.status?.steps ?? 0;
-    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.step(uid, Math.max(0, step - 1)), jobId.step(uid, step), jobId.step(uid, step + 1)]);
+    const ids = new Set([
+      jobId.prepare(uid),
+      jobId.finalize(uid),
+      jobId.step(uid, Math.max(0, step - 1)),
+      jobId.step(uid, step),
+      jobId.step(uid, step + 1),
+    ]);
     const approvals = [state?.pendingApproval?.id, run.status?.pendingApproval?.id];
     const reading = readApprovalAnnotation(run);
     if (reading.kind === 'answer') approvals.push(reading.answer.id);
-    if (reading.kind === 'answer' && reading.answer.decision === 'approve') ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
+    if (reading.kind === 'answer' && reading.answer.decision === 'approve')
+      ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
     const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
     const active = await this.queue.getActive();
-    const moving = states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) || active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
+    const moving =
+      states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) ||
+      active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
     const after = await this.states.loadText(uid);
     if (moving || after !== before) {
       const now = after === before ? state : this.states.peek(after, runRefOf(run));

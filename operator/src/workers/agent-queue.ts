@@ -51,11 +51,17 @@ export class AgentQueue implements Omit<RunAgent, 'inspect'>, JobEnqueuer {
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
-    const mac = this.seal.signJob({ name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval });
+    const mac = this.seal.signJob({
+      name,
+      uid: data.uid,
+      namespace: data.namespace,
+      runName: data.name,
+      step: data.step,
+      approval: data.approval,
+    });
     const signed: AgentJobData & SignedJobData = { ...data, mac };
     return this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
   }
-
 
   async start(run: ParsedCodingRun): Promise<void> {
     await this.add('prepare', jobId.prepare(run.metadata.uid), runRefOf(run));

@@ -78,31 +78,40 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     inspect: (run) => inspector.inspect(run),
   };
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
-  const worker = !config.workersEnabled ? undefined : startAgentWorker(
-    {
-      states,
-      status: new RunStatusWriter(options.kube),
-      resources,
-      sandboxes,
-      queue: agentQueue,
-      models: endpointCheckedModelFactory(createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch), config),
-      events: options.events,
-      metrics: options.metrics,
-      getRun: (namespace, name) => options.kube.getRun(namespace, name),
-      clonePolicy: { allowRepo: config.allowRepo, maxCheckoutBytes: config.maxCheckoutBytes, maxCheckoutFiles: config.maxCheckoutFiles },
-      setupTimeoutMs: config.setupTimeoutSeconds * 1000,
-      logger: options.logger,
-      now: () => new Date(),
-    },
-    {
-      connection: workerRedis,
-      prefix: config.redisPrefix,
-      concurrency: config.workerConcurrency,
-      lockDurationMs: config.jobLockSeconds * 1000,
-      stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),
-      seal,
-    },
-  );
+  const worker = !config.workersEnabled
+    ? undefined
+    : startAgentWorker(
+        {
+          states,
+          status: new RunStatusWriter(options.kube),
+          resources,
+          sandboxes,
+          queue: agentQueue,
+          models: endpointCheckedModelFactory(
+            createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
+            config,
+          ),
+          events: options.events,
+          metrics: options.metrics,
+          getRun: (namespace, name) => options.kube.getRun(namespace, name),
+          clonePolicy: {
+            allowRepo: config.allowRepo,
+            maxCheckoutBytes: config.maxCheckoutBytes,
+            maxCheckoutFiles: config.maxCheckoutFiles,
+          },
+          setupTimeoutMs: config.setupTimeoutSeconds * 1000,
+          logger: options.logger,
+          now: () => new Date(),
+        },
+        {
+          connection: workerRedis,
+          prefix: config.redisPrefix,
+          concurrency: config.workerConcurrency,
+          lockDurationMs: config.jobLockSeconds * 1000,
+          stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),
+          seal,
+        },
+      );
   return {
     runAgent,
     async checkRedis() {
@@ -110,7 +119,10 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       // and answer 200 once it is back, instead of 503 while it is gone.
       let timer: NodeJS.Timeout | undefined;
       const noAnswer = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer to PING within ${REDIS_READINESS_TIMEOUT_MS} ms`)), REDIS_READINESS_TIMEOUT_MS);
+        timer = setTimeout(
+          () => reject(new Error(`no answer to PING within ${REDIS_READINESS_TIMEOUT_MS} ms`)),
+          REDIS_READINESS_TIMEOUT_MS,
+        );
       });
       try {
         await Promise.race([stateRedis.ping(), noAnswer]);

@@ -26,7 +26,12 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
     QUEUE_NAME,
     async (job) => {
       const data: AgentJobData & SignedJobData = job.data;
-      if (!options.seal.verifyJob({ name: job.name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval }, data.mac)) {
+      if (
+        !options.seal.verifyJob(
+          { name: job.name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval },
+          data.mac,
+        )
+      ) {
         // Not the operator's job (or another key's): its run ref is not trusted either, so no run is touched.
         const why = `job ${job.id} (${job.name}) failed authentication: its data was not written by this operator (was Redis written by something other than the operator, or do the replicas have different stateKeys?)`;
         shared.logger.error({ job: job.name, jobId: job.id }, why);
@@ -36,7 +41,17 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       // Every line this job logs, here or in the step it runs, names the run and the step.
       // A step job's data counts the steps completed before it; logs say which step it is (1-based).
       const step = job.name === 'step' ? (job.data.step ?? 0) + 1 : undefined;
-      const deps = { ...shared, logger: shared.logger.child({ namespace: ref.namespace, name: ref.name, uid: ref.uid, job: job.name, step, attempt: job.attemptsMade + 1 }) };
+      const deps = {
+        ...shared,
+        logger: shared.logger.child({
+          namespace: ref.namespace,
+          name: ref.name,
+          uid: ref.uid,
+          job: job.name,
+          step,
+          attempt: job.attemptsMade + 1,
+        }),
+      };
       await runAgentJob(deps, { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 });
     },
     {

@@ -17,7 +17,11 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
   const inFlight = state.inFlight!;
   delete state.inFlight;
   if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
-  await afterCalls(deps, run, state, { hadToolCalls: inFlight.hadToolCalls, calls: inFlight.toolNames.map((toolName) => ({ toolName })), resumed: inFlight.resumed });
+  await afterCalls(deps, run, state, {
+    hadToolCalls: inFlight.hadToolCalls,
+    calls: inFlight.toolNames.map((toolName) => ({ toolName })),
+    resumed: inFlight.resumed,
+  });
 }
 
 /** Save, report, and hand on: the next step, finalize, or a wait for approval. */
@@ -57,9 +61,7 @@ export async function afterCalls(
   // The common case, a running run making progress, costs one request; phase changes
   // (approvals) and surprises (a run that ended meanwhile) take the careful path.
   const quick =
-    state.stage !== 'waiting' && !last.resumed
-      ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress)
-      : undefined;
+    state.stage !== 'waiting' && !last.resumed ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress) : undefined;
   if (quick) {
     // Events are best effort and need not hold up the next step.
     void deps.events.record(quick, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });
@@ -70,7 +72,8 @@ export async function afterCalls(
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     // The whole input with its size and sha256 (Security #11.5): an approval names that digest.
-    if (state.stage === 'waiting' && pending) return awaitApprovalStatus(status, progress, pendingApprovalView(pending), ref.name, generation, now);
+    if (state.stage === 'waiting' && pending)
+      return awaitApprovalStatus(status, progress, pendingApprovalView(pending), ref.name, generation, now);
     return runningAfterStepStatus(status, progress, generation, now);
   });
   if (!outcome.written) {
@@ -82,7 +85,11 @@ export async function afterCalls(
   if (state.stage === 'waiting' && pending) {
     // The step is not over until its calls are answered: its one Step Event comes when the
     // resume that ends it gets here (README: one Event per step).
-    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.AwaitingApproval, message: `${pending.toolName} call ${pending.id} waits for approval: ${previewInput(pending.input)}` });
+    await deps.events.record(outcome.run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.AwaitingApproval,
+      message: `${pending.toolName} call ${pending.id} waits for approval: ${previewInput(pending.input)}`,
+    });
     return;
   }
   void deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });

@@ -9,7 +9,9 @@ import { observeFinished } from './run-metrics.ts';
 
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string): Promise<void> {
   const now = deps.now();
-  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, run) => failStatus(status, reason, message, run.metadata.generation ?? 0, now));
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, run) =>
+    failStatus(status, reason, message, run.metadata.generation ?? 0, now),
+  );
   if (outcome.written) {
     await deps.events.record(outcome.run, { type: 'Warning', reason, message });
     observeFinished(deps, outcome.run, 'Failed', reason);

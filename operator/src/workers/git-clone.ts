@@ -207,16 +207,23 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
   }
   const run: GitRun = {
     config: [
-      '-c', 'protocol.ext.allow=never',
-      '-c', 'core.hooksPath=/dev/null',
-      '-c', 'advice.detachedHead=false',
+      '-c',
+      'protocol.ext.allow=never',
+      '-c',
+      'core.hooksPath=/dev/null',
+      '-c',
+      'advice.detachedHead=false',
       // Not even the initial redirect git follows by default: a redirect is another origin.
-      '-c', 'http.followRedirects=false',
-      '-c', 'credential.helper=',
+      '-c',
+      'http.followRedirects=false',
+      '-c',
+      'credential.helper=',
       // Always keep the download as one pack file, which the file-size limit bounds (below
       // the unpack limit git would explode it into loose objects, each bounded on its own).
-      '-c', 'fetch.unpackLimit=1',
-      '-c', 'transfer.unpackLimit=1',
+      '-c',
+      'fetch.unpackLimit=1',
+      '-c',
+      'transfer.unpackLimit=1',
     ],
     cwd: base,
     env,

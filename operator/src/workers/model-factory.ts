@@ -12,17 +12,30 @@ import { withCallingPolicy } from '../providers/with-calling-policy.ts';
 import type { ModelFactory } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
 
-export function createModelFactory(resources: RunResources, policy: CallingPolicy, dependencies: CallingPolicyDependencies, fetch?: typeof globalThis.fetch): ModelFactory {
+export function createModelFactory(
+  resources: RunResources,
+  policy: CallingPolicy,
+  dependencies: CallingPolicyDependencies,
+  fetch?: typeof globalThis.fetch,
+): ModelFactory {
   return async (namespace: string, model: CodingRunSpec['model']): Promise<LanguageModel> => {
     let apiKey: string | undefined;
     let script;
     if (model.apiKeySecretRef) {
       apiKey = await resources.secretValue(namespace, model.apiKeySecretRef.name, model.apiKeySecretRef.key);
-      if (apiKey === undefined) throw new RunFailure(REASONS.ModelConfigurationInvalid, `Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`);
+      if (apiKey === undefined)
+        throw new RunFailure(
+          REASONS.ModelConfigurationInvalid,
+          `Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`,
+        );
     }
     if (model.scriptRef) {
       const text = await resources.configMapValue(namespace, model.scriptRef.name, model.scriptRef.key);
-      if (text === undefined) throw new RunFailure(REASONS.ModelConfigurationInvalid, `ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`);
+      if (text === undefined)
+        throw new RunFailure(
+          REASONS.ModelConfigurationInvalid,
+          `ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`,
+        );
       script = parseModelScript(text);
     }
     const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });

@@ -59,21 +59,37 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
     if (spec.sandbox.setup) {
-      const response = await sandbox.call({ tool: 'bash', input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS } });
-      const result = response.ok ? (response.result as { exitCode: number | null; stdout: string; stderr: string; timedOut: boolean }) : undefined;
+      const response = await sandbox.call({
+        tool: 'bash',
+        input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS },
+      });
+      const result = response.ok
+        ? (response.result as { exitCode: number | null; stdout: string; stderr: string; timedOut: boolean })
+        : undefined;
       if (!result || result.exitCode !== 0) {
-        const output = result ? cutAtLine(`${result.stdout}\n${result.stderr}`.trim().slice(-2000), 2000).text : `${response.ok ? '' : response.error.message}`;
+        const output = result
+          ? cutAtLine(`${result.stdout}\n${result.stderr}`.trim().slice(-2000), 2000).text
+          : `${response.ok ? '' : response.error.message}`;
         const why = result?.timedOut ? 'timed out' : `exited with ${result?.exitCode ?? 'an error'}`;
         throw new RunFailure(REASONS.SetupFailed, FAILURE_MESSAGES.setupFailed(why, output));
       }
       const fresh = await deps.getRun(ref.namespace, ref.name);
-      if (fresh) await deps.events.record(fresh, { type: 'Normal', reason: EVENT_REASONS.SetupDone, message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}` });
+      if (fresh)
+        await deps.events.record(fresh, {
+          type: 'Normal',
+          reason: EVENT_REASONS.SetupDone,
+          message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}`,
+        });
     }
   } finally {
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create(startingState(ref, startedAt));
-  await deps.events.record(run, { type: 'Normal', reason: EVENT_REASONS.Prepared, message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox` });
+  await deps.events.record(run, {
+    type: 'Normal',
+    reason: EVENT_REASONS.Prepared,
+    message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
+  });
   await deps.queue.step(ref, 0);
 }

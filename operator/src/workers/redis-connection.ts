@@ -34,7 +34,10 @@ export function checkRedisCredentials(settings: RedisSettings): void {
 }
 
 /** The URL and ioredis options of a connection: the password added when the URL has none, TLS for rediss://. */
-export function redisConnection(settings: RedisSettings, readFile: (path: string) => Buffer = readFileSync): { url: string; options: RedisOptions } {
+export function redisConnection(
+  settings: RedisSettings,
+  readFile: (path: string) => Buffer = readFileSync,
+): { url: string; options: RedisOptions } {
   const url = parse(settings.redisUrl);
   // ioredis takes the URL's credentials over the options' (a URL with a user and no
   // password would even send an empty one), so the password goes into the URL.
@@ -43,7 +46,9 @@ export function redisConnection(settings: RedisSettings, readFile: (path: string
   if (url.protocol === 'rediss:') {
     options.tls = settings.redisCaFile ? { ca: readCa(settings.redisCaFile, readFile) } : {};
   } else if (settings.redisCaFile) {
-    throw new ConfigError('config key redisCaFile: set, but redisUrl is not rediss://; use a rediss:// URL to connect with TLS, or remove redisCaFile');
+    throw new ConfigError(
+      'config key redisCaFile: set, but redisUrl is not rediss://; use a rediss:// URL to connect with TLS, or remove redisCaFile',
+    );
   }
   return { url: url.toString(), options };
 }

@@ -63,6 +63,8 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
 
 /** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */
 async function refuseApproval(deps: AgentDependencies, run: ParsedCodingRun, message: string): Promise<void> {
-  const outcome = await deps.status.write(run.metadata.namespace, run.metadata.name, run.metadata.uid, (status) => refusedApprovalStatus(status, message));
+  const outcome = await deps.status.write(run.metadata.namespace, run.metadata.name, run.metadata.uid, (status) =>
+    refusedApprovalStatus(status, message),
+  );
   await deps.events.record(outcome.run ?? run, { type: 'Warning', reason: EVENT_REASONS.ApprovalRefused, message });
 }

@@ -36,7 +36,11 @@ function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<
 }
 
 /** The deadline passed during a step: stop the loop and keep what was done. */
-async function finalizeAfterDeadline(deps: AgentDependencies, ref: RunRef, stop: { reason: 'DeadlineExceeded'; message: string }): Promise<void> {
+async function finalizeAfterDeadline(
+  deps: AgentDependencies,
+  ref: RunRef,
+  stop: { reason: 'DeadlineExceeded'; message: string },
+): Promise<void> {
   const state = await deps.states.load(ref);
   if (!state || state.stage === 'done' || state.stage === 'finalizing') return;
   state.stage = 'finalizing';
@@ -54,13 +58,19 @@ export async function runAgentJob(deps: AgentDependencies, job: AgentJob): Promi
     if (SandboxError.isInstance(error)) deps.metrics.execErrors.inc({ kind: error.reason });
     const decision = decideJobFailure(error, job);
     if (decision.action === 'retry' || (decision.action === 'fail' && !RunFailure.isInstance(error))) {
-      deps.logger.warn({ err: error instanceof Error ? error.message : String(error), lastAttempt: decision.action === 'fail' }, 'agent job failed');
+      deps.logger.warn(
+        { err: error instanceof Error ? error.message : String(error), lastAttempt: decision.action === 'fail' },
+        'agent job failed',
+      );
     }
     switch (decision.action) {
       case 'fail':
         if (decision.modelCallError) {
           const run = await deps.getRun(ref.namespace, ref.name).catch(() => undefined);
-          deps.metrics.modelCallErrors.inc({ provider: String((run?.spec.model as { provider?: string } | undefined)?.provider ?? 'unknown'), reason: decision.reason });
+          deps.metrics.modelCallErrors.inc({
+            provider: String((run?.spec.model as { provider?: string } | undefined)?.provider ?? 'unknown'),
+            reason: decision.reason,
+          });
         }
         // The job's ref is signed, and every job checks it against the live run's uid.
         await failRun(deps, ref, decision.reason, decision.message);

@@ -37,7 +37,8 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
         const secret = await core.readNamespacedSecret({ namespace, name });
         // Security #11.3: the label is checked on the very object whose value is used; the
         // admission check saw an earlier read, and the label may have gone since.
-        if (!isSecretUsableByRuns(secret.metadata?.labels)) throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
+        if (!isSecretUsableByRuns(secret.metadata?.labels))
+          throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
         const value = secret.data?.[key];
         return value === undefined ? secret.stringData?.[key] : Buffer.from(value, 'base64').toString('utf8');
       } catch (error) {
@@ -63,7 +64,9 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
       if (created) return name;
       // Replaced only when it is the run's own (a retried finalize), and only the version
       // read: a ConfigMap someone else put under the run's name is never overwritten.
-      const existing = await core.readNamespacedConfigMap({ namespace, name }).catch((error: unknown) => (isNotFound(error) ? undefined : Promise.reject(error)));
+      const existing = await core
+        .readNamespacedConfigMap({ namespace, name })
+        .catch((error: unknown) => (isNotFound(error) ? undefined : Promise.reject(error)));
       if (!existing) return core.createNamespacedConfigMap({ namespace, body }).then(() => name); // gone in between
       if (isOwnedByRun(existing, run)) return replaceGuarded(core, existing, body);
       // Squatted: the diff goes under a name the API server makes up, which no one can
@@ -73,7 +76,10 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
       );
       if (earlier) return replaceGuarded(core, earlier, body);
       const { name: _derived, ...metadata } = body.metadata!;
-      const made = await core.createNamespacedConfigMap({ namespace, body: { ...body, metadata: { ...metadata, generateName: `${name}-` } } });
+      const made = await core.createNamespacedConfigMap({
+        namespace,
+        body: { ...body, metadata: { ...metadata, generateName: `${name}-` } },
+      });
       return made.metadata!.name!;
     },
   };

@@ -48,7 +48,7 @@ export class RunStateSeal {
     const [format, given] = header.split(' ');
     if (format !== STATE_FORMAT || given === undefined) return { problem: `it is not sealed (${STATE_FORMAT} header missing)` };
     const json = text.slice(newline + 1);
-    if (!equal(given, mac(this.stateKey, json))) return { problem: 'its HMAC does not match (written without this operator\'s stateKey)' };
+    if (!equal(given, mac(this.stateKey, json))) return { problem: "its HMAC does not match (written without this operator's stateKey)" };
     return { json };
   }
 

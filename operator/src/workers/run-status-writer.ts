@@ -51,7 +51,10 @@ export class RunStatusWriter {
       if (isTerminal(run.status?.phase)) return { written: false, why: 'terminal', run };
       const status = change(structuredClone(run.status ?? {}), run);
       try {
-        return { written: true, run: await this.kube.replaceRunStatus(run, { ...status, observedGeneration: run.metadata.generation ?? 0 }) };
+        return {
+          written: true,
+          run: await this.kube.replaceRunStatus(run, { ...status, observedGeneration: run.metadata.generation ?? 0 }),
+        };
       } catch (error) {
         if (!isConflict(error) || attempt >= this.maxAttempts) throw error;
       }

@@ -36,7 +36,13 @@ export async function runCallsUntilApproval(
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = deps.sandboxes.for(run);
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
-  const fresh = await executeToolCalls(sandbox, now.filter((call) => !done.has(call.toolCallId)), toolCallObserver(deps), undefined, progress?.record);
+  const fresh = await executeToolCalls(
+    sandbox,
+    now.filter((call) => !done.has(call.toolCallId)),
+    toolCallObserver(deps),
+    undefined,
+    progress?.record,
+  );
   for (const result of fresh) done.set(result.toolCallId, result);
   const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
   state.toolCalls += now.length;

@@ -76,7 +76,12 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     return;
   }
 
-  const system = buildSystemPrompt({ task: run.spec.task, instructions: run.spec.instructions, allowedTools: run.spec.tools.allow, approvalTools: run.spec.approval.tools });
+  const system = buildSystemPrompt({
+    task: run.spec.task,
+    instructions: run.spec.instructions,
+    allowedTools: run.spec.tools.allow,
+    approvalTools: run.spec.approval.tools,
+  });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
   const context = await prepareContext({
@@ -85,18 +90,38 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     budget: { contextWindow: run.spec.model.contextWindow },
     filesTouched: state.filesTouched,
     summarise: async ({ messages, instructions }) => {
-      const summary = await generateText({ model, system: instructions ?? SUMMARY_INSTRUCTIONS, messages: [...messages], maxRetries: 0, abortSignal: deadline, experimental_include: LEAN_RESULT });
+      const summary = await generateText({
+        model,
+        system: instructions ?? SUMMARY_INSTRUCTIONS,
+        messages: [...messages],
+        maxRetries: 0,
+        abortSignal: deadline,
+        experimental_include: LEAN_RESULT,
+      });
       return { text: summary.text, usage: usageOfModelCall(summary.usage) };
     },
   });
   const modelStarted = performance.now();
-  const result = await generateText({ model, system, messages: [...context.messages], tools, maxRetries: 0, abortSignal: deadline, experimental_include: LEAN_RESULT });
+  const result = await generateText({
+    model,
+    system,
+    messages: [...context.messages],
+    tools,
+    maxRetries: 0,
+    abortSignal: deadline,
+    experimental_include: LEAN_RESULT,
+  });
   const modelMs = performance.now() - modelStarted;
   const { provider, name: modelName = provider } = run.spec.model;
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
   deps.metrics.steps.inc({ provider });
   const callUsage = usageOfModelCall(result.usage);
-  for (const [direction, value] of [['input', callUsage.inputTokens], ['output', callUsage.outputTokens], ['cache_read', callUsage.cacheReadTokens], ['reasoning', callUsage.reasoningTokens]] as const) {
+  for (const [direction, value] of [
+    ['input', callUsage.inputTokens],
+    ['output', callUsage.outputTokens],
+    ['cache_read', callUsage.cacheReadTokens],
+    ['reasoning', callUsage.reasoningTokens],
+  ] as const) {
     if (value > 0) deps.metrics.tokens.inc({ direction, provider, model: modelName }, value);
   }
 
@@ -114,7 +139,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   state.toolCalls += invalidCalls;
   countUnusableToolCalls(state, result.toolCalls);
 
-  state.inFlight = { calls, results: [], earlier: [], hadToolCalls: result.toolCalls.length > 0, toolNames: result.toolCalls.map((call) => call.toolName), text: result.text, resumed: false };
+  state.inFlight = {
+    calls,
+    results: [],
+    earlier: [],
+    hadToolCalls: result.toolCalls.length > 0,
+    toolNames: result.toolCalls.map((call) => call.toolName),
+    text: result.text,
+    resumed: false,
+  };
   await deps.states.save(state);
   const toolsStarted = performance.now();
   const parked = await runInFlightCalls(deps, run, state);
@@ -124,10 +157,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // saves, status, enqueue). `make bench` reports a wider step overhead, pickup to next
   // pickup (test/bench/step-cycles.ts), and takes totalMs, modelMs and toolsMs from here.
   const totalMs = performance.now() - stepStarted;
-  deps.logger.info(
-    { toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs },
-    'step done',
-  );
+  deps.logger.info({ toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs }, 'step done');
 }
 
 /**

@@ -20,7 +20,10 @@ async function bash(sandbox: Sandbox, command: string): Promise<BashResult> {
 
 /** The change against HEAD, new files included (intent-to-add), cut at 1 MiB. */
 export async function takeDiff(sandbox: Sandbox): Promise<{ diff: string; truncated: boolean; stats: DiffStats }> {
-  const stats = await bash(sandbox, 'git add -A --intent-to-add . >/dev/null 2>&1; git diff --no-color --no-ext-diff HEAD | wc -c; git diff --no-color --no-ext-diff --shortstat HEAD');
+  const stats = await bash(
+    sandbox,
+    'git add -A --intent-to-add . >/dev/null 2>&1; git diff --no-color --no-ext-diff HEAD | wc -c; git diff --no-color --no-ext-diff --shortstat HEAD',
+  );
   const [bytesLine = '0', statLine = ''] = stats.stdout.trim().split('\n');
   const totalBytes = Number(bytesLine.trim()) || 0;
   const out = await bash(sandbox, `git diff --no-color --no-ext-diff HEAD | head -c ${LIMITS.fullDiff}`);

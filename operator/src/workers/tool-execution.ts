@@ -18,7 +18,12 @@ function orderingKey(call: PendingToolCall): string {
 /** Told of every finished call, for metrics. */
 export type ToolCallObserver = (tool: string, outcome: 'ok' | 'error', seconds: number) => void;
 
-export async function executeToolCall(sandbox: Sandbox, call: PendingToolCall, observe?: ToolCallObserver, signal?: AbortSignal): Promise<ToolResultRecord> {
+export async function executeToolCall(
+  sandbox: Sandbox,
+  call: PendingToolCall,
+  observe?: ToolCallObserver,
+  signal?: AbortSignal,
+): Promise<ToolResultRecord> {
   const started = performance.now();
   const response = await sandbox.call({ tool: call.toolName, input: call.input }, signal ? { signal } : {});
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
@@ -50,7 +55,10 @@ export async function executeToolCalls(
       await onResult?.(record);
       return record;
     });
-    chains.set(key, result.catch(() => undefined));
+    chains.set(
+      key,
+      result.catch(() => undefined),
+    );
     return result;
   });
   return Promise.all(results);

@@ -13,7 +13,7 @@ export const TOOL_DESCRIPTIONS: Record<ToolName, string> = {
   glob: 'Find files whose path matches a glob such as "**/*.ts"; sorted.',
   list_files: 'List the files under a directory (tracked and untracked, not git-ignored ones unless asked); sorted.',
   bash: 'Run a shell command in the workspace. The working directory and exported variables persist between calls. Long output is cut to its first 8 KiB and last 24 KiB; the full output is in stdoutLog/stderrLog, readable with read_file.',
-  bash_output: 'Read a background job\'s output from a byte offset (at most 32 KiB) and its status.',
+  bash_output: "Read a background job's output from a byte offset (at most 32 KiB) and its status.",
   bash_kill: 'Stop a background job and every process it started.',
   git_diff: 'Show git status --short and the unified diff of the working tree (or of the index with staged).',
   read_repository_instructions:

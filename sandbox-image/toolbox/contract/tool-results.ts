@@ -126,6 +126,4 @@ export interface GitDiffResult {
 }
 
 /** One line of the toolbox protocol in answer to a request. */
-export type ToolResponse =
-  | { ok: true; result: unknown }
-  | { ok: false; error: { code: ToolErrorCode; message: string } };
+export type ToolResponse = { ok: true; result: unknown } | { ok: false; error: { code: ToolErrorCode; message: string } };

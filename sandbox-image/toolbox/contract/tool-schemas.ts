@@ -2,38 +2,20 @@
 // the model reads when it decides how to call the tool. The operator builds its ai SDK tools
 // from these; the toolbox validates every request with the same objects.
 import { z } from 'zod';
-import {
-  BASH_MAX_TIMEOUT_MS,
-  INSTRUCTIONS_MAX_PATHS,
-  LIST_MAX_RESULTS,
-  READ_MAX_LINES,
-  SEARCH_MAX_RESULTS,
-} from './limits.ts';
+import { BASH_MAX_TIMEOUT_MS, INSTRUCTIONS_MAX_PATHS, LIST_MAX_RESULTS, READ_MAX_LINES, SEARCH_MAX_RESULTS } from './limits.ts';
 
 /** Longest path accepted; error messages echo paths, so they must stay short. */
 export const PATH_MAX_CHARS = 4_096;
 
 const workspacePath = (what: string) =>
-  z
-    .string()
-    .min(1)
-    .max(PATH_MAX_CHARS)
-    .describe(`${what}, relative to the workspace root or starting with /workspace/`);
+  z.string().min(1).max(PATH_MAX_CHARS).describe(`${what}, relative to the workspace root or starting with /workspace/`);
 
 // describe() after optional(): zod 4 keeps a description on the schema it was given, and the
 // model is shown the outer (optional) one.
 const optionalWorkspacePath = (what: string) =>
-  z
-    .string()
-    .min(1)
-    .max(PATH_MAX_CHARS)
-    .optional()
-    .describe(`${what}, relative to the workspace root or starting with /workspace/`);
+  z.string().min(1).max(PATH_MAX_CHARS).optional().describe(`${what}, relative to the workspace root or starting with /workspace/`);
 
-const includeIgnored = z
-  .boolean()
-  .optional()
-  .describe('Also include files that .gitignore excludes (default false)');
+const includeIgnored = z.boolean().optional().describe('Also include files that .gitignore excludes (default false)');
 
 export const readFileInput = z.object({
   path: z
@@ -43,12 +25,7 @@ export const readFileInput = z.object({
     .describe(
       'File to read, relative to the workspace root or starting with /workspace/; also the absolute stdoutLog/stderrLog/outputLog path of a bash result',
     ),
-  offset: z
-    .number()
-    .int()
-    .min(1)
-    .optional()
-    .describe('1-based line to start at (default 1); to continue a truncated read use endLine + 1'),
+  offset: z.number().int().min(1).optional().describe('1-based line to start at (default 1); to continue a truncated read use endLine + 1'),
   limit: z
     .number()
     .int()
@@ -65,10 +42,7 @@ export const readFileInput = z.object({
 export const writeFileInput = z.object({
   path: workspacePath('File to create or replace'),
   content: z.string().describe('The complete new content of the file'),
-  encoding: z
-    .enum(['utf8', 'base64'])
-    .optional()
-    .describe('"base64" when content is base64-encoded bytes; default "utf8"'),
+  encoding: z.enum(['utf8', 'base64']).optional().describe('"base64" when content is base64-encoded bytes; default "utf8"'),
 });
 
 const editFields = {
@@ -77,10 +51,7 @@ const editFields = {
     .min(1)
     .describe('Exact text to replace, as read_file shows it (LF line endings, no byte order mark); must be unique unless replaceAll'),
   newString: z.string().describe('Text to put in its place; must differ from oldString'),
-  replaceAll: z
-    .boolean()
-    .optional()
-    .describe('Replace every occurrence instead of requiring exactly one (default false)'),
+  replaceAll: z.boolean().optional().describe('Replace every occurrence instead of requiring exactly one (default false)'),
 };
 
 export const editFileInput = z.object({

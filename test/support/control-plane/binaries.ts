@@ -7,15 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 export const buildScript = join(dirname(fileURLToPath(import.meta.url)), 'build.sh');
 
-export const requiredBinaries = [
-  'etcd',
-  'kube-apiserver',
-  'kube-controller-manager',
-  'kube-scheduler',
-  'kubectl',
-  'kwok',
-  'helm',
-] as const;
+export const requiredBinaries = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'helm'] as const;
 
 /** The cache bin dir build.sh uses (it honours CHAMVI_CACHE and CHAMVI_K8S_VERSION). */
 export function binDir(): string {

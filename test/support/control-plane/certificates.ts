@@ -23,19 +23,28 @@ function openssl(args: string[], cwd: string): void {
   execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
-function signedCert(
-  dir: string,
-  name: string,
-  subject: string,
-  extensions: string,
-): void {
+function signedCert(dir: string, name: string, subject: string, extensions: string): void {
   openssl(['genrsa', '-out', `${name}.key`, '2048'], dir);
   openssl(['req', '-new', '-key', `${name}.key`, '-subj', subject, '-out', `${name}.csr`], dir);
   writeFileSync(join(dir, `${name}.ext`), extensions);
   openssl(
     [
-      'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-days', '3650', '-sha256', '-extfile', `${name}.ext`, '-out', `${name}.crt`,
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '3650',
+      '-sha256',
+      '-extfile',
+      `${name}.ext`,
+      '-out',
+      `${name}.crt`,
     ],
     dir,
   );
@@ -45,10 +54,7 @@ function signedCert(
 export function createPki(dir: string, serviceIp: string): Pki {
   mkdirSync(dir, { recursive: true });
   openssl(['genrsa', '-out', 'ca.key', '2048'], dir);
-  openssl(
-    ['req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=chamvi-local-ca', '-days', '3650', '-sha256', '-out', 'ca.crt'],
-    dir,
-  );
+  openssl(['req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=chamvi-local-ca', '-days', '3650', '-sha256', '-out', 'ca.crt'], dir);
   const serverSans = [
     'IP:127.0.0.1',
     `IP:${serviceIp}`,
@@ -75,8 +81,7 @@ export function createPki(dir: string, serviceIp: string): Pki {
     dir,
     'kubelet',
     '/CN=kwok-kubelet',
-    'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' +
-      'subjectAltName=IP:127.0.0.1,DNS:localhost\n',
+    'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' + 'subjectAltName=IP:127.0.0.1,DNS:localhost\n',
   );
   openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
   openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);

@@ -21,14 +21,7 @@ import { redisUrlWithPassword, writeRedisAuth } from './redis-auth.ts';
 import { kubectlOrThrow, runKubectl, type RunKubectlOptions } from './run-kubectl.ts';
 
 /** Start order; stop runs it backwards so nothing loses its API server mid-flight. */
-export const processOrder = [
-  'etcd',
-  'redis',
-  'kube-apiserver',
-  'kube-controller-manager',
-  'kube-scheduler',
-  'kwok',
-] as const;
+export const processOrder = ['etcd', 'redis', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'] as const;
 
 // Services and pods must not share a range: kube-proxy-less as we are, an overlap still
 // confuses anything that reasons about IPs (and kwok's default 10.0.0.1/24 has only 254).
@@ -77,10 +70,7 @@ export function isControlPlaneRunning(stateDir: string): boolean {
   const state = readControlPlaneState(stateDir);
   if (!state) return false;
   const recorded = recordedProcesses(stateDir);
-  return (
-    processOrder.every((name) => recorded.some((entry) => entry.name === name)) &&
-    recorded.every(isRecordedProcessRunning)
-  );
+  return processOrder.every((name) => recorded.some((entry) => entry.name === name)) && recorded.every(isRecordedProcessRunning);
 }
 
 /** Stops every process recorded in the state dir (safe to call twice, or on a half start). */
@@ -140,19 +130,24 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
   const redisAuth = writeRedisAuth(join(stateDir, 'redis'));
   const redisProc = start('redis', redisServerPath(), [
     redisAuth.configFile,
-    '--port', String(ports.redis),
-    '--bind', '127.0.0.1',
+    '--port',
+    String(ports.redis),
+    '--bind',
+    '127.0.0.1',
     // No persistence: tests that need AOF start their own Redis.
-    '--save', '',
-    '--appendonly', 'no',
-    '--dir', join(stateDir, 'redis'),
-    '--daemonize', 'no',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    join(stateDir, 'redis'),
+    '--daemonize',
+    'no',
   ]);
-  await waitUntil(
-    'etcd /health',
-    async () => (await fetch(`http://127.0.0.1:${ports.etcd}/health`)).ok,
-    { timeoutMs: 60_000, watch: [etcdProc] },
-  );
+  await waitUntil('etcd /health', async () => (await fetch(`http://127.0.0.1:${ports.etcd}/health`)).ok, {
+    timeoutMs: 60_000,
+    watch: [etcdProc],
+  });
 
   const apiServerUrl = `https://127.0.0.1:${ports.apiServer}`;
   const apiProc = start('kube-apiserver', join(bin, 'kube-apiserver'), apiServerArgs(stateDir, pki, ports));
@@ -200,27 +195,36 @@ async function startAll(stateDir: string, bin: string, log: (message: string) =>
   // must be established before it starts; tests then register one Exec per pod.
   await kubectlOrThrow(['apply', '--server-side', '-f', kwokCrdDir(bin)], kubectl);
   await waitForEstablished(['crd/execs.kwok.x-k8s.io', 'crd/clusterexecs.kwok.x-k8s.io'], kubectl);
-  const kwokProc = start('kwok', join(bin, 'kwok'), [
-    `--kubeconfig=${kubeconfig}`,
-    '--manage-all-nodes=false',
-    `--manage-nodes-with-annotation-selector=${kwokNodeAnnotation}=fake`,
-    // The node's InternalIP and daemonEndpoints port: where the API server sends exec.
-    '--node-ip=127.0.0.1',
-    '--node-name=localhost',
-    `--node-port=${ports.kwok}`,
-    `--server-address=127.0.0.1:${ports.kwok}`,
-    `--tls-cert-file=${pki.kubeletCert}`,
-    `--tls-private-key-file=${pki.kubeletKey}`,
-    `--cidr=${podCidr}`,
-    '--enable-crds=Exec,ClusterExec',
-  ], kwokEnv());
+  const kwokProc = start(
+    'kwok',
+    join(bin, 'kwok'),
+    [
+      `--kubeconfig=${kubeconfig}`,
+      '--manage-all-nodes=false',
+      `--manage-nodes-with-annotation-selector=${kwokNodeAnnotation}=fake`,
+      // The node's InternalIP and daemonEndpoints port: where the API server sends exec.
+      '--node-ip=127.0.0.1',
+      '--node-name=localhost',
+      `--node-port=${ports.kwok}`,
+      `--server-address=127.0.0.1:${ports.kwok}`,
+      `--tls-cert-file=${pki.kubeletCert}`,
+      `--tls-private-key-file=${pki.kubeletKey}`,
+      `--cidr=${podCidr}`,
+      '--enable-crds=Exec,ClusterExec',
+    ],
+    kwokEnv(),
+  );
   watched.push(kwokProc);
   await kubectlOrThrow(['apply', '-f', '-'], { ...kubectl, input: JSON.stringify(kwokNode()) });
 
-  await waitUntil('kwok kubelet endpoint', async () => (await httpsGet(`https://127.0.0.1:${ports.kwok}/healthz`, 'insecure')).status === 200, {
-    timeoutMs: 60_000,
-    watch: watched,
-  });
+  await waitUntil(
+    'kwok kubelet endpoint',
+    async () => (await httpsGet(`https://127.0.0.1:${ports.kwok}/healthz`, 'insecure')).status === 200,
+    {
+      timeoutMs: 60_000,
+      watch: watched,
+    },
+  );
   await waitUntil(
     `node ${kwokNodeName} Ready`,
     async () =>

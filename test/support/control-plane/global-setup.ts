@@ -9,13 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { ensureBinaries } from './binaries.ts';
-import {
-  applyManifestDir,
-  removeStateDir,
-  startControlPlane,
-  stopControlPlane,
-  type ControlPlane,
-} from './control-plane.ts';
+import { applyManifestDir, removeStateDir, startControlPlane, stopControlPlane, type ControlPlane } from './control-plane.ts';
 import { recordedProcesses } from './managed-process.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');

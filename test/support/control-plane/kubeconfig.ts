@@ -16,9 +16,7 @@ export function writeKubeconfig(path: string, options: KubeconfigOptions): void 
   const config = {
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [
-      { name: 'chamvi-local', cluster: { server: options.server, 'certificate-authority-data': b64(options.caCert) } },
-    ],
+    clusters: [{ name: 'chamvi-local', cluster: { server: options.server, 'certificate-authority-data': b64(options.caCert) } }],
     users: [
       {
         name: 'chamvi-admin',

@@ -69,7 +69,8 @@ export function redisPing(port: number, password?: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     let reply = '';
-    const command = (...parts: string[]) => `*${parts.length}\r\n${parts.map((part) => `$${Buffer.byteLength(part)}\r\n${part}\r\n`).join('')}`;
+    const command = (...parts: string[]) =>
+      `*${parts.length}\r\n${parts.map((part) => `$${Buffer.byteLength(part)}\r\n${part}\r\n`).join('')}`;
     const replies = password === undefined ? 1 : 2;
     socket.setTimeout(2_000, () => socket.destroy());
     socket.on('connect', () => socket.write((password === undefined ? '' : command('AUTH', password)) + command('PING')));

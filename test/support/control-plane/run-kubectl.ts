@@ -17,11 +17,15 @@ export interface RunKubectlOptions {
 }
 
 export async function runKubectl(args: readonly string[], options: RunKubectlOptions): Promise<KubectlResult> {
-  const { code, signal, stdout, stderr } = await runProcess(join(options.binDir, 'kubectl'), ['--kubeconfig', options.kubeconfig, ...args], {
-    env: { ...process.env, KUBECONFIG: options.kubeconfig },
-    input: options.input ?? '',
-    timeoutMs: options.timeoutMs ?? 120_000,
-  });
+  const { code, signal, stdout, stderr } = await runProcess(
+    join(options.binDir, 'kubectl'),
+    ['--kubeconfig', options.kubeconfig, ...args],
+    {
+      env: { ...process.env, KUBECONFIG: options.kubeconfig },
+      input: options.input ?? '',
+      timeoutMs: options.timeoutMs ?? 120_000,
+    },
+  );
   return { code: code ?? (signal ? 128 : 1), stdout, stderr };
 }
 

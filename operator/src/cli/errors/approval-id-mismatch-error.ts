@@ -5,6 +5,8 @@ import { CliError } from './cli-error.ts';
 export class ApprovalIdMismatchError extends CliError {
   override readonly name = 'ApprovalIdMismatchError';
   constructor(name: string, given: string, pending: string, toolName: string) {
-    super(`codingrun "${name}" is waiting for approval ${pending} (${toolName}), not ${given}; check it with kubectl codingrun get ${name}, then answer with --id ${pending}`);
+    super(
+      `codingrun "${name}" is waiting for approval ${pending} (${toolName}), not ${given}; check it with kubectl codingrun get ${name}, then answer with --id ${pending}`,
+    );
   }
 }

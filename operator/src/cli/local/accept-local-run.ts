@@ -70,13 +70,17 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
 
   const found = {
     secrets: Object.fromEntries([...secrets].map(([secret, values]) => [secret, Object.keys(values)])),
-    configMaps: Object.fromEntries([...manifest.configMaps].map(([configMap, { data, binaryData }]) => [configMap, Object.keys({ ...data, ...binaryData })])),
+    configMaps: Object.fromEntries(
+      [...manifest.configMaps].map(([configMap, { data, binaryData }]) => [configMap, Object.keys({ ...data, ...binaryData })]),
+    ),
     secretLabels: Object.fromEntries(secretLabels),
   };
   const refusal = validateRun({ ...run, metadata: { ...run.metadata, namespace } }, spec, config, found);
   if (refusal) {
     // The operator's messages speak of creating objects in the namespace; here they go in the file.
-    throw refused(`${refusal.reason}: ${refusal.message.replace(/; create it in the run's namespace and create the run again$/, '; add it to the file')}`);
+    throw refused(
+      `${refusal.reason}: ${refusal.message.replace(/; create it in the run's namespace and create the run again$/, '; add it to the file')}`,
+    );
   }
   return { run, spec, configMaps: manifest.configMaps, secrets, secretLabels, ...(apiKeyFrom ? { apiKeyFrom } : {}) };
 }

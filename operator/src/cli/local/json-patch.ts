@@ -17,7 +17,10 @@ interface Operation {
 
 function tokens(pointer: string): string[] {
   if (!pointer.startsWith('/')) throw new PatchRefusedError(`JSON pointer "${pointer}" does not start with /`);
-  return pointer.slice(1).split('/').map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function parentOf(document: Record<string, unknown>, pointer: string): { parent: Record<string, unknown>; key: string } {

@@ -23,7 +23,11 @@ export function localModelEndpoints(run: { spec?: unknown }): string[] {
   return typeof baseURL === 'string' && 'endpoint' in parseEndpointUrl(baseURL) ? [baseURL] : [];
 }
 
-export function localOperatorConfig(redisUrl = 'redis://127.0.0.1:6379', redisPrefix = 'chamvi-local', allowModelEndpoints: readonly string[] = []): OperatorConfig {
+export function localOperatorConfig(
+  redisUrl = 'redis://127.0.0.1:6379',
+  redisPrefix = 'chamvi-local',
+  allowModelEndpoints: readonly string[] = [],
+): OperatorConfig {
   // Parsed with an empty environment: the user's CHAMVI_* variables are the operator's, not these.
   return loadOperatorConfig(
     {

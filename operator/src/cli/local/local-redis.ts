@@ -21,7 +21,13 @@ export function redactRedisUrl(url: string): string {
 }
 
 function connect(url: string): Redis {
-  return new Redis(url, { lazyConnect: true, connectTimeout: 5_000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false });
+  return new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 5_000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
 }
 
 async function deleteKeys(url: string, prefix: string): Promise<void> {
@@ -42,7 +48,11 @@ async function deleteKeys(url: string, prefix: string): Promise<void> {
   }
 }
 
-export async function provideRedis(configured: { url: string; origin: string } | undefined, prefix: string, env: NodeJS.ProcessEnv): Promise<LocalRedis> {
+export async function provideRedis(
+  configured: { url: string; origin: string } | undefined,
+  prefix: string,
+  env: NodeJS.ProcessEnv,
+): Promise<LocalRedis> {
   if (configured) {
     const redis = connect(configured.url);
     redis.on('error', () => undefined);
@@ -50,7 +60,9 @@ export async function provideRedis(configured: { url: string; origin: string } |
       await redis.connect();
       await redis.ping();
     } catch (error) {
-      throw new RedisUnavailableError(`cannot reach Redis at ${redactRedisUrl(configured.url)} (from ${configured.origin}): ${error instanceof Error ? error.message : String(error)}`);
+      throw new RedisUnavailableError(
+        `cannot reach Redis at ${redactRedisUrl(configured.url)} (from ${configured.origin}): ${error instanceof Error ? error.message : String(error)}`,
+      );
     } finally {
       redis.disconnect();
     }

@@ -50,7 +50,11 @@ export function sandboxEnvironment(run: ParsedCodingRun, home: string, env: Node
   return sandboxEnv;
 }
 
-async function createRunSandbox(run: ParsedCodingRun, toolboxPath: string, env: NodeJS.ProcessEnv): Promise<{ sandbox: LocalSandbox; base: string }> {
+async function createRunSandbox(
+  run: ParsedCodingRun,
+  toolboxPath: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ sandbox: LocalSandbox; base: string }> {
   const base = await mkdtemp(path.join(tmpdir(), `chamvi-local-${run.metadata.name.slice(0, 40)}-`));
   const home = path.join(base, 'home');
   // The toolbox keeps its logs and background jobs under CHAMVI_HOME, as in the pod.
@@ -58,7 +62,13 @@ async function createRunSandbox(run: ParsedCodingRun, toolboxPath: string, env: 
   const workspaceDir = path.join(base, 'workspace');
   await mkdir(toolboxHome, { recursive: true });
   await mkdir(workspaceDir);
-  const sandbox = await createLocalSandbox({ mode: 'serve', toolboxPath, workspaceDir, homeDir: toolboxHome, env: sandboxEnvironment(run, home, env) });
+  const sandbox = await createLocalSandbox({
+    mode: 'serve',
+    toolboxPath,
+    workspaceDir,
+    homeDir: toolboxHome,
+    env: sandboxEnvironment(run, home, env),
+  });
   return { sandbox, base };
 }
 

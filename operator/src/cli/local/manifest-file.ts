@@ -56,7 +56,8 @@ function objectsOf(text: string, source: string): KubeObject[] {
     if (problem) throw new ManifestError(`${source}: document ${index + 1} is not valid YAML: ${problem.message.split('\n')[0]}`);
     const value: unknown = document.toJS();
     if (value === null || value === undefined) continue;
-    if (typeof value !== 'object' || Array.isArray(value)) throw new ManifestError(`${source}: document ${index + 1} is not a Kubernetes object (a mapping with apiVersion and kind)`);
+    if (typeof value !== 'object' || Array.isArray(value))
+      throw new ManifestError(`${source}: document ${index + 1} is not a Kubernetes object (a mapping with apiVersion and kind)`);
     const object = value as KubeObject;
     // `kubectl get -o yaml` of several objects gives a List; take its items.
     if (object.kind === 'List' && Array.isArray(object.items)) objects.push(...(object.items as KubeObject[]));
@@ -66,7 +67,8 @@ function objectsOf(text: string, source: string): KubeObject[] {
 }
 
 const nameOf = (object: KubeObject) => (typeof object.metadata?.name === 'string' ? object.metadata.name : undefined);
-const namespaceOf = (object: KubeObject) => (typeof object.metadata?.namespace === 'string' && object.metadata.namespace ? object.metadata.namespace : undefined);
+const namespaceOf = (object: KubeObject) =>
+  typeof object.metadata?.namespace === 'string' && object.metadata.namespace ? object.metadata.namespace : undefined;
 
 function stringMap(value: unknown, where: string): Record<string, string> {
   if (value === undefined || value === null) return {};
@@ -86,18 +88,24 @@ export async function readManifest(file: string, stdin: NodeJS.ReadableStream, n
   const runs = objects.filter((object) => object.kind === KIND);
   if (runs.length === 0) throw new ManifestError(`${source} holds no CodingRun (apiVersion: ${API_VERSION}, kind: ${KIND})`);
   if (runs.length > 1) {
-    throw new ManifestError(`${source} holds ${runs.length} CodingRuns (${runs.map((run) => nameOf(run) ?? '(no name)').join(', ')}); run --local runs one: put each in its own file`);
+    throw new ManifestError(
+      `${source} holds ${runs.length} CodingRuns (${runs.map((run) => nameOf(run) ?? '(no name)').join(', ')}); run --local runs one: put each in its own file`,
+    );
   }
   const raw = runs[0]!;
-  if (raw.apiVersion !== API_VERSION) throw new ManifestError(`${source}: the CodingRun has apiVersion ${JSON.stringify(raw.apiVersion)}; use ${API_VERSION}`);
+  if (raw.apiVersion !== API_VERSION)
+    throw new ManifestError(`${source}: the CodingRun has apiVersion ${JSON.stringify(raw.apiVersion)}; use ${API_VERSION}`);
   const name = nameOf(raw);
   if (!name) throw new ManifestError(`${source}: the CodingRun has no metadata.name`);
   const ownNamespace = namespaceOf(raw);
   if (namespaceFlag && ownNamespace && namespaceFlag !== ownNamespace) {
-    throw new ManifestError(`${source}: the namespace of codingrun/${name} ("${ownNamespace}") does not match --namespace "${namespaceFlag}"`);
+    throw new ManifestError(
+      `${source}: the namespace of codingrun/${name} ("${ownNamespace}") does not match --namespace "${namespaceFlag}"`,
+    );
   }
   const namespace = ownNamespace ?? namespaceFlag ?? 'default';
-  if (typeof raw.spec !== 'object' || raw.spec === null || Array.isArray(raw.spec)) throw new ManifestError(`${source}: codingrun/${name} has no spec`);
+  if (typeof raw.spec !== 'object' || raw.spec === null || Array.isArray(raw.spec))
+    throw new ManifestError(`${source}: codingrun/${name} has no spec`);
 
   const manifest: LocalManifest = {
     source,
@@ -122,9 +130,14 @@ export async function readManifest(file: string, stdin: NodeJS.ReadableStream, n
     }
     const where = `${source}: ${kind} ${objectName}`;
     if (kind === 'ConfigMap') {
-      manifest.configMaps.set(objectName, { data: stringMap(object.data, `${where} data`), binaryData: stringMap(object.binaryData, `${where} binaryData`) });
+      manifest.configMaps.set(objectName, {
+        data: stringMap(object.data, `${where} data`),
+        binaryData: stringMap(object.binaryData, `${where} binaryData`),
+      });
     } else {
-      const decoded = Object.fromEntries(Object.entries(stringMap(object.data, `${where} data`)).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+      const decoded = Object.fromEntries(
+        Object.entries(stringMap(object.data, `${where} data`)).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
+      );
       manifest.secrets.set(objectName, { ...decoded, ...stringMap(object.stringData, `${where} stringData`) });
       manifest.secretLabels!.set(objectName, stringMap((object.metadata as { labels?: unknown }).labels, `${where} metadata.labels`));
     }

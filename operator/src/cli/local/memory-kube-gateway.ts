@@ -41,7 +41,13 @@ export class MemoryKubeGateway implements KubeGateway {
     this.secrets = new Map(objects.secrets);
     this.secretLabels = new Map(objects.secretLabels);
     for (const [name, { data, binaryData }] of objects.configMaps) {
-      this.configMaps.set(name, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: run.metadata.namespace }, data, binaryData });
+      this.configMaps.set(name, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name, namespace: run.metadata.namespace },
+        data,
+        binaryData,
+      });
     }
   }
 
@@ -76,7 +82,10 @@ export class MemoryKubeGateway implements KubeGateway {
   private store(next: CodingRun, readVersion: string | undefined): CodingRun {
     const stored = this.requireRun(next.metadata.namespace, next.metadata.name);
     if (readVersion !== undefined && readVersion !== stored.metadata.resourceVersion) {
-      throw new ApiError(409, `Operation cannot be fulfilled on codingruns.chamvi.dev "${next.metadata.name}": the object has been modified`);
+      throw new ApiError(
+        409,
+        `Operation cannot be fulfilled on codingruns.chamvi.dev "${next.metadata.name}": the object has been modified`,
+      );
     }
     this.version += 1;
     this.run = structuredClone({ ...next, metadata: { ...next.metadata, resourceVersion: String(this.version) } });
@@ -112,7 +121,8 @@ export class MemoryKubeGateway implements KubeGateway {
     });
     return {
       runs: {
-        get: (namespace, name) => (this.run?.metadata.namespace === namespace && this.run.metadata.name === name ? this.current() : undefined),
+        get: (namespace, name) =>
+          this.run?.metadata.namespace === namespace && this.run.metadata.name === name ? this.current() : undefined,
         list: () => (this.run ? [this.current()!] : []),
       },
       pods: cache(() => this.pods),
@@ -144,7 +154,13 @@ export class MemoryKubeGateway implements KubeGateway {
 
   async deleteRun(namespace: string, name: string): Promise<void> {
     if (!this.run || this.run.metadata.namespace !== namespace || this.run.metadata.name !== name) return;
-    this.store({ ...this.run, metadata: { ...this.run.metadata, deletionTimestamp: this.run.metadata.deletionTimestamp ?? new Date().toISOString() } }, undefined);
+    this.store(
+      {
+        ...this.run,
+        metadata: { ...this.run.metadata, deletionTimestamp: this.run.metadata.deletionTimestamp ?? new Date().toISOString() },
+      },
+      undefined,
+    );
   }
 
   async createPod(pod: V1Pod): Promise<NameHolder | undefined> {

@@ -14,7 +14,8 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
     async secretValue(namespace, name, key) {
       // Security #11.3: the same opt-in as on a cluster (run-resources.ts), so a file that runs here runs there.
       const labels = gateway.secretLabelsOf(namespace, name);
-      if (labels !== undefined && !isSecretUsableByRuns(labels)) throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
+      if (labels !== undefined && !isSecretUsableByRuns(labels))
+        throw new RunFailure(REASONS.SecretNotAllowed, secretNotUsableMessage(namespace, name, 'the run'));
       return gateway.secretValue(namespace, name, key);
     },
     async configMapValue(namespace, name, key) {

@@ -53,11 +53,15 @@ function freePort(): Promise<number> {
 /** Resolves once redis-server says it accepts connections; rejects with its last output if it exits first. */
 function ready(child: ChildProcess, output: () => string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => finish(new Error(`redis-server did not become ready within ${READY_TIMEOUT_MS / 1000}s: ${output()}`)), READY_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => finish(new Error(`redis-server did not become ready within ${READY_TIMEOUT_MS / 1000}s: ${output()}`)),
+      READY_TIMEOUT_MS,
+    );
     const onData = () => {
       if (output().includes('Ready to accept connections')) finish();
     };
-    const onExit = (code: number | null, signal: string | null) => finish(new Error(`redis-server exited (${signal ?? `code ${code}`}): ${output()}`));
+    const onExit = (code: number | null, signal: string | null) =>
+      finish(new Error(`redis-server exited (${signal ?? `code ${code}`}): ${output()}`));
     const finish = (error?: Error) => {
       clearTimeout(timer);
       child.stdout?.off('data', onData);
@@ -134,7 +138,9 @@ async function startOnce(command: string, directory: string): Promise<RedisServe
 export async function startRedisServer(env: NodeJS.ProcessEnv): Promise<RedisServerProcess> {
   const command = findRedisServer(env);
   if (!command) {
-    throw new RedisUnavailableError('run --local needs Redis: install redis-server (Debian/Ubuntu: apt-get install redis-server) so it is on PATH, or point REDIS_URL or --redis-url at a Redis');
+    throw new RedisUnavailableError(
+      'run --local needs Redis: install redis-server (Debian/Ubuntu: apt-get install redis-server) so it is on PATH, or point REDIS_URL or --redis-url at a Redis',
+    );
   }
   const directory = mkdtempSync(path.join(tmpdir(), 'chamvi-local-redis-'));
   let last: unknown;
@@ -147,5 +153,7 @@ export async function startRedisServer(env: NodeJS.ProcessEnv): Promise<RedisSer
     }
   }
   rmSync(directory, { recursive: true, force: true });
-  throw new RedisUnavailableError(`could not start ${command}: ${last instanceof Error ? last.message : String(last)}; set REDIS_URL or --redis-url to use a running Redis instead`);
+  throw new RedisUnavailableError(
+    `could not start ${command}: ${last instanceof Error ? last.message : String(last)}; set REDIS_URL or --redis-url to use a running Redis instead`,
+  );
 }

@@ -48,7 +48,8 @@ function configuredRedis(command: RunCommand, env: NodeJS.ProcessEnv): { url: st
   if (command.redisUrl) return { url: command.redisUrl, origin: '--redis-url' };
   const url = env.REDIS_URL;
   if (!url) return undefined;
-  if (!/^rediss?:\/\/\S+$/.test(url)) throw new CliError(`REDIS_URL must be a redis:// or rediss:// URL, got "${url}"; fix it or unset it to start a redis-server`);
+  if (!/^rediss?:\/\/\S+$/.test(url))
+    throw new CliError(`REDIS_URL must be a redis:// or rediss:// URL, got "${url}"; fix it or unset it to start a redis-server`);
   return { url, origin: 'REDIS_URL' };
 }
 
@@ -83,8 +84,10 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   const redisConfigured = configuredRedis(command, io.env);
   const { run } = accepted;
   const key = `${run.metadata.namespace}/${run.metadata.name}`;
-  for (const ignored of manifest.ignored) printer.note(`ignoring ${ignored}: local mode uses the CodingRun and the ConfigMaps and Secrets of its namespace`);
-  if (accepted.apiKeyFrom) printer.note(`the API key for Secret ${accepted.spec.model.apiKeySecretRef!.name} comes from $${accepted.apiKeyFrom}`);
+  for (const ignored of manifest.ignored)
+    printer.note(`ignoring ${ignored}: local mode uses the CodingRun and the ConfigMaps and Secrets of its namespace`);
+  if (accepted.apiKeyFrom)
+    printer.note(`the API key for Secret ${accepted.spec.model.apiKeySecretRef!.name} comes from $${accepted.apiKeyFrom}`);
 
   const signal = io.signal ?? new AbortController().signal;
   const redisPrefix = localRedisPrefix();
@@ -132,7 +135,11 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
     });
     const agent = runtime.runAgent;
     const reconciler = new RunReconciler({ caches: gateway.caches(), kube: gateway, agent, events, config, logger });
-    desk = new ApprovalDesk(approver, (current, answer) => agent.resume(current, answer), (message) => printer.note(message));
+    desk = new ApprovalDesk(
+      approver,
+      (current, answer) => agent.resume(current, answer),
+      (message) => printer.note(message),
+    );
     const finished = await reconcileUntilFinished({
       gateway,
       reconciler,

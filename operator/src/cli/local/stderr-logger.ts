@@ -46,11 +46,18 @@ export class StderrLogger implements AgentLogger {
   }
 
   child(bindings: object): StderrLogger {
-    return new StderrLogger(this.write, { ...this.bindings, ...(bindings as Fields) }, { lastPrinted: this.lastPrinted, state: this.state });
+    return new StderrLogger(
+      this.write,
+      { ...this.bindings, ...(bindings as Fields) },
+      { lastPrinted: this.lastPrinted, state: this.state },
+    );
   }
 
   private print(level: string, fields: Fields, message: string): void {
-    const where = typeof fields.job === 'string' ? ` (${fields.job} job${typeof fields.attempt === 'number' ? `, attempt ${fields.attempt}` : ''})` : '';
+    const where =
+      typeof fields.job === 'string'
+        ? ` (${fields.job} job${typeof fields.attempt === 'number' ? `, attempt ${fields.attempt}` : ''})`
+        : '';
     const line = `${level}: ${message}${where}${fields.err !== undefined ? `: ${String(fields.err)}` : ''}`;
     const now = Date.now();
     if (this.state.silent || now - (this.lastPrinted.get(line) ?? -Infinity) < REPEAT_WINDOW_MS) return;

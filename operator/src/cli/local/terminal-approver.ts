@@ -49,7 +49,10 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       const what = request.subject ? `${request.subject} with ${request.toolName}` : `${request.toolName} (approval ${request.id})`;
       const bytes = Buffer.byteLength(request.input, 'utf8');
       options.output.write(`\ncodingrun/${request.runName} wants to run ${what}, input ${bytes} bytes, shown whole:\n${shown.text}\n`);
-      if (shown.escaped > 0) options.output.write(`(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`);
+      if (shown.escaped > 0)
+        options.output.write(
+          `(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`,
+        );
       const answer = await ask('Approve? [y/N] ');
       if (answer === '\u0000closed') return { id: request.id, decision: 'deny', reason: 'no answer: the terminal input ended' };
       if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve', sha256: approvalInputSha256(request.input) };

@@ -20,7 +20,7 @@ export class ModelResponseInvalidError extends RunFailure {
     super(
       REASONS.ModelResponseInvalid,
       `The ${options.provider} provider answered HTTP ${options.statusCode} with a response that is not a valid model response: ${options.detail}. ` +
-        'Check that spec.model.baseURL is the API root of an endpoint speaking this provider\'s protocol (such as https://llm.example/v1) and that spec.model.name exists there.',
+        "Check that spec.model.baseURL is the API root of an endpoint speaking this provider's protocol (such as https://llm.example/v1) and that spec.model.name exists there.",
       { cause: options.cause },
     );
     this.provider = options.provider;
