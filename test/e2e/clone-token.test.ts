@@ -10,16 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
-import { createNamespace, kubeconfigPath, kubectlOk, redisUrl } from '../support/cluster.ts';
+import { kubectlOk } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { startE2eOperator } from '../support/e2e-operator.ts';
 
 const NS = 'e2e-clone-token';
 const RUN = 'private-clone';
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 // Random, so no file on the machine holds it by chance; its halves go to the sandbox's grep
 // separately, so the command itself (in the status, in the toolbox's argv) never spells it.
 const HEAD = `chamvi-clone-token-${randomBytes(6).toString('hex')}`;
@@ -75,22 +75,14 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-clone-token-'));
   createBareRepository(root);
   gitServer = await startGitHttpServer(join(root, 'git'), TOKEN);
-  await createNamespace(NS, { restricted: true });
-  await createNamespace(`${NS}-lease`);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: `e2ecltok${Date.now()}`,
-      CHAMVI_ALLOW_REPO: `${gitServer.origin}/**`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'e2e-clone-token',
-    },
-  });
-  await operator.waitForLog('caches synced; reconciling', 60_000);
+  ({ operator, registrar } = await startE2eOperator({
+    namespace: NS,
+    root,
+    identity: 'e2e-clone-token',
+    redisPrefix: `e2ecltok${Date.now()}`,
+    allowRepo: `${gitServer.origin}/**`,
+    syncTimeoutMs: 60_000,
+  }));
 }, 180_000);
 
 afterAll(async () => {

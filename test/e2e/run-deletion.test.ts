@@ -8,15 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { kubectl, redisUrl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { startE2eOperator } from '../support/e2e-operator.ts';
 
 const NS = 'e2e-deletion';
 const PREFIX = `deletion${Date.now()}`;
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 
 interface RunStatus {
   phase?: string;
@@ -120,23 +120,14 @@ async function redisTraces(uid: string): Promise<string[]> {
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-deletion-'));
   repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
-  await createNamespace(NS, { restricted: true });
-  await createNamespace(`${NS}-lease`);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
   redis = new Redis(redisUrl());
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: PREFIX,
-      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'e2e-deletion',
-    },
-  });
-  await operator.waitForLog('caches synced; reconciling');
+  ({ operator, registrar } = await startE2eOperator({
+    namespace: NS,
+    root,
+    identity: 'e2e-deletion',
+    redisPrefix: PREFIX,
+    allowRepo: `file://${join(root, 'git')}/*`,
+  }));
 }, 120_000);
 
 afterAll(async () => {

@@ -8,14 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffConfigMapName } from '../../operator/src/reconcile/names.ts';
-import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { startE2eOperator } from '../support/e2e-operator.ts';
 
 const NS = 'e2e-outcomes';
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 /** The operator's setupTimeoutSeconds here: short, so a setup that sleeps outlives it. */
 const SETUP_TIMEOUT_SECONDS = 3;
 
@@ -88,23 +88,14 @@ const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'He
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-outcomes-'));
   repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
-  await createNamespace(NS, { restricted: true });
-  await createNamespace(`${NS}-lease`);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: `outcomes${Date.now()}`,
-      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'e2e-outcomes',
-      CHAMVI_SETUP_TIMEOUT_SECONDS: String(SETUP_TIMEOUT_SECONDS),
-    },
-  });
-  await operator.waitForLog('caches synced; reconciling');
+  ({ operator, registrar } = await startE2eOperator({
+    namespace: NS,
+    root,
+    identity: 'e2e-outcomes',
+    redisPrefix: `outcomes${Date.now()}`,
+    allowRepo: `file://${join(root, 'git')}/*`,
+    env: { CHAMVI_SETUP_TIMEOUT_SECONDS: String(SETUP_TIMEOUT_SECONDS) },
+  }));
 }, 120_000);
 
 afterAll(async () => {

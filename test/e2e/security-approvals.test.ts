@@ -8,16 +8,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
-import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { startE2eOperator } from '../support/e2e-operator.ts';
 
 const NS = 'e2e-approvals';
 const PREFIX = `e2eappr${Date.now()}`;
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 
 interface RunStatus {
   phase?: string;
@@ -71,22 +71,13 @@ const annotate = (name: string, answer: object) =>
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-approvals-'));
   repoUrl = createBareRepository(root);
-  await createNamespace(NS, { restricted: true });
-  await createNamespace(`${NS}-lease`);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: PREFIX,
-      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'e2e-approvals',
-    },
-  });
-  await operator.waitForLog('caches synced; reconciling');
+  ({ operator, registrar } = await startE2eOperator({
+    namespace: NS,
+    root,
+    identity: 'e2e-approvals',
+    redisPrefix: PREFIX,
+    allowRepo: `file://${join(root, 'git')}/*`,
+  }));
 }, 120_000);
 
 afterAll(async () => {

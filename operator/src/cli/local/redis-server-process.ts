@@ -6,10 +6,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { RedisUnavailableError } from '../errors/redis-unavailable-error.ts';
+import { freePort } from './free-port.ts';
 
 export interface RedisServerProcess {
   readonly url: string;
@@ -36,18 +36,6 @@ export function findRedisServer(env: NodeJS.ProcessEnv): string | undefined {
     }
   }
   return undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port from listen(0)'))));
-    });
-  });
 }
 
 /** Resolves once redis-server says it accepts connections; rejects with its last output if it exits first. */
