@@ -4,10 +4,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { dockerfileInstructions } from '../support/dockerfile.ts';
 import { makeWorkspace, runToolbox, TOOLBOX } from './toolbox-fixture.ts';
 
 const dockerfile = readFileSync(fileURLToPath(new URL('../../sandbox-image/Dockerfile', import.meta.url)), 'utf8');
-const instruction = (name: string) => dockerfile.split('\n').filter((line) => line.startsWith(`${name} `));
+const instruction = (name: string) => dockerfileInstructions(dockerfile, name);
 
 describe('sandbox image', () => {
   it('bundles the toolbox as make toolbox does and copies it to /opt/chamvi/toolbox.mjs', () => {

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { BUNDLES, bundleOptions, NODE_MAJOR, type BundleName } from '../../operator/tools/bundle.ts';
+import { dockerfileInstructions } from '../support/dockerfile.ts';
 
 const read = (path: string) => readFileSync(fileURLToPath(new URL(`../../${path}`, import.meta.url)), 'utf8');
 const names = Object.keys(BUNDLES) as BundleName[];
@@ -31,12 +32,7 @@ describe('bundle options', () => {
 
   it('the Dockerfiles run the images on the Node the bundles target', () => {
     for (const file of ['operator/Dockerfile', 'sandbox-image/Dockerfile']) {
-      const lines = read(file).split('\n');
-      // FROM ${BASE_IMAGE}: the public image is the ARG's default (a local build passes its own).
-      const args = new Map(lines.flatMap((line) => [...line.matchAll(/^ARG (\w+)=(\S+)$/g)].map((m) => [m[1]!, m[2]!] as const)));
-      const bases = lines
-        .filter((line) => line.startsWith('FROM '))
-        .map((line) => line.replace(/\$\{(\w+)\}/g, (_, name: string) => args.get(name) ?? `\${${name}}`));
+      const bases = dockerfileInstructions(read(file), 'FROM');
       expect(bases.length).toBeGreaterThan(0);
       for (const base of bases) expect(base).toMatch(new RegExp(`^FROM node:${NODE_MAJOR}-`));
     }
