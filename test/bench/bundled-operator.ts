@@ -7,6 +7,7 @@ import { mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { operatorNodeFlags } from '../support/operator-node-flags.ts';
+import type { LogLine } from '../support/operator-process.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -23,11 +24,8 @@ export function bundleOperator(dir: string): string {
   return outfile;
 }
 
-export interface OperatorLogLine {
-  msg?: string;
-  level?: number;
-  [key: string]: unknown;
-}
+/** One pino line of the operator (the same shape the test operators read). */
+export type OperatorLogLine = LogLine;
 
 export class BundledOperator {
   /** Warnings and errors (pino level >= 40), newest last; info lines are counted, not kept. */

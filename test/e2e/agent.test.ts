@@ -14,33 +14,15 @@ import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import type { RunStatus } from '../support/fault-fixture.ts';
 
 const NS = 'e2e-agent';
 const PREFIX = `e2e${Date.now()}`;
 const API_KEY = 'sk-planted-e2e-key-0123456789abcdef';
 const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
-
-interface RunStatus {
-  phase?: string;
-  reason?: string;
-  message?: string;
-  steps?: number;
-  toolCalls?: number;
-  usage?: Record<string, number | boolean>;
-  pendingApproval?: { id: string; toolName: string; input: string };
-  result?: {
-    summary: string;
-    diff: string;
-    diffConfigMap?: string;
-    filesChanged: number;
-    insertions: number;
-    deletions: number;
-    diffTruncated: boolean;
-  };
-}
 
 let root: string;
 let repoUrl: string;
@@ -52,14 +34,7 @@ const apply = (...objects: object[]) => applyIn(NS, objects);
 const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
 
 const finished = (name: string, timeoutMs = 60_000) =>
-  eventually(
-    async () => {
-      const status = await statusOf(name);
-      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-    },
-    timeoutMs,
-    `${name} to finish`,
-  ).catch(async (error: unknown) => {
+  finishedRun<RunStatus>(NS, name, timeoutMs).catch(async (error: unknown) => {
     // What a reader of a failed CI run needs: where the run stood and what the operator said.
     const problems = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
     console.error(`${name}: ${JSON.stringify(await statusOf(name))}\n${problems.map((line) => JSON.stringify(line)).join('\n')}`);
@@ -206,17 +181,7 @@ describe('a scripted run', () => {
     const status = await finished('setup');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3 });
     expect(status.result!.diff).toContain('+made by setup');
-    const events = await kubectl([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      'involvedObject.name=setup,reason=SetupDone',
-      '-o',
-      'name',
-    ]);
-    expect(events.stdout.trim()).not.toBe('');
+    expect(await eventsOf(NS, 'involvedObject.name=setup,reason=SetupDone')).not.toBe('');
   });
 
   it('ends with SetupFailed and the setup output when setup fails', async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { startE2eOperator } from '../support/e2e-operator.ts';
@@ -34,15 +34,7 @@ let operator: OperatorProcess;
 
 const apply = (...objects: object[]) => applyIn(NS, objects);
 const statusOf = (name: string) => runStatus<RunStatus>(NS, name);
-const finished = (name: string, timeoutMs = 90_000) =>
-  eventually(
-    async () => {
-      const status = await statusOf(name);
-      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-    },
-    timeoutMs,
-    `${name} to finish`,
-  );
+const finished = (name: string, timeoutMs = 90_000) => finishedRun<RunStatus>(NS, name, timeoutMs);
 
 const script = (name: string, turns: object[]) => ({
   apiVersion: 'v1',

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { applyIn, eventsOf, runStatus } from '../support/namespaced-runs.ts';
 import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
@@ -113,17 +113,7 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     );
     expect(refused).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0, pendingApproval: { id } });
     expect(refused.message).toContain(`but the input to run has sha256 ${sha256(input)}`);
-    const events = await kubectl([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      'involvedObject.name=hidden-tail,reason=ApprovalRefused',
-      '-o',
-      'name',
-    ]);
-    expect(events.stdout.trim()).not.toBe('');
+    expect(await eventsOf(NS, 'involvedObject.name=hidden-tail,reason=ApprovalRefused')).not.toBe('');
 
     expect((await annotate('hidden-tail', { id, decision: 'approve' })).code).toBe(0);
     await eventually(
@@ -149,16 +139,6 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     const done = await phase('too-big', ['Succeeded', 'Failed']);
     expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
     expect(done.result!.diff).toBe('');
-    const waited = await kubectl([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      'involvedObject.name=too-big,reason=AwaitingApproval',
-      '-o',
-      'name',
-    ]);
-    expect(waited.stdout.trim()).toBe('');
+    expect(await eventsOf(NS, 'involvedObject.name=too-big,reason=AwaitingApproval')).toBe('');
   });
 });

@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { eventsOf } from '../support/namespaced-runs.ts';
 
 interface Run {
   metadata: { name: string; uid: string; finalizers?: string[] };
@@ -183,17 +184,9 @@ describe('a single operator', () => {
     const run = await phaseOf(NS, manifest.metadata.name, 'Failed');
     expect(run.status).toMatchObject({ reason, message: expect.stringMatching(message) });
     expect(await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`)).toEqual([]);
-    const events = await kubectl([
-      'get',
-      'events',
-      '-n',
-      NS,
-      '--field-selector',
-      `involvedObject.name=${manifest.metadata.name},type=Warning`,
-      '-o',
-      'jsonpath={.items[*].reason}',
-    ]);
-    expect(events.stdout).toContain(reason);
+    expect(await eventsOf(NS, `involvedObject.name=${manifest.metadata.name},type=Warning`, 'jsonpath={.items[*].reason}')).toContain(
+      reason,
+    );
   });
 
   it('fails a run with SandboxLost within 10 seconds when its pod is deleted', async () => {
@@ -343,17 +336,8 @@ describe('restarts and replicas', () => {
       for (const name of names) {
         const run = await getRun(NS, name);
         expect(run.status!.conditions!.find((c) => c.type === 'Accepted')!.status).toBe('True');
-        const created = await kubectl([
-          'get',
-          'events',
-          '-n',
-          NS,
-          '--field-selector',
-          `involvedObject.name=${name},reason=Provisioning`,
-          '-o',
-          'jsonpath={.items[*].count}',
-        ]);
-        expect(created.stdout.trim().split(/\s+/)).toHaveLength(1);
+        const created = await eventsOf(NS, `involvedObject.name=${name},reason=Provisioning`, 'jsonpath={.items[*].count}');
+        expect(created.split(/\s+/)).toHaveLength(1);
       }
     } finally {
       await second.kill();

@@ -2,6 +2,7 @@
 // run (and what it names) and then follow its status.
 import { stringify } from 'yaml';
 import { kubectl } from './cluster.ts';
+import { eventually } from './operator-process.ts';
 
 /** `kubectl apply -n <namespace>` of the objects as one YAML stream; throws with kubectl's stderr. */
 export async function applyIn(namespace: string, objects: readonly object[]): Promise<void> {
@@ -13,4 +14,23 @@ export async function applyIn(namespace: string, objects: readonly object[]): Pr
 export async function runStatus<S extends object>(namespace: string, name: string): Promise<S> {
   const result = await kubectl(['get', 'crun', name, '-n', namespace, '-o', 'jsonpath={.status}']);
   return result.stdout ? (JSON.parse(result.stdout) as S) : ({} as S);
+}
+
+/** The run's status once its phase is terminal (Succeeded or Failed); throws after `timeoutMs`. */
+export function finishedRun<S extends { phase?: string }>(namespace: string, name: string, timeoutMs: number): Promise<S> {
+  return eventually(
+    async () => {
+      const status = await runStatus<S>(namespace, name);
+      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
+    },
+    timeoutMs,
+    `${name} to finish`,
+  );
+}
+
+/** `kubectl get events --field-selector <selector>` in the namespace, printed as `output` (trimmed). */
+export async function eventsOf(namespace: string, fieldSelector: string, output = 'name'): Promise<string> {
+  const result = await kubectl(['get', 'events', '-n', namespace, '--field-selector', fieldSelector, '-o', output]);
+  if (result.code !== 0) throw new Error(result.stderr);
+  return result.stdout.trim();
 }
