@@ -1,40 +1,24 @@
 // Table-driven tests of the controller's decisions: observed state in, actions, status and
 // events out. No cluster: decide() is pure.
 import { describe, expect, it } from 'vitest';
-import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { AGENT_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
 import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import type { ObservedRun, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
+import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
 
 // Opted in to unisolated sandboxes, so the rows below need no isolation verdict; the #11.8 rows turn it off.
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
 const now = new Date('2026-11-29T12:00:00Z');
 const minutesAgo = (minutes: number) => new Date(now.getTime() - minutes * 60_000).toISOString();
 
-function run(
-  overrides: { spec?: Record<string, unknown>; status?: CodingRun['status']; metadata?: Partial<CodingRun['metadata']> } = {},
-): CodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: {
-      name: 'fix',
-      namespace: 'agents',
-      uid: 'uid-1',
-      generation: 2,
-      finalizers: [FINALIZER],
-      creationTimestamp: minutesAgo(1),
-      ...overrides.metadata,
-    },
-    spec: {
-      task: 'Fix it',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } },
-      ...overrides.spec,
-    } as CodingRun['spec'],
-    ...(overrides.status ? { status: overrides.status } : {}),
-  };
+function run(overrides: CodingRunOverrides = {}): CodingRun {
+  return codingRunFixture({
+    ...overrides,
+    metadata: { generation: 2, creationTimestamp: minutesAgo(1), ...overrides.metadata },
+    spec: { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } }, ...overrides.spec },
+  });
 }
 
 const accepted = [

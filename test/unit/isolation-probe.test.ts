@@ -4,7 +4,7 @@
 // test/e2e/isolation.test.ts; a real enforcing CNI comes with the real-node tier (issue #19).
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import {
   IsolationProbe,
@@ -18,6 +18,7 @@ import {
   buildIsolationProbePod,
   buildIsolationProbePolicy,
 } from '../../operator/src/reconcile/isolation-probe-pod.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const config = loadOperatorConfig(
   { sandboxImage: 'chamvi/sandbox:1', isolationProbe: { settleSeconds: 5, timeoutSeconds: 60, maxAgeSeconds: 600 } },
@@ -128,28 +129,13 @@ function setup(behaviour: { enforces: boolean; targetUp?: boolean; execFailures?
 }
 
 function codingRun(): CodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: {
-      name: 'fix',
-      namespace: 'agents',
-      uid: 'uid-1',
-      generation: 1,
-      finalizers: [FINALIZER],
-      creationTimestamp: '2026-11-29T11:59:00Z',
-    },
-    spec: {
-      task: 'Fix it',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-    } as CodingRun['spec'],
+  return codingRunFixture({
     status: {
       phase: 'Pending',
       reason: 'IsolationNotEnforced',
       conditions: [{ type: 'Accepted', status: 'True', reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:59:00Z' }],
     },
-  };
+  });
 }
 
 const decideWith = (isolation: ReturnType<IsolationProbe['observe']>, now: Date) =>

@@ -1,11 +1,12 @@
 // Security #11.5 in decide(): an approval the agent refuses (its sha256 is not the input's)
 // leaves the call pending, so spec.approval.timeout must still deny it at its time.
 import { describe, expect, it } from 'vitest';
-import { FINALIZER, type CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
 import { decide } from '../../operator/src/reconcile/decide.ts';
 import type { ObservedRun } from '../../operator/src/reconcile/observed-run.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
 const now = new Date('2026-11-29T12:00:00Z');
@@ -16,25 +17,12 @@ const accepted = [
 const WRONG = 'a'.repeat(64);
 
 function waitingRun(requestedMinutesAgo: number): CodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
+  return codingRunFixture({
     metadata: {
-      name: 'fix',
-      namespace: 'agents',
-      uid: 'uid-1',
-      generation: 1,
-      finalizers: [FINALIZER],
       creationTimestamp: minutesAgo(90),
       annotations: { [APPROVAL_ANNOTATION]: encodeApprovalAnnotation({ id: 's1-c1', decision: 'approve', sha256: WRONG }) },
     },
-    spec: {
-      task: 'Fix it',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-      approval: { tools: ['bash'], timeout: '30m' },
-      budget: { timeout: '4h' },
-    } as unknown as CodingRun['spec'],
+    spec: { approval: { tools: ['bash'], timeout: '30m' }, budget: { timeout: '4h' } },
     status: {
       phase: 'WaitingForApproval',
       startTime: minutesAgo(90),
@@ -42,7 +30,7 @@ function waitingRun(requestedMinutesAgo: number): CodingRun {
       conditions: accepted,
       pendingApproval: { id: 's1-c1', toolName: 'bash', input: '{}', requestedAt: minutesAgo(requestedMinutesAgo) },
     },
-  };
+  });
 }
 
 const observe = (run: CodingRun): ObservedRun =>
