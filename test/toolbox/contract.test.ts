@@ -22,21 +22,13 @@ function undocumentedFields(schema: z.ZodType, at: string): string[] {
 }
 
 describe('tool contract', () => {
-  it('names the twelve tools of TOOLS.md', () => {
-    expect(contract.TOOL_NAMES).toEqual([
-      'read_file',
-      'write_file',
-      'edit_file',
-      'multi_edit',
-      'grep',
-      'glob',
-      'list_files',
-      'bash',
-      'bash_output',
-      'bash_kill',
-      'git_diff',
-      'read_repository_instructions',
-    ]);
+  // The names are the wire contract with the model and the approval policy; what is checked is
+  // that each is well formed and has its schema and description (TypeScript makes the toolbox's
+  // dispatch table cover each), not the list restated.
+  it('names each tool once, in snake_case, with an input schema and a description', () => {
+    expect(new Set(contract.TOOL_NAMES).size).toBe(contract.TOOL_NAMES.length);
+    for (const name of contract.TOOL_NAMES) expect(name).toMatch(/^[a-z]+(_[a-z]+)*$/);
+    expect(Object.keys(contract.toolInputSchemas).sort()).toEqual([...contract.TOOL_NAMES].sort());
     expect(Object.keys(contract.TOOL_DESCRIPTIONS).sort()).toEqual([...contract.TOOL_NAMES].sort());
   });
 
@@ -45,22 +37,14 @@ describe('tool contract', () => {
     expect(missing).toEqual([]);
   });
 
-  it('has the stable error codes', () => {
-    expect(contract.TOOL_ERROR_CODES).toEqual([
-      'INVALID_INPUT',
-      'NOT_FOUND',
-      'OUTSIDE_WORKSPACE',
-      'DENIED_PATH',
-      'NOT_UNIQUE',
-      'NO_MATCH',
-      'NO_CHANGE',
-      'TOO_LARGE',
-      'BINARY',
-      'IS_DIRECTORY',
-      'TIMEOUT',
-      'JOB_NOT_FOUND',
-      'IO_ERROR',
-    ]);
+  it('has no error code the toolbox never raises', () => {
+    const toolboxDirectory = fileURLToPath(new URL('../../sandbox-image/toolbox/', import.meta.url));
+    const source = readdirSync(toolboxDirectory)
+      .filter((file) => file.endsWith('.ts'))
+      .map((file) => readFileSync(`${toolboxDirectory}${file}`, 'utf8'))
+      .join('\n');
+    expect(new Set(contract.TOOL_ERROR_CODES).size).toBe(contract.TOOL_ERROR_CODES.length);
+    expect(contract.TOOL_ERROR_CODES.filter((code) => !source.includes(`'${code}'`))).toEqual([]);
   });
 
   // The limits' values are not pinned here (that only restates limits.ts); what is checked is that the
