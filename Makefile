@@ -16,7 +16,7 @@ SYSTEM_PACKAGES := redis-server:redis-server ripgrep:rg openssl:openssl git:git
 # read before it. A glob read them alphabetically, exec.mk before toolbox.mk, and bench-exec
 # lost its prerequisites. Variables first (toolbox, control plane, images), then the fragments
 # that use them. test/unit/makefile.test.ts checks the prerequisites make actually sees.
-include mk/toolbox.mk mk/control-plane.mk mk/images.mk mk/exec.mk mk/demo.mk mk/bench.mk mk/real-node.mk
+include mk/toolbox.mk mk/control-plane.mk mk/images.mk mk/exec.mk mk/demo.mk mk/bench.mk mk/real-node.mk mk/release.mk
 
 .PHONY: help
 help: ## Show the targets

@@ -15,3 +15,13 @@ release: node_modules ## Build the release artifacts into dist/release (publishe
 	@test -x "$(HELM)" || { echo "release: no helm at $(HELM); run make control-plane (it builds helm) or pass HELM=path"; exit 1; }
 	npx tsx operator/tools/release/build-release.ts --out $(RELEASE_DIR) --helm $(HELM) \
 	  --registry $(IMAGE_REGISTRY) --operator-oci $(OPERATOR_OCI) --sandbox-oci $(SANDBOX_OCI)
+
+# The images too: build both with buildah (make operator-image, make sandbox-image; cached by
+# content), unpack their OCI archives into the layouts above, and release with their digests.
+.PHONY: release-with-images
+release-with-images: operator-image sandbox-image ## make release with both images built here, pinned by digest in the chart
+	@for name in operator sandbox; do \
+	  archive=$$(sed -n 's/^ARCHIVE=//p' $(HOME)/.cache/chamvi-operator/images/chamvi-$$name.env); \
+	  rm -rf dist/images/chamvi-$$name && mkdir -p dist/images/chamvi-$$name && tar -xf "$$archive" -C dist/images/chamvi-$$name; \
+	done
+	$(MAKE) release

@@ -55,6 +55,12 @@ function rulesUsingVariables(): Array<{ file: string; target: string; name: stri
 }
 
 describe('the Makefile and mk/ fragments', () => {
+  it('include every fragment in mk/ (a fragment left out loses its targets: make release once did)', () => {
+    const included = variable('MAKEFILE_LIST')?.split(/\s+/) ?? [];
+    const fragments = readdirSync(`${root}mk`).filter((file) => file.endsWith('.mk'));
+    expect(fragments.filter((file) => !included.includes(`mk/${file}`))).toEqual([]);
+  });
+
   it('give bench-exec the toolbox bundle and the control plane it measures', () => {
     expect(prerequisites('bench-exec')).toEqual(
       expect.arrayContaining(['sandbox-image/dist/toolbox.mjs', 'control-plane', 'node_modules']),
