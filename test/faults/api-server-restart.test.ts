@@ -22,7 +22,7 @@ import {
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
 import { FaultScene } from '../support/fault-scene.ts';
-import { type OperatorProcess } from '../support/operator-process.ts';
+import { eventually, type OperatorProcess } from '../support/operator-process.ts';
 
 const DOWN_MS = 20_000;
 const RUNS = ['slow-0', 'slow-1', 'slow-2', 'slow-3'];
@@ -108,6 +108,13 @@ describe('kube-apiserver stopped for 20 s mid-run', () => {
       const names = await ns.derivedNames(name);
       expect(census.count('pods', names.pod), `${name} pods`).toBe(1);
       expect(census.count('networkpolicies', names.policy), `${name} policies`).toBe(1);
+      // The census is a watch of its own, resumed after the outage like the operator's: the run
+      // may have read its diff ConfigMap a moment before the census heard of it.
+      await eventually(
+        async () => (census.count('configmaps', names.diff) > 0 ? true : undefined),
+        15_000,
+        `the census to see ${name}'s diff ConfigMap`,
+      );
       expect(census.count('configmaps', names.diff), `${name} diff ConfigMaps`).toBe(1);
     }
   });
