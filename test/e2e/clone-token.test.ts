@@ -13,7 +13,7 @@ import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/sr
 import { kubectlOk } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
-import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { startE2eOperator } from '../support/e2e-operator.ts';
@@ -153,14 +153,7 @@ describe('issue #20 the clone credential stays with the operator', () => {
       NS,
       `${APPROVAL_ANNOTATION}=${encodeApprovalAnnotation({ id: waiting.pendingApproval!.id, decision: 'deny' })}`,
     ]);
-    const done = await eventually(
-      async () => {
-        const status = await runStatus<RunStatus>(NS, RUN);
-        return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-      },
-      60_000,
-      'the run to finish',
-    );
+    const done = await finishedRun<RunStatus>(NS, RUN, 60_000);
     expect(done.phase).toBe('Succeeded');
 
     // What the sandbox saw of itself, brought back by the run's diff: really read (each
