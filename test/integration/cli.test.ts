@@ -207,9 +207,9 @@ describe('kubectl-codingrun get', () => {
     const lines = result.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAME\s+PHASE\s+REASON\s+STEPS\s+TOKENS\s+AGE\s+PENDING$/);
     const line = (name: string) => lines.find((candidate) => candidate.startsWith(`${name} `))!;
-    expect(line('waiting')).toMatch(/^waiting\s+WaitingForApproval\s+4\s+3120\s+\d+s\s+s4-c1 bash \{"command":"npm test"\}$/);
-    expect(line('running')).toMatch(/^running\s+Running\s+2\s+>=3120\s+\d+s$/);
-    expect(line('done')).toMatch(/^done\s+Succeeded\s+3\s+3120\s+\d+s$/);
+    expect(line('waiting')).toMatch(/^waiting\s+WaitingForApproval\s+4\s+3120\s+\d+[sm]\s+s4-c1 bash \{"command":"npm test"\}$/);
+    expect(line('running')).toMatch(/^running\s+Running\s+2\s+>=3120\s+\d+[sm]$/);
+    expect(line('done')).toMatch(/^done\s+Succeeded\s+3\s+3120\s+\d+[sm]$/);
   });
 
   it('prints one run by name, and fails with exit 1 for an unknown one', async () => {
@@ -261,7 +261,7 @@ describe('kubectl-codingrun get -w without a name', () => {
     expect(result.code).toBe(0);
     const lines = result.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(before + 1);
-    expect(lines.at(-1)).toMatch(/^waiting\s+Running\s+5\s+3120\s+\d+s$/);
+    expect(lines.at(-1)).toMatch(/^waiting\s+Running\s+5\s+3120\s+\d+[sm]$/);
   });
 });
 
