@@ -12,10 +12,19 @@ const tails = new Map<string, Promise<unknown>>();
 const RETRY_MS = 5;
 const WAIT_LIMIT_MS = 30_000;
 
-export async function withFileLock<T>(home: string, key: string, work: () => Promise<T>): Promise<T> {
+export interface LockWait {
+  /** How long to wait for another holder (default 30 s). */
+  limitMs: number;
+  /** The TIMEOUT message when the wait runs out. */
+  message: string;
+}
+
+const EDIT_WAIT: LockWait = { limitMs: WAIT_LIMIT_MS, message: 'Another edit of this file has been running for 30 s; try again' };
+
+export async function withFileLock<T>(home: string, key: string, work: () => Promise<T>, wait: LockWait = EDIT_WAIT): Promise<T> {
   const previous = tails.get(key) ?? Promise.resolve();
   const locked = async () => {
-    const release = await acquireLockFile(home, key);
+    const release = await acquireLockFile(home, key, wait);
     try {
       return await work();
     } finally {
@@ -32,11 +41,11 @@ export async function withFileLock<T>(home: string, key: string, work: () => Pro
   }
 }
 
-async function acquireLockFile(home: string, key: string): Promise<() => Promise<void>> {
+async function acquireLockFile(home: string, key: string, wait: LockWait): Promise<() => Promise<void>> {
   const directory = path.join(home, 'locks');
   await mkdir(directory, { recursive: true });
   const lockPath = path.join(directory, `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.lock`);
-  const deadline = Date.now() + WAIT_LIMIT_MS;
+  const deadline = Date.now() + wait.limitMs;
   for (;;) {
     try {
       const handle = await open(lockPath, 'wx');
@@ -50,7 +59,7 @@ async function acquireLockFile(home: string, key: string): Promise<() => Promise
     // An empty file is a lock being written right now; a dead owner's lock is stale.
     if (Number.isSafeInteger(owner) && owner > 0 && !processAlive(owner)) await unlink(lockPath).catch(() => undefined);
     if (Date.now() > deadline) {
-      throw new ToolboxError('TIMEOUT', 'Another edit of this file has been running for 30 s; try again');
+      throw new ToolboxError('TIMEOUT', wait.message);
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }

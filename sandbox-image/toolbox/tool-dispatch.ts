@@ -7,6 +7,7 @@ import { decodeRequest, type RequestLine } from './contract/protocol.ts';
 import { toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
 import { bashKill, bashOutput } from './bash-jobs.ts';
+import { journaled } from './call-journal.ts';
 import { runBash } from './bash-session.ts';
 import { editFile, multiEdit } from './edit-file.ts';
 import { glob, listFiles } from './file-listing.ts';
@@ -47,7 +48,13 @@ export function parseRequest(line: string): RequestLine {
   return reading.request;
 }
 
-export async function dispatch(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {
+/** Runs one request; a mutating call with a callId runs once, its repeats answered from the call journal. */
+export function dispatch(context: ToolboxContext, tool: ToolName, input: unknown, callId?: string): Promise<ToolResponse> {
+  // The journal's own failures (its lock, a repeat waiting too long) are tool errors too.
+  return journaled(context.home, { tool, input, callId }, () => runTool(context, tool, input)).catch(errorResponse);
+}
+
+async function runTool(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {
   const parsed = toolInputSchemas[tool].safeParse(input);
   if (!parsed.success) {
     return {
@@ -59,7 +66,11 @@ export async function dispatch(context: ToolboxContext, tool: ToolName, input: u
     const result = await handlers[tool](context, parsed.data as never);
     return { ok: true, result };
   } catch (error) {
-    const known = ToolboxError.isInstance(error) ? error : toolboxErrorFromFs(error, 'the path');
-    return { ok: false, error: { code: known.code, message: known.message } };
+    return errorResponse(error);
   }
+}
+
+function errorResponse(error: unknown): ToolResponse {
+  const known = ToolboxError.isInstance(error) ? error : toolboxErrorFromFs(error, 'the path');
+  return { ok: false, error: { code: known.code, message: known.message } };
 }

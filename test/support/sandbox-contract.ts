@@ -144,6 +144,45 @@ export function describeSandboxContract(name: string, makeSandbox: (options?: Sa
         expect(next.ok && next.result).toMatchObject({ stdout: 'alive\n' });
       }));
 
+    it('answers a mutating call sent again under its callId from the journal, across a toolbox restart: it applies once', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({ tool: 'write_file', input: { path: 'hello.txt', content: 'Hello\n' } });
+        const edit = {
+          tool: 'edit_file',
+          input: { path: 'hello.txt', oldString: 'Hello', newString: 'Hello, world' },
+          callId: 's3:call_1',
+        };
+        const first = await sandbox.call(edit);
+        expect(first).toEqual({ ok: true, result: { path: 'hello.txt', replacements: 1 } });
+        // The worker that sent it died before saving the answer; the session goes with it.
+        await sandbox.call({ tool: 'bash', input: { command: 'kill -9 $PPID; sleep 5' } }).catch(() => undefined);
+        expect(await sandbox.call(edit)).toEqual(first);
+        const read = await sandbox.call({ tool: 'read_file', input: { path: 'hello.txt' } });
+        expect(read.ok && read.result).toMatchObject({ content: 'Hello, world' });
+        const append = { tool: 'bash', input: { command: 'echo ran >> ran.txt; wc -l < ran.txt' }, callId: 's4:call_2' };
+        const ran = await sandbox.call(append);
+        expect(await sandbox.call(append)).toEqual(ran);
+        expect(ran.ok && ran.result).toMatchObject({ stdout: '1\n' });
+      }));
+
+    it('runs a call whose callId names another request, and journals no reads', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({ tool: 'write_file', input: { path: 'hello.txt', content: 'Hello\n' } });
+        const edit = (oldString: string, newString: string) => ({ tool: 'edit_file', input: { path: 'hello.txt', oldString, newString } });
+        expect((await sandbox.call({ ...edit('Hello', 'Hello, world'), callId: 'reused' })).ok).toBe(true);
+        // A model that reuses an id for another edit gets that edit, not the first one's answer.
+        expect(await sandbox.call({ ...edit('world', 'there'), callId: 'reused' })).toMatchObject({ ok: true });
+        // Without a callId a repeat is a new call (at least once).
+        await sandbox.call(edit('Hello', '>Hello'));
+        await sandbox.call(edit('Hello', '>Hello'));
+        const read = { tool: 'read_file', input: { path: 'hello.txt' }, callId: 'read-1' };
+        expect((await sandbox.call(read)).ok && (await sandbox.call(read))).toMatchObject({
+          result: { content: '>>Hello, there' },
+        });
+        await sandbox.call({ tool: 'write_file', input: { path: 'hello.txt', content: 'changed\n' } });
+        expect(await sandbox.call(read)).toMatchObject({ ok: true, result: { content: 'changed' } });
+      }));
+
     it('runs a background job and follows it with bash_output and bash_kill', () =>
       withSandbox(async (sandbox) => {
         const started = await sandbox.call({ tool: 'bash', input: { command: 'echo begun; sleep 30', background: true } });

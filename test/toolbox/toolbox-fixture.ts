@@ -89,11 +89,11 @@ export async function callTool(
   workspace: Workspace,
   tool: string,
   input: unknown,
-  options: { env?: NodeJS.ProcessEnv; extraArgs?: string[] } = {},
+  options: { env?: NodeJS.ProcessEnv; extraArgs?: string[]; callId?: string } = {},
 ): Promise<ToolResponse> {
   const result = await runToolbox(
     ['--root', workspace.root, '--home', workspace.home, ...(options.extraArgs ?? []), 'call'],
-    encodeRequest({ tool, input }),
+    encodeRequest({ tool, input, callId: options.callId }),
     options.env ? { env: options.env } : {},
   );
   if (result.code !== 0) throw new Error(`toolbox exited ${result.code}: ${result.stderr}`);

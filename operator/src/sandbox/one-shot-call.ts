@@ -26,7 +26,7 @@ export async function callInNewProcess(
   const child = await startOrFail(transport, 'call');
   const answer = readOneResponse(child, options.maxResponseBytes);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
-  child.stdin.end(encodeRequest({ tool: request.tool, input: request.input }));
+  child.stdin.end(encodeRequest({ tool: request.tool, input: request.input, callId: request.callId }));
   return withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());
 }
 

@@ -9,6 +9,12 @@ export interface ToolRequest {
   /** A tool name of the contract (TOOL_NAMES). */
   tool: string;
   input: unknown;
+  /**
+   * Names this very call across tries (the worker sends its step and tool call id): a
+   * mutating call the toolbox finished under it is answered from its journal when sent again,
+   * so a step redone after a worker died does not edit or run twice.
+   */
+  callId?: string;
 }
 
 export interface CallOptions {

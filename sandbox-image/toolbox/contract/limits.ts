@@ -39,3 +39,10 @@ export const INSTRUCTIONS_MAX_PATHS = 32;
 
 /** A protocol line (request) longer than this is refused; a write_file body must fit in it. */
 export const REQUEST_MAX_BYTES = 32 * 1_048_576;
+
+/** Longest tool call id a request may carry for the call journal. */
+export const CALL_ID_MAX_CHARS = 256;
+/** Finished mutating calls the toolbox keeps in its journal; the oldest beyond this are dropped. */
+export const JOURNAL_MAX_ENTRIES = 256;
+/** A result larger than this is not journaled (bash, the largest mutating result, stays near 100 KiB). */
+export const JOURNAL_ENTRY_MAX_BYTES = 512 * 1_024;

@@ -1,11 +1,12 @@
 // The toolbox's wire protocol (TOOLS.md "Program and protocol"), for both ends: the toolbox
 // (call.ts, serve.ts) and the operator (operator/src/sandbox/serve-session.ts, one-shot-call.ts)
 // frame, split and read lines with this module and nothing else. One JSON object per line in
-// each direction; a request is {id?, tool, input}, a response {id?, ok, result | error} with
+// each direction; a request is {id?, tool, input, callId?}, a response {id?, ok, result | error} with
 // the id written first, so a reader that refuses an oversized line can still tell from its
 // first bytes which request it answers. Pure (no I/O); esbuild bundles it into toolbox.mjs
 // like the rest of contract/, so the image needs no node_modules.
 import { isToolErrorCode } from './error-codes.ts';
+import { CALL_ID_MAX_CHARS } from './limits.ts';
 import type { ToolResponse } from './tool-results.ts';
 import { isToolName, type ToolName } from './tool-schemas.ts';
 
@@ -26,12 +27,17 @@ export interface RequestLine {
   id?: unknown;
   tool: ToolName;
   input: unknown;
+  /**
+   * The caller's name for this very call (the worker sends step and tool call id): a mutating
+   * call finished under it is answered from the toolbox's journal when it comes again.
+   */
+  callId?: string;
 }
 
 export type RequestReading = { kind: 'request'; request: RequestLine } | { kind: 'invalid'; message: string };
 export type ResponseReading = { kind: 'response'; id: unknown; response: ToolResponse } | { kind: 'invalid'; message: string };
 
-export function encodeRequest(request: { id?: number | string; tool: string; input: unknown }): string {
+export function encodeRequest(request: { id?: number | string; tool: string; input: unknown; callId?: string | undefined }): string {
   return `${JSON.stringify(request)}\n`;
 }
 
@@ -45,9 +51,12 @@ export function decodeRequest(line: string): RequestReading {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { kind: 'invalid', message: 'request must be a JSON object' };
-  const { id, tool, input } = value as Record<string, unknown>;
+  const { id, tool, input, callId } = value as Record<string, unknown>;
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
-  return { kind: 'request', request: { id, tool, input: input ?? {} } };
+  if (callId === undefined) return { kind: 'request', request: { id, tool, input: input ?? {} } };
+  if (typeof callId !== 'string' || callId === '' || callId.length > CALL_ID_MAX_CHARS)
+    return { kind: 'invalid', message: `callId must be a string of 1 to ${CALL_ID_MAX_CHARS} characters` };
+  return { kind: 'request', request: { id, tool, input: input ?? {}, callId } };
 }
 
 /** One response line, the id first (none for `call` and `import`, which answer one request). */
