@@ -159,7 +159,17 @@ export class PrivateRedis {
     return { stoppedAt, readyAt: Date.now() };
   }
 
+  /** SIGSTOP: Redis stalls, every command waits (nothing is lost) until thaw(). */
+  freeze(): void {
+    process.kill(-this.pid, 'SIGSTOP');
+  }
+
+  thaw(): void {
+    process.kill(-this.pid, 'SIGCONT');
+  }
+
   async stop(): Promise<void> {
+    this.thaw();
     await stopProcessGroup(this.pid, redisServerPath(), 5_000);
   }
 }

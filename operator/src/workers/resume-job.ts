@@ -36,7 +36,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps))
+      ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps), undefined, state.step)
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   // From here on the answered call counts as done: a retry runs only the calls after it.

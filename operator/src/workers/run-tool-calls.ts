@@ -42,6 +42,7 @@ export async function runCallsUntilApproval(
     toolCallObserver(deps),
     undefined,
     progress?.record,
+    state.step,
   );
   for (const result of fresh) done.set(result.toolCallId, result);
   const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];

@@ -15,6 +15,13 @@ function orderingKey(call: PendingToolCall): string {
   return `call:${call.toolCallId}`;
 }
 
+/**
+ * The name a call goes to the toolbox under, so a step redone after a worker died gets the
+ * toolbox's journaled answer instead of editing twice. The step keeps it unique when a model
+ * reuses a tool call id in a later step.
+ */
+export const journalKey = (step: number, call: PendingToolCall) => `s${step}:${call.toolCallId}`;
+
 /** Told of every finished call, for metrics. */
 export type ToolCallObserver = (tool: string, outcome: 'ok' | 'error', seconds: number) => void;
 
@@ -23,9 +30,12 @@ export async function executeToolCall(
   call: PendingToolCall,
   observe?: ToolCallObserver,
   signal?: AbortSignal,
+  /** The run's step, for the journal key; without it the call may run again when repeated. */
+  step?: number,
 ): Promise<ToolResultRecord> {
   const started = performance.now();
-  const response = await sandbox.call({ tool: call.toolName, input: call.input }, signal ? { signal } : {});
+  const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
+  const response = await sandbox.call(request, signal ? { signal } : {});
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
   if (response.ok) {
     return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: boundToolResult(JSON.stringify(response.result)).text };
@@ -45,13 +55,14 @@ export async function executeToolCalls(
   signal?: AbortSignal,
   /** Told of each result as its call finishes (the step saves it), before the next call on its chain starts. */
   onResult?: (result: ToolResultRecord) => Promise<void>,
+  step?: number,
 ): Promise<ToolResultRecord[]> {
   const chains = new Map<string, Promise<unknown>>();
   const results = calls.map((call) => {
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
     const result = previous.then(async () => {
-      const record = await executeToolCall(sandbox, call, observe, signal);
+      const record = await executeToolCall(sandbox, call, observe, signal, step);
       await onResult?.(record);
       return record;
     });
