@@ -5,14 +5,15 @@
 //
 // The window is made certain, not hoped for: the test holds the toolbox's lock on README.md
 // (a FIFO where the lock file goes, so the test sees the moment the toolbox waits on it; the
-// worker has saved the step's calls by then), stalls Redis (SIGSTOP) so no result can be
-// saved, releases the lock, waits for the edit to land in the workspace, and kills the worker.
+// worker has saved the step's calls by then), stops the worker process (SIGSTOP) so it cannot
+// save a result, releases the lock, waits for the edit to land in the workspace and the
+// answer to be sent, and SIGKILLs the worker. (Stalling Redis instead is not enough: a
+// stopped Redis still holds the worker's save in its socket and runs it when it resumes.)
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, constants, mkdirSync, openSync, readFileSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PrivateRedis } from '../support/fault-injection.ts';
 import {
   GREETED,
   GREET_WORLD,
@@ -42,15 +43,12 @@ const lockFileOf = (home: string, realFile: string) =>
   path.join(home, 'locks', `${createHash('sha256').update(realFile).digest('hex').slice(0, 32)}.lock`);
 
 let scene: FaultScene;
-let redis: PrivateRedis;
 let status: RunStatus;
 let readme = '';
 
 beforeAll(async () => {
-  redis = await PrivateRedis.start({ aof: false });
   scene = await FaultScene.start({
     namespace: 'faults-tool-once',
-    redisUrl: redis.url,
     operator: false,
     env: { CHAMVI_JOB_LOCK_SECONDS: '4', CHAMVI_WORKER_CONCURRENCY: '1' },
   });
@@ -71,15 +69,14 @@ beforeAll(async () => {
     60_000,
     'the toolbox to wait on the README.md lock',
   );
-  redis.freeze();
+  void first.kill('SIGSTOP'); // resolves only when it exits
   unlinkSync(fifo);
   closeSync(writer);
   const readmePath = path.join(workspaceDir, 'README.md');
   await eventually(async () => (readFileSync(readmePath, 'utf8').includes('world') ? true : undefined), 30_000, 'the edit to land');
-  // The answer is on its way to the worker, which cannot save it while Redis stalls.
+  // The answer is on its way to the stopped worker, which cannot save it.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   await first.kill('SIGKILL');
-  redis.thaw();
   const second = scene.startOperator('faults-tool-once-b');
   status = await ns.finished('greet', 120_000).catch((error: unknown) => {
     console.error(`-- first\n${operatorStory(first)}\n-- second\n${operatorStory(second)}`);
@@ -90,7 +87,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await scene?.stop();
-  await redis?.stop();
 });
 
 describe('a worker killed after the toolbox finished an edit and before its result was saved', () => {
