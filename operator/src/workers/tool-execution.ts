@@ -4,6 +4,7 @@
 // failed run. Only a broken sandbox (SandboxError) propagates.
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
+import { toolResultText } from '../agent/fit-tool-result.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
 
@@ -38,7 +39,7 @@ export async function executeToolCall(
   const response = await sandbox.call(request, signal ? { signal } : {});
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
   if (response.ok) {
-    return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: boundToolResult(JSON.stringify(response.result)).text };
+    return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: toolResultText(call.toolName, response.result) };
   }
   return {
     toolCallId: call.toolCallId,

@@ -1,0 +1,82 @@
+// A tool result as the text the model reads, within the tool result bound, without lying about
+// what it holds. Cutting a read_file answer's JSON in the middle (the generic head-and-tail
+// bound) would hand the model half a file that still says `endLine: 2000, truncated: false`;
+// instead a text read loses whole repository-guidance sources first (each is whole or left
+// out, as the tool contract says, with a diagnostic), then whole lines from its end, and its
+// endLine and truncated say where it stopped, so `offset: endLine + 1` reads on. Other results,
+// and a single line too long to fit, fall back to boundToolResult. Pure.
+import type { ReadFileTextResult, RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { boundToolResult, TOOL_RESULT_LIMIT_BYTES } from './bound-tool-result.ts';
+
+const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+export function toolResultText(toolName: string, result: unknown, limitBytes: number = TOOL_RESULT_LIMIT_BYTES): string {
+  const whole = JSON.stringify(result);
+  if (Buffer.byteLength(whole, 'utf8') <= limitBytes) return whole;
+  if (toolName === 'read_file' && isTextRead(result)) return fitted(result, limitBytes);
+  if (toolName === 'read_repository_instructions' && isInstructions(result)) {
+    const fit = dropSources(result, (instructions) => bytesOf(instructions) <= limitBytes);
+    if (bytesOf(fit) <= limitBytes) return JSON.stringify(fit);
+  }
+  return boundToolResult(whole, limitBytes).text;
+}
+
+function fitted(result: ReadFileTextResult, limitBytes: number): string {
+  const fit = fitTextRead(result, limitBytes);
+  return fit ? JSON.stringify(fit) : boundToolResult(JSON.stringify(result), limitBytes).text;
+}
+
+/** The read with guidance sources and then lines dropped until it fits; undefined when not even one line does. */
+export function fitTextRead(result: ReadFileTextResult, limitBytes: number): ReadFileTextResult | undefined {
+  let read = result;
+  if (read.instructions) {
+    const instructions = dropSources(read.instructions, (kept) => bytesOf({ ...read, instructions: kept }) <= limitBytes);
+    read = { ...read, instructions };
+  }
+  if (bytesOf(read) <= limitBytes) return read;
+  const lines = read.content.split('\n');
+  const withLines = (count: number): ReadFileTextResult => ({
+    ...read,
+    content: lines.slice(0, count).join('\n'),
+    endLine: read.startLine + count - 1,
+    truncated: true,
+  });
+  // The most whole lines that fit: the size grows with the count, so a binary search finds it.
+  let low = 0;
+  let high = lines.length - 1;
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (bytesOf(withLines(middle)) <= limitBytes) low = middle;
+    else high = middle - 1;
+  }
+  return low > 0 && bytesOf(withLines(low)) <= limitBytes ? withLines(low) : undefined;
+}
+
+/** Leaves sources out from the last one back until `fits`; what was left out is named in the diagnostics. */
+function dropSources(
+  instructions: RepositoryInstructions,
+  fits: (instructions: RepositoryInstructions) => boolean,
+): RepositoryInstructions {
+  let sources = instructions.sources;
+  let current = instructions;
+  while (!fits(current) && sources.length > 0) {
+    sources = sources.slice(0, -1);
+    const left = instructions.sources.slice(sources.length).map((source) => source.path);
+    current = {
+      sources,
+      complete: false,
+      diagnostics: [...instructions.diagnostics, `left out to fit the tool result limit: ${left.join(', ')}`],
+    };
+  }
+  return current;
+}
+
+function isTextRead(result: unknown): result is ReadFileTextResult {
+  const read = result as Partial<ReadFileTextResult> | null;
+  return typeof read?.content === 'string' && typeof read.startLine === 'number' && typeof read.endLine === 'number';
+}
+
+function isInstructions(result: unknown): result is RepositoryInstructions {
+  const instructions = result as Partial<RepositoryInstructions> | null;
+  return Array.isArray(instructions?.sources) && Array.isArray(instructions.diagnostics);
+}

@@ -1,0 +1,94 @@
+// What the model reads of a tool result that is over the bound: a text read keeps whole lines
+// and says where it stopped; guidance sources are whole or left out, and named when left out.
+import { describe, expect, it } from 'vitest';
+import { fitTextRead, toolResultText } from '../../operator/src/agent/fit-tool-result.ts';
+import type { ReadFileTextResult, RepositoryInstructions } from '../../sandbox-image/toolbox/contract/tool-results.ts';
+
+const LIMIT = 4_096;
+const lines = (count: number, width = 30) => Array.from({ length: count }, (_, index) => `${index + 1}:`.padEnd(width, 'é'));
+const read = (content: string[], extra: Partial<ReadFileTextResult> = {}): ReadFileTextResult => ({
+  path: 'a.txt',
+  content: content.join('\n'),
+  startLine: 1,
+  endLine: content.length,
+  totalLines: content.length,
+  truncated: false,
+  ...extra,
+});
+const source = (path: string, bytes: number) => ({ path, sha256: 'f'.repeat(64), content: 'x'.repeat(bytes) });
+const guidance = (...sources: ReturnType<typeof source>[]): RepositoryInstructions => ({ sources, complete: true, diagnostics: [] });
+
+describe('toolResultText', () => {
+  const cases: Array<{ name: string; tool: string; result: unknown; expect: (text: string) => void }> = [
+    {
+      name: 'a result within the bound is its JSON',
+      tool: 'read_file',
+      result: read(lines(3)),
+      expect: (text) => expect(JSON.parse(text)).toEqual(read(lines(3))),
+    },
+    {
+      name: 'a long read keeps the most whole lines that fit and says where it stopped',
+      tool: 'read_file',
+      result: read(lines(400), { totalLines: 900 }),
+      expect: (text) => {
+        const fit = JSON.parse(text) as ReadFileTextResult;
+        const kept = fit.content.split('\n');
+        expect(kept).toEqual(lines(400).slice(0, kept.length));
+        expect(fit).toMatchObject({ startLine: 1, endLine: kept.length, totalLines: 900, truncated: true });
+        expect(Buffer.byteLength(text)).toBeLessThanOrEqual(LIMIT);
+        // One more line would not have fitted.
+        expect(Buffer.byteLength(JSON.stringify({ ...fit, content: lines(kept.length + 1).join('\n') }))).toBeGreaterThan(LIMIT);
+      },
+    },
+    {
+      name: 'a read from an offset counts its lines from there',
+      tool: 'read_file',
+      result: read(lines(400), { startLine: 101, endLine: 500, totalLines: 500 }),
+      expect: (text) => {
+        const fit = JSON.parse(text) as ReadFileTextResult;
+        expect(fit.endLine).toBe(100 + fit.content.split('\n').length);
+      },
+    },
+    {
+      name: 'guidance sources go first, whole, from the last, and are named',
+      tool: 'read_file',
+      result: read(lines(10), { instructions: guidance(source('AGENTS.md', 1_000), source('sub/AGENTS.md', 3_000)) }),
+      expect: (text) => {
+        const fit = JSON.parse(text) as ReadFileTextResult;
+        expect(fit).toMatchObject({ content: lines(10).join('\n'), endLine: 10, truncated: false });
+        expect(fit.instructions).toMatchObject({ sources: [{ path: 'AGENTS.md' }], complete: false });
+        expect(fit.instructions!.diagnostics).toEqual(['left out to fit the tool result limit: sub/AGENTS.md']);
+      },
+    },
+    {
+      name: 'read_repository_instructions leaves sources out the same way',
+      tool: 'read_repository_instructions',
+      result: guidance(source('AGENTS.md', 1_000), source('CLAUDE.md', 3_000), source('sub/AGENTS.md', 2_000)),
+      expect: (text) => {
+        const fit = JSON.parse(text) as RepositoryInstructions;
+        expect(fit.sources.map((each) => each.path)).toEqual(['AGENTS.md']);
+        expect(fit.diagnostics).toEqual(['left out to fit the tool result limit: CLAUDE.md, sub/AGENTS.md']);
+      },
+    },
+    {
+      name: 'a single line longer than the bound falls back to head and tail with a note',
+      tool: 'read_file',
+      result: read(['y'.repeat(10_000)]),
+      expect: (text) => {
+        expect(text).toContain('bytes omitted');
+        expect(Buffer.byteLength(text)).toBeLessThanOrEqual(LIMIT);
+      },
+    },
+    {
+      name: 'other tools get head and tail',
+      tool: 'bash',
+      result: { stdout: 'z'.repeat(10_000) },
+      expect: (text) => expect(text).toContain('bytes omitted'),
+    },
+  ];
+  for (const each of cases) it(each.name, () => each.expect(toolResultText(each.tool, each.result, LIMIT)));
+
+  it('fitTextRead gives up when not one line fits', () => {
+    expect(fitTextRead(read(['y'.repeat(10_000)]), LIMIT)).toBeUndefined();
+  });
+});
