@@ -304,6 +304,58 @@ describe('an openai-compatible model over HTTP', () => {
     expect(followUp).toContain('no network access');
   });
 
+  it('compacts and asks once more when the provider says the context is too long (#13.10)', async () => {
+    const before = fake.requests.length;
+    fake.enqueue(
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
+        usage: { promptTokens: 100, completionTokens: 1 },
+      },
+      {
+        type: 'error',
+        status: 400,
+        message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+      },
+      { type: 'text', text: 'SUMMARY: the README was read.', usage: { promptTokens: 50, completionTokens: 5 } },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+        usage: { promptTokens: 200, completionTokens: 2 },
+      },
+      { type: 'text', text: 'Done.', usage: { promptTokens: 300, completionTokens: 3 } },
+    );
+    await apply(codingRun('overflow', model()));
+    const status = await finished('overflow');
+    expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
+    expect(status.result!.diff).toContain('+Hello, world');
+    expect(status.usage).toMatchObject({ inputTokens: 650, outputTokens: 11 });
+    const bodies = fake.requests.slice(before).map((request) => JSON.stringify(request.body));
+    expect(bodies).toHaveLength(5);
+    expect(bodies[2]).toContain('You compress the earlier part');
+    expect(bodies[3]).toContain('SUMMARY: the README was read.');
+  });
+
+  it('fails ModelRequestRejected when the context is still too long after compacting once', async () => {
+    const before = fake.requests.length;
+    const tooLong = { type: 'error' as const, status: 400, message: 'prompt is too long: 210000 tokens > 200000 maximum' };
+    fake.enqueue(
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
+        usage: { promptTokens: 1, completionTokens: 1 },
+      },
+      tooLong,
+      { type: 'text', text: 'SUMMARY: read.', usage: { promptTokens: 1, completionTokens: 1 } },
+      tooLong,
+    );
+    await apply(codingRun('overflow-twice', model()));
+    const status = await finished('overflow-twice');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelRequestRejected' });
+    expect(status.message).toContain('prompt is too long');
+    expect(fake.requests.length - before).toBe(4);
+  });
+
   it('ends with ModelAuthFailed at once on 401', async () => {
     const before = fake.requests.length;
     fake.enqueue({ type: 'error', status: 401, message: 'invalid api key' });

@@ -139,7 +139,9 @@ const modelObject = z.object({
     .min(1024)
     .max(10_000_000)
     .default(128_000)
-    .describe('Context window of the model in tokens. Older turns are summarised when the conversation nears it. Default 128000.'),
+    .describe(
+      'Context window of the model in tokens. Older turns are summarised when the conversation, tool definitions included, nears it, and once more at once when the provider answers that the context is too long. Default 128000.',
+    ),
 });
 
 export const modelSpec = modelObject

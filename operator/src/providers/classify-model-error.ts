@@ -10,6 +10,7 @@
 
 import { APICallError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
+import { isContextOverflow, ModelContextTooLongError } from './errors/model-context-too-long-error.ts';
 import { ModelRequestRejectedError } from './errors/model-request-rejected-error.ts';
 import { ModelResponseInvalidError } from './errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
@@ -65,15 +66,15 @@ export function classifyModelError(
         retryAfterMs: retryAfterMs(error.responseHeaders, context.now),
       };
     }
-    return {
-      kind: 'fatal',
-      error: new ModelRequestRejectedError({
-        provider: context.provider,
-        statusCode: status,
-        detail: providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
-        cause: error,
-      }),
+    const rejection = {
+      provider: context.provider,
+      statusCode: status,
+      detail: providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
+      cause: error,
     };
+    // Over the context window is the one rejection the worker can cure (compact, ask again).
+    const overflow = isContextOverflow(status, error.responseBody);
+    return { kind: 'fatal', error: overflow ? new ModelContextTooLongError(rejection) : new ModelRequestRejectedError(rejection) };
   }
   if (isNetworkTypeError(error)) {
     return { kind: 'transient', problem: `network error: ${(error as Error).message}`, statusCode: undefined, retryAfterMs: undefined };

@@ -8,9 +8,11 @@ import { generateText, type ModelMessage } from 'ai';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
 import { decideStop } from '../agent/stop-conditions.ts';
 import { buildSystemPrompt } from '../agent/system-prompt.ts';
+import { estimateToolSchemaTokens } from '../agent/estimate-tool-schema-tokens.ts';
 import { buildToolSet } from '../agent/tool-definitions.ts';
 import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
 import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
+import { ModelContextTooLongError } from '../providers/errors/model-context-too-long-error.ts';
 import { FAILURE_MESSAGES, REASONS, RunFailure, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
@@ -21,6 +23,8 @@ import type { PendingToolCall, RunState } from './run-state.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
+/** After a context-too-long refusal the conversation is compacted to fit this share of what was sent. */
+const OVERFLOW_SHRINK = 0.75;
 // The request body is the whole conversation as JSON and the response body the raw answer;
 // the SDK keeps both in its result by default. Nothing here reads them, and with a big
 // transcript or a big answer they would double the step's memory.
@@ -84,33 +88,55 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
-  const context = await prepareContext({
-    system,
-    messages: state.messages,
-    budget: { contextWindow: run.spec.model.contextWindow },
-    filesTouched: state.filesTouched,
-    summarise: async ({ messages, instructions }) => {
-      const summary = await generateText({
-        model,
-        system: instructions ?? SUMMARY_INSTRUCTIONS,
-        messages: [...messages],
-        maxRetries: 0,
-        abortSignal: deadline,
-        experimental_include: LEAN_RESULT,
-      });
-      return { text: summary.text, usage: usageOfModelCall(summary.usage) };
-    },
-  });
+  const prepare = (messages: readonly ModelMessage[], filesTouched: RunState['filesTouched'], contextWindow: number) =>
+    prepareContext({
+      system,
+      messages,
+      budget: { contextWindow },
+      filesTouched,
+      // Every request carries the tool schemas too (#13.10): thousands of tokens for the full set.
+      fixedTokens: estimateToolSchemaTokens(run.spec.tools.allow, TOOL_DEFINITIONS),
+      summarise: async ({ messages: older, instructions }) => {
+        const summary = await generateText({
+          model,
+          system: instructions ?? SUMMARY_INSTRUCTIONS,
+          messages: [...older],
+          maxRetries: 0,
+          abortSignal: deadline,
+          experimental_include: LEAN_RESULT,
+        });
+        return { text: summary.text, usage: usageOfModelCall(summary.usage) };
+      },
+    });
+  const ask = (messages: readonly ModelMessage[]) =>
+    generateText({
+      model,
+      system,
+      messages: [...messages],
+      tools,
+      maxRetries: 0,
+      abortSignal: deadline,
+      experimental_include: LEAN_RESULT,
+    });
+  let context = await prepare(state.messages, state.filesTouched, run.spec.model.contextWindow);
+  let compactionUsage = context.compacted ? context.usage : emptyUsage();
   const modelStarted = performance.now();
-  const result = await generateText({
-    model,
-    system,
-    messages: [...context.messages],
-    tools,
-    maxRetries: 0,
-    abortSignal: deadline,
-    experimental_include: LEAN_RESULT,
-  });
+  let result: Awaited<ReturnType<typeof ask>>;
+  try {
+    result = await ask(context.messages);
+  } catch (error) {
+    // The provider counted more than the estimate: compact below what it refused and ask once more (#13.10).
+    if (!ModelContextTooLongError.isInstance(error)) throw error;
+    const smaller = await prepare(context.messages, context.filesTouched, Math.floor(context.estimatedTokens * OVERFLOW_SHRINK));
+    if (!smaller.compacted) throw error;
+    deps.logger.warn(
+      { estimatedTokens: context.estimatedTokens, compactedTo: smaller.estimatedTokens },
+      'context too long; compacted and retrying',
+    );
+    context = smaller;
+    compactionUsage = addUsage(compactionUsage, smaller.usage);
+    result = await ask(context.messages);
+  }
   const modelMs = performance.now() - modelStarted;
   const { provider, name: modelName = provider } = run.spec.model;
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
@@ -133,7 +159,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
   state.messages = [...context.messages, ...responseMessages];
   state.filesTouched = context.filesTouched;
-  state.usage = addUsage(state.usage, context.compacted ? context.usage : emptyUsage(), callUsage);
+  state.usage = addUsage(state.usage, compactionUsage, callUsage);
   state.step += 1;
   const invalidCalls = result.toolCalls.length - calls.length;
   state.toolCalls += invalidCalls;
