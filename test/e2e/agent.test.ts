@@ -13,7 +13,7 @@ import { APPROVAL_ANNOTATION, encodeApprovalAnnotation } from '../../operator/sr
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
-import { createBareRepository } from '../support/git-fixture.ts';
+import { createBareRepository, createRepository, git } from '../support/git-fixture.ts';
 import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
@@ -354,6 +354,38 @@ describe('an openai-compatible model over HTTP', () => {
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelRequestRejected' });
     expect(status.message).toContain('prompt is too long');
     expect(fake.requests.length - before).toBe(4);
+  });
+
+  it("puts the repository's AGENTS.md and CLAUDE.md in the first prompt, unless spec.repositoryInstructions is false (#13.8)", async () => {
+    const source = join(root, 'guided-source');
+    createRepository(source, {
+      'README.md': 'Hello\n',
+      'AGENTS.md': 'Run `make check` before you finish.\n@docs/style.md\n',
+      'docs/style.md': 'Tabs, never spaces.\n',
+      'CLAUDE.md': 'Keep commits small.\n',
+    });
+    git(['clone', '-q', '--bare', source, join(root, 'git', 'guided.git')], root);
+    const guidedUrl = `file://${join(root, 'git', 'guided.git')}`;
+    const firstBody = async (name: string, spec: object) => {
+      const before = fake.requests.length;
+      fake.enqueue({ type: 'text', text: 'Nothing to do.', usage: { promptTokens: 1, completionTokens: 1 } });
+      await apply({ ...codingRun(name, model(), spec), spec: { ...codingRun(name, model(), spec).spec, repository: { url: guidedUrl } } });
+      expect((await finished(name)).phase).toBe('Succeeded');
+      return JSON.stringify(fake.requests[before]!.body);
+    };
+    const guided = await firstBody('guided', {});
+    for (const text of [
+      'Run `make check` before you finish.',
+      'Tabs, never spaces.',
+      'Keep commits small.',
+      'repository-file path=\\"AGENTS.md\\"',
+    ])
+      expect(guided).toContain(text);
+    // Root-first, AGENTS.md (with its include) before CLAUDE.md.
+    expect(guided.indexOf('Tabs, never spaces.')).toBeLessThan(guided.indexOf('Keep commits small.'));
+    const unguided = await firstBody('unguided', { repositoryInstructions: false });
+    expect(unguided).not.toContain('make check');
+    expect(unguided).not.toContain('Repository guidance');
   });
 
   it('ends with ModelAuthFailed at once on 401', async () => {

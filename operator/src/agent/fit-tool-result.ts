@@ -53,7 +53,7 @@ export function fitTextRead(result: ReadFileTextResult, limitBytes: number): Rea
 }
 
 /** Leaves sources out from the last one back until `fits`; what was left out is named in the diagnostics. */
-function dropSources(
+export function dropSources(
   instructions: RepositoryInstructions,
   fits: (instructions: RepositoryInstructions) => boolean,
 ): RepositoryInstructions {

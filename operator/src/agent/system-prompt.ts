@@ -54,7 +54,8 @@ function toolPolicy(input: SystemPromptInput): string {
   return lines.join('\n');
 }
 
-/** The first user message of a run: the task itself is in the system prompt. */
-export function buildStartMessage(): { role: 'user'; content: string } {
-  return { role: 'user', content: 'Start working on the task described in the system prompt.' };
+/** The first user message of a run: the task itself is in the system prompt; the repository's guidance, when given, follows. */
+export function buildStartMessage(guidance?: string): { role: 'user'; content: string } {
+  const start = 'Start working on the task described in the system prompt.';
+  return { role: 'user', content: guidance ? `${start}\n\n${guidance}` : start };
 }

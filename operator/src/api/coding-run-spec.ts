@@ -275,6 +275,14 @@ export const codingRunSpec = z
     repository: repositorySpec,
     model: modelSpec,
     instructions: z.string().max(100_000).optional().describe('Extra system prompt for the agent, such as "Prefer small commits."'),
+    repositoryInstructions: z
+      .boolean()
+      .default(true)
+      .describe(
+        "Put the repository's root guidance for agents (AGENTS.md, then CLAUDE.md, with their @includes; whole files of at most 32 KiB, " +
+          '64 KiB in all) in the first prompt, so an agent that starts with bash still follows it. false leaves it out; reads of files ' +
+          'still carry the guidance that applies to them. Default true.',
+      ),
     tools: toolsSpec.prefault({}),
     approval: approvalSpec.prefault({}),
     budget: budgetSpec.prefault({}),

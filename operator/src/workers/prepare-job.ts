@@ -5,7 +5,10 @@ import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { guidanceSection } from '../agent/repository-guidance.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure } from '../api/index.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
@@ -44,6 +47,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
     maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
   });
+  let guidance: string | undefined;
   try {
     const sandbox = deps.sandboxes.for(run);
     // The archive goes through a file: piping tar's stdout straight into the exec stream
@@ -81,15 +85,22 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
           message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}`,
         });
     }
+    if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
   } finally {
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create(startingState(ref, startedAt));
+  await deps.states.create(startingState(ref, startedAt, guidance));
   await deps.events.record(run, {
     type: 'Normal',
     reason: EVENT_REASONS.Prepared,
     message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
   });
   await deps.queue.step(ref, 0);
+}
+
+/** The repository's root guidance as a prompt section (#13.8); a toolbox error leaves it out rather than failing the run. */
+async function readGuidance(sandbox: Sandbox): Promise<string | undefined> {
+  const response = await sandbox.call({ tool: 'read_repository_instructions', input: { paths: ['.'] } });
+  return response.ok ? guidanceSection(response.result as RepositoryInstructions) : undefined;
 }

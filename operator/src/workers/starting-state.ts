@@ -6,8 +6,8 @@ import { emptyUsage } from '../agent/usage-accounting.ts';
 import type { RunRef } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
 
-/** `startedAt`: epoch ms of status.startTime, from which the deadline counts. */
-export function startingState(ref: RunRef, startedAt: number): RunState {
+/** `startedAt`: epoch ms of status.startTime, from which the deadline counts; `guidance`: the repository's, for the first prompt. */
+export function startingState(ref: RunRef, startedAt: number, guidance?: string): RunState {
   return {
     version: 2,
     uid: ref.uid,
@@ -16,7 +16,7 @@ export function startingState(ref: RunRef, startedAt: number): RunState {
     stage: 'stepping',
     step: 0,
     toolCalls: 0,
-    messages: [buildStartMessage()],
+    messages: [buildStartMessage(guidance)],
     usage: emptyUsage(),
     filesTouched: noFilesTouched(),
     startedAt,
