@@ -336,6 +336,26 @@ describe('an openai-compatible model over HTTP', () => {
     expect(bodies[3]).toContain('SUMMARY: the README was read.');
   });
 
+  it('counts the tool definitions in the context estimate, so a small window compacts in time (#13.10)', async () => {
+    // About 400 tokens of system prompt and 2 400 of tool definitions: past the 2 400 threshold of a
+    // 3 200-token window only when the definitions are counted.
+    const before = fake.requests.length;
+    fake.enqueue(
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
+        usage: { promptTokens: 1, completionTokens: 1 },
+      },
+      { type: 'text', text: 'SUMMARY: the README was read.', usage: { promptTokens: 1, completionTokens: 1 } },
+      { type: 'text', text: 'Done.', usage: { promptTokens: 1, completionTokens: 1 } },
+    );
+    await apply(codingRun('schemas', { ...model(), contextWindow: 3_200 }));
+    expect(await finished('schemas')).toMatchObject({ phase: 'Succeeded', steps: 2 });
+    const bodies = fake.requests.slice(before).map((request) => JSON.stringify(request.body));
+    expect(bodies).toHaveLength(3);
+    expect(bodies[1]).toContain('You compress the earlier part');
+  });
+
   it('fails ModelRequestRejected when the context is still too long after compacting once', async () => {
     const before = fake.requests.length;
     const tooLong = { type: 'error' as const, status: 400, message: 'prompt is too long: 210000 tokens > 200000 maximum' };
