@@ -3,10 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { AGENT_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
+import { AGENT_RECHECK_MS, REFUSED_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
 import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import type { ObservedRun, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
+import type { ObservedRun, RefusedObject, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
+import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
 
 // Opted in to unisolated sandboxes, so the rows below need no isolation verdict; the #11.8 rows turn it off.
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
@@ -44,6 +45,18 @@ function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRu
 }
 
 const types = (decision: ReturnType<typeof decide>) => decision.actions.map((action) => action.type);
+
+const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+const final: KeptDiff = {
+  source: 'final',
+  diff: DIFF,
+  truncated: false,
+  filesChanged: 1,
+  insertions: 1,
+  deletions: 1,
+  configMap: 'fix-diff',
+};
+const snapshot: KeptDiff = { ...final, source: 'snapshot' };
 
 describe('decide: accepting a new run', () => {
   it('adds the finalizer first, then admits a valid run and creates policy and pod', () => {
@@ -195,7 +208,11 @@ describe('decide: provisioning and running', () => {
     ['the pod failed', pod({ phase: 'Failed', ready: false, reason: 'Evicted' }), /is Failed \(Evicted\)/],
     ['the pod is being deleted', pod({ deleting: true }), /is being deleted/],
   ])('fails with SandboxLost when %s', (_, observedPod, message) => {
-    const decision = decide(observe(running, { networkPolicyExists: true, ...(observedPod ? { pod: observedPod } : {}) }), config, now);
+    const decision = decide(
+      observe(running, { networkPolicyExists: true, keptDiff: snapshot, ...(observedPod ? { pod: observedPod } : {}) }),
+      config,
+      now,
+    );
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost', message: expect.stringMatching(message) });
     expect(types(decision)).toContain('stopAgent');
     expect(types(decision)).toContain('deleteNetworkPolicy');
@@ -204,13 +221,17 @@ describe('decide: provisioning and running', () => {
 
   it('fails with DeadlineExceeded past budget.timeout and removes the sandbox', () => {
     const late = run({ spec: { budget: { timeout: '1m' } }, status: { phase: 'Running', startTime: minutesAgo(2), conditions: accepted } });
-    const decision = decide(observe(late, { networkPolicyExists: true, pod: pod() }), config, now);
+    const decision = decide(observe(late, { networkPolicyExists: true, pod: pod(), keptDiff: final }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
     expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
   });
 
   it('reads a pod ended by activeDeadlineSeconds as DeadlineExceeded, not SandboxLost', () => {
-    const decision = decide(observe(running, { pod: pod({ phase: 'Failed', ready: false, reason: 'DeadlineExceeded' }) }), config, now);
+    const decision = decide(
+      observe(running, { pod: pod({ phase: 'Failed', ready: false, reason: 'DeadlineExceeded' }), keptDiff: snapshot }),
+      config,
+      now,
+    );
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
   });
 
@@ -252,7 +273,7 @@ describe('decide: the agent of a started run', () => {
       /failed for good \(job stalled more than allowable limit\)/,
     ],
   ] as const)('fails the run when %s, and stops its sandbox after', (_, subject, agent, reason, message) => {
-    const decision = decide(observe(subject, { ...sandbox, agent: { ...agent } }), config, now);
+    const decision = decide(observe(subject, { ...sandbox, agent: { ...agent }, keptDiff: final }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message) });
     expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
   });
@@ -269,7 +290,11 @@ describe('decide: the agent of a started run', () => {
   });
 
   it('names a lost pod rather than the state it took with it', () => {
-    const decision = decide(observe(running, { networkPolicyExists: true, agent: { state: 'missing', moving: false } }), config, now);
+    const decision = decide(
+      observe(running, { networkPolicyExists: true, agent: { state: 'missing', moving: false }, keptDiff: snapshot }),
+      config,
+      now,
+    );
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
   });
 
@@ -440,5 +465,199 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
     const started = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });
     const decision = decide(observe(started, { networkPolicyExists: true, pod: pod() }), strict, now);
     expect(decision.status!.phase).toBe('Running');
+  });
+});
+
+describe('decide: every ending of a started run keeps its diff (#13.3)', () => {
+  const started = (phase: 'Running' | 'WaitingForApproval', overrides: CodingRunOverrides = {}) =>
+    run({
+      ...overrides,
+      status: {
+        phase,
+        startTime: minutesAgo(2),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        ...(phase === 'WaitingForApproval'
+          ? { pendingApproval: { id: 's1-c1', toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) } }
+          : {}),
+      },
+    });
+  const late = started('Running', { spec: { budget: { timeout: '1m' } } });
+  const cancelled = (phase: 'Running' | 'WaitingForApproval') =>
+    started(phase, { metadata: { annotations: { 'chamvi.dev/cancel': 'wrong branch' } } });
+  const up = { networkPolicyExists: true, pod: pod() };
+
+  // [ending, run, observed, from the sandbox?, phase, reason]
+  it.each([
+    ['the controller deadline with the pod up', late, up, true, 'Failed', 'DeadlineExceeded'],
+    [
+      'a lost agent state with the pod up',
+      started('Running'),
+      { ...up, agent: { state: 'missing', moving: false } },
+      true,
+      'Failed',
+      'StateLost',
+    ],
+    [
+      'a job that failed for good',
+      started('Running'),
+      { ...up, agent: { state: 'stepping', moving: false, failedJob: 'boom' } },
+      true,
+      'Failed',
+      'AgentFailed',
+    ],
+    ['a pod that is gone', started('Running'), { networkPolicyExists: true }, false, 'Failed', 'SandboxLost'],
+    [
+      'a pod ended by the kubelet',
+      started('Running'),
+      { pod: pod({ phase: 'Failed', ready: false, reason: 'DeadlineExceeded' }) },
+      false,
+      'Failed',
+      'DeadlineExceeded',
+    ],
+    ['a cancel while Running', cancelled('Running'), up, true, 'Cancelled', 'Cancelled'],
+    ['a cancel while WaitingForApproval', cancelled('WaitingForApproval'), up, true, 'Cancelled', 'Cancelled'],
+  ] as const)('%s: first keeps the diff, then ends with it', (_, subject, observed, fromSandbox, phase, reason) => {
+    const first = decide(observe(subject, { ...observed }), config, now);
+    expect(first.actions).toEqual([{ type: 'keepDiff', fromSandbox }]);
+    expect(first.status).toBeUndefined();
+    for (const kept of [final, snapshot]) {
+      const second = decide(observe(subject, { ...observed, keptDiff: kept }), config, now);
+      expect(second.status).toMatchObject({
+        phase,
+        reason,
+        result: { diff: DIFF, diffConfigMap: 'fix-diff', diffSource: kept.source, filesChanged: 1 },
+      });
+      expect(types(second)).toContain('stopAgent');
+    }
+  });
+
+  it('says in the message when the whole diff could not be stored', () => {
+    const decision = decide(observe(late, { ...up, keptDiff: { ...final, notStored: 'quota exceeded' } }), config, now);
+    expect(decision.status!.message).toContain('The full diff could not be kept: quota exceeded');
+    expect(decision.status!.result).toMatchObject({ diffSource: 'final', diff: DIFF });
+  });
+
+  it('records none when there was nothing to keep', () => {
+    const decision = decide(observe(late, { ...up, keptDiff: NO_DIFF }), config, now);
+    expect(decision.status!.result).toMatchObject({ diffSource: 'none', diff: '', filesChanged: 0 });
+  });
+});
+
+describe('decide: cancel in every phase (#13.4)', () => {
+  const annotations = { 'chamvi.dev/cancel': 'not needed any more' };
+
+  it.each([
+    ['a new run', run({ metadata: { annotations } })],
+    ['a queued run', run({ metadata: { annotations }, status: { phase: 'Pending', reason: 'Queued', conditions: accepted } })],
+    [
+      'a provisioning run',
+      run({ metadata: { annotations }, status: { phase: 'Provisioning', startTime: minutesAgo(1), conditions: accepted } }),
+    ],
+  ])('ends %s Cancelled at once (no agent, no diff to keep), creating nothing', (_, subject) => {
+    const decision = decide(observe(subject, { networkPolicyExists: true }), config, now);
+    expect(decision.status).toMatchObject({
+      phase: 'Cancelled',
+      reason: 'Cancelled',
+      message: expect.stringContaining('not needed any more'),
+    });
+    expect(decision.status!.result).toBeUndefined();
+    expect(types(decision)).not.toContain('createPod');
+    expect(types(decision)).toContain('deleteNetworkPolicy');
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'Cancelled' })]);
+  });
+
+  it('leaves a finished run as it is', () => {
+    const done = run({ metadata: { annotations }, status: { phase: 'Succeeded', reason: 'Completed', conditions: accepted } });
+    expect(decide(observe(done), config, now).status).toBeUndefined();
+  });
+});
+
+describe('decide: time waiting for approval is not the run’s time (#13.5)', () => {
+  // budget.timeout 10m; started 40 minutes ago; the grace is config.deadlineGraceSeconds.
+  const waitingSince = (minutes: number, approvalWaitSeconds?: number) =>
+    run({
+      spec: { budget: { timeout: '10m' }, approval: { tools: ['bash'], timeout: '2h' } },
+      status: {
+        phase: 'WaitingForApproval',
+        startTime: minutesAgo(40),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        ...(approvalWaitSeconds !== undefined ? { approvalWaitSeconds } : {}),
+        pendingApproval: { id: 's2-c3', toolName: 'bash', input: '{}', requestedAt: minutesAgo(minutes) },
+      },
+    });
+  const up = { networkPolicyExists: true, pod: pod(), agent: { state: 'waiting', moving: false } as const };
+
+  it('does not end a run that has waited 35 of its 40 minutes for a human', () => {
+    const decision = decide(observe(waitingSince(35), up), config, now);
+    expect(decision.status!.phase).toBe('WaitingForApproval');
+    expect(types(decision)).toEqual([]);
+  });
+
+  it('counts the answered approvals too (status.approvalWaitSeconds)', () => {
+    // 20 minutes waited before, 15 now: 5 minutes of the run's own time.
+    expect(decide(observe(waitingSince(15, 20 * 60), up), config, now).status!.phase).toBe('WaitingForApproval');
+    // Without the earlier 20 minutes the run has had 25 minutes of its 10.
+    expect(decide(observe(waitingSince(15), up), config, now).actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+  });
+
+  it('still ends a run at the deadline when the human time is taken out', () => {
+    const decision = decide(observe(waitingSince(5), up), config, now);
+    expect(decision.actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+  });
+});
+
+describe('decide: the API server refuses an object of the run (#13.9)', () => {
+  const pending = run({ status: { phase: 'Pending', conditions: accepted } });
+  const quota: RefusedObject = {
+    kind: 'Pod',
+    name: 'fix-sandbox',
+    code: 403,
+    message: 'pods "fix-sandbox" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1',
+  };
+  const invalid: RefusedObject = {
+    kind: 'Pod',
+    name: 'fix-sandbox',
+    code: 422,
+    message: 'Pod "fix-sandbox" is invalid: metadata.labels: Invalid value: "x": must be no more than 63 characters',
+  };
+  const policy: RefusedObject = {
+    kind: 'NetworkPolicy',
+    name: 'fix-sandbox',
+    code: 422,
+    message: "networkpolicies \"fix-sandbox\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no",
+  };
+
+  it.each([
+    ['a ResourceQuota (403)', quota],
+    ['an admission policy (422 that says forbidden)', policy],
+  ])('keeps the run Pending with SandboxRefused for %s, says what to change, and tries again soon', (_, refused) => {
+    const decision = decide(observe(pending, { refused: [refused] }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
+    expect(decision.status!.message).toContain(refused.message);
+    expect(decision.status!.message).toMatch(/ResourceQuota/);
+    expect(decision.status!.startTime).toBeUndefined();
+    expect(types(decision)).not.toContain('createPod');
+    expect(decision.requeueAfterMs).toBe(REFUSED_RECHECK_MS);
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'SandboxRefused' })]);
+  });
+
+  it('records the refusal Event once, not on every retry', () => {
+    const refusedAlready = run({ status: decide(observe(pending, { refused: [quota] }), config, now).status! });
+    expect(decide(observe(refusedAlready, { refused: [quota] }), config, now).events).toEqual([]);
+  });
+
+  it('fails the run with SandboxInvalid when the object is invalid as derived from it', () => {
+    const decision = decide(observe(pending, { refused: [invalid], networkPolicyExists: true }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxInvalid' });
+    expect(decision.status!.message).toMatch(/must be no more than 63 characters.*Retrying cannot help/);
+    expect(types(decision)).toContain('deleteNetworkPolicy');
+  });
+
+  it('sends a provisioning run whose pod was refused back to Pending', () => {
+    const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted } });
+    const decision = decide(observe(provisioning, { refused: [quota] }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
   });
 });

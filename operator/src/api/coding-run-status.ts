@@ -74,6 +74,10 @@ export const pendingApprovalStatus = z
   })
   .describe('The tool call waiting for a human, present only in phase WaitingForApproval. Answer with kubectl codingrun approve|deny.');
 
+/** Where a run's kept diff comes from (status.result.diffSource). */
+export const DIFF_SOURCES = ['final', 'snapshot', 'none'] as const;
+export type DiffSource = (typeof DIFF_SOURCES)[number];
+
 export const resultStatus = z
   .object({
     summary: z.string().max(LIMITS.summary).describe("The agent's final answer, bounded to 16 KiB."),
@@ -87,6 +91,13 @@ export const resultStatus = z
     filesChanged: count('Files the change touches.'),
     insertions: count('Lines added.'),
     deletions: count('Lines removed.'),
+    diffSource: z
+      .enum(DIFF_SOURCES)
+      .optional()
+      .describe(
+        'Where the diff was taken: final (from the sandbox as the run ended), snapshot (the last one taken after a step that ' +
+          'changed files, because the sandbox was gone), or none (no change was ever seen).',
+      ),
   })
   .describe('What the run produced. Also kept for failed runs that got as far as taking a diff.');
 
@@ -118,6 +129,10 @@ export const codingRunStatus = z
     toolCalls: count('Tool calls executed, including those that returned a tool error.').optional(),
     usage: usageStatus.optional(),
     pendingApproval: pendingApprovalStatus.optional(),
+    approvalWaitSeconds: count(
+      'Seconds the run has spent in WaitingForApproval, summed over its answered approvals. Human time: not counted against ' +
+        'spec.budget.timeout (each wait is bounded by spec.approval.timeout instead).',
+    ).optional(),
     result: resultStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the

@@ -41,6 +41,16 @@ export const REASONS = {
   AgentFailed: 'AgentFailed',
   StateLost: 'StateLost',
   Deleted: 'Deleted',
+  /**
+   * The API server refused an object the run needs (its pod or NetworkPolicy) for a cause that
+   * may clear: a ResourceQuota, an admission policy, missing RBAC. The run stays Pending and
+   * tries again; the message quotes the API server and says what to change.
+   */
+  SandboxRefused: 'SandboxRefused',
+  /** The API server refused an object derived from the run as invalid: no retry can help, the run fails. */
+  SandboxInvalid: 'SandboxInvalid',
+  /** Someone asked to stop the run (kubectl codingrun cancel): the annotation chamvi.dev/cancel. */
+  Cancelled: 'Cancelled',
   // Success
   Completed: 'Completed',
 } as const;
@@ -80,4 +90,6 @@ export const EVENT_REASONS = {
   ApprovalRefused: 'ApprovalRefused',
   /** An approval annotation that answers another call, or cannot be read. */
   ApprovalIgnored: 'ApprovalIgnored',
+  /** The run's diff could not be kept in its ConfigMap (the API server refused it); the status says why. */
+  DiffNotStored: 'DiffNotStored',
 } as const;

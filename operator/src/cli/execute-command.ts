@@ -3,6 +3,7 @@
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { encodeApprovalAnnotation } from '../reconcile/approval-answer.ts';
+import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
 import { answerFor, pendingInput } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
@@ -52,6 +53,8 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       io.out(`codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'}: ${pending.toolName} call ${answer.id}`);
       return 0;
     }
+    case 'cancel':
+      return cancelRun(client, io, namespace, command.name, command.reason);
     case 'diff': {
       const run = await requireRun(client, namespace, command.name);
       const configMapName = run.status?.result?.diffConfigMap;
@@ -63,6 +66,21 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       return 0;
     }
   }
+}
+
+/** Asks the operator to stop the run (reconcile/cancel-request.ts); a finished run is left as it is. */
+async function cancelRun(client: RunClient, io: CliOutput, namespace: string, name: string, reason: string | undefined): Promise<number> {
+  const run = await requireRun(client, namespace, name);
+  const status = run.status ?? {};
+  if (isTerminal(status.phase)) {
+    io.out(`codingrun/${name} already ended ${status.phase}${status.reason ? ` (${status.reason})` : ''}: nothing to cancel`);
+    return 0;
+  }
+  await client.setCancelAnnotation(namespace, name, encodeCancelAnnotation(reason));
+  io.out(
+    `codingrun/${name} cancel requested: it ends Cancelled within seconds, keeping its diff (kubectl codingrun diff ${name} -n ${namespace})`,
+  );
+  return 0;
 }
 
 async function requireRun(client: RunClient, namespace: string, name: string): Promise<CodingRun> {

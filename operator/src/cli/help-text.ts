@@ -2,10 +2,11 @@
 // together; the exit codes and the annotation format are the plugin's contract (API.md).
 import { PROVIDER_REGISTRY } from '../providers/provider-registry.ts';
 import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
+import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { DIFF_GZIP_KEY, DIFF_KEY } from '../reconcile/diff-config-map.ts';
 import type { CommandName } from './parse-arguments.ts';
 
-const COMMON = `Flags for the cluster commands (get, approve, deny, diff; see run --help for run):
+const COMMON = `Flags for the cluster commands (get, approve, deny, diff, cancel; see run --help for run):
   -n, --namespace NS    namespace of the run (default: the kubeconfig context's, else "default")
       --kubeconfig FILE kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)
       --context NAME    kubeconfig context to use
@@ -23,6 +24,7 @@ Usage:
   kubectl codingrun deny NAME --reason R [--id ID]
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
+  kubectl codingrun cancel NAME [--reason R]     stop the run: it ends Cancelled, keeping its diff
   kubectl codingrun run -f FILE --local          run a CodingRun on this machine, no cluster: progress, then the diff
   kubectl codingrun help COMMAND                 help for one command
 
@@ -99,6 +101,18 @@ Prints the run's full unified diff: from the ConfigMap named in status.result.di
 status.result.diff, with a warning on stderr when that copy is truncated. On a terminal,
 control and bidi characters in the diff are shown escaped (ESC as ^[) with a warning;
 redirected (> change.diff), the diff keeps its exact bytes and applies.
+
+${COMMON}`,
+  cancel: `Usage: kubectl codingrun cancel NAME [--reason TEXT] [-n NS]
+
+Stops the run in whatever phase it is: writes the annotation ${CANCEL_ANNOTATION} (the reason,
+as plain text) with a merge patch; whoever may patch the run may cancel it. The operator
+takes the diff from the sandbox (or the last snapshot), ends the run Cancelled with it, and
+removes the sandbox, which ends a tool call still running. A run that has already ended is
+left as it is (exit 0). The operator never writes or removes the annotation, so a GitOps
+sync that does not name it leaves it alone.
+
+      --reason TEXT     why, shown in status.message
 
 ${COMMON}`,
   run: `Usage: kubectl codingrun run -f FILE --local [-n NS] [--redis-url URL]

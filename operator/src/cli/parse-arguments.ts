@@ -3,7 +3,7 @@
 // come before or after the command, as `kubectl codingrun -n agents get` or `... get -n agents`.
 import { UsageError } from './errors/usage-error.ts';
 
-export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'run'] as const;
+export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'run'] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
 export interface Connection {
@@ -19,19 +19,20 @@ export type Command =
   | ({ command: 'approve'; name: string; id?: string; reason?: string; sha256?: string } & Connection)
   | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
   | ({ command: 'diff'; name: string } & Connection)
+  | ({ command: 'cancel'; name: string; reason?: string } & Connection)
   | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string };
 
 /** Flags and whether they take a value. Short forms map to the long name. */
 const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandName[] }> = {
   namespace: { takesValue: true },
-  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff'] },
-  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff'] },
+  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel'] },
+  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel'] },
   help: { takesValue: false },
   watch: { takesValue: false, commands: ['get'] },
   'all-namespaces': { takesValue: false, commands: ['get'] },
   input: { takesValue: false, commands: ['get'] },
   sha256: { takesValue: true, commands: ['approve'] },
-  reason: { takesValue: true, commands: ['approve', 'deny'] },
+  reason: { takesValue: true, commands: ['approve', 'deny', 'cancel'] },
   id: { takesValue: true, commands: ['approve', 'deny'] },
   filename: { takesValue: true, commands: ['run'] },
   local: { takesValue: false, commands: ['run'] },
@@ -154,6 +155,10 @@ export function parseArguments(argv: readonly string[]): Command {
     }
     case 'diff':
       return { command: 'diff', ...connection, name: requireName() };
+    case 'cancel': {
+      const name = requireName();
+      return { command: 'cancel', ...connection, name, ...(text('reason') ? { reason: text('reason') } : {}) };
+    }
     case 'run': {
       atMost(0);
       const file = text('filename');

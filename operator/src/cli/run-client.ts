@@ -12,6 +12,7 @@ import {
 } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
+import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { CliError } from './errors/cli-error.ts';
@@ -42,6 +43,8 @@ export interface RunClient {
     onEvent: (type: WatchEventType, run: CodingRun) => void,
   ): Promise<RunWatch>;
   setApprovalAnnotation(namespace: string, name: string, value: string): Promise<void>;
+  /** Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts). */
+  setCancelAnnotation(namespace: string, name: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
 }
 
@@ -127,6 +130,11 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
 
     async setApprovalAnnotation(namespace, name, value) {
       const body = { metadata: { annotations: { [APPROVAL_ANNOTATION]: value } } };
+      await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
+    },
+
+    async setCancelAnnotation(namespace, name, value) {
+      const body = { metadata: { annotations: { [CANCEL_ANNOTATION]: value } } };
       await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
     },
 

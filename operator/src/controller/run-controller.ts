@@ -17,6 +17,7 @@ import type { IsolationProbe } from './isolation-probe.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
 import { WorkQueue } from './work-queue.ts';
+import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 
 /** Label on every object the operator creates; the informers watch only those. */
@@ -93,7 +94,8 @@ export class RunController {
       return informer;
     };
     const enqueueOwner = (object: CachedObject) => {
-      const runName = object.metadata?.labels?.[RUN_LABEL];
+      // The ownerReference carries the whole name; the label is cut for names over 63 characters.
+      const runName = controllingRunName(object) ?? object.metadata?.labels?.[RUN_LABEL];
       if (runName) this.queue.add(`${object.metadata!.namespace}/${runName}`);
     };
     const onRun = (run: CodingRun, previous?: CodingRun) => {

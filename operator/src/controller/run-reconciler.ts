@@ -11,10 +11,11 @@ import { decide } from '../reconcile/decide.ts';
 import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
 import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
-import type { ObservedRun, ReferencedObjects, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
+import type { ObservedRun, ReferencedObjects, RefusedObject, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
+import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
-import { isConflict } from '../kube/api-errors.ts';
+import { apiRefusal, isConflict } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
@@ -75,6 +76,31 @@ class NameTakenError extends Error {
   }
 }
 
+/** Thrown by applyAction when the API server refused to create the run's pod or policy (a quota, a policy, an invalid object). */
+class CreateRefusedError extends Error {
+  constructor(readonly refused: RefusedObject) {
+    super(`${refused.kind} ${refused.name} refused: ${refused.message}`);
+  }
+}
+
+/** Thrown by applyAction once the run's diff is kept: decide() ends the run knowing it. */
+class DiffKeptSignal extends Error {
+  constructor(readonly kept: KeptDiff) {
+    super('diff kept');
+  }
+}
+
+/** Creates one of the run's objects; a refusal by the API server becomes a CreateRefusedError, for decide() to judge. */
+async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, create: () => Promise<T>): Promise<T> {
+  try {
+    return await create();
+  } catch (error) {
+    const refusal = apiRefusal(error);
+    if (refusal) throw new CreateRefusedError({ kind, name, ...refusal });
+    throw error;
+  }
+}
+
 export function podView(pod: V1Pod): SandboxPodView {
   const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
   const waiting = pod.status?.containerStatuses?.find((status) => status.state?.waiting)?.state?.waiting;
@@ -104,10 +130,16 @@ export class RunReconciler {
     const [namespace, name] = key.split('/') as [string, string];
     let run = this.deps.caches.runs.get(namespace, name);
     if (!run) return {};
+    // What applying a decision taught, for deciding again: a name held by a foreign object,
+    // an object the API server refused, the diff kept for a run being ended.
     const takenOnCreate: TakenName[] = [];
+    const refused: RefusedObject[] = [];
+    let keptDiff: KeptDiff | undefined;
     for (let attempt = 0; ; attempt++) {
       const observed = await this.observe(run);
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
+      if (refused.length > 0) observed.refused = refused;
+      if (keptDiff) observed.keptDiff = keptDiff;
       const decision = decide(observed, this.deps.config, this.now());
       try {
         const applied = await this.apply(run, decision);
@@ -118,6 +150,15 @@ export class RunReconciler {
         // Decide again knowing the name is taken: decide() fails the run and creates nothing.
         if (error instanceof NameTakenError && takenOnCreate.length === 0) {
           takenOnCreate.push(error.taken);
+          continue;
+        }
+        if (error instanceof CreateRefusedError && refused.length === 0) {
+          this.deps.logger.warn({ ...runLogFields(run), refused: error.refused }, 'the API server refused an object of the run');
+          refused.push(error.refused);
+          continue;
+        }
+        if (error instanceof DiffKeptSignal && !keptDiff) {
+          keptDiff = error.kept;
           continue;
         }
         if (!isConflict(error) || attempt >= MAX_CONFLICT_RETRIES) throw error;
@@ -228,7 +269,9 @@ export class RunReconciler {
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     for (const action of afterStatus) run = await this.applyAction(run, action);
-    if (isTerminal(run.status?.phase) || run.metadata.deletionTimestamp) this.admittedLocally.delete(run.metadata.uid);
+    // A run sent back to Pending (its pod refused) holds no slot either.
+    const holdsNoSlot = isTerminal(run.status?.phase) || run.status?.phase === 'Pending' || run.metadata.deletionTimestamp;
+    if (holdsNoSlot) this.admittedLocally.delete(run.metadata.uid);
     for (const event of decision.events) await this.deps.events.record(run, event);
     return { run };
   }
@@ -245,12 +288,12 @@ export class RunReconciler {
           (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER),
         );
       case 'createNetworkPolicy': {
-        const holder = await kube.createNetworkPolicy(action.policy);
+        const holder = await createOrRefuse('NetworkPolicy', action.policy.metadata!.name!, () => kube.createNetworkPolicy(action.policy));
         if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'NetworkPolicy', holder)[0]!);
         return run;
       }
       case 'createPod': {
-        const holder = await kube.createPod(action.pod);
+        const holder = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod));
         if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);
         return run;
       }
@@ -277,6 +320,12 @@ export class RunReconciler {
       case 'deleteRun':
         await kube.deleteRun(namespace, name);
         return run;
+      case 'keepDiff': {
+        const parsed = parseSpec(run);
+        throw new DiffKeptSignal(
+          parsed.ok ? await agent.keepDiff({ ...run, spec: parsed.spec } as ParsedCodingRun, { fromSandbox: action.fromSandbox }) : NO_DIFF,
+        );
+      }
     }
   }
 }

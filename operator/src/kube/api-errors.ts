@@ -15,3 +15,22 @@ export const isAlreadyExists = (error: unknown) =>
   /already exists|AlreadyExists/i.test(String((error as { body?: unknown }).body ?? (error as Error).message));
 export const isConflict = (error: unknown) => statusCodeOf(error) === 409;
 export const isGone = (error: unknown) => statusCodeOf(error) === 410;
+
+/**
+ * The API server's refusal of a write, as a code and its own message: 403 (forbidden: RBAC,
+ * a ResourceQuota, an admission policy or webhook), 422 (invalid), 400 (bad request). Other
+ * failures (409, 5xx, a dropped connection) are not refusals of the object.
+ */
+export function apiRefusal(error: unknown): { code: number; message: string } | undefined {
+  const code = statusCodeOf(error);
+  if (code !== 400 && code !== 403 && code !== 422) return undefined;
+  const body = (error as { body?: unknown }).body;
+  let message: string | undefined;
+  try {
+    const parsed = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown } | undefined;
+    if (typeof parsed?.message === 'string') message = parsed.message;
+  } catch {
+    // not a Status object: fall back to the error's own text
+  }
+  return { code, message: (message ?? (error instanceof Error ? error.message : String(error))).slice(0, 2048) };
+}

@@ -23,7 +23,8 @@ export class EventRecorder {
     try {
       await this.kube.createEvent({
         metadata: {
-          name: `${run.metadata.name}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+          // An Event's name is a DNS subdomain (253); a run's name may use all of that itself.
+          name: `${run.metadata.name.slice(0, 200)}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
           namespace: run.metadata.namespace,
         },
         involvedObject: {

@@ -17,10 +17,12 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 import { readApprovalAnnotation } from './approval-answer.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from './run-status-transitions.ts';
+import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
+import { keptDiffResult, withDiffNote } from './kept-diff.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { AgentView, ObservedRun, TakenName } from './observed-run.ts';
+import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
@@ -33,6 +35,35 @@ export const QUEUED_RECHECK_MS = 30_000;
  * Running until its deadline.
  */
 export const AGENT_RECHECK_MS = 15_000;
+
+/** A run the API server refused a sandbox object for (a quota, a policy) tries again this often. */
+export const REFUSED_RECHECK_MS = 10_000;
+
+/**
+ * Whether a refusal may clear without the run changing: a 403 is a quota, an admission
+ * policy or webhook, or RBAC, which an admin (or other runs finishing) can change; so is a
+ * 422 whose message says an admission policy denied it (a ValidatingAdmissionPolicy answers
+ * Invalid by default). Any other 422 or a 400 is the object itself: invalid as derived from
+ * the run, the same every time.
+ */
+export function refusalMayClear(refused: RefusedObject): boolean {
+  return refused.code === 403 || /is forbidden|denied (the )?request|admission webhook/i.test(refused.message);
+}
+
+function refusedMessage(refused: RefusedObject, mayClear: boolean): string {
+  const what = `The API server refused the run's ${refused.kind} ${refused.name} (HTTP ${refused.code}): ${refused.message.slice(0, 2048)}`;
+  return mayClear
+    ? `${what}. The run stays Pending and tries again every ${REFUSED_RECHECK_MS / 1000}s: raise the namespace's ResourceQuota, ` +
+        'or ask an admin to allow the object (admission policy, RBAC), or delete the run.'
+    : `${what}. Retrying cannot help: change the run (a shorter metadata.name, or the spec field the message names) and create it again.`;
+}
+
+/** Milliseconds of human time in the run so far: answered approvals, and the one it waits on now. Not the run's time (budget.timeout). */
+export function approvalWaitMs(status: CodingRunStatus, now: Date): number {
+  const answered = (status.approvalWaitSeconds ?? 0) * 1000;
+  const pending = status.phase === 'WaitingForApproval' ? status.pendingApproval : undefined;
+  return answered + (pending ? Math.max(0, now.getTime() - Date.parse(pending.requestedAt)) : 0);
+}
 
 /** Why a started run can no longer go on, judged from what the agent holds of it. */
 export function agentLoss(agent: AgentView | undefined): { reason: string; message: string } | undefined {
@@ -131,6 +162,28 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   return { actions, events: [], requeueAfterMs: remaining };
 }
 
+/**
+ * A run whose pod or policy the API server refused: back to (or still) Pending with
+ * SandboxRefused while the cause may clear, or Failed with SandboxInvalid when it cannot.
+ * Undefined when nothing was refused.
+ */
+function decideRefusal(builder: StatusBuilder, refused: RefusedObject[] | undefined): 'wait' | 'fail' | undefined {
+  const first = refused?.[0];
+  if (!first) return undefined;
+  const mayClear = refusalMayClear(first);
+  const message = refusedMessage(first, mayClear);
+  if (!mayClear) {
+    builder.finish('Failed', REASONS.SandboxInvalid, message);
+    return 'fail';
+  }
+  builder.phase('Pending', REASONS.SandboxRefused, message, { type: 'Warning', reason: REASONS.SandboxRefused, message });
+  // Pending holds no slot and runs no clock: both start again when the pod is created.
+  delete builder.status.startTime;
+  delete builder.status.podName;
+  builder.condition({ type: 'SandboxReady', status: 'False', reason: REASONS.SandboxRefused, message });
+  return 'wait';
+}
+
 export function decide(observed: ObservedRun, config: OperatorConfig, now: Date): Decision {
   const { run, pod } = observed;
   if (run.metadata.deletionTimestamp) return decideDeletion(observed);
@@ -161,6 +214,22 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const spec = parsed.spec;
   const phase = run.status?.phase;
   const parsedRun = { ...run, spec };
+  // A run whose agent has started ends keeping its diff (status.result.diffSource): first the
+  // keepDiff action takes it (from the pod while it is up, else the last snapshot), then, in
+  // the decision made knowing it, the run ends with it.
+  const agentStarted = phase === 'Running' || phase === 'WaitingForApproval';
+  const podUp = pod !== undefined && pod.phase === 'Running' && !pod.deleting;
+  const end = (endPhase: TerminalPhase, reason: string, message: string): Decision => {
+    if (agentStarted && !observed.keptDiff) return { actions: [...actions, { type: 'keepDiff', fromSandbox: podUp }], events: [] };
+    if (agentStarted) builder.status.result = keptDiffResult(observed.keptDiff!, '');
+    builder.finish(endPhase, reason, observed.keptDiff ? withDiffNote(message, observed.keptDiff) : message);
+    stopSandbox();
+    return done();
+  };
+
+  // 0. Cancel (kubectl codingrun cancel): in any phase, at once; the diff is kept.
+  const cancel = readCancelRequest(run);
+  if (cancel) return end('Cancelled', REASONS.Cancelled, cancelledMessage(cancel, phase));
 
   // 1. Accept: validate once, before anything is created.
   if (phase === undefined || phase === 'Pending') {
@@ -201,6 +270,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.phase('Pending', REASONS.Queued, message, { type: 'Normal', reason: REASONS.Queued, message });
       return done(QUEUED_RECHECK_MS);
     }
+    const refusal = decideRefusal(builder, observed.refused);
+    if (refusal) {
+      if (refusal === 'fail') stopSandbox();
+      return done(refusal === 'wait' ? REFUSED_RECHECK_MS : undefined);
+    }
     builder.phase('Provisioning', undefined, 'Creating the sandbox pod.', {
       type: 'Normal',
       reason: EVENT_REASONS.Provisioning,
@@ -217,14 +291,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
   // timeout itself (keeping its partial diff); the controller steps in after a grace.
+  // Time waiting for a human is not the run's time: the deadline moves by it.
   builder.status.startTime ??= now.toISOString();
   const grace = builder.status.phase === 'Provisioning' ? 0 : config.deadlineGraceSeconds * 1000;
-  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout) + grace;
-  if (now.getTime() >= deadline) {
-    builder.finish('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout));
-    stopSandbox();
-    return done();
-  }
+  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout) + grace + approvalWaitMs(builder.status, now);
+  if (now.getTime() >= deadline) return end('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout));
   const untilDeadline = deadline - now.getTime();
 
   // 4. The sandbox: create it, wait for it, notice when it is lost.
@@ -240,19 +311,19 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   }
   // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
   if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
-    if (pod.reason === 'DeadlineExceeded') {
-      builder.finish('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtPod(spec.budget.timeout));
-    } else {
-      const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}`;
-      builder.finish('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
-    }
-    stopSandbox();
-    return done();
+    if (pod.reason === 'DeadlineExceeded')
+      return end('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtPod(spec.budget.timeout));
+    const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}`;
+    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
   }
   if (!pod && currentPhase !== 'Provisioning') {
-    builder.finish('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(sandboxPodName(run), 'disappeared'));
-    stopSandbox();
-    return done();
+    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(sandboxPodName(run), 'disappeared'));
+  }
+  // A Provisioning run whose pod the API server refuses (it was there, and went): as at admission.
+  if (!pod && observed.refused?.length) {
+    const refusal = decideRefusal(builder, observed.refused);
+    if (refusal === 'fail') stopSandbox();
+    return done(refusal === 'wait' ? REFUSED_RECHECK_MS : undefined);
   }
   if (config.networkPolicy && !observed.networkPolicyExists)
     actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun) });
@@ -283,11 +354,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // human it waits for). When those are gone, say so now rather than at the deadline.
   const agentWorking = currentPhase === 'Running' || currentPhase === 'WaitingForApproval';
   const lost = agentWorking ? agentLoss(observed.agent) : undefined;
-  if (lost) {
-    builder.finish('Failed', lost.reason, lost.message);
-    stopSandbox();
-    return done();
-  }
+  if (lost) return end('Failed', lost.reason, lost.message);
   const recheck = Math.min(untilDeadline, AGENT_RECHECK_MS);
 
   // 6. A run parked on an approval: pass on a matching answer, or deny at the timeout.

@@ -17,7 +17,13 @@ export type Action =
   | { type: 'resumeAgent'; answer: { id: string; decision: 'approve' | 'deny'; reason?: string } }
   /** Remove the run's queued jobs and Redis state. Idempotent. */
   | { type: 'stopAgent' }
-  | { type: 'deleteRun' };
+  | { type: 'deleteRun' }
+  /**
+   * Keep the run's diff before it ends: from the sandbox when `fromSandbox` (the pod is up),
+   * else the last snapshot the workers stored; the reconciler decides again with what it got
+   * (ObservedRun.keptDiff), and the terminal status carries it. Never fails: at worst, none.
+   */
+  | { type: 'keepDiff'; fromSandbox: boolean };
 
 export interface RunEvent {
   type: 'Normal' | 'Warning';

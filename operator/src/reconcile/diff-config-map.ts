@@ -9,7 +9,7 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
-import { diffConfigMapName } from './names.ts';
+import { diffConfigMapName, runNameLabel } from './names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, type OwnedMetadata } from './ownership.ts';
 import { ownerReference } from './sandbox-pod.ts';
 
@@ -64,7 +64,7 @@ export function buildDiffConfigMap(run: ParsedCodingRun, diff: string): V1Config
     metadata: {
       name: diffConfigMapName(run),
       namespace: run.metadata.namespace,
-      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_LABEL]: run.metadata.name, [RUN_UID_LABEL]: run.metadata.uid },
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_LABEL]: runNameLabel(run.metadata.name), [RUN_UID_LABEL]: run.metadata.uid },
       ownerReferences: [ownerReference(run)],
     },
     ...encodeDiff(diff),

@@ -32,3 +32,20 @@ function derivedName(run: RunIdentity, suffix: string): string {
 export const sandboxPodName = (run: RunIdentity) => derivedName(run, 'sandbox');
 export const networkPolicyName = (run: RunIdentity) => derivedName(run, 'sandbox');
 export const diffConfigMapName = (run: RunIdentity) => derivedName(run, 'diff');
+
+/** A label value is at most 63 characters. */
+const MAX_LABEL_VALUE = 63;
+
+/**
+ * The run's name as a label value (chamvi.dev/run): the name itself when it fits, else a cut
+ * of it with a hash of the whole name. A run name may be 253 characters; a label value that
+ * long made the API server refuse the run's pod, and the run never got a phase. The label
+ * only helps people select a run's objects (`-l chamvi.dev/run=NAME`); the operator finds a
+ * run from its objects by their controller ownerReference.
+ */
+export function runNameLabel(name: string): string {
+  if (name.length <= MAX_LABEL_VALUE) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, HASH_LENGTH);
+  const prefix = name.slice(0, MAX_LABEL_VALUE - HASH_LENGTH - 1).replace(/[-.]+$/, '');
+  return `${prefix}-${hash}`;
+}

@@ -3,6 +3,7 @@
 // decide() is a function of this, the operator config and the time: nothing else.
 import type { CodingRun } from '../api/index.ts';
 import type { IsolationView } from './isolation.ts';
+import type { KeptDiff } from './kept-diff.ts';
 
 export interface SandboxPodView {
   name: string;
@@ -57,6 +58,19 @@ export interface TakenName {
   why: string;
 }
 
+/**
+ * The API server refused to create an object the run needs (its pod or NetworkPolicy): a
+ * quota, an admission policy, RBAC, or an object that is invalid as derived from the run.
+ */
+export interface RefusedObject {
+  kind: 'Pod' | 'NetworkPolicy';
+  name: string;
+  /** The HTTP status: 403 (forbidden: may clear), 422 or 400 (invalid: cannot). */
+  code: number;
+  /** The API server's message, quoted to the user. */
+  message: string;
+}
+
 export interface ObservedRun {
   run: CodingRun;
   /** The run's own sandbox pod: its derived name, the run's labels and controller ownerReference. */
@@ -72,6 +86,10 @@ export interface ObservedRun {
   admission: Admission;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
   agent?: AgentView;
+  /** What the API server refused to create for the run in this reconcile (the reconciler decides again knowing it). */
+  refused?: RefusedObject[];
+  /** The diff kept for a run that decide() is ending, once the keepDiff action has taken it. */
+  keptDiff?: KeptDiff;
   /** For a run not yet given a sandbox: whether NetworkPolicy is enforced in its namespace (security #11.8); undefined is unknown. */
   isolation?: IsolationView;
 }

@@ -12,6 +12,7 @@ interface OwnerReferenceLike {
   apiVersion?: string;
   kind?: string;
   uid?: string;
+  name?: string;
   controller?: boolean;
 }
 
@@ -24,6 +25,12 @@ export interface OwnedMetadata {
 export function controllingRunUid(object: OwnedMetadata): string | undefined {
   const controller = object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
   return controller && controller.apiVersion === API_VERSION && controller.kind === KIND ? controller.uid : undefined;
+}
+
+/** The name of the CodingRun that controls the object, if one does (the run's key, whatever its length). */
+export function controllingRunName(object: OwnedMetadata): string | undefined {
+  const controller = object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
+  return controller && controller.apiVersion === API_VERSION && controller.kind === KIND ? controller.name : undefined;
 }
 
 /** The object carries the operator's labels for the run and the run is its controller. */

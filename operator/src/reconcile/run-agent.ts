@@ -3,6 +3,7 @@
 // controller may call them again after a crash or a conflict.
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from './approval-answer.ts';
+import { NO_DIFF, type KeptDiff } from './kept-diff.ts';
 import type { AgentView } from './observed-run.ts';
 
 export type { AgentView };
@@ -23,6 +24,12 @@ export interface RunAgent {
   stop(run: CodingRun): Promise<number>;
   /** What the agent holds of a started run; undefined when it cannot tell (Redis unreachable). */
   inspect(run: CodingRun): Promise<AgentView | undefined>;
+  /**
+   * Keep the diff of a run that is ending: take it from the sandbox (fromSandbox: the pod is
+   * up) and store it in the run's diff ConfigMap, else read the last snapshot stored there.
+   * Never throws: what could not be kept is said in the result (source none, notStored).
+   */
+  keepDiff(run: ParsedCodingRun, options: { fromSandbox: boolean }): Promise<KeptDiff>;
 }
 
 /** Until the workers are wired, runs stop at Running; tests of the controller use this. */
@@ -34,5 +41,8 @@ export const idleAgent: RunAgent = {
   },
   async inspect() {
     return undefined;
+  },
+  async keepDiff() {
+    return NO_DIFF;
   },
 };

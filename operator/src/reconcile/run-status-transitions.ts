@@ -17,6 +17,8 @@ export interface RunProgress {
   steps: number;
   toolCalls: number;
   usage: NonNullable<CodingRunStatus['usage']>;
+  /** Time spent waiting for approvals so far (status.approvalWaitSeconds), once there was one. */
+  approvalWaitSeconds?: number;
 }
 
 /** A phase that is not terminal, with its reason (or none) and message. True in `changed` when phase or reason differ. */
@@ -87,6 +89,7 @@ export function recordProgress(status: CodingRunStatus, progress: RunProgress): 
   status.steps = progress.steps;
   status.toolCalls = progress.toolCalls;
   status.usage = { ...progress.usage };
+  if (progress.approvalWaitSeconds !== undefined) status.approvalWaitSeconds = progress.approvalWaitSeconds;
   return status;
 }
 

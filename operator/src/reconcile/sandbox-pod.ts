@@ -4,7 +4,7 @@
 import type { V1Container, V1NetworkPolicy, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { networkPolicyName, sandboxPodName } from './names.ts';
+import { networkPolicyName, runNameLabel, sandboxPodName } from './names.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
@@ -22,7 +22,7 @@ export function runLabels(run: ParsedCodingRun): Record<string, string> {
   return {
     'app.kubernetes.io/name': 'chamvi-sandbox',
     'app.kubernetes.io/managed-by': 'chamvi-operator',
-    [RUN_LABEL]: run.metadata.name,
+    [RUN_LABEL]: runNameLabel(run.metadata.name),
     [RUN_UID_LABEL]: run.metadata.uid,
   };
 }
@@ -69,6 +69,16 @@ function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): 
     requests: { ...DEFAULT_RESOURCES.requests, ...asStrings(user?.requests) },
     limits: { ...DEFAULT_RESOURCES.limits, ...asStrings(user?.limits) },
   };
+}
+
+/**
+ * The longest a run may spend waiting for approvals: each wait is bounded by
+ * spec.approval.timeout, and a run waits at most once per step it may take (a step that
+ * parks several calls is rare; the controller's own deadline, which counts the real waits,
+ * is what ends a run: this only bounds the kubelet's backstop). None without approvals.
+ */
+function humanTimeAllowanceMs(run: ParsedCodingRun): number {
+  return run.spec.approval.tools.length > 0 ? run.spec.budget.maxSteps * durationMs(run.spec.approval.timeout) : 0;
 }
 
 export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {
@@ -134,9 +144,9 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // The budget's wall clock plus time to take the diff: the kubelet ends the pod even if
-      // the operator is gone.
-      activeDeadlineSeconds: Math.ceil(durationMs(budget.timeout) / 1000) + 2 * config.deadlineGraceSeconds,
+      // The budget's wall clock plus time to take the diff, and the longest the run may wait
+      // for humans (not the run's time): the kubelet ends the pod even if the operator is gone.
+      activeDeadlineSeconds: Math.ceil((durationMs(budget.timeout) + humanTimeAllowanceMs(run)) / 1000) + 2 * config.deadlineGraceSeconds,
       terminationGracePeriodSeconds: 5,
       ...sandboxPlacementSpec(config.sandboxPlacement, sandbox.runtimeClassName),
       securityContext: restrictedPodSecurity,

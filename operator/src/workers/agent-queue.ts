@@ -39,7 +39,7 @@ const JOB_OPTIONS = {
  */
 const PREPARE_PRIORITY = 1;
 
-export class AgentQueue implements Omit<RunAgent, 'inspect'>, JobEnqueuer {
+export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEnqueuer {
   constructor(
     private readonly queue: Queue<AgentJobData, void, AgentJobName>,
     private readonly states: RunStateStore,

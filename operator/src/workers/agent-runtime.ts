@@ -24,6 +24,7 @@ import { RunStateSeal } from './run-state-seal.ts';
 import { redisConnection } from './redis-connection.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
+import { keepRunDiff } from './keep-diff.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -68,6 +69,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const states = new RunStateStore(stateRedis, config.redisPrefix, seal);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
+  const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis);
   const inspector = new AgentInspector(queue, states);
   // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
@@ -76,8 +78,16 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     resume: (run, answer) => agentQueue.resume(run, answer),
     stop: (run) => agentQueue.stop(run),
     inspect: (run) => inspector.inspect(run),
+    // A session of its own, closed after: the run's kept one may be in a job's use, or gone.
+    keepDiff: async (run, { fromSandbox }) => {
+      const sandbox = fromSandbox ? options.sandboxFor(run) : undefined;
+      try {
+        return await keepRunDiff({ resources, logger: options.logger }, run, sandbox);
+      } finally {
+        await sandbox?.close().catch(() => undefined);
+      }
+    },
   };
-  const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const worker = !config.workersEnabled
     ? undefined
     : startAgentWorker(

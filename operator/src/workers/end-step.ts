@@ -11,6 +11,7 @@ import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { summariseCalls } from './tool-execution.ts';
+import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
 export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
@@ -33,6 +34,8 @@ export async function afterCalls(
 ): Promise<void> {
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
   const ref = runRefOf(run);
+  // Before the state is saved: it records what the snapshot stored.
+  if (mayChangeFiles(last.calls)) await snapshotDiffAfterStep(deps, run, state);
   const now = deps.now();
   if (state.stage !== 'waiting') {
     const stop = decideStop({
@@ -56,7 +59,13 @@ export async function afterCalls(
   await deps.states.save(state);
 
   const pending = state.pendingApproval;
-  const progress = { steps: state.step, toolCalls: state.toolCalls, usage: { ...state.usage } };
+  const progress = {
+    steps: state.step,
+    toolCalls: state.toolCalls,
+    usage: { ...state.usage },
+    // Rounded up: the controller's deadline (decide.ts) must never come before the agent's.
+    ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
+  };
   const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
   // The common case, a running run making progress, costs one request; phase changes
   // (approvals) and surprises (a run that ended meanwhile) take the careful path.

@@ -1,22 +1,36 @@
-// Ends a run as Failed from a worker: the terminal status (computed by
+// Ends a run as Failed from a worker: the diff kept (from the sandbox when it answers, else the
+// last snapshot: keep-diff.ts), the terminal status (computed by
 // reconcile/run-status-transitions.ts, as the controller's is), its Warning Event and metrics,
 // then the agent forgets the run. The worker reaches this through job-failure.ts, which
 // maps what a job threw to the reason.
+import { REASONS } from '../api/index.ts';
+import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
 import { failStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { forgetRun } from './forget-run.ts';
+import { keepRunDiff } from './keep-diff.ts';
+import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 
-export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string): Promise<void> {
+/**
+ * `agentWorked`: the run got past prepare (its tree is in the sandbox, the agent may have
+ * changed it), so there is a diff to keep; a run failed by its prepare job has none.
+ */
+export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string, agentWorked = true): Promise<void> {
+  const run = agentWorked ? await liveRun(deps, ref) : undefined;
+  // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
+  const kept = run ? await keepRunDiff(deps, run, reason === REASONS.SandboxLost ? undefined : deps.sandboxes.for(run)) : undefined;
+  const shown = kept ? withDiffNote(message, kept) : message;
   const now = deps.now();
-  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, run) =>
-    failStatus(status, reason, message, run.metadata.generation ?? 0, now),
-  );
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
+    if (kept) status.result = keptDiffResult(kept, '');
+    return failStatus(status, reason, shown, current.metadata.generation ?? 0, now);
+  });
   if (outcome.written) {
-    await deps.events.record(outcome.run, { type: 'Warning', reason, message });
+    await deps.events.record(outcome.run, { type: 'Warning', reason, message: shown });
     observeFinished(deps, outcome.run, 'Failed', reason);
   }
   // deps.logger is the job's child logger: the run's namespace, name and uid are bound.
-  deps.logger.warn({ reason }, message);
+  deps.logger.warn({ reason }, shown);
   await forgetRun(deps, ref);
 }

@@ -2,14 +2,30 @@
 // 1 MiB) in a ConfigMap and a bounded copy in status.result, and write the terminal phase
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
 // a run stopped by a budget, so its partial diff is kept.
-import { FAILURE_MESSAGES, LIMITS, REASONS, RunFailure } from '../api/index.ts';
+import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
+import { keptDiffResult, withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { cutAtLine } from './diff-stats.ts';
+import { diffSha } from './diff-snapshot.ts';
 import { forgetRun } from './forget-run.ts';
 import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
+import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
+import { takeFinalDiff } from './keep-diff.ts';
+
+/**
+ * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
+ * not written again (a finished run costs no more requests than before snapshots).
+ */
+async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<KeptDiff> {
+  const sandbox = deps.sandboxes.for(run);
+  const snapshot = state.diffSnapshot;
+  if (!snapshot) return takeFinalDiff(deps, run, sandbox);
+  const { diff, truncated, stats } = await takeDiff(sandbox);
+  if (diffSha(diff) === snapshot.sha256) return { source: 'final', diff, truncated, ...stats, configMap: snapshot.configMap };
+  return takeFinalDiff(deps, run, sandbox);
+}
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const state = await deps.states.load(ref);
@@ -19,21 +35,15 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
     await deps.states.delete(ref.uid);
     return;
   }
-  const { diff, truncated, stats } = await takeDiff(deps.sandboxes.for(run));
-  const diffConfigMap = diff.length > 0 ? await deps.resources.writeDiff(run, diff) : undefined;
-  const shown = cutAtLine(diff, LIMITS.diff);
-  const summary = cutAtLine(state.finalText ?? state.stop?.message ?? '', LIMITS.summary).text;
-  const { phase, reason, message } = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: stats.filesChanged });
+  const kept = await finalDiff(deps, run, state);
+  const summary = state.finalText ?? state.stop?.message ?? '';
+  const ending = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged });
+  const { phase, reason } = ending;
+  const message = withDiffNote(ending.message, kept);
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
-    status.result = {
-      summary,
-      diff: shown.text,
-      diffTruncated: shown.truncated || truncated,
-      ...(diffConfigMap ? { diffConfigMap } : {}),
-      ...stats,
-    };
+    status.result = keptDiffResult(kept, summary);
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {

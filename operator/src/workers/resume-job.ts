@@ -39,6 +39,10 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
       ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps), undefined, state.step)
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
+  // Human time is not the run's time: the wait moves the run's start (and so its deadline) on.
+  const waitedMs = Math.max(0, deps.now().getTime() - Date.parse(pending.requestedAt));
+  state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitedMs;
+  state.startedAt += waitedMs;
   // From here on the answered call counts as done: a retry runs only the calls after it.
   state.toolCalls += 1;
   state.stage = 'stepping';

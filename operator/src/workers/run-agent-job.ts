@@ -73,7 +73,7 @@ export async function runAgentJob(deps: AgentDependencies, job: AgentJob): Promi
           });
         }
         // The job's ref is signed, and every job checks it against the live run's uid.
-        await failRun(deps, ref, decision.reason, decision.message);
+        await failRun(deps, ref, decision.reason, decision.message, job.name !== 'prepare');
         return;
       case 'finalize':
         await finalizeAfterDeadline(deps, ref, decision.stop);

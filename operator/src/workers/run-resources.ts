@@ -5,7 +5,8 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { isAlreadyExists, isNotFound } from '../kube/api-errors.ts';
-import { buildDiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { buildDiffConfigMap, decodeDiff } from '../reconcile/diff-config-map.ts';
+import { diffConfigMapName } from '../reconcile/names.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
 import { REASONS } from '../api/reasons.ts';
@@ -20,6 +21,8 @@ export interface RunResources {
    * the derived name, or one the API server made up when someone else's object holds that.
    */
   writeDiff(run: ParsedCodingRun, diff: string): Promise<string>;
+  /** The diff last written for the run (a snapshot after a step, or the final one) and where, when there is one of its own. */
+  readDiff(run: ParsedCodingRun): Promise<{ configMap: string; diff: string } | undefined>;
 }
 
 /** Replaces `current` with `next`'s content, only if it is still the version read (else 409). */
@@ -53,6 +56,21 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
         if (isNotFound(error)) return undefined;
         throw error;
       }
+    },
+    async readDiff(run) {
+      const namespace = run.metadata.namespace;
+      const name = diffConfigMapName(run);
+      let found = await core
+        .readNamespacedConfigMap({ namespace, name })
+        .catch((error: unknown) => (isNotFound(error) ? undefined : Promise.reject(error)));
+      if (found && !isOwnedByRun(found, run)) {
+        // Squatted: writeDiff put it under a name the API server made up (see below).
+        found = (await core.listNamespacedConfigMap({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` })).items.find(
+          (configMap) => configMap.metadata?.name?.startsWith(`${name}-`) && isOwnedByRun(configMap, run),
+        );
+      }
+      const diff = found ? decodeDiff(found) : undefined;
+      return found && diff !== undefined ? { configMap: found.metadata!.name!, diff } : undefined;
     },
     async writeDiff(run, diff) {
       const body = buildDiffConfigMap(run, diff);

@@ -75,6 +75,8 @@ export const runStateSchema = z.looseObject({
   stop: z.looseObject({ reason: z.string().regex(/^[A-Z][A-Za-z]{1,62}$/), message: z.string() }).optional(),
   unusableToolCallSteps: count.optional(),
   lastUnusableToolCall: z.string().optional(),
+  diffSnapshot: z.looseObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/), configMap: identifier }).optional(),
+  approvalWaitMs: count.optional(),
 });
 
 /** The first problem with a decoded state, as `path: message`, or undefined when it fits. */

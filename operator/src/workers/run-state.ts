@@ -101,6 +101,10 @@ export interface RunState extends RunRef {
   /** Steps in a row whose tool calls were all unusable, and what was wrong with the last one (stop-conditions.ts). */
   unusableToolCallSteps?: number;
   lastUnusableToolCall?: string;
+  /** The diff last stored as the run's snapshot (diff-snapshot.ts): its sha256 (an unchanged diff is not written again) and ConfigMap. */
+  diffSnapshot?: { sha256: string; configMap: string };
+  /** Milliseconds spent waiting for approvals, summed (status.approvalWaitSeconds); startedAt has moved on by as much. */
+  approvalWaitMs?: number;
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */

@@ -5,7 +5,8 @@
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../../reconcile/secret-opt-in.ts';
 import { REASONS } from '../../api/reasons.ts';
 import { RunFailure } from '../../api/run-failure.ts';
-import { buildDiffConfigMap } from '../../reconcile/diff-config-map.ts';
+import { buildDiffConfigMap, decodeDiff } from '../../reconcile/diff-config-map.ts';
+import { diffConfigMapName } from '../../reconcile/names.ts';
 import type { RunResources } from '../../workers/run-resources.ts';
 import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
 
@@ -20,6 +21,11 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
     },
     async configMapValue(namespace, name, key) {
       return gateway.configMap(namespace, name)?.data?.[key];
+    },
+    async readDiff(run) {
+      const configMap = gateway.configMap(run.metadata.namespace, diffConfigMapName(run));
+      const diff = configMap ? decodeDiff(configMap) : undefined;
+      return configMap && diff !== undefined ? { configMap: configMap.metadata!.name!, diff } : undefined;
     },
     async writeDiff(run, diff) {
       const configMap = buildDiffConfigMap(run, diff);

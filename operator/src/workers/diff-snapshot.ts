@@ -1,0 +1,33 @@
+// After a step whose calls may have changed files, the run's diff is stored in its diff
+// ConfigMap (the same one the finalize job writes), so an ending that finds the sandbox
+// gone (a lost pod, a deadline the kubelet enforced) still keeps the work up to the last
+// step. Taken through the run's kept toolbox session (two calls on an open exec), written
+// only when it changed (its sha256 is kept in the state). Best effort: a snapshot that
+// fails is logged and the step goes on.
+import { createHash } from 'node:crypto';
+import type { ParsedCodingRun } from '../api/index.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+import type { RunState } from './run-state.ts';
+import { takeDiff } from './take-diff.ts';
+import { TAKE_DIFF_TIMEOUT_MS } from './keep-diff.ts';
+
+/** Tools whose calls may change the workspace (bash runs anything; bash_kill ends a job that may have written). */
+const CHANGING_TOOLS: ReadonlySet<string> = new Set(['write_file', 'edit_file', 'multi_edit', 'bash', 'bash_kill']);
+
+export const mayChangeFiles = (calls: readonly { toolName: string }[]) => calls.some((call) => CHANGING_TOOLS.has(call.toolName));
+
+export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8').digest('hex');
+
+/** Stores the run's diff when it differs from the last one stored; records its sha256 in the state (saved by the caller). */
+export async function snapshotDiffAfterStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
+  try {
+    const { diff } = await takeDiff(deps.sandboxes.for(run), { timeoutMs: TAKE_DIFF_TIMEOUT_MS });
+    const sha = diffSha(diff);
+    if (sha === state.diffSnapshot?.sha256) return;
+    // An empty diff after a non-empty one (the agent undid its change) replaces it too.
+    if (diff.length === 0 && state.diffSnapshot === undefined) return;
+    state.diffSnapshot = { sha256: sha, configMap: await deps.resources.writeDiff(run, diff) };
+  } catch (error) {
+    deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not store the diff snapshot');
+  }
+}
