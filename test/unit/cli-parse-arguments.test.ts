@@ -52,6 +52,17 @@ describe('parseArguments', () => {
     expect(parseArguments(['deny', 'run-1', '--reason', 'no network'])).toEqual({ command: 'deny', name: 'run-1', reason: 'no network' });
   });
 
+  it('reads cancel with an optional reason, and refuses it without a NAME', () => {
+    expect(parseArguments(['cancel', 'run-1'])).toEqual({ command: 'cancel', name: 'run-1' });
+    expect(parseArguments(['cancel', 'run-1', '--reason', 'wrong branch', '-n', 'agents'])).toEqual({
+      command: 'cancel',
+      name: 'run-1',
+      reason: 'wrong branch',
+      namespace: 'agents',
+    });
+    expect(() => parseArguments(['cancel'])).toThrow(/needs the name of a CodingRun/);
+  });
+
   it('takes everything after -- as arguments', () => {
     expect(parseArguments(['diff', '--', '-odd-name'])).toMatchObject({ command: 'diff', name: '-odd-name' });
   });

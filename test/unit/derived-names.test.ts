@@ -1,8 +1,12 @@
 // Security #11.6 and #11.14: the names the operator derives for a run are the run's alone (a
 // hash of its uid), stay DNS labels, and a name or a label is never taken for ownership.
 import { describe, expect, it } from 'vitest';
-import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import { isOwnedByRun, whyNotOwned } from '../../operator/src/reconcile/ownership.ts';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { buildDiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
+import { diffConfigMapName, networkPolicyName, runNameLabel, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { controllingRunName, isOwnedByRun, whyNotOwned } from '../../operator/src/reconcile/ownership.ts';
+import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const run = (name: string, uid: string) => ({ metadata: { name, uid } });
@@ -74,5 +78,44 @@ describe('security #11.14 ownership is the controller ownerReference, not a name
   it('says what makes an object foreign', () => {
     expect(whyNotOwned({ metadata: { labels } }, ours)).toBe('it has no controller ownerReference');
     expect(whyNotOwned({ metadata: { labels, ownerReferences: [controller('uid-2')] } }, ours)).toContain('uid-2, not this run (uid-1)');
+  });
+});
+
+describe('the chamvi.dev/run label of a run with a long name (#13.9)', () => {
+  const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+  const long = `a-run-with-a-long-name-${'x'.repeat(60)}`;
+
+  it('is the name itself when it fits a label value', () => {
+    expect(runNameLabel('fix-login-bug')).toBe('fix-login-bug');
+    expect(runNameLabel('x'.repeat(63))).toBe('x'.repeat(63));
+  });
+
+  it.each([long, `${'a.'.repeat(100)}b`, `${'y'.repeat(46)}-${'z'.repeat(100)}`])('is a valid label value of at most 63 for %s', (name) => {
+    const value = runNameLabel(name);
+    expect(value.length).toBeLessThanOrEqual(63);
+    expect(value).toMatch(LABEL_VALUE);
+  });
+
+  it('keeps two long names that share their first 63 characters apart', () => {
+    expect(runNameLabel(`${long}-1`)).not.toBe(runNameLabel(`${long}-2`));
+  });
+
+  it('is what the pod, the NetworkPolicy and the diff ConfigMap carry, and the controller ownerReference names the whole run', () => {
+    const spec = codingRunSpec.parse({
+      task: 't',
+      repository: { url: 'https://github.com/acme/x' },
+      model: { provider: 'scripted', scriptRef: { name: 's' } },
+    });
+    const parsed = {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name: long, namespace: 'agents', uid: 'uid-long' },
+      spec,
+    } as ParsedCodingRun;
+    const config = loadOperatorConfig({}, {});
+    for (const object of [buildSandboxPod(parsed, config), buildNetworkPolicy(parsed), buildDiffConfigMap(parsed, 'diff')]) {
+      expect(object.metadata!.labels!['chamvi.dev/run']).toBe(runNameLabel(long));
+      expect(controllingRunName(object)).toBe(long);
+    }
   });
 });
