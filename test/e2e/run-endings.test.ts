@@ -93,6 +93,8 @@ const FAKE_EDIT = {
 } as const;
 const sleep = (seconds: number) => ({ toolName: 'bash', input: { command: `sleep ${seconds}`, timeoutMs: seconds * 1000 + 5000 } });
 const EDITED = '-Hello\n+Hello, world\n';
+/** Step 2 (a scripted model answers at once) is in its 60 s bash a moment after step 1's status lands. */
+const bashUnderWay = () => new Promise((resolve) => setTimeout(resolve, 2_000));
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-endings-'));
@@ -150,8 +152,9 @@ describe('every ending keeps the latest diff there is (#13.3)', () => {
       'pod-deleted',
       () => scriptedRun('pod-deleted', [{ toolCalls: [EDIT] }, { toolCalls: [sleep(60)] }]),
       async (name) => {
-        // The snapshot of step 1 is stored before step 1's status is written.
-        await reached(name, (status) => (status.steps ?? 0) >= 2);
+        // The snapshot of step 1 is stored before step 1's status is written; then step 2's bash starts.
+        await reached(name, (status) => (status.steps ?? 0) >= 1);
+        await bashUnderWay();
         const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
         await kubectl(['delete', 'pod', sandboxPodName({ metadata: { name, uid } }), '-n', NS, '--wait=false']);
       },
@@ -187,7 +190,8 @@ describe('kubectl codingrun cancel, in every phase (#13.4)', () => {
 
   it('Running, with a bash call in flight: Cancelled at once, the diff taken from the sandbox, the pod gone', async () => {
     await applyIn(NS, scriptedRun('cancel-running', [{ toolCalls: [EDIT] }, { toolCalls: [sleep(60)] }, { text: 'never' }]));
-    await reached('cancel-running', (status) => status.phase === 'Running' && (status.steps ?? 0) >= 2);
+    await reached('cancel-running', (status) => status.phase === 'Running' && (status.steps ?? 0) >= 1);
+    await bashUnderWay();
     const started = Date.now();
     const result = await cancel('cancel-running');
     expect(result.code, result.stderr).toBe(0);
