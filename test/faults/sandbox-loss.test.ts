@@ -1,12 +1,11 @@
 // Delete a run's sandbox pod while the agent works: the run ends Failed/SandboxLost within
 // 10 seconds and nothing the agent does afterwards changes that or leaves state behind.
 //
-// The diff is taken only by finalize, from the live pod, right before the terminal status
-// is written; nothing snapshots it earlier. So a pod lost mid-step, or mid-finalize while
-// the diff is being taken, leaves no diff anywhere: status.result stays empty and no
-// diff ConfigMap appears. These tests assert exactly that (rather than a partial
-// diff that cannot exist); a run stopped by a budget or the deadline, whose pod is still
-// there, keeps its partial diff (see the e2e BudgetExceeded test).
+// After each step that may have changed files the workers store the run's diff in its diff
+// ConfigMap (workers/diff-snapshot.ts). A pod lost mid-step, or while a diff is being
+// taken, cannot give a final diff: the run keeps that last snapshot instead, and says so
+// (status.result.diffSource: snapshot). A run whose pod is still there when it ends keeps
+// the diff taken from it (test/e2e/run-endings.test.ts).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -75,13 +74,15 @@ async function deletePodAndWait(run: string): Promise<RunStatus> {
   return status;
 }
 
-async function expectLostWithoutDiff(run: string, status: RunStatus): Promise<void> {
+/** The run ended SandboxLost in time, keeping the snapshot stored after its step 1 (the README edit). */
+async function expectLostWithSnapshot(run: string, status: RunStatus): Promise<void> {
   expect(status, operatorStory(operator)).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
   const names = await ns.derivedNames(run);
   expect(status.message).toContain(names.pod);
   expect(latencies[run]).toBeLessThan(LOST_WITHIN_MS);
-  expect(status.result).toBeUndefined();
-  expect(await ns.diffConfigMap(run)).toBeUndefined();
+  expect(status.result).toMatchObject({ diffSource: 'snapshot', diffConfigMap: names.diff, filesChanged: 1 });
+  expect(status.result!.diff).toContain('-Hello\n+Hello, world\n');
+  expect(await ns.diffConfigMap(run)).toBe(status.result!.diff);
   expect(census.count('pods', names.pod), 'the operator never makes a second pod').toBe(1);
 }
 
@@ -99,7 +100,7 @@ describe('a sandbox pod deleted while the agent works', () => {
     await fake?.stop();
   });
 
-  it('ends a run in the middle of a model call as Failed/SandboxLost within 10 s, with no diff, and the late step changes nothing', async () => {
+  it('ends a run in the middle of a model call as Failed/SandboxLost within 10 s, with the snapshot of step 1, and the late step changes nothing', async () => {
     fake.enqueue(
       {
         type: 'tool-calls',
@@ -126,7 +127,7 @@ describe('a sandbox pod deleted while the agent works', () => {
     await eventually(async () => (fake.requests.length >= 2 ? true : undefined), 60_000, 'step 2 to call the model');
     const uid = (await ns.run('mid-step')).metadata.uid;
     const status = await deletePodAndWait('mid-step');
-    await expectLostWithoutDiff('mid-step', status);
+    await expectLostWithSnapshot('mid-step', status);
     expect(status.steps).toBe(1);
 
     // The held reply arrives; the step runs its tools against a pod that is gone.
@@ -138,9 +139,9 @@ describe('a sandbox pod deleted while the agent works', () => {
   });
 });
 
-describe('a sandbox pod deleted while finalize takes the diff', () => {
-  it('ends the run as Failed/SandboxLost within 10 s with no diff (none could be taken)', async () => {
-    // The agent's last call makes git's next index refresh (finalize's `git add`) sleep.
+describe('a sandbox pod deleted while a diff is being taken', () => {
+  it('ends the run as Failed/SandboxLost within 10 s with the last snapshot (the one being taken never lands)', async () => {
+    // The agent's step 2 makes git's next index refresh (the snapshot after that step) sleep.
     const slowGit = [
       'printf \'#!/bin/sh\\nif [ -e "$0.once" ]; then rm -f "$0.once"; touch "$0.started"; sleep 60; fi\\nexit 1\\n\' > .git/slow-fsmonitor',
       'chmod +x .git/slow-fsmonitor',
@@ -161,12 +162,13 @@ describe('a sandbox pod deleted while finalize takes the diff', () => {
         return workspace && existsSync(join(workspace.workspaceDir, '.git/slow-fsmonitor.started')) ? true : undefined;
       },
       60_000,
-      'finalize to be taking the diff',
+      'the diff to be being taken',
     );
     const uid = (await ns.run('mid-finalize')).metadata.uid;
     const status = await deletePodAndWait('mid-finalize');
-    await expectLostWithoutDiff('mid-finalize', status);
-    expect(status.steps).toBe(3);
+    await expectLostWithSnapshot('mid-finalize', status);
+    // Step 2's snapshot (then its status) never landed.
+    expect(status.steps).toBe(1);
     await expectStateGone(uid);
   });
 });
