@@ -11,7 +11,7 @@ import type { AgentLogger } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
 import { takeDiff } from './take-diff.ts';
 
-/** How long taking the diff from a sandbox may take before the snapshot is used instead. */
+/** How long taking the diff from a sandbox may take before the snapshot is used instead (each call, and all of them). */
 export const TAKE_DIFF_TIMEOUT_MS = 30_000;
 
 export interface DiffKeepingDependencies {
@@ -43,7 +43,11 @@ async function store(
 
 /** The diff from the sandbox, stored; the finalize job's path and the first choice of every other ending. */
 export async function takeFinalDiff(deps: DiffKeepingDependencies, run: ParsedCodingRun, sandbox: Sandbox): Promise<KeptDiff> {
-  const { diff, truncated, stats } = await takeDiff(sandbox, { timeoutMs: TAKE_DIFF_TIMEOUT_MS });
+  // Bounded as a whole (it is up to three calls): an ending waits at most this long for a sandbox.
+  const { diff, truncated, stats } = await takeDiff(sandbox, {
+    timeoutMs: TAKE_DIFF_TIMEOUT_MS,
+    signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS),
+  });
   return { source: 'final', diff, truncated, ...stats, ...(await store(deps, run, diff)) };
 }
 
