@@ -323,6 +323,29 @@ describe('refusals by the API server show (#13.9)', () => {
     expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
   }, 120_000);
 
+  it('a ResourceQuota that refuses the diff ConfigMap: the run still ends, with the bounded diff in status and the message saying why', async () => {
+    await applyIn(QUOTA_NS, [script('no-room-script', [{ toolCalls: [EDIT] }, { text: 'done' }])]);
+    const existing = (await kubectl(['get', 'configmaps', '-n', QUOTA_NS, '-o', 'name'])).stdout.trim().split('\n').length;
+    await applyIn(QUOTA_NS, [
+      {
+        apiVersion: 'v1',
+        kind: 'ResourceQuota',
+        metadata: { name: 'no-more-configmaps' },
+        spec: { hard: { configmaps: String(existing) } },
+      },
+    ]);
+    try {
+      await applyIn(QUOTA_NS, [codingRun('no-room', { provider: 'scripted', scriptRef: { name: 'no-room-script' } })]);
+      const status = await ended('no-room', QUOTA_NS);
+      expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
+      expect(status.message).toContain('The full diff could not be kept: the API server refused its ConfigMap (HTTP 403');
+      expect(status.result).toMatchObject({ diffSource: 'final', diff: expect.stringContaining(EDITED) });
+      expect(status.result?.diffConfigMap).toBeUndefined();
+    } finally {
+      await kubectl(['delete', 'resourcequota', 'no-more-configmaps', '-n', QUOTA_NS]);
+    }
+  }, 120_000);
+
   it('a run whose name is longer than a label value (63) gets its pod and finishes', async () => {
     const name = `a-run-with-a-long-name-${'x'.repeat(60)}`;
     await applyIn(NS, scriptedRun(name, [{ toolCalls: [EDIT] }, { text: 'done' }]));
