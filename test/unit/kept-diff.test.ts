@@ -1,0 +1,91 @@
+// The pure parts of how a run ends: what status.result says about the diff it kept, how a
+// snapshot's numbers are counted, how the cancel annotation reads, and which API errors are
+// refusals of an object (the reconciler and the diff keeper ask apiRefusal).
+import { describe, expect, it } from 'vitest';
+import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
+import { CANCEL_ANNOTATION, cancelledMessage, readCancelRequest } from '../../operator/src/reconcile/cancel-request.ts';
+import { NO_DIFF, countDiff, keptDiffResult, withDiffNote } from '../../operator/src/reconcile/kept-diff.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+
+const DIFF = [
+  'diff --git a/README.md b/README.md',
+  '--- a/README.md',
+  '+++ b/README.md',
+  '@@ -1,2 +1,2 @@',
+  '-Hello',
+  '+Hello, world',
+  ' ',
+  'diff --git a/NEW b/NEW',
+  'new file mode 100644',
+  '--- /dev/null',
+  '+++ b/NEW',
+  '@@ -0,0 +1 @@',
+  '+new',
+  '',
+].join('\n');
+
+describe('kept diff', () => {
+  it('counts files, insertions and deletions of a snapshot from its text, not its headers', () => {
+    expect(countDiff(DIFF)).toEqual({ filesChanged: 2, insertions: 2, deletions: 1 });
+    expect(countDiff('')).toEqual({ filesChanged: 0, insertions: 0, deletions: 0 });
+  });
+
+  it('says where the diff came from, and bounds the copy in status at 64 KiB', () => {
+    const big = `${DIFF}${'+x\n'.repeat(40_000)}`;
+    const result = keptDiffResult({ source: 'snapshot', diff: big, truncated: false, ...countDiff(big), configMap: 'r-diff' }, 'done');
+    expect(result).toMatchObject({ diffSource: 'snapshot', diffTruncated: true, diffConfigMap: 'r-diff', summary: 'done' });
+    expect(Buffer.byteLength(result.diff)).toBeLessThanOrEqual(65_536);
+    expect(keptDiffResult(NO_DIFF, '')).toEqual({
+      summary: '',
+      diff: '',
+      diffTruncated: false,
+      filesChanged: 0,
+      insertions: 0,
+      deletions: 0,
+      diffSource: 'none',
+    });
+  });
+
+  it('adds why the whole diff is not kept to the message, and nothing otherwise', () => {
+    expect(withDiffNote('Done.', { ...NO_DIFF, notStored: 'quota' })).toBe('Done. The full diff could not be kept: quota');
+    expect(withDiffNote('Done.', NO_DIFF)).toBe('Done.');
+  });
+});
+
+describe('the cancel annotation', () => {
+  const annotated = (value: string | undefined) =>
+    codingRunFixture({ metadata: value === undefined ? {} : { annotations: { [CANCEL_ANNOTATION]: value } } });
+
+  it('cancels with any value, even an empty one, and not without the annotation', () => {
+    expect(readCancelRequest(annotated(undefined))).toBeUndefined();
+    expect(readCancelRequest(annotated(''))).toEqual({ reason: '' });
+    expect(readCancelRequest(annotated('  wrong\n branch '))).toEqual({ reason: 'wrong branch' });
+  });
+
+  it('bounds the reason and says the phase in the message', () => {
+    expect(readCancelRequest(annotated('x'.repeat(5000)))!.reason).toHaveLength(1024);
+    expect(cancelledMessage({ reason: 'wrong branch' }, 'Running')).toBe(
+      `Cancelled by request (annotation ${CANCEL_ANNOTATION}) while Running: wrong branch.`,
+    );
+  });
+});
+
+describe('apiRefusal', () => {
+  const apiError = (code: number, body: unknown) => Object.assign(new Error(`HTTP-Code: ${code}`), { code, body });
+
+  it.each([
+    [403, 'pods "x" is forbidden: exceeded quota: q'],
+    [422, 'Pod "x" is invalid: metadata.labels: Invalid value'],
+    [400, 'bad request'],
+  ])('is the code and the API server message for %s', (code, message) => {
+    expect(apiRefusal(apiError(code, JSON.stringify({ kind: 'Status', message })))).toEqual({ code, message });
+  });
+
+  it.each([409, 500, 503, undefined])('is not a refusal for %s', (code) => {
+    expect(apiRefusal(code === undefined ? new Error('ECONNRESET') : apiError(code, '{}'))).toBeUndefined();
+  });
+
+  it('falls back to the error text when the body is not a Status', () => {
+    expect(apiRefusal(apiError(403, 'not json'))).toEqual({ code: 403, message: 'HTTP-Code: 403' });
+  });
+});
