@@ -55,7 +55,7 @@ format: node_modules ## Format the tree with Prettier and apply the linter's saf
 	npx eslint --fix .
 
 .PHONY: test
-test: node_modules system-packages toolbox control-plane typecheck lint real-node sandbox-image ## Run every test tier (unit, toolbox, integration, e2e, faults, real-node)
+test: node_modules system-packages toolbox control-plane typecheck lint real-node sandbox-image operator-image redis-image ## Run every test tier (unit, toolbox, integration, e2e, faults, real-node)
 	npx vitest run --project unit
 	npx vitest run --project toolbox
 	npx vitest run --project integration

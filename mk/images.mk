@@ -30,8 +30,8 @@ $(CLI_BUNDLE): $(shell find operator/src -name '*.ts' 2>/dev/null) operator/tool
 
 # The chart ships the generated CRD; crds/ is the source (make crds). test/integration/chart.test.ts
 # fails when the two differ.
-chart-sync: ## Copy the generated CRD into the Helm chart
-	cp crds/chamvi.dev_codingruns.yaml $(CHART_DIR)/crds/chamvi.dev_codingruns.yaml
+chart-sync: ## Copy the generated CRD into the Helm chart (files/crd, installed and upgraded by templates/crd.yaml)
+	cp crds/chamvi.dev_codingruns.yaml $(CHART_DIR)/files/crd/chamvi.dev_codingruns.yaml
 
 # The config part of values.schema.json comes from the zod config schema
 # (operator/src/config/chart-values-schema.ts); test/unit/chart-values-schema.test.ts fails
@@ -54,3 +54,10 @@ sandbox-image: ## Build the sandbox image with buildah into an OCI archive (cach
 operator-image: node_modules ## Build the operator image with buildah into an OCI archive (cached by content)
 	nice -n 10 bash $(IMAGE_BUILD) operator $(OPERATOR_IMAGE) operator/Dockerfile . \
 	  package.json package-lock.json tsconfig.json operator/tools/bundle.ts operator/src sandbox-image/toolbox .dockerignore
+
+# The bundled Redis's image from Debian's redis-server (redis-image/Dockerfile), for clusters
+# that pull nothing (the real node): the chart takes any Redis image (redis.bundled.image).
+REDIS_IMAGE ?= localhost/chamvi-redis:7.0-bookworm
+.PHONY: redis-image
+redis-image: ## Build the bundled Redis's image from Debian's redis-server with buildah (cached by content)
+	nice -n 10 bash $(IMAGE_BUILD) redis $(REDIS_IMAGE) redis-image/Dockerfile redis-image redis-image/Dockerfile

@@ -44,8 +44,16 @@ describe('the chart, offline', () => {
     expect(result.code).toBe(0);
   });
 
-  it('ships the generated CRD unchanged (make chart-sync copies it)', () => {
-    expect(readFileSync(join(chartDir, 'crds/chamvi.dev_codingruns.yaml'), 'utf8')).toBe(readFileSync(repoCrd, 'utf8'));
+  it('ships the generated CRD unchanged (make chart-sync copies it into files/crd)', () => {
+    expect(readFileSync(join(chartDir, 'files/crd/chamvi.dev_codingruns.yaml'), 'utf8')).toBe(readFileSync(repoCrd, 'utf8'));
+  });
+
+  it('renders the CRD as a template Helm upgrades and uninstall keeps, unless crds.install is off', async () => {
+    const crd = manifests((await template()).stdout).find((doc) => doc.kind === 'CustomResourceDefinition');
+    expect(crd?.metadata).toMatchObject({ name: 'codingruns.chamvi.dev', annotations: { 'helm.sh/resource-policy': 'keep' } });
+    expect(crd?.spec).toEqual(parseYaml(readFileSync(repoCrd, 'utf8')).spec);
+    const without = manifests((await template('--set', 'crds.install=false')).stdout);
+    expect(without.some((doc) => doc.kind === 'CustomResourceDefinition')).toBe(false);
   });
 
   it.each([
@@ -149,6 +157,9 @@ describe('the chart on the local control plane', () => {
       `admissionPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${RUNS_NAMESPACE}`,
       '--set',
       'redis.bundled.persistence.enabled=false',
+      // The test control plane applied crds/ itself: the mode of a cluster that manages the CRD.
+      '--set',
+      'crds.install=false',
     ]);
     expect(install.stderr).not.toMatch(/Error/);
     expect(install.code).toBe(0);

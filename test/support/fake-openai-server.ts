@@ -83,6 +83,8 @@ export interface FakeOpenAIServerOptions {
   readonly replies?: readonly FakeReply[];
   /** Served once the script is used up; default a 500 saying so, which makes a test fail loudly. */
   readonly whenExhausted?: FakeReply;
+  /** The address to listen on; default 127.0.0.1 (the real-node tier uses the node's bridge address). */
+  readonly host?: string;
 }
 
 export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {}): Promise<FakeOpenAIServer> {
@@ -181,11 +183,12 @@ export async function startFakeOpenAIServer(options: FakeOpenAIServerOptions = {
     }
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
 
   return {
-    baseURL: `http://127.0.0.1:${port}/v1`,
+    baseURL: `http://${host}:${port}/v1`,
     requests,
     enqueue: (...replies) => {
       script.push(...replies);

@@ -170,7 +170,7 @@ async function main(): Promise<void> {
   const sandboxImage = releaseImage('chamvi-sandbox', options['sandbox-oci']);
   const chartDir = path.join(staging, 'chart', CHART);
   cpSync(path.join(root, 'charts', CHART), chartDir, { recursive: true });
-  copyFileSync(path.join(root, 'crds/chamvi.dev_codingruns.yaml'), path.join(chartDir, 'crds/chamvi.dev_codingruns.yaml'));
+  copyFileSync(path.join(root, 'crds/chamvi.dev_codingruns.yaml'), path.join(chartDir, 'files/crd/chamvi.dev_codingruns.yaml'));
   writeFileSync(path.join(chartDir, 'Chart.yaml'), releaseChartYaml(readFileSync(path.join(chartDir, 'Chart.yaml'), 'utf8'), version));
   writeFileSync(
     path.join(chartDir, 'values.yaml'),

@@ -16,6 +16,7 @@ import { freePorts } from '../control-plane/free-port.ts';
 import { startManagedProcess, stopRecordedProcesses, type ManagedProcess } from '../control-plane/managed-process.ts';
 import { httpsGet, waitUntil } from '../control-plane/readiness.ts';
 import { kubectlOrThrow, runKubectl, type RunKubectlOptions } from '../control-plane/run-kubectl.ts';
+import { kubeletClusterDns, podServiceRoutes, startClusterServices } from './cluster-services.ts';
 
 export const realNodeName = 'chamvi-real-node';
 export const realNodeLabel = { key: 'chamvi.dev/node', value: 'real' } as const;
@@ -89,6 +90,8 @@ export interface RealNodeOptions {
   images: readonly string[];
   /** The archive of the pod sandbox image (pause-image.sh) and the reference inside it. */
   pauseImage: { archive: string; ref: string };
+  /** Also run kube-proxy, the `kubernetes` Service's endpoint and CoreDNS (cluster-services.ts): for pods that use Services and names. */
+  clusterServices?: boolean;
   log?: (message: string) => void;
 }
 
@@ -160,7 +163,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
     };
 
     writeFileSync(join(root, 'containerd.toml'), containerdConfig(root, socket, options.pauseImage.ref));
-    writeFileSync(join(root, 'net.d', '10-chamvi.conflist'), cniConfig(root));
+    writeFileSync(join(root, 'net.d', '10-chamvi.conflist'), cniConfig(root, options.clusterServices ?? false));
     const containerd = start('containerd', 'containerd', ['--config', join(root, 'containerd.toml')]);
     const watched = [containerd];
     await waitUntil('containerd socket', async () => (await ctr(socket, ['version'])).code === 0, {
@@ -174,7 +177,10 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       if (imported.code !== 0) throw new Error(`ctr images import ${archive} failed: ${imported.stderr.trim()}`);
     }
 
-    writeFileSync(join(root, 'kubelet.yaml'), kubeletConfig(root, socket, options.caCert, kubeletPort!, healthzPort!));
+    writeFileSync(
+      join(root, 'kubelet.yaml'),
+      kubeletConfig(root, socket, options.caCert, kubeletPort!, healthzPort!, options.clusterServices ?? false),
+    );
     const kubelet = start('kubelet', join(options.binDir, 'kubelet'), [
       `--config=${join(root, 'kubelet.yaml')}`,
       // The admin identity (system:masters): enough for a test node; a real node has its own.
@@ -222,6 +228,20 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       timeoutMs: 60_000,
       watch: watched,
     });
+
+    if (options.clusterServices) {
+      const services = await startClusterServices({
+        binDir: options.binDir,
+        kubeconfig: options.kubeconfig,
+        root,
+        nodeName: realNodeName,
+        bridge: realNodeBridge,
+        bridgeIp: realNodeBridgeIp,
+        podCidr: realNodePodCidr,
+        log,
+      });
+      watched.push(...services.processes);
+    }
 
     const startSeconds = Math.round((Date.now() - began) / 100) / 10;
     log(`real node ${realNodeName} up in ${startSeconds}s (root ${root})`);
@@ -390,7 +410,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
  * A bridge with the pods' subnet and no default route and no masquerade: pods reach the
  * bridge (the host) and each other, nothing beyond this machine.
  */
-function cniConfig(root: string): string {
+function cniConfig(root: string, serviceRoutes: boolean): string {
   return JSON.stringify(
     {
       cniVersion: '1.0.0',
@@ -407,6 +427,7 @@ function cniConfig(root: string): string {
             type: 'host-local',
             ranges: [[{ subnet: realNodePodCidr, gateway: realNodeBridgeIp }]],
             dataDir: join(root, 'cni-state'),
+            ...(serviceRoutes ? { routes: podServiceRoutes(realNodeBridgeIp) } : {}),
           },
         },
         { type: 'portmap', capabilities: { portMappings: true } },
@@ -417,7 +438,7 @@ function cniConfig(root: string): string {
   );
 }
 
-function kubeletConfig(root: string, socket: string, caCert: string, port: number, healthzPort: number): string {
+function kubeletConfig(root: string, socket: string, caCert: string, port: number, healthzPort: number, clusterDns: boolean): string {
   const config = {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
@@ -453,6 +474,7 @@ function kubeletConfig(root: string, socket: string, caCert: string, port: numbe
     podLogsDir: join(root, 'pod-logs'),
     // No KUBE-FIREWALL or canary chains of the kubelet's own on a shared machine.
     makeIPTablesUtilChains: false,
+    ...(clusterDns ? kubeletClusterDns(realNodeBridgeIp) : {}),
   };
   return JSON.stringify(config, null, 2);
 }

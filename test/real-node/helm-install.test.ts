@@ -1,0 +1,478 @@
+// The user's path, walked on the real node (README "Installing it", docs/operations.md): `helm
+// install` with values only runs the operator image as a Deployment in the cluster, where it
+// finds the API server through the `kubernetes` Service (in-cluster config, its ServiceAccount
+// token), Redis through the bundled Redis's Service name (cluster DNS), and the model endpoint
+// and git host on the node's network; the demo run and an approval through the plugin go
+// through it; metrics are scraped through the metrics Service; `helm upgrade` to a chart with a
+// changed CRD and a new image tag while a run waits loses and repeats nothing; `helm
+// uninstall` leaves runs, sandbox pods, policies and the CRD exactly as the README says.
+//
+// One file, one release, in order: each step is the state the next one starts from, as it is
+// for a user. The kube-proxy, API server endpoint and CoreDNS it relies on are
+// test/support/real-node/cluster-services.ts; nothing in the operator knows it is a test.
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { parse as parseYaml, stringify } from 'yaml';
+import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
+import { freePorts } from '../support/control-plane/free-port.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import { createBareRepository } from '../support/git-fixture.ts';
+import { chartDir, helm } from '../support/helm.ts';
+import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
+import { eventually } from '../support/operator-process.ts';
+import { runPlugin } from '../support/plugin.ts';
+import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
+import { runProcess, startProcess, type StartedProcess } from '../support/run-process.ts';
+
+const unavailable = inject('realNodeUnavailable') || inject('realNodeInClusterUnavailable');
+const RELEASE = 'chamvi';
+const NS = 'chamvi-system';
+const RUNS = 'helm-runs';
+const FULLNAME = `${RELEASE}-chamvi-operator`;
+const CRD = 'codingruns.chamvi.dev';
+/** The field the upgraded chart's CRD adds (optional, a string). */
+const NEW_FIELD = 'ticket';
+
+interface RunStatus {
+  phase?: string;
+  reason?: string;
+  steps?: number;
+  toolCalls?: number;
+  completionTime?: string;
+  pendingApproval?: { id: string; toolName: string; input: string };
+  result?: { diff?: string };
+}
+
+const placement = {
+  nodeSelector: { [realNodeLabel.key]: realNodeLabel.value },
+  tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
+};
+
+/** repository and tag of an image reference (the tag after the last colon past the last slash). */
+function splitRef(ref: string): { repository: string; tag: string } {
+  const at = ref.lastIndexOf(':');
+  return { repository: ref.slice(0, at), tag: ref.slice(at + 1) };
+}
+
+describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable ? ` (SKIPPED: ${unavailable})` : ''}`, () => {
+  const bridgeIp = inject('realNodeBridgeIp');
+  const operatorImage = splitRef(inject('realNodeOperatorImage'));
+  const newTag = `${operatorImage.tag}-next`;
+  let root = '';
+  let valuesFile = '';
+  let repoUrl = '';
+  let gitDaemon: StartedProcess | undefined;
+  let model: FakeOpenAIServer;
+
+  const statusOf = (name: string) => runStatus<RunStatus>(RUNS, name);
+  const phaseOf = (name: string, wanted: string[], timeoutMs = 120_000) =>
+    eventually(
+      async () => {
+        const status = await statusOf(name);
+        return wanted.includes(status.phase ?? '') ? status : undefined;
+      },
+      timeoutMs,
+      `${name} to reach ${wanted.join(' or ')}`,
+    );
+  /** The operator's pods: name, image, node, ready. */
+  const operatorPods = async () =>
+    (
+      JSON.parse(
+        await kubectlOk([
+          'get',
+          'pods',
+          '-n',
+          NS,
+          '-l',
+          `app.kubernetes.io/instance=${RELEASE},app.kubernetes.io/component=operator`,
+          '-o',
+          'json',
+        ]),
+      ) as {
+        items: {
+          metadata: { name: string; deletionTimestamp?: string };
+          spec: { nodeName?: string; containers: { image: string }[] };
+          status: { conditions?: { type: string; status: string }[] };
+        }[];
+      }
+    ).items.map((pod) => ({
+      name: pod.metadata.name,
+      terminating: !!pod.metadata.deletionTimestamp,
+      image: pod.spec.containers[0]!.image,
+      node: pod.spec.nodeName,
+      ready: pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+    }));
+  const leader = async () => (await kubectlOk(['get', 'lease', FULLNAME, '-n', NS, '-o', 'jsonpath={.spec.holderIdentity}'])).trim();
+  /** "<pod> <message>" of each sandbox pod of the run the scheduler placed (Scheduled events; the pods are gone once a run ends). */
+  const scheduled = async (run: string) =>
+    (await eventsOf(RUNS, 'reason=Scheduled', 'jsonpath={range .items[*]}{.involvedObject.name} {.message}{"\\n"}{end}'))
+      .split('\n')
+      .filter((line) => line.startsWith(`${run}-sandbox-`));
+
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), 'chamvi-helm-'));
+    // The git host and the model endpoint: servers on this machine, reached by the operator
+    // pod at the node's bridge address, as a cluster reaches hosts on its nodes' network.
+    createBareRepository(root, { 'src/greet.sh': 'echo "Hello"\n', 'README.md': 'Hello\n' });
+    const [gitPort] = await freePorts(1);
+    gitDaemon = startProcess('git', [
+      'daemon',
+      '--reuseaddr',
+      `--listen=${bridgeIp}`,
+      `--port=${gitPort}`,
+      `--base-path=${join(root, 'git')}`,
+      '--export-all',
+      join(root, 'git'),
+    ]);
+    repoUrl = `git://${bridgeIp}:${gitPort}/hello.git`;
+    await eventually(
+      async () => ((await runProcess('git', ['ls-remote', repoUrl], { timeoutMs: 5000 })).code === 0 ? true : undefined),
+      15_000,
+      'the git daemon',
+    );
+    model = await startFakeOpenAIServer({ host: bridgeIp });
+
+    // A user's cluster has no CRD before the chart: the control plane's setup applied crds/.
+    await kubectl(['delete', 'crd', CRD, '--ignore-not-found', '--wait=true'], { timeoutMs: 60_000 });
+    await createNamespace(RUNS, { restricted: true });
+
+    const redisImage = splitRef(inject('realNodeRedisImage'));
+    // Values only: what a user of this node writes (README "Installing it").
+    valuesFile = join(root, 'values.yaml');
+    writeFileSync(
+      valuesFile,
+      stringify({
+        image: { ...operatorImage, pullPolicy: 'IfNotPresent' },
+        ...placement,
+        resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '1Gi' } },
+        redis: {
+          bundled: {
+            image: { ...redisImage, pullPolicy: 'IfNotPresent' },
+            // No storage provisioner on this node: the AOF on an emptyDir.
+            persistence: { enabled: false },
+            ...placement,
+          },
+        },
+        config: {
+          allowRepo: [`git://${bridgeIp}:${gitPort}/*`],
+          allowModelEndpoints: [model.baseURL],
+          watchNamespaces: [RUNS],
+          sandboxImage: inject('realNodeSandboxImage'),
+          sandboxPlacement: placement,
+        },
+      }),
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    await helm(['uninstall', RELEASE, '-n', NS, '--wait', '--timeout', '2m']);
+    // Runs left by a failed step would hold their finalizer without an operator.
+    const left = await kubectl(['get', 'crun', '-n', RUNS, '-o', 'name']);
+    for (const name of left.stdout.split('\n').filter(Boolean)) {
+      await kubectl(['patch', name, '-n', RUNS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
+    }
+    await deleteNamespace(RUNS);
+    await deleteNamespace(NS);
+    await model?.stop();
+    gitDaemon?.child.kill();
+  }, 180_000);
+
+  it('helm install with values only: the Deployment is ready (its probes pass), on the real node, and one replica leads', async () => {
+    const install = await helm([
+      'install',
+      RELEASE,
+      chartDir,
+      '-n',
+      NS,
+      '--create-namespace',
+      '-f',
+      valuesFile,
+      '--wait',
+      '--timeout',
+      '4m',
+    ]);
+    expect(install.stderr).toBe('');
+    expect(install.code).toBe(0);
+    expect(install.stdout).toContain('STATUS: deployed');
+
+    const deployment = JSON.parse(await kubectlOk(['get', 'deployment', FULLNAME, '-n', NS, '-o', 'jsonpath={.status}'])) as {
+      readyReplicas?: number;
+      availableReplicas?: number;
+    };
+    expect(deployment).toMatchObject({ readyReplicas: 2, availableReplicas: 2 });
+    const pods = await operatorPods();
+    expect(pods).toHaveLength(2);
+    expect(pods.every((pod) => pod.ready && pod.node === inject('realNodeName'))).toBe(true);
+    // The readiness probe is /readyz: caches synced on the leader, Redis reachable through its Service.
+    const leaderName = await eventually(async () => (await leader()) || undefined, 60_000, 'a leader');
+    expect(pods.map((pod) => pod.name)).toContain(leaderName);
+    // The chart installed the CRD (templates/crd.yaml), marked to outlive the release.
+    expect(await kubectlOk(['get', 'crd', CRD, '-o', 'jsonpath={.metadata.annotations.helm\\.sh/resource-policy}'])).toBe('keep');
+  });
+
+  it('runs the demo through the in-cluster operator, with the sandbox on the real node', async () => {
+    const demo = readFileSync(new URL('../../examples/demo.yaml', import.meta.url), 'utf8').replace('git://127.0.0.1/hello.git', repoUrl);
+    const apply = await kubectl(['apply', '-n', RUNS, '-f', '-'], { input: demo });
+    expect(apply.stderr).toBe('');
+    const done = await finishedRun<RunStatus>(RUNS, 'demo', 180_000);
+    expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 3 });
+    expect(done.result!.diff).toContain('+echo "Hello, ${1:-world}"');
+    const sandboxes = await scheduled('demo');
+    expect(sandboxes).toHaveLength(1);
+    expect(sandboxes[0]).toMatch(new RegExp(`to ${inject('realNodeName')}$`));
+  });
+
+  it('serves /metrics through the metrics Service to a scraper pod in the cluster', async () => {
+    // As an in-cluster Prometheus would: the Service's DNS name, through kube-proxy; scraped a
+    // few times so both replicas answer (only the leader counts finished runs).
+    const url = `http://${FULLNAME}-metrics.${NS}.svc:8080/metrics`;
+    const scraper = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'metrics-scraper', namespace: NS },
+      spec: {
+        restartPolicy: 'Never',
+        automountServiceAccountToken: false,
+        ...placement,
+        securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+        containers: [
+          {
+            name: 'scrape',
+            image: inject('realNodeSandboxImage'),
+            imagePullPolicy: 'IfNotPresent',
+            command: [
+              'node',
+              '-e',
+              `(async()=>{for(let i=0;i<8;i++){const r=await fetch(${JSON.stringify(url)});console.log('### '+r.status);console.log(await r.text())}})().catch(e=>{console.log('ERROR '+e.cause?.code+' '+e.message);process.exit(1)})`,
+            ],
+            securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+          },
+        ],
+      },
+    };
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(scraper) });
+    const phase = await eventually(
+      async () => {
+        const p = await kubectlOk(['get', 'pod', 'metrics-scraper', '-n', NS, '-o', 'jsonpath={.status.phase}']);
+        return p === 'Succeeded' || p === 'Failed' ? p : undefined;
+      },
+      90_000,
+      'the scraper to finish',
+    );
+    const output = await kubectlOk(['logs', 'metrics-scraper', '-n', NS]);
+    expect(phase, output.slice(0, 2000)).toBe('Succeeded');
+    expect(output.match(/^### 200$/gm)).toHaveLength(8);
+    expect(output).toContain('# TYPE chamvi_runs_finished_total counter');
+    expect(output).toMatch(/^chamvi_runs_finished_total\{phase="Succeeded",reason="[^"]*"\} 1$/m);
+    expect(output).toMatch(/^chamvi_tool_calls_total\{/m);
+    await kubectl(['delete', 'pod', 'metrics-scraper', '-n', NS, '--wait=false']);
+  });
+
+  it('helm upgrade while a run waits for approval (new CRD field, new image tag): the run goes on once, approved through the plugin; the field is accepted', async () => {
+    const command = 'echo approved >> approvals.log';
+    model.enqueue(
+      { type: 'tool-calls', toolCalls: [{ name: 'bash', arguments: { command } }], usage: { promptTokens: 100, completionTokens: 10 } },
+      { type: 'text', text: 'Logged the approval.', usage: { promptTokens: 120, completionTokens: 5 } },
+    );
+    await applyIn(RUNS, [
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'model-key', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+        stringData: { apiKey: 'sk-real-node' },
+      },
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name: 'gated' },
+        spec: {
+          task: 'Log that a human approved.',
+          repository: { url: repoUrl },
+          model: { provider: 'openai-compatible', name: 'fake', baseURL: model.baseURL, apiKeySecretRef: { name: 'model-key' } },
+          approval: { tools: ['bash'] },
+          budget: { maxSteps: 5, timeout: '10m' },
+        },
+      },
+    ]);
+    const waiting = await phaseOf('gated', ['WaitingForApproval']);
+    expect(waiting.pendingApproval).toMatchObject({ toolName: 'bash', input: JSON.stringify({ command }) });
+    const sandboxBefore = await scheduled('gated');
+    expect(sandboxBefore).toHaveLength(1);
+    const demoBefore = await statusOf('demo');
+
+    // Before the upgrade the CRD does not know the field: kubectl's strict validation refuses it.
+    const withField = (name: string) => ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name, namespace: RUNS },
+      spec: {
+        task: 'Say hello.',
+        repository: { url: repoUrl },
+        model: { provider: 'scripted', scriptRef: { name: 'demo-script' } },
+        [NEW_FIELD]: 'OPS-1234',
+      },
+    });
+    const early = await kubectl(['apply', '-f', '-'], { input: JSON.stringify(withField('early')) });
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toContain(`unknown field "spec.${NEW_FIELD}"`);
+
+    // The next chart: its CRD has the new optional field, its operator image a new tag (the
+    // same build, tagged anew in the node's containerd: the rollout is what is tested).
+    const next = join(root, 'chart-next');
+    cpSync(chartDir, next, { recursive: true });
+    const crdPath = join(next, 'files/crd/chamvi.dev_codingruns.yaml');
+    const crd = parseYaml(readFileSync(crdPath, 'utf8')) as {
+      spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, object> } } } } }[] };
+    };
+    crd.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties[NEW_FIELD] = {
+      type: 'string',
+      maxLength: 64,
+      description: 'The ticket this run is for.',
+    };
+    writeFileSync(crdPath, stringify(crd));
+    const chartYaml = join(next, 'Chart.yaml');
+    writeFileSync(chartYaml, readFileSync(chartYaml, 'utf8').replace(/^version: .*$/m, 'version: 0.1.1-next'));
+    const tagged = await runProcess(
+      'ctr',
+      [
+        '--address',
+        inject('realNodeContainerdSocket'),
+        '-n',
+        'k8s.io',
+        'images',
+        'tag',
+        '--force',
+        `${operatorImage.repository}:${operatorImage.tag}`,
+        `${operatorImage.repository}:${newTag}`,
+      ],
+      { timeoutMs: 30_000 },
+    );
+    expect(tagged.stderr).toBe('');
+
+    const upgrade = await helm([
+      'upgrade',
+      RELEASE,
+      next,
+      '-n',
+      NS,
+      '-f',
+      valuesFile,
+      '--set',
+      `image.tag=${newTag}`,
+      '--wait',
+      '--timeout',
+      '4m',
+    ]);
+    expect(upgrade.stderr).toBe('');
+    expect(upgrade.code).toBe(0);
+    // The rollout is over: two ready pods, both on the new image, none of the old left.
+    await eventually(
+      async () => {
+        const pods = await operatorPods();
+        return pods.length === 2 && pods.every((pod) => pod.ready && !pod.terminating && pod.image.endsWith(`:${newTag}`))
+          ? pods
+          : undefined;
+      },
+      120_000,
+      'the rollout to the new image',
+    );
+    const newLeader = await eventually(
+      async () => {
+        const name = await leader();
+        return (await operatorPods()).some((pod) => pod.name === name) ? name : undefined;
+      },
+      60_000,
+      'a leader among the new pods',
+    );
+    expect(newLeader).toBeTruthy();
+
+    // The waiting run came through: still waiting for the same call, on the same sandbox pod.
+    const after = await statusOf('gated');
+    expect(after).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0, pendingApproval: { id: waiting.pendingApproval!.id } });
+    const approved = await runPlugin(['approve', 'gated', '-n', RUNS, '--id', waiting.pendingApproval!.id]);
+    expect(approved.stderr).toBe('');
+    expect(approved.code).toBe(0);
+    const done = await finishedRun<RunStatus>(RUNS, 'gated', 120_000);
+    expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
+    // Once: one line in the file, one sandbox pod, two model calls (the call, then the answer).
+    expect(done.result!.diff!.match(/^\+approved$/gm)).toHaveLength(1);
+    expect(await scheduled('gated')).toEqual(sandboxBefore);
+    expect(model.requests).toHaveLength(2);
+    // The finished demo was not run again.
+    expect(await statusOf('demo')).toMatchObject({
+      phase: 'Succeeded',
+      steps: demoBefore.steps,
+      completionTime: demoBefore.completionTime,
+    });
+
+    // The upgraded CRD takes the field and keeps it.
+    const late = await kubectl(['apply', '-f', '-'], { input: JSON.stringify(withField('with-ticket')) });
+    expect(late.stderr).toBe('');
+    expect(late.code).toBe(0);
+    expect(await kubectlOk(['get', 'crun', 'with-ticket', '-n', RUNS, '-o', `jsonpath={.spec.${NEW_FIELD}}`])).toBe('OPS-1234');
+    // The operator (which does not know the field) runs it like any other.
+    expect(await finishedRun<RunStatus>(RUNS, 'with-ticket', 120_000)).toMatchObject({ phase: 'Succeeded' });
+  });
+
+  it('helm uninstall removes the operator and Redis, keeps the CRD, the runs and a waiting run’s sandbox pod and policy (README)', async () => {
+    model.enqueue({ type: 'tool-calls', toolCalls: [{ name: 'bash', arguments: { command: 'true' } }] });
+    await applyIn(RUNS, [
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name: 'left-waiting' },
+        spec: {
+          task: 'Wait for a human.',
+          repository: { url: repoUrl },
+          model: { provider: 'openai-compatible', name: 'fake', baseURL: model.baseURL, apiKeySecretRef: { name: 'model-key' } },
+          approval: { tools: ['bash'] },
+        },
+      },
+    ]);
+    await phaseOf('left-waiting', ['WaitingForApproval']);
+    const owned = async (kind: string) =>
+      (await kubectl(['get', kind, '-n', RUNS, '-l', 'chamvi.dev/run=left-waiting', '-o', 'name'])).stdout.trim();
+    expect(await owned('pods')).not.toBe('');
+    expect(await owned('networkpolicies')).not.toBe('');
+
+    const uninstall = await helm(['uninstall', RELEASE, '-n', NS, '--wait', '--timeout', '2m']);
+    expect(uninstall.stderr).toBe('');
+    expect(uninstall.code).toBe(0);
+    expect(uninstall.stdout).toContain('These resources were kept due to the resource policy');
+
+    // Gone: the operator, Redis (and with it the queue and every run's working state), their Services, Secrets, RBAC.
+    for (const kind of ['deployment', 'statefulset', 'service', 'configmap', 'secret', 'serviceaccount', 'role', 'networkpolicy']) {
+      const left = await kubectl(['get', kind, '-n', NS, '-l', `app.kubernetes.io/instance=${RELEASE}`, '-o', 'name']);
+      expect(left.stdout.trim(), kind).toBe('');
+    }
+    await eventually(async () => ((await operatorPods()).length === 0 ? true : undefined), 60_000, 'the operator pods to go');
+    // Kept: the CRD (resource policy keep) and every CodingRun, their status as last written.
+    expect(await kubectlOk(['get', 'crd', CRD, '-o', 'name'])).toContain(CRD);
+    const runs = (await kubectlOk(['get', 'crun', '-n', RUNS, '-o', 'name'])).split('\n').filter(Boolean).sort();
+    expect(runs).toEqual([
+      'codingrun.chamvi.dev/demo',
+      'codingrun.chamvi.dev/gated',
+      'codingrun.chamvi.dev/left-waiting',
+      'codingrun.chamvi.dev/with-ticket',
+    ]);
+    expect(await statusOf('demo')).toMatchObject({ phase: 'Succeeded' });
+    expect(await statusOf('left-waiting')).toMatchObject({ phase: 'WaitingForApproval' });
+    // The waiting run's sandbox pod and NetworkPolicy stay with it (owned by the run).
+    expect(await owned('pods')).not.toBe('');
+    expect(await owned('networkpolicies')).not.toBe('');
+
+    // Deleting a run now waits on its finalizer (no operator to clean up); removing the
+    // finalizer deletes it, and the garbage collector its pod and policy.
+    await kubectlOk(['delete', 'crun', 'left-waiting', '-n', RUNS, '--wait=false']);
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await kubectlOk(['get', 'crun', 'left-waiting', '-n', RUNS, '-o', 'jsonpath={.metadata.deletionTimestamp}'])).not.toBe('');
+    await kubectlOk(['patch', 'crun', 'left-waiting', '-n', RUNS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
+    await eventually(
+      async () => ((await owned('pods')) === '' && (await owned('networkpolicies')) === '' ? true : undefined),
+      60_000,
+      "the run's pod and policy to be collected",
+    );
+  });
+});
