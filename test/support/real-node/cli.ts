@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isControlPlaneRunning, readControlPlaneState } from '../control-plane/control-plane.ts';
+import { missingForClusterServices } from './cluster-services.ts';
 import { startRealNode, stopRealNode } from './real-node.ts';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -29,13 +30,19 @@ async function up(): Promise<void> {
     console.error(`real-node: already up (root ${readFileSync(rootFile, 'utf8').trim()})`);
     return;
   }
+  // The operator and Redis images when built (make operator-image redis-image): `helm install` then works on the node.
+  const inCluster = ['operator', 'redis']
+    .filter((name) => existsSync(join(imageDir, `chamvi-${name}.env`)))
+    .map((name) => image(name).archive);
   const node = await startRealNode({
     binDir: plane.binDir,
     kubeconfig: plane.kubeconfig,
     caCert: join(stateDir, 'pki', 'ca.crt'),
-    images: [image('sandbox').archive],
+    images: [image('sandbox').archive, ...inCluster],
     pauseImage: image('pause'),
     persistent: true,
+    // kube-proxy, the kubernetes Service's endpoint and CoreDNS, when built (make real-node).
+    clusterServices: missingForClusterServices(plane.binDir).length === 0,
     log: (message) => console.error(`real-node: ${message}`),
   });
   writeFileSync(rootFile, `${node.root}\n`);
