@@ -15,9 +15,13 @@
 //   the kubelet gives pods that address as their nameserver (clusterDNS), as NodeLocal
 //   DNSCache does with a node-local address: the chart's redis://<release>-redis.<ns>.svc URL
 //   resolves unchanged.
-// - Pods get one route more than before, the Service range through the bridge; a guard rule
-//   rejects what pods send there that kube-proxy did not translate, so nothing addressed to an
-//   unused ClusterIP is forwarded off this machine.
+// - Pods get one route more than before, the Service range through the bridge. The host
+//   would forward on, along its own default route, whatever kube-proxy did not translate (an
+//   unused ClusterIP, or every ClusterIP while kube-proxy is down), and kube-router's FORWARD
+//   rules accept pod traffic before any filter rule of ours: a guard in the mangle table's
+//   FORWARD chain (before any filter rule) drops every packet from the pods' range that would
+//   leave by an interface other than the bridge. Pods reach this machine and each other, and
+//   nothing beyond, whatever else is running.
 //
 // Everything is recorded in the node's root (pids, logs) and stopped with it: stopRealNode
 // stops every recorded process and drops every KUBE- chain, the guard's included.
@@ -33,7 +37,7 @@ import { kubectlOrThrow, type RunKubectlOptions } from '../control-plane/run-kub
 /** The control plane's --service-cluster-ip-range (control-plane.ts). */
 export const serviceCidr = '10.96.0.0/16';
 export const clusterDomain = 'cluster.local';
-const guardChain = 'KUBE-CHAMVI-SERVICE-GUARD';
+const guardChain = 'KUBE-CHAMVI-POD-EGRESS-GUARD';
 
 /** The binaries the services need, and how to get them. */
 export function missingForClusterServices(binDir: string): string[] {
@@ -83,7 +87,7 @@ export async function startClusterServices(options: ClusterServicesOptions): Pro
   // The bridge exists once the first pod is wired; the relay and CoreDNS listen on it before.
   // The CNI bridge plugin takes over a bridge that already has its gateway address.
   await ensureBridge(options.bridge, options.bridgeIp, options.podCidr);
-  await guardServiceRange(options.podCidr);
+  await guardPodEgress(options.podCidr, options.bridge);
 
   const apiServer = new URL(/^\s*server:\s*(\S+)/m.exec(readFileSync(options.kubeconfig, 'utf8'))?.[1] ?? '');
   const relay = start('api-server-relay', process.execPath, [
@@ -146,19 +150,20 @@ async function ensureBridge(bridge: string, bridgeIp: string, podCidr: string): 
 }
 
 /**
- * Pods route the Service range to the host; kube-proxy rewrites what is addressed to a
- * Service. The rest (an unused ClusterIP) would be forwarded on along the host's own routes:
- * reject it instead. A KUBE- chain, so the node's stop removes it with kube-proxy's.
+ * Nothing from the pods' range leaves by another interface than the bridge. mangle FORWARD
+ * runs after kube-proxy's DNAT (so translated Service traffic to a pod passes) and before
+ * kube-router's filter rules (which accept pod traffic). A KUBE- chain, so the node's stop
+ * removes it with kube-proxy's.
  */
-async function guardServiceRange(podCidr: string): Promise<void> {
-  const iptables = (args: string[]) => runProcess('iptables', args, { timeoutMs: 10_000 });
+async function guardPodEgress(podCidr: string, bridge: string): Promise<void> {
+  const iptables = (args: string[]) => runProcess('iptables', ['-t', 'mangle', ...args], { timeoutMs: 10_000 });
   await iptables(['-N', guardChain]);
   await iptables(['-F', guardChain]);
-  const added = await iptables(['-A', guardChain, '-s', podCidr, '-d', serviceCidr, '-j', 'REJECT']);
-  if (added.code !== 0) throw new Error(`iptables -A ${guardChain}: ${added.stderr.trim()}`);
+  const added = await iptables(['-A', guardChain, '-s', podCidr, '!', '-o', bridge, '-j', 'DROP']);
+  if (added.code !== 0) throw new Error(`iptables -t mangle -A ${guardChain}: ${added.stderr.trim()}`);
   if ((await iptables(['-C', 'FORWARD', '-j', guardChain])).code !== 0) {
     const jump = await iptables(['-I', 'FORWARD', '1', '-j', guardChain]);
-    if (jump.code !== 0) throw new Error(`iptables -I FORWARD -j ${guardChain}: ${jump.stderr.trim()}`);
+    if (jump.code !== 0) throw new Error(`iptables -t mangle -I FORWARD -j ${guardChain}: ${jump.stderr.trim()}`);
   }
 }
 
@@ -213,8 +218,7 @@ function coreDnsConfig(options: ClusterServicesOptions, healthPort: number, read
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
     }
-    # Other names: this machine's resolver (pods reach nothing beyond the machine anyway).
-    forward . /etc/resolv.conf
+    # No forward: pods resolve cluster names only (they reach nothing beyond this machine).
     cache 30
 }
 `;
