@@ -228,7 +228,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
 
   it('serves /metrics through the metrics Service to a scraper pod in the cluster', async () => {
     // As an in-cluster Prometheus would: the Service's DNS name, through kube-proxy; scraped a
-    // few times so both replicas answer (only the leader counts finished runs).
+    // few times, each on a new connection, so both replicas answer (one of them counted the finished demo).
     const url = `http://${FULLNAME}-metrics.${NS}.svc:8080/metrics`;
     const scraper = {
       apiVersion: 'v1',
@@ -247,7 +247,9 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
             command: [
               'node',
               '-e',
-              `(async()=>{for(let i=0;i<8;i++){const r=await fetch(${JSON.stringify(url)});console.log('### '+r.status);console.log(await r.text())}})().catch(e=>{console.log('ERROR '+e.cause?.code+' '+e.message);process.exit(1)})`,
+              // A new connection for each scrape (no keep-alive): kube-proxy picks a backend per connection.
+              `const get=()=>new Promise((ok,fail)=>require('http').get(${JSON.stringify(url)},{agent:false},(r)=>{let b='';r.on('data',(d)=>(b+=d));r.on('end',()=>ok([r.statusCode,b]))}).on('error',fail));` +
+                `(async()=>{for(let i=0;i<16;i++){const [status,body]=await get();console.log('### '+status);console.log(body)}})().catch((e)=>{console.log('ERROR '+e.code+' '+e.message);process.exit(1)})`,
             ],
             securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
           },
@@ -265,7 +267,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     );
     const output = await kubectlOk(['logs', 'metrics-scraper', '-n', NS]);
     expect(phase, output.slice(0, 2000)).toBe('Succeeded');
-    expect(output.match(/^### 200$/gm)).toHaveLength(8);
+    expect(output.match(/^### 200$/gm)).toHaveLength(16);
     expect(output).toContain('# TYPE chamvi_runs_finished_total counter');
     expect(output).toMatch(/^chamvi_runs_finished_total\{phase="Succeeded",reason="[^"]*"\} 1$/m);
     expect(output).toMatch(/^chamvi_tool_calls_total\{/m);
