@@ -19,6 +19,8 @@ declare module 'vitest' {
     realNodeSandboxImage: string;
     /** The node's bridge address (the host as pods see it). */
     realNodeBridgeIp: string;
+    /** The node's containerd socket, for `ctr --address` (killing a container from outside, as a crash would). */
+    realNodeContainerdSocket: string;
   }
 }
 
@@ -70,6 +72,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('realNodeName', node?.nodeName ?? '');
   project.provide('realNodeSandboxImage', sandboxRef);
   project.provide('realNodeBridgeIp', node?.bridgeIp ?? '');
+  project.provide('realNodeContainerdSocket', node?.containerdSocket ?? '');
 
   return async () => {
     await node?.stop();
