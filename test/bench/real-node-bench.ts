@@ -74,10 +74,11 @@ async function main(): Promise<void> {
   let node: RealNode | undefined;
   try {
     let sandboxImage: { archive: string; ref: string };
+    let binDir: string;
     try {
       sandboxImage = builtImage('sandbox', 'make sandbox-image');
       const pause = builtImage('pause', 'make real-node');
-      const binDir = ensureBinaries();
+      binDir = ensureBinaries();
       plane = await startControlPlane({ stateDir: mkdtempSync(path.join(tmpdir(), 'chamvi-control-plane-')), binDir });
       node = await startRealNode({
         binDir,
@@ -92,7 +93,6 @@ async function main(): Promise<void> {
       write({ skipped: error.reason });
       return;
     }
-    const binDir = ensureBinaries();
     const kubeconfig = plane.kubeconfig;
     const kubectl = (args: string[], input?: string) => kubectlOrThrow(args, { binDir, kubeconfig, ...(input ? { input } : {}) });
     const kubeConfig = new KubeConfig();
