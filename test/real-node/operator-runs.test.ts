@@ -14,7 +14,7 @@
 // healthy. Killing the container from outside (containerd, as a crash would) ends the run
 // SandboxLost.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { execFile } from 'node:child_process';
@@ -119,12 +119,17 @@ function toolResultsOf(model: string): Array<Record<string, unknown>> {
     });
 }
 
-/** The node a run's sandbox pod was scheduled to, read while the pod exists. */
+/**
+ * The node a run's sandbox pod was scheduled to, read while the pod exists; or, when the run
+ * ended without one (refused, say IsolationNotEnforced), how it ended, so the test says why.
+ */
 function sandboxNode(run: string): Promise<string> {
   return eventually(
     async () => {
       const result = await kubectl(['get', 'pods', '-n', NS, '-l', `chamvi.dev/run=${run}`, '-o', 'jsonpath={.items[0].spec.nodeName}']);
-      return result.stdout.trim() || undefined;
+      if (result.stdout.trim()) return result.stdout.trim();
+      const status = await runStatus<RunStatus>(NS, run);
+      return status.phase === 'Failed' ? `no pod: the run ended Failed, ${status.reason}: ${status.message}` : undefined;
     },
     60_000,
     `${run}'s sandbox pod to be scheduled`,
@@ -204,6 +209,7 @@ describe.skipIf(unavailable !== '')(`runs through the operator on the real node$
     await e2e?.stop();
     await fake?.stop();
     await gitServer?.close();
+    if (root) rmSync(root, { recursive: true, force: true });
   });
 
   it('the demo run: clone, import, tools in the container, the diff, the pod deleted, the run deleted', async () => {
