@@ -53,7 +53,7 @@ export default defineConfig({
       },
       {
         // A real kubelet + containerd node beside kwok, NetworkPolicy enforced (docs/real-node.md).
-        // Not in `make test` yet: `make test-real-node` builds what it needs and runs it.
+        // The last tier of `make test`; `make test-real-node` builds what it needs and runs it alone.
         test: {
           name: 'real-node',
           include: ['test/real-node/**/*.test.ts'],

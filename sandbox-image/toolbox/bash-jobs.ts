@@ -10,6 +10,7 @@ import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_OUTPUT_MAX_BYTES } from './contract/limits.ts';
 import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
+import { safeDirectoryEnvironment } from './child-process.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -38,7 +39,7 @@ export async function startBackgroundJob(context: ToolboxContext, shell: string,
       cwd: context.realRoot,
       detached: true, // a new session and process group: survives the toolbox, killable as one
       stdio: 'ignore',
-      env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
+      env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
     },
   );
   await new Promise<void>((resolve, reject) => {

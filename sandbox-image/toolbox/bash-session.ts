@@ -11,7 +11,7 @@ import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAIL_BYTES } from './contract/limits.ts';
 import { BASH_PRELUDE } from './bash-script.ts';
 import { startBackgroundJob } from './bash-jobs.ts';
-import { findExecutable } from './child-process.ts';
+import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
@@ -56,7 +56,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     cwd: context.realRoot,
     detached: true, // its own process group, so a kill reaches everything it started
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
-    env: { ...process.env, CHAMVI_WORKSPACE: context.realRoot },
+    env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
   });
   // Listen before the first await: a fast command can exit while the handles are closing.
   const exited = new Promise<number | null>((resolve, reject) => {

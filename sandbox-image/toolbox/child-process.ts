@@ -166,10 +166,17 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
     GIT_PAGER: 'cat',
     GIT_TERMINAL_PROMPT: '0',
     GIT_OPTIONAL_LOCKS: '0',
-    // The workspace may be owned by another uid than the toolbox (an emptyDir, an import);
-    // command-scope config is "protected", so git honours it.
-    GIT_CONFIG_COUNT: '1',
-    GIT_CONFIG_KEY_0: 'safe.directory',
-    GIT_CONFIG_VALUE_0: '*',
+    ...safeDirectoryEnvironment('*'),
   };
+}
+
+/**
+ * The workspace may be owned by another uid than the toolbox: on a real node it is an emptyDir
+ * the kubelet made as root, and git refuses such a repository ("detected dubious ownership").
+ * Command-scope config is "protected", so git honours safe.directory given this way. bash gets
+ * it too (with the workspace only): the model's git commands, the import check and finalize's
+ * diff all run there.
+ */
+export function safeDirectoryEnvironment(directory: string): NodeJS.ProcessEnv {
+  return { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'safe.directory', GIT_CONFIG_VALUE_0: directory };
 }

@@ -5,8 +5,8 @@
 // enforced, the run waits (Pending, IsolationNotEnforced) and then fails with a message
 // saying what a sandbox would reach, and the probe's pod and policy are gone afterwards.
 // That a CNI which enforces NetworkPolicy makes the probe say "enforced" (and runs go on) is
-// shown with the probe's ports in test/unit/isolation-probe.test.ts; the proof on a real
-// node with an enforcing CNI comes with the real-node tier (issue #19).
+// shown with the probe's ports in test/unit/isolation-probe.test.ts, and on a real node with
+// an enforcing CNI in test/real-node/operator-runs.test.ts (the verdict there is "enforced").
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -5,50 +5,11 @@
 // control case where the same connection succeeds without it.
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
-import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
+import { realNodeNetworkPolicy, realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
 
 const unavailable = inject('realNodeUnavailable');
 const namespace = `real-node-${process.pid}`;
-
-function run(name: string, uid: string): ParsedCodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name, namespace, uid },
-    spec: codingRunSpec.parse({
-      task: 'probe',
-      repository: { url: 'https://github.com/acme/x' },
-      model: { provider: 'scripted', scriptRef: { name: 's' } },
-      budget: { timeout: '10m' },
-      sandbox: {
-        resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi', 'ephemeral-storage': '1Gi' } },
-      },
-    }),
-  };
-}
-
-/** The operator's config as a real-node deployment would set it: sandboxes on the real node. */
-const config = () =>
-  loadOperatorConfig(
-    {
-      sandboxImage: inject('realNodeSandboxImage'),
-      sandboxPlacement: {
-        nodeSelector: { [realNodeLabel.key]: realNodeLabel.value },
-        tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
-      },
-    },
-    {},
-  );
-
-/** No CodingRun object exists here: without the owner references the garbage collector leaves them be. */
-function unowned<T extends { metadata?: { ownerReferences?: unknown } }>(object: T): T {
-  delete object.metadata!.ownerReferences;
-  return object;
-}
 
 async function waitForPodReady(name: string): Promise<void> {
   const result = await kubectl(['wait', '-n', namespace, `pod/${name}`, '--for=condition=Ready', '--timeout=120s'], { timeoutMs: 130_000 });
@@ -89,12 +50,12 @@ async function eventually(pod: string, host: string, port: number, want: (outcom
 }
 
 describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? ` (SKIPPED: ${unavailable})` : ''}`, () => {
-  const sandboxRun = run('probe', '00000000-0000-4000-8000-00000000a001');
-  const sandbox = unowned(buildSandboxPod(sandboxRun, config()));
+  const image = inject('realNodeSandboxImage');
+  const sandbox = realNodeSandboxPod(namespace, 'probe', '00000000-0000-4000-8000-00000000a001', image);
   const sandboxName = sandbox.metadata!.name!;
-  const policy = unowned(buildNetworkPolicy(sandboxRun));
+  const policy = realNodeNetworkPolicy(namespace, 'probe', '00000000-0000-4000-8000-00000000a001');
   // Another pod on the node, listening: the "other pod" a sandbox must not reach.
-  const listener = unowned(buildSandboxPod(run('listener', '00000000-0000-4000-8000-00000000a002'), config()));
+  const listener = realNodeSandboxPod(namespace, 'listener', '00000000-0000-4000-8000-00000000a002', image);
   listener.spec!.containers[0]!.args = ['node', '-e', "require('net').createServer(s=>s.end('hi')).listen(8080)"];
   let hostListener: Server;
   let hostPort = 0;
@@ -155,7 +116,7 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
   });
 
   it('OOM-kills a command that allocates past the memory limit, and the sandbox lives on', async () => {
-    // 256Mi limit (run() above); 400 MB touched page by page. Bounded even if no limit held.
+    // 256Mi limit (realNodeSandboxResources); 400 MB touched page by page. Bounded even if no limit held.
     const hog = await exec(sandboxName, ['node', '-e', 'const b=Buffer.alloc(400*1024*1024,1);console.log(b.length)']);
     expect(hog.code).toBe(137);
     expect(hog.stdout).toBe('');

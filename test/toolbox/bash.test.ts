@@ -1,7 +1,8 @@
 // bash, bash_output and bash_kill: persisted state, process groups, timeouts that kill the
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chownSync, readdirSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
@@ -52,6 +53,34 @@ describe('bash', () => {
     const result = await bash({ command: 'mkdir -p x && cd x && export CODE=9 && exit 3' });
     expect(result).toMatchObject({ exitCode: 3, cwd: 'x' });
     expect((await bash({ command: 'echo $CODE' })).stdout).toBe('9\n');
+  });
+
+  // On a real node the workspace is an emptyDir the kubelet made as root while the toolbox runs
+  // as uid 1000; git refuses such a repository unless told it is safe (found on the real node,
+  // where the import check, the model's git commands and finalize's diff all failed).
+  it.skipIf(process.getuid?.() !== 0)('runs git in a workspace another uid owns, as on a real node', async () => {
+    workspace.write({ 'a.txt': 'a\n' });
+    workspace.git('init', '-q');
+    workspace.git('add', '.');
+    workspace.git('commit', '-qm', 'first');
+    chownSync(workspace.root, 4321, 4321);
+    // The control: git itself refuses the repository now.
+    expect(() => execFileSync('git', ['rev-parse', '--verify', 'HEAD'], { cwd: workspace.root, stdio: 'pipe' })).toThrow(
+      /dubious ownership/,
+    );
+    const result = await bash({ command: 'git rev-parse --verify -q HEAD >/dev/null && echo > b.txt && git status --short' });
+    expect(result).toMatchObject({ exitCode: 0, stdout: '?? b.txt\n' });
+    const job = await callTool(workspace, 'bash', {
+      command: 'git rev-parse --verify -q HEAD >/dev/null && echo job-ok',
+      background: true,
+    });
+    const id = resultOf<{ job: string }>(job).job;
+    let output = '';
+    for (let attempt = 0; attempt < 100 && !output.includes('job-ok'); attempt += 1) {
+      await sleep(50);
+      output = resultOf<{ output: string }>(await callTool(workspace, 'bash_output', { job: id })).output;
+    }
+    expect(output).toBe('job-ok\n');
   });
 
   it('runs in cwd when given, and refuses a cwd outside the workspace', async () => {

@@ -13,6 +13,10 @@ export function withDeadline<T>(
   const signal = options.signal;
   if (signal?.aborted) {
     const error = new SandboxError('ABORTED', 'the tool call was aborted', { cause: signal.reason });
+    // Nobody waits for the work any more, and giving up (killing the toolbox) makes it fail:
+    // unheeded, that rejection would be unhandled and end the process. A real node showed it:
+    // the exec opened after the caller had aborted.
+    work.catch(() => undefined);
     giveUp(error);
     return Promise.reject(error);
   }

@@ -3,12 +3,11 @@
 // test-real-node` builds the kubelet, kube-router, the sandbox and pause images first. When
 // the node cannot start, the tests see why (inject('realNodeUnavailable')) and skip with that
 // reason instead of passing.
-import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import controlPlaneSetup from '../control-plane/global-setup.ts';
 import { missingForClusterServices } from './cluster-services.ts';
+import { builtImage } from './built-images.ts';
 import { RealNodeUnavailable, startRealNode, type RealNode } from './real-node.ts';
 
 declare module 'vitest' {
@@ -25,25 +24,9 @@ declare module 'vitest' {
     /** The operator and bundled-Redis images' references, imported into the node ('' when not built). */
     realNodeOperatorImage: string;
     realNodeRedisImage: string;
+    /** The node's containerd socket, for `ctr --address` (killing a container from outside, as a crash would). */
     realNodeContainerdSocket: string;
   }
-}
-
-const imageDir = () =>
-  process.env.CHAMVI_IMAGE_DIR ?? join(process.env.CHAMVI_CACHE ?? join(homedir(), '.cache/chamvi-operator'), 'images');
-
-/** ARCHIVE= and REF= of an image build-image.sh wrote, or why it is missing. */
-function builtImage(name: string, make: string): { archive: string; ref: string } {
-  const envFile = join(imageDir(), `chamvi-${name}.env`);
-  if (!existsSync(envFile)) throw new RealNodeUnavailable(`no ${envFile}: run \`${make}\` first`);
-  const values = Object.fromEntries(
-    readFileSync(envFile, 'utf8')
-      .split('\n')
-      .filter((line) => line.includes('='))
-      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
-  );
-  if (!values.ARCHIVE || !existsSync(values.ARCHIVE)) throw new RealNodeUnavailable(`${envFile} names a missing archive: run \`${make}\``);
-  return { archive: values.ARCHIVE, ref: values.REF! };
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
