@@ -55,7 +55,7 @@ function toolPolicy(input: SystemPromptInput): string {
 }
 
 /** The first user message of a run: the task itself is in the system prompt; the repository's guidance, when given, follows. */
-export function buildStartMessage(guidance?: string): { role: 'user'; content: string } {
+export function buildStartMessage(guidance?: string, continuation?: string): { role: 'user'; content: string } {
   const start = 'Start working on the task described in the system prompt.';
-  return { role: 'user', content: guidance ? `${start}\n\n${guidance}` : start };
+  return { role: 'user', content: [start, continuation, guidance].filter(Boolean).join('\n\n') };
 }

@@ -261,6 +261,26 @@ export const specRules: readonly CrossFieldRule<SpecInput>[] = (['task', 'reposi
   }),
 );
 
+const continueFromRule: CrossFieldRule<SpecInput> = {
+  rule: "(has(self.continueFrom) ? self.continueFrom.name : '') == (has(oldSelf.continueFrom) ? oldSelf.continueFrom.name : '')",
+  message: 'spec.continueFrom cannot change after the run is created; create a new CodingRun to continue another run',
+  fieldPath: '.continueFrom',
+  reason: 'FieldValueForbidden',
+  holds: () => true,
+};
+
+export const continueFromSpec = z
+  .object({
+    name: objectName('CodingRun').describe("Name of a finished CodingRun in this run's namespace (never another namespace)."),
+  })
+  .describe(
+    'Start from where a finished run left off instead of from the bare repository: the worker clones the commit that run cloned ' +
+      "(its status.result.revision), applies that run's full diff (its diff ConfigMap), and the first prompt tells the agent that " +
+      "run's task and final message. spec.repository.url must be the source run's; spec.repository.revision is not used. The run " +
+      'fails InvalidSpec, saying what to change, when the source run is missing, not finished, kept no full diff (none, or cut at ' +
+      "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes.",
+  );
+
 const instructionsRule: CrossFieldRule<SpecInput> = {
   rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",
   message: 'spec.instructions cannot change after the run is created; create a new CodingRun for a different job',
@@ -283,6 +303,7 @@ export const codingRunSpec = z
           '64 KiB in all) in the first prompt, so an agent that starts with bash still follows it. false leaves it out; reads of files ' +
           'still carry the guidance that applies to them. Default true.',
       ),
+    continueFrom: continueFromSpec.optional(),
     tools: toolsSpec.prefault({}),
     approval: approvalSpec.prefault({}),
     budget: budgetSpec.prefault({}),
@@ -295,7 +316,7 @@ export const codingRunSpec = z
       .optional()
       .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
   })
-  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule]) })
+  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule]) })
   .describe('What the agent should do, where, with which model, tools and limits.');
 
 export type CodingRunSpec = z.output<typeof codingRunSpec>;

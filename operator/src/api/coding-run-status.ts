@@ -88,6 +88,13 @@ export const resultStatus = z
       .max(253)
       .optional()
       .describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
+    revision: z
+      .string()
+      .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
+      .optional()
+      .describe(
+        'The commit the run cloned (full SHA), which diff is against. A run with spec.continueFrom naming this run starts from it.',
+      ),
     filesChanged: count('Files the change touches.'),
     insertions: count('Lines added.'),
     deletions: count('Lines removed.'),

@@ -43,7 +43,8 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
-    status.result = keptDiffResult(kept, summary);
+    // The commit cloned, so a run with spec.continueFrom naming this one clones it too.
+    status.result = { ...keptDiffResult(kept, summary), ...(state.revision ? { revision: state.revision } : {}) };
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {

@@ -12,6 +12,8 @@ import type { Sandbox } from '../sandbox/sandbox.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
+import { applyDiff, headRevision } from './apply-diff.ts';
+import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { cloneRepository } from './git-clone.ts';
 import { liveRun } from './live-run.ts';
 import { startingState } from './starting-state.ts';
@@ -39,16 +41,24 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   const token = spec.repository.credentialsSecretRef
     ? await deps.resources.secretValue(ref.namespace, spec.repository.credentialsSecretRef.name, spec.repository.credentialsSecretRef.key)
     : undefined;
+  // spec.continueFrom: decided before the clone, which then fetches the source run's commit.
+  const continuation = spec.continueFrom ? await readContinuation(deps, ref, spec.continueFrom.name, spec.repository.url) : undefined;
   // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
   const dir = await cloneRepository({
     url: repository.url,
-    revision: spec.repository.revision,
+    revision: continuation?.revision ?? spec.repository.revision,
     token,
     maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
     maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
   });
   let guidance: string | undefined;
+  let revision: string;
   try {
+    revision = await headRevision(dir);
+    if (continuation) {
+      const applied = await applyDiff(dir, continuation.diff);
+      if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
+    }
     const sandbox = deps.sandboxes.for(run);
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
@@ -90,13 +100,25 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create(startingState(ref, startedAt, guidance));
+  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt }));
   await deps.events.record(run, {
     type: 'Normal',
     reason: EVENT_REASONS.Prepared,
-    message: `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
+    message: continuation
+      ? `Cloned ${spec.repository.url}@${revision} and applied the diff of run ${spec.continueFrom!.name} into the sandbox`
+      : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
   });
   await deps.queue.step(ref, 0);
+}
+
+/** spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails the run InvalidSpec. */
+async function readContinuation(deps: AgentDependencies, ref: RunRef, sourceName: string, repositoryUrl: string) {
+  const source = await deps.getRun(ref.namespace, sourceName);
+  const configMapName = source?.status?.result?.diffConfigMap;
+  const diffConfigMap = configMapName ? await deps.resources.readDiffConfigMap(ref.namespace, configMapName) : undefined;
+  const decision = decideContinuation({ namespace: ref.namespace, sourceName, repositoryUrl, source, diffConfigMap });
+  if (!decision.ok) throw new RunFailure(REASONS.InvalidSpec, decision.message);
+  return decision;
 }
 
 /** The repository's root guidance as a prompt section (#13.8); a toolbox error leaves it out rather than failing the run. */

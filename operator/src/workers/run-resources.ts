@@ -5,7 +5,7 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { isAlreadyExists, isNotFound } from '../kube/api-errors.ts';
-import { buildDiffConfigMap, decodeDiff } from '../reconcile/diff-config-map.ts';
+import { buildDiffConfigMap, decodeDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { diffConfigMapName } from '../reconcile/names.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
@@ -23,6 +23,8 @@ export interface RunResources {
   writeDiff(run: ParsedCodingRun, diff: string): Promise<string>;
   /** The diff last written for the run (a snapshot after a step, or the final one) and where, when there is one of its own. */
   readDiff(run: ParsedCodingRun): Promise<{ configMap: string; diff: string } | undefined>;
+  /** A diff ConfigMap as stored (spec.continueFrom reads the source run's), undefined when missing. */
+  readDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
 }
 
 /** Replaces `current` with `next`'s content, only if it is still the version read (else 409). */
@@ -71,6 +73,15 @@ export function kubernetesRunResources(kubeConfig: KubeConfig): RunResources {
       }
       const diff = found ? decodeDiff(found) : undefined;
       return found && diff !== undefined ? { configMap: found.metadata!.name!, diff } : undefined;
+    },
+    async readDiffConfigMap(namespace, name) {
+      try {
+        const { metadata, data, binaryData } = await core.readNamespacedConfigMap({ namespace, name });
+        return { metadata, ...(data ? { data } : {}), ...(binaryData ? { binaryData } : {}) };
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
     },
     async writeDiff(run, diff) {
       const body = buildDiffConfigMap(run, diff);

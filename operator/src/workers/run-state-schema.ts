@@ -49,6 +49,10 @@ export const runStateSchema = z.looseObject({
   usage: tokenUsage,
   filesTouched: z.looseObject({ read: z.array(z.string()), changed: z.array(z.string()) }),
   startedAt: z.number().finite(),
+  revision: z
+    .string()
+    .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
+    .optional(),
   pendingApproval: z
     .looseObject({
       id: identifier,

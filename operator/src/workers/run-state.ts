@@ -92,6 +92,8 @@ export interface RunState extends RunRef {
   filesTouched: FilesTouched;
   /** Epoch ms of the run's start (status.startTime), for the deadline. */
   startedAt: number;
+  /** The commit the prepare job cloned (full SHA), written to status.result.revision at the end (so a follow-up run clones it). */
+  revision?: string;
   pendingApproval?: PendingApprovalState;
   inFlight?: InFlightStep;
   /** The answer of the last step without tool calls. */

@@ -6,8 +6,14 @@ import { emptyUsage } from '../agent/usage-accounting.ts';
 import type { RunRef } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
 
+/** Where the workspace came from: the commit cloned, and for spec.continueFrom the first prompt's section about the earlier run. */
+export interface StartingPoint {
+  revision?: string;
+  continuation?: string;
+}
+
 /** `startedAt`: epoch ms of status.startTime, from which the deadline counts; `guidance`: the repository's, for the first prompt. */
-export function startingState(ref: RunRef, startedAt: number, guidance?: string): RunState {
+export function startingState(ref: RunRef, startedAt: number, guidance?: string, from: StartingPoint = {}): RunState {
   return {
     version: 2,
     uid: ref.uid,
@@ -16,9 +22,10 @@ export function startingState(ref: RunRef, startedAt: number, guidance?: string)
     stage: 'stepping',
     step: 0,
     toolCalls: 0,
-    messages: [buildStartMessage(guidance)],
+    messages: [buildStartMessage(guidance, from.continuation)],
     usage: emptyUsage(),
     filesTouched: noFilesTouched(),
     startedAt,
+    ...(from.revision ? { revision: from.revision } : {}),
   };
 }

@@ -27,6 +27,9 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
       const diff = configMap ? decodeDiff(configMap) : undefined;
       return configMap && diff !== undefined ? { configMap: configMap.metadata!.name!, diff } : undefined;
     },
+    async readDiffConfigMap(namespace, name) {
+      return gateway.configMap(namespace, name);
+    },
     async writeDiff(run, diff) {
       const configMap = buildDiffConfigMap(run, diff);
       gateway.putConfigMap(configMap);

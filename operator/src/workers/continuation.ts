@@ -1,0 +1,103 @@
+// spec.continueFrom: whether a run may start from where another run left off, and from what.
+// Pure: the prepare job reads the source run (in the follow-up's own namespace only) and its
+// diff ConfigMap, this decides, and the prepare job clones the source's commit and applies the
+// diff. Every refusal is InvalidSpec with a message that says what to change.
+//
+// The source's summary and task are what a model and a run author wrote: they go into the
+// first user message as quoted material, never into the system prompt.
+import { isTerminal, LIMITS, type CodingRun } from '../api/index.ts';
+import { decodeDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
+import { cutAtLine } from './diff-stats.ts';
+
+/** What the prepare job read for the decision. */
+export interface ContinuationInput {
+  namespace: string;
+  /** spec.continueFrom.name */
+  sourceName: string;
+  /** The follow-up's spec.repository.url. */
+  repositoryUrl: string;
+  /** The source run as read in `namespace`, undefined when there is none. */
+  source: CodingRun | undefined;
+  /** The ConfigMap named by the source's status.result.diffConfigMap, undefined when not found (or none named). */
+  diffConfigMap: DiffConfigMap | undefined;
+}
+
+export type Continuation = { ok: true; revision: string; diff: string; prompt: string } | { ok: false; message: string };
+
+/** Bounds of the source's task and final message in the first prompt. */
+const TASK_IN_PROMPT = 4096;
+const SUMMARY_IN_PROMPT = 8192;
+
+const refuse = (message: string): Continuation => ({ ok: false, message });
+
+export function decideContinuation(input: ContinuationInput): Continuation {
+  const { source, sourceName, namespace } = input;
+  const named = `spec.continueFrom names CodingRun ${sourceName}`;
+  if (!source) {
+    return refuse(`${named}, which does not exist in namespace ${namespace}; name a finished run in this run's own namespace.`);
+  }
+  const status = source.status ?? {};
+  if (!isTerminal(status.phase)) {
+    return refuse(
+      `${named}, which has not finished (phase ${status.phase ?? 'none yet'}); wait for it ` +
+        `(kubectl wait --for=condition=Complete crun/${sourceName}) and create this run again.`,
+    );
+  }
+  if (source.spec.repository.url !== input.repositoryUrl) {
+    return refuse(`${named}, which worked on ${source.spec.repository.url}; set spec.repository.url to that repository.`);
+  }
+  const result = status.result;
+  if (!result?.revision) {
+    return refuse(
+      `${named}, which records no cloned commit (status.result.revision): it ended before its clone, or before the operator ` +
+        'recorded commits; create a run without continueFrom.',
+    );
+  }
+  if (!result.diffConfigMap || result.diff === '') {
+    return refuse(`${named}, which made no change to continue from; create a run without continueFrom.`);
+  }
+  const configMap = input.diffConfigMap;
+  if (!configMap) {
+    return refuse(`${named}, whose full diff (ConfigMap ${result.diffConfigMap}) is gone; create a run without continueFrom.`);
+  }
+  if (!isOwnedByRun(configMap, source)) {
+    return refuse(
+      `${named}, but ConfigMap ${result.diffConfigMap} is not its diff (${whyNotOwned(configMap, source)}); nothing was applied.`,
+    );
+  }
+  const diff = decodeDiff(configMap);
+  if (diff === undefined || diff === '') {
+    return refuse(`${named}, but ConfigMap ${result.diffConfigMap} holds no diff; create a run without continueFrom.`);
+  }
+  // take-diff.ts cuts the full diff at LIMITS.fullDiff bytes: one that long is (almost surely) a cut one.
+  if (result.diffTruncated && Buffer.byteLength(diff) >= LIMITS.fullDiff) {
+    return refuse(
+      `${named}, whose change is larger than the 1 MiB the operator keeps, so its full diff is not known; ` +
+        'split the work into smaller runs, or create a run without continueFrom.',
+    );
+  }
+  return { ok: true, revision: result.revision, diff, prompt: continuationPrompt(source) };
+}
+
+/** The section of the first prompt that says where the run starts from. */
+export function continuationPrompt(source: CodingRun): string {
+  const status = source.status ?? {};
+  const task = cutAtLine(source.spec.task, TASK_IN_PROMPT);
+  const summary = cutAtLine(status.result?.summary ?? '', SUMMARY_IN_PROMPT);
+  const ending = `${status.phase ?? 'finished'}${status.reason ? ` (${status.reason})` : ''}`;
+  return [
+    `This run continues an earlier run, ${source.metadata.name}. Its changes are already in the workspace, uncommitted ` +
+      '(`git diff HEAD` shows them); build on them rather than starting over.',
+    `Its task was:\n<earlier-task>\n${task.text}${task.truncated ? '\n[cut]' : ''}\n</earlier-task>`,
+    `It ended ${ending} with this final message:\n<earlier-final-message>\n${summary.text || '(none)'}${summary.truncated ? '\n[cut]' : ''}\n</earlier-final-message>`,
+  ].join('\n\n');
+}
+
+/** The InvalidSpec message when `git apply` refuses the source's diff on its commit. */
+export function diffDoesNotApply(sourceName: string, revision: string, gitOutput: string): string {
+  return (
+    `spec.continueFrom names CodingRun ${sourceName}, whose diff does not apply on its commit ${revision}: ` +
+    `${gitOutput.trim().slice(0, 1000) || 'git apply failed'}; create a run without continueFrom.`
+  );
+}
