@@ -1,0 +1,191 @@
+// spec.continueFrom through the whole product: the operator as a process, the real API server,
+// Redis, git and the toolbox in kwok pods, and a model over HTTP that records what it was sent.
+// A follow-up run starts from the first run's commit (not the branch's new head) with its diff
+// applied and its task and final message in the first prompt; a source that is missing or
+// whose diff does not apply fails the follow-up InvalidSpec with what to change.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CodingRunStatus } from '../../operator/src/api/index.ts';
+import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
+import { createBareRepository, git } from '../support/git-fixture.ts';
+import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
+import { OperatorProcess } from '../support/operator-process.ts';
+import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+
+const NS = 'e2e-continue';
+const PREFIX = `e2econt${Date.now()}`;
+const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
+
+let root: string;
+let repoUrl: string;
+let registrar: SandboxExecRegistrar;
+let operator: OperatorProcess;
+let fake: FakeOpenAIServer;
+
+const apply = (...objects: object[]) => applyIn(NS, objects);
+
+const finished = (name: string) =>
+  finishedRun<CodingRunStatus>(NS, name, 60_000).catch(async (error: unknown) => {
+    const problems = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
+    console.error(`${name}: ${JSON.stringify(await runStatus(NS, name))}\n${problems.map((line) => JSON.stringify(line)).join('\n')}`);
+    throw error;
+  });
+
+const script = (name: string, turns: object[]) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name },
+  data: { 'script.json': JSON.stringify({ turns }) },
+});
+
+function codingRun(name: string, task: string, model: object, spec: object = {}) {
+  return {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name },
+    spec: { task, repository: { url: repoUrl }, model, ...spec },
+  };
+}
+
+const scripted = (scriptName: string) => ({ provider: 'scripted', scriptRef: { name: scriptName } });
+const overHttp = (name: string) => ({ provider: 'openai-compatible', name, baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } });
+
+/** A first run that greets the world in README.md and adds NOTES.md, and finishes. */
+async function firstRun(name: string): Promise<CodingRunStatus> {
+  await apply(
+    script(`${name}-script`, [
+      { toolCalls: [{ toolName: 'edit_file', input: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }] },
+      { toolCalls: [{ toolName: 'write_file', input: { path: 'NOTES.md', content: 'first notes\n' } }] },
+      { text: 'Greeted the world and left NOTES.md.' },
+    ]),
+    codingRun(name, 'Greet the world.', scripted(`${name}-script`)),
+  );
+  return finished(name);
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-continue-'));
+  repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
+  await createNamespace(NS, { restricted: true });
+  await createNamespace(`${NS}-lease`);
+  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
+  fake = await startFakeOpenAIServer();
+  await apply({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
+    stringData: { apiKey: 'sk-continue-e2e-key-0123456789' },
+  });
+  // The refused runs name it: they must fail for continueFrom alone, never reach the model.
+  await apply(script('never-used', [{ text: 'should not be asked' }]));
+  operator = new OperatorProcess({
+    kubeconfig: kubeconfigPath(),
+    env: {
+      REDIS_URL: redisUrl(),
+      CHAMVI_REDIS_PREFIX: PREFIX,
+      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
+      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
+      CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
+      CHAMVI_IDENTITY: 'e2e-continue',
+    },
+  });
+  await operator.waitForLog('caches synced; reconciling');
+}, 120_000);
+
+afterAll(async () => {
+  await operator?.kill();
+  await registrar?.stop();
+  await fake?.stop();
+});
+
+describe('spec.continueFrom', () => {
+  it("starts from the first run's commit and diff, with its task and final message in the first prompt", async () => {
+    const cloned = git(['rev-parse', 'main'], join(root, 'git', 'hello.git')).trim();
+    const first = await firstRun('first');
+    expect(first).toMatchObject({ phase: 'Succeeded', result: { revision: cloned } });
+
+    // The branch moves on, in a way the first run's diff does not apply to: the follow-up must
+    // clone the commit the first run recorded, not the branch's head.
+    const source = join(root, 'source');
+    git(['commit', '-qam', 'moved on', '--allow-empty'], source);
+    git(['mv', 'README.md', 'README.txt'], source);
+    git(['commit', '-qm', 'rename the README'], source);
+    git(['push', '-q', join(root, 'git', 'hello.git'), 'main'], source);
+
+    fake.enqueueFor(
+      'continuer',
+      { type: 'tool-calls', toolCalls: [{ name: 'read_file', arguments: { path: 'NOTES.md' } }] },
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello, world', newString: 'Hello, whole world' } }],
+      },
+      { type: 'text', text: 'Now greeting the whole world.' },
+    );
+    await apply(codingRun('second', 'Now greet the whole world.', overHttp('continuer'), { continueFrom: { name: 'first' } }));
+    const second = await finished('second');
+    expect(second).toMatchObject({ phase: 'Succeeded', steps: 3, result: { revision: cloned } });
+    // Its diff is the tree it ended with: the first run's change built on, and the first run's new file.
+    expect(second.result!.diff).toContain('-Hello\n+Hello, whole world\n');
+    expect(second.result!.diff).toContain('+++ b/NOTES.md\n@@ -0,0 +1 @@\n+first notes\n');
+
+    const requests = fake.requestsFor('continuer');
+    const firstPrompt = JSON.stringify(requests[0]!.body);
+    expect(firstPrompt).toContain('This run continues an earlier run, first.');
+    expect(firstPrompt).toContain('<earlier-task>\\nGreet the world.\\n</earlier-task>');
+    expect(firstPrompt).toContain('Greeted the world and left NOTES.md.');
+    // The read of NOTES.md found the first run's file in the workspace.
+    expect(JSON.stringify(requests[1]!.body)).toContain('first notes');
+  });
+
+  it('fails InvalidSpec when the named run does not exist in the namespace', async () => {
+    await apply(codingRun('orphan', 'Continue.', scripted('never-used'), { continueFrom: { name: 'no-such-run' } }));
+    const status = await finished('orphan');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(status.message).toContain(`spec.continueFrom names CodingRun no-such-run, which does not exist in namespace ${NS}`);
+  });
+
+  it("fails InvalidSpec, applying nothing, when the source's diff does not apply on its commit", async () => {
+    const tampered = await firstRun('tampered');
+    expect(tampered.phase).toBe('Succeeded');
+    // The ConfigMap stays the run's (labels, owner); only its diff no longer fits the commit.
+    const broken = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Goodbye\n+Hello\n';
+    const patched = await kubectl([
+      'patch',
+      'configmap',
+      tampered.result!.diffConfigMap!,
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ data: { diff: broken } }),
+    ]);
+    expect(patched.code, patched.stderr).toBe(0);
+    await apply(codingRun('after-tampered', 'Continue.', scripted('never-used'), { continueFrom: { name: 'tampered' } }));
+    const status = await finished('after-tampered');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(status.message).toContain(`whose diff does not apply on its commit ${tampered.result!.revision}`);
+    expect(status.message).toContain('create a run without continueFrom');
+  });
+
+  it('is described by kubectl explain and cannot change after the run is created', async () => {
+    const explain = await kubectl(['explain', 'codingrun.spec.continueFrom']);
+    expect(explain.stdout).toContain('Start from where a finished run left off');
+    const changed = await kubectl([
+      'patch',
+      'crun',
+      'orphan',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      '{"spec":{"continueFrom":{"name":"first"}}}',
+    ]);
+    expect(changed.code).not.toBe(0);
+    expect(changed.stderr).toContain('spec.continueFrom cannot change after the run is created');
+  });
+});
