@@ -1,0 +1,74 @@
+// workers/apply-diff.ts with real git: a source run's diff (written by a model, so hostile)
+// applied in the worker's clone for spec.continueFrom. It must land inside the clone only.
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { applyDiff, headRevision } from '../../operator/src/workers/apply-diff.ts';
+import { createRepository, git } from '../support/git-fixture.ts';
+
+let base: string;
+let repo: string;
+
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), 'chamvi-apply-'));
+  repo = join(base, 'repo');
+  createRepository(repo, { 'README.md': 'Hello\n' });
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+const newFile = (path: string, line: string) =>
+  `diff --git a/${path} b/${path}\nnew file mode 100644\n--- /dev/null\n+++ b/${path}\n@@ -0,0 +1 @@\n+${line}\n`;
+
+describe('applyDiff', () => {
+  it('applies an edit and a new file, which stays untracked as in the source sandbox', async () => {
+    const diff =
+      'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n' +
+      newFile('NOTES.md', 'notes');
+    expect(await applyDiff(repo, diff)).toEqual({ applied: true });
+    expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('Hello, world\n');
+    expect(readFileSync(join(repo, 'NOTES.md'), 'utf8')).toBe('notes\n');
+    expect(git(['status', '--porcelain'], repo)).toBe(' M README.md\n?? NOTES.md\n');
+  });
+
+  it('refuses a diff that does not fit the tree, with git saying why, and changes nothing', async () => {
+    const diff = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Goodbye\n+Hello\n';
+    const outcome = await applyDiff(repo, diff);
+    expect(outcome).toMatchObject({ applied: false, output: expect.stringContaining('patch does not apply') as unknown });
+    expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('refuses a path that climbs out of the clone', async () => {
+    const outcome = await applyDiff(repo, newFile('../escaped.txt', 'out'));
+    expect(outcome.applied).toBe(false);
+    expect(existsSync(join(base, 'escaped.txt'))).toBe(false);
+  });
+
+  it('refuses to write through a symlink, even one the same diff creates', async () => {
+    const outside = join(base, 'outside');
+    const link = `diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n@@ -0,0 +1 @@\n+${outside}\n\\ No newline at end of file\n`;
+    const outcome = await applyDiff(repo, link + newFile('link/planted.txt', 'planted'));
+    expect(outcome.applied).toBe(false);
+    expect(existsSync(join(outside, 'planted.txt'))).toBe(false);
+  });
+
+  it('refuses to write through a symlink the commit already holds', async () => {
+    symlinkSync(base, join(repo, 'up'));
+    git(['add', 'up'], repo);
+    git(['commit', '-qm', 'a link'], repo);
+    const outcome = await applyDiff(repo, newFile('up/planted.txt', 'planted'));
+    expect(outcome.applied).toBe(false);
+    expect(existsSync(join(base, 'planted.txt'))).toBe(false);
+  });
+
+  it('reports a corrupt patch as not applying', async () => {
+    expect(await applyDiff(repo, 'diff --git a/x b/x\n@@ nonsense\n')).toMatchObject({ applied: false });
+  });
+});
+
+describe('headRevision', () => {
+  it('is the full SHA of the checked-out commit', async () => {
+    expect(await headRevision(repo)).toBe(git(['rev-parse', 'HEAD'], repo).trim());
+    expect(await headRevision(repo)).toMatch(/^[0-9a-f]{40}$/);
+  });
+});
