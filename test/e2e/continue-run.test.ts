@@ -12,7 +12,7 @@ import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/c
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository, git } from '../support/git-fixture.ts';
 import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess } from '../support/operator-process.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
 const NS = 'e2e-continue';
@@ -147,6 +147,24 @@ describe('spec.continueFrom', () => {
     const status = await finished('orphan');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(status.message).toContain(`spec.continueFrom names CodingRun no-such-run, which does not exist in namespace ${NS}`);
+  });
+
+  it('fails InvalidSpec when the named run has not finished, saying to wait for it', async () => {
+    await apply(
+      script('waits-script', [{ toolCalls: [{ toolName: 'bash', input: { command: 'true' } }] }, { text: 'done' }]),
+      codingRun('waits', 'Wait for a human.', scripted('waits-script'), { approval: { tools: ['bash'] } }),
+    );
+    await eventually(
+      async () => ((await runStatus<CodingRunStatus>(NS, 'waits')).phase === 'WaitingForApproval' ? true : undefined),
+      60_000,
+      'waits to wait',
+    );
+    await apply(codingRun('too-early', 'Continue.', scripted('never-used'), { continueFrom: { name: 'waits' } }));
+    const status = await finished('too-early');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(status.message).toContain(
+      'which has not finished (phase WaitingForApproval); wait for it (kubectl wait --for=condition=Complete crun/waits)',
+    );
   });
 
   it("fails InvalidSpec, applying nothing, when the source's diff does not apply on its commit", async () => {
