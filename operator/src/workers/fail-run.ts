@@ -21,9 +21,12 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
   const kept = run ? await keepRunDiff(deps, run, reason === REASONS.SandboxLost ? undefined : deps.sandboxes.for(run)) : undefined;
   const shown = kept ? withDiffNote(message, kept) : message;
+  // The commit cloned, so a run stopped by a failure (its diff kept) can still be continued
+  // (spec.continueFrom); a state that is gone or unreadable just leaves it out.
+  const revision = kept ? (await deps.states.load(ref).catch(() => undefined))?.revision : undefined;
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
-    if (kept) status.result = keptDiffResult(kept, '');
+    if (kept) status.result = { ...keptDiffResult(kept, ''), ...(revision ? { revision } : {}) };
     return failStatus(status, reason, shown, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {
