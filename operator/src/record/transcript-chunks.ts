@@ -88,7 +88,14 @@ export function buildTranscriptChunk(
 ): V1ConfigMap {
   // The run controls its chunks: garbage collection removes them with it, and the plugin
   // reads only chunks whose controller is the run (ownership.ts).
-  const owner = { apiVersion: API_VERSION, kind: KIND, name: run.metadata.name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true };
+  const owner = {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    name: run.metadata.name,
+    uid: run.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',

@@ -30,7 +30,12 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
     const entry = recordedCall(call, results.get(call.toolCallId));
     if (pending && pending.toolCallId === call.toolCallId) {
       const shown = pendingApprovalView(pending);
-      entry.waiting = { approvalId: pending.id, inputBytes: shown.inputBytes!, inputSha256: shown.inputSha256!, requestedAt: pending.requestedAt };
+      entry.waiting = {
+        approvalId: pending.id,
+        inputBytes: shown.inputBytes!,
+        inputSha256: shown.inputSha256!,
+        requestedAt: pending.requestedAt,
+      };
     }
     return entry;
   });
