@@ -16,6 +16,8 @@ import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
+import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
+import { transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
@@ -70,6 +72,7 @@ interface Setup {
   turns: ScriptedTurn[];
   approvalTools?: string[];
   maxSteps?: number;
+  contextWindow?: number;
 }
 
 async function harness(setup: Setup): Promise<Harness> {
@@ -91,7 +94,11 @@ async function harness(setup: Setup): Promise<Harness> {
     spec: {
       task: 'Say hi.',
       repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
+      model: {
+        provider: 'scripted',
+        scriptRef: { name: 'script', key: 'script.json' },
+        ...(setup.contextWindow ? { contextWindow: setup.contextWindow } : {}),
+      },
       approval: { tools: setup.approvalTools ?? [] },
       budget: { maxSteps: setup.maxSteps ?? 20 },
     } as CodingRun['spec'],
@@ -419,6 +426,39 @@ describe('the step/resume state machine', () => {
       expect(h.events).toEqual(expected.events);
       const hi = path.join(h.workspace, 'hi.txt');
       expect(existsSync(hi) ? readFileSync(hi, 'utf8') : null).toBe(expected.hi);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
+  it("counts the compaction call's tokens too, under the run's namespace, and the transcript keeps the summary", async () => {
+    // A 1024-token window and 14 KB of output: step 2 folds step 1 into a summary first (a model call of its own).
+    const h = await harness({
+      turns: [
+        { toolCalls: [bash('seq 1 3000')], usage: { inputTokens: 100, outputTokens: 7 } },
+        { ...answers, usage: { inputTokens: 300, outputTokens: 11 } },
+      ],
+      contextWindow: 1024,
+    });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      const run = h.run();
+      const chunk = h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!;
+      const { entries } = readTranscript([chunk], run);
+      expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000002']);
+      expect(entries[1]!.compaction).toMatchObject({ summarisedMessages: 1, usage: { inputTokens: 100, outputTokens: 7 } });
+      const usage = run.status!.usage!;
+      // The summary replays turn 0 (no assistant turn before the cut): 100 + 100 + 300 in.
+      expect(usage).toMatchObject({ inputTokens: 500, outputTokens: 25 });
+      const counted = new Map<string, number>();
+      for (const { labels, value } of (await h.deps.metrics.tokens.get()).values) {
+        expect(labels.namespace).toBe('agents');
+        counted.set(String(labels.direction), (counted.get(String(labels.direction)) ?? 0) + value);
+      }
+      expect(Object.fromEntries(counted)).toEqual({ input: usage.inputTokens, output: usage.outputTokens });
     } finally {
       await h.close();
     }
