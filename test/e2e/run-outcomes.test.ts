@@ -183,7 +183,8 @@ describe('the Events and the transcript the README promises (Events for transiti
       .split('\n')
       .filter(Boolean)
       .map((line) => JSON.parse(line) as TranscriptEntry);
-    expect(entries.map((entry) => `${entry.kind} ${entry.step}`)).toEqual(['step 1', 'step 2', 'step 3', 'approval 3', 'step 4']);
+    const kinds = entries.map((entry) => (entry.step === undefined ? entry.kind : `${entry.kind} ${entry.step}`));
+    expect(kinds).toEqual(['step 1', 'step 2', 'step 3', 'approval 3', 'step 4', 'outcome']);
     const parked = entries[2]!.calls![0]!;
     expect(parked).toMatchObject({ tool: 'bash', waiting: { approvalId: waiting.pendingApproval!.id, inputSha256: sha256 } });
     expect(entries[3]).toMatchObject({ approval: { id: waiting.pendingApproval!.id, decision: 'approve', sha256 } });

@@ -137,7 +137,10 @@ describe('the transcript of a 300-step run', () => {
 
     const result = await runPlugin(['logs', 'long', '-n', NS, '-o', 'json']);
     expect(result.code, result.stderr).toBe(0);
-    const entries = jsonLines(result.stdout);
+    const lines = jsonLines(result.stdout);
+    // A finished run's record ends with its outcome, from status.
+    expect(lines.at(-1)).toMatchObject({ kind: 'outcome', phase: 'Succeeded', steps: STEPS });
+    const entries = lines.slice(0, -1);
     expect(entries.map((entry) => entry.step)).toEqual(Array.from({ length: STEPS }, (_, index) => index + 1));
     // Each step's 72 KiB of noise reached the model bounded (64 KiB) and the transcript cut further, marked.
     for (const entry of entries.slice(0, -1)) {

@@ -59,7 +59,9 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
   const first = await client.listTranscript(namespace, uid);
   printer.show(first.items);
   if (!command.follow) {
-    if (printer.count === 0)
+    // A finished run's record ends with how it ended, as -f's does (status has it; the chunks need not).
+    if (command.step === undefined && isTerminal(run.status?.phase)) printer.outcome(run);
+    else if (printer.count === 0)
       io.err(
         command.step === undefined
           ? `codingrun/${command.name} has no transcript entries yet (phase ${run.status?.phase ?? 'Pending'})`
