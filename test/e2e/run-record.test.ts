@@ -77,23 +77,43 @@ afterAll(async () => {
 
 describe('kubectl codingrun logs -f', () => {
   it('prints each step of a live run as it lands, then the outcome, and exits 0 when the run Succeeded', async () => {
-    // The run waits for a human at step 2: what the plugin prints by then was printed while it ran.
+    // The run waits for a human at steps 2 and 3. Once the plugin shows step 2, it is following;
+    // what the run does after the first answer must reach it while the run waits again.
     await applyIn(NS, [
-      script('follow-script', [{ toolCalls: [READ] }, { toolCalls: [ECHO] }, { toolCalls: [READ] }, { text: 'Greeted.' }]),
+      script('follow-script', [{ toolCalls: [READ] }, { toolCalls: [ECHO] }, { toolCalls: [ECHO] }, { text: 'Greeted.' }]),
       codingRun('follow', 'follow-script', { approval: { tools: ['bash'] } }),
     ]);
     const plugin = startPlugin(['logs', 'follow', '-n', NS, '-f']);
-    await eventually(async () => (/waits for approval/.test(plugin.output()) ? true : undefined), 90_000, 'step 2 in the output');
-    const waiting = await runStatus<RunStatus & { pendingApproval: { id: string; input: string } }>(NS, 'follow');
-    expect(waiting.phase).toBe('WaitingForApproval');
+    const approve = async (id: string) => {
+      const status = await runStatus<RunStatus & { pendingApproval: { id: string; input: string } }>(NS, 'follow');
+      expect(status.pendingApproval.id).toBe(id);
+      const sha256 = createHash('sha256').update(status.pendingApproval.input, 'utf8').digest('hex');
+      const answer = JSON.stringify({ id, decision: 'approve', sha256 });
+      await kubectlOk(['annotate', 'crun', 'follow', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite']);
+      return sha256;
+    };
+    await eventually(async () => (/waits for approval s2-c2/.test(plugin.output()) ? true : undefined), 90_000, 'step 2 in the output');
     expect(plugin.output()).toMatch(
       /^step 1 at .*\n  → read_file \{"path":"README.md"\}\n    ok .*\nstep 2 at .*\n  → bash \{"command":"echo hi"\}\n    … waits for approval s2-c2 /m,
     );
+    const first = await approve('s2-c2');
+    // Step 3's entry is written before its status says it waits: from then the plugin has seconds,
+    // not the half minute after which an idle watch is cut and the plugin lists the chunks again.
+    await eventually(
+      async () =>
+        (await runStatus<RunStatus & { pendingApproval?: { id: string } }>(NS, 'follow')).pendingApproval?.id === 's3-c3'
+          ? true
+          : undefined,
+      90_000,
+      'the run to wait at step 3',
+    );
+    const parked = Date.now();
+    await eventually(async () => (/waits for approval s3-c3/.test(plugin.output()) ? true : undefined), 60_000, 'step 3 in the output');
+    expect(Date.now() - parked).toBeLessThan(10_000);
+    expect(plugin.output()).toMatch(new RegExp(`^step 2 approval s2-c2 of bash approved \\(sha256 ${first}\\) .*\\n    ok `, 'm'));
     expect(plugin.child.exitCode).toBeNull();
 
-    const sha256 = createHash('sha256').update(waiting.pendingApproval.input, 'utf8').digest('hex');
-    const answer = JSON.stringify({ id: waiting.pendingApproval.id, decision: 'approve', sha256 });
-    await kubectlOk(['annotate', 'crun', 'follow', '-n', NS, `chamvi.dev/approval=${answer}`, '--overwrite']);
+    await approve('s3-c3');
     const result = await plugin.result;
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -103,12 +123,12 @@ describe('kubectl codingrun logs -f', () => {
       'step 2 at',
       'step 2 approval',
       'step 3 at',
+      'step 3 approval',
       'step 4 at',
     ]);
-    expect(result.stdout).toMatch(new RegExp(`^step 2 approval s2-c2 of bash approved \\(sha256 ${sha256}\\)`, 'm'));
     expect(result.stdout).toContain('  | Greeted.');
     expect(lines.at(-1)).toMatch(/^codingrun\/follow Succeeded \(Completed\): .*\[4 steps, 3 tool calls, \d+ tokens\]$/);
-  }, 150_000);
+  }, 180_000);
 
   it('exits 1 with the reason when the run fails, as JSON lines ending in the outcome', async () => {
     await applyIn(NS, [
