@@ -110,7 +110,9 @@ describe('kubectl codingrun logs -f', () => {
     const parked = Date.now();
     await eventually(async () => (/waits for approval s3-c3/.test(plugin.output()) ? true : undefined), 60_000, 'step 3 in the output');
     expect(Date.now() - parked).toBeLessThan(10_000);
-    expect(plugin.output()).toMatch(new RegExp(`^step 2 approval s2-c2 of bash approved \\(sha256 ${first}\\) .*\\n  → bash .*\\n    ok `, 'm'));
+    expect(plugin.output()).toMatch(
+      new RegExp(`^step 2 approval s2-c2 of bash approved \\(sha256 ${first}\\) .*\\n  → bash .*\\n    ok `, 'm'),
+    );
     expect(plugin.child.exitCode).toBeNull();
 
     await approve('s3-c3');
