@@ -6,7 +6,7 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { API_VERSION, GROUP, KIND, RUN_LABEL, RUN_UID_LABEL } from '../api/group.ts';
-import { transcriptConfigMapName, type RunIdentity } from '../reconcile/names.ts';
+import { runNameLabel, transcriptConfigMapName, type RunIdentity } from '../reconcile/names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, isOwnedByRun, type OwnedMetadata } from '../reconcile/ownership.ts';
 import { DEFAULT_BOUNDS, ENTRY_KEY_PATTERN, boundEntry, type EntryBounds, type TranscriptEntry } from './transcript-entry.ts';
 
@@ -72,7 +72,7 @@ export function decodeEntry(key: string, base64: string): TranscriptEntry | { pr
 
 const labelsFor = (run: RunIdentity): Record<string, string> => ({
   [MANAGED_BY_LABEL]: MANAGED_BY,
-  [RUN_LABEL]: run.metadata.name,
+  [RUN_LABEL]: runNameLabel(run.metadata.name),
   [RUN_UID_LABEL]: run.metadata.uid,
   [RECORD_LABEL]: RECORD_TRANSCRIPT,
 });
