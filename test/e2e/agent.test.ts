@@ -460,7 +460,8 @@ describe('observability', () => {
     expect(value(/^chamvi_steps_total\{provider="scripted"\}/)).toBeGreaterThan(0);
     expect(value(/^chamvi_tool_calls_total\{tool="edit_file",outcome="ok"\}/)).toBeGreaterThan(0);
     expect(value(/^chamvi_tool_calls_total\{tool="bash",outcome="denied"\}/)).toBeGreaterThan(0);
-    expect(value(/^chamvi_tokens_total\{direction="input",provider="openai-compatible"/)).toBeGreaterThan(0);
+    // Under the run's namespace (#13): the counters add up to the runs' status.usage per namespace.
+    expect(value(new RegExp(`^chamvi_tokens_total\\{direction="input",namespace="${NS}",provider="openai-compatible"`))).toBeGreaterThan(0);
     expect(value(/^chamvi_model_call_errors_total\{provider="openai-compatible",reason="ModelAuthFailed"\}/)).toBe(1);
     expect(value(/^chamvi_reconcile_duration_seconds_count/)).toBeGreaterThan(0);
     // Queue depth, read from Redis at each scrape: one series per job state.

@@ -1,8 +1,8 @@
 // Promises the README makes about how a run ends and what it tells on the way, each shown on
 // the whole product (operator process, real Redis, kwok pods running the real toolbox, real
 // git, the scripted model): DeadlineExceeded keeps the partial diff, a setup that outlives
-// its timeout ends SetupFailed, `kubectl describe` shows one Event per step (and the Events of
-// the run's life), and an exec that breaks mid-call counts in chamvi_exec_errors_total.
+// its timeout ends SetupFailed, `kubectl describe` shows the Events of the run's life and
+// `kubectl codingrun logs` each step, and an exec that breaks mid-call counts in chamvi_exec_errors_total.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,8 @@ import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { startE2eOperator } from '../support/e2e-operator.ts';
+import { runPlugin } from '../support/plugin.ts';
+import type { TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 
 const NS = 'e2e-outcomes';
 /** The operator's setupTimeoutSeconds here: short, so a setup that sleeps outlives it. */
@@ -133,8 +135,8 @@ describe('how a run ends', () => {
   }, 120_000);
 });
 
-describe('the Events the README promises (`kubectl describe crun`: one Event per step)', () => {
-  it("records the run's life and one Step Event per step, numbered, for a run with an approval", async () => {
+describe('the Events and the transcript the README promises (Events for transitions, `kubectl codingrun logs` for steps)', () => {
+  it("records the run's life as Events and each step, the approval's answer among them, in its transcript", async () => {
     await apply(
       script('events-script', [
         { toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }] },
@@ -166,20 +168,27 @@ describe('the Events the README promises (`kubectl describe crun`: one Event per
     const status = await finished('events');
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 4 });
 
-    // Step Events are written without holding up the next step: wait until all have landed.
     const events = await eventually(
       async () => {
         const all = await eventsOf('events');
-        return all.filter((event) => event.reason === 'Step').length >= 4 && all.some((event) => event.reason === 'Completed')
-          ? all
-          : undefined;
+        return all.some((event) => event.reason === 'Completed') ? all : undefined;
       },
       20_000,
-      'the Step Events',
+      'the Completed Event',
     );
-    const steps = events.filter((event) => event.reason === 'Step');
-    expect(steps.map((event) => /^Step (\d+):/.exec(event.message)?.[1]).sort()).toEqual(['1', '2', '3', '4']);
-    expect(steps.every((event) => event.type === 'Normal')).toBe(true);
+    expect(events.map((event) => event.reason)).not.toContain('Step');
+    const logs = await runPlugin(['logs', 'events', '-n', NS, '-o', 'json']);
+    expect(logs.code, logs.stderr).toBe(0);
+    const entries = logs.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as TranscriptEntry);
+    const kinds = entries.map((entry) => (entry.step === undefined ? entry.kind : `${entry.kind} ${entry.step}`));
+    expect(kinds).toEqual(['step 1', 'step 2', 'step 3', 'approval 3', 'step 4', 'outcome']);
+    const parked = entries[2]!.calls![0]!;
+    expect(parked).toMatchObject({ tool: 'bash', waiting: { approvalId: waiting.pendingApproval!.id, inputSha256: sha256 } });
+    expect(entries[3]).toMatchObject({ approval: { id: waiting.pendingApproval!.id, decision: 'approve', sha256 } });
+    expect(entries[3]!.calls![0]!.result).toMatchObject({ ok: true });
     const reasons = new Set(events.map((event) => event.reason));
     for (const reason of ['Accepted', 'Provisioning', 'SandboxReady', 'Prepared', 'AwaitingApproval', 'Approved', 'Completed']) {
       expect(reasons, `${reason} in ${[...reasons].join(', ')}`).toContain(reason);

@@ -122,8 +122,12 @@ describe('kubectl codingrun run --local', () => {
     const progress = result.stderr;
     expect(progress).toMatch(/Accepted\s+Accepted: file:\/\/.*\/hello with scripted/);
     expect(progress).toMatch(/Prepared\s+Cloned file:\/\/.*\/hello into the sandbox/);
-    expect(progress).toMatch(/Step\s+Step 1: read_file; 1240 tokens so far/);
-    expect(progress).toMatch(/Step\s+Step 2: edit_file, write_file; 2800 tokens so far/);
+    // Each step as `kubectl codingrun logs -f` shows it.
+    expect(progress).toMatch(
+      /^step 1 at \d\d:\d\d:\d\d [\d.]+s, 1240 tokens \(1200 in, 40 out\)\n  → read_file \{"path":"README.md"\}\n    ok /m,
+    );
+    expect(progress).toMatch(/^step 2 at .*, 1560 tokens \(1500 in, 60 out\)\n  → edit_file .*\n    ok .*\n  → write_file .*\n    ok /m);
+    expect(progress).toMatch(/^step 3 at .*\n  \| README.md now greets the world.$/m);
     expect(progress).toMatch(/Completed\s+Finished in 3 step\(s\): 2 file\(s\) changed\./);
     expect(progress).toMatch(/codingrun\/greet Succeeded in [\d.]+s: 3 steps, 3 tool calls, 4512 tokens; 2 files changed, \+2 -1/);
     expect(progress).toContain('summary: README.md now greets the world.');
@@ -296,7 +300,7 @@ describe('kubectl codingrun run --local', () => {
     const turns: Turn[] = [{ toolCalls: [{ toolName: 'bash', input: { command: 'sleep 297', timeoutMs: 600_000 } }] }, { text: 'Slept.' }];
     const run = start(['run', '-f', manifest('slow', turns), '--local']);
     const deadline = Date.now() + 60_000;
-    while (!/Step 1|Prepared/.test(run.stderr()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    while (!/step 1|Prepared/.test(run.stderr()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     const sleeping = () => spawnSync('pgrep', ['-f', 'sleep 297'], { encoding: 'utf8' }).stdout.trim();
     while (!sleeping() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     expect(sleeping()).not.toBe('');

@@ -15,6 +15,9 @@ import type { CoreV1Event } from '@kubernetes/client-node';
 import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
+import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
+import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
+import { transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
@@ -59,7 +62,7 @@ interface Harness {
   workspace: string;
   /** Jobs handed on, in order: "step N" (N steps completed) or "finalize". */
   enqueued: string[];
-  /** Reasons of the Events recorded on the run, in order. */
+  /** Reasons of the Events recorded on the run and keys of its transcript entries, in order. */
   events: string[];
   run(): CodingRun;
   close(): Promise<void>;
@@ -69,6 +72,7 @@ interface Setup {
   turns: ScriptedTurn[];
   approvalTools?: string[];
   maxSteps?: number;
+  contextWindow?: number;
 }
 
 async function harness(setup: Setup): Promise<Harness> {
@@ -90,7 +94,11 @@ async function harness(setup: Setup): Promise<Harness> {
     spec: {
       task: 'Say hi.',
       repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
+      model: {
+        provider: 'scripted',
+        scriptRef: { name: 'script', key: 'script.json' },
+        ...(setup.contextWindow ? { contextWindow: setup.contextWindow } : {}),
+      },
       approval: { tools: setup.approvalTools ?? [] },
       budget: { maxSteps: setup.maxSteps ?? 20 },
     } as CodingRun['spec'],
@@ -129,6 +137,8 @@ async function harness(setup: Setup): Promise<Harness> {
     },
     models: createModelFactory(resources, DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies()),
     events: new EventRecorder(gateway, 'test', logger),
+    // The transcript's entries go into the same story as the Events, by key, in the order written.
+    transcript: memoryTranscriptWriter(gateway, (entry) => events.push(entry.key)),
     metrics: new OperatorMetrics({ defaultMetrics: false }),
     getRun: (namespace, name) => gateway.getRun(namespace, name),
     clonePolicy: { allowRepo: [], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 10_000 },
@@ -197,7 +207,16 @@ const table: Row[] = [
     name: 'a tool call: the step runs it, counts it, and enqueues the next step',
     setup: { turns: [writesHi, answers] },
     jobs: [step(0)],
-    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step'], hi: 'hi\n', steps: 1, toolCalls: 1 },
+    expected: {
+      stage: 'stepping',
+      step: 1,
+      enqueued: ['step 1'],
+      phase: 'Running',
+      events: ['s000001'],
+      hi: 'hi\n',
+      steps: 1,
+      toolCalls: 1,
+    },
   },
   {
     name: 'an answer without tool calls: finalize is next',
@@ -208,7 +227,7 @@ const table: Row[] = [
       step: 1,
       enqueued: ['finalize'],
       phase: 'Running',
-      events: ['Step'],
+      events: ['s000001'],
       hi: null,
       steps: 1,
       toolCalls: 0,
@@ -224,7 +243,7 @@ const table: Row[] = [
       phase: 'Succeeded',
       reason: 'Completed',
       message: /Finished in 2 step\(s\): 1 file\(s\) changed/,
-      events: ['Step', 'Step', 'Completed'],
+      events: ['s000001', 's000002', 'Completed'],
       hi: 'hi\n',
       steps: 2,
     },
@@ -239,7 +258,7 @@ const table: Row[] = [
       enqueued: [],
       phase: 'WaitingForApproval',
       message: /kubectl codingrun approve/,
-      events: ['AwaitingApproval'],
+      events: ['s000001', 'AwaitingApproval'],
       hi: null,
     },
   },
@@ -252,7 +271,7 @@ const table: Row[] = [
       step: 1,
       enqueued: ['step 1'],
       phase: 'Running',
-      events: ['AwaitingApproval', 'Approved', 'Step'],
+      events: ['s000001', 'AwaitingApproval', 'Approved', 's000001-c000001'],
       hi: 'hi\n',
       toolCalls: 1,
     },
@@ -267,7 +286,7 @@ const table: Row[] = [
       enqueued: [],
       phase: 'WaitingForApproval',
       message: /^Refused the approval of bash call/,
-      events: ['AwaitingApproval', 'ApprovalRefused'],
+      events: ['s000001', 'AwaitingApproval', 'ApprovalRefused'],
       hi: null,
     },
   },
@@ -280,7 +299,7 @@ const table: Row[] = [
       step: 1,
       enqueued: ['step 1'],
       phase: 'Running',
-      events: ['AwaitingApproval', 'Denied', 'Step'],
+      events: ['s000001', 'AwaitingApproval', 'Denied', 's000001-c000001'],
       hi: null,
       toolCalls: 1,
     },
@@ -294,7 +313,7 @@ const table: Row[] = [
       enqueued: ['finalize'],
       phase: 'Failed',
       reason: 'BudgetExceeded',
-      events: ['Step', 'BudgetExceeded'],
+      events: ['s000001', 'BudgetExceeded'],
       hi: 'hi\n',
       steps: 1,
     },
@@ -303,7 +322,15 @@ const table: Row[] = [
     name: 'a step redone after its work was saved hands on: the model is not asked again, the call not run twice',
     setup: { turns: [writesHi, answers] },
     jobs: [step(0), step(0)],
-    expected: { stage: 'stepping', step: 1, enqueued: ['step 1', 'step 1'], phase: 'Running', events: ['Step'], hi: 'hi\n', toolCalls: 1 },
+    expected: {
+      stage: 'stepping',
+      step: 1,
+      enqueued: ['step 1', 'step 1'],
+      phase: 'Running',
+      events: ['s000001'],
+      hi: 'hi\n',
+      toolCalls: 1,
+    },
   },
   {
     name: 'a step cut off after its first call: the redone job runs only the call not finished',
@@ -329,7 +356,7 @@ const table: Row[] = [
       await h.states.save(state);
     },
     jobs: [step(0)],
-    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['Step'], hi: 'two\n', toolCalls: 2 },
+    expected: { stage: 'stepping', step: 1, enqueued: ['step 1'], phase: 'Running', events: ['s000001'], hi: 'two\n', toolCalls: 2 },
   },
   {
     name: 'no state in Redis: the run fails StateLost with the one StateLost message',
@@ -342,7 +369,7 @@ const table: Row[] = [
       phase: 'Failed',
       reason: 'StateLost',
       message: new RegExp(`^${FAILURE_MESSAGES.stateGone.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`),
-      events: ['StateLost'],
+      events: ['s000000-end', 'StateLost'],
       hi: null,
     },
   },
@@ -357,7 +384,7 @@ const table: Row[] = [
       phase: 'Failed',
       reason: 'StateLost',
       message: /failed validation/,
-      events: ['StateLost'],
+      events: ['s000000-end', 'StateLost'],
       hi: null,
     },
   },
@@ -399,6 +426,39 @@ describe('the step/resume state machine', () => {
       expect(h.events).toEqual(expected.events);
       const hi = path.join(h.workspace, 'hi.txt');
       expect(existsSync(hi) ? readFileSync(hi, 'utf8') : null).toBe(expected.hi);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
+  it("counts the compaction call's tokens too, under the run's namespace, and the transcript keeps the summary", async () => {
+    // A 1024-token window and 14 KB of output: step 2 folds step 1 into a summary first (a model call of its own).
+    const h = await harness({
+      turns: [
+        { toolCalls: [bash('seq 1 3000')], usage: { inputTokens: 100, outputTokens: 7 } },
+        { ...answers, usage: { inputTokens: 300, outputTokens: 11 } },
+      ],
+      contextWindow: 1024,
+    });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      const run = h.run();
+      const chunk = h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!;
+      const { entries } = readTranscript([chunk], run);
+      expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000002']);
+      expect(entries[1]!.compaction).toMatchObject({ summarisedMessages: 1, usage: { inputTokens: 100, outputTokens: 7 } });
+      const usage = run.status!.usage!;
+      // The summary replays turn 0 (no assistant turn before the cut): 100 + 100 + 300 in.
+      expect(usage).toMatchObject({ inputTokens: 500, outputTokens: 25 });
+      const counted = new Map<string, number>();
+      for (const { labels, value } of (await h.deps.metrics.tokens.get()).values) {
+        expect(labels.namespace).toBe('agents');
+        counted.set(String(labels.direction), (counted.get(String(labels.direction)) ?? 0) + value);
+      }
+      expect(Object.fromEntries(counted)).toEqual({ input: usage.inputTokens, output: usage.outputTokens });
     } finally {
       await h.close();
     }

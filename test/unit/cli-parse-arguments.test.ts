@@ -15,6 +15,29 @@ const usageError = (argv: string[]): UsageError => {
 };
 
 describe('parseArguments', () => {
+  it('reads logs: -f follows (as kubectl logs -f), --step and -o json; run keeps -f FILE', () => {
+    expect(parseArguments(['logs', 'fix-bug', '-f', '--step', '3', '-o', 'json', '-n', 'agents'])).toEqual({
+      command: 'logs',
+      name: 'fix-bug',
+      follow: true,
+      step: 3,
+      output: 'json',
+      namespace: 'agents',
+    });
+    expect(parseArguments(['-n', 'agents', 'logs', 'fix-bug'])).toEqual({
+      command: 'logs',
+      name: 'fix-bug',
+      follow: false,
+      output: 'text',
+      namespace: 'agents',
+    });
+    expect(parseArguments(['run', '-f', 'run.yaml', '--local'])).toMatchObject({ command: 'run', file: 'run.yaml' });
+    expect(usageError(['logs', 'x', '-o', 'yaml']).message).toMatch(/-o must be json/);
+    expect(usageError(['logs', 'x', '--step', 'two']).message).toMatch(/--step must be a step number/);
+    expect(usageError(['logs']).message).toMatch(/logs needs the name of a CodingRun/);
+    expect(usageError(['get', 'x', '--follow']).message).toMatch(/--follow does not apply to get/);
+  });
+
   it('reads get with a name, watch and namespace in any order and spelling', () => {
     expect(parseArguments(['get', 'fix-bug', '-w', '-n', 'agents'])).toEqual({
       command: 'get',

@@ -75,14 +75,16 @@ export const CONDITION_REASONS = {
   NoPendingCall: 'NoPendingCall',
 } as const;
 
-/** Reasons of the Events recorded on a run (besides the status.reason of a phase change). */
+/**
+ * Reasons of the Events recorded on a run (besides the status.reason of a phase change). Events
+ * are for transitions; what each step did is in the run's transcript (record/), not an Event.
+ */
 export const EVENT_REASONS = {
   Accepted: 'Accepted',
   Provisioning: 'Provisioning',
   SandboxReady: 'SandboxReady',
   Prepared: 'Prepared',
   SetupDone: 'SetupDone',
-  Step: 'Step',
   AwaitingApproval: 'AwaitingApproval',
   Approved: 'Approved',
   Denied: 'Denied',

@@ -12,6 +12,7 @@ import { pendingApprovalLines, RunTable, runRow, type RunRow } from './format-ru
 import { helpText } from './help-text.ts';
 import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
+import { printLogs } from './print-logs.ts';
 
 export interface CliOutput {
   out(text: string): void;
@@ -55,6 +56,8 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
     }
     case 'cancel':
       return cancelRun(client, io, namespace, command.name, command.reason);
+    case 'logs':
+      return printLogs(client, io, namespace, command);
     case 'diff': {
       const run = await requireRun(client, namespace, command.name);
       const configMapName = run.status?.result?.diffConfigMap;

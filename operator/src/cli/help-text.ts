@@ -4,9 +4,11 @@ import { PROVIDER_REGISTRY } from '../providers/provider-registry.ts';
 import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { DIFF_GZIP_KEY, DIFF_KEY } from '../reconcile/diff-config-map.ts';
+import { RECORD_LABEL } from '../record/transcript-chunks.ts';
+import { MAX_RECORDED_STEPS } from '../record/transcript-entry.ts';
 import type { CommandName } from './parse-arguments.ts';
 
-const COMMON = `Flags for the cluster commands (get, approve, deny, diff, cancel; see run --help for run):
+const COMMON = `Flags for the cluster commands (get, approve, deny, diff, cancel, logs; see run --help for run):
   -n, --namespace NS    namespace of the run (default: the kubeconfig context's, else "default")
       --kubeconfig FILE kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)
       --context NAME    kubeconfig context to use
@@ -25,6 +27,8 @@ Usage:
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
   kubectl codingrun cancel NAME [--reason R]     stop the run: it ends Cancelled, keeping its diff
+  kubectl codingrun logs NAME [-f] [--step N] [-o json]
+                                                 what the agent did, step by step; -f follows a live run
   kubectl codingrun run -f FILE --local          run a CodingRun on this machine, no cluster: progress, then the diff
   kubectl codingrun help COMMAND                 help for one command
 
@@ -115,13 +119,30 @@ sync that does not name it leaves it alone.
       --reason TEXT     why, shown in status.message
 
 ${COMMON}`,
+  logs: `Usage: kubectl codingrun logs NAME [-f] [--step N] [-o json] [-n NS]
+
+Prints the run's transcript: for each step the model's text, each tool call with its input
+and a bounded result, the step's tokens and duration, compactions, approvals (what was
+shown, the answer and when) and how a failed run ended. It is read from ConfigMaps the run
+owns (label ${RECORD_LABEL}=transcript), so it needs only get/list/watch on ConfigMaps
+in the run's namespace, and it is kept as long as the run is. Long fields are cut with their
+size noted; past ${MAX_RECORDED_STEPS} steps one line says the record stops there.
+Model-written text is shown escaped (ESC as ^[), tool output on one line.
+
+  -f, --follow          print each step as it lands, then the run's outcome; exit 0 when
+                        it Succeeded, 1 when it Failed or was Cancelled (or was deleted)
+      --step N          only the entries of step N
+  -o, --output json     one JSON object per entry (as stored), and with -f a last
+                        {"kind":"outcome",...} line
+
+${COMMON}`,
   run: `Usage: kubectl codingrun run -f FILE --local [-n NS] [--redis-url URL]
 
 Runs one CodingRun on this machine, without a cluster, through the operator's own parts:
 the same validation, the same BullMQ workers on Redis, the same toolbox. The sandbox is
 the toolbox as a local process in a temporary directory (removed at the end): it is NOT
-the pod's isolation; the tools run as you, with your network. Progress (one line per
-Event: each step with its tool calls and tokens) goes to stderr; the diff goes to stdout,
+the pod's isolation; the tools run as you, with your network. Progress (the run's Events,
+and each step as \`kubectl codingrun logs -f\` shows it) goes to stderr; the diff goes to stdout,
 so "... --local > change.diff" keeps it. Exit 0 when the run Succeeded, 1 when it Failed
 (with its reason and message; a partial diff is still printed).
 

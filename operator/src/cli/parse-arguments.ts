@@ -3,7 +3,7 @@
 // come before or after the command, as `kubectl codingrun -n agents get` or `... get -n agents`.
 import { UsageError } from './errors/usage-error.ts';
 
-export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'run'] as const;
+export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'run'] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
 export interface Connection {
@@ -20,13 +20,14 @@ export type Command =
   | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
   | ({ command: 'diff'; name: string } & Connection)
   | ({ command: 'cancel'; name: string; reason?: string } & Connection)
+  | ({ command: 'logs'; name: string; follow: boolean; step?: number; output: 'text' | 'json' } & Connection)
   | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string };
 
 /** Flags and whether they take a value. Short forms map to the long name. */
 const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandName[] }> = {
   namespace: { takesValue: true },
-  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel'] },
-  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel'] },
+  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs'] },
+  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs'] },
   help: { takesValue: false },
   watch: { takesValue: false, commands: ['get'] },
   'all-namespaces': { takesValue: false, commands: ['get'] },
@@ -37,12 +38,17 @@ const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandNa
   filename: { takesValue: true, commands: ['run'] },
   local: { takesValue: false, commands: ['run'] },
   'redis-url': { takesValue: true, commands: ['run'] },
+  follow: { takesValue: false, commands: ['logs'] },
+  step: { takesValue: true, commands: ['logs'] },
+  output: { takesValue: true, commands: ['logs'] },
 };
-const SHORT: Record<string, string> = { n: 'namespace', w: 'watch', A: 'all-namespaces', h: 'help', f: 'filename' };
+const SHORT: Record<string, string> = { n: 'namespace', w: 'watch', A: 'all-namespaces', h: 'help', f: 'filename', o: 'output' };
 
 const isCommandName = (word: string): word is CommandName => (COMMAND_NAMES as readonly string[]).includes(word);
 
 export function parseArguments(argv: readonly string[]): Command {
+  // -f is run's -f FILE, but logs's -f (follow), as with kubectl logs -f.
+  const logs = argv.find((arg) => isCommandName(arg)) === 'logs';
   const flags = new Map<string, string | true>();
   const positionals: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -63,7 +69,7 @@ export function parseArguments(argv: readonly string[]): Command {
       inline = eq >= 0 ? arg.slice(eq + 1) : undefined;
     } else {
       // -n agents, -nagents, -w
-      const short = SHORT[arg[1]!];
+      const short = logs && arg[1] === 'f' ? 'follow' : SHORT[arg[1]!];
       if (!short) throw new UsageError(`unknown flag ${arg}`, commandOf(positionals));
       name = short;
       inline = arg.length > 2 ? arg.slice(2).replace(/^=/, '') : undefined;
@@ -158,6 +164,21 @@ export function parseArguments(argv: readonly string[]): Command {
     case 'cancel': {
       const name = requireName();
       return { command: 'cancel', ...connection, name, ...(text('reason') ? { reason: text('reason') } : {}) };
+    }
+    case 'logs': {
+      const name = requireName();
+      const output = text('output') ?? 'text';
+      if (output !== 'json' && output !== 'text') throw new UsageError(`-o must be json (JSON lines) or text, got "${output}"`, first);
+      const step = text('step');
+      if (step !== undefined && !/^[0-9]{1,6}$/.test(step)) throw new UsageError(`--step must be a step number, got "${step}"`, first);
+      return {
+        command: 'logs',
+        ...connection,
+        name,
+        follow: flags.has('follow'),
+        output,
+        ...(step !== undefined ? { step: Number(step) } : {}),
+      };
     }
     case 'run': {
       atMost(0);

@@ -7,6 +7,7 @@ import {
   CustomObjectsApi,
   type KubeConfig,
   PatchStrategy,
+  type V1ConfigMap,
   Watch,
   setHeaderOptions,
 } from '@kubernetes/client-node';
@@ -15,6 +16,7 @@ import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import { CliError } from './errors/cli-error.ts';
 
 export interface RunList {
@@ -46,6 +48,24 @@ export interface RunClient {
   /** Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts). */
   setCancelAnnotation(namespace: string, name: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
+  /** The chunks of a run's transcript (record/transcript-chunks.ts), and the list's resourceVersion to watch from. */
+  listTranscript(namespace: string, uid: string): Promise<{ items: TranscriptChunk[]; resourceVersion?: string }>;
+  /** Each chunk as it is created or grows. */
+  watchTranscript(
+    namespace: string,
+    uid: string,
+    resourceVersion: string | undefined,
+    onChunk: (chunk: TranscriptChunk) => void,
+  ): Promise<RunWatch>;
+}
+
+/** What the transcript reader needs of a ConfigMap: labels, owners and entries. */
+function chunkOf(configMap: V1ConfigMap): TranscriptChunk {
+  const { labels, ownerReferences } = configMap.metadata ?? {};
+  return {
+    metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) },
+    ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
+  };
 }
 
 /** The API server's own message from an error body (JSON Status), if there is one. */
@@ -152,6 +172,34 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
         if (statusCodeOf(error) === 404) return undefined;
         return fail(`get configmap ${name}`)(error);
       }
+    },
+
+    async listTranscript(namespace, uid) {
+      const list = await core
+        .listNamespacedConfigMap({ namespace, labelSelector: transcriptSelector(uid) })
+        .catch(fail('list the transcript ConfigMaps'));
+      return {
+        items: list.items.map(chunkOf),
+        ...(list.metadata?.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}),
+      };
+    },
+
+    async watchTranscript(namespace, uid, resourceVersion, onChunk) {
+      let finish: () => void = () => {};
+      const ended = new Promise<void>((resolve) => (finish = resolve));
+      const query: Record<string, string | boolean> = { labelSelector: transcriptSelector(uid), allowWatchBookmarks: true };
+      if (resourceVersion) query.resourceVersion = resourceVersion;
+      const controller = await new Watch(kubeConfig)
+        .watch(
+          `/api/v1/namespaces/${namespace}/configmaps`,
+          query,
+          (type, object) => {
+            if (type === 'ADDED' || type === 'MODIFIED') onChunk(chunkOf(object as V1ConfigMap));
+          },
+          () => finish(),
+        )
+        .catch(fail('watch the transcript ConfigMaps'));
+      return { ended, stop: () => controller.abort() };
     },
   };
 }

@@ -17,7 +17,7 @@ export class OperatorMetrics {
   readonly steps: Counter<'provider'>;
   readonly toolCalls: Counter<'tool' | 'outcome'>;
   readonly toolDuration: Histogram<'tool'>;
-  readonly tokens: Counter<'direction' | 'provider' | 'model'>;
+  readonly tokens: Counter<'direction' | 'namespace' | 'provider' | 'model'>;
   readonly modelCallDuration: Histogram<'provider'>;
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
@@ -71,8 +71,8 @@ export class OperatorMetrics {
     });
     this.tokens = new Counter({
       name: 'chamvi_tokens_total',
-      help: 'Tokens the providers reported, by direction (input, output, cache_read, reasoning).',
-      labelNames: ['direction', 'provider', 'model'],
+      help: "Tokens the providers reported, by direction (input, output, cache_read, reasoning) and the run's namespace; compaction calls included, as in status.usage.",
+      labelNames: ['direction', 'namespace', 'provider', 'model'],
       registers,
     });
     this.modelCallDuration = new Histogram({

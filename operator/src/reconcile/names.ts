@@ -49,3 +49,6 @@ export function runNameLabel(name: string): string {
   const prefix = name.slice(0, MAX_LABEL_VALUE - HASH_LENGTH - 1).replace(/[-.]+$/, '');
   return `${prefix}-${hash}`;
 }
+
+/** The run's transcript chunk number `index` (record/transcript-chunks.ts). */
+export const transcriptConfigMapName = (run: RunIdentity, index: number) => derivedName(run, `transcript-${index}`);

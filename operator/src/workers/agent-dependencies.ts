@@ -13,6 +13,7 @@ import type { RunResources } from './run-resources.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStatusWriter } from './run-status-writer.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
+import type { TranscriptWriter } from './transcript-writer.ts';
 
 export interface AgentLogger {
   info(fields: object, message: string): void;
@@ -33,6 +34,8 @@ export interface AgentDependencies {
   queue: JobEnqueuer;
   models: ModelFactory;
   events: EventRecorder;
+  /** The run record: one entry per step, answer and failure (record-step.ts). */
+  transcript: TranscriptWriter;
   metrics: OperatorMetrics;
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */

@@ -25,6 +25,7 @@ import { redisConnection } from './redis-connection.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { keepRunDiff } from './keep-diff.ts';
+import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-writer.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -42,6 +43,8 @@ export interface AgentRuntimeOptions {
   fetch?: typeof globalThis.fetch;
   /** Where Secrets, ConfigMaps and the diff live; default: the cluster of kubeConfig. Local mode passes its own. */
   resources?: RunResources;
+  /** Where the transcript goes; default: ConfigMaps in the cluster of kubeConfig. Local mode passes its own. */
+  transcript?: TranscriptWriter;
 }
 
 export interface AgentRuntime {
@@ -102,6 +105,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             config,
           ),
           events: options.events,
+          transcript: options.transcript ?? kubernetesTranscriptWriter(options.kubeConfig),
           metrics: options.metrics,
           getRun: (namespace, name) => options.kube.getRun(namespace, name),
           clonePolicy: {

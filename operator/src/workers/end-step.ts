@@ -1,7 +1,7 @@
 // The end of a step (or of a resumed approval): settle the model's answer, decide whether
 // the loop goes on (agent/stop-conditions.ts), save the state, write the status (computed by
 // reconcile/run-status-transitions.ts) and hand the run on: the next step, finalize, or a
-// wait for a human.
+// wait for a human. The step's transcript entry is written first (record-step.ts).
 import { decideStop } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
@@ -10,12 +10,14 @@ import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
-import { summariseCalls } from './tool-execution.ts';
 import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
+import { recordStep } from './record-step.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
 export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
   const inFlight = state.inFlight!;
+  // Before anything is handed on: a failed write leaves the step in flight, to be redone.
+  await recordStep(deps, run, state, inFlight);
   delete state.inFlight;
   if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
   await afterCalls(deps, run, state, {
@@ -66,14 +68,12 @@ export async function afterCalls(
     // Rounded up: the controller's deadline (decide.ts) must never come before the agent's.
     ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
   };
-  const summary = `Step ${state.step}: ${summariseCalls(last.calls)}; ${state.usage.totalTokens} tokens so far`;
   // The common case, a running run making progress, costs one request; phase changes
   // (approvals) and surprises (a run that ended meanwhile) take the careful path.
   const quick =
     state.stage !== 'waiting' && !last.resumed ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress) : undefined;
   if (quick) {
-    // Events are best effort and need not hold up the next step.
-    void deps.events.record(quick, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });
+    // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
     if (state.stage === 'finalizing') await deps.queue.finalize(ref);
     else await deps.queue.step(ref, state.step);
     return;
@@ -92,8 +92,7 @@ export async function afterCalls(
     return;
   }
   if (state.stage === 'waiting' && pending) {
-    // The step is not over until its calls are answered: its one Step Event comes when the
-    // resume that ends it gets here (README: one Event per step).
+    // A transition, so an Event: kubectl describe shows the run waits, and for what.
     await deps.events.record(outcome.run, {
       type: 'Normal',
       reason: EVENT_REASONS.AwaitingApproval,
@@ -101,7 +100,6 @@ export async function afterCalls(
     });
     return;
   }
-  void deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Step, message: summary });
   if (state.stage === 'finalizing') await deps.queue.finalize(ref);
   else await deps.queue.step(ref, state.step);
 }

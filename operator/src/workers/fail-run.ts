@@ -10,6 +10,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { forgetRun } from './forget-run.ts';
 import { keepRunDiff } from './keep-diff.ts';
 import { liveRun } from './live-run.ts';
+import { recordFailure } from './record-step.ts';
 import { observeFinished } from './run-metrics.ts';
 
 /**
@@ -30,6 +31,8 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
     return failStatus(status, reason, shown, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {
+    const step = (await deps.states.load(ref).catch(() => undefined))?.step ?? outcome.run.status?.steps ?? 0;
+    await recordFailure(deps, { metadata: { ...ref } }, step, reason, shown);
     await deps.events.record(outcome.run, { type: 'Warning', reason, message: shown });
     observeFinished(deps, outcome.run, 'Failed', reason);
   }

@@ -55,6 +55,19 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     toolNames: [call, ...pending.remaining].map((each) => each.toolName),
     text: '',
     resumed: true,
+    record: {
+      startedAt: deps.now().toISOString(),
+      answered: call,
+      approval: {
+        id: pending.id,
+        tool: pending.toolName,
+        decision: answer.decision,
+        ...(answer.reason ? { reason: answer.reason } : {}),
+        ...(answer.sha256 ? { sha256: answer.sha256 } : {}),
+        requestedAt: pending.requestedAt,
+        answeredAt: deps.now().toISOString(),
+      },
+    },
   };
   await deps.states.save(state);
   await deps.events.record(run, {

@@ -1,4 +1,5 @@
 // What the jobs count for /metrics: runs that ended (and how long they took), and tool calls.
+import type { TokenUsage } from '../agent/usage-accounting.ts';
 import type { CodingRun } from '../api/index.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 
@@ -15,4 +16,20 @@ export function toolCallObserver(deps: Pick<AgentDependencies, 'metrics'>) {
     deps.metrics.toolCalls.inc({ tool, outcome });
     deps.metrics.toolDuration.observe({ tool }, seconds);
   };
+}
+
+/** Adds a model call's tokens to chamvi_tokens_total, by direction, as status.usage counts them. */
+export function countTokens(
+  deps: Pick<AgentDependencies, 'metrics'>,
+  labels: { namespace: string; provider: string; model: string },
+  usage: TokenUsage,
+): void {
+  for (const [direction, value] of [
+    ['input', usage.inputTokens],
+    ['output', usage.outputTokens],
+    ['cache_read', usage.cacheReadTokens],
+    ['reasoning', usage.reasoningTokens],
+  ] as const) {
+    if (value > 0) deps.metrics.tokens.inc({ direction, ...labels }, value);
+  }
 }

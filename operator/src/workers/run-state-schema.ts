@@ -73,6 +73,16 @@ export const runStateSchema = z.looseObject({
       toolNames: z.array(z.string()),
       text: z.string(),
       resumed: z.boolean(),
+      record: z
+        .looseObject({
+          startedAt: z.string(),
+          usage: tokenUsage.optional(),
+          compaction: z.looseObject({ summary: z.string(), summarisedMessages: count, usage: tokenUsage }).optional(),
+          unusableCalls: count.optional(),
+          answered: pendingToolCall.optional(),
+          approval: z.looseObject({ id: identifier, tool: z.string(), decision: z.enum(['approve', 'deny']) }).optional(),
+        })
+        .optional(),
     })
     .optional(),
   finalText: z.string().optional(),

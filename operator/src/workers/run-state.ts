@@ -15,6 +15,7 @@ import type { TokenUsage } from '../agent/usage-accounting.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
+import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
@@ -69,6 +70,19 @@ export interface InFlightStep {
   text: string;
   /** Begun by a resume, whose status write must clear WaitingForApproval. */
   resumed: boolean;
+  /** What the transcript keeps of this step beyond the calls (record-step.ts). */
+  record?: InFlightRecord;
+}
+
+/** For the step's transcript entry: when it began, what the model call cost, and for a resume, the answer. */
+export interface InFlightRecord {
+  startedAt: string;
+  usage?: TokenUsage;
+  compaction?: { summary: string; summarisedMessages: number; usage: TokenUsage };
+  unusableCalls?: number;
+  /** A resume: the answered call and the human's answer. */
+  answered?: PendingToolCall;
+  approval?: TranscriptApproval;
 }
 
 export interface ToolResultRecord {

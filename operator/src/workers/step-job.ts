@@ -20,6 +20,7 @@ import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
+import { countTokens } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
@@ -65,6 +66,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The run is read for its budget (which may change) and, Security #11.1, for its model:
   // what to call with which secret comes from the live, validated spec, never from Redis.
   const stepStarted = performance.now();
+  const stepStartedAt = deps.now().toISOString();
   const run = await liveRun(deps, ref);
   if (!run) {
     await forgetRun(deps, ref);
@@ -88,6 +90,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
+  // The last compaction's summary, for the transcript.
+  let compactionSummary: string | undefined;
   const prepare = (messages: readonly ModelMessage[], filesTouched: RunState['filesTouched'], contextWindow: number) =>
     prepareContext({
       system,
@@ -105,6 +109,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
           abortSignal: deadline,
           experimental_include: LEAN_RESULT,
         });
+        compactionSummary = summary.text;
         return { text: summary.text, usage: usageOfModelCall(summary.usage) };
       },
     });
@@ -142,14 +147,10 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
   deps.metrics.steps.inc({ provider });
   const callUsage = usageOfModelCall(result.usage);
-  for (const [direction, value] of [
-    ['input', callUsage.inputTokens],
-    ['output', callUsage.outputTokens],
-    ['cache_read', callUsage.cacheReadTokens],
-    ['reasoning', callUsage.reasoningTokens],
-  ] as const) {
-    if (value > 0) deps.metrics.tokens.inc({ direction, provider, model: modelName }, value);
-  }
+  // Every token status counts, the compaction call's too, under the run's namespace.
+  const tokenLabels = { namespace: ref.namespace, provider, model: modelName };
+  countTokens(deps, tokenLabels, compactionUsage);
+  countTokens(deps, tokenLabels, callUsage);
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
@@ -173,6 +174,14 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     toolNames: result.toolCalls.map((call) => call.toolName),
     text: result.text,
     resumed: false,
+    record: {
+      startedAt: stepStartedAt,
+      usage: callUsage,
+      ...(compactionSummary !== undefined
+        ? { compaction: { summary: compactionSummary, summarisedMessages: context.summarisedMessages, usage: compactionUsage } }
+        : {}),
+      ...(invalidCalls > 0 ? { unusableCalls: invalidCalls } : {}),
+    },
   };
   await deps.states.save(state);
   const toolsStarted = performance.now();

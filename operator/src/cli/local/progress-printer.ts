@@ -1,10 +1,13 @@
 // What a local run prints while it works. Progress goes to stderr, so stdout carries only
 // the diff (`run ... --local > change.diff`): one line per Event the run records — the
-// story `kubectl describe codingrun` tells, a line per step with its tool calls and tokens —
-// with the seconds since the start; the pod-lifecycle Events say what happens locally. At
-// the end, one line with the outcome and the totals. Pure formatting plus a line writer.
+// story `kubectl describe codingrun` tells — with the seconds since the start (the
+// pod-lifecycle Events say what happens locally), and each step of the transcript as
+// `kubectl codingrun logs -f` shows it. At the end, one line with the outcome and the
+// totals. Pure formatting plus a line writer.
 import type { CodingRun } from '../../api/index.ts';
+import type { TranscriptEntry } from '../../record/transcript-entry.ts';
 import { formatTokens } from '../format-runs.ts';
+import { formatEntry } from '../format-transcript.ts';
 
 export interface ProgressEvent {
   type?: string;
@@ -47,6 +50,11 @@ export class ProgressPrinter {
 
   event(event: ProgressEvent): void {
     this.write(progressLine(this.now() - this.startedAt, event));
+  }
+
+  /** A transcript entry, in the lines `kubectl codingrun logs` prints. */
+  entry(entry: TranscriptEntry): void {
+    for (const line of formatEntry(entry)) this.write(line);
   }
 
   note(message: string): void {

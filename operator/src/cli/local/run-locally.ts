@@ -3,7 +3,7 @@
 // workers on Redis for prepare, steps and finalize, the bundled toolbox for the tools —
 // with local adapters where the operator talks to Kubernetes: an in-memory API server
 // holding the run and the file's ConfigMaps and Secrets, a sandbox in a temporary
-// directory, Events printed as progress, and the diff written to stdout at the end.
+// directory, Events and the transcript printed as progress, and the diff written to stdout at the end.
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Command } from '../parse-arguments.ts';
 import type { CodingRun } from '../../api/index.ts';
@@ -26,6 +26,7 @@ import { LocalSandboxFactory, findToolbox } from './local-sandbox-factory.ts';
 import { readManifest } from './manifest-file.ts';
 import { MemoryKubeGateway } from './memory-kube-gateway.ts';
 import { memoryRunResources } from './memory-run-resources.ts';
+import { memoryTranscriptWriter } from './memory-transcript-writer.ts';
 import { ProgressPrinter } from './progress-printer.ts';
 import { StderrLogger } from './stderr-logger.ts';
 import { denyWithoutTerminal, terminalApprover, type Approver } from './terminal-approver.ts';
@@ -132,6 +133,8 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
       callingPolicy: DEFAULT_CALLING_POLICY,
       callingPolicyDependencies: createSystemCallingPolicyDependencies(),
       resources: memoryRunResources(gateway),
+      // Each step as `kubectl codingrun logs -f` prints it, kept as the same chunks.
+      transcript: memoryTranscriptWriter(gateway, (entry) => printer.entry(entry)),
     });
     const agent = runtime.runAgent;
     const reconciler = new RunReconciler({ caches: gateway.caches(), kube: gateway, agent, events, config, logger });

@@ -1,0 +1,111 @@
+// How `kubectl codingrun logs` (and `run --local` as it goes) shows a transcript: a few lines per
+// entry for people, or one JSON object per line for machines. Everything in an entry came from
+// the model or the repository, so the text view shows it escaped (display-escape.ts) whether or
+// not stdout is a terminal, and tool output compactly: one line, cut, with its size. Pure.
+import type { CodingRun } from '../api/index.ts';
+import type { BoundedText, TranscriptEntry, TranscriptToolCall } from '../record/transcript-entry.ts';
+import { escapeForDisplay } from './display-escape.ts';
+
+/** Characters of a tool input or output shown on its one line. */
+const INLINE_CHARACTERS = 160;
+/** Lines of the model's text shown per step. */
+const TEXT_LINES = 12;
+
+const inline = (text: string, max = INLINE_CHARACTERS): string => {
+  const flat = escapeForDisplay(text.replace(/\s+/g, ' ').trim(), 'inline').text;
+  return flat.length <= max ? flat : `${flat.slice(0, max)}…`;
+};
+
+/** " (cut: 12345 bytes in all)" when the transcript kept only the start of a field. */
+const cutNote = (field: BoundedText) => (field.cutFrom === undefined ? '' : ` (cut: ${field.cutFrom} bytes in all)`);
+
+const seconds = (ms: number | undefined) => (ms === undefined ? '' : ` ${(ms / 1000).toFixed(1)}s`);
+const clock = (iso: string) => iso.slice(11, 19);
+
+function tokens(entry: TranscriptEntry): string {
+  const usage = entry.usage;
+  if (!usage) return '';
+  const compaction = entry.compaction ? ` + ${entry.compaction.usage.totalTokens} compacting` : '';
+  return `, ${usage.totalTokens} tokens (${usage.inputTokens} in, ${usage.outputTokens} out)${compaction}`;
+}
+
+function callLines(call: TranscriptToolCall): string[] {
+  const lines = [`  → ${call.tool} ${inline(call.input.text)}${cutNote(call.input)}`];
+  if (call.waiting) {
+    const { approvalId, inputBytes, inputSha256 } = call.waiting;
+    lines.push(`    … waits for approval ${approvalId} (input ${inputBytes} bytes, sha256 ${inputSha256})`);
+  } else if (call.result) {
+    const output = call.result.output;
+    const bytes = output.cutFrom ?? Buffer.byteLength(output.text, 'utf8');
+    lines.push(`    ${call.result.ok ? 'ok' : 'error'} ${inline(output.text)} [${bytes} bytes]`);
+  } else {
+    lines.push('    (not run)');
+  }
+  return lines;
+}
+
+function textLines(field: BoundedText): string[] {
+  const lines = escapeForDisplay(field.text.trimEnd(), 'lines').text.split('\n');
+  const shown = lines.slice(0, TEXT_LINES).map((line) => `  | ${line}`);
+  if (lines.length > TEXT_LINES) shown.push(`  | … ${lines.length - TEXT_LINES} more lines (-o json has them)`);
+  if (field.cutFrom !== undefined) shown.push(`  | …${cutNote(field)}`);
+  return shown;
+}
+
+/** The lines a person reads for one entry. */
+export function formatEntry(entry: TranscriptEntry): string[] {
+  switch (entry.kind) {
+    case 'step': {
+      const lines = [`step ${entry.step} at ${clock(entry.startedAt ?? entry.at)}${seconds(entry.durationMs)}${tokens(entry)}`];
+      if (entry.compaction) {
+        const { summarisedMessages, summary } = entry.compaction;
+        lines.push(`  compacted ${summarisedMessages} messages into a summary: ${inline(summary.text)}${cutNote(summary)}`);
+      }
+      if (entry.text?.text) lines.push(...textLines(entry.text));
+      for (const call of entry.calls ?? []) lines.push(...callLines(call));
+      if (entry.unusableCalls)
+        lines.push(`  ! ${entry.unusableCalls} tool call(s) the model made could not be run (bad arguments or unknown tool)`);
+      if (entry.message) lines.push(`  ! ${inline(entry.message, 400)}`);
+      return lines;
+    }
+    case 'approval': {
+      const approval = entry.approval!;
+      const answer =
+        approval.decision === 'approve' ? `approved (sha256 ${approval.sha256 ?? 'none'})` : `denied: ${inline(approval.reason ?? '')}`;
+      const lines = [
+        `step ${entry.step} approval ${approval.id} of ${approval.tool} ${answer} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
+      ];
+      for (const call of entry.calls ?? []) lines.push(...callLines(call));
+      return lines;
+    }
+    case 'end': {
+      const outcome = entry.outcome!;
+      return [`end at ${clock(entry.at)}: ${outcome.phase} (${outcome.reason}): ${inline(outcome.message, 400)}`];
+    }
+    case 'cut':
+      return [`[transcript cut at step ${entry.step}: ${inline(entry.message ?? '', 400)}]`];
+  }
+}
+
+/** The last line of `logs -f`: how the run ended, from its status. */
+export function outcomeLine(run: CodingRun): string {
+  const status = run.status ?? {};
+  const reason = status.reason ? ` (${status.reason})` : '';
+  const totals = `${status.steps ?? 0} steps, ${status.toolCalls ?? 0} tool calls, ${status.usage?.totalTokens ?? 0} tokens`;
+  return `codingrun/${run.metadata.name} ${status.phase ?? 'Pending'}${reason}: ${inline(status.message ?? '', 400)} [${totals}]`;
+}
+
+/** The same as JSON lines: each entry as stored, then `{"kind":"outcome",...}`. */
+export const entryJson = (entry: TranscriptEntry): string => JSON.stringify(entry);
+export function outcomeJson(run: CodingRun): string {
+  const status = run.status ?? {};
+  return JSON.stringify({
+    kind: 'outcome',
+    phase: status.phase ?? 'Pending',
+    ...(status.reason ? { reason: status.reason } : {}),
+    message: status.message ?? '',
+    steps: status.steps ?? 0,
+    toolCalls: status.toolCalls ?? 0,
+    ...(status.usage ? { usage: status.usage } : {}),
+  });
+}

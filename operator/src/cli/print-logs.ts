@@ -1,0 +1,104 @@
+// `kubectl codingrun logs NAME [-f] [--step N] [-o json]`: the run's transcript, read from the
+// ConfigMaps it owns (record/transcript-chunks.ts) with the reader's own RBAC, no Redis. With
+// -f it follows: a watch on the run's chunks prints each entry as it lands, a watch on the run
+// ends it with the run's outcome, exit 0 when it Succeeded and 1 otherwise.
+import { isTerminal, type CodingRun } from '../api/index.ts';
+import { readTranscript, type TranscriptChunk } from '../record/transcript-chunks.ts';
+import type { TranscriptEntry } from '../record/transcript-entry.ts';
+import { RunNotFoundError } from './errors/run-not-found-error.ts';
+import type { CliOutput } from './execute-command.ts';
+import { entryJson, formatEntry, outcomeJson, outcomeLine } from './format-transcript.ts';
+import type { Command } from './parse-arguments.ts';
+import type { RunClient } from './run-client.ts';
+
+type LogsCommand = Extract<Command, { command: 'logs' }>;
+
+/** Prints entries once each, in key order, as chunks come; problems (unreadable entries, foreign chunks) once each on stderr. */
+class TranscriptPrinter {
+  private readonly printed = new Set<string>();
+  private readonly warned = new Set<string>();
+  count = 0;
+
+  constructor(
+    private readonly io: CliOutput,
+    private readonly command: LogsCommand,
+    private readonly run: CodingRun,
+  ) {}
+
+  show(chunks: readonly TranscriptChunk[]): void {
+    const { entries, problems } = readTranscript(chunks, this.run);
+    for (const problem of problems) {
+      if (this.warned.has(problem)) continue;
+      this.warned.add(problem);
+      this.io.err(`warning: ${problem}`);
+    }
+    for (const entry of entries) {
+      if (this.printed.has(entry.key)) continue;
+      this.printed.add(entry.key);
+      if (this.command.step !== undefined && entry.step !== this.command.step) continue;
+      this.print(entry);
+    }
+  }
+
+  private print(entry: TranscriptEntry): void {
+    this.count += 1;
+    if (this.command.output === 'json') this.io.out(entryJson(entry));
+    else for (const line of formatEntry(entry)) this.io.out(line);
+  }
+
+  outcome(run: CodingRun): void {
+    this.io.out(this.command.output === 'json' ? outcomeJson(run) : outcomeLine(run));
+  }
+}
+
+export async function printLogs(client: RunClient, io: CliOutput, namespace: string, command: LogsCommand): Promise<number> {
+  let run = await client.getRun(namespace, command.name);
+  if (!run) throw new RunNotFoundError(namespace, command.name);
+  const uid = run.metadata.uid;
+  const printer = new TranscriptPrinter(io, command, run);
+  const first = await client.listTranscript(namespace, uid);
+  printer.show(first.items);
+  if (!command.follow) {
+    // A finished run's record ends with how it ended, as -f's does (status has it; the chunks need not).
+    if (command.step === undefined && isTerminal(run.status?.phase)) printer.outcome(run);
+    else if (printer.count === 0)
+      io.err(
+        command.step === undefined
+          ? `codingrun/${command.name} has no transcript entries yet (phase ${run.status?.phase ?? 'Pending'})`
+          : `codingrun/${command.name} has no entry for step ${command.step}`,
+      );
+    return 0;
+  }
+
+  let resourceVersion = first.resourceVersion;
+  let deleted = false;
+  while (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) {
+    let wake: () => void = () => {};
+    const woken = new Promise<void>((resolve) => {
+      wake = resolve;
+      io.signal?.addEventListener('abort', () => resolve(), { once: true });
+    });
+    const chunks = await client.watchTranscript(namespace, uid, resourceVersion, (chunk) => printer.show([chunk]));
+    const runs = await client.watchRuns(namespace, command.name, undefined, (type, current) => {
+      if (current.metadata.uid !== uid) return;
+      run = current;
+      if (type === 'DELETED') deleted = true;
+      if (deleted || isTerminal(current.status?.phase)) wake();
+    });
+    await Promise.race([woken, chunks.ended, runs.ended]);
+    chunks.stop();
+    runs.stop();
+    // The last entries may have landed between the watch's last event and the end: read them all.
+    const again = await client.listTranscript(namespace, uid);
+    printer.show(again.items);
+    resourceVersion = again.resourceVersion;
+    if (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  if (deleted) {
+    io.err(`codingrun/${command.name} was deleted before it finished`);
+    return 1;
+  }
+  if (io.signal?.aborted) return 1;
+  printer.outcome(run);
+  return run.status?.phase === 'Succeeded' ? 0 : 1;
+}

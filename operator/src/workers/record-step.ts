@@ -1,0 +1,109 @@
+// What the transcript keeps of a step (or of a resumed approval) and of a failed run: the entry
+// is built from what the step already holds (its calls and results, the model's text, the
+// usage of its model calls) and written through the TranscriptWriter before the step hands the
+// run on, so `kubectl codingrun logs -f` shows a step by the time its status does. A step redone
+// after a crash writes the same key again. Past MAX_RECORDED_STEPS, one `cut` entry says so.
+import type { AgentDependencies } from './agent-dependencies.ts';
+import {
+  MAX_RECORDED_STEPS,
+  boundText,
+  cutKey,
+  endKey,
+  recordedCall,
+  resumeKey,
+  stepKey,
+  type TranscriptEntry,
+  type TranscriptToolCall,
+} from '../record/transcript-entry.ts';
+import { pendingApprovalView } from './approval-input.ts';
+import type { InFlightStep, RunState, ToolResultRecord } from './run-state.ts';
+import type { TranscriptRun } from './transcript-writer.ts';
+
+/** The step's entry: its calls in the model's order with their results, the one waiting for a human marked. */
+export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): TranscriptEntry {
+  const record = inFlight.record;
+  const pending = state.pendingApproval;
+  const results = new Map<string, ToolResultRecord>();
+  for (const result of [...inFlight.earlier, ...inFlight.results, ...(pending?.results ?? [])]) results.set(result.toolCallId, result);
+  const ordered = record?.answered ? [record.answered, ...inFlight.calls] : inFlight.calls;
+  const calls: TranscriptToolCall[] = ordered.map((call) => {
+    const entry = recordedCall(call, results.get(call.toolCallId));
+    if (pending && pending.toolCallId === call.toolCallId) {
+      const shown = pendingApprovalView(pending);
+      entry.waiting = {
+        approvalId: pending.id,
+        inputBytes: shown.inputBytes!,
+        inputSha256: shown.inputSha256!,
+        requestedAt: pending.requestedAt,
+      };
+    }
+    return entry;
+  });
+  const startedAt = record?.startedAt;
+  const entry: TranscriptEntry = {
+    key: record?.approval ? resumeKey(state.step, record.approval.id) : stepKey(state.step),
+    kind: record?.approval ? 'approval' : 'step',
+    step: state.step,
+    at: now.toISOString(),
+    ...(startedAt ? { startedAt, durationMs: Math.max(0, now.getTime() - Date.parse(startedAt)) } : {}),
+    ...(inFlight.text ? { text: { text: inFlight.text } } : {}),
+    ...(calls.length > 0 ? { calls } : {}),
+    ...(record?.unusableCalls ? { unusableCalls: record.unusableCalls } : {}),
+    ...(record?.usage ? { usage: record.usage } : {}),
+    ...(record?.compaction
+      ? {
+          compaction: {
+            summary: { text: record.compaction.summary },
+            summarisedMessages: record.compaction.summarisedMessages,
+            usage: record.compaction.usage,
+          },
+        }
+      : {}),
+    ...(record?.approval ? { approval: record.approval } : {}),
+  };
+  return entry;
+}
+
+/** The entry to write for this step, undefined past the bound (after the one `cut` entry). */
+export function boundedStepEntry(state: RunState, inFlight: InFlightStep, now: Date): TranscriptEntry | undefined {
+  if (state.step <= MAX_RECORDED_STEPS) return stepEntry(state, inFlight, now);
+  if (state.step !== MAX_RECORDED_STEPS + 1 || inFlight.record?.approval) return undefined;
+  return {
+    key: cutKey(state.step),
+    kind: 'cut',
+    step: state.step,
+    at: now.toISOString(),
+    message: `the transcript keeps ${MAX_RECORDED_STEPS} steps; steps from ${state.step} on are not recorded (status has the totals)`,
+  };
+}
+
+export async function recordStep(
+  deps: Pick<AgentDependencies, 'transcript' | 'now'>,
+  run: TranscriptRun,
+  state: RunState,
+  inFlight: InFlightStep,
+): Promise<void> {
+  const entry = boundedStepEntry(state, inFlight, deps.now());
+  if (entry) await deps.transcript.append(run, entry);
+}
+
+/** A run a worker failed: the last entry says why (best effort: the run has already ended). */
+export async function recordFailure(
+  deps: Pick<AgentDependencies, 'transcript' | 'now' | 'logger'>,
+  run: TranscriptRun,
+  step: number,
+  reason: string,
+  message: string,
+): Promise<void> {
+  const recorded = Math.min(step, MAX_RECORDED_STEPS);
+  const entry: TranscriptEntry = {
+    key: endKey(recorded),
+    kind: 'end',
+    step: recorded,
+    at: deps.now().toISOString(),
+    outcome: { phase: 'Failed', reason, message: boundText(message, 4096).text },
+  };
+  await deps.transcript.append(run, entry).catch((error: unknown) => {
+    deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not record the run failure in its transcript');
+  });
+}

@@ -1,0 +1,143 @@
+// What the transcript keeps of a step (workers/record-step.ts) and how `kubectl codingrun logs`
+// shows it (cli/format-transcript.ts): the calls in the model's order with their results, the
+// call that waits for a human with the digest approvers were shown, a resume under its own key,
+// the bound on steps, and model-written bytes that cannot drive the reader's terminal.
+import { describe, expect, it } from 'vitest';
+import { formatEntry, outcomeJson, outcomeLine } from '../../operator/src/cli/format-transcript.ts';
+import { MAX_RECORDED_STEPS, type TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
+import { approvalInputJson, approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
+import { boundedStepEntry, stepEntry } from '../../operator/src/workers/record-step.ts';
+import type { InFlightStep, RunState } from '../../operator/src/workers/run-state.ts';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+
+const usage = { inputTokens: 1000, outputTokens: 240, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 1240, complete: true };
+const now = new Date('2026-11-30T12:00:05.000Z');
+
+function state(step: number, extra: Partial<RunState> = {}): RunState {
+  return {
+    version: 2,
+    uid: 'u',
+    namespace: 'agents',
+    name: 'fix',
+    stage: 'stepping',
+    step,
+    toolCalls: 0,
+    messages: [],
+    usage,
+    filesTouched: { read: [], changed: [] },
+    startedAt: 0,
+    ...extra,
+  };
+}
+
+const read = { toolCallId: 'c1', toolName: 'read_file', input: { path: 'README.md' } };
+const bash = { toolCallId: 'c2', toolName: 'bash', input: { command: 'npm test' } };
+const edit = { toolCallId: 'c3', toolName: 'edit_file', input: { path: 'a.ts', oldString: 'a', newString: 'b' } };
+
+function inFlight(extra: Partial<InFlightStep> = {}): InFlightStep {
+  return {
+    calls: [read, bash, edit],
+    results: [{ toolCallId: 'c1', toolName: 'read_file', ok: true, text: '{"content":"Hello"}' }],
+    earlier: [],
+    hadToolCalls: true,
+    toolNames: ['read_file', 'bash', 'edit_file'],
+    text: 'Reading first.',
+    resumed: false,
+    record: { startedAt: '2026-11-30T12:00:03.500Z', usage },
+    ...extra,
+  };
+}
+
+describe("a step's transcript entry", () => {
+  it('keeps the calls in order with their results, and marks the call that waits with the sha256 approvers are shown', () => {
+    const parked = state(4, {
+      stage: 'waiting',
+      pendingApproval: { id: 's4-c2', ...bash, requestedAt: now.toISOString(), results: [], remaining: [edit] },
+    });
+    const entry = stepEntry(parked, inFlight(), now);
+    expect(entry).toMatchObject({ key: 's000004', kind: 'step', step: 4, durationMs: 1500, text: { text: 'Reading first.' }, usage });
+    expect(entry.calls!.map((call) => [call.tool, call.result?.ok, call.waiting?.approvalId])).toEqual([
+      ['read_file', true, undefined],
+      ['bash', undefined, 's4-c2'],
+      ['edit_file', undefined, undefined],
+    ]);
+    const shown = approvalInputJson(bash.input);
+    expect(entry.calls![1]!.waiting).toMatchObject({ inputBytes: Buffer.byteLength(shown), inputSha256: approvalInputSha256(shown) });
+  });
+
+  it('records a resume under the approval, with the answer and the calls it ran', () => {
+    const resumed = inFlight({
+      calls: [edit],
+      results: [{ toolCallId: 'c3', toolName: 'edit_file', ok: false, text: 'oldString not found' }],
+      earlier: [{ toolCallId: 'c2', toolName: 'bash', ok: true, text: 'exit 0' }],
+      text: '',
+      resumed: true,
+      record: {
+        startedAt: now.toISOString(),
+        answered: bash,
+        approval: {
+          id: 's4-c2',
+          tool: 'bash',
+          decision: 'approve',
+          sha256: 'a'.repeat(64),
+          requestedAt: now.toISOString(),
+          answeredAt: now.toISOString(),
+        },
+      },
+    });
+    const entry = stepEntry(state(4), resumed, now);
+    expect(entry).toMatchObject({ key: 's000004-c000002', kind: 'approval', approval: { decision: 'approve' } });
+    expect(entry.calls!.map((call) => [call.id, call.result?.ok])).toEqual([
+      ['c2', true],
+      ['c3', false],
+    ]);
+  });
+
+  it(`stops at ${MAX_RECORDED_STEPS} steps with one cut entry`, () => {
+    expect(boundedStepEntry(state(MAX_RECORDED_STEPS), inFlight(), now)?.kind).toBe('step');
+    expect(boundedStepEntry(state(MAX_RECORDED_STEPS + 1), inFlight(), now)).toMatchObject({ kind: 'cut', key: 's000501-cut' });
+    expect(boundedStepEntry(state(MAX_RECORDED_STEPS + 2), inFlight(), now)).toBeUndefined();
+  });
+});
+
+describe('kubectl codingrun logs, as text', () => {
+  const entry: TranscriptEntry = {
+    key: 's000002',
+    kind: 'step',
+    step: 2,
+    at: now.toISOString(),
+    startedAt: '2026-11-30T12:00:03.500Z',
+    durationMs: 1500,
+    text: { text: 'Title\u001b]0;pwned\u0007 and \u001b[2Kgone' },
+    calls: [
+      {
+        id: 'c1',
+        tool: 'bash',
+        input: { text: '{"command":"printf \\"\\\\033[2J\\""}' },
+        result: { ok: true, output: { text: 'line one\nline two\u001b[31m red', cutFrom: 70_000 } },
+      },
+    ],
+    usage,
+  };
+
+  it('shows a step with its tokens and duration, and each tool output on one line with its size', () => {
+    const lines = formatEntry(entry);
+    expect(lines[0]).toBe('step 2 at 12:00:03 1.5s, 1240 tokens (1000 in, 240 out)');
+    expect(lines).toContain('    ok line one line two^[[31m red [70000 bytes]');
+  });
+
+  it('never lets model-written control characters through, on a terminal or not', () => {
+    const text = formatEntry(entry).join('\n');
+    expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+    expect(text).toContain('Title^[]0;pwned^G and ^[[2Kgone');
+  });
+
+  it('ends -f with the outcome from status, as text or as a JSON line', () => {
+    const run = {
+      metadata: { name: 'fix' },
+      status: { phase: 'Failed', reason: 'BudgetExceeded', message: 'used all 2 steps', steps: 2, toolCalls: 3, usage },
+    } as unknown as CodingRun;
+    expect(outcomeLine(run)).toBe('codingrun/fix Failed (BudgetExceeded): used all 2 steps [2 steps, 3 tool calls, 1240 tokens]');
+    expect(JSON.parse(outcomeJson(run))).toMatchObject({ kind: 'outcome', phase: 'Failed', reason: 'BudgetExceeded', steps: 2 });
+  });
+});
