@@ -34,6 +34,23 @@ export const wantsEgress = (run: ParsedCodingRun) => run.spec.sandbox.egress.all
 /** Hosts the sandbox reaches without the proxy: only itself. */
 export const NO_PROXY = 'localhost,127.0.0.1,::1';
 
+/** Names of the variables egressEnv sets (kwok's stand-in for a kubelet passes exactly these on, see the exec registrar). */
+export const EGRESS_ENV_NAMES: readonly string[] = [
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'NO_PROXY',
+  'no_proxy',
+  'npm_config_proxy',
+  'npm_config_https_proxy',
+  'PIP_PROXY',
+  'GIT_CONFIG_COUNT',
+  'GIT_CONFIG_KEY_0',
+  'GIT_CONFIG_VALUE_0',
+  'NODE_USE_ENV_PROXY',
+];
+
 /** The environment of a sandbox with egress; empty without. The credential is the run's own (SECURITY.md). */
 export function egressEnv(run: ParsedCodingRun, config: EgressConfig): V1EnvVar[] {
   if (!wantsEgress(run) || !config.egressKey) return [];
