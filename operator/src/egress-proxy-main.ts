@@ -89,7 +89,12 @@ async function main(): Promise<void> {
     addToStatus: createEgressStatusWriter(kube),
     recordEvent: (run, event) =>
       events.record(
-        { apiVersion: API_VERSION, kind: 'CodingRun', metadata: { namespace: run.namespace, name: run.name, uid: run.uid }, spec: {} } as CodingRun,
+        {
+          apiVersion: API_VERSION,
+          kind: 'CodingRun',
+          metadata: { namespace: run.namespace, name: run.name, uid: run.uid },
+          spec: {},
+        } as CodingRun,
         event,
       ),
     flushIntervalMs: config.statusFlushSeconds * 1000,

@@ -51,7 +51,8 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
  */
 async function withEgressProxyAddress(config: OperatorConfig, logger: ReturnType<typeof createLogger>): Promise<OperatorConfig> {
   const { host, address } = config.egressProxy;
-  if (address || !host || isIP(host)) return host && isIP(host) ? { ...config, egressProxy: { ...config.egressProxy, address: host } } : config;
+  if (address || !host || isIP(host))
+    return host && isIP(host) ? { ...config, egressProxy: { ...config.egressProxy, address: host } } : config;
   for (let attempt = 1; ; attempt++) {
     try {
       const resolved = await lookup(host);

@@ -24,7 +24,9 @@ let proxy: EgressProxyProcess;
 let e2e: E2eOperator;
 let registryHost: string;
 
-type EgressRunStatus = RunStatus & { egress?: { allowed: number; denied: number; hosts: Array<{ host: string; allowed: number; denied: number; rule?: string }> } };
+type EgressRunStatus = RunStatus & {
+  egress?: { allowed: number; denied: number; hosts: Array<{ host: string; allowed: number; denied: number; rule?: string }> };
+};
 
 function codingRun(name: string, allow: string[]) {
   return {
@@ -38,7 +40,7 @@ function codingRun(name: string, allow: string[]) {
       sandbox: {
         // A cache inside the workspace: each run starts with none, so every tarball comes
         // through the proxy (a warm cache shared with this machine would hide a refusal).
-        setup: 'npm ci --cache ./.npm-cache --no-audit --no-fund --loglevel=http && node -e "console.log(require(\'left-pad\')(\'ok\', 5))"',
+        setup: "npm ci --cache ./.npm-cache --no-audit --no-fund --loglevel=http && node -e \"console.log(require('left-pad')('ok', 5))\"",
         egress: { allow },
       },
     },
@@ -47,7 +49,9 @@ function codingRun(name: string, allow: string[]) {
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-egress-'));
-  registry = await startNpmRegistryServer([{ name: 'left-pad', version: '1.3.0', files: { 'index.js': "module.exports = (s, n) => String(s).padStart(n, ' ');\n" } }]);
+  registry = await startNpmRegistryServer([
+    { name: 'left-pad', version: '1.3.0', files: { 'index.js': "module.exports = (s, n) => String(s).padStart(n, ' ');\n" } },
+  ]);
   registryHost = `registry.test:${registry.port}`;
   const lock = registry.lockEntry('left-pad', `http://${registryHost}`);
   repoUrl = createBareRepository(root, {
@@ -92,7 +96,14 @@ beforeAll(async () => {
       CHAMVI_EGRESS_PROXY_PORT: String(proxy.port),
     },
   });
-  await applyIn(NS, [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'done' }, data: { 'script.json': JSON.stringify({ turns: [{ text: 'Installed.' }] }) } }]);
+  await applyIn(NS, [
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'done' },
+      data: { 'script.json': JSON.stringify({ turns: [{ text: 'Installed.' }] }) },
+    },
+  ]);
 }, 180_000);
 
 afterAll(async () => {

@@ -138,7 +138,7 @@ describe('egress proxy', () => {
     ['the metadata address', () => 'metadata.test:80', 'forbidden-address'],
     ['the API server, even under a name the admin opened', () => `kube.test:${apiServerPort}`, 'api-server'],
     ['an IP literal', () => `127.0.0.1:${internalPort}`, 'not-a-host-name'],
-  ])("refuses a run allowed * %s", async (_what, authority, rule) => {
+  ])('refuses a run allowed * %s', async (_what, authority, rule) => {
     const before = internalConnections;
     const answer = await connectThrough(proxy.port, authority(), proxyAuthorization(uids.wild!));
     expect(answer.status).toBe(403);
@@ -153,21 +153,44 @@ describe('egress proxy', () => {
     expect(typeof line!.durationMs).toBe('number');
 
     const metrics = await (await fetch(`http://127.0.0.1:${proxy.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`chamvi_egress_connections_total\\{namespace="${NAMESPACE}",decision="denied",rule="api-server"\\} 1`));
+    expect(metrics).toMatch(
+      new RegExp(`chamvi_egress_connections_total\\{namespace="${NAMESPACE}",decision="denied",rule="api-server"\\} 1`),
+    );
     expect(metrics).toMatch(new RegExp(`chamvi_egress_bytes_total\\{namespace="${NAMESPACE}",direction="received"\\} [1-9]`));
 
-    const npm = await eventually(async () => ((await egressStatus('npm'))?.allowed ?? 0) >= 2 ? egressStatus('npm') : undefined, 30_000, 'status.egress of npm');
+    const npm = await eventually(
+      async () => (((await egressStatus('npm'))?.allowed ?? 0) >= 2 ? egressStatus('npm') : undefined),
+      30_000,
+      'status.egress of npm',
+    );
     expect(npm).toMatchObject({ denied: 0, hosts: [{ host: 'registry.test', port: registryPort, allowed: 2, denied: 0 }] });
     expect(npm!.bytesReceived).toBeGreaterThan(0);
-    const wild = await eventually(async () => ((await egressStatus('wild'))?.denied ?? 0) >= 6 ? egressStatus('wild') : undefined, 30_000, 'status.egress of wild');
+    const wild = await eventually(
+      async () => (((await egressStatus('wild'))?.denied ?? 0) >= 6 ? egressStatus('wild') : undefined),
+      30_000,
+      'status.egress of wild',
+    );
     expect(wild!.hosts.find((host) => host.host === 'kube.test')).toMatchObject({ denied: 1, rule: 'api-server' });
 
-    const events = await eventually(async () => {
-      const list = JSON.parse(
-        await kubectlOk(['get', 'events', '-n', NAMESPACE, '--field-selector', `involvedObject.name=wild,reason=EgressDenied`, '-o', 'json']),
-      ) as { items: Array<{ message: string }> };
-      return list.items.length >= 6 ? list.items : undefined;
-    }, 30_000, 'EgressDenied events');
+    const events = await eventually(
+      async () => {
+        const list = JSON.parse(
+          await kubectlOk([
+            'get',
+            'events',
+            '-n',
+            NAMESPACE,
+            '--field-selector',
+            `involvedObject.name=wild,reason=EgressDenied`,
+            '-o',
+            'json',
+          ]),
+        ) as { items: Array<{ message: string }> };
+        return list.items.length >= 6 ? list.items : undefined;
+      },
+      30_000,
+      'EgressDenied events',
+    );
     expect(events.map((event) => event.message).join('\n')).toContain('metadata.test:80');
   });
 
@@ -175,7 +198,16 @@ describe('egress proxy', () => {
     for (let i = 0; i < 3; i++) await connectThrough(proxy.port, 'metadata.test:80', proxyAuthorization(uids.other!));
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     const list = JSON.parse(
-      await kubectlOk(['get', 'events', '-n', NAMESPACE, '--field-selector', 'involvedObject.name=other,reason=EgressDenied', '-o', 'json']),
+      await kubectlOk([
+        'get',
+        'events',
+        '-n',
+        NAMESPACE,
+        '--field-selector',
+        'involvedObject.name=other,reason=EgressDenied',
+        '-o',
+        'json',
+      ]),
     ) as { items: Array<{ message: string }> };
     expect(list.items.filter((event) => event.message.includes('metadata.test:80'))).toHaveLength(1);
   });
@@ -183,29 +215,48 @@ describe('egress proxy', () => {
   it("refuses a run's credential once the run has ended, and once it is deleted", async () => {
     const auth = proxyAuthorization(uids.npm!);
     await kubectlOk([
-      'patch', 'codingrun', 'npm', '-n', NAMESPACE, '--subresource=status', '--type=merge',
-      '-p', JSON.stringify({ status: { phase: 'Succeeded', reason: 'Completed', message: 'done' } }),
+      'patch',
+      'codingrun',
+      'npm',
+      '-n',
+      NAMESPACE,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { phase: 'Succeeded', reason: 'Completed', message: 'done' } }),
     ]);
-    const ended = await eventually(async () => {
-      const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, auth);
-      answer.socket?.destroy();
-      return answer.status === 403 ? answer : undefined;
-    }, 15_000, 'the ended run refused');
+    const ended = await eventually(
+      async () => {
+        const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, auth);
+        answer.socket?.destroy();
+        return answer.status === 403 ? answer : undefined;
+      },
+      15_000,
+      'the ended run refused',
+    );
     expect(ended.body).toContain('rule run-not-live');
 
     await createRun('deleted', [`registry.test:${registryPort}`]);
     const deletedAuth = proxyAuthorization(uids.deleted!);
-    await eventually(async () => {
-      const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, deletedAuth);
-      answer.socket?.destroy();
-      return answer.status === 200 ? true : undefined;
-    }, 15_000, 'the new run served');
+    await eventually(
+      async () => {
+        const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, deletedAuth);
+        answer.socket?.destroy();
+        return answer.status === 200 ? true : undefined;
+      },
+      15_000,
+      'the new run served',
+    );
     await kubectlOk(['delete', 'codingrun', 'deleted', '-n', NAMESPACE]);
-    await eventually(async () => {
-      const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, deletedAuth);
-      answer.socket?.destroy();
-      return answer.status === 403 && answer.body.includes('rule run-not-live') ? true : undefined;
-    }, 15_000, 'the deleted run refused');
+    await eventually(
+      async () => {
+        const answer = await connectThrough(proxy.port, `registry.test:${registryPort}`, deletedAuth);
+        answer.socket?.destroy();
+        return answer.status === 403 && answer.body.includes('rule run-not-live') ? true : undefined;
+      },
+      15_000,
+      'the deleted run refused',
+    );
   });
 });
 

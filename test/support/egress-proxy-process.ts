@@ -124,10 +124,20 @@ export function connectThrough(proxyPort: number, authority: string, authorizati
 }
 
 /** A plain-HTTP GET of an absolute URL through the proxy. */
-export function getThrough(proxyPort: number, url: string, authorization?: string): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+export function getThrough(
+  proxyPort: number,
+  url: string,
+  authorization?: string,
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: proxyPort, path: url, method: 'GET', headers: authorization ? { 'proxy-authorization': authorization } : {} },
+      {
+        host: '127.0.0.1',
+        port: proxyPort,
+        path: url,
+        method: 'GET',
+        headers: authorization ? { 'proxy-authorization': authorization } : {},
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');

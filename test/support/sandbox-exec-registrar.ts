@@ -24,7 +24,9 @@ export const SANDBOX_POD_SELECTOR = 'app.kubernetes.io/name=chamvi-sandbox';
 function egressEnvOf(pod: V1Pod): Record<string, string> {
   const container = pod.spec?.containers.find((candidate) => candidate.name === 'sandbox');
   return Object.fromEntries(
-    (container?.env ?? []).filter((variable) => EGRESS_ENV_NAMES.includes(variable.name)).map((variable) => [variable.name, variable.value ?? '']),
+    (container?.env ?? [])
+      .filter((variable) => EGRESS_ENV_NAMES.includes(variable.name))
+      .map((variable) => [variable.name, variable.value ?? '']),
   );
 }
 

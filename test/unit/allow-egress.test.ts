@@ -9,10 +9,16 @@ import { parseSpec, validateRun } from '../../operator/src/reconcile/validate-ru
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 describe('egress host patterns', () => {
-  it.each(['registry.npmjs.org', '*.pythonhosted.org', 'proxy.golang.org:443', '*', '*:8443', 'registry.test:4873', 'internal', 'a-b.c0.io'])(
-    'accepts %s',
-    (pattern) => expect(EGRESS_PATTERN.test(pattern)).toBe(true),
-  );
+  it.each([
+    'registry.npmjs.org',
+    '*.pythonhosted.org',
+    'proxy.golang.org:443',
+    '*',
+    '*:8443',
+    'registry.test:4873',
+    'internal',
+    'a-b.c0.io',
+  ])('accepts %s', (pattern) => expect(EGRESS_PATTERN.test(pattern)).toBe(true));
 
   it.each([
     ['an IPv4 literal', '10.0.0.1'],

@@ -10,7 +10,12 @@ import { checkProxyAuthorization, proxyToken } from '../../operator/src/egress/p
 const KEY = 'k'.repeat(48);
 const UID_A = '11111111-1111-4111-8111-111111111111';
 const UID_B = '22222222-2222-4222-8222-222222222222';
-const runA: EgressRun = { namespace: 'agents', name: 'a', uid: UID_A, allow: parseHostPatterns(['registry.npmjs.org', '*.internal.example', '*']) };
+const runA: EgressRun = {
+  namespace: 'agents',
+  name: 'a',
+  uid: UID_A,
+  allow: parseHostPatterns(['registry.npmjs.org', '*.internal.example', '*']),
+};
 const runB: EgressRun = { namespace: 'agents', name: 'b', uid: UID_B, allow: parseHostPatterns(['pypi.org']) };
 const live = new Map([
   [UID_A, runA],
@@ -45,7 +50,14 @@ describe('decideRequest', () => {
   it.each([
     ['no credential', undefined, 'registry.npmjs.org', 443, 407, EGRESS_RULES.CredentialMissing],
     ['a forged credential', basic(UID_A, 'forged'), 'registry.npmjs.org', 443, 407, EGRESS_RULES.CredentialInvalid],
-    ['a valid credential of a run that ended', credentialOf('33333333-3333-4333-8333-333333333333'), 'pypi.org', 443, 403, EGRESS_RULES.RunNotLive],
+    [
+      'a valid credential of a run that ended',
+      credentialOf('33333333-3333-4333-8333-333333333333'),
+      'pypi.org',
+      443,
+      403,
+      EGRESS_RULES.RunNotLive,
+    ],
     ['an IPv4 literal, even with *', credentialOf(UID_A), '127.0.0.1', 443, 403, EGRESS_RULES.NotAHostName],
     ['the metadata address as a literal', credentialOf(UID_A), '169.254.169.254', 80, 403, EGRESS_RULES.NotAHostName],
     ['a decimal IPv4 literal', credentialOf(UID_A), '2130706433', 80, 403, EGRESS_RULES.NotAHostName],
@@ -58,7 +70,9 @@ describe('decideRequest', () => {
 
   it('names the host and the run in a refusal of a host off the run list', () => {
     const decision = decide(credentialOf(UID_B), 'registry.npmjs.org', 443);
-    expect(decision).toMatchObject({ message: expect.stringContaining('registry.npmjs.org:443 is not in spec.sandbox.egress.allow of run agents/b') });
+    expect(decision).toMatchObject({
+      message: expect.stringContaining('registry.npmjs.org:443 is not in spec.sandbox.egress.allow of run agents/b'),
+    });
   });
 
   it('refuses what a run lists but the admin no longer allows (allowEgress checked per connection)', () => {
@@ -88,7 +102,14 @@ describe('decideAddresses', () => {
     ['a unique-local IPv6 address', 'sneaky.example', 443, ['fd12::1'], false, EGRESS_RULES.PrivateAddress],
     ['one public and one private address', 'sneaky.example', 443, ['93.184.215.14', '10.0.0.1'], false, EGRESS_RULES.PrivateAddress],
     ['the metadata address', 'sneaky.example', 80, ['169.254.169.254'], false, EGRESS_RULES.ForbiddenAddress],
-    ['the metadata address, for a name the admin opened', 'meta.internal.example', 80, ['169.254.169.254'], false, EGRESS_RULES.ForbiddenAddress],
+    [
+      'the metadata address, for a name the admin opened',
+      'meta.internal.example',
+      80,
+      ['169.254.169.254'],
+      false,
+      EGRESS_RULES.ForbiddenAddress,
+    ],
     ['the IPv6 metadata address', 'sneaky.example', 80, ['fd00:ec2::254'], false, EGRESS_RULES.ForbiddenAddress],
     ['a link-local address', 'sneaky.example', 80, ['169.254.10.1'], false, EGRESS_RULES.ForbiddenAddress],
     ['an IPv6 link-local address', 'sneaky.example', 80, ['fe80::1'], false, EGRESS_RULES.ForbiddenAddress],

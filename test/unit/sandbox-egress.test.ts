@@ -8,7 +8,11 @@ import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcil
 
 const KEY = 'e'.repeat(64);
 const config = loadOperatorConfig(
-  { allowEgress: ['*'], egressKey: KEY, egressProxy: { host: 'chamvi-egress-proxy.chamvi-system.svc', address: '10.96.0.50', targetPort: 3129 } },
+  {
+    allowEgress: ['*'],
+    egressKey: KEY,
+    egressProxy: { host: 'chamvi-egress-proxy.chamvi-system.svc', address: '10.96.0.50', targetPort: 3129 },
+  },
   {},
 );
 
@@ -26,7 +30,8 @@ function parsedRun(uid: string, allow: string[], env: Array<{ name: string; valu
   };
 }
 const UID = '11111111-1111-4111-8111-111111111111';
-const envOf = (run: ParsedCodingRun) => Object.fromEntries(buildSandboxPod(run, config).spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
+const envOf = (run: ParsedCodingRun) =>
+  Object.fromEntries(buildSandboxPod(run, config).spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
 
 describe('sandbox with egress', () => {
   const run = parsedRun(UID, ['registry.npmjs.org'], [{ name: 'HTTPS_PROXY', value: 'http://elsewhere:1' }]);
@@ -39,14 +44,22 @@ describe('sandbox with egress', () => {
     expect(decodeURIComponent(url.username)).toBe(UID);
     const header = `Basic ${Buffer.from(`${url.username}:${url.password}`).toString('base64')}`;
     expect(checkProxyAuthorization(header, KEY)).toEqual({ ok: true, runUid: UID });
-    for (const name of ['HTTP_PROXY', 'http_proxy', 'https_proxy', 'npm_config_proxy', 'npm_config_https_proxy', 'PIP_PROXY', 'GIT_CONFIG_VALUE_0'])
+    for (const name of [
+      'HTTP_PROXY',
+      'http_proxy',
+      'https_proxy',
+      'npm_config_proxy',
+      'npm_config_https_proxy',
+      'PIP_PROXY',
+      'GIT_CONFIG_VALUE_0',
+    ])
       expect(env[name], name).toBe(env.HTTPS_PROXY);
     expect(env.GIT_CONFIG_KEY_0).toBe('http.proxy');
     expect(env.NO_PROXY).toBe('localhost,127.0.0.1,::1');
     expect(env.NODE_USE_ENV_PROXY).toBe('1');
   });
 
-  it("gives another run another credential", () => {
+  it('gives another run another credential', () => {
     const other = envOf(parsedRun('22222222-2222-4222-8222-222222222222', ['registry.npmjs.org']));
     expect(new URL(other.HTTPS_PROXY!).password).not.toBe(new URL(env.HTTPS_PROXY!).password);
   });
@@ -74,7 +87,9 @@ describe('sandbox with egress', () => {
 
   it('allows egress to a CIDR instead when the proxy runs outside the cluster', () => {
     const outside = loadOperatorConfig({ egressKey: KEY, egressProxy: { address: '192.0.2.2', ipBlock: '192.0.2.2/32', port: 3128 } }, {});
-    expect(buildNetworkPolicy(run, outside).spec!.egress).toEqual([{ to: [{ ipBlock: { cidr: '192.0.2.2/32' } }], ports: [{ protocol: 'TCP', port: 3128 }] }]);
+    expect(buildNetworkPolicy(run, outside).spec!.egress).toEqual([
+      { to: [{ ipBlock: { cidr: '192.0.2.2/32' } }], ports: [{ protocol: 'TCP', port: 3128 }] },
+    ]);
   });
 });
 

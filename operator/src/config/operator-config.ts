@@ -10,7 +10,6 @@ import { ALLOW_REPO_PATTERN_CHARACTERS, allowRepoPatternProblem } from '../recon
 import { objectName } from '../api/kubernetes-names.ts';
 import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE } from '../api/egress-pattern.ts';
 
-
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
 
@@ -130,7 +129,9 @@ export const operatorConfigSchema = z
           .max(253)
           .regex(/^[A-Za-z0-9.-]+$/, 'must be a host name or IPv4 address')
           .optional()
-          .describe('Where sandboxes reach the egress proxy, such as chamvi-egress-proxy.chamvi-system.svc. Unset: runs asking for egress fail.'),
+          .describe(
+            'Where sandboxes reach the egress proxy, such as chamvi-egress-proxy.chamvi-system.svc. Unset: runs asking for egress fail.',
+          ),
         address: z
           .string()
           .refine((value) => isIP(value) !== 0, 'must be an IP address')
@@ -414,7 +415,8 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
   }
   if (env.CHAMVI_TOOLBOX_COMMAND) values.toolboxCommand = env.CHAMVI_TOOLBOX_COMMAND.split(' ').filter(Boolean);
   if (env.CHAMVI_EGRESS_PROXY_HOST) values.egressProxy = { host: env.CHAMVI_EGRESS_PROXY_HOST };
-  if (env.CHAMVI_EGRESS_PROXY_PORT) values.egressProxy = { ...(values.egressProxy as object | undefined), port: env.CHAMVI_EGRESS_PROXY_PORT };
+  if (env.CHAMVI_EGRESS_PROXY_PORT)
+    values.egressProxy = { ...(values.egressProxy as object | undefined), port: env.CHAMVI_EGRESS_PROXY_PORT };
   if (env.CHAMVI_LEADER_ELECTION === 'false') values.leaderElection = { enabled: false };
   if (env.CHAMVI_LEADER_ELECTION_NAMESPACE) {
     values.leaderElection = { ...(values.leaderElection as object | undefined), namespace: env.CHAMVI_LEADER_ELECTION_NAMESPACE };

@@ -104,7 +104,11 @@ export function decideAddresses(host: string, port: number, addresses: readonly 
   const opened = firstMatch(policy.allowPrivateDestinations, host, port) !== undefined;
   for (const address of addresses) {
     if (policy.apiServer.some((endpoint) => endpoint.port === port && sameAddress(endpoint.address, address))) {
-      return refuse(403, EGRESS_RULES.ApiServer, `${host}:${port} resolves to the Kubernetes API server (${address}), which sandboxes never reach`);
+      return refuse(
+        403,
+        EGRESS_RULES.ApiServer,
+        `${host}:${port} resolves to the Kubernetes API server (${address}), which sandboxes never reach`,
+      );
     }
     const addressClass = classifyAddress(address);
     if (addressClass === 'public') continue;
@@ -116,7 +120,11 @@ export function decideAddresses(host: string, port: number, addresses: readonly 
         `${host} resolves to the ${addressClass} address ${address}; only names an admin lists in allowPrivateDestinations may reach such addresses`,
       );
     }
-    return refuse(403, EGRESS_RULES.ForbiddenAddress, `${host} resolves to the ${addressClass} address ${address}, which sandboxes never reach`);
+    return refuse(
+      403,
+      EGRESS_RULES.ForbiddenAddress,
+      `${host} resolves to the ${addressClass} address ${address}, which sandboxes never reach`,
+    );
   }
   return { allowed: true, address: addresses[0]!, addressClass: classifyAddress(addresses[0]!) };
 }

@@ -119,7 +119,10 @@ export class EgressAudit {
         try {
           await this.deps.addToStatus(run, delta);
         } catch (error) {
-          this.deps.logger.warn({ namespace: run.namespace, run: run.name, err: String(error) }, 'could not write status.egress; counts kept for the next try');
+          this.deps.logger.warn(
+            { namespace: run.namespace, run: run.name, err: String(error) },
+            'could not write status.egress; counts kept for the next try',
+          );
           const later = this.pending.get(run.uid);
           // Keep the counts: add what came in meanwhile on top of the delta that failed.
           this.pending.set(run.uid, { run, delta: later ? mergeEgressStatus(delta, later.delta) : delta });

@@ -22,9 +22,14 @@ export const egressProxyConfigSchema = z
         'Metadata, link-local addresses and the API server stay closed.',
     ),
     hostAliases: z
-      .record(z.string().regex(HOST_NAME, 'must be a lower-case host name'), z.string().refine((value) => isIP(value) !== 0, 'must be an IP address'))
+      .record(
+        z.string().regex(HOST_NAME, 'must be a lower-case host name'),
+        z.string().refine((value) => isIP(value) !== 0, 'must be an IP address'),
+      )
       .default({})
-      .describe('Names the proxy resolves to fixed addresses instead of asking DNS, like a pod hostAliases (an internal host without DNS).'),
+      .describe(
+        'Names the proxy resolves to fixed addresses instead of asking DNS, like a pod hostAliases (an internal host without DNS).',
+      ),
     apiServerAddresses: z
       .array(z.string().regex(/^.+:[0-9]{1,5}$/, 'must be address:port'))
       .default([])

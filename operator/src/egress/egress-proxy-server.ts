@@ -115,10 +115,16 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((verdict) => {
       if (!verdict.allowed) {
         const body = refusalBody(verdict);
-        const headers = Object.entries({ ...refusalHeaders(verdict), 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
+        const headers = Object.entries({
+          ...refusalHeaders(verdict),
+          'content-length': String(Buffer.byteLength(body)),
+          connection: 'close',
+        })
           .map(([name, value]) => `${name}: ${value}\r\n`)
           .join('');
-        socket.end(`HTTP/1.1 ${verdict.status} ${verdict.status === 407 ? 'Proxy Authentication Required' : verdict.status === 403 ? 'Forbidden' : 'Bad Gateway'}\r\n${headers}\r\n${body}`);
+        socket.end(
+          `HTTP/1.1 ${verdict.status} ${verdict.status === 407 ? 'Proxy Authentication Required' : verdict.status === 403 ? 'Forbidden' : 'Bad Gateway'}\r\n${headers}\r\n${body}`,
+        );
         deps.record({
           kind: 'connect',
           ...(verdict.run ? { run: verdict.run } : {}),
@@ -185,7 +191,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       target = undefined;
     }
     if (!target) {
-      res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' }).end('chamvi egress proxy: send an absolute http:// URL, or CONNECT for https\n');
+      res
+        .writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
+        .end('chamvi egress proxy: send an absolute http:// URL, or CONNECT for https\n');
       return;
     }
     const url = target;
@@ -220,10 +228,27 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       const finish = () => {
         if (recorded) return;
         recorded = true;
-        deps.record({ kind: 'http', run: verdict.run, host: verdict.host, port, allowed: true, bytesSent, bytesReceived, durationMs: now() - started });
+        deps.record({
+          kind: 'http',
+          run: verdict.run,
+          host: verdict.host,
+          port,
+          allowed: true,
+          bytesSent,
+          bytesReceived,
+          durationMs: now() - started,
+        });
       };
       const upstream = httpRequest(
-        { host: verdict.address, port, method: req.method, path: `${url.pathname}${url.search}`, headers, agent, timeout: connectTimeoutMs },
+        {
+          host: verdict.address,
+          port,
+          method: req.method,
+          path: `${url.pathname}${url.search}`,
+          headers,
+          agent,
+          timeout: connectTimeoutMs,
+        },
         (response) => {
           const responseHeaders: Record<string, string | string[]> = {};
           for (const [name, value] of Object.entries(response.headers)) {
@@ -238,7 +263,8 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       );
       upstream.on('timeout', () => upstream.destroy(new Error('upstream timed out')));
       upstream.on('error', () => {
-        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' }).end('chamvi egress proxy: the destination did not answer\n');
+        if (!res.headersSent)
+          res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' }).end('chamvi egress proxy: the destination did not answer\n');
         else res.destroy();
         finish();
       });

@@ -18,7 +18,9 @@ const DOMAIN = 'chamvi-egress-v1\n';
 const RUN_UID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function proxyToken(egressKey: string, runUid: string): string {
-  return createHmac('sha256', egressKey).update(DOMAIN + runUid).digest('base64url');
+  return createHmac('sha256', egressKey)
+    .update(DOMAIN + runUid)
+    .digest('base64url');
 }
 
 export interface ProxyCredential {

@@ -18,7 +18,8 @@ export function isEgressAllowed(requested: readonly string[], allowEgress: reado
       };
     }
     if (!bounds.some((bound) => patternCovers(bound, pattern))) {
-      const admin = allowEgress.length === 0 ? 'allows no egress (allowEgress is empty)' : `allows egress only to ${allowEgress.join(', ')}`;
+      const admin =
+        allowEgress.length === 0 ? 'allows no egress (allowEgress is empty)' : `allows egress only to ${allowEgress.join(', ')}`;
       return {
         allowed: false,
         message:

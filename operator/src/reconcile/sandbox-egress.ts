@@ -25,7 +25,7 @@ export function egressReadiness(config: EgressConfig): EgressReadiness {
     ready: false,
     message:
       `spec.sandbox.egress.allow is set, but the operator has no egress proxy (config ${missing.join(' and ')} unset); ` +
-      'ask an admin to enable the chart\'s egressProxy, or remove spec.sandbox.egress and create the run again',
+      "ask an admin to enable the chart's egressProxy, or remove spec.sandbox.egress and create the run again",
   };
 }
 
