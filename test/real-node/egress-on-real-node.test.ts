@@ -74,7 +74,9 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
     registry = createServer((req, res) => res.end(`registry ok ${req.url}`));
     await new Promise<void>((resolve, reject) => {
       registry.once('error', reject);
-      registry.listen(0, bridgeIp, () => resolve());
+      // All addresses: the bridge (and its address) appears only with the first pod, and the
+      // registry's port must be in the run before the pod exists. The pod reaches it at bridgeIp.
+      registry.listen(0, '0.0.0.0', () => resolve());
     });
     registryPort = (registry.address() as { port: number }).port;
     const allow = [`registry.test:${registryPort}`];
