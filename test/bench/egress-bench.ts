@@ -171,7 +171,7 @@ const throughputTunnel = median(throughput.tunnel);
 const throughputForward = median(throughput.forward);
 const result = {
   date: new Date().toISOString(),
-  machine: { cpus: cpus().length, loadavg: loadavg().map((value) => round(value, 2)) },
+  machine: { cpus: cpus().length, loadAverage1m: round(loadavg()[0] ?? 0, 2) },
   downloadMiB: DOWNLOAD_BYTES / 1024 / 1024,
   rounds: ROUNDS,
   throughputMiBps: {
