@@ -1,5 +1,6 @@
 # Benchmarks (`make bench`, see ../shared/design/TESTING.md): the toolbox (mk/toolbox.mk), the
-# exec round trip (mk/exec.mk), the step overhead (mk/demo.mk), the egress proxy and the scale benchmark here,
+# exec round trip (mk/exec.mk), the step overhead (mk/demo.mk), the egress proxy, the scale benchmark
+# and the real node (docs/real-node.md) here,
 # one after another (two cores: never side by side), then one table of every figure next to
 # its peer, written to test/bench/results/latest.json.
 #
@@ -13,7 +14,7 @@
 N ?= 200
 PEER_LIMITS ?= both
 
-.PHONY: bench bench-scale bench-report bench-egress
+.PHONY: bench bench-scale bench-report bench-real-node bench-egress
 
 bench-egress: node_modules ## The egress proxy against direct: 100 MB download, 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
 	npx tsx test/bench/egress-bench.ts
@@ -21,10 +22,15 @@ bench-egress: node_modules ## The egress proxy against direct: 100 MB download, 
 bench-scale: node_modules system-packages toolbox control-plane ## N CodingRuns vs N Jobs (N=200) at both client limits of the Job controller, written to test/bench/results/scale.json
 	npx tsx test/bench/scale-bench.ts --n $(N) --peer-limits $(PEER_LIMITS)
 
+# The real node's figures (test/bench/real-node-bench.ts): writes the reason and exits 0 when
+# the node cannot start here; its builds (kubelet, kube-router, images) fail loudly instead.
+bench-real-node: node_modules system-packages control-plane real-node sandbox-image ## Real-node figures: sandbox pod create->Ready and ->first tool call, serve and per-call exec vs kubectl exec, written to test/bench/results/real-node.json
+	npx tsx test/bench/real-node-bench.ts
+
 bench-report: node_modules ## One table of every benchmark figure and its peer, written to test/bench/results/latest.json
 	npx tsx test/bench/bench-report.ts
 
-bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, scale at N=200) and one table
+bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, scale at N=200, the real node) and one table
 	@started=$$(date +%s); \
-	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-scale N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
+	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-scale bench-real-node N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
 	npx tsx test/bench/bench-report.ts --started $$started

@@ -1,5 +1,5 @@
 // The one table of `make bench`: reads what each benchmark wrote (toolbox.json, exec.json,
-// step.json, scale.json in test/bench/results/), puts every figure next to the peer it was
+// step.json, scale.json, real-node.json in test/bench/results/), puts every figure next to the peer it was
 // measured against in the same run, writes test/bench/results/latest.json and prints the
 // table (Markdown, so docs/benchmarks.md can take it as it is).
 //
@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 
 interface Figure {
-  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'egress';
+  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress';
   figure: string;
   unit: string;
   value: number | string;
@@ -54,6 +54,52 @@ function toolboxFigures(toolbox: Json): Figure[] {
       peer: { what: 'rg run directly on the same tree', value: toolbox.grep.rgP50Ms },
       goal: `within ${toolbox.goals.grepRatioAtMost}x of rg (${toolbox.grep.ratio}x)`,
       met: toolbox.goals.grepRatioMet,
+    },
+  ];
+}
+
+/** The real node's figures, next to the same paths on kwok (exec.json) where there is one; or why it was skipped. */
+function realNodeFigures(realNode: Json, exec: Json | undefined): Figure[] {
+  if (realNode.skipped) {
+    return [
+      { benchmark: 'real-node', figure: 'skipped: the real node could not start', unit: '', value: String(realNode.skipped), peer: null },
+    ];
+  }
+  const { podCreateToReady, podCreateToFirstToolCall, serveSession, perCallExec, kubectlExec } = realNode.results;
+  const onKwok = (figure: { p50: number; p99: number } | undefined) =>
+    figure ? { what: 'the same path on kwok (exec)', value: p50p99(figure) } : null;
+  const n = (figure: { n?: number }) => `, n=${figure.n}`;
+  const firstAndP50 = (figure: Json) => `${seconds(figure.first)} / ${seconds(figure.p50)}`;
+  return [
+    {
+      benchmark: 'real-node',
+      figure: `sandbox pod create to Ready, first (cold) / p50${n(podCreateToReady)}`,
+      unit: 's',
+      value: firstAndP50(podCreateToReady),
+      peer: null,
+    },
+    {
+      benchmark: 'real-node',
+      figure: `sandbox pod create to the first tool call answered, first (cold) / p50${n(podCreateToFirstToolCall)}`,
+      unit: 's',
+      value: firstAndP50(podCreateToFirstToolCall),
+      peer: null,
+    },
+    {
+      benchmark: 'real-node',
+      figure: `tool call, kept \`serve\` session through the kubelet, p50 / p99${n(serveSession)}`,
+      unit: 'ms',
+      value: p50p99(serveSession),
+      peer: onKwok(exec?.results?.serveSession),
+    },
+    {
+      benchmark: 'real-node',
+      figure: `tool call, one pods/exec per call through the kubelet, p50 / p99${n(perCallExec)}`,
+      unit: 'ms',
+      value: p50p99(perCallExec),
+      peer: { what: `kubectl exec -i of the same call into the same container${n(kubectlExec)}`, value: p50p99(kubectlExec) },
+      goal: 'faster than kubectl exec',
+      met: realNode.goals.perCallExecFasterThanKubectlExec,
     },
   ];
 }
@@ -342,7 +388,14 @@ function markdownTable(figures: Figure[]): string {
 
 function main(): void {
   const { values } = parseArgs({ options: { started: { type: 'string' } } });
-  const sources = { toolbox: read('toolbox'), exec: read('exec'), step: read('step'), scale: read('scale'), egress: read('egress') };
+  const sources = {
+    toolbox: read('toolbox'),
+    exec: read('exec'),
+    step: read('step'),
+    scale: read('scale'),
+    'real-node': read('real-node'),
+    egress: read('egress'),
+  };
   const missing = Object.entries(sources)
     .filter(([, value]) => !value)
     .map(([name]) => name);
@@ -351,6 +404,7 @@ function main(): void {
     ...(sources.exec ? execFigures(sources.exec) : []),
     ...(sources.step ? stepFigures(sources.step) : []),
     ...(sources.scale ? scaleFigures(sources.scale) : []),
+    ...(sources['real-node'] ? realNodeFigures(sources['real-node'], sources.exec) : []),
     ...(sources.egress ? egressFigures(sources.egress) : []),
   ];
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
