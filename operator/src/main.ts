@@ -3,7 +3,9 @@
 //
 //   node --import tsx operator/src/main.ts [--config FILE]     (or CHAMVI_CONFIG=FILE)
 import { KubeConfig } from '@kubernetes/client-node';
+import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { parse } from 'yaml';
 import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
@@ -43,6 +45,26 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
   return loadOperatorConfig(file, env);
 }
 
+/**
+ * Sandboxes with egress have no DNS (their NetworkPolicy allows the proxy alone), so they get
+ * the proxy's address, resolved here once (a Service's ClusterIP does not change while it exists).
+ */
+async function withEgressProxyAddress(config: OperatorConfig, logger: ReturnType<typeof createLogger>): Promise<OperatorConfig> {
+  const { host, address } = config.egressProxy;
+  if (address || !host || isIP(host))
+    return host && isIP(host) ? { ...config, egressProxy: { ...config.egressProxy, address: host } } : config;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const resolved = await lookup(host);
+      logger.info({ host, address: resolved.address }, 'egress proxy address');
+      return { ...config, egressProxy: { ...config.egressProxy, address: resolved.address } };
+    } catch (error) {
+      if (attempt >= 30) throw new ConfigError(`config key egressProxy.host: ${host} does not resolve (${String(error)})`);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const logger = createLogger();
   let config: OperatorConfig;
@@ -55,6 +77,7 @@ async function main(): Promise<void> {
     console.error(`chamvi-operator: ${error.message}`);
     process.exit(2);
   }
+  config = await withEgressProxyAddress(config, logger);
   const kubeConfig = reuseConnections(new KubeConfig());
   kubeConfig.loadFromDefault();
   const kube = createKubeGateway(kubeConfig);

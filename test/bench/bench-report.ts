@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 
 interface Figure {
-  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node';
+  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress';
   figure: string;
   unit: string;
   value: number | string;
@@ -323,6 +323,51 @@ function scaleFigures(scale: Json): Figure[] {
   ];
 }
 
+function egressFigures(egress: Json): Figure[] {
+  const { throughputMiBps: t, latencyMs: l, memory: m } = egress;
+  return [
+    {
+      benchmark: 'egress',
+      figure: `${egress.downloadMiB} MiB download through the egress proxy (CONNECT tunnel), median of ${egress.rounds}`,
+      unit: 'MiB/s',
+      value: t.tunnel,
+      peer: { what: 'direct', value: t.direct },
+      goal: `at least 90 % of direct (${Math.round(t.tunnelRatio * 100)} %)`,
+      met: egress.goals.throughputMet,
+    },
+    {
+      benchmark: 'egress',
+      figure: '  the same download forwarded as plain HTTP',
+      unit: 'MiB/s',
+      value: t.forward,
+      peer: { what: 'direct', value: t.direct },
+    },
+    {
+      benchmark: 'egress',
+      figure: `${l.tunnel.n} small requests in a kept tunnel, p50 / p99`,
+      unit: 'ms',
+      value: p50p99(l.tunnel),
+      peer: { what: 'direct, kept connection', value: p50p99(l.direct) },
+      goal: `under 1 ms added p50 (${l.tunnelAddedP50} ms; forwarded ${l.forwardAddedP50} ms)`,
+      met: egress.goals.latencyMet,
+    },
+    {
+      benchmark: 'egress',
+      figure: '  the same requests forwarded as plain HTTP, p50 / p99',
+      unit: 'ms',
+      value: p50p99(l.forward),
+      peer: { what: 'direct, kept connection', value: p50p99(l.direct) },
+    },
+    {
+      benchmark: 'egress',
+      figure: `proxy RSS with ${m.tunnels} tunnels open`,
+      unit: 'MiB',
+      value: m.rssMiB,
+      peer: { what: 'idle', value: m.idleRssMiB },
+    },
+  ];
+}
+
 function markdownTable(figures: Figure[]): string {
   const rows = [
     ['benchmark', 'figure', 'unit', 'chamvi', 'peer (same run)', 'peer', 'goal'],
@@ -349,6 +394,7 @@ function main(): void {
     step: read('step'),
     scale: read('scale'),
     'real-node': read('real-node'),
+    egress: read('egress'),
   };
   const missing = Object.entries(sources)
     .filter(([, value]) => !value)
@@ -359,6 +405,7 @@ function main(): void {
     ...(sources.step ? stepFigures(sources.step) : []),
     ...(sources.scale ? scaleFigures(sources.scale) : []),
     ...(sources['real-node'] ? realNodeFigures(sources['real-node'], sources.exec) : []),
+    ...(sources.egress ? egressFigures(sources.egress) : []),
   ];
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
   const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));

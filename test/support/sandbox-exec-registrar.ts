@@ -13,8 +13,22 @@ import { parseArgs } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { killBackgroundJobs } from '../../operator/src/sandbox/local-sandbox.ts';
 import { podExecManifest } from './control-plane/pod-exec.ts';
+import { EGRESS_ENV_NAMES } from '../../operator/src/reconcile/sandbox-egress.ts';
 
 export const SANDBOX_POD_SELECTOR = 'app.kubernetes.io/name=chamvi-sandbox';
+
+/**
+ * The pod's egress proxy variables (issue #12): a kubelet gives the container its env, kwok's
+ * exec gives only the Exec object's, so these are passed on to keep a run's egress real here.
+ */
+function egressEnvOf(pod: V1Pod): Record<string, string> {
+  const container = pod.spec?.containers.find((candidate) => candidate.name === 'sandbox');
+  return Object.fromEntries(
+    (container?.env ?? [])
+      .filter((variable) => EGRESS_ENV_NAMES.includes(variable.name))
+      .map((variable) => [variable.name, variable.value ?? '']),
+  );
+}
 
 export interface PodWorkspace {
   workspaceDir: string;
@@ -75,7 +89,7 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
       namespace,
       podName: name,
       workDir: workspace.workspaceDir,
-      env: { CHAMVI_WORKSPACE: workspace.workspaceDir, CHAMVI_HOME: workspace.homeDir },
+      env: { ...egressEnvOf(pod), CHAMVI_WORKSPACE: workspace.workspaceDir, CHAMVI_HOME: workspace.homeDir },
     });
     const object = { group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL };
     try {

@@ -17,7 +17,7 @@ describe('codingRunSpec', () => {
     expect(spec.tools.allow).toEqual([...TOOL_NAMES]);
     expect(spec.model.scriptRef).toEqual({ name: 'demo-script', key: 'script.json' });
     expect(spec.model.contextWindow).toBe(128_000);
-    expect(spec.sandbox).toEqual({});
+    expect(spec.sandbox).toEqual({ egress: { allow: [] } });
   });
 
   it('keeps values the user gave instead of defaults', () => {

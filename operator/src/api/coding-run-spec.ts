@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { DURATION_PATTERN } from './duration.ts';
+import { EGRESS_ALLOW_MAX, EGRESS_PATTERN, EGRESS_PATTERN_MAX, EGRESS_PATTERN_MESSAGE } from './egress-pattern.ts';
 import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
 import { PROVIDER_NAMES } from './providers.ts';
 import { TOOL_NAMES } from './tool-names.ts';
@@ -220,6 +221,28 @@ const envVar = z
   })
   .describe('An environment variable with a plain value.');
 
+export const egressSpec = z
+  .object({
+    allow: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(EGRESS_PATTERN_MAX)
+          .regex(EGRESS_PATTERN, { message: EGRESS_PATTERN_MESSAGE })
+          .describe('A host pattern: registry.npmjs.org, *.pythonhosted.org (every name under it), proxy.golang.org:443, or *.'),
+      )
+      .max(EGRESS_ALLOW_MAX)
+      .default([])
+      .meta({ 'x-kubernetes-list-type': 'set' })
+      .describe(
+        'Hosts the sandbox may reach through the egress proxy, by name (never by address). Without a port a pattern opens ports 80 and 443. ' +
+          "Each must lie within the operator's allowEgress, or the run fails InvalidSpec. Private, loopback, link-local and metadata " +
+          'addresses and the API server stay closed even for *. Default: none, and the sandbox reaches nothing.',
+      ),
+  })
+  .describe('Network access of the sandbox: through the egress proxy, to the listed host names only, every connection audited.');
+
 export const sandboxSpec = z
   .object({
     image: z
@@ -244,6 +267,7 @@ export const sandboxSpec = z
       .optional()
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] })
       .describe('Environment variables of the sandbox. Plain values only.'),
+    egress: egressSpec.prefault({}),
   })
   .describe('The sandbox pod the tools run in.');
 

@@ -108,6 +108,34 @@ export const resultStatus = z
   })
   .describe('What the run produced. Also kept for failed runs that got as far as taking a diff.');
 
+/** Most distinct host:port entries status.egress.hosts keeps; later ones are only counted. */
+export const EGRESS_HOSTS_MAX = 32;
+
+export const egressHostStatus = z
+  .object({
+    host: z.string().max(255).describe('Host name the sandbox asked for.'),
+    port: z.number().int().min(0).max(65535).describe('Port it asked for.'),
+    allowed: count('Connections to it the proxy let through.'),
+    denied: count('Connections to it the proxy refused.'),
+    rule: z.string().max(64).optional().describe('The rule of the last refusal, such as not-on-run-list or private-address.'),
+  })
+  .describe('Connections to one host:port.');
+
+export const egressStatus = z
+  .object({
+    connections: count('Connections (CONNECT tunnels and plain HTTP requests) the sandbox made through the egress proxy.'),
+    allowed: count('Connections the proxy let through.'),
+    denied: count('Connections the proxy refused.'),
+    bytesSent: count('Bytes the sandbox sent out through allowed connections.'),
+    bytesReceived: count('Bytes the sandbox received through allowed connections.'),
+    hosts: z
+      .array(egressHostStatus)
+      .max(EGRESS_HOSTS_MAX)
+      .describe(`Distinct hosts asked for, the first ${EGRESS_HOSTS_MAX}; later hosts are counted above but not listed.`),
+    hostsTruncated: z.boolean().describe('True when more distinct hosts were asked for than hosts lists.'),
+  })
+  .describe('What the sandbox did on the network, recorded by the egress proxy (spec.sandbox.egress).');
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -141,6 +169,7 @@ export const codingRunStatus = z
         'spec.budget.timeout (each wait is bounded by spec.approval.timeout instead).',
     ).optional(),
     result: resultStatus.optional(),
+    egress: egressStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -152,4 +181,5 @@ export type CodingRunStatus = z.output<typeof codingRunStatus>;
 export type Usage = z.output<typeof usageStatus>;
 export type PendingApproval = z.output<typeof pendingApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;
+export type EgressStatus = z.output<typeof egressStatus>;
 export type Condition = z.output<typeof condition>;

@@ -3,10 +3,12 @@
 // process with a message naming the key, before anything touches the cluster. The Helm
 // chart's values.schema.json is generated from it (chart-values-schema.ts, make chart-schema):
 // every describe() here is what the chart's schema says of the key.
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ENDPOINT_PATTERN_SHAPE, parseEndpointPattern } from '../reconcile/model-endpoints.ts';
 import { ALLOW_REPO_PATTERN_CHARACTERS, allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
 import { objectName } from '../api/kubernetes-names.ts';
+import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE } from '../api/egress-pattern.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
@@ -45,6 +47,13 @@ const QUANTITY = /^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$/;
  * never pass. The pattern is the very regex the code checks first, never a copy.
  */
 const chartPattern = (pattern: RegExp) => ({ pattern: pattern.source });
+
+const egressPatterns = (description: string) =>
+  z
+    .array(z.string().min(1).max(261).regex(EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE).meta(chartPattern(EGRESS_PATTERN)))
+    .max(1000)
+    .default([])
+    .describe(description);
 
 export const operatorConfigSchema = z
   .object({
@@ -106,6 +115,66 @@ export const operatorConfigSchema = z
       .describe(
         'Model endpoints a run may name in spec.model.baseURL, as canonical URLs: scheme, host and port exact, the path a prefix ' +
           '(* one segment, ** any), such as https://llm.internal/v1. Empty: no run-set endpoint (openai-compatible is refused).',
+      ),
+    /** Issue #12: see reconcile/allow-egress.ts and egress/. */
+    allowEgress: egressPatterns(
+      'Host patterns (registry.npmjs.org, *.pythonhosted.org, proxy.golang.org:443, *) that runs may list in spec.sandbox.egress.allow; ' +
+        'a run asking beyond them fails InvalidSpec. Empty: no run gets egress.',
+    ),
+    egressProxy: z
+      .object({
+        host: z
+          .string()
+          .min(1)
+          .max(253)
+          .regex(/^[A-Za-z0-9.-]+$/, 'must be a host name or IPv4 address')
+          .optional()
+          .describe(
+            'Where sandboxes reach the egress proxy, such as chamvi-egress-proxy.chamvi-system.svc. Unset: runs asking for egress fail.',
+          ),
+        address: z
+          .string()
+          .refine((value) => isIP(value) !== 0, 'must be an IP address')
+          .optional()
+          .describe(
+            "The proxy's IP address as sandboxes use it (they have no DNS). Default: host resolved when the operator starts (a Service's ClusterIP).",
+          ),
+        port: z.coerce.number().int().min(1).max(65535).default(3128).describe('Port of the egress proxy Service.'),
+        ipBlock: z
+          .string()
+          .regex(/^[0-9a-fA-F.:]+\/[0-9]{1,3}$/, 'must be a CIDR such as 192.0.2.2/32')
+          .optional()
+          .describe(
+            'For a proxy outside the cluster: the sandbox NetworkPolicy allows egress to this CIDR (on port) instead of to the proxy pods.',
+          ),
+        namespace: z
+          .string()
+          .min(1)
+          .max(63)
+          .regex(NAMESPACE_NAME)
+          .default('chamvi-system')
+          .describe("Namespace of the proxy's pods, for the sandbox NetworkPolicy's egress rule."),
+        podLabels: z
+          .record(labelKey, labelValue)
+          .default({ 'app.kubernetes.io/name': 'chamvi-egress-proxy' })
+          .describe("Labels of the proxy's pods, for the sandbox NetworkPolicy's egress rule."),
+        targetPort: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .max(65535)
+          .optional()
+          .describe("Port the proxy's pods listen on (the NetworkPolicy names pod ports, not Service ports). Default: port."),
+      })
+      .strict()
+      .prefault({})
+      .describe('The egress proxy (a Deployment of the chart) that runs with spec.sandbox.egress.allow reach the network through.'),
+    egressKey: z
+      .string()
+      .min(32, 'must be at least 32 characters (the chart generates 64)')
+      .optional()
+      .describe(
+        "Key of the HMAC that makes each run's proxy credential; the egress proxy needs the same. Give it as env CHAMVI_EGRESS_KEY from a Secret.",
       ),
     redisUrl: z
       .string()
@@ -299,6 +368,8 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   CHAMVI_ALLOW_IMAGES: { key: 'allowImages', list: true },
   CHAMVI_ALLOW_MODEL_ENDPOINTS: { key: 'allowModelEndpoints', list: true },
+  CHAMVI_ALLOW_EGRESS: { key: 'allowEgress', list: true },
+  CHAMVI_EGRESS_KEY: { key: 'egressKey' },
   REDIS_URL: { key: 'redisUrl' },
   REDIS_PASSWORD: { key: 'redisPassword' },
   CHAMVI_REDIS_CA_FILE: { key: 'redisCaFile' },
@@ -343,6 +414,9 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
     } else values[key] = raw;
   }
   if (env.CHAMVI_TOOLBOX_COMMAND) values.toolboxCommand = env.CHAMVI_TOOLBOX_COMMAND.split(' ').filter(Boolean);
+  if (env.CHAMVI_EGRESS_PROXY_HOST) values.egressProxy = { host: env.CHAMVI_EGRESS_PROXY_HOST };
+  if (env.CHAMVI_EGRESS_PROXY_PORT)
+    values.egressProxy = { ...(values.egressProxy as object | undefined), port: env.CHAMVI_EGRESS_PROXY_PORT };
   if (env.CHAMVI_LEADER_ELECTION === 'false') values.leaderElection = { enabled: false };
   if (env.CHAMVI_LEADER_ELECTION_NAMESPACE) {
     values.leaderElection = { ...(values.leaderElection as object | undefined), namespace: env.CHAMVI_LEADER_ELECTION_NAMESPACE };

@@ -326,7 +326,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     return done(refusal === 'wait' ? REFUSED_RECHECK_MS : undefined);
   }
   if (config.networkPolicy && !observed.networkPolicyExists)
-    actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun) });
+    actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun, config) });
   if (!pod) {
     actions.push({ type: 'createPod', pod: buildSandboxPod(parsedRun, config) });
     return done(untilDeadline);

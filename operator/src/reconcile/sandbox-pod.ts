@@ -6,6 +6,7 @@ import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCod
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { networkPolicyName, runNameLabel, sandboxPodName } from './names.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
+import { egressEnv, egressRules } from './sandbox-egress.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
@@ -110,6 +111,8 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       { name: 'TMPDIR', value: '/tmp' },
       ...(customImage ? [{ name: 'PATH', value: `${TOOLS_PATH}:/usr/local/bin:/usr/bin:/bin` }] : []),
       ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value })),
+      // After the run's own variables: a later duplicate wins, and these must point at the proxy.
+      ...egressEnv(run, config),
     ],
     resources: mergeResources(sandbox.resources),
     securityContext: restrictedContainerSecurity,
@@ -162,8 +165,11 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
   };
 }
 
-/** Deny all ingress and egress for the run's sandbox: the clone happens in the worker. */
-export function buildNetworkPolicy(run: ParsedCodingRun): V1NetworkPolicy {
+/**
+ * Deny all ingress and egress for the run's sandbox (the clone happens in the worker), except,
+ * for a run with spec.sandbox.egress, egress to the egress proxy alone (sandbox-egress.ts).
+ */
+export function buildNetworkPolicy(run: ParsedCodingRun, config?: Pick<OperatorConfig, 'egressProxy' | 'egressKey'>): V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -177,7 +183,7 @@ export function buildNetworkPolicy(run: ParsedCodingRun): V1NetworkPolicy {
       podSelector: { matchLabels: { [RUN_UID_LABEL]: run.metadata.uid } },
       policyTypes: ['Ingress', 'Egress'],
       ingress: [],
-      egress: [],
+      egress: config ? egressRules(run, config) : [],
     },
   };
 }

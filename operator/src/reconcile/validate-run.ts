@@ -4,7 +4,9 @@
 // refusal carries the status reason and a message that says what to change.
 import { codingRunSpec, REASONS, type CodingRun, type CodingRunSpec, type Reason } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { isEgressAllowed } from './allow-egress.ts';
 import { isImageAllowed } from './allow-images.ts';
+import { egressReadiness } from './sandbox-egress.ts';
 import { isRepositoryAllowed } from './allow-repo.ts';
 import { isModelEndpointAllowed } from './model-endpoints.ts';
 import type { ReferencedObjects } from './observed-run.ts';
@@ -54,6 +56,13 @@ export function validateRun(run: CodingRun, spec: CodingRunSpec, config: Operato
   if (!endpoint.allowed) return { reason: REASONS.ModelEndpointNotAllowed, message: endpoint.message };
   const image = isImageAllowed(spec.sandbox.image, config);
   if (!image.allowed) return { reason: REASONS.ImageNotAllowed, message: image.message };
+  // Issue #12: a run's egress stays within the admin's allowEgress, and needs a proxy to go through.
+  const egress = isEgressAllowed(spec.sandbox.egress.allow, config.allowEgress);
+  if (!egress.allowed) return { reason: REASONS.InvalidSpec, message: egress.message };
+  if (spec.sandbox.egress.allow.length > 0) {
+    const proxy = egressReadiness(config);
+    if (!proxy.ready) return { reason: REASONS.InvalidSpec, message: proxy.message };
+  }
   const namespace = run.metadata.namespace;
   for (const reference of referencesOf(spec)) {
     const keys = reference.kind === 'Secret' ? found.secrets[reference.name] : found.configMaps[reference.name];

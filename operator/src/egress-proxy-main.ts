@@ -1,0 +1,184 @@
+// The egress proxy process (its own Deployment in the chart): watch the live CodingRuns,
+// serve sandboxes as an HTTP forward proxy on `port`, audit every connection, serve
+// /healthz, /readyz and /metrics on `httpPort`.
+//
+//   node --import tsx operator/src/egress-proxy-main.ts [--config FILE]   (or CHAMVI_EGRESS_CONFIG=FILE)
+import { CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { lookup } from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { isIP } from 'node:net';
+import { parse } from 'yaml';
+import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from './api/index.ts';
+import { Informer } from './controller/informer.ts';
+import { EgressAudit } from './egress/egress-audit.ts';
+import { EgressMetrics } from './egress/egress-metrics.ts';
+import { EgressProxyConfigError, loadEgressProxyConfig, type EgressProxyConfig } from './egress/egress-proxy-config.ts';
+import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
+import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
+import { parseHostPatterns } from './egress/host-pattern.ts';
+import { RunDirectory } from './egress/run-directory.ts';
+import { reuseConnections } from './kube/connection-reuse.ts';
+import { EventRecorder } from './kube/event-recorder.ts';
+import { createKubeGateway } from './kube/kube-gateway.ts';
+import { startHealthServer } from './observability/health-server.ts';
+import { createLogger } from './observability/logger.ts';
+
+function readConfig(argv: string[], env: NodeJS.ProcessEnv): EgressProxyConfig {
+  const flag = argv.indexOf('--config');
+  const path = flag >= 0 ? argv[flag + 1] : env.CHAMVI_EGRESS_CONFIG;
+  let file: unknown;
+  if (path) {
+    try {
+      file = parse(readFileSync(path, 'utf8'));
+    } catch (error) {
+      throw new EgressProxyConfigError(`config file ${path}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return loadEgressProxyConfig(file, env);
+}
+
+/** Every address of a name, v4 and v6: the proxy refuses the name if any of them is closed. */
+async function resolveAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
+}
+
+/** The API server as this process reaches it (kubeconfig, in-cluster service env) plus the configured ones. */
+async function apiServerEndpoints(kubeConfig: KubeConfig, config: EgressProxyConfig, env: NodeJS.ProcessEnv) {
+  const endpoints: { address: string; port: number }[] = [];
+  const add = async (host: string, port: number) => {
+    const bare = host.replace(/^\[|\]$/g, '');
+    const addresses = isIP(bare) ? [bare] : await resolveAll(bare).catch(() => []);
+    for (const address of addresses) endpoints.push({ address, port });
+  };
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (server) {
+    const url = new URL(server);
+    await add(url.hostname, Number(url.port || (url.protocol === 'https:' ? 443 : 80)));
+  }
+  if (env.KUBERNETES_SERVICE_HOST) await add(env.KUBERNETES_SERVICE_HOST, Number(env.KUBERNETES_SERVICE_PORT ?? 443));
+  for (const entry of config.apiServerAddresses) {
+    const colon = entry.lastIndexOf(':');
+    await add(entry.slice(0, colon), Number(entry.slice(colon + 1)));
+  }
+  return endpoints;
+}
+
+async function main(): Promise<void> {
+  const logger = createLogger();
+  let config: EgressProxyConfig;
+  try {
+    config = readConfig(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (!(error instanceof EgressProxyConfigError)) throw error;
+    logger.fatal({}, error.message);
+    console.error(`chamvi-egress-proxy: ${error.message}`);
+    process.exit(2);
+  }
+  const kubeConfig = reuseConnections(new KubeConfig());
+  kubeConfig.loadFromDefault();
+  const kube = createKubeGateway(kubeConfig);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const watch = new Watch(kubeConfig);
+  const directory = new RunDirectory();
+  const metrics = new EgressMetrics({ liveRuns: () => directory.size });
+  const events = new EventRecorder(kube, config.identity, logger);
+  const audit = new EgressAudit({
+    logger,
+    metrics,
+    addToStatus: createEgressStatusWriter(kube),
+    recordEvent: (run, event) =>
+      events.record(
+        {
+          apiVersion: API_VERSION,
+          kind: 'CodingRun',
+          metadata: { namespace: run.namespace, name: run.name, uid: run.uid },
+          spec: {},
+        } as CodingRun,
+        event,
+      ),
+    flushIntervalMs: config.statusFlushSeconds * 1000,
+  });
+  const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
+  const informers = namespaces.map(
+    (namespace) =>
+      new Informer<CodingRun>(
+        watch,
+        {
+          path: `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${PLURAL}`,
+          list: () =>
+            (namespace
+              ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
+              : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as Promise<{
+              items: CodingRun[];
+              metadata?: { resourceVersion?: string };
+            }>,
+        },
+        {
+          onChange: (run) => directory.onChange(run),
+          onDelete: (run) => {
+            directory.onDelete(run);
+            audit.forget(run.metadata.uid);
+          },
+        },
+        logger,
+      ),
+  );
+  const aliases = new Map(Object.entries(config.hostAliases));
+  const proxy = createEgressProxyServer({
+    egressKey: config.egressKey,
+    policy: {
+      allowEgress: parseHostPatterns(config.allowEgress),
+      allowPrivateDestinations: parseHostPatterns(config.allowPrivateDestinations),
+      apiServer: await apiServerEndpoints(kubeConfig, config, process.env),
+    },
+    lookupRun: (uid) => directory.lookup(uid),
+    resolve: async (host) => {
+      const alias = aliases.get(host);
+      return alias ? [alias] : resolveAll(host);
+    },
+    record: (connection) => audit.record(connection),
+  });
+  let synced = false;
+  const health = await startHealthServer(
+    config.httpPort,
+    { runs: () => Promise.resolve(synced ? undefined : 'the CodingRun cache has not synced yet') },
+    { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() },
+  );
+  await Promise.all(informers.map((informer) => informer.start()));
+  synced = true;
+  audit.start();
+  await new Promise<void>((resolve, reject) => {
+    proxy.once('error', reject);
+    proxy.listen(config.port, '0.0.0.0', () => resolve());
+  });
+  logger.info(
+    {
+      port: (proxy.address() as AddressInfo).port,
+      httpPort: (health.address() as AddressInfo).port,
+      allowEgress: config.allowEgress,
+      allowPrivateDestinations: config.allowPrivateDestinations,
+    },
+    'egress proxy listening',
+  );
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    setTimeout(() => process.exit(0), 10_000).unref();
+    proxy.close();
+    for (const informer of informers) informer.stop();
+    await audit.stop();
+    health.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  console.error('chamvi-egress-proxy: fatal:', error);
+  process.exit(1);
+});

@@ -1,0 +1,279 @@
+// The egress proxy's I/O: an HTTP forward proxy on node:http. CONNECT opens a TCP tunnel (TLS
+// stays end to end; the proxy sees only the name and port), an absolute-form request
+// (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
+// (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
+// lists) and after it (the addresses); the proxy then connects to the address it checked,
+// never resolving again. Each connection is reported to the audit once it ends.
+//
+// Why node:http and not a proxy library: what matters here is the checks, which no library
+// makes our way, and the forwarding that is left is a few dozen lines over node:net and
+// node:http, both maintained with Node itself. The libraries that would do it (proxy-chain,
+// http-proxy) bring their own request parsing and upstream chaining we would have to disable.
+import { createServer, request as httpRequest, Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { decideAddresses, decideRequest, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
+import { checkProxyAuthorization } from './proxy-credential.ts';
+
+export interface EgressConnection {
+  kind: 'connect' | 'http';
+  run?: EgressRun;
+  host: string;
+  port: number;
+  allowed: boolean;
+  rule?: string;
+  message?: string;
+  bytesSent: number;
+  bytesReceived: number;
+  durationMs: number;
+}
+
+export interface EgressProxyDependencies {
+  egressKey: string;
+  policy: EgressPolicy;
+  lookupRun(uid: string): EgressRun | undefined;
+  /** Every address of a name (the proxy checks them all and connects to the first). */
+  resolve(host: string): Promise<string[]>;
+  record(connection: EgressConnection): void;
+  /** A tunnel or upstream connection idle this long is closed. */
+  idleTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  now?: () => number;
+}
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+function refusalBody(refusal: Refusal): string {
+  return `chamvi egress proxy refused the connection (rule ${refusal.rule}): ${refusal.message}\n`;
+}
+
+function refusalHeaders(refusal: Refusal): Record<string, string> {
+  return {
+    'content-type': 'text/plain; charset=utf-8',
+    'x-chamvi-egress-rule': refusal.rule,
+    ...(refusal.status === 407 ? { 'proxy-authenticate': 'Basic realm="chamvi-egress"' } : {}),
+  };
+}
+
+/** host:port of a CONNECT request; undefined when it is not one. */
+function parseAuthority(target: string | undefined): { host: string; port: number } | undefined {
+  const match = /^(\[[^\]]*\]|[^:[\]]+):([0-9]{1,5})$/.exec(target ?? '');
+  if (!match) return undefined;
+  const port = Number(match[2]);
+  return port >= 1 && port <= 65535 ? { host: match[1]!, port } : undefined;
+}
+
+export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
+  const now = deps.now ?? (() => performance.now());
+  const idleTimeoutMs = deps.idleTimeoutMs ?? 600_000;
+  const connectTimeoutMs = deps.connectTimeoutMs ?? 15_000;
+  const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: idleTimeoutMs });
+
+  async function decide(
+    authorization: string | undefined,
+    host: string,
+    port: number,
+  ): Promise<{ allowed: true; run: EgressRun; host: string; address: string } | (Refusal & { run?: EgressRun; host: string })> {
+    const credential = checkProxyAuthorization(authorization, deps.egressKey);
+    const request = decideRequest(credential, deps.lookupRun, host, port, deps.policy);
+    if (!request.allowed) {
+      const run = credential.ok ? deps.lookupRun(credential.runUid) : undefined;
+      return { ...request, host: host.toLowerCase().slice(0, 255), ...(run ? { run } : {}) };
+    }
+    let addresses: string[];
+    try {
+      addresses = await deps.resolve(request.host);
+    } catch {
+      addresses = [];
+    }
+    const address = decideAddresses(request.host, port, addresses, deps.policy);
+    if (!address.allowed) return { ...address, run: request.run, host: request.host };
+    return { allowed: true, run: request.run, host: request.host, address: address.address };
+  }
+
+  const server = createServer({ headersTimeout: 30_000, requestTimeout: 0, keepAliveTimeout: 60_000 });
+
+  server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
+    const started = now();
+    const socket = client as Socket;
+    socket.on('error', () => undefined);
+    const authority = parseAuthority(req.url);
+    if (!authority) {
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((verdict) => {
+      if (!verdict.allowed) {
+        const body = refusalBody(verdict);
+        const headers = Object.entries({
+          ...refusalHeaders(verdict),
+          'content-length': String(Buffer.byteLength(body)),
+          connection: 'close',
+        })
+          .map(([name, value]) => `${name}: ${value}\r\n`)
+          .join('');
+        socket.end(
+          `HTTP/1.1 ${verdict.status} ${verdict.status === 407 ? 'Proxy Authentication Required' : verdict.status === 403 ? 'Forbidden' : 'Bad Gateway'}\r\n${headers}\r\n${body}`,
+        );
+        deps.record({
+          kind: 'connect',
+          ...(verdict.run ? { run: verdict.run } : {}),
+          host: verdict.host,
+          port: authority.port,
+          allowed: false,
+          rule: verdict.rule,
+          message: verdict.message,
+          bytesSent: 0,
+          bytesReceived: 0,
+          durationMs: now() - started,
+        });
+        return;
+      }
+      const upstream = connect({ host: verdict.address, port: authority.port, timeout: connectTimeoutMs });
+      let opened = false;
+      let recorded = false;
+      const finish = () => {
+        if (recorded) return;
+        recorded = true;
+        deps.record({
+          kind: 'connect',
+          run: verdict.run,
+          host: verdict.host,
+          port: authority.port,
+          allowed: true,
+          bytesSent: upstream.bytesWritten,
+          bytesReceived: upstream.bytesRead,
+          durationMs: now() - started,
+        });
+      };
+      upstream.once('connect', () => {
+        opened = true;
+        upstream.setTimeout(idleTimeoutMs);
+        socket.setTimeout(idleTimeoutMs);
+        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (head.length > 0) upstream.write(head);
+        socket.pipe(upstream);
+        upstream.pipe(socket);
+      });
+      upstream.on('timeout', () => upstream.destroy());
+      socket.on('timeout', () => socket.destroy());
+      upstream.on('error', () => {
+        if (!opened) socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+        else socket.destroy();
+      });
+      upstream.on('close', () => {
+        socket.destroy();
+        finish();
+      });
+      socket.on('close', () => {
+        upstream.destroy();
+        finish();
+      });
+    });
+  });
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const started = now();
+    let target: URL | undefined;
+    try {
+      target = req.url && /^http:\/\//i.test(req.url) ? new URL(req.url) : undefined;
+    } catch {
+      target = undefined;
+    }
+    if (!target) {
+      res
+        .writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
+        .end('chamvi egress proxy: send an absolute http:// URL, or CONNECT for https\n');
+      return;
+    }
+    const url = target;
+    const port = url.port ? Number(url.port) : 80;
+    // URL keeps IPv6 literals in brackets; the decision refuses them as not-a-host-name.
+    void decide(req.headers['proxy-authorization'], url.hostname, port).then((verdict) => {
+      if (!verdict.allowed) {
+        const body = refusalBody(verdict);
+        res.writeHead(verdict.status, refusalHeaders(verdict)).end(body);
+        req.resume();
+        deps.record({
+          kind: 'http',
+          ...(verdict.run ? { run: verdict.run } : {}),
+          host: verdict.host,
+          port,
+          allowed: false,
+          rule: verdict.rule,
+          message: verdict.message,
+          bytesSent: 0,
+          bytesReceived: 0,
+          durationMs: now() - started,
+        });
+        return;
+      }
+      const headers: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      }
+      let bytesSent = 0;
+      let bytesReceived = 0;
+      let recorded = false;
+      const finish = () => {
+        if (recorded) return;
+        recorded = true;
+        deps.record({
+          kind: 'http',
+          run: verdict.run,
+          host: verdict.host,
+          port,
+          allowed: true,
+          bytesSent,
+          bytesReceived,
+          durationMs: now() - started,
+        });
+      };
+      const upstream = httpRequest(
+        {
+          host: verdict.address,
+          port,
+          method: req.method,
+          path: `${url.pathname}${url.search}`,
+          headers,
+          agent,
+          timeout: connectTimeoutMs,
+        },
+        (response) => {
+          const responseHeaders: Record<string, string | string[]> = {};
+          for (const [name, value] of Object.entries(response.headers)) {
+            if (value !== undefined && !HOP_BY_HOP.has(name)) responseHeaders[name] = value;
+          }
+          res.writeHead(response.statusCode ?? 502, responseHeaders);
+          response.on('data', (chunk: Buffer) => (bytesReceived += chunk.length));
+          response.pipe(res);
+          response.on('end', finish);
+          response.on('error', () => res.destroy());
+        },
+      );
+      upstream.on('timeout', () => upstream.destroy(new Error('upstream timed out')));
+      upstream.on('error', () => {
+        if (!res.headersSent)
+          res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' }).end('chamvi egress proxy: the destination did not answer\n');
+        else res.destroy();
+        finish();
+      });
+      req.on('data', (chunk: Buffer) => (bytesSent += chunk.length));
+      req.pipe(upstream);
+      res.on('close', finish);
+    });
+  });
+
+  server.on('close', () => agent.destroy());
+  return server;
+}

@@ -1,0 +1,50 @@
+// The live runs the proxy serves, by uid: fed by a watch on CodingRuns, read on every
+// connection. A run is in it only while it lives (not finished, not being deleted): that is
+// what ends a run's proxy credential with the run (proxy-credential.ts). What the run may
+// reach is read from its spec, which the API server keeps immutable after creation.
+import { codingRunSpec, isTerminal, type CodingRun } from '../api/index.ts';
+import type { EgressRun } from './decide-connection.ts';
+import { parseHostPatterns } from './host-pattern.ts';
+
+/** The run as the proxy serves it, or undefined when it must not be served (ended, deleting, invalid, no egress). */
+export function egressRunOf(run: CodingRun): EgressRun | undefined {
+  if (run.metadata.deletionTimestamp || isTerminal(run.status?.phase)) return undefined;
+  const spec = codingRunSpec.safeParse(run.spec);
+  if (!spec.success) return undefined;
+  const allow = parseHostPatterns(spec.data.sandbox.egress.allow);
+  if (allow.length === 0) return undefined;
+  return { namespace: run.metadata.namespace, name: run.metadata.name, uid: run.metadata.uid, allow };
+}
+
+export class RunDirectory {
+  private readonly byUid = new Map<string, EgressRun>();
+  /** uid by namespace/name, so a delete (which carries the last object) finds the entry. */
+  private readonly uidByKey = new Map<string, string>();
+
+  lookup(uid: string): EgressRun | undefined {
+    return this.byUid.get(uid);
+  }
+
+  get size(): number {
+    return this.byUid.size;
+  }
+
+  onChange(run: CodingRun): void {
+    const key = `${run.metadata.namespace}/${run.metadata.name}`;
+    const previous = this.uidByKey.get(key);
+    if (previous !== undefined && previous !== run.metadata.uid) this.byUid.delete(previous);
+    const entry = egressRunOf(run);
+    if (entry) {
+      this.byUid.set(run.metadata.uid, entry);
+      this.uidByKey.set(key, run.metadata.uid);
+    } else {
+      this.byUid.delete(run.metadata.uid);
+      this.uidByKey.delete(key);
+    }
+  }
+
+  onDelete(run: CodingRun): void {
+    this.byUid.delete(run.metadata.uid);
+    this.uidByKey.delete(`${run.metadata.namespace}/${run.metadata.name}`);
+  }
+}

@@ -1,0 +1,150 @@
+// Issue #12: the egress proxy's decisions, pure. Before DNS: the credential, the live run, the
+// name on the run's list and within the admin's. After DNS: every address the name resolved
+// to, with private, loopback, link-local, metadata and API-server addresses closed even for *.
+import { describe, expect, it } from 'vitest';
+import { classifyAddress } from '../../operator/src/egress/address-class.ts';
+import { EGRESS_RULES, decideAddresses, decideRequest, type EgressRun } from '../../operator/src/egress/decide-connection.ts';
+import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
+import { checkProxyAuthorization, proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+
+const KEY = 'k'.repeat(48);
+const UID_A = '11111111-1111-4111-8111-111111111111';
+const UID_B = '22222222-2222-4222-8222-222222222222';
+const runA: EgressRun = {
+  namespace: 'agents',
+  name: 'a',
+  uid: UID_A,
+  allow: parseHostPatterns(['registry.npmjs.org', '*.internal.example', '*']),
+};
+const runB: EgressRun = { namespace: 'agents', name: 'b', uid: UID_B, allow: parseHostPatterns(['pypi.org']) };
+const live = new Map([
+  [UID_A, runA],
+  [UID_B, runB],
+]);
+const policy = {
+  allowEgress: parseHostPatterns(['*']),
+  allowPrivateDestinations: parseHostPatterns(['*.internal.example']),
+  apiServer: [{ address: '10.96.0.1', port: 443 }],
+};
+const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+const credentialOf = (uid: string) => basic(uid, proxyToken(KEY, uid));
+
+describe('checkProxyAuthorization', () => {
+  it.each([
+    ['no header', undefined, { ok: false, why: 'missing' }],
+    ['another scheme', `Bearer ${proxyToken(KEY, UID_A)}`, { ok: false, why: 'malformed' }],
+    ['a user that is not a run uid', basic('admin', 'x'), { ok: false, why: 'malformed' }],
+    ["run A's uid with run B's token", basic(UID_A, proxyToken(KEY, UID_B)), { ok: false, why: 'bad-token' }],
+    ['a token made with another key', basic(UID_A, proxyToken('x'.repeat(48), UID_A)), { ok: false, why: 'bad-token' }],
+    ['a truncated token', basic(UID_A, proxyToken(KEY, UID_A).slice(0, 20)), { ok: false, why: 'bad-token' }],
+    ["run A's own credential", credentialOf(UID_A), { ok: true, runUid: UID_A }],
+  ] as const)('%s', (_why, header, expected) => {
+    expect(checkProxyAuthorization(header, KEY)).toEqual(expected);
+  });
+});
+
+describe('decideRequest', () => {
+  const decide = (header: string | undefined, host: string, port: number, allowEgress = policy.allowEgress) =>
+    decideRequest(checkProxyAuthorization(header, KEY), (uid) => live.get(uid), host, port, { ...policy, allowEgress });
+
+  it.each([
+    ['no credential', undefined, 'registry.npmjs.org', 443, 407, EGRESS_RULES.CredentialMissing],
+    ['a forged credential', basic(UID_A, 'forged'), 'registry.npmjs.org', 443, 407, EGRESS_RULES.CredentialInvalid],
+    [
+      'a valid credential of a run that ended',
+      credentialOf('33333333-3333-4333-8333-333333333333'),
+      'pypi.org',
+      443,
+      403,
+      EGRESS_RULES.RunNotLive,
+    ],
+    ['an IPv4 literal, even with *', credentialOf(UID_A), '127.0.0.1', 443, 403, EGRESS_RULES.NotAHostName],
+    ['the metadata address as a literal', credentialOf(UID_A), '169.254.169.254', 80, 403, EGRESS_RULES.NotAHostName],
+    ['a decimal IPv4 literal', credentialOf(UID_A), '2130706433', 80, 403, EGRESS_RULES.NotAHostName],
+    ['an IPv6 literal', credentialOf(UID_A), '[::1]', 443, 403, EGRESS_RULES.NotAHostName],
+    ["a host on the other run's list only", credentialOf(UID_A), 'pypi.org', 8443, 403, EGRESS_RULES.NotOnRunList],
+    ["run B asking for run A's host", credentialOf(UID_B), 'registry.npmjs.org', 443, 403, EGRESS_RULES.NotOnRunList],
+  ] as const)('refuses %s', (_why, header, host, port, status, rule) => {
+    expect(decide(header, host, port)).toMatchObject({ allowed: false, status, rule });
+  });
+
+  it('names the host and the run in a refusal of a host off the run list', () => {
+    const decision = decide(credentialOf(UID_B), 'registry.npmjs.org', 443);
+    expect(decision).toMatchObject({
+      message: expect.stringContaining('registry.npmjs.org:443 is not in spec.sandbox.egress.allow of run agents/b'),
+    });
+  });
+
+  it('refuses what a run lists but the admin no longer allows (allowEgress checked per connection)', () => {
+    expect(decide(credentialOf(UID_A), 'registry.npmjs.org', 443, parseHostPatterns(['pypi.org']))).toMatchObject({
+      allowed: false,
+      rule: EGRESS_RULES.NotInAllowEgress,
+    });
+  });
+
+  it.each([
+    ['registry.npmjs.org', 443, 'registry.npmjs.org'],
+    ['REGISTRY.npmjs.org.', 443, 'registry.npmjs.org'],
+  ])('allows %s:%d as %s for its run', (host, port, canonical) => {
+    expect(decide(credentialOf(UID_A), host, port)).toMatchObject({ allowed: true, host: canonical, run: { uid: UID_A } });
+  });
+});
+
+describe('decideAddresses', () => {
+  it.each([
+    ['a public address', 'example.com', 443, ['93.184.215.14'], true, undefined],
+    ['loopback, not named by the admin', 'sneaky.example', 443, ['127.0.0.1'], false, EGRESS_RULES.PrivateAddress],
+    ['IPv6 loopback', 'sneaky.example', 443, ['::1'], false, EGRESS_RULES.PrivateAddress],
+    ['a 10/8 address', 'sneaky.example', 443, ['10.1.2.3'], false, EGRESS_RULES.PrivateAddress],
+    ['a 172.16/12 address', 'sneaky.example', 443, ['172.31.255.1'], false, EGRESS_RULES.PrivateAddress],
+    ['a 192.168/16 address', 'sneaky.example', 443, ['192.168.1.1'], false, EGRESS_RULES.PrivateAddress],
+    ['an IPv4-mapped private address', 'sneaky.example', 443, ['::ffff:10.0.0.1'], false, EGRESS_RULES.PrivateAddress],
+    ['a unique-local IPv6 address', 'sneaky.example', 443, ['fd12::1'], false, EGRESS_RULES.PrivateAddress],
+    ['one public and one private address', 'sneaky.example', 443, ['93.184.215.14', '10.0.0.1'], false, EGRESS_RULES.PrivateAddress],
+    ['the metadata address', 'sneaky.example', 80, ['169.254.169.254'], false, EGRESS_RULES.ForbiddenAddress],
+    [
+      'the metadata address, for a name the admin opened',
+      'meta.internal.example',
+      80,
+      ['169.254.169.254'],
+      false,
+      EGRESS_RULES.ForbiddenAddress,
+    ],
+    ['the IPv6 metadata address', 'sneaky.example', 80, ['fd00:ec2::254'], false, EGRESS_RULES.ForbiddenAddress],
+    ['a link-local address', 'sneaky.example', 80, ['169.254.10.1'], false, EGRESS_RULES.ForbiddenAddress],
+    ['an IPv6 link-local address', 'sneaky.example', 80, ['fe80::1'], false, EGRESS_RULES.ForbiddenAddress],
+    ['the unspecified address', 'sneaky.example', 80, ['0.0.0.0'], false, EGRESS_RULES.ForbiddenAddress],
+    ['the API server', 'sneaky.example', 443, ['10.96.0.1'], false, EGRESS_RULES.ApiServer],
+    ['the API server, for a name the admin opened', 'k.internal.example', 443, ['10.96.0.1'], false, EGRESS_RULES.ApiServer],
+    ['the API server, IPv4-mapped', 'k.internal.example', 443, ['::ffff:10.96.0.1'], false, EGRESS_RULES.ApiServer],
+    ['no address at all', 'nothing.example', 443, [], false, EGRESS_RULES.ResolutionFailed],
+    ['a private address of a name the admin opened', 'registry.internal.example', 443, ['10.1.2.3'], true, undefined],
+    ['loopback of a name the admin opened', 'registry.internal.example', 443, ['127.0.0.1'], true, undefined],
+    ["the API server's address on another port, for a name the admin opened", 'x.internal.example', 80, ['10.96.0.1'], true, undefined],
+  ] as const)('%s', (_why, host, port, addresses, allowed, rule) => {
+    const decision = decideAddresses(host, port, addresses, policy);
+    expect(decision.allowed).toBe(allowed);
+    if (!decision.allowed) expect(decision.rule).toBe(rule);
+    else expect(decision.address).toBe(addresses[0]);
+  });
+});
+
+describe('classifyAddress', () => {
+  it.each([
+    ['8.8.8.8', 'public'],
+    ['2001:4860:4860::8888', 'public'],
+    ['127.0.0.53', 'loopback'],
+    ['100.64.0.1', 'private'],
+    ['100.100.100.200', 'metadata'],
+    ['192.0.2.2', 'private'],
+    ['224.0.0.1', 'reserved'],
+    ['255.255.255.255', 'reserved'],
+    ['::', 'reserved'],
+    ['ff02::1', 'reserved'],
+    ['64:ff9b::a9fe:a9fe', 'metadata'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['not an address', 'reserved'],
+  ])('%s is %s', (address, expected) => {
+    expect(classifyAddress(address)).toBe(expected);
+  });
+});
