@@ -408,6 +408,51 @@ describe('an openai-compatible model over HTTP', () => {
     expect(unguided).not.toContain('Repository guidance');
   });
 
+  describe('an image read_file returns (#13.7)', () => {
+    // A 1×1 PNG, written by bash in the sandbox so the shared fixture repository stays text.
+    const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+    type ChatMessage = { role: string; content: unknown };
+
+    /** The tool message answering the read, as the model's next request carried it. */
+    async function imageReadAnswer(run: string, name: string): Promise<ChatMessage> {
+      const before = fake.requests.length;
+      fake.enqueue(
+        {
+          type: 'tool-calls',
+          toolCalls: [{ name: 'bash', arguments: { command: `echo ${PIXEL} | base64 -d > pixel.png` } }],
+          usage: { promptTokens: 1, completionTokens: 1 },
+        },
+        {
+          type: 'tool-calls',
+          toolCalls: [{ name: 'read_file', arguments: { path: 'pixel.png' } }],
+          usage: { promptTokens: 1, completionTokens: 1 },
+        },
+        { type: 'text', text: 'A single pixel.', usage: { promptTokens: 1, completionTokens: 1 } },
+      );
+      await apply(codingRun(run, { ...model(), name }));
+      expect((await finished(run)).phase).toBe('Succeeded');
+      const body = fake.requests[before + 2]!.body as { messages: ChatMessage[] };
+      return body.messages[body.messages.length - 1]!;
+    }
+
+    it('reaches a model that accepts images as an image_url part of the tool message', async () => {
+      const answer = await imageReadAnswer('image-shown', 'gpt-5.6');
+      expect(answer.role).toBe('tool');
+      expect(answer.content).toEqual([
+        { type: 'text', text: '[image image/png, 70 bytes, 1×1 px, pixel.png: shown below]' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${PIXEL}` } },
+      ]);
+    });
+
+    it('reaches a model that does not as a short text without the bytes', async () => {
+      const answer = await imageReadAnswer('image-described', 'fake-coder');
+      expect(answer).toMatchObject({
+        role: 'tool',
+        content: '[image image/png, 70 bytes, 1×1 px, pixel.png: not shown: this model does not accept images]',
+      });
+    });
+  });
+
   it('ends with ModelAuthFailed at once on 401', async () => {
     const before = fake.requests.length;
     fake.enqueue({ type: 'error', status: 401, message: 'invalid api key' });
