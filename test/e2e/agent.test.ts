@@ -408,6 +408,64 @@ describe('an openai-compatible model over HTTP', () => {
     expect(unguided).not.toContain('Repository guidance');
   });
 
+  describe('an image read_file returns (#13.7)', () => {
+    // A 1×1 PNG, written by bash in the sandbox so the shared fixture repository stays text.
+    const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+    type ChatMessage = { role: string; content: unknown };
+
+    /** The requests after the read: the next one (answering it) and the one after a further step. */
+    async function imageReadRequests(run: string, name: string): Promise<Array<{ messages: ChatMessage[] }>> {
+      const before = fake.requests.length;
+      fake.enqueue(
+        {
+          type: 'tool-calls',
+          toolCalls: [{ name: 'bash', arguments: { command: `echo ${PIXEL} | base64 -d > pixel.png` } }],
+          usage: { promptTokens: 1, completionTokens: 1 },
+        },
+        {
+          type: 'tool-calls',
+          toolCalls: [{ name: 'read_file', arguments: { path: 'pixel.png' } }],
+          usage: { promptTokens: 1, completionTokens: 1 },
+        },
+        {
+          type: 'tool-calls',
+          toolCalls: [{ name: 'bash', arguments: { command: 'true' } }],
+          usage: { promptTokens: 1, completionTokens: 1 },
+        },
+        { type: 'text', text: 'A single pixel.', usage: { promptTokens: 1, completionTokens: 1 } },
+      );
+      await apply(codingRun(run, { ...model(), name }));
+      expect((await finished(run)).phase).toBe('Succeeded');
+      return [fake.requests[before + 2]!.body, fake.requests[before + 3]!.body] as Array<{ messages: ChatMessage[] }>;
+    }
+    const last = (body: { messages: ChatMessage[] }) => body.messages[body.messages.length - 1]!;
+
+    it('reaches a model that accepts images as an image_url part of the tool message, once', async () => {
+      const [answering, later] = await imageReadRequests('image-shown', 'gpt-5.6');
+      expect(last(answering!).role).toBe('tool');
+      expect(last(answering!).content).toEqual([
+        { type: 'text', text: '[image image/png, 70 bytes, 1×1 px, pixel.png: shown below]' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${PIXEL}` } },
+      ]);
+      // Only the newest tool message keeps its images, so the saved conversation stays bounded.
+      expect(JSON.stringify(later)).not.toContain('image_url');
+      expect(later!.messages).toContainEqual(
+        expect.objectContaining({
+          role: 'tool',
+          content: '[image image/png, 70 bytes, 1×1 px, pixel.png: no longer shown; read the file again to look at it]',
+        }),
+      );
+    });
+
+    it('reaches a model that does not as a short text without the bytes', async () => {
+      const [answering] = await imageReadRequests('image-described', 'fake-coder');
+      expect(last(answering!)).toMatchObject({
+        role: 'tool',
+        content: '[image image/png, 70 bytes, 1×1 px, pixel.png: not shown: this model does not accept images]',
+      });
+    });
+  });
+
   it('ends with ModelAuthFailed at once on 401', async () => {
     const before = fake.requests.length;
     fake.enqueue({ type: 'error', status: 401, message: 'invalid api key' });

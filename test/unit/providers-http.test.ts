@@ -17,6 +17,7 @@ import { ModelResponseInvalidError } from '../../operator/src/providers/errors/m
 import { ModelTimeoutError } from '../../operator/src/providers/errors/model-timeout-error.ts';
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
 import { withCallingPolicy } from '../../operator/src/providers/with-calling-policy.ts';
+import { toolMessage } from '../../operator/src/workers/tool-execution.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { z } from 'zod';
 
@@ -286,6 +287,29 @@ describe('openai (Responses API) over HTTP', () => {
       reasoningTokens: 12,
       totalTokens: 930,
       complete: true,
+    });
+  });
+
+  it('sends an image read_file returned as an input_image of the function call output (#13.7)', async () => {
+    server.enqueue({ type: 'text', text: 'a pixel' });
+    const image = { mediaType: 'image/png', data: 'iVBORw0KGgo=' };
+    await generateText({
+      model: model('openai'),
+      tools,
+      maxRetries: 0,
+      messages: [
+        ...messages,
+        { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'read_file', input: { path: 'a.png' } }] },
+        toolMessage([{ toolCallId: 'c1', toolName: 'read_file', ok: true, text: '[image image/png: shown below]', image }]),
+      ],
+    });
+    const input = (server.requests[0]?.body as { input: Array<{ type?: string; call_id?: string; output?: unknown }> }).input;
+    expect(input.find((item) => item.type === 'function_call_output')).toMatchObject({
+      call_id: 'c1',
+      output: [
+        { type: 'input_text', text: '[image image/png: shown below]' },
+        { type: 'input_image', image_url: `data:image/png;base64,${image.data}` },
+      ],
     });
   });
 

@@ -13,9 +13,31 @@ export function estimateTextTokens(text: string): number {
   return Math.ceil(text.length / CHARACTERS_PER_TOKEN);
 }
 
+// An image costs the model a bounded number of tokens whatever its size (OpenAI counts at most
+// about 1 600 for a detailed one); its base64 is not text the model reads, so it is not counted
+// as characters, or one image read would look like 350 000 tokens and force a compaction.
+export const IMAGE_TOKENS = 1600;
+
 export function estimateMessageTokens(message: ModelMessage): number {
-  const content = typeof message.content === 'string' ? message.content : JSON.stringify(message.content);
-  return MESSAGE_OVERHEAD_TOKENS + estimateTextTokens(content);
+  if (typeof message.content === 'string') return MESSAGE_OVERHEAD_TOKENS + estimateTextTokens(message.content);
+  let images = 0;
+  const content = JSON.stringify(message.content, (_key, value: unknown) => {
+    if (!isImagePart(value)) return value;
+    images += 1;
+    return { type: value.type, mediaType: value.mediaType };
+  });
+  return MESSAGE_OVERHEAD_TOKENS + estimateTextTokens(content) + images * IMAGE_TOKENS;
+}
+
+function isImagePart(value: unknown): value is { type: string; mediaType: string } {
+  const part = value as { type?: unknown; mediaType?: unknown } | null;
+  return (
+    typeof part === 'object' &&
+    part !== null &&
+    (part.type === 'file' || part.type === 'image-data' || part.type === 'file-data') &&
+    typeof part.mediaType === 'string' &&
+    part.mediaType.startsWith('image')
+  );
 }
 
 export function estimateMessagesTokens(messages: readonly ModelMessage[]): number {

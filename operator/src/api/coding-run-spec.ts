@@ -143,6 +143,14 @@ const modelObject = z.object({
     .describe(
       'Context window of the model in tokens. Older turns are summarised when the conversation, tool definitions included, nears it, and once more at once when the provider answers that the context is too long. Default 128000.',
     ),
+  images: z
+    .boolean()
+    .optional()
+    .describe(
+      'Whether the model accepts images: read_file then shows it a png, jpeg, gif or webp up to 1 MiB as an image; otherwise it gets a short text ' +
+        '(media type, size, dimensions). Unset: the operator decides by provider and model name (openai gpt-4o, gpt-4.1, gpt-5, o3, o4; ' +
+        'openai-compatible and openrouter names with gpt-4o, gpt-5, claude, gemini, vision, llava, pixtral or -vl). Set false when an endpoint refuses images.',
+    ),
 });
 
 export const modelSpec = modelObject

@@ -54,6 +54,10 @@ const ADAPTERS: Record<ProviderApi, (input: AdapterInput) => LanguageModelV4> = 
       ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       // Streamed Chat Completions report usage only when asked (stream_options.include_usage).
       includeUsage: true,
+      // Send a tool result's image as an image_url part of the tool message; without this the
+      // SDK would stringify it, base64 and all, into text. Only image reads produce such results
+      // (workers/tool-execution.ts), and only for models that accept images.
+      supportsMultiPartToolContent: true,
     }).chatModel(modelName),
   scripted: ({ modelName, options }) => {
     if (options.script === undefined) {

@@ -20,7 +20,17 @@ export interface ProviderDeclaration {
   readonly modelEnv?: string;
   /** Used when spec.model.name is not set; absent means the name is required. */
   readonly defaultModel?: string;
+  /**
+   * Names of this provider's models that accept image inputs (read_file shows them images);
+   * absent: none do. spec.model.images overrides it for a model this does not know.
+   */
+  readonly imageModels?: RegExp;
 }
+
+// Model families known to take images, for providers that serve many vendors' models. A name
+// not matched gets text placeholders, which is safe; a wrong match would have the provider
+// refuse the request, so the pattern stays narrow.
+const VISION_MODEL_NAMES = /(gpt-4o|gpt-4\.1|gpt-5|claude|gemini|vision|llava|pixtral|[-_.]vl\b|-vl-)/i;
 
 export const PROVIDER_REGISTRY = {
   openai: {
@@ -32,6 +42,7 @@ export const PROVIDER_REGISTRY = {
     apiKeyEnv: 'OPENAI_API_KEY',
     modelEnv: 'OPENAI_MODEL',
     defaultModel: 'gpt-5.6',
+    imageModels: /^(gpt-4o|gpt-4\.1|gpt-5|o3|o4|chatgpt)/,
   },
   'openai-compatible': {
     name: 'openai-compatible',
@@ -41,6 +52,7 @@ export const PROVIDER_REGISTRY = {
     requiresApiKey: false,
     apiKeyEnv: 'OPENAI_API_KEY',
     modelEnv: 'OPENAI_MODEL',
+    imageModels: VISION_MODEL_NAMES,
   },
   deepseek: {
     name: 'deepseek',
@@ -60,6 +72,7 @@ export const PROVIDER_REGISTRY = {
     requiresApiKey: true,
     apiKeyEnv: 'OPENROUTER_API_KEY',
     modelEnv: 'OPENROUTER_MODEL',
+    imageModels: VISION_MODEL_NAMES,
   },
   groq: {
     name: 'groq',
@@ -102,6 +115,18 @@ export type RegisteredProviderName = keyof typeof PROVIDER_REGISTRY;
 
 export function isRegisteredProvider(name: string): name is RegisteredProviderName {
   return Object.hasOwn(PROVIDER_REGISTRY, name);
+}
+
+/** Whether read_file shows this model images: spec.model.images when set, else what the registry knows. */
+export function modelAcceptsImages(model: {
+  readonly provider: string;
+  readonly name?: string | undefined;
+  readonly images?: boolean | undefined;
+}): boolean {
+  if (model.images !== undefined) return model.images;
+  const declaration = findProviderDeclaration(model.provider);
+  const name = model.name ?? declaration?.defaultModel;
+  return declaration?.imageModels !== undefined && name !== undefined && declaration.imageModels.test(name);
 }
 
 export function findProviderDeclaration(name: string): ProviderDeclaration | undefined {

@@ -21,6 +21,8 @@ const toolResultRecord = z.looseObject({
   toolName: z.string().min(1).max(256),
   ok: z.boolean(),
   text: z.string(),
+  // Base64 of at most IMAGE_RESULT_LIMIT_BYTES (agent/image-result.ts), with slack for the encoding.
+  image: z.object({ mediaType: z.string().regex(/^image\//), data: z.string().max(1_500_000) }).optional(),
 });
 
 const modelMessage = z.looseObject({

@@ -91,6 +91,8 @@ export interface ToolResultRecord {
   ok: boolean;
   /** What the model sees, bounded to 64 KiB. */
   text: string;
+  /** An image read_file shows the model (agent/image-result.ts bounds it); `text` describes it. */
+  image?: { mediaType: string; data: string };
 }
 
 /** A run's state: whose it is (checked on every load), then where the agent is. */

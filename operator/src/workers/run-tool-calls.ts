@@ -2,6 +2,8 @@
 // after a crash runs only the calls not finished), up to the first call that needs a
 // human's approval, which parks the run with the calls after it.
 import { collectFilesTouched } from '../agent/files-touched.ts';
+import { forgetImages } from '../agent/image-result.ts';
+import { modelAcceptsImages } from '../providers/provider-registry.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { refuseOversizedApproval } from './approval-input.ts';
@@ -43,12 +45,14 @@ export async function runCallsUntilApproval(
     undefined,
     progress?.record,
     state.step,
+    { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },
   );
   for (const result of fresh) done.set(result.toolCallId, result);
   const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
   state.toolCalls += now.length;
   if (gated < 0) {
-    if (results.length > 0) state.messages.push(toolMessage(results));
+    // Only the newest tool message keeps its images, so saved states stay bounded (image-result.ts).
+    if (results.length > 0) state.messages = [...forgetImages(state.messages), toolMessage(results)];
     state.filesTouched = collectFilesTouched(state.messages.slice(-2), state.filesTouched);
     delete state.pendingApproval;
     return false;
@@ -73,3 +77,5 @@ export async function runCallsUntilApproval(
   };
   return true;
 }
+
+const countImages = (results: readonly ToolResultRecord[]) => results.filter((result) => result.image !== undefined).length;

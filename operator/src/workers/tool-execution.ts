@@ -1,10 +1,12 @@
 // Running one step's tool calls in the sandbox. Independent calls run in parallel; calls
 // on the same file, and all shell calls, keep the order the model gave them. Every result
-// goes back to the model as text bounded to 64 KiB; a tool error is a result too, never a
-// failed run. Only a broken sandbox (SandboxError) propagates.
+// goes back to the model as text bounded to 64 KiB, and an image read_file returned as an
+// image beside that text when the model accepts images (agent/image-result.ts); a tool error
+// is a result too, never a failed run. Only a broken sandbox (SandboxError) propagates.
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
+import { decideImageResult, isImageRead } from '../agent/image-result.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
 
@@ -26,6 +28,12 @@ export const journalKey = (step: number, call: PendingToolCall) => `s${step}:${c
 /** Told of every finished call, for metrics. */
 export type ToolCallObserver = (tool: string, outcome: 'ok' | 'error', seconds: number) => void;
 
+/** How a step shows images: whether the model takes them, and how many this step has shown so far. */
+export interface ImageShowing {
+  readonly modelAcceptsImages: boolean;
+  shown: number;
+}
+
 export async function executeToolCall(
   sandbox: Sandbox,
   call: PendingToolCall,
@@ -33,11 +41,28 @@ export async function executeToolCall(
   signal?: AbortSignal,
   /** The run's step, for the journal key; without it the call may run again when repeated. */
   step?: number,
+  /** Absent: images are described in text, never shown. */
+  images?: ImageShowing,
 ): Promise<ToolResultRecord> {
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
   const response = await sandbox.call(request, signal ? { signal } : {});
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
+  if (response.ok && call.toolName === 'read_file' && isImageRead(response.result)) {
+    const shown = decideImageResult({
+      read: response.result,
+      modelAcceptsImages: images?.modelAcceptsImages ?? false,
+      shownThisStep: images?.shown ?? 0,
+    });
+    if (shown.image && images) images.shown += 1;
+    return {
+      toolCallId: call.toolCallId,
+      toolName: call.toolName,
+      ok: true,
+      text: shown.text,
+      ...(shown.image ? { image: shown.image } : {}),
+    };
+  }
   if (response.ok) {
     return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: toolResultText(call.toolName, response.result) };
   }
@@ -57,13 +82,14 @@ export async function executeToolCalls(
   /** Told of each result as its call finishes (the step saves it), before the next call on its chain starts. */
   onResult?: (result: ToolResultRecord) => Promise<void>,
   step?: number,
+  images?: ImageShowing,
 ): Promise<ToolResultRecord[]> {
   const chains = new Map<string, Promise<unknown>>();
   const results = calls.map((call) => {
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
     const result = previous.then(async () => {
-      const record = await executeToolCall(sandbox, call, observe, signal, step);
+      const record = await executeToolCall(sandbox, call, observe, signal, step, images);
       await onResult?.(record);
       return record;
     });
@@ -86,7 +112,17 @@ export function toolMessage(results: readonly ToolResultRecord[]): ModelMessage 
     type: 'tool-result',
     toolCallId: result.toolCallId,
     toolName: result.toolName,
-    output: result.ok ? { type: 'text', value: result.text } : { type: 'error-text', value: result.text },
+    output: !result.ok
+      ? { type: 'error-text', value: result.text }
+      : result.image
+        ? {
+            type: 'content',
+            value: [
+              { type: 'text', text: result.text },
+              { type: 'file', mediaType: result.image.mediaType, data: { type: 'data', data: result.image.data } },
+            ],
+          }
+        : { type: 'text', value: result.text },
   }));
   return { role: 'tool', content };
 }

@@ -1,0 +1,166 @@
+// What a model gets for an image read_file returned: the image itself when it accepts images
+// and the image is within the bounds, otherwise a short text; and which models accept images.
+import type { ModelMessage } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { estimateMessageTokens, IMAGE_TOKENS } from '../../operator/src/agent/estimate-tokens.ts';
+import {
+  decideImageResult,
+  forgetImages,
+  IMAGE_RESULT_LIMIT_BYTES,
+  IMAGES_PER_STEP,
+  imageDimensions,
+  type ImageRead,
+} from '../../operator/src/agent/image-result.ts';
+import { modelAcceptsImages } from '../../operator/src/providers/provider-registry.ts';
+import { toolMessage } from '../../operator/src/workers/tool-execution.ts';
+
+// A 1×1 PNG.
+const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+const read = (extra: Partial<ImageRead> = {}): ImageRead => ({
+  path: 'a.png',
+  type: 'image',
+  mediaType: 'image/png',
+  bytes: 70,
+  content: PIXEL,
+  ...extra,
+});
+
+describe('decideImageResult', () => {
+  const cases: Array<{ name: string; read: ImageRead; accepts: boolean; shown: number; image: boolean; text: string }> = [
+    {
+      name: 'a model that accepts images sees it, with a short text',
+      read: read(),
+      accepts: true,
+      shown: 0,
+      image: true,
+      text: '[image image/png, 70 bytes, 1×1 px, a.png: shown below]',
+    },
+    {
+      name: 'a model that does not gets the text only',
+      read: read(),
+      accepts: false,
+      shown: 0,
+      image: false,
+      text: '[image image/png, 70 bytes, 1×1 px, a.png: not shown: this model does not accept images]',
+    },
+    {
+      name: 'an image over the size bound is described',
+      read: read({ bytes: IMAGE_RESULT_LIMIT_BYTES + 1 }),
+      accepts: true,
+      shown: 0,
+      image: false,
+      text: `[image image/png, ${IMAGE_RESULT_LIMIT_BYTES + 1} bytes, 1×1 px, a.png: not shown: images are shown up to ${IMAGE_RESULT_LIMIT_BYTES} bytes; make a smaller copy to look at it]`,
+    },
+    {
+      name: 'an image exactly at the size bound is shown',
+      read: read({ bytes: IMAGE_RESULT_LIMIT_BYTES }),
+      accepts: true,
+      shown: 0,
+      image: true,
+      text: `[image image/png, ${IMAGE_RESULT_LIMIT_BYTES} bytes, 1×1 px, a.png: shown below]`,
+    },
+    {
+      name: 'the last image a step may show is shown',
+      read: read(),
+      accepts: true,
+      shown: IMAGES_PER_STEP - 1,
+      image: true,
+      text: '[image image/png, 70 bytes, 1×1 px, a.png: shown below]',
+    },
+    {
+      name: 'one more than a step may show is described',
+      read: read(),
+      accepts: true,
+      shown: IMAGES_PER_STEP,
+      image: false,
+      text: `[image image/png, 70 bytes, 1×1 px, a.png: not shown: at most ${IMAGES_PER_STEP} images are shown per step; read it again in a later step]`,
+    },
+    {
+      name: 'dimensions are left out when the header does not give them',
+      read: read({ mediaType: 'image/webp', content: Buffer.from('RIFF....WEBPXXXX').toString('base64') }),
+      accepts: false,
+      shown: 0,
+      image: false,
+      text: '[image image/webp, 70 bytes, a.png: not shown: this model does not accept images]',
+    },
+  ];
+  it.each(cases)('$name', (c) => {
+    const result = decideImageResult({ read: c.read, modelAcceptsImages: c.accepts, shownThisStep: c.shown });
+    expect(result.text).toBe(c.text);
+    expect(result.image).toEqual(c.image ? { mediaType: c.read.mediaType, data: c.read.content } : undefined);
+  });
+});
+
+describe('imageDimensions', () => {
+  const gif = Buffer.from('474946383961' + '0a00' + '1400' + '000000', 'hex');
+  const webpX = Buffer.concat([Buffer.from('RIFF\0\0\0\0WEBPVP8X'), Buffer.alloc(8), Buffer.from([0x3f, 0x01, 0x00, 0xef, 0x00, 0x00])]);
+  // SOI, an APP0 segment of 4 bytes, then SOF0: precision 8, height 0x0102, width 0x0304.
+  const jpeg = Buffer.from('ffd8' + 'ffe000041234' + 'ffc0001108' + '0102' + '0304' + '03', 'hex');
+  it.each([
+    ['png', Buffer.from(PIXEL, 'base64'), { width: 1, height: 1 }],
+    ['gif', gif, { width: 10, height: 20 }],
+    ['webp VP8X', webpX, { width: 320, height: 240 }],
+    ['jpeg', jpeg, { width: 0x0304, height: 0x0102 }],
+    ['not an image', Buffer.from('hello world, not an image'), undefined],
+  ])('%s', (_name, bytes, size) => expect(imageDimensions(bytes)).toEqual(size));
+});
+
+describe('modelAcceptsImages', () => {
+  it.each([
+    [{ provider: 'openai', name: 'gpt-5.6' }, true],
+    [{ provider: 'openai' }, true],
+    [{ provider: 'deepseek', name: 'deepseek-v4-flash' }, false],
+    [{ provider: 'openai-compatible', name: 'fake-coder' }, false],
+    [{ provider: 'openai-compatible', name: 'qwen2.5-vl-72b-instruct' }, true],
+    [{ provider: 'openrouter', name: 'anthropic/claude-sonnet-4.5' }, true],
+    [{ provider: 'scripted' }, false],
+    [{ provider: 'openai-compatible', name: 'fake-coder', images: true }, true],
+    [{ provider: 'openai', name: 'gpt-5.6', images: false }, false],
+  ])('%j → %s', (model, accepts) => expect(modelAcceptsImages(model)).toBe(accepts));
+});
+
+describe('an image in the conversation', () => {
+  const shown = { toolCallId: 'c1', toolName: 'read_file', ok: true, text: '[image image/png, 70 bytes, 1×1 px, a.png: shown below]' };
+  const message = toolMessage([{ ...shown, image: { mediaType: 'image/png', data: PIXEL } }]);
+
+  it('goes to the model as a file part of the tool result, beside its text', () => {
+    expect(message).toEqual({
+      role: 'tool',
+      content: [
+        {
+          type: 'tool-result',
+          toolCallId: 'c1',
+          toolName: 'read_file',
+          output: {
+            type: 'content',
+            value: [
+              { type: 'text', text: shown.text },
+              { type: 'file', mediaType: 'image/png', data: { type: 'data', data: PIXEL } },
+            ],
+          },
+        },
+      ],
+    });
+  });
+
+  it('is forgotten once a newer tool message comes, leaving its text', () => {
+    const other: ModelMessage = { role: 'user', content: 'hi' };
+    const [kept, forgotten] = forgetImages([other, message]);
+    expect(kept).toBe(other);
+    expect(JSON.stringify(forgotten)).not.toContain(PIXEL);
+    expect(forgotten).toMatchObject({
+      content: [
+        {
+          output: { type: 'text', value: '[image image/png, 70 bytes, 1×1 px, a.png: no longer shown; read the file again to look at it]' },
+        },
+      ],
+    });
+  });
+
+  it('counts as a fixed number of tokens, not as its base64', () => {
+    const big = toolMessage([{ ...shown, image: { mediaType: 'image/png', data: 'A'.repeat(1_000_000) } }]);
+    const tokens = estimateMessageTokens(big);
+    expect(tokens).toBeGreaterThanOrEqual(IMAGE_TOKENS);
+    expect(tokens).toBeLessThan(IMAGE_TOKENS + 200);
+  });
+});
