@@ -13,7 +13,7 @@ import { createNamespace, kubectl } from '../support/cluster.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { applyIn, runStatus } from '../support/namespaced-runs.ts';
+import { applyIn, runStatus, eventsOf } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 
@@ -341,6 +341,9 @@ describe('refusals by the API server show (#13.9)', () => {
       expect(status.message).toContain('The full diff could not be kept: the API server refused its ConfigMap (HTTP 403');
       expect(status.result).toMatchObject({ diffSource: 'final', diff: expect.stringContaining(EDITED) });
       expect(status.result?.diffConfigMap).toBeUndefined();
+      // The transcript's chunk is refused by the same quota: the run went on without it, and says so.
+      const refused = await eventsOf(QUOTA_NS, 'involvedObject.name=no-room,reason=TranscriptNotStored', 'jsonpath={.items[*].message}');
+      expect(refused).toContain('missing from the transcript: the API server refused its ConfigMap (HTTP 403');
     } finally {
       await kubectl(['delete', 'resourcequota', 'no-more-configmaps', '-n', QUOTA_NS]);
     }

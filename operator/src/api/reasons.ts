@@ -94,4 +94,6 @@ export const EVENT_REASONS = {
   ApprovalIgnored: 'ApprovalIgnored',
   /** The run's diff could not be kept in its ConfigMap (the API server refused it); the status says why. */
   DiffNotStored: 'DiffNotStored',
+  /** A transcript entry the API server refused (a ResourceQuota, a policy): the run goes on without it. */
+  TranscriptNotStored: 'TranscriptNotStored',
 } as const;

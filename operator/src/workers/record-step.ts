@@ -3,6 +3,8 @@
 // usage of its model calls) and written through the TranscriptWriter before the step hands the
 // run on, so `kubectl codingrun logs -f` shows a step by the time its status does. A step redone
 // after a crash writes the same key again. Past MAX_RECORDED_STEPS, one `cut` entry says so.
+import { EVENT_REASONS, type CodingRun } from '../api/index.ts';
+import { apiRefusal } from '../kube/api-errors.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import {
   MAX_RECORDED_STEPS,
@@ -77,14 +79,29 @@ export function boundedStepEntry(state: RunState, inFlight: InFlightStep, now: D
   };
 }
 
+/**
+ * Writes the step's entry. An API server that cannot be reached throws (the step stays in
+ * flight and is redone); one that refuses the entry (a ResourceQuota on ConfigMaps, a policy)
+ * will refuse it again, so the run goes on without it and a Warning Event says so: the record
+ * is worth less than the run's work (#13.9, as for the diff ConfigMap).
+ */
 export async function recordStep(
-  deps: Pick<AgentDependencies, 'transcript' | 'now'>,
-  run: TranscriptRun,
+  deps: Pick<AgentDependencies, 'transcript' | 'now' | 'events' | 'logger'>,
+  run: TranscriptRun & CodingRun,
   state: RunState,
   inFlight: InFlightStep,
 ): Promise<void> {
   const entry = boundedStepEntry(state, inFlight, deps.now());
-  if (entry) await deps.transcript.append(run, entry);
+  if (!entry) return;
+  try {
+    await deps.transcript.append(run, entry);
+  } catch (error) {
+    const refusal = apiRefusal(error);
+    if (!refusal) throw error;
+    const message = `step ${state.step} is missing from the transcript: the API server refused its ConfigMap (HTTP ${refusal.code}: ${refusal.message}). Raise the namespace ResourceQuota for configmaps (or ask an admin about the policy that refused it).`;
+    deps.logger.warn({ step: state.step, code: refusal.code }, 'transcript entry refused; the run goes on without it');
+    await deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.TranscriptNotStored, message });
+  }
 }
 
 /** A run a worker failed: the last entry says why (best effort: the run has already ended). */
