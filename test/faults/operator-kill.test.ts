@@ -9,8 +9,11 @@
 //   step       the model call of step 2 waits on a delayed reply of the fake server
 //   tools      step 2's edit is done while its bash call (run beside it) still sleeps
 //   approval   WaitingForApproval; it is approved only after the restart
-//   finalize   finalize is taking the diff: a git fsmonitor hook set by the agent's last
-//              tool call sleeps the first time git refreshes the index
+//   finalize   the diff is being taken: a git fsmonitor hook set by the agent's last tool
+//              call sleeps the first time git refreshes the index, which is now the diff
+//              snapshot after that step (#13.3; every file-changing step takes one), before
+//              finalize. Holding finalize itself needs a hook armed after the last snapshot:
+//              not built yet.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -301,8 +304,9 @@ describe('an operator SIGKILLed with runs in every phase', () => {
     await expectFinishedCleanly('approval', SCRIPTS.approval!);
   });
 
-  it('finishes a run killed while finalize was taking the diff', async () => {
-    expect(atKill.finalize).toMatchObject({ phase: 'Running', steps: 3, stage: 'finalizing' });
+  it('finishes a run killed while the diff snapshot after its last tool step was being taken', async () => {
+    // Step 2's snapshot holds it: its status (steps: 2) is written only after the snapshot.
+    expect(atKill.finalize).toMatchObject({ phase: 'Running', steps: 1, stage: 'stepping' });
     await expectFinishedCleanly('finalize', SCRIPTS.finalize!);
   });
 });
