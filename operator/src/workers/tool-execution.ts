@@ -126,10 +126,3 @@ export function toolMessage(results: readonly ToolResultRecord[]): ModelMessage 
   }));
   return { role: 'tool', content };
 }
-
-/** "read_file ×2, edit_file" for the step's Event. */
-export function summariseCalls(calls: readonly { toolName: string }[]): string {
-  const counts = new Map<string, number>();
-  for (const call of calls) counts.set(call.toolName, (counts.get(call.toolName) ?? 0) + 1);
-  return [...counts].map(([name, count]) => (count > 1 ? `${name} ×${count}` : name)).join(', ') || 'no tool calls';
-}
