@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { checkRedisCredentials } from '../../operator/src/workers/redis-connection.ts';
+import { checkRedisCredentials, redisTopology } from '../../operator/src/workers/redis-connection.ts';
 import { freePorts } from '../support/control-plane/free-port.ts';
 import { redisPing } from '../support/control-plane/readiness.ts';
 import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
@@ -204,5 +204,60 @@ describe('security #11.1 the chart with an external Redis', () => {
       name: 'redis-ca',
       secret: { secretName: 'redis-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
     });
+  });
+
+  it('renders a Redis behind Sentinel or a Redis Cluster (#17.2): no bundled Redis, the shape in config, every password from a Secret', async () => {
+    const secrets = {
+      'redis-auth': { password: 'data-pw' },
+      'sentinel-auth': { 'sentinel-password': 'sentinel-pw' },
+      [SECRET]: { 'state-key': 'k'.repeat(64) },
+    };
+    const sentinel = await render(
+      '--set',
+      'config.redisSentinels={sentinel-0.redis:26379,sentinel-1.redis:26379}',
+      '--set',
+      'config.redisSentinelMaster=runs',
+      '--set',
+      'redis.passwordSecretRef.name=redis-auth',
+      '--set',
+      'redis.sentinelPasswordSecretRef.name=sentinel-auth',
+    );
+    expect(find(sentinel, 'StatefulSet', '-redis')).toBeUndefined();
+    expect(operatorEnv(sentinel)).toContainEqual({
+      name: 'REDIS_SENTINEL_PASSWORD',
+      valueFrom: { secretKeyRef: { name: 'sentinel-auth', key: 'sentinel-password' } },
+    });
+    const sentinelConfig = operatorConfig(sentinel, secrets);
+    expect(() => checkRedisCredentials(sentinelConfig)).not.toThrow();
+    expect(redisTopology(sentinelConfig)).toMatchObject({
+      mode: 'sentinel',
+      options: {
+        password: 'data-pw',
+        sentinelPassword: 'sentinel-pw',
+        name: 'runs',
+        sentinels: [
+          { host: 'sentinel-0.redis', port: 26379 },
+          { host: 'sentinel-1.redis', port: 26379 },
+        ],
+      },
+    });
+
+    const cluster = await render(
+      '--set',
+      'config.redisClusterNodes={redis-0.redis:6379}',
+      '--set',
+      'redis.passwordSecretRef.name=redis-auth',
+    );
+    expect(find(cluster, 'StatefulSet', '-redis')).toBeUndefined();
+    expect(redisTopology(operatorConfig(cluster, secrets))).toMatchObject({
+      mode: 'cluster',
+      nodes: [{ host: 'redis-0.redis', port: 6379 }],
+      options: { redisOptions: { password: 'data-pw' } },
+    });
+    // The Sentinels' password is chart-owned: it never goes into the ConfigMap.
+    expect(
+      (await helm(['template', RELEASE, chartDir, '--set', 'config.allowRepo={https://x/*}', '--set', 'config.redisSentinelPassword=p']))
+        .code,
+    ).not.toBe(0);
   });
 });

@@ -58,9 +58,9 @@ app.kubernetes.io/component: redis
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "chamvi.fullname" .)) -}}
 {{- end -}}
 
-{{/* The bundled Redis runs unless an external one is named. */}}
+{{/* The bundled Redis runs unless an external one is named: a URL, Sentinels or Cluster nodes. */}}
 {{- define "chamvi.redisBundled" -}}
-{{- if and (not .Values.redis.url) (not .Values.redis.urlSecretRef.name) -}}true{{- end -}}
+{{- if and (not .Values.redis.url) (not .Values.redis.urlSecretRef.name) (not .Values.config.redisSentinels) (not .Values.config.redisClusterNodes) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "chamvi.redisUrl" -}}

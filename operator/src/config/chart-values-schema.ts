@@ -9,8 +9,8 @@ import { operatorConfigSchema } from './operator-config.ts';
 /**
  * Config keys the chart fills in itself, so values never set them: redisUrl, httpPort and
  * leaderElection come from their own sections, identity is the pod's name. Security #11.1:
- * redisPassword and stateKey come from Secrets as env (never the ConfigMap), redisCaFile from
- * redis.caSecretRef.
+ * redisPassword, redisSentinelPassword and stateKey come from Secrets as env (never the
+ * ConfigMap), redisCaFile from redis.caSecretRef.
  */
 export const CHART_OWNED_CONFIG_KEYS = [
   'redisUrl',
@@ -19,6 +19,7 @@ export const CHART_OWNED_CONFIG_KEYS = [
   'identity',
   'redisPassword',
   'redisCaFile',
+  'redisSentinelPassword',
   'stateKey',
 ] as const;
 

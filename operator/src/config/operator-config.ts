@@ -191,6 +191,26 @@ export const operatorConfigSchema = z
       .min(1)
       .optional()
       .describe('PEM file of the CA that signed a rediss:// server certificate; default: the system CAs.'),
+    redisSentinels: z
+      .array(z.string().min(3))
+      .optional()
+      .describe(
+        'Redis behind Sentinel: the Sentinels as host:port. The operator asks them for the master (redisSentinelMaster) and follows a failover. redisUrl then gives only the scheme (rediss: for TLS) and the credentials.',
+      ),
+    redisSentinelMaster: z.string().min(1).default('mymaster').describe('With redisSentinels: the master name the Sentinels monitor.'),
+    redisSentinelPassword: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "With redisSentinels: the Sentinels' own password, when they have one. Give it as env REDIS_SENTINEL_PASSWORD from a Secret.",
+      ),
+    redisClusterNodes: z
+      .array(z.string().min(3))
+      .optional()
+      .describe(
+        'A Redis Cluster: some of its nodes as host:port (the rest are discovered). Keys are prefixed with the hash tag {redisPrefix}, so each install lives in one slot. redisUrl then gives only the scheme and the credentials.',
+      ),
     allowInsecureRedis: z
       .boolean()
       .default(false)
@@ -373,6 +393,10 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   REDIS_URL: { key: 'redisUrl' },
   REDIS_PASSWORD: { key: 'redisPassword' },
   CHAMVI_REDIS_CA_FILE: { key: 'redisCaFile' },
+  REDIS_SENTINELS: { key: 'redisSentinels', list: true },
+  REDIS_SENTINEL_MASTER: { key: 'redisSentinelMaster' },
+  REDIS_SENTINEL_PASSWORD: { key: 'redisSentinelPassword' },
+  REDIS_CLUSTER_NODES: { key: 'redisClusterNodes', list: true },
   CHAMVI_ALLOW_INSECURE_REDIS: { key: 'allowInsecureRedis', boolean: true },
   CHAMVI_STATE_KEY: { key: 'stateKey' },
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },

@@ -3,7 +3,6 @@
 // the jobs (the next step, finalize). What the agent holds of a run is read by
 // agent-inspector.ts; agent-runtime.ts joins the two into the controller's RunAgent port.
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { CodingRun, ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer, RunAgent } from '../reconcile/run-agent.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
@@ -11,6 +10,7 @@ import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
+import { scanKeys, type RedisClient } from './redis-connection.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
 export interface JobEnqueuer {
@@ -47,7 +47,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     /** Security #11.1: every job's data carries a MAC the worker verifies (a forged job, an approval above all, is refused). */
     private readonly seal: RunStateSeal,
     /** The queue's Redis, where stop() finds every job a run still has (see storedJobIds). */
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
@@ -104,13 +104,8 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
   private async storedJobIds(uid: string): Promise<string[]> {
     const keyPrefix = this.queue.toKey('');
     const ids = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${keyPrefix}${uid}-*`, 'COUNT', 1000);
-      cursor = next;
-      // A job's key is <prefix>:<queue>:<id>, beside <id>:logs and <id>:lock; ids have no ':'.
-      for (const key of keys) ids.add(key.slice(keyPrefix.length).split(':')[0]!);
-    } while (cursor !== '0');
+    // A job's key is <prefix>:<queue>:<id>, beside <id>:logs and <id>:lock; ids have no ':'.
+    for (const key of await scanKeys(this.redis, `${keyPrefix}${uid}-*`)) ids.add(key.slice(keyPrefix.length).split(':')[0]!);
     return [...ids];
   }
 }

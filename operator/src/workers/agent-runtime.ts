@@ -2,7 +2,6 @@
 // store, the sandbox pool and the worker, and hands the controller its RunAgent port.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
@@ -21,7 +20,7 @@ import { createModelFactory } from './model-factory.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
 import { RunStateSeal } from './run-state-seal.ts';
-import { redisConnection } from './redis-connection.ts';
+import { connectRedis, redisKeyPrefix, redisTopology } from './redis-connection.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { keepRunDiff } from './keep-diff.ts';
@@ -58,8 +57,9 @@ export interface AgentRuntime {
 export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const { config } = options;
   // BullMQ workers block on Redis and must never give up a command (maxRetriesPerRequest null).
-  const redis = redisConnection(config);
-  const connect = () => new Redis(redis.url, { ...redis.options, maxRetriesPerRequest: null, lazyConnect: false });
+  const topology = redisTopology(config);
+  const prefix = redisKeyPrefix(config.redisPrefix, topology);
+  const connect = () => connectRedis(topology, { maxRetriesPerRequest: null, lazyConnect: false });
   // Security #11.1: without a configured stateKey (run --local, a single dev process) the key
   // is this process's alone; replicas that share runs need the same key (the chart's Secret).
   const seal = config.stateKey ? new RunStateSeal(config.stateKey) : RunStateSeal.generated();
@@ -69,8 +69,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   for (const connection of [stateRedis, queueRedis, workerRedis]) {
     connection.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
   }
-  const states = new RunStateStore(stateRedis, config.redisPrefix, seal);
-  const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix: config.redisPrefix });
+  const states = new RunStateStore(stateRedis, prefix, seal);
+  const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis);
@@ -119,7 +119,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
         },
         {
           connection: workerRedis,
-          prefix: config.redisPrefix,
+          prefix,
           concurrency: config.workerConcurrency,
           lockDurationMs: config.jobLockSeconds * 1000,
           stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),

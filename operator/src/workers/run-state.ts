@@ -8,7 +8,6 @@
 // matched to the job's run on load; what to call with which secret is never in it (the
 // model comes from the live run's spec).
 import type { ModelMessage } from 'ai';
-import type { Redis } from 'ioredis';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
@@ -19,6 +18,7 @@ import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
+import type { RedisClient } from './redis-connection.ts';
 
 /**
  * Security #11.1: the state in Redis is not what the operator wrote (its seal does not verify,
@@ -130,7 +130,7 @@ export type RunStateOwner = RunRef;
 
 export class RunStateStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly seal: RunStateSeal,
   ) {}
