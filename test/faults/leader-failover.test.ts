@@ -1,6 +1,7 @@
-// Two operator processes; SIGKILL the leader while runs are under way. The standby takes
-// the lease within the lease time (plus its retry period and a margin), its workers take
-// over the dead one's jobs, and every run finishes as scripted with one sandbox pod ever.
+// Three operator processes (#17.1: every replica runs step workers); SIGKILL the leader and
+// one of the two standbys at once while runs are under way. The last one takes the lease
+// within the lease time (plus its retry period and a margin), its workers take over both
+// dead replicas' jobs, and every run finishes as scripted with one sandbox pod ever.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import {
@@ -43,6 +44,7 @@ let ns: RunNamespace;
 let repoUrl: string;
 let census: ObjectCensus;
 let leader: OperatorProcess;
+let doomed: OperatorProcess;
 let standby: OperatorProcess;
 let takeoverMs = 0;
 
@@ -54,8 +56,10 @@ beforeAll(async () => {
   await ns.apply(scriptConfigMap('busy-script', BUSY_TURNS), scriptConfigMap('approval-script', APPROVAL_TURNS));
   leader = operator('faults-failover-a');
   await leader.waitForLog('became leader', 60_000);
-  standby = operator('faults-failover-b');
-  await standby.waitForLog('operator starting', 60_000);
+  doomed = operator('faults-failover-b');
+  standby = operator('faults-failover-c');
+  await doomed.waitForLog('standing by', 60_000);
+  await standby.waitForLog('standing by', 60_000);
 
   await ns.apply(
     ...RUNS.map((name) => codingRun(name, repoUrl, scriptedModel('busy-script'))),
@@ -65,31 +69,34 @@ beforeAll(async () => {
     ...RUNS.map((name) => ns.waitFor(name, 'to make its second step', (status) => (status.steps ?? 0) >= 2)),
     ns.waitFor('approval', 'to wait for approval', (status) => status.phase === 'WaitingForApproval'),
   ]);
-  expect(standby.logged('became leader')).toEqual([]);
-  await leader.kill('SIGKILL');
+  expect([...doomed.logged('became leader'), ...standby.logged('became leader')]).toEqual([]);
+  const stepsBeforeKill = [leader, doomed, standby].map((process) => process.logged('step done').length);
+  await Promise.all([leader.kill('SIGKILL'), doomed.kill('SIGKILL')]);
   const killedAt = Date.now();
   await standby.waitForLog('became leader', 60_000);
   takeoverMs = Date.now() - killedAt;
   console.info(
-    `the standby led ${takeoverMs} ms after the leader was killed (lease ${leaseDurationSeconds} s, retry ${retryPeriodSeconds} s)`,
+    `the last standby led ${takeoverMs} ms after the leader and the other standby were killed (lease ${leaseDurationSeconds} s, retry ${retryPeriodSeconds} s); ` +
+      `steps done before the kill by replica: ${stepsBeforeKill.join(', ')}`,
   );
 }, 300_000);
 
 afterAll(async () => {
   await leader?.kill('SIGKILL');
+  await doomed?.kill('SIGKILL');
   await scene?.stop();
 });
 
-describe('the leader SIGKILLed mid-run, with a standby', () => {
-  it('hands the lease to the standby within the lease time', () => {
+describe('the leader and one of two standbys SIGKILLed mid-run', () => {
+  it('hands the lease to the last standby within the lease time', () => {
     expect(takeoverMs).toBeLessThan((leaseDurationSeconds + retryPeriodSeconds) * 1000 + TAKEOVER_MARGIN_MS);
   });
 
-  it('finishes every run as scripted, the approval answered to the new leader, with one pod each', async () => {
+  it('finishes every run as scripted on the one replica left, the approval answered to the new leader, with one pod each', async () => {
     const approval = await ns.status('approval');
     expect(
       approval,
-      `${JSON.stringify(approval)}\n-- leader\n${operatorStory(leader)}\n-- standby\n${operatorStory(standby)}`,
+      `${JSON.stringify(approval)}\n-- leader\n${operatorStory(leader)}\n-- killed standby\n${operatorStory(doomed)}\n-- standby\n${operatorStory(standby)}`,
     ).toMatchObject({ phase: 'WaitingForApproval' });
     await ns.answer('approval', approval.pendingApproval!.id, 'approve');
     for (const [name, turns] of [...RUNS.map((run) => [run, BUSY_TURNS] as const), ['approval', APPROVAL_TURNS] as const]) {
