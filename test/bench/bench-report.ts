@@ -1,5 +1,5 @@
 // The one table of `make bench`: reads what each benchmark wrote (toolbox.json, exec.json,
-// step.json, scale.json, real-node.json in test/bench/results/), puts every figure next to the peer it was
+// step.json, scale.json, real-node.json, egress.json, replicas.json in test/bench/results/), puts every figure next to the peer it was
 // measured against in the same run, writes test/bench/results/latest.json and prints the
 // table (Markdown, so docs/benchmarks.md can take it as it is).
 //
@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 
 interface Figure {
-  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress';
+  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress' | 'replicas';
   figure: string;
   unit: string;
   value: number | string;
@@ -368,6 +368,25 @@ function egressFigures(egress: Json): Figure[] {
   ];
 }
 
+function replicasFigures(replicas: Json): Figure[] {
+  const one = (replicas.rounds as Json[]).find((round) => round.replicas === 1);
+  const goals = replicas.goals as Record<string, number>;
+  return (replicas.rounds as Json[])
+    .filter((round) => round.replicas > 1)
+    .map((round) => {
+      const speedup = replicas.speedup[String(round.replicas)] as number | null;
+      const goal = goals[String(round.replicas)];
+      return {
+        benchmark: 'replicas' as const,
+        figure: `steps per second, ${round.replicas} replicas (${replicas.concurrency} workers each, model ${replicas.modelMs} ms)`,
+        unit: 'steps/s',
+        value: round.stepsPerSecond,
+        peer: { what: 'one replica', value: one?.stepsPerSecond ?? 'n/a' },
+        ...(goal ? { goal: `at least ${goal}x one replica (${speedup ?? 'n/a'}x)`, met: speedup !== null && speedup >= goal } : {}),
+      };
+    });
+}
+
 function markdownTable(figures: Figure[]): string {
   const rows = [
     ['benchmark', 'figure', 'unit', 'chamvi', 'peer (same run)', 'peer', 'goal'],
@@ -395,6 +414,7 @@ function main(): void {
     scale: read('scale'),
     'real-node': read('real-node'),
     egress: read('egress'),
+    replicas: read('replicas'),
   };
   const missing = Object.entries(sources)
     .filter(([, value]) => !value)
@@ -406,6 +426,7 @@ function main(): void {
     ...(sources.scale ? scaleFigures(sources.scale) : []),
     ...(sources['real-node'] ? realNodeFigures(sources['real-node'], sources.exec) : []),
     ...(sources.egress ? egressFigures(sources.egress) : []),
+    ...(sources.replicas ? replicasFigures(sources.replicas) : []),
   ];
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
   const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));
