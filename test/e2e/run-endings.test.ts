@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
@@ -320,6 +321,71 @@ describe('refusals by the API server show (#13.9)', () => {
 
     await kubectl(['delete', 'resourcequota', 'no-pods', '-n', QUOTA_NS]);
     const status = await ended('over-quota', QUOTA_NS);
+    expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
+  }, 120_000);
+
+  it("an admission policy that refuses the run's own finalizer: Pending with SandboxRefused naming it; the run goes on once it is gone", async () => {
+    const policy = 'e2e-endings-no-finalizer';
+    const label = 'e2e-endings/refuse-finalizer';
+    const manifests = [
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: { name: policy },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: {
+            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['codingruns'] }],
+          },
+          matchConditions: [{ name: 'labelled', expression: `has(object.metadata.labels) && '${label}' in object.metadata.labels` }],
+          validations: [
+            {
+              expression: "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'chamvi.dev/cleanup')",
+              message: 'this cluster refuses finalizers on these runs',
+            },
+          ],
+        },
+      },
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name: policy },
+        spec: {
+          policyName: policy,
+          validationActions: ['Deny'],
+          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
+        },
+      },
+    ];
+    const applied = await kubectl(['apply', '-f', '-'], { input: manifests.map((manifest) => stringify(manifest)).join('---\n') });
+    expect(applied.code, applied.stderr).toBe(0);
+    try {
+      // The policy takes a moment to be enforced: until a run carrying the finalizer is refused.
+      const probe = { ...codingRun('finalizer-probe', { provider: 'scripted', scriptRef: { name: 'x' } }) };
+      const labelled = (object: { metadata: object }, extra: object = {}) => ({
+        ...object,
+        metadata: { ...object.metadata, labels: { [label]: 'true' }, ...extra },
+      });
+      await eventually(
+        async () => {
+          const dryRun = await kubectl(['create', '--dry-run=server', '-n', NS, '-f', '-'], {
+            input: stringify(labelled(probe, { finalizers: ['chamvi.dev/cleanup'] })),
+          });
+          return dryRun.code !== 0 && dryRun.stderr.includes(policy) ? true : undefined;
+        },
+        30_000,
+        'the policy to be enforced',
+      );
+      const [runScript, run] = scriptedRun('no-finalizer', [{ toolCalls: [EDIT] }, { text: 'done' }]) as [object, { metadata: object }];
+      await applyIn(NS, [runScript, labelled(run)]);
+      const refused = await reached('no-finalizer', (status) => status.reason === 'SandboxRefused', NS, 30_000);
+      expect(refused.phase).toBe('Pending');
+      expect(refused.message).toContain("The API server refused the run's CodingRun no-finalizer");
+      expect(refused.message).toContain(policy);
+    } finally {
+      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+    }
+    const status = await ended('no-finalizer', NS);
     expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
   }, 120_000);
 

@@ -655,6 +655,24 @@ describe('decide: the API server refuses an object of the run (#13.9)', () => {
     expect(types(decision)).toContain('deleteNetworkPolicy');
   });
 
+  it('gives a new run whose finalizer was refused a phase that says why, without asking for it again in that reconcile', () => {
+    const finalizer: RefusedObject = {
+      kind: 'CodingRun',
+      name: 'fix',
+      code: 422,
+      message: "codingruns.chamvi.dev \"fix\" is forbidden: ValidatingAdmissionPolicy 'no-finalizers' with binding 'b' denied request",
+    };
+    const fresh = run({ metadata: { finalizers: [] } });
+    expect(types(decide(observe(fresh), config, now))).toContain('addFinalizer');
+    const decision = decide(observe(fresh, { refused: [finalizer] }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
+    expect(decision.status!.message).toContain("The API server refused the run's CodingRun fix");
+    expect(decision.status!.message).toContain('no-finalizers');
+    expect(types(decision)).not.toContain('addFinalizer');
+    expect(types(decision)).not.toContain('createPod');
+    expect(decision.requeueAfterMs).toBe(REFUSED_RECHECK_MS);
+  });
+
   it('sends a provisioning run whose pod was refused back to Pending', () => {
     const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted } });
     const decision = decide(observe(provisioning, { refused: [quota] }), config, now);

@@ -76,7 +76,7 @@ class NameTakenError extends Error {
   }
 }
 
-/** Thrown by applyAction when the API server refused to create the run's pod or policy (a quota, a policy, an invalid object). */
+/** Thrown by applyAction when the API server refused the run's pod or policy, or its finalizer (a quota, a policy, an invalid object). */
 class CreateRefusedError extends Error {
   constructor(readonly refused: RefusedObject) {
     super(`${refused.kind} ${refused.name} refused: ${refused.message}`);
@@ -90,7 +90,7 @@ class DiffKeptSignal extends Error {
   }
 }
 
-/** Creates one of the run's objects; a refusal by the API server becomes a CreateRefusedError, for decide() to judge. */
+/** Creates one of the run's objects (or adds its finalizer); a refusal by the API server becomes a CreateRefusedError, for decide() to judge. */
 async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, create: () => Promise<T>): Promise<T> {
   try {
     return await create();
@@ -281,7 +281,9 @@ export class RunReconciler {
     const { namespace, name } = run.metadata;
     switch (action.type) {
       case 'addFinalizer':
-        return kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]);
+        // A refusal (an admission policy on the run's own metadata) is judged like a refused
+        // pod: the run gets a phase that says why instead of no status at all.
+        return createOrRefuse('CodingRun', name, () => kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]));
       case 'removeFinalizer':
         return kube.setRunFinalizers(
           run,

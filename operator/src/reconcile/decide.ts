@@ -192,7 +192,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (isTerminal(run.status?.phase)) return decideFinished(observed, parsed.ok ? parsed.spec : undefined, now);
 
   const actions: Action[] = [];
-  if (!run.metadata.finalizers?.includes(FINALIZER)) actions.push({ type: 'addFinalizer' });
+  // Not asked again in the same reconcile once refused: decideRefusal says why instead.
+  const finalizerRefused = observed.refused?.some((refused) => refused.kind === 'CodingRun') ?? false;
+  if (!run.metadata.finalizers?.includes(FINALIZER) && !finalizerRefused) actions.push({ type: 'addFinalizer' });
   const builder = new StatusBuilder(run, now);
   const done = (requeueAfterMs?: number): Decision => ({
     actions,

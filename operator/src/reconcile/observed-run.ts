@@ -63,7 +63,8 @@ export interface TakenName {
  * quota, an admission policy, RBAC, or an object that is invalid as derived from the run.
  */
 export interface RefusedObject {
-  kind: 'Pod' | 'NetworkPolicy';
+  /** CodingRun: the run's own finalizer was refused (an admission policy on its metadata). */
+  kind: 'Pod' | 'NetworkPolicy' | 'CodingRun';
   name: string;
   /** The HTTP status: 403 (forbidden: may clear), 422 or 400 (invalid: cannot). */
   code: number;
