@@ -3,12 +3,10 @@
 // /healthz, /readyz and /metrics on `httpPort`.
 //
 //   node --import tsx operator/src/egress-proxy-main.ts [--config FILE]   (or CHAMVI_EGRESS_CONFIG=FILE)
-import { CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-node';
 import { lookup } from 'node:dns/promises';
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
-import { parse } from 'yaml';
 import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from './api/index.ts';
 import { Informer } from './controller/informer.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
@@ -18,25 +16,13 @@ import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
 import { parseHostPatterns } from './egress/host-pattern.ts';
 import { RunDirectory } from './egress/run-directory.ts';
-import { reuseConnections } from './kube/connection-reuse.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
+import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignals } from './process-bootstrap.ts';
 
-function readConfig(argv: string[], env: NodeJS.ProcessEnv): EgressProxyConfig {
-  const flag = argv.indexOf('--config');
-  const path = flag >= 0 ? argv[flag + 1] : env.CHAMVI_EGRESS_CONFIG;
-  let file: unknown;
-  if (path) {
-    try {
-      file = parse(readFileSync(path, 'utf8'));
-    } catch (error) {
-      throw new EgressProxyConfigError(`config file ${path}: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-  return loadEgressProxyConfig(file, env);
-}
+const PROGRAM = 'chamvi-egress-proxy';
 
 /** Every address of a name, v4 and v6: the proxy refuses the name if any of them is closed. */
 async function resolveAll(host: string): Promise<string[]> {
@@ -66,17 +52,17 @@ async function apiServerEndpoints(kubeConfig: KubeConfig, config: EgressProxyCon
 
 async function main(): Promise<void> {
   const logger = createLogger();
-  let config: EgressProxyConfig;
-  try {
-    config = readConfig(process.argv.slice(2), process.env);
-  } catch (error) {
-    if (!(error instanceof EgressProxyConfigError)) throw error;
-    logger.fatal({}, error.message);
-    console.error(`chamvi-egress-proxy: ${error.message}`);
-    process.exit(2);
-  }
-  const kubeConfig = reuseConnections(new KubeConfig());
-  kubeConfig.loadFromDefault();
+  const config = loadConfigOrExit(
+    PROGRAM,
+    logger,
+    () =>
+      loadEgressProxyConfig(
+        readConfigFile(process.argv.slice(2), process.env, 'CHAMVI_EGRESS_CONFIG', (message) => new EgressProxyConfigError(message)),
+        process.env,
+      ),
+    (error) => error instanceof EgressProxyConfigError,
+  );
+  const kubeConfig = loadKubeConfig();
   const kube = createKubeGateway(kubeConfig);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const watch = new Watch(kubeConfig);
@@ -162,23 +148,12 @@ async function main(): Promise<void> {
     'egress proxy listening',
   );
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    setTimeout(() => process.exit(0), 10_000).unref();
+  stopOnSignals(logger, async () => {
     proxy.close();
     for (const informer of informers) informer.stop();
     await audit.stop();
     health.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  });
 }
 
-main().catch((error: unknown) => {
-  console.error('chamvi-egress-proxy: fatal:', error);
-  process.exit(1);
-});
+runMain(PROGRAM, main);

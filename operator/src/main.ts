@@ -2,14 +2,9 @@
 // health, take the leader lease, and reconcile CodingRuns until told to stop.
 //
 //   node --import tsx operator/src/main.ts [--config FILE]     (or CHAMVI_CONFIG=FILE)
-import { KubeConfig } from '@kubernetes/client-node';
-import { lookup } from 'node:dns/promises';
-import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { parse } from 'yaml';
-import { ConfigError, loadOperatorConfig, type OperatorConfig } from './config/operator-config.ts';
-import { reuseConnections } from './kube/connection-reuse.ts';
+import { ConfigError, loadOperatorConfig } from './config/operator-config.ts';
+import { egressProxyAddressSource } from './egress/egress-proxy-address.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
 import {
   IsolationProbe,
@@ -23,6 +18,7 @@ import { RunController } from './controller/run-controller.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
+import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignals } from './process-bootstrap.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { sandboxPodName } from './reconcile/names.ts';
@@ -31,55 +27,25 @@ import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
 import { checkRedisCredentials, redisHasCredentials } from './workers/redis-connection.ts';
 
-function readConfig(argv: string[], env: NodeJS.ProcessEnv): OperatorConfig {
-  const flag = argv.indexOf('--config');
-  const path = flag >= 0 ? argv[flag + 1] : env.CHAMVI_CONFIG;
-  let file: unknown;
-  if (path) {
-    try {
-      file = parse(readFileSync(path, 'utf8'));
-    } catch (error) {
-      throw new ConfigError(`config file ${path}: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-  return loadOperatorConfig(file, env);
-}
-
-/**
- * Sandboxes with egress have no DNS (their NetworkPolicy allows the proxy alone), so they get
- * the proxy's address, resolved here once (a Service's ClusterIP does not change while it exists).
- */
-async function withEgressProxyAddress(config: OperatorConfig, logger: ReturnType<typeof createLogger>): Promise<OperatorConfig> {
-  const { host, address } = config.egressProxy;
-  if (address || !host || isIP(host))
-    return host && isIP(host) ? { ...config, egressProxy: { ...config.egressProxy, address: host } } : config;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const resolved = await lookup(host);
-      logger.info({ host, address: resolved.address }, 'egress proxy address');
-      return { ...config, egressProxy: { ...config.egressProxy, address: resolved.address } };
-    } catch (error) {
-      if (attempt >= 30) throw new ConfigError(`config key egressProxy.host: ${host} does not resolve (${String(error)})`);
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
-    }
-  }
-}
+const PROGRAM = 'chamvi-operator';
 
 async function main(): Promise<void> {
   const logger = createLogger();
-  let config: OperatorConfig;
-  try {
-    config = readConfig(process.argv.slice(2), process.env);
-    checkRedisCredentials(config);
-  } catch (error) {
-    if (!ConfigError.isInstance(error)) throw error;
-    logger.fatal({}, error.message);
-    console.error(`chamvi-operator: ${error.message}`);
-    process.exit(2);
-  }
-  config = await withEgressProxyAddress(config, logger);
-  const kubeConfig = reuseConnections(new KubeConfig());
-  kubeConfig.loadFromDefault();
+  const config = loadConfigOrExit(
+    PROGRAM,
+    logger,
+    () => {
+      const loaded = loadOperatorConfig(
+        readConfigFile(process.argv.slice(2), process.env, 'CHAMVI_CONFIG', (message) => new ConfigError(message)),
+        process.env,
+      );
+      checkRedisCredentials(loaded);
+      return loaded;
+    },
+    ConfigError.isInstance,
+  );
+  const kubeConfig = loadKubeConfig();
+  const egressProxyAddress = egressProxyAddressSource(config, kubeConfig, logger);
   const kube = createKubeGateway(kubeConfig);
   const events = new EventRecorder(kube, config.identity, logger);
   // The gauges read the controller and the queue when scraped; both exist by then.
@@ -128,7 +94,13 @@ async function main(): Promise<void> {
     new RunController(
       kubeConfig,
       config,
-      { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) },
+      {
+        kube,
+        agent: agent.runAgent,
+        events,
+        ...(egressProxyAddress ? { egressProxyAddress } : {}),
+        ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
+      },
       logger,
       metrics,
     );
@@ -176,21 +148,12 @@ async function main(): Promise<void> {
     logger.warn({}, 'allowInsecureRedis: Redis has no password; anyone who reaches it can stop or stall every run');
   }
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    // Shutdown must end even when a dependency does not answer (Redis down, API server gone).
-    setTimeout(() => process.exit(0), 10_000).unref();
+  const stopping = stopOnSignals(logger, async () => {
     controller.stop();
     await elector?.release();
     await agent.close();
     health.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  });
 
   if (!elector) {
     await controller.start();
@@ -200,7 +163,7 @@ async function main(): Promise<void> {
   // replica holds it), stop reconciling at once, since another replica may lead once the
   // lease expires, and stand for election again; the workers go on. Exiting instead made
   // every replica crash through an API server outage.
-  while (!stopping) {
+  while (!stopping()) {
     await elector.run(
       () => controller.start(),
       () => {
@@ -213,7 +176,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  console.error('chamvi-operator: fatal:', error);
-  process.exit(1);
-});
+runMain(PROGRAM, main);

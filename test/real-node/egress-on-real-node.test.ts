@@ -1,10 +1,11 @@
-// Issue #12 on a real kubelet + containerd node with kube-router enforcing NetworkPolicy: a
-// sandbox pod built by the operator's own functions for a run with spec.sandbox.egress, and its
-// NetworkPolicy, which allows the egress proxy alone. The proxy runs as a process on the node's
-// bridge address (outside the cluster, so the policy names it by ipBlock), in front of a
-// registry stand-in on the same address. Through the proxy, with the credential the pod's
+// Issue #12 on a real kubelet + containerd node with kube-router enforcing NetworkPolicy, for a
+// proxy outside the cluster (config egressProxy.ipBlock): a sandbox pod built by the operator's
+// own functions for a run with spec.sandbox.egress, and its NetworkPolicy, which allows the
+// proxy's address alone. The proxy runs as a process on the node's bridge address, in front of
+// a registry stand-in on the same address. Through the proxy, with the credential the pod's
 // environment carries, the registry answers; straight to the registry, the connection fails,
-// and without the policy the same direct connection succeeds (the control case).
+// and without the policy the same direct connection succeeds (the control case). The proxy as
+// the chart runs it, in the cluster behind its Service, is test/real-node/helm-install.test.ts.
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -13,7 +14,9 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-process.ts';
+import { connectFrom, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
 import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
+import { runProcess } from '../support/run-process.ts';
 
 const unavailable = inject('realNodeUnavailable');
 const namespace = `egress-real-${process.pid}`;
@@ -23,44 +26,19 @@ function unowned<T extends { metadata?: { ownerReferences?: unknown } }>(object:
   return object;
 }
 
-function exec(pod: string, command: string[]) {
-  return kubectl(['exec', '-n', namespace, pod, '-c', 'sandbox', '--', ...command], { timeoutMs: 30_000 });
-}
-
-/** One TCP connection attempt from inside the pod: 'connected', an error code, or 'timeout'. */
-async function connectFrom(pod: string, host: string, port: number): Promise<string> {
-  const script =
-    `const s=require('net').connect(${port},${JSON.stringify(host)});` +
-    "s.on('connect',()=>{console.log('connected');process.exit(0)});" +
-    "s.on('error',e=>{console.log(e.code);process.exit(0)});" +
-    "setTimeout(()=>{console.log('timeout');process.exit(0)},2000)";
-  const result = await exec(pod, ['node', '-e', script]);
-  return result.code === 0 ? result.stdout.trim() : `exec failed: ${result.stderr.trim()}`;
-}
-
-/**
- * A plain GET of `url` from inside the pod, by a program that knows nothing of proxies: Node
- * sends it through the proxy because the pod's environment says so (HTTP_PROXY with the run's
- * credential, NODE_USE_ENV_PROXY). "status body", or the error.
- */
-async function getFromPod(pod: string, url: string): Promise<string> {
-  const script =
-    `require('http').get(${JSON.stringify(url)},` +
-    "res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>{console.log(res.statusCode+' '+b.trim());process.exit(0)})})" +
-    ".on('error',e=>{console.log('error '+e.code);process.exit(0)});" +
-    "setTimeout(()=>{console.log('timeout');process.exit(0)},5000)";
-  const result = await exec(pod, ['node', '-e', script]);
-  return result.code === 0 ? result.stdout.trim() : `exec failed: ${result.stderr.trim()}`;
-}
-
-async function until(probe: () => Promise<string>, want: (outcome: string) => boolean): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  let outcome = '';
-  do {
-    outcome = await probe();
-    if (want(outcome)) return outcome;
-  } while (Date.now() < deadline);
-  return outcome;
+/** What the pod, the policy and the proxy looked like, for a failure message: which leg failed. */
+async function diagnosis(pod: SandboxPod, proxy: EgressProxyProcess, bridgeIp: string): Promise<string> {
+  const rules = await runProcess('iptables-save', ['-t', 'filter'], { timeoutMs: 10_000 }).catch((error: unknown) => ({
+    stdout: String(error),
+  }));
+  return [
+    `a bare TCP connection from the pod to the proxy at ${bridgeIp}:${proxy.port}: ${await connectFrom(pod, bridgeIp, proxy.port)}`,
+    `the proxy's log: ${JSON.stringify(proxy.lines.slice(-10))} ${proxy.stderr.join('').slice(-2000)}`,
+    `kube-router's rules: ${rules.stdout
+      .split('\n')
+      .filter((line) => /KUBE-ROUTER|KUBE-POD-FW|KUBE-NWPLCY/.test(line))
+      .join('\n')}`,
+  ].join('\n');
 }
 
 describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${unavailable ? ` (SKIPPED: ${unavailable})` : ''}`, () => {
@@ -68,7 +46,7 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
   let registry: Server;
   let registryPort = 0;
   let proxy: EgressProxyProcess;
-  let podName = '';
+  const pod: SandboxPod = { namespace, name: '' };
   let policyName = '';
 
   beforeAll(async () => {
@@ -125,20 +103,20 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
       metadata: { name: 'egress', namespace, uid },
       spec: codingRunSpec.parse(manifest.spec),
     };
-    const pod = unowned(buildSandboxPod(run, config));
-    podName = pod.metadata!.name!;
+    const sandbox = unowned(buildSandboxPod(run, config));
+    pod.name = sandbox.metadata!.name!;
     const policy = unowned(buildNetworkPolicy(run, config));
     policyName = policy.metadata!.name!;
-    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(pod) });
-    const ready = await kubectl(['wait', '-n', namespace, `pod/${podName}`, '--for=condition=Ready', '--timeout=120s'], {
+    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(sandbox) });
+    const ready = await kubectl(['wait', '-n', namespace, `pod/${pod.name}`, '--for=condition=Ready', '--timeout=120s'], {
       timeoutMs: 130_000,
     });
     if (ready.code !== 0)
-      throw new Error(`pod not Ready: ${ready.stderr}\n${(await kubectl(['describe', 'pod', '-n', namespace, podName])).stdout}`);
+      throw new Error(`pod not Ready: ${ready.stderr}\n${(await kubectl(['describe', 'pod', '-n', namespace, pod.name])).stdout}`);
     // Control case: no policy yet, the registry answers a direct connection.
     expect(
       await until(
-        () => connectFrom(podName, bridgeIp, registryPort),
+        () => connectFrom(pod, bridgeIp, registryPort),
         (o) => o === 'connected',
       ),
     ).toBe('connected');
@@ -154,35 +132,30 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
   it('cannot reach the registry directly once the policy applies', async () => {
     expect(
       await until(
-        () => connectFrom(podName, bridgeIp, registryPort),
+        () => connectFrom(pod, bridgeIp, registryPort),
         (o) => o !== 'connected',
       ),
     ).not.toBe('connected');
   });
 
-  // SKIPPED, a known failure (issue #12 stays open for it): since the node runs issue #18's
-  // Services (kube-proxy, the API server relay and CoreDNS on the bridge address), the pod's
-  // connection to the proxy process on the bridge address times out under the run's policy
-  // (kube-router, ipBlock of that address), in the clean-clone CI of 2026-11-30. Both passed
-  // on the node without those Services. The direct-connection tests above and below still run.
-  it.skip("reaches it through the proxy, by the proxy URL and credential of the pod's own environment", async () => {
-    expect(
-      await until(
-        () => getFromPod(podName, `http://registry.test:${registryPort}/left-pad`),
-        (o) => o.startsWith('200'),
-      ),
-    ).toBe('200 registry ok /left-pad');
+  it("reaches it through the proxy, by the proxy URL and credential of the pod's own environment", async () => {
+    const outcome = await until(
+      () => getFrom(pod, `http://registry.test:${registryPort}/left-pad`),
+      (o) => o.startsWith('200'),
+    );
+    expect(outcome, outcome.startsWith('200') ? '' : await diagnosis(pod, proxy, bridgeIp)).toBe('200 registry ok /left-pad');
   });
 
-  it.skip("is refused by the proxy for a host not on the run's list (skipped: see above)", async () => {
-    expect(await getFromPod(podName, `http://other.test:${registryPort}/`)).toMatch(/^403 .*rule not-on-run-list/);
+  it("is refused by the proxy for a host not on the run's list", async () => {
+    const outcome = await getFrom(pod, `http://other.test:${registryPort}/`);
+    expect(outcome, outcome.startsWith('403') ? '' : await diagnosis(pod, proxy, bridgeIp)).toMatch(/^403 .*rule not-on-run-list/);
   });
 
   it('and the policy, not something else, blocked the direct connection', async () => {
     await kubectlOk(['delete', 'networkpolicy', '-n', namespace, policyName]);
     expect(
       await until(
-        () => connectFrom(podName, bridgeIp, registryPort),
+        () => connectFrom(pod, bridgeIp, registryPort),
         (o) => o === 'connected',
       ),
     ).toBe('connected');

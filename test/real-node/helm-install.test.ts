@@ -23,6 +23,8 @@ import { chartDir, helm } from '../support/helm.ts';
 import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
+import { startNpmRegistryServer, type NpmRegistryServer } from '../support/npm-registry-server.ts';
+import { connectFrom, connectThroughProxy, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
 import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
 import { runProcess, startProcess, type StartedProcess } from '../support/run-process.ts';
 
@@ -32,6 +34,7 @@ const NS = 'chamvi-system';
 const RUNS = 'helm-runs';
 const FULLNAME = `${RELEASE}-chamvi-operator`;
 const CRD = 'codingruns.chamvi.dev';
+const PROXY = `${FULLNAME}-egress-proxy`;
 /** The field the upgraded chart's CRD adds (optional, a string). */
 const NEW_FIELD = 'ticket';
 
@@ -43,6 +46,8 @@ interface RunStatus {
   completionTime?: string;
   pendingApproval?: { id: string; toolName: string; input: string };
   result?: { diff?: string };
+  message?: string;
+  egress?: { allowed: number; denied: number; hosts?: { host: string; port: number; allowed: number; denied: number; rule?: string }[] };
 }
 
 const placement = {
@@ -65,6 +70,10 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
   let repoUrl = '';
   let gitDaemon: StartedProcess | undefined;
   let model: FakeOpenAIServer;
+  let registry: NpmRegistryServer;
+  /** registry.test:<port>: the npm registry's name for the runs, which the proxy alone resolves (to the bridge address). */
+  let registryHost = '';
+  let appRepoUrl = '';
 
   const statusOf = (name: string) => runStatus<RunStatus>(RUNS, name);
   const phaseOf = (name: string, wanted: string[], timeoutMs = 120_000) =>
@@ -116,6 +125,37 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     // The git host and the model endpoint: servers on this machine, reached by the operator
     // pod at the node's bridge address, as a cluster reaches hosts on its nodes' network.
     createBareRepository(root, { 'src/greet.sh': 'echo "Hello"\n', 'README.md': 'Hello\n' });
+    // The npm registry the egress runs install from: a real registry on the node's network,
+    // which sandboxes reach only through the egress proxy, by a name only the proxy resolves.
+    registry = await startNpmRegistryServer(
+      [{ name: 'left-pad', version: '1.3.0', files: { 'index.js': "module.exports = (s, n) => String(s).padStart(n, ' ');\n" } }],
+      bridgeIp,
+    );
+    registryHost = `registry.test:${registry.port}`;
+    createBareRepository(
+      root,
+      {
+        'README.md': 'An app with one dependency.\n',
+        '.gitignore': 'node_modules/\n',
+        '.npmrc': `registry=http://${registryHost}/\n`,
+        'package.json': JSON.stringify({ name: 'app', version: '1.0.0', dependencies: { 'left-pad': '1.3.0' } }, null, 2),
+        'package-lock.json': JSON.stringify(
+          {
+            name: 'app',
+            version: '1.0.0',
+            lockfileVersion: 3,
+            requires: true,
+            packages: {
+              '': { name: 'app', version: '1.0.0', dependencies: { 'left-pad': '1.3.0' } },
+              'node_modules/left-pad': registry.lockEntry('left-pad', `http://${registryHost}`),
+            },
+          },
+          null,
+          2,
+        ),
+      },
+      'app.git',
+    );
     const [gitPort] = await freePorts(1);
     gitDaemon = startProcess('git', [
       'daemon',
@@ -127,6 +167,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
       join(root, 'git'),
     ]);
     repoUrl = `git://${bridgeIp}:${gitPort}/hello.git`;
+    appRepoUrl = `git://${bridgeIp}:${gitPort}/app.git`;
     await eventually(
       async () => ((await runProcess('git', ['ls-remote', repoUrl], { timeoutMs: 5000 })).code === 0 ? true : undefined),
       15_000,
@@ -161,6 +202,21 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
           watchNamespaces: [RUNS],
           sandboxImage: inject('realNodeSandboxImage'),
           sandboxPlacement: placement,
+          // Every name, on 80 and 443 and on the registry's port: what runs may list.
+          allowEgress: ['*', `*:${registry.port}`],
+        },
+        // docs/egress.md "Running it": the proxy as the chart runs it, its own Deployment and Service.
+        egressProxy: {
+          enabled: true,
+          replicaCount: 1,
+          // The registry is on a private address (the bridge): the admin names it, and only it.
+          allowPrivateDestinations: [registryHost],
+          // No DNS for these names on this node: the proxy resolves them as an admin's aliases
+          // say. metadata.test stands for a name resolving to the cloud metadata address,
+          // internal.test for an internal service the admin did not open.
+          hostAliases: { 'registry.test': bridgeIp, 'metadata.test': '169.254.169.254', 'internal.test': bridgeIp },
+          ...placement,
+          resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
         },
       }),
     );
@@ -178,6 +234,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     // The next test file finds the CRD as the control plane's setup left it.
     await kubectl(['apply', '--server-side', '--force-conflicts', '-f', new URL('../../crds/', import.meta.url).pathname]);
     await model?.stop();
+    await registry?.stop();
     gitDaemon?.child.kill();
   }, 180_000);
 
@@ -272,6 +329,200 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     expect(output).toMatch(/^chamvi_runs_finished_total\{phase="Succeeded",reason="[^"]*"\} 1$/m);
     expect(output).toMatch(/^chamvi_tool_calls_total\{/m);
     await kubectl(['delete', 'pod', 'metrics-scraper', '-n', NS, '--wait=false']);
+  });
+
+  describe("egress through the chart's proxy Deployment, reached by its Service's ClusterIP (docs/egress.md)", () => {
+    /** examples/egress.yaml as a user applies it, with this node's repository, registry and a scripted model. */
+    const egressRun = (name: string, allow: string[]) => {
+      const run = parseYaml(readFileSync(new URL('../../examples/egress.yaml', import.meta.url), 'utf8')) as {
+        metadata: { name: string };
+        spec: Record<string, unknown> & { sandbox: { setup: string; egress: { allow: string[] } } };
+      };
+      run.metadata.name = name;
+      run.spec.repository = { url: appRepoUrl };
+      run.spec.model = { provider: 'scripted', scriptRef: { name: 'installed' } };
+      run.spec.sandbox.egress.allow = allow;
+      return run;
+    };
+    const proxyLogs = async () =>
+      (await kubectlOk(['logs', '-n', NS, '-l', 'app.kubernetes.io/name=chamvi-egress-proxy', '--tail=-1', '--prefix']))
+        .split('\n')
+        .filter((line) => line.includes('"event":"egress"'));
+    const uidOf = async (name: string) => (await kubectlOk(['get', 'crun', name, '-n', RUNS, '-o', 'jsonpath={.metadata.uid}'])).trim();
+    const clusterIp = async () => (await kubectlOk(['get', 'service', PROXY, '-n', NS, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
+    const probe: SandboxPod = { namespace: RUNS, name: '' };
+
+    beforeAll(async () => {
+      await applyIn(RUNS, [
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'installed' },
+          data: { 'script.json': JSON.stringify({ turns: [{ text: 'Installed.' }] }) },
+        },
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'waits' },
+          data: { 'script.json': JSON.stringify({ turns: [{ toolCalls: [{ toolName: 'bash', input: { command: 'npm test' } }] }] }) },
+        },
+      ]);
+    });
+
+    afterAll(async () => {
+      // The uninstall step below counts the runs it keeps: these are not among them.
+      await kubectl(
+        [
+          'delete',
+          'crun',
+          'install-deps',
+          'install-denied',
+          'install-after-move',
+          'probe',
+          '-n',
+          RUNS,
+          '--ignore-not-found',
+          '--wait=true',
+        ],
+        {
+          timeoutMs: 120_000,
+        },
+      );
+    }, 150_000);
+
+    it("examples/egress.yaml's `npm ci` installs from the allowed registry through the in-cluster proxy; the proxy audits it into the run's status", async () => {
+      await applyIn(RUNS, [egressRun('install-deps', [registryHost])]);
+      const done = await finishedRun<RunStatus>(RUNS, 'install-deps', 180_000);
+      expect(done, done.message).toMatchObject({ phase: 'Succeeded' });
+      expect(registry.requests).toContain('/left-pad/-/left-pad-1.3.0.tgz');
+      // Through the proxy pod (its audit line names the run), and its counts reach the status.
+      const uid = await uidOf('install-deps');
+      expect((await proxyLogs()).some((line) => line.includes(`"runUid":"${uid}"`) && line.includes('"decision":"allowed"'))).toBe(true);
+      const counted = await eventually(
+        async () => {
+          const status = await statusOf('install-deps');
+          return (status.egress?.allowed ?? 0) > 0 ? status.egress : undefined;
+        },
+        30_000,
+        'status.egress of install-deps',
+      );
+      expect(counted!.hosts).toContainEqual(expect.objectContaining({ host: 'registry.test', port: registry.port, denied: 0 }));
+    }, 240_000);
+
+    it('a run that does not list the registry ends SetupFailed naming it, and the proxy records an EgressDenied Event', async () => {
+      const before = registry.requests.length;
+      await applyIn(RUNS, [egressRun('install-denied', [`other.test:${registry.port}`])]);
+      const done = await finishedRun<RunStatus>(RUNS, 'install-denied', 180_000);
+      expect(done).toMatchObject({ phase: 'Failed', reason: 'SetupFailed' });
+      expect(done.message).toContain('registry.test');
+      expect(done.message).toContain('403');
+      expect(registry.requests.length).toBe(before);
+      expect(
+        await eventually(
+          async () =>
+            (await eventsOf(RUNS, 'involvedObject.name=install-denied,reason=EgressDenied', 'jsonpath={.items[*].message}')) || undefined,
+          30_000,
+          'the EgressDenied Event',
+        ),
+      ).toContain(registryHost);
+    }, 240_000);
+
+    describe('from inside a sandbox allowed every name (`*`), with its own environment and under its own NetworkPolicy', () => {
+      beforeAll(async () => {
+        // It waits for an approval that never comes: its sandbox stays, with the run's proxy
+        // variables and policy, for the probes below.
+        const run = egressRun('probe', ['*', `*:${registry.port}`]);
+        delete (run.spec.sandbox as { setup?: string }).setup;
+        run.spec.model = { provider: 'scripted', scriptRef: { name: 'waits' } };
+        run.spec.approval = { tools: ['bash'] };
+        await applyIn(RUNS, [run]);
+        await phaseOf('probe', ['WaitingForApproval'], 180_000);
+        probe.name = (
+          await kubectlOk(['get', 'pods', '-n', RUNS, '-l', 'chamvi.dev/run=probe', '-o', 'jsonpath={.items[0].metadata.name}'])
+        ).trim();
+        const env = await kubectlOk([
+          'get',
+          'pod',
+          probe.name,
+          '-n',
+          RUNS,
+          '-o',
+          'jsonpath={.spec.containers[0].env[?(@.name=="HTTPS_PROXY")].value}',
+        ]);
+        // The proxy's Service ClusterIP, read by the operator from the API server (the chart's Role lets it).
+        expect(env).toMatch(new RegExp(`@${(await clusterIp()).replaceAll('.', '\\.')}:3128$`));
+      }, 240_000);
+
+      it('reaches the allowed registry through the proxy Service, by the proxy URL and credential of its environment', async () => {
+        expect(
+          await until(
+            () => getFrom(probe, `http://${registryHost}/left-pad`),
+            (o) => o.startsWith('200'),
+          ),
+        ).toMatch(/^200 \{"name":"left-pad"/);
+      });
+
+      it('cannot connect around the proxy: not to the registry, the API server, the DNS server, the proxy pod itself on another port', async () => {
+        const proxyPod = (
+          await kubectlOk([
+            'get',
+            'pods',
+            '-n',
+            NS,
+            '-l',
+            'app.kubernetes.io/name=chamvi-egress-proxy',
+            '-o',
+            'jsonpath={.items[0].status.podIP}',
+          ])
+        ).trim();
+        expect(await connectFrom(probe, bridgeIp, registry.port)).not.toBe('connected');
+        expect(await connectFrom(probe, '10.96.0.1', 443)).not.toBe('connected');
+        expect(await connectFrom(probe, bridgeIp, 53)).not.toBe('connected');
+        expect(await connectFrom(probe, proxyPod, 9090)).not.toBe('connected');
+        // While the proxy port of the same pod answers (the policy, not the network, refused the rest).
+        expect(await connectFrom(probe, proxyPod, 3128)).toBe('connected');
+      });
+
+      it('is refused an IP address, even the registry’s own or the metadata address (not-a-host-name)', async () => {
+        expect(await getFrom(probe, `http://${bridgeIp}:${registry.port}/left-pad`)).toMatch(/^403 .*rule not-a-host-name/);
+        expect(await getFrom(probe, 'http://169.254.169.254/latest/meta-data/')).toMatch(/^403 .*rule not-a-host-name/);
+        expect(await connectThroughProxy(probe, '169.254.169.254:443')).toBe('403 not-a-host-name');
+      });
+
+      it('is refused a name that resolves to the metadata address (forbidden-address) or to a private address the admin did not name (private-address)', async () => {
+        expect(await getFrom(probe, 'http://metadata.test/latest/meta-data/')).toMatch(/^403 .*rule forbidden-address/);
+        expect(await getFrom(probe, `http://internal.test:${registry.port}/left-pad`)).toMatch(/^403 .*rule private-address/);
+      });
+
+      it('is refused the API server by its in-cluster name, which the proxy resolves through the cluster DNS (api-server)', async () => {
+        expect(await connectThroughProxy(probe, 'kubernetes.default.svc.cluster.local:443')).toBe('403 api-server');
+      });
+    });
+
+    it('after the proxy Service is created again with a new ClusterIP (a GitOps prune and re-sync), the next run installs through it', async () => {
+      const service = JSON.parse(await kubectlOk(['get', 'service', PROXY, '-n', NS, '-o', 'json'])) as {
+        metadata: Record<string, unknown>;
+        spec: Record<string, unknown>;
+        status?: unknown;
+      };
+      const before = service.spec.clusterIP as string;
+      const { name, namespace, labels, annotations } = service.metadata;
+      delete service.spec.clusterIP;
+      delete service.spec.clusterIPs;
+      await kubectlOk(['delete', 'service', PROXY, '-n', NS, '--wait=true']);
+      await kubectlOk(['create', '-f', '-'], {
+        input: JSON.stringify({ ...service, metadata: { name, namespace, labels, annotations }, status: undefined }),
+      });
+      const after = await clusterIp();
+      expect(after).not.toBe(before);
+      // The old address leads nowhere now: a sandbox given it could not install anything.
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      await applyIn(RUNS, [egressRun('install-after-move', [registryHost])]);
+      const done = await finishedRun<RunStatus>(RUNS, 'install-after-move', 180_000);
+      expect(done, done.message).toMatchObject({ phase: 'Succeeded' });
+      const uid = await uidOf('install-after-move');
+      expect((await proxyLogs()).some((line) => line.includes(`"runUid":"${uid}"`) && line.includes('"decision":"allowed"'))).toBe(true);
+    }, 240_000);
   });
 
   it('helm upgrade while a run waits for approval (new CRD field, new image tag): the run goes on once, approved through the plugin; the field is accepted', async () => {

@@ -1,7 +1,6 @@
 // Runs the real egress proxy (operator/src/egress-proxy-main.ts) as a child process on real
 // ports, with its JSON log lines collected, plus a client that speaks to it as a sandbox's
 // tools would: CONNECT for a tunnel, an absolute-form request for plain HTTP.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -10,70 +9,37 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
-import type { LogLine } from './operator-process.ts';
+import { LoggedProcess, type LogLine } from './logged-process.ts';
 
 const mainPath = fileURLToPath(new URL('../../operator/src/egress-proxy-main.ts', import.meta.url));
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 export const TEST_EGRESS_KEY = 'chamvi-test-egress-key-0123456789abcdef0123456789abcdef';
 
-export class EgressProxyProcess {
-  readonly lines: LogLine[] = [];
-  readonly stderr: string[] = [];
-  private readonly child: ChildProcess;
-  readonly exited: Promise<number | null>;
+export class EgressProxyProcess extends LoggedProcess {
   port = 0;
   httpPort = 0;
 
   private constructor(kubeconfig: string, config: Record<string, unknown>) {
     const file = path.join(tmpdir(), `chamvi-egress-${process.pid}-${Date.now()}.yaml`);
     writeFileSync(file, stringify({ port: 0, httpPort: 0, egressKey: TEST_EGRESS_KEY, ...config }));
-    this.child = spawn(process.execPath, ['--import', 'tsx', mainPath, '--config', file], {
+    super('egress proxy', ['--import', 'tsx', mainPath, '--config', file], {
       cwd: repoRoot,
       env: { ...process.env, KUBECONFIG: kubeconfig, LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let buffered = '';
-    this.child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const parts = buffered.split('\n');
-      buffered = parts.pop()!;
-      for (const part of parts) {
-        try {
-          this.lines.push(JSON.parse(part) as LogLine);
-        } catch {
-          this.lines.push({ msg: part });
-        }
-      }
-    });
-    this.child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk.toString()));
-    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
   }
 
   static async start(kubeconfig: string, config: Record<string, unknown>, timeoutMs = 60_000): Promise<EgressProxyProcess> {
     const proxy = new EgressProxyProcess(kubeconfig, config);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const line = proxy.lines.find((candidate) => candidate.msg === 'egress proxy listening');
-      if (line) {
-        proxy.port = line.port as number;
-        proxy.httpPort = line.httpPort as number;
-        return proxy;
-      }
-      if (proxy.child.exitCode !== null) throw new Error(`egress proxy exited (${proxy.child.exitCode}): ${proxy.stderr.join('')}`);
-      if (Date.now() > deadline) throw new Error('egress proxy did not start listening');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const listening = await proxy.waitForLog('egress proxy listening', timeoutMs);
+    proxy.port = listening.port as number;
+    proxy.httpPort = listening.httpPort as number;
+    return proxy;
   }
 
   /** The audit lines (one per connection). */
   get audit(): LogLine[] {
     return this.lines.filter((line) => line.event === 'egress');
-  }
-
-  kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
-    return this.exited;
   }
 }
 

@@ -23,13 +23,13 @@ export function createRepository(dir: string, files: Record<string, string> = { 
 }
 
 /**
- * A repository made in root/source and cloned bare to root/git/hello.git, where an operator
- * with allowRepo `file://<root>/git/*` may clone it; returns that file:// URL.
+ * A repository made in root/source and cloned bare to root/git/hello.git (or root/git/<name>),
+ * where an operator with allowRepo `file://<root>/git/*` may clone it; returns that file:// URL.
  */
-export function createBareRepository(root: string, files?: Record<string, string>): string {
-  const source = join(root, 'source');
+export function createBareRepository(root: string, files?: Record<string, string>, name = 'hello.git'): string {
+  const source = join(root, name === 'hello.git' ? 'source' : `source-${name}`);
   createRepository(source, files);
-  const bare = join(root, 'git', 'hello.git');
+  const bare = join(root, 'git', name);
   git(['clone', '-q', '--bare', source, bare], root);
   return `file://${bare}`;
 }

@@ -51,7 +51,8 @@ function pack(source: PackageSource): Packed {
   };
 }
 
-export async function startNpmRegistryServer(packages: PackageSource[]): Promise<NpmRegistryServer> {
+/** `host`: the address it listens on (the real node's tests give the bridge address, where pods reach the host). */
+export async function startNpmRegistryServer(packages: PackageSource[], host = '127.0.0.1'): Promise<NpmRegistryServer> {
   const packed = new Map(packages.map((source) => [source.name, pack(source)]));
   const requests: string[] = [];
   const tarballPath = (name: string, version: string) => `/${name}/-/${name}-${version}.tgz`;
@@ -85,7 +86,7 @@ export async function startNpmRegistryServer(packages: PackageSource[]): Promise
     }
     res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
     port: (server.address() as AddressInfo).port,
     requests,

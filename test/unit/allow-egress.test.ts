@@ -124,7 +124,7 @@ describe('validateRun with egress', () => {
   it('refuses egress when the operator has no proxy, naming what is missing', () => {
     expect(validate(['registry.npmjs.org'], { allowEgress: ['registry.npmjs.org'] })).toEqual({
       reason: 'InvalidSpec',
-      message: expect.stringContaining('egressKey and egressProxy.host unset'),
+      message: expect.stringContaining('egressKey and egressProxy.service unset'),
     });
   });
 

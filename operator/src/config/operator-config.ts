@@ -137,7 +137,16 @@ export const operatorConfigSchema = z
           .refine((value) => isIP(value) !== 0, 'must be an IP address')
           .optional()
           .describe(
-            "The proxy's IP address as sandboxes use it (they have no DNS). Default: host resolved when the operator starts (a Service's ClusterIP).",
+            "The proxy's IP address as sandboxes use it (they have no DNS), fixed. Default: the ClusterIP of service, or host resolved, read again for each new sandbox (cached 5 s).",
+          ),
+        service: z
+          .string()
+          .min(1)
+          .max(63)
+          .regex(/^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be a Service name (a DNS-1035 label)')
+          .optional()
+          .describe(
+            "Name of the proxy's Service in namespace: its ClusterIP is read from the API server for each new sandbox (cached 5 s), so a Service created again with a new address is followed. The chart sets it.",
           ),
         port: z.coerce.number().int().min(1).max(65535).default(3128).describe('Port of the egress proxy Service.'),
         ipBlock: z

@@ -45,6 +45,11 @@ export interface RunReconcilerDeps {
   events: EventRecorder;
   config: OperatorConfig;
   logger: ReconcilerLogger;
+  /**
+   * The egress proxy's address as it is now (egress/egress-proxy-address.ts), read before a
+   * sandbox with egress is created; absent when config.egressProxy.address is fixed.
+   */
+  egressProxyAddress?: { get(): Promise<string> };
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   now?: () => Date;
@@ -140,7 +145,7 @@ export class RunReconciler {
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
       if (refused.length > 0) observed.refused = refused;
       if (keptDiff) observed.keptDiff = keptDiff;
-      const decision = decide(observed, this.deps.config, this.now());
+      const decision = decide(observed, await this.configFor(observed), this.now());
       try {
         const applied = await this.apply(run, decision);
         run = applied.run;
@@ -168,6 +173,24 @@ export class RunReconciler {
         run = fresh;
       }
     }
+  }
+
+  /**
+   * The config to decide with: for a run with egress that may get its sandbox now, the proxy's
+   * current address (a Service created again has a new ClusterIP). Not read for other runs, so
+   * a proxy Service that cannot be read holds up only the sandboxes that need it (the error
+   * retries with backoff, naming the Service).
+   */
+  private async configFor(observed: ObservedRun): Promise<OperatorConfig> {
+    const { config, egressProxyAddress } = this.deps;
+    const { run } = observed;
+    const mayCreateSandbox =
+      !observed.pod &&
+      !run.metadata.deletionTimestamp &&
+      !isTerminal(run.status?.phase) &&
+      (run.spec?.sandbox?.egress?.allow?.length ?? 0) > 0;
+    if (!egressProxyAddress || !mayCreateSandbox) return config;
+    return { ...config, egressProxy: { ...config.egressProxy, address: await egressProxyAddress.get() } };
   }
 
   private async observe(run: CodingRun): Promise<ObservedRun> {

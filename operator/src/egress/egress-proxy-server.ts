@@ -65,6 +65,40 @@ function refusalHeaders(refusal: Refusal): Record<string, string> {
   };
 }
 
+const STATUS_TEXT: Record<Refusal['status'], string> = { 403: 'Forbidden', 407: 'Proxy Authentication Required', 502: 'Bad Gateway' };
+
+/** A refusal as a raw HTTP/1.1 answer, for a CONNECT (the socket is not an HTTP response). */
+function rawRefusal(refusal: Refusal): string {
+  const body = refusalBody(refusal);
+  const headers = Object.entries({ ...refusalHeaders(refusal), 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${refusal.status} ${STATUS_TEXT[refusal.status]}\r\n${headers}\r\n${body}`;
+}
+
+type Verdict = { allowed: true; run: EgressRun; host: string; address: string } | (Refusal & { run?: EgressRun; host: string });
+
+/** The audit record of a refused connection: nothing was sent or received. */
+function refusedConnection(
+  kind: EgressConnection['kind'],
+  verdict: Refusal & { run?: EgressRun; host: string },
+  port: number,
+  durationMs: number,
+): EgressConnection {
+  return {
+    kind,
+    ...(verdict.run ? { run: verdict.run } : {}),
+    host: verdict.host,
+    port,
+    allowed: false,
+    rule: verdict.rule,
+    message: verdict.message,
+    bytesSent: 0,
+    bytesReceived: 0,
+    durationMs,
+  };
+}
+
 /** host:port of a CONNECT request; undefined when it is not one. */
 function parseAuthority(target: string | undefined): { host: string; port: number } | undefined {
   const match = /^(\[[^\]]*\]|[^:[\]]+):([0-9]{1,5})$/.exec(target ?? '');
@@ -79,11 +113,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const connectTimeoutMs = deps.connectTimeoutMs ?? 15_000;
   const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: idleTimeoutMs });
 
-  async function decide(
-    authorization: string | undefined,
-    host: string,
-    port: number,
-  ): Promise<{ allowed: true; run: EgressRun; host: string; address: string } | (Refusal & { run?: EgressRun; host: string })> {
+  async function decide(authorization: string | undefined, host: string, port: number): Promise<Verdict> {
     const credential = checkProxyAuthorization(authorization, deps.egressKey);
     const request = decideRequest(credential, deps.lookupRun, host, port, deps.policy);
     if (!request.allowed) {
@@ -114,29 +144,8 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     }
     void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((verdict) => {
       if (!verdict.allowed) {
-        const body = refusalBody(verdict);
-        const headers = Object.entries({
-          ...refusalHeaders(verdict),
-          'content-length': String(Buffer.byteLength(body)),
-          connection: 'close',
-        })
-          .map(([name, value]) => `${name}: ${value}\r\n`)
-          .join('');
-        socket.end(
-          `HTTP/1.1 ${verdict.status} ${verdict.status === 407 ? 'Proxy Authentication Required' : verdict.status === 403 ? 'Forbidden' : 'Bad Gateway'}\r\n${headers}\r\n${body}`,
-        );
-        deps.record({
-          kind: 'connect',
-          ...(verdict.run ? { run: verdict.run } : {}),
-          host: verdict.host,
-          port: authority.port,
-          allowed: false,
-          rule: verdict.rule,
-          message: verdict.message,
-          bytesSent: 0,
-          bytesReceived: 0,
-          durationMs: now() - started,
-        });
+        socket.end(rawRefusal(verdict));
+        deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
         return;
       }
       const upstream = connect({ host: verdict.address, port: authority.port, timeout: connectTimeoutMs });
@@ -201,21 +210,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     // URL keeps IPv6 literals in brackets; the decision refuses them as not-a-host-name.
     void decide(req.headers['proxy-authorization'], url.hostname, port).then((verdict) => {
       if (!verdict.allowed) {
-        const body = refusalBody(verdict);
-        res.writeHead(verdict.status, refusalHeaders(verdict)).end(body);
+        res.writeHead(verdict.status, refusalHeaders(verdict)).end(refusalBody(verdict));
         req.resume();
-        deps.record({
-          kind: 'http',
-          ...(verdict.run ? { run: verdict.run } : {}),
-          host: verdict.host,
-          port,
-          allowed: false,
-          rule: verdict.rule,
-          message: verdict.message,
-          bytesSent: 0,
-          bytesReceived: 0,
-          durationMs: now() - started,
-        });
+        deps.record(refusedConnection('http', verdict, port, now() - started));
         return;
       }
       const headers: Record<string, string | string[]> = {};

@@ -18,7 +18,7 @@ export type EgressReadiness = { ready: true } | { ready: false; message: string 
 export function egressReadiness(config: EgressConfig): EgressReadiness {
   const missing = [
     ...(config.egressKey ? [] : ['egressKey']),
-    ...(config.egressProxy.address || config.egressProxy.host ? [] : ['egressProxy.host']),
+    ...(config.egressProxy.address || config.egressProxy.service || config.egressProxy.host ? [] : ['egressProxy.service']),
   ];
   if (missing.length === 0) return { ready: true };
   return {
