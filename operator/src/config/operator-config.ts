@@ -494,6 +494,22 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
   if (env.CHAMVI_EGRESS_PROXY_HOST) values.egressProxy = { host: env.CHAMVI_EGRESS_PROXY_HOST };
   if (env.CHAMVI_EGRESS_PROXY_PORT)
     values.egressProxy = { ...(values.egressProxy as object | undefined), port: env.CHAMVI_EGRESS_PROXY_PORT };
+  // publish: the forges as JSON ([{"host":"git.internal","kind":"gitea"}]), the author by parts.
+  if (env.CHAMVI_PUBLISH_FORGES || env.CHAMVI_PUBLISH_AUTHOR_NAME || env.CHAMVI_PUBLISH_AUTHOR_EMAIL) {
+    let forges: unknown;
+    try {
+      forges = env.CHAMVI_PUBLISH_FORGES ? JSON.parse(env.CHAMVI_PUBLISH_FORGES) : undefined;
+    } catch {
+      throw new ConfigError(
+        'config key publish.forges (env CHAMVI_PUBLISH_FORGES): must be JSON, such as [{"host":"git.internal","kind":"gitea"}]',
+      );
+    }
+    const author = {
+      ...(env.CHAMVI_PUBLISH_AUTHOR_NAME ? { name: env.CHAMVI_PUBLISH_AUTHOR_NAME } : {}),
+      ...(env.CHAMVI_PUBLISH_AUTHOR_EMAIL ? { email: env.CHAMVI_PUBLISH_AUTHOR_EMAIL } : {}),
+    };
+    values.publish = { ...(forges !== undefined ? { forges } : {}), author };
+  }
   if (env.CHAMVI_LEADER_ELECTION === 'false') values.leaderElection = { enabled: false };
   if (env.CHAMVI_LEADER_ELECTION_NAMESPACE) {
     values.leaderElection = { ...(values.leaderElection as object | undefined), namespace: env.CHAMVI_LEADER_ELECTION_NAMESPACE };
