@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { kubectl, kubectlOk } from '../support/cluster.ts';
-import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
+import { startE2eOperator, startOperatorOnly, type E2eOperator } from '../support/e2e-operator.ts';
 import { startForgeProxy, type ForgeProxy } from '../support/forge/forge-proxy.ts';
 import { startGitea, type GiteaServer } from '../support/forge/gitea-server.ts';
 import { applyIn, finishedRun, runStatus } from '../support/namespaced-runs.ts';
@@ -155,8 +155,16 @@ describe('issue #14 publishing to a real forge', () => {
     await applyRun('publish-app', repo, gitea.token);
     await eventually(async () => (killed ? true : undefined), 180_000, 'the operator to open the pull request');
     proxy.onAnswered = undefined;
-    await e2e.registrar.stop();
-    e2e = await startE2eOperator(operatorOptions());
+    const replacement = await startOperatorOnly(operatorOptions());
+    const { registrar } = e2e;
+    e2e = {
+      operator: replacement,
+      registrar,
+      async stop() {
+        await replacement.kill();
+        await registrar.stop();
+      },
+    };
 
     const status = await finishedRun<RunStatus>(NS, 'publish-app', 180_000);
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
