@@ -186,11 +186,11 @@ export const approvalSpec = z
     timeout: duration('How long a call waits for an answer; after it the call is denied and the run goes on.', '24h'),
     publish: z
       .boolean()
-      .default(false)
+      .optional()
       .describe(
         'With spec.publish: before anything is pushed the run waits in WaitingForApproval, its pendingApproval (tool "publish") ' +
           "showing the branch, base, title and the diff's files and line counts; answer with kubectl codingrun approve|deny as for a " +
-          'tool call. A deny, or no answer within timeout, ends the run Succeeded without publishing and says why. Default false.',
+          'tool call. A deny, or no answer within timeout, ends the run Succeeded without publishing and says why. Default: no approval.',
       ),
   })
   .describe('Which tool calls, and whether publishing the result, need a human approval first.');
