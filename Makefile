@@ -16,7 +16,7 @@ SYSTEM_PACKAGES := redis-server:redis-server ripgrep:rg openssl:openssl git:git
 # read before it. A glob read them alphabetically, exec.mk before toolbox.mk, and bench-exec
 # lost its prerequisites. Variables first (toolbox, control plane, images), then the fragments
 # that use them. test/unit/makefile.test.ts checks the prerequisites make actually sees.
-include mk/toolbox.mk mk/control-plane.mk mk/images.mk mk/exec.mk mk/demo.mk mk/bench.mk mk/real-node.mk mk/release.mk
+include mk/toolbox.mk mk/control-plane.mk mk/images.mk mk/exec.mk mk/demo.mk mk/bench.mk mk/real-node.mk mk/release.mk mk/forge.mk
 
 .PHONY: help
 help: ## Show the targets
@@ -55,7 +55,7 @@ format: node_modules ## Format the tree with Prettier and apply the linter's saf
 	npx eslint --fix .
 
 .PHONY: test
-test: node_modules system-packages toolbox control-plane typecheck lint real-node sandbox-image operator-image redis-image ## Run every test tier (unit, toolbox, integration, e2e, faults, real-node)
+test: node_modules system-packages toolbox control-plane forge typecheck lint real-node sandbox-image operator-image redis-image ## Run every test tier (unit, toolbox, integration, e2e, faults, real-node)
 	npx vitest run --project unit
 	npx vitest run --project toolbox
 	npx vitest run --project integration
@@ -72,6 +72,6 @@ test-unit: node_modules ## Unit tier only
 	npx vitest run --project unit
 
 .PHONY: test-integration
-test-integration: node_modules system-packages toolbox control-plane ## Integration tier only
+test-integration: node_modules system-packages toolbox control-plane forge ## Integration tier only
 	npx vitest run --project integration
 

@@ -33,6 +33,20 @@ export async function startE2eOperator(options: E2eOperatorOptions): Promise<E2e
   await createNamespace(namespace, { restricted: true });
   await createNamespace(`${namespace}-lease`);
   const registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(options.root, 'workspaces') });
+  const operator = await startOperatorOnly(options);
+  return {
+    operator,
+    registrar,
+    async stop() {
+      await operator.kill();
+      await registrar.stop();
+    },
+  };
+}
+
+/** Another operator for the same namespace (one killed, a replacement): no namespace or registrar made. */
+export async function startOperatorOnly(options: E2eOperatorOptions): Promise<OperatorProcess> {
+  const { namespace } = options;
   const operator = new OperatorProcess({
     kubeconfig: kubeconfigPath(),
     env: {
@@ -47,12 +61,5 @@ export async function startE2eOperator(options: E2eOperatorOptions): Promise<E2e
     },
   });
   await operator.waitForLog('caches synced; reconciling', options.syncTimeoutMs);
-  return {
-    operator,
-    registrar,
-    async stop() {
-      await operator.kill();
-      await registrar.stop();
-    },
-  };
+  return operator;
 }

@@ -134,6 +134,7 @@ async function harness(setup: Setup): Promise<Harness> {
     queue: {
       step: async (_ref, completed) => void enqueued.push(`step ${completed}`),
       finalize: async () => void enqueued.push('finalize'),
+      publish: async () => void enqueued.push('publish'),
     },
     models: createModelFactory(resources, DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies()),
     events: new EventRecorder(gateway, 'test', logger),

@@ -35,6 +35,8 @@ describe('operator/src layering', () => {
     ['sandbox', ['controller', 'workers', 'cli']],
     // The transcript's format is shared by the workers that write it and the plugin that reads it.
     ['record', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
+    // Publishing's decisions and forge adapters; the worker drives them (workers/publish-job.ts).
+    ['publish', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
   ])('%s/ imports nothing from %j', (folder, forbidden) => {
     const crossings = importsOf(folder).filter(({ target }) => forbidden.includes(topFolder(target)));
     expect(crossings).toEqual([]);

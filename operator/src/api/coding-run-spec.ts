@@ -7,6 +7,7 @@ import { DURATION_PATTERN } from './duration.ts';
 import { EGRESS_ALLOW_MAX, EGRESS_PATTERN, EGRESS_PATTERN_MAX, EGRESS_PATTERN_MESSAGE } from './egress-pattern.ts';
 import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
 import { PROVIDER_NAMES } from './providers.ts';
+import { publishCredentialsRule, publishSpec } from './publish-spec.ts';
 import { TOOL_NAMES } from './tool-names.ts';
 
 // A value git could read as an option (`--upload-pack=...`) never reaches the schema's
@@ -183,8 +184,16 @@ export const approvalSpec = z
       .meta({ 'x-kubernetes-list-type': 'set' })
       .describe('Calls of these tools wait for a human to approve or deny them (kubectl codingrun approve|deny). Default: none.'),
     timeout: duration('How long a call waits for an answer; after it the call is denied and the run goes on.', '24h'),
+    publish: z
+      .boolean()
+      .optional()
+      .describe(
+        'With spec.publish: before anything is pushed the run waits in WaitingForApproval, its pendingApproval (tool "publish") ' +
+          "showing the branch, base, title and the diff's files and line counts; answer with kubectl codingrun approve|deny as for a " +
+          'tool call. A deny, or no answer within timeout, ends the run Succeeded without publishing and says why. Default: no approval.',
+      ),
   })
-  .describe('Which tool calls need a human approval first.');
+  .describe('Which tool calls, and whether publishing the result, need a human approval first.');
 
 export const budgetSpec = z
   .object({
@@ -340,6 +349,7 @@ export const codingRunSpec = z
     approval: approvalSpec.prefault({}),
     budget: budgetSpec.prefault({}),
     sandbox: sandboxSpec.prefault({}),
+    publish: publishSpec.optional(),
     ttlSecondsAfterFinished: z
       .number()
       .int()
@@ -348,7 +358,10 @@ export const codingRunSpec = z
       .optional()
       .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
   })
-  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule]) })
+  .superRefine((spec, ctx) => {
+    if (!publishCredentialsRule.holds(spec)) ctx.addIssue({ code: 'custom', message: publishCredentialsRule.message, path: ['publish'] });
+  })
+  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule, publishCredentialsRule]) })
   .describe('What the agent should do, where, with which model, tools and limits.');
 
 export type CodingRunSpec = z.output<typeof codingRunSpec>;

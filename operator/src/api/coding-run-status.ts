@@ -78,6 +78,23 @@ export const pendingApprovalStatus = z
 export const DIFF_SOURCES = ['final', 'snapshot', 'none'] as const;
 export type DiffSource = (typeof DIFF_SOURCES)[number];
 
+export const publishedStatus = z
+  .object({
+    branch: z.string().max(255).describe('The branch the change was pushed to.'),
+    commit: z
+      .string()
+      .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
+      .describe("The commit pushed (full SHA): the run's full diff on status.result.revision."),
+    pullRequest: z
+      .object({
+        url: z.string().max(2048).describe('Web address of the pull request (merge request on GitLab).'),
+        number: z.number().int().min(0).describe('Its number (the iid on GitLab).'),
+      })
+      .optional()
+      .describe('The pull request opened or updated; absent without spec.publish.pullRequest.'),
+  })
+  .describe('Where spec.publish put the result. Absent when the run published nothing (no change, a denied approval, a failure).');
+
 export const resultStatus = z
   .object({
     summary: z.string().max(LIMITS.summary).describe("The agent's final answer, bounded to 16 KiB."),
@@ -105,6 +122,7 @@ export const resultStatus = z
         'Where the diff was taken: final (from the sandbox as the run ended), snapshot (the last one taken after a step that ' +
           'changed files, because the sandbox was gone), or none (no change was ever seen).',
       ),
+    published: publishedStatus.optional(),
   })
   .describe('What the run produced. Also kept for failed runs that got as far as taking a diff.');
 
@@ -181,5 +199,6 @@ export type CodingRunStatus = z.output<typeof codingRunStatus>;
 export type Usage = z.output<typeof usageStatus>;
 export type PendingApproval = z.output<typeof pendingApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;
+export type Published = z.output<typeof publishedStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;
 export type Condition = z.output<typeof condition>;

@@ -4,6 +4,7 @@ export * from './duration.ts';
 export * from './tool-names.ts';
 export * from './providers.ts';
 export * from './coding-run-spec.ts';
+export * from './publish-spec.ts';
 export * from './coding-run-status.ts';
 export * from './coding-run.ts';
 export * from './reasons.ts';

@@ -51,6 +51,12 @@ export const REASONS = {
   SandboxInvalid: 'SandboxInvalid',
   /** Someone asked to stop the run (kubectl codingrun cancel): the annotation chamvi.dev/cancel. */
   Cancelled: 'Cancelled',
+  /**
+   * spec.publish: the branch or pull request could not be made (the forge refused the token, a
+   * branch the operator did not make is in the way, the diff does not apply). The message quotes
+   * the forge, never the token; the diff is kept.
+   */
+  PublishFailed: 'PublishFailed',
   // Success
   Completed: 'Completed',
 } as const;
@@ -96,4 +102,8 @@ export const EVENT_REASONS = {
   DiffNotStored: 'DiffNotStored',
   /** A transcript entry the API server refused (a ResourceQuota, a policy): the run goes on without it. */
   TranscriptNotStored: 'TranscriptNotStored',
+  /** spec.publish: the branch was pushed (or found pushed) and the pull request opened or updated. */
+  Published: 'Published',
+  /** spec.publish with approval.publish: denied (by a human or at the timeout); the run ends Succeeded without publishing. */
+  PublishDenied: 'PublishDenied',
 } as const;

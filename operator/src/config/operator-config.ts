@@ -9,6 +9,7 @@ import { ENDPOINT_PATTERN_SHAPE, parseEndpointPattern } from '../reconcile/model
 import { ALLOW_REPO_PATTERN_CHARACTERS, allowRepoPatternProblem } from '../reconcile/allow-repo.ts';
 import { objectName } from '../api/kubernetes-names.ts';
 import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE } from '../api/egress-pattern.ts';
+import { FORGE_HOST_PATTERN, FORGE_KINDS } from '../publish/forge-kinds.ts';
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
@@ -185,6 +186,58 @@ export const operatorConfigSchema = z
       .describe(
         "Key of the HMAC that makes each run's proxy credential; the egress proxy needs the same. Give it as env CHAMVI_EGRESS_KEY from a Secret.",
       ),
+    /** Issue #14: see publish/. */
+    publish: z
+      .object({
+        author: z
+          .object({
+            name: z.string().min(1).max(256).default('chamvi-operator').describe('Author and committer name of published commits.'),
+            email: z
+              .string()
+              .min(3)
+              .max(256)
+              .regex(/^[^\s<>@]+@[^\s<>@]+$/, 'must be an email address')
+              .default('chamvi-operator@users.noreply.chamvi.dev')
+              .describe('Author and committer email of published commits.'),
+          })
+          .strict()
+          .prefault({})
+          .describe('Who published commits are by (spec.publish). The run and its uid are in the commit message.'),
+        forges: z
+          .array(
+            z
+              .object({
+                host: z
+                  .string()
+                  .min(1)
+                  .max(261)
+                  .regex(FORGE_HOST_PATTERN, 'must be a host, *.domain, or either with :port, such as git.internal:3000')
+                  .meta(chartPattern(FORGE_HOST_PATTERN))
+                  .describe(
+                    'Host of repository URLs this entry is for: a name, *.domain (names under it), with :port when the URL has one.',
+                  ),
+                kind: z.enum(FORGE_KINDS).describe('The API the host speaks: github, gitlab, or gitea (also Forgejo).'),
+                apiURL: z
+                  .string()
+                  .regex(/^https?:\/\/[^\s]+$/, 'must be an http(s) URL')
+                  .optional()
+                  .describe(
+                    "Base URL of its API. Default: https://api.github.com for github.com, else the repository's origin with /api/v3 " +
+                      "(github), /api/v4 (gitlab) or /api/v1 (gitea). The run's push token is sent there.",
+                  ),
+              })
+              .strict(),
+          )
+          .max(100)
+          .default([])
+          .describe(
+            'Which forge API each repository host speaks, first match wins; github.com and gitlab.com are known without an entry. ' +
+              'A run whose spec.publish.pullRequest names a repository on no listed host fails PublishFailed saying so.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('Publishing runs as branches and pull requests (spec.publish).'),
     redisUrl: z
       .string()
       .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
@@ -450,6 +503,22 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
   if (env.CHAMVI_EGRESS_PROXY_HOST) values.egressProxy = { host: env.CHAMVI_EGRESS_PROXY_HOST };
   if (env.CHAMVI_EGRESS_PROXY_PORT)
     values.egressProxy = { ...(values.egressProxy as object | undefined), port: env.CHAMVI_EGRESS_PROXY_PORT };
+  // publish: the forges as JSON ([{"host":"git.internal","kind":"gitea"}]), the author by parts.
+  if (env.CHAMVI_PUBLISH_FORGES || env.CHAMVI_PUBLISH_AUTHOR_NAME || env.CHAMVI_PUBLISH_AUTHOR_EMAIL) {
+    let forges: unknown;
+    try {
+      forges = env.CHAMVI_PUBLISH_FORGES ? JSON.parse(env.CHAMVI_PUBLISH_FORGES) : undefined;
+    } catch {
+      throw new ConfigError(
+        'config key publish.forges (env CHAMVI_PUBLISH_FORGES): must be JSON, such as [{"host":"git.internal","kind":"gitea"}]',
+      );
+    }
+    const author = {
+      ...(env.CHAMVI_PUBLISH_AUTHOR_NAME ? { name: env.CHAMVI_PUBLISH_AUTHOR_NAME } : {}),
+      ...(env.CHAMVI_PUBLISH_AUTHOR_EMAIL ? { email: env.CHAMVI_PUBLISH_AUTHOR_EMAIL } : {}),
+    };
+    values.publish = { ...(forges !== undefined ? { forges } : {}), author };
+  }
   if (env.CHAMVI_LEADER_ELECTION === 'false') values.leaderElection = { enabled: false };
   if (env.CHAMVI_LEADER_ELECTION_NAMESPACE) {
     values.leaderElection = { ...(values.leaderElection as object | undefined), namespace: env.CHAMVI_LEADER_ELECTION_NAMESPACE };

@@ -38,7 +38,7 @@ export interface Admission {
  */
 export interface AgentView {
   /** The run's working state in Redis: missing, or the stage it is at. */
-  state: 'missing' | 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
+  state: 'missing' | 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'publishing' | 'done';
   /** A job of the run is queued, running or waiting to retry (or the state changed while looking). */
   moving: boolean;
   /** Why a job of the run failed for good, when one did and nothing moves the run any more. */

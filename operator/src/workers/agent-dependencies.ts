@@ -6,6 +6,7 @@ import type { LanguageModel } from 'ai';
 import type { CodingRun, CodingRunSpec } from '../api/index.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ClonePolicy } from './git-clone.ts';
+import type { PublishPolicy } from './publish-job.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
 import type { RunRef } from './run-ref.ts';
@@ -42,6 +43,8 @@ export interface AgentDependencies {
   clonePolicy: ClonePolicy;
   /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */
   setupTimeoutMs?: number;
+  /** spec.publish: the commit author and which forge API each host speaks (operator config publish). */
+  publishPolicy?: PublishPolicy;
   logger: AgentLogger;
   now(): Date;
 }

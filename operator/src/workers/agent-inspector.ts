@@ -46,6 +46,7 @@ export class AgentInspector {
     const ids = new Set([
       jobId.prepare(uid),
       jobId.finalize(uid),
+      jobId.publish(uid),
       jobId.step(uid, Math.max(0, step - 1)),
       jobId.step(uid, step),
       jobId.step(uid, step + 1),

@@ -16,6 +16,7 @@ import type { SandboxPool } from './sandbox-pool.ts';
 export interface JobEnqueuer {
   step(ref: { uid: string; namespace: string; name: string }, completed: number): Promise<void>;
   finalize(ref: { uid: string; namespace: string; name: string }): Promise<void>;
+  publish(ref: { uid: string; namespace: string; name: string }): Promise<void>;
 }
 
 const JOB_OPTIONS = {
@@ -80,11 +81,15 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     await this.add('finalize', jobId.finalize(ref.uid), ref);
   }
 
+  async publish(ref: { uid: string; namespace: string; name: string }): Promise<void> {
+    await this.add('publish', jobId.publish(ref.uid), ref);
+  }
+
   async stop(run: CodingRun): Promise<number> {
     const uid = run.metadata.uid;
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
     const state = this.states.peek(await this.states.loadText(uid), runRefOf(run));
-    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid)]);
+    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.publish(uid)]);
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
     if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));
     // Every other job the run had (the steps of a finished run, whose state is gone; its

@@ -114,6 +114,11 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             maxCheckoutFiles: config.maxCheckoutFiles,
           },
           setupTimeoutMs: config.setupTimeoutSeconds * 1000,
+          publishPolicy: {
+            author: config.publish.author,
+            forges: config.publish.forges,
+            ...(options.fetch ? { fetch: options.fetch } : {}),
+          },
           logger: options.logger,
           now: () => new Date(),
         },

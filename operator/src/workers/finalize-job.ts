@@ -8,6 +8,8 @@ import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-stat
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { diffSha } from './diff-snapshot.ts';
 import { forgetRun } from './forget-run.ts';
+import { handOn } from './hand-on.ts';
+import { startPublish } from './publish-job.ts';
 import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
@@ -30,6 +32,11 @@ async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: R
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
+  // Handed to publishing already (spec.publish): a redone finalize only hands it on again.
+  if (state.stage === 'publishing' || state.stage === 'waiting') {
+    await handOn(deps, ref, state);
+    return;
+  }
   const run = await liveRun(deps, ref);
   if (!run) {
     await deps.states.delete(ref.uid);
@@ -38,6 +45,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   const kept = await finalDiff(deps, run, state);
   const summary = state.finalText ?? state.stop?.message ?? '';
   const ending = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged });
+  if (ending.phase === 'Succeeded' && (await startPublish(deps, run, state, kept, summary))) return;
   const { phase, reason } = ending;
   const message = withDiffNote(ending.message, kept);
   const now = deps.now();

@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repositoryOrigin, repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
+import { repositoryOrigin, repositoryUrlParts, type RepositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import type { CheckedRepositoryUrl } from '../reconcile/allow-repo.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
@@ -176,12 +176,13 @@ async function downloadCut(dir: string, limit: number): Promise<boolean> {
   return false;
 }
 
-/** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
-export async function cloneRepository(request: CloneRequest): Promise<string> {
-  const parts = repositoryUrlParts(request.url);
-  if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
-  const base = await mkdtemp(join(tmpdir(), 'chamvi-clone-'));
-  const dir = join(base, 'repo');
+/**
+ * The environment git runs in for the checked URL: no system or user config, only the URL's
+ * protocol, and (with a token) the askpass that answers only the checked origin's prompts.
+ * `base` is a directory of the caller's, where the askpass script is written. Also what the
+ * publish job pushes with (publish-git.ts).
+ */
+export async function gitEnvironment(parts: RepositoryUrlParts, token: string | undefined, base: string): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: base,
@@ -193,8 +194,7 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
   };
   // An admin's private CA for the git server, set on the operator's container.
   if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
-  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
-  if (token) {
+  if (token && (parts.scheme === 'https' || parts.scheme === 'http')) {
     const askpass = join(base, 'askpass.sh');
     await writeFile(askpass, ASKPASS);
     await chmod(askpass, 0o700);
@@ -205,19 +205,35 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     env.CHAMVI_GIT_PASSWORD_PROMPT = `Password for '${parts.scheme}://${TOKEN_USER}@${origin.slice(parts.scheme.length + 3)}': `;
     env.CHAMVI_GIT_TOKEN = token;
   }
+  return env;
+}
+
+/** Config every git run with a credential gets: no ext::, no hooks, no redirect (another origin), no credential helper. */
+export const SAFE_GIT_CONFIG: readonly string[] = [
+  '-c',
+  'protocol.ext.allow=never',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'advice.detachedHead=false',
+  // Not even the initial redirect git follows by default: a redirect is another origin.
+  '-c',
+  'http.followRedirects=false',
+  '-c',
+  'credential.helper=',
+];
+
+/** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
+export async function cloneRepository(request: CloneRequest): Promise<string> {
+  const parts = repositoryUrlParts(request.url);
+  if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
+  const base = await mkdtemp(join(tmpdir(), 'chamvi-clone-'));
+  const dir = join(base, 'repo');
+  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
+  const env = await gitEnvironment(parts, token, base);
   const run: GitRun = {
     config: [
-      '-c',
-      'protocol.ext.allow=never',
-      '-c',
-      'core.hooksPath=/dev/null',
-      '-c',
-      'advice.detachedHead=false',
-      // Not even the initial redirect git follows by default: a redirect is another origin.
-      '-c',
-      'http.followRedirects=false',
-      '-c',
-      'credential.helper=',
+      ...SAFE_GIT_CONFIG,
       // Always keep the download as one pack file, which the file-size limit bounds (below
       // the unpack limit git would explode it into loose objects, each bounded on its own).
       '-c',

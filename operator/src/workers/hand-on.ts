@@ -16,6 +16,7 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
   if (state.inFlight) await continueStep(deps, ref, state);
   else if (state.stage === 'stepping') await deps.queue.step(ref, state.step);
   else if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else if (state.stage === 'publishing') await deps.queue.publish(ref);
   else if (state.stage === 'waiting' && state.pendingApproval) {
     const run = await liveRun(deps, ref);
     if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {

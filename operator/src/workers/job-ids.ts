@@ -5,7 +5,7 @@ import type { RunRef } from './run-ref.ts';
 
 export const QUEUE_NAME = 'chamvi-agent';
 
-export type AgentJobName = 'prepare' | 'step' | 'finalize' | 'resume';
+export type AgentJobName = 'prepare' | 'step' | 'finalize' | 'resume' | 'publish';
 
 /** A job's data: the run it is for (run-ref.ts), and what its kind needs. */
 export interface AgentJobData extends RunRef {
@@ -19,6 +19,7 @@ export const jobId = {
   prepare: (uid: string) => `${uid}-prepare`,
   step: (uid: string, completed: number) => `${uid}-step-${completed}`,
   finalize: (uid: string) => `${uid}-finalize`,
+  publish: (uid: string) => `${uid}-publish`,
   /**
    * A deny (by a human or at the timeout) has the id of its approval; an approve also names
    * the digest it carries (Security #11.5), so an approval refused for a wrong digest does

@@ -8,6 +8,7 @@ import { approvalRefusal } from './approval-input.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
+import { answerPublishApproval, PUBLISH_APPROVAL_ID } from './publish-job.ts';
 import { liveRun } from './live-run.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
@@ -31,6 +32,10 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const refusal = approvalRefusal(answer, pending);
   if (refusal) {
     await refuseApproval(deps, run, refusal);
+    return;
+  }
+  if (pending.id === PUBLISH_APPROVAL_ID) {
+    await answerPublishApproval(deps, run, state, answer);
     return;
   }
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };

@@ -9,6 +9,7 @@ import { runFinalizeJob } from './finalize-job.ts';
 import { decideJobFailure } from './job-failure.ts';
 import type { AgentJobData, AgentJobName } from './job-ids.ts';
 import { runPrepareJob } from './prepare-job.ts';
+import { runPublishJob } from './publish-job.ts';
 import { runRefFrom } from './run-ref.ts';
 import { runResumeJob } from './resume-job.ts';
 import { runStepJob } from './step-job.ts';
@@ -32,6 +33,8 @@ function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<
       return runResumeJob(deps, ref, job.data.approval!);
     case 'finalize':
       return runFinalizeJob(deps, ref);
+    case 'publish':
+      return runPublishJob(deps, ref);
   }
 }
 

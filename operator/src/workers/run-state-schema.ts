@@ -44,7 +44,7 @@ export const runStateSchema = z.looseObject({
   uid: identifier,
   namespace: identifier,
   name: identifier,
-  stage: z.enum(['preparing', 'stepping', 'waiting', 'finalizing', 'done']),
+  stage: z.enum(['preparing', 'stepping', 'waiting', 'finalizing', 'publishing', 'done']),
   step: count,
   toolCalls: count,
   messages: z.array(modelMessage),
@@ -59,7 +59,8 @@ export const runStateSchema = z.looseObject({
     .looseObject({
       id: identifier,
       toolCallId: identifier,
-      toolName: z.enum(TOOL_NAMES),
+      // A tool's, or publish (spec.approval.publish).
+      toolName: z.union([z.enum(TOOL_NAMES), z.literal('publish')]),
       input: z.unknown(),
       requestedAt: z.string(),
       results: z.array(toolResultRecord),
@@ -93,6 +94,7 @@ export const runStateSchema = z.looseObject({
   lastUnusableToolCall: z.string().optional(),
   diffSnapshot: z.looseObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/), configMap: identifier }).optional(),
   approvalWaitMs: count.optional(),
+  publish: z.looseObject({ diffSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
 });
 
 /** The first problem with a decoded state, as `path: message`, or undefined when it fits. */

@@ -33,7 +33,7 @@ export function isStateInvalid(error: unknown): error is RunFailure {
   return RunFailure.isInstance(error) && error.reason === REASONS.StateLost;
 }
 
-export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'done';
+export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'publishing' | 'done';
 
 export interface PendingToolCall {
   toolCallId: string;
@@ -123,6 +123,8 @@ export interface RunState extends RunRef {
   diffSnapshot?: { sha256: string; configMap: string };
   /** Milliseconds spent waiting for approvals, summed (status.approvalWaitSeconds); startedAt has moved on by as much. */
   approvalWaitMs?: number;
+  /** spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that diff is pushed. */
+  publish?: { diffSha256: string };
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */

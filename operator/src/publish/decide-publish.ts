@@ -1,0 +1,44 @@
+// What publishing must still do, given what is already on the forge. Pure: the worker looks
+// the branch and the pull request up first, this decides, the worker acts. That order is
+// what makes publishing idempotent: a retried job or a restarted operator finds its own
+// commit on the branch and its pull request open, and does nothing twice.
+import type { PullRequest } from './forge.ts';
+import { runOfCommit } from './publish-plan.ts';
+
+export interface RemoteBranch {
+  /** The commit the branch points at. */
+  commit: string;
+  /** That commit's message (for its Chamvi-Run trailer). */
+  message: string;
+}
+
+export type PushDecision =
+  | { action: 'none' }
+  | { action: 'create' }
+  /** Move a branch the operator made for this run name (a re-created run): only from the commit seen. */
+  | { action: 'move'; from: string }
+  | { action: 'refuse'; message: string };
+
+export function decidePush(input: { branch: string; commit: string; run: string; remote: RemoteBranch | undefined }): PushDecision {
+  const { remote } = input;
+  if (!remote) return { action: 'create' };
+  if (remote.commit === input.commit) return { action: 'none' };
+  if (runOfCommit(remote.message) === input.run) return { action: 'move', from: remote.commit };
+  return {
+    action: 'refuse',
+    message:
+      `branch ${input.branch} already exists at ${remote.commit.slice(0, 12)}, which the operator did not make for run ${input.run}; ` +
+      'it is left alone: set spec.publish.branch to a new branch, or delete that one',
+  };
+}
+
+export type PullRequestDecision =
+  { action: 'create' } | { action: 'update'; number: number } | { action: 'keep'; pullRequest: PullRequest };
+
+export function decidePullRequest(existing: PullRequest | undefined, wanted: { title: string; body: string }): PullRequestDecision {
+  if (!existing) return { action: 'create' };
+  // Forges may trim or normalise line ends in a body: compared as they store it.
+  const same = (a: string, b: string) => a.replace(/\r\n/g, '\n').trim() === b.replace(/\r\n/g, '\n').trim();
+  if (same(existing.title, wanted.title) && same(existing.body, wanted.body)) return { action: 'keep', pullRequest: existing };
+  return { action: 'update', number: existing.number };
+}

@@ -1,0 +1,88 @@
+// The Forge port on the Gitea (and Forgejo, which keeps its API) REST API v1, over plain fetch:
+// four endpoints do not justify a client library. Draft pull requests are a "WIP:" title
+// (Gitea's default work-in-progress prefix); labels are sent as ids, so names are looked up.
+import { ForgeError } from './errors/forge-error.ts';
+import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+import { forgeHttp, type ForgeHttp } from './forge-http.ts';
+
+interface GiteaPull {
+  number: number;
+  html_url: string;
+  title: string;
+  body: string | null;
+  head: { ref: string };
+  base: { ref: string };
+}
+
+const PAGE = 50;
+/** Open pull requests looked through for the branch's; a repository with more is searched no further. */
+const MAX_PAGES = 20;
+
+const DRAFT = 'WIP: ';
+const view = (pull: GiteaPull): PullRequest => ({
+  number: pull.number,
+  url: pull.html_url,
+  title: pull.title.startsWith(DRAFT) ? pull.title.slice(DRAFT.length) : pull.title,
+  body: pull.body ?? '',
+});
+
+export class GiteaForge implements Forge {
+  readonly kind = 'gitea' as const;
+  private readonly http: ForgeHttp;
+  private readonly repo: string;
+
+  constructor(options: ForgeOptions) {
+    this.http = forgeHttp({ ...options, authorization: (token) => ({ authorization: `token ${token}` }) });
+    this.repo = `/repos/${options.repository.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
+  async defaultBranch(): Promise<string> {
+    return (await this.http.json<{ default_branch: string }>({ method: 'GET', path: this.repo })).default_branch;
+  }
+
+  async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
+    for (let page = 1; page <= MAX_PAGES; page++) {
+      const pulls = await this.http.json<GiteaPull[]>({ method: 'GET', path: `${this.repo}/pulls?state=open&limit=${PAGE}&page=${page}` });
+      const found = pulls.find((pull) => pull.head.ref === branch && pull.base.ref === base);
+      if (found) return view(found);
+      if (pulls.length < PAGE) return undefined;
+    }
+    return undefined;
+  }
+
+  async createPullRequest(request: NewPullRequest): Promise<PullRequest> {
+    const labels = request.labels.length > 0 ? await this.labelIds(request.labels) : [];
+    const pull = await this.http.json<GiteaPull>({
+      method: 'POST',
+      path: `${this.repo}/pulls`,
+      body: {
+        head: request.branch,
+        base: request.base,
+        title: request.draft ? `${DRAFT}${request.title}` : request.title,
+        body: request.body,
+        ...(labels.length > 0 ? { labels } : {}),
+      },
+    });
+    return view(pull);
+  }
+
+  async updatePullRequest(number: number, change: PullRequestChange): Promise<PullRequest> {
+    const title = change.draft ? `${DRAFT}${change.title}` : change.title;
+    return view(
+      await this.http.json<GiteaPull>({ method: 'PATCH', path: `${this.repo}/pulls/${number}`, body: { title, body: change.body } }),
+    );
+  }
+
+  private async labelIds(names: readonly string[]): Promise<number[]> {
+    const labels = await this.http.json<Array<{ id: number; name: string }>>({ method: 'GET', path: `${this.repo}/labels?limit=${PAGE}` });
+    const missing = names.filter((name) => !labels.some((label) => label.name === name));
+    if (missing.length > 0) {
+      throw new ForgeError(
+        `label ${missing.map((name) => JSON.stringify(name)).join(', ')} does not exist in the repository; Gitea does not create labels ` +
+          'on use: create it there, or remove it from spec.publish.pullRequest.labels',
+        undefined,
+      );
+    }
+    return names.map((name) => labels.find((label) => label.name === name)!.id);
+  }
+}

@@ -1,0 +1,96 @@
+// The Forge port on GitHub's REST API through Octokit, GitHub's maintained client (it knows
+// the API's versions, pagination and error shapes). Its fetch is wrapped so no redirect is
+// followed (another origin must not get the token), and its errors become ForgeErrors with
+// the token cut out. Labels go on through the issues API, which creates unknown ones.
+import { Octokit } from '@octokit/rest';
+import { redactSecrets } from '../providers/redact-secrets.ts';
+import { ForgeError } from './errors/forge-error.ts';
+import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+
+interface GitHubPull {
+  number: number;
+  html_url: string;
+  title: string;
+  body?: string | null;
+}
+
+const view = (pull: GitHubPull): PullRequest => ({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body ?? '' });
+
+export class GitHubForge implements Forge {
+  readonly kind = 'github' as const;
+  private readonly octokit: Octokit;
+  private readonly owner: string;
+  private readonly repo: string;
+  private readonly token: string;
+
+  constructor(options: ForgeOptions) {
+    const call = options.fetch ?? fetch;
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    this.octokit = new Octokit({
+      auth: options.token,
+      baseUrl: options.apiURL,
+      userAgent: 'chamvi-operator',
+      request: {
+        fetch: (url: string, init: RequestInit) => call(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) }),
+        retries: 0,
+      },
+      log: { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} },
+    });
+    const [owner = '', repo = ''] = options.repository.split('/');
+    this.owner = owner;
+    this.repo = repo;
+    this.token = options.token;
+  }
+
+  private async call<T>(what: string, request: () => Promise<{ data: T }>): Promise<T> {
+    try {
+      return (await request()).data;
+    } catch (error) {
+      const status = (error as { status?: unknown }).status;
+      const message = error instanceof Error ? error.message : String(error);
+      throw new ForgeError(
+        redactSecrets(`${what}: ${typeof status === 'number' ? `HTTP ${status}: ` : ''}${message}`, [this.token]).slice(0, 1000),
+        typeof status === 'number' ? status : undefined,
+      );
+    }
+  }
+
+  async defaultBranch(): Promise<string> {
+    const repo = await this.call('GET repository', () => this.octokit.rest.repos.get({ owner: this.owner, repo: this.repo }));
+    return repo.default_branch;
+  }
+
+  async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
+    const pulls = await this.call('list pull requests', () =>
+      this.octokit.rest.pulls.list({ owner: this.owner, repo: this.repo, state: 'open', head: `${this.owner}:${branch}`, base }),
+    );
+    return pulls[0] ? view(pulls[0]) : undefined;
+  }
+
+  async createPullRequest(request: NewPullRequest): Promise<PullRequest> {
+    const pull = await this.call('create pull request', () =>
+      this.octokit.rest.pulls.create({
+        owner: this.owner,
+        repo: this.repo,
+        head: request.branch,
+        base: request.base,
+        title: request.title,
+        body: request.body,
+        draft: request.draft,
+      }),
+    );
+    if (request.labels.length > 0) {
+      await this.call('add labels', () =>
+        this.octokit.rest.issues.addLabels({ owner: this.owner, repo: this.repo, issue_number: pull.number, labels: [...request.labels] }),
+      );
+    }
+    return view(pull);
+  }
+
+  async updatePullRequest(number: number, change: PullRequestChange): Promise<PullRequest> {
+    const pull = await this.call('update pull request', () =>
+      this.octokit.rest.pulls.update({ owner: this.owner, repo: this.repo, pull_number: number, title: change.title, body: change.body }),
+    );
+    return view(pull);
+  }
+}

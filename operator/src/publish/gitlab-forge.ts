@@ -1,0 +1,67 @@
+// The Forge port on the GitLab REST API v4 (merge requests), over plain fetch. Not
+// @gitbeaker/rest: four endpoints, and its dependency tree would be larger than this file and
+// the one it shares with Gitea (forge-http.ts). A project is named by its URL-encoded path;
+// a draft is a "Draft:" title, as GitLab documents; labels are names, created on use.
+import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+import { forgeHttp, type ForgeHttp } from './forge-http.ts';
+
+interface MergeRequest {
+  iid: number;
+  web_url: string;
+  title: string;
+  description: string | null;
+}
+
+const DRAFT = 'Draft: ';
+const view = (mr: MergeRequest): PullRequest => ({
+  number: mr.iid,
+  url: mr.web_url,
+  title: mr.title.startsWith(DRAFT) ? mr.title.slice(DRAFT.length) : mr.title,
+  body: mr.description ?? '',
+});
+
+export class GitLabForge implements Forge {
+  readonly kind = 'gitlab' as const;
+  private readonly http: ForgeHttp;
+  private readonly project: string;
+
+  constructor(options: ForgeOptions) {
+    this.http = forgeHttp({ ...options, authorization: (token) => ({ 'private-token': token }) });
+    this.project = `/projects/${encodeURIComponent(options.repository)}`;
+  }
+
+  async defaultBranch(): Promise<string> {
+    return (await this.http.json<{ default_branch: string }>({ method: 'GET', path: this.project })).default_branch;
+  }
+
+  async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
+    const query = new URLSearchParams({ state: 'opened', source_branch: branch, target_branch: base });
+    const found = await this.http.json<MergeRequest[]>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
+    return found[0] ? view(found[0]) : undefined;
+  }
+
+  async createPullRequest(request: NewPullRequest): Promise<PullRequest> {
+    const mr = await this.http.json<MergeRequest>({
+      method: 'POST',
+      path: `${this.project}/merge_requests`,
+      body: {
+        source_branch: request.branch,
+        target_branch: request.base,
+        title: request.draft ? `${DRAFT}${request.title}` : request.title,
+        description: request.body,
+        ...(request.labels.length > 0 ? { labels: request.labels.join(',') } : {}),
+      },
+    });
+    return view(mr);
+  }
+
+  async updatePullRequest(number: number, change: PullRequestChange): Promise<PullRequest> {
+    return view(
+      await this.http.json<MergeRequest>({
+        method: 'PUT',
+        path: `${this.project}/merge_requests/${number}`,
+        body: { title: change.draft ? `${DRAFT}${change.title}` : change.title, description: change.body },
+      }),
+    );
+  }
+}

@@ -1,0 +1,94 @@
+// What spec.publish asks for, rendered for one run: the branch, the commit's message and the
+// pull request's title and body. Pure and deterministic (no clock): a retried job renders the
+// same plan, so it makes the same commit and finds what an earlier try made.
+import { isBranchName, type PublishSpec } from '../api/publish-spec.ts';
+
+export interface PlanInput {
+  namespace: string;
+  name: string;
+  uid: string;
+  task: string;
+  publish: PublishSpec;
+  /** The agent's final message (status.result.summary). */
+  summary: string;
+  filesChanged: number;
+  insertions: number;
+  deletions: number;
+  steps: number;
+  totalTokens: number;
+}
+
+export interface PublishPlan {
+  branch: string;
+  title: string;
+  commitMessage: string;
+  pullRequest?: { title: string; body: string; draft: boolean; labels: readonly string[]; base?: string | undefined };
+}
+
+export type PlanResult = { ok: true; plan: PublishPlan } | { ok: false; message: string };
+
+/** The trailer that marks a commit as the operator's for a run: a branch whose head carries the run's may be moved. */
+export const RUN_TRAILER = 'Chamvi-Run';
+
+const TITLE_MAX = 72;
+
+export function renderBranch(template: string, namespace: string, name: string): string {
+  return template.replaceAll('{run}', name).replaceAll('{namespace}', namespace);
+}
+
+/** The first non-empty line of the task, cut to 72 characters. */
+export function defaultTitle(task: string): string {
+  const line =
+    task
+      .split('\n')
+      .find((each) => each.trim() !== '')
+      ?.trim() ?? 'Change made by chamvi-operator';
+  return line.length <= TITLE_MAX ? line : `${line.slice(0, TITLE_MAX - 1).trimEnd()}…`;
+}
+
+export function defaultBody(input: PlanInput): string {
+  const summary = input.summary.trim() || '(The agent gave no final message.)';
+  return [
+    summary,
+    '',
+    '---',
+    `Made by CodingRun \`${input.namespace}/${input.name}\` (chamvi-operator): ${input.filesChanged} files changed, ` +
+      `+${input.insertions} −${input.deletions}; ${input.steps} steps, ${input.totalTokens} tokens.`,
+  ].join('\n');
+}
+
+export function planPublish(input: PlanInput): PlanResult {
+  const branch = renderBranch(input.publish.branch, input.namespace, input.name);
+  if (!isBranchName(branch)) {
+    return {
+      ok: false,
+      message: `spec.publish.branch renders to ${JSON.stringify(branch)}, which is not a git branch name; change the template`,
+    };
+  }
+  const pr = input.publish.pullRequest;
+  const title = pr?.title ?? defaultTitle(input.task);
+  const commitMessage = [
+    title,
+    '',
+    `Made by CodingRun ${input.namespace}/${input.name} with chamvi-operator.`,
+    '',
+    `${RUN_TRAILER}: ${input.namespace}/${input.name}`,
+    `${RUN_TRAILER}-Uid: ${input.uid}`,
+    '',
+  ].join('\n');
+  return {
+    ok: true,
+    plan: {
+      branch,
+      title,
+      commitMessage,
+      ...(pr ? { pullRequest: { title, body: pr.body ?? defaultBody(input), draft: pr.draft, labels: pr.labels, base: pr.base } } : {}),
+    },
+  };
+}
+
+/** The run a commit message says it was made for (its Chamvi-Run trailer), if any. */
+export function runOfCommit(message: string): string | undefined {
+  const match = new RegExp(`^${RUN_TRAILER}: (\\S+)$`, 'm').exec(message);
+  return match?.[1];
+}

@@ -1,0 +1,112 @@
+// The git half of publishing, in the worker's own clone of the run's starting commit: look the
+// branch up, make the commit, push it. The token reaches git as the clone's does (git-clone.ts:
+// askpass answering only the checked origin, no redirect, only the URL's protocol), never on a
+// command line or in a URL; whatever git prints is scrubbed of it before it is shown.
+//
+// The commit is deterministic: the tree is the starting commit with the run's diff applied, its
+// parent that commit, author, committer and both dates fixed by the caller. A retried job makes
+// the very same commit, so it finds it on the branch and pushes nothing.
+import { spawn } from 'node:child_process';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
+import { redactSecrets } from '../providers/redact-secrets.ts';
+import type { RemoteBranch } from '../publish/decide-publish.ts';
+import { SAFE_GIT_CONFIG } from './git-clone.ts';
+
+export interface PublishClone {
+  /** The clone's work tree (HEAD: the run's starting commit, remote origin: the checked URL). */
+  dir: string;
+  /** From gitEnvironment: the askpass for the checked origin when there is a token. */
+  env: NodeJS.ProcessEnv;
+  token: string | undefined;
+}
+
+const GIT_TIMEOUT_MS = 300_000;
+
+function publishFailed(detail: string): RunFailure {
+  return new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
+}
+
+function scrub(text: string, token: string | undefined): string {
+  return redactSecrets(text.replace(/\/\/[^/@\s]+@/g, '//***@'), [token])
+    .trim()
+    .slice(-1500);
+}
+
+function git(
+  clone: PublishClone,
+  args: string[],
+  options: { input?: string; env?: NodeJS.ProcessEnv; label?: string } = {},
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', [...SAFE_GIT_CONFIG, ...args], {
+      cwd: clone.dir,
+      env: { ...clone.env, ...options.env },
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-1_000_000)));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8000)));
+    const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
+    child.on('error', (error) => reject(publishFailed(`git could not start: ${error.message}`)));
+    child.stdin?.on('error', () => undefined);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const label = options.label ?? args[0];
+      if (code === 0) resolve(stdout);
+      else
+        reject(publishFailed(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, clone.token) || `exit ${code}`}`));
+    });
+    if (options.input !== undefined) child.stdin!.end(options.input);
+  });
+}
+
+/** The branch on the remote (its commit and that commit's message), or undefined when there is none. */
+export async function remoteBranch(clone: PublishClone, branch: string): Promise<RemoteBranch | undefined> {
+  const ref = `refs/heads/${branch}`;
+  const listed = await git(clone, ['ls-remote', '--', 'origin', ref], { label: 'ls-remote' });
+  const line = listed.split('\n').find((each) => each.endsWith(`\t${ref}`));
+  if (!line) return undefined;
+  const commit = line.slice(0, line.indexOf('\t'));
+  await git(clone, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', ref], { label: 'fetch' });
+  const message = await git(clone, ['log', '-1', '--format=%B', 'FETCH_HEAD']);
+  return { commit, message };
+}
+
+export interface CommitRequest {
+  diff: string;
+  message: string;
+  author: { name: string; email: string };
+  /** ISO time, for author and committer: fixed, so the commit is the same on every try. */
+  date: string;
+}
+
+/** Applies the diff to HEAD's tree and commits it on HEAD; returns the commit (not checked out, no branch moved). */
+export async function commitDiff(clone: PublishClone, request: CommitRequest): Promise<string> {
+  // The diff is what a model wrote: git's default refusals hold (no path outside the tree, none through a symlink).
+  await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply' });
+  const tree = (await git(clone, ['write-tree'])).trim();
+  const identity = {
+    GIT_AUTHOR_NAME: request.author.name,
+    GIT_AUTHOR_EMAIL: request.author.email,
+    GIT_AUTHOR_DATE: request.date,
+    GIT_COMMITTER_NAME: request.author.name,
+    GIT_COMMITTER_EMAIL: request.author.email,
+    GIT_COMMITTER_DATE: request.date,
+  };
+  return (
+    await git(clone, ['-c', 'commit.gpgSign=false', 'commit-tree', tree, '-p', 'HEAD', '-F', '-'], {
+      input: request.message,
+      env: identity,
+      label: 'commit-tree',
+    })
+  ).trim();
+}
+
+/** Pushes the commit to the branch: a new branch, or (with `from`) one moved only if it still points at `from`. */
+export async function pushBranch(clone: PublishClone, commit: string, branch: string, from?: string): Promise<void> {
+  const ref = `refs/heads/${branch}`;
+  const lease = from ? [`--force-with-lease=${ref}:${from}`] : [];
+  await git(clone, ['push', '-q', '--no-verify', ...lease, 'origin', `${commit}:${ref}`], { label: 'push' });
+}

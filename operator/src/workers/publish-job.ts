@@ -1,0 +1,366 @@
+// spec.publish in the worker (issue #14): the result of a Succeeded run becomes a branch and a
+// pull request on its forge. Three entries, each small:
+//  - startPublish, from the finalize job once the diff is kept: parks the run for a human
+//    (approval.publish) or hands it to the publish job;
+//  - answerPublishApproval, from the resume job: an approve hands it to the publish job, a deny
+//    ends the run Succeeded without publishing, saying why;
+//  - runPublishJob: clone the starting commit, apply the run's full diff (its ConfigMap, checked
+//    against the digest taken at finalize, which is also what an approver approved), commit,
+//    push, open or update the pull request, and end the run Succeeded with status.result.published.
+// What to do is decided by publish/ (pure) after looking at the forge first, so a retried job
+// or a restarted operator finds its own commit and pull request and does nothing twice.
+// Failures end the run Failed/PublishFailed (job-failure.ts) with the diff kept; the token is
+// in no message (git's output and the forge's answers are scrubbed of it).
+import { rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { EVENT_REASONS, REASONS, RunFailure, type ParsedCodingRun, type Published } from '../api/index.ts';
+import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
+import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
+import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
+import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
+import { awaitApprovalStatus, finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import { createForge } from '../publish/create-forge.ts';
+import { decidePullRequest, decidePush } from '../publish/decide-publish.ts';
+import { ForgeError } from '../publish/errors/forge-error.ts';
+import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
+import { planPublish, type PublishPlan } from '../publish/publish-plan.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { pendingApprovalView, previewInput } from './approval-input.ts';
+import { diffSha } from './diff-snapshot.ts';
+import { forgetRun } from './forget-run.ts';
+import { cloneRepository, gitEnvironment, isCloneFailure } from './git-clone.ts';
+import { handOn } from './hand-on.ts';
+import { liveRun } from './live-run.ts';
+import { commitDiff, pushBranch, remoteBranch, type PublishClone } from './publish-git.ts';
+import { runRefOf } from './run-ref.ts';
+import { observeFinished } from './run-metrics.ts';
+import type { RunState } from './run-state.ts';
+
+/** The id of a publish approval, and the "tool" status.pendingApproval names. */
+export const PUBLISH_APPROVAL_ID = 'publish';
+
+/** The operator's publish settings, as the workers get them. */
+export interface PublishPolicy {
+  author: { name: string; email: string };
+  forges: readonly ForgeEntry[];
+  /** Injected for tests; default the global fetch. */
+  fetch?: typeof fetch;
+}
+
+export const DEFAULT_PUBLISH_POLICY: PublishPolicy = {
+  author: { name: 'chamvi-operator', email: 'chamvi-operator@users.noreply.chamvi.dev' },
+  forges: [],
+};
+
+/** Files an approver is shown by name (with their line counts); more are counted. */
+const APPROVAL_FILES_MAX = 200;
+
+const publishFailed = (detail: string) => new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
+
+const progressOf = (state: RunState) => ({
+  steps: state.step,
+  toolCalls: state.toolCalls,
+  usage: { ...state.usage },
+  ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
+});
+
+function planFor(
+  run: ParsedCodingRun,
+  state: RunState,
+  summary: string,
+  diff: Pick<KeptDiff, 'filesChanged' | 'insertions' | 'deletions'>,
+) {
+  return planPublish({
+    namespace: run.metadata.namespace,
+    name: run.metadata.name,
+    uid: run.metadata.uid,
+    task: run.spec.task,
+    publish: run.spec.publish!,
+    summary,
+    ...diff,
+    steps: state.step,
+    totalTokens: state.usage.totalTokens ?? 0,
+  });
+}
+
+/** Per file of a unified diff: its path and line counts (what an approver reads before the whole diff). */
+function filesOf(diff: string): Array<{ path: string; insertions: number; deletions: number }> {
+  const files: Array<{ path: string; insertions: number; deletions: number }> = [];
+  for (const line of diff.split('\n')) {
+    const header = /^diff --git a\/(.*) b\/(.*)$/.exec(line);
+    if (header) files.push({ path: header[2]!, insertions: 0, deletions: 0 });
+    else if (files.length > 0 && line.startsWith('+') && !line.startsWith('+++ ')) files.at(-1)!.insertions++;
+    else if (files.length > 0 && line.startsWith('-') && !line.startsWith('--- ')) files.at(-1)!.deletions++;
+  }
+  return files;
+}
+
+/** What the approver of a publish is shown (and approves by its sha256): where it goes and the whole diff's summary. */
+function approvalInput(run: ParsedCodingRun, plan: PublishPlan, kept: KeptDiff, sha256: string) {
+  const files = filesOf(kept.diff);
+  return {
+    repository: run.spec.repository.url,
+    branch: plan.branch,
+    title: plan.title,
+    ...(plan.pullRequest
+      ? {
+          pullRequest: {
+            base: plan.pullRequest.base ?? run.spec.repository.revision ?? "(the repository's default branch)",
+            draft: plan.pullRequest.draft,
+            labels: plan.pullRequest.labels,
+          },
+        }
+      : {}),
+    diff: {
+      configMap: kept.configMap,
+      sha256,
+      filesChanged: kept.filesChanged,
+      insertions: kept.insertions,
+      deletions: kept.deletions,
+      files: files.slice(0, APPROVAL_FILES_MAX),
+      ...(files.length > APPROVAL_FILES_MAX ? { moreFiles: files.length - APPROVAL_FILES_MAX } : {}),
+    },
+  };
+}
+
+/**
+ * For the finalize job of a Succeeded run: whether publishing takes the run from here (true), or
+ * there is nothing to publish (false: no spec.publish, or no change). Throws PublishFailed when
+ * the change cannot be published whole.
+ */
+export async function startPublish(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  kept: KeptDiff,
+  summary: string,
+): Promise<boolean> {
+  if (!run.spec.publish || kept.diff === '') return false;
+  if (kept.truncated)
+    throw publishFailed(
+      'the change is larger than the 1 MiB the operator keeps, so it is not known whole and was not pushed; split the task into smaller runs',
+    );
+  if (!kept.configMap) throw publishFailed(`the full diff could not be kept (${kept.notStored ?? 'no ConfigMap'}), so nothing was pushed`);
+  const plan = planFor(run, state, summary, kept);
+  if (!plan.ok) throw publishFailed(plan.message);
+  const sha256 = diffSha(kept.diff);
+  state.publish = { diffSha256: sha256 };
+  const ref = runRefOf(run);
+  const now = deps.now();
+  const result = { ...keptDiffResult(kept, summary), ...(state.revision ? { revision: state.revision } : {}) };
+  const generation = run.metadata.generation ?? 0;
+  if (run.spec.approval.publish) {
+    const pending = {
+      id: PUBLISH_APPROVAL_ID,
+      toolCallId: PUBLISH_APPROVAL_ID,
+      toolName: PUBLISH_APPROVAL_ID,
+      input: approvalInput(run, plan.plan, kept, sha256),
+      requestedAt: now.toISOString(),
+      results: [],
+      remaining: [],
+    };
+    state.stage = 'waiting';
+    state.pendingApproval = pending;
+    await deps.states.save(state);
+    const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
+      status.result = result;
+      return awaitApprovalStatus(status, progressOf(state), pendingApprovalView(pending), ref.name, generation, now);
+    });
+    if (!outcome.written) return forgetRun(deps, ref).then(() => true);
+    await deps.events.record(outcome.run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.AwaitingApproval,
+      message: `publishing to branch ${plan.plan.branch} waits for approval: ${previewInput(pending.input)}`,
+    });
+    return true;
+  }
+  state.stage = 'publishing';
+  await deps.states.save(state);
+  // The diff in status while the push is under way: what is being published is visible.
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
+    status.result = result;
+    return status;
+  });
+  if (!outcome.written) return forgetRun(deps, ref).then(() => true);
+  await deps.queue.publish(ref);
+  return true;
+}
+
+/** For the resume job: a human (or the timeout) answered the publish approval; the digest was checked already. */
+export async function answerPublishApproval(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  answer: ApprovalAnswer,
+): Promise<void> {
+  const pending = state.pendingApproval!;
+  const ref = runRefOf(run);
+  const now = deps.now();
+  state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, now.getTime() - Date.parse(pending.requestedAt));
+  delete state.pendingApproval;
+  const generation = run.metadata.generation ?? 0;
+  if (answer.decision === 'approve') {
+    state.stage = 'publishing';
+    await deps.states.save(state);
+    const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) =>
+      runningAfterStepStatus(status, progressOf(state), generation, now),
+    );
+    if (!outcome.written) return forgetRun(deps, ref);
+    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Approved, message: 'publishing approved' });
+    await deps.queue.publish(ref);
+    return;
+  }
+  const why = answer.reason?.trim() || 'no reason given';
+  const message =
+    `Finished in ${state.step} step(s); not published: publishing was denied (${why}). ` +
+    `The diff is kept${run.status?.result?.diffConfigMap ? ` in ConfigMap ${run.status.result.diffConfigMap}` : ''}.`;
+  state.stage = 'done';
+  await deps.states.save(state);
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
+    recordProgress(status, progressOf(state));
+    if (status.result) delete status.result.published;
+    return finishStatus(status, 'Succeeded', REASONS.Completed, message, generation, now);
+  });
+  if (outcome.written) {
+    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.PublishDenied, message: `publishing denied: ${why}` });
+    await deps.events.record(outcome.run, { type: 'Normal', reason: REASONS.Completed, message });
+    observeFinished(deps, outcome.run, 'Succeeded', REASONS.Completed);
+  }
+  await forgetRun(deps, ref);
+}
+
+/** The publish job: push, open or update the pull request, end the run Succeeded with what was published. */
+export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
+  const state = await deps.states.load(ref);
+  if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
+  if (state.stage !== 'publishing' || !state.publish) {
+    await handOn(deps, ref, state);
+    return;
+  }
+  const run = await liveRun(deps, ref);
+  if (!run) {
+    await forgetRun(deps, ref);
+    return;
+  }
+  const { published, kept } = await publish(deps, run, state, state.publish.diffSha256);
+  const now = deps.now();
+  const where = published.pullRequest ? `pull request ${published.pullRequest.url}` : `branch ${published.branch}`;
+  const message = `Finished in ${state.step} step(s): ${kept.filesChanged} file(s) changed; published as ${where} (commit ${published.commit.slice(0, 12)}).`;
+  const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
+    recordProgress(status, progressOf(state));
+    status.result = { ...(status.result ?? keptDiffResult(kept, '')), ...(state.revision ? { revision: state.revision } : {}), published };
+    return finishStatus(status, 'Succeeded', REASONS.Completed, message, current.metadata.generation ?? 0, now);
+  });
+  if (outcome.written) {
+    await deps.events.record(outcome.run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.Published,
+      message: `Published ${published.branch} as ${where}`,
+    });
+    await deps.events.record(outcome.run, { type: 'Normal', reason: REASONS.Completed, message });
+    observeFinished(deps, outcome.run, 'Succeeded', REASONS.Completed);
+  }
+  await forgetRun(deps, ref);
+}
+
+/** Base of the pull request: the run's, else the revision it cloned when that is a branch name, else the forge's default. */
+function baseBranch(run: ParsedCodingRun, plan: PublishPlan): string | undefined {
+  const revision = run.spec.repository.revision;
+  return plan.pullRequest?.base ?? (revision && !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(revision) ? revision : undefined);
+}
+
+async function publish(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  diffSha256: string,
+): Promise<{ published: Published; kept: KeptDiff }> {
+  const policy = deps.publishPolicy ?? DEFAULT_PUBLISH_POLICY;
+  const { spec } = run;
+  // Security #11.2: checked again now, and git gets the checked string.
+  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  if (!repository.allowed) throw publishFailed(repository.message);
+  const parts = repositoryUrlParts(repository.url)!;
+  const secretRef = spec.publish!.credentialsSecretRef ?? spec.repository.credentialsSecretRef;
+  if (!secretRef) throw publishFailed('no token: set spec.publish.credentialsSecretRef to a Secret holding one that may push');
+  const token = await deps.resources.secretValue(run.metadata.namespace, secretRef.name, secretRef.key);
+  if (!token) throw publishFailed(`Secret ${secretRef.name} has no key ${secretRef.key} (or is gone); put the push token there`);
+  if (!state.revision) throw publishFailed('the run recorded no starting commit to publish on');
+  // The run's full diff as kept, and only the one approved (or taken at finalize): a ConfigMap
+  // changed since by anyone who may write ConfigMaps in the namespace is not pushed.
+  const stored = await deps.resources.readDiff(run);
+  if (!stored || diffSha(stored.diff) !== diffSha256) {
+    throw publishFailed(
+      "the run's diff ConfigMap is gone or changed since the run ended, so what would be pushed is not what the run made (or what was approved)",
+    );
+  }
+  const kept: KeptDiff = { source: 'final', diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
+  const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept);
+  if (!planned.ok) throw publishFailed(planned.message);
+  const plan = planned.plan;
+  let dir: string;
+  try {
+    dir = await cloneRepository({
+      url: repository.url,
+      revision: state.revision,
+      token,
+      maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
+      maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+    });
+  } catch (error) {
+    if (isCloneFailure(error)) throw publishFailed(error.message);
+    throw error;
+  }
+  try {
+    const clone: PublishClone = { dir, env: await gitEnvironment(parts, token, dirname(dir)), token };
+    const commit = await commitDiff(clone, {
+      diff: stored.diff,
+      message: plan.commitMessage,
+      author: policy.author,
+      date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
+    });
+    const push = decidePush({
+      branch: plan.branch,
+      commit,
+      run: `${run.metadata.namespace}/${run.metadata.name}`,
+      remote: await remoteBranch(clone, plan.branch),
+    });
+    if (push.action === 'refuse') throw publishFailed(push.message);
+    if (push.action === 'create') await pushBranch(clone, commit, plan.branch);
+    if (push.action === 'move') await pushBranch(clone, commit, plan.branch, push.from);
+    deps.logger.info({ branch: plan.branch, commit, push: push.action }, 'published branch');
+    const published: Published = { branch: plan.branch, commit };
+    if (!plan.pullRequest) return { published, kept };
+    const location = forgeFor(parts, policy.forges);
+    if (!location) {
+      throw publishFailed(
+        `branch ${plan.branch} was pushed, but no forge API is known for ${parts.host}${parts.port ? `:${parts.port}` : ''}, so no pull request was opened; ` +
+          'ask an admin to add it to the operator config publish.forges (kind github, gitlab or gitea)',
+      );
+    }
+    const forge = createForge(location.kind, {
+      apiURL: location.apiURL,
+      repository: location.repository,
+      token,
+      ...(policy.fetch ? { fetch: policy.fetch } : {}),
+    });
+    const base = baseBranch(run, plan) ?? (await forge.defaultBranch());
+    const wanted = { title: plan.pullRequest.title, body: plan.pullRequest.body, draft: plan.pullRequest.draft };
+    const existing = await forge.findOpenPullRequest(plan.branch, base);
+    const decision = decidePullRequest(existing, wanted);
+    const pullRequest =
+      decision.action === 'keep'
+        ? decision.pullRequest
+        : decision.action === 'update'
+          ? await forge.updatePullRequest(decision.number, wanted)
+          : await forge.createPullRequest({ ...wanted, branch: plan.branch, base, labels: plan.pullRequest.labels });
+    deps.logger.info({ branch: plan.branch, pullRequest: pullRequest.url, action: decision.action }, 'published pull request');
+    return { published: { ...published, pullRequest: { url: pullRequest.url, number: pullRequest.number } }, kept };
+  } catch (error) {
+    if (ForgeError.isInstance(error)) throw publishFailed(`the forge answered: ${error.message}`);
+    throw error;
+  } finally {
+    await rm(dirname(dir), { recursive: true, force: true });
+  }
+}

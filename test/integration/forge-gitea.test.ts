@@ -1,0 +1,34 @@
+// The forge contract over the Gitea adapter against a real Gitea (built from its Go module by
+// test/support/forge/build-gitea.sh, run on loopback): what the operator uses for Gitea and
+// Forgejo is exercised on the real API, labels looked up by name included.
+import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
+import { runForgeContract } from '../support/forge/forge-contract.ts';
+import { CONTRACT_PULL_REQUEST } from '../support/forge/forge-contract.ts';
+import { startGitea } from '../support/forge/gitea-server.ts';
+
+const BAD = 'f'.repeat(40);
+
+runForgeContract(
+  'Gitea (live)',
+  async () => {
+    const gitea = await startGitea();
+    await gitea.createRepository('contract');
+    const repo = `/repos/${gitea.user}/contract`;
+    await gitea.api('POST', `${repo}/labels`, { name: CONTRACT_PULL_REQUEST.label, color: '#f29513' });
+    await gitea.api('POST', `${repo}/contents/change.txt`, {
+      content: Buffer.from('a change\n').toString('base64'),
+      message: 'A change',
+      branch: 'main',
+      new_branch: 'chamvi/fix',
+    });
+    const options = { apiURL: `${gitea.origin}/api/v1`, repository: `${gitea.user}/contract` };
+    return {
+      forge: new GiteaForge({ ...options, token: gitea.token }),
+      refusedForge: new GiteaForge({ ...options, token: BAD }),
+      refusedToken: BAD,
+      branch: 'chamvi/fix',
+      close: () => gitea.close(),
+    };
+  },
+  60_000,
+);

@@ -1,0 +1,140 @@
+// The pure half of publishing (publish/): what a run's spec.publish renders to, which forge a
+// host speaks, and what is left to do given what the forge already has. A table each.
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec } from '../../operator/src/api/index.ts';
+import { isBranchName } from '../../operator/src/api/publish-spec.ts';
+import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
+import { decidePullRequest, decidePush } from '../../operator/src/publish/decide-publish.ts';
+import { forgeFor } from '../../operator/src/publish/forge-for-host.ts';
+import { defaultTitle, planPublish, runOfCommit, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+
+const input = (overrides: Partial<PlanInput> = {}): PlanInput => ({
+  namespace: 'agents',
+  name: 'fix-login',
+  uid: '0b8f6e3a-1111-2222-3333-444455556666',
+  task: 'Fix the login bug\n\nDetails follow.',
+  publish: { branch: 'chamvi/{run}' },
+  summary: 'Fixed the expiry check and added a test.',
+  filesChanged: 2,
+  insertions: 40,
+  deletions: 3,
+  steps: 7,
+  totalTokens: 12345,
+  ...overrides,
+});
+
+describe('planPublish', () => {
+  it('renders the default branch from the run name and titles the commit with the first line of the task', () => {
+    const result = planPublish(input());
+    expect(result).toMatchObject({ ok: true, plan: { branch: 'chamvi/fix-login', title: 'Fix the login bug' } });
+    if (!result.ok) return;
+    expect(result.plan.pullRequest).toBeUndefined();
+    expect(result.plan.commitMessage).toMatch(/^Fix the login bug\n\n/);
+    expect(runOfCommit(result.plan.commitMessage)).toBe('agents/fix-login');
+  });
+
+  it('defaults the pull request body to the summary plus the size and usage', () => {
+    const result = planPublish(input({ publish: { branch: '{namespace}/{run}', pullRequest: { draft: false, labels: [] } } }));
+    if (!result.ok) throw new Error(result.message);
+    expect(result.plan.branch).toBe('agents/fix-login');
+    expect(result.plan.pullRequest!.body).toContain('Fixed the expiry check and added a test.');
+    expect(result.plan.pullRequest!.body).toContain('2 files changed, +40 −3; 7 steps, 12345 tokens');
+  });
+
+  it('keeps a given title and body', () => {
+    const result = planPublish(input({ publish: { branch: 'b', pullRequest: { title: 'T', body: 'B', draft: true, labels: ['x'] } } }));
+    expect(result).toMatchObject({ ok: true, plan: { title: 'T', pullRequest: { title: 'T', body: 'B', draft: true, labels: ['x'] } } });
+  });
+
+  it('refuses a template that renders to no branch name', () => {
+    expect(planPublish(input({ name: 'a', publish: { branch: '{run}.lock' } }))).toMatchObject({ ok: false });
+  });
+
+  it('cuts a long first line to 72 characters', () => {
+    expect(defaultTitle('x'.repeat(100))).toHaveLength(72);
+  });
+});
+
+describe('branch names', () => {
+  it.each([
+    ['chamvi/fix-login', true],
+    ['feature/a.b_c', true],
+    ['-x', false],
+    ['a..b', false],
+    ['a/', false],
+    ['a.lock', false],
+    ['a b', false],
+    ['a@{b', false],
+    ['a//b', false],
+  ])('%s is a branch name: %s', (name, ok) => expect(isBranchName(name)).toBe(ok));
+
+  it('the schema refuses a template git would refuse, before the run is created', () => {
+    const base = {
+      task: 't',
+      repository: { url: 'https://x/y.git', credentialsSecretRef: { name: 's' } },
+      model: { provider: 'scripted', scriptRef: { name: 'c' } },
+    };
+    expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'a..b' } }).success).toBe(false);
+    expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'chamvi/{run}' } }).success).toBe(true);
+    const noToken = { ...base, repository: { url: 'https://x/y.git' }, publish: {} };
+    expect(codingRunSpec.safeParse(noToken).success).toBe(false);
+  });
+});
+
+describe('forgeFor', () => {
+  const parts = (url: string) => repositoryUrlParts(url)!;
+  it.each([
+    ['https://github.com/acme/app.git', [], { kind: 'github', apiURL: 'https://api.github.com', repository: 'acme/app' }],
+    ['https://gitlab.com/acme/sub/app.git', [], { kind: 'gitlab', apiURL: 'https://gitlab.com/api/v4', repository: 'acme/sub/app' }],
+    [
+      'http://127.0.0.1:3000/o/r.git',
+      [{ host: '127.0.0.1:3000', kind: 'gitea' as const }],
+      { kind: 'gitea', apiURL: 'http://127.0.0.1:3000/api/v1', repository: 'o/r' },
+    ],
+    [
+      'https://git.acme.dev/o/r.git',
+      [{ host: '*.acme.dev', kind: 'gitlab' as const }],
+      { kind: 'gitlab', apiURL: 'https://git.acme.dev/api/v4' },
+    ],
+    [
+      'https://ghe.acme.dev/o/r',
+      [{ host: 'ghe.acme.dev', kind: 'github' as const, apiURL: 'https://ghe.acme.dev/api/v3/' }],
+      { apiURL: 'https://ghe.acme.dev/api/v3' },
+    ],
+  ])('%s', (url, entries, expected) => expect(forgeFor(parts(url), entries)).toMatchObject(expected));
+
+  it('knows no forge for an unlisted host, a port that differs, or ssh', () => {
+    expect(forgeFor(parts('https://git.internal/o/r.git'), [])).toBeUndefined();
+    expect(forgeFor(parts('http://127.0.0.1:3001/o/r.git'), [{ host: '127.0.0.1:3000', kind: 'gitea' }])).toBeUndefined();
+    expect(forgeFor(parts('git@github.com:o/r.git'), [])).toBeUndefined();
+  });
+});
+
+describe('decidePush', () => {
+  const ours = 'a'.repeat(40);
+  const other = 'b'.repeat(40);
+  const made = (run: string) => `Title\n\nChamvi-Run: ${run}\nChamvi-Run-Uid: u\n`;
+  it.each([
+    ['no branch yet: create it', undefined, { action: 'create' }],
+    ['the branch already holds this commit (a retry): nothing', { commit: ours, message: made('agents/fix') }, { action: 'none' }],
+    [
+      'made by the operator for this run name (a re-created run): move it from what was seen',
+      { commit: other, message: made('agents/fix') },
+      { action: 'move', from: other },
+    ],
+    ['made for another run: refused', { commit: other, message: made('agents/other') }, { action: 'refuse' }],
+    ['a human branch (main): refused', { commit: other, message: 'Initial commit\n' }, { action: 'refuse' }],
+  ])('%s', (_, remote, expected) => {
+    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote })).toMatchObject(expected);
+  });
+});
+
+describe('decidePullRequest', () => {
+  const pr = { number: 4, url: 'https://forge/pr/4', title: 'T', body: 'B' };
+  it.each([
+    ['none open: create', undefined, { action: 'create' }],
+    ['open with the same title and body (a retry): keep', pr, { action: 'keep', pullRequest: pr }],
+    ['the forge normalised line ends and trailing space: keep', { ...pr, body: 'B\r\n' }, { action: 'keep' }],
+    ['open with another body: update it', { ...pr, body: 'old' }, { action: 'update', number: 4 }],
+  ])('%s', (_, existing, expected) => expect(decidePullRequest(existing, { title: 'T', body: 'B' })).toMatchObject(expected));
+});
