@@ -8,6 +8,7 @@ import { EGRESS_ALLOW_MAX, EGRESS_PATTERN, EGRESS_PATTERN_MAX, EGRESS_PATTERN_ME
 import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
 import { PROVIDER_NAMES } from './providers.ts';
 import { TOOL_NAMES } from './tool-names.ts';
+import { verifySpec } from './verify-spec.ts';
 
 // A value git could read as an option (`--upload-pack=...`) never reaches the schema's
 // happy path; whether a URL is allowed at all is the operator's allowRepo check.
@@ -313,6 +314,15 @@ export const continueFromSpec = z
       "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes.",
   );
 
+// The grader is part of the job: changing it mid-run would grade a different job.
+const verifyRule: CrossFieldRule<SpecInput> = {
+  rule: 'has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify)',
+  message: 'spec.verify cannot change after the run is created; create a new CodingRun to check the work differently',
+  fieldPath: '.verify',
+  reason: 'FieldValueForbidden',
+  holds: () => true,
+};
+
 const instructionsRule: CrossFieldRule<SpecInput> = {
   rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",
   message: 'spec.instructions cannot change after the run is created; create a new CodingRun for a different job',
@@ -340,6 +350,7 @@ export const codingRunSpec = z
     approval: approvalSpec.prefault({}),
     budget: budgetSpec.prefault({}),
     sandbox: sandboxSpec.prefault({}),
+    verify: verifySpec.optional(),
     ttlSecondsAfterFinished: z
       .number()
       .int()
@@ -348,7 +359,7 @@ export const codingRunSpec = z
       .optional()
       .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
   })
-  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule]) })
+  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule, verifyRule]) })
   .describe('What the agent should do, where, with which model, tools and limits.');
 
 export type CodingRunSpec = z.output<typeof codingRunSpec>;
