@@ -1,18 +1,21 @@
 // finalize: take the diff from the sandbox (take-diff.ts), keep the whole of it (up to
 // 1 MiB) in a ConfigMap and a bounded copy in status.result, and write the terminal phase
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
-// a run stopped by a budget, so its partial diff is kept.
-import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
+// a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
+// finished is verified first (verify-work.ts), which may hand it back to the model instead.
+import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type Verification } from '../api/index.ts';
 import { keptDiffResult, withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { diffSha } from './diff-snapshot.ts';
 import { forgetRun } from './forget-run.ts';
+import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
+import { verifyWork } from './verify-work.ts';
 
 /**
  * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
@@ -30,21 +33,33 @@ async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: R
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
+  // A redone finalize whose verification already handed the run back to the model.
+  if (state.stage === 'stepping') {
+    await handOn(deps, ref, state);
+    return;
+  }
   const run = await liveRun(deps, ref);
   if (!run) {
     await deps.states.delete(ref.uid);
     return;
   }
+  if ((await verifyWork(deps, run, state)) === 'again') return;
   const kept = await finalDiff(deps, run, state);
   const summary = state.finalText ?? state.stop?.message ?? '';
   const ending = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged });
   const { phase, reason } = ending;
-  const message = withDiffNote(ending.message, kept);
+  const note = phase === 'Succeeded' && state.verificationNote ? ` ${state.verificationNote}` : '';
+  const message = withDiffNote(`${ending.message}${note}`, kept);
+  const { step: _verifiedAfter, ...verification } = state.verification ?? { step: 0 };
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
     // The commit cloned, so a run with spec.continueFrom naming this one clones it too.
-    status.result = { ...keptDiffResult(kept, summary), ...(state.revision ? { revision: state.revision } : {}) };
+    status.result = {
+      ...keptDiffResult(kept, summary),
+      ...(state.revision ? { revision: state.revision } : {}),
+      ...(state.verification ? { verification: verification as Verification } : {}),
+    };
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {

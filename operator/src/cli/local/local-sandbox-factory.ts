@@ -119,7 +119,7 @@ export class LocalSandboxFactory {
         }
         return (await creating).sandbox.call(request, options);
       },
-      importTree: async (tar) => (await creating).sandbox.importTree(tar),
+      importTree: async (tar, options) => (await creating).sandbox.importTree(tar, options),
       close: () =>
         (closed ??= (async () => {
           this.open.delete(sandbox);
