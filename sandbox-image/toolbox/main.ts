@@ -4,6 +4,7 @@
 import { callOnce } from './call.ts';
 import { isToolboxCommand, TOOLBOX_COMMANDS, type ToolboxCommand } from './contract/protocol.ts';
 import { serve } from './serve.ts';
+import { stopAllJobs } from './bash-jobs.ts';
 import { pruneProtected } from './protected-prune.ts';
 import { importTar } from './tar-import.ts';
 import { ProtocolError } from './tool-dispatch.ts';
@@ -54,6 +55,8 @@ async function main(): Promise<number> {
   else if (args.command === 'serve') await serve(context, process.stdin, process.stdout);
   else {
     try {
+      // A restore before a check: no background job the model left may write over it.
+      if (args.prune.length > 0) await stopAllJobs(context);
       const pruned = args.prune.length > 0 ? await pruneProtected(context, args.prune) : undefined;
       const result = {
         ...(await importTar(context, process.stdin, { literal: args.prune.length > 0 })),

@@ -171,7 +171,7 @@ describe('spec.verify', () => {
     const status = await finished('retries-run-out');
     expect(status, status.message).toMatchObject({ phase: 'Failed', reason: 'VerificationFailed', steps: 2 });
     expect(status.result?.verification).toMatchObject({ passed: false, attempts: 2 });
-    expect(status.message).toContain('the model had 1 retry and did not fix it');
+    expect(status.message).toContain('The model had 1 retry and did not fix it');
   }, 180_000);
 
   it('protect: a file-tool edit of the test is a tool error, and a bash edit of it does not change the grade', async () => {

@@ -132,6 +132,16 @@ export function describeSandboxContract(name: string, makeSandbox: (options?: Sa
         expect(listing.ok && (listing.result as { stdout: string }).stdout).toBe('a.test.sh\nexit 0\n');
       }));
 
+    it('stops the background jobs the model left before a restore and a clean check, so none writes over them', () =>
+      withSandbox(async (sandbox) => {
+        const loop = "while true; do echo 'exit 0' > test/a.test.sh; sleep 0.05; done";
+        const job = await sandbox.call({ tool: 'bash', input: { command: `mkdir -p test; ${loop}`, background: true } });
+        expect(job.ok).toBe(true);
+        await sandbox.importTree(chunked(makeTar([{ name: 'test/a.test.sh', content: 'exit 1\n' }]), 512), { prune: ['test/**'] });
+        const check = await sandbox.call({ tool: 'bash', input: { command: 'sleep 0.5; cat test/a.test.sh' }, clean: true });
+        expect(check.ok && (check.result as { stdout: string }).stdout).toBe('exit 1\n');
+      }));
+
     it('answers concurrent requests, each with its own result', () =>
       withSandbox(async (sandbox) => {
         const names = Array.from({ length: 12 }, (_, index) => `file-${index}.txt`);
