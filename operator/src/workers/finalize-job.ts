@@ -3,7 +3,7 @@
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
 // a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
 // finished is verified first (verify-work.ts), which may hand it back to the model instead.
-import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type Verification } from '../api/index.ts';
+import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { keptDiffResult, withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -15,7 +15,7 @@ import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
-import { verifyWork } from './verify-work.ts';
+import { verificationResult, verifyWork } from './verify-work.ts';
 
 /**
  * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
@@ -50,7 +50,6 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   const { phase, reason } = ending;
   const note = phase === 'Succeeded' && state.verificationNote ? ` ${state.verificationNote}` : '';
   const message = withDiffNote(`${ending.message}${note}`, kept);
-  const { step: _verifiedAfter, ...verification } = state.verification ?? { step: 0 };
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
@@ -58,7 +57,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
     status.result = {
       ...keptDiffResult(kept, summary),
       ...(state.revision ? { revision: state.revision } : {}),
-      ...(state.verification ? { verification: verification as Verification } : {}),
+      ...verificationResult(state),
     };
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });

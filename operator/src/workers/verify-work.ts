@@ -6,7 +6,7 @@
 // transcript entry; the last one goes to status.result.verification at finalize.
 import type { BashResult } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
-import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
+import { EVENT_REASONS, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
 import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
 import { decideVerification, verificationOf, type CommandResult, type Verdict } from '../reconcile/verification-verdict.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
@@ -28,6 +28,13 @@ function budgetSpent(run: ParsedCodingRun, state: RunState, now: number): string
   if (stepBudgetSpent({ steps: state.step, budget })) return `all ${budget.maxSteps} steps of spec.budget.maxSteps are used`;
   if (tokenBudgetSpent({ usage: state.usage, budget })) return `spec.budget.maxTokens (${budget.maxTokens}) is reached`;
   return undefined;
+}
+
+/** status.result.verification from the state: the last verification, without the step it is keyed by. */
+export function verificationResult(state: RunState): Pick<RunResult, 'verification'> {
+  if (!state.verification) return {};
+  const { step: _keyedBy, ...verification } = state.verification;
+  return { verification };
 }
 
 /** What the operator's run of the command returned; a toolbox refusal counts as a failure with its message as output. */
