@@ -24,14 +24,6 @@ export const verificationStatus = z
       .int()
       .min(1)
       .describe('Verifications run: 1, plus one for each time a failure was handed back to the model (spec.verify.retries).'),
-    restoredPaths: z
-      .number()
-      .int()
-      .min(0)
-      .optional()
-      .describe(
-        'Protected paths (spec.verify.protect) that differed from the cloned revision and were put back before this verification ran.',
-      ),
   })
   .describe('The result of spec.verify: the last verification the operator ran.');
 
