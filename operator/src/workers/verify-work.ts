@@ -6,7 +6,7 @@
 // transcript entry; the last one goes to status.result.verification at finalize.
 import type { BashResult } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
-import { EVENT_REASONS, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
+import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
 import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
 import { decideVerification, verificationOf, type CommandResult, type Verdict } from '../reconcile/verification-verdict.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
@@ -72,6 +72,14 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
   // A finalize redone after its verification was saved: that verdict stands.
   if (state.verification?.step === state.step) return 'done';
   const sandbox = deps.sandboxes.for(run);
+  // Fail closed: without the cloned commit the protected paths cannot be put back, and a check
+  // of whatever the model left there would not be a grade (a state written before commits were recorded).
+  if (verify.protect.length > 0 && !state.revision) {
+    throw new RunFailure(
+      REASONS.VerificationFailed,
+      'The commit this run cloned is not recorded, so the spec.verify.protect paths cannot be restored before the check; nothing was graded. Create the run again.',
+    );
+  }
   const restored = state.revision ? await restoreProtected(deps, run, state.revision, sandbox) : 0;
   const untilDeadline = deadlineOf(run, state) - deps.now().getTime();
   const timeoutMs = Math.max(MIN_TIMEOUT_MS, Math.min(durationMs(verify.timeout), untilDeadline));
