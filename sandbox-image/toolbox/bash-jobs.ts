@@ -3,7 +3,7 @@
 // exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
 // from a later `call` process or another serve session.
 import { spawn } from 'node:child_process';
-import { access, mkdir, open, readFile, stat, truncate, writeFile } from 'node:fs/promises';
+import { access, mkdir, open, readdir, readFile, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashJobStatus, BashKillResult, BashOutputResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -115,6 +115,25 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const result: BashKillResult = { job: input.job, status: after.status };
   if (after.exitCode !== undefined) result.exitCode = after.exitCode;
   return result;
+}
+
+/**
+ * Stops every background job the bash tool started (the operator's verification does this
+ * first, so a job the model left looping cannot rewrite files while the check runs). A job
+ * whose process group is gone is left as it is.
+ */
+export async function stopAllJobs(context: ToolboxContext): Promise<number> {
+  const jobs = await readdir(path.join(context.home, 'jobs')).catch(() => [] as string[]);
+  let stopped = 0;
+  for (const job of jobs) {
+    const directory = jobDirectory(context, job);
+    const pid = await jobPid(directory);
+    if (!groupAlive(pid)) continue;
+    await writeFile(path.join(directory, 'killed'), '').catch(() => undefined);
+    signalGroup(pid, 'SIGKILL');
+    stopped += 1;
+  }
+  return stopped;
 }
 
 function jobDirectory(context: ToolboxContext, job: string): string {

@@ -10,7 +10,7 @@ import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAIL_BYTES } from './contract/limits.ts';
 import { BASH_PRELUDE } from './bash-script.ts';
-import { startBackgroundJob } from './bash-jobs.ts';
+import { startBackgroundJob, stopAllJobs } from './bash-jobs.ts';
 import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
@@ -38,6 +38,9 @@ export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>)
   }
   const cwd = input.cwd === undefined ? '' : await guardCwd(context, input.cwd);
   await mkdir(path.join(context.home, 'bash'), { recursive: true });
+  if (context.cleanShell && input.background) throw new ToolboxError('INVALID_INPUT', 'A clean shell runs in the foreground only');
+  // The operator's check: no job the model left running may touch the workspace meanwhile.
+  if (context.cleanShell) await stopAllJobs(context);
   if (input.background) return startBackgroundJob(context, shell, cwd, input.command);
   return runForeground(context, shell, cwd, input.command, Math.min(input.timeoutMs ?? BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS));
 }
@@ -50,9 +53,11 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const stderrLog = path.join(outDirectory, `${id}.stderr.log`);
   const [stdoutHandle, stderrHandle] = await Promise.all([open(stdoutLog, 'w'), open(stderrLog, 'w')]);
   const started = performance.now();
-  const stateFile = bashStateFile(context);
+  // A clean shell (the operator's verification) neither reads nor writes the session's state:
+  // the model writes that file (it is sourced shell), so a check run after it must not.
+  const stateFile = context.cleanShell ? '' : bashStateFile(context);
 
-  const child = spawn(shell, ['-c', BASH_PRELUDE, 'chamvi', stateFile, context.realRoot, cwd, 'save', command], {
+  const child = spawn(shell, ['-c', BASH_PRELUDE, 'chamvi', stateFile, context.realRoot, cwd, context.cleanShell ? '' : 'save', command], {
     cwd: context.realRoot,
     detached: true, // its own process group, so a kill reaches everything it started
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
@@ -104,7 +109,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.
-  if (child.pid !== undefined) await rename(`${stateFile}.next.${child.pid}`, stateFile).catch(() => undefined);
+  if (child.pid !== undefined && stateFile !== '') await rename(`${stateFile}.next.${child.pid}`, stateFile).catch(() => undefined);
 
   // Output written between two polls may have gone past the cap: the log keeps at most the cap.
   const [stdoutCap, stderrCap] = await Promise.all([

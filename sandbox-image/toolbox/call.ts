@@ -10,7 +10,7 @@ import { writeResponse } from './response-writer.ts';
 export async function callOnce(context: ToolboxContext, input: NodeJS.ReadableStream, output: NodeJS.WritableStream): Promise<void> {
   const line = await readFirstLine(input);
   const request = parseRequest(line);
-  const response = await dispatch(context, request.tool, request.input, request.callId);
+  const response = await dispatch(context, request.tool, request.input, request.callId, request);
   await writeResponse(output, request.id, response);
 }
 

@@ -7,7 +7,7 @@ import type { ToolInput } from './contract/tool-schemas.ts';
 import { READ_TEXT_MAX_BYTES } from './contract/limits.ts';
 import { writeFileAtomic } from './atomic-write.ts';
 import { withFileLock } from './file-locks.ts';
-import { guardWorkspacePath } from './path-guard.ts';
+import { guardWritablePath } from './path-guard.ts';
 import { decodeText, encodeText } from './text-encoding.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
@@ -29,7 +29,7 @@ export async function multiEdit(context: ToolboxContext, input: ToolInput<'multi
 }
 
 async function editInPlace(context: ToolboxContext, inputPath: string, edits: TextEdit[]) {
-  const target = await guardWorkspacePath(context, inputPath);
+  const target = await guardWritablePath(context, inputPath);
   const displayPath = target.relative || '.';
   return withFileLock(context.home, target.real, async () => {
     let bytes: Buffer;

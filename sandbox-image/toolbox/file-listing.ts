@@ -8,7 +8,7 @@ import type { FileListResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS } from './contract/limits.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
-import { globToRegExp } from './glob-pattern.ts';
+import { globToRegExp } from './contract/glob-pattern.ts';
 import { guardWorkspacePath } from './path-guard.ts';
 import { SortedSelection } from './sorted-selection.ts';
 import type { ToolboxContext } from './toolbox-context.ts';

@@ -1,23 +1,28 @@
-// Entry point of toolbox.mjs: `[--root DIR] [--home DIR] call|serve|import`. Exit 0 whenever a
+// Entry point of toolbox.mjs: `[--root DIR] [--home DIR] call|serve|import [--prune GLOB]...`. Exit 0 whenever a
 // response line was written (tool errors included); non-zero only when the protocol itself
 // failed, with the reason on stderr.
 import { callOnce } from './call.ts';
 import { isToolboxCommand, TOOLBOX_COMMANDS, type ToolboxCommand } from './contract/protocol.ts';
 import { serve } from './serve.ts';
+import { stopAllJobs } from './bash-jobs.ts';
+import { pruneProtected } from './protected-prune.ts';
 import { importTar } from './tar-import.ts';
 import { ProtocolError } from './tool-dispatch.ts';
 import { createContext, type ContextOptions } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 import { writeResponse } from './response-writer.ts';
 
-const USAGE = `usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] ${TOOLBOX_COMMANDS.join('|')}`;
+const USAGE = `usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] ${TOOLBOX_COMMANDS.join('|')} [--prune GLOB]...`;
 
 interface Arguments extends ContextOptions {
   command: ToolboxCommand;
+  /** import only: spec.verify.protect globs whose paths are removed before the tar is unpacked. */
+  prune: string[];
 }
 
 export function parseArguments(argv: string[]): Arguments {
   const options: ContextOptions = {};
+  const prune: string[] = [];
   let command: string | undefined;
   for (let index = 0; index < argv.length; index += 1) {
     const argument = argv[index] as string;
@@ -34,11 +39,13 @@ export function parseArguments(argv: string[]): Arguments {
       if (!Number.isSafeInteger(bytes) || bytes <= 0)
         throw new ProtocolError(`--output-log-max-bytes must be a positive integer\n${USAGE}`);
       options.outputLogMaxBytes = bytes;
-    } else if (!flag?.startsWith('-') && command === undefined) command = flag;
+    } else if (flag === '--prune') prune.push(value());
+    else if (!flag?.startsWith('-') && command === undefined) command = flag;
     else throw new ProtocolError(`unknown argument ${argument}\n${USAGE}`);
   }
   if (!isToolboxCommand(command)) throw new ProtocolError(USAGE);
-  return { ...options, command };
+  if (prune.length > 0 && command !== 'import') throw new ProtocolError(`--prune is for import only\n${USAGE}`);
+  return { ...options, command, prune };
 }
 
 async function main(): Promise<number> {
@@ -48,7 +55,13 @@ async function main(): Promise<number> {
   else if (args.command === 'serve') await serve(context, process.stdin, process.stdout);
   else {
     try {
-      const result = await importTar(context, process.stdin);
+      // A restore before a check: no background job the model left may write over it.
+      if (args.prune.length > 0) await stopAllJobs(context);
+      const pruned = args.prune.length > 0 ? await pruneProtected(context, args.prune) : undefined;
+      const result = {
+        ...(await importTar(context, process.stdin, { literal: args.prune.length > 0 })),
+        ...(pruned !== undefined ? { pruned } : {}),
+      };
       await writeResponse(process.stdout, undefined, { ok: true, result });
     } catch (error) {
       if (!ToolboxError.isInstance(error)) throw error;

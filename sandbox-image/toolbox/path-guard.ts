@@ -37,6 +37,23 @@ export async function guardWorkspacePath(context: ToolboxContext, input: string,
   return { relative: realRelative === relative ? relative : realRelative, real };
 }
 
+/**
+ * A path a file tool will change: guarded as above, then refused when spec.verify.protect
+ * covers it. The real root-relative path is checked, the one the write lands on, so neither
+ * /workspace/, `..` nor a symlink the model made with bash leads past the check.
+ */
+export async function guardWritablePath(context: ToolboxContext, input: string): Promise<GuardedPath> {
+  const guarded = await guardWorkspacePath(context, input);
+  if (context.isProtected?.(guarded.relative)) {
+    throw new ToolboxError(
+      'PROTECTED_PATH',
+      `${guarded.relative} is protected by the run's spec.verify.protect: the operator's check grades the work with it as it was ` +
+        'at the start, so edits to it are refused and put back. Change the code under test, not the check.',
+    );
+  }
+  return guarded;
+}
+
 /** Turns the model's path into a normalized root-relative one, refusing what leaves the root. */
 export function lexicalRelative(context: ToolboxContext, input: string): string {
   if (input.includes('\0')) throw new ToolboxError('INVALID_INPUT', 'A path must not contain a NUL character');

@@ -23,8 +23,8 @@ export async function serve(context: ToolboxContext, input: NodeJS.ReadableStrea
       });
       return;
     }
-    const { id, tool, input: toolInput, callId } = request;
-    const work = dispatch(context, tool, toolInput, callId).then((response) => writeResponse(output, id, response));
+    const { id, tool, input: toolInput, callId, protect, clean } = request;
+    const work = dispatch(context, tool, toolInput, callId, { protect, clean }).then((response) => writeResponse(output, id, response));
     inFlight.add(work);
     void work.finally(() => inFlight.delete(work));
   };

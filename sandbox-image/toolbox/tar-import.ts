@@ -24,7 +24,21 @@ export interface ImportResult {
 const BLOCK = 512;
 const PAX_MAX_BYTES = 1_048_576;
 
-export async function importTar(context: ToolboxContext, input: AsyncIterable<Uint8Array>): Promise<ImportResult> {
+export interface ImportOptions {
+  /**
+   * Every entry lands at its literal path: a symlink or file where an entry needs a directory
+   * is replaced by a directory, never followed. The restore of spec.verify.protect paths uses
+   * it, so a protected directory the model turned into a symlink (to a directory holding its
+   * own files) cannot make the restored files land beside the model's.
+   */
+  literal?: boolean;
+}
+
+export async function importTar(
+  context: ToolboxContext,
+  input: AsyncIterable<Uint8Array>,
+  options: ImportOptions = {},
+): Promise<ImportResult> {
   const reader = new ChunkReader(await maybeGunzip(input));
   const result: ImportResult = { files: 0, directories: 0, symlinks: 0, bytes: 0, skipped: 0 };
   let pax: Record<string, string> = {};
@@ -64,6 +78,7 @@ export async function importTar(context: ToolboxContext, input: AsyncIterable<Ui
       await reader.skip(padded);
       continue;
     }
+    if (options.literal) await literalDirectories(context, type === '5' ? relative : path.posix.dirname(relative));
     if (type === '5') {
       const real = await entryLocation(context, relative, name);
       await mkdir(real, { recursive: true, mode: mode | 0o700 });
@@ -133,6 +148,19 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
     throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
   await mkdir(realParent, { recursive: true });
   return real;
+}
+
+/** Makes each segment of a root-relative directory path a real directory, replacing a symlink or file in the way. */
+async function literalDirectories(context: ToolboxContext, relativeDirectory: string): Promise<void> {
+  let current = context.realRoot;
+  for (const segment of relativeDirectory.split('/')) {
+    if (segment === '' || segment === '.') continue;
+    current = path.join(current, segment);
+    const stats = await lstat(current).catch(() => undefined);
+    if (stats?.isDirectory()) continue;
+    if (stats) await rm(current, { force: true });
+    await mkdir(current, { mode: 0o755 });
+  }
 }
 
 /** A file or symlink entry replaces what is there, never writes through an old symlink. */

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { decodeRequest, type RequestLine } from './contract/protocol.ts';
 import { toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
+import { protectedPaths } from './contract/protected-paths.ts';
 import { bashKill, bashOutput } from './bash-jobs.ts';
 import { journaled } from './call-journal.ts';
 import { runBash } from './bash-session.ts';
@@ -48,10 +49,24 @@ export function parseRequest(line: string): RequestLine {
   return reading.request;
 }
 
+/** What a request line carries besides the tool and its input (the operator's, never the model's). */
+export type RequestOptions = Pick<RequestLine, 'protect' | 'clean'>;
+
 /** Runs one request; a mutating call with a callId runs once, its repeats answered from the call journal. */
-export function dispatch(context: ToolboxContext, tool: ToolName, input: unknown, callId?: string): Promise<ToolResponse> {
+export function dispatch(
+  context: ToolboxContext,
+  tool: ToolName,
+  input: unknown,
+  callId?: string,
+  options: RequestOptions = {},
+): Promise<ToolResponse> {
+  const requestContext: ToolboxContext = {
+    ...context,
+    ...(options.protect ? { isProtected: protectedPaths(options.protect) } : {}),
+    ...(options.clean && tool === 'bash' ? { cleanShell: true } : {}),
+  };
   // The journal's own failures (its lock, a repeat waiting too long) are tool errors too.
-  return journaled(context.home, { tool, input, callId }, () => runTool(context, tool, input)).catch(errorResponse);
+  return journaled(context.home, { tool, input, callId }, () => runTool(requestContext, tool, input)).catch(errorResponse);
 }
 
 async function runTool(context: ToolboxContext, tool: ToolName, input: unknown): Promise<ToolResponse> {

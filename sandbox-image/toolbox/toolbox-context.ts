@@ -4,6 +4,7 @@ import { mkdirSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { OUTPUT_LOG_MAX_BYTES } from './contract/limits.ts';
+import type { ProtectedPaths } from './contract/protected-paths.ts';
 
 export interface ToolboxContext {
   /** Workspace root as given (absolute). */
@@ -14,6 +15,10 @@ export interface ToolboxContext {
   home: string;
   /** Per-stream cap of bash output logs. */
   outputLogMaxBytes: number;
+  /** This request's spec.verify.protect (the operator sends it with every call of a run that has one). */
+  isProtected?: ProtectedPaths;
+  /** This request's bash runs in a fresh shell (the operator's verification). */
+  cleanShell?: boolean;
 }
 
 export interface ContextOptions {

@@ -4,12 +4,12 @@ import type { WriteFileResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { writeFileAtomic } from './atomic-write.ts';
 import { withFileLock } from './file-locks.ts';
-import { guardWorkspacePath } from './path-guard.ts';
+import { guardWritablePath } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
 
 export async function writeFile(context: ToolboxContext, input: ToolInput<'write_file'>): Promise<WriteFileResult> {
-  const target = await guardWorkspacePath(context, input.path);
+  const target = await guardWritablePath(context, input.path);
   if (target.relative === '') throw new ToolboxError('IS_DIRECTORY', 'The workspace root is a directory; name a file');
   const bytes = input.encoding === 'base64' ? decodeBase64(input.content) : Buffer.from(input.content, 'utf8');
   return withFileLock(context.home, target.real, async () => {

@@ -79,7 +79,7 @@ describe('the CodingRun CRD on a real API server', () => {
     const plain = await kubectl(['get', 'crun', '-n', NAMESPACE]);
     expect(plain.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE$/);
     const wide = await kubectl(['get', 'crun', '-n', NAMESPACE, '-o', 'wide']);
-    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON$/);
+    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED$/);
     expect(wide.stdout).toContain('https://github.com/acme/webapp.git');
   });
 

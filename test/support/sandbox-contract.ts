@@ -72,6 +72,76 @@ export function describeSandboxContract(name: string, makeSandbox: (options?: Sa
         expect((failure as SandboxError).toolErrorCode).toBe('OUTSIDE_WORKSPACE');
       }));
 
+    it('refuses file-tool edits of protected paths with PROTECTED_PATH, by the path the write would land on', () =>
+      withSandbox(async (sandbox) => {
+        const protect = ['test/**', 'package.json'];
+        await sandbox.call({ tool: 'write_file', input: { path: 'test/a.test.sh', content: 'exit 1\n' } });
+        await sandbox.call({ tool: 'bash', input: { command: 'ln -s test alias' } });
+        for (const path of [
+          'test/a.test.sh',
+          '/workspace/test/a.test.sh',
+          'src/../test/a.test.sh',
+          'alias/a.test.sh',
+          'test/new.sh',
+          'package.json',
+        ]) {
+          const write = await sandbox.call({ tool: 'write_file', input: { path, content: 'exit 0\n' }, protect });
+          expect([path, write.ok ? 'ok' : write.error.code]).toEqual([path, 'PROTECTED_PATH']);
+        }
+        const edit = await sandbox.call({ tool: 'edit_file', input: { path: 'test/a.test.sh', oldString: '1', newString: '0' }, protect });
+        expect(edit).toMatchObject({ ok: false, error: { code: 'PROTECTED_PATH' } });
+        const read = await sandbox.call({ tool: 'read_file', input: { path: 'test/a.test.sh' }, protect });
+        expect(read.ok && read.result).toMatchObject({ content: 'exit 1' });
+        // Only the globs' paths: the code under test stays writable.
+        const other = await sandbox.call({ tool: 'write_file', input: { path: 'src/tested.sh', content: 'x\n' }, protect });
+        expect(other.ok).toBe(true);
+      }));
+
+    it('runs a clean bash without the session state the model left', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({ tool: 'bash', input: { command: 'export CHEAT=1; mkdir -p sub; cd sub' } });
+        const session = await sandbox.call({ tool: 'bash', input: { command: 'echo "${CHEAT:-none} $(basename "$PWD")"' } });
+        expect(session.ok && (session.result as { stdout: string }).stdout).toBe('1 sub\n');
+        const clean = await sandbox.call({ tool: 'bash', input: { command: 'echo "${CHEAT:-none} $(basename "$PWD")"' }, clean: true });
+        expect(clean.ok && (clean.result as { stdout: string }).stdout).not.toContain('1 sub');
+        expect(clean.ok && (clean.result as { stdout: string }).stdout).toMatch(/^none /);
+      }));
+
+    it('prunes the protected paths before an import, so they become exactly the archive', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({ tool: 'write_file', input: { path: 'test/a.test.sh', content: 'exit 0 # cheated\n' } });
+        await sandbox.call({ tool: 'write_file', input: { path: 'test/added-by-model.sh', content: 'exit 0\n' } });
+        await sandbox.call({ tool: 'write_file', input: { path: 'src/kept.sh', content: 'kept\n' } });
+        await sandbox.importTree(chunked(makeTar([{ name: 'test/a.test.sh', content: 'exit 1\n' }]), 512), { prune: ['test'] });
+        const restored = await sandbox.call({ tool: 'read_file', input: { path: 'test/a.test.sh' } });
+        expect(restored.ok && restored.result).toMatchObject({ content: 'exit 1' });
+        const added = await sandbox.call({ tool: 'read_file', input: { path: 'test/added-by-model.sh' } });
+        expect(added).toMatchObject({ ok: false, error: { code: 'NOT_FOUND' } });
+        const kept = await sandbox.call({ tool: 'read_file', input: { path: 'src/kept.sh' } });
+        expect(kept.ok && kept.result).toMatchObject({ content: 'kept' });
+      }));
+
+    it('restores a protected directory the model replaced with a symlink as a real directory', () =>
+      withSandbox(async (sandbox) => {
+        await sandbox.call({
+          tool: 'bash',
+          input: { command: 'mkdir -p fake && echo "exit 0" > fake/a.test.sh && echo "exit 0" > fake/extra.sh && ln -s fake test' },
+        });
+        await sandbox.importTree(chunked(makeTar([{ name: 'test/a.test.sh', content: 'exit 1\n' }]), 512), { prune: ['test/**'] });
+        const listing = await sandbox.call({ tool: 'bash', input: { command: 'test -L test && echo link; ls test; cat fake/a.test.sh' } });
+        expect(listing.ok && (listing.result as { stdout: string }).stdout).toBe('a.test.sh\nexit 0\n');
+      }));
+
+    it('stops the background jobs the model left before a restore and a clean check, so none writes over them', () =>
+      withSandbox(async (sandbox) => {
+        const loop = "while true; do echo 'exit 0' > test/a.test.sh; sleep 0.05; done";
+        const job = await sandbox.call({ tool: 'bash', input: { command: `mkdir -p test; ${loop}`, background: true } });
+        expect(job.ok).toBe(true);
+        await sandbox.importTree(chunked(makeTar([{ name: 'test/a.test.sh', content: 'exit 1\n' }]), 512), { prune: ['test/**'] });
+        const check = await sandbox.call({ tool: 'bash', input: { command: 'sleep 0.5; cat test/a.test.sh' }, clean: true });
+        expect(check.ok && (check.result as { stdout: string }).stdout).toBe('exit 1\n');
+      }));
+
     it('answers concurrent requests, each with its own result', () =>
       withSandbox(async (sandbox) => {
         const names = Array.from({ length: 12 }, (_, index) => `file-${index}.txt`);

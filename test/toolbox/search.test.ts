@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { globToRegExp } from '../../sandbox-image/toolbox/glob-pattern.ts';
+import { globToRegExp } from '../../sandbox-image/toolbox/contract/glob-pattern.ts';
 import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 const which = (name: string) => execFileSync('bash', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();

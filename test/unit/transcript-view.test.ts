@@ -132,6 +132,31 @@ describe('kubectl codingrun logs, as text', () => {
     expect(text).toContain('Title^[]0;pwned^G and ^[[2Kgone');
   });
 
+  it('shows a verification with its result, what followed, and the end of its output, escaped', () => {
+    const verification: TranscriptEntry = {
+      key: 's000003-v000001',
+      kind: 'verify',
+      step: 3,
+      at: now.toISOString(),
+      verification: {
+        attempt: 1,
+        passed: false,
+        exitCode: 1,
+        durationMs: 2500,
+        output: { text: 'FAIL\u001b[31m greet' },
+        verdict: 'retry',
+      },
+    };
+    const lines = formatEntry(verification);
+    expect(lines[0]).toBe('verify after step 3, attempt 1: failed (exit 1) in 2.5s; handed back to the model');
+    expect(lines).toContain('  | FAIL^[[31m greet');
+    const passed = formatEntry({
+      ...verification,
+      verification: { ...verification.verification!, passed: true, exitCode: 0, verdict: 'passed' },
+    });
+    expect(passed).toEqual(['verify after step 3, attempt 1: passed in 2.5s']);
+  });
+
   it('ends -f with the outcome from status, as text or as a JSON line', () => {
     const run = {
       metadata: { name: 'fix' },

@@ -9,6 +9,7 @@ import { keyReference, objectName, resourceRequirements } from './kubernetes-nam
 import { PROVIDER_NAMES } from './providers.ts';
 import { publishCredentialsRule, publishSpec } from './publish-spec.ts';
 import { TOOL_NAMES } from './tool-names.ts';
+import { verifySpec } from './verify-spec.ts';
 
 // A value git could read as an option (`--upload-pack=...`) never reaches the schema's
 // happy path; whether a URL is allowed at all is the operator's allowRepo check.
@@ -322,6 +323,15 @@ export const continueFromSpec = z
       "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes.",
   );
 
+// The grader is part of the job: changing it mid-run would grade a different job.
+const verifyRule: CrossFieldRule<SpecInput> = {
+  rule: 'has(self.verify) == has(oldSelf.verify) && (!has(self.verify) || self.verify == oldSelf.verify)',
+  message: 'spec.verify cannot change after the run is created; create a new CodingRun to check the work differently',
+  fieldPath: '.verify',
+  reason: 'FieldValueForbidden',
+  holds: () => true,
+};
+
 const instructionsRule: CrossFieldRule<SpecInput> = {
   rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",
   message: 'spec.instructions cannot change after the run is created; create a new CodingRun for a different job',
@@ -350,6 +360,7 @@ export const codingRunSpec = z
     budget: budgetSpec.prefault({}),
     sandbox: sandboxSpec.prefault({}),
     publish: publishSpec.optional(),
+    verify: verifySpec.optional(),
     ttlSecondsAfterFinished: z
       .number()
       .int()
@@ -361,7 +372,9 @@ export const codingRunSpec = z
   .superRefine((spec, ctx) => {
     if (!publishCredentialsRule.holds(spec)) ctx.addIssue({ code: 'custom', message: publishCredentialsRule.message, path: ['publish'] });
   })
-  .meta({ 'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule, publishCredentialsRule]) })
+  .meta({
+    'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule, publishCredentialsRule, verifyRule]),
+  })
   .describe('What the agent should do, where, with which model, tools and limits.');
 
 export type CodingRunSpec = z.output<typeof codingRunSpec>;

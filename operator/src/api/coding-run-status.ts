@@ -3,6 +3,7 @@
 // before writing, so the limits below are a second line of defence, not the first.
 import { z } from 'zod';
 import { condition } from './kubernetes-names.ts';
+import { verificationStatus } from './verification-status.ts';
 
 export const PHASES = ['Pending', 'Provisioning', 'Running', 'WaitingForApproval', 'Succeeded', 'Failed', 'Cancelled'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -123,6 +124,7 @@ export const resultStatus = z
           'changed files, because the sandbox was gone), or none (no change was ever seen).',
       ),
     published: publishedStatus.optional(),
+    verification: verificationStatus.optional(),
   })
   .describe('What the run produced. Also kept for failed runs that got as far as taking a diff.');
 

@@ -49,6 +49,8 @@ export const REASONS = {
   SandboxRefused: 'SandboxRefused',
   /** The API server refused an object derived from the run as invalid: no retry can help, the run fails. */
   SandboxInvalid: 'SandboxInvalid',
+  /** spec.verify.command failed (after every retry) and spec.verify.required is true; the diff is kept. */
+  VerificationFailed: 'VerificationFailed',
   /** Someone asked to stop the run (kubectl codingrun cancel): the annotation chamvi.dev/cancel. */
   Cancelled: 'Cancelled',
   /**
@@ -100,6 +102,10 @@ export const EVENT_REASONS = {
   ApprovalIgnored: 'ApprovalIgnored',
   /** The run's diff could not be kept in its ConfigMap (the API server refused it); the status says why. */
   DiffNotStored: 'DiffNotStored',
+  /** spec.verify.command exited 0. */
+  VerificationPassed: 'VerificationPassed',
+  /** spec.verify.command failed; the message says whether the model gets another try, the run fails, or it succeeds anyway. */
+  VerificationFailed: 'VerificationFailed',
   /** A transcript entry the API server refused (a ResourceQuota, a policy): the run goes on without it. */
   TranscriptNotStored: 'TranscriptNotStored',
   /** spec.publish: the branch was pushed (or found pushed) and the pull request opened or updated. */

@@ -78,6 +78,17 @@ export function formatEntry(entry: TranscriptEntry): string[] {
       for (const call of entry.calls ?? []) lines.push(...callLines(call));
       return lines;
     }
+    case 'verify': {
+      const check = entry.verification!;
+      const result = check.passed ? 'passed' : check.timedOut ? 'timed out' : `failed (exit ${check.exitCode ?? 'none'})`;
+      const next = { passed: '', retry: '; handed back to the model', failed: '; the run fails', recorded: '; not required' }[
+        check.verdict
+      ];
+      return [
+        `verify after step ${entry.step}, attempt ${check.attempt}: ${result} in ${(check.durationMs / 1000).toFixed(1)}s${next}`,
+        ...(check.passed ? [] : textLines(check.output)),
+      ];
+    }
     case 'end': {
       const outcome = entry.outcome!;
       return [`end at ${clock(entry.at)}: ${outcome.phase} (${outcome.reason}): ${inline(outcome.message, 400)}`];

@@ -35,7 +35,8 @@ export const opensChunk = (entry: Pick<TranscriptEntry, 'kind' | 'step'>) =>
 
 /** The entry's bytes under its key: gzip of its JSON, its fields cut until it is at most ENTRY_MAX_BYTES. */
 export function encodeEntry(entry: TranscriptEntry, maxBytes = ENTRY_MAX_BYTES): { key: string; value: Buffer } {
-  if (!ENTRY_KEY_PATTERN.test(entry.key)) throw new Error(`transcript key "${entry.key}" is not of the form s000042[-c000007|-end|-cut]`);
+  if (!ENTRY_KEY_PATTERN.test(entry.key))
+    throw new Error(`transcript key "${entry.key}" is not of the form s000042[-c000007|-v000001|-end|-cut]`);
   let bounds: EntryBounds = DEFAULT_BOUNDS;
   for (let attempt = 0; ; attempt++) {
     const value = gzipSync(JSON.stringify({ v: WIRE_VERSION, ...boundEntry(entry, bounds) }));

@@ -34,10 +34,23 @@ export interface TranscriptApproval {
   answeredAt: string;
 }
 
-export type TranscriptEntryKind = 'step' | 'approval' | 'end' | 'cut';
+/** One run of spec.verify.command by the operator, after the model finished. */
+export interface TranscriptVerification {
+  attempt: number;
+  passed: boolean;
+  exitCode?: number;
+  timedOut?: boolean;
+  durationMs: number;
+  /** The end of the command's output (status.result.verification.outputTail keeps the last one). */
+  output: BoundedText;
+  /** What the operator did next: handed the failure back to the model, failed the run, or let it succeed. */
+  verdict: 'passed' | 'retry' | 'failed' | 'recorded';
+}
+
+export type TranscriptEntryKind = 'step' | 'approval' | 'verify' | 'end' | 'cut';
 
 export interface TranscriptEntry {
-  /** Where the entry sorts: `s000042`, `s000042-c000007` (a resume), `s000042-end`, `s000501-cut`. */
+  /** Where the entry sorts: `s000042`, `s000042-c000007` (a resume), `s000042-v000001` (a verification), `s000042-end`, `s000501-cut`. */
   key: string;
   kind: TranscriptEntryKind;
   /** The step the entry belongs to (0 before the first). */
@@ -56,6 +69,8 @@ export interface TranscriptEntry {
   usage?: TokenUsage;
   compaction?: { summary: BoundedText; summarisedMessages: number; usage: TokenUsage };
   approval?: TranscriptApproval;
+  /** verify: what the check found. */
+  verification?: TranscriptVerification;
   /** end: the reason and message the run ended with, when a worker failed it. */
   outcome?: { phase: string; reason: string; message: string };
   /** cut: what was left out and why. */
@@ -83,10 +98,12 @@ export function resumeKey(step: number, approvalId: string): string {
   const call = /-c(\d+)$/.exec(approvalId)?.[1] ?? '0';
   return `${stepKey(step)}-c${pad(Number(call))}`;
 }
+/** A verification after step `step`, numbered by attempt (the first is 1). */
+export const verifyKey = (step: number, attempt: number) => `${stepKey(step)}-v${pad(attempt)}`;
 export const endKey = (step: number) => `${stepKey(step)}-end`;
 export const cutKey = (step: number) => `${stepKey(step)}-cut`;
 /** The keys an entry may have: a ConfigMap's binaryData keys must match [-._a-zA-Z0-9]+. */
-export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6}|-end|-cut)?$/;
+export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6}|-v\d{6}|-end|-cut)?$/;
 
 /** The first `max` bytes of `text` (never splitting a character), marked when cut. */
 export function boundText(text: string, max: number): BoundedText {
@@ -116,6 +133,7 @@ export function boundEntry(entry: TranscriptEntry, bounds: EntryBounds): Transcr
       ...(call.result ? { result: { ok: call.result.ok, output: rebound(call.result.output, bounds.output) } } : {}),
     }));
   if (entry.outcome) bounded.outcome = { ...entry.outcome, message: boundText(entry.outcome.message, 4096).text };
+  if (entry.verification) bounded.verification = { ...entry.verification, output: rebound(entry.verification.output, bounds.output) };
   if (entry.approval?.reason) bounded.approval = { ...entry.approval, reason: boundText(entry.approval.reason, 1024).text };
   return bounded;
 }

@@ -51,7 +51,7 @@ export async function createLocalSandbox(options: LocalSandboxOptions): Promise<
     workspaceDir,
     homeDir,
     call: (request, callOptions) => inner.call(request, callOptions),
-    importTree: (tar) => inner.importTree(tar),
+    importTree: (tar, importOptions) => inner.importTree(tar, importOptions),
     close: async () => {
       await inner.close();
       await killBackgroundJobs(homeDir);

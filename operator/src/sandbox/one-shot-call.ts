@@ -26,7 +26,9 @@ export async function callInNewProcess(
   const child = await startOrFail(transport, 'call');
   const answer = readOneResponse(child, options.maxResponseBytes);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
-  child.stdin.end(encodeRequest({ tool: request.tool, input: request.input, callId: request.callId }));
+  child.stdin.end(
+    encodeRequest({ tool: request.tool, input: request.input, callId: request.callId, protect: request.protect, clean: request.clean }),
+  );
   return withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());
 }
 
@@ -34,8 +36,13 @@ export async function importInNewProcess(
   transport: ToolboxTransport,
   tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream,
   options: OneShotOptions,
+  prune: readonly string[] = [],
 ): Promise<void> {
-  const child = await startOrFail(transport, 'import');
+  const child = await startOrFail(
+    transport,
+    'import',
+    prune.flatMap((glob) => ['--prune', glob]),
+  );
   const answer = readOneResponse(child, options.maxResponseBytes);
   const source = tar instanceof Readable ? tar : Readable.from(tar as AsyncIterable<Uint8Array>);
   // The toolbox may answer (a refusal) before it has read everything: that is not a write error.
@@ -49,9 +56,9 @@ export async function importInNewProcess(
   }
 }
 
-async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand): Promise<ToolboxProcess> {
+async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand, extra: readonly string[] = []): Promise<ToolboxProcess> {
   try {
-    return await transport.start([command]);
+    return await transport.start([command, ...extra]);
   } catch (error) {
     throw new SandboxError('TRANSPORT', `could not start the toolbox: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,

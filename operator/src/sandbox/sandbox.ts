@@ -15,6 +15,15 @@ export interface ToolRequest {
    * so a step redone after a worker died does not edit or run twice.
    */
   callId?: string;
+  /** spec.verify.protect: the file tools refuse to change a path these globs cover (PROTECTED_PATH). */
+  protect?: readonly string[];
+  /** bash only: a fresh shell without the model's saved session state (the operator's verification). */
+  clean?: boolean;
+}
+
+export interface ImportOptions {
+  /** Globs whose workspace paths are removed before the tar is unpacked (restoring spec.verify.protect). */
+  prune?: readonly string[];
 }
 
 export interface CallOptions {
@@ -31,7 +40,7 @@ export interface Sandbox {
    */
   call(request: ToolRequest, options?: CallOptions): Promise<ToolResponse>;
   /** Makes a tar stream (optionally gzip) the workspace; throws SandboxError when refused. */
-  importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream): Promise<void>;
+  importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, options?: ImportOptions): Promise<void>;
   /** Ends sessions and in-flight calls; later calls fail with SandboxError('CLOSED'). */
   close(): Promise<void>;
 }

@@ -55,7 +55,16 @@ export class ServeSession {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
     const answer = new Promise<ToolResponse>((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    this.process.stdin.write(encodeRequest({ id, tool: request.tool, input: request.input, callId: request.callId }));
+    this.process.stdin.write(
+      encodeRequest({
+        id,
+        tool: request.tool,
+        input: request.input,
+        callId: request.callId,
+        protect: request.protect,
+        clean: request.clean,
+      }),
+    );
     // A late answer to a forgotten id is dropped by onLine.
     return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.pending.delete(id));
   }

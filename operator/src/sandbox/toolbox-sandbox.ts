@@ -5,7 +5,7 @@ import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-
 import { BASH_MAX_TIMEOUT_MS } from '../../../sandbox-image/toolbox/contract/limits.ts';
 import { isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import { callInNewProcess, importInNewProcess } from './one-shot-call.ts';
-import type { CallOptions, Sandbox, ToolRequest } from './sandbox.ts';
+import type { CallOptions, ImportOptions, Sandbox, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { ServeSession } from './serve-session.ts';
 import type { ToolboxTransport } from './toolbox-transport.ts';
@@ -47,9 +47,9 @@ export class ToolboxSandbox implements Sandbox {
     return session.call(request, options);
   }
 
-  async importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream): Promise<void> {
+  async importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, options: ImportOptions = {}): Promise<void> {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
-    await importInNewProcess(this.transport, tar, this.limits);
+    await importInNewProcess(this.transport, tar, this.limits, options.prune);
   }
 
   async close(): Promise<void> {

@@ -47,6 +47,7 @@ export class AgentInspector {
       jobId.prepare(uid),
       jobId.finalize(uid),
       jobId.publish(uid),
+      jobId.finalize(uid, state?.verification?.attempts),
       jobId.step(uid, Math.max(0, step - 1)),
       jobId.step(uid, step),
       jobId.step(uid, step + 1),

@@ -15,7 +15,8 @@ import type { SandboxPool } from './sandbox-pool.ts';
 
 export interface JobEnqueuer {
   step(ref: { uid: string; namespace: string; name: string }, completed: number): Promise<void>;
-  finalize(ref: { uid: string; namespace: string; name: string }): Promise<void>;
+  /** round: the verifications already run (RunState.verification.attempts), 0 or absent before the first. */
+  finalize(ref: { uid: string; namespace: string; name: string }, round?: number): Promise<void>;
   publish(ref: { uid: string; namespace: string; name: string }): Promise<void>;
 }
 
@@ -77,8 +78,8 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     await this.add('step', jobId.step(ref.uid, completed), { ...ref, step: completed });
   }
 
-  async finalize(ref: { uid: string; namespace: string; name: string }): Promise<void> {
-    await this.add('finalize', jobId.finalize(ref.uid), ref);
+  async finalize(ref: { uid: string; namespace: string; name: string }, round = 0): Promise<void> {
+    await this.add('finalize', jobId.finalize(ref.uid, round), ref);
   }
 
   async publish(ref: { uid: string; namespace: string; name: string }): Promise<void> {
@@ -89,7 +90,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     const uid = run.metadata.uid;
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
     const state = this.states.peek(await this.states.loadText(uid), runRefOf(run));
-    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.publish(uid)]);
+    const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.finalize(uid, state?.verification?.attempts), jobId.publish(uid)]);
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
     if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));
     // Every other job the run had (the steps of a finished run, whose state is gone; its

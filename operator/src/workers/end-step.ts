@@ -74,7 +74,7 @@ export async function afterCalls(
     state.stage !== 'waiting' && !last.resumed ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress) : undefined;
   if (quick) {
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
-    if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+    if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
     else await deps.queue.step(ref, state.step);
     return;
   }
@@ -100,6 +100,6 @@ export async function afterCalls(
     });
     return;
   }
-  if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
   else await deps.queue.step(ref, state.step);
 }

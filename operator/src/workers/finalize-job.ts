@@ -1,7 +1,8 @@
 // finalize: take the diff from the sandbox (take-diff.ts), keep the whole of it (up to
 // 1 MiB) in a ConfigMap and a bounded copy in status.result, and write the terminal phase
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
-// a run stopped by a budget, so its partial diff is kept.
+// a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
+// finished is verified first (verify-work.ts), which may hand it back to the model instead.
 import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { keptDiffResult, withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
@@ -15,6 +16,7 @@ import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
+import { verificationResult, verifyWork } from './verify-work.ts';
 
 /**
  * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
@@ -32,8 +34,9 @@ async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: R
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
-  // Handed to publishing already (spec.publish): a redone finalize only hands it on again.
-  if (state.stage === 'publishing' || state.stage === 'waiting') {
+  // A redone finalize whose verification already handed the run back to the model, or that
+  // handed it to publishing (spec.publish, maybe waiting for its approval): only hand it on again.
+  if (state.stage === 'stepping' || state.stage === 'publishing' || state.stage === 'waiting') {
     await handOn(deps, ref, state);
     return;
   }
@@ -42,17 +45,23 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
     await deps.states.delete(ref.uid);
     return;
   }
+  if ((await verifyWork(deps, run, state)) === 'again') return;
   const kept = await finalDiff(deps, run, state);
   const summary = state.finalText ?? state.stop?.message ?? '';
   const ending = loopOutcome({ steps: state.step, stop: state.stop, filesChanged: kept.filesChanged });
   if (ending.phase === 'Succeeded' && (await startPublish(deps, run, state, kept, summary))) return;
   const { phase, reason } = ending;
-  const message = withDiffNote(ending.message, kept);
+  const note = phase === 'Succeeded' && state.verificationNote ? ` ${state.verificationNote}` : '';
+  const message = withDiffNote(`${ending.message}${note}`, kept);
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
     // The commit cloned, so a run with spec.continueFrom naming this one clones it too.
-    status.result = { ...keptDiffResult(kept, summary), ...(state.revision ? { revision: state.revision } : {}) };
+    status.result = {
+      ...keptDiffResult(kept, summary),
+      ...(state.revision ? { revision: state.revision } : {}),
+      ...verificationResult(state),
+    };
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {

@@ -15,7 +15,7 @@ import { runInFlightCalls } from './run-tool-calls.ts';
 export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
   if (state.inFlight) await continueStep(deps, ref, state);
   else if (state.stage === 'stepping') await deps.queue.step(ref, state.step);
-  else if (state.stage === 'finalizing') await deps.queue.finalize(ref);
+  else if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
   else if (state.stage === 'publishing') await deps.queue.publish(ref);
   else if (state.stage === 'waiting' && state.pendingApproval) {
     const run = await liveRun(deps, ref);

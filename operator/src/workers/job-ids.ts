@@ -18,7 +18,11 @@ export interface AgentJobData extends RunRef {
 export const jobId = {
   prepare: (uid: string) => `${uid}-prepare`,
   step: (uid: string, completed: number) => `${uid}-step-${completed}`,
-  finalize: (uid: string) => `${uid}-finalize`,
+  /**
+   * round: the verifications (spec.verify) already run; a failure handed back to the model
+   * ends in another finalize, which needs an id of its own (the first one's may still be kept).
+   */
+  finalize: (uid: string, round = 0) => (round > 0 ? `${uid}-finalize-${round}` : `${uid}-finalize`),
   publish: (uid: string) => `${uid}-publish`,
   /**
    * A deny (by a human or at the timeout) has the id of its approval; an approve also names

@@ -36,6 +36,7 @@ import { commitDiff, pushBranch, remoteBranch, type PublishClone } from './publi
 import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
+import { verificationResult } from './verify-work.ts';
 
 /** The id of a publish approval, and the "tool" status.pendingApproval names. */
 export const PUBLISH_APPROVAL_ID = 'publish';
@@ -148,7 +149,11 @@ export async function startPublish(
   state.publish = { diffSha256: sha256 };
   const ref = runRefOf(run);
   const now = deps.now();
-  const result = { ...keptDiffResult(kept, summary), ...(state.revision ? { revision: state.revision } : {}) };
+  const result = {
+    ...keptDiffResult(kept, summary),
+    ...(state.revision ? { revision: state.revision } : {}),
+    ...verificationResult(state),
+  };
   const generation = run.metadata.generation ?? 0;
   if (run.spec.approval.publish) {
     const pending = {

@@ -1,5 +1,6 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step.
+import { protectingSandbox } from './protecting-sandbox.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { refusedApprovalStatus } from '../reconcile/run-status-transitions.ts';
@@ -41,7 +42,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(deps.sandboxes.for(run), call, toolCallObserver(deps), undefined, state.step)
+      ? await executeToolCall(protectingSandbox(deps.sandboxes.for(run), run), call, toolCallObserver(deps), undefined, state.step)
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   // Human time is not the run's time: the wait moves the run's start (and so its deadline) on.

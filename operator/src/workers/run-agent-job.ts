@@ -49,7 +49,7 @@ async function finalizeAfterDeadline(
   state.stage = 'finalizing';
   state.stop = stop;
   await deps.states.save(state);
-  await deps.queue.finalize(ref);
+  await deps.queue.finalize(ref, state.verification?.attempts);
 }
 
 /** Resolves when the job is done with (the run moved on, or failed); rejects when BullMQ should try again. */

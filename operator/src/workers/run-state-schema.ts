@@ -95,6 +95,18 @@ export const runStateSchema = z.looseObject({
   diffSnapshot: z.looseObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/), configMap: identifier }).optional(),
   approvalWaitMs: count.optional(),
   publish: z.looseObject({ diffSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
+  verification: z
+    .looseObject({
+      passed: z.boolean(),
+      exitCode: z.number().int().optional(),
+      timedOut: z.boolean().optional(),
+      outputTail: z.string(),
+      durationMs: count,
+      attempts: z.number().int().min(1),
+      step: count,
+    })
+    .optional(),
+  verificationNote: z.string().optional(),
 });
 
 /** The first problem with a decoded state, as `path: message`, or undefined when it fits. */

@@ -14,6 +14,7 @@ import type { TokenUsage } from '../agent/usage-accounting.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
+import type { Verification } from '../api/verification-status.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
@@ -115,7 +116,7 @@ export interface RunState extends RunRef {
   /** The answer of the last step without tool calls. */
   finalText?: string;
   /** Why the run stops, when it stops early. */
-  stop?: { reason: StopReason; message: string };
+  stop?: { reason: StopReason | typeof REASONS.VerificationFailed; message: string };
   /** Steps in a row whose tool calls were all unusable, and what was wrong with the last one (stop-conditions.ts). */
   unusableToolCallSteps?: number;
   lastUnusableToolCall?: string;
@@ -125,6 +126,10 @@ export interface RunState extends RunRef {
   approvalWaitMs?: number;
   /** spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that diff is pushed. */
   publish?: { diffSha256: string };
+  /** The last spec.verify run (verify-work.ts) and the step after which it ran (a redone finalize does not run it again). */
+  verification?: Verification & { step: number };
+  /** What the last verification means for a run that succeeds (status.message adds it). */
+  verificationNote?: string;
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */

@@ -1,6 +1,7 @@
 // Running a step's tool calls: in order, each result kept as it comes (so a step redone
 // after a crash runs only the calls not finished), up to the first call that needs a
 // human's approval, which parks the run with the calls after it.
+import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
 import { modelAcceptsImages } from '../providers/provider-registry.ts';
@@ -36,7 +37,7 @@ export async function runCallsUntilApproval(
 ): Promise<boolean> {
   const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
-  const sandbox = deps.sandboxes.for(run);
+  const sandbox = protectingSandbox(deps.sandboxes.for(run), run);
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
   const fresh = await executeToolCalls(
     sandbox,

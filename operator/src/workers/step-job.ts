@@ -78,7 +78,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     state.stage = 'finalizing';
     state.stop = { reason: early.reason, message: early.message };
     await deps.states.save(state);
-    await deps.queue.finalize(ref);
+    await deps.queue.finalize(ref, state.verification?.attempts);
     return;
   }
 

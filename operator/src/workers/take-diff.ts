@@ -13,7 +13,7 @@ interface BashResult {
 }
 
 async function bash(sandbox: Sandbox, command: string, options: CallOptions): Promise<BashResult> {
-  const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 } }, options);
+  const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
   return response.result as BashResult;
 }

@@ -6,6 +6,8 @@ export const TOOL_ERROR_CODES = [
   'NOT_FOUND',
   'OUTSIDE_WORKSPACE',
   'DENIED_PATH',
+  /** spec.verify.protect: the run's grader depends on this path, so the file tools do not change it. */
+  'PROTECTED_PATH',
   'NOT_UNIQUE',
   'NO_MATCH',
   'NO_CHANGE',

@@ -32,13 +32,33 @@ export interface RequestLine {
    * call finished under it is answered from the toolbox's journal when it comes again.
    */
   callId?: string;
+  /**
+   * spec.verify.protect globs (operator only: the model writes inputs, never request lines):
+   * write_file, edit_file and multi_edit refuse a path they match with PROTECTED_PATH.
+   */
+  protect?: string[];
+  /** bash only, operator only: run in a fresh shell, without the session's saved state, and save none. */
+  clean?: boolean;
 }
+
+/** Bounds of `protect` (the CRD's, spec.verify.protect). */
+const PROTECT_MAX = 64;
+const PROTECT_GLOB_MAX = 256;
 
 export type RequestReading = { kind: 'request'; request: RequestLine } | { kind: 'invalid'; message: string };
 export type ResponseReading = { kind: 'response'; id: unknown; response: ToolResponse } | { kind: 'invalid'; message: string };
 
-export function encodeRequest(request: { id?: number | string; tool: string; input: unknown; callId?: string | undefined }): string {
-  return `${JSON.stringify(request)}\n`;
+export function encodeRequest(request: {
+  id?: number | string;
+  tool: string;
+  input: unknown;
+  callId?: string | undefined;
+  protect?: readonly string[] | undefined;
+  clean?: boolean | undefined;
+}): string {
+  const { protect, clean, ...rest } = request;
+  // Absent rather than empty, so a run without spec.verify sends the lines it always sent.
+  return `${JSON.stringify({ ...rest, ...(protect && protect.length > 0 ? { protect } : {}), ...(clean ? { clean: true } : {}) })}\n`;
 }
 
 /** One request line: a JSON object naming a tool of the contract (its input is checked by the tool's schema later). */
@@ -51,12 +71,27 @@ export function decodeRequest(line: string): RequestReading {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { kind: 'invalid', message: 'request must be a JSON object' };
-  const { id, tool, input, callId } = value as Record<string, unknown>;
+  const { id, tool, input, callId, protect, clean } = value as Record<string, unknown>;
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
-  if (callId === undefined) return { kind: 'request', request: { id, tool, input: input ?? {} } };
-  if (typeof callId !== 'string' || callId === '' || callId.length > CALL_ID_MAX_CHARS)
-    return { kind: 'invalid', message: `callId must be a string of 1 to ${CALL_ID_MAX_CHARS} characters` };
-  return { kind: 'request', request: { id, tool, input: input ?? {}, callId } };
+  const request: RequestLine = { id, tool, input: input ?? {} };
+  if (callId !== undefined) {
+    if (typeof callId !== 'string' || callId === '' || callId.length > CALL_ID_MAX_CHARS)
+      return { kind: 'invalid', message: `callId must be a string of 1 to ${CALL_ID_MAX_CHARS} characters` };
+    request.callId = callId;
+  }
+  if (protect !== undefined) {
+    const valid =
+      Array.isArray(protect) &&
+      protect.length <= PROTECT_MAX &&
+      protect.every((glob) => typeof glob === 'string' && glob !== '' && glob.length <= PROTECT_GLOB_MAX);
+    if (!valid) return { kind: 'invalid', message: `protect must be at most ${PROTECT_MAX} globs of 1 to ${PROTECT_GLOB_MAX} characters` };
+    request.protect = protect as string[];
+  }
+  if (clean !== undefined) {
+    if (typeof clean !== 'boolean') return { kind: 'invalid', message: 'clean must be a boolean' };
+    if (clean) request.clean = true;
+  }
+  return { kind: 'request', request };
 }
 
 /** One response line, the id first (none for `call` and `import`, which answer one request). */

@@ -5,7 +5,8 @@
 // user's environment do not reach the commands the model runs. It is NOT the pod's
 // isolation: the tools run as the user, on this machine, with its network. So (Security
 // #11.13) spec.sandbox.setup, a bash command, runs here only as a bash call of the model
-// would: when bash is in spec.approval.tools, a human approves it first.
+// would: when bash is in spec.approval.tools, a human approves it first. So does
+// spec.verify.command, which the operator runs after the model finishes.
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -72,14 +73,31 @@ async function createRunSandbox(
   return { sandbox, base };
 }
 
-/** Asks whether spec.sandbox.setup may run on this machine; the command is shown whole. */
-export type SetupApprover = (run: ParsedCodingRun, command: string) => Promise<ApprovalAnswer>;
+/** Asks whether spec.sandbox.setup (or spec.verify.command) may run on this machine; the command is shown whole. */
+export type SetupApprover = (run: ParsedCodingRun, command: string, subject?: GatedCommand) => Promise<ApprovalAnswer>;
+
+export type GatedCommand = 'spec.sandbox.setup' | 'spec.verify.command';
 
 /** True for the prepare job's run of spec.sandbox.setup when the run's policy gates bash. */
 export function isGatedSetup(run: ParsedCodingRun, request: ToolRequest): boolean {
   const setup = run.spec.sandbox.setup;
   if (!setup || request.tool !== 'bash' || !run.spec.approval.tools.includes('bash')) return false;
   return (request.input as { command?: unknown } | undefined)?.command === setup;
+}
+
+/** True for the operator's run of spec.verify.command (a clean bash) when the run's policy gates bash. */
+export function isGatedVerify(run: ParsedCodingRun, request: ToolRequest): boolean {
+  const verify = run.spec.verify?.command;
+  if (!verify || request.tool !== 'bash' || request.clean !== true || !run.spec.approval.tools.includes('bash')) return false;
+  return (request.input as { command?: unknown } | undefined)?.command === verify;
+}
+
+/** The refusal the verification reports (it fails, saying so): nothing ran. */
+export function verifyDenied(answer: ApprovalAnswer): ToolResponse {
+  const message =
+    `spec.verify.command needed approval (bash is in spec.approval.tools, so the check is asked like a bash call) and was denied: ` +
+    `${answer.reason ?? 'no reason given'}; nothing ran. Run it on a terminal to approve it, or take bash out of spec.approval.tools`;
+  return { ok: false, error: { code: 'INVALID_INPUT', message } };
 }
 
 /** The refusal the prepare job reports as SetupFailed: nothing ran. */
@@ -108,6 +126,7 @@ export class LocalSandboxFactory {
     let closed: Promise<void> | undefined;
     // Asked once per run: a retried prepare job must not ask again, nor run a denied setup.
     let setupAnswer: Promise<ApprovalAnswer> | undefined;
+    let verifyAnswer: Promise<ApprovalAnswer> | undefined;
     const sandbox: Sandbox = {
       call: async (request, options) => {
         if (isGatedSetup(run, request)) {
@@ -117,9 +136,16 @@ export class LocalSandboxFactory {
           const answer = await setupAnswer;
           if (answer.decision !== 'approve') return setupDenied(answer);
         }
+        if (isGatedVerify(run, request)) {
+          verifyAnswer ??= this.approveSetup
+            ? this.approveSetup(run, run.spec.verify!.command, 'spec.verify.command')
+            : Promise.resolve({ id: 'verify', decision: 'deny', reason: 'no way to ask' });
+          const answer = await verifyAnswer;
+          if (answer.decision !== 'approve') return verifyDenied(answer);
+        }
         return (await creating).sandbox.call(request, options);
       },
-      importTree: async (tar) => (await creating).sandbox.importTree(tar),
+      importTree: async (tar, options) => (await creating).sandbox.importTree(tar, options),
       close: () =>
         (closed ??= (async () => {
           this.open.delete(sandbox);

@@ -22,7 +22,7 @@ import { ApprovalDesk } from './approval-desk.ts';
 import { localModelEndpoints, localOperatorConfig, localRedisPrefix } from './local-operator-config.ts';
 import { provideRedis, type LocalRedis } from './local-redis.ts';
 import { reconcileUntilFinished } from './local-run-loop.ts';
-import { LocalSandboxFactory, findToolbox } from './local-sandbox-factory.ts';
+import { LocalSandboxFactory, type GatedCommand, findToolbox } from './local-sandbox-factory.ts';
 import { readManifest } from './manifest-file.ts';
 import { MemoryKubeGateway } from './memory-kube-gateway.ts';
 import { memoryRunResources } from './memory-run-resources.ts';
@@ -98,8 +98,17 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   process.once('exit', killRedis);
   const approver = chooseApprover(io, command.file);
   // Security #11.13: setup runs on this machine, so it is asked like a bash call (withdrawn on Ctrl-C).
-  const approveSetup = (current: CodingRun, setup: string) =>
-    approver({ runName: current.metadata.name, id: 'setup', toolName: 'bash', input: setup, subject: 'spec.sandbox.setup' }, signal);
+  const approveSetup = (current: CodingRun, command: string, subject: GatedCommand = 'spec.sandbox.setup') =>
+    approver(
+      {
+        runName: current.metadata.name,
+        id: subject === 'spec.sandbox.setup' ? 'setup' : 'verify',
+        toolName: 'bash',
+        input: command,
+        subject,
+      },
+      signal,
+    );
   const sandboxes = new LocalSandboxFactory(toolboxPath, io.env, approveSetup);
   let runtime: AgentRuntime | undefined;
   let desk: ApprovalDesk | undefined;

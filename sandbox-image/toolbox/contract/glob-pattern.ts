@@ -1,3 +1,4 @@
+// Shared by the toolbox (glob, list_files, protected paths) and the operator (which files of a clone are protected).
 // Compiles a glob to a RegExp matched against a whole '/'-separated relative path:
 // `**` spans any number of directories, `*` and `?` stay inside one segment, `[...]` is a
 // character class and `{a,b}` an alternation.

@@ -1,0 +1,31 @@
+// The grammar of a spec.verify.protect glob: a path pattern relative to the repository root,
+// written once as CEL (so `kubectl apply` refuses a bad one) and once as a predicate (the
+// operator re-validates every run). What a glob matches is decided in
+// reconcile/protected-paths.ts; here only what may be written.
+import type { CrossFieldRule } from './cross-field-rules.ts';
+
+/** Longest glob. */
+export const PROTECT_GLOB_MAX = 256;
+/** Most globs one run may list. */
+export const PROTECT_MAX = 64;
+
+// No control characters (a path with a newline cannot be shown or matched honestly), and
+// not absolute: a glob names paths inside the repository, nothing else.
+export const PROTECT_GLOB_PATTERN = '^[^/\\x00-\\x1f][^\\x00-\\x1f]*$';
+export const PROTECT_GLOB_PATTERN_MESSAGE =
+  'must be a path pattern relative to the repository root, such as test/** or package.json, without a leading / or control characters';
+
+export const protectGlobRules: readonly CrossFieldRule<string>[] = [
+  {
+    rule: "!(self == '..' || self.startsWith('../') || self.endsWith('/..') || self.contains('/../'))",
+    message: 'a protect glob may not contain a .. segment: name paths inside the repository, such as test/**',
+    reason: 'FieldValueInvalid',
+    holds: (glob) => !glob.split('/').includes('..'),
+  },
+  {
+    rule: "!(self == '.' || self.startsWith('./') || self.endsWith('/.') || self.contains('/./') || self.contains('//'))",
+    message: 'write a protect glob without . segments or doubled slashes, such as test/** rather than ./test//**',
+    reason: 'FieldValueInvalid',
+    holds: (glob) => !glob.split('/').some((segment, index, all) => segment === '.' || (segment === '' && index < all.length - 1)),
+  },
+];

@@ -1,0 +1,71 @@
+// Puts spec.verify.protect paths back as they are in the commit the run cloned, right before
+// each verification, so whatever the model did to them through bash cannot change the grade.
+// The source is a fresh clone in the worker (the operator's, never the sandbox's .git, which
+// the model can rewrite: replace refs, forged objects); the sandbox first removes everything
+// the globs cover (toolbox `import --prune`), then unpacks the clone's protected files.
+import { execFile } from 'node:child_process';
+import { createReadStream } from 'node:fs';
+import { readdir, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { protectedPaths } from '../../../sandbox-image/toolbox/contract/protected-paths.ts';
+import { REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
+import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
+import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+import { cloneRepository } from './git-clone.ts';
+
+/** Root-relative paths of the files (and symlinks) under `dir` the globs protect; .git is never walked. */
+export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<string[]> {
+  const isProtected = protectedPaths(globs);
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  const files: string[] = [];
+  for (const entry of entries) {
+    if (entry.isDirectory()) continue;
+    const relative = join(entry.parentPath, entry.name).slice(dir.length + 1);
+    if (relative === '.git' || relative.startsWith('.git/')) continue;
+    if (isProtected(relative)) files.push(relative);
+  }
+  return files.sort();
+}
+
+/** Restores the protected paths in the sandbox; returns how many files the clone put back. */
+export async function restoreProtected(
+  deps: Pick<AgentDependencies, 'clonePolicy' | 'resources'>,
+  run: ParsedCodingRun,
+  revision: string,
+  sandbox: Sandbox,
+): Promise<number> {
+  const protect = run.spec.verify?.protect ?? [];
+  if (protect.length === 0) return 0;
+  const { spec } = run;
+  // The same checks as the first clone (prepare-job.ts): allowRepo as it is now, the run's own token.
+  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
+  const token = spec.repository.credentialsSecretRef
+    ? await deps.resources.secretValue(
+        run.metadata.namespace,
+        spec.repository.credentialsSecretRef.name,
+        spec.repository.credentialsSecretRef.key,
+      )
+    : undefined;
+  const dir = await cloneRepository({
+    url: repository.url,
+    revision,
+    token,
+    maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
+    maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+  });
+  try {
+    const files = await protectedFilesIn(dir, protect);
+    const list = join(dirname(dir), 'protected.list');
+    const archive = join(dirname(dir), 'protected.tar');
+    await writeFile(list, files.map((file) => `${file}\0`).join(''));
+    // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
+    await promisify(execFile)('tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], { maxBuffer: 1024 * 1024 });
+    await sandbox.importTree(createReadStream(archive), { prune: protect });
+    return files.length;
+  } finally {
+    await rm(dirname(dir), { recursive: true, force: true });
+  }
+}

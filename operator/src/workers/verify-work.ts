@@ -1,0 +1,152 @@
+// spec.verify, after the model finished: put the protected paths back (restore-protected.ts),
+// run the command in a clean shell through the toolbox's bash (the same exec path as the
+// model's bash tool, none of the model's session state), and apply what it means
+// (reconcile/verification-verdict.ts): hand the failure back to the model for another try,
+// fail the run VerificationFailed, or let it succeed. Each verification is an Event and a
+// transcript entry; the last one goes to status.result.verification at finalize.
+import type { BashResult } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
+import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
+import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
+import { decideVerification, verificationOf, type CommandResult, type Verdict } from '../reconcile/verification-verdict.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
+import { restoreProtected } from './restore-protected.ts';
+import { runRefOf } from './run-ref.ts';
+import type { RunState } from './run-state.ts';
+import { deadlineOf } from './step-job.ts';
+
+/** The client waits this much past the command's own timeout for the toolbox to answer. */
+const ANSWER_GRACE_MS = 60_000;
+/** A verification gets at least this long even when the run's deadline is nearer (the controller's grace covers it). */
+const MIN_TIMEOUT_MS = 1_000;
+
+/** Why the model may not take another step, or undefined. */
+function budgetSpent(run: ParsedCodingRun, state: RunState, now: number): string | undefined {
+  const budget = run.spec.budget;
+  if (deadlinePassed({ startedAt: state.startedAt, timeoutMs: durationMs(budget.timeout), now }))
+    return `spec.budget.timeout (${budget.timeout}) has passed`;
+  if (stepBudgetSpent({ steps: state.step, budget })) return `all ${budget.maxSteps} steps of spec.budget.maxSteps are used`;
+  if (tokenBudgetSpent({ usage: state.usage, budget })) return `spec.budget.maxTokens (${budget.maxTokens}) is reached`;
+  return undefined;
+}
+
+/** status.result.verification from the state: the last verification, without the step it is keyed by. */
+export function verificationResult(state: RunState): Pick<RunResult, 'verification'> {
+  if (!state.verification) return {};
+  const { step: _keyedBy, ...verification } = state.verification;
+  return { verification };
+}
+
+/** What the operator's run of the command returned; a toolbox refusal counts as a failure with its message as output. */
+async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs: number): Promise<CommandResult> {
+  const sandbox = deps.sandboxes.for(run);
+  const started = performance.now();
+  const response = await sandbox.call(
+    { tool: 'bash', input: { command: run.spec.verify!.command, timeoutMs }, clean: true },
+    { timeoutMs: timeoutMs + ANSWER_GRACE_MS },
+  );
+  if (!response.ok) {
+    const elapsed = performance.now() - started;
+    return {
+      exitCode: null,
+      stdout: '',
+      stderr: `the sandbox refused the command: ${response.error.message}`,
+      timedOut: false,
+      outputCapped: false,
+      durationMs: elapsed,
+    };
+  }
+  const result = response.result as BashResult;
+  return result;
+}
+
+/**
+ * Verifies the work of a run whose model has just finished. 'again' when the failure went back
+ * to the model (the state is saved and the next step enqueued; finalize must stop); 'done' when
+ * the run ends now, with state.verification (and state.stop when it failed) saved.
+ */
+export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<'again' | 'done'> {
+  const verify = run.spec.verify;
+  // Only a model that finished is checked; a run stopped by a budget has already failed.
+  if (!verify || state.stop) return 'done';
+  // A finalize redone after its verification was saved: that verdict stands.
+  if (state.verification?.step === state.step) return 'done';
+  const sandbox = deps.sandboxes.for(run);
+  // Fail closed: without the cloned commit the protected paths cannot be put back, and a check
+  // of whatever the model left there would not be a grade (a state written before commits were recorded).
+  if (verify.protect.length > 0 && !state.revision) {
+    throw new RunFailure(
+      REASONS.VerificationFailed,
+      'The commit this run cloned is not recorded, so the spec.verify.protect paths cannot be restored before the check; nothing was graded. Create the run again.',
+    );
+  }
+  const restored = state.revision ? await restoreProtected(deps, run, state.revision, sandbox) : 0;
+  const untilDeadline = deadlineOf(run, state) - deps.now().getTime();
+  const timeoutMs = Math.max(MIN_TIMEOUT_MS, Math.min(durationMs(verify.timeout), untilDeadline));
+  const result = await runCheck(deps, run, timeoutMs);
+  const verification = verificationOf(result, (state.verification?.attempts ?? 0) + 1);
+  const verdict = decideVerification({
+    verify,
+    verification,
+    budgetSpent: budgetSpent(run, state, deps.now().getTime()),
+    cutByDeadline: result.timedOut && timeoutMs < durationMs(verify.timeout),
+  });
+  deps.logger.info({ attempt: verification.attempts, passed: verification.passed, restored, verdict: verdict.kind }, 'verification done');
+
+  state.verification = { ...verification, step: state.step };
+  if (verdict.kind === 'retry') {
+    state.messages = [...state.messages, { role: 'user', content: verdict.prompt }];
+    delete state.finalText;
+    state.stage = 'stepping';
+  } else if (verdict.kind === 'failed') {
+    state.stop = { reason: verdict.reason, message: verdict.message };
+  } else {
+    state.verificationNote = verdict.note;
+  }
+  await recordVerification(deps, run, state, verdict);
+  await deps.states.save(state);
+  await deps.events.record(run, {
+    type: verification.passed ? 'Normal' : 'Warning',
+    reason: verification.passed ? EVENT_REASONS.VerificationPassed : EVENT_REASONS.VerificationFailed,
+    message: verdict.event,
+  });
+  if (verdict.kind !== 'retry') return 'done';
+  await deps.queue.step(runRefOf(run), state.step);
+  return 'again';
+}
+
+/** The verification's transcript entry; the record is worth less than the run, so a refusal is only logged. */
+async function recordVerification(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, verdict: Verdict): Promise<void> {
+  const verification = state.verification!;
+  const step = Math.min(state.step, MAX_RECORDED_STEPS);
+  // The end of the output is what says why a check failed: keep the last bytes, not the first.
+  const bytes = Buffer.from(verification.outputTail, 'utf8');
+  const output =
+    bytes.length <= DEFAULT_BOUNDS.output
+      ? { text: verification.outputTail }
+      : {
+          text: boundText(bytes.subarray(bytes.length - DEFAULT_BOUNDS.output).toString('utf8'), DEFAULT_BOUNDS.output).text,
+          cutFrom: bytes.length,
+        };
+  const entry: TranscriptEntry = {
+    key: verifyKey(step, verification.attempts),
+    kind: 'verify',
+    step,
+    at: deps.now().toISOString(),
+    verification: {
+      attempt: verification.attempts,
+      passed: verification.passed,
+      ...(verification.exitCode !== undefined ? { exitCode: verification.exitCode } : {}),
+      ...(verification.timedOut ? { timedOut: true } : {}),
+      durationMs: verification.durationMs,
+      output,
+      verdict: verdict.kind,
+    },
+  };
+  await deps.transcript.append(run, entry).catch((error: unknown) => {
+    deps.logger.warn(
+      { err: error instanceof Error ? error.message : String(error) },
+      'could not record the verification in the transcript',
+    );
+  });
+}

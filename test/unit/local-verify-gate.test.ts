@@ -1,0 +1,33 @@
+// `kubectl codingrun run --local` runs commands on the user's machine, so (Security #11.13)
+// the operator's run of spec.verify.command is asked like a bash call when bash is gated,
+// as spec.sandbox.setup is. Which requests are gated is a pure predicate.
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { isGatedVerify, verifyDenied } from '../../operator/src/cli/local/local-sandbox-factory.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+
+function run(spec: Record<string, unknown>): ParsedCodingRun {
+  const fixture = codingRunFixture({ spec });
+  return { ...fixture, spec: codingRunSpec.parse(fixture.spec) };
+}
+
+const gated = run({ verify: { command: 'npm test' }, approval: { tools: ['bash'] } });
+const check = { tool: 'bash', input: { command: 'npm test', timeoutMs: 1000 }, clean: true };
+
+describe('isGatedVerify', () => {
+  it.each<[string, ParsedCodingRun, object, boolean]>([
+    ['the check, bash gated', gated, check, true],
+    ['the check, bash not gated', run({ verify: { command: 'npm test' } }), check, false],
+    ['the same command from the model (no clean shell): its own approval path', gated, { ...check, clean: undefined }, false],
+    ['another clean command (the diff)', gated, { ...check, input: { command: 'git diff' } }, false],
+    ['a run without verify', run({ approval: { tools: ['bash'] } }), check, false],
+  ])('%s: %s', (_, subject, request, expected) => {
+    expect(isGatedVerify(subject, request as never)).toBe(expected);
+  });
+
+  it('denies with a tool error that says nothing ran and what to change', () => {
+    const response = verifyDenied({ id: 'verify', decision: 'deny', reason: 'no terminal' });
+    expect(response).toMatchObject({ ok: false, error: { code: 'INVALID_INPUT' } });
+    expect(!response.ok && response.error.message).toMatch(/no terminal; nothing ran.*take bash out of spec.approval.tools/);
+  });
+});

@@ -1,0 +1,94 @@
+// What a verification means for the run (reconcile/verification-verdict.ts): passed, handed
+// back to the model, failed for good, or recorded and the run succeeds. Table tests.
+import { describe, expect, it } from 'vitest';
+import { decideVerification, verificationOf, type CommandResult } from '../../operator/src/reconcile/verification-verdict.ts';
+
+const command = (overrides: Partial<CommandResult> = {}): CommandResult => ({
+  exitCode: 1,
+  stdout: 'FAIL test/greet.test.sh\n',
+  stderr: '',
+  timedOut: false,
+  outputCapped: false,
+  durationMs: 1234.4,
+  ...overrides,
+});
+
+const verify = { command: 'sh test/run.sh', required: true, retries: 0, protect: [] as string[] };
+
+describe('verificationOf', () => {
+  it.each<[string, Partial<CommandResult>, { passed: boolean; exitCode?: number; timedOut?: boolean }]>([
+    ['exit 0 passes', { exitCode: 0 }, { passed: true, exitCode: 0 }],
+    ['exit 1 fails', { exitCode: 1 }, { passed: false, exitCode: 1 }],
+    ['a timeout fails without an exit code', { exitCode: null, timedOut: true }, { passed: false, timedOut: true }],
+    ['exit 0 with capped output fails', { exitCode: 0, outputCapped: true }, { passed: false, exitCode: 0 }],
+  ])('%s', (_, overrides, expected) => {
+    const verification = verificationOf(command(overrides), 1);
+    expect(verification).toMatchObject(expected);
+    if (expected.exitCode === undefined) expect(verification).not.toHaveProperty('exitCode');
+  });
+
+  it('keeps the last 4 KiB of stdout then stderr, and rounds the duration', () => {
+    const verification = verificationOf(command({ stdout: `${'x'.repeat(10_000)}\nlast stdout line`, stderr: 'an error' }), 2);
+    expect(verification.outputTail.length).toBeLessThanOrEqual(4096);
+    expect(verification.outputTail.endsWith('last stdout line\nan error')).toBe(true);
+    expect(verification.durationMs).toBe(1234);
+    expect(verification.attempts).toBe(2);
+  });
+});
+
+describe('decideVerification', () => {
+  const decide = (overrides: Partial<CommandResult>, attempts: number, spec: Partial<typeof verify> = {}, budgetSpent?: string) =>
+    decideVerification({ verify: { ...verify, ...spec }, verification: verificationOf(command(overrides), attempts), budgetSpent });
+
+  it.each<[string, Partial<CommandResult>, number, Partial<typeof verify>, string | undefined, string]>([
+    ['a pass', { exitCode: 0 }, 1, {}, undefined, 'passed'],
+    ['a pass on a retry', { exitCode: 0 }, 2, { retries: 2 }, undefined, 'passed'],
+    ['a required failure without retries', {}, 1, {}, undefined, 'failed'],
+    ['a failure with a retry left', {}, 1, { retries: 1 }, undefined, 'retry'],
+    ['a failure with the retries used', {}, 2, { retries: 1 }, undefined, 'failed'],
+    ['a failure with a retry left but no budget', {}, 1, { retries: 3 }, 'all 5 steps of spec.budget.maxSteps are used', 'failed'],
+    ['a failure that is not required', {}, 1, { required: false }, undefined, 'recorded'],
+    ['a failure that is not required, retries used', {}, 3, { required: false, retries: 2 }, undefined, 'recorded'],
+    ['a failure that is not required, with a retry left', {}, 1, { required: false, retries: 1 }, undefined, 'retry'],
+    ['a timeout, required', { exitCode: null, timedOut: true }, 1, {}, undefined, 'failed'],
+  ])('%s: %s', (_, overrides, attempts, spec, budgetSpent, kind) => {
+    expect(decide(overrides, attempts, spec, budgetSpent).kind).toBe(kind);
+  });
+
+  it('fails with VerificationFailed and a message that says what failed and what to change', () => {
+    const verdict = decide({}, 1);
+    expect(verdict).toMatchObject({ kind: 'failed', reason: 'VerificationFailed' });
+    const message = (verdict as { message: string }).message;
+    expect(message).toContain('`sh test/run.sh` exited 1 on attempt 1 of 1');
+    expect(message).toContain('FAIL test/greet.test.sh');
+    expect(message).toContain('the diff is kept');
+    expect(message).toContain('spec.verify.retries');
+  });
+
+  it('says when the budget, not the retries, stopped another try', () => {
+    const verdict = decide({}, 1, { retries: 2 }, 'all 5 steps of spec.budget.maxSteps are used');
+    expect((verdict as { message: string }).message).toContain(
+      'No retry was possible because all 5 steps of spec.budget.maxSteps are used',
+    );
+  });
+
+  it('points at spec.verify.timeout when the check timed out', () => {
+    const verdict = decide({ exitCode: null, timedOut: true }, 1);
+    expect((verdict as { message: string }).message).toMatch(/timed out.*raise spec\.verify\.timeout/s);
+  });
+
+  it('hands the output back to the model as quoted material, naming the protected paths', () => {
+    const verdict = decide({ stdout: 'expected hello, got helo\n' }, 1, { retries: 2, protect: ['test/**'] });
+    expect(verdict.kind).toBe('retry');
+    const prompt = (verdict as { prompt: string }).prompt;
+    expect(prompt).toContain('<verification-output>\nexpected hello, got helo\n</verification-output>');
+    expect(prompt).toContain('attempt 1 of 3; 2 more tries');
+    expect(prompt).toContain('test/**');
+  });
+
+  it('lets a run with a failing optional check succeed and says so', () => {
+    const verdict = decide({}, 1, { required: false });
+    expect(verdict).toMatchObject({ kind: 'recorded' });
+    expect((verdict as { note: string }).note).toContain('Verification failed but is not required');
+  });
+});
