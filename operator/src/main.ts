@@ -20,6 +20,8 @@ import {
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
+import { ScheduleController } from './controller/schedule-controller.ts';
+import { createScheduleGateway } from './kube/schedule-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
@@ -134,6 +136,10 @@ async function main(): Promise<void> {
     );
   let controller = newController();
   controllerRef = controller;
+  // CodingSchedules are reconciled by the leader too, beside the runs they create.
+  const scheduleGateway = createScheduleGateway(kubeConfig);
+  const newScheduleController = () => new ScheduleController(kubeConfig, config, { kube: scheduleGateway, events }, logger);
+  let schedules = newScheduleController();
   agentRef = agent;
   const elector = config.leaderElection.enabled
     ? new LeaderElector(
@@ -184,6 +190,7 @@ async function main(): Promise<void> {
     // Shutdown must end even when a dependency does not answer (Redis down, API server gone).
     setTimeout(() => process.exit(0), 10_000).unref();
     controller.stop();
+    schedules.stop();
     await elector?.release();
     await agent.close();
     health.close();
@@ -192,8 +199,11 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
+  const startControllers = async () => {
+    await Promise.all([controller.start(), schedules.start()]);
+  };
   if (!elector) {
-    await controller.start();
+    await startControllers();
     return;
   }
   // When the lease cannot be renewed in time (the API server unreachable, or another
@@ -201,15 +211,14 @@ async function main(): Promise<void> {
   // lease expires, and stand for election again; the workers go on. Exiting instead made
   // every replica crash through an API server outage.
   while (!stopping) {
-    await elector.run(
-      () => controller.start(),
-      () => {
-        logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
-        controller.stop();
-        controller = newController();
-        controllerRef = controller;
-      },
-    );
+    await elector.run(startControllers, () => {
+      logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
+      controller.stop();
+      schedules.stop();
+      controller = newController();
+      controllerRef = controller;
+      schedules = newScheduleController();
+    });
   }
 }
 

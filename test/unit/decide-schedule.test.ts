@@ -300,10 +300,11 @@ describe('decideSchedule', () => {
     });
     const { expected } = row;
     expect(decision.create?.toISOString()).toBe(expected.create);
-    if ('lastScheduleTime' in expected) expect(decision.status.lastScheduleTime).toBe(expected.lastScheduleTime);
-    if (!expected.create && !('lastScheduleTime' in expected)) expect(decision.status.lastScheduleTime).toBe(iso(row.status?.lastScheduleTime));
-    if ('lastMissedTime' in expected) expect(decision.status.lastMissedTime).toBe(expected.lastMissedTime);
-    if ('nextScheduleTime' in expected) expect(decision.status.nextScheduleTime).toBe(expected.nextScheduleTime);
+    if ('lastScheduleTime' in expected) expect(iso(decision.status.lastScheduleTime)).toBe(expected.lastScheduleTime);
+    if (!expected.create && !('lastScheduleTime' in expected))
+      expect(iso(decision.status.lastScheduleTime)).toBe(iso(row.status?.lastScheduleTime));
+    if ('lastMissedTime' in expected) expect(iso(decision.status.lastMissedTime)).toBe(expected.lastMissedTime);
+    if ('nextScheduleTime' in expected) expect(iso(decision.status.nextScheduleTime)).toBe(expected.nextScheduleTime);
     if (expected.active) expect(decision.status.active?.map((active) => active.name)).toEqual(expected.active);
     if (expected.active) expect(decision.status.activeCount).toBe(expected.active.length);
     if (expected.deleted) expect(decision.deleteRuns.map((run) => `${run.because} ${run.name}`)).toEqual(expected.deleted);
@@ -340,7 +341,7 @@ describe('decideSchedule', () => {
     };
     const first = decideSchedule({ ...input, status: undefined, now: new Date('2026-06-01T09:40:00Z') });
     const second = decideSchedule({ ...input, status: first.status, now: new Date('2026-06-01T10:00:01Z') });
-    expect(second.status.conditions?.[0]?.lastTransitionTime).toBe('2026-06-01T09:40:00.000Z');
+    expect(second.status.conditions?.[0]?.lastTransitionTime).toBe('2026-06-01T09:40:00Z');
     expect(second.status.conditions?.[0]?.message).toContain('11:00');
   });
 });

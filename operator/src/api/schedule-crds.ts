@@ -159,7 +159,6 @@ export function buildCodingScheduleCrd() {
       {
         rule: 'size(self.metadata.name) <= 63',
         message: 'a CodingSchedule name may have at most 63 characters: it labels every run the schedule creates',
-        fieldPath: '.metadata.name',
         reason: 'FieldValueInvalid',
       },
     ],

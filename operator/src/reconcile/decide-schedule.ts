@@ -63,7 +63,8 @@ export interface ScheduleDecision {
 const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
 const date = (value: string | undefined) => (value ? new Date(value) : undefined);
-const iso = (value: Date | undefined) => value?.toISOString();
+/** RFC 3339 to the second, as Kubernetes writes its own timestamps (scheduled times are whole minutes). */
+const iso = (value: Date | undefined) => value?.toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   const { spec, status = {}, now, cron } = input;
@@ -127,7 +128,7 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     lastTransitionTime:
       previousReady && previousReady.status === ready.status && previousReady.reason === ready.reason
         ? previousReady.lastTransitionTime
-        : now.toISOString(),
+        : iso(now)!,
   };
   // A changed message alone (the next due time) must not make a new transition time, but it
   // does make a status write per scheduled time, which is what `kubectl get` wants to show.
@@ -137,7 +138,7 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     observedGeneration: input.generation,
     active: keptActive
       .sort((a, b) => a.scheduledTime.getTime() - b.scheduledTime.getTime())
-      .map((run) => ({ name: run.name, scheduledTime: run.scheduledTime.toISOString() })),
+      .map((run) => ({ name: run.name, scheduledTime: iso(run.scheduledTime)! })),
     activeCount: keptActive.length,
     ...optional('lastScheduleTime', iso(lastScheduleTime)),
     ...optional('lastSuccessfulTime', iso(lastSuccessfulTime)),
