@@ -131,6 +131,23 @@ describe('CodingSchedule', () => {
     expect((await apply('x'.repeat(64), { runTemplate: { spec: RUN } })).stderr).toContain('at most 63 characters');
   });
 
+  it('is described by kubectl explain, field by field', async () => {
+    // The API server publishes a CRD's OpenAPI a moment after it is established.
+    const explained = () =>
+      eventually(
+        async () => {
+          const result = await kubectl(['explain', 'codingschedule.spec']);
+          return result.stdout.includes('concurrencyPolicy') ? result.stdout : undefined;
+        },
+        30_000,
+        'kubectl explain codingschedule.spec',
+      );
+    const spec = await explained();
+    expect(spec).toContain('Replace cancels the active runs');
+    expect(spec).toMatch(/startingDeadlineSeconds\s+<integer>/);
+    expect((await kubectl(['explain', 'codingruntemplate.spec.budget'])).stdout).toContain('maxSteps');
+  });
+
   it('creates a run at its scheduled time: named after the schedule, owned by it, labelled with the time; kubectl get shows it', async () => {
     await createSchedule('hourly', { concurrencyPolicy: 'Allow', runTemplate: { metadata: { labels: { team: 'a' } }, spec: RUN } });
     const clock = { now: base - 60_000 };
