@@ -176,6 +176,9 @@ async function downloadCut(dir: string, limit: number): Promise<boolean> {
   return false;
 }
 
+/** Proxy variables git (curl) reads; only ever the operator's own, never a run's. */
+const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY'] as const;
+
 /** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
 export async function cloneRepository(request: CloneRequest): Promise<string> {
   const parts = repositoryUrlParts(request.url);
@@ -193,6 +196,8 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
   };
   // An admin's private CA for the git server, set on the operator's container.
   if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
+  // The admin's outbound proxy (the chart's proxy values), set on the operator's container.
+  for (const name of GIT_PROXY_VARIABLES) if (process.env[name]) env[name] = process.env[name];
   const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
   if (token) {
     const askpass = join(base, 'askpass.sh');
