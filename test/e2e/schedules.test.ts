@@ -142,7 +142,7 @@ describe('CodingSchedule', () => {
         30_000,
         'kubectl explain codingschedule.spec',
       );
-    const spec = await explained();
+    const spec = (await explained()).replace(/\s+/g, ' ');
     expect(spec).toContain('Replace cancels the active runs');
     expect(spec).toMatch(/startingDeadlineSeconds\s+<integer>/);
     expect((await kubectl(['explain', 'codingruntemplate.spec.budget'])).stdout).toContain('maxSteps');
