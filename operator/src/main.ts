@@ -15,6 +15,8 @@ import {
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
+import { ScheduleController } from './controller/schedule-controller.ts';
+import { createScheduleGateway } from './kube/schedule-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
@@ -106,6 +108,10 @@ async function main(): Promise<void> {
     );
   let controller = newController();
   controllerRef = controller;
+  // CodingSchedules are reconciled by the leader too, beside the runs they create.
+  const scheduleGateway = createScheduleGateway(kubeConfig);
+  const newScheduleController = () => new ScheduleController(kubeConfig, config, { kube: scheduleGateway, events }, logger);
+  let schedules = newScheduleController();
   agentRef = agent;
   const elector = config.leaderElection.enabled
     ? new LeaderElector(
@@ -150,13 +156,17 @@ async function main(): Promise<void> {
 
   const stopping = stopOnSignals(logger, async () => {
     controller.stop();
+    schedules.stop();
     await elector?.release();
     await agent.close();
     health.close();
   });
 
+  const startControllers = async () => {
+    await Promise.all([controller.start(), schedules.start()]);
+  };
   if (!elector) {
-    await controller.start();
+    await startControllers();
     return;
   }
   // When the lease cannot be renewed in time (the API server unreachable, or another
@@ -164,15 +174,14 @@ async function main(): Promise<void> {
   // lease expires, and stand for election again; the workers go on. Exiting instead made
   // every replica crash through an API server outage.
   while (!stopping()) {
-    await elector.run(
-      () => controller.start(),
-      () => {
-        logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
-        controller.stop();
-        controller = newController();
-        controllerRef = controller;
-      },
-    );
+    await elector.run(startControllers, () => {
+      logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
+      controller.stop();
+      schedules.stop();
+      controller = newController();
+      controllerRef = controller;
+      schedules = newScheduleController();
+    });
   }
 }
 

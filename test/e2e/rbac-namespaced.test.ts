@@ -14,6 +14,7 @@ import { runKubectl } from '../support/control-plane/run-kubectl.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { templateKubeVersion } from '../support/helm.ts';
 
 const RELEASE = 'nsrbac';
 const RELEASE_NS = 'chamvi-nsrbac';
@@ -38,7 +39,7 @@ let registrar: SandboxExecRegistrar;
 const ok = (args: string[], input?: string) => kubectlOk(args, input === undefined ? {} : { input });
 
 function helmTemplate(...args: string[]): string {
-  return execFileSync(join(controlPlaneBin(), 'helm'), ['template', RELEASE, chart, '-n', RELEASE_NS, ...args], {
+  return execFileSync(join(controlPlaneBin(), 'helm'), ['template', RELEASE, chart, '-n', RELEASE_NS, ...templateKubeVersion(), ...args], {
     encoding: 'utf8',
     env: { ...process.env, HELM_CACHE_HOME: '/tmp/chamvi-helm-cache', HELM_CONFIG_HOME: '/tmp/chamvi-helm-config' },
   });

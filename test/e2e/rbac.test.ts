@@ -14,6 +14,7 @@ import { createBareRepository } from '../support/git-fixture.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { auditLogFile } from '../support/control-plane/control-plane.ts';
+import { templateKubeVersion } from '../support/helm.ts';
 
 const RELEASE_NS = 'chamvi-rbac';
 const NS = 'e2e-rbac';
@@ -95,7 +96,18 @@ beforeAll(async () => {
   await createNamespace(NS, { restricted: true });
   const rendered = execFileSync(
     join(controlPlaneBin(), 'helm'),
-    ['template', 'chamvi', chart, '-n', RELEASE_NS, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml'],
+    [
+      'template',
+      'chamvi',
+      chart,
+      '-n',
+      RELEASE_NS,
+      '--show-only',
+      'templates/serviceaccount.yaml',
+      '--show-only',
+      'templates/rbac.yaml',
+      ...templateKubeVersion(),
+    ],
     { encoding: 'utf8' },
   );
   await ok(['apply', '-n', RELEASE_NS, '-f', '-'], rendered);
@@ -353,6 +365,11 @@ describe("the chart's RBAC", () => {
       'networking.k8s.io/networkpolicies get': 'createOrFindHolder: a NetworkPolicy that already exists',
       '/pods/exec create': 'exec over SPDY, or an API server that authorizes the WebSocket upgrade with create',
       'chamvi.dev/codingruns/finalizers update': 'owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement',
+      // CodingSchedules (kube/schedule-gateway.ts); these runs come from no schedule. test/e2e/schedules.test.ts uses them.
+      'chamvi.dev/codingruns create': 'a schedule creating its run',
+      'chamvi.dev/codingschedules get': 'reconciling a schedule',
+      'chamvi.dev/codingschedules/status update': 'a schedule writing its status',
+      'chamvi.dev/codingruntemplates get': 'a schedule reading its templateRef',
     };
     expect(
       Object.keys(notReachedHere).filter((entry) => used.has(entry)),

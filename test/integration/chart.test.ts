@@ -180,7 +180,12 @@ describe('the chart on the local control plane', () => {
     expect(await can('update', 'leases.coordination.k8s.io', '-n', NAMESPACE)).toBe('yes');
     expect(await can('update', 'leases.coordination.k8s.io', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('list', 'secrets', '-n', RUNS_NAMESPACE)).toBe('no');
-    expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
+    // CodingSchedules create runs; templates are read, never written.
+    expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('update', 'codingschedules.chamvi.dev', '--subresource=status', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('get', 'codingruntemplates.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('update', 'codingruntemplates.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
+    expect(await can('update', 'codingschedules.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('create', 'deployments.apps', '-n', RUNS_NAMESPACE)).toBe('no');
   });
 

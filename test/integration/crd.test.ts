@@ -61,7 +61,7 @@ describe('the CodingRun CRD on a real API server', () => {
     const result = await kubectl(['apply', '-n', NAMESPACE, '-f', '-'], { input: text });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/codingrun\.chamvi\.dev\/\S+ (created|unchanged|configured)/);
+    expect(result.stdout).toMatch(/(codingrun|codingruntemplate|codingschedule)\.chamvi\.dev\/\S+ (created|unchanged|configured)/);
   });
 
   it('fills defaults server-side', async () => {

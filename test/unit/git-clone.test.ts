@@ -345,3 +345,38 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     }
   });
 });
+
+describe("the operator's outbound proxy (chart proxy values)", { timeout: 60_000 }, () => {
+  it('sends the clone through HTTP_PROXY when the operator has one, and straight to the server when NO_PROXY names it', async () => {
+    const seen: string[] = [];
+    const proxy = await listen(
+      createServer((request, response) => {
+        seen.push(request.url ?? '');
+        response.writeHead(403).end('refused by the test proxy');
+      }),
+      'http',
+    );
+    const origin = await authServer();
+    const url = checked(`${origin.url}/acme/via-proxy.git`);
+    const saved = { http_proxy: process.env.http_proxy, no_proxy: process.env.no_proxy };
+    try {
+      process.env.http_proxy = proxy;
+      delete process.env.no_proxy;
+      await cloneRepository({ url, ...LIMITS, timeoutMs: 20_000 }).catch(() => undefined);
+      // A proxy gets the absolute URL; the server itself was never asked.
+      expect(seen[0]).toBe(`${origin.url}/acme/via-proxy.git/info/refs?service=git-upload-pack`);
+      expect(origin.requests).toEqual([]);
+
+      process.env.no_proxy = '127.0.0.1';
+      seen.length = 0;
+      await cloneRepository({ url, ...LIMITS, timeoutMs: 20_000 }).catch(() => undefined);
+      expect(seen).toEqual([]);
+      expect(origin.requests).toContain('/acme/via-proxy.git/info/refs?service=git-upload-pack');
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+});

@@ -121,3 +121,36 @@ where "punycode" holds the patterns that spell out an xn-- label (only they may 
 {{- end -}}
 {{- toJson (dict "plain" $plain "punycode" $punycode) -}}
 {{- end -}}
+
+{{/*
+The volume source of caBundle (a ConfigMap or a Secret key, mounted as ca.crt), or nothing.
+*/}}
+{{- define "chamvi.caBundleVolume" -}}
+{{- $ca := .Values.caBundle -}}
+{{- if and $ca.configMap.name $ca.secret.name -}}
+{{- fail "caBundle: set configMap.name or secret.name, not both" -}}
+{{- end -}}
+{{- if $ca.configMap.name -}}
+configMap:
+  name: {{ $ca.configMap.name }}
+  items:
+    - key: {{ $ca.configMap.key }}
+      path: ca.crt
+{{- else if $ca.secret.name -}}
+secret:
+  secretName: {{ $ca.secret.name }}
+  items:
+    - key: {{ $ca.secret.key }}
+      path: ca.crt
+{{- end -}}
+{{- end }}
+
+{{/*
+"true" when the admission policies are wanted and the API server serves
+admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+); empty otherwise.
+*/}}
+{{- define "chamvi.admissionPoliciesEnabled" -}}
+{{- if and .Values.admissionPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
+true
+{{- end -}}
+{{- end }}

@@ -18,7 +18,11 @@ export class EventRecorder {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async record(run: CodingRun, event: RunEvent): Promise<void> {
+  /** `run` is any object the operator reports on: a CodingRun, or a CodingSchedule. */
+  async record(
+    run: Pick<CodingRun, 'apiVersion' | 'kind'> & { metadata: Pick<CodingRun['metadata'], 'name' | 'namespace' | 'uid'> },
+    event: RunEvent,
+  ): Promise<void> {
     const time = this.now();
     try {
       await this.kube.createEvent({

@@ -176,6 +176,9 @@ async function downloadCut(dir: string, limit: number): Promise<boolean> {
   return false;
 }
 
+/** Proxy variables git (curl) reads; only ever the operator's own, never a run's. */
+const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY'] as const;
+
 /**
  * The environment git runs in for the checked URL: no system or user config, only the URL's
  * protocol, and (with a token) the askpass that answers only the checked origin's prompts.
@@ -194,6 +197,8 @@ export async function gitEnvironment(parts: RepositoryUrlParts, token: string | 
   };
   // An admin's private CA for the git server, set on the operator's container.
   if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
+  // The admin's outbound proxy (the chart's proxy values), set on the operator's container.
+  for (const name of GIT_PROXY_VARIABLES) if (process.env[name]) env[name] = process.env[name];
   if (token && (parts.scheme === 'https' || parts.scheme === 'http')) {
     const askpass = join(base, 'askpass.sh');
     await writeFile(askpass, ASKPASS);

@@ -1,0 +1,141 @@
+// Reconciles one CodingSchedule: reads it, its template and its runs from the API server,
+// asks decideSchedule what to do, and applies that in one place: delete the runs it names,
+// create the run for the due time, then write the status and record the Events. The order
+// is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
+// by an attempt that died before its status write is found again by its scheduled-time label.
+import type { CodingRun } from '../api/index.ts';
+import { codingScheduleSpec, SCHEDULED_TIME_LABEL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import type { EventRecorder } from '../kube/event-recorder.ts';
+import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
+import { apiRefusal } from '../kube/api-errors.ts';
+import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
+import { decideSchedule, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
+import { resolveScheduledRunSpec, scheduledRunObject } from '../reconcile/scheduled-run.ts';
+import type { ControllerLogger } from './run-controller.ts';
+
+export interface ScheduleReconcilerDeps {
+  kube: ScheduleGateway;
+  events: Pick<EventRecorder, 'record'>;
+  logger: ControllerLogger;
+  /** The clock every decision is made with; tests drive it. */
+  now: () => Date;
+}
+
+/**
+ * Stands in for a spec the operator cannot parse (a CRD installed without its schema, or
+ * edited by hand): the status still lists the runs and says why, nothing is created, and the
+ * widest history limits delete as little as possible.
+ */
+const UNREADABLE_SPEC = codingScheduleSpec.parse({
+  schedule: '@yearly',
+  suspend: true,
+  templateRef: { name: 'unreadable' },
+  successfulRunsHistoryLimit: 100,
+  failedRunsHistoryLimit: 100,
+});
+
+/** A daily schedule would otherwise set a timer for a day; look again at least this often. */
+export const MAX_SCHEDULE_REQUEUE_MS = 60 * 60 * 1000;
+
+export class ScheduleReconciler {
+  constructor(private readonly deps: ScheduleReconcilerDeps) {}
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+    const [namespace, name] = key.split('/') as [string, string];
+    const { kube, events, logger } = this.deps;
+    const schedule = await kube.getSchedule(namespace, name);
+    if (!schedule || schedule.metadata.deletionTimestamp) return {};
+    const now = this.deps.now();
+
+    const parsedSpec = codingScheduleSpec.safeParse(schedule.spec);
+    let problem: ScheduleProblem | undefined;
+    let cron;
+    if (!parsedSpec.success) {
+      problem = {
+        reason: 'InvalidSchedule',
+        message: parsedSpec.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; '),
+      };
+    } else {
+      const parsedCron = parseCronSchedule(parsedSpec.data.schedule, parsedSpec.data.timeZone);
+      if (parsedCron.ok) cron = parsedCron.schedule;
+      else problem = { reason: 'InvalidSchedule', message: parsedCron.message };
+    }
+    const spec = parsedSpec.success ? parsedSpec.data : UNREADABLE_SPEC;
+    let runSpec;
+    if (!problem) {
+      const template = spec.templateRef ? await kube.getTemplate(namespace, spec.templateRef.name) : undefined;
+      const resolved = resolveScheduledRunSpec(spec, template);
+      if (resolved.ok) runSpec = resolved.spec;
+      else problem = resolved.problem;
+    }
+
+    const runs = (await kube.listScheduleRuns(namespace, name)).filter((run) => ownedBy(run, schedule)).flatMap(toScheduledRun);
+    const decision = decideSchedule({
+      spec,
+      status: schedule.status,
+      generation: schedule.metadata.generation ?? 0,
+      createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
+      cron,
+      ...(problem ? { problem } : {}),
+      runs,
+      now,
+    });
+
+    for (const { name: runName } of decision.deleteRuns.filter((run) => run.because === 'Replace'))
+      await kube.deleteRun(namespace, runName);
+    let status: CodingScheduleStatus = decision.status;
+    if (decision.create && runSpec) {
+      let created: CodingRun;
+      try {
+        created = await kube.createRun(scheduledRunObject(schedule, spec, runSpec, decision.create));
+      } catch (error) {
+        const refusal = apiRefusal(error);
+        if (refusal) {
+          await events.record(schedule, {
+            type: 'Warning',
+            reason: 'RunRefused',
+            message: `The API server refused the run due at ${decision.create.toISOString()}: ${refusal.message}`,
+          });
+        }
+        throw error;
+      }
+      status = withCreatedRun(status, created.metadata.name, decision.create);
+      await events.record(schedule, {
+        type: 'Normal',
+        reason: 'RunCreated',
+        message: `Created run ${created.metadata.name} for ${decision.create.toISOString()}`,
+      });
+      logger.info({ namespace, name, run: created.metadata.name, scheduledTime: decision.create.toISOString() }, 'schedule created a run');
+    }
+    for (const { name: runName } of decision.deleteRuns.filter((run) => run.because === 'History'))
+      await kube.deleteRun(namespace, runName);
+    if (JSON.stringify(status) !== JSON.stringify(schedule.status ?? {})) await kube.replaceScheduleStatus(schedule, status);
+    for (const event of decision.events) await events.record(schedule, event);
+    return decision.requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(decision.requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
+  }
+}
+
+/** A run counts only when this schedule (this uid, not an earlier one of the same name) controls it. */
+function ownedBy(run: CodingRun, schedule: CodingSchedule): boolean {
+  const owners = (run.metadata as { ownerReferences?: Array<{ uid?: string; controller?: boolean }> }).ownerReferences ?? [];
+  return owners.some((owner) => owner.controller && owner.uid === schedule.metadata.uid);
+}
+
+function toScheduledRun(run: CodingRun): ScheduledRun[] {
+  const seconds = Number(run.metadata.labels?.[SCHEDULED_TIME_LABEL]);
+  if (!Number.isFinite(seconds)) return [];
+  return [
+    {
+      name: run.metadata.name,
+      scheduledTime: new Date(seconds * 1000),
+      ...(run.status?.phase ? { phase: run.status.phase } : {}),
+      ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
+      ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
+    },
+  ];
+}
+
+function withCreatedRun(status: CodingScheduleStatus, name: string, scheduledTime: Date): CodingScheduleStatus {
+  const active = [...(status.active ?? []), { name, scheduledTime: scheduledTime.toISOString().replace(/\.\d{3}Z$/, 'Z') }];
+  return { ...status, active, activeCount: active.length };
+}

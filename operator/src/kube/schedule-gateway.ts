@@ -1,0 +1,71 @@
+// The schedule controller's door to the API server: read a schedule and its template, list
+// the schedule's runs (always from the API server: a cache could miss a run created a moment
+// ago and let a retry create it twice), create and delete runs, write the schedule's status.
+// The chart's RBAC for CodingSchedules and CodingRunTemplates can be read off this file.
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
+import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import { isNotFound } from './api-errors.ts';
+
+export interface ScheduleGateway {
+  getSchedule(namespace: string, name: string): Promise<CodingSchedule | undefined>;
+  getTemplate(namespace: string, name: string): Promise<CodingRunTemplate | undefined>;
+  /** Runs labelled with the schedule's name; the caller checks the owner's uid. */
+  listScheduleRuns(namespace: string, scheduleName: string): Promise<CodingRun[]>;
+  /** Creates the run (generateName) and returns it as stored. */
+  createRun(run: object & { metadata: { namespace: string } }): Promise<CodingRun>;
+  deleteRun(namespace: string, name: string): Promise<void>;
+  /** Replaces the status; 409 when the schedule's resourceVersion is stale. */
+  replaceScheduleStatus(schedule: CodingSchedule, status: CodingScheduleStatus): Promise<CodingSchedule>;
+}
+
+export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const path = (plural: string, namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural, namespace, name });
+  const getOrUndefined = async <T>(read: () => Promise<unknown>): Promise<T | undefined> => {
+    try {
+      return (await read()) as T;
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  };
+  return {
+    getSchedule: (namespace, name) => getOrUndefined(() => custom.getNamespacedCustomObject(path(SCHEDULE_PLURAL, namespace, name))),
+    getTemplate: (namespace, name) => getOrUndefined(() => custom.getNamespacedCustomObject(path(TEMPLATE_PLURAL, namespace, name))),
+    async listScheduleRuns(namespace, scheduleName) {
+      const list = (await custom.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        namespace,
+        labelSelector: `${SCHEDULE_LABEL}=${scheduleName}`,
+      })) as { items: CodingRun[] };
+      return list.items;
+    },
+    async createRun(run) {
+      return (await custom.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        namespace: run.metadata.namespace,
+        body: run,
+      })) as CodingRun;
+    },
+    async deleteRun(namespace, name) {
+      try {
+        await custom.deleteNamespacedCustomObject(path(PLURAL, namespace, name));
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    },
+    async replaceScheduleStatus(schedule, status) {
+      const body = { ...schedule, status };
+      return (await custom.replaceNamespacedCustomObjectStatus({
+        ...path(SCHEDULE_PLURAL, schedule.metadata.namespace, schedule.metadata.name),
+        body,
+      })) as CodingSchedule;
+    },
+  };
+}

@@ -1,0 +1,176 @@
+// What a CodingSchedule should do now: plain data in (the schedule, its runs as the API
+// server lists them, whether its run spec resolves, the clock), a decision out. CronJob's
+// rules, kept so a user's CronJob intuition holds:
+//
+// - The due time is the latest scheduled time after the last one handled (lastScheduleTime,
+//   lastMissedTime, or the schedule's creation) and at or before now. Earlier missed times
+//   are dropped: an operator down for a day starts one run, not one per missed time.
+// - Past startingDeadlineSeconds the due time is skipped and reported (MissedSchedule).
+// - Forbid leaves the due time unhandled while a run is active, so it starts when that run
+//   ends if still within the deadline; Replace deletes the active runs; Allow just creates.
+// - Suspend creates nothing; on resume the latest missed time runs if within the deadline.
+//
+// Idempotence (an operator killed between creating a run and writing the status): the runs
+// carry their scheduled time in a label, so when a run for the due time already exists the
+// decision records it instead of creating another. The controller lists runs from the API
+// server, never from a cache, so a run it has just created is always seen.
+import { isTerminal, type Condition, type Phase } from '../api/index.ts';
+import { SCHEDULE_CONDITION_READY, type CodingScheduleSpec, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import type { RunEvent } from './decision.ts';
+import type { CronSchedule } from './cron-schedule.ts';
+
+/** A run this schedule owns, as listed from the API server. */
+export interface ScheduledRun {
+  name: string;
+  scheduledTime: Date;
+  phase?: Phase;
+  completionTime?: Date;
+  /** Being deleted (deletionTimestamp): neither active nor history. */
+  deleting?: boolean;
+}
+
+/** Why no run can be created from this schedule, when so (the Ready condition's reason and message). */
+export interface ScheduleProblem {
+  reason: 'InvalidSchedule' | 'TemplateNotFound' | 'InvalidRunSpec';
+  message: string;
+}
+
+export interface ScheduleInput {
+  spec: CodingScheduleSpec;
+  status: CodingScheduleStatus | undefined;
+  generation: number;
+  createdAt: Date;
+  /** The parsed cron expression; undefined with `problem` InvalidSchedule. */
+  cron: CronSchedule | undefined;
+  /** Set when the schedule or its run spec is invalid: nothing is created. */
+  problem?: ScheduleProblem;
+  runs: ScheduledRun[];
+  now: Date;
+}
+
+export interface ScheduleDecision {
+  /** Create a run for this scheduled time. */
+  create?: Date;
+  /** Runs to delete: Replace's active runs, then history past the limits. */
+  deleteRuns: Array<{ name: string; because: 'Replace' | 'History' }>;
+  /** The whole status (without a run created by `create`: the controller adds it, named by the API server). */
+  status: CodingScheduleStatus;
+  events: RunEvent[];
+  /** Decide again after this long even if nothing changes (the next scheduled time). */
+  requeueAfterMs?: number;
+}
+
+const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
+const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
+const date = (value: string | undefined) => (value ? new Date(value) : undefined);
+/** RFC 3339 to the second, as Kubernetes writes its own timestamps (scheduled times are whole minutes). */
+const iso = (value: Date | undefined) => value?.toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+export function decideSchedule(input: ScheduleInput): ScheduleDecision {
+  const { spec, status = {}, now, cron } = input;
+  const events: RunEvent[] = [];
+  const deleteRuns: ScheduleDecision['deleteRuns'] = [];
+  let lastScheduleTime = date(status.lastScheduleTime);
+  let lastMissedTime = date(status.lastMissedTime);
+  let active = input.runs.filter(isActive);
+  let create: Date | undefined;
+
+  const due = cron && !input.problem ? dueTime(input, cron) : undefined;
+  if (due && !spec.suspend) {
+    const existing = input.runs.find((run) => run.scheduledTime.getTime() === due.getTime());
+    const deadline = spec.startingDeadlineSeconds;
+    if (existing) {
+      // Created by an earlier attempt whose status write was lost: record it, create nothing.
+      lastScheduleTime = due;
+    } else if (deadline !== undefined && now.getTime() - due.getTime() > deadline * 1000) {
+      lastMissedTime = due;
+      events.push({
+        type: 'Warning',
+        reason: 'MissedSchedule',
+        message: `Skipped the run due at ${due.toISOString()}: it could not start within startingDeadlineSeconds (${deadline}s)`,
+      });
+    } else if (spec.concurrencyPolicy === 'Forbid' && active.length > 0) {
+      // Left unhandled: the run starts when the active one ends, if still within the deadline.
+    } else {
+      if (spec.concurrencyPolicy === 'Replace') {
+        for (const run of active) {
+          deleteRuns.push({ name: run.name, because: 'Replace' });
+          events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted active run ${run.name}: concurrencyPolicy is Replace` });
+        }
+        active = [];
+      }
+      create = due;
+      lastScheduleTime = due;
+    }
+  }
+
+  for (const name of pastHistoryLimits(input.runs, spec)) deleteRuns.push({ name, because: 'History' });
+
+  const succeeded = input.runs.filter((run) => run.phase === 'Succeeded' && run.completionTime);
+  const lastSuccessfulTime = succeeded.reduce<Date | undefined>(
+    (latest, run) => later(latest, run.completionTime),
+    date(status.lastSuccessfulTime),
+  );
+  const next = cron && !spec.suspend && !input.problem ? cron.nextAfter(now) : undefined;
+  const ready = input.problem
+    ? { status: 'False' as const, reason: input.problem.reason, message: input.problem.message }
+    : spec.suspend
+      ? { status: 'True' as const, reason: 'Suspended', message: 'The schedule is valid and suspended: no runs are created.' }
+      : { status: 'True' as const, reason: 'Scheduled', message: `The next run is due at ${next?.toISOString() ?? 'no time'}.` };
+  const previousReady = status.conditions?.find((condition) => condition.type === SCHEDULE_CONDITION_READY);
+  if (input.problem && (previousReady?.reason !== input.problem.reason || previousReady.message !== input.problem.message)) {
+    events.push({ type: 'Warning', reason: input.problem.reason, message: input.problem.message });
+  }
+  const readyCondition: Condition = {
+    type: SCHEDULE_CONDITION_READY,
+    ...ready,
+    observedGeneration: input.generation,
+    lastTransitionTime:
+      previousReady && previousReady.status === ready.status && previousReady.reason === ready.reason
+        ? previousReady.lastTransitionTime
+        : iso(now)!,
+  };
+  // A changed message alone (the next due time) must not make a new transition time, but it
+  // does make a status write per scheduled time, which is what `kubectl get` wants to show.
+
+  const keptActive = active.filter((run) => !deleteRuns.some((deleted) => deleted.name === run.name));
+  const newStatus: CodingScheduleStatus = {
+    observedGeneration: input.generation,
+    active: keptActive
+      .sort((a, b) => a.scheduledTime.getTime() - b.scheduledTime.getTime())
+      .map((run) => ({ name: run.name, scheduledTime: iso(run.scheduledTime)! })),
+    activeCount: keptActive.length,
+    ...optional('lastScheduleTime', iso(lastScheduleTime)),
+    ...optional('lastSuccessfulTime', iso(lastSuccessfulTime)),
+    ...optional('lastMissedTime', iso(lastMissedTime)),
+    ...optional('nextScheduleTime', iso(next)),
+    conditions: [readyCondition, ...(status.conditions ?? []).filter((condition) => condition.type !== SCHEDULE_CONDITION_READY)],
+  };
+  return {
+    ...(create ? { create } : {}),
+    deleteRuns,
+    status: newStatus,
+    events,
+    ...(next ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) } : {}),
+  };
+}
+
+/** The latest scheduled time after the last one handled and at or before now, if any. */
+function dueTime(input: ScheduleInput, cron: CronSchedule): Date | undefined {
+  const handled = later(later(date(input.status?.lastScheduleTime), date(input.status?.lastMissedTime)), input.createdAt)!;
+  const latest = cron.latestAtOrBefore(input.now);
+  return latest && latest > handled ? latest : undefined;
+}
+
+/** Finished runs past successfulRunsHistoryLimit / failedRunsHistoryLimit, oldest first out. */
+function pastHistoryLimits(runs: readonly ScheduledRun[], spec: CodingScheduleSpec): string[] {
+  const newestFirst = (a: ScheduledRun, b: ScheduledRun) => b.scheduledTime.getTime() - a.scheduledTime.getTime();
+  const finished = runs.filter((run) => !run.deleting && isTerminal(run.phase));
+  const succeeded = finished.filter((run) => run.phase === 'Succeeded').sort(newestFirst);
+  const failed = finished.filter((run) => run.phase !== 'Succeeded').sort(newestFirst);
+  return [...succeeded.slice(spec.successfulRunsHistoryLimit), ...failed.slice(spec.failedRunsHistoryLimit)].map((run) => run.name);
+}
+
+function optional<K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> {
+  return value === undefined ? {} : ({ [key]: value } as Record<K, string>);
+}

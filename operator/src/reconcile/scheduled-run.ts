@@ -1,0 +1,78 @@
+// The CodingRun a schedule creates for one scheduled time: its spec (the template with the
+// schedule's runTemplate.spec laid over it, parsed exactly as a plain run's spec), and the
+// object itself, named after the schedule with generateName, owned by it and labelled with
+// the schedule and the scheduled time (how a restarted operator finds a run it already made).
+import { API_VERSION, codingRunSpec, KIND, type CodingRunSpecInput } from '../api/index.ts';
+import type { CodingRunTemplate } from '../api/coding-run-template.ts';
+import {
+  SCHEDULE_KIND,
+  SCHEDULE_LABEL,
+  SCHEDULED_AT_ANNOTATION,
+  SCHEDULED_TIME_LABEL,
+  type CodingSchedule,
+  type CodingScheduleSpec,
+} from '../api/coding-schedule.ts';
+import { mergeRunSpec } from './merge-run-spec.ts';
+import type { ScheduleProblem } from './decide-schedule.ts';
+
+export type ResolvedRunSpec = { ok: true; spec: CodingRunSpecInput } | { ok: false; problem: ScheduleProblem };
+
+/**
+ * `template` is what the API server returned for spec.templateRef (undefined: not found);
+ * ignored without a templateRef.
+ */
+export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: CodingRunTemplate | undefined): ResolvedRunSpec {
+  const override = (spec.runTemplate?.spec ?? {}) as Record<string, unknown>;
+  let base: Record<string, unknown> = {};
+  if (spec.templateRef) {
+    if (!template) {
+      return {
+        ok: false,
+        problem: {
+          reason: 'TemplateNotFound',
+          message: `CodingRunTemplate ${spec.templateRef.name} does not exist in this namespace: create it or change spec.templateRef`,
+        },
+      };
+    }
+    base = template.spec as Record<string, unknown>;
+  }
+  const merged = mergeRunSpec(base, override);
+  const parsed = codingRunSpec.safeParse(merged);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
+    const source = spec.templateRef ? `CodingRunTemplate ${spec.templateRef.name} with spec.runTemplate.spec` : 'spec.runTemplate.spec';
+    return {
+      ok: false,
+      problem: { reason: 'InvalidRunSpec', message: `${source} is not a valid CodingRun spec: ${issues}`.slice(0, 4000) },
+    };
+  }
+  // The merged input, not the parsed output: the API server applies the defaults, so the run
+  // reads exactly like one written by hand.
+  return { ok: true, spec: merged as CodingRunSpecInput };
+}
+
+/** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
+export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
+
+/** The run to create; the API server completes its name from generateName. */
+export function scheduledRunObject(schedule: CodingSchedule, spec: CodingScheduleSpec, runSpec: CodingRunSpecInput, time: Date) {
+  const { name, namespace, uid } = schedule.metadata;
+  // generateName adds 5 characters; a run's name stays within 63 so its label fits too.
+  const prefix = `${name.slice(0, 52)}-`;
+  return {
+    apiVersion: API_VERSION,
+    kind: KIND,
+    metadata: {
+      generateName: prefix,
+      namespace,
+      labels: {
+        ...(spec.runTemplate?.metadata?.labels ?? {}),
+        [SCHEDULE_LABEL]: name,
+        [SCHEDULED_TIME_LABEL]: scheduledTimeLabelValue(time),
+      },
+      annotations: { ...(spec.runTemplate?.metadata?.annotations ?? {}), [SCHEDULED_AT_ANNOTATION]: time.toISOString() },
+      ownerReferences: [{ apiVersion: API_VERSION, kind: SCHEDULE_KIND, name, uid, controller: true }],
+    },
+    spec: runSpec,
+  };
+}

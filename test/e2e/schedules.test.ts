@@ -1,0 +1,431 @@
+// CodingSchedules on the dev cluster's real API server, with the schedule controller's clock
+// driven by the test (no waiting for real minutes): runs are created at their scheduled
+// times under each concurrency policy, suspend and the history limits hold, a template is
+// merged and its errors are reported, and a controller that dies between creating a run and
+// writing the status, or is down over a scheduled time, neither doubles nor misses a run.
+// The last test runs the real operator process and restarts it.
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
+import { applyIn, eventsOf } from '../support/namespaced-runs.ts';
+import { createKubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import { createScheduleGateway, type ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
+import { ScheduleReconciler } from '../../operator/src/controller/schedule-reconciler.ts';
+import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { redisUrl } from '../support/cluster.ts';
+
+const NS = 'e2e-schedules';
+const HOUR = 3600_000;
+
+interface Run {
+  metadata: {
+    name: string;
+    generateName?: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    ownerReferences?: Array<{ kind: string; name: string; uid: string; controller?: boolean }>;
+    deletionTimestamp?: string;
+  };
+  spec: Record<string, any>;
+  status?: { phase?: string };
+}
+interface Schedule {
+  metadata: { uid: string };
+  status?: {
+    lastScheduleTime?: string;
+    lastMissedTime?: string;
+    nextScheduleTime?: string;
+    active?: Array<{ name: string }>;
+    activeCount?: number;
+    conditions?: Array<{ type: string; status: string; reason: string; message: string }>;
+  };
+}
+
+const logger = { info: () => {}, warn: () => {}, error: () => {} };
+let kube: ScheduleGateway;
+let events: EventRecorder;
+/** The first whole hour after now: scheduled times the tests move the clock across. */
+let base: number;
+
+const RUN = {
+  task: 'Update the dependencies',
+  repository: { url: 'https://github.com/acme/app.git' },
+  model: { provider: 'scripted', scriptRef: { name: 'script' } },
+};
+
+function reconcilerAt(clock: { now: number }, gateway: ScheduleGateway = kube) {
+  return new ScheduleReconciler({ kube: gateway, events, logger, now: () => new Date(clock.now) });
+}
+
+async function createSchedule(name: string, spec: Record<string, unknown>): Promise<void> {
+  await applyIn(NS, [
+    { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', metadata: { name }, spec: { schedule: '0 * * * *', ...spec } },
+  ]);
+}
+
+async function runsOf(schedule: string): Promise<Run[]> {
+  const out = await kubectlOk(['get', 'crun', '-n', NS, '-l', `chamvi.dev/schedule=${schedule}`, '-o', 'json']);
+  return (JSON.parse(out) as { items: Run[] }).items.filter((run) => !run.metadata.deletionTimestamp);
+}
+
+const scheduledTimes = async (schedule: string) =>
+  (await runsOf(schedule)).map((run) => Number(run.metadata.labels['chamvi.dev/scheduled-time']) * 1000).sort();
+
+async function scheduleOf(name: string): Promise<Schedule> {
+  return JSON.parse(await kubectlOk(['get', 'csched', name, '-n', NS, '-o', 'json'])) as Schedule;
+}
+
+async function finish(run: string, phase: 'Succeeded' | 'Failed', at: number): Promise<void> {
+  await kubectlOk([
+    'patch',
+    'crun',
+    run,
+    '-n',
+    NS,
+    '--subresource=status',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ status: { phase, completionTime: new Date(at).toISOString() } }),
+  ]);
+}
+
+beforeAll(async () => {
+  await createNamespace(NS);
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kubeconfigPath());
+  kube = createScheduleGateway(kubeConfig);
+  events = new EventRecorder(createKubeGateway(kubeConfig), 'e2e-schedules', logger);
+  base = Math.ceil((Date.now() + 60_000) / HOUR) * HOUR;
+  // Just after the CRDs are applied the API server may answer 429 "storage is (re)initializing".
+  await eventually(async () => ((await kube.listScheduleRuns(NS, 'none')) ? true : undefined), 60_000, 'the CodingRun storage');
+  await eventually(
+    async () => ((await kube.getSchedule(NS, 'none')) === undefined ? true : undefined),
+    60_000,
+    'the CodingSchedule storage',
+  );
+});
+
+afterAll(async () => {
+  await deleteNamespace(NS);
+});
+
+describe('CodingSchedule', () => {
+  it('refuses at kubectl apply what it can never run: no run spec and no template, a bad policy, a long name', async () => {
+    const apply = (name: string, spec: object) =>
+      kubectl(['apply', '-n', NS, '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'chamvi.dev/v1alpha1',
+          kind: 'CodingSchedule',
+          metadata: { name },
+          spec: { schedule: '0 * * * *', ...spec },
+        }),
+      });
+    expect((await apply('no-run', {})).stderr).toContain('without templateRef, runTemplate.spec must set task, repository and model');
+    expect((await apply('bad-policy', { concurrencyPolicy: 'Sometimes', runTemplate: { spec: RUN } })).stderr).toContain(
+      'Unsupported value',
+    );
+    expect((await apply('bad-cron', { schedule: 'every day', runTemplate: { spec: RUN } })).stderr).toMatch(
+      /spec.schedule: Invalid value: "every day": spec.schedule in body should match/,
+    );
+    expect((await apply('x'.repeat(64), { runTemplate: { spec: RUN } })).stderr).toContain('at most 63 characters');
+  });
+
+  it('is described by kubectl explain, field by field', async () => {
+    // The API server publishes a CRD's OpenAPI a moment after it is established.
+    const explained = () =>
+      eventually(
+        async () => {
+          const result = await kubectl(['explain', 'codingschedule.spec']);
+          return result.stdout.includes('concurrencyPolicy') ? result.stdout : undefined;
+        },
+        30_000,
+        'kubectl explain codingschedule.spec',
+      );
+    const spec = (await explained()).replace(/\s+/g, ' ');
+    expect(spec).toContain('Replace cancels the active runs');
+    expect(spec).toMatch(/startingDeadlineSeconds\s+<integer>/);
+    expect((await kubectl(['explain', 'codingruntemplate.spec.budget'])).stdout).toContain('maxSteps');
+  });
+
+  it('creates a run at its scheduled time: named after the schedule, owned by it, labelled with the time; kubectl get shows it', async () => {
+    await createSchedule('hourly', { concurrencyPolicy: 'Allow', runTemplate: { metadata: { labels: { team: 'a' } }, spec: RUN } });
+    const clock = { now: base - 60_000 };
+    const reconciler = reconcilerAt(clock);
+    expect(await reconciler.reconcile(`${NS}/hourly`)).toEqual({ requeueAfterMs: 60_000 });
+    expect(await runsOf('hourly')).toEqual([]);
+
+    clock.now = base + 2_000;
+    await reconciler.reconcile(`${NS}/hourly`);
+    const [run, ...more] = await runsOf('hourly');
+    expect(more).toEqual([]);
+    const schedule = await scheduleOf('hourly');
+    expect(run!.metadata.name).toMatch(/^hourly-[a-z0-9]{5}$/);
+    expect(run!.metadata.labels).toMatchObject({
+      team: 'a',
+      'chamvi.dev/schedule': 'hourly',
+      'chamvi.dev/scheduled-time': String(base / 1000),
+    });
+    expect(run!.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'CodingSchedule', name: 'hourly', uid: schedule.metadata.uid, controller: true }),
+    ]);
+    // The API server applied the run's defaults, as for a run written by hand.
+    expect(run!.spec.budget).toEqual({ maxSteps: 40, timeout: '30m' });
+    expect(schedule.status).toMatchObject({
+      lastScheduleTime: new Date(base).toISOString().replace('.000Z', 'Z'),
+      nextScheduleTime: new Date(base + HOUR).toISOString().replace('.000Z', 'Z'),
+      active: [{ name: run!.metadata.name }],
+      activeCount: 1,
+    });
+    const table = await kubectlOk(['get', 'csched', 'hourly', '-n', NS]);
+    expect(table).toMatch(/NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+LAST SCHEDULE\s+AGE/);
+    expect(table).toMatch(/hourly\s+0 \* \* \* \*\s+false\s+1\s+/);
+    expect(await eventsOf(NS, 'involvedObject.name=hourly,reason=RunCreated', 'jsonpath={.items[*].message}')).toContain(
+      run!.metadata.name,
+    );
+
+    // Allow: the next time creates a second run beside the active one.
+    clock.now = base + HOUR + 1_000;
+    await reconciler.reconcile(`${NS}/hourly`);
+    expect(await scheduledTimes('hourly')).toEqual([base, base + HOUR]);
+    expect((await scheduleOf('hourly')).status?.activeCount).toBe(2);
+    // Reconciling again at the same moment changes nothing.
+    await reconciler.reconcile(`${NS}/hourly`);
+    expect(await scheduledTimes('hourly')).toEqual([base, base + HOUR]);
+  });
+
+  it('Forbid: holds the next run while one is active and starts it late when that run ends', async () => {
+    await createSchedule('forbid', { concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const reconciler = reconcilerAt(clock);
+    await reconciler.reconcile(`${NS}/forbid`);
+    const [first] = await runsOf('forbid');
+    clock.now = base + HOUR + 1_000;
+    await reconciler.reconcile(`${NS}/forbid`);
+    expect(await scheduledTimes('forbid')).toEqual([base]);
+    await finish(first!.metadata.name, 'Succeeded', base + HOUR + 5_000);
+    clock.now = base + HOUR + 6_000;
+    await reconciler.reconcile(`${NS}/forbid`);
+    expect(await scheduledTimes('forbid')).toEqual([base, base + HOUR]);
+    expect((await scheduleOf('forbid')).status).toMatchObject({ activeCount: 1 });
+  });
+
+  it('Replace: deletes the active run and creates the new one', async () => {
+    await createSchedule('replace', { concurrencyPolicy: 'Replace', runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const reconciler = reconcilerAt(clock);
+    await reconciler.reconcile(`${NS}/replace`);
+    const [first] = await runsOf('replace');
+    clock.now = base + HOUR + 1_000;
+    await reconciler.reconcile(`${NS}/replace`);
+    const runs = await runsOf('replace');
+    expect(runs.map((run) => run.metadata.name)).not.toContain(first!.metadata.name);
+    expect(await scheduledTimes('replace')).toEqual([base + HOUR]);
+    expect(await eventsOf(NS, 'involvedObject.name=replace,reason=RunReplaced', 'jsonpath={.items[*].message}')).toContain(
+      first!.metadata.name,
+    );
+  });
+
+  it('suspend: creates nothing while suspended, and skips what it missed past startingDeadlineSeconds', async () => {
+    await createSchedule('paused', { suspend: true, startingDeadlineSeconds: 600, runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const reconciler = reconcilerAt(clock);
+    await reconciler.reconcile(`${NS}/paused`);
+    expect(await runsOf('paused')).toEqual([]);
+    expect((await scheduleOf('paused')).status?.nextScheduleTime).toBeUndefined();
+    expect(await kubectlOk(['get', 'csched', 'paused', '-n', NS, '-o', 'jsonpath={.status.conditions[0].reason}'])).toBe('Suspended');
+    await kubectlOk(['patch', 'csched', 'paused', '-n', NS, '--type=merge', '-p', '{"spec":{"suspend":false}}']);
+    clock.now = base + 20 * 60_000;
+    await reconciler.reconcile(`${NS}/paused`);
+    expect(await runsOf('paused')).toEqual([]);
+    expect((await scheduleOf('paused')).status?.lastMissedTime).toBe(new Date(base).toISOString().replace('.000Z', 'Z'));
+    expect(await eventsOf(NS, 'involvedObject.name=paused,reason=MissedSchedule', 'jsonpath={.items[*].type}')).toBe('Warning');
+    clock.now = base + HOUR + 1_000;
+    await reconciler.reconcile(`${NS}/paused`);
+    expect(await scheduledTimes('paused')).toEqual([base + HOUR]);
+  });
+
+  it('keeps successfulRunsHistoryLimit and failedRunsHistoryLimit finished runs, the newest', async () => {
+    await createSchedule('history', {
+      concurrencyPolicy: 'Allow',
+      successfulRunsHistoryLimit: 1,
+      failedRunsHistoryLimit: 1,
+      runTemplate: { spec: RUN },
+    });
+    const clock = { now: base };
+    const reconciler = reconcilerAt(clock);
+    const outcomes: Array<'Succeeded' | 'Failed'> = ['Succeeded', 'Failed', 'Succeeded', 'Failed'];
+    for (const [hour, outcome] of outcomes.entries()) {
+      clock.now = base + hour * HOUR + 1_000;
+      await reconciler.reconcile(`${NS}/history`);
+      const run = (await runsOf('history')).find(
+        (candidate) => candidate.metadata.labels['chamvi.dev/scheduled-time'] === String((base + hour * HOUR) / 1000),
+      );
+      await finish(run!.metadata.name, outcome, clock.now + 1_000);
+    }
+    clock.now = base + 3 * HOUR + 10_000;
+    await reconciler.reconcile(`${NS}/history`);
+    const left = await runsOf('history');
+    expect(left.map((run) => [Number(run.metadata.labels['chamvi.dev/scheduled-time']) * 1000, run.status?.phase]).sort()).toEqual([
+      [base + 2 * HOUR, 'Succeeded'],
+      [base + 3 * HOUR, 'Failed'],
+    ]);
+  });
+
+  it('lays the schedule over a CodingRunTemplate, and says so when the template is missing or the merge is invalid', async () => {
+    await applyIn(NS, [
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRunTemplate',
+        metadata: { name: 'deps' },
+        spec: { repository: RUN.repository, model: RUN.model, budget: { maxSteps: 12 } },
+      },
+    ]);
+    await createSchedule('templated', {
+      templateRef: { name: 'deps' },
+      runTemplate: { spec: { task: 'Bump lodash', budget: { timeout: '5m' } } },
+    });
+    await createSchedule('orphan', { templateRef: { name: 'missing' }, runTemplate: { spec: { task: 'x' } } });
+    await createSchedule('broken', { templateRef: { name: 'deps' } });
+    const clock = { now: base + 1_000 };
+    const reconciler = reconcilerAt(clock);
+    await reconciler.reconcile(`${NS}/templated`);
+    const [run] = await runsOf('templated');
+    expect(run!.spec).toMatchObject({
+      task: 'Bump lodash',
+      repository: RUN.repository,
+      model: RUN.model,
+      budget: { maxSteps: 12, timeout: '5m' },
+    });
+
+    await reconciler.reconcile(`${NS}/orphan`);
+    await reconciler.reconcile(`${NS}/broken`);
+    expect(await runsOf('orphan')).toEqual([]);
+    expect(await runsOf('broken')).toEqual([]);
+    const ready = async (name: string) => (await scheduleOf(name)).status?.conditions?.find((condition) => condition.type === 'Ready');
+    expect(await ready('orphan')).toMatchObject({ status: 'False', reason: 'TemplateNotFound' });
+    expect(await ready('broken')).toMatchObject({
+      status: 'False',
+      reason: 'InvalidRunSpec',
+      message: expect.stringContaining('spec.task') as string,
+    });
+    expect(await eventsOf(NS, 'involvedObject.name=orphan,reason=TemplateNotFound', 'jsonpath={.items[*].type}')).toBe('Warning');
+
+    // Once the template exists, the time still due runs (no startingDeadlineSeconds).
+    await applyIn(NS, [
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRunTemplate',
+        metadata: { name: 'missing' },
+        spec: { repository: RUN.repository, model: RUN.model },
+      },
+    ]);
+    clock.now = base + 60_000;
+    await reconciler.reconcile(`${NS}/orphan`);
+    expect(await scheduledTimes('orphan')).toEqual([base]);
+    expect(await ready('orphan')).toMatchObject({ status: 'True' });
+  });
+
+  it('a controller that dies between creating the run and writing the status does not double it on restart', async () => {
+    await createSchedule('crash', { concurrencyPolicy: 'Allow', runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const dying: ScheduleGateway = {
+      ...kube,
+      replaceScheduleStatus: () => Promise.reject(new Error('operator killed before the status write')),
+    };
+    await expect(reconcilerAt(clock, dying).reconcile(`${NS}/crash`)).rejects.toThrow('killed');
+    expect(await scheduledTimes('crash')).toEqual([base]);
+    expect((await scheduleOf('crash')).status?.lastScheduleTime).toBeUndefined();
+
+    // A new controller (nothing kept in memory) at the same moment, and a little later.
+    clock.now = base + 3_000;
+    await reconcilerAt(clock).reconcile(`${NS}/crash`);
+    await reconcilerAt(clock).reconcile(`${NS}/crash`);
+    expect(await scheduledTimes('crash')).toEqual([base]);
+    expect((await scheduleOf('crash')).status).toMatchObject({
+      lastScheduleTime: new Date(base).toISOString().replace('.000Z', 'Z'),
+      activeCount: 1,
+    });
+  });
+
+  it('a controller down over a scheduled time creates that run once when it is back', async () => {
+    await createSchedule('downtime', { concurrencyPolicy: 'Allow', startingDeadlineSeconds: 3600, runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    await reconcilerAt(clock).reconcile(`${NS}/downtime`);
+    // Down from base+1s until base+1h+25m: the base+1h run is 25 minutes late, within the deadline.
+    clock.now = base + HOUR + 25 * 60_000;
+    const back = reconcilerAt(clock);
+    await back.reconcile(`${NS}/downtime`);
+    await back.reconcile(`${NS}/downtime`);
+    expect(await scheduledTimes('downtime')).toEqual([base, base + HOUR]);
+  });
+});
+
+describe('CodingSchedule with the real operator process', () => {
+  let operator: OperatorProcess | undefined;
+  const OP_NS = 'e2e-schedules-op';
+
+  afterAll(async () => {
+    await operator?.kill();
+    await deleteNamespace(OP_NS);
+    await deleteNamespace(`${OP_NS}-lease`);
+  });
+
+  const start = async (identity: string) => {
+    const started = new OperatorProcess({
+      kubeconfig: kubeconfigPath(),
+      env: {
+        REDIS_URL: redisUrl(),
+        CHAMVI_REDIS_PREFIX: `sched${Date.now()}`,
+        CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
+        CHAMVI_WATCH_NAMESPACES: OP_NS,
+        CHAMVI_LEADER_ELECTION_NAMESPACE: `${OP_NS}-lease`,
+        CHAMVI_IDENTITY: identity,
+      },
+    });
+    await started.waitForLog('schedule caches synced; scheduling', 60_000);
+    return started;
+  };
+
+  it('creates a run every minute and, killed and restarted, neither doubles nor misses one', async () => {
+    await createNamespace(OP_NS);
+    await createNamespace(`${OP_NS}-lease`);
+    operator = await start('sched-op-1');
+    // The runs fail at once (no script ConfigMap); the history limits keep them all to count.
+    await applyIn(OP_NS, [
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingSchedule',
+        metadata: { name: 'minutely' },
+        spec: {
+          schedule: '* * * * *',
+          concurrencyPolicy: 'Allow',
+          successfulRunsHistoryLimit: 100,
+          failedRunsHistoryLimit: 100,
+          runTemplate: { spec: RUN },
+        },
+      },
+    ]);
+    const timesOf = async () =>
+      JSON.parse(await kubectlOk(['get', 'crun', '-n', OP_NS, '-l', 'chamvi.dev/schedule=minutely', '-o', 'json'])).items.map((run: Run) =>
+        Number(run.metadata.labels['chamvi.dev/scheduled-time']),
+      ) as number[];
+    const first = await eventually(async () => ((await timesOf()).length >= 1 ? (await timesOf())[0] : undefined), 75_000, 'the first run');
+    await operator.kill('SIGKILL');
+    // Down across the next scheduled minute; back after it.
+    const back = (first + 60) * 1000 + 5_000;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, back - Date.now())));
+    operator = await start('sched-op-2');
+    const times = await eventually(
+      async () => {
+        const now = await timesOf();
+        return now.includes(first + 60) ? now : undefined;
+      },
+      30_000,
+      'the missed minute to run after the restart',
+    );
+    // One run per minute, none twice.
+    expect(new Set(times).size).toBe(times.length);
+    expect([...times].sort()).toEqual(expect.arrayContaining([first, first + 60]));
+  }, 240_000);
+});

@@ -1,0 +1,370 @@
+// Table tests of what a CodingSchedule does at a given moment: the CronJob semantics (due
+// time, missed times, startingDeadlineSeconds, each concurrencyPolicy, suspend, history
+// limits), time zones and daylight-saving changes, and the restart case (a run already made
+// for the due time). Pure: the real cron parser, an explicit clock, no cluster.
+import { describe, expect, it } from 'vitest';
+import { codingScheduleSpec, type CodingScheduleSpecInput, type CodingScheduleStatus } from '../../operator/src/api/coding-schedule.ts';
+import { parseCronSchedule } from '../../operator/src/reconcile/cron-schedule.ts';
+import { decideSchedule, type ScheduleInput, type ScheduledRun } from '../../operator/src/reconcile/decide-schedule.ts';
+
+const RUN = {
+  task: 'Update dependencies',
+  repository: { url: 'https://github.com/acme/app.git' },
+  model: { provider: 'scripted', scriptRef: { name: 's' } },
+};
+
+interface Row {
+  name: string;
+  spec?: Partial<CodingScheduleSpecInput>;
+  status?: CodingScheduleStatus;
+  createdAt?: string;
+  runs?: ScheduledRun[];
+  now: string;
+  problem?: ScheduleInput['problem'];
+  expected: {
+    create?: string;
+    deleted?: string[];
+    lastScheduleTime?: string;
+    lastMissedTime?: string;
+    nextScheduleTime?: string;
+    active?: string[];
+    events?: string[];
+    ready?: string;
+  };
+}
+
+const iso = (value: string | undefined) => (value ? new Date(value).toISOString() : undefined);
+
+const run = (name: string, scheduledTime: string, phase?: ScheduledRun['phase'], completionTime?: string): ScheduledRun => ({
+  name,
+  scheduledTime: new Date(scheduledTime),
+  ...(phase ? { phase } : {}),
+  ...(completionTime ? { completionTime: new Date(completionTime) } : {}),
+});
+
+const rows: Row[] = [
+  {
+    name: 'before the first scheduled time: nothing, and wakes at it',
+    spec: { schedule: '0 * * * *' },
+    createdAt: '2026-06-01T10:10:00Z',
+    now: '2026-06-01T10:30:00Z',
+    expected: { nextScheduleTime: '2026-06-01T11:00:00.000Z', events: [], ready: 'Scheduled' },
+  },
+  {
+    name: 'at the scheduled time: one run for it',
+    spec: { schedule: '0 * * * *' },
+    createdAt: '2026-06-01T10:10:00Z',
+    now: '2026-06-01T11:00:00.200Z',
+    expected: {
+      create: '2026-06-01T11:00:00.000Z',
+      lastScheduleTime: '2026-06-01T11:00:00.000Z',
+      nextScheduleTime: '2026-06-01T12:00:00.000Z',
+    },
+  },
+  {
+    name: 'down for hours without a deadline: one run, for the latest missed time',
+    spec: { schedule: '0 * * * *' },
+    status: { lastScheduleTime: '2026-06-01T11:00:00Z' },
+    now: '2026-06-01T15:20:00Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', lastScheduleTime: '2026-06-01T15:00:00.000Z' },
+  },
+  {
+    name: 'a missed time past startingDeadlineSeconds is skipped and reported',
+    spec: { schedule: '0 * * * *', startingDeadlineSeconds: 300 },
+    status: { lastScheduleTime: '2026-06-01T11:00:00Z' },
+    now: '2026-06-01T15:20:00Z',
+    expected: {
+      lastScheduleTime: '2026-06-01T11:00:00.000Z',
+      lastMissedTime: '2026-06-01T15:00:00.000Z',
+      events: ['Warning MissedSchedule'],
+    },
+  },
+  {
+    name: 'a skipped time is reported once',
+    spec: { schedule: '0 * * * *', startingDeadlineSeconds: 300 },
+    status: { lastScheduleTime: '2026-06-01T11:00:00Z', lastMissedTime: '2026-06-01T15:00:00Z' },
+    now: '2026-06-01T15:21:00Z',
+    expected: { lastMissedTime: '2026-06-01T15:00:00.000Z', events: [] },
+  },
+  {
+    name: 'within startingDeadlineSeconds the late run is created',
+    spec: { schedule: '0 * * * *', startingDeadlineSeconds: 300 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    now: '2026-06-01T15:04:59Z',
+    expected: { create: '2026-06-01T15:00:00.000Z' },
+  },
+  {
+    name: 'Forbid with an active run: nothing, the time stays due',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'Running')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { lastScheduleTime: '2026-06-01T14:00:00.000Z', active: ['nightly-a'], events: [] },
+  },
+  {
+    name: 'Forbid: a run created before its first status (no phase yet) counts as active',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { lastScheduleTime: '2026-06-01T14:00:00.000Z', active: ['nightly-a'] },
+  },
+  {
+    name: 'Forbid: when the active run ends within the deadline, the held time runs late',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid', startingDeadlineSeconds: 600 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'Succeeded', '2026-06-01T15:07:00Z')],
+    now: '2026-06-01T15:07:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: [] },
+  },
+  {
+    name: 'Forbid: when the active run ends past the deadline, the held time is missed',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid', startingDeadlineSeconds: 600 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'Failed')],
+    now: '2026-06-01T15:20:00Z',
+    expected: { lastMissedTime: '2026-06-01T15:00:00.000Z', events: ['Warning MissedSchedule'] },
+  },
+  {
+    name: 'Allow with an active run: a second run beside it',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Allow' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'Running')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: ['nightly-a'], deleted: [] },
+  },
+  {
+    name: 'Replace with an active run: it is deleted and the new run created',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Replace' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'WaitingForApproval')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: [], deleted: ['Replace nightly-a'], events: ['Normal RunReplaced'] },
+  },
+  {
+    name: 'Replace with nothing active: just creates',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Replace' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T14:00:00Z', 'Succeeded', '2026-06-01T14:30:00Z')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', deleted: [], events: [] },
+  },
+  {
+    name: 'restart between create and status write: the run for the due time is recorded, not made again',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Allow' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-b', '2026-06-01T15:00:00Z')],
+    now: '2026-06-01T15:00:03Z',
+    expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', active: ['nightly-b'], events: [] },
+  },
+  {
+    name: 'restart with Replace: the run already made for the due time is not replaced by itself',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Replace' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-b', '2026-06-01T15:00:00Z', 'Running')],
+    now: '2026-06-01T15:00:03Z',
+    expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', active: ['nightly-b'], deleted: [] },
+  },
+  {
+    name: 'suspended: nothing created, no next time',
+    spec: { schedule: '0 * * * *', suspend: true },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    now: '2026-06-01T15:00:01Z',
+    expected: { lastScheduleTime: '2026-06-01T14:00:00.000Z', nextScheduleTime: undefined, ready: 'Suspended' },
+  },
+  {
+    name: 'resumed within the deadline: the time missed while suspended runs',
+    spec: { schedule: '0 * * * *', suspend: false, startingDeadlineSeconds: 3600 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    now: '2026-06-01T15:30:00Z',
+    expected: { create: '2026-06-01T15:00:00.000Z' },
+  },
+  {
+    name: 'history: finished runs past the limits go, oldest first; active runs stay',
+    spec: { schedule: '0 * * * *', successfulRunsHistoryLimit: 2, failedRunsHistoryLimit: 1 },
+    status: { lastScheduleTime: '2026-06-01T15:00:00Z' },
+    runs: [
+      run('s1', '2026-06-01T08:00:00Z', 'Succeeded', '2026-06-01T08:10:00Z'),
+      run('s2', '2026-06-01T09:00:00Z', 'Succeeded', '2026-06-01T09:10:00Z'),
+      run('s3', '2026-06-01T10:00:00Z', 'Succeeded', '2026-06-01T10:10:00Z'),
+      run('f1', '2026-06-01T11:00:00Z', 'Failed'),
+      run('c1', '2026-06-01T12:00:00Z', 'Cancelled'),
+      run('f2', '2026-06-01T13:00:00Z', 'Failed'),
+      run('a1', '2026-06-01T15:00:00Z', 'Running'),
+    ],
+    now: '2026-06-01T15:10:00Z',
+    expected: { deleted: ['History s1', 'History c1', 'History f1'], active: ['a1'] },
+  },
+  {
+    name: 'history limit 0 deletes every finished run',
+    spec: { schedule: '0 * * * *', successfulRunsHistoryLimit: 0, failedRunsHistoryLimit: 0 },
+    status: { lastScheduleTime: '2026-06-01T15:00:00Z' },
+    runs: [run('s1', '2026-06-01T08:00:00Z', 'Succeeded', '2026-06-01T08:10:00Z'), run('f1', '2026-06-01T11:00:00Z', 'Failed')],
+    now: '2026-06-01T15:10:00Z',
+    expected: { deleted: ['History s1', 'History f1'] },
+  },
+  {
+    name: 'time zone: 09:00 in Berlin is 08:00 UTC in winter',
+    spec: { schedule: '0 9 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-01-14T08:00:00Z' },
+    now: '2026-01-15T08:00:30Z',
+    expected: { create: '2026-01-15T08:00:00.000Z', nextScheduleTime: '2026-01-16T08:00:00.000Z' },
+  },
+  {
+    name: 'time zone: 09:00 in Berlin is 07:00 UTC in summer, and 08:00 UTC is not due',
+    spec: { schedule: '0 9 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-07-15T07:00:00Z' },
+    now: '2026-07-15T08:00:30Z',
+    expected: { nextScheduleTime: '2026-07-16T07:00:00.000Z' },
+  },
+  {
+    name: 'DST spring forward: 02:30 does not exist in Berlin on 29 March; it runs at 03:00 CEST',
+    spec: { schedule: '30 2 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-03-28T01:30:00Z' },
+    now: '2026-03-29T01:00:10Z',
+    expected: { create: '2026-03-29T01:00:00.000Z', nextScheduleTime: '2026-03-30T00:30:00.000Z' },
+  },
+  {
+    name: 'DST fall back: 02:30 happens twice in Berlin on 25 October; the second is not a new run',
+    spec: { schedule: '30 2 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-10-25T00:30:00Z' },
+    now: '2026-10-25T01:30:10Z',
+    expected: { nextScheduleTime: '2026-10-26T01:30:00.000Z' },
+  },
+  {
+    name: 'America/New_York daily at midnight, DST fall back day',
+    spec: { schedule: '0 0 * * *', timeZone: 'America/New_York' },
+    status: { lastScheduleTime: '2026-10-31T04:00:00Z' },
+    now: '2026-11-01T04:00:05Z',
+    expected: { create: '2026-11-01T04:00:00.000Z', nextScheduleTime: '2026-11-02T05:00:00.000Z' },
+  },
+  {
+    name: 'a template that is missing: nothing created, Ready False, one Warning',
+    spec: { schedule: '0 * * * *' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    now: '2026-06-01T15:00:01Z',
+    problem: { reason: 'TemplateNotFound', message: 'CodingRunTemplate t does not exist' },
+    expected: {
+      lastScheduleTime: '2026-06-01T14:00:00.000Z',
+      ready: 'TemplateNotFound',
+      events: ['Warning TemplateNotFound'],
+      nextScheduleTime: undefined,
+    },
+  },
+  {
+    name: 'the same problem again: no second Warning',
+    spec: { schedule: '0 * * * *' },
+    status: {
+      lastScheduleTime: '2026-06-01T14:00:00Z',
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False',
+          reason: 'TemplateNotFound',
+          message: 'CodingRunTemplate t does not exist',
+          lastTransitionTime: '2026-06-01T14:30:00Z',
+        },
+      ],
+    },
+    now: '2026-06-01T15:00:01Z',
+    problem: { reason: 'TemplateNotFound', message: 'CodingRunTemplate t does not exist' },
+    expected: { ready: 'TemplateNotFound', events: [] },
+  },
+  {
+    name: 'runs being deleted are neither active nor history',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid', successfulRunsHistoryLimit: 0 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [
+      { ...run('gone-a', '2026-06-01T14:00:00Z', 'Running'), deleting: true },
+      { ...run('gone-b', '2026-06-01T13:00:00Z', 'Succeeded'), deleting: true },
+    ],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: [], deleted: [] },
+  },
+];
+
+describe('decideSchedule', () => {
+  it.each(rows)('$name', (row) => {
+    const spec = codingScheduleSpec.parse({ runTemplate: { spec: RUN }, ...row.spec });
+    const parsed = parseCronSchedule(spec.schedule, spec.timeZone);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const decision = decideSchedule({
+      spec,
+      status: row.status,
+      generation: 1,
+      createdAt: new Date(row.createdAt ?? '2026-01-01T00:00:00Z'),
+      cron: parsed.schedule,
+      ...(row.problem ? { problem: row.problem } : {}),
+      runs: row.runs ?? [],
+      now: new Date(row.now),
+    });
+    const { expected } = row;
+    expect(decision.create?.toISOString()).toBe(expected.create);
+    if ('lastScheduleTime' in expected) expect(iso(decision.status.lastScheduleTime)).toBe(expected.lastScheduleTime);
+    if (!expected.create && !('lastScheduleTime' in expected))
+      expect(iso(decision.status.lastScheduleTime)).toBe(iso(row.status?.lastScheduleTime));
+    if ('lastMissedTime' in expected) expect(iso(decision.status.lastMissedTime)).toBe(expected.lastMissedTime);
+    if ('nextScheduleTime' in expected) expect(iso(decision.status.nextScheduleTime)).toBe(expected.nextScheduleTime);
+    if (expected.active) expect(decision.status.active?.map((active) => active.name)).toEqual(expected.active);
+    if (expected.active) expect(decision.status.activeCount).toBe(expected.active.length);
+    if (expected.deleted) expect(decision.deleteRuns.map((run) => `${run.because} ${run.name}`)).toEqual(expected.deleted);
+    if (expected.events) expect(decision.events.map((event) => `${event.type} ${event.reason}`)).toEqual(expected.events);
+    if (expected.ready) expect(decision.status.conditions?.find((condition) => condition.type === 'Ready')?.reason).toBe(expected.ready);
+  });
+
+  it('wakes at the next scheduled time', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '*/15 * * * *', runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const decision = decideSchedule({
+      spec,
+      status: { lastScheduleTime: '2026-06-01T10:00:00Z' },
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:00:00Z'),
+      cron: parsed.schedule,
+      runs: [],
+      now: new Date('2026-06-01T10:05:00Z'),
+    });
+    expect(decision.requeueAfterMs).toBe(10 * 60_000);
+  });
+
+  it('keeps the Ready transition time while only the next due time in its message changes', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const input = {
+      spec,
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:30:00Z'),
+      cron: parsed.schedule,
+      runs: [],
+    };
+    const first = decideSchedule({ ...input, status: undefined, now: new Date('2026-06-01T09:40:00Z') });
+    const second = decideSchedule({ ...input, status: first.status, now: new Date('2026-06-01T10:00:01Z') });
+    expect(second.status.conditions?.[0]?.lastTransitionTime).toBe('2026-06-01T09:40:00Z');
+    expect(second.status.conditions?.[0]?.message).toContain('11:00');
+  });
+});
+
+describe('parseCronSchedule', () => {
+  it.each([
+    ['* * * *', 'not a cron expression'],
+    ['61 * * * *', 'not a cron expression'],
+    ['0 0 31 2 *', 'never matches a date'],
+  ])('refuses %s', (expression, message) => {
+    const parsed = parseCronSchedule(expression);
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.message).toContain(message);
+  });
+
+  it('refuses a time zone that is not an IANA name', () => {
+    const parsed = parseCronSchedule('0 * * * *', 'Mars/Olympus');
+    expect(parsed).toEqual({ ok: false, message: expect.stringContaining('Mars/Olympus') as string });
+  });
+
+  it('reads day-of-month and day-of-week as cron does (either matches)', () => {
+    const parsed = parseCronSchedule('0 0 13 * 5');
+    if (!parsed.ok) throw new Error(parsed.message);
+    expect(parsed.schedule.nextAfter(new Date('2026-01-01T00:00:00Z'))?.toISOString()).toBe('2026-01-02T00:00:00.000Z');
+  });
+});

@@ -1,0 +1,148 @@
+// How a schedule's run is made: the merge rules (objects field by field, everything else
+// replaced), the same validation as a plain run for the merged spec, and the run object
+// (generateName, owner, labels that let a restarted operator find it).
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { codingScheduleSpec, type CodingSchedule } from '../../operator/src/api/coding-schedule.ts';
+import type { CodingRunTemplate } from '../../operator/src/api/coding-run-template.ts';
+import { renderAllCrdYaml } from '../../operator/src/api/crd-yaml.ts';
+import { buildCodingScheduleCrd } from '../../operator/src/api/schedule-crds.ts';
+import { mergeRunSpec } from '../../operator/src/reconcile/merge-run-spec.ts';
+import { resolveScheduledRunSpec, scheduledRunObject } from '../../operator/src/reconcile/scheduled-run.ts';
+
+const template: CodingRunTemplate = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRunTemplate',
+  metadata: { name: 'deps', namespace: 'team-a' },
+  spec: {
+    repository: { url: 'https://github.com/acme/app.git', revision: 'main' },
+    model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } },
+    budget: { maxSteps: 40, timeout: '30m' },
+    tools: { allow: ['read_file', 'bash'] },
+    sandbox: { env: [{ name: 'CI', value: '1' }] },
+  },
+};
+
+describe('mergeRunSpec', () => {
+  it('merges objects field by field and replaces text, numbers and lists whole', () => {
+    const merged = mergeRunSpec(template.spec as Record<string, unknown>, {
+      task: 'Update dependencies',
+      repository: { revision: 'develop' },
+      budget: { maxSteps: 80 },
+      tools: { allow: ['read_file'] },
+      sandbox: { env: [{ name: 'NODE_ENV', value: 'test' }] },
+    });
+    expect(merged).toEqual({
+      task: 'Update dependencies',
+      repository: { url: 'https://github.com/acme/app.git', revision: 'develop' },
+      model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } },
+      budget: { maxSteps: 80, timeout: '30m' },
+      tools: { allow: ['read_file'] },
+      sandbox: { env: [{ name: 'NODE_ENV', value: 'test' }] },
+    });
+  });
+
+  it('leaves the template untouched', () => {
+    const before = JSON.stringify(template.spec);
+    mergeRunSpec(template.spec as Record<string, unknown>, { budget: { maxSteps: 1 } });
+    expect(JSON.stringify(template.spec)).toBe(before);
+  });
+});
+
+const schedule = (spec: object) => codingScheduleSpec.parse({ schedule: '0 3 * * *', ...spec });
+
+describe('resolveScheduledRunSpec', () => {
+  it('gives the merged spec when it is a valid run spec', () => {
+    const resolved = resolveScheduledRunSpec(
+      schedule({ templateRef: { name: 'deps' }, runTemplate: { spec: { task: 'Update' } } }),
+      template,
+    );
+    expect(resolved).toMatchObject({ ok: true, spec: { task: 'Update', repository: { revision: 'main' } } });
+  });
+
+  it('says TemplateNotFound when the named template does not exist', () => {
+    const resolved = resolveScheduledRunSpec(
+      schedule({ templateRef: { name: 'deps' }, runTemplate: { spec: { task: 'Update' } } }),
+      undefined,
+    );
+    expect(resolved).toMatchObject({
+      ok: false,
+      problem: { reason: 'TemplateNotFound', message: expect.stringContaining('deps') as string },
+    });
+  });
+
+  it('refuses a merged spec a plain run would be refused for (missing task)', () => {
+    const resolved = resolveScheduledRunSpec(schedule({ templateRef: { name: 'deps' } }), template);
+    expect(resolved).toMatchObject({
+      ok: false,
+      problem: { reason: 'InvalidRunSpec', message: expect.stringContaining('spec.task') as string },
+    });
+  });
+
+  it('refuses a merged spec that breaks a cross-field rule (baseURL without openai-compatible)', () => {
+    const resolved = resolveScheduledRunSpec(
+      schedule({ templateRef: { name: 'deps' }, runTemplate: { spec: { task: 'Update', model: { baseURL: 'https://llm.internal/v1' } } } }),
+      template,
+    );
+    expect(resolved).toMatchObject({
+      ok: false,
+      problem: { reason: 'InvalidRunSpec', message: expect.stringContaining('baseURL may only be set') as string },
+    });
+  });
+
+  it('refuses an override with a value out of bounds', () => {
+    const resolved = resolveScheduledRunSpec(
+      schedule({ templateRef: { name: 'deps' }, runTemplate: { spec: { task: 'Update', budget: { maxSteps: 5000 } } } }),
+      template,
+    );
+    expect(resolved).toMatchObject({
+      ok: false,
+      problem: { reason: 'InvalidRunSpec', message: expect.stringContaining('spec.budget.maxSteps') as string },
+    });
+  });
+});
+
+describe('scheduledRunObject', () => {
+  const owner: CodingSchedule = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingSchedule',
+    metadata: { name: 'nightly', namespace: 'team-a', uid: 'uid-1' },
+    spec: { schedule: '0 3 * * *' },
+  };
+
+  it('is named after the schedule, owned by it and labelled with the schedule and the scheduled time', () => {
+    const spec = schedule({ templateRef: { name: 'deps' }, runTemplate: { metadata: { labels: { team: 'a' } }, spec: { task: 'x' } } });
+    const object = scheduledRunObject(owner, spec, { task: 'x' } as never, new Date('2026-06-01T03:00:00Z'));
+    expect(object.metadata.generateName).toBe('nightly-');
+    expect(object.metadata.labels).toEqual({ team: 'a', 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': '1780282800' });
+    expect(object.metadata.annotations['chamvi.dev/scheduled-at']).toBe('2026-06-01T03:00:00.000Z');
+    expect(object.metadata.ownerReferences).toEqual([
+      { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-1', controller: true },
+    ]);
+  });
+});
+
+describe('CodingSchedule and CodingRunTemplate CRDs', () => {
+  it.each(Object.entries(renderAllCrdYaml()))(
+    'crds/%s matches the committed file (run `make crds chart-sync` when this fails)',
+    (file, text) => {
+      expect(readFileSync(new URL(`../../crds/${file}`, import.meta.url), 'utf8')).toBe(text);
+      expect(readFileSync(new URL(`../../charts/chamvi-operator/files/crd/${file}`, import.meta.url), 'utf8')).toBe(text);
+    },
+  );
+
+  it('takes runTemplate.spec as an override: no defaults and no required fields that would hide the template', () => {
+    const spec = (buildCodingScheduleCrd().spec.versions[0]!.schema.openAPIV3Schema.properties as Record<string, unknown>).spec as {
+      properties: {
+        runTemplate: {
+          properties: { spec: { required?: string[]; properties: Record<string, { default?: unknown; required?: string[] }> } };
+        };
+      };
+    };
+    const overrides = spec.properties.runTemplate.properties.spec;
+    expect(overrides.required).toBeUndefined();
+    expect(overrides.properties.budget?.default).toBeUndefined();
+    expect(overrides.properties.model?.required).toBeUndefined();
+    expect(Object.keys(overrides.properties)).toEqual(expect.arrayContaining(['task', 'repository', 'model', 'budget', 'sandbox']));
+  });
+});
