@@ -194,6 +194,22 @@ describe('decide: provisioning and running', () => {
     expect(decision.events.map((event) => event.reason)).toEqual(['SandboxReady']);
   });
 
+  it('times Queued, PodScheduled and PodReady in the write that moves the run to Running', () => {
+    const scheduledAt = new Date(now.getTime() - 30_000).toISOString();
+    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ scheduledAt }) }), config, now);
+    expect(decision.status!.timings).toEqual([
+      { phase: 'Queued', start: provisioning.metadata.creationTimestamp, durationMs: 0 },
+      { phase: 'PodScheduled', start: provisioning.status!.startTime, durationMs: 30_000 },
+      { phase: 'PodReady', start: scheduledAt, durationMs: 30_000 },
+    ]);
+    const still = decide(
+      observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false, scheduledAt }) }),
+      config,
+      now,
+    );
+    expect(still.status!.timings).toBeUndefined();
+  });
+
   it('asks to look again at the deadline while provisioning, and often once the agent works', () => {
     const waiting = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false }) }), config, now);
     expect(waiting.requeueAfterMs).toBe(29 * 60_000);

@@ -180,6 +180,7 @@ export class RunController {
       ...deps,
       config,
       logger,
+      ...(metrics ? { metrics } : {}),
       caches: {
         runs: this.runs,
         pods: new MergedCache(podInformers),

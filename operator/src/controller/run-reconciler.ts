@@ -20,6 +20,8 @@ import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
+import type { OperatorMetrics } from '../observability/operator-metrics.ts';
+import { addedTimings } from '../reconcile/run-timings.ts';
 
 export interface ObjectCache<T> {
   get(namespace: string, name: string): T | undefined;
@@ -47,6 +49,8 @@ export interface RunReconcilerDeps {
   logger: ReconcilerLogger;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
+  /** chamvi_run_phase_duration_seconds: fed with the status.timings entries each status write adds. */
+  metrics?: Pick<OperatorMetrics, 'observePhases'>;
   now?: () => Date;
 }
 
@@ -101,7 +105,14 @@ async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, crea
   }
 }
 
-export function podView(pod: V1Pod): SandboxPodView {
+/**
+ * `boundSeenAt`: when this process first saw the pod bound to a node (milliseconds); without
+ * it (a new leader) the PodScheduled condition's time is used, which has whole seconds only.
+ */
+export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
+  const scheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'True');
+  const conditionTime = scheduled?.lastTransitionTime ? new Date(scheduled.lastTransitionTime).toISOString() : undefined;
+  const scheduledAt = pod.spec?.nodeName ? (boundSeenAt ?? conditionTime) : undefined;
   const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
   const waiting = pod.status?.containerStatuses?.find((status) => status.state?.waiting)?.state?.waiting;
   const unschedulable = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
@@ -114,12 +125,15 @@ export function podView(pod: V1Pod): SandboxPodView {
     deleting: pod.metadata?.deletionTimestamp !== undefined,
     ...(reason ? { reason } : {}),
     ...(message ? { message: message.slice(0, 512) } : {}),
+    ...(scheduledAt ? { scheduledAt } : {}),
   };
 }
 
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
+  /** Provisioning runs (by key) whose pod this process has seen bound to a node, and when (status.timings PodScheduled). */
+  private readonly boundSeen = new Map<string, string>();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -129,7 +143,10 @@ export class RunReconciler {
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
     const [namespace, name] = key.split('/') as [string, string];
     let run = this.deps.caches.runs.get(namespace, name);
-    if (!run) return {};
+    if (!run) {
+      this.boundSeen.delete(key);
+      return {};
+    }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
     // an object the API server refused, the diff kept for a run being ended.
     const takenOnCreate: TakenName[] = [];
@@ -199,7 +216,7 @@ export class RunReconciler {
         : undefined;
     return {
       run,
-      ...(owned(pod) ? { pod: podView(pod!) } : {}),
+      ...(owned(pod) ? { pod: podView(pod!, this.noteBound(run, pod!)) } : {}),
       networkPolicyExists: owned(networkPolicy),
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
@@ -210,6 +227,20 @@ export class RunReconciler {
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
+  }
+
+  /** When this process first saw the Provisioning run's pod bound to a node; forgotten once the run is past Provisioning. */
+  private noteBound(run: CodingRun, pod: V1Pod): string | undefined {
+    const key = `${run.metadata.namespace}/${run.metadata.name}`;
+    if (run.status?.phase !== 'Provisioning' || run.metadata.deletionTimestamp) {
+      this.boundSeen.delete(key);
+      return undefined;
+    }
+    // Seen bound and already Ready in one look (a fast kubelet): this process cannot tell when
+    // it was bound, the pod's condition can (to the second).
+    const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True');
+    if (pod.spec?.nodeName && !ready && !this.boundSeen.has(key)) this.boundSeen.set(key, this.now().toISOString());
+    return this.boundSeen.get(key);
   }
 
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
@@ -264,7 +295,9 @@ export class RunReconciler {
       );
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
+      const timingsBefore = run.status?.timings;
       run = await kube.replaceRunStatus(run, decision.status);
+      this.deps.metrics?.observePhases(addedTimings(timingsBefore, decision.status.timings));
       if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }

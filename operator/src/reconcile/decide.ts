@@ -25,6 +25,7 @@ import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
+import { mergeTimings, sandboxTimings } from './run-timings.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
@@ -343,6 +344,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       reason: CONDITION_REASONS.PodReady,
       message: `Sandbox pod ${pod.name} is ready.`,
     });
+    // Folded into this write, which the run makes anyway: timing a run costs no request.
+    builder.status.timings = mergeTimings(
+      builder.status.timings,
+      sandboxTimings({
+        createdAt: run.metadata.creationTimestamp,
+        admittedAt: builder.status.startTime,
+        scheduledAt: pod.scheduledAt,
+        readyAt: now,
+      }),
+    );
     builder.phase('Running', undefined, RUNNING_MESSAGE, {
       type: 'Normal',
       reason: EVENT_REASONS.SandboxReady,

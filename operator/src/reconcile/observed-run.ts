@@ -14,6 +14,8 @@ export interface SandboxPodView {
   /** Why the pod is not (or no longer) running, from its status, for messages. */
   reason?: string;
   message?: string;
+  /** When the pod was first seen bound to a node (status.timings PodScheduled); undefined while it is not. */
+  scheduledAt?: string;
 }
 
 /** Keys present in each referenced object; undefined when the object does not exist. */

@@ -7,7 +7,8 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
-import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure } from '../api/index.ts';
+import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type RunTiming } from '../api/index.ts';
+import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -43,6 +44,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     : undefined;
   // spec.continueFrom: decided before the clone, which then fetches the source run's commit.
   const continuation = spec.continueFrom ? await readContinuation(deps, ref, spec.continueFrom.name, spec.repository.url) : undefined;
+  // status.timings: Clone (with a continuation's diff applied), Import (with its check), Setup.
+  const timings: RunTiming[] = [];
+  const cloneStarted = deps.now();
   // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
   const dir = await cloneRepository({
     url: repository.url,
@@ -60,6 +64,8 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
     const sandbox = deps.sandboxes.for(run);
+    const importStarted = deps.now();
+    timings.push(timing('Clone', cloneStarted, importStarted));
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
@@ -72,7 +78,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
+    timings.push(timing('Import', importStarted, deps.now()));
     if (spec.sandbox.setup) {
+      const setupStarted = deps.now();
       const response = await sandbox.call({
         tool: 'bash',
         input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS },
@@ -87,6 +95,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
         const why = result?.timedOut ? 'timed out' : `exited with ${result?.exitCode ?? 'an error'}`;
         throw new RunFailure(REASONS.SetupFailed, FAILURE_MESSAGES.setupFailed(why, output));
       }
+      timings.push(timing('Setup', setupStarted, deps.now()));
       const fresh = await deps.getRun(ref.namespace, ref.name);
       if (fresh)
         await deps.events.record(fresh, {
@@ -100,7 +109,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt }));
+  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
   await deps.events.record(run, {
     type: 'Normal',
     reason: EVENT_REASONS.Prepared,

@@ -14,6 +14,7 @@ import type { TokenUsage } from '../agent/usage-accounting.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
+import type { RunTiming } from '../api/coding-run-status.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
@@ -123,6 +124,11 @@ export interface RunState extends RunRef {
   diffSnapshot?: { sha256: string; configMap: string };
   /** Milliseconds spent waiting for approvals, summed (status.approvalWaitSeconds); startedAt has moved on by as much. */
   approvalWaitMs?: number;
+  /**
+   * Phases the workers timed (Clone, Import, Setup, FirstModelCall, FirstToolCall): kept here
+   * until a status write the run makes anyway carries them to status.timings.
+   */
+  timings?: RunTiming[];
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */
