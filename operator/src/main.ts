@@ -26,6 +26,7 @@ import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { sandboxPodName } from './reconcile/names.ts';
+import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
@@ -101,7 +102,9 @@ async function main(): Promise<void> {
       createKubernetesSandbox({
         kubeConfig,
         namespace: run.metadata.namespace,
-        podName: sandboxPodName(run),
+        // A run given a warm pool pod has its name in status (written by the operator only); the
+        // transport still execs only into a pod this run controls (expectedOwnerUid).
+        podName: run.status?.podName ?? sandboxPodName(run),
         expectedOwnerUid: run.metadata.uid,
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
@@ -128,7 +131,13 @@ async function main(): Promise<void> {
     new RunController(
       kubeConfig,
       config,
-      { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) },
+      {
+        kube,
+        agent: agent.runAgent,
+        events,
+        ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
+        ...(config.warmPools.length > 0 ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig) } } : {}),
+      },
       logger,
       metrics,
     );

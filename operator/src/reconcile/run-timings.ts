@@ -63,6 +63,16 @@ export function sandboxTimings(times: SandboxStartTimes): RunTiming[] {
   return entries;
 }
 
+/** Queued (created → admitted) and SandboxClaimed (admitted → a warm pod claimed), for a run given a pool pod. */
+export function claimTimings(createdAt: string | undefined, admittedAt: string | undefined, claimedAt: Date): RunTiming[] {
+  const entries: RunTiming[] = [];
+  const created = createdAt === undefined ? NaN : Date.parse(createdAt);
+  const admitted = admittedAt === undefined ? NaN : Date.parse(admittedAt);
+  if (!Number.isNaN(created) && !Number.isNaN(admitted)) entries.push(timing('Queued', created, Math.max(created, admitted)));
+  if (!Number.isNaN(admitted)) entries.push(timing('SandboxClaimed', admitted, claimedAt));
+  return entries;
+}
+
 function clamp(value: number | undefined, low: number | undefined, high: number): number | undefined {
   if (value === undefined) return undefined;
   return Math.min(high, Math.max(low ?? value, value));
