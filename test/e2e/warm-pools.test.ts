@@ -130,7 +130,19 @@ describe('a warm pool', () => {
       },
     ]);
     await applyIn(NS, objects);
-    const statuses = await Promise.all(RUNS.map((name) => finishedRun<RunStatus>(NS, name, 90_000)));
+    const statuses = await Promise.all(RUNS.map((name) => finishedRun<RunStatus>(NS, name, 120_000))).catch(async (error: unknown) => {
+      // What the runs and the operator said, to tell a stuck run from a slow one.
+      const phases = await kubectl([
+        'get',
+        'crun',
+        '-n',
+        NS,
+        '-o',
+        'jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.podName} {.status.message}{"\\n"}{end}',
+      ]);
+      const said = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-6);
+      throw new Error(`${String(error)}\n${phases.stdout}\n${JSON.stringify(said)}`);
+    });
     for (const [index, status] of statuses.entries()) expect(status.phase, `${RUNS[index]}: ${status.message}`).toBe('Succeeded');
 
     const podNames = statuses.map((status) => status.podName!);
@@ -157,7 +169,7 @@ describe('a warm pool', () => {
       30_000,
       'the runs’ pods deleted',
     );
-  }, 150_000);
+  }, 180_000);
 
   it('refills after claims', async () => {
     await eventually(async () => ((await readyCount()) === 3 ? true : undefined), 60_000, 'three Ready pool pods again');
