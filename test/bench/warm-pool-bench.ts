@@ -140,7 +140,11 @@ async function main(): Promise<void> {
           },
           60_000,
           `${name} to succeed`,
-        );
+        ).catch(async (error: unknown) => {
+          const status = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
+          const said = operator?.lines.filter((line) => (line.level ?? 0) >= 40).slice(-8);
+          throw new Error(`${String(error)}\n${status}\n${JSON.stringify(said)}`);
+        });
         const timings = run.status?.timings ?? [];
         const first = timings.find((entry) => entry.phase === 'FirstToolCall');
         if (!first) throw new Error(`${name}: no FirstToolCall in status.timings`);

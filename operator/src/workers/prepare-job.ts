@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
-import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type RunTiming } from '../api/index.ts';
+import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
 import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
@@ -63,7 +63,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       const applied = await applyDiff(dir, continuation.diff);
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
-    const sandbox = deps.sandboxes.for(run);
+    const sandbox = deps.sandboxes.for(await withPodName(deps, ref, run));
     const importStarted = deps.now();
     timings.push(timing('Clone', cloneStarted, importStarted));
     // The archive goes through a file: piping tar's stdout straight into the exec stream
@@ -118,6 +118,26 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
   });
   await deps.queue.step(ref, 0);
+}
+
+/** How long the prepare job waits for a claimed run's status to name its pod (docs/warm-pools.md). */
+const POD_NAME_WAIT_MS = 5_000;
+
+/**
+ * The run as the sandbox is opened for it. A run given a warm pool pod is handed to the agent
+ * in the same reconcile that writes its pod's name to status (the job is enqueued first, so a
+ * crash between the two leaves a job, not a Running run without one), so this job can read the
+ * run a moment before status.podName is there: read again, briefly, rather than open the
+ * sandbox at the derived name, which no pod has. A fresh pod's name is in status long before.
+ */
+async function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun): Promise<ParsedCodingRun> {
+  const deadline = Date.now() + POD_NAME_WAIT_MS;
+  let current = run;
+  while (!current.status?.podName && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    current = (await liveRun(deps, ref)) ?? current;
+  }
+  return current;
 }
 
 /** spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails the run InvalidSpec. */
