@@ -128,12 +128,12 @@ const POD_NAME_WAIT_MS = 5_000;
  * in the same reconcile that writes its pod's name to status (the job is enqueued first, so a
  * crash between the two leaves a job, not a Running run without one), so this job can read the
  * run a moment before status.podName is there: read again, briefly, rather than open the
- * sandbox at the derived name, which no pod has. A fresh pod's name is in status long before.
+ * sandbox at the derived name, which no pod has. The write that makes it Running names the pod.
  */
 async function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun): Promise<ParsedCodingRun> {
   const deadline = Date.now() + POD_NAME_WAIT_MS;
   let current = run;
-  while (!current.status?.podName && Date.now() < deadline) {
+  while (current.status?.phase !== 'Running' && !current.status?.podName && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 25));
     current = (await liveRun(deps, ref)) ?? current;
   }
