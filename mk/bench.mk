@@ -1,5 +1,5 @@
 # Benchmarks (`make bench`, see ../shared/design/TESTING.md): the toolbox (mk/toolbox.mk), the
-# exec round trip (mk/exec.mk), the step overhead (mk/demo.mk), the egress proxy, replicas, the scale benchmark
+# exec round trip (mk/exec.mk), the step overhead (mk/demo.mk), the egress proxy, replicas, warm pools, the scale benchmark
 # and the real node (docs/real-node.md) here,
 # one after another (two cores: never side by side), then one table of every figure next to
 # its peer, written to test/bench/results/latest.json.
@@ -14,13 +14,16 @@
 N ?= 200
 PEER_LIMITS ?= both
 
-.PHONY: bench bench-scale bench-report bench-real-node bench-egress bench-replicas
+.PHONY: bench bench-scale bench-report bench-real-node bench-egress bench-replicas bench-warm-pool
 
 bench-egress: node_modules ## The egress proxy against direct: 100 MB download, 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
 	npx tsx test/bench/egress-bench.ts
 
 bench-replicas: node_modules system-packages toolbox control-plane ## Steps per second with 1, 2 and 3 operator replicas on one Redis (model answering after 200 ms), written to test/bench/results/replicas.json
 	npx tsx test/bench/replicas-bench.ts
+
+bench-warm-pool: node_modules system-packages toolbox control-plane ## Create -> first tool call with a warm sandbox pool and without (kwok), written to test/bench/results/warm-pool.json
+	npx tsx test/bench/warm-pool-bench.ts
 
 bench-scale: node_modules system-packages toolbox control-plane ## N CodingRuns vs N Jobs (N=200) at both client limits of the Job controller, written to test/bench/results/scale.json
 	npx tsx test/bench/scale-bench.ts --n $(N) --peer-limits $(PEER_LIMITS)
@@ -33,7 +36,7 @@ bench-real-node: node_modules system-packages control-plane real-node sandbox-im
 bench-report: node_modules ## One table of every benchmark figure and its peer, written to test/bench/results/latest.json
 	npx tsx test/bench/bench-report.ts
 
-bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, replicas, scale at N=200, the real node) and one table
+bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, replicas, warm pool, scale at N=200, the real node) and one table
 	@started=$$(date +%s); \
-	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-replicas bench-scale bench-real-node N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
+	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-replicas bench-warm-pool bench-scale bench-real-node N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
 	npx tsx test/bench/bench-report.ts --started $$started

@@ -24,6 +24,7 @@ import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignal
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { sandboxPodName } from './reconcile/names.ts';
+import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
@@ -69,7 +70,9 @@ async function main(): Promise<void> {
       createKubernetesSandbox({
         kubeConfig,
         namespace: run.metadata.namespace,
-        podName: sandboxPodName(run),
+        // A run given a warm pool pod has its name in status (written by the operator only); the
+        // transport still execs only into a pod this run controls (expectedOwnerUid).
+        podName: run.status?.podName ?? sandboxPodName(run),
         expectedOwnerUid: run.metadata.uid,
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
@@ -102,6 +105,7 @@ async function main(): Promise<void> {
         events,
         ...(egressProxyAddress ? { egressProxyAddress } : {}),
         ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
+        ...(config.warmPools.length > 0 ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig) } } : {}),
       },
       logger,
       metrics,

@@ -194,6 +194,71 @@ describe('decide: provisioning and running', () => {
     expect(decision.events.map((event) => event.reason)).toEqual(['SandboxReady']);
   });
 
+  it('times Queued, PodScheduled and PodReady in the write that moves the run to Running', () => {
+    const scheduledAt = new Date(now.getTime() - 30_000).toISOString();
+    const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ scheduledAt }) }), config, now);
+    expect(decision.status!.timings).toEqual([
+      { phase: 'Queued', start: provisioning.metadata.creationTimestamp, durationMs: 0 },
+      { phase: 'PodScheduled', start: provisioning.status!.startTime, durationMs: 30_000 },
+      { phase: 'PodReady', start: scheduledAt, durationMs: 30_000 },
+    ]);
+    const still = decide(
+      observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false, scheduledAt }) }),
+      config,
+      now,
+    );
+    expect(still.status!.timings).toBeUndefined();
+  });
+
+  describe('with a warm pool in the namespace', () => {
+    const pooled = { ...config, warmPools: [{ name: 'default', namespace: 'agents', size: 2 }] };
+    const fresh = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), conditions: accepted } });
+
+    it('claims a pool pod instead of creating one, and writes nothing until it knows which', () => {
+      const decision = decide(observe(fresh, { networkPolicyExists: true }), pooled, now);
+      expect(decision.actions).toEqual([
+        { type: 'claimWarmPod', pool: pooled.warmPools[0], activeDeadlineSeconds: expect.any(Number) as number },
+      ]);
+      expect(decision.status).toBeUndefined();
+    });
+
+    it('goes straight to Running on the claimed pod, timing the claim, and starts the agent', () => {
+      const decision = decide(observe(fresh, { networkPolicyExists: true, warmClaim: { podName: 'default-warm-x1' } }), pooled, now);
+      expect(types(decision)).toEqual(['startAgent']);
+      expect(decision.status).toMatchObject({ phase: 'Running', podName: 'default-warm-x1' });
+      expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({
+        status: 'True',
+        reason: 'WarmPodClaimed',
+      });
+      expect(decision.status!.timings!.map((entry) => [entry.phase, entry.durationMs])).toEqual([
+        ['Queued', 0],
+        ['SandboxClaimed', 60_000],
+      ]);
+    });
+
+    it('times a claimed pool pod seen in the cache as SandboxClaimed, not as a pod that started', () => {
+      const decision = decide(
+        observe(fresh, { networkPolicyExists: true, pod: pod({ name: 'default-warm-x1', claimed: true }) }),
+        pooled,
+        now,
+      );
+      expect(types(decision)).toEqual(['startAgent']);
+      expect(decision.status).toMatchObject({ phase: 'Running', podName: 'default-warm-x1' });
+      expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ reason: 'WarmPodClaimed' });
+      expect(decision.status!.timings!.map((entry) => entry.phase)).toEqual(['Queued', 'SandboxClaimed']);
+    });
+
+    it('creates a fresh pod when the pool had none to give', () => {
+      const decision = decide(observe(fresh, { networkPolicyExists: true, warmClaim: { none: true } }), pooled, now);
+      expect(types(decision)).toEqual(['createPod']);
+    });
+
+    it('never claims for a run whose pod would differ (its own env)', () => {
+      const own = run({ spec: { sandbox: { env: [{ name: 'CI', value: '1' }] } }, status: fresh.status! });
+      expect(types(decide(observe(own, { networkPolicyExists: true }), pooled, now))).toEqual(['createPod']);
+    });
+  });
+
   it('asks to look again at the deadline while provisioning, and often once the agent works', () => {
     const waiting = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false }) }), config, now);
     expect(waiting.requeueAfterMs).toBe(29 * 60_000);

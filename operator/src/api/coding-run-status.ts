@@ -156,6 +156,42 @@ export const egressStatus = z
   })
   .describe('What the sandbox did on the network, recorded by the egress proxy (spec.sandbox.egress).');
 
+/**
+ * The phases of a run that status.timings times, in the order a run goes through them. A
+ * sandbox is either a fresh pod (PodScheduled, PodReady) or one claimed from a warm pool
+ * (SandboxClaimed); Setup is there only when spec.sandbox.setup is set.
+ */
+export const TIMING_PHASES = [
+  'Queued',
+  'PodScheduled',
+  'PodReady',
+  'SandboxClaimed',
+  'Clone',
+  'Import',
+  'Setup',
+  'FirstModelCall',
+  'FirstToolCall',
+  'Finalize',
+] as const;
+export type TimingPhase = (typeof TIMING_PHASES)[number];
+
+export const runTiming = z
+  .object({
+    phase: z
+      .enum(TIMING_PHASES)
+      .describe(
+        'Queued (created until admitted), PodScheduled (pod created until bound to a node), PodReady (bound until Ready), ' +
+          'SandboxClaimed (a warm pod claimed for the run), Clone (git clone in the operator), Import (the tree into the sandbox), ' +
+          'Setup (spec.sandbox.setup), FirstModelCall, FirstToolCall, Finalize (diff taken until the terminal status).',
+      ),
+    start: z
+      .string()
+      .meta({ format: 'date-time' })
+      .describe('When the phase started, RFC 3339 with milliseconds (Queued starts at metadata.creationTimestamp: whole seconds).'),
+    durationMs: count('How long the phase took, in milliseconds.'),
+  })
+  .describe('One timed phase of the run.');
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -190,6 +226,15 @@ export const codingRunStatus = z
     ).optional(),
     result: resultStatus.optional(),
     egress: egressStatus.optional(),
+    timings: z
+      .array(runTiming)
+      .max(TIMING_PHASES.length)
+      .optional()
+      .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['phase'] })
+      .describe(
+        'How long each phase of the run took, in the order the run went through them, each added as the run leaves the phase. ' +
+          'The same figures are the histogram chamvi_run_phase_duration_seconds{phase}.',
+      ),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -203,4 +248,5 @@ export type PendingApproval = z.output<typeof pendingApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;
 export type Published = z.output<typeof publishedStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;
+export type RunTiming = z.output<typeof runTiming>;
 export type Condition = z.output<typeof condition>;

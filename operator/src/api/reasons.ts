@@ -77,6 +77,8 @@ export const CONDITION_REASONS = {
   /** SandboxReady=False for a pod that reports no reason of its own. */
   PodNotReady: 'PodNotReady',
   PodReady: 'PodReady',
+  /** SandboxReady=True for a run given a ready pod of a warm pool (docs/warm-pools.md). */
+  WarmPodClaimed: 'WarmPodClaimed',
   /** SandboxReady=False once the run has ended (the pod is removed). */
   RunFinished: 'RunFinished',
   ToolCallNeedsApproval: 'ToolCallNeedsApproval',

@@ -317,6 +317,39 @@ export const operatorConfigSchema = z
       .strict()
       .prefault({})
       .describe('Where sandbox pods (and isolation probe pods, so the verdict is about the same nodes) run.'),
+    /** Warm sandbox pools (reconcile/warm-pool.ts, docs/warm-pools.md). */
+    warmPools: z
+      .array(
+        z
+          .object({
+            name: z
+              .string()
+              .min(1)
+              .max(40)
+              .regex(NAMESPACE_NAME, 'must be lower-case letters, digits and -')
+              .describe('Pool name, unique per namespace; pods are named <name>-warm-<random>.'),
+            namespace: z
+              .string()
+              .min(1)
+              .max(63)
+              .regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)')
+              .describe('The namespace whose runs the pool serves (a pod cannot change namespace); its pods count against its quota.'),
+            size: z.coerce.number().int().min(0).max(1000).describe('Ready unclaimed pods to keep; 0 empties the pool.'),
+            image: z.string().min(1).optional().describe("The pool's image; unset: sandboxImage."),
+            runtimeClassName: objectName('RuntimeClass').optional().describe("The pool's RuntimeClass; unset: sandboxPlacement's."),
+          })
+          .strict(),
+      )
+      .max(64)
+      .default([])
+      .refine(
+        (pools) => new Set(pools.map((pool) => `${pool.namespace}/${pool.name}`)).size === pools.length,
+        'two pools have the same namespace and name',
+      )
+      .describe(
+        'Warm sandbox pools: ready pods per namespace and image, each claimed by one run whose pod would be the same ' +
+          '(no spec.sandbox env, egress or resources of its own), so the run skips pod start. Empty: no pools.',
+      ),
     networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
     /**
      * Security #11.8: a NetworkPolicy isolates nothing where no CNI enforces it. Runs start only

@@ -17,6 +17,7 @@ import type { IsolationProbe } from './isolation-probe.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
 import { WorkQueue } from './work-queue.ts';
+import { WarmPoolLoop } from './warm-pool-loop.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 
@@ -51,6 +52,7 @@ export class RunController {
   readonly reconciler: RunReconciler;
   private readonly runs: MergedCache<CodingRun>;
   private readonly isolation: IsolationProbe | undefined;
+  private readonly warmPools: WarmPoolLoop | undefined;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -176,13 +178,19 @@ export class RunController {
     // A namespace's probe verdict lets the runs waiting there go on (or fail) at once.
     this.isolation = deps.isolation;
     this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
+    const pods = new MergedCache(podInformers);
+    const warmGateway = deps.warmPools?.gateway;
+    this.warmPools = warmGateway ? new WarmPoolLoop({ config, gateway: warmGateway, pods, logger }) : undefined;
     this.reconciler = new RunReconciler({
       ...deps,
       config,
       logger,
+      ...(metrics ? { metrics } : {}),
+      // A claim takes a pod out of its pool: refill at once.
+      ...(warmGateway ? { warmPools: { gateway: warmGateway, onClaim: () => this.warmPools?.poke() } } : {}),
       caches: {
         runs: this.runs,
-        pods: new MergedCache(podInformers),
+        pods,
         networkPolicies: new MergedCache(policyInformers),
         configMaps: new MergedCache(configMapInformers),
       },
@@ -245,11 +253,13 @@ export class RunController {
   async start(): Promise<void> {
     await Promise.all(this.informers.map((informer) => informer.start()));
     this.queue.start();
+    this.warmPools?.start();
     this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
   }
 
   stop(): void {
     void this.isolation?.stop();
+    this.warmPools?.stop();
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }

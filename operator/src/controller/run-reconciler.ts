@@ -3,7 +3,7 @@
 // is only a name; whatever happened, the current state is read again.
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { FINALIZER, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { computeAdmission, isActive } from '../reconcile/admission.ts';
 import { findCondition } from '../reconcile/conditions.ts';
@@ -20,6 +20,12 @@ import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
+import type { OperatorMetrics } from '../observability/operator-metrics.ts';
+import { addedTimings } from '../reconcile/run-timings.ts';
+import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
+import { claimOrder } from '../reconcile/warm-pool-plan.ts';
+import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
+import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 
 export interface ObjectCache<T> {
   get(namespace: string, name: string): T | undefined;
@@ -52,6 +58,10 @@ export interface RunReconcilerDeps {
   egressProxyAddress?: { get(): Promise<string> };
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
+  /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
+  warmPools?: { gateway: WarmPoolGateway; onClaim?: (pool: WarmPoolConfig) => void };
+  /** chamvi_run_phase_duration_seconds: fed with the status.timings entries each status write adds. */
+  metrics?: Pick<OperatorMetrics, 'observePhases'>;
   now?: () => Date;
 }
 
@@ -88,6 +98,19 @@ class CreateRefusedError extends Error {
   }
 }
 
+/** Thrown by applyAction once a warm pod was claimed for the run, or none could be: decide() goes on knowing it. */
+class WarmClaimSignal extends Error {
+  constructor(
+    readonly claim: { podName: string } | { none: true },
+    readonly run: CodingRun,
+  ) {
+    super('warm pod claim');
+  }
+}
+
+/** How many pool pods one claim tries before the run takes a fresh pod (each loss is another claimer's win). */
+const CLAIM_TRIES = 3;
+
 /** Thrown by applyAction once the run's diff is kept: decide() ends the run knowing it. */
 class DiffKeptSignal extends Error {
   constructor(readonly kept: KeptDiff) {
@@ -106,7 +129,14 @@ async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, crea
   }
 }
 
-export function podView(pod: V1Pod): SandboxPodView {
+/**
+ * `boundSeenAt`: when this process first saw the pod bound to a node (milliseconds); without
+ * it (a new leader) the PodScheduled condition's time is used, which has whole seconds only.
+ */
+export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
+  const scheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'True');
+  const conditionTime = scheduled?.lastTransitionTime ? new Date(scheduled.lastTransitionTime).toISOString() : undefined;
+  const scheduledAt = pod.spec?.nodeName ? (boundSeenAt ?? conditionTime) : undefined;
   const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;
   const waiting = pod.status?.containerStatuses?.find((status) => status.state?.waiting)?.state?.waiting;
   const unschedulable = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
@@ -119,12 +149,16 @@ export function podView(pod: V1Pod): SandboxPodView {
     deleting: pod.metadata?.deletionTimestamp !== undefined,
     ...(reason ? { reason } : {}),
     ...(message ? { message: message.slice(0, 512) } : {}),
+    ...(scheduledAt ? { scheduledAt } : {}),
+    ...(pod.metadata?.labels?.[CLAIMED_FROM_LABEL] ? { claimed: true } : {}),
   };
 }
 
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
+  /** Provisioning runs (by key) whose pod this process has seen bound to a node, and when (status.timings PodScheduled). */
+  private readonly boundSeen = new Map<string, string>();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -134,17 +168,22 @@ export class RunReconciler {
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
     const [namespace, name] = key.split('/') as [string, string];
     let run = this.deps.caches.runs.get(namespace, name);
-    if (!run) return {};
+    if (!run) {
+      this.boundSeen.delete(key);
+      return {};
+    }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
     // an object the API server refused, the diff kept for a run being ended.
     const takenOnCreate: TakenName[] = [];
     const refused: RefusedObject[] = [];
     let keptDiff: KeptDiff | undefined;
+    let warmClaim: ObservedRun['warmClaim'];
     for (let attempt = 0; ; attempt++) {
       const observed = await this.observe(run);
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
       if (refused.length > 0) observed.refused = refused;
       if (keptDiff) observed.keptDiff = keptDiff;
+      if (warmClaim) observed.warmClaim = warmClaim;
       const decision = decide(observed, await this.configFor(observed), this.now());
       try {
         const applied = await this.apply(run, decision);
@@ -160,6 +199,11 @@ export class RunReconciler {
         if (error instanceof CreateRefusedError && refused.length === 0) {
           this.deps.logger.warn({ ...runLogFields(run), refused: error.refused }, 'the API server refused an object of the run');
           refused.push(error.refused);
+          continue;
+        }
+        if (error instanceof WarmClaimSignal && !warmClaim) {
+          warmClaim = error.claim;
+          run = error.run;
           continue;
         }
         if (error instanceof DiffKeptSignal && !keptDiff) {
@@ -197,7 +241,7 @@ export class RunReconciler {
     const { caches } = this.deps;
     const { namespace } = run.metadata;
     const owned = ownedBy(run);
-    const pod = caches.pods.get(namespace, sandboxPodName(run));
+    const pod = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
     const takenNames = [...takenName(run, 'Pod', pod), ...takenName(run, 'NetworkPolicy', networkPolicy)];
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
@@ -222,7 +266,7 @@ export class RunReconciler {
         : undefined;
     return {
       run,
-      ...(owned(pod) ? { pod: podView(pod!) } : {}),
+      ...(owned(pod) ? { pod: podView(pod!, this.noteBound(run, pod!)) } : {}),
       networkPolicyExists: owned(networkPolicy),
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
@@ -235,9 +279,72 @@ export class RunReconciler {
     };
   }
 
+  /**
+   * A pool pod this run claimed whose name its status does not hold yet (the claim's status
+   * write was lost): found by the run's labels, so a redone claim does not take a second pod.
+   */
+  private claimedPod(run: CodingRun): V1Pod | undefined {
+    if (!this.deps.warmPools || this.deps.config.warmPools.length === 0) return undefined;
+    const phase = run.status?.phase;
+    if (phase !== undefined && phase !== 'Pending' && phase !== 'Provisioning') return undefined;
+    const uid = run.metadata.uid;
+    return this.deps.caches.pods
+      .list()
+      .find(
+        (pod) => pod.metadata?.namespace === run.metadata.namespace && pod.metadata?.labels?.[RUN_UID_LABEL] === uid && ownedBy(run)(pod),
+      );
+  }
+
+  /**
+   * Claims a ready pod of the pool for the run: best first (claimOrder), each claim one
+   * patch the API server applies only while the pod still has its pool label. A pod another
+   * claimer took fails its test and the next is tried.
+   */
+  private async claimWarmPod(
+    run: CodingRun,
+    pool: WarmPoolConfig,
+    runDeadlineSeconds: number,
+  ): Promise<{ podName: string } | { none: true }> {
+    const warm = this.deps.warmPools!;
+    const parsed = parseSpec(run);
+    if (!parsed.ok) return { none: true };
+    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool));
+    const byName = new Map(pods.map((pod) => [pod.metadata!.name!, pod]));
+    const now = this.now();
+    for (const name of claimOrder(pods.map(poolPodView)).slice(0, CLAIM_TRIES)) {
+      // activeDeadlineSeconds counts from the pod's start, not the claim: add the time it waited warm.
+      const started = Date.parse(String(byName.get(name)?.status?.startTime ?? now.toISOString()));
+      const deadline = runDeadlineSeconds + Math.max(0, Math.ceil((now.getTime() - started) / 1000));
+      const claimed = await warm.gateway.claimPod(
+        pool.namespace,
+        name,
+        claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline),
+      );
+      if (claimed) {
+        warm.onClaim?.(pool);
+        return { podName: name };
+      }
+    }
+    return { none: true };
+  }
+
+  /** When this process first saw the Provisioning run's pod bound to a node; forgotten once the run is past Provisioning. */
+  private noteBound(run: CodingRun, pod: V1Pod): string | undefined {
+    const key = `${run.metadata.namespace}/${run.metadata.name}`;
+    if (run.status?.phase !== 'Provisioning' || run.metadata.deletionTimestamp) {
+      this.boundSeen.delete(key);
+      return undefined;
+    }
+    // Seen bound and already Ready in one look (a fast kubelet): this process cannot tell when
+    // it was bound, the pod's condition can (to the second).
+    const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True');
+    if (pod.spec?.nodeName && !ready && !this.boundSeen.has(key)) this.boundSeen.set(key, this.now().toISOString());
+    return this.boundSeen.get(key);
+  }
+
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
   private sandboxUp(run: CodingRun): boolean {
-    const pod = this.deps.caches.pods.get(run.metadata.namespace, sandboxPodName(run));
+    const pod = this.deps.caches.pods.get(run.metadata.namespace, run.status?.podName ?? sandboxPodName(run));
     return pod !== undefined && !pod.metadata?.deletionTimestamp && ownedBy(run)(pod);
   }
 
@@ -287,8 +394,11 @@ export class RunReconciler {
       );
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
+      const timingsBefore = run.status?.timings;
       run = await kube.replaceRunStatus(run, decision.status);
-      if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
+      this.deps.metrics?.observePhases(addedTimings(timingsBefore, decision.status.timings));
+      if ((decision.status.phase === 'Provisioning' || decision.status.phase === 'Running') && !wasActive)
+        this.admittedLocally.add(run.metadata.uid);
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     for (const action of afterStatus) run = await this.applyAction(run, action);
@@ -345,6 +455,11 @@ export class RunReconciler {
       case 'deleteRun':
         await kube.deleteRun(namespace, name);
         return run;
+      case 'claimWarmPod':
+        throw new WarmClaimSignal(
+          this.deps.warmPools ? await this.claimWarmPod(run, action.pool, action.activeDeadlineSeconds) : { none: true },
+          run,
+        );
       case 'keepDiff': {
         const parsed = parseSpec(run);
         throw new DiffKeptSignal(

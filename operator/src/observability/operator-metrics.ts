@@ -2,6 +2,7 @@
 // Counters and histograms are updated where things happen; gauges that describe the world
 // (runs by phase, queue depth) are computed when /metrics is scraped.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RunTiming } from '../api/index.ts';
 
 export interface RunsByPhase {
   /** phase → reason → count, from the leader's cache (empty on a standby). */
@@ -21,6 +22,7 @@ export class OperatorMetrics {
   readonly modelCallDuration: Histogram<'provider'>;
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
+  readonly runPhaseDuration: Histogram<'phase'>;
 
   constructor(options: { runsByPhase?: RunsByPhase; queueDepth?: () => Promise<Record<string, number>>; defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -94,6 +96,13 @@ export class OperatorMetrics {
       labelNames: ['kind'],
       registers,
     });
+    this.runPhaseDuration = new Histogram({
+      name: 'chamvi_run_phase_duration_seconds',
+      help: 'How long each phase of a run took (status.timings): Queued, PodScheduled, PodReady, SandboxClaimed, Clone, Import, Setup, FirstModelCall, FirstToolCall, Finalize.',
+      labelNames: ['phase'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
     const runsByPhase = options.runsByPhase;
     new Gauge({
       name: 'chamvi_runs',
@@ -117,5 +126,10 @@ export class OperatorMetrics {
         for (const [state, count] of Object.entries(counts)) this.set({ state }, Number(count));
       },
     });
+  }
+
+  /** Observes status.timings entries just written: each write adds a phase once, so each is counted once. */
+  observePhases(entries: readonly RunTiming[]): void {
+    for (const entry of entries) this.runPhaseDuration.observe({ phase: entry.phase }, entry.durationMs / 1000);
   }
 }

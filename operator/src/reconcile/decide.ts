@@ -25,6 +25,8 @@ import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
 import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
+import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
+import { warmPoolFor } from './warm-pool.ts';
 import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
@@ -319,7 +321,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
   }
   if (!pod && currentPhase !== 'Provisioning') {
-    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(sandboxPodName(run), 'disappeared'));
+    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(run.status?.podName ?? sandboxPodName(run), 'disappeared'));
   }
   // A Provisioning run whose pod the API server refuses (it was there, and went): as at admission.
   if (!pod && observed.refused?.length) {
@@ -330,7 +332,33 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (config.networkPolicy && !observed.networkPolicyExists)
     actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun, config) });
   if (!pod) {
-    actions.push({ type: 'createPod', pod: buildSandboxPod(parsedRun, config) });
+    const fresh = buildSandboxPod(parsedRun, config);
+    const claim = observed.warmClaim;
+    if (claim && 'podName' in claim) {
+      // A claimed pool pod was chosen Ready: the run goes on at once, in this one write.
+      const message = `Claimed warm sandbox pod ${claim.podName}.`;
+      builder.status.podName = claim.podName;
+      builder.condition({ type: 'SandboxReady', status: 'True', reason: CONDITION_REASONS.WarmPodClaimed, message });
+      builder.status.timings = mergeTimings(
+        builder.status.timings,
+        claimTimings(run.metadata.creationTimestamp, builder.status.startTime, now),
+      );
+      builder.phase('Running', undefined, RUNNING_MESSAGE, {
+        type: 'Normal',
+        reason: EVENT_REASONS.SandboxReady,
+        message: `Claimed warm sandbox pod ${claim.podName}; starting the agent`,
+      });
+      actions.push({ type: 'startAgent' });
+      return done(Math.min(untilDeadline, AGENT_RECHECK_MS));
+    }
+    const match = claim ? undefined : warmPoolFor(parsedRun, config, config.warmPools);
+    if (match?.pool) {
+      return {
+        actions: [...actions, { type: 'claimWarmPod', pool: match.pool, activeDeadlineSeconds: fresh.spec!.activeDeadlineSeconds! }],
+        events: [],
+      };
+    }
+    actions.push({ type: 'createPod', pod: fresh });
     return done(untilDeadline);
   }
   if (currentPhase === 'Provisioning') {
@@ -342,9 +370,23 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     builder.condition({
       type: 'SandboxReady',
       status: 'True',
-      reason: CONDITION_REASONS.PodReady,
-      message: `Sandbox pod ${pod.name} is ready.`,
+      reason: pod.claimed ? CONDITION_REASONS.WarmPodClaimed : CONDITION_REASONS.PodReady,
+      message: pod.claimed ? `Claimed warm sandbox pod ${pod.name}.` : `Sandbox pod ${pod.name} is ready.`,
     });
+    // A pool pod claimed by a reconcile that died before its status write is found by its labels.
+    builder.status.podName = pod.name;
+    // Folded into this write, which the run makes anyway: timing a run costs no request.
+    builder.status.timings = mergeTimings(
+      builder.status.timings,
+      pod.claimed
+        ? claimTimings(run.metadata.creationTimestamp, builder.status.startTime, now)
+        : sandboxTimings({
+            createdAt: run.metadata.creationTimestamp,
+            admittedAt: builder.status.startTime,
+            scheduledAt: pod.scheduledAt,
+            readyAt: now,
+          }),
+    );
     builder.phase('Running', undefined, RUNNING_MESSAGE, {
       type: 'Normal',
       reason: EVENT_REASONS.SandboxReady,

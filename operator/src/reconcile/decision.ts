@@ -2,6 +2,7 @@
 // Events to record and when to look again. Plain data, so tests compare it directly.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRunStatus } from '../api/index.ts';
+import type { WarmPoolConfig } from './warm-pool.ts';
 
 export type Action =
   | { type: 'addFinalizer' }
@@ -23,7 +24,13 @@ export type Action =
    * else the last snapshot the workers stored; the reconciler decides again with what it got
    * (ObservedRun.keptDiff), and the terminal status carries it. Never fails: at worst, none.
    */
-  | { type: 'keepDiff'; fromSandbox: boolean };
+  | { type: 'keepDiff'; fromSandbox: boolean }
+  /**
+   * Claim a ready pod of the warm pool for the run (reconcile/warm-pool.ts), giving it the
+   * run's deadline; the reconciler decides again with what it got (ObservedRun.warmClaim):
+   * the pod's name, or none (the pool is empty) and the run gets a fresh pod.
+   */
+  | { type: 'claimWarmPod'; pool: WarmPoolConfig; activeDeadlineSeconds: number };
 
 export interface RunEvent {
   type: 'Normal' | 'Warning';

@@ -14,6 +14,10 @@ export interface SandboxPodView {
   /** Why the pod is not (or no longer) running, from its status, for messages. */
   reason?: string;
   message?: string;
+  /** When the pod was first seen bound to a node (status.timings PodScheduled); undefined while it is not. */
+  scheduledAt?: string;
+  /** The pod was claimed from a warm pool (its CLAIMED_FROM_LABEL), not created for the run. */
+  claimed?: boolean;
 }
 
 /** Keys present in each referenced object; undefined when the object does not exist. */
@@ -91,6 +95,8 @@ export interface ObservedRun {
   refused?: RefusedObject[];
   /** The diff kept for a run that decide() is ending, once the keepDiff action has taken it. */
   keptDiff?: KeptDiff;
+  /** What a claimWarmPod action got: a pool pod now the run's, or none (the run gets a fresh pod). */
+  warmClaim?: { podName: string } | { none: true };
   /** For a run not yet given a sandbox: whether NetworkPolicy is enforced in its namespace (security #11.8); undefined is unknown. */
   isolation?: IsolationView;
 }

@@ -4,8 +4,9 @@
 // it there. Two writers apply the results (the reconciler, and the workers' status writer,
 // which also patches step progress on its own: cheaper than a reconcile per step); this is
 // the one computation.
-import { CONDITION_REASONS, REASONS, type CodingRunStatus, type PendingApproval, type Phase } from '../api/index.ts';
+import { CONDITION_REASONS, REASONS, type CodingRunStatus, type PendingApproval, type Phase, type RunTiming } from '../api/index.ts';
 import { findCondition, setCondition } from './conditions.ts';
+import { mergeTimings } from './run-timings.ts';
 
 export type TerminalPhase = 'Succeeded' | 'Failed' | 'Cancelled';
 
@@ -19,6 +20,8 @@ export interface RunProgress {
   usage: NonNullable<CodingRunStatus['usage']>;
   /** Time spent waiting for approvals so far (status.approvalWaitSeconds), once there was one. */
   approvalWaitSeconds?: number;
+  /** Phases timed since the last write (status.timings); entries already there are kept as they are. */
+  timings?: readonly RunTiming[];
 }
 
 /** A phase that is not terminal, with its reason (or none) and message. True in `changed` when phase or reason differ. */
@@ -90,6 +93,7 @@ export function recordProgress(status: CodingRunStatus, progress: RunProgress): 
   status.toolCalls = progress.toolCalls;
   status.usage = { ...progress.usage };
   if (progress.approvalWaitSeconds !== undefined) status.approvalWaitSeconds = progress.approvalWaitSeconds;
+  if (progress.timings?.length) status.timings = mergeTimings(status.timings, progress.timings);
   return status;
 }
 

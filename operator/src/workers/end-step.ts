@@ -12,6 +12,7 @@ import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
 import { recordStep } from './record-step.ts';
+import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
 export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
@@ -68,11 +69,17 @@ export async function afterCalls(
     // Rounded up: the controller's deadline (decide.ts) must never come before the agent's.
     ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
   };
+  // Phases the workers timed ride on this write, only while status lacks one of them (step 1,
+  // and the step with the first tool call): the run as read when the step began has the rest.
+  const timings = hasNewTimings(run.status?.timings, state.timings) ? mergeTimings(run.status?.timings, state.timings) : undefined;
   // The common case, a running run making progress, costs one request; phase changes
   // (approvals) and surprises (a run that ended meanwhile) take the careful path.
   const quick =
-    state.stage !== 'waiting' && !last.resumed ? await deps.status.progress(ref.namespace, ref.name, ref.uid, progress) : undefined;
+    state.stage !== 'waiting' && !last.resumed
+      ? await deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) })
+      : undefined;
   if (quick) {
+    deps.metrics.observePhases(addedTimings(run.status?.timings, quick.status?.timings));
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
     if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
     else await deps.queue.step(ref, state.step);
@@ -81,10 +88,12 @@ export async function afterCalls(
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     // The whole input with its size and sha256 (Security #11.5): an approval names that digest.
+    const withTimings = { ...progress, ...(state.timings ? { timings: state.timings } : {}) };
     if (state.stage === 'waiting' && pending)
-      return awaitApprovalStatus(status, progress, pendingApprovalView(pending), ref.name, generation, now);
-    return runningAfterStepStatus(status, progress, generation, now);
+      return awaitApprovalStatus(status, withTimings, pendingApprovalView(pending), ref.name, generation, now);
+    return runningAfterStepStatus(status, withTimings, generation, now);
   });
+  if (outcome.written) deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
   if (!outcome.written) {
     // The controller or a user ended the run meanwhile (its state was dropped then, but
     // this step has just saved it again): nothing more to do here.

@@ -17,6 +17,7 @@ import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
 import { verificationResult, verifyWork } from './verify-work.ts';
+import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
 /**
  * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
@@ -32,6 +33,7 @@ async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: R
 }
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
+  const finalizeStarted = deps.now();
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   // A redone finalize whose verification already handed the run back to the model, or that
@@ -55,7 +57,9 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   const message = withDiffNote(`${ending.message}${note}`, kept);
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
-    recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
+    // Finalize ends with this write: its time is the diff taken and stored (status.timings).
+    const timings = [...(state.timings ?? []), timing('Finalize', finalizeStarted, now)];
+    recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage, timings });
     // The commit cloned, so a run with spec.continueFrom naming this one clones it too.
     status.result = {
       ...keptDiffResult(kept, summary),
@@ -65,6 +69,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {
+    deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
     await deps.events.record(outcome.run, { type: phase === 'Succeeded' ? 'Normal' : 'Warning', reason, message });
     observeFinished(deps, outcome.run, phase, reason);
   }

@@ -7,7 +7,8 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
-import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure } from '../api/index.ts';
+import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
+import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -43,6 +44,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     : undefined;
   // spec.continueFrom: decided before the clone, which then fetches the source run's commit.
   const continuation = spec.continueFrom ? await readContinuation(deps, ref, spec.continueFrom.name, spec.repository.url) : undefined;
+  // status.timings: Clone (with a continuation's diff applied), Import (with its check), Setup.
+  const timings: RunTiming[] = [];
+  const cloneStarted = deps.now();
   // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
   const dir = await cloneRepository({
     url: repository.url,
@@ -59,7 +63,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       const applied = await applyDiff(dir, continuation.diff);
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
-    const sandbox = deps.sandboxes.for(run);
+    const sandbox = deps.sandboxes.for(await withPodName(deps, ref, run));
+    const importStarted = deps.now();
+    timings.push(timing('Clone', cloneStarted, importStarted));
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
@@ -72,7 +78,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
+    timings.push(timing('Import', importStarted, deps.now()));
     if (spec.sandbox.setup) {
+      const setupStarted = deps.now();
       const response = await sandbox.call({
         tool: 'bash',
         input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS },
@@ -87,6 +95,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
         const why = result?.timedOut ? 'timed out' : `exited with ${result?.exitCode ?? 'an error'}`;
         throw new RunFailure(REASONS.SetupFailed, FAILURE_MESSAGES.setupFailed(why, output));
       }
+      timings.push(timing('Setup', setupStarted, deps.now()));
       const fresh = await deps.getRun(ref.namespace, ref.name);
       if (fresh)
         await deps.events.record(fresh, {
@@ -100,7 +109,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt }));
+  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
   await deps.events.record(run, {
     type: 'Normal',
     reason: EVENT_REASONS.Prepared,
@@ -109,6 +118,26 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
   });
   await deps.queue.step(ref, 0);
+}
+
+/** How long the prepare job waits for a claimed run's status to name its pod (docs/warm-pools.md). */
+const POD_NAME_WAIT_MS = 5_000;
+
+/**
+ * The run as the sandbox is opened for it. A run given a warm pool pod is handed to the agent
+ * in the same reconcile that writes its pod's name to status (the job is enqueued first, so a
+ * crash between the two leaves a job, not a Running run without one), so this job can read the
+ * run a moment before status.podName is there: read again, briefly, rather than open the
+ * sandbox at the derived name, which no pod has. The write that makes it Running names the pod.
+ */
+async function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun): Promise<ParsedCodingRun> {
+  const deadline = Date.now() + POD_NAME_WAIT_MS;
+  let current = run;
+  while (current.status?.phase !== 'Running' && !current.status?.podName && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    current = (await liveRun(deps, ref)) ?? current;
+  }
+  return current;
 }
 
 /** spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails the run InvalidSpec. */

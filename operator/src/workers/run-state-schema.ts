@@ -5,7 +5,7 @@
 // to be checked, but is never silently dropped. The transcript is checked for its shape
 // only; the ai SDK's full message schema costs ~150 ms per load of a long transcript.
 import { z } from 'zod';
-import { TOOL_NAMES } from '../api/index.ts';
+import { TIMING_PHASES, TOOL_NAMES } from '../api/index.ts';
 
 const count = z.number().int().min(0);
 const identifier = z.string().min(1).max(512);
@@ -107,6 +107,10 @@ export const runStateSchema = z.looseObject({
     })
     .optional(),
   verificationNote: z.string().optional(),
+  timings: z
+    .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
+    .max(TIMING_PHASES.length)
+    .optional(),
 });
 
 /** The first problem with a decoded state, as `path: message`, or undefined when it fits. */

@@ -15,6 +15,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import type { Verification } from '../api/verification-status.ts';
+import type { RunTiming } from '../api/coding-run-status.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
@@ -130,6 +131,11 @@ export interface RunState extends RunRef {
   verification?: Verification & { step: number };
   /** What the last verification means for a run that succeeds (status.message adds it). */
   verificationNote?: string;
+  /**
+   * Phases the workers timed (Clone, Import, Setup, FirstModelCall, FirstToolCall): kept here
+   * until a status write the run makes anyway carries them to status.timings.
+   */
+  timings?: RunTiming[];
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */

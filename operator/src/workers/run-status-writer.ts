@@ -2,7 +2,7 @@
 // status guarded by the resourceVersion, and on a conflict start over. A run that is
 // already terminal is never written (the controller may have ended it: SandboxLost,
 // DeadlineExceeded, or the run was deleted), and the caller learns so and stops working.
-import { isTerminal, type CodingRun, type CodingRunStatus } from '../api/index.ts';
+import { isTerminal, type CodingRun, type CodingRunStatus, type RunTiming } from '../api/index.ts';
 import { isConflict } from '../kube/api-errors.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 
@@ -15,6 +15,8 @@ export interface StepProgress {
   steps: number;
   toolCalls: number;
   usage: object;
+  /** The whole of status.timings as it is to be, when the step adds to it (the same request carries it). */
+  timings?: RunTiming[];
 }
 
 export class RunStatusWriter {
@@ -36,6 +38,7 @@ export class RunStatusWriter {
         { op: 'add', path: '/status/steps', value: progress.steps },
         { op: 'add', path: '/status/toolCalls', value: progress.toolCalls },
         { op: 'add', path: '/status/usage', value: progress.usage },
+        ...(progress.timings ? [{ op: 'add', path: '/status/timings', value: progress.timings }] : []),
       ]);
     } catch (error) {
       const code = (error as { code?: number }).code;

@@ -10,6 +10,7 @@ import type { AgentDependencies } from './agent-dependencies.ts';
 import { refuseOversizedApproval } from './approval-input.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { toolCallObserver } from './run-metrics.ts';
+import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { executeToolCalls, toolMessage } from './tool-execution.ts';
 
 /** Runs the in-flight step's calls that are not done yet, saving each result as it comes. True when parked. */
@@ -39,10 +40,18 @@ export async function runCallsUntilApproval(
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = protectingSandbox(deps.sandboxes.for(run), run);
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
+  const observe = toolCallObserver(deps);
   const fresh = await executeToolCalls(
     sandbox,
     now.filter((call) => !done.has(call.toolCallId)),
-    toolCallObserver(deps),
+    (tool, outcome, seconds) => {
+      observe(tool, outcome, seconds);
+      // The run's first tool call (status.timings); observed as it ends, so it started `seconds` ago.
+      if (!state.timings?.some((entry) => entry.phase === 'FirstToolCall')) {
+        const end = deps.now().getTime();
+        state.timings = mergeTimings(state.timings, [timing('FirstToolCall', end - seconds * 1000, end)]);
+      }
+    },
     undefined,
     progress?.record,
     state.step,

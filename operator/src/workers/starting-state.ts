@@ -5,11 +5,14 @@ import { buildStartMessage } from '../agent/system-prompt.ts';
 import { emptyUsage } from '../agent/usage-accounting.ts';
 import type { RunRef } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
+import type { RunTiming } from '../api/index.ts';
 
 /** Where the workspace came from: the commit cloned, and for spec.continueFrom the first prompt's section about the earlier run. */
 export interface StartingPoint {
   revision?: string;
   continuation?: string;
+  /** Clone, Import and Setup as the prepare job timed them, for status.timings. */
+  timings?: RunTiming[];
 }
 
 /** `startedAt`: epoch ms of status.startTime, from which the deadline counts; `guidance`: the repository's, for the first prompt. */
@@ -27,5 +30,6 @@ export function startingState(ref: RunRef, startedAt: number, guidance?: string,
     filesTouched: noFilesTouched(),
     startedAt,
     ...(from.revision ? { revision: from.revision } : {}),
+    ...(from.timings?.length ? { timings: from.timings } : {}),
   };
 }

@@ -21,6 +21,7 @@ import { continueStep, handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { countTokens } from './run-metrics.ts';
+import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
@@ -126,6 +127,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   let context = await prepare(state.messages, state.filesTouched, run.spec.model.contextWindow);
   let compactionUsage = context.compacted ? context.usage : emptyUsage();
   const modelStarted = performance.now();
+  const modelStartedAt = deps.now();
   let result: Awaited<ReturnType<typeof ask>>;
   try {
     result = await ask(context.messages);
@@ -143,6 +145,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     result = await ask(context.messages);
   }
   const modelMs = performance.now() - modelStarted;
+  // The run's first model call (status.timings), kept with the state saved below.
+  if (state.step === 0) state.timings = mergeTimings(state.timings, [timing('FirstModelCall', modelStartedAt, deps.now())]);
   const { provider, name: modelName = provider } = run.spec.model;
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
   deps.metrics.steps.inc({ provider });

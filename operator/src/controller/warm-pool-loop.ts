@@ -1,0 +1,141 @@
+// Keeps each warm pool at its size, in the background, on the leader: looks at the pool's
+// unclaimed pods in the pod cache, asks planWarmPool what to do, does it. Runs after every
+// claim (a pool refills at once) and on a timer (pods that ended, a cache that caught up).
+// Pods it created that the cache does not show yet count as starting (as a ReplicaSet's
+// expectations), or a pass right after a create would create them again.
+import type { V1Pod } from '@kubernetes/client-node';
+import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
+import { planWarmPool, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
+import { WARM_POOL_LABEL, warmPoolPod, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
+import type { ObjectCache } from './run-reconciler.ts';
+
+/** A pass at least this often: replaces pods that ended and deletes the excess of a pool sized down. */
+export const POOL_RESYNC_MS = 2_000;
+/** A created pod the cache has not shown for this long is forgotten (its create may have raced a deletion). */
+const EXPECTATION_TTL_MS = 30_000;
+
+export interface WarmPoolLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+/** An unclaimed pod of this pool: in its namespace, still carrying the pool's label. */
+export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig): boolean {
+  return pod.metadata?.namespace === pool.namespace && pod.metadata?.labels?.[WARM_POOL_LABEL] === pool.name;
+}
+
+export function poolPodView(pod: V1Pod): PoolPodView {
+  return {
+    name: pod.metadata!.name!,
+    phase: pod.status?.phase ?? 'Pending',
+    ready: pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false,
+    deleting: pod.metadata?.deletionTimestamp !== undefined,
+    createdAt: pod.metadata?.creationTimestamp ? new Date(pod.metadata.creationTimestamp).toISOString() : '',
+  };
+}
+
+/**
+ * The run a pool pod is built from: only its spec.sandbox (the defaults) shapes the pod, and
+ * the pod keeps nothing of it but what every default run's pod has.
+ */
+function templateRun(): ParsedCodingRun {
+  const spec = codingRunSpec.parse({
+    task: 'warm pool template',
+    repository: { url: 'https://example.invalid/warm.git' },
+    model: { provider: 'scripted', scriptRef: { name: 'warm' } },
+  });
+  return { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'warm', namespace: 'warm', uid: 'warm' }, spec };
+}
+
+const poolKey = (pool: WarmPoolConfig) => `${pool.namespace}/${pool.name}`;
+
+export class WarmPoolLoop {
+  private readonly template = templateRun();
+  /** Per pool: pods created and not yet in the cache, with when. */
+  private readonly expected = new Map<string, Map<string, number>>();
+  /** Pods asked to be deleted that the cache still shows without a deletionTimestamp. */
+  private readonly deleting = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly deps: {
+      config: OperatorConfig;
+      gateway: WarmPoolGateway;
+      pods: ObjectCache<V1Pod>;
+      logger: WarmPoolLogger;
+      now?: () => number;
+    },
+  ) {}
+
+  start(): void {
+    if (this.deps.config.warmPools.length === 0) return;
+    this.poke();
+    this.timer = setInterval(() => this.poke(), POOL_RESYNC_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Ask for a pass soon; passes never overlap, and one asked for during a pass runs after it. */
+  poke(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.pass()
+      .catch((error: unknown) =>
+        this.deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'warm pool pass failed'),
+      )
+      .finally(() => {
+        this.running = undefined;
+        if (this.again && this.timer) {
+          this.again = false;
+          this.poke();
+        }
+      });
+  }
+
+  /** One pass over every pool; resolves when its creates and deletes are done. */
+  async pass(): Promise<void> {
+    for (const pool of this.deps.config.warmPools) await this.keep(pool);
+  }
+
+  private async keep(pool: WarmPoolConfig): Promise<void> {
+    const now = this.deps.now?.() ?? Date.now();
+    const cached = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
+    const seen = new Set(cached.map((pod) => pod.metadata!.name!));
+    const expected = this.expected.get(poolKey(pool)) ?? new Map<string, number>();
+    this.expected.set(poolKey(pool), expected);
+    for (const [name, at] of expected) if (seen.has(name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);
+    const views = [
+      ...cached.map(poolPodView).map((view) => (this.deleting.has(view.name) ? { ...view, deleting: true } : view)),
+      ...[...expected.keys()].map((name) => ({
+        name,
+        phase: 'Pending',
+        ready: false,
+        deleting: false,
+        createdAt: new Date(now).toISOString(),
+      })),
+    ];
+    for (const name of this.deleting) if (!seen.has(name)) this.deleting.delete(name);
+    const plan = planWarmPool(pool.size, views);
+    for (let index = 0; index < plan.create; index++) {
+      const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
+      expected.set(created.metadata!.name!, now);
+    }
+    for (const name of plan.delete) {
+      this.deleting.add(name);
+      expected.delete(name);
+      await this.deps.gateway.deletePod(pool.namespace, name);
+    }
+    if (plan.create > 0 || plan.delete.length > 0)
+      this.deps.logger.info({ pool: poolKey(pool), created: plan.create, deleted: plan.delete.length }, 'warm pool resized');
+  }
+}

@@ -1,0 +1,41 @@
+// The warm pools' door to the API server: create a pool pod (a generated name), claim one
+// for a run (one JSON Patch the API server applies atomically), delete one. Its own small
+// interface beside KubeGateway, so a pool-less build (the CLI's local mode) implements nothing.
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { isNotFound, statusCodeOf } from './api-errors.ts';
+
+export interface WarmPoolGateway {
+  createPoolPod(pod: V1Pod): Promise<V1Pod>;
+  /**
+   * Applies a claim patch (reconcile/warm-pool.ts claimPatch). The claimed pod, or undefined
+   * when the claim lost: the pod's pool label was gone (another claim took it, 422) or the
+   * pod itself was (404).
+   */
+  claimPod(namespace: string, name: string, patch: object[]): Promise<V1Pod | undefined>;
+  deletePod(namespace: string, name: string): Promise<void>;
+}
+
+export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGateway {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return {
+    async createPoolPod(pod) {
+      return core.createNamespacedPod({ namespace: pod.metadata!.namespace!, body: pod });
+    },
+    async claimPod(namespace, name, patch) {
+      try {
+        // client-node sends a patch as JSON Patch by default: its `test` is what makes the claim exclusive.
+        return await core.patchNamespacedPod({ namespace, name, body: patch });
+      } catch (error) {
+        if (statusCodeOf(error) === 422 || isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async deletePod(namespace, name) {
+      try {
+        await core.deleteNamespacedPod({ namespace, name });
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    },
+  };
+}

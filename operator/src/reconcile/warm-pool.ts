@@ -1,0 +1,117 @@
+// Warm sandbox pools: pods started ahead of any run, each handed to exactly one run, which
+// then skips pod scheduling and start. Pure: the pool pod's template, and whether a run may
+// take a pool pod at all. A pod's spec is fixed once it exists (image, env, resources,
+// service account, runtime class, volumes; only labels, owner references and
+// activeDeadlineSeconds may change) and a pod never changes namespace, so a run may take a
+// pool pod only when the pod it would get fresh is, apart from those, the very same pod.
+import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import type { ParsedCodingRun } from '../api/index.ts';
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
+
+/** The label naming the pool of an unclaimed pool pod; a claim removes it (and so no second claim can test for it). */
+export const WARM_POOL_LABEL = 'chamvi.dev/warm-pool';
+
+/** The label a claim puts on a pool pod: which pool it came from (status.timings SandboxClaimed, not PodReady). */
+export const CLAIMED_FROM_LABEL = 'chamvi.dev/claimed-from-pool';
+
+/** One pool as the operator config declares it. */
+export interface WarmPoolConfig {
+  /** The pool's name, unique per namespace; its pods are named `<name>-warm-<random>`. */
+  name: string;
+  /** Pods cannot move namespace: a pool serves the runs of one namespace, and counts against its quota. */
+  namespace: string;
+  /** Ready pods kept unclaimed; 0 empties the pool. */
+  size: number;
+  /** The pool's image; unset is the operator's sandboxImage. */
+  image?: string;
+  /** The pool's RuntimeClass; unset is sandboxPlacement.runtimeClassName. */
+  runtimeClassName?: string;
+}
+
+/** The fields of a run that shape its pod, reduced to what a pool pod was made with. */
+function asPoolRun(run: ParsedCodingRun, pool: WarmPoolConfig): ParsedCodingRun {
+  const sandbox = {
+    ...run.spec.sandbox,
+    image: pool.image,
+    runtimeClassName: pool.runtimeClassName,
+    resources: undefined,
+    env: undefined,
+    egress: { allow: [] },
+  };
+  return { ...run, spec: { ...run.spec, sandbox } } as ParsedCodingRun;
+}
+
+/**
+ * The parts of a sandbox pod a claim cannot change, for comparing: the pod spec without
+ * activeDeadlineSeconds (the claim sets it from the run's budget).
+ */
+function fixedSpec(pod: V1Pod): V1PodSpec {
+  const { activeDeadlineSeconds: _deadline, ...spec } = pod.spec!;
+  return spec;
+}
+
+/**
+ * A pool's pod, built from a run template (any valid run: only its spec.sandbox shapes the
+ * spec, and a pool pod carries nothing of it): the run's pod spec with no deadline, the
+ * pool's label instead of a run's, no owner. `template` is a parsed run with default sandbox.
+ */
+export function warmPoolPod(pool: WarmPoolConfig, config: OperatorConfig, template: ParsedCodingRun): V1Pod {
+  const built = buildSandboxPod(asPoolRun({ ...template, metadata: { ...template.metadata, namespace: pool.namespace } }, pool), config);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      generateName: `${pool.name}-warm-`,
+      namespace: pool.namespace,
+      labels: {
+        'app.kubernetes.io/name': 'chamvi-sandbox',
+        'app.kubernetes.io/managed-by': 'chamvi-operator',
+        [WARM_POOL_LABEL]: pool.name,
+      },
+    },
+    spec: fixedSpec(built),
+  };
+}
+
+export type PoolMatch = { pool: WarmPoolConfig } | { pool: undefined; why: string };
+
+/**
+ * The pool whose pods are the pod this run would get fresh (same namespace, and the same
+ * fixed spec: image, resources, env, runtime class, placement), or why none is. A run with
+ * its own env or egress never matches: its variables (the egress credential among them)
+ * are in the pod spec, which a pool pod cannot take on.
+ */
+export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools: readonly WarmPoolConfig[]): PoolMatch {
+  const here = pools.filter((pool) => pool.namespace === run.metadata.namespace && pool.size > 0);
+  if (here.length === 0) return { pool: undefined, why: `no warm pool in namespace ${run.metadata.namespace}` };
+  const own = fixedSpec(buildSandboxPod(run, config));
+  for (const pool of here) {
+    if (isDeepStrictEqual(own, fixedSpec(buildSandboxPod(asPoolRun(run, pool), config)))) return { pool };
+  }
+  return { pool: undefined, why: 'the run sets spec.sandbox fields (image, resources, env, egress, runtimeClassName) no pool has' };
+}
+
+/**
+ * The JSON Patch that claims pool pod `podName` for `run`, applied by the API server as one
+ * update: it tests that the pod still carries the pool's label and removes it, so of two
+ * claims of one pod the second fails its test (422) and claims nothing. It gives the pod the
+ * run's labels (its NetworkPolicy selects them), the run as controller owner (deleting the
+ * run deletes the pod), and the run's deadline.
+ */
+export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number): object[] {
+  const label = `/metadata/labels/${WARM_POOL_LABEL.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  return [
+    { op: 'test', path: label, value: pool.name },
+    { op: 'remove', path: label },
+    ...Object.entries(runLabels(run)).map(([key, value]) => ({
+      op: 'add',
+      path: `/metadata/labels/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+      value,
+    })),
+    { op: 'add', path: `/metadata/labels/${CLAIMED_FROM_LABEL.replace(/\//g, '~1')}`, value: pool.name },
+    { op: 'add', path: '/metadata/ownerReferences', value: [ownerReference(run)] },
+    { op: 'add', path: '/spec/activeDeadlineSeconds', value: activeDeadlineSeconds },
+  ];
+}

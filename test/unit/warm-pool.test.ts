@@ -1,0 +1,143 @@
+// Warm pools as pure decisions: sizing (refill, replace, shrink), the order of claims, which
+// runs a pool may serve (only those whose fresh pod would be the same pod), and the claim
+// patch that lets one claimer win.
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { claimOrder, planWarmPool, type PoolPodView } from '../../operator/src/reconcile/warm-pool-plan.ts';
+import { WARM_POOL_LABEL, claimPatch, warmPoolFor, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+
+const pod = (name: string, overrides: Partial<PoolPodView> = {}): PoolPodView => ({
+  name,
+  phase: 'Running',
+  ready: true,
+  deleting: false,
+  createdAt: `2026-11-30T12:00:0${name.slice(-1)}Z`,
+  ...overrides,
+});
+
+describe('planWarmPool', () => {
+  const cases: Array<{ name: string; size: number; pods: PoolPodView[]; create: number; delete: string[] }> = [
+    { name: 'an empty pool fills to its size', size: 3, pods: [], create: 3, delete: [] },
+    { name: 'a full pool does nothing', size: 2, pods: [pod('p1'), pod('p2')], create: 0, delete: [] },
+    {
+      name: 'starting pods count: no double fill',
+      size: 2,
+      pods: [pod('p1', { phase: 'Pending', ready: false }), pod('p2')],
+      create: 0,
+      delete: [],
+    },
+    { name: 'refills after a claim took a pod (it left the pool)', size: 3, pods: [pod('p1'), pod('p2')], create: 1, delete: [] },
+    { name: 'pods being deleted do not count', size: 2, pods: [pod('p1'), pod('p2', { deleting: true })], create: 1, delete: [] },
+    {
+      name: 'an ended pod is deleted and replaced',
+      size: 2,
+      pods: [pod('p1'), pod('p2', { phase: 'Failed', ready: false })],
+      create: 1,
+      delete: ['p2'],
+    },
+    {
+      name: 'sized down: not-ready pods go first, then the newest ready',
+      size: 1,
+      pods: [pod('p1'), pod('p2'), pod('p3', { phase: 'Pending', ready: false }), pod('p4')],
+      create: 0,
+      delete: ['p3', 'p4', 'p2'],
+    },
+    { name: 'sized to 0: every pod goes', size: 0, pods: [pod('p1'), pod('p2')], create: 0, delete: ['p2', 'p1'] },
+  ];
+  for (const row of cases) {
+    it(row.name, () => expect(planWarmPool(row.size, row.pods)).toEqual({ create: row.create, delete: row.delete }));
+  }
+
+  it('creates at most maxCreates pods in one pass', () => {
+    expect(planWarmPool(500, [], 20).create).toBe(20);
+  });
+});
+
+describe('claimOrder', () => {
+  it('offers only ready, running, not-deleting pods, oldest first', () => {
+    const pods = [
+      pod('p3'),
+      pod('p1', { ready: false, phase: 'Pending' }),
+      pod('p2', { deleting: true }),
+      pod('p4', { createdAt: '2026-11-30T11:00:00Z' }),
+      pod('p5'),
+    ];
+    expect(claimOrder(pods)).toEqual(['p4', 'p3', 'p5']);
+  });
+});
+
+const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], sandboxImage: 'sandbox:1' }, {});
+const pools: WarmPoolConfig[] = [
+  { name: 'default', namespace: 'agents', size: 2 },
+  { name: 'gvisor', namespace: 'agents', size: 1, runtimeClassName: 'gvisor' },
+  { name: 'other', namespace: 'elsewhere', size: 2 },
+];
+
+function parsed(spec: Record<string, unknown> = {}, namespace = 'agents'): ParsedCodingRun {
+  const run = codingRunFixture({ spec, metadata: { namespace } });
+  return { ...run, spec: codingRunSpec.parse(run.spec) };
+}
+
+describe('warmPoolFor', () => {
+  const cases: Array<{ name: string; spec?: Record<string, unknown>; namespace?: string; pool?: string; why?: RegExp }> = [
+    { name: 'a run with the default sandbox takes the default pool', pool: 'default' },
+    { name: 'a budget only changes the deadline, which the claim sets', spec: { budget: { timeout: '5m', maxSteps: 3 } }, pool: 'default' },
+    { name: 'its runtime class picks the pool with that class', spec: { sandbox: { runtimeClassName: 'gvisor' } }, pool: 'gvisor' },
+    { name: 'a runtime class no pool has: none', spec: { sandbox: { runtimeClassName: 'kata' } }, why: /no pool has/ },
+    { name: 'its own env is in the pod spec: none', spec: { sandbox: { env: [{ name: 'CI', value: '1' }] } }, why: /no pool has/ },
+    { name: 'its own resources: none', spec: { sandbox: { resources: { limits: { memory: '8Gi' } } } }, why: /no pool has/ },
+    { name: 'its own image: none', spec: { sandbox: { image: 'registry.example/team/node:22' } }, why: /no pool has/ },
+    { name: 'a namespace with no pool: none (pods cannot change namespace)', namespace: 'team-b', why: /no warm pool in namespace team-b/ },
+  ];
+  for (const row of cases) {
+    it(row.name, () => {
+      const match = warmPoolFor(parsed(row.spec, row.namespace), config, pools);
+      if (row.pool) expect(match.pool?.name).toBe(row.pool);
+      else expect(match.pool === undefined && row.why!.test(match.why)).toBe(true);
+    });
+  }
+
+  it('a pool sized 0 serves nobody', () => {
+    expect(warmPoolFor(parsed(), config, [{ name: 'default', namespace: 'agents', size: 0 }]).pool).toBeUndefined();
+  });
+});
+
+describe('warmPoolPod and claimPatch', () => {
+  const run = parsed({ budget: { timeout: '5m' } });
+  const fresh = buildSandboxPod(run, config);
+  const warm = warmPoolPod(pools[0]!, config, parsed({}, 'anywhere'));
+
+  it("is the run's fresh pod but for the deadline, with the pool's label and no run's, owner or data", () => {
+    const { activeDeadlineSeconds, ...freshSpec } = fresh.spec!;
+    expect(activeDeadlineSeconds).toBeGreaterThan(0);
+    expect(warm.spec).toEqual(freshSpec);
+    expect(warm.metadata).toEqual({
+      generateName: 'default-warm-',
+      namespace: 'agents',
+      labels: {
+        'app.kubernetes.io/name': 'chamvi-sandbox',
+        'app.kubernetes.io/managed-by': 'chamvi-operator',
+        [WARM_POOL_LABEL]: 'default',
+      },
+    });
+    expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
+  });
+
+  it('tests and removes the pool label first, then gives the pod the run labels, owner and deadline', () => {
+    const patch = claimPatch(run, pools[0]!, 360) as Array<{ op: string; path: string; value?: unknown }>;
+    expect(patch.slice(0, 2)).toEqual([
+      { op: 'test', path: '/metadata/labels/chamvi.dev~1warm-pool', value: 'default' },
+      { op: 'remove', path: '/metadata/labels/chamvi.dev~1warm-pool' },
+    ]);
+    const labels = Object.fromEntries(
+      patch.filter((op) => op.path.startsWith('/metadata/labels/') && op.op === 'add').map((op) => [op.path, op.value]),
+    );
+    for (const [key, value] of Object.entries(fresh.metadata!.labels!))
+      expect(labels[`/metadata/labels/${key.replace(/\//g, '~1')}`]).toBe(value);
+    expect(patch).toContainEqual({ op: 'add', path: '/metadata/ownerReferences', value: fresh.metadata!.ownerReferences });
+    expect(patch).toContainEqual({ op: 'add', path: '/spec/activeDeadlineSeconds', value: 360 });
+  });
+});
