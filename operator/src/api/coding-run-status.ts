@@ -136,6 +136,40 @@ export const egressStatus = z
   })
   .describe('What the sandbox did on the network, recorded by the egress proxy (spec.sandbox.egress).');
 
+/** What holds a queued run back (reconcile/fair-admission.ts), named in status.queue.heldBy. */
+export const HELD_BY = ['ClusterSlots', 'NamespaceActiveRuns', 'NamespaceTokenBudget'] as const;
+
+export const queueStatus = z
+  .object({
+    heldBy: z
+      .enum(HELD_BY)
+      .describe(
+        "The limit the run waits for: ClusterSlots (the operator's maxActiveRuns), NamespaceActiveRuns (the namespace's " +
+          'chamvi.dev/max-active-runs annotation) or NamespaceTokenBudget (its chamvi.dev/tokens-per-day, spent for today).',
+      ),
+    position: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        'With heldBy ClusterSlots: the place of the run in the order the next free slots go (1 is next). Namespaces take ' +
+          'turns (round-robin), so it can move as runs of other namespaces arrive.',
+      ),
+  })
+  .describe('Present while the run waits in phase Pending with reason Queued: what holds it and its place in the queue.');
+
+export const admissionStatus = z
+  .object({
+    sequence: z
+      .number()
+      .int()
+      .min(1)
+      .describe('Order of admission among the runs the operator knows: one more than the last admitted run it sees.'),
+    time: timestamp('When the run was given a sandbox slot.'),
+  })
+  .describe('When the run left the queue for a sandbox slot; namespaces take turns, from the one after the last admitted run.');
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -170,6 +204,8 @@ export const codingRunStatus = z
     ).optional(),
     result: resultStatus.optional(),
     egress: egressStatus.optional(),
+    queue: queueStatus.optional(),
+    admission: admissionStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -183,3 +219,4 @@ export type PendingApproval = z.output<typeof pendingApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;
 export type Condition = z.output<typeof condition>;
+export type HeldBy = (typeof HELD_BY)[number];

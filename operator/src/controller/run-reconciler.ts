@@ -5,7 +5,8 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { FINALIZER, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { computeAdmission, isActive } from '../reconcile/admission.ts';
+import { computeAdmission, isActive, type TokenBudgetView } from '../reconcile/admission.ts';
+import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
 import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
@@ -45,9 +46,19 @@ export interface RunReconcilerDeps {
   events: EventRecorder;
   config: OperatorConfig;
   logger: ReconcilerLogger;
+  /** Issue #15.4: the teams' settings and their token tallies; absent, no namespace has limits of its own. */
+  fairShare?: FairShareSources;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   now?: () => Date;
+}
+
+/** Where admission reads what the cluster admin set per namespace, and what each namespace spent today. */
+export interface FairShareSources {
+  /** The namespace's policy, from its annotations (kube/namespace-policy-reader.ts). */
+  policyOf(namespace: string): Promise<NamespacePolicy>;
+  /** Tokens the namespace's runs spent on the UTC day (workers/namespace-token-tally.ts). */
+  tokensOn(namespace: string, day: string): Promise<number>;
 }
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
@@ -120,6 +131,8 @@ export function podView(pod: V1Pod): SandboxPodView {
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
+  /** The last run this process admitted: whose namespace's turn has passed, before the cache shows it. */
+  private lastAdmitted: { namespace: string; sequence: number } | undefined;
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -204,12 +217,47 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
-      admission: waiting
-        ? computeAdmission(caches.runs.list(), run, this.admittedLocally, (other) => this.sandboxUp(other))
-        : { active: 0, queuedAhead: 0 },
+      ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
+  }
+
+  /**
+   * Reads each waiting namespace's policy and today's tally first, then decides at once from
+   * the cache: no await between the decision and its use, so runs reconciled side by side
+   * see the same queue.
+   */
+  private async observeAdmission(run: CodingRun): Promise<Pick<ObservedRun, 'admission' | 'namespacePolicy'>> {
+    const fairShare = this.deps.fairShare;
+    const policies = new Map<string, NamespacePolicy>();
+    const budgets = new Map<string, TokenBudgetView>();
+    if (fairShare) {
+      const namespaces = new Set([run.metadata.namespace]);
+      for (const other of this.deps.caches.runs.list()) {
+        const phase = other.status?.phase;
+        if (phase === undefined || phase === 'Pending') namespaces.add(other.metadata.namespace);
+      }
+      const day = utcDay(this.now());
+      await Promise.all(
+        [...namespaces].map(async (namespace) => {
+          const policy = await fairShare.policyOf(namespace);
+          policies.set(namespace, policy);
+          if (policy.tokensPerDay !== undefined)
+            budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
+        }),
+      );
+    }
+    const admission = computeAdmission(this.deps.caches.runs.list(), run, {
+      maxActiveRuns: this.deps.config.maxActiveRuns,
+      admittedLocally: this.admittedLocally,
+      holdsSandbox: (other) => this.sandboxUp(other),
+      policies,
+      budgets,
+      ...(this.lastAdmitted ? { lastAdmitted: this.lastAdmitted } : {}),
+    });
+    const namespacePolicy = policies.get(run.metadata.namespace);
+    return { admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
   }
 
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
@@ -265,7 +313,12 @@ export class RunReconciler {
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
-      if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
+      if (decision.status.phase === 'Provisioning' && !wasActive) {
+        this.admittedLocally.add(run.metadata.uid);
+        const sequence = decision.status.admission?.sequence;
+        if (sequence !== undefined && sequence > (this.lastAdmitted?.sequence ?? 0))
+          this.lastAdmitted = { namespace: run.metadata.namespace, sequence };
+      }
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     for (const action of afterStatus) run = await this.applyAction(run, action);
