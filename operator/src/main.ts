@@ -18,6 +18,7 @@ import {
   defaultIsolationProbeTarget,
 } from './controller/isolation-probe.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
+import { kubernetesNamespacePolicyReader } from './kube/namespace-policy-reader.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
 import { startHealthServer } from './observability/health-server.ts';
@@ -89,9 +90,12 @@ async function main(): Promise<void> {
     runsByPhase: () => controllerRef?.runsByPhase() ?? [],
     queueDepth: () => agentRef?.queueDepth() ?? Promise.resolve({}),
   });
+  // Issue #15.4: each team's settings, from its Namespace's annotations; read by admission and the workers.
+  const namespacePolicies = kubernetesNamespacePolicyReader(kubeConfig);
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     config,
+    namespacePolicies,
     kubeConfig,
     kube,
     events,
@@ -128,7 +132,16 @@ async function main(): Promise<void> {
     new RunController(
       kubeConfig,
       config,
-      { kube, agent: agent.runAgent, events, ...(probeIsolation ? { isolation: newIsolationProbe() } : {}) },
+      {
+        kube,
+        agent: agent.runAgent,
+        events,
+        fairShare: {
+          policyOf: (namespace) => namespacePolicies.policyOf(namespace),
+          tokensOn: (namespace, day) => agent.tokensOn(namespace, day),
+        },
+        ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
+      },
       logger,
       metrics,
     );

@@ -21,6 +21,7 @@ export class OperatorMetrics {
   readonly modelCallDuration: Histogram<'provider'>;
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
+  readonly namespaceTokensToday: Gauge<'namespace'>;
 
   constructor(options: { runsByPhase?: RunsByPhase; queueDepth?: () => Promise<Record<string, number>>; defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -92,6 +93,12 @@ export class OperatorMetrics {
       name: 'chamvi_exec_errors_total',
       help: 'Sandbox transport failures (exec, protocol), by kind.',
       labelNames: ['kind'],
+      registers,
+    });
+    this.namespaceTokensToday = new Gauge({
+      name: 'chamvi_namespace_tokens_today',
+      help: "Tokens a namespace's runs spent this UTC day, as its tally in Redis last read or written by this replica (chamvi.dev/tokens-per-day).",
+      labelNames: ['namespace'],
       registers,
     });
     const runsByPhase = options.runsByPhase;
