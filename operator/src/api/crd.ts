@@ -20,6 +20,13 @@ export const PRINTER_COLUMNS = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   { name: 'Repo', type: 'string', jsonPath: '.spec.repository.url', priority: 1, description: 'Repository the run works on.' },
   { name: 'Reason', type: 'string', jsonPath: '.status.reason', priority: 1, description: 'Why the run failed or was cancelled.' },
+  {
+    name: 'Queue',
+    type: 'integer',
+    jsonPath: '.status.queue.position',
+    priority: 1,
+    description: 'Place of a queued run in the order the next free sandbox slots go (1 is next).',
+  },
 ];
 
 function openApi(schema: z.ZodType): JsonSchema {
