@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, Phase } from '../../operator/src/api/index.ts';
-import { computeAdmission, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
+import { computeAdmission as plan, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
 import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 
 const run = (name: string, second: number, phase?: Phase, namespace = 'a', sequence?: number): CodingRun => ({
@@ -11,6 +11,7 @@ const run = (name: string, second: number, phase?: Phase, namespace = 'a', seque
   ...(phase ? { status: { phase, ...(sequence ? { admission: { sequence, time: '2026-11-29T12:01:00Z' } } : {}) } } : {}),
 });
 
+const computeAdmission = (...args: Parameters<typeof plan>) => plan(...args).admission;
 const context = (overrides: Partial<AdmissionContext> = {}): AdmissionContext => ({
   maxActiveRuns: 4,
   admittedLocally: new Set(),
@@ -62,9 +63,23 @@ describe('computeAdmission', () => {
     const one = context({ maxActiveRuns: 2 });
     expect(computeAdmission(runs, runs[2]!, one)).toEqual({ admit: true, sequence: 6 });
     expect(computeAdmission(runs, runs[1]!, one)).toMatchObject({ admit: false, position: 1 });
-    // The process admitted b1 itself, before its cache shows it: a's turn.
-    const after = context({ maxActiveRuns: 3, admittedLocally: new Set(['uid-b1']), lastAdmitted: { namespace: 'b', sequence: 6 } });
+    // The process granted b1 a slot, before its cache shows it: a's turn.
+    const grants = new Map([['uid-b1', { uid: 'uid-b1', namespace: 'b', name: 'b1', sequence: 6 }]]);
+    const after = context({ maxActiveRuns: 3, admittedLocally: new Set(['uid-b1']), grants });
     expect(computeAdmission(runs, runs[1]!, after)).toEqual({ admit: true, sequence: 7 });
+  });
+
+  it('plans once: every run the plan admits is granted its sequence, and a granted run is admitted with it whatever the queue says then', () => {
+    const runs = [run('a1', 1), run('a2', 2), run('b1', 3, undefined, 'b'), run('b2', 4, undefined, 'b'), run('a3', 5)];
+    const made = plan(runs, runs[4]!, context({ maxActiveRuns: 3 }));
+    expect(made.admission).toMatchObject({ admit: false, position: 2 });
+    expect(made.granted.map(({ name, sequence }) => `${name}:${sequence}`)).toEqual(['a1:1', 'b1:2', 'a2:3']);
+    // a2 is reconciled first, and b1 after: each gets the plan's sequence, so the order stays a, b, a.
+    const grants = new Map(made.granted.map((grant) => [grant.uid, grant]));
+    const later = context({ maxActiveRuns: 3, admittedLocally: new Set(grants.keys()), grants });
+    expect(computeAdmission(runs, runs[1]!, later)).toEqual({ admit: true, sequence: 3 });
+    expect(computeAdmission(runs, runs[2]!, later)).toEqual({ admit: true, sequence: 2 });
+    expect(computeAdmission(runs, runs[3]!, later)).toMatchObject({ admit: false, heldBy: 'ClusterSlots', position: 1 });
   });
 
   it("holds a namespace's runs at its own cap and names the annotation", () => {

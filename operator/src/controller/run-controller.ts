@@ -180,6 +180,7 @@ export class RunController {
       ...deps,
       config,
       logger,
+      wake: (key) => this.queue.add(key),
       caches: {
         runs: this.runs,
         pods: new MergedCache(podInformers),

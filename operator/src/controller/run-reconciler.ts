@@ -5,7 +5,7 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { FINALIZER, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { computeAdmission, isActive, type TokenBudgetView } from '../reconcile/admission.ts';
+import { computeAdmission, isActive, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
@@ -48,6 +48,8 @@ export interface RunReconcilerDeps {
   logger: ReconcilerLogger;
   /** Issue #15.4: the teams' settings and their token tallies; absent, no namespace has limits of its own. */
   fairShare?: FairShareSources;
+  /** Reconcile this run soon (the work queue): a run granted a slot by another run's reconcile. */
+  wake?: (key: string) => void;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   now?: () => Date;
@@ -131,8 +133,8 @@ export function podView(pod: V1Pod): SandboxPodView {
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
-  /** The last run this process admitted: whose namespace's turn has passed, before the cache shows it. */
-  private lastAdmitted: { namespace: string; sequence: number } | undefined;
+  /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
+  private readonly grants = new Map<string, Grant>();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -248,16 +250,42 @@ export class RunReconciler {
         }),
       );
     }
-    const admission = computeAdmission(this.deps.caches.runs.list(), run, {
+    const runs = this.deps.caches.runs.list();
+    this.forgetSettledGrants(runs);
+    const plan = computeAdmission(runs, run, {
       maxActiveRuns: this.deps.config.maxActiveRuns,
       admittedLocally: this.admittedLocally,
       holdsSandbox: (other) => this.sandboxUp(other),
       policies,
       budgets,
-      ...(this.lastAdmitted ? { lastAdmitted: this.lastAdmitted } : {}),
+      grants: this.grants,
     });
+    for (const grant of plan.granted) {
+      this.grants.set(grant.uid, grant);
+      this.admittedLocally.add(grant.uid);
+      if (grant.uid !== run.metadata.uid) this.deps.wake?.(`${grant.namespace}/${grant.name}`);
+    }
     const namespacePolicy = policies.get(run.metadata.namespace);
-    return { admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
+    return { admission: plan.admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
+  }
+
+  /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
+  private forgetSettledGrants(runs: readonly CodingRun[]): void {
+    if (this.grants.size === 0) return;
+    const byUid = new Map(runs.map((other) => [other.metadata.uid, other]));
+    for (const [uid, grant] of this.grants) {
+      const other = byUid.get(uid);
+      const phase = other?.status?.phase;
+      if (
+        !other ||
+        other.metadata.deletionTimestamp ||
+        (phase !== undefined && phase !== 'Pending') ||
+        other.status?.admission?.sequence === grant.sequence
+      ) {
+        this.grants.delete(uid);
+        if (!other) this.admittedLocally.delete(uid);
+      }
+    }
   }
 
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
@@ -313,18 +341,16 @@ export class RunReconciler {
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
       const wasActive = isActive(run, this.admittedLocally);
       run = await kube.replaceRunStatus(run, decision.status);
-      if (decision.status.phase === 'Provisioning' && !wasActive) {
-        this.admittedLocally.add(run.metadata.uid);
-        const sequence = decision.status.admission?.sequence;
-        if (sequence !== undefined && sequence > (this.lastAdmitted?.sequence ?? 0))
-          this.lastAdmitted = { namespace: run.metadata.namespace, sequence };
-      }
+      if (decision.status.phase === 'Provisioning' && !wasActive) this.admittedLocally.add(run.metadata.uid);
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     for (const action of afterStatus) run = await this.applyAction(run, action);
     // A run sent back to Pending (its pod refused) holds no slot either.
     const holdsNoSlot = isTerminal(run.status?.phase) || run.status?.phase === 'Pending' || run.metadata.deletionTimestamp;
-    if (holdsNoSlot) this.admittedLocally.delete(run.metadata.uid);
+    if (holdsNoSlot) {
+      this.admittedLocally.delete(run.metadata.uid);
+      this.grants.delete(run.metadata.uid);
+    }
     for (const event of decision.events) await this.deps.events.record(run, event);
     return { run };
   }

@@ -54,8 +54,30 @@ export interface AdmissionContext {
   policies?: ReadonlyMap<string, NamespacePolicy>;
   /** The token budget of each namespace that has one. */
   budgets?: ReadonlyMap<string, TokenBudgetView>;
-  /** The last admission this process made, which its cache may not show yet. */
-  lastAdmitted?: { namespace: string; sequence: number };
+  /**
+   * Runs this process granted a slot (in admittedLocally too) whose admission its cache does
+   * not show yet, by uid: a grant keeps its sequence until the run's status carries it.
+   */
+  grants?: ReadonlyMap<string, Grant>;
+}
+
+/** A slot given to a waiting run by a plan, in the plan's order. */
+export interface Grant {
+  uid: string;
+  namespace: string;
+  name: string;
+  sequence: number;
+}
+
+/**
+ * Self's admission, and every run the plan admits now. The caller keeps those grants (as
+ * admitted locally) and wakes their runs: a plan is made once and carried out by each run's
+ * own reconcile, so runs reconciled side by side, or out of the plan's order, cannot make two
+ * plans that disagree on whose turn it is.
+ */
+export interface AdmissionPlan {
+  admission: Admission;
+  granted: Grant[];
 }
 
 /** The runs that hold a slot, per namespace and in all. */
@@ -79,7 +101,7 @@ function lastAdmission(runs: readonly CodingRun[], context: AdmissionContext): {
     const sequence = run.status?.admission?.sequence ?? 0;
     if (sequence > last.sequence) last = { namespace: run.metadata.namespace, sequence };
   }
-  if (context.lastAdmitted && context.lastAdmitted.sequence > last.sequence) last = context.lastAdmitted;
+  for (const grant of context.grants?.values() ?? []) if (grant.sequence > last.sequence) last = grant;
   return last;
 }
 
@@ -112,7 +134,9 @@ function queuedMessage(
   }
 }
 
-export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): Admission {
+export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
+  const granted = context.grants?.get(self.metadata.uid);
+  if (granted) return { admission: { admit: true, sequence: granted.sequence }, granted: [] };
   const { total, perNamespace } = countActive(runs, self, context);
   const waiting = runs.filter((run) => run.metadata.uid === self.metadata.uid || isWaiting(run, context.admittedLocally));
   waiting.sort((a, b) => (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0));
@@ -139,10 +163,25 @@ export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, co
     limits,
     ...(last.namespace !== undefined ? { lastServed: last.namespace } : {}),
   });
-  const index = decision.admitted.indexOf(self.metadata.uid);
-  if (index >= 0) return { admit: true, sequence: last.sequence + 1 + index };
+  const byUid = new Map(waiting.map((run) => [run.metadata.uid, run]));
+  const grants = decision.admitted.map((uid, index) => {
+    const run = byUid.get(uid)!;
+    return { uid, namespace: run.metadata.namespace, name: run.metadata.name, sequence: last.sequence + 1 + index };
+  });
+  const mine = grants.find((grant) => grant.uid === self.metadata.uid);
+  if (mine) return { admission: { admit: true, sequence: mine.sequence }, granted: grants };
   const place = decision.waiting.get(self.metadata.uid)!;
   const namespace = self.metadata.namespace;
+  return { admission: queuedAdmission(place, namespace, total, perNamespace, context), granted: grants };
+}
+
+function queuedAdmission(
+  place: { heldBy: HeldBy; position?: number },
+  namespace: string,
+  total: number,
+  perNamespace: ReadonlyMap<string, number>,
+  context: AdmissionContext,
+): Admission {
   return {
     admit: false,
     heldBy: place.heldBy,
