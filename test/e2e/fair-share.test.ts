@@ -50,6 +50,31 @@ const codingRun = (name: string, scriptName: string) => ({
 const DONE = script('done', [{ text: 'done', usage: { inputTokens: 10, outputTokens: 1 } }]);
 const names = (prefix: string) => Array.from({ length: RUNS_PER_TEAM }, (_, i) => `${prefix}-${String(i + 1).padStart(2, '0')}`);
 
+/**
+ * Polls `check` every `intervalMs` until it returns a value; unlike `eventually` a throw ends
+ * it at once (admissions out of turn never come back into turn), and it spawns kubectl at a
+ * pace the shared machine bears.
+ */
+async function poll<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string, intervalMs = 2_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** Every run of the two teams, in one kubectl call. */
+async function teamRuns(): Promise<Array<{ namespace: string; name: string; status: RunStatus }>> {
+  const listed = JSON.parse(await kubectlOk(['get', 'crun', '-A', '-o', 'json'])) as {
+    items: Array<{ metadata: { namespace: string; name: string }; status?: RunStatus }>;
+  };
+  return listed.items
+    .filter(({ metadata }) => metadata.namespace === TEAM_A || metadata.namespace === TEAM_B)
+    .map(({ metadata, status }) => ({ namespace: metadata.namespace, name: metadata.name, status: status ?? {} }));
+}
+
 async function metric(pattern: RegExp): Promise<number | undefined> {
   const port = (await e2e!.operator.waitForLog('operator starting')).port as number;
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -92,7 +117,7 @@ afterAll(async () => {
 describe('fair share between namespaces', () => {
   it(`admits ${RUNS_PER_TEAM} runs each of two namespaces alternately against ${SLOTS} cluster slots, and says where each queued run stands`, async () => {
     // While the slots are taken, a queued run says what holds it and its place.
-    const queued = await eventually(
+    const queued = await poll(
       async () => {
         const status = await runStatus<RunStatus>(TEAM_B, 'b-20');
         return status.queue ? status : undefined;
@@ -104,13 +129,24 @@ describe('fair share between namespaces', () => {
     expect(queued.queue!.position).toBeGreaterThan(1);
     expect(queued.message).toContain(`all ${SLOTS} slots of the cluster (operator maxActiveRuns) are taken`);
 
-    const all = [...names('a').map((name) => [TEAM_A, name] as const), ...names('b').map((name) => [TEAM_B, name] as const)];
-    const finished = await Promise.all(
-      all.map(async ([namespace, name]) => ({ namespace, name, status: await finishedRun<RunStatus>(namespace, name, 900_000) })),
+    // One listing every few seconds (not a poller per run): fails as soon as the admissions so
+    // far are out of turn, and passes once every run has succeeded.
+    const order = await poll(
+      async () => {
+        const runs = await teamRuns();
+        const admitted = runs
+          .filter(({ status }) => status.admission)
+          .sort((x, y) => x.status.admission!.sequence - y.status.admission!.sequence);
+        const turns = admitted.map(({ namespace }) => (namespace === TEAM_A ? 'a' : 'b')).join('');
+        if (turns !== 'ab'.repeat(RUNS_PER_TEAM).slice(0, turns.length))
+          throw new Error(`admitted out of turn: ${admitted.map(({ name, status }) => `${name}#${status.admission!.sequence}`).join(' ')}`);
+        for (const { name, status } of runs) expect(status.phase, `${name}: ${status.message}`).not.toBe('Failed');
+        return runs.length === 2 * RUNS_PER_TEAM && runs.every(({ status }) => status.phase === 'Succeeded') ? admitted : undefined;
+      },
+      900_000,
+      'every run to succeed',
     );
-    for (const { name, status } of finished) expect(status, `${name}: ${status.message}`).toMatchObject({ phase: 'Succeeded' });
-    const order = finished.sort((x, y) => x.status.admission!.sequence - y.status.admission!.sequence);
-    expect(new Set(order.map(({ status }) => status.admission!.sequence)).size).toBe(all.length);
+    expect(new Set(order.map(({ status }) => status.admission!.sequence)).size).toBe(2 * RUNS_PER_TEAM);
     // a, b, a, b, ...: each team's runs oldest first.
     expect(order.map(({ namespace }) => (namespace === TEAM_A ? 'a' : 'b')).join('')).toBe('ab'.repeat(RUNS_PER_TEAM));
     expect(order.filter(({ namespace }) => namespace === TEAM_A).map(({ name }) => name)).toEqual(names('a'));
