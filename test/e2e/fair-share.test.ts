@@ -103,7 +103,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   // What went wrong, if anything did: the operator's warnings (reconcile failures, refusals).
-  const warnings = (e2e?.operator.lines ?? []).filter((line) => Number(line.level) >= 40);
+  // (A watch that times out and restarts is routine, not one of them.)
+  const warnings = (e2e?.operator.lines ?? []).filter((line) => Number(line.level) >= 40 && line.msg !== 'watch failed; retrying');
   if (warnings.length > 0)
     console.warn(
       warnings
