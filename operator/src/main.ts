@@ -13,6 +13,7 @@ import {
   defaultIsolationProbeTarget,
 } from './controller/isolation-probe.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
+import { kubernetesNamespacePolicyReader } from './kube/namespace-policy-reader.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { RunController } from './controller/run-controller.ts';
 import { ScheduleController } from './controller/schedule-controller.ts';
@@ -58,9 +59,12 @@ async function main(): Promise<void> {
     runsByPhase: () => controllerRef?.runsByPhase() ?? [],
     queueDepth: () => agentRef?.queueDepth() ?? Promise.resolve({}),
   });
+  // Issue #15.4: each team's settings, from its Namespace's annotations; read by admission and the workers.
+  const namespacePolicies = kubernetesNamespacePolicyReader(kubeConfig);
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     config,
+    namespacePolicies,
     kubeConfig,
     kube,
     events,
@@ -106,6 +110,10 @@ async function main(): Promise<void> {
         ...(egressProxyAddress ? { egressProxyAddress } : {}),
         ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
         ...(config.warmPools.length > 0 ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig) } } : {}),
+        fairShare: {
+          policyOf: (namespace) => namespacePolicies.policyOf(namespace),
+          tokensOn: (namespace, day) => agent.tokensOn(namespace, day),
+        },
       },
       logger,
       metrics,

@@ -1,17 +1,25 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, Phase } from '../../operator/src/api/index.ts';
-import { computeAdmission } from '../../operator/src/reconcile/admission.ts';
+import { computeAdmission as plan, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
+import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 
-const run = (name: string, second: number, phase?: Phase): CodingRun => ({
+const run = (name: string, second: number, phase?: Phase, namespace = 'a', sequence?: number): CodingRun => ({
   apiVersion: 'chamvi.dev/v1alpha1',
   kind: 'CodingRun',
-  metadata: { name, namespace: 'a', uid: `uid-${name}`, creationTimestamp: `2026-11-29T12:00:${String(second).padStart(2, '0')}Z` },
+  metadata: { name, namespace, uid: `uid-${name}`, creationTimestamp: `2026-11-29T12:00:${String(second).padStart(2, '0')}Z` },
   spec: {} as CodingRun['spec'],
-  ...(phase ? { status: { phase } } : {}),
+  ...(phase ? { status: { phase, ...(sequence ? { admission: { sequence, time: '2026-11-29T12:01:00Z' } } : {}) } } : {}),
+});
+
+const computeAdmission = (...args: Parameters<typeof plan>) => plan(...args).admission;
+const context = (overrides: Partial<AdmissionContext> = {}): AdmissionContext => ({
+  maxActiveRuns: 4,
+  admittedLocally: new Set(),
+  ...overrides,
 });
 
 describe('computeAdmission', () => {
-  it('counts active runs and the older runs still waiting', () => {
+  it('queues a run behind the older waiting runs when the active runs leave too few slots', () => {
     const runs = [
       run('a', 1, 'Running'),
       run('b', 2, 'Provisioning'),
@@ -20,24 +28,82 @@ describe('computeAdmission', () => {
       run('e', 5),
       run('f', 6, 'Succeeded'),
     ];
-    expect(computeAdmission(runs, runs[4]!, new Set())).toEqual({ active: 2, queuedAhead: 2 });
+    expect(computeAdmission(runs, runs[4]!, context())).toMatchObject({ admit: false, heldBy: 'ClusterSlots', position: 1 });
+    expect(computeAdmission(runs, runs[2]!, context())).toEqual({ admit: true, sequence: 1 });
+    expect(computeAdmission(runs, runs[3]!, context())).toEqual({ admit: true, sequence: 2 });
   });
 
   it('orders runs created in the same second by name', () => {
     const runs = [run('r-02', 1), run('r-01', 1), run('r-03', 1)];
-    expect(computeAdmission(runs, runs[0]!, new Set()).queuedAhead).toBe(1);
+    expect(computeAdmission(runs, runs[0]!, context({ maxActiveRuns: 1 }))).toMatchObject({ admit: false, position: 1 });
+    expect(computeAdmission(runs, runs[1]!, context({ maxActiveRuns: 1 }))).toMatchObject({ admit: true });
   });
 
   it('counts runs the controller admitted before its cache caught up as active', () => {
     const runs = [run('a', 1), run('b', 2)];
-    expect(computeAdmission(runs, runs[1]!, new Set(['uid-a']))).toEqual({ active: 1, queuedAhead: 0 });
+    expect(computeAdmission(runs, runs[1]!, context({ maxActiveRuns: 1, admittedLocally: new Set(['uid-a']) }))).toMatchObject({
+      admit: false,
+      heldBy: 'ClusterSlots',
+      position: 1,
+    });
   });
 
   it('counts a finished run whose sandbox pod is still up as holding its slot, until the pod goes', () => {
     const runs = [run('a', 1, 'Failed'), run('b', 2, 'Succeeded'), run('c', 3)];
     const podsUp = new Set(['uid-a']);
-    expect(computeAdmission(runs, runs[2]!, new Set(), (other) => podsUp.has(other.metadata.uid))).toEqual({ active: 1, queuedAhead: 0 });
+    const holdsSandbox = (other: CodingRun) => podsUp.has(other.metadata.uid);
+    expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: false });
     podsUp.clear();
-    expect(computeAdmission(runs, runs[2]!, new Set(), (other) => podsUp.has(other.metadata.uid))).toEqual({ active: 0, queuedAhead: 0 });
+    expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: true });
+  });
+
+  it('gives the slot to the namespace after the one admitted last, though its run is younger, and numbers the sequence on', () => {
+    // a's runs are older (FIFO would take a2), but a was served last.
+    const runs = [run('a1', 1, 'Running', 'a', 5), run('a2', 2, undefined, 'a'), run('b1', 3, undefined, 'b')];
+    const one = context({ maxActiveRuns: 2 });
+    expect(computeAdmission(runs, runs[2]!, one)).toEqual({ admit: true, sequence: 6 });
+    expect(computeAdmission(runs, runs[1]!, one)).toMatchObject({ admit: false, position: 1 });
+    // The process granted b1 a slot, before its cache shows it: a's turn.
+    const grants = new Map([['uid-b1', { uid: 'uid-b1', namespace: 'b', name: 'b1', sequence: 6 }]]);
+    const after = context({ maxActiveRuns: 3, admittedLocally: new Set(['uid-b1']), grants });
+    expect(computeAdmission(runs, runs[1]!, after)).toEqual({ admit: true, sequence: 7 });
+  });
+
+  it('plans once: every run the plan admits is granted its sequence, and a granted run is admitted with it whatever the queue says then', () => {
+    const runs = [run('a1', 1), run('a2', 2), run('b1', 3, undefined, 'b'), run('b2', 4, undefined, 'b'), run('a3', 5)];
+    const made = plan(runs, runs[4]!, context({ maxActiveRuns: 3 }));
+    expect(made.admission).toMatchObject({ admit: false, position: 2 });
+    expect(made.granted.map(({ name, sequence }) => `${name}:${sequence}`)).toEqual(['a1:1', 'b1:2', 'a2:3']);
+    // a2 is reconciled first, and b1 after: each gets the plan's sequence, so the order stays a, b, a.
+    const grants = new Map(made.granted.map((grant) => [grant.uid, grant]));
+    const later = context({ maxActiveRuns: 3, admittedLocally: new Set(grants.keys()), grants });
+    expect(computeAdmission(runs, runs[1]!, later)).toEqual({ admit: true, sequence: 3 });
+    expect(computeAdmission(runs, runs[2]!, later)).toEqual({ admit: true, sequence: 2 });
+    expect(computeAdmission(runs, runs[3]!, later)).toMatchObject({ admit: false, heldBy: 'ClusterSlots', position: 1 });
+  });
+
+  it("holds a namespace's runs at its own cap and names the annotation", () => {
+    const runs = [run('a1', 1, 'Running', 'team'), run('a2', 2, undefined, 'team')];
+    const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/max-active-runs': '1' })]]);
+    const admission = computeAdmission(runs, runs[1]!, context({ policies }));
+    expect(admission).toMatchObject({ admit: false, heldBy: 'NamespaceActiveRuns' });
+    expect(admission.admit === false && admission.message).toContain(
+      'namespace team has 1 of its 1 runs active (annotation chamvi.dev/max-active-runs)',
+    );
+  });
+
+  it('holds the runs of a namespace whose tokens for the day are spent, and says until when', () => {
+    const runs = [run('t1', 1, undefined, 'team'), run('o1', 2, undefined, 'other')];
+    const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/tokens-per-day': '1000' })]]);
+    const budgets = new Map([['team', { tokensPerDay: 1000, usedToday: 1000, day: '2026-11-29' }]]);
+    const held = computeAdmission(runs, runs[0]!, context({ policies, budgets }));
+    expect(held).toMatchObject({ admit: false, heldBy: 'NamespaceTokenBudget' });
+    expect(held.admit === false && held.message).toContain(
+      'has used 1000 of its 1000 tokens for 2026-11-29 (annotation chamvi.dev/tokens-per-day)',
+    );
+    expect(held.admit === false && held.message).toContain('00:00 UTC');
+    expect(computeAdmission(runs, runs[1]!, context({ policies, budgets }))).toMatchObject({ admit: true });
+    const under = new Map([['team', { tokensPerDay: 1000, usedToday: 999, day: '2026-11-29' }]]);
+    expect(computeAdmission(runs, runs[0]!, context({ policies, budgets: under }))).toMatchObject({ admit: true });
   });
 });

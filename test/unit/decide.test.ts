@@ -39,7 +39,7 @@ function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRu
     networkPolicyExists: false,
     ownedConfigMaps: [],
     references: { secrets: { llm: ['apiKey'] }, configMaps: {}, secretLabels: { llm: { 'chamvi.dev/usable-by-runs': 'true' } } } as never,
-    admission: { active: 0, queuedAhead: 0 },
+    admission: { admit: true, sequence: 1 },
     ...overrides,
   };
 }
@@ -148,22 +148,34 @@ describe('decide: accepting a new run', () => {
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
   });
 
-  it('queues a valid run when the slots are taken, and says so', () => {
-    const decision = decide(observe(run(), { admission: { active: 1, queuedAhead: 1 } }), config, now);
+  it('queues a valid run when the slots are taken, and says which limit holds it and where it stands', () => {
+    const message = 'Queued: position 2 for a sandbox slot; all 2 slots of the cluster (operator maxActiveRuns) are taken (2 active).';
+    const decision = decide(observe(run(), { admission: { admit: false, heldBy: 'ClusterSlots', position: 2, message } }), config, now);
     expect(types(decision)).toEqual([]);
-    expect(decision.status).toMatchObject({
-      phase: 'Pending',
-      reason: 'Queued',
-      message: expect.stringContaining('1 of 2 runs active, 1 queued ahead'),
-    });
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'Queued', message, queue: { heldBy: 'ClusterSlots', position: 2 } });
+    expect(decision.events).toContainEqual({ type: 'Normal', reason: 'Queued', message });
     expect(decision.requeueAfterMs).toBeGreaterThan(0);
   });
 
-  it('admits a queued run when a slot frees, without validating it again', () => {
-    const queued = run({ status: { phase: 'Pending', reason: 'Queued', conditions: accepted } });
-    const decision = decide(observe(queued, { references: undefined, admission: { active: 1, queuedAhead: 0 } }), config, now);
-    expect(decision.status).toMatchObject({ phase: 'Provisioning' });
+  it('records an Event when a queued run is held by another limit, and none while the same one holds it', () => {
+    const queued = run({
+      status: { phase: 'Pending', reason: 'Queued', conditions: accepted, queue: { heldBy: 'ClusterSlots', position: 1 } },
+    });
+    const held = (heldBy: 'ClusterSlots' | 'NamespaceTokenBudget') =>
+      decide(observe(queued, { references: undefined, admission: { admit: false, heldBy, message: heldBy } }), config, now);
+    expect(held('ClusterSlots').events).toEqual([]);
+    expect(held('NamespaceTokenBudget').events).toEqual([{ type: 'Normal', reason: 'Queued', message: 'NamespaceTokenBudget' }]);
+    expect(held('NamespaceTokenBudget').status!.queue).toEqual({ heldBy: 'NamespaceTokenBudget' });
+  });
+
+  it('admits a queued run when a slot frees, without validating it again, and records its admission', () => {
+    const queued = run({
+      status: { phase: 'Pending', reason: 'Queued', conditions: accepted, queue: { heldBy: 'ClusterSlots', position: 1 } },
+    });
+    const decision = decide(observe(queued, { references: undefined, admission: { admit: true, sequence: 7 } }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 7, time: now.toISOString() } });
     expect(decision.status!.reason).toBeUndefined();
+    expect(decision.status!.queue).toBeUndefined();
   });
 });
 

@@ -140,7 +140,7 @@ function codingRun(): CodingRun {
 
 const decideWith = (isolation: ReturnType<IsolationProbe['observe']>, now: Date) =>
   decide(
-    { run: codingRun(), networkPolicyExists: false, ownedConfigMaps: [], admission: { active: 0, queuedAhead: 0 }, isolation },
+    { run: codingRun(), networkPolicyExists: false, ownedConfigMaps: [], admission: { admit: true, sequence: 1 }, isolation },
     loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {}),
     now,
   );

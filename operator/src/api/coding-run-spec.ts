@@ -340,35 +340,40 @@ const instructionsRule: CrossFieldRule<SpecInput> = {
   holds: () => true,
 };
 
-export const codingRunSpec = z
-  .object({
-    task: z.string().min(1).max(100_000).describe('What the agent must do, in plain words. 1 to 100000 characters.'),
-    repository: repositorySpec,
-    model: modelSpec,
-    instructions: z.string().max(100_000).optional().describe('Extra system prompt for the agent, such as "Prefer small commits."'),
-    repositoryInstructions: z
-      .boolean()
-      .default(true)
-      .describe(
-        "Put the repository's root guidance for agents (AGENTS.md, then CLAUDE.md, with their @includes; whole files of at most 32 KiB, " +
-          '64 KiB in all) in the first prompt, so an agent that starts with bash still follows it. false leaves it out; reads of files ' +
-          'still carry the guidance that applies to them. Default true.',
-      ),
-    continueFrom: continueFromSpec.optional(),
-    tools: toolsSpec.prefault({}),
-    approval: approvalSpec.prefault({}),
-    budget: budgetSpec.prefault({}),
-    sandbox: sandboxSpec.prefault({}),
-    publish: publishSpec.optional(),
-    verify: verifySpec.optional(),
-    ttlSecondsAfterFinished: z
-      .number()
-      .int()
-      .min(0)
-      .max(31_536_000)
-      .optional()
-      .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
-  })
+/**
+ * The run spec's fields without its cross-field rules: what a CodingRunTemplate makes partial
+ * (zod cannot make a refined object partial). A run's spec is always codingRunSpec below.
+ */
+export const codingRunSpecFields = z.object({
+  task: z.string().min(1).max(100_000).describe('What the agent must do, in plain words. 1 to 100000 characters.'),
+  repository: repositorySpec,
+  model: modelSpec,
+  instructions: z.string().max(100_000).optional().describe('Extra system prompt for the agent, such as "Prefer small commits."'),
+  repositoryInstructions: z
+    .boolean()
+    .default(true)
+    .describe(
+      "Put the repository's root guidance for agents (AGENTS.md, then CLAUDE.md, with their @includes; whole files of at most 32 KiB, " +
+        '64 KiB in all) in the first prompt, so an agent that starts with bash still follows it. false leaves it out; reads of files ' +
+        'still carry the guidance that applies to them. Default true.',
+    ),
+  continueFrom: continueFromSpec.optional(),
+  tools: toolsSpec.prefault({}),
+  approval: approvalSpec.prefault({}),
+  budget: budgetSpec.prefault({}),
+  sandbox: sandboxSpec.prefault({}),
+  publish: publishSpec.optional(),
+  verify: verifySpec.optional(),
+  ttlSecondsAfterFinished: z
+    .number()
+    .int()
+    .min(0)
+    .max(31_536_000)
+    .optional()
+    .describe('Delete the run this many seconds after it finishes. Default: keep it.'),
+});
+
+export const codingRunSpec = codingRunSpecFields
   .superRefine((spec, ctx) => {
     if (!publishCredentialsRule.holds(spec)) ctx.addIssue({ code: 'custom', message: publishCredentialsRule.message, path: ['publish'] });
   })

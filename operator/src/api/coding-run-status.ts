@@ -192,6 +192,40 @@ export const runTiming = z
   })
   .describe('One timed phase of the run.');
 
+/** What holds a queued run back (reconcile/fair-admission.ts), named in status.queue.heldBy. */
+export const HELD_BY = ['ClusterSlots', 'NamespaceActiveRuns', 'NamespaceTokenBudget'] as const;
+
+export const queueStatus = z
+  .object({
+    heldBy: z
+      .enum(HELD_BY)
+      .describe(
+        "The limit the run waits for: ClusterSlots (the operator's maxActiveRuns), NamespaceActiveRuns (the namespace's " +
+          'chamvi.dev/max-active-runs annotation) or NamespaceTokenBudget (its chamvi.dev/tokens-per-day, spent for today).',
+      ),
+    position: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        'With heldBy ClusterSlots: the place of the run in the order the next free slots go (1 is next). Namespaces take ' +
+          'turns (round-robin), so it can move as runs of other namespaces arrive.',
+      ),
+  })
+  .describe('Present while the run waits in phase Pending with reason Queued: what holds it and its place in the queue.');
+
+export const admissionStatus = z
+  .object({
+    sequence: z
+      .number()
+      .int()
+      .min(1)
+      .describe('Order of admission among the runs the operator knows: one more than the last admitted run it sees.'),
+    time: timestamp('When the run was given a sandbox slot.'),
+  })
+  .describe('When the run left the queue for a sandbox slot; namespaces take turns, from the one after the last admitted run.');
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -235,6 +269,8 @@ export const codingRunStatus = z
         'How long each phase of the run took, in the order the run went through them, each added as the run leaves the phase. ' +
           'The same figures are the histogram chamvi_run_phase_duration_seconds{phase}.',
       ),
+    queue: queueStatus.optional(),
+    admission: admissionStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -250,3 +286,4 @@ export type Published = z.output<typeof publishedStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;
 export type RunTiming = z.output<typeof runTiming>;
 export type Condition = z.output<typeof condition>;
+export type HeldBy = (typeof HELD_BY)[number];

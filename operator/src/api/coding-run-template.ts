@@ -2,7 +2,7 @@
 // own run fields over it (merge-run-spec.ts); the result is then parsed exactly like a plain
 // CodingRun's spec, so a template can never start a run a plain manifest could not.
 import { type z } from 'zod';
-import { codingRunSpec } from './coding-run-spec.ts';
+import { codingRunSpecFields } from './coding-run-spec.ts';
 import { GROUP } from './group.ts';
 
 export const TEMPLATE_KIND = 'CodingRunTemplate';
@@ -13,10 +13,10 @@ export const TEMPLATE_CRD_NAME = `${TEMPLATE_PLURAL}.${GROUP}`;
 
 /**
  * A run spec in which task, repository and model may be left for the user of the template.
- * `partial()` also drops the run's transition rules: a template may be edited at any time, and
+ * It is made from the fields alone, without the run's cross-field and transition rules: a template may be edited at any time, and
  * an edit reaches only runs created after it.
  */
-export const codingRunTemplateSpec = codingRunSpec
+export const codingRunTemplateSpec = codingRunSpecFields
   .partial({ task: true, repository: true, model: true, instructions: true, continueFrom: true, ttlSecondsAfterFinished: true })
   .describe(
     'The same fields as a CodingRun spec, with the same defaults and rules; task, repository and model may be left for the ' +

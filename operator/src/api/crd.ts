@@ -27,6 +27,13 @@ export const PRINTER_COLUMNS = [
     priority: 1,
     description: 'Whether spec.verify passed.',
   },
+  {
+    name: 'Queue',
+    type: 'integer',
+    jsonPath: '.status.queue.position',
+    priority: 1,
+    description: 'Place of a queued run in the order the next free sandbox slots go (1 is next).',
+  },
 ];
 
 function openApi(schema: z.ZodType): JsonSchema {

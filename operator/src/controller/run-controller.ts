@@ -188,6 +188,7 @@ export class RunController {
       ...(metrics ? { metrics } : {}),
       // A claim takes a pod out of its pool: refill at once.
       ...(warmGateway ? { warmPools: { gateway: warmGateway, onClaim: () => this.warmPools?.poke() } } : {}),
+      wake: (key) => this.queue.add(key),
       caches: {
         runs: this.runs,
         pods,

@@ -5,7 +5,8 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { computeAdmission, isActive } from '../reconcile/admission.ts';
+import { computeAdmission, isActive, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
+import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
 import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
@@ -56,6 +57,10 @@ export interface RunReconcilerDeps {
    * sandbox with egress is created; absent when config.egressProxy.address is fixed.
    */
   egressProxyAddress?: { get(): Promise<string> };
+  /** Issue #15.4: the teams' settings and their token tallies; absent, no namespace has limits of its own. */
+  fairShare?: FairShareSources;
+  /** Reconcile this run soon (the work queue): a run granted a slot by another run's reconcile. */
+  wake?: (key: string) => void;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
@@ -63,6 +68,14 @@ export interface RunReconcilerDeps {
   /** chamvi_run_phase_duration_seconds: fed with the status.timings entries each status write adds. */
   metrics?: Pick<OperatorMetrics, 'observePhases'>;
   now?: () => Date;
+}
+
+/** Where admission reads what the cluster admin set per namespace, and what each namespace spent today. */
+export interface FairShareSources {
+  /** The namespace's policy, from its annotations (kube/namespace-policy-reader.ts). */
+  policyOf(namespace: string): Promise<NamespacePolicy>;
+  /** Tokens the namespace's runs spent on the UTC day (workers/namespace-token-tally.ts). */
+  tokensOn(namespace: string, day: string): Promise<number>;
 }
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
@@ -159,6 +172,8 @@ export class RunReconciler {
   readonly admittedLocally = new Set<string>();
   /** Provisioning runs (by key) whose pod this process has seen bound to a node, and when (status.timings PodScheduled). */
   private readonly boundSeen = new Map<string, string>();
+  /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
+  private readonly grants = new Map<string, Grant>();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -271,9 +286,7 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
-      admission: waiting
-        ? computeAdmission(caches.runs.list(), run, this.admittedLocally, (other) => this.sandboxUp(other))
-        : { active: 0, queuedAhead: 0 },
+      ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
@@ -342,6 +355,69 @@ export class RunReconciler {
     return this.boundSeen.get(key);
   }
 
+  /**
+   * Reads each waiting namespace's policy and today's tally first, then decides at once from
+   * the cache: no await between the decision and its use, so runs reconciled side by side
+   * see the same queue.
+   */
+  private async observeAdmission(run: CodingRun): Promise<Pick<ObservedRun, 'admission' | 'namespacePolicy'>> {
+    const fairShare = this.deps.fairShare;
+    const policies = new Map<string, NamespacePolicy>();
+    const budgets = new Map<string, TokenBudgetView>();
+    if (fairShare) {
+      const namespaces = new Set([run.metadata.namespace]);
+      for (const other of this.deps.caches.runs.list()) {
+        const phase = other.status?.phase;
+        if (phase === undefined || phase === 'Pending') namespaces.add(other.metadata.namespace);
+      }
+      const day = utcDay(this.now());
+      await Promise.all(
+        [...namespaces].map(async (namespace) => {
+          const policy = await fairShare.policyOf(namespace);
+          policies.set(namespace, policy);
+          if (policy.tokensPerDay !== undefined)
+            budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
+        }),
+      );
+    }
+    const runs = this.deps.caches.runs.list();
+    this.forgetSettledGrants(runs);
+    const plan = computeAdmission(runs, run, {
+      maxActiveRuns: this.deps.config.maxActiveRuns,
+      admittedLocally: this.admittedLocally,
+      holdsSandbox: (other) => this.sandboxUp(other),
+      policies,
+      budgets,
+      grants: this.grants,
+    });
+    for (const grant of plan.granted) {
+      this.grants.set(grant.uid, grant);
+      this.admittedLocally.add(grant.uid);
+      if (grant.uid !== run.metadata.uid) this.deps.wake?.(`${grant.namespace}/${grant.name}`);
+    }
+    const namespacePolicy = policies.get(run.metadata.namespace);
+    return { admission: plan.admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
+  }
+
+  /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
+  private forgetSettledGrants(runs: readonly CodingRun[]): void {
+    if (this.grants.size === 0) return;
+    const byUid = new Map(runs.map((other) => [other.metadata.uid, other]));
+    for (const [uid, grant] of this.grants) {
+      const other = byUid.get(uid);
+      const phase = other?.status?.phase;
+      if (
+        !other ||
+        other.metadata.deletionTimestamp ||
+        (phase !== undefined && phase !== 'Pending') ||
+        other.status?.admission?.sequence === grant.sequence
+      ) {
+        this.grants.delete(uid);
+        if (!other) this.admittedLocally.delete(uid);
+      }
+    }
+  }
+
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
   private sandboxUp(run: CodingRun): boolean {
     const pod = this.deps.caches.pods.get(run.metadata.namespace, run.status?.podName ?? sandboxPodName(run));
@@ -404,7 +480,10 @@ export class RunReconciler {
     for (const action of afterStatus) run = await this.applyAction(run, action);
     // A run sent back to Pending (its pod refused) holds no slot either.
     const holdsNoSlot = isTerminal(run.status?.phase) || run.status?.phase === 'Pending' || run.metadata.deletionTimestamp;
-    if (holdsNoSlot) this.admittedLocally.delete(run.metadata.uid);
+    if (holdsNoSlot) {
+      this.admittedLocally.delete(run.metadata.uid);
+      this.grants.delete(run.metadata.uid);
+    }
     for (const event of decision.events) await this.deps.events.record(run, event);
     return { run };
   }

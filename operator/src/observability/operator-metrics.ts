@@ -23,6 +23,7 @@ export class OperatorMetrics {
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
   readonly runPhaseDuration: Histogram<'phase'>;
+  readonly namespaceTokensToday: Gauge<'namespace'>;
 
   constructor(options: { runsByPhase?: RunsByPhase; queueDepth?: () => Promise<Record<string, number>>; defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -101,6 +102,12 @@ export class OperatorMetrics {
       help: 'How long each phase of a run took (status.timings): Queued, PodScheduled, PodReady, SandboxClaimed, Clone, Import, Setup, FirstModelCall, FirstToolCall, Finalize.',
       labelNames: ['phase'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
+    this.namespaceTokensToday = new Gauge({
+      name: 'chamvi_namespace_tokens_today',
+      help: "Tokens a namespace's runs spent this UTC day, as its tally in Redis last read or written by this replica (chamvi.dev/tokens-per-day).",
+      labelNames: ['namespace'],
       registers,
     });
     const runsByPhase = options.runsByPhase;

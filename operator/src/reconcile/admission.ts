@@ -1,7 +1,12 @@
-// maxActiveRuns: how many runs hold a sandbox slot and how many wait ahead of a given run.
-// Pure. The controller passes the runs it admitted itself but whose new phase its cache has
-// not seen yet, so a burst of new runs cannot be admitted past the limit.
-import { isTerminal, type CodingRun, type Phase } from '../api/index.ts';
+// Admission: whether a waiting run gets a sandbox slot now, and if not, what holds it and
+// where it stands. Pure. It gathers, from the cache, the input of the round-robin decision
+// (fair-admission.ts): the waiting runs of each namespace, the free cluster slots
+// (maxActiveRuns), each namespace's own limits and the namespace admitted last. The
+// controller passes the runs it admitted itself but whose new phase its cache has not seen
+// yet, so a burst of new runs cannot be admitted past the limit.
+import { isTerminal, type CodingRun, type HeldBy, type Phase } from '../api/index.ts';
+import { decideFairAdmission, type NamespaceLimits } from './fair-admission.ts';
+import { NAMESPACE_ANNOTATIONS, type NamespacePolicy } from './namespace-policy.ts';
 import type { Admission } from './observed-run.ts';
 
 const ACTIVE: ReadonlySet<Phase | undefined> = new Set(['Provisioning', 'Running', 'WaitingForApproval']);
@@ -27,23 +32,169 @@ function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolea
   return (phase === undefined || phase === 'Pending') && !admittedLocally.has(run.metadata.uid);
 }
 
+/** A namespace's token budget for the day, and what its runs spent of it. */
+export interface TokenBudgetView {
+  tokensPerDay: number;
+  usedToday: number;
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+}
+
+export interface AdmissionContext {
+  /** The operator's maxActiveRuns. */
+  maxActiveRuns: number;
+  admittedLocally: ReadonlySet<string>;
+  /**
+   * Whether a finished run's sandbox pod is still up: the run's phase is written before its
+   * pod is deleted, and maxActiveRuns promises sandboxes, not phases, so the slot is free
+   * only once the pod is going.
+   */
+  holdsSandbox?: (run: CodingRun) => boolean;
+  /** The policy of each namespace with waiting runs (namespace-policy.ts); absent is none. */
+  policies?: ReadonlyMap<string, NamespacePolicy>;
+  /** The token budget of each namespace that has one. */
+  budgets?: ReadonlyMap<string, TokenBudgetView>;
+  /**
+   * Runs this process granted a slot (in admittedLocally too) whose admission its cache does
+   * not show yet, by uid: a grant keeps its sequence until the run's status carries it.
+   */
+  grants?: ReadonlyMap<string, Grant>;
+}
+
+/** A slot given to a waiting run by a plan, in the plan's order. */
+export interface Grant {
+  uid: string;
+  namespace: string;
+  name: string;
+  sequence: number;
+}
+
 /**
- * `holdsSandbox` tells whether a finished run's sandbox pod is still up: the run's phase is
- * written before its pod is deleted, and maxActiveRuns promises sandboxes, not phases, so
- * the slot is free only once the pod is going.
+ * Self's admission, and every run the plan admits now. The caller keeps those grants (as
+ * admitted locally) and wakes their runs: a plan is made once and carried out by each run's
+ * own reconcile, so runs reconciled side by side, or out of the plan's order, cannot make two
+ * plans that disagree on whose turn it is.
  */
-export function computeAdmission(
-  runs: readonly CodingRun[],
-  self: CodingRun,
-  admittedLocally: ReadonlySet<string>,
-  holdsSandbox: (run: CodingRun) => boolean = () => false,
-): Admission {
-  let active = 0;
-  let queuedAhead = 0;
+export interface AdmissionPlan {
+  admission: Admission;
+  granted: Grant[];
+}
+
+/** The runs that hold a slot, per namespace and in all. */
+function countActive(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext) {
+  const perNamespace = new Map<string, number>();
+  let total = 0;
   for (const other of runs) {
     if (other.metadata.uid === self.metadata.uid) continue;
-    if (isActive(other, admittedLocally) || (isTerminal(other.status?.phase) && holdsSandbox(other))) active++;
-    else if (isWaiting(other, admittedLocally) && createdBefore(other, self)) queuedAhead++;
+    const holds = isActive(other, context.admittedLocally) || (isTerminal(other.status?.phase) && (context.holdsSandbox?.(other) ?? false));
+    if (!holds) continue;
+    total++;
+    perNamespace.set(other.metadata.namespace, (perNamespace.get(other.metadata.namespace) ?? 0) + 1);
   }
-  return { active, queuedAhead };
+  return { total, perNamespace };
+}
+
+/** The run admitted last (highest status.admission.sequence), whose namespace's turn has passed. */
+function lastAdmission(runs: readonly CodingRun[], context: AdmissionContext): { namespace?: string; sequence: number } {
+  let last: { namespace?: string; sequence: number } = { sequence: 0 };
+  for (const run of runs) {
+    const sequence = run.status?.admission?.sequence ?? 0;
+    if (sequence > last.sequence) last = { namespace: run.metadata.namespace, sequence };
+  }
+  for (const grant of context.grants?.values() ?? []) if (grant.sequence > last.sequence) last = grant;
+  return last;
+}
+
+function queuedMessage(
+  heldBy: HeldBy,
+  namespace: string,
+  facts: { active: number; perNamespace: number; position?: number },
+  context: AdmissionContext,
+): string {
+  const policy = context.policies?.get(namespace);
+  const problems = policy?.problems.length ? ` (the annotation is malformed: ${policy.problems.join('; ')})` : '';
+  switch (heldBy) {
+    case 'ClusterSlots':
+      return (
+        `Queued: position ${facts.position} for a sandbox slot; all ${context.maxActiveRuns} slots of the cluster (operator maxActiveRuns) ` +
+        `are taken (${facts.active} active). Namespaces take turns for the slots that free up.`
+      );
+    case 'NamespaceActiveRuns':
+      return (
+        `Queued: namespace ${namespace} has ${facts.perNamespace} of its ${policy?.maxActiveRuns ?? 0} runs active ` +
+        `(annotation ${NAMESPACE_ANNOTATIONS.maxActiveRuns})${problems}; the run waits until one of them ends.`
+      );
+    case 'NamespaceTokenBudget': {
+      const budget = context.budgets?.get(namespace);
+      return (
+        `Queued: namespace ${namespace} has used ${budget?.usedToday ?? 0} of its ${budget?.tokensPerDay ?? 0} tokens for ${budget?.day ?? 'today'} ` +
+        `(annotation ${NAMESPACE_ANNOTATIONS.tokensPerDay})${problems}; new runs wait until the budget resets at 00:00 UTC or an admin raises it.`
+      );
+    }
+  }
+}
+
+export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
+  const granted = context.grants?.get(self.metadata.uid);
+  if (granted) return { admission: { admit: true, sequence: granted.sequence }, granted: [] };
+  const { total, perNamespace } = countActive(runs, self, context);
+  const waiting = runs.filter((run) => run.metadata.uid === self.metadata.uid || isWaiting(run, context.admittedLocally));
+  waiting.sort((a, b) => (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0));
+  const queued = new Map<string, string[]>();
+  for (const run of waiting) {
+    const list = queued.get(run.metadata.namespace) ?? [];
+    list.push(run.metadata.uid);
+    queued.set(run.metadata.namespace, list);
+  }
+  const limits = new Map<string, NamespaceLimits>();
+  for (const namespace of queued.keys()) {
+    const maxActiveRuns = context.policies?.get(namespace)?.maxActiveRuns;
+    const budget = context.budgets?.get(namespace);
+    limits.set(namespace, {
+      active: perNamespace.get(namespace) ?? 0,
+      ...(maxActiveRuns !== undefined ? { maxActiveRuns } : {}),
+      ...(budget && budget.usedToday >= budget.tokensPerDay ? { outOfBudget: true } : {}),
+    });
+  }
+  const last = lastAdmission(runs, context);
+  const decision = decideFairAdmission({
+    queued,
+    freeSlots: context.maxActiveRuns - total,
+    limits,
+    ...(last.namespace !== undefined ? { lastServed: last.namespace } : {}),
+  });
+  const byUid = new Map(waiting.map((run) => [run.metadata.uid, run]));
+  const grants = decision.admitted.map((uid, index) => {
+    const run = byUid.get(uid)!;
+    return { uid, namespace: run.metadata.namespace, name: run.metadata.name, sequence: last.sequence + 1 + index };
+  });
+  const mine = grants.find((grant) => grant.uid === self.metadata.uid);
+  if (mine) return { admission: { admit: true, sequence: mine.sequence }, granted: grants };
+  const place = decision.waiting.get(self.metadata.uid)!;
+  const namespace = self.metadata.namespace;
+  return { admission: queuedAdmission(place, namespace, total, perNamespace, context), granted: grants };
+}
+
+function queuedAdmission(
+  place: { heldBy: HeldBy; position?: number },
+  namespace: string,
+  total: number,
+  perNamespace: ReadonlyMap<string, number>,
+  context: AdmissionContext,
+): Admission {
+  return {
+    admit: false,
+    heldBy: place.heldBy,
+    ...(place.position !== undefined ? { position: place.position } : {}),
+    message: queuedMessage(
+      place.heldBy,
+      namespace,
+      {
+        active: total,
+        perNamespace: perNamespace.get(namespace) ?? 0,
+        ...(place.position !== undefined ? { position: place.position } : {}),
+      },
+      context,
+    ),
+  };
 }

@@ -198,12 +198,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const finalizerRefused = observed.refused?.some((refused) => refused.kind === 'CodingRun') ?? false;
   if (!run.metadata.finalizers?.includes(FINALIZER) && !finalizerRefused) actions.push({ type: 'addFinalizer' });
   const builder = new StatusBuilder(run, now);
-  const done = (requeueAfterMs?: number): Decision => ({
-    actions,
-    status: builder.build(),
-    events: builder.events,
-    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
-  });
+  const done = (requeueAfterMs?: number): Decision => {
+    // status.queue says what holds a queued run; once it is not queued, nothing does.
+    if (builder.status.phase !== 'Pending' || builder.status.reason !== REASONS.Queued) delete builder.status.queue;
+    return {
+      actions,
+      status: builder.build(),
+      events: builder.events,
+      ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+    };
+  };
   const stopSandbox = () => {
     actions.push({ type: 'stopAgent' });
     if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
@@ -239,7 +243,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (phase === undefined || phase === 'Pending') {
     if (findCondition(run.status?.conditions, 'Accepted')?.status !== 'True') {
       if (!observed.references) throw new Error('decide: references must be observed for a run that is not accepted yet');
-      const refusal = validateRun(run, spec, config, observed.references);
+      const refusal = validateRun(run, spec, config, observed.references, observed.namespacePolicy);
       if (refusal) {
         refuse(builder, refusal);
         return done();
@@ -267,13 +271,21 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       });
       return done(ISOLATION_RECHECK_MS);
     }
-    // 2. Admit, oldest first, while there are free slots.
-    const { active, queuedAhead } = observed.admission;
-    if (active + queuedAhead >= config.maxActiveRuns) {
-      const message = `Waiting for a free sandbox slot: ${active} of ${config.maxActiveRuns} runs active, ${queuedAhead} queued ahead.`;
-      builder.phase('Pending', REASONS.Queued, message, { type: 'Normal', reason: REASONS.Queued, message });
+    // 2. Admit while there are free slots, namespaces taking turns (admission.ts, issue #15.4).
+    const admission = observed.admission;
+    if (!admission) throw new Error('decide: admission must be observed for a run waiting for a slot');
+    if (!admission.admit) {
+      const { message } = admission;
+      const event: RunEvent = { type: 'Normal', reason: REASONS.Queued, message };
+      builder.phase('Pending', REASONS.Queued, message, event);
+      // Already queued, now for another limit: say so once, as the Event of entering the queue did.
+      const heldBefore = run.status?.queue?.heldBy;
+      if (heldBefore !== undefined && heldBefore !== admission.heldBy) builder.events.push(event);
+      builder.status.queue = { heldBy: admission.heldBy, ...(admission.position !== undefined ? { position: admission.position } : {}) };
       return done(QUEUED_RECHECK_MS);
     }
+    delete builder.status.queue;
+    builder.status.admission = { sequence: admission.sequence, time: now.toISOString() };
     const refusal = decideRefusal(builder, observed.refused);
     if (refusal) {
       if (refusal === 'fail') stopSandbox();

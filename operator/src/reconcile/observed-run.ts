@@ -1,7 +1,8 @@
 // What the reconciler observed about one run, gathered from the informer caches (and, only
 // while a run is being validated, from GETs of the Secrets and ConfigMaps it references).
 // decide() is a function of this, the operator config and the time: nothing else.
-import type { CodingRun } from '../api/index.ts';
+import type { CodingRun, HeldBy } from '../api/index.ts';
+import type { NamespacePolicy } from './namespace-policy.ts';
 import type { IsolationView } from './isolation.ts';
 import type { KeptDiff } from './kept-diff.ts';
 
@@ -28,12 +29,8 @@ export interface ReferencedObjects {
   secretLabels?: Record<string, Record<string, string>>;
 }
 
-export interface Admission {
-  /** Runs holding a sandbox slot right now (provisioning, running or waiting). */
-  active: number;
-  /** Valid-or-unknown runs created before this one that also wait for a slot. */
-  queuedAhead: number;
-}
+/** Whether the run gets a sandbox slot now (admission.ts): its admission's sequence, or what holds it and where it stands. */
+export type Admission = { admit: true; sequence: number } | { admit: false; heldBy: HeldBy; position?: number; message: string };
 
 /**
  * What the agent holds of a running run, as facts for decide(): its working state, and
@@ -88,7 +85,10 @@ export interface ObservedRun {
   ownedConfigMaps: string[];
   /** Present when the run still needs validating. */
   references?: ReferencedObjects;
-  admission: Admission;
+  /** The run's namespace's policy (its annotations), for validating; absent is none. */
+  namespacePolicy?: NamespacePolicy;
+  /** For a run waiting for a slot (no phase yet, or Pending). */
+  admission?: Admission;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
   agent?: AgentView;
   /** What the API server refused to create for the run in this reconcile (the reconciler decides again knowing it). */

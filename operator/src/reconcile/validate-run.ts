@@ -10,6 +10,8 @@ import { egressReadiness } from './sandbox-egress.ts';
 import { isRepositoryAllowed } from './allow-repo.ts';
 import { isModelEndpointAllowed } from './model-endpoints.ts';
 import type { ReferencedObjects } from './observed-run.ts';
+import { GROUP } from '../api/group.ts';
+import { NO_NAMESPACE_POLICY, namespaceNarrowedConfig, type NamespacePolicy } from './namespace-policy.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from './secret-opt-in.ts';
 
 export interface Refusal {
@@ -48,7 +50,8 @@ export function referencesOf(spec: CodingRunSpec): Reference[] {
   return references;
 }
 
-export function validateRun(run: CodingRun, spec: CodingRunSpec, config: OperatorConfig, found: ReferencedObjects): Refusal | undefined {
+/** The admin's lists (repositories, model endpoints, images, egress) as one config holds them. */
+function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig): Refusal | undefined {
   const repo = isRepositoryAllowed(spec.repository.url, config.allowRepo);
   if (!repo.allowed) return { reason: REASONS.RepoNotAllowed, message: repo.message };
   // Security #11.3 and #11.10: where the model may be called and what the sandbox may run are the admin's lists.
@@ -59,6 +62,32 @@ export function validateRun(run: CodingRun, spec: CodingRunSpec, config: Operato
   // Issue #12: a run's egress stays within the admin's allowEgress, and needs a proxy to go through.
   const egress = isEgressAllowed(spec.sandbox.egress.allow, config.allowEgress);
   if (!egress.allowed) return { reason: REASONS.InvalidSpec, message: egress.message };
+  return undefined;
+}
+
+/**
+ * Issue #15.4: `policy` is the run's namespace's (namespace-policy.ts). Its lists are checked
+ * after the cluster's, never instead of them: a namespace can only narrow what the cluster allows.
+ */
+export function validateRun(
+  run: CodingRun,
+  spec: CodingRunSpec,
+  config: OperatorConfig,
+  found: ReferencedObjects,
+  policy: NamespacePolicy = NO_NAMESPACE_POLICY,
+): Refusal | undefined {
+  const cluster = checkAllowLists(spec, config);
+  if (cluster) return cluster;
+  const narrowed = namespaceNarrowedConfig(config, policy);
+  const team = narrowed ? checkAllowLists(spec, narrowed) : undefined;
+  if (team) {
+    return {
+      reason: team.reason,
+      message:
+        `namespace ${run.metadata.namespace} is narrowed by its ${GROUP}/allow-* annotations (the lists below are the namespace's, ` +
+        `set by a cluster admin): ${team.message}`,
+    };
+  }
   if (spec.sandbox.egress.allow.length > 0) {
     const proxy = egressReadiness(config);
     if (!proxy.ready) return { reason: REASONS.InvalidSpec, message: proxy.message };

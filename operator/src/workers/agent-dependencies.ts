@@ -15,6 +15,7 @@ import type { RunStateStore } from './run-state.ts';
 import type { RunStatusWriter } from './run-status-writer.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 import type { TranscriptWriter } from './transcript-writer.ts';
+import type { TeamTokenBudget } from './team-token-budget.ts';
 
 export interface AgentLogger {
   info(fields: object, message: string): void;
@@ -41,6 +42,8 @@ export interface AgentDependencies {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
   clonePolicy: ClonePolicy;
+  /** Issue #15.4: namespaces' tokens per day and their tallies; absent, no namespace has a budget. */
+  teamBudget?: TeamTokenBudget;
   /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */
   setupTimeoutMs?: number;
   /** spec.publish: the commit author and which forge API each host speaks (operator config publish). */

@@ -21,6 +21,8 @@ import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunStateStore } from './run-state.ts';
 import { RunStateSeal } from './run-state-seal.ts';
 import { connectRedis, redisKeyPrefix, redisTopology } from './redis-connection.ts';
+import { NamespaceTokenTally } from './namespace-token-tally.ts';
+import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { keepRunDiff } from './keep-diff.ts';
@@ -42,6 +44,8 @@ export interface AgentRuntimeOptions {
   fetch?: typeof globalThis.fetch;
   /** Where Secrets, ConfigMaps and the diff live; default: the cluster of kubeConfig. Local mode passes its own. */
   resources?: RunResources;
+  /** Issue #15.4: each namespace's settings (its annotations); absent, no namespace has a token budget. */
+  namespacePolicies?: NamespacePolicyReader;
   /** Where the transcript goes; default: ConfigMaps in the cluster of kubeConfig. Local mode passes its own. */
   transcript?: TranscriptWriter;
 }
@@ -49,6 +53,8 @@ export interface AgentRuntimeOptions {
 export interface AgentRuntime {
   runAgent: RunAgent;
   checkRedis(): Promise<string | undefined>;
+  /** Tokens a namespace's runs spent on a UTC day (the tally the workers keep), for admission. */
+  tokensOn(namespace: string, day: string): Promise<number>;
   /** Jobs by state, for the queue-depth gauge. */
   queueDepth(): Promise<Record<string, number>>;
   close(): Promise<void>;
@@ -70,6 +76,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     connection.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
   }
   const states = new RunStateStore(stateRedis, prefix, seal);
+  const tally = new NamespaceTokenTally(stateRedis, prefix);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
@@ -119,6 +126,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             forges: config.publish.forges,
             ...(options.fetch ? { fetch: options.fetch } : {}),
           },
+          ...(options.namespacePolicies ? { teamBudget: { policies: options.namespacePolicies, tally } } : {}),
           logger: options.logger,
           now: () => new Date(),
         },
@@ -133,6 +141,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       );
   return {
     runAgent,
+    tokensOn: (namespace, day) => tally.read(namespace, day),
     async checkRedis() {
       // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down
       // and answer 200 once it is back, instead of 503 while it is gone.

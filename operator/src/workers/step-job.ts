@@ -23,6 +23,7 @@ import type { PendingToolCall, RunState } from './run-state.ts';
 import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
+import { countTeamTokens, teamBudgetStop } from './team-token-budget.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
 /** After a context-too-long refusal the conversation is compacted to fit this share of what was sent. */
@@ -74,7 +75,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     return;
   }
   const model = await deps.models(run.metadata.namespace, run.spec.model);
-  const early = stopBeforeCall(run, state, deps.now().getTime());
+  const early = stopBeforeCall(run, state, deps.now().getTime()) ?? (await teamBudgetStop(deps, ref.namespace));
   if (early) {
     state.stage = 'finalizing';
     state.stop = { reason: early.reason, message: early.message };
@@ -155,6 +156,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const tokenLabels = { namespace: ref.namespace, provider, model: modelName };
   countTokens(deps, tokenLabels, compactionUsage);
   countTokens(deps, tokenLabels, callUsage);
+  await countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
