@@ -32,6 +32,7 @@ $(CLI_BUNDLE): $(shell find operator/src -name '*.ts' 2>/dev/null) operator/tool
 # fails when the two differ.
 chart-sync: ## Copy the generated CRD into the Helm chart (files/crd, installed and upgraded by templates/crd.yaml)
 	cp crds/chamvi.dev_codingruns.yaml $(CHART_DIR)/files/crd/chamvi.dev_codingruns.yaml
+	cp crds/chamvi.dev_codingevals.yaml $(CHART_DIR)/files/crd/chamvi.dev_codingevals.yaml
 
 # The config part of values.schema.json comes from the zod config schema
 # (operator/src/config/chart-values-schema.ts); test/unit/chart-values-schema.test.ts fails

@@ -19,7 +19,9 @@ import {
 } from './controller/isolation-probe.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
+import { EvalController } from './controller/eval-controller.ts';
 import { RunController } from './controller/run-controller.ts';
+import { createEvalGateway } from './kube/eval-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
@@ -134,6 +136,12 @@ async function main(): Promise<void> {
     );
   let controller = newController();
   controllerRef = controller;
+  // CodingEvals (evals/): the leader creates and grades their runs, beside the run controller.
+  const evalGateway = createEvalGateway(kubeConfig);
+  let evalController = new EvalController(kubeConfig, config, evalGateway, logger);
+  const startControllers = async () => {
+    await Promise.all([controller.start(), evalController.start()]);
+  };
   agentRef = agent;
   const elector = config.leaderElection.enabled
     ? new LeaderElector(
@@ -184,6 +192,7 @@ async function main(): Promise<void> {
     // Shutdown must end even when a dependency does not answer (Redis down, API server gone).
     setTimeout(() => process.exit(0), 10_000).unref();
     controller.stop();
+    evalController.stop();
     await elector?.release();
     await agent.close();
     health.close();
@@ -193,7 +202,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   if (!elector) {
-    await controller.start();
+    await startControllers();
     return;
   }
   // When the lease cannot be renewed in time (the API server unreachable, or another
@@ -202,10 +211,12 @@ async function main(): Promise<void> {
   // every replica crash through an API server outage.
   while (!stopping) {
     await elector.run(
-      () => controller.start(),
+      () => startControllers(),
       () => {
         logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
         controller.stop();
+        evalController.stop();
+        evalController = new EvalController(kubeConfig, config, evalGateway, logger);
         controller = newController();
         controllerRef = controller;
       },

@@ -353,6 +353,8 @@ describe("the chart's RBAC", () => {
       'networking.k8s.io/networkpolicies get': 'createOrFindHolder: a NetworkPolicy that already exists',
       '/pods/exec create': 'exec over SPDY, or an API server that authorizes the WebSocket upgrade with create',
       'chamvi.dev/codingruns/finalizers update': 'owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement',
+      'chamvi.dev/codingruns create': "a CodingEval's runs (test/e2e/evals.test.ts)",
+      'chamvi.dev/codingevals/status update': "a CodingEval's status (test/e2e/evals.test.ts)",
     };
     expect(
       Object.keys(notReachedHere).filter((entry) => used.has(entry)),

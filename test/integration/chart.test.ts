@@ -46,6 +46,9 @@ describe('the chart, offline', () => {
 
   it('ships the generated CRD unchanged (make chart-sync copies it into files/crd)', () => {
     expect(readFileSync(join(chartDir, 'files/crd/chamvi.dev_codingruns.yaml'), 'utf8')).toBe(readFileSync(repoCrd, 'utf8'));
+    expect(readFileSync(join(chartDir, 'files/crd/chamvi.dev_codingevals.yaml'), 'utf8')).toBe(
+      readFileSync(new URL('../../crds/chamvi.dev_codingevals.yaml', import.meta.url), 'utf8'),
+    );
   });
 
   it('renders the CRD as a template Helm upgrades and uninstall keeps, unless crds.install is off', async () => {
@@ -180,7 +183,10 @@ describe('the chart on the local control plane', () => {
     expect(await can('update', 'leases.coordination.k8s.io', '-n', NAMESPACE)).toBe('yes');
     expect(await can('update', 'leases.coordination.k8s.io', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('list', 'secrets', '-n', RUNS_NAMESPACE)).toBe('no');
-    expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
+    // A CodingEval's runs are created by the operator, through the same API as anyone's.
+    expect(await can('create', 'codingruns.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('update', 'codingevals.chamvi.dev', '--subresource=status', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('create', 'codingevals.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('create', 'deployments.apps', '-n', RUNS_NAMESPACE)).toBe('no');
   });
 
