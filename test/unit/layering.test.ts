@@ -35,6 +35,8 @@ describe('operator/src layering', () => {
     ['sandbox', ['controller', 'workers', 'cli']],
     // The transcript's format is shared by the workers that write it and the plugin that reads it.
     ['record', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
+    // A CodingEval's graders and figures are pure: the controller reads, evals/ decides, the plugin reports.
+    ['evals', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
   ])('%s/ imports nothing from %j', (folder, forbidden) => {
     const crossings = importsOf(folder).filter(({ target }) => forbidden.includes(topFolder(target)));
     expect(crossings).toEqual([]);

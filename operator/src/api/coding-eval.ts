@@ -8,6 +8,7 @@ import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { budgetSpec, modelSpec, repositorySpec, sandboxSpec, toolsSpec } from './coding-run-spec.ts';
 import { condition } from './kubernetes-names.ts';
 import { TOOL_NAMES } from './tool-names.ts';
+import { verifySpec } from './verify-spec.ts';
 
 export const EVAL_KIND = 'CodingEval';
 export const EVAL_PLURAL = 'codingevals';
@@ -145,13 +146,11 @@ export const evalTaskSpec = z
     repository: repositorySpec,
     tools: toolsSpec.optional().describe("Which tools the runs may use (the runs' spec.tools). Graders may name only these. Default: all."),
     sandbox: sandboxSpec.optional().describe("The runs' sandbox (spec.sandbox), such as a setup command."),
-    verify: z
-      .record(z.string(), z.unknown())
+    verify: verifySpec
       .optional()
-      .meta({ 'x-kubernetes-preserve-unknown-fields': true, type: 'object' })
       .describe(
-        "The runs' spec.verify: the command the operator runs after the model finishes (command, timeout, required, retries, protect). " +
-          'Graded by the verify grader.',
+        "The runs' spec.verify: the command the operator runs after the model finishes, and the paths it protects. " +
+          'Graded by the verify grader (status.result.verification.passed); with required (the default) a failing run ends VerificationFailed.',
       ),
     graders: z
       .array(graderSpec)
@@ -209,7 +208,7 @@ export const codingEvalSpec = z
       .default(5)
       .describe('Runs per task and model. A model is not deterministic: the unit is a pass rate over attempts. Default 5.'),
     passAtK: z
-      .array(z.number().int().min(1).max(EVAL_LIMITS.attempts))
+      .array(z.number().int().min(1).max(EVAL_LIMITS.attempts).describe('A k.'))
       .max(4)
       .default([1])
       .meta({ 'x-kubernetes-list-type': 'set' })
@@ -272,7 +271,11 @@ export const attemptStatus = z
       .max(160)
       .optional()
       .describe("Why it failed: the run's reason (BudgetExceeded, VerificationFailed, ...), else grader:NAME of its first failed grader."),
-    failedGraders: z.array(z.string().max(160)).max(EVAL_LIMITS.graders).optional().describe('The graders that failed, with why.'),
+    failedGraders: z
+      .array(z.string().max(160).describe('A grader and why it failed.'))
+      .max(EVAL_LIMITS.graders)
+      .optional()
+      .describe('The graders that failed, with why.'),
     totalTokens: count("The run's usage.totalTokens."),
     durationSeconds: z.number().min(0).describe('From the run starting to its end.'),
   })

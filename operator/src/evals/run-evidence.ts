@@ -27,13 +27,6 @@ export interface RunEvidence {
   verificationPassed?: boolean;
 }
 
-/** The run's verification, read loosely: runs of an operator without spec.verify have none. */
-function verificationOf(run: CodingRun): boolean | undefined {
-  const result = run.status?.result as { verification?: { passed?: unknown } } | undefined;
-  const passed = result?.verification?.passed;
-  return typeof passed === 'boolean' ? passed : undefined;
-}
-
 /**
  * Evidence of a finished run. `fullDiff` is the whole diff when the run's status holds only a
  * cut of it (read from its diff ConfigMap); undefined there means it could not be read.
@@ -50,7 +43,7 @@ export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: s
     for (const call of entry.calls ?? []) byId.set(call.id, { tool: call.tool, ok: call.result?.ok });
   }
   const diff = result?.diffTruncated ? fullDiff : (result?.diff ?? '');
-  const verificationPassed = verificationOf(run);
+  const verificationPassed = result?.verification?.passed;
   return {
     phase: status.phase ?? 'Pending',
     ...(status.reason ? { reason: status.reason } : {}),
