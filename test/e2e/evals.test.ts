@@ -3,11 +3,14 @@
 // from the runs themselves; deleting the eval deletes its runs (garbage collection by
 // ownerReference, on the real kube-controller-manager); a grader naming a tool the task does
 // not allow is refused by the API server at apply.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SCATTER, rateColor } from '../../operator/src/cli/eval/eval-report-html.ts';
 import { kubectl, kubectlOk } from '../support/cluster.ts';
+import { launchChromium } from '../support/headless-chromium.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn } from '../support/namespaced-runs.ts';
@@ -18,6 +21,8 @@ const NS = 'e2e-evals';
 
 let root: string;
 let repoUrl: string;
+/** The figures of the 'coins' eval, once it completed, for the HTML report's test. */
+let completed: EvalStatus | undefined;
 let e2e: E2eOperator;
 
 const script = (name: string, turns: object[]) => ({
@@ -97,6 +102,17 @@ async function evalStatus(name: string): Promise<EvalStatus> {
   return result.stdout ? (JSON.parse(result.stdout) as EvalStatus) : {};
 }
 
+/** `hsl(h, s%, l%)` as the rgb a browser paints. */
+function hslToRgb(color: string): number[] {
+  const [h, s, l] = (/hsl\((\d+), (\d+)%, (\d+)%\)/.exec(color) ?? []).slice(1).map(Number) as [number, number, number];
+  const a = (s / 100) * Math.min(l / 100, 1 - l / 100);
+  const f = (n: number) => {
+    const k = (n + h / 30) % 12;
+    return Math.round(255 * (l / 100 - a * Math.max(-1, Math.min(k - 3, 9 - k, 1))));
+  };
+  return [f(0), f(8), f(4)];
+}
+
 const choose = (n: number, k: number): number => (k < 0 || k > n ? 0 : k === 0 ? 1 : (choose(n - 1, k - 1) * n) / k);
 
 beforeAll(async () => {
@@ -140,6 +156,7 @@ describe('a CodingEval', () => {
       240_000,
       'the eval to complete',
     );
+    completed = status;
     expect(mostActive).toBeLessThanOrEqual(3);
     const runs = await runsOf('coins');
     expect(runs).toHaveLength(8);
@@ -186,6 +203,58 @@ describe('a CodingEval', () => {
     const printed = await kubectlOk(['get', 'ceval', 'coins', '-n', NS]);
     expect(printed).toMatch(new RegExp(`coins\\s+Complete\\s+8\\s+8\\s+${totalPasses}\\s`));
   }, 300_000);
+
+  it('has an HTML report that headless Chromium renders with the right numbers: the scatter and the heat map', async () => {
+    expect(completed, 'the first test completed the eval').toBeDefined();
+    const file = join(root, 'coins.html');
+    const written = await runPlugin(['eval', 'report', 'coins', '-n', NS, '--html', file]);
+    expect(written.code, written.stderr).toBe(0);
+    expect(readFileSync(file, 'utf8')).not.toMatch(/<script|https?:\/\//);
+    const chromium = await launchChromium();
+    try {
+      const page = await chromium.browser.newPage({ viewport: { width: 1100, height: 1400 } });
+      await page.goto(pathToFileURL(file).href);
+      const byModel = (model: string) => completed!.results!.find((result) => result.model === model)!;
+      // One large dot per model, where its pass rate and tokens put it: y from the pass rate, x from the tokens.
+      const svg = (await page.locator('#scatter').boundingBox())!;
+      const { height, top, bottom, left, right, width } = SCATTER;
+      for (const model of ['tosser', 'looper']) {
+        const point = page.locator(`#scatter circle.model-point[data-model="${model}"]`);
+        const box = (await point.boundingBox())!;
+        const rate = byModel(model).passRate;
+        expect(Number(await point.getAttribute('data-pass-rate'))).toBeCloseTo(rate, 4);
+        expect(Number(await point.getAttribute('data-tokens'))).toBeCloseTo(byModel(model).tokens.mean, 1);
+        const centreY = box.y + box.height / 2 - svg.y;
+        expect(centreY).toBeCloseTo(top + (1 - rate) * (height - top - bottom), 0);
+        const centreX = box.x + box.width / 2 - svg.x;
+        expect(centreX).toBeGreaterThan(left);
+        expect(centreX).toBeLessThanOrEqual(width - right + 1);
+      }
+      // The looper spends fewer tokens per attempt: it sits left of the tosser.
+      const x = async (model: string) => (await page.locator(`#scatter circle.model-point[data-model="${model}"]`).boundingBox())!.x;
+      expect(Math.sign((await x('looper')) - (await x('tosser')))).toBe(
+        Math.sign(byModel('looper').tokens.mean - byModel('tosser').tokens.mean),
+      );
+      // One heat map cell per task × model, its text the passed attempts and its colour the rate's.
+      for (const model of ['tosser', 'looper']) {
+        const result = byModel(model);
+        const cell = page.locator(`#heatmap g.heat-cell[data-task="coin"][data-model="${model}"]`);
+        expect(await cell.locator('text').textContent()).toBe(`${result.passes}/4 · ${Math.round(result.passRate * 100)}%`);
+        const fill = await cell
+          .locator('rect')
+          .evaluate(
+            (rect) => (globalThis as unknown as { getComputedStyle(element: unknown): { fill: string } }).getComputedStyle(rect).fill,
+          );
+        const painted = (/rgb\((\d+), (\d+), (\d+)\)/.exec(fill) ?? []).slice(1).map(Number);
+        hslToRgb(rateColor(result.passRate)).forEach((channel, index) =>
+          expect(Math.abs(painted[index]! - channel)).toBeLessThanOrEqual(1),
+        );
+      }
+      await page.screenshot({ path: join(process.env.CHAMVI_SCREENSHOT_DIR ?? root, 'eval-report.png'), fullPage: true });
+    } finally {
+      await chromium.close();
+    }
+  }, 120_000);
 
   it('is deleted with its runs: garbage collection follows the ownerReferences', async () => {
     await applyIn(NS, [
