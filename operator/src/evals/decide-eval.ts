@@ -4,8 +4,7 @@
 import type { AttemptStatus, CodingEval, CodingEvalSpec, CodingEvalStatus } from '../api/coding-eval.ts';
 import type { CodingRun } from '../api/coding-run.ts';
 import { isTerminal } from '../api/coding-run-status.ts';
-import type { GraderVerdict } from './graders.ts';
-import { gradeAttempt } from './graders.ts';
+import type { AttemptGrade, GraderVerdict } from './graders.ts';
 import { attemptOfRun, cellKey, plannedAttempts, type PlannedAttempt } from './eval-matrix.ts';
 import { summarise } from './eval-summary.ts';
 import type { RunEvidence } from './run-evidence.ts';
@@ -40,7 +39,7 @@ export function attemptStatusOf(
   run: CodingRun,
   planned: { task: string; model: string; attempt: number },
   evidence: RunEvidence,
-  grade: ReturnType<typeof gradeAttempt>,
+  grade: AttemptGrade,
 ): AttemptStatus {
   const start = run.status?.startTime ?? run.metadata.creationTimestamp;
   const end = run.status?.completionTime;

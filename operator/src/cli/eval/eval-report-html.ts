@@ -141,7 +141,7 @@ export function evalReportHtml(report: EvalReport, generatedAt: Date): string {
         `<td class="num">${result.attempts === 0 ? '–' : percent(result.passRate)}</td>` +
         ks.map((k) => `<td class="num">${result.passAtK.find((entry) => entry.k === k)?.value.toFixed(2) ?? '–'}</td>`).join('') +
         `<td class="num">${shortNumber(result.tokens.mean)} / ${shortNumber(result.tokens.p50)} / ${shortNumber(result.tokens.p90)}</td>` +
-        `<td class="num">${result.durationSeconds.p50}s</td>` +
+        `<td class="num">${result.durationSeconds.p50.toFixed(1)}s</td>` +
         `<td>${escapeHtml(result.failures.map((failure) => `${failure.reason} ×${failure.count}`).join(', '))}</td></tr>`,
     )
     .join('');

@@ -26,7 +26,7 @@ export function evalReportLines(report: EvalReport): string[] {
         return entry ? entry.value.toFixed(2) : '-';
       }),
       `${shortNumber(result.tokens.mean)}/${shortNumber(result.tokens.p50)}/${shortNumber(result.tokens.p90)}`,
-      String(result.durationSeconds.p50),
+      result.durationSeconds.p50.toFixed(1),
       result.failures.map((failure) => `${failure.reason}×${failure.count}`).join(', '),
     ]),
   ];
