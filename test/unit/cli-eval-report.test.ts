@@ -83,7 +83,7 @@ describe('eval report', () => {
   it('prints one line per task × model and one per model', () => {
     const lines = evalReportLines(evalReport(evaluation));
     expect(lines[0]).toBe('codingeval/cmp Complete: 4/4 attempts graded, 2 passed');
-    expect(lines).toContainEqual(expect.stringMatching(/^fix\s+good\s+2\/2\s+100%\s+1\.00\s+2\.5k\/2k\/3k\s+4$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^fix\s+good\s+2\/2\s+100%\s+1\.00\s+2\.5k\/2k\/3k\s+4\.0$/));
     expect(lines).toContainEqual(expect.stringMatching(/^bad\s+0\/2\s+0%\s+1\.2k\s+3$/));
   });
 
