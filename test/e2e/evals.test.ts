@@ -122,6 +122,8 @@ beforeAll(async () => {
     namespace: NS,
     root,
     identity: 'e2e-evals',
+    // The machine this runs on may be loaded: a minute and more before the caches sync is seen.
+    syncTimeoutMs: 120_000,
     redisPrefix: `evals${Date.now()}`,
     allowRepo: `file://${join(root, 'git')}/*`,
   });
