@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AttemptStatus, CodingEval } from '../../operator/src/api/coding-eval.ts';
 import type { CodingRun } from '../../operator/src/api/coding-run.ts';
-import { decideEval, refusedEval } from '../../operator/src/evals/decide-eval.ts';
+import { decideEval, refusedAttempt, refusedEval } from '../../operator/src/evals/decide-eval.ts';
 import { attemptLabels, attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 
@@ -141,6 +141,16 @@ describe('decideEval', () => {
     const again = decideEval(evaluation(previous), spec(), [], [attempt('a', 1, false, 999, 'X')], NOW);
     expect(again.status.attempts).toEqual([attempt('a', 1, true, 100)]);
     expect(again.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/2', 'a/3']);
+  });
+});
+
+describe('an attempt whose run the API server refuses', () => {
+  it("counts as failed RunRefused with the API server's words, and the eval goes on", () => {
+    const refused = refusedAttempt('cmp-fix-a-1-x', { task: 'fix', model: 'a', attempt: 1 }, 'denied by allowRepo');
+    const decision = decideEval(evaluation(), spec(), [], [refused], NOW);
+    expect(decision.status.results![0]).toMatchObject({ attempts: 1, passes: 0, failures: [{ reason: 'RunRefused', count: 1 }] });
+    expect(decision.status.attempts![0]!.failedGraders).toEqual(['the API server refused the run: denied by allowRepo']);
+    expect(decision.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/2', 'a/3']);
   });
 });
 

@@ -7,7 +7,7 @@ import { EVAL_KIND, type AttemptStatus, type CodingEval } from '../api/coding-ev
 import { decodeDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { readTranscript } from '../record/transcript-chunks.ts';
-import { attemptStatusOf, decideEval, refusedEval, type EvalDecision } from '../evals/decide-eval.ts';
+import { EVAL_EVENT_REASONS, attemptStatusOf, decideEval, refusedAttempt, refusedEval, type EvalDecision } from '../evals/decide-eval.ts';
 import { attemptOfRun, attemptRun, cellKey } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
@@ -53,7 +53,7 @@ export class EvalReconciler {
     const evaluation = this.deps.evals.get(namespace, name);
     if (!evaluation || evaluation.metadata.deletionTimestamp) return;
     const parsed = parseEvalSpec(evaluation);
-    if (!parsed.ok) return this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()), []);
+    if (!parsed.ok) return this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));
     const runs = runsOfEval(this.deps.runs.list(), evaluation);
     const graded = new Set((evaluation.status?.attempts ?? []).map((attempt) => cellKey(attempt.task, attempt.model, attempt.attempt)));
     const fresh: AttemptStatus[] = [];
@@ -66,8 +66,37 @@ export class EvalReconciler {
       fresh.push(attemptStatusOf(run, cell, evidence, gradeAttempt(task.graders, evidence)));
     }
     const decision = decideEval(evaluation, parsed.spec, runs, fresh, this.now());
-    const created = decision.create.map((planned) => attemptRun(evaluation, parsed.spec, planned));
-    await this.apply(evaluation, decision, created);
+    // A run the API server refuses as invalid (an admission policy, a schema rule) would be
+    // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
+    const refused: AttemptStatus[] = [];
+    for (const planned of decision.create) {
+      const manifest = attemptRun(evaluation, parsed.spec, planned);
+      const outcome = await this.deps.gateway.createRun(manifest);
+      if (typeof outcome === 'object')
+        refused.push(
+          refusedAttempt(
+            manifest.metadata.name,
+            { task: planned.task.name, model: planned.model.name, attempt: planned.attempt },
+            outcome.refused,
+          ),
+        );
+    }
+    if (decision.create.length > 0)
+      this.deps.logger.info({ eval: evaluation.metadata.name, runs: decision.create.length, refused: refused.length }, 'eval runs created');
+    if (refused.length === 0) return this.apply(evaluation, decision);
+    const again = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused], this.now());
+    await this.apply(evaluation, {
+      create: [],
+      status: again.status,
+      events: [
+        ...decision.events,
+        {
+          type: 'Warning',
+          reason: EVAL_EVENT_REASONS.RunRefused,
+          message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
+        },
+      ],
+    });
   }
 
   /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */
@@ -84,10 +113,7 @@ export class EvalReconciler {
     return runEvidence(run, transcript, fullDiff);
   }
 
-  private async apply(evaluation: CodingEval, decision: EvalDecision, runs: Array<{ metadata: { namespace: string; name: string } }>) {
-    for (const run of runs) await this.deps.gateway.createRun(run);
-    if (runs.length > 0)
-      this.deps.logger.info({ eval: evaluation.metadata.name, runs: runs.map((run) => run.metadata.name) }, 'eval runs created');
+  private async apply(evaluation: CodingEval, decision: EvalDecision) {
     if (!isDeepStrictEqual(decision.status, evaluation.status ?? {})) {
       await this.deps.gateway.replaceEvalStatus(evaluation, decision.status);
       this.deps.logger.info(

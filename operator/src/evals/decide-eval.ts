@@ -19,6 +19,8 @@ export const EVAL_EVENT_REASONS = {
   /** The eval's spec is refused (a CRD installed without its validation): the message says what to change. */
   InvalidSpec: 'InvalidSpec',
   RunsCreated: 'RunsCreated',
+  /** The API server refused an attempt's run as invalid (an admission policy, a schema rule): the attempt fails RunRefused. */
+  RunRefused: 'RunRefused',
   Complete: 'Complete',
 } as const;
 
@@ -55,6 +57,21 @@ export function attemptStatusOf(
     ...(grade.failed.length > 0 ? { failedGraders: grade.failed.map(why) } : {}),
     totalTokens: run.status?.usage?.totalTokens ?? 0,
     durationSeconds: Math.round(seconds * 1000) / 1000,
+  };
+}
+
+/** An attempt whose run the API server refused to create as invalid: failed RunRefused, with the API server's words. */
+export function refusedAttempt(run: string, planned: { task: string; model: string; attempt: number }, message: string): AttemptStatus {
+  return {
+    run,
+    ...planned,
+    phase: 'Failed',
+    reason: 'RunRefused',
+    passed: false,
+    failure: 'RunRefused',
+    failedGraders: [`the API server refused the run: ${message}`.slice(0, 160)],
+    totalTokens: 0,
+    durationSeconds: 0,
   };
 }
 

@@ -7,11 +7,15 @@ import { EVAL_PLURAL, type CodingEval, type CodingEvalStatus } from '../api/codi
 import { GROUP, PLURAL, VERSION } from '../api/group.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
-import { isAlreadyExists, isNotFound } from './api-errors.ts';
+import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
 
 export interface EvalGateway {
-  /** Creates the run; false when a run of that name exists already (the cache had not seen it yet). */
-  createRun(run: { metadata: { namespace: string; name: string } }): Promise<boolean>;
+  /**
+   * Creates the run: 'created', 'exists' (the cache had not seen it yet), or the API server's
+   * refusal of it as invalid (400/422: a schema rule, an admission policy such as allowRepo's),
+   * which no retry can change. Other failures (a quota's 403, a 5xx) throw, to be retried.
+   */
+  createRun(run: { metadata: { namespace: string; name: string } }): Promise<'created' | 'exists' | { refused: string }>;
   listTranscript(namespace: string, runUid: string): Promise<TranscriptChunk[]>;
   getDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
   /** Replaces the status; 409 when the eval's resourceVersion is stale. */
@@ -41,9 +45,11 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
           namespace: run.metadata.namespace,
           body: run,
         });
-        return true;
+        return 'created';
       } catch (error) {
-        if (isAlreadyExists(error)) return false;
+        if (isAlreadyExists(error)) return 'exists';
+        const refusal = apiRefusal(error);
+        if (refusal && refusal.code !== 403) return { refused: refusal.message };
         throw error;
       }
     },
