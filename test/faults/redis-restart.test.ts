@@ -13,16 +13,15 @@ import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-op
 import { PrivateRedis } from '../support/fault-injection.ts';
 import {
   GREETED,
-  GREET_WORLD,
-  READ_README,
   type RunNamespace,
   approvalTurns,
   codingRun,
   expectedTotals,
+  fakeReplyOf,
+  greetTurns,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  usage,
   type RunStatus,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
@@ -41,24 +40,8 @@ const REDIS_DOWN_MS = 2_000;
 const STATE_LOST_WITHIN_MS = 15_000 + 3_000;
 
 const APPROVAL_TURNS = approvalTurns(10);
-const PLAIN_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(11, 1) },
-  { toolCalls: [GREET_WORLD], usage: usage(21, 2) },
-  { text: 'Greeted the world.', usage: usage(31, 3) },
-];
-const HELD_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(12, 1) },
-  { toolCalls: [GREET_WORLD], usage: usage(22, 2) },
-  { text: 'Greeted the world.', usage: usage(32, 3) },
-];
-
-const fakeReply = (turn: ScriptTurn, delayMs?: number) => ({
-  ...(turn.toolCalls
-    ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })) }
-    : { type: 'text' as const, text: turn.text! }),
-  usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
-  ...(delayMs !== undefined ? { delayMs } : {}),
-});
+const PLAIN_TURNS = greetTurns(11);
+const HELD_TURNS = greetTurns(12);
 
 interface Scene {
   world: FaultScene;
@@ -76,7 +59,7 @@ interface Scene {
 async function setUpAndCrash(namespace: string, aof: boolean): Promise<Scene> {
   const redis = await PrivateRedis.start({ aof });
   const fake = await startFakeOpenAIServer();
-  fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
+  fake.enqueue(fakeReplyOf(HELD_TURNS[0]!), fakeReplyOf(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReplyOf(HELD_TURNS[2]!));
   const scene = await FaultScene.start({
     namespace,
     redisUrl: redis.url,

@@ -14,15 +14,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import {
-  GREET_WORLD,
-  READ_README,
   approvalTurns,
   codingRun,
   expectedTotals,
+  fakeReplyOf,
+  greetTurns,
   operatorStory,
   scriptConfigMap,
   scriptedModel,
-  usage,
   type RunStatus,
   type ScriptTurn,
 } from '../support/fault-fixture.ts';
@@ -36,24 +35,8 @@ const FINISH_MS = 150_000;
 const HELD_REPLY_MS = 12_000;
 
 const APPROVAL_TURNS = approvalTurns(10);
-const PLAIN_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(11, 1) },
-  { toolCalls: [GREET_WORLD], usage: usage(21, 2) },
-  { text: 'Greeted the world.', usage: usage(31, 3) },
-];
-const HELD_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(12, 1) },
-  { toolCalls: [GREET_WORLD], usage: usage(22, 2) },
-  { text: 'Greeted the world.', usage: usage(32, 3) },
-];
-
-const fakeReply = (turn: ScriptTurn, delayMs?: number) => ({
-  ...(turn.toolCalls
-    ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })) }
-    : { type: 'text' as const, text: turn.text! }),
-  usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
-  ...(delayMs !== undefined ? { delayMs } : {}),
-});
+const PLAIN_TURNS = greetTurns(11);
+const HELD_TURNS = greetTurns(12);
 
 interface Topology {
   /** The operator's Redis settings: the password in the URL, the shape in env. */
@@ -73,7 +56,7 @@ interface Scene {
 
 async function setUpAndFailOver(namespace: string, topology: Topology): Promise<Scene> {
   const fake = await startFakeOpenAIServer();
-  fake.enqueue(fakeReply(HELD_TURNS[0]!), fakeReply(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReply(HELD_TURNS[2]!));
+  fake.enqueue(fakeReplyOf(HELD_TURNS[0]!), fakeReplyOf(HELD_TURNS[1]!, HELD_REPLY_MS), fakeReplyOf(HELD_TURNS[2]!));
   const world = await FaultScene.start({
     namespace,
     redisUrl: topology.redisUrl,

@@ -13,6 +13,7 @@ import { decodeDiff, type DiffData } from '../../operator/src/reconcile/diff-con
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from './cluster.ts';
 import { OperatorProcess, eventually, type LogLine } from './operator-process.ts';
+import type { FakeReply } from './fake-openai-server.ts';
 
 export const toolboxPath = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 
@@ -115,6 +116,22 @@ export const approvalTurns = (input: number): ScriptTurn[] => [
   { toolCalls: [DIFF_STAT], usage: usage(input + 10, 2) },
   { text: 'Greeted the world.', usage: usage(input + 20, 3) },
 ];
+
+/** Reads the README, greets the world, then says so; `input` varies the usage per run. */
+export const greetTurns = (input: number): ScriptTurn[] => [
+  { toolCalls: [READ_README], usage: usage(input, 1) },
+  { toolCalls: [GREET_WORLD], usage: usage(input + 10, 2) },
+  { text: 'Greeted the world.', usage: usage(input + 20, 3) },
+];
+
+/** A script turn as the fake OpenAI server's reply (test/support/fake-openai-server.ts), optionally delayed. */
+export const fakeReplyOf = (turn: ScriptTurn, delayMs?: number): FakeReply => ({
+  ...(turn.toolCalls
+    ? { type: 'tool-calls' as const, toolCalls: turn.toolCalls.map((call) => ({ name: call.toolName, arguments: call.input })) }
+    : { type: 'text' as const, text: turn.text! }),
+  usage: { promptTokens: turn.usage!.inputTokens, completionTokens: turn.usage!.outputTokens },
+  ...(delayMs !== undefined ? { delayMs } : {}),
+});
 
 /** The README change GREET_WORLD makes, as it shows in a diff. */
 export const GREETED = '-Hello\n+Hello, world\n';
