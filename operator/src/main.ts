@@ -15,9 +15,11 @@ import {
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { kubernetesNamespacePolicyReader } from './kube/namespace-policy-reader.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
+import { EvalController } from './controller/eval-controller.ts';
 import { RunController } from './controller/run-controller.ts';
 import { ScheduleController } from './controller/schedule-controller.ts';
 import { createScheduleGateway } from './kube/schedule-gateway.ts';
+import { createEvalGateway } from './kube/eval-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
@@ -124,6 +126,10 @@ async function main(): Promise<void> {
   const scheduleGateway = createScheduleGateway(kubeConfig);
   const newScheduleController = () => new ScheduleController(kubeConfig, config, { kube: scheduleGateway, events }, logger);
   let schedules = newScheduleController();
+  // CodingEvals (evals/): the leader creates and grades their runs, beside the run controller.
+  const evalGateway = createEvalGateway(kubeConfig);
+  const newEvalController = () => new EvalController(kubeConfig, config, evalGateway, logger);
+  let evalController = newEvalController();
   agentRef = agent;
   const elector = config.leaderElection.enabled
     ? new LeaderElector(
@@ -169,13 +175,14 @@ async function main(): Promise<void> {
   const stopping = stopOnSignals(logger, async () => {
     controller.stop();
     schedules.stop();
+    evalController.stop();
     await elector?.release();
     await agent.close();
     health.close();
   });
 
   const startControllers = async () => {
-    await Promise.all([controller.start(), schedules.start()]);
+    await Promise.all([controller.start(), schedules.start(), evalController.start()]);
   };
   if (!elector) {
     await startControllers();
@@ -193,6 +200,8 @@ async function main(): Promise<void> {
       controller = newController();
       controllerRef = controller;
       schedules = newScheduleController();
+      evalController.stop();
+      evalController = newEvalController();
     });
   }
 }

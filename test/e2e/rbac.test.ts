@@ -366,10 +366,11 @@ describe("the chart's RBAC", () => {
       '/pods/exec create': 'exec over SPDY, or an API server that authorizes the WebSocket upgrade with create',
       'chamvi.dev/codingruns/finalizers update': 'owner references with blockOwnerDeletion under OwnerReferencesPermissionEnforcement',
       // CodingSchedules (kube/schedule-gateway.ts); these runs come from no schedule. test/e2e/schedules.test.ts uses them.
-      'chamvi.dev/codingruns create': 'a schedule creating its run',
+      'chamvi.dev/codingruns create': "a schedule's or a CodingEval's run (test/e2e/schedules.test.ts, evals.test.ts)",
       'chamvi.dev/codingschedules get': 'reconciling a schedule',
       'chamvi.dev/codingschedules/status update': 'a schedule writing its status',
       'chamvi.dev/codingruntemplates get': 'a schedule reading its templateRef',
+      'chamvi.dev/codingevals/status update': "a CodingEval's status (test/e2e/evals.test.ts)",
     };
     expect(
       Object.keys(notReachedHere).filter((entry) => used.has(entry)),

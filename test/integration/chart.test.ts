@@ -46,6 +46,9 @@ describe('the chart, offline', () => {
 
   it('ships the generated CRD unchanged (make chart-sync copies it into files/crd)', () => {
     expect(readFileSync(join(chartDir, 'files/crd/chamvi.dev_codingruns.yaml'), 'utf8')).toBe(readFileSync(repoCrd, 'utf8'));
+    expect(readFileSync(join(chartDir, 'files/crd/chamvi.dev_codingevals.yaml'), 'utf8')).toBe(
+      readFileSync(new URL('../../crds/chamvi.dev_codingevals.yaml', import.meta.url), 'utf8'),
+    );
   });
 
   it('renders the CRD as a template Helm upgrades and uninstall keeps, unless crds.install is off', async () => {
@@ -186,6 +189,9 @@ describe('the chart on the local control plane', () => {
     expect(await can('get', 'codingruntemplates.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('yes');
     expect(await can('update', 'codingruntemplates.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('update', 'codingschedules.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
+    // A CodingEval's runs are created by the operator too; its status is written, the eval never.
+    expect(await can('update', 'codingevals.chamvi.dev', '--subresource=status', '-n', RUNS_NAMESPACE)).toBe('yes');
+    expect(await can('create', 'codingevals.chamvi.dev', '-n', RUNS_NAMESPACE)).toBe('no');
     expect(await can('create', 'deployments.apps', '-n', RUNS_NAMESPACE)).toBe('no');
   });
 

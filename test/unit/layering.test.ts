@@ -37,6 +37,8 @@ describe('operator/src layering', () => {
     ['record', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
     // Publishing's decisions and forge adapters; the worker drives them (workers/publish-job.ts).
     ['publish', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
+    // A CodingEval's graders and figures are pure: the controller reads, evals/ decides, the plugin reports.
+    ['evals', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
   ])('%s/ imports nothing from %j', (folder, forbidden) => {
     const crossings = importsOf(folder).filter(({ target }) => forbidden.includes(topFolder(target)));
     expect(crossings).toEqual([]);

@@ -1,5 +1,6 @@
-// The CRDs as the YAML text committed in crds/. Shared by `make crds` and the staleness test.
+// The CRDs as the YAML text committed in crds/. Shared by `make crds` and the staleness tests.
 import { stringify } from 'yaml';
+import { buildCodingEvalCrd } from './coding-eval-crd.ts';
 import { buildCodingRunCrd } from './crd.ts';
 import { buildCodingRunTemplateCrd, buildCodingScheduleCrd } from './schedule-crds.ts';
 
@@ -9,11 +10,16 @@ export function renderCrdYaml(): string {
   return HEADER + stringify(buildCodingRunCrd(), { lineWidth: 0 });
 }
 
+export function renderCodingEvalCrdYaml(): string {
+  return HEADER + stringify(buildCodingEvalCrd(), { lineWidth: 0 });
+}
+
 /** Every generated CRD by its file name in crds/ (and the chart's files/crd/). */
 export function renderAllCrdYaml(): Record<string, string> {
   return {
     'chamvi.dev_codingruns.yaml': renderCrdYaml(),
     'chamvi.dev_codingruntemplates.yaml': HEADER + stringify(buildCodingRunTemplateCrd(), { lineWidth: 0 }),
     'chamvi.dev_codingschedules.yaml': HEADER + stringify(buildCodingScheduleCrd(), { lineWidth: 0 }),
+    'chamvi.dev_codingevals.yaml': renderCodingEvalCrdYaml(),
   };
 }

@@ -13,6 +13,7 @@ import { helpText } from './help-text.ts';
 import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
 import { printLogs } from './print-logs.ts';
+import { printEvalReport } from './eval/print-eval-report.ts';
 
 export interface CliOutput {
   out(text: string): void;
@@ -58,6 +59,8 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       return cancelRun(client, io, namespace, command.name, command.reason);
     case 'logs':
       return printLogs(client, io, namespace, command);
+    case 'eval':
+      return printEvalReport(client, io, namespace, command);
     case 'diff': {
       const run = await requireRun(client, namespace, command.name);
       const configMapName = run.status?.result?.diffConfigMap;

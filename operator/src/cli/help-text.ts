@@ -8,7 +8,7 @@ import { RECORD_LABEL } from '../record/transcript-chunks.ts';
 import { MAX_RECORDED_STEPS } from '../record/transcript-entry.ts';
 import type { CommandName } from './parse-arguments.ts';
 
-const COMMON = `Flags for the cluster commands (get, approve, deny, diff, cancel, logs; see run --help for run):
+const COMMON = `Flags for the cluster commands (get, approve, deny, diff, cancel, logs, eval; see run --help for run):
   -n, --namespace NS    namespace of the run (default: the kubeconfig context's, else "default")
       --kubeconfig FILE kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)
       --context NAME    kubeconfig context to use
@@ -30,6 +30,8 @@ Usage:
   kubectl codingrun logs NAME [-f] [--step N] [-o json]
                                                  what the agent did, step by step; -f follows a live run
   kubectl codingrun run -f FILE --local          run a CodingRun on this machine, no cluster: progress, then the diff
+  kubectl codingrun eval report NAME [-o json] [--html FILE]
+                                                 a CodingEval's pass rates, pass@k, tokens and failures per task × model
   kubectl codingrun help COMMAND                 help for one command
 
 ${COMMON}`;
@@ -134,6 +136,20 @@ Model-written text is shown escaped (ESC as ^[), tool output on one line.
       --step N          only the entries of step N
   -o, --output json     one JSON object per entry (as stored), and with -f a last
                         {"kind":"outcome",...} line
+
+${COMMON}`,
+  eval: `Usage: kubectl codingrun eval report NAME [-o json] [--html FILE] [-n NS]
+
+Prints what a CodingEval (chamvi.dev/v1alpha1) measured, from its status: per task × model
+the passed attempts, pass rate, pass@k (the unbiased estimator), tokens (mean/p50/p90),
+seconds (p50) and failures by reason (the run's reason, such as VerificationFailed or
+BudgetExceeded, else grader:NAME); then per model over every task; then each failed attempt
+with why. An eval still running shows what is graded so far. Needs get on codingevals.
+
+  -o, --output json     the same figures as one JSON document, for CI
+      --html FILE       also write a self-contained HTML report (inline SVG charts: pass
+                        rate against tokens per model, a task × model heat map; no script,
+                        nothing fetched) to FILE
 
 ${COMMON}`,
   run: `Usage: kubectl codingrun run -f FILE --local [-n NS] [--redis-url URL]

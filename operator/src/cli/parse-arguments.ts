@@ -3,7 +3,7 @@
 // come before or after the command, as `kubectl codingrun -n agents get` or `... get -n agents`.
 import { UsageError } from './errors/usage-error.ts';
 
-export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'run'] as const;
+export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'run', 'eval'] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
 export interface Connection {
@@ -21,13 +21,14 @@ export type Command =
   | ({ command: 'diff'; name: string } & Connection)
   | ({ command: 'cancel'; name: string; reason?: string } & Connection)
   | ({ command: 'logs'; name: string; follow: boolean; step?: number; output: 'text' | 'json' } & Connection)
-  | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string };
+  | { command: 'run'; file: string; local: true; namespace?: string; redisUrl?: string }
+  | ({ command: 'eval'; action: 'report'; name: string; output: 'text' | 'json'; html?: string } & Connection);
 
 /** Flags and whether they take a value. Short forms map to the long name. */
 const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandName[] }> = {
   namespace: { takesValue: true },
-  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs'] },
-  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs'] },
+  kubeconfig: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'eval'] },
+  context: { takesValue: true, commands: ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'eval'] },
   help: { takesValue: false },
   watch: { takesValue: false, commands: ['get'] },
   'all-namespaces': { takesValue: false, commands: ['get'] },
@@ -40,7 +41,8 @@ const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandNa
   'redis-url': { takesValue: true, commands: ['run'] },
   follow: { takesValue: false, commands: ['logs'] },
   step: { takesValue: true, commands: ['logs'] },
-  output: { takesValue: true, commands: ['logs'] },
+  output: { takesValue: true, commands: ['logs', 'eval'] },
+  html: { takesValue: true, commands: ['eval'] },
 };
 const SHORT: Record<string, string> = { n: 'namespace', w: 'watch', A: 'all-namespaces', h: 'help', f: 'filename', o: 'output' };
 
@@ -179,6 +181,15 @@ export function parseArguments(argv: readonly string[]): Command {
         output,
         ...(step !== undefined ? { step: Number(step) } : {}),
       };
+    }
+    case 'eval': {
+      if (rest[0] !== 'report') throw new UsageError(`eval needs a subcommand: report NAME${rest[0] ? ` (got "${rest[0]}")` : ''}`, first);
+      if (rest.length > 2) throw new UsageError(`unexpected argument "${rest[2]}"`, first);
+      const name = rest[1];
+      if (!name) throw new UsageError('eval report needs the name of a CodingEval', first);
+      const output = text('output') ?? 'text';
+      if (output !== 'json' && output !== 'text') throw new UsageError(`-o must be json or text, got "${output}"`, first);
+      return { command: 'eval', action: 'report', ...connection, name, output, ...(text('html') ? { html: text('html') } : {}) };
     }
     case 'run': {
       atMost(0);

@@ -12,6 +12,7 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { EVAL_PLURAL, type CodingEval } from '../api/coding-eval.ts';
 import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
@@ -36,6 +37,7 @@ export interface RunClient {
   /** Namespace used when the command gives none: the kubeconfig context's, else "default". */
   readonly defaultNamespace: string;
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
+  getEval(namespace: string, name: string): Promise<CodingEval | undefined>;
   /** Runs in one namespace, or in all when namespace is undefined. */
   listRuns(namespace: string | undefined): Promise<RunList>;
   watchRuns(
@@ -116,6 +118,21 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
         // A 404 for the object says `... "name" not found`; one for a missing CRD does not.
         if (statusCodeOf(error) === 404 && /not found/.test(serverMessage(error) ?? '')) return undefined;
         return fail(`get codingrun ${name}`)(error);
+      }
+    },
+
+    async getEval(namespace, name) {
+      try {
+        return (await custom.getNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: EVAL_PLURAL,
+          namespace,
+          name,
+        })) as CodingEval;
+      } catch (error) {
+        if (statusCodeOf(error) === 404 && /not found/.test(serverMessage(error) ?? '')) return undefined;
+        return fail(`get codingeval ${name}`)(error);
       }
     },
 

@@ -1,0 +1,135 @@
+// The thin shell around decideEval(): read one eval's world (the eval, the runs it controls,
+// what grading needs of each newly finished run), ask evals/ what to do, do it, and write the
+// status in one place. Level-triggered like the run reconciler: the key is only a name.
+import { isDeepStrictEqual } from 'node:util';
+import { isTerminal, type CodingRun } from '../api/index.ts';
+import { EVAL_KIND, type AttemptStatus, type CodingEval } from '../api/coding-eval.ts';
+import { decodeDiff } from '../reconcile/diff-config-map.ts';
+import { isOwnedByRun } from '../reconcile/ownership.ts';
+import { readTranscript } from '../record/transcript-chunks.ts';
+import { EVAL_EVENT_REASONS, attemptStatusOf, decideEval, refusedAttempt, refusedEval, type EvalDecision } from '../evals/decide-eval.ts';
+import { attemptOfRun, attemptRun, cellKey } from '../evals/eval-matrix.ts';
+import { gradeAttempt } from '../evals/graders.ts';
+import { parseEvalSpec } from '../evals/parse-eval.ts';
+import { runEvidence } from '../evals/run-evidence.ts';
+import type { EvalGateway } from '../kube/eval-gateway.ts';
+import type { ObjectCache } from './run-reconciler.ts';
+
+export interface EvalReconcilerLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export interface EvalReconcilerDeps {
+  evals: ObjectCache<CodingEval>;
+  /** Runs carrying the eval labels (controller/eval-controller.ts). */
+  runs: ObjectCache<CodingRun>;
+  gateway: EvalGateway;
+  identity: string;
+  logger: EvalReconcilerLogger;
+  now?: () => Date;
+}
+
+/** The eval's runs: only those it controls (a label can be put on any run by whoever creates runs). */
+export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval): CodingRun[] {
+  return runs.filter(
+    (run) =>
+      run.metadata.namespace === evaluation.metadata.namespace &&
+      (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
+        (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
+      ),
+  );
+}
+
+export class EvalReconciler {
+  private readonly now: () => Date;
+
+  constructor(private readonly deps: EvalReconcilerDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  async reconcile(key: string): Promise<void> {
+    const [namespace, name] = key.split('/') as [string, string];
+    const evaluation = this.deps.evals.get(namespace, name);
+    if (!evaluation || evaluation.metadata.deletionTimestamp) return;
+    const parsed = parseEvalSpec(evaluation);
+    if (!parsed.ok) return this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));
+    const runs = runsOfEval(this.deps.runs.list(), evaluation);
+    const graded = new Set((evaluation.status?.attempts ?? []).map((attempt) => cellKey(attempt.task, attempt.model, attempt.attempt)));
+    const fresh: AttemptStatus[] = [];
+    for (const run of runs) {
+      const cell = attemptOfRun(run.metadata.labels);
+      if (!cell || !isTerminal(run.status?.phase) || graded.has(cellKey(cell.task, cell.model, cell.attempt))) continue;
+      const task = parsed.spec.tasks.find((candidate) => candidate.name === cell.task);
+      if (!task) continue;
+      const evidence = await this.evidenceOf(run);
+      fresh.push(attemptStatusOf(run, cell, evidence, gradeAttempt(task.graders, evidence)));
+    }
+    const decision = decideEval(evaluation, parsed.spec, runs, fresh, this.now());
+    // A run the API server refuses as invalid (an admission policy, a schema rule) would be
+    // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
+    const refused: AttemptStatus[] = [];
+    for (const planned of decision.create) {
+      const manifest = attemptRun(evaluation, parsed.spec, planned);
+      const outcome = await this.deps.gateway.createRun(manifest);
+      if (typeof outcome === 'object')
+        refused.push(
+          refusedAttempt(
+            manifest.metadata.name,
+            { task: planned.task.name, model: planned.model.name, attempt: planned.attempt },
+            outcome.refused,
+          ),
+        );
+    }
+    if (decision.create.length > 0)
+      this.deps.logger.info({ eval: evaluation.metadata.name, runs: decision.create.length, refused: refused.length }, 'eval runs created');
+    if (refused.length === 0) return this.apply(evaluation, decision);
+    const again = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused], this.now());
+    await this.apply(evaluation, {
+      create: [],
+      status: again.status,
+      events: [
+        ...decision.events,
+        {
+          type: 'Warning',
+          reason: EVAL_EVENT_REASONS.RunRefused,
+          message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
+        },
+      ],
+    });
+  }
+
+  /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */
+  private async evidenceOf(run: CodingRun) {
+    const { namespace, uid } = run.metadata;
+    const transcript = readTranscript(await this.deps.gateway.listTranscript(namespace, uid), run);
+    const result = run.status?.result;
+    let fullDiff: string | undefined;
+    if (result?.diffTruncated && result.diffConfigMap) {
+      const configMap = await this.deps.gateway.getDiffConfigMap(namespace, result.diffConfigMap);
+      // Only the run's own ConfigMap counts: anyone who creates ConfigMaps could put one at that name.
+      if (configMap && isOwnedByRun(configMap, run)) fullDiff = decodeDiff(configMap);
+    }
+    return runEvidence(run, transcript, fullDiff);
+  }
+
+  private async apply(evaluation: CodingEval, decision: EvalDecision) {
+    if (!isDeepStrictEqual(decision.status, evaluation.status ?? {})) {
+      await this.deps.gateway.replaceEvalStatus(evaluation, decision.status);
+      this.deps.logger.info(
+        {
+          eval: evaluation.metadata.name,
+          namespace: evaluation.metadata.namespace,
+          phase: decision.status.phase,
+          graded: decision.status.graded,
+        },
+        'eval status written',
+      );
+    }
+    for (const event of decision.events) {
+      await this.deps.gateway.recordEvent(evaluation, event, this.deps.identity).catch((error: unknown) => {
+        this.deps.logger.warn({ eval: evaluation.metadata.name, reason: event.reason, err: String(error) }, 'could not record event');
+      });
+    }
+  }
+}

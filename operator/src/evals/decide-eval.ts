@@ -1,0 +1,184 @@
+// The eval's one decision, like reconcile/decide.ts for a run: from the eval, its parsed spec,
+// the runs it owns and the attempts just graded, which runs to create (at most `parallelism`
+// active at once) and the whole status. Plain data in, plain data out; an injected clock.
+import type { AttemptStatus, CodingEval, CodingEvalSpec, CodingEvalStatus } from '../api/coding-eval.ts';
+import type { CodingRun } from '../api/coding-run.ts';
+import { isTerminal } from '../api/coding-run-status.ts';
+import type { AttemptGrade, GraderVerdict } from './graders.ts';
+import { attemptOfRun, cellKey, plannedAttempts, type PlannedAttempt } from './eval-matrix.ts';
+import { summarise } from './eval-summary.ts';
+import type { RunEvidence } from './run-evidence.ts';
+
+export const EVAL_REASONS = {
+  InvalidSpec: 'InvalidSpec',
+  Running: 'Running',
+  Complete: 'Complete',
+} as const;
+
+export const EVAL_EVENT_REASONS = {
+  /** The eval's spec is refused (a CRD installed without its validation): the message says what to change. */
+  InvalidSpec: 'InvalidSpec',
+  RunsCreated: 'RunsCreated',
+  /** The API server refused an attempt's run as invalid (an admission policy, a schema rule): the attempt fails RunRefused. */
+  RunRefused: 'RunRefused',
+  Complete: 'Complete',
+} as const;
+
+export interface EvalEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface EvalDecision {
+  create: PlannedAttempt[];
+  status: CodingEvalStatus;
+  events: EvalEvent[];
+}
+
+/** An attempt's record from its finished run and what its graders found. */
+export function attemptStatusOf(
+  run: CodingRun,
+  planned: { task: string; model: string; attempt: number },
+  evidence: RunEvidence,
+  grade: AttemptGrade,
+): AttemptStatus {
+  const start = run.status?.startTime ?? run.metadata.creationTimestamp;
+  const end = run.status?.completionTime;
+  const seconds = start && end ? Math.max(0, (Date.parse(end) - Date.parse(start)) / 1000) : 0;
+  const why = (verdict: GraderVerdict) => (verdict.why ? `${verdict.grader}: ${verdict.why}` : verdict.grader).slice(0, 160);
+  return {
+    run: run.metadata.name,
+    ...planned,
+    phase: evidence.phase,
+    ...(evidence.reason ? { reason: evidence.reason } : {}),
+    passed: grade.passed,
+    ...(grade.failureReason ? { failure: grade.failureReason.slice(0, 160) } : {}),
+    ...(grade.failed.length > 0 ? { failedGraders: grade.failed.map(why) } : {}),
+    totalTokens: run.status?.usage?.totalTokens ?? 0,
+    durationSeconds: Math.round(seconds * 1000) / 1000,
+  };
+}
+
+/** An attempt whose run the API server refused to create as invalid: failed RunRefused, with the API server's words. */
+export function refusedAttempt(run: string, planned: { task: string; model: string; attempt: number }, message: string): AttemptStatus {
+  return {
+    run,
+    ...planned,
+    phase: 'Failed',
+    reason: 'RunRefused',
+    passed: false,
+    failure: 'RunRefused',
+    failedGraders: [`the API server refused the run: ${message}`.slice(0, 160)],
+    totalTokens: 0,
+    durationSeconds: 0,
+  };
+}
+
+const byCell = (a: AttemptStatus, b: AttemptStatus, order: Map<string, number>) =>
+  (order.get(cellKey(a.task, a.model, a.attempt)) ?? 0) - (order.get(cellKey(b.task, b.model, b.attempt)) ?? 0);
+
+export function decideEval(
+  evaluation: CodingEval,
+  spec: CodingEvalSpec,
+  runs: readonly CodingRun[],
+  graded: readonly AttemptStatus[],
+  now: Date,
+): EvalDecision {
+  const previous = evaluation.status ?? {};
+  const planned = plannedAttempts(spec);
+  const order = new Map(planned.map((attempt, index) => [cellKey(attempt.task.name, attempt.model.name, attempt.attempt), index]));
+  // Attempts graded before stay as graded: a run deleted later (its TTL, a person) does not change the figures.
+  const attempts = new Map<string, AttemptStatus>();
+  for (const attempt of [...(previous.attempts ?? []), ...graded]) {
+    const key = cellKey(attempt.task, attempt.model, attempt.attempt);
+    if (order.has(key) && !attempts.has(key)) attempts.set(key, attempt);
+  }
+  const withRun = new Set<string>();
+  let active = 0;
+  for (const run of runs) {
+    const cell = attemptOfRun(run.metadata.labels);
+    if (!cell) continue;
+    const key = cellKey(cell.task, cell.model, cell.attempt);
+    if (!order.has(key)) continue;
+    withRun.add(key);
+    if (!isTerminal(run.status?.phase) && !attempts.has(key)) active += 1;
+  }
+  const missing = planned.filter((attempt) => {
+    const key = cellKey(attempt.task.name, attempt.model.name, attempt.attempt);
+    return !attempts.has(key) && !withRun.has(key);
+  });
+  const create = missing.slice(0, Math.max(0, spec.parallelism - active));
+  const list = [...attempts.values()].sort((a, b) => byCell(a, b, order));
+  const complete = list.length === planned.length;
+  const nowText = now.toISOString();
+  const passes = list.filter((attempt) => attempt.passed).length;
+  const created = new Set([...withRun, ...attempts.keys(), ...create.map((a) => cellKey(a.task.name, a.model.name, a.attempt))]).size;
+  const message = complete
+    ? `all ${planned.length} attempts graded: ${passes} passed; kubectl codingrun eval report ${evaluation.metadata.name}`
+    : `${list.length} of ${planned.length} attempts graded, ${active + create.length} running`;
+  const wasComplete = previous.phase === 'Complete';
+  const completeCondition = {
+    type: 'Complete',
+    status: complete ? ('True' as const) : ('False' as const),
+    reason: complete ? EVAL_REASONS.Complete : EVAL_REASONS.Running,
+    message,
+    observedGeneration: evaluation.metadata.generation ?? 0,
+    lastTransitionTime:
+      previous.conditions?.find((condition) => condition.type === 'Complete' && condition.status === (complete ? 'True' : 'False'))
+        ?.lastTransitionTime ?? nowText,
+  };
+  const status: CodingEvalStatus = {
+    phase: complete ? 'Complete' : 'Running',
+    message,
+    observedGeneration: evaluation.metadata.generation ?? 0,
+    conditions: [completeCondition],
+    planned: planned.length,
+    created,
+    graded: list.length,
+    passes,
+    startTime: previous.startTime ?? nowText,
+    ...(complete ? { completionTime: previous.completionTime ?? nowText } : {}),
+    results: summarise(spec, list),
+    attempts: list,
+  };
+  const events: EvalEvent[] = [];
+  if (create.length > 0)
+    events.push({
+      type: 'Normal',
+      reason: EVAL_EVENT_REASONS.RunsCreated,
+      message: `created ${create.length} run(s): ${create.map((a) => cellKey(a.task.name, a.model.name, a.attempt)).join(', ')}`.slice(
+        0,
+        1024,
+      ),
+    });
+  if (complete && !wasComplete) events.push({ type: 'Normal', reason: EVAL_EVENT_REASONS.Complete, message });
+  return { create, status, events };
+}
+
+/** The status of an eval whose spec the operator refuses: Failed, with what to change. */
+export function refusedEval(evaluation: CodingEval, problem: string, now: Date): EvalDecision {
+  const message = `the eval is invalid: ${problem}`.slice(0, 4096);
+  const previous = evaluation.status;
+  return {
+    create: [],
+    status: {
+      phase: 'Failed',
+      reason: EVAL_REASONS.InvalidSpec,
+      message,
+      observedGeneration: evaluation.metadata.generation ?? 0,
+      conditions: [
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: EVAL_REASONS.InvalidSpec,
+          message,
+          observedGeneration: evaluation.metadata.generation ?? 0,
+          lastTransitionTime: previous?.completionTime ?? now.toISOString(),
+        },
+      ],
+      completionTime: previous?.completionTime ?? now.toISOString(),
+    },
+    events: previous?.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message }],
+  };
+}

@@ -1,0 +1,94 @@
+// The deterministic graders of a CodingEval (the agent-loop seed's evals): each a pure function
+// of one run's evidence. No model judges. A grader that cannot see what it needs (a transcript
+// with gaps, a diff that could not be read) fails and says why: a grade is never a guess.
+import type { GraderSpec } from '../api/coding-eval.ts';
+import { fileAfter, touches } from './diff-files.ts';
+import type { RunEvidence } from './run-evidence.ts';
+
+export interface GraderVerdict {
+  grader: string;
+  ok: boolean;
+  /** Why it failed, in words a person can check against the run. */
+  why?: string;
+}
+
+/** The grader's name in reports: its own, else its type and argument. */
+export function graderLabel(grader: GraderSpec): string {
+  if (grader.name) return grader.name;
+  const argument = grader.path ?? grader.tool ?? (grader.max !== undefined ? String(grader.max) : undefined) ?? grader.text;
+  return argument === undefined ? grader.type : `${grader.type} ${argument.length > 40 ? `${argument.slice(0, 40)}…` : argument}`;
+}
+
+const pass = (): Omit<GraderVerdict, 'grader'> => ({ ok: true });
+const fail = (why: string): Omit<GraderVerdict, 'grader'> => ({ ok: false, why });
+
+/** The transcript must be whole for a grader that proves an absence or counts. */
+const whole = (evidence: RunEvidence) =>
+  evidence.transcriptGaps.length === 0 ? undefined : fail(`the transcript is incomplete: ${evidence.transcriptGaps[0]}`);
+
+function judge(grader: GraderSpec, evidence: RunEvidence): Omit<GraderVerdict, 'grader'> {
+  const callsOf = (tool: string | undefined) => evidence.calls.filter((call) => tool === undefined || call.tool === tool);
+  switch (grader.type) {
+    case 'verify':
+      if (evidence.verificationPassed === undefined) return fail('the run has no verification result (spec.verify)');
+      return evidence.verificationPassed ? pass() : fail('the verify command failed');
+    case 'file-contains': {
+      if (!evidence.files) return fail("the run's diff could not be read whole");
+      const file = fileAfter(evidence.files, grader.path!);
+      if (!file) return fail(`the change does not write ${grader.path}`);
+      return file.afterHunks.some((hunk) => hunk.join('\n').includes(grader.text!))
+        ? pass()
+        : fail(`${grader.path} as changed does not contain the text`);
+    }
+    case 'file-excludes': {
+      if (!evidence.files) return fail("the run's diff could not be read whole");
+      const file = fileAfter(evidence.files, grader.path!);
+      return file?.afterHunks.some((hunk) => hunk.join('\n').includes(grader.text!))
+        ? fail(`${grader.path} as changed contains the text`)
+        : pass();
+    }
+    case 'file-unchanged':
+      if (!evidence.files) return fail("the run's diff could not be read whole");
+      return touches(evidence.files, grader.path!) ? fail(`the change touches ${grader.path}`) : pass();
+    case 'used-tool':
+      return callsOf(grader.tool).length > 0 ? pass() : (whole(evidence) ?? fail(`never called ${grader.tool}`));
+    case 'not-used-tool': {
+      const count = callsOf(grader.tool).length;
+      return count > 0 ? fail(`called ${grader.tool} ${count} time(s)`) : (whole(evidence) ?? pass());
+    }
+    case 'tool-never-failed': {
+      const failed = callsOf(grader.tool).filter((call) => call.ok === false).length;
+      return failed > 0 ? fail(`${failed} call(s) of ${grader.tool} returned a tool error`) : (whole(evidence) ?? pass());
+    }
+    case 'max-tool-calls': {
+      const count = callsOf(grader.tool).length;
+      const what = grader.tool ? `calls of ${grader.tool}` : 'tool calls';
+      return count > grader.max! ? fail(`${count} ${what}, more than ${grader.max}`) : (whole(evidence) ?? pass());
+    }
+    case 'answer-contains':
+      return evidence.answer.includes(grader.text!) ? pass() : fail('the final answer does not contain the text');
+    case 'answer-excludes':
+      return evidence.answer.includes(grader.text!) ? fail('the final answer contains the text') : pass();
+    case 'max-turns':
+      return evidence.steps > grader.max! ? fail(`${evidence.steps} turns, more than ${grader.max}`) : pass();
+  }
+}
+
+export function grade(grader: GraderSpec, evidence: RunEvidence): GraderVerdict {
+  return { grader: graderLabel(grader), ...judge(grader, evidence) };
+}
+
+export interface AttemptGrade {
+  passed: boolean;
+  /** The run's reason when it did not succeed, else `grader:<label>` of the first failed grader. */
+  failureReason?: string;
+  failed: GraderVerdict[];
+}
+
+/** An attempt passes when its run Succeeded and every grader passes. */
+export function gradeAttempt(graders: readonly GraderSpec[], evidence: RunEvidence): AttemptGrade {
+  const failed = graders.map((grader) => grade(grader, evidence)).filter((verdict) => !verdict.ok);
+  if (evidence.phase !== 'Succeeded') return { passed: false, failureReason: evidence.reason ?? evidence.phase, failed };
+  if (failed.length > 0) return { passed: false, failureReason: `grader:${failed[0]!.grader}`, failed };
+  return { passed: true, failed };
+}

@@ -1,0 +1,57 @@
+// What the graders may look at of one finished run, gathered from the run's own record: its
+// status (phase, reason, final answer, steps, verification), its diff, and its transcript's
+// tool calls (record/, read with the transcript's own reader). Pure: the controller reads the
+// objects, this turns them into evidence.
+import type { CodingRun } from '../api/coding-run.ts';
+import type { Transcript } from '../record/transcript-chunks.ts';
+import { parseDiffFiles, type FileChange } from './diff-files.ts';
+
+export interface RecordedCall {
+  tool: string;
+  /** false: the call returned a tool error; undefined: it never ran (denied while waiting, or cut off). */
+  ok: boolean | undefined;
+}
+
+export interface RunEvidence {
+  phase: string;
+  reason?: string;
+  /** The final answer (status.result.summary); '' when there is none. */
+  answer: string;
+  steps: number;
+  calls: RecordedCall[];
+  /** Why the transcript may miss calls (an unreadable entry, a cut record); empty when it is whole. */
+  transcriptGaps: string[];
+  /** The change, file by file; undefined when the diff could not be read whole. */
+  files: FileChange[] | undefined;
+  /** status.result.verification.passed, when the run had spec.verify. */
+  verificationPassed?: boolean;
+}
+
+/**
+ * Evidence of a finished run. `fullDiff` is the whole diff when the run's status holds only a
+ * cut of it (read from its diff ConfigMap); undefined there means it could not be read.
+ */
+export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: string): RunEvidence {
+  const status = run.status ?? {};
+  const result = status.result;
+  const byId = new Map<string, RecordedCall>();
+  const gaps = [...transcript.problems];
+  for (const entry of transcript.entries) {
+    if (entry.kind === 'cut') gaps.push(entry.message ?? `the transcript stops at step ${entry.step}`);
+    if (entry.message && entry.kind === 'step' && /tool calls left out/.test(entry.message)) gaps.push(entry.message);
+    // A call waiting for approval appears again, with its result, in the resume's entry: the last word counts.
+    for (const call of entry.calls ?? []) byId.set(call.id, { tool: call.tool, ok: call.result?.ok });
+  }
+  const diff = result?.diffTruncated ? fullDiff : (result?.diff ?? '');
+  const verificationPassed = result?.verification?.passed;
+  return {
+    phase: status.phase ?? 'Pending',
+    ...(status.reason ? { reason: status.reason } : {}),
+    answer: result?.summary ?? '',
+    steps: status.steps ?? 0,
+    calls: [...byId.values()],
+    transcriptGaps: gaps,
+    files: diff === undefined ? undefined : parseDiffFiles(diff),
+    ...(verificationPassed !== undefined ? { verificationPassed } : {}),
+  };
+}

@@ -1,0 +1,122 @@
+// The eval controller's door to the API server: create an attempt's run, read what grading
+// needs of a finished run (its transcript chunks, its diff ConfigMap), write the eval's status
+// and Events. A thin adapter over client-node; the RBAC it needs is in the chart's rbac.yaml.
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { EVAL_PLURAL, type CodingEval, type CodingEvalStatus } from '../api/coding-eval.ts';
+import { GROUP, PLURAL, VERSION } from '../api/group.ts';
+import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
+import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
+
+export interface EvalGateway {
+  /**
+   * Creates the run: 'created', 'exists' (the cache had not seen it yet), or the API server's
+   * refusal of it as invalid (400/422: a schema rule, an admission policy such as allowRepo's),
+   * which no retry can change. Other failures (a quota's 403, a 5xx) throw, to be retried.
+   */
+  createRun(run: { metadata: { namespace: string; name: string } }): Promise<'created' | 'exists' | { refused: string }>;
+  listTranscript(namespace: string, runUid: string): Promise<TranscriptChunk[]>;
+  getDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
+  /** Replaces the status; 409 when the eval's resourceVersion is stale. */
+  replaceEvalStatus(evaluation: CodingEval, status: CodingEvalStatus): Promise<CodingEval>;
+  recordEvent(
+    evaluation: CodingEval,
+    event: { type: 'Normal' | 'Warning'; reason: string; message: string },
+    identity: string,
+  ): Promise<void>;
+}
+
+const owned = (configMap: V1ConfigMap) => {
+  const { labels, ownerReferences } = configMap.metadata ?? {};
+  return { metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) } };
+};
+
+export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return {
+    async createRun(run) {
+      try {
+        await custom.createNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: PLURAL,
+          namespace: run.metadata.namespace,
+          body: run,
+        });
+        return 'created';
+      } catch (error) {
+        if (isAlreadyExists(error)) return 'exists';
+        const refusal = apiRefusal(error);
+        if (refusal && refusal.code !== 403) return { refused: refusal.message };
+        throw error;
+      }
+    },
+    async listTranscript(namespace, runUid) {
+      const list = await core.listNamespacedConfigMap({ namespace, labelSelector: transcriptSelector(runUid) });
+      return list.items.map((configMap) => ({
+        ...owned(configMap),
+        ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
+      }));
+    },
+    async getDiffConfigMap(namespace, name) {
+      try {
+        const configMap = await core.readNamespacedConfigMap({ namespace, name });
+        return {
+          ...owned(configMap),
+          ...(configMap.data ? { data: configMap.data } : {}),
+          ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
+        };
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async replaceEvalStatus(evaluation, status) {
+      const body = {
+        apiVersion: evaluation.apiVersion,
+        kind: evaluation.kind,
+        metadata: evaluation.metadata,
+        spec: evaluation.spec,
+        status,
+      };
+      return (await custom.replaceNamespacedCustomObjectStatus({
+        group: GROUP,
+        version: VERSION,
+        plural: EVAL_PLURAL,
+        namespace: evaluation.metadata.namespace,
+        name: evaluation.metadata.name,
+        body,
+      })) as CodingEval;
+    },
+    async recordEvent(evaluation, event, identity) {
+      const time = new Date();
+      await core.createNamespacedEvent({
+        namespace: evaluation.metadata.namespace,
+        body: {
+          metadata: {
+            name: `${evaluation.metadata.name.slice(0, 200)}.${time.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+            namespace: evaluation.metadata.namespace,
+          },
+          involvedObject: {
+            apiVersion: evaluation.apiVersion,
+            kind: evaluation.kind,
+            name: evaluation.metadata.name,
+            namespace: evaluation.metadata.namespace,
+            uid: evaluation.metadata.uid,
+          },
+          type: event.type,
+          reason: event.reason,
+          message: event.message.slice(0, 1024),
+          source: { component: 'chamvi-operator' },
+          reportingComponent: 'chamvi.dev/operator',
+          reportingInstance: identity.slice(0, 128),
+          firstTimestamp: time,
+          lastTimestamp: time,
+          count: 1,
+        },
+      });
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// `kubectl codingrun eval report`: the command line, the table and the HTML file, from an eval's
+// status. The HTML is checked for what it must never hold (a script, a fetched URL, unescaped
+// text from the eval's author or the runs); how it renders is test/e2e/evals.test.ts's, in Chromium.
+import { describe, expect, it } from 'vitest';
+import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
+import { evalReport } from '../../operator/src/cli/eval/eval-report-data.ts';
+import { evalReportHtml, rateColor } from '../../operator/src/cli/eval/eval-report-html.ts';
+import { evalReportLines } from '../../operator/src/cli/eval/eval-report-table.ts';
+import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
+
+const HOSTILE = '<img src=x onerror=alert(1)>';
+
+const evaluation: CodingEval = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingEval',
+  metadata: { name: 'cmp', namespace: 'team', uid: 'u' },
+  spec: {
+    tasks: [{ name: 'fix', task: 't', repository: { url: 'https://x/r.git' }, graders: [{ type: 'verify' }] }],
+    models: [
+      { name: 'good', model: { provider: 'scripted', scriptRef: { name: 'g' } } },
+      { name: 'bad', model: { provider: 'scripted', scriptRef: { name: 'b' } } },
+    ],
+  },
+  status: {
+    phase: 'Complete',
+    planned: 4,
+    graded: 4,
+    passes: 2,
+    results: [
+      {
+        task: 'fix',
+        model: 'good',
+        attempts: 2,
+        passes: 2,
+        passRate: 1,
+        passAtK: [{ k: 1, value: 1 }],
+        tokens: { mean: 2500, p50: 2000, p90: 3000 },
+        durationSeconds: { mean: 4, p50: 4, p90: 5 },
+        failures: [],
+      },
+      {
+        task: 'fix',
+        model: 'bad',
+        attempts: 2,
+        passes: 0,
+        passRate: 0,
+        passAtK: [{ k: 1, value: 0 }],
+        tokens: { mean: 1200, p50: 1200, p90: 1300 },
+        durationSeconds: { mean: 3, p50: 3, p90: 3 },
+        failures: [{ reason: `grader:${HOSTILE}`, count: 2 }],
+      },
+    ],
+    attempts: [
+      {
+        run: 'r1',
+        task: 'fix',
+        model: 'bad',
+        attempt: 1,
+        phase: 'Succeeded',
+        passed: false,
+        failure: `grader:${HOSTILE}`,
+        totalTokens: 1200,
+        durationSeconds: 3,
+      },
+    ],
+  },
+};
+
+describe('eval report', () => {
+  it('parses eval report NAME with -o json and --html', () => {
+    expect(parseArguments(['eval', 'report', 'cmp', '-n', 'team', '-o', 'json', '--html', 'r.html'])).toEqual({
+      command: 'eval',
+      action: 'report',
+      name: 'cmp',
+      namespace: 'team',
+      output: 'json',
+      html: 'r.html',
+    });
+    expect(() => parseArguments(['eval', 'cmp'])).toThrow(/eval needs a subcommand: report NAME/);
+    expect(() => parseArguments(['eval', 'report'])).toThrow(/needs the name of a CodingEval/);
+  });
+
+  it('prints one line per task × model and one per model', () => {
+    const lines = evalReportLines(evalReport(evaluation));
+    expect(lines[0]).toBe('codingeval/cmp Complete: 4/4 attempts graded, 2 passed');
+    expect(lines).toContainEqual(expect.stringMatching(/^fix\s+good\s+2\/2\s+100%\s+1\.00\s+2\.5k\/2k\/3k\s+4\.0$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^bad\s+0\/2\s+0%\s+1\.2k\s+3$/));
+  });
+
+  it('writes one self-contained file: no script, nothing fetched, every text escaped', () => {
+    const html = evalReportHtml(evalReport(evaluation), new Date('2026-11-30T00:00:00Z'));
+    expect(html).not.toMatch(/<script|<link|https?:\/\/(?!www\.w3\.org)/);
+    expect(html).not.toContain(HOSTILE);
+    expect(html).toContain('&#60;img src=x onerror=alert(1)&#62;');
+    expect(html).toMatch(/<circle class="model-point"[^>]*data-model="good" data-pass-rate="1"/);
+    expect(html).toContain(`fill="${rateColor(0)}"`);
+  });
+});

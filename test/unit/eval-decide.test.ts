@@ -1,0 +1,188 @@
+// decideEval: the eval's runs and graded attempts in, the runs to create and the whole status
+// out. Plain data, an injected clock, no cluster.
+import { describe, expect, it } from 'vitest';
+import type { AttemptStatus, CodingEval } from '../../operator/src/api/coding-eval.ts';
+import type { CodingRun } from '../../operator/src/api/coding-run.ts';
+import { decideEval, refusedAttempt, refusedEval } from '../../operator/src/evals/decide-eval.ts';
+import { attemptLabels, attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
+import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
+
+const NOW = new Date('2026-11-30T12:00:00Z');
+
+const evaluation = (status?: CodingEval['status']): CodingEval => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingEval',
+  metadata: { name: 'cmp', namespace: 'team', uid: 'uid-1', generation: 1 },
+  spec: {
+    tasks: [
+      {
+        name: 'fix',
+        task: 'Fix the bug.',
+        repository: { url: 'https://example.com/r.git' },
+        tools: { allow: ['read_file', 'edit_file', 'bash'] },
+        graders: [{ type: 'not-used-tool', tool: 'bash' }],
+      },
+    ],
+    models: [
+      { name: 'a', model: { provider: 'scripted', scriptRef: { name: 'a' } } },
+      { name: 'b', model: { provider: 'scripted', scriptRef: { name: 'b' } } },
+    ],
+    attempts: 3,
+    passAtK: [1, 2],
+    parallelism: 2,
+  },
+  ...(status ? { status } : {}),
+});
+
+const spec = () => {
+  const parsed = parseEvalSpec(evaluation());
+  if (!parsed.ok) throw new Error(parsed.problem);
+  return parsed.spec;
+};
+
+const runOf = (model: string, attempt: number, phase?: string): CodingRun => {
+  const planned = plannedAttempts(spec()).find((p) => p.model.name === model && p.attempt === attempt)!;
+  const manifest = attemptRun(evaluation(), spec(), planned);
+  return {
+    ...manifest,
+    metadata: { ...manifest.metadata, uid: `run-${model}-${attempt}`, labels: attemptLabels(evaluation(), planned) },
+    ...(phase ? { status: { phase } } : {}),
+  } as unknown as CodingRun;
+};
+
+const attempt = (model: string, n: number, passed: boolean, tokens: number, failure?: string): AttemptStatus => ({
+  run: `r-${model}-${n}`,
+  task: 'fix',
+  model,
+  attempt: n,
+  phase: failure && !failure.startsWith('grader:') ? 'Failed' : 'Succeeded',
+  passed,
+  ...(failure ? { failure } : {}),
+  totalTokens: tokens,
+  durationSeconds: 10 * n,
+});
+
+describe('decideEval', () => {
+  it('creates the first runs up to parallelism, in task, model, attempt order', () => {
+    const decision = decideEval(evaluation(), spec(), [], [], NOW);
+    expect(decision.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/1', 'a/2']);
+    expect(decision.status).toMatchObject({ phase: 'Running', planned: 6, created: 2, graded: 0, startTime: NOW.toISOString() });
+    expect(decision.events.map((event) => event.reason)).toEqual(['RunsCreated']);
+  });
+
+  it('creates nothing while parallelism runs are active, and the next one as one finishes', () => {
+    expect(decideEval(evaluation(), spec(), [runOf('a', 1, 'Running'), runOf('a', 2)], [], NOW).create).toEqual([]);
+    const next = decideEval(
+      evaluation(),
+      spec(),
+      [runOf('a', 1, 'Succeeded'), runOf('a', 2, 'Running')],
+      [attempt('a', 1, true, 100)],
+      NOW,
+    );
+    expect(next.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/3']);
+  });
+
+  it('counts an unlabelled run as nothing, and makes again a run deleted before it was graded', () => {
+    const stray = { ...runOf('a', 1, 'Running'), metadata: { ...runOf('a', 1).metadata, labels: {} } } as CodingRun;
+    expect(decideEval(evaluation(), spec(), [stray], [], NOW).create.map((p) => p.attempt)).toEqual([1, 2]);
+  });
+
+  it('sums up per task × model: attempts, passes, pass rate, pass@k, tokens, duration, failures by reason', () => {
+    const graded = [
+      attempt('a', 1, true, 100),
+      attempt('a', 2, false, 300, 'grader:not-used-tool bash'),
+      attempt('a', 3, true, 200),
+      attempt('b', 1, false, 1000, 'VerificationFailed'),
+      attempt('b', 2, false, 900, 'VerificationFailed'),
+      attempt('b', 3, false, 800, 'BudgetExceeded'),
+    ];
+    const runs = graded.map((a) => runOf(a.model, a.attempt, a.phase));
+    const decision = decideEval(evaluation(), spec(), runs, graded, NOW);
+    expect(decision.create).toEqual([]);
+    expect(decision.status).toMatchObject({ phase: 'Complete', graded: 6, passes: 2, completionTime: NOW.toISOString() });
+    expect(decision.status.results).toEqual([
+      {
+        task: 'fix',
+        model: 'a',
+        attempts: 3,
+        passes: 2,
+        passRate: 0.6667,
+        passAtK: [
+          { k: 1, value: 0.6667 },
+          { k: 2, value: 1 },
+        ],
+        tokens: { mean: 200, p50: 200, p90: 300 },
+        durationSeconds: { mean: 20, p50: 20, p90: 30 },
+        failures: [{ reason: 'grader:not-used-tool bash', count: 1 }],
+      },
+      {
+        task: 'fix',
+        model: 'b',
+        attempts: 3,
+        passes: 0,
+        passRate: 0,
+        passAtK: [
+          { k: 1, value: 0 },
+          { k: 2, value: 0 },
+        ],
+        tokens: { mean: 900, p50: 900, p90: 1000 },
+        durationSeconds: { mean: 20, p50: 20, p90: 30 },
+        failures: [
+          { reason: 'VerificationFailed', count: 2 },
+          { reason: 'BudgetExceeded', count: 1 },
+        ],
+      },
+    ]);
+    expect(decision.events.map((event) => event.reason)).toEqual(['Complete']);
+  });
+
+  it('keeps an attempt graded before when its run is gone, and never grades one twice', () => {
+    const previous = decideEval(evaluation(), spec(), [], [attempt('a', 1, true, 100)], NOW).status;
+    const again = decideEval(evaluation(previous), spec(), [], [attempt('a', 1, false, 999, 'X')], NOW);
+    expect(again.status.attempts).toEqual([attempt('a', 1, true, 100)]);
+    expect(again.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/2', 'a/3']);
+  });
+});
+
+describe('an attempt whose run the API server refuses', () => {
+  it("counts as failed RunRefused with the API server's words, and the eval goes on", () => {
+    const refused = refusedAttempt('cmp-fix-a-1-x', { task: 'fix', model: 'a', attempt: 1 }, 'denied by allowRepo');
+    const decision = decideEval(evaluation(), spec(), [], [refused], NOW);
+    expect(decision.status.results![0]).toMatchObject({ attempts: 1, passes: 0, failures: [{ reason: 'RunRefused', count: 1 }] });
+    expect(decision.status.attempts![0]!.failedGraders).toEqual(['the API server refused the run: denied by allowRepo']);
+    expect(decision.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/2', 'a/3']);
+  });
+});
+
+describe('refusing an eval the operator finds invalid', () => {
+  it('says which grader names a tool the task does not allow, as a Failed status and one Warning', () => {
+    const bad = evaluation();
+    (bad.spec.tasks[0]!.graders as object[]).push({ type: 'used-tool', tool: 'write_file' });
+    const parsed = parseEvalSpec(bad);
+    expect(parsed).toEqual({
+      ok: false,
+      problem: expect.stringMatching(/tasks\[0\] \(fix\): a grader names a tool this task does not allow/) as string,
+    });
+    const decision = refusedEval(bad, (parsed as { problem: string }).problem, NOW);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'InvalidSpec' })]);
+    expect(refusedEval({ ...bad, status: decision.status }, 'x', NOW).events).toEqual([]);
+  });
+});
+
+describe('the run of an attempt', () => {
+  it('is an ordinary CodingRun controlled by the eval, labelled with its cell', () => {
+    const planned = plannedAttempts(spec())[4]!;
+    const run = attemptRun(evaluation(), spec(), planned);
+    expect(run.metadata.name).toMatch(/^cmp-fix-b-2-[0-9a-f]{8}$/);
+    expect(run.metadata.ownerReferences).toEqual([
+      { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingEval', name: 'cmp', uid: 'uid-1', controller: true },
+    ]);
+    expect(run.metadata.labels).toMatchObject({ 'chamvi.dev/eval': 'cmp', 'chamvi.dev/eval-model': 'b', 'chamvi.dev/eval-attempt': '2' });
+    expect(run.spec).toMatchObject({
+      task: 'Fix the bug.',
+      model: { provider: 'scripted', scriptRef: { name: 'b' } },
+      tools: { allow: ['read_file', 'edit_file', 'bash'] },
+    });
+  });
+});

@@ -1,0 +1,157 @@
+// The CodingEval graders as a table: one run's evidence in, each grader's verdict out. Every
+// grader has a row that passes and a row that fails, and the graders that prove an absence or
+// count fail closed when the transcript has gaps.
+import { describe, expect, it } from 'vitest';
+import type { GraderSpec } from '../../operator/src/api/coding-eval.ts';
+import { parseDiffFiles } from '../../operator/src/evals/diff-files.ts';
+import { grade, gradeAttempt } from '../../operator/src/evals/graders.ts';
+import type { RunEvidence } from '../../operator/src/evals/run-evidence.ts';
+
+const DIFF = `diff --git a/src/greet.ts b/src/greet.ts
+index 1111111..2222222 100644
+--- a/src/greet.ts
++++ b/src/greet.ts
+@@ -1,3 +1,3 @@
+ // greeting
+-export function sayHi(name: string) {
++export function greet(name: string) {
+   return \`Hello, \${name}\`;
+diff --git a/test/greet.test.ts b/test/greet.test.ts
+deleted file mode 100644
+index 3333333..0000000
+--- a/test/greet.test.ts
++++ /dev/null
+@@ -1,1 +0,0 @@
+-assert(sayHi('a'));
+diff --git a/NOTES.md b/NOTES.md
+new file mode 100644
+index 0000000..4444444
+--- /dev/null
++++ b/NOTES.md
+@@ -0,0 +1,2 @@
++renamed sayHi
++to greet
+`;
+
+const evidence = (over: Partial<RunEvidence> = {}): RunEvidence => ({
+  phase: 'Succeeded',
+  answer: 'Renamed sayHi to greet; tests pass.',
+  steps: 4,
+  calls: [
+    { tool: 'read_file', ok: true },
+    { tool: 'read_file', ok: false },
+    { tool: 'edit_file', ok: true },
+    { tool: 'bash', ok: false },
+  ],
+  transcriptGaps: [],
+  files: parseDiffFiles(DIFF),
+  verificationPassed: true,
+  ...over,
+});
+
+const g = (spec: Partial<GraderSpec> & Pick<GraderSpec, 'type'>): GraderSpec => spec as GraderSpec;
+const GAPPED = { transcriptGaps: ['entry s000003 cannot be read'] };
+
+describe('graders', () => {
+  it.each<[string, GraderSpec, Partial<RunEvidence>, boolean, RegExp?]>([
+    ['verify passes', g({ type: 'verify' }), {}, true],
+    ['verify fails', g({ type: 'verify' }), { verificationPassed: false }, false, /verify command failed/],
+    ['verify without a result fails', g({ type: 'verify' }), { verificationPassed: undefined }, false, /no verification result/],
+    ['file-contains in an added line', g({ type: 'file-contains', path: 'src/greet.ts', text: 'function greet(' }), {}, true],
+    ['file-contains across lines of a hunk', g({ type: 'file-contains', path: 'NOTES.md', text: 'sayHi\nto greet' }), {}, true],
+    ['file-contains in a context line', g({ type: 'file-contains', path: 'src/greet.ts', text: 'return `Hello' }), {}, true],
+    [
+      'file-contains misses a removed line',
+      g({ type: 'file-contains', path: 'src/greet.ts', text: 'sayHi' }),
+      {},
+      false,
+      /does not contain/,
+    ],
+    [
+      'file-contains of an untouched file',
+      g({ type: 'file-contains', path: 'README.md', text: 'x' }),
+      {},
+      false,
+      /does not write README.md/,
+    ],
+    ['file-contains of a deleted file', g({ type: 'file-contains', path: 'test/greet.test.ts', text: 'assert' }), {}, false],
+    [
+      'file-contains without a diff',
+      g({ type: 'file-contains', path: 'src/greet.ts', text: 'greet' }),
+      { files: undefined },
+      false,
+      /could not be read/,
+    ],
+    ['file-excludes passes', g({ type: 'file-excludes', path: 'src/greet.ts', text: 'sayHi' }), {}, true],
+    ['file-excludes fails', g({ type: 'file-excludes', path: 'NOTES.md', text: 'sayHi' }), {}, false, /contains the text/],
+    ['file-unchanged passes', g({ type: 'file-unchanged', path: 'package.json' }), {}, true],
+    [
+      'file-unchanged fails for a deletion',
+      g({ type: 'file-unchanged', path: 'test/greet.test.ts' }),
+      {},
+      false,
+      /touches test\/greet.test.ts/,
+    ],
+    ['used-tool passes', g({ type: 'used-tool', tool: 'edit_file' }), {}, true],
+    ['used-tool fails', g({ type: 'used-tool', tool: 'write_file' }), {}, false, /never called write_file/],
+    ['used-tool found despite gaps', g({ type: 'used-tool', tool: 'edit_file' }), GAPPED, true],
+    ['not-used-tool passes', g({ type: 'not-used-tool', tool: 'write_file' }), {}, true],
+    ['not-used-tool fails', g({ type: 'not-used-tool', tool: 'bash' }), {}, false, /called bash 1 time/],
+    ['not-used-tool fails closed on gaps', g({ type: 'not-used-tool', tool: 'write_file' }), GAPPED, false, /incomplete/],
+    ['tool-never-failed passes', g({ type: 'tool-never-failed', tool: 'edit_file' }), {}, true],
+    ['tool-never-failed fails', g({ type: 'tool-never-failed', tool: 'read_file' }), {}, false, /1 call\(s\) of read_file/],
+    ['max-tool-calls passes at the bound', g({ type: 'max-tool-calls', max: 4 }), {}, true],
+    ['max-tool-calls fails past it', g({ type: 'max-tool-calls', max: 3 }), {}, false, /4 tool calls, more than 3/],
+    ['max-tool-calls of one tool', g({ type: 'max-tool-calls', tool: 'read_file', max: 1 }), {}, false, /2 calls of read_file/],
+    ['answer-contains passes', g({ type: 'answer-contains', text: 'tests pass' }), {}, true],
+    ['answer-contains fails', g({ type: 'answer-contains', text: 'all green' }), {}, false],
+    ['answer-excludes passes', g({ type: 'answer-excludes', text: 'could not' }), {}, true],
+    ['answer-excludes fails', g({ type: 'answer-excludes', text: 'sayHi' }), {}, false],
+    ['max-turns passes', g({ type: 'max-turns', max: 4 }), {}, true],
+    ['max-turns fails', g({ type: 'max-turns', max: 3 }), {}, false, /4 turns, more than 3/],
+  ])('%s', (_name, grader, over, ok, why) => {
+    const verdict = grade(grader, evidence(over));
+    expect(verdict.ok).toBe(ok);
+    if (why) expect(verdict.why).toMatch(why);
+  });
+
+  it('labels a grader by its name, else its type and argument', () => {
+    expect(grade(g({ type: 'used-tool', tool: 'grep' }), evidence()).grader).toBe('used-tool grep');
+    expect(grade(g({ type: 'verify', name: 'tests' }), evidence()).grader).toBe('tests');
+  });
+});
+
+describe('gradeAttempt', () => {
+  const graders = [g({ type: 'verify' }), g({ type: 'not-used-tool', tool: 'write_file' })];
+
+  it('passes a run that Succeeded with every grader passing', () => {
+    expect(gradeAttempt(graders, evidence())).toEqual({ passed: true, failed: [] });
+  });
+
+  it("fails a run that did not succeed with the run's reason, whatever the graders say", () => {
+    expect(gradeAttempt(graders, evidence({ phase: 'Failed', reason: 'VerificationFailed' }))).toMatchObject({
+      passed: false,
+      failureReason: 'VerificationFailed',
+    });
+  });
+
+  it('fails a run whose grader fails with grader:<label> of the first one', () => {
+    const grade = gradeAttempt(graders, evidence({ verificationPassed: false, calls: [{ tool: 'write_file', ok: true }] }));
+    expect(grade.passed).toBe(false);
+    expect(grade.failureReason).toBe('grader:verify');
+    expect(grade.failed.map((verdict) => verdict.grader)).toEqual(['verify', 'not-used-tool write_file']);
+  });
+});
+
+describe('parseDiffFiles', () => {
+  it('reads renames and quoted paths', () => {
+    const files = parseDiffFiles(
+      'diff --git a/old.ts b/new.ts\nsimilarity index 90%\nrename from old.ts\nrename to new.ts\n' +
+        'diff --git "a/with space.txt" "b/with space.txt"\nnew file mode 100644\n@@ -0,0 +1 @@\n+x\n',
+    );
+    expect(files.map((file) => [file.path, file.oldPath, file.kind])).toEqual([
+      ['new.ts', 'old.ts', 'renamed'],
+      ['with space.txt', undefined, 'added'],
+    ]);
+  });
+});
