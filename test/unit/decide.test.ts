@@ -144,7 +144,8 @@ describe('decide: accepting a new run', () => {
       completionTime: now.toISOString(),
     });
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason });
-    expect(decision.status!.conditions!.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Failed')).toMatchObject({ status: 'True', reason });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason });
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
   });
 
@@ -309,7 +310,7 @@ describe('decide: the agent of a started run', () => {
 describe('decide: finished and deleted runs', () => {
   const succeeded = run({
     spec: { ttlSecondsAfterFinished: 600 },
-    status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted },
+    status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted, observedGeneration: 2 },
   });
 
   it('never rewrites the status of a finished run, and stops its agent until the sandbox is gone', () => {
@@ -317,6 +318,18 @@ describe('decide: finished and deleted runs', () => {
     expect(decision.status).toBeUndefined();
     expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
     expect(types(decide(observe(succeeded, { pod: pod({ deleting: true }) }), config, now))).toEqual(['stopAgent']);
+  });
+
+  it('says it saw a spec edit of a finished run (GitOps re-applying a new TTL), changing nothing else', () => {
+    const edited = { ...succeeded, metadata: { ...succeeded.metadata, generation: 3 } };
+    const decision = decide(observe(edited), config, now);
+    // kstatus reads a status older than the spec as InProgress: a finished run would never be Current again.
+    expect(decision.status).toEqual({
+      ...succeeded.status,
+      observedGeneration: 3,
+      conditions: accepted.map((condition) => ({ ...condition, observedGeneration: 3 })),
+    });
+    expect(decision.events).toEqual([]);
   });
 
   it('waits out ttlSecondsAfterFinished, then deletes the run', () => {
@@ -568,7 +581,10 @@ describe('decide: cancel in every phase (#13.4)', () => {
   });
 
   it('leaves a finished run as it is', () => {
-    const done = run({ metadata: { annotations }, status: { phase: 'Succeeded', reason: 'Completed', conditions: accepted } });
+    const done = run({
+      metadata: { annotations },
+      status: { phase: 'Succeeded', reason: 'Completed', conditions: accepted, observedGeneration: 2 },
+    });
     expect(decide(observe(done), config, now).status).toBeUndefined();
   });
 });

@@ -46,7 +46,8 @@ const running = (): CodingRunStatus => ({
   conditions: [
     condition('Accepted', 'True', 'Valid'),
     condition('SandboxReady', 'True', 'PodReady'),
-    condition('Complete', 'False', 'InProgress'),
+    condition('Ready', 'False', 'Running'),
+    condition('Reconciling', 'True', 'Running'),
   ],
 });
 const waiting = (): CodingRunStatus => {
@@ -80,12 +81,17 @@ describe('terminal transitions (finishStatus, failStatus)', () => {
     const status = finishStatus(before(), phase, reason, 'why', generation, now);
     expect(status).toMatchObject({ phase, reason, message: 'why', completionTime: now.toISOString() });
     expect(status.pendingApproval).toBeUndefined();
-    expect(find(status, 'Complete')).toMatchObject({
+    // Job-like: the terminal condition appears at the end, carrying the run's reason.
+    expect(find(status, phase === 'Succeeded' ? 'Succeeded' : 'Failed')).toMatchObject({
       status: 'True',
       reason,
       observedGeneration: generation,
       lastTransitionTime: now.toISOString(),
     });
+    expect(find(status, phase === 'Succeeded' ? 'Failed' : 'Succeeded')).toBeUndefined();
+    expect(find(status, 'Reconciling')).toMatchObject({ status: 'False', reason, lastTransitionTime: now.toISOString() });
+    expect(find(status, 'Ready')).toMatchObject({ status: phase === 'Succeeded' ? 'True' : 'False', reason });
+    expect(find(status, 'Stalled')?.status).toBe(phase === 'Succeeded' ? undefined : 'True');
     for (const [type, expected] of Object.entries(conditions)) {
       const found = find(status, type as Condition['type']);
       if (expected === undefined) expect(found?.status ?? 'absent').not.toBe('True');
@@ -146,6 +152,9 @@ describe('transitions while the agent works', () => {
     if (awaiting === undefined) expect(found).toBeUndefined();
     else expect(found).toMatchObject({ status: awaiting[0], reason: awaiting[1], lastTransitionTime: awaiting[2] });
     expect(status.completionTime).toBeUndefined();
+    // Still in progress for every tool: Reconciling keeps its transition time across steps.
+    expect(find(status, 'Reconciling')).toMatchObject({ status: 'True', reason: expected.phase, lastTransitionTime: earlier });
+    expect(find(status, 'Ready')).toMatchObject({ status: 'False', reason: expected.phase });
   });
 
   it.each([

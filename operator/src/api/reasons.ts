@@ -66,12 +66,11 @@ export const REASONS = {
 export type Reason = (typeof REASONS)[keyof typeof REASONS];
 
 /**
- * Reasons of conditions other than Complete (whose reason is the run's status.reason). Part
+ * Reasons of Accepted, SandboxReady and AwaitingApproval. (Ready, Reconciling, Stalled,
+ * Succeeded and Failed carry the run's status.reason, or its phase while it has none.) Part
  * of the API like REASONS: `kubectl wait` and alerts match on them.
  */
 export const CONDITION_REASONS = {
-  /** Complete=False while the run has not finished. */
-  InProgress: 'InProgress',
   /** SandboxReady=False while the pod is being created. */
   Provisioning: 'Provisioning',
   /** SandboxReady=False for a pod that reports no reason of its own. */

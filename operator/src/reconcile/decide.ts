@@ -20,6 +20,7 @@ import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from '.
 import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
 import { keptDiffResult, withDiffNote } from './kept-diff.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
+import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
@@ -123,7 +124,7 @@ class StatusBuilder {
 
   build(): CodingRunStatus {
     this.status.observedGeneration = this.generation;
-    return this.status;
+    return withPhaseConditions(this.status, this.generation, this.now);
   }
 }
 
@@ -154,12 +155,22 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   if (pod || observed.networkPolicyExists) actions.push({ type: 'stopAgent' });
   if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
   if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
+  // A spec edit of a finished run (GitOps re-applying a new TTL or budget) changes nothing,
+  // but kstatus reads a status older than the spec as still in progress: say it was seen.
+  const generation = run.metadata.generation ?? 0;
+  const status = run.status && run.status.observedGeneration !== generation ? observedAgain(run.status, generation) : undefined;
+  const decided = (more: Action[], requeueAfterMs?: number): Decision => ({
+    actions: [...actions, ...more],
+    events: [],
+    ...(status ? { status } : {}),
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  });
   const ttl = spec?.ttlSecondsAfterFinished;
   const completed = run.status?.completionTime;
-  if (ttl === undefined || !completed) return { actions, events: [] };
+  if (ttl === undefined || !completed) return decided([]);
   const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
-  if (remaining <= 0) return { actions: [...actions, { type: 'deleteRun' }], events: [] };
-  return { actions, events: [], requeueAfterMs: remaining };
+  if (remaining <= 0) return decided([{ type: 'deleteRun' }]);
+  return decided([], remaining);
 }
 
 /**
@@ -249,7 +260,6 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         reason: EVENT_REASONS.Accepted,
         message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}`,
       });
-      builder.condition({ type: 'Complete', status: 'False', reason: CONDITION_REASONS.InProgress, message: 'The run has not finished.' });
     }
     // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.
     const isolation = isolationGate(observed.isolation, config, run.metadata.namespace);
@@ -381,7 +391,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     if (now.getTime() >= timeoutAt) {
       actions.push({
         type: 'resumeAgent',
-        answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` },
+        answer: {
+          id: pending.id,
+          decision: 'deny',
+          reason: `no answer within spec.approval.timeout (${spec.approval.timeout})`,
+          timedOut: true,
+        },
       });
       return done(recheck);
     }
