@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { kubeconfigPath } from '../support/cluster.ts';
+import { kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { argoHealth, argoHealthScript, gitopsHealthBinary, kstatusHealth } from '../support/gitops-health.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
@@ -93,6 +93,13 @@ describe('#15.1 Argo CD and kstatus read every phase of real runs as documented'
     expect((await runPlugin(['approve', 'approved', '-n', NS])).code).toBe(0);
     expect((await runPlugin(['cancel', 'cancelled', '-n', NS])).code).toBe(0);
     await phaseOf('approved', 'Succeeded');
+    // #15.5: who approved is in status, as the API server authenticated the plugin's user.
+    const me = (await kubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'])).stdout.trim();
+    expect(me).not.toBe('');
+    const approvals = (await runStatus<{ approvals?: object[] }>(NS, 'approved')).approvals;
+    expect(approvals).toEqual([expect.objectContaining({ id: expect.any(String), toolName: 'bash', decision: 'approve', user: me })]);
+    expect((await runPlugin(['logs', 'approved', '-n', NS])).stdout).toContain(`approved (sha256 `);
+    expect((await runPlugin(['logs', 'approved', '-n', NS])).stdout).toContain(` by ${me} at `);
     await phaseOf('cancelled', 'Cancelled');
     await phaseOf('queued', 'Succeeded');
     // Let the watch deliver the last writes.
@@ -128,4 +135,63 @@ describe('#15.1 Argo CD and kstatus read every phase of real runs as documented'
     expect(argo[refused]!.message).toMatch(/^Failed \(RepoNotAllowed\): /);
     expect(kstatus[refused]!.message).toContain('allowRepo');
   }, 300_000);
+
+  it('#15.2 a run deleted by its TTL and applied again as it was (a GitOps sync) is not run again, and stays; a changed spec runs', async () => {
+    const turns = [{ text: 'Nothing to do.', usage: { inputTokens: 10, outputTokens: 2 } }];
+    const script = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'ttl-script' },
+      data: { 'script.json': JSON.stringify({ turns }) },
+    };
+    const manifest = (task: string, ttlSecondsAfterFinished = 1) => ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name: 'nightly' },
+      spec: {
+        task,
+        repository: { url: repoUrl },
+        model: { provider: 'scripted', scriptRef: { name: 'ttl-script' } },
+        ttlSecondsAfterFinished,
+      },
+    });
+    const gone = () =>
+      eventually(
+        async () => ((await kubectl(['get', 'crun', 'nightly', '-n', NS])).code !== 0 ? true : undefined),
+        60_000,
+        'nightly to be deleted by its TTL',
+      );
+    await applyIn(NS, [script, manifest('Say hello.')]);
+    await gone();
+    const records = JSON.parse((await kubectl(['get', 'configmap', 'chamvi-finished-runs', '-n', NS, '-o', 'jsonpath={.data}'])).stdout);
+    expect(JSON.parse(records.nightly)).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
+
+    // What Argo CD (selfHeal, or its next sync) and Flux (its next interval) do: apply the same manifest again.
+    await applyIn(NS, [manifest('Say hello.')]);
+    const replayed = await eventually(
+      async () => {
+        const status = await runStatus<{ phase?: string; reason?: string; steps?: number; message?: string }>(NS, 'nightly');
+        return status.reason === 'AlreadyFinished' ? status : undefined;
+      },
+      60_000,
+      'nightly to be recognised as already finished',
+    );
+    expect(replayed).toMatchObject({ phase: 'Succeeded' });
+    expect(replayed.steps).toBeUndefined();
+    expect(replayed.message).toContain('Not run again');
+    // It stays (its TTL does not apply), so the GitOps tool sees it in sync and stops re-creating it.
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    expect((await runStatus<{ reason?: string }>(NS, 'nightly')).reason).toBe('AlreadyFinished');
+    const [health] = kstatusHealth([JSON.parse((await kubectl(['get', 'crun', 'nightly', '-n', NS, '-o', 'json'])).stdout)]);
+    expect(health!.status).toBe('Current');
+
+    // A changed task is a new job: deleted by hand and applied changed, it runs.
+    expect((await kubectl(['delete', 'crun', 'nightly', '-n', NS, '--wait=true'])).code).toBe(0);
+    await applyIn(NS, [manifest('Say hello again.', 3600)]);
+    await eventually(
+      async () => ((await runStatus<{ reason?: string }>(NS, 'nightly')).reason === 'Completed' ? true : undefined),
+      60_000,
+      'the changed nightly to run',
+    );
+  }, 200_000);
 });

@@ -51,6 +51,11 @@ export const REASONS = {
   SandboxInvalid: 'SandboxInvalid',
   /** spec.verify.command failed (after every retry) and spec.verify.required is true; the diff is kept. */
   VerificationFailed: 'VerificationFailed',
+  /**
+   * #15.2: the run was applied again after its ttlSecondsAfterFinished deleted it (a GitOps
+   * sync), with the same name and spec: it is not run again, and ends in the recorded phase.
+   */
+  AlreadyFinished: 'AlreadyFinished',
   /** Someone asked to stop the run (kubectl codingrun cancel): the annotation chamvi.dev/cancel. */
   Cancelled: 'Cancelled',
   /**

@@ -21,6 +21,7 @@ import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
 import { keptDiffResult, withDiffNote } from './kept-diff.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
+import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
@@ -167,9 +168,10 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   });
   const ttl = spec?.ttlSecondsAfterFinished;
   const completed = run.status?.completionTime;
-  if (ttl === undefined || !completed) return decided([]);
+  // A run not run again stays: deleted, it would be applied again, and again (#15.2).
+  if (ttl === undefined || !completed || run.status?.reason === REASONS.AlreadyFinished) return decided([]);
   const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
-  if (remaining <= 0) return decided([{ type: 'deleteRun' }]);
+  if (remaining <= 0) return decided([{ type: 'deleteRun', record: finishedRunRecord(run, now) }]);
   return decided([], remaining);
 }
 
@@ -248,6 +250,14 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (phase === undefined || phase === 'Pending') {
     if (findCondition(run.status?.conditions, 'Accepted')?.status !== 'True') {
       if (!observed.references) throw new Error('decide: references must be observed for a run that is not accepted yet');
+      // #15.2: the same run, applied again after its TTL deleted it, is not run again.
+      const before = observed.finishedBefore;
+      if (before && before.specSha256 === specSha256(run.spec)) {
+        const message = alreadyFinishedMessage(before);
+        builder.condition({ type: 'Accepted', status: 'False', reason: REASONS.AlreadyFinished, message });
+        builder.finish(before.phase as TerminalPhase, REASONS.AlreadyFinished, message);
+        return done();
+      }
       const refusal = validateRun(run, spec, config, observed.references);
       if (refusal) {
         refuse(builder, refusal);

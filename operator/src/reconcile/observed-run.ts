@@ -1,6 +1,7 @@
 // What the reconciler observed about one run, gathered from the informer caches (and, only
 // while a run is being validated, from GETs of the Secrets and ConfigMaps it references).
 // decide() is a function of this, the operator config and the time: nothing else.
+import type { FinishedRunRecord } from './finished-runs.ts';
 import type { CodingRun } from '../api/index.ts';
 import type { IsolationView } from './isolation.ts';
 import type { KeptDiff } from './kept-diff.ts';
@@ -84,6 +85,8 @@ export interface ObservedRun {
   ownedConfigMaps: string[];
   /** Present when the run still needs validating. */
   references?: ReferencedObjects;
+  /** For a run not yet accepted: what chamvi-finished-runs records of a run of its name deleted by its TTL (#15.2). */
+  finishedBefore?: FinishedRunRecord;
   admission: Admission;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
   agent?: AgentView;
