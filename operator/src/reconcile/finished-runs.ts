@@ -16,8 +16,12 @@ import { z } from 'zod';
 import { TERMINAL_PHASES, type CodingRun, type Phase } from '../api/index.ts';
 
 export const FINISHED_RUNS_CONFIG_MAP = 'chamvi-finished-runs';
-/** Runs remembered per namespace; past it the ones deleted longest ago are forgotten (a ConfigMap holds 1 MiB). */
-export const FINISHED_RUNS_KEPT = 2000;
+/**
+ * Runs remembered per namespace; past it the ones deleted longest ago are forgotten. About
+ * 250 bytes each: the ConfigMap stays well under its 1 MiB, and under what the operator's
+ * cache holds per namespace.
+ */
+export const FINISHED_RUNS_KEPT = 1000;
 
 const record = z.object({
   uid: z.string().max(64),
