@@ -2,7 +2,7 @@
 // computation the controller and the workers share: a status and what happened in, the
 // status out. Pure: no cluster, an injected clock.
 import { describe, expect, it } from 'vitest';
-import type { CodingRunStatus, Condition, PendingApproval } from '../../operator/src/api/index.ts';
+import { APPROVALS_KEPT, type CodingRunStatus, type Condition, type PendingApproval } from '../../operator/src/api/index.ts';
 import {
   RUNNING_MESSAGE,
   awaitApprovalStatus,
@@ -10,6 +10,7 @@ import {
   failStatus,
   finishStatus,
   loopOutcome,
+  recordAnsweredApproval,
   refusedApprovalStatus,
   runningAfterStepStatus,
 } from '../../operator/src/reconcile/run-status-transitions.ts';
@@ -204,5 +205,30 @@ describe('loopOutcome: how a run whose loop ended finishes', () => {
     ],
   ] as const)('%s', (_name, end, expected) => {
     expect(loopOutcome(end)).toEqual(expected);
+  });
+});
+
+describe('#15.5 recordAnsweredApproval: who answered, in status', () => {
+  const answered = (id: string, user?: string) => ({
+    id,
+    toolName: 'bash',
+    decision: 'approve' as const,
+    ...(user ? { user } : {}),
+    requestedAt: earlier,
+    answeredAt: now.toISOString(),
+  });
+
+  it('appends each answer with its user, once per approval id', () => {
+    const status = recordAnsweredApproval(running(), answered('s1-c1', 'alice'));
+    recordAnsweredApproval(status, answered('s2-c2', 'bob'));
+    recordAnsweredApproval(status, answered('s2-c2', 'bob'));
+    expect(status.approvals!.map((each) => `${each.id} ${each.user}`)).toEqual(['s1-c1 alice', 's2-c2 bob']);
+  });
+
+  it(`keeps the latest ${APPROVALS_KEPT} (the transcript keeps every one)`, () => {
+    const status = running();
+    for (let call = 1; call <= APPROVALS_KEPT + 5; call++) recordAnsweredApproval(status, answered(`s${call}-c${call}`, 'alice'));
+    expect(status.approvals).toHaveLength(APPROVALS_KEPT);
+    expect(status.approvals![0]!.id).toBe('s6-c6');
   });
 });
