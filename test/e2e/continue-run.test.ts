@@ -163,7 +163,7 @@ describe('spec.continueFrom', () => {
     const status = await finished('too-early');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(status.message).toContain(
-      'which has not finished (phase WaitingForApproval); wait for it (kubectl wait --for=condition=Complete crun/waits)',
+      'which has not finished (phase WaitingForApproval); wait for it (kubectl wait --for=condition=Reconciling=False crun/waits)',
     );
   });
 

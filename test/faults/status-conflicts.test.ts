@@ -139,7 +139,7 @@ describe('runs whose status and metadata others keep writing', () => {
       expect(status.result!.diff).toContain(GREETED);
       expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
       expect(status.conditions!.map((condition) => condition.type)).toEqual(
-        expect.arrayContaining(['Accepted', 'Complete', 'SandboxReady']),
+        expect.arrayContaining(['Accepted', 'Succeeded', 'Ready', 'SandboxReady']),
       );
     }
     writing = false;

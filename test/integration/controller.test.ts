@@ -128,7 +128,12 @@ describe('a single operator', () => {
     const run = await phaseOf(NS, 'valid', 'Running');
     expect(run.metadata.finalizers).toContain('chamvi.dev/cleanup');
     expect(run.status!.podName).toBe(sandboxPodName(run));
-    expect(run.status!.conditions!.map((c) => `${c.type}=${c.status}`)).toEqual(['Accepted=True', 'Complete=False', 'SandboxReady=True']);
+    expect(run.status!.conditions!.map((c) => `${c.type}=${c.status}`)).toEqual([
+      'Accepted=True',
+      'SandboxReady=True',
+      'Ready=False',
+      'Reconciling=True',
+    ]);
 
     const pods = await podsOf(NS, `chamvi.dev/run-uid=${run.metadata.uid}`);
     expect(pods).toHaveLength(1);
@@ -316,7 +321,8 @@ describe('restarts and replicas', () => {
       if (pods.length !== names.length) {
         const statuses = await Promise.all(
           names.map(
-            async (name) => `${name}: ${JSON.stringify((await getRun(NS, name)).status?.conditions?.find((c) => c.type === 'Complete'))}`,
+            async (name) =>
+              `${name}: ${JSON.stringify((await getRun(NS, name)).status?.conditions?.find((c) => c.type === 'Reconciling'))}`,
           ),
         );
         const said = (process: OperatorProcess) =>

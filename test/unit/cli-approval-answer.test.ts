@@ -2,12 +2,13 @@
 // operator reads, and refuse with a clear error when nothing waits or the id is another.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { answerFor, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
+import { answerAnnotations, answerFor, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
 import { ApprovalIdMismatchError } from '../../operator/src/cli/errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from '../../operator/src/cli/errors/approval-input-error.ts';
 import { NothingPendingError } from '../../operator/src/cli/errors/nothing-pending-error.ts';
 import {
   APPROVAL_ANNOTATION,
+  APPROVER_ANNOTATION,
   approvalInputSha256,
   decodeApprovalAnnotation,
   encodeApprovalAnnotation,
@@ -153,5 +154,21 @@ describe('security #11.5 approvals bind to the whole input', () => {
       ok: false,
       text: expect.stringMatching(/larger than the 65536 bytes.*Split it/),
     });
+  });
+});
+
+describe('#15.5 who answers', () => {
+  it('the plugin writes the answer and its sender in one set of annotations, which decide() reads back as one answer', () => {
+    const answer = answerFor(waiting, { decision: 'deny', reason: 'no network' });
+    const annotations = answerAnnotations(answer, 'alice@example.com');
+    expect(Object.keys(annotations).sort()).toEqual([APPROVAL_ANNOTATION, APPROVER_ANNOTATION]);
+    const read = readApprovalAnnotation({ ...waiting, metadata: { ...waiting.metadata, annotations } });
+    expect(read).toEqual({ kind: 'answer', answer: { id: 's12-c2', decision: 'deny', reason: 'no network', user: 'alice@example.com' } });
+  });
+
+  it('an answer without an approver annotation is read with no user (no approval policy installed)', () => {
+    const annotations = { [APPROVAL_ANNOTATION]: encodeApprovalAnnotation({ id: 's12-c2', decision: 'deny' }) };
+    const read = readApprovalAnnotation({ ...waiting, metadata: { ...waiting.metadata, annotations } });
+    expect(read).toEqual({ kind: 'answer', answer: { id: 's12-c2', decision: 'deny' } });
   });
 });

@@ -8,6 +8,7 @@ import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/
 import type { ObservedRun, RefusedObject, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
 import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
+import { specSha256, type FinishedRunRecord } from '../../operator/src/reconcile/finished-runs.ts';
 
 // Opted in to unisolated sandboxes, so the rows below need no isolation verdict; the #11.8 rows turn it off.
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
@@ -144,7 +145,8 @@ describe('decide: accepting a new run', () => {
       completionTime: now.toISOString(),
     });
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason });
-    expect(decision.status!.conditions!.find((c) => c.type === 'Complete')).toMatchObject({ status: 'True', reason });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Failed')).toMatchObject({ status: 'True', reason });
+    expect(decision.status!.conditions!.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason });
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
   });
 
@@ -176,6 +178,43 @@ describe('decide: accepting a new run', () => {
     expect(decision.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 7, time: now.toISOString() } });
     expect(decision.status!.reason).toBeUndefined();
     expect(decision.status!.queue).toBeUndefined();
+  });
+});
+
+describe('#15.2 decide: a run applied again after its TTL deleted it', () => {
+  const fresh = run({ spec: { ttlSecondsAfterFinished: 60 } });
+  const record = (overrides: Partial<FinishedRunRecord> = {}): FinishedRunRecord => ({
+    uid: 'old-uid',
+    specSha256: specSha256(fresh.spec),
+    phase: 'Failed',
+    reason: 'BudgetExceeded',
+    completionTime: minutesAgo(90),
+    deletedAt: minutesAgo(30),
+    ...overrides,
+  });
+
+  it.each([
+    ['succeeded', record({ phase: 'Succeeded', reason: 'Completed' }), 'Succeeded', 'Normal'],
+    ['failed', record(), 'Failed', 'Warning'],
+    ['was cancelled', record({ phase: 'Cancelled', reason: 'Cancelled' }), 'Cancelled', 'Warning'],
+  ] as const)('is not run again when the same spec %s before: it ends in that phase, AlreadyFinished', (_, before, phase, eventType) => {
+    const decision = decide(observe(fresh, { finishedBefore: before }), config, now);
+    expect(types(decision)).not.toContain('createPod');
+    expect(types(decision)).not.toContain('startAgent');
+    expect(decision.status).toMatchObject({ phase, reason: 'AlreadyFinished', completionTime: now.toISOString() });
+    expect(decision.status!.message).toContain(`finished ${before.phase} (${before.reason}) at ${before.completionTime}`);
+    expect(decision.status!.message).toContain('give the run a new name or change its spec');
+    expect(decision.events).toEqual([expect.objectContaining({ type: eventType, reason: 'AlreadyFinished' })]);
+  });
+
+  it('runs when the spec changed (a new task is a new job), whatever the TTL', () => {
+    const changed = run({ spec: { task: 'Another task', ttlSecondsAfterFinished: 60 } });
+    expect(decide(observe(changed, { finishedBefore: record() }), config, now).status).toMatchObject({ phase: 'Provisioning' });
+    const ttlOnly = run({ spec: { ttlSecondsAfterFinished: 3600 } });
+    expect(decide(observe(ttlOnly, { finishedBefore: record() }), config, now).status).toMatchObject({
+      phase: 'Failed',
+      reason: 'AlreadyFinished',
+    });
   });
 });
 
@@ -386,7 +425,7 @@ describe('decide: the agent of a started run', () => {
 describe('decide: finished and deleted runs', () => {
   const succeeded = run({
     spec: { ttlSecondsAfterFinished: 600 },
-    status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted },
+    status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted, observedGeneration: 2 },
   });
 
   it('never rewrites the status of a finished run, and stops its agent until the sandbox is gone', () => {
@@ -396,10 +435,48 @@ describe('decide: finished and deleted runs', () => {
     expect(types(decide(observe(succeeded, { pod: pod({ deleting: true }) }), config, now))).toEqual(['stopAgent']);
   });
 
+  it('says it saw a spec edit of a finished run (GitOps re-applying a new TTL), changing nothing else', () => {
+    const edited = { ...succeeded, metadata: { ...succeeded.metadata, generation: 3 } };
+    const decision = decide(observe(edited), config, now);
+    // kstatus reads a status older than the spec as InProgress: a finished run would never be Current again.
+    expect(decision.status).toEqual({
+      ...succeeded.status,
+      observedGeneration: 3,
+      conditions: accepted.map((condition) => ({ ...condition, observedGeneration: 3 })),
+    });
+    expect(decision.events).toEqual([]);
+  });
+
   it('waits out ttlSecondsAfterFinished, then deletes the run', () => {
     expect(decide(observe(succeeded), config, now).requeueAfterMs).toBe(5 * 60_000);
     const later = new Date(now.getTime() + 5 * 60_000);
     expect(types(decide(observe(succeeded), config, later))).toEqual(['deleteRun']);
+  });
+
+  it('#15.2 records the run (name, spec digest, outcome) in the same decision that deletes it for its TTL', () => {
+    const later = new Date(now.getTime() + 5 * 60_000);
+    const decision = decide(observe(succeeded), config, later);
+    expect(decision.actions).toEqual([
+      {
+        type: 'deleteRun',
+        record: {
+          uid: succeeded.metadata.uid,
+          specSha256: specSha256(succeeded.spec),
+          phase: 'Succeeded',
+          reason: 'Completed',
+          completionTime: minutesAgo(5),
+          deletedAt: later.toISOString(),
+        },
+      },
+    ]);
+  });
+
+  it('#15.2 never deletes a run that was not run again (AlreadyFinished): re-applied, it would come back each sync', () => {
+    const replayed = run({
+      spec: { ttlSecondsAfterFinished: 0 },
+      status: { phase: 'Succeeded', reason: 'AlreadyFinished', completionTime: minutesAgo(60), observedGeneration: 2 },
+    });
+    expect(decide(observe(replayed), config, now)).toEqual({ actions: [], events: [] });
   });
 
   it('removes pod, policy and ConfigMaps of a deleted run before the finalizer', () => {
@@ -645,7 +722,10 @@ describe('decide: cancel in every phase (#13.4)', () => {
   });
 
   it('leaves a finished run as it is', () => {
-    const done = run({ metadata: { annotations }, status: { phase: 'Succeeded', reason: 'Completed', conditions: accepted } });
+    const done = run({
+      metadata: { annotations },
+      status: { phase: 'Succeeded', reason: 'Completed', conditions: accepted, observedGeneration: 2 },
+    });
     expect(decide(observe(done), config, now).status).toBeUndefined();
   });
 });

@@ -2,7 +2,7 @@
 // computation the controller and the workers share: a status and what happened in, the
 // status out. Pure: no cluster, an injected clock.
 import { describe, expect, it } from 'vitest';
-import type { CodingRunStatus, Condition, PendingApproval } from '../../operator/src/api/index.ts';
+import { APPROVALS_KEPT, type CodingRunStatus, type Condition, type PendingApproval } from '../../operator/src/api/index.ts';
 import {
   RUNNING_MESSAGE,
   awaitApprovalStatus,
@@ -10,6 +10,7 @@ import {
   failStatus,
   finishStatus,
   loopOutcome,
+  recordAnsweredApproval,
   refusedApprovalStatus,
   runningAfterStepStatus,
 } from '../../operator/src/reconcile/run-status-transitions.ts';
@@ -46,7 +47,8 @@ const running = (): CodingRunStatus => ({
   conditions: [
     condition('Accepted', 'True', 'Valid'),
     condition('SandboxReady', 'True', 'PodReady'),
-    condition('Complete', 'False', 'InProgress'),
+    condition('Ready', 'False', 'Running'),
+    condition('Reconciling', 'True', 'Running'),
   ],
 });
 const waiting = (): CodingRunStatus => {
@@ -80,12 +82,17 @@ describe('terminal transitions (finishStatus, failStatus)', () => {
     const status = finishStatus(before(), phase, reason, 'why', generation, now);
     expect(status).toMatchObject({ phase, reason, message: 'why', completionTime: now.toISOString() });
     expect(status.pendingApproval).toBeUndefined();
-    expect(find(status, 'Complete')).toMatchObject({
+    // Job-like: the terminal condition appears at the end, carrying the run's reason.
+    expect(find(status, phase === 'Succeeded' ? 'Succeeded' : 'Failed')).toMatchObject({
       status: 'True',
       reason,
       observedGeneration: generation,
       lastTransitionTime: now.toISOString(),
     });
+    expect(find(status, phase === 'Succeeded' ? 'Failed' : 'Succeeded')).toBeUndefined();
+    expect(find(status, 'Reconciling')).toMatchObject({ status: 'False', reason, lastTransitionTime: now.toISOString() });
+    expect(find(status, 'Ready')).toMatchObject({ status: phase === 'Succeeded' ? 'True' : 'False', reason });
+    expect(find(status, 'Stalled')?.status).toBe(phase === 'Succeeded' ? undefined : 'True');
     for (const [type, expected] of Object.entries(conditions)) {
       const found = find(status, type as Condition['type']);
       if (expected === undefined) expect(found?.status ?? 'absent').not.toBe('True');
@@ -146,6 +153,9 @@ describe('transitions while the agent works', () => {
     if (awaiting === undefined) expect(found).toBeUndefined();
     else expect(found).toMatchObject({ status: awaiting[0], reason: awaiting[1], lastTransitionTime: awaiting[2] });
     expect(status.completionTime).toBeUndefined();
+    // Still in progress for every tool: Reconciling keeps its transition time across steps.
+    expect(find(status, 'Reconciling')).toMatchObject({ status: 'True', reason: expected.phase, lastTransitionTime: earlier });
+    expect(find(status, 'Ready')).toMatchObject({ status: 'False', reason: expected.phase });
   });
 
   it.each([
@@ -195,5 +205,30 @@ describe('loopOutcome: how a run whose loop ended finishes', () => {
     ],
   ] as const)('%s', (_name, end, expected) => {
     expect(loopOutcome(end)).toEqual(expected);
+  });
+});
+
+describe('#15.5 recordAnsweredApproval: who answered, in status', () => {
+  const answered = (id: string, user?: string) => ({
+    id,
+    toolName: 'bash',
+    decision: 'approve' as const,
+    ...(user ? { user } : {}),
+    requestedAt: earlier,
+    answeredAt: now.toISOString(),
+  });
+
+  it('appends each answer with its user, once per approval id', () => {
+    const status = recordAnsweredApproval(running(), answered('s1-c1', 'alice'));
+    recordAnsweredApproval(status, answered('s2-c2', 'bob'));
+    recordAnsweredApproval(status, answered('s2-c2', 'bob'));
+    expect(status.approvals!.map((each) => `${each.id} ${each.user}`)).toEqual(['s1-c1 alice', 's2-c2 bob']);
+  });
+
+  it(`keeps the latest ${APPROVALS_KEPT} (the transcript keeps every one)`, () => {
+    const status = running();
+    for (let call = 1; call <= APPROVALS_KEPT + 5; call++) recordAnsweredApproval(status, answered(`s${call}-c${call}`, 'alice'));
+    expect(status.approvals).toHaveLength(APPROVALS_KEPT);
+    expect(status.approvals![0]!.id).toBe('s6-c6');
   });
 });

@@ -57,7 +57,8 @@ describe('security #11.5 decide: a refused approval does not stop the approval t
   it('denies the call at the timeout even though an approval for it is annotated', () => {
     expect(resumes(waitingRun(31))).toEqual([
       { id: 's1-c1', decision: 'approve', sha256: WRONG },
-      { id: 's1-c1', decision: 'deny', reason: 'no answer within spec.approval.timeout (30m)' },
+      // timedOut: nobody answered in time (#15.5 records who answered, and this as no one).
+      { id: 's1-c1', decision: 'deny', reason: 'no answer within spec.approval.timeout (30m)', timedOut: true },
     ]);
   });
 });

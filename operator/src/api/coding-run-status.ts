@@ -11,8 +11,21 @@ export type Phase = (typeof PHASES)[number];
 export const TERMINAL_PHASES: ReadonlySet<Phase> = new Set(['Succeeded', 'Failed', 'Cancelled']);
 export const isTerminal = (phase: Phase | undefined): boolean => phase !== undefined && TERMINAL_PHASES.has(phase);
 
-/** Condition types (API.md). */
-export const CONDITION_TYPES = ['Accepted', 'SandboxReady', 'AwaitingApproval', 'Complete'] as const;
+/**
+ * Condition types (API.md, docs/gitops.md). Accepted, SandboxReady and AwaitingApproval say how
+ * far the run got; Ready, Reconciling, Stalled, Succeeded and Failed are what Argo CD, Flux,
+ * kstatus and `kubectl wait` read (reconcile/phase-conditions.ts).
+ */
+export const CONDITION_TYPES = [
+  'Accepted',
+  'SandboxReady',
+  'AwaitingApproval',
+  'Ready',
+  'Reconciling',
+  'Stalled',
+  'Succeeded',
+  'Failed',
+] as const;
 export type ConditionType = (typeof CONDITION_TYPES)[number];
 
 /** Status bounds: everything the operator writes is cut to these first. */
@@ -74,6 +87,29 @@ export const pendingApprovalStatus = z
     requestedAt: timestamp('When the call started waiting.'),
   })
   .describe('The tool call waiting for a human, present only in phase WaitingForApproval. Answer with kubectl codingrun approve|deny.');
+
+/** Answered approvals status.approvals keeps, the latest; the transcript keeps every one. */
+export const APPROVALS_KEPT = 20;
+
+export const answeredApprovalStatus = z
+  .object({
+    id: z.string().min(1).max(128).describe('The approval id (status.pendingApproval.id while it waited).'),
+    toolName: z.string().min(1).max(128).describe('The tool whose call was answered.'),
+    decision: z.enum(['approve', 'deny']).describe('approve ran the call; deny sent the model a tool error with the reason.'),
+    user: z
+      .string()
+      .max(512)
+      .optional()
+      .describe(
+        "Who answered: the chamvi.dev/approver annotation of the answer. With the chart's approval policy installed the API " +
+          "server refuses any other name than the requesting user's, so this is who sent it. Absent for a timeout.",
+      ),
+    timedOut: z.boolean().optional().describe('True when nobody answered within spec.approval.timeout and the operator denied the call.'),
+    reason: z.string().max(1024).optional().describe("The answer's reason (a deny's is sent to the model)."),
+    requestedAt: timestamp('When the call started waiting.'),
+    answeredAt: timestamp('When the answer was acted on.'),
+  })
+  .describe('One answered approval.');
 
 /** Where a run's kept diff comes from (status.result.diffSource). */
 export const DIFF_SOURCES = ['final', 'snapshot', 'none'] as const;
@@ -246,7 +282,10 @@ export const codingRunStatus = z
       .max(16)
       .optional()
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
-      .describe('Accepted, SandboxReady, AwaitingApproval and Complete.'),
+      .describe(
+        'Accepted, SandboxReady and AwaitingApproval; Ready (True once Succeeded), Reconciling (True until the run ends), and, ' +
+          'once it ends, Succeeded or Stalled and Failed (a failed or cancelled run). docs/gitops.md says what tools read.',
+      ),
     podName: z.string().max(253).optional().describe('Name of the sandbox pod.'),
     startTime: timestamp('When the run was accepted.').optional(),
     completionTime: timestamp('When the run reached a terminal phase.').optional(),
@@ -254,6 +293,14 @@ export const codingRunStatus = z
     toolCalls: count('Tool calls executed, including those that returned a tool error.').optional(),
     usage: usageStatus.optional(),
     pendingApproval: pendingApprovalStatus.optional(),
+    approvals: z
+      .array(answeredApprovalStatus)
+      .max(APPROVALS_KEPT)
+      .optional()
+      .describe(
+        `Who approved or denied the run's gated calls, the latest ${APPROVALS_KEPT}, oldest first; ` +
+          'kubectl codingrun logs shows every one from the transcript.',
+      ),
     approvalWaitSeconds: count(
       'Seconds the run has spent in WaitingForApproval, summed over its answered approvals. Human time: not counted against ' +
         'spec.budget.timeout (each wait is bounded by spec.approval.timeout instead).',
@@ -281,6 +328,7 @@ export const codingRunStatus = z
 export type CodingRunStatus = z.output<typeof codingRunStatus>;
 export type Usage = z.output<typeof usageStatus>;
 export type PendingApproval = z.output<typeof pendingApprovalStatus>;
+export type AnsweredApproval = z.output<typeof answeredApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;
 export type Published = z.output<typeof publishedStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;

@@ -104,7 +104,10 @@ export function buildCodingRunCrd() {
                 kind: { type: 'string', description: KIND },
                 metadata: { type: 'object' },
                 spec: openApi(codingRunSpec),
-                status: openApi(codingRunStatus),
+                // A run the operator has not seen yet reads as observedGeneration 0 (the API
+                // server applies this default whenever it reads the object), so kstatus and
+                // Flux see it in progress rather than Current before the first status write.
+                status: { ...openApi(codingRunStatus), default: { observedGeneration: 0 } },
               },
             },
           },

@@ -62,7 +62,9 @@ export const condition = z
       .string()
       .max(316)
       .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/)
-      .describe('Type of condition in CamelCase: Accepted, SandboxReady, AwaitingApproval or Complete.'),
+      .describe(
+        'Type of condition in CamelCase: Accepted, SandboxReady, AwaitingApproval, Ready, Reconciling, Stalled, Succeeded or Failed.',
+      ),
     status: z.enum(['True', 'False', 'Unknown']).describe('Status of the condition: True, False or Unknown.'),
     observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation the condition was set from.'),
     lastTransitionTime: z.string().meta({ format: 'date-time' }).describe('When the condition last changed from one status to another.'),

@@ -51,6 +51,11 @@ export const REASONS = {
   SandboxInvalid: 'SandboxInvalid',
   /** spec.verify.command failed (after every retry) and spec.verify.required is true; the diff is kept. */
   VerificationFailed: 'VerificationFailed',
+  /**
+   * #15.2: the run was applied again after its ttlSecondsAfterFinished deleted it (a GitOps
+   * sync), with the same name and spec: it is not run again, and ends in the recorded phase.
+   */
+  AlreadyFinished: 'AlreadyFinished',
   /** Someone asked to stop the run (kubectl codingrun cancel): the annotation chamvi.dev/cancel. */
   Cancelled: 'Cancelled',
   /**
@@ -66,12 +71,11 @@ export const REASONS = {
 export type Reason = (typeof REASONS)[keyof typeof REASONS];
 
 /**
- * Reasons of conditions other than Complete (whose reason is the run's status.reason). Part
+ * Reasons of Accepted, SandboxReady and AwaitingApproval. (Ready, Reconciling, Stalled,
+ * Succeeded and Failed carry the run's status.reason, or its phase while it has none.) Part
  * of the API like REASONS: `kubectl wait` and alerts match on them.
  */
 export const CONDITION_REASONS = {
-  /** Complete=False while the run has not finished. */
-  InProgress: 'InProgress',
   /** SandboxReady=False while the pod is being created. */
   Provisioning: 'Provisioning',
   /** SandboxReady=False for a pod that reports no reason of its own. */

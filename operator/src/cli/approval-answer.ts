@@ -5,7 +5,13 @@
 // the digest of what it runs. approve shows the input whole before it answers; an input too
 // long to show is approved only with --sha256, taken from `get NAME --input`. Pure.
 import type { CodingRun, PendingApproval } from '../api/index.ts';
-import { approvalInputSha256, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
+import {
+  APPROVAL_ANNOTATION,
+  APPROVER_ANNOTATION,
+  approvalInputSha256,
+  encodeApprovalAnnotation,
+  type ApprovalAnswer,
+} from '../reconcile/approval-answer.ts';
 import { ApprovalIdMismatchError } from './errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from './errors/approval-input-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
@@ -90,4 +96,13 @@ export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswe
     );
   }
   return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };
+}
+
+/**
+ * The annotations an answer writes, in one request: the answer and who gives it. `user` is the
+ * caller's user name as the API server knows it (SelfSubjectReview, `kubectl auth whoami`):
+ * the chart's approval policy refuses any other name (#15.5).
+ */
+export function answerAnnotations(answer: ApprovalAnswer, user: string): Record<string, string> {
+  return { [APPROVAL_ANNOTATION]: encodeApprovalAnnotation(answer), [APPROVER_ANNOTATION]: user };
 }

@@ -2,9 +2,8 @@
 // and the stop rules live here; formatting, parsing and decoding are pure modules, and the
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
 import { isTerminal, type CodingRun } from '../api/index.ts';
-import { encodeApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
-import { answerFor, pendingInput } from './approval-answer.ts';
+import { answerAnnotations, answerFor, pendingInput } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
@@ -51,8 +50,12 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
         io.out(`Approving ${pending.toolName} call ${pending.id}, input (${pendingInput(pending).bytes} bytes, sha256 ${answer.sha256}):`);
         io.out(pending.input);
       }
-      await client.setApprovalAnnotation(namespace, command.name, encodeApprovalAnnotation(answer));
-      io.out(`codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'}: ${pending.toolName} call ${answer.id}`);
+      // Who answers, as the API server knows the caller: the approval policy checks it is exactly that.
+      const user = await client.whoAmI();
+      await client.setApprovalAnnotations(namespace, command.name, answerAnnotations(answer, user));
+      io.out(
+        `codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'} by ${user}: ${pending.toolName} call ${answer.id}`,
+      );
       return 0;
     }
     case 'cancel':

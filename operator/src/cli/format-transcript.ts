@@ -72,8 +72,10 @@ export function formatEntry(entry: TranscriptEntry): string[] {
       const approval = entry.approval!;
       const answer =
         approval.decision === 'approve' ? `approved (sha256 ${approval.sha256 ?? 'none'})` : `denied: ${inline(approval.reason ?? '')}`;
+      // The user name comes from an annotation: shown escaped like every other recorded text.
+      const by = approval.timedOut ? ' (timeout)' : approval.user ? ` by ${inline(approval.user, 200)}` : '';
       const lines = [
-        `step ${entry.step} approval ${approval.id} of ${approval.tool} ${answer} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
+        `step ${entry.step} approval ${approval.id} of ${approval.tool} ${answer}${by} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
       ];
       for (const call of entry.calls ?? []) lines.push(...callLines(call));
       return lines;

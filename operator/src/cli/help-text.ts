@@ -1,7 +1,7 @@
 // What `--help` prints, per command. Kept beside the parser's flag list so the two are read
 // together; the exit codes and the annotation format are the plugin's contract (API.md).
 import { PROVIDER_REGISTRY } from '../providers/provider-registry.ts';
-import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
+import { APPROVAL_ANNOTATION, APPROVER_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { DIFF_GZIP_KEY, DIFF_KEY } from '../reconcile/diff-config-map.ts';
 import { RECORD_LABEL } from '../record/transcript-chunks.ts';
@@ -75,8 +75,10 @@ ${COMMON}`,
 
 Approves the tool call the run is waiting for (status.pendingApproval): prints its whole
 input, then writes the annotation ${APPROVAL_ANNOTATION} =
-{"id":"<pending id>","decision":"approve","sha256":"<sha256 of the input shown>"} with a
-merge patch; whoever may patch the run may approve. The operator runs the call only when
+{"id":"<pending id>","decision":"approve","sha256":"<sha256 of the input shown>"} and
+${APPROVER_ANNOTATION} = your user name as the API server knows it (kubectl auth whoami) in
+one merge patch. With the chart's approval policy, only users with the approve verb may
+answer, and only in their own name (docs/approvals.md). The operator runs the call only when
 that sha256 is the sha256 of the input it is about to run; otherwise it refuses the
 approval (Warning Event ApprovalRefused) and the call keeps waiting.
 
@@ -94,7 +96,7 @@ ${COMMON}`,
 
 Denies the tool call the run is waiting for. The model receives the reason as the call's
 tool error and the run goes on. Writes ${APPROVAL_ANNOTATION} =
-{"id":"<pending id>","decision":"deny","reason":"TEXT"}.
+{"id":"<pending id>","decision":"deny","reason":"TEXT"} and ${APPROVER_ANNOTATION}, as approve.
 
       --reason TEXT     required: why, in words the model can act on
       --id ID           deny only if this is the pending call's id

@@ -3,6 +3,7 @@
 // API failures become CliErrors whose message a user can act on.
 import {
   ApiException,
+  AuthenticationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   type KubeConfig,
@@ -46,7 +47,10 @@ export interface RunClient {
     resourceVersion: string | undefined,
     onEvent: (type: WatchEventType, run: CodingRun) => void,
   ): Promise<RunWatch>;
-  setApprovalAnnotation(namespace: string, name: string, value: string): Promise<void>;
+  /** The caller's user name as the API server authenticates it (SelfSubjectReview, as `kubectl auth whoami`). */
+  whoAmI(): Promise<string>;
+  /** Writes an answer's annotations (chamvi.dev/approval and chamvi.dev/approver) in one merge patch. */
+  setApprovalAnnotations(namespace: string, name: string, annotations: Record<string, string>): Promise<void>;
   /** Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts). */
   setCancelAnnotation(namespace: string, name: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
@@ -165,8 +169,18 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
       return { ended, stop: () => controller.abort() };
     },
 
-    async setApprovalAnnotation(namespace, name, value) {
-      const body = { metadata: { annotations: { [APPROVAL_ANNOTATION]: value } } };
+    async whoAmI() {
+      const review = await kubeConfig
+        .makeApiClient(AuthenticationV1Api)
+        .createSelfSubjectReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } })
+        .catch(fail('find out who you are (SelfSubjectReview)'));
+      const user = review.status?.userInfo?.username;
+      if (!user) throw new CliError(`the API server at ${server} did not say who you are (SelfSubjectReview has no user name)`);
+      return user;
+    },
+
+    async setApprovalAnnotations(namespace, name, annotations) {
+      const body = { metadata: { annotations } };
       await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
     },
 

@@ -1,5 +1,6 @@
 // Wires the informers to the work queue and the queue to the reconciler. Every change to
 // a run, or to a pod, policy or ConfigMap the operator owns, enqueues that run's key.
+import { FINISHED_RUNS_CONFIG_MAP } from '../reconcile/finished-runs.ts';
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -165,13 +166,19 @@ export class RunController {
     );
     // A run's diff ConfigMap holds up to 1 MiB and lives as long as the run; the reconciler
     // needs only its name and owner. Cached whole, the operator would grow by the size of
-    // every diff ever kept.
+    // every diff ever kept. chamvi-finished-runs keeps its data (bounded, one per namespace):
+    // a new run is checked against it (reconcile/finished-runs.ts).
     const configMapInformers = owned<V1ConfigMap>(
       '/api/v1',
       'configmaps',
       (namespace, labelSelector) =>
         namespace ? core.listNamespacedConfigMap({ namespace, labelSelector }) : core.listConfigMapForAllNamespaces({ labelSelector }),
-      (configMap) => ({ apiVersion: configMap.apiVersion, kind: configMap.kind, metadata: configMap.metadata }),
+      (configMap) => ({
+        apiVersion: configMap.apiVersion,
+        kind: configMap.kind,
+        metadata: configMap.metadata,
+        ...(configMap.metadata?.name === FINISHED_RUNS_CONFIG_MAP && configMap.data ? { data: configMap.data } : {}),
+      }),
     );
 
     this.runs = new MergedCache(runInformers);

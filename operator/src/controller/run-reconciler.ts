@@ -1,6 +1,7 @@
 // The thin shell around decide(): read one run's world from the informer caches, ask
 // decide() what to do, do it, and write the status in ONE place. Level-triggered: the key
 // is only a name; whatever happened, the current state is read again.
+import { FINISHED_RUNS_CONFIG_MAP, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
@@ -27,6 +28,12 @@ import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcil
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
+
+/** The record of a TTL-deleted run of this name, from the cached chamvi-finished-runs (#15.2). */
+function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
+  const found = findFinishedRun(configMap?.data, name);
+  return found ? { finishedBefore: found } : {};
+}
 
 export interface ObjectCache<T> {
   get(namespace: string, name: string): T | undefined;
@@ -286,6 +293,7 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
+      ...(needsValidation ? finishedBefore(caches.configMaps.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
@@ -532,6 +540,8 @@ export class RunReconciler {
         await agent.stop(run);
         return run;
       case 'deleteRun':
+        // Recorded first: a run deleted unrecorded would run again when a GitOps tool re-applies it.
+        await kube.recordFinishedRun(namespace, name, action.record);
         await kube.deleteRun(namespace, name);
         return run;
       case 'claimWarmPod':

@@ -14,7 +14,8 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun, type CodingRunStatus } from '../api/index.ts';
-import { isAlreadyExists, isNotFound } from './api-errors.ts';
+import { isAlreadyExists, isConflict, isNotFound } from './api-errors.ts';
+import { FINISHED_RUNS_CONFIG_MAP, withFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 
 export interface KubeGateway {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
@@ -28,6 +29,8 @@ export interface KubeGateway {
   /** Sets the finalizers, guarded by the run's resourceVersion. */
   setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun>;
   deleteRun(namespace: string, name: string): Promise<void>;
+  /** Keeps a TTL-deleted run's record in the namespace's chamvi-finished-runs ConfigMap (reconcile/finished-runs.ts). */
+  recordFinishedRun(namespace: string, name: string, record: FinishedRunRecord): Promise<void>;
   /**
    * Creates the pod; when its name is already held, returns the holder (its metadata) for
    * the caller to check who owns it: a name is not an identity.
@@ -115,6 +118,31 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     },
     async deleteRun(namespace, name) {
       await custom.deleteNamespacedCustomObject(runPath(namespace, name)).catch(ignore(isNotFound));
+    },
+    async recordFinishedRun(namespace, name, record) {
+      // Read, change, replace guarded by the resourceVersion; a conflict (another run's record) starts over.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const current = await core.readNamespacedConfigMap({ namespace, name: FINISHED_RUNS_CONFIG_MAP }).catch((error: unknown) => {
+            if (isNotFound(error)) return undefined;
+            throw error;
+          });
+          const data = withFinishedRun(current?.data, name, record);
+          if (!current) {
+            const metadata = {
+              name: FINISHED_RUNS_CONFIG_MAP,
+              namespace,
+              labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'app.kubernetes.io/component': 'finished-runs' },
+            };
+            await core.createNamespacedConfigMap({ namespace, body: { metadata, data } });
+          } else {
+            await core.replaceNamespacedConfigMap({ namespace, name: FINISHED_RUNS_CONFIG_MAP, body: { ...current, data } });
+          }
+          return;
+        } catch (error) {
+          if (!(isConflict(error) || isAlreadyExists(error)) || attempt >= 5) throw error;
+        }
+      }
     },
     async createPod(pod) {
       const { namespace, name } = pod.metadata as { namespace: string; name: string };

@@ -10,6 +10,17 @@ import { GROUP, type CodingRun } from '../api/index.ts';
 
 /** The annotation `kubectl codingrun approve|deny` writes on the run (API.md "Approvals"). */
 export const APPROVAL_ANNOTATION = `${GROUP}/approval`;
+/**
+ * Who answers: the user name, written beside the answer in the same request. The chart's
+ * ValidatingAdmissionPolicy (templates/approval-policy.yaml) refuses a request that sets
+ * either annotation unless this one is request.userInfo.username, so with the policy
+ * installed it is the API server's word, not the client's (docs/approvals.md).
+ */
+export const APPROVER_ANNOTATION = `${GROUP}/approver`;
+/** The run's creator, required at creation by the policy when separation of duties is on; never an approver. */
+export const CREATOR_ANNOTATION = `${GROUP}/created-by`;
+/** Longest user name kept (Kubernetes bounds none; OIDC subjects can be long). */
+export const USER_MAX = 512;
 
 export interface ApprovalAnswer {
   id: string;
@@ -17,6 +28,10 @@ export interface ApprovalAnswer {
   reason?: string;
   /** approve: sha256 (64 lowercase hex) of the input approved. A deny needs none. */
   sha256?: string;
+  /** Who answered: the chamvi.dev/approver annotation, when there is one. */
+  user?: string;
+  /** The operator denied the call because nobody answered within spec.approval.timeout. */
+  timedOut?: boolean;
 }
 
 export type AnnotationReading = { kind: 'none' } | { kind: 'answer'; answer: ApprovalAnswer } | { kind: 'invalid'; message: string };
@@ -43,7 +58,10 @@ export function encodeApprovalAnnotation(answer: ApprovalAnswer): string {
 }
 
 export function readApprovalAnnotation(run: CodingRun): AnnotationReading {
-  return decodeApprovalAnnotation(run.metadata.annotations?.[APPROVAL_ANNOTATION]);
+  const reading = decodeApprovalAnnotation(run.metadata.annotations?.[APPROVAL_ANNOTATION]);
+  const user = run.metadata.annotations?.[APPROVER_ANNOTATION]?.slice(0, USER_MAX);
+  if (reading.kind !== 'answer' || !user) return reading;
+  return { kind: 'answer', answer: { ...reading.answer, user } };
 }
 
 /** The annotation's value, read: none, an answer, or why it is not one. */

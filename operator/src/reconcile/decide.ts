@@ -20,6 +20,8 @@ import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from '.
 import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
 import { keptDiffResult, withDiffNote } from './kept-diff.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
+import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
+import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
@@ -125,7 +127,7 @@ class StatusBuilder {
 
   build(): CodingRunStatus {
     this.status.observedGeneration = this.generation;
-    return this.status;
+    return withPhaseConditions(this.status, this.generation, this.now);
   }
 }
 
@@ -156,12 +158,23 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   if (pod || observed.networkPolicyExists) actions.push({ type: 'stopAgent' });
   if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
   if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
+  // A spec edit of a finished run (GitOps re-applying a new TTL or budget) changes nothing,
+  // but kstatus reads a status older than the spec as still in progress: say it was seen.
+  const generation = run.metadata.generation ?? 0;
+  const status = run.status && run.status.observedGeneration !== generation ? observedAgain(run.status, generation) : undefined;
+  const decided = (more: Action[], requeueAfterMs?: number): Decision => ({
+    actions: [...actions, ...more],
+    events: [],
+    ...(status ? { status } : {}),
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  });
   const ttl = spec?.ttlSecondsAfterFinished;
   const completed = run.status?.completionTime;
-  if (ttl === undefined || !completed) return { actions, events: [] };
+  // A run not run again stays: deleted, it would be applied again, and again (#15.2).
+  if (ttl === undefined || !completed || run.status?.reason === REASONS.AlreadyFinished) return decided([]);
   const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
-  if (remaining <= 0) return { actions: [...actions, { type: 'deleteRun' }], events: [] };
-  return { actions, events: [], requeueAfterMs: remaining };
+  if (remaining <= 0) return decided([{ type: 'deleteRun', record: finishedRunRecord(run, now) }]);
+  return decided([], remaining);
 }
 
 /**
@@ -243,6 +256,14 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (phase === undefined || phase === 'Pending') {
     if (findCondition(run.status?.conditions, 'Accepted')?.status !== 'True') {
       if (!observed.references) throw new Error('decide: references must be observed for a run that is not accepted yet');
+      // #15.2: the same run, applied again after its TTL deleted it, is not run again.
+      const before = observed.finishedBefore;
+      if (before && before.specSha256 === specSha256(run.spec)) {
+        const message = alreadyFinishedMessage(before);
+        builder.condition({ type: 'Accepted', status: 'False', reason: REASONS.AlreadyFinished, message });
+        builder.finish(before.phase as TerminalPhase, REASONS.AlreadyFinished, message);
+        return done();
+      }
       const refusal = validateRun(run, spec, config, observed.references, observed.namespacePolicy);
       if (refusal) {
         refuse(builder, refusal);
@@ -255,7 +276,6 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         reason: EVENT_REASONS.Accepted,
         message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}`,
       });
-      builder.condition({ type: 'Complete', status: 'False', reason: CONDITION_REASONS.InProgress, message: 'The run has not finished.' });
     }
     // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.
     const isolation = isolationGate(observed.isolation, config, run.metadata.namespace);
@@ -435,7 +455,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     if (now.getTime() >= timeoutAt) {
       actions.push({
         type: 'resumeAgent',
-        answer: { id: pending.id, decision: 'deny', reason: `no answer within spec.approval.timeout (${spec.approval.timeout})` },
+        answer: {
+          id: pending.id,
+          decision: 'deny',
+          reason: `no answer within spec.approval.timeout (${spec.approval.timeout})`,
+          timedOut: true,
+        },
       });
       return done(recheck);
     }

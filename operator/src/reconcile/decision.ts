@@ -3,6 +3,8 @@
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRunStatus } from '../api/index.ts';
 import type { WarmPoolConfig } from './warm-pool.ts';
+import type { ApprovalAnswer } from './approval-answer.ts';
+import type { FinishedRunRecord } from './finished-runs.ts';
 
 export type Action =
   | { type: 'addFinalizer' }
@@ -15,10 +17,11 @@ export type Action =
   /** Hand the run to the agent workers (enqueue `prepare`). Idempotent. */
   | { type: 'startAgent' }
   /** Continue a run parked on an approval with a human's (or the timeout's) answer. */
-  | { type: 'resumeAgent'; answer: { id: string; decision: 'approve' | 'deny'; reason?: string } }
+  | { type: 'resumeAgent'; answer: ApprovalAnswer }
   /** Remove the run's queued jobs and Redis state. Idempotent. */
   | { type: 'stopAgent' }
-  | { type: 'deleteRun' }
+  /** Delete the run (its TTL ran out), first keeping `record` in chamvi-finished-runs (reconcile/finished-runs.ts). */
+  | { type: 'deleteRun'; record: FinishedRunRecord }
   /**
    * Keep the run's diff before it ends: from the sandbox when `fromSandbox` (the pod is up),
    * else the last snapshot the workers stored; the reconciler decides again with what it got

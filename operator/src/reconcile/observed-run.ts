@@ -3,6 +3,7 @@
 // decide() is a function of this, the operator config and the time: nothing else.
 import type { CodingRun, HeldBy } from '../api/index.ts';
 import type { NamespacePolicy } from './namespace-policy.ts';
+import type { FinishedRunRecord } from './finished-runs.ts';
 import type { IsolationView } from './isolation.ts';
 import type { KeptDiff } from './kept-diff.ts';
 
@@ -89,6 +90,8 @@ export interface ObservedRun {
   namespacePolicy?: NamespacePolicy;
   /** For a run waiting for a slot (no phase yet, or Pending). */
   admission?: Admission;
+  /** For a run not yet accepted: what chamvi-finished-runs records of a run of its name deleted by its TTL (#15.2). */
+  finishedBefore?: FinishedRunRecord;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */
   agent?: AgentView;
   /** What the API server refused to create for the run in this reconcile (the reconciler decides again knowing it). */

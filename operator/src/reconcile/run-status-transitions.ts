@@ -4,8 +4,18 @@
 // it there. Two writers apply the results (the reconciler, and the workers' status writer,
 // which also patches step progress on its own: cheaper than a reconcile per step); this is
 // the one computation.
-import { CONDITION_REASONS, REASONS, type CodingRunStatus, type PendingApproval, type Phase, type RunTiming } from '../api/index.ts';
+import {
+  APPROVALS_KEPT,
+  CONDITION_REASONS,
+  REASONS,
+  type AnsweredApproval,
+  type CodingRunStatus,
+  type PendingApproval,
+  type Phase,
+  type RunTiming,
+} from '../api/index.ts';
 import { findCondition, setCondition } from './conditions.ts';
+import { withPhaseConditions } from './phase-conditions.ts';
 import { mergeTimings } from './run-timings.ts';
 
 export type TerminalPhase = 'Succeeded' | 'Failed' | 'Cancelled';
@@ -39,7 +49,7 @@ export function enterPhase(
   return { status, changed };
 }
 
-/** The status of a run that has just ended, whoever ends it: Complete=True, the sandbox and any approval no longer pending. */
+/** The status of a run that has just ended, whoever ends it: its terminal conditions, the sandbox and any approval no longer pending. */
 export function finishStatus(
   status: CodingRunStatus,
   phase: TerminalPhase,
@@ -53,12 +63,7 @@ export function finishStatus(
   status.message = message.slice(0, 4096);
   status.completionTime = now.toISOString();
   delete status.pendingApproval;
-  status.conditions = setCondition(
-    status.conditions,
-    { type: 'Complete', status: 'True', reason, message: status.message },
-    generation,
-    now,
-  );
+  withPhaseConditions(status, generation, now);
   if (findCondition(status.conditions, 'SandboxReady')?.status === 'True') {
     status.conditions = setCondition(
       status.conditions,
@@ -125,7 +130,7 @@ export function awaitApprovalStatus(
     generation,
     now,
   );
-  return status;
+  return withPhaseConditions(status, generation, now);
 }
 
 /** After a step that goes on (or was resumed after an approval): Running, no approval pending. */
@@ -141,6 +146,13 @@ export function runningAfterStepStatus(status: CodingRunStatus, progress: RunPro
       now,
     );
   }
+  return withPhaseConditions(status, generation, now);
+}
+
+/** An answered approval joins status.approvals (the latest APPROVALS_KEPT); answering the same id again changes nothing. */
+export function recordAnsweredApproval(status: CodingRunStatus, answered: AnsweredApproval): CodingRunStatus {
+  const earlier = (status.approvals ?? []).filter((each) => each.id !== answered.id);
+  status.approvals = [...earlier, answered].slice(-APPROVALS_KEPT);
   return status;
 }
 

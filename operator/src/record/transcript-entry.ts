@@ -32,6 +32,10 @@ export interface TranscriptApproval {
   sha256?: string;
   requestedAt: string;
   answeredAt: string;
+  /** Who answered (the chamvi.dev/approver annotation; the API server's word with the chart's approval policy). */
+  user?: string;
+  /** Nobody answered within spec.approval.timeout: the operator denied the call. */
+  timedOut?: boolean;
 }
 
 /** One run of spec.verify.command by the operator, after the model finished. */

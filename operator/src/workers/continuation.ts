@@ -41,7 +41,7 @@ export function decideContinuation(input: ContinuationInput): Continuation {
   if (!isTerminal(status.phase)) {
     return refuse(
       `${named}, which has not finished (phase ${status.phase ?? 'none yet'}); wait for it ` +
-        `(kubectl wait --for=condition=Complete crun/${sourceName}) and create this run again.`,
+        `(kubectl wait --for=condition=Reconciling=False crun/${sourceName}) and create this run again.`,
     );
   }
   if (source.spec.repository.url !== input.repositoryUrl) {

@@ -4,7 +4,8 @@
 // wait for a human. The step's transcript entry is written first (record-step.ts).
 import { decideStop } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
-import { awaitApprovalStatus, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
@@ -25,7 +26,21 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
     hadToolCalls: inFlight.hadToolCalls,
     calls: inFlight.toolNames.map((toolName) => ({ toolName })),
     resumed: inFlight.resumed,
+    ...(inFlight.record?.approval ? { answered: inFlight.record.approval as TranscriptApproval } : {}),
   });
+}
+
+function answeredApprovalView(approval: TranscriptApproval) {
+  return {
+    id: approval.id,
+    toolName: approval.tool,
+    decision: approval.decision,
+    ...(approval.user ? { user: approval.user } : {}),
+    ...(approval.timedOut ? { timedOut: true } : {}),
+    ...(approval.reason ? { reason: approval.reason.slice(0, 1024) } : {}),
+    requestedAt: approval.requestedAt,
+    answeredAt: approval.answeredAt,
+  };
 }
 
 /** Save, report, and hand on: the next step, finalize, or a wait for approval. */
@@ -33,7 +48,7 @@ export async function afterCalls(
   deps: AgentDependencies,
   run: ParsedCodingRun,
   state: RunState,
-  last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean },
+  last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean; answered?: TranscriptApproval },
 ): Promise<void> {
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
   const ref = runRefOf(run);
@@ -87,6 +102,8 @@ export async function afterCalls(
   }
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
+    // Who answered, in status as well as in the transcript (#15.5).
+    if (last.answered) recordAnsweredApproval(status, answeredApprovalView(last.answered));
     // The whole input with its size and sha256 (Security #11.5): an approval names that digest.
     const withTimings = { ...progress, ...(state.timings ? { timings: state.timings } : {}) };
     if (state.stage === 'waiting' && pending)

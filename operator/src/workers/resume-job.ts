@@ -72,6 +72,8 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
         ...(answer.sha256 ? { sha256: answer.sha256 } : {}),
         requestedAt: pending.requestedAt,
         answeredAt: deps.now().toISOString(),
+        ...(answer.user ? { user: answer.user } : {}),
+        ...(answer.timedOut ? { timedOut: true } : {}),
       },
     },
   };
@@ -79,9 +81,17 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   await deps.events.record(run, {
     type: 'Normal',
     reason: answer.decision === 'approve' ? EVENT_REASONS.Approved : EVENT_REASONS.Denied,
-    message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : `denied: ${answer.reason ?? 'no reason given'}`}`,
+    message: `${pending.toolName} call ${pending.id} ${answer.decision === 'approve' ? 'approved' : 'denied'}${answeredBy(answer)}${
+      answer.decision === 'deny' ? `: ${answer.reason ?? 'no reason given'}` : ''
+    }`,
   });
   await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+}
+
+/** " by alice", or why nobody is named. */
+function answeredBy(answer: ApprovalAnswer): string {
+  if (answer.timedOut) return ' (timeout)';
+  return answer.user ? ` by ${answer.user}` : ' (approver not recorded)';
 }
 
 /** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */

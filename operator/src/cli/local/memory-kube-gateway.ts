@@ -152,6 +152,9 @@ export class MemoryKubeGateway implements KubeGateway {
     return this.store({ ...stored, metadata: { ...stored.metadata, finalizers } }, run.metadata.resourceVersion);
   }
 
+  /** A local run is one run, never applied again: nothing to remember. */
+  async recordFinishedRun(): Promise<void> {}
+
   async deleteRun(namespace: string, name: string): Promise<void> {
     if (!this.run || this.run.metadata.namespace !== namespace || this.run.metadata.name !== name) return;
     this.store(

@@ -1,0 +1,249 @@
+// Approvals with identity (#15.5), enforced by the real API server: the chart's approval policy
+// (templates/approval-policy.yaml) and user ClusterRoles (templates/user-roles.yaml) applied to
+// the local control plane, and three users (ServiceAccounts, impersonated with kubectl --as,
+// and the plugin run with a real token of one of them) bound to chamvi-view, chamvi-edit and
+// chamvi-approver. An answer must name its sender; an approver cannot create or change runs; a
+// viewer cannot answer; with separation of duties the creator cannot approve its own run.
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { APPROVAL_ANNOTATION, APPROVER_ANNOTATION, CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { chartDir, helm } from '../support/helm.ts';
+import { pluginPath } from '../support/plugin.ts';
+import { runProcess } from '../support/run-process.ts';
+
+const NS = 'approval-identity';
+const RELEASE = 'approvals';
+const user = (name: string) => `system:serviceaccount:${NS}:${name}`;
+const VIEWER = user('vic');
+const EDITOR = user('alice');
+const APPROVER = user('bob');
+
+let root: string;
+
+async function ok(args: string[], input?: string): Promise<string> {
+  const result = await kubectl(args, input === undefined ? {} : { input });
+  if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${result.stderr}`);
+  return result.stdout;
+}
+
+/** The chart's approval policy (bound to this namespace only) and user roles, as `helm install` would render them on this server. */
+async function installPolicy(separationOfDuties: boolean): Promise<void> {
+  const rendered = await helm([
+    'template',
+    RELEASE,
+    chartDir,
+    '--namespace',
+    NS,
+    '--api-versions',
+    'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy',
+    '--show-only',
+    'templates/approval-policy.yaml',
+    '--show-only',
+    'templates/user-roles.yaml',
+    '--set',
+    `approvalPolicy.separationOfDuties=${separationOfDuties}`,
+    '--set',
+    `approvalPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${NS}`,
+  ]);
+  if (rendered.code !== 0) throw new Error(rendered.stderr);
+  await ok(['apply', '-f', '-'], rendered.stdout);
+  // A new policy takes a moment to be enforced: wait until a nameless answer is refused.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const probe = await kubectl([
+      'annotate',
+      'crun',
+      'probe',
+      '-n',
+      NS,
+      `${APPROVAL_ANNOTATION}=probe-${Date.now()}`,
+      '--overwrite',
+      '--dry-run=server',
+    ]);
+    if (probe.code !== 0 && probe.stderr.includes('must name who gives it')) return;
+    if (Date.now() > deadline) throw new Error(`the approval policy is not enforced: ${probe.stderr || probe.stdout}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+const run = (name: string, annotations: Record<string, string> = {}) => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name, namespace: NS, annotations },
+  spec: {
+    task: 'Fix it',
+    repository: { url: 'https://github.com/acme/app.git' },
+    model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    approval: { tools: ['bash'] },
+  },
+});
+
+const as = (who: string, args: string[], input?: string) => kubectl([...args, '--as', who], input === undefined ? {} : { input });
+const answer = (who: string, name: string, approver: string, extra: string[] = []) =>
+  as(who, [
+    'annotate',
+    'crun',
+    name,
+    '-n',
+    NS,
+    `${APPROVAL_ANNOTATION}={"id":"s1-c1","decision":"deny","reason":"no"}`,
+    `${APPROVER_ANNOTATION}=${approver}`,
+    '--overwrite',
+    ...extra,
+  ]);
+
+/** Makes the run look as the operator leaves one waiting for approval (no operator runs here). */
+async function waitingForApproval(name: string): Promise<void> {
+  const input = '{"command":"make test"}';
+  const pendingApproval = {
+    id: 's1-c1',
+    toolName: 'bash',
+    input,
+    inputBytes: Buffer.byteLength(input),
+    inputSha256: createHash('sha256').update(input).digest('hex'),
+    requestedAt: new Date().toISOString(),
+  };
+  await ok([
+    'patch',
+    'crun',
+    name,
+    '-n',
+    NS,
+    '--subresource=status',
+    '--type=merge',
+    '-p',
+    JSON.stringify({ status: { phase: 'WaitingForApproval', pendingApproval } }),
+  ]);
+}
+
+/** A kubeconfig holding a real token of the ServiceAccount: the plugin runs as that user, not as the admin. */
+async function kubeconfigOf(serviceAccount: string): Promise<string> {
+  const token = (await ok(['create', 'token', serviceAccount, '-n', NS, '--duration=1h'])).trim();
+  const config = parse(readFileSync(kubeconfigPath(), 'utf8'));
+  for (const each of config.users) each.user = { token };
+  const path = join(root, `${serviceAccount}.kubeconfig`);
+  writeFileSync(path, stringify(config), { mode: 0o600 });
+  return path;
+}
+
+const annotationsOf = async (name: string) =>
+  (JSON.parse(await ok(['get', 'crun', name, '-n', NS, '-o', 'json'])) as { metadata: { annotations?: Record<string, string> } }).metadata
+    .annotations ?? {};
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'chamvi-approval-identity-'));
+  await createNamespace(NS);
+  for (const name of ['vic', 'alice', 'bob']) await ok(['create', 'serviceaccount', name, '-n', NS]);
+  for (const [name, role] of [
+    ['vic', 'chamvi-view'],
+    ['alice', 'chamvi-edit'],
+    ['bob', 'chamvi-approver'],
+  ] as const) {
+    await ok(['create', 'rolebinding', `${name}-${role}`, '-n', NS, `--clusterrole=${role}`, `--serviceaccount=${NS}:${name}`]);
+  }
+  await ok(['apply', '-f', '-'], stringify(run('probe')));
+  await installPolicy(false);
+}, 120_000);
+
+afterAll(async () => {
+  await deleteNamespace(NS);
+});
+
+describe('#15.5 the three user roles, impersonated against the real API server', () => {
+  it('chamvi-view reads runs, and can neither create one nor answer an approval', async () => {
+    expect((await as(VIEWER, ['get', 'crun', 'probe', '-n', NS])).code).toBe(0);
+    const create = await as(VIEWER, ['create', '-f', '-'], stringify(run('by-viewer')));
+    expect(create.stderr).toMatch(/forbidden/i);
+    const answered = await answer(VIEWER, 'probe', VIEWER);
+    expect(answered.code).not.toBe(0);
+    expect(answered.stderr).toMatch(/forbidden/i);
+  });
+
+  it('chamvi-approver cannot create a run, answers only in its own name, and changes nothing else', async () => {
+    const create = await as(APPROVER, ['create', '-f', '-'], stringify(run('by-approver')));
+    expect(create.code).not.toBe(0);
+    expect(create.stderr).toMatch(/forbidden/i);
+    const impostor = await answer(APPROVER, 'probe', EDITOR);
+    expect(impostor.code).not.toBe(0);
+    expect(impostor.stderr).toContain(`set the annotation chamvi.dev/approver to "${APPROVER}"`);
+    const nameless = await as(APPROVER, [
+      'annotate',
+      'crun',
+      'probe',
+      '-n',
+      NS,
+      `${APPROVAL_ANNOTATION}={"id":"x","decision":"deny"}`,
+      '--overwrite',
+    ]);
+    expect(nameless.stderr).toContain('must name who gives it');
+    // Patch rights are for the answer only: the budget (mutable for editors) stays as it is.
+    const budget = await as(APPROVER, ['patch', 'crun', 'probe', '-n', NS, '--type=merge', '-p', '{"spec":{"budget":{"maxSteps":999}}}']);
+    expect(budget.code).not.toBe(0);
+    expect(budget.stderr).toContain('may approve or deny CodingRuns but not change them');
+    const cancel = await as(APPROVER, ['annotate', 'crun', 'probe', '-n', NS, 'chamvi.dev/cancel=stop', '--overwrite']);
+    expect(cancel.stderr).toContain('may approve or deny CodingRuns but not change them');
+    const honest = await answer(APPROVER, 'probe', APPROVER);
+    expect(honest.stderr).toBe('');
+    expect(await annotationsOf('probe')).toMatchObject({ [APPROVER_ANNOTATION]: APPROVER });
+  });
+
+  it('chamvi-edit creates runs, changes them, and answers in its own name only', async () => {
+    expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('by-editor')))).code).toBe(0);
+    expect(
+      (await as(EDITOR, ['patch', 'crun', 'by-editor', '-n', NS, '--type=merge', '-p', '{"spec":{"budget":{"maxSteps":9}}}'])).code,
+    ).toBe(0);
+    expect((await answer(EDITOR, 'by-editor', APPROVER)).stderr).toContain('must name who gives it');
+    expect((await answer(EDITOR, 'by-editor', EDITOR)).code).toBe(0);
+  });
+
+  it('kubectl codingrun approve, run with a real token of the approver, names the approver the API server authenticated', async () => {
+    await ok(['apply', '-f', '-'], stringify(run('plugin-approve')));
+    await waitingForApproval('plugin-approve');
+    const kubeconfig = await kubeconfigOf('bob');
+    const approved = await runProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfig, 'approve', 'plugin-approve', '-n', NS], {
+      env: { ...process.env, KUBECONFIG: '' },
+      stdin: 'ignore',
+    });
+    expect(approved.stderr).toBe('');
+    expect(approved.code).toBe(0);
+    expect(approved.stdout).toContain(`approved by ${APPROVER}`);
+    const annotations = await annotationsOf('plugin-approve');
+    expect(annotations[APPROVER_ANNOTATION]).toBe(APPROVER);
+    expect(JSON.parse(annotations[APPROVAL_ANNOTATION]!)).toMatchObject({ id: 's1-c1', decision: 'approve' });
+  });
+});
+
+describe('#15.5 separation of duties, when configured', () => {
+  beforeAll(async () => {
+    await installPolicy(true);
+    // Enforced once creating without naming the creator is refused.
+    const deadline = Date.now() + 30_000;
+    while ((await as(EDITOR, ['create', '--dry-run=server', '-f', '-'], stringify(run('sod-probe')))).code === 0) {
+      if (Date.now() > deadline) throw new Error('separation of duties is not enforced');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }, 60_000);
+
+  it('a run must name its creator as the requesting user, and the name cannot change', async () => {
+    const unnamed = await as(EDITOR, ['create', '-f', '-'], stringify(run('sod-unnamed')));
+    expect(unnamed.stderr).toContain(`add the annotation chamvi.dev/created-by: "${EDITOR}"`);
+    const someoneElse = await as(EDITOR, ['create', '-f', '-'], stringify(run('sod-other', { [CREATOR_ANNOTATION]: APPROVER })));
+    expect(someoneElse.code).not.toBe(0);
+    expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('sod', { [CREATOR_ANNOTATION]: EDITOR })))).code).toBe(0);
+    const renamed = await as(EDITOR, ['annotate', 'crun', 'sod', '-n', NS, `${CREATOR_ANNOTATION}=${APPROVER}`, '--overwrite']);
+    expect(renamed.stderr).toContain('cannot change');
+  });
+
+  it('self-approval is refused; another approver may answer', async () => {
+    const self = await answer(EDITOR, 'sod', EDITOR);
+    expect(self.code).not.toBe(0);
+    expect(self.stderr).toContain(`"${EDITOR}" created this CodingRun and may not answer its approvals`);
+    expect((await annotationsOf('sod'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    expect((await answer(APPROVER, 'sod', APPROVER)).code).toBe(0);
+  });
+});
