@@ -14,7 +14,6 @@ import {
 } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { EVAL_PLURAL, type CodingEval } from '../api/coding-eval.ts';
-import { APPROVAL_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
