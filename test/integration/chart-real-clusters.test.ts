@@ -138,7 +138,13 @@ describe('the chart on real clusters', () => {
   it('has the admission policy on by default where the API server serves ValidatingAdmissionPolicy, and off where it does not', async () => {
     const kinds = async (...args: string[]) => (await manifests(...args)).map((doc) => doc.kind);
     expect(await kinds()).toEqual(expect.arrayContaining(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']));
-    expect(await kinds('--set', 'admissionPolicy.enabled=false')).not.toContain('ValidatingAdmissionPolicy');
+    // Two policies: admissionPolicy (allowRepo and the specs) and approvalPolicy (#15.5, who answers); each has its switch.
+    const policies = async (...args: string[]) =>
+      (await manifests(...args)).filter((doc) => doc.kind === 'ValidatingAdmissionPolicy').map((doc) => doc.metadata.name as string);
+    expect(await policies('--set', 'admissionPolicy.enabled=false')).toEqual([expect.stringMatching(/-approvals$/)]);
+    expect(await kinds('--set', 'admissionPolicy.enabled=false', '--set', 'approvalPolicy.enabled=false')).not.toContain(
+      'ValidatingAdmissionPolicy',
+    );
     // A server without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy: only the version flag, no API versions.
     const [versionFlag, version] = templateKubeVersion();
     const bare = await helm([

@@ -61,7 +61,9 @@ describe('the CodingRun CRD on a real API server', () => {
     const result = await kubectl(['apply', '-n', NAMESPACE, '-f', '-'], { input: text });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/(codingrun|codingruntemplate|codingschedule)\.chamvi\.dev\/\S+ (created|unchanged|configured)/);
+    expect(result.stdout).toMatch(
+      /(codingrun|codingruntemplate|codingschedule|codingeval)\.chamvi\.dev\/\S+ (created|unchanged|configured)/,
+    );
   });
 
   it('fills defaults server-side', async () => {
@@ -79,7 +81,7 @@ describe('the CodingRun CRD on a real API server', () => {
     const plain = await kubectl(['get', 'crun', '-n', NAMESPACE]);
     expect(plain.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE$/);
     const wide = await kubectl(['get', 'crun', '-n', NAMESPACE, '-o', 'wide']);
-    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED$/);
+    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED\s+QUEUE$/);
     expect(wide.stdout).toContain('https://github.com/acme/webapp.git');
   });
 
