@@ -264,7 +264,7 @@ describe('kubectl codingrun run --local', () => {
     const result = await codingrun(['run', '-f', manifest('gated', turns, { approval: { tools: ['bash'] } }), '--local'], withRedis());
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/AwaitingApproval\s+bash call s1-c1 waits for approval: \{"command":"echo ran > proof.txt"\}/);
-    expect(result.stderr).toMatch(/Denied\s+bash call s1-c1 denied: no terminal to approve on/);
+    expect(result.stderr).toMatch(/Denied\s+bash call s1-c1 denied \(approver not recorded\): no terminal to approve on/);
     expect(result.stdout).toBe('');
     expect(result.stderr).toContain('codingrun/gated changed nothing: its diff is empty');
   });

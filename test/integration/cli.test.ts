@@ -143,7 +143,8 @@ describe('kubectl-codingrun approve and deny', () => {
     const result = await codingrun('approve', 'waiting', '-n', NAMESPACE);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain('codingrun/waiting approved: bash call s4-c1');
+    // #15.5: the plugin names who answered, the user the API server authenticated (SelfSubjectReview).
+    expect(result.stdout).toMatch(/codingrun\/waiting approved by \S+: bash call s4-c1/);
     const written = await annotations('waiting');
     // Security #11.5: the answer names the sha256 of the input approve showed.
     expect(result.stdout).toContain(INPUT);

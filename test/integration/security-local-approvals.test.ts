@@ -89,7 +89,7 @@ describe('security #11.5 run --local asks about the whole input', () => {
     expect(question).toContain('\\u001b[2K\\r\\u001b[1Aecho harmless <U+202E>txt.exe');
     expect(question).toContain('shown escaped');
     expect(output).not.toContain('\u202E');
-    expect(output).toMatch(/Denied\s+bash call s1-c1 denied: no/);
+    expect(output).toMatch(/Denied\s+bash call s1-c1 denied \(approver not recorded\): no/);
   });
 });
 
