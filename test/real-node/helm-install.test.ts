@@ -10,7 +10,7 @@
 // One file, one release, in order: each step is the state the next one starts from, as it is
 // for a user. The kube-proxy, API server endpoint and CoreDNS it relies on are
 // test/support/real-node/cluster-services.ts; nothing in the operator knows it is a test.
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -176,7 +176,11 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     model = await startFakeOpenAIServer({ host: bridgeIp });
 
     // A user's cluster has no CRD before the chart: the control plane's setup applied crds/.
-    await kubectl(['delete', 'crd', CRD, '--ignore-not-found', '--wait=true'], { timeoutMs: 60_000 });
+    // Every CRD the chart ships (runs, templates, schedules, evals), else helm refuses to adopt the ones it finds.
+    const shipped = readdirSync(new URL('../../crds/', import.meta.url)).map(
+      (file) => `${file.replace(/^chamvi\.dev_|\.yaml$/g, '')}.chamvi.dev`,
+    );
+    await kubectl(['delete', 'crd', ...shipped, '--ignore-not-found', '--wait=true'], { timeoutMs: 60_000 });
     await createNamespace(RUNS, { restricted: true });
 
     const redisImage = splitRef(inject('realNodeRedisImage'));
