@@ -3,35 +3,19 @@
 // run controller admits, runs and ends them as any other; this controller only creates them
 // and grades them once they have ended.
 import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { API_VERSION, PLURAL, type CodingRun } from '../api/index.ts';
 import { EVAL_KIND, EVAL_PLURAL, type CodingEval } from '../api/coding-eval.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { EVAL_UID_LABEL } from '../evals/eval-matrix.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import { EvalReconciler } from './eval-reconciler.ts';
+import { customObjectSource } from './custom-object-source.ts';
 import { Informer, type CachedObject, type InformerSource } from './informer.ts';
-import type { ObjectCache } from './run-reconciler.ts';
+import { MergedCache } from './merged-cache.ts';
+import type { ControllerLogger } from './run-controller.ts';
 import { WorkQueue } from './work-queue.ts';
 
-export interface EvalControllerLogger {
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-  error(fields: object, message: string): void;
-}
-
-class Caches<T extends CachedObject> implements ObjectCache<T> {
-  constructor(private readonly informers: Informer<T>[]) {}
-  get(namespace: string, name: string): T | undefined {
-    for (const informer of this.informers) {
-      const found = informer.get(namespace, name);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  list(): T[] {
-    return this.informers.flatMap((informer) => informer.list());
-  }
-}
+export type EvalControllerLogger = ControllerLogger;
 
 /** The eval that controls a run, as a queue key. */
 function evalKeyOf(run: CodingRun): string | undefined {
@@ -57,48 +41,31 @@ export class EvalController {
     const watch = new Watch(kubeConfig);
     const custom = kubeConfig.makeApiClient(CustomObjectsApi);
     const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
-    const path = (namespace: string | undefined, plural: string) =>
-      `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`;
     const inform = <T extends CachedObject>(source: InformerSource<T>, onEvent: (object: T) => void) => {
       const informer = new Informer<T>(watch, source, { onChange: onEvent, onDelete: onEvent }, logger);
       this.informers.push(informer as unknown as Informer<CachedObject>);
       return informer;
     };
-    const list = (namespace: string | undefined, plural: string, labelSelector?: string) => () =>
-      (namespace
-        ? custom.listNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural,
-            namespace,
-            ...(labelSelector ? { labelSelector } : {}),
-          })
-        : custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural,
-            ...(labelSelector ? { labelSelector } : {}),
-          })) as Promise<{
-        items: never[];
-        metadata?: { resourceVersion?: string };
-      }>;
     const evals = namespaces.map((namespace) =>
-      inform<CodingEval>({ path: path(namespace, EVAL_PLURAL), list: list(namespace, EVAL_PLURAL) }, (evaluation) =>
+      inform<CodingEval>(customObjectSource(custom, namespace, EVAL_PLURAL), (evaluation) =>
         this.queue.add(`${evaluation.metadata.namespace}/${evaluation.metadata.name}`),
       ),
     );
     // Only runs carrying an eval's uid label: the run controller caches every run already, this
     // cache stays the size of the evals' runs.
     const runs = namespaces.map((namespace) =>
-      inform<CodingRun>(
-        { path: path(namespace, PLURAL), labelSelector: EVAL_UID_LABEL, list: list(namespace, PLURAL, EVAL_UID_LABEL) },
-        (run) => {
-          const key = evalKeyOf(run);
-          if (key) this.queue.add(key);
-        },
-      ),
+      inform<CodingRun>(customObjectSource(custom, namespace, PLURAL, EVAL_UID_LABEL), (run) => {
+        const key = evalKeyOf(run);
+        if (key) this.queue.add(key);
+      }),
     );
-    this.reconciler = new EvalReconciler({ evals: new Caches(evals), runs: new Caches(runs), gateway, identity: config.identity, logger });
+    this.reconciler = new EvalReconciler({
+      evals: new MergedCache(evals),
+      runs: new MergedCache(runs),
+      gateway,
+      identity: config.identity,
+      logger,
+    });
     this.queue = new WorkQueue(
       (key) => this.reconciler.reconcile(key),
       { concurrency: 2, held: true },

@@ -15,8 +15,8 @@ import { API_VERSION, GROUP, PLURAL, VERSION, RUN_LABEL, isTerminal, type Coding
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { Informer, type CachedObject, type InformerSource } from './informer.ts';
 import type { IsolationProbe } from './isolation-probe.ts';
-import type { ObjectCache } from './run-reconciler.ts';
 import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
+import { MergedCache } from './merged-cache.ts';
 import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
@@ -29,20 +29,6 @@ export interface ControllerLogger {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   error(fields: object, message: string): void;
-}
-
-class MergedCache<T extends CachedObject> implements ObjectCache<T> {
-  constructor(private readonly informers: Informer<T>[]) {}
-  get(namespace: string, name: string): T | undefined {
-    for (const informer of this.informers) {
-      const found = informer.get(namespace, name);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  list(): T[] {
-    return this.informers.flatMap((informer) => informer.list());
-  }
 }
 
 const runKey = (object: CachedObject) => `${object.metadata!.namespace}/${object.metadata!.name}`;

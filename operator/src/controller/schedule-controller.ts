@@ -2,11 +2,12 @@
 // whose processor is the ScheduleReconciler. Timers for the next scheduled time come from
 // the reconciler's requeueAfter; the informers only say when to look again early.
 import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
+import { PLURAL, type CodingRun } from '../api/index.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule } from '../api/coding-schedule.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
+import { customObjectSource } from './custom-object-source.ts';
 import { Informer, type CachedObject } from './informer.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { ScheduleReconciler } from './schedule-reconciler.ts';
@@ -32,26 +33,6 @@ export class ScheduleController {
     const watch = new Watch(kubeConfig);
     const custom = kubeConfig.makeApiClient(CustomObjectsApi);
     const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
-    const path = (namespace: string | undefined, plural: string) =>
-      `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`;
-    const list = (namespace: string | undefined, plural: string, labelSelector?: string) =>
-      (namespace
-        ? custom.listNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural,
-            namespace,
-            ...(labelSelector ? { labelSelector } : {}),
-          })
-        : custom.listClusterCustomObject({
-            group: GROUP,
-            version: VERSION,
-            plural,
-            ...(labelSelector ? { labelSelector } : {}),
-          })) as Promise<{
-        items: never[];
-        metadata?: { resourceVersion?: string };
-      }>;
 
     this.reconciler = new ScheduleReconciler({ kube: deps.kube, events: deps.events, logger, now: deps.now ?? (() => new Date()) });
     this.queue = new WorkQueue(
@@ -77,7 +58,7 @@ export class ScheduleController {
       this.informers.push(
         new Informer<CodingSchedule>(
           watch,
-          { path: path(namespace, SCHEDULE_PLURAL), list: () => list(namespace, SCHEDULE_PLURAL) },
+          customObjectSource<CodingSchedule>(custom, namespace, SCHEDULE_PLURAL),
           {
             onChange: (schedule, previous) => {
               // Our own status writes come back here; only a spec change (or a new object) is news.
@@ -90,9 +71,7 @@ export class ScheduleController {
         new Informer<CodingRun>(
           watch,
           {
-            path: path(namespace, PLURAL),
-            labelSelector: SCHEDULE_LABEL,
-            list: () => list(namespace, PLURAL, SCHEDULE_LABEL),
+            ...customObjectSource<CodingRun>(custom, namespace, PLURAL, SCHEDULE_LABEL),
             // The schedule needs a run's labels and phase, never its spec or results.
             slim: (run) => ({
               apiVersion: run.apiVersion,
