@@ -208,7 +208,7 @@ export class RunReconciler {
       if (warmClaim) observed.warmClaim = warmClaim;
       const decision = decide(observed, await this.configFor(observed), this.now());
       try {
-        const applied = await this.apply(run, decision);
+        const applied = await this.apply(run, decision, observed.admission?.admit === false);
         run = applied.run;
         const requeueAfterMs = applied.requeueAfterMs ?? decision.requeueAfterMs;
         return requeueAfterMs !== undefined ? { requeueAfterMs } : {};
@@ -448,7 +448,8 @@ export class RunReconciler {
     return found;
   }
 
-  private async apply(run: CodingRun, decision: Decision): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
+  /** `observedQueued`: the decision saw the run waiting without a slot (so a Pending it writes gives nothing back). */
+  private async apply(run: CodingRun, decision: Decision, observedQueued: boolean): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
     const { kube } = this.deps;
     // A run that this decision ends is ended (status written) before its agent and sandbox
     // are stopped: a worker that found its state or pod gone first would end the run
@@ -486,8 +487,12 @@ export class RunReconciler {
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
     for (const action of afterStatus) run = await this.applyAction(run, action);
-    // A run sent back to Pending (its pod refused) holds no slot either.
-    const holdsNoSlot = isTerminal(run.status?.phase) || run.status?.phase === 'Pending' || run.metadata.deletionTimestamp;
+    // A run sent back to Pending (its pod refused) holds no slot either. A Pending written by a
+    // decision that did not see the run admitted (it was observed queued, and another run's plan
+    // granted it a slot meanwhile) sends nothing back: the grant made since stays, or the run
+    // would lose its turn and its sequence number would be skipped.
+    const holdsNoSlot =
+      isTerminal(run.status?.phase) || (run.status?.phase === 'Pending' && !observedQueued) || run.metadata.deletionTimestamp;
     if (holdsNoSlot) {
       this.admittedLocally.delete(run.metadata.uid);
       this.grants.delete(run.metadata.uid);
