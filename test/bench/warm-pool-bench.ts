@@ -184,6 +184,7 @@ async function main(): Promise<void> {
       cold,
       warm,
       goal: 'warm: p50 < 300 ms, p99 < 1000 ms',
+      goals: { p50UnderMs: 300, p99UnderMs: 1000 },
     };
     writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
     console.log(`warm pool bench (${runs} runs each, one at a time, pool of ${poolSize}; load average ${results.loadAverage1m})`);
