@@ -1,5 +1,5 @@
 // The one table of `make bench`: reads what each benchmark wrote (toolbox.json, exec.json,
-// step.json, scale.json, real-node.json, egress.json, replicas.json in test/bench/results/), puts every figure next to the peer it was
+// step.json, scale.json, real-node.json, egress.json, replicas.json, warm-pool.json in test/bench/results/), puts every figure next to the peer it was
 // measured against in the same run, writes test/bench/results/latest.json and prints the
 // table (Markdown, so docs/benchmarks.md can take it as it is).
 //
@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
 
 interface Figure {
-  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress' | 'replicas';
+  benchmark: 'toolbox' | 'exec' | 'step' | 'scale' | 'real-node' | 'egress' | 'replicas' | 'warm-pool';
   figure: string;
   unit: string;
   value: number | string;
@@ -387,6 +387,24 @@ function replicasFigures(replicas: Json): Figure[] {
     });
 }
 
+/** Create → first tool call with a warm pool, beside the same without one (a fresh pod), both from one bench run on kwok. */
+function warmPoolFigures(warm: Json): Figure[] {
+  const goals = (warm.goals as { p50UnderMs: number; p99UnderMs: number } | undefined) ?? { p50UnderMs: 300, p99UnderMs: 1000 };
+  const figure = warm.warm.createToFirstToolCallMs as { p50: number; p99: number };
+  const runs = `${warm.runs} runs one at a time, pool of ${warm.poolSize}, ${warm.warm.claimed} claimed, kwok`;
+  return [
+    {
+      benchmark: 'warm-pool',
+      figure: `create → first tool call with a warm pool, p50 / p99 (${runs})`,
+      unit: 'ms',
+      value: p50p99(figure),
+      peer: { what: 'without a pool (fresh pod), same run', value: p50p99(warm.cold.createToFirstToolCallMs) },
+      goal: `p50 < ${goals.p50UnderMs} ms, p99 < ${goals.p99UnderMs} ms`,
+      met: figure.p50 < goals.p50UnderMs && figure.p99 < goals.p99UnderMs,
+    },
+  ];
+}
+
 function markdownTable(figures: Figure[]): string {
   const rows = [
     ['benchmark', 'figure', 'unit', 'chamvi', 'peer (same run)', 'peer', 'goal'],
@@ -415,6 +433,7 @@ function main(): void {
     'real-node': read('real-node'),
     egress: read('egress'),
     replicas: read('replicas'),
+    'warm-pool': read('warm-pool'),
   };
   const missing = Object.entries(sources)
     .filter(([, value]) => !value)
@@ -427,6 +446,7 @@ function main(): void {
     ...(sources['real-node'] ? realNodeFigures(sources['real-node'], sources.exec) : []),
     ...(sources.egress ? egressFigures(sources.egress) : []),
     ...(sources.replicas ? replicasFigures(sources.replicas) : []),
+    ...(sources['warm-pool'] ? warmPoolFigures(sources['warm-pool']) : []),
   ];
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
   const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));

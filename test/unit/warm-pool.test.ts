@@ -4,9 +4,18 @@
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { claimOrder, planWarmPool, type PoolPodView } from '../../operator/src/reconcile/warm-pool-plan.ts';
-import { WARM_POOL_LABEL, claimPatch, warmPoolFor, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import {
+  POOL_ISOLATION_LABEL,
+  WARM_POOL_LABEL,
+  claimPatch,
+  isWarmPoolNetworkPolicy,
+  warmPoolFor,
+  warmPoolNetworkPolicy,
+  warmPoolPod,
+  type WarmPoolConfig,
+} from '../../operator/src/reconcile/warm-pool.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const pod = (name: string, overrides: Partial<PoolPodView> = {}): PoolPodView => ({
@@ -121,6 +130,7 @@ describe('warmPoolPod and claimPatch', () => {
         'app.kubernetes.io/name': 'chamvi-sandbox',
         'app.kubernetes.io/managed-by': 'chamvi-operator',
         [WARM_POOL_LABEL]: 'default',
+        [POOL_ISOLATION_LABEL]: 'default',
       },
     });
     expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
@@ -139,5 +149,55 @@ describe('warmPoolPod and claimPatch', () => {
       expect(labels[`/metadata/labels/${key.replace(/\//g, '~1')}`]).toBe(value);
     expect(patch).toContainEqual({ op: 'add', path: '/metadata/ownerReferences', value: fresh.metadata!.ownerReferences });
     expect(patch).toContainEqual({ op: 'add', path: '/spec/activeDeadlineSeconds', value: 360 });
+  });
+});
+
+/** The labels a pod has after the API server applied a claim patch's label operations (test, remove, add). */
+function labelsAfter(labels: Record<string, string>, patch: Array<{ op: string; path: string; value?: unknown }>): Record<string, string> {
+  const result = { ...labels };
+  for (const op of patch) {
+    if (!op.path.startsWith('/metadata/labels/')) continue;
+    const key = op.path.slice('/metadata/labels/'.length).replace(/~1/g, '/').replace(/~0/g, '~');
+    if (op.op === 'test') expect(result[key]).toBe(op.value);
+    if (op.op === 'remove') delete result[key];
+    if (op.op === 'add') result[key] = String(op.value);
+  }
+  return result;
+}
+
+const selects = (matchLabels: Record<string, string> | undefined, labels: Record<string, string>) =>
+  Object.entries(matchLabels ?? {}).every(([key, value]) => labels[key] === value);
+
+describe("a pool's deny-all NetworkPolicy", () => {
+  const pool = pools[0]!;
+  const policy = warmPoolNetworkPolicy(pool);
+  const poolPod = warmPoolPod(pool, config, parsed({}, 'anywhere'));
+  const run = parsed();
+
+  it("denies all ingress and egress, in the pool namespace, and is recognised as the pool's own", () => {
+    expect(policy.metadata).toMatchObject({ name: 'default-warm-pool-deny-all', namespace: 'agents' });
+    expect(policy.spec).toMatchObject({ policyTypes: ['Ingress', 'Egress'], ingress: [], egress: [] });
+    expect(isWarmPoolNetworkPolicy(policy, pool)).toBe(true);
+  });
+
+  it('selects every unclaimed pod of the pool, and nothing of another pool', () => {
+    expect(selects(policy.spec!.podSelector!.matchLabels, poolPod.metadata!.labels!)).toBe(true);
+    const other = warmPoolPod(pools[1]!, config, parsed({}, 'anywhere'));
+    expect(selects(policy.spec!.podSelector!.matchLabels, other.metadata!.labels!)).toBe(false);
+  });
+
+  it("keeps selecting a claimed pod, which the run's own policy selects too: no moment selected by no policy", () => {
+    const claimed = labelsAfter(poolPod.metadata!.labels!, claimPatch(run, pool, 360) as Array<{ op: string; path: string }>);
+    expect(claimed[WARM_POOL_LABEL]).toBeUndefined();
+    expect(selects(policy.spec!.podSelector!.matchLabels, claimed)).toBe(true);
+    expect(selects(buildNetworkPolicy(run).spec!.podSelector!.matchLabels, claimed)).toBe(true);
+  });
+
+  it("a policy holding its name with other rules, another selector or no label is not the pool's", () => {
+    const allowing = { ...policy, spec: { ...policy.spec!, egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0' } }] }] } };
+    const wider = { ...policy, spec: { ...policy.spec!, podSelector: {} } };
+    const unlabelled = { ...policy, metadata: { ...policy.metadata, labels: {} } };
+    const ingressOnly = { ...policy, spec: { ...policy.spec!, policyTypes: ['Ingress'] } };
+    for (const foreign of [allowing, wider, unlabelled, ingressOnly, undefined]) expect(isWarmPoolNetworkPolicy(foreign, pool)).toBe(false);
   });
 });

@@ -172,8 +172,9 @@ export class RunController {
     this.isolation = deps.isolation;
     this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
     const pods = new MergedCache(podInformers);
+    const networkPolicies = new MergedCache(policyInformers);
     const warmGateway = deps.warmPools?.gateway;
-    this.warmPools = warmGateway ? new WarmPoolLoop({ config, gateway: warmGateway, pods, logger }) : undefined;
+    this.warmPools = warmGateway ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger }) : undefined;
     this.reconciler = new RunReconciler({
       ...deps,
       config,
@@ -185,7 +186,7 @@ export class RunController {
       caches: {
         runs: this.runs,
         pods,
-        networkPolicies: new MergedCache(policyInformers),
+        networkPolicies,
         configMaps: new MergedCache(configMapInformers),
       },
     });

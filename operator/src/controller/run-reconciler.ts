@@ -457,8 +457,17 @@ export class RunReconciler {
     const ending = isTerminal(decision.status?.phase) && !isTerminal(run.status?.phase);
     const afterStatus = ending ? decision.actions.filter((action) => STOPPING.has(action.type)) : [];
     let jobsRunning = 0;
+    // A pool pod is claimed only once the run's own NetworkPolicy exists at the API server
+    // (in the cache, or created by an earlier action of this decision): the claim gives the
+    // pod the labels it selects, and the agent (clone, setup, tools) starts after the claim.
+    let policyInPlace =
+      !this.deps.config.networkPolicy || ownedBy(run)(this.deps.caches.networkPolicies.get(run.metadata.namespace, networkPolicyName(run)));
     for (const action of decision.actions) {
       if (afterStatus.includes(action)) continue;
+      if (action.type === 'claimWarmPod' && !policyInPlace) {
+        this.deps.logger.warn(runLogFields(run), "no warm pod claimed: the run's NetworkPolicy is not in place yet");
+        throw new WarmClaimSignal({ none: true }, run);
+      }
       if (action.type === 'stopAgent') {
         jobsRunning = await this.deps.agent.stop(run);
         continue;
@@ -470,6 +479,7 @@ export class RunReconciler {
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
       run = await this.applyAction(run, action);
+      if (action.type === 'createNetworkPolicy') policyInPlace = true;
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
     if (changes.length > 0)

@@ -2,13 +2,23 @@
 // unclaimed pods in the pod cache, asks planWarmPool what to do, does it. Runs after every
 // claim (a pool refills at once) and on a timer (pods that ended, a cache that caught up).
 // Pods it created that the cache does not show yet count as starting (as a ReplicaSet's
-// expectations), or a pass right after a create would create them again.
-import type { V1Pod } from '@kubernetes/client-node';
+// expectations), or a pass right after a create would create them again. With
+// config.networkPolicy (the default) a pool's deny-all NetworkPolicy is in place before
+// the pool gets a pod: no pool pod exists unselected by a policy.
+import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { planWarmPool, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
-import { WARM_POOL_LABEL, warmPoolPod, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
+import {
+  POOL_ISOLATION_LABEL,
+  WARM_POOL_LABEL,
+  isWarmPoolNetworkPolicy,
+  warmPoolNetworkPolicy,
+  warmPoolNetworkPolicyName,
+  warmPoolPod,
+  type WarmPoolConfig,
+} from '../reconcile/warm-pool.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 
 /** A pass at least this often: replaces pods that ended and deletes the excess of a pool sized down. */
@@ -21,10 +31,17 @@ export interface WarmPoolLogger {
   warn(fields: object, message: string): void;
 }
 
-/** An unclaimed pod of this pool: in its namespace, still carrying the pool's label. */
+/**
+ * An unclaimed pod of this pool: in its namespace, still carrying the pool's label, and the
+ * label its deny-all selects (a pool pod made before pools had one lacks it: never claimed,
+ * replaced by the loop).
+ */
 export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig): boolean {
-  return pod.metadata?.namespace === pool.namespace && pod.metadata?.labels?.[WARM_POOL_LABEL] === pool.name;
+  return isUnclaimedOfPool(pod, pool) && pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name;
 }
+
+const isUnclaimedOfPool = (pod: V1Pod, pool: WarmPoolConfig) =>
+  pod.metadata?.namespace === pool.namespace && pod.metadata?.labels?.[WARM_POOL_LABEL] === pool.name;
 
 export function poolPodView(pod: V1Pod): PoolPodView {
   return {
@@ -57,6 +74,8 @@ export class WarmPoolLoop {
   private readonly expected = new Map<string, Map<string, number>>();
   /** Pods asked to be deleted that the cache still shows without a deletionTimestamp. */
   private readonly deleting = new Set<string>();
+  /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
+  private readonly policyConfirmed = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
@@ -66,6 +85,8 @@ export class WarmPoolLoop {
       config: OperatorConfig;
       gateway: WarmPoolGateway;
       pods: ObjectCache<V1Pod>;
+      /** The operator's NetworkPolicies (MANAGED_SELECTOR): where a pool's deny-all shows once made. */
+      networkPolicies: ObjectCache<V1NetworkPolicy>;
       logger: WarmPoolLogger;
       now?: () => number;
     },
@@ -107,8 +128,41 @@ export class WarmPoolLoop {
     for (const pool of this.deps.config.warmPools) await this.keep(pool);
   }
 
+  /**
+   * Whether the pool's deny-all NetworkPolicy is in place, creating it when it is not. A name
+   * held by a policy the operator did not make this way (another's rules under our name)
+   * holds the pool empty: pods no policy of ours isolates are never made.
+   */
+  private async policyInPlace(pool: WarmPoolConfig, now: number): Promise<boolean> {
+    if (!this.deps.config.networkPolicy) return true;
+    const cached = this.deps.networkPolicies.get(pool.namespace, warmPoolNetworkPolicyName(pool));
+    if (isWarmPoolNetworkPolicy(cached, pool)) {
+      this.policyConfirmed.delete(poolKey(pool));
+      return true;
+    }
+    const confirmedAt = this.policyConfirmed.get(poolKey(pool));
+    if (!cached && confirmedAt !== undefined && now - confirmedAt < EXPECTATION_TTL_MS) return true;
+    const holder = await this.deps.gateway.createPoolNetworkPolicy(warmPoolNetworkPolicy(pool));
+    if (!isWarmPoolNetworkPolicy(holder, pool)) {
+      this.deps.logger.warn(
+        { pool: poolKey(pool), networkPolicy: warmPoolNetworkPolicyName(pool) },
+        "a NetworkPolicy that is not the pool's deny-all holds its name: the pool stays empty until it is deleted",
+      );
+      return false;
+    }
+    this.policyConfirmed.set(poolKey(pool), now);
+    return true;
+  }
+
   private async keep(pool: WarmPoolConfig): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
+    // Pool pods from before pools had a deny-all: not selected by it, so never claimed; replaced.
+    const outdated = this.deps.pods
+      .list()
+      .filter((pod) => isUnclaimedOfPool(pod, pool) && !isPoolPod(pod, pool) && !pod.metadata?.deletionTimestamp)
+      .map((pod) => pod.metadata!.name!);
+    for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
+    if (!(await this.policyInPlace(pool, now))) return;
     const cached = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
     const seen = new Set(cached.map((pod) => pod.metadata!.name!));
     const expected = this.expected.get(poolKey(pool)) ?? new Map<string, number>();

@@ -1,8 +1,8 @@
 // The warm pools' door to the API server: create a pool pod (a generated name), claim one
 // for a run (one JSON Patch the API server applies atomically), delete one. Its own small
 // interface beside KubeGateway, so a pool-less build (the CLI's local mode) implements nothing.
-import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { isNotFound, statusCodeOf } from './api-errors.ts';
+import { CoreV1Api, NetworkingV1Api, type KubeConfig, type V1NetworkPolicy, type V1Pod } from '@kubernetes/client-node';
+import { isAlreadyExists, isNotFound, statusCodeOf } from './api-errors.ts';
 
 export interface WarmPoolGateway {
   createPoolPod(pod: V1Pod): Promise<V1Pod>;
@@ -13,11 +13,23 @@ export interface WarmPoolGateway {
    */
   claimPod(namespace: string, name: string, patch: object[]): Promise<V1Pod | undefined>;
   deletePod(namespace: string, name: string): Promise<void>;
+  /** Creates a pool's deny-all NetworkPolicy; when its name is taken, the policy that holds it (for the caller to judge). */
+  createPoolNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy>;
 }
 
 export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGateway {
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  const networking = kubeConfig.makeApiClient(NetworkingV1Api);
   return {
+    async createPoolNetworkPolicy(policy) {
+      const { namespace, name } = policy.metadata as { namespace: string; name: string };
+      try {
+        return await networking.createNamespacedNetworkPolicy({ namespace, body: policy });
+      } catch (error) {
+        if (!isAlreadyExists(error)) throw error;
+        return networking.readNamespacedNetworkPolicy({ namespace, name });
+      }
+    },
     async createPoolPod(pod) {
       return core.createNamespacedPod({ namespace: pod.metadata!.namespace!, body: pod });
     },

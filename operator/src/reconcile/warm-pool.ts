@@ -4,7 +4,7 @@
 // service account, runtime class, volumes; only labels, owner references and
 // activeDeadlineSeconds may change) and a pod never changes namespace, so a run may take a
 // pool pod only when the pod it would get fresh is, apart from those, the very same pod.
-import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import type { V1NetworkPolicy, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -12,6 +12,18 @@ import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
 
 /** The label naming the pool of an unclaimed pool pod; a claim removes it (and so no second claim can test for it). */
 export const WARM_POOL_LABEL = 'chamvi.dev/warm-pool';
+
+/**
+ * The label every pod of a pool carries from its creation for good, claimed or not: the
+ * pool's deny-all NetworkPolicy selects it. A claim does not remove it, so a claimed pod
+ * goes from "selected by the pool's deny-all" to "selected by the pool's deny-all and the
+ * run's policy" (NetworkPolicies add up: the deny-all allows nothing, the run's policy
+ * allows what it allows) and is never, not for a moment, selected by no policy at all.
+ */
+export const POOL_ISOLATION_LABEL = 'chamvi.dev/warm-pool-sandbox';
+
+/** The label on a pool's deny-all NetworkPolicy naming its pool: how the pool loop knows the policy is its own. */
+export const POOL_POLICY_LABEL = 'chamvi.dev/warm-pool-policy';
 
 /** The label a claim puts on a pool pod: which pool it came from (status.timings SandboxClaimed, not PodReady). */
 export const CLAIMED_FROM_LABEL = 'chamvi.dev/claimed-from-pool';
@@ -69,10 +81,54 @@ export function warmPoolPod(pool: WarmPoolConfig, config: OperatorConfig, templa
         'app.kubernetes.io/name': 'chamvi-sandbox',
         'app.kubernetes.io/managed-by': 'chamvi-operator',
         [WARM_POOL_LABEL]: pool.name,
+        [POOL_ISOLATION_LABEL]: pool.name,
       },
     },
     spec: fixedSpec(built),
   };
+}
+
+/** The name of a pool's deny-all NetworkPolicy; run policies end in `-<hash>-sandbox`, so no run's can be it. */
+export const warmPoolNetworkPolicyName = (pool: WarmPoolConfig) => `${pool.name}-warm-pool-deny-all`;
+
+/**
+ * The pool's deny-all NetworkPolicy: no ingress, no egress, for every pod of the pool. An
+ * unclaimed pool pod runs no run's code and needs no network; a pod the CNI would otherwise
+ * leave unselected (no run's labels yet) has open egress on a cluster that enforces
+ * policies. The pool loop creates it before the pool's first pod. No owner: it outlives any
+ * run, and a pool removed from the config leaves it behind (it only denies).
+ */
+export function warmPoolNetworkPolicy(pool: WarmPoolConfig): V1NetworkPolicy {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: {
+      name: warmPoolNetworkPolicyName(pool),
+      namespace: pool.namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', [POOL_POLICY_LABEL]: pool.name },
+    },
+    spec: {
+      podSelector: { matchLabels: { [POOL_ISOLATION_LABEL]: pool.name } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      egress: [],
+    },
+  };
+}
+
+/** Whether a NetworkPolicy is this pool's deny-all as the operator made it (and not a foreign object holding its name). */
+export function isWarmPoolNetworkPolicy(policy: V1NetworkPolicy | undefined, pool: WarmPoolConfig): boolean {
+  return (
+    policy !== undefined &&
+    policy.metadata?.namespace === pool.namespace &&
+    policy.metadata?.name === warmPoolNetworkPolicyName(pool) &&
+    policy.metadata?.labels?.[POOL_POLICY_LABEL] === pool.name &&
+    isDeepStrictEqual(policy.spec?.podSelector?.matchLabels, { [POOL_ISOLATION_LABEL]: pool.name }) &&
+    (policy.spec?.ingress ?? []).length === 0 &&
+    (policy.spec?.egress ?? []).length === 0 &&
+    (policy.spec?.policyTypes ?? []).includes('Ingress') &&
+    (policy.spec?.policyTypes ?? []).includes('Egress')
+  );
 }
 
 export type PoolMatch = { pool: WarmPoolConfig } | { pool: undefined; why: string };
@@ -98,7 +154,9 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
  * update: it tests that the pod still carries the pool's label and removes it, so of two
  * claims of one pod the second fails its test (422) and claims nothing. It gives the pod the
  * run's labels (its NetworkPolicy selects them), the run as controller owner (deleting the
- * run deletes the pod), and the run's deadline.
+ * run deletes the pod), and the run's deadline. It leaves POOL_ISOLATION_LABEL: the pool's
+ * deny-all keeps selecting the pod. The run's own policy must exist before this patch is
+ * sent (run-reconciler.ts claimWarmPod checks it).
  */
 export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number): object[] {
   const label = `/metadata/labels/${WARM_POOL_LABEL.replace(/~/g, '~0').replace(/\//g, '~1')}`;

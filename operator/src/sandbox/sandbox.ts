@@ -43,4 +43,10 @@ export interface Sandbox {
   importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, options?: ImportOptions): Promise<void>;
   /** Ends sessions and in-flight calls; later calls fail with SandboxError('CLOSED'). */
   close(): Promise<void>;
+  /**
+   * Opens the kept session now (a sandbox that keeps one), so the first call does not wait
+   * for its start; the prepare job does it while the clone runs. Optional: without it the
+   * first call opens the session.
+   */
+  open?(): Promise<void>;
 }

@@ -52,6 +52,12 @@ export class ToolboxSandbox implements Sandbox {
     await importInNewProcess(this.transport, tar, this.limits, options.prune);
   }
 
+  /** Serve mode: starts the session the calls will use (a failed start is tried again by the next call). */
+  async open(): Promise<void> {
+    if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
+    if (this.options.mode === 'serve') await this.liveSession();
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const session = this.session;

@@ -47,38 +47,61 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   // status.timings: Clone (with a continuation's diff applied), Import (with its check), Setup.
   const timings: RunTiming[] = [];
   const cloneStarted = deps.now();
-  // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
-  const dir = await cloneRepository({
-    url: repository.url,
-    revision: continuation?.revision ?? spec.repository.revision,
-    token,
-    maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
-    maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
-  });
-  let guidance: string | undefined;
-  let revision: string;
-  try {
-    revision = await headRevision(dir);
+  // The clone (in this worker) and the sandbox's side overlap: the exec of `toolbox import`
+  // starts at once and waits for the archive on stdin, and the run's kept tool session opens
+  // meanwhile, so neither exec's start nor the toolbox's start waits for the clone. The
+  // archive stream yields only the clone's own archive: a failed clone sends nothing.
+  let dir: string | undefined;
+  let importStarted: Date | undefined;
+  const archiveReady = (async () => {
+    // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
+    dir = await cloneRepository({
+      url: repository.url,
+      revision: continuation?.revision ?? spec.repository.revision,
+      token,
+      maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
+      maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+    });
+    const revision = await headRevision(dir);
     if (continuation) {
       const applied = await applyDiff(dir, continuation.diff);
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
-    const sandbox = deps.sandboxes.for(await withPodName(deps, ref, run));
-    const importStarted = deps.now();
-    timings.push(timing('Clone', cloneStarted, importStarted));
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
     const archive = join(dirname(dir), 'workspace.tar');
     await createArchive(dir, archive);
-    await sandbox.importTree(createReadStream(archive));
+    importStarted = deps.now();
+    timings.push(timing('Clone', cloneStarted, importStarted));
+    return { revision, archive };
+  })();
+  // Settled below; until then a failed clone must not count as unhandled.
+  archiveReady.catch(() => undefined);
+  async function* archiveStream(): AsyncGenerator<Uint8Array> {
+    // No clone, no archive: stdin ends empty, and the import (which only adds) adds nothing.
+    const ready = await archiveReady.catch(() => undefined);
+    if (!ready) return;
+    for await (const chunk of createReadStream(ready.archive)) yield chunk as Uint8Array;
+  }
+  let guidance: string | undefined;
+  let revision: string;
+  try {
+    const sandbox = deps.sandboxes.for(await withPodName(deps, ref, run));
+    const opening = sandbox.open?.().catch(() => undefined);
+    const imported = sandbox.importTree(archiveStream());
+    imported.catch(() => undefined); // awaited below, unless the clone failed first
+    // The clone's failure is the run's (CloneFailed, InvalidSpec), not the import's.
+    revision = (await archiveReady).revision;
+    await imported;
+    await opening;
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
     // show only later as an agent that finds no files. A failure here is retried.
     const check = await sandbox.call({ tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: 60_000 } });
     if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
-    timings.push(timing('Import', importStarted, deps.now()));
+    timings.push(timing('Import', importStarted!, deps.now()));
     if (spec.sandbox.setup) {
       const setupStarted = deps.now();
       const response = await sandbox.call({
@@ -106,7 +129,8 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     }
     if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
   } finally {
-    await rm(dirname(dir), { recursive: true, force: true });
+    await archiveReady.catch(() => undefined);
+    if (dir) await rm(dirname(dir), { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
