@@ -102,7 +102,7 @@ describe('a CodingRun that names a CodingRunTemplate', () => {
       'templated',
       {
         type: 'tool-calls',
-        delayMs: 4_000,
+        delayMs: 6_000,
         toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
       },
       { type: 'text', text: 'Greeted the world.' },
@@ -125,6 +125,9 @@ describe('a CodingRun that names a CodingRunTemplate', () => {
         tools: { allow: ['read_file'] },
       }),
     );
+    // A change of the run's metadata makes the operator reconcile it while the first answer is on its way.
+    expect((await kubectl(['annotate', 'crun', 'greet', '-n', NS, 'test/touched=after-template-edit'])).code).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
 
     const status = await finished('greet');
     expect(status).toMatchObject({
@@ -139,8 +142,9 @@ describe('a CodingRun that names a CodingRunTemplate', () => {
     expect(first).toContain('Greet the world in README.md.');
     expect(first).toContain('Sign every change as the template test.');
     expect(first).not.toContain('Delete the README.');
-    // The second step still offered the accepted run's tools.
-    expect(JSON.stringify(requests[1]!.body)).toContain('edit_file');
+    // The second step still offered the accepted run's tools (the tool definitions, not the history).
+    const offered = (requests[1]!.body as { tools?: unknown[] }).tools;
+    expect(JSON.stringify(offered)).toContain('edit_file');
     expect(await eventsOf(NS, 'involvedObject.name=greet,reason=Accepted', 'jsonpath={.items[*].message}')).toContain(
       `from CodingRunTemplate greeter (resourceVersion ${recorded.resourceVersion})`,
     );
