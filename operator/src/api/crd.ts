@@ -74,13 +74,13 @@ export function toStructural(node: JsonSchema): JsonSchema {
  * list is replaced whole, never merged. The fields a template may fill are required by CEL
  * (templateRefRules) instead of `required`.
  */
-export function toStoredRunSpec(node: JsonSchema, top = true): JsonSchema {
+export function toStoredRunSpec(node: JsonSchema, top = true, keepDefaults = false): JsonSchema {
   const out: JsonSchema = {};
   for (const [key, value] of Object.entries(node)) {
-    if (key === 'default') continue;
+    if (key === 'default' && !keepDefaults) continue;
     if (key === 'properties') {
       out.properties = Object.fromEntries(
-        Object.entries(value as Record<string, JsonSchema>).map(([name, child]) => [name, toStoredRunSpec(child, false)]),
+        Object.entries(value as Record<string, JsonSchema>).map(([name, child]) => [name, toStoredRunSpec(child, false, keepDefaults)]),
       );
     } else if (key === 'required' && top) {
       const required = (value as string[]).filter((name) => !(TEMPLATE_FILLED_FIELDS as readonly string[]).includes(name));
@@ -89,6 +89,9 @@ export function toStoredRunSpec(node: JsonSchema, top = true): JsonSchema {
   }
   return out;
 }
+
+/** The spec as the CRD has it, with the defaults the operator's parse applies: for docs/api-reference.md. */
+export const documentedRunSpec = (): JsonSchema => toStoredRunSpec(openApi(codingRunSpec), true, true);
 
 function transform(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(transform);
