@@ -80,7 +80,7 @@ describe('the CodingRun CRD on a real API server', () => {
     const plain = await kubectl(['get', 'crun', '-n', NAMESPACE]);
     expect(plain.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE$/);
     const wide = await kubectl(['get', 'crun', '-n', NAMESPACE, '-o', 'wide']);
-    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED\s+QUEUE$/);
+    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED\s+QUEUE\s+TEMPLATE$/);
     expect(wide.stdout).toContain('https://github.com/acme/webapp.git');
   });
 
@@ -221,6 +221,8 @@ describe('the CodingRun CRD on a real API server', () => {
       expect(result.code).toBe(0);
       const stored = JSON.parse((await kubectl(['get', 'crun', 'from-template', '-n', NAMESPACE, '-o', 'json'])).stdout).spec;
       expect(stored).toEqual({ templateRef: { name: 'webapp' }, budget: { maxSteps: 5 } });
+      const wide = await kubectl(['get', 'crun', 'from-template', '-n', NAMESPACE, '-o', 'wide', '--no-headers']);
+      expect(wide.stdout).toMatch(/\swebapp\s*$/);
     });
 
     it.each([

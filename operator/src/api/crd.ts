@@ -34,6 +34,14 @@ export const PRINTER_COLUMNS = [
     priority: 1,
     description: 'Place of a queued run in the order the next free sandbox slots go (1 is next).',
   },
+  // A run naming a template may have no spec.repository of its own (Repo is then empty).
+  {
+    name: 'Template',
+    type: 'string',
+    jsonPath: '.spec.templateRef.name',
+    priority: 1,
+    description: 'The CodingRunTemplate the run starts from, if any.',
+  },
 ];
 
 function openApi(schema: z.ZodType): JsonSchema {
