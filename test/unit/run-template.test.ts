@@ -12,6 +12,8 @@ import type { ObservedRun } from '../../operator/src/reconcile/observed-run.ts';
 import { effectiveSpecInput, templateToRead, withTemplate } from '../../operator/src/reconcile/run-template.ts';
 import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { egressRunOf } from '../../operator/src/egress/run-directory.ts';
+import { liveRun } from '../../operator/src/workers/live-run.ts';
 
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
 const now = new Date('2026-11-29T12:00:00Z');
@@ -221,5 +223,22 @@ describe('decide: a run naming a template', () => {
     expect(decision.status?.message).toMatch(message);
     expect(decision.status?.conditions?.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason });
     expect(decision.actions.map((action) => action.type)).not.toContain('createPod');
+  });
+});
+
+describe('every reader sees the same effective spec', () => {
+  const withEgress = { ...templateSpec, sandbox: { egress: { allow: ['registry.npmjs.org'] } } };
+  const running = templatedRun({ budget: { maxSteps: 7 } }, { phase: 'Running', conditions: accepted, template: recorded(withEgress) });
+
+  it("the worker's live run: the recorded template with the run's own fields over it", async () => {
+    const live = await liveRun({ getRun: () => Promise.resolve(running) }, { namespace: 'agents', name: 'fix', uid: 'uid-1' });
+    expect(live?.spec).toMatchObject({ task: 'Update the dependencies', budget: { maxSteps: 7, timeout: '20m' } });
+    expect(live?.spec.tools.allow).toEqual(['read_file', 'bash']);
+  });
+
+  it("the egress proxy: the hosts the run's template opens", () => {
+    expect(egressRunOf(running)?.allow).toHaveLength(1);
+    // Before acceptance nothing is recorded, and the proxy serves nothing.
+    expect(egressRunOf(templatedRun({}, { phase: 'Pending' }))).toBeUndefined();
   });
 });

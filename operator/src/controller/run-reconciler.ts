@@ -32,15 +32,15 @@ import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 
 /** The record of a TTL-deleted run of this name, from the cached chamvi-finished-runs (#15.2). */
+function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
+  const found = findFinishedRun(configMap?.data, name);
+  return found ? { finishedBefore: found } : {};
+}
+
 /** Whether the run's effective spec opens any egress (a template may give it). */
 function hasEgress(run: CodingRun): boolean {
   const parsed = parseSpec(run);
   return parsed.ok && parsed.spec.sandbox.egress.allow.length > 0;
-}
-
-function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
-  const found = findFinishedRun(configMap?.data, name);
-  return found ? { finishedBefore: found } : {};
 }
 
 export interface ObjectCache<T> {
