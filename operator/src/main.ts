@@ -100,6 +100,8 @@ async function main(): Promise<void> {
       target: () => config.isolationProbe.target ?? defaultIsolationProbeTarget(process.env.POD_IP, listeningPort),
       logger,
     });
+  // The schedules' door also reads the template a CodingRun names (spec.templateRef).
+  const scheduleGateway = createScheduleGateway(kubeConfig);
   // One controller per leadership term: a stopped one cannot start again.
   const newController = () =>
     new RunController(
@@ -109,6 +111,7 @@ async function main(): Promise<void> {
         kube,
         agent: agent.runAgent,
         events,
+        templates: { get: (namespace, name) => scheduleGateway.getTemplate(namespace, name) },
         ...(egressProxyAddress ? { egressProxyAddress } : {}),
         ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
         ...(config.warmPools.length > 0 ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig) } } : {}),
@@ -123,7 +126,6 @@ async function main(): Promise<void> {
   let controller = newController();
   controllerRef = controller;
   // CodingSchedules are reconciled by the leader too, beside the runs they create.
-  const scheduleGateway = createScheduleGateway(kubeConfig);
   const newScheduleController = () => new ScheduleController(kubeConfig, config, { kube: scheduleGateway, events }, logger);
   let schedules = newScheduleController();
   // CodingEvals (evals/): the leader creates and grades their runs, beside the run controller.

@@ -66,14 +66,13 @@ describe('the CodingRun CRD on a real API server', () => {
     );
   });
 
-  it('fills defaults server-side', async () => {
+  it("stores the spec as written: the defaults are the operator schema's, stated by kubectl explain (#15.3)", async () => {
     expect((await apply(valid)).code).toBe(0);
     const result = await kubectl(['get', 'crun', 'valid', '-n', NAMESPACE, '-o', 'json']);
-    const spec = JSON.parse(result.stdout).spec;
-    expect(spec.budget).toEqual({ maxSteps: 40, timeout: '30m' });
-    expect(spec.approval).toEqual({ tools: [], timeout: '24h' });
-    expect(spec.tools.allow).toHaveLength(12);
-    expect(spec.model.apiKeySecretRef.key).toBe('apiKey');
+    // Server-side defaults would override a template's values (docs/schedules.md); every reader parses with them instead.
+    expect(JSON.parse(result.stdout).spec).toEqual(valid.spec);
+    const explained = await kubectl(['explain', 'codingrun.spec.budget.maxSteps']);
+    expect(explained.stdout).toContain('default 40');
   });
 
   it('shows the printer columns, with Repo and Reason in wide output', async () => {
@@ -81,7 +80,7 @@ describe('the CodingRun CRD on a real API server', () => {
     const plain = await kubectl(['get', 'crun', '-n', NAMESPACE]);
     expect(plain.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE$/);
     const wide = await kubectl(['get', 'crun', '-n', NAMESPACE, '-o', 'wide']);
-    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED\s+QUEUE$/);
+    expect(wide.stdout.split('\n')[0]).toMatch(/^NAME\s+PHASE\s+STEPS\s+TOKENS\s+AGE\s+REPO\s+REASON\s+VERIFIED\s+QUEUE\s+TEMPLATE$/);
     expect(wide.stdout).toContain('https://github.com/acme/webapp.git');
   });
 
@@ -197,6 +196,74 @@ describe('the CodingRun CRD on a real API server', () => {
     expect(result.stderr).toMatch(message);
     const left = await kubectl(['get', 'crun', manifest.metadata.name, '-n', NAMESPACE, '--ignore-not-found', '-o', 'name']);
     expect(left.stdout).toBe('');
+  });
+
+  describe('spec.templateRef (#15.3)', () => {
+    const templated = (name: string, spec: Record<string, unknown>) => ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name, namespace: NAMESPACE },
+      spec: { templateRef: { name: 'webapp' }, ...spec },
+    });
+
+    it('is described by kubectl explain', async () => {
+      const result = await kubectl(['explain', 'codingrun.spec.templateRef']);
+      expect(result.code).toBe(0);
+      expect(result.stdout.replace(/\s+/g, ' ')).toContain("Start from a CodingRunTemplate in this run's namespace");
+      expect(result.stdout).toContain('TemplateNotFound');
+      const status = await kubectl(['explain', 'codingrun.status.template']);
+      expect(status.stdout.replace(/\s+/g, ' ')).toContain('a later edit of the template does not change a run already accepted');
+    });
+
+    it('accepts a run that leaves task, repository and model to its template, and stores it as written', async () => {
+      const result = await apply(templated('from-template', { budget: { maxSteps: 5 } }));
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      const stored = JSON.parse((await kubectl(['get', 'crun', 'from-template', '-n', NAMESPACE, '-o', 'json'])).stdout).spec;
+      expect(stored).toEqual({ templateRef: { name: 'webapp' }, budget: { maxSteps: 5 } });
+      const wide = await kubectl(['get', 'crun', 'from-template', '-n', NAMESPACE, '-o', 'wide', '--no-headers']);
+      expect(wide.stdout).toMatch(/\swebapp\s*$/);
+    });
+
+    it.each([
+      [
+        'no task and no template',
+        withSpec('no-task-no-template', (s) => delete s.task),
+        /spec\.task: Required value: spec\.task is required unless spec\.templateRef/,
+      ],
+      [
+        'a template name that is not a name',
+        templated('bad-template-name', { templateRef: { name: 'Web_App' } }),
+        /spec\.templateRef\.name/,
+      ],
+      ['an empty templateRef', templated('empty-template-ref', { templateRef: {} }), /spec\.templateRef\.name: Required value/],
+      [
+        'a model of its own that breaks its rules, template or not',
+        templated('templated-bad-model', { model: { provider: 'openai', name: 'gpt-5.6' } }),
+        /spec\.model\.apiKeySecretRef: Required value/,
+      ],
+      [
+        'a repository of its own without its url',
+        templated('templated-no-url', { repository: { revision: 'develop' } }),
+        /spec\.repository\.url: Required value/,
+      ],
+    ])('refuses %s', async (_, manifest, message) => {
+      const result = await apply(manifest);
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toMatch(message);
+    });
+
+    it('refuses to change the template, or to add a field the template gave, once the run exists', async () => {
+      expect((await apply(templated('fixed-template', { task: 'Fix it' }))).code).toBe(0);
+      const renamed = await apply(templated('fixed-template', { task: 'Fix it', templateRef: { name: 'other' } }));
+      expect(renamed.stderr).toMatch(/spec\.templateRef: Forbidden: spec\.templateRef cannot change after the run is created/);
+      const added = await apply(templated('fixed-template', { task: 'Fix it', repository: { url: 'https://github.com/acme/other.git' } }));
+      expect(added.stderr).toMatch(/spec\.repository: Forbidden: spec\.repository cannot change after the run is created/);
+      const dropped = await apply(templated('fixed-template', {}));
+      expect(dropped.stderr).toMatch(/spec\.task: Forbidden: spec\.task cannot change/);
+      const rebudget = await apply(templated('fixed-template', { task: 'Fix it', budget: { maxSteps: 3 } }));
+      expect(rebudget.stderr).toBe('');
+    });
   });
 
   it('refuses to change what a run works on, and allows a new budget', async () => {

@@ -88,6 +88,7 @@ beforeAll(async () => {
     { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] },
   ];
   valuesPolicy.spec.variables.find((variable: { name: string }) => variable.name === 'url').expression = 'object.data.url';
+  delete valuesPolicy.spec.matchConditions;
   const valuesBinding = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicyBinding',
@@ -187,6 +188,21 @@ describe('security #11.2 the admission policy and the operator decide allowRepo 
     expect(disagreements).toEqual([]);
     expect(names.size).toBeGreaterThan(10);
     expect(names.size).toBeLessThan(urls.length / 2);
+  });
+
+  it('#15.3: leaves a run whose repository comes from its template to the operator, and checks one the run sets itself', async () => {
+    const templated = (name: string, spec: Record<string, unknown>) => ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name, namespace: RUNS },
+      spec: { templateRef: { name: 'some-template' }, ...spec },
+    });
+    const names = await admitted([
+      templated('from-template', { task: 'Fix it' }),
+      templated('own-allowed', { repository: { url: 'https://github.com/acme/x' } }),
+      templated('own-refused', { repository: { url: 'https://github.com/other/x' } }),
+    ]);
+    expect([...names].sort()).toEqual(['from-template', 'own-allowed']);
   });
 
   it('says why a URL is refused: not canonical, or matching no pattern', async () => {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { buildCodingRunCrd } from '../../operator/src/api/crd.ts';
 import { renderCrdYaml } from '../../operator/src/api/crd-yaml.ts';
 import { renderApiReference } from '../../operator/src/api/api-reference.ts';
+import { codingRunSpec } from '../../operator/src/api/coding-run-spec.ts';
 
 const committed = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
 
@@ -51,6 +52,24 @@ describe('CodingRun CRD', () => {
       if (node.properties && node.additionalProperties !== undefined) untyped.push(`${path} (properties and additionalProperties)`);
     });
     expect(untyped).toEqual([]);
+  });
+
+  it("stores a spec as written: no server-side defaults outside list items, so a template run keeps its template's values (#15.3)", () => {
+    const defaulted: string[] = [];
+    const visit = (node: Node, path: string) => {
+      if ('default' in node) defaulted.push(path);
+      for (const [name, child] of Object.entries((node.properties ?? {}) as Record<string, Node>)) visit(child, `${path}.${name}`);
+    };
+    visit((root.properties as Record<string, Node>).spec!, 'spec');
+    expect(defaulted).toEqual([]);
+    // The operator's parse applies them instead, for every reader.
+    const parsed = codingRunSpec.parse({
+      task: 'x',
+      repository: { url: 'https://github.com/acme/x.git' },
+      model: { provider: 'openai', name: 'm', apiKeySecretRef: { name: 'llm' } },
+    });
+    expect(parsed.budget).toEqual({ maxSteps: 40, timeout: '30m' });
+    expect(parsed.model.apiKeySecretRef?.key).toBe('apiKey');
   });
 
   // Short name, printer columns, required fields and server-side defaults are not restated here from

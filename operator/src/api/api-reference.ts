@@ -1,6 +1,6 @@
 // docs/api-reference.md, generated from the same schema as the CRD (`make crds`), so the
 // reference cannot drift from what the API server enforces. Pure.
-import { buildCodingRunCrd, PRINTER_COLUMNS } from './crd.ts';
+import { buildCodingRunCrd, documentedRunSpec, PRINTER_COLUMNS } from './crd.ts';
 
 type Node = {
   type?: string;
@@ -70,7 +70,8 @@ export function renderApiReference(): string {
     ...PRINTER_COLUMNS.map((column) => `| ${column.name} | \`${column.jsonPath}\` | ${column.priority ? '`-o wide`' : 'always'} |`),
   ];
   for (const part of ['spec', 'status'] as const) {
-    const node = schema.properties![part]!;
+    // The spec's defaults are the operator's (the CRD stores a spec as written; crd.ts says why), and documented here.
+    const node = part === 'spec' ? (documentedRunSpec() as Node) : schema.properties![part]!;
     lines.push(
       '',
       `## ${part}`,

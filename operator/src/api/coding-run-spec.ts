@@ -293,15 +293,53 @@ type SpecInput = Record<string, unknown>;
 
 // Transition rules: a run is one job. Changing what it works on would make its status lie,
 // so the API server refuses such an update; a different job is a new run.
+// Each field may be absent (a run that names a template leaves it to the template, and the CRD
+// fills in no defaults: see crd.ts), so presence is compared as well as the value.
 export const specRules: readonly CrossFieldRule<SpecInput>[] = (['task', 'repository', 'model', 'tools', 'sandbox'] as const).map(
   (field) => ({
-    rule: `self.${field} == oldSelf.${field}`,
+    rule: `has(self.${field}) == has(oldSelf.${field}) && (!has(self.${field}) || self.${field} == oldSelf.${field})`,
     message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
     fieldPath: `.${field}`,
     reason: 'FieldValueForbidden' as const,
     holds: () => true, // Transition rules compare with the old object; the operator never sees one.
   }),
 );
+
+/** What a run may leave to the template it names (spec.templateRef); a run without one must set them. */
+export const TEMPLATE_FILLED_FIELDS = ['task', 'repository', 'model'] as const;
+
+// The CRD's `required` cannot depend on another field, so these three are optional in the
+// schema and required here unless the run names a template (crd.ts drops them from `required`).
+export const templateRefRules: readonly CrossFieldRule<SpecInput>[] = [
+  ...TEMPLATE_FILLED_FIELDS.map((field) => ({
+    rule: `has(self.templateRef) || has(self.${field})`,
+    message: `spec.${field} is required unless spec.templateRef names a CodingRunTemplate that sets it`,
+    fieldPath: `.${field}`,
+    reason: 'FieldValueRequired' as const,
+    holds: (spec: SpecInput) => spec.templateRef !== undefined || spec[field] !== undefined,
+  })),
+  {
+    // The template the run was accepted with is recorded in status.template; naming another
+    // afterwards would make the status describe a different job.
+    rule: "(has(self.templateRef) ? self.templateRef.name : '') == (has(oldSelf.templateRef) ? oldSelf.templateRef.name : '')",
+    message: 'spec.templateRef cannot change after the run is created; create a new CodingRun to use another template',
+    fieldPath: '.templateRef',
+    reason: 'FieldValueForbidden',
+    holds: () => true,
+  },
+];
+
+export const templateRefSpec = z
+  .object({
+    name: objectName('CodingRunTemplate').describe("Name of a CodingRunTemplate in this run's namespace (never another namespace)."),
+  })
+  .describe(
+    "Start from a CodingRunTemplate in this run's namespace: the run's own fields are laid over the template's (objects merge " +
+      'field by field, any other value, lists included, replaces the template\u2019s; docs/schedules.md), and the result is ' +
+      'validated like a plain run (allowRepo and every other check). task, repository and model may then be left out. The ' +
+      'operator copies the template into status.template when it accepts the run: a later edit of the template reaches only ' +
+      'runs created after it. A missing template fails the run with TemplateNotFound.',
+  );
 
 const continueFromRule: CrossFieldRule<SpecInput> = {
   rule: "(has(self.continueFrom) ? self.continueFrom.name : '') == (has(oldSelf.continueFrom) ? oldSelf.continueFrom.name : '')",
@@ -374,11 +412,19 @@ export const codingRunSpecFields = z.object({
 });
 
 export const codingRunSpec = codingRunSpecFields
+  .extend({ templateRef: templateRefSpec.optional() })
   .superRefine((spec, ctx) => {
     if (!publishCredentialsRule.holds(spec)) ctx.addIssue({ code: 'custom', message: publishCredentialsRule.message, path: ['publish'] });
   })
   .meta({
-    'x-kubernetes-validations': celValidations([...specRules, instructionsRule, continueFromRule, publishCredentialsRule, verifyRule]),
+    'x-kubernetes-validations': celValidations([
+      ...specRules,
+      ...templateRefRules,
+      instructionsRule,
+      continueFromRule,
+      publishCredentialsRule,
+      verifyRule,
+    ]),
   })
   .describe('What the agent should do, where, with which model, tools and limits.');
 

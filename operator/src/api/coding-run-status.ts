@@ -262,6 +262,28 @@ export const admissionStatus = z
   })
   .describe('When the run left the queue for a sandbox slot; namespaces take turns, from the one after the last admitted run.');
 
+/**
+ * spec.templateRef: the template as the operator read it when it accepted the run. The run's
+ * effective spec is this spec with the run's own fields laid over it (reconcile/run-template.ts),
+ * for the operator, its workers and the egress proxy alike; a later edit of the template
+ * changes nothing here. Its fields are the template's and are validated, merged, by the
+ * operator's run schema, so the CRD keeps them as written.
+ */
+export const templateStatus = z
+  .object({
+    name: z.string().max(253).describe('The CodingRunTemplate named in spec.templateRef.'),
+    uid: z.string().max(64).optional().describe('Its uid when it was read.'),
+    resourceVersion: z.string().max(64).optional().describe('Its resourceVersion when it was read: the version the run runs.'),
+    spec: z
+      .looseObject({})
+      .meta({ 'x-kubernetes-preserve-unknown-fields': true })
+      .describe("The template's spec when the run was accepted. The run's own fields override it."),
+  })
+  .describe(
+    'The CodingRunTemplate the run was accepted with (spec.templateRef), copied when the operator accepted the run, so that a later ' +
+      'edit of the template does not change a run already accepted.',
+  );
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -318,6 +340,7 @@ export const codingRunStatus = z
       ),
     queue: queueStatus.optional(),
     admission: admissionStatus.optional(),
+    template: templateStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -334,4 +357,5 @@ export type Published = z.output<typeof publishedStatus>;
 export type EgressStatus = z.output<typeof egressStatus>;
 export type RunTiming = z.output<typeof runTiming>;
 export type Condition = z.output<typeof condition>;
+export type TemplateStatus = z.output<typeof templateStatus>;
 export type HeldBy = (typeof HELD_BY)[number];

@@ -15,7 +15,11 @@ export interface ObjectMeta {
   annotations?: Record<string, string>;
 }
 
-/** A run as stored: the spec is whatever the API server accepted (defaults applied by it). */
+/**
+ * A run as stored: the spec as its author wrote it (the CRD applies no defaults). With
+ * spec.templateRef, task, repository and model may be absent: read a run's spec through
+ * parseSpec or effectiveSpecInput (reconcile/), never field by field from here.
+ */
 export interface CodingRun {
   apiVersion: string;
   kind: string;

@@ -6,7 +6,7 @@
 // integration test applies the result to a real one.
 import { z } from 'zod';
 import { API_VERSION, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION } from './group.ts';
-import { codingRunSpec } from './coding-run-spec.ts';
+import { codingRunSpec, TEMPLATE_FILLED_FIELDS } from './coding-run-spec.ts';
 import { codingRunStatus } from './coding-run-status.ts';
 
 type JsonSchema = { [key: string]: unknown };
@@ -34,6 +34,14 @@ export const PRINTER_COLUMNS = [
     priority: 1,
     description: 'Place of a queued run in the order the next free sandbox slots go (1 is next).',
   },
+  // A run naming a template may have no spec.repository of its own (Repo is then empty).
+  {
+    name: 'Template',
+    type: 'string',
+    jsonPath: '.spec.templateRef.name',
+    priority: 1,
+    description: 'The CodingRunTemplate the run starts from, if any.',
+  },
 ];
 
 function openApi(schema: z.ZodType): JsonSchema {
@@ -47,6 +55,10 @@ export function toStructural(node: JsonSchema): JsonSchema {
     // A CRD carries no $schema, and structural schemas forbid additionalProperties beside properties.
     if (key === '$schema') continue;
     if (key === 'additionalProperties' && value === false) continue;
+    // A loose object kept as written (x-kubernetes-preserve-unknown-fields) needs no schema for its other fields.
+    if ((key === 'additionalProperties' || key === 'properties') && node['x-kubernetes-preserve-unknown-fields'] === true) {
+      if (Object.keys(value as object).length === 0) continue;
+    }
     // zod bounds every integer to the safe range; Kubernetes needs no such noise.
     if ((key === 'minimum' || key === 'maximum') && Math.abs(value as number) === Number.MAX_SAFE_INTEGER) continue;
     out[key] = transform(value);
@@ -59,6 +71,35 @@ export function toStructural(node: JsonSchema): JsonSchema {
   }
   return out;
 }
+
+/**
+ * The run spec as the API server stores it: without the defaults the zod schema fills in. A
+ * run that names a template (spec.templateRef) must be stored as written, or the API
+ * server's defaults (budget.maxSteps 40, every tool allowed, ...) would hide the template's
+ * values from the merge. The operator, its workers and the egress proxy read every spec
+ * through the zod schema, which applies the same defaults, so a plain run behaves as before;
+ * `kubectl explain` still states each default in its description. List items keep theirs: a
+ * list is replaced whole, never merged. The fields a template may fill are required by CEL
+ * (templateRefRules) instead of `required`.
+ */
+export function toStoredRunSpec(node: JsonSchema, top = true, keepDefaults = false): JsonSchema {
+  const out: JsonSchema = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'default' && !keepDefaults) continue;
+    if (key === 'properties') {
+      out.properties = Object.fromEntries(
+        Object.entries(value as Record<string, JsonSchema>).map(([name, child]) => [name, toStoredRunSpec(child, false, keepDefaults)]),
+      );
+    } else if (key === 'required' && top) {
+      const required = (value as string[]).filter((name) => !(TEMPLATE_FILLED_FIELDS as readonly string[]).includes(name));
+      if (required.length > 0) out.required = required;
+    } else out[key] = value;
+  }
+  return out;
+}
+
+/** The spec as the CRD has it, with the defaults the operator's parse applies: for docs/api-reference.md. */
+export const documentedRunSpec = (): JsonSchema => toStoredRunSpec(openApi(codingRunSpec), true, true);
 
 function transform(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(transform);
@@ -103,7 +144,7 @@ export function buildCodingRunCrd() {
                 apiVersion: { type: 'string', description: `${API_VERSION}` },
                 kind: { type: 'string', description: KIND },
                 metadata: { type: 'object' },
-                spec: openApi(codingRunSpec),
+                spec: toStoredRunSpec(openApi(codingRunSpec)),
                 // A run the operator has not seen yet reads as observedGeneration 0 (the API
                 // server applies this default whenever it reads the object), so kstatus and
                 // Flux see it in progress rather than Current before the first status write.

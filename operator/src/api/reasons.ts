@@ -17,6 +17,8 @@ export const REASONS = {
   /** Security #11.10: spec.sandbox.image is neither the operator's sandbox image nor in allowImages. */
   ImageNotAllowed: 'ImageNotAllowed',
   ConfigMapNotFound: 'ConfigMapNotFound',
+  /** #15.3: spec.templateRef names a CodingRunTemplate that does not exist in the run's namespace when the run is accepted. */
+  TemplateNotFound: 'TemplateNotFound',
   CloneFailed: 'CloneFailed',
   SetupFailed: 'SetupFailed',
   BudgetExceeded: 'BudgetExceeded',

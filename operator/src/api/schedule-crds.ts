@@ -141,6 +141,8 @@ export function buildCodingScheduleCrd() {
   const runTemplate = (spec.properties as Record<string, JsonSchema>).runTemplate!;
   const runProperties = runTemplate.properties as Record<string, JsonSchema>;
   const overrides = toOverrideSchema(openApi(codingRunSpec));
+  // A schedule names its template itself (spec.templateRef); a run it creates is already merged.
+  delete (overrides.properties as Record<string, JsonSchema>).templateRef;
   runProperties.spec = { ...overrides, description: runProperties.spec!.description };
   return crd({
     name: SCHEDULE_CRD_NAME,

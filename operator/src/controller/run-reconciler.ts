@@ -17,6 +17,8 @@ import type { ObservedRun, ReferencedObjects, RefusedObject, SandboxPodView, Tak
 import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
+import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
+import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import { apiRefusal, isConflict } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
@@ -33,6 +35,12 @@ import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
   const found = findFinishedRun(configMap?.data, name);
   return found ? { finishedBefore: found } : {};
+}
+
+/** Whether the run's effective spec opens any egress (a template may give it). */
+function hasEgress(run: CodingRun): boolean {
+  const parsed = parseSpec(run);
+  return parsed.ok && parsed.spec.sandbox.egress.allow.length > 0;
 }
 
 export interface ObjectCache<T> {
@@ -72,6 +80,11 @@ export interface RunReconcilerDeps {
   isolation?: { observe(namespace: string): IsolationView };
   /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
   warmPools?: { gateway: WarmPoolGateway; onClaim?: (pool: WarmPoolConfig) => void };
+  /**
+   * #15.3: reads the CodingRunTemplate a run names (spec.templateRef), only while the run is being
+   * accepted; undefined when it does not exist. Absent, no template is found (the local CLI).
+   */
+  templates?: { get(namespace: string, name: string): Promise<CodingRunTemplate | undefined> };
   /** chamvi_run_phase_duration_seconds: fed with the status.timings entries each status write adds. */
   metrics?: Pick<OperatorMetrics, 'observePhases'>;
   now?: () => Date;
@@ -202,6 +215,8 @@ export class RunReconciler {
     let warmClaim: ObservedRun['warmClaim'];
     for (let attempt = 0; ; attempt++) {
       const observed = await this.observe(run);
+      // The run as decided on: with the template it names recorded, while it is being accepted.
+      run = observed.run;
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
       if (refused.length > 0) observed.refused = refused;
       if (keptDiff) observed.keptDiff = keptDiff;
@@ -250,18 +265,18 @@ export class RunReconciler {
   private async configFor(observed: ObservedRun): Promise<OperatorConfig> {
     const { config, egressProxyAddress } = this.deps;
     const { run } = observed;
-    const mayCreateSandbox =
-      !observed.pod &&
-      !run.metadata.deletionTimestamp &&
-      !isTerminal(run.status?.phase) &&
-      (run.spec?.sandbox?.egress?.allow?.length ?? 0) > 0;
+    const mayCreateSandbox = !observed.pod && !run.metadata.deletionTimestamp && !isTerminal(run.status?.phase) && hasEgress(run);
     if (!egressProxyAddress || !mayCreateSandbox) return config;
     return { ...config, egressProxy: { ...config.egressProxy, address: await egressProxyAddress.get() } };
   }
 
-  private async observe(run: CodingRun): Promise<ObservedRun> {
+  private async observe(current: CodingRun): Promise<ObservedRun> {
     const { caches } = this.deps;
-    const { namespace } = run.metadata;
+    const { namespace } = current.metadata;
+    // spec.templateRef: the template is read once, while the run is being accepted; the status
+    // write that accepts (or refuses) the run records it, and nothing reads it again.
+    const templateName = templateToRead(current);
+    const run = templateName ? withTemplate(current, await this.deps.templates?.get(namespace, templateName)) : current;
     const owned = ownedBy(run);
     const pod = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));

@@ -5,11 +5,15 @@
 import { codingRunSpec, isTerminal, type CodingRun } from '../api/index.ts';
 import type { EgressRun } from './decide-connection.ts';
 import { parseHostPatterns } from './host-pattern.ts';
+import { effectiveSpecInput } from '../reconcile/run-template.ts';
 
 /** The run as the proxy serves it, or undefined when it must not be served (ended, deleting, invalid, no egress). */
 export function egressRunOf(run: CodingRun): EgressRun | undefined {
   if (run.metadata.deletionTimestamp || isTerminal(run.status?.phase)) return undefined;
-  const spec = codingRunSpec.safeParse(run.spec);
+  // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
+  const input = effectiveSpecInput(run);
+  if (!input.ok) return undefined;
+  const spec = codingRunSpec.safeParse(input.spec);
   if (!spec.success) return undefined;
   const allow = parseHostPatterns(spec.data.sandbox.egress.allow);
   if (allow.length === 0) return undefined;

@@ -131,6 +131,13 @@ class StatusBuilder {
   }
 }
 
+/** spec.templateRef: which template, at which version, the run was accepted with (status.template). */
+function templateNote(run: CodingRun): string {
+  const template = run.status?.template;
+  if (!run.spec.templateRef || !template) return '';
+  return `, from CodingRunTemplate ${template.name}${template.resourceVersion ? ` (resourceVersion ${template.resourceVersion})` : ''}`;
+}
+
 function refuse(builder: StatusBuilder, refusal: Refusal): void {
   builder.condition({ type: 'Accepted', status: 'False', reason: refusal.reason, message: refusal.message });
   builder.finish('Failed', refusal.reason, refusal.message);
@@ -274,7 +281,8 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.events.push({
         type: 'Normal',
         reason: EVENT_REASONS.Accepted,
-        message: `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}`,
+        message:
+          `Accepted: ${spec.repository.url} with ${spec.model.provider}${spec.model.name ? `/${spec.model.name}` : ''}` + templateNote(run),
       });
     }
     // Security #11.8: no sandbox where NetworkPolicy is not shown to be enforced, before a slot is taken.

@@ -46,8 +46,8 @@ export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: Codi
       problem: { reason: 'InvalidRunSpec', message: `${source} is not a valid CodingRun spec: ${issues}`.slice(0, 4000) },
     };
   }
-  // The merged input, not the parsed output: the API server applies the defaults, so the run
-  // reads exactly like one written by hand.
+  // The merged input, not the parsed output: the operator's parse applies the defaults when it
+  // reads the run, so the run reads exactly like one written by hand.
   return { ok: true, spec: merged as CodingRunSpecInput };
 }
 

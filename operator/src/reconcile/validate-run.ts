@@ -13,6 +13,7 @@ import type { ReferencedObjects } from './observed-run.ts';
 import { GROUP } from '../api/group.ts';
 import { NO_NAMESPACE_POLICY, namespaceNarrowedConfig, type NamespacePolicy } from './namespace-policy.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from './secret-opt-in.ts';
+import { effectiveSpecInput } from './run-template.ts';
 
 export interface Refusal {
   reason: Reason;
@@ -21,15 +22,23 @@ export interface Refusal {
 
 export type SpecParse = { ok: true; spec: CodingRunSpec } | { ok: false; refusal: Refusal };
 
+/**
+ * The run's effective spec, parsed: its own, or (spec.templateRef) the template recorded when it
+ * was accepted with its own fields laid over it (run-template.ts). Every reader of a run's spec
+ * goes through here or effectiveSpecInput, so the operator checks the spec the worker runs.
+ */
 export function parseSpec(run: CodingRun): SpecParse {
-  const result = codingRunSpec.safeParse(run.spec);
+  const input = effectiveSpecInput(run);
+  if (!input.ok) return input;
+  const result = codingRunSpec.safeParse(input.spec);
   if (result.success) return { ok: true, spec: result.data };
   const issue = result.error.issues[0]!;
+  const where = input.template ? ` (the run's spec laid over CodingRunTemplate ${input.template})` : '';
   return {
     ok: false,
     refusal: {
       reason: REASONS.InvalidSpec,
-      message: `spec.${issue.path.join('.')}: ${issue.message}; fix the field and create the run again`,
+      message: `spec.${issue.path.join('.')}: ${issue.message}${where}; fix the field and create the run again`,
     },
   };
 }

@@ -5,7 +5,8 @@
 //
 // The source's summary and task are what a model and a run author wrote: they go into the
 // first user message as quoted material, never into the system prompt.
-import { isTerminal, LIMITS, type CodingRun } from '../api/index.ts';
+import { isTerminal, LIMITS, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
+import { effectiveSpecInput } from '../reconcile/run-template.ts';
 import { decodeDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { cutAtLine } from './diff-stats.ts';
@@ -31,6 +32,12 @@ const SUMMARY_IN_PROMPT = 8192;
 
 const refuse = (message: string): Continuation => ({ ok: false, message });
 
+/** A source that named a template (spec.templateRef) worked on its effective spec, not on its own fields alone. */
+function effectiveSpecOf(source: CodingRun): Partial<CodingRunSpecInput> {
+  const effective = effectiveSpecInput(source);
+  return effective.ok ? effective.spec : {};
+}
+
 export function decideContinuation(input: ContinuationInput): Continuation {
   const { source, sourceName, namespace } = input;
   const named = `spec.continueFrom names CodingRun ${sourceName}`;
@@ -44,8 +51,11 @@ export function decideContinuation(input: ContinuationInput): Continuation {
         `(kubectl wait --for=condition=Reconciling=False crun/${sourceName}) and create this run again.`,
     );
   }
-  if (source.spec.repository.url !== input.repositoryUrl) {
-    return refuse(`${named}, which worked on ${source.spec.repository.url}; set spec.repository.url to that repository.`);
+  const sourceUrl = effectiveSpecOf(source).repository?.url;
+  if (sourceUrl !== input.repositoryUrl) {
+    return refuse(
+      `${named}, which worked on ${sourceUrl ?? 'a repository it does not record'}; set spec.repository.url to that repository.`,
+    );
   }
   const result = status.result;
   if (!result?.revision) {
@@ -83,7 +93,7 @@ export function decideContinuation(input: ContinuationInput): Continuation {
 /** The section of the first prompt that says where the run starts from. */
 export function continuationPrompt(source: CodingRun): string {
   const status = source.status ?? {};
-  const task = cutAtLine(source.spec.task, TASK_IN_PROMPT);
+  const task = cutAtLine(effectiveSpecOf(source).task ?? '', TASK_IN_PROMPT);
   const summary = cutAtLine(status.result?.summary ?? '', SUMMARY_IN_PROMPT);
   const ending = `${status.phase ?? 'finished'}${status.reason ? ` (${status.reason})` : ''}`;
   return [
