@@ -14,6 +14,7 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { decideAddresses, decideRequest, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
+import { tunnelRelay } from './tunnel-relay.ts';
 
 export interface EgressConnection {
   kind: 'connect' | 'http';
@@ -148,7 +149,15 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
         return;
       }
-      const upstream = connect({ host: verdict.address, port: authority.port, timeout: connectTimeoutMs });
+      const relay = tunnelRelay(socket);
+      const upstream = connect({
+        host: verdict.address,
+        port: authority.port,
+        timeout: connectTimeoutMs,
+        noDelay: true,
+        onread: relay.onread,
+      });
+      relay.attach(upstream);
       let opened = false;
       let recorded = false;
       const finish = () => {
@@ -172,8 +181,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         if (head.length > 0) upstream.write(head);
         socket.pipe(upstream);
-        upstream.pipe(socket);
       });
+      // The destination is done sending: so is the tunnel toward the sandbox (what pipe() did).
+      upstream.on('end', () => socket.end());
       upstream.on('timeout', () => upstream.destroy());
       socket.on('timeout', () => socket.destroy());
       upstream.on('error', () => {
