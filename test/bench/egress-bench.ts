@@ -22,7 +22,7 @@
 // EGRESS_BENCH_BASELINE=<git ref> also runs that ref's egress-proxy-server.ts (with today's
 // decisions and credential check) as a third relaying process, so a change to the data path is
 // measured against the code before it in the same run.
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request, type IncomingMessage, type RequestOptions } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -84,7 +84,7 @@ interface RelayProcess {
   port: number;
   /** Its answer to a stdin command (relay-process-stats.ts). */
   ask<T>(command: 'memory' | 'cpu'): Promise<T>;
-  child: ChildProcessWithoutNullStreams;
+  child: ChildProcess;
 }
 async function startRelay(args: string[]): Promise<RelayProcess> {
   const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
