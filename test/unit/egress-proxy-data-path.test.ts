@@ -103,6 +103,37 @@ describe('egress proxy data path', () => {
     expect(record).toMatchObject({ kind: 'connect', allowed: true, bytesSent: UPLOAD.length, bytesReceived: DOWNLOAD.length });
   });
 
+  it('closes the destination and audits once when the sandbox hangs up in the middle of a download', async () => {
+    let destinationClosed: Promise<void> = new Promise(() => undefined);
+    const destinationPort = await listen(
+      createServer((socket) => {
+        destinationClosed = new Promise((resolve) => socket.once('close', () => resolve()));
+        socket.on('error', () => undefined);
+        // More than the sockets between here and the client can hold: the proxy's reads pause.
+        socket.write(DOWNLOAD);
+      }),
+    );
+    const proxy = await startProxy(destinationPort);
+
+    const client = connect(proxy.port, '127.0.0.1');
+    client.write(`CONNECT destination.test:${destinationPort} HTTP/1.1\r\nHost: destination.test\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    let received = 0;
+    await new Promise<void>((resolve) =>
+      client.on('data', (data: Buffer) => {
+        received += data.length;
+        if (received >= 1024 * 1024) resolve();
+      }),
+    );
+    client.destroy();
+
+    await destinationClosed;
+    const record = await recorded(proxy.records);
+    expect(record.bytesReceived).toBeGreaterThanOrEqual(received - 64);
+    expect(record.bytesReceived).toBeLessThan(DOWNLOAD.length);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(proxy.records).toHaveLength(1);
+  });
+
   it('forwards a plain HTTP request body and response byte for byte and audits the exact body counts', async () => {
     let uploaded = Buffer.alloc(0);
     const destinationPort = await listen(
