@@ -11,31 +11,25 @@
 //
 // The byte counts of the audit stay the sockets' own (bytesRead, bytesWritten): exact, and
 // independent of how the bytes are moved.
-import type { OnReadOpts, Socket } from 'node:net';
+import { connect, type Socket, type TcpNetConnectOpts } from 'node:net';
 
 /** One read's worth: what a socket hands over per read by default (libuv's 64 KiB). */
 export const TUNNEL_READ_BUFFER_BYTES = 64 * 1024;
 
-export interface TunnelRelay {
-  /** The `onread` option for the upstream socket's connect(). */
-  onread: OnReadOpts;
-  /** Call once the upstream socket exists (the read callback resumes it). */
-  attach(upstream: Socket): void;
-}
-
 /**
- * Relay the upstream's reads to `client`. While a write is still in flight (the kernel took
- * part of it), the buffer it points into is not reused: reading pauses until it completes.
+ * Connect to the destination with its reads relayed to `client`. While a write is still in
+ * flight (the kernel took only part of it), the buffer it points into is not reused: reading
+ * pauses until the write completes.
  */
-export function tunnelRelay(client: Socket, bufferBytes = TUNNEL_READ_BUFFER_BYTES): TunnelRelay {
-  let upstream: Socket | undefined;
+export function connectRelayedTo(client: Socket, options: TcpNetConnectOpts, bufferBytes = TUNNEL_READ_BUFFER_BYTES): Socket {
   let waiting = false;
   const written = () => {
     if (!waiting || client.writableLength > 0) return;
     waiting = false;
-    upstream?.resume();
+    upstream.resume();
   };
-  return {
+  const upstream = connect({
+    ...options,
     onread: {
       buffer: Buffer.allocUnsafe(bufferBytes),
       callback(bytes, buffer) {
@@ -46,8 +40,6 @@ export function tunnelRelay(client: Socket, bufferBytes = TUNNEL_READ_BUFFER_BYT
         return false;
       },
     },
-    attach(socket) {
-      upstream = socket;
-    },
-  };
+  });
+  return upstream;
 }
