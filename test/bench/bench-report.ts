@@ -342,6 +342,25 @@ function egressFigures(egress: Json): Figure[] {
       value: t.forward,
       peer: { what: 'direct', value: t.direct },
     },
+    // The floor: a bare pipe() relay in a second process, i.e. what any relay costs on this machine.
+    ...(t.floor === undefined
+      ? []
+      : [
+          {
+            benchmark: 'egress' as const,
+            figure: `  the same download through a bare relay process (the floor); the tunnel is ${t.tunnelToFloor}x it`,
+            unit: 'MiB/s',
+            value: t.floor,
+            peer: { what: 'direct', value: t.direct },
+          },
+          {
+            benchmark: 'egress' as const,
+            figure: '  proxy CPU time per 100 MiB through a tunnel',
+            unit: 'ms',
+            value: egress.cpuMsPer100MiB.tunnel,
+            peer: { what: 'the floor', value: egress.cpuMsPer100MiB.floor },
+          },
+        ]),
     {
       benchmark: 'egress',
       figure: `${l.tunnel.n} small requests in a kept tunnel, p50 / p99`,

@@ -1,14 +1,22 @@
 // The egress proxy for `make bench-egress`: the production server (egress-proxy-server.ts)
 // with its real decisions, credential check and audit hooks, but a fixed run instead of the
 // CodingRun watch (the bench measures the data path, not the API server). Run as its own
-// process so its memory is its own. Prints {"port": N} when it listens.
+// process so its memory and CPU time are its own. Prints {"port": N} when it listens; answers
+// `memory` and `cpu` on stdin (relay-process-stats.ts).
 //
-//   npx tsx test/bench/egress-proxy-harness.ts <egressKey> <runUid> <allowed pattern>
+//   npx tsx test/bench/egress-proxy-harness.ts <egressKey> <runUid> <allowed pattern> [server module]
+//
+// The optional server module is another version of egress-proxy-server.ts (the benchmark's
+// EGRESS_BENCH_BASELINE), so a change to the data path can be measured against the code
+// before it in the same run.
 import type { AddressInfo } from 'node:net';
-import { createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
+import { pathToFileURL } from 'node:url';
+import * as production from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
+import { answerStatsRequests } from './relay-process-stats.ts';
 
-const [egressKey, runUid, pattern] = process.argv.slice(2) as [string, string, string];
+const [egressKey, runUid, pattern, serverModule] = process.argv.slice(2) as [string, string, string, string | undefined];
+const { createEgressProxyServer } = serverModule ? ((await import(pathToFileURL(serverModule).href)) as typeof production) : production;
 const allow = parseHostPatterns([pattern]);
 const run = { namespace: 'bench', name: 'bench', uid: runUid, allow };
 let connections = 0;
@@ -22,9 +30,4 @@ const server = createEgressProxyServer({
 });
 server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as AddressInfo).port })));
 process.on('SIGTERM', () => process.exit(0));
-// A line on stdin asks for this process's memory after a full collection (node --expose-gc).
-process.stdin.on('data', () => {
-  (globalThis as { gc?: () => void }).gc?.();
-  const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-  console.log(JSON.stringify({ rss, heapUsed, external, arrayBuffers, connections }));
-});
+answerStatsRequests(() => connections);

@@ -3,17 +3,19 @@
 // (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
 // (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
 // lists) and after it (the addresses); the proxy then connects to the address it checked,
-// never resolving again. Each connection is reported to the audit once it ends.
+// never resolving again. Each connection is reported to the audit once it ends. What a tunnel's
+// destination sends reaches the sandbox through one reused buffer (tunnel-relay.ts).
 //
 // Why node:http and not a proxy library: what matters here is the checks, which no library
 // makes our way, and the forwarding that is left is a few dozen lines over node:net and
 // node:http, both maintained with Node itself. The libraries that would do it (proxy-chain,
 // http-proxy) bring their own request parsing and upstream chaining we would have to disable.
 import { createServer, request as httpRequest, Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { decideAddresses, decideRequest, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
+import { connectRelayedTo } from './tunnel-relay.ts';
 
 export interface EgressConnection {
   kind: 'connect' | 'http';
@@ -148,7 +150,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
         return;
       }
-      const upstream = connect({ host: verdict.address, port: authority.port, timeout: connectTimeoutMs });
+      const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let opened = false;
       let recorded = false;
       const finish = () => {
@@ -172,8 +174,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         if (head.length > 0) upstream.write(head);
         socket.pipe(upstream);
-        upstream.pipe(socket);
       });
+      // The destination is done sending: so is the tunnel toward the sandbox (what pipe() did).
+      upstream.on('end', () => socket.end());
       upstream.on('timeout', () => upstream.destroy());
       socket.on('timeout', () => socket.destroy());
       upstream.on('error', () => {
