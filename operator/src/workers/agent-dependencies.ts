@@ -25,8 +25,8 @@ export interface AgentLogger {
   child(bindings: object): AgentLogger;
 }
 
-/** Builds the model for one call: reads the key or the script fresh from the run's namespace. */
-export type ModelFactory = (namespace: string, model: CodingRunSpec['model']) => Promise<LanguageModel>;
+/** Builds the model for one call: reads the key fresh from the run's namespace (the script once per run, by `runUid`). */
+export type ModelFactory = (namespace: string, model: CodingRunSpec['model'], runUid?: string) => Promise<LanguageModel>;
 
 export interface AgentDependencies {
   states: RunStateStore;
