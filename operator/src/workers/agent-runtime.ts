@@ -119,6 +119,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           metrics: options.metrics,
           getRun: (namespace, name) =>
             options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
+          getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
           clonePolicy: {
             allowRepo: config.allowRepo,
             maxCheckoutBytes: config.maxCheckoutBytes,
