@@ -13,6 +13,7 @@ import {
   defaultIsolationProbeTarget,
 } from './controller/isolation-probe.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
+import { RecentRuns, rememberingRuns } from './kube/recent-runs.ts';
 import { kubernetesNamespacePolicyReader } from './kube/namespace-policy-reader.ts';
 import { LeaderElector, kubernetesLeaseStore } from './controller/leader-election.ts';
 import { EvalController } from './controller/eval-controller.ts';
@@ -52,7 +53,14 @@ async function main(): Promise<void> {
   );
   const kubeConfig = loadKubeConfig();
   const egressProxyAddress = egressProxyAddressSource(config, kubeConfig, logger);
-  const kube = createKubeGateway(kubeConfig);
+  // Every run the API server returns is remembered for a moment: the workers' next read of it
+  // is served from that (kube/recent-runs.ts), checked against the leader's run cache.
+  const rawKube = createKubeGateway(kubeConfig);
+  const recentRuns = new RecentRuns(
+    (namespace, name) => rawKube.getRun(namespace, name),
+    () => controllerRef?.liveRuns,
+  );
+  const kube = rememberingRuns(rawKube, recentRuns);
   const events = new EventRecorder(kube, config.identity, logger);
   // The gauges read the controller and the queue when scraped; both exist by then.
   let controllerRef: RunController | undefined;
@@ -66,6 +74,7 @@ async function main(): Promise<void> {
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     config,
+    recentRuns,
     namespacePolicies,
     kubeConfig,
     kube,

@@ -6,7 +6,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { operatorNodeFlags } from '../support/operator-node-flags.ts';
+import { operatorNodeFlags, operatorNodeOptions } from '../support/operator-node-flags.ts';
 import type { LogLine } from '../support/operator-process.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -41,7 +41,7 @@ export class BundledOperator {
     this.child = spawn(process.execPath, [...operatorNodeFlags(), ...nodeArgs, bundle], {
       cwd: path.dirname(bundle),
       // The image's environment (operator/Dockerfile).
-      env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: '--enable-source-maps', ...env },
+      env: { ...process.env, NODE_ENV: 'production', NODE_OPTIONS: operatorNodeOptions(), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let buffered = '';

@@ -12,6 +12,7 @@ import { CHART_OWNED_CONFIG_KEYS } from '../../operator/src/config/chart-values-
 import { loadOperatorConfig, operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
 import { createNamespace, deleteNamespace, kubectl } from '../support/cluster.ts';
 import { chartDir, helm } from '../support/helm.ts';
+import { operatorNodeOptions } from '../support/operator-node-flags.ts';
 
 const repoCrd = new URL('../../crds/chamvi.dev_codingruns.yaml', import.meta.url);
 const NAMESPACE = 'chamvi-chart-test';
@@ -121,6 +122,18 @@ describe('the chart, offline', () => {
     expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
     expect(container.args).toEqual(['--config', '/etc/chamvi/config.yaml']);
     expect(container.resources.limits.memory).toBeDefined();
+  });
+
+  it("caps the operator's heap as the image does, at heapLimitMiB when set, and refuses a limit too small to run", async () => {
+    const nodeOptions = async (...args: string[]) =>
+      manifests((await template(...args)).stdout)
+        .find((doc) => doc.kind === 'Deployment')!
+        .spec.template.spec.containers[0].env.find((env: { name: string }) => env.name === 'NODE_OPTIONS')?.value;
+    expect(await nodeOptions()).toBe(operatorNodeOptions());
+    expect(await nodeOptions('--set', 'heapLimitMiB=384')).toBe('--enable-source-maps --max-old-space-size=384');
+    const refused = await template('--set', 'heapLimitMiB=16');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/heapLimitMiB/);
   });
 
   it('bundles Redis with AOF and noeviction unless an external URL is given', async () => {

@@ -2,6 +2,7 @@
 // a real process: runs become exactly one locked-down pod, refusals say why, lost pods and
 // deletions are handled, maxActiveRuns holds, restarts and a second replica are safe.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
@@ -214,6 +215,40 @@ describe('a single operator', () => {
     const left = await kubectl(['get', 'pods,networkpolicies,configmaps', '-n', NS, '-l', selector, '-o', 'name']);
     expect(left.stdout.trim()).toBe('');
   }
+
+  // A pod being deleted runs on for its grace period (longer on a node that stopped
+  // answering), and so does whatever the model started in it: its NetworkPolicy must go only
+  // after the pod is gone. The order is read off the API server's own revisions: the
+  // resourceVersion of each DELETED watch event is the etcd revision of that deletion.
+  it.each([
+    ['the run is deleted', (name: string, _pod: string) => kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])],
+    ['its pod is deleted (the run fails)', (_name: string, pod: string) => kubectl(['delete', 'pod', pod, '-n', NS, '--wait=false'])],
+  ])('deletes the NetworkPolicy only after the pod is gone when %s', async (when, end) => {
+    const name = `fenced-${when.includes('fails') ? 'failed' : 'deleted'}`;
+    await apply(scriptedRun(NS, name));
+    const run = await phaseOf(NS, name, 'Running');
+    const deletedAt = new Map<string, number>();
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(kubeconfigPath());
+    const watch = new Watch(kubeConfig);
+    const query = { labelSelector: `chamvi.dev/run-uid=${run.metadata.uid}` };
+    const record = (kind: string) => (type: string, object: { metadata?: { resourceVersion?: string } }) => {
+      if (type === 'DELETED') deletedAt.set(kind, Number(object.metadata?.resourceVersion));
+    };
+    const watches = await Promise.all([
+      watch.watch(`/api/v1/namespaces/${NS}/pods`, query, record('pod'), () => {}),
+      watch.watch(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`, query, record('policy'), () => {}),
+    ]);
+    try {
+      expect((await end(name, sandboxPodName(run))).code).toBe(0);
+      await eventually(async () => (deletedAt.size === 2 ? true : undefined), 20_000, 'the pod and the policy to be deleted');
+      expect(deletedAt.get('policy')).toBeGreaterThan(deletedAt.get('pod')!);
+    } finally {
+      for (const each of watches) each.abort();
+    }
+    if (when.includes('fails')) expect((await getRun(NS, name)).status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
+    else await expectNothingLeft(name, run.metadata.uid);
+  });
 
   it.each([
     ['Provisioning', { sandbox: { resources: { requests: { cpu: '5000' }, limits: { cpu: '5000' } } } }],

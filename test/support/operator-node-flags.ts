@@ -12,3 +12,10 @@ export function operatorNodeFlags(text: string = readFileSync(dockerfile, 'utf8'
   if (node < 0) throw new Error(`operator/Dockerfile's ENTRYPOINT does not start node: ${line}`);
   return words.slice(node + 1).filter((word) => word.startsWith('--'));
 }
+
+/** NODE_OPTIONS as operator/Dockerfile's ENV sets it (the heap limit is there, for the chart to replace). */
+export function operatorNodeOptions(text: string = readFileSync(dockerfile, 'utf8')): string {
+  const match = /NODE_OPTIONS="([^"]*)"/.exec(text) ?? /NODE_OPTIONS=(\S+)/.exec(text);
+  if (!match) throw new Error('operator/Dockerfile sets no NODE_OPTIONS');
+  return match[1]!;
+}

@@ -331,7 +331,8 @@ describe('decide: provisioning and running', () => {
     );
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost', message: expect.stringMatching(message) });
     expect(types(decision)).toContain('stopAgent');
-    expect(types(decision)).toContain('deleteNetworkPolicy');
+    // The policy goes once no pod is left, not while one is (still) being deleted.
+    expect(types(decision).includes('deleteNetworkPolicy')).toBe(observedPod === undefined);
     expect(types(decision)).not.toContain('createPod');
   });
 
@@ -339,7 +340,7 @@ describe('decide: provisioning and running', () => {
     const late = run({ spec: { budget: { timeout: '1m' } }, status: { phase: 'Running', startTime: minutesAgo(2), conditions: accepted } });
     const decision = decide(observe(late, { networkPolicyExists: true, pod: pod(), keptDiff: final }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
-    expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
   });
 
   it('reads a pod ended by activeDeadlineSeconds as DeadlineExceeded, not SandboxLost', () => {
@@ -391,7 +392,7 @@ describe('decide: the agent of a started run', () => {
   ] as const)('fails the run when %s, and stops its sandbox after', (_, subject, agent, reason, message) => {
     const decision = decide(observe(subject, { ...sandbox, agent: { ...agent }, keptDiff: final }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Failed', reason, message: expect.stringMatching(message) });
-    expect(types(decision)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
   });
 
   it.each([
@@ -479,13 +480,28 @@ describe('decide: finished and deleted runs', () => {
     expect(decide(observe(replayed), config, now)).toEqual({ actions: [], events: [] });
   });
 
-  it('removes pod, policy and ConfigMaps of a deleted run before the finalizer', () => {
+  it('removes pod, then policy, and ConfigMaps of a deleted run before the finalizer', () => {
     const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: { phase: 'Running' } });
     const first = decide(observe(deleted, { pod: pod(), networkPolicyExists: true, ownedConfigMaps: ['fix-diff'] }), config, now);
-    expect(types(first)).toEqual(['stopAgent', 'deletePod', 'deleteNetworkPolicy', 'deleteConfigMaps']);
+    expect(types(first)).toEqual(['stopAgent', 'deletePod', 'deleteConfigMaps']);
     expect(first.status).toBeUndefined();
+    // The pod is being deleted: nothing is deleted again, and the policy and finalizer wait for it to be gone.
+    const terminating = decide(observe(deleted, { pod: pod({ deleting: true }), networkPolicyExists: true }), config, now);
+    expect(types(terminating)).toEqual(['stopAgent']);
+    const podGone = decide(observe(deleted, { networkPolicyExists: true }), config, now);
+    expect(types(podGone)).toEqual(['stopAgent', 'deleteNetworkPolicy']);
     const last = decide(observe(deleted), config, now);
     expect(types(last)).toEqual(['stopAgent', 'removeFinalizer']);
+  });
+
+  it("keeps a finished run's policy while its pod is being deleted, and deletes each once", () => {
+    const finished = run({ status: { phase: 'Succeeded', reason: 'Completed', completionTime: now.toISOString() } });
+    expect(types(decide(observe(finished, { pod: pod(), networkPolicyExists: true }), config, now))).toEqual(['stopAgent', 'deletePod']);
+    expect(types(decide(observe(finished, { pod: pod({ deleting: true }), networkPolicyExists: true }), config, now))).toEqual([
+      'stopAgent',
+    ]);
+    expect(types(decide(observe(finished, { networkPolicyExists: true }), config, now))).toEqual(['stopAgent', 'deleteNetworkPolicy']);
+    expect(types(decide(observe(finished), config, now))).toEqual([]);
   });
 
   it('does nothing for a deleted run that has no finalizer', () => {

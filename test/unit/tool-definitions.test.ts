@@ -35,3 +35,15 @@ describe('buildToolSet', () => {
     for (const tool of Object.values(tools)) expect(tool.description?.length).toBeGreaterThan(10);
   });
 });
+
+describe('the tool schemas are converted once', () => {
+  it('hands every step the same schema object, whose JSON Schema is worked out on first use and kept', () => {
+    const first = buildToolSet(['read_file', 'bash'], definitions);
+    const second = buildToolSet(['bash', 'read_file'], definitions);
+    expect(second.read_file?.inputSchema).toBe(first.read_file?.inputSchema);
+    expect(second.bash?.inputSchema).toBe(first.bash?.inputSchema);
+    const schema = first.read_file!.inputSchema as { jsonSchema: object };
+    expect(schema.jsonSchema).toBe(schema.jsonSchema);
+    expect(schema.jsonSchema).toMatchObject({ type: 'object', properties: { path: { type: 'string' } } });
+  });
+});

@@ -10,9 +10,23 @@ export function estimateToolSchemaTokens(allowed: readonly string[], definitions
   for (const name of allowed) {
     const definition = definitions[name];
     if (definition === undefined) continue;
-    total += estimateTextTokens(
-      JSON.stringify({ name, description: definition.description, parameters: z.toJSONSchema(definition.inputSchema) }),
-    );
+    total += toolTokens(name, definition);
   }
   return total;
+}
+
+// A definition does not change: its JSON Schema (a zod conversion, per step before) is worked out once.
+const counted = new WeakMap<ToolDefinition, Map<string, number>>();
+
+function toolTokens(name: string, definition: ToolDefinition): number {
+  let byName = counted.get(definition);
+  if (!byName) counted.set(definition, (byName = new Map()));
+  let tokens = byName.get(name);
+  if (tokens === undefined) {
+    tokens = estimateTextTokens(
+      JSON.stringify({ name, description: definition.description, parameters: z.toJSONSchema(definition.inputSchema) }),
+    );
+    byName.set(name, tokens);
+  }
+  return tokens;
 }

@@ -12,7 +12,7 @@
 // whose `tool-result` for that call has output `{type: 'error-text'}`. The worker therefore
 // executes only the calls without `invalid`, and the model sees the error on the next step.
 
-import { tool, type ToolSet } from 'ai';
+import { tool, zodSchema, type Schema, type ToolSet } from 'ai';
 import type { z } from 'zod';
 import { UnknownToolError } from './errors/unknown-tool-error.ts';
 
@@ -29,7 +29,17 @@ export function buildToolSet(allowed: readonly string[], definitions: Readonly<R
   for (const name of allowed) {
     const definition = definitions[name];
     if (definition === undefined) continue;
-    tools[name] = tool({ description: definition.description, inputSchema: definition.inputSchema });
+    tools[name] = tool({ description: definition.description, inputSchema: schemaOf(definition.inputSchema) });
   }
   return tools;
+}
+
+// The SDK turns a zod schema into JSON Schema every time it describes the tools to a model
+// (every step): a Schema made once per zod schema computes it on first use and keeps it.
+const schemas = new WeakMap<z.ZodType, Schema>();
+
+function schemaOf(inputSchema: z.ZodType): Schema {
+  let schema = schemas.get(inputSchema);
+  if (!schema) schemas.set(inputSchema, (schema = zodSchema(inputSchema as Parameters<typeof zodSchema>[0]) as Schema));
+  return schema;
 }

@@ -15,7 +15,7 @@ import { API_VERSION, GROUP, PLURAL, VERSION, RUN_LABEL, isTerminal, type Coding
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { Informer, type CachedObject, type InformerSource } from './informer.ts';
 import type { IsolationProbe } from './isolation-probe.ts';
-import { RunReconciler, type RunReconcilerDeps } from './run-reconciler.ts';
+import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-reconciler.ts';
 import { MergedCache } from './merged-cache.ts';
 import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
@@ -40,6 +40,8 @@ export class RunController {
   private readonly runs: MergedCache<CodingRun>;
   private readonly isolation: IsolationProbe | undefined;
   private readonly warmPools: WarmPoolLoop | undefined;
+  /** Between start (caches synced) and stop: a stopped controller's cache no longer follows the cluster. */
+  private live = false;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -249,10 +251,17 @@ export class RunController {
     await Promise.all(this.informers.map((informer) => informer.start()));
     this.queue.start();
     this.warmPools?.start();
+    this.live = true;
     this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
   }
 
+  /** The run cache while it follows the cluster (workers/recent-runs.ts checks what they remember against it). */
+  get liveRuns(): ObjectCache<CodingRun> | undefined {
+    return this.live ? this.runs : undefined;
+  }
+
   stop(): void {
+    this.live = false;
     void this.isolation?.stop();
     this.warmPools?.stop();
     this.queue.stop();

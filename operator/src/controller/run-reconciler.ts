@@ -30,6 +30,7 @@ import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcil
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
+import { DeletionsSent } from './deletions-sent.ts';
 
 /** The record of a TTL-deleted run of this name, from the cached chamvi-finished-runs (#15.2). */
 function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
@@ -194,6 +195,8 @@ export class RunReconciler {
   private readonly boundSeen = new Map<string, string>();
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new Map<string, Grant>();
+  /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
+  private readonly deletions = new DeletionsSent();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -205,6 +208,7 @@ export class RunReconciler {
     let run = this.deps.caches.runs.get(namespace, name);
     if (!run) {
       this.boundSeen.delete(key);
+      this.deletions.forgetRun(key);
       return {};
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
@@ -280,6 +284,10 @@ export class RunReconciler {
     const owned = ownedBy(run);
     const pod = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
+    // What this process already deleted counts as being deleted (the pod) or gone (the policy).
+    const key = `${namespace}/${run.metadata.name}`;
+    const podDeleted = pod !== undefined && this.deletions.deleted(key, 'Pod', pod.metadata!.name!, pod);
+    const policyDeleted = this.deletions.deleted(key, 'NetworkPolicy', networkPolicyName(run), networkPolicy);
     const takenNames = [...takenName(run, 'Pod', pod), ...takenName(run, 'NetworkPolicy', networkPolicy)];
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
     // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
@@ -303,8 +311,8 @@ export class RunReconciler {
         : undefined;
     return {
       run,
-      ...(owned(pod) ? { pod: podView(pod!, this.noteBound(run, pod!)) } : {}),
-      networkPolicyExists: owned(networkPolicy),
+      ...(owned(pod) ? { pod: { ...podView(pod!, this.noteBound(run, pod!)), ...(podDeleted ? { deleting: true } : {}) } } : {}),
+      networkPolicyExists: owned(networkPolicy) && !policyDeleted,
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
@@ -551,9 +559,11 @@ export class RunReconciler {
       }
       case 'deletePod':
         await kube.deletePod(namespace, action.name);
+        this.deletions.note(`${namespace}/${name}`, 'Pod', this.deps.caches.pods.get(namespace, action.name));
         return run;
       case 'deleteNetworkPolicy':
         await kube.deleteNetworkPolicy(namespace, action.name);
+        this.deletions.note(`${namespace}/${name}`, 'NetworkPolicy', this.deps.caches.networkPolicies.get(namespace, action.name));
         return run;
       case 'deleteConfigMaps':
         for (const configMap of action.names) await kube.deleteConfigMap(namespace, configMap);

@@ -148,12 +148,24 @@ function decideDeletion(observed: ObservedRun): Decision {
   const { run, pod } = observed;
   if (!run.metadata.finalizers?.includes(FINALIZER)) return { actions: [], events: [] };
   const actions: Action[] = [{ type: 'stopAgent' }];
-  if (pod) actions.push({ type: 'deletePod', name: pod.name });
-  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
+  removeSandbox(observed, actions);
   if (observed.ownedConfigMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: observed.ownedConfigMaps });
-  // Only once nothing is left: a finalizer removed early would orphan what is still there.
-  if (actions.length === 1) actions.push({ type: 'removeFinalizer' });
+  // Only once nothing is left: a finalizer removed early would orphan what is still there
+  // (and the garbage collector could take the policy of a pod still being deleted).
+  if (!pod && !observed.networkPolicyExists && observed.ownedConfigMaps.length === 0) actions.push({ type: 'removeFinalizer' });
   return { actions, events: [] };
+}
+
+/**
+ * Removes the run's sandbox: the pod once (a pod being deleted is not deleted again), its
+ * NetworkPolicy only once the pod is gone. A pod being deleted runs on for its grace period
+ * (longer on a node that stopped answering), and so does whatever the model started in it:
+ * the policy fences it in until the end.
+ */
+function removeSandbox(observed: ObservedRun, actions: Action[]): void {
+  const { run, pod } = observed;
+  if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
+  if (!pod && observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
 }
 
 /** A finished run keeps its status and ConfigMaps; its pod and policy go, and TTL applies. */
@@ -163,8 +175,7 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
   // The agent's state is dropped after the terminal status is written; until the sandbox
   // is gone too, drop it again in case the process died in between.
   if (pod || observed.networkPolicyExists) actions.push({ type: 'stopAgent' });
-  if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
-  if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
+  removeSandbox(observed, actions);
   // A spec edit of a finished run (GitOps re-applying a new TTL or budget) changes nothing,
   // but kstatus reads a status older than the spec as still in progress: say it was seen.
   const generation = run.metadata.generation ?? 0;
@@ -230,8 +241,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   };
   const stopSandbox = () => {
     actions.push({ type: 'stopAgent' });
-    if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
-    if (observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
+    removeSandbox(observed, actions);
   };
 
   if (!parsed.ok) {

@@ -25,8 +25,8 @@ export interface AgentLogger {
   child(bindings: object): AgentLogger;
 }
 
-/** Builds the model for one call: reads the key or the script fresh from the run's namespace. */
-export type ModelFactory = (namespace: string, model: CodingRunSpec['model']) => Promise<LanguageModel>;
+/** Builds the model for one call: reads the key fresh from the run's namespace (the script once per run, by `runUid`). */
+export type ModelFactory = (namespace: string, model: CodingRunSpec['model'], runUid?: string) => Promise<LanguageModel>;
 
 export interface AgentDependencies {
   states: RunStateStore;
@@ -39,7 +39,10 @@ export interface AgentDependencies {
   /** The run record: one entry per step, answer and failure (record-step.ts). */
   transcript: TranscriptWriter;
   metrics: OperatorMetrics;
+  /** The run, possibly as the API server returned it a moment ago (kube/recent-runs.ts says when that is safe). */
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
+  /** The run read from the API server now; absent, getRun is. */
+  getRunFresh?(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
   clonePolicy: ClonePolicy;
   /** Issue #15.4: namespaces' tokens per day and their tallies; absent, no namespace has a budget. */

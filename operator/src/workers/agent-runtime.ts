@@ -6,6 +6,7 @@ import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
+import type { RecentRuns } from '../kube/recent-runs.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
@@ -48,6 +49,8 @@ export interface AgentRuntimeOptions {
   namespacePolicies?: NamespacePolicyReader;
   /** Where the transcript goes; default: ConfigMaps in the cluster of kubeConfig. Local mode passes its own. */
   transcript?: TranscriptWriter;
+  /** Runs the API server returned a moment ago, for the jobs' reads (kube/recent-runs.ts); absent, every read is a GET. */
+  recentRuns?: Pick<RecentRuns, 'read'>;
 }
 
 export interface AgentRuntime {
@@ -103,7 +106,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     : startAgentWorker(
         {
           states,
-          status: new RunStatusWriter(options.kube),
+          status: new RunStatusWriter(options.kube, undefined, options.recentRuns),
           resources,
           sandboxes,
           queue: agentQueue,
@@ -114,7 +117,9 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           events: options.events,
           transcript: options.transcript ?? kubernetesTranscriptWriter(options.kubeConfig),
           metrics: options.metrics,
-          getRun: (namespace, name) => options.kube.getRun(namespace, name),
+          getRun: (namespace, name) =>
+            options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
+          getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
           clonePolicy: {
             allowRepo: config.allowRepo,
             maxCheckoutBytes: config.maxCheckoutBytes,

@@ -76,6 +76,13 @@ export async function afterCalls(
   }
   await deps.states.save(state);
 
+  // The model is done and finalize's terminal write (finalize-job.ts) will carry this step's
+  // progress (steps, tool calls, usage, timings) anyway: no write of its own. Not when verify
+  // or publish may come between, which write the status without it.
+  if (state.stage === 'finalizing' && !last.resumed && !run.spec.verify && !run.spec.publish) {
+    await deps.queue.finalize(ref, state.verification?.attempts);
+    return;
+  }
   const pending = state.pendingApproval;
   const progress = {
     steps: state.step,

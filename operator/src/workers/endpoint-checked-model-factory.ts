@@ -7,9 +7,9 @@ import { isModelEndpointAllowed, type ModelEndpointConfig } from '../reconcile/m
 import type { ModelFactory } from './agent-dependencies.ts';
 
 export function endpointCheckedModelFactory(factory: ModelFactory, config: ModelEndpointConfig): ModelFactory {
-  return async (namespace, model) => {
+  return async (namespace, model, runUid) => {
     const decision = isModelEndpointAllowed(model, config);
     if (!decision.allowed) throw new RunFailure(REASONS.ModelEndpointNotAllowed, decision.message);
-    return factory(namespace, model);
+    return factory(namespace, model, runUid);
   };
 }

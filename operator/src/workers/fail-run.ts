@@ -5,7 +5,7 @@
 // maps what a job threw to the reason.
 import { REASONS } from '../api/index.ts';
 import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
-import { failStatus } from '../reconcile/run-status-transitions.ts';
+import { failStatus, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { forgetRun } from './forget-run.ts';
 import { keepRunDiff } from './keep-diff.ts';
@@ -24,14 +24,18 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
   const shown = kept ? withDiffNote(message, kept) : message;
   // The commit cloned, so a run stopped by a failure (its diff kept) can still be continued
   // (spec.continueFrom); a state that is gone or unreadable just leaves it out.
-  const revision = kept ? (await deps.states.load(ref).catch(() => undefined))?.revision : undefined;
+  const state = await deps.states.load(ref).catch(() => undefined);
+  const revision = kept ? state?.revision : undefined;
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     if (kept) status.result = { ...keptDiffResult(kept, ''), ...(revision ? { revision } : {}) };
+    // The last step's progress, which rides on the terminal write when the run was finalizing (end-step.ts).
+    if (state && state.step >= (status.steps ?? 0))
+      recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });
     return failStatus(status, reason, shown, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {
-    const step = (await deps.states.load(ref).catch(() => undefined))?.step ?? outcome.run.status?.steps ?? 0;
+    const step = state?.step ?? outcome.run.status?.steps ?? 0;
     await recordFailure(deps, { metadata: { ...ref } }, step, reason, shown);
     await deps.events.record(outcome.run, { type: 'Warning', reason, message: shown });
     observeFinished(deps, outcome.run, 'Failed', reason);

@@ -1,4 +1,5 @@
-// A job acts only on the run as it is now: read fresh from the API server, the same run
+// A job acts only on the run as it is now: read from the API server (or as it returned the
+// run a moment ago, within kube/recent-runs.ts's bound, which says why that is safe), the same run
 // (uid) as the job's, not deleted and not finished, with a spec that still parses. The
 // model, budgets and approval tools come from here, never from Redis (Security #11.1).
 import { codingRunSpec, isTerminal, type ParsedCodingRun } from '../api/index.ts';

@@ -1,6 +1,7 @@
-// The model for one step: reads the API key (or the script) from the run's namespace for
-// every call, so a rotated key takes effect at the next step and no key is ever kept in
-// memory longer than a call, in Redis or in job data.
+// The model for one step: reads the API key from the run's namespace for every call, so a
+// rotated key takes effect at the next step and no key is ever kept in memory longer than a
+// call, in Redis or in job data. The scripted model's script is read once per run
+// (run-script-cache.ts).
 import type { LanguageModel } from 'ai';
 import type { CodingRunSpec } from '../api/index.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
@@ -11,14 +12,16 @@ import { parseModelScript } from '../providers/scripted/model-script-schema.ts';
 import { withCallingPolicy } from '../providers/with-calling-policy.ts';
 import type { ModelFactory } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
+import { RunScriptCache } from './run-script-cache.ts';
 
 export function createModelFactory(
   resources: RunResources,
   policy: CallingPolicy,
   dependencies: CallingPolicyDependencies,
   fetch?: typeof globalThis.fetch,
+  scripts: RunScriptCache = new RunScriptCache(),
 ): ModelFactory {
-  return async (namespace: string, model: CodingRunSpec['model']): Promise<LanguageModel> => {
+  return async (namespace: string, model: CodingRunSpec['model'], runUid?: string): Promise<LanguageModel> => {
     let apiKey: string | undefined;
     let script;
     if (model.apiKeySecretRef) {
@@ -30,13 +33,16 @@ export function createModelFactory(
         );
     }
     if (model.scriptRef) {
-      const text = await resources.configMapValue(namespace, model.scriptRef.name, model.scriptRef.key);
-      if (text === undefined)
-        throw new RunFailure(
-          REASONS.ModelConfigurationInvalid,
-          `ConfigMap ${namespace}/${model.scriptRef.name} has no key "${model.scriptRef.key}" any more.`,
-        );
-      script = parseModelScript(text);
+      const { name, key } = model.scriptRef;
+      // The script the run started with (run-script-cache.ts says why it may be kept).
+      script = runUid === undefined ? undefined : scripts.get(runUid, name, key);
+      if (!script) {
+        const text = await resources.configMapValue(namespace, name, key);
+        if (text === undefined)
+          throw new RunFailure(REASONS.ModelConfigurationInvalid, `ConfigMap ${namespace}/${name} has no key "${key}" any more.`);
+        script = parseModelScript(text);
+        if (runUid !== undefined) scripts.set(runUid, name, key, script, text.length);
+      }
     }
     const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });
     return withCallingPolicy(languageModel, { policy, dependencies, secrets: [apiKey] });

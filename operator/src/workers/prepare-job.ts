@@ -159,7 +159,8 @@ async function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodi
   let current = run;
   while (current.status?.phase !== 'Running' && !current.status?.podName && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 25));
-    current = (await liveRun(deps, ref)) ?? current;
+    // Fresh: what this process remembers of the run (kube/recent-runs.ts) may be the very read that lacked the name.
+    current = (await liveRun({ getRun: deps.getRunFresh ?? deps.getRun }, ref)) ?? current;
   }
   return current;
 }

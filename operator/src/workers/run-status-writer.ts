@@ -1,10 +1,12 @@
-// How the workers change a run's status: read the run fresh, apply a change, replace the
-// status guarded by the resourceVersion, and on a conflict start over. A run that is
+// How the workers change a run's status: read the run (the first time, what the API server
+// returned a moment ago will do), apply a change, replace the status guarded by the
+// resourceVersion, and on a conflict read it fresh and start over. A run that is
 // already terminal is never written (the controller may have ended it: SandboxLost,
 // DeadlineExceeded, or the run was deleted), and the caller learns so and stops working.
 import { isTerminal, type CodingRun, type CodingRunStatus, type RunTiming } from '../api/index.ts';
 import { isConflict } from '../kube/api-errors.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
+import type { RecentRuns } from '../kube/recent-runs.ts';
 
 export type StatusChange = (status: CodingRunStatus, run: CodingRun) => CodingRunStatus;
 
@@ -23,6 +25,8 @@ export class RunStatusWriter {
   constructor(
     private readonly kube: Pick<KubeGateway, 'getRun' | 'replaceRunStatus' | 'patchRunStatus'>,
     private readonly maxAttempts = 8,
+    /** Serves the first attempt's read (kube/recent-runs.ts): a stale one only costs a conflict, and the next attempt reads fresh. */
+    private readonly recent?: Pick<RecentRuns, 'read'>,
   ) {}
 
   /**
@@ -49,7 +53,7 @@ export class RunStatusWriter {
 
   async write(namespace: string, name: string, uid: string, change: StatusChange): Promise<WriteOutcome> {
     for (let attempt = 1; ; attempt++) {
-      const run = await this.kube.getRun(namespace, name);
+      const run = attempt === 1 && this.recent ? await this.recent.read(namespace, name) : await this.kube.getRun(namespace, name);
       if (!run || run.metadata.uid !== uid || run.metadata.deletionTimestamp) return { written: false, why: 'gone' };
       if (isTerminal(run.status?.phase)) return { written: false, why: 'terminal', run };
       const status = change(structuredClone(run.status ?? {}), run);

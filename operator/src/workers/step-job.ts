@@ -74,7 +74,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await forgetRun(deps, ref);
     return;
   }
-  const model = await deps.models(run.metadata.namespace, run.spec.model);
+  const model = await deps.models(run.metadata.namespace, run.spec.model, run.metadata.uid);
   const early = stopBeforeCall(run, state, deps.now().getTime()) ?? (await teamBudgetStop(deps, ref.namespace));
   if (early) {
     state.stage = 'finalizing';
