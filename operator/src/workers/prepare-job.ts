@@ -91,8 +91,15 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     const opening = sandbox.open?.().catch(() => undefined);
     const imported = sandbox.importTree(archiveStream());
     imported.catch(() => undefined); // awaited below, unless the clone failed first
-    // The clone's failure is the run's (CloneFailed, InvalidSpec), not the import's.
-    revision = (await archiveReady).revision;
+    // The clone's failure is the run's (CloneFailed, InvalidSpec), not the import's. It is
+    // thrown only once the import (fed an empty archive) and the session start have settled:
+    // the run's end releases its sandbox, and an exec still in flight then would outlive it
+    // (a local sandbox's directory came back after its removal).
+    const ready = await archiveReady.catch(async (error: unknown) => {
+      await Promise.allSettled([imported, opening]);
+      throw error;
+    });
+    revision = ready.revision;
     await imported;
     await opening;
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
