@@ -9,28 +9,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRunStatus } from '../../operator/src/api/index.ts';
-import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
+import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { eventually } from '../support/operator-process.ts';
 
 const NS = 'e2e-run-template';
 const PREFIX = `e2etpl${Date.now()}`;
-const toolbox = new URL('../../sandbox-image/dist/toolbox.mjs', import.meta.url).pathname;
 
 let root: string;
 let repoUrl: string;
-let registrar: SandboxExecRegistrar;
-let operator: OperatorProcess;
+let e2e: E2eOperator | undefined;
 let fake: FakeOpenAIServer;
 
 const apply = (...objects: object[]) => applyIn(NS, objects);
 
 const finished = (name: string) =>
   finishedRun<CodingRunStatus>(NS, name, 60_000).catch(async (error: unknown) => {
-    const problems = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
+    const problems = e2e!.operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-10);
     console.error(`${name}: ${JSON.stringify(await runStatus(NS, name))}\n${problems.map((line) => JSON.stringify(line)).join('\n')}`);
     throw error;
   });
@@ -54,35 +52,25 @@ const model = (name: string) => ({ provider: 'openai-compatible', name, baseURL:
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-e2e-template-'));
   repoUrl = createBareRepository(root, { 'README.md': 'Hello\n\nA small example repository.\n' });
-  await createNamespace(NS, { restricted: true });
-  await createNamespace(`${NS}-lease`);
-  registrar = await startSandboxExecRegistrar({ kubeconfig: kubeconfigPath(), rootDir: join(root, 'workspaces') });
   fake = await startFakeOpenAIServer();
+  e2e = await startE2eOperator({
+    namespace: NS,
+    root,
+    identity: 'e2e-run-template',
+    redisPrefix: PREFIX,
+    allowRepo: `file://${join(root, 'git')}/*`,
+    env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL },
+  });
   await apply({
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: 'llm', labels: { 'chamvi.dev/usable-by-runs': 'true' } },
     stringData: { apiKey: 'sk-template-e2e-key-0123456789' },
   });
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      REDIS_URL: redisUrl(),
-      CHAMVI_REDIS_PREFIX: PREFIX,
-      CHAMVI_ALLOW_REPO: `file://${join(root, 'git')}/*`,
-      CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${toolbox}`,
-      CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL,
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'e2e-run-template',
-    },
-  });
-  await operator.waitForLog('caches synced; reconciling');
 }, 120_000);
 
 afterAll(async () => {
-  await operator?.kill();
-  await registrar?.stop();
+  await e2e?.stop();
   await fake?.stop();
 });
 
