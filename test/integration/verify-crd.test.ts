@@ -1,8 +1,10 @@
-// spec.verify on a real API server: kubectl explain describes it, defaults are filled, bad
+// spec.verify on a real API server: kubectl explain describes it, the parse fills defaults, bad
 // protect globs and timeouts are refused at `kubectl apply` naming the field, and the grader
 // cannot be changed once the run exists.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 
 const NAMESPACE = 'verify-crd-test';
@@ -39,10 +41,13 @@ describe('spec.verify on a real API server', () => {
     expect(status.stdout).toMatch(/outputTail\s+<string> -required-/);
   });
 
-  it('fills its defaults server-side', async () => {
+  it("is stored as written, and every reader's parse fills its defaults (#15.3: no server-side defaults)", async () => {
     expect((await apply(run('defaults', { command: 'npm test' }))).code).toBe(0);
     const result = await kubectl(['get', 'crun', 'defaults', '-n', NAMESPACE, '-o', 'json']);
-    expect(JSON.parse(result.stdout).spec.verify).toEqual({ command: 'npm test', timeout: '10m', required: true, retries: 0, protect: [] });
+    const stored = JSON.parse(result.stdout) as CodingRun;
+    expect(stored.spec.verify).toEqual({ command: 'npm test' });
+    const parsed = parseSpec(stored);
+    expect(parsed.ok && parsed.spec.verify).toEqual({ command: 'npm test', timeout: '10m', required: true, retries: 0, protect: [] });
   });
 
   it.each([
