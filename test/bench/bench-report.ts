@@ -388,22 +388,27 @@ function egressFigures(egress: Json): Figure[] {
 }
 
 function replicasFigures(replicas: Json): Figure[] {
-  const one = (replicas.rounds as Json[]).find((round) => round.replicas === 1);
   const goals = replicas.goals as Record<string, number>;
-  return (replicas.rounds as Json[])
-    .filter((round) => round.replicas > 1)
-    .map((round) => {
-      const speedup = replicas.speedup[String(round.replicas)] as number | null;
-      const goal = goals[String(round.replicas)];
-      return {
-        benchmark: 'replicas' as const,
-        figure: `steps per second, ${round.replicas} replicas (${replicas.concurrency} workers each, model ${replicas.modelMs} ms)`,
-        unit: 'steps/s',
-        value: round.stepsPerSecond,
-        peer: { what: 'one replica', value: one?.stepsPerSecond ?? 'n/a' },
-        ...(goal ? { goal: `at least ${goal}x one replica (${speedup ?? 'n/a'}x)`, met: speedup !== null && speedup >= goal } : {}),
-      };
-    });
+  // Older results files hold one series at the top level.
+  const series = (replicas.series as Json[] | undefined) ?? [{ concurrency: replicas.concurrency, rounds: replicas.rounds, speedup: replicas.speedup }];
+  return series.flatMap((one) => {
+    const base = (one.rounds as Json[]).find((round) => round.replicas === 1);
+    return (one.rounds as Json[])
+      .filter((round) => round.replicas > 1)
+      .map((round) => {
+        const speedup = (one.speedup[String(round.replicas)] as number | null | undefined) ?? null;
+        const goal = goals[String(round.replicas)];
+        const busy = round.machineBusy === undefined || !base ? '' : `; cores ${Math.round(round.machineBusy * 100)}% busy, ${Math.round(base.machineBusy * 100)}% with one`;
+        return {
+          benchmark: 'replicas' as const,
+          figure: `steps per second, ${round.replicas} replicas (${one.concurrency} workers each, model ${replicas.modelMs} ms${busy})`,
+          unit: 'steps/s',
+          value: round.stepsPerSecond,
+          peer: { what: 'one replica', value: base?.stepsPerSecond ?? 'n/a' },
+          ...(goal ? { goal: `at least ${goal}x one replica (${speedup ?? 'n/a'}x)`, met: speedup !== null && speedup >= goal } : {}),
+        };
+      });
+  });
 }
 
 /** Create → first tool call with a warm pool, beside the same without one (a fresh pod), both from one bench run on kwok. */

@@ -9,9 +9,14 @@
 // the last of the round. The goal (issue #17): at least 1.8x the one-replica rate at two
 // replicas and 2.5x at three. Which replica did each step shows the work is shared.
 //
-//   npx tsx test/bench/replicas-bench.ts [--replicas 1,2,3] [--concurrency 4] [--runs 24] [--steps 10] [--model-ms 200]
+// A replica adds steps per second only while the machine has CPU left for it, so each round
+// also reports how busy the machine's cores were (/proc/stat). The series run one after
+// another: 1 worker per replica (three replicas fit in two cores: the design's scaling) and
+// 4 (one replica already uses about half of two cores: the machine's ceiling).
+//
+//   npx tsx test/bench/replicas-bench.ts [--replicas 1,2,3] [--concurrency 1,4] [--runs 24] [--steps 10] [--model-ms 200]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,6 +53,16 @@ interface Round {
   /** A step from its start to its end ("step done" totalMs), and its model call, in ms. */
   stepMs: { p50: number; p99: number };
   modelMs: { p50: number; p99: number };
+  /** Share of every core's time spent busy while the runs ran (the whole machine: API server, Redis, kwok, operators, this process). */
+  machineBusy: number;
+}
+
+/** Busy and total jiffies of all cores together, from the first line of /proc/stat. */
+function cpuTimes(): { busy: number; total: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((sum, value) => sum + value, 0);
+  // idle and iowait
+  return { busy: total - fields[3]! - (fields[4] ?? 0), total };
 }
 
 interface World {
@@ -84,7 +99,7 @@ function script(options: Options): FakeReply[] {
 }
 
 async function round(world: World, replicas: number, options: Options): Promise<Round> {
-  const namespace = `replicas-${replicas}`;
+  const namespace = `replicas-${replicas}-c${options.concurrency}`;
   const started = Date.now();
   for (const name of [namespace, `${namespace}-lease`]) await world.kubectl(['create', 'namespace', name]);
   const start = (index: number) =>
@@ -93,7 +108,7 @@ async function round(world: World, replicas: number, options: Options): Promise<
       entry: world.entry,
       env: {
         REDIS_URL: world.plane.redisUrl,
-        CHAMVI_REDIS_PREFIX: `replicas${replicas}`,
+        CHAMVI_REDIS_PREFIX: `replicas${replicas}c${options.concurrency}`,
         CHAMVI_ALLOW_REPO: `file://${world.gitDir}/*`,
         CHAMVI_ALLOW_MODEL_ENDPOINTS: world.fake.baseURL,
         CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${DEFAULT_TOOLBOX_PATH}`,
@@ -115,6 +130,7 @@ async function round(world: World, replicas: number, options: Options): Promise<
     for (const operator of operators.slice(1)) await operator.waitForLog('standing by', 120_000);
     const runs = Array.from({ length: options.runs }, (_, index) => `run-${index}`);
     for (const run of runs) world.fake.enqueueFor(`${namespace}-${run}`, ...script(options));
+    const cpuBefore = cpuTimes();
     const manifests: object[] = [
       {
         apiVersion: 'v1',
@@ -149,6 +165,7 @@ async function round(world: World, replicas: number, options: Options): Promise<
       1_200_000,
       `the ${options.runs} runs with ${replicas} replica(s) to succeed`,
     );
+    const cpuAfter = cpuTimes();
     const lines = operators.map((operator) => operator.logged('step done'));
     const doneAt = lines.map((replica) => replica.map((line) => Date.parse(line.time as string)));
     const all = doneAt.flat().sort((a, b) => a - b);
@@ -163,6 +180,7 @@ async function round(world: World, replicas: number, options: Options): Promise<
       wallSeconds: Math.round((Date.now() - started) / 100) / 10,
       stepMs: latencyFigure(lines.flat().map((line) => line.totalMs as number)),
       modelMs: latencyFigure(lines.flat().map((line) => line.modelMs as number)),
+      machineBusy: Math.round(((cpuAfter.busy - cpuBefore.busy) / (cpuAfter.total - cpuBefore.total)) * 100) / 100,
     };
   } finally {
     for (const operator of operators) await operator.kill();
@@ -170,18 +188,32 @@ async function round(world: World, replicas: number, options: Options): Promise<
   }
 }
 
+/** One worker count per replica, the replicas counts run with it, and their speed-ups over one replica. */
+interface Series {
+  concurrency: number;
+  rounds: Round[];
+  speedup: Record<number, number | undefined>;
+}
+
+function speedupOf(rounds: readonly Round[], replicas: number): number | undefined {
+  const base = rounds.find((result) => result.replicas === 1)?.stepsPerSecond;
+  const rate = rounds.find((result) => result.replicas === replicas)?.stepsPerSecond;
+  return base && rate ? Math.round((rate / base) * 100) / 100 : undefined;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       replicas: { type: 'string', default: '1,2,3' },
-      concurrency: { type: 'string', default: '4' },
+      concurrency: { type: 'string', default: '1,4' },
       runs: { type: 'string', default: '24' },
       steps: { type: 'string', default: '10' },
       'model-ms': { type: 'string', default: '200' },
     },
   });
+  // Each series sets its own concurrency.
   const options: Options = {
-    concurrency: Number(values.concurrency),
+    concurrency: 0,
     runs: Number(values.runs),
     steps: Number(values.steps),
     modelMs: Number(values['model-ms']),
@@ -202,37 +234,38 @@ async function main(): Promise<void> {
       gitDir: path.join(work, 'git'),
       entry: bundleOperator(path.join(work, 'operator')),
     };
-    const rounds: Round[] = [];
-    for (const replicas of values.replicas.split(',').map(Number)) {
-      const result = await round(world, replicas, options);
-      console.log(
-        `  ${replicas} replica(s): ${result.steps} steps in ${result.seconds} s = ${result.stepsPerSecond} steps/s (by replica: ${result.stepsByReplica.join(', ')}; step p50 ${result.stepMs.p50} ms, model p50 ${result.modelMs.p50} ms)`,
-      );
-      rounds.push(result);
+    const series: Series[] = [];
+    for (const concurrency of values.concurrency.split(',').map(Number)) {
+      const rounds: Round[] = [];
+      for (const replicas of values.replicas.split(',').map(Number)) {
+        const result = await round(world, replicas, { ...options, concurrency });
+        console.log(
+          `  ${replicas} replica(s) x ${concurrency} worker(s): ${result.steps} steps in ${result.seconds} s = ${result.stepsPerSecond} steps/s (by replica: ${result.stepsByReplica.join(', ')}; step p50 ${result.stepMs.p50} ms, model p50 ${result.modelMs.p50} ms; cores ${Math.round(result.machineBusy * 100)}% busy)`,
+        );
+        rounds.push(result);
+      }
+      series.push({ concurrency, rounds, speedup: { 2: speedupOf(rounds, 2), 3: speedupOf(rounds, 3) } });
     }
-    const base = rounds.find((result) => result.replicas === 1)?.stepsPerSecond;
-    const speedup = (replicas: number) => {
-      const rate = rounds.find((result) => result.replicas === replicas)?.stepsPerSecond;
-      return base && rate ? Math.round((rate / base) * 100) / 100 : undefined;
-    };
     const results = {
       date: new Date().toISOString(),
       cpus: cpus().length,
       loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
-      ...options,
-      rounds,
-      speedup: { 2: speedup(2), 3: speedup(3) },
+      runs: options.runs,
+      steps: options.steps,
+      modelMs: options.modelMs,
+      series,
       goals: { 2: 1.8, 3: 2.5 },
     };
     writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
     console.log(
-      `replicas bench: ${options.runs} runs x ${options.steps} steps, model ${options.modelMs} ms, ${options.concurrency} workers per replica, ${results.cpus} CPUs, load ${results.loadAverage1m}`,
+      `replicas bench: ${options.runs} runs x ${options.steps} steps, model ${options.modelMs} ms, ${results.cpus} CPUs, load ${results.loadAverage1m}`,
     );
-    console.log('replicas   steps/s   speed-up   goal');
-    for (const result of rounds)
-      console.log(
-        `${String(result.replicas).padEnd(10)} ${String(result.stepsPerSecond).padEnd(9)} ${String(speedup(result.replicas) ?? '').padEnd(10)} ${result.replicas === 2 ? '>= 1.8x' : result.replicas === 3 ? '>= 2.5x' : ''}`,
-      );
+    console.log('workers   replicas   steps/s   speed-up   cores busy   goal');
+    for (const { concurrency, rounds } of series)
+      for (const result of rounds)
+        console.log(
+          `${String(concurrency).padEnd(9)} ${String(result.replicas).padEnd(10)} ${String(result.stepsPerSecond).padEnd(9)} ${String(speedupOf(rounds, result.replicas) ?? '').padEnd(10)} ${`${Math.round(result.machineBusy * 100)}%`.padEnd(12)} ${result.replicas === 2 ? '>= 1.8x' : result.replicas === 3 ? '>= 2.5x' : ''}`,
+        );
     console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
   } finally {
     await fake.stop();
