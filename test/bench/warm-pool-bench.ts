@@ -31,6 +31,8 @@ interface Mode {
   createToFirstToolCallMs: LatencyFigure;
   /** Runs whose sandbox was a claimed pool pod (status.timings SandboxClaimed). */
   claimed: number;
+  /** The same figure over those runs alone: a run the pool had no ready pod for took a fresh one. */
+  claimedCreateToFirstToolCallMs?: LatencyFigure;
   /** The same runs' phases, p50 ms each, to show where the time goes. */
   phasesP50Ms: Record<string, number>;
   /**
@@ -115,6 +117,7 @@ async function main(): Promise<void> {
         );
       }
       const samples: number[] = [];
+      const claimedSamples: number[] = [];
       const phases = new Map<string, number[]>();
       const ends = new Map<string, number[]>();
       let claimed = 0;
@@ -155,7 +158,10 @@ async function main(): Promise<void> {
         const first = timings.find((entry) => entry.phase === 'FirstToolCall');
         if (!first) throw new Error(`${name}: no FirstToolCall in status.timings`);
         samples.push(Date.parse(first.start) + first.durationMs - sentAt);
-        if (timings.some((entry) => entry.phase === 'SandboxClaimed')) claimed++;
+        if (timings.some((entry) => entry.phase === 'SandboxClaimed')) {
+          claimed++;
+          claimedSamples.push(samples.at(-1)!);
+        }
         for (const entry of timings) {
           phases.set(entry.phase, [...(phases.get(entry.phase) ?? []), entry.durationMs]);
           ends.set(entry.phase, [...(ends.get(entry.phase) ?? []), Date.parse(entry.start) + entry.durationMs - sentAt]);
@@ -166,6 +172,7 @@ async function main(): Promise<void> {
       return {
         createToFirstToolCallMs: latencyFigure(samples, 0),
         claimed,
+        ...(claimedSamples.length > 0 ? { claimedCreateToFirstToolCallMs: latencyFigure(claimedSamples, 0) } : {}),
         phasesP50Ms: Object.fromEntries([...phases].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
         phaseEndsP50Ms: Object.fromEntries([...ends].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
       };
@@ -196,6 +203,12 @@ async function main(): Promise<void> {
       const figure = mode.createToFirstToolCallMs;
       console.log(
         `${name.padEnd(34)} ${String(figure.p50).padStart(7)}   ${String(figure.p99).padStart(7)}   ${String(figure.max).padStart(7)}   ${String(mode.claimed).padStart(7)}   ${goal}`,
+      );
+    }
+    if (warm.claimedCreateToFirstToolCallMs) {
+      const figure = warm.claimedCreateToFirstToolCallMs;
+      console.log(
+        `${'  of which claimed a pool pod'.padEnd(34)} ${String(figure.p50).padStart(7)}   ${String(figure.p99).padStart(7)}   ${String(figure.max).padStart(7)}   ${String(warm.claimed).padStart(7)}`,
       );
     }
     console.log(`phases p50 ms, cold: ${JSON.stringify(cold.phasesP50Ms)}`);

@@ -183,7 +183,7 @@ export class RunController {
       logger,
       ...(metrics ? { metrics } : {}),
       // A claim takes a pod out of its pool: refill at once.
-      ...(warmGateway ? { warmPools: { gateway: warmGateway, onClaim: () => this.warmPools?.poke() } } : {}),
+      ...(warmGateway ? { warmPools: { gateway: warmGateway, onClaim: (pool, podName) => this.warmPools?.claimed(pool, podName) } } : {}),
       wake: (key) => this.queue.add(key),
       caches: {
         runs: this.runs,

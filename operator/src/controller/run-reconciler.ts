@@ -80,7 +80,7 @@ export interface RunReconcilerDeps {
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
-  warmPools?: { gateway: WarmPoolGateway; onClaim?: (pool: WarmPoolConfig) => void };
+  warmPools?: { gateway: WarmPoolGateway; onClaim?: (pool: WarmPoolConfig, podName: string) => void };
   /**
    * #15.3: reads the CodingRunTemplate a run names (spec.templateRef), only while the run is being
    * accepted; undefined when it does not exist. Absent, no template is found (the local CLI).
@@ -365,7 +365,7 @@ export class RunReconciler {
         claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline),
       );
       if (claimed) {
-        warm.onClaim?.(pool);
+        warm.onClaim?.(pool, name);
         return { podName: name };
       }
     }

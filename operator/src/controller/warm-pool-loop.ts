@@ -1,6 +1,9 @@
 // Keeps each warm pool at its size, in the background, on the leader: looks at the pool's
 // unclaimed pods in the pod cache, asks planWarmPool what to do, does it. Runs after every
 // claim (a pool refills at once) and on a timer (pods that ended, a cache that caught up).
+// A pod this process just claimed still looks unclaimed in the cache until the watch brings
+// the claim, so the claim is told here (claimed()) and the pod no longer counts: otherwise
+// the pass right after a claim sees a full pool and the refill waits for the timer.
 // Pods it created that the cache does not show yet count as starting (as a ReplicaSet's
 // expectations), or a pass right after a create would create them again. With
 // config.networkPolicy (the default) a pool's deny-all NetworkPolicy is in place before
@@ -74,6 +77,8 @@ export class WarmPoolLoop {
   private readonly expected = new Map<string, Map<string, number>>();
   /** Pods asked to be deleted that the cache still shows without a deletionTimestamp. */
   private readonly deleting = new Set<string>();
+  /** Pods this process claimed (namespace/name, with when) that the cache may still show in their pool. */
+  private readonly claimedPods = new Map<string, number>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -104,6 +109,12 @@ export class WarmPoolLoop {
     this.timer = undefined;
   }
 
+  /** A pod of the pool was claimed: it left the pool whatever the cache says yet, and the pool refills now. */
+  claimed(pool: WarmPoolConfig, podName: string): void {
+    this.claimedPods.set(`${pool.namespace}/${podName}`, this.deps.now?.() ?? Date.now());
+    this.poke();
+  }
+
   /** Ask for a pass soon; passes never overlap, and one asked for during a pass runs after it. */
   poke(): void {
     if (this.running) {
@@ -121,6 +132,11 @@ export class WarmPoolLoop {
           this.poke();
         }
       });
+  }
+
+  /** Resolves once no pass is running (the one a claim asked for, in tests). */
+  async settled(): Promise<void> {
+    while (this.running) await this.running;
   }
 
   /** One pass over every pool; resolves when its creates and deletes are done. */
@@ -163,8 +179,13 @@ export class WarmPoolLoop {
       .map((pod) => pod.metadata!.name!);
     for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
     if (!(await this.policyInPlace(pool, now))) return;
-    const cached = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
-    const seen = new Set(cached.map((pod) => pod.metadata!.name!));
+    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
+    const stillInPool = new Set(inPool.map((pod) => `${pool.namespace}/${pod.metadata!.name!}`));
+    // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
+    for (const [key, at] of this.claimedPods)
+      if (key.startsWith(`${pool.namespace}/`) && (!stillInPool.has(key) || now - at > EXPECTATION_TTL_MS)) this.claimedPods.delete(key);
+    const cached = inPool.filter((pod) => !this.claimedPods.has(`${pool.namespace}/${pod.metadata!.name!}`));
+    const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     const expected = this.expected.get(poolKey(pool)) ?? new Map<string, number>();
     this.expected.set(poolKey(pool), expected);
     for (const [name, at] of expected) if (seen.has(name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);

@@ -1,0 +1,99 @@
+// The pool loop's bookkeeping between a claim and the watch that shows it: the pod cache is a
+// plain list the test edits (as the informer would, later), the gateway records what the loop
+// asks of the API server. What the loop decides from them is the unit under test.
+import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import type { ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
+import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
+import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { WARM_POOL_LABEL, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+
+const pool: WarmPoolConfig = { name: 'pool', namespace: 'team', size: 2 };
+// No NetworkPolicy here: what is under test is the pod count, not the pool's deny-all.
+const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], warmPools: [pool], networkPolicy: false }, {});
+
+function listCache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]): ObjectCache<T> {
+  return {
+    get: (namespace, name) => items.find((item) => item.metadata?.namespace === namespace && item.metadata?.name === name),
+    list: () => items,
+  };
+}
+
+function world() {
+  let now = 1_000_000;
+  const pods: V1Pod[] = [];
+  const created: V1Pod[] = [];
+  let next = 0;
+  const gateway: WarmPoolGateway = {
+    async createPoolPod(pod) {
+      const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next++}` } };
+      created.push(named);
+      return named;
+    },
+    claimPod: async () => undefined,
+    deletePod: async () => undefined,
+    createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
+  };
+  const loop = new WarmPoolLoop({
+    config,
+    gateway,
+    pods: listCache(pods),
+    networkPolicies: listCache([warmPoolNetworkPolicy(pool)]),
+    logger: { info: () => {}, warn: () => {} },
+    now: () => now,
+  });
+  /** A pod of the cache, as the informer shows it: ready, in the pool. */
+  const readyPod = (name: string): V1Pod => {
+    const made = created.find((pod) => pod.metadata?.name === name)!;
+    return {
+      ...made,
+      status: { phase: 'Running', startTime: new Date(now), conditions: [{ type: 'Ready', status: 'True' }] },
+    };
+  };
+  return { pods, created, loop, readyPod, advance: (ms: number) => (now += ms) };
+}
+
+describe('WarmPoolLoop', () => {
+  it('refills at once after a claim, though the cache still shows the claimed pod in the pool', async () => {
+    const { pods, created, loop, readyPod } = world();
+    await loop.pass();
+    expect(created).toHaveLength(2);
+    pods.push(readyPod('made-0'), readyPod('made-1'));
+    await loop.pass();
+    expect(created).toHaveLength(2);
+    // Claimed; the watch has not brought the claim's label change yet.
+    loop.claimed(pool, 'made-0');
+    await loop.settled();
+    expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0', 'made-1', 'made-2']);
+  });
+
+  it('does not count a claimed pod twice once the cache shows it out of the pool', async () => {
+    const { pods, created, loop, readyPod } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'), readyPod('made-1'));
+    loop.claimed(pool, 'made-0');
+    await loop.settled();
+    pods.push(readyPod('made-2'));
+    // The claim reaches the cache: the pod has lost its pool label.
+    const claimed = pods[0]!;
+    pods[0] = { ...claimed, metadata: { ...claimed.metadata, labels: { ...claimed.metadata?.labels, [WARM_POOL_LABEL]: '' } } };
+    await loop.pass();
+    await loop.pass();
+    expect(created).toHaveLength(3);
+  });
+
+  it('forgets a claim the cache never shows after the expectation time, and counts the pod again', async () => {
+    const { pods, created, loop, readyPod, advance } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'), readyPod('made-1'));
+    loop.claimed(pool, 'made-0');
+    await loop.settled();
+    expect(created).toHaveLength(3);
+    pods.push(readyPod('made-2'));
+    advance(31_000);
+    // Three pool pods in the cache for a pool of two: one is deleted, none created.
+    await loop.pass();
+    expect(created).toHaveLength(3);
+  });
+});
