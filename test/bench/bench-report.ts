@@ -390,7 +390,9 @@ function egressFigures(egress: Json): Figure[] {
 function replicasFigures(replicas: Json): Figure[] {
   const goals = replicas.goals as Record<string, number>;
   // Older results files hold one series at the top level.
-  const series = (replicas.series as Json[] | undefined) ?? [{ concurrency: replicas.concurrency, rounds: replicas.rounds, speedup: replicas.speedup }];
+  const series = (replicas.series as Json[] | undefined) ?? [
+    { concurrency: replicas.concurrency, rounds: replicas.rounds, speedup: replicas.speedup },
+  ];
   return series.flatMap((one) => {
     const base = (one.rounds as Json[]).find((round) => round.replicas === 1);
     return (one.rounds as Json[])
@@ -398,7 +400,10 @@ function replicasFigures(replicas: Json): Figure[] {
       .map((round) => {
         const speedup = (one.speedup[String(round.replicas)] as number | null | undefined) ?? null;
         const goal = goals[String(round.replicas)];
-        const busy = round.machineBusy === undefined || !base ? '' : `; cores ${Math.round(round.machineBusy * 100)}% busy, ${Math.round(base.machineBusy * 100)}% with one`;
+        const busy =
+          round.machineBusy === undefined || !base
+            ? ''
+            : `; cores ${Math.round(round.machineBusy * 100)}% busy, ${Math.round(base.machineBusy * 100)}% with one`;
         return {
           benchmark: 'replicas' as const,
           figure: `steps per second, ${round.replicas} replicas (${one.concurrency} workers each, model ${replicas.modelMs} ms${busy})`,
