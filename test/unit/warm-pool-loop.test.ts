@@ -96,4 +96,37 @@ describe('WarmPoolLoop', () => {
     await loop.pass();
     expect(created).toHaveLength(3);
   });
+
+  it("keeps one pool's claim while another pool of the same namespace has its pass", async () => {
+    const other: WarmPoolConfig = { name: 'other', namespace: 'team', size: 1 };
+    const pods: V1Pod[] = [];
+    const created: V1Pod[] = [];
+    const gateway: WarmPoolGateway = {
+      createPoolPod: async (pod) => {
+        const named = { ...pod, metadata: { ...pod.metadata, name: `made-${created.length}` } };
+        created.push(named);
+        return named;
+      },
+      claimPod: async () => undefined,
+      deletePod: async () => undefined,
+      createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
+    };
+    const loop = new WarmPoolLoop({
+      config: loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], warmPools: [pool, other], networkPolicy: false }, {}),
+      gateway,
+      pods: listCache(pods),
+      networkPolicies: listCache([]),
+      logger: { info: () => {}, warn: () => {} },
+    });
+    await loop.pass();
+    expect(created).toHaveLength(3);
+    const ready = { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] };
+    pods.push(...created.map((pod) => ({ ...pod, status: ready })));
+    // The other pool's pod is claimed; the watch has not shown it yet. Its pass comes after this pool's.
+    const otherPod = created.find((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] === 'other')!.metadata!.name!;
+    loop.claimed(other, otherPod);
+    await loop.settled();
+    expect(created).toHaveLength(4);
+    expect(created[3]!.metadata?.labels?.[WARM_POOL_LABEL]).toBe('other');
+  });
 });

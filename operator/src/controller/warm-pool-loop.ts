@@ -77,8 +77,8 @@ export class WarmPoolLoop {
   private readonly expected = new Map<string, Map<string, number>>();
   /** Pods asked to be deleted that the cache still shows without a deletionTimestamp. */
   private readonly deleting = new Set<string>();
-  /** Pods this process claimed (namespace/name, with when) that the cache may still show in their pool. */
-  private readonly claimedPods = new Map<string, number>();
+  /** Per pool: pods this process claimed, with when, that the cache may still show in the pool. */
+  private readonly claimedPods = new Map<string, Map<string, number>>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -111,7 +111,8 @@ export class WarmPoolLoop {
 
   /** A pod of the pool was claimed: it left the pool whatever the cache says yet, and the pool refills now. */
   claimed(pool: WarmPoolConfig, podName: string): void {
-    this.claimedPods.set(`${pool.namespace}/${podName}`, this.deps.now?.() ?? Date.now());
+    const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();
+    this.claimedPods.set(poolKey(pool), claimed.set(podName, this.deps.now?.() ?? Date.now()));
     this.poke();
   }
 
@@ -180,12 +181,11 @@ export class WarmPoolLoop {
     for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
     if (!(await this.policyInPlace(pool, now))) return;
     const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
-    const stillInPool = new Set(inPool.map((pod) => `${pool.namespace}/${pod.metadata!.name!}`));
-    // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
-    for (const [key, at] of this.claimedPods)
-      if (key.startsWith(`${pool.namespace}/`) && (!stillInPool.has(key) || now - at > EXPECTATION_TTL_MS)) this.claimedPods.delete(key);
-    const cached = inPool.filter((pod) => !this.claimedPods.has(`${pool.namespace}/${pod.metadata!.name!}`));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
+    // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
+    const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();
+    for (const [name, at] of claimed) if (!seen.has(name) || now - at > EXPECTATION_TTL_MS) claimed.delete(name);
+    const cached = inPool.filter((pod) => !claimed.has(pod.metadata!.name!));
     const expected = this.expected.get(poolKey(pool)) ?? new Map<string, number>();
     this.expected.set(poolKey(pool), expected);
     for (const [name, at] of expected) if (seen.has(name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);
