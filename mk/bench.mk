@@ -12,9 +12,11 @@
 # PEER_LIMITS=unlimited (or default) runs only one of them.
 
 N ?= 200
+# Runs per mode of bench-warm-pool-real-node (a fresh-pod run takes ~1-2 s there).
+WARM_RUNS ?= 10
 PEER_LIMITS ?= both
 
-.PHONY: bench bench-scale bench-report bench-real-node bench-egress bench-replicas bench-warm-pool
+.PHONY: bench bench-scale bench-report bench-real-node bench-egress bench-replicas bench-warm-pool bench-warm-pool-real-node
 
 bench-egress: node_modules ## The egress proxy against direct: 100 MB download, 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
 	npx tsx test/bench/egress-bench.ts
@@ -33,10 +35,16 @@ bench-scale: node_modules system-packages toolbox control-plane ## N CodingRuns 
 bench-real-node: node_modules system-packages control-plane real-node sandbox-image ## Real-node figures: sandbox pod create->Ready and ->first tool call, serve and per-call exec vs kubectl exec, written to test/bench/results/real-node.json
 	npx tsx test/bench/real-node-bench.ts
 
+# The same warm-pool bench with its sandboxes (fresh and pooled) on the real node, where a pod's
+# start costs what a cluster's does; like bench-real-node it writes the reason and exits 0 when
+# the node cannot start here.
+bench-warm-pool-real-node: node_modules system-packages control-plane real-node sandbox-image ## Create -> first tool call with a warm sandbox pool and without, on the real node, written to test/bench/results/warm-pool-real-node.json
+	npx tsx test/bench/warm-pool-bench.ts --real-node --runs $(WARM_RUNS)
+
 bench-report: node_modules ## One table of every benchmark figure and its peer, written to test/bench/results/latest.json
 	npx tsx test/bench/bench-report.ts
 
-bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, replicas, warm pool, scale at N=200, the real node) and one table
+bench: node_modules system-packages toolbox control-plane ## Every benchmark (toolbox, exec, step overhead, egress proxy, replicas, warm pool on kwok and the real node, scale at N=200, the real node) and one table
 	@started=$$(date +%s); \
-	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-replicas bench-warm-pool bench-scale bench-real-node N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
+	$(MAKE) --no-print-directory -j1 bench-toolbox bench-exec bench-step bench-egress bench-replicas bench-warm-pool bench-warm-pool-real-node bench-scale bench-real-node N=$(N) PEER_LIMITS=$(PEER_LIMITS) && \
 	npx tsx test/bench/bench-report.ts --started $$started

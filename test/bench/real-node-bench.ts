@@ -14,8 +14,8 @@
 // running), it writes the reason to real-node.json and exits 0: the report shows it skipped.
 //
 //   npx tsx test/bench/real-node-bench.ts [--pods 5] [--samples 1000] [--per-call-samples 100] [--peer-every 2]
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -24,11 +24,9 @@ import { SANDBOX_CONTAINER } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../../operator/src/sandbox/kubernetes-sandbox.ts';
 import type { Sandbox } from '../../operator/src/sandbox/sandbox.ts';
 import { encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
-import { ensureBinaries } from '../support/control-plane/binaries.ts';
-import { removeStateDir, startControlPlane, type ControlPlane } from '../support/control-plane/control-plane.ts';
 import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl.ts';
-import { builtImage } from '../support/real-node/built-images.ts';
-import { RealNodeUnavailable, startRealNode, type RealNode } from '../support/real-node/real-node.ts';
+import { startPlaneWithRealNode, type PlaneWithRealNode } from '../support/real-node/plane-with-real-node.ts';
+import { RealNodeUnavailable } from '../support/real-node/real-node.ts';
 import { realNodeOperatorConfig, realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
 import { latencyFigure } from './latency-figures.ts';
 
@@ -70,30 +68,18 @@ async function main(): Promise<void> {
   const peerEvery = Number(values['peer-every']);
   const loadAtStart = loadavg()[0] ?? 0;
 
-  let plane: ControlPlane | undefined;
-  let node: RealNode | undefined;
+  let started: PlaneWithRealNode | undefined;
   try {
-    let sandboxImage: { archive: string; ref: string };
-    let binDir: string;
     try {
-      sandboxImage = builtImage('sandbox', 'make sandbox-image');
-      const pause = builtImage('pause', 'make real-node');
-      binDir = ensureBinaries();
-      plane = await startControlPlane({ stateDir: mkdtempSync(path.join(tmpdir(), 'chamvi-control-plane-')), binDir });
-      node = await startRealNode({
-        binDir,
-        kubeconfig: plane.kubeconfig,
-        caCert: path.join(plane.stateDir, 'pki', 'ca.crt'),
-        images: [sandboxImage.archive],
-        pauseImage: pause,
-      });
+      started = await startPlaneWithRealNode();
     } catch (error) {
       if (!(error instanceof RealNodeUnavailable)) throw error;
       console.log(`real-node bench SKIPPED: ${error.reason}`);
       write({ skipped: error.reason });
       return;
     }
-    const kubeconfig = plane.kubeconfig;
+    const { binDir, node, sandboxImage } = started;
+    const kubeconfig = started.plane.kubeconfig;
     const kubectl = (args: string[], input?: string) => kubectlOrThrow(args, { binDir, kubeconfig, ...(input ? { input } : {}) });
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfig);
@@ -212,11 +198,7 @@ async function main(): Promise<void> {
     console.log(`load average ${loadAverage1m.atStart} at the start, ${loadAverage1m.atEnd} at the end (shared machine)`);
     write({ loadAverage1m, nodeStartSeconds: node.startSeconds, request, peerEvery, results, goals });
   } finally {
-    await node?.stop();
-    if (plane) {
-      await plane.stop();
-      removeStateDir(plane.stateDir);
-    }
+    await started?.stop();
   }
 }
 

@@ -5,25 +5,27 @@
 // machine). Runs go one after another (the next once the last succeeded), so each measures
 // one run's path, not a queue; the pool refills in the background between them.
 //
-//   npx tsx test/bench/warm-pool-bench.ts [--runs 30] [--pool 3]
+// With --real-node the sandboxes (fresh and pooled) are the built sandbox image on the real node
+// (warm-pool-targets.ts), written to warm-pool-real-node.json; when that node cannot start here
+// the file says why and the bench exits 0, as real-node-bench.ts does.
+//
+//   npx tsx test/bench/warm-pool-bench.ts [--runs 30] [--pool 3] [--real-node]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { WARM_POOL_LABEL } from '../../operator/src/reconcile/warm-pool.ts';
-import { ensureBinaries } from '../support/control-plane/binaries.ts';
-import { applyManifestDir, removeStateDir, startControlPlane } from '../support/control-plane/control-plane.ts';
-import { kubectlOrThrow } from '../support/control-plane/run-kubectl.ts';
+import { applyManifestDir } from '../support/control-plane/control-plane.ts';
+import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
-import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { RealNodeUnavailable } from '../support/real-node/real-node.ts';
 import { latencyFigure, type LatencyFigure } from './latency-figures.ts';
+import { kwokTarget, realNodeTarget, type WarmPoolTarget } from './warm-pool-targets.ts';
 
-const resultsFile = fileURLToPath(new URL('./results/warm-pool.json', import.meta.url));
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const NS = 'bench';
 
@@ -42,144 +44,233 @@ interface Mode {
   phaseEndsP50Ms: Record<string, number>;
 }
 
+/** What one mode's runs share: the cluster, its clients, where the runs' repository and script live. */
+interface Bench {
+  target: WarmPoolTarget;
+  work: string;
+  runs: number;
+  kubectl: (args: string[], input?: string) => Promise<string>;
+  custom: CustomObjectsApi;
+}
+
+const resultsFileOf = (realNode: boolean) =>
+  fileURLToPath(new URL(realNode ? './results/warm-pool-real-node.json' : './results/warm-pool.json', import.meta.url));
+
+function writeResults(file: string, results: object): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+}
+
+/** The runs' namespace (with the target's PodSecurity labels), its lease namespace, a one-file repository and the model's script. */
+async function prepare(bench: Bench): Promise<void> {
+  const { work, kubectl } = bench;
+  const source = path.join(work, 'source');
+  execFileSync('git', ['init', '-q', '-b', 'main', source]);
+  writeFileSync(path.join(source, 'README.md'), 'Hello\n');
+  execFileSync('git', ['add', '.'], { cwd: source });
+  execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-qm', 'readme'], { cwd: source });
+  execFileSync('git', ['clone', '-q', '--bare', source, path.join(work, 'git', 'hello.git')]);
+  await kubectl(
+    ['create', '-f', '-'],
+    JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: bench.target.namespaceLabels } }),
+  );
+  await kubectl(['create', 'namespace', `${NS}-lease`]);
+  // A pod is refused until its namespace has the default ServiceAccount.
+  await eventually(
+    async () =>
+      (
+        await runKubectl(['get', 'serviceaccount', 'default', '-n', NS], {
+          binDir: bench.target.binDir,
+          kubeconfig: bench.target.kubeconfig,
+        })
+      ).code === 0 || undefined,
+    30_000,
+    'the default ServiceAccount',
+  );
+  await kubectl(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'script', namespace: NS },
+      data: {
+        'script.json': JSON.stringify({
+          turns: [{ toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }] }, { text: 'done' }],
+        }),
+      },
+    }),
+  );
+}
+
+async function startOperator(bench: Bench, label: string, pool: number): Promise<OperatorProcess> {
+  const { target, work } = bench;
+  const config = path.join(work, `config-${label}.json`);
+  writeFileSync(config, JSON.stringify({ ...target.config, warmPools: pool > 0 ? [{ name: 'bench', namespace: NS, size: pool }] : [] }));
+  const operator = new OperatorProcess({
+    kubeconfig: target.kubeconfig,
+    env: {
+      REDIS_URL: target.redisUrl,
+      CHAMVI_REDIS_PREFIX: `bench-${label}`,
+      CHAMVI_ALLOW_REPO: `file://${path.join(work, 'git')}/*`,
+      CHAMVI_WATCH_NAMESPACES: NS,
+      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
+      CHAMVI_CONFIG: config,
+      LOG_LEVEL: 'info',
+      ...target.env,
+    },
+  });
+  await operator.waitForLog('caches synced; reconciling', 60_000);
+  return operator;
+}
+
+async function waitForPool(bench: Bench, pool: number): Promise<void> {
+  await eventually(
+    async () => {
+      const ready = await bench.kubectl([
+        'get',
+        'pods',
+        '-n',
+        NS,
+        '-l',
+        `${WARM_POOL_LABEL}=bench`,
+        '-o',
+        'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+      ]);
+      return ready.split('\n').filter((line) => line === 'True').length >= pool ? true : undefined;
+    },
+    120_000,
+    'the pool to fill',
+  );
+}
+
+/** Creates run `name` and waits for it to succeed: its status.timings, and when the create request was sent. */
+async function oneRun(bench: Bench, operator: OperatorProcess, name: string): Promise<{ run: CodingRun; sentAt: number }> {
+  const { custom, work } = bench;
+  const body = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name, namespace: NS },
+    spec: {
+      task: 'Read the README.',
+      repository: { url: `file://${path.join(work, 'git', 'hello.git')}` },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+    },
+  };
+  const sentAt = Date.now();
+  await custom.createNamespacedCustomObject({ group: 'chamvi.dev', version: 'v1alpha1', namespace: NS, plural: 'codingruns', body });
+  const run = await eventually(
+    async () => {
+      const found = (await custom.getNamespacedCustomObject({
+        group: 'chamvi.dev',
+        version: 'v1alpha1',
+        namespace: NS,
+        plural: 'codingruns',
+        name,
+      })) as CodingRun;
+      if (found.status?.phase === 'Failed') throw new Error(`${name} failed: ${found.status.message}`);
+      return found.status?.phase === 'Succeeded' ? found : undefined;
+    },
+    120_000,
+    `${name} to succeed`,
+  ).catch(async (error: unknown) => {
+    const status = await bench.kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
+    const said = operator.lines.filter((line) => (line.level ?? 0) >= 40).slice(-8);
+    throw new Error(`${String(error)}\n${status}\n${JSON.stringify(said)}`);
+  });
+  return { run, sentAt };
+}
+
+/** `runs` runs one after another under an operator with a pool of `pool` (0: none), from each run's status.timings. */
+async function measure(bench: Bench, label: string, pool: number, started: (operator: OperatorProcess | undefined) => void): Promise<Mode> {
+  const operator = await startOperator(bench, label, pool);
+  started(operator);
+  if (pool > 0) await waitForPool(bench, pool);
+  const samples: number[] = [];
+  const claimedSamples: number[] = [];
+  const phases = new Map<string, number[]>();
+  const ends = new Map<string, number[]>();
+  for (let index = 0; index < bench.runs; index++) {
+    const name = `${label}-${index}`;
+    const { run, sentAt } = await oneRun(bench, operator, name);
+    const timings = run.status?.timings ?? [];
+    const first = timings.find((entry) => entry.phase === 'FirstToolCall');
+    if (!first) throw new Error(`${name}: no FirstToolCall in status.timings`);
+    samples.push(Date.parse(first.start) + first.durationMs - sentAt);
+    if (timings.some((entry) => entry.phase === 'SandboxClaimed')) claimedSamples.push(samples.at(-1)!);
+    for (const entry of timings) {
+      phases.set(entry.phase, [...(phases.get(entry.phase) ?? []), entry.durationMs]);
+      ends.set(entry.phase, [...(ends.get(entry.phase) ?? []), Date.parse(entry.start) + entry.durationMs - sentAt]);
+    }
+  }
+  await operator.kill();
+  started(undefined);
+  return {
+    createToFirstToolCallMs: latencyFigure(samples, 0),
+    claimed: claimedSamples.length,
+    ...(claimedSamples.length > 0 ? { claimedCreateToFirstToolCallMs: latencyFigure(claimedSamples, 0) } : {}),
+    phasesP50Ms: Object.fromEntries([...phases].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
+    phaseEndsP50Ms: Object.fromEntries([...ends].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
+  };
+}
+
+function printResults(results: { runs: number; poolSize: number; loadAverage1m: number; cold: Mode; warm: Mode }, file: string): void {
+  const { runs, poolSize, cold, warm } = results;
+  console.log(`warm pool bench (${runs} runs each, one at a time, pool of ${poolSize}; load average ${results.loadAverage1m})`);
+  console.log('create -> first tool call          p50 ms    p99 ms    max ms   claimed   goal');
+  const row = (name: string, figure: LatencyFigure, claimed: number, goal = '') =>
+    console.log(
+      `${name.padEnd(34)} ${String(figure.p50).padStart(7)}   ${String(figure.p99).padStart(7)}   ${String(figure.max).padStart(7)}   ${String(claimed).padStart(7)}   ${goal}`,
+    );
+  row('without a pool (fresh pod)', cold.createToFirstToolCallMs, cold.claimed);
+  row('with a warm pool', warm.createToFirstToolCallMs, warm.claimed, 'p50 < 300, p99 < 1000');
+  if (warm.claimedCreateToFirstToolCallMs) row('  of which claimed a pool pod', warm.claimedCreateToFirstToolCallMs, warm.claimed);
+  console.log(`phases p50 ms, cold: ${JSON.stringify(cold.phasesP50Ms)}`);
+  console.log(`phases p50 ms, warm: ${JSON.stringify(warm.phasesP50Ms)}`);
+  console.log(`phase ends p50 ms after create, cold: ${JSON.stringify(cold.phaseEndsP50Ms)}`);
+  console.log(`phase ends p50 ms after create, warm: ${JSON.stringify(warm.phaseEndsP50Ms)}`);
+  console.log(`written to ${path.relative(repoRoot, file)}`);
+}
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '30' }, pool: { type: 'string', default: '3' } } });
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '30' },
+      pool: { type: 'string', default: '3' },
+      'real-node': { type: 'boolean', default: false },
+    },
+  });
   const runs = Number(values.runs);
   const poolSize = Number(values.pool);
-  const binDir = ensureBinaries();
-  const stateDir = mkdtempSync(path.join(tmpdir(), 'chamvi-warm-bench-plane-'));
-  const plane = await startControlPlane({ stateDir, binDir });
-  await applyManifestDir(plane, path.join(repoRoot, 'crds'));
+  const realNode = values['real-node'];
+  const resultsFile = resultsFileOf(realNode);
   const work = mkdtempSync(path.join(tmpdir(), 'chamvi-warm-bench-'));
-  const kubectl = (args: string[], input?: string) =>
-    kubectlOrThrow(args, { binDir, kubeconfig: plane.kubeconfig, ...(input ? { input } : {}) });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(plane.kubeconfig);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const registrar = await startSandboxExecRegistrar({ kubeconfig: plane.kubeconfig, rootDir: path.join(work, 'workspaces') });
+  let target: WarmPoolTarget;
+  try {
+    target = realNode ? await realNodeTarget() : await kwokTarget(work);
+  } catch (error) {
+    if (!(error instanceof RealNodeUnavailable)) throw error;
+    console.log(`warm pool bench on the real node SKIPPED: ${error.reason}`);
+    writeResults(resultsFile, { date: new Date().toISOString(), node: process.version, skipped: error.reason });
+    console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
+    return;
+  }
   let operator: OperatorProcess | undefined;
   try {
-    const source = path.join(work, 'source');
-    execFileSync('git', ['init', '-q', '-b', 'main', source]);
-    writeFileSync(path.join(source, 'README.md'), 'Hello\n');
-    execFileSync('git', ['add', '.'], { cwd: source });
-    execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-qm', 'readme'], { cwd: source });
-    execFileSync('git', ['clone', '-q', '--bare', source, path.join(work, 'git', 'hello.git')]);
-    for (const namespace of [NS, `${NS}-lease`]) await kubectl(['create', 'namespace', namespace]);
-    await kubectl(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        metadata: { name: 'script', namespace: NS },
-        data: {
-          'script.json': JSON.stringify({
-            turns: [{ toolCalls: [{ toolName: 'read_file', input: { path: 'README.md' } }] }, { text: 'done' }],
-          }),
-        },
-      }),
-    );
-
-    const measure = async (label: string, pool: number): Promise<Mode> => {
-      const config = path.join(work, `config-${label}.json`);
-      writeFileSync(config, JSON.stringify({ warmPools: pool > 0 ? [{ name: 'bench', namespace: NS, size: pool }] : [] }));
-      operator = new OperatorProcess({
-        kubeconfig: plane.kubeconfig,
-        env: {
-          REDIS_URL: plane.redisUrl,
-          CHAMVI_REDIS_PREFIX: `bench-${label}`,
-          CHAMVI_ALLOW_REPO: `file://${path.join(work, 'git')}/*`,
-          CHAMVI_TOOLBOX_COMMAND: `${process.execPath} ${DEFAULT_TOOLBOX_PATH}`,
-          CHAMVI_WATCH_NAMESPACES: NS,
-          CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-          CHAMVI_CONFIG: config,
-          LOG_LEVEL: 'info',
-        },
-      });
-      await operator.waitForLog('caches synced; reconciling', 60_000);
-      if (pool > 0) {
-        await eventually(
-          async () => {
-            const ready = await kubectl([
-              'get',
-              'pods',
-              '-n',
-              NS,
-              '-l',
-              `${WARM_POOL_LABEL}=bench`,
-              '-o',
-              'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
-            ]);
-            return ready.split('\n').filter((line) => line === 'True').length >= pool ? true : undefined;
-          },
-          60_000,
-          'the pool to fill',
-        );
-      }
-      const samples: number[] = [];
-      const claimedSamples: number[] = [];
-      const phases = new Map<string, number[]>();
-      const ends = new Map<string, number[]>();
-      let claimed = 0;
-      for (let index = 0; index < runs; index++) {
-        const name = `${label}-${index}`;
-        const body = {
-          apiVersion: 'chamvi.dev/v1alpha1',
-          kind: 'CodingRun',
-          metadata: { name, namespace: NS },
-          spec: {
-            task: 'Read the README.',
-            repository: { url: `file://${path.join(work, 'git', 'hello.git')}` },
-            model: { provider: 'scripted', scriptRef: { name: 'script' } },
-          },
-        };
-        const sentAt = Date.now();
-        await custom.createNamespacedCustomObject({ group: 'chamvi.dev', version: 'v1alpha1', namespace: NS, plural: 'codingruns', body });
-        const run = await eventually(
-          async () => {
-            const found = (await custom.getNamespacedCustomObject({
-              group: 'chamvi.dev',
-              version: 'v1alpha1',
-              namespace: NS,
-              plural: 'codingruns',
-              name,
-            })) as CodingRun;
-            if (found.status?.phase === 'Failed') throw new Error(`${name} failed: ${found.status.message}`);
-            return found.status?.phase === 'Succeeded' ? found : undefined;
-          },
-          60_000,
-          `${name} to succeed`,
-        ).catch(async (error: unknown) => {
-          const status = await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.status}']);
-          const said = operator?.lines.filter((line) => (line.level ?? 0) >= 40).slice(-8);
-          throw new Error(`${String(error)}\n${status}\n${JSON.stringify(said)}`);
-        });
-        const timings = run.status?.timings ?? [];
-        const first = timings.find((entry) => entry.phase === 'FirstToolCall');
-        if (!first) throw new Error(`${name}: no FirstToolCall in status.timings`);
-        samples.push(Date.parse(first.start) + first.durationMs - sentAt);
-        if (timings.some((entry) => entry.phase === 'SandboxClaimed')) {
-          claimed++;
-          claimedSamples.push(samples.at(-1)!);
-        }
-        for (const entry of timings) {
-          phases.set(entry.phase, [...(phases.get(entry.phase) ?? []), entry.durationMs]);
-          ends.set(entry.phase, [...(ends.get(entry.phase) ?? []), Date.parse(entry.start) + entry.durationMs - sentAt]);
-        }
-      }
-      await operator.kill();
-      operator = undefined;
-      return {
-        createToFirstToolCallMs: latencyFigure(samples, 0),
-        claimed,
-        ...(claimedSamples.length > 0 ? { claimedCreateToFirstToolCallMs: latencyFigure(claimedSamples, 0) } : {}),
-        phasesP50Ms: Object.fromEntries([...phases].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
-        phaseEndsP50Ms: Object.fromEntries([...ends].map(([phase, values]) => [phase, latencyFigure(values, 0).p50])),
-      };
+    await applyManifestDir(target, path.join(repoRoot, 'crds'));
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(target.kubeconfig);
+    const bench: Bench = {
+      target,
+      work,
+      runs,
+      kubectl: (args, input) => kubectlOrThrow(args, { binDir: target.binDir, kubeconfig: target.kubeconfig, ...(input ? { input } : {}) }),
+      custom: kubeConfig.makeApiClient(CustomObjectsApi),
     };
-
-    const cold = await measure('cold', 0);
-    const warm = await measure('warm', poolSize);
+    await prepare(bench);
+    // The operator of the mode under way, for the finally below to kill when a run fails.
+    const started = (running: OperatorProcess | undefined) => (operator = running);
+    const cold = await measure(bench, 'cold', 0, started);
+    const warm = await measure(bench, 'warm', poolSize, started);
     const results = {
       date: new Date().toISOString(),
       loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
@@ -187,40 +278,17 @@ async function main(): Promise<void> {
       poolSize,
       measured:
         'from just before the create request to the end of the first tool call (status.timings FirstToolCall), one run at a time, ' +
-        'scripted model, kwok pods running the real toolbox, a one-file repository',
+        `scripted model, ${target.sandboxes}, a one-file repository`,
       cold,
       warm,
       goal: 'warm: p50 < 300 ms, p99 < 1000 ms',
       goals: { p50UnderMs: 300, p99UnderMs: 1000 },
     };
-    writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
-    console.log(`warm pool bench (${runs} runs each, one at a time, pool of ${poolSize}; load average ${results.loadAverage1m})`);
-    console.log('create -> first tool call          p50 ms    p99 ms    max ms   claimed   goal');
-    for (const [name, mode, goal] of [
-      ['without a pool (fresh pod)', cold, ''],
-      ['with a warm pool', warm, 'p50 < 300, p99 < 1000'],
-    ] as const) {
-      const figure = mode.createToFirstToolCallMs;
-      console.log(
-        `${name.padEnd(34)} ${String(figure.p50).padStart(7)}   ${String(figure.p99).padStart(7)}   ${String(figure.max).padStart(7)}   ${String(mode.claimed).padStart(7)}   ${goal}`,
-      );
-    }
-    if (warm.claimedCreateToFirstToolCallMs) {
-      const figure = warm.claimedCreateToFirstToolCallMs;
-      console.log(
-        `${'  of which claimed a pool pod'.padEnd(34)} ${String(figure.p50).padStart(7)}   ${String(figure.p99).padStart(7)}   ${String(figure.max).padStart(7)}   ${String(warm.claimed).padStart(7)}`,
-      );
-    }
-    console.log(`phases p50 ms, cold: ${JSON.stringify(cold.phasesP50Ms)}`);
-    console.log(`phases p50 ms, warm: ${JSON.stringify(warm.phasesP50Ms)}`);
-    console.log(`phase ends p50 ms after create, cold: ${JSON.stringify(cold.phaseEndsP50Ms)}`);
-    console.log(`phase ends p50 ms after create, warm: ${JSON.stringify(warm.phaseEndsP50Ms)}`);
-    console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
+    writeResults(resultsFile, results);
+    printResults(results, resultsFile);
   } finally {
     await operator?.kill();
-    await registrar.stop();
-    await plane.stop();
-    removeStateDir(stateDir);
+    await target.stop();
   }
 }
 
