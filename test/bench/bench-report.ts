@@ -1,5 +1,5 @@
 // The one table of `make bench`: reads what each benchmark wrote (toolbox.json, exec.json,
-// step.json, scale.json, real-node.json, egress.json, replicas.json, warm-pool.json in test/bench/results/), puts every figure next to the peer it was
+// step.json, scale.json, real-node.json, egress.json, replicas.json, warm-pool.json, warm-pool-real-node.json in test/bench/results/), puts every figure next to the peer it was
 // measured against in the same run, writes test/bench/results/latest.json and prints the
 // table (Markdown, so docs/benchmarks.md can take it as it is).
 //
@@ -416,11 +416,17 @@ function replicasFigures(replicas: Json): Figure[] {
   });
 }
 
-/** Create → first tool call with a warm pool, beside the same without one (a fresh pod), both from one bench run on kwok. */
-function warmPoolFigures(warm: Json): Figure[] {
+/**
+ * Create → first tool call with a warm pool, beside the same without one (a fresh pod), both
+ * from one bench run: on kwok, or on the real node (warm-pool-real-node.json).
+ */
+function warmPoolFigures(warm: Json, where: 'kwok' | 'the real node'): Figure[] {
+  if (warm.skipped) {
+    return [{ benchmark: 'warm-pool', figure: `skipped on ${where}`, unit: '', value: String(warm.skipped), peer: null }];
+  }
   const goals = (warm.goals as { p50UnderMs: number; p99UnderMs: number } | undefined) ?? { p50UnderMs: 300, p99UnderMs: 1000 };
   const figure = warm.warm.createToFirstToolCallMs as { p50: number; p99: number };
-  const runs = `${warm.runs} runs one at a time, pool of ${warm.poolSize}, ${warm.warm.claimed} claimed, kwok`;
+  const runs = `${warm.runs} runs one at a time, pool of ${warm.poolSize}, ${warm.warm.claimed} claimed, ${where}`;
   return [
     {
       benchmark: 'warm-pool',
@@ -463,6 +469,7 @@ function main(): void {
     egress: read('egress'),
     replicas: read('replicas'),
     'warm-pool': read('warm-pool'),
+    'warm-pool-real-node': read('warm-pool-real-node'),
   };
   const missing = Object.entries(sources)
     .filter(([, value]) => !value)
@@ -475,7 +482,8 @@ function main(): void {
     ...(sources['real-node'] ? realNodeFigures(sources['real-node'], sources.exec) : []),
     ...(sources.egress ? egressFigures(sources.egress) : []),
     ...(sources.replicas ? replicasFigures(sources.replicas) : []),
-    ...(sources['warm-pool'] ? warmPoolFigures(sources['warm-pool']) : []),
+    ...(sources['warm-pool'] ? warmPoolFigures(sources['warm-pool'], 'kwok') : []),
+    ...(sources['warm-pool-real-node'] ? warmPoolFigures(sources['warm-pool-real-node'], 'the real node') : []),
   ];
   const startedAt = values.started ? new Date(Number(values.started) * 1000) : undefined;
   const dates = Object.fromEntries(Object.entries(sources).map(([name, value]) => [name, value?.date ?? value?.generatedAt ?? null]));
