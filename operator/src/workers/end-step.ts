@@ -12,14 +12,15 @@ import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
-import { recordStep } from './record-step.ts';
+import { recordStep, type StepRecord } from './record-step.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
 export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
   const inFlight = state.inFlight!;
-  // Before anything is handed on: a failed write leaves the step in flight, to be redone.
-  await recordStep(deps, run, state, inFlight);
+  // Written before the state without the step in flight is saved (afterCalls): a failed
+  // write leaves the step in flight, to be redone. Built now, while the state is the step's.
+  const record = recordStep(deps, run, state, inFlight);
   delete state.inFlight;
   if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
   await afterCalls(deps, run, state, {
@@ -27,6 +28,7 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
     calls: inFlight.toolNames.map((toolName) => ({ toolName })),
     resumed: inFlight.resumed,
     ...(inFlight.record?.approval ? { answered: inFlight.record.approval as TranscriptApproval } : {}),
+    record,
   });
 }
 
@@ -48,7 +50,14 @@ export async function afterCalls(
   deps: AgentDependencies,
   run: ParsedCodingRun,
   state: RunState,
-  last: { hadToolCalls: boolean; calls: readonly { toolName: string }[]; resumed?: boolean; answered?: TranscriptApproval },
+  last: {
+    hadToolCalls: boolean;
+    calls: readonly { toolName: string }[];
+    resumed?: boolean;
+    answered?: TranscriptApproval;
+    /** The step's transcript entry, being written: it must land before the state is saved. */
+    record?: StepRecord;
+  },
 ): Promise<void> {
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
   const ref = runRefOf(run);
@@ -74,12 +83,13 @@ export async function afterCalls(
       state.stage = 'stepping';
     }
   }
-  await deps.states.save(state);
 
   // The model is done and finalize's terminal write (finalize-job.ts) will carry this step's
   // progress (steps, tool calls, usage, timings) anyway: no write of its own. Not when verify
   // or publish may come between, which write the status without it.
   if (state.stage === 'finalizing' && !last.resumed && !run.spec.verify && !run.spec.publish) {
+    await last.record?.write();
+    await deps.states.save(state);
     await deps.queue.finalize(ref, state.verification?.attempts);
     return;
   }
@@ -94,12 +104,18 @@ export async function afterCalls(
   // Phases the workers timed ride on this write, only while status lacks one of them (step 1,
   // and the step with the first tool call): the run as read when the step began has the rest.
   const timings = hasNewTimings(run.status?.timings, state.timings) ? mergeTimings(run.status?.timings, state.timings) : undefined;
-  // The common case, a running run making progress, costs one request; phase changes
-  // (approvals) and surprises (a run that ended meanwhile) take the careful path.
-  const quick =
+  // The common case, a running run making progress, costs one request, sent beside the
+  // transcript entry's (both are the same step's and either may land first: `logs -f` follows
+  // the transcript on its own). Both land before the state is saved: a job that dies between
+  // them and the save is redone from the step in flight and writes the same two things again.
+  // Phase changes (approvals) and surprises (a run that ended meanwhile) take the careful path.
+  const [quick] = await Promise.all([
     state.stage !== 'waiting' && !last.resumed
-      ? await deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) })
-      : undefined;
+      ? deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) })
+      : undefined,
+    last.record?.write(),
+  ]);
+  await deps.states.save(state);
   if (quick) {
     deps.metrics.observePhases(addedTimings(run.status?.timings, quick.status?.timings));
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.

@@ -156,7 +156,6 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const tokenLabels = { namespace: ref.namespace, provider, model: modelName };
   countTokens(deps, tokenLabels, compactionUsage);
   countTokens(deps, tokenLabels, callUsage);
-  await countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
@@ -189,7 +188,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       ...(invalidCalls > 0 ? { unusableCalls: invalidCalls } : {}),
     },
   };
-  await deps.states.save(state);
+  // The namespace's daily tally (Redis) and the step's state are independent: sent together.
+  await Promise.all([deps.states.save(state), countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens)]);
   const toolsStarted = performance.now();
   const parked = await runInFlightCalls(deps, run, state);
   const toolsMs = performance.now() - toolsStarted;
