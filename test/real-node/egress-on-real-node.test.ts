@@ -31,9 +31,13 @@ async function diagnosis(pod: SandboxPod, proxy: EgressProxyProcess, bridgeIp: s
   const rules = await runProcess('iptables-save', ['-t', 'filter'], { timeoutMs: 10_000 }).catch((error: unknown) => ({
     stdout: String(error),
   }));
+  const kubeRouterRules = rules.stdout
+    .split('\n')
+    .filter((line) => /KUBE-ROUTER|KUBE-POD-FW|KUBE-NWPLCY/.test(line))
+    .join('\n');
   // The sets the policy's rules match on, with their members: a rule in place over a set that
   // lacks the pod's or the proxy's address looks right in the rules alone (one CI run timed out so).
-  const sets = [...new Set([...rules.stdout.matchAll(/--match-set (\S+)/g)].map((match) => match[1]!))];
+  const sets = [...new Set([...kubeRouterRules.matchAll(/--match-set (\S+)/g)].map((match) => match[1]!))];
   const members = await Promise.all(
     sets.map(async (set) => {
       const listed = await runProcess('ipset', ['list', set], { timeoutMs: 10_000 }).catch((error: unknown) => ({ stdout: String(error) }));
@@ -45,10 +49,7 @@ async function diagnosis(pod: SandboxPod, proxy: EgressProxyProcess, bridgeIp: s
     `the pod's IP: ${(await kubectl(['get', 'pod', '-n', pod.namespace, pod.name, '-o', 'jsonpath={.status.podIP}'])).stdout}`,
     `kube-router's sets: ${members.join('; ')}`,
     `the proxy's log: ${JSON.stringify(proxy.lines.slice(-10))} ${proxy.stderr.join('').slice(-2000)}`,
-    `kube-router's rules: ${rules.stdout
-      .split('\n')
-      .filter((line) => /KUBE-ROUTER|KUBE-POD-FW|KUBE-NWPLCY/.test(line))
-      .join('\n')}`,
+    `kube-router's rules: ${kubeRouterRules}`,
   ].join('\n');
 }
 
