@@ -33,6 +33,8 @@ import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
+import { TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
+import { redisLandedMarks } from '../../operator/src/workers/trailing-marks.ts';
 
 let redisServer: RedisServerProcess;
 let redis: Redis;
@@ -64,6 +66,8 @@ interface Harness {
   enqueued: string[];
   /** Reasons of the Events recorded on the run and keys of its transcript entries, in order. */
   events: string[];
+  /** Before each job: with 'replicas', the last replica's writes are done and the next job runs on another. */
+  beforeJob(): Promise<void>;
   run(): CodingRun;
   close(): Promise<void>;
 }
@@ -73,6 +77,18 @@ interface Setup {
   approvalTools?: string[];
   maxSteps?: number;
   contextWindow?: number;
+  /**
+   * A running step's record trails its hand-over (trailing-record.ts): 'kept', the writes go
+   * out from this process; 'replicas', each job runs on another replica, which finds the last
+   * one's writes marked landed in Redis; 'lost', every process dies right after its save,
+   * before they go out.
+   */
+  trailing?: 'kept' | 'replicas' | 'lost';
+}
+
+/** A process that dies right after each step's save: its trailing writes never go out. */
+class DyingProcess extends TrailingWrites {
+  override start(): void {}
 }
 
 async function harness(setup: Setup): Promise<Harness> {
@@ -122,7 +138,9 @@ async function harness(setup: Setup): Promise<Harness> {
     },
   };
   const prefix = `machine-${rows}`;
-  const states = new RunStateStore(redis, prefix, RunStateSeal.generated());
+  const seal = RunStateSeal.generated();
+  const states = new RunStateStore(redis, prefix, seal);
+  const marks = redisLandedMarks(redis, prefix, seal);
   const sandbox: LocalSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: workspace, homeDir: home });
   const enqueued: string[] = [];
   const resources = memoryRunResources(gateway);
@@ -142,6 +160,7 @@ async function harness(setup: Setup): Promise<Harness> {
     transcript: memoryTranscriptWriter(gateway, (entry) => events.push(entry.key)),
     metrics: new OperatorMetrics({ defaultMetrics: false }),
     getRun: (namespace, name) => gateway.getRun(namespace, name),
+    ...(setup.trailing ? { trailing: setup.trailing === 'lost' ? new DyingProcess(marks) : new TrailingWrites(marks) } : {}),
     clonePolicy: { allowRepo: [], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 10_000 },
     logger,
     now: () => new Date(),
@@ -157,6 +176,11 @@ async function harness(setup: Setup): Promise<Harness> {
     workspace,
     enqueued,
     events,
+    async beforeJob() {
+      if (setup.trailing !== 'replicas') return;
+      await deps.trailing?.drain();
+      deps.trailing = new TrailingWrites(marks);
+    },
     run: () => gateway.current()!,
     close: () => sandbox.close(),
   };
@@ -186,7 +210,7 @@ interface Row {
   setup: Setup;
   /** Changes made before the jobs run (a crash, a lost state, a run ended elsewhere). */
   given?: (h: Harness) => Promise<void>;
-  jobs: Array<(h: Harness) => AgentJob>;
+  jobs: Array<(h: Harness) => AgentJob | Promise<AgentJob>>;
   expected: {
     /** The stage of the state left in Redis, or 'none' when the run was forgotten. */
     stage: RunStage | 'none';
@@ -247,6 +271,52 @@ const table: Row[] = [
       events: ['s000001', 's000002', 'Completed'],
       hi: 'hi\n',
       steps: 2,
+    },
+  },
+  // A running step's record trails its hand-over (trailing-record.ts); whichever process owes
+  // it, the record comes out whole and each entry once.
+  ...(
+    [
+      ['kept', 'each step lands the one before before its own, and the record is whole'],
+      ['replicas', 'each job on another replica: the mark in Redis says they landed, nothing is sent twice'],
+      ['lost', 'each process dead before they went out: the next job sends each again'],
+    ] as const
+  ).map(([trailing, what]): Row => ({
+    name: `records trailing the hand-over, ${what}`,
+    setup: { turns: [writesHi, writesHi, answers], trailing },
+    jobs: [step(0), step(1), step(2), finalize()],
+    expected: {
+      stage: 'none',
+      enqueued: ['step 1', 'step 2', 'finalize'],
+      phase: 'Succeeded',
+      reason: 'Completed',
+      events: ['s000001', 's000002', 's000003', 'Completed'],
+      hi: 'hi\nhi\n',
+      steps: 3,
+    },
+  })),
+  {
+    name: 'a record lost after the hand-over, then the deadline passed: the early stop sends it before finalize',
+    setup: { turns: [writesHi, writesHi, answers], trailing: 'lost' },
+    jobs: [
+      step(0),
+      async (h) => {
+        // Step 1's record did not go out; by step 2's job the run's time is up.
+        const state = (await h.states.load(h.ref))!;
+        state.startedAt = Date.now() - 24 * 3600_000;
+        await h.states.save(state);
+        return step(1)(h);
+      },
+      finalize(),
+    ],
+    expected: {
+      stage: 'none',
+      enqueued: ['step 1', 'finalize'],
+      phase: 'Failed',
+      reason: 'DeadlineExceeded',
+      events: ['s000001', 'DeadlineExceeded'],
+      hi: 'hi\n',
+      steps: 1,
     },
   },
   {
@@ -406,7 +476,10 @@ describe('the step/resume state machine', () => {
     const h = await harness(row.setup);
     try {
       await row.given?.(h);
-      for (const next of row.jobs) await runAgentJob(h.deps, next(h));
+      for (const next of row.jobs) {
+        await h.beforeJob();
+        await runAgentJob(h.deps, await next(h));
+      }
       const { expected } = row;
       const text = await h.states.loadText(h.ref.uid);
       if (expected.stage === 'none') expect(text).toBeUndefined();
@@ -465,5 +538,26 @@ describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
     } finally {
       await h.close();
     }
+  });
+});
+
+describe('landed marks in Redis (security #11.1: Redis is not trusted)', () => {
+  it("believes only a mark sealed with the operator's key, for that run and step", async () => {
+    const seal = RunStateSeal.generated();
+    const marks = redisLandedMarks(redis, 'marks', seal);
+    expect(await marks.landed('uid-m', 4)).toBe(false);
+    await marks.mark('uid-m', 4);
+    expect(await marks.landed('uid-m', 4)).toBe(true);
+    expect(await marks.landed('uid-m', 5)).toBe(false);
+    expect(await marks.landed('uid-other', 4)).toBe(false);
+    // Written by whoever can write Redis, without the key: the record is sent again.
+    await redis.set('marks:landed:uid-m', JSON.stringify({ landed: 'uid-m', step: 5 }));
+    expect(await marks.landed('uid-m', 5)).toBe(false);
+    await redis.set('marks:landed:uid-m', RunStateSeal.generated().seal(JSON.stringify({ landed: 'uid-m', step: 5 })));
+    expect(await marks.landed('uid-m', 5)).toBe(false);
+    // A genuine mark of another run, copied under this run's key, names the other run.
+    await marks.mark('uid-x', 5);
+    await redis.set('marks:landed:uid-m', (await redis.get('marks:landed:uid-x'))!);
+    expect(await marks.landed('uid-m', 5)).toBe(false);
   });
 });

@@ -16,6 +16,7 @@ import type { RunStatusWriter } from './run-status-writer.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 import type { TranscriptWriter } from './transcript-writer.ts';
 import type { TeamTokenBudget } from './team-token-budget.ts';
+import type { TrailingWrites } from './trailing-record.ts';
 
 export interface AgentLogger {
   info(fields: object, message: string): void;
@@ -39,6 +40,8 @@ export interface AgentDependencies {
   /** The run record: one entry per step, answer and failure (record-step.ts). */
   transcript: TranscriptWriter;
   metrics: OperatorMetrics;
+  /** This process's trailing step records (trailing-record.ts); absent, every step writes its record before it hands on. */
+  trailing?: TrailingWrites;
   /** The run, possibly as the API server returned it a moment ago (kube/recent-runs.ts says when that is safe). */
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** The run read from the API server now; absent, getRun is. */

@@ -28,6 +28,8 @@ import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { keepRunDiff } from './keep-diff.ts';
 import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-writer.ts';
+import { TrailingWrites } from './trailing-record.ts';
+import { redisLandedMarks } from './trailing-marks.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -101,6 +103,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       }
     },
   };
+  // A running step's record trails its hand-over (trailing-record.ts).
+  const trailing = new TrailingWrites(redisLandedMarks(stateRedis, prefix, seal));
   const worker = !config.workersEnabled
     ? undefined
     : startAgentWorker(
@@ -117,6 +121,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           events: options.events,
           transcript: options.transcript ?? kubernetesTranscriptWriter(options.kubeConfig),
           metrics: options.metrics,
+          trailing,
           getRun: (namespace, name) =>
             options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
           getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
@@ -170,6 +175,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     queueDepth: () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
     async close() {
       await worker?.close();
+      await trailing.drain();
       await queue.close();
       await sandboxes.closeAll();
       for (const connection of [stateRedis, queueRedis, workerRedis]) connection.disconnect();

@@ -13,6 +13,7 @@ import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
 import { recordStep, type StepRecord } from './record-step.ts';
+import { sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
@@ -55,12 +56,14 @@ export async function afterCalls(
     calls: readonly { toolName: string }[];
     resumed?: boolean;
     answered?: TranscriptApproval;
-    /** The step's transcript entry, being written: it must land before the state is saved. */
+    /** The step's transcript entry: it lands before the state without the step in flight is saved, or trails it (trailing-record.ts). */
     record?: StepRecord;
   },
 ): Promise<void> {
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
   const ref = runRefOf(run);
+  // The step before this one may still be writing its record: it lands before this step's.
+  await settleTrailingRecord(deps, run, state);
   // Before the state is saved: it records what the snapshot stored.
   if (mayChangeFiles(last.calls)) await snapshotDiffAfterStep(deps, run, state);
   const now = deps.now();
@@ -104,15 +107,29 @@ export async function afterCalls(
   // Phases the workers timed ride on this write, only while status lacks one of them (step 1,
   // and the step with the first tool call): the run as read when the step began has the rest.
   const timings = hasNewTimings(run.status?.timings, state.timings) ? mergeTimings(run.status?.timings, state.timings) : undefined;
-  // The common case, a running run making progress, costs one request, sent beside the
-  // transcript entry's (both are the same step's and either may land first: `logs -f` follows
-  // the transcript on its own). Both land before the state is saved: a job that dies between
-  // them and the save is redone from the step in flight and writes the same two things again.
-  // Phase changes (approvals) and surprises (a run that ended meanwhile) take the careful path.
+  const running = state.stage !== 'waiting' && !last.resumed;
+  // The common case, a running run going on to its next step: the state names the step's
+  // record, is saved, and the next step is queued while the record's two writes go out
+  // (trailing-record.ts). The next job settles them before it writes its own.
+  if (running && state.stage === 'stepping' && deps.trailing && run.status?.phase === 'Running') {
+    const record: TrailingRecord = {
+      step: state.step,
+      progress: { ...progress, ...(timings ? { timings } : {}) },
+      ...(last.record?.entry ? { entry: last.record.entry } : {}),
+    };
+    state.trailing = record;
+    await deps.states.save(state);
+    deps.trailing.start(ref.uid, record.step, () => sendTrailingRecord(deps, run, record));
+    await deps.queue.step(ref, state.step);
+    return;
+  }
+  // Otherwise a running run's progress costs one request, sent beside the transcript entry's
+  // (both are the same step's and either may land first: `logs -f` follows the transcript on
+  // its own). Both land before the state is saved: a job that dies between them and the save
+  // is redone from the step in flight and writes the same two things again. Phase changes
+  // (approvals) and surprises (a run that ended meanwhile) take the careful path.
   const [quick] = await Promise.all([
-    state.stage !== 'waiting' && !last.resumed
-      ? deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) })
-      : undefined,
+    running ? deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) }) : undefined,
     last.record?.write(),
   ]);
   await deps.states.save(state);

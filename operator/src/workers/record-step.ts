@@ -80,38 +80,44 @@ export function boundedStepEntry(state: RunState, inFlight: InFlightStep, now: D
 }
 
 /**
- * The step's entry, to be written. An API server that cannot be reached throws (the step stays in
- * flight and is redone); one that refuses the entry (a ResourceQuota on ConfigMaps, a policy)
- * will refuse it again, so the run goes on without it and a Warning Event says so: the record
- * is worth less than the run's work (#13.9, as for the diff ConfigMap).
+ * Writes a step's entry. An API server that cannot be reached throws (the step stays in
+ * flight and is redone, or a trailing record is sent again); one that refuses the entry (a
+ * ResourceQuota on ConfigMaps, a policy) will refuse it again, so the run goes on without it
+ * and a Warning Event says so: the record is worth less than the run's work (#13.9, as for
+ * the diff ConfigMap).
  */
+export async function writeStepEntry(
+  deps: Pick<AgentDependencies, 'transcript' | 'events' | 'logger'>,
+  run: TranscriptRun & CodingRun,
+  entry: TranscriptEntry | undefined,
+): Promise<void> {
+  if (!entry) return;
+  try {
+    await deps.transcript.append(run, entry);
+  } catch (error) {
+    const refusal = apiRefusal(error);
+    if (!refusal) throw error;
+    const step = entry.step;
+    const message = `step ${step} is missing from the transcript: the API server refused its ConfigMap (HTTP ${refusal.code}: ${refusal.message}). Raise the namespace ResourceQuota for configmaps (or ask an admin about the policy that refused it).`;
+    deps.logger.warn({ step, code: refusal.code }, 'transcript entry refused; the run goes on without it');
+    await deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.TranscriptNotStored, message });
+  }
+}
+
+/** The step's entry, built now from the step as it ends; written when the caller says (end-step.ts). */
 export function recordStep(
   deps: Pick<AgentDependencies, 'transcript' | 'now' | 'events' | 'logger'>,
   run: TranscriptRun & CodingRun,
   state: RunState,
   inFlight: InFlightStep,
 ): StepRecord {
-  // Built now, from the step as it ends; written when the caller says (end-step.ts).
   const entry = boundedStepEntry(state, inFlight, deps.now());
-  const step = state.step;
-  return {
-    async write() {
-      if (!entry) return;
-      try {
-        await deps.transcript.append(run, entry);
-      } catch (error) {
-        const refusal = apiRefusal(error);
-        if (!refusal) throw error;
-        const message = `step ${step} is missing from the transcript: the API server refused its ConfigMap (HTTP ${refusal.code}: ${refusal.message}). Raise the namespace ResourceQuota for configmaps (or ask an admin about the policy that refused it).`;
-        deps.logger.warn({ step, code: refusal.code }, 'transcript entry refused; the run goes on without it');
-        await deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.TranscriptNotStored, message });
-      }
-    },
-  };
+  return { entry, write: () => writeStepEntry(deps, run, entry) };
 }
 
-/** A step's transcript entry, built and ready to write. */
+/** A step's transcript entry (none past the bound), built and ready to write. */
 export interface StepRecord {
+  entry: TranscriptEntry | undefined;
   write(): Promise<void>;
 }
 

@@ -111,6 +111,13 @@ export const runStateSchema = z.looseObject({
     .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
     .max(TIMING_PHASES.length)
     .optional(),
+  trailing: z
+    .looseObject({
+      step: count,
+      progress: z.looseObject({ steps: count, toolCalls: count, usage: tokenUsage, timings: z.array(z.looseObject({})).optional() }),
+      entry: z.looseObject({ key: z.string().min(1).max(253), kind: z.string(), step: count }).optional(),
+    })
+    .optional(),
 });
 
 /** The first problem with a decoded state, as `path: message`, or undefined when it fits. */

@@ -21,6 +21,8 @@ import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
 import type { RedisClient } from './redis-connection.ts';
+import type { TrailingRecord } from './trailing-record.ts';
+import { landedMarkKey } from './trailing-marks.ts';
 
 /**
  * Security #11.1: the state in Redis is not what the operator wrote (its seal does not verify,
@@ -136,6 +138,8 @@ export interface RunState extends RunRef {
    * until a status write the run makes anyway carries them to status.timings.
    */
   timings?: RunTiming[];
+  /** A handed-on step's record, still being written (trailing-record.ts): the next job settles it. */
+  trailing?: TrailingRecord;
 }
 
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */
@@ -212,7 +216,8 @@ export class RunStateStore {
     return (await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)), 'NX')) === 'OK';
   }
 
+  /** Removes the run's state and its trailing record's mark (two commands: in Redis Cluster they are in different slots). */
   async delete(uid: string): Promise<void> {
-    await this.redis.del(this.key(uid));
+    await Promise.all([this.redis.del(this.key(uid)), this.redis.del(landedMarkKey(this.prefix, uid))]);
   }
 }

@@ -3,7 +3,8 @@
 // run if a call needs a human), writes the status, then enqueues the next step or finalize.
 // A step redone after a crash goes on from what was kept (hand-on.ts): the model is not asked
 // again and a finished call is not run again; only a call the crash cut off is. The calls
-// run in run-tool-calls.ts, the step ends in end-step.ts.
+// run in run-tool-calls.ts, the step ends in end-step.ts. The step before's record may still
+// be on its way (trailing-record.ts): end-step.ts settles it before this step's own.
 import { generateText, type ModelMessage } from 'ai';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
 import { decideStop } from '../agent/stop-conditions.ts';
@@ -24,6 +25,7 @@ import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 import { countTeamTokens, teamBudgetStop } from './team-token-budget.ts';
+import { settleTrailingRecord } from './trailing-record.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
 /** After a context-too-long refusal the conversation is compacted to fit this share of what was sent. */
@@ -77,6 +79,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const model = await deps.models(run.metadata.namespace, run.spec.model, run.metadata.uid);
   const early = stopBeforeCall(run, state, deps.now().getTime()) ?? (await teamBudgetStop(deps, ref.namespace));
   if (early) {
+    // The step before may still owe its record (trailing-record.ts): it lands before finalize.
+    await settleTrailingRecord(deps, run, state);
     state.stage = 'finalizing';
     state.stop = { reason: early.reason, message: early.message };
     await deps.states.save(state);
