@@ -4,13 +4,15 @@
 // request) a lock file under the home does, created with O_EXCL and holding the owner's pid so
 // a lock left by a killed process is taken over.
 import { createHash } from 'node:crypto';
-import { mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { mkdir, open, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { ToolboxError } from './toolbox-error.ts';
 
 const tails = new Map<string, Promise<unknown>>();
 const RETRY_MS = 5;
 const WAIT_LIMIT_MS = 30_000;
+/** How old a lock of a dead owner must be to be taken over (see removeIfStale). */
+const STALE_AFTER_MS = 1_000;
 
 export interface LockWait {
   /** How long to wait for another holder (default 30 s). */
@@ -55,13 +57,35 @@ async function acquireLockFile(home: string, key: string, wait: LockWait): Promi
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
-    const owner = Number((await readFile(lockPath, 'utf8').catch(() => '')).trim());
-    // An empty file is a lock being written right now; a dead owner's lock is stale.
-    if (Number.isSafeInteger(owner) && owner > 0 && !processAlive(owner)) await unlink(lockPath).catch(() => undefined);
+    await removeIfStale(lockPath);
     if (Date.now() > deadline) {
       throw new ToolboxError('TIMEOUT', wait.message);
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  }
+}
+
+/**
+ * Removes the lock file if its owner died holding it. The owner's pid, the file's age and its
+ * identity come from one open file, and the file is removed only if it is still that file:
+ * in `call` mode a holder exits right after its release, so a pid read from one lock is soon
+ * dead while the next holder's lock already stands under the same name. Judging that new
+ * lock by the old pid let two edits in at once (one of eight concurrent edits was lost, once).
+ * A holder writes its pid at once, so a dead pid in a file older than STALE_AFTER_MS is stale.
+ */
+async function removeIfStale(lockPath: string): Promise<void> {
+  const handle = await open(lockPath, 'r').catch(() => undefined);
+  if (!handle) return;
+  try {
+    const [info, text] = await Promise.all([handle.stat(), handle.readFile('utf8')]);
+    const owner = Number(text.trim());
+    // An empty file is a lock being written right now.
+    if (!Number.isSafeInteger(owner) || owner <= 0 || processAlive(owner)) return;
+    if (Date.now() - info.mtimeMs < STALE_AFTER_MS) return;
+    const now = await stat(lockPath).catch(() => undefined);
+    if (now?.ino === info.ino && now.dev === info.dev) await unlink(lockPath).catch(() => undefined);
+  } finally {
+    await handle.close();
   }
 }
 

@@ -1,0 +1,51 @@
+// The toolbox's lock on a file across processes (sandbox-image/toolbox/file-locks.ts): a lock
+// whose owner died is taken over, but only once it is older than a holder needs to write its
+// pid. In `call` mode a holder exits right after its release; a waiter that judged the next
+// holder's fresh lock by that dead pid removed it, and two edits ran at once.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { withFileLock } from '../../sandbox-image/toolbox/file-locks.ts';
+
+const deadPid = () => spawnSync('true').pid!;
+
+function lockOf(home: string, key: string, pid: number, ageSeconds: number): void {
+  const file = path.join(home, 'locks', `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.lock`);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, String(pid));
+  const at = Date.now() / 1000 - ageSeconds;
+  utimesSync(file, at, at);
+}
+
+describe('withFileLock across processes', () => {
+  it('takes over a lock its owner died holding', async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'chamvi-locks-'));
+    lockOf(home, '/workspace/a.txt', deadPid(), 5);
+    expect(await withFileLock(home, '/workspace/a.txt', async () => 'ran')).toBe('ran');
+  });
+
+  it('leaves a fresh lock under a dead pid alone until it is old enough to be stale', async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'chamvi-locks-'));
+    lockOf(home, '/workspace/b.txt', deadPid(), 0);
+    let ran = false;
+    const edit = withFileLock(home, '/workspace/b.txt', async () => {
+      ran = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(ran).toBe(false);
+    await edit;
+    expect(ran).toBe(true);
+  });
+
+  it('waits for a live owner', async () => {
+    const home = mkdtempSync(path.join(tmpdir(), 'chamvi-locks-'));
+    lockOf(home, '/workspace/c.txt', process.pid, 5);
+    let ran = false;
+    const edit = withFileLock(home, '/workspace/c.txt', async () => void (ran = true), { limitMs: 300, message: 'held' });
+    await expect(edit).rejects.toThrow('held');
+    expect(ran).toBe(false);
+  });
+});
