@@ -107,14 +107,15 @@ export async function afterCalls(
   // Phases the workers timed ride on this write, only while status lacks one of them (step 1,
   // and the step with the first tool call): the run as read when the step began has the rest.
   const timings = hasNewTimings(run.status?.timings, state.timings) ? mergeTimings(run.status?.timings, state.timings) : undefined;
+  const stepProgress = { ...progress, ...(timings ? { timings } : {}) };
   const running = state.stage !== 'waiting' && !last.resumed;
   // The common case, a running run going on to its next step: the state names the step's
   // record, is saved, and the next step is queued while the record's two writes go out
   // (trailing-record.ts). The next job settles them before it writes its own.
-  if (running && state.stage === 'stepping' && deps.trailing && run.status?.phase === 'Running') {
+  if (state.stage === 'stepping' && !last.resumed && deps.trailing && run.status?.phase === 'Running') {
     const record: TrailingRecord = {
       step: state.step,
-      progress: { ...progress, ...(timings ? { timings } : {}) },
+      progress: stepProgress,
       ...(last.record?.entry ? { entry: last.record.entry } : {}),
     };
     state.trailing = record;
@@ -129,7 +130,7 @@ export async function afterCalls(
   // is redone from the step in flight and writes the same two things again. Phase changes
   // (approvals) and surprises (a run that ended meanwhile) take the careful path.
   const [quick] = await Promise.all([
-    running ? deps.status.progress(ref.namespace, ref.name, ref.uid, { ...progress, ...(timings ? { timings } : {}) }) : undefined,
+    running ? deps.status.progress(ref.namespace, ref.name, ref.uid, stepProgress) : undefined,
     last.record?.write(),
   ]);
   await deps.states.save(state);

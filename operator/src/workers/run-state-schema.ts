@@ -39,6 +39,11 @@ const tokenUsage = z.looseObject({
   complete: z.boolean(),
 });
 
+/** Phases timed by the workers (RunState.timings), and the whole of status.timings a trailing record carries. */
+const runTimings = z
+  .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
+  .max(TIMING_PHASES.length);
+
 export const runStateSchema = z.looseObject({
   version: z.literal(2),
   uid: identifier,
@@ -107,14 +112,11 @@ export const runStateSchema = z.looseObject({
     })
     .optional(),
   verificationNote: z.string().optional(),
-  timings: z
-    .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
-    .max(TIMING_PHASES.length)
-    .optional(),
+  timings: runTimings.optional(),
   trailing: z
     .looseObject({
       step: count,
-      progress: z.looseObject({ steps: count, toolCalls: count, usage: tokenUsage, timings: z.array(z.looseObject({})).optional() }),
+      progress: z.looseObject({ steps: count, toolCalls: count, usage: tokenUsage, timings: runTimings.optional() }),
       entry: z.looseObject({ key: z.string().min(1).max(253), kind: z.string(), step: count }).optional(),
     })
     .optional(),

@@ -52,12 +52,18 @@ export class TrailingWrites {
    */
   start(uid: string, step: number, send: () => Promise<boolean>): void {
     const at = this.now();
-    for (const [key, each] of this.sent) if (at - each.at > this.keepMs) this.sent.delete(key);
+    // Oldest first (insertion order): stop at the first one still kept, so a step costs no walk over every run.
+    for (const [key, each] of this.sent) {
+      if (at - each.at <= this.keepMs) break;
+      this.sent.delete(key);
+    }
     // A failed mark only costs the writes being sent again.
     const writes = send().then(async (running) => {
       if (running) await this.marks?.mark(uid, step).catch(() => undefined);
     });
     writes.catch(() => undefined);
+    // Deleted first, so a record started again moves to the end and the order stays oldest first.
+    this.sent.delete(`${uid}/${step}`);
     this.sent.set(`${uid}/${step}`, { at, writes });
   }
 
