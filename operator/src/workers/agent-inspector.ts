@@ -1,10 +1,12 @@
 // What the agent holds of a started run, for the controller (its agentLoss check): the run's
 // state in Redis and whether a job is there to move it on, read without acting on anything.
 // A state that does not verify (Security #11.1) is reported as invalid, never trusted.
+// A run seen moving a moment ago is not looked at again (agent-sightings.ts).
 import type { Queue } from 'bullmq';
 import type { CodingRun } from '../api/index.ts';
 import type { AgentView } from '../reconcile/run-agent.ts';
 import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
+import { AgentSightings } from './agent-sightings.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
@@ -18,9 +20,19 @@ export class AgentInspector {
   constructor(
     private readonly queue: Queue<AgentJobData, void, AgentJobName>,
     private readonly states: RunStateStore,
+    private readonly sightings = new AgentSightings(),
   ) {}
 
   async inspect(run: CodingRun): Promise<AgentView | undefined> {
+    const uid = run.metadata.uid;
+    const recent = this.sightings.recent(uid);
+    if (recent) return recent;
+    const view = await this.lookInTime(run);
+    this.sightings.note(uid, view);
+    return view;
+  }
+
+  private async lookInTime(run: CodingRun): Promise<AgentView | undefined> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), INSPECT_TIMEOUT_MS)));
     try {
