@@ -10,19 +10,19 @@ import { startRedisServer, type RedisServerProcess } from '../../operator/src/cl
 import { agentLoss } from '../../operator/src/reconcile/decide.ts';
 import { AgentInspector } from '../../operator/src/workers/agent-inspector.ts';
 import { AgentSightings, SIGHTING_MS } from '../../operator/src/workers/agent-sightings.ts';
-import { jobId, QUEUE_NAME } from '../../operator/src/workers/job-ids.ts';
+import { jobId, QUEUE_NAME, type AgentJobData, type AgentJobName } from '../../operator/src/workers/job-ids.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStateStore } from '../../operator/src/workers/run-state.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 
 let redisServer: RedisServerProcess;
 let redis: Redis;
-let queue: Queue;
+let queue: Queue<AgentJobData, void, AgentJobName>;
 
 beforeAll(async () => {
   redisServer = await startRedisServer(process.env);
   redis = new Redis(redisServer.url, { lazyConnect: false });
-  queue = new Queue(QUEUE_NAME, { connection: { url: redisServer.url }, prefix: 'inspect' });
+  queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: { url: redisServer.url }, prefix: 'inspect' });
 });
 afterAll(async () => {
   await queue?.close();
