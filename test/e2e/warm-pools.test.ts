@@ -172,7 +172,14 @@ describe('a warm pool', () => {
   }, 180_000);
 
   it('refills after claims', async () => {
-    await eventually(async () => ((await readyCount()) === 3 ? true : undefined), 60_000, 'three Ready pool pods again');
+    await eventually(async () => ((await readyCount()) === 3 ? true : undefined), 60_000, 'three Ready pool pods again').catch(
+      async (error: unknown) => {
+        // What the pool held and what the loop did, to tell a loop that stopped from a slow one.
+        const pods = await kubectl(['get', 'pods', '-n', NS, '-o', 'wide', '--show-labels']);
+        const said = operator.lines.filter((line) => /warm pool|lease|claim/i.test(String(line.msg))).slice(-12);
+        throw new Error(`${String(error)}\n${pods.stdout}\n${said.map((line) => JSON.stringify(line)).join('\n')}`);
+      },
+    );
   }, 90_000);
 
   it('shrinks when sized down', async () => {

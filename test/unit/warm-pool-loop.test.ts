@@ -83,6 +83,20 @@ describe('WarmPoolLoop', () => {
     expect(created).toHaveLength(3);
   });
 
+  it('refills at once when a pod it made is claimed before any pass saw it in the pool', async () => {
+    const { pods, created, loop, readyPod } = world();
+    await loop.pass();
+    expect(created).toHaveLength(2);
+    // Both pods reach the cache and one is claimed, its label change too, all before the next pass.
+    const claimed = readyPod('made-0');
+    pods.push({ ...claimed, metadata: { ...claimed.metadata, labels: { ...claimed.metadata?.labels, [WARM_POOL_LABEL]: '' } } });
+    pods.push(readyPod('made-1'));
+    loop.claimed(pool, 'made-0');
+    await loop.settled();
+    // The pool holds one pod: the claimed one is neither in it nor still starting.
+    expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0', 'made-1', 'made-2']);
+  });
+
   it('forgets a claim the cache never shows after the expectation time, and counts the pod again', async () => {
     const { pods, created, loop, readyPod, advance } = world();
     await loop.pass();
