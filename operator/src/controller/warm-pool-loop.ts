@@ -113,10 +113,6 @@ export class WarmPoolLoop {
   claimed(pool: WarmPoolConfig, podName: string): void {
     const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();
     this.claimedPods.set(poolKey(pool), claimed.set(podName, this.deps.now?.() ?? Date.now()));
-    // A pod this loop made may be claimed before any pass saw it in the pool: it is no longer
-    // starting here. Left expected, it held a place in the pool until the expectation expired
-    // (30 s), and the pool stayed one short (the e2e test "refills after claims" caught it).
-    this.expected.get(poolKey(pool))?.delete(podName);
     this.poke();
   }
 
@@ -192,7 +188,10 @@ export class WarmPoolLoop {
     const cached = inPool.filter((pod) => !claimed.has(pod.metadata!.name!));
     const expected = this.expected.get(poolKey(pool)) ?? new Map<string, number>();
     this.expected.set(poolKey(pool), expected);
-    for (const [name, at] of expected) if (seen.has(name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);
+    // Shown by the cache at all, a created pod is counted from there (in the pool) or is no longer
+    // the pool's (claimed before any pass saw it in the pool: kept expected, it held a place
+    // until the expectation expired and the pool stayed one short for 30 s).
+    for (const [name, at] of expected) if (this.deps.pods.get(pool.namespace, name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);
     const views = [
       ...cached.map(poolPodView).map((view) => (this.deleting.has(view.name) ? { ...view, deleting: true } : view)),
       ...[...expected.keys()].map((name) => ({
