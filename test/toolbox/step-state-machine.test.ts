@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
@@ -500,6 +500,63 @@ describe('the step/resume state machine', () => {
       expect(h.events).toEqual(expected.events);
       const hi = path.join(h.workspace, 'hi.txt');
       expect(existsSync(hi) ? readFileSync(hi, 'utf8') : null).toBe(expected.hi);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe("a step's saves (#17.5): a call that may change something is saved as it ends, a read rides on the next save", () => {
+  it('saves before the calls, after the write, and at the end: not after either read; a redo runs only the reads again', async () => {
+    const read = { toolName: 'read_file', input: { path: 'README.md' } };
+    const search = { toolName: 'grep', input: { pattern: 'hello' } };
+    const h = await harness({ turns: [{ toolCalls: [read, bash('echo hi >> hi.txt'), search], usage }, answers] });
+    try {
+      // What each save of the state held of the step in flight: its results so far, or 'end' once it was done.
+      const saves: Array<string[] | 'end'> = [];
+      const save = h.states.save.bind(h.states);
+      vi.spyOn(h.states, 'save').mockImplementation(async (state) => {
+        saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        await save(state);
+      });
+      await runAgentJob(h.deps, step(0)(h));
+      // Calls on different files run side by side (tool-execution.ts), so the reads may end before or after the write.
+      expect(saves).toHaveLength(3);
+      expect(saves[0]).toEqual([]);
+      expect(saves[1]).toContain('bash');
+      expect(saves[2]).toBe('end');
+
+      // The worker died after the write was saved and before the step ended: the state is the
+      // second save's. The redone step runs the grep (never saved) and not the write again.
+      const state = (await h.states.load(h.ref))!;
+      state.step = 1;
+      state.stage = 'stepping';
+      delete state.trailing;
+      state.inFlight = {
+        calls: [
+          { toolCallId: 'r1', ...read },
+          { toolCallId: 'w1', ...bash('echo hi >> hi.txt') },
+          { toolCallId: 'g1', ...search },
+        ],
+        results: [
+          { toolCallId: 'r1', toolName: 'read_file', ok: true, text: 'hello' },
+          { toolCallId: 'w1', toolName: 'bash', ok: true, text: 'exit 0' },
+        ],
+        earlier: [],
+        hadToolCalls: true,
+        toolNames: ['read_file', 'bash', 'grep'],
+        text: '',
+        resumed: false,
+      };
+      await save(state);
+      saves.length = 0;
+      await runAgentJob(h.deps, step(0)(h));
+      expect(saves).toEqual(['end']);
+      expect(readFileSync(path.join(h.workspace, 'hi.txt'), 'utf8')).toBe('hi\n');
+      const after = (await h.states.load(h.ref))!;
+      const toolMessage = after.messages.at(-1)!;
+      expect(toolMessage.role).toBe('tool');
+      expect((toolMessage.content as Array<{ toolCallId: string }>).map((part) => part.toolCallId)).toEqual(['r1', 'w1', 'g1']);
     } finally {
       await h.close();
     }

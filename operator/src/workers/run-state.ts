@@ -57,11 +57,12 @@ export interface PendingApprovalState {
 }
 
 /**
- * The step under way, saved before its first tool call runs and after each one finishes:
+ * The step under way, saved before its first tool call runs and after each call that may
+ * change something finishes (a read's result goes with the next save, run-tool-calls.ts):
  * the model's answer is already in `messages` (its usage counted, the step numbered). A
- * step redone after a crash runs only the calls not finished; it never asks the model
- * again (it may answer differently) and never repeats a finished call (an edit applied
- * twice changes the file twice).
+ * step redone after a crash runs only the calls not saved; it never asks the model again
+ * (it may answer differently) and never repeats a finished call that changes something (an
+ * edit applied twice changes the file twice).
  */
 export interface InFlightStep {
   calls: PendingToolCall[];

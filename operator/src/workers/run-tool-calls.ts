@@ -1,11 +1,12 @@
 // Running a step's tool calls: in order, each result kept as it comes (so a step redone
-// after a crash runs only the calls not finished), up to the first call that needs a
-// human's approval, which parks the run with the calls after it.
+// after a crash runs only the calls not finished; a read's result rides on the next save),
+// up to the first call that needs a human's approval, which parks the run with the calls
+// after it.
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
 import { modelAcceptsImages } from '../providers/provider-registry.ts';
-import type { ParsedCodingRun } from '../api/index.ts';
+import type { ParsedCodingRun, ToolName } from '../api/index.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { refuseOversizedApproval } from './approval-input.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
@@ -13,12 +14,33 @@ import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { executeToolCalls, toolMessage } from './tool-execution.ts';
 
-/** Runs the in-flight step's calls that are not done yet, saving each result as it comes. True when parked. */
+/**
+ * Tools that only read the workspace, so a call run twice has no effect. Their results are
+ * not saved on their own: they go with the next save (the next call's, or the step's end),
+ * and a step redone before that runs them again and sees the workspace as it is then, as a
+ * read that the toolbox's call journal does not keep would anyway (docs/operations.md). A
+ * save writes the whole state, so this is one write of the conversation fewer per read
+ * (#17.5, docs/benchmarks.md). bash_output reads a job's output from the offset the model gives.
+ */
+const REPEATABLE_TOOLS: ReadonlySet<string> = new Set<ToolName>([
+  'read_file',
+  'grep',
+  'glob',
+  'list_files',
+  'git_diff',
+  'read_repository_instructions',
+  'bash_output',
+]);
+
+/** Whether a call's result is saved as soon as it finishes (else with the next save). */
+export const savedOnItsOwn = (toolName: string): boolean => !REPEATABLE_TOOLS.has(toolName);
+
+/** Runs the in-flight step's calls that are not done yet, saving each result that must not be run again as it comes. True when parked. */
 export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
   const inFlight = state.inFlight!;
   const record = async (result: ToolResultRecord) => {
     inFlight.results.push(result);
-    await deps.states.save(state);
+    if (savedOnItsOwn(result.toolName)) await deps.states.save(state);
   };
   return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, { done: [...inFlight.results], record });
 }

@@ -1,8 +1,9 @@
 // step: one model call and its tool calls. Loads the state, checks the budgets, calls the
-// model and keeps its answer, runs the tools (keeping each result as it comes, parking the
-// run if a call needs a human), writes the status, then enqueues the next step or finalize.
-// A step redone after a crash goes on from what was kept (hand-on.ts): the model is not asked
-// again and a finished call is not run again; only a call the crash cut off is. The calls
+// model and keeps its answer, runs the tools (keeping each result as it comes, a read's with
+// the next save; parking the run if a call needs a human), writes the status, then enqueues
+// the next step or finalize. A step redone after a crash goes on from what was kept
+// (hand-on.ts): the model is not asked again and a finished call that changes something is
+// not run again; only such a call the crash cut off is, and reads not yet saved. The calls
 // run in run-tool-calls.ts, the step ends in end-step.ts. The step before's record may still
 // be on its way (trailing-record.ts): end-step.ts settles it before this step's own.
 import { generateText, type ModelMessage } from 'ai';
