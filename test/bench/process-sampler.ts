@@ -36,6 +36,12 @@ function readCpuTicks(pid: number): CpuTicks | undefined {
   }
 }
 
+/** CPU seconds the process itself has used so far (not its children); undefined once it is gone. */
+export function ownCpuSeconds(pid: number): number | undefined {
+  const ticks = readCpuTicks(pid);
+  return ticks === undefined ? undefined : ticks.own / TICKS_PER_SECOND;
+}
+
 function readPssBytes(pid: number): number {
   try {
     const match = /^Pss:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));

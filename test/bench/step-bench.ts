@@ -23,9 +23,24 @@ import { kubectlOrThrow } from '../support/control-plane/run-kubectl.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { latencyFigure } from './latency-figures.ts';
+import { ownCpuSeconds } from './process-sampler.ts';
 import { stepCycles, type StepCycle, type StepDoneLine } from './step-cycles.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/step.json', import.meta.url));
+const round = (value: number) => Math.round(value * 100) / 100;
+
+/** Commands Redis has run (a script's own calls among them) and the bytes its clients have sent it, so far. */
+async function redisTraffic(redisUrl: string): Promise<{ commands: number; bytesIn: number }> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: true });
+  await redis.connect();
+  try {
+    const stats = await redis.info('stats');
+    const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(stats)?.[1] ?? Number.NaN);
+    return { commands: field('total_commands_processed'), bytesIn: field('total_net_input_bytes') };
+  } finally {
+    redis.disconnect();
+  }
+}
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 // The operator's default (operator-config.ts); the bench does not set CHAMVI_REDIS_PREFIX.
@@ -129,6 +144,8 @@ async function main(): Promise<void> {
         },
       },
     ];
+    // What the whole run cost the operator's CPU and Redis, per step: steadier than wall time on a shared machine.
+    const costBefore = { cpuSeconds: ownCpuSeconds(operator.pid) ?? 0, redis: await redisTraffic(plane.redisUrl) };
     await kubectl(['apply', '-f', '-'], manifests.map((manifest) => stringify(manifest)).join('---\n'));
     await eventually(
       async () => {
@@ -139,6 +156,7 @@ async function main(): Promise<void> {
       180_000,
       'the bench run to succeed',
     );
+    const costAfter = { cpuSeconds: ownCpuSeconds(operator.pid) ?? 0, redis: await redisTraffic(plane.redisUrl) };
     const uid = await kubectl(['get', 'crun', 'steps', '-n', 'bench', '-o', 'jsonpath={.metadata.uid}']);
     // The operator logs ISO times (ms); every other field is a number.
     const lines: StepDoneLine[] = operator.logged('step done').map((line) => {
@@ -179,7 +197,13 @@ async function main(): Promise<void> {
       modelMs: figure('modelMs'),
       toolsMs: figure('toolsMs'),
       cycleMs: figure('cycleMs'),
-      goal: 'overhead p50 < 15 ms',
+      // The whole run (prepare and finalize included), divided by its steps.
+      perStep: {
+        operatorCpuMs: round((1000 * (costAfter.cpuSeconds - costBefore.cpuSeconds)) / lines.length),
+        redisCommands: round((costAfter.redis.commands - costBefore.redis.commands) / lines.length),
+        redisKiBIn: round((costAfter.redis.bytesIn - costBefore.redis.bytesIn) / 1024 / lines.length),
+      },
+      goal: 'overhead p50 < 10 ms (#17.5)',
     };
     writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
     console.log(
@@ -196,6 +220,10 @@ async function main(): Promise<void> {
       ['whole cycle', results.cycleMs],
     ];
     for (const [name, value] of rows) console.log(`${name.padEnd(45)} ${String(value.p50).padStart(7)}   ${String(value.p99).padStart(7)}`);
+    const { perStep } = results;
+    console.log(
+      `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis`,
+    );
     console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
   } finally {
     await operator?.kill();
