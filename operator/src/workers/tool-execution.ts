@@ -79,7 +79,7 @@ export async function executeToolCalls(
   calls: readonly PendingToolCall[],
   observe?: ToolCallObserver,
   signal?: AbortSignal,
-  /** Told of each result as its call finishes (the step saves it), before the next call on its chain starts. */
+  /** Told of each result as its call finishes (the step keeps it, run-tool-calls.ts), before the next call on its chain starts. */
   onResult?: (result: ToolResultRecord) => Promise<void>,
   step?: number,
   images?: ImageShowing,
