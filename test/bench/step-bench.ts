@@ -22,12 +22,11 @@ import { applyManifestDir, removeStateDir, startControlPlane } from '../support/
 import { kubectlOrThrow } from '../support/control-plane/run-kubectl.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
-import { latencyFigure } from './latency-figures.ts';
+import { latencyFigure, roundTo } from './latency-figures.ts';
 import { ownCpuSeconds } from './process-sampler.ts';
 import { stepCycles, type StepCycle, type StepDoneLine } from './step-cycles.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/step.json', import.meta.url));
-const round = (value: number) => Math.round(value * 100) / 100;
 
 /** Commands Redis has run (a script's own calls among them) and the bytes its clients have sent it, so far. */
 async function redisTraffic(redisUrl: string): Promise<{ commands: number; bytesIn: number }> {
@@ -199,9 +198,9 @@ async function main(): Promise<void> {
       cycleMs: figure('cycleMs'),
       // The whole run (prepare and finalize included), divided by its steps.
       perStep: {
-        operatorCpuMs: round((1000 * (costAfter.cpuSeconds - costBefore.cpuSeconds)) / lines.length),
-        redisCommands: round((costAfter.redis.commands - costBefore.redis.commands) / lines.length),
-        redisKiBIn: round((costAfter.redis.bytesIn - costBefore.redis.bytesIn) / 1024 / lines.length),
+        operatorCpuMs: roundTo((1000 * (costAfter.cpuSeconds - costBefore.cpuSeconds)) / lines.length, 2),
+        redisCommands: roundTo((costAfter.redis.commands - costBefore.redis.commands) / lines.length, 2),
+        redisKiBIn: roundTo((costAfter.redis.bytesIn - costBefore.redis.bytesIn) / 1024 / lines.length, 2),
       },
       goal: 'overhead p50 < 10 ms (#17.5)',
     };
