@@ -17,12 +17,9 @@ import path from 'node:path';
 import { BASH_MAX_TIMEOUT_MS, JOURNAL_ENTRY_MAX_BYTES, JOURNAL_MAX_ENTRIES } from './contract/limits.ts';
 import { decodeResponse, encodeResponse } from './contract/protocol.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
-import type { ToolName } from './contract/tool-schemas.ts';
+import { changesSandbox, type ToolName } from './contract/tool-schemas.ts';
 import { writeFileAtomic } from './atomic-write.ts';
 import { withFileLock } from './file-locks.ts';
-
-/** Tools whose second run would change something again; the rest are safe to repeat. */
-export const JOURNALED_TOOLS: ReadonlySet<ToolName> = new Set<ToolName>(['write_file', 'edit_file', 'multi_edit', 'bash', 'bash_kill']);
 
 /** A repeat waits for the first try still running in another process (a redo while the old session finishes). */
 const REPEAT_WAIT = {
@@ -39,14 +36,14 @@ export function requestDigest(tool: string, input: unknown): string {
 
 /**
  * Runs `work` once per call id: the first time its response is journaled, a repeat of the same
- * request gets that response back. Calls without an id, and reads, just run.
+ * request gets that response back. Calls without an id, and reads (TOOL_EFFECTS), just run.
  */
 export async function journaled(
   home: string,
   request: { tool: ToolName; input: unknown; callId?: string | undefined },
   work: () => Promise<ToolResponse>,
 ): Promise<ToolResponse> {
-  if (request.callId === undefined || !JOURNALED_TOOLS.has(request.tool)) return work();
+  if (request.callId === undefined || !changesSandbox(request.tool)) return work();
   const directory = path.join(home, 'journal');
   const name = sha256(request.callId).slice(0, 40);
   const digest = requestDigest(request.tool, request.input);

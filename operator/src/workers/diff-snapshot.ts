@@ -5,16 +5,15 @@
 // only when it changed (its sha256 is kept in the state). Best effort: a snapshot that
 // fails is logged and the step goes on.
 import { createHash } from 'node:crypto';
+import { changesSandbox } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { TAKE_DIFF_TIMEOUT_MS } from './keep-diff.ts';
 
-/** Tools whose calls may change the workspace (bash runs anything; bash_kill ends a job that may have written). */
-const CHANGING_TOOLS: ReadonlySet<string> = new Set(['write_file', 'edit_file', 'multi_edit', 'bash', 'bash_kill']);
-
-export const mayChangeFiles = (calls: readonly { toolName: string }[]) => calls.some((call) => CHANGING_TOOLS.has(call.toolName));
+/** Whether any of a step's calls may have changed the workspace (the contract's TOOL_EFFECTS says which tools may). */
+export const mayChangeFiles = (calls: readonly { toolName: string }[]) => calls.some((call) => changesSandbox(call.toolName));
 
 export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8').digest('hex');
 

@@ -7,10 +7,9 @@ import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
 import { modelAcceptsImages } from '../providers/provider-registry.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
-import { isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
+import { changesSandbox, isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { refuseOversizedApproval } from './approval-input.ts';
-import { mayChangeFiles } from './diff-snapshot.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
@@ -18,14 +17,14 @@ import { executeToolCalls, toolMessage } from './tool-execution.ts';
 
 /**
  * Whether a call's result is saved as soon as it finishes: a call that may change the
- * workspace (diff-snapshot.ts's list) must never run twice, and so must a tool this operator
+ * workspace (the contract's TOOL_EFFECTS) must never run twice, and so must a tool this operator
  * does not know. A read's result is not saved on its own: it goes with the next save (the
  * next call's, or the step's end), and a step redone before that runs the read again and
  * sees the workspace as it is then, as a read that the toolbox's call journal does not keep
  * would anyway (docs/operations.md). A save writes the whole state, so this is one write of
  * the conversation fewer per read (#17.5, docs/benchmarks.md).
  */
-export const savedOnItsOwn = (toolName: string): boolean => !isToolName(toolName) || mayChangeFiles([{ toolName }]);
+export const savedOnItsOwn = (toolName: string): boolean => !isToolName(toolName) || changesSandbox(toolName);
 
 /** Runs the in-flight step's calls that are not done yet, saving each result that must not be run again as it comes. True when parked. */
 export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {

@@ -180,3 +180,29 @@ export type ToolInput<T extends ToolName> = z.infer<(typeof toolInputSchemas)[T]
 export function isToolName(value: unknown): value is ToolName {
   return typeof value === 'string' && Object.hasOwn(toolInputSchemas, value);
 }
+
+/**
+ * What one call of each tool may do. `changes`: it may change the workspace or the jobs running
+ * in the sandbox (bash runs anything; bash_kill ends a job that may have written), so it must
+ * never run twice: the toolbox journals it by call id (call-journal.ts), the worker saves its
+ * result the moment it finishes and snapshots the diff after its step. `reads`: run again, it
+ * answers again and changes nothing (bash_output reads a job's output from the offset given).
+ * A Record over every name, so a new tool does not compile until someone decides which it is.
+ */
+export const TOOL_EFFECTS: Readonly<Record<ToolName, 'reads' | 'changes'>> = {
+  read_file: 'reads',
+  write_file: 'changes',
+  edit_file: 'changes',
+  multi_edit: 'changes',
+  grep: 'reads',
+  glob: 'reads',
+  list_files: 'reads',
+  bash: 'changes',
+  bash_output: 'reads',
+  bash_kill: 'changes',
+  git_diff: 'reads',
+  read_repository_instructions: 'reads',
+};
+
+/** Whether a call of `tool` may change something (false for a name the contract does not know). */
+export const changesSandbox = (tool: string): boolean => isToolName(tool) && TOOL_EFFECTS[tool] === 'changes';
