@@ -1,8 +1,9 @@
 // The benchmarks' own arithmetic (pure logic; the benchmarks themselves run in `make bench`,
 // never as timed tests): how a step's overhead is cut from job pickups and "step done" lines,
-// and how kube-controller-manager's client limits are set and read.
+// how kube-controller-manager's client limits are set and read, and how the scale goals are judged.
 import { describe, expect, it } from 'vitest';
 import { parseRateLimiterWait, withClientLimits } from '../../test/bench/controller-manager-limits.ts';
+import { scaleGoals } from '../../test/bench/scale-goals.ts';
 import { stepCycles } from '../../test/bench/step-cycles.ts';
 
 describe('step overhead', () => {
@@ -68,5 +69,51 @@ describe("kube-controller-manager's client limits", () => {
       'rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PUT"} 9',
     ].join('\n');
     expect(parseRateLimiterWait(metrics)).toEqual({ seconds: 1.75, requests: 50 });
+  });
+});
+
+describe('the scale goals (#17.5)', () => {
+  const phase = (allPodsMs: number | null, allDoneMs: number | null, controllerPerObject: number) => ({
+    allPodsMs,
+    allDoneMs,
+    apiRequests: { controllerPerObject },
+  });
+  // The 2026-12-01 19:45 run: runs 40.2 s / 273.9 s, Jobs unlimited 9.9 / 18.6 s, at defaults 122.2 / 298.6 s.
+  const runs = phase(40_200, 273_900, 27.05);
+  const peers = { unlimited: phase(9_900, 18_600, 7.02), atDefaults: phase(122_200, 298_600, 6.07) };
+
+  it('judges the finish time against the Job controller at its default limits, not the unlimited one', () => {
+    const goals = scaleGoals(1000, runs, 250.4, peers);
+    expect(goals.allFinishedWithinJobController).toMatchObject({ shown: '0.92x', met: true });
+    expect(scaleGoals(1000, phase(40_200, 330_000, 27), 250, peers).allFinishedWithinJobController).toMatchObject({
+      shown: '1.11x',
+      met: false,
+    });
+  });
+
+  it('compares pod creation with the peer at the operator’s limits, when it ran', () => {
+    expect(scaleGoals(1000, runs, 250.4, peers).podsNoSlowerThanJobController).toMatchObject({ shown: '4.06x', met: false });
+    expect(scaleGoals(1000, runs, 250.4, { atDefaults: peers.atDefaults }).podsNoSlowerThanJobController).toMatchObject({
+      shown: '0.33x',
+      met: true,
+    });
+  });
+
+  it('holds the operator process alone under 256 MiB and the requests per run at 12', () => {
+    const goals = scaleGoals(1000, runs, 250.4, peers);
+    expect(goals.operatorPeakRss).toMatchObject({ shown: '250.4 MiB', met: true });
+    expect(scaleGoals(1000, runs, 256, peers).operatorPeakRss!.met).toBe(false);
+    expect(goals.apiRequestsPerRun).toMatchObject({ shown: '27.05', met: false });
+    expect(scaleGoals(1000, phase(1, 2, 12), 1, peers).apiRequestsPerRun.met).toBe(true);
+  });
+
+  it('leaves out the goals stated at N=1000 for a smaller run, and fails a finish goal with no peer to judge it', () => {
+    const small = scaleGoals(200, runs, 250.4, peers);
+    expect(small.allFinishedWithinJobController).toBeUndefined();
+    expect(small.operatorPeakRss).toBeUndefined();
+    expect(scaleGoals(1000, runs, 250.4, { unlimited: peers.unlimited }).allFinishedWithinJobController).toMatchObject({
+      shown: 'n/a',
+      met: false,
+    });
   });
 });
