@@ -25,6 +25,15 @@ import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 /** Label on every object the operator creates; the informers watch only those. */
 export const MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=chamvi-operator';
 
+/**
+ * Whether a change to one of a run's ConfigMaps (as the run cache has it) needs the run
+ * reconciled. Its diff snapshots and its transcript (one write a step) change nothing decide.ts
+ * decides while the run lives; they count once it is being deleted, when each must be gone
+ * before the finalizer goes. So only then, or when the run is not in the cache (a name cut in
+ * its label, a cache behind), do they wake it: a reconcile a step fewer on the leader (#17.5).
+ */
+export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !run || Boolean(run.metadata.deletionTimestamp);
+
 export interface ControllerLogger {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
@@ -111,7 +120,7 @@ export class RunController {
       ),
     );
     // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only
-    // those are watched, and a change to one enqueues its run.
+    // those are watched, and a change to one enqueues its run (ConfigMaps: see below).
     type ManagedList<T> = (
       namespace: string | undefined,
       labelSelector: string,
@@ -122,6 +131,7 @@ export class RunController {
       list: ManagedList<T>,
       slim?: (object: T) => T,
       also?: (object: T, deleted: boolean) => void,
+      onOwned: (object: T) => void = enqueueOwner,
     ) =>
       namespaces.map((namespace) =>
         make<T>(
@@ -131,7 +141,7 @@ export class RunController {
             list: () => list(namespace, MANAGED_SELECTOR),
             ...(slim ? { slim } : {}),
           },
-          enqueueOwner,
+          onOwned,
           undefined,
           also,
         ),
@@ -167,6 +177,11 @@ export class RunController {
         metadata: configMap.metadata,
         ...(configMap.metadata?.name === FINISHED_RUNS_CONFIG_MAP && configMap.data ? { data: configMap.data } : {}),
       }),
+      undefined,
+      (configMap) => {
+        const runName = controllingRunName(configMap) ?? configMap.metadata?.labels?.[RUN_LABEL];
+        if (configMapChangeWakes(runName ? this.runs.get(configMap.metadata!.namespace!, runName) : undefined)) enqueueOwner(configMap);
+      },
     );
 
     this.runs = new MergedCache(runInformers);
