@@ -58,8 +58,23 @@ export class LoggedProcess {
     }
   }
 
-  kill(signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  /**
+   * Signals the process and waits for it to exit, sending SIGKILL if it has not after `graceMs`
+   * (past the operator's own 10 s shutdown limit). Node itself can deadlock in process.exit
+   * (nodejs/node#54918: the main thread joins a V8 worker thread whose background compile waits
+   * for a garbage collection only the main thread could run); an operator test caught one so,
+   * stuck for an hour after its test had timed out. In a cluster the kubelet kills such a
+   * process after the pod's grace period; here this does, so a test neither hangs nor leaves
+   * the process behind.
+   */
+  async kill(signal: NodeJS.Signals = 'SIGTERM', graceMs = 15_000): Promise<number | null> {
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), graceMs)));
+    const outcome = await Promise.race([this.exited, late]);
+    clearTimeout(timer);
+    if (outcome !== 'late') return outcome;
+    this.child.kill('SIGKILL');
     return this.exited;
   }
 }
