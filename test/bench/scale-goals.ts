@@ -32,9 +32,9 @@ export const FINISH_RATIO_GOAL = 1.1;
 export const OPERATOR_RSS_GOAL_MIB = 256;
 export const API_REQUESTS_PER_RUN_GOAL = 12;
 
-const times = (value: number | null) => (value === null ? 'n/a' : `${value}x`);
-const ratio = (ours: number | null, theirs: number | null | undefined) =>
-  ours === null || !theirs ? null : Math.round((ours / theirs) * 100) / 100;
+// Shown rounded; judged on the ratio itself, so 1.104x is not taken for 1.10x.
+const times = (value: number | null) => (value === null ? 'n/a' : `${Math.round(value * 100) / 100}x`);
+const ratio = (ours: number | null, theirs: number | null | undefined) => (ours === null || !theirs ? null : ours / theirs);
 
 export function scaleGoals(
   n: number,
