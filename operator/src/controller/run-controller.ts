@@ -1,5 +1,6 @@
-// Wires the informers to the work queue and the queue to the reconciler. Every change to
-// a run, or to a pod, policy or ConfigMap the operator owns, enqueues that run's key.
+// Wires the informers to the work queue and the queue to the reconciler. A change to a run,
+// or to a pod, policy or ConfigMap the operator owns, enqueues that run's key, except the
+// changes that cannot move a decision (run-change-wakes.ts).
 import { FINISHED_RUNS_CONFIG_MAP } from '../reconcile/finished-runs.ts';
 import {
   CoreV1Api,
@@ -21,18 +22,10 @@ import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
+import { configMapChangeWakes, runChangeWakes } from './run-change-wakes.ts';
 
 /** Label on every object the operator creates; the informers watch only those. */
 export const MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=chamvi-operator';
-
-/**
- * Whether a change to one of a run's ConfigMaps (as the run cache has it) needs the run
- * reconciled. Its diff snapshots and its transcript (one write a step) change nothing decide.ts
- * decides while the run lives; they count once it is being deleted, when each must be gone
- * before the finalizer goes. So only then, or when the run is not in the cache (a name cut in
- * its label, a cache behind), do they wake it: a reconcile a step fewer on the leader (#17.5).
- */
-export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !run || Boolean(run.metadata.deletionTimestamp);
 
 export interface ControllerLogger {
   info(fields: object, message: string): void;
@@ -99,7 +92,7 @@ export class RunController {
       if (runName) this.queue.add(`${object.metadata!.namespace}/${runName}`);
     };
     const onRun = (run: CodingRun, previous?: CodingRun) => {
-      this.queue.add(runKey(run));
+      if (runChangeWakes(previous, run)) this.queue.add(runKey(run));
       // A slot freed up: wake the runs waiting for one (maxActiveRuns).
       const freed = !previous || (isTerminal(run.status?.phase) && !isTerminal(previous.status?.phase));
       if (freed && (isTerminal(run.status?.phase) || !previous)) this.wakeWaitingRuns();

@@ -1,10 +1,12 @@
 // When the controller last saw a started run's agent moving, so it need not look again at once.
 //
 // The controller looks at what the agent holds of a started run (agent-inspector.ts) whenever
-// it reconciles it, and every status write a step makes is a reconcile: with fast steps that
+// it reconciles it, and every status write a step made was a reconcile: with fast steps that
 // was, per step, two reads of the whole sealed state, its decoding, nine job lookups and the
 // list of active jobs, on the leader, which runs steps too (#17.5, docs/benchmarks.md). A run
-// seen moving less than SIGHTING_MS ago is taken as still moving without looking.
+// seen moving less than SIGHTING_MS ago is taken as still moving without looking. (A step's
+// progress write no longer wakes its run at all, controller/run-change-wakes.ts; the writes
+// that change a phase still do.)
 //
 // Why the safety net keeps its promise (README: a Redis that restarts empty fails the runs in
 // flight within about 15 s): rechecks come every AGENT_RECHECK_MS whatever else reconciles the

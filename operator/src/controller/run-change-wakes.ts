@@ -1,0 +1,41 @@
+// Which watch events wake a run (enqueue its reconcile). A reconcile that can decide nothing
+// still costs the leader a decide, its cache reads and, now and then, a look at the agent; at
+// one event a step, that was a reconcile a step on the process that also runs steps (#17.5).
+import { isDeepStrictEqual } from 'node:util';
+import type { CodingRun } from '../api/index.ts';
+
+/**
+ * Whether a change to one of a run's ConfigMaps (as the run cache has it) needs the run
+ * reconciled. Its diff snapshots and its transcript (one write a step) change nothing decide.ts
+ * decides while the run lives; they count once it is being deleted, when each must be gone
+ * before the finalizer goes. So only then, or when the run is not in the cache (a name cut in
+ * its label, a cache behind), do they wake it.
+ */
+export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !run || Boolean(run.metadata.deletionTimestamp);
+
+/**
+ * The status fields a step's progress write sets (run-status-writer.ts `progress`), and
+ * nothing else does while a run is Running. decide.ts reads none of them: it only carries
+ * them over into the status it writes (built from the cache, which still takes every event).
+ */
+const PROGRESS_FIELDS = ['steps', 'toolCalls', 'usage', 'timings'] as const;
+
+/** The run less what changes on every write (resourceVersion, managedFields) and the progress fields. */
+function withoutProgress(run: CodingRun): unknown {
+  const status: Record<string, unknown> = { ...run.status };
+  for (const field of PROGRESS_FIELDS) delete status[field];
+  const { resourceVersion: _version, managedFields: _fields, ...metadata } = run.metadata as CodingRun['metadata'] & {
+    managedFields?: unknown;
+  };
+  return { ...run, metadata, status };
+}
+
+/**
+ * Whether a change to a run needs it reconciled: every change but a step's progress. A
+ * progress write changes nothing decide.ts decides on; the run is still looked at on its
+ * own rechecks (AGENT_RECHECK_MS, the deadline), and any other change wakes it at once.
+ * A first sighting (no previous object) always wakes it.
+ */
+export function runChangeWakes(previous: CodingRun | undefined, run: CodingRun): boolean {
+  return !previous || !isDeepStrictEqual(withoutProgress(previous), withoutProgress(run));
+}
