@@ -13,5 +13,5 @@ demo-eval: dev-cluster toolbox ## A CodingEval of three scripted models on the d
 	bash scripts/demo-eval.sh
 
 .PHONY: bench-step
-bench-step: toolbox node_modules system-packages control-plane ## Step overhead, pickup to next pickup less model and tools, written to test/bench/results/step.json
+bench-step: toolbox node_modules system-packages control-plane ## Step overhead, pickup to next pickup less model and tools (the median of three runs), written to test/bench/results/step.json
 	npx tsx test/bench/step-bench.ts

@@ -6,7 +6,11 @@
 // A scripted run of many read_file steps, the operator as a real process against a throwaway
 // local control plane, exec into a kwok pod running the real toolbox.
 //
-//   npx tsx test/bench/step-bench.ts [--steps 100]
+// The machine's speed moves one run's figure by more than the goal's margin, so the figure is
+// the run with the median overhead p50 of several (three by default), each on a fresh control
+// plane and operator, and every run's p50 is kept beside it.
+//
+//   npx tsx test/bench/step-bench.ts [--steps 100] [--runs 3]
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -24,7 +28,7 @@ import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { latencyFigure, roundTo } from './latency-figures.ts';
 import { ownCpuSeconds } from './process-sampler.ts';
-import { stepCycles, type StepCycle, type StepDoneLine } from './step-cycles.ts';
+import { medianRun, stepCycles, stepOverheadGoal, type StepCycle, type StepDoneLine } from './step-cycles.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/step.json', import.meta.url));
 
@@ -73,9 +77,8 @@ async function pickupTimes(redisUrl: string, uid: string, steps: number): Promis
   }
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { steps: { type: 'string', default: '100' } } });
-  const steps = Number(values.steps);
+/** One run of `steps` steps, on a control plane and operator of its own. */
+async function oneRun(steps: number) {
   const binDir = ensureBinaries();
   const stateDir = mkdtempSync(path.join(tmpdir(), 'chamvi-step-bench-plane-'));
   const plane = await startControlPlane({ stateDir, binDir });
@@ -202,34 +205,60 @@ async function main(): Promise<void> {
         redisCommands: roundTo((costAfter.redis.commands - costBefore.redis.commands) / lines.length, 2),
         redisKiBIn: roundTo((costAfter.redis.bytesIn - costBefore.redis.bytesIn) / 1024 / lines.length, 2),
       },
-      goal: 'overhead p50 < 10 ms (#17.5)',
     };
-    writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
-    console.log(
-      `step bench (${results.steps} steps, ${results.samples} measured, scripted model, read_file through a kept exec session; load average ${results.loadAverage1m})`,
-    );
-    console.log('figure (pickup to next pickup)             p50 ms    p99 ms');
-    const rows: Array<[string, { p50: number; p99: number }]> = [
-      ['overhead (cycle less model and tools)', results.overheadMs],
-      ['  pickup to step start (dispatch, state load)', results.breakdownMs.pickupToStart],
-      ['  in the step, outside model and tools', results.breakdownMs.inStep],
-      ['  step done to next pickup (BullMQ hand-over)', results.breakdownMs.handOver],
-      ['model', results.modelMs],
-      ['tools', results.toolsMs],
-      ['whole cycle', results.cycleMs],
-    ];
-    for (const [name, value] of rows) console.log(`${name.padEnd(45)} ${String(value.p50).padStart(7)}   ${String(value.p99).padStart(7)}`);
-    const { perStep } = results;
-    console.log(
-      `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis`,
-    );
-    console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
+    return results;
   } finally {
     await operator?.kill();
     await registrar.stop();
     await plane.stop();
     removeStateDir(stateDir);
   }
+}
+
+type StepRunResult = Awaited<ReturnType<typeof oneRun>>;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { steps: { type: 'string', default: '100' }, runs: { type: 'string', default: '3' } } });
+  const steps = Number(values.steps);
+  const runs = Number(values.runs);
+  // The machine's speed moves one run's p50 by more than the goal's margin (docs/benchmarks.md):
+  // the figure is the run with the median p50 of several, each run's p50 kept beside it.
+  const all: StepRunResult[] = [];
+  for (let index = 0; index < runs; index += 1) {
+    const run = await oneRun(steps);
+    console.log(`run ${index + 1} of ${runs}: overhead p50 ${run.overheadMs.p50} ms, operator CPU ${run.perStep.operatorCpuMs} ms per step`);
+    all.push(run);
+  }
+  const median = medianRun(all);
+  const verdict = stepOverheadGoal(median.overheadMs.p50);
+  const results = {
+    ...median,
+    runs: all.map((run) => ({ date: run.date, loadAverage1m: run.loadAverage1m, overheadP50Ms: run.overheadMs.p50, operatorCpuMs: run.perStep.operatorCpuMs })),
+    figureFrom: `the run with the median overhead p50 of ${runs}`,
+    goal: verdict.goal,
+    met: verdict.met,
+  };
+  writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
+  console.log(
+    `step bench (${results.steps} steps, ${results.samples} measured, scripted model, read_file through a kept exec session; load average ${results.loadAverage1m})`,
+  );
+  console.log('figure (pickup to next pickup)             p50 ms    p99 ms');
+  const rows: Array<[string, { p50: number; p99: number }]> = [
+    ['overhead (cycle less model and tools)', results.overheadMs],
+    ['  pickup to step start (dispatch, state load)', results.breakdownMs.pickupToStart],
+    ['  in the step, outside model and tools', results.breakdownMs.inStep],
+    ['  step done to next pickup (BullMQ hand-over)', results.breakdownMs.handOver],
+    ['model', results.modelMs],
+    ['tools', results.toolsMs],
+    ['whole cycle', results.cycleMs],
+  ];
+  for (const [name, value] of rows) console.log(`${name.padEnd(45)} ${String(value.p50).padStart(7)}   ${String(value.p99).padStart(7)}`);
+  const { perStep } = results;
+  console.log(
+    `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis`,
+  );
+  console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
+  console.log(`${verdict.goal}: ${verdict.met ? 'met' : 'not met'} (the median run of ${runs}: ${all.map((run) => run.overheadMs.p50).join(', ')} ms)`);
 }
 
 await main();

@@ -60,3 +60,17 @@ export function stepCycles(pickups: ReadonlyMap<number, number>, lines: readonly
   }
   return cycles;
 }
+
+/** #17.5: a step's overhead under 10 ms at the median. */
+export const STEP_OVERHEAD_GOAL_MS = 10;
+
+/** The goal, said, and whether a run's overhead p50 meets it (strictly under). */
+export function stepOverheadGoal(overheadP50Ms: number): { goal: string; met: boolean } {
+  return { goal: `overhead p50 < ${STEP_OVERHEAD_GOAL_MS} ms (#17.5)`, met: overheadP50Ms < STEP_OVERHEAD_GOAL_MS };
+}
+
+/** The run whose overhead p50 is the median of the runs' (for an even count, the lower of the middle two). */
+export function medianRun<T extends { overheadMs: { p50: number } }>(runs: readonly T[]): T {
+  if (runs.length === 0) throw new Error('no step bench run to take the median of');
+  return [...runs].sort((a, b) => a.overheadMs.p50 - b.overheadMs.p50)[Math.floor((runs.length - 1) / 2)]!;
+}
