@@ -2,7 +2,7 @@
 // real redis-server with a real BullMQ queue: a run seen moving is not looked at again for
 // SIGHTING_MS (agent-sightings.ts), and the first look after that sees a loss. Redis's own
 // command counts show whether a look happened.
-import { Queue } from 'bullmq';
+import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
@@ -30,12 +30,17 @@ afterAll(async () => {
   await redisServer?.stop();
 });
 
+/** Commands Redis has run so far, by name, INFO itself left out. */
+async function commandsByName(): Promise<Map<string, number>> {
+  const stats = await redis.info('commandstats');
+  const calls = new Map<string, number>();
+  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) if (match[1] !== 'info') calls.set(match[1]!, Number(match[2]));
+  return calls;
+}
+
 /** Commands Redis has run so far, INFO itself left out. */
 async function commandsRun(): Promise<number> {
-  const stats = await redis.info('commandstats');
-  let total = 0;
-  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) if (match[1] !== 'info') total += Number(match[2]);
-  return total;
+  return [...(await commandsByName()).values()].reduce((sum, calls) => sum + calls, 0);
 }
 
 function runningRun(uid: string): CodingRun {
@@ -73,6 +78,43 @@ describe('AgentInspector', () => {
     expect(seen).toEqual({ state: 'missing', moving: false });
     expect(agentLoss(seen)?.reason).toBe('StateLost');
     expect(await commandsRun()).toBeGreaterThan(before);
+  });
+
+  it("sees a run moving from its queued job alone: neither the active jobs nor the state a second time", async () => {
+    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
+    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 3_000_000));
+    const run = runningRun('uid-queued');
+    const ref = { uid: 'uid-queued', namespace: 'team', name: 'run-uid-queued' };
+    await states.create(startingState(ref, 3_000_000));
+    await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
+    const before = await commandsByName();
+
+    expect(await inspector.inspect(run)).toEqual({ state: 'stepping', moving: true });
+    const after = await commandsByName();
+    const sent = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+    expect(sent('get'), 'the state, read once').toBe(1);
+    expect(sent('hgetall'), 'no active job read').toBe(0);
+    await queue.remove(jobId.step(ref.uid, 0));
+  });
+
+  it('still finds a run moving by an active job whose id the state does not give', async () => {
+    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
+    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 4_000_000));
+    const run = runningRun('uid-odd');
+    const ref = { uid: 'uid-odd', namespace: 'team', name: 'run-uid-odd' };
+    await states.create(startingState(ref, 4_000_000));
+    // A job under an id the inspector cannot derive, taken by a worker (active), alone in the queue.
+    await queue.drain();
+    await queue.add('resume', { ...ref }, { jobId: `${ref.uid}-resume-underived` });
+    const worker = new Worker(QUEUE_NAME, undefined, { connection: { url: redisServer.url }, prefix: 'inspect' });
+    try {
+      let active: Job | undefined;
+      for (let attempt = 0; attempt < 50 && !active; attempt++) active = await worker.getNextJob('inspector-test');
+      expect(active?.id).toBe(`${ref.uid}-resume-underived`);
+      expect(await inspector.inspect(run)).toEqual({ state: 'stepping', moving: true });
+    } finally {
+      await worker.close();
+    }
   });
 
   it('looks every time at a run it did not see moving', async () => {

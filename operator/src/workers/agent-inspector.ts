@@ -48,6 +48,10 @@ export class AgentInspector {
    * The state, then the jobs that could move the run on, then the state again. Every job
    * saves the state before it enqueues the next one and stays active until it has, so a
    * healthy run always shows a live job or a state that changed between the two reads.
+   * A live job whose id the state gives is enough: the active jobs and the second read
+   * are only looked at without one. That is the common case (a run whose next job waits
+   * in a busy queue is rechecked every AGENT_RECHECK_MS), and the stage of a moving run
+   * decides nothing (agentLoss).
    */
   private async look(run: CodingRun): Promise<AgentView> {
     const uid = run.metadata.uid;
@@ -71,11 +75,10 @@ export class AgentInspector {
       ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
     const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
+    if (states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState))) return { state: state?.stage ?? 'missing', moving: true };
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
     const active = await this.queue.getActive();
-    const moving =
-      states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState)) ||
-      active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
+    const moving = active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
     const after = await this.states.loadText(uid);
     if (moving || after !== before) {
       const now = after === before ? state : this.states.peek(after, runRefOf(run));
