@@ -80,9 +80,10 @@ describe('AgentInspector', () => {
     expect(await commandsRun()).toBeGreaterThan(before);
   });
 
-  it("sees a run moving from its queued job alone: neither the active jobs nor the state a second time", async () => {
+  it("sees a run moving from the job its state expects alone: no other job, no active job, no second read", async () => {
     const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
-    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 3_000_000));
+    let now = 3_000_000;
+    const inspector = new AgentInspector(queue, states, new AgentSightings(() => now));
     const run = runningRun('uid-queued');
     const ref = { uid: 'uid-queued', namespace: 'team', name: 'run-uid-queued' };
     await states.create(startingState(ref, 3_000_000));
@@ -94,7 +95,15 @@ describe('AgentInspector', () => {
     const sent = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
     expect(sent('get'), 'the state, read once').toBe(1);
     expect(sent('hgetall'), 'no active job read').toBe(0);
+    const queuedLook = [...after].reduce((sum, [name, calls]) => sum + calls - (before.get(name) ?? 0), 0);
+
+    // A full look (no live job: every id, the active jobs, the state twice) sends several times as many.
     await queue.remove(jobId.step(ref.uid, 0));
+    now += SIGHTING_MS;
+    const beforeFull = await commandsRun();
+    expect(await inspector.inspect(run)).toMatchObject({ moving: false });
+    const fullLook = (await commandsRun()) - beforeFull;
+    expect(queuedLook * 3, `${queuedLook} commands against ${fullLook}`).toBeLessThan(fullLook);
   });
 
   it('still finds a run moving by an active job whose id the state does not give', async () => {

@@ -9,12 +9,32 @@ import { readApprovalAnnotation } from '../reconcile/approval-answer.ts';
 import { AgentSightings } from './agent-sightings.ts';
 import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { runRefOf } from './run-ref.ts';
-import type { RunStateStore } from './run-state.ts';
+import type { RunState, RunStateStore } from './run-state.ts';
 
 /** Job states in which a job will still run (or is running). */
 const LIVE_JOB_STATES = new Set(['waiting', 'active', 'delayed', 'prioritized', 'waiting-children']);
 /** inspect() gives up after this long (Redis down): the controller must not hang on it. */
 const INSPECT_TIMEOUT_MS = 3_000;
+
+/**
+ * The job that moves a run on from where its state is, as handOn (hand-on.ts) enqueues it:
+ * the step after the last one completed, or the one in flight (its number already counted),
+ * finalize, publish. None for a run waiting on a human, or one whose state is gone.
+ */
+export function expectedJob(uid: string, state: RunState | undefined): string | undefined {
+  switch (state?.stage) {
+    case 'preparing':
+      return jobId.prepare(uid);
+    case 'stepping':
+      return jobId.step(uid, state.inFlight ? Math.max(0, state.step - 1) : state.step);
+    case 'finalizing':
+      return jobId.finalize(uid, state.verification?.attempts);
+    case 'publishing':
+      return jobId.publish(uid);
+    default:
+      return undefined;
+  }
+}
 
 export class AgentInspector {
   constructor(
@@ -48,10 +68,11 @@ export class AgentInspector {
    * The state, then the jobs that could move the run on, then the state again. Every job
    * saves the state before it enqueues the next one and stays active until it has, so a
    * healthy run always shows a live job or a state that changed between the two reads.
-   * A live job whose id the state gives is enough: the active jobs and the second read
-   * are only looked at without one. That is the common case (a run whose next job waits
-   * in a busy queue is rechecked every AGENT_RECHECK_MS), and the stage of a moving run
-   * decides nothing (agentLoss).
+   * A live job whose id the state gives is enough, and the one the state expects is looked
+   * up first, alone: the other ids, the active jobs and the second read are only looked at
+   * without it. That is the common case (a run whose next job waits in a busy queue is
+   * rechecked every AGENT_RECHECK_MS), and the stage of a moving run decides nothing
+   * (agentLoss).
    */
   private async look(run: CodingRun): Promise<AgentView> {
     const uid = run.metadata.uid;
@@ -74,6 +95,9 @@ export class AgentInspector {
     if (reading.kind === 'answer' && reading.answer.decision === 'approve')
       ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
+    // The job the state says moves the run on, alone first: for a run whose next job waits, the one lookup needed.
+    const expected = expectedJob(uid, state);
+    if (expected !== undefined && LIVE_JOB_STATES.has(await this.queue.getJobState(expected))) return { state: state?.stage ?? 'missing', moving: true };
     const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
     if (states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState))) return { state: state?.stage ?? 'missing', moving: true };
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
