@@ -226,14 +226,21 @@ async function main(): Promise<void> {
   const all: StepRunResult[] = [];
   for (let index = 0; index < runs; index += 1) {
     const run = await oneRun(steps);
-    console.log(`run ${index + 1} of ${runs}: overhead p50 ${run.overheadMs.p50} ms, operator CPU ${run.perStep.operatorCpuMs} ms per step`);
+    console.log(
+      `run ${index + 1} of ${runs}: overhead p50 ${run.overheadMs.p50} ms, operator CPU ${run.perStep.operatorCpuMs} ms per step`,
+    );
     all.push(run);
   }
   const median = medianRun(all);
   const verdict = stepOverheadGoal(median.overheadMs.p50);
   const results = {
     ...median,
-    runs: all.map((run) => ({ date: run.date, loadAverage1m: run.loadAverage1m, overheadP50Ms: run.overheadMs.p50, operatorCpuMs: run.perStep.operatorCpuMs })),
+    runs: all.map((run) => ({
+      date: run.date,
+      loadAverage1m: run.loadAverage1m,
+      overheadP50Ms: run.overheadMs.p50,
+      operatorCpuMs: run.perStep.operatorCpuMs,
+    })),
     figureFrom: `the run with the median overhead p50 of ${runs}`,
     goal: verdict.goal,
     met: verdict.met,
@@ -258,7 +265,9 @@ async function main(): Promise<void> {
     `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis`,
   );
   console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
-  console.log(`${verdict.goal}: ${verdict.met ? 'met' : 'not met'} (the median run of ${runs}: ${all.map((run) => run.overheadMs.p50).join(', ')} ms)`);
+  console.log(
+    `${verdict.goal}: ${verdict.met ? 'met' : 'not met'} (the median run of ${runs}: ${all.map((run) => run.overheadMs.p50).join(', ')} ms)`,
+  );
 }
 
 await main();

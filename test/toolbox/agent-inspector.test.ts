@@ -80,7 +80,7 @@ describe('AgentInspector', () => {
     expect(await commandsRun()).toBeGreaterThan(before);
   });
 
-  it("sees a run moving from the job its state expects alone: no other job, no active job, no second read", async () => {
+  it('sees a run moving from the job its state expects alone: no other job, no active job, no second read', async () => {
     const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
     let now = 3_000_000;
     const inspector = new AgentInspector(queue, states, new AgentSightings(() => now));

@@ -18,11 +18,19 @@ describe('the job a run state expects', () => {
     ['stepping, 3 steps done', state({ stage: 'stepping', step: 3 }), jobId.step(uid, 3)],
     [
       'stepping, step 4 in flight (its number already counted)',
-      state({ stage: 'stepping', step: 4, inFlight: { calls: [], results: [], earlier: [], hadToolCalls: true, toolNames: [], text: '', resumed: false } }),
+      state({
+        stage: 'stepping',
+        step: 4,
+        inFlight: { calls: [], results: [], earlier: [], hadToolCalls: true, toolNames: [], text: '', resumed: false },
+      }),
       jobId.step(uid, 3),
     ],
     ['finalizing', state({ stage: 'finalizing' }), jobId.finalize(uid)],
-    ['finalizing again after a failed verification', state({ stage: 'finalizing', verification: { attempts: 2 } as RunState['verification'] }), jobId.finalize(uid, 2)],
+    [
+      'finalizing again after a failed verification',
+      state({ stage: 'finalizing', verification: { attempts: 2 } as RunState['verification'] }),
+      jobId.finalize(uid, 2),
+    ],
     ['publishing', state({ stage: 'publishing' }), jobId.publish(uid)],
     ['waiting for a human', state({ stage: 'waiting' }), undefined],
     ['done', state({ stage: 'done' }), undefined],

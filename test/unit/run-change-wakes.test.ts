@@ -54,7 +54,10 @@ describe('a change to a run', () => {
       copy.status.steps = 2;
       copy.status.toolCalls = 3;
       copy.status.usage = { inputTokens: 250, outputTokens: 30, totalTokens: 280, complete: true };
-      copy.status.timings = [...(running.status!.timings ?? []), { phase: 'FirstModelCall', start: '2026-12-01T20:00:01Z', durationMs: 500 }];
+      copy.status.timings = [
+        ...(running.status!.timings ?? []),
+        { phase: 'FirstModelCall', start: '2026-12-01T20:00:01Z', durationMs: 500 },
+      ];
       copy.metadata.managedFields = [{ manager: 'chamvi-operator' }];
     });
     expect(runChangeWakes(running, progressed)).toBe(false);

@@ -24,7 +24,11 @@ const PROGRESS_FIELDS = ['steps', 'toolCalls', 'usage', 'timings'] as const;
 function withoutProgress(run: CodingRun): unknown {
   const status: Record<string, unknown> = { ...run.status };
   for (const field of PROGRESS_FIELDS) delete status[field];
-  const { resourceVersion: _version, managedFields: _fields, ...metadata } = run.metadata as CodingRun['metadata'] & {
+  const {
+    resourceVersion: _version,
+    managedFields: _fields,
+    ...metadata
+  } = run.metadata as CodingRun['metadata'] & {
     managedFields?: unknown;
   };
   return { ...run, metadata, status };

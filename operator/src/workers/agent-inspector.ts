@@ -97,7 +97,8 @@ export class AgentInspector {
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
     // The job the state says moves the run on, alone first: for a run whose next job waits, the one lookup needed.
     const expected = expectedJob(uid, state);
-    if (expected !== undefined && LIVE_JOB_STATES.has(await this.queue.getJobState(expected))) return { state: state?.stage ?? 'missing', moving: true };
+    if (expected !== undefined && LIVE_JOB_STATES.has(await this.queue.getJobState(expected)))
+      return { state: state?.stage ?? 'missing', moving: true };
     const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
     if (states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState))) return { state: state?.stage ?? 'missing', moving: true };
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
