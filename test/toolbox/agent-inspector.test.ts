@@ -126,6 +126,32 @@ describe('AgentInspector', () => {
     }
   });
 
+  it('reports why the job its state expects failed for good, when nothing moves the run', async () => {
+    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
+    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 5_000_000));
+    const run = runningRun('uid-failed');
+    const ref = { uid: 'uid-failed', namespace: 'team', name: 'run-uid-failed' };
+    await states.create(startingState(ref, 5_000_000));
+    await queue.drain();
+    await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
+    const worker = new Worker(
+      QUEUE_NAME,
+      async () => {
+        throw new Error('the model endpoint refused the key');
+      },
+      { connection: { url: redisServer.url }, prefix: 'inspect' },
+    );
+    try {
+      for (let attempt = 0; attempt < 100 && (await queue.getJobState(jobId.step(ref.uid, 0))) !== 'failed'; attempt++)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      await worker.close();
+    }
+    const seen = await inspector.inspect(run);
+    expect(seen).toEqual({ state: 'stepping', moving: false, failedJob: 'the model endpoint refused the key' });
+    expect(agentLoss(seen)?.reason).toBe('AgentFailed');
+  });
+
   it('looks every time at a run it did not see moving', async () => {
     const now = 2_000_000;
     const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());

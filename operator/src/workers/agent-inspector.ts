@@ -95,12 +95,16 @@ export class AgentInspector {
     if (reading.kind === 'answer' && reading.answer.decision === 'approve')
       ids.add(jobId.resume(uid, reading.answer.id, { sha256: reading.answer.sha256 }));
     for (const approval of approvals) if (approval) ids.add(jobId.resume(uid, approval));
+    const lookUp = async (id: string) => ({ id, state: await this.queue.getJobState(id) });
+    const live = (looked: { state: string }[]) => looked.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState));
+    const movingByJob: AgentView = { state: state?.stage ?? 'missing', moving: true };
     // The job the state says moves the run on, alone first: for a run whose next job waits, the one lookup needed.
     const expected = expectedJob(uid, state);
-    if (expected !== undefined && LIVE_JOB_STATES.has(await this.queue.getJobState(expected)))
-      return { state: state?.stage ?? 'missing', moving: true };
-    const states = await Promise.all([...ids].map(async (id) => ({ id, state: await this.queue.getJobState(id) })));
-    if (states.some(({ state: jobState }) => LIVE_JOB_STATES.has(jobState))) return { state: state?.stage ?? 'missing', moving: true };
+    const first = expected === undefined ? [] : [await lookUp(expected)];
+    if (live(first)) return movingByJob;
+    // Its state is kept (a failed one is reported below), and it is not looked up twice.
+    const states = [...first, ...(await Promise.all([...ids].filter((id) => id !== expected).map(lookUp)))];
+    if (live(states)) return movingByJob;
     // An active job's id may not be derivable (a resume answered by timeout); active jobs are few.
     const active = await this.queue.getActive();
     const moving = active.some((job) => (job.data as { uid?: string } | undefined)?.uid === uid);
