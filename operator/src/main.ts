@@ -2,7 +2,10 @@
 // health, take the leader lease, and reconcile CodingRuns until told to stop.
 //
 //   node --import tsx operator/src/main.ts [--config FILE]     (or CHAMVI_CONFIG=FILE)
+import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadOperatorConfig } from './config/operator-config.ts';
 import { egressProxyAddressSource } from './egress/egress-proxy-address.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
@@ -32,6 +35,7 @@ import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
+import { ProcessLauncher } from './workers/process-launcher.ts';
 import { checkRedisCredentials, redisHasCredentials } from './workers/redis-connection.ts';
 
 const PROGRAM = 'chamvi-operator';
@@ -71,8 +75,15 @@ async function main(): Promise<void> {
   });
   // Issue #15.4: each team's settings, from its Namespace's annotations; read by admission and the workers.
   const namespacePolicies = kubernetesNamespacePolicyReader(kubeConfig);
+  // The workers' git and tar start from a small helper, not from this big process
+  // (workers/process-launcher.ts): process-launcher-main.ts under tsx, .mjs in the image.
+  const launcherEntry = fileURLToPath(new URL(`./process-launcher-main${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+  const launcher = existsSync(launcherEntry) ? new ProcessLauncher(launcherEntry) : undefined;
+  if (!launcher)
+    logger.warn({ launcherEntry }, 'process launcher not found beside the operator; git and tar start from the operator itself');
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
+    launch: launcher?.launch,
     config,
     recentRuns,
     namespacePolicies,
@@ -189,6 +200,7 @@ async function main(): Promise<void> {
     evalController.stop();
     await elector?.release();
     await agent.close();
+    launcher?.close();
     health.close();
   });
 

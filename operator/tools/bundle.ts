@@ -19,7 +19,7 @@ const SHEBANG = '#!/usr/bin/env node';
 const REQUIRE_SHIM =
   "import { createRequire as __chamviCreateRequire } from 'node:module'; const require = __chamviCreateRequire(import.meta.url);";
 
-export type BundleName = 'operator' | 'egress-proxy' | 'cli' | 'cli-standalone' | 'toolbox';
+export type BundleName = 'operator' | 'process-launcher' | 'egress-proxy' | 'cli' | 'cli-standalone' | 'toolbox';
 
 interface BundleSpec {
   /** Entry point, relative to the repository root. */
@@ -43,6 +43,13 @@ export const BUNDLES: Readonly<Record<BundleName, BundleSpec>> = {
     executable: false,
     sourcemap: true,
     why: 'the controller and step workers (operator image)',
+  },
+  'process-launcher': {
+    entry: 'operator/src/process-launcher-main.ts',
+    packages: 'bundle',
+    executable: false,
+    sourcemap: false,
+    why: "the helper that starts the workers' git and tar, beside the operator's bundle as process-launcher-main.mjs (operator image)",
   },
   'egress-proxy': {
     entry: 'operator/src/egress-proxy-main.ts',

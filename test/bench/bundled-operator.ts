@@ -11,14 +11,21 @@ import type { LogLine } from '../support/operator-process.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Bundles the operator into `dir/main.mjs`, with `dir/node_modules` pointing at the repository's. */
+/**
+ * Bundles the operator into `dir/main.mjs`, its process launcher beside it as the image has
+ * them, with `dir/node_modules` pointing at the repository's.
+ */
 export function bundleOperator(dir: string): string {
   mkdirSync(dir, { recursive: true });
   const outfile = path.join(dir, 'main.mjs');
-  execFileSync(path.join(repoRoot, 'node_modules/.bin/tsx'), ['operator/tools/bundle.ts', 'operator', outfile], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  for (const [name, file] of [
+    ['operator', outfile],
+    ['process-launcher', path.join(dir, 'process-launcher-main.mjs')],
+  ])
+    execFileSync(path.join(repoRoot, 'node_modules/.bin/tsx'), ['operator/tools/bundle.ts', name!, file!], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
   // Bare imports resolve from the bundle's directory upwards.
   symlinkSync(path.join(repoRoot, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   return outfile;
@@ -87,13 +94,19 @@ export class BundledOperator {
 
   /** Sum of a counter (or a histogram's _count) on its /metrics. */
   async metric(name: string): Promise<number> {
-    if (this.httpPort === undefined) return Number.NaN;
+    return (await this.metrics([name]))[name] ?? Number.NaN;
+  }
+
+  /** Several metrics from one scrape (some, such as the event loop's delay, are reset by each), each summed over its labels. */
+  async metrics(names: readonly string[]): Promise<Record<string, number>> {
+    if (this.httpPort === undefined) return {};
     const text = await (await fetch(`http://127.0.0.1:${this.httpPort}/metrics`)).text();
-    let sum = 0;
+    const sums: Record<string, number> = Object.fromEntries(names.map((name) => [name, 0]));
     for (const line of text.split('\n')) {
-      if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+      const name = names.find((each) => line.startsWith(`${each} `) || line.startsWith(`${each}{`));
+      if (name) sums[name]! += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
-    return sum;
+    return sums;
   }
 
   kill(): Promise<number | null> {

@@ -38,6 +38,15 @@ describe('bundle options', () => {
     }
   });
 
+  it("the operator image puts the process launcher beside the operator's bundle, where main.ts looks for it", () => {
+    const dockerfile = read('operator/Dockerfile');
+    const out = (name: string) => new RegExp(`bundle\\.ts ${name} (\\S+)`).exec(dockerfile)?.[1];
+    expect(out('operator')).toBe('dist/main.mjs');
+    // main.ts: process-launcher-main with its own extension, beside it.
+    expect(out('process-launcher')).toBe('dist/process-launcher-main.mjs');
+    expect(read('operator/src/main.ts')).toContain('`./process-launcher-main${extname(fileURLToPath(import.meta.url))}`');
+  });
+
   it('the Makefile fragments and Dockerfiles bundle only through bundle.ts, with known bundle names', () => {
     const calls: string[] = [];
     for (const file of BUILD_FILES) {

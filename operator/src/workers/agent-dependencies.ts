@@ -6,6 +6,7 @@ import type { LanguageModel } from 'ai';
 import type { CodingRun, CodingRunSpec } from '../api/index.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ClonePolicy } from './git-clone.ts';
+import type { Launch } from './process-launcher.ts';
 import type { PublishPolicy } from './publish-job.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
@@ -46,6 +47,8 @@ export interface AgentDependencies {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** The run read from the API server now; absent, getRun is. */
   getRunFresh?(namespace: string, name: string): Promise<CodingRun | undefined>;
+  /** Starts the workers' git and tar (process-launcher.ts); absent, they are spawned from this process. */
+  launch?: Launch;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
   clonePolicy: ClonePolicy;
   /** Issue #15.4: namespaces' tokens per day and their tallies; absent, no namespace has a budget. */

@@ -30,6 +30,7 @@ import { keepRunDiff } from './keep-diff.ts';
 import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-writer.ts';
 import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
+import type { Launch } from './process-launcher.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -53,6 +54,8 @@ export interface AgentRuntimeOptions {
   transcript?: TranscriptWriter;
   /** Runs the API server returned a moment ago, for the jobs' reads (kube/recent-runs.ts); absent, every read is a GET. */
   recentRuns?: Pick<RecentRuns, 'read'>;
+  /** Starts the workers' git and tar (process-launcher.ts); absent, from this process. */
+  launch?: Launch;
 }
 
 export interface AgentRuntime {
@@ -125,6 +128,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           getRun: (namespace, name) =>
             options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
           getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
+          launch: options.launch,
           clonePolicy: {
             allowRepo: config.allowRepo,
             maxCheckoutBytes: config.maxCheckoutBytes,

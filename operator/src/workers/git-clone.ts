@@ -9,7 +9,6 @@
 // - The clone lands on the operator's disk, shared by every run of the replica, so it is
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
-import { spawn } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import type { CheckedRepositoryUrl } from '../reconcile/allow-repo.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
+import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 /** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
 function cloneFailed(detail: string): RunFailure {
@@ -44,6 +44,8 @@ export interface CloneRequest {
   maxCheckoutBytes: number;
   maxCheckoutFiles: number;
   timeoutMs?: number;
+  /** Starts git (process-launcher.ts); default: from this process. */
+  launch?: Launch;
 }
 
 /** The user name sent with the token; GitHub, GitLab and Gitea accept any name with a token. */
@@ -96,6 +98,7 @@ interface GitRun {
   fileSizeLimit: number;
   /** What failed, in messages: "git <label> failed" (default: the git command). */
   label?: string;
+  launch: Launch;
 }
 
 /**
@@ -105,7 +108,7 @@ interface GitRun {
 function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
   return new Promise((resolve, reject) => {
     const blocks = String(Math.ceil(run.fileSizeLimit / 512));
-    const child = spawn('/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', blocks, 'git', ...run.config, ...args], {
+    const child = run.launch('/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', blocks, 'git', ...run.config, ...args], {
       cwd: run.cwd,
       env: run.env,
       stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
@@ -121,7 +124,10 @@ function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean)
       child.kill('SIGKILL');
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), run.timeoutMs);
-    child.on('error', (error) => reject(cloneFailed(`git could not start: ${error.message}`)));
+    // A lost launcher says nothing about the repository: the job is retried.
+    child.on('error', (error) =>
+      reject(LauncherLostError.isInstance(error) ? error : cloneFailed(`git could not start: ${error.message}`)),
+    );
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const label = run.label ?? args[0];
@@ -251,6 +257,7 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     timeoutMs: request.timeoutMs ?? 300_000,
     token,
     fileSizeLimit: request.maxCheckoutBytes + PACK_SLACK_BYTES,
+    launch: request.launch ?? launchHere,
   };
   try {
     await git(run, ['init', '-q', dir]);

@@ -1,10 +1,8 @@
 // prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
 // into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
-import { execFile } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
@@ -16,14 +14,11 @@ import { cutAtLine } from './diff-stats.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { cloneRepository } from './git-clone.ts';
+import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun } from './live-run.ts';
 import { startingState } from './starting-state.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
-
-async function createArchive(dir: string, archive: string): Promise<void> {
-  await promisify(execFile)('tar', ['-C', dir, '-cf', archive, '.'], { maxBuffer: 1024 * 1024 });
-}
 
 export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
   const existing = await deps.states.load(ref);
@@ -61,17 +56,18 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
       token,
       maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
       maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+      launch: deps.launch,
     });
-    const revision = await headRevision(dir);
+    const revision = await headRevision(dir, deps.launch);
     if (continuation) {
-      const applied = await applyDiff(dir, continuation.diff);
+      const applied = await applyDiff(dir, continuation.diff, deps.launch);
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
     const archive = join(dirname(dir), 'workspace.tar');
-    await createArchive(dir, archive);
+    await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
     importStarted = deps.now();
     timings.push(timing('Clone', cloneStarted, importStarted));
     return { revision, archive };

@@ -6,12 +6,12 @@
 // The commit is deterministic: the tree is the starting commit with the run's diff applied, its
 // parent that commit, author, committer and both dates fixed by the caller. A retried job makes
 // the very same commit, so it finds it on the branch and pushes nothing.
-import { spawn } from 'node:child_process';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
 import { SAFE_GIT_CONFIG } from './git-clone.ts';
+import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 export interface PublishClone {
   /** The clone's work tree (HEAD: the run's starting commit, remote origin: the checked URL). */
@@ -19,6 +19,8 @@ export interface PublishClone {
   /** From gitEnvironment: the askpass for the checked origin when there is a token. */
   env: NodeJS.ProcessEnv;
   token: string | undefined;
+  /** Starts git (process-launcher.ts); default: from this process. */
+  launch?: Launch;
 }
 
 const GIT_TIMEOUT_MS = 300_000;
@@ -39,7 +41,7 @@ function git(
   options: { input?: string; env?: NodeJS.ProcessEnv; label?: string } = {},
 ): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', [...SAFE_GIT_CONFIG, ...args], {
+    const child = (clone.launch ?? launchHere)('git', [...SAFE_GIT_CONFIG, ...args], {
       cwd: clone.dir,
       env: { ...clone.env, ...options.env },
       stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -49,7 +51,9 @@ function git(
     child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-1_000_000)));
     child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8000)));
     const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
-    child.on('error', (error) => reject(publishFailed(`git could not start: ${error.message}`)));
+    child.on('error', (error) =>
+      reject(LauncherLostError.isInstance(error) ? error : publishFailed(`git could not start: ${error.message}`)),
+    );
     child.stdin?.on('error', () => undefined);
     child.on('close', (code, signal) => {
       clearTimeout(timer);

@@ -312,13 +312,14 @@ async function publish(
       token,
       maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
       maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+      launch: deps.launch,
     });
   } catch (error) {
     if (isCloneFailure(error)) throw publishFailed(error.message);
     throw error;
   }
   try {
-    const clone: PublishClone = { dir, env: await gitEnvironment(parts, token, dirname(dir)), token };
+    const clone: PublishClone = { dir, env: await gitEnvironment(parts, token, dirname(dir)), token, launch: deps.launch };
     const commit = await commitDiff(clone, {
       diff: stored.diff,
       message: plan.commitMessage,

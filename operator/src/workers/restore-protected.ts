@@ -3,13 +3,12 @@
 // The source is a fresh clone in the worker (the operator's, never the sandbox's .git, which
 // the model can rewrite: replace refs, forged objects); the sandbox first removes everything
 // the globs cover (toolbox `import --prune`), then unpacks the clone's protected files.
-import { execFile } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { protectedPaths } from '../../../sandbox-image/toolbox/contract/protected-paths.ts';
 import { REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
+import { launchHere, launchToEnd } from './process-launcher.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
@@ -31,7 +30,7 @@ export async function protectedFilesIn(dir: string, globs: readonly string[]): P
 
 /** Restores the protected paths in the sandbox; returns how many files the clone put back. */
 export async function restoreProtected(
-  deps: Pick<AgentDependencies, 'clonePolicy' | 'resources'>,
+  deps: Pick<AgentDependencies, 'clonePolicy' | 'resources' | 'launch'>,
   run: ParsedCodingRun,
   revision: string,
   sandbox: Sandbox,
@@ -55,6 +54,7 @@ export async function restoreProtected(
     token,
     maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
     maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+    launch: deps.launch,
   });
   try {
     const files = await protectedFilesIn(dir, protect);
@@ -62,7 +62,7 @@ export async function restoreProtected(
     const archive = join(dirname(dir), 'protected.tar');
     await writeFile(list, files.map((file) => `${file}\0`).join(''));
     // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
-    await promisify(execFile)('tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], { maxBuffer: 1024 * 1024 });
+    await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
     await sandbox.importTree(createReadStream(archive), { prune: protect });
     return files.length;
   } finally {

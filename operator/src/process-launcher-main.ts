@@ -1,0 +1,49 @@
+// The process launcher's helper (workers/process-launcher.ts says why it exists): spawns what
+// the operator asks for and relays each child's output and exit over the IPC channel. Node's
+// built-ins only, so the process stays small and a fork from it stays cheap. When the channel
+// closes (the operator exited or closed it), every child still running is killed with it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { FromLauncher, ToLauncher } from './workers/process-launcher.ts';
+
+const children = new Map<number, ChildProcess>();
+
+function send(message: FromLauncher): void {
+  if (process.connected) process.send!(message);
+}
+
+function start(message: Extract<ToLauncher, { type: 'spawn' }>): void {
+  const { id } = message;
+  let child: ChildProcess;
+  try {
+    child = spawn(message.command, message.args, message.options);
+  } catch (error) {
+    // Arguments node refuses before any process exists (a NUL byte in one).
+    send({ type: 'error', id, message: error instanceof Error ? error.message : String(error) });
+    send({ type: 'close', id, code: null, signal: null });
+    return;
+  }
+  children.set(id, child);
+  child.stdout?.on('data', (data: Buffer) => send({ type: 'stdout', id, data }));
+  child.stderr?.on('data', (data: Buffer) => send({ type: 'stderr', id, data }));
+  // A child that exits before it has read all of its stdin closes the pipe: not an error here.
+  child.stdin?.on('error', () => undefined);
+  child.on('error', (error: NodeJS.ErrnoException) =>
+    send({ type: 'error', id, message: error.message, ...(error.code ? { code: error.code } : {}) }),
+  );
+  child.on('close', (code, signal) => {
+    children.delete(id);
+    send({ type: 'close', id, code, signal });
+  });
+}
+
+process.on('message', (message: ToLauncher) => {
+  if (message.type === 'spawn') start(message);
+  else if (message.type === 'stdin') children.get(message.id)?.stdin?.write(message.data);
+  else if (message.type === 'stdin-end') children.get(message.id)?.stdin?.end();
+  else children.get(message.id)?.kill(message.signal);
+});
+
+process.on('disconnect', () => {
+  for (const child of children.values()) child.kill('SIGKILL');
+  process.exit(0);
+});

@@ -1,0 +1,213 @@
+// The child processes the workers start (git and tar for a run's clone, import and publish),
+// launched by a small helper process instead of by the operator itself.
+//
+// Why: Node starts a child with fork() and exec() (libuv), on the event loop's thread. fork()
+// copies the page tables of the whole parent, and the loop then waits until the child has
+// exec'd, which on a busy machine means waiting for the child to be scheduled. The operator
+// holds 150-250 MiB and starts seven children per run (five git, a rev-parse, a tar): in a CPU
+// profile of 200 runs on two cores (docs/benchmarks.md) its event loop stood in spawn() for
+// 12.3 s of 67 s, every step and reconcile waiting behind it. The helper
+// (process-launcher-main.ts) is a bare Node process started once; it spawns on request and
+// relays the child's output and exit over its IPC channel, so the operator's loop only sends
+// and receives messages.
+//
+// The helper is the operator's own child, reached over a private pipe: what crosses it (a
+// clone's environment with its token) never leaves the operator's container. It exits, with
+// every child it started, when the operator goes (its channel closes).
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { Readable, Writable } from 'node:stream';
+
+export interface LaunchOptions {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** stdin and stdout piped or ignored; stderr is always piped. */
+  stdio: ['ignore' | 'pipe', 'ignore' | 'pipe', 'pipe'];
+}
+
+/** What the workers use of a child process: node's ChildProcess has all of it. */
+export interface LaunchedProcess {
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  kill(signal: NodeJS.Signals): boolean;
+  on(event: 'error', listener: (error: Error) => void): this;
+  on(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
+}
+
+export type Launch = (command: string, args: readonly string[], options: LaunchOptions) => LaunchedProcess;
+
+/** Spawned from this process: for tests, the local CLI, and any caller given no launcher. */
+export const launchHere: Launch = (command, args, options) => spawn(command, [...args], options);
+
+/** The helper went away (crashed, killed) while the child ran: what became of it is not known, so the job is retried. */
+export class LauncherLostError extends Error {
+  override readonly name = 'LauncherLostError';
+  static isInstance(error: unknown): error is LauncherLostError {
+    return error instanceof LauncherLostError;
+  }
+}
+
+/** Messages to the helper. Output bytes travel as Uint8Array (advanced serialization). */
+export type ToLauncher =
+  | { type: 'spawn'; id: number; command: string; args: string[]; options: LaunchOptions }
+  | { type: 'stdin'; id: number; data: Uint8Array }
+  | { type: 'stdin-end'; id: number }
+  | { type: 'kill'; id: number; signal: NodeJS.Signals };
+
+/** Messages from the helper, in the order its child's events happened. */
+export type FromLauncher =
+  | { type: 'stdout' | 'stderr'; id: number; data: Uint8Array }
+  | { type: 'error'; id: number; message: string; code?: string }
+  | { type: 'close'; id: number; code: number | null; signal: NodeJS.Signals | null };
+
+/** A child the helper runs, seen from the operator. */
+class RelayedProcess extends EventEmitter implements LaunchedProcess {
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable;
+  private closed = false;
+
+  constructor(
+    options: LaunchOptions,
+    private readonly send: (message: ToLauncher) => void,
+    private readonly id: number,
+  ) {
+    super();
+    const source = () => new Readable({ read() {} });
+    this.stdout = options.stdio[1] === 'pipe' ? source() : null;
+    this.stderr = source();
+    this.stdin =
+      options.stdio[0] === 'pipe'
+        ? new Writable({
+            write: (chunk: Buffer, _encoding, done) => {
+              this.send({ type: 'stdin', id, data: chunk });
+              done();
+            },
+            final: (done) => {
+              this.send({ type: 'stdin-end', id });
+              done();
+            },
+          })
+        : null;
+  }
+
+  kill(signal: NodeJS.Signals): boolean {
+    if (this.closed) return false;
+    this.send({ type: 'kill', id: this.id, signal });
+    return true;
+  }
+
+  /** A message from the helper about this child. */
+  receive(message: FromLauncher): void {
+    if (message.type === 'stdout') this.stdout?.push(Buffer.from(message.data.buffer, message.data.byteOffset, message.data.byteLength));
+    else if (message.type === 'stderr')
+      this.stderr.push(Buffer.from(message.data.buffer, message.data.byteOffset, message.data.byteLength));
+    else if (message.type === 'error')
+      this.emit('error', Object.assign(new Error(message.message), message.code ? { code: message.code } : {}));
+    else if (message.type === 'close') this.finish(message.code, message.signal);
+  }
+
+  /** The helper is gone: the child's fate is unknown. */
+  lost(why: string): void {
+    if (this.closed) return;
+    if (this.listenerCount('error') > 0)
+      this.emit('error', new LauncherLostError(`the process launcher exited (${why}) while the child ran`));
+    this.finish(null, null);
+  }
+
+  /** As node's ChildProcess: 'close' after the output streams have ended. */
+  private finish(code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.closed) return;
+    this.closed = true;
+    const streams = [this.stdout, this.stderr].filter((stream): stream is Readable => stream !== null);
+    let open = streams.length;
+    for (const stream of streams) {
+      stream.once('end', () => {
+        if (--open === 0) this.emit('close', code, signal);
+      });
+      // Output nobody reads is dropped, as a piped child's would be once it exits.
+      if (stream.readableFlowing !== true) stream.resume();
+      stream.push(null);
+    }
+  }
+}
+
+/**
+ * Launches children through the helper, started on first use and again after it is lost.
+ * `entry` is the helper's script (process-launcher-main); it runs with `execArgv`, by default
+ * this process's Node flags, so under tsx a .ts entry works too.
+ */
+export class ProcessLauncher {
+  private helper: ChildProcess | undefined;
+  private readonly running = new Map<number, RelayedProcess>();
+  private nextId = 1;
+  private closed = false;
+
+  constructor(
+    private readonly entry: string,
+    private readonly execArgv: readonly string[] = process.execArgv,
+  ) {}
+
+  /** The helper's pid while it runs (for diagnostics and tests). */
+  get helperPid(): number | undefined {
+    return this.helper?.pid;
+  }
+
+  readonly launch: Launch = (command, args, options) => {
+    const helper = this.started();
+    const id = this.nextId++;
+    const send = (message: ToLauncher) => {
+      if (helper.connected) helper.send(message);
+    };
+    const child = new RelayedProcess(options, send, id);
+    this.running.set(id, child);
+    child.on('close', () => this.running.delete(id));
+    // Copied out of the caller's objects: the environment is sent as plain strings.
+    const env = Object.fromEntries(Object.entries(options.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    send({ type: 'spawn', id, command, args: [...args], options: { cwd: options.cwd, env, stdio: options.stdio } });
+    if (!helper.connected) queueMicrotask(() => child.lost('not connected'));
+    return child;
+  };
+
+  /** Closes the channel: the helper kills what it still runs and exits. */
+  close(): void {
+    this.closed = true;
+    if (this.helper?.connected) this.helper.disconnect();
+    this.helper = undefined;
+  }
+
+  private started(): ChildProcess {
+    if (this.closed) throw new Error('the process launcher is closed');
+    if (this.helper) return this.helper;
+    const helper = fork(this.entry, [], {
+      execArgv: [...this.execArgv],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    helper.on('message', (message: FromLauncher) => this.running.get(message.id)?.receive(message));
+    helper.on('exit', (code, signal) => {
+      if (this.helper === helper) this.helper = undefined;
+      for (const child of [...this.running.values()]) child.lost(signal ?? `exit ${code}`);
+    });
+    // The helper must not keep the operator alive, nor be what a shutdown waits for.
+    helper.unref();
+    helper.channel?.unref();
+    this.helper = helper;
+    return helper;
+  }
+}
+
+/** Runs a command to its end; rejects with its stderr (or exit status) when it fails. */
+export function launchToEnd(launch: Launch, command: string, args: readonly string[], cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = launch(command, args, { cwd, env: process.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new Error(`${command} failed: ${stderr.trim() || (signal ? `killed by ${signal}` : `exit ${code}`)}`));
+    });
+  });
+}
