@@ -2,7 +2,9 @@
 // peak RSS (sum of VmRSS over the tree, sampled), optionally peak PSS (the same with each
 // shared page split among the processes sharing it, so short-lived children such as git
 // are not charged the whole of their shared libraries again), and CPU seconds (utime+stime
-// of the root, plus cutime+cstime of the children it has reaped, e.g. the workers' git).
+// of the root, plus cutime+cstime of the children it has reaped, e.g. the workers' git, plus
+// the same of each descendant still alive at the last sample: the operator's process
+// launcher, with the git and tar it has reaped).
 import { readFileSync, readdirSync } from 'node:fs';
 
 const TICKS_PER_SECOND = 100; // getconf CLK_TCK on Linux
@@ -14,7 +16,7 @@ export interface ProcessUsage {
   peakRootRssBytes: number;
   /** Highest sampled sum of Pss over the tree, in bytes (when asked for). */
   peakPssBytes?: number;
-  /** CPU seconds (user + system) spent between start() and stop(), reaped children included. */
+  /** CPU seconds (user + system) spent between start() and stop(), reaped children and live descendants included. */
   cpuSeconds: number;
   samples: number;
 }
@@ -34,6 +36,12 @@ function readCpuTicks(pid: number): CpuTicks | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A process's own CPU ticks and those of the children it has reaped; 0 once it is gone. */
+function totalTicks(pid: number): number {
+  const ticks = readCpuTicks(pid);
+  return ticks ? ticks.own + ticks.reapedChildren : 0;
 }
 
 /** CPU seconds the process itself has used so far (not its children); undefined once it is gone. */
@@ -94,6 +102,10 @@ export class ProcessSampler {
   private peakRootRssBytes = 0;
   private peakPssBytes = 0;
   private samples = 0;
+  /** Each descendant's ticks at start(); one born later started from none. */
+  private descendantsAtStart = new Map<number, number>();
+  /** The live descendants' ticks since start(), at the last sample that saw the root. */
+  private descendantTicks = 0;
 
   constructor(
     readonly pid: number,
@@ -107,6 +119,10 @@ export class ProcessSampler {
     this.peakRootRssBytes = 0;
     this.peakPssBytes = 0;
     this.samples = 0;
+    this.descendantTicks = 0;
+    this.descendantsAtStart = new Map(
+      (this.options.descendants === false ? [] : processTree(this.pid).slice(1)).map((pid) => [pid, totalTicks(pid)]),
+    );
     this.sample();
     this.timer = setInterval(() => this.sample(), this.options.intervalMs ?? 250);
     this.timer.unref();
@@ -124,7 +140,12 @@ export class ProcessSampler {
         pids.reduce((sum, pid) => sum + readPssBytes(pid), 0),
       );
     // Kept so stop() still has a figure when the process has exited in between.
-    this.lastTicks = readCpuTicks(this.pid) ?? this.lastTicks;
+    const rootTicks = readCpuTicks(this.pid);
+    if (rootTicks) {
+      this.lastTicks = rootTicks;
+      // A descendant that dies before the next sample is counted then by whoever reaped it.
+      this.descendantTicks = pids.slice(1).reduce((sum, pid) => sum + totalTicks(pid) - (this.descendantsAtStart.get(pid) ?? 0), 0);
+    }
     this.samples += 1;
   }
 
@@ -133,7 +154,7 @@ export class ProcessSampler {
     this.sample();
     const start = this.startTicks ?? { own: 0, reapedChildren: 0 };
     const end = this.lastTicks ?? start;
-    const ticks = end.own + end.reapedChildren - start.own - start.reapedChildren;
+    const ticks = end.own + end.reapedChildren - start.own - start.reapedChildren + this.descendantTicks;
     return {
       peakRssBytes: this.peakRssBytes,
       peakRootRssBytes: this.peakRootRssBytes,

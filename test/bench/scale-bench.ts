@@ -118,6 +118,18 @@ interface PhaseSpec {
   podsOnly: boolean;
   /** The controller's own count of reconciles, where it has one (the operator does). */
   reconciles?: () => Promise<number>;
+  /**
+   * How long the controller's event loop was held, where it says (the operator's /metrics:
+   * prom-client's monitorEventLoopDelay, reset at each scrape): read at the end, it covers the
+   * phase since the reconcile count's scrape at its start.
+   */
+  eventLoopDelay?: () => Promise<EventLoopDelay>;
+}
+
+interface EventLoopDelay {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
 }
 
 interface PhaseResult {
@@ -142,6 +154,7 @@ interface PhaseResult {
   };
   processes: Record<string, ReturnType<typeof usageFigures>>;
   reconcilesPerObject?: number;
+  eventLoopDelayMs?: EventLoopDelay;
   /** Jobs phases: kube-controller-manager's client limits, and how long its requests waited on them in the phase. */
   clientLimits?: ClientLimits & { rateLimiterWaitSeconds: number; requestsThroughLimiter: number };
 }
@@ -288,6 +301,8 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   const lastGoneAt = spec.waitForPodsGone && !spec.podsOnly && goneOk ? now() : undefined;
   await sleep(SETTLE_MS);
   const after = await scrapeRequestTotals(kubeConfig);
+  // Before the reconcile count: its scrape resets the delay histogram.
+  const eventLoopDelayMs = await spec.eventLoopDelay?.();
   const reconcilesAfter = await spec.reconciles?.();
   const usage = Object.fromEntries(Object.entries(spec.samplers).map(([name, sampler]) => [name, usageFigures(sampler.stop())]));
   stopPods();
@@ -325,6 +340,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
     ...(reconcilesBefore !== undefined && reconcilesAfter !== undefined
       ? { reconcilesPerObject: roundTo((reconcilesAfter - reconcilesBefore) / n, 2) }
       : {}),
+    ...(eventLoopDelayMs ? { eventLoopDelayMs } : {}),
   };
 }
 
@@ -670,6 +686,13 @@ async function main(): Promise<void> {
                 }),
               waitForPodsGone: true,
               reconciles: () => operator!.metric('chamvi_reconcile_duration_seconds_count'),
+              eventLoopDelay: async () => {
+                const lag = await operator!.metrics(
+                  ['p50', 'p99', 'max'].map((each) => `chamvi_operator_nodejs_eventloop_lag_${each}_seconds`),
+                );
+                const ms = (each: string) => roundTo(1000 * (lag[`chamvi_operator_nodejs_eventloop_lag_${each}_seconds`] ?? Number.NaN), 1);
+                return { p50Ms: ms('p50'), p99Ms: ms('p99'), maxMs: ms('max') };
+              },
               rules: RUN_RULES,
               samplers: {
                 operator: new ProcessSampler(operator.pid, { pss: true }),
@@ -792,6 +815,11 @@ function printTable(
       () => '',
     ),
     row('controller CPU, s', cpu(runs, 'operator'), (peer) => cpu(peer, 'kube-controller-manager')),
+    row(
+      '  operator event loop held, p50 / p99 / max, ms',
+      runs?.eventLoopDelayMs ? `${runs.eventLoopDelayMs.p50Ms} / ${runs.eventLoopDelayMs.p99Ms} / ${runs.eventLoopDelayMs.maxMs}` : 'n/a',
+      () => '',
+    ),
     row('kube-apiserver + etcd CPU, s', cpu(runs, 'kube-apiserver', 'etcd'), (peer) => cpu(peer, 'kube-apiserver', 'etcd')),
     row('API requests per object, controller', text(runs?.apiRequests.controllerPerObject), (peer) =>
       text(peer.apiRequests.controllerPerObject),
