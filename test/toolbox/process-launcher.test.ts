@@ -136,6 +136,21 @@ describe.each(implementations)('launching a child %s', (_name, make) => {
     expect((ended.error as NodeJS.ErrnoException).code).toBe('ENOENT');
   });
 
+  it("launchToEnd gives the command PATH and none of the operator's environment", async () => {
+    process.env.CHAMVI_TEST_OPERATOR_SECRET = 'not for tar';
+    try {
+      await expect(
+        launchToEnd(launch, '/bin/sh', ['-c', 'test -z "$CHAMVI_TEST_OPERATOR_SECRET" && command -v tar'], tmpdir()),
+      ).resolves.toBeUndefined();
+      // The control: given the whole environment, a child sees it.
+      expect((await run(launch, '/bin/sh', ['-c', 'printf %s "$CHAMVI_TEST_OPERATOR_SECRET"'], { env: process.env })).stdout).toBe(
+        'not for tar',
+      );
+    } finally {
+      delete process.env.CHAMVI_TEST_OPERATOR_SECRET;
+    }
+  });
+
   it('launchToEnd resolves on success and rejects with what the command said', async () => {
     await expect(launchToEnd(launch, '/bin/sh', ['-c', 'exit 0'], tmpdir())).resolves.toBeUndefined();
     await expect(launchToEnd(launch, '/bin/sh', ['-c', 'echo "no such file" >&2; exit 2'], tmpdir())).rejects.toThrow(

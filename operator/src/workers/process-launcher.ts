@@ -198,10 +198,14 @@ export class ProcessLauncher {
   }
 }
 
-/** Runs a command to its end; rejects with its stderr (or exit status) when it fails. */
+/**
+ * Runs a command to its end; rejects with its stderr (or exit status) when it fails. The
+ * command gets PATH and nothing else of the operator's environment (which holds its Redis
+ * password and state key): tar needs none of it.
+ */
 export function launchToEnd(launch: Launch, command: string, args: readonly string[], cwd: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = launch(command, args, { cwd, env: process.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = launch(command, args, { cwd, env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
     child.on('error', reject);
