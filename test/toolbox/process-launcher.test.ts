@@ -177,6 +177,20 @@ describe('the launcher helper', () => {
     expect(launcher.helperPid).not.toBe(first);
   });
 
+  it("holds none of the operator's environment itself", async () => {
+    process.env.CHAMVI_TEST_OPERATOR_SECRET = 'not for the helper';
+    const launcher = newLauncher();
+    launchers.push(launcher);
+    try {
+      await run(launcher.launch, 'true', []);
+      const environ = readFileSync(`/proc/${launcher.helperPid!}/environ`, 'utf8');
+      expect(environ).toContain('PATH=');
+      expect(environ).not.toContain('CHAMVI_TEST_OPERATOR_SECRET');
+    } finally {
+      delete process.env.CHAMVI_TEST_OPERATOR_SECRET;
+    }
+  });
+
   it('takes every child it runs down with it when closed', async () => {
     const launcher = newLauncher();
     const child = launcher.launch('/bin/sh', ['-c', 'echo $$; exec sleep 30'], {

@@ -182,6 +182,9 @@ export class ProcessLauncher {
     if (this.helper) return this.helper;
     const helper = fork(this.entry, [], {
       execArgv: [...this.execArgv],
+      // Each child gets the environment its caller gives; the helper itself needs none of the
+      // operator's (its Redis password, its state key).
+      env: { PATH: process.env.PATH },
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
