@@ -302,7 +302,7 @@ function scaleFigures(scale: Json): Figure[] {
     },
     {
       benchmark: 'scale',
-      figure: "controller peak RSS (operator: with its children, the workers' git)",
+      figure: "controller peak RSS (operator: with its children, the process launcher and the workers' git)",
       unit: 'MiB',
       value: operator.peakRssMiB,
       peer: { what: 'kube-controller-manager (all its controllers)', value: kcm.peakRssMiB },
@@ -317,7 +317,7 @@ function scaleFigures(scale: Json): Figure[] {
     },
     {
       benchmark: 'scale',
-      figure: 'controller CPU during the phase',
+      figure: 'controller CPU during the phase (the process launcher and its children included)',
       unit: 's',
       value: operator.cpuSeconds,
       peer: { what: 'kube-controller-manager', value: kcm.cpuSeconds },
