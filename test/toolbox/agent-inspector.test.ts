@@ -53,14 +53,19 @@ function runningRun(uid: string): CodingRun {
   };
 }
 
+/** A Running run whose fresh state is in Redis, and an inspector whose clock reads `now()`. */
+async function stagedRun(uid: string, now: () => number) {
+  const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
+  const inspector = new AgentInspector(queue, states, new AgentSightings(now));
+  const ref = { uid, namespace: 'team', name: `run-${uid}` };
+  await states.create(startingState(ref, now()));
+  return { states, inspector, run: runningRun(uid), ref };
+}
+
 describe('AgentInspector', () => {
   it('does not look again at a run seen moving within SIGHTING_MS, and sees its loss at the first look after', async () => {
     let now = 1_000_000;
-    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
-    const inspector = new AgentInspector(queue, states, new AgentSightings(() => now));
-    const run = runningRun('uid-lost');
-    const ref = { uid: 'uid-lost', namespace: 'team', name: 'run-uid-lost' };
-    await states.create(startingState(ref, now));
+    const { states, inspector, run, ref } = await stagedRun('uid-lost', () => now);
     await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
 
     expect(await inspector.inspect(run)).toMatchObject({ moving: true });
@@ -81,12 +86,8 @@ describe('AgentInspector', () => {
   });
 
   it('sees a run moving from the job its state expects alone: no other job, no active job, no second read', async () => {
-    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
     let now = 3_000_000;
-    const inspector = new AgentInspector(queue, states, new AgentSightings(() => now));
-    const run = runningRun('uid-queued');
-    const ref = { uid: 'uid-queued', namespace: 'team', name: 'run-uid-queued' };
-    await states.create(startingState(ref, 3_000_000));
+    const { inspector, run, ref } = await stagedRun('uid-queued', () => now);
     await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
     const before = await commandsByName();
 
@@ -107,11 +108,7 @@ describe('AgentInspector', () => {
   });
 
   it('still finds a run moving by an active job whose id the state does not give', async () => {
-    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
-    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 4_000_000));
-    const run = runningRun('uid-odd');
-    const ref = { uid: 'uid-odd', namespace: 'team', name: 'run-uid-odd' };
-    await states.create(startingState(ref, 4_000_000));
+    const { inspector, run, ref } = await stagedRun('uid-odd', () => 4_000_000);
     // A job under an id the inspector cannot derive, taken by a worker (active), alone in the queue.
     await queue.drain();
     await queue.add('resume', { ...ref }, { jobId: `${ref.uid}-resume-underived` });
@@ -127,11 +124,7 @@ describe('AgentInspector', () => {
   });
 
   it('reports why the job its state expects failed for good, when nothing moves the run', async () => {
-    const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());
-    const inspector = new AgentInspector(queue, states, new AgentSightings(() => 5_000_000));
-    const run = runningRun('uid-failed');
-    const ref = { uid: 'uid-failed', namespace: 'team', name: 'run-uid-failed' };
-    await states.create(startingState(ref, 5_000_000));
+    const { inspector, run, ref } = await stagedRun('uid-failed', () => 5_000_000);
     await queue.drain();
     await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
     const worker = new Worker(
