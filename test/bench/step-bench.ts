@@ -11,6 +11,9 @@
 // plane and operator, and every run's p50 is kept beside it.
 //
 //   npx tsx test/bench/step-bench.ts [--steps 100] [--runs 3]
+//
+// CHAMVI_BENCH_OPERATOR_NODE_ARGS (space-separated) go to the operator's node, for a profile:
+// --cpu-prof --cpu-prof-dir=DIR (one profile per run, named by the operator's pid).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -116,6 +119,7 @@ async function oneRun(steps: number) {
         CHAMVI_LEADER_ELECTION_NAMESPACE: 'bench-lease',
         LOG_LEVEL: 'info',
       },
+      nodeArgs: (process.env.CHAMVI_BENCH_OPERATOR_NODE_ARGS ?? '').split(' ').filter(Boolean),
     });
     await operator.waitForLog('caches synced; reconciling', 60_000).catch((error: unknown) => {
       console.error(

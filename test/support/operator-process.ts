@@ -19,26 +19,32 @@ export interface OperatorProcessOptions {
   env?: Record<string, string>;
   /** A built operator bundle to run with plain node, as the image does; default main.ts through tsx. */
   entry?: string;
+  /** More flags for the operator's node, e.g. `--cpu-prof` for a profile (benchmarks only). */
+  nodeArgs?: readonly string[];
 }
 
 export type { LogLine };
 
 export class OperatorProcess extends LoggedProcess {
   constructor(options: OperatorProcessOptions) {
-    super('operator', [...operatorNodeFlags(), ...(options.entry ? [options.entry] : ['--import', 'tsx', mainPath])], {
-      cwd: repoRoot,
-      // The dev cluster (kwok) enforces no NetworkPolicy, so every test operator opts in to
-      // unisolated sandboxes (security #11.8); a test of the refusal sets it back to 'false'.
-      env: {
-        ...process.env,
-        KUBECONFIG: options.kubeconfig,
-        CHAMVI_HTTP_PORT: '0',
-        LOG_LEVEL: 'debug',
-        CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
-        CHAMVI_STATE_KEY: TEST_STATE_KEY,
-        ...options.env,
+    super(
+      'operator',
+      [...operatorNodeFlags(), ...(options.nodeArgs ?? []), ...(options.entry ? [options.entry] : ['--import', 'tsx', mainPath])],
+      {
+        cwd: repoRoot,
+        // The dev cluster (kwok) enforces no NetworkPolicy, so every test operator opts in to
+        // unisolated sandboxes (security #11.8); a test of the refusal sets it back to 'false'.
+        env: {
+          ...process.env,
+          KUBECONFIG: options.kubeconfig,
+          CHAMVI_HTTP_PORT: '0',
+          LOG_LEVEL: 'debug',
+          CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
+          CHAMVI_STATE_KEY: TEST_STATE_KEY,
+          ...options.env,
+        },
       },
-    });
+    );
   }
 }
 
