@@ -563,6 +563,48 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
   });
 });
 
+describe('a step of reads only (#17.5): saved once, at its end; a redo asks the model again', () => {
+  it('saves only at the end; a worker that dies before that save redoes the step from the model call', async () => {
+    const read = { toolName: 'read_file', input: { path: 'README.md' } };
+    const search = { toolName: 'grep', input: { pattern: 'hello' } };
+    const h = await harness({ turns: [{ toolCalls: [read, search], usage }, answers] });
+    try {
+      const saves: Array<string[] | 'end'> = [];
+      const save = h.states.save.bind(h.states);
+      const spy = vi.spyOn(h.states, 'save');
+      // The first try dies at its one save, after the model answered and both reads ran.
+      spy.mockImplementationOnce(async (state) => {
+        saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        throw new Error('the worker died here');
+      });
+      spy.mockImplementation(async (state) => {
+        saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        await save(state);
+      });
+      await expect(runAgentJob(h.deps, step(0)(h))).rejects.toThrow('the worker died here');
+      expect(saves).toEqual(['end']);
+      // Nothing of the step reached Redis: the state is the one before it.
+      const before = (await h.states.load(h.ref))!;
+      expect(before.step).toBe(0);
+      expect(before.inFlight).toBeUndefined();
+
+      await runAgentJob(h.deps, step(0)(h));
+      expect(saves).toEqual(['end', 'end']);
+      const after = (await h.states.load(h.ref))!;
+      expect(after.step).toBe(1);
+      expect(after.toolCalls).toBe(2);
+      const toolMessage = after.messages.at(-1)!;
+      expect(toolMessage.role).toBe('tool');
+      expect((toolMessage.content as Array<{ toolName: string }>).map((part) => part.toolName).sort()).toEqual(['grep', 'read_file']);
+      // The model was asked twice: the price of not saving before reads.
+      expect((await h.deps.metrics.steps.get()).values.reduce((sum, each) => sum + each.value, 0)).toBe(2);
+      expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
   it("counts the compaction call's tokens too, under the run's namespace, and the transcript keeps the summary", async () => {
     // A 1024-token window and 14 KB of output: step 2 folds step 1 into a summary first (a model call of its own).

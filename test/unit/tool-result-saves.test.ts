@@ -1,9 +1,10 @@
 // Which tool results are saved the moment their call finishes (workers/run-tool-calls.ts):
 // every call that may change something, so a redone step never runs it twice; reads ride on
-// the next save. Every tool is listed here, so a new tool is a decision, not a default.
+// the next save. Every tool is listed here, so a new tool is a decision, not a default. A step
+// is saved before its calls only when one of them is saved on its own.
 import { describe, expect, it } from 'vitest';
 import { TOOL_NAMES } from '../../operator/src/api/index.ts';
-import { savedOnItsOwn } from '../../operator/src/workers/run-tool-calls.ts';
+import { savedBeforeCalls, savedOnItsOwn } from '../../operator/src/workers/run-tool-calls.ts';
 
 const expected: Record<(typeof TOOL_NAMES)[number], boolean> = {
   read_file: false,
@@ -28,5 +29,17 @@ describe('savedOnItsOwn', () => {
 
   it('saves a call to a tool it does not know (the safe side)', () => {
     expect(savedOnItsOwn('a_new_tool')).toBe(true);
+  });
+});
+
+describe('savedBeforeCalls', () => {
+  it.each([
+    ['an answer with no calls', [], false],
+    ['reads only', ['read_file', 'grep', 'glob', 'bash_output'], false],
+    ['a read and a write', ['read_file', 'edit_file'], true],
+    ['one bash', ['bash'], true],
+    ['a tool it does not know', ['read_file', 'a_new_tool'], true],
+  ] as const)('%s: %s', (_what, tools, saved) => {
+    expect(savedBeforeCalls(tools.map((toolName) => ({ toolName })))).toBe(saved);
   });
 });

@@ -26,6 +26,17 @@ import { executeToolCalls, toolMessage } from './tool-execution.ts';
  */
 export const savedOnItsOwn = (toolName: string): boolean => !isToolName(toolName) || changesSandbox(toolName);
 
+/**
+ * Whether a step's state (the model's answer, its calls) is saved before its calls run: only
+ * when one of them is saved on its own, so that a redo finishes the step from its calls and
+ * never asks the model for different ones after a change already happened. A step of reads
+ * only (or an answer) is saved once, at its end: a worker that dies before that redoes the
+ * step from the model call, which its reads could not have told apart. That costs the model
+ * call again; it saves a write of the whole conversation per such step (#17.5,
+ * docs/benchmarks.md).
+ */
+export const savedBeforeCalls = (calls: readonly { toolName: string }[]): boolean => calls.some((call) => savedOnItsOwn(call.toolName));
+
 /** Runs the in-flight step's calls that are not done yet, saving each result that must not be run again as it comes. True when parked. */
 export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
   const inFlight = state.inFlight!;

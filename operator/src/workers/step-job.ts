@@ -24,7 +24,7 @@ import { liveRun } from './live-run.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
-import { runInFlightCalls } from './run-tool-calls.ts';
+import { runInFlightCalls, savedBeforeCalls } from './run-tool-calls.ts';
 import { countTeamTokens, teamBudgetStop } from './team-token-budget.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
 
@@ -194,7 +194,11 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     },
   };
   // The namespace's daily tally (Redis) and the step's state are independent: sent together.
-  await Promise.all([deps.states.save(state), countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens)]);
+  // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
+  await Promise.all([
+    savedBeforeCalls(calls) ? deps.states.save(state) : undefined,
+    countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens),
+  ]);
   const toolsStarted = performance.now();
   const parked = await runInFlightCalls(deps, run, state);
   const toolsMs = performance.now() - toolsStarted;
