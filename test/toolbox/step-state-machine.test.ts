@@ -563,6 +563,109 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
   });
 });
 
+describe('a record chained behind the one before (#17.5): a step does not wait for writes still on their way', () => {
+  /** Holds the first write of step `step`'s transcript entry until `release` (with an error: it fails), so that record stays on its way. */
+  const holdEntry = (h: Harness, step: number) => {
+    const { append } = h.deps.transcript;
+    let release!: (failure?: Error) => void;
+    const gate = new Promise<Error | undefined>((resolve) => (release = resolve));
+    let held = false;
+    h.deps.transcript = {
+      append: async (run, entry) => {
+        if (entry.step === step && !held) {
+          held = true;
+          const failure = await gate;
+          if (failure) throw failure;
+        }
+        await append(run, entry);
+      },
+    };
+    return release;
+  };
+
+  it('hands on while the record before is on its way; its own goes out behind it, in order, each once', async () => {
+    const h = await harness({ turns: [writesHi, writesHi, writesHi, answers], trailing: 'kept' });
+    try {
+      const release = holdEntry(h, 1);
+      await runAgentJob(h.deps, step(0)(h));
+      // Step 2 ends and hands on with step 1's writes still held: it did not wait for them.
+      await runAgentJob(h.deps, step(1)(h));
+      expect(h.enqueued).toEqual(['step 1', 'step 2']);
+      const chained = (await h.states.load(h.ref))!.trailing!;
+      expect(chained.step).toBe(2);
+      expect(chained.before).toMatchObject({ step: 1, entry: { key: 's000001' } });
+      expect(h.events).toEqual([]);
+      release();
+      await h.deps.trailing!.drain();
+      expect(h.events).toEqual(['s000001', 's000002']);
+      expect(h.run().status!.steps).toBe(2);
+      await runAgentJob(h.deps, step(2)(h));
+      await runAgentJob(h.deps, step(3)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.events).toEqual(['s000001', 's000002', 's000003', 's000004', 'Completed']);
+      expect(h.run().status).toMatchObject({ phase: 'Succeeded', steps: 4 });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('writes the entry before again when its writes failed', async () => {
+    const h = await harness({ turns: [writesHi, writesHi, answers], trailing: 'kept' });
+    try {
+      const release = holdEntry(h, 1);
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      release(new Error('API server unreachable'));
+      await h.deps.trailing!.drain();
+      expect(h.events).toEqual(['s000001', 's000002']);
+      expect(h.run().status!.steps).toBe(2);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a process that died with both records on their way: the next job, on another replica, sends the entry before and its own', async () => {
+    const h = await harness({ turns: [writesHi, writesHi, answers], trailing: 'kept' });
+    try {
+      holdEntry(h, 1);
+      await runAgentJob(h.deps, step(0)(h));
+      // Step 2's writes wait behind step 1's, which never end: the process is gone.
+      await runAgentJob(h.deps, step(1)(h));
+      h.deps.trailing = new TrailingWrites();
+      expect(h.events).toEqual([]);
+      await runAgentJob(h.deps, step(2)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.events).toEqual(['s000001', 's000002', 's000003', 'Completed']);
+      expect(h.run().status).toMatchObject({ phase: 'Succeeded', steps: 3 });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('waits instead when the record before is itself chained: a state names one record before, never more', async () => {
+    const h = await harness({ turns: [writesHi, writesHi, writesHi, answers], trailing: 'kept' });
+    try {
+      const release = holdEntry(h, 1);
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      // Step 3 ends with step 2's record (chained behind step 1's) still on its way: it waits for both.
+      const third = runAgentJob(h.deps, step(2)(h));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(h.enqueued).toEqual(['step 1', 'step 2']);
+      release();
+      await third;
+      expect(h.enqueued).toEqual(['step 1', 'step 2', 'step 3']);
+      const state = (await h.states.load(h.ref))!;
+      expect(state.trailing).toMatchObject({ step: 3 });
+      expect(state.trailing!.before).toBeUndefined();
+      await h.deps.trailing!.drain();
+      expect(h.events).toEqual(['s000001', 's000002', 's000003']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('a step of reads only (#17.5): saved once, at its end; a redo asks the model again', () => {
   it('saves only at the end; a worker that dies before that save redoes the step from the model call', async () => {
     const read = { toolName: 'read_file', input: { path: 'README.md' } };

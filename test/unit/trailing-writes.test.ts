@@ -66,6 +66,38 @@ describe('TrailingWrites', () => {
     expect(await writes.landed('uid-b', 1)).toBe(true);
   });
 
+  it('hands writes still on their way to the job that chains behind them, once; ended ones it leaves to landed', async () => {
+    const marks = memoryMarks();
+    const writes = new TrailingWrites(marks);
+    const slow = settable();
+    writes.start('uid-a', 1, () => slow.promise.then(() => true));
+    writes.start('uid-b', 1, () => Promise.reject(new Error('API server unreachable')));
+    writes.start('uid-c', 1, () => Promise.resolve(true));
+    await new Promise((resolve) => setImmediate(resolve));
+    const taken = writes.onItsWay('uid-a', 1);
+    expect(taken).toBeInstanceOf(Promise);
+    // Taken: nobody else settles them, and this process no longer answers for them itself.
+    expect(writes.onItsWay('uid-a', 1)).toBeUndefined();
+    slow.resolve();
+    expect(await taken).toBe(true);
+    expect(await writes.landed('uid-a', 1)).toBe(true); // from the mark
+    // Ended (failed or landed): nothing to chain behind; landed() answers at once.
+    expect(writes.onItsWay('uid-b', 1)).toBeUndefined();
+    expect(writes.onItsWay('uid-c', 1)).toBeUndefined();
+    expect(writes.onItsWay('uid-d', 1)).toBeUndefined();
+    expect(await writes.landed('uid-b', 1)).toBe(false);
+    expect(await writes.landed('uid-c', 1)).toBe(true);
+  });
+
+  it('says false to the chained job when the writes it took failed', async () => {
+    const writes = new TrailingWrites();
+    const slow = settable();
+    writes.start('uid-a', 1, () => slow.promise.then(() => true));
+    const taken = writes.onItsWay('uid-a', 1)!;
+    slow.reject(new Error('API server unreachable'));
+    expect(await taken).toBe(false);
+  });
+
   it('drops records no job took once they are older than its bound', async () => {
     let now = 0;
     const writes = new TrailingWrites(undefined, () => now, 1_000);

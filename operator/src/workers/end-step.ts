@@ -63,7 +63,11 @@ export async function afterCalls(
   // The live run's identity, not the state's (Security #11.1: status goes to this run only).
   const ref = runRefOf(run);
   // The step before this one may still be writing its record: it lands before this step's.
-  await settleTrailingRecord(deps, run, state);
+  // When this process is still sending it, it is not waited for here: a running step that goes
+  // on chains its own record behind it (trailing-record.ts); any other end settles it below.
+  const previous = state.trailing;
+  const onItsWay = previous && !previous.before ? deps.trailing?.onItsWay(ref.uid, previous.step) : undefined;
+  if (!onItsWay) await settleTrailingRecord(deps, run, state);
   // Before the state is saved: it records what the snapshot stored.
   if (mayChangeFiles(last.calls)) await snapshotDiffAfterStep(deps, run, state);
   const now = deps.now();
@@ -86,6 +90,9 @@ export async function afterCalls(
       state.stage = 'stepping';
     }
   }
+
+  const trailsOn = state.stage === 'stepping' && !last.resumed && deps.trailing !== undefined && run.status?.phase === 'Running';
+  if (onItsWay && !trailsOn) await settleTrailingRecord(deps, run, state, onItsWay);
 
   // The model is done and finalize's terminal write (finalize-job.ts) will carry this step's
   // progress (steps, tool calls, usage, timings) anyway: no write of its own. Not when verify
@@ -112,15 +119,16 @@ export async function afterCalls(
   // The common case, a running run going on to its next step: the state names the step's
   // record, is saved, and the next step is queued while the record's two writes go out
   // (trailing-record.ts). The next job settles them before it writes its own.
-  if (state.stage === 'stepping' && !last.resumed && deps.trailing && run.status?.phase === 'Running') {
+  if (trailsOn && deps.trailing) {
     const record: TrailingRecord = {
       step: state.step,
       progress: stepProgress,
       ...(last.record?.entry ? { entry: last.record.entry } : {}),
+      ...(onItsWay && previous ? { before: { step: previous.step, ...(previous.entry ? { entry: previous.entry } : {}) } } : {}),
     };
     state.trailing = record;
     await deps.states.save(state);
-    deps.trailing.start(ref.uid, record.step, () => sendTrailingRecord(deps, run, record));
+    deps.trailing.start(ref.uid, record.step, async () => sendTrailingRecord(deps, run, record, onItsWay ? await onItsWay : true));
     await deps.queue.step(ref, state.step);
     return;
   }

@@ -44,6 +44,9 @@ const runTimings = z
   .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
   .max(TIMING_PHASES.length);
 
+/** A trailing record's transcript entry: what the record's writes need of it (the rest is the entry's own). */
+const transcriptEntry = z.looseObject({ key: z.string().min(1).max(253), kind: z.string(), step: count });
+
 export const runStateSchema = z.looseObject({
   version: z.literal(2),
   uid: identifier,
@@ -117,7 +120,8 @@ export const runStateSchema = z.looseObject({
     .looseObject({
       step: count,
       progress: z.looseObject({ steps: count, toolCalls: count, usage: tokenUsage, timings: runTimings.optional() }),
-      entry: z.looseObject({ key: z.string().min(1).max(253), kind: z.string(), step: count }).optional(),
+      entry: transcriptEntry.optional(),
+      before: z.looseObject({ step: count, entry: transcriptEntry.optional() }).optional(),
     })
     .optional(),
 });

@@ -11,6 +11,12 @@
 //   them again. Both writes can be sent twice safely: the progress is absolute totals,
 //   guarded by the run's uid and phase, and the entry is written under its own key.
 //
+// Except when that next job is itself a running step going on, and this process is still
+// sending the record before: then it does not wait. Its own record names the entry before
+// (`before`) and goes out behind those writes, once they ended; if they failed, the entry
+// before is sent again with it. Its progress holds the totals, so it stands for the progress
+// before too. One record deep: a record whose own `before` is still on its way is waited for.
+//
 // Steps that change the phase (approvals, the last step, a resumed call) still write before
 // they hand on (end-step.ts).
 import type { CodingRun } from '../api/index.ts';
@@ -28,6 +34,8 @@ export interface TrailingRecord {
   step: number;
   progress: StepProgress;
   entry?: TranscriptEntry;
+  /** The step before's entry, when its writes were still on their way as this record was made: sent again with this one unless they landed. */
+  before?: { step: number; entry?: TranscriptEntry };
 }
 
 /**
@@ -36,7 +44,7 @@ export interface TrailingRecord {
  * or its next job ran on another replica) are dropped after `keepMs`.
  */
 export class TrailingWrites {
-  private readonly sent = new Map<string, { at: number; writes: Promise<void> }>();
+  private readonly sent = new Map<string, { at: number; writes: Promise<void>; ended: boolean }>();
 
   constructor(
     /** Where landed records are marked for the other replicas; absent, they send a record again. */
@@ -61,10 +69,28 @@ export class TrailingWrites {
     const writes = send().then(async (running) => {
       if (running) await this.marks?.mark(uid, step).catch(() => undefined);
     });
-    writes.catch(() => undefined);
+    const kept = { at, writes, ended: false };
+    const ended = () => void (kept.ended = true);
+    writes.then(ended, ended);
     // Deleted first, so a record started again moves to the end and the order stays oldest first.
     this.sent.delete(`${uid}/${step}`);
-    this.sent.set(`${uid}/${step}`, { at, writes });
+    this.sent.set(`${uid}/${step}`, kept);
+  }
+
+  /**
+   * This process's writes of the record while they are still on their way, taken (no later
+   * job settles them): whether they landed, once they ended. Undefined when they are another
+   * process's or have ended, which `landed` answers at once.
+   */
+  onItsWay(uid: string, step: number): Promise<boolean> | undefined {
+    const key = `${uid}/${step}`;
+    const kept = this.sent.get(key);
+    if (!kept || kept.ended) return undefined;
+    this.sent.delete(key);
+    return kept.writes.then(
+      () => true,
+      () => false,
+    );
   }
 
   /**
@@ -100,10 +126,17 @@ type RecordDeps = Pick<AgentDependencies, 'status' | 'transcript' | 'events' | '
 
 /**
  * The two writes of a record, side by side; whether the run was still Running. One that is
- * not (ended, deleted) is left to the next job, which reads it.
+ * not (ended, deleted) is left to the next job, which reads it. Unless `beforeLanded`, the
+ * entry before is written first (it may open the transcript chunk this record's entry goes into).
  */
-export async function sendTrailingRecord(deps: RecordDeps, run: TranscriptRun & CodingRun, record: TrailingRecord): Promise<boolean> {
+export async function sendTrailingRecord(
+  deps: RecordDeps,
+  run: TranscriptRun & CodingRun,
+  record: TrailingRecord,
+  beforeLanded = false,
+): Promise<boolean> {
   const { namespace, name, uid } = run.metadata;
+  if (!beforeLanded) await writeStepEntry(deps, run, record.before?.entry);
   const [written] = await Promise.all([
     deps.status.progress(namespace, name, uid, record.progress),
     writeStepEntry(deps, run, record.entry),
@@ -113,17 +146,19 @@ export async function sendTrailingRecord(deps: RecordDeps, run: TranscriptRun & 
 }
 
 /**
- * Settles the state's trailing record, if any: waits for this process's writes, or sends them
- * again. Throws when they cannot be sent (the job is retried, the record still in the state).
+ * Settles the state's trailing record, if any: waits for this process's writes (`taken`, when
+ * onItsWay took them already), or sends them again. Throws when they cannot be sent (the job
+ * is retried, the record still in the state).
  */
 export async function settleTrailingRecord(
   deps: RecordDeps & { trailing?: TrailingWrites },
   run: TranscriptRun & CodingRun,
   state: RunState,
+  taken?: Promise<boolean>,
 ): Promise<void> {
   const record = state.trailing;
   if (!record) return;
-  const landed = (await deps.trailing?.landed(run.metadata.uid, record.step)) ?? false;
+  const landed = (await (taken ?? deps.trailing?.landed(run.metadata.uid, record.step))) ?? false;
   if (!landed) await sendTrailingRecord(deps, run, record);
   // Only this record: a later one (the step ended meanwhile) is not this call's to settle.
   if (state.trailing === record) delete state.trailing;
