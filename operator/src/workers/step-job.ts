@@ -193,15 +193,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       ...(invalidCalls > 0 ? { unusableCalls: invalidCalls } : {}),
     },
   };
-  // The namespace's daily tally (Redis) and the step's state are independent: sent together.
+  // The namespace's daily tally (Redis) goes out now, beside the calls, and is waited for
+  // before the step hands on (the next step's budget check reads it); it never throws.
+  const tallied = countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
   // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
-  await Promise.all([
-    savedBeforeCalls(calls) ? deps.states.save(state) : undefined,
-    countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens),
-  ]);
+  if (savedBeforeCalls(calls)) await deps.states.save(state);
   const toolsStarted = performance.now();
   const parked = await runInFlightCalls(deps, run, state);
   const toolsMs = performance.now() - toolsStarted;
+  await tallied;
   await endStep(deps, run, state, parked);
   // What this job spends outside the model and the tools after the state load (run read,
   // saves, status, enqueue). `make bench` reports a wider step overhead, pickup to next
