@@ -33,7 +33,7 @@ import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
-import { TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
+import { MAX_EARLIER_ENTRIES, TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
 import { redisLandedMarks } from '../../operator/src/workers/trailing-marks.ts';
 
 let redisServer: RedisServerProcess;
@@ -563,43 +563,51 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
   });
 });
 
-describe('a record chained behind the one before (#17.5): a step does not wait for writes still on their way', () => {
-  /** Holds the first write of step `step`'s transcript entry until `release` (with an error: it fails), so that record stays on its way. */
+describe('records that wait behind writes on their way (#17.5): a step does not wait for them, one write carries several', () => {
+  /**
+   * Holds the first write that carries step `step`'s transcript entry until `release` (with an
+   * error: it fails), so that record stays on its way. `appends` lists the steps each write carried.
+   */
   const holdEntry = (h: Harness, step: number) => {
     const { append } = h.deps.transcript;
+    const appends: number[][] = [];
     let release!: (failure?: Error) => void;
     const gate = new Promise<Error | undefined>((resolve) => (release = resolve));
     let held = false;
     h.deps.transcript = {
-      append: async (run, entry) => {
-        if (entry.step === step && !held) {
+      append: async (run, entries) => {
+        appends.push(entries.map((entry) => entry.step));
+        if (entries.some((entry) => entry.step === step) && !held) {
           held = true;
           const failure = await gate;
           if (failure) throw failure;
         }
-        await append(run, entry);
+        await append(run, entries);
       },
     };
-    return release;
+    return { release, appends };
   };
 
-  it('hands on while the record before is on its way; its own goes out behind it, in order, each once', async () => {
+  it('hands on while the writes before are on their way; the records behind them go out as one, in order, each entry once', async () => {
     const h = await harness({ turns: [writesHi, writesHi, writesHi, answers], trailing: 'kept' });
     try {
-      const release = holdEntry(h, 1);
+      const { release, appends } = holdEntry(h, 1);
       await runAgentJob(h.deps, step(0)(h));
-      // Step 2 ends and hands on with step 1's writes still held: it did not wait for them.
+      // Steps 2 and 3 end and hand on with step 1's writes still held: neither waits for them.
       await runAgentJob(h.deps, step(1)(h));
-      expect(h.enqueued).toEqual(['step 1', 'step 2']);
-      const chained = (await h.states.load(h.ref))!.trailing!;
-      expect(chained.step).toBe(2);
-      expect(chained.before).toMatchObject({ step: 1, entry: { key: 's000001' } });
+      expect((await h.states.load(h.ref))!.trailing).toMatchObject({ step: 2, earlier: [{ key: 's000001' }] });
+      await runAgentJob(h.deps, step(2)(h));
+      expect(h.enqueued).toEqual(['step 1', 'step 2', 'step 3']);
+      const third = (await h.states.load(h.ref))!.trailing!;
+      expect(third.step).toBe(3);
+      expect(third.earlier!.map((entry) => entry.key)).toEqual(['s000001', 's000002']);
       expect(h.events).toEqual([]);
       release();
       await h.deps.trailing!.drain();
-      expect(h.events).toEqual(['s000001', 's000002']);
-      expect(h.run().status!.steps).toBe(2);
-      await runAgentJob(h.deps, step(2)(h));
+      // Step 3's record took over step 2's, which was waiting: one write for both entries, once step 1's landed.
+      expect(appends).toEqual([[1], [2, 3]]);
+      expect(h.events).toEqual(['s000001', 's000002', 's000003']);
+      expect(h.run().status!.steps).toBe(3);
       await runAgentJob(h.deps, step(3)(h));
       await runAgentJob(h.deps, finalize()(h));
       expect(h.events).toEqual(['s000001', 's000002', 's000003', 's000004', 'Completed']);
@@ -609,14 +617,15 @@ describe('a record chained behind the one before (#17.5): a step does not wait f
     }
   });
 
-  it('writes the entry before again when its writes failed', async () => {
+  it('writes the entries before again when their writes failed', async () => {
     const h = await harness({ turns: [writesHi, writesHi, answers], trailing: 'kept' });
     try {
-      const release = holdEntry(h, 1);
+      const { release, appends } = holdEntry(h, 1);
       await runAgentJob(h.deps, step(0)(h));
       await runAgentJob(h.deps, step(1)(h));
       release(new Error('API server unreachable'));
       await h.deps.trailing!.drain();
+      expect(appends).toEqual([[1], [1, 2]]);
       expect(h.events).toEqual(['s000001', 's000002']);
       expect(h.run().status!.steps).toBe(2);
     } finally {
@@ -624,7 +633,7 @@ describe('a record chained behind the one before (#17.5): a step does not wait f
     }
   });
 
-  it('a process that died with both records on their way: the next job, on another replica, sends the entry before and its own', async () => {
+  it('a process that died with both records on their way: the next job, on another replica, sends the entries before and its own', async () => {
     const h = await harness({ turns: [writesHi, writesHi, answers], trailing: 'kept' });
     try {
       holdEntry(h, 1);
@@ -642,24 +651,24 @@ describe('a record chained behind the one before (#17.5): a step does not wait f
     }
   });
 
-  it('waits instead when the record before is itself chained: a state names one record before, never more', async () => {
-    const h = await harness({ turns: [writesHi, writesHi, writesHi, answers], trailing: 'kept' });
+  it(`waits instead when the record before already carries ${MAX_EARLIER_ENTRIES} earlier entries: the state stays bounded`, async () => {
+    const turns = [...Array.from({ length: MAX_EARLIER_ENTRIES + 2 }, () => writesHi), answers];
+    const h = await harness({ turns, trailing: 'kept' });
     try {
-      const release = holdEntry(h, 1);
-      await runAgentJob(h.deps, step(0)(h));
-      await runAgentJob(h.deps, step(1)(h));
-      // Step 3 ends with step 2's record (chained behind step 1's) still on its way: it waits for both.
-      const third = runAgentJob(h.deps, step(2)(h));
+      const { release } = holdEntry(h, 1);
+      for (let completed = 0; completed <= MAX_EARLIER_ENTRIES; completed += 1) await runAgentJob(h.deps, step(completed)(h));
+      expect((await h.states.load(h.ref))!.trailing!.earlier).toHaveLength(MAX_EARLIER_ENTRIES);
+      const next = runAgentJob(h.deps, step(MAX_EARLIER_ENTRIES + 1)(h));
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(h.enqueued).toEqual(['step 1', 'step 2']);
+      expect(h.enqueued).toHaveLength(MAX_EARLIER_ENTRIES + 1);
       release();
-      await third;
-      expect(h.enqueued).toEqual(['step 1', 'step 2', 'step 3']);
+      await next;
+      expect(h.enqueued).toHaveLength(MAX_EARLIER_ENTRIES + 2);
       const state = (await h.states.load(h.ref))!;
-      expect(state.trailing).toMatchObject({ step: 3 });
-      expect(state.trailing!.before).toBeUndefined();
+      expect(state.trailing).toMatchObject({ step: MAX_EARLIER_ENTRIES + 2 });
+      expect(state.trailing!.earlier).toBeUndefined();
       await h.deps.trailing!.drain();
-      expect(h.events).toEqual(['s000001', 's000002', 's000003']);
+      expect(h.events).toEqual(Array.from({ length: MAX_EARLIER_ENTRIES + 2 }, (_, index) => `s00000${index + 1}`));
     } finally {
       await h.close();
     }

@@ -66,36 +66,63 @@ describe('TrailingWrites', () => {
     expect(await writes.landed('uid-b', 1)).toBe(true);
   });
 
-  it('hands writes still on their way to the job that chains behind them, once; ended ones it leaves to landed', async () => {
-    const marks = memoryMarks();
-    const writes = new TrailingWrites(marks);
-    const slow = settable();
-    writes.start('uid-a', 1, () => slow.promise.then(() => true));
-    writes.start('uid-b', 1, () => Promise.reject(new Error('API server unreachable')));
-    writes.start('uid-c', 1, () => Promise.resolve(true));
-    await new Promise((resolve) => setImmediate(resolve));
-    const taken = writes.onItsWay('uid-a', 1);
-    expect(taken).toBeInstanceOf(Promise);
-    // Taken: nobody else settles them, and this process no longer answers for them itself.
-    expect(writes.onItsWay('uid-a', 1)).toBeUndefined();
-    slow.resolve();
-    expect(await taken).toBe(true);
-    expect(await writes.landed('uid-a', 1)).toBe(true); // from the mark
-    // Ended (failed or landed): nothing to chain behind; landed() answers at once.
-    expect(writes.onItsWay('uid-b', 1)).toBeUndefined();
-    expect(writes.onItsWay('uid-c', 1)).toBeUndefined();
-    expect(writes.onItsWay('uid-d', 1)).toBeUndefined();
-    expect(await writes.landed('uid-b', 1)).toBe(false);
-    expect(await writes.landed('uid-c', 1)).toBe(true);
-  });
-
-  it('says false to the chained job when the writes it took failed', async () => {
+  it('says a record is on its way while its writes go out or wait, and not once they ended', async () => {
     const writes = new TrailingWrites();
     const slow = settable();
     writes.start('uid-a', 1, () => slow.promise.then(() => true));
-    const taken = writes.onItsWay('uid-a', 1)!;
-    slow.reject(new Error('API server unreachable'));
-    expect(await taken).toBe(false);
+    expect(writes.onItsWay('uid-a', 1)).toBe(true);
+    // Only the run's newest record, and only this process's.
+    expect(writes.onItsWay('uid-a', 0)).toBe(false);
+    expect(writes.onItsWay('uid-b', 1)).toBe(false);
+    writes.start('uid-a', 2, () => Promise.resolve(true));
+    expect(writes.onItsWay('uid-a', 1)).toBe(false);
+    expect(writes.onItsWay('uid-a', 2)).toBe(true);
+    slow.resolve();
+    await writes.drain();
+    expect(writes.onItsWay('uid-a', 2)).toBe(false);
+  });
+
+  it('sends a record behind the writes on its way, told which entries landed; one waiting is taken over by a newer one', async () => {
+    const marks = memoryMarks();
+    const writes = new TrailingWrites(marks);
+    const first = settable();
+    const sent: Array<{ step: number; landed: string[] }> = [];
+    const record = (step: number, wait?: Promise<void>) => async (landed: ReadonlySet<string>) => {
+      sent.push({ step, landed: [...landed] });
+      await wait;
+      return true;
+    };
+    writes.start('uid-a', 1, record(1, first.promise), ['s000001']);
+    writes.start('uid-a', 2, record(2), ['s000001', 's000002']);
+    writes.start('uid-a', 3, record(3), ['s000001', 's000002', 's000003']);
+    expect(sent).toEqual([{ step: 1, landed: [] }]);
+    first.resolve();
+    expect(await writes.landed('uid-a', 3)).toBe(true);
+    // Step 2's record never went out: step 3's carried it.
+    expect(sent).toEqual([
+      { step: 1, landed: [] },
+      { step: 3, landed: ['s000001'] },
+    ]);
+    expect(await new TrailingWrites(marks).landed('uid-a', 3)).toBe(true);
+  });
+
+  it('tells the record behind that nothing landed when the writes ahead failed', async () => {
+    const writes = new TrailingWrites();
+    const first = settable();
+    let told: string[] | undefined;
+    writes.start('uid-a', 1, () => first.promise.then(() => true), ['s000001']);
+    writes.start(
+      'uid-a',
+      2,
+      async (landed) => {
+        told = [...landed];
+        return true;
+      },
+      ['s000001', 's000002'],
+    );
+    first.reject(new Error('API server unreachable'));
+    expect(await writes.landed('uid-a', 2)).toBe(true);
+    expect(told).toEqual([]);
   });
 
   it('drops records no job took once they are older than its bound', async () => {

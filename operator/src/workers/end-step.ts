@@ -13,7 +13,7 @@ import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
 import { recordStep, type StepRecord } from './record-step.ts';
-import { sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
+import { MAX_EARLIER_ENTRIES, recordEntries, sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
 /** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
@@ -64,10 +64,14 @@ export async function afterCalls(
   const ref = runRefOf(run);
   // The step before this one may still be writing its record: it lands before this step's.
   // When this process is still sending it, it is not waited for here: a running step that goes
-  // on chains its own record behind it (trailing-record.ts); any other end settles it below.
+  // on sends its own record behind it, carrying its entries (trailing-record.ts); any other end
+  // settles it below.
   const previous = state.trailing;
-  const onItsWay = previous && !previous.before ? deps.trailing?.onItsWay(ref.uid, previous.step) : undefined;
-  if (!onItsWay) await settleTrailingRecord(deps, run, state);
+  const behind =
+    previous !== undefined &&
+    (previous.earlier?.length ?? 0) < MAX_EARLIER_ENTRIES &&
+    deps.trailing?.onItsWay(ref.uid, previous.step) === true;
+  if (!behind) await settleTrailingRecord(deps, run, state);
   // Before the state is saved: it records what the snapshot stored.
   if (mayChangeFiles(last.calls)) await snapshotDiffAfterStep(deps, run, state);
   const now = deps.now();
@@ -92,7 +96,7 @@ export async function afterCalls(
   }
 
   const trailsOn = state.stage === 'stepping' && !last.resumed && deps.trailing !== undefined && run.status?.phase === 'Running';
-  if (onItsWay && !trailsOn) await settleTrailingRecord(deps, run, state, onItsWay);
+  if (behind && !trailsOn) await settleTrailingRecord(deps, run, state);
 
   // The model is done and finalize's terminal write (finalize-job.ts) will carry this step's
   // progress (steps, tool calls, usage, timings) anyway: no write of its own. Not when verify
@@ -124,11 +128,12 @@ export async function afterCalls(
       step: state.step,
       progress: stepProgress,
       ...(last.record?.entry ? { entry: last.record.entry } : {}),
-      ...(onItsWay && previous ? { before: { step: previous.step, ...(previous.entry ? { entry: previous.entry } : {}) } } : {}),
+      ...(behind && previous && recordEntries(previous).length > 0 ? { earlier: recordEntries(previous) } : {}),
     };
     state.trailing = record;
     await deps.states.save(state);
-    deps.trailing.start(ref.uid, record.step, async () => sendTrailingRecord(deps, run, record, onItsWay ? await onItsWay : true));
+    const keys = recordEntries(record).map((entry) => entry.key);
+    deps.trailing.start(ref.uid, record.step, (landed) => sendTrailingRecord(deps, run, record, landed), keys);
     await deps.queue.step(ref, state.step);
     return;
   }

@@ -86,23 +86,31 @@ export function boundedStepEntry(state: RunState, inFlight: InFlightStep, now: D
  * and a Warning Event says so: the record is worth less than the run's work (#13.9, as for
  * the diff ConfigMap).
  */
-export async function writeStepEntry(
+export async function writeStepEntries(
   deps: Pick<AgentDependencies, 'transcript' | 'events' | 'logger'>,
   run: TranscriptRun & CodingRun,
-  entry: TranscriptEntry | undefined,
+  entries: readonly TranscriptEntry[],
 ): Promise<void> {
-  if (!entry) return;
+  if (entries.length === 0) return;
   try {
-    await deps.transcript.append(run, entry);
+    await deps.transcript.append(run, entries);
   } catch (error) {
     const refusal = apiRefusal(error);
     if (!refusal) throw error;
-    const step = entry.step;
-    const message = `step ${step} is missing from the transcript: the API server refused its ConfigMap (HTTP ${refusal.code}: ${refusal.message}). Raise the namespace ResourceQuota for configmaps (or ask an admin about the policy that refused it).`;
-    deps.logger.warn({ step, code: refusal.code }, 'transcript entry refused; the run goes on without it');
+    const steps = entries.map((entry) => entry.step);
+    const which = steps.length === 1 ? `step ${steps[0]} is` : `steps ${steps.join(', ')} are`;
+    const message = `${which} missing from the transcript: the API server refused its ConfigMap (HTTP ${refusal.code}: ${refusal.message}). Raise the namespace ResourceQuota for configmaps (or ask an admin about the policy that refused it).`;
+    deps.logger.warn({ steps, code: refusal.code }, 'transcript entry refused; the run goes on without it');
     await deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.TranscriptNotStored, message });
   }
 }
+
+/** writeStepEntries for one step's entry, if it has one. */
+export const writeStepEntry = (
+  deps: Pick<AgentDependencies, 'transcript' | 'events' | 'logger'>,
+  run: TranscriptRun & CodingRun,
+  entry: TranscriptEntry | undefined,
+): Promise<void> => writeStepEntries(deps, run, entry ? [entry] : []);
 
 /** The step's entry, built now from the step as it ends; written when the caller says (end-step.ts). */
 export function recordStep(
@@ -137,7 +145,7 @@ export async function recordFailure(
     at: deps.now().toISOString(),
     outcome: { phase: 'Failed', reason, message: boundText(message, 4096).text },
   };
-  await deps.transcript.append(run, entry).catch((error: unknown) => {
+  await deps.transcript.append(run, [entry]).catch((error: unknown) => {
     deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not record the run failure in its transcript');
   });
 }

@@ -44,6 +44,13 @@ const runTimings = z
   .array(z.looseObject({ phase: z.enum(TIMING_PHASES), start: z.iso.datetime(), durationMs: count }))
   .max(TIMING_PHASES.length);
 
+/**
+ * How many earlier steps' entries a trailing record may carry (trailing-record.ts): a record
+ * holds its own entry and at most these, so the state stays bounded when the API server is
+ * slower than the steps.
+ */
+export const MAX_EARLIER_ENTRIES = 3;
+
 /** A trailing record's transcript entry: what the record's writes need of it (the rest is the entry's own). */
 const transcriptEntry = z.looseObject({ key: z.string().min(1).max(253), kind: z.string(), step: count });
 
@@ -121,7 +128,7 @@ export const runStateSchema = z.looseObject({
       step: count,
       progress: z.looseObject({ steps: count, toolCalls: count, usage: tokenUsage, timings: runTimings.optional() }),
       entry: transcriptEntry.optional(),
-      before: z.looseObject({ step: count, entry: transcriptEntry.optional() }).optional(),
+      earlier: z.array(transcriptEntry).max(MAX_EARLIER_ENTRIES).optional(),
     })
     .optional(),
 });

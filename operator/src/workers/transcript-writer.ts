@@ -1,7 +1,9 @@
-// The transcript port (what a worker records of a run) and its adapter for the cluster: each
-// entry is one request to the API server. A chunk's first step creates it; every other entry
-// is a JSON Patch that adds one binaryData key, guarded by a test of the run-uid label, so no
-// read comes first and a ConfigMap someone else put under the chunk's name is never written.
+// The transcript port (what a worker records of a run) and its adapter for the cluster: one
+// request to the API server per chunk the entries go into (one entry, as a rule; several when
+// a step's record caught up with earlier ones still on their way, trailing-record.ts). A
+// chunk's first step creates it; other entries are a JSON Patch that adds their binaryData
+// keys, guarded by a test of the run-uid label, so no read comes first and a ConfigMap someone
+// else put under the chunk's name is never written.
 // The format and the bounds are record/transcript-chunks.ts's; why ConfigMaps: docs/transcript.md.
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { RUN_UID_LABEL } from '../api/index.ts';
@@ -13,8 +15,21 @@ import type { RunIdentity } from '../reconcile/names.ts';
 export type TranscriptRun = RunIdentity & { metadata: { namespace: string } };
 
 export interface TranscriptWriter {
-  /** Records the entry (again, harmlessly, when a redone job records it twice). Throws when the API server cannot be reached. */
-  append(run: TranscriptRun, entry: TranscriptEntry): Promise<void>;
+  /**
+   * Records the entries (again, harmlessly, when a redone job records them twice), one write
+   * per chunk, side by side. Throws when the API server cannot be reached.
+   */
+  append(run: TranscriptRun, entries: readonly TranscriptEntry[]): Promise<void>;
+}
+
+/** The entries by the chunk they go into. */
+export function entriesByChunk(entries: readonly TranscriptEntry[]): TranscriptEntry[][] {
+  const chunks = new Map<number, TranscriptEntry[]>();
+  for (const entry of entries) {
+    const index = chunkIndexOf(entry.step);
+    chunks.set(index, [...(chunks.get(index) ?? []), entry]);
+  }
+  return [...chunks.values()];
 }
 
 /** A JSON Pointer segment: `/` and `~` are escaped (RFC 6901). */
@@ -22,54 +37,62 @@ const pointer = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, 
 
 export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWriter {
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  return {
-    async append(run, entry) {
-      const { key, value } = encodeEntry(entry);
-      const namespace = run.metadata.namespace;
-      const body = buildTranscriptChunk(run, chunkIndexOf(entry.step), { [key]: value });
-      const name = body.metadata!.name!;
-      const create = () => core.createNamespacedConfigMap({ namespace, body });
-      const patch = () =>
-        core.patchNamespacedConfigMap({
-          namespace,
-          name,
-          body: [
-            { op: 'test', path: `/metadata/labels/${pointer(RUN_UID_LABEL)}`, value: run.metadata.uid },
-            { op: 'add', path: `/binaryData/${key}`, value: value.toString('base64') },
-          ],
-        });
-      // Kept apart: a chunk held by someone else's ConfigMap (a name is no identity,
-      // ownership.ts), or one the API server will not grow; the plugin reads every chunk the run owns.
-      const createApart = () =>
-        core.createNamespacedConfigMap({
-          namespace,
-          body: { ...body, metadata: { ...body.metadata, name: undefined, generateName: `${name}-` } },
-        });
-      const first = opensChunk(entry) ? 'create' : 'patch';
-      try {
-        await (first === 'create' ? create() : patch());
-        return;
-      } catch (error) {
-        const code = statusCodeOf(error);
-        // create: the chunk exists (a redone step) → add to it; patch: no chunk yet → create it.
-        if (first === 'create' && code === 409) {
-          await patch().catch(async (again: unknown) => {
-            if (statusCodeOf(again) !== 422) throw again;
-            await createApart();
-          });
-          return;
-        }
-        if (first === 'patch' && code === 404) {
-          await create().catch((again: unknown) => (statusCodeOf(again) === 409 ? patch() : Promise.reject(again)));
-          return;
-        }
-        // 422: the label test failed (not the run's object) or the object would be too large.
-        if (code === 422 || code === 413) {
+  /** Entries of one chunk in one request. */
+  async function appendToChunk(run: TranscriptRun, entries: readonly TranscriptEntry[]): Promise<void> {
+    const encoded = entries.map((entry) => encodeEntry(entry));
+    const namespace = run.metadata.namespace;
+    const body = buildTranscriptChunk(
+      run,
+      chunkIndexOf(entries[0]!.step),
+      Object.fromEntries(encoded.map(({ key, value }) => [key, value])),
+    );
+    const name = body.metadata!.name!;
+    const create = () => core.createNamespacedConfigMap({ namespace, body });
+    const patch = () =>
+      core.patchNamespacedConfigMap({
+        namespace,
+        name,
+        body: [
+          { op: 'test', path: `/metadata/labels/${pointer(RUN_UID_LABEL)}`, value: run.metadata.uid },
+          ...encoded.map(({ key, value }) => ({ op: 'add', path: `/binaryData/${key}`, value: value.toString('base64') })),
+        ],
+      });
+    // Kept apart: a chunk held by someone else's ConfigMap (a name is no identity,
+    // ownership.ts), or one the API server will not grow; the plugin reads every chunk the run owns.
+    const createApart = () =>
+      core.createNamespacedConfigMap({
+        namespace,
+        body: { ...body, metadata: { ...body.metadata, name: undefined, generateName: `${name}-` } },
+      });
+    const first = entries.some(opensChunk) ? 'create' : 'patch';
+    try {
+      await (first === 'create' ? create() : patch());
+      return;
+    } catch (error) {
+      const code = statusCodeOf(error);
+      // create: the chunk exists (a redone step) → add to it; patch: no chunk yet → create it.
+      if (first === 'create' && code === 409) {
+        await patch().catch(async (again: unknown) => {
+          if (statusCodeOf(again) !== 422) throw again;
           await createApart();
-          return;
-        }
-        throw error;
+        });
+        return;
       }
+      if (first === 'patch' && code === 404) {
+        await create().catch((again: unknown) => (statusCodeOf(again) === 409 ? patch() : Promise.reject(again)));
+        return;
+      }
+      // 422: the label test failed (not the run's object) or the object would be too large.
+      if (code === 422 || code === 413) {
+        await createApart();
+        return;
+      }
+      throw error;
+    }
+  }
+  return {
+    async append(run, entries) {
+      await Promise.all(entriesByChunk(entries).map((chunk) => appendToChunk(run, chunk)));
     },
   };
 }

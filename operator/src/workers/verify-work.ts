@@ -143,7 +143,7 @@ async function recordVerification(deps: AgentDependencies, run: ParsedCodingRun,
       verdict: verdict.kind,
     },
   };
-  await deps.transcript.append(run, entry).catch((error: unknown) => {
+  await deps.transcript.append(run, [entry]).catch((error: unknown) => {
     deps.logger.warn(
       { err: error instanceof Error ? error.message : String(error) },
       'could not record the verification in the transcript',

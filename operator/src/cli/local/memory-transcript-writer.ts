@@ -8,15 +8,17 @@ import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
 
 export function memoryTranscriptWriter(gateway: MemoryKubeGateway, onEntry: (entry: TranscriptEntry) => void): TranscriptWriter {
   return {
-    async append(run, entry) {
-      const { key, value } = encodeEntry(entry);
-      const chunk = buildTranscriptChunk(run, chunkIndexOf(entry.step), {});
-      const existing = gateway.configMap(run.metadata.namespace, chunk.metadata!.name!);
-      chunk.binaryData = { ...existing?.binaryData, [key]: value.toString('base64') };
-      gateway.putConfigMap(chunk);
-      // What is printed is what was stored: the entry as a reader decodes it, cuts and all.
-      const stored = decodeEntry(key, chunk.binaryData[key]!);
-      if (!('problem' in stored)) onEntry(stored);
+    async append(run, entries) {
+      for (const entry of entries) {
+        const { key, value } = encodeEntry(entry);
+        const chunk = buildTranscriptChunk(run, chunkIndexOf(entry.step), {});
+        const existing = gateway.configMap(run.metadata.namespace, chunk.metadata!.name!);
+        chunk.binaryData = { ...existing?.binaryData, [key]: value.toString('base64') };
+        gateway.putConfigMap(chunk);
+        // What is printed is what was stored: the entry as a reader decodes it, cuts and all.
+        const stored = decodeEntry(key, chunk.binaryData[key]!);
+        if (!('problem' in stored)) onEntry(stored);
+      }
     },
   };
 }
