@@ -20,6 +20,7 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { stringify } from 'yaml';
 import { jobId, QUEUE_NAME } from '../../operator/src/workers/job-ids.ts';
@@ -29,6 +30,7 @@ import { applyManifestDir, removeStateDir, startControlPlane } from '../support/
 import { kubectlOrThrow } from '../support/control-plane/run-kubectl.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { difference, scrapeRequestTotals } from './api-request-counter.ts';
 import { latencyFigure, roundTo } from './latency-figures.ts';
 import { ownCpuSeconds } from './process-sampler.ts';
 import { medianRun, stepCycles, stepOverheadGoal, type StepCycle, type StepDoneLine } from './step-cycles.ts';
@@ -151,7 +153,13 @@ async function oneRun(steps: number) {
       },
     ];
     // What the whole run cost the operator's CPU and Redis, per step: steadier than wall time on a shared machine.
-    const costBefore = { cpuSeconds: ownCpuSeconds(operator.pid) ?? 0, redis: await redisTraffic(plane.redisUrl) };
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(plane.kubeconfig);
+    const costBefore = {
+      cpuSeconds: ownCpuSeconds(operator.pid) ?? 0,
+      redis: await redisTraffic(plane.redisUrl),
+      requests: await scrapeRequestTotals(kubeConfig),
+    };
     await kubectl(['apply', '-f', '-'], manifests.map((manifest) => stringify(manifest)).join('---\n'));
     await eventually(
       async () => {
@@ -162,7 +170,14 @@ async function oneRun(steps: number) {
       180_000,
       'the bench run to succeed',
     );
-    const costAfter = { cpuSeconds: ownCpuSeconds(operator.pid) ?? 0, redis: await redisTraffic(plane.redisUrl) };
+    const costAfter = {
+      cpuSeconds: ownCpuSeconds(operator.pid) ?? 0,
+      redis: await redisTraffic(plane.redisUrl),
+      requests: await scrapeRequestTotals(kubeConfig),
+    };
+    // The record's writes: the run's status (progress, and the controller's transitions) and its ConfigMaps (transcript, diff).
+    const requests = difference(costAfter.requests, costBefore.requests);
+    const writes = (pattern: RegExp) => [...requests].filter(([kind]) => pattern.test(kind)).reduce((sum, [, count]) => sum + count, 0);
     const uid = await kubectl(['get', 'crun', 'steps', '-n', 'bench', '-o', 'jsonpath={.metadata.uid}']);
     // The operator logs ISO times (ms); every other field is a number.
     const lines: StepDoneLine[] = operator.logged('step done').map((line) => {
@@ -208,6 +223,8 @@ async function oneRun(steps: number) {
         operatorCpuMs: roundTo((1000 * (costAfter.cpuSeconds - costBefore.cpuSeconds)) / lines.length, 2),
         redisCommands: roundTo((costAfter.redis.commands - costBefore.redis.commands) / lines.length, 2),
         redisKiBIn: roundTo((costAfter.redis.bytesIn - costBefore.redis.bytesIn) / 1024 / lines.length, 2),
+        runStatusWrites: roundTo(writes(/^(PATCH|PUT) chamvi\.dev\/codingruns\/status$/) / lines.length, 2),
+        configMapWrites: roundTo(writes(/^(POST|PATCH|PUT) \/configmaps$/) / lines.length, 2),
       },
     };
     return results;
@@ -266,7 +283,7 @@ async function main(): Promise<void> {
   for (const [name, value] of rows) console.log(`${name.padEnd(45)} ${String(value.p50).padStart(7)}   ${String(value.p99).padStart(7)}`);
   const { perStep } = results;
   console.log(
-    `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis`,
+    `per step, the whole run: operator CPU ${perStep.operatorCpuMs} ms, ${perStep.redisCommands} Redis commands (a script's own among them), ${perStep.redisKiBIn} KiB sent to Redis, ${perStep.runStatusWrites} run status writes, ${perStep.configMapWrites} ConfigMap writes`,
   );
   console.log(`written to ${path.relative(repoRoot, resultsFile)}`);
   console.log(
