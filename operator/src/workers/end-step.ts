@@ -122,13 +122,15 @@ export async function afterCalls(
   const running = state.stage !== 'waiting' && !last.resumed;
   // The common case, a running run going on to its next step: the state names the step's
   // record, is saved, and the next step is queued while the record's two writes go out
-  // (trailing-record.ts). The next job settles them before it writes its own.
+  // (trailing-record.ts). The next job settles them before it writes its own, or, going on
+  // itself while they are still on their way, sends its record behind them.
   if (trailsOn && deps.trailing) {
+    const earlier = behind && previous ? recordEntries(previous) : [];
     const record: TrailingRecord = {
       step: state.step,
       progress: stepProgress,
       ...(last.record?.entry ? { entry: last.record.entry } : {}),
-      ...(behind && previous && recordEntries(previous).length > 0 ? { earlier: recordEntries(previous) } : {}),
+      ...(earlier.length > 0 ? { earlier } : {}),
     };
     state.trailing = record;
     await deps.states.save(state);
