@@ -23,11 +23,13 @@ export interface TranscriptWriter {
 }
 
 /** The entries by the chunk they go into. */
-export function entriesByChunk(entries: readonly TranscriptEntry[]): TranscriptEntry[][] {
+function entriesByChunk(entries: readonly TranscriptEntry[]): TranscriptEntry[][] {
   const chunks = new Map<number, TranscriptEntry[]>();
   for (const entry of entries) {
     const index = chunkIndexOf(entry.step);
-    chunks.set(index, [...(chunks.get(index) ?? []), entry]);
+    const chunk = chunks.get(index);
+    if (chunk) chunk.push(entry);
+    else chunks.set(index, [entry]);
   }
   return [...chunks.values()];
 }
