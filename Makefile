@@ -9,8 +9,9 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 # Debian packages the tests use: Redis for BullMQ, ripgrep for the toolbox's grep, openssl
 # for the control plane's certificates, git for clones, Chromium for the eval report's
-# rendering test (test/e2e/evals.test.ts, driven by playwright-core; it downloads no browser).
-SYSTEM_PACKAGES := redis-server:redis-server ripgrep:rg openssl:openssl git:git chromium:chromium
+# rendering test (test/e2e/evals.test.ts, driven by playwright-core; it downloads no browser),
+# iproute2 for the real node and the egress benchmark's shaped link (ip, tc).
+SYSTEM_PACKAGES := redis-server:redis-server ripgrep:rg openssl:openssl git:git chromium:chromium iproute2:tc
 
 # The fragments, in an order that matters: make expands a rule's prerequisites when it reads
 # the rule, so a variable used there (TOOLBOX_BUNDLE in exec.mk) must be defined by a fragment

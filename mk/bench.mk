@@ -18,7 +18,7 @@ PEER_LIMITS ?= both
 
 .PHONY: bench bench-scale bench-report bench-real-node bench-egress bench-replicas bench-warm-pool bench-warm-pool-real-node
 
-bench-egress: node_modules ## The egress proxy against direct: 100 MB download, 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
+bench-egress: node_modules system-packages ## The egress proxy against direct: 100 MB download (over loopback and across a 1 and a 5 Gbit/s link), 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
 	npx tsx test/bench/egress-bench.ts
 
 bench-replicas: node_modules system-packages toolbox control-plane ## Steps per second with 1, 2 and 3 operator replicas on one Redis (model answering after 200 ms), written to test/bench/results/replicas.json

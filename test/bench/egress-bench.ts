@@ -5,6 +5,11 @@
 // process (egress-proxy-harness.ts). Writes test/bench/results/egress.json and prints a table.
 // Goals (issue #12): at least 90 % of direct throughput, under 1 ms added p50 per request.
 //
+// The download is measured twice: over loopback, where nothing limits it but the CPU, and (as
+// root, with iproute2) from an upstream across a link of 1 and of 5 Gbit/s (shaped-link.ts), as
+// a registry is reached. Loopback is the relay's ceiling on this machine; the link is what an
+// install through it gets.
+//
 // How the comparison is kept fair on a small shared machine:
 // - every path is measured by the same client code in this process, against the same upstream
 //   serving the same bytes; only where the client connects differs;
@@ -24,7 +29,7 @@
 // measured against the code before it in the same run.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent, createServer, request, type IncomingMessage, type RequestOptions } from 'node:http';
+import { Agent, request, type IncomingMessage, type RequestOptions } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -32,10 +37,13 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+import { createBenchUpstream } from './bench-upstream.ts';
+import { LINK_ADDRESS, openShapedLink } from './shaped-link.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/egress.json', import.meta.url));
 const proxyHarness = fileURLToPath(new URL('./egress-proxy-harness.ts', import.meta.url));
 const floorHarness = fileURLToPath(new URL('./tcp-relay-harness.ts', import.meta.url));
+const linkUpstreamMain = fileURLToPath(new URL('./egress-link-upstream.ts', import.meta.url));
 const egressDirectory = fileURLToPath(new URL('../../operator/src/egress/', import.meta.url));
 const KEY = 'bench-egress-key-0123456789abcdef0123456789abcdef';
 const UID = '11111111-1111-4111-8111-111111111111';
@@ -45,6 +53,8 @@ const REQUESTS = 1000;
 const LATENCY_BLOCKS = 10;
 const TUNNELS = 100;
 const ROUNDS = 7;
+/** The speeds of the shaped link, Gbit/s: a fast link to a registry, and one near what loopback gives. */
+const LINK_GBITS = [1, 5];
 const baselineRef = process.env.EGRESS_BENCH_BASELINE;
 
 const round = (value: number, digits = 3) => Math.round(value * 10 ** digits) / 10 ** digits;
@@ -57,27 +67,23 @@ const median = (samples: number[]) => percentile(samples, 50);
 const rotated = <T>(items: readonly T[], index: number) => items.map((_, position) => items[(position + index) % items.length]!);
 const loadAtStart = round(loadavg()[0] ?? 0, 2);
 
-// ---- the upstream: a 100 MB body from one 1 MiB buffer, and a small answer ----------------
-const chunk = Buffer.alloc(1024 * 1024, 'x');
-const upstream = createServer((req, res) => {
-  if (req.url === '/big') {
-    res.writeHead(200, { 'content-length': DOWNLOAD_BYTES });
-    let left = DOWNLOAD_BYTES / chunk.length;
-    const write = () => {
-      while (left > 0) {
-        left--;
-        if (!res.write(chunk)) return void res.once('drain', write);
-      }
-      res.end();
-    };
-    write();
-    return;
-  }
-  res.writeHead(200, { 'content-length': 2 }).end('ok');
-});
-upstream.keepAliveTimeout = 60_000;
+// ---- the upstreams: over loopback, and across the shaped link if this machine can make one ----
+const upstream = createBenchUpstream(DOWNLOAD_BYTES);
 await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
 const upstreamPort = (upstream.address() as AddressInfo).port;
+const LOOPBACK_HOST = 'upstream.test';
+const LINK_HOST = 'link.upstream.test';
+const opened = openShapedLink();
+const link = 'link' in opened ? opened.link : undefined;
+const linkUnavailable = 'unavailable' in opened ? opened.unavailable : undefined;
+process.on('exit', () => link?.close());
+const linkPort = link
+  ? (
+      JSON.parse(
+        (await link.start([process.execPath, '--import', 'tsx', linkUpstreamMain, LINK_ADDRESS, String(DOWNLOAD_BYTES)])).firstLine,
+      ) as { port: number }
+    ).port
+  : undefined;
 
 // ---- the relaying processes: the proxy, the floor, and the baseline proxy if asked --------
 interface RelayProcess {
@@ -113,11 +119,12 @@ function baselineServerModule(ref: string): { file: string; cleanup: () => void 
   );
   return { file, cleanup: () => rmSync(directory, { recursive: true, force: true }) };
 }
-const pattern = `upstream.test:${upstreamPort}`;
-const proxy = await startRelay([proxyHarness, KEY, UID, pattern]);
+// The proxy's run may reach both upstreams; the harness resolves each name to its address.
+const hosts = [`${LOOPBACK_HOST}:${upstreamPort}=127.0.0.1`, ...(linkPort ? [`${LINK_HOST}:${linkPort}=${LINK_ADDRESS}`] : [])].join(',');
+const proxy = await startRelay([proxyHarness, KEY, UID, hosts]);
 const floor = await startRelay([floorHarness, String(upstreamPort)]);
 const baselineModule = baselineRef ? baselineServerModule(baselineRef) : undefined;
-const baseline = baselineModule ? await startRelay([proxyHarness, KEY, UID, pattern, baselineModule.file]) : undefined;
+const baseline = baselineModule ? await startRelay([proxyHarness, KEY, UID, hosts, baselineModule.file]) : undefined;
 
 interface ProxyMemory {
   rss: number;
@@ -125,12 +132,12 @@ interface ProxyMemory {
   external: number;
 }
 
-/** A CONNECT tunnel to the upstream through a proxy. */
-function tunnel(proxyPort = proxy.port): Promise<Socket> {
+/** A CONNECT tunnel to an upstream (by default the loopback one) through a proxy. */
+function tunnel(proxyPort = proxy.port, target = `${LOOPBACK_HOST}:${upstreamPort}`): Promise<Socket> {
   return new Promise((resolve, reject) => {
     const socket = connect(proxyPort, '127.0.0.1');
     socket.once('error', reject);
-    socket.write(`CONNECT upstream.test:${upstreamPort} HTTP/1.1\r\nHost: upstream.test\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
     socket.once('data', (data: Buffer) => {
       if (!data.toString().startsWith('HTTP/1.1 200')) reject(new Error(data.toString()));
       else resolve(socket);
@@ -174,10 +181,10 @@ const forwardGet = (pathname: string, via = proxy, agent = forwardAgent) =>
     agent,
     headers: { 'proxy-authorization': AUTH },
   });
-async function tunnelGet(pathname: string, via = proxy) {
-  const socket = await tunnel(via.port);
+async function tunnelGet(pathname: string, via = proxy, target?: string) {
+  const socket = await tunnel(via.port, target);
   try {
-    return await timeGet({ host: 'upstream.test', path: pathname, agent: tunnelAgent(socket) });
+    return await timeGet({ host: LOOPBACK_HOST, path: pathname, agent: tunnelAgent(socket) });
   } finally {
     socket.destroy();
   }
@@ -187,7 +194,7 @@ async function tunnelGet(pathname: string, via = proxy) {
 const idle = await proxy.ask<ProxyMemory>('memory');
 const open = await Promise.all(Array.from({ length: TUNNELS }, () => tunnel()));
 // Each tunnel carries one request, so every one has moved data both ways.
-await Promise.all(open.map((socket) => timeGet({ host: 'upstream.test', path: '/small', agent: tunnelAgent(socket) })));
+await Promise.all(open.map((socket) => timeGet({ host: LOOPBACK_HOST, path: '/small', agent: tunnelAgent(socket) })));
 await new Promise((resolve) => setTimeout(resolve, 500));
 const loaded = await proxy.ask<ProxyMemory>('memory');
 for (const socket of open) socket.destroy();
@@ -211,24 +218,56 @@ const throughputPaths: ThroughputPath[] = [
       ]
     : []),
 ];
-const mibps: Record<string, number[]> = {};
-const relayCpuMs: Record<string, number[]> = {};
-const clientCpuMs: Record<string, number[]> = {};
-for (let roundIndex = 0; roundIndex < ROUNDS; roundIndex++) {
-  for (const way of rotated(throughputPaths, roundIndex)) {
-    const relayBefore = way.relay ? (await way.relay.ask<{ cpuMs: number }>('cpu')).cpuMs : 0;
-    const clientBefore = process.cpuUsage();
-    const result = await way.get();
-    const client = process.cpuUsage(clientBefore);
-    const relayAfter = way.relay ? (await way.relay.ask<{ cpuMs: number }>('cpu')).cpuMs : 0;
-    if (result.bytes !== DOWNLOAD_BYTES) throw new Error(`${way.name}: got ${result.bytes} bytes`);
-    (mibps[way.name] ??= []).push(DOWNLOAD_BYTES / 1024 / 1024 / (result.ms / 1000));
-    (clientCpuMs[way.name] ??= []).push((client.user + client.system) / 1000);
-    if (way.relay) (relayCpuMs[way.name] ??= []).push(relayAfter - relayBefore);
+interface Downloads {
+  /** Per path, MiB/s of each round. */
+  mibps: Record<string, number[]>;
+  relayCpuMs: Record<string, number[]>;
+  clientCpuMs: Record<string, number[]>;
+}
+async function measureDownloads(paths: ThroughputPath[]): Promise<Downloads> {
+  const downloads: Downloads = { mibps: {}, relayCpuMs: {}, clientCpuMs: {} };
+  for (let roundIndex = 0; roundIndex < ROUNDS; roundIndex++) {
+    for (const way of rotated(paths, roundIndex)) {
+      const relayBefore = way.relay ? (await way.relay.ask<{ cpuMs: number }>('cpu')).cpuMs : 0;
+      const clientBefore = process.cpuUsage();
+      const result = await way.get();
+      const client = process.cpuUsage(clientBefore);
+      const relayAfter = way.relay ? (await way.relay.ask<{ cpuMs: number }>('cpu')).cpuMs : 0;
+      if (result.bytes !== DOWNLOAD_BYTES) throw new Error(`${way.name}: got ${result.bytes} bytes`);
+      (downloads.mibps[way.name] ??= []).push(DOWNLOAD_BYTES / 1024 / 1024 / (result.ms / 1000));
+      (downloads.clientCpuMs[way.name] ??= []).push((client.user + client.system) / 1000);
+      if (way.relay) (downloads.relayCpuMs[way.name] ??= []).push(relayAfter - relayBefore);
+    }
   }
+  return downloads;
 }
 /** The median over the rounds of path / peer, each ratio taken within one round. */
-const pairedRatio = (name: string, peer = 'direct') => round(median(mibps[name]!.map((value, index) => value / mibps[peer]![index]!)), 2);
+const pairedRatioOf = (mibps: Record<string, number[]>, name: string, peer = 'direct') =>
+  round(median(mibps[name]!.map((value, index) => value / mibps[peer]![index]!)), 2);
+const { mibps, relayCpuMs, clientCpuMs } = await measureDownloads(throughputPaths);
+const pairedRatio = (name: string, peer = 'direct') => pairedRatioOf(mibps, name, peer);
+
+// ---- the same download across the shaped link, at each speed: direct against the tunnel -----
+const linkTarget = `${LINK_HOST}:${linkPort}`;
+const linkDirectAgent = keptAgent();
+const linkPaths: ThroughputPath[] = [
+  { name: 'direct', get: () => timeGet({ host: LINK_ADDRESS, port: linkPort, path: '/big', agent: linkDirectAgent }) },
+  { name: 'tunnel', get: () => tunnelGet('/big', proxy, linkTarget), relay: proxy },
+];
+const links: { gbit: number; direct: number; tunnel: number; tunnelRatio: number; met: boolean }[] = [];
+for (const gbit of link ? LINK_GBITS : []) {
+  link!.setRate(gbit);
+  const downloads = await measureDownloads(linkPaths);
+  const tunnelRatio = pairedRatioOf(downloads.mibps, 'tunnel');
+  links.push({
+    gbit,
+    direct: round(median(downloads.mibps.direct!), 0),
+    tunnel: round(median(downloads.mibps.tunnel!), 0),
+    tunnelRatio,
+    met: tunnelRatio >= 0.9,
+  });
+}
+linkDirectAgent.destroy();
 
 // ---- latency: blocks of 100 requests per path, in a rotated order ------------------------------
 const latencySocket = await tunnel();
@@ -238,11 +277,11 @@ const baselineTunnelAgent = baselineSocket ? tunnelAgent(baselineSocket) : undef
 const latencyPaths: { name: string; get: () => Promise<{ ms: number }> }[] = [
   { name: 'direct', get: () => directGet('/small') },
   { name: 'floor', get: () => floorGet('/small') },
-  { name: 'tunnel', get: () => timeGet({ host: 'upstream.test', path: '/small', agent: latencyTunnelAgent }) },
+  { name: 'tunnel', get: () => timeGet({ host: LOOPBACK_HOST, path: '/small', agent: latencyTunnelAgent }) },
   { name: 'forward', get: () => forwardGet('/small') },
   ...(baseline && baselineTunnelAgent
     ? [
-        { name: 'baselineTunnel', get: () => timeGet({ host: 'upstream.test', path: '/small', agent: baselineTunnelAgent }) },
+        { name: 'baselineTunnel', get: () => timeGet({ host: LOOPBACK_HOST, path: '/small', agent: baselineTunnelAgent }) },
         { name: 'baselineForward', get: () => forwardGet('/small', baseline, baselineForwardAgent) },
       ]
     : []),
@@ -271,6 +310,7 @@ for (let index = 0; index < REQUESTS; index++) {
 for (const relay of [proxy, floor, baseline]) relay?.child.kill('SIGTERM');
 baselineModule?.cleanup();
 upstream.close();
+link?.close();
 for (const agent of [directAgent, floorAgent, forwardAgent, baselineForwardAgent]) agent.destroy();
 
 const throughputMedian = (name: string) => round(median(mibps[name]!), 0);
@@ -334,10 +374,15 @@ const result = {
     perTunnelKiB: round((loaded.heapUsed + loaded.external - idle.heapUsed - idle.external) / TUNNELS / 1024, 1),
     perTunnelRssKiB: round((loaded.rss - idle.rss) / TUNNELS / 1024, 1),
   },
+  // The download from an upstream across a link of each speed (veth and tc tbf), direct and
+  // through a tunnel, median of the rounds; or why the link could not be made here.
+  link: link ? { speeds: links } : { unavailable: linkUnavailable },
   goals: {
     throughputAtLeast: 0.9,
     addedP50UnderMs: 1,
+    // Over loopback (the relay's ceiling on this machine) and across each link speed.
     throughputMet: tunnelRatio >= 0.9,
+    ...(link ? { linkThroughputMet: links.every((speed) => speed.met) } : {}),
     latencyMet: latencyTunnel.p50 - latencyDirect.p50 < 1 && latencyForward.p50 - latencyDirect.p50 < 1,
   },
 };
@@ -351,12 +396,22 @@ const baselineRows = baseline
   : '';
 console.log(`| figure | through the proxy | direct |
 | --- | --- | --- |
-| 100 MiB download, CONNECT tunnel, MiB/s (median of ${ROUNDS}) | ${t.tunnel} (${t.tunnelRatio}x; ${t.tunnelToFloor}x the floor); CPU ${c.tunnel} ms per 100 MiB | ${t.direct} |
+| 100 MiB download over loopback, CONNECT tunnel, MiB/s (median of ${ROUNDS}) | ${t.tunnel} (${t.tunnelRatio}x; ${t.tunnelToFloor}x the floor); CPU ${c.tunnel} ms per 100 MiB | ${t.direct} |
 | 100 MiB download, plain HTTP forwarded, MiB/s | ${t.forward} (${t.forwardRatio}x); CPU ${c.forward} ms per 100 MiB | ${t.direct} |
 | floor: 100 MiB through a bare pipe() relay process, MiB/s | ${t.floor} (${t.floorRatio}x); CPU ${c.floor} ms per 100 MiB | ${t.direct} |
 | ${REQUESTS} small requests in a kept tunnel, p50 / p99 ms | ${latencyTunnel.p50} / ${latencyTunnel.p99} | ${latencyDirect.p50} / ${latencyDirect.p99} |
 | ${REQUESTS} small requests forwarded (kept connections), p50 / p99 ms | ${latencyForward.p50} / ${latencyForward.p99} | ${latencyDirect.p50} / ${latencyDirect.p99} |
 | ${REQUESTS} small requests through the floor relay, p50 / p99 ms | ${latencyFloor.p50} / ${latencyFloor.p99} | ${latencyDirect.p50} / ${latencyDirect.p99} |
 | a new tunnel (CONNECT answered), p50 / p99 ms | ${latencyNewTunnel.p50} / ${latencyNewTunnel.p99} | |
+${
+  link
+    ? links
+        .map(
+          (speed) =>
+            `| 100 MiB download across a ${speed.gbit} Gbit/s link, CONNECT tunnel, MiB/s | ${speed.tunnel} (${speed.tunnelRatio}x) | ${speed.direct} |`,
+        )
+        .join('\n')
+    : `| 100 MiB download across a shaped link | not measured: ${linkUnavailable} | |`
+}
 | proxy RSS with ${TUNNELS} tunnels open, MiB | ${result.memory.rssMiB} (idle ${result.memory.idleRssMiB}; ${result.memory.perTunnelKiB} KiB of heap and buffers per tunnel) | |${baselineRows}
 machine: ${result.machine.cpus} cores, load average ${loadAtStart} at the start, ${result.machine.loadAverage1m} at the end`);

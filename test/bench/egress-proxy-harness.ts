@@ -4,7 +4,10 @@
 // process so its memory and CPU time are its own. Prints {"port": N} when it listens; answers
 // `memory` and `cpu` on stdin (relay-process-stats.ts).
 //
-//   npx tsx test/bench/egress-proxy-harness.ts <egressKey> <runUid> <allowed pattern> [server module]
+//   npx tsx test/bench/egress-proxy-harness.ts <egressKey> <runUid> <hosts> [server module]
+//
+// <hosts> lists the upstreams the run may reach and what each name resolves to, comma-separated
+// `name:port=address` (the loopback upstream, and the one across the shaped link if there is one).
 //
 // The optional server module is another version of egress-proxy-server.ts (the benchmark's
 // EGRESS_BENCH_BASELINE), so a change to the data path can be measured against the code
@@ -15,16 +18,18 @@ import * as production from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { answerStatsRequests } from './relay-process-stats.ts';
 
-const [egressKey, runUid, pattern, serverModule] = process.argv.slice(2) as [string, string, string, string | undefined];
+const [egressKey, runUid, hosts, serverModule] = process.argv.slice(2) as [string, string, string, string | undefined];
 const { createEgressProxyServer } = serverModule ? ((await import(pathToFileURL(serverModule).href)) as typeof production) : production;
-const allow = parseHostPatterns([pattern]);
+const upstreams = hosts.split(',').map((entry) => entry.split('=') as [string, string]);
+const addressOf = new Map(upstreams.map(([hostPort, address]) => [hostPort.slice(0, hostPort.lastIndexOf(':')), address]));
+const allow = parseHostPatterns(upstreams.map(([hostPort]) => hostPort));
 const run = { namespace: 'bench', name: 'bench', uid: runUid, allow };
 let connections = 0;
 const server = createEgressProxyServer({
   egressKey,
   policy: { allowEgress: allow, allowPrivateDestinations: allow, apiServer: [] },
   lookupRun: (uid) => (uid === runUid ? run : undefined),
-  resolve: (host) => Promise.resolve(host === 'upstream.test' ? ['127.0.0.1'] : []),
+  resolve: (host) => Promise.resolve(addressOf.has(host) ? [addressOf.get(host)!] : []),
   // The production audit formats a log line per connection; count instead, so the figure is the proxy's.
   record: () => void connections++,
 });
