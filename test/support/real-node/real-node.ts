@@ -277,6 +277,7 @@ export async function stopRealNode(
   }
   await stopRecordedProcesses(root, processOrder);
   killShimsOf(root);
+  await removePodNetworks();
   await removeKubeIptablesRules();
   unmountUnder(root);
   await runProcess('ip', ['link', 'delete', realNodeBridge], { timeoutMs: 10_000 }).catch(() => undefined);
@@ -291,6 +292,43 @@ export async function stopRealNode(
   }
   if (!process.env.CHAMVI_KEEP_REAL_NODE_ROOT) rmSync(root, { recursive: true, force: true });
   else log(`real node root kept: ${root}`);
+}
+
+/** Where libcni (inside containerd) keeps what each ADD returned, until the DEL. */
+const cniCacheDir = '/var/lib/cni/results';
+const cniNetworkName = 'chamvi-real-node';
+
+/**
+ * The pods' network namespaces: containerd pins each under /run/netns, outside the root, and
+ * removes it only when the kubelet stops the pod, which a node stopped with its pods running
+ * never does. Each left one veth in the host namespace and one pinned namespace behind, two a
+ * test run. libcni's cache names every namespace our network was added to and not yet removed
+ * from; deleting the namespace deletes its veth pair. One real node runs per machine (the
+ * lock), so every entry of our network is this node's or an earlier, stopped one's.
+ */
+async function removePodNetworks(): Promise<void> {
+  let entries: string[];
+  try {
+    entries = readdirSync(cniCacheDir).filter((name) => name.startsWith(`${cniNetworkName}-`));
+  } catch {
+    return; // no cache: no pod was ever added
+  }
+  for (const entry of entries) {
+    const file = join(cniCacheDir, entry);
+    let cached: { containerId?: string; result?: { interfaces?: { sandbox?: string }[] } } = {};
+    try {
+      cached = JSON.parse(readFileSync(file, 'utf8')) as typeof cached;
+    } catch {
+      // Unreadable: remove it all the same.
+    }
+    for (const { sandbox } of cached.result?.interfaces ?? []) {
+      const name = sandbox?.match(/^\/(?:var\/)?run\/netns\/([\w-]+)$/)?.[1];
+      if (name) await runProcess('ip', ['netns', 'delete', name], { timeoutMs: 10_000 }).catch(() => undefined);
+    }
+    rmSync(file, { force: true });
+    // containerd adds the same pod to its built-in loopback network too.
+    if (cached.containerId) rmSync(join(cniCacheDir, `cni-loopback-${cached.containerId}-lo`), { force: true });
+  }
 }
 
 /**
