@@ -256,7 +256,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
 /**
  * Stops everything the node started and removes its root: kube-router (and its iptables
  * rules), the kubelet, every container (containerd's shims outlive containerd), containerd,
- * the bridge, the mounts under the root, and the Node object.
+ * the pods' network namespaces, the bridge, the mounts under the root, and the Node object.
  */
 export async function stopRealNode(
   root: string,
