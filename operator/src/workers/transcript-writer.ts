@@ -5,9 +5,11 @@
 // keys, guarded by a test of the run-uid label, so no read comes first and a ConfigMap someone
 // else put under the chunk's name is never written.
 // The format and the bounds are record/transcript-chunks.ts's; why ConfigMaps: docs/transcript.md.
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+// A write per step: sent with the lighter client (kube/json-requests.ts), its answer unread.
+import type { KubeConfig } from '@kubernetes/client-node';
 import { RUN_UID_LABEL } from '../api/index.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
+import { JSON_PATCH, jsonRequests } from '../kube/json-requests.ts';
 import { buildTranscriptChunk, chunkIndexOf, encodeEntry, opensChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import type { RunIdentity } from '../reconcile/names.ts';
@@ -38,7 +40,8 @@ function entriesByChunk(entries: readonly TranscriptEntry[]): TranscriptEntry[][
 const pointer = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
 
 export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWriter {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const json = jsonRequests(kubeConfig);
+  const configMaps = (namespace: string) => `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`;
   /** Entries of one chunk in one request. */
   async function appendToChunk(run: TranscriptRun, entries: readonly TranscriptEntry[]): Promise<void> {
     const encoded = entries.map((entry) => encodeEntry(entry));
@@ -49,22 +52,23 @@ export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWr
       Object.fromEntries(encoded.map(({ key, value }) => [key, value])),
     );
     const name = body.metadata!.name!;
-    const create = () => core.createNamespacedConfigMap({ namespace, body });
+    const create = () => json.sendIgnoringAnswer('POST', configMaps(namespace), body);
     const patch = () =>
-      core.patchNamespacedConfigMap({
-        namespace,
-        name,
-        body: [
+      json.sendIgnoringAnswer(
+        'PATCH',
+        `${configMaps(namespace)}/${encodeURIComponent(name)}`,
+        [
           { op: 'test', path: `/metadata/labels/${pointer(RUN_UID_LABEL)}`, value: run.metadata.uid },
           ...encoded.map(({ key, value }) => ({ op: 'add', path: `/binaryData/${key}`, value: value.toString('base64') })),
         ],
-      });
+        JSON_PATCH,
+      );
     // Kept apart: a chunk held by someone else's ConfigMap (a name is no identity,
     // ownership.ts), or one the API server will not grow; the plugin reads every chunk the run owns.
     const createApart = () =>
-      core.createNamespacedConfigMap({
-        namespace,
-        body: { ...body, metadata: { ...body.metadata, name: undefined, generateName: `${name}-` } },
+      json.sendIgnoringAnswer('POST', configMaps(namespace), {
+        ...body,
+        metadata: { ...body.metadata, name: undefined, generateName: `${name}-` },
       });
     const first = entries.some(opensChunk) ? 'create' : 'patch';
     try {
