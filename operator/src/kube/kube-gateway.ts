@@ -1,6 +1,7 @@
 // The controller's only door to the API server: every write and every uncached read it
-// makes. A thin adapter over client-node, so the reconciler reads as a list of intentions
-// and the RBAC the chart grants can be read off this one file.
+// makes. A thin adapter over client-node (every step's status patch over the lighter
+// json-requests.ts), so the reconciler reads as a list of intentions and the RBAC the chart
+// grants can be read off this one file.
 import {
   CoreV1Api,
   CustomObjectsApi,
