@@ -29,6 +29,8 @@ export const realNodeBridgeIp = '10.245.0.1';
 
 const processOrder = ['containerd', 'kubelet', 'kube-router'] as const;
 const cniBinDir = '/usr/lib/cni';
+/** The pods' CNI network: its config names it, and libcni's cache files start with it. */
+const cniNetworkName = 'chamvi-real-node';
 
 /** The node cannot run on this machine; `reason` names the command, version and error. */
 export class RealNodeUnavailable extends Error {
@@ -296,7 +298,6 @@ export async function stopRealNode(
 
 /** Where libcni (inside containerd) keeps what each ADD returned, until the DEL. */
 const cniCacheDir = '/var/lib/cni/results';
-const cniNetworkName = 'chamvi-real-node';
 
 /**
  * The pods' network namespaces: containerd pins each under /run/netns, outside the root, and
@@ -452,7 +453,7 @@ function cniConfig(root: string, serviceRoutes: boolean): string {
   return JSON.stringify(
     {
       cniVersion: '1.0.0',
-      name: 'chamvi-real-node',
+      name: cniNetworkName,
       plugins: [
         {
           type: 'bridge',
