@@ -25,6 +25,8 @@ export interface KubernetesExecTransportOptions {
    * answer the model's tool calls.
    */
   expectedOwnerUid?: string;
+  /** How the pod is read for that check; client-node's read by default. */
+  readPod?: (namespace: string, name: string) => Promise<V1Pod>;
   /** Until the exec WebSocket is open (TCP, TLS, upgrade through the API server to the kubelet). */
   connectTimeoutMs?: number;
   /** WebSocket ping period: a kept session over a dead connection fails within two periods. */
@@ -61,6 +63,13 @@ export function execUrl(
 
 export class KubernetesExecTransport implements ToolboxTransport {
   private readonly limits: { connectTimeoutMs: number; keepAliveIntervalMs: number; killGraceMs: number; maxBufferedBytes: number };
+  /**
+   * The owner check in flight. Starts made while it is in flight wait for it rather than each
+   * reading the pod: a run's prepare opens its tool session and its import together, and one
+   * read then serves both. Each exec still follows a read answered after it was asked for, so
+   * the gap between the check and the exec is no wider; a start made later reads again.
+   */
+  private ownerCheck: Promise<void> | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -74,7 +83,7 @@ export class KubernetesExecTransport implements ToolboxTransport {
   async start(args: string[]): Promise<ToolboxProcess> {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
-    if (this.options.expectedOwnerUid !== undefined) await this.checkOwner(this.options.expectedOwnerUid);
+    if (this.options.expectedOwnerUid !== undefined) await this.sharedOwnerCheck(this.options.expectedOwnerUid);
     const server = kubeConfig.getCurrentCluster()?.server;
     if (server === undefined) throw new SandboxError('TRANSPORT', `exec into ${target} failed: the kubeconfig has no current cluster`);
     const socketOptions: ClientOptions = {};
@@ -101,11 +110,21 @@ export class KubernetesExecTransport implements ToolboxTransport {
     return process;
   }
 
+  private sharedOwnerCheck(uid: string): Promise<void> {
+    this.ownerCheck ??= this.checkOwner(uid).finally(() => {
+      this.ownerCheck = undefined;
+    });
+    return this.ownerCheck;
+  }
+
   private async checkOwner(uid: string): Promise<void> {
     const { kubeConfig, namespace, podName } = this.options;
+    const readPod =
+      this.options.readPod ??
+      ((ns: string, name: string) => kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace: ns, name }));
     let pod: V1Pod;
     try {
-      pod = await kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name: podName });
+      pod = await readPod(namespace, podName);
     } catch (error) {
       throw new SandboxError('TRANSPORT', `reading pod ${namespace}/${podName} before exec failed: ${describe(error)}`, { cause: error });
     }
