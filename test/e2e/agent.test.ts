@@ -3,7 +3,7 @@
 // calls a model (the scripted one, or the real openai-compatible adapter against a fake
 // server over HTTP), runs its tools in the sandbox and ends with its diff.
 import { createHash } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -102,6 +102,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   await fake?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('a scripted run', () => {

@@ -5,7 +5,7 @@
 // through its own exec path (the scripted model's bash call, run by the real toolbox in the kwok
 // pod) and on disk (the pod's workspace and home directories), and the token is nowhere.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,6 +89,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   await gitServer?.close();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('issue #20 the clone credential stays with the operator', () => {

@@ -3,7 +3,7 @@
 // A follow-up run starts from the first run's commit (not the branch's new head) with its diff
 // applied and its task and final message in the first prompt; a source that is missing or
 // whose diff does not apply fails the follow-up InvalidSpec with what to change.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -101,6 +101,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   await fake?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('spec.continueFrom', () => {

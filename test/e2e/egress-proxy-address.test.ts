@@ -4,7 +4,7 @@
 // already runs keeps the one it was given. Real API server (it allocates and checks the
 // ClusterIPs), the operator as a process reading the Service as the chart configures it
 // (egressProxy.service). Each run waits for an approval, so its sandbox pod stays to be read.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -103,6 +103,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await kubectl(['delete', 'crun', '--all', '-n', NS, '--wait=false']);
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('the egress proxy address', () => {

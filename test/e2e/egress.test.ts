@@ -4,7 +4,7 @@
 // succeeds; not allowed, the proxy refuses and the run ends SetupFailed naming the host.
 // (kwok enforces no NetworkPolicy: that a sandbox cannot go around the proxy is the real-node
 // tier's test. Here the tools use the proxy because the pod's environment says so.)
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -110,6 +110,7 @@ afterAll(async () => {
   await e2e?.stop();
   await proxy?.kill();
   await registry?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('egress by name, end to end', () => {

@@ -3,7 +3,7 @@
 // from the runs themselves; deleting the eval deletes its runs (garbage collection by
 // ownerReference, on the real kube-controller-manager); a grader naming a tool the task does
 // not allow is refused by the API server at apply.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -142,6 +142,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('a CodingEval', () => {

@@ -3,7 +3,7 @@
 // slots, a namespace over its tokens per day gets the documented behaviour (new runs queued
 // with the reason, a running run stopped at its next step with BudgetExceeded and its diff
 // kept), and a namespace without limits of its own is not affected.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -113,6 +113,7 @@ afterAll(async () => {
         .join('\n'),
     );
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('fair share between namespaces', () => {

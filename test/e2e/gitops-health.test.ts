@@ -3,7 +3,7 @@
 // pods running the real toolbox, the scripted model) is fed to the Argo CD health script of
 // docs/argocd/ in Argo CD's Lua VM (gopher-lua) and to kstatus (sigs.k8s.io/cli-utils, what
 // Flux's health checks and `flux ... --wait` use). Each phase must read as the docs say.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
@@ -79,6 +79,7 @@ beforeAll(async () => {
 afterAll(async () => {
   stopWatch();
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('#15.1 Argo CD and kstatus read every phase of real runs as documented', () => {

@@ -7,7 +7,7 @@
 // That a CNI which enforces NetworkPolicy makes the probe say "enforced" (and runs go on) is
 // shown with the probe's ports in test/unit/isolation-probe.test.ts, and on a real node with
 // an enforcing CNI in test/real-node/operator-runs.test.ts (the verdict there is "enforced").
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -84,6 +84,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('security #11.8 isolation fails closed', () => {

@@ -4,7 +4,7 @@
 // tests see every push and every pull request opened, and can kill the operator at the worst
 // moment: after the forge made the pull request, before the operator heard of it.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -137,6 +137,7 @@ afterAll(async () => {
   await e2e?.stop();
   await proxy?.close();
   await gitea?.close();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('issue #14 publishing to a real forge', () => {

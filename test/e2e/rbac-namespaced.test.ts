@@ -4,7 +4,7 @@
 // namespace it does not watch, and the operator with a real token of that ServiceAccount
 // still runs a CodingRun end to end in the namespace it watches.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -109,6 +109,7 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
 
   afterAll(async () => {
     await registrar?.stop();
+    if (root) rmSync(root, { recursive: true, force: true });
   });
 
   it('cannot read a Secret, exec into a pod or list ConfigMaps in a namespace it does not watch', async () => {

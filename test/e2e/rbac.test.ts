@@ -2,7 +2,7 @@
 // identity of the chart's ServiceAccount (a real token of it, on an RBAC-enforcing API server),
 // and taking one of a few verbs away from its ClusterRole makes the same run fail.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -142,6 +142,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await registrar?.stop();
   await fake?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 async function withoutVerb(resource: string, verb: string, test: () => Promise<void>) {

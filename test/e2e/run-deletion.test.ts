@@ -3,7 +3,7 @@
 // setup runs, mid-step, while it waits for approval, and once it has succeeded or failed leaves
 // no object it owned (pod, NetworkPolicy, ConfigMap, Secret), no key of it in Redis and no job
 // of it in the queue, in any state.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -134,6 +134,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   redis?.disconnect();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('deleting a run, with the workers on', () => {

@@ -4,7 +4,7 @@
 // `kubectl codingrun cancel` ends a run in every phase, time waiting for a human does not
 // count against budget.timeout, and the API server refusing a run's pod (a real
 // ResourceQuota) shows in its status and an Event instead of leaving it without a phase.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -127,6 +127,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await e2e?.stop();
   await fake?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('every ending keeps the latest diff there is (#13.3)', () => {

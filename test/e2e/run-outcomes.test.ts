@@ -3,7 +3,7 @@
 // git, the scripted model): DeadlineExceeded keeps the partial diff, a setup that outlives
 // its timeout ends SetupFailed, `kubectl describe` shows the Events of the run's life and
 // `kubectl codingrun logs` each step, and an exec that breaks mid-call counts in chamvi_exec_errors_total.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,6 +95,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('how a run ends', () => {

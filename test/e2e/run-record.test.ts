@@ -4,7 +4,7 @@
 // 300-step run's transcript is complete, bounded and readable after the run ended, with only
 // a namespace Role that reads ConfigMaps and CodingRuns; Events carry transitions, not steps.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -73,6 +73,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('kubectl codingrun logs -f', () => {

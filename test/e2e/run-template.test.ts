@@ -4,7 +4,7 @@
 // model with its own fields laid over them; an edit of the template while the run works does
 // not reach it; a template outside allowRepo is refused like a run's own repository; a run
 // whose template is missing fails TemplateNotFound saying what to create.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await e2e?.stop();
   await fake?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('a CodingRun that names a CodingRunTemplate', () => {

@@ -2,7 +2,7 @@
 // real toolbox, real git, the scripted model): every phase a run went through is there, in
 // the order the run went through them, each starting no earlier than the one before ended,
 // all inside the run's life; and /metrics counts the same phases.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,6 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 /** The phase-duration histogram's _count per phase, from the operator's /metrics. */

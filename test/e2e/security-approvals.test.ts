@@ -3,7 +3,7 @@
 // must not run what was not. The operator as a process, real Redis, real exec into kwok pods
 // running the real toolbox, the real API server, and the real plugin for the honest approval.
 import { createHash } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +83,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('security #11.5 an approval runs exactly the input it names', () => {

@@ -2,7 +2,7 @@
 // toolbox, real git, the scripted model): the operator runs the check after the model
 // finishes; required, optional and retried checks end the run as the README says; a protected
 // test cannot be edited through a file tool, and an edit through bash does not change the grade.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -121,6 +121,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await e2e?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('spec.verify', () => {

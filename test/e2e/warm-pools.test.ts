@@ -3,7 +3,7 @@
 // once each claim a different pod (never one pod for two runs), a claimed sandbox holds only
 // its run's files, claimed pods go with their run and are never handed out again, the pool
 // refills after claims, and shrinks when sized down.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -77,6 +77,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('a warm pool', () => {

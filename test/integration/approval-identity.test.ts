@@ -5,7 +5,7 @@
 // chamvi-approver. An answer must name its sender; an approver cannot create or change runs; a
 // viewer cannot answer; with separation of duties the creator cannot approve its own run.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -152,6 +152,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await deleteNamespace(NS);
+  if (root) rmSync(root, { recursive: true, force: true });
 });
 
 describe('#15.5 the three user roles, impersonated against the real API server', () => {

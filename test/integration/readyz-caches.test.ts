@@ -3,10 +3,10 @@
 // leader election, so it leads at once) starts against an API server it cannot reach: its
 // kubeconfig names a TCP relay that drops every connection. Once the relay forwards to the
 // real API server, the caches sync and /readyz turns 200.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { kubeconfigPath, redisUrl } from '../support/cluster.ts';
@@ -52,6 +52,7 @@ afterAll(async () => {
   await operator?.kill();
   for (const socket of sockets) socket.destroy();
   await new Promise<void>((resolve) => relay?.close(() => resolve()));
+  if (kubeconfig) rmSync(dirname(kubeconfig), { recursive: true, force: true });
 });
 
 describe('/readyz and the informer caches', () => {

@@ -1,7 +1,7 @@
 // Runs the real egress proxy (operator/src/egress-proxy-main.ts) as a child process on real
 // ports, with its JSON log lines collected, plus a client that speaks to it as a sandbox's
 // tools would: CONNECT for a tunnel, an absolute-form request for plain HTTP.
-import { writeFileSync } from 'node:fs';
+import { writeFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,7 @@ export const TEST_EGRESS_KEY = 'chamvi-test-egress-key-0123456789abcdef012345678
 export class EgressProxyProcess extends LoggedProcess {
   port = 0;
   httpPort = 0;
+  private readonly configFile: string;
 
   private constructor(kubeconfig: string, config: Record<string, unknown>) {
     const file = path.join(tmpdir(), `chamvi-egress-${process.pid}-${Date.now()}.yaml`);
@@ -27,14 +28,20 @@ export class EgressProxyProcess extends LoggedProcess {
       cwd: repoRoot,
       env: { ...process.env, KUBECONFIG: kubeconfig, LOG_LEVEL: 'info' },
     });
+    this.configFile = file;
   }
 
   static async start(kubeconfig: string, config: Record<string, unknown>, timeoutMs = 60_000): Promise<EgressProxyProcess> {
     const proxy = new EgressProxyProcess(kubeconfig, config);
-    const listening = await proxy.waitForLog('egress proxy listening', timeoutMs);
-    proxy.port = listening.port as number;
-    proxy.httpPort = listening.httpPort as number;
-    return proxy;
+    try {
+      const listening = await proxy.waitForLog('egress proxy listening', timeoutMs);
+      proxy.port = listening.port as number;
+      proxy.httpPort = listening.httpPort as number;
+      return proxy;
+    } finally {
+      // The proxy reads its config once, at start: nothing needs the file after.
+      rmSync(proxy.configFile, { force: true });
+    }
   }
 
   /** The audit lines (one per connection). */

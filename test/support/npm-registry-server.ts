@@ -5,7 +5,7 @@
 // talks to it over HTTP, which this gives. Every request is recorded, to show what reached it.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -43,6 +43,7 @@ function pack(source: PackageSource): Packed {
   const output = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: packageDir, encoding: 'utf8' });
   const { filename } = (JSON.parse(output) as Array<{ filename: string }>)[0]!;
   const tarball = readFileSync(path.join(dir, filename));
+  rmSync(dir, { recursive: true, force: true });
   return {
     source,
     tarball,
