@@ -89,7 +89,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   await gitServer?.close();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('issue #20 the clone credential stays with the operator', () => {

@@ -101,7 +101,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   await fake?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('spec.continueFrom', () => {

@@ -103,7 +103,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await kubectl(['delete', 'crun', '--all', '-n', NS, '--wait=false']);
   await e2e?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('the egress proxy address', () => {

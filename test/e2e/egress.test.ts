@@ -110,7 +110,7 @@ afterAll(async () => {
   await e2e?.stop();
   await proxy?.kill();
   await registry?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('egress by name, end to end', () => {

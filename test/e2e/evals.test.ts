@@ -142,7 +142,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await e2e?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('a CodingEval', () => {

@@ -113,7 +113,7 @@ afterAll(async () => {
         .join('\n'),
     );
   await e2e?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('fair share between namespaces', () => {

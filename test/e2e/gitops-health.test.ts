@@ -79,7 +79,7 @@ beforeAll(async () => {
 afterAll(async () => {
   stopWatch();
   await e2e?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('#15.1 Argo CD and kstatus read every phase of real runs as documented', () => {

@@ -137,7 +137,7 @@ afterAll(async () => {
   await e2e?.stop();
   await proxy?.close();
   await gitea?.close();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('issue #14 publishing to a real forge', () => {

@@ -109,7 +109,7 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
 
   afterAll(async () => {
     await registrar?.stop();
-    if (root) rmSync(root, { recursive: true, force: true });
+    if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
   });
 
   it('cannot read a Secret, exec into a pod or list ConfigMaps in a namespace it does not watch', async () => {

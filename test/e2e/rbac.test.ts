@@ -142,7 +142,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await registrar?.stop();
   await fake?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 async function withoutVerb(resource: string, verb: string, test: () => Promise<void>) {

@@ -134,7 +134,7 @@ afterAll(async () => {
   await operator?.kill();
   await registrar?.stop();
   redis?.disconnect();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('deleting a run, with the workers on', () => {

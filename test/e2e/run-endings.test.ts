@@ -127,7 +127,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await e2e?.stop();
   await fake?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('every ending keeps the latest diff there is (#13.3)', () => {

@@ -72,7 +72,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await e2e?.stop();
   await fake?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('a CodingRun that names a CodingRunTemplate', () => {

@@ -121,7 +121,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await e2e?.stop();
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('spec.verify', () => {

@@ -152,7 +152,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await deleteNamespace(NS);
-  if (root) rmSync(root, { recursive: true, force: true });
+  if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe('#15.5 the three user roles, impersonated against the real API server', () => {
