@@ -10,7 +10,7 @@
 // One file, one release, in order: each step is the state the next one starts from, as it is
 // for a user. The kube-proxy, API server endpoint and CoreDNS it relies on are
 // test/support/real-node/cluster-services.ts; nothing in the operator knows it is a test.
-import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -277,6 +277,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     await model?.stop();
     await registry?.stop();
     gitDaemon?.child.kill();
+    if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
   }, 180_000);
 
   it('helm install with values only: the Deployment is ready (its probes pass), on the real node, and one replica leads', async () => {
