@@ -36,6 +36,7 @@ import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
 import { ProcessLauncher } from './workers/process-launcher.ts';
+import { removeStaleClones } from './workers/stale-clones.ts';
 import { checkRedisCredentials, redisHasCredentials } from './workers/redis-connection.ts';
 
 const PROGRAM = 'chamvi-operator';
@@ -81,6 +82,13 @@ async function main(): Promise<void> {
   const launcher = existsSync(launcherEntry) ? new ProcessLauncher(launcherEntry) : undefined;
   if (!launcher)
     logger.warn({ launcherEntry }, 'process launcher not found beside the operator; git and tar start from the operator itself');
+  // Clones a killed predecessor left in the temp dir (an emptyDir that outlives the
+  // container) go before any worker starts (workers/stale-clones.ts).
+  const staleClones = await removeStaleClones().catch((error: unknown) => {
+    logger.warn({ err: String(error) }, 'could not remove clones left by earlier processes');
+    return [];
+  });
+  if (staleClones.length > 0) logger.info({ removed: staleClones.length }, 'removed clones left by processes that are gone');
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     launch: launcher?.launch,

@@ -10,6 +10,7 @@
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { clonePrefix } from './stale-clones.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repositoryOrigin, repositoryUrlParts, type RepositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
@@ -238,7 +239,8 @@ export const SAFE_GIT_CONFIG: readonly string[] = [
 export async function cloneRepository(request: CloneRequest): Promise<string> {
   const parts = repositoryUrlParts(request.url);
   if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
-  const base = await mkdtemp(join(tmpdir(), 'chamvi-clone-'));
+  // Named by this process, so that the next one can tell a clone left by a killed process (stale-clones.ts).
+  const base = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
   const dir = join(base, 'repo');
   const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
   const env = await gitEnvironment(parts, token, base);
