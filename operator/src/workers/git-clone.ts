@@ -10,7 +10,6 @@
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { clonePrefix } from './stale-clones.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repositoryOrigin, repositoryUrlParts, type RepositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
@@ -19,6 +18,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
+import { clonePrefix } from './stale-clones.ts';
 
 /** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
 function cloneFailed(detail: string): RunFailure {

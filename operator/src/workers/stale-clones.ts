@@ -8,10 +8,13 @@ import { readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** The prefix of a clone directory made by process `pid` (mkdtemp adds six characters). */
-export const clonePrefix = (pid: number) => `chamvi-clone-${pid}-`;
+const PREFIX = 'chamvi-clone-';
 
-const CLONE_NAME = /^chamvi-clone-(\d+)-[A-Za-z0-9]{6}$/;
+/** The prefix of a clone directory made by process `pid` (mkdtemp adds six characters). */
+export const clonePrefix = (pid: number) => `${PREFIX}${pid}-`;
+
+/** What clonePrefix and mkdtemp make, with the pid captured. */
+const CLONE_NAME = new RegExp(`^${PREFIX}(\\d+)-[A-Za-z0-9]{6}$`);
 
 /**
  * The clone directories among `names` that no live process owns (pure). At start this process
