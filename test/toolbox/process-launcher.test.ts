@@ -4,7 +4,7 @@
 // run's clone, commit and archive made through it with real git and tar.
 import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { isRepositoryAllowed } from '../../operator/src/reconcile/allow-repo.ts';
 import { headRevision } from '../../operator/src/workers/apply-diff.ts';
 import { cloneRepository, isCloneFailure } from '../../operator/src/workers/git-clone.ts';
+import { testTempDir } from '../support/test-temp-dir.ts';
 import {
   LauncherLostError,
   ProcessLauncher,
@@ -27,12 +28,6 @@ const entry = fileURLToPath(new URL('../../operator/src/process-launcher-main.ts
 // The helper is TypeScript here, as under the dev operator (node --import tsx).
 const newLauncher = () => new ProcessLauncher(entry, ['--import', 'tsx']);
 const launchers: ProcessLauncher[] = [];
-/** A directory of the test's own, removed when the test ends. */
-function scratchDir(prefix: string): string {
-  const dir = mkdtempSync(path.join(tmpdir(), prefix));
-  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 afterAll(() => {
   for (const launcher of launchers) launcher.close();
 });
@@ -101,7 +96,7 @@ describe.each(implementations)('launching a child %s', (_name, make) => {
   });
 
   it('runs in the given directory with exactly the given environment', async () => {
-    const dir = realpathSync(scratchDir('chamvi-launch-'));
+    const dir = realpathSync(testTempDir('chamvi-launch-'));
     const ended = await run(launch, '/bin/sh', ['-c', 'pwd; echo "$ONLY:${HOME:-unset}"'], {
       cwd: dir,
       env: { PATH: process.env.PATH, ONLY: 'given' },
@@ -227,7 +222,7 @@ function isZombie(pid: number): boolean {
 
 describe('the clone through the launcher', () => {
   const source = () => {
-    const dir = scratchDir('chamvi-launch-repo-');
+    const dir = testTempDir('chamvi-launch-repo-');
     const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=t@chamvi.dev', '-c', 'user.name=t', ...args], { cwd: dir });
     git('init', '-q', '-b', 'main');
     writeFileSync(path.join(dir, 'README.md'), 'through the helper\n');

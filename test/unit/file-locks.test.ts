@@ -4,11 +4,11 @@
 // holder's fresh lock by that dead pid removed it, and two edits ran at once.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, utimesSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { withFileLock } from '../../sandbox-image/toolbox/file-locks.ts';
+import { testTempDir } from '../support/test-temp-dir.ts';
 
 const deadPid = () => spawnSync('true').pid!;
 
@@ -20,22 +20,15 @@ function lockOf(home: string, key: string, pid: number, ageSeconds: number): voi
   utimesSync(file, at, at);
 }
 
-/** A home for the test's locks, removed when the test ends. */
-function lockHome(): string {
-  const home = mkdtempSync(path.join(tmpdir(), 'chamvi-locks-'));
-  onTestFinished(() => rmSync(home, { recursive: true, force: true }));
-  return home;
-}
-
 describe('withFileLock across processes', () => {
   it('takes over a lock its owner died holding', async () => {
-    const home = lockHome();
+    const home = testTempDir('chamvi-locks-');
     lockOf(home, '/workspace/a.txt', deadPid(), 5);
     expect(await withFileLock(home, '/workspace/a.txt', async () => 'ran')).toBe('ran');
   });
 
   it('leaves a fresh lock under a dead pid alone until it is old enough to be stale', async () => {
-    const home = lockHome();
+    const home = testTempDir('chamvi-locks-');
     lockOf(home, '/workspace/b.txt', deadPid(), 0);
     let ran = false;
     const edit = withFileLock(home, '/workspace/b.txt', async () => {
@@ -48,7 +41,7 @@ describe('withFileLock across processes', () => {
   });
 
   it('waits for a live owner', async () => {
-    const home = lockHome();
+    const home = testTempDir('chamvi-locks-');
     lockOf(home, '/workspace/c.txt', process.pid, 5);
     let ran = false;
     const edit = withFileLock(home, '/workspace/c.txt', async () => void (ran = true), { limitMs: 300, message: 'held' });

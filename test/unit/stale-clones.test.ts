@@ -2,11 +2,11 @@
 // process removes (a table), and the removal itself in a real directory, with a real pid
 // whose process has exited and one that is running.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { clonePrefix, processAlive, removeStaleClones, staleCloneDirectories } from '../../operator/src/workers/stale-clones.ts';
+import { testTempDir } from '../support/test-temp-dir.ts';
 
 const OWN = 1;
 const LIVE = 4242;
@@ -39,8 +39,7 @@ describe('staleCloneDirectories', () => {
 
 describe('removeStaleClones', () => {
   it('removes the clones of a process that exited and keeps those of a running one', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'chamvi-stale-clones-'));
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const dir = testTempDir('chamvi-stale-clones-');
     const exited = spawnSync('true').pid!;
     const running = spawn('sleep', ['30']);
     onTestFinished(() => void running.kill());
