@@ -17,7 +17,12 @@ export async function callOnce(context: ToolboxContext, input: NodeJS.ReadableSt
 async function readFirstLine(input: NodeJS.ReadableStream): Promise<string> {
   let first: string | undefined;
   let tooLong = false;
-  const splitter = new LineSplitter(REQUEST_MAX_BYTES, { line: (line) => (first ??= line), oversized: () => (tooLong = true) });
+  const splitter = new LineSplitter(REQUEST_MAX_BYTES, {
+    line: (line) => {
+      first ??= line;
+    },
+    oversized: () => (tooLong = true),
+  });
   for await (const chunk of input) {
     splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
     if (tooLong) throw new ProtocolError('request line too long');

@@ -4,13 +4,11 @@
 import { callOnce } from './call.ts';
 import { isToolboxCommand, TOOLBOX_COMMANDS, type ToolboxCommand } from './contract/protocol.ts';
 import { serve } from './serve.ts';
-import { stopAllJobs } from './bash-jobs.ts';
-import { pruneProtected } from './protected-prune.ts';
-import { importTar } from './tar-import.ts';
 import { ProtocolError } from './tool-dispatch.ts';
 import { createContext, type ContextOptions } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 import { writeResponse } from './response-writer.ts';
+import { importWorkspace } from './workspace-import.ts';
 
 const USAGE = `usage: toolbox.mjs [--root DIR] [--home DIR] [--output-log-max-bytes N] ${TOOLBOX_COMMANDS.join('|')} [--prune GLOB]...`;
 
@@ -55,13 +53,7 @@ async function main(): Promise<number> {
   else if (args.command === 'serve') await serve(context, process.stdin, process.stdout);
   else {
     try {
-      // A restore before a check: no background job the model left may write over it.
-      if (args.prune.length > 0) await stopAllJobs(context);
-      const pruned = args.prune.length > 0 ? await pruneProtected(context, args.prune) : undefined;
-      const result = {
-        ...(await importTar(context, process.stdin, { literal: args.prune.length > 0 })),
-        ...(pruned !== undefined ? { pruned } : {}),
-      };
+      const result = await importWorkspace(context, process.stdin, args.prune);
       await writeResponse(process.stdout, undefined, { ok: true, result });
     } catch (error) {
       if (!ToolboxError.isInstance(error)) throw error;

@@ -42,10 +42,11 @@ export class ProtocolError extends Error {
   override readonly name = 'ProtocolError';
 }
 
-/** Parses one request line; throws ProtocolError for bad JSON or an unknown tool. */
+/** Parses one tool request line; throws ProtocolError for bad JSON, an unknown tool, or a session import (serve reads those itself). */
 export function parseRequest(line: string): RequestLine {
   const reading = decodeRequest(line);
   if (reading.kind === 'invalid') throw new ProtocolError(reading.message);
+  if (reading.kind === 'import') throw new ProtocolError('an import request is for a serve session; run the import command instead');
   return reading.request;
 }
 

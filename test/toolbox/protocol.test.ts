@@ -4,6 +4,8 @@ import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { encodeFrameHeader, encodeImportRequest, IMPORT_LAST_FRAME } from '../../sandbox-image/toolbox/contract/protocol.ts';
+import { makeTar } from '../support/sandbox-contract.ts';
 import { makeWorkspace, runToolbox, TOOLBOX, type Workspace } from './toolbox-fixture.ts';
 
 let workspace: Workspace;
@@ -136,5 +138,93 @@ describe('toolbox serve', () => {
     const code = await new Promise((resolve) => child.on('close', resolve));
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ id: 1, ok: true, result: { stdout: 'done\n' } });
+  });
+});
+
+describe('toolbox serve: a session import', () => {
+  /** Frames of `size` bytes and the last frame, as contract/protocol.ts writes them. */
+  function frames(archive: Buffer, size: number): Buffer {
+    const parts: Buffer[] = [];
+    for (let at = 0; at < archive.length; at += size) {
+      const part = archive.subarray(at, at + size);
+      parts.push(Buffer.from(encodeFrameHeader(part.length)), part);
+    }
+    return Buffer.concat([...parts, Buffer.from(IMPORT_LAST_FRAME)]);
+  }
+
+  /** A serve process fed `input` in pieces of `piece` bytes; its answers once `expected` came (stdin then ends), and its exit code. */
+  function serveBytes(
+    input: Buffer,
+    expected: number,
+    piece = 4096,
+  ): Promise<{ answers: Array<Record<string, unknown>>; code: number | null }> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      const answers: Array<Record<string, unknown>> = [];
+      let buffer = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        buffer += chunk.toString();
+        let newline;
+        while ((newline = buffer.indexOf('\n')) !== -1) {
+          answers.push(JSON.parse(buffer.slice(0, newline)) as Record<string, unknown>);
+          buffer = buffer.slice(newline + 1);
+          if (answers.length === expected) child.stdin.end();
+        }
+      });
+      child.stdin.on('error', () => undefined);
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ answers, code }));
+      for (let at = 0; at < input.length; at += piece) child.stdin.write(input.subarray(at, at + piece));
+    });
+  }
+
+  const readA = Buffer.from('{"id":2,"tool":"read_file","input":{"path":"src/a.txt"}}\n');
+
+  it('unpacks an archive sent in frames, answers twice under its id, and reads requests after it from the whole tree', async () => {
+    const archive = makeTar([
+      { name: 'src/a.txt', content: 'alpha\n' },
+      { name: 'big.bin', content: 'x'.repeat(300_000) },
+    ]);
+    // Frames of 1000 bytes fed in pieces of 333: counts and bodies split across reads.
+    const input = Buffer.concat([Buffer.from(encodeImportRequest(1, [])), frames(archive, 1000), readA]);
+    const { answers, code } = await serveBytes(input, 3, 333);
+    expect(code).toBe(0);
+    expect(answers).toEqual([
+      { id: 1, ok: true, result: { receiving: true } },
+      { id: 1, ok: true, result: expect.objectContaining({ files: 2, bytes: 300_006 }) },
+      { id: 2, ok: true, result: expect.objectContaining({ content: 'alpha' }) },
+    ]);
+  });
+
+  it('refuses an archive with an entry outside the workspace, drops the rest of its frames, and keeps serving', async () => {
+    workspace.write({ 'src/a.txt': 'kept\n' });
+    const archive = makeTar([
+      { name: '../escaped.txt', content: 'x' },
+      { name: 'later.txt', content: 'y'.repeat(200_000) },
+    ]);
+    const input = Buffer.concat([Buffer.from(encodeImportRequest(1, [])), frames(archive, 512), readA]);
+    const { answers, code } = await serveBytes(input, 3);
+    expect(code).toBe(0);
+    expect(answers[1]).toMatchObject({ id: 1, ok: false, error: { code: 'OUTSIDE_WORKSPACE' } });
+    expect(answers[2]).toMatchObject({ id: 2, ok: true, result: { content: 'kept' } });
+    expect(existsSync(path.join(workspace.root, '..', 'escaped.txt'))).toBe(false);
+  });
+
+  it('fails the import and ends the session (exit 2) on a frame count that is not a count: nothing after it can be told apart', async () => {
+    const input = Buffer.concat([Buffer.from(encodeImportRequest(1, [])), Buffer.from('12x\nabc'), readA]);
+    const { answers, code } = await serveBytes(input, 3);
+    expect(code).toBe(2);
+    expect(answers).toEqual([
+      { id: 1, ok: true, result: { receiving: true } },
+      { id: 1, ok: false, error: { code: 'INVALID_INPUT', message: expect.stringContaining('frame count') } },
+    ]);
+  });
+
+  it('is a serve request only: `call` refuses it (exit 2)', async () => {
+    const result = await runToolbox(['--root', workspace.root, '--home', workspace.home, 'call'], encodeImportRequest(1, []));
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('serve session');
   });
 });

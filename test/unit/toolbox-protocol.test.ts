@@ -6,8 +6,14 @@ import {
   decodeRequest,
   decodeResponse,
   encodeRequest,
+  encodeFrameHeader,
+  encodeImportRequest,
   encodeResponse,
+  FrameReader,
   idFromLinePrefix,
+  IMPORT_FRAME_MAX_BYTES,
+  IMPORT_LAST_FRAME,
+  isImportUnknown,
   LineSplitter,
   OVERSIZED_PREFIX_BYTES,
 } from '../../sandbox-image/toolbox/contract/protocol.ts';
@@ -15,7 +21,7 @@ import {
 function split(maxLineBytes: number, chunks: Array<string | Buffer>, end = false) {
   const lines: string[] = [];
   const oversized: string[] = [];
-  const splitter = new LineSplitter(maxLineBytes, { line: (line) => lines.push(line), oversized: (prefix) => oversized.push(prefix) });
+  const splitter = new LineSplitter(maxLineBytes, { line: (line) => void lines.push(line), oversized: (prefix) => oversized.push(prefix) });
   for (const chunk of chunks) splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   if (end) splitter.end();
   return { lines, oversized };
@@ -103,5 +109,75 @@ describe('LineSplitter', () => {
     expect(lines).toEqual([]);
     expect(Buffer.byteLength(oversized[0]!)).toBeLessThanOrEqual(OVERSIZED_PREFIX_BYTES);
     expect(idFromLinePrefix(oversized[0]!)).toBe(5);
+  });
+});
+
+describe('a session import on the wire', () => {
+  it('reads back the import request line, and refuses one whose prune is not a list of globs', () => {
+    expect(decodeRequest(encodeImportRequest(3, ['test/**']))).toEqual({ kind: 'import', request: { id: 3, prune: ['test/**'] } });
+    expect(decodeRequest('{"id":4,"import":{}}')).toEqual({ kind: 'import', request: { id: 4, prune: [] } });
+    for (const bad of ['{"id":5,"import":7}', '{"id":5,"import":{"prune":"a"}}', '{"id":5,"import":{"prune":[""]}}']) {
+      expect(decodeRequest(bad)).toMatchObject({ kind: 'invalid' });
+    }
+  });
+
+  it("tells an older toolbox's answer to the request line from an import's own refusal", () => {
+    // The line a toolbox before session imports answers (checked against that bundle).
+    const old = decodeResponse('{"id":1,"ok":false,"error":{"code":"INVALID_INPUT","message":"protocol: unknown tool undefined"}}');
+    expect(old.kind === 'response' && isImportUnknown(old.response)).toBe(true);
+    const refused = decodeResponse('{"id":1,"ok":false,"error":{"code":"INVALID_INPUT","message":"protocol: import.prune must be ..."}}');
+    expect(refused.kind === 'response' && isImportUnknown(refused.response)).toBe(false);
+    expect(isImportUnknown({ ok: true, result: { receiving: true } })).toBe(false);
+  });
+
+  it('hands the bytes after a line whose handler says stop back unread', () => {
+    const lines: string[] = [];
+    const splitter = new LineSplitter(100, {
+      line: (line) => (lines.push(line), line === 'import' ? 'stop' : undefined),
+      oversized: () => undefined,
+    });
+    const rest = splitter.push(Buffer.from('a\nimport\n5\nhello'));
+    expect(lines).toEqual(['a', 'import']);
+    expect(Buffer.from(rest!).toString()).toBe('5\nhello');
+    expect(splitter.push(Buffer.from('b\n'))).toBeUndefined();
+    expect(lines).toEqual(['a', 'import', 'b']);
+  });
+});
+
+describe('FrameReader', () => {
+  const archive = Buffer.from('the archive, in frames of three bytes');
+  const framed = (size: number) => {
+    const parts: string[] = [];
+    for (let at = 0; at < archive.length; at += size)
+      parts.push(encodeFrameHeader(Math.min(size, archive.length - at)) + archive.subarray(at, at + size).toString());
+    return Buffer.from(parts.join('') + IMPORT_LAST_FRAME + '{"id":2}\n');
+  };
+
+  it('gives the body and, after the last frame, what follows, fed in any pieces', () => {
+    for (const piece of [1, 2, 5, 1000]) {
+      const reader = new FrameReader();
+      const input = framed(3);
+      const body: Uint8Array[] = [];
+      let rest: Uint8Array | undefined;
+      for (let at = 0; at < input.length && rest === undefined; at += piece) {
+        const reading = reader.push(input.subarray(at, at + piece));
+        expect(reading.kind).toBe('frames');
+        body.push(...reading.body);
+        if (reading.kind === 'frames') rest = reading.rest;
+      }
+      expect(Buffer.concat(body).toString()).toBe(archive.toString());
+      // The rest of the piece the last frame ended in (later pieces are the caller's).
+      expect('{"id":2}\n'.startsWith(Buffer.from(rest!).toString())).toBe(true);
+    }
+  });
+
+  it('refuses a count that is not a count, or one over the frame bound', () => {
+    for (const bad of ['12x\n', '-1\n', '\n', '123456789\n', `${IMPORT_FRAME_MAX_BYTES + 1}\n`]) {
+      expect(new FrameReader().push(Buffer.from(bad))).toMatchObject({ kind: 'invalid' });
+    }
+    expect(new FrameReader().push(Buffer.from(`${IMPORT_FRAME_MAX_BYTES}\nab`))).toMatchObject({
+      kind: 'frames',
+      body: [Buffer.from('ab')],
+    });
   });
 });

@@ -3,8 +3,9 @@
 // frame, split and read lines with this module and nothing else. One JSON object per line in
 // each direction; a request is {id?, tool, input, callId?}, a response {id?, ok, result | error} with
 // the id written first, so a reader that refuses an oversized line can still tell from its
-// first bytes which request it answers. Pure (no I/O); esbuild bundles it into toolbox.mjs
-// like the rest of contract/, so the image needs no node_modules.
+// first bytes which request it answers. The one exception is a session import (below), whose
+// archive follows its request line as length-prefixed frames. Pure (no I/O); esbuild bundles
+// it into toolbox.mjs like the rest of contract/, so the image needs no node_modules.
 import { isToolErrorCode } from './error-codes.ts';
 import { CALL_ID_MAX_CHARS } from './limits.ts';
 import type { ToolResponse } from './tool-results.ts';
@@ -45,7 +46,8 @@ export interface RequestLine {
 const PROTECT_MAX = 64;
 const PROTECT_GLOB_MAX = 256;
 
-export type RequestReading = { kind: 'request'; request: RequestLine } | { kind: 'invalid'; message: string };
+export type RequestReading =
+  { kind: 'request'; request: RequestLine } | { kind: 'import'; request: ImportRequestLine } | { kind: 'invalid'; message: string };
 export type ResponseReading = { kind: 'response'; id: unknown; response: ToolResponse } | { kind: 'invalid'; message: string };
 
 export function encodeRequest(request: {
@@ -72,6 +74,7 @@ export function decodeRequest(line: string): RequestReading {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { kind: 'invalid', message: 'request must be a JSON object' };
   const { id, tool, input, callId, protect, clean } = value as Record<string, unknown>;
+  if ('import' in value) return decodeImportRequest(id, (value as { import: unknown }).import);
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
   const request: RequestLine = { id, tool, input: input ?? {} };
   if (callId !== undefined) {
@@ -80,18 +83,102 @@ export function decodeRequest(line: string): RequestReading {
     request.callId = callId;
   }
   if (protect !== undefined) {
-    const valid =
-      Array.isArray(protect) &&
-      protect.length <= PROTECT_MAX &&
-      protect.every((glob) => typeof glob === 'string' && glob !== '' && glob.length <= PROTECT_GLOB_MAX);
-    if (!valid) return { kind: 'invalid', message: `protect must be at most ${PROTECT_MAX} globs of 1 to ${PROTECT_GLOB_MAX} characters` };
-    request.protect = protect as string[];
+    if (!isGlobList(protect))
+      return { kind: 'invalid', message: `protect must be at most ${PROTECT_MAX} globs of 1 to ${PROTECT_GLOB_MAX} characters` };
+    request.protect = protect;
   }
   if (clean !== undefined) {
     if (typeof clean !== 'boolean') return { kind: 'invalid', message: 'clean must be a boolean' };
     if (clean) request.clean = true;
   }
   return { kind: 'request', request };
+}
+
+const isGlobList = (value: unknown): value is string[] =>
+  Array.isArray(value) &&
+  value.length <= PROTECT_MAX &&
+  value.every((glob) => typeof glob === 'string' && glob !== '' && glob.length <= PROTECT_GLOB_MAX);
+
+// A session import (`serve` only): a tar stream sent through the kept session instead of a
+// `toolbox import` process of its own, which saves a run an exec and a toolbox start.
+//
+//   -> {"id":7,"import":{"prune":[...]}}        the request line
+//   <- {"id":7,"ok":true,"result":{"receiving":true}}
+//   -> 65536\n<65536 bytes> 812\n<812 bytes> 0\n  the archive in frames, a count of 0 last
+//   <- {"id":7,"ok":true,"result":{...}}           the import's own answer (or its error)
+//
+// The sender waits for `receiving` before the first frame: a toolbox older than session
+// imports answers the request line with INVALID_INPUT ("unknown tool"), and the sender then
+// imports the old way, its archive not yet read. Lines sent after the last frame are requests
+// again. The toolbox may answer before the last frame (an archive it refuses, or one whose
+// end-of-archive marker came); it reads and drops the frames up to the last either way.
+
+export interface ImportRequestLine {
+  id: unknown;
+  /** spec.verify.protect globs removed before the archive is unpacked (the restore before a check), as `import --prune`. */
+  prune: string[];
+}
+
+/** The largest frame a sender writes and a reader accepts. */
+export const IMPORT_FRAME_MAX_BYTES = 1_048_576;
+
+/** The frame that ends a session import's archive. */
+export const IMPORT_LAST_FRAME = '0\n';
+
+export const encodeImportRequest = (id: number, prune: readonly string[]): string => `${JSON.stringify({ id, import: { prune } })}\n`;
+
+/** The count line before a frame of `bytes` bytes (1 to IMPORT_FRAME_MAX_BYTES; 0 is the last frame). */
+export const encodeFrameHeader = (bytes: number): string => `${bytes}\n`;
+
+/** An older toolbox's answer to a session import's request line: it knows no such request. */
+export const isImportUnknown = (response: ToolResponse): boolean =>
+  !response.ok && response.error.code === 'INVALID_INPUT' && response.error.message.startsWith('protocol: unknown tool');
+
+function decodeImportRequest(id: unknown, body: unknown): RequestReading {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return { kind: 'invalid', message: 'import must be a JSON object' };
+  const prune = (body as { prune?: unknown }).prune ?? [];
+  if (!isGlobList(prune))
+    return { kind: 'invalid', message: `import.prune must be at most ${PROTECT_MAX} globs of 1 to ${PROTECT_GLOB_MAX} characters` };
+  return { kind: 'import', request: { id, prune } };
+}
+
+export type FrameReading =
+  /** The archive's bytes in this chunk, in order; `rest` (set after the last frame) is what follows the archive. */
+  | { kind: 'frames'; body: Uint8Array[]; rest?: Uint8Array }
+  /** A count line that is not a count: the stream cannot be followed any further. */
+  | { kind: 'invalid'; body: Uint8Array[]; message: string };
+
+/** Reads a session import's frames from a byte stream, chunk by chunk, without copying the bytes. */
+export class FrameReader {
+  private count = '';
+  private remaining = 0;
+
+  push(chunk: Uint8Array): FrameReading {
+    const body: Uint8Array[] = [];
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.remaining > 0) {
+        const end = Math.min(chunk.length, at + this.remaining);
+        body.push(chunk.subarray(at, end));
+        this.remaining -= end - at;
+        at = end;
+        continue;
+      }
+      const byte = chunk[at++] as number;
+      if (byte !== 0x0a) {
+        this.count += String.fromCharCode(byte);
+        if (this.count.length > 8) return { kind: 'invalid', body, message: 'import frame count too long' };
+        continue;
+      }
+      const count = /^\d+$/.test(this.count) ? Number(this.count) : NaN;
+      this.count = '';
+      if (!(count <= IMPORT_FRAME_MAX_BYTES))
+        return { kind: 'invalid', body, message: `import frame count must be 0 to ${IMPORT_FRAME_MAX_BYTES}` };
+      if (count === 0) return { kind: 'frames', body, rest: chunk.subarray(at) };
+      this.remaining = count;
+    }
+    return { kind: 'frames', body };
+  }
 }
 
 /** One response line, the id first (none for `call` and `import`, which answer one request). */
@@ -127,7 +214,8 @@ export function idFromLinePrefix(prefix: string): unknown {
 }
 
 export interface LineHandlers {
-  line(line: string): void;
+  /** 'stop': the bytes after this line are not lines (a session import's frames); push returns them. */
+  line(line: string): void | 'stop';
   /** A line longer than the bound: its first OVERSIZED_PREFIX_BYTES; the rest is skipped up to the next newline. */
   oversized(prefix: string): void;
 }
@@ -147,7 +235,8 @@ export class LineSplitter {
     private readonly handlers: LineHandlers,
   ) {}
 
-  push(chunk: Uint8Array): void {
+  /** Splits a chunk; returns the bytes after a line whose handler said 'stop', unread. */
+  push(chunk: Uint8Array): Uint8Array | undefined {
     let start = 0;
     while (start < chunk.length) {
       const newline = chunk.indexOf(0x0a, start);
@@ -162,11 +251,13 @@ export class LineSplitter {
           this.handlers.oversized(prefix);
         }
       }
-      if (newline === -1) return;
-      if (!this.skipping) this.emit();
+      if (newline === -1) return undefined;
+      const stop = !this.skipping && this.emit() === 'stop';
       this.skipping = false;
       start = newline + 1;
+      if (stop) return chunk.subarray(start);
     }
+    return undefined;
   }
 
   /** The end of the stream: a last line without a newline still counts. */
@@ -175,10 +266,10 @@ export class LineSplitter {
     this.skipping = false;
   }
 
-  private emit(): void {
+  private emit(): void | 'stop' {
     const line = Buffer.concat(this.pending).toString('utf8');
     this.reset();
-    if (line.trim() !== '') this.handlers.line(line);
+    if (line.trim() !== '') return this.handlers.line(line);
   }
 
   private reset(): void {
