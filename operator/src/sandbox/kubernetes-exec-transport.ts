@@ -65,8 +65,8 @@ export class KubernetesExecTransport implements ToolboxTransport {
   private readonly limits: { connectTimeoutMs: number; keepAliveIntervalMs: number; killGraceMs: number; maxBufferedBytes: number };
   /**
    * The owner check in flight. Starts made while it is in flight wait for it rather than each
-   * reading the pod: a run's prepare opens its tool session and its import together, and one
-   * read then serves both. Each exec still follows a read answered after it was asked for, so
+   * reading the pod: execs opened together (before session imports, a run's prepare opened its
+   * tool session and its import at once) share one read. Each exec still follows a read answered after it was asked for, so
    * the gap between the check and the exec is no wider; a start made later reads again.
    */
   private ownerCheck: Promise<void> | undefined;

@@ -1,6 +1,6 @@
 // One toolbox process per request (`toolbox call` / `toolbox import`): write the request, read
-// exactly one bounded response line. Used when no session is kept, and for imports, whose
-// body is a tar stream rather than a JSON line.
+// exactly one bounded response line. Used when no session is kept, and for an import into a
+// toolbox older than session imports (serve-session.ts).
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
@@ -37,7 +37,7 @@ export async function importInNewProcess(
   tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream,
   options: OneShotOptions,
   prune: readonly string[] = [],
-): Promise<void> {
+): Promise<ToolResponse> {
   const child = await startOrFail(
     transport,
     'import',
@@ -49,11 +49,7 @@ export async function importInNewProcess(
   const sent = pipeline(source, child.stdin).catch(() => undefined);
   const response = await withDeadline(answer, {}, options.defaultTimeoutMs, () => child.kill());
   await sent;
-  if (!response.ok) {
-    throw new SandboxError('IMPORT_REFUSED', `the toolbox refused the workspace archive: ${response.error.message}`, {
-      toolErrorCode: response.error.code,
-    });
-  }
+  return response;
 }
 
 async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand, extra: readonly string[] = []): Promise<ToolboxProcess> {

@@ -1,6 +1,8 @@
 // The Sandbox over any ToolboxTransport, in one of two modes: `call` starts one toolbox
 // process per request (simple, nothing kept), `serve` keeps one session and multiplexes
 // requests over it (no process start per call), starting a new session when the old one died.
+// In serve mode an archive goes through the session too, unless the toolbox is older than
+// session imports: then through a `toolbox import` process of its own, as in call mode.
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { BASH_MAX_TIMEOUT_MS } from '../../../sandbox-image/toolbox/contract/limits.ts';
 import { isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
@@ -49,7 +51,13 @@ export class ToolboxSandbox implements Sandbox {
 
   async importTree(tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, options: ImportOptions = {}): Promise<void> {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
-    await importInNewProcess(this.transport, tar, this.limits, options.prune);
+    const prune = options.prune ?? [];
+    if (this.options.mode === 'serve') {
+      const session = await this.liveSession();
+      const outcome = await session.importTree(tar as AsyncIterable<Uint8Array | string>, prune);
+      if (outcome !== 'unsupported') return refusedImport(outcome);
+    }
+    refusedImport(await importInNewProcess(this.transport, tar, this.limits, prune));
   }
 
   /** Serve mode: starts the session the calls will use (a failed start is tried again by the next call). */
@@ -81,4 +89,12 @@ export class ToolboxSandbox implements Sandbox {
     );
     return this.session;
   }
+}
+
+/** Throws the toolbox's refusal of an archive as a SandboxError('IMPORT_REFUSED'). */
+function refusedImport(response: ToolResponse): void {
+  if (response.ok) return;
+  throw new SandboxError('IMPORT_REFUSED', `the toolbox refused the workspace archive: ${response.error.message}`, {
+    toolErrorCode: response.error.code,
+  });
 }

@@ -42,10 +42,11 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   // status.timings: Clone (with a continuation's diff applied), Import (with its check), Setup.
   const timings: RunTiming[] = [];
   const cloneStarted = deps.now();
-  // The clone (in this worker) and the sandbox's side overlap: the exec of `toolbox import`
-  // starts at once and waits for the archive on stdin, and the run's kept tool session opens
-  // meanwhile, so neither exec's start nor the toolbox's start waits for the clone. The
-  // archive stream yields only the clone's own archive: a failed clone sends nothing.
+  // The clone (in this worker) and the sandbox's side overlap: the run's kept tool session
+  // opens at once, and the import, sent through it (one exec for both), asks the toolbox to
+  // receive and then waits for the archive, so neither the exec nor the toolbox's start waits
+  // for the clone. The archive stream yields only the clone's own archive: a failed clone
+  // sends nothing.
   let dir: string | undefined;
   let importStarted: Date | undefined;
   const archiveReady = (async () => {
@@ -75,7 +76,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   // Settled below; until then a failed clone must not count as unhandled.
   archiveReady.catch(() => undefined);
   async function* archiveStream(): AsyncGenerator<Uint8Array> {
-    // No clone, no archive: stdin ends empty, and the import (which only adds) adds nothing.
+    // No clone, no archive: the archive ends empty, and the import (which only adds) adds nothing.
     const ready = await archiveReady.catch(() => undefined);
     if (!ready) return;
     for await (const chunk of createReadStream(ready.archive)) yield chunk as Uint8Array;

@@ -1,0 +1,68 @@
+// A serve-mode sandbox imports through its kept session (contract/protocol.ts, "session
+// import"): the bundled toolbox as a real process, the transport counted.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LocalProcessTransport } from '../../operator/src/sandbox/local-process-transport.ts';
+import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
+import { ToolboxSandbox } from '../../operator/src/sandbox/toolbox-sandbox.ts';
+import type { ToolboxTransport } from '../../operator/src/sandbox/toolbox-transport.ts';
+import { chunked, makeTar } from '../support/sandbox-contract.ts';
+import { makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
+
+let workspace: Workspace;
+let starts: string[];
+let sandbox: ToolboxSandbox;
+beforeEach(() => {
+  workspace = makeWorkspace();
+  starts = [];
+  const local = new LocalProcessTransport({ toolboxPath: DEFAULT_TOOLBOX_PATH, workspaceDir: workspace.root, homeDir: workspace.home });
+  const counted: ToolboxTransport = { start: (args) => (starts.push(args.join(' ')), local.start(args)) };
+  sandbox = new ToolboxSandbox(counted, { mode: 'serve' });
+});
+afterEach(async () => {
+  await sandbox.close();
+  workspace.cleanup();
+});
+
+const read = (path: string) => sandbox.call({ tool: 'read_file', input: { path } });
+
+describe('a serve-mode sandbox imports through its kept session', () => {
+  it('starts one toolbox for the session, the import and the calls', async () => {
+    await Promise.all([sandbox.open(), sandbox.importTree(chunked(makeTar([{ name: 'a.txt', content: 'alpha\n' }]), 512))]);
+    expect(resultOf(await read('a.txt'))).toMatchObject({ content: 'alpha' });
+    await sandbox.importTree(chunked(makeTar([{ name: 'b.txt', content: 'beta\n' }]), 512), { prune: ['a.txt'] });
+    expect(resultOf(await read('b.txt'))).toMatchObject({ content: 'beta' });
+    expect(starts).toEqual(['serve']);
+  });
+
+  it('writes a call made while the archive streams after its last frame, and answers it from the whole tree', async () => {
+    const archive = makeTar([
+      { name: 'first.txt', content: 'one\n' },
+      { name: 'second.txt', content: 'two\n' },
+    ]);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    async function* slowly(): AsyncGenerator<Uint8Array> {
+      yield archive.subarray(0, 700);
+      await held;
+      yield archive.subarray(700);
+    }
+    const importing = sandbox.importTree(slowly());
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Written now, this line would land inside the archive's frames.
+    const reading = read('second.txt');
+    release();
+    await importing;
+    expect(resultOf(await reading)).toMatchObject({ content: 'two' });
+    expect(starts).toEqual(['serve']);
+  });
+
+  it('refuses an archive it cannot unpack with IMPORT_REFUSED, and the session goes on', async () => {
+    const failure = await sandbox
+      .importTree(chunked(makeTar([{ name: '../out.txt', content: 'x' }]), 512))
+      .catch((error: unknown) => error);
+    expect(failure).toMatchObject({ reason: 'IMPORT_REFUSED', toolErrorCode: 'OUTSIDE_WORKSPACE' });
+    workspace.write({ 'here.txt': 'still\n' });
+    expect(resultOf(await read('here.txt'))).toMatchObject({ content: 'still' });
+    expect(starts).toEqual(['serve']);
+  });
+});
