@@ -82,28 +82,36 @@ describe('toolbox call', () => {
   });
 });
 
-describe('toolbox serve', () => {
-  function serveLines(requests: string[], expected: number): Promise<Array<Record<string, unknown>>> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      });
-      const answers: Array<Record<string, unknown>> = [];
-      let buffer = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString();
-        let newline;
-        while ((newline = buffer.indexOf('\n')) !== -1) {
-          answers.push(JSON.parse(buffer.slice(0, newline)) as Record<string, unknown>);
-          buffer = buffer.slice(newline + 1);
-          if (answers.length === expected) child.stdin.end();
-        }
-      });
-      child.on('error', reject);
-      child.on('close', () => resolve(answers));
-      child.stdin.write(requests.join(''));
+/** A serve process fed `input` in pieces of `piece` bytes; its answers once `expected` came (stdin then ends), and its exit code. */
+function serveBytes(
+  input: Buffer,
+  expected: number,
+  piece = 4096,
+): Promise<{ answers: Array<Record<string, unknown>>; code: number | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
-  }
+    const answers: Array<Record<string, unknown>> = [];
+    let buffer = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      let newline;
+      while ((newline = buffer.indexOf('\n')) !== -1) {
+        answers.push(JSON.parse(buffer.slice(0, newline)) as Record<string, unknown>);
+        buffer = buffer.slice(newline + 1);
+        if (answers.length === expected) child.stdin.end();
+      }
+    });
+    child.stdin.on('error', () => undefined);
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ answers, code }));
+    for (let at = 0; at < input.length; at += piece) child.stdin.write(input.subarray(at, at + piece));
+  });
+}
+
+describe('toolbox serve', () => {
+  const serveLines = async (requests: string[], expected: number) => (await serveBytes(Buffer.from(requests.join('')), expected)).answers;
 
   it('answers each request with its id, in completion order', async () => {
     workspace.write({ 'a.txt': 'alpha\n' });
@@ -150,34 +158,6 @@ describe('toolbox serve: a session import', () => {
       parts.push(Buffer.from(encodeFrameHeader(part.length)), part);
     }
     return Buffer.concat([...parts, Buffer.from(IMPORT_LAST_FRAME)]);
-  }
-
-  /** A serve process fed `input` in pieces of `piece` bytes; its answers once `expected` came (stdin then ends), and its exit code. */
-  function serveBytes(
-    input: Buffer,
-    expected: number,
-    piece = 4096,
-  ): Promise<{ answers: Array<Record<string, unknown>>; code: number | null }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [TOOLBOX, '--root', workspace.root, '--home', workspace.home, 'serve'], {
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      const answers: Array<Record<string, unknown>> = [];
-      let buffer = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString();
-        let newline;
-        while ((newline = buffer.indexOf('\n')) !== -1) {
-          answers.push(JSON.parse(buffer.slice(0, newline)) as Record<string, unknown>);
-          buffer = buffer.slice(newline + 1);
-          if (answers.length === expected) child.stdin.end();
-        }
-      });
-      child.stdin.on('error', () => undefined);
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ answers, code }));
-      for (let at = 0; at < input.length; at += piece) child.stdin.write(input.subarray(at, at + piece));
-    });
   }
 
   const readA = Buffer.from('{"id":2,"tool":"read_file","input":{"path":"src/a.txt"}}\n');

@@ -66,8 +66,9 @@ export class KubernetesExecTransport implements ToolboxTransport {
   /**
    * The owner check in flight. Starts made while it is in flight wait for it rather than each
    * reading the pod: execs opened together (before session imports, a run's prepare opened its
-   * tool session and its import at once) share one read. Each exec still follows a read answered after it was asked for, so
-   * the gap between the check and the exec is no wider; a start made later reads again.
+   * tool session and its import at once) share one read. Each exec still follows a read
+   * answered after it was asked for, so the gap between the check and the exec is no wider; a
+   * start made later reads again.
    */
   private ownerCheck: Promise<void> | undefined;
 

@@ -53,9 +53,8 @@ export class ToolboxSandbox implements Sandbox {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
     const prune = options.prune ?? [];
     if (this.options.mode === 'serve') {
-      const session = await this.liveSession();
-      const outcome = await session.importTree(tar as AsyncIterable<Uint8Array | string>, prune);
-      if (outcome !== 'unsupported') return refusedImport(outcome);
+      const answer = await (await this.liveSession()).importTree(tar as AsyncIterable<Uint8Array | string>, prune);
+      if (answer !== 'unsupported') return refusedImport(answer);
     }
     refusedImport(await importInNewProcess(this.transport, tar, this.limits, prune));
   }
