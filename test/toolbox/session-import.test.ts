@@ -4,18 +4,27 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalProcessTransport } from '../../operator/src/sandbox/local-process-transport.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { ToolboxSandbox } from '../../operator/src/sandbox/toolbox-sandbox.ts';
-import type { ToolboxTransport } from '../../operator/src/sandbox/toolbox-transport.ts';
+import type { ToolboxProcess, ToolboxTransport } from '../../operator/src/sandbox/toolbox-transport.ts';
 import { chunked, makeTar } from '../support/sandbox-contract.ts';
 import { makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 let workspace: Workspace;
 let starts: string[];
 let sandbox: ToolboxSandbox;
+let processes: ToolboxProcess[];
 beforeEach(() => {
   workspace = makeWorkspace();
   starts = [];
+  processes = [];
   const local = new LocalProcessTransport({ toolboxPath: DEFAULT_TOOLBOX_PATH, workspaceDir: workspace.root, homeDir: workspace.home });
-  const counted: ToolboxTransport = { start: (args) => (starts.push(args.join(' ')), local.start(args)) };
+  const counted: ToolboxTransport = {
+    start: async (args) => {
+      starts.push(args.join(' '));
+      const started = await local.start(args);
+      processes.push(started);
+      return started;
+    },
+  };
   sandbox = new ToolboxSandbox(counted, { mode: 'serve' });
 });
 afterEach(async () => {
@@ -64,5 +73,21 @@ describe('a serve-mode sandbox imports through its kept session', () => {
     workspace.write({ 'here.txt': 'still\n' });
     expect(resultOf(await read('here.txt'))).toMatchObject({ content: 'still' });
     expect(starts).toEqual(['serve']);
+  });
+
+  it('fails an import whose session dies mid-archive with a TRANSPORT error, and the next call opens a new session', async () => {
+    const archive = makeTar([{ name: 'big.bin', content: 'z'.repeat(400_000) }]);
+    async function* steadily(): AsyncGenerator<Uint8Array> {
+      for (let at = 0; at < archive.length; at += 16_384) {
+        if (at === 65_536) processes[0]!.kill();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        yield archive.subarray(at, at + 16_384);
+      }
+    }
+    const failure = await sandbox.importTree(steadily()).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ name: 'SandboxError', reason: 'TRANSPORT' });
+    workspace.write({ 'after.txt': 'new session\n' });
+    expect(resultOf(await read('after.txt'))).toMatchObject({ content: 'new session' });
+    expect(starts).toEqual(['serve', 'serve']);
   });
 });
