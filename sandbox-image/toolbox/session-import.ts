@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { FrameReader, type ImportRequestLine } from './contract/protocol.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
-import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
+import { ToolboxError, toolErrorResponse } from './toolbox-error.ts';
 import { writeResponse } from './response-writer.ts';
 import { importWorkspace } from './workspace-import.ts';
 
@@ -26,10 +26,7 @@ export class SessionImport {
     const receiving = writeResponse(output, request.id, { ok: true, result: { receiving: true } });
     this.done = importWorkspace(context, this.archive, request.prune).then(
       (result): ToolResponse => ({ ok: true, result }),
-      (error: unknown): ToolResponse => {
-        const known = ToolboxError.isInstance(error) ? error : toolboxErrorFromFs(error, 'the archive');
-        return { ok: false, error: { code: known.code, message: known.message } };
-      },
+      (error: unknown): ToolResponse => toolErrorResponse(error, 'the archive'),
     );
     void this.done.then(() => (this.settled = true));
     this.answered = Promise.all([receiving, this.done]).then(([, response]) => writeResponse(output, request.id, response));
@@ -44,8 +41,9 @@ export class SessionImport {
     const reading = this.frames.push(chunk);
     for (const part of reading.body) await this.write(part);
     if (reading.kind === 'invalid') {
-      this.archive.destroy(new ToolboxError('INVALID_INPUT', `protocol: ${reading.message}`));
-      throw new ToolboxError('INVALID_INPUT', `protocol: ${reading.message}`);
+      const broken = new ToolboxError('INVALID_INPUT', `protocol: ${reading.message}`);
+      this.archive.destroy(broken);
+      throw broken;
     }
     if (reading.rest === undefined) return undefined;
     this.archive.end();

@@ -17,7 +17,7 @@ import { grep } from './grep.ts';
 import { readFile } from './read-file.ts';
 import { readRepositoryInstructions } from './repository-instructions.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
-import { ToolboxError, toolboxErrorFromFs } from './toolbox-error.ts';
+import { toolErrorResponse } from './toolbox-error.ts';
 import { writeFile } from './write-file.ts';
 
 type Handler = (context: ToolboxContext, input: never) => Promise<unknown>;
@@ -86,7 +86,4 @@ async function runTool(context: ToolboxContext, tool: ToolName, input: unknown):
   }
 }
 
-function errorResponse(error: unknown): ToolResponse {
-  const known = ToolboxError.isInstance(error) ? error : toolboxErrorFromFs(error, 'the path');
-  return { ok: false, error: { code: known.code, message: known.message } };
-}
+const errorResponse = (error: unknown): ToolResponse => toolErrorResponse(error, 'the path');

@@ -1,6 +1,7 @@
 // The one error type tools throw: a stable code from the contract and a message written for
 // the model (what went wrong and what to do next, never the file's contents).
 import type { ToolErrorCode } from './contract/error-codes.ts';
+import type { ToolResponse } from './contract/tool-results.ts';
 
 export class ToolboxError extends Error {
   override readonly name = 'ToolboxError';
@@ -32,4 +33,10 @@ export function toolboxErrorFromFs(error: unknown, displayPath: string): Toolbox
     default:
       return new ToolboxError('IO_ERROR', `${displayPath}: ${code ?? (error instanceof Error ? error.message : String(error))}`);
   }
+}
+
+/** Any failure as the tool error a response carries (an fs error mapped, a ToolboxError as it is). */
+export function toolErrorResponse(error: unknown, displayPath: string): ToolResponse {
+  const known = toolboxErrorFromFs(error, displayPath);
+  return { ok: false, error: { code: known.code, message: known.message } };
 }

@@ -53,7 +53,7 @@ export class ToolboxSandbox implements Sandbox {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
     const prune = options.prune ?? [];
     if (this.options.mode === 'serve') {
-      const answer = await (await this.liveSession()).importTree(tar as AsyncIterable<Uint8Array | string>, prune);
+      const answer = await (await this.liveSession()).importTree(tar, prune);
       if (answer !== 'unsupported') return refusedImport(answer);
     }
     refusedImport(await importInNewProcess(this.transport, tar, this.limits, prune));
