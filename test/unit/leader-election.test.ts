@@ -118,4 +118,46 @@ describe('LeaderElector', () => {
     await running;
     expect(await b.tryAcquireOrRenew()).toBe(true);
   });
+
+  it('releases the lease when the shutdown comes while a renew is on its way', async () => {
+    const store = memoryStore();
+    // The API server answers writes in order; the renew's is held until the test lets it go.
+    let renewHeld: (() => void) | undefined;
+    let writes = Promise.resolve();
+    let hold = false;
+    const ordered: LeaseStore = {
+      get: () => store.get(),
+      create: (lease) => store.create(lease),
+      replace: (lease) => {
+        const gate = hold ? new Promise<void>((resolve) => (renewHeld = resolve)) : Promise.resolve();
+        hold = false;
+        const answer = writes.then(() => gate).then(() => store.replace(lease));
+        writes = answer.then(
+          () => undefined,
+          () => undefined,
+        );
+        return answer;
+      },
+    };
+    const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+    const a = new LeaderElector(ordered, options('a'), logger, () => new Date(0), tick);
+    let started = false;
+    const running = a.run(
+      async () => {
+        started = true;
+      },
+      () => {},
+    );
+    while (!started) await new Promise((resolve) => setTimeout(resolve, 0));
+    hold = true;
+    while (!renewHeld) await new Promise((resolve) => setTimeout(resolve, 0));
+    const releasing = a.release();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    renewHeld();
+    await releasing;
+    await running;
+    expect(store.lease!.spec!.holderIdentity).toBe('');
+    const b = new LeaderElector(store, options('b'), logger, () => new Date(10), tick);
+    expect(await b.tryAcquireOrRenew()).toBe(true);
+  });
 });

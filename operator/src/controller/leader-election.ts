@@ -65,6 +65,8 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private lease: V1Lease | undefined;
+  /** The renew in flight: release() waits for it, or its write would make the release's a conflict. */
+  private renewing: Promise<boolean> | undefined;
 
   constructor(
     private readonly store: LeaseStore,
@@ -143,7 +145,8 @@ export class LeaderElector {
       await this.sleep(retryMs);
       if (this.stopped) break;
       try {
-        if (await this.tryAcquireOrRenew()) {
+        this.renewing = this.tryAcquireOrRenew();
+        if (await this.renewing) {
           lastRenew = this.now().getTime();
           continue;
         }
@@ -164,6 +167,14 @@ export class LeaderElector {
     this.stopped = true;
     if (!this.leading || !this.lease) return;
     this.leading = false;
+    // A shutdown signal can come while a renew is on its way: read the lease after it lands
+    // (its write would make the release's a conflict), waiting no longer than a renew may take.
+    if (this.renewing) {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.renewDeadlineSeconds * 1000)));
+      await Promise.race([this.renewing.catch(() => undefined), bound]);
+      clearTimeout(timer);
+    }
     try {
       const current = (await this.store.get()) ?? this.lease;
       if (current.spec?.holderIdentity !== this.options.identity) return;
