@@ -371,6 +371,10 @@ describe("the chart's RBAC", () => {
       'chamvi.dev/codingschedules/status update': 'a schedule writing its status',
       'chamvi.dev/codingruntemplates get': 'a schedule reading its templateRef',
       'chamvi.dev/codingevals/status update': "a CodingEval's status (test/e2e/evals.test.ts)",
+      'networking.k8s.io/networkpolicies delete':
+        "an isolation probe's policy (test/e2e/isolation.test.ts), a run's own policy an earlier build made (test/integration/controller.test.ts)",
+      'networking.k8s.io/networkpolicies update':
+        "replacing a namespace's sandbox NetworkPolicy someone edited (test/integration/sandbox-network-policies.test.ts)",
     };
     expect(
       Object.keys(notReachedHere).filter((entry) => used.has(entry)),
@@ -380,8 +384,9 @@ describe("the chart's RBAC", () => {
     // replaced when a final diff differs from the last snapshot (workers/run-resources.ts
     // writeDiff); chamvi-finished-runs is replaced when a TTL deletion is recorded (#15.2,
     // test/e2e/gitops-health.test.ts). A NetworkPolicy is read when a reconcile creates one the
-    // watch has not delivered yet (kube-gateway.ts createOrFindHolder: 409, then a read of who
-    // holds the name); seen once in CI under load, on 2026-12-01.
+    // watch has not delivered yet and this process did not make (run-reconciler.ts
+    // ensureSandboxPolicy: 409, then a read of who holds the name); seen once in CI under load,
+    // on 2026-12-01, when every run made its own.
     const sometimes = new Set(['/configmaps update', 'networking.k8s.io/networkpolicies get']);
     const unused = [...granted].filter((entry) => !used.has(entry) && !(entry in notReachedHere) && !sometimes.has(entry)).sort();
     expect(unused, 'granted but never asked for').toEqual([]);

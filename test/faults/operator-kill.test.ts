@@ -40,6 +40,7 @@ import {
 import { FaultScene } from '../support/fault-scene.ts';
 import { eventually, type OperatorProcess } from '../support/operator-process.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
+import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 
 const API_KEY = 'sk-faults-kill-0123456789';
 // A short job lock: the fresh process's workers take over the killed one's jobs quickly.
@@ -264,7 +265,8 @@ async function expectFinishedCleanly(name: string, turns: ScriptTurn[]): Promise
     `${name}'s pod to go`,
   );
   expect(census.count('pods', names.pod), 'sandbox pods the run ever had').toBe(1);
-  expect(census.count('networkpolicies', names.policy)).toBe(1);
+  // One for every run of the namespace, made once (a second uid would be one made again).
+  expect(census.count('networkpolicies', SANDBOX_DENY_ALL_POLICY)).toBe(1);
   expect(census.count('configmaps', names.diff)).toBe(1);
   return status;
 }

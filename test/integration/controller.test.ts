@@ -2,9 +2,11 @@
 // a real process: runs become exactly one locked-down pod, refusals say why, lost pods and
 // deletions are handled, maxActiveRuns holds, restarts and a second replica are safe.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { KubeConfig, Watch, type V1NetworkPolicy } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { selectorString } from '../support/label-selector.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { eventsOf } from '../support/namespaced-runs.ts';
@@ -152,11 +154,17 @@ describe('a single operator', () => {
     expect(container.resources.limits['ephemeral-storage']).toBeDefined();
     expect(JSON.stringify(pod!.spec)).not.toMatch(/secret/i);
 
-    const policy = await json<{ spec: any }>(['get', 'networkpolicy', networkPolicyName(run), '-n', NS]);
-    expect(policy.spec).toMatchObject({
-      podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } },
-      policyTypes: ['Ingress', 'Egress'],
-    });
+    // The namespace's deny-all (one for every run here), and the API server's own answer to
+    // its selector is this pod among the sandboxes.
+    const policy = await json<V1NetworkPolicy>(['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', NS]);
+    expect(policy.spec).toMatchObject({ policyTypes: ['Ingress', 'Egress'] });
+    expect(policy.spec!.ingress ?? []).toEqual([]);
+    expect(policy.spec!.egress ?? []).toEqual([]);
+    expect(policy.metadata!.ownerReferences).toBeUndefined();
+    expect(await podsOf(NS, selectorString(policy.spec!.podSelector))).toContainEqual(
+      expect.objectContaining({ metadata: expect.objectContaining({ name: sandboxPodName(run) }) }),
+    );
+    expect(await kubectl(['get', 'networkpolicy', networkPolicyName(run), '-n', NS])).toMatchObject({ code: 1 });
 
     const describe = await kubectl(['describe', 'crun', 'valid', '-n', NS]);
     expect(describe.stdout).toMatch(
@@ -217,16 +225,33 @@ describe('a single operator', () => {
   }
 
   // A pod being deleted runs on for its grace period (longer on a node that stopped
-  // answering), and so does whatever the model started in it: its NetworkPolicy must go only
-  // after the pod is gone. The order is read off the API server's own revisions: the
-  // resourceVersion of each DELETED watch event is the etcd revision of that deletion.
+  // answering), and so does whatever the model started in it: what fences it in must go only
+  // after the pod is gone. The namespace's deny-all never goes with a run. A run an earlier
+  // build started has a policy of its own, which goes only after the pod: the order is read
+  // off the API server's own revisions (the resourceVersion of each DELETED watch event is
+  // the etcd revision of that deletion).
   it.each([
     ['the run is deleted', (name: string, _pod: string) => kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])],
     ['its pod is deleted (the run fails)', (_name: string, pod: string) => kubectl(['delete', 'pod', pod, '-n', NS, '--wait=false'])],
-  ])('deletes the NetworkPolicy only after the pod is gone when %s', async (when, end) => {
+  ])("keeps the namespace's deny-all, and deletes a run's own policy only after the pod is gone, when %s", async (when, end) => {
     const name = `fenced-${when.includes('fails') ? 'failed' : 'deleted'}`;
     await apply(scriptedRun(NS, name));
     const run = await phaseOf(NS, name, 'Running');
+    // The policy an earlier build of the operator made for every run.
+    await apply({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: {
+        name: networkPolicyName(run),
+        namespace: NS,
+        labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': run.metadata.uid },
+        ownerReferences: [
+          { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name, uid: run.metadata.uid, controller: true, blockOwnerDeletion: true },
+        ],
+      },
+      spec: { podSelector: { matchLabels: { 'chamvi.dev/run-uid': run.metadata.uid } }, policyTypes: ['Ingress', 'Egress'] },
+    });
+    const denyAll = await json<V1NetworkPolicy>(['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', NS]);
     const deletedAt = new Map<string, number>();
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfigPath());
@@ -248,6 +273,8 @@ describe('a single operator', () => {
     }
     if (when.includes('fails')) expect((await getRun(NS, name)).status).toMatchObject({ phase: 'Failed', reason: 'SandboxLost' });
     else await expectNothingLeft(name, run.metadata.uid);
+    const after = await json<V1NetworkPolicy>(['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', NS]);
+    expect(after.metadata!.uid).toBe(denyAll.metadata!.uid);
   });
 
   it.each([

@@ -15,7 +15,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
@@ -129,16 +129,7 @@ beforeAll(async () => {
     metadata: { name: 'script', namespace: NS },
     data: { 'script.json': '{"turns":[{"text":"done"}]}' },
   });
-  for (const name of [
-    VICTIM,
-    POD_TWIN,
-    DIFF_TWIN,
-    'pod-squatted',
-    'pod-squatted-unlabelled',
-    'policy-squatted',
-    'diff-squatted',
-    'diff-owned',
-  ]) {
+  for (const name of [VICTIM, POD_TWIN, DIFF_TWIN, 'pod-squatted', 'pod-squatted-unlabelled', 'diff-squatted', 'diff-owned']) {
     await create(codingRun(name));
     runs[name] = await getRun(name);
   }
@@ -146,17 +137,8 @@ beforeAll(async () => {
   const podSquatted = runs['pod-squatted']!;
   await create(handMadePod(sandboxPodName(podSquatted), operatorLabels(podSquatted)));
   await create(handMadePod(sandboxPodName(runs['pod-squatted-unlabelled']!), { app: 'mine' }));
-  const policySquatted = runs['policy-squatted']!;
-  await create({
-    apiVersion: 'networking.k8s.io/v1',
-    kind: 'NetworkPolicy',
-    metadata: { name: networkPolicyName(policySquatted), namespace: NS, labels: operatorLabels(policySquatted) },
-    // Lets the sandbox talk to anything: what a squatter would want in place of the deny-all.
-    spec: { podSelector: {}, policyTypes: ['Egress'], egress: [{}] },
-  });
   squatters.pod = await getMeta('pod', sandboxPodName(podSquatted));
   squatters.unlabelled = await getMeta('pod', sandboxPodName(runs['pod-squatted-unlabelled']!));
-  squatters.policy = await getMeta('networkpolicy', networkPolicyName(policySquatted));
 
   operator = new OperatorProcess({
     kubeconfig: kubeconfigPath(),
@@ -179,15 +161,13 @@ afterAll(async () => {
 });
 
 describe('security #11.6 derived names do not collide', () => {
-  it('gives a long-named run and runs named like its old cut-and-hashed prefixes distinct pods and policies, each its own', async () => {
+  it('gives a long-named run and runs named like its old cut-and-hashed prefixes distinct pods, each its own', async () => {
     expect(nameBeforeFix(POD_TWIN, 'sandbox')).toBe(nameBeforeFix(VICTIM, 'sandbox')); // the collision before the fix
     const started = await Promise.all([VICTIM, POD_TWIN, DIFF_TWIN].map((name) => phaseOf(name, 'Running')));
     const podNames = new Set<string>();
     for (const run of started) {
       const pod = await getMeta('pod', sandboxPodName(run));
       expect(pod.ownerReferences).toEqual([expect.objectContaining({ uid: run.metadata.uid, controller: true })]);
-      const policy = await getMeta('networkpolicy', networkPolicyName(run));
-      expect(policy.ownerReferences).toEqual([expect.objectContaining({ uid: run.metadata.uid, controller: true })]);
       expect(run.status!.podName).toBe(pod.name);
       podNames.add(pod.name);
     }
@@ -289,11 +269,10 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
   });
 });
 
-describe("security #11.14 a pod or policy made by hand under the run's name is not the run's", () => {
+describe("security #11.14 a pod made by hand under the run's name is not the run's", () => {
   it.each([
     ["a pod with the operator's labels and no ownerReference", 'pod-squatted', 'pod', 'Pod'],
     ["a pod without the operator's labels (no informer sees it)", 'pod-squatted-unlabelled', 'unlabelled', 'Pod'],
-    ["a NetworkPolicy with the operator's labels that allows all egress", 'policy-squatted', 'policy', 'NetworkPolicy'],
   ])(
     '%s: the run fails SandboxNameTaken, the agent never starts, the object is neither used nor deleted',
     async (_, name, squatter, kind) => {
@@ -312,7 +291,7 @@ describe("security #11.14 a pod or policy made by hand under the run's name is n
       expect(actions).not.toContain('createPod');
 
       // Still there, the same object, not being deleted; and still so once the run is deleted.
-      const resource = kind === 'Pod' ? 'pod' : 'networkpolicy';
+      const resource = 'pod';
       const after = await getMeta(resource, held.name);
       expect(after.uid).toBe(held.uid);
       expect(after.deletionTimestamp).toBeUndefined();

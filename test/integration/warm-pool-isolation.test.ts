@@ -1,6 +1,6 @@
 // Warm pool isolation against the real API server and kwok: the pool's deny-all
 // NetworkPolicy exists before the pool's first pod and selects it, and a run that claims a
-// pool pod has its own NetworkPolicy in place before the claim, and both before the agent
+// pool pod has the namespace's sandbox deny-all in place before the claim, and both before the agent
 // (clone, import, setup: the first run-controlled process) is started. The pool loop and
 // the reconciler are the operator's own, with the real gateways; the caches are read again
 // from the API server before each pass, and the agent only records what it found.
@@ -23,7 +23,8 @@ import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
-import { networkPolicyName } from '../../operator/src/reconcile/names.ts';
+import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { selectorString } from '../support/label-selector.ts';
 import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import {
   POOL_ISOLATION_LABEL,
@@ -57,10 +58,7 @@ function snapshotCache<T extends { metadata?: { name?: string; namespace?: strin
 
 /** The pods of the namespace that a policy's podSelector selects, as the API server answers the selector. */
 async function selectedBy(selector: V1LabelSelector): Promise<string[]> {
-  expect(selector.matchExpressions ?? []).toEqual([]);
-  const labelSelector = Object.entries(selector.matchLabels ?? {})
-    .map(([key, value]) => `${key}=${value}`)
-    .join(',');
+  const labelSelector = selectorString(selector);
   return (await core.listNamespacedPod({ namespace, labelSelector })).items.map((pod) => pod.metadata!.name!);
 }
 
@@ -134,9 +132,9 @@ describe('warm pool isolation', () => {
     expect(steps.filter((entry) => entry.step === 'createPoolPod')).toHaveLength(1);
   }, 90_000);
 
-  it('a claiming run gets its own policy before the claim, and the agent starts after both, in a pod both deny-alls select', async () => {
+  it("a claiming run gets the namespace's sandbox deny-all before the claim, and the agent starts after both, in a pod both deny-alls select", async () => {
     const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    const created = (await custom.createNamespacedCustomObject({
+    await custom.createNamespacedCustomObject({
       group: 'chamvi.dev',
       version: 'v1alpha1',
       namespace,
@@ -151,8 +149,8 @@ describe('warm pool isolation', () => {
           model: { provider: 'scripted', scriptRef: { name: 's' } },
         },
       },
-    })) as CodingRun;
-    const runPolicyName = networkPolicyName(created);
+    });
+    const runPolicyName = SANDBOX_DENY_ALL_POLICY; // the namespace's, which selects every run's pod
     const realKube = createKubeGateway(kubeConfig);
     const kube: KubeGateway = {
       ...realKube,
@@ -207,11 +205,11 @@ describe('warm pool isolation', () => {
     expect(policyAt).toBeGreaterThanOrEqual(0);
     expect(claimAt).toBeGreaterThan(policyAt);
     expect(order.indexOf('startAgent')).toBeGreaterThan(claimAt);
-    // At the claim the API server already held the run's policy (not merely asked for).
+    // At the claim the API server already held the namespace's sandbox deny-all (not merely asked for).
     expect(steps[claimAt]!.step).toBe(`claim ${poolPodName}`);
     expect(steps[claimAt]!.policies).toContain(runPolicyName);
 
-    // When the agent starts, its pod is the claimed pool pod, selected by the run's policy
+    // When the agent starts, its pod is the claimed pool pod, selected by the namespace's deny-all
     // and still by the pool's deny-all (the claim keeps the label it selects).
     expect(atStart!.pod.metadata!.name).toBe(poolPodName);
     expect(atStart!.pod.metadata!.labels![POOL_ISOLATION_LABEL]).toBe(pool.name);

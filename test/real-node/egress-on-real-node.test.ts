@@ -1,17 +1,18 @@
 // Issue #12 on a real kubelet + containerd node with kube-router enforcing NetworkPolicy, for a
 // proxy outside the cluster (config egressProxy.ipBlock): a sandbox pod built by the operator's
-// own functions for a run with spec.sandbox.egress, and its NetworkPolicy, which allows the
-// proxy's address alone. The proxy runs as a process on the node's bridge address, in front of
+// own functions for a run with spec.sandbox.egress, and the namespace's two sandbox
+// NetworkPolicies (the deny-all, and the egress policy that allows the proxy's address alone). The proxy runs as a process on the node's bridge address, in front of
 // a registry stand-in on the same address. Through the proxy, with the credential the pod's
 // environment carries, the registry answers; straight to the registry, the connection fails,
-// and without the policy the same direct connection succeeds (the control case). The proxy as
+// and without the policies the same direct connection succeeds (the control case). The proxy as
 // the chart runs it, in the cluster behind its Service, is test/real-node/helm-install.test.ts.
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { sandboxPoliciesFor } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-process.ts';
 import { connectFrom, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
@@ -59,7 +60,7 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
   let registryPort = 0;
   let proxy: EgressProxyProcess;
   const pod: SandboxPod = { namespace, name: '' };
-  let policyName = '';
+  let policyNames: string[] = [];
 
   beforeAll(async () => {
     await createNamespace(namespace, { restricted: true });
@@ -117,8 +118,10 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
     };
     const sandbox = unowned(buildSandboxPod(run, config));
     pod.name = sandbox.metadata!.name!;
-    const policy = unowned(buildNetworkPolicy(run, config));
-    policyName = policy.metadata!.name!;
+    // The namespace's two sandbox policies, as the operator makes them for this run: the
+    // deny-all and the egress policy (the pod carries the label it selects).
+    const policies = sandboxPoliciesFor(run, config);
+    policyNames = policies.map((policy) => policy.metadata!.name!);
     await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(sandbox) });
     const ready = await kubectl(['wait', '-n', namespace, `pod/${pod.name}`, '--for=condition=Ready', '--timeout=120s'], {
       timeoutMs: 130_000,
@@ -132,7 +135,7 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
         (o) => o === 'connected',
       ),
     ).toBe('connected');
-    await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(policy) });
+    for (const policy of policies) await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(policy) });
   }, 300_000);
 
   afterAll(async () => {
@@ -141,7 +144,7 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
     await deleteNamespace(namespace);
   });
 
-  it('cannot reach the registry directly once the policy applies', async () => {
+  it('cannot reach the registry directly once the policies apply', async () => {
     expect(
       await until(
         () => connectFrom(pod, bridgeIp, registryPort),
@@ -163,8 +166,8 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
     expect(outcome, outcome.startsWith('403') ? '' : await diagnosis(pod, proxy, bridgeIp)).toMatch(/^403 .*rule not-on-run-list/);
   });
 
-  it('and the policy, not something else, blocked the direct connection', async () => {
-    await kubectlOk(['delete', 'networkpolicy', '-n', namespace, policyName]);
+  it('and the policies, not something else, blocked the direct connection', async () => {
+    await kubectlOk(['delete', 'networkpolicy', '-n', namespace, ...policyNames]);
     expect(
       await until(
         () => connectFrom(pod, bridgeIp, registryPort),

@@ -27,6 +27,7 @@ import { startNpmRegistryServer, type NpmRegistryServer } from '../support/npm-r
 import { connectFrom, connectThroughProxy, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
 import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
 import { runProcess, startProcess, type StartedProcess } from '../support/run-process.ts';
+import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 
 const unavailable = inject('realNodeUnavailable') || inject('realNodeInClusterUnavailable');
 const RELEASE = 'chamvi';
@@ -731,8 +732,10 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     await phaseOf('left-waiting', ['WaitingForApproval']);
     const owned = async (kind: string) =>
       (await kubectl(['get', kind, '-n', RUNS, '-l', 'chamvi.dev/run=left-waiting', '-o', 'name'])).stdout.trim();
+    const denyAll = ['get', 'networkpolicy', SANDBOX_DENY_ALL_POLICY, '-n', RUNS, '-o', 'jsonpath={.metadata.uid}'];
     expect(await owned('pods')).not.toBe('');
-    expect(await owned('networkpolicies')).not.toBe('');
+    const denyAllUid = await kubectlOk(denyAll);
+    expect(denyAllUid).not.toBe('');
 
     const uninstall = await helm(['uninstall', RELEASE, '-n', NS, '--wait', '--timeout', '2m']);
     expect(uninstall.stderr).not.toMatch(/Error/);
@@ -770,20 +773,17 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     expect(await statusOf('left-waiting')).toMatchObject({ phase: 'WaitingForApproval' });
     // The operator's Lease and the release namespace are not the chart's: they stay.
     expect(await kubectlOk(['get', 'lease', FULLNAME, '-n', NS, '-o', 'name'])).toContain(FULLNAME);
-    // The waiting run's sandbox pod and NetworkPolicy stay with it (owned by the run).
+    // The waiting run's sandbox pod stays with it (owned by the run), and so does the
+    // namespace's sandbox deny-all that fences it in (the operator's, not the chart's).
     expect(await owned('pods')).not.toBe('');
-    expect(await owned('networkpolicies')).not.toBe('');
+    expect(await kubectlOk(denyAll)).toBe(denyAllUid);
 
     // Deleting a run now waits on its finalizer (no operator to clean up); removing the
-    // finalizer deletes it, and the garbage collector its pod and policy.
+    // finalizer deletes it, and the garbage collector its pod.
     await kubectlOk(['delete', 'crun', 'left-waiting', '-n', RUNS, '--wait=false']);
     await new Promise((resolve) => setTimeout(resolve, 3000));
     expect(await kubectlOk(['get', 'crun', 'left-waiting', '-n', RUNS, '-o', 'jsonpath={.metadata.deletionTimestamp}'])).not.toBe('');
     await kubectlOk(['patch', 'crun', 'left-waiting', '-n', RUNS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
-    await eventually(
-      async () => ((await owned('pods')) === '' && (await owned('networkpolicies')) === '' ? true : undefined),
-      60_000,
-      "the run's pod and policy to be collected",
-    );
+    await eventually(async () => ((await owned('pods')) === '' ? true : undefined), 60_000, "the run's pod to be collected");
   }, 240_000);
 });

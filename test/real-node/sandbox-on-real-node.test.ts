@@ -6,7 +6,9 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
-import { realNodeNetworkPolicy, realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
+import { realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
+import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
 
 const unavailable = inject('realNodeUnavailable');
 const namespace = `real-node-${process.pid}`;
@@ -53,9 +55,11 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
   const image = inject('realNodeSandboxImage');
   const sandbox = realNodeSandboxPod(namespace, 'probe', '00000000-0000-4000-8000-00000000a001', image);
   const sandboxName = sandbox.metadata!.name!;
-  const policy = realNodeNetworkPolicy(namespace, 'probe', '00000000-0000-4000-8000-00000000a001');
-  // Another pod on the node, listening: the "other pod" a sandbox must not reach.
+  const policy = sandboxDenyAllPolicy(namespace);
+  // Another pod on the node, listening: the "other pod" a sandbox must not reach. Not a
+  // sandbox (no run uid label), so the deny-all fences in only the sandbox's side.
   const listener = realNodeSandboxPod(namespace, 'listener', '00000000-0000-4000-8000-00000000a002', image);
+  delete listener.metadata!.labels![RUN_UID_LABEL];
   listener.spec!.containers[0]!.args = ['node', '-e', "require('net').createServer(s=>s.end('hi')).listen(8080)"];
   let hostListener: Server;
   let hostPort = 0;
@@ -140,7 +144,7 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
     expect(await exec(sandboxName, ['true'])).toMatchObject({ code: 0 });
   });
 
-  it("enforces the run's deny-all NetworkPolicy: without it the host and another pod answer, with it neither does", async () => {
+  it("enforces the namespace's sandbox deny-all NetworkPolicy: without it the host and another pod answer, with it neither does", async () => {
     const bridgeIp = inject('realNodeBridgeIp');
     // Control case: no policy yet, both connections succeed (so the refusal below means the policy).
     expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');

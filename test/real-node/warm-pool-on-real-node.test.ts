@@ -2,14 +2,15 @@
 // NetworkPolicy: a pool pod built by the operator's own functions reaches a server on the
 // node's bridge without a policy (the control case), not once its pool's deny-all applies,
 // and still not once it is claimed for a run (the claim patch as the operator sends it, the
-// run's policy made first); with the pool's policy gone the run's still holds it, and only
-// with both gone does the connection succeed again: the policies, not something else, blocked it.
+// namespace's sandbox deny-all made first); with the pool's policy gone the namespace's still
+// holds it, and only with both gone does the connection succeed again: the policies, not
+// something else, blocked it.
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { buildNetworkPolicy } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { claimPatch, warmPoolNetworkPolicy, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
 import { connectFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
@@ -84,13 +85,13 @@ describe.skipIf(unavailable !== '')(`a warm pool pod on a real node${unavailable
     expect(await until(connect, (o) => o !== 'connected')).not.toBe('connected');
   });
 
-  it("claimed for a run (its policy first), still none; with the pool's policy gone the run's holds it", async () => {
-    const runPolicy = buildNetworkPolicy(run);
+  it("claimed for a run (the namespace's deny-all first), still none; with the pool's policy gone the namespace's holds it", async () => {
+    const runPolicy = sandboxDenyAllPolicy(namespace);
     await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(runPolicy) });
     await kubectlOk(['patch', 'pod', pod.name, '-n', namespace, '--type=json', '-p', JSON.stringify(claimPatch(run, pool, 600))]);
     expect(await connect()).not.toBe('connected');
     await kubectlOk(['delete', 'networkpolicy', '-n', namespace, warmPoolNetworkPolicy(pool).metadata!.name!]);
-    // Give kube-router the time it took to apply a policy above: the run's policy must keep it closed.
+    // Give kube-router the time it took to apply a policy above: the namespace's deny-all must keep it closed.
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     expect(await connect()).not.toBe('connected');
     await kubectlOk(['delete', 'networkpolicy', '-n', namespace, runPolicy.metadata!.name!]);

@@ -10,7 +10,7 @@ import { stringify } from 'yaml';
 import { Informer, type CachedObject } from '../../operator/src/controller/informer.ts';
 import { APPROVAL_ANNOTATION, approvalInputSha256, encodeApprovalAnnotation } from '../../operator/src/reconcile/approval-answer.ts';
 import { decodeDiff, type DiffData } from '../../operator/src/reconcile/diff-config-map.ts';
-import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubeconfigPath, kubectl } from './cluster.ts';
 import { OperatorProcess, eventually, type LogLine } from './operator-process.ts';
 import type { FakeReply } from './fake-openai-server.ts';
@@ -203,9 +203,9 @@ export class RunNamespace {
   }
 
   /** The names the operator derives for the run `name` (from its uid: security #11.6). */
-  async derivedNames(name: string): Promise<{ pod: string; policy: string; diff: string }> {
+  async derivedNames(name: string): Promise<{ pod: string; diff: string }> {
     const run = { metadata: { name, uid: (await this.run(name)).metadata.uid } };
-    return { pod: sandboxPodName(run), policy: networkPolicyName(run), diff: diffConfigMapName(run) };
+    return { pod: sandboxPodName(run), diff: diffConfigMapName(run) };
   }
 
   /** The diff in the run's diff ConfigMap under its derived name, undefined when there is none. */

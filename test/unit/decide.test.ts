@@ -4,7 +4,13 @@ import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { AGENT_RECHECK_MS, REFUSED_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
-import { networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import {
+  SANDBOX_DENY_ALL_POLICY,
+  SANDBOX_EGRESS_POLICY,
+  sandboxDenyAllPolicy,
+  sandboxEgressPolicy,
+} from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import type { ObservedRun, RefusedObject, SandboxPodView, TakenName } from '../../operator/src/reconcile/observed-run.ts';
 import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
 import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
@@ -38,6 +44,8 @@ function observe(r: CodingRun, overrides: Partial<ObservedRun> = {}): ObservedRu
   return {
     run: r,
     networkPolicyExists: false,
+    // The namespace's deny-all is in place unless a test says otherwise.
+    sandboxPolicies: [sandboxDenyAllPolicy(r.metadata.namespace)],
     ownedConfigMaps: [],
     references: { secrets: { llm: ['apiKey'] }, configMaps: {}, secretLabels: { llm: { 'chamvi.dev/usable-by-runs': 'true' } } } as never,
     admission: { admit: true, sequence: 1 },
@@ -60,9 +68,9 @@ const final: KeptDiff = {
 const snapshot: KeptDiff = { ...final, source: 'snapshot' };
 
 describe('decide: accepting a new run', () => {
-  it('adds the finalizer first, then admits a valid run and creates policy and pod', () => {
-    const decision = decide(observe(run({ metadata: { finalizers: [] } })), config, now);
-    expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
+  it("adds the finalizer first, then admits a valid run and makes the namespace's policy and the pod", () => {
+    const decision = decide(observe(run({ metadata: { finalizers: [] } }), { sandboxPolicies: [] }), config, now);
+    expect(types(decision)).toEqual(['addFinalizer', 'ensureSandboxPolicy', 'createPod']);
     expect(decision.status).toMatchObject({
       phase: 'Provisioning',
       podName: sandboxPodName(run()),
@@ -518,7 +526,7 @@ describe('security #11.14 decide: a foreign object holding the sandbox name', ()
   // Accepted already, so only the sandbox is left to decide.
   const admitted = (overrides: Parameters<typeof run>[0] = {}) => run({ ...overrides, status: { phase: 'Pending', conditions: accepted } });
   const foreignPod: TakenName = { kind: 'Pod', name: sandboxPodName(run()), why: 'it has no controller ownerReference' };
-  const foreignPolicy: TakenName = { kind: 'NetworkPolicy', name: networkPolicyName(run()), why: 'it has no controller ownerReference' };
+  const foreignPolicy: TakenName = { kind: 'NetworkPolicy', name: SANDBOX_DENY_ALL_POLICY, why: 'it has no controller ownerReference' };
 
   it.each([
     [
@@ -591,7 +599,7 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
     };
     const decision = decide(observe(fresh, { isolation }), strict, now);
     expect(types(decision)).not.toContain('createPod');
-    expect(types(decision)).not.toContain('createNetworkPolicy');
+    expect(types(decision)).not.toContain('ensureSandboxPolicy');
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'IsolationNotEnforced' });
     expect(decision.status!.message).toContain(
       'NetworkPolicy is not enforced in namespace agents: a probe pod under a deny-all NetworkPolicy still reached 10.0.0.5:8080',
@@ -602,8 +610,8 @@ describe('security #11.8 decide: no sandbox where NetworkPolicy is not enforced'
   });
 
   it('lets a run through where the probe showed enforcement: policy and pod are created', () => {
-    const decision = decide(observe(fresh, { isolation: { verdict: 'enforced' } }), strict, now);
-    expect(types(decision)).toEqual(['addFinalizer', 'createNetworkPolicy', 'createPod']);
+    const decision = decide(observe(fresh, { isolation: { verdict: 'enforced' }, sandboxPolicies: [] }), strict, now);
+    expect(types(decision)).toEqual(['addFinalizer', 'ensureSandboxPolicy', 'createPod']);
     expect(decision.status).toMatchObject({ phase: 'Provisioning' });
   });
 
@@ -850,5 +858,72 @@ describe('decide: the API server refuses an object of the run (#13.9)', () => {
     const provisioning = run({ status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted } });
     const decision = decide(observe(provisioning, { refused: [quota] }), config, now);
     expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
+  });
+});
+
+describe("decide: the namespace's sandbox NetworkPolicies (#17.5: one pair a namespace, not one a run)", () => {
+  const egressConfig = loadOperatorConfig(
+    {
+      allowRepo: ['https://github.com/acme/*'],
+      allowUnisolatedSandboxes: true,
+      allowEgress: ['*'],
+      egressKey: 'e'.repeat(64),
+      egressProxy: { address: '10.96.0.50', port: 3128 },
+    },
+    {},
+  );
+  const withEgress = (status: CodingRun['status']) =>
+    run({ spec: { sandbox: { egress: { allow: ['registry.npmjs.org'] } } } as never, status: status! });
+  const provisioningStatus = {
+    phase: 'Provisioning' as const,
+    startTime: minutesAgo(1),
+    podName: sandboxPodName(run()),
+    conditions: accepted,
+  };
+  const runningStatus = { ...provisioningStatus, phase: 'Running' as const };
+  const denyAll = sandboxDenyAllPolicy('agents');
+  const egressPolicy = sandboxEgressPolicy('agents', egressConfig);
+  const ensured = (decision: ReturnType<typeof decide>) =>
+    decision.actions.flatMap((action) => (action.type === 'ensureSandboxPolicy' ? [action.policy.metadata!.name] : []));
+  const edited = { ...denyAll, spec: { ...denyAll.spec!, egress: [{ to: [{ ipBlock: { cidr: '0.0.0.0/0' } }] }] } };
+
+  it.each([
+    ['a provisioning run, none in place', run({ status: provisioningStatus }), [], config, [SANDBOX_DENY_ALL_POLICY]],
+    ['a provisioning run, the deny-all in place', run({ status: provisioningStatus }), [denyAll], config, []],
+    [
+      'a run with egress, none in place',
+      withEgress(provisioningStatus),
+      [],
+      egressConfig,
+      [SANDBOX_DENY_ALL_POLICY, SANDBOX_EGRESS_POLICY],
+    ],
+    ['a run with egress, the deny-all in place', withEgress(provisioningStatus), [denyAll], egressConfig, [SANDBOX_EGRESS_POLICY]],
+    ['a run with egress, both in place', withEgress(provisioningStatus), [denyAll, egressPolicy], egressConfig, []],
+    ['a running run whose deny-all someone deleted', run({ status: runningStatus }), [], config, [SANDBOX_DENY_ALL_POLICY]],
+    ['a running run whose deny-all someone opened up', run({ status: runningStatus }), [edited], config, [SANDBOX_DENY_ALL_POLICY]],
+    ['a run, the operator configured to make no policy', run({ status: provisioningStatus }), [], { ...config, networkPolicy: false }, []],
+  ])('%s: makes %j', (_why, subject, found, cfg, names) => {
+    const decision = decide(
+      observe(subject, { sandboxPolicies: found, ...(subject.status?.phase === 'Running' ? { pod: pod() } : {}) }),
+      cfg,
+      now,
+    );
+    expect(ensured(decision)).toEqual(names);
+  });
+
+  it('makes the policies before the pod, in one decision', () => {
+    const decision = decide(observe(run({ status: provisioningStatus }), { sandboxPolicies: [] }), config, now);
+    expect(types(decision)).toEqual(['ensureSandboxPolicy', 'createPod']);
+  });
+
+  it('makes nothing for a finished or deleted run, and deletes an own policy an earlier build made once its pod is gone', () => {
+    const finished = run({ status: { phase: 'Succeeded', completionTime: minutesAgo(1), conditions: accepted } });
+    expect(types(decide(observe(finished, { sandboxPolicies: [] }), config, now))).toEqual([]);
+    expect(types(decide(observe(finished, { sandboxPolicies: [], networkPolicyExists: true }), config, now))).toEqual([
+      'stopAgent',
+      'deleteNetworkPolicy',
+    ]);
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: finished.status! });
+    expect(types(decide(observe(deleted, { sandboxPolicies: [] }), config, now))).toEqual(['stopAgent', 'removeFinalizer']);
   });
 });

@@ -6,7 +6,7 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import { buildDiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, networkPolicyName, runNameLabel, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { controllingRunName, isOwnedByRun, whyNotOwned } from '../../operator/src/reconcile/ownership.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const run = (name: string, uid: string) => ({ metadata: { name, uid } });
@@ -113,7 +113,7 @@ describe('the chamvi.dev/run label of a run with a long name (#13.9)', () => {
       spec,
     } as ParsedCodingRun;
     const config = loadOperatorConfig({}, {});
-    for (const object of [buildSandboxPod(parsed, config), buildNetworkPolicy(parsed), buildDiffConfigMap(parsed, 'diff')]) {
+    for (const object of [buildSandboxPod(parsed, config), buildDiffConfigMap(parsed, 'diff')]) {
       expect(object.metadata!.labels!['chamvi.dev/run']).toBe(runNameLabel(long));
       expect(controllingRunName(object)).toBe(long);
     }

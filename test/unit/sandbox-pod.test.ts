@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 
 const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
 
@@ -100,17 +100,5 @@ describe('buildSandboxPod', () => {
     expect(custom.spec!.containers[0]!.image).toBe('python:3.12');
     expect(custom.spec!.containers[0]!.command![0]).toBe('/opt/chamvi/node');
     expect(custom.spec!.volumes!.map((volume) => volume.name)).toContain('chamvi-tools');
-  });
-});
-
-describe('buildNetworkPolicy', () => {
-  it("selects only this run's pod and denies all ingress and egress", () => {
-    const policy = buildNetworkPolicy(parsedRun());
-    expect(policy.spec).toEqual({
-      podSelector: { matchLabels: { 'chamvi.dev/run-uid': 'uid-1' } },
-      policyTypes: ['Ingress', 'Egress'],
-      ingress: [],
-      egress: [],
-    });
   });
 });

@@ -4,7 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
+import { selectorMatches } from '../support/label-selector.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { claimOrder, planWarmPool, type PoolPodView } from '../../operator/src/reconcile/warm-pool-plan.ts';
 import {
   POOL_ISOLATION_LABEL,
@@ -186,11 +188,11 @@ describe("a pool's deny-all NetworkPolicy", () => {
     expect(selects(policy.spec!.podSelector!.matchLabels, other.metadata!.labels!)).toBe(false);
   });
 
-  it("keeps selecting a claimed pod, which the run's own policy selects too: no moment selected by no policy", () => {
+  it("keeps selecting a claimed pod, which the namespace's sandbox deny-all selects too: no moment selected by no policy", () => {
     const claimed = labelsAfter(poolPod.metadata!.labels!, claimPatch(run, pool, 360) as Array<{ op: string; path: string }>);
     expect(claimed[WARM_POOL_LABEL]).toBeUndefined();
     expect(selects(policy.spec!.podSelector!.matchLabels, claimed)).toBe(true);
-    expect(selects(buildNetworkPolicy(run).spec!.podSelector!.matchLabels, claimed)).toBe(true);
+    expect(selectorMatches(sandboxDenyAllPolicy(pool.namespace).spec!.podSelector, claimed)).toBe(true);
   });
 
   it("a policy holding its name with other rules, another selector or no label is not the pool's", () => {

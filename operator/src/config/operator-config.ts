@@ -350,7 +350,12 @@ export const operatorConfigSchema = z
         'Warm sandbox pools: ready pods per namespace and image, each claimed by one run whose pod would be the same ' +
           '(no spec.sandbox env, egress or resources of its own), so the run skips pod start. Empty: no pools.',
       ),
-    networkPolicy: z.boolean().default(true).describe('Create a deny-all NetworkPolicy per sandbox.'),
+    networkPolicy: z
+      .boolean()
+      .default(true)
+      .describe(
+        'Fence sandboxes in: one deny-all NetworkPolicy per run namespace, selecting every sandbox pod (and one allowing the egress proxy to runs with egress).',
+      ),
     /**
      * Security #11.8: a NetworkPolicy isolates nothing where no CNI enforces it. Runs start only
      * where a probe showed enforcement, unless an admin accepts unisolated sandboxes here.

@@ -150,10 +150,16 @@ export class RunController {
         if (deleted || pod.metadata?.deletionTimestamp) this.wakeWaitingRuns();
       },
     );
-    const policyInformers = owned<V1NetworkPolicy>('/apis/networking.k8s.io/v1', 'networkpolicies', (namespace, labelSelector) =>
-      namespace
-        ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector })
-        : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
+    const policyInformers = owned<V1NetworkPolicy>(
+      '/apis/networking.k8s.io/v1',
+      'networkpolicies',
+      (namespace, labelSelector) =>
+        namespace
+          ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector })
+          : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
+      undefined,
+      // A namespace's sandbox policies have no owner to wake: the reconciler wakes its runs.
+      (policy, deleted) => this.reconciler.sandboxPolicyChanged(policy, deleted),
     );
     // A run's diff ConfigMap holds up to 1 MiB and lives as long as the run; the reconciler
     // needs only its name and owner. Cached whole, the operator would grow by the size of

@@ -31,6 +31,15 @@ import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 import { DeletionsSent } from './deletions-sent.ts';
+import { SandboxPoliciesMade } from './sandbox-policies-made.ts';
+import {
+  SANDBOX_DENY_ALL_POLICY,
+  SANDBOX_EGRESS_POLICY,
+  isSandboxPolicyAsWanted,
+  isSandboxPolicyLabelled,
+  sandboxDenyAllPolicy,
+  sandboxEgressPolicy,
+} from '../reconcile/sandbox-network-policy.ts';
 
 /** The record of a TTL-deleted run of this name, from the cached chamvi-finished-runs (#15.2). */
 function finishedBefore(configMap: V1ConfigMap | undefined, name: string): { finishedBefore?: FinishedRunRecord } {
@@ -197,10 +206,34 @@ export class RunReconciler {
   private readonly grants = new Map<string, Grant>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
   private readonly deletions = new DeletionsSent();
+  /** The namespaces' sandbox policies this process made, until the cache shows them. */
+  private readonly policiesMade: SandboxPoliciesMade;
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
+    this.policiesMade = new SandboxPoliciesMade(deps.caches.networkPolicies);
+  }
+
+  /**
+   * The watch saw one of the operator's NetworkPolicies change. A namespace's sandbox policy
+   * that is gone, or not as the operator makes it (someone edited it), is made again by the
+   * next reconcile of a run there: wake the namespace's unfinished runs (a run's own policy
+   * woke its run before; these have no owner to wake).
+   */
+  sandboxPolicyChanged(policy: V1NetworkPolicy, deleted: boolean): void {
+    if (!isSandboxPolicyLabelled(policy)) return;
+    const { namespace, name } = policy.metadata as { namespace: string; name: string };
+    if (deleted) this.policiesMade.forget(namespace, name);
+    const wanted = name === SANDBOX_DENY_ALL_POLICY ? sandboxDenyAllPolicy(namespace) : sandboxEgressPolicy(namespace, this.deps.config);
+    if (!deleted && isSandboxPolicyAsWanted(policy, wanted)) return;
+    for (const run of this.deps.caches.runs.list())
+      if (run.metadata.namespace === namespace && !isTerminal(run.status?.phase)) this.deps.wake?.(`${namespace}/${run.metadata.name}`);
+  }
+
+  /** The namespace's sandbox policies as far as this process knows (the cache, or its own creates not in it yet). */
+  private sandboxPolicies(namespace: string): V1NetworkPolicy[] {
+    return [SANDBOX_DENY_ALL_POLICY, SANDBOX_EGRESS_POLICY].flatMap((name) => this.policiesMade.seen(namespace, name) ?? []);
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
@@ -288,7 +321,7 @@ export class RunReconciler {
     const key = `${namespace}/${run.metadata.name}`;
     const podDeleted = pod !== undefined && this.deletions.deleted(key, 'Pod', pod.metadata!.name!, pod);
     const policyDeleted = this.deletions.deleted(key, 'NetworkPolicy', networkPolicyName(run), networkPolicy);
-    const takenNames = [...takenName(run, 'Pod', pod), ...takenName(run, 'NetworkPolicy', networkPolicy)];
+    const takenNames = takenName(run, 'Pod', pod);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
     // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
     const ownedConfigMaps = run.metadata.deletionTimestamp
@@ -313,6 +346,9 @@ export class RunReconciler {
       run,
       ...(owned(pod) ? { pod: { ...podView(pod!, this.noteBound(run, pod!)), ...(podDeleted ? { deleting: true } : {}) } } : {}),
       networkPolicyExists: owned(networkPolicy) && !policyDeleted,
+      ...(this.deps.config.networkPolicy && !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp
+        ? { sandboxPolicies: this.sandboxPolicies(namespace) }
+        : {}),
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
@@ -321,6 +357,38 @@ export class RunReconciler {
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
     };
+  }
+
+  /** Whether the namespace's sandbox deny-all is in place as wanted (the cache, or made by this process). */
+  private denyAllInPlace(namespace: string): boolean {
+    return (
+      !this.deps.config.networkPolicy ||
+      isSandboxPolicyAsWanted(this.policiesMade.seen(namespace, SANDBOX_DENY_ALL_POLICY), sandboxDenyAllPolicy(namespace))
+    );
+  }
+
+  /**
+   * Creates one of a namespace's sandbox policies, or replaces one the operator made that
+   * differs (another egress proxy, someone's edit). A name held by a policy without the
+   * operator's labels fails the run: its rules are someone else's, and the operator neither
+   * trusts them nor overwrites them.
+   */
+  private async ensureSandboxPolicy(policy: V1NetworkPolicy): Promise<void> {
+    const name = policy.metadata!.name!;
+    const holder = await createOrRefuse('NetworkPolicy', name, () => this.deps.kube.createNetworkPolicy(policy));
+    if (holder && !isSandboxPolicyAsWanted(holder, policy)) {
+      if (!isSandboxPolicyLabelled(holder)) {
+        const why = "it lacks the operator's labels (app.kubernetes.io/managed-by: chamvi-operator, chamvi.dev/sandbox-policy)";
+        throw new NameTakenError({ kind: 'NetworkPolicy', name, why });
+      }
+      const replacement = { ...policy, metadata: { ...policy.metadata, resourceVersion: holder.metadata?.resourceVersion } };
+      await createOrRefuse('NetworkPolicy', name, () => this.deps.kube.replaceNetworkPolicy(replacement));
+      this.deps.logger.info(
+        { namespace: policy.metadata!.namespace, networkPolicy: name },
+        'replaced a sandbox NetworkPolicy that was not as the operator makes it',
+      );
+    }
+    this.policiesMade.note(policy);
   }
 
   /**
@@ -480,15 +548,14 @@ export class RunReconciler {
     const ending = isTerminal(decision.status?.phase) && !isTerminal(run.status?.phase);
     const afterStatus = ending ? decision.actions.filter((action) => STOPPING.has(action.type)) : [];
     let jobsRunning = 0;
-    // A pool pod is claimed only once the run's own NetworkPolicy exists at the API server
-    // (in the cache, or created by an earlier action of this decision): the claim gives the
-    // pod the labels it selects, and the agent (clone, setup, tools) starts after the claim.
-    let policyInPlace =
-      !this.deps.config.networkPolicy || ownedBy(run)(this.deps.caches.networkPolicies.get(run.metadata.namespace, networkPolicyName(run)));
+    // A pool pod is claimed only once the namespace's sandbox deny-all is in place at the API
+    // server (in the cache, or made by an earlier action of this decision): the claim gives the
+    // pod the run's uid label, which it selects, and the agent (clone, setup, tools) starts after
+    // the claim. (The pool's own deny-all selects the pod throughout.)
     for (const action of decision.actions) {
       if (afterStatus.includes(action)) continue;
-      if (action.type === 'claimWarmPod' && !policyInPlace) {
-        this.deps.logger.warn(runLogFields(run), "no warm pod claimed: the run's NetworkPolicy is not in place yet");
+      if (action.type === 'claimWarmPod' && !this.denyAllInPlace(run.metadata.namespace)) {
+        this.deps.logger.warn(runLogFields(run), "no warm pod claimed: the namespace's sandbox NetworkPolicy is not in place yet");
         throw new WarmClaimSignal({ none: true }, run);
       }
       if (action.type === 'stopAgent') {
@@ -502,7 +569,6 @@ export class RunReconciler {
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
       run = await this.applyAction(run, action);
-      if (action.type === 'createNetworkPolicy') policyInPlace = true;
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
     if (changes.length > 0)
@@ -547,11 +613,9 @@ export class RunReconciler {
           run,
           (run.metadata.finalizers ?? []).filter((finalizer) => finalizer !== FINALIZER),
         );
-      case 'createNetworkPolicy': {
-        const holder = await createOrRefuse('NetworkPolicy', action.policy.metadata!.name!, () => kube.createNetworkPolicy(action.policy));
-        if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'NetworkPolicy', holder)[0]!);
+      case 'ensureSandboxPolicy':
+        await this.ensureSandboxPolicy(action.policy);
         return run;
-      }
       case 'createPod': {
         const holder = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod));
         if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);

@@ -39,8 +39,10 @@ export interface KubeGateway {
    */
   createPod(pod: V1Pod): Promise<NameHolder | undefined>;
   deletePod(namespace: string, name: string): Promise<void>;
-  /** As createPod. */
-  createNetworkPolicy(policy: V1NetworkPolicy): Promise<NameHolder | undefined>;
+  /** As createPod, but the holder comes whole: whether it is the policy wanted is in its spec. */
+  createNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy | undefined>;
+  /** Replaces a policy; `policy.metadata.resourceVersion` is the version replaced (a 409 when it moved). */
+  replaceNetworkPolicy(policy: V1NetworkPolicy): Promise<void>;
   deleteNetworkPolicy(namespace: string, name: string): Promise<void>;
   deleteConfigMap(namespace: string, name: string): Promise<void>;
   /** Keys and labels of a Secret (values are never kept), or undefined when it does not exist. */
@@ -160,10 +162,20 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
     },
     async createNetworkPolicy(policy) {
       const { namespace, name } = policy.metadata as { namespace: string; name: string };
-      return createOrFindHolder(
-        () => networking.createNamespacedNetworkPolicy({ namespace, body: policy }),
-        () => networking.readNamespacedNetworkPolicy({ namespace, name }),
-      );
+      try {
+        await networking.createNamespacedNetworkPolicy({ namespace, body: policy });
+        return undefined;
+      } catch (error) {
+        if (!isAlreadyExists(error)) throw error;
+      }
+      return networking.readNamespacedNetworkPolicy({ namespace, name }).catch((error: unknown) => {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      });
+    },
+    async replaceNetworkPolicy(policy) {
+      const { namespace, name } = policy.metadata as { namespace: string; name: string };
+      await networking.replaceNamespacedNetworkPolicy({ namespace, name, body: policy });
     },
     async deleteNetworkPolicy(namespace, name) {
       await networking.deleteNamespacedNetworkPolicy({ namespace, name }).catch(ignore(isNotFound));

@@ -25,7 +25,8 @@ import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finishe
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
-import { buildNetworkPolicy, buildSandboxPod } from './sandbox-pod.ts';
+import { buildSandboxPod } from './sandbox-pod.ts';
+import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
@@ -157,8 +158,8 @@ function decideDeletion(observed: ObservedRun): Decision {
 }
 
 /**
- * Removes the run's sandbox: the pod once (a pod being deleted is not deleted again), its
- * NetworkPolicy only once the pod is gone. A pod being deleted runs on for its grace period
+ * Removes the run's sandbox: the pod once (a pod being deleted is not deleted again), and a
+ * NetworkPolicy of its own (an earlier build made one per run) only once the pod is gone. A pod being deleted runs on for its grace period
  * (longer on a node that stopped answering), and so does whatever the model started in it:
  * the policy fences it in until the end.
  */
@@ -379,8 +380,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     if (refusal === 'fail') stopSandbox();
     return done(refusal === 'wait' ? REFUSED_RECHECK_MS : undefined);
   }
-  if (config.networkPolicy && !observed.networkPolicyExists)
-    actions.push({ type: 'createNetworkPolicy', policy: buildNetworkPolicy(parsedRun, config) });
+  // The namespace's sandbox policies before the pod (and again if someone deleted or edited them).
+  if (config.networkPolicy)
+    for (const policy of sandboxPoliciesFor(parsedRun, config))
+      if (!observed.sandboxPolicies?.some((found) => isSandboxPolicyAsWanted(found, policy)))
+        actions.push({ type: 'ensureSandboxPolicy', policy });
   if (!pod) {
     const fresh = buildSandboxPod(parsedRun, config);
     const claim = observed.warmClaim;

@@ -9,9 +9,15 @@ import type { FinishedRunRecord } from './finished-runs.ts';
 export type Action =
   | { type: 'addFinalizer' }
   | { type: 'removeFinalizer' }
-  | { type: 'createNetworkPolicy'; policy: V1NetworkPolicy }
+  /**
+   * Make one of the namespace's sandbox policies (reconcile/sandbox-network-policy.ts) as
+   * `policy` says: create it, or replace one the operator made that differs (another egress
+   * proxy, an edit). A name held by an object the operator did not make fails the run.
+   */
+  | { type: 'ensureSandboxPolicy'; policy: V1NetworkPolicy }
   | { type: 'createPod'; pod: V1Pod }
   | { type: 'deletePod'; name: string }
+  /** Delete the run's own NetworkPolicy, which earlier builds of the operator made per run. */
   | { type: 'deleteNetworkPolicy'; name: string }
   | { type: 'deleteConfigMaps'; names: string[] }
   /** Hand the run to the agent workers (enqueue `prepare`). Idempotent. */

@@ -1,6 +1,7 @@
 // What the reconciler observed about one run, gathered from the informer caches (and, only
 // while a run is being validated, from GETs of the Secrets and ConfigMaps it references).
 // decide() is a function of this, the operator config and the time: nothing else.
+import type { V1NetworkPolicy } from '@kubernetes/client-node';
 import type { CodingRun, HeldBy } from '../api/index.ts';
 import type { NamespacePolicy } from './namespace-policy.ts';
 import type { FinishedRunRecord } from './finished-runs.ts';
@@ -78,8 +79,16 @@ export interface ObservedRun {
   run: CodingRun;
   /** The run's own sandbox pod: its derived name, the run's labels and controller ownerReference. */
   pod?: SandboxPodView;
-  /** The run's own NetworkPolicy exists (owned, as the pod). */
+  /**
+   * The run's own NetworkPolicy exists (owned, as the pod). Earlier builds of the operator made
+   * one per run; one such is now only deleted, once the pod is gone.
+   */
   networkPolicyExists: boolean;
+  /**
+   * The namespace's sandbox NetworkPolicies as last seen (the cache, or what this process just
+   * made); decide() compares them with what the run needs (reconcile/sandbox-network-policy.ts).
+   */
+  sandboxPolicies?: V1NetworkPolicy[];
   /** The run's derived names that a foreign object holds. */
   takenNames?: TakenName[];
   /** Names of ConfigMaps the operator created for this run (the full diff); looked up only while the run is being deleted. */

@@ -1,10 +1,10 @@
 // What a run's egress list means for its sandbox pod and its NetworkPolicy. Pure.
 //
 // A run with egress gets the proxy's address and its own credential (egress/proxy-credential.ts)
-// in the environment variables that tools read for a proxy, and a NetworkPolicy that lets it
-// reach the proxy and nothing else, not even DNS: the proxy resolves names, so the sandbox
-// needs none, and it cannot learn addresses to try around the proxy. A run without egress keeps
-// the deny-all policy.
+// in the environment variables that tools read for a proxy, and its pod is selected by the
+// namespace's egress policy (sandbox-network-policy.ts), which lets it reach the proxy and
+// nothing else, not even DNS: the proxy resolves names, so the sandbox needs none, and it
+// cannot learn addresses to try around the proxy. A run without egress has only the deny-all.
 import type { V1EnvVar, V1NetworkPolicyEgressRule } from '@kubernetes/client-node';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -81,9 +81,8 @@ export function egressEnv(run: ParsedCodingRun, config: EgressConfig): V1EnvVar[
   return env.map(([name, value]) => ({ name, value }));
 }
 
-/** The NetworkPolicy's egress rules: to the proxy only (its pods, or its CIDR when it runs outside the cluster). */
-export function egressRules(run: ParsedCodingRun, config: EgressConfig): V1NetworkPolicyEgressRule[] {
-  if (!wantsEgress(run)) return [];
+/** The egress policy's rules (sandbox-network-policy.ts): to the proxy only (its pods, or its CIDR when it runs outside the cluster). */
+export function egressRules(config: EgressConfig): V1NetworkPolicyEgressRule[] {
   const proxy = config.egressProxy;
   const port = { protocol: 'TCP', port: proxy.ipBlock ? proxy.port : (proxy.targetPort ?? proxy.port) };
   const to = proxy.ipBlock

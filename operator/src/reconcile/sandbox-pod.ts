@@ -1,12 +1,13 @@
 // The sandbox pod for a run: everything SECURITY.md promises about the pod is decided here,
 // in one pure function, so a unit test can read it field by field and an integration test
 // can show the restricted PodSecurity profile admits it.
-import type { V1Container, V1NetworkPolicy, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
+import type { V1Container, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { networkPolicyName, runNameLabel, sandboxPodName } from './names.ts';
+import { runNameLabel, sandboxPodName } from './names.ts';
+import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
-import { egressEnv, egressRules } from './sandbox-egress.ts';
+import { egressEnv } from './sandbox-egress.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
@@ -140,7 +141,7 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
     metadata: {
       name: sandboxPodName(run),
       namespace: run.metadata.namespace,
-      labels: runLabels(run),
+      labels: { ...runLabels(run), ...sandboxPolicyPodLabels(run) },
       ownerReferences: [ownerReference(run)],
     },
     spec: {
@@ -161,29 +162,6 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
         { name: 'tmp', ...emptyDir('1Gi') },
         ...(customImage ? [{ name: 'chamvi-tools', ...emptyDir('512Mi') }] : []),
       ],
-    },
-  };
-}
-
-/**
- * Deny all ingress and egress for the run's sandbox (the clone happens in the worker), except,
- * for a run with spec.sandbox.egress, egress to the egress proxy alone (sandbox-egress.ts).
- */
-export function buildNetworkPolicy(run: ParsedCodingRun, config?: Pick<OperatorConfig, 'egressProxy' | 'egressKey'>): V1NetworkPolicy {
-  return {
-    apiVersion: 'networking.k8s.io/v1',
-    kind: 'NetworkPolicy',
-    metadata: {
-      name: networkPolicyName(run),
-      namespace: run.metadata.namespace,
-      labels: runLabels(run),
-      ownerReferences: [ownerReference(run)],
-    },
-    spec: {
-      podSelector: { matchLabels: { [RUN_UID_LABEL]: run.metadata.uid } },
-      policyTypes: ['Ingress', 'Egress'],
-      ingress: [],
-      egress: config ? egressRules(run, config) : [],
     },
   };
 }

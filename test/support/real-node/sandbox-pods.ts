@@ -1,11 +1,11 @@
-// The operator's own sandbox pod and deny-all NetworkPolicy (reconcile/sandbox-pod.ts) for a
+// The operator's own sandbox pod (reconcile/sandbox-pod.ts) for a
 // CodingRun that does not exist, placed on the real node with sandboxPlacement, for the
 // real-node tests and benchmark that use the pod without an operator. Owner references are
 // removed: with no CodingRun object the garbage collector would delete them at once.
-import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../../../operator/src/api/index.ts';
 import { loadOperatorConfig, type OperatorConfig } from '../../../operator/src/config/operator-config.ts';
-import { buildNetworkPolicy, buildSandboxPod } from '../../../operator/src/reconcile/sandbox-pod.ts';
+import { buildSandboxPod } from '../../../operator/src/reconcile/sandbox-pod.ts';
 import { realNodeLabel, realNodeTaint } from './real-node.ts';
 
 /** Small, so many fit on the node; 256Mi is the limit the OOM checks push past. */
@@ -48,9 +48,4 @@ function unowned<T extends { metadata?: { ownerReferences?: unknown } }>(object:
 /** The sandbox pod the operator would create for run `name`, on the real node, with no owner. */
 export function realNodeSandboxPod(namespace: string, name: string, uid: string, sandboxImage: string): V1Pod {
   return unowned(buildSandboxPod(probeRun(namespace, name, uid), realNodeOperatorConfig(sandboxImage)));
-}
-
-/** The run's deny-all NetworkPolicy, with no owner. */
-export function realNodeNetworkPolicy(namespace: string, name: string, uid: string): V1NetworkPolicy {
-  return unowned(buildNetworkPolicy(probeRun(namespace, name, uid)));
 }

@@ -179,13 +179,20 @@ export class MemoryKubeGateway implements KubeGateway {
     if (namespace === this.namespace && this.pods.delete(name)) this.touched();
   }
 
-  async createNetworkPolicy(policy: V1NetworkPolicy): Promise<NameHolder | undefined> {
+  async createNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy | undefined> {
     const name = policy.metadata?.name;
     if (!name) return undefined;
-    if (this.networkPolicies.has(name)) return this.networkPolicies.get(name) as NameHolder;
+    if (this.networkPolicies.has(name)) return structuredClone(this.networkPolicies.get(name));
     this.networkPolicies.set(name, structuredClone(policy));
     this.touched();
     return undefined;
+  }
+
+  async replaceNetworkPolicy(policy: V1NetworkPolicy): Promise<void> {
+    const name = policy.metadata?.name;
+    if (!name || !this.networkPolicies.has(name)) return;
+    this.networkPolicies.set(name, structuredClone(policy));
+    this.touched();
   }
 
   async deleteNetworkPolicy(namespace: string, name: string): Promise<void> {
