@@ -7,7 +7,7 @@ import { stringify } from 'yaml';
 import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { selectorString } from '../support/label-selector.ts';
-import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, kubeconfigPath, kubectl, kubectlJson } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { eventsOf } from '../support/namespaced-runs.ts';
 
@@ -25,11 +25,7 @@ interface Run {
 
 const ALLOW = 'https://github.com/acme/*';
 
-async function json<T>(args: string[]): Promise<T> {
-  const result = await kubectl([...args, '-o', 'json']);
-  if (result.code !== 0) throw new Error(result.stderr);
-  return JSON.parse(result.stdout) as T;
-}
+const json = kubectlJson;
 
 const getRun = (namespace: string, name: string) => json<Run>(['get', 'crun', name, '-n', namespace]);
 const podsOf = async (namespace: string, selector = 'app.kubernetes.io/name=chamvi-sandbox') =>

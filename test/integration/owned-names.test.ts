@@ -13,13 +13,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
-import { createNamespace, kubeconfigPath, kubectl, registerPodExec } from '../support/cluster.ts';
+import { createNamespace, kubeconfigPath, kubectl, registerPodExec, kubectlCreate, kubectlJson } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 
@@ -48,16 +47,9 @@ function nameBeforeFix(runName: string, suffix: string): string {
   return `${runName.slice(0, keep).replace(/[-.]+$/, '')}-${hash}-${suffix}`;
 }
 
-async function json<T>(args: string[]): Promise<T> {
-  const result = await kubectl([...args, '-o', 'json']);
-  if (result.code !== 0) throw new Error(result.stderr);
-  return JSON.parse(result.stdout) as T;
-}
+const json = kubectlJson;
 
-async function create(...objects: object[]): Promise<void> {
-  const result = await kubectl(['create', '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
-  if (result.code !== 0) throw new Error(result.stderr);
-}
+const create = kubectlCreate;
 
 const getRun = (name: string) => json<Run>(['get', 'crun', name, '-n', NS]);
 const getMeta = async (kind: string, name: string) => (await json<{ metadata: ObjectMeta }>(['get', kind, name, '-n', NS])).metadata;

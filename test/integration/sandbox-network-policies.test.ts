@@ -12,7 +12,7 @@ import {
   isSandboxPolicyAsWanted,
   sandboxDenyAllPolicy,
 } from '../../operator/src/reconcile/sandbox-network-policy.ts';
-import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlJson } from '../support/cluster.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { selectorString } from '../support/label-selector.ts';
 
@@ -25,16 +25,9 @@ interface Run {
   status?: { phase?: string; reason?: string; message?: string };
 }
 
-async function json<T>(args: string[]): Promise<T> {
-  const result = await kubectl([...args, '-o', 'json']);
-  if (result.code !== 0) throw new Error(result.stderr);
-  return JSON.parse(result.stdout) as T;
-}
+const json = kubectlJson;
 
-async function create(...objects: object[]): Promise<void> {
-  const result = await kubectl(['create', '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
-  if (result.code !== 0) throw new Error(result.stderr);
-}
+const create = kubectlCreate;
 
 const codingRun = (namespace: string, name: string) => ({
   apiVersion: 'chamvi.dev/v1alpha1',

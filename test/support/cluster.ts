@@ -2,6 +2,7 @@
 // control-plane/global-setup.ts: the real kubectl with the test kubeconfig, namespaces
 // (optionally PodSecurity-restricted), and per-pod kwok exec wiring.
 import { inject } from 'vitest';
+import { stringify } from 'yaml';
 import { registerPodExec as registerExec, type PodExecOptions } from './control-plane/pod-exec.ts';
 import { runKubectl, type KubectlResult } from './control-plane/run-kubectl.ts';
 
@@ -43,6 +44,16 @@ export async function kubectlOk(args: readonly string[], options: { input?: stri
   const result = await kubectl(args, options);
   if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed (exit ${result.code}): ${result.stderr.trim()}`);
   return result.stdout;
+}
+
+/** `kubectl ... -o json`, parsed; throws with kubectl's stderr when it fails. */
+export async function kubectlJson<T>(args: readonly string[]): Promise<T> {
+  return JSON.parse(await kubectlOk([...args, '-o', 'json'])) as T;
+}
+
+/** `kubectl create` of the objects, as one YAML stream; throws with kubectl's stderr when it fails. */
+export async function kubectlCreate(...objects: object[]): Promise<void> {
+  await kubectlOk(['create', '-f', '-'], { input: objects.map((object) => stringify(object)).join('---\n') });
 }
 
 /**
