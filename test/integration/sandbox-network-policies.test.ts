@@ -109,6 +109,11 @@ describe("#17.5 the namespace's sandbox deny-all", () => {
     expect(policy.metadata!.ownerReferences).toBeUndefined();
     // Not replaced along the way: still its first version (the API server counts spec changes).
     expect(policy.metadata!.generation).toBe(1);
+    // One create for the five: the reconciles side by side waited for the first one's, and
+    // none sent its own to meet a 409.
+    const inShared = (message: string) => operator!.logged(message).filter((line) => line.namespace === SHARED);
+    expect(inShared('made a sandbox NetworkPolicy')).toHaveLength(1);
+    expect(inShared('a sandbox NetworkPolicy was there already')).toEqual([]);
     const selected = await json<{ items: Array<{ metadata: { name: string } }> }>([
       'get',
       'pods',

@@ -208,6 +208,12 @@ export class RunReconciler {
   private readonly deletions = new DeletionsSent();
   /** The namespaces' sandbox policies this process made, until the cache shows them. */
   private readonly policiesMade: SandboxPoliciesMade;
+  /**
+   * Sandbox policies being made now, by `namespace/name`: the runs of a namespace are
+   * reconciled side by side, and all but the first wait for its create instead of sending
+   * their own (each would get a 409 and read the policy after it).
+   */
+  private readonly ensuring = new Map<string, Promise<void>>();
   private readonly now: () => Date;
 
   constructor(private readonly deps: RunReconcilerDeps) {
@@ -373,9 +379,24 @@ export class RunReconciler {
    * operator's labels fails the run: its rules are someone else's, and the operator neither
    * trusts them nor overwrites them.
    */
-  private async ensureSandboxPolicy(policy: V1NetworkPolicy): Promise<void> {
+  private ensureSandboxPolicy(policy: V1NetworkPolicy): Promise<void> {
+    const { namespace, name } = policy.metadata as { namespace: string; name: string };
+    const key = `${namespace}/${name}`;
+    const inFlight = this.ensuring.get(key);
+    if (inFlight) return inFlight;
+    // Made since this run was observed (by another run's reconcile that has finished).
+    if (isSandboxPolicyAsWanted(this.policiesMade.seen(namespace, name), policy)) return Promise.resolve();
+    const made = this.makeSandboxPolicy(policy).finally(() => this.ensuring.delete(key));
+    this.ensuring.set(key, made);
+    return made;
+  }
+
+  private async makeSandboxPolicy(policy: V1NetworkPolicy): Promise<void> {
     const name = policy.metadata!.name!;
+    const fields = { namespace: policy.metadata!.namespace, networkPolicy: name };
     const holder = await createOrRefuse('NetworkPolicy', name, () => this.deps.kube.createNetworkPolicy(policy));
+    if (!holder) this.deps.logger.info(fields, 'made a sandbox NetworkPolicy');
+    else this.deps.logger.info(fields, 'a sandbox NetworkPolicy was there already');
     if (holder && !isSandboxPolicyAsWanted(holder, policy)) {
       if (!isSandboxPolicyLabelled(holder)) {
         const why = "it lacks the operator's labels (app.kubernetes.io/managed-by: chamvi-operator, chamvi.dev/sandbox-policy)";
@@ -383,10 +404,7 @@ export class RunReconciler {
       }
       const replacement = { ...policy, metadata: { ...policy.metadata, resourceVersion: holder.metadata?.resourceVersion } };
       await createOrRefuse('NetworkPolicy', name, () => this.deps.kube.replaceNetworkPolicy(replacement));
-      this.deps.logger.info(
-        { namespace: policy.metadata!.namespace, networkPolicy: name },
-        'replaced a sandbox NetworkPolicy that was not as the operator makes it',
-      );
+      this.deps.logger.info(fields, 'replaced a sandbox NetworkPolicy that was not as the operator makes it');
     }
     this.policiesMade.note(policy);
   }
