@@ -159,9 +159,9 @@ function decideDeletion(observed: ObservedRun): Decision {
 
 /**
  * Removes the run's sandbox: the pod once (a pod being deleted is not deleted again), and a
- * NetworkPolicy of its own (an earlier build made one per run) only once the pod is gone. A pod being deleted runs on for its grace period
- * (longer on a node that stopped answering), and so does whatever the model started in it:
- * the policy fences it in until the end.
+ * NetworkPolicy of its own (an earlier build made one per run) only once the pod is gone. A
+ * pod being deleted runs on for its grace period (longer on a node that stopped answering),
+ * and so does whatever the model started in it: the policy fences it in until the end.
  */
 function removeSandbox(observed: ObservedRun, actions: Action[]): void {
   const { run, pod } = observed;
