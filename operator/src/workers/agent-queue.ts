@@ -10,7 +10,7 @@ import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
-import { scanKeys, type RedisClient } from './redis-connection.ts';
+import type { RunJobIndex } from './run-job-index.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
 export interface JobEnqueuer {
@@ -48,8 +48,8 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     private readonly sandboxes: SandboxPool,
     /** Security #11.1: every job's data carries a MAC the worker verifies (a forged job, an approval above all, is refused). */
     private readonly seal: RunStateSeal,
-    /** The queue's Redis, where stop() finds every job a run still has (see storedJobIds). */
-    private readonly redis: RedisClient,
+    /** Every job id each run has queued, where stop() finds them all. */
+    private readonly jobs: RunJobIndex,
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
@@ -62,7 +62,12 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
       approval: data.approval,
     });
     const signed: AgentJobData & SignedJobData = { ...data, mac };
-    return this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) });
+    // Listed beside the enqueue, not before it: no round trip is added to a step's hand-over.
+    // A listing that fails fails the caller, whose retry lists it again (the add is idempotent).
+    return Promise.all([
+      this.jobs.note(data.uid, id),
+      this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) }),
+    ]);
   }
 
   async start(run: ParsedCodingRun): Promise<void> {
@@ -94,24 +99,21 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
     if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));
     // Every other job the run had (the steps of a finished run, whose state is gone; its
-    // resumes): each job id starts with the run's uid, and a job is a key named after its id.
-    for (const id of await this.storedJobIds(uid)) ids.add(id);
+    // resumes), as its index lists them. Only ids of this run's jobs: Redis is not trusted,
+    // and an id written into the set stops nothing of another run's (security #11.1).
+    for (const id of await this.jobs.list(uid)) if (id.startsWith(`${uid}-`)) ids.add(id);
     // A job that is running holds a lock and cannot be removed; it finds the run gone or
     // finished when it next reads it and stops there. Counted, so a deletion waits for it.
     const removed = await Promise.all([...ids].map((id) => this.queue.remove(id).catch(() => 0)));
     await this.states.delete(uid);
     await this.sandboxes.release(uid);
-    let running = 0;
-    for (const [index, id] of [...ids].entries()) if (removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown') running++;
+    const left = await Promise.all(
+      [...ids].map(async (id, index) => removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown'),
+    );
+    const running = left.filter(Boolean).length;
+    // Nothing of the run is left to find: a later stop (the pod's deletion, the run's) has
+    // only the ids above to try, and none of them exists.
+    if (running === 0) await this.jobs.forget(uid);
     return running;
-  }
-
-  /** Ids of the run's jobs that Redis still holds, in any state. */
-  private async storedJobIds(uid: string): Promise<string[]> {
-    const keyPrefix = this.queue.toKey('');
-    const ids = new Set<string>();
-    // A job's key is <prefix>:<queue>:<id>, beside <id>:logs and <id>:lock; ids have no ':'.
-    for (const key of await scanKeys(this.redis, `${keyPrefix}${uid}-*`)) ids.add(key.slice(keyPrefix.length).split(':')[0]!);
-    return [...ids];
   }
 }

@@ -19,6 +19,7 @@ import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { endpointCheckedModelFactory } from './endpoint-checked-model-factory.ts';
 import { createModelFactory } from './model-factory.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
+import { RunJobIndex } from './run-job-index.ts';
 import { RunStateStore } from './run-state.ts';
 import { RunStateSeal } from './run-state-seal.ts';
 import { connectRedis, redisKeyPrefix, redisTopology } from './redis-connection.ts';
@@ -88,7 +89,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
-  const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis);
+  const agentQueue = new AgentQueue(queue, states, sandboxes, seal, new RunJobIndex(queueRedis, prefix));
   const inspector = new AgentInspector(queue, states);
   // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
   const runAgent: RunAgent = {

@@ -158,21 +158,3 @@ export function connectRedis(topology: RedisTopology, options: RedisOptions = {}
       return new Cluster(topology.nodes, { ...topology.options, redisOptions: { ...topology.options.redisOptions, ...options } });
   }
 }
-
-/**
- * Every key matching `pattern`. SCAN walks one server: in a Cluster, each master is walked
- * (with the hash-tagged prefix the keys sit on one of them, but which one is the Cluster's).
- */
-export async function scanKeys(client: RedisClient, pattern: string): Promise<string[]> {
-  const servers = client instanceof Cluster ? client.nodes('master') : [client];
-  const keys: string[] = [];
-  for (const server of servers) {
-    let cursor = '0';
-    do {
-      const [next, found] = await server.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      keys.push(...found);
-    } while (cursor !== '0');
-  }
-  return keys;
-}
