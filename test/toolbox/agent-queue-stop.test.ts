@@ -28,7 +28,7 @@ beforeAll(async () => {
   const sandboxes = new SandboxPool(() => {
     throw new Error('no sandbox is opened by stop()');
   });
-  agent = new AgentQueue(queue, new RunStateStore(redis, PREFIX, seal), sandboxes, seal, new RunJobIndex(redis, PREFIX));
+  agent = new AgentQueue(queue, new RunStateStore(redis, PREFIX, seal), sandboxes, seal, redis, new RunJobIndex(redis, PREFIX));
 });
 afterAll(async () => {
   await queue?.close();
@@ -36,13 +36,14 @@ afterAll(async () => {
   await redisServer?.stop();
 });
 
-function run(uid: string): ParsedCodingRun {
+/** A run that finished after `steps` steps (its terminal status says so; its state is gone). */
+function run(uid: string, steps = 6): ParsedCodingRun {
   return {
     apiVersion: 'chamvi.dev/v1alpha1',
     kind: 'CodingRun',
     metadata: { name: `run-${uid}`, namespace: 'team', uid },
     spec: {} as ParsedCodingRun['spec'],
-    status: { phase: 'Succeeded' },
+    status: { phase: 'Succeeded', steps },
   } as ParsedCodingRun;
 }
 
@@ -75,7 +76,7 @@ async function queueFinishedRun(uid: string): Promise<string[]> {
 }
 
 describe('AgentQueue.stop', () => {
-  it("removes every job the run queued, steps and a resume its state no longer names, none of another run's, without walking Redis's keys", async () => {
+  it("removes every job the run queued, its steps and a resume whose ids no state gives any more, none of another run's, without walking Redis's keys", async () => {
     const queued = await queueFinishedRun('uid-finished');
     const other = await queueFinishedRun('uid-other');
     // What a busy Redis holds besides: the stop must not cost more for it.
@@ -85,6 +86,14 @@ describe('AgentQueue.stop', () => {
     // Control: the jobs are there, the far steps and the resume among them.
     for (const id of queued) expect(await queue.getJobState(id), id).not.toBe('unknown');
     expect(await keysOf('uid-finished')).not.toEqual([]);
+    // Steps are numbered from the run's count, not listed: their hand-over writes nothing more.
+    expect((await new RunJobIndex(redis, PREFIX).list('uid-finished')).sort()).toEqual(
+      [
+        jobId.prepare('uid-finished'),
+        jobId.resume('uid-finished', 'call-7', { sha256: 'a'.repeat(64) }),
+        jobId.finalize('uid-finished'),
+      ].sort(),
+    );
 
     const before = await commandsByName();
     expect(await agent.stop(run('uid-finished'))).toBe(0);
@@ -115,9 +124,11 @@ describe('AgentQueue.stop', () => {
     for (const id of other) expect(await queue.getJobState(id), id).not.toBe('unknown');
   });
 
-  it('counts a job that is running, keeps the index for it, and removes the rest once it has ended', async () => {
+  it('counts a job that is running, and removes the rest and what it queued once it has ended', async () => {
     await queue.drain(true);
     const queued = await queueFinishedRun('uid-busy');
+    const index = new RunJobIndex(redis, PREFIX);
+    const listed = await index.list('uid-busy');
     const worker = new Worker(QUEUE_NAME, undefined, { connection: { url: redisServer.url }, prefix: PREFIX });
     try {
       // A worker holds one of the run's jobs (its lock: it cannot be removed while it runs).
@@ -128,14 +139,16 @@ describe('AgentQueue.stop', () => {
       expect(await agent.stop(run('uid-busy')), 'the running job').toBe(1);
       expect(await queue.getJobState(active!.id!)).toBe('active');
       for (const id of queued.filter((id) => id !== active!.id)) expect(await queue.getJobState(id), id).toBe('unknown');
-      expect(await new RunJobIndex(redis, PREFIX).list('uid-busy'), 'the index still lists the running job').toContain(active!.id);
+      expect(await index.list('uid-busy'), 'the jobs removed are off the list: the next stop does not look for them').toEqual(
+        listed.filter((id) => id === active!.id),
+      );
 
-      // The job ends, and queues the run's next job as it does (the deletion's requeue finds it).
+      // The job ends, and queues another finalize round as it does (the deletion's requeue finds it).
       await active!.moveToCompleted(undefined, 'stop-test', false);
-      await agent.step({ uid: 'uid-busy', namespace: 'team', name: 'run-uid-busy' }, 9);
+      await agent.finalize({ uid: 'uid-busy', namespace: 'team', name: 'run-uid-busy' }, 2);
 
       expect(await agent.stop(run('uid-busy'))).toBe(0);
-      expect(await queue.getJobState(jobId.step('uid-busy', 9))).toBe('unknown');
+      expect(await queue.getJobState(jobId.finalize('uid-busy', 2))).toBe('unknown');
       expect(await keysOf('uid-busy')).toEqual([]);
     } finally {
       await worker.close();

@@ -10,6 +10,7 @@ import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
+import type { RedisClient } from './redis-connection.ts';
 import type { RunJobIndex } from './run-job-index.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 
@@ -48,7 +49,9 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     private readonly sandboxes: SandboxPool,
     /** Security #11.1: every job's data carries a MAC the worker verifies (a forged job, an approval above all, is refused). */
     private readonly seal: RunStateSeal,
-    /** Every job id each run has queued, where stop() finds them all. */
+    /** The queue's Redis, where stop() looks for a run's jobs. */
+    private readonly redis: RedisClient,
+    /** The ids of each run's jobs that stop() cannot derive. */
     private readonly jobs: RunJobIndex,
   ) {}
 
@@ -62,12 +65,16 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
       approval: data.approval,
     });
     const signed: AgentJobData & SignedJobData = { ...data, mac };
-    // Listed beside the enqueue, not before it: no round trip is added to a step's hand-over.
-    // A listing that fails fails the caller, whose retry lists it again (the add is idempotent).
-    return Promise.all([
-      this.jobs.note(data.uid, id),
-      this.queue.add(name, signed, { ...JOB_OPTIONS, jobId: id, ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}) }),
-    ]);
+    const queued = this.queue.add(name, signed, {
+      ...JOB_OPTIONS,
+      jobId: id,
+      ...(name === 'prepare' ? { priority: PREPARE_PRIORITY } : {}),
+    });
+    // A step's id is its number, which stop() derives from the run; any other job is listed,
+    // beside its enqueue (no round trip more). A listing that fails fails the caller, whose
+    // retry lists it again (the add is idempotent). Steps are not listed: four more commands
+    // on every step's hand-over cost its overhead about 2 ms p50 (docs/benchmarks.md).
+    return name === 'step' ? queued : Promise.all([this.jobs.note(data.uid, id), queued]);
   }
 
   async start(run: ParsedCodingRun): Promise<void> {
@@ -96,24 +103,38 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     // A state that cannot be trusted is not read for job ids: the ids below are removed anyway.
     const state = this.states.peek(await this.states.loadText(uid), runRefOf(run));
     const ids = new Set([jobId.prepare(uid), jobId.finalize(uid), jobId.finalize(uid, state?.verification?.attempts), jobId.publish(uid)]);
-    for (let step = 0; step <= (state?.step ?? 0) + 1; step++) ids.add(jobId.step(uid, step));
+    // The steps: as many as the state says (a run in flight), or as its status does once the
+    // state is gone (a finished run's terminal write carries its last step), and the next one.
+    const steps = Math.max(state?.step ?? 0, run.status?.steps ?? 0);
+    for (let step = 0; step <= steps + 1; step++) ids.add(jobId.step(uid, step));
     if (state?.pendingApproval) ids.add(jobId.resume(uid, state.pendingApproval.id));
-    // Every other job the run had (the steps of a finished run, whose state is gone; its
-    // resumes), as its index lists them. Only ids of this run's jobs: Redis is not trusted,
-    // and an id written into the set stops nothing of another run's (security #11.1).
+    // Every other job the run had (its resumes, named after their approvals; finalize rounds),
+    // as its index lists them. Only ids of this run's jobs: Redis is not trusted, and an id
+    // written into the set stops nothing of another run's (security #11.1).
     for (const id of await this.jobs.list(uid)) if (id.startsWith(`${uid}-`)) ids.add(id);
+    // Looked for first, all in one round trip (a job is a hash under its id): a finished run is
+    // stopped two or three times (its end, its pod's deletion, its own), and each of BullMQ's
+    // removes is a script of ten commands or more, even for a job that is long gone.
+    const candidates = [...ids];
+    const found = (await this.redis.pipeline(candidates.map((id) => ['exists', this.queue.toKey(id)])).exec()) ?? [];
+    const present = candidates.filter((_id, index) => found[index]?.[1] !== 0);
     // A job that is running holds a lock and cannot be removed; it finds the run gone or
     // finished when it next reads it and stops there. Counted, so a deletion waits for it.
-    const removed = await Promise.all([...ids].map((id) => this.queue.remove(id).catch(() => 0)));
+    const removed = await Promise.all(present.map((id) => this.queue.remove(id).catch(() => 0)));
     await this.states.delete(uid);
     await this.sandboxes.release(uid);
     const left = await Promise.all(
-      [...ids].map(async (id, index) => removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown'),
+      present.map(async (id, index) => removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown'),
     );
-    const running = left.filter(Boolean).length;
-    // Nothing of the run is left to find: a later stop (the pod's deletion, the run's) has
-    // only the ids above to try, and none of them exists.
-    if (running === 0) await this.jobs.forget(uid);
-    return running;
+    const running = new Set(present.filter((_id, index) => left[index]));
+    // A deleted run is stopped until none of its jobs runs: what is gone comes off its list.
+    // With nothing left, the list goes.
+    if (running.size === 0) await this.jobs.forget(uid);
+    else
+      await this.jobs.drop(
+        uid,
+        candidates.filter((id) => !running.has(id)),
+      );
+    return running.size;
   }
 }

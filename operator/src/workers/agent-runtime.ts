@@ -89,7 +89,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
-  const agentQueue = new AgentQueue(queue, states, sandboxes, seal, new RunJobIndex(queueRedis, prefix));
+  const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis, new RunJobIndex(queueRedis, prefix));
   const inspector = new AgentInspector(queue, states);
   // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
   const runAgent: RunAgent = {
