@@ -119,6 +119,15 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
     expect(result.code).toBe(3);
   });
 
+  it("starts the toolbox from the image's compile cache, as uid 1000 on the read-only root", async () => {
+    // Node says what it did with the cache (NODE_DEBUG_NATIVE): it takes the code the image's
+    // build compiled for the bundle, and has nothing to write back.
+    const started = await exec(sandboxName, ['env', 'NODE_DEBUG_NATIVE=COMPILE_CACHE', 'node', '/opt/chamvi/toolbox.mjs', 'serve'], '');
+    expect(started.code, started.stderr).toBe(0);
+    expect(started.stderr).toMatch(/V8 code cache for ESM file:\/\/\/opt\/chamvi\/toolbox\.mjs was accepted/);
+    expect(started.stderr).toMatch(/skip persisting ESM file:\/\/\/opt\/chamvi\/toolbox\.mjs because cache was the same/);
+  });
+
   it('OOM-kills a command that allocates past the memory limit, and the sandbox lives on', async () => {
     // 256Mi limit (realNodeSandboxResources); 400 MB touched page by page. Bounded even if no limit held.
     const hog = await exec(sandboxName, ['node', '-e', 'const b=Buffer.alloc(400*1024*1024,1);console.log(b.length)']);

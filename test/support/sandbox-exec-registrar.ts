@@ -89,7 +89,15 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
       namespace,
       podName: name,
       workDir: workspace.workspaceDir,
-      env: { ...egressEnvOf(pod), CHAMVI_WORKSPACE: workspace.workspaceDir, CHAMVI_HOME: workspace.homeDir },
+      // The sandbox image's compile cache (sandbox-image/Dockerfile), one for every pod here:
+      // the first toolbox start fills it, as the image's build does. Node writes it through a
+      // rename and checks its hash when reading, so starts side by side are safe.
+      env: {
+        ...egressEnvOf(pod),
+        CHAMVI_WORKSPACE: workspace.workspaceDir,
+        CHAMVI_HOME: workspace.homeDir,
+        NODE_COMPILE_CACHE: path.join(rootDir, 'node-compile-cache'),
+      },
     });
     const object = { group: EXEC_GROUP, version: EXEC_VERSION, namespace, plural: EXEC_PLURAL };
     try {
