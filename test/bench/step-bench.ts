@@ -15,7 +15,7 @@
 // CHAMVI_BENCH_OPERATOR_NODE_ARGS (space-separated) go to the operator's node, for a profile:
 // --cpu-prof --cpu-prof-dir=DIR (one profile per run, named by the operator's pid).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -233,6 +233,7 @@ async function oneRun(steps: number) {
     await registrar.stop();
     await plane.stop();
     removeStateDir(stateDir);
+    rmSync(work, { recursive: true, force: true });
   }
 }
 
