@@ -14,6 +14,7 @@ import { jobId, QUEUE_NAME, type AgentJobData, type AgentJobName } from '../../o
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStateStore } from '../../operator/src/workers/run-state.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
+import { commandsByName } from '../support/redis-command-stats.ts';
 
 let redisServer: RedisServerProcess;
 let redis: Redis;
@@ -30,17 +31,9 @@ afterAll(async () => {
   await redisServer?.stop();
 });
 
-/** Commands Redis has run so far, by name, INFO itself left out. */
-async function commandsByName(): Promise<Map<string, number>> {
-  const stats = await redis.info('commandstats');
-  const calls = new Map<string, number>();
-  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) if (match[1] !== 'info') calls.set(match[1]!, Number(match[2]));
-  return calls;
-}
-
 /** Commands Redis has run so far, INFO itself left out. */
 async function commandsRun(): Promise<number> {
-  return [...(await commandsByName()).values()].reduce((sum, calls) => sum + calls, 0);
+  return [...(await commandsByName(redis)).values()].reduce((sum, calls) => sum + calls, 0);
 }
 
 function runningRun(uid: string): CodingRun {
@@ -89,10 +82,10 @@ describe('AgentInspector', () => {
     let now = 3_000_000;
     const { inspector, run, ref } = await stagedRun('uid-queued', () => now);
     await queue.add('step', { ...ref, step: 0 }, { jobId: jobId.step(ref.uid, 0) });
-    const before = await commandsByName();
+    const before = await commandsByName(redis);
 
     expect(await inspector.inspect(run)).toEqual({ state: 'stepping', moving: true });
-    const after = await commandsByName();
+    const after = await commandsByName(redis);
     const sent = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
     expect(sent('get'), 'the state, read once').toBe(1);
     expect(sent('hgetall'), 'no active job read').toBe(0);

@@ -1,7 +1,7 @@
 // Stopping a run (AgentQueue.stop, workers/agent-queue.ts) on a real redis-server with a real
-// BullMQ queue: every job the run ever queued is found through its index
-// (workers/run-job-index.ts), whatever else Redis holds, and nothing of the run is left once
-// none of its jobs runs. Redis's own command counts show what a stop costs.
+// BullMQ queue: every job the run ever queued is found, its steps by their number and the rest
+// through its list (workers/run-job-index.ts), whatever else Redis holds, and nothing of the run
+// is left once none of its jobs runs. Redis's own command counts show that no key is walked.
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +13,7 @@ import { RunJobIndex } from '../../operator/src/workers/run-job-index.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStateStore } from '../../operator/src/workers/run-state.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
+import { commandsByName } from '../support/redis-command-stats.ts';
 
 const PREFIX = 'stopping';
 let redisServer: RedisServerProcess;
@@ -52,14 +53,6 @@ async function keysOf(uid: string): Promise<string[]> {
   return (await redis.keys(`${PREFIX}:*`)).filter((key) => key.includes(uid));
 }
 
-/** Commands Redis has run so far, by name, INFO itself left out. */
-async function commandsByName(): Promise<Map<string, number>> {
-  const stats = await redis.info('commandstats');
-  const calls = new Map<string, number>();
-  for (const match of stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) if (match[1] !== 'info') calls.set(match[1]!, Number(match[2]));
-  return calls;
-}
-
 /** Queues what a run that took six steps and an approval had: its state is gone, as a finished run's is. */
 async function queueFinishedRun(uid: string): Promise<string[]> {
   const ref = { uid, namespace: 'team', name: `run-${uid}` };
@@ -95,9 +88,9 @@ describe('AgentQueue.stop', () => {
       ].sort(),
     );
 
-    const before = await commandsByName();
+    const before = await commandsByName(redis);
     expect(await agent.stop(run('uid-finished'))).toBe(0);
-    const after = await commandsByName();
+    const after = await commandsByName(redis);
     const sent = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
 
     for (const id of queued) expect(await queue.getJobState(id), id).toBe('unknown');

@@ -111,7 +111,8 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     // Every other job the run had (its resumes, named after their approvals; finalize rounds),
     // as its index lists them. Only ids of this run's jobs: Redis is not trusted, and an id
     // written into the set stops nothing of another run's (security #11.1).
-    for (const id of await this.jobs.list(uid)) if (id.startsWith(`${uid}-`)) ids.add(id);
+    const listed = (await this.jobs.list(uid)).filter((id) => id.startsWith(`${uid}-`));
+    for (const id of listed) ids.add(id);
     // Looked for first, all in one round trip (a job is a hash under its id): a finished run is
     // stopped two or three times (its end, its pod's deletion, its own), and each of BullMQ's
     // removes is a script of ten commands or more, even for a job that is long gone.
@@ -133,7 +134,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     else
       await this.jobs.drop(
         uid,
-        candidates.filter((id) => !running.has(id)),
+        listed.filter((id) => !running.has(id)),
       );
     return running.size;
   }
