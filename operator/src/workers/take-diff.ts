@@ -1,5 +1,7 @@
-// The run's change, taken from the sandbox for the finalize job: everything against HEAD,
-// new files included (intent-to-add), cut at LIMITS.fullDiff, with its shortstat.
+// The run's change, taken from the sandbox for the finalize job and the diff snapshots:
+// everything against HEAD, new files included (intent-to-add), cut at LIMITS.fullDiff, with
+// its shortstat. One clean shell does it all: each call is a round trip through pods/exec and
+// a shell started in the pod, and a run takes its diff at least twice.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
 import { parseShortstat, type DiffStats } from './diff-stats.ts';
@@ -8,14 +10,28 @@ interface BashResult {
   exitCode: number | null;
   stdout: string;
   stdoutTruncated: boolean;
-  stdoutBytes: number;
   stdoutLog: string;
+  stderr: string;
 }
 
-async function bash(sandbox: Sandbox, command: string, options: CallOptions): Promise<BashResult> {
-  const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
-  if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
-  return response.result as BashResult;
+const GIT_DIFF = 'git diff --no-color --no-ext-diff';
+
+/**
+ * On stderr, two lines: the whole diff's size in bytes (to tell a cut diff) and its shortstat
+ * (printf keeps the line when git prints none, for a tree without changes). On stdout, the
+ * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
+ * in a log read back as base64, whose bound is the same 1 MiB.
+ */
+export const TAKE_DIFF_COMMAND = [
+  'git add -A --intent-to-add . >/dev/null 2>&1',
+  `printf '%s\\n%s\\n' "$(${GIT_DIFF} HEAD 2>/dev/null | wc -c)" "$(${GIT_DIFF} --shortstat HEAD 2>/dev/null)" >&2`,
+  `${GIT_DIFF} HEAD | head -c ${LIMITS.fullDiff}`,
+].join('; ');
+
+/** The size and shortstat from the command's stderr (its first two lines), the diff from its stdout. */
+export function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
+  const [bytesLine = '', statLine = ''] = header.split('\n', 2);
+  return { diff, truncated: (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff, stats: parseShortstat(statLine) };
 }
 
 /** The change against HEAD, new files included (intent-to-add), cut at 1 MiB. */
@@ -23,20 +39,12 @@ export async function takeDiff(
   sandbox: Sandbox,
   options: CallOptions = {},
 ): Promise<{ diff: string; truncated: boolean; stats: DiffStats }> {
-  const stats = await bash(
-    sandbox,
-    'git add -A --intent-to-add . >/dev/null 2>&1; git diff --no-color --no-ext-diff HEAD | wc -c; git diff --no-color --no-ext-diff --shortstat HEAD',
-    options,
-  );
-  const [bytesLine = '0', statLine = ''] = stats.stdout.trim().split('\n');
-  const totalBytes = Number(bytesLine.trim()) || 0;
-  const out = await bash(sandbox, `git diff --no-color --no-ext-diff HEAD | head -c ${LIMITS.fullDiff}`, options);
-  let diff = out.stdout;
-  if (out.stdoutTruncated) {
-    // The result shows only head and tail of a long stream; the whole is in the log file.
-    const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
-    if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
-    diff = Buffer.from((read.result as { content: string }).content, 'base64').toString('utf8');
-  }
-  return { diff, truncated: totalBytes > LIMITS.fullDiff, stats: parseShortstat(statLine) };
+  const response = await sandbox.call({ tool: 'bash', input: { command: TAKE_DIFF_COMMAND, timeoutMs: 120_000 }, clean: true }, options);
+  if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
+  const out = response.result as BashResult;
+  if (!out.stdoutTruncated) return parseTakenDiff(out.stderr, out.stdout);
+  // The result shows only head and tail of a long stream; the whole is in the log file.
+  const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
+  if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
+  return parseTakenDiff(out.stderr, Buffer.from((read.result as { content: string }).content, 'base64').toString('utf8'));
 }

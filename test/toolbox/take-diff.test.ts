@@ -1,0 +1,72 @@
+// The run's diff as the finalize job and the diff snapshots take it (workers/take-diff.ts):
+// through a real toolbox session in a real git repository, against HEAD with new files, its
+// shortstat, and the cut at LIMITS.fullDiff read back whole from the output log.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LIMITS } from '../../operator/src/api/index.ts';
+import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
+import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { makeWorkspace, openSession, type Workspace } from './toolbox-fixture.ts';
+
+let workspace: Workspace;
+let session: LocalSandbox;
+/** The tools each takeDiff asked the sandbox for, in order. */
+let calls: string[];
+let sandbox: Sandbox;
+
+beforeEach(async () => {
+  workspace = makeWorkspace();
+  workspace.write({ 'a.txt': 'one\ntwo\n', 'b.txt': 'kept\n' });
+  workspace.git('init', '-q');
+  workspace.git('add', '.');
+  workspace.git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+  session = await openSession(workspace);
+  calls = [];
+  sandbox = {
+    ...session,
+    call: (request: ToolRequest, options) => {
+      calls.push(request.tool);
+      return session.call(request, options);
+    },
+  };
+});
+afterEach(async () => {
+  await session.close();
+  workspace.cleanup();
+});
+
+describe('takeDiff', () => {
+  it('takes a changed and a new file, with their shortstat, in one call to the sandbox', async () => {
+    workspace.write({ 'a.txt': 'one\nTWO\n', 'new.txt': 'fresh\nlines\n' });
+    const taken = await takeDiff(sandbox);
+    expect(taken.diff).toMatch(/^diff --git a\/a\.txt b\/a\.txt\n/);
+    expect(taken.diff).toContain('-two\n+TWO\n');
+    expect(taken.diff).toContain('diff --git a/new.txt b/new.txt\n');
+    expect(taken.diff).toContain('+fresh\n+lines\n');
+    expect(taken.stats).toEqual({ filesChanged: 2, insertions: 3, deletions: 1 });
+    expect(taken.truncated).toBe(false);
+    expect(calls).toEqual(['bash']);
+  });
+
+  it('takes nothing from a tree without changes', async () => {
+    expect(await takeDiff(sandbox)).toEqual({ diff: '', truncated: false, stats: { filesChanged: 0, insertions: 0, deletions: 0 } });
+    expect(calls).toEqual(['bash']);
+  });
+
+  it('cuts a diff over 1 MiB at 1 MiB, reads the cut diff back whole and says it was cut', async () => {
+    const line = `${'x'.repeat(99)}\n`;
+    workspace.write({ 'big.txt': line.repeat(15_000) }); // 1.5 MB of additions
+    const taken = await takeDiff(sandbox);
+    expect(taken.truncated).toBe(true);
+    expect(Buffer.byteLength(taken.diff)).toBe(LIMITS.fullDiff);
+    expect(taken.diff).toMatch(/^diff --git a\/big\.txt b\/big\.txt\n/);
+    expect(
+      taken.diff
+        .split('\n')
+        .slice(6, -1)
+        .every((added) => added === `+${'x'.repeat(99)}`),
+    ).toBe(true);
+    expect(taken.stats).toEqual({ filesChanged: 1, insertions: 15_000, deletions: 0 });
+    expect(calls).toEqual(['bash', 'read_file']);
+  });
+});
