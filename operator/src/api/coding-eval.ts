@@ -4,6 +4,7 @@
 // Like coding-run-spec.ts, the zod schema is the source of the CRD (`make crds`) and of the
 // operator's own check; cross-field rules are written once as CEL and once as a predicate.
 import { z } from 'zod';
+import type { ObjectMeta } from './object-meta.ts';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { budgetSpec, modelSpec, repositorySpec, sandboxSpec, toolsSpec } from './coding-run-spec.ts';
 import { condition } from './kubernetes-names.ts';
@@ -350,16 +351,7 @@ export type Distribution = z.output<typeof distributionStatus>;
 export interface CodingEval {
   apiVersion: string;
   kind: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    generation?: number;
-    resourceVersion?: string;
-    creationTimestamp?: string;
-    deletionTimestamp?: string;
-    labels?: Record<string, string>;
-  };
+  metadata: ObjectMeta;
   spec: CodingEvalSpecInput;
   status?: CodingEvalStatus;
 }

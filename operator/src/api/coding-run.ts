@@ -1,19 +1,9 @@
 // The whole CodingRun object as the operator reads it from the API server.
 import type { CodingRunSpec, CodingRunSpecInput } from './coding-run-spec.ts';
 import type { CodingRunStatus } from './coding-run-status.ts';
+import type { ObjectMeta } from './object-meta.ts';
 
-export interface ObjectMeta {
-  name: string;
-  namespace: string;
-  uid: string;
-  generation?: number;
-  resourceVersion?: string;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  finalizers?: string[];
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-}
+export type { ObjectMeta };
 
 /**
  * A run as stored: the spec as its author wrote it (the CRD applies no defaults). With

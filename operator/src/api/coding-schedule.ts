@@ -2,6 +2,7 @@
 // know (timeZone, concurrencyPolicy, suspend, startingDeadlineSeconds, history limits). The
 // run each time is an optional CodingRunTemplate with spec.runTemplate laid over it.
 import { z } from 'zod';
+import type { ObjectMeta } from './object-meta.ts';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { GROUP } from './group.ts';
 import { condition, objectName } from './kubernetes-names.ts';
@@ -183,15 +184,7 @@ export type CodingScheduleStatus = z.output<typeof codingScheduleStatus>;
 export interface CodingSchedule {
   apiVersion: string;
   kind: string;
-  metadata: {
-    name: string;
-    namespace: string;
-    uid: string;
-    generation?: number;
-    resourceVersion?: string;
-    creationTimestamp?: string;
-    deletionTimestamp?: string;
-  };
+  metadata: ObjectMeta;
   spec: CodingScheduleSpecInput;
   status?: CodingScheduleStatus;
 }
