@@ -102,10 +102,20 @@ async function prepare(bench: Bench): Promise<void> {
   );
 }
 
-async function startOperator(bench: Bench, label: string, pool: number): Promise<OperatorProcess> {
+/** The clone cache of the third mode: room for the bench repository's archive many times over. */
+const CLONE_CACHE_MAX_BYTES = 64 * 1024 * 1024;
+
+async function startOperator(bench: Bench, label: string, pool: number, cloneCache: boolean): Promise<OperatorProcess> {
   const { target, work } = bench;
   const config = path.join(work, `config-${label}.json`);
-  writeFileSync(config, JSON.stringify({ ...target.config, warmPools: pool > 0 ? [{ name: 'bench', namespace: NS, size: pool }] : [] }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      ...target.config,
+      warmPools: pool > 0 ? [{ name: 'bench', namespace: NS, size: pool }] : [],
+      ...(cloneCache ? { cloneCacheMaxBytes: CLONE_CACHE_MAX_BYTES } : {}),
+    }),
+  );
   const operator = new OperatorProcess({
     kubeconfig: target.kubeconfig,
     env: {
@@ -180,9 +190,19 @@ async function oneRun(bench: Bench, operator: OperatorProcess, name: string): Pr
   return { run, sentAt };
 }
 
-/** `runs` runs one after another under an operator with a pool of `pool` (0: none), from each run's status.timings. */
-async function measure(bench: Bench, label: string, pool: number, started: (operator: OperatorProcess | undefined) => void): Promise<Mode> {
-  const operator = await startOperator(bench, label, pool);
+/**
+ * `runs` runs one after another under an operator with a pool of `pool` (0: none) and, with
+ * `cloneCache`, the clone cache on (the first run clones, the others start from its archive),
+ * from each run's status.timings.
+ */
+async function measure(
+  bench: Bench,
+  label: string,
+  pool: number,
+  started: (operator: OperatorProcess | undefined) => void,
+  cloneCache = false,
+): Promise<Mode> {
+  const operator = await startOperator(bench, label, pool, cloneCache);
   started(operator);
   if (pool > 0) await waitForPool(bench, pool);
   const samples: number[] = [];
@@ -213,8 +233,11 @@ async function measure(bench: Bench, label: string, pool: number, started: (oper
   };
 }
 
-function printResults(results: { runs: number; poolSize: number; loadAverage1m: number; cold: Mode; warm: Mode }, file: string): void {
-  const { runs, poolSize, cold, warm } = results;
+function printResults(
+  results: { runs: number; poolSize: number; loadAverage1m: number; cold: Mode; warm: Mode; warmCached: Mode },
+  file: string,
+): void {
+  const { runs, poolSize, cold, warm, warmCached } = results;
   console.log(`warm pool bench (${runs} runs each, one at a time, pool of ${poolSize}; load average ${results.loadAverage1m})`);
   console.log('create -> first tool call          p50 ms    p99 ms    max ms   claimed   goal');
   const row = (name: string, figure: LatencyFigure, claimed: number, goal = '') =>
@@ -224,10 +247,12 @@ function printResults(results: { runs: number; poolSize: number; loadAverage1m: 
   row('without a pool (fresh pod)', cold.createToFirstToolCallMs, cold.claimed);
   row('with a warm pool', warm.createToFirstToolCallMs, warm.claimed, 'p50 < 300, p99 < 1000');
   if (warm.claimedCreateToFirstToolCallMs) row('  of which claimed a pool pod', warm.claimedCreateToFirstToolCallMs, warm.claimed);
+  row('with a warm pool and the clone cache', warmCached.createToFirstToolCallMs, warmCached.claimed, 'p50 < 300, p99 < 1000');
   console.log(`phases p50 ms, cold: ${JSON.stringify(cold.phasesP50Ms)}`);
   console.log(`phases p50 ms, warm: ${JSON.stringify(warm.phasesP50Ms)}`);
   console.log(`phase ends p50 ms after create, cold: ${JSON.stringify(cold.phaseEndsP50Ms)}`);
   console.log(`phase ends p50 ms after create, warm: ${JSON.stringify(warm.phaseEndsP50Ms)}`);
+  console.log(`phase ends p50 ms after create, warm + clone cache: ${JSON.stringify(warmCached.phaseEndsP50Ms)}`);
   console.log(`written to ${path.relative(repoRoot, file)}`);
 }
 
@@ -271,6 +296,7 @@ async function main(): Promise<void> {
     const started = (running: OperatorProcess | undefined) => (operator = running);
     const cold = await measure(bench, 'cold', 0, started);
     const warm = await measure(bench, 'warm', poolSize, started);
+    const warmCached = await measure(bench, 'cached', poolSize, started, true);
     const results = {
       date: new Date().toISOString(),
       loadAverage1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
@@ -281,6 +307,7 @@ async function main(): Promise<void> {
         `scripted model, ${target.sandboxes}, a one-file repository`,
       cold,
       warm,
+      warmCached,
       goal: 'warm: p50 < 300 ms, p99 < 1000 ms',
       goals: { p50UnderMs: 300, p99UnderMs: 1000 },
     };

@@ -83,6 +83,17 @@ export const operatorConfigSchema = z
       .default(1024 ** 3)
       .describe("Largest checkout a run's clone may have (sum of the commit's file sizes) and largest download; larger fails CloneFailed."),
     maxCheckoutFiles: positiveInt("Most files a run's clone may check out; more fails CloneFailed.", 250_000, 100_000_000),
+    /** Issue #17.3: workers/clone-cache.ts. */
+    cloneCacheMaxBytes: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(1024 ** 4)
+      .default(0)
+      .describe(
+        "Bytes of earlier clones' archives each replica keeps in /tmp, by repository and commit, so a run of a commit cloned before skips the clone. " +
+          "A kept archive is used only for the commit the remote names for the run, asked with the run's own credential. 0: off.",
+      ),
     sandboxImage: z.string().min(1).default('ghcr.io/chamvi/chamvi-sandbox:0.1.0').describe('Default sandbox image.'),
     /** Security #11.10: see reconcile/allow-images.ts. */
     allowImages: z
@@ -485,6 +496,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
   CHAMVI_MAX_CHECKOUT_BYTES: { key: 'maxCheckoutBytes' },
   CHAMVI_MAX_CHECKOUT_FILES: { key: 'maxCheckoutFiles' },
+  CHAMVI_CLONE_CACHE_MAX_BYTES: { key: 'cloneCacheMaxBytes' },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   CHAMVI_ALLOW_IMAGES: { key: 'allowImages', list: true },
   CHAMVI_ALLOW_MODEL_ENDPOINTS: { key: 'allowModelEndpoints', list: true },

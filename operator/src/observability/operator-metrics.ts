@@ -22,6 +22,7 @@ export class OperatorMetrics {
   readonly modelCallDuration: Histogram<'provider'>;
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
+  readonly cloneCache: Counter<'result'>;
   readonly runPhaseDuration: Histogram<'phase'>;
   readonly namespaceTokensToday: Gauge<'namespace'>;
 
@@ -95,6 +96,12 @@ export class OperatorMetrics {
       name: 'chamvi_exec_errors_total',
       help: 'Sandbox transport failures (exec, protocol), by kind.',
       labelNames: ['kind'],
+      registers,
+    });
+    this.cloneCache = new Counter({
+      name: 'chamvi_clone_cache_total',
+      help: 'Prepares with the clone cache on: hit (the run started from a kept archive) or miss (it cloned).',
+      labelNames: ['result'],
       registers,
     });
     this.runPhaseDuration = new Histogram({

@@ -5,6 +5,7 @@
 import type { LanguageModel } from 'ai';
 import type { CodingRun, CodingRunSpec } from '../api/index.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
+import type { CloneCache } from './clone-cache.ts';
 import type { ClonePolicy } from './git-clone.ts';
 import type { Launch } from './process-launcher.ts';
 import type { PublishPolicy } from './publish-job.ts';
@@ -51,6 +52,8 @@ export interface AgentDependencies {
   launch?: Launch;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */
   clonePolicy: ClonePolicy;
+  /** Archives of earlier clones by repository and commit (clone-cache.ts); absent, every run clones. */
+  cloneCache?: CloneCache;
   /** Issue #15.4: namespaces' tokens per day and their tallies; absent, no namespace has a budget. */
   teamBudget?: TeamTokenBudget;
   /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */

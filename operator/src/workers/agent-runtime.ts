@@ -27,6 +27,7 @@ import { NamespaceTokenTally } from './namespace-token-tally.ts';
 import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
+import { CloneCache } from './clone-cache.ts';
 import { keepRunDiff } from './keep-diff.ts';
 import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-writer.ts';
 import { TrailingWrites } from './trailing-record.ts';
@@ -88,6 +89,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const tally = new NamespaceTokenTally(stateRedis, prefix);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
+  // The replica's kept clones (#17.3): off unless the admin sized it.
+  const cloneCache = config.cloneCacheMaxBytes > 0 ? new CloneCache(config.cloneCacheMaxBytes) : undefined;
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
   const agentQueue = new AgentQueue(queue, states, sandboxes, seal, queueRedis, new RunJobIndex(queueRedis, prefix));
   const inspector = new AgentInspector(queue, states);
@@ -135,6 +138,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             maxCheckoutBytes: config.maxCheckoutBytes,
             maxCheckoutFiles: config.maxCheckoutFiles,
           },
+          ...(cloneCache ? { cloneCache } : {}),
           setupTimeoutMs: config.setupTimeoutSeconds * 1000,
           publishPolicy: {
             author: config.publish.author,
@@ -183,6 +187,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       await trailing.drain();
       await queue.close();
       await sandboxes.closeAll();
+      await cloneCache?.clear();
       for (const connection of [stateRedis, queueRedis, workerRedis]) connection.disconnect();
     },
   };

@@ -18,6 +18,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
+import { commitForRevision, parseLsRemote } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 /** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
@@ -237,6 +238,17 @@ export const SAFE_GIT_CONFIG: readonly string[] = [
 
 /** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */
 export async function cloneRepository(request: CloneRequest): Promise<string> {
+  return (await cloneMeasured(request)).dir;
+}
+
+/** A clone and the size of its checkout, as measured from its tree before it was checked out. */
+export interface MeasuredClone {
+  dir: string;
+  size: TreeSize;
+}
+
+/** cloneRepository, with the checkout's size (what the clone cache checks against the limits when it hands the tree out again). */
+export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClone> {
   const parts = repositoryUrlParts(request.url);
   if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
   // Named by this process, so that the next one can tell a clone left by a killed process (stale-clones.ts).
@@ -295,11 +307,49 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
     await mkdir(join(dir, '.git', 'info'), { recursive: true });
     await writeFile(join(dir, '.git', 'info', 'attributes'), EXACT_CHECKOUT_ATTRIBUTES);
     await git(inRepo, ['checkout', '-q', 'FETCH_HEAD']);
+    return { dir, size };
   } catch (error) {
     // The caller only owns the directory once it is returned: a failed clone (a partial
     // checkout, the askpass script) must not stay behind in the worker's temp dir.
     await rm(base, { recursive: true, force: true });
     throw error;
   }
-  return dir;
+}
+
+/** Bound on what ls-remote may print: a repository with more refs than this is cloned, not looked up. */
+const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The commit the remote names for the request's revision (remote-refs.ts), asked the way the
+ * clone asks: the checked URL, its credential through the askpass, the same git config. Undefined
+ * when the remote names none or lists more than LS_REMOTE_MAX_BYTES; CloneFailed when the remote
+ * refuses, as a fetch would be refused.
+ */
+export async function remoteCommit(request: CloneRequest): Promise<string | undefined> {
+  const parts = repositoryUrlParts(request.url);
+  if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
+  const base = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
+  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
+  try {
+    const run: GitRun = {
+      config: [...SAFE_GIT_CONFIG],
+      cwd: base,
+      env: await gitEnvironment(parts, token, base),
+      timeoutMs: request.timeoutMs ?? 60_000,
+      token,
+      fileSizeLimit: 1024 * 1024,
+      launch: request.launch ?? launchHere,
+    };
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    await git(run, ['ls-remote', '--', request.url], (chunk) => {
+      bytes += chunk.length;
+      if (bytes <= LS_REMOTE_MAX_BYTES) chunks.push(chunk);
+      return bytes <= LS_REMOTE_MAX_BYTES;
+    });
+    if (bytes > LS_REMOTE_MAX_BYTES) return undefined;
+    return commitForRevision(parseLsRemote(Buffer.concat(chunks).toString('latin1')), request.revision);
+  } finally {
+    await rm(base, { recursive: true, force: true });
+  }
 }

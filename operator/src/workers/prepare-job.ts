@@ -1,7 +1,8 @@
 // prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
 // into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
 import { createReadStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
@@ -13,7 +14,8 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
-import { cloneRepository } from './git-clone.ts';
+import { cloneMeasured, remoteCommit } from './git-clone.ts';
+import { clonePrefix } from './stale-clones.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun } from './live-run.ts';
 import { startingState } from './starting-state.ts';
@@ -47,18 +49,38 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   // receive and then waits for the archive, so neither the exec nor the toolbox's start waits
   // for the clone. The archive stream yields only the clone's own archive: a failed clone
   // sends nothing.
-  let dir: string | undefined;
+  let workDir: string | undefined;
   let importStarted: Date | undefined;
+  let fromCache = false;
   const archiveReady = (async () => {
-    // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
-    dir = await cloneRepository({
+    const clone = {
       url: repository.url,
       revision: continuation?.revision ?? spec.repository.revision,
       token,
       maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
       maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
       launch: deps.launch,
-    });
+    };
+    // The clone cache (clone-cache.ts) is asked only for the commit the remote names for this
+    // run, asked with its credential; a continuation's tree has its diff applied, so it clones.
+    const cache = continuation ? undefined : deps.cloneCache;
+    const commit = cache ? await remoteCommit(clone).catch(() => undefined) : undefined;
+    if (cache && commit) {
+      workDir = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
+      const archive = await cache.take(repository.url, commit, deps.clonePolicy, workDir);
+      if (archive) {
+        deps.metrics.cloneCache.inc({ result: 'hit' });
+        fromCache = true;
+        importStarted = deps.now();
+        timings.push(timing('Clone', cloneStarted, importStarted));
+        return { revision: commit, archive };
+      }
+    }
+    if (cache) deps.metrics.cloneCache.inc({ result: 'miss' });
+    // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
+    const { dir, size } = await cloneMeasured(clone);
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+    workDir = dirname(dir);
     const revision = await headRevision(dir, deps.launch);
     if (continuation) {
       const applied = await applyDiff(dir, continuation.diff, deps.launch);
@@ -67,10 +89,12 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     // The archive goes through a file: piping tar's stdout straight into the exec stream
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
-    const archive = join(dirname(dir), 'workspace.tar');
+    const archive = join(workDir, 'workspace.tar');
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
     importStarted = deps.now();
     timings.push(timing('Clone', cloneStarted, importStarted));
+    // Kept for the next run of this commit; a cache that cannot keep it costs this run nothing.
+    if (cache) await cache.keep(repository.url, revision, archive, size).catch(() => undefined);
     return { revision, archive };
   })();
   // Settled below; until then a failed clone must not count as unhandled.
@@ -134,7 +158,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
   } finally {
     await archiveReady.catch(() => undefined);
-    if (dir) await rm(dirname(dir), { recursive: true, force: true });
+    if (workDir) await rm(workDir, { recursive: true, force: true });
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
@@ -143,7 +167,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     reason: EVENT_REASONS.Prepared,
     message: continuation
       ? `Cloned ${spec.repository.url}@${revision} and applied the diff of run ${spec.continueFrom!.name} into the sandbox`
-      : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox`,
+      : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox${fromCache ? ` (commit ${revision} from the clone cache)` : ''}`,
   });
   await deps.queue.step(ref, 0);
 }

@@ -1,0 +1,123 @@
+// Workspace archives of earlier clones, kept by repository URL and commit, so that a run of a
+// repository and commit this worker has cloned before starts from the kept archive: no fetch,
+// no checkout, no tar (#17.3). Evals and schedules run one repository and commit many times.
+//
+// - Off unless the admin sizes it (cloneCacheMaxBytes); it lives in the worker's /tmp beside
+//   the clones, so it counts against the same ephemeral storage.
+// - A kept archive is handed out only for the commit the remote itself names for the run's
+//   revision, asked with the run's own credential (git-clone.ts remoteCommit): a run gets
+//   nothing it could not have fetched (SECURITY.md).
+// - It is checked against the clone limits as they are now (they may have narrowed since).
+// - Least recently used archives go first; one being handed out is a hard link of the run's
+//   own (link(2)), so its eviction cannot pull it from under the run.
+// - One directory per process, named as a clone (stale-clones.ts): a killed process's cache is
+//   removed with its clones by the next start.
+import { createHash } from 'node:crypto';
+import { link, mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TreeSize } from './git-clone.ts';
+import { clonePrefix } from './stale-clones.ts';
+
+export interface CachedArchive {
+  key: string;
+  /** The archive file's size: what counts against maxBytes. */
+  bytes: number;
+  /** The checkout's size and entries, as the clone measured them. */
+  checkout: Pick<TreeSize, 'bytes' | 'entries'>;
+  lastUsed: number;
+}
+
+export interface CheckoutLimits {
+  maxCheckoutBytes: number;
+  maxCheckoutFiles: number;
+}
+
+/** Which archives to drop so that `incoming` more bytes fit in `maxBytes`: least recently used first (pure). */
+export function evictions(kept: readonly CachedArchive[], incoming: number, maxBytes: number): string[] {
+  let total = kept.reduce((sum, archive) => sum + archive.bytes, 0) + incoming;
+  const dropped: string[] = [];
+  for (const archive of [...kept].sort((a, b) => a.lastUsed - b.lastUsed)) {
+    if (total <= maxBytes) break;
+    dropped.push(archive.key);
+    total -= archive.bytes;
+  }
+  return dropped;
+}
+
+export const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');
+
+export class CloneCache {
+  private readonly kept = new Map<string, CachedArchive>();
+  private directory: Promise<string> | undefined;
+  /** Keeps one at a time, so that two evictions never count the same room. */
+  private keeping: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * The kept archive of `url` at `commit`, linked into `into` as `name`, if there is one and its
+   * checkout is within `limits`; undefined otherwise (the run clones).
+   */
+  async take(url: string, commit: string, limits: CheckoutLimits, into: string): Promise<string | undefined> {
+    const archive = this.kept.get(cacheKey(url, commit));
+    if (!archive) return undefined;
+    if (archive.checkout.bytes > limits.maxCheckoutBytes || archive.checkout.entries > limits.maxCheckoutFiles) return undefined;
+    const target = join(into, 'workspace.tar');
+    try {
+      await link(join(await this.dir(), archive.key), target);
+    } catch {
+      // Evicted or removed from under the map: a clone, as without a cache.
+      this.kept.delete(archive.key);
+      return undefined;
+    }
+    archive.lastUsed = this.now();
+    return target;
+  }
+
+  /** Keeps `archive` (a run's, linked, not copied) as `url` at `commit`, dropping the least recently used to make room. */
+  keep(url: string, commit: string, archive: string, checkout: CachedArchive['checkout']): Promise<void> {
+    const next = this.keeping.then(() => this.keepNow(url, commit, archive, checkout));
+    this.keeping = next.catch(() => undefined);
+    return next;
+  }
+
+  private async keepNow(url: string, commit: string, archive: string, checkout: CachedArchive['checkout']): Promise<void> {
+    const key = cacheKey(url, commit);
+    const { size: bytes } = await stat(archive);
+    if (this.kept.has(key) || bytes > this.maxBytes) return;
+    const dir = await this.dir();
+    for (const dropped of evictions([...this.kept.values()], bytes, this.maxBytes)) {
+      this.kept.delete(dropped);
+      await rm(join(dir, dropped), { force: true });
+    }
+    // Linked under a name of its own, then renamed into place: a take never sees half of it.
+    const pending = join(dir, `${key}.${process.pid}.${this.now()}.pending`);
+    await link(archive, pending);
+    await rename(pending, join(dir, key));
+    this.kept.set(key, { key, bytes, checkout, lastUsed: this.now() });
+  }
+
+  /** What is kept, for metrics and tests. */
+  get size(): { archives: number; bytes: number } {
+    let bytes = 0;
+    for (const archive of this.kept.values()) bytes += archive.bytes;
+    return { archives: this.kept.size, bytes };
+  }
+
+  /** Forgets and removes every kept archive (the replica's shutdown). */
+  async clear(): Promise<void> {
+    const directory = this.directory;
+    this.kept.clear();
+    this.directory = undefined;
+    if (directory) await rm(await directory, { recursive: true, force: true });
+  }
+
+  private dir(): Promise<string> {
+    this.directory ??= mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
+    return this.directory;
+  }
+}

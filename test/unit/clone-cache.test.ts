@@ -1,0 +1,151 @@
+// The clone cache (workers/clone-cache.ts) and how a run finds its commit (git-clone.ts
+// remoteCommit), with real git against a loopback smart-HTTP server that serves only the token:
+// - security: a kept tree is found only through the remote, asked with the run's credential:
+//   no credential or a wrong one is refused as a fetch would be, and a commit id that is no
+//   ref's tip is not named (a server may hide refs from some users);
+// - a kept archive is the clone's own bytes, checked against the limits as they are now, and
+//   evicted least recently used first, without pulling it from a run that holds it.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RunFailure } from '../../operator/src/api/run-failure.ts';
+import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
+import { CloneCache } from '../../operator/src/workers/clone-cache.ts';
+import { cloneMeasured, remoteCommit } from '../../operator/src/workers/git-clone.ts';
+import { createBareRepository, git } from '../support/git-fixture.ts';
+import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
+
+const TOKEN = 'clone-cache-test-token-4f1d';
+const LIMITS = { maxCheckoutBytes: 1024 ** 3, maxCheckoutFiles: 250_000 };
+const scratch = mkdtempSync(join(tmpdir(), 'clone-cache-test-'));
+let server: GitHttpServer;
+let url: CheckedRepositoryUrl;
+let head: string;
+let first: string;
+
+function checked(raw: string): CheckedRepositoryUrl {
+  const decision = isRepositoryAllowed(raw, ['http://127.0.0.1:*/**']);
+  if (!decision.allowed) throw new Error(decision.message);
+  return decision.url;
+}
+
+beforeAll(async () => {
+  createBareRepository(scratch, { 'README.md': 'one\n' });
+  const bare = join(scratch, 'git', 'hello.git');
+  first = git(['rev-parse', 'HEAD'], bare).trim();
+  // A second commit on main, an annotated tag on the first, and a commit no ref points at.
+  const work = join(scratch, 'work');
+  git(['clone', '-q', bare, work], scratch);
+  writeFileSync(join(work, 'README.md'), 'two\n');
+  git(['commit', '-qam', 'two'], work);
+  git(['push', '-q', 'origin', 'main'], work);
+  git(['tag', '-a', '-m', 'first', 'v1', first], bare);
+  head = git(['rev-parse', 'HEAD'], bare).trim();
+  server = await startGitHttpServer(join(scratch, 'git'), TOKEN);
+  url = checked(`${server.origin}/hello.git`);
+}, 60_000);
+
+afterAll(async () => {
+  await server?.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+const isCloneFailed = (error: unknown) => RunFailure.isInstance(error) && error.reason === 'CloneFailed';
+
+describe('remoteCommit: the commit the remote names, asked with the run credential', { timeout: 60_000 }, () => {
+  it('names the remote HEAD, a branch and the commit under an annotated tag (control: the token opens the remote)', async () => {
+    expect(await remoteCommit({ url, token: TOKEN, ...LIMITS })).toBe(head);
+    expect(await remoteCommit({ url, token: TOKEN, revision: 'main', ...LIMITS })).toBe(head);
+    expect(await remoteCommit({ url, token: TOKEN, revision: 'v1', ...LIMITS })).toBe(first);
+    expect(await remoteCommit({ url, token: TOKEN, revision: head, ...LIMITS })).toBe(head);
+  });
+
+  it('security: without the credential, or with a wrong one, the remote refuses and nothing is named', async () => {
+    for (const token of [undefined, 'not-the-token']) {
+      const error = await remoteCommit({ url, token, ...LIMITS, timeoutMs: 20_000 }).catch((e: unknown) => e);
+      expect(isCloneFailed(error)).toBe(true);
+      expect(String((error as Error).message)).not.toContain(TOKEN);
+    }
+  });
+
+  it('security: names no commit that is not some ref tip, though the run may read the repository', async () => {
+    // `first` is reachable (main's parent, v1's target), but only as v1's peeled tip; make one that is no tip at all.
+    const hidden = git(['commit-tree', '-m', 'hidden', `${head}^{tree}`], join(scratch, 'git', 'hello.git')).trim();
+    expect(await remoteCommit({ url, token: TOKEN, revision: hidden, ...LIMITS })).toBeUndefined();
+    expect(await remoteCommit({ url, token: TOKEN, revision: first, ...LIMITS })).toBe(first);
+    expect(await remoteCommit({ url, token: TOKEN, revision: 'no-such-branch', ...LIMITS })).toBeUndefined();
+  });
+});
+
+describe('CloneCache', { timeout: 60_000 }, () => {
+  const caches: CloneCache[] = [];
+  const workDirs: string[] = [];
+  const tracked = (cache: CloneCache) => (caches.push(cache), cache);
+  afterAll(async () => {
+    await Promise.all(caches.map((cache) => cache.clear()));
+    for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
+  });
+  /** A run's clone and its archive, as the prepare job makes them. */
+  async function cloneArchive(): Promise<{ archive: string; size: { bytes: number; entries: number }; workDir: string }> {
+    const { dir, size } = await cloneMeasured({ url, token: TOKEN, ...LIMITS });
+    const workDir = join(dir, '..');
+    workDirs.push(workDir);
+    const archive = join(workDir, 'workspace.tar');
+    execFileSync('tar', ['-C', dir, '-cf', archive, '.']);
+    return { archive, size, workDir };
+  }
+
+  function runDir(): string {
+    const dir = join(scratch, `run-${Math.random().toString(36).slice(2)}`);
+    mkdirSync(dir);
+    return dir;
+  }
+
+  it("hands out the clone's own archive for its URL and commit, and nothing for another commit", async () => {
+    const cache = tracked(new CloneCache(1024 ** 3));
+    const made = await cloneArchive();
+    const bytes = readFileSync(made.archive);
+    await cache.keep(url, head, made.archive, made.size);
+    rmSync(made.workDir, { recursive: true, force: true }); // the run that cloned is done
+    const taken = await cache.take(url, head, LIMITS, runDir());
+    expect(taken && readFileSync(taken).equals(bytes)).toBe(true);
+    expect(await cache.take(url, first, LIMITS, runDir())).toBeUndefined();
+    expect(await cache.take(checked(`${server.origin}/other.git`), head, LIMITS, runDir())).toBeUndefined();
+  });
+
+  it('checks a kept archive against the limits as they are now', async () => {
+    const cache = tracked(new CloneCache(1024 ** 3));
+    const made = await cloneArchive();
+    await cache.keep(url, head, made.archive, made.size);
+    expect(await cache.take(url, head, { ...LIMITS, maxCheckoutBytes: made.size.bytes - 1 }, runDir())).toBeUndefined();
+    expect(await cache.take(url, head, { ...LIMITS, maxCheckoutFiles: made.size.entries - 1 }, runDir())).toBeUndefined();
+    expect(await cache.take(url, head, LIMITS, runDir())).toBeDefined();
+  });
+
+  it('makes room least recently used first, and an archive a run holds stays whole for it', async () => {
+    const made = await cloneArchive();
+    const size = readFileSync(made.archive).length;
+    let tick = 0;
+    const cache = tracked(new CloneCache(2 * size, () => ++tick)); // a clock that never ties
+    await cache.keep(url, 'a'.repeat(40), made.archive, made.size);
+    await cache.keep(url, 'b'.repeat(40), made.archive, made.size);
+    const held = await cache.take(url, 'a'.repeat(40), LIMITS, runDir()); // a is now the more recent
+    await cache.keep(url, 'c'.repeat(40), made.archive, made.size);
+    expect(cache.size).toEqual({ archives: 2, bytes: 2 * size });
+    expect(await cache.take(url, 'b'.repeat(40), LIMITS, runDir())).toBeUndefined();
+    expect(await cache.take(url, 'a'.repeat(40), LIMITS, runDir())).toBeDefined();
+    await cache.keep(url, 'd'.repeat(40), made.archive, made.size);
+    await cache.keep(url, 'e'.repeat(40), made.archive, made.size);
+    expect(await cache.take(url, 'a'.repeat(40), LIMITS, runDir())).toBeUndefined(); // evicted now
+    expect(held && existsSync(held) && readFileSync(held).length).toBe(size); // but not from the run holding it
+  });
+
+  it('keeps nothing larger than itself', async () => {
+    const made = await cloneArchive();
+    const cache = tracked(new CloneCache(1024));
+    await cache.keep(url, head, made.archive, made.size);
+    expect(cache.size).toEqual({ archives: 0, bytes: 0 });
+  });
+});
