@@ -2,11 +2,14 @@
 // clone reaches the pod without network. Every entry is confined like a tool path: an entry
 // that would land outside the root (absolute, `..`, or through a symlink created by an earlier
 // entry) fails the import with OUTSIDE_WORKSPACE. Files are streamed to disk, never buffered.
-import { createWriteStream } from 'node:fs';
-import { link, lstat, mkdir, rm, symlink, unlink } from 'node:fs/promises';
+//
+// A clone is thousands of small files, so each entry's file-system calls are synchronous: an
+// awaited call per open, write, close, lstat and mkdir waited on libuv's thread pool, and a
+// 3000-file repository took 3.6-4.7 s to import where tar(1) takes 0.3 s. The event loop is held
+// for one entry's calls at a time; the archive arrives between them.
+import { closeSync, linkSync, lstatSync, mkdirSync, openSync, rmSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { finished } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { guardWorkspacePath, isInside, lexicalRelative } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
@@ -41,6 +44,8 @@ export async function importTar(
 ): Promise<ImportResult> {
   const reader = new ChunkReader(await maybeGunzip(input));
   const result: ImportResult = { files: 0, directories: 0, symlinks: 0, bytes: 0, skipped: 0 };
+  // Literal imports replace what stands in an entry's way, so they resolve every parent anew.
+  const parents = options.literal ? undefined : new ResolvedParents();
   let pax: Record<string, string> = {};
   let longName: string | undefined;
   let longLink: string | undefined;
@@ -78,34 +83,36 @@ export async function importTar(
       await reader.skip(padded);
       continue;
     }
-    if (options.literal) await literalDirectories(context, type === '5' ? relative : path.posix.dirname(relative));
+    if (options.literal) literalDirectories(context, type === '5' ? relative : path.posix.dirname(relative));
     if (type === '5') {
-      const real = await entryLocation(context, relative, name);
-      await mkdir(real, { recursive: true, mode: mode | 0o700 });
+      const real = await entryLocation(context, relative, name, parents);
+      mkdirSync(real, { recursive: true, mode: mode | 0o700 });
       result.directories += 1;
       await reader.skip(padded);
     } else if (type === '0' || type === '\0' || type === '7') {
-      const real = await entryLocation(context, relative, name);
-      await clearForEntry(real);
-      const out = createWriteStream(real, { mode: mode | 0o600 });
-      await reader.pipe(size, out);
-      out.end();
-      await finished(out);
+      const real = await entryLocation(context, relative, name, parents);
+      clearForEntry(real, parents);
+      const fd = openSync(real, 'w', mode | 0o600);
+      try {
+        await reader.drain(size, (piece) => writeAll(fd, piece));
+      } finally {
+        closeSync(fd);
+      }
       await reader.skip(padded - size);
       result.files += 1;
       result.bytes += size;
     } else if (type === '2') {
-      const real = await entryLocation(context, relative, name);
-      await clearForEntry(real);
+      const real = await entryLocation(context, relative, name, parents);
+      clearForEntry(real, parents);
       // The link may point anywhere: tools refuse to follow it out, later entries may not pass it.
-      await symlink(linkName, real);
+      symlinkSync(linkName, real);
       result.symlinks += 1;
       await reader.skip(padded);
     } else if (type === '1') {
       const target = await guardWorkspacePath(context, confine(context, linkName), { allowDenied: true });
-      const real = await entryLocation(context, relative, name);
-      await clearForEntry(real);
-      await link(target.real, real);
+      const real = await entryLocation(context, relative, name, parents);
+      clearForEntry(real, parents);
+      linkSync(target.real, real);
       result.files += 1;
       await reader.skip(padded);
     } else {
@@ -128,10 +135,39 @@ function confine(context: ToolboxContext, name: string): string {
   }
 }
 
+/**
+ * Parent directories this import has resolved for real (and made), by the entry path's
+ * root-relative parent. The import is alone in the workspace (the model has not started, or
+ * its jobs were stopped), so only its own entries change what a path resolves to, and each
+ * entry that replaces a real path forgets every parent that resolved to it or below it, under
+ * whatever name (a symlink inside the workspace is another name for the same directory).
+ */
+class ResolvedParents {
+  private readonly real = new Map<string, string>();
+
+  get(relative: string): string | undefined {
+    return this.real.get(relative);
+  }
+
+  set(relative: string, real: string): void {
+    this.real.set(relative, real);
+  }
+
+  forgetAt(real: string): void {
+    for (const [key, value] of this.real) if (value === real || value.startsWith(`${real}${path.sep}`)) this.real.delete(key);
+  }
+}
+
 /** Where an entry goes: its parent resolved for real (symlinks included) must be in the root. */
-async function entryLocation(context: ToolboxContext, relative: string, name: string): Promise<string> {
+async function entryLocation(context: ToolboxContext, relative: string, name: string, parents?: ResolvedParents): Promise<string> {
   const parent = path.posix.dirname(relative);
-  let realParent: string;
+  let realParent = parents?.get(parent);
+  if (realParent) {
+    const real = path.join(realParent, path.posix.basename(relative));
+    if (!isInside(context.realRoot, real))
+      throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
+    return real;
+  }
   try {
     realParent = (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
   } catch (error) {
@@ -146,29 +182,39 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
   const real = path.join(realParent, path.posix.basename(relative));
   if (!isInside(context.realRoot, real))
     throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
-  await mkdir(realParent, { recursive: true });
+  mkdirSync(realParent, { recursive: true });
+  parents?.set(parent, realParent);
   return real;
 }
 
+/** writeSync may write less than asked (a full disk, a signal): the rest, until all of it is written. */
+function writeAll(fd: number, piece: Buffer): void {
+  for (let offset = 0; offset < piece.length;) offset += writeSync(fd, piece, offset);
+}
+
 /** Makes each segment of a root-relative directory path a real directory, replacing a symlink or file in the way. */
-async function literalDirectories(context: ToolboxContext, relativeDirectory: string): Promise<void> {
+function literalDirectories(context: ToolboxContext, relativeDirectory: string): void {
   let current = context.realRoot;
   for (const segment of relativeDirectory.split('/')) {
     if (segment === '' || segment === '.') continue;
     current = path.join(current, segment);
-    const stats = await lstat(current).catch(() => undefined);
+    const stats = lstatSync(current, { throwIfNoEntry: false });
     if (stats?.isDirectory()) continue;
-    if (stats) await rm(current, { force: true });
-    await mkdir(current, { mode: 0o755 });
+    if (stats) rmSync(current, { force: true });
+    mkdirSync(current, { mode: 0o755 });
   }
 }
 
-/** A file or symlink entry replaces what is there, never writes through an old symlink. */
-async function clearForEntry(real: string): Promise<void> {
-  const stats = await lstat(real).catch(() => undefined);
+/**
+ * A file or symlink entry replaces what is there, never writes through an old symlink. What
+ * stood there may have been a directory that parents were resolved through: they are forgotten.
+ */
+function clearForEntry(real: string, parents: ResolvedParents | undefined): void {
+  parents?.forgetAt(real);
+  const stats = lstatSync(real, { throwIfNoEntry: false });
   if (!stats) return;
-  if (stats.isDirectory()) await rm(real, { recursive: true, force: true });
-  else await unlink(real);
+  if (stats.isDirectory()) rmSync(real, { recursive: true, force: true });
+  else unlinkSync(real);
 }
 
 async function maybeGunzip(input: AsyncIterable<Uint8Array>): Promise<AsyncIterable<Uint8Array>> {
@@ -264,8 +310,8 @@ class ChunkReader {
     }
   }
 
-  /** Streams n bytes into a writable, respecting its backpressure. */
-  async pipe(n: number, out: NodeJS.WritableStream): Promise<void> {
+  /** Hands the next n bytes to `write` as they arrive (a file is never held whole). */
+  async drain(n: number, write: (piece: Buffer) => void): Promise<void> {
     let left = n;
     while (left > 0) {
       if (this.buffered.length === 0 && !(await this.fill())) truncatedArchive();
@@ -273,7 +319,7 @@ class ChunkReader {
       const piece = this.buffered.subarray(0, take);
       this.buffered = this.buffered.subarray(take);
       left -= take;
-      if (!out.write(piece)) await new Promise((resolve) => out.once('drain', resolve));
+      write(piece);
     }
   }
 

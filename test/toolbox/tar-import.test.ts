@@ -81,6 +81,26 @@ describe('import', () => {
       ],
     ],
     ['a hard link to a file outside', [{ name: 'hard', type: 'hardlink', target: '../../etc/passwd' }]],
+    [
+      // The import remembers the parents it resolved: an entry that replaces one must undo that.
+      'a file written through a directory the archive replaced with a symlink',
+      [
+        { name: 'a/', type: 'directory' },
+        { name: 'a/first.txt', content: 'x' },
+        { name: 'a', type: 'symlink', target: 'OUTSIDE' },
+        { name: 'a/escape.txt', content: 'x' },
+      ],
+    ],
+    [
+      'a file written through a replaced directory under another name (a symlink inside the workspace)',
+      [
+        { name: 'a/b/first.txt', content: 'x' },
+        { name: 'alias', type: 'symlink', target: 'a/b' },
+        { name: 'alias/second.txt', content: 'x' },
+        { name: 'a', type: 'symlink', target: 'OUTSIDE' },
+        { name: 'alias/escape.txt', content: 'x' },
+      ],
+    ],
   ])('refuses %s with OUTSIDE_WORKSPACE and writes nothing outside', async (_, entries) => {
     const outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
     try {
