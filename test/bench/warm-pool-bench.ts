@@ -9,8 +9,12 @@
 // (warm-pool-targets.ts), written to warm-pool-real-node.json; when that node cannot start here
 // the file says why and the bench exits 0, as real-node-bench.ts does.
 //
-//   npx tsx test/bench/warm-pool-bench.ts [--runs 30] [--pool 3] [--real-node]
+// --files N (--file-bytes B) gives the runs' repository N more files of B random bytes, where
+// a clone costs what it costs users (the clone cache's third mode shows it).
+//
+//   npx tsx test/bench/warm-pool-bench.ts [--runs 30] [--pool 3] [--real-node] [--files 0 --file-bytes 8192]
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -49,24 +53,39 @@ interface Bench {
   target: WarmPoolTarget;
   work: string;
   runs: number;
+  /** Files beside README.md in the runs' repository, and the bytes of each (--files, --file-bytes). */
+  repository: { files: number; fileBytes: number };
   kubectl: (args: string[], input?: string) => Promise<string>;
   custom: CustomObjectsApi;
 }
 
-const resultsFileOf = (realNode: boolean) =>
-  fileURLToPath(new URL(realNode ? './results/warm-pool-real-node.json' : './results/warm-pool.json', import.meta.url));
+/** Where the figures go: a larger repository (--files) writes a file of its own, which `make bench`'s report does not read. */
+const resultsFileOf = (realNode: boolean, files: number) =>
+  fileURLToPath(
+    new URL(`./results/warm-pool${realNode ? '-real-node' : ''}${files > 0 ? `-${files + 1}-files` : ''}.json`, import.meta.url),
+  );
 
 function writeResults(file: string, results: object): void {
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
 }
 
-/** The runs' namespace (with the target's PodSecurity labels), its lease namespace, a one-file repository and the model's script. */
+/**
+ * The runs' namespace (with the target's PodSecurity labels), its lease namespace, the
+ * repository (README.md and `files` more of `fileBytes` each, random so git cannot compress
+ * them away: a repository of some size, where a clone costs what it costs users) and the
+ * model's script.
+ */
 async function prepare(bench: Bench): Promise<void> {
   const { work, kubectl } = bench;
   const source = path.join(work, 'source');
   execFileSync('git', ['init', '-q', '-b', 'main', source]);
   writeFileSync(path.join(source, 'README.md'), 'Hello\n');
+  for (let index = 0; index < bench.repository.files; index++) {
+    const dir = path.join(source, 'src', String(index % 50));
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `file-${index}.txt`), randomBytes(bench.repository.fileBytes / 2).toString('hex'));
+  }
   execFileSync('git', ['add', '.'], { cwd: source });
   execFileSync('git', ['-c', 'user.email=b@chamvi.dev', '-c', 'user.name=bench', 'commit', '-qm', 'readme'], { cwd: source });
   execFileSync('git', ['clone', '-q', '--bare', source, path.join(work, 'git', 'hello.git')]);
@@ -262,12 +281,15 @@ async function main(): Promise<void> {
       runs: { type: 'string', default: '30' },
       pool: { type: 'string', default: '3' },
       'real-node': { type: 'boolean', default: false },
+      files: { type: 'string', default: '0' },
+      'file-bytes': { type: 'string', default: '8192' },
     },
   });
+  const repository = { files: Number(values.files), fileBytes: Number(values['file-bytes']) };
   const runs = Number(values.runs);
   const poolSize = Number(values.pool);
   const realNode = values['real-node'];
-  const resultsFile = resultsFileOf(realNode);
+  const resultsFile = resultsFileOf(realNode, repository.files);
   const work = mkdtempSync(path.join(tmpdir(), 'chamvi-warm-bench-'));
   let target: WarmPoolTarget;
   try {
@@ -288,6 +310,7 @@ async function main(): Promise<void> {
       target,
       work,
       runs,
+      repository,
       kubectl: (args, input) => kubectlOrThrow(args, { binDir: target.binDir, kubeconfig: target.kubeconfig, ...(input ? { input } : {}) }),
       custom: kubeConfig.makeApiClient(CustomObjectsApi),
     };
@@ -304,7 +327,11 @@ async function main(): Promise<void> {
       poolSize,
       measured:
         'from just before the create request to the end of the first tool call (status.timings FirstToolCall), one run at a time, ' +
-        `scripted model, ${target.sandboxes}, a one-file repository`,
+        `scripted model, ${target.sandboxes}, ` +
+        (repository.files > 0
+          ? `a repository of ${repository.files + 1} files (${repository.files} of ${repository.fileBytes} bytes)`
+          : 'a one-file repository'),
+      repository,
       cold,
       warm,
       warmCached,
