@@ -161,15 +161,22 @@ class ResolvedParents {
 /** Where an entry goes: its parent resolved for real (symlinks included) must be in the root. */
 async function entryLocation(context: ToolboxContext, relative: string, name: string, parents?: ResolvedParents): Promise<string> {
   const parent = path.posix.dirname(relative);
-  let realParent = parents?.get(parent);
-  if (realParent) {
-    const real = path.join(realParent, path.posix.basename(relative));
-    if (!isInside(context.realRoot, real))
-      throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
-    return real;
+  const known = parents?.get(parent);
+  const realParent = known ?? (await realParentOf(context, parent, name));
+  const real = path.join(realParent, path.posix.basename(relative));
+  if (!isInside(context.realRoot, real))
+    throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
+  if (!known) {
+    mkdirSync(realParent, { recursive: true });
+    parents?.set(parent, realParent);
   }
+  return real;
+}
+
+/** An entry's parent directory resolved for real (symlinks included), refused outside the root. */
+async function realParentOf(context: ToolboxContext, parent: string, name: string): Promise<string> {
   try {
-    realParent = (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
+    return (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
   } catch (error) {
     if (ToolboxError.isInstance(error) && error.code === 'OUTSIDE_WORKSPACE') {
       throw new ToolboxError(
@@ -179,12 +186,6 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
     }
     throw error;
   }
-  const real = path.join(realParent, path.posix.basename(relative));
-  if (!isInside(context.realRoot, real))
-    throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
-  mkdirSync(realParent, { recursive: true });
-  parents?.set(parent, realParent);
-  return real;
 }
 
 /** writeSync may write less than asked (a full disk, a signal): the rest, until all of it is written. */

@@ -6,7 +6,7 @@
 // - a kept archive is the clone's own bytes, checked against the limits as they are now, and
 //   evicted least recently used first, without pulling it from a run that holds it.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,10 +97,11 @@ describe('CloneCache', { timeout: 60_000 }, () => {
     return { archive, size, workDir };
   }
 
-  function runDir(): string {
-    const dir = join(scratch, `run-${Math.random().toString(36).slice(2)}`);
-    mkdirSync(dir);
-    return dir;
+  /** A run's take, its directory removed with the others after the tests. */
+  async function take(cache: CloneCache, ...args: Parameters<CloneCache['take']>): Promise<string | undefined> {
+    const taken = await cache.take(...args);
+    if (taken) workDirs.push(taken.dir);
+    return taken?.archive;
   }
 
   it("hands out the clone's own archive for its URL and commit, and nothing for another commit", async () => {
@@ -109,19 +110,19 @@ describe('CloneCache', { timeout: 60_000 }, () => {
     const bytes = readFileSync(made.archive);
     await cache.keep(url, head, made.archive, made.size);
     rmSync(made.workDir, { recursive: true, force: true }); // the run that cloned is done
-    const taken = await cache.take(url, head, LIMITS, runDir());
+    const taken = await take(cache, url, head, LIMITS);
     expect(taken && readFileSync(taken).equals(bytes)).toBe(true);
-    expect(await cache.take(url, first, LIMITS, runDir())).toBeUndefined();
-    expect(await cache.take(checked(`${server.origin}/other.git`), head, LIMITS, runDir())).toBeUndefined();
+    expect(await take(cache, url, first, LIMITS)).toBeUndefined();
+    expect(await take(cache, checked(`${server.origin}/other.git`), head, LIMITS)).toBeUndefined();
   });
 
   it('checks a kept archive against the limits as they are now', async () => {
     const cache = tracked(new CloneCache(1024 ** 3));
     const made = await cloneArchive();
     await cache.keep(url, head, made.archive, made.size);
-    expect(await cache.take(url, head, { ...LIMITS, maxCheckoutBytes: made.size.bytes - 1 }, runDir())).toBeUndefined();
-    expect(await cache.take(url, head, { ...LIMITS, maxCheckoutFiles: made.size.entries - 1 }, runDir())).toBeUndefined();
-    expect(await cache.take(url, head, LIMITS, runDir())).toBeDefined();
+    expect(await take(cache, url, head, { ...LIMITS, maxCheckoutBytes: made.size.bytes - 1 })).toBeUndefined();
+    expect(await take(cache, url, head, { ...LIMITS, maxCheckoutFiles: made.size.entries - 1 })).toBeUndefined();
+    expect(await take(cache, url, head, LIMITS)).toBeDefined();
   });
 
   it('makes room least recently used first, and an archive a run holds stays whole for it', async () => {
@@ -131,14 +132,14 @@ describe('CloneCache', { timeout: 60_000 }, () => {
     const cache = tracked(new CloneCache(2 * size, () => ++tick)); // a clock that never ties
     await cache.keep(url, 'a'.repeat(40), made.archive, made.size);
     await cache.keep(url, 'b'.repeat(40), made.archive, made.size);
-    const held = await cache.take(url, 'a'.repeat(40), LIMITS, runDir()); // a is now the more recent
+    const held = await take(cache, url, 'a'.repeat(40), LIMITS); // a is now the more recent
     await cache.keep(url, 'c'.repeat(40), made.archive, made.size);
     expect(cache.size).toEqual({ archives: 2, bytes: 2 * size });
-    expect(await cache.take(url, 'b'.repeat(40), LIMITS, runDir())).toBeUndefined();
-    expect(await cache.take(url, 'a'.repeat(40), LIMITS, runDir())).toBeDefined();
+    expect(await take(cache, url, 'b'.repeat(40), LIMITS)).toBeUndefined();
+    expect(await take(cache, url, 'a'.repeat(40), LIMITS)).toBeDefined();
     await cache.keep(url, 'd'.repeat(40), made.archive, made.size);
     await cache.keep(url, 'e'.repeat(40), made.archive, made.size);
-    expect(await cache.take(url, 'a'.repeat(40), LIMITS, runDir())).toBeUndefined(); // evicted now
+    expect(await take(cache, url, 'a'.repeat(40), LIMITS)).toBeUndefined(); // evicted now
     expect(held && existsSync(held) && readFileSync(held).length).toBe(size); // but not from the run holding it
   });
 

@@ -45,7 +45,7 @@ export function evictions(kept: readonly CachedArchive[], incoming: number, maxB
   return dropped;
 }
 
-export const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');
+const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');
 
 export class CloneCache {
   private readonly kept = new Map<string, CachedArchive>();
@@ -59,23 +59,26 @@ export class CloneCache {
   ) {}
 
   /**
-   * The kept archive of `url` at `commit`, linked into `into` as `name`, if there is one and its
-   * checkout is within `limits`; undefined otherwise (the run clones).
+   * The kept archive of `url` at `commit`, if there is one and its checkout is within `limits`,
+   * linked as `workspace.tar` into a new directory of the run's own (named as a clone, for the
+   * run to remove); undefined otherwise (the run clones).
    */
-  async take(url: string, commit: string, limits: CheckoutLimits, into: string): Promise<string | undefined> {
+  async take(url: string, commit: string, limits: CheckoutLimits): Promise<{ dir: string; archive: string } | undefined> {
     const archive = this.kept.get(cacheKey(url, commit));
     if (!archive) return undefined;
     if (archive.checkout.bytes > limits.maxCheckoutBytes || archive.checkout.entries > limits.maxCheckoutFiles) return undefined;
-    const target = join(into, 'workspace.tar');
+    const dir = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
+    const target = join(dir, 'workspace.tar');
     try {
       await link(join(await this.dir(), archive.key), target);
     } catch {
       // Evicted or removed from under the map: a clone, as without a cache.
       this.kept.delete(archive.key);
+      await rm(dir, { recursive: true, force: true });
       return undefined;
     }
     archive.lastUsed = this.now();
-    return target;
+    return { dir, archive: target };
   }
 
   /** Keeps `archive` (a run's, linked, not copied) as `url` at `commit`, dropping the least recently used to make room. */

@@ -247,15 +247,24 @@ export interface MeasuredClone {
   size: TreeSize;
 }
 
-/** cloneRepository, with the checkout's size (what the clone cache checks against the limits when it hands the tree out again). */
-export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClone> {
+/**
+ * What every git run for a request starts from: the checked URL's parts, a new directory of
+ * this process's (for the askpass script, and the clone), the token git may use (https and
+ * http only) and the environment that gives it to the checked origin alone.
+ */
+async function gitSetting(request: CloneRequest): Promise<{ base: string; token: string | undefined; env: NodeJS.ProcessEnv }> {
   const parts = repositoryUrlParts(request.url);
   if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
   // Named by this process, so that the next one can tell a clone left by a killed process (stale-clones.ts).
   const base = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
-  const dir = join(base, 'repo');
   const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
-  const env = await gitEnvironment(parts, token, base);
+  return { base, token, env: await gitEnvironment(parts, token, base) };
+}
+
+/** cloneRepository, with the checkout's size (what the clone cache checks against the limits when it hands the tree out again). */
+export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClone> {
+  const { base, token, env } = await gitSetting(request);
+  const dir = join(base, 'repo');
   const run: GitRun = {
     config: [
       ...SAFE_GIT_CONFIG,
@@ -326,15 +335,12 @@ const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
  * refuses, as a fetch would be refused.
  */
 export async function remoteCommit(request: CloneRequest): Promise<string | undefined> {
-  const parts = repositoryUrlParts(request.url);
-  if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
-  const base = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
-  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
+  const { base, token, env } = await gitSetting(request);
   try {
     const run: GitRun = {
       config: [...SAFE_GIT_CONFIG],
       cwd: base,
-      env: await gitEnvironment(parts, token, base),
+      env,
       timeoutMs: request.timeoutMs ?? 60_000,
       token,
       fileSizeLimit: 1024 * 1024,

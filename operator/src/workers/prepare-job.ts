@@ -1,8 +1,7 @@
 // prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
 // into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
 import { createReadStream } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { guidanceSection } from '../agent/repository-guidance.ts';
@@ -15,7 +14,6 @@ import { cutAtLine } from './diff-stats.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
-import { clonePrefix } from './stale-clones.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun } from './live-run.ts';
 import { startingState } from './starting-state.ts';
@@ -65,21 +63,18 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     // run, asked with its credential; a continuation's tree has its diff applied, so it clones.
     const cache = continuation ? undefined : deps.cloneCache;
     const commit = cache ? await remoteCommit(clone).catch(() => undefined) : undefined;
-    if (cache && commit) {
-      workDir = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
-      const archive = await cache.take(repository.url, commit, deps.clonePolicy, workDir);
-      if (archive) {
-        deps.metrics.cloneCache.inc({ result: 'hit' });
-        fromCache = true;
-        importStarted = deps.now();
-        timings.push(timing('Clone', cloneStarted, importStarted));
-        return { revision: commit, archive };
-      }
+    const kept = cache && commit ? await cache.take(repository.url, commit, deps.clonePolicy) : undefined;
+    if (kept && commit) {
+      deps.metrics.cloneCache.inc({ result: 'hit' });
+      workDir = kept.dir;
+      fromCache = true;
+      importStarted = deps.now();
+      timings.push(timing('Clone', cloneStarted, importStarted));
+      return { revision: commit, archive: kept.archive };
     }
     if (cache) deps.metrics.cloneCache.inc({ result: 'miss' });
     // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
     const { dir, size } = await cloneMeasured(clone);
-    if (workDir) await rm(workDir, { recursive: true, force: true });
     workDir = dirname(dir);
     const revision = await headRevision(dir, deps.launch);
     if (continuation) {

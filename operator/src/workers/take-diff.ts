@@ -22,14 +22,14 @@ const GIT_DIFF = 'git diff --no-color --no-ext-diff';
  * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
  * in a log read back as base64, whose bound is the same 1 MiB.
  */
-export const TAKE_DIFF_COMMAND = [
+const TAKE_DIFF_COMMAND = [
   'git add -A --intent-to-add . >/dev/null 2>&1',
   `printf '%s\\n%s\\n' "$(${GIT_DIFF} HEAD 2>/dev/null | wc -c)" "$(${GIT_DIFF} --shortstat HEAD 2>/dev/null)" >&2`,
   `${GIT_DIFF} HEAD | head -c ${LIMITS.fullDiff}`,
 ].join('; ');
 
 /** The size and shortstat from the command's stderr (its first two lines), the diff from its stdout. */
-export function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
+function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
   const [bytesLine = '', statLine = ''] = header.split('\n', 2);
   return { diff, truncated: (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff, stats: parseShortstat(statLine) };
 }
