@@ -1,6 +1,7 @@
 // The ONE contract every Sandbox implementation passes (local process per call, local serve
 // session, and later Kubernetes pods/exec), in the manner of hono's shared router suite: the
 // behaviour a worker relies on, written once against the port.
+import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Sandbox } from '../../operator/src/sandbox/sandbox.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
@@ -62,6 +63,18 @@ export function describeSandboxContract(name: string, makeSandbox: (options?: Sa
         expect(read.ok && read.result).toMatchObject({ content: '# imported' });
         const throughLink = await sandbox.call({ tool: 'read_file', input: { path: 'repo/link' } });
         expect(throughLink.ok && throughLink.result).toMatchObject({ content: '# imported' });
+      }));
+
+    it('imports an archive of several MiB whole, sent in chunks of a MiB and more', () =>
+      withSandbox(async (sandbox) => {
+        // The operator reads an archive a MiB at a time (archive-stream.ts); a chunk larger than
+        // a frame is cut, and each frame's header and data go out as one write (serve-session.ts).
+        const content = randomBytes(2_100_000).toString('base64');
+        const tar = makeTar([{ name: 'big.txt', content }]);
+        expect(tar.length).toBeGreaterThan(2.5 * 1_048_576);
+        await sandbox.importTree(chunked(tar, 1_048_576 + 1));
+        const sum = await sandbox.call({ tool: 'bash', input: { command: 'sha256sum big.txt' } });
+        expect(sum.ok && (sum.result as { stdout: string }).stdout).toContain(createHash('sha256').update(content).digest('hex'));
       }));
 
     it('refuses an archive whose entries would land outside the workspace', () =>

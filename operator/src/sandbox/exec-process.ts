@@ -69,7 +69,14 @@ export class ExecProcess implements ToolboxProcess {
     this.stdout = output();
     this.stderr = output();
     this.stdin = new Writable({
-      write: (chunk: Buffer, _encoding, callback) => this.sendFrame(STDIN_CHANNEL, chunk, callback),
+      write: (chunk: Buffer, _encoding, callback) => this.sendFrame(STDIN_CHANNEL, [chunk], callback),
+      // Writes buffered together (corked, or made while a frame was in flight) go as one frame.
+      writev: (chunks, callback) =>
+        this.sendFrame(
+          STDIN_CHANNEL,
+          chunks.map(({ chunk }) => chunk as Buffer),
+          callback,
+        ),
       final: (callback) => {
         // Without v5 the only way to end stdin is to end the whole exec; callers that need no
         // EOF (`call` reads one line, `import` stops at the end-of-archive blocks) still work.
@@ -163,15 +170,18 @@ export class ExecProcess implements ToolboxProcess {
     if (!target.push(chunk)) this.pause();
   }
 
-  private sendFrame(channel: number, chunk: Buffer, callback: (error?: Error | null) => void): void {
+  private sendFrame(channel: number, chunks: readonly Buffer[], callback: (error?: Error | null) => void): void {
     const socket = this.socket;
     if (!socket || socket.readyState !== OPEN || this.done) {
       callback(new Error('the exec stream is closed'));
       return;
     }
-    const frame = Buffer.allocUnsafe(chunk.length + 1);
+    let length = 1;
+    for (const chunk of chunks) length += chunk.length;
+    const frame = Buffer.allocUnsafe(length);
     frame[0] = channel;
-    chunk.copy(frame, 1);
+    let at = 1;
+    for (const chunk of chunks) at += chunk.copy(frame, at);
     // The callback fires once ws handed the frame to the socket: that is the backpressure.
     socket.send(frame, (error) => callback(error ?? null));
   }

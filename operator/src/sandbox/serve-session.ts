@@ -134,8 +134,13 @@ export class ServeSession {
         const chunk = typeof received === 'string' ? Buffer.from(received) : received;
         for (let at = 0; at < chunk.length; at += IMPORT_FRAME_MAX_BYTES) {
           const part = chunk.subarray(at, at + IMPORT_FRAME_MAX_BYTES);
-          this.process.stdin.write(encodeFrameHeader(part.length));
-          if (!this.process.stdin.write(part)) await Promise.race([once(this.process.stdin, 'drain').catch(() => undefined), this.died]);
+          // Corked, the frame's header and its data leave as one write: over exec, one message.
+          const stdin = this.process.stdin;
+          stdin.cork();
+          stdin.write(encodeFrameHeader(part.length));
+          const flowing = stdin.write(part);
+          stdin.uncork();
+          if (!flowing) await Promise.race([once(this.process.stdin, 'drain').catch(() => undefined), this.died]);
         }
       }
     } finally {

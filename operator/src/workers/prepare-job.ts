@@ -1,6 +1,5 @@
 // prepare: clone the repository in the worker, stream the tree (with .git, for git_diff)
 // into the sandbox through the toolbox's import, run spec.sandbox.setup, and start the loop.
-import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
@@ -17,6 +16,7 @@ import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun } from './live-run.ts';
 import { startingState } from './starting-state.ts';
+import { archiveReadStream } from './archive-stream.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 
@@ -98,7 +98,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
     // No clone, no archive: the archive ends empty, and the import (which only adds) adds nothing.
     const ready = await archiveReady.catch(() => undefined);
     if (!ready) return;
-    for await (const chunk of createReadStream(ready.archive)) yield chunk as Uint8Array;
+    for await (const chunk of archiveReadStream(ready.archive)) yield chunk as Uint8Array;
   }
   let guidance: string | undefined;
   let revision: string;

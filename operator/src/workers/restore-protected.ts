@@ -3,7 +3,6 @@
 // The source is a fresh clone in the worker (the operator's, never the sandbox's .git, which
 // the model can rewrite: replace refs, forged objects); the sandbox first removes everything
 // the globs cover (toolbox `import --prune`), then unpacks the clone's protected files.
-import { createReadStream } from 'node:fs';
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { protectedPaths } from '../../../sandbox-image/toolbox/contract/protected-paths.ts';
@@ -13,6 +12,7 @@ import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
+import { archiveReadStream } from './archive-stream.ts';
 
 /** Root-relative paths of the files (and symlinks) under `dir` the globs protect; .git is never walked. */
 export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<string[]> {
@@ -63,7 +63,7 @@ export async function restoreProtected(
     await writeFile(list, files.map((file) => `${file}\0`).join(''));
     // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
-    await sandbox.importTree(createReadStream(archive), { prune: protect });
+    await sandbox.importTree(archiveReadStream(archive), { prune: protect });
     return files.length;
   } finally {
     await rm(dirname(dir), { recursive: true, force: true });
