@@ -172,6 +172,36 @@ function execFigures(exec: Json): Figure[] {
           },
         ]
       : []),
+    ...(exec.archive ? archiveFigures(exec.archive) : []),
+  ];
+}
+
+/** A workspace archive into the pod: wall and the sender's CPU, beside kubectl exec -i of the same archive. */
+function archiveFigures(archive: Json): Figure[] {
+  const size = `${(archive.archiveBytes / 1_048_576).toFixed(1)} MiB in ${archive.files} files, n=${archive.localSessionImport.wallMs.n}`;
+  const { sessionImportOverExec: ours, kubectlExecImport: peer } = archive;
+  return [
+    {
+      benchmark: 'exec',
+      figure: `workspace archive (${size}) into the pod, session import over pods/exec, wall p50`,
+      unit: 'ms',
+      value: ours.wallMs.p50,
+      peer: { what: 'kubectl exec -i of the archive into `toolbox import`', value: peer.wallMs.p50 },
+    },
+    {
+      benchmark: 'exec',
+      figure: '  its CPU in the sending process (the operator), p50',
+      unit: 'ms',
+      value: ours.clientCpuMs.p50,
+      peer: { what: "kubectl's CPU, its process start included", value: peer.clientCpuMs.p50 },
+    },
+    {
+      benchmark: 'exec',
+      figure: '  the toolbox alone: a local session import of the archive, wall p50',
+      unit: 'ms',
+      value: archive.localSessionImport.wallMs.p50,
+      peer: null,
+    },
   ];
 }
 

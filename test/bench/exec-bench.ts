@@ -13,10 +13,13 @@
 // kubectl's process start alone is `kubectl version --client`. The costly per-call paths are
 // interleaved (kubectl and the local process every fifth call) so that a noisy moment of the
 // shared machine hits them alike. p99 comes from --samples (1000) calls of each product path.
-// Prints a table and writes test/bench/results/exec.json. Goals: serve p50 < 5 ms; per-call
+// Then a workspace archive of --archive-files files of --archive-file-bytes each, imported
+// the operator's way and with kubectl exec -i (exec-archive-bench.ts), --archive-runs times.
+// Prints the tables and writes test/bench/results/exec.json. Goals: serve p50 < 5 ms; per-call
 // exec faster than kubectl exec.
 //
 //   npx tsx test/bench/exec-bench.ts [--kubeconfig FILE] [--samples 1000] [--peer-every 5]
+//     [--archive-files 3000] [--archive-file-bytes 8192] [--archive-runs 5]
 // Without --kubeconfig it starts (and stops) a throwaway local control plane.
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +39,7 @@ import { removeStateDir, startControlPlane, type ControlPlane } from '../support
 import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl.ts';
 import { startSandboxExecRegistrar, SANDBOX_POD_SELECTOR } from '../support/sandbox-exec-registrar.ts';
 import { latencyFigure, type LatencyFigure } from './latency-figures.ts';
+import { benchArchiveImport, type ArchivePathFigures } from './exec-archive-bench.ts';
 import { TimedTransport } from './timed-transport.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/exec.json', import.meta.url));
@@ -83,6 +87,9 @@ async function main(): Promise<void> {
       kubeconfig: { type: 'string' },
       samples: { type: 'string', default: '1000' },
       'peer-every': { type: 'string', default: '5' },
+      'archive-files': { type: 'string', default: '3000' },
+      'archive-file-bytes': { type: 'string', default: '8192' },
+      'archive-runs': { type: 'string', default: '5' },
     },
   });
   const samples = Number(values.samples);
@@ -202,6 +209,18 @@ async function main(): Promise<void> {
     await serve.close();
     await perCall.close();
     await localServe.close();
+
+    const archive = await benchArchiveImport({
+      files: Number(values['archive-files']),
+      fileBytes: Number(values['archive-file-bytes']),
+      runs: Number(values['archive-runs']),
+      execSandbox: () => new ToolboxSandbox(new KubernetesExecTransport(target), { mode: 'serve' }),
+      localSandbox: () => new ToolboxSandbox(local, { mode: 'serve' }),
+      kubectl: {
+        binary: path.join(binDir, 'kubectl'),
+        args: ['--kubeconfig', kubeconfig, 'exec', '-i', '-n', namespace, podName, '-c', 'sandbox', '--', ...toolboxCommand, 'import'],
+      },
+    });
     rmSync(home, { recursive: true, force: true });
 
     const results = {
@@ -241,8 +260,22 @@ async function main(): Promise<void> {
       ['kubectl exec -i (toolbox call)', ...figures(results.kubectlExec)],
       ['  kubectl process alone (kubectl version --client)', ...figures(breakdown.kubectlExec.kubectlProcessAlone)],
     ];
-    const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-    for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
+    printTable(rows);
+    const megabytes = (archive.archiveBytes / 1_048_576).toFixed(1);
+    console.log(
+      `\nA ${megabytes} MiB workspace archive (${archive.files} files) into the pod, ${archive.localSessionImport.wallMs.n} runs each:`,
+    );
+    printTable([
+      ['path', 'wall p50 ms', 'wall max ms', 'client CPU p50 ms'],
+      ["session import over pods/exec (the operator's path)", ...archiveFigures(archive.sessionImportOverExec)],
+      ['kubectl exec -i of the archive into `toolbox import`', ...archiveFigures(archive.kubectlExecImport)],
+      [
+        'toolbox alone: a local session import',
+        archive.localSessionImport.wallMs.p50.toFixed(0),
+        archive.localSessionImport.wallMs.max.toFixed(0),
+        '-',
+      ],
+    ]);
     console.log(
       `goals: serve p50 < 5 ms: ${goals.servePerCallP50Under5ms ? 'yes' : 'NO'}; per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`,
     );
@@ -251,7 +284,7 @@ async function main(): Promise<void> {
     const loadAverage1m = { atStart: Math.round(loadAtStart * 100) / 100, atEnd: Math.round((loadavg()[0] ?? 0) * 100) / 100 };
     writeFileSync(
       resultsFile,
-      `${JSON.stringify({ date: new Date().toISOString(), node: process.version, loadAverage1m, request, peerEvery, results, breakdown, goals }, null, 2)}\n`,
+      `${JSON.stringify({ date: new Date().toISOString(), node: process.version, loadAverage1m, request, peerEvery, results, breakdown, goals, archive }, null, 2)}\n`,
     );
     console.log(`written to ${path.relative(process.cwd(), resultsFile)}`);
   } finally {
@@ -263,6 +296,15 @@ async function main(): Promise<void> {
       removeStateDir(plane.stateDir);
     }
   }
+}
+
+function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
+}
+
+function archiveFigures(path: ArchivePathFigures): string[] {
+  return [path.wallMs.p50.toFixed(0), path.wallMs.max.toFixed(0), path.clientCpuMs.p50.toFixed(0)];
 }
 
 function figures(value: LatencyFigure): string[] {
