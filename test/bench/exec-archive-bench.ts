@@ -28,7 +28,8 @@ export interface ArchiveFigures {
   files: number;
   sessionImportOverExec: ArchivePathFigures;
   kubectlExecImport: ArchivePathFigures;
-  localSessionImport: { wallMs: LatencyFigure };
+  /** Where the toolbox runs on this machine (kwok); not on the real node, whose pod has its own root. */
+  localSessionImport?: { wallMs: LatencyFigure };
 }
 
 export interface ArchiveBenchOptions {
@@ -37,8 +38,8 @@ export interface ArchiveBenchOptions {
   runs: number;
   /** A new serve session over pods/exec into the pod (the operator's path). */
   execSandbox: () => Sandbox;
-  /** A new serve session of the same toolbox on this machine, into the same workspace. */
-  localSandbox: () => Sandbox;
+  /** A new serve session of the same toolbox on this machine, into the same workspace (kwok only). */
+  localSandbox?: () => Sandbox;
   /** kubectl's argv (after the binary) for `kubectl exec -i ... -- toolbox import`. */
   kubectl: { binary: string; args: readonly string[] };
 }
@@ -101,13 +102,13 @@ export async function benchArchiveImport(options: ArchiveBenchOptions): Promise<
     for (let round = -1; round < options.runs; round += 1) {
       const exec = await sessionImport(options.execSandbox(), archive);
       const kubectl = await kubectlImport(options.kubectl, archive);
-      const alone = await sessionImport(options.localSandbox(), archive);
+      const alone = options.localSandbox ? await sessionImport(options.localSandbox(), archive) : undefined;
       if (round < 0) continue;
       ours.wall.push(exec.wallMs);
       ours.cpu.push(exec.cpuMs);
       peer.wall.push(kubectl.wallMs);
       peer.cpu.push(kubectl.cpuMs);
-      local.push(alone.wallMs);
+      if (alone) local.push(alone.wallMs);
     }
     const figure = (samples: readonly number[]) => latencyFigure(samples, 1);
     return {
@@ -115,9 +116,33 @@ export async function benchArchiveImport(options: ArchiveBenchOptions): Promise<
       files: options.files,
       sessionImportOverExec: { wallMs: figure(ours.wall), clientCpuMs: figure(ours.cpu) },
       kubectlExecImport: { wallMs: figure(peer.wall), clientCpuMs: figure(peer.cpu) },
-      localSessionImport: { wallMs: figure(local) },
+      ...(local.length > 0 ? { localSessionImport: { wallMs: figure(local) } } : {}),
     };
   } finally {
     cleanup();
   }
+}
+
+export function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
+}
+
+export function printArchiveTable(archive: ArchiveFigures): void {
+  const megabytes = (archive.archiveBytes / 1_048_576).toFixed(1);
+  const runs = archive.sessionImportOverExec.wallMs.n;
+  console.log(`\nA ${megabytes} MiB workspace archive (${archive.files} files) into the pod, ${runs} runs each:`);
+  const row = (path: string, figures: ArchivePathFigures) => [
+    path,
+    figures.wallMs.p50.toFixed(0),
+    figures.wallMs.max.toFixed(0),
+    figures.clientCpuMs.p50.toFixed(0),
+  ];
+  const local = archive.localSessionImport?.wallMs;
+  printTable([
+    ['path', 'wall p50 ms', 'wall max ms', 'client CPU p50 ms'],
+    row("session import over pods/exec (the operator's path)", archive.sessionImportOverExec),
+    row('kubectl exec -i of the archive into `toolbox import`', archive.kubectlExecImport),
+    ...(local ? [['toolbox alone: a local session import', local.p50.toFixed(0), local.max.toFixed(0), '-']] : []),
+  ]);
 }

@@ -39,7 +39,7 @@ import { removeStateDir, startControlPlane, type ControlPlane } from '../support
 import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl.ts';
 import { startSandboxExecRegistrar, SANDBOX_POD_SELECTOR } from '../support/sandbox-exec-registrar.ts';
 import { latencyFigure, type LatencyFigure } from './latency-figures.ts';
-import { benchArchiveImport, type ArchivePathFigures } from './exec-archive-bench.ts';
+import { benchArchiveImport, printArchiveTable, printTable } from './exec-archive-bench.ts';
 import { TimedTransport } from './timed-transport.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/exec.json', import.meta.url));
@@ -261,21 +261,7 @@ async function main(): Promise<void> {
       ['  kubectl process alone (kubectl version --client)', ...figures(breakdown.kubectlExec.kubectlProcessAlone)],
     ];
     printTable(rows);
-    const megabytes = (archive.archiveBytes / 1_048_576).toFixed(1);
-    console.log(
-      `\nA ${megabytes} MiB workspace archive (${archive.files} files) into the pod, ${archive.localSessionImport.wallMs.n} runs each:`,
-    );
-    printTable([
-      ['path', 'wall p50 ms', 'wall max ms', 'client CPU p50 ms'],
-      ["session import over pods/exec (the operator's path)", ...archiveFigures(archive.sessionImportOverExec)],
-      ['kubectl exec -i of the archive into `toolbox import`', ...archiveFigures(archive.kubectlExecImport)],
-      [
-        'toolbox alone: a local session import',
-        archive.localSessionImport.wallMs.p50.toFixed(0),
-        archive.localSessionImport.wallMs.max.toFixed(0),
-        '-',
-      ],
-    ]);
+    printArchiveTable(archive);
     console.log(
       `goals: serve p50 < 5 ms: ${goals.servePerCallP50Under5ms ? 'yes' : 'NO'}; per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`,
     );
@@ -296,15 +282,6 @@ async function main(): Promise<void> {
       removeStateDir(plane.stateDir);
     }
   }
-}
-
-function printTable(rows: string[][]): void {
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
-}
-
-function archiveFigures(path: ArchivePathFigures): string[] {
-  return [path.wallMs.p50.toFixed(0), path.wallMs.max.toFixed(0), path.clientCpuMs.p50.toFixed(0)];
 }
 
 function figures(value: LatencyFigure): string[] {

@@ -8,12 +8,15 @@
 //   - a small read_file through a kept `serve` session (the operator's path), p50 / p99;
 //   - the same call with one pods/exec per call (`call` mode, the import's path), p50, against
 //     `kubectl exec -i` of the same toolbox call into the same container (interleaved, every
-//     --peer-every calls, so a noisy moment of the shared machine hits both alike).
+//     --peer-every calls, so a noisy moment of the shared machine hits both alike);
+//   - a workspace archive into the pod, the operator's way and with kubectl exec -i
+//     (exec-archive-bench.ts; --archive-files, --archive-file-bytes, --archive-runs).
 // The kwok figures of the same paths are exec-bench.ts's (exec.json); these are real-node.json.
 // When the node cannot start here (not root, a package or binary missing, another real node
 // running), it writes the reason to real-node.json and exits 0: the report shows it skipped.
 //
 //   npx tsx test/bench/real-node-bench.ts [--pods 5] [--samples 1000] [--per-call-samples 100] [--peer-every 2]
+//     [--archive-files 3000] [--archive-file-bytes 8192] [--archive-runs 5]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
@@ -28,6 +31,7 @@ import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl
 import { startPlaneWithRealNode, type PlaneWithRealNode } from '../support/real-node/plane-with-real-node.ts';
 import { RealNodeUnavailable } from '../support/real-node/real-node.ts';
 import { realNodeOperatorConfig, realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
+import { benchArchiveImport, printArchiveTable } from './exec-archive-bench.ts';
 import { latencyFigure } from './latency-figures.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/real-node.json', import.meta.url));
@@ -60,6 +64,9 @@ async function main(): Promise<void> {
       samples: { type: 'string', default: '1000' },
       'per-call-samples': { type: 'string', default: '100' },
       'peer-every': { type: 'string', default: '2' },
+      'archive-files': { type: 'string', default: '3000' },
+      'archive-file-bytes': { type: 'string', default: '8192' },
+      'archive-runs': { type: 'string', default: '5' },
     },
   });
   const podCount = Number(values.pods);
@@ -157,6 +164,30 @@ async function main(): Promise<void> {
     await serve.close();
     await perCall.close();
 
+    const archive = await benchArchiveImport({
+      files: Number(values['archive-files']),
+      fileBytes: Number(values['archive-file-bytes']),
+      runs: Number(values['archive-runs']),
+      execSandbox: () => sandboxOf(podName, 'serve'),
+      kubectl: {
+        binary: path.join(binDir, 'kubectl'),
+        args: [
+          '--kubeconfig',
+          kubeconfig,
+          'exec',
+          '-i',
+          '-n',
+          namespace,
+          podName,
+          '-c',
+          SANDBOX_CONTAINER,
+          '--',
+          ...toolboxCommand,
+          'import',
+        ],
+      },
+    });
+
     const results = {
       podCreateToReady: { first: Math.round(toReady[0]!), ...latencyFigure(toReady, 0) },
       podCreateToFirstToolCall: { first: Math.round(toFirstCall[0]!), ...latencyFigure(toFirstCall, 0) },
@@ -193,10 +224,11 @@ async function main(): Promise<void> {
     ];
     const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
     for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
+    printArchiveTable(archive);
     console.log(`goal: per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`);
     const loadAverage1m = { atStart: Math.round(loadAtStart * 100) / 100, atEnd: Math.round((loadavg()[0] ?? 0) * 100) / 100 };
     console.log(`load average ${loadAverage1m.atStart} at the start, ${loadAverage1m.atEnd} at the end (shared machine)`);
-    write({ loadAverage1m, nodeStartSeconds: node.startSeconds, request, peerEvery, results, goals });
+    write({ loadAverage1m, nodeStartSeconds: node.startSeconds, request, peerEvery, results, goals, archive });
   } finally {
     await started?.stop();
   }
