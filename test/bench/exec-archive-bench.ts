@@ -6,7 +6,7 @@
 // counted: the operator's CPU per MiB sent is paid once per run by a replica that imports
 // many runs' repositories, on top of the pod's own work.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -48,7 +48,7 @@ export interface ArchiveBenchOptions {
 async function makeArchive(files: number, fileBytes: number): Promise<{ archive: string; cleanup: () => void }> {
   const root = mkdtempSync(path.join(tmpdir(), 'chamvi-exec-archive-'));
   const tree = path.join(root, 'tree');
-  await run('mkdir', ['-p', path.join(tree, 'src')]);
+  mkdirSync(path.join(tree, 'src'), { recursive: true });
   for (let index = 0; index < files; index += 1) writeFileSync(path.join(tree, 'src', `file-${index}.bin`), randomBytes(fileBytes));
   const archive = path.join(root, 'workspace.tar');
   await run('tar', ['-C', tree, '-cf', archive, '.']);
