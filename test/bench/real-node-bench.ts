@@ -31,7 +31,7 @@ import { kubectlOrThrow, runKubectl } from '../support/control-plane/run-kubectl
 import { startPlaneWithRealNode, type PlaneWithRealNode } from '../support/real-node/plane-with-real-node.ts';
 import { RealNodeUnavailable } from '../support/real-node/real-node.ts';
 import { realNodeOperatorConfig, realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
-import { benchArchiveImport, printArchiveTable } from './exec-archive-bench.ts';
+import { benchArchiveImport, printArchiveTable, printTable } from './exec-archive-bench.ts';
 import { latencyFigure } from './latency-figures.ts';
 
 const resultsFile = fileURLToPath(new URL('./results/real-node.json', import.meta.url));
@@ -222,8 +222,7 @@ async function main(): Promise<void> {
       ],
       ['read_file, kubectl exec -i (ms)', `${results.kubectlExec.p50}`, `${results.kubectlExec.p99}`, '', `${results.kubectlExec.n}`],
     ];
-    const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-    for (const row of rows) console.log(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  '));
+    printTable(rows);
     printArchiveTable(archive);
     console.log(`goal: per-call exec faster than kubectl exec: ${goals.perCallExecFasterThanKubectlExec ? 'yes' : 'NO'}`);
     const loadAverage1m = { atStart: Math.round(loadAtStart * 100) / 100, atEnd: Math.round((loadavg()[0] ?? 0) * 100) / 100 };

@@ -140,7 +140,7 @@ export class ServeSession {
           stdin.write(encodeFrameHeader(part.length));
           const flowing = stdin.write(part);
           stdin.uncork();
-          if (!flowing) await Promise.race([once(this.process.stdin, 'drain').catch(() => undefined), this.died]);
+          if (!flowing) await Promise.race([once(stdin, 'drain').catch(() => undefined), this.died]);
         }
       }
     } finally {
