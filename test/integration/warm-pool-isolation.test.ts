@@ -178,7 +178,7 @@ describe('warm pool isolation', () => {
     );
     const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
     const reconciler = new RunReconciler({
-      caches: { runs, pods, networkPolicies: policies, configMaps },
+      caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
       kube,
       agent,
       events: new EventRecorder(kube, 'warm-iso-test', logger),

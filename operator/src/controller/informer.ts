@@ -10,6 +10,8 @@ export interface InformerSource<T> {
   /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */
   path: string;
   labelSelector?: string;
+  /** e.g. metadata.name=x: one object of a kind by its name, in every watched namespace. */
+  fieldSelector?: string;
   list(): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
   /**
    * What the cache keeps of each object (client-go's transform): the parts the reconciler
@@ -133,6 +135,7 @@ export class Informer<T extends CachedObject> {
         timeoutSeconds: 240 + Math.floor(Math.random() * 120),
       };
       if (this.source.labelSelector) query.labelSelector = this.source.labelSelector;
+      if (this.source.fieldSelector) query.fieldSelector = this.source.fieldSelector;
       let failed: unknown;
       const onEvent = (type: string, object: T & { code?: number }) => {
         if (type === 'ERROR') {

@@ -23,6 +23,8 @@ import { WarmPoolLoop } from './warm-pool-loop.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { configMapChangeWakes, runChangeWakes } from './run-change-wakes.ts';
+import { jsonRequests } from '../kube/json-requests.ts';
+import { listMetadata, metadataOnlyWatch, type ObjectMetadata } from '../kube/metadata-only.ts';
 
 /** Label on every object the operator creates; the informers watch only those. */
 export const MANAGED_SELECTOR = 'app.kubernetes.io/managed-by=chamvi-operator';
@@ -65,9 +67,10 @@ export class RunController {
       onOwned: (object: T) => void,
       onRun?: (object: T, previous?: T) => void,
       also?: (object: T, deleted: boolean) => void,
+      via: Watch = watch,
     ) => {
       const informer = new Informer<T>(
-        watch,
+        via,
         source,
         {
           onChange: (object, previous) => {
@@ -161,26 +164,48 @@ export class RunController {
       // A namespace's sandbox policies have no owner to wake: the reconciler wakes its runs.
       (policy, deleted) => this.reconciler.sandboxPolicyChanged(policy, deleted),
     );
-    // A run's diff ConfigMap holds up to 1 MiB and lives as long as the run; the reconciler
-    // needs only its name and owner. Cached whole, the operator would grow by the size of
-    // every diff ever kept. chamvi-finished-runs keeps its data (bounded, one per namespace):
-    // a new run is checked against it (reconcile/finished-runs.ts).
-    const configMapInformers = owned<V1ConfigMap>(
-      '/api/v1',
-      'configmaps',
-      (namespace, labelSelector) =>
-        namespace ? core.listNamespacedConfigMap({ namespace, labelSelector }) : core.listConfigMapForAllNamespaces({ labelSelector }),
-      (configMap) => ({
-        apiVersion: configMap.apiVersion,
-        kind: configMap.kind,
-        metadata: configMap.metadata,
-        ...(configMap.metadata?.name === FINISHED_RUNS_CONFIG_MAP && configMap.data ? { data: configMap.data } : {}),
-      }),
-      undefined,
-      (configMap) => {
-        const runName = controllingRunName(configMap) ?? configMap.metadata?.labels?.[RUN_LABEL];
-        if (configMapChangeWakes(runName ? this.runs.get(configMap.metadata!.namespace!, runName) : undefined)) enqueueOwner(configMap);
-      },
+    // A run's diff (up to 1 MiB, written after each step that may have changed files) and its
+    // transcript chunks (written after every step): the reconciler needs only their names and
+    // owners, so they are listed and watched as metadata (kube/metadata-only.ts), and a write
+    // costs the operator a kilobyte, not the object. A change wakes a run only when
+    // configMapChangeWakes says so.
+    const metadataWatch = metadataOnlyWatch(kubeConfig);
+    const requests = jsonRequests(kubeConfig);
+    const configMapInformers = namespaces.map((namespace) => {
+      const path = scoped(namespace, '/api/v1', 'configmaps');
+      return make<ObjectMetadata>(
+        {
+          path,
+          labelSelector: MANAGED_SELECTOR,
+          list: () => listMetadata(requests, path, MANAGED_SELECTOR),
+          // What the server sent already; kept so, whatever a server answers.
+          slim: ({ apiVersion, kind, metadata }) => ({ apiVersion, kind, metadata }),
+        },
+        (configMap) => {
+          const runName = controllingRunName(configMap) ?? configMap.metadata?.labels?.[RUN_LABEL];
+          if (configMapChangeWakes(runName ? this.runs.get(configMap.metadata!.namespace!, runName) : undefined)) enqueueOwner(configMap);
+        },
+        undefined,
+        undefined,
+        metadataWatch,
+      );
+    });
+    // chamvi-finished-runs keeps its data (bounded, one per namespace): a new run is checked
+    // against it (reconcile/finished-runs.ts). Watched by its name; a change wakes no run.
+    const finishedRunsSelector = `metadata.name=${FINISHED_RUNS_CONFIG_MAP}`;
+    const finishedRunsInformers = namespaces.map((namespace) =>
+      make<V1ConfigMap>(
+        {
+          path: scoped(namespace, '/api/v1', 'configmaps'),
+          labelSelector: MANAGED_SELECTOR,
+          fieldSelector: finishedRunsSelector,
+          list: () =>
+            namespace
+              ? core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR, fieldSelector: finishedRunsSelector })
+              : core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_SELECTOR, fieldSelector: finishedRunsSelector }),
+        },
+        () => {},
+      ),
     );
 
     this.runs = new MergedCache(runInformers);
@@ -204,6 +229,7 @@ export class RunController {
         pods,
         networkPolicies,
         configMaps: new MergedCache(configMapInformers),
+        finishedRuns: new MergedCache(finishedRunsInformers),
       },
     });
     const timed = async (key: string) => {

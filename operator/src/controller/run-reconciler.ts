@@ -22,6 +22,7 @@ import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import { apiRefusal, isConflict } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
+import type { ObjectMetadata } from '../kube/metadata-only.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
@@ -62,7 +63,10 @@ export interface ReconcilerCaches {
   runs: ObjectCache<CodingRun>;
   pods: ObjectCache<V1Pod>;
   networkPolicies: ObjectCache<V1NetworkPolicy>;
-  configMaps: ObjectCache<V1ConfigMap>;
+  /** The operator's own ConfigMaps (diffs, transcript chunks), as metadata only (kube/metadata-only.ts). */
+  configMaps: ObjectCache<ObjectMetadata>;
+  /** Each namespace's chamvi-finished-runs, whole. */
+  finishedRuns: ObjectCache<V1ConfigMap>;
 }
 
 export interface ReconcilerLogger {
@@ -358,7 +362,7 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.readReferences(run) } : {}),
-      ...(needsValidation ? finishedBefore(caches.configMaps.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
+      ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),

@@ -128,6 +128,7 @@ export class MemoryKubeGateway implements KubeGateway {
       pods: cache(() => this.pods),
       networkPolicies: cache(() => this.networkPolicies),
       configMaps: cache(() => this.configMaps),
+      finishedRuns: cache(() => this.configMaps),
     };
   }
 
