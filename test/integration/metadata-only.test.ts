@@ -80,7 +80,9 @@ describe('metadataOnlyWatch', () => {
     );
     stopped.push(() => informer.stop());
     await informer.start();
-    expect(informer.get(NS, 'listed')?.metadata?.name).toBe('listed');
+    // From its list, or (an API server may answer a list from a cache a moment behind, as
+    // one did in CI) from the watch that follows it: an informer is eventually consistent.
+    await eventually(async () => (informer.get(NS, 'listed') ? true : undefined), 10_000, 'the listed ConfigMap in the cache');
 
     await json.send('POST', configMaps, configMap('watched', BIG));
     await json.send('PATCH', `${configMaps}/watched`, { data: { 'diff.patch': `${BIG}more` } }, 'application/merge-patch+json');
