@@ -14,7 +14,9 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { decodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { ownerReference } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
@@ -121,7 +123,17 @@ beforeAll(async () => {
     metadata: { name: 'script', namespace: NS },
     data: { 'script.json': '{"turns":[{"text":"done"}]}' },
   });
-  for (const name of [VICTIM, POD_TWIN, DIFF_TWIN, 'pod-squatted', 'pod-squatted-unlabelled', 'diff-squatted', 'diff-owned']) {
+  for (const name of [
+    VICTIM,
+    POD_TWIN,
+    DIFF_TWIN,
+    'pod-squatted',
+    'pod-squatted-unlabelled',
+    'diff-squatted',
+    'diff-owned',
+    'diff-patched',
+    'diff-repatched',
+  ]) {
     await create(codingRun(name));
     runs[name] = await getRun(name);
   }
@@ -213,6 +225,53 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     expect(await resources.writeDiff(run, DIFF)).toBe(diffConfigMapName(run));
     expect(await resources.writeDiff(run, `${DIFF}again\n`)).toBe(diffConfigMapName(run));
     expect(await configMapDiff(diffConfigMapName(run))).toBe(`${DIFF}again\n`);
+  });
+
+  it("a later snapshot is one guarded patch of the ConfigMap the run wrote before, in either of the diff's forms", async () => {
+    const run = runs['diff-patched']! as unknown as ParsedCodingRun;
+    // The run's own, under a name the create-or-replace way never picks: only the patch reaches it.
+    await create({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'snapshot-before',
+        namespace: NS,
+        labels: operatorLabels(runs['diff-patched']!),
+        ownerReferences: [ownerReference(run)],
+      },
+      data: { diff: DIFF },
+    });
+    const resources = kubernetesRunResources(kubeConfig());
+    const large = `${DIFF}${'+another line\n'.repeat(80_000)}`; // 1.1 MB: stored compressed
+    expect(await resources.writeDiff(run, large, 'snapshot-before')).toBe('snapshot-before');
+    expect(await storedDiff('snapshot-before')).toEqual({ diff: large, data: [], binaryData: ['diff.gz'] });
+    expect(await resources.writeDiff(run, DIFF, 'snapshot-before')).toBe('snapshot-before');
+    expect(await storedDiff('snapshot-before')).toEqual({ diff: DIFF, data: ['diff'], binaryData: [] });
+    // Nothing was made under the derived name.
+    expect((await kubectl(['get', 'configmap', diffConfigMapName(run), '-n', NS])).code).not.toBe(0);
+  });
+
+  it('never patches what holds the name of its earlier snapshot once the run does not control it', async () => {
+    const run = runs['diff-repatched']! as unknown as ParsedCodingRun;
+    // The snapshot deleted and a ConfigMap made under its name with every label the operator writes, controlled by another.
+    await create({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'snapshot-taken',
+        namespace: NS,
+        labels: operatorLabels(runs['diff-repatched']!),
+        ownerReferences: [{ ...ownerReference(run), uid: '11111111-2222-3333-4444-555555555555' }],
+      },
+      data: { diff: PLANTED },
+    });
+    const planted = await getMeta('configmap', 'snapshot-taken');
+    const resources = kubernetesRunResources(kubeConfig());
+    const written = await resources.writeDiff(run, DIFF, 'snapshot-taken');
+    expect(written).toBe(diffConfigMapName(run));
+    expect(await configMapDiff(written)).toBe(DIFF);
+    expect(await configMapDiff('snapshot-taken')).toBe(PLANTED);
+    expect((await getMeta('configmap', 'snapshot-taken')).resourceVersion).toBe(planted.resourceVersion);
   });
 
   it('kubectl codingrun diff refuses a ConfigMap the run does not own, and prints none of it', async () => {
@@ -351,6 +410,12 @@ function kubeConfig(): KubeConfig {
   const config = new KubeConfig();
   config.loadFromFile(kubeconfigPath());
   return config;
+}
+
+/** The diff a ConfigMap holds, and the keys under each of its payloads. */
+async function storedDiff(name: string): Promise<{ diff: string | undefined; data: string[]; binaryData: string[] }> {
+  const object = await json<{ data?: Record<string, string>; binaryData?: Record<string, string> }>(['get', 'configmap', name, '-n', NS]);
+  return { diff: decodeDiff(object), data: Object.keys(object.data ?? {}), binaryData: Object.keys(object.binaryData ?? {}) };
 }
 
 async function configMapDiff(name: string): Promise<string | undefined> {

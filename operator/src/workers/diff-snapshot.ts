@@ -25,7 +25,7 @@ export async function snapshotDiffAfterStep(deps: AgentDependencies, run: Parsed
     if (sha === state.diffSnapshot?.sha256) return;
     // An empty diff after a non-empty one (the agent undid its change) replaces it too.
     if (diff.length === 0 && state.diffSnapshot === undefined) return;
-    state.diffSnapshot = { sha256: sha, configMap: await deps.resources.writeDiff(run, diff) };
+    state.diffSnapshot = { sha256: sha, configMap: await deps.resources.writeDiff(run, diff, state.diffSnapshot?.configMap) };
   } catch (error) {
     deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not store the diff snapshot');
   }
