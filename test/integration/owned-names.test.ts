@@ -230,17 +230,7 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
   it("a later snapshot is one guarded patch of the ConfigMap the run wrote before, in either of the diff's forms", async () => {
     const run = runs['diff-patched']! as unknown as ParsedCodingRun;
     // The run's own, under a name the create-or-replace way never picks: only the patch reaches it.
-    await create({
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: {
-        name: 'snapshot-before',
-        namespace: NS,
-        labels: operatorLabels(runs['diff-patched']!),
-        ownerReferences: [ownerReference(run)],
-      },
-      data: { diff: DIFF },
-    });
+    await create(labelledDiff('snapshot-before', runs['diff-patched']!, ownerReference(run), DIFF));
     const resources = kubernetesRunResources(kubeConfig());
     const large = `${DIFF}${'+another line\n'.repeat(80_000)}`; // 1.1 MB: stored compressed
     expect(await resources.writeDiff(run, large, 'snapshot-before')).toBe('snapshot-before');
@@ -254,17 +244,8 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
   it('never patches what holds the name of its earlier snapshot once the run does not control it', async () => {
     const run = runs['diff-repatched']! as unknown as ParsedCodingRun;
     // The snapshot deleted and a ConfigMap made under its name with every label the operator writes, controlled by another.
-    await create({
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: {
-        name: 'snapshot-taken',
-        namespace: NS,
-        labels: operatorLabels(runs['diff-repatched']!),
-        ownerReferences: [{ ...ownerReference(run), uid: '11111111-2222-3333-4444-555555555555' }],
-      },
-      data: { diff: PLANTED },
-    });
+    const another = { ...ownerReference(run), uid: '11111111-2222-3333-4444-555555555555' };
+    await create(labelledDiff('snapshot-taken', runs['diff-repatched']!, another, PLANTED));
     const planted = await getMeta('configmap', 'snapshot-taken');
     const resources = kubernetesRunResources(kubeConfig());
     const written = await resources.writeDiff(run, DIFF, 'snapshot-taken');
@@ -410,6 +391,16 @@ function kubeConfig(): KubeConfig {
   const config = new KubeConfig();
   config.loadFromFile(kubeconfigPath());
   return config;
+}
+
+/** A diff ConfigMap with every label the operator writes for `run`, controlled by `controller`. */
+function labelledDiff(name: string, run: Run, controller: object, diff: string) {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: NS, labels: operatorLabels(run), ownerReferences: [controller] },
+    data: { diff },
+  };
 }
 
 /** The diff a ConfigMap holds, and the keys under each of its payloads. */
