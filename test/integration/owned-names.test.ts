@@ -243,8 +243,11 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
 
   it('never patches what holds the name of its earlier snapshot once the run does not control it', async () => {
     const run = runs['diff-repatched']! as unknown as ParsedCodingRun;
-    // The snapshot deleted and a ConfigMap made under its name with every label the operator writes, controlled by another.
-    const another = { ...ownerReference(run), uid: '11111111-2222-3333-4444-555555555555' };
+    // The snapshot deleted and a ConfigMap made under its name with every label the operator
+    // writes, controlled by another run (one that exists: the garbage collector deletes an
+    // object whose owner is gone).
+    const other = runs['diff-owned']!;
+    const another = { ...ownerReference(run), name: other.metadata.name, uid: other.metadata.uid };
     await create(labelledDiff('snapshot-taken', runs['diff-repatched']!, another, PLANTED));
     const planted = await getMeta('configmap', 'snapshot-taken');
     const resources = kubernetesRunResources(kubeConfig());
