@@ -7,6 +7,7 @@
 import type { V1NetworkPolicy, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import type { ParsedCodingRun } from '../api/index.ts';
+import { labelPointer } from './json-pointer.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
 
@@ -159,16 +160,16 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
  * sent (run-reconciler.ts claimWarmPod checks it).
  */
 export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number): object[] {
-  const label = `/metadata/labels/${WARM_POOL_LABEL.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  const label = labelPointer(WARM_POOL_LABEL);
   return [
     { op: 'test', path: label, value: pool.name },
     { op: 'remove', path: label },
     ...Object.entries(runLabels(run)).map(([key, value]) => ({
       op: 'add',
-      path: `/metadata/labels/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+      path: labelPointer(key),
       value,
     })),
-    { op: 'add', path: `/metadata/labels/${CLAIMED_FROM_LABEL.replace(/\//g, '~1')}`, value: pool.name },
+    { op: 'add', path: labelPointer(CLAIMED_FROM_LABEL), value: pool.name },
     { op: 'add', path: '/metadata/ownerReferences', value: [ownerReference(run)] },
     { op: 'add', path: '/spec/activeDeadlineSeconds', value: activeDeadlineSeconds },
   ];

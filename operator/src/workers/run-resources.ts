@@ -7,6 +7,7 @@ import { RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { isAlreadyExists, isNotFound, statusCodeOf } from '../kube/api-errors.ts';
 import { JSON_PATCH, jsonRequests } from '../kube/json-requests.ts';
 import { buildDiffConfigMap, decodeDiff, encodeDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { labelPointer } from '../reconcile/json-pointer.ts';
 import { diffConfigMapName } from '../reconcile/names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, isOwnedByRun } from '../reconcile/ownership.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../reconcile/secret-opt-in.ts';
@@ -36,9 +37,6 @@ async function replaceGuarded(core: CoreV1Api, current: V1ConfigMap, next: V1Con
   return name;
 }
 
-/** A JSON Pointer segment: `/` and `~` escaped (RFC 6901). */
-const pointer = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1');
-
 /**
  * The JSON Patch that puts `diff` into a ConfigMap only while it is the run's own: the tests
  * are isOwnedByRun's checks (the operator's label, the run-uid label, the run as controller),
@@ -49,8 +47,8 @@ function diffPatch(run: ParsedCodingRun, diff: string): object[] {
   const { data = {}, binaryData = {} } = encodeDiff(diff);
   const uid = run.metadata.uid;
   return [
-    { op: 'test', path: `/metadata/labels/${pointer(MANAGED_BY_LABEL)}`, value: MANAGED_BY },
-    { op: 'test', path: `/metadata/labels/${pointer(RUN_UID_LABEL)}`, value: uid },
+    { op: 'test', path: labelPointer(MANAGED_BY_LABEL), value: MANAGED_BY },
+    { op: 'test', path: labelPointer(RUN_UID_LABEL), value: uid },
     { op: 'test', path: '/metadata/ownerReferences/0/uid', value: uid },
     { op: 'test', path: '/metadata/ownerReferences/0/controller', value: true },
     { op: 'add', path: '/data', value: data },

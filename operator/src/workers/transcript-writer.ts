@@ -10,6 +10,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { RUN_UID_LABEL } from '../api/index.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
 import { JSON_PATCH, jsonRequests } from '../kube/json-requests.ts';
+import { labelPointer } from '../reconcile/json-pointer.ts';
 import { buildTranscriptChunk, chunkIndexOf, encodeEntry, opensChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import type { RunIdentity } from '../reconcile/names.ts';
@@ -36,9 +37,6 @@ function entriesByChunk(entries: readonly TranscriptEntry[]): TranscriptEntry[][
   return [...chunks.values()];
 }
 
-/** A JSON Pointer segment: `/` and `~` are escaped (RFC 6901). */
-const pointer = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
-
 export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWriter {
   const json = jsonRequests(kubeConfig);
   const configMaps = (namespace: string) => `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`;
@@ -58,7 +56,7 @@ export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWr
         'PATCH',
         `${configMaps(namespace)}/${encodeURIComponent(name)}`,
         [
-          { op: 'test', path: `/metadata/labels/${pointer(RUN_UID_LABEL)}`, value: run.metadata.uid },
+          { op: 'test', path: labelPointer(RUN_UID_LABEL), value: run.metadata.uid },
           ...encoded.map(({ key, value }) => ({ op: 'add', path: `/binaryData/${key}`, value: value.toString('base64') })),
         ],
         JSON_PATCH,
