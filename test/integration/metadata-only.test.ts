@@ -83,8 +83,8 @@ describe('metadataOnlyWatch', () => {
     );
     stopped.push(() => informer.stop());
     await informer.start();
-    // From its list, or from the watch that follows it: an informer is eventually consistent.
-    await eventually(async () => (informer.get(NS, 'listed') ? true : undefined), 10_000, 'the listed ConfigMap in the cache');
+    // From its first list, before any watch event.
+    expect(informer.get(NS, 'listed')?.metadata?.name).toBe('listed');
 
     await json.send('POST', configMaps, configMap('watched', BIG));
     await json.send('PATCH', `${configMaps}/watched`, { data: { 'diff.patch': `${BIG}more` } }, 'application/merge-patch+json');
