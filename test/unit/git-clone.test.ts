@@ -318,6 +318,27 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     }
   });
 
+  it("leaves git's template out of the clone: no sample hooks or description reach the sandbox", async () => {
+    const work = join(scratch, 'template-work');
+    mkdirSync(work);
+    git(work, 'init', '-q', '-b', 'main');
+    writeFileSync(join(work, 'a.txt'), 'one\n');
+    git(work, 'add', '.');
+    git(work, 'commit', '-qm', 'one');
+    const dir = await cloneRepository({ url: checked(`file://${work}`), ...LIMITS });
+    try {
+      const entries = readdirSync(join(dir, '.git'));
+      expect(entries).not.toContain('hooks');
+      expect(entries).not.toContain('description');
+      expect(readdirSync(join(dir, '.git', 'info'))).toEqual(['attributes']);
+      // Still a whole repository for the tools in the sandbox.
+      expect(git(dir, 'status', '--porcelain')).toBe('');
+      expect(git(dir, 'log', '--format=%s')).toBe('one');
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+
   it('clones the remote HEAD, a branch and a commit', async () => {
     const work = join(scratch, 'plain-work');
     mkdirSync(work);

@@ -283,7 +283,10 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     launch: request.launch ?? launchHere,
   };
   try {
-    await git(run, ['init', '-q', dir]);
+    // No template: git's sample hooks, description and info/exclude are half the files of a
+    // small repository's .git, and the archive carries them into every sandbox, whose import
+    // writes each one (docs/benchmarks.md). Nothing reads them: hooks never run here.
+    await git(run, ['init', '-q', '--template=', dir]);
     const inRepo: GitRun = { ...run, cwd: dir };
     await git(inRepo, ['remote', 'add', 'origin', '--', request.url]);
     // One fetch for every kind of revision (a branch, a tag, a commit, the remote's HEAD), so a
