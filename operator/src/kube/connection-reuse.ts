@@ -26,8 +26,10 @@ export function reuseConnections(kubeConfig: KubeConfig): KubeConfig {
       return;
     }
     context.setDispatcher(kept);
-    // The fresh one never opened a connection; closing it frees its timers.
-    void fresh.close().catch(() => undefined);
+    // The fresh one is dropped, not closed: it never opened a connection, so it holds no
+    // socket or timer, and the collector takes it (20 000 dropped: heap as with closing).
+    // undici's close makes an error object with a stack to destroy it: 1 % of the
+    // operator's CPU in a scale run's profile, at every API request.
   };
   return kubeConfig;
 }
