@@ -318,13 +318,19 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     }
   });
 
-  it("leaves git's template out of the clone: no sample hooks or description reach the sandbox", async () => {
-    const work = join(scratch, 'template-work');
+  /** A repository on branch main with one commit ("one") of a.txt. */
+  function oneCommitRepository(name: string): string {
+    const work = join(scratch, name);
     mkdirSync(work);
     git(work, 'init', '-q', '-b', 'main');
     writeFileSync(join(work, 'a.txt'), 'one\n');
     git(work, 'add', '.');
     git(work, 'commit', '-qm', 'one');
+    return work;
+  }
+
+  it("leaves git's template out of the clone: no sample hooks or description reach the sandbox", async () => {
+    const work = oneCommitRepository('template-work');
     const dir = await cloneRepository({ url: checked(`file://${work}`), ...LIMITS });
     try {
       const entries = readdirSync(join(dir, '.git'));
@@ -340,12 +346,7 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
   });
 
   it('clones the remote HEAD, a branch and a commit', async () => {
-    const work = join(scratch, 'plain-work');
-    mkdirSync(work);
-    git(work, 'init', '-q', '-b', 'main');
-    writeFileSync(join(work, 'a.txt'), 'one\n');
-    git(work, 'add', '.');
-    git(work, 'commit', '-qm', 'one');
+    const work = oneCommitRepository('plain-work');
     const first = git(work, 'rev-parse', 'HEAD');
     git(work, 'checkout', '-q', '-b', 'feature');
     writeFileSync(join(work, 'a.txt'), 'two\n');
