@@ -285,7 +285,8 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
   try {
     // No template: git's sample hooks, description and info/exclude are half the files of a
     // small repository's .git, and the archive carries them into every sandbox, whose import
-    // writes each one (docs/benchmarks.md). Nothing reads them: hooks never run here.
+    // writes each one (docs/benchmarks.md). None of them acts: the hooks are samples that
+    // never run (core.hooksPath), and info/exclude holds only comments.
     await git(run, ['init', '-q', '--template=', dir]);
     const inRepo: GitRun = { ...run, cwd: dir };
     await git(inRepo, ['remote', 'add', 'origin', '--', request.url]);
