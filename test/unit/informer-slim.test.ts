@@ -62,3 +62,47 @@ describe('Informer with slim', () => {
     expect(informer.get('ns', 'whole')?.data?.diff).toHaveLength(1_000_000);
   });
 });
+
+describe('Informer and managedFields', () => {
+  const managed = (name: string, resourceVersion: string): ConfigMap => {
+    const object = configMap(name, resourceVersion);
+    return {
+      ...object,
+      metadata: { ...object.metadata, managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsV1: { 'f:data': {} } }] },
+    } as ConfigMap;
+  };
+  const fieldsOf = (object: ConfigMap | undefined) => (object?.metadata as { managedFields?: unknown } | undefined)?.managedFields;
+
+  it('keeps no managedFields, with or without slim, and everything else as it came', async () => {
+    const seen: ConfigMap[] = [];
+    const whole = new Informer<ConfigMap>(
+      watchDelivering([['ADDED', managed('from-watch', '2')]]),
+      {
+        path: '/api/v1/namespaces/ns/configmaps',
+        list: async () => ({ items: [managed('from-list', '1')], metadata: { resourceVersion: '1' } }),
+      },
+      { onChange: (object) => seen.push(object), onDelete: () => undefined },
+      { warn: () => undefined },
+    );
+    const slimmed = new Informer<ConfigMap>(
+      watchDelivering([]),
+      {
+        path: '/api/v1/namespaces/ns/configmaps',
+        list: async () => ({ items: [managed('slimmed', '1')], metadata: { resourceVersion: '1' } }),
+        slim: (object) => ({ metadata: object.metadata }),
+      },
+      { onChange: (object) => seen.push(object), onDelete: () => undefined },
+      { warn: () => undefined },
+    );
+    await Promise.all([whole.start(), slimmed.start()]);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    whole.stop();
+    slimmed.stop();
+
+    expect(seen).toHaveLength(3);
+    for (const object of seen) expect(fieldsOf(object)).toBeUndefined();
+    expect(whole.get('ns', 'from-list')).toEqual(configMap('from-list', '1'));
+    expect(whole.get('ns', 'from-watch')).toEqual(configMap('from-watch', '2'));
+    expect(slimmed.get('ns', 'slimmed')).toEqual({ metadata: configMap('slimmed', '1').metadata });
+  });
+});

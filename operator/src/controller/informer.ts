@@ -15,7 +15,8 @@ export interface InformerSource<T> {
   list(): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
   /**
    * What the cache keeps of each object (client-go's transform): the parts the reconciler
-   * reads. Without it every object is kept whole for as long as it exists.
+   * reads. Without it every object is kept whole for as long as it exists (less its
+   * managedFields, which no cache keeps: withoutManagedFields).
    */
   slim?(object: T): T;
 }
@@ -32,6 +33,21 @@ export interface InformerLogger {
 /** What the informer needs of an object: its identity and version. */
 export interface CachedObject {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+}
+
+/**
+ * Every cache drops `metadata.managedFields` (as controller-runtime's caches do with
+ * TransformStripManagedFields): the API server's record of which client set which field. No
+ * reader here uses it, and it is half of a finished run's JSON (3.1 of 6.4 KB; in the heap,
+ * 9 of 13 MiB for 1000 runs). A cached object sent back in a PUT without it keeps the
+ * server's: an update that leaves the field out does not change it.
+ */
+function withoutManagedFields<T extends CachedObject>(object: T): T {
+  const metadata = object.metadata as (CachedObject['metadata'] & { managedFields?: unknown }) | undefined;
+  if (metadata?.managedFields === undefined) return object;
+  // A new metadata object, not a `delete`: V8 keeps an object with a deleted property in the slower dictionary form.
+  const { managedFields: _dropped, ...rest } = metadata;
+  return { ...object, metadata: rest };
 }
 
 const keyOf = (object: CachedObject) => `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
@@ -117,7 +133,8 @@ export class Informer<T extends CachedObject> {
   }
 
   private slim(object: T): T {
-    return this.source.slim ? this.source.slim(object) : object;
+    const kept = withoutManagedFields(object);
+    return this.source.slim ? this.source.slim(kept) : kept;
   }
 
   private upsert(key: string, object: T): void {
