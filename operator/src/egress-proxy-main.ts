@@ -7,7 +7,8 @@ import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-nod
 import { lookup } from 'node:dns/promises';
 import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
-import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from './api/index.ts';
+import { API_VERSION, PLURAL, type CodingRun } from './api/index.ts';
+import { customObjectSource } from './controller/custom-object-source.ts';
 import { Informer } from './controller/informer.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
@@ -90,16 +91,7 @@ async function main(): Promise<void> {
     (namespace) =>
       new Informer<CodingRun>(
         watch,
-        {
-          path: `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${PLURAL}`,
-          list: () =>
-            (namespace
-              ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
-              : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as Promise<{
-              items: CodingRun[];
-              metadata?: { resourceVersion?: string };
-            }>,
-        },
+        customObjectSource<CodingRun>(custom, namespace, PLURAL),
         {
           onChange: (run) => directory.onChange(run),
           onDelete: (run) => {

@@ -85,8 +85,11 @@ export class BundledOperator {
   async waitForLog(message: string, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!this.counts.has(message)) {
-      if (this.child.exitCode !== null)
-        throw new Error(`the operator exited (${this.child.exitCode}) before logging "${message}": ${this.stderr.join('').slice(-2000)}`);
+      // A signal (V8's abort at its heap limit) leaves exitCode null.
+      if (this.child.exitCode !== null || this.child.signalCode !== null)
+        throw new Error(
+          `the operator exited (${this.child.exitCode ?? this.child.signalCode}) before logging "${message}": ${this.stderr.join('').slice(-2000)}`,
+        );
       if (Date.now() > deadline) throw new Error(`the operator did not log "${message}" within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

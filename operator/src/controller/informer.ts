@@ -1,5 +1,6 @@
 // A watch-based cache of one kind of object (client-go's reflector + store, small):
-// list once, then watch from the list's resourceVersion; resume from the last seen
+// list once (in pages, as client-go's reflector does), then watch from the list's
+// resourceVersion; resume from the last seen
 // resourceVersion when a watch ends; relist only on 410 Gone; back off on errors (an API
 // server restart). No polling. The server closes each watch after `timeoutSeconds`, so a
 // connection that died silently is noticed within minutes.
@@ -12,7 +13,11 @@ export interface InformerSource<T> {
   labelSelector?: string;
   /** e.g. metadata.name=x: one object of a kind by its name, in every watched namespace. */
   fieldSelector?: string;
-  list(): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+  /**
+   * One page of the list: at most `page.limit` objects, from `page.continue` (the token the
+   * page before gave). A source may answer with everything at once (no token).
+   */
+  list(page: ListPage): Promise<ListAnswer<T>>;
   /**
    * What the cache keeps of each object (client-go's transform): the parts the reconciler
    * reads. Without it every object is kept whole for as long as it exists (less its
@@ -20,6 +25,26 @@ export interface InformerSource<T> {
    */
   slim?(object: T): T;
 }
+
+/** Which page of a list to send: the API server's `limit` and `continue`. */
+export interface ListPage {
+  limit: number;
+  continue?: string;
+}
+
+export interface ListAnswer<T> {
+  items: T[];
+  /** client-node's typed lists (V1PodList, ...) name the token `_continue`; the JSON, and so the custom objects' lists, `continue`. */
+  metadata?: { resourceVersion?: string; continue?: string; _continue?: string };
+}
+
+/**
+ * Objects per page of a list. A list answered whole is held whole: the answer's text and every
+ * object parsed from it, before slim and withoutManagedFields take what the cache keeps. So a
+ * start beside thousands of kept runs needed their whole list's size at once on top of the
+ * cache (docs/benchmarks.md, "Kept runs"). client-go's reflector pages by 500 too.
+ */
+export const LIST_PAGE_LIMIT = 500;
 
 export interface InformerHandlers<T> {
   onChange(object: T, previous: T | undefined): void;
@@ -66,6 +91,7 @@ export class Informer<T extends CachedObject> {
     private readonly handlers: InformerHandlers<T>,
     private readonly logger: InformerLogger,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    private readonly pageLimit = LIST_PAGE_LIMIT,
   ) {}
 
   get hasSynced(): boolean {
@@ -111,21 +137,33 @@ export class Informer<T extends CachedObject> {
     }
   }
 
+  /**
+   * Lists every object, page by page, each page's objects into the cache as it comes. The
+   * pages are one snapshot of the API server's (one resourceVersion), so the watch goes on
+   * from the last page's. A page that fails (a token expired after minutes: 410) ends this
+   * list; the loop lists again from the first page.
+   */
   private async relist(): Promise<void> {
-    const list = await this.source.list();
     const seen = new Set<string>();
-    for (const item of list.items) {
-      const key = keyOf(item);
-      seen.add(key);
-      this.upsert(key, this.slim(item));
-    }
+    let token: string | undefined;
+    let resourceVersion = '';
+    do {
+      const list = await this.source.list({ limit: this.pageLimit, ...(token ? { continue: token } : {}) });
+      for (const item of list.items) {
+        const key = keyOf(item);
+        seen.add(key);
+        this.upsert(key, this.slim(item));
+      }
+      resourceVersion = list.metadata?.resourceVersion ?? '';
+      token = list.metadata?.continue || list.metadata?._continue || undefined;
+    } while (token);
     for (const [key, object] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);
         this.handlers.onDelete(object);
       }
     }
-    this.resourceVersion = list.metadata?.resourceVersion ?? '';
+    this.resourceVersion = resourceVersion;
     if (!this.synced) {
       this.synced = true;
       for (const resolve of this.syncWaiters.splice(0)) resolve();

@@ -12,9 +12,10 @@ import {
   type V1NetworkPolicy,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { API_VERSION, GROUP, PLURAL, VERSION, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
+import { PLURAL, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { Informer, type CachedObject, type InformerSource } from './informer.ts';
+import { customObjectSource } from './custom-object-source.ts';
+import { Informer, type CachedObject, type InformerSource, type ListAnswer } from './informer.ts';
 import type { IsolationProbe } from './isolation-probe.ts';
 import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-reconciler.ts';
 import { MergedCache } from './merged-cache.ts';
@@ -103,14 +104,8 @@ export class RunController {
 
     const runInformers = namespaces.map((namespace) =>
       make<CodingRun>(
-        {
-          path: scoped(namespace, `/apis/${API_VERSION}`, PLURAL),
-          // Custom objects come back as plain JSON (timestamps as strings), like watch events.
-          list: () =>
-            namespace
-              ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
-              : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
-        },
+        // Custom objects come back as plain JSON (timestamps as strings), like watch events.
+        customObjectSource<CodingRun>(custom, namespace, PLURAL),
         () => {},
         onRun,
       ),
@@ -119,8 +114,8 @@ export class RunController {
     // those are watched, and a change to one enqueues its run (ConfigMaps: see below).
     type ManagedList<T> = (
       namespace: string | undefined,
-      labelSelector: string,
-    ) => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>;
+      query: { labelSelector: string; limit: number; _continue?: string },
+    ) => Promise<ListAnswer<T>>;
     const owned = <T extends CachedObject>(
       groupPath: string,
       resource: string,
@@ -134,7 +129,8 @@ export class RunController {
           {
             path: scoped(namespace, groupPath, resource),
             labelSelector: MANAGED_SELECTOR,
-            list: () => list(namespace, MANAGED_SELECTOR),
+            list: ({ limit, continue: token }) =>
+              list(namespace, { labelSelector: MANAGED_SELECTOR, limit, ...(token ? { _continue: token } : {}) }),
             ...(slim ? { slim } : {}),
           },
           onOwned,
@@ -145,8 +141,7 @@ export class RunController {
     const podInformers = owned<V1Pod>(
       '/api/v1',
       'pods',
-      (namespace, labelSelector) =>
-        namespace ? core.listNamespacedPod({ namespace, labelSelector }) : core.listPodForAllNamespaces({ labelSelector }),
+      (namespace, query) => (namespace ? core.listNamespacedPod({ namespace, ...query }) : core.listPodForAllNamespaces(query)),
       undefined,
       // A finished run holds its slot until its pod goes (admission.ts): then wake the waiting.
       (pod, deleted) => {
@@ -156,10 +151,8 @@ export class RunController {
     const policyInformers = owned<V1NetworkPolicy>(
       '/apis/networking.k8s.io/v1',
       'networkpolicies',
-      (namespace, labelSelector) =>
-        namespace
-          ? networking.listNamespacedNetworkPolicy({ namespace, labelSelector })
-          : networking.listNetworkPolicyForAllNamespaces({ labelSelector }),
+      (namespace, query) =>
+        namespace ? networking.listNamespacedNetworkPolicy({ namespace, ...query }) : networking.listNetworkPolicyForAllNamespaces(query),
       undefined,
       // A namespace's sandbox policies have no owner to wake: the reconciler wakes its runs.
       (policy, deleted) => this.reconciler.sandboxPolicyChanged(policy, deleted),
@@ -177,7 +170,7 @@ export class RunController {
         {
           path,
           labelSelector: MANAGED_SELECTOR,
-          list: () => listMetadata(requests, path, MANAGED_SELECTOR),
+          list: (page) => listMetadata(requests, path, MANAGED_SELECTOR, page),
           // What the server sent already; kept so, whatever a server answers.
           slim: ({ apiVersion, kind, metadata }) => ({ apiVersion, kind, metadata }),
         },

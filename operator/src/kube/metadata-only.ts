@@ -38,15 +38,19 @@ export function metadataOnlyWatch(kubeConfig: KubeConfig): Watch {
   return new Watch(config as KubeConfig);
 }
 
-/** Lists `path` (a collection, e.g. /api/v1/namespaces/x/configmaps) as metadata only. */
+/** Lists `path` (a collection, e.g. /api/v1/namespaces/x/configmaps) as metadata only; one page of it with `page`. */
 export async function listMetadata(
   requests: Pick<JsonRequests, 'get'>,
   path: string,
   labelSelector?: string,
-): Promise<{ items: ObjectMetadata[]; metadata?: { resourceVersion?: string } }> {
-  const query = labelSelector ? `?labelSelector=${encodeURIComponent(labelSelector)}` : '';
-  const list = await requests.get<{ items?: ObjectMetadata[] | null; metadata?: { resourceVersion?: string } }>(
-    `${path}${query}`,
+  page?: { limit: number; continue?: string },
+): Promise<{ items: ObjectMetadata[]; metadata?: { resourceVersion?: string; continue?: string } }> {
+  const query = new URLSearchParams();
+  if (labelSelector) query.set('labelSelector', labelSelector);
+  if (page) query.set('limit', String(page.limit));
+  if (page?.continue) query.set('continue', page.continue);
+  const list = await requests.get<{ items?: ObjectMetadata[] | null; metadata?: { resourceVersion?: string; continue?: string } }>(
+    query.size > 0 ? `${path}?${query}` : path,
     METADATA_ONLY_LIST,
   );
   // An empty PartialObjectMetadataList comes as `"items": null` (a nil slice in Go), not [].
