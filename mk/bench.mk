@@ -16,7 +16,7 @@ N ?= 200
 WARM_RUNS ?= 10
 PEER_LIMITS ?= both
 
-.PHONY: bench bench-scale bench-owned-configmaps bench-report bench-real-node bench-egress bench-replicas bench-warm-pool bench-warm-pool-real-node
+.PHONY: bench bench-scale bench-owned-configmaps bench-kept-runs bench-report bench-real-node bench-egress bench-replicas bench-warm-pool bench-warm-pool-real-node
 
 bench-egress: node_modules system-packages ## The egress proxy against direct: 100 MB download (over loopback and across a 1 and a 5 Gbit/s link), 1000 small requests, memory at 100 tunnels; written to test/bench/results/egress.json
 	npx tsx test/bench/egress-bench.ts
@@ -43,6 +43,11 @@ bench-warm-pool-real-node: node_modules system-packages control-plane real-node 
 
 bench-owned-configmaps: node_modules system-packages control-plane ## What the ConfigMaps the operator owns cost it: CPU per 900 KB diff write, a start beside 128 kept diffs of 1000 KiB (not part of make bench), written to test/bench/results/owned-configmaps.json
 	npx tsx test/bench/owned-configmaps-bench.ts
+
+KEPT_RUNS ?= 5000
+
+bench-kept-runs: node_modules system-packages control-plane ## An operator started beside KEPT_RUNS finished CodingRuns (heap limit 160 MiB): sync, peak RSS, heap after (not part of make bench; --bundle DIR compares other builds), written to test/bench/results/kept-runs.json
+	npx tsx test/bench/kept-runs-bench.ts --runs $(KEPT_RUNS)
 
 bench-report: node_modules ## One table of every benchmark figure and its peer, written to test/bench/results/latest.json
 	npx tsx test/bench/bench-report.ts
