@@ -3,7 +3,7 @@
 // npm packages external. A benchmark measures this
 // process, not tsx compiling TypeScript on the fly (which costs memory and CPU of its own).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { operatorNodeFlags, operatorNodeOptions } from '../support/operator-node-flags.ts';
@@ -30,6 +30,26 @@ export function bundleOperator(dir: string): string {
   symlinkSync(path.join(repoRoot, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   return outfile;
 }
+
+/**
+ * The environment of a bundled operator that watches one namespace of a bench's own control
+ * plane, leads through a lease in `${namespace}-lease`, and needs no sandbox isolation.
+ */
+export function oneNamespaceOperatorEnv(plane: { kubeconfig: string; redisUrl: string }, namespace: string): Record<string, string> {
+  return {
+    KUBECONFIG: plane.kubeconfig,
+    REDIS_URL: plane.redisUrl,
+    CHAMVI_HTTP_PORT: '0',
+    CHAMVI_STATE_KEY: 'chamvi-bench-state-key-0123456789abcdef0123456789abcdef',
+    CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
+    CHAMVI_WATCH_NAMESPACES: namespace,
+    CHAMVI_LEADER_ELECTION_NAMESPACE: `${namespace}-lease`,
+    LOG_LEVEL: 'info',
+  };
+}
+
+/** A process's peak RSS so far (VmHWM), in MiB. */
+export const peakRssMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 /** One pino line of the operator (the same shape the test operators read). */
 export type OperatorLogLine = LogLine;

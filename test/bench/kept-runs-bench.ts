@@ -22,7 +22,7 @@ import { API_VERSION, FINALIZER, PLURAL } from '../../operator/src/api/index.ts'
 import { jsonRequests, JSON_PATCH } from '../../operator/src/kube/json-requests.ts';
 import { ensureBinaries } from '../support/control-plane/binaries.ts';
 import { applyManifestDir, removeStateDir, startControlPlane } from '../support/control-plane/control-plane.ts';
-import { BundledOperator, bundleOperator } from './bundled-operator.ts';
+import { BundledOperator, bundleOperator, oneNamespaceOperatorEnv, peakRssMiB } from './bundled-operator.ts';
 import { printTable } from './exec-archive-bench.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -39,7 +39,6 @@ const { values } = parseArgs({
 const keptRuns = Number(values.runs);
 const rounds = Number(values.rounds);
 
-const peakRssMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 /** A finished run's status as the operator writes it (a 2-step run that changed one file). */
@@ -178,16 +177,7 @@ async function main() {
     const outcomes: Outcome[] = [];
     for (let round = 1; round <= rounds; round += 1) {
       for (const [label, bundle] of round % 2 === 1 ? bundles : [...bundles].reverse()) {
-        const operator = new BundledOperator(bundle, {
-          KUBECONFIG: plane.kubeconfig,
-          REDIS_URL: plane.redisUrl,
-          CHAMVI_HTTP_PORT: '0',
-          CHAMVI_STATE_KEY: 'chamvi-bench-state-key-0123456789abcdef0123456789abcdef',
-          CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
-          CHAMVI_WATCH_NAMESPACES: NS,
-          CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-          LOG_LEVEL: 'info',
-        });
+        const operator = new BundledOperator(bundle, oneNamespaceOperatorEnv(plane, NS));
         operators.push(operator);
         const startedAt = Date.now();
         let peak = 0;

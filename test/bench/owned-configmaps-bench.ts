@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ensureBinaries } from '../support/control-plane/binaries.ts';
 import { applyManifestDir, removeStateDir, startControlPlane } from '../support/control-plane/control-plane.ts';
-import { BundledOperator, bundleOperator } from './bundled-operator.ts';
+import { BundledOperator, bundleOperator, oneNamespaceOperatorEnv, peakRssMiB } from './bundled-operator.ts';
 import { printTable } from './exec-archive-bench.ts';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -38,8 +38,6 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10; // clock ticks of 10 ms
 }
 
-const peakRssMiB = (pid: number) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-
 async function main() {
   const binDir = ensureBinaries();
   const stateDir = mkdtempSync(path.join(tmpdir(), 'chamvi-owned-cm-bench-plane-'));
@@ -54,16 +52,7 @@ async function main() {
     for (const name of [NS, `${NS}-lease`]) await core.createNamespace({ body: { metadata: { name } } });
     const bundle = values.bundle ? path.join(values.bundle, 'main.mjs') : bundleOperator(path.join(work, 'operator'));
     const start = () => {
-      const operator = new BundledOperator(bundle, {
-        KUBECONFIG: plane.kubeconfig,
-        REDIS_URL: plane.redisUrl,
-        CHAMVI_HTTP_PORT: '0',
-        CHAMVI_STATE_KEY: 'chamvi-bench-state-key-0123456789abcdef0123456789abcdef',
-        CHAMVI_ALLOW_UNISOLATED_SANDBOXES: 'true',
-        CHAMVI_WATCH_NAMESPACES: NS,
-        CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-        LOG_LEVEL: 'info',
-      });
+      const operator = new BundledOperator(bundle, oneNamespaceOperatorEnv(plane, NS));
       operators.push(operator);
       return operator;
     };
