@@ -2,7 +2,7 @@
 // namespace, or (namespace undefined) across the cluster, optionally narrowed by a label.
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, VERSION } from '../api/index.ts';
-import type { InformerSource, ListAnswer } from './informer.ts';
+import { clientNodePage, type InformerSource, type ListAnswer } from './informer.ts';
 
 export function customObjectSource<T>(
   custom: CustomObjectsApi,
@@ -14,8 +14,8 @@ export function customObjectSource<T>(
   return {
     path: `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
     ...selector,
-    list: ({ limit, continue: token }) => {
-      const query = { group: GROUP, version: VERSION, plural, ...selector, limit, ...(token ? { _continue: token } : {}) };
+    list: (page) => {
+      const query = { group: GROUP, version: VERSION, plural, ...selector, ...clientNodePage(page) };
       return (namespace ? custom.listNamespacedCustomObject({ ...query, namespace }) : custom.listClusterCustomObject(query)) as Promise<
         ListAnswer<T>
       >;

@@ -32,6 +32,12 @@ export interface ListPage {
   continue?: string;
 }
 
+/** The page as client-node's list calls take it (its generated clients name the token `_continue`). */
+export const clientNodePage = ({ limit, continue: token }: ListPage): { limit: number; _continue?: string } => ({
+  limit,
+  ...(token ? { _continue: token } : {}),
+});
+
 export interface ListAnswer<T> {
   items: T[];
   /** client-node's typed lists (V1PodList, ...) name the token `_continue`; the JSON, and so the custom objects' lists, `continue`. */

@@ -15,7 +15,7 @@ import {
 import { PLURAL, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { customObjectSource } from './custom-object-source.ts';
-import { Informer, type CachedObject, type InformerSource, type ListAnswer } from './informer.ts';
+import { Informer, clientNodePage, type CachedObject, type InformerSource, type ListAnswer } from './informer.ts';
 import type { IsolationProbe } from './isolation-probe.ts';
 import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-reconciler.ts';
 import { MergedCache } from './merged-cache.ts';
@@ -129,8 +129,7 @@ export class RunController {
           {
             path: scoped(namespace, groupPath, resource),
             labelSelector: MANAGED_SELECTOR,
-            list: ({ limit, continue: token }) =>
-              list(namespace, { labelSelector: MANAGED_SELECTOR, limit, ...(token ? { _continue: token } : {}) }),
+            list: (page) => list(namespace, { labelSelector: MANAGED_SELECTOR, ...clientNodePage(page) }),
             ...(slim ? { slim } : {}),
           },
           onOwned,
