@@ -13,7 +13,7 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { runProcess } from '../run-process.ts';
 import { freePorts } from '../control-plane/free-port.ts';
-import { startManagedProcess, stopRecordedProcesses, type ManagedProcess } from '../control-plane/managed-process.ts';
+import { logPathOf, startManagedProcess, stopRecordedProcesses, type ManagedProcess } from '../control-plane/managed-process.ts';
 import { httpsGet, waitUntil } from '../control-plane/readiness.ts';
 import { kubectlOrThrow, runKubectl, type RunKubectlOptions } from '../control-plane/run-kubectl.ts';
 import { kubeletClusterDns, podServiceRoutes, startClusterServices } from './cluster-services.ts';
@@ -53,6 +53,20 @@ function pidAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * The last `count` lines of one of the running node's logs (kube-router, kubelet, containerd)
+ * that match `pattern`, for a failure message: the root is gone once the node stops.
+ */
+export function realNodeLogLines(name: string, pattern: RegExp, count = 20): string[] {
+  try {
+    const { root } = JSON.parse(readFileSync(lockFile, 'utf8')) as { root: string };
+    const lines = readFileSync(logPathOf(root, name), 'utf8').split('\n');
+    return lines.filter((line) => pattern.test(line)).slice(-count);
+  } catch (error) {
+    return [`no ${name} log: ${String(error)}`];
   }
 }
 
@@ -221,6 +235,10 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       '--run-router=false',
       '--run-service-proxy=false',
       '--enable-cni=false',
+      // A full sync that fails (an iptables-restore racing another writer of the filter table,
+      // kube-proxy's here) leaves the rules before it until the next event or period; the
+      // default period of 5 min would outlast any test's wait for a policy to apply or go.
+      '--iptables-sync-period=10s',
       `--health-port=${routerHealthPort}`,
       `--metrics-port=${routerMetricsPort}`,
       '--v=1',
