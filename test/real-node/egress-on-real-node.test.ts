@@ -6,6 +6,7 @@
 // environment carries, the registry answers; straight to the registry, the connection fails,
 // and without the policies the same direct connection succeeds (the control case). The proxy as
 // the chart runs it, in the cluster behind its Service, is test/real-node/helm-install.test.ts.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -15,8 +16,8 @@ import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { sandboxPoliciesFor } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-process.ts';
-import { connectFrom, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
-import { realNodeLabel, realNodeLogLines, realNodeTaint } from '../support/real-node/real-node.ts';
+import { connectFrom, getFrom, neighboursOf, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
+import { realNodeBridge, realNodeLabel, realNodeLogLines, realNodeTaint } from '../support/real-node/real-node.ts';
 import { runProcess } from '../support/run-process.ts';
 
 const unavailable = inject('realNodeUnavailable');
@@ -50,6 +51,9 @@ async function diagnosis(pod: SandboxPod, proxy: EgressProxyProcess, bridgeIp: s
     `the pod's IP: ${(await kubectl(['get', 'pod', '-n', pod.namespace, pod.name, '-o', 'jsonpath={.status.podIP}'])).stdout}`,
     `kube-router's sets: ${members.join('; ')}`,
     `the proxy's log: ${JSON.stringify(proxy.lines.slice(-10))} ${proxy.stderr.join('').slice(-2000)}`,
+    // A bridge that changed its hardware address leaves the pod's ARP entry for the gateway stale.
+    `the bridge's address: ${readFileSync(`/sys/class/net/${realNodeBridge}/address`, 'utf8').trim()}`,
+    `the pod's neighbours: ${await neighboursOf(pod)}`,
     `kube-router's rules: ${kubeRouterRules}`,
     // A sync that fails leaves the rules of the one before until the next event or period.
     `kube-router's last syncs: ${realNodeLogLines('kube-router', /sync|Aborting|rror/).join('\n')}`,
@@ -69,9 +73,8 @@ describe.skipIf(unavailable !== '')(`egress through the proxy on a real node${un
     registry = createServer((req, res) => res.end(`registry ok ${req.url}`));
     await new Promise<void>((resolve, reject) => {
       registry.once('error', reject);
-      // All addresses: the bridge (and its address) appears only with the first pod, and the
-      // registry's port must be in the run before the pod exists. The pod reaches it at bridgeIp.
-      registry.listen(0, '0.0.0.0', () => resolve());
+      // The bridge address (the node makes the bridge before any pod): the host as a pod sees it.
+      registry.listen(0, bridgeIp, () => resolve());
     });
     registryPort = (registry.address() as { port: number }).port;
     const allow = [`registry.test:${registryPort}`];

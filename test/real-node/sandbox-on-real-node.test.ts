@@ -3,9 +3,12 @@
 // enforcing NetworkPolicy: what SECURITY.md promises about the pod, seen from inside the
 // container through exec (API server -> kubelet -> CRI streaming), and the policy proven by a
 // control case where the same connection succeeds without it.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
+import { connectFrom, neighboursOf, until } from '../support/real-node/egress-probes.ts';
+import { realNodeBridge, realNodeBridgeMac } from '../support/real-node/real-node.ts';
 import { realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
 import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
@@ -29,32 +32,14 @@ function exec(pod: string, command: string[], input?: string) {
   });
 }
 
-/** One TCP connection attempt from inside the pod: 'connected', an error code, or 'timeout'. */
-async function connectFrom(pod: string, host: string, port: number): Promise<string> {
-  const script =
-    `const s=require('net').connect(${port},${JSON.stringify(host)});` +
-    "s.on('connect',()=>{console.log('connected');process.exit(0)});" +
-    "s.on('error',e=>{console.log(e.code);process.exit(0)});" +
-    "setTimeout(()=>{console.log('timeout');process.exit(0)},2000)";
-  const result = await exec(pod, ['node', '-e', script]);
-  return result.code === 0 ? result.stdout.trim() : `exec failed: ${result.stderr.trim()}`;
-}
-
-/** Polls until connectFrom returns `want` (the enforcer applies a policy within seconds). */
-async function eventually(pod: string, host: string, port: number, want: (outcome: string) => boolean): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  let outcome = '';
-  do {
-    outcome = await connectFrom(pod, host, port);
-    if (want(outcome)) return outcome;
-  } while (Date.now() < deadline);
-  return outcome;
-}
-
 describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? ` (SKIPPED: ${unavailable})` : ''}`, () => {
   const image = inject('realNodeSandboxImage');
   const sandbox = realNodeSandboxPod(namespace, 'probe', '00000000-0000-4000-8000-00000000a001', image);
   const sandboxName = sandbox.metadata!.name!;
+  /** One TCP connection attempt from inside the sandbox (egress-probes.ts): 'connected', an error code, or 'timeout'. */
+  const connectFromSandbox = (host: string, port: number) => connectFrom({ namespace, name: sandboxName }, host, port);
+  /** Polls until the outcome is wanted (the enforcer applies a policy within seconds). */
+  const eventually = (host: string, port: number, want: (outcome: string) => boolean) => until(() => connectFromSandbox(host, port), want);
   const policy = sandboxDenyAllPolicy(namespace);
   // Another pod on the node, listening: the "other pod" a sandbox must not reach. Not a
   // sandbox (no run uid label), so the deny-all fences in only the sandbox's side.
@@ -156,15 +141,29 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
   it("enforces the namespace's sandbox deny-all NetworkPolicy: without it the host and another pod answer, with it neither does", async () => {
     const bridgeIp = inject('realNodeBridgeIp');
     // Control case: no policy yet, both connections succeed (so the refusal below means the policy).
-    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
-    expect(await eventually(sandboxName, listenerIp, 8080, (o) => o === 'connected')).toBe('connected');
+    expect(await eventually(bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
+    expect(await eventually(listenerIp, 8080, (o) => o === 'connected')).toBe('connected');
 
     await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(policy) });
-    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o !== 'connected')).not.toBe('connected');
-    expect(await connectFrom(sandboxName, listenerIp, 8080)).not.toBe('connected');
+    expect(await eventually(bridgeIp, hostPort, (o) => o !== 'connected')).not.toBe('connected');
+    expect(await connectFromSandbox(listenerIp, 8080)).not.toBe('connected');
 
     // And the policy, not something else, was what blocked it.
     await kubectlOk(['delete', 'networkpolicy', '-n', namespace, policy.metadata!.name!]);
-    expect(await eventually(sandboxName, bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
+    expect(await eventually(bridgeIp, hostPort, (o) => o === 'connected')).toBe('connected');
+  });
+
+  it("keeps the bridge's hardware address as pods go, so the sandbox reaches the host at once", async () => {
+    // A bridge without an address of its own follows its lowest port's and changes when that
+    // pod goes; the others' ARP entries for the gateway then go unanswered for up to a minute.
+    await kubectlOk(['delete', 'pod', '-n', namespace, listener.metadata!.name!, '--wait=true', '--timeout=60s']);
+    // 3: NET_ADDR_SET, an address given to the device, which the kernel then never replaces.
+    expect(readFileSync(`/sys/class/net/${realNodeBridge}/addr_assign_type`, 'utf8').trim()).toBe('3');
+    expect(readFileSync(`/sys/class/net/${realNodeBridge}/address`, 'utf8').trim()).toBe(realNodeBridgeMac);
+    const bridgeIp = inject('realNodeBridgeIp');
+    expect(await connectFromSandbox(bridgeIp, hostPort)).toBe('connected');
+    // The sandbox's ARP entry for the gateway (IP, type, flags, hardware address, ...) names it.
+    const gateway = (await neighboursOf({ namespace, name: sandboxName })).split('; ').find((line) => line.startsWith(`${bridgeIp} `));
+    expect(gateway?.split(/\s+/)[3]).toBe(realNodeBridgeMac);
   });
 });

@@ -84,9 +84,8 @@ export async function startClusterServices(options: ClusterServicesOptions): Pro
     return startManagedProcess({ name, stateDir: options.root, command, args });
   };
 
-  // The bridge exists once the first pod is wired; the relay and CoreDNS listen on it before.
-  // The CNI bridge plugin takes over a bridge that already has its gateway address.
-  await ensureBridge(options.bridge, options.bridgeIp, options.podCidr);
+  // The node made the bridge with its gateway address before any pod (real-node.ts
+  // createBridge): the relay and CoreDNS listen on that address from the start.
   await guardPodEgress(options.podCidr, options.bridge);
 
   const apiServer = new URL(/^\s*server:\s*(\S+)/m.exec(readFileSync(options.kubeconfig, 'utf8'))?.[1] ?? '');
@@ -136,17 +135,6 @@ export async function startClusterServices(options: ClusterServicesOptions): Pro
   const startSeconds = Math.round((Date.now() - began) / 100) / 10;
   options.log(`cluster services (kube-proxy, API server endpoint, CoreDNS) up in ${startSeconds}s`);
   return { processes, startSeconds };
-}
-
-async function ip(args: string[], tolerate: RegExp): Promise<void> {
-  const result = await runProcess('ip', args, { timeoutMs: 10_000 });
-  if (result.code !== 0 && !tolerate.test(result.stderr)) throw new Error(`ip ${args.join(' ')}: ${result.stderr.trim()}`);
-}
-
-async function ensureBridge(bridge: string, bridgeIp: string, podCidr: string): Promise<void> {
-  await ip(['link', 'add', 'name', bridge, 'type', 'bridge'], /File exists/);
-  await ip(['addr', 'add', `${bridgeIp}/${podCidr.split('/')[1]}`, 'dev', bridge], /File exists|Address already assigned/);
-  await ip(['link', 'set', bridge, 'up'], /^$/);
 }
 
 /**

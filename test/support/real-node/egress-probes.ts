@@ -30,6 +30,12 @@ export function connectFrom(pod: SandboxPod, host: string, port: number): Promis
   );
 }
 
+/** The pod's ARP table (/proc/net/arp), one line per neighbour: which hardware address it holds for the gateway. */
+export async function neighboursOf(pod: SandboxPod): Promise<string> {
+  const table = await nodeIn(pod, "process.stdout.write(require('fs').readFileSync('/proc/net/arp','utf8'))");
+  return table.split('\n').slice(1).join('; ');
+}
+
 /** A plain GET by a program that knows nothing of proxies: "status body", "error CODE" or 'timeout'. */
 export function getFrom(pod: SandboxPod, url: string): Promise<string> {
   return nodeIn(

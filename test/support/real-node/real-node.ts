@@ -26,6 +26,8 @@ export const realNodePodCidr = '10.245.0.0/24';
 export const realNodeBridge = 'chamvi-rn0';
 /** The bridge's own address: the host as a pod sees it. */
 export const realNodeBridgeIp = '10.245.0.1';
+/** The bridge's hardware address, set once (createBridge): locally administered, never a port's. */
+export const realNodeBridgeMac = '02:63:68:72:6e:01';
 
 const processOrder = ['containerd', 'kubelet', 'kube-router'] as const;
 const cniBinDir = '/usr/lib/cni';
@@ -178,6 +180,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       return startManagedProcess({ name, stateDir: root, command, args });
     };
 
+    await createBridge();
     writeFileSync(join(root, 'containerd.toml'), containerdConfig(root, socket, options.pauseImage.ref));
     writeFileSync(join(root, 'net.d', '10-chamvi.conflist'), cniConfig(root, options.clusterServices ?? false));
     const containerd = start('containerd', 'containerd', ['--config', join(root, 'containerd.toml')]);
@@ -271,6 +274,31 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
     await stop();
     throw error;
   }
+}
+
+/**
+ * The pods' bridge, made before the first pod with a hardware address of its own. A Linux
+ * bridge whose address was never set takes the lowest of its ports' addresses and changes it
+ * when that port goes (a pod deleted): every other pod's ARP entry for the gateway then names an
+ * address the host no longer answers to, and pod-to-host traffic is dropped until the entry
+ * expires, up to about a minute (flannel-io/flannel#1381). The likely cause of the egress test's
+ * two clean-clone CI failures: with the policies deleted and kube-router's rules allowing it,
+ * the pod's connections to the host (registry and proxy ports alike) still timed out.
+ * Debian's bridge plugin (1.1.1) sets no address, and adopts a bridge that exists. Its gateway
+ * address is here from the start too: the cluster services listen on it before any pod.
+ */
+async function createBridge(): Promise<void> {
+  const ip = async (args: string[], tolerate?: RegExp) => {
+    const result = await runProcess('ip', args, { timeoutMs: 10_000 });
+    if (result.code !== 0 && !tolerate?.test(result.stderr)) throw new Error(`ip ${args.join(' ')}: ${result.stderr.trim()}`);
+  };
+  await ip(['link', 'add', 'name', realNodeBridge, 'type', 'bridge'], /File exists/);
+  await ip(['link', 'set', 'dev', realNodeBridge, 'address', realNodeBridgeMac]);
+  await ip(
+    ['addr', 'add', `${realNodeBridgeIp}/${realNodePodCidr.split('/')[1]}`, 'dev', realNodeBridge],
+    /File exists|Address already assigned/,
+  );
+  await ip(['link', 'set', 'dev', realNodeBridge, 'up']);
 }
 
 /**
