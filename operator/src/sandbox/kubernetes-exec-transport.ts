@@ -6,6 +6,7 @@
 // reach it, and the hook around that was private to the package.
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import WebSocket, { type ClientOptions } from 'ws';
+import { processSecureContexts, type SecureContexts } from '../kube/secure-contexts.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
@@ -35,6 +36,8 @@ export interface KubernetesExecTransportOptions {
   killGraceMs?: number;
   /** Output held per stream for a slow reader before the socket is paused. */
   maxBufferedBytes?: number;
+  /** The TLS contexts kept for the sockets' credentials; the process's one set by default. */
+  secureContexts?: SecureContexts;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -90,6 +93,7 @@ export class KubernetesExecTransport implements ToolboxTransport {
     const socketOptions: ClientOptions = {};
     // CA, client certificate or token, and client-node's shared agent for this cluster.
     await kubeConfig.applyToHTTPSOptions(socketOptions);
+    (this.options.secureContexts ?? processSecureContexts).apply(socketOptions);
     const url = execUrl(server, { namespace, podName, container }, [...this.options.toolboxCommand, ...args]);
     const process = new ExecProcess(this.limits);
     const socket = process.attach(new WebSocket(url, [...EXEC_PROTOCOLS], socketOptions));
