@@ -45,7 +45,7 @@ interface Schedule {
 const logger = { info: () => {}, warn: () => {}, error: () => {} };
 let kube: ScheduleGateway;
 let events: EventRecorder;
-/** The first whole hour after now: scheduled times the tests move the clock across. */
+/** The first whole hour at least a minute away: scheduled times the tests move the clock across. */
 let base: number;
 
 const RUN = {
@@ -96,7 +96,6 @@ beforeAll(async () => {
   kubeConfig.loadFromFile(kubeconfigPath());
   kube = createScheduleGateway(kubeConfig);
   events = new EventRecorder(createKubeGateway(kubeConfig), 'e2e-schedules', logger);
-  base = Math.ceil((Date.now() + 60_000) / HOUR) * HOUR;
   // Just after the CRDs are applied the API server may answer 429 "storage is (re)initializing".
   await eventually(async () => ((await kube.listScheduleRuns(NS, 'none')) ? true : undefined), 60_000, 'the CodingRun storage');
   await eventually(
@@ -104,6 +103,14 @@ beforeAll(async () => {
     60_000,
     'the CodingSchedule storage',
   );
+  // Last, after the waits above. Every schedule here is created, at the real time, within the
+  // hour before base, so the clock's moves across base and base + HOUR are the only scheduled
+  // times the tests meet. A schedule created in the last minute before a whole hour would find
+  // that hour due once the clock stands at base - 60 s (a CI run at 12:59:29 had base an hour
+  // later, and its first reconcile made the 13:00 run): wait for the hour to pass first.
+  const untilHour = HOUR - (Date.now() % HOUR);
+  if (untilHour < 60_000) await new Promise((resolve) => setTimeout(resolve, untilHour + 1_000));
+  base = Math.ceil(Date.now() / HOUR) * HOUR;
 });
 
 afterAll(async () => {
