@@ -6,7 +6,6 @@
 // environment carries, the registry answers; straight to the registry, the connection fails,
 // and without the policies the same direct connection succeeds (the control case). The proxy as
 // the chart runs it, in the cluster behind its Service, is test/real-node/helm-install.test.ts.
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -17,7 +16,7 @@ import { sandboxPoliciesFor } from '../../operator/src/reconcile/sandbox-network
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-process.ts';
 import { connectFrom, getFrom, neighboursOf, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
-import { realNodeBridge, realNodeLabel, realNodeLogLines, realNodeTaint } from '../support/real-node/real-node.ts';
+import { realNodeBridgeAddress, realNodeLabel, realNodeLogLines, realNodeTaint } from '../support/real-node/real-node.ts';
 import { runProcess } from '../support/run-process.ts';
 
 const unavailable = inject('realNodeUnavailable');
@@ -52,7 +51,7 @@ async function diagnosis(pod: SandboxPod, proxy: EgressProxyProcess, bridgeIp: s
     `kube-router's sets: ${members.join('; ')}`,
     `the proxy's log: ${JSON.stringify(proxy.lines.slice(-10))} ${proxy.stderr.join('').slice(-2000)}`,
     // A bridge that changed its hardware address leaves the pod's ARP entry for the gateway stale.
-    `the bridge's address: ${readFileSync(`/sys/class/net/${realNodeBridge}/address`, 'utf8').trim()}`,
+    `the bridge's address: ${JSON.stringify(realNodeBridgeAddress() ?? 'no bridge')}`,
     `the pod's neighbours: ${await neighboursOf(pod)}`,
     `kube-router's rules: ${kubeRouterRules}`,
     // A sync that fails leaves the rules of the one before until the next event or period.

@@ -3,12 +3,11 @@
 // enforcing NetworkPolicy: what SECURITY.md promises about the pod, seen from inside the
 // container through exec (API server -> kubelet -> CRI streaming), and the policy proven by a
 // control case where the same connection succeeds without it.
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
 import { connectFrom, neighboursOf, until } from '../support/real-node/egress-probes.ts';
-import { realNodeBridge, realNodeBridgeMac } from '../support/real-node/real-node.ts';
+import { realNodeBridgeAddress, realNodeBridgeMac } from '../support/real-node/real-node.ts';
 import { realNodeSandboxPod } from '../support/real-node/sandbox-pods.ts';
 import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
@@ -158,8 +157,7 @@ describe.skipIf(unavailable !== '')(`the sandbox on a real node${unavailable ? `
     // pod goes; the others' ARP entries for the gateway then go unanswered for up to a minute.
     await kubectlOk(['delete', 'pod', '-n', namespace, listener.metadata!.name!, '--wait=true', '--timeout=60s']);
     // 3: NET_ADDR_SET, an address given to the device, which the kernel then never replaces.
-    expect(readFileSync(`/sys/class/net/${realNodeBridge}/addr_assign_type`, 'utf8').trim()).toBe('3');
-    expect(readFileSync(`/sys/class/net/${realNodeBridge}/address`, 'utf8').trim()).toBe(realNodeBridgeMac);
+    expect(realNodeBridgeAddress()).toEqual({ address: realNodeBridgeMac, assignType: '3' });
     const bridgeIp = inject('realNodeBridgeIp');
     expect(await connectFromSandbox(bridgeIp, hostPort)).toBe('connected');
     // The sandbox's ARP entry for the gateway (IP, type, flags, hardware address, ...) names it.

@@ -302,6 +302,20 @@ async function createBridge(): Promise<void> {
 }
 
 /**
+ * The bridge's hardware address and how the kernel came by it, from sysfs (`assignType` 3:
+ * set, never replaced by a port's; 1: random, follows the lowest port's), or undefined when
+ * there is no bridge.
+ */
+export function realNodeBridgeAddress(): { address: string; assignType: string } | undefined {
+  const read = (file: string) => readFileSync(`/sys/class/net/${realNodeBridge}/${file}`, 'utf8').trim();
+  try {
+    return { address: read('address'), assignType: read('addr_assign_type') };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Stops everything the node started and removes its root: kube-router (and its iptables
  * rules), the kubelet, every container (containerd's shims outlive containerd), containerd,
  * the pods' network namespaces, the bridge, the mounts under the root, and the Node object.
