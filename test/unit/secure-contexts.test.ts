@@ -38,11 +38,13 @@ describe('SecureContexts', () => {
       { ca: 'CA', cert: 'CERT', key: 'KEY', passphrase: 'p' },
       { ca: ['CA', 'CERT'], key: 'KEY' },
       { ca: 'CA\nCERT', key: 'KEY' },
+      { ca: ['CA', 'CERT'], key: ['KEY'] },
     ];
     for (const options of variants) contexts.apply(options);
-    // The last two name the same bytes (an array is its parts, one after another).
-    expect(built).toHaveLength(6);
-    expect(new Set(variants.map((options) => options.secureContext)).size).toBe(6);
+    // The last three hold the same bytes, but an array is its parts (Node sets every key of an
+    // array and reads only the first of one string): three different credentials.
+    expect(built).toHaveLength(8);
+    expect(new Set(variants.map((options) => options.secureContext)).size).toBe(8);
   });
 
   it('leaves a pfx, a KeyObject, a given context, or no credential at all to Node', () => {

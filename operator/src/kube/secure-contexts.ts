@@ -17,14 +17,21 @@ export type TlsCredentialOptions = Pick<SecureContextOptions, 'ca' | 'cert' | 'k
 /** Rotated credentials add one context each; a handful covers any process's life. */
 const MAX_KEPT = 8;
 
-/** The PEM as one string, or undefined for anything but strings and Buffers (a KeyObject). */
-function pemText(value: unknown): string | undefined {
+/** PEM as given: one text, or an array's texts kept apart. */
+type Pem = string | Pem[];
+
+/**
+ * The PEM's text, an array as an array of its parts' (Node sets each key of an array, but reads
+ * only the first of one string, so `[A, B]` and `"A\nB"` are not the same credential), or
+ * undefined for anything but strings and Buffers (a KeyObject).
+ */
+function pemOf(value: unknown): Pem | undefined {
   if (value === undefined) return '';
   if (typeof value === 'string') return value;
   if (Buffer.isBuffer(value)) return value.toString('latin1');
   if (!Array.isArray(value)) return undefined;
-  const parts = value.map((part: unknown) => pemText(part));
-  return parts.includes(undefined) ? undefined : parts.join('\n');
+  const parts = value.map((part: unknown) => pemOf(part));
+  return parts.some((part) => part === undefined) ? undefined : (parts as Pem[]);
 }
 
 export class SecureContexts {
@@ -41,7 +48,7 @@ export class SecureContexts {
   apply(options: TlsCredentialOptions): void {
     if (options.pfx !== undefined || options.secureContext !== undefined) return;
     if (options.ca === undefined && options.cert === undefined && options.key === undefined) return;
-    const parts = [pemText(options.ca), pemText(options.cert), pemText(options.key), options.passphrase ?? ''];
+    const parts = [pemOf(options.ca), pemOf(options.cert), pemOf(options.key), options.passphrase ?? ''];
     if (parts.includes(undefined)) return;
     // The bytes themselves are the key: two credentials never share a context.
     const key = JSON.stringify(parts);
