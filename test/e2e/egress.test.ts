@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { kubectlOk, kubeconfigPath } from '../support/cluster.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-process.ts';
@@ -111,6 +111,18 @@ afterAll(async () => {
   await proxy?.kill();
   await registry?.stop();
   if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
+});
+
+// A run that never finishes leaves only a timeout: print what the operator and the proxy said.
+beforeEach(({ onTestFailed }) => {
+  onTestFailed(() => {
+    const show = (lines: readonly object[]) =>
+      lines
+        .slice(-60)
+        .map((line) => JSON.stringify(line))
+        .join('\n');
+    console.error(`operator's last log lines:\n${show(e2e.operator.lines)}\nproxy's last log lines:\n${show(proxy.lines)}`);
+  });
 });
 
 describe('egress by name, end to end', () => {

@@ -16,16 +16,24 @@ export async function runStatus<S extends object>(namespace: string, name: strin
   return result.stdout ? (JSON.parse(result.stdout) as S) : ({} as S);
 }
 
-/** The run's status once its phase is terminal (Succeeded or Failed); throws after `timeoutMs`. */
-export function finishedRun<S extends { phase?: string }>(namespace: string, name: string, timeoutMs: number): Promise<S> {
-  return eventually(
-    async () => {
-      const status = await runStatus<S>(namespace, name);
-      return status.phase === 'Succeeded' || status.phase === 'Failed' ? status : undefined;
-    },
-    timeoutMs,
-    `${name} to finish`,
-  );
+/**
+ * The run's status once its phase is terminal (Succeeded or Failed); throws after `timeoutMs`
+ * with the last status it saw, so a run that never finished says where it stood.
+ */
+export async function finishedRun<S extends { phase?: string }>(namespace: string, name: string, timeoutMs: number): Promise<S> {
+  let last: S | undefined;
+  try {
+    return await eventually(
+      async () => {
+        last = await runStatus<S>(namespace, name);
+        return last.phase === 'Succeeded' || last.phase === 'Failed' ? last : undefined;
+      },
+      timeoutMs,
+      `${name} to finish`,
+    );
+  } catch (error) {
+    throw new Error(`${(error as Error).message}; its last status: ${JSON.stringify(last ?? null)}`, { cause: error });
+  }
 }
 
 /** `kubectl get events --field-selector <selector>` in the namespace, printed as `output` (trimmed). */
