@@ -5,7 +5,7 @@
 // which on a real node would have died with the pod). Used by e2e tests, `make run` and the demo.
 //
 //   npx tsx test/support/sandbox-exec-registrar.ts --kubeconfig K --root DIR
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -137,7 +137,13 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     );
     return next;
   };
+  // client-node's informer reports its own stop as a watch error (the aborted request), and
+  // the handler below restarted it a second later: a stopped registrar went on registering
+  // every later test's pods into its removed root, and replaced their Exec objects, racing the
+  // registrar that owned them. Nothing happens once stopped.
+  let stopped = false;
   const onPod = (pod: V1Pod) => {
+    if (stopped) return;
     const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
     const current = entries.get(key(namespace, name));
     if (current?.uid === uid) return;
@@ -148,6 +154,7 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
   informer.on('add', onPod);
   informer.on('update', onPod);
   informer.on('delete', (pod) => {
+    if (stopped) return;
     const { namespace = 'default', name = '', uid = '' } = pod.metadata ?? {};
     const current = entries.get(key(namespace, name));
     if (!current || current.uid !== uid) return;
@@ -155,8 +162,9 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
     void serially(key(namespace, name), () => release(namespace, name, current));
   });
   informer.on('error', (error) => {
+    if (stopped) return;
     log(`pod watch failed (${String(error)}); restarting it`);
-    setTimeout(() => void informer.start().catch(() => undefined), 1_000).unref();
+    setTimeout(() => stopped || void informer.start().catch(() => undefined), 1_000).unref();
   });
   await informer.start();
 
@@ -172,6 +180,7 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
       }
     },
     async stop() {
+      stopped = true;
       await informer.stop();
       const all = [...entries];
       entries.clear();
@@ -181,8 +190,45 @@ export async function startSandboxExecRegistrar(options: SandboxExecRegistrarOpt
           return serially(podKey, () => release(namespace, name, entry));
         }),
       );
+      await killPodProcesses(rootDir);
     },
   };
+}
+
+/** The pids of the processes whose environment puts their home under `rootDir`: the pods' toolboxes kwok started, and their children. */
+async function podProcesses(rootDir: string): Promise<number[]> {
+  const marker = `CHAMVI_HOME=${rootDir}${path.sep}`;
+  const pids = (await readdir('/proc')).filter((entry) => /^\d+$/.test(entry)).map(Number);
+  const found = await Promise.all(
+    pids.map(async (pid) => {
+      // Gone meanwhile, or a zombie (its environment reads empty): not a pod's any more.
+      const environ = await readFile(`/proc/${pid}/environ`, 'latin1').catch(() => '');
+      return environ.split('\0').some((entry) => entry.startsWith(marker)) ? pid : undefined;
+    }),
+  );
+  return found.filter((pid): pid is number => pid !== undefined && pid !== process.pid);
+}
+
+/**
+ * On a node a pod's processes die with it. kwok's exec'd toolbox does not: it lives until its
+ * exec stream closes and can finish a call after its pod is gone, writing its call journal
+ * into a home already removed, after the test removed the root too (the e2e endings and
+ * deletion tests left such directories in /tmp). The registrar's stop kills what is left of
+ * them, and waits until they are gone. Once, at the end, not per pod: a scan of /proc per
+ * deleted pod would cost the N=1000 benchmark, which runs this registrar, seconds of CPU.
+ */
+async function killPodProcesses(rootDir: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let pids = await podProcesses(rootDir); pids.length > 0 && Date.now() < deadline; pids = await podProcesses(rootDir)) {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 function statusCode(error: unknown): number | undefined {
