@@ -14,7 +14,7 @@ import { EgressProxyProcess, TEST_EGRESS_KEY } from '../support/egress-proxy-pro
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, eventsOf, finishedRun } from '../support/namespaced-runs.ts';
 import { startNpmRegistryServer, type NpmRegistryServer } from '../support/npm-registry-server.ts';
-import type { RunStatus } from '../support/fault-fixture.ts';
+import { operatorStory, type RunStatus } from '../support/fault-fixture.ts';
 
 const NS = 'e2e-egress';
 let root: string;
@@ -116,12 +116,8 @@ afterAll(async () => {
 // A run that never finishes leaves only a timeout: print what the operator and the proxy said.
 beforeEach(({ onTestFailed }) => {
   onTestFailed(() => {
-    const show = (lines: readonly object[]) =>
-      lines
-        .slice(-60)
-        .map((line) => JSON.stringify(line))
-        .join('\n');
-    console.error(`operator's last log lines:\n${show(e2e.operator.lines)}\nproxy's last log lines:\n${show(proxy.lines)}`);
+    const proxyLines = proxy.lines.slice(-60).map((line) => JSON.stringify(line));
+    console.error(`the operator's story:\n${operatorStory(e2e.operator, 60)}\nthe proxy's last log lines:\n${proxyLines.join('\n')}`);
   });
 });
 

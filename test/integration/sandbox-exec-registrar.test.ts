@@ -4,14 +4,13 @@
 // registrar came back a second later and wired later tests' pods to its removed directory,
 // and a toolbox left running wrote its journal after the test had removed everything.
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNamespace, deleteNamespace, kubectl, kubectlOk } from '../support/cluster.ts';
-import { eventually } from '../support/operator-process.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { startSandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
-import { kubeconfigPath } from '../support/cluster.ts';
 
 const NS = 'registrar-lifecycle';
 let root: string;
@@ -69,7 +68,8 @@ describe('the sandbox exec registrar', () => {
     const exited = (child: typeof toolbox) => new Promise((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
     const toolboxExit = exited(toolbox);
     try {
-      await eventually(async () => (toolbox.pid ? true : undefined), 5_000, 'the process to start');
+      // Exec'd, so its environment is the one given (before, /proc shows the test's own).
+      await once(toolbox, 'spawn');
       await registrar.stop();
       expect(await toolboxExit).toBe('SIGKILL');
       // A process of no pod of this registrar's is left alone.
