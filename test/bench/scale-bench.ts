@@ -27,7 +27,7 @@
 // work directory's operator/, which --keep keeps). CHAMVI_BENCH_OPERATOR_ENV (JSON) adds to
 // the operator's environment, e.g. {"CHAMVI_WORKERS_ENABLED":"false"}.
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,10 +37,23 @@ import { API_VERSION, GROUP, KIND, PLURAL, RUN_LABEL, VERSION, type CodingRun } 
 import { reuseConnections } from '../../operator/src/kube/connection-reuse.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { ensureBinaries } from '../support/control-plane/binaries.ts';
-import { applyManifestDir, removeStateDir, startControlPlane, type ControlPlane } from '../support/control-plane/control-plane.ts';
+import {
+  applyManifestDir,
+  auditLogFile,
+  removeStateDir,
+  startControlPlane,
+  type ControlPlane,
+} from '../support/control-plane/control-plane.ts';
 import { recordedProcesses } from '../support/control-plane/managed-process.ts';
 import { SANDBOX_POD_SELECTOR } from '../support/sandbox-exec-registrar.ts';
-import { attribute, difference, scrapeRequestTotals, type RequestCounts } from './api-request-counter.ts';
+import {
+  attribute,
+  difference,
+  garbageCollectorRunReads,
+  moveGarbageCollectorReads,
+  scrapeRequestTotals,
+  type RequestCounts,
+} from './api-request-counter.ts';
 import {
   KCM_DEFAULT_LIMITS,
   KCM_UNLIMITED,
@@ -93,8 +106,10 @@ const COMMON_RULES: Array<readonly [string, RegExp]> = [
   ['scheduler', /^\w+ \/pods\/binding$|^\w+ events\.k8s\.io\/events$/],
 ];
 const JOB_RULES = [['benchmark', /^POST batch\/jobs$/] as const, ...COMMON_RULES];
+const GARBAGE_COLLECTOR = 'garbage collector (kube-controller-manager)';
 const RUN_RULES = [
   ['benchmark', /^POST chamvi\.dev\/codingruns$/] as const,
+  [GARBAGE_COLLECTOR, /the garbage collector's$/] as const,
   ['exec registrar (test harness)', /kwok\.x-k8s\.io\/execs/] as const,
   ...COMMON_RULES,
 ];
@@ -113,6 +128,8 @@ interface PhaseSpec {
   /** The runs' pods go when a run ends; the Jobs' pods stay (Succeeded). */
   waitForPodsGone: boolean;
   rules: Array<readonly [string, RegExp]>;
+  /** The API server's audit log, where the phase's requests are told apart by client (garbageCollectorRunReads). */
+  auditLog?: string;
   samplers: Record<string, ProcessSampler>;
   timeoutMs: number;
   podsOnly: boolean;
@@ -280,6 +297,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   });
 
   const before = await scrapeRequestTotals(kubeConfig);
+  const auditFrom = spec.auditLog ? statSync(spec.auditLog).size : 0;
   const reconcilesBefore = await spec.reconciles?.();
   for (const sampler of Object.values(spec.samplers)) sampler.start();
   const t0 = now();
@@ -308,7 +326,8 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
   stopPods();
   stopObjects();
 
-  const delta = adjustPodDeletes(difference(after, before), spec.waitForPodsGone ? podsGone : 0);
+  const gcReads = spec.auditLog ? garbageCollectorRunReads(readFrom(spec.auditLog, auditFrom)) : 0;
+  const delta = moveGarbageCollectorReads(adjustPodDeletes(difference(after, before), spec.waitForPodsGone ? podsGone : 0), gcReads);
   const byComponent = attribute(delta, [...spec.rules, ['controller', /./]]);
   const total = [...delta.values()].reduce((sum, count) => sum + count, 0);
   const component = (name: string) => byComponent[name]?.total ?? 0;
@@ -332,8 +351,13 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
       perObject: roundTo(total / n, 2),
       controllerPerObject: roundTo(component('controller') / n, 2),
       // Everything the cluster served for these objects except the benchmark's own creates,
-      // its watches, the exec registrar and the steady background (leases, node status).
-      allButHarnessPerObject: roundTo((component('controller') + component('kubelet (kwok)') + component('scheduler')) / n, 2),
+      // its watches, the exec registrar and the steady background (leases, node status). The
+      // garbage collector's reads of runs count here, not as the operator's (for Jobs they are
+      // kube-controller-manager's, the controller's own process, and stay in its row).
+      allButHarnessPerObject: roundTo(
+        (component('controller') + component('kubelet (kwok)') + component('scheduler') + component(GARBAGE_COLLECTOR)) / n,
+        2,
+      ),
       byComponent,
     },
     processes: usage,
@@ -342,6 +366,19 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
       : {}),
     ...(eventLoopDelayMs ? { eventLoopDelayMs } : {}),
   };
+}
+
+/** The text of a file from a byte offset on. */
+function readFrom(file: string, offset: number): string {
+  const handle = openSync(file, 'r');
+  try {
+    const length = fstatSync(handle).size - offset;
+    const buffer = Buffer.alloc(Math.max(0, length));
+    readSync(handle, buffer, 0, buffer.length, offset);
+    return buffer.toString('utf8');
+  } finally {
+    closeSync(handle);
+  }
 }
 
 /** The kind kwok's deletes are moved to (adjustPodDeletes), for its row. */
@@ -689,6 +726,7 @@ async function main(): Promise<void> {
                   body: codingRunManifest(name, repositoryUrl),
                 }),
               waitForPodsGone: true,
+              auditLog: auditLogFile(plane.stateDir),
               reconciles: () => operator!.metric('chamvi_reconcile_duration_seconds_count'),
               eventLoopDelay: async () => {
                 const lag = await operator!.metrics(
@@ -828,7 +866,7 @@ function printTable(
     row('API requests per object, controller', text(runs?.apiRequests.controllerPerObject), (peer) =>
       text(peer.apiRequests.controllerPerObject),
     ),
-    row('API requests per object, + scheduler, kubelet', text(runs?.apiRequests.allButHarnessPerObject), (peer) =>
+    row('API requests per object, + scheduler, kubelet, GC', text(runs?.apiRequests.allButHarnessPerObject), (peer) =>
       text(peer.apiRequests.allButHarnessPerObject),
     ),
   ];

@@ -1,8 +1,9 @@
 // The benchmarks' own arithmetic (pure logic; the benchmarks themselves run in `make bench`,
 // never as timed tests): how a step's overhead is cut from job pickups and "step done" lines,
-// how the step goal is judged, how kube-controller-manager's client limits are set and read, and
-// how the scale goals are judged.
+// how the step goal is judged, how kube-controller-manager's client limits are set and read, how
+// the scale goals are judged, and whose requests the scale benchmark counts as the operator's.
 import { describe, expect, it } from 'vitest';
+import { garbageCollectorRunReads, GARBAGE_COLLECTOR_RUN_READS, moveGarbageCollectorReads } from '../../test/bench/api-request-counter.ts';
 import { parseRateLimiterWait, withClientLimits } from '../../test/bench/controller-manager-limits.ts';
 import { scaleGoals } from '../../test/bench/scale-goals.ts';
 import { medianRun, stepCycles, stepOverheadGoal } from '../../test/bench/step-cycles.ts';
@@ -137,5 +138,54 @@ describe('the scale goals (#17.5)', () => {
       shown: 'n/a',
       met: false,
     });
+  });
+});
+
+describe("the garbage collector's reads of runs", () => {
+  // Two lines as the control plane's audit log wrote them in a 200-run benchmark (trimmed).
+  const auditLine = (userAgent: string, name: string, verb = 'get', resource = 'codingruns') =>
+    JSON.stringify({
+      kind: 'Event',
+      level: 'Metadata',
+      verb,
+      requestURI: `/apis/chamvi.dev/v1alpha1/namespaces/scale-runs/${resource}/${name}`,
+      userAgent,
+      objectRef: { resource, namespace: 'scale-runs', name, apiGroup: 'chamvi.dev', apiVersion: 'v1alpha1' },
+      responseStatus: { metadata: {}, code: 200 },
+    });
+  const collector = 'kube-controller-manager/v1.34.4 (linux/amd64) kubernetes/$Format/generic-garbage-collector';
+  const operator = 'kubernetes-client-javascript/2.0.1';
+
+  it("counts kube-controller-manager's garbage collector's GETs of runs only", () => {
+    const log = [
+      auditLine(collector, 'bench-0047'),
+      auditLine(operator, 'bench-0047'),
+      auditLine(collector, 'bench-0048'),
+      auditLine(collector, 'bench-0049', 'list'),
+      auditLine(collector, 'bench-0049', 'get', 'codingschedules'),
+      '',
+    ].join('\n');
+    expect(garbageCollectorRunReads(log)).toBe(2);
+  });
+
+  it("moves them out of the controller's GETs, never more than the counter saw", () => {
+    const delta = new Map([
+      ['GET chamvi.dev/codingruns', 5],
+      ['POST /pods', 3],
+    ]);
+    expect(moveGarbageCollectorReads(delta, 2)).toEqual(
+      new Map([
+        ['GET chamvi.dev/codingruns', 3],
+        ['POST /pods', 3],
+        [GARBAGE_COLLECTOR_RUN_READS, 2],
+      ]),
+    );
+    expect(moveGarbageCollectorReads(delta, 9)).toEqual(
+      new Map([
+        ['POST /pods', 3],
+        [GARBAGE_COLLECTOR_RUN_READS, 5],
+      ]),
+    );
+    expect(moveGarbageCollectorReads(delta, 0)).toBe(delta);
   });
 });

@@ -275,9 +275,13 @@ function etcdSupports(etcd: string, flag: string): boolean {
 export const auditLogFile = (stateDir: string) => join(stateDir, 'audit.log');
 
 /**
- * Metadata only (no bodies), and only for ServiceAccounts of the chamvi-rbac namespace, where
- * test/e2e/rbac.test.ts installs the chart's: the verbs the operator really used, compared with
- * the chart's ClusterRole. Everything else is not logged, so the log stays small.
+ * Metadata only (no bodies), and only for:
+ * - ServiceAccounts of the chamvi-rbac namespace, where test/e2e/rbac.test.ts installs the
+ *   chart's: the verbs the operator really used, compared with the chart's ClusterRole;
+ * - reads of one CodingRun by anyone: the scale benchmark tells the operator's from
+ *   kube-controller-manager's garbage collector's by their user agent, which the API server's
+ *   request counter does not have (test/bench/api-request-counter.ts).
+ * Everything else is not logged, so the log stays small.
  */
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -285,6 +289,9 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     userGroups: ["system:serviceaccounts:chamvi-rbac"]
+  - level: Metadata
+    verbs: ["get"]
+    resources: [{ group: "chamvi.dev", resources: ["codingruns"] }]
   - level: None
 `;
 
