@@ -1,10 +1,11 @@
-// The workers' bounded-staleness reads (kube/recent-runs.ts): a run the API server returned
-// a moment ago serves the next job's read, but never once it is older than the bound, and
-// never when this process's run cache shows a newer spec or a deletion: a budget lowered or
-// a tool put under approval must reach the next step, however recent the remembered run is.
+// The workers' bounded-staleness reads (kube/recent-runs.ts): the leader's run cache serves a
+// job's read once it has caught up with the last copy of the run this process saw; else a run
+// the API server returned a moment ago does, but never once it is older than the bound, and
+// never when the run cache shows a newer spec or a deletion: a budget lowered or a tool put
+// under approval must reach the next step, however recent the remembered run is.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { RecentRuns, rememberingRuns } from '../../operator/src/kube/recent-runs.ts';
+import { isAtLeastVersion, RecentRuns, rememberingRuns } from '../../operator/src/kube/recent-runs.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 
 function run(generation: number, maxSteps: number, extra: Partial<CodingRun['metadata']> = {}): CodingRun {
@@ -17,7 +18,7 @@ function run(generation: number, maxSteps: number, extra: Partial<CodingRun['met
   } as unknown as CodingRun;
 }
 
-function setup(server: CodingRun) {
+function setup(server: CodingRun, seenMaxAgeMs = 600_000) {
   let clock = 0;
   let gets = 0;
   let cached: CodingRun | undefined;
@@ -30,6 +31,7 @@ function setup(server: CodingRun) {
     () => ({ get: () => cached }),
     2_000,
     () => clock,
+    seenMaxAgeMs,
   );
   return {
     recent,
@@ -59,20 +61,71 @@ describe('RecentRuns', () => {
     expect(t.gets()).toBe(1);
   });
 
-  it('reads fresh when the run cache shows a newer spec than the one remembered', async () => {
+  it('serves a newer spec or a deletion from the run cache at once, without a GET', async () => {
     const t = setup(run(2, 3));
     t.recent.learned(run(1, 10));
     t.cache(run(2, 3));
     expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(3);
+    const deleting = run(3, 3, { deletionTimestamp: '2026-01-01T00:00:00Z' } as Partial<CodingRun['metadata']>);
+    t.cache(deleting);
+    expect((await t.recent.read('ns', 'r'))?.metadata.deletionTimestamp).toBeDefined();
+    expect(t.gets()).toBe(0);
+  });
+
+  it('serves the run cache long after the remembered run is too old, once the cache has what this process last saw', async () => {
+    const t = setup(run(1, 10));
+    t.recent.learned(run(1, 10));
+    t.cache(run(1, 10));
+    t.advance(60_000);
+    expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(10);
+    expect(t.gets()).toBe(0);
+  });
+
+  it('reads fresh when the run cache is behind the last copy this process saw (its watch may be dead)', async () => {
+    const t = setup(run(3, 4));
+    t.cache(run(1, 10));
+    t.recent.learned(run(2, 5));
+    t.advance(2_001);
+    expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(4);
     expect(t.gets()).toBe(1);
   });
 
-  it('reads fresh when the run cache shows the run being deleted', async () => {
-    const deleting = run(1, 10, { deletionTimestamp: '2026-01-01T00:00:00Z' } as Partial<CodingRun['metadata']>);
-    const t = setup(deleting);
+  it("serves a write's answer the watch has not delivered yet, not the older cached copy", async () => {
+    const t = setup(run(3, 4));
+    t.cache(run(1, 10));
+    t.recent.learned(run(2, 5));
+    expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(5);
+    expect(t.gets()).toBe(0);
+  });
+
+  it('does not take the cache for a run this process never saw, nor once what it saw is forgotten or gone', async () => {
+    const never = setup(run(2, 3));
+    never.cache(run(1, 10));
+    expect(maxStepsOf(await never.recent.read('ns', 'r'))).toBe(3);
+    expect(never.gets()).toBe(1);
+
+    const forgotten = setup(run(2, 3), 60_000);
+    forgotten.recent.learned(run(1, 10));
+    forgotten.cache(run(1, 10));
+    forgotten.advance(60_001);
+    expect(maxStepsOf(await forgotten.recent.read('ns', 'r'))).toBe(3);
+    expect(forgotten.gets()).toBe(1);
+
+    const gone = setup(undefined as unknown as CodingRun);
+    gone.recent.learned(run(1, 10));
+    expect(await gone.recent.readFresh('ns', 'r')).toBeUndefined();
+    gone.cache(run(1, 10));
+    expect(await gone.recent.read('ns', 'r')).toBeUndefined();
+    expect(gone.gets()).toBe(2);
+  });
+
+  it('checks the cache against the newest version seen, whatever order the answers came in', async () => {
+    const t = setup(run(4, 1));
+    t.recent.learned(run(3, 2));
     t.recent.learned(run(1, 10));
-    t.cache(deleting);
-    expect((await t.recent.read('ns', 'r'))?.metadata.deletionTimestamp).toBeDefined();
+    t.advance(2_001);
+    t.cache(run(2, 5));
+    expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(1);
     expect(t.gets()).toBe(1);
   });
 
@@ -113,5 +166,20 @@ describe('RecentRuns', () => {
     expect(t.gets()).toBe(1);
     expect(maxStepsOf(await t.recent.read('ns', 'r'))).toBe(7);
     expect(t.gets()).toBe(1);
+  });
+});
+
+describe('isAtLeastVersion', () => {
+  it.each([
+    ['10', '9', true],
+    ['9', '10', false],
+    ['12345678901234567890', '12345678901234567889', true],
+    ['7', '7', true],
+    ['07', '7', false],
+    ['abc', 'abc', true],
+    ['abd', 'abc', false],
+    [undefined, '1', false],
+  ] as const)('%s against %s: %s', (version, than, expected) => {
+    expect(isAtLeastVersion(version, than)).toBe(expected);
   });
 });
