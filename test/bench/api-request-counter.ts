@@ -79,10 +79,10 @@ export const GARBAGE_COLLECTOR_RUN_READS = "GET chamvi.dev/codingruns, the garba
 
 /**
  * How many reads of one CodingRun kube-controller-manager's garbage collector made, from the
- * API server's audit log (JSON lines; the control plane logs every such read). It reads a
- * pod's or ConfigMap's owner run (seen in a 200-run benchmark: 209 reads, one or two a run,
- * seconds after the pod was made or deleted), and the counter cannot tell those reads from
- * the operator's.
+ * API server's audit log (JSON lines; the control plane logs every such read). It reads the
+ * runs that own the objects it tracks (in a 200-run benchmark: 209 reads, about one a run,
+ * seconds after the run's pod was made or deleted), and the counter cannot tell those reads
+ * from the operator's.
  */
 export function garbageCollectorRunReads(auditLines: string): number {
   let reads = 0;
