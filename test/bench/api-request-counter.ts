@@ -95,14 +95,21 @@ export function garbageCollectorRunReads(auditLines: string): number {
   return reads;
 }
 
-/** Moves `reads` of the runs' GETs to the garbage collector's own kind (GARBAGE_COLLECTOR_RUN_READS). */
-export function moveGarbageCollectorReads(delta: RequestCounts, reads: number): RequestCounts {
-  const gets = delta.get('GET chamvi.dev/codingruns') ?? 0;
-  const moved = Math.min(gets, reads);
-  if (moved === 0) return delta;
+/**
+ * Moves up to `count` requests of one kind to another (a client's own row, where the counter
+ * cannot tell two clients' requests of that kind apart); never more than the kind has.
+ */
+export function moveRequests(delta: RequestCounts, from: RequestKind, to: RequestKind, count: number): RequestCounts {
+  const had = delta.get(from) ?? 0;
+  const moved = Math.min(had, count);
+  if (moved <= 0) return delta;
   const adjusted = new Map(delta);
-  adjusted.set(GARBAGE_COLLECTOR_RUN_READS, moved);
-  if (gets === moved) adjusted.delete('GET chamvi.dev/codingruns');
-  else adjusted.set('GET chamvi.dev/codingruns', gets - moved);
+  adjusted.set(to, moved);
+  if (had === moved) adjusted.delete(from);
+  else adjusted.set(from, had - moved);
   return adjusted;
 }
+
+/** Moves `reads` of the runs' GETs to the garbage collector's own kind (GARBAGE_COLLECTOR_RUN_READS). */
+export const moveGarbageCollectorReads = (delta: RequestCounts, reads: number): RequestCounts =>
+  moveRequests(delta, 'GET chamvi.dev/codingruns', GARBAGE_COLLECTOR_RUN_READS, reads);

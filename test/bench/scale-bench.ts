@@ -51,6 +51,7 @@ import {
   difference,
   garbageCollectorRunReads,
   moveGarbageCollectorReads,
+  moveRequests,
   scrapeRequestTotals,
   type RequestCounts,
 } from './api-request-counter.ts';
@@ -390,16 +391,8 @@ const KWOK_DELETES = "DELETE /pods, kwok's two";
  * gone, 404). Seen per client in the API server's audit log. The counter cannot tell them
  * apart, so two per pod that went are moved to kwok's side.
  */
-function adjustPodDeletes(delta: RequestCounts, podsGone: number): RequestCounts {
-  const deletes = delta.get('DELETE /pods') ?? 0;
-  const kwoks = Math.min(deletes, 2 * podsGone);
-  if (kwoks === 0) return delta;
-  const adjusted = new Map(delta);
-  adjusted.set(KWOK_DELETES, kwoks);
-  if (deletes === kwoks) adjusted.delete('DELETE /pods');
-  else adjusted.set('DELETE /pods', deletes - kwoks);
-  return adjusted;
-}
+const adjustPodDeletes = (delta: RequestCounts, podsGone: number): RequestCounts =>
+  moveRequests(delta, 'DELETE /pods', KWOK_DELETES, 2 * podsGone);
 
 function jobManifest(name: string): V1Job {
   return {
