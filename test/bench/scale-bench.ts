@@ -27,7 +27,7 @@
 // work directory's operator/, which --keep keeps). CHAMVI_BENCH_OPERATOR_ENV (JSON) adds to
 // the operator's environment, e.g. {"CHAMVI_WORKERS_ENABLED":"false"}.
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -370,17 +370,7 @@ async function runPhase(spec: PhaseSpec, kubeConfig: KubeConfig): Promise<PhaseR
 }
 
 /** The text of a file from a byte offset on. */
-function readFrom(file: string, offset: number): string {
-  const handle = openSync(file, 'r');
-  try {
-    const length = fstatSync(handle).size - offset;
-    const buffer = Buffer.alloc(Math.max(0, length));
-    readSync(handle, buffer, 0, buffer.length, offset);
-    return buffer.toString('utf8');
-  } finally {
-    closeSync(handle);
-  }
-}
+const readFrom = (file: string, offset: number): string => readFileSync(file).subarray(offset).toString('utf8');
 
 /** The kind kwok's deletes are moved to (adjustPodDeletes), for its row. */
 const KWOK_DELETES = "DELETE /pods, kwok's two";

@@ -133,9 +133,7 @@ export class RecentRuns {
     const { uid, resourceVersion } = run.metadata;
     const before = this.seen.get(key);
     // A GET answered after a write may carry an older version than the write's answer: the newest stays.
-    const newer =
-      !before || before.uid !== uid || (resourceVersion !== undefined && isAtLeastVersion(resourceVersion, before.resourceVersion));
-    if (uid && resourceVersion && newer) {
+    if (uid && resourceVersion && (!before || before.uid !== uid || isAtLeastVersion(resourceVersion, before.resourceVersion))) {
       this.seen.delete(key);
       this.seen.set(key, { uid, resourceVersion, at: now });
     }
