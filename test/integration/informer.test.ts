@@ -176,3 +176,44 @@ describe('an informer lists in pages', () => {
     expect(listed).toEqual([...NAMES, 'p8']);
   });
 });
+
+describe('a quiet watch', () => {
+  it("is resumed at once when client-node's inactivity timer ends it, with no warning and no back-off", async () => {
+    const QUIET = 'informer-quiet';
+    await createNamespace(QUIET);
+    const watch = new Watch(kubeConfig);
+    // client-node's Watch ends a watch that brought no data for `requestTimeoutMs` (30 s; the API
+    // server's bookmarks come about once a minute). Shortened here so a quiet watch ends every
+    // second; the count of ends below fails the test if this stops shortening it.
+    Object.assign(watch, { requestTimeoutMs: 1000 });
+    const ends: string[] = [];
+    const watchOnce = watch.watch.bind(watch);
+    watch.watch = (path, query, onEvent, onDone) =>
+      watchOnce(path, query, onEvent, (error) => {
+        ends.push((error as { name?: string } | null)?.name ?? 'closed');
+        onDone(error);
+      });
+    const warnings: object[] = [];
+    const sleeps: number[] = [];
+    const quiet = new Informer<CodingRun>(
+      watch,
+      customObjectSource<CodingRun>(kubeConfig.makeApiClient(CustomObjectsApi), QUIET, PLURAL),
+      { onChange: () => undefined, onDelete: () => undefined },
+      { warn: (fields) => warnings.push(fields) },
+      async (ms) => void sleeps.push(ms),
+    );
+    informers.push(quiet as unknown as Informer<CachedObject>);
+    await quiet.start();
+    await eventually(
+      async () => (ends.filter((name) => name === 'TimeoutError').length >= 3 ? true : undefined),
+      20_000,
+      'three quiet ends',
+    );
+
+    expect(warnings).toEqual([]);
+    expect(sleeps).toEqual([]);
+    // And the watch after them still brings what is made.
+    await json.send('POST', `/apis/${API_VERSION}/namespaces/${QUIET}/${PLURAL}`, run('after-the-quiet'));
+    await eventually(async () => quiet.get(QUIET, 'after-the-quiet'), 10_000, 'the run made after the quiet ends');
+  });
+});

@@ -2,8 +2,9 @@
 // list once (in pages, as client-go's reflector does), then watch from the list's
 // resourceVersion; resume from the last seen
 // resourceVersion when a watch ends; relist only on 410 Gone; back off on errors (an API
-// server restart). No polling. The server closes each watch after `timeoutSeconds`, so a
-// connection that died silently is noticed within minutes.
+// server restart). No polling. The server closes each watch after `timeoutSeconds`, and
+// client-node's Watch ends one that brought nothing for 30 s (its inactivity timer), so a
+// connection that died silently is noticed within half a minute.
 import type { Watch } from '@kubernetes/client-node';
 import { isGone } from '../kube/api-errors.ts';
 
@@ -79,6 +80,20 @@ function withoutManagedFields<T extends CachedObject>(object: T): T {
   // A new metadata object, not a `delete`: V8 keeps an object with a deleted property in the slower dictionary form.
   const { managedFields: _dropped, ...rest } = metadata;
   return { ...object, metadata: rest };
+}
+
+/**
+ * client-node's Watch ends a watch that brought no data for 30 s with a TimeoutError, and the
+ * API server sends a bookmark to a watch with no events only about once a minute: a quiet watch
+ * (a namespace with no runs for a while, a kind nobody uses) ends so every half minute. That is
+ * a watch's normal end, like the server's own close at `timeoutSeconds`: the loop resumes from
+ * the last resourceVersion at once, with no warning. Taken as a failure, it was logged every
+ * half minute and doubled the back-off each time, so after a few quiet minutes each watch was
+ * closed 10 s of every 40, and a run created then waited for it (docs/benchmarks.md, "A quiet
+ * watch is not a failed one"). No tight loop: each of these ends comes 30 s after the last data.
+ */
+function isClientTimeout(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'TimeoutError';
 }
 
 const keyOf = (object: CachedObject) => `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
@@ -198,6 +213,9 @@ export class Informer<T extends CachedObject> {
       if (this.source.labelSelector) query.labelSelector = this.source.labelSelector;
       if (this.source.fieldSelector) query.fieldSelector = this.source.fieldSelector;
       let failed: unknown;
+      // Set once client-node has the answer's headers: from then on a TimeoutError is its
+      // inactivity timer, not a connect that never came back.
+      let connected = false;
       const onEvent = (type: string, object: T & { code?: number }) => {
         if (type === 'ERROR') {
           // A 410 inside the stream: our resourceVersion is too old; relist.
@@ -218,12 +236,13 @@ export class Informer<T extends CachedObject> {
       };
       const onDone = (error: unknown) => {
         const reason = failed ?? error;
-        if (reason && !this.stopped) reject(reason);
+        if (reason && !this.stopped && !(connected && isClientTimeout(reason))) reject(reason);
         else resolve();
       };
       this.watch
         .watch(this.source.path, query, onEvent, onDone)
         .then((abort) => {
+          connected = true;
           this.abort = abort;
           if (this.stopped) abort.abort();
         })
