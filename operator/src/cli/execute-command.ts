@@ -142,7 +142,8 @@ const rowState = (row: RunRow) => JSON.stringify({ ...row, age: '' });
 /**
  * Prints the runs, then a line each time one changes, like `kubectl get -w`. A watch that
  * ends (the server ends one every few minutes, client-node one that brought nothing for 30 s)
- * is resumed from a fresh list, which prints only what changed meanwhile. With a name, returns once that run is terminal or deleted.
+ * is resumed from a fresh list, which prints only what changed meanwhile. With a name,
+ * returns once that run is terminal or deleted.
  */
 async function watchRuns(client: RunClient, io: CliOutput, namespace: string | undefined, name: string | undefined): Promise<number> {
   const printed = new Map<string, string>();
