@@ -6,7 +6,7 @@
 // client-node's Watch ends one that brought nothing for 30 s (its inactivity timer), so a
 // connection that died silently is noticed within half a minute.
 import type { Watch } from '@kubernetes/client-node';
-import { isGone } from '../kube/api-errors.ts';
+import { isClientTimeout, isGone } from '../kube/api-errors.ts';
 
 export interface InformerSource<T> {
   /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */
@@ -80,20 +80,6 @@ function withoutManagedFields<T extends CachedObject>(object: T): T {
   // A new metadata object, not a `delete`: V8 keeps an object with a deleted property in the slower dictionary form.
   const { managedFields: _dropped, ...rest } = metadata;
   return { ...object, metadata: rest };
-}
-
-/**
- * client-node's Watch ends a watch that brought no data for 30 s with a TimeoutError, and the
- * API server sends a bookmark to a watch with no events only about once a minute: a quiet watch
- * (a namespace with no runs for a while, a kind nobody uses) ends so every half minute. That is
- * a watch's normal end, like the server's own close at `timeoutSeconds`: the loop resumes from
- * the last resourceVersion at once, with no warning. Taken as a failure, it was logged every
- * half minute and doubled the back-off each time, so after a few quiet minutes each watch was
- * closed 10 s of every 40, and a run created then waited for it (docs/benchmarks.md, "A quiet
- * watch is not a failed one"). No tight loop: each of these ends comes 30 s after the last data.
- */
-function isClientTimeout(error: unknown): boolean {
-  return (error as { name?: unknown } | null)?.name === 'TimeoutError';
 }
 
 const keyOf = (object: CachedObject) => `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;

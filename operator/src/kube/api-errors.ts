@@ -34,3 +34,19 @@ export function apiRefusal(error: unknown): { code: number; message: string } | 
   }
   return { code, message: (message ?? (error instanceof Error ? error.message : String(error))).slice(0, 2048) };
 }
+
+/**
+ * client-node's Watch ends a watch that brought no data for 30 s with a TimeoutError, and the
+ * API server sends a bookmark to a watch with no events only about once a minute: a quiet watch
+ * (a namespace with no runs for a while, a kind nobody uses) ends so every half minute. That is
+ * a watch's normal end, like the server's own close at `timeoutSeconds`: the watcher resumes
+ * from the last resourceVersion at once, with no warning (controller/informer.ts; the CLI's
+ * `get -w` and `logs -f`, cli/run-client.ts). Taken as a failure, it was logged every half
+ * minute and doubled the informer's back-off each time, so after a few quiet minutes each watch
+ * was closed 10 s of every 40, and a run created then waited for it (docs/benchmarks.md, "A
+ * quiet watch is not a failed one"). No tight loop: each of these ends comes 30 s after the
+ * last data.
+ */
+export function isClientTimeout(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'TimeoutError';
+}
