@@ -142,7 +142,8 @@ const rowState = (row: RunRow) => JSON.stringify({ ...row, age: '' });
 /**
  * Prints the runs, then a line each time one changes, like `kubectl get -w`. A watch that
  * ends (the server ends one every few minutes, client-node one that brought nothing for 30 s)
- * is resumed from a fresh list, which prints only what changed meanwhile. With a name,
+ * is taken up by the next from the last version it saw; only when the server says that version
+ * is too old, or the watch failed, does a fresh list print what changed meanwhile. With a name,
  * returns once that run is terminal or deleted.
  */
 async function watchRuns(client: RunClient, io: CliOutput, namespace: string | undefined, name: string | undefined): Promise<number> {
@@ -172,33 +173,38 @@ async function watchRuns(client: RunClient, io: CliOutput, namespace: string | u
     }
   };
 
+  let resumeFrom: string | undefined;
   while (!finished && !io.signal?.aborted) {
-    const list = name ? undefined : await client.listRuns(namespace);
-    if (name) {
-      const run = await client.getRun(namespace!, name);
-      if (!run) throw new RunNotFoundError(namespace!, name);
-      show(run);
-    } else {
-      const rows = list!.items.map((run) => runRow(run, io.now()));
-      if (!table) {
-        table = new RunTable(rows, { withNamespace: namespace === undefined });
-        io.out(table.header());
-        headerShown = true;
+    if (resumeFrom === undefined) {
+      if (name) {
+        const run = await client.getRun(namespace!, name);
+        if (!run) throw new RunNotFoundError(namespace!, name);
+        show(run);
+        resumeFrom = run.metadata.resourceVersion;
+      } else {
+        const list = await client.listRuns(namespace);
+        const rows = list.items.map((run) => runRow(run, io.now()));
+        if (!table) {
+          table = new RunTable(rows, { withNamespace: namespace === undefined });
+          io.out(table.header());
+          headerShown = true;
+        }
+        for (const run of [...list.items].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) show(run);
+        resumeFrom = list.resourceVersion;
       }
-      for (const run of [...list!.items].sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) show(run);
     }
     if (finished) break;
-    const watch = await client.watchRuns(namespace, name, name ? undefined : list!.resourceVersion, (type, run) =>
-      show(run, type === 'DELETED'),
-    );
+    const watch = await client.watchRuns(namespace, name, resumeFrom, (type, run) => show(run, type === 'DELETED'));
+    const opened = Date.now();
     const stopped = new Promise<void>((resolve) => {
       wake = resolve;
       io.signal?.addEventListener('abort', () => resolve(), { once: true });
     });
     await Promise.race([watch.ended, stopped]);
     watch.stop();
-    // A watch that fails at once (API server restarting) must not spin: pause, then re-list.
-    if (!finished && !io.signal?.aborted) await new Promise((resolve) => setTimeout(resolve, 1000));
+    resumeFrom = watch.resumeFrom;
+    // A watch that ends at once (API server restarting) must not spin: pause before the next.
+    if (!finished && !io.signal?.aborted && Date.now() - opened < 1000) await new Promise((resolve) => setTimeout(resolve, 1000));
   }
   return 0;
 }

@@ -70,16 +70,25 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
     return 0;
   }
 
-  let resourceVersion = first.resourceVersion;
+  // Each watch takes up where the one before ended; the transcript is listed again only when
+  // the server says its version is too old or the watch failed.
+  let chunksFrom = first.resourceVersion;
+  let runFrom = run.metadata.resourceVersion;
   let deleted = false;
   while (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) {
+    if (chunksFrom === undefined) {
+      const again = await client.listTranscript(namespace, uid);
+      printer.show(again.items);
+      chunksFrom = again.resourceVersion;
+    }
     let wake: () => void = () => {};
     const woken = new Promise<void>((resolve) => {
       wake = resolve;
       io.signal?.addEventListener('abort', () => resolve(), { once: true });
     });
-    const chunks = await client.watchTranscript(namespace, uid, resourceVersion, (chunk) => printer.show([chunk]));
-    const runs = await client.watchRuns(namespace, command.name, undefined, (type, current) => {
+    const opened = Date.now();
+    const chunks = await client.watchTranscript(namespace, uid, chunksFrom, (chunk) => printer.show([chunk]));
+    const runs = await client.watchRuns(namespace, command.name, runFrom, (type, current) => {
       if (current.metadata.uid !== uid) return;
       run = current;
       if (type === 'DELETED') deleted = true;
@@ -88,12 +97,15 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
     await Promise.race([woken, chunks.ended, runs.ended]);
     chunks.stop();
     runs.stop();
-    // The last entries may have landed between the watch's last event and the end: read them all.
-    const again = await client.listTranscript(namespace, uid);
-    printer.show(again.items);
-    resourceVersion = again.resourceVersion;
-    if (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) await new Promise((resolve) => setTimeout(resolve, 500));
+    chunksFrom = chunks.resumeFrom;
+    runFrom = runs.resumeFrom;
+    // A watch that ends at once (API server restarting) must not spin: pause before the next.
+    if (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted && Date.now() - opened < 1000)
+      await new Promise((resolve) => setTimeout(resolve, 500));
   }
+  // The run's last entries can land after its terminal status reached us (another object,
+  // another stream): read them all once more.
+  if (!deleted && !io.signal?.aborted) printer.show((await client.listTranscript(namespace, uid)).items);
   if (deleted) {
     io.err(`codingrun/${command.name} was deleted before it finished`);
     return 1;

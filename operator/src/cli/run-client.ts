@@ -15,7 +15,7 @@ import {
 import { API_VERSION, GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { EVAL_PLURAL, type CodingEval } from '../api/coding-eval.ts';
 import { CANCEL_ANNOTATION } from '../reconcile/cancel-request.ts';
-import { statusCodeOf } from '../kube/api-errors.ts';
+import { isClientTimeout, statusCodeOf } from '../kube/api-errors.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import { CliError } from './errors/cli-error.ts';
@@ -28,9 +28,18 @@ export interface RunList {
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
 export interface RunWatch {
-  /** Resolves when the server ends the watch (it does every few minutes) or it fails. */
+  /**
+   * Resolves when the watch ends: the server ends one every few minutes, client-node one that
+   * brought nothing for 30 s, and one fails when the API server goes away.
+   */
   ended: Promise<void>;
   stop(): void;
+  /**
+   * Where the next watch takes up from: the last resourceVersion this one saw (an object's or
+   * a bookmark's; the one it started from if none came). Undefined when the caller must list
+   * afresh instead: the server said that version is too old (410), or the watch failed.
+   */
+  readonly resumeFrom: string | undefined;
 }
 
 export interface RunClient {
@@ -97,7 +106,56 @@ function toCliError(error: unknown, doing: string, server: string): CliError {
   return new CliError(`${doing}: cannot reach the API server at ${server}: ${cause}`);
 }
 
-export function createRunClient(kubeConfig: KubeConfig): RunClient {
+/**
+ * Opens one watch and keeps where it got to, so the caller resumes there and lists again only
+ * when it must. Relisting after every end cost `get -w` a list of the whole namespace each
+ * half minute of quiet (client-node's inactivity timer) for every user watching.
+ */
+async function openWatch<T extends { metadata?: { resourceVersion?: string } }>(
+  watch: Watch,
+  path: string,
+  query: Record<string, string | boolean>,
+  onObject: (type: WatchEventType, object: T) => void,
+): Promise<RunWatch> {
+  let resumeFrom = typeof query.resourceVersion === 'string' ? query.resourceVersion : undefined;
+  let stopped = false;
+  let finish: () => void = () => {};
+  const ended = new Promise<void>((resolve) => (finish = resolve));
+  const controller = await watch.watch(
+    path,
+    query,
+    (type: string, object: T) => {
+      // An ERROR event is a Status: 410 when the version is too old. The server ends the watch after it.
+      if (type === 'ERROR') return void (resumeFrom = undefined);
+      if (object.metadata?.resourceVersion) resumeFrom = object.metadata.resourceVersion;
+      if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onObject(type, object);
+    },
+    (error: unknown) => {
+      // Our own stop, a clean close and client-node's inactivity timer end nothing the next
+      // watch cannot take up; any other failure lists afresh (and the list says what is wrong).
+      if (error && !stopped && !isClientTimeout(error)) resumeFrom = undefined;
+      finish();
+    },
+  );
+  return {
+    ended,
+    stop: () => {
+      stopped = true;
+      controller.abort();
+    },
+    get resumeFrom() {
+      return resumeFrom;
+    },
+  };
+}
+
+export interface RunClientOptions {
+  /** The watcher to use; tests pass one whose inactivity timer is short. */
+  watch?: Watch;
+}
+
+export function createRunClient(kubeConfig: KubeConfig, options: RunClientOptions = {}): RunClient {
+  const watch = options.watch ?? new Watch(kubeConfig);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const server = kubeConfig.getCurrentCluster()?.server ?? '(no server in the kubeconfig)';
@@ -150,22 +208,10 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
 
     async watchRuns(namespace, name, resourceVersion, onEvent) {
       const path = `/apis/${API_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${PLURAL}`;
-      let finish: () => void = () => {};
-      const ended = new Promise<void>((resolve) => (finish = resolve));
       const query: Record<string, string | boolean> = { allowWatchBookmarks: true };
       if (resourceVersion) query.resourceVersion = resourceVersion;
       if (name) query.fieldSelector = `metadata.name=${name}`;
-      const controller = await new Watch(kubeConfig)
-        .watch(
-          path,
-          query,
-          (type, object) => {
-            if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, object as CodingRun);
-          },
-          () => finish(),
-        )
-        .catch(fail('watch codingruns'));
-      return { ended, stop: () => controller.abort() };
+      return openWatch<CodingRun>(watch, path, query, onEvent).catch(fail('watch codingruns'));
     },
 
     async whoAmI() {
@@ -215,21 +261,11 @@ export function createRunClient(kubeConfig: KubeConfig): RunClient {
     },
 
     async watchTranscript(namespace, uid, resourceVersion, onChunk) {
-      let finish: () => void = () => {};
-      const ended = new Promise<void>((resolve) => (finish = resolve));
       const query: Record<string, string | boolean> = { labelSelector: transcriptSelector(uid), allowWatchBookmarks: true };
       if (resourceVersion) query.resourceVersion = resourceVersion;
-      const controller = await new Watch(kubeConfig)
-        .watch(
-          `/api/v1/namespaces/${namespace}/configmaps`,
-          query,
-          (type, object) => {
-            if (type === 'ADDED' || type === 'MODIFIED') onChunk(chunkOf(object as V1ConfigMap));
-          },
-          () => finish(),
-        )
-        .catch(fail('watch the transcript ConfigMaps'));
-      return { ended, stop: () => controller.abort() };
+      return openWatch<V1ConfigMap>(watch, `/api/v1/namespaces/${namespace}/configmaps`, query, (type, configMap) => {
+        if (type === 'ADDED' || type === 'MODIFIED') onChunk(chunkOf(configMap));
+      }).catch(fail('watch the transcript ConfigMaps'));
     },
   };
 }
