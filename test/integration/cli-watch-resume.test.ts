@@ -3,7 +3,7 @@
 // second as it does every 30 s for users. Each end is taken up from the last resourceVersion
 // the watch saw: the namespace (or the run, or its transcript) is read once, not again after
 // every end, and nothing made meanwhile is missed or printed twice.
-import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, type CodingRun } from '../../operator/src/api/index.ts';
 import { executeCommand, type CliOutput } from '../../operator/src/cli/execute-command.ts';
@@ -13,6 +13,7 @@ import { buildTranscriptChunk, encodeEntry } from '../../operator/src/record/tra
 import type { TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 import { createNamespace, kubeconfigPath, kubectl, kubectlJson } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
+import { quietWatch } from '../support/quiet-watch.ts';
 
 const NS = 'cli-watch-resume';
 let kubeConfig: KubeConfig;
@@ -46,16 +47,7 @@ async function setStatus(name: string, status: object): Promise<void> {
 
 /** A client whose watches end after 1 s without data, with the ends and the reads counted. */
 function quietClient() {
-  const watch = new Watch(kubeConfig);
-  // The count of TimeoutError ends below fails the tests if this stops shortening the timer.
-  Object.assign(watch, { requestTimeoutMs: 1000 });
-  const ends: string[] = [];
-  const watchOnce = watch.watch.bind(watch);
-  watch.watch = (path, query, onEvent, onDone) =>
-    watchOnce(path, query, onEvent, (error) => {
-      ends.push((error as { name?: string } | null)?.name ?? 'closed');
-      onDone(error);
-    });
+  const { watch, timeouts } = quietWatch(kubeConfig);
   const real = createRunClient(kubeConfig, { watch });
   const reads = { listRuns: 0, getRun: 0, listTranscript: 0 };
   const client: RunClient = {
@@ -64,7 +56,6 @@ function quietClient() {
     getRun: (namespace, name) => (reads.getRun++, real.getRun(namespace, name)),
     listTranscript: (namespace, uid) => (reads.listTranscript++, real.listTranscript(namespace, uid)),
   };
-  const timeouts = () => ends.filter((name) => name === 'TimeoutError').length;
   return { client, reads, timeouts };
 }
 

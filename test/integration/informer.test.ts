@@ -13,6 +13,7 @@ import { jsonRequests, type JsonRequests } from '../../operator/src/kube/json-re
 import { listMetadata, metadataOnlyWatch } from '../../operator/src/kube/metadata-only.ts';
 import { createNamespace, kubeconfigPath } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
+import { quietWatch } from '../support/quiet-watch.ts';
 
 const NS = 'informer';
 const runs = `/apis/${API_VERSION}/namespaces/${NS}/${PLURAL}`;
@@ -181,18 +182,7 @@ describe('a quiet watch', () => {
   it("is resumed at once when client-node's inactivity timer ends it, with no warning and no back-off", async () => {
     const QUIET = 'informer-quiet';
     await createNamespace(QUIET);
-    const watch = new Watch(kubeConfig);
-    // client-node's Watch ends a watch that brought no data for `requestTimeoutMs` (30 s; the API
-    // server's bookmarks come about once a minute). Shortened here so a quiet watch ends every
-    // second; the count of ends below fails the test if this stops shortening it.
-    Object.assign(watch, { requestTimeoutMs: 1000 });
-    const ends: string[] = [];
-    const watchOnce = watch.watch.bind(watch);
-    watch.watch = (path, query, onEvent, onDone) =>
-      watchOnce(path, query, onEvent, (error) => {
-        ends.push((error as { name?: string } | null)?.name ?? 'closed');
-        onDone(error);
-      });
+    const { watch, timeouts } = quietWatch(kubeConfig);
     const warnings: object[] = [];
     const sleeps: number[] = [];
     const quiet = new Informer<CodingRun>(
@@ -204,11 +194,7 @@ describe('a quiet watch', () => {
     );
     informers.push(quiet as unknown as Informer<CachedObject>);
     await quiet.start();
-    await eventually(
-      async () => (ends.filter((name) => name === 'TimeoutError').length >= 3 ? true : undefined),
-      20_000,
-      'three quiet ends',
-    );
+    await eventually(async () => (timeouts() >= 3 ? true : undefined), 20_000, 'three quiet ends');
 
     expect(warnings).toEqual([]);
     expect(sleeps).toEqual([]);
