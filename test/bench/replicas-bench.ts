@@ -16,7 +16,7 @@
 //
 //   npx tsx test/bench/replicas-bench.ts [--replicas 1,2,3] [--concurrency 1,4] [--runs 24] [--steps 10] [--model-ms 200]
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -272,6 +272,7 @@ async function main(): Promise<void> {
     await registrar.stop();
     await plane.stop();
     removeStateDir(stateDir);
+    rmSync(work, { recursive: true, force: true });
   }
 }
 

@@ -15,7 +15,7 @@
 //   npx tsx test/bench/warm-pool-bench.ts [--runs 30] [--pool 3] [--real-node] [--files 0 --file-bytes 8192]
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -291,6 +291,8 @@ async function main(): Promise<void> {
   const realNode = values['real-node'];
   const resultsFile = resultsFileOf(realNode, repository.files);
   const work = mkdtempSync(path.join(tmpdir(), 'chamvi-warm-bench-'));
+  // Its repository and workspaces go when the process ends, however it ends but a kill.
+  process.once('exit', () => rmSync(work, { recursive: true, force: true }));
   let target: WarmPoolTarget;
   try {
     target = realNode ? await realNodeTarget() : await kwokTarget(work);
