@@ -61,6 +61,23 @@ const renderRbac = (...set: string[]) =>
 
 const can = async (...args: string[]) => (await kubectl(['auth', 'can-i', '--as', SERVICE_ACCOUNT, ...args])).stdout.trim();
 
+const PROXY = `${NAME}-egress-proxy`;
+const PROXY_ACCOUNT = `system:serviceaccount:${RELEASE_NS}:${PROXY}`;
+const RBAC_KINDS = new Set(['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding']);
+/** The egress proxy's ServiceAccount and RBAC as the chart renders them (not its Deployment). */
+const renderProxyRbac = (...set: string[]) =>
+  manifests(
+    helmTemplate(
+      '--show-only',
+      'templates/egress-proxy.yaml',
+      '--set',
+      'egressProxy.enabled=true',
+      '--set',
+      'config.allowEgress={registry.npmjs.org}',
+      ...set.flatMap((value) => ['--set', value]),
+    ),
+  ).filter((doc) => RBAC_KINDS.has(doc.kind) && doc.metadata.name === PROXY);
+
 describe('security #11.9 the chart renders namespaced RBAC when watchNamespaces is set', () => {
   it('grants every operator right through a Role in each watched namespace, and nothing at cluster scope', () => {
     const docs = manifests(renderRbac(`config.watchNamespaces={${WATCHED},team-b}`));
@@ -87,6 +104,19 @@ describe('security #11.9 the chart renders namespaced RBAC when watchNamespaces 
     expect(clusterRole.rules!.some((rule) => rule.resources.includes('secrets'))).toBe(true);
     expect(docs.some((doc) => doc.kind === 'Role' && doc.metadata.name === NAME)).toBe(false);
   });
+
+  it('grants the egress proxy its rights the same way: Roles in the watched namespaces, a ClusterRole only when they are all', () => {
+    const namespaced = renderProxyRbac(`config.watchNamespaces={${WATCHED},team-b}`);
+    expect(namespaced.map((doc) => `${doc.kind}/${doc.metadata.namespace}`).sort()).toEqual([
+      `Role/${WATCHED}`,
+      'Role/team-b',
+      `RoleBinding/${WATCHED}`,
+      'RoleBinding/team-b',
+      `ServiceAccount/${RELEASE_NS}`,
+    ]);
+    const clusterWide = renderProxyRbac();
+    expect(clusterWide.map((doc) => doc.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ServiceAccount']);
+  });
 });
 
 describe('security #11.9 the ServiceAccount reaches only its watched namespace', () => {
@@ -96,6 +126,12 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
     await createNamespace(WATCHED, { restricted: true });
     await createNamespace(UNWATCHED);
     await ok(['apply', '-f', '-'], renderRbac(`config.watchNamespaces={${WATCHED}}`));
+    await ok(
+      ['apply', '-f', '-'],
+      renderProxyRbac(`config.watchNamespaces={${WATCHED}}`)
+        .map((doc) => stringify(doc))
+        .join('---\n'),
+    );
     // What an attacker who controls the operator (or its token) would want from elsewhere.
     await ok(['create', 'secret', 'generic', 'db-password', '-n', UNWATCHED, '--from-literal=password=hunter2-planted']);
     const token = (await ok(['create', 'token', NAME, '-n', RELEASE_NS, '--duration=1h'])).trim();
@@ -125,6 +161,16 @@ describe('security #11.9 the ServiceAccount reaches only its watched namespace',
     });
     expect(read.stdout).toBe('');
     expect(read.stderr).toContain('secrets "db-password" is forbidden');
+  });
+
+  it("lets the egress proxy's ServiceAccount read and count runs only in the watched namespace", async () => {
+    const proxyCan = async (...args: string[]) => (await kubectl(['auth', 'can-i', '--as', PROXY_ACCOUNT, ...args])).stdout.trim();
+    expect(await proxyCan('watch', 'codingruns.chamvi.dev', '-n', WATCHED)).toBe('yes');
+    expect(await proxyCan('patch', 'codingruns.chamvi.dev', '--subresource=status', '-n', WATCHED)).toBe('yes');
+    expect(await proxyCan('create', 'events', '-n', WATCHED)).toBe('yes');
+    expect(await proxyCan('list', 'codingruns.chamvi.dev', '-n', UNWATCHED)).toBe('no');
+    expect(await proxyCan('list', 'codingruns.chamvi.dev', '--all-namespaces')).toBe('no');
+    expect(await proxyCan('create', 'events', '-n', UNWATCHED)).toBe('no');
   });
 
   it('still lets the operator, as that ServiceAccount watching one namespace, run a CodingRun end to end there', async () => {
