@@ -1,9 +1,9 @@
 // Security #11.3: a Secret is used by runs only when it says so. Pure.
 //
 // Why a label, not a SubjectAccessReview on the run's creator: a SAR needs a trustworthy
-// record of who created the run, and nothing records one (a field or annotation the run
-// carries is written by the run author; only an admission webhook could stamp it, and the
-// operator has none). The label is set by whoever may write the Secret, which is the party
+// record of who created the run, and by default nothing records one (a field or annotation
+// the run carries is written by the run author; the chart's optional separationOfDuties
+// policy checks chamvi.dev/created-by, but needs Kubernetes 1.30+ and may be off). The label is set by whoever may write the Secret, which is the party
 // whose key is at stake; it is visible on the Secret (`kubectl get secrets -l ...` lists every
 // Secret runs may use), works the same in `run --local`, and costs no extra API call. What
 // it grants is plain: anyone who may create CodingRuns in the namespace may have the operator
