@@ -154,4 +154,37 @@ describe('parseDiffFiles', () => {
       ['with space.txt', undefined, 'added'],
     ]);
   });
+
+  it('reads the paths git quotes: octal bytes of UTF-8, C escapes, and names with spaces left unquoted', () => {
+    const files = parseDiffFiles(
+      [
+        'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"',
+        'new file mode 100644',
+        '@@ -0,0 +1 @@',
+        '+x',
+        'diff --git "a/bell\\001\\"q\\"\\\\.txt" "b/bell\\001\\"q\\"\\\\.txt"',
+        'deleted file mode 100644',
+        'diff --git a/my notes.md b/my notes.md',
+        '@@ -1 +1 @@',
+        '-a',
+        '+b',
+        'diff --git a/old name.md b/new name.md',
+        'similarity index 100%',
+        'rename from old name.md',
+        'rename to new name.md',
+        'diff --git "a/\\351t\\351.md" "b/\\351t\\351.md"',
+        '--- "a/\\351t\\351.md"',
+        '+++ "b/\\351t\\351.md"',
+      ].join('\n'),
+    );
+    expect(files.map((file) => [file.path, file.oldPath, file.kind])).toEqual([
+      ['café.txt', undefined, 'added'],
+      ['bell\u0001"q"\\.txt', undefined, 'deleted'],
+      ['my notes.md', undefined, 'modified'],
+      ['new name.md', 'old name.md', 'renamed'],
+      // Latin-1 bytes are not UTF-8: shown as U+FFFD, never a throw.
+      ['\ufffdt\ufffd.md', undefined, 'modified'],
+    ]);
+    expect(files[2]!.afterHunks).toEqual([['b']]);
+  });
 });

@@ -1,7 +1,10 @@
 // What a run's unified diff (status.result.diff or its diff ConfigMap) says about each file:
 // which paths it touches, and the lines of each file after the change as far as the hunks show
 // them (added and context lines). The file graders read this; they never see the whole file,
-// so a file grader judges the change, not text the change left alone. Pure.
+// so a file grader judges the change, not text the change left alone. Paths are read as git
+// prints them, quoted or not (git-quoted-path.ts): a name the model chose never makes this
+// throw, which would stall the whole eval's grading. Pure.
+import { unquoteGitPath } from './git-quoted-path.ts';
 
 export interface FileChange {
   /** Path after the change (for a deletion, the path it had). */
@@ -17,8 +20,31 @@ export interface FileChange {
   binary: boolean;
 }
 
-const unquote = (path: string) => (path.startsWith('"') && path.endsWith('"') ? (JSON.parse(path) as string) : path);
-const stripPrefix = (path: string) => unquote(path).replace(/^[ab]\//, '');
+const stripPrefix = (path: string) => unquoteGitPath(path).replace(/^[ab]\//, '');
+/** A header's two fields, each plain or git-quoted (a quoted one may hold escaped quotes). */
+const HEADER = /^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$/;
+
+/**
+ * The old and new field of a header line. git leaves a name with spaces (and nothing it
+ * quotes) unquoted, so `diff --git a/my file b/my file` has no unambiguous split; its two
+ * halves are the same name but for the prefix, as git's own parser assumes. A rename of such a
+ * name has no split at all: its names come from the lines after the header.
+ */
+function headerFields(line: string): [string, string] | undefined {
+  const fields = HEADER.exec(line);
+  if (fields) return [fields[1]!, fields[2]!];
+  const rest = line.slice('diff --git '.length);
+  const half = (rest.length - 1) / 2;
+  if (!Number.isInteger(half) || rest[half] !== ' ') return undefined;
+  const [before, after] = [rest.slice(0, half), rest.slice(half + 1)];
+  return before.startsWith('a/') && after.startsWith('b/') && before.slice(2) === after.slice(2) ? [before, after] : undefined;
+}
+
+/** The name of a `---` or `+++` line: undefined for /dev/null; git ends a name with spaces with a tab. */
+const sideName = (line: string) => {
+  const name = line.slice(4).replace(/\t$/, '');
+  return name === '/dev/null' ? undefined : stripPrefix(name);
+};
 
 /** The files of a `git diff` in order; text outside file sections is ignored. */
 export function parseDiffFiles(diff: string): FileChange[] {
@@ -26,10 +52,10 @@ export function parseDiffFiles(diff: string): FileChange[] {
   let file: FileChange | undefined;
   let hunk: string[] | undefined;
   for (const line of diff.split('\n')) {
-    const header = /^diff --git (\S+|"[^"]*") (\S+|"[^"]*")$/.exec(line);
-    if (header) {
-      file = { path: stripPrefix(header[2]!), kind: 'modified', afterHunks: [], removed: [], binary: false };
-      const oldPath = stripPrefix(header[1]!);
+    if (line.startsWith('diff --git ')) {
+      const header = headerFields(line);
+      file = { path: header ? stripPrefix(header[1]) : '', kind: 'modified', afterHunks: [], removed: [], binary: false };
+      const oldPath = header ? stripPrefix(header[0]) : '';
       if (oldPath !== file.path) file.oldPath = oldPath;
       files.push(file);
       hunk = undefined;
@@ -41,9 +67,11 @@ export function parseDiffFiles(diff: string): FileChange[] {
       else if (line.startsWith('deleted file mode')) file.kind = 'deleted';
       else if (line.startsWith('rename from ')) {
         file.kind = 'renamed';
-        file.oldPath = line.slice('rename from '.length);
-      } else if (line.startsWith('rename to ')) file.path = line.slice('rename to '.length);
+        file.oldPath = unquoteGitPath(line.slice('rename from '.length));
+      } else if (line.startsWith('rename to ')) file.path = unquoteGitPath(line.slice('rename to '.length));
       else if (line.startsWith('Binary files ')) file.binary = true;
+      else if (line.startsWith('--- ') && !file.path) file.path = sideName(line) ?? '';
+      else if (line.startsWith('+++ ')) file.path = sideName(line) ?? file.path;
     }
     if (line.startsWith('@@')) {
       hunk = [];
