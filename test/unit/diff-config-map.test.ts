@@ -3,7 +3,7 @@
 // and a plugin of another version finds it under the same keys.
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { LIMITS, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import {
   buildDiffConfigMap,
   decodeDiff,
@@ -52,6 +52,18 @@ describe('the diff ConfigMap', () => {
 
   it('keeps text that only looks like gzip+base64', () => {
     expect(decodeDiff({ data: { [DIFF_KEY]: 'H4sI is how my notes start' } })).toBe('H4sI is how my notes start');
+  });
+
+  it('inflates no more than the largest diff it writes: a gzip bomb or a corrupt gzip reads as no diff', () => {
+    // Anyone who may update ConfigMaps in the namespace can put this in a run's diff ConfigMap.
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024)).toString('base64');
+    expect(bomb.length).toBeLessThan(128 * 1024);
+    expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: bomb } })).toBeUndefined();
+    const justOver = gzipSync('+'.repeat(LIMITS.fullDiff + 1)).toString('base64');
+    expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: justOver } })).toBeUndefined();
+    const largest = '+'.repeat(LIMITS.fullDiff);
+    expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: gzipSync(largest).toString('base64') } })).toBe(largest);
+    expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: Buffer.from('not gzip').toString('base64') } })).toBeUndefined();
   });
 
   it('finds nothing in a ConfigMap without the keys', () => {

@@ -8,7 +8,7 @@
 // "H4sI", the base64 of gzip's magic bytes). Pure.
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
+import { LIMITS, RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { diffConfigMapName, runNameLabel } from './names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, type OwnedMetadata } from './ownership.ts';
 import { ownerReference } from './sandbox-pod.ts';
@@ -37,12 +37,28 @@ export function encodeDiff(diff: string): DiffData {
     : { binaryData: { [DIFF_GZIP_KEY]: gzipSync(diff).toString('base64') } };
 }
 
-const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64')).toString('utf8');
+/**
+ * The diffs this file writes are at most LIMITS.fullDiff bytes (take-diff.ts cuts them there),
+ * so that is all a read inflates. Anyone who may update ConfigMaps in the namespace can edit a
+ * run's diff ConfigMap (the run still owns it): a megabyte of gzipped zeros inflates to a
+ * gigabyte, which would end the operator at its memory limit on every retry of the job that
+ * reads it (publish, continueFrom, an eval's grading).
+ */
+const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64'), { maxOutputLength: LIMITS.fullDiff }).toString('utf8');
 
-/** The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys. */
+/**
+ * The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys, or a
+ * compressed one that does not inflate (corrupt, or larger than any diff this file writes).
+ */
 export function decodeDiff(configMap: DiffData): string | undefined {
   const compressed = configMap.binaryData?.[DIFF_GZIP_KEY];
-  if (compressed !== undefined) return gunzipBase64(compressed);
+  if (compressed !== undefined) {
+    try {
+      return gunzipBase64(compressed);
+    } catch {
+      return undefined;
+    }
+  }
   const plain = configMap.data?.[DIFF_KEY];
   if (plain === undefined) return undefined;
   if (plain.startsWith(GZIP_BASE64_PREFIX)) {
