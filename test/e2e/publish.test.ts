@@ -275,4 +275,32 @@ describe('issue #14 publishing to a real forge', () => {
     expect(pushesTo(repo)).toHaveLength(0);
     expect(await pullsOf(repo)).toHaveLength(0);
   }, 600_000);
+
+  it('a re-created run of the same name cannot force-push the default branch after its pull request was fast-forwarded into it', async () => {
+    // The attack: the first run's pull request is merged fast-forward, so main's head is the
+    // operator's commit for this run name, trailers and all. A run made again under that name,
+    // told to publish to main, would find "its own" commit there and force-push over main.
+    const repo = 'protected';
+    await gitea.createRepository(repo);
+    await applyRun('publish-again', repo, gitea.token);
+    const first = await finishedRun<RunStatus>(NS, 'publish-again', 180_000);
+    expect(first).toMatchObject({ phase: 'Succeeded' });
+    const number = first.result!.published!.pullRequest!.number;
+    await gitea.api('POST', `/repos/${gitea.user}/${repo}/pulls/${number}/merge`, { Do: 'fast-forward-only' });
+    const merged = first.result!.published!.commit;
+    expect((await branchOf(repo, 'main')).commit?.id).toBe(merged);
+
+    await kubectlOk(['delete', 'crun', 'publish-again', '-n', NS, '--wait=true', '--timeout=120s']);
+    // From the commit before the merge, so that the change is made again and there is something to push.
+    await applyRun('publish-again', repo, gitea.token, {
+      repository: { url: `${proxy.origin}/${gitea.user}/${repo}.git`, revision: first.result!.revision },
+      publish: { credentialsSecretRef: { name: 'publish-again-token' }, branch: 'main' },
+    });
+    const again = await finishedRun<RunStatus>(NS, 'publish-again', 180_000);
+    expect(again).toMatchObject({ phase: 'Failed', reason: 'PublishFailed' });
+    expect(again.message).toContain(
+      "branch main is the repository's default branch or the pull request's base, which the operator never moves",
+    );
+    expect((await branchOf(repo, 'main')).commit?.id).toBe(merged);
+  }, 600_000);
 });

@@ -271,6 +271,13 @@ describe('the CodingRun CRD on a real API server', () => {
     const retask = await apply(withSpec('immutable', (s) => (s.task = 'Something else')));
     expect(retask.code).not.toBe(0);
     expect(retask.stderr).toMatch(/spec\.task: Forbidden: spec\.task cannot change after the run is created/);
+    // The gates an approver answers under, and where an approved change is pushed, stay as created.
+    const ungated = await apply(withSpec('immutable', (s) => (s.approval = { tools: [] })));
+    expect(ungated.stderr).toMatch(/spec\.approval: Forbidden: spec\.approval cannot change after the run is created/);
+    const published = await apply(
+      withSpec('immutable', (s) => (s.publish = { branch: 'main', credentialsSecretRef: { name: 'push-token' } })),
+    );
+    expect(published.stderr).toMatch(/spec\.publish: Forbidden: spec\.publish cannot change after the run is created/);
     const rebudget = await apply(withSpec('immutable', (s) => (s.budget = { maxSteps: 10 })));
     expect(rebudget.stderr).toBe('');
     expect(rebudget.code).toBe(0);

@@ -79,6 +79,18 @@ describe('branch names', () => {
     const noToken = { ...base, repository: { url: 'https://x/y.git' }, publish: {} };
     expect(codingRunSpec.safeParse(noToken).success).toBe(false);
   });
+
+  it("the schema refuses a title of more than one line: its lines would become the commit message's trailers", () => {
+    const base = {
+      task: 't',
+      repository: { url: 'https://x/y.git', credentialsSecretRef: { name: 's' } },
+      model: { provider: 'scripted', scriptRef: { name: 'c' } },
+    };
+    const titled = (title: string) => codingRunSpec.safeParse({ ...base, publish: { pullRequest: { title } } });
+    expect(titled('Fix the login').success).toBe(true);
+    expect(titled('Fix\n\nChamvi-Run: agents/fix\nChamvi-Run-Uid: u').success).toBe(false);
+    expect(titled('Fix\rthe login').success).toBe(false);
+  });
 });
 
 describe('forgeFor', () => {
@@ -124,8 +136,30 @@ describe('decidePush', () => {
     ],
     ['made for another run: refused', { commit: other, message: made('agents/other') }, { action: 'refuse' }],
     ['a human branch (main): refused', { commit: other, message: 'Initial commit\n' }, { action: 'refuse' }],
+    [
+      "a human commit that quotes the run's trailers in its body: refused",
+      { commit: other, message: `Squash of #12\n\n* ${made('agents/fix').replaceAll('\n', '\n* ')}\nReviewed-by: Bea\n` },
+      { action: 'refuse' },
+    ],
   ])('%s', (_, remote, expected) => {
-    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote })).toMatchObject(expected);
+    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote, protectedBranches: ['main'] })).toMatchObject(
+      expected,
+    );
+  });
+
+  it("never moves the default branch or the pull request's base, even when its head is the operator's commit for this run", () => {
+    // A fast-forward or rebase merge of the run's pull request puts exactly that commit at the head of main.
+    const merged = { commit: other, message: made('agents/fix') };
+    for (const branch of ['main', 'release-1']) {
+      const decision = decidePush({ branch, commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main', 'release-1'] });
+      expect(decision).toMatchObject({ action: 'refuse' });
+      expect((decision as { message: string }).message).toContain('never moves');
+    }
+    // The same head on a branch of the run's own is moved.
+    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main'] })).toEqual({
+      action: 'move',
+      from: other,
+    });
   });
 });
 

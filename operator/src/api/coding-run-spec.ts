@@ -292,18 +292,21 @@ export const sandboxSpec = z
 type SpecInput = Record<string, unknown>;
 
 // Transition rules: a run is one job. Changing what it works on would make its status lie,
-// so the API server refuses such an update; a different job is a new run.
+// so the API server refuses such an update; a different job is a new run. `approval` and
+// `publish` too: an approver answers what the run showed under the gates it was created with,
+// so neither the gates nor where an approved change is pushed (branch, base, token) may move
+// after the answer, nor be loosened by an author whose runs another person must approve.
 // Each field may be absent (a run that names a template leaves it to the template, and the CRD
 // fills in no defaults: see crd.ts), so presence is compared as well as the value.
-export const specRules: readonly CrossFieldRule<SpecInput>[] = (['task', 'repository', 'model', 'tools', 'sandbox'] as const).map(
-  (field) => ({
-    rule: `has(self.${field}) == has(oldSelf.${field}) && (!has(self.${field}) || self.${field} == oldSelf.${field})`,
-    message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
-    fieldPath: `.${field}`,
-    reason: 'FieldValueForbidden' as const,
-    holds: () => true, // Transition rules compare with the old object; the operator never sees one.
-  }),
-);
+export const specRules: readonly CrossFieldRule<SpecInput>[] = (
+  ['task', 'repository', 'model', 'tools', 'sandbox', 'approval', 'publish'] as const
+).map((field) => ({
+  rule: `has(self.${field}) == has(oldSelf.${field}) && (!has(self.${field}) || self.${field} == oldSelf.${field})`,
+  message: `spec.${field} cannot change after the run is created; create a new CodingRun for a different job`,
+  fieldPath: `.${field}`,
+  reason: 'FieldValueForbidden' as const,
+  holds: () => true, // Transition rules compare with the old object; the operator never sees one.
+}));
 
 /** What a run may leave to the template it names (spec.templateRef); a run without one must set them. */
 export const TEMPLATE_FILLED_FIELDS = ['task', 'repository', 'model'] as const;

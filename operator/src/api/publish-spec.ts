@@ -36,6 +36,8 @@ export const pullRequestSpec = z
       .string()
       .min(1)
       .max(256)
+      // One line: it is the commit's subject, and lines of its own would be the message's trailers.
+      .regex(/^[^\r\n]*$/, 'the title is one line: put the rest in pullRequest.body')
       .optional()
       .describe("Title of the pull request, also the commit's subject. Default: the first line of spec.task, cut to 72 characters."),
     body: z

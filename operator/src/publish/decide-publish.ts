@@ -19,10 +19,32 @@ export type PushDecision =
   | { action: 'move'; from: string }
   | { action: 'refuse'; message: string };
 
-export function decidePush(input: { branch: string; commit: string; run: string; remote: RemoteBranch | undefined }): PushDecision {
+export interface PushInput {
+  branch: string;
+  commit: string;
+  run: string;
+  remote: RemoteBranch | undefined;
+  /**
+   * Branches never moved, whatever their head says: the repository's default branch and the
+   * pull request's base. A fast-forward or rebase merge of the operator's pull request puts
+   * its very commit, trailers and all, at the head of the base; a later run of the same name
+   * must not then force-push its change over the base.
+   */
+  protectedBranches: readonly string[];
+}
+
+export function decidePush(input: PushInput): PushDecision {
   const { remote } = input;
   if (!remote) return { action: 'create' };
   if (remote.commit === input.commit) return { action: 'none' };
+  if (input.protectedBranches.includes(input.branch)) {
+    return {
+      action: 'refuse',
+      message:
+        `branch ${input.branch} is the repository's default branch or the pull request's base, which the operator never moves; ` +
+        "set spec.publish.branch to a branch of the run's own, such as chamvi/{run}",
+    };
+  }
   if (runOfCommit(remote.message) === input.run) return { action: 'move', from: remote.commit };
   return {
     action: 'refuse',

@@ -87,8 +87,13 @@ export function planPublish(input: PlanInput): PlanResult {
   };
 }
 
-/** The run a commit message says it was made for (its Chamvi-Run trailer), if any. */
+/**
+ * The run a commit message says it was made for, if any: only when the message ends as
+ * planPublish ends it, with the Chamvi-Run and Chamvi-Run-Uid trailers as its last two lines.
+ * A trailer quoted in a body (a squash merge's summary, a contributor's note) names no run.
+ */
 export function runOfCommit(message: string): string | undefined {
-  const match = new RegExp(`^${RUN_TRAILER}: (\\S+)$`, 'm').exec(message);
-  return match?.[1];
+  const lines = message.trimEnd().split('\n');
+  const uid = new RegExp(`^${RUN_TRAILER}-Uid: \\S+$`).test(lines.at(-1) ?? '');
+  return uid ? new RegExp(`^${RUN_TRAILER}: (\\S+)$`).exec(lines.at(-2) ?? '')?.[1] : undefined;
 }

@@ -66,16 +66,31 @@ function git(
   });
 }
 
-/** The branch on the remote (its commit and that commit's message), or undefined when there is none. */
-export async function remoteBranch(clone: PublishClone, branch: string): Promise<RemoteBranch | undefined> {
+export interface RemoteLookup {
+  /** The branch on the remote (its commit and that commit's message), or undefined when there is none. */
+  branch: RemoteBranch | undefined;
+  /** The branch the remote's HEAD names (its default branch), when it says. */
+  defaultBranch: string | undefined;
+}
+
+/**
+ * Looks the branch and the remote's default branch up in one ls-remote. The head commit's
+ * message is fetched only when that commit is not `ours` (a retry finds its own commit there
+ * and needs nothing more), and only the commit object: a branch someone filled with gigabytes
+ * costs no download where the server filters (git ignores the filter, with a warning, where
+ * it does not).
+ */
+export async function lookUpRemote(clone: PublishClone, branch: string, ours: string): Promise<RemoteLookup> {
   const ref = `refs/heads/${branch}`;
-  const listed = await git(clone, ['ls-remote', '--', 'origin', ref], { label: 'ls-remote' });
-  const line = listed.split('\n').find((each) => each.endsWith(`\t${ref}`));
-  if (!line) return undefined;
+  const listed = (await git(clone, ['ls-remote', '--symref', '--', 'origin', 'HEAD', ref], { label: 'ls-remote' })).split('\n');
+  const defaultBranch = /^ref: refs\/heads\/(\S+)\tHEAD$/.exec(listed.find((line) => line.startsWith('ref: ')) ?? '')?.[1];
+  const line = listed.find((each) => each.endsWith(`\t${ref}`) && !each.startsWith('ref: '));
+  if (!line) return { branch: undefined, defaultBranch };
   const commit = line.slice(0, line.indexOf('\t'));
-  await git(clone, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', ref], { label: 'fetch' });
+  if (commit === ours) return { branch: { commit, message: '' }, defaultBranch };
+  await git(clone, ['fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', ref], { label: 'fetch' });
   const message = await git(clone, ['log', '-1', '--format=%B', 'FETCH_HEAD']);
-  return { commit, message };
+  return { branch: { commit, message }, defaultBranch };
 }
 
 export interface CommitRequest {

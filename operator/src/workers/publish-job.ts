@@ -32,7 +32,7 @@ import { forgetRun } from './forget-run.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure } from './git-clone.ts';
 import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
-import { commitDiff, pushBranch, remoteBranch, type PublishClone } from './publish-git.ts';
+import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
 import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
@@ -326,11 +326,13 @@ async function publish(
       author: policy.author,
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
+    const remote = await lookUpRemote(clone, plan.branch, commit);
     const push = decidePush({
       branch: plan.branch,
       commit,
       run: `${run.metadata.namespace}/${run.metadata.name}`,
-      remote: await remoteBranch(clone, plan.branch),
+      remote: remote.branch,
+      protectedBranches: [remote.defaultBranch, baseBranch(run, plan)].filter((branch) => branch !== undefined),
     });
     if (push.action === 'refuse') throw publishFailed(push.message);
     if (push.action === 'create') await pushBranch(clone, commit, plan.branch);
