@@ -1,6 +1,6 @@
 // workers/apply-diff.ts with real git: a source run's diff (written by a model, so hostile)
 // applied in the worker's clone for spec.continueFrom. It must land inside the clone only.
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -36,6 +36,20 @@ describe('applyDiff', () => {
     const outcome = await applyDiff(repo, diff);
     expect(outcome).toMatchObject({ applied: false, output: expect.stringContaining('patch does not apply') as unknown });
     expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('refuses a binary patch, which the operator never takes, before git expands it', async () => {
+    // Made by real git: a 32 MiB file of zeros is a patch of a few dozen KiB.
+    const maker = join(base, 'maker');
+    createRepository(maker, { 'README.md': 'Hello\n' });
+    writeFileSync(join(maker, 'zeros.bin'), Buffer.alloc(32 * 1024 * 1024));
+    git(['add', '-N', 'zeros.bin'], maker);
+    const bomb = git(['diff', '--binary'], maker);
+    expect(bomb).toContain('GIT binary patch');
+    expect(bomb.length).toBeLessThan(256 * 1024);
+    const outcome = await applyDiff(repo, bomb);
+    expect(outcome).toEqual({ applied: false, output: expect.stringContaining('binary patch') as unknown });
+    expect(existsSync(join(repo, 'zeros.bin'))).toBe(false);
   });
 
   it('refuses a path that climbs out of the clone', async () => {
