@@ -185,4 +185,19 @@ describe('the run of an attempt', () => {
       tools: { allow: ['read_file', 'edit_file', 'bash'] },
     });
   });
+
+  it('has a name of its own for every cell, even where task and model names read the same joined', () => {
+    // Task a-b with model c and task a with model b-c both read "cmp-a-b-c-1-…".
+    const planned = (task: string, model: string) =>
+      ({ task: { name: task }, model: { name: model }, attempt: 1 }) as unknown as Parameters<typeof attemptRun>[2];
+    const one = attemptRun(evaluation(), spec(), planned('a-b', 'c')).metadata.name;
+    const other = attemptRun(evaluation(), spec(), planned('a', 'b-c')).metadata.name;
+    expect(one).toMatch(/^cmp-a-b-c-1-[0-9a-f]{8}$/);
+    expect(other).toMatch(/^cmp-a-b-c-1-[0-9a-f]{8}$/);
+    expect(one).not.toBe(other);
+    // Every cell of an eval apart, and each the same on every reconcile.
+    const names = plannedAttempts(spec()).map((cell) => attemptRun(evaluation(), spec(), cell).metadata.name);
+    expect(new Set(names).size).toBe(names.length);
+    expect(plannedAttempts(spec()).map((cell) => attemptRun(evaluation(), spec(), cell).metadata.name)).toEqual(names);
+  });
 });

@@ -28,13 +28,17 @@ export function plannedAttempts(spec: CodingEvalSpec): PlannedAttempt[] {
 
 /**
  * `<eval>-<task>-<model>-<attempt>-<hash>`: readable, and collision-free because the hash is of
- * the eval's uid (no other eval, and nobody before the eval existed, can derive it).
+ * the eval's uid (no other eval, and nobody before the eval existed, can derive it) and of the
+ * cell: task `a-b` with model `c` and task `a` with model `b-c` read the same, and one name for
+ * two cells left the second without a run, so the eval never finished. Runs are found by their
+ * labels, never by this name.
  */
 export function attemptRunName(
   evaluation: Pick<CodingEval, 'metadata'>,
   planned: Pick<PlannedAttempt, 'attempt'> & { task: { name: string }; model: { name: string } },
 ): string {
-  const hash = createHash('sha256').update(evaluation.metadata.uid).digest('hex').slice(0, 8);
+  const cell = [evaluation.metadata.uid, planned.task.name, planned.model.name, planned.attempt];
+  const hash = createHash('sha256').update(JSON.stringify(cell)).digest('hex').slice(0, 8);
   const suffix = `-${planned.task.name}-${planned.model.name}-${planned.attempt}-${hash}`;
   const prefix = evaluation.metadata.name.slice(0, 253 - suffix.length).replace(/[-.]+$/, '');
   return `${prefix}${suffix}`;
