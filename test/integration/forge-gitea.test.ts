@@ -21,6 +21,17 @@ runForgeContract(
       branch: 'main',
       new_branch: 'chamvi/fix',
     });
+    // Anyone may fork and open a pull request from a branch named as the run's: a fork in an
+    // organisation, with chamvi/fix of its own, asks to merge into main before the suite starts.
+    await gitea.api('POST', '/orgs', { username: 'forkers', visibility: 'public' });
+    await gitea.api('POST', `${repo}/forks`, { organization: 'forkers' });
+    // The fork has chamvi/fix from its parent; one more commit there makes its change its own.
+    await gitea.api('POST', '/repos/forkers/contract/contents/fork.txt', {
+      content: Buffer.from('from a fork\n').toString('base64'),
+      message: 'A fork change',
+      branch: 'chamvi/fix',
+    });
+    await gitea.api('POST', `${repo}/pulls`, { head: 'forkers:chamvi/fix', base: 'main', title: 'From a fork', body: 'From a fork.' });
     const options = { apiURL: `${gitea.origin}/api/v1`, repository: `${gitea.user}/contract` };
     return {
       forge: new GiteaForge({ ...options, token: gitea.token }),

@@ -10,8 +10,8 @@ interface GiteaPull {
   html_url: string;
   title: string;
   body: string | null;
-  head: { ref: string };
-  base: { ref: string };
+  head: { ref: string; repo_id?: number };
+  base: { ref: string; repo_id?: number };
 }
 
 const PAGE = 50;
@@ -43,7 +43,12 @@ export class GiteaForge implements Forge {
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
     for (let page = 1; page <= MAX_PAGES; page++) {
       const pulls = await this.http.json<GiteaPull[]>({ method: 'GET', path: `${this.repo}/pulls?state=open&limit=${PAGE}&page=${page}` });
-      const found = pulls.find((pull) => pull.head.ref === branch && pull.base.ref === base);
+      // Only one from this repository's own branch: anyone may open one from a fork's branch of
+      // the same name, and the run would then update and report the fork's change as its own.
+      const found = pulls.find(
+        (pull) =>
+          pull.head.ref === branch && pull.base.ref === base && pull.head.repo_id !== undefined && pull.head.repo_id === pull.base.repo_id,
+      );
       if (found) return view(found);
       if (pulls.length < PAGE) return undefined;
     }

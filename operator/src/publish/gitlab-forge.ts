@@ -10,6 +10,8 @@ interface MergeRequest {
   web_url: string;
   title: string;
   description: string | null;
+  source_project_id?: number;
+  target_project_id?: number;
 }
 
 const DRAFT = 'Draft: ';
@@ -37,7 +39,10 @@ export class GitLabForge implements Forge {
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
     const query = new URLSearchParams({ state: 'opened', source_branch: branch, target_branch: base });
     const found = await this.http.json<MergeRequest[]>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
-    return found[0] ? view(found[0]) : undefined;
+    // The list holds merge requests from forks too (source_branch is only a name): only one from
+    // this project's own branch is the run's, or it would adopt a fork's change as its own.
+    const own = found.find((mr) => mr.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
+    return own ? view(own) : undefined;
   }
 
   async createPullRequest(request: NewPullRequest): Promise<PullRequest> {

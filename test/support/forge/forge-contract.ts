@@ -12,7 +12,11 @@ export interface ForgeHarness {
   /** The same adapter with a token the forge refuses. */
   refusedForge: Forge;
   refusedToken: string;
-  /** A branch with a change against main, for the pull request. */
+  /**
+   * A branch with a change against main, for the pull request. Where the forge can have one (not
+   * GitHub, whose query names the owner), an open pull request from a fork's branch of the same
+   * name is there from the start: the adapter must never take it for the branch's own.
+   */
   branch: string;
   /** After the suite: what the harness checks of the requests (recorded: all asked, none unexpected). */
   verify?(): void;
@@ -48,7 +52,7 @@ export function runForgeContract(name: string, setup: () => Promise<ForgeHarness
     );
 
     it(
-      'finds no pull request for a branch that has none',
+      "finds no pull request for a branch that has none of its own (a fork's from a branch of that name is not it)",
       async () => {
         expect(await harness.forge.findOpenPullRequest(harness.branch, 'main')).toBeUndefined();
       },

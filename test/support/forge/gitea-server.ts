@@ -17,7 +17,7 @@ export interface GiteaServer {
   origin: string;
   user: string;
   password: string;
-  /** An admin token with repository, issue and user scopes. */
+  /** An admin token with repository, issue, user and organisation scopes. */
   token: string;
   /** Calls the API as the admin; throws on a status >= 400 unless `allow` lists it. */
   api<T = unknown>(method: string, path: string, body?: unknown, allow?: number[]): Promise<{ status: number; body: T }>;
@@ -150,7 +150,7 @@ export async function startGitea(): Promise<GiteaServer> {
   }
   const createToken = async (name: string, scopes: string[]) =>
     (await call<{ sha1: string }>(basic, 'POST', `/users/${user}/tokens`, { name, scopes })).body.sha1;
-  const token = await createToken('admin', ['write:repository', 'write:issue', 'write:user']);
+  const token = await createToken('admin', ['write:repository', 'write:issue', 'write:user', 'write:organization']);
   return {
     origin,
     user,

@@ -83,6 +83,8 @@ const mergeRequest = (description: string) => ({
   id: 92,
   iid: 1,
   project_id: 3,
+  source_project_id: 3,
+  target_project_id: 3,
   title: PR.title,
   description,
   state: 'opened',
@@ -95,6 +97,23 @@ const mergeRequest = (description: string) => ({
 
 const MR_QUERY = { state: 'opened', source_branch: RECORDED_BRANCH, target_branch: 'main' };
 
+/** A merge request into acme/app from a fork's branch of the same name, listed with the project's own. */
+const FORK_MERGE_REQUEST = {
+  id: 95,
+  iid: 7,
+  project_id: 3,
+  source_project_id: 41,
+  target_project_id: 3,
+  title: 'Fix the login bug',
+  description: 'From a fork.',
+  state: 'opened',
+  draft: false,
+  source_branch: RECORDED_BRANCH,
+  target_branch: 'main',
+  labels: [],
+  web_url: 'https://gitlab.example.com/acme/app/-/merge_requests/7',
+};
+
 export const GITLAB_RECORDING: Recording = {
   credential: (token) => ({ header: 'private-token', value: new RegExp(`^${token}$`) }),
   unauthorized: { status: 401, response: { message: '401 Unauthorized' } },
@@ -105,7 +124,7 @@ export const GITLAB_RECORDING: Recording = {
       status: 200,
       response: { id: 3, path_with_namespace: 'acme/app', default_branch: 'main', web_url: 'https://gitlab.example.com/acme/app' },
     },
-    { method: 'GET', path: '/projects/acme%2Fapp/merge_requests', query: MR_QUERY, status: 200, response: [] },
+    { method: 'GET', path: '/projects/acme%2Fapp/merge_requests', query: MR_QUERY, status: 200, response: [FORK_MERGE_REQUEST] },
     {
       method: 'POST',
       path: '/projects/acme%2Fapp/merge_requests',
@@ -113,7 +132,13 @@ export const GITLAB_RECORDING: Recording = {
       status: 201,
       response: mergeRequest(PR.body),
     },
-    { method: 'GET', path: '/projects/acme%2Fapp/merge_requests', query: MR_QUERY, status: 200, response: [mergeRequest(PR.body)] },
+    {
+      method: 'GET',
+      path: '/projects/acme%2Fapp/merge_requests',
+      query: MR_QUERY,
+      status: 200,
+      response: [FORK_MERGE_REQUEST, mergeRequest(PR.body)],
+    },
     {
       method: 'PUT',
       path: '/projects/acme%2Fapp/merge_requests/1',
@@ -121,6 +146,12 @@ export const GITLAB_RECORDING: Recording = {
       status: 200,
       response: mergeRequest(PR.updatedBody),
     },
-    { method: 'GET', path: '/projects/acme%2Fapp/merge_requests', query: MR_QUERY, status: 200, response: [mergeRequest(PR.updatedBody)] },
+    {
+      method: 'GET',
+      path: '/projects/acme%2Fapp/merge_requests',
+      query: MR_QUERY,
+      status: 200,
+      response: [FORK_MERGE_REQUEST, mergeRequest(PR.updatedBody)],
+    },
   ],
 };
