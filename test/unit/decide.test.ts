@@ -15,6 +15,7 @@ import type { ObservedRun, RefusedObject, SandboxPodView, TakenName } from '../.
 import { codingRunFixture, type CodingRunOverrides } from '../support/coding-run-fixture.ts';
 import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
 import { specSha256, type FinishedRunRecord } from '../../operator/src/reconcile/finished-runs.ts';
+import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 
 // Opted in to unisolated sandboxes, so the rows below need no isolation verdict; the #11.8 rows turn it off.
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true }, {});
@@ -178,7 +179,34 @@ describe('decide: accepting a new run', () => {
     expect(held('NamespaceTokenBudget').status!.queue).toEqual({ heldBy: 'NamespaceTokenBudget' });
   });
 
-  it('admits a queued run when a slot frees, without validating it again, and records its admission', () => {
+  it('refuses a queued run at admission when a list was narrowed while it waited, and creates nothing for it', () => {
+    const queued = run({
+      status: { phase: 'Pending', reason: 'Queued', conditions: accepted, queue: { heldBy: 'ClusterSlots', position: 1 } },
+    });
+    const admitted = (overrides: Partial<ObservedRun>, withConfig = config) =>
+      decide(observe(queued, { references: undefined, admission: { admit: true, sequence: 7 }, ...overrides }), withConfig, now);
+    // The namespace's list, narrowed by an admin after the run was accepted under the old one.
+    const narrowed = admitted({ namespacePolicy: readNamespacePolicy({ 'chamvi.dev/allow-repo': 'https://github.com/acme/other' }) });
+    expect(narrowed.status).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+    expect(narrowed.status!.message).toContain('allow-* annotations');
+    expect(narrowed.status!.message).toContain('checked again as the run was admitted');
+    expect(types(narrowed)).not.toContain('createPod');
+    expect(narrowed.status!.admission).toBeUndefined();
+    // The cluster's own list, narrowed in the operator's config meanwhile.
+    const stricter = loadOperatorConfig(
+      { allowRepo: ['https://github.com/other/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true },
+      {},
+    );
+    expect(admitted({}, stricter).status).toMatchObject({ phase: 'Failed', reason: 'RepoNotAllowed' });
+    // A list that still allows it admits it.
+    expect(
+      admitted({ namespacePolicy: readNamespacePolicy({ 'chamvi.dev/allow-repo': 'https://github.com/acme/**' }) }).status,
+    ).toMatchObject({
+      phase: 'Provisioning',
+    });
+  });
+
+  it('admits a queued run when a slot frees, without reading its references again, and records its admission', () => {
     const queued = run({
       status: { phase: 'Pending', reason: 'Queued', conditions: accepted, queue: { heldBy: 'ClusterSlots', position: 1 } },
     });

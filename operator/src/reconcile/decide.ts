@@ -30,7 +30,7 @@ import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-p
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
-import { parseSpec, validateRun, type Refusal } from './validate-run.ts';
+import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
 export const QUEUED_RECHECK_MS = 30_000;
@@ -322,6 +322,13 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       if (heldBefore !== undefined && heldBefore !== admission.heldBy) builder.events.push(event);
       builder.status.queue = { heldBy: admission.heldBy, ...(admission.position !== undefined ? { position: admission.position } : {}) };
       return done(QUEUED_RECHECK_MS);
+    }
+    // The lists again: an admin may have narrowed the cluster's or the namespace's since the run
+    // was accepted (a queued run can wait for hours), and a run starts only within today's.
+    const delisted = checkRunAllowLists(run, spec, config, observed.namespacePolicy);
+    if (delisted) {
+      refuse(builder, { ...delisted, message: `${delisted.message} (checked again as the run was admitted, after it waited)` });
+      return done();
     }
     delete builder.status.queue;
     builder.status.admission = { sequence: admission.sequence, time: now.toISOString() };

@@ -75,6 +75,30 @@ function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig): Refusal |
 }
 
 /**
+ * The cluster's lists, then the namespace's: what a run is checked against when it is accepted,
+ * and again when it is admitted (decide.ts), for an admin may narrow either while it waits in
+ * the queue, and a narrowed list must hold for every run that has not started yet.
+ */
+export function checkRunAllowLists(
+  run: CodingRun,
+  spec: CodingRunSpec,
+  config: OperatorConfig,
+  policy: NamespacePolicy = NO_NAMESPACE_POLICY,
+): Refusal | undefined {
+  const cluster = checkAllowLists(spec, config);
+  if (cluster) return cluster;
+  const narrowed = namespaceNarrowedConfig(config, policy);
+  const team = narrowed ? checkAllowLists(spec, narrowed) : undefined;
+  if (!team) return undefined;
+  return {
+    reason: team.reason,
+    message:
+      `namespace ${run.metadata.namespace} is narrowed by its ${GROUP}/allow-* annotations (the lists below are the namespace's, ` +
+      `set by a cluster admin): ${team.message}`,
+  };
+}
+
+/**
  * Issue #15.4: `policy` is the run's namespace's (namespace-policy.ts). Its lists are checked
  * after the cluster's, never instead of them: a namespace can only narrow what the cluster allows.
  */
@@ -85,18 +109,8 @@ export function validateRun(
   found: ReferencedObjects,
   policy: NamespacePolicy = NO_NAMESPACE_POLICY,
 ): Refusal | undefined {
-  const cluster = checkAllowLists(spec, config);
-  if (cluster) return cluster;
-  const narrowed = namespaceNarrowedConfig(config, policy);
-  const team = narrowed ? checkAllowLists(spec, narrowed) : undefined;
-  if (team) {
-    return {
-      reason: team.reason,
-      message:
-        `namespace ${run.metadata.namespace} is narrowed by its ${GROUP}/allow-* annotations (the lists below are the namespace's, ` +
-        `set by a cluster admin): ${team.message}`,
-    };
-  }
+  const listed = checkRunAllowLists(run, spec, config, policy);
+  if (listed) return listed;
   if (spec.sandbox.egress.allow.length > 0) {
     const proxy = egressReadiness(config);
     if (!proxy.ready) return { reason: REASONS.InvalidSpec, message: proxy.message };
