@@ -22,6 +22,9 @@ const user = (name: string) => `system:serviceaccount:${NS}:${name}`;
 const VIEWER = user('vic');
 const EDITOR = user('alice');
 const APPROVER = user('bob');
+const WRITER = user('carol');
+/** The chart's operator ServiceAccount for release RELEASE, as the policy names it. */
+const OPERATOR = user(`${RELEASE}-chamvi-operator`);
 
 let root: string;
 
@@ -146,6 +149,31 @@ beforeAll(async () => {
   ] as const) {
     await ok(['create', 'rolebinding', `${name}-${role}`, '-n', NS, `--clusterrole=${role}`, `--serviceaccount=${NS}:${name}`]);
   }
+  // Writers of schedules and evals (the user roles do not grant them), and the operator's
+  // ServiceAccount, which creates the runs of both.
+  await ok(['create', 'serviceaccount', 'carol', '-n', NS]);
+  await ok(['create', 'serviceaccount', `${RELEASE}-chamvi-operator`, '-n', NS]);
+  await ok([
+    'create',
+    'role',
+    'run-owner-writer',
+    '-n',
+    NS,
+    '--verb=get,create,update,patch',
+    '--resource=codingschedules.chamvi.dev,codingevals.chamvi.dev',
+  ]);
+  for (const name of ['alice', 'carol'])
+    await ok(['create', 'rolebinding', `${name}-run-owner-writer`, '-n', NS, '--role=run-owner-writer', `--serviceaccount=${NS}:${name}`]);
+  await ok(['create', 'rolebinding', 'carol-chamvi-edit', '-n', NS, '--clusterrole=chamvi-edit', `--serviceaccount=${NS}:carol`]);
+  await ok([
+    'create',
+    'rolebinding',
+    'operator-chamvi-edit',
+    '-n',
+    NS,
+    '--clusterrole=chamvi-edit',
+    `--serviceaccount=${NS}:${RELEASE}-chamvi-operator`,
+  ]);
   await ok(['apply', '-f', '-'], stringify(run('probe')));
   await installPolicy(false);
 }, 120_000);
@@ -246,5 +274,57 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(self.stderr).toContain(`"${EDITOR}" created this CodingRun and may not answer its approvals`);
     expect((await annotationsOf('sod'))[APPROVAL_ANNOTATION]).toBeUndefined();
     expect((await answer(APPROVER, 'sod', APPROVER)).code).toBe(0);
+  });
+
+  const schedule = (name: string, task: string, annotations: Record<string, string> = {}) =>
+    stringify({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingSchedule',
+      metadata: { name, namespace: NS, annotations },
+      spec: {
+        schedule: '0 6 * * 1-5',
+        runTemplate: {
+          // What a schedule's author would like its runs to say: the operator never copies it.
+          metadata: { annotations: { [CREATOR_ANNOTATION]: APPROVER } },
+          spec: {
+            task,
+            repository: { url: 'https://github.com/acme/app.git' },
+            model: { provider: 'scripted', scriptRef: { name: 'script' } },
+          },
+        },
+      },
+    });
+
+  it('a CodingSchedule names who last wrote its spec: at creation, and anew with every change of the spec', async () => {
+    const unnamed = await as(EDITOR, ['create', '-f', '-'], schedule('nightly', 'Update the dependencies'));
+    expect(unnamed.stderr).toContain(`set the annotation chamvi.dev/created-by: "${EDITOR}"`);
+    expect(
+      (await as(EDITOR, ['create', '-f', '-'], schedule('nightly', 'Update the dependencies', { [CREATOR_ANNOTATION]: EDITOR }))).code,
+    ).toBe(0);
+    // Carol rewrites the task: the schedule must now name her, not Alice.
+    const kept = await as(WRITER, ['apply', '-f', '-'], schedule('nightly', 'Delete the tests', { [CREATOR_ANNOTATION]: EDITOR }));
+    expect(kept.stderr).toContain(`set the annotation chamvi.dev/created-by: "${WRITER}"`);
+    expect((await as(WRITER, ['apply', '-f', '-'], schedule('nightly', 'Delete the tests', { [CREATOR_ANNOTATION]: WRITER }))).code).toBe(
+      0,
+    );
+    // A change of metadata alone keeps the name, and cannot move it.
+    expect((await as(EDITOR, ['label', 'codingschedule', 'nightly', '-n', NS, 'team=web'])).code).toBe(0);
+    const moved = await as(EDITOR, ['annotate', 'codingschedule', 'nightly', '-n', NS, `${CREATOR_ANNOTATION}=${EDITOR}`, '--overwrite']);
+    expect(moved.stderr).toContain('changes only with the spec');
+  });
+
+  it("the operator's run names the schedule's writer, who then cannot approve it; without one the operator makes no run", async () => {
+    // As schedule-reconciler.ts creates it (scheduled-run.ts copies the schedule's created-by).
+    const scheduled = run('scheduled', { [CREATOR_ANNOTATION]: WRITER });
+    expect((await as(OPERATOR, ['create', '-f', '-'], stringify(scheduled))).code).toBe(0);
+    await waitingForApproval('scheduled');
+    const self = await answer(WRITER, 'scheduled', WRITER);
+    expect(self.stderr).toContain(`"${WRITER}" created this CodingRun and may not answer its approvals`);
+    expect((await answer(APPROVER, 'scheduled', APPROVER)).code).toBe(0);
+    // A schedule or eval with no writer named: the operator's run is refused, saying where to name one.
+    const nameless = await as(OPERATOR, ['create', '-f', '-'], stringify(run('scheduled-nameless')));
+    expect(nameless.stderr).toContain('names no creator');
+    // Only the operator's ServiceAccount may make a run naming someone else.
+    expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('posing', { [CREATOR_ANNOTATION]: WRITER })))).code).not.toBe(0);
   });
 });

@@ -186,6 +186,13 @@ describe('the run of an attempt', () => {
     });
   });
 
+  it("names the eval's recorded writer as its creator, and none when the eval names none", () => {
+    const planned = plannedAttempts(spec())[0]!;
+    const written = { ...evaluation(), metadata: { ...evaluation().metadata, annotations: { 'chamvi.dev/created-by': 'alice' } } };
+    expect(attemptRun(written, spec(), planned).metadata).toMatchObject({ annotations: { 'chamvi.dev/created-by': 'alice' } });
+    expect(attemptRun(evaluation(), spec(), planned).metadata).not.toHaveProperty('annotations');
+  });
+
   it('has a name of its own for every cell, even where task and model names read the same joined', () => {
     // Task a-b with model c and task a with model b-c both read "cmp-a-b-c-1-…".
     const planned = (task: string, model: string) =>

@@ -120,6 +120,25 @@ describe('scheduledRunObject', () => {
       { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-1', controller: true },
     ]);
   });
+
+  it("names the schedule's recorded writer as the run's creator, never one its run template names", () => {
+    // Separation of duties: the policy checks the schedule's created-by; the template's is the author's word.
+    const posing = schedule({
+      templateRef: { name: 'deps' },
+      runTemplate: { metadata: { annotations: { 'chamvi.dev/created-by': 'bob', note: 'kept' } }, spec: { task: 'x' } },
+    });
+    const written = { ...owner, metadata: { ...owner.metadata, annotations: { 'chamvi.dev/created-by': 'alice' } } };
+    const at = new Date('2026-06-01T03:00:00Z');
+    expect(scheduledRunObject(written, posing, { task: 'x' } as never, at).metadata.annotations).toEqual({
+      note: 'kept',
+      'chamvi.dev/created-by': 'alice',
+      'chamvi.dev/scheduled-at': '2026-06-01T03:00:00.000Z',
+    });
+    expect(scheduledRunObject(owner, posing, { task: 'x' } as never, at).metadata.annotations).toEqual({
+      note: 'kept',
+      'chamvi.dev/scheduled-at': '2026-06-01T03:00:00.000Z',
+    });
+  });
 });
 
 describe('CodingSchedule and CodingRunTemplate CRDs', () => {

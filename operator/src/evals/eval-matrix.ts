@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { API_VERSION, GROUP, KIND } from '../api/group.ts';
 import { EVAL_KIND, type CodingEval, type CodingEvalSpec, type EvalModel, type EvalTask } from '../api/coding-eval.ts';
+import { creatorOf } from '../reconcile/approval-answer.ts';
 
 export const EVAL_LABEL = `${GROUP}/eval`;
 export const EVAL_UID_LABEL = `${GROUP}/eval-uid`;
@@ -63,6 +64,7 @@ export function attemptLabels(evaluation: Pick<CodingEval, 'metadata'>, planned:
 /** The CodingRun of one attempt, created like any other run (the operator validates and admits it as such). */
 export function attemptRun(evaluation: CodingEval, spec: CodingEvalSpec, planned: PlannedAttempt) {
   const { task, model } = planned;
+  const creator = creatorOf(evaluation);
   return {
     apiVersion: API_VERSION,
     kind: KIND,
@@ -70,6 +72,7 @@ export function attemptRun(evaluation: CodingEval, spec: CodingEvalSpec, planned
       name: attemptRunName(evaluation, planned),
       namespace: evaluation.metadata.namespace,
       labels: attemptLabels(evaluation, planned),
+      ...(Object.keys(creator).length > 0 ? { annotations: creator } : {}),
       ownerReferences: [
         { apiVersion: API_VERSION, kind: EVAL_KIND, name: evaluation.metadata.name, uid: evaluation.metadata.uid, controller: true },
       ],

@@ -19,6 +19,18 @@ export const APPROVAL_ANNOTATION = `${GROUP}/approval`;
 export const APPROVER_ANNOTATION = `${GROUP}/approver`;
 /** The run's creator, required at creation by the policy when separation of duties is on; never an approver. */
 export const CREATOR_ANNOTATION = `${GROUP}/created-by`;
+
+/**
+ * The creator annotation of a run the operator makes for a CodingSchedule or a CodingEval: the
+ * one the owner carries (with separation of duties on, the policy makes it the user who wrote
+ * the owner's spec last), never one from the owner's run template, which its author could set
+ * to anyone. Without one there is none, and with the policy on, the run is refused: a run
+ * whose creator is the operator could be approved by the very person who wrote its task.
+ */
+export function creatorOf(owner: { metadata: { annotations?: Record<string, string> } }): Record<string, string> {
+  const creator = owner.metadata.annotations?.[CREATOR_ANNOTATION];
+  return creator ? { [CREATOR_ANNOTATION]: creator } : {};
+}
 /** Longest user name kept (Kubernetes bounds none; OIDC subjects can be long). */
 export const USER_MAX = 512;
 

@@ -12,6 +12,7 @@ import {
   type CodingSchedule,
   type CodingScheduleSpec,
 } from '../api/coding-schedule.ts';
+import { CREATOR_ANNOTATION, creatorOf } from './approval-answer.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
 import type { ScheduleProblem } from './decide-schedule.ts';
 
@@ -54,6 +55,9 @@ export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: Codi
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
 
+const withoutCreator = (annotations: Record<string, string> | undefined) =>
+  Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION));
+
 /** The run to create; the API server completes its name from generateName. */
 export function scheduledRunObject(schedule: CodingSchedule, spec: CodingScheduleSpec, runSpec: CodingRunSpecInput, time: Date) {
   const { name, namespace, uid } = schedule.metadata;
@@ -70,7 +74,11 @@ export function scheduledRunObject(schedule: CodingSchedule, spec: CodingSchedul
         [SCHEDULE_LABEL]: name,
         [SCHEDULED_TIME_LABEL]: scheduledTimeLabelValue(time),
       },
-      annotations: { ...(spec.runTemplate?.metadata?.annotations ?? {}), [SCHEDULED_AT_ANNOTATION]: time.toISOString() },
+      annotations: {
+        ...withoutCreator(spec.runTemplate?.metadata?.annotations),
+        ...creatorOf(schedule),
+        [SCHEDULED_AT_ANNOTATION]: time.toISOString(),
+      },
       ownerReferences: [{ apiVersion: API_VERSION, kind: SCHEDULE_KIND, name, uid, controller: true }],
     },
     spec: runSpec,
