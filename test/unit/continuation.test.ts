@@ -81,7 +81,8 @@ describe('decideContinuation', () => {
       'a full diff cut at 1 MiB',
       (() => {
         const source = finished({}, { diffTruncated: true });
-        return input(source, { diffConfigMap: configMapOf(source, `${DIFF}+${'x'.repeat(1_048_576)}\n`) });
+        // As take-diff.ts leaves a cut one: exactly LIMITS.fullDiff bytes (a stored diff is never more).
+        return input(source, { diffConfigMap: configMapOf(source, `${DIFF}+${'x'.repeat(1_048_576 - DIFF.length - 2)}\n`) });
       })(),
       /larger than the 1 MiB the operator keeps/,
     ],

@@ -54,13 +54,17 @@ describe('the diff ConfigMap', () => {
     expect(decodeDiff({ data: { [DIFF_KEY]: 'H4sI is how my notes start' } })).toBe('H4sI is how my notes start');
   });
 
-  it('inflates no more than the largest diff it writes: a gzip bomb or a corrupt gzip reads as no diff', () => {
+  it('inflates no more than twice the largest diff it writes: a gzip bomb or a corrupt gzip reads as no diff', () => {
     // Anyone who may update ConfigMaps in the namespace can put this in a run's diff ConfigMap.
     const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024)).toString('base64');
     expect(bomb.length).toBeLessThan(128 * 1024);
     expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: bomb } })).toBeUndefined();
-    const justOver = gzipSync('+'.repeat(LIMITS.fullDiff + 1)).toString('base64');
+    const justOver = gzipSync('+'.repeat(2 * LIMITS.fullDiff + 1)).toString('base64');
     expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: justOver } })).toBeUndefined();
+    // The largest the operator writes, and a little over it (a cut through a multi-byte character).
+    expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: gzipSync('+'.repeat(LIMITS.fullDiff + 3)).toString('base64') } })).toHaveLength(
+      LIMITS.fullDiff + 3,
+    );
     const largest = '+'.repeat(LIMITS.fullDiff);
     expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: gzipSync(largest).toString('base64') } })).toBe(largest);
     expect(decodeDiff({ binaryData: { [DIFF_GZIP_KEY]: Buffer.from('not gzip').toString('base64') } })).toBeUndefined();

@@ -38,13 +38,15 @@ export function encodeDiff(diff: string): DiffData {
 }
 
 /**
- * The diffs this file writes are at most LIMITS.fullDiff bytes (take-diff.ts cuts them there),
- * so that is all a read inflates. Anyone who may update ConfigMaps in the namespace can edit a
- * run's diff ConfigMap (the run still owns it): a megabyte of gzipped zeros inflates to a
- * gigabyte, which would end the operator at its memory limit on every retry of the job that
- * reads it (publish, continueFrom, an eval's grading).
+ * The diffs this file writes are at most LIMITS.fullDiff bytes (take-diff.ts cuts them there; a
+ * cut through a multi-byte character can add a few), so a read inflates at most twice that.
+ * Anyone who may update ConfigMaps in the namespace can edit a run's diff ConfigMap (the run
+ * still owns it): a megabyte of gzipped zeros inflates to a gigabyte, which would end the
+ * operator at its memory limit on every retry of the job that reads it (publish, continueFrom,
+ * an eval's grading).
  */
-const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64'), { maxOutputLength: LIMITS.fullDiff }).toString('utf8');
+const INFLATED_MAX = 2 * LIMITS.fullDiff;
+const gunzipBase64 = (value: string) => gunzipSync(Buffer.from(value, 'base64'), { maxOutputLength: INFLATED_MAX }).toString('utf8');
 
 /**
  * The diff stored in a diff ConfigMap, or undefined when it holds none of the known keys, or a
