@@ -1,0 +1,47 @@
+// workers/publish-git.ts with real git, in a clone whose origin is a bare repository on disk:
+// the lookup names the remote's default branch and the branch's head, and the commit refuses a
+// binary patch (which the operator never takes from a sandbox) before git expands it.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from '../../operator/src/workers/publish-git.ts';
+import { createBareRepository, createRepository, git } from '../support/git-fixture.ts';
+
+let base: string;
+let clone: PublishClone;
+const author = { name: 'chamvi test', email: 'chamvi@example.test' };
+const date = '2026-12-05T00:00:00Z';
+const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), 'chamvi-publish-git-'));
+  const origin = createBareRepository(base);
+  const dir = join(base, 'clone');
+  git(['clone', '-q', origin, dir], base);
+  clone = { dir, env: { PATH: process.env.PATH, HOME: base, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }, token: undefined };
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+describe('publish git', () => {
+  it("names the remote's default branch, and a branch's head with its message only when that head is not the run's commit", async () => {
+    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Uid: u\n', author, date });
+    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main' });
+    await pushBranch(clone, commit, 'chamvi/b');
+    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: { commit, message: '' }, defaultBranch: 'main' });
+    expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
+      branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Uid: u\n\n' },
+      defaultBranch: 'main',
+    });
+  });
+
+  it('refuses to commit a binary patch, before git expands it', async () => {
+    const maker = join(base, 'maker');
+    createRepository(maker);
+    writeFileSync(join(maker, 'zeros.bin'), Buffer.alloc(32 * 1024 * 1024));
+    git(['add', '-N', 'zeros.bin'], maker);
+    const bomb = git(['diff', '--binary'], maker);
+    await expect(commitDiff(clone, { diff: bomb, message: 'x\n', author, date })).rejects.toThrow(/binary patch/);
+    expect(existsSync(join(clone.dir, 'zeros.bin'))).toBe(false);
+  });
+});
