@@ -327,12 +327,13 @@ async function publish(
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
     const remote = await lookUpRemote(clone, plan.branch, commit);
+    const namedBase = baseBranch(run, plan);
     const push = decidePush({
       branch: plan.branch,
       commit,
       run: `${run.metadata.namespace}/${run.metadata.name}`,
       remote: remote.branch,
-      protectedBranches: [remote.defaultBranch, baseBranch(run, plan)].filter((branch) => branch !== undefined),
+      protectedBranches: [remote.defaultBranch, namedBase].filter((branch) => branch !== undefined),
     });
     if (push.action === 'refuse') throw publishFailed(push.message);
     if (push.action === 'create') await pushBranch(clone, commit, plan.branch);
@@ -353,7 +354,8 @@ async function publish(
       token,
       ...(policy.fetch ? { fetch: policy.fetch } : {}),
     });
-    const base = baseBranch(run, plan) ?? (await forge.defaultBranch());
+    // The remote's HEAD, read in the lookup above, is the default branch; the forge is asked only when git did not say.
+    const base = namedBase ?? remote.defaultBranch ?? (await forge.defaultBranch());
     const wanted = { title: plan.pullRequest.title, body: plan.pullRequest.body, draft: plan.pullRequest.draft };
     const existing = await forge.findOpenPullRequest(plan.branch, base);
     const decision = decidePullRequest(existing, wanted);
