@@ -27,6 +27,12 @@ const WRITER = user('carol');
 const OPERATOR = user(`${RELEASE}-chamvi-operator`);
 
 let root: string;
+/**
+ * The cluster-scoped objects applied (policies, bindings, the user ClusterRoles), removed after
+ * the file: left behind, they hold the names a `helm install` of the chart in another test
+ * file (chart.test.ts) must own.
+ */
+const applied: string[] = [];
 
 async function ok(args: string[], input?: string): Promise<string> {
   const result = await kubectl(args, input === undefined ? {} : { input });
@@ -54,6 +60,7 @@ async function installPolicy(separationOfDuties: boolean): Promise<void> {
     `approvalPolicy.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=${NS}`,
   ]);
   if (rendered.code !== 0) throw new Error(rendered.stderr);
+  applied.push(rendered.stdout);
   await ok(['apply', '-f', '-'], rendered.stdout);
   // A new policy takes a moment to be enforced: wait until a nameless answer is refused.
   const deadline = Date.now() + 30_000;
@@ -179,6 +186,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  for (const manifest of applied.reverse()) await kubectl(['delete', '--ignore-not-found', '-f', '-'], { input: manifest });
   await deleteNamespace(NS);
   if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
