@@ -104,8 +104,8 @@ async function main(): Promise<void> {
       createKubernetesSandbox({
         kubeConfig,
         namespace: run.metadata.namespace,
-        // A run given a warm pool pod has its name in status (written by the operator only); the
-        // transport still execs only into a pod this run controls (expectedOwnerUid).
+        // A run given a warm pool pod has its name in status and in its prepare job (both written by
+        // the operator only); the transport still execs only into a pod this run controls (expectedOwnerUid).
         podName: run.status?.podName ?? sandboxPodName(run),
         expectedOwnerUid: run.metadata.uid,
         container: SANDBOX_CONTAINER,

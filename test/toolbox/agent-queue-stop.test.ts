@@ -56,7 +56,7 @@ async function keysOf(uid: string): Promise<string[]> {
 /** Queues what a run that took six steps and an approval had: its state is gone, as a finished run's is. */
 async function queueFinishedRun(uid: string): Promise<string[]> {
   const ref = { uid, namespace: 'team', name: `run-${uid}` };
-  await agent.start(run(uid));
+  await agent.start(run(uid), `run-${uid}-sandbox`);
   for (let step = 0; step < 6; step++) await agent.step(ref, step);
   await agent.resume(run(uid) as CodingRun, { id: 'call-7', decision: 'approve', sha256: 'a'.repeat(64) });
   await agent.finalize(ref);
@@ -108,7 +108,7 @@ describe('AgentQueue.stop', () => {
 
   it("stops nothing of another run's that a tampered index names", async () => {
     const other = await queueFinishedRun('uid-bystander');
-    await agent.start(run('uid-target'));
+    await agent.start(run('uid-target'), 'run-uid-target-sandbox');
     // Redis is not trusted (security #11.1): someone who can write to it lists the bystander's jobs as the target's.
     for (const id of other) await redis.sadd(`${PREFIX}:run-jobs:uid-target`, id);
 

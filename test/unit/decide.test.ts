@@ -275,7 +275,7 @@ describe('decide: provisioning and running', () => {
 
   it('moves to Running and starts the agent when the pod is ready', () => {
     const decision = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
-    expect(types(decision)).toEqual(['startAgent']);
+    expect(decision.actions).toEqual([{ type: 'startAgent', podName: pod().name }]);
     expect(decision.status).toMatchObject({ phase: 'Running' });
     expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ status: 'True' });
     expect(decision.events.map((event) => event.reason)).toEqual(['SandboxReady']);
@@ -312,6 +312,8 @@ describe('decide: provisioning and running', () => {
     it('goes straight to Running on the claimed pod, timing the claim, and starts the agent', () => {
       const decision = decide(observe(fresh, { networkPolicyExists: true, warmClaim: { podName: 'default-warm-x1' } }), pooled, now);
       expect(types(decision)).toEqual(['startAgent']);
+      // The agent is told the pod: its job starts before this status write lands.
+      expect(decision.actions).toEqual([{ type: 'startAgent', podName: 'default-warm-x1' }]);
       expect(decision.status).toMatchObject({ phase: 'Running', podName: 'default-warm-x1' });
       expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({
         status: 'True',
@@ -329,7 +331,7 @@ describe('decide: provisioning and running', () => {
         pooled,
         now,
       );
-      expect(types(decision)).toEqual(['startAgent']);
+      expect(decision.actions).toEqual([{ type: 'startAgent', podName: 'default-warm-x1' }]);
       expect(decision.status).toMatchObject({ phase: 'Running', podName: 'default-warm-x1' });
       expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({ reason: 'WarmPodClaimed' });
       expect(decision.status!.timings!.map((entry) => entry.phase)).toEqual(['Queued', 'SandboxClaimed']);

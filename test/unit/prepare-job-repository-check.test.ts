@@ -2,87 +2,22 @@
 // it is right before the clone (a run accepted earlier, or state that reached the worker some
 // other way, is not trusted), and fails the run RepoNotAllowed before any Secret is read or any
 // git is run. The dependencies are in-memory recorders: what is tested is the job's decision.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
-import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { runAgentJob } from '../../operator/src/workers/run-agent-job.ts';
+import { gitRepository, prepareJobHarness as harness } from '../support/prepare-job-harness.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'prepare-check-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-function repository(): string {
-  const dir = join(scratch, 'repo');
-  execFileSync('git', ['init', '-q', dir]);
-  execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '--allow-empty', '-m', 'x']);
-  return dir;
-}
-
 // Through the worker's job runner, which maps the job's RunFailure to the run's status.
 const prepareJob = { name: 'prepare' as const, data: { uid: 'uid-1', namespace: 'ns', name: 'r' }, attempt: 1, attempts: 10 };
 
-function harness(url: string, allowRepo: string[]) {
-  const run: CodingRun = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: 'r', namespace: 'ns', uid: 'uid-1', generation: 1 },
-    spec: {
-      task: 'Fix it',
-      repository: { url, credentialsSecretRef: { name: 'git', key: 'token' } },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-    },
-    status: { phase: 'Running' },
-  } as CodingRun;
-  const seen = { statuses: [] as CodingRunStatus[], secretsRead: 0, sandboxes: 0 };
-  const deps = {
-    states: { load: async () => undefined, delete: async () => undefined },
-    status: {
-      write: async (
-        _namespace: string,
-        _name: string,
-        _uid: string,
-        change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus,
-      ) => {
-        seen.statuses.push(change({ ...run.status }, run));
-        return { written: false, why: 'terminal' };
-      },
-    },
-    resources: {
-      secretValue: async () => {
-        seen.secretsRead++;
-        return 'token';
-      },
-    },
-    metrics: { execErrors: { inc() {} }, modelCallErrors: { inc() {} } },
-    events: { record: async () => undefined },
-    sandboxes: {
-      for: () => {
-        seen.sandboxes++;
-        throw new Error('no sandbox in this test');
-      },
-      release: async () => undefined,
-    },
-    getRun: async () => run,
-    clonePolicy: { allowRepo, maxCheckoutBytes: 1024 ** 3, maxCheckoutFiles: 1000 },
-    logger: {
-      info() {},
-      warn() {},
-      error() {},
-      child() {
-        return this;
-      },
-    },
-    now: () => new Date('2026-11-30T00:00:00Z'),
-  } as unknown as AgentDependencies;
-  return { deps, seen };
-}
-
 describe('security #11.2 the prepare job re-checks allowRepo right before the clone', () => {
   it('fails a run whose repository the current allowRepo no longer allows, reading no Secret and cloning nothing', async () => {
-    const url = `file://${repository()}`;
+    const url = `file://${gitRepository(scratch)}`;
     const temp = mkdtempSync(join(tmpdir(), 'prepare-check-temp-'));
     const previous = process.env.TMPDIR;
     process.env.TMPDIR = temp;
@@ -110,7 +45,7 @@ describe('security #11.2 the prepare job re-checks allowRepo right before the cl
   });
 
   it('clones an allowed repository (the control: the check lets it through to the clone)', async () => {
-    const url = `file://${repository()}`;
+    const url = `file://${gitRepository(scratch)}`;
     const { deps, seen } = harness(url, [`file://${scratch}/*`]);
     // The clone succeeds; the job then asks for the sandbox, which this test does not have.
     await expect(runAgentJob(deps, prepareJob)).rejects.toThrow('no sandbox in this test');

@@ -135,6 +135,16 @@ describe('security #11.1 signed job data', () => {
     expect(new RunStateSeal('another-key-0123456789abcdef0123456789').verifyJob(job, mac)).toBe(false);
   });
 
+  it("signs a prepare's pod: another pod fails, and a job signed without one (an older operator's) still verifies without one", () => {
+    const prepare = { name: 'prepare', uid: 'uid-a', namespace: 'team-a', runName: 'run-a' };
+    const mac = seal.signJob({ ...prepare, podName: 'default-warm-x1' });
+    expect(seal.verifyJob({ ...prepare, podName: 'default-warm-x1' }, mac)).toBe(true);
+    expect(seal.verifyJob({ ...prepare, podName: 'someone-elses-pod' }, mac)).toBe(false);
+    expect(seal.verifyJob(prepare, mac)).toBe(false);
+    expect(seal.verifyJob(prepare, seal.signJob(prepare))).toBe(true);
+    expect(seal.verifyJob({ ...prepare, podName: 'default-warm-x1' }, seal.signJob(prepare))).toBe(false);
+  });
+
   it('a state MAC never passes for a job MAC (keys derived apart)', () => {
     const text = seal.seal('{}');
     const stateMac = text.slice(text.indexOf(' ') + 1, text.indexOf('\n'));

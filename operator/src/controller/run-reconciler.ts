@@ -656,7 +656,7 @@ export class RunReconciler {
         return run;
       case 'startAgent': {
         const parsed = parseSpec(run);
-        if (parsed.ok) await agent.start({ ...run, spec: parsed.spec } as ParsedCodingRun);
+        if (parsed.ok) await agent.start({ ...run, spec: parsed.spec } as ParsedCodingRun, action.podName);
         return run;
       }
       case 'resumeAgent':

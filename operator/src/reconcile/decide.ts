@@ -409,7 +409,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         reason: EVENT_REASONS.SandboxReady,
         message: `Claimed warm sandbox pod ${claim.podName}; starting the agent`,
       });
-      actions.push({ type: 'startAgent' });
+      actions.push({ type: 'startAgent', podName: claim.podName });
       return done(Math.min(untilDeadline, AGENT_RECHECK_MS));
     }
     const match = claim ? undefined : warmPoolFor(parsedRun, config, config.warmPools);
@@ -453,7 +453,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       reason: EVENT_REASONS.SandboxReady,
       message: `Sandbox pod ${pod.name} is ready; starting the agent`,
     });
-    actions.push({ type: 'startAgent' });
+    actions.push({ type: 'startAgent', podName: pod.name });
   }
   // 5. The agent: a started run lives in Redis (its state, and a job that moves it on or a
   // human it waits for). When those are gone, say so now rather than at the deadline.

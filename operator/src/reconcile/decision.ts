@@ -21,7 +21,8 @@ export type Action =
   | { type: 'deleteNetworkPolicy'; name: string }
   | { type: 'deleteConfigMaps'; names: string[] }
   /** Hand the run to the agent workers (enqueue `prepare`). Idempotent. */
-  | { type: 'startAgent' }
+  /** podName: the sandbox pod this decision gives the run (its status says so only once written). */
+  | { type: 'startAgent'; podName: string }
   /** Continue a run parked on an approval with a human's (or the timeout's) answer. */
   | { type: 'resumeAgent'; answer: ApprovalAnswer }
   /** Remove the run's queued jobs and Redis state. Idempotent. */

@@ -12,8 +12,11 @@ export type { AgentView };
 export type { ApprovalAnswer };
 
 export interface RunAgent {
-  /** Enqueue the run's first job (prepare). A second call for the same run does nothing. */
-  start(run: ParsedCodingRun): Promise<void>;
+  /**
+   * Enqueue the run's first job (prepare), for the sandbox pod named (the run's status names
+   * it only once the decision's write lands, after this). A second call for the same run does nothing.
+   */
+  start(run: ParsedCodingRun, podName: string): Promise<void>;
   /** Continue a run parked on an approval with the answer. Idempotent per approval id. */
   resume(run: CodingRun, answer: ApprovalAnswer): Promise<void>;
   /**

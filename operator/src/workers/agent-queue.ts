@@ -63,6 +63,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
       runName: data.name,
       step: data.step,
       approval: data.approval,
+      podName: data.podName,
     });
     const signed: AgentJobData & SignedJobData = { ...data, mac };
     const queued = this.queue.add(name, signed, {
@@ -77,8 +78,8 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     return name === 'step' ? queued : Promise.all([this.jobs.note(data.uid, id), queued]);
   }
 
-  async start(run: ParsedCodingRun): Promise<void> {
-    await this.add('prepare', jobId.prepare(run.metadata.uid), runRefOf(run));
+  async start(run: ParsedCodingRun, podName: string): Promise<void> {
+    await this.add('prepare', jobId.prepare(run.metadata.uid), { ...runRefOf(run), podName });
   }
 
   async resume(run: CodingRun, answer: ApprovalAnswer): Promise<void> {

@@ -96,7 +96,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const inspector = new AgentInspector(queue, states);
   // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
   const runAgent: RunAgent = {
-    start: (run) => agentQueue.start(run),
+    start: (run, podName) => agentQueue.start(run, podName),
     resume: (run, answer) => agentQueue.resume(run, answer),
     stop: (run) => agentQueue.stop(run),
     inspect: (run) => inspector.inspect(run),

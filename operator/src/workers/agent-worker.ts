@@ -28,7 +28,15 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       const data: AgentJobData & SignedJobData = job.data;
       if (
         !options.seal.verifyJob(
-          { name: job.name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval },
+          {
+            name: job.name,
+            uid: data.uid,
+            namespace: data.namespace,
+            runName: data.name,
+            step: data.step,
+            approval: data.approval,
+            podName: data.podName,
+          },
           data.mac,
         )
       ) {

@@ -13,6 +13,12 @@ export interface AgentJobData extends RunRef {
   step?: number;
   /** resume: the approval answered. */
   approval?: ApprovalAnswer;
+  /**
+   * prepare: the sandbox pod the controller gave the run. The job starts before the run's
+   * status names it (a warm pool pod's claim and the start are one reconcile); the sandbox
+   * still execs only into a pod the run controls.
+   */
+  podName?: string;
 }
 
 export const jobId = {

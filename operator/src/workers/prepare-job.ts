@@ -20,7 +20,8 @@ import { archiveReadStream } from './archive-stream.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 
-export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promise<void> {
+/** podName: the sandbox pod the controller gave the run (job data); absent in a job queued by an older operator. */
+export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podName?: string): Promise<void> {
   const existing = await deps.states.load(ref);
   if (existing && existing.stage !== 'preparing') {
     // A redone prepare after the loop started: make sure the loop goes on, nothing more.
@@ -103,7 +104,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   let guidance: string | undefined;
   let revision: string;
   try {
-    const sandbox = deps.sandboxes.for(await withPodName(deps, ref, run));
+    const sandbox = deps.sandboxes.for(podName ? onPod(run, podName) : await withPodName(deps, ref, run));
     const opening = sandbox.open?.().catch(() => undefined);
     const imported = sandbox.importTree(archiveStream());
     imported.catch(() => undefined); // awaited below, unless the clone failed first
@@ -167,11 +168,17 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef): Promi
   await deps.queue.step(ref, 0);
 }
 
+/** The run as its sandbox is opened: on the pod its job names (the transport still checks the pod is the run's). */
+function onPod(run: ParsedCodingRun, podName: string): ParsedCodingRun {
+  return { ...run, status: { ...run.status, podName } };
+}
+
 /** How long the prepare job waits for a claimed run's status to name its pod (docs/warm-pools.md). */
 const POD_NAME_WAIT_MS = 5_000;
 
 /**
- * The run as the sandbox is opened for it. A run given a warm pool pod is handed to the agent
+ * The run as the sandbox is opened for it, for a job that does not name the pod (queued by an
+ * operator from before jobs did). A run given a warm pool pod is handed to the agent
  * in the same reconcile that writes its pod's name to status (the job is enqueued first, so a
  * crash between the two leaves a job, not a Running run without one), so this job can read the
  * run a moment before status.podName is there: read again, briefly, rather than open the

@@ -26,7 +26,7 @@ export interface AgentJob {
 function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<void> {
   switch (job.name) {
     case 'prepare':
-      return runPrepareJob(deps, ref);
+      return runPrepareJob(deps, ref, job.data.podName);
     case 'step':
       return runStepJob(deps, ref, job.data.step ?? 0);
     case 'resume':

@@ -16,6 +16,8 @@ export interface JobFields {
   step?: number | undefined;
   /** A resume's answer: every field is signed, whatever fields an answer has. */
   approval?: object | undefined;
+  /** A prepare's pod. */
+  podName?: string | undefined;
 }
 
 /** Job data as queued: the fields of JobFields and their MAC (AgentQueue sets it, the worker checks it). */
@@ -80,5 +82,7 @@ function jobText(fields: JobFields): string {
         .filter(([, value]) => value !== undefined)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     : null;
-  return JSON.stringify([fields.name, fields.uid, fields.namespace, fields.runName, fields.step ?? null, approval]);
+  // The pod name only when there is one: a job queued before it was signed still verifies.
+  const pod = fields.podName === undefined ? [] : [fields.podName];
+  return JSON.stringify([fields.name, fields.uid, fields.namespace, fields.runName, fields.step ?? null, approval, ...pod]);
 }
