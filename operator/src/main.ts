@@ -33,7 +33,8 @@ import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { sandboxPodName } from './reconcile/names.ts';
 import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
-import { createKubernetesSandbox } from './sandbox/kubernetes-sandbox.ts';
+import { createKubernetesSandbox, warmSessionStarter } from './sandbox/kubernetes-sandbox.ts';
+import { WarmSessions } from './sandbox/warm-sessions.ts';
 import { startAgentRuntime } from './workers/agent-runtime.ts';
 import { ProcessLauncher } from './workers/process-launcher.ts';
 import { removeStaleClones } from './workers/stale-clones.ts';
@@ -89,6 +90,14 @@ async function main(): Promise<void> {
     return [];
   });
   if (staleClones.length > 0) logger.info({ removed: staleClones.length }, 'removed clones left by processes that are gone');
+  // The leader's pool loop keeps a tool session open into each ready warm pool pod; a run of
+  // this process that claims the pod takes it (sandbox/warm-sessions.ts, docs/warm-pools.md).
+  const warmSessions =
+    config.warmPools.length > 0
+      ? new WarmSessions(warmSessionStarter({ kubeConfig, container: SANDBOX_CONTAINER, toolboxCommand: config.toolboxCommand }), {
+          logger,
+        })
+      : undefined;
   // Workers run in every replica; only the leader reconciles.
   const agent = startAgentRuntime({
     launch: launcher?.launch,
@@ -111,6 +120,7 @@ async function main(): Promise<void> {
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
         mode: 'serve',
+        ...(warmSessions ? { warmSessions } : {}),
       }),
     callingPolicy: { ...DEFAULT_CALLING_POLICY, attemptTimeoutMs: config.modelCallTimeoutSeconds * 1000 },
     callingPolicyDependencies: createSystemCallingPolicyDependencies(),
@@ -142,7 +152,9 @@ async function main(): Promise<void> {
         templates: { get: (namespace, name) => scheduleGateway.getTemplate(namespace, name) },
         ...(egressProxyAddress ? { egressProxyAddress } : {}),
         ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
-        ...(config.warmPools.length > 0 ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig) } } : {}),
+        ...(config.warmPools.length > 0
+          ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig), ...(warmSessions ? { sessions: warmSessions } : {}) } }
+          : {}),
         fairShare: {
           policyOf: (namespace) => namespacePolicies.policyOf(namespace),
           tokensOn: (namespace, day) => agent.tokensOn(namespace, day),

@@ -1,7 +1,9 @@
 // A warm pool pod against the real API server and kwok: claims of one pod raced by many runs
 // leave exactly one winner (the API server applies the claim patch's test and remove as one
 // update), and a claimed pool pod is a sandbox like any other: it passes the one Sandbox
-// contract, through an exec that checks the pod is the claiming run's.
+// contract, through an exec that checks the pod is the claiming run's, also when its tool
+// session was opened ahead, before the claim (sandbox/warm-sessions.ts). A session opened
+// ahead goes to no other run, and to no pod that took the claimed pod's name.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -11,11 +13,14 @@ import { codingRunSpec, type CodingRun, type ParsedCodingRun } from '../../opera
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
-import { createKubernetesSandbox } from '../../operator/src/sandbox/kubernetes-sandbox.ts';
+import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
+import { createKubernetesSandbox, warmSessionStarter } from '../../operator/src/sandbox/kubernetes-sandbox.ts';
+import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
+import { WarmSessions } from '../../operator/src/sandbox/warm-sessions.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
-import { SANDBOX_CONTAINER } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { SANDBOX_CONTAINER, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { WARM_POOL_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
-import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlOk } from '../support/cluster.ts';
 import { describeSandboxContract } from '../support/sandbox-contract.ts';
 import { SANDBOX_POD_SELECTOR, startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
@@ -55,6 +60,10 @@ async function createRun(): Promise<ParsedCodingRun> {
 
 /** A pool pod as the pool loop creates it (plus the test's label for the registrar), Ready and wired to a workspace. */
 async function readyPoolPod(): Promise<string> {
+  return (await readyPoolPodObject()).metadata!.name!;
+}
+
+async function readyPoolPodObject(): Promise<V1Pod> {
   const template = await createRun();
   const pod = warmPoolPod(pool, config, template);
   pod.metadata!.labels = { ...pod.metadata!.labels, [testLabel]: namespace };
@@ -63,8 +72,44 @@ async function readyPoolPod(): Promise<string> {
   const ready = await kubectl(['wait', '-n', namespace, '--for=condition=Ready', `pod/${name}`, '--timeout=60s']);
   expect(ready.code).toBe(0);
   await registrar.waitForWorkspace(namespace, name);
-  return name;
+  return created;
 }
+
+const toolboxCommand = [process.execPath, DEFAULT_TOOLBOX_PATH];
+
+/** Sessions opened ahead as the operator's pool loop opens them; `opened` lists each process the starter made. */
+function sessionsAhead() {
+  const opened: ToolboxProcess[] = [];
+  const start = warmSessionStarter({ kubeConfig, container: SANDBOX_CONTAINER, toolboxCommand });
+  const sessions = new WarmSessions(
+    async (pod) => {
+      const process = await start(pod);
+      opened.push(process);
+      return process;
+    },
+    { logger: { warn: () => {} } },
+  );
+  /** Opens a session ahead into the pool pod and resolves once it is open. */
+  const openInto = async (pod: V1Pod) => {
+    sessions.keep([{ namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }]);
+    while (opened.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    return opened[0]!;
+  };
+  return { sessions, openInto };
+}
+
+/** The run's exec transport as the workers make it: only into a pod the run controls, a session opened ahead taken when it may be. */
+const runTransport = (podName: string, run: ParsedCodingRun, sessions: WarmSessions) =>
+  new KubernetesExecTransport({
+    kubeConfig,
+    namespace,
+    podName,
+    container: SANDBOX_CONTAINER,
+    toolboxCommand,
+    expectedOwnerUid: run.metadata.uid,
+    connectTimeoutMs: 5_000,
+    warmSessions: sessions,
+  });
 
 beforeAll(async () => {
   kubeConfig = new KubeConfig();
@@ -125,3 +170,69 @@ for (const mode of ['call', 'serve'] as const) {
     return { sandbox, cleanup: () => gateway.deletePod(namespace, podName) };
   });
 }
+
+describeSandboxContract('Kubernetes exec into a claimed warm pool pod, its session opened ahead before the claim', async (options) => {
+  const pod = await readyPoolPodObject();
+  const podName = pod.metadata!.name!;
+  const { sessions, openInto } = sessionsAhead();
+  await openInto(pod);
+  const run = await createRun();
+  expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))).toBeDefined();
+  const sandbox = createKubernetesSandbox({
+    kubeConfig,
+    namespace,
+    podName,
+    expectedOwnerUid: run.metadata.uid,
+    container: SANDBOX_CONTAINER,
+    toolboxCommand,
+    mode: 'serve',
+    defaultTimeoutMs: 60_000,
+    warmSessions: sessions,
+    ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
+  });
+  return { sandbox, cleanup: () => gateway.deletePod(namespace, podName) };
+});
+
+describe('a tool session opened ahead into a warm pool pod', () => {
+  it('is the first session of the run that claimed the pod, after the read of the pod shows it the run’s', async () => {
+    const pod = await readyPoolPodObject();
+    const { sessions, openInto } = sessionsAhead();
+    const held = await openInto(pod);
+    const run = await createRun();
+    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(run, pool, 600))).toBeDefined();
+    expect(await runTransport(pod.metadata!.name!, run, sessions).start(['serve'])).toBe(held);
+    held.kill();
+  }, 90_000);
+
+  it('goes to no other run: that run is refused the pod, and the session is closed', async () => {
+    const pod = await readyPoolPodObject();
+    const { sessions, openInto } = sessionsAhead();
+    const held = await openInto(pod);
+    const claimer = await createRun();
+    const other = await createRun();
+    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(claimer, pool, 600))).toBeDefined();
+    await expect(runTransport(pod.metadata!.name!, other, sessions).start(['serve'])).rejects.toThrow("is not the run's");
+    await held.exited;
+    expect(await sessions.take(namespace, pod.metadata!.name!)).toBeUndefined();
+  }, 90_000);
+
+  it('goes to no pod that took the claimed pod’s name: the run gets a session of its own there', async () => {
+    const pod = await readyPoolPodObject();
+    const podName = pod.metadata!.name!;
+    const { sessions, openInto } = sessionsAhead();
+    const held = await openInto(pod);
+    const run = await createRun();
+    // The pool pod goes, and a pod the run controls is made under its name: another uid.
+    await kubectlOk(['delete', 'pod', podName, '-n', namespace, '--grace-period=0', '--force', '--wait=true']);
+    const replacement = buildSandboxPod(run, config);
+    replacement.metadata!.name = podName;
+    replacement.metadata!.labels = { ...replacement.metadata!.labels, [testLabel]: namespace };
+    await kubectlCreate(replacement);
+    const started = await runTransport(podName, run, sessions)
+      .start(['serve'])
+      .catch((error: unknown) => error);
+    expect(started).not.toBe(held);
+    await held.exited;
+    if (started && typeof started === 'object' && 'kill' in started) (started as ToolboxProcess).kill();
+  }, 90_000);
+});

@@ -27,7 +27,7 @@ function world() {
   let next = 0;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
-      const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next++}` } };
+      const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
       created.push(named);
       return named;
     },
@@ -35,12 +35,18 @@ function world() {
     deletePod: async () => undefined,
     createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
   };
+  // What the loop tells the sessions opened ahead: each keep's pod names, and whether all were closed.
+  const sessions = { kept: [] as string[][], closedAll: false };
   const loop = new WarmPoolLoop({
     config,
     gateway,
     pods: listCache(pods),
     networkPolicies: listCache([warmPoolNetworkPolicy(pool)]),
     logger: { info: () => {}, warn: () => {} },
+    sessions: {
+      keep: (refs) => sessions.kept.push(refs.map((ref) => `${ref.namespace}/${ref.name}/${ref.uid}`)),
+      closeAll: () => (sessions.closedAll = true),
+    },
     now: () => now,
   });
   /** A pod of the cache, as the informer shows it: ready, in the pool. */
@@ -51,10 +57,30 @@ function world() {
       status: { phase: 'Running', startTime: new Date(now), conditions: [{ type: 'Ready', status: 'True' }] },
     };
   };
-  return { pods, created, loop, readyPod, advance: (ms: number) => (now += ms) };
+  return { pods, created, loop, readyPod, sessions, advance: (ms: number) => (now += ms) };
 }
 
 describe('WarmPoolLoop', () => {
+  it('tells the sessions opened ahead the ready pool pods: not one starting, not one it claimed; none once stopped', async () => {
+    const { pods, loop, readyPod, created, sessions } = world();
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toEqual([]);
+    // made-0 is Ready, made-1 still starting.
+    pods.push(readyPod('made-0'), { ...created[1]!, status: { phase: 'Pending' } });
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0']);
+    pods[1] = readyPod('made-1');
+    loop.claimed(pool, 'made-0');
+    await loop.settled();
+    expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
+    loop.stop();
+    expect(sessions.closedAll).toBe(true);
+    const keeps = sessions.kept.length;
+    loop.poke();
+    await loop.settled();
+    expect(sessions.kept).toHaveLength(keeps);
+  });
+
   it('refills at once after a claim, though the cache still shows the claimed pod in the pool', async () => {
     const { pods, created, loop, readyPod } = world();
     await loop.pass();

@@ -21,6 +21,7 @@ import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-r
 import { MergedCache } from './merged-cache.ts';
 import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
+import { WARM_POOL_LABEL } from '../reconcile/warm-pool.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { configMapChangeWakes, runChangeWakes } from './run-change-wakes.ts';
@@ -143,8 +144,11 @@ export class RunController {
       (namespace, query) => (namespace ? core.listNamespacedPod({ namespace, ...query }) : core.listPodForAllNamespaces(query)),
       undefined,
       // A finished run holds its slot until its pod goes (admission.ts): then wake the waiting.
+      // A pool pod that changed (Ready, above all) is looked at by the pool loop now, not at its
+      // next tick: its tool session opens ahead only once the loop has seen it ready.
       (pod, deleted) => {
         if (deleted || pod.metadata?.deletionTimestamp) this.wakeWaitingRuns();
+        if (pod.metadata?.labels?.[WARM_POOL_LABEL]) this.warmPools?.poke();
       },
     );
     const policyInformers = owned<V1NetworkPolicy>(
@@ -207,7 +211,10 @@ export class RunController {
     const pods = new MergedCache(podInformers);
     const networkPolicies = new MergedCache(policyInformers);
     const warmGateway = deps.warmPools?.gateway;
-    this.warmPools = warmGateway ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger }) : undefined;
+    const sessions = deps.warmPools?.sessions;
+    this.warmPools = warmGateway
+      ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger, ...(sessions ? { sessions } : {}) })
+      : undefined;
     this.reconciler = new RunReconciler({
       ...deps,
       config,

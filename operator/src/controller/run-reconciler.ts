@@ -27,6 +27,7 @@ import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { addedTimings } from '../reconcile/run-timings.ts';
+import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
@@ -93,7 +94,12 @@ export interface RunReconcilerDeps {
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
-  warmPools?: { gateway: WarmPoolGateway; onClaim?: (pool: WarmPoolConfig, podName: string) => void };
+  warmPools?: {
+    gateway: WarmPoolGateway;
+    onClaim?: (pool: WarmPoolConfig, podName: string) => void;
+    /** Tool sessions opened ahead into ready pool pods (sandbox/warm-sessions.ts), kept by the pool loop. */
+    sessions?: WarmSessions;
+  };
   /**
    * #15.3: reads the CodingRunTemplate a run names (spec.templateRef), only while the run is being
    * accepted; undefined when it does not exist. Absent, no template is found (the local CLI).

@@ -7,7 +7,8 @@
 // Pods it created that the cache does not show yet count as starting (as a ReplicaSet's
 // expectations), or a pass right after a create would create them again. With
 // config.networkPolicy (the default) a pool's deny-all NetworkPolicy is in place before
-// the pool gets a pod: no pool pod exists unselected by a policy.
+// the pool gets a pod: no pool pod exists unselected by a policy. Each pass also tells the
+// sessions opened ahead (sandbox/warm-sessions.ts) which pool pods are ready and unclaimed.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -22,6 +23,7 @@ import {
   warmPoolPod,
   type WarmPoolConfig,
 } from '../reconcile/warm-pool.ts';
+import type { PoolPodRef } from '../sandbox/warm-sessions.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 
 /** A pass at least this often: replaces pods that ended and deletes the excess of a pool sized down. */
@@ -93,9 +95,13 @@ export class WarmPoolLoop {
       /** The operator's NetworkPolicies (MANAGED_SELECTOR): where a pool's deny-all shows once made. */
       networkPolicies: ObjectCache<V1NetworkPolicy>;
       logger: WarmPoolLogger;
+      /** Tool sessions opened ahead into the ready pool pods (sandbox/warm-sessions.ts); absent, none are. */
+      sessions?: { keep(pods: readonly PoolPodRef[]): void; closeAll(): void };
       now?: () => number;
     },
   ) {}
+
+  private stopped = false;
 
   start(): void {
     if (this.deps.config.warmPools.length === 0) return;
@@ -105,8 +111,10 @@ export class WarmPoolLoop {
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    this.deps.sessions?.closeAll();
   }
 
   /** A pod of the pool was claimed: it left the pool whatever the cache says yet, and the pool refills now. */
@@ -118,6 +126,7 @@ export class WarmPoolLoop {
 
   /** Ask for a pass soon; passes never overlap, and one asked for during a pass runs after it. */
   poke(): void {
+    if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
@@ -142,7 +151,9 @@ export class WarmPoolLoop {
 
   /** One pass over every pool; resolves when its creates and deletes are done. */
   async pass(): Promise<void> {
-    for (const pool of this.deps.config.warmPools) await this.keep(pool);
+    const ready: PoolPodRef[] = [];
+    for (const pool of this.deps.config.warmPools) ready.push(...(await this.keep(pool)));
+    if (!this.stopped) this.deps.sessions?.keep(ready);
   }
 
   /**
@@ -171,7 +182,8 @@ export class WarmPoolLoop {
     return true;
   }
 
-  private async keep(pool: WarmPoolConfig): Promise<void> {
+  /** Resolves to the pool's ready pods that are neither claimed nor being deleted. */
+  private async keep(pool: WarmPoolConfig): Promise<PoolPodRef[]> {
     const now = this.deps.now?.() ?? Date.now();
     // Pool pods from before pools had a deny-all: not selected by it, so never claimed; replaced.
     const outdated = this.deps.pods
@@ -179,7 +191,7 @@ export class WarmPoolLoop {
       .filter((pod) => isUnclaimedOfPool(pod, pool) && !isPoolPod(pod, pool) && !pod.metadata?.deletionTimestamp)
       .map((pod) => pod.metadata!.name!);
     for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
-    if (!(await this.policyInPlace(pool, now))) return;
+    if (!(await this.policyInPlace(pool, now))) return [];
     const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
@@ -215,5 +227,9 @@ export class WarmPoolLoop {
     }
     if (plan.create > 0 || plan.delete.length > 0)
       this.deps.logger.info({ pool: poolKey(pool), created: plan.create, deleted: plan.delete.length }, 'warm pool resized');
+    const leaving = new Set([...plan.delete, ...this.deleting]);
+    return cached
+      .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !leaving.has(pod.metadata!.name!))
+      .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
 }

@@ -11,6 +11,7 @@ import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
+import type { HeldSession } from './warm-sessions.ts';
 
 export interface KubernetesExecTransportOptions {
   kubeConfig: KubeConfig;
@@ -38,6 +39,12 @@ export interface KubernetesExecTransportOptions {
   maxBufferedBytes?: number;
   /** The TLS contexts kept for the sockets' credentials; the process's one set by default. */
   secureContexts?: SecureContexts;
+  /**
+   * Sessions opened ahead into warm pool pods (warm-sessions.ts). A `serve` start takes the one
+   * held for this pod, if any, and uses it only when the read of the pod before it shows the
+   * run as its controller (expectedOwnerUid, required) and the uid the session was opened in.
+   */
+  warmSessions?: { take(namespace: string, podName: string): Promise<HeldSession | undefined> };
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -73,7 +80,7 @@ export class KubernetesExecTransport implements ToolboxTransport {
    * answered after it was asked for, so the gap between the check and the exec is no wider; a
    * start made later reads again.
    */
-  private ownerCheck: Promise<void> | undefined;
+  private ownerCheck: Promise<string | undefined> | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -87,7 +94,22 @@ export class KubernetesExecTransport implements ToolboxTransport {
   async start(args: string[]): Promise<ToolboxProcess> {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
-    if (this.options.expectedOwnerUid !== undefined) await this.sharedOwnerCheck(this.options.expectedOwnerUid);
+    const held =
+      this.options.warmSessions && this.options.expectedOwnerUid !== undefined && args.length === 1 && args[0] === 'serve'
+        ? await this.options.warmSessions.take(namespace, podName)
+        : undefined;
+    let podUid: string | undefined;
+    try {
+      if (this.options.expectedOwnerUid !== undefined) podUid = await this.sharedOwnerCheck(this.options.expectedOwnerUid);
+    } catch (error) {
+      held?.process.kill();
+      throw error;
+    }
+    if (held) {
+      // The same pod, now the run's: the session opened in it before the claim is this run's.
+      if (podUid !== undefined && podUid === held.podUid) return held.process;
+      held.process.kill();
+    }
     const server = kubeConfig.getCurrentCluster()?.server;
     if (server === undefined) throw new SandboxError('TRANSPORT', `exec into ${target} failed: the kubeconfig has no current cluster`);
     const socketOptions: ClientOptions = {};
@@ -112,17 +134,19 @@ export class KubernetesExecTransport implements ToolboxTransport {
       clearTimeout(timer);
     }
     process.connected();
+
     return process;
   }
 
-  private sharedOwnerCheck(uid: string): Promise<void> {
+  /** Resolves to the pod's uid once it is shown to be the run's. */
+  private sharedOwnerCheck(uid: string): Promise<string | undefined> {
     this.ownerCheck ??= this.checkOwner(uid).finally(() => {
       this.ownerCheck = undefined;
     });
     return this.ownerCheck;
   }
 
-  private async checkOwner(uid: string): Promise<void> {
+  private async checkOwner(uid: string): Promise<string | undefined> {
     const { kubeConfig, namespace, podName } = this.options;
     const readPod =
       this.options.readPod ??
@@ -139,6 +163,7 @@ export class KubernetesExecTransport implements ToolboxTransport {
         `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`,
       );
     }
+    return pod.metadata?.uid;
   }
 }
 
