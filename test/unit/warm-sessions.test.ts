@@ -5,7 +5,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
-import { LEFT_POOL_GRACE_MS, WarmSessions, type PoolPodRef } from '../../operator/src/sandbox/warm-sessions.ts';
+import { LEFT_POOL_GRACE_MS, RETRY_AFTER_MS, WarmSessions, type PoolPodRef } from '../../operator/src/sandbox/warm-sessions.ts';
 
 interface FakeProcess extends ToolboxProcess {
   pod: PoolPodRef;
@@ -99,8 +99,8 @@ describe('WarmSessions', () => {
     expect(await sessions.take('team', 'a')).toMatchObject({ podUid: 'uid-2', process: started[1] });
   });
 
-  it('hands out no session that ended or failed to open, and opens one again at the next keep', async () => {
-    const { sessions, started, warnings } = world({ failFor: 'bad' });
+  it('hands out no session that ended or failed to open, and tries that pod again only after a while', async () => {
+    const { sessions, started, warnings, advance } = world({ failFor: 'bad' });
     sessions.keep([pod('a'), pod('bad')]);
     await settle();
     started[0]!.end();
@@ -108,8 +108,15 @@ describe('WarmSessions', () => {
     expect(await sessions.take('team', 'a')).toBeUndefined();
     expect(await sessions.take('team', 'bad')).toBeUndefined();
     expect(warnings).toEqual(['could not open a tool session ahead in a warm pool pod; its run will open one']);
-    sessions.keep([pod('a')]);
+    // Not at every pass: a pool whose pods refuse the exec would cost one per pod each time.
+    sessions.keep([pod('a'), pod('bad')]);
+    await settle();
+    expect(started).toHaveLength(1);
+    expect(warnings).toHaveLength(1);
+    advance(RETRY_AFTER_MS);
+    sessions.keep([pod('a'), pod('bad')]);
     expect((await sessions.take('team', 'a'))?.process).toBe(started[1]);
+    expect(warnings).toHaveLength(2);
   });
 
   it('closes every session it holds when told to (leadership lost, shutdown)', async () => {

@@ -30,6 +30,12 @@ export interface WarmSessionLogger {
 
 /** How long a session whose pod left the pool (a claim) waits for the claimed run's prepare job. */
 export const LEFT_POOL_GRACE_MS = 30_000;
+/**
+ * A pod whose session failed to open or ended while held is not tried again for this long: a
+ * pool whose pods cannot be exec'd into (RBAC, an image without the toolbox) would otherwise
+ * cost an exec and a warning per pod at every pass of the loop.
+ */
+export const RETRY_AFTER_MS = 30_000;
 
 interface Entry {
   podUid: string;
@@ -42,6 +48,8 @@ const keyOf = (namespace: string, name: string) => `${namespace}/${name}`;
 
 export class WarmSessions {
   private readonly held = new Map<string, Entry>();
+  /** Pod uids whose session failed or ended while held, with when. */
+  private readonly failed = new Map<string, number>();
 
   constructor(
     private readonly start: WarmSessionStarter,
@@ -55,6 +63,8 @@ export class WarmSessions {
   keep(pods: readonly PoolPodRef[]): void {
     const now = this.deps.now?.() ?? Date.now();
     const listed = new Set<string>();
+    const listedUids = new Set(pods.map((pod) => pod.uid));
+    for (const [uid, at] of this.failed) if (!listedUids.has(uid) || now - at >= RETRY_AFTER_MS) this.failed.delete(uid);
     for (const pod of pods) {
       const key = keyOf(pod.namespace, pod.name);
       listed.add(key);
@@ -65,7 +75,7 @@ export class WarmSessions {
         delete this.held.get(key)!.leftPoolAt;
         continue;
       }
-      this.open(key, pod);
+      if (!this.failed.has(pod.uid)) this.open(key, pod);
     }
     for (const [key, entry] of this.held) {
       if (listed.has(key)) continue;
@@ -105,12 +115,15 @@ export class WarmSessions {
         (process) => {
           // Ended while held (the pod went, the connection dropped): no longer held.
           void process.exited.then(() => {
-            if (this.held.get(key) === entry) this.held.delete(key);
+            if (this.held.get(key) !== entry) return;
+            this.held.delete(key);
+            this.failed.set(pod.uid, this.deps.now?.() ?? Date.now());
           });
           return process;
         },
         (error: unknown) => {
           if (this.held.get(key) === entry) this.held.delete(key);
+          this.failed.set(pod.uid, this.deps.now?.() ?? Date.now());
           this.deps.logger.warn(
             { pod: key, err: error instanceof Error ? error.message : String(error) },
             'could not open a tool session ahead in a warm pool pod; its run will open one',
