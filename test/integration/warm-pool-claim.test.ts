@@ -150,24 +150,33 @@ describe('claiming a warm pool pod', () => {
   }, 90_000);
 });
 
+/** The claimed pod's sandbox as the workers open it: only into a pod this run controls. */
+const claimedSandbox = (
+  podName: string,
+  run: ParsedCodingRun,
+  mode: 'call' | 'serve',
+  options: { maxResponseBytes?: number } | undefined,
+  warmSessions?: WarmSessions,
+) =>
+  createKubernetesSandbox({
+    kubeConfig,
+    namespace,
+    podName,
+    expectedOwnerUid: run.metadata.uid,
+    container: SANDBOX_CONTAINER,
+    toolboxCommand,
+    mode,
+    defaultTimeoutMs: 60_000,
+    ...(warmSessions ? { warmSessions } : {}),
+    ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
+  });
+
 for (const mode of ['call', 'serve'] as const) {
   describeSandboxContract(`Kubernetes exec into a claimed warm pool pod (${mode})`, async (options) => {
     const podName = await readyPoolPod();
     const run = await createRun();
     expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))).toBeDefined();
-    const sandbox = createKubernetesSandbox({
-      kubeConfig,
-      namespace,
-      podName,
-      // As the workers open it: only into a pod this run controls.
-      expectedOwnerUid: run.metadata.uid,
-      container: SANDBOX_CONTAINER,
-      toolboxCommand: [process.execPath, DEFAULT_TOOLBOX_PATH],
-      mode,
-      defaultTimeoutMs: 60_000,
-      ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
-    });
-    return { sandbox, cleanup: () => gateway.deletePod(namespace, podName) };
+    return { sandbox: claimedSandbox(podName, run, mode, options), cleanup: () => gateway.deletePod(namespace, podName) };
   });
 }
 
@@ -178,19 +187,7 @@ describeSandboxContract('Kubernetes exec into a claimed warm pool pod, its sessi
   await openInto(pod);
   const run = await createRun();
   expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))).toBeDefined();
-  const sandbox = createKubernetesSandbox({
-    kubeConfig,
-    namespace,
-    podName,
-    expectedOwnerUid: run.metadata.uid,
-    container: SANDBOX_CONTAINER,
-    toolboxCommand,
-    mode: 'serve',
-    defaultTimeoutMs: 60_000,
-    warmSessions: sessions,
-    ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
-  });
-  return { sandbox, cleanup: () => gateway.deletePod(namespace, podName) };
+  return { sandbox: claimedSandbox(podName, run, 'serve', options, sessions), cleanup: () => gateway.deletePod(namespace, podName) };
 });
 
 describe('a tool session opened ahead into a warm pool pod', () => {

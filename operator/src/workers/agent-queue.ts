@@ -9,7 +9,7 @@ import { jobId, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { JOB_ATTEMPTS, JOB_BACKOFF_TYPE } from './job-retry.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunStateStore } from './run-state.ts';
-import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
+import { jobFields, type RunStateSeal, type SignedJobData } from './run-state-seal.ts';
 import type { RedisClient } from './redis-connection.ts';
 import type { RunJobIndex } from './run-job-index.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
@@ -56,15 +56,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
   ) {}
 
   private add(name: AgentJobName, id: string, data: AgentJobData): Promise<unknown> {
-    const mac = this.seal.signJob({
-      name,
-      uid: data.uid,
-      namespace: data.namespace,
-      runName: data.name,
-      step: data.step,
-      approval: data.approval,
-      podName: data.podName,
-    });
+    const mac = this.seal.signJob(jobFields(name, data));
     const signed: AgentJobData & SignedJobData = { ...data, mac };
     const queued = this.queue.add(name, signed, {
       ...JOB_OPTIONS,

@@ -7,7 +7,7 @@ import type { AgentDependencies } from './agent-dependencies.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { jobRetryDelayMs } from './job-retry.ts';
 import { runRefFrom } from './run-ref.ts';
-import type { RunStateSeal, SignedJobData } from './run-state-seal.ts';
+import { jobFields, type RunStateSeal, type SignedJobData } from './run-state-seal.ts';
 import { runAgentJob } from './run-agent-job.ts';
 
 export interface AgentWorkerOptions {
@@ -26,20 +26,7 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
     QUEUE_NAME,
     async (job) => {
       const data: AgentJobData & SignedJobData = job.data;
-      if (
-        !options.seal.verifyJob(
-          {
-            name: job.name,
-            uid: data.uid,
-            namespace: data.namespace,
-            runName: data.name,
-            step: data.step,
-            approval: data.approval,
-            podName: data.podName,
-          },
-          data.mac,
-        )
-      ) {
+      if (!options.seal.verifyJob(jobFields(job.name, data), data.mac)) {
         // Not the operator's job (or another key's): its run ref is not trusted either, so no run is touched.
         const why = `job ${job.id} (${job.name}) failed authentication: its data was not written by this operator (was Redis written by something other than the operator, or do the replicas have different stateKeys?)`;
         shared.logger.error({ job: job.name, jobId: job.id }, why);

@@ -20,6 +20,29 @@ export interface JobFields {
   podName?: string | undefined;
 }
 
+/** The signed fields of a job's data (name: the job's; data.name: its run's). */
+export function jobFields(
+  name: string,
+  data: {
+    uid: string;
+    namespace: string;
+    name: string;
+    step?: number | undefined;
+    approval?: object | undefined;
+    podName?: string | undefined;
+  },
+): JobFields {
+  return {
+    name,
+    uid: data.uid,
+    namespace: data.namespace,
+    runName: data.name,
+    step: data.step,
+    approval: data.approval,
+    podName: data.podName,
+  };
+}
+
 /** Job data as queued: the fields of JobFields and their MAC (AgentQueue sets it, the worker checks it). */
 export interface SignedJobData {
   mac?: string;
