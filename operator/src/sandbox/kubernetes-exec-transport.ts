@@ -94,17 +94,20 @@ export class KubernetesExecTransport implements ToolboxTransport {
   async start(args: string[]): Promise<ToolboxProcess> {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
-    const held =
-      this.options.warmSessions && this.options.expectedOwnerUid !== undefined && args.length === 1 && args[0] === 'serve'
-        ? await this.options.warmSessions.take(namespace, podName)
-        : undefined;
-    let podUid: string | undefined;
-    try {
-      if (this.options.expectedOwnerUid !== undefined) podUid = await this.sharedOwnerCheck(this.options.expectedOwnerUid);
-    } catch (error) {
+    const owner = this.options.expectedOwnerUid;
+    // The session held for this pod (if any) and the read of the pod, side by side.
+    const [taken, checked] = await Promise.allSettled([
+      this.options.warmSessions && owner !== undefined && args.length === 1 && args[0] === 'serve'
+        ? this.options.warmSessions.take(namespace, podName)
+        : undefined,
+      owner === undefined ? undefined : this.sharedOwnerCheck(owner),
+    ]);
+    const held = taken.status === 'fulfilled' ? taken.value : undefined;
+    if (checked.status === 'rejected') {
       held?.process.kill();
-      throw error;
+      throw checked.reason;
     }
+    const podUid = checked.value;
     if (held) {
       // The same pod, now the run's: the session opened in it before the claim is this run's.
       if (podUid !== undefined && podUid === held.podUid) return held.process;
@@ -134,7 +137,6 @@ export class KubernetesExecTransport implements ToolboxTransport {
       clearTimeout(timer);
     }
     process.connected();
-
     return process;
   }
 
