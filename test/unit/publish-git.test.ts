@@ -1,6 +1,7 @@
 // workers/publish-git.ts with real git, in a clone whose origin is a bare repository on disk:
 // the lookup names the remote's default branch and the branch's head, and the commit refuses a
 // binary patch (which the operator never takes from a sandbox) before git expands it.
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +20,12 @@ beforeEach(() => {
   const origin = createBareRepository(base);
   const dir = join(base, 'clone');
   git(['clone', '-q', origin, dir], base);
-  clone = { dir, env: { PATH: process.env.PATH, HOME: base, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }, token: undefined };
+  clone = {
+    dir,
+    env: { PATH: process.env.PATH, HOME: base, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+    token: undefined,
+    maxFetchBytes: 64 * 1024 * 1024,
+  };
 });
 afterEach(() => rmSync(base, { recursive: true, force: true }));
 
@@ -33,6 +39,23 @@ describe('publish git', () => {
       branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Uid: u\n\n' },
       defaultBranch: 'main',
     });
+  });
+
+  it("stops the fetch of a branch's head at maxFetchBytes where the server sends the whole tree", async () => {
+    // A branch someone filled: its head holds 3 MiB that does not compress. This origin
+    // (file://, served by git's upload-pack without uploadpack.allowFilter) ignores --filter,
+    // as a server may, and sends the tree with the commit.
+    const maker = join(base, 'maker');
+    git(['clone', '-q', git(['remote', 'get-url', 'origin'], clone.dir).trim(), maker], base);
+    writeFileSync(join(maker, 'noise.bin'), randomBytes(3 * 1024 * 1024));
+    git(['add', 'noise.bin'], maker);
+    git(['-c', `user.name=${author.name}`, '-c', `user.email=${author.email}`, 'commit', '-qm', 'Fill'], maker);
+    git(['push', '-q', 'origin', 'HEAD:refs/heads/chamvi/b'], maker);
+    await expect(lookUpRemote({ ...clone, maxFetchBytes: 1024 * 1024 }, 'chamvi/b', 'f'.repeat(40))).rejects.toThrow(
+      /git fetch failed: .* \(fetching the head of branch chamvi\/b to read its commit message; a download over 1\.0 MiB .* is stopped\)$/s,
+    );
+    // The control: under the default bound the same lookup reads the message.
+    expect((await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).branch?.message).toBe('Fill\n\n');
   });
 
   it('refuses to commit a binary patch, before git expands it', async () => {

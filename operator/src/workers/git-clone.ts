@@ -71,7 +71,7 @@ fi
 const EXACT_CHECKOUT_ATTRIBUTES = '* -text -eol -ident -filter -working-tree-encoding\n';
 
 /** Extra room for the pack's trees and headers over the blobs it carries. */
-const PACK_SLACK_BYTES = 16 * 1024 * 1024;
+export const PACK_SLACK_BYTES = 16 * 1024 * 1024;
 
 function scrub(text: string, token: string | undefined): string {
   let out = text.replace(/\/\/[^/@\s]+@/g, '//***@');
@@ -104,13 +104,18 @@ interface GitRun {
 }
 
 /**
- * Runs git under `ulimit -f` (through /bin/sh: POSIX sh counts it in 512-byte blocks, and it
- * needs no prlimit on the host). `onStdout` gets stdout; it may return false to stop git early.
+ * The command and arguments that run `command args` under `ulimit -f bytes`: through /bin/sh,
+ * since POSIX sh counts it in 512-byte blocks and it needs no prlimit on the host. No file
+ * the command or its children write grows past it.
  */
+export function withFileSizeLimit(bytes: number, command: string, args: readonly string[]): [string, string[]] {
+  return ['/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', String(Math.ceil(bytes / 512)), command, ...args]];
+}
+
+/** Runs git under its file-size limit. `onStdout` gets stdout; it may return false to stop git early. */
 function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
   return new Promise((resolve, reject) => {
-    const blocks = String(Math.ceil(run.fileSizeLimit / 512));
-    const child = run.launch('/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', blocks, 'git', ...run.config, ...args], {
+    const child = run.launch(...withFileSizeLimit(run.fileSizeLimit, 'git', [...run.config, ...args]), {
       cwd: run.cwd,
       env: run.env,
       stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],

@@ -11,7 +11,7 @@ import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
 import { BINARY_PATCH_REFUSAL, holdsBinaryPatch } from './binary-patch.ts';
-import { SAFE_GIT_CONFIG } from './git-clone.ts';
+import { formatBytes, SAFE_GIT_CONFIG, withFileSizeLimit } from './git-clone.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 export interface PublishClone {
@@ -22,6 +22,12 @@ export interface PublishClone {
   token: string | undefined;
   /** Starts git (process-launcher.ts); default: from this process. */
   launch?: Launch;
+  /**
+   * The most a fetch from the remote may write (its pack, kept whole): the clone's bound,
+   * maxCheckoutBytes and room for trees. A server that ignores the fetch's filter would send
+   * the head commit's whole tree; a branch filled with gigabytes is stopped here.
+   */
+  maxFetchBytes: number;
 }
 
 const GIT_TIMEOUT_MS = 300_000;
@@ -39,10 +45,21 @@ function scrub(text: string, token: string | undefined): string {
 function git(
   clone: PublishClone,
   args: string[],
-  options: { input?: string; env?: NodeJS.ProcessEnv; label?: string } = {},
+  options: {
+    input?: string;
+    env?: NodeJS.ProcessEnv;
+    label?: string;
+    fileSizeLimit?: number;
+    /** Said after a failure's detail, in parentheses: what git was doing, when the command does not say. */
+    why?: string;
+  } = {},
 ): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = (clone.launch ?? launchHere)('git', [...SAFE_GIT_CONFIG, ...args], {
+    const command: [string, string[]] =
+      options.fileSizeLimit === undefined
+        ? ['git', [...SAFE_GIT_CONFIG, ...args]]
+        : withFileSizeLimit(options.fileSizeLimit, 'git', [...SAFE_GIT_CONFIG, ...args]);
+    const child = (clone.launch ?? launchHere)(...command, {
       cwd: clone.dir,
       env: { ...clone.env, ...options.env },
       stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -51,17 +68,25 @@ function git(
     let stderr = '';
     child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-1_000_000)));
     child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8000)));
-    const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, GIT_TIMEOUT_MS);
     child.on('error', (error) =>
       reject(LauncherLostError.isInstance(error) ? error : publishFailed(`git could not start: ${error.message}`)),
     );
     child.stdin?.on('error', () => undefined);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      if (code === 0) return resolve(stdout);
       const label = options.label ?? args[0];
-      if (code === 0) resolve(stdout);
-      else
-        reject(publishFailed(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, clone.token) || `exit ${code}`}`));
+      const detail = timedOut
+        ? `git ${label} timed out`
+        : signal
+          ? `git ${label} was stopped by ${signal}`
+          : `git ${label} failed: ${scrub(stderr, clone.token) || `exit ${code}`}`;
+      reject(publishFailed(`${detail}${options.why ? ` (${options.why})` : ''}`));
     });
     if (options.input !== undefined) child.stdin!.end(options.input);
   });
@@ -89,7 +114,13 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
   if (!line) return { branch: undefined, defaultBranch };
   const commit = line.slice(0, line.indexOf('\t'));
   if (commit === ours) return { branch: { commit, message: '' }, defaultBranch };
-  await git(clone, ['fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', ref], { label: 'fetch' });
+  // The download kept as one pack file, which the file-size limit bounds (git would otherwise
+  // explode a small one into loose objects, each bounded on its own).
+  await git(clone, ['-c', 'fetch.unpackLimit=1', 'fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', ref], {
+    label: 'fetch',
+    fileSizeLimit: clone.maxFetchBytes,
+    why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
+  });
   const message = await git(clone, ['log', '-1', '--format=%B', 'FETCH_HEAD']);
   return { branch: { commit, message }, defaultBranch };
 }

@@ -29,7 +29,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { diffSha } from './diff-snapshot.ts';
 import { forgetRun } from './forget-run.ts';
-import { cloneRepository, gitEnvironment, isCloneFailure } from './git-clone.ts';
+import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
 import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
@@ -319,7 +319,13 @@ async function publish(
     throw error;
   }
   try {
-    const clone: PublishClone = { dir, env: await gitEnvironment(parts, token, dirname(dir)), token, launch: deps.launch };
+    const clone: PublishClone = {
+      dir,
+      env: await gitEnvironment(parts, token, dirname(dir)),
+      token,
+      launch: deps.launch,
+      maxFetchBytes: deps.clonePolicy.maxCheckoutBytes + PACK_SLACK_BYTES,
+    };
     const commit = await commitDiff(clone, {
       diff: stored.diff,
       message: plan.commitMessage,
