@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { RunStateStore, type RunState } from '../../operator/src/workers/run-state.ts';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
-import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
+import { jobFields, RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 
 const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
@@ -135,14 +135,11 @@ describe('security #11.1 signed job data', () => {
     expect(new RunStateSeal('another-key-0123456789abcdef0123456789').verifyJob(job, mac)).toBe(false);
   });
 
-  it("signs a prepare's pod: another pod fails, and a job signed without one (an older operator's) still verifies without one", () => {
-    const prepare = { name: 'prepare', uid: 'uid-a', namespace: 'team-a', runName: 'run-a' };
-    const mac = seal.signJob({ ...prepare, podName: 'default-warm-x1' });
-    expect(seal.verifyJob({ ...prepare, podName: 'default-warm-x1' }, mac)).toBe(true);
-    expect(seal.verifyJob({ ...prepare, podName: 'someone-elses-pod' }, mac)).toBe(false);
-    expect(seal.verifyJob(prepare, mac)).toBe(false);
-    expect(seal.verifyJob(prepare, seal.signJob(prepare))).toBe(true);
-    expect(seal.verifyJob({ ...prepare, podName: 'default-warm-x1' }, seal.signJob(prepare))).toBe(false);
+  it('verifies a prepare that names its pod as one that does not: a replica of the release before must verify it', () => {
+    const prepare = { uid: 'uid-a', namespace: 'team-a', name: 'run-a' };
+    const before = seal.signJob(jobFields('prepare', prepare));
+    expect(seal.verifyJob(jobFields('prepare', { ...prepare, podName: 'default-warm-x1' } as typeof prepare), before)).toBe(true);
+    expect(seal.verifyJob(jobFields('prepare', { ...prepare, uid: 'uid-b' }), before)).toBe(false);
   });
 
   it('a state MAC never passes for a job MAC (keys derived apart)', () => {

@@ -15,8 +15,9 @@ export interface AgentJobData extends RunRef {
   approval?: ApprovalAnswer;
   /**
    * prepare: the sandbox pod the controller gave the run. The job starts before the run's
-   * status names it (a warm pool pod's claim and the start are one reconcile); the sandbox
-   * still execs only into a pod the run controls.
+   * status names it (a warm pool pod's claim and the start are one reconcile). Not covered by
+   * the job's MAC (run-state-seal.ts, jobFields): the sandbox execs only into a pod the run
+   * controls, whatever name it is given.
    */
   podName?: string;
 }

@@ -16,31 +16,19 @@ export interface JobFields {
   step?: number | undefined;
   /** A resume's answer: every field is signed, whatever fields an answer has. */
   approval?: object | undefined;
-  /** A prepare's pod. */
-  podName?: string | undefined;
 }
 
-/** The signed fields of a job's data (name: the job's; data.name: its run's). */
+/**
+ * The signed fields of a job's data (name: the job's; data.name: its run's). A prepare's pod
+ * name is not among them: a replica of the release before, still working during a rolling
+ * upgrade, must verify the jobs of this one, and what guards the pod is the read before every
+ * exec, which refuses a pod the run does not control (kubernetes-exec-transport.ts).
+ */
 export function jobFields(
   name: string,
-  data: {
-    uid: string;
-    namespace: string;
-    name: string;
-    step?: number | undefined;
-    approval?: object | undefined;
-    podName?: string | undefined;
-  },
+  data: { uid: string; namespace: string; name: string; step?: number | undefined; approval?: object | undefined },
 ): JobFields {
-  return {
-    name,
-    uid: data.uid,
-    namespace: data.namespace,
-    runName: data.name,
-    step: data.step,
-    approval: data.approval,
-    podName: data.podName,
-  };
+  return { name, uid: data.uid, namespace: data.namespace, runName: data.name, step: data.step, approval: data.approval };
 }
 
 /** Job data as queued: the fields of JobFields and their MAC (AgentQueue sets it, the worker checks it). */
@@ -105,7 +93,5 @@ function jobText(fields: JobFields): string {
         .filter(([, value]) => value !== undefined)
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     : null;
-  // The pod name only when there is one: a job queued before it was signed still verifies.
-  const pod = fields.podName === undefined ? [] : [fields.podName];
-  return JSON.stringify([fields.name, fields.uid, fields.namespace, fields.runName, fields.step ?? null, approval, ...pod]);
+  return JSON.stringify([fields.name, fields.uid, fields.namespace, fields.runName, fields.step ?? null, approval]);
 }
