@@ -20,13 +20,17 @@ function listCache<T extends { metadata?: { name?: string; namespace?: string } 
   };
 }
 
-function world() {
+function world(options: { pools?: WarmPoolConfig[]; refuseCreatesIn?: string } = {}) {
+  const pools = options.pools ?? [pool];
+  const loopConfig = options.pools ? { ...config, warmPools: pools } : config;
   let now = 1_000_000;
   const pods: V1Pod[] = [];
   const created: V1Pod[] = [];
   let next = 0;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
+      // As the API server answers a create over the namespace's ResourceQuota.
+      if (pod.metadata?.namespace === options.refuseCreatesIn) throw new Error('pods "x" is forbidden: exceeded quota');
       const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
       created.push(named);
       return named;
@@ -37,12 +41,13 @@ function world() {
   };
   // What the loop tells the sessions opened ahead: each keep's pod names, and whether all were closed.
   const sessions = { kept: [] as string[][], closedAll: false };
+  const warnings: string[] = [];
   const loop = new WarmPoolLoop({
-    config,
+    config: loopConfig,
     gateway,
     pods: listCache(pods),
-    networkPolicies: listCache([warmPoolNetworkPolicy(pool)]),
-    logger: { info: () => {}, warn: () => {} },
+    networkPolicies: listCache(pools.map((each) => warmPoolNetworkPolicy(each))),
+    logger: { info: () => {}, warn: (_fields, message) => warnings.push(message) },
     sessions: {
       keep: (refs) => sessions.kept.push(refs.map((ref) => `${ref.namespace}/${ref.name}/${ref.uid}`)),
       closeAll: () => (sessions.closedAll = true),
@@ -57,10 +62,26 @@ function world() {
       status: { phase: 'Running', startTime: new Date(now), conditions: [{ type: 'Ready', status: 'True' }] },
     };
   };
-  return { pods, created, loop, readyPod, sessions, advance: (ms: number) => (now += ms) };
+  return { pods, created, loop, readyPod, sessions, warnings, advance: (ms: number) => (now += ms) };
 }
 
 describe('WarmPoolLoop', () => {
+  it('goes on past a pool whose creates are refused (a full quota): the next pool refills, and the sessions are told of both', async () => {
+    const full: WarmPoolConfig = { name: 'pool', namespace: 'full', size: 2 };
+    const { pods, created, loop, readyPod, sessions, warnings } = world({ pools: [full, pool], refuseCreatesIn: 'full' });
+    await loop.pass();
+    expect(created.map((pod) => pod.metadata?.namespace)).toEqual(['team', 'team']);
+    expect(warnings).toEqual(['warm pool pass failed']);
+    // A pod of the full pool made before its quota filled, Ready, and the other pool's.
+    const early = {
+      ...readyPod('made-0'),
+      metadata: { ...readyPod('made-0').metadata, namespace: 'full', name: 'early', uid: 'uid-early' },
+    };
+    pods.push(early, readyPod('made-0'));
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toEqual(['full/early/uid-early', 'team/made-0/uid-made-0']);
+  });
+
   it('tells the sessions opened ahead the ready pool pods: not one starting, not one it claimed; none once stopped', async () => {
     const { pods, loop, readyPod, created, sessions } = world();
     await loop.pass();

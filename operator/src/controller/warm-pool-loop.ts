@@ -149,11 +149,35 @@ export class WarmPoolLoop {
     while (this.running) await this.running;
   }
 
-  /** One pass over every pool; resolves when its creates and deletes are done. */
+  /**
+   * One pass over every pool; resolves when its creates and deletes are done. A pool whose
+   * creates or deletes fail (a full ResourceQuota) is logged and the pass goes on: neither the
+   * pools after it nor the sessions opened ahead wait for that namespace.
+   */
   async pass(): Promise<void> {
     const ready: PoolPodRef[] = [];
-    for (const pool of this.deps.config.warmPools) ready.push(...(await this.keep(pool)));
+    for (const pool of this.deps.config.warmPools) {
+      try {
+        await this.keep(pool);
+      } catch (error) {
+        this.deps.logger.warn(
+          { pool: poolKey(pool), err: error instanceof Error ? error.message : String(error) },
+          'warm pool pass failed',
+        );
+      }
+      ready.push(...this.readyPods(pool));
+    }
     if (!this.stopped) this.deps.sessions?.keep(ready);
+  }
+
+  /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
+  private readyPods(pool: WarmPoolConfig): PoolPodRef[] {
+    const claimed = this.claimedPods.get(poolKey(pool));
+    return this.deps.pods
+      .list()
+      .filter((pod) => isPoolPod(pod, pool) && !claimed?.has(pod.metadata!.name!))
+      .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !this.deleting.has(pod.metadata!.name!))
+      .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
 
   /**
@@ -182,8 +206,7 @@ export class WarmPoolLoop {
     return true;
   }
 
-  /** Resolves to the pool's ready pods that are neither claimed nor being deleted. */
-  private async keep(pool: WarmPoolConfig): Promise<PoolPodRef[]> {
+  private async keep(pool: WarmPoolConfig): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
     // Pool pods from before pools had a deny-all: not selected by it, so never claimed; replaced.
     const outdated = this.deps.pods
@@ -191,7 +214,7 @@ export class WarmPoolLoop {
       .filter((pod) => isUnclaimedOfPool(pod, pool) && !isPoolPod(pod, pool) && !pod.metadata?.deletionTimestamp)
       .map((pod) => pod.metadata!.name!);
     for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
-    if (!(await this.policyInPlace(pool, now))) return [];
+    if (!(await this.policyInPlace(pool, now))) return;
     const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
@@ -227,9 +250,5 @@ export class WarmPoolLoop {
     }
     if (plan.create > 0 || plan.delete.length > 0)
       this.deps.logger.info({ pool: poolKey(pool), created: plan.create, deleted: plan.delete.length }, 'warm pool resized');
-    const leaving = new Set([...plan.delete, ...this.deleting]);
-    return cached
-      .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !leaving.has(pod.metadata!.name!))
-      .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
 }
