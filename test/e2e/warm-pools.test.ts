@@ -96,6 +96,27 @@ describe('a warm pool', () => {
     expect(owners.stdout.trim()).toBe('');
   }, 90_000);
 
+  it("deletes a pod planted with the pool's labels, which no run is ever given", async () => {
+    // Someone who may create pods in the namespace copies a pool pod: its labels and spec, their own name.
+    const [model] = (await poolPods()).filter((pod) => pod.ready && !pod.deleting);
+    const copy = JSON.parse((await kubectl(['get', 'pod', model!.name, '-n', NS, '-o', 'json'])).stdout) as {
+      metadata: { labels: Record<string, string> };
+      spec: Record<string, unknown>;
+    };
+    const planted = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'planted', labels: copy.metadata.labels }, spec: copy.spec };
+    // It takes the place of a pool pod that went (so the pool does not see one too many).
+    await kubectl(['delete', 'pod', model!.name, '-n', NS, '--wait=false']);
+    await applyIn(NS, [planted]);
+    // Deleted as a pod the pool did not make, not as one too many (which the pool trims too).
+    await operator.waitForLog('replaced pods with the pool label that this replica did not make');
+    await eventually(
+      async () => (!(await poolPods()).some((pod) => pod.name === 'planted' && !pod.deleting) ? true : undefined),
+      30_000,
+      'the planted pod deleted',
+    );
+    await eventually(async () => ((await readyCount()) === 3 ? true : undefined), 60_000, 'three Ready pool pods');
+  }, 90_000);
+
   it('gives runs started at once each a pod of its own, holding only its own files; claimed pods go with their run', async () => {
     const pool = new Set((await poolPods()).map((pod) => pod.name));
     // Each run writes the workspace listing into the tracked README (so its diff shows what

@@ -59,11 +59,7 @@ async function createRun(): Promise<ParsedCodingRun> {
 }
 
 /** A pool pod as the pool loop creates it (plus the test's label for the registrar), Ready and wired to a workspace. */
-async function readyPoolPod(): Promise<string> {
-  return (await readyPoolPodObject()).metadata!.name!;
-}
-
-async function readyPoolPodObject(): Promise<V1Pod> {
+async function readyPoolPod(): Promise<V1Pod> {
   const template = await createRun();
   const pod = warmPoolPod(pool, config, template);
   pod.metadata!.labels = { ...pod.metadata!.labels, [testLabel]: namespace };
@@ -132,9 +128,10 @@ afterAll(async () => {
 
 describe('claiming a warm pool pod', () => {
   it('of ten runs racing for one pod, exactly one gets it, and the pod then carries that run alone', async () => {
-    const podName = await readyPoolPod();
+    const poolPod = await readyPoolPod();
+    const [podName, uid] = [poolPod.metadata!.name!, poolPod.metadata!.uid!];
     const runs = await Promise.all(Array.from({ length: 10 }, () => createRun()));
-    const results = await Promise.all(runs.map((run) => gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))));
+    const results = await Promise.all(runs.map((run) => gateway.claimPod(namespace, podName, claimPatch(run, pool, 600, uid))));
     const winners = runs.filter((_, index) => results[index] !== undefined);
     expect(winners).toHaveLength(1);
     const pod = JSON.parse((await kubectl(['get', 'pod', podName, '-n', namespace, '-o', 'json'])).stdout) as {
@@ -146,7 +143,23 @@ describe('claiming a warm pool pod', () => {
     expect(pod.metadata.ownerReferences).toEqual([expect.objectContaining({ uid: winners[0]!.metadata.uid, controller: true })]);
     expect(pod.spec.activeDeadlineSeconds).toBe(600);
     // Claimed once, never again: a later claim of the same pod fails too.
-    expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600))).toBeUndefined();
+    expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid))).toBeUndefined();
+  }, 90_000);
+
+  it('claims only the pod the pool loop made: not another pod made since under its name, with the pool labels', async () => {
+    const poolPod = await readyPoolPod();
+    const podName = poolPod.metadata!.name!;
+    await kubectlOk(['delete', 'pod', podName, '-n', namespace, '--grace-period=0', '--force', '--wait=true']);
+    // Someone who may create pods plants one under the name, with the pool's labels.
+    await kubectlCreate({
+      ...warmPoolPod(pool, config, await createRun()),
+      metadata: { ...poolPod.metadata, uid: undefined, resourceVersion: undefined, creationTimestamp: undefined, managedFields: undefined },
+    });
+    const run = await createRun();
+    expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600, poolPod.metadata!.uid!))).toBeUndefined();
+    const planted = JSON.parse((await kubectl(['get', 'pod', podName, '-n', namespace, '-o', 'json'])).stdout) as V1Pod;
+    expect(planted.metadata?.labels?.[WARM_POOL_LABEL]).toBe(pool.name);
+    expect(planted.metadata?.ownerReferences ?? []).toEqual([]);
   }, 90_000);
 });
 
@@ -173,48 +186,49 @@ const claimedSandbox = (
 
 for (const mode of ['call', 'serve'] as const) {
   describeSandboxContract(`Kubernetes exec into a claimed warm pool pod (${mode})`, async (options) => {
-    const podName = await readyPoolPod();
+    const pod = await readyPoolPod();
+    const podName = pod.metadata!.name!;
     const run = await createRun();
-    expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))).toBeDefined();
+    expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600, pod.metadata!.uid!))).toBeDefined();
     return { sandbox: claimedSandbox(podName, run, mode, options), cleanup: () => gateway.deletePod(namespace, podName) };
   });
 }
 
 describeSandboxContract('Kubernetes exec into a claimed warm pool pod, its session opened ahead before the claim', async (options) => {
-  const pod = await readyPoolPodObject();
+  const pod = await readyPoolPod();
   const podName = pod.metadata!.name!;
   const { sessions, openInto } = sessionsAhead();
   await openInto(pod);
   const run = await createRun();
-  expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600))).toBeDefined();
+  expect(await gateway.claimPod(namespace, podName, claimPatch(run, pool, 600, pod.metadata!.uid!))).toBeDefined();
   return { sandbox: claimedSandbox(podName, run, 'serve', options, sessions), cleanup: () => gateway.deletePod(namespace, podName) };
 });
 
 describe('a tool session opened ahead into a warm pool pod', () => {
   it('is the first session of the run that claimed the pod, after the read of the pod shows it the run’s', async () => {
-    const pod = await readyPoolPodObject();
+    const pod = await readyPoolPod();
     const { sessions, openInto } = sessionsAhead();
     const held = await openInto(pod);
     const run = await createRun();
-    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(run, pool, 600))).toBeDefined();
+    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(run, pool, 600, pod.metadata!.uid!))).toBeDefined();
     expect(await runTransport(pod.metadata!.name!, run, sessions).start(['serve'])).toBe(held);
     held.kill();
   }, 90_000);
 
   it('goes to no other run: that run is refused the pod, and the session is closed', async () => {
-    const pod = await readyPoolPodObject();
+    const pod = await readyPoolPod();
     const { sessions, openInto } = sessionsAhead();
     const held = await openInto(pod);
     const claimer = await createRun();
     const other = await createRun();
-    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(claimer, pool, 600))).toBeDefined();
+    expect(await gateway.claimPod(namespace, pod.metadata!.name!, claimPatch(claimer, pool, 600, pod.metadata!.uid!))).toBeDefined();
     await expect(runTransport(pod.metadata!.name!, other, sessions).start(['serve'])).rejects.toThrow("is not the run's");
     await held.exited;
     expect(await sessions.take(namespace, pod.metadata!.name!)).toBeUndefined();
   }, 90_000);
 
   it('goes to no pod that took the claimed pod’s name: the run gets a session of its own there', async () => {
-    const pod = await readyPoolPodObject();
+    const pod = await readyPoolPod();
     const podName = pod.metadata!.name!;
     const { sessions, openInto } = sessionsAhead();
     const held = await openInto(pod);

@@ -185,7 +185,8 @@ describe('warm pool isolation', () => {
       config,
       logger,
       isolation: { observe: () => ({ verdict: 'enforced' }) },
-      warmPools: { gateway: warmGateway },
+      // The pool pod is the test's, made as the pool loop makes them: it is to be claimed.
+      warmPools: { gateway: warmGateway, madeIt: () => true },
     });
     await eventually(
       async () => {

@@ -88,7 +88,8 @@ describe.skipIf(unavailable !== '')(`a warm pool pod on a real node${unavailable
   it("claimed for a run (the namespace's deny-all first), still none; with the pool's policy gone the namespace's holds it", async () => {
     const runPolicy = sandboxDenyAllPolicy(namespace);
     await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(runPolicy) });
-    await kubectlOk(['patch', 'pod', pod.name, '-n', namespace, '--type=json', '-p', JSON.stringify(claimPatch(run, pool, 600))]);
+    const uid = (await kubectlOk(['get', 'pod', pod.name, '-n', namespace, '-o', 'jsonpath={.metadata.uid}'])).trim();
+    await kubectlOk(['patch', 'pod', pod.name, '-n', namespace, '--type=json', '-p', JSON.stringify(claimPatch(run, pool, 600, uid))]);
     expect(await connect()).not.toBe('connected');
     await kubectlOk(['delete', 'networkpolicy', '-n', namespace, warmPoolNetworkPolicy(pool).metadata!.name!]);
     // Give kube-router the time it took to apply a policy above: the namespace's deny-all must keep it closed.

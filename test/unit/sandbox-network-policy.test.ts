@@ -101,7 +101,7 @@ describe('the namespace sandbox policies', () => {
     const poolPod = warmPoolPod(pool, config, plain);
     expect(selectorMatches(denyAll.spec!.podSelector, poolPod.metadata!.labels!)).toBe(false);
     const claimed = { ...poolPod.metadata!.labels! };
-    for (const op of claimPatch(plain, pool, 360) as Array<{ op: string; path: string; value?: string }>) {
+    for (const op of claimPatch(plain, pool, 360, 'uid-pool-pod') as Array<{ op: string; path: string; value?: string }>) {
       if (!op.path.startsWith('/metadata/labels/')) continue;
       const key = op.path.slice('/metadata/labels/'.length).replace(/~1/g, '/');
       if (op.op === 'remove') delete claimed[key];

@@ -20,23 +20,27 @@ function listCache<T extends { metadata?: { name?: string; namespace?: string } 
   };
 }
 
-function world(options: { pools?: WarmPoolConfig[]; refuseCreatesIn?: string } = {}) {
+function world(options: { pools?: WarmPoolConfig[] } = {}) {
+  let refusing: string | undefined;
   const pools = options.pools ?? [pool];
   const loopConfig = options.pools ? { ...config, warmPools: pools } : config;
   let now = 1_000_000;
   const pods: V1Pod[] = [];
   const created: V1Pod[] = [];
+  const deleted: string[] = [];
   let next = 0;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
       // As the API server answers a create over the namespace's ResourceQuota.
-      if (pod.metadata?.namespace === options.refuseCreatesIn) throw new Error('pods "x" is forbidden: exceeded quota');
+      if (pod.metadata?.namespace === refusing) throw new Error('pods "x" is forbidden: exceeded quota');
       const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
       created.push(named);
       return named;
     },
     claimPod: async () => undefined,
-    deletePod: async () => undefined,
+    deletePod: async (_namespace, name) => {
+      deleted.push(name);
+    },
     createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
   };
   // What the loop tells the sessions opened ahead: each keep's pod names, and whether all were closed.
@@ -62,24 +66,55 @@ function world(options: { pools?: WarmPoolConfig[]; refuseCreatesIn?: string } =
       status: { phase: 'Running', startTime: new Date(now), conditions: [{ type: 'Ready', status: 'True' }] },
     };
   };
-  return { pods, created, loop, readyPod, sessions, warnings, advance: (ms: number) => (now += ms) };
+  return {
+    pods,
+    created,
+    deleted,
+    loop,
+    readyPod,
+    sessions,
+    warnings,
+    advance: (ms: number) => (now += ms),
+    /** From now on the API server refuses pod creates in this namespace (its quota is full). */
+    refuseCreatesIn: (namespace: string) => (refusing = namespace),
+  };
 }
 
 describe('WarmPoolLoop', () => {
+  it("counts, hands on and keeps no pod with the pool's labels that it did not make (planted, or its predecessor's): it replaces it", async () => {
+    const { pods, created, deleted, loop, readyPod, sessions } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'));
+    // Someone who may create pods in the namespace makes one with the pool's labels: their image, Ready.
+    const planted = readyPod('made-1');
+    pods.push({ ...planted, metadata: { ...planted.metadata, name: 'planted', uid: 'uid-planted' } });
+    await loop.pass();
+    expect(loop.madeIt(pods[1]!)).toBe(false);
+    expect(loop.madeIt(pods[0]!)).toBe(true);
+    expect(deleted).toEqual(['planted']);
+    expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0']);
+    // Not counted: the pool still waits for made-1, its own second pod, and makes no third.
+    expect(created).toHaveLength(2);
+  });
+
   it('goes on past a pool whose creates are refused (a full quota): the next pool refills, and the sessions are told of both', async () => {
     const full: WarmPoolConfig = { name: 'pool', namespace: 'full', size: 2 };
-    const { pods, created, loop, readyPod, sessions, warnings } = world({ pools: [full, pool], refuseCreatesIn: 'full' });
+    const { pods, created, loop, readyPod, sessions, warnings, advance, refuseCreatesIn } = world({ pools: [full, pool] });
     await loop.pass();
-    expect(created.map((pod) => pod.metadata?.namespace)).toEqual(['team', 'team']);
+    expect(created.map((pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`)).toEqual([
+      'full/made-0',
+      'full/made-1',
+      'team/made-2',
+      'team/made-3',
+    ]);
+    // One pod of each pool shows; the others never do. Then the full pool's quota fills.
+    pods.push(readyPod('made-0'), readyPod('made-2'));
+    refuseCreatesIn('full');
+    advance(31_000);
+    await loop.pass();
     expect(warnings).toEqual(['warm pool pass failed']);
-    // A pod of the full pool made before its quota filled, Ready, and the other pool's.
-    const early = {
-      ...readyPod('made-0'),
-      metadata: { ...readyPod('made-0').metadata, namespace: 'full', name: 'early', uid: 'uid-early' },
-    };
-    pods.push(early, readyPod('made-0'));
-    await loop.pass();
-    expect(sessions.kept.at(-1)).toEqual(['full/early/uid-early', 'team/made-0/uid-made-0']);
+    expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0', 'made-1', 'made-2', 'made-3', 'made-4']);
+    expect(sessions.kept.at(-1)).toEqual(['full/made-0/uid-made-0', 'team/made-2/uid-made-2']);
   });
 
   it('tells the sessions opened ahead the ready pool pods: not one starting, not one it claimed; none once stopped', async () => {
@@ -164,7 +199,7 @@ describe('WarmPoolLoop', () => {
     const created: V1Pod[] = [];
     const gateway: WarmPoolGateway = {
       createPoolPod: async (pod) => {
-        const named = { ...pod, metadata: { ...pod.metadata, name: `made-${created.length}` } };
+        const named = { ...pod, metadata: { ...pod.metadata, name: `made-${created.length}`, uid: `uid-${created.length}` } };
         created.push(named);
         return named;
       },

@@ -138,9 +138,10 @@ describe('warmPoolPod and claimPatch', () => {
     expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
   });
 
-  it('tests and removes the pool label first, then gives the pod the run labels, owner and deadline', () => {
-    const patch = claimPatch(run, pools[0]!, 360) as Array<{ op: string; path: string; value?: unknown }>;
-    expect(patch.slice(0, 2)).toEqual([
+  it("tests the pod's uid and the pool label and removes the label first, then gives the pod the run labels, owner and deadline", () => {
+    const patch = claimPatch(run, pools[0]!, 360, 'uid-pool-pod') as Array<{ op: string; path: string; value?: unknown }>;
+    expect(patch.slice(0, 3)).toEqual([
+      { op: 'test', path: '/metadata/uid', value: 'uid-pool-pod' },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1warm-pool', value: 'default' },
       { op: 'remove', path: '/metadata/labels/chamvi.dev~1warm-pool' },
     ]);
@@ -189,7 +190,10 @@ describe("a pool's deny-all NetworkPolicy", () => {
   });
 
   it("keeps selecting a claimed pod, which the namespace's sandbox deny-all selects too: no moment selected by no policy", () => {
-    const claimed = labelsAfter(poolPod.metadata!.labels!, claimPatch(run, pool, 360) as Array<{ op: string; path: string }>);
+    const claimed = labelsAfter(
+      poolPod.metadata!.labels!,
+      claimPatch(run, pool, 360, 'uid-pool-pod') as Array<{ op: string; path: string }>,
+    );
     expect(claimed[WARM_POOL_LABEL]).toBeUndefined();
     expect(selects(policy.spec!.podSelector!.matchLabels, claimed)).toBe(true);
     expect(selectorMatches(sandboxDenyAllPolicy(pool.namespace).spec!.podSelector, claimed)).toBe(true);

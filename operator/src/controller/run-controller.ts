@@ -21,6 +21,8 @@ import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-r
 import { MergedCache } from './merged-cache.ts';
 import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
+import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
+import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { WARM_POOL_LABEL } from '../reconcile/warm-pool.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
@@ -52,7 +54,11 @@ export class RunController {
   constructor(
     kubeConfig: KubeConfig,
     config: OperatorConfig,
-    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger' | 'isolation'> & { isolation?: IsolationProbe },
+    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger' | 'isolation' | 'warmPools'> & {
+      isolation?: IsolationProbe;
+      /** Warm pools (docs/warm-pools.md): the gateway, and the sessions opened ahead; the pool loop is made here. */
+      warmPools?: { gateway: WarmPoolGateway; sessions?: WarmSessions };
+    },
     private readonly logger: ControllerLogger,
     metrics?: OperatorMetrics,
   ) {
@@ -210,18 +216,27 @@ export class RunController {
     this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
     const pods = new MergedCache(podInformers);
     const networkPolicies = new MergedCache(policyInformers);
-    const warmGateway = deps.warmPools?.gateway;
-    const sessions = deps.warmPools?.sessions;
+    const { warmPools: warmDeps, ...reconcilerDeps } = deps;
+    const warmGateway = warmDeps?.gateway;
+    const sessions = warmDeps?.sessions;
     this.warmPools = warmGateway
       ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger, ...(sessions ? { sessions } : {}) })
       : undefined;
     this.reconciler = new RunReconciler({
-      ...deps,
+      ...reconcilerDeps,
       config,
       logger,
       ...(metrics ? { metrics } : {}),
       // A claim takes a pod out of its pool: refill at once.
-      ...(warmGateway ? { warmPools: { gateway: warmGateway, onClaim: (pool, podName) => this.warmPools?.claimed(pool, podName) } } : {}),
+      ...(warmGateway
+        ? {
+            warmPools: {
+              gateway: warmGateway,
+              onClaim: (pool, podName) => this.warmPools?.claimed(pool, podName),
+              madeIt: (pod) => this.warmPools?.madeIt(pod) ?? false,
+            },
+          }
+        : {}),
       wake: (key) => this.queue.add(key),
       caches: {
         runs: this.runs,

@@ -97,6 +97,8 @@ export interface RunReconcilerDeps {
   warmPools?: {
     gateway: WarmPoolGateway;
     onClaim?: (pool: WarmPoolConfig, podName: string) => void;
+    /** Whether the pool loop made the pod: only those are claimed, never a pod that merely has the labels. */
+    madeIt: (pod: V1Pod) => boolean;
     /** Tool sessions opened ahead into ready pool pods (sandbox/warm-sessions.ts), kept by the pool loop. */
     sessions?: WarmSessions;
   };
@@ -448,7 +450,7 @@ export class RunReconciler {
     const warm = this.deps.warmPools!;
     const parsed = parseSpec(run);
     if (!parsed.ok) return { none: true };
-    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool));
+    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool) && warm.madeIt(pod));
     const byName = new Map(pods.map((pod) => [pod.metadata!.name!, pod]));
     const now = this.now();
     for (const name of claimOrder(pods.map(poolPodView)).slice(0, CLAIM_TRIES)) {
@@ -458,7 +460,7 @@ export class RunReconciler {
       const claimed = await warm.gateway.claimPod(
         pool.namespace,
         name,
-        claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline),
+        claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline, byName.get(name)!.metadata!.uid!),
       );
       if (claimed) {
         warm.onClaim?.(pool, name);

@@ -9,6 +9,10 @@
 // config.networkPolicy (the default) a pool's deny-all NetworkPolicy is in place before
 // the pool gets a pod: no pool pod exists unselected by a policy. Each pass also tells the
 // sessions opened ahead (sandbox/warm-sessions.ts) which pool pods are ready and unclaimed.
+// A pool pod is one this loop made (its uid, from the create's answer), not any pod with the
+// pool's labels: a namespace member who may create pods could otherwise plant one (their image,
+// their volumes) for a run to claim and import its workspace into. A pod with the labels that
+// this loop did not make, a new leader's predecessor's included, is deleted and replaced.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -81,6 +85,8 @@ export class WarmPoolLoop {
   private readonly deleting = new Set<string>();
   /** Per pool: pods this process claimed, with when, that the cache may still show in the pool. */
   private readonly claimedPods = new Map<string, Map<string, number>>();
+  /** The uids of the pool pods this loop made, with when: the only pods it counts, claims or opens sessions into. */
+  private readonly made = new Map<string, number>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -115,6 +121,12 @@ export class WarmPoolLoop {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.deps.sessions?.closeAll();
+  }
+
+  /** Whether this loop made the pod (a pool pod it may hand to a run). */
+  madeIt(pod: V1Pod): boolean {
+    const uid = pod.metadata?.uid;
+    return uid !== undefined && this.made.has(uid);
   }
 
   /** A pod of the pool was claimed: it left the pool whatever the cache says yet, and the pool refills now. */
@@ -167,7 +179,21 @@ export class WarmPoolLoop {
       }
       ready.push(...this.readyPods(pool));
     }
+    this.forgetMade();
     if (!this.stopped) this.deps.sessions?.keep(ready);
+  }
+
+  /** A made pod is forgotten once no pool shows it (claimed or gone) and its create is long past. */
+  private forgetMade(): void {
+    const now = this.deps.now?.() ?? Date.now();
+    const pools = this.deps.config.warmPools;
+    const shown = new Set(
+      this.deps.pods
+        .list()
+        .filter((pod) => pools.some((pool) => isUnclaimedOfPool(pod, pool)))
+        .map((pod) => pod.metadata?.uid),
+    );
+    for (const [uid, at] of this.made) if (now - at > EXPECTATION_TTL_MS && !shown.has(uid)) this.made.delete(uid);
   }
 
   /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
@@ -175,7 +201,7 @@ export class WarmPoolLoop {
     const claimed = this.claimedPods.get(poolKey(pool));
     return this.deps.pods
       .list()
-      .filter((pod) => isPoolPod(pod, pool) && !claimed?.has(pod.metadata!.name!))
+      .filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod) && !claimed?.has(pod.metadata!.name!))
       .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !this.deleting.has(pod.metadata!.name!))
       .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
@@ -208,14 +234,21 @@ export class WarmPoolLoop {
 
   private async keep(pool: WarmPoolConfig): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
-    // Pool pods from before pools had a deny-all: not selected by it, so never claimed; replaced.
+    // Pods with the pool's label that are not its pods: made before pools had a deny-all (not
+    // selected by it), by this loop's predecessor (a new leader cannot tell them from planted
+    // ones), or by someone else. Never claimed; replaced.
     const outdated = this.deps.pods
       .list()
-      .filter((pod) => isUnclaimedOfPool(pod, pool) && !isPoolPod(pod, pool) && !pod.metadata?.deletionTimestamp)
+      .filter((pod) => isUnclaimedOfPool(pod, pool) && (!isPoolPod(pod, pool) || !this.madeIt(pod)) && !pod.metadata?.deletionTimestamp)
       .map((pod) => pod.metadata!.name!);
     for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
+    if (outdated.length > 0)
+      this.deps.logger.info(
+        { pool: poolKey(pool), deleted: outdated.length },
+        'replaced pods with the pool label that this replica did not make',
+      );
     if (!(await this.policyInPlace(pool, now))) return;
-    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool));
+    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
     const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();
@@ -242,6 +275,7 @@ export class WarmPoolLoop {
     for (let index = 0; index < plan.create; index++) {
       const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
       expected.set(created.metadata!.name!, now);
+      if (created.metadata?.uid) this.made.set(created.metadata.uid, now);
     }
     for (const name of plan.delete) {
       this.deleting.add(name);

@@ -159,9 +159,11 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
  * deny-all keeps selecting the pod. The run's own policy must exist before this patch is
  * sent (run-reconciler.ts claimWarmPod checks it).
  */
-export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number): object[] {
+export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number, podUid: string): object[] {
   const label = labelPointer(WARM_POOL_LABEL);
   return [
+    // The pod the pool loop made, not one made since under its name.
+    { op: 'test', path: '/metadata/uid', value: podUid },
     { op: 'test', path: label, value: pool.name },
     { op: 'remove', path: label },
     ...Object.entries(runLabels(run)).map(([key, value]) => ({
