@@ -84,6 +84,8 @@ interface Setup {
    * before they go out.
    */
   trailing?: 'kept' | 'replicas' | 'lost';
+  /** spec.budget.timeout; none by default. */
+  timeout?: string;
 }
 
 /** A process that dies right after each step's save: its trailing writes never go out. */
@@ -116,7 +118,7 @@ async function harness(setup: Setup): Promise<Harness> {
         ...(setup.contextWindow ? { contextWindow: setup.contextWindow } : {}),
       },
       approval: { tools: setup.approvalTools ?? [] },
-      budget: { maxSteps: setup.maxSteps ?? 20 },
+      budget: { maxSteps: setup.maxSteps ?? 20, ...(setup.timeout ? { timeout: setup.timeout } : {}) },
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
@@ -231,6 +233,25 @@ const table: Row[] = [
   {
     name: 'a tool call: the step runs it, counts it, and enqueues the next step',
     setup: { turns: [writesHi, answers] },
+    jobs: [step(0)],
+    expected: {
+      stage: 'stepping',
+      step: 1,
+      enqueued: ['step 1'],
+      phase: 'Running',
+      events: ['s000001'],
+      hi: 'hi\n',
+      steps: 1,
+      toolCalls: 1,
+    },
+  },
+  {
+    // Node's timers wait at most 24.8 days (596 h): a longer deadline aborted the model call
+    // after 1 ms (a real provider's request: DeadlineExceeded), and past 1193 h the step threw
+    // before the call (AgentFailed after ten tries). The scripted model answers within that 1 ms,
+    // so the row takes the second.
+    name: 'a budget.timeout longer than a timer can wait (2000h): the step runs its call like any other',
+    setup: { turns: [writesHi, answers], timeout: '2000h' },
     jobs: [step(0)],
     expected: {
       stage: 'stepping',

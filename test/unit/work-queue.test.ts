@@ -123,4 +123,21 @@ describe('WorkQueue', () => {
     await tick();
     expect(delays).toEqual([5000]);
   });
+
+  it("sets a requeue longer than a timer can wait (a run's 30-day TTL) for the longest wait, which Node would take for 1 ms", async () => {
+    const delays: number[] = [];
+    const thirtyDays = 30 * 24 * 3600 * 1000;
+    const queue = new WorkQueue(async () => ({ requeueAfterMs: thirtyDays }), {
+      concurrency: 1,
+      setTimer: (_, ms) => {
+        delays.push(ms);
+        return {};
+      },
+      clearTimer: () => {},
+    });
+    queue.add('k');
+    await queue.idle();
+    await tick();
+    expect(delays).toEqual([2 ** 31 - 1]);
+  });
 });

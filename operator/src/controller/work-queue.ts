@@ -4,6 +4,7 @@
 // re-added after a delay (requeueAfter). Timers and the clock are injected for tests.
 // A queue made `held` collects keys but processes none until start(): the controller
 // starts it only once every informer cache has synced, as controller-runtime does.
+import { timerDelay } from '../timer-delay.ts';
 
 export interface WorkQueueOptions {
   concurrency: number;
@@ -64,9 +65,11 @@ export class WorkQueue {
   }
 
   /** Add the key after a delay; an earlier pending delay for the key wins. */
-  addAfter(key: string, ms: number): void {
+  addAfter(key: string, requested: number): void {
     if (this.stopped) return;
-    if (ms <= 0) return this.add(key);
+    if (requested <= 0) return this.add(key);
+    // A key wanted in 30 days is looked at in 24.8: the reconcile then asks for the rest.
+    const ms = timerDelay(requested);
     const at = Date.now() + ms;
     const existing = this.delayed.get(key);
     if (existing && existing.at <= at) return;

@@ -7,6 +7,7 @@
 // run in run-tool-calls.ts, the step ends in end-step.ts. The step before's record may still
 // be on its way (trailing-record.ts): end-step.ts settles it before this step's own.
 import { generateText, type ModelMessage } from 'ai';
+import { timerDelay } from '../timer-delay.ts';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
 import { decideStop } from '../agent/stop-conditions.ts';
 import { buildSystemPrompt } from '../agent/system-prompt.ts';
@@ -96,7 +97,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     approvalTools: run.spec.approval.tools,
   });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
-  const deadline = AbortSignal.timeout(Math.max(1, deadlineOf(run, state) - deps.now().getTime()));
+  const deadline = AbortSignal.timeout(timerDelay(Math.max(1, deadlineOf(run, state) - deps.now().getTime())));
   // The last compaction's summary, for the transcript.
   let compactionSummary: string | undefined;
   const prepare = (messages: readonly ModelMessage[], filesTouched: RunState['filesTouched'], contextWindow: number) =>
