@@ -48,6 +48,29 @@ describe('takeDiff', () => {
     expect(calls).toEqual(['bash']);
   });
 
+  it('takes what the model committed too, against the commit the run cloned', async () => {
+    const cloned = workspace.git('rev-parse', 'HEAD').trim();
+    // Told not to, a model commits part of its work; the rest stays in the tree.
+    workspace.write({ 'a.txt': 'one\nTWO\n' });
+    workspace.git('commit', '-qam', 'wip');
+    workspace.write({ 'new.txt': 'fresh\n' });
+    const taken = await takeDiff(sandbox, {}, cloned);
+    expect(taken.diff).toContain('-two\n+TWO\n');
+    expect(taken.diff).toContain('+fresh\n');
+    expect(taken.stats).toEqual({ filesChanged: 2, insertions: 2, deletions: 1 });
+    // Against HEAD (no base known) the committed part was lost.
+    expect((await takeDiff(sandbox)).diff).not.toContain('+TWO');
+  });
+
+  it('takes the diff against HEAD when the base is not a commit name or not in the repository, and never runs it', async () => {
+    workspace.write({ 'a.txt': 'one\nTWO\n' });
+    for (const base of ['f'.repeat(40), '$(touch pwned)', 'HEAD; touch pwned']) {
+      const taken = await takeDiff(sandbox, {}, base);
+      expect(taken.diff).toContain('-two\n+TWO\n');
+    }
+    expect(workspace.git('status', '--porcelain', '--untracked-files=all')).not.toContain('pwned');
+  });
+
   it('takes nothing from a tree without changes', async () => {
     expect(await takeDiff(sandbox)).toEqual({ diff: '', truncated: false, stats: { filesChanged: 0, insertions: 0, deletions: 0 } });
     expect(calls).toEqual(['bash']);

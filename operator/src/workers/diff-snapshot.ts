@@ -20,7 +20,7 @@ export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8
 /** Stores the run's diff when it differs from the last one stored; records its sha256 in the state (saved by the caller). */
 export async function snapshotDiffAfterStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
   try {
-    const { diff } = await takeDiff(deps.sandboxes.for(run), { timeoutMs: TAKE_DIFF_TIMEOUT_MS });
+    const { diff } = await takeDiff(deps.sandboxes.for(run), { timeoutMs: TAKE_DIFF_TIMEOUT_MS }, state.revision);
     const sha = diffSha(diff);
     if (sha === state.diffSnapshot?.sha256) return;
     // An empty diff after a non-empty one (the agent undid its change) replaces it too.

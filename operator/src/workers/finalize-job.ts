@@ -26,10 +26,10 @@ import { addedTimings, timing } from '../reconcile/run-timings.ts';
 async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<KeptDiff> {
   const sandbox = deps.sandboxes.for(run);
   const snapshot = state.diffSnapshot;
-  if (!snapshot) return takeFinalDiff(deps, run, sandbox);
-  const { diff, truncated, stats } = await takeDiff(sandbox);
+  if (!snapshot) return takeFinalDiff(deps, run, sandbox, state.revision);
+  const { diff, truncated, stats } = await takeDiff(sandbox, {}, state.revision);
   if (diffSha(diff) === snapshot.sha256) return { source: 'final', diff, truncated, ...stats, configMap: snapshot.configMap };
-  return takeFinalDiff(deps, run, sandbox);
+  return takeFinalDiff(deps, run, sandbox, state.revision);
 }
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {

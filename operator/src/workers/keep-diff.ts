@@ -41,13 +41,22 @@ async function store(
   }
 }
 
-/** The diff from the sandbox, stored; the finalize job's path and the first choice of every other ending. */
-export async function takeFinalDiff(deps: DiffKeepingDependencies, run: ParsedCodingRun, sandbox: Sandbox): Promise<KeptDiff> {
+/**
+ * The diff from the sandbox, stored; the finalize job's path and the first choice of every
+ * other ending. base: the commit the run cloned (the state's), when the caller has it.
+ */
+export async function takeFinalDiff(
+  deps: DiffKeepingDependencies,
+  run: ParsedCodingRun,
+  sandbox: Sandbox,
+  base?: string,
+): Promise<KeptDiff> {
   // Bounded as a whole (it is up to three calls): an ending waits at most this long for a sandbox.
-  const { diff, truncated, stats } = await takeDiff(sandbox, {
-    timeoutMs: TAKE_DIFF_TIMEOUT_MS,
-    signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS),
-  });
+  const { diff, truncated, stats } = await takeDiff(
+    sandbox,
+    { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
+    base,
+  );
   return { source: 'final', diff, truncated, ...stats, ...(await store(deps, run, diff)) };
 }
 

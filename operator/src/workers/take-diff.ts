@@ -1,6 +1,8 @@
 // The run's change, taken from the sandbox for the finalize job and the diff snapshots:
-// everything against HEAD, new files included (intent-to-add), cut at LIMITS.fullDiff, with
-// its shortstat. One clean shell does it all: each call is a round trip through pods/exec and
+// everything against the commit the run cloned (else HEAD), new files included
+// (intent-to-add), cut at LIMITS.fullDiff, with its shortstat. Against the clone's commit, not
+// HEAD: a model that commits its work (told not to, it sometimes does) moves HEAD, and a diff
+// against HEAD then lost what it had committed. One clean shell does it all: each call is a round trip through pods/exec and
 // a shell started in the pod, and a run takes its diff at least twice.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
@@ -22,11 +24,19 @@ const GIT_DIFF = 'git diff --no-color --no-ext-diff';
  * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
  * in a log read back as base64, whose bound is the same 1 MiB.
  */
-const TAKE_DIFF_COMMAND = [
-  'git add -A --intent-to-add . >/dev/null 2>&1',
-  `printf '%s\\n%s\\n' "$(${GIT_DIFF} HEAD 2>/dev/null | wc -c)" "$(${GIT_DIFF} --shortstat HEAD 2>/dev/null)" >&2`,
-  `${GIT_DIFF} HEAD | head -c ${LIMITS.fullDiff}`,
-].join('; ');
+const takeDiffCommand = (base: string) =>
+  [
+    // The base is a full SHA (checked below) or HEAD; a base the repository no longer holds
+    // (the model rewrote .git) falls back to HEAD rather than to no diff at all.
+    `B=${base}`,
+    'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
+    'git add -A --intent-to-add . >/dev/null 2>&1',
+    `printf '%s\\n%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" "$(${GIT_DIFF} --shortstat "$B" 2>/dev/null)" >&2`,
+    `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
+  ].join('; ');
+
+/** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
+const baseOf = (revision: string | undefined) => (revision && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(revision) ? revision : 'HEAD');
 
 /** The size and shortstat from the command's stderr (its first two lines), the diff from its stdout. */
 function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
@@ -34,12 +44,14 @@ function parseTakenDiff(header: string, diff: string): { diff: string; truncated
   return { diff, truncated: (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff, stats: parseShortstat(statLine) };
 }
 
-/** The change against HEAD, new files included (intent-to-add), cut at 1 MiB. */
+/** The change against `base` (the commit the run cloned; HEAD when unknown), new files included (intent-to-add), cut at 1 MiB. */
 export async function takeDiff(
   sandbox: Sandbox,
   options: CallOptions = {},
+  base?: string,
 ): Promise<{ diff: string; truncated: boolean; stats: DiffStats }> {
-  const response = await sandbox.call({ tool: 'bash', input: { command: TAKE_DIFF_COMMAND, timeoutMs: 120_000 }, clean: true }, options);
+  const command = takeDiffCommand(baseOf(base));
+  const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
   const out = response.result as BashResult;
   if (!out.stdoutTruncated) return parseTakenDiff(out.stderr, out.stdout);
