@@ -819,6 +819,36 @@ describe('decide: time waiting for approval is not the run’s time (#13.5)', ()
   });
 });
 
+describe('decide: a run waiting on its second approval', () => {
+  const up = { networkPolicyExists: true, pod: pod(), agent: { state: 'waiting', moving: false } as const };
+  const waiting = (answer: { id: string; decision: 'approve' | 'deny' }) =>
+    run({
+      metadata: { annotations: { 'chamvi.dev/approval': JSON.stringify(answer), 'chamvi.dev/approver': 'alice' } },
+      spec: { approval: { tools: ['bash'], timeout: '2h' } },
+      status: {
+        phase: 'WaitingForApproval',
+        startTime: minutesAgo(10),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        approvals: [
+          { id: 's1-c1', toolName: 'bash', decision: 'approve', user: 'alice', requestedAt: minutesAgo(6), answeredAt: minutesAgo(5) },
+        ],
+        pendingApproval: { id: 's2-c3', toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) },
+      },
+    });
+
+  it('records nothing for the first answer, still in the annotation, at every look', () => {
+    const decision = decide(observe(waiting({ id: 's1-c1', decision: 'approve' }), up), config, now);
+    expect(decision.events).toEqual([]);
+    expect(types(decision)).toEqual([]);
+  });
+
+  it('warns of an answer to an approval that was never asked', () => {
+    const decision = decide(observe(waiting({ id: 's9-c9', decision: 'approve' }), up), config, now);
+    expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'ApprovalIgnored' })]);
+  });
+});
+
 describe('decide: the API server refuses an object of the run (#13.9)', () => {
   const pending = run({ status: { phase: 'Pending', conditions: accepted } });
   const quota: RefusedObject = {

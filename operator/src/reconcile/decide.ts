@@ -472,7 +472,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       // Security #11.5: the agent refuses an approval whose sha256 is not the input's, and the
       // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
       if (now.getTime() < timeoutAt) return done(Math.min(recheck, timeoutAt - now.getTime()));
-    } else if (reading.kind === 'answer') {
+    } else if (reading.kind === 'answer' && !run.status?.approvals?.some((answered) => answered.id === reading.answer.id)) {
+      // An answer to an approval already answered is the last one's, left in the annotation
+      // (nothing clears it): not worth a Warning at every look while the next one waits.
       builder.events.push({
         type: 'Warning',
         reason: EVENT_REASONS.ApprovalIgnored,
