@@ -24,6 +24,7 @@ import { createForge } from '../publish/create-forge.ts';
 import { decidePullRequest, decidePush } from '../publish/decide-publish.ts';
 import { ForgeError } from '../publish/errors/forge-error.ts';
 import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
+import { publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish, type PublishPlan } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
@@ -54,9 +55,6 @@ export const DEFAULT_PUBLISH_POLICY: PublishPolicy = {
   forges: [],
 };
 
-/** Files an approver is shown by name (with their line counts); more are counted. */
-const APPROVAL_FILES_MAX = 200;
-
 const publishFailed = (detail: string) => new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
 
 const progressOf = (state: RunState) => ({
@@ -83,46 +81,6 @@ function planFor(
     steps: state.step,
     totalTokens: state.usage.totalTokens ?? 0,
   });
-}
-
-/** Per file of a unified diff: its path and line counts (what an approver reads before the whole diff). */
-function filesOf(diff: string): Array<{ path: string; insertions: number; deletions: number }> {
-  const files: Array<{ path: string; insertions: number; deletions: number }> = [];
-  for (const line of diff.split('\n')) {
-    const header = /^diff --git a\/(.*) b\/(.*)$/.exec(line);
-    if (header) files.push({ path: header[2]!, insertions: 0, deletions: 0 });
-    else if (files.length > 0 && line.startsWith('+') && !line.startsWith('+++ ')) files.at(-1)!.insertions++;
-    else if (files.length > 0 && line.startsWith('-') && !line.startsWith('--- ')) files.at(-1)!.deletions++;
-  }
-  return files;
-}
-
-/** What the approver of a publish is shown (and approves by its sha256): where it goes and the whole diff's summary. */
-function approvalInput(run: ParsedCodingRun, plan: PublishPlan, kept: KeptDiff, sha256: string) {
-  const files = filesOf(kept.diff);
-  return {
-    repository: run.spec.repository.url,
-    branch: plan.branch,
-    title: plan.title,
-    ...(plan.pullRequest
-      ? {
-          pullRequest: {
-            base: plan.pullRequest.base ?? run.spec.repository.revision ?? "(the repository's default branch)",
-            draft: plan.pullRequest.draft,
-            labels: plan.pullRequest.labels,
-          },
-        }
-      : {}),
-    diff: {
-      configMap: kept.configMap,
-      sha256,
-      filesChanged: kept.filesChanged,
-      insertions: kept.insertions,
-      deletions: kept.deletions,
-      files: files.slice(0, APPROVAL_FILES_MAX),
-      ...(files.length > APPROVAL_FILES_MAX ? { moreFiles: files.length - APPROVAL_FILES_MAX } : {}),
-    },
-  };
 }
 
 /**
@@ -160,7 +118,7 @@ export async function startPublish(
       id: PUBLISH_APPROVAL_ID,
       toolCallId: PUBLISH_APPROVAL_ID,
       toolName: PUBLISH_APPROVAL_ID,
-      input: approvalInput(run, plan.plan, kept, sha256),
+      input: publishApprovalInput(run, plan.plan, kept, sha256),
       requestedAt: now.toISOString(),
       results: [],
       remaining: [],

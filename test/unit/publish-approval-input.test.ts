@@ -1,0 +1,51 @@
+// What a publish's approver is shown: each file by name with its line counts, git-quoted names
+// read as the names they are, and a list that stops where the input would no longer fit in
+// status.pendingApproval.input (the API server refused the status write before, and the run
+// ended AgentFailed with its raw message). Pure.
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, LIMITS, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { APPROVAL_FILES_MAX, filesOf, publishApprovalInput } from '../../operator/src/publish/publish-approval-input.ts';
+import { approvalInputJson } from '../../operator/src/reconcile/approval-answer.ts';
+import { countDiff, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
+
+const run: ParsedCodingRun = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'fix', namespace: 'team', uid: 'uid-1' },
+  spec: codingRunSpec.parse({
+    task: 'Fix it.',
+    repository: { url: 'https://github.com/acme/webapp.git' },
+    model: { provider: 'scripted', scriptRef: { name: 's' } },
+  }),
+};
+const plan = { branch: 'chamvi/fix', title: 'Fix it', commitMessage: 'Fix it\n' };
+const newFile = (path: string) => `diff --git a/${path} b/${path}\nnew file mode 100644\n--- /dev/null\n+++ b/${path}\n@@ -0,0 +1 @@\n+x\n`;
+const kept = (diff: string): KeptDiff => ({ source: 'final', diff, truncated: false, ...countDiff(diff), configMap: 'fix-diff' });
+
+describe('the approval input of a publish', () => {
+  it('reads a git-quoted name as the name it is, and counts its lines as its own', () => {
+    const diff =
+      'diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"\nindex 1..2 100644\n--- "a/caf\\303\\251.txt"\n+++ "b/caf\\303\\251.txt"\n' +
+      '@@ -1 +1,2 @@\n-old\n+new\n+more\n' +
+      newFile('b.txt');
+    expect(filesOf(diff)).toEqual([
+      { path: 'café.txt', insertions: 2, deletions: 1 },
+      { path: 'b.txt', insertions: 1, deletions: 0 },
+    ]);
+  });
+
+  it('lists as many files as fit in status, and counts the rest', () => {
+    const diff = Array.from({ length: APPROVAL_FILES_MAX }, (_, index) => newFile(`${'d'.repeat(290)}/${index}.txt`)).join('');
+    const input = publishApprovalInput(run, plan, kept(diff), 'a'.repeat(64));
+    expect(Buffer.byteLength(approvalInputJson(input), 'utf8')).toBeLessThanOrEqual(LIMITS.pendingApprovalInput);
+    expect(input.diff.files.length).toBeGreaterThan(100);
+    expect(input.diff.files.length + (input.diff.moreFiles ?? 0)).toBe(APPROVAL_FILES_MAX);
+    expect(input.diff.moreFiles).toBeGreaterThan(0);
+  });
+
+  it('lists every file of a small change', () => {
+    const input = publishApprovalInput(run, plan, kept(newFile('a.txt') + newFile('b.txt')), 'a'.repeat(64));
+    expect(input.diff.files.map((file) => file.path)).toEqual(['a.txt', 'b.txt']);
+    expect(input.diff.moreFiles).toBeUndefined();
+  });
+});
