@@ -155,6 +155,33 @@ describe('CodingSchedule', () => {
     expect((await kubectl(['explain', 'codingruntemplate.spec.budget'])).stdout).toContain('maxSteps');
   });
 
+  it('says in status when the API server refuses its run, warns once, records nothing as scheduled and tries again', async () => {
+    // A label value the API server refuses on a CodingRun (spaces): the run can never be created as it is.
+    await createSchedule('refused', { runTemplate: { metadata: { labels: { team: 'ML Platform' } }, spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const reconciler = reconcilerAt(clock);
+    expect(await reconciler.reconcile(`${NS}/refused`)).toEqual({ requeueAfterMs: 60_000 });
+    clock.now += 60_000;
+    expect(await reconciler.reconcile(`${NS}/refused`)).toEqual({ requeueAfterMs: 60_000 });
+    const schedule = await scheduleOf('refused');
+    const ready = schedule.status?.conditions?.find((condition) => condition.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'RunRefused' });
+    expect(ready?.message).toContain('metadata.labels');
+    expect(schedule.status?.lastScheduleTime).toBeUndefined();
+    expect(await runsOf('refused')).toEqual([]);
+    const warnings = await kubectlOk([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=refused,reason=RunRefused',
+      '-o',
+      'jsonpath={.items[*].count}',
+    ]);
+    expect(warnings.trim()).toBe('1');
+  });
+
   it('creates a run at its scheduled time: named after the schedule, owned by it, labelled with the time; kubectl get shows it', async () => {
     await createSchedule('hourly', { concurrencyPolicy: 'Allow', runTemplate: { metadata: { labels: { team: 'a' } }, spec: RUN } });
     const clock = { now: base - 60_000 };

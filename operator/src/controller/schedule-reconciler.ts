@@ -36,6 +36,8 @@ const UNREADABLE_SPEC = codingScheduleSpec.parse({
 
 /** A daily schedule would otherwise set a timer for a day; look again at least this often. */
 export const MAX_SCHEDULE_REQUEUE_MS = 60 * 60 * 1000;
+/** After the API server refused the run due: try again this often (a quota may free up, a policy or template be fixed). */
+export const RUN_REFUSED_RETRY_MS = 60_000;
 
 export class ScheduleReconciler {
   constructor(private readonly deps: ScheduleReconcilerDeps) {}
@@ -90,14 +92,33 @@ export class ScheduleReconciler {
         created = await kube.createRun(scheduledRunObject(schedule, spec, runSpec, decision.create));
       } catch (error) {
         const refusal = apiRefusal(error);
-        if (refusal) {
-          await events.record(schedule, {
-            type: 'Warning',
-            reason: 'RunRefused',
-            message: `The API server refused the run due at ${decision.create.toISOString()}: ${refusal.message}`,
-          });
-        }
-        throw error;
+        if (!refusal) throw error;
+        // Said in status (Ready False, RunRefused) and once as an Event, not thrown: a refusal
+        // retried as an error said nothing in status and recorded a Warning at every retry.
+        // The run is not recorded as scheduled; it is tried again.
+        // The refusal names the run the API server would have made (generateName: a new name
+        // each try); while the same run is refused, the status keeps the first words, so
+        // neither the status nor the Events change at every try.
+        const prefix = `The API server refused the run due at ${decision.create.toISOString()}: `;
+        const previous = schedule.status?.conditions?.find((condition) => condition.type === 'Ready');
+        const message =
+          previous?.reason === 'RunRefused' && previous.message?.startsWith(prefix)
+            ? previous.message
+            : `${prefix}${refusal.message}. Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.`;
+        const refused = decideSchedule({
+          spec,
+          status: schedule.status,
+          generation: schedule.metadata.generation ?? 0,
+          createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
+          cron,
+          problem: { reason: 'RunRefused', message },
+          runs,
+          now,
+        });
+        if (JSON.stringify(refused.status) !== JSON.stringify(schedule.status ?? {}))
+          await kube.replaceScheduleStatus(schedule, refused.status);
+        for (const event of refused.events) await events.record(schedule, event);
+        return { requeueAfterMs: RUN_REFUSED_RETRY_MS };
       }
       status = withCreatedRun(status, created.metadata.name, decision.create);
       await events.record(schedule, {

@@ -31,7 +31,8 @@ export interface ScheduledRun {
 
 /** Why no run can be created from this schedule, when so (the Ready condition's reason and message). */
 export interface ScheduleProblem {
-  reason: 'InvalidSchedule' | 'TemplateNotFound' | 'InvalidRunSpec';
+  /** RunRefused: the API server refused the run due (an admission policy, a quota, an invalid template). */
+  reason: 'InvalidSchedule' | 'TemplateNotFound' | 'InvalidRunSpec' | 'RunRefused';
   message: string;
 }
 
