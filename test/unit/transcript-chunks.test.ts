@@ -127,4 +127,15 @@ describe('reading a transcript', () => {
     // Refused at the inflate bound, not after allocating 64 MiB.
     expect(problems.join('\n')).toMatch(/s000003 cannot be read: .*larger than/);
   });
+
+  it.each([
+    ['calls that are not a list', { calls: {} }],
+    ['a call that is not an object', { calls: [null] }],
+    ['a call without a string id', { calls: [{ id: 7, tool: 'bash' }] }],
+    ['a message that is not text', { message: { text: 'x' } }],
+  ])('reports an entry edited to hold %s, which its readers would throw on', (_, parts) => {
+    const key = 's000002';
+    const edited = gzipSync(JSON.stringify({ v: 1, key, step: 2, kind: 'step', ...parts })).toString('base64');
+    expect(decodeEntry(key, edited)).toEqual({ problem: `entry ${key} is not a transcript entry` });
+  });
 });

@@ -58,12 +58,32 @@ export function encodeEntry(entry: TranscriptEntry, maxBytes = ENTRY_MAX_BYTES):
 }
 
 /** The entry under a key, or why it cannot be read (a hand-edited chunk, a newer operator). */
+/**
+ * The parts every reader walks without checking (an eval's evidence, `logs`): calls as a list of
+ * objects with a string id and tool, a message as text. A chunk is a ConfigMap anyone who may
+ * edit ConfigMaps in the namespace can change; an entry with `calls: {}` once made an eval's
+ * grading throw before it wrote any status, so the eval was retried forever.
+ */
+function readableParts(entry: Partial<TranscriptEntry>): boolean {
+  const calls: unknown = entry.calls;
+  if (calls !== undefined) {
+    if (!Array.isArray(calls)) return false;
+    for (const call of calls as unknown[]) {
+      if (typeof call !== 'object' || call === null) return false;
+      const { id, tool, result } = call as { id?: unknown; tool?: unknown; result?: unknown };
+      if (typeof id !== 'string' || typeof tool !== 'string' || (result !== undefined && (typeof result !== 'object' || result === null)))
+        return false;
+    }
+  }
+  return entry.message === undefined || typeof entry.message === 'string';
+}
+
 export function decodeEntry(key: string, base64: string): TranscriptEntry | { problem: string } {
   try {
     const json = gunzipSync(Buffer.from(base64, 'base64'), { maxOutputLength: ENTRY_MAX_INFLATED }).toString('utf8');
     const { v, ...entry } = JSON.parse(json) as Partial<TranscriptEntry> & { v?: unknown };
     if (v !== WIRE_VERSION) return { problem: `entry ${key} has wire version ${String(v)}, not ${WIRE_VERSION}` };
-    if (entry.key !== key || typeof entry.step !== 'number' || typeof entry.kind !== 'string')
+    if (entry.key !== key || typeof entry.step !== 'number' || typeof entry.kind !== 'string' || !readableParts(entry))
       return { problem: `entry ${key} is not a transcript entry` };
     return entry as TranscriptEntry;
   } catch (error) {
