@@ -8,7 +8,7 @@ import type { CodingRunTemplate } from '../../operator/src/api/coding-run-templa
 import { renderAllCrdYaml } from '../../operator/src/api/crd-yaml.ts';
 import { buildCodingScheduleCrd } from '../../operator/src/api/schedule-crds.ts';
 import { mergeRunSpec } from '../../operator/src/reconcile/merge-run-spec.ts';
-import { resolveScheduledRunSpec, scheduledRunObject } from '../../operator/src/reconcile/scheduled-run.ts';
+import { resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
 
 const template: CodingRunTemplate = {
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -163,5 +163,31 @@ describe('CodingSchedule and CodingRunTemplate CRDs', () => {
     expect(overrides.properties.budget?.default).toBeUndefined();
     expect(overrides.properties.model?.required).toBeUndefined();
     expect(Object.keys(overrides.properties)).toEqual(expect.arrayContaining(['task', 'repository', 'model', 'budget', 'sandbox']));
+  });
+});
+
+describe('toScheduledRun', () => {
+  const run = (label: string) =>
+    ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: { name: 'nightly-x', namespace: 'team', uid: 'u', labels: { 'chamvi.dev/scheduled-time': label } },
+      spec: {},
+      status: { phase: 'Succeeded', completionTime: '2026-12-05T01:00:00Z' },
+    }) as unknown as Parameters<typeof toScheduledRun>[0];
+
+  it('reads the scheduled time from its label', () => {
+    expect(toScheduledRun(run('1764896400'))).toEqual([
+      {
+        name: 'nightly-x',
+        scheduledTime: new Date(1764896400 * 1000),
+        phase: 'Succeeded',
+        completionTime: new Date('2026-12-05T01:00:00Z'),
+      },
+    ]);
+  });
+
+  it.each(['', 'soon', '9999999999999'])('counts no run whose label %j is not a time (a date past the year 275760 included)', (label) => {
+    expect(toScheduledRun(run(label))).toEqual([]);
   });
 });

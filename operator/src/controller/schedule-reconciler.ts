@@ -4,13 +4,13 @@
 // is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
 // by an attempt that died before its status write is found again by its scheduled-time label.
 import type { CodingRun } from '../api/index.ts';
-import { codingScheduleSpec, SCHEDULED_TIME_LABEL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import { codingScheduleSpec, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
-import { decideSchedule, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
-import { resolveScheduledRunSpec, scheduledRunObject } from '../reconcile/scheduled-run.ts';
+import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
+import { resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
 import type { ControllerLogger } from './run-controller.ts';
 
 export interface ScheduleReconcilerDeps {
@@ -140,20 +140,6 @@ export class ScheduleReconciler {
 function ownedBy(run: CodingRun, schedule: CodingSchedule): boolean {
   const owners = (run.metadata as { ownerReferences?: Array<{ uid?: string; controller?: boolean }> }).ownerReferences ?? [];
   return owners.some((owner) => owner.controller && owner.uid === schedule.metadata.uid);
-}
-
-function toScheduledRun(run: CodingRun): ScheduledRun[] {
-  const seconds = Number(run.metadata.labels?.[SCHEDULED_TIME_LABEL]);
-  if (!Number.isFinite(seconds)) return [];
-  return [
-    {
-      name: run.metadata.name,
-      scheduledTime: new Date(seconds * 1000),
-      ...(run.status?.phase ? { phase: run.status.phase } : {}),
-      ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
-      ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
-    },
-  ];
 }
 
 function withCreatedRun(status: CodingScheduleStatus, name: string, scheduledTime: Date): CodingScheduleStatus {

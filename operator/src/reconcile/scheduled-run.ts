@@ -2,7 +2,7 @@
 // schedule's runTemplate.spec laid over it, parsed exactly as a plain run's spec), and the
 // object itself, named after the schedule with generateName, owned by it and labelled with
 // the schedule and the scheduled time (how a restarted operator finds a run it already made).
-import { API_VERSION, codingRunSpec, KIND, type CodingRunSpecInput } from '../api/index.ts';
+import { API_VERSION, codingRunSpec, KIND, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import {
   SCHEDULE_KIND,
@@ -14,7 +14,7 @@ import {
 } from '../api/coding-schedule.ts';
 import { CREATOR_ANNOTATION, creatorOf } from './approval-answer.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
-import type { ScheduleProblem } from './decide-schedule.ts';
+import type { ScheduledRun, ScheduleProblem } from './decide-schedule.ts';
 
 export type ResolvedRunSpec = { ok: true; spec: CodingRunSpecInput } | { ok: false; problem: ScheduleProblem };
 
@@ -83,4 +83,24 @@ export function scheduledRunObject(schedule: CodingSchedule, spec: CodingSchedul
     },
     spec: runSpec,
   };
+}
+
+/**
+ * A run of the schedule as decideSchedule counts it, from its scheduled-time label; none when
+ * the label is not a time (anyone who may edit the run can edit it: a 13-digit value made a
+ * date past the year 275760, and the status write threw at every reconcile).
+ */
+export function toScheduledRun(run: CodingRun): ScheduledRun[] {
+  const label = run.metadata.labels?.[SCHEDULED_TIME_LABEL] ?? '';
+  const scheduledTime = new Date(Number(label) * 1000);
+  if (!/^\d+$/.test(label) || !Number.isFinite(scheduledTime.getTime())) return [];
+  return [
+    {
+      name: run.metadata.name,
+      scheduledTime,
+      ...(run.status?.phase ? { phase: run.status.phase } : {}),
+      ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
+      ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
+    },
+  ];
 }
