@@ -243,6 +243,9 @@ async function measure(
   }
   await operator.kill();
   started(undefined);
+  // The next mode's operator would replace these (a pool pod is one its own loop made), while
+  // waitForPool counted them as its pool: each mode starts from an empty pool instead.
+  if (pool > 0) await bench.kubectl(['delete', 'pods', '-n', NS, '-l', `${WARM_POOL_LABEL}=bench`, '--wait=true', '--timeout=120s']);
   return {
     createToFirstToolCallMs: latencyFigure(samples, 0),
     claimed: claimedSamples.length,
