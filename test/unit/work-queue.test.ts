@@ -108,12 +108,13 @@ describe('WorkQueue', () => {
     expect(seen).toEqual(['a', 'b']);
   });
 
-  it('re-adds a key after requeueAfter', async () => {
+  /** The delays a queue sets its timers for, after processing one key that asks to be requeued after `ms`. */
+  async function requeueDelays(ms: number): Promise<number[]> {
     const delays: number[] = [];
-    const queue = new WorkQueue(async () => ({ requeueAfterMs: 5000 }), {
+    const queue = new WorkQueue(async () => ({ requeueAfterMs: ms }), {
       concurrency: 1,
-      setTimer: (_, ms) => {
-        delays.push(ms);
+      setTimer: (_, delay) => {
+        delays.push(delay);
         return {};
       },
       clearTimer: () => {},
@@ -121,23 +122,14 @@ describe('WorkQueue', () => {
     queue.add('k');
     await queue.idle();
     await tick();
-    expect(delays).toEqual([5000]);
+    return delays;
+  }
+
+  it('re-adds a key after requeueAfter', async () => {
+    expect(await requeueDelays(5000)).toEqual([5000]);
   });
 
   it("sets a requeue longer than a timer can wait (a run's 30-day TTL) for the longest wait, which Node would take for 1 ms", async () => {
-    const delays: number[] = [];
-    const thirtyDays = 30 * 24 * 3600 * 1000;
-    const queue = new WorkQueue(async () => ({ requeueAfterMs: thirtyDays }), {
-      concurrency: 1,
-      setTimer: (_, ms) => {
-        delays.push(ms);
-        return {};
-      },
-      clearTimer: () => {},
-    });
-    queue.add('k');
-    await queue.idle();
-    await tick();
-    expect(delays).toEqual([2 ** 31 - 1]);
+    expect(await requeueDelays(30 * 24 * 3600 * 1000)).toEqual([2 ** 31 - 1]);
   });
 });

@@ -72,16 +72,16 @@ export class ScheduleReconciler {
     }
 
     const runs = (await kube.listScheduleRuns(namespace, name)).filter((run) => ownedBy(run, schedule)).flatMap(toScheduledRun);
-    const decision = decideSchedule({
+    const input = {
       spec,
       status: schedule.status,
       generation: schedule.metadata.generation ?? 0,
       createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
       cron,
-      ...(problem ? { problem } : {}),
       runs,
       now,
-    });
+    };
+    const decision = decideSchedule({ ...input, ...(problem ? { problem } : {}) });
 
     for (const { name: runName } of decision.deleteRuns.filter((run) => run.because === 'Replace'))
       await kube.deleteRun(namespace, runName);
@@ -105,16 +105,7 @@ export class ScheduleReconciler {
           previous?.reason === 'RunRefused' && previous.message?.startsWith(prefix)
             ? previous.message
             : `${prefix}${refusal.message}. Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.`;
-        const refused = decideSchedule({
-          spec,
-          status: schedule.status,
-          generation: schedule.metadata.generation ?? 0,
-          createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
-          cron,
-          problem: { reason: 'RunRefused', message },
-          runs,
-          now,
-        });
+        const refused = decideSchedule({ ...input, problem: { reason: 'RunRefused', message } });
         if (JSON.stringify(refused.status) !== JSON.stringify(schedule.status ?? {}))
           await kube.replaceScheduleStatus(schedule, refused.status);
         for (const event of refused.events) await events.record(schedule, event);
