@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { condition } from './kubernetes-names.ts';
 import { verificationStatus } from './verification-status.ts';
+import { COMMIT_ID } from './commit-id.ts';
 
 export const PHASES = ['Pending', 'Provisioning', 'Running', 'WaitingForApproval', 'Succeeded', 'Failed', 'Cancelled'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -118,10 +119,7 @@ export type DiffSource = (typeof DIFF_SOURCES)[number];
 export const publishedStatus = z
   .object({
     branch: z.string().max(255).describe('The branch the change was pushed to.'),
-    commit: z
-      .string()
-      .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
-      .describe("The commit pushed (full SHA): the run's full diff on status.result.revision."),
+    commit: z.string().regex(COMMIT_ID).describe("The commit pushed (full SHA): the run's full diff on status.result.revision."),
     pullRequest: z
       .object({
         url: z.string().max(2048).describe('Web address of the pull request (merge request on GitLab).'),
@@ -144,7 +142,7 @@ export const resultStatus = z
       .describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
     revision: z
       .string()
-      .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
+      .regex(COMMIT_ID)
       .optional()
       .describe(
         'The commit the run cloned (full SHA), which diff is against. A run with spec.continueFrom naming this run starts from it.',

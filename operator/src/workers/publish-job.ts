@@ -38,6 +38,7 @@ import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { verificationResult } from './verify-work.ts';
+import { isCommitId } from '../api/commit-id.ts';
 
 /** The id of a publish approval, and the "tool" status.pendingApproval names. */
 export const PUBLISH_APPROVAL_ID = 'publish';
@@ -230,7 +231,7 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
 /** Base of the pull request: the run's, else the revision it cloned when that is a branch name, else the forge's default. */
 function baseBranch(run: ParsedCodingRun, plan: PublishPlan): string | undefined {
   const revision = run.spec.repository.revision;
-  return plan.pullRequest?.base ?? (revision && !/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(revision) ? revision : undefined);
+  return plan.pullRequest?.base ?? (revision && !isCommitId(revision) ? revision : undefined);
 }
 
 async function publish(

@@ -7,9 +7,7 @@
 // is a branch, as in git. A full commit id is taken only when the remote advertises it as the
 // tip of a ref: that the run may read the repository does not say that it may read every
 // commit in it (servers hide refs a user may not see), and a cached tree would skip asking.
-
-/** A full object id: SHA-1 or SHA-256. */
-const OBJECT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+import { isCommitId } from '../api/commit-id.ts';
 
 /** git's ref_rev_parse_rules: where a short name is looked for, in order. */
 const NAME_RULES: readonly ((name: string) => string)[] = [
@@ -28,7 +26,7 @@ export function parseLsRemote(output: string): Map<string, string> {
     const tab = line.indexOf('\t');
     if (tab < 0) continue;
     const id = line.slice(0, tab);
-    if (OBJECT_ID.test(id)) refs.set(line.slice(tab + 1), id);
+    if (isCommitId(id)) refs.set(line.slice(tab + 1), id);
   }
   return refs;
 }
@@ -43,7 +41,7 @@ const commitOf = (refs: ReadonlyMap<string, string>, ref: string) => refs.get(`$
  */
 export function commitForRevision(refs: ReadonlyMap<string, string>, revision: string | undefined): string | undefined {
   const wanted = revision ?? 'HEAD';
-  if (OBJECT_ID.test(wanted)) {
+  if (isCommitId(wanted)) {
     for (const id of refs.values()) if (id === wanted) return wanted;
     return undefined;
   }

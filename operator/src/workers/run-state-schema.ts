@@ -6,6 +6,7 @@
 // only; the ai SDK's full message schema costs ~150 ms per load of a long transcript.
 import { z } from 'zod';
 import { TIMING_PHASES, TOOL_NAMES } from '../api/index.ts';
+import { COMMIT_ID } from '../api/commit-id.ts';
 
 const count = z.number().int().min(0);
 const identifier = z.string().min(1).max(512);
@@ -66,10 +67,7 @@ export const runStateSchema = z.looseObject({
   usage: tokenUsage,
   filesTouched: z.looseObject({ read: z.array(z.string()), changed: z.array(z.string()) }),
   startedAt: z.number().finite(),
-  revision: z
-    .string()
-    .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/)
-    .optional(),
+  revision: z.string().regex(COMMIT_ID).optional(),
   pendingApproval: z
     .looseObject({
       id: identifier,

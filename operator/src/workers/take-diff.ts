@@ -2,11 +2,13 @@
 // everything against the commit the run cloned (else HEAD), new files included
 // (intent-to-add), cut at LIMITS.fullDiff, with its shortstat. Against the clone's commit, not
 // HEAD: a model that commits its work (told not to, it sometimes does) moves HEAD, and a diff
-// against HEAD then lost what it had committed. One clean shell does it all: each call is a round trip through pods/exec and
-// a shell started in the pod, and a run takes its diff at least twice.
+// against HEAD then lost what it had committed. One clean shell does it all: each call is a
+// round trip through pods/exec and a shell started in the pod, and a run takes its diff at
+// least twice.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
 import { parseShortstat, type DiffStats } from './diff-stats.ts';
+import { isCommitId } from '../api/commit-id.ts';
 
 interface BashResult {
   exitCode: number | null;
@@ -36,7 +38,7 @@ const takeDiffCommand = (base: string) =>
   ].join('; ');
 
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
-const baseOf = (revision: string | undefined) => (revision && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(revision) ? revision : 'HEAD');
+const baseOf = (revision: string | undefined) => (isCommitId(revision) ? revision : 'HEAD');
 
 /** The size and shortstat from the command's stderr (its first two lines), the diff from its stdout. */
 function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
