@@ -172,7 +172,7 @@ export const codingScheduleStatus = z
       .optional()
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
       .describe(
-        'Ready: True when the schedule and its run are valid; False with InvalidSchedule, TemplateNotFound or InvalidRunSpec and a message saying what to fix.',
+        'Ready: True when the schedule and its run are valid; False with InvalidSchedule, TemplateNotFound, InvalidRunSpec or RunRefused (the API server refused the run due) and a message saying what to fix.',
       ),
   })
   .describe('What the operator observed and did. Written by the operator only.');
