@@ -281,3 +281,73 @@ describe('a CodingEval', () => {
     expect((await kubectl(['get', 'ceval', 'refused', '-n', NS])).code).not.toBe(0);
   });
 });
+
+describe('a CodingEval whose runs a ResourceQuota forbids', () => {
+  const condition = async (name: string) =>
+    JSON.parse((await kubectl(['get', 'ceval', name, '-n', NS, '-o', 'jsonpath={.status.conditions[0]}'])).stdout || '{}') as {
+      reason?: string;
+      message?: string;
+    };
+
+  afterAll(async () => {
+    await kubectl(['delete', 'resourcequota', 'no-evals', '-n', NS, '--ignore-not-found']);
+  });
+
+  it('says why in its status and one Warning, and makes its runs once the quota is gone', async () => {
+    // No room for a run. Admission forbids a run (403) whether or not the quota controller has
+    // counted the runs yet ("exceeded quota" or "status unknown for quota"). Making as many runs
+    // as a quota allows, then waiting, is decideEval's (test/unit/eval-decide.test.ts).
+    await applyIn(NS, [
+      { apiVersion: 'v1', kind: 'ResourceQuota', metadata: { name: 'no-evals' }, spec: { hard: { 'count/codingruns.chamvi.dev': '0' } } },
+    ]);
+    await applyIn(NS, [
+      evalManifest('quota', {
+        attempts: 2,
+        passAtK: [1],
+        parallelism: 2,
+        models: [{ name: 'tosser', model: { provider: 'scripted', scriptRef: { name: 'tosser' } } }],
+      }),
+    ]);
+    const waiting = await eventually(
+      async () => {
+        const found = await condition('quota');
+        return found.reason === 'RunsForbidden' ? found : undefined;
+      },
+      60_000,
+      'the eval to say the API server forbids its runs',
+    );
+    expect(waiting.message).toMatch(/^0 of 2 attempts graded, 0 running; the API server forbids creating the next run: .*quota: no-evals/);
+    expect(waiting.message).toContain("Raise the namespace's quota on codingruns");
+    expect(await evalStatus('quota')).toMatchObject({ phase: 'Running', planned: 2, graded: 0 });
+    expect(await runsOf('quota')).toEqual([]);
+    // The status write wakes the eval again at once; the 403 that follows changes nothing, so
+    // no second Warning is recorded.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const warnings = await kubectlOk([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=quota,involvedObject.kind=CodingEval,reason=RunsForbidden',
+      '-o',
+      'jsonpath={.items[*].count}',
+    ]);
+    expect(warnings.trim()).toBe('1');
+
+    // Nothing about the eval or its runs changes when the quota goes: only its retry, a minute
+    // after the refusal, makes the runs.
+    await kubectlOk(['delete', 'resourcequota', 'no-evals', '-n', NS]);
+    const done = await eventually(
+      async () => {
+        const status = await evalStatus('quota');
+        return status.phase === 'Complete' ? status : undefined;
+      },
+      150_000,
+      'the eval to complete after the quota went',
+    );
+    expect(done).toMatchObject({ planned: 2, graded: 2 });
+    expect(await runsOf('quota')).toHaveLength(2);
+    expect((await condition('quota')).reason).toBe('Complete');
+  }, 300_000);
+});

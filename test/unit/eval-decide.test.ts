@@ -154,6 +154,45 @@ describe('an attempt whose run the API server refuses', () => {
   });
 });
 
+describe('creates the API server forbids (403: a quota on codingruns, a webhook)', () => {
+  const QUOTA = 'codingruns.chamvi.dev "cmp-fix-a-2-x" is forbidden: exceeded quota: runs, requested: count/codingruns.chamvi.dev=1';
+  const cells = (decision: { create: Array<{ model: { name: string }; attempt: number }> }) =>
+    decision.create.map((p) => `${p.model.name}/${p.attempt}`);
+
+  it('counts only the runs made, says why the rest wait and what to change, with one Warning', () => {
+    const first = decideEval(evaluation(), spec(), [], [], NOW);
+    expect(cells(first)).toEqual(['a/1', 'a/2']);
+    const after = decideEval(evaluation(), spec(), [], [], NOW, { created: first.create.slice(0, 1), forbidden: QUOTA });
+    expect(cells(after)).toEqual(['a/1']);
+    expect(after.status).toMatchObject({ phase: 'Running', created: 1 });
+    expect(after.status.message).toBe(
+      `0 of 6 attempts graded, 1 running; the API server forbids creating the next run: ${QUOTA}. Raise the namespace's ` +
+        'quota on codingruns, or fix the policy that refused it, or lower spec.parallelism; the eval tries again every minute.',
+    );
+    expect(after.status.conditions).toEqual([
+      expect.objectContaining({ type: 'Complete', status: 'False', reason: 'RunsForbidden', message: after.status.message }),
+    ]);
+    expect(after.events).toEqual([
+      expect.objectContaining({ type: 'Normal', reason: 'RunsCreated', message: 'created 1 run(s): fix/a/1' }),
+      { type: 'Warning', reason: 'RunsForbidden', message: after.status.message },
+    ]);
+  });
+
+  it('warns once while the API server keeps forbidding, and says Running again once a run is made', () => {
+    const waiting = decideEval(evaluation(), spec(), [], [], NOW, { created: [], forbidden: QUOTA });
+    expect(waiting.status.created).toBe(0);
+    expect(waiting.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'RunsForbidden' })]);
+    const again = decideEval(evaluation(waiting.status), spec(), [], [], NOW, { created: [], forbidden: QUOTA });
+    expect(again.status).toEqual(waiting.status);
+    expect(again.events).toEqual([]);
+
+    const planned = decideEval(evaluation(waiting.status), spec(), [], [], NOW);
+    const made = decideEval(evaluation(waiting.status), spec(), [], [], NOW, { created: planned.create });
+    expect(made.status.conditions![0]).toMatchObject({ status: 'False', reason: 'Running' });
+    expect(made.status.message).toBe('0 of 6 attempts graded, 2 running');
+  });
+});
+
 describe('refusing an eval the operator finds invalid', () => {
   it('says which grader names a tool the task does not allow, as a Failed status and one Warning', () => {
     const bad = evaluation();

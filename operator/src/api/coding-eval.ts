@@ -327,7 +327,11 @@ export const codingEvalStatus = z
       .max(8)
       .optional()
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
-      .describe('Complete.'),
+      .describe(
+        'Complete: True when every attempt is graded (reason Complete) or the eval is invalid (InvalidSpec); False while ' +
+          'attempts are left (Running, or RunsForbidden while the API server forbids creating runs, such as a ' +
+          'ResourceQuota on codingruns: the eval tries again every minute).',
+      ),
     planned: count('tasks × models × attempts.').optional(),
     created: count('Runs created so far.').optional(),
     graded: count('Attempts graded so far.').optional(),

@@ -7,8 +7,17 @@ import { EVAL_KIND, type AttemptStatus, type CodingEval } from '../api/coding-ev
 import { decodeDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { readTranscript } from '../record/transcript-chunks.ts';
-import { EVAL_EVENT_REASONS, attemptStatusOf, decideEval, refusedAttempt, refusedEval, type EvalDecision } from '../evals/decide-eval.ts';
-import { attemptOfRun, attemptRun, cellKey } from '../evals/eval-matrix.ts';
+import {
+  EVAL_EVENT_REASONS,
+  RUNS_FORBIDDEN_RETRY_MS,
+  attemptStatusOf,
+  decideEval,
+  refusedAttempt,
+  refusedEval,
+  type CreatesDone,
+  type EvalDecision,
+} from '../evals/decide-eval.ts';
+import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence } from '../evals/run-evidence.ts';
@@ -48,7 +57,7 @@ export class EvalReconciler {
     this.now = deps.now ?? (() => new Date());
   }
 
-  async reconcile(key: string): Promise<void> {
+  async reconcile(key: string): Promise<{ requeueAfterMs: number } | void> {
     const [namespace, name] = key.split('/') as [string, string];
     const evaluation = this.deps.evals.get(namespace, name);
     if (!evaluation || evaluation.metadata.deletionTimestamp) return;
@@ -66,13 +75,22 @@ export class EvalReconciler {
       fresh.push(attemptStatusOf(run, cell, evidence, gradeAttempt(task.graders, evidence)));
     }
     const decision = decideEval(evaluation, parsed.spec, runs, fresh, this.now());
+    if (decision.create.length === 0) return this.apply(evaluation, decision);
     // A run the API server refuses as invalid (an admission policy, a schema rule) would be
     // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
+    // A 403 (a ResourceQuota on codingruns below parallelism, a webhook) may pass later: the
+    // creates stop there, the status says why, and the eval tries again.
     const refused: AttemptStatus[] = [];
+    const created: PlannedAttempt[] = [];
+    let forbidden: string | undefined;
     for (const planned of decision.create) {
       const manifest = attemptRun(evaluation, parsed.spec, planned);
       const outcome = await this.deps.gateway.createRun(manifest);
-      if (typeof outcome === 'object')
+      if (typeof outcome === 'string') created.push(planned);
+      else if ('forbidden' in outcome) {
+        forbidden = outcome.forbidden;
+        break;
+      } else
         refused.push(
           refusedAttempt(
             manifest.metadata.name,
@@ -81,22 +99,21 @@ export class EvalReconciler {
           ),
         );
     }
-    if (decision.create.length > 0)
-      this.deps.logger.info({ eval: evaluation.metadata.name, runs: decision.create.length, refused: refused.length }, 'eval runs created');
-    if (refused.length === 0) return this.apply(evaluation, decision);
-    const again = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused], this.now());
-    await this.apply(evaluation, {
-      create: [],
-      status: again.status,
-      events: [
-        ...decision.events,
-        {
-          type: 'Warning',
-          reason: EVAL_EVENT_REASONS.RunRefused,
-          message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
-        },
-      ],
-    });
+    this.deps.logger.info(
+      { eval: evaluation.metadata.name, runs: created.length, refused: refused.length, forbidden: forbidden !== undefined },
+      'eval runs created',
+    );
+    const done: CreatesDone = forbidden === undefined ? { created } : { created, forbidden };
+    const after = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused], this.now(), done);
+    const events = [...after.events];
+    if (refused.length > 0)
+      events.push({
+        type: 'Warning',
+        reason: EVAL_EVENT_REASONS.RunRefused,
+        message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
+      });
+    await this.apply(evaluation, { ...after, events });
+    if (forbidden !== undefined) return { requeueAfterMs: RUNS_FORBIDDEN_RETRY_MS };
   }
 
   /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */

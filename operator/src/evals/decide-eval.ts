@@ -12,8 +12,13 @@ import type { RunEvidence } from './run-evidence.ts';
 export const EVAL_REASONS = {
   InvalidSpec: 'InvalidSpec',
   Running: 'Running',
+  /** The API server forbade (403) creating the next run: a ResourceQuota on codingruns, a webhook, RBAC. Tried again. */
+  RunsForbidden: 'RunsForbidden',
   Complete: 'Complete',
 } as const;
+
+/** While the API server forbids creating runs, the eval tries again this often (a run deleted also wakes it). */
+export const RUNS_FORBIDDEN_RETRY_MS = 60_000;
 
 export const EVAL_EVENT_REASONS = {
   /** The eval's spec is refused (a CRD installed without its validation): the message says what to change. */
@@ -21,6 +26,8 @@ export const EVAL_EVENT_REASONS = {
   RunsCreated: 'RunsCreated',
   /** The API server refused an attempt's run as invalid (an admission policy, a schema rule): the attempt fails RunRefused. */
   RunRefused: 'RunRefused',
+  /** The API server forbade (403) creating a run; the eval waits and tries again. Once per wait, not per try. */
+  RunsForbidden: 'RunsForbidden',
   Complete: 'Complete',
 } as const;
 
@@ -78,12 +85,28 @@ export function refusedAttempt(run: string, planned: { task: string; model: stri
 const byCell = (a: AttemptStatus, b: AttemptStatus, order: Map<string, number>) =>
   (order.get(cellKey(a.task, a.model, a.attempt)) ?? 0) - (order.get(cellKey(b.task, b.model, b.attempt)) ?? 0);
 
+/**
+ * What became of a decision's creates, for deciding again after them: the runs made (an
+ * 'exists' counts: the run is there), and the API server's words when it forbade the next one.
+ * The creates stop at the first 403 (the rest would meet the same quota or policy).
+ */
+export interface CreatesDone {
+  created: readonly PlannedAttempt[];
+  forbidden?: string;
+}
+
+/**
+ * From the eval, its parsed spec, the runs it owns and the attempts just graded: the runs to
+ * create and the whole status. Given `done`, the creates have happened: the decision names
+ * exactly those runs, plans no more, and says when the API server forbade the rest.
+ */
 export function decideEval(
   evaluation: CodingEval,
   spec: CodingEvalSpec,
   runs: readonly CodingRun[],
   graded: readonly AttemptStatus[],
   now: Date,
+  done?: CreatesDone,
 ): EvalDecision {
   const previous = evaluation.status ?? {};
   const planned = plannedAttempts(spec);
@@ -108,20 +131,26 @@ export function decideEval(
     const key = cellKey(attempt.task.name, attempt.model.name, attempt.attempt);
     return !attempts.has(key) && !withRun.has(key);
   });
-  const create = missing.slice(0, Math.max(0, spec.parallelism - active));
+  const create = done ? [...done.created] : missing.slice(0, Math.max(0, spec.parallelism - active));
   const list = [...attempts.values()].sort((a, b) => byCell(a, b, order));
   const complete = list.length === planned.length;
   const nowText = now.toISOString();
   const passes = list.filter((attempt) => attempt.passed).length;
   const created = new Set([...withRun, ...attempts.keys(), ...create.map((a) => cellKey(a.task.name, a.model.name, a.attempt))]).size;
+  const forbidden = !complete && done?.forbidden !== undefined;
+  const progress = `${list.length} of ${planned.length} attempts graded, ${active + create.length} running`;
   const message = complete
     ? `all ${planned.length} attempts graded: ${passes} passed; kubectl codingrun eval report ${evaluation.metadata.name}`
-    : `${list.length} of ${planned.length} attempts graded, ${active + create.length} running`;
+    : forbidden
+      ? `${progress}; the API server forbids creating the next run: ${done.forbidden}. Raise the namespace's quota on ` +
+        `codingruns, or fix the policy that refused it, or lower spec.parallelism; the eval tries again every minute.`
+      : progress;
   const wasComplete = previous.phase === 'Complete';
+  const wasForbidden = previous.conditions?.some((condition) => condition.reason === EVAL_REASONS.RunsForbidden) ?? false;
   const completeCondition = {
     type: 'Complete',
     status: complete ? ('True' as const) : ('False' as const),
-    reason: complete ? EVAL_REASONS.Complete : EVAL_REASONS.Running,
+    reason: complete ? EVAL_REASONS.Complete : forbidden ? EVAL_REASONS.RunsForbidden : EVAL_REASONS.Running,
     message,
     observedGeneration: evaluation.metadata.generation ?? 0,
     lastTransitionTime:
@@ -130,7 +159,7 @@ export function decideEval(
   };
   const status: CodingEvalStatus = {
     phase: complete ? 'Complete' : 'Running',
-    message,
+    message: message.slice(0, 4096),
     observedGeneration: evaluation.metadata.generation ?? 0,
     conditions: [completeCondition],
     planned: planned.length,
@@ -152,6 +181,8 @@ export function decideEval(
         1024,
       ),
     });
+  if (forbidden && !wasForbidden)
+    events.push({ type: 'Warning', reason: EVAL_EVENT_REASONS.RunsForbidden, message: message.slice(0, 1024) });
   if (complete && !wasComplete) events.push({ type: 'Normal', reason: EVAL_EVENT_REASONS.Complete, message });
   return { create, status, events };
 }

@@ -11,11 +11,14 @@ import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
 
 export interface EvalGateway {
   /**
-   * Creates the run: 'created', 'exists' (the cache had not seen it yet), or the API server's
+   * Creates the run: 'created', 'exists' (the cache had not seen it yet), the API server's
    * refusal of it as invalid (400/422: a schema rule, an admission policy such as allowRepo's),
-   * which no retry can change. Other failures (a quota's 403, a 5xx) throw, to be retried.
+   * which no retry can change, or its 403 (a ResourceQuota on codingruns, a webhook, RBAC),
+   * which may pass later. Other failures (a 5xx, the network) throw, to be retried.
    */
-  createRun(run: { metadata: { namespace: string; name: string } }): Promise<'created' | 'exists' | { refused: string }>;
+  createRun(run: {
+    metadata: { namespace: string; name: string };
+  }): Promise<'created' | 'exists' | { refused: string } | { forbidden: string }>;
   listTranscript(namespace: string, runUid: string): Promise<TranscriptChunk[]>;
   getDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
   /** Replaces the status; 409 when the eval's resourceVersion is stale. */
@@ -49,8 +52,8 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
       } catch (error) {
         if (isAlreadyExists(error)) return 'exists';
         const refusal = apiRefusal(error);
-        if (refusal && refusal.code !== 403) return { refused: refusal.message };
-        throw error;
+        if (!refusal) throw error;
+        return refusal.code === 403 ? { forbidden: refusal.message } : { refused: refusal.message };
       }
     },
     async listTranscript(namespace, runUid) {
