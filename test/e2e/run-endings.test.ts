@@ -13,7 +13,7 @@ import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
-import { createBareRepository } from '../support/git-fixture.ts';
+import { createBareRepository, git } from '../support/git-fixture.ts';
 import { applyIn, runStatus, eventsOf } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
@@ -30,7 +30,7 @@ interface RunStatus {
   message?: string;
   steps?: number;
   approvalWaitSeconds?: number;
-  result?: { diff: string; diffSource?: string; diffConfigMap?: string; filesChanged: number };
+  result?: { diff: string; diffSource?: string; diffConfigMap?: string; filesChanged: number; revision?: string };
 }
 
 let root: string;
@@ -91,6 +91,14 @@ const EDIT = { toolName: 'edit_file', input: { path: 'README.md', oldString: 'He
 const FAKE_EDIT = {
   type: 'tool-calls',
   toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
+} as const;
+/** A model that commits its work: a diff taken against HEAD, not the cloned commit, would lose it. */
+const FAKE_EDIT_COMMIT = {
+  type: 'tool-calls',
+  toolCalls: [
+    ...FAKE_EDIT.toolCalls,
+    { name: 'bash', arguments: { command: 'git -c user.name=m -c user.email=m@example.com commit -qam wip' } },
+  ],
 } as const;
 const sleep = (seconds: number) => ({ toolName: 'bash', input: { command: `sleep ${seconds}`, timeoutMs: seconds * 1000 + 5000 } });
 const EDITED = '-Hello\n+Hello, world\n';
@@ -166,7 +174,7 @@ describe('every ending keeps the latest diff there is (#13.3)', () => {
   ];
 
   beforeAll(() => {
-    fake.enqueueFor('model-auth', FAKE_EDIT, { type: 'error', status: 401, message: 'invalid api key' });
+    fake.enqueueFor('model-auth', FAKE_EDIT_COMMIT, { type: 'error', status: 401, message: 'invalid api key' });
     fake.enqueueFor('model-rejects', FAKE_EDIT, { type: 'error', status: 400, message: 'context too long' });
   });
 
@@ -179,6 +187,8 @@ describe('every ending keeps the latest diff there is (#13.3)', () => {
       expect(status, status.message).toMatchObject({ phase: 'Failed', reason });
       expect(status.result?.diffSource).toBe(source);
       expect(status.result?.diff).toContain(EDITED);
+      // Whoever ended it, the diff is against the commit the run cloned, and says which.
+      expect(status.result?.revision).toBe(git(['rev-parse', 'HEAD'], join(root, 'git', 'hello.git')).trim());
       expect(status.result?.diffConfigMap).toBeDefined();
       const kept = await kubectl(['get', 'configmap', status.result!.diffConfigMap!, '-n', NS, '-o', 'jsonpath={.data.diff}']);
       expect(kept.stdout).toContain('+Hello, world');
@@ -211,18 +221,26 @@ describe('kubectl codingrun cancel, in every phase (#13.4)', () => {
     );
   }, 120_000);
 
-  it('WaitingForApproval: Cancelled with the diff made before the call that waits', async () => {
+  it('WaitingForApproval: Cancelled with the diff made before the call that waits, against the cloned commit', async () => {
+    // Step 1 edits and commits: a diff taken against HEAD would be empty. The controller ends
+    // this run, so it takes the diff against the commit the run's state says was cloned.
+    const commit = { toolName: 'bash', input: { command: 'git -c user.name=m -c user.email=m@example.com commit -qam wip' } };
     await applyIn(
       NS,
-      scriptedRun('cancel-waiting', [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'true' } }] }], {
-        approval: { tools: ['bash'] },
-      }),
+      scriptedRun(
+        'cancel-waiting',
+        [{ toolCalls: [EDIT, commit] }, { toolCalls: [{ toolName: 'write_file', input: { path: 'x', content: 'x' } }] }],
+        {
+          approval: { tools: ['write_file'] },
+        },
+      ),
     );
     await reached('cancel-waiting', (status) => status.phase === 'WaitingForApproval');
     expect((await cancel('cancel-waiting')).code).toBe(0);
     const status = await ended('cancel-waiting');
     expect(status).toMatchObject({ phase: 'Cancelled', reason: 'Cancelled' });
-    expect(status.result).toMatchObject({ diffSource: 'final', diff: expect.stringContaining(EDITED) });
+    const cloned = git(['rev-parse', 'HEAD'], join(root, 'git', 'hello.git')).trim();
+    expect(status.result).toMatchObject({ diffSource: 'final', diff: expect.stringContaining(EDITED), revision: cloned });
   }, 120_000);
 
   it('after it finished: a no-op that says so', async () => {

@@ -46,6 +46,12 @@ describe('kept diff', () => {
     });
   });
 
+  it('names the commit the diff is against when it is known, so an ended run can be continued', () => {
+    const revision = 'a'.repeat(40);
+    expect(keptDiffResult({ ...NO_DIFF, revision }, '').revision).toBe(revision);
+    expect(keptDiffResult(NO_DIFF, '')).not.toHaveProperty('revision');
+  });
+
   it('adds why the whole diff is not kept to the message, and nothing otherwise', () => {
     expect(withDiffNote('Done.', { ...NO_DIFF, notStored: 'quota' })).toBe('Done. The full diff could not be kept: quota');
     expect(withDiffNote('Done.', NO_DIFF)).toBe('Done.');

@@ -18,6 +18,8 @@ export interface KeptDiff {
   configMap?: string;
   /** Why the whole diff is not kept in a ConfigMap (the API server refused it): said in the run's message and an Event. */
   notStored?: string;
+  /** The commit the run cloned, which the diff is against (status.result.revision: spec.continueFrom clones it). */
+  revision?: string;
 }
 
 export const NO_DIFF: KeptDiff = { source: 'none', diff: '', truncated: false, filesChanged: 0, insertions: 0, deletions: 0 };
@@ -30,6 +32,7 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
     diff: shown.text,
     diffTruncated: shown.truncated || kept.truncated,
     ...(kept.configMap ? { diffConfigMap: kept.configMap } : {}),
+    ...(kept.revision ? { revision: kept.revision } : {}),
     filesChanged: kept.filesChanged,
     insertions: kept.insertions,
     deletions: kept.deletions,

@@ -29,6 +29,7 @@ import { RunStatusWriter } from './run-status-writer.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { CloneCache } from './clone-cache.ts';
 import { keepRunDiff } from './keep-diff.ts';
+import { runRefOf } from './run-ref.ts';
 import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-writer.ts';
 import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
@@ -101,10 +102,13 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     stop: (run) => agentQueue.stop(run),
     inspect: (run) => inspector.inspect(run),
     // A session of its own, closed after: the run's kept one may be in a job's use, or gone.
+    // Against the commit the run cloned (its state's) while the state is there: a model that
+    // committed its work keeps it, and the ended run can be continued (spec.continueFrom).
     keepDiff: async (run, { fromSandbox }) => {
       const sandbox = fromSandbox ? options.sandboxFor(run) : undefined;
       try {
-        return await keepRunDiff({ resources, logger: options.logger }, run, sandbox);
+        const state = await states.load(runRefOf(run)).catch(() => undefined);
+        return await keepRunDiff({ resources, logger: options.logger }, run, sandbox, state?.revision);
       } finally {
         await sandbox?.close().catch(() => undefined);
       }

@@ -20,15 +20,15 @@ import { observeFinished } from './run-metrics.ts';
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string, agentWorked = true): Promise<void> {
   const run = agentWorked ? await liveRun(deps, ref) : undefined;
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
-  const kept = run ? await keepRunDiff(deps, run, reason === REASONS.SandboxLost ? undefined : deps.sandboxes.for(run)) : undefined;
-  const shown = kept ? withDiffNote(message, kept) : message;
-  // The commit cloned, so a run stopped by a failure (its diff kept) can still be continued
-  // (spec.continueFrom); a state that is gone or unreadable just leaves it out.
+  // The commit cloned: the diff is against it, and a run stopped by a failure (its diff kept)
+  // can still be continued (spec.continueFrom); a state gone or unreadable just leaves it out.
   const state = await deps.states.load(ref).catch(() => undefined);
-  const revision = kept ? state?.revision : undefined;
+  const sandbox = run && reason !== REASONS.SandboxLost ? deps.sandboxes.for(run) : undefined;
+  const kept = run ? await keepRunDiff(deps, run, sandbox, state?.revision) : undefined;
+  const shown = kept ? withDiffNote(message, kept) : message;
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
-    if (kept) status.result = { ...keptDiffResult(kept, ''), ...(revision ? { revision } : {}) };
+    if (kept) status.result = keptDiffResult(kept, '');
     // The last step's progress, which rides on the terminal write when the run was finalizing (end-step.ts).
     if (state && state.step >= (status.steps ?? 0))
       recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });

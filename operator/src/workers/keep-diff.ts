@@ -72,14 +72,24 @@ export async function snapshotDiff(deps: DiffKeepingDependencies, run: ParsedCod
   }
 }
 
-/** The latest diff there is: from the sandbox when asked and it answers, else the snapshot. */
-export async function keepRunDiff(deps: DiffKeepingDependencies, run: ParsedCodingRun, sandbox: Sandbox | undefined): Promise<KeptDiff> {
+/**
+ * The latest diff there is: from the sandbox when asked and it answers, else the snapshot.
+ * base: the commit the run cloned (its state's), when there is one. The diff is taken against
+ * it, so work the model committed is kept, and it is recorded as the diff's revision.
+ */
+export async function keepRunDiff(
+  deps: DiffKeepingDependencies,
+  run: ParsedCodingRun,
+  sandbox: Sandbox | undefined,
+  base?: string,
+): Promise<KeptDiff> {
+  const against = base ? { revision: base } : {};
   if (sandbox) {
     try {
-      return await takeFinalDiff(deps, run, sandbox);
+      return { ...(await takeFinalDiff(deps, run, sandbox, base)), ...against };
     } catch (error) {
       deps.logger.warn({ err: errorText(error) }, 'could not take the diff from the sandbox; using the last snapshot');
     }
   }
-  return snapshotDiff(deps, run);
+  return { ...(await snapshotDiff(deps, run)), ...against };
 }
