@@ -71,6 +71,15 @@ describe('takeDiff', () => {
     expect(workspace.git('status', '--porcelain', '--untracked-files=all')).not.toContain('pwned');
   });
 
+  it("takes a copy as a new file, whatever the sandbox's git config says (a copy is refused where a diff is applied)", async () => {
+    workspace.git('config', 'diff.renames', 'copies');
+    workspace.write({ 'a.txt': 'one\ntwo\nthree\nfour\n', 'c.txt': 'one\ntwo\n' });
+    const taken = await takeDiff(sandbox);
+    expect(taken.diff).not.toMatch(/^copy (from|to) /m);
+    expect(taken.diff).toContain('diff --git a/c.txt b/c.txt\nnew file mode 100644\n');
+    expect(taken.diff).toContain('+one\n+two\n');
+  });
+
   it('takes nothing from a tree without changes', async () => {
     expect(await takeDiff(sandbox)).toEqual({ diff: '', truncated: false, stats: { filesChanged: 0, insertions: 0, deletions: 0 } });
     expect(calls).toEqual(['bash']);

@@ -52,6 +52,21 @@ describe('applyDiff', () => {
     expect(existsSync(join(repo, 'zeros.bin'))).toBe(false);
   });
 
+  it('refuses a copy, which writes the whole source for a few bytes of diff, before git writes it', async () => {
+    writeFileSync(join(repo, 'big.txt'), 'x'.repeat(1024 * 1024));
+    git(['add', 'big.txt'], repo);
+    git(['commit', '-qm', 'big'], repo);
+    const copies = Array.from(
+      { length: 50 },
+      (_, i) => `diff --git a/big.txt b/c${i}\nsimilarity index 100%\ncopy from big.txt\ncopy to c${i}\n`,
+    );
+    const bomb = copies.join('');
+    expect(bomb.length).toBeLessThan(4096);
+    const outcome = await applyDiff(repo, bomb);
+    expect(outcome).toEqual({ applied: false, output: expect.stringContaining('copies a file') as unknown });
+    expect(existsSync(join(repo, 'c0'))).toBe(false);
+  });
+
   it('refuses a path that climbs out of the clone', async () => {
     const outcome = await applyDiff(repo, newFile('../escaped.txt', 'out'));
     expect(outcome.applied).toBe(false);

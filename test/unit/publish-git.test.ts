@@ -67,4 +67,19 @@ describe('publish git', () => {
     await expect(commitDiff(clone, { diff: bomb, message: 'x\n', author, date })).rejects.toThrow(/binary patch/);
     expect(existsSync(join(clone.dir, 'zeros.bin'))).toBe(false);
   });
+
+  it('refuses to commit a copy, before git writes the copied file', async () => {
+    const bomb = 'diff --git a/README.md b/c0\nsimilarity index 100%\ncopy from README.md\ncopy to c0\n';
+    await expect(commitDiff(clone, { diff: bomb, message: 'x\n', author, date })).rejects.toThrow(/copies a file/);
+    expect(existsSync(join(clone.dir, 'c0'))).toBe(false);
+  });
+
+  it('commits a rename, which moves its source and writes no more than it removes', async () => {
+    const rename = 'diff --git a/README.md b/HELLO.md\nsimilarity index 100%\nrename from README.md\nrename to HELLO.md\n';
+    const commit = await commitDiff(clone, { diff: rename, message: 'Rename\n', author, date });
+    expect(git(['ls-tree', '--name-only', commit], clone.dir)).toBe('HELLO.md\n');
+    // A second rename of the same source is git's to refuse: no copy by way of renames.
+    const twice = rename + rename.replaceAll('HELLO.md', 'AGAIN.md');
+    await expect(commitDiff(clone, { diff: twice, message: 'Twice\n', author, date })).rejects.toThrow();
+  });
 });

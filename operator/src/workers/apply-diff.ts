@@ -3,13 +3,14 @@
 // without hooks or any config of the machine, and keeps its default refusals: no path outside
 // the tree, none through a symlink. New files stay untracked, as they were in the source's
 // sandbox; the finalize job's `git add --intent-to-add` counts them in the follow-up's diff.
-import { BINARY_PATCH_REFUSAL, holdsBinaryPatch } from './binary-patch.ts';
+import { diffRefusal } from './diff-refusal.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
 
 export function applyDiff(dir: string, diff: string, launch: Launch = launchHere, timeoutMs = 120_000): Promise<ApplyOutcome> {
-  if (holdsBinaryPatch(diff)) return Promise.resolve({ applied: false, output: BINARY_PATCH_REFUSAL });
+  const refusal = diffRefusal(diff);
+  if (refusal) return Promise.resolve({ applied: false, output: refusal });
   return new Promise((resolve, reject) => {
     const child = launch('git', ['-c', 'core.hooksPath=/dev/null', 'apply', '--whitespace=nowarn', '-'], {
       cwd: dir,

@@ -18,7 +18,12 @@ interface BashResult {
   stderr: string;
 }
 
-const GIT_DIFF = 'git diff --no-color --no-ext-diff';
+/**
+ * Rename detection pinned on, copies off, whatever the sandbox's .git/config says: a copy is
+ * refused where a diff is applied (diff-refusal.ts), so the model's `diff.renames=copies` must
+ * not make its run's diff one that cannot be published or continued.
+ */
+const GIT_DIFF = 'git -c diff.renames=true diff --no-color --no-ext-diff';
 
 /**
  * On stderr, two lines: the whole diff's size in bytes (to tell a cut diff) and its shortstat
