@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
 import { isBranchName } from '../../operator/src/api/publish-spec.ts';
 import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
-import { decidePullRequest, decidePush } from '../../operator/src/publish/decide-publish.ts';
+import { decidePullRequest, decidePush, pullRequestBase } from '../../operator/src/publish/decide-publish.ts';
 import { forgeFor } from '../../operator/src/publish/forge-for-host.ts';
 import { defaultTitle, planPublish, runOfCommit, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
 
@@ -160,6 +160,32 @@ describe('decidePush', () => {
       action: 'move',
       from: other,
     });
+  });
+
+  it('protects a base however it was spelt: refs/heads/release and heads/release are the branch release', () => {
+    const merged = { commit: other, message: made('agents/fix') };
+    for (const base of ['refs/heads/release', 'heads/release', 'release']) {
+      const decision = decidePush({ branch: 'release', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: [base] });
+      expect(decision, base).toMatchObject({ action: 'refuse' });
+    }
+  });
+});
+
+describe('pullRequestBase', () => {
+  const plan = (base?: string) => ({
+    branch: 'chamvi/x',
+    title: 't',
+    commitMessage: 'm',
+    pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
+  });
+  it.each([
+    ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1', 'release'],
+    ['else the revision cloned, as a short name', plan(), 'refs/heads/release', 'release'],
+    ['a branch revision as given', plan(), 'develop', 'develop'],
+    ['not a commit the run cloned: the default branch', plan(), 'a'.repeat(40), undefined],
+    ['no revision: the default branch', plan(), undefined, undefined],
+  ])('%s', (_, given, revision, expected) => {
+    expect(pullRequestBase(given, revision)).toBe(expected);
   });
 });
 

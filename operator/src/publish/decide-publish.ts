@@ -2,8 +2,9 @@
 // the branch and the pull request up first, this decides, the worker acts. That order is
 // what makes publishing idempotent: a retried job or a restarted operator finds its own
 // commit on the branch and its pull request open, and does nothing twice.
+import { isCommitId } from '../api/commit-id.ts';
 import type { PullRequest } from './forge.ts';
-import { runOfCommit } from './publish-plan.ts';
+import { runOfCommit, type PublishPlan } from './publish-plan.ts';
 
 export interface RemoteBranch {
   /** The commit the branch points at. */
@@ -33,11 +34,32 @@ export interface PushInput {
   protectedBranches: readonly string[];
 }
 
+/**
+ * The branches a name given as a base or a revision may stand for on the remote, under git's
+ * ref rules: as given, and without `refs/heads/`, `heads/` or `refs/` (a revision
+ * `refs/heads/release` is the branch `release`). All are protected: protecting one too many
+ * only refuses a move, one too few lets a base be force-pushed.
+ */
+export function branchesNamedBy(name: string): string[] {
+  return [...new Set([name, name.replace(/^refs\/heads\//, ''), name.replace(/^heads\//, ''), name.replace(/^refs\//, '')])];
+}
+
+/**
+ * The pull request's base as given: the publish spec's, else the revision the run cloned when
+ * that is not a commit, as a short branch name (the forge's API takes `release`, not
+ * `refs/heads/release`); undefined for the repository's default branch. The approver is shown
+ * this very value.
+ */
+export function pullRequestBase(plan: PublishPlan, revision: string | undefined): string | undefined {
+  const named = plan.pullRequest?.base ?? (revision && !isCommitId(revision) ? revision : undefined);
+  return named?.replace(/^refs\/heads\//, '');
+}
+
 export function decidePush(input: PushInput): PushDecision {
   const { remote } = input;
   if (!remote) return { action: 'create' };
   if (remote.commit === input.commit) return { action: 'none' };
-  if (input.protectedBranches.includes(input.branch)) {
+  if (input.protectedBranches.flatMap(branchesNamedBy).includes(input.branch)) {
     return {
       action: 'refuse',
       message:

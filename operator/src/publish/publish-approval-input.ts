@@ -9,6 +9,7 @@ import { LIMITS, type ParsedCodingRun } from '../api/index.ts';
 import { parseDiffFiles } from '../evals/diff-files.ts';
 import { approvalInputJson } from '../reconcile/approval-answer.ts';
 import type { KeptDiff } from '../reconcile/kept-diff.ts';
+import { pullRequestBase } from './decide-publish.ts';
 import type { PublishPlan } from './publish-plan.ts';
 
 /** Files an approver is shown by name (with their line counts); more are counted. */
@@ -42,7 +43,7 @@ export function publishApprovalInput(run: ParsedCodingRun, plan: PublishPlan, ke
     ...(plan.pullRequest
       ? {
           pullRequest: {
-            base: plan.pullRequest.base ?? run.spec.repository.revision ?? "(the repository's default branch)",
+            base: pullRequestBase(plan, run.spec.repository.revision) ?? "(the repository's default branch)",
             draft: plan.pullRequest.draft,
             labels: plan.pullRequest.labels,
           },

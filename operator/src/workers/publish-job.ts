@@ -21,11 +21,11 @@ import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { awaitApprovalStatus, finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import { createForge } from '../publish/create-forge.ts';
-import { decidePullRequest, decidePush } from '../publish/decide-publish.ts';
+import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decide-publish.ts';
 import { ForgeError } from '../publish/errors/forge-error.ts';
 import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
 import { publishApprovalInput } from '../publish/publish-approval-input.ts';
-import { planPublish, type PublishPlan } from '../publish/publish-plan.ts';
+import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { diffSha } from './diff-snapshot.ts';
@@ -38,7 +38,6 @@ import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { verificationResult } from './verify-work.ts';
-import { isCommitId } from '../api/commit-id.ts';
 
 /** The id of a publish approval, and the "tool" status.pendingApproval names. */
 export const PUBLISH_APPROVAL_ID = 'publish';
@@ -228,12 +227,6 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
   await forgetRun(deps, ref);
 }
 
-/** Base of the pull request: the run's, else the revision it cloned when that is a branch name, else the forge's default. */
-function baseBranch(run: ParsedCodingRun, plan: PublishPlan): string | undefined {
-  const revision = run.spec.repository.revision;
-  return plan.pullRequest?.base ?? (revision && !isCommitId(revision) ? revision : undefined);
-}
-
 async function publish(
   deps: AgentDependencies,
   run: ParsedCodingRun,
@@ -292,13 +285,26 @@ async function publish(
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
     const remote = await lookUpRemote(clone, plan.branch, commit);
-    const namedBase = baseBranch(run, plan);
+    const namedBase = pullRequestBase(plan, spec.repository.revision);
+    const location = plan.pullRequest ? forgeFor(parts, policy.forges) : undefined;
+    const forge = location
+      ? createForge(location.kind, {
+          apiURL: location.apiURL,
+          repository: location.repository,
+          token,
+          ...(policy.fetch ? { fetch: policy.fetch } : {}),
+        })
+      : undefined;
+    // The remote's HEAD, read in the lookup above, is the default branch; the forge is asked
+    // only when git did not say, and before the push: the branch a pull request will merge
+    // into is never moved, whichever way it was learnt.
+    const defaultBranch = remote.defaultBranch ?? (forge && !namedBase ? await forge.defaultBranch() : undefined);
     const push = decidePush({
       branch: plan.branch,
       commit,
       run: `${run.metadata.namespace}/${run.metadata.name}`,
       remote: remote.branch,
-      protectedBranches: [remote.defaultBranch, namedBase].filter((branch) => branch !== undefined),
+      protectedBranches: [defaultBranch, namedBase].filter((branch) => branch !== undefined),
     });
     if (push.action === 'refuse') throw publishFailed(push.message);
     if (push.action === 'create') await pushBranch(clone, commit, plan.branch);
@@ -306,21 +312,13 @@ async function publish(
     deps.logger.info({ branch: plan.branch, commit, push: push.action }, 'published branch');
     const published: Published = { branch: plan.branch, commit };
     if (!plan.pullRequest) return { published, kept };
-    const location = forgeFor(parts, policy.forges);
-    if (!location) {
+    if (!forge) {
       throw publishFailed(
         `branch ${plan.branch} was pushed, but no forge API is known for ${parts.host}${parts.port ? `:${parts.port}` : ''}, so no pull request was opened; ` +
           'ask an admin to add it to the operator config publish.forges (kind github, gitlab or gitea)',
       );
     }
-    const forge = createForge(location.kind, {
-      apiURL: location.apiURL,
-      repository: location.repository,
-      token,
-      ...(policy.fetch ? { fetch: policy.fetch } : {}),
-    });
-    // The remote's HEAD, read in the lookup above, is the default branch; the forge is asked only when git did not say.
-    const base = namedBase ?? remote.defaultBranch ?? (await forge.defaultBranch());
+    const base = namedBase ?? defaultBranch ?? (await forge.defaultBranch());
     const wanted = { title: plan.pullRequest.title, body: plan.pullRequest.body, draft: plan.pullRequest.draft };
     const existing = await forge.findOpenPullRequest(plan.branch, base);
     const decision = decidePullRequest(existing, wanted);
