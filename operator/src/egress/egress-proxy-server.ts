@@ -16,6 +16,7 @@ import type { Duplex } from 'node:stream';
 import { decideAddresses, decideRequest, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
+import { PerRunLimit } from './per-run-limit.ts';
 
 export interface EgressConnection {
   kind: 'connect' | 'http';
@@ -40,6 +41,8 @@ export interface EgressProxyDependencies {
   /** A tunnel or upstream connection idle this long is closed. */
   idleTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /** A refused CONNECT's socket is closed this long after its answer, whether or not the client hangs up. */
+  refusalLingerMs?: number;
   now?: () => number;
 }
 
@@ -109,11 +112,43 @@ function parseAuthority(target: string | undefined): { host: string; port: numbe
   return port >= 1 && port <= 65535 ? { host: match[1]!, port } : undefined;
 }
 
+/** Name lookups one run may have in flight at once (per-run-limit.ts); more wait their turn. */
+export const LOOKUPS_PER_RUN = 2;
+
 export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const now = deps.now ?? (() => performance.now());
   const idleTimeoutMs = deps.idleTimeoutMs ?? 600_000;
   const connectTimeoutMs = deps.connectTimeoutMs ?? 15_000;
-  const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: idleTimeoutMs });
+  const refusalLingerMs = deps.refusalLingerMs ?? 5_000;
+  // One pool of kept upstream connections per run. Shared, a connection one run had used
+  // carried the next run's request to the same address, so an answer the first run made the
+  // destination send (a smuggled request's) reached the second; and one run's queue of
+  // requests held up every other run's to that address. A run's pool goes once it holds no
+  // connection.
+  const agents = new Map<string, Agent>();
+  const agentOf = (uid: string) => {
+    let agent = agents.get(uid);
+    if (!agent) agents.set(uid, (agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: idleTimeoutMs })));
+    return agent;
+  };
+  const sweep = setInterval(() => {
+    for (const [uid, agent] of agents) {
+      const busy = [agent.sockets, agent.freeSockets, agent.requests].some((table) => Object.keys(table).length > 0);
+      if (!busy) {
+        agent.destroy();
+        agents.delete(uid);
+      }
+    }
+  }, 60_000);
+  sweep.unref();
+
+  /** Ends a refused CONNECT: its answer, then the socket closed even if the client never hangs up. */
+  const refuseTunnel = (socket: Socket, answer: string) => {
+    socket.end(answer);
+    socket.setTimeout(refusalLingerMs, () => socket.destroy());
+  };
+
+  const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
 
   async function decide(authorization: string | undefined, host: string, port: number): Promise<Verdict> {
     const credential = checkProxyAuthorization(authorization, deps.egressKey);
@@ -124,7 +159,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     }
     let addresses: string[];
     try {
-      addresses = await deps.resolve(request.host);
+      addresses = await lookups.run(request.run.uid, () => deps.resolve(request.host));
     } catch {
       addresses = [];
     }
@@ -139,14 +174,20 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     const started = now();
     const socket = client as Socket;
     socket.on('error', () => undefined);
+    // A client that hangs up before its tunnel opens (while its name is looked up) is gone:
+    // the server keeps half-open sockets, so without this one it stayed until the lookup ended.
+    let tunnelOpen = false;
+    socket.once('end', () => {
+      if (!tunnelOpen) socket.destroy();
+    });
     const authority = parseAuthority(req.url);
     if (!authority) {
-      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      refuseTunnel(socket, 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
       return;
     }
     void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((verdict) => {
       if (!verdict.allowed) {
-        socket.end(rawRefusal(verdict));
+        refuseTunnel(socket, rawRefusal(verdict));
         deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
         return;
       }
@@ -169,6 +210,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       };
       upstream.once('connect', () => {
         opened = true;
+        tunnelOpen = true;
         upstream.setTimeout(idleTimeoutMs);
         socket.setTimeout(idleTimeoutMs);
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
@@ -222,6 +264,14 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       for (const [name, value] of Object.entries(req.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
       }
+      // The host checked, not the client's Host header: behind one address (an ingress, a CDN)
+      // the header picks the site, so a client's own would reach a name never decided on.
+      headers.host = url.host;
+      // A body sent chunked stays chunked. Without a length or this header, Node sends a GET's
+      // body bytes as they come, and the destination reads them as a second request: one
+      // never decided on, whose answer would wait on the connection for the next request.
+      if (req.headers['transfer-encoding'] !== undefined && req.headers['content-length'] === undefined)
+        headers['transfer-encoding'] = 'chunked';
       let bytesSent = 0;
       let bytesReceived = 0;
       let recorded = false;
@@ -246,7 +296,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           method: req.method,
           path: `${url.pathname}${url.search}`,
           headers,
-          agent,
+          agent: agentOf(verdict.run.uid),
           timeout: connectTimeoutMs,
         },
         (response) => {
@@ -254,7 +304,18 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           for (const [name, value] of Object.entries(response.headers)) {
             if (value !== undefined && !HOP_BY_HOP.has(name)) responseHeaders[name] = value;
           }
-          res.writeHead(response.statusCode ?? 502, responseHeaders);
+          // A destination may answer any three digits (`099`); writeHead throws on one outside
+          // 100-999, and thrown here it ended the proxy process, every run's tunnels with it.
+          const status = response.statusCode ?? 0;
+          if (status < 100 || status > 999) {
+            response.destroy();
+            res
+              .writeHead(502, { 'content-type': 'text/plain; charset=utf-8' })
+              .end(`chamvi egress proxy: the destination answered status ${status}\n`);
+            finish();
+            return;
+          }
+          res.writeHead(status, responseHeaders);
           response.on('data', (chunk: Buffer) => (bytesReceived += chunk.length));
           response.pipe(res);
           response.on('end', finish);
@@ -274,6 +335,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     });
   });
 
-  server.on('close', () => agent.destroy());
+  server.on('close', () => {
+    clearInterval(sweep);
+    for (const agent of agents.values()) agent.destroy();
+  });
   return server;
 }

@@ -1,0 +1,179 @@
+// The egress proxy (egress-proxy-server.ts) against hostile clients and destinations, on real
+// loopback sockets with raw bytes on both sides: what the destination receives is what the
+// proxy decided on (the checked host, one request per request), a destination's bad answer
+// does not end the proxy, runs do not share upstream connections, and a refused CONNECT's
+// socket is closed even when its client never hangs up.
+import { createServer as createHttpServer } from 'node:http';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LOOKUPS_PER_RUN, createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
+import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
+import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+
+const KEY = 'unit-egress-key-0123456789abcdef0123456789abcdef';
+const RUN_A = '22222222-2222-4222-8222-222222222222';
+const RUN_B = '33333333-3333-4333-8333-333333333333';
+const auth = (uid: string) => `Basic ${Buffer.from(`${uid}:${proxyToken(KEY, uid)}`).toString('base64')}`;
+
+const servers: Server[] = [];
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const socket of sockets.splice(0)) socket.destroy();
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+async function listen<T extends Server>(server: T): Promise<number> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+/** A destination that answers every request it parses with `answer`, and keeps what arrived on each connection. */
+async function destination(answer = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok') {
+  const connections: string[] = [];
+  const port = await listen(
+    createServer((socket) => {
+      const index = connections.push('') - 1;
+      socket.on('data', (data: Buffer) => {
+        const before = connections[index]!;
+        connections[index] = before + data.toString('latin1');
+        // One answer per request head that arrived (enough for these bodiless or tiny requests).
+        const heads = (text: string) => text.split('\r\n\r\n').length - 1;
+        for (let i = heads(before); i < heads(connections[index]!); i++) socket.write(answer);
+      });
+      socket.on('error', () => undefined);
+    }),
+  );
+  return { port, connections };
+}
+
+async function startProxy(destinationPort: number, refusalLingerMs?: number, resolve?: (host: string) => Promise<string[]>) {
+  const allow = parseHostPatterns([`*.test:${destinationPort}`]);
+  const runs = new Map([RUN_A, RUN_B].map((uid, i) => [uid, { namespace: 'unit', name: `run-${i}`, uid, allow }]));
+  const proxy = createEgressProxyServer({
+    egressKey: KEY,
+    policy: { allowEgress: allow, allowPrivateDestinations: allow, apiServer: [] },
+    lookupRun: (uid) => runs.get(uid),
+    resolve: resolve ?? ((host) => Promise.resolve(host.endsWith('.test') ? ['127.0.0.1'] : [])),
+    record: () => undefined,
+    ...(refusalLingerMs !== undefined ? { refusalLingerMs } : {}),
+  });
+  servers.push(proxy as unknown as Server);
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return (proxy.address() as AddressInfo).port;
+}
+
+/** Sends raw bytes to the proxy and collects what comes back until `until` holds or the socket ends. */
+function exchange(proxyPort: number, bytes: string, until: (text: string) => boolean = () => false): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(proxyPort, '127.0.0.1');
+    sockets.push(socket);
+    let text = '';
+    socket.on('data', (data: Buffer) => {
+      text += data.toString('latin1');
+      if (until(text)) resolve(text);
+    });
+    socket.on('end', () => resolve(text));
+    socket.on('error', reject);
+    socket.write(bytes);
+  });
+}
+
+const answered = (text: string) => /\r\n\r\n[\s\S]*ok$/.test(text) || /^HTTP\/1\.1 5\d\d/.test(text);
+
+describe('egress proxy against hostile clients and destinations', () => {
+  it('sends the host it checked, not the Host header the client wrote', async () => {
+    const { port, connections } = await destination();
+    const proxyPort = await startProxy(port);
+    const answer = await exchange(
+      proxyPort,
+      `GET http://allowed.test:${port}/secret HTTP/1.1\r\nHost: vault.internal\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n`,
+      answered,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(connections[0]).toMatch(/^GET \/secret HTTP\/1\.1\r\n/);
+    expect(connections[0]).toContain(`\r\nhost: allowed.test:${port}\r\n`);
+    expect(connections[0]).not.toContain('vault.internal');
+  });
+
+  it('keeps a chunked GET body a body: the destination gets one request, not a second one smuggled in it', async () => {
+    const requests: Array<{ url: string; body: string }> = [];
+    const port = await listen(
+      createHttpServer((req, res) => {
+        let body = '';
+        req.on('data', (data: Buffer) => (body += data.toString()));
+        req.on('end', () => {
+          requests.push({ url: req.url ?? '', body });
+          res.end('ok');
+        });
+      }) as unknown as Server,
+    );
+    const proxyPort = await startProxy(port);
+    const smuggled = `GET /smuggled HTTP/1.1\r\nHost: other.test\r\n\r\n`;
+    const chunk = `${Buffer.byteLength(smuggled).toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    await exchange(
+      proxyPort,
+      `GET http://allowed.test:${port}/ HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n${chunk}`,
+      answered,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(requests).toEqual([{ url: '/', body: smuggled }]);
+  });
+
+  it('answers 502 to a destination status outside 100-999, and goes on serving', async () => {
+    const { port } = await destination('HTTP/1.1 099 Odd\r\ncontent-length: 0\r\n\r\n');
+    const proxyPort = await startProxy(port);
+    const request = `GET http://allowed.test:${port}/ HTTP/1.1\r\nHost: allowed.test\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n`;
+    expect(await exchange(proxyPort, request, answered)).toMatch(/^HTTP\/1\.1 502 /);
+    expect(await exchange(proxyPort, request, answered)).toMatch(/^HTTP\/1\.1 502 /);
+  });
+
+  it('never sends one run’s request on a connection another run used', async () => {
+    const { port, connections } = await destination();
+    const proxyPort = await startProxy(port);
+    const request = (uid: string, host: string) =>
+      `GET http://${host}:${port}/ HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: ${auth(uid)}\r\n\r\n`;
+    await exchange(proxyPort, request(RUN_A, 'shared.test'), answered);
+    await exchange(proxyPort, request(RUN_A, 'shared.test'), answered);
+    await exchange(proxyPort, request(RUN_B, 'shared.test'), answered);
+    // Run A's second request reuses its kept connection; run B's goes on a connection of its own.
+    expect(connections).toHaveLength(2);
+    expect(connections[0]!.match(/^GET /gm)).toHaveLength(2);
+    expect(connections[1]!.match(/^GET /gm)).toHaveLength(1);
+  });
+
+  it("holds a run's name lookups to a few at once, so names that never answer hold up no other run", async () => {
+    const { port } = await destination();
+    const asked: string[] = [];
+    // Names under slow.test never answer, as a name server that drops the query.
+    const proxyPort = await startProxy(port, undefined, (host) => {
+      asked.push(host);
+      return host.endsWith('.slow.test') ? new Promise<string[]>(() => undefined) : Promise.resolve(['127.0.0.1']);
+    });
+    const connectTo = (uid: string, host: string) =>
+      exchange(proxyPort, `CONNECT ${host}:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(uid)}\r\n\r\n`, (text) =>
+        text.includes('\r\n\r\n'),
+      );
+    for (let i = 0; i < 10; i++) void connectTo(RUN_A, `x${i}.slow.test`).catch(() => undefined);
+    expect(await connectTo(RUN_B, 'fast.test')).toMatch(/^HTTP\/1\.1 200 /);
+    expect(asked.filter((host) => host.endsWith('.slow.test'))).toHaveLength(LOOKUPS_PER_RUN);
+  });
+
+  it('closes a refused CONNECT whose client never hangs up', async () => {
+    const { port } = await destination();
+    const proxyPort = await startProxy(port, 200);
+    const proxy = servers.at(-1)!;
+    const answer = await new Promise<string>((resolve) => {
+      // allowHalfOpen: this client never sends its FIN, as a hostile one would not.
+      const socket = connect({ port: proxyPort, host: '127.0.0.1', allowHalfOpen: true });
+      sockets.push(socket);
+      let text = '';
+      socket.on('data', (data: Buffer) => (text += data.toString('latin1')));
+      socket.on('end', () => resolve(text));
+      socket.write(`CONNECT forbidden.example:443 HTTP/1.1\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n`);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+    const open = () => new Promise<number>((resolve) => proxy.getConnections((_error, count) => resolve(count)));
+    await expect.poll(open, { timeout: 2_000 }).toBe(0);
+  });
+});
