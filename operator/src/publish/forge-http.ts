@@ -84,7 +84,8 @@ export function forgeHttp(options: {
   };
 }
 
-async function boundedText(response: Response): Promise<string> {
+/** The answer's body as text, refused past MAX_RESPONSE_BYTES: no adapter holds more of a forge's answer. */
+export async function boundedText(response: Response): Promise<string> {
   if (!response.body) return '';
   const chunks: Buffer[] = [];
   let size = 0;

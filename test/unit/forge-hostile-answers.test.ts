@@ -1,0 +1,64 @@
+// Every forge adapter against a forge that answers too much or with a redirect, on a real HTTP
+// server: the answer is refused as a ForgeError, never held whole in memory nor taken for the
+// data. (The GitHub adapter read any size through Octokit, and took a 301's body as the pull
+// request it had created.)
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ForgeError } from '../../operator/src/publish/errors/forge-error.ts';
+import type { Forge, ForgeOptions } from '../../operator/src/publish/forge.ts';
+import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
+import { GitHubForge } from '../../operator/src/publish/github-forge.ts';
+import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+/** A forge whose every answer is `status` with `body` (sent in 64 KiB pieces). */
+async function forgeAnswering(status: number, body: string | Buffer): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume();
+    res.writeHead(status, { 'content-type': 'application/json', location: 'https://elsewhere.example/api' });
+    const bytes = Buffer.from(body);
+    for (let at = 0; at < bytes.length; at += 65_536) res.write(bytes.subarray(at, at + 65_536));
+    res.end();
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const ADAPTERS: Array<[string, (options: ForgeOptions) => Forge]> = [
+  ['GitHub', (options) => new GitHubForge(options)],
+  ['Gitea', (options) => new GiteaForge(options)],
+  ['GitLab', (options) => new GitLabForge(options)],
+];
+const make = (build: (options: ForgeOptions) => Forge, apiURL: string) =>
+  build({ apiURL, repository: 'acme/app', token: 'tok-0123456789' });
+
+describe.each(ADAPTERS)('the %s adapter', (_, build) => {
+  it('refuses an answer over 4 MiB (valid JSON padded with 5 MiB of spaces)', async () => {
+    const forge = make(build, await forgeAnswering(200, Buffer.concat([Buffer.alloc(5 * 1024 * 1024, ' '), Buffer.from('[]')])));
+    const error = await forge.findOpenPullRequest('chamvi/x', 'main').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(/more than 4194304 bytes/);
+  });
+
+  it('refuses a redirect, and does not take its body for the pull request it asked to create', async () => {
+    const pull = {
+      number: 7,
+      html_url: 'https://elsewhere.example/pr/7',
+      web_url: 'https://elsewhere.example/pr/7',
+      iid: 7,
+      title: 't',
+      body: 'b',
+    };
+    const forge = make(build, await forgeAnswering(301, JSON.stringify(pull)));
+    const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: [] };
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(/redirect \(HTTP 301\), which is not followed/);
+  });
+});
