@@ -276,6 +276,50 @@ describe('issue #14 publishing to a real forge', () => {
     expect(await pullsOf(repo)).toHaveLength(0);
   }, 600_000);
 
+  it('a run cancelled while its branch is pushed opens no pull request, and an Event says what was pushed', async () => {
+    const repo = 'cancelled';
+    await gitea.createRepository(repo);
+    // The cancel lands while the push is at the forge: the run ends Cancelled before the job
+    // hears the push's answer, then the job must not go on to the pull request.
+    let cancelled = false;
+    proxy.onAnswered = async (seen) => {
+      if (cancelled || seen.method !== 'POST' || !seen.path.includes(`/${repo}.git/git-receive-pack`)) return false;
+      cancelled = true;
+      await kubectlOk(['annotate', 'crun', 'publish-cancelled', '-n', NS, 'chamvi.dev/cancel=changed my mind']);
+      await eventually(
+        async () => ((await runStatus<RunStatus>(NS, 'publish-cancelled')).phase === 'Cancelled' ? true : undefined),
+        60_000,
+        'the cancel',
+      );
+      return false;
+    };
+    await applyRun('publish-cancelled', repo, gitea.token);
+    const status = await finishedRun<RunStatus>(NS, 'publish-cancelled', 180_000);
+    expect(status).toMatchObject({ phase: 'Cancelled', reason: 'Cancelled' });
+    expect(cancelled).toBe(true);
+    const uid = await kubectlOk(['get', 'crun', 'publish-cancelled', '-n', NS, '-o', 'jsonpath={.metadata.uid}']);
+    const said = await eventually(
+      async () =>
+        (await kubectlOk([
+          'get',
+          'events',
+          '-n',
+          NS,
+          '--field-selector',
+          `involvedObject.uid=${uid},reason=Published`,
+          '-o',
+          'jsonpath={.items[*].message}',
+        ])) || undefined,
+      60_000,
+      'the Event saying what was pushed',
+    );
+    proxy.onAnswered = undefined;
+    expect(said).toContain('Pushed branch chamvi/publish-cancelled (no pull request opened): the run ended Cancelled');
+    expect(pushesTo(repo)).toHaveLength(1);
+    expect(pullsOpenedIn(repo)).toHaveLength(0);
+    expect(await pullsOf(repo)).toHaveLength(0);
+  }, 600_000);
+
   it('a re-created run of the same name cannot force-push the default branch after its pull request was fast-forwarded into it', async () => {
     // The attack: the first run's pull request is merged fast-forward, so main's head is the
     // operator's commit for this run name, trailers and all. A run made again under that name,

@@ -17,7 +17,7 @@ export async function runStatus<S extends object>(namespace: string, name: strin
 }
 
 /**
- * The run's status once its phase is terminal (Succeeded or Failed); throws after `timeoutMs`
+ * The run's status once its phase is terminal (Succeeded, Failed or Cancelled); throws after `timeoutMs`
  * with the last status it saw, so a run that never finished says where it stood.
  */
 export async function finishedRun<S extends { phase?: string }>(namespace: string, name: string, timeoutMs: number): Promise<S> {
@@ -26,7 +26,7 @@ export async function finishedRun<S extends { phase?: string }>(namespace: strin
     return await eventually(
       async () => {
         last = await runStatus<S>(namespace, name);
-        return last.phase === 'Succeeded' || last.phase === 'Failed' ? last : undefined;
+        return last.phase === 'Succeeded' || last.phase === 'Failed' || last.phase === 'Cancelled' ? last : undefined;
       },
       timeoutMs,
       `${name} to finish`,

@@ -16,6 +16,7 @@ import { dirname } from 'node:path';
 import { EVENT_REASONS, REASONS, RunFailure, type ParsedCodingRun, type Published } from '../api/index.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
+import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
@@ -206,7 +207,22 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     await forgetRun(deps, ref);
     return;
   }
-  const { published, kept } = await publish(deps, run, state, state.publish.diffSha256);
+  const done = await publish(deps, run, state, state.publish.diffSha256, () => stillPublishing(deps, ref));
+  if ('stopped' in done) {
+    // Ended (a cancel, its deadline) while this job ran: what the forge already has is said in
+    // an Event, as the run's status is final; the rest is not done.
+    const ended = await deps.getRun(ref.namespace, ref.name);
+    if (ended && ended.metadata.uid === ref.uid && done.pushed)
+      await deps.events.record(ended, {
+        type: 'Warning',
+        reason: EVENT_REASONS.Published,
+        message: `Pushed branch ${done.pushed} (no pull request opened): the run ended ${ended.status?.phase ?? ''} while it was published`,
+      });
+    deps.logger.info({ pushed: done.pushed ?? null }, 'publishing stopped: the run ended while it was published');
+    await forgetRun(deps, ref);
+    return;
+  }
+  const { published, kept } = done;
   const now = deps.now();
   const where = published.pullRequest ? `pull request ${published.pullRequest.url}` : `branch ${published.branch}`;
   const message = `Finished in ${state.step} step(s): ${kept.filesChanged} file(s) changed; published as ${where} (commit ${published.commit.slice(0, 12)}).`;
@@ -223,16 +239,37 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     });
     await deps.events.record(outcome.run, { type: 'Normal', reason: REASONS.Completed, message });
     observeFinished(deps, outcome.run, 'Succeeded', REASONS.Completed);
+  } else if (outcome.run) {
+    // Ended as the pull request was opened: its status is final, the Event says what exists.
+    await deps.events.record(outcome.run, {
+      type: 'Warning',
+      reason: EVENT_REASONS.Published,
+      message: `Published ${published.branch} as ${where}, but the run had ended ${outcome.run.status?.phase ?? ''} meanwhile`,
+    });
   }
   await forgetRun(deps, ref);
 }
+
+/**
+ * Whether the run is still to be published: not ended and no cancel asked for. Read fresh
+ * before each step the forge keeps (the push, the pull request): the controller ends a run
+ * that is cancelled or past its deadline without waiting for this job, which it cannot stop.
+ */
+async function stillPublishing(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
+  const run = await liveRun({ getRun: deps.getRunFresh ?? deps.getRun }, ref);
+  return run !== undefined && readCancelRequest(run) === undefined;
+}
+
+/** What publish did: all of it, or (the run ended meanwhile) the branch it had pushed, if any. */
+type PublishDone = { published: Published; kept: KeptDiff } | { stopped: true; pushed?: string };
 
 async function publish(
   deps: AgentDependencies,
   run: ParsedCodingRun,
   state: RunState,
   diffSha256: string,
-): Promise<{ published: Published; kept: KeptDiff }> {
+  stillWanted: () => Promise<boolean>,
+): Promise<PublishDone> {
   const policy = deps.publishPolicy ?? DEFAULT_PUBLISH_POLICY;
   const { spec } = run;
   // Security #11.2: checked again now, and git gets the checked string.
@@ -307,6 +344,7 @@ async function publish(
       protectedBranches: [defaultBranch, namedBase].filter((branch) => branch !== undefined),
     });
     if (push.action === 'refuse') throw publishFailed(push.message);
+    if (push.action !== 'none' && !(await stillWanted())) return { stopped: true };
     if (push.action === 'create') await pushBranch(clone, commit, plan.branch);
     if (push.action === 'move') await pushBranch(clone, commit, plan.branch, push.from);
     deps.logger.info({ branch: plan.branch, commit, push: push.action }, 'published branch');
@@ -322,6 +360,7 @@ async function publish(
     const wanted = { title: plan.pullRequest.title, body: plan.pullRequest.body, draft: plan.pullRequest.draft };
     const existing = await forge.findOpenPullRequest(plan.branch, base);
     const decision = decidePullRequest(existing, wanted);
+    if (decision.action !== 'keep' && !(await stillWanted())) return { stopped: true, pushed: plan.branch };
     const pullRequest =
       decision.action === 'keep'
         ? decision.pullRequest
