@@ -103,6 +103,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   }
   let guidance: string | undefined;
   let revision: string;
+  let removal: Promise<unknown> = Promise.resolve();
   try {
     const sandbox = deps.sandboxes.for(podName ? onPod(run, podName) : await withPodName(deps, ref, run));
     const opening = sandbox.open?.().catch(() => undefined);
@@ -154,18 +155,25 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
   } finally {
     await archiveReady.catch(() => undefined);
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    // Started, not awaited: the clone's files go while the run starts (awaited below). Measured
+    // on the real node, the removal took 5-150 ms of a claimed run's start.
+    if (workDir) removal = rm(workDir, { recursive: true, force: true }).catch(() => undefined);
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
-  await deps.events.record(run, {
-    type: 'Normal',
-    reason: EVENT_REASONS.Prepared,
-    message: continuation
-      ? `Cloned ${spec.repository.url}@${revision} and applied the diff of run ${spec.continueFrom!.name} into the sandbox`
-      : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox${fromCache ? ` (commit ${revision} from the clone cache)` : ''}`,
-  });
-  await deps.queue.step(ref, 0);
+  // The first step is queued at once; the Event (its time is taken before the step can start,
+  // so it still reads first) and the clone's removal go alongside it, not before it.
+  await Promise.all([
+    deps.queue.step(ref, 0),
+    deps.events.record(run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.Prepared,
+      message: continuation
+        ? `Cloned ${spec.repository.url}@${revision} and applied the diff of run ${spec.continueFrom!.name} into the sandbox`
+        : `Cloned ${spec.repository.url}${spec.repository.revision ? `@${spec.repository.revision}` : ''} into the sandbox${fromCache ? ` (commit ${revision} from the clone cache)` : ''}`,
+    }),
+    removal,
+  ]);
 }
 
 /** The run as its sandbox is opened: on the pod its job names (the transport still checks the pod is the run's). */
