@@ -79,7 +79,16 @@ export class GiteaForge implements Forge {
   }
 
   private async labelIds(names: readonly string[]): Promise<number[]> {
-    const labels = await this.http.json<Array<{ id: number; name: string }>>({ method: 'GET', path: `${this.repo}/labels?limit=${PAGE}` });
+    // Every page: a repository with more labels than one page holds still has the later ones.
+    const labels: Array<{ id: number; name: string }> = [];
+    for (let page = 1; page <= MAX_PAGES; page++) {
+      const listed = await this.http.json<Array<{ id: number; name: string }>>({
+        method: 'GET',
+        path: `${this.repo}/labels?limit=${PAGE}&page=${page}`,
+      });
+      labels.push(...listed);
+      if (listed.length < PAGE || names.every((name) => labels.some((label) => label.name === name))) break;
+    }
     const missing = names.filter((name) => !labels.some((label) => label.name === name));
     if (missing.length > 0) {
       throw new ForgeError(

@@ -22,6 +22,10 @@ const view = (mr: MergeRequest): PullRequest => ({
   body: mr.description ?? '',
 });
 
+/** Merge requests per page, and pages read at most (a branch name opened from 1000 forks is not looked past). */
+const PAGE = 100;
+const MAX_PAGES = 10;
+
 export class GitLabForge implements Forge {
   readonly kind = 'gitlab' as const;
   private readonly http: ForgeHttp;
@@ -37,12 +41,24 @@ export class GitLabForge implements Forge {
   }
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
-    const query = new URLSearchParams({ state: 'opened', source_branch: branch, target_branch: base });
-    const found = await this.http.json<MergeRequest[]>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
     // The list holds merge requests from forks too (source_branch is only a name): only one from
-    // this project's own branch is the run's, or it would adopt a fork's change as its own.
-    const own = found.find((mr) => mr.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
-    return own ? view(own) : undefined;
+    // this project's own branch is the run's, or it would adopt a fork's change as its own. Read
+    // page by page: 20 forks' requests of the same name (GitLab's default page) used to hide the
+    // run's own, and the run then failed trying to open it again.
+    for (let page = 1; page <= MAX_PAGES; page++) {
+      const query = new URLSearchParams({
+        state: 'opened',
+        source_branch: branch,
+        target_branch: base,
+        per_page: String(PAGE),
+        page: String(page),
+      });
+      const found = await this.http.json<MergeRequest[]>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
+      const own = found.find((mr) => mr.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
+      if (own) return view(own);
+      if (found.length < PAGE) return undefined;
+    }
+    return undefined;
   }
 
   async createPullRequest(request: NewPullRequest): Promise<PullRequest> {

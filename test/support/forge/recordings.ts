@@ -95,7 +95,7 @@ const mergeRequest = (description: string) => ({
   web_url: 'https://gitlab.example.com/acme/app/-/merge_requests/1',
 });
 
-const MR_QUERY = { state: 'opened', source_branch: RECORDED_BRANCH, target_branch: 'main' };
+const MR_QUERY = { state: 'opened', source_branch: RECORDED_BRANCH, target_branch: 'main', per_page: '100', page: '1' };
 
 /** A merge request into acme/app from a fork's branch of the same name, listed with the project's own. */
 const FORK_MERGE_REQUEST = {
