@@ -293,6 +293,84 @@ describe('a CodingEval whose runs a ResourceQuota forbids', () => {
     await kubectl(['delete', 'resourcequota', 'no-evals', '-n', NS, '--ignore-not-found']);
   });
 
+  it("grades as RunRefused an attempt whose run an admission policy denies with a 403, as the chart's allowRepo does", async () => {
+    // The chart's allowRepo policy answers 403 (reason Forbidden), as a quota does; unlike a
+    // quota it judged the run itself, so the attempt is graded failed, not waited on.
+    const policy = 'e2e-evals-deny-repo';
+    const manifests = [
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: { name: policy },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: {
+            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE'], resources: ['codingruns'] }],
+          },
+          validations: [
+            {
+              expression: "!object.spec.repository.url.endsWith('denied.git')",
+              message: 'this cluster denies that repository',
+              reason: 'Forbidden',
+            },
+          ],
+        },
+      },
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name: policy },
+        spec: {
+          policyName: policy,
+          validationActions: ['Deny'],
+          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
+        },
+      },
+    ];
+    for (const manifest of manifests) await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(manifest) });
+    try {
+      const denied = evalManifest('denied', {
+        attempts: 1,
+        passAtK: [1],
+        parallelism: 1,
+        models: [{ name: 'tosser', model: { provider: 'scripted', scriptRef: { name: 'tosser' } } }],
+      });
+      denied.spec.tasks[0]!.repository = { url: repoUrl.replace(/hello\.git$/, 'denied.git') };
+      // The policy takes a moment to be enforced: until a run on that repository is refused.
+      const probe = {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name: 'denied-probe' },
+        spec: {
+          task: 'Probe.',
+          repository: denied.spec.tasks[0]!.repository,
+          model: { provider: 'scripted', scriptRef: { name: 'tosser' } },
+        },
+      };
+      await eventually(
+        async () =>
+          (await kubectl(['create', '--dry-run=server', '-n', NS, '-f', '-'], { input: JSON.stringify(probe) })).code !== 0
+            ? true
+            : undefined,
+        60_000,
+        'the policy to be enforced',
+      );
+      await applyIn(NS, [denied]);
+      const done = await eventually(
+        async () => {
+          const status = await evalStatus('denied');
+          return status.phase === 'Complete' ? status : undefined;
+        },
+        90_000,
+        'the eval with a denied repository to complete',
+      );
+      expect(done).toMatchObject({ planned: 1, graded: 1, passes: 0 });
+      expect(done.attempts![0]!.failure).toBe('RunRefused');
+    } finally {
+      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+    }
+  });
+
   it('says why in its status and one Warning, and makes its runs once the quota is gone', async () => {
     // No room for a run. Admission forbids a run (403) whether or not the quota controller has
     // counted the runs yet ("exceeded quota" or "status unknown for quota"). Making as many runs

@@ -12,9 +12,9 @@ import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
 export interface EvalGateway {
   /**
    * Creates the run: 'created', 'exists' (the cache had not seen it yet), the API server's
-   * refusal of it as invalid (400/422: a schema rule, an admission policy such as allowRepo's),
-   * which no retry can change, or its 403 (a ResourceQuota on codingruns, a webhook, RBAC),
-   * which may pass later. Other failures (a 5xx, the network) throw, to be retried.
+   * refusal of it as invalid (400/422, or a 403 an admission policy or webhook gave, such as
+   * allowRepo's), which no retry can change, or any other 403 (a ResourceQuota on codingruns,
+   * RBAC), which may pass later. Other failures (a 5xx, the network) throw, to be retried.
    */
   createRun(run: {
     metadata: { namespace: string; name: string };
@@ -35,6 +35,14 @@ const owned = (configMap: V1ConfigMap) => {
   return { metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) } };
 };
 
+/**
+ * A 403 from an admission policy or webhook ("ValidatingAdmissionPolicy 'x' with binding 'y'
+ * denied request", "admission webhook "x" denied the request"), such as the chart's allowRepo
+ * policy: it judged the run itself, as a 422 does, and would judge it the same way again. Other
+ * 403s (a ResourceQuota, RBAC) may pass later.
+ */
+const ADMISSION_DENIAL = /\bdenied (the )?request\b/;
+
 export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
@@ -53,7 +61,9 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
         if (isAlreadyExists(error)) return 'exists';
         const refusal = apiRefusal(error);
         if (!refusal) throw error;
-        return refusal.code === 403 ? { forbidden: refusal.message } : { refused: refusal.message };
+        return refusal.code === 403 && !ADMISSION_DENIAL.test(refusal.message)
+          ? { forbidden: refusal.message }
+          : { refused: refusal.message };
       }
     },
     async listTranscript(namespace, runUid) {
