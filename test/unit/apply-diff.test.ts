@@ -67,6 +67,23 @@ describe('applyDiff', () => {
     expect(existsSync(join(repo, 'c0'))).toBe(false);
   });
 
+  it('refuses two patches of one path, however the second spells it, before git holds a copy of the file for each', async () => {
+    const patch = (from: string, to: string) =>
+      `diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-${from}\n+${to}\n`;
+    const quoted = `diff --git "a/README.md" "b/README.md"\n--- "a/README.md"\n+++ "b/README.md"\n@@ -1 +1 @@\n-Hello, world\n+Hi\n`;
+    for (const twice of [patch('Hello', 'Hello, world') + patch('Hello, world', 'Hi'), patch('Hello', 'Hello, world') + quoted]) {
+      const outcome = await applyDiff(repo, twice);
+      expect(outcome).toEqual({ applied: false, output: expect.stringContaining('"README.md" in more than one patch') as unknown });
+      expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('Hello\n');
+    }
+  });
+
+  it('applies a line whose text holds a carriage return before "copy from": a hunk line, not a header', async () => {
+    const diff = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+see\rcopy from the manual\n';
+    expect(await applyDiff(repo, diff)).toEqual({ applied: true });
+    expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('see\rcopy from the manual\n');
+  });
+
   it('refuses a path that climbs out of the clone', async () => {
     const outcome = await applyDiff(repo, newFile('../escaped.txt', 'out'));
     expect(outcome.applied).toBe(false);

@@ -74,6 +74,11 @@ describe('publish git', () => {
     expect(existsSync(join(clone.dir, 'c0'))).toBe(false);
   });
 
+  it('refuses to commit two patches of one path', async () => {
+    const second = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello, world\n+Hi\n';
+    await expect(commitDiff(clone, { diff: DIFF + second, message: 'x\n', author, date })).rejects.toThrow(/in more than one patch/);
+  });
+
   it('commits a rename, which moves its source and writes no more than it removes', async () => {
     const rename = 'diff --git a/README.md b/HELLO.md\nsimilarity index 100%\nrename from README.md\nrename to HELLO.md\n';
     const commit = await commitDiff(clone, { diff: rename, message: 'Rename\n', author, date });

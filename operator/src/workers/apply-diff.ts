@@ -3,32 +3,54 @@
 // without hooks or any config of the machine, and keeps its default refusals: no path outside
 // the tree, none through a symlink. New files stay untracked, as they were in the source's
 // sandbox; the finalize job's `git add --intent-to-add` counts them in the follow-up's diff.
-import { diffRefusal } from './diff-refusal.ts';
+import { diffRefusal, repeatedPathRefusal } from './diff-refusal.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
 
-export function applyDiff(dir: string, diff: string, launch: Launch = launchHere, timeoutMs = 120_000): Promise<ApplyOutcome> {
-  const refusal = diffRefusal(diff);
-  if (refusal) return Promise.resolve({ applied: false, output: refusal });
+export async function applyDiff(dir: string, diff: string, launch: Launch = launchHere, timeoutMs = 120_000): Promise<ApplyOutcome> {
+  const refused = diffRefusal(diff);
+  if (refused) return { applied: false, output: refused };
+  // git's own list of the diff's patches first (it reads no file): a path patched twice is refused.
+  const listed = await gitApply(dir, ['--numstat', '-z'], diff, launch, timeoutMs);
+  if (listed.code !== 0) return { applied: false, output: listed.stderr };
+  const repeated = repeatedPathRefusal(listed.stdout);
+  if (repeated) return { applied: false, output: repeated };
+  const applied = await gitApply(dir, ['--whitespace=nowarn'], diff, launch, timeoutMs);
+  return applied.code === 0 ? { applied: true } : { applied: false, output: applied.timedOut ? 'git apply timed out' : applied.stderr };
+}
+
+/** `git apply ARGS -` in `dir` with the diff on stdin, without hooks or the machine's config. */
+function gitApply(
+  dir: string,
+  args: readonly string[],
+  diff: string,
+  launch: Launch,
+  timeoutMs: number,
+): Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }> {
   return new Promise((resolve, reject) => {
-    const child = launch('git', ['-c', 'core.hooksPath=/dev/null', 'apply', '--whitespace=nowarn', '-'], {
+    const child = launch('git', ['-c', 'core.hooksPath=/dev/null', 'apply', ...args, '-'], {
       cwd: dir,
       env: { PATH: process.env.PATH, HOME: dir, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' },
-      stdio: ['pipe', 'ignore', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
+    let stdout = '';
     let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-4_000_000)));
     child.stderr!.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
     child.on('error', reject);
     // A git that exits before reading all of stdin (a corrupt patch) closes the pipe: not our error.
     child.stdin!.on('error', () => undefined);
-    child.on('close', (code, signal) => {
+    child.on('close', (code) => {
       clearTimeout(timer);
-      if (code === 0) resolve({ applied: true });
-      else resolve({ applied: false, output: signal ? `git apply timed out` : stderr });
+      resolve({ code, stdout, stderr, timedOut });
     });
     child.stdin!.end(diff);
   });

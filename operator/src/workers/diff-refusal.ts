@@ -11,17 +11,42 @@
 //   without copies (`-c diff.renames=true`), so a diff the operator took never has one; a copy
 //   made in the sandbox shows as a new file, its bytes in the diff. A rename moves its source
 //   (git refuses a second rename of it), so it writes no more than it removes.
+// - Two patches of one path: `git apply` holds a whole copy of the file for each, so 200
+//   one-line patches of an 11 MB file (a 53 KB diff) took 2.2 GB. `git diff` writes each path
+//   once. The paths are git's own parse of the diff (`git apply --numstat -z`), not this
+//   module's reading of its headers, which a diff can spell in more than one way.
 // Pure.
 
-const BINARY_PATCH = /^GIT binary patch$/m;
-/** git's extended header lines of a copy; no line of a hunk can start this way (they start with ' ', '+', '-' or '\'). */
-const COPY = /^copy (from|to) /m;
+/** The diff's lines: split on \n alone, as git does (a hunk line may hold a \r). */
+const lines = (diff: string) => diff.split('\n');
 
 /** Why the diff is not applied, or undefined when nothing in it is refused. */
 export function diffRefusal(diff: string): string | undefined {
-  if (BINARY_PATCH.test(diff))
+  // git's extended header lines; no line of a hunk can start this way (they start with ' ', '+', '-' or '\').
+  if (lines(diff).some((line) => line === 'GIT binary patch'))
     return 'the diff holds a binary patch, which the operator never takes from a sandbox (it keeps text changes only): it was not applied';
-  if (COPY.test(diff))
+  if (lines(diff).some((line) => line.startsWith('copy from ') || line.startsWith('copy to ')))
     return 'the diff copies a file (copy from/copy to), which the operator never takes from a sandbox (a copy is a new file there): it was not applied';
+  return undefined;
+}
+
+/**
+ * Why the diff is not applied, from what `git apply --numstat -z` lists of it (one entry per
+ * patch: added, deleted and the path; for a rename, possibly the two paths after it): a path
+ * that two patches change.
+ */
+export function repeatedPathRefusal(numstat: string): string | undefined {
+  const seen = new Set<string>();
+  const tokens = numstat.split('\0');
+  for (let index = 0; index < tokens.length; index++) {
+    const entry = /^(?:\d+|-)\t(?:\d+|-)\t([\s\S]*)$/.exec(tokens[index]!);
+    if (!entry) continue;
+    const paths = entry[1] ? [entry[1]] : [tokens[++index] ?? '', tokens[++index] ?? ''];
+    for (const path of paths) {
+      if (seen.has(path))
+        return `the diff changes ${JSON.stringify(path.slice(0, 200))} in more than one patch, which git diff never writes: it was not applied`;
+      seen.add(path);
+    }
+  }
   return undefined;
 }
