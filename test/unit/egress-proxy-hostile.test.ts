@@ -48,7 +48,7 @@ async function destination(answer = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\
 }
 
 async function startProxy(destinationPort: number, refusalLingerMs?: number, resolve?: (host: string) => Promise<string[]>) {
-  const allow = parseHostPatterns([`*.test:${destinationPort}`]);
+  const allow = parseHostPatterns([`*.test:${destinationPort}`, 'tunnel.test:80']);
   const runs = new Map([RUN_A, RUN_B].map((uid, i) => [uid, { namespace: 'unit', name: `run-${i}`, uid, allow }]));
   const proxy = createEgressProxyServer({
     egressKey: KEY,
@@ -118,6 +118,17 @@ describe('egress proxy against hostile clients and destinations', () => {
     );
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(requests).toEqual([{ url: '/', body: smuggled }]);
+  });
+
+  it('refuses a CONNECT tunnel to port 80 that the run may reach, where the client would choose the Host', async () => {
+    const { port, connections } = await destination();
+    const proxyPort = await startProxy(port);
+    const answer = await exchange(proxyPort, `CONNECT tunnel.test:80 HTTP/1.1\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n`, (text) =>
+      text.includes('\r\n\r\n'),
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 403 /);
+    expect(answer).toContain('x-chamvi-egress-rule: plain-http-tunnel');
+    expect(connections).toEqual([]);
   });
 
   it('answers 502 to a destination status outside 100-999, and goes on serving', async () => {

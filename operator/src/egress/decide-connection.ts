@@ -18,6 +18,7 @@ export const EGRESS_RULES = {
   ForbiddenAddress: 'forbidden-address',
   ApiServer: 'api-server',
   ResolutionFailed: 'resolution-failed',
+  PlainHttpTunnel: 'plain-http-tunnel',
 } as const;
 export type EgressRule = (typeof EGRESS_RULES)[keyof typeof EGRESS_RULES];
 
@@ -54,6 +55,22 @@ const refuse = (status: Refusal['status'], rule: EgressRule, message: string): R
 const shown = (host: string) => JSON.stringify(host.slice(0, 255)).replace(/[^\x20-\x7e]/g, '?');
 
 /** Stage 1, before any DNS: who asks, and is the name on their list and within the admin's? */
+/**
+ * A CONNECT tunnel to port 80: refused, as plain HTTP goes as an absolute-form request, where
+ * the proxy sends the checked host as `Host`. Through a tunnel the client's own `Host` would
+ * reach the destination, and behind a shared address (an ingress, a CDN) pick any site there.
+ * (A tunnel to 443 carries the client's TLS SNI the same way; the proxy cannot see into it.)
+ */
+export function refusedTunnel(port: number): Refusal | undefined {
+  return port === 80
+    ? refuse(
+        403,
+        EGRESS_RULES.PlainHttpTunnel,
+        'plain HTTP through a CONNECT tunnel is refused; send it as an absolute-form request (http_proxy)',
+      )
+    : undefined;
+}
+
 export function decideRequest(
   credential: CredentialCheck,
   lookupRun: (uid: string) => EgressRun | undefined,

@@ -13,7 +13,7 @@
 import { createServer, request as httpRequest, Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { decideAddresses, decideRequest, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
+import { decideAddresses, decideRequest, refusedTunnel, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
 import { PerRunLimit } from './per-run-limit.ts';
@@ -185,7 +185,10 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       refuseTunnel(socket, 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
       return;
     }
-    void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((verdict) => {
+    void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((decided) => {
+      // Allowed as a host:port, still not as a tunnel to port 80 (refusedTunnel says why).
+      const tunnel = decided.allowed ? refusedTunnel(authority.port) : undefined;
+      const verdict: Verdict = tunnel && decided.allowed ? { ...tunnel, run: decided.run, host: decided.host } : decided;
       if (!verdict.allowed) {
         refuseTunnel(socket, rawRefusal(verdict));
         deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
