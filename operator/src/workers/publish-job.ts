@@ -13,7 +13,7 @@
 // in no message (git's output and the forge's answers are scrubbed of it).
 import { rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { EVENT_REASONS, REASONS, RunFailure, type ParsedCodingRun, type Published } from '../api/index.ts';
+import { EVENT_REASONS, REASONS, RunFailure, isTerminal, type ParsedCodingRun, type Published } from '../api/index.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
@@ -211,15 +211,18 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
   if ('stopped' in done) {
     // Ended (a cancel, its deadline) while this job ran: what the forge already has is said in
     // an Event, as the run's status is final; the rest is not done.
-    const ended = await deps.getRun(ref.namespace, ref.name);
+    const ended = await (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name);
+    const phase = ended?.status?.phase;
     if (ended && ended.metadata.uid === ref.uid && done.pushed)
       await deps.events.record(ended, {
         type: 'Warning',
         reason: EVENT_REASONS.Published,
-        message: `Pushed branch ${done.pushed} (no pull request opened): the run ended ${ended.status?.phase ?? ''} while it was published`,
+        message: `Pushed branch ${done.pushed} (no pull request opened): the run ${isTerminal(phase) ? `ended ${phase}` : 'was cancelled'} while it was published`,
       });
     deps.logger.info({ pushed: done.pushed ?? null }, 'publishing stopped: the run ended while it was published');
-    await forgetRun(deps, ref);
+    // A run only asked to cancel is not ended yet: the controller ends it, keeping its diff
+    // against the commit its state names, and then stops its agent, state and all.
+    if (!ended || ended.metadata.uid !== ref.uid || isTerminal(ended.status?.phase)) await forgetRun(deps, ref);
     return;
   }
   const { published, kept } = done;
