@@ -162,6 +162,31 @@ describe('decidePush', () => {
     });
   });
 
+  it("moves no existing branch when the repository's default branch cannot be told", () => {
+    const merged = { commit: other, message: made('agents/fix') };
+    const decision = decidePush({
+      branch: 'main',
+      commit: ours,
+      run: 'agents/fix',
+      remote: merged,
+      protectedBranches: ['release'],
+      defaultBranchUnknown: true,
+    });
+    expect(decision).toMatchObject({ action: 'refuse', message: expect.stringContaining('cannot be told') as unknown });
+    expect(
+      decidePush({
+        branch: 'chamvi/fix',
+        commit: ours,
+        run: 'agents/fix',
+        remote: undefined,
+        protectedBranches: [],
+        defaultBranchUnknown: true,
+      }),
+    ).toEqual({
+      action: 'create',
+    });
+  });
+
   it('protects a base however it was spelt: refs/heads/release and heads/release are the branch release', () => {
     const merged = { commit: other, message: made('agents/fix') };
     for (const base of ['refs/heads/release', 'heads/release', 'release']) {

@@ -32,6 +32,8 @@ export interface PushInput {
    * must not then force-push its change over the base.
    */
   protectedBranches: readonly string[];
+  /** The repository's default branch could not be told (the remote names no HEAD, and no forge was there to ask): no existing branch is moved. */
+  defaultBranchUnknown?: boolean;
 }
 
 /**
@@ -67,7 +69,17 @@ export function decidePush(input: PushInput): PushDecision {
         "set spec.publish.branch to a branch of the run's own, such as chamvi/{run}",
     };
   }
-  if (runOfCommit(remote.message) === input.run) return { action: 'move', from: remote.commit };
+  if (runOfCommit(remote.message) === input.run) {
+    if (input.defaultBranchUnknown) {
+      return {
+        action: 'refuse',
+        message:
+          `branch ${input.branch} exists, and the repository's default branch, which the operator never moves, cannot be told ` +
+          '(the remote names no HEAD and no forge API is configured for the host); set spec.publish.branch to a new branch',
+      };
+    }
+    return { action: 'move', from: remote.commit };
+  }
   return {
     action: 'refuse',
     message:

@@ -326,7 +326,7 @@ async function publish(
     });
     const remote = await lookUpRemote(clone, plan.branch, commit);
     const namedBase = pullRequestBase(plan, spec.repository.revision);
-    const location = plan.pullRequest ? forgeFor(parts, policy.forges) : undefined;
+    const location = forgeFor(parts, policy.forges);
     const forge = location
       ? createForge(location.kind, {
           apiURL: location.apiURL,
@@ -336,15 +336,16 @@ async function publish(
         })
       : undefined;
     // The remote's HEAD, read in the lookup above, is the default branch; the forge is asked
-    // only when git did not say, and before the push: the branch a pull request will merge
-    // into is never moved, whichever way it was learnt.
-    const defaultBranch = remote.defaultBranch ?? (forge && !namedBase ? await forge.defaultBranch() : undefined);
+    // only when git did not say, and before the push: the default branch is never moved,
+    // whichever way it was learnt, and when neither can tell, no existing branch is.
+    const defaultBranch = remote.defaultBranch ?? (forge ? await forge.defaultBranch() : undefined);
     const push = decidePush({
       branch: plan.branch,
       commit,
       run: `${run.metadata.namespace}/${run.metadata.name}`,
       remote: remote.branch,
       protectedBranches: [defaultBranch, namedBase].filter((branch) => branch !== undefined),
+      defaultBranchUnknown: defaultBranch === undefined,
     });
     if (push.action === 'refuse') throw publishFailed(push.message);
     if (push.action !== 'none' && !(await stillWanted())) return { stopped: true };
