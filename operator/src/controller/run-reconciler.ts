@@ -209,6 +209,18 @@ export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
   };
 }
 
+/** The referenced objects' keys as one look read them, and which objects the spec named then. */
+interface ReadReferences {
+  names: string;
+  found: NonNullable<ObservedRun['references']>;
+}
+
+/** The Secrets and ConfigMaps the run's spec names, as one string to compare. */
+function referenceNames(run: CodingRun): string {
+  const parsed = parseSpec(run);
+  return parsed.ok ? JSON.stringify(referencesOf(parsed.spec)) : '';
+}
+
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
@@ -269,12 +281,12 @@ export class RunReconciler {
     let keptDiff: KeptDiff | undefined;
     let warmClaim: ObservedRun['warmClaim'];
     // The referenced Secrets' and ConfigMaps' keys, read by this reconcile's first look: a
-    // decision made again after a claim or a kept diff (same run, same spec) does not read them
-    // again (one more request and 15-100 ms on a claimed run's way to its agent).
-    let references: ObservedRun['references'];
+    // decision made again after a claim or a kept diff does not read them again while the spec
+    // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
+    let references: ReadReferences | undefined;
     for (let attempt = 0; ; attempt++) {
       const observed = await this.observe(run, references);
-      references = observed.references;
+      references = observed.references ? { names: referenceNames(observed.run), found: observed.references } : undefined;
       // The run as decided on: with the template it names recorded, while it is being accepted.
       run = observed.run;
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
@@ -331,8 +343,8 @@ export class RunReconciler {
     return { ...config, egressProxy: { ...config.egressProxy, address: await egressProxyAddress.get() } };
   }
 
-  /** `references`: the keys this reconcile already read for the same spec, to use instead of reading them again. */
-  private async observe(current: CodingRun, references?: ObservedRun['references']): Promise<ObservedRun> {
+  /** `references`: the keys this reconcile already read, used instead of reading them again while the spec names the same objects. */
+  private async observe(current: CodingRun, references?: ReadReferences): Promise<ObservedRun> {
     const { caches } = this.deps;
     const { namespace } = current.metadata;
     // spec.templateRef: the template is read once, while the run is being accepted; the status
@@ -376,7 +388,9 @@ export class RunReconciler {
         : {}),
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
-      ...(needsValidation ? { references: references ?? (await this.readReferences(run)) } : {}),
+      ...(needsValidation
+        ? { references: references?.names === referenceNames(run) ? references.found : await this.readReferences(run) }
+        : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
