@@ -13,7 +13,7 @@ import { kubectl, kubectlOk } from '../support/cluster.ts';
 import { launchChromium } from '../support/headless-chromium.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
-import { applyIn } from '../support/namespaced-runs.ts';
+import { applyIn, eventsOf } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 
@@ -401,17 +401,12 @@ describe('a CodingEval whose runs a ResourceQuota forbids', () => {
     // The status write wakes the eval again at once; the 403 that follows changes nothing, so
     // no second Warning is recorded.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
-    const warnings = await kubectlOk([
-      'get',
-      'events',
-      '-n',
+    const warnings = await eventsOf(
       NS,
-      '--field-selector',
       'involvedObject.name=quota,involvedObject.kind=CodingEval,reason=RunsForbidden',
-      '-o',
       'jsonpath={.items[*].count}',
-    ]);
-    expect(warnings.trim()).toBe('1');
+    );
+    expect(warnings).toBe('1');
 
     // Nothing about the eval or its runs changes when the quota goes: only its retry, a minute
     // after the refusal, makes the runs.
