@@ -54,7 +54,6 @@ const refuse = (status: Refusal['status'], rule: EgressRule, message: string): R
 /** A host as given in a request, shown in a message without control characters. */
 const shown = (host: string) => JSON.stringify(host.slice(0, 255)).replace(/[^\x20-\x7e]/g, '?');
 
-/** Stage 1, before any DNS: who asks, and is the name on their list and within the admin's? */
 /**
  * A CONNECT tunnel to port 80: refused, as plain HTTP goes as an absolute-form request, where
  * the proxy sends the checked host as `Host`. Through a tunnel the client's own `Host` would
@@ -71,6 +70,7 @@ export function refusedTunnel(port: number): Refusal | undefined {
     : undefined;
 }
 
+/** Stage 1, before any DNS: who asks, and is the name on their list and within the admin's? */
 export function decideRequest(
   credential: CredentialCheck,
   lookupRun: (uid: string) => EgressRun | undefined,

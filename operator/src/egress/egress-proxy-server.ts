@@ -195,7 +195,6 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         return;
       }
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
-      let opened = false;
       let recorded = false;
       const finish = () => {
         if (recorded) return;
@@ -212,7 +211,6 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         });
       };
       upstream.once('connect', () => {
-        opened = true;
         tunnelOpen = true;
         upstream.setTimeout(idleTimeoutMs);
         socket.setTimeout(idleTimeoutMs);
@@ -225,7 +223,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       upstream.on('timeout', () => upstream.destroy());
       socket.on('timeout', () => socket.destroy());
       upstream.on('error', () => {
-        if (!opened) socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+        if (!tunnelOpen) socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
         else socket.destroy();
       });
       upstream.on('close', () => {

@@ -22,9 +22,4 @@ export class PerRunLimit {
       else if (--slot.running === 0) this.runs.delete(runUid);
     }
   }
-
-  /** Runs holding or waiting for a slot (for tests and metrics). */
-  get size(): number {
-    return this.runs.size;
-  }
 }

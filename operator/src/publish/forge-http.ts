@@ -62,13 +62,7 @@ export function forgeHttp(options: {
           undefined,
         );
       }
-      const text = await boundedText(response);
-      if (response.status >= 300 && response.status < 400) {
-        throw new ForgeError(
-          `${request.method} ${url} answered a redirect (HTTP ${response.status}), which is not followed`,
-          response.status,
-        );
-      }
+      const text = await boundedAnswer(response, `${request.method} ${url}`);
       if (!response.ok) {
         throw new ForgeError(clean(`${request.method} ${url}: HTTP ${response.status}: ${forgeMessage(text).trim()}`), response.status);
       }
@@ -84,8 +78,19 @@ export function forgeHttp(options: {
   };
 }
 
-/** The answer's body as text, refused past MAX_RESPONSE_BYTES: no adapter holds more of a forge's answer. */
-export async function boundedText(response: Response): Promise<string> {
+/**
+ * A forge's answer as text, for every adapter (GitHub's Octokit included): refused past
+ * MAX_RESPONSE_BYTES, and refused as a redirect (3xx but 304, which means no body), which is
+ * not followed and is never data. `what`: the request, for the message.
+ */
+export async function boundedAnswer(response: Response, what: string): Promise<string> {
+  const text = await boundedText(response);
+  if (response.status >= 300 && response.status < 400 && response.status !== 304)
+    throw new ForgeError(`${what} answered a redirect (HTTP ${response.status}), which is not followed`, response.status);
+  return text;
+}
+
+async function boundedText(response: Response): Promise<string> {
   if (!response.body) return '';
   const chunks: Buffer[] = [];
   let size = 0;

@@ -1,11 +1,12 @@
 // The Forge port on GitHub's REST API through Octokit, GitHub's maintained client (it knows
 // the API's versions, pagination and error shapes). Its fetch is wrapped so no redirect is
 // followed (another origin must not get the token) and no answer is held past the bound the
-// other adapters keep, and its errors become ForgeErrors with the token cut out. Labels go on through the issues API, which creates unknown ones.
+// other adapters keep, and its errors become ForgeErrors with the token cut out. Labels go on
+// through the issues API, which creates unknown ones.
 import { Octokit } from '@octokit/rest';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
-import { boundedText } from './forge-http.ts';
+import { boundedAnswer } from './forge-http.ts';
 import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
 
 interface GitHubPull {
@@ -35,14 +36,8 @@ export class GitHubForge implements Forge {
         fetch: async (url: string, init: RequestInit) => {
           const response = await call(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
           // Octokit reads a whole answer into memory, and takes a 3xx (other than 304) as
-          // success, its body as the data: bounded like the other adapters' answers, and a
-          // redirect refused here.
-          const text = await boundedText(response);
-          if (response.status >= 300 && response.status < 400 && response.status !== 304)
-            throw new ForgeError(
-              `${init.method ?? 'GET'} ${url} answered a redirect (HTTP ${response.status}), which is not followed`,
-              response.status,
-            );
+          // success, its body as the data: read and refused as the other adapters' answers are.
+          const text = await boundedAnswer(response, `${init.method ?? 'GET'} ${url}`);
           return new Response(response.status === 204 || response.status === 304 ? null : text, {
             status: response.status,
             statusText: response.statusText,

@@ -17,15 +17,14 @@
 //   module's reading of its headers, which a diff can spell in more than one way.
 // Pure.
 
-/** The diff's lines: split on \n alone, as git does (a hunk line may hold a \r). */
-const lines = (diff: string) => diff.split('\n');
-
 /** Why the diff is not applied, or undefined when nothing in it is refused. */
 export function diffRefusal(diff: string): string | undefined {
-  // git's extended header lines; no line of a hunk can start this way (they start with ' ', '+', '-' or '\').
-  if (lines(diff).some((line) => line === 'GIT binary patch'))
+  // Split on \n alone, as git does (a hunk line may hold a \r). These are git's extended header
+  // lines; no line of a hunk can start this way (they start with ' ', '+', '-' or '\').
+  const lines = diff.split('\n');
+  if (lines.some((line) => line === 'GIT binary patch'))
     return 'the diff holds a binary patch, which the operator never takes from a sandbox (it keeps text changes only): it was not applied';
-  if (lines(diff).some((line) => line.startsWith('copy from ') || line.startsWith('copy to ')))
+  if (lines.some((line) => line.startsWith('copy from ') || line.startsWith('copy to ')))
     return 'the diff copies a file (copy from/copy to), which the operator never takes from a sandbox (a copy is a new file there): it was not applied';
   return undefined;
 }
