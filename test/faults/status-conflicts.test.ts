@@ -138,9 +138,10 @@ describe('runs whose status and metadata others keep writing', () => {
       expect(status.usage).toEqual(totals.usage);
       expect(status.result!.diff).toContain(GREETED);
       expect(await ns.diffConfigMap(name)).toBe(status.result!.diff);
-      expect(status.conditions!.map((condition) => condition.type)).toEqual(
-        expect.arrayContaining(['Accepted', 'Succeeded', 'Ready', 'SandboxReady']),
-      );
+      expect(
+        status.conditions!.map((condition) => condition.type),
+        `${name}: ${JSON.stringify(status.conditions)}`,
+      ).toEqual(expect.arrayContaining(['Accepted', 'Succeeded', 'Ready', 'SandboxReady']));
     }
     writing = false;
     await Promise.all(writers);

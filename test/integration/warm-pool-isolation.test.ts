@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUN_UID_LABEL, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { MANAGED_SELECTOR } from '../../operator/src/controller/run-controller.ts';
-import { RunReconciler, type ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
+import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
@@ -34,6 +34,7 @@ import {
 } from '../../operator/src/reconcile/warm-pool.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
+import { snapshotCache } from '../support/snapshot-cache.ts';
 
 const namespace = `warm-iso-${process.pid}`;
 const pool: WarmPoolConfig = { name: 'pool', namespace, size: 1 };
@@ -43,18 +44,6 @@ const logger = { info: () => {}, warn: () => {} };
 let kubeConfig: KubeConfig;
 let core: CoreV1Api;
 let networking: NetworkingV1Api;
-
-/** A cache as the informers keep it (the operator's labelled objects in the namespace), read again on refresh(). */
-function snapshotCache<T extends { metadata?: { name?: string; namespace?: string } }>(list: () => Promise<{ items: T[] }>) {
-  let items: T[] = [];
-  return {
-    async refresh() {
-      items = (await list()).items;
-    },
-    get: (ns: string, name: string) => items.find((item) => item.metadata?.namespace === ns && item.metadata?.name === name),
-    list: () => items,
-  } satisfies ObjectCache<T> & { refresh(): Promise<void> };
-}
 
 /** The pods of the namespace that a policy's podSelector selects, as the API server answers the selector. */
 async function selectedBy(selector: V1LabelSelector): Promise<string[]> {

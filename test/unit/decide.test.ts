@@ -394,6 +394,30 @@ describe('decide: provisioning and running', () => {
     const decision = decide(observe(running, { networkPolicyExists: true, pod: pod() }), config, now);
     expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')!.lastTransitionTime).toBe(minutesAgo(1));
   });
+
+  // The write that started the agent met a conflict, and a worker's step wrote Running first
+  // (test/integration/agent-start-race.test.ts): the run holds none of what that write recorded.
+  it.each([
+    ['a pod made for it', pod(), 'PodReady'],
+    ['a claimed pool pod', pod({ name: 'default-warm-x1', claimed: true }), 'WarmPodClaimed'],
+  ])('records what the lost start wrote for a run a worker moved to Running, in %s', (_, observedPod, reason) => {
+    const movedOn = run({ status: { phase: 'Running', steps: 1, conditions: [] } });
+    const decision = decide(observe(movedOn, { networkPolicyExists: true, pod: observedPod }), config, now);
+    expect(types(decision)).toEqual([]);
+    expect(decision.status).toMatchObject({ phase: 'Running', podName: observedPod.name, steps: 1 });
+    const condition = (type: string) => decision.status!.conditions!.find((c) => c.type === type);
+    expect(condition('Accepted')).toMatchObject({ status: 'True', reason: 'Valid' });
+    expect(condition('SandboxReady')).toMatchObject({ status: 'True', reason });
+    // Once recorded, a run as it normally is: the next decision writes nothing.
+    const again = decide(observe({ ...movedOn, status: decision.status! }, { networkPolicyExists: true, pod: observedPod }), config, now);
+    expect(again.status).toEqual(decision.status);
+  });
+
+  it('leaves SandboxReady as it is for a started run whose pod is not ready at the moment', () => {
+    const movedOn = run({ status: { phase: 'Running', steps: 1, podName: 'fix-sandbox', conditions: accepted } });
+    const decision = decide(observe(movedOn, { networkPolicyExists: true, pod: pod({ ready: false }) }), config, now);
+    expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')).toBeUndefined();
+  });
 });
 
 describe('decide: the agent of a started run', () => {

@@ -156,12 +156,15 @@ class CreateRefusedError extends Error {
 /** Thrown by applyAction once a warm pod was claimed for the run, or none could be: decide() goes on knowing it. */
 class WarmClaimSignal extends Error {
   constructor(
-    readonly claim: { podName: string } | { none: true },
+    readonly claim: WarmClaim,
     readonly run: CodingRun,
   ) {
     super('warm pod claim');
   }
 }
+
+/** A pool pod claimed for the run, as the claim's answer has it; or none could be. */
+type WarmClaim = { podName: string; pod: V1Pod } | { none: true };
 
 /** How many pool pods one claim tries before the run takes a fresh pod (each loss is another claimer's win). */
 const CLAIM_TRIES = 3;
@@ -279,13 +282,13 @@ export class RunReconciler {
     const takenOnCreate: TakenName[] = [];
     const refused: RefusedObject[] = [];
     let keptDiff: KeptDiff | undefined;
-    let warmClaim: ObservedRun['warmClaim'];
+    let warmClaim: WarmClaim | undefined;
     // The referenced Secrets' and ConfigMaps' keys, read by this reconcile's first look: a
     // decision made again after a claim or a kept diff does not read them again while the spec
     // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
     let references: ReadReferences | undefined;
     for (let attempt = 0; ; attempt++) {
-      const observed = await this.observe(run, references);
+      const observed = await this.observe(run, references, warmClaim && 'pod' in warmClaim ? warmClaim.pod : undefined);
       references = observed.references ? { names: referenceNames(observed.run), found: observed.references } : undefined;
       // The run as decided on: with the template it names recorded, while it is being accepted.
       run = observed.run;
@@ -343,8 +346,13 @@ export class RunReconciler {
     return { ...config, egressProxy: { ...config.egressProxy, address: await egressProxyAddress.get() } };
   }
 
-  /** `references`: the keys this reconcile already read, used instead of reading them again while the spec names the same objects. */
-  private async observe(current: CodingRun, references?: ReadReferences): Promise<ObservedRun> {
+  /**
+   * `references`: the keys this reconcile already read, used instead of reading them again while
+   * the spec names the same objects. `claimed`: the pool pod this reconcile claimed for the run,
+   * as the claim's answer has it, until the cache shows the claim (a decision made again after a
+   * conflict may come before the watch has brought it).
+   */
+  private async observe(current: CodingRun, references?: ReadReferences, claimed?: V1Pod): Promise<ObservedRun> {
     const { caches } = this.deps;
     const { namespace } = current.metadata;
     // spec.templateRef: the template is read once, while the run is being accepted; the status
@@ -352,7 +360,8 @@ export class RunReconciler {
     const templateName = templateToRead(current);
     const run = templateName ? withTemplate(current, await this.deps.templates?.get(namespace, templateName)) : current;
     const owned = ownedBy(run);
-    const pod = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
+    const found = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
+    const pod = claimed && !owned(found) ? claimed : found;
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
     // What this process already deleted counts as being deleted (the pod) or gone (the policy).
     const key = `${namespace}/${run.metadata.name}`;
@@ -445,11 +454,15 @@ export class RunReconciler {
   /**
    * A pool pod this run claimed whose name its status does not hold yet (the claim's status
    * write was lost): found by the run's labels, so a redone claim does not take a second pod.
+   * Also for a run the workers moved on to Running before that write landed (it met a
+   * conflict after the agent was started): its status names no pod, and the pod it runs in
+   * is this one, not one of its derived name.
    */
   private claimedPod(run: CodingRun): V1Pod | undefined {
     if (!this.deps.warmPools || this.deps.config.warmPools.length === 0) return undefined;
     const phase = run.status?.phase;
-    if (phase !== undefined && phase !== 'Pending' && phase !== 'Provisioning') return undefined;
+    const beforeTheAgent = phase === undefined || phase === 'Pending' || phase === 'Provisioning';
+    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) return undefined;
     const uid = run.metadata.uid;
     return this.deps.caches.pods
       .list()
@@ -463,11 +476,7 @@ export class RunReconciler {
    * patch the API server applies only while the pod still has its pool label. A pod another
    * claimer took fails its test and the next is tried.
    */
-  private async claimWarmPod(
-    run: CodingRun,
-    pool: WarmPoolConfig,
-    runDeadlineSeconds: number,
-  ): Promise<{ podName: string } | { none: true }> {
+  private async claimWarmPod(run: CodingRun, pool: WarmPoolConfig, runDeadlineSeconds: number): Promise<WarmClaim> {
     const warm = this.deps.warmPools!;
     const parsed = parseSpec(run);
     if (!parsed.ok) return { none: true };
@@ -485,7 +494,7 @@ export class RunReconciler {
       );
       if (claimed) {
         warm.onClaim?.(pool, name);
-        return { podName: name };
+        return { podName: name, pod: claimed };
       }
     }
     return { none: true };

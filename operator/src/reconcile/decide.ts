@@ -24,7 +24,7 @@ import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
 import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { AgentView, ObservedRun, RefusedObject, TakenName } from './observed-run.ts';
+import type { AgentView, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
 import { buildSandboxPod } from './sandbox-pod.ts';
 import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
@@ -84,6 +84,33 @@ export function agentLoss(agent: AgentView | undefined): { reason: string; messa
     return { reason: REASONS.AgentFailed, message: FAILURE_MESSAGES.agentStopped(agent.failedJob) };
   }
   return { reason: REASONS.StateLost, message: FAILURE_MESSAGES.noJobLeft };
+}
+
+/**
+ * What the write that started the agent records, for a run whose agent is working: that it was
+ * accepted, the pod it runs in, and that the pod was ready. The controller starts the agent
+ * first and writes after it (a crash between leaves a job, not a Running run without one); when
+ * that write meets a conflict, a worker's step may write Running before the controller writes
+ * again, and the decision made then starts past the phases that record these. So they follow
+ * from what is observed, not from the transition: a run can only have reached Running accepted,
+ * in a ready pod (the one found now; a claimed pool pod is found by its labels).
+ */
+function recordAgentStart(builder: StatusBuilder, pod: SandboxPodView): void {
+  const { status } = builder;
+  if (findCondition(status.conditions, 'Accepted')?.status !== 'True')
+    builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message: 'The run is valid.' });
+  status.podName ??= pod.name;
+  if (findCondition(status.conditions, 'SandboxReady')?.status !== 'True' && pod.ready) builder.condition(sandboxReady(pod));
+}
+
+/** SandboxReady=True for the run's ready pod, made for it or claimed from a pool. */
+function sandboxReady(pod: SandboxPodView): ConditionUpdate {
+  return {
+    type: 'SandboxReady',
+    status: 'True',
+    reason: pod.claimed ? CONDITION_REASONS.WarmPodClaimed : CONDITION_REASONS.PodReady,
+    message: pod.claimed ? `Claimed warm sandbox pod ${pod.name}.` : `Sandbox pod ${pod.name} is ready.`,
+  };
 }
 
 function nameTakenMessage(namespace: string, taken: TakenName[]): string {
@@ -428,12 +455,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? CONDITION_REASONS.PodNotReady, message });
       return done(untilDeadline);
     }
-    builder.condition({
-      type: 'SandboxReady',
-      status: 'True',
-      reason: pod.claimed ? CONDITION_REASONS.WarmPodClaimed : CONDITION_REASONS.PodReady,
-      message: pod.claimed ? `Claimed warm sandbox pod ${pod.name}.` : `Sandbox pod ${pod.name} is ready.`,
-    });
+    builder.condition(sandboxReady(pod));
     // A pool pod claimed by a reconcile that died before its status write is found by its labels.
     builder.status.podName = pod.name;
     // Folded into this write, which the run makes anyway: timing a run costs no request.
@@ -458,6 +480,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // 5. The agent: a started run lives in Redis (its state, and a job that moves it on or a
   // human it waits for). When those are gone, say so now rather than at the deadline.
   const agentWorking = currentPhase === 'Running' || currentPhase === 'WaitingForApproval';
+  if (agentWorking) recordAgentStart(builder, pod!);
   const lost = agentWorking ? agentLoss(observed.agent) : undefined;
   if (lost) return end('Failed', lost.reason, lost.message);
   const recheck = Math.min(untilDeadline, AGENT_RECHECK_MS);
