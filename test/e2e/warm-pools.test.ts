@@ -204,6 +204,52 @@ describe('a warm pool', () => {
     );
   }, 90_000);
 
+  // A claimed run goes from no status to Running in one write, made after its agent is queued:
+  // the prepare job may read the run before that write, without the template it names recorded
+  // in status.template (nor Accepted), and must not take that for a template that is missing.
+  it('gives runs that name a CodingRunTemplate pool pods, and they run what the template says', async () => {
+    await eventually(async () => ((await readyCount()) === 3 ? true : undefined), 60_000, 'three Ready pool pods');
+    const names = ['templated-a', 'templated-b', 'templated-c'];
+    await applyIn(NS, [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'templated-script' },
+        data: {
+          'script.json': JSON.stringify({
+            turns: [{ toolCalls: [{ toolName: 'bash', input: { command: 'echo templated > README.md' } }] }, { text: 'Done.' }],
+          }),
+        },
+      },
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRunTemplate',
+        metadata: { name: 'pooled' },
+        spec: {
+          task: 'Say templated.',
+          repository: { url: repoUrl },
+          model: { provider: 'scripted', scriptRef: { name: 'templated-script' } },
+        },
+      },
+      ...names.map((name) => ({
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name },
+        spec: { templateRef: { name: 'pooled' } },
+      })),
+    ]);
+    const statuses = await Promise.all(names.map((name) => finishedRun<RunStatus>(NS, name, 120_000)));
+    for (const [index, status] of statuses.entries()) {
+      expect(status.phase, `${names[index]}: ${status.message}`).toBe('Succeeded');
+      expect(status.result?.diff).toContain('+templated');
+    }
+    const claimed = statuses.filter((status) => status.timings?.some((entry) => entry.phase === 'SandboxClaimed'));
+    expect(
+      claimed.length,
+      `runs given a pool pod: ${JSON.stringify(statuses.map((status) => [status.podName, status.timings]))}`,
+    ).toBeGreaterThanOrEqual(1);
+  }, 180_000);
+
   it('shrinks when sized down', async () => {
     await operator.kill();
     operator = new OperatorProcess({

@@ -236,6 +236,36 @@ describe('every reader sees the same effective spec', () => {
     expect(live?.spec.tools.allow).toEqual(['read_file', 'bash']);
   });
 
+  // A run given a warm pool pod is accepted (its template recorded) in the write made after its
+  // agent is queued: the first job may read it before that write lands.
+  it("the worker's live run read before its accepting write: read fresh until the template is there", async () => {
+    const before = templatedRun({ budget: { maxSteps: 7 } });
+    const fresh = [before, before, running];
+    const reads: string[] = [];
+    const live = await liveRun(
+      {
+        getRun: () => (reads.push('remembered'), Promise.resolve(before)),
+        getRunFresh: () => (reads.push('fresh'), Promise.resolve(fresh.shift())),
+      },
+      { namespace: 'agents', name: 'fix', uid: 'uid-1' },
+    );
+    expect(live?.spec).toMatchObject({ task: 'Update the dependencies', budget: { maxSteps: 7, timeout: '20m' } });
+    expect(reads).toEqual(['remembered', 'fresh', 'fresh', 'fresh']);
+  });
+
+  it('reads no run again that needs no template, nor one accepted whose template is gone', async () => {
+    const reads: string[] = [];
+    const deps = (run: CodingRun) => ({
+      getRun: () => (reads.push('remembered'), Promise.resolve(run)),
+      getRunFresh: () => (reads.push('fresh'), Promise.resolve(run)),
+    });
+    const ref = { namespace: 'agents', name: 'fix', uid: 'uid-1' };
+    expect(await liveRun(deps(codingRunFixture()), ref)).toBeDefined();
+    // status.template is the operator's to write: an accepted run without it is refused at once.
+    expect(await liveRun(deps(templatedRun({}, { phase: 'Running', conditions: accepted })), ref)).toBeUndefined();
+    expect(reads).toEqual(['remembered', 'remembered']);
+  });
+
   it("the egress proxy: the hosts the run's template opens", () => {
     expect(egressRunOf(running)?.allow).toHaveLength(1);
     // Before acceptance nothing is recorded, and the proxy serves nothing.

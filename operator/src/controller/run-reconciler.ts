@@ -664,10 +664,18 @@ export class RunReconciler {
     const { kube, agent } = this.deps;
     const { namespace, name } = run.metadata;
     switch (action.type) {
-      case 'addFinalizer':
+      case 'addFinalizer': {
         // A refusal (an admission policy on the run's own metadata) is judged like a refused
         // pod: the run gets a phase that says why instead of no status at all.
-        return createOrRefuse('CodingRun', name, () => kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]));
+        const added = await createOrRefuse('CodingRun', name, () =>
+          kube.setRunFinalizers(run, [...(run.metadata.finalizers ?? []), FINALIZER]),
+        );
+        // The answer is the run as stored. The template it names, read for this decision, is in
+        // its status only once the decision's write lands: a warm pool claim made before that
+        // parses the run's spec from it (without, a templated run never got a pool pod).
+        const template = run.status?.template;
+        return template ? { ...added, status: { ...added.status, template } } : added;
+      }
       case 'removeFinalizer':
         return kube.setRunFinalizers(
           run,

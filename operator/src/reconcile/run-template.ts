@@ -28,6 +28,16 @@ export function templateToRead(run: CodingRun): string | undefined {
 }
 
 /**
+ * Whether this copy of a run is from before the write that accepted it, and so cannot give the
+ * spec it runs: it names a template but holds none, and is not accepted yet. A run has jobs
+ * only once the controller has accepted it, but a run given a warm pool pod is accepted in the
+ * write made after its agent is queued: its first job may read it before (workers/live-run.ts).
+ */
+export function awaitsAcceptance(run: CodingRun): boolean {
+  return run.spec.templateRef !== undefined && run.status?.template === undefined && !isAccepted(run) && !isTerminal(run.status?.phase);
+}
+
+/**
  * The run with the template it names recorded in its (in-memory) status, for decide() to
  * accept or refuse it with and write. `template` is what the API server returned for the
  * name templateToRead gave (undefined: not found); a run that needs none is returned as is.
