@@ -738,6 +738,38 @@ describe('a step of reads only (#17.5): saved once, at its end; a redo asks the 
   });
 });
 
+// The controller queues a run's agent before its Running write lands, and that write carries
+// the run's first timings (Queued, PodReady...). A step that read the run before it must not
+// replace status.timings with what it read: its progress patch writes the array whole.
+describe("status.timings, when a step read the run before the controller's Running write", () => {
+  it.each(['none', 'kept'] as const)("keep the controller's entries (trailing records: %s)", async (trailing) => {
+    const h = await harness({ turns: [writesHi, answers], ...(trailing === 'kept' ? { trailing } : {}) });
+    try {
+      const before = structuredClone(h.run());
+      const controllers = [
+        { phase: 'Queued' as const, start: new Date(Date.now() - 2_000).toISOString(), durationMs: 500 },
+        { phase: 'PodReady' as const, start: new Date(Date.now() - 1_500).toISOString(), durationMs: 700 },
+      ];
+      await h.gateway.replaceRunStatus(h.run(), { ...h.run().status, timings: controllers });
+      const getRun = h.deps.getRun;
+      h.deps.getRun = () => Promise.resolve(structuredClone(before));
+      await runAgentJob(h.deps, step(0)(h));
+      await h.deps.trailing?.drain();
+      expect(h.run().status!.steps).toBe(1);
+      expect(h.run().status!.timings).toEqual(expect.arrayContaining(controllers));
+      // The step's own entries go with the next write that reads the run as it is.
+      h.deps.getRun = getRun;
+      await runAgentJob(h.deps, step(1)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      const phases = h.run().status!.timings!.map((entry) => entry.phase);
+      expect(phases).toEqual(expect.arrayContaining(['Queued', 'PodReady', 'FirstModelCall', 'FirstToolCall', 'Finalize']));
+      expect(h.run().status).toMatchObject({ phase: 'Succeeded', steps: 2 });
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
   it("counts the compaction call's tokens too, under the run's namespace, and the transcript keeps the summary", async () => {
     // A 1024-token window and 14 KB of output: step 2 folds step 1 into a summary first (a model call of its own).

@@ -117,7 +117,11 @@ export async function afterCalls(
   };
   // Phases the workers timed ride on this write, only while status lacks one of them (step 1,
   // and the step with the first tool call): the run as read when the step began has the rest.
-  const timings = hasNewTimings(run.status?.timings, state.timings) ? mergeTimings(run.status?.timings, state.timings) : undefined;
+  // The write replaces status.timings whole, so only from a copy that holds the controller's
+  // (its Running write always has some; none come after it): a copy read before that write
+  // would drop them (the run's agent can start before it lands), and a later write carries them.
+  const read = run.status?.timings;
+  const timings = read?.length && hasNewTimings(read, state.timings) ? mergeTimings(read, state.timings) : undefined;
   const stepProgress = { ...progress, ...(timings ? { timings } : {}) };
   const running = state.stage !== 'waiting' && !last.resumed;
   // The common case, a running run going on to its next step: the state names the step's
