@@ -212,11 +212,8 @@ export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
   };
 }
 
-/** The referenced objects' keys as one look read them, and which objects the spec named then. */
-interface ReadReferences {
-  names: string;
-  found: NonNullable<ObservedRun['references']>;
-}
+/** The referenced objects' keys read by one reconcile, by the objects the spec named (referenceNames). */
+type ReadReferences = Map<string, NonNullable<ObservedRun['references']>>;
 
 /** The Secrets and ConfigMaps the run's spec names, as one string to compare. */
 function referenceNames(run: CodingRun): string {
@@ -286,10 +283,9 @@ export class RunReconciler {
     // The referenced Secrets' and ConfigMaps' keys, read by this reconcile's first look: a
     // decision made again after a claim or a kept diff does not read them again while the spec
     // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
-    let references: ReadReferences | undefined;
+    const references: ReadReferences = new Map();
     for (let attempt = 0; ; attempt++) {
       const observed = await this.observe(run, references, warmClaim && 'pod' in warmClaim ? warmClaim.pod : undefined);
-      references = observed.references ? { names: referenceNames(observed.run), found: observed.references } : undefined;
       // The run as decided on: with the template it names recorded, while it is being accepted.
       run = observed.run;
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
@@ -327,7 +323,7 @@ export class RunReconciler {
         const fresh = await this.deps.kube.getRun(namespace, name);
         if (!fresh) return {};
         run = fresh;
-        references = undefined;
+        references.clear();
       }
     }
   }
@@ -348,11 +344,11 @@ export class RunReconciler {
 
   /**
    * `references`: the keys this reconcile already read, used instead of reading them again while
-   * the spec names the same objects. `claimed`: the pool pod this reconcile claimed for the run,
+   * the spec names the same objects (what this look reads is added). `claimed`: the pool pod this reconcile claimed for the run,
    * as the claim's answer has it, until the cache shows the claim (a decision made again after a
    * conflict may come before the watch has brought it).
    */
-  private async observe(current: CodingRun, references?: ReadReferences, claimed?: V1Pod): Promise<ObservedRun> {
+  private async observe(current: CodingRun, references: ReadReferences, claimed?: V1Pod): Promise<ObservedRun> {
     const { caches } = this.deps;
     const { namespace } = current.metadata;
     // spec.templateRef: the template is read once, while the run is being accepted; the status
@@ -397,9 +393,7 @@ export class RunReconciler {
         : {}),
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ownedConfigMaps,
-      ...(needsValidation
-        ? { references: references?.names === referenceNames(run) ? references.found : await this.readReferences(run) }
-        : {}),
+      ...(needsValidation ? { references: await this.referencesOf(run, references) } : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
@@ -581,6 +575,16 @@ export class RunReconciler {
   private sandboxUp(run: CodingRun): boolean {
     const pod = this.deps.caches.pods.get(run.metadata.namespace, run.status?.podName ?? sandboxPodName(run));
     return pod !== undefined && !pod.metadata?.deletionTimestamp && ownedBy(run)(pod);
+  }
+
+  /** The keys of the objects the spec names: read already by this reconcile, or read now and kept in `read`. */
+  private async referencesOf(run: CodingRun, read: ReadReferences): Promise<ReferencedObjects> {
+    const names = referenceNames(run);
+    const known = read.get(names);
+    if (known) return known;
+    const found = await this.readReferences(run);
+    read.set(names, found);
+    return found;
   }
 
   /** Only the objects the spec names, only in the run's own namespace, only their keys (and a Secret's labels). */
