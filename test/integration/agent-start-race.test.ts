@@ -80,7 +80,10 @@ async function otherWriterTouches(namespace: string, name: string): Promise<void
  * end does. `outlast`: the conflicts go on to the end of that reconcile (its retries run out),
  * so the controller writes after the worker only in the next one, from its caches alone.
  */
-async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: boolean, outlast: boolean): Promise<CodingRun> {
+/** The run as the API server holds it at the end, and the pod its agent was started on. */
+type Raced = CodingRun & { startedOn?: string };
+
+async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: boolean, outlast: boolean): Promise<Raced> {
   const realKube = createKubeGateway(kubeConfig);
   let workerWrote = false;
   let passes = 0;
@@ -165,7 +168,7 @@ async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: b
   });
   // Until the worker has written and one decision after it has landed (or the run has ended).
   let settled = 0;
-  return eventually(
+  return eventually<Raced>(
     async () => {
       await Promise.all([runs.refresh(), pods.refresh(), policies.refresh(), configMaps.refresh()]);
       passes++;
@@ -181,7 +184,7 @@ async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: b
     },
     60_000,
     'the agent to start and the controller to write after the worker',
-  ) as Promise<CodingRun & { startedOn?: string }>;
+  );
 }
 
 async function sceneNamespace(name: string): Promise<string> {
@@ -205,7 +208,7 @@ describe.each(WHEN)("a worker's Running write that lands first, the controller w
   it('still records the run as accepted, in its pod, and that pod as ready', async () => {
     const namespace = await sceneNamespace(`start-race-${suffix}`);
     const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
-    const run = (await raceToTheAgent(namespace, config, false, outlast)) as CodingRun & { startedOn?: string };
+    const run = await raceToTheAgent(namespace, config, false, outlast);
     const status = run.status!;
     expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Running', steps: 1, podName: run.startedOn });
     expect(findCondition(status.conditions, 'Accepted'), JSON.stringify(status.conditions)).toMatchObject({
@@ -220,7 +223,7 @@ describe.each(WHEN)("a worker's Running write that lands first, the controller w
   it('keeps a run given a warm pool pod in that pod, rather than failing it as SandboxLost', async () => {
     const namespace = await sceneNamespace(`start-race-warm-${suffix}`);
     const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], warmPools: [{ name: 'pool', namespace, size: 1 }] }, {});
-    const run = (await raceToTheAgent(namespace, config, true, outlast)) as CodingRun & { startedOn?: string };
+    const run = await raceToTheAgent(namespace, config, true, outlast);
     const status = run.status!;
     expect(status, JSON.stringify(status)).toMatchObject({ phase: 'Running', steps: 1, podName: run.startedOn });
     expect(run.startedOn, 'the agent was started on a pool pod').toMatch(/^pool-warm-/);

@@ -8,21 +8,32 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { awaitsAcceptance, effectiveSpecInput } from '../reconcile/run-template.ts';
 
 /**
- * How long a job reads its run again while the copy it has is from before the run was
- * accepted (awaitsAcceptance): the accepting write is one request behind the job's start.
+ * How long a job reads its run again for a controller's write it knows is on its way (the
+ * write that accepts the run, or names its pod): one request behind the job's start.
  */
-export const ACCEPTANCE_WAIT_MS = 5_000;
-const ACCEPTANCE_POLL_MS = 25;
+const READ_AGAIN_WAIT_MS = 5_000;
+const READ_AGAIN_EVERY_MS = 25;
+
+/** `first`, or what `read` gives next, every 25 ms for up to 5 s while `stale` holds for it. */
+export async function readAgainWhile<T>(first: T, read: (last: T) => Promise<T>, stale: (value: T) => boolean): Promise<T> {
+  const deadline = Date.now() + READ_AGAIN_WAIT_MS;
+  let value = first;
+  while (stale(value) && Date.now() < deadline) {
+    await delay(READ_AGAIN_EVERY_MS);
+    value = await read(value);
+  }
+  return value;
+}
 
 /** The run as it is now, if it still exists, is the same run and is not finished. */
 export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<ParsedCodingRun | undefined> {
-  let run = await deps.getRun(ref.namespace, ref.name);
-  // Read fresh: what this process remembers of the run (kube/recent-runs.ts) may be that very copy.
-  const deadline = Date.now() + ACCEPTANCE_WAIT_MS;
-  while (run && run.metadata.uid === ref.uid && awaitsAcceptance(run) && Date.now() < deadline) {
-    await delay(ACCEPTANCE_POLL_MS);
-    run = await (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name);
-  }
+  // A copy from before the write that accepted the run (awaitsAcceptance) is read again, fresh:
+  // what this process remembers of the run (kube/recent-runs.ts) may be that very copy.
+  const run = await readAgainWhile(
+    await deps.getRun(ref.namespace, ref.name),
+    () => (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name),
+    (copy) => copy !== undefined && copy.metadata.uid === ref.uid && awaitsAcceptance(copy),
+  );
   if (!run || run.metadata.uid !== ref.uid || run.metadata.deletionTimestamp) return undefined;
   if (isTerminal(run.status?.phase)) return undefined;
   // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.

@@ -14,7 +14,7 @@ import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
-import { liveRun } from './live-run.ts';
+import { liveRun, readAgainWhile } from './live-run.ts';
 import { startingState } from './starting-state.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
@@ -181,9 +181,6 @@ function onPod(run: ParsedCodingRun, podName: string): ParsedCodingRun {
   return { ...run, status: { ...run.status, podName } };
 }
 
-/** How long the prepare job waits for a claimed run's status to name its pod (docs/warm-pools.md). */
-const POD_NAME_WAIT_MS = 5_000;
-
 /**
  * The run as the sandbox is opened for it, for a job that does not name the pod (queued by an
  * operator from before jobs did). A run given a warm pool pod is handed to the agent
@@ -192,15 +189,13 @@ const POD_NAME_WAIT_MS = 5_000;
  * run a moment before status.podName is there: read again, briefly, rather than open the
  * sandbox at the derived name, which no pod has. The write that makes it Running names the pod.
  */
-async function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun): Promise<ParsedCodingRun> {
-  const deadline = Date.now() + POD_NAME_WAIT_MS;
-  let current = run;
-  while (current.status?.phase !== 'Running' && !current.status?.podName && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
+function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun): Promise<ParsedCodingRun> {
+  return readAgainWhile(
+    run,
     // Fresh: what this process remembers of the run (kube/recent-runs.ts) may be the very read that lacked the name.
-    current = (await liveRun({ getRun: deps.getRunFresh ?? deps.getRun }, ref)) ?? current;
-  }
-  return current;
+    async (last) => (await liveRun({ getRun: deps.getRunFresh ?? deps.getRun }, ref)) ?? last,
+    (current) => current.status?.phase !== 'Running' && !current.status?.podName,
+  );
 }
 
 /** spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails the run InvalidSpec. */
