@@ -86,6 +86,8 @@ interface Setup {
   trailing?: 'kept' | 'replicas' | 'lost';
   /** spec.budget.timeout; none by default. */
   timeout?: string;
+  /** spec.publish, with (approval.publish) or without a human's approval first. */
+  publish?: 'approved' | 'direct';
 }
 
 /** A process that dies right after each step's save: its trailing writes never go out. */
@@ -117,7 +119,8 @@ async function harness(setup: Setup): Promise<Harness> {
         scriptRef: { name: 'script', key: 'script.json' },
         ...(setup.contextWindow ? { contextWindow: setup.contextWindow } : {}),
       },
-      approval: { tools: setup.approvalTools ?? [] },
+      approval: { tools: setup.approvalTools ?? [], ...(setup.publish === 'approved' ? { publish: true } : {}) },
+      ...(setup.publish ? { publish: { credentialsSecretRef: { name: 'push-token' }, pullRequest: {} } } : {}),
       budget: { maxSteps: setup.maxSteps ?? 20, ...(setup.timeout ? { timeout: setup.timeout } : {}) },
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
@@ -578,6 +581,85 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
       const toolMessage = after.messages.at(-1)!;
       expect(toolMessage.role).toBe('tool');
       expect((toolMessage.content as Array<{ toolCallId: string }>).map((part) => part.toolCallId)).toEqual(['r1', 'w1', 'g1']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// A status write that fails (8 conflicts, or the API server down) after the state moved on
+// lost what it carried: the job's retry found the work saved and only handed the run on.
+// Each such write now lands before the save (a wait for a human aside), so the retry redoes it.
+describe('a status write that fails once: the retry writes it, nothing is done twice', () => {
+  const failNextStatusWrite = (h: Harness) =>
+    vi.spyOn(h.gateway, 'replaceRunStatus').mockRejectedValueOnce(Object.assign(new Error('etcdserver: leader changed'), { code: 500 }));
+  /** Runs a job's first try, which fails on its status write, then its second. */
+  const failOnceThenRetry = async (h: Harness, next: (h: Harness) => AgentJob) => {
+    const first = next(h);
+    failNextStatusWrite(h);
+    await expect(runAgentJob(h.deps, first)).rejects.toThrow(/leader changed/);
+    await runAgentJob(h.deps, { ...first, attempt: 2 });
+  };
+
+  it('a resumed approval: the run is Running again and status.approvals names who answered', async () => {
+    const h = await harness({ turns: [writesHi, answers], approvalTools: ['bash'] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const id = pendingId(h);
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      await failOnceThenRetry(
+        h,
+        resume(() => ({ id, decision: 'approve', sha256, user: 'alice' })),
+      );
+      expect(h.run().status).toMatchObject({ phase: 'Running', approvals: [{ id, decision: 'approve', user: 'alice' }] });
+      expect(h.run().status!.pendingApproval).toBeUndefined();
+      expect(h.enqueued).toEqual(['step 1']);
+      // The retry writes the answered call's entry again, under the same key: the transcript holds it once.
+      expect(h.events).toEqual(['s000001', 'AwaitingApproval', 'Approved', 's000001-c000001', 's000001-c000001']);
+      const run = h.run();
+      const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000001-c000001']);
+      expect(readFileSync(path.join(h.workspace, 'hi.txt'), 'utf8')).toBe('hi\n');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('publishing without approval: status.result holds the diff and its summary while the push is under way', async () => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'direct' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      await failOnceThenRetry(h, finalize());
+      expect(h.run().status).toMatchObject({ phase: 'Running', result: { summary: 'done', filesChanged: 1 } });
+      expect(h.enqueued).toEqual(['step 1', 'finalize', 'publish']);
+      expect((await h.states.load(h.ref))!.stage).toBe('publishing');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it.each([
+    ['approve', 'Running while it publishes, the approval in its Event', 'publishing', 'Running', ['Approved']],
+    ['deny', 'Succeeded without publishing, and the state dropped', 'none', 'Succeeded', ['PublishDenied', 'Completed']],
+  ] as const)('a publish approval answered %s: %s', async (decision, _what, stage, phase, events) => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', pendingApproval: { id: 'publish' } });
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      await failOnceThenRetry(
+        h,
+        resume(() => ({ id: 'publish', decision, ...(decision === 'approve' ? { sha256 } : { reason: 'not now' }) })),
+      );
+      expect(h.run().status!.phase).toBe(phase);
+      expect(h.run().status!.pendingApproval).toBeUndefined();
+      expect(h.events.slice(h.events.indexOf('AwaitingApproval') + 1)).toEqual(events);
+      expect(h.enqueued).toEqual(decision === 'approve' ? ['step 1', 'finalize', 'publish'] : ['step 1', 'finalize']);
+      const state = await h.states.load(h.ref);
+      expect(state?.stage ?? 'none').toBe(stage);
     } finally {
       await h.close();
     }

@@ -1,7 +1,8 @@
 // The end of a step (or of a resumed approval): settle the model's answer, decide whether
-// the loop goes on (agent/stop-conditions.ts), save the state, write the status (computed by
-// reconcile/run-status-transitions.ts) and hand the run on: the next step, finalize, or a
-// wait for a human. The step's transcript entry is written first (record-step.ts).
+// the loop goes on (agent/stop-conditions.ts), write the status (computed by
+// reconcile/run-status-transitions.ts), save the state and hand the run on: the next step,
+// finalize, or a wait for a human (saved before it is shown). The step's transcript entry is
+// written first (record-step.ts).
 import { decideStop } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
@@ -152,14 +153,21 @@ export async function afterCalls(
     running ? deps.status.progress(ref.namespace, ref.name, ref.uid, stepProgress) : undefined,
     last.record?.write(),
   ]);
-  await deps.states.save(state);
   if (quick) {
+    await deps.states.save(state);
     deps.metrics.observePhases(addedTimings(run.status?.timings, quick.status?.timings));
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
     if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
     else await deps.queue.step(ref, state.step);
     return;
   }
+  // The careful write lands before the save too, for the same reason: a try that fails in
+  // between is redone from what was saved before it and writes again (so an answered
+  // approval's entry in status.approvals is never lost). Not a wait for a human: an answer may
+  // come as soon as status shows the call, and its resume job must find the state waiting. A
+  // wait whose write failed is shown by the retry instead (hand-on.ts).
+  const waits = state.stage === 'waiting' && pending !== undefined;
+  if (waits) await deps.states.save(state);
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     // Who answered, in status as well as in the transcript (#15.5).
@@ -170,14 +178,15 @@ export async function afterCalls(
       return awaitApprovalStatus(status, withTimings, pendingApprovalView(pending), ref.name, generation, now);
     return runningAfterStepStatus(status, withTimings, generation, now);
   });
-  if (outcome.written) deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
   if (!outcome.written) {
-    // The controller or a user ended the run meanwhile (its state was dropped then, but
-    // this step has just saved it again): nothing more to do here.
+    // The controller or a user ended the run meanwhile (its state was dropped then, or is
+    // dropped now if a wait has just saved it again): nothing more to do here.
     await forgetRun(deps, ref);
     return;
   }
-  if (state.stage === 'waiting' && pending) {
+  deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
+  if (!waits) await deps.states.save(state);
+  if (waits && pending) {
     // A transition, so an Event: kubectl describe shows the run waits, and for what.
     await deps.events.record(outcome.run, {
       type: 'Normal',

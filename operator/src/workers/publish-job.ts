@@ -139,19 +139,25 @@ export async function startPublish(
     });
     return true;
   }
-  state.stage = 'publishing';
-  await deps.states.save(state);
   // The diff in status while the push is under way: what is being published is visible.
+  // Written before the state is saved: a finalize that fails in between is redone and
+  // writes it again (the publish job's final write keeps it, its summary too).
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     status.result = result;
     return status;
   });
   if (!outcome.written) return forgetRun(deps, ref).then(() => true);
+  state.stage = 'publishing';
+  await deps.states.save(state);
   await deps.queue.publish(ref);
   return true;
 }
 
-/** For the resume job: a human (or the timeout) answered the publish approval; the digest was checked already. */
+/**
+ * For the resume job: a human (or the timeout) answered the publish approval; the digest was
+ * checked already. The status is written before the state leaves 'waiting': a try that fails
+ * in between is redone whole by the job's retry, which finds the approval still pending.
+ */
 export async function answerPublishApproval(
   deps: AgentDependencies,
   run: ParsedCodingRun,
@@ -165,12 +171,12 @@ export async function answerPublishApproval(
   delete state.pendingApproval;
   const generation = run.metadata.generation ?? 0;
   if (answer.decision === 'approve') {
-    state.stage = 'publishing';
-    await deps.states.save(state);
     const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) =>
       runningAfterStepStatus(status, progressOf(state), generation, now),
     );
     if (!outcome.written) return forgetRun(deps, ref);
+    state.stage = 'publishing';
+    await deps.states.save(state);
     await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Approved, message: 'publishing approved' });
     await deps.queue.publish(ref);
     return;
@@ -179,8 +185,7 @@ export async function answerPublishApproval(
   const message =
     `Finished in ${state.step} step(s); not published: publishing was denied (${why}). ` +
     `The diff is kept${run.status?.result?.diffConfigMap ? ` in ConfigMap ${run.status.result.diffConfigMap}` : ''}.`;
-  state.stage = 'done';
-  await deps.states.save(state);
+  // The run ends with this write, and its state is dropped after it: nothing is saved before.
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     recordProgress(status, progressOf(state));
     if (status.result) delete status.result.published;
