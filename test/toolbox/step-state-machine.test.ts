@@ -639,6 +639,29 @@ describe('a status write that fails once: the retry writes it, nothing is done t
     }
   });
 
+  // Saved waiting before it is shown (an answer's resume job must find it so): the redone
+  // finalize shows it, with the diff the approver reviews read back from its ConfigMap.
+  it('a publish approval whose wait was not shown: the redone finalize shows it, the diff in status.result', async () => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      await failOnceThenRetry(h, finalize());
+      expect(h.run().status).toMatchObject({
+        phase: 'WaitingForApproval',
+        pendingApproval: { id: 'publish', toolName: 'publish' },
+        result: { summary: 'done', filesChanged: 1, insertions: 1, diffConfigMap: expect.any(String) },
+      });
+      expect(h.run().status!.result!.diff).toContain('+hi');
+      expect(h.events.filter((reason) => reason === 'AwaitingApproval')).toHaveLength(1);
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      await runAgentJob(h.deps, resume(() => ({ id: 'publish', decision: 'approve', sha256 }))(h));
+      expect(h.enqueued).toEqual(['step 1', 'finalize', 'publish']);
+    } finally {
+      await h.close();
+    }
+  });
+
   it.each([
     ['approve', 'Running while it publishes, the approval in its Event', 'publishing', 'Running', ['Approved']],
     ['deny', 'Succeeded without publishing, and the state dropped', 'none', 'Succeeded', ['PublishDenied', 'Completed']],

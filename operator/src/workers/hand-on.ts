@@ -5,6 +5,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { afterCalls, endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { liveRun } from './live-run.ts';
+import { PUBLISH_APPROVAL_ID, showPublishWaitAgain } from './publish-wait.ts';
 import type { RunState } from './run-state.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 
@@ -20,7 +21,8 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
   else if (state.stage === 'waiting' && state.pendingApproval) {
     const run = await liveRun(deps, ref);
     if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
-      await afterCalls(deps, run, state, { hadToolCalls: true, calls: [state.pendingApproval], resumed: true });
+      if (state.pendingApproval.id === PUBLISH_APPROVAL_ID) await showPublishWaitAgain(deps, run, state);
+      else await afterCalls(deps, run, state, { hadToolCalls: true, calls: [state.pendingApproval], resumed: true });
     }
   }
 }

@@ -1,7 +1,7 @@
 // spec.publish in the worker (issue #14): the result of a Succeeded run becomes a branch and a
 // pull request on its forge. Three entries, each small:
 //  - startPublish, from the finalize job once the diff is kept: parks the run for a human
-//    (approval.publish) or hands it to the publish job;
+//    (approval.publish; publish-wait.ts shows the wait) or hands it to the publish job;
 //  - answerPublishApproval, from the resume job: an approve hands it to the publish job, a deny
 //    ends the run Succeeded without publishing, saying why;
 //  - runPublishJob: clone the starting commit, apply the run's full diff (its ConfigMap, checked
@@ -20,7 +20,7 @@ import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
-import { awaitApprovalStatus, finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import { finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import { createForge } from '../publish/create-forge.ts';
 import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decide-publish.ts';
 import { ForgeError } from '../publish/errors/forge-error.ts';
@@ -28,7 +28,6 @@ import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
 import { publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { diffSha } from './diff-snapshot.ts';
 import { forgetRun } from './forget-run.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
@@ -38,10 +37,7 @@ import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publi
 import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
-import { verificationResult } from './verify-work.ts';
-
-/** The id of a publish approval, and the "tool" status.pendingApproval names. */
-export const PUBLISH_APPROVAL_ID = 'publish';
+import { progressOf, PUBLISH_APPROVAL_ID, publishResult, showPublishWait } from './publish-wait.ts';
 
 /** The operator's publish settings, as the workers get them. */
 export interface PublishPolicy {
@@ -57,13 +53,6 @@ export const DEFAULT_PUBLISH_POLICY: PublishPolicy = {
 };
 
 const publishFailed = (detail: string) => new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
-
-const progressOf = (state: RunState) => ({
-  steps: state.step,
-  toolCalls: state.toolCalls,
-  usage: { ...state.usage },
-  ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
-});
 
 function planFor(
   run: ParsedCodingRun,
@@ -107,36 +96,20 @@ export async function startPublish(
   const sha256 = diffSha(kept.diff);
   state.publish = { diffSha256: sha256 };
   const ref = runRefOf(run);
-  const now = deps.now();
-  const result = {
-    ...keptDiffResult(kept, summary),
-    ...(state.revision ? { revision: state.revision } : {}),
-    ...verificationResult(state),
-  };
-  const generation = run.metadata.generation ?? 0;
+  const result = publishResult(kept, summary, state);
   if (run.spec.approval.publish) {
-    const pending = {
+    state.stage = 'waiting';
+    state.pendingApproval = {
       id: PUBLISH_APPROVAL_ID,
       toolCallId: PUBLISH_APPROVAL_ID,
       toolName: PUBLISH_APPROVAL_ID,
       input: publishApprovalInput(run, plan.plan, kept, sha256),
-      requestedAt: now.toISOString(),
+      requestedAt: deps.now().toISOString(),
       results: [],
       remaining: [],
     };
-    state.stage = 'waiting';
-    state.pendingApproval = pending;
     await deps.states.save(state);
-    const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
-      status.result = result;
-      return awaitApprovalStatus(status, progressOf(state), pendingApprovalView(pending), ref.name, generation, now);
-    });
-    if (!outcome.written) return forgetRun(deps, ref).then(() => true);
-    await deps.events.record(outcome.run, {
-      type: 'Normal',
-      reason: EVENT_REASONS.AwaitingApproval,
-      message: `publishing to branch ${plan.plan.branch} waits for approval: ${previewInput(pending.input)}`,
-    });
+    await showPublishWait(deps, run, state, result);
     return true;
   }
   // The diff in status while the push is under way: what is being published is visible.
