@@ -138,6 +138,20 @@ describe('AgentInspector', () => {
     expect(agentLoss(seen)?.reason).toBe('AgentFailed');
   });
 
+  // A spec.verify run handed back to the model once is finalized by the round-1 job, which
+  // saves the second round's verification before it takes the diff; an exec that fails after
+  // that leaves the job delayed for its retry, under round 1's id.
+  it('sees a run moving by the finalize that saved its verification round and waits to retry', async () => {
+    const { states, inspector, run, ref } = await stagedRun('uid-verified', () => 7_000_000);
+    const state = (await states.load(ref))!;
+    state.stage = 'finalizing';
+    state.step = 3;
+    state.verification = { passed: true, exitCode: 0, outputTail: '', durationMs: 10, attempts: 2, step: 3 };
+    await states.save(state);
+    await queue.add('finalize', ref, { jobId: jobId.finalize(ref.uid, 1), delay: 60_000 });
+    expect(await inspector.inspect(run)).toEqual({ state: 'finalizing', moving: true });
+  });
+
   it('looks every time at a run it did not see moving', async () => {
     const now = 2_000_000;
     const states = new RunStateStore(redis, 'inspect', RunStateSeal.generated());

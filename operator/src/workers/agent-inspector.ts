@@ -80,11 +80,14 @@ export class AgentInspector {
     // A state that does not verify is as good as missing; the controller fails the run with why.
     const { state, invalid } = this.states.inspect(before, runRefOf(run));
     const step = state?.step ?? run.status?.steps ?? 0;
+    const rounds = state?.verification?.attempts ?? 0;
     const ids = new Set([
       jobId.prepare(uid),
       jobId.finalize(uid),
       jobId.publish(uid),
-      jobId.finalize(uid, state?.verification?.attempts),
+      jobId.finalize(uid, rounds),
+      // The finalize that saved this round's verification, waiting to retry what failed after it.
+      ...(rounds > 0 ? [jobId.finalize(uid, rounds - 1)] : []),
       jobId.step(uid, Math.max(0, step - 1)),
       jobId.step(uid, step),
       jobId.step(uid, step + 1),

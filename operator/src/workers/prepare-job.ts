@@ -24,8 +24,10 @@ const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podName?: string): Promise<void> {
   const existing = await deps.states.load(ref);
   if (existing && existing.stage !== 'preparing') {
-    // A redone prepare after the loop started: make sure the loop goes on, nothing more.
-    if (existing.stage === 'stepping') await deps.queue.step(ref, existing.step);
+    // A redone prepare after the loop started: make sure the loop goes on, nothing more. Not
+    // for a step in flight: its job owns it (BullMQ runs a stalled one again), and a job for
+    // the step after it would find nothing to do and spend the id that step hands on to.
+    if (existing.stage === 'stepping' && !existing.inFlight) await deps.queue.step(ref, existing.step);
     return;
   }
   const run = await liveRun(deps, ref);

@@ -65,8 +65,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   }
   if (state.stage !== 'stepping' || state.step !== completed) {
     // This step was done and saved by an earlier try, which may have died before it
-    // handed the run on (an API server outage during the status write).
-    if (state.step > completed) await handOn(deps, ref, state);
+    // handed the run on (an API server outage during the status write). A stop before the
+    // model call (a budget, the deadline) saves 'finalizing' without counting a step.
+    if (state.step > completed || state.stage === 'finalizing') await handOn(deps, ref, state);
     return;
   }
   // The run is read for its budget (which may change) and, Security #11.1, for its model:
