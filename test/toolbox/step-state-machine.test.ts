@@ -26,6 +26,7 @@ import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '.
 import type { ScriptedTurn } from '../../operator/src/providers/scripted/model-script-schema.ts';
 import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
+import { failRun } from '../../operator/src/workers/fail-run.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
 import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
 import { RunStateStore, type RunStage } from '../../operator/src/workers/run-state.ts';
@@ -589,8 +590,9 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
 
 // A status write that fails (8 conflicts, or the API server down) after the state moved on
 // lost what it carried: the job's retry found the work saved and only handed the run on.
-// Each such write now lands before the save (a wait for a human aside), so the retry redoes it.
-describe('a status write that fails once: the retry writes it, nothing is done twice', () => {
+// Each such write now lands before the save, so the retry redoes it; a wait for a human is
+// saved first (its answer's job must find it waiting), and the retry shows it whole.
+describe('a write or hand-over that fails once: the retry does it, nothing is done twice', () => {
   const failNextStatusWrite = (h: Harness) =>
     vi.spyOn(h.gateway, 'replaceRunStatus').mockRejectedValueOnce(Object.assign(new Error('etcdserver: leader changed'), { code: 500 }));
   /** Runs a job's first try, which fails on its status write, then its second. */
@@ -600,6 +602,43 @@ describe('a status write that fails once: the retry writes it, nothing is done t
     await expect(runAgentJob(h.deps, first)).rejects.toThrow(/leader changed/);
     await runAgentJob(h.deps, { ...first, attempt: 2 });
   };
+
+  // Not a status write, the same shape: the stop saves 'finalizing' without counting a step,
+  // and the retry took the saved stage for another job's work.
+  it('a stop before the model call whose hand-over to finalize failed: the retry hands over', async () => {
+    const h = await harness({ turns: [writesHi, answers] });
+    try {
+      const state = (await h.states.load(h.ref))!;
+      state.startedAt = Date.now() - 24 * 3600_000;
+      await h.states.save(state);
+      const { finalize: handOver } = h.deps.queue;
+      h.deps.queue.finalize = vi.fn(handOver).mockRejectedValueOnce(new Error('Connection is closed.'));
+      const first = step(0)(h);
+      await expect(runAgentJob(h.deps, first)).rejects.toThrow(/Connection is closed/);
+      await runAgentJob(h.deps, { ...first, attempt: 2 });
+      expect(h.enqueued).toEqual(['finalize']);
+      expect((await h.states.load(h.ref))!.stop?.reason).toBe('DeadlineExceeded');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it.each([
+    ['between steps', false, ['step 1']],
+    ['with a step in flight, whose job owns it', true, []],
+  ] as const)('a prepare redone after the loop started (its worker died before its end), %s', async (_when, inFlight, enqueued) => {
+    const h = await harness({ turns: [writesHi, answers] });
+    try {
+      const state = (await h.states.load(h.ref))!;
+      state.step = 1;
+      if (inFlight) state.inFlight = { calls: [], results: [], earlier: [], hadToolCalls: true, toolNames: [], text: '', resumed: false };
+      await h.states.save(state);
+      await runAgentJob(h.deps, job('prepare', h.ref));
+      expect(h.enqueued).toEqual(enqueued);
+    } finally {
+      await h.close();
+    }
+  });
 
   it('a resumed approval: the run is Running again and status.approvals names who answered', async () => {
     const h = await harness({ turns: [writesHi, answers], approvalTools: ['bash'] });
@@ -620,6 +659,26 @@ describe('a status write that fails once: the retry writes it, nothing is done t
       const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
       expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000001-c000001']);
       expect(readFileSync(path.join(h.workspace, 'hi.txt'), 'utf8')).toBe('hi\n');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a resumed approval whose step waits for another: the wait is shown and status.approvals names the first answer', async () => {
+    const twoWrites: ScriptedTurn = { toolCalls: [bash('echo one >> hi.txt'), bash('echo two >> hi.txt')], usage };
+    const h = await harness({ turns: [twoWrites, answers], approvalTools: ['bash'] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const first = pendingId(h);
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      await failOnceThenRetry(
+        h,
+        resume(() => ({ id: first, decision: 'approve', sha256, user: 'alice' })),
+      );
+      expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', approvals: [{ id: first, decision: 'approve', user: 'alice' }] });
+      expect(pendingId(h)).not.toBe(first);
+      expect(readFileSync(path.join(h.workspace, 'hi.txt'), 'utf8')).toBe('one\n');
+      expect(h.enqueued).toEqual([]);
     } finally {
       await h.close();
     }
@@ -776,6 +835,31 @@ describe('records that wait behind writes on their way (#17.5): a step does not 
       await h.close();
     }
   });
+
+  // The step after a record lost on its way ends the loop as it fails: on the deadline
+  // (run-agent-job.ts saves 'finalizing' for finalize) or with a failure (fail-run.ts).
+  it.each(['finalize after the deadline', 'a failure'] as const)(
+    'a record lost on its way, then %s: it lands before the run ends',
+    async (ending) => {
+      const h = await harness({ turns: [writesHi, answers], trailing: 'lost' });
+      try {
+        await runAgentJob(h.deps, step(0)(h));
+        expect(h.events).toEqual([]);
+        if (ending === 'a failure') await failRun(h.deps, h.ref, 'ModelAuthFailed', 'the key was refused');
+        else {
+          const state = (await h.states.load(h.ref))!;
+          state.stage = 'finalizing';
+          state.stop = { reason: 'DeadlineExceeded', message: 'the deadline passed' };
+          await h.states.save(state);
+          await runAgentJob(h.deps, finalize()(h));
+        }
+        expect(h.events[0]).toBe('s000001');
+        expect(h.run().status).toMatchObject({ phase: 'Failed', steps: 1 });
+      } finally {
+        await h.close();
+      }
+    },
+  );
 
   it(`waits instead when the record before already carries ${MAX_EARLIER_ENTRIES} earlier entries: the state stays bounded`, async () => {
     const turns = [...Array.from({ length: MAX_EARLIER_ENTRIES + 2 }, () => writesHi), answers];

@@ -167,6 +167,8 @@ export async function afterCalls(
   // come as soon as status shows the call, and its resume job must find the state waiting. A
   // wait whose write failed is shown by the retry instead (hand-on.ts).
   const waits = state.stage === 'waiting' && pending !== undefined;
+  if (waits && last.answered) state.answeredBeforeWait = last.answered;
+  else delete state.answeredBeforeWait;
   if (waits) await deps.states.save(state);
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;

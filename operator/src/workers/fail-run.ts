@@ -12,6 +12,7 @@ import { keepRunDiff } from './keep-diff.ts';
 import { liveRun } from './live-run.ts';
 import { recordFailure } from './record-step.ts';
 import { observeFinished } from './run-metrics.ts';
+import { settleTrailingRecord } from './trailing-record.ts';
 
 /**
  * `agentWorked`: the run got past prepare (its tree is in the sandbox, the agent may have
@@ -23,6 +24,9 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
   // The commit cloned: the diff is against it, and a run stopped by a failure (its diff kept)
   // can still be continued (spec.continueFrom); a state gone or unreadable just leaves it out.
   const state = await deps.states.load(ref).catch(() => undefined);
+  // A step's record still owed (trailing-record.ts) lands before the run's end if it can; a
+  // record that cannot be written does not keep the run from ending.
+  if (run && state) await settleTrailingRecord(deps, run, state).catch(() => undefined);
   const sandbox = run && reason !== REASONS.SandboxLost ? deps.sandboxes.for(run) : undefined;
   const kept = run ? await keepRunDiff(deps, run, sandbox, state?.revision) : undefined;
   const shown = kept ? withDiffNote(message, kept) : message;

@@ -16,6 +16,7 @@ import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
+import { settleTrailingRecord } from './trailing-record.ts';
 import { verificationResult, verifyWork } from './verify-work.ts';
 import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
@@ -44,9 +45,12 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   }
   const run = await liveRun(deps, ref);
   if (!run) {
-    await deps.states.delete(ref.uid);
+    await forgetRun(deps, ref);
     return;
   }
+  // A step's record still owed (trailing-record.ts), when the step after it ended the loop by
+  // failing on the deadline (run-agent-job.ts): it lands before the run's end.
+  await settleTrailingRecord(deps, run, state);
   if ((await verifyWork(deps, run, state)) === 'again') return;
   const kept = await finalDiff(deps, run, state);
   const summary = state.finalText ?? state.stop?.message ?? '';

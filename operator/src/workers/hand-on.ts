@@ -22,7 +22,13 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
     const run = await liveRun(deps, ref);
     if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
       if (state.pendingApproval.id === PUBLISH_APPROVAL_ID) await showPublishWaitAgain(deps, run, state);
-      else await afterCalls(deps, run, state, { hadToolCalls: true, calls: [state.pendingApproval], resumed: true });
+      else
+        await afterCalls(deps, run, state, {
+          hadToolCalls: true,
+          calls: [state.pendingApproval],
+          resumed: true,
+          ...(state.answeredBeforeWait ? { answered: state.answeredBeforeWait } : {}),
+        });
     }
   }
 }

@@ -17,6 +17,9 @@ const pendingToolCall = z.looseObject({
   input: z.unknown(),
 });
 
+/** A human's answer to a tool call's approval (record/transcript-entry.ts's TranscriptApproval). */
+const answeredApproval = z.looseObject({ id: identifier, tool: z.string(), decision: z.enum(['approve', 'deny']) });
+
 const toolResultRecord = z.looseObject({
   toolCallId: identifier,
   toolName: z.string().min(1).max(256),
@@ -96,7 +99,7 @@ export const runStateSchema = z.looseObject({
           compaction: z.looseObject({ summary: z.string(), summarisedMessages: count, usage: tokenUsage }).optional(),
           unusableCalls: count.optional(),
           answered: pendingToolCall.optional(),
-          approval: z.looseObject({ id: identifier, tool: z.string(), decision: z.enum(['approve', 'deny']) }).optional(),
+          approval: answeredApproval.optional(),
         })
         .optional(),
     })
@@ -107,6 +110,7 @@ export const runStateSchema = z.looseObject({
   lastUnusableToolCall: z.string().optional(),
   diffSnapshot: z.looseObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/), configMap: identifier }).optional(),
   approvalWaitMs: count.optional(),
+  answeredBeforeWait: answeredApproval.optional(),
   publish: z.looseObject({ diffSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
   verification: z
     .looseObject({

@@ -128,6 +128,12 @@ export interface RunState extends RunRef {
   diffSnapshot?: { sha256: string; configMap: string };
   /** Milliseconds spent waiting for approvals, summed (status.approvalWaitSeconds); startedAt has moved on by as much. */
   approvalWaitMs?: number;
+  /**
+   * The answer resumed into a step that then waited for another approval: the write showing
+   * that wait also records this answer in status.approvals, so a redo of that write (hand-on.ts)
+   * needs it too.
+   */
+  answeredBeforeWait?: TranscriptApproval;
   /** spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that diff is pushed. */
   publish?: { diffSha256: string };
   /** The last spec.verify run (verify-work.ts) and the step after which it ran (a redone finalize does not run it again). */
