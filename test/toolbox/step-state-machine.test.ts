@@ -640,6 +640,32 @@ describe('a write or hand-over that fails once: the retry does it, nothing is do
     }
   });
 
+  // Verify handed the run back to the model and queued step 1, and the finalize that did so
+  // is run again (its worker stalled) while step 1's calls run: it leaves them to step 1's job.
+  it("a finalize redone while a step is in flight: the step's calls are left to its own job", async () => {
+    const h = await harness({ turns: [answers] });
+    try {
+      const state = (await h.states.load(h.ref))!;
+      state.step = 1;
+      state.inFlight = {
+        calls: [{ toolCallId: 'c1', toolName: 'bash', input: { command: 'echo hi >> hi.txt' } }],
+        results: [],
+        earlier: [],
+        hadToolCalls: true,
+        toolNames: ['bash'],
+        text: '',
+        resumed: false,
+      };
+      await h.states.save(state);
+      await runAgentJob(h.deps, finalize()(h));
+      expect(existsSync(path.join(h.workspace, 'hi.txt'))).toBe(false);
+      expect(h.enqueued).toEqual(['step 0']);
+      expect((await h.states.load(h.ref))!.inFlight).toBeDefined();
+    } finally {
+      await h.close();
+    }
+  });
+
   it('a resumed approval: the run is Running again and status.approvals names who answered', async () => {
     const h = await harness({ turns: [writesHi, answers], approvalTools: ['bash'] });
     try {

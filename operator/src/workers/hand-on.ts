@@ -12,9 +12,13 @@ import { runInFlightCalls } from './run-tool-calls.ts';
 /**
  * Hands on a run whose state a job already saved: enqueues its next job again (a no-op
  * when it exists), or reports the approval it waits for when the status does not show it.
+ * A step in flight is finished here only when a resume began it (the resume job's retry
+ * comes here); a step job's is its own (BullMQ runs a stalled one again), and a stale
+ * finalize or publish redone beside it must not run its calls a second time.
  */
 export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
-  if (state.inFlight) await continueStep(deps, ref, state);
+  if (state.inFlight?.resumed) await continueStep(deps, ref, state);
+  else if (state.inFlight) await deps.queue.step(ref, Math.max(0, state.step - 1));
   else if (state.stage === 'stepping') await deps.queue.step(ref, state.step);
   else if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
   else if (state.stage === 'publishing') await deps.queue.publish(ref);
