@@ -764,6 +764,16 @@ describe('decide: every ending of a started run keeps its diff (#13.3)', () => {
     }
   });
 
+  // A run given a pool pod that ends before the write recording its start landed: once
+  // finished, its pod is looked up by status.podName only (the claim's labels are for started runs).
+  it('names the pod it ran in, a pool pod too, so the finished run still finds and deletes it', () => {
+    const { podName: _none, ...unnamed } = cancelled('Running').status!;
+    const subject = { ...cancelled('Running'), status: unnamed };
+    const decision = decide(observe(subject, { ...up, pod: pod({ name: 'pool-warm-x1' }), keptDiff: final }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Cancelled', podName: 'pool-warm-x1' });
+    expect(decision.actions).toContainEqual({ type: 'deletePod', name: 'pool-warm-x1' });
+  });
+
   it('says in the message when the whole diff could not be stored', () => {
     const decision = decide(observe(late, { ...up, keptDiff: { ...final, notStored: 'quota exceeded' } }), config, now);
     expect(decision.status!.message).toContain('The full diff could not be kept: quota exceeded');

@@ -649,6 +649,9 @@ export class RunReconciler {
         this.admittedLocally.add(run.metadata.uid);
       this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
     }
+    // The decision's Events go with its status write, before the stopping actions: a stop that
+    // fails is retried by a decision about a finished run, which has no Events to record.
+    for (const event of decision.events) await this.deps.events.record(run, event);
     for (const action of afterStatus) run = await this.applyAction(run, action);
     // A run sent back to Pending (its pod refused) holds no slot either. A Pending written by a
     // decision that did not see the run admitted (it was observed queued, and another run's plan
@@ -660,7 +663,6 @@ export class RunReconciler {
       this.admittedLocally.delete(run.metadata.uid);
       this.grants.delete(run.metadata.uid);
     }
-    for (const event of decision.events) await this.deps.events.record(run, event);
     return { run };
   }
 

@@ -288,6 +288,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   const end = (endPhase: TerminalPhase, reason: string, message: string): Decision => {
     if (agentStarted && !observed.keptDiff) return { actions: [...actions, { type: 'keepDiff', fromSandbox: podUp }], events: [] };
     if (agentStarted) builder.status.result = keptDiffResult(observed.keptDiff!, '');
+    // The pod is found by this name once the run is finished: a pool pod claimed by a run that
+    // ends before its start was recorded has another name than the one derived from the run.
+    if (pod) builder.status.podName ??= pod.name;
     builder.finish(endPhase, reason, observed.keptDiff ? withDiffNote(message, observed.keptDiff) : message);
     stopSandbox();
     return done();
