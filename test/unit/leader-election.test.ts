@@ -101,6 +101,37 @@ describe('LeaderElector', () => {
     expect(terms).toEqual(['started', 'stopped', 'started again']);
   });
 
+  it('stops leading at the renew deadline when a renew hangs, before the lease can expire for others', async () => {
+    const store = memoryStore();
+    let hanging = false;
+    const stalled: LeaseStore = {
+      // A stalled connection: the read is sent and never answered.
+      get: () => (hanging ? new Promise<never>(() => {}) : store.get()),
+      create: (lease) => store.create(lease),
+      replace: (lease) => store.replace(lease),
+    };
+    let time = 0;
+    const sleep = async (ms: number) => {
+      time += ms;
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    };
+    const a = new LeaderElector(stalled, options('a'), logger, () => new Date(time), sleep);
+    const terms: string[] = [];
+    const running = a.run(
+      async () => void terms.push('started'),
+      () => void terms.push('stopped'),
+    );
+    while (terms.length === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    hanging = true;
+    await Promise.race([running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    expect(terms).toEqual(['started', 'stopped']);
+    expect(a.isLeader).toBe(false);
+    // The last renewTime written was at 0 or a retry period after it; a standby waits 15 s from it.
+    expect(time).toBeLessThan(15_000);
+    const b = new LeaderElector(store, options('b'), logger, () => new Date(time));
+    expect(await b.tryAcquireOrRenew(), 'the lease is still held for its duration').toBe(false);
+  });
+
   it('hands over at once after the leader releases the lease', async () => {
     const store = memoryStore();
     const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));

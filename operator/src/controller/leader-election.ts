@@ -67,6 +67,8 @@ export class LeaderElector {
   private lease: V1Lease | undefined;
   /** The renew in flight: release() waits for it, or its write would make the release's a conflict. */
   private renewing: Promise<boolean> | undefined;
+  /** The renewTime this process last wrote (ms): what a standby counts the lease from, not when the answer came. */
+  private renewedAt = 0;
 
   constructor(
     private readonly store: LeaseStore,
@@ -90,6 +92,7 @@ export class LeaderElector {
         metadata: { name: leaseName, namespace },
         spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       });
+      this.renewedAt = now.getTime();
       return true;
     }
     const spec = current.spec ?? {};
@@ -109,6 +112,7 @@ export class LeaderElector {
     };
     try {
       this.lease = await this.store.replace(next);
+      this.renewedAt = now.getTime();
       return true;
     } catch (error) {
       if (isConflict(error)) return false; // another replica got there first
@@ -138,7 +142,8 @@ export class LeaderElector {
     }
     if (this.stopped) return;
     this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'became leader');
-    let lastRenew = this.now().getTime();
+    const renewDeadlineMs = this.options.renewDeadlineSeconds * 1000;
+    let lastRenew = this.renewedAt;
     // Renewing goes on while the leader starts: filling its caches may outlast the lease.
     void onStartedLeading().catch((error: unknown) => this.logger.warn({ err: String(error) }, 'could not start leading'));
     while (!this.stopped) {
@@ -146,19 +151,42 @@ export class LeaderElector {
       if (this.stopped) break;
       try {
         this.renewing = this.tryAcquireOrRenew();
-        if (await this.renewing) {
-          lastRenew = this.now().getTime();
+        // A renew that hangs (a stalled connection) is not waited for past the deadline: a
+        // standby takes the lease once it expires, and two leaders would both act.
+        const renewed = await this.before(this.renewing, lastRenew + renewDeadlineMs);
+        if (renewed === true) {
+          lastRenew = this.renewedAt;
           continue;
+        }
+        if (renewed === undefined) {
+          this.logger.warn(
+            { renewDeadlineSeconds: this.options.renewDeadlineSeconds },
+            'renewing the leader lease outlasted the renew deadline',
+          );
+          break;
         }
         this.logger.warn({}, 'another replica holds the leader lease');
       } catch (error) {
         this.logger.warn({ err: String(error) }, 'could not renew the leader lease');
       }
-      if (this.now().getTime() - lastRenew > this.options.renewDeadlineSeconds * 1000) break;
+      if (this.now().getTime() - lastRenew > renewDeadlineMs) break;
     }
     if (this.leading) {
       this.leading = false;
       onStoppedLeading();
+    }
+  }
+
+  /** The work's answer, or undefined once the clock reaches `deadline` (ms) first. */
+  private async before<T>(work: Promise<T>, deadline: number): Promise<T | undefined> {
+    const answered = work.then((value) => ({ value }));
+    // A renew given up on may still fail later: that is not an unhandled rejection.
+    answered.catch(() => undefined);
+    for (;;) {
+      const left = deadline - this.now().getTime();
+      if (left <= 0) return undefined;
+      const first = await Promise.race([answered, this.sleep(left).then(() => undefined)]);
+      if (first) return first.value;
     }
   }
 
