@@ -918,6 +918,22 @@ describe('decide: the API server refuses an object of the run (#13.9)', () => {
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'SandboxRefused' })]);
   });
 
+  // A webhook the API server calls that is down answers 500 ("failed calling webhook"): the new
+  // run got no phase at all, for as long as the outage lasted.
+  it.each([500, 503, 504])('keeps a new run Pending with SandboxRefused when creating its pod failed on the API server (%i)', (code) => {
+    const failed: RefusedObject = {
+      kind: 'Pod',
+      name: 'fix-sandbox',
+      code,
+      message: 'Internal error occurred: failed calling webhook "pods.example.com": context deadline exceeded',
+    };
+    const decision = decide(observe(run(), { refused: [failed] }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
+    expect(decision.status!.message).toContain(`failed to write the run's Pod fix-sandbox (HTTP ${code}): Internal error occurred`);
+    expect(decision.status!.message).toContain('nothing in it needs to change');
+    expect(decision.requeueAfterMs).toBe(REFUSED_RECHECK_MS);
+  });
+
   it('records the refusal Event once, not on every retry', () => {
     const refusedAlready = run({ status: decide(observe(pending, { refused: [quota] }), config, now).status! });
     expect(decide(observe(refusedAlready, { refused: [quota] }), config, now).events).toEqual([]);

@@ -19,7 +19,7 @@ import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
 import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
-import { apiRefusal, isConflict } from '../kube/api-errors.ts';
+import { apiRefusal, apiServerFailure, isConflict } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../kube/metadata-only.ts';
@@ -176,12 +176,14 @@ class DiffKeptSignal extends Error {
   }
 }
 
-/** Creates one of the run's objects (or adds its finalizer); a refusal by the API server becomes a CreateRefusedError, for decide() to judge. */
+/** Creates one of the run's objects (or adds its finalizer); a refusal or failure by the API server becomes a CreateRefusedError, for decide() to judge. */
 async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, create: () => Promise<T>): Promise<T> {
   try {
     return await create();
   } catch (error) {
-    const refusal = apiRefusal(error);
+    // A failure on the API server's side is said too: the run shows Pending and why, rather
+    // than no phase at all, for as long as a webhook it calls is down.
+    const refusal = apiRefusal(error) ?? apiServerFailure(error);
     if (refusal) throw new CreateRefusedError({ kind, name, ...refusal });
     throw error;
   }

@@ -24,6 +24,22 @@ export const isGone = (error: unknown) => statusCodeOf(error) === 410;
 export function apiRefusal(error: unknown): { code: number; message: string } | undefined {
   const code = statusCodeOf(error);
   if (code !== 400 && code !== 403 && code !== 422) return undefined;
+  return { code, message: statusMessage(error) };
+}
+
+/**
+ * A write that failed on the API server's side (HTTP 5xx: an admission webhook it calls that
+ * failed or timed out, etcd timing out), read as apiRefusal reads a refusal: nothing about the
+ * object, and it may clear by itself.
+ */
+export function apiServerFailure(error: unknown): { code: number; message: string } | undefined {
+  const code = statusCodeOf(error);
+  if (code === undefined || code < 500 || code > 599) return undefined;
+  return { code, message: statusMessage(error) };
+}
+
+/** The message of the API server's Status answer, or the error's own text; at most 2 KiB. */
+function statusMessage(error: unknown): string {
   const body = (error as { body?: unknown }).body;
   let message: string | undefined;
   try {
@@ -32,7 +48,7 @@ export function apiRefusal(error: unknown): { code: number; message: string } | 
   } catch {
     // not a Status object: fall back to the error's own text
   }
-  return { code, message: (message ?? (error instanceof Error ? error.message : String(error))).slice(0, 2048) };
+  return (message ?? (error instanceof Error ? error.message : String(error))).slice(0, 2048);
 }
 
 /**

@@ -48,14 +48,20 @@ export const REFUSED_RECHECK_MS = 10_000;
  * Whether a refusal may clear without the run changing: a 403 is a quota, an admission
  * policy or webhook, or RBAC, which an admin (or other runs finishing) can change; so is a
  * 422 whose message says an admission policy denied it (a ValidatingAdmissionPolicy answers
- * Invalid by default). Any other 422 or a 400 is the object itself: invalid as derived from
- * the run, the same every time.
+ * Invalid by default), and a 5xx, a failure on the API server's side. Any other 422 or a 400
+ * is the object itself: invalid as derived from the run, the same every time.
  */
 export function refusalMayClear(refused: RefusedObject): boolean {
-  return refused.code === 403 || /is forbidden|denied (the )?request|admission webhook/i.test(refused.message);
+  return refused.code === 403 || refused.code >= 500 || /is forbidden|denied (the )?request|admission webhook/i.test(refused.message);
 }
 
 function refusedMessage(refused: RefusedObject, mayClear: boolean): string {
+  if (refused.code >= 500)
+    return (
+      `The API server failed to write the run's ${refused.kind} ${refused.name} (HTTP ${refused.code}): ${refused.message.slice(0, 2048)}. ` +
+      `The run stays Pending and tries again every ${REFUSED_RECHECK_MS / 1000}s; nothing in it needs to change. ` +
+      'If this lasts, an admin can look at the API server and the admission webhooks it calls.'
+    );
   const what = `The API server refused the run's ${refused.kind} ${refused.name} (HTTP ${refused.code}): ${refused.message.slice(0, 2048)}`;
   return mayClear
     ? `${what}. The run stays Pending and tries again every ${REFUSED_RECHECK_MS / 1000}s: raise the namespace's ResourceQuota, ` +

@@ -69,7 +69,7 @@ export interface RefusedObject {
   /** CodingRun: the run's own finalizer was refused (an admission policy on its metadata). */
   kind: 'Pod' | 'NetworkPolicy' | 'CodingRun';
   name: string;
-  /** The HTTP status: 403 (forbidden: may clear), 422 or 400 (invalid: cannot). */
+  /** The HTTP status: 403 (forbidden: may clear), 422 or 400 (invalid: cannot), 5xx (the API server's failure: may clear). */
   code: number;
   /** The API server's message, quoted to the user. */
   message: string;

@@ -1,0 +1,182 @@
+// The controller's writes meeting an API server that fails (HTTP 5xx: an admission webhook it
+// calls that is down, etcd timing out), against the real API server and kwok:
+//  - a new run whose pod cannot be created says so in a phase, rather than having none;
+//  - a run the controller ends (here a cancel) is written terminal first, then its agent and
+//    pod are stopped. When a stop fails, the reconcile is retried, and the retry decides about
+//    a finished run, which has no transition left to tell: the ending's Event must not depend
+//    on the stop.
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  NetworkingV1Api,
+  type V1ConfigMap,
+  type V1NetworkPolicy,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { MANAGED_SELECTOR } from '../../operator/src/controller/run-controller.ts';
+import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
+import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
+import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
+import { eventually } from '../support/operator-process.ts';
+import { snapshotCache } from '../support/snapshot-cache.ts';
+
+const logger = { info: () => {}, warn: () => {} };
+const runsPath = (namespace: string) => ({ group: 'chamvi.dev', version: 'v1alpha1', plural: 'codingruns', namespace });
+const runPath = (namespace: string, name: string) => ({ ...runsPath(namespace), name });
+
+let kubeConfig: KubeConfig;
+let core: CoreV1Api;
+let custom: CustomObjectsApi;
+const namespace = `ending-faults-${process.pid}`;
+
+beforeAll(async () => {
+  kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kubeconfigPath());
+  core = kubeConfig.makeApiClient(CoreV1Api);
+  custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  await createNamespace(namespace, { restricted: true });
+  await core.createNamespacedConfigMap({
+    namespace,
+    body: { metadata: { name: 's', namespace }, data: { 'script.json': JSON.stringify({ turns: [{ text: 'done' }] }) } },
+  });
+});
+
+afterAll(async () => {
+  await deleteNamespace(namespace);
+});
+
+/** Failures to inject, counted down: the next N calls of each fail with a 500. */
+interface Failures {
+  createPod: number;
+  deletePod: number;
+}
+
+/** A reconciler over fresh caches for the run `name`, whose kube calls fail as `failures` says. */
+function controllerFor(name: string, failures: Failures) {
+  const realKube = createKubeGateway(kubeConfig);
+  const failing = () => Object.assign(new Error('Internal error occurred: failed calling webhook "pods.example.com"'), { code: 500 });
+  const kube: KubeGateway = {
+    ...realKube,
+    async createPod(pod) {
+      if (failures.createPod > 0 && failures.createPod--) throw failing();
+      return realKube.createPod(pod);
+    },
+    async deletePod(podNamespace, podName) {
+      if (failures.deletePod > 0 && failures.deletePod--) throw failing();
+      return realKube.deletePod(podNamespace, podName);
+    },
+  };
+  // The workers hold the run (a job of it is queued); its diff is empty.
+  const agent: RunAgent = { ...idleAgent, inspect: async () => ({ state: 'stepping', moving: true }) };
+  const networking = kubeConfig.makeApiClient(NetworkingV1Api);
+  const runs = snapshotCache<CodingRun>(
+    async () => (await custom.listNamespacedCustomObject(runsPath(namespace))) as { items: CodingRun[] },
+  );
+  const pods = snapshotCache<V1Pod>(() => core.listNamespacedPod({ namespace, labelSelector: MANAGED_SELECTOR }));
+  const policies = snapshotCache<V1NetworkPolicy>(() =>
+    networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR }),
+  );
+  const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
+  const reconciler = new RunReconciler({
+    caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
+    kube,
+    agent,
+    events: new EventRecorder(realKube, 'controller-api-faults', logger),
+    config: loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {}),
+    logger,
+    isolation: { observe: () => ({ verdict: 'enforced' }) },
+  });
+  return {
+    /** One reconcile from fresh caches; whether it threw. */
+    async pass(): Promise<boolean> {
+      await Promise.all([runs.refresh(), pods.refresh(), policies.refresh(), configMaps.refresh()]);
+      try {
+        await reconciler.reconcile(`${namespace}/${name}`);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    read: async () => (await custom.getNamespacedCustomObject(runPath(namespace, name))) as CodingRun,
+    create: () =>
+      custom.createNamespacedCustomObject({
+        ...runsPath(namespace),
+        body: {
+          apiVersion: 'chamvi.dev/v1alpha1',
+          kind: 'CodingRun',
+          metadata: { name, namespace },
+          spec: {
+            task: 'Run.',
+            repository: { url: 'https://github.com/acme/webapp.git' },
+            model: { provider: 'scripted', scriptRef: { name: 's' } },
+          },
+        },
+      }),
+    events: async () => (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name}` })).items,
+  };
+}
+
+describe('a new run whose pod the API server fails to create', () => {
+  it('is Pending with SandboxRefused and why, and starts once creating works again', async () => {
+    const failures = { createPod: 1_000, deletePod: 0 };
+    const controller = controllerFor('unmade', failures);
+    await controller.create();
+    await controller.pass();
+    const refused = (await controller.read()).status;
+    expect(refused, JSON.stringify(refused)).toMatchObject({ phase: 'Pending', reason: 'SandboxRefused' });
+    expect(refused!.message).toContain('(HTTP 500): Internal error occurred: failed calling webhook');
+    expect((await controller.events()).map((event) => event.reason)).toContain('SandboxRefused');
+    failures.createPod = 0;
+    await eventually(
+      async () => ((await controller.pass()) && (await controller.read()).status?.phase === 'Running' ? true : undefined),
+      60_000,
+      'the run to run',
+    );
+  }, 120_000);
+});
+
+describe('a run ended by the controller whose pod delete fails once', () => {
+  it('still records the ending Event, once, and deletes the pod on the retry', async () => {
+    const failures = { createPod: 0, deletePod: 0 };
+    const controller = controllerFor('ended', failures);
+    await controller.create();
+    await eventually(
+      async () => ((await controller.pass()) && (await controller.read()).status?.phase === 'Running' ? true : undefined),
+      60_000,
+      'the run to run',
+    );
+    const podName = (await controller.read()).status!.podName!;
+
+    await custom.patchNamespacedCustomObject({
+      ...runPath(namespace, 'ended'),
+      body: [{ op: 'add', path: `/metadata/annotations`, value: { [CANCEL_ANNOTATION]: 'changed my mind' } }],
+    });
+    failures.deletePod = 1;
+    // The first pass keeps the diff; the one after ends the run and meets the failing delete.
+    await eventually(
+      async () => ((await controller.read()).status?.phase === 'Cancelled' ? true : (await controller.pass(), undefined)),
+      30_000,
+      'the cancel',
+    );
+    expect(failures.deletePod, 'the pod delete failed once').toBe(0);
+    await eventually(async () => ((await controller.pass()) ? true : undefined), 30_000, 'a reconcile that does not throw');
+    // kwok removes a deleted pod at once: gone counts as deleted.
+    await eventually(
+      async () => {
+        const pod = await core.readNamespacedPod({ namespace, name: podName }).catch(() => undefined);
+        return !pod || pod.metadata?.deletionTimestamp ? true : undefined;
+      },
+      30_000,
+      'the pod to be deleted',
+    );
+    const cancelled = (await controller.events()).filter((event) => event.reason === 'Cancelled');
+    expect(cancelled.map((event) => event.count ?? 1)).toEqual([1]);
+  }, 120_000);
+});
