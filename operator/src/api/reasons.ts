@@ -45,8 +45,9 @@ export const REASONS = {
   Deleted: 'Deleted',
   /**
    * The API server refused an object the run needs (its pod or NetworkPolicy) for a cause that
-   * may clear: a ResourceQuota, an admission policy, missing RBAC. The run stays Pending and
-   * tries again; the message quotes the API server and says what to change.
+   * may clear: a ResourceQuota, an admission policy, missing RBAC, or a failure on its own side
+   * (HTTP 5xx). The run stays Pending and tries again; the message quotes the API server and
+   * says what to change.
    */
   SandboxRefused: 'SandboxRefused',
   /** The API server refused an object derived from the run as invalid: no retry can help, the run fails. */
