@@ -4,7 +4,9 @@
 //  - a run the controller ends (here a cancel) is written terminal first, then its agent and
 //    pod are stopped. When a stop fails, the reconcile is retried, and the retry decides about
 //    a finished run, which has no transition left to tell: the ending's Event must not depend
-//    on the stop.
+//    on the stop;
+//  - a run given a warm pool pod whose next status write fails is reconciled again before the
+//    cache shows the claim: it must go on in that pod, not claim a second.
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -21,6 +23,10 @@ import { MANAGED_SELECTOR } from '../../operator/src/controller/run-controller.t
 import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { kubernetesWarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
+import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
+import { WARM_POOL_LABEL } from '../../operator/src/reconcile/warm-pool.ts';
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
@@ -56,10 +62,11 @@ afterAll(async () => {
 interface Failures {
   createPod: number;
   deletePod: number;
+  replaceRunStatus?: number;
 }
 
 /** A reconciler over fresh caches for the run `name`, whose kube calls fail as `failures` says. */
-function controllerFor(name: string, failures: Failures) {
+function controllerFor(name: string, failures: Failures, warmPool?: { size: number }) {
   const realKube = createKubeGateway(kubeConfig);
   const failing = () => Object.assign(new Error('Internal error occurred: failed calling webhook "pods.example.com"'), { code: 500 });
   const kube: KubeGateway = {
@@ -72,9 +79,18 @@ function controllerFor(name: string, failures: Failures) {
       if (failures.deletePod > 0 && failures.deletePod--) throw failing();
       return realKube.deletePod(podNamespace, podName);
     },
+    async replaceRunStatus(run, status) {
+      if ((failures.replaceRunStatus ?? 0) > 0 && failures.replaceRunStatus!--) throw failing();
+      return realKube.replaceRunStatus(run, status);
+    },
   };
-  // The workers hold the run (a job of it is queued); its diff is empty.
-  const agent: RunAgent = { ...idleAgent, inspect: async () => ({ state: 'stepping', moving: true }) };
+  // The workers hold the run (a job of it is queued); its diff is empty. The pods its agent was started on, in order.
+  const startedOn: string[] = [];
+  const agent: RunAgent = {
+    ...idleAgent,
+    inspect: async () => ({ state: 'stepping', moving: true }),
+    start: async (_run, podName) => void startedOn.push(podName),
+  };
   const networking = kubeConfig.makeApiClient(NetworkingV1Api);
   const runs = snapshotCache<CodingRun>(
     async () => (await custom.listNamespacedCustomObject(runsPath(namespace))) as { items: CodingRun[] },
@@ -84,19 +100,41 @@ function controllerFor(name: string, failures: Failures) {
     networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR }),
   );
   const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
+  const config = loadOperatorConfig(
+    { allowRepo: ['https://github.com/acme/*'], ...(warmPool ? { warmPools: [{ name: 'pool', namespace, size: warmPool.size }] } : {}) },
+    {},
+  );
+  const warmGateway = kubernetesWarmPoolGateway(kubeConfig);
   const reconciler = new RunReconciler({
     caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
     kube,
     agent,
     events: new EventRecorder(realKube, 'controller-api-faults', logger),
-    config: loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {}),
+    config,
     logger,
     isolation: { observe: () => ({ verdict: 'enforced' }) },
+    ...(warmPool ? { warmPools: { gateway: warmGateway, madeIt: () => true } } : {}),
   });
   return {
-    /** One reconcile from fresh caches; whether it threw. */
-    async pass(): Promise<boolean> {
-      await Promise.all([runs.refresh(), pods.refresh(), policies.refresh(), configMaps.refresh()]);
+    startedOn,
+    /** Fills the pool and waits until every pod of it is ready. */
+    async fillPool(size: number): Promise<void> {
+      const loop = new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies: policies, logger });
+      await Promise.all([pods.refresh(), policies.refresh()]);
+      await loop.pass();
+      await eventually(
+        async () => {
+          const { items } = await core.listNamespacedPod({ namespace, labelSelector: `${WARM_POOL_LABEL}=pool` });
+          const ready = items.filter((pod) => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+          return ready.length >= size ? true : undefined;
+        },
+        60_000,
+        'the pool to be ready',
+      );
+    },
+    /** One reconcile, from fresh caches (the pods' as they were, with `stalePods`); whether it threw. */
+    async pass(options: { stalePods?: boolean } = {}): Promise<boolean> {
+      await Promise.all([runs.refresh(), options.stalePods ? undefined : pods.refresh(), policies.refresh(), configMaps.refresh()]);
       try {
         await reconciler.reconcile(`${namespace}/${name}`);
         return true;
@@ -178,5 +216,26 @@ describe('a run ended by the controller whose pod delete fails once', () => {
     );
     const cancelled = (await controller.events()).filter((event) => event.reason === 'Cancelled');
     expect(cancelled.map((event) => event.count ?? 1)).toEqual([1]);
+  }, 120_000);
+});
+
+describe('a run given a warm pool pod, whose next status write fails', () => {
+  it('goes on in that pod when reconciled again before the cache shows the claim, and claims no second', async () => {
+    const failures = { createPod: 0, deletePod: 0, replaceRunStatus: 0 };
+    const controller = controllerFor('pooled', failures, { size: 2 });
+    await controller.fillPool(2);
+    await controller.create();
+    // The write that records the claim (after the agent was queued) fails with a 500.
+    failures.replaceRunStatus = 1;
+    expect(await controller.pass(), 'the first reconcile met the failing write').toBe(false);
+    expect(failures.replaceRunStatus).toBe(0);
+    expect(controller.startedOn).toHaveLength(1);
+    // The work queue's retry comes 200 ms later, before the watch has brought the claimed pod.
+    await controller.pass({ stalePods: true });
+    const run = await controller.read();
+    expect(run.status, JSON.stringify(run.status)).toMatchObject({ podName: controller.startedOn[0] });
+    const claimed = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
+    expect(claimed.items.map((pod) => pod.metadata!.name)).toEqual([controller.startedOn[0]]);
+    expect(new Set(controller.startedOn)).toEqual(new Set([controller.startedOn[0]]));
   }, 120_000);
 });

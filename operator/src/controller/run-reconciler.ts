@@ -230,6 +230,12 @@ export class RunReconciler {
   private readonly boundSeen = new Map<string, string>();
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new Map<string, Grant>();
+  /**
+   * Pool pods this process claimed, by run key, until the cache shows the claim: a reconcile
+   * redone after the write that records a claim failed (a 500, not a conflict) must find this
+   * pod, not claim a second one while its agent starts in the first.
+   */
+  private readonly claimsMade = new Map<string, { uid: string; pod: V1Pod }>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
   private readonly deletions = new DeletionsSent();
   /** The namespaces' sandbox policies this process made, until the cache shows them. */
@@ -274,6 +280,7 @@ export class RunReconciler {
     if (!run) {
       this.boundSeen.delete(key);
       this.deletions.forgetRun(key);
+      this.claimsMade.delete(key);
       return {};
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
@@ -314,6 +321,7 @@ export class RunReconciler {
         if (error instanceof WarmClaimSignal && !warmClaim) {
           warmClaim = error.claim;
           run = error.run;
+          if ('pod' in warmClaim) this.claimsMade.set(key, { uid: run.metadata.uid, pod: warmClaim.pod });
           continue;
         }
         if (error instanceof DiffKeptSignal && !keptDiff) {
@@ -456,15 +464,22 @@ export class RunReconciler {
    */
   private claimedPod(run: CodingRun): V1Pod | undefined {
     if (!this.deps.warmPools || this.deps.config.warmPools.length === 0) return undefined;
+    const key = `${run.metadata.namespace}/${run.metadata.name}`;
     const phase = run.status?.phase;
     const beforeTheAgent = phase === undefined || phase === 'Pending' || phase === 'Provisioning';
-    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) return undefined;
+    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) {
+      this.claimsMade.delete(key);
+      return undefined;
+    }
     const uid = run.metadata.uid;
-    return this.deps.caches.pods
+    const cached = this.deps.caches.pods
       .list()
       .find(
         (pod) => pod.metadata?.namespace === run.metadata.namespace && pod.metadata?.labels?.[RUN_UID_LABEL] === uid && ownedBy(run)(pod),
       );
+    if (cached) this.claimsMade.delete(key);
+    const made = this.claimsMade.get(key);
+    return cached ?? (made?.uid === uid ? made.pod : undefined);
   }
 
   /**
