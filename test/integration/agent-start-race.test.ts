@@ -6,32 +6,19 @@
 // record that it was accepted, which pod it runs in and that the pod was ready. Those must be
 // recorded anyway, and a run given a warm pool pod must go on in it, not fail as SandboxLost.
 // (The faults tier's status-conflicts test met this by chance, about once in 20 CI runs.)
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  NetworkingV1Api,
-  type V1ConfigMap,
-  type V1NetworkPolicy,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONDITION_REASONS, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig, type OperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { MANAGED_SELECTOR } from '../../operator/src/controller/run-controller.ts';
-import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
-import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { kubernetesWarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { findCondition } from '../../operator/src/reconcile/conditions.ts';
 import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { runningAfterStepStatus } from '../../operator/src/reconcile/run-status-transitions.ts';
-import { WARM_POOL_LABEL } from '../../operator/src/reconcile/warm-pool.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
-import { snapshotCache } from '../support/snapshot-cache.ts';
+import { reconcilerScene } from '../support/reconciler-scene.ts';
 
 const logger = { info: () => {}, warn: () => {} };
 const OTHER_CONDITION = 'test.chamvi.dev/Other';
@@ -40,7 +27,6 @@ const runPath = (namespace: string, name: string) => ({ ...runsPath(namespace), 
 
 let kubeConfig: KubeConfig;
 let core: CoreV1Api;
-let networking: NetworkingV1Api;
 let custom: CustomObjectsApi;
 const namespaces: string[] = [];
 
@@ -48,7 +34,6 @@ beforeAll(() => {
   kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath());
   core = kubeConfig.makeApiClient(CoreV1Api);
-  networking = kubeConfig.makeApiClient(NetworkingV1Api);
   custom = kubeConfig.makeApiClient(CustomObjectsApi);
 });
 
@@ -120,39 +105,13 @@ async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: b
       return { state: 'stepping', moving: true };
     },
   };
-  const runs = snapshotCache<CodingRun>(
-    async () => (await custom.listNamespacedCustomObject(runsPath(namespace))) as { items: CodingRun[] },
-  );
-  const pods = snapshotCache<V1Pod>(() => core.listNamespacedPod({ namespace, labelSelector: MANAGED_SELECTOR }));
-  const policies = snapshotCache<V1NetworkPolicy>(() =>
-    networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR }),
-  );
-  const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
-  const warmGateway = kubernetesWarmPoolGateway(kubeConfig);
-  const reconciler = new RunReconciler({
-    caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
+  const scene = reconcilerScene(kubeConfig, namespace, {
     kube,
     agent,
-    events: new EventRecorder(realKube, 'agent-start-race', logger),
     config,
-    logger,
-    isolation: { observe: () => ({ verdict: 'enforced' }) },
-    ...(warm ? { warmPools: { gateway: warmGateway, madeIt: () => true } } : {}),
+    events: new EventRecorder(realKube, 'agent-start-race', logger),
   });
-  if (warm) {
-    const loop = new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies: policies, logger });
-    await pods.refresh();
-    await policies.refresh();
-    await loop.pass();
-    await eventually(
-      async () => {
-        const [pod] = (await core.listNamespacedPod({ namespace, labelSelector: `${WARM_POOL_LABEL}=pool` })).items;
-        return pod?.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ? pod : undefined;
-      },
-      60_000,
-      'the pool pod to be ready',
-    );
-  }
+  if (warm) await scene.fillPool('pool', 1);
   await custom.createNamespacedCustomObject({
     ...runsPath(namespace),
     body: {
@@ -170,10 +129,10 @@ async function raceToTheAgent(namespace: string, config: OperatorConfig, warm: b
   let settled = 0;
   return eventually<Raced>(
     async () => {
-      await Promise.all([runs.refresh(), pods.refresh(), policies.refresh(), configMaps.refresh()]);
+      await scene.refresh();
       passes++;
       try {
-        await reconciler.reconcile(`${namespace}/raced`);
+        await scene.reconciler.reconcile(`${namespace}/raced`);
       } catch {
         return undefined; // conflicts beyond the reconciler's retries: the work queue's backoff, here the next pass
       }

@@ -7,31 +7,17 @@
 //    on the stop;
 //  - a run given a warm pool pod whose next status write fails is reconciled again before the
 //    cache shows the claim: it must go on in that pod, not claim a second.
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  NetworkingV1Api,
-  type V1ConfigMap,
-  type V1NetworkPolicy,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CodingRun } from '../../operator/src/api/index.ts';
+import { RUN_UID_LABEL, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { MANAGED_SELECTOR } from '../../operator/src/controller/run-controller.ts';
-import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createKubeGateway, type KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { kubernetesWarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
-import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
-import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
-import { WARM_POOL_LABEL } from '../../operator/src/reconcile/warm-pool.ts';
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
 import { eventually } from '../support/operator-process.ts';
-import { snapshotCache } from '../support/snapshot-cache.ts';
+import { reconcilerScene } from '../support/reconciler-scene.ts';
 
 const logger = { info: () => {}, warn: () => {} };
 const runsPath = (namespace: string) => ({ group: 'chamvi.dev', version: 'v1alpha1', plural: 'codingruns', namespace });
@@ -40,7 +26,7 @@ const runPath = (namespace: string, name: string) => ({ ...runsPath(namespace), 
 let kubeConfig: KubeConfig;
 let core: CoreV1Api;
 let custom: CustomObjectsApi;
-const namespace = `ending-faults-${process.pid}`;
+const namespace = `api-faults-${process.pid}`;
 
 beforeAll(async () => {
   kubeConfig = new KubeConfig();
@@ -91,52 +77,24 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
     inspect: async () => ({ state: 'stepping', moving: true }),
     start: async (_run, podName) => void startedOn.push(podName),
   };
-  const networking = kubeConfig.makeApiClient(NetworkingV1Api);
-  const runs = snapshotCache<CodingRun>(
-    async () => (await custom.listNamespacedCustomObject(runsPath(namespace))) as { items: CodingRun[] },
-  );
-  const pods = snapshotCache<V1Pod>(() => core.listNamespacedPod({ namespace, labelSelector: MANAGED_SELECTOR }));
-  const policies = snapshotCache<V1NetworkPolicy>(() =>
-    networking.listNamespacedNetworkPolicy({ namespace, labelSelector: MANAGED_SELECTOR }),
-  );
-  const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
   const config = loadOperatorConfig(
     { allowRepo: ['https://github.com/acme/*'], ...(warmPool ? { warmPools: [{ name: 'pool', namespace, size: warmPool.size }] } : {}) },
     {},
   );
-  const warmGateway = kubernetesWarmPoolGateway(kubeConfig);
-  const reconciler = new RunReconciler({
-    caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
+  const scene = reconcilerScene(kubeConfig, namespace, {
     kube,
     agent,
-    events: new EventRecorder(realKube, 'controller-api-faults', logger),
     config,
-    logger,
-    isolation: { observe: () => ({ verdict: 'enforced' }) },
-    ...(warmPool ? { warmPools: { gateway: warmGateway, madeIt: () => true } } : {}),
+    events: new EventRecorder(realKube, 'controller-api-faults', logger),
   });
   return {
     startedOn,
-    /** Fills the pool and waits until every pod of it is ready. */
-    async fillPool(size: number): Promise<void> {
-      const loop = new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies: policies, logger });
-      await Promise.all([pods.refresh(), policies.refresh()]);
-      await loop.pass();
-      await eventually(
-        async () => {
-          const { items } = await core.listNamespacedPod({ namespace, labelSelector: `${WARM_POOL_LABEL}=pool` });
-          const ready = items.filter((pod) => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
-          return ready.length >= size ? true : undefined;
-        },
-        60_000,
-        'the pool to be ready',
-      );
-    },
+    fillPool: (ready: number) => scene.fillPool('pool', ready),
     /** One reconcile, from fresh caches (the pods' as they were, with `stalePods`); whether it threw. */
     async pass(options: { stalePods?: boolean } = {}): Promise<boolean> {
-      await Promise.all([runs.refresh(), options.stalePods ? undefined : pods.refresh(), policies.refresh(), configMaps.refresh()]);
+      await scene.refresh(options);
       try {
-        await reconciler.reconcile(`${namespace}/${name}`);
+        await scene.reconciler.reconcile(`${namespace}/${name}`);
         return true;
       } catch {
         return false;
