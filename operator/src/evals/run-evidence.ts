@@ -39,8 +39,9 @@ export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: s
   for (const entry of transcript.entries) {
     if (entry.kind === 'cut') gaps.push(entry.message ?? `the transcript stops at step ${entry.step}`);
     if (entry.message && entry.kind === 'step' && /tool calls left out/.test(entry.message)) gaps.push(entry.message);
-    // A call waiting for approval appears again, with its result, in the resume's entry: the last word counts.
-    for (const call of entry.calls ?? []) byId.set(call.id, { tool: call.tool, ok: call.result?.ok });
+    // A call waiting for approval appears again, with its result, in the resume's entry (the
+    // same step): the last word counts. A model may reuse an id in a later step, for another call.
+    for (const call of entry.calls ?? []) byId.set(`${entry.step}:${call.id}`, { tool: call.tool, ok: call.result?.ok });
   }
   const diff = result?.diffTruncated ? fullDiff : (result?.diff ?? '');
   const verificationPassed = result?.verification?.passed;
