@@ -12,6 +12,7 @@ import { createKubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { createScheduleGateway, type ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
 import { ScheduleReconciler } from '../../operator/src/controller/schedule-reconciler.ts';
+import { TEMPLATE_RECHECK_MS } from '../../operator/src/reconcile/decide-schedule.ts';
 import { OperatorProcess, eventually } from '../support/operator-process.ts';
 import { redisUrl } from '../support/cluster.ts';
 
@@ -332,8 +333,9 @@ describe('CodingSchedule', () => {
       budget: { maxSteps: 12, timeout: '5m' },
     });
 
-    await reconciler.reconcile(`${NS}/orphan`);
-    await reconciler.reconcile(`${NS}/broken`);
+    // Nothing watches templates: each comes back by itself to look again.
+    expect(await reconciler.reconcile(`${NS}/orphan`)).toEqual({ requeueAfterMs: TEMPLATE_RECHECK_MS });
+    expect(await reconciler.reconcile(`${NS}/broken`)).toEqual({ requeueAfterMs: TEMPLATE_RECHECK_MS });
     expect(await runsOf('orphan')).toEqual([]);
     expect(await runsOf('broken')).toEqual([]);
     const ready = async (name: string) => (await scheduleOf(name)).status?.conditions?.find((condition) => condition.type === 'Ready');

@@ -3,9 +3,20 @@
 // limits), time zones and daylight-saving changes, and the restart case (a run already made
 // for the due time). Pure: the real cron parser, an explicit clock, no cluster.
 import { describe, expect, it } from 'vitest';
-import { codingScheduleSpec, type CodingScheduleSpecInput, type CodingScheduleStatus } from '../../operator/src/api/coding-schedule.ts';
+import {
+  codingScheduleSpec,
+  codingScheduleStatus,
+  SCHEDULE_ACTIVE_LISTED,
+  type CodingScheduleSpecInput,
+  type CodingScheduleStatus,
+} from '../../operator/src/api/coding-schedule.ts';
 import { parseCronSchedule } from '../../operator/src/reconcile/cron-schedule.ts';
-import { decideSchedule, type ScheduleInput, type ScheduledRun } from '../../operator/src/reconcile/decide-schedule.ts';
+import {
+  decideSchedule,
+  TEMPLATE_RECHECK_MS,
+  type ScheduleInput,
+  type ScheduledRun,
+} from '../../operator/src/reconcile/decide-schedule.ts';
 
 const RUN = {
   task: 'Update dependencies',
@@ -326,6 +337,56 @@ describe('decideSchedule', () => {
       now: new Date('2026-06-01T10:05:00Z'),
     });
     expect(decision.requeueAfterMs).toBe(10 * 60_000);
+  });
+
+  // Nothing watches templates: without a wake of its own, a schedule applied before its
+  // template (or whose template was fixed) waited for an edit or a restart.
+  it.each([
+    ['TemplateNotFound', 'CodingRunTemplate t does not exist', TEMPLATE_RECHECK_MS],
+    ['InvalidRunSpec', 'spec.task: Required', TEMPLATE_RECHECK_MS],
+    ['InvalidSchedule', 'not a cron expression', undefined],
+  ] as const)('looks again at a schedule whose problem is %s (%s) after %s ms', (reason, message, requeueAfterMs) => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const decision = decideSchedule({
+      spec,
+      status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:00:00Z'),
+      cron: parsed.schedule,
+      problem: { reason, message },
+      runs: [],
+      now: new Date('2026-06-01T15:00:01Z'),
+    });
+    expect(decision.create).toBeUndefined();
+    expect(decision.requeueAfterMs).toBe(requeueAfterMs);
+  });
+
+  // status.active may hold 1000 entries (the CRD): past that every status write got a 422, and
+  // lastScheduleTime, nextScheduleTime and the conditions stopped moving while runs were made.
+  it(`lists the newest ${SCHEDULE_ACTIVE_LISTED} active runs when more are active, and counts them all`, () => {
+    const spec = codingScheduleSpec.parse({ schedule: '* * * * *', concurrencyPolicy: 'Allow', runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const start = Date.parse('2026-06-01T00:00:00Z');
+    const piled = Array.from({ length: SCHEDULE_ACTIVE_LISTED + 5 }, (_, index) =>
+      run(`r${index}`, new Date(start + index * 60_000).toISOString(), 'Pending'),
+    );
+    const decision = decideSchedule({
+      spec,
+      status: { lastScheduleTime: new Date(start + (piled.length - 1) * 60_000).toISOString() },
+      generation: 1,
+      createdAt: new Date(start - 60_000),
+      cron: parsed.schedule,
+      runs: piled,
+      now: new Date(start + (piled.length - 1) * 60_000 + 1_000),
+    });
+    expect(decision.status.activeCount).toBe(SCHEDULE_ACTIVE_LISTED + 5);
+    expect(decision.status.active).toHaveLength(SCHEDULE_ACTIVE_LISTED);
+    expect(decision.status.active![0]!.name).toBe('r5');
+    expect(decision.status.active!.at(-1)!.name).toBe(`r${SCHEDULE_ACTIVE_LISTED + 4}`);
+    expect(codingScheduleStatus.safeParse(decision.status).success).toBe(true);
   });
 
   it('keeps the Ready transition time while only the next due time in its message changes', () => {

@@ -146,6 +146,9 @@ const timestamp = (description: string) => z.string().meta({ format: 'date-time'
 
 export const SCHEDULE_CONDITION_READY = 'Ready';
 
+/** Active runs status.active lists by name, the newest: a schedule whose runs pile up keeps a status the API server accepts. */
+export const SCHEDULE_ACTIVE_LISTED = 1000;
+
 export const codingScheduleStatus = z
   .object({
     observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status was computed from.'),
@@ -158,9 +161,11 @@ export const codingScheduleStatus = z
           })
           .describe('An active run.'),
       )
-      .max(1000)
+      .max(SCHEDULE_ACTIVE_LISTED)
       .optional()
-      .describe('Runs of this schedule that have not finished.'),
+      .describe(
+        `Runs of this schedule that have not finished: the newest ${SCHEDULE_ACTIVE_LISTED} when there are more (activeCount counts all).`,
+      ),
     activeCount: z.number().int().min(0).optional().describe('How many runs of this schedule have not finished (for kubectl get).'),
     lastScheduleTime: timestamp('The scheduled time of the last run created.').optional(),
     lastSuccessfulTime: timestamp('When the last run that Succeeded finished.').optional(),

@@ -4,7 +4,7 @@
 // is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
 // by an attempt that died before its status write is found again by its scheduled-time label.
 import type { CodingRun } from '../api/index.ts';
-import { codingScheduleSpec, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
@@ -135,5 +135,5 @@ function ownedBy(run: CodingRun, schedule: CodingSchedule): boolean {
 
 function withCreatedRun(status: CodingScheduleStatus, name: string, scheduledTime: Date): CodingScheduleStatus {
   const active = [...(status.active ?? []), { name, scheduledTime: scheduledTime.toISOString().replace(/\.\d{3}Z$/, 'Z') }];
-  return { ...status, active, activeCount: active.length };
+  return { ...status, active: active.slice(-SCHEDULE_ACTIVE_LISTED), activeCount: (status.activeCount ?? active.length - 1) + 1 };
 }

@@ -15,7 +15,12 @@
 // decision records it instead of creating another. The controller lists runs from the API
 // server, never from a cache, so a run it has just created is always seen.
 import { isTerminal, type Condition, type Phase } from '../api/index.ts';
-import { SCHEDULE_CONDITION_READY, type CodingScheduleSpec, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import {
+  SCHEDULE_ACTIVE_LISTED,
+  SCHEDULE_CONDITION_READY,
+  type CodingScheduleSpec,
+  type CodingScheduleStatus,
+} from '../api/coding-schedule.ts';
 import type { RunEvent } from './decision.ts';
 import type { CronSchedule } from './cron-schedule.ts';
 
@@ -60,6 +65,13 @@ export interface ScheduleDecision {
   /** Decide again after this long even if nothing changes (the next scheduled time). */
   requeueAfterMs?: number;
 }
+
+/**
+ * A schedule whose template is missing or makes an invalid run looks again this often: the
+ * controller does not watch CodingRunTemplates, and the time due stays due, so a template
+ * applied after its schedule (`kubectl apply -f dir/`) or fixed starts the run within this.
+ */
+export const TEMPLATE_RECHECK_MS = 30_000;
 
 const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
@@ -137,8 +149,10 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   const keptActive = active.filter((run) => !deleteRuns.some((deleted) => deleted.name === run.name));
   const newStatus: CodingScheduleStatus = {
     observedGeneration: input.generation,
+    // The newest, when more are active than status may list (the API server refuses the write).
     active: keptActive
       .sort((a, b) => a.scheduledTime.getTime() - b.scheduledTime.getTime())
+      .slice(-SCHEDULE_ACTIVE_LISTED)
       .map((run) => ({ name: run.name, scheduledTime: iso(run.scheduledTime)! })),
     activeCount: keptActive.length,
     ...optional('lastScheduleTime', iso(lastScheduleTime)),
@@ -152,7 +166,11 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     deleteRuns,
     status: newStatus,
     events,
-    ...(next ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) } : {}),
+    ...(next
+      ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) }
+      : input.problem?.reason === 'TemplateNotFound' || input.problem?.reason === 'InvalidRunSpec'
+        ? { requeueAfterMs: TEMPLATE_RECHECK_MS }
+        : {}),
   };
 }
 
