@@ -92,6 +92,36 @@ describe('computeAdmission', () => {
     );
   });
 
+  // A run whose pod a LimitRange refuses (403, taken as a refusal that may clear) is retried
+  // every 10 s; first in its namespace's queue, it took the namespace's one slot at every round.
+  it('queues a run whose sandbox was refused behind the runs never refused, in its namespace and the cluster', () => {
+    const refused: CodingRun = {
+      ...run('old', 1, 'Pending', 'team'),
+      status: {
+        phase: 'Pending',
+        reason: 'Queued',
+        conditions: [
+          {
+            type: 'SandboxReady',
+            status: 'False',
+            reason: 'SandboxRefused',
+            message: 'forbidden: maximum cpu usage per Container is 2',
+            lastTransitionTime: '2026-11-29T12:00:30Z',
+          },
+        ],
+      },
+    };
+    const younger = run('young', 2, undefined, 'team');
+    const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/max-active-runs': '1' })]]);
+    expect(computeAdmission([refused, younger], younger, context({ policies }))).toMatchObject({ admit: true });
+    expect(computeAdmission([refused, younger], refused, context({ policies }))).toMatchObject({
+      admit: false,
+      heldBy: 'NamespaceActiveRuns',
+    });
+    // Alone, it is tried again.
+    expect(computeAdmission([refused], refused, context({ policies }))).toMatchObject({ admit: true });
+  });
+
   it('holds the runs of a namespace whose tokens for the day are spent, and says until when', () => {
     const runs = [run('t1', 1, undefined, 'team'), run('o1', 2, undefined, 'other')];
     const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/tokens-per-day': '1000' })]]);

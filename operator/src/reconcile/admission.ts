@@ -4,7 +4,8 @@
 // (maxActiveRuns), each namespace's own limits and the namespace admitted last. The
 // controller passes the runs it admitted itself but whose new phase its cache has not seen
 // yet, so a burst of new runs cannot be admitted past the limit.
-import { isTerminal, type CodingRun, type HeldBy, type Phase } from '../api/index.ts';
+import { isTerminal, REASONS, type CodingRun, type HeldBy, type Phase } from '../api/index.ts';
+import { findCondition } from './conditions.ts';
 import { decideFairAdmission, type NamespaceLimits } from './fair-admission.ts';
 import { NAMESPACE_ANNOTATIONS, type NamespacePolicy } from './namespace-policy.ts';
 import type { Admission } from './observed-run.ts';
@@ -24,6 +25,16 @@ export function isActive(run: CodingRun, admittedLocally: ReadonlySet<string>): 
   const phase = run.status?.phase;
   if (isTerminal(phase)) return false;
   return ACTIVE.has(phase) || admittedLocally.has(run.metadata.uid);
+}
+
+/**
+ * Whether the API server refused the run's sandbox (SandboxReady False, SandboxRefused; the
+ * condition stays while the run is queued again). Such a run waits behind the runs never
+ * refused: a refusal that does not clear by itself (a LimitRange the run's resources exceed)
+ * would otherwise take its namespace's turn at every round, and the runs behind it never start.
+ */
+function wasRefused(run: CodingRun): boolean {
+  return findCondition(run.status?.conditions, 'SandboxReady')?.reason === REASONS.SandboxRefused;
 }
 
 function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolean {
@@ -139,7 +150,7 @@ export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, co
   if (granted) return { admission: { admit: true, sequence: granted.sequence }, granted: [] };
   const { total, perNamespace } = countActive(runs, self, context);
   const waiting = runs.filter((run) => run.metadata.uid === self.metadata.uid || isWaiting(run, context.admittedLocally));
-  waiting.sort((a, b) => (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0));
+  waiting.sort((a, b) => Number(wasRefused(a)) - Number(wasRefused(b)) || (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0));
   const queued = new Map<string, string[]>();
   for (const run of waiting) {
     const list = queued.get(run.metadata.namespace) ?? [];
