@@ -17,7 +17,7 @@ import {
   type CreatesDone,
   type EvalDecision,
 } from '../evals/decide-eval.ts';
-import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
+import { attemptOfRun, attemptRun, attemptRunName, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence } from '../evals/run-evidence.ts';
@@ -39,15 +39,24 @@ export interface EvalReconcilerDeps {
   now?: () => Date;
 }
 
-/** The eval's runs: only those it controls (a label can be put on any run by whoever creates runs). */
+/**
+ * The eval's runs: only those it controls, under the name it gives its attempt. A label can be
+ * put on any run by whoever creates runs, and so can an owner reference naming the eval (its
+ * uid is on its runs' labels): a run made so would be graded for an attempt, on a task its
+ * author chose.
+ */
 export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval): CodingRun[] {
-  return runs.filter(
-    (run) =>
+  return runs.filter((run) => {
+    const cell = attemptOfRun(run.metadata.labels);
+    return (
       run.metadata.namespace === evaluation.metadata.namespace &&
+      cell !== undefined &&
+      run.metadata.name === attemptRunName(evaluation, { task: { name: cell.task }, model: { name: cell.model }, attempt: cell.attempt }) &&
       (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
         (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
-      ),
-  );
+      ) === true
+    );
+  });
 }
 
 export class EvalReconciler {
