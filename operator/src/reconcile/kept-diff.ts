@@ -40,6 +40,11 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
   };
 }
 
+/** A run's whole diff as read back from its ConfigMap: kept there whole (never a cut), as taken at the end. */
+export function storedKeptDiff(stored: { diff: string; configMap: string }): KeptDiff {
+  return { source: 'final', diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
+}
+
 /** The run's message, with what went wrong keeping its diff (so the user knows why diffConfigMap is missing). */
 export function withDiffNote(message: string, kept: KeptDiff): string {
   return kept.notStored ? `${message} The full diff could not be kept: ${kept.notStored}` : message;

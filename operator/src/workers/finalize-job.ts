@@ -4,7 +4,7 @@
 // a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
 // finished is verified first (verify-work.ts), which may hand it back to the model instead.
 import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
-import { keptDiffResult, withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { diffSha } from './diff-snapshot.ts';
@@ -17,7 +17,7 @@ import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
 import { takeFinalDiff } from './keep-diff.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
-import { verificationResult, verifyWork } from './verify-work.ts';
+import { finishedResult, verifyWork } from './verify-work.ts';
 import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
 /**
@@ -65,11 +65,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
     const timings = [...(state.timings ?? []), timing('Finalize', finalizeStarted, now)];
     recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage, timings });
     // The commit cloned, so a run with spec.continueFrom naming this one clones it too.
-    status.result = {
-      ...keptDiffResult(kept, summary),
-      ...(state.revision ? { revision: state.revision } : {}),
-      ...verificationResult(state),
-    };
+    status.result = finishedResult(kept, summary, state);
     return finishStatus(status, phase, reason, message, current.metadata.generation ?? 0, now);
   });
   if (outcome.written) {

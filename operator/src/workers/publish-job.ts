@@ -18,7 +18,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
-import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import { createForge } from '../publish/create-forge.ts';
@@ -37,7 +37,8 @@ import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publi
 import { runRefOf } from './run-ref.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
-import { progressOf, PUBLISH_APPROVAL_ID, publishResult, showPublishWait } from './publish-wait.ts';
+import { progressOf, PUBLISH_APPROVAL_ID, showPublishWait } from './publish-wait.ts';
+import { finishedResult } from './verify-work.ts';
 
 /** The operator's publish settings, as the workers get them. */
 export interface PublishPolicy {
@@ -96,7 +97,7 @@ export async function startPublish(
   const sha256 = diffSha(kept.diff);
   state.publish = { diffSha256: sha256 };
   const ref = runRefOf(run);
-  const result = publishResult(kept, summary, state);
+  const result = finishedResult(kept, summary, state);
   if (run.spec.approval.publish) {
     state.stage = 'waiting';
     state.pendingApproval = {
@@ -270,7 +271,7 @@ async function publish(
       "the run's diff ConfigMap is gone or changed since the run ended, so what would be pushed is not what the run made (or what was approved)",
     );
   }
-  const kept: KeptDiff = { source: 'final', diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
+  const kept = storedKeptDiff(stored);
   const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept);
   if (!planned.ok) throw publishFailed(planned.message);
   const plan = planned.plan;

@@ -4,14 +4,14 @@
 // find it waiting), so a finalize whose write failed shows the wait again from its retry
 // (hand-on.ts), the result rebuilt from the diff ConfigMap the approval names.
 import { EVENT_REASONS, type ParsedCodingRun, type RunResult } from '../api/index.ts';
-import { countDiff, keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { storedKeptDiff } from '../reconcile/kept-diff.ts';
 import { awaitApprovalStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
-import { verificationResult } from './verify-work.ts';
+import { finishedResult } from './verify-work.ts';
 
 /** The id of a publish approval, and the "tool" status.pendingApproval names. */
 export const PUBLISH_APPROVAL_ID = 'publish';
@@ -23,15 +23,6 @@ export const progressOf = (state: RunState) => ({
   usage: { ...state.usage },
   ...(state.approvalWaitMs !== undefined ? { approvalWaitSeconds: Math.ceil(state.approvalWaitMs / 1000) } : {}),
 });
-
-/** status.result of a run whose diff is to be published: the kept diff, its summary, the cloned commit, the verification. */
-export function publishResult(kept: KeptDiff, summary: string, state: RunState): RunResult {
-  return {
-    ...keptDiffResult(kept, summary),
-    ...(state.revision ? { revision: state.revision } : {}),
-    ...verificationResult(state),
-  };
-}
 
 /** Writes the wait for state.pendingApproval (the publish approval), with `result` when known, and its Event. */
 export async function showPublishWait(
@@ -62,12 +53,5 @@ export async function showPublishWait(
  */
 export async function showPublishWaitAgain(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
   const stored = await deps.resources.readDiff(run);
-  const kept: KeptDiff | undefined = stored && {
-    source: 'final',
-    diff: stored.diff,
-    truncated: false,
-    ...countDiff(stored.diff),
-    configMap: stored.configMap,
-  };
-  await showPublishWait(deps, run, state, kept && publishResult(kept, state.finalText ?? '', state));
+  await showPublishWait(deps, run, state, stored && finishedResult(storedKeptDiff(stored), state.finalText ?? '', state));
 }

@@ -8,6 +8,7 @@ import type { BashResult } from '../../../sandbox-image/toolbox/contract/tool-re
 import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
 import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
+import { keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { decideVerification, verificationOf, type CommandResult, type Verdict } from '../reconcile/verification-verdict.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
@@ -35,6 +36,15 @@ export function verificationResult(state: RunState): Pick<RunResult, 'verificati
   if (!state.verification) return {};
   const { step: _keyedBy, ...verification } = state.verification;
   return { verification };
+}
+
+/** status.result of a run whose loop ended: its kept diff and summary, the commit it cloned, its last verification. */
+export function finishedResult(kept: KeptDiff, summary: string, state: RunState): RunResult {
+  return {
+    ...keptDiffResult(kept, summary),
+    ...(state.revision ? { revision: state.revision } : {}),
+    ...verificationResult(state),
+  };
 }
 
 /** What the operator's run of the command returned; a toolbox refusal counts as a failure with its message as output. */
