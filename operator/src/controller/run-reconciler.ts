@@ -231,9 +231,9 @@ export class RunReconciler {
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new Map<string, Grant>();
   /**
-   * Pool pods this process claimed, by run key, until the cache shows the claim: a reconcile
-   * redone after the write that records a claim failed (a 500, not a conflict) must find this
-   * pod, not claim a second one while its agent starts in the first.
+   * Pool pods this process claimed, by run key, until the cache shows the claim (claimNotCached):
+   * a decision made again after a conflict, or a reconcile redone after the write that records a
+   * claim failed (a 500), must find this pod, not claim a second one while its agent starts in the first.
    */
   private readonly claimsMade = new Map<string, { uid: string; pod: V1Pod }>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
@@ -294,7 +294,7 @@ export class RunReconciler {
     // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
     const references: ReadReferences = new Map();
     for (let attempt = 0; ; attempt++) {
-      const observed = await this.observe(run, references, warmClaim && 'pod' in warmClaim ? warmClaim.pod : undefined);
+      const observed = await this.observe(run, references);
       // The run as decided on: with the template it names recorded, while it is being accepted.
       run = observed.run;
       if (takenOnCreate.length > 0) observed.takenNames = [...(observed.takenNames ?? []), ...takenOnCreate];
@@ -354,11 +354,9 @@ export class RunReconciler {
 
   /**
    * `references`: the keys this reconcile already read, used instead of reading them again while
-   * the spec names the same objects (what this look reads is added). `claimed`: the pool pod this reconcile claimed for the run,
-   * as the claim's answer has it, until the cache shows the claim (a decision made again after a
-   * conflict may come before the watch has brought it).
+   * the spec names the same objects (what this look reads is added).
    */
-  private async observe(current: CodingRun, references: ReadReferences, claimed?: V1Pod): Promise<ObservedRun> {
+  private async observe(current: CodingRun, references: ReadReferences): Promise<ObservedRun> {
     const { caches } = this.deps;
     const { namespace } = current.metadata;
     // spec.templateRef: the template is read once, while the run is being accepted; the status
@@ -367,7 +365,7 @@ export class RunReconciler {
     const run = templateName ? withTemplate(current, await this.deps.templates?.get(namespace, templateName)) : current;
     const owned = ownedBy(run);
     const found = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
-    const pod = claimed && !owned(found) ? claimed : found;
+    const pod = this.claimNotCached(run, owned(found)) ?? found;
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
     // What this process already deleted counts as being deleted (the pod) or gone (the policy).
     const key = `${namespace}/${run.metadata.name}`;
@@ -464,22 +462,32 @@ export class RunReconciler {
    */
   private claimedPod(run: CodingRun): V1Pod | undefined {
     if (!this.deps.warmPools || this.deps.config.warmPools.length === 0) return undefined;
-    const key = `${run.metadata.namespace}/${run.metadata.name}`;
     const phase = run.status?.phase;
     const beforeTheAgent = phase === undefined || phase === 'Pending' || phase === 'Provisioning';
-    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) {
-      this.claimsMade.delete(key);
-      return undefined;
-    }
+    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) return undefined;
     const uid = run.metadata.uid;
-    const cached = this.deps.caches.pods
+    return this.deps.caches.pods
       .list()
       .find(
         (pod) => pod.metadata?.namespace === run.metadata.namespace && pod.metadata?.labels?.[RUN_UID_LABEL] === uid && ownedBy(run)(pod),
       );
-    if (cached) this.claimsMade.delete(key);
+  }
+
+  /**
+   * The pool pod this process claimed for the run, as the claim's answer has it, while the
+   * cache shows no pod of the run (`cached`): a decision made again after a conflict, or a
+   * reconcile redone after the write that records the claim failed, may come before the watch
+   * has brought it. Forgotten once the cache shows the run's pod, or the run is gone.
+   */
+  private claimNotCached(run: CodingRun, cached: boolean): V1Pod | undefined {
+    const key = `${run.metadata.namespace}/${run.metadata.name}`;
     const made = this.claimsMade.get(key);
-    return cached ?? (made?.uid === uid ? made.pod : undefined);
+    if (!made) return undefined;
+    if (cached || made.uid !== run.metadata.uid) {
+      this.claimsMade.delete(key);
+      return undefined;
+    }
+    return made.pod;
   }
 
   /**
