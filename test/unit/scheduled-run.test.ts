@@ -8,7 +8,7 @@ import type { CodingRunTemplate } from '../../operator/src/api/coding-run-templa
 import { renderAllCrdYaml } from '../../operator/src/api/crd-yaml.ts';
 import { buildCodingScheduleCrd } from '../../operator/src/api/schedule-crds.ts';
 import { mergeRunSpec } from '../../operator/src/reconcile/merge-run-spec.ts';
-import { resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
+import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
 
 const template: CodingRunTemplate = {
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -189,5 +189,22 @@ describe('toScheduledRun', () => {
 
   it.each(['', 'soon', '9999999999999'])('counts no run whose label %j is not a time (a date past the year 275760 included)', (label) => {
     expect(toScheduledRun(run(label))).toEqual([]);
+  });
+});
+
+describe('refusalWords', () => {
+  const quota = (name: string) =>
+    `codingruns.chamvi.dev "nightly.deps-${name}" is forbidden: exceeded quota: runs, requested: count/codingruns.chamvi.dev=1`;
+  const policy = (name: string) =>
+    `codingruns.chamvi.dev "nightly.deps-${name}" is forbidden: ValidatingAdmissionPolicy 'allow-repo' denied request`;
+
+  it('reads the same refusal the same at every try, whatever name the API server generated', () => {
+    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).toBe(refusalWords(quota('b9q4z'), 'nightly.deps-'));
+    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).toContain('"nightly.deps-…" is forbidden: exceeded quota');
+  });
+
+  it('reads a different refusal differently, and leaves other names alone', () => {
+    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).not.toBe(refusalWords(policy('b9q4z'), 'nightly.deps-'));
+    expect(refusalWords('nightlyxdeps-abcde is a label', 'nightly.deps-')).toBe('nightlyxdeps-abcde is a label');
   });
 });

@@ -10,7 +10,7 @@ import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
-import { resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
+import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
 import type { ControllerLogger } from './run-controller.ts';
 
 export interface ScheduleReconcilerDeps {
@@ -96,15 +96,13 @@ export class ScheduleReconciler {
         // Said in status (Ready False, RunRefused) and once as an Event, not thrown: a refusal
         // retried as an error said nothing in status and recorded a Warning at every retry.
         // The run is not recorded as scheduled; it is tried again.
-        // The refusal names the run the API server would have made (generateName: a new name
-        // each try); while the same run is refused, the status keeps the first words, so
-        // neither the status nor the Events change at every try.
-        const prefix = `The API server refused the run due at ${decision.create.toISOString()}: `;
-        const previous = schedule.status?.conditions?.find((condition) => condition.type === 'Ready');
+        // The refusal names the run the API server would have made, a new name at each try:
+        // without it, the same refusal leaves the status and the Events as they are.
+        const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create);
         const message =
-          previous?.reason === 'RunRefused' && previous.message?.startsWith(prefix)
-            ? previous.message
-            : `${prefix}${refusal.message}. Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.`;
+          `The API server refused the run due at ${decision.create.toISOString()}: ` +
+          `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +
+          'Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.';
         const refused = decideSchedule({ ...input, problem: { reason: 'RunRefused', message } });
         if (JSON.stringify(refused.status) !== JSON.stringify(schedule.status ?? {}))
           await kube.replaceScheduleStatus(schedule, refused.status);

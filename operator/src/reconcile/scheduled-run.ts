@@ -58,6 +58,16 @@ export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.ge
 const withoutCreator = (annotations: Record<string, string> | undefined) =>
   Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION));
 
+/**
+ * The API server's words on a scheduled run it refused, without the name it generated for that
+ * try (generateName gives a new one each time): the same refusal reads the same at every try,
+ * and a different one (a quota raised, then a policy that denies) reads differently.
+ */
+export function refusalWords(message: string, generateName: string): string {
+  const generated = new RegExp(`${generateName.replaceAll('.', '\\.')}[a-z0-9]{5}\\b`, 'g');
+  return message.replace(generated, `${generateName}…`);
+}
+
 /** The run to create; the API server completes its name from generateName. */
 export function scheduledRunObject(schedule: CodingSchedule, spec: CodingScheduleSpec, runSpec: CodingRunSpecInput, time: Date) {
   const { name, namespace, uid } = schedule.metadata;
