@@ -1,30 +1,72 @@
-// Which runs an eval grades (controller/eval-reconciler.ts runsOfEval): its own attempts only.
-// Whoever may create runs in the namespace can copy an attempt's labels and an owner reference
-// naming the eval (its uid is on its runs' labels); such a run must not be graded for a cell.
+// Which runs an eval grades (controller/eval-reconciler.ts isAttemptRun, runsOfEval): the runs
+// it made, as it made them. Whoever may create runs in the namespace can copy an attempt's
+// labels and an owner reference naming the eval (its uid is on its runs' labels), and can take
+// the attempt's name first; whoever may patch runs can change one. Such a run must not be graded.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
-import { runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
-import { attemptLabels, attemptRunName, type PlannedAttempt } from '../../operator/src/evals/eval-matrix.ts';
+import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import { isAttemptRun, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
+import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
+import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 
-const evaluation = { metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid' } } as CodingEval;
-const planned = { task: { name: 'fix' }, model: { name: 'm' }, attempt: 1 } as PlannedAttempt;
-const owner = { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingEval', name: 'bench', uid: 'eval-uid', controller: true };
+const evaluation: CodingEval = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingEval',
+  metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid', annotations: { [CREATOR_ANNOTATION]: 'alice' } },
+  spec: {
+    tasks: [
+      { name: 'fix', task: 'Fix the bug.', repository: { url: 'https://example.com/r.git' }, graders: [{ type: 'max-turns', max: 5 }] },
+    ],
+    models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
+    attempts: 2,
+    budget: { maxSteps: 5 },
+  },
+} as unknown as CodingEval;
 
-const runNamed = (name: string, ownerReferences = [owner]): CodingRun =>
-  ({
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name, namespace: 'team', uid: `uid-${name}`, labels: attemptLabels(evaluation, planned), ownerReferences },
-    spec: {},
-  }) as unknown as CodingRun;
+const parsed = parseEvalSpec(evaluation);
+if (!parsed.ok) throw new Error(parsed.problem);
+const spec = parsed.spec;
+const planned = plannedAttempts(spec)[0]!;
 
-describe('runsOfEval', () => {
-  it("keeps the eval's own attempt and leaves out a copy under another name, or one it does not control", () => {
-    const own = runNamed(attemptRunName(evaluation, planned));
-    const forged = runNamed('easy-task');
-    const unowned = runNamed(attemptRunName(evaluation, planned), [{ ...owner, uid: 'other' }]);
-    expect(runsOfEval([own, forged], evaluation)).toEqual([own]);
-    expect(runsOfEval([unowned], evaluation)).toEqual([]);
+/** The run as the API server returns the eval's create of it (JSON, a uid). */
+const made = (): CodingRun => {
+  const manifest = JSON.parse(JSON.stringify(attemptRun(evaluation, spec, planned))) as CodingRun;
+  return { ...manifest, metadata: { ...manifest.metadata, uid: 'run-uid' } };
+};
+
+describe('isAttemptRun', () => {
+  it('is true of the run the eval made for the attempt', () => {
+    expect(isAttemptRun(made(), evaluation, spec)).toBe(true);
+    expect(runsOfEval([made()], evaluation, spec)).toEqual([made()]);
+  });
+
+  it('is false of a copy under another name, or one another eval controls', () => {
+    const renamed = made();
+    renamed.metadata.name = 'easy-task';
+    const otherOwner = made();
+    (otherOwner.metadata as unknown as { ownerReferences: Array<{ uid: string }> }).ownerReferences[0]!.uid = 'other';
+    expect(isAttemptRun(renamed, evaluation, spec)).toBe(false);
+    expect(isAttemptRun(otherOwner, evaluation, spec)).toBe(false);
+  });
+
+  it("is false of a run under the attempt's name with a task, model or budget of its author's choosing", () => {
+    const easier = made();
+    easier.spec = { ...easier.spec, task: 'Print hello.' };
+    const bigger = made();
+    bigger.spec = { ...bigger.spec, budget: { maxSteps: 500 } };
+    const otherModel = made();
+    otherModel.spec = { ...otherModel.spec, model: { provider: 'scripted', scriptRef: { name: 'cheat' } } } as CodingRun['spec'];
+    for (const run of [easier, bigger, otherModel]) expect(isAttemptRun(run, evaluation, spec)).toBe(false);
+  });
+
+  it('is false of a run another user created under the name, or one whose attempt labels were changed', () => {
+    const byBob = made();
+    byBob.metadata.annotations = { [CREATOR_ANNOTATION]: 'bob' };
+    const relabelled = made();
+    relabelled.metadata.labels = { ...relabelled.metadata.labels, 'chamvi.dev/eval-attempt': '2' };
+    const beyond = made();
+    beyond.metadata.labels = { ...beyond.metadata.labels, 'chamvi.dev/eval-attempt': '3' };
+    for (const run of [byBob, relabelled, beyond]) expect(isAttemptRun(run, evaluation, spec)).toBe(false);
   });
 });

@@ -3,7 +3,8 @@
 // status in one place. Level-triggered like the run reconciler: the key is only a name.
 import { isDeepStrictEqual } from 'node:util';
 import { isTerminal, type CodingRun } from '../api/index.ts';
-import { EVAL_KIND, type AttemptStatus, type CodingEval } from '../api/coding-eval.ts';
+import { EVAL_KIND, type AttemptStatus, type CodingEval, type CodingEvalSpec } from '../api/coding-eval.ts';
+import { CREATOR_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { decodeDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { readTranscript } from '../record/transcript-chunks.ts';
@@ -12,12 +13,13 @@ import {
   RUNS_FORBIDDEN_RETRY_MS,
   attemptStatusOf,
   decideEval,
+  foreignAttempt,
   refusedAttempt,
   refusedEval,
   type CreatesDone,
   type EvalDecision,
 } from '../evals/decide-eval.ts';
-import { attemptOfRun, attemptRun, attemptRunName, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
+import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence } from '../evals/run-evidence.ts';
@@ -40,23 +42,37 @@ export interface EvalReconcilerDeps {
 }
 
 /**
- * The eval's runs: only those it controls, under the name it gives its attempt. A label can be
- * put on any run by whoever creates runs, and so can an owner reference naming the eval (its
- * uid is on its runs' labels): a run made so would be graded for an attempt, on a task its
- * author chose.
+ * Whether the run is the one the eval makes for the attempt its labels name: under the name the
+ * eval gives that attempt, controlled by the eval, with the labels, creator and spec the eval
+ * writes. Whoever creates runs in the namespace can copy the labels and an owner reference
+ * naming the eval (its uid is on its runs' labels), and can even take the attempt's name before
+ * the eval does (the uid is all it is derived from); whoever may patch runs can raise an
+ * attempt's budget. A run made or changed so would be graded for an attempt, on a task, model or
+ * budget its author chose. The CRD applies no defaults, so the run's stored spec is the eval's
+ * as written.
  */
-export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval): CodingRun[] {
-  return runs.filter((run) => {
-    const cell = attemptOfRun(run.metadata.labels);
-    return (
-      run.metadata.namespace === evaluation.metadata.namespace &&
-      cell !== undefined &&
-      run.metadata.name === attemptRunName(evaluation, { task: { name: cell.task }, model: { name: cell.model }, attempt: cell.attempt }) &&
-      (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
-        (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
-      ) === true
-    );
-  });
+export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
+  const cell = attemptOfRun(run.metadata.labels);
+  const task = spec.tasks.find((candidate) => candidate.name === cell?.task);
+  const model = spec.models.find((candidate) => candidate.name === cell?.model);
+  if (!cell || !task || !model || cell.attempt > spec.attempts) return false;
+  const expected = attemptRun(evaluation, spec, { task, model, attempt: cell.attempt });
+  const annotation = (of: { annotations?: Record<string, string> }) => of.annotations?.[CREATOR_ANNOTATION];
+  return (
+    run.metadata.namespace === evaluation.metadata.namespace &&
+    run.metadata.name === expected.metadata.name &&
+    Object.entries(expected.metadata.labels).every(([key, value]) => run.metadata.labels?.[key] === value) &&
+    annotation(run.metadata) === annotation(expected.metadata) &&
+    (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
+      (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
+    ) === true &&
+    isDeepStrictEqual(run.spec, JSON.parse(JSON.stringify(expected.spec)))
+  );
+}
+
+/** The eval's runs: those it made, as it made them (isAttemptRun). */
+export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval, spec: CodingEvalSpec): CodingRun[] {
+  return runs.filter((run) => isAttemptRun(run, evaluation, spec));
 }
 
 export class EvalReconciler {
@@ -72,7 +88,7 @@ export class EvalReconciler {
     if (!evaluation || evaluation.metadata.deletionTimestamp) return;
     const parsed = parseEvalSpec(evaluation);
     if (!parsed.ok) return this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));
-    const runs = runsOfEval(this.deps.runs.list(), evaluation);
+    const runs = runsOfEval(this.deps.runs.list(), evaluation, parsed.spec);
     const graded = new Set((evaluation.status?.attempts ?? []).map((attempt) => cellKey(attempt.task, attempt.model, attempt.attempt)));
     const fresh: AttemptStatus[] = [];
     for (const run of runs) {
@@ -90,36 +106,43 @@ export class EvalReconciler {
     // A 403 (a ResourceQuota on codingruns below parallelism, a webhook) may pass later: the
     // creates stop there, the status says why, and the eval tries again.
     const refused: AttemptStatus[] = [];
+    const foreign: AttemptStatus[] = [];
     const created: PlannedAttempt[] = [];
     let forbidden: string | undefined;
     for (const planned of decision.create) {
       const manifest = attemptRun(evaluation, parsed.spec, planned);
+      const cell = { task: planned.task.name, model: planned.model.name, attempt: planned.attempt };
       const outcome = await this.deps.gateway.createRun(manifest);
-      if (typeof outcome === 'string') created.push(planned);
-      else if ('forbidden' in outcome) {
+      if (outcome === 'created') created.push(planned);
+      else if (outcome === 'exists') {
+        // Ours when the cache had not seen it yet (a retry after a crash), or gone again (the
+        // next reconcile makes it); else someone took the name first or changed the run.
+        const holder = await this.deps.gateway.getRun(manifest.metadata.namespace, manifest.metadata.name);
+        if (holder === undefined || isAttemptRun(holder, evaluation, parsed.spec)) created.push(planned);
+        else foreign.push(foreignAttempt(manifest.metadata.name, cell));
+      } else if ('forbidden' in outcome) {
         forbidden = outcome.forbidden;
         break;
-      } else
-        refused.push(
-          refusedAttempt(
-            manifest.metadata.name,
-            { task: planned.task.name, model: planned.model.name, attempt: planned.attempt },
-            outcome.refused,
-          ),
-        );
+      } else refused.push(refusedAttempt(manifest.metadata.name, cell, outcome.refused));
     }
     this.deps.logger.info(
       { eval: evaluation.metadata.name, runs: created.length, refused: refused.length, forbidden: forbidden !== undefined },
       'eval runs created',
     );
     const done: CreatesDone = forbidden === undefined ? { created } : { created, forbidden };
-    const after = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused], this.now(), done);
+    const after = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused, ...foreign], this.now(), done);
     const events = [...after.events];
     if (refused.length > 0)
       events.push({
         type: 'Warning',
         reason: EVAL_EVENT_REASONS.RunRefused,
         message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
+      });
+    if (foreign.length > 0)
+      events.push({
+        type: 'Warning',
+        reason: EVAL_EVENT_REASONS.ForeignRun,
+        message: `${foreign.length} attempt(s) failed ForeignRun: ${foreign[0]!.failedGraders![0]!}`,
       });
     await this.apply(evaluation, { ...after, events });
     if (forbidden !== undefined) return { requeueAfterMs: RUNS_FORBIDDEN_RETRY_MS };

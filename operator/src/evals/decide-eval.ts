@@ -28,6 +28,8 @@ export const EVAL_EVENT_REASONS = {
   RunRefused: 'RunRefused',
   /** The API server forbade (403) creating a run; the eval waits and tries again. Once per wait, not per try. */
   RunsForbidden: 'RunsForbidden',
+  /** A run this eval did not make, or that was changed after, holds an attempt's name: the attempt fails ForeignRun. */
+  ForeignRun: 'ForeignRun',
   Complete: 'Complete',
 } as const;
 
@@ -79,6 +81,19 @@ export function refusedAttempt(run: string, planned: { task: string; model: stri
     failedGraders: [`the API server refused the run: ${message}`.slice(0, 160)],
     totalTokens: 0,
     durationSeconds: 0,
+  };
+}
+
+/**
+ * An attempt whose name a run holds that the eval did not make as it makes it (another author,
+ * or a spec changed after): failed ForeignRun, never graded on what that run did.
+ */
+export function foreignAttempt(run: string, planned: { task: string; model: string; attempt: number }): AttemptStatus {
+  return {
+    ...refusedAttempt(run, planned, ''),
+    reason: 'ForeignRun',
+    failure: 'ForeignRun',
+    failedGraders: [`the run ${run} is not the one this eval made: another author, or a spec changed after`.slice(0, 160)],
   };
 }
 

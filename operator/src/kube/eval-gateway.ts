@@ -5,6 +5,7 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '
 import { randomBytes } from 'node:crypto';
 import { EVAL_PLURAL, type CodingEval, type CodingEvalStatus } from '../api/coding-eval.ts';
 import { GROUP, PLURAL, VERSION } from '../api/group.ts';
+import type { CodingRun } from '../api/index.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
@@ -19,6 +20,8 @@ export interface EvalGateway {
   createRun(run: {
     metadata: { namespace: string; name: string };
   }): Promise<'created' | 'exists' | { refused: string } | { forbidden: string }>;
+  /** The run under that name, undefined when there is none: whose a name createRun found taken is. */
+  getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   listTranscript(namespace: string, runUid: string): Promise<TranscriptChunk[]>;
   getDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
   /** Replaces the status; 409 when the eval's resourceVersion is stale. */
@@ -64,6 +67,14 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
         return refusal.code === 403 && !ADMISSION_DENIAL.test(refusal.message)
           ? { forbidden: refusal.message }
           : { refused: refusal.message };
+      }
+    },
+    async getRun(namespace, name) {
+      try {
+        return (await custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace, name })) as CodingRun;
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
       }
     },
     async listTranscript(namespace, runUid) {

@@ -1,0 +1,136 @@
+// An eval grades only the runs it made, as it made them, on the real API server. A namespace
+// peer who may create runs can read the eval's uid, derive an attempt's run name from it, and
+// take that name before the eval does, with a task of their choosing, the attempt's labels and
+// an owner reference naming the eval; one who may patch runs can raise an attempt's budget.
+// Either run would have been graded for the attempt. The attempt now fails ForeignRun. And
+// the run the eval did make, read back from the API server, is still its own (the spec it
+// compares survives the round trip).
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
+import { EvalReconciler, isAttemptRun } from '../../operator/src/controller/eval-reconciler.ts';
+import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
+import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
+import { createEvalGateway } from '../../operator/src/kube/eval-gateway.ts';
+import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
+import { snapshotCache } from '../support/snapshot-cache.ts';
+
+const namespace = `eval-foreign-${process.pid}`;
+const group = { group: 'chamvi.dev', version: 'v1alpha1', namespace };
+const logger = { info: () => {}, warn: () => {} };
+
+let kubeConfig: KubeConfig;
+let custom: CustomObjectsApi;
+let core: CoreV1Api;
+
+beforeAll(async () => {
+  kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kubeconfigPath());
+  custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  core = kubeConfig.makeApiClient(CoreV1Api);
+  await createNamespace(namespace);
+});
+
+afterAll(async () => {
+  await deleteNamespace(namespace);
+});
+
+describe("an eval's attempt whose run name another run holds", () => {
+  it('fails ForeignRun, whether the name was taken first or the run changed after, and is never graded on that run', async () => {
+    const evaluation = (await custom.createNamespacedCustomObject({
+      ...group,
+      plural: 'codingevals',
+      body: {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingEval',
+        metadata: { name: 'hard' },
+        spec: {
+          tasks: [
+            {
+              name: 'fix',
+              task: 'Fix the race in the scheduler.',
+              repository: { url: 'https://git.example.com/team/app.git' },
+              graders: [{ type: 'max-turns', max: 5 }],
+            },
+          ],
+          models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
+          attempts: 2,
+          parallelism: 2,
+          budget: { maxSteps: 5 },
+        },
+      },
+    })) as CodingEval;
+    const parsed = parseEvalSpec(evaluation);
+    if (!parsed.ok) throw new Error(parsed.problem);
+    const [first, second] = plannedAttempts(parsed.spec);
+
+    // The peer takes attempt 1's name: the eval's labels, owner and creator, an easy task.
+    const squat = attemptRun(evaluation, parsed.spec, first!);
+    const taken = (await custom.createNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      body: { ...squat, spec: { ...squat.spec, task: 'Print hello.' } },
+    })) as CodingRun;
+    await custom.replaceNamespacedCustomObjectStatus({
+      ...group,
+      plural: 'codingruns',
+      name: taken.metadata.name,
+      body: { ...taken, status: { phase: 'Succeeded', reason: 'Completed', steps: 1 } },
+    });
+
+    const evals = snapshotCache(async () => ({ items: [await readEval()] }));
+    const runs = snapshotCache(
+      async () => (await custom.listNamespacedCustomObject({ ...group, plural: 'codingruns' })) as { items: CodingRun[] },
+    );
+    const reconciler = new EvalReconciler({ evals, runs, gateway: createEvalGateway(kubeConfig), identity: 'test', logger });
+    const reconcile = async () => {
+      await Promise.all([evals.refresh(), runs.refresh()]);
+      await reconciler.reconcile(`${namespace}/hard`);
+    };
+
+    await reconcile();
+    let status = (await readEval()).status!;
+    expect(status.attempts).toHaveLength(1);
+    expect(status.attempts![0]).toMatchObject({ attempt: 1, run: taken.metadata.name, passed: false, reason: 'ForeignRun' });
+    expect(status.attempts![0]!.failedGraders![0]).toContain('not the one this eval made');
+    const reasons = (await core.listNamespacedEvent({ namespace })).items.map((event) => event.reason);
+    expect(reasons).toContain('ForeignRun');
+
+    // Attempt 2's run is the eval's: read back from the API server, it is still its own.
+    const made = (await custom.getNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      name: attemptRun(evaluation, parsed.spec, second!).metadata.name,
+    })) as CodingRun;
+    expect(isAttemptRun(made, await readEval(), parsed.spec)).toBe(true);
+    await reconcile();
+    expect((await readEval()).status!.attempts).toHaveLength(1);
+
+    // A peer raises its budget, then it finishes: not graded as the eval's attempt.
+    await custom.patchNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      name: made.metadata.name,
+      body: [{ op: 'replace', path: '/spec/budget', value: { maxSteps: 500 } }],
+    });
+    const raised = (await custom.getNamespacedCustomObject({ ...group, plural: 'codingruns', name: made.metadata.name })) as CodingRun;
+    await custom.replaceNamespacedCustomObjectStatus({
+      ...group,
+      plural: 'codingruns',
+      name: made.metadata.name,
+      body: { ...raised, status: { phase: 'Succeeded', reason: 'Completed', steps: 1 } },
+    });
+    await reconcile();
+    status = (await readEval()).status!;
+    expect(status.attempts!.map((attempt) => [attempt.attempt, attempt.reason, attempt.passed])).toEqual([
+      [1, 'ForeignRun', false],
+      [2, 'ForeignRun', false],
+    ]);
+    expect(status.phase).toBe('Complete');
+  });
+});
+
+async function readEval(): Promise<CodingEval> {
+  return (await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'hard' })) as CodingEval;
+}
