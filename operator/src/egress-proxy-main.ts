@@ -14,6 +14,7 @@ import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
 import { EgressProxyConfigError, loadEgressProxyConfig, type EgressProxyConfig } from './egress/egress-proxy-config.ts';
 import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
+import { destinationResolver } from './egress/destination-lookup.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
 import { parseHostPatterns } from './egress/host-pattern.ts';
 import { RunDirectory } from './egress/run-directory.ts';
@@ -111,10 +112,7 @@ async function main(): Promise<void> {
       apiServer: await apiServerEndpoints(kubeConfig, config, process.env),
     },
     lookupRun: (uid) => directory.lookup(uid),
-    resolve: async (host) => {
-      const alias = aliases.get(host);
-      return alias ? [alias] : resolveAll(host);
-    },
+    resolve: destinationResolver(aliases, resolveAll),
     record: (connection) => audit.record(connection),
   });
   let synced = false;
