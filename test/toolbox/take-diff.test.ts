@@ -48,6 +48,15 @@ describe('takeDiff', () => {
     expect(calls).toEqual(['bash']);
   });
 
+  it("keeps git's a/ and b/ prefixes whatever the sandbox's .git/config says, so the diff applies to the files it names", async () => {
+    workspace.git('config', 'diff.noprefix', 'true');
+    workspace.git('config', 'diff.relative', 'true');
+    workspace.write({ 'a.txt': 'one\nTWO\n' });
+    const taken = await takeDiff(sandbox);
+    expect(taken.diff).toMatch(/^diff --git a\/a\.txt b\/a\.txt\n/);
+    expect(taken.diff).toContain('\n--- a/a.txt\n+++ b/a.txt\n');
+  });
+
   it('takes what the model committed too, against the commit the run cloned', async () => {
     const cloned = workspace.git('rev-parse', 'HEAD').trim();
     // Told not to, a model commits part of its work; the rest stays in the tree.

@@ -1,6 +1,6 @@
 // workers/apply-diff.ts with real git: a source run's diff (written by a model, so hostile)
 // applied in the worker's clone for spec.continueFrom. It must land inside the clone only.
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -105,6 +105,46 @@ describe('applyDiff', () => {
     const outcome = await applyDiff(repo, newFile('up/planted.txt', 'planted'));
     expect(outcome.applied).toBe(false);
     expect(existsSync(join(base, 'planted.txt'))).toBe(false);
+  });
+
+  it('applies what real git writes of renames, deletions, new files, mode changes and odd names, as their headers name them', async () => {
+    const maker = join(base, 'maker');
+    createRepository(maker, { 'README.md': 'Hello\n', 'old name.txt': 'a\nb\nc\nd\n', 'gone.txt': 'bye\n', 'run.sh': 'echo\n' });
+    createRepository(repo, { 'README.md': 'Hello\n', 'old name.txt': 'a\nb\nc\nd\n', 'gone.txt': 'bye\n', 'run.sh': 'echo\n' });
+    git(['mv', 'old name.txt', 'new name.txt'], maker);
+    git(['rm', '-q', 'gone.txt'], maker);
+    git(['update-index', '--chmod=+x', 'run.sh'], maker);
+    writeFileSync(join(maker, 'README.md'), 'Hello, world\n');
+    writeFileSync(join(maker, 'ünï "cödé".md'), 'odd\n');
+    git(['add', '-N', '.'], maker);
+    const diff = git(['-c', 'diff.renames=true', 'diff', '--no-color', 'HEAD'], maker);
+    expect(diff).toContain('rename from old name.txt');
+    expect(diff).toContain('"b/\\303\\274n');
+    expect(await applyDiff(repo, diff)).toEqual({ applied: true });
+    expect(readFileSync(join(repo, 'new name.txt'), 'utf8')).toBe('a\nb\nc\nd\n');
+    expect(readFileSync(join(repo, 'ünï "cödé".md'), 'utf8')).toBe('odd\n');
+    expect(existsSync(join(repo, 'gone.txt'))).toBe(false);
+  });
+
+  it("refuses a diff whose headers name other files than git changes: a sandbox's diff.noprefix, a patch hidden after a hunk", async () => {
+    // The model's `git config diff.noprefix true`: `diff --git examples/.github/x examples/.github/x`, which git applies to .github/x.
+    const maker = join(base, 'maker');
+    createRepository(maker, { 'README.md': 'Hello\n' });
+    mkdirSync(join(maker, 'examples/.github/workflows'), { recursive: true });
+    writeFileSync(join(maker, 'examples/.github/workflows/release.yml'), 'on: push\n');
+    git(['add', '-N', '.'], maker);
+    const noPrefix = git(['-c', 'diff.noprefix=true', 'diff', '--no-color'], maker);
+    expect(noPrefix).toContain('diff --git examples/.github/workflows/release.yml examples/.github/workflows/release.yml');
+    // Code in the sandbox writing into git's output: a traditional patch after README's hunk, which no header names.
+    const hidden =
+      'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n' +
+      '--- /dev/null\n+++ b/.github/workflows/evil.yml\n@@ -0,0 +1 @@\n+on: push\n';
+    for (const diff of [noPrefix, hidden]) {
+      const outcome = await applyDiff(repo, diff);
+      expect(outcome).toEqual({ applied: false, output: expect.stringContaining('what it shows is not what it changes') as unknown });
+      expect(existsSync(join(repo, '.github'))).toBe(false);
+      expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('Hello\n');
+    }
   });
 
   it('reports a corrupt patch as not applying', async () => {

@@ -79,6 +79,17 @@ describe('publish git', () => {
     await expect(commitDiff(clone, { diff: DIFF + second, message: 'x\n', author, date })).rejects.toThrow(/in more than one patch/);
   });
 
+  it('refuses to commit a file other than the one its header names: the approver approves the files that change', async () => {
+    // As a sandbox with `git config diff.noprefix true` prints a new workflow under examples/: git applies it to .github/.
+    const noPrefix =
+      'diff --git examples/.github/workflows/release.yml examples/.github/workflows/release.yml\nnew file mode 100644\n' +
+      '--- /dev/null\n+++ examples/.github/workflows/release.yml\n@@ -0,0 +1 @@\n+on: push\n';
+    await expect(commitDiff(clone, { diff: noPrefix, message: 'x\n', author, date })).rejects.toThrow(
+      /header names "examples\/.github\/workflows\/release.yml" but git would change ".github\/workflows\/release.yml"/,
+    );
+    expect(git(['status', '--porcelain'], clone.dir)).toBe('');
+  });
+
   it('commits a rename, which moves its source and writes no more than it removes', async () => {
     const rename = 'diff --git a/README.md b/HELLO.md\nsimilarity index 100%\nrename from README.md\nrename to HELLO.md\n';
     const commit = await commitDiff(clone, { diff: rename, message: 'Rename\n', author, date });

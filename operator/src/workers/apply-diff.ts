@@ -3,7 +3,7 @@
 // without hooks or any config of the machine, and keeps its default refusals: no path outside
 // the tree, none through a symlink. New files stay untracked, as they were in the source's
 // sandbox; the finalize job's `git add --intent-to-add` counts them in the follow-up's diff.
-import { diffRefusal, repeatedPathRefusal } from './diff-refusal.ts';
+import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
@@ -11,11 +11,12 @@ export type ApplyOutcome = { applied: true } | { applied: false; output: string 
 export async function applyDiff(dir: string, diff: string, launch: Launch = launchHere, timeoutMs = 120_000): Promise<ApplyOutcome> {
   const refused = diffRefusal(diff);
   if (refused) return { applied: false, output: refused };
-  // git's own list of the diff's patches first (it reads no file): a path patched twice is refused.
+  // git's own list of the diff's patches first (it reads no file): a path patched twice, or
+  // patches other than the headers name, are refused.
   const listed = await gitApply(dir, ['--numstat', '-z'], diff, launch, timeoutMs);
   if (listed.code !== 0) return { applied: false, output: listed.stderr };
-  const repeated = repeatedPathRefusal(listed.stdout);
-  if (repeated) return { applied: false, output: repeated };
+  const listRefusal = listedPatchesRefusal(diff, listed.stdout);
+  if (listRefusal) return { applied: false, output: listRefusal };
   const applied = await gitApply(dir, ['--whitespace=nowarn'], diff, launch, timeoutMs);
   return applied.code === 0 ? { applied: true } : { applied: false, output: applied.timedOut ? 'git apply timed out' : applied.stderr };
 }

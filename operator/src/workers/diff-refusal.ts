@@ -16,6 +16,7 @@
 //   once. The paths are git's own parse of the diff (`git apply --numstat -z`), not this
 //   module's reading of its headers, which a diff can spell in more than one way.
 // Pure.
+import { parseDiffFiles } from '../evals/diff-files.ts';
 
 /** Why the diff is not applied, or undefined when nothing in it is refused. */
 export function diffRefusal(diff: string): string | undefined {
@@ -30,22 +31,57 @@ export function diffRefusal(diff: string): string | undefined {
 }
 
 /**
- * Why the diff is not applied, from what `git apply --numstat -z` lists of it (one entry per
- * patch: added, deleted and the path; for a rename, possibly the two paths after it): a path
- * that two patches change.
+ * The paths of each patch of a diff as git reads it, from `git apply --numstat -z` (one entry
+ * per patch: added, deleted and the path; for a rename, the two paths after it).
  */
-export function repeatedPathRefusal(numstat: string): string | undefined {
-  const seen = new Set<string>();
+export function numstatPatches(numstat: string): string[][] {
+  const patches: string[][] = [];
   const tokens = numstat.split('\0');
   for (let index = 0; index < tokens.length; index++) {
     const entry = /^(?:\d+|-)\t(?:\d+|-)\t([\s\S]*)$/.exec(tokens[index]!);
     if (!entry) continue;
-    const paths = entry[1] ? [entry[1]] : [tokens[++index] ?? '', tokens[++index] ?? ''];
-    for (const path of paths) {
-      if (seen.has(path))
-        return `the diff changes ${JSON.stringify(path.slice(0, 200))} in more than one patch, which git diff never writes: it was not applied`;
-      seen.add(path);
-    }
+    patches.push(entry[1] ? [entry[1]] : [tokens[++index] ?? '', tokens[++index] ?? '']);
+  }
+  return patches;
+}
+
+/** Why the diff is not applied, from git's list of its patches: a path that two patches change. */
+export function repeatedPathRefusal(numstat: string): string | undefined {
+  const seen = new Set<string>();
+  for (const path of numstatPatches(numstat).flat()) {
+    if (seen.has(path))
+      return `the diff changes ${JSON.stringify(path.slice(0, 200))} in more than one patch, which git diff never writes: it was not applied`;
+    seen.add(path);
   }
   return undefined;
 }
+
+/**
+ * Why the diff is not applied when git would change other files than its headers name: what
+ * the operator shows of a diff (status, the publish approval's file list, the evals' graders)
+ * is read from its `diff --git` headers (evals/diff-files.ts), and what is pushed or continued
+ * is what `git apply` does with it. The sandbox can make them differ: `git config
+ * diff.noprefix true` prints `diff --git examples/.github/x examples/.github/x`, which git
+ * applies to `.github/x`; code in the sandbox can write a traditional patch into the diff
+ * after a hunk, which the headers never name. The approver must approve the files that change.
+ */
+export function headerMismatchRefusal(diff: string, numstat: string): string | undefined {
+  const patches = numstatPatches(numstat);
+  const files = parseDiffFiles(diff);
+  if (patches.length !== files.length)
+    return `the diff holds ${patches.length} patch(es) as git reads it but ${files.length} 'diff --git' header(s), so what it shows is not what it changes: it was not applied`;
+  for (const [index, file] of files.entries()) {
+    const named = file.oldPath !== undefined && file.oldPath !== file.path ? [file.oldPath, file.path] : [file.path];
+    const patch = patches[index]!;
+    // git lists a rename's two paths, and a changed file's one: as the header names them.
+    const same =
+      patch.length === named.length ? patch.every((path, at) => path === named[at]) : patch.length === 1 && patch[0] === file.path;
+    if (!same)
+      return `the diff's header names ${JSON.stringify(named.join(' -> ').slice(0, 200))} but git would change ${JSON.stringify(patch.join(' -> ').slice(0, 200))}, so what it shows is not what it changes: it was not applied`;
+  }
+  return undefined;
+}
+
+/** Why the diff is not applied, from git's list of its patches (`git apply --numstat -z`). */
+export const listedPatchesRefusal = (diff: string, numstat: string): string | undefined =>
+  repeatedPathRefusal(numstat) ?? headerMismatchRefusal(diff, numstat);

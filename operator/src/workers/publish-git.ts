@@ -10,7 +10,7 @@ import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
-import { diffRefusal, repeatedPathRefusal } from './diff-refusal.ts';
+import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { formatBytes, SAFE_GIT_CONFIG, withFileSizeLimit } from './git-clone.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
@@ -135,10 +135,11 @@ export interface CommitRequest {
 
 /** Applies the diff to HEAD's tree and commits it on HEAD; returns the commit (not checked out, no branch moved). */
 export async function commitDiff(clone: PublishClone, request: CommitRequest): Promise<string> {
-  // The diff is what a model wrote: git's default refusals hold (no path outside the tree, none through a symlink).
+  // The diff is what a model wrote: git's default refusals hold (no path outside the tree, none
+  // through a symlink), and git must change exactly the files the approver was shown.
   const refusal =
     diffRefusal(request.diff) ??
-    repeatedPathRefusal(await git(clone, ['apply', '--numstat', '-z', '-'], { input: request.diff, label: 'apply' }));
+    listedPatchesRefusal(request.diff, await git(clone, ['apply', '--numstat', '-z', '-'], { input: request.diff, label: 'apply' }));
   if (refusal) throw publishFailed(refusal);
   await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply' });
   const tree = (await git(clone, ['write-tree'])).trim();

@@ -21,9 +21,14 @@ interface BashResult {
 /**
  * Rename detection pinned on, copies off, whatever the sandbox's .git/config says: a copy is
  * refused where a diff is applied (diff-refusal.ts), so the model's `diff.renames=copies` must
- * not make its run's diff one that cannot be published or continued.
+ * not make its run's diff one that cannot be published or continued. So are the `a/` and `b/`
+ * prefixes (`diff.noprefix`, `diff.mnemonicPrefix`, `diff.relative`), text conversion and the
+ * fsmonitor hook: where a diff is applied, git must change exactly the files its headers name
+ * (diff-refusal.ts refuses it otherwise, as it must: code in the sandbox can write the output).
  */
-const GIT_DIFF = 'git -c diff.renames=true diff --no-color --no-ext-diff';
+const GIT_DIFF =
+  'git -c diff.renames=true -c diff.noprefix=false -c diff.mnemonicPrefix=false -c core.fsmonitor=false ' +
+  'diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/';
 
 /**
  * On stderr, two lines: the whole diff's size in bytes (to tell a cut diff) and its shortstat
