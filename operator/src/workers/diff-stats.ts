@@ -5,7 +5,9 @@ export interface DiffStats {
   deletions: number;
 }
 
-export function parseShortstat(line: string): DiffStats {
+export function parseShortstat(text: string): DiffStats {
+  // The line comes from the sandbox: a long one of digits took these patterns seconds.
+  const line = text.slice(0, 200);
   const number = (pattern: RegExp) => Number(pattern.exec(line)?.[1] ?? 0);
   return {
     filesChanged: number(/(\d+) files? changed/),
