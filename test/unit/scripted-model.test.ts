@@ -58,6 +58,18 @@ describe('parseModelScript', () => {
     expect(() => parseModelScript('{"turns": [')).toThrowError(/not valid JSON/);
   });
 
+  it("never quotes the text it could not read: a run may name a ConfigMap key its author can't read", () => {
+    const error = (() => {
+      try {
+        parseModelScript('hunter2-secret-value');
+      } catch (caught) {
+        return caught as Error;
+      }
+    })();
+    expect(error?.message).toMatch(/not valid JSON/);
+    expect(error?.message).not.toContain('hunter');
+  });
+
   it('names the path of every problem, including misspelt keys and empty turns', () => {
     const error = (() => {
       try {

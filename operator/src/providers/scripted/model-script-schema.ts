@@ -41,8 +41,10 @@ export function parseModelScript(text: string): ModelScript {
   let json: unknown;
   try {
     json = JSON.parse(text);
-  } catch (error) {
-    throw new ModelScriptInvalidError([`not valid JSON (${(error as Error).message})`]);
+  } catch {
+    // Not JSON.parse's words: they quote the text ("hunter2-se"... is not valid JSON), and a
+    // run may name any ConfigMap key of its namespace, which its author may not be let read.
+    throw new ModelScriptInvalidError(['not valid JSON']);
   }
   const result = modelScriptSchema.safeParse(json);
   if (!result.success) {
