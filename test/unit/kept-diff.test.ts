@@ -1,6 +1,7 @@
 // The pure parts of how a run ends: what status.result says about the diff it kept, how a
 // snapshot's numbers are counted, how the cancel annotation reads, and which API errors are
 // refusals of an object (the reconciler and the diff keeper ask apiRefusal).
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { CANCEL_ANNOTATION, cancelledMessage, readCancelRequest } from '../../operator/src/reconcile/cancel-request.ts';
@@ -34,6 +35,8 @@ describe('kept diff', () => {
     const big = `${DIFF}${'+x\n'.repeat(40_000)}`;
     const result = keptDiffResult({ source: 'snapshot', diff: big, truncated: false, ...countDiff(big), configMap: 'r-diff' }, 'done');
     expect(result).toMatchObject({ diffSource: 'snapshot', diffTruncated: true, diffConfigMap: 'r-diff', summary: 'done' });
+    // The whole diff's sha256, which readers of the ConfigMap check (only the operator writes status).
+    expect(result.diffSha256).toBe(createHash('sha256').update(big).digest('hex'));
     expect(Buffer.byteLength(result.diff)).toBeLessThanOrEqual(65_536);
     expect(keptDiffResult(NO_DIFF, '')).toEqual({
       summary: '',

@@ -140,6 +140,14 @@ export const resultStatus = z
       .max(253)
       .optional()
       .describe('ConfigMap holding the full diff (up to 1 MiB). kubectl codingrun diff prints it.'),
+    diffSha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional()
+      .describe(
+        'sha256 (hex) of the full diff kept in diffConfigMap. Whoever reads the ConfigMap (kubectl codingrun diff, publish, ' +
+          'continueFrom, an eval) checks it: anyone who may edit ConfigMaps in the namespace could change that copy.',
+      ),
     revision: z
       .string()
       .regex(COMMIT_ID)

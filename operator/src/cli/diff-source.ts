@@ -2,9 +2,11 @@
 // written by the finalize worker; its format is reconcile/diff-config-map.ts). Without one,
 // the bounded copy in status.result.diff is used and flagged when it is truncated. A ConfigMap
 // the run does not own (controller ownerReference to the run's uid, the operator's labels) is
-// refused, never printed: its name is no proof of whose it is (security #11.6).
+// refused, never printed: its name is no proof of whose it is (security #11.6). So is one whose
+// diff is not the one the run kept there (status.result.diffSha256): the run's own ConfigMap
+// can still be edited by whoever may edit ConfigMaps in the namespace.
 import type { CodingRun } from '../api/index.ts';
-import { decodeDiff, DIFF_GZIP_KEY, DIFF_KEY, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { decodeDiff, DIFF_GZIP_KEY, DIFF_KEY, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { DiffNotOwnedError } from './errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from './errors/diff-unavailable-error.ts';
@@ -32,6 +34,16 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
   }
   if (configMap) {
     const text = decodeDiff(configMap);
+    // An approver reads this before approving a publish, whose push checks the same sha256:
+    // a changed copy must never be what they read.
+    if (text !== undefined && !isKeptDiff(text, result)) {
+      throw new DiffNotOwnedError(
+        `ConfigMap ${run.metadata.namespace}/${result?.diffConfigMap ?? '?'} no longer holds the diff codingrun "${name}" kept ` +
+          `(its sha256 is not status.result.diffSha256), so it is not printed: someone changed it after the run wrote it. ` +
+          `Do not approve a publish of this run; the run's bounded copy is in status.result.diff ` +
+          `(kubectl get codingrun ${name} -o jsonpath='{.status.result.diff}'); find out who changed the ConfigMap.`,
+      );
+    }
     if (text !== undefined) return { text };
   }
   if (!result) {

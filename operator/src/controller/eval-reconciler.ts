@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { EVAL_KIND, type AttemptStatus, type CodingEval, type CodingEvalSpec } from '../api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../reconcile/approval-answer.ts';
-import { decodeDiff } from '../reconcile/diff-config-map.ts';
+import { decodeDiff, isKeptDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { readTranscript } from '../record/transcript-chunks.ts';
 import {
@@ -156,8 +156,10 @@ export class EvalReconciler {
     let fullDiff: string | undefined;
     if (result?.diffTruncated && result.diffConfigMap) {
       const configMap = await this.deps.gateway.getDiffConfigMap(namespace, result.diffConfigMap);
-      // Only the run's own ConfigMap counts: anyone who creates ConfigMaps could put one at that name.
-      if (configMap && isOwnedByRun(configMap, run)) fullDiff = decodeDiff(configMap);
+      // Only the run's own ConfigMap counts, holding the diff the run kept: anyone who creates
+      // ConfigMaps could put one at that name, and anyone who edits them could change it.
+      const diff = configMap && isOwnedByRun(configMap, run) ? decodeDiff(configMap) : undefined;
+      if (diff !== undefined && isKeptDiff(diff, result)) fullDiff = diff;
     }
     return runEvidence(run, transcript, fullDiff);
   }

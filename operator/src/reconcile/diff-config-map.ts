@@ -7,11 +7,24 @@
 // Older ConfigMaps with gzip+base64 text under data.diff are read too (such text starts with
 // "H4sI", the base64 of gzip's magic bytes). Pure.
 import type { V1ConfigMap } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { LIMITS, RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { diffConfigMapName, runNameLabel } from './names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, type OwnedMetadata } from './ownership.ts';
 import { ownerReference } from './sandbox-pod.ts';
+
+/** sha256 (hex) of a diff's UTF-8 bytes: status.result.diffSha256, the publish approval's diff.sha256. */
+export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8').digest('hex');
+
+/**
+ * Whether a diff read back from the run's ConfigMap is the one the run kept there. The
+ * ConfigMap is the run's, but whoever may edit ConfigMaps in the namespace can change it:
+ * status.result.diffSha256, which only the operator writes, says what it held. A run kept
+ * before that field has none, and its ConfigMap is taken as it is.
+ */
+export const isKeptDiff = (diff: string, result: { diffSha256?: string } | undefined) =>
+  result?.diffSha256 === undefined || diffSha(diff) === result.diffSha256;
 
 /** The plain diff's key under data. */
 export const DIFF_KEY = 'diff';

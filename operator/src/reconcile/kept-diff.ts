@@ -3,6 +3,7 @@
 // whole, and the bounded copy status shows. One computation of status.result. Pure.
 import { LIMITS, type DiffSource, type RunResult } from '../api/index.ts';
 import { cutAtLine } from './cut-at-line.ts';
+import { diffSha } from './diff-config-map.ts';
 
 export interface KeptDiff {
   /** final: taken from the sandbox as the run ended; snapshot: the last one taken after a step; none: nothing to take. */
@@ -31,7 +32,7 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
     summary: cutAtLine(summary, LIMITS.summary).text,
     diff: shown.text,
     diffTruncated: shown.truncated || kept.truncated,
-    ...(kept.configMap ? { diffConfigMap: kept.configMap } : {}),
+    ...(kept.configMap ? { diffConfigMap: kept.configMap, diffSha256: diffSha(kept.diff) } : {}),
     ...(kept.revision ? { revision: kept.revision } : {}),
     filesChanged: kept.filesChanged,
     insertions: kept.insertions,

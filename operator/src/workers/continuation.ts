@@ -7,7 +7,7 @@
 // first user message as quoted material, never into the system prompt.
 import { isTerminal, LIMITS, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import { effectiveSpecInput } from '../reconcile/run-template.ts';
-import { decodeDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { decodeDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { cutAtLine } from './diff-stats.ts';
 
@@ -79,6 +79,12 @@ export function decideContinuation(input: ContinuationInput): Continuation {
   const diff = decodeDiff(configMap);
   if (diff === undefined || diff === '') {
     return refuse(`${named}, but ConfigMap ${result.diffConfigMap} holds no diff; create a run without continueFrom.`);
+  }
+  if (!isKeptDiff(diff, result)) {
+    return refuse(
+      `${named}, but ConfigMap ${result.diffConfigMap} no longer holds the diff that run kept (its sha256 is not the source's ` +
+        'status.result.diffSha256: someone changed it); nothing was applied. Create a run without continueFrom.',
+    );
   }
   // take-diff.ts cuts the full diff at LIMITS.fullDiff bytes: one that long is (almost surely) a cut one.
   if (result.diffTruncated && Buffer.byteLength(diff) >= LIMITS.fullDiff) {

@@ -4,9 +4,9 @@
 // step. Taken through the run's kept toolbox session (two calls on an open exec), written
 // only when it changed (its sha256 is kept in the state). Best effort: a snapshot that
 // fails is logged and the step goes on.
-import { createHash } from 'node:crypto';
 import { changesSandbox } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
+import { diffSha } from '../reconcile/diff-config-map.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
@@ -14,8 +14,6 @@ import { TAKE_DIFF_TIMEOUT_MS } from './keep-diff.ts';
 
 /** Whether any of a step's calls may have changed the workspace (the contract's TOOL_EFFECTS says which tools may). */
 export const mayChangeFiles = (calls: readonly { toolName: string }[]) => calls.some((call) => changesSandbox(call.toolName));
-
-export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8').digest('hex');
 
 /** Stores the run's diff when it differs from the last one stored; records its sha256 in the state (saved by the caller). */
 export async function snapshotDiffAfterStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {

@@ -7,7 +7,7 @@ import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../
 import { withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { diffSha } from './diff-snapshot.ts';
+import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { startPublish } from './publish-job.ts';

@@ -28,7 +28,7 @@ import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
 import { publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { diffSha } from './diff-snapshot.ts';
+import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
 import { handOn } from './hand-on.ts';
