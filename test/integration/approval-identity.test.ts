@@ -224,6 +224,13 @@ describe('#15.5 the three user roles, impersonated against the real API server',
     expect(budget.stderr).toContain('may approve or deny CodingRuns but not change them');
     const cancel = await as(APPROVER, ['annotate', 'crun', 'probe', '-n', NS, 'chamvi.dev/cancel=stop', '--overwrite']);
     expect(cancel.stderr).toContain('may approve or deny CodingRuns but not change them');
+    // An owner that does not exist would have the garbage collector delete the run, its record with it.
+    const orphaning = JSON.stringify({
+      metadata: { ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'gone', uid: '00000000-0000-0000-0000-000000000000' }] },
+    });
+    const owner = await as(APPROVER, ['patch', 'crun', 'probe', '-n', NS, '--type=merge', '-p', orphaning]);
+    expect(owner.code).not.toBe(0);
+    expect(owner.stderr).toContain('may approve or deny CodingRuns but not change them');
     const honest = await answer(APPROVER, 'probe', APPROVER);
     expect(honest.stderr).toBe('');
     expect(await annotationsOf('probe')).toMatchObject({ [APPROVER_ANNOTATION]: APPROVER });
