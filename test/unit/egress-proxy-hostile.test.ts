@@ -6,6 +6,7 @@
 import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { OPEN_PER_RUN } from '../../operator/src/egress/decide-connection.ts';
 import { LOOKUPS_PER_RUN, createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
@@ -186,5 +187,55 @@ describe('egress proxy against hostile clients and destinations', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 403 /);
     const open = () => new Promise<number>((resolve) => proxy.getConnections((_error, count) => resolve(count)));
     await expect.poll(open, { timeout: 2_000 }).toBe(0);
+  });
+
+  it('opens no connection for a CONNECT whose client hung up while its name was looked up', async () => {
+    // A destination that never hangs up itself, not even when the proxy does (half-open), as a
+    // hostile run's own host would not.
+    const held: Socket[] = [];
+    const port = await listen(
+      createServer({ allowHalfOpen: true }, (socket) => {
+        held.push(socket);
+        socket.on('error', () => undefined);
+      }),
+    );
+    const slowLookup = (host: string) =>
+      new Promise<string[]>((resolve) => setTimeout(() => resolve(host.endsWith('.test') ? ['127.0.0.1'] : []), 100));
+    const proxyPort = await startProxy(port, undefined, slowLookup);
+    for (let i = 0; i < 20; i++) {
+      const socket = connect(proxyPort, '127.0.0.1');
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+      socket.end(`CONNECT allowed.test:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(RUN_A)}\r\n\r\n`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20 * 100 + 500));
+    expect(held.filter((socket) => !socket.destroyed)).toHaveLength(0);
+  });
+
+  it(`refuses a run its ${OPEN_PER_RUN + 1}th open tunnel (429 too-many-open), while another run still gets through`, async () => {
+    const { port } = await destination();
+    const proxyPort = await startProxy(port);
+    const tunnel = (uid: string) =>
+      new Promise<{ head: string; socket: Socket }>((resolve, reject) => {
+        const socket = connect(proxyPort, '127.0.0.1');
+        sockets.push(socket);
+        let text = '';
+        socket.on('data', (data: Buffer) => {
+          text += data.toString('latin1');
+          if (text.includes('\r\n\r\n')) resolve({ head: text, socket });
+        });
+        socket.on('error', reject);
+        socket.write(`CONNECT allowed.test:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(uid)}\r\n\r\n`);
+      });
+    const opened = [];
+    for (let i = 0; i < OPEN_PER_RUN; i++) opened.push(await tunnel(RUN_A));
+    expect(opened.every(({ head }) => head.startsWith('HTTP/1.1 200 '))).toBe(true);
+    const beyond = await tunnel(RUN_A);
+    expect(beyond.head).toMatch(/^HTTP\/1\.1 429 /);
+    expect(beyond.head).toContain('x-chamvi-egress-rule: too-many-open');
+    expect((await tunnel(RUN_B)).head).toMatch(/^HTTP\/1\.1 200 /);
+    // A tunnel closed gives its place back.
+    opened[0]!.socket.destroy();
+    await expect.poll(async () => (await tunnel(RUN_A)).head.slice(0, 12), { timeout: 2_000 }).toBe('HTTP/1.1 200');
   });
 });

@@ -19,6 +19,7 @@ export const EGRESS_RULES = {
   ApiServer: 'api-server',
   ResolutionFailed: 'resolution-failed',
   PlainHttpTunnel: 'plain-http-tunnel',
+  TooManyOpen: 'too-many-open',
 } as const;
 export type EgressRule = (typeof EGRESS_RULES)[keyof typeof EGRESS_RULES];
 
@@ -41,8 +42,8 @@ export interface EgressPolicy {
 
 export interface Refusal {
   allowed: false;
-  /** 407 asks for (other) credentials; 403 refuses; 502 when the name does not resolve. */
-  status: 403 | 407 | 502;
+  /** 407 asks for (other) credentials; 403 refuses; 429 while the run holds too many open; 502 when the name does not resolve. */
+  status: 403 | 407 | 429 | 502;
   rule: EgressRule;
   message: string;
 }
@@ -66,6 +67,25 @@ export function refusedTunnel(port: number): Refusal | undefined {
         403,
         EGRESS_RULES.PlainHttpTunnel,
         'plain HTTP through a CONNECT tunnel is refused; send it as an absolute-form request (http_proxy)',
+      )
+    : undefined;
+}
+
+/**
+ * Tunnels and forwarded requests one run may hold open through the proxy at once. Each tunnel
+ * holds a 64 KiB read buffer (tunnel-relay.ts) and a forwarded request its sockets; unbounded,
+ * one run that opened a few thousand ran the proxy out of memory, and every run's tunnels
+ * went with it. A package manager opens tens at a time.
+ */
+export const OPEN_PER_RUN = 128;
+
+/** Whether the run may open one more, with `open` open already. */
+export function refusedBeyondOpen(open: number): Refusal | undefined {
+  return open >= OPEN_PER_RUN
+    ? refuse(
+        429,
+        EGRESS_RULES.TooManyOpen,
+        `the run already holds ${OPEN_PER_RUN} connections open through the proxy; close some (or reuse them) and try again`,
       )
     : undefined;
 }

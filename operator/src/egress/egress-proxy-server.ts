@@ -13,7 +13,16 @@
 import { createServer, request as httpRequest, Agent, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { decideAddresses, decideRequest, refusedTunnel, type EgressPolicy, type EgressRun, type Refusal } from './decide-connection.ts';
+import {
+  decideAddresses,
+  decideRequest,
+  refusedBeyondOpen,
+  refusedTunnel,
+  type EgressPolicy,
+  type EgressRun,
+  type Refusal,
+} from './decide-connection.ts';
+import { PerRunCount } from './per-run-count.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
 import { PerRunLimit } from './per-run-limit.ts';
@@ -70,7 +79,12 @@ function refusalHeaders(refusal: Refusal): Record<string, string> {
   };
 }
 
-const STATUS_TEXT: Record<Refusal['status'], string> = { 403: 'Forbidden', 407: 'Proxy Authentication Required', 502: 'Bad Gateway' };
+const STATUS_TEXT: Record<Refusal['status'], string> = {
+  403: 'Forbidden',
+  407: 'Proxy Authentication Required',
+  429: 'Too Many Requests',
+  502: 'Bad Gateway',
+};
 
 /** A refusal as a raw HTTP/1.1 answer, for a CONNECT (the socket is not an HTTP response). */
 function rawRefusal(refusal: Refusal): string {
@@ -149,6 +163,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   };
 
   const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
+  const open = new PerRunCount();
 
   async function decide(authorization: string | undefined, host: string, port: number): Promise<Verdict> {
     const credential = checkProxyAuthorization(authorization, deps.egressKey);
@@ -186,17 +201,23 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       return;
     }
     void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((decided) => {
-      // Allowed as a host:port, still not as a tunnel to port 80 (refusedTunnel says why).
-      const tunnel = decided.allowed ? refusedTunnel(authority.port) : undefined;
+      // Allowed as a host:port, still not as a tunnel to port 80 (refusedTunnel says why), nor
+      // beyond the run's open connections (counted here, where the tunnel opens at once).
+      const tunnel = decided.allowed ? (refusedTunnel(authority.port) ?? refusedBeyondOpen(open.of(decided.run.uid))) : undefined;
       const verdict: Verdict = tunnel && decided.allowed ? { ...tunnel, run: decided.run, host: decided.host } : decided;
       if (!verdict.allowed) {
         refuseTunnel(socket, rawRefusal(verdict));
         deps.record(refusedConnection('connect', verdict, authority.port, now() - started));
         return;
       }
+      // The client left while its name was looked up: its 'close' has been and gone, so a
+      // connection opened now would stay, holding its buffer, until the destination hung up.
+      if (socket.destroyed) return;
+      const close = open.open(verdict.run.uid);
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let recorded = false;
       const finish = () => {
+        close();
         if (recorded) return;
         recorded = true;
         deps.record({
@@ -254,13 +275,18 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     const url = target;
     const port = url.port ? Number(url.port) : 80;
     // URL keeps IPv6 literals in brackets; the decision refuses them as not-a-host-name.
-    void decide(req.headers['proxy-authorization'], url.hostname, port).then((verdict) => {
+    void decide(req.headers['proxy-authorization'], url.hostname, port).then((decided) => {
+      const crowded = decided.allowed ? refusedBeyondOpen(open.of(decided.run.uid)) : undefined;
+      const verdict: Verdict = crowded && decided.allowed ? { ...crowded, run: decided.run, host: decided.host } : decided;
       if (!verdict.allowed) {
         res.writeHead(verdict.status, refusalHeaders(verdict)).end(refusalBody(verdict));
         req.resume();
         deps.record(refusedConnection('http', verdict, port, now() - started));
         return;
       }
+      // As for a tunnel: a client gone while its name was looked up gets no request made.
+      if (req.socket.destroyed) return;
+      res.once('close', open.open(verdict.run.uid));
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(req.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
