@@ -137,6 +137,13 @@ describe('decide: accepting a new run', () => {
       /allowImages/,
     ],
     [
+      'a sandbox RuntimeClass the admin did not allow (it would step out of their sandboxing runtime)',
+      { spec: { sandbox: { runtimeClassName: 'runc' } } },
+      {},
+      'InvalidSpec',
+      /spec.sandbox.runtimeClassName "runc" is not allowed \(allowed: none\).*allowRuntimeClasses/,
+    ],
+    [
       'a scripted run without its ConfigMap',
       { spec: { model: { provider: 'scripted', scriptRef: { name: 'demo' } } } },
       {},

@@ -109,6 +109,15 @@ export const operatorConfigSchema = z
         'Glob patterns of sandbox images a run may name besides sandboxImage (registry.example/team/*; * stays within a path segment, ** crosses). ' +
           'Empty: only sandboxImage. Listed images are pulled with imagePullPolicy Always.',
       ),
+    /** See reconcile/allow-runtime-class.ts. */
+    allowRuntimeClasses: z
+      .array(z.string().min(1).max(253))
+      .max(64)
+      .default([])
+      .describe(
+        "RuntimeClasses a run may name in spec.sandbox.runtimeClassName besides sandboxPlacement.runtimeClassName and the warm pools' " +
+          '(a class other than the sandboxing runtime an admin set would step out of it). Empty: only those.',
+      ),
     /** Security #11.3: see reconcile/model-endpoints.ts. */
     allowModelEndpoints: z
       .array(
@@ -322,7 +331,9 @@ export const operatorConfigSchema = z
         tolerations: z.array(toleration).max(32).default([]).describe('Tolerations of sandbox pods, for tainted sandbox nodes.'),
         runtimeClassName: objectName('RuntimeClass')
           .optional()
-          .describe("RuntimeClass of sandbox pods (gvisor, kata) when the run names none; a run's spec.sandbox.runtimeClassName wins."),
+          .describe(
+            "RuntimeClass of sandbox pods (gvisor, kata) when the run names none. A run may name only this one, a warm pool's or one in allowRuntimeClasses.",
+          ),
         priorityClassName: objectName('PriorityClass').optional().describe('PriorityClass of sandbox pods.'),
       })
       .strict()

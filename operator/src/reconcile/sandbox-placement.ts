@@ -1,7 +1,8 @@
 // Where sandbox pods run: the operator config's sandboxPlacement (nodeSelector, tolerations,
 // runtimeClassName, priorityClassName) as a pod-spec fragment. Sandbox pods and isolation
 // probe pods both take it, so a probe's verdict comes from the nodes the sandboxes land on.
-// A run's own spec.sandbox.runtimeClassName wins over the configured default.
+// A run's own spec.sandbox.runtimeClassName wins over the configured default, where the admin
+// allows it (allow-runtime-class.ts, checked when the run is accepted and admitted).
 import type { V1PodSpec } from '@kubernetes/client-node';
 import type { OperatorConfig } from '../config/operator-config.ts';
 

@@ -6,6 +6,7 @@ import { codingRunSpec, REASONS, type CodingRun, type CodingRunSpec, type Reason
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { isEgressAllowed } from './allow-egress.ts';
 import { isImageAllowed } from './allow-images.ts';
+import { isRuntimeClassAllowed } from './allow-runtime-class.ts';
 import { egressReadiness } from './sandbox-egress.ts';
 import { isRepositoryAllowed } from './allow-repo.ts';
 import { isModelEndpointAllowed } from './model-endpoints.ts';
@@ -68,6 +69,8 @@ function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig): Refusal |
   if (!endpoint.allowed) return { reason: REASONS.ModelEndpointNotAllowed, message: endpoint.message };
   const image = isImageAllowed(spec.sandbox.image, config);
   if (!image.allowed) return { reason: REASONS.ImageNotAllowed, message: image.message };
+  const runtimeClass = isRuntimeClassAllowed(spec.sandbox.runtimeClassName, config);
+  if (!runtimeClass.allowed) return { reason: REASONS.InvalidSpec, message: runtimeClass.message };
   // Issue #12: a run's egress stays within the admin's allowEgress, and needs a proxy to go through.
   const egress = isEgressAllowed(spec.sandbox.egress.allow, config.allowEgress);
   if (!egress.allowed) return { reason: REASONS.InvalidSpec, message: egress.message };
