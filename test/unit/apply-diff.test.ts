@@ -147,6 +147,13 @@ describe('applyDiff', () => {
     }
   });
 
+  it("reads no attributes the repository holds where git's HOME config would be", async () => {
+    // With HOME in the clone, git read $HOME/.config/git/attributes: the repository's own file.
+    createRepository(repo, { 'README.md': 'Hello\n', '.config/git/attributes': '*.txt eol=crlf\n' });
+    expect(await applyDiff(repo, newFile('notes.txt', 'plain'))).toEqual({ applied: true });
+    expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('plain\n');
+  });
+
   it('reports a corrupt patch as not applying', async () => {
     expect(await applyDiff(repo, 'diff --git a/x b/x\n@@ nonsense\n')).toMatchObject({ applied: false });
   });

@@ -4,7 +4,14 @@
 // the tree, none through a symlink. New files stay untracked, as they were in the source's
 // sandbox; the finalize job's `git add --intent-to-add` counts them in the follow-up's diff.
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
+import { OutputTail } from './output-tail.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
+
+/**
+ * git's HOME: none. The clone is the repository's, and git reads attributes and ignore rules
+ * from $HOME/.config/git: a HOME in the clone let the repository give them.
+ */
+const NO_HOME = '/nonexistent';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
 
@@ -32,12 +39,12 @@ function gitApply(
   return new Promise((resolve, reject) => {
     const child = launch('git', ['-c', 'core.hooksPath=/dev/null', 'apply', ...args, '-'], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' },
+      env: { PATH: process.env.PATH, HOME: NO_HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    let stdout = '';
+    const stdout = new OutputTail(4_000_000);
     let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-4_000_000)));
+    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
@@ -51,7 +58,7 @@ function gitApply(
     child.stdin!.on('error', () => undefined);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, timedOut });
+      resolve({ code, stdout: stdout.text(), stderr, timedOut });
     });
     child.stdin!.end(diff);
   });
@@ -62,7 +69,7 @@ export function headRevision(dir: string, launch: Launch = launchHere): Promise<
   return new Promise((resolve, reject) => {
     const child = launch('git', ['rev-parse', '--verify', 'HEAD^{commit}'], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+      env: { PATH: process.env.PATH, HOME: NO_HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

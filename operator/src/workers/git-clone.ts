@@ -299,7 +299,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     // cut download leaves its pack behind to be recognised; the checkout is detached.
     try {
       // Reported as the clone it is: "git clone failed: fatal: ...".
-      await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', request.revision ?? 'HEAD']);
+      await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', '--', request.revision ?? 'HEAD']);
     } catch (error) {
       if (isCloneFailure(error) && (await downloadCut(dir, run.fileSizeLimit))) {
         throw cloneFailed(

@@ -12,6 +12,7 @@ import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { formatBytes, SAFE_GIT_CONFIG, withFileSizeLimit } from './git-clone.ts';
+import { OutputTail } from './output-tail.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 export interface PublishClone {
@@ -64,9 +65,9 @@ function git(
       env: { ...clone.env, ...options.env },
       stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
-    let stdout = '';
+    const stdout = new OutputTail(1_000_000);
     let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => (stdout = (stdout + chunk.toString()).slice(-1_000_000)));
+    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8000)));
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -79,7 +80,7 @@ function git(
     child.stdin?.on('error', () => undefined);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) return resolve(stdout);
+      if (code === 0) return resolve(stdout.text());
       const label = options.label ?? args[0];
       const detail = timedOut
         ? `git ${label} timed out`
@@ -116,7 +117,7 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
   if (commit === ours) return { branch: { commit, message: '' }, defaultBranch };
   // The download kept as one pack file, which the file-size limit bounds (git would otherwise
   // explode a small one into loose objects, each bounded on its own).
-  await git(clone, ['-c', 'fetch.unpackLimit=1', 'fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', ref], {
+  await git(clone, ['-c', 'fetch.unpackLimit=1', 'fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', '--', ref], {
     label: 'fetch',
     fileSizeLimit: clone.maxFetchBytes,
     why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
