@@ -6,7 +6,7 @@
 import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OPEN_PER_RUN } from '../../operator/src/egress/decide-connection.ts';
+import { OPEN_PER_RUN, type EgressRun } from '../../operator/src/egress/decide-connection.ts';
 import { LOOKUPS_PER_RUN, createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
@@ -48,9 +48,17 @@ async function destination(answer = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\
   return { port, connections };
 }
 
-async function startProxy(destinationPort: number, refusalLingerMs?: number, resolve?: (host: string) => Promise<string[]>) {
+/** The runs the last proxy started serves (its run directory): a test deletes one to end it. */
+let liveRuns = new Map<string, EgressRun>();
+
+async function startProxy(
+  destinationPort: number,
+  refusalLingerMs?: number,
+  resolve?: (host: string) => Promise<string[]>,
+  liveCheckMs?: number,
+) {
   const allow = parseHostPatterns([`*.test:${destinationPort}`, 'tunnel.test:80']);
-  const runs = new Map([RUN_A, RUN_B].map((uid, i) => [uid, { namespace: 'unit', name: `run-${i}`, uid, allow }]));
+  const runs = (liveRuns = new Map([RUN_A, RUN_B].map((uid, i) => [uid, { namespace: 'unit', name: `run-${i}`, uid, allow }])));
   const proxy = createEgressProxyServer({
     egressKey: KEY,
     policy: { allowEgress: allow, allowPrivateDestinations: allow, apiServer: [] },
@@ -58,6 +66,7 @@ async function startProxy(destinationPort: number, refusalLingerMs?: number, res
     resolve: resolve ?? ((host) => Promise.resolve(host.endsWith('.test') ? ['127.0.0.1'] : [])),
     record: () => undefined,
     ...(refusalLingerMs !== undefined ? { refusalLingerMs } : {}),
+    ...(liveCheckMs !== undefined ? { liveCheckMs } : {}),
   });
   servers.push(proxy as unknown as Server);
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
@@ -237,5 +246,31 @@ describe('egress proxy against hostile clients and destinations', () => {
     // A tunnel closed gives its place back.
     opened[0]!.socket.destroy();
     await expect.poll(async () => (await tunnel(RUN_A)).head.slice(0, 12), { timeout: 2_000 }).toBe('HTTP/1.1 200');
+  });
+
+  it("closes a run's open tunnels once the run is no longer served (it ended), and leaves another run's", async () => {
+    const held: Socket[] = [];
+    const port = await listen(
+      createServer((socket) => {
+        held.push(socket);
+        socket.on('error', () => undefined);
+      }),
+    );
+    const proxyPort = await startProxy(port, undefined, undefined, 50);
+    const open = (uid: string) =>
+      new Promise<Socket>((resolve, reject) => {
+        const socket = connect(proxyPort, '127.0.0.1');
+        sockets.push(socket);
+        socket.once('data', () => resolve(socket));
+        socket.on('error', reject);
+        socket.write(`CONNECT allowed.test:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(uid)}\r\n\r\n`);
+      });
+    const ended = await open(RUN_A);
+    const other = await open(RUN_B);
+    liveRuns.delete(RUN_A);
+    await new Promise((resolve) => ended.once('close', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(other.destroyed).toBe(false);
+    expect(held.filter((socket) => !socket.destroyed)).toHaveLength(1);
   });
 });

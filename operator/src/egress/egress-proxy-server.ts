@@ -52,6 +52,8 @@ export interface EgressProxyDependencies {
   connectTimeoutMs?: number;
   /** A refused CONNECT's socket is closed this long after its answer, whether or not the client hangs up. */
   refusalLingerMs?: number;
+  /** How often the open tunnels and requests of runs no longer served (ended, deleted) are closed. */
+  liveCheckMs?: number;
   now?: () => number;
 }
 
@@ -134,6 +136,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const idleTimeoutMs = deps.idleTimeoutMs ?? 600_000;
   const connectTimeoutMs = deps.connectTimeoutMs ?? 15_000;
   const refusalLingerMs = deps.refusalLingerMs ?? 5_000;
+  const liveCheckMs = deps.liveCheckMs ?? 10_000;
   // One pool of kept upstream connections per run. Shared, a connection one run had used
   // carried the next run's request to the same address, so an answer the first run made the
   // destination send (a smuggled request's) reached the second; and one run's queue of
@@ -164,6 +167,10 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
 
   const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
   const open = new PerRunCount();
+  // A run's credential ends with the run; so do its open tunnels, which it could otherwise keep
+  // using (a pod in its grace period, or on a node cut off from the API server).
+  const liveCheck = setInterval(() => open.closeGone((uid) => deps.lookupRun(uid) !== undefined), liveCheckMs);
+  liveCheck.unref();
 
   async function decide(authorization: string | undefined, host: string, port: number): Promise<Verdict> {
     const credential = checkProxyAuthorization(authorization, deps.egressKey);
@@ -213,7 +220,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       // The client left while its name was looked up: its 'close' has been and gone, so a
       // connection opened now would stay, holding its buffer, until the destination hung up.
       if (socket.destroyed) return;
-      const close = open.open(verdict.run.uid);
+      const close = open.add(verdict.run.uid, () => socket.destroy());
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let recorded = false;
       const finish = () => {
@@ -286,7 +293,10 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       }
       // As for a tunnel: a client gone while its name was looked up gets no request made.
       if (req.socket.destroyed) return;
-      res.once('close', open.open(verdict.run.uid));
+      res.once(
+        'close',
+        open.add(verdict.run.uid, () => req.socket.destroy()),
+      );
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(req.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
@@ -364,6 +374,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
 
   server.on('close', () => {
     clearInterval(sweep);
+    clearInterval(liveCheck);
     for (const agent of agents.values()) agent.destroy();
   });
   return server;

@@ -1,22 +1,32 @@
-// How many of something each run holds open right now: the egress proxy's tunnels and
-// forwarded requests, checked against OPEN_PER_RUN (decide-connection.ts) before one opens.
+// The tunnels and forwarded requests each run holds open through the egress proxy: counted
+// against OPEN_PER_RUN (decide-connection.ts) before one opens, and closed together when the
+// run is no longer served (it ended or was deleted), so none outlives its run's credential.
 export class PerRunCount {
-  private readonly counts = new Map<string, number>();
+  private readonly open = new Map<string, Set<() => void>>();
 
   of(runUid: string): number {
-    return this.counts.get(runUid) ?? 0;
+    return this.open.get(runUid)?.size ?? 0;
   }
 
-  /** One more open; the returned function gives it back, once however often it is called. */
-  open(runUid: string): () => void {
-    this.counts.set(runUid, this.of(runUid) + 1);
-    let closed = false;
+  /** One more open, closed by `close` if its run goes; the returned function gives it back, once. */
+  add(runUid: string, close: () => void): () => void {
+    let entries = this.open.get(runUid);
+    if (!entries) this.open.set(runUid, (entries = new Set()));
+    const entry = () => close();
+    entries.add(entry);
     return () => {
-      if (closed) return;
-      closed = true;
-      const left = this.of(runUid) - 1;
-      if (left > 0) this.counts.set(runUid, left);
-      else this.counts.delete(runUid);
+      const current = this.open.get(runUid);
+      if (!current?.delete(entry)) return;
+      if (current.size === 0) this.open.delete(runUid);
     };
+  }
+
+  /** Closes everything of the runs `live` no longer knows. */
+  closeGone(live: (runUid: string) => boolean): void {
+    for (const [runUid, entries] of [...this.open]) {
+      if (live(runUid)) continue;
+      this.open.delete(runUid);
+      for (const close of entries) close();
+    }
   }
 }
