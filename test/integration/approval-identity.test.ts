@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { APPROVAL_ANNOTATION, APPROVER_ANNOTATION, CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import {
+  APPROVAL_ANNOTATION,
+  APPROVER_ANNOTATION,
+  CREATOR_ANNOTATION,
+  TEMPLATE_WRITER_ANNOTATION,
+} from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { chartDir, helm } from '../support/helm.ts';
 import { pluginPath } from '../support/plugin.ts';
@@ -167,7 +172,7 @@ beforeAll(async () => {
     '-n',
     NS,
     '--verb=get,create,update,patch',
-    '--resource=codingschedules.chamvi.dev,codingevals.chamvi.dev',
+    '--resource=codingschedules.chamvi.dev,codingevals.chamvi.dev,codingruntemplates.chamvi.dev',
   ]);
   for (const name of ['alice', 'carol'])
     await ok(['create', 'rolebinding', `${name}-run-owner-writer`, '-n', NS, '--role=run-owner-writer', `--serviceaccount=${NS}:${name}`]);
@@ -341,5 +346,29 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(nameless.stderr).toContain('names no creator');
     // Only the operator's ServiceAccount may make a run naming someone else.
     expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('posing', { [CREATOR_ANNOTATION]: WRITER })))).code).not.toBe(0);
+  });
+
+  it('a CodingRunTemplate names its last writer, and a scheduled run made from it names them: they may not approve it, nor unname themselves', async () => {
+    const template = (task: string, annotations: Record<string, string> = {}) =>
+      stringify({
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRunTemplate',
+        metadata: { name: 'deps', namespace: NS, annotations },
+        spec: { task, repository: { url: 'https://github.com/acme/app.git' } },
+      });
+    const unnamed = await as(EDITOR, ['create', '-f', '-'], template('Update the dependencies'));
+    expect(unnamed.stderr).toContain('the scheduled runs made from it name them in chamvi.dev/template-written-by');
+    expect(unnamed.stderr).toContain(`set the annotation chamvi.dev/created-by: "${EDITOR}"`);
+    expect((await as(EDITOR, ['create', '-f', '-'], template('Update the dependencies', { [CREATOR_ANNOTATION]: EDITOR }))).code).toBe(0);
+    // As schedule-reconciler.ts creates it from Carol's schedule and Alice's template (scheduled-run.ts).
+    const scheduled = run('from-template', { [CREATOR_ANNOTATION]: WRITER, [TEMPLATE_WRITER_ANNOTATION]: EDITOR });
+    expect((await as(OPERATOR, ['create', '-f', '-'], stringify(scheduled))).code).toBe(0);
+    await waitingForApproval('from-template');
+    const templateWriter = await answer(EDITOR, 'from-template', EDITOR);
+    expect(templateWriter.stderr).toContain(`"${EDITOR}" wrote the CodingRunTemplate this CodingRun was made from and may not answer`);
+    const unnamedRun = await as(EDITOR, ['annotate', 'crun', 'from-template', '-n', NS, `${TEMPLATE_WRITER_ANNOTATION}-`]);
+    expect(unnamedRun.stderr).toContain('chamvi.dev/template-written-by of a CodingRun cannot change');
+    expect((await annotationsOf('from-template'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    expect((await answer(APPROVER, 'from-template', APPROVER)).code).toBe(0);
   });
 });

@@ -139,6 +139,28 @@ describe('scheduledRunObject', () => {
       'chamvi.dev/scheduled-at': '2026-06-01T03:00:00.000Z',
     });
   });
+
+  it("names the template's recorded writer too, never one the schedule's run template names", () => {
+    // Separation of duties: whoever wrote the template wrote the run's task as much as the schedule's writer.
+    const posing = schedule({
+      templateRef: { name: 'deps' },
+      runTemplate: { metadata: { annotations: { 'chamvi.dev/template-written-by': 'nobody' } }, spec: { task: 'x' } },
+    });
+    const written = { ...template, metadata: { ...template.metadata, annotations: { 'chamvi.dev/created-by': 'carol' } } };
+    const at = new Date('2026-06-01T03:00:00Z');
+    expect(scheduledRunObject(owner, posing, { task: 'x' } as never, at, written).metadata.annotations).toEqual({
+      'chamvi.dev/template-written-by': 'carol',
+      'chamvi.dev/scheduled-at': '2026-06-01T03:00:00.000Z',
+    });
+    // A template that names no writer (separation of duties off), or a schedule without templateRef: none.
+    const inline = schedule({ runTemplate: { spec: { ...template.spec, task: 'x' } } });
+    expect(scheduledRunObject(owner, posing, { task: 'x' } as never, at, template).metadata.annotations).not.toHaveProperty(
+      'chamvi.dev/template-written-by',
+    );
+    expect(scheduledRunObject(owner, inline, { task: 'x' } as never, at, written).metadata.annotations).not.toHaveProperty(
+      'chamvi.dev/template-written-by',
+    );
+  });
 });
 
 describe('CodingSchedule and CodingRunTemplate CRDs', () => {

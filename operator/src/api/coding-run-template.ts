@@ -28,6 +28,13 @@ export type CodingRunTemplateSpec = z.input<typeof codingRunTemplateSpec>;
 export interface CodingRunTemplate {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace: string; uid?: string; resourceVersion?: string; generation?: number };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    annotations?: Record<string, string>;
+  };
   spec: CodingRunTemplateSpec;
 }

@@ -64,8 +64,9 @@ export class ScheduleReconciler {
     }
     const spec = parsedSpec.success ? parsedSpec.data : UNREADABLE_SPEC;
     let runSpec;
+    let template;
     if (!problem) {
-      const template = spec.templateRef ? await kube.getTemplate(namespace, spec.templateRef.name) : undefined;
+      template = spec.templateRef ? await kube.getTemplate(namespace, spec.templateRef.name) : undefined;
       const resolved = resolveScheduledRunSpec(spec, template);
       if (resolved.ok) runSpec = resolved.spec;
       else problem = resolved.problem;
@@ -89,7 +90,7 @@ export class ScheduleReconciler {
     if (decision.create && runSpec) {
       let created: CodingRun;
       try {
-        created = await kube.createRun(scheduledRunObject(schedule, spec, runSpec, decision.create));
+        created = await kube.createRun(scheduledRunObject(schedule, spec, runSpec, decision.create, template));
       } catch (error) {
         const refusal = apiRefusal(error);
         if (!refusal) throw error;
@@ -98,7 +99,7 @@ export class ScheduleReconciler {
         // The run is not recorded as scheduled; it is tried again.
         // The refusal names the run the API server would have made, a new name at each try:
         // without it, the same refusal leaves the status and the Events as they are.
-        const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create);
+        const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
         const message =
           `The API server refused the run due at ${decision.create.toISOString()}: ` +
           `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +

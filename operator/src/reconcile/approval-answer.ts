@@ -31,6 +31,20 @@ export function creatorOf(owner: { metadata: { annotations?: Record<string, stri
   const creator = owner.metadata.annotations?.[CREATOR_ANNOTATION];
   return creator ? { [CREATOR_ANNOTATION]: creator } : {};
 }
+/**
+ * Who last wrote the CodingRunTemplate a scheduled run's task comes from: the template's own
+ * creator annotation (with separation of duties on, the policy makes it that user), copied by
+ * the operator when it makes the run. That user wrote the task as much as the schedule's
+ * writer did, and may not answer the run's approvals either; the policy keeps the annotation
+ * as the run was created with it.
+ */
+export const TEMPLATE_WRITER_ANNOTATION = `${GROUP}/template-written-by`;
+
+export function templateWriterOf(template: { metadata: { annotations?: Record<string, string> } } | undefined): Record<string, string> {
+  const writer = template?.metadata.annotations?.[CREATOR_ANNOTATION];
+  return writer ? { [TEMPLATE_WRITER_ANNOTATION]: writer } : {};
+}
+
 /** Longest user name kept (Kubernetes bounds none; OIDC subjects can be long). */
 export const USER_MAX = 512;
 

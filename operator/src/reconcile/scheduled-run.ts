@@ -12,7 +12,7 @@ import {
   type CodingSchedule,
   type CodingScheduleSpec,
 } from '../api/coding-schedule.ts';
-import { CREATOR_ANNOTATION, creatorOf } from './approval-answer.ts';
+import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, creatorOf, templateWriterOf } from './approval-answer.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
 import type { ScheduledRun, ScheduleProblem } from './decide-schedule.ts';
 
@@ -55,8 +55,9 @@ export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: Codi
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
 
-const withoutCreator = (annotations: Record<string, string> | undefined) =>
-  Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION));
+/** The schedule author's own annotations, without the two only the operator writes (who wrote the task). */
+const withoutWriters = (annotations: Record<string, string> | undefined) =>
+  Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION && key !== TEMPLATE_WRITER_ANNOTATION));
 
 /**
  * The API server's words on a scheduled run it refused, without the name it generated for that
@@ -68,8 +69,17 @@ export function refusalWords(message: string, generateName: string): string {
   return message.replace(generated, `${generateName}…`);
 }
 
-/** The run to create; the API server completes its name from generateName. */
-export function scheduledRunObject(schedule: CodingSchedule, spec: CodingScheduleSpec, runSpec: CodingRunSpecInput, time: Date) {
+/**
+ * The run to create; the API server completes its name from generateName. `template` is the
+ * spec.templateRef the run spec was resolved from: its writer is named on the run.
+ */
+export function scheduledRunObject(
+  schedule: CodingSchedule,
+  spec: CodingScheduleSpec,
+  runSpec: CodingRunSpecInput,
+  time: Date,
+  template?: CodingRunTemplate,
+) {
   const { name, namespace, uid } = schedule.metadata;
   // generateName adds 5 characters; a run's name stays within 63 so its label fits too.
   const prefix = `${name.slice(0, 52)}-`;
@@ -85,8 +95,9 @@ export function scheduledRunObject(schedule: CodingSchedule, spec: CodingSchedul
         [SCHEDULED_TIME_LABEL]: scheduledTimeLabelValue(time),
       },
       annotations: {
-        ...withoutCreator(spec.runTemplate?.metadata?.annotations),
+        ...withoutWriters(spec.runTemplate?.metadata?.annotations),
         ...creatorOf(schedule),
+        ...(spec.templateRef ? templateWriterOf(template) : {}),
         [SCHEDULED_AT_ANNOTATION]: time.toISOString(),
       },
       ownerReferences: [{ apiVersion: API_VERSION, kind: SCHEDULE_KIND, name, uid, controller: true }],
