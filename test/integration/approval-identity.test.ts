@@ -370,5 +370,24 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(unnamedRun.stderr).toContain('chamvi.dev/template-written-by of a CodingRun cannot change');
     expect((await annotationsOf('from-template'))[APPROVAL_ANNOTATION]).toBeUndefined();
     expect((await answer(APPROVER, 'from-template', APPROVER)).code).toBe(0);
+    // A run a person creates with spec.templateRef: the operator records the template's writer
+    // in status.template when it accepts the run (run-template.ts), written here as it would.
+    const own = { ...run('names-template', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'deps' } } };
+    expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
+    await ok([
+      'patch',
+      'crun',
+      'names-template',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { template: { name: 'deps', writtenBy: EDITOR, spec: {} } } }),
+    ]);
+    await waitingForApproval('names-template');
+    const recordedWriter = await answer(EDITOR, 'names-template', EDITOR);
+    expect(recordedWriter.stderr).toContain(`"${EDITOR}" wrote the CodingRunTemplate this CodingRun was made from and may not answer`);
+    expect((await answer(APPROVER, 'names-template', APPROVER)).code).toBe(0);
   });
 });

@@ -139,6 +139,11 @@ describe('reading and recording the template', () => {
     expect(parsed.ok && parsed.spec.repository.url).toBe('https://github.com/acme/webapp.git');
   });
 
+  it('records who last wrote the template (its chamvi.dev/created-by), whom the approval policy keeps from answering', () => {
+    const written = { ...template(), metadata: { ...template().metadata, annotations: { 'chamvi.dev/created-by': 'alice' } } };
+    expect(withTemplate(templatedRun(), written).status?.template).toEqual({ ...recorded(), writtenBy: 'alice' });
+  });
+
   it('records nothing when the template is missing or is another one', () => {
     expect(withTemplate(templatedRun(), undefined).status?.template).toBeUndefined();
     const other = { ...template(), metadata: { ...template().metadata, name: 'other' } };

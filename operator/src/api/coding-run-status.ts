@@ -280,6 +280,14 @@ export const templateStatus = z
     name: z.string().max(253).describe('The CodingRunTemplate named in spec.templateRef.'),
     uid: z.string().max(64).optional().describe('Its uid when it was read.'),
     resourceVersion: z.string().max(64).optional().describe('Its resourceVersion when it was read: the version the run runs.'),
+    writtenBy: z
+      .string()
+      .max(512)
+      .optional()
+      .describe(
+        "Who last wrote the template's spec (its chamvi.dev/created-by) when it was read. With separation of duties, they may not " +
+          "answer the run's approvals: they wrote its task.",
+      ),
     spec: z
       .looseObject({})
       .meta({ 'x-kubernetes-preserve-unknown-fields': true })

@@ -11,6 +11,7 @@
 // Pure.
 import { isTerminal, REASONS, type CodingRun, type CodingRunSpecInput, type Reason } from '../api/index.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
+import { CREATOR_ANNOTATION, USER_MAX } from './approval-answer.ts';
 import { findCondition } from './conditions.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
 
@@ -46,10 +47,14 @@ export function withTemplate(run: CodingRun, template: CodingRunTemplate | undef
   const name = templateToRead(run);
   if (name === undefined || template === undefined || template.metadata.name !== name) return run;
   const { uid, resourceVersion } = template.metadata;
+  // Its writer, as the run-owners policy makes the template name them: the approval policy
+  // refuses their answers (separation of duties), reading this copy, which only the operator writes.
+  const writtenBy = template.metadata.annotations?.[CREATOR_ANNOTATION]?.slice(0, USER_MAX);
   const recorded = {
     name,
     ...(uid ? { uid } : {}),
     ...(resourceVersion ? { resourceVersion } : {}),
+    ...(writtenBy ? { writtenBy } : {}),
     spec: structuredClone(template.spec) as Record<string, unknown>,
   };
   return { ...run, status: { ...run.status, template: recorded } };
