@@ -52,7 +52,7 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       }
       // Who answers, as the API server knows the caller: the approval policy checks it is exactly that.
       const user = await client.whoAmI();
-      await client.setApprovalAnnotations(namespace, command.name, answerAnnotations(answer, user));
+      await client.setApprovalAnnotations(namespace, command.name, run.metadata.uid, answerAnnotations(answer, user));
       io.out(
         `codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'} by ${user}: ${pending.toolName} call ${answer.id}`,
       );

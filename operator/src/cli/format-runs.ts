@@ -77,7 +77,9 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
     '',
     `${header}, sha256 ${input.sha256}:`,
     input.text,
-    `Answer with: kubectl codingrun approve ${name} -n ${namespace} --id ${pending.id}   (or: deny ${name} --id ${pending.id} --reason TEXT)`,
+    // With the sha256 of what was shown: an approve that took whatever is pending when it runs
+    // (the run re-created under its name, whose first call is s1-c1 again) approved unseen input.
+    `Answer with: kubectl codingrun approve ${name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}   (or: deny ${name} --id ${pending.id} --reason TEXT)`,
   ];
 }
 

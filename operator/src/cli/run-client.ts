@@ -57,8 +57,12 @@ export interface RunClient {
   ): Promise<RunWatch>;
   /** The caller's user name as the API server authenticates it (SelfSubjectReview, as `kubectl auth whoami`). */
   whoAmI(): Promise<string>;
-  /** Writes an answer's annotations (chamvi.dev/approval and chamvi.dev/approver) in one merge patch. */
-  setApprovalAnnotations(namespace: string, name: string, annotations: Record<string, string>): Promise<void>;
+  /**
+   * Writes an answer's annotations (chamvi.dev/approval and chamvi.dev/approver) in one merge
+   * patch, to the run with that uid only: the API server refuses it (422) when the name now
+   * holds another run, whose pending approval may carry the same id.
+   */
+  setApprovalAnnotations(namespace: string, name: string, uid: string, annotations: Record<string, string>): Promise<void>;
   /** Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts). */
   setCancelAnnotation(namespace: string, name: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
@@ -224,8 +228,9 @@ export function createRunClient(kubeConfig: KubeConfig, options: RunClientOption
       return user;
     },
 
-    async setApprovalAnnotations(namespace, name, annotations) {
-      const body = { metadata: { annotations } };
+    async setApprovalAnnotations(namespace, name, uid, annotations) {
+      // A patch naming another metadata.uid than the object's is refused (uid is immutable).
+      const body = { metadata: { uid, annotations } };
       await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
     },
 
