@@ -91,4 +91,36 @@ describe('toolResultText', () => {
   it('fitTextRead gives up when not one line fits', () => {
     expect(fitTextRead(read(['y'.repeat(10_000)]), LIMIT)).toBeUndefined();
   });
+
+  it("bounds a read whose guidance is not the contract's (a forged answer: more sources than the toolbox sends) as any result", () => {
+    // Code in the sandbox can write the toolbox's answer line. Dropping 200 000 sources one by one
+    // re-measured the whole answer each time: the operator's event loop held for hours.
+    const forged = read(['x'], {
+      instructions: { sources: Array.from({ length: 200_000 }, () => ({ path: 'a', content: '' })), complete: true, diagnostics: [] },
+    } as unknown as Partial<ReadFileTextResult>);
+    const text = toolResultText('read_file', forged, LIMIT);
+    expect(text).toContain('bytes omitted');
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(LIMIT);
+    expect(toolResultText('read_repository_instructions', forged.instructions, LIMIT)).toContain('bytes omitted');
+  });
+
+  it('leaves out the fewest sources that make a read fit, each whole', () => {
+    const sources = Array.from({ length: 60 }, (_, index) => ({
+      path: `s${index}/AGENTS.md`,
+      sha256: '0'.repeat(64),
+      content: 'g'.repeat(100),
+    }));
+    const fit = fitTextRead(read(['x'], { instructions: { sources, complete: true, diagnostics: [] } }), LIMIT)!;
+    const kept = fit.instructions!.sources.length;
+    expect(Buffer.byteLength(JSON.stringify(fit))).toBeLessThanOrEqual(LIMIT);
+    // One more source would not have fitted.
+    const oneMore = { ...fit, instructions: { ...fit.instructions!, sources: sources.slice(0, kept + 1) } };
+    expect(Buffer.byteLength(JSON.stringify(oneMore))).toBeGreaterThan(LIMIT);
+    expect(fit.instructions!.diagnostics.at(-1)).toBe(
+      `left out to fit the tool result limit: ${sources
+        .slice(kept)
+        .map((source) => source.path)
+        .join(', ')}`,
+    );
+  });
 });

@@ -46,4 +46,10 @@ describe('guidanceSection', () => {
     expect(section).not.toContain('ccc');
     expect(section).toContain('Not complete: sub/AGENTS.md: too large; left out to fit the tool result limit: CLAUDE.md');
   });
+
+  it("gives no section for guidance that is not the contract's shape (a forged answer), rather than measuring it source by source", () => {
+    const forged = { sources: Array.from({ length: 200_000 }, () => source('a', '')), complete: true, diagnostics: [] };
+    expect(guidanceSection(forged, 2_000)).toBeUndefined();
+    expect(guidanceSection({ sources: [{ path: 'AGENTS.md', content: 42 }], complete: true, diagnostics: [] } as never)).toBeUndefined();
+  });
 });

@@ -6,6 +6,7 @@
 // endLine and truncated say where it stopped, so `offset: endLine + 1` reads on. Other results,
 // and a single line too long to fit, fall back to boundToolResult. Pure.
 import type { ReadFileTextResult, RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { INSTRUCTIONS_MAX_DIAGNOSTICS, INSTRUCTIONS_MAX_SOURCES } from '../../../sandbox-image/toolbox/contract/limits.ts';
 import { boundToolResult, TOOL_RESULT_LIMIT_BYTES } from './bound-tool-result.ts';
 
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');
@@ -52,31 +53,65 @@ export function fitTextRead(result: ReadFileTextResult, limitBytes: number): Rea
   return low > 0 && bytesOf(withLines(low)) <= limitBytes ? withLines(low) : undefined;
 }
 
-/** Leaves sources out from the last one back until `fits`; what was left out is named in the diagnostics. */
+/**
+ * Leaves sources out from the last one back until `fits`; what was left out is named in the
+ * diagnostics. Each source left out makes the whole smaller (its object goes, its path joins
+ * the note), so the most sources that fit are found by a binary search: a few measures of the
+ * whole, not one per source.
+ */
 export function dropSources(
   instructions: RepositoryInstructions,
   fits: (instructions: RepositoryInstructions) => boolean,
 ): RepositoryInstructions {
-  let sources = instructions.sources;
-  let current = instructions;
-  while (!fits(current) && sources.length > 0) {
-    sources = sources.slice(0, -1);
-    const left = instructions.sources.slice(sources.length).map((source) => source.path);
-    current = {
-      sources,
-      complete: false,
-      diagnostics: [...instructions.diagnostics, `left out to fit the tool result limit: ${left.join(', ')}`],
-    };
+  if (fits(instructions)) return instructions;
+  const keeping = (count: number): RepositoryInstructions => ({
+    sources: instructions.sources.slice(0, count),
+    complete: false,
+    diagnostics: [
+      ...instructions.diagnostics,
+      `left out to fit the tool result limit: ${instructions.sources
+        .slice(count)
+        .map((source) => source.path)
+        .join(', ')}`,
+    ],
+  });
+  let low = 0;
+  let high = instructions.sources.length - 1;
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (fits(keeping(middle))) low = middle;
+    else high = middle - 1;
   }
-  return current;
+  return keeping(low);
 }
 
+/**
+ * The answers' shapes are checked, not assumed: the toolbox shares its user with the model's
+ * commands, which can write a whole answer line into its output. A read with a guidance part
+ * that is not the contract's (more sources than the toolbox ever sends, a source that is not
+ * text) is bounded as any other result.
+ */
 function isTextRead(result: unknown): result is ReadFileTextResult {
   const read = result as Partial<ReadFileTextResult> | null;
-  return typeof read?.content === 'string' && typeof read.startLine === 'number' && typeof read.endLine === 'number';
+  return (
+    typeof read?.content === 'string' &&
+    typeof read.startLine === 'number' &&
+    typeof read.endLine === 'number' &&
+    (read.instructions === undefined || isInstructions(read.instructions))
+  );
 }
 
-function isInstructions(result: unknown): result is RepositoryInstructions {
+export function isInstructions(result: unknown): result is RepositoryInstructions {
   const instructions = result as Partial<RepositoryInstructions> | null;
-  return Array.isArray(instructions?.sources) && Array.isArray(instructions.diagnostics);
+  return (
+    Array.isArray(instructions?.sources) &&
+    instructions.sources.length <= INSTRUCTIONS_MAX_SOURCES &&
+    instructions.sources.every(
+      (source: unknown) =>
+        typeof (source as { path?: unknown } | null)?.path === 'string' && typeof (source as { content?: unknown }).content === 'string',
+    ) &&
+    Array.isArray(instructions.diagnostics) &&
+    instructions.diagnostics.length <= INSTRUCTIONS_MAX_DIAGNOSTICS + 1 &&
+    instructions.diagnostics.every((diagnostic: unknown) => typeof diagnostic === 'string')
+  );
 }

@@ -4,13 +4,15 @@
 // Bounded: whole sources, the last ones left out (and named) past the bound. Labelled as
 // repository text, which the system prompt says is data, never authority. Pure.
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
-import { dropSources } from './fit-tool-result.ts';
+import { dropSources, isInstructions } from './fit-tool-result.ts';
 
 /** At most this much guidance goes into the first prompt (two whole 32 KiB sources). */
 export const GUIDANCE_PROMPT_MAX_BYTES = 64 * 1_024;
 
 /** The prompt section for the guidance; undefined when the repository has none. */
 export function guidanceSection(instructions: RepositoryInstructions, maxBytes = GUIDANCE_PROMPT_MAX_BYTES): string | undefined {
+  // Not the contract's shape (code in the sandbox can write the toolbox's answer): none.
+  if (!isInstructions(instructions)) return undefined;
   const fit = dropSources(instructions, (kept) => Buffer.byteLength(render(kept), 'utf8') <= maxBytes);
   if (fit.sources.length === 0 && fit.diagnostics.length === 0) return undefined;
   return render(fit);
