@@ -43,22 +43,29 @@ export interface ImageResultInput {
   readonly shownThisStep: number;
 }
 
+/**
+ * Whether an answer is an image read, as the contract has one. The answer is checked, not
+ * trusted: code in the sandbox runs as the toolbox's user and can write a whole answer line
+ * into its output, with any path, media type, size field and content.
+ */
 export function isImageRead(result: unknown): result is ImageRead {
   const read = result as Partial<ImageRead> | null;
   return (
     read?.type === 'image' &&
     typeof read.path === 'string' &&
     typeof read.mediaType === 'string' &&
-    read.mediaType.startsWith('image/') &&
+    /^image\/[a-z0-9][a-z0-9.+-]{0,63}$/.test(read.mediaType) &&
     typeof read.bytes === 'number' &&
     typeof read.content === 'string'
   );
 }
 
 export function decideImageResult({ read, modelAcceptsImages, shownThisStep }: ImageResultInput): ImageResult {
+  // The size the content decodes to, not the answer's own word for it.
+  const bytes = Math.max(read.bytes, Math.floor((read.content.length * 3) / 4));
   const notShown = !modelAcceptsImages
     ? 'not shown: this model does not accept images'
-    : read.bytes > IMAGE_RESULT_LIMIT_BYTES
+    : bytes > IMAGE_RESULT_LIMIT_BYTES
       ? `not shown: images are shown up to ${IMAGE_RESULT_LIMIT_BYTES} bytes; make a smaller copy to look at it`
       : shownThisStep >= IMAGES_PER_STEP
         ? `not shown: at most ${IMAGES_PER_STEP} images are shown per step; read it again in a later step`
@@ -71,7 +78,9 @@ export function decideImageResult({ read, modelAcceptsImages, shownThisStep }: I
 export function describeImage(read: ImageRead, note: string): string {
   const size = imageDimensions(Buffer.from(read.content.slice(0, 64 * 1024), 'base64'));
   const dimensions = size ? `, ${size.width}×${size.height} px` : '';
-  return `[image ${read.mediaType}, ${read.bytes} bytes${dimensions}, ${read.path}: ${note}]`;
+  // A path is at most 4096 bytes on Linux; a longer one is not the toolbox's, and is cut.
+  const path = read.path.length > 4096 ? `${read.path.slice(0, 4096)}…` : read.path;
+  return `[image ${read.mediaType}, ${read.bytes} bytes${dimensions}, ${path}: ${note}]`;
 }
 
 /** Width and height from a PNG, GIF, JPEG or WebP header; undefined when it does not say. */
