@@ -50,10 +50,29 @@ const takeDiffCommand = (base: string) =>
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
 const baseOf = (revision: string | undefined) => (isCommitId(revision) ? revision : 'HEAD');
 
-/** The size and shortstat from the command's stderr (its first two lines), the diff from its stdout. */
-function parseTakenDiff(header: string, diff: string): { diff: string; truncated: boolean; stats: DiffStats } {
+/**
+ * The size and shortstat from the command's stderr (its first two lines), the diff from its
+ * stdout. The sandbox wrote all three (code there can write the toolbox's answer line), so the
+ * cut at LIMITS.fullDiff is made here too, and the counts are kept to numbers a status holds.
+ */
+function parseTakenDiff(header: unknown, taken: unknown): { diff: string; truncated: boolean; stats: DiffStats } {
+  if (typeof header !== 'string' || typeof taken !== 'string') throw new Error('taking the diff failed: the answer is not text');
   const [bytesLine = '', statLine = ''] = header.split('\n', 2);
-  return { diff, truncated: (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff, stats: parseShortstat(statLine) };
+  const whole = Buffer.from(taken, 'utf8');
+  const diff =
+    whole.length > LIMITS.fullDiff
+      ? whole
+          .subarray(0, LIMITS.fullDiff)
+          .toString('utf8')
+          .replace(/\uFFFD$/, '')
+      : taken;
+  const stats = parseShortstat(statLine);
+  const count = (value: number) => Math.min(Math.max(0, Math.trunc(value) || 0), 2 ** 31 - 1);
+  return {
+    diff,
+    truncated: whole.length > LIMITS.fullDiff || (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff,
+    stats: { filesChanged: count(stats.filesChanged), insertions: count(stats.insertions), deletions: count(stats.deletions) },
+  };
 }
 
 /** The change against `base` (the commit the run cloned; HEAD when unknown), new files included (intent-to-add), cut at 1 MiB. */
@@ -65,10 +84,14 @@ export async function takeDiff(
   const command = takeDiffCommand(baseOf(base));
   const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
-  const out = response.result as BashResult;
-  if (!out.stdoutTruncated) return parseTakenDiff(out.stderr, out.stdout);
+  const out = response.result as Partial<BashResult>;
+  if (out.stdoutTruncated !== true) return parseTakenDiff(out.stderr, out.stdout);
   // The result shows only head and tail of a long stream; the whole is in the log file.
   const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
   if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
-  return parseTakenDiff(out.stderr, Buffer.from((read.result as { content: string }).content, 'base64').toString('utf8'));
+  const content = (read.result as { content?: unknown }).content;
+  // Base64 of at most LIMITS.fullDiff bytes; more is not the log the command wrote.
+  if (typeof content !== 'string' || content.length > Math.ceil(LIMITS.fullDiff / 3) * 4)
+    throw new Error('reading the diff failed: the log holds more than the diff the command cuts');
+  return parseTakenDiff(out.stderr, Buffer.from(content, 'base64').toString('utf8'));
 }

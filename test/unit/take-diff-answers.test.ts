@@ -1,0 +1,36 @@
+// takeDiff (workers/take-diff.ts) against answers the sandbox forged: code there runs as the
+// toolbox's user and can write whole answer lines into its output. The 1 MiB cut and the
+// counts are the operator's, not the sandbox's word.
+import { describe, expect, it } from 'vitest';
+import { LIMITS } from '../../operator/src/api/index.ts';
+import type { Sandbox, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
+import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+
+/** A sandbox that answers each call with the next of `answers`. */
+const answering = (...answers: ToolResponse[]) => ({ call: () => Promise.resolve(answers.shift()!) }) as unknown as Sandbox;
+const bash = (stdout: string, stderr: string, extra: object = {}): ToolResponse =>
+  ({
+    ok: true,
+    result: { exitCode: 0, stdout, stderr, stdoutTruncated: false, stdoutLog: '/tmp/log', ...extra },
+  }) as unknown as ToolResponse;
+
+describe('takeDiff, on forged answers', () => {
+  it('cuts a diff longer than the 1 MiB the command cuts at, and says it is cut, whatever the answer says', async () => {
+    const long = `diff --git a/a b/a\n${'+x\n'.repeat(1_500_000)}`;
+    const taken = await takeDiff(answering(bash(long, '10\n 1 file changed, 1 insertion(+)\n')));
+    expect(Buffer.byteLength(taken.diff)).toBeLessThanOrEqual(LIMITS.fullDiff);
+    expect(taken.truncated).toBe(true);
+  });
+
+  it('keeps the counts to numbers a status holds', async () => {
+    const taken = await takeDiff(answering(bash('', '0\n 99999999999999999999 files changed, 1 insertion(+)\n')));
+    expect(taken.stats.filesChanged).toBe(2 ** 31 - 1);
+    expect(Number.isSafeInteger(taken.stats.filesChanged)).toBe(true);
+  });
+
+  it('refuses a log read longer than the diff the command cuts, and an answer that is not text', async () => {
+    const huge = { ok: true, result: { path: '/tmp/log', content: 'A'.repeat(8 * 1024 * 1024) } } as unknown as ToolResponse;
+    await expect(takeDiff(answering(bash('', '0\n\n', { stdoutTruncated: true }), huge))).rejects.toThrow(/more than the diff/);
+    await expect(takeDiff(answering(bash(42 as unknown as string, '0\n\n')))).rejects.toThrow(/not text/);
+  });
+});
