@@ -27,6 +27,24 @@ describe('security #11.11 escapeForDisplay', () => {
     expect(escapeForDisplay('a\tb\r\nc', 'inline').text).toBe('a^Ib^M^Jc');
   });
 
+  it('shows the characters that render as blank or nothing: Hangul fillers (an invisible JavaScript identifier), tags, variation selectors', () => {
+    // `const { timeout,ㅤ} = req.query; exec(ㅤ)` reads as harmless code and runs a command from the request.
+    const backdoor = 'const { timeout,\u3164} = req.query; exec(\u3164);';
+    expect(escapeForDisplay(backdoor).text).toBe('const { timeout,<U+3164>} = req.query; exec(<U+3164>);');
+    for (const [hidden, shown] of [
+      ['\uffa0', '<U+FFA0>'],
+      ['\u115f', '<U+115F>'],
+      ['\u2060', '<U+2060>'],
+      ['\u00ad', '<U+00AD>'],
+      ['\u180e', '<U+180E>'],
+      ['\u034f', '<U+034F>'],
+      ['\ufe0f', '<U+FE0F>'],
+      ['\u{e0041}', '<U+E0041>'],
+      ['\u{e0100}', '<U+E0100>'],
+    ])
+      expect(escapeForDisplay(`a${hidden}b`)).toEqual({ text: `a${shown}b`, escaped: 1 });
+  });
+
   it('leaves ordinary text, emoji with joiners and non-Latin scripts alone', () => {
     const text = 'héllo 世界 👩‍💻 नमस्ते';
     expect(escapeForDisplay(text)).toEqual({ text, escaped: 0 });

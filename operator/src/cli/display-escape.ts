@@ -20,14 +20,18 @@ export interface EscapedText {
   escaped: number;
 }
 
-// C0 controls, DEL, C1 controls; then Unicode that reorders or hides text: the Arabic letter
-// mark, zero-width space, LRM/RLM, line and paragraph separators, the bidi embeddings and
-// overrides (U+202A–U+202E), the isolates (U+2066–U+2069), and the BOM / zero-width no-break
-// space. Joiners (U+200C, U+200D) stay: emoji and several scripts need them.
-const SHOWN_ESCAPED = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
+// C0 controls, DEL, C1 controls; then Unicode that reorders or hides text: every format
+// character (\p{Cf}: the Arabic letter mark, zero-width space, LRM/RLM, the bidi embeddings,
+// overrides and isolates, the BOM, the soft hyphen, invisible operators, tag characters), line
+// and paragraph separators, and the characters that render as blank or nothing but are not
+// spaces: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0; U+3164 is a valid JavaScript
+// identifier, so `exec(ㅤ)` reads as `exec( )`), the combining grapheme joiner and the
+// variation selectors. Joiners (U+200C, U+200D) stay: emoji and several scripts need them.
+const SHOWN_ESCAPED =
+  /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0\u034f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
 
 function visible(character: string): string {
-  const code = character.charCodeAt(0);
+  const code = character.codePointAt(0)!;
   if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
   if (code === 0x7f) return '^?';
   return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
