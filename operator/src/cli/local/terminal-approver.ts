@@ -37,6 +37,25 @@ export interface TerminalApproverOptions {
   onInterrupt?: () => void;
 }
 
+/** Blanks this long or longer are shown counted: a screenful of them scrolled the part that runs out of sight. */
+const BLANK_RUN = 16;
+
+/**
+ * The input as the question shows it: escaped (it is the model's text), and every run of
+ * BLANK_RUN or more spaces and tabs shown as `<N blanks>`. A command such as
+ * `curl … | sh #` followed by thousands of spaces and `npm test` left only `npm test` on the
+ * screen above the question.
+ */
+export function shownInput(input: string): { text: string; escaped: number; blankRuns: number } {
+  const escaped = escapeForDisplay(input);
+  let blankRuns = 0;
+  const text = escaped.text.replace(new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g'), (run) => {
+    blankRuns += 1;
+    return `<${run.length} blanks>`;
+  });
+  return { text, escaped: escaped.escaped, blankRuns };
+}
+
 export function terminalApprover(options: TerminalApproverOptions): Approver {
   return async (request, signal) => {
     const lines = createInterface({ input: options.input, output: options.output, terminal: options.terminal });
@@ -45,14 +64,23 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
     const closed = new Promise<string>((resolve) => lines.once('close', () => resolve('\u0000closed')));
     const ask = async (question: string) => Promise.race([lines.question(question, { signal }), closed]);
     try {
-      const shown = escapeForDisplay(request.input);
-      const what = request.subject ? `${request.subject} with ${request.toolName}` : `${request.toolName} (approval ${request.id})`;
+      const shown = shownInput(request.input);
+      // The run's name and the tool's come from the manifest and the model: one line each, escaped.
+      const name = (text: string) => escapeForDisplay(text, 'inline').text;
+      const what = request.subject
+        ? `${name(request.subject)} with ${name(request.toolName)}`
+        : `${name(request.toolName)} (approval ${name(request.id)})`;
       const bytes = Buffer.byteLength(request.input, 'utf8');
-      options.output.write(`\ncodingrun/${request.runName} wants to run ${what}, input ${bytes} bytes, shown whole:\n${shown.text}\n`);
+      options.output.write(
+        `\ncodingrun/${name(request.runName)} wants to run ${what}, input ${bytes} bytes, shown whole:\n${shown.text}\n`,
+      );
       if (shown.escaped > 0)
         options.output.write(
           `(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`,
         );
+      if (shown.blankRuns > 0) options.output.write(`(${shown.blankRuns} long run(s) of blanks above are shown counted)\n`);
+      // Said again right above the question, in case the input scrolled the first line away.
+      options.output.write(`That is ${what} of codingrun/${name(request.runName)}, ${bytes} bytes.\n`);
       const answer = await ask('Approve? [y/N] ');
       if (answer === '\u0000closed') return { id: request.id, decision: 'deny', reason: 'no answer: the terminal input ended' };
       if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve', sha256: approvalInputSha256(request.input) };
