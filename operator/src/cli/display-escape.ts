@@ -48,6 +48,24 @@ export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): Esca
   return { text: shown, escaped };
 }
 
+/** Blanks this long or longer are shown counted (blankRunsCounted). */
+export const BLANK_RUN = 16;
+
+/**
+ * An approval's input as a person is shown it: every run of BLANK_RUN or more spaces and tabs
+ * as `<N blanks>`. A command such as `curl … | sh #` followed by thousands of spaces and
+ * `npm test` left only `npm test` on the screen above the question. The approval binds the
+ * input's sha256, not what is shown.
+ */
+export function blankRunsCounted(text: string): { text: string; runs: number } {
+  let runs = 0;
+  const shown = text.replace(new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g'), (run) => {
+    runs += 1;
+    return `<${run.length} blanks>`;
+  });
+  return { text: shown, runs };
+}
+
 export const ESCAPE_WARNING =
   'warning: the output holds control or bidirectional characters; they are shown escaped (ESC as ^[, a bidi override as <U+202E>)';
 

@@ -1,6 +1,7 @@
 // Runs one parsed command against a RunClient and prints the result. The order of reads
 // and the stop rules live here; formatting, parsing and decoding are pure modules, and the
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
+import { blankRunsCounted } from './display-escape.ts';
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
 import { answerAnnotations, answerFor, pendingInput } from './approval-answer.ts';
@@ -48,7 +49,7 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       // Security #11.5: the approver sees what the answer's sha256 binds to, before it is written.
       if (answer.decision === 'approve' && !(command.command === 'approve' && command.sha256)) {
         io.out(`Approving ${pending.toolName} call ${pending.id}, input (${pendingInput(pending).bytes} bytes, sha256 ${answer.sha256}):`);
-        io.out(pending.input);
+        io.out(blankRunsCounted(pending.input).text);
       }
       // Who answers, as the API server knows the caller: the approval policy checks it is exactly that.
       const user = await client.whoAmI();

@@ -2,6 +2,7 @@
 // ages are testable and a watch can reformat the same run as time passes.
 import type { CodingRun } from '../api/index.ts';
 import { pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
+import { blankRunsCounted } from './display-escape.ts';
 
 export interface RunRow {
   namespace: string;
@@ -73,10 +74,11 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
     const shown = input.text.slice(0, SHOWN_INPUT_MAX_BYTES);
     return ['', `${header} (too long to show here; the first ${shown.length} characters):`, shown, `... CUT: ${readAll}.`];
   }
+  const counted = blankRunsCounted(input.text);
   return [
     '',
-    `${header}, sha256 ${input.sha256}:`,
-    input.text,
+    `${header}, sha256 ${input.sha256}${counted.runs > 0 ? `, long runs of blanks shown counted` : ''}:`,
+    counted.text,
     // With the sha256 of what was shown: an approve that took whatever is pending when it runs
     // (the run re-created under its name, whose first call is s1-c1 again) approved unseen input.
     `Answer with: kubectl codingrun approve ${name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}   (or: deny ${name} --id ${pending.id} --reason TEXT)`,

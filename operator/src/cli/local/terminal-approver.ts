@@ -8,7 +8,7 @@
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalAnswer } from '../../reconcile/run-agent.ts';
 import { approvalInputSha256 } from '../../reconcile/approval-answer.ts';
-import { escapeForDisplay } from '../display-escape.ts';
+import { blankRunsCounted, escapeForDisplay } from '../display-escape.ts';
 
 export interface ApprovalRequest {
   runName: string;
@@ -37,23 +37,11 @@ export interface TerminalApproverOptions {
   onInterrupt?: () => void;
 }
 
-/** Blanks this long or longer are shown counted: a screenful of them scrolled the part that runs out of sight. */
-const BLANK_RUN = 16;
-
-/**
- * The input as the question shows it: escaped (it is the model's text), and every run of
- * BLANK_RUN or more spaces and tabs shown as `<N blanks>`. A command such as
- * `curl … | sh #` followed by thousands of spaces and `npm test` left only `npm test` on the
- * screen above the question.
- */
+/** The input as the question shows it: escaped (it is the model's text), long blanks counted. */
 export function shownInput(input: string): { text: string; escaped: number; blankRuns: number } {
   const escaped = escapeForDisplay(input);
-  let blankRuns = 0;
-  const text = escaped.text.replace(new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g'), (run) => {
-    blankRuns += 1;
-    return `<${run.length} blanks>`;
-  });
-  return { text, escaped: escaped.escaped, blankRuns };
+  const counted = blankRunsCounted(escaped.text);
+  return { text: counted.text, escaped: escaped.escaped, blankRuns: counted.runs };
 }
 
 export function terminalApprover(options: TerminalApproverOptions): Approver {
