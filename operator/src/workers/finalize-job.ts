@@ -15,20 +15,30 @@ import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { takeDiff } from './take-diff.ts';
-import { takeFinalDiff } from './keep-diff.ts';
+import { TAKE_DIFF_TIMEOUT_MS, takeFinalDiff } from './keep-diff.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
 import { finishedResult, verifyWork } from './verify-work.ts';
 import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
 /**
  * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
- * not written again (a finished run costs no more requests than before snapshots).
+ * not written again (a finished run costs no more requests than before snapshots). Bounded as
+ * takeFinalDiff is: a sandbox that never answers (the model's code stopped the toolbox) held a
+ * worker slot for a call's whole default deadline, half an hour, at each try.
  */
-async function finalDiff(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<KeptDiff> {
+export async function finalDiff(
+  deps: Pick<AgentDependencies, 'sandboxes' | 'resources' | 'logger'>,
+  run: ParsedCodingRun,
+  state: RunState,
+): Promise<KeptDiff> {
   const sandbox = deps.sandboxes.for(run);
   const snapshot = state.diffSnapshot;
   if (!snapshot) return takeFinalDiff(deps, run, sandbox, state.revision);
-  const { diff, truncated, stats } = await takeDiff(sandbox, {}, state.revision);
+  const { diff, truncated, stats } = await takeDiff(
+    sandbox,
+    { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
+    state.revision,
+  );
   if (diffSha(diff) === snapshot.sha256) return { source: 'final', diff, truncated, ...stats, configMap: snapshot.configMap };
   return takeFinalDiff(deps, run, sandbox, state.revision);
 }
