@@ -6,9 +6,10 @@ export interface DiffStats {
 }
 
 export function parseShortstat(text: string): DiffStats {
-  // The line comes from the sandbox: a long one of digits took these patterns seconds.
+  // The line comes from the sandbox: a long one of digits took these patterns seconds, and a
+  // count of 1e20 failed the status write. Counts are kept to what a status holds.
   const line = text.slice(0, 200);
-  const number = (pattern: RegExp) => Number(pattern.exec(line)?.[1] ?? 0);
+  const number = (pattern: RegExp) => Math.min(Number(pattern.exec(line)?.[1] ?? 0), 2 ** 31 - 1);
   return {
     filesChanged: number(/(\d+) files? changed/),
     insertions: number(/(\d+) insertions?\(\+\)/),

@@ -7,6 +7,7 @@
 // least twice.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
+import { boundText } from '../record/transcript-entry.ts';
 import { parseShortstat, type DiffStats } from './diff-stats.ts';
 import { isCommitId } from '../api/commit-id.ts';
 
@@ -58,20 +59,11 @@ const baseOf = (revision: string | undefined) => (isCommitId(revision) ? revisio
 function parseTakenDiff(header: unknown, taken: unknown): { diff: string; truncated: boolean; stats: DiffStats } {
   if (typeof header !== 'string' || typeof taken !== 'string') throw new Error('taking the diff failed: the answer is not text');
   const [bytesLine = '', statLine = ''] = header.split('\n', 2);
-  const whole = Buffer.from(taken, 'utf8');
-  const diff =
-    whole.length > LIMITS.fullDiff
-      ? whole
-          .subarray(0, LIMITS.fullDiff)
-          .toString('utf8')
-          .replace(/\uFFFD$/, '')
-      : taken;
-  const stats = parseShortstat(statLine);
-  const count = (value: number) => Math.min(Math.max(0, Math.trunc(value) || 0), 2 ** 31 - 1);
+  const diff = boundText(taken, LIMITS.fullDiff);
   return {
-    diff,
-    truncated: whole.length > LIMITS.fullDiff || (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff,
-    stats: { filesChanged: count(stats.filesChanged), insertions: count(stats.insertions), deletions: count(stats.deletions) },
+    diff: diff.text,
+    truncated: diff.cutFrom !== undefined || (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff,
+    stats: parseShortstat(statLine),
   };
 }
 
