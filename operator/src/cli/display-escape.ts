@@ -50,6 +50,7 @@ export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): Esca
 
 /** Blanks this long or longer are shown counted (blankRunsCounted). */
 export const BLANK_RUN = 16;
+const BLANK_RUNS = new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g');
 
 /**
  * An approval's input as a person is shown it: every run of BLANK_RUN or more spaces and tabs
@@ -59,7 +60,7 @@ export const BLANK_RUN = 16;
  */
 export function blankRunsCounted(text: string): { text: string; runs: number } {
   let runs = 0;
-  const shown = text.replace(new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g'), (run) => {
+  const shown = text.replace(BLANK_RUNS, (run) => {
     runs += 1;
     return `<${run.length} blanks>`;
   });

@@ -88,9 +88,10 @@ export class ScheduleReconciler {
       await kube.deleteRun(namespace, runName);
     let status: CodingScheduleStatus = decision.status;
     if (decision.create && runSpec) {
+      const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
       let created: CodingRun;
       try {
-        created = await kube.createRun(scheduledRunObject(schedule, spec, runSpec, decision.create, template));
+        created = await kube.createRun(manifest);
       } catch (error) {
         const refusal = apiRefusal(error);
         if (!refusal) throw error;
@@ -99,7 +100,6 @@ export class ScheduleReconciler {
         // The run is not recorded as scheduled; it is tried again.
         // The refusal names the run the API server would have made, a new name at each try:
         // without it, the same refusal leaves the status and the Events as they are.
-        const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
         const message =
           `The API server refused the run due at ${decision.create.toISOString()}: ` +
           `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +
