@@ -339,7 +339,8 @@ async function publish(
           'ask an admin to add it to the operator config publish.forges (kind github, gitlab or gitea)',
       );
     }
-    const base = namedBase ?? defaultBranch ?? (await forge.defaultBranch());
+    // With a forge, the default branch is known by now: git said it, or the forge did above.
+    const base = namedBase ?? defaultBranch!;
     const wanted = { title: plan.pullRequest.title, body: plan.pullRequest.body, draft: plan.pullRequest.draft };
     const existing = await forge.findOpenPullRequest(plan.branch, base);
     const decision = decidePullRequest(existing, wanted);
