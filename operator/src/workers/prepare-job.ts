@@ -129,6 +129,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
     timings.push(timing('Import', importStarted!, deps.now()));
+    // The guidance is read before the setup, and nothing after the setup can fail but the
+    // state's creation: a prepare that fails is retried from the clone, and a setup that
+    // already ran would run again (a second `git apply` in it fails the run).
+    if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
     if (spec.sandbox.setup) {
       const setupStarted = deps.now();
       const response = await sandbox.call({
@@ -146,15 +150,13 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
         throw new RunFailure(REASONS.SetupFailed, FAILURE_MESSAGES.setupFailed(why, output));
       }
       timings.push(timing('Setup', setupStarted, deps.now()));
-      const fresh = await deps.getRun(ref.namespace, ref.name);
-      if (fresh)
-        await deps.events.record(fresh, {
-          type: 'Normal',
-          reason: EVENT_REASONS.SetupDone,
-          message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}`,
-        });
+      // Not a fresh read of the run: a failed read here would redo the setup. (An Event is never thrown.)
+      await deps.events.record(run, {
+        type: 'Normal',
+        reason: EVENT_REASONS.SetupDone,
+        message: `Setup command finished: ${spec.sandbox.setup.slice(0, 200)}`,
+      });
     }
-    if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
   } finally {
     await archiveReady.catch(() => undefined);
     // Started, not awaited: the clone's files go while the run starts (awaited below). Measured
