@@ -4,6 +4,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 
 const NAMESPACE = 'crd-test';
@@ -153,6 +155,23 @@ describe('the CodingRun CRD on a real API server', () => {
       withSpec('bad-approval-timeout', (s) => (s.approval = { timeout: '1d' })),
       /spec\.approval\.timeout: Invalid value: "1d"/,
     ],
+    // Unbounded, these made a sandbox pod whose activeDeadlineSeconds (budget.timeout plus
+    // maxSteps approval waits) the API server refuses: the run was accepted, then waited Pending.
+    [
+      'a budget timeout past 720h',
+      withSpec('long-timeout', (s) => (s.budget = { timeout: '720h1s' })),
+      /spec\.budget\.timeout: Invalid value: "string": must be at most 720h/,
+    ],
+    [
+      'an approval timeout past 168h',
+      withSpec('long-approval', (s) => (s.approval = { tools: ['bash'], timeout: '1000000h' })),
+      /spec\.approval\.timeout: Invalid value: "string": must be at most 168h/,
+    ],
+    [
+      'a budget timeout too long for a duration',
+      withSpec('overflow-timeout', (s) => (s.budget = { timeout: '99999999999999999999h' })),
+      /spec\.budget\.timeout/,
+    ],
     [
       'an unknown tool name',
       withSpec('bad-tool', (s) => (s.tools = { allow: ['read_file', 'rm_rf'] })),
@@ -189,6 +208,16 @@ describe('the CodingRun CRD on a real API server', () => {
       /spec\.sandbox\.resources\.limits\.memory/,
     ],
   ];
+
+  it('accepts the longest timeouts, as the operator does', async () => {
+    const longest = withSpec('longest-timeouts', (s) => {
+      s.budget = { timeout: '719h60m' };
+      s.approval = { tools: ['bash'], timeout: '168h' };
+    });
+    const result = await apply(longest);
+    expect(result.stderr).toBe('');
+    expect(parseSpec(longest as unknown as CodingRun).ok).toBe(true);
+  });
 
   it.each(invalid)('refuses %s and names the field', async (_, manifest, message) => {
     const result = await apply(manifest);

@@ -73,6 +73,15 @@ describe('buildSandboxPod', () => {
     expect(pod.spec!.restartPolicy).toBe('Never');
   });
 
+  it('holds the longest timeouts the schema takes within what the API server allows (2^31 - 1 s)', () => {
+    const longest = buildSandboxPod(
+      parsedRun({ budget: { maxSteps: 1000, timeout: '720h' }, approval: { tools: ['bash'], timeout: '168h' } }),
+      config,
+    );
+    expect(longest.spec!.activeDeadlineSeconds).toBe(720 * 3600 + 1000 * 168 * 3600 + 2 * config.deadlineGraceSeconds);
+    expect(longest.spec!.activeDeadlineSeconds).toBeLessThanOrEqual(2 ** 31 - 1);
+  });
+
   it('passes plain env values and points the toolbox at the workspace', () => {
     expect(container.env).toEqual(
       expect.arrayContaining([

@@ -3,7 +3,7 @@
 // by `make crds`, and the operator parses every run with it before acting.
 import { z } from 'zod';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
-import { DURATION_PATTERN } from './duration.ts';
+import { DURATION_PATTERN, durationMs, parseDuration } from './duration.ts';
 import { EGRESS_ALLOW_MAX, EGRESS_PATTERN, EGRESS_PATTERN_MAX, EGRESS_PATTERN_MESSAGE } from './egress-pattern.ts';
 import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
 import { PROVIDER_NAMES } from './providers.ts';
@@ -15,13 +15,32 @@ import { verifySpec } from './verify-spec.ts';
 // happy path; whether a URL is allowed at all is the operator's allowRepo check.
 const NOT_OPTION_LIKE = '^[^-\\s][^\\s]*$';
 
-const duration = (description: string, fallback: string) =>
-  z
+/** Longest spec.budget.timeout: 30 days. */
+export const BUDGET_TIMEOUT_MAX = '720h';
+/** Longest spec.approval.timeout: a week. */
+export const APPROVAL_TIMEOUT_MAX = '168h';
+
+/**
+ * A duration of at most `max`. Unbounded, a timeout the schema let through could make a pod
+ * the API server refuses (activeDeadlineSeconds is at most 2^31 - 1 s, and the sandbox's is
+ * budget.timeout plus maxSteps approval waits): the run then waited Pending for ever.
+ */
+const duration = (description: string, fallback: string, max: string) => {
+  const rule: CrossFieldRule<string> = {
+    rule: `duration(self) <= duration('${max}')`,
+    message: `must be at most ${max}`,
+    reason: 'FieldValueInvalid',
+    holds: (text) => (parseDuration(text) ?? 0) <= durationMs(max),
+  };
+  return z
     .string()
     .max(64)
     .regex(new RegExp(DURATION_PATTERN), { message: 'must be a duration such as 90s, 30m or 1h30m' })
+    .refine(rule.holds, { message: rule.message })
+    .meta({ 'x-kubernetes-validations': celValidations([rule]) })
     .default(fallback)
-    .describe(`${description} A duration such as 90s, 30m or 1h30m (units ms, s, m, h). Default ${fallback}.`);
+    .describe(`${description} A duration such as 90s, 30m or 1h30m (units ms, s, m, h), at most ${max}. Default ${fallback}.`);
+};
 
 const toolName = z.enum(TOOL_NAMES).describe('A coding tool name.');
 
@@ -184,7 +203,7 @@ export const approvalSpec = z
       .default([])
       .meta({ 'x-kubernetes-list-type': 'set' })
       .describe('Calls of these tools wait for a human to approve or deny them (kubectl codingrun approve|deny). Default: none.'),
-    timeout: duration('How long a call waits for an answer; after it the call is denied and the run goes on.', '24h'),
+    timeout: duration('How long a call waits for an answer; after it the call is denied and the run goes on.', '24h', APPROVAL_TIMEOUT_MAX),
     publish: z
       .boolean()
       .optional()
@@ -219,6 +238,7 @@ export const budgetSpec = z
     timeout: duration(
       'Wall-clock time from the start of the run to its end. Past it the run fails with DeadlineExceeded and keeps its partial diff.',
       '30m',
+      BUDGET_TIMEOUT_MAX,
     ),
   })
   .describe('Limits on the run. May be changed while the run is active; the change applies at the next step.');
@@ -278,7 +298,11 @@ export const sandboxSpec = z
       .min(1)
       .max(10_000)
       .optional()
-      .describe('Shell command run once in the workspace before the first step, such as "npm ci". Its output is bounded and reported.'),
+      .describe(
+        'Shell command run once in the workspace before the first step, such as "npm ci". Its output is bounded and reported. ' +
+          'It runs again, on a fresh import of the clone, only if the operator stops or loses Redis while it runs or just after it: ' +
+          'keep it safe to repeat.',
+      ),
     env: z
       .array(envVar)
       .max(64)
