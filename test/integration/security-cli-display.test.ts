@@ -173,6 +173,24 @@ describe('security #11.11 model-controlled bytes cannot drive the terminal', () 
     expect(result.stdout.match(/warning: the output holds control/g)).toHaveLength(1);
   });
 
+  it('get NAME through a pipe (`| grep`, `| head` pass ESC on to the terminal) shows it escaped too', async () => {
+    const result = await codingrun('get', 'hostile-input', '-n', NAMESPACE);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('# harmless<U+009B>2K user<U+202E> txt.exe');
+    expect(result.stdout).not.toContain('\u009b');
+    expect(result.stdout).not.toContain('\u202E');
+    expect(result.stderr).toContain('warning: the output holds control or bidirectional characters');
+    expect(result.stderr).toContain('the exact text is in kubectl get codingrun NAME -o yaml');
+  });
+
+  it('get --input through a pipe is data: the exact bytes its sha256 names', async () => {
+    const { input } = waitingOn(HOSTILE);
+    const result = await codingrun('get', 'hostile-input', '-n', NAMESPACE, '--input');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${input}\n`);
+    expect(sha256(result.stdout.slice(0, -1))).toBe(sha256(input));
+  });
+
   it('diff redirected keeps the exact bytes, so the patch still applies', async () => {
     const result = await codingrun('diff', 'hostile-diff', '-n', NAMESPACE);
     expect(result.code).toBe(0);

@@ -71,9 +71,9 @@ export const ESCAPE_WARNING =
   'warning: the output holds control or bidirectional characters; they are shown escaped (ESC as ^[, a bidi override as <U+202E>)';
 
 /**
- * One output stream's view of escaping: on a terminal, text is escaped and the first escape
- * prints one warning; elsewhere (a pipe, a file) the bytes go out exactly, so a redirected
- * diff still applies.
+ * One output stream's view of escaping: with `terminal` (a terminal, or a person's text on
+ * its way through a pipe: exact-output.ts), text is escaped and the first escape prints one
+ * warning; otherwise the bytes go out exactly, so a redirected diff still applies.
  */
 export class TerminalText {
   private warned = false;

@@ -6,6 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { TerminalText } from './display-escape.ts';
 import { CliError } from './errors/cli-error.ts';
 import { UsageError } from './errors/usage-error.ts';
+import { exactTextHint, printsExactBytes } from './exact-output.ts';
 import { executeCommand } from './execute-command.ts';
 import { parseArguments, type Command } from './parse-arguments.ts';
 import { createRunClient } from './run-client.ts';
@@ -36,9 +37,16 @@ export async function main(argv: readonly string[]): Promise<number> {
   process.once('SIGTERM', () => abort.abort());
   // Security #11.11: runs' text is model-controlled; a terminal shows its control characters
   // (escaped, with one warning) instead of obeying them. A redirected stdout keeps the exact
-  // bytes, so a diff saved to a file still applies; stderr is only ever read by people.
+  // bytes only for data (exact-output.ts), so a diff saved to a file still applies; text for a
+  // person is escaped through a pipe too. stderr is only ever read by people.
   const warn = (line: string) => process.stderr.write(`${line}\n`);
-  const stdout = new TerminalText({ terminal: process.stdout.isTTY === true, warn, hint: 'redirect stdout to a file for the exact bytes' });
+  const stdoutText = (command?: Command) =>
+    new TerminalText({
+      terminal: process.stdout.isTTY === true || (command !== undefined && !printsExactBytes(command)),
+      warn,
+      hint: exactTextHint(command),
+    });
+  let stdout = stdoutText();
   const stderr = new TerminalText({ terminal: true, warn });
   const io = {
     out: (text: string) => process.stdout.write(`${stdout.show(text)}\n`),
@@ -48,6 +56,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   };
   try {
     const command = parseArguments(argv);
+    stdout = stdoutText(command);
     // run --local needs no cluster, hence no kubeconfig; its workers (BullMQ, the model SDKs)
     // load only for it, so the other commands start fast.
     if (command.command === 'run') {

@@ -1,0 +1,28 @@
+// Which commands keep their bytes through a redirect (data) and which are escaped wherever
+// they go (text for a person): cli/exact-output.ts.
+import { describe, expect, it } from 'vitest';
+import { exactTextHint, printsExactBytes } from '../../operator/src/cli/exact-output.ts';
+import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
+
+describe('printsExactBytes', () => {
+  it.each([
+    [['diff', 'r'], true],
+    [['get', 'r', '--input'], true],
+    [['logs', 'r', '-o', 'json'], true],
+    [['eval', 'report', 'e', '-o', 'json'], true],
+    [['get'], false],
+    [['get', 'r'], false],
+    [['get', '-w'], false],
+    [['logs', 'r'], false],
+    [['eval', 'report', 'e'], false],
+    [['approve', 'r'], false],
+    [['cancel', 'r'], false],
+  ])('%j: %s', (argv, exact) => {
+    expect(printsExactBytes(parseArguments(argv))).toBe(exact);
+  });
+
+  it('points a person at the exact text where a redirect would not give it', () => {
+    expect(exactTextHint(parseArguments(['diff', 'r']))).toContain('redirect stdout');
+    expect(exactTextHint(parseArguments(['get', 'r']))).toContain('-o yaml');
+  });
+});
