@@ -10,7 +10,8 @@ import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAIL_BYTES } from './contract/limits.ts';
 import { BASH_PRELUDE } from './bash-script.ts';
-import { startBackgroundJob, stopAllJobs } from './bash-jobs.ts';
+import { startBackgroundJob } from './bash-jobs.ts';
+import { stopLeftoverProcesses } from './leftover-processes.ts';
 import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
@@ -39,8 +40,8 @@ export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>)
   const cwd = input.cwd === undefined ? '' : await guardCwd(context, input.cwd);
   await mkdir(path.join(context.home, 'bash'), { recursive: true });
   if (context.cleanShell && input.background) throw new ToolboxError('INVALID_INPUT', 'A clean shell runs in the foreground only');
-  // The operator's check: no job the model left running may touch the workspace meanwhile.
-  if (context.cleanShell) await stopAllJobs(context);
+  // The operator's check: nothing the model left running may touch the workspace meanwhile.
+  if (context.cleanShell) await stopLeftoverProcesses(context);
   if (input.background) return startBackgroundJob(context, shell, cwd, input.command);
   return runForeground(context, shell, cwd, input.command, Math.min(input.timeoutMs ?? BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS));
 }

@@ -89,20 +89,24 @@ describe.skipIf(unavailable !== '')(`the Sandbox contract on the real node${unav
   });
 
   for (const mode of ['call', 'serve'] as const) {
-    describeSandboxContract(`real node, Kubernetes exec (${mode})`, async (options) => {
-      const podName = await takePod();
-      const sandbox = createKubernetesSandbox({
-        kubeConfig,
-        namespace,
-        podName,
-        container: SANDBOX_CONTAINER,
-        // The operator's default: the toolbox bundled in the image.
-        toolboxCommand: realNodeOperatorConfig(inject('realNodeSandboxImage')).toolboxCommand,
-        mode,
-        defaultTimeoutMs: 60_000,
-        ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
-      });
-      return { sandbox, cleanup: () => deletePod(podName) };
-    });
+    describeSandboxContract(
+      `real node, Kubernetes exec (${mode})`,
+      async (options) => {
+        const podName = await takePod();
+        const sandbox = createKubernetesSandbox({
+          kubeConfig,
+          namespace,
+          podName,
+          container: SANDBOX_CONTAINER,
+          // The operator's default: the toolbox bundled in the image.
+          toolboxCommand: realNodeOperatorConfig(inject('realNodeSandboxImage')).toolboxCommand,
+          mode,
+          defaultTimeoutMs: 60_000,
+          ...(options?.maxResponseBytes ? { maxResponseBytes: options.maxResponseBytes } : {}),
+        });
+        return { sandbox, cleanup: () => deletePod(podName) };
+      },
+      { ownContainer: true },
+    );
   }
 });

@@ -16,7 +16,20 @@ export interface SandboxContractOptions {
   maxResponseBytes?: number;
 }
 
-export function describeSandboxContract(name: string, makeSandbox: (options?: SandboxContractOptions) => Promise<SandboxUnderTest>): void {
+export interface SandboxTraits {
+  /**
+   * The toolbox runs in the sandbox container, whose every other process the run started
+   * (the real node). A local or kwok toolbox is a process of this machine: there it stops only
+   * the model's jobs, and a test that leaves a daemon would leave it on the host.
+   */
+  ownContainer?: boolean;
+}
+
+export function describeSandboxContract(
+  name: string,
+  makeSandbox: (options?: SandboxContractOptions) => Promise<SandboxUnderTest>,
+  traits: SandboxTraits = {},
+): void {
   describe(`Sandbox contract: ${name}`, () => {
     async function withSandbox(test: (sandbox: Sandbox) => Promise<void>, options?: SandboxContractOptions): Promise<void> {
       const { sandbox, cleanup } = await makeSandbox(options);
@@ -154,6 +167,24 @@ export function describeSandboxContract(name: string, makeSandbox: (options?: Sa
         const check = await sandbox.call({ tool: 'bash', input: { command: 'sleep 0.5; cat test/a.test.sh' }, clean: true });
         expect(check.ok && (check.result as { stdout: string }).stdout).toBe('exit 1\n');
       }));
+
+    it.skipIf(!traits.ownContainer)('stops every process the model left, one in no job included, before a restore and a clean check', () =>
+      withSandbox(async (sandbox) => {
+        const loop = "while true; do echo 'exit 0' > test/a.test.sh; sleep 0.05; done";
+        const started = await sandbox.call({
+          tool: 'bash',
+          input: { command: `mkdir -p test; nohup sh -c "${loop}" > /dev/null 2>&1 < /dev/null & echo $!` },
+        });
+        const pid = started.ok ? (started.result as { stdout: string }).stdout.trim() : '';
+        expect(pid).toMatch(/^[0-9]+$/);
+        await sandbox.importTree(chunked(makeTar([{ name: 'test/a.test.sh', content: 'exit 1\n' }]), 512), { prune: ['test/**'] });
+        const check = await sandbox.call({ tool: 'bash', input: { command: 'sleep 0.5; cat test/a.test.sh' }, clean: true });
+        expect(check.ok && (check.result as { stdout: string }).stdout).toBe('exit 1\n');
+        // Gone (tini reaps it), and the session that asked still answers.
+        const after = await sandbox.call({ tool: 'bash', input: { command: `cut -d' ' -f3 /proc/${pid}/stat 2>/dev/null || echo gone` } });
+        expect(after.ok && (after.result as { stdout: string }).stdout.trim()).toMatch(/^(gone|Z)$/);
+      }),
+    );
 
     it('answers concurrent requests, each with its own result', () =>
       withSandbox(async (sandbox) => {

@@ -8,6 +8,7 @@ import { runNameLabel, sandboxPodName } from './names.ts';
 import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
 import { egressEnv } from './sandbox-egress.ts';
+import { IDLE_SCRIPT } from '../../../sandbox-image/toolbox/contract/sandbox-init.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 export const WORKSPACE_PATH = '/workspace';
@@ -41,9 +42,8 @@ export function ownerReference(run: ParsedCodingRun) {
 }
 
 // Idle on node, which every sandbox has (the default image ships it, a custom image gets
-// it from the init container). PID 1 ignores SIGTERM unless it handles it, so handle it:
-// deleting the pod should not wait for the grace period.
-export const IDLE_SCRIPT = "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)";
+// it from the init container). The toolbox knows its sandbox container by it.
+export { IDLE_SCRIPT };
 
 /** The pod-level half of the restricted profile, shared by sandbox pods and the isolation probe's pod. */
 export const restrictedPodSecurity = {

@@ -7,3 +7,4 @@ export * from './tool-schemas.ts';
 export * from './tool-descriptions.ts';
 export type * from './tool-results.ts';
 export * from './protocol.ts';
+export * from './sandbox-init.ts';
