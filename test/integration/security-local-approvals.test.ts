@@ -145,6 +145,30 @@ describe('security #11.13 run --local asks before running spec.sandbox.setup on 
     expect(existsSync(marker)).toBe(true);
   });
 
+  it.skipIf(!hasScript)(
+    'asks before each spec.verify check, showing what the model changed that the check will run',
+    async () => {
+      const marker = path.join(work, 'verify-ran-tty');
+      const writes = (content: string) => ({ toolCalls: [{ toolName: 'write_file', input: { path: 'check.sh', content } }] });
+      const file = manifest('verify-tty', [writes('exit 1\n'), { text: 'done' }, writes(`touch '${marker}'\n`), { text: 'done again' }], {
+        approval: { tools: ['bash'] },
+        verify: { command: 'sh check.sh', retries: 1 },
+      });
+      const { code, output } = await runOnTerminal(file, ['y', 'y']);
+      const questions = output.split('Approve? [y/N]').slice(0, -1);
+      // The command alone says nothing of check.sh, which the model wrote: the question names it.
+      expect(questions).toHaveLength(2);
+      for (const question of questions) {
+        expect(question).toContain('wants to run spec.verify.command with bash');
+        expect(question).toContain('what the model changed runs too');
+        expect(question).toMatch(/git status there:\r?\n [A?] check\.sh\r?\n/);
+      }
+      expect(code).toBe(0);
+      expect(existsSync(marker)).toBe(true);
+    },
+    120_000,
+  );
+
   it('runs setup without asking when bash is not gated', async () => {
     const marker = path.join(work, 'setup-ran-ungated');
     const result = await runPiped(manifest('setup-ungated', [{ text: 'done' }], { sandbox: { setup: `touch '${marker}'` } }));

@@ -73,8 +73,32 @@ async function createRunSandbox(
   return { sandbox, base };
 }
 
-/** Asks whether spec.sandbox.setup (or spec.verify.command) may run on this machine; the command is shown whole. */
-export type SetupApprover = (run: ParsedCodingRun, command: string, subject?: GatedCommand) => Promise<ApprovalAnswer>;
+/**
+ * Asks whether spec.sandbox.setup (or spec.verify.command) may run on this machine; the command
+ * is shown whole, and `note` under it.
+ */
+export type SetupApprover = (run: ParsedCodingRun, command: string, subject?: GatedCommand, note?: string) => Promise<ApprovalAnswer>;
+
+/** Most lines of git status the verify question shows. */
+const CHANGED_LINES_SHOWN = 40;
+
+/**
+ * What the verify question says under the command: the check runs the workspace as the model
+ * left it, so `npm test` runs a package.json script the model rewrote. git status, from the
+ * toolbox's git_diff (the model cannot have written .git: the file tools refuse it, and bash
+ * is gated), bounded.
+ */
+export async function verifyNote(sandbox: Sandbox): Promise<string> {
+  const response = await sandbox.call({ tool: 'git_diff', input: {} }).catch((error: unknown) => ({ ok: false as const, error }));
+  const status = response.ok ? (response.result as { status?: unknown }).status : undefined;
+  const lines = typeof status === 'string' ? status.split('\n').filter((line) => line !== '') : undefined;
+  const head = 'It runs in the workspace as the model left it, so what the model changed runs too (a script, a Makefile, a test).';
+  if (!lines) return `${head} What changed could not be read.`;
+  if (lines.length === 0) return `${head} The model changed nothing.`;
+  const shown = lines.slice(0, CHANGED_LINES_SHOWN).join('\n');
+  const more = lines.length > CHANGED_LINES_SHOWN ? `\n... and ${lines.length - CHANGED_LINES_SHOWN} more` : '';
+  return `${head} git status there:\n${shown}${more}`;
+}
 
 export type GatedCommand = 'spec.sandbox.setup' | 'spec.verify.command';
 
@@ -126,7 +150,6 @@ export class LocalSandboxFactory {
     let closed: Promise<void> | undefined;
     // Asked once per run: a retried prepare job must not ask again, nor run a denied setup.
     let setupAnswer: Promise<ApprovalAnswer> | undefined;
-    let verifyAnswer: Promise<ApprovalAnswer> | undefined;
     const sandbox: Sandbox = {
       call: async (request, options) => {
         if (isGatedSetup(run, request)) {
@@ -136,11 +159,11 @@ export class LocalSandboxFactory {
           const answer = await setupAnswer;
           if (answer.decision !== 'approve') return setupDenied(answer);
         }
+        // Asked at every check, not once: a check after a retry runs what the model changed since.
         if (isGatedVerify(run, request)) {
-          verifyAnswer ??= this.approveSetup
-            ? this.approveSetup(run, run.spec.verify!.command, 'spec.verify.command')
-            : Promise.resolve({ id: 'verify', decision: 'deny', reason: 'no way to ask' });
-          const answer = await verifyAnswer;
+          const answer = this.approveSetup
+            ? await this.approveSetup(run, run.spec.verify!.command, 'spec.verify.command', await verifyNote((await creating).sandbox))
+            : { id: 'verify', decision: 'deny' as const, reason: 'no way to ask' };
           if (answer.decision !== 'approve') return verifyDenied(answer);
         }
         return (await creating).sandbox.call(request, options);

@@ -98,7 +98,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
   process.once('exit', killRedis);
   const approver = chooseApprover(io, command.file);
   // Security #11.13: setup runs on this machine, so it is asked like a bash call (withdrawn on Ctrl-C).
-  const approveSetup = (current: CodingRun, command: string, subject: GatedCommand = 'spec.sandbox.setup') =>
+  const approveSetup = (current: CodingRun, command: string, subject: GatedCommand = 'spec.sandbox.setup', note?: string) =>
     approver(
       {
         runName: current.metadata.name,
@@ -106,6 +106,7 @@ export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<n
         toolName: 'bash',
         input: command,
         subject,
+        ...(note ? { note } : {}),
       },
       signal,
     );

@@ -18,6 +18,8 @@ export interface ApprovalRequest {
   input: string;
   /** What is asked about when it is not a tool call of the model's, e.g. "spec.sandbox.setup". */
   subject?: string;
+  /** Said under the input, e.g. what the model changed that a check will run. */
+  note?: string;
 }
 
 /** Answers one request; gives up (rejects) when the signal aborts. */
@@ -67,6 +69,8 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
           `(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`,
         );
       if (shown.blankRuns > 0) options.output.write(`(${shown.blankRuns} long run(s) of blanks above are shown counted)\n`);
+      // The note holds file names the model chose: escaped as the input is.
+      if (request.note) options.output.write(`${blankRunsCounted(escapeForDisplay(request.note).text).text}\n`);
       // Said again right above the question, in case the input scrolled the first line away.
       options.output.write(`That is ${what} of codingrun/${name(request.runName)}, ${bytes} bytes.\n`);
       const answer = await ask('Approve? [y/N] ');
