@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CoreV1Event } from '@kubernetes/client-node';
+import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
@@ -1014,6 +1015,44 @@ describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
         counted.set(String(labels.direction), (counted.get(String(labels.direction)) ?? 0) + value);
       }
       expect(Object.fromEntries(counted)).toEqual({ input: usage.inputTokens, output: usage.outputTokens });
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('a compaction whose next call fails (#13.10)', () => {
+  it("still counts the compaction's tokens in chamvi_tokens_total, under the model label 'script'", async () => {
+    const h = await harness({
+      turns: [
+        { toolCalls: [bash('seq 1 3000')], usage: { inputTokens: 100, outputTokens: 7 } },
+        { ...answers, usage: { inputTokens: 300, outputTokens: 11 } },
+      ],
+      contextWindow: 1024,
+    });
+    // The provider fails the call with tools after the summary (the summary call has none).
+    const models = h.deps.models;
+    let failing = false;
+    h.deps.models = async (...args) => {
+      const model = (await models(...args)) as LanguageModelV4;
+      return Object.assign(Object.create(model) as LanguageModelV4, {
+        doGenerate: (options: Parameters<LanguageModelV4['doGenerate']>[0]) => {
+          if (failing && options.tools?.length) throw new Error('the provider is down');
+          return model.doGenerate(options);
+        },
+      });
+    };
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      failing = true;
+      await expect(runAgentJob(h.deps, step(1)(h))).rejects.toThrow('the provider is down');
+      const counted = new Map<string, number>();
+      for (const { labels, value } of (await h.deps.metrics.tokens.get()).values) {
+        expect(labels.model).toBe('script');
+        counted.set(String(labels.direction), (counted.get(String(labels.direction)) ?? 0) + value);
+      }
+      // Step 1's call (100 in, 7 out) and the summary of it, which replays turn 0 (100 in, 7 out).
+      expect(Object.fromEntries(counted)).toEqual({ input: 200, output: 14 });
     } finally {
       await h.close();
     }

@@ -107,9 +107,9 @@ describe('decide: accepting a new run', () => {
       /Secret agents\/llm named in spec.model.apiKeySecretRef does not exist/,
     ],
     [
-      'a Secret without the key',
+      'a Secret offered to runs without the key',
       {},
-      { references: { secrets: { llm: ['token'] }, configMaps: {} } },
+      { references: { secrets: { llm: ['token'] }, configMaps: {}, secretLabels: { llm: { 'chamvi.dev/usable-by-runs': 'true' } } } },
       'SecretNotFound',
       /has no key "apiKey"/,
     ],

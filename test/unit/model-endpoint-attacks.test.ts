@@ -17,6 +17,8 @@ import { ModelResponseInvalidError } from '../../operator/src/providers/errors/m
 import { validateRun } from '../../operator/src/reconcile/validate-run.ts';
 import { endpointCheckedModelFactory } from '../../operator/src/workers/endpoint-checked-model-factory.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
+import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
+import { withCallingPolicy } from '../../operator/src/providers/with-calling-policy.ts';
 
 const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
@@ -96,11 +98,11 @@ function attackRun(baseURL: string): CodingRun {
 }
 
 /** The Secret as the namespace holds it, the run's resources as the worker reads them, and the worker's model factory. */
-function world(run: CodingRun, allowModelEndpoints: string[], secretLabels: Record<string, string>) {
+function world(run: CodingRun, allowModelEndpoints: string[], secretLabels: Record<string, string>, apiKey = API_KEY) {
   const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], allowModelEndpoints }, {});
   const objects = {
     configMaps: new Map(),
-    secrets: new Map([['llm', { apiKey: API_KEY }]]),
+    secrets: new Map([['llm', { apiKey }]]),
     secretLabels: new Map([['llm', secretLabels]]),
   };
   const resources = memoryRunResources(new MemoryKubeGateway(run, objects, () => undefined));
@@ -167,6 +169,18 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
     expect(sentKey()).toBe(false);
   });
 
+  it('answers the same for a Secret not offered to runs whether or not it has the key named, so no key name is probed', () => {
+    const withKey = attackRun(server.baseURL);
+    const withoutKey = attackRun(server.baseURL);
+    (withoutKey.spec.model.apiKeySecretRef as { key?: string }).key = 'ssh-privatekey';
+    const refusals = [withKey, withoutKey].map((run) => {
+      const { spec, found, config } = world(run, [server.baseURL], { team: 'b' });
+      return validateRun(run, spec, config, found);
+    });
+    expect(refusals[0]).toMatchObject({ reason: 'SecretNotAllowed' });
+    expect(refusals[1]).toEqual(refusals[0]);
+  });
+
   it('refuses a label with another value than "true"', () => {
     const run = attackRun(server.baseURL);
     const { spec, found, config } = world(run, [server.baseURL], { 'chamvi.dev/usable-by-runs': 'yes' });
@@ -225,5 +239,49 @@ describe('security #11.3 an endpoint answer reflects only a bounded JSON error.m
     expect(error.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
     expect(error.message).not.toContain('x'.repeat(301));
     expect(error.message).toContain('x'.repeat(250));
+  });
+});
+
+// A run author may name any key of a labelled Secret as the API key: a PEM private key, a
+// credentials file. A value with a line break made fetch refuse the Authorization header with
+// the whole value quoted in its message, which went to the run's status, Events and logs.
+const PEM = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n';
+
+describe('a Secret value that is not an API key is never quoted', () => {
+  it('the worker refuses it ModelConfigurationInvalid, naming the Secret and key only, and sends nothing', async () => {
+    const run = attackRun(server.baseURL);
+    const { spec, models } = world(run, [server.baseURL], LABELLED, PEM);
+    const refused = await models('team-b', spec.model).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(isRunFailure(refused, 'ModelConfigurationInvalid')).toBe(true);
+    expect((refused as Error).message).toContain('Secret team-b/llm key "apiKey" does not hold an API key');
+    expect((refused as Error).message).not.toContain('b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ');
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('a key read from a file, ending in a newline, is still a key', async () => {
+    const run = attackRun(server.baseURL);
+    const { spec, models } = world(run, [server.baseURL], LABELLED, `${API_KEY}\n`);
+    server.replies.push({ status: 200, contentType: 'application/json', body: completion('hi') });
+    const result = await generateText({ model: await models('team-b', spec.model), prompt: 'hi', maxRetries: 0 });
+    expect(result.text).toBe('hi');
+  });
+
+  it('past the factory, an error that quotes the key goes on redacted, without its cause', async () => {
+    const spec = codingRunSpec.parse(attackRun(server.baseURL).spec);
+    const model = withCallingPolicy(createLanguageModel(spec.model, { apiKey: PEM }), {
+      policy,
+      dependencies: createSystemCallingPolicyDependencies(),
+      secrets: [PEM],
+    });
+    const failed = await generateText({ model, prompt: 'hi', maxRetries: 0 }).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    expect(failed?.message).toContain('[redacted]');
+    expect(JSON.stringify({ message: failed?.message, stack: failed?.stack, cause: String(failed?.cause) })).not.toContain('b3BlbnNzaC1');
+    expect(server.requests).toHaveLength(0);
   });
 });

@@ -5,6 +5,7 @@
 import type { CallingPolicy, CallingPolicyDependencies } from './calling-policy.ts';
 import { backoffDelayMs } from './calling-policy.ts';
 import { classifyModelError } from './classify-model-error.ts';
+import { redactSecrets } from './redact-secrets.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
 import { ModelUnavailableError } from './errors/model-unavailable-error.ts';
 
@@ -51,7 +52,7 @@ export async function callWithPolicy<T>(attempt: (signal: AbortSignal) => Promis
       now: dependencies.now(),
       secrets: options.secrets ?? [],
     });
-    if (classification.kind === 'unknown') throw error;
+    if (classification.kind === 'unknown') throw withoutSecrets(error, options.secrets ?? []);
     if (classification.kind === 'fatal') throw classification.error;
     if (attemptNumber >= policy.maxAttempts) {
       throw new ModelUnavailableError({
@@ -98,4 +99,15 @@ function rejectOnAbort<T>(signal: AbortSignal): Promise<T> {
     if (signal.aborted) reject(signal.reason);
     else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
+}
+
+/**
+ * An error the policy does not know goes on as it is, unless its message holds a secret (a
+ * header value fetch refused, quoted whole): then as a plain Error with the secret redacted
+ * and no cause, since whatever logs or reports it may walk the cause.
+ */
+function withoutSecrets(error: unknown, secrets: readonly (string | undefined)[]): unknown {
+  if (!(error instanceof Error)) return error;
+  const message = redactSecrets(error.message, secrets);
+  return message === error.message ? error : new Error(message);
 }

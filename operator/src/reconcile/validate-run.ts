@@ -128,14 +128,15 @@ export function validateRun(
         message: `${reference.kind} ${namespace}/${reference.name} named in ${reference.field} does not exist; create it in the run's namespace and create the run again`,
       };
     }
+    // The label before the key: a run author who may not read Secrets learns no key names of one not offered to runs.
+    if (reference.kind === 'Secret' && !isSecretUsableByRuns(found.secretLabels?.[reference.name])) {
+      return { reason: REASONS.SecretNotAllowed, message: secretNotUsableMessage(namespace, reference.name, reference.field) };
+    }
     if (!keys.includes(reference.key)) {
       return {
         reason,
         message: `${reference.kind} ${namespace}/${reference.name} named in ${reference.field} has no key "${reference.key}"; add the key or set ${reference.field}.key`,
       };
-    }
-    if (reference.kind === 'Secret' && !isSecretUsableByRuns(found.secretLabels?.[reference.name])) {
-      return { reason: REASONS.SecretNotAllowed, message: secretNotUsableMessage(namespace, reference.name, reference.field) };
     }
   }
   return undefined;

@@ -31,6 +31,15 @@ export function createModelFactory(
           REASONS.ModelConfigurationInvalid,
           `Secret ${namespace}/${model.apiKeySecretRef.name} has no key "${model.apiKeySecretRef.key}" any more: restore it to let the run go on.`,
         );
+      // Only a token goes into a header. A value with a line break (a PEM key, a credentials
+      // file: any labelled Secret's key may be named) made fetch throw with the whole header
+      // value in its message, which reached the run's status, Events and logs.
+      if (!isApiKeyShaped(apiKey))
+        throw new RunFailure(
+          REASONS.ModelConfigurationInvalid,
+          `Secret ${namespace}/${model.apiKeySecretRef.name} key "${model.apiKeySecretRef.key}" does not hold an API key: ` +
+            'it must be one line of printable ASCII without spaces; put only the key in it.',
+        );
     }
     if (model.scriptRef) {
       const { name, key } = model.scriptRef;
@@ -47,4 +56,9 @@ export function createModelFactory(
     const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });
     return withCallingPolicy(languageModel, { policy, dependencies, secrets: [apiKey] });
   };
+}
+
+/** One token of printable ASCII, leading and trailing whitespace aside (a Secret made from a file ends in a newline). */
+export function isApiKeyShaped(value: string): boolean {
+  return /^[\x21-\x7e]{1,4096}$/.test(value.trim());
 }

@@ -134,33 +134,43 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     });
   let context = await prepare(state.messages, state.filesTouched, run.spec.model.contextWindow);
   let compactionUsage = context.compacted ? context.usage : emptyUsage();
+  const { provider, name: modelName = provider } = run.spec.model;
+  // Every token status counts, the compaction call's too, under the run's namespace.
+  // The model label is a name the provider answered to, so its catalogue bounds the series; a
+  // scripted run answers to any name, and a run author could add series without end with it.
+  const tokenLabels = { namespace: ref.namespace, provider, model: provider === 'scripted' ? 'script' : modelName };
   const modelStarted = performance.now();
   const modelStartedAt = deps.now();
   let result: Awaited<ReturnType<typeof ask>>;
   try {
-    result = await ask(context.messages);
+    try {
+      result = await ask(context.messages);
+    } catch (error) {
+      // The provider counted more than the estimate: compact below what it refused and ask once more (#13.10).
+      if (!ModelContextTooLongError.isInstance(error)) throw error;
+      const smaller = await prepare(context.messages, context.filesTouched, Math.floor(context.estimatedTokens * OVERFLOW_SHRINK));
+      if (!smaller.compacted) throw error;
+      deps.logger.warn(
+        { estimatedTokens: context.estimatedTokens, compactedTo: smaller.estimatedTokens },
+        'context too long; compacted and retrying',
+      );
+      context = smaller;
+      compactionUsage = addUsage(compactionUsage, smaller.usage);
+      result = await ask(context.messages);
+    }
   } catch (error) {
-    // The provider counted more than the estimate: compact below what it refused and ask once more (#13.10).
-    if (!ModelContextTooLongError.isInstance(error)) throw error;
-    const smaller = await prepare(context.messages, context.filesTouched, Math.floor(context.estimatedTokens * OVERFLOW_SHRINK));
-    if (!smaller.compacted) throw error;
-    deps.logger.warn(
-      { estimatedTokens: context.estimatedTokens, compactedTo: smaller.estimatedTokens },
-      'context too long; compacted and retrying',
-    );
-    context = smaller;
-    compactionUsage = addUsage(compactionUsage, smaller.usage);
-    result = await ask(context.messages);
+    // A compaction's tokens were spent though the call after it failed: the metric and the
+    // namespace's daily tally count them (the step's record, never saved, cannot).
+    countTokens(deps, tokenLabels, compactionUsage);
+    await countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens);
+    throw error;
   }
   const modelMs = performance.now() - modelStarted;
   // The run's first model call (status.timings), kept with the state saved below.
   if (state.step === 0) state.timings = mergeTimings(state.timings, [timing('FirstModelCall', modelStartedAt, deps.now())]);
-  const { provider, name: modelName = provider } = run.spec.model;
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
   deps.metrics.steps.inc({ provider });
   const callUsage = usageOfModelCall(result.usage);
-  // Every token status counts, the compaction call's too, under the run's namespace.
-  const tokenLabels = { namespace: ref.namespace, provider, model: modelName };
   countTokens(deps, tokenLabels, compactionUsage);
   countTokens(deps, tokenLabels, callUsage);
 
