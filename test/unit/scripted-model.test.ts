@@ -86,6 +86,31 @@ describe('parseModelScript', () => {
     expect((error as Error).message).toContain('spec.model.scriptRef');
   });
 
+  // A 1 MiB ConfigMap holds 340 000 empty turns: the message listed every one (25 MB, logged whole).
+  const refusal = (text: string): string => {
+    try {
+      parseModelScript(text);
+    } catch (error) {
+      expect(ModelScriptInvalidError.isInstance(error)).toBe(true);
+      return (error as Error).message;
+    }
+    throw new Error('the script was accepted');
+  };
+
+  it('names the first ten problems and counts the rest', () => {
+    const message = refusal(JSON.stringify({ turns: Array.from({ length: 5_000 }, () => ({})) }));
+    expect(message).toContain('turns.9: a turn needs');
+    expect(message).not.toContain('turns.10:');
+    expect(message).toContain('; and 4990 more.');
+    expect(message.length).toBeLessThan(2_000);
+  });
+
+  it('refuses a script of more than 10000 turns before checking them', () => {
+    const text = JSON.stringify({ turns: Array.from({ length: 340_000 }, () => ({})) });
+    expect(text.length).toBeGreaterThan(1_000_000);
+    expect(refusal(text)).toContain('turns: a script holds at most 10000 turns, this one 340000');
+  });
+
   it('refuses an empty script and non-object tool input', () => {
     expect(() => parseModelScript('{"turns": []}')).toThrowError(/at least one turn/);
     expect(() => parseModelScript('{"turns": [{"toolCalls": [{"toolName": "bash", "input": "ls"}]}]}')).toThrowError(

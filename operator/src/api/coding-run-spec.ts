@@ -153,7 +153,7 @@ const modelObject = z.object({
   scriptRef: keyReference(
     'ConfigMap',
     'script.json',
-    "ConfigMap key in the run's own namespace holding the JSON script the scripted provider replays. Only and always with provider scripted.",
+    'ConfigMap key in the run\'s own namespace holding the JSON script the scripted provider replays ({"turns": [...]}, at most 10000 turns). Only and always with provider scripted.',
   ).optional(),
   contextWindow: z
     .number()

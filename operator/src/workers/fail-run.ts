@@ -3,7 +3,7 @@
 // reconcile/run-status-transitions.ts, as the controller's is), its Warning Event and metrics,
 // then the agent forgets the run. The worker reaches this through job-failure.ts, which
 // maps what a job threw to the reason.
-import { REASONS } from '../api/index.ts';
+import { LIMITS, REASONS } from '../api/index.ts';
 import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
 import { failStatus, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -45,6 +45,7 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
     observeFinished(deps, outcome.run, 'Failed', reason);
   }
   // deps.logger is the job's child logger: the run's namespace, name and uid are bound.
-  deps.logger.warn({ reason }, shown);
+  // Cut as status cuts it: a message is built from input a run author controls.
+  deps.logger.warn({ reason }, shown.slice(0, LIMITS.message));
   await forgetRun(deps, ref);
 }

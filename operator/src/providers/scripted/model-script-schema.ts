@@ -2,7 +2,7 @@
 // misspelt key ("toolcalls", "input_tokens") is reported instead of silently ignored.
 
 import { z } from 'zod';
-import { ModelScriptInvalidError } from '../errors/model-script-invalid-error.ts';
+import { ModelScriptInvalidError, PROBLEMS_SHOWN } from '../errors/model-script-invalid-error.ts';
 
 const tokenCount = z.number().int().nonnegative();
 
@@ -28,8 +28,14 @@ export const scriptedTurnSchema = z
     message: 'a turn needs "text" or at least one entry in "toolCalls"',
   });
 
+/** Most turns a script holds: more than any run takes (maxSteps is at most 1000), few enough to check at once. */
+export const MAX_SCRIPT_TURNS = 10_000;
+
 export const modelScriptSchema = z.strictObject({
-  turns: z.array(scriptedTurnSchema).min(1, 'a script needs at least one turn'),
+  turns: z
+    .array(scriptedTurnSchema)
+    .min(1, 'a script needs at least one turn')
+    .max(MAX_SCRIPT_TURNS, `a script holds at most ${MAX_SCRIPT_TURNS} turns`),
 });
 
 export type ModelScript = z.infer<typeof modelScriptSchema>;
@@ -46,13 +52,18 @@ export function parseModelScript(text: string): ModelScript {
     // run may name any ConfigMap key of its namespace, which its author may not be let read.
     throw new ModelScriptInvalidError(['not valid JSON']);
   }
+  // Counted before the turns are checked one by one: 340 000 empty turns fit in 1 MiB.
+  const turns = (json as { turns?: unknown } | null)?.turns;
+  if (Array.isArray(turns) && turns.length > MAX_SCRIPT_TURNS)
+    throw new ModelScriptInvalidError([`turns: a script holds at most ${MAX_SCRIPT_TURNS} turns, this one ${turns.length}`]);
   const result = modelScriptSchema.safeParse(json);
   if (!result.success) {
     throw new ModelScriptInvalidError(
-      result.error.issues.map((issue) => {
+      result.error.issues.slice(0, PROBLEMS_SHOWN).map((issue) => {
         const path = issue.path.length === 0 ? '(root)' : issue.path.map(String).join('.');
         return `${path}: ${issue.message}`;
       }),
+      result.error.issues.length,
     );
   }
   return result.data;
