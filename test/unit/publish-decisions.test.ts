@@ -6,7 +6,7 @@ import { isBranchName } from '../../operator/src/api/publish-spec.ts';
 import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
 import { decidePullRequest, decidePush, pullRequestBase } from '../../operator/src/publish/decide-publish.ts';
 import { forgeFor } from '../../operator/src/publish/forge-for-host.ts';
-import { defaultTitle, planPublish, runOfCommit, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+import { defaultTitle, planPublish, publishedFor, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
 
 const input = (overrides: Partial<PlanInput> = {}): PlanInput => ({
   namespace: 'agents',
@@ -30,7 +30,7 @@ describe('planPublish', () => {
     if (!result.ok) return;
     expect(result.plan.pullRequest).toBeUndefined();
     expect(result.plan.commitMessage).toMatch(/^Fix the login bug\n\n/);
-    expect(runOfCommit(result.plan.commitMessage)).toBe('agents/fix-login');
+    expect(publishedFor(result.plan.commitMessage)).toEqual({ run: 'agents/fix-login', branch: result.plan.branch });
   });
 
   it('defaults the pull request body to the summary plus the size and usage', () => {
@@ -125,7 +125,7 @@ describe('forgeFor', () => {
 describe('decidePush', () => {
   const ours = 'a'.repeat(40);
   const other = 'b'.repeat(40);
-  const made = (run: string) => `Title\n\nChamvi-Run: ${run}\nChamvi-Run-Uid: u\n`;
+  const made = (run: string, branch = 'chamvi/fix') => `Title\n\nChamvi-Run: ${run}\nChamvi-Run-Branch: ${branch}\nChamvi-Run-Uid: u\n`;
   it.each([
     ['no branch yet: create it', undefined, { action: 'create' }],
     ['the branch already holds this commit (a retry): nothing', { commit: ours, message: made('agents/fix') }, { action: 'none' }],
@@ -135,6 +135,16 @@ describe('decidePush', () => {
       { action: 'move', from: other },
     ],
     ['made for another run: refused', { commit: other, message: made('agents/other') }, { action: 'refuse' }],
+    [
+      'made for this run name on another branch (a merge copied the commit here): refused',
+      { commit: other, message: made('agents/fix', 'chamvi/other') },
+      { action: 'refuse' },
+    ],
+    [
+      'made by an operator from before the branch trailer: refused',
+      { commit: other, message: 'Title\n\nChamvi-Run: agents/fix\nChamvi-Run-Uid: u\n' },
+      { action: 'refuse' },
+    ],
     ['a human branch (main): refused', { commit: other, message: 'Initial commit\n' }, { action: 'refuse' }],
     [
       "a human commit that quotes the run's trailers in its body: refused",
@@ -163,7 +173,8 @@ describe('decidePush', () => {
   });
 
   it("moves no existing branch when the repository's default branch cannot be told", () => {
-    const merged = { commit: other, message: made('agents/fix') };
+    // Even one the run made under that name: it may be the default branch now.
+    const merged = { commit: other, message: made('agents/fix', 'main') };
     const decision = decidePush({
       branch: 'main',
       commit: ours,
@@ -184,6 +195,17 @@ describe('decidePush', () => {
       }),
     ).toEqual({
       action: 'create',
+    });
+  });
+
+  it("never moves a shared branch a merge copied the run's commit to, though no spec names it as a base", () => {
+    // Run agents/fix's pull request from chamvi/fix was rebase-merged into release; the run is
+    // re-created with publish.branch release and no pull request (so release is no base).
+    const merged = { commit: other, message: made('agents/fix', 'chamvi/fix') };
+    const decision = decidePush({ branch: 'release', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main'] });
+    expect(decision).toMatchObject({
+      action: 'refuse',
+      message: expect.stringContaining('did not make for run agents/fix on this branch'),
     });
   });
 

@@ -31,12 +31,17 @@ afterEach(() => rmSync(base, { recursive: true, force: true }));
 
 describe('publish git', () => {
   it("names the remote's default branch, and a branch's head with its message only when that head is not the run's commit", async () => {
-    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Uid: u\n', author, date });
+    const commit = await commitDiff(clone, {
+      diff: DIFF,
+      message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u\n',
+      author,
+      date,
+    });
     expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main' });
     await pushBranch(clone, commit, 'chamvi/b');
     expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: { commit, message: '' }, defaultBranch: 'main' });
     expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
-      branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Uid: u\n\n' },
+      branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u\n\n' },
       defaultBranch: 'main',
     });
   });

@@ -4,12 +4,12 @@
 // commit on the branch and its pull request open, and does nothing twice.
 import { isCommitId } from '../api/commit-id.ts';
 import type { PullRequest } from './forge.ts';
-import { runOfCommit, type PublishPlan } from './publish-plan.ts';
+import { publishedFor, type PublishPlan } from './publish-plan.ts';
 
 export interface RemoteBranch {
   /** The commit the branch points at. */
   commit: string;
-  /** That commit's message (for its Chamvi-Run trailer). */
+  /** That commit's message (for its Chamvi-Run trailers). */
   message: string;
 }
 
@@ -69,7 +69,8 @@ export function decidePush(input: PushInput): PushDecision {
         "set spec.publish.branch to a branch of the run's own, such as chamvi/{run}",
     };
   }
-  if (runOfCommit(remote.message) === input.run) {
+  const madeFor = publishedFor(remote.message);
+  if (madeFor?.run === input.run && madeFor.branch === input.branch) {
     if (input.defaultBranchUnknown) {
       return {
         action: 'refuse',
@@ -83,7 +84,7 @@ export function decidePush(input: PushInput): PushDecision {
   return {
     action: 'refuse',
     message:
-      `branch ${input.branch} already exists at ${remote.commit.slice(0, 12)}, which the operator did not make for run ${input.run}; ` +
+      `branch ${input.branch} already exists at ${remote.commit.slice(0, 12)}, which the operator did not make for run ${input.run} on this branch; ` +
       'it is left alone: set spec.publish.branch to a new branch, or delete that one',
   };
 }

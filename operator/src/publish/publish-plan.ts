@@ -73,6 +73,7 @@ export function planPublish(input: PlanInput): PlanResult {
     `Made by CodingRun ${input.namespace}/${input.name} with chamvi-operator.`,
     '',
     `${RUN_TRAILER}: ${input.namespace}/${input.name}`,
+    `${RUN_TRAILER}-Branch: ${branch}`,
     `${RUN_TRAILER}-Uid: ${input.uid}`,
     '',
   ].join('\n');
@@ -88,12 +89,17 @@ export function planPublish(input: PlanInput): PlanResult {
 }
 
 /**
- * The run a commit message says it was made for, if any: only when the message ends as
- * planPublish ends it, with the Chamvi-Run and Chamvi-Run-Uid trailers as its last two lines.
- * A trailer quoted in a body (a squash merge's summary, a contributor's note) names no run.
+ * The run and branch a commit message says it was made for, if any: only when the message ends
+ * as planPublish ends it, with the Chamvi-Run, Chamvi-Run-Branch and Chamvi-Run-Uid trailers
+ * as its last three lines. A trailer quoted in a body (a squash merge's summary, a
+ * contributor's note) names no run. The branch is named because a merge copies the commit,
+ * trailers and all, to another branch (a fast-forward into `release`), which a later run of
+ * the same name must not take for its own.
  */
-export function runOfCommit(message: string): string | undefined {
+export function publishedFor(message: string): { run: string; branch: string } | undefined {
   const lines = message.trimEnd().split('\n');
-  const uid = new RegExp(`^${RUN_TRAILER}-Uid: \\S+$`).test(lines.at(-1) ?? '');
-  return uid ? new RegExp(`^${RUN_TRAILER}: (\\S+)$`).exec(lines.at(-2) ?? '')?.[1] : undefined;
+  if (!new RegExp(`^${RUN_TRAILER}-Uid: \\S+$`).test(lines.at(-1) ?? '')) return undefined;
+  const branch = new RegExp(`^${RUN_TRAILER}-Branch: (\\S+)$`).exec(lines.at(-2) ?? '')?.[1];
+  const run = new RegExp(`^${RUN_TRAILER}: (\\S+)$`).exec(lines.at(-3) ?? '')?.[1];
+  return run && branch ? { run, branch } : undefined;
 }
