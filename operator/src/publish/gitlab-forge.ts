@@ -19,8 +19,22 @@ const view = (mr: MergeRequest): PullRequest => ({
   number: mr.iid,
   url: mr.web_url,
   title: mr.title.startsWith(DRAFT) ? mr.title.slice(DRAFT.length) : mr.title,
-  body: mr.description ?? '',
+  body: withQuickActions(mr.description ?? ''),
 });
+
+/**
+ * GitLab runs a description's lines that start with `/` as quick actions, as the token's
+ * user, on create and on every update: the model's final message (the default body) could
+ * say `/target_branch release`, `/ready`, `/approve` or `/close`. Such a line is sent as `\/`,
+ * which renders as `/` and runs nothing; read back, it is the body that was asked for.
+ */
+export function withoutQuickActions(text: string): string {
+  return text.replace(/^([ \t]*)\//gm, '$1\\/');
+}
+
+function withQuickActions(text: string): string {
+  return text.replace(/^([ \t]*)\\\//gm, '$1/');
+}
 
 /** Merge requests per page, and pages read at most (a branch name opened from 1000 forks is not looked past). */
 const PAGE = 100;
@@ -69,7 +83,7 @@ export class GitLabForge implements Forge {
         source_branch: request.branch,
         target_branch: request.base,
         title: request.draft ? `${DRAFT}${request.title}` : request.title,
-        description: request.body,
+        description: withoutQuickActions(request.body),
         ...(request.labels.length > 0 ? { labels: request.labels.join(',') } : {}),
       },
     });
@@ -81,7 +95,7 @@ export class GitLabForge implements Forge {
       await this.http.json<MergeRequest>({
         method: 'PUT',
         path: `${this.project}/merge_requests/${number}`,
-        body: { title: change.draft ? `${DRAFT}${change.title}` : change.title, description: change.body },
+        body: { title: change.draft ? `${DRAFT}${change.title}` : change.title, description: withoutQuickActions(change.body) },
       }),
     );
   }
