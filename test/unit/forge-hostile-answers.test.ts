@@ -62,3 +62,15 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
     expect((error as Error).message).toMatch(/redirect \(HTTP 301\), which is not followed/);
   });
 });
+
+describe('the Gitea adapter looking up labels', () => {
+  it('refuses a page of labels longer than it asked for, rather than keeping 4 MiB pages whole', async () => {
+    // 120 000 labels in one 3.6 MiB page: kept whole twenty times, or spread into one push (a stack overflow).
+    const labels = Array.from({ length: 120_000 }, (_, id) => ({ id, name: `l${id}` }));
+    const forge = make((options) => new GiteaForge(options), await forgeAnswering(200, JSON.stringify(labels)));
+    const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: ['wanted'] };
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(/a page of labels with more than the 50 asked for/);
+  });
+});

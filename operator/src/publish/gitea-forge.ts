@@ -80,13 +80,18 @@ export class GiteaForge implements Forge {
 
   private async labelIds(names: readonly string[]): Promise<number[]> {
     // Every page: a repository with more labels than one page holds still has the later ones.
+    // Only the wanted labels are kept, and a page longer than asked for is refused: each page
+    // may be 4 MiB, and twenty kept whole (or spread into one push) cost the operator hundreds
+    // of MiB or a stack overflow.
     const labels: Array<{ id: number; name: string }> = [];
     for (let page = 1; page <= MAX_PAGES; page++) {
       const listed = await this.http.json<Array<{ id: number; name: string }>>({
         method: 'GET',
         path: `${this.repo}/labels?limit=${PAGE}&page=${page}`,
       });
-      labels.push(...listed);
+      if (!Array.isArray(listed) || listed.length > PAGE)
+        throw new ForgeError(`the forge answered a page of labels with more than the ${PAGE} asked for`, undefined);
+      for (const label of listed) if (names.includes(label?.name)) labels.push(label);
       if (listed.length < PAGE || names.every((name) => labels.some((label) => label.name === name))) break;
     }
     const missing = names.filter((name) => !labels.some((label) => label.name === name));
