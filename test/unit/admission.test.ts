@@ -122,6 +122,18 @@ describe('computeAdmission', () => {
     expect(computeAdmission([refused], refused, context({ policies }))).toMatchObject({ admit: true });
   });
 
+  it("passes over a run waiting for its namespace's isolation probe: the slot goes to the next namespace's run", () => {
+    // b was served last, so c is next; c's run waits for the probe and would hand the slot back.
+    const stuck: CodingRun = {
+      ...run('c1', 1, 'Pending', 'c'),
+      status: { phase: 'Pending', reason: 'IsolationNotEnforced', message: 'waiting for the probe' },
+    };
+    const runs = [run('b0', 0, 'Running', 'b', 3), stuck, run('d1', 2, undefined, 'd')];
+    expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 2 }))).toEqual({ admit: true, sequence: 4 });
+    // Its own plan, once the gate is open, counts it as ever.
+    expect(computeAdmission([runs[0]!, stuck], stuck, context({ maxActiveRuns: 2 }))).toEqual({ admit: true, sequence: 4 });
+  });
+
   it('holds the runs of a namespace whose tokens for the day are spent, and says until when', () => {
     const runs = [run('t1', 1, undefined, 'team'), run('o1', 2, undefined, 'other')];
     const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/tokens-per-day': '1000' })]]);

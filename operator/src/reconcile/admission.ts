@@ -37,9 +37,17 @@ function wasRefused(run: CodingRun): boolean {
   return findCondition(run.status?.conditions, 'SandboxReady')?.reason === REASONS.SandboxRefused;
 }
 
+/**
+ * Whether a run waits for a slot. One that waits for its namespace's isolation probe
+ * (IsolationNotEnforced) does not: it gives a slot it is granted back at once, unused, so in
+ * the other runs' plans it took its namespace's turn at every round, a slot stood free, and
+ * the runs behind it waited for a second one. It is planned again once its own reconcile
+ * passes the gate (a run's own plan always counts it).
+ */
 function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolean {
   if (run.metadata.deletionTimestamp) return false;
   const phase = run.status?.phase;
+  if (phase === 'Pending' && run.status?.reason === REASONS.IsolationNotEnforced) return false;
   return (phase === undefined || phase === 'Pending') && !admittedLocally.has(run.metadata.uid);
 }
 
