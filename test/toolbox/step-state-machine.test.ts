@@ -1021,6 +1021,23 @@ describe('chamvi_tokens_total agrees with status.usage (issue #13)', () => {
   });
 });
 
+describe("a tool call still running at the run's deadline", () => {
+  it('is answered TIMEOUT at the deadline, and saved, instead of holding the worker for the whole command', async () => {
+    const h = await harness({ turns: [{ toolCalls: [bash('sleep 30; echo late')] }, answers], timeout: '3s' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const state = await h.states.load(h.ref);
+      const results = JSON.stringify(state!.messages.at(-1));
+      expect(results).toContain("TIMEOUT: the run's spec.budget.timeout passed while this call ran");
+      expect(results).not.toContain('late');
+      // The step ended, and its deadline being past, handed the run to finalize (DeadlineExceeded, its partial diff kept).
+      expect(h.enqueued).toEqual(['finalize']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe('a compaction whose next call fails (#13.10)', () => {
   it("still counts the compaction's tokens in chamvi_tokens_total, under the model label 'script'", async () => {
     const h = await harness({

@@ -14,7 +14,8 @@ import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
 import { liveRun } from './live-run.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
-import { deniedResult, executeToolCall } from './tool-execution.ts';
+import { deniedResult, executeToolCall, runDeadline } from './tool-execution.ts';
+import { deadlineOf } from './step-job.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
   const state = await deps.states.load(ref);
@@ -43,7 +44,14 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(protectingSandbox(deps.sandboxes.for(run), run), call, toolCallObserver(deps), undefined, state.step)
+      ? await executeToolCall(
+          protectingSandbox(deps.sandboxes.for(run), run),
+          call,
+          toolCallObserver(deps),
+          // What the run had left when it asked: the wait for the answer is not the run's time (below).
+          runDeadline(deadlineOf(run, state) - Date.parse(pending.requestedAt)),
+          state.step,
+        )
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   // Human time is not the run's time: the wait moves the run's start (and so its deadline) on.

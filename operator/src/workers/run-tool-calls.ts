@@ -13,7 +13,8 @@ import { refuseOversizedApproval } from './approval-input.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
-import { executeToolCalls, toolMessage } from './tool-execution.ts';
+import { executeToolCalls, runDeadline, toolMessage } from './tool-execution.ts';
+import { deadlineOf } from './step-job.ts';
 
 /**
  * Whether a call's result is saved as soon as it finishes: a call that may change the
@@ -76,7 +77,7 @@ export async function runCallsUntilApproval(
         state.timings = mergeTimings(state.timings, [timing('FirstToolCall', end - seconds * 1000, end)]);
       }
     },
-    undefined,
+    runDeadline(deadlineOf(run, state) - deps.now().getTime()),
     progress?.record,
     state.step,
     { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },

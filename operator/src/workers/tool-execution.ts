@@ -7,7 +7,9 @@ import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
 import { decideImageResult, isImageRead } from '../agent/image-result.ts';
-import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { Sandbox, ToolResponse } from '../sandbox/sandbox.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
+import { timerDelay } from '../timer-delay.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
 
 /** Which calls must not overlap: same path, or the shared shell. */
@@ -34,11 +36,25 @@ export interface ImageShowing {
   shown: number;
 }
 
+/**
+ * A signal that aborts at the run's deadline (budget.timeout, `msLeft` from now). A call still
+ * running then is answered TIMEOUT (DEADLINE_RESULT) instead of holding a worker up to the 30
+ * minutes a bash command may take: the step ends, and the next one ends the run
+ * DeadlineExceeded with its partial diff. The command may still run in the sandbox meanwhile.
+ */
+export function runDeadline(msLeft: number): AbortSignal {
+  return AbortSignal.timeout(timerDelay(Math.max(1, msLeft)));
+}
+
+export const DEADLINE_RESULT =
+  "the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
+
 export async function executeToolCall(
   sandbox: Sandbox,
   call: PendingToolCall,
   observe?: ToolCallObserver,
-  signal?: AbortSignal,
+  /** The run's deadline (runDeadline). */
+  deadline?: AbortSignal,
   /** The run's step, for the journal key; without it the call may run again when repeated. */
   step?: number,
   /** Absent: images are described in text, never shown. */
@@ -46,7 +62,13 @@ export async function executeToolCall(
 ): Promise<ToolResultRecord> {
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
-  const response = await sandbox.call(request, signal ? { signal } : {});
+  let response: ToolResponse;
+  try {
+    response = await sandbox.call(request, deadline ? { signal: deadline } : {});
+  } catch (error) {
+    if (!(deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED')) throw error;
+    response = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
+  }
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
   if (response.ok && call.toolName === 'read_file' && isImageRead(response.result)) {
     const shown = decideImageResult({
@@ -78,7 +100,8 @@ export async function executeToolCalls(
   sandbox: Sandbox,
   calls: readonly PendingToolCall[],
   observe?: ToolCallObserver,
-  signal?: AbortSignal,
+  /** The run's deadline (runDeadline). */
+  deadline?: AbortSignal,
   /** Told of each result as its call finishes (the step keeps it, run-tool-calls.ts), before the next call on its chain starts. */
   onResult?: (result: ToolResultRecord) => Promise<void>,
   step?: number,
@@ -89,7 +112,7 @@ export async function executeToolCalls(
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
     const result = previous.then(async () => {
-      const record = await executeToolCall(sandbox, call, observe, signal, step, images);
+      const record = await executeToolCall(sandbox, call, observe, deadline, step, images);
       await onResult?.(record);
       return record;
     });
