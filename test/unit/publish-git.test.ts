@@ -6,13 +6,16 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from '../../operator/src/workers/publish-git.ts';
+import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createBareRepository, createRepository, git } from '../support/git-fixture.ts';
 
 let base: string;
 let clone: PublishClone;
 const author = { name: 'chamvi test', email: 'chamvi@example.test' };
 const date = '2026-12-05T00:00:00Z';
+const TRAILERS = 'Chamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u';
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 
 beforeEach(() => {
@@ -44,6 +47,25 @@ describe('publish git', () => {
       branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u\n\n' },
       defaultBranch: 'main',
     });
+  });
+
+  it('reads the message of the very commit it listed: a branch moved between the two reads is read again, not taken for the other', async () => {
+    const maker = join(base, 'mover');
+    git(['clone', '-q', git(['remote', 'get-url', 'origin'], clone.dir).trim(), maker], base);
+    const commitAs = (message: string) => {
+      git(['-c', `user.name=${author.name}`, '-c', `user.email=${author.email}`, 'commit', '-q', '--allow-empty', '-m', message], maker);
+      git(['push', '-q', '-f', 'origin', 'HEAD:refs/heads/chamvi/b'], maker);
+    };
+    commitAs('A human commit');
+    // Right after the listing, the branch moves to a commit that carries this run's trailers.
+    const launch: Launch = (command, args, options) => {
+      const started = launchHere(command, args, options);
+      if (args.includes('ls-remote')) (started as ChildProcess).once('exit', () => commitAs(`Mine\n\n${TRAILERS}`));
+      return started;
+    };
+    await expect(lookUpRemote({ ...clone, launch }, 'chamvi/b', 'f'.repeat(40))).rejects.toThrow(
+      /branch chamvi\/b moved while it was read/,
+    );
   });
 
   it("stops the fetch of a branch's head at maxFetchBytes where the server sends the whole tree", async () => {

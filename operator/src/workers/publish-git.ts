@@ -122,8 +122,11 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
     fileSizeLimit: clone.maxFetchBytes,
     why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
   });
-  const message = await git(clone, ['log', '-1', '--format=%B', 'FETCH_HEAD']);
-  return { branch: { commit, message }, defaultBranch };
+  // The message must be the listed commit's, whose id the push's lease then names: a branch
+  // moved between the two reads is read again at the job's retry.
+  const [fetched, message] = (await git(clone, ['log', '-1', '--format=%H%n%B', 'FETCH_HEAD'])).split(/\n(.*)/s);
+  if (fetched !== commit) throw new Error(`branch ${branch} moved while it was read (${commit} listed, ${fetched} fetched); trying again`);
+  return { branch: { commit, message: message ?? '' }, defaultBranch };
 }
 
 export interface CommitRequest {
