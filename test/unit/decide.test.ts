@@ -355,11 +355,32 @@ describe('decide: provisioning and running', () => {
     });
   });
 
-  it('asks to look again at the deadline while provisioning, and often once the agent works', () => {
+  it('asks to look again when the pod must be Ready (or at the deadline, if sooner) while provisioning, and often once the agent works', () => {
     const waiting = decide(observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false }) }), config, now);
-    expect(waiting.requeueAfterMs).toBe(29 * 60_000);
+    expect(waiting.requeueAfterMs).toBe(config.sandboxReadyTimeoutSeconds * 1000 - 60_000);
+    const soon = { ...config, sandboxReadyTimeoutSeconds: 3600 };
+    const byDeadline = decide(
+      observe(provisioning, { networkPolicyExists: true, pod: pod({ phase: 'Pending', ready: false }) }),
+      soon,
+      now,
+    );
+    expect(byDeadline.requeueAfterMs).toBe(29 * 60_000);
     const started = decide(observe(provisioning, { networkPolicyExists: true, pod: pod() }), config, now);
     expect(started.requeueAfterMs).toBe(AGENT_RECHECK_MS);
+  });
+
+  it('fails SandboxNotReady, freeing its slot, when the pod is not Ready within sandboxReadyTimeoutSeconds of the start', () => {
+    const stuck = run({ status: { phase: 'Provisioning', startTime: minutesAgo(16), podName: 'fix-sandbox', conditions: accepted } });
+    const notReady = pod({ phase: 'Pending', ready: false, reason: 'ImagePullBackOff', message: 'Back-off pulling image "nope:1"' });
+    const decision = decide(observe(stuck, { networkPolicyExists: true, pod: notReady }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'SandboxNotReady' });
+    expect(decision.status!.message).toMatch(/was not Ready within 900s .*Pending: ImagePullBackOff \(Back-off pulling image "nope:1"\)/);
+    expect(types(decision)).toContain('deletePod');
+    // Within the time it waits, whatever the pod says.
+    const young = run({ status: { phase: 'Provisioning', startTime: minutesAgo(14), podName: 'fix-sandbox', conditions: accepted } });
+    expect(decide(observe(young, { networkPolicyExists: true, pod: notReady }), config, now).status).toMatchObject({
+      phase: 'Provisioning',
+    });
   });
 
   const running = run({ status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted } });

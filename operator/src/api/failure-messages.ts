@@ -30,6 +30,10 @@ export const FAILURE_MESSAGES = {
   deadlineAtPod: (timeout: string) => `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${timeout}).`,
   /** SandboxLost: the pod ended or went away before the run did. */
   sandboxLost: (podName: string, why: string) => `Sandbox pod ${podName} ${why} before the run ended; create the run again.`,
+  /** SandboxNotReady: the pod was not Ready in time; `state` says what it was doing. */
+  sandboxNotReady: (podName: string, seconds: number, state: string) =>
+    `Sandbox pod ${podName} was not Ready within ${seconds}s of the run's start (operator sandboxReadyTimeoutSeconds): ${state} ` +
+    "Check the image and the pod's Events (kubectl describe pod), then create the run again.",
   /** AgentFailed: the controller saw the run's last job fail for good. */
   agentStopped: (failedReason: string) =>
     `The agent stopped: its last job failed for good (${failedReason.slice(0, 1024)}); create the run again.`,

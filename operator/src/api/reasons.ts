@@ -25,6 +25,11 @@ export const REASONS = {
   DeadlineExceeded: 'DeadlineExceeded',
   SandboxLost: 'SandboxLost',
   /**
+   * The sandbox pod was not Ready within the operator's sandboxReadyTimeoutSeconds of the run's
+   * start (an image that cannot be pulled, a pod no node takes): the run gives its slot up.
+   */
+  SandboxNotReady: 'SandboxNotReady',
+  /**
    * Security #11.8: NetworkPolicy is not shown to be enforced in the run's namespace (or the
    * operator creates none), and the admin has not allowed unisolated sandboxes. Pending while
    * the probe runs; Failed once it shows no enforcement.

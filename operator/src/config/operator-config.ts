@@ -459,6 +459,20 @@ export const operatorConfigSchema = z
      * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
      * is later still, so the diff can be taken.
      */
+    /**
+     * A run holds a sandbox slot from its admission; a pod that never becomes Ready (an image
+     * that cannot be pulled, a pod no node takes) held it until budget.timeout, which a run
+     * author chooses (up to 720h) while other namespaces' runs queued.
+     */
+    sandboxReadyTimeoutSeconds: z.coerce
+      .number()
+      .int()
+      .min(30)
+      .max(86_400)
+      .default(900)
+      .describe(
+        "Seconds from a run's start (its admission) until its sandbox pod must be Ready; past it the run fails SandboxNotReady and frees its slot. Default 900.",
+      ),
     deadlineGraceSeconds: z.coerce
       .number()
       .int()

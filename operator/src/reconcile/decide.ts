@@ -461,8 +461,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (currentPhase === 'Provisioning') {
     if (!pod.ready) {
       const message = `Sandbox pod ${pod.name} is ${pod.phase}${pod.reason ? `: ${pod.reason}` : ''}${pod.message ? ` (${pod.message})` : ''}.`;
+      // A pod that will not become Ready gives the run's slot up, rather than hold it until budget.timeout.
+      const readyBy = Date.parse(builder.status.startTime!) + config.sandboxReadyTimeoutSeconds * 1000;
+      if (now.getTime() >= readyBy)
+        return end(
+          'Failed',
+          REASONS.SandboxNotReady,
+          FAILURE_MESSAGES.sandboxNotReady(pod.name, config.sandboxReadyTimeoutSeconds, message),
+        );
       builder.condition({ type: 'SandboxReady', status: 'False', reason: pod.reason ?? CONDITION_REASONS.PodNotReady, message });
-      return done(untilDeadline);
+      return done(Math.min(untilDeadline, readyBy - now.getTime()));
     }
     builder.condition(sandboxReady(pod));
     // A pool pod claimed by a reconcile that died before its status write is found by its labels.
