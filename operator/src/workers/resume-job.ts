@@ -14,7 +14,7 @@ import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
 import { liveRun } from './live-run.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
-import { deniedResult, executeToolCall, runDeadline } from './tool-execution.ts';
+import { deniedResult, executeToolCall, withRunDeadline } from './tool-execution.ts';
 import { deadlineOf } from './step-job.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
@@ -44,13 +44,9 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   const result =
     answer.decision === 'approve'
-      ? await executeToolCall(
-          protectingSandbox(deps.sandboxes.for(run), run),
-          call,
-          toolCallObserver(deps),
-          // What the run had left when it asked: the wait for the answer is not the run's time (below).
-          runDeadline(deadlineOf(run, state) - Date.parse(pending.requestedAt)),
-          state.step,
+      ? // What the run had left when it asked: the wait for the answer is not the run's time (below).
+        await withRunDeadline(deadlineOf(run, state) - Date.parse(pending.requestedAt), (deadline) =>
+          executeToolCall(protectingSandbox(deps.sandboxes.for(run), run), call, toolCallObserver(deps), deadline, state.step),
         )
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });

@@ -13,7 +13,7 @@ import { refuseOversizedApproval } from './approval-input.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
-import { executeToolCalls, runDeadline, toolMessage } from './tool-execution.ts';
+import { executeToolCalls, toolMessage, withRunDeadline } from './tool-execution.ts';
 import { deadlineOf } from './step-job.ts';
 
 /**
@@ -66,21 +66,23 @@ export async function runCallsUntilApproval(
   const sandbox = protectingSandbox(deps.sandboxes.for(run), run);
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
   const observe = toolCallObserver(deps);
-  const fresh = await executeToolCalls(
-    sandbox,
-    now.filter((call) => !done.has(call.toolCallId)),
-    (tool, outcome, seconds) => {
-      observe(tool, outcome, seconds);
-      // The run's first tool call (status.timings); observed as it ends, so it started `seconds` ago.
-      if (!state.timings?.some((entry) => entry.phase === 'FirstToolCall')) {
-        const end = deps.now().getTime();
-        state.timings = mergeTimings(state.timings, [timing('FirstToolCall', end - seconds * 1000, end)]);
-      }
-    },
-    runDeadline(deadlineOf(run, state) - deps.now().getTime()),
-    progress?.record,
-    state.step,
-    { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },
+  const fresh = await withRunDeadline(deadlineOf(run, state) - deps.now().getTime(), (deadline) =>
+    executeToolCalls(
+      sandbox,
+      now.filter((call) => !done.has(call.toolCallId)),
+      (tool, outcome, seconds) => {
+        observe(tool, outcome, seconds);
+        // The run's first tool call (status.timings); observed as it ends, so it started `seconds` ago.
+        if (!state.timings?.some((entry) => entry.phase === 'FirstToolCall')) {
+          const end = deps.now().getTime();
+          state.timings = mergeTimings(state.timings, [timing('FirstToolCall', end - seconds * 1000, end)]);
+        }
+      },
+      deadline,
+      progress?.record,
+      state.step,
+      { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },
+    ),
   );
   for (const result of fresh) done.set(result.toolCallId, result);
   const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];

@@ -37,13 +37,20 @@ export interface ImageShowing {
 }
 
 /**
- * A signal that aborts at the run's deadline (budget.timeout, `msLeft` from now). A call still
- * running then is answered TIMEOUT (DEADLINE_RESULT) instead of holding a worker up to the 30
- * minutes a bash command may take: the step ends, and the next one ends the run
- * DeadlineExceeded with its partial diff. The command may still run in the sandbox meanwhile.
+ * Runs `work` with a signal that aborts at the run's deadline (budget.timeout, `msLeft` from
+ * now). A call still running then is answered TIMEOUT (DEADLINE_RESULT) instead of holding a
+ * worker up to the 30 minutes a bash command may take: the step ends, and the next one ends
+ * the run DeadlineExceeded with its partial diff. The command may still run in the sandbox
+ * meanwhile. The timer goes with the work, so steps leave no timers behind them.
  */
-export function runDeadline(msLeft: number): AbortSignal {
-  return AbortSignal.timeout(timerDelay(Math.max(1, msLeft)));
+export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timerDelay(Math.max(1, msLeft)));
+  try {
+    return await work(controller.signal);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export const DEADLINE_RESULT =
@@ -53,7 +60,7 @@ export async function executeToolCall(
   sandbox: Sandbox,
   call: PendingToolCall,
   observe?: ToolCallObserver,
-  /** The run's deadline (runDeadline). */
+  /** The run's deadline (withRunDeadline). */
   deadline?: AbortSignal,
   /** The run's step, for the journal key; without it the call may run again when repeated. */
   step?: number,
@@ -100,7 +107,7 @@ export async function executeToolCalls(
   sandbox: Sandbox,
   calls: readonly PendingToolCall[],
   observe?: ToolCallObserver,
-  /** The run's deadline (runDeadline). */
+  /** The run's deadline (withRunDeadline). */
   deadline?: AbortSignal,
   /** Told of each result as its call finishes (the step keeps it, run-tool-calls.ts), before the next call on its chain starts. */
   onResult?: (result: ToolResultRecord) => Promise<void>,
