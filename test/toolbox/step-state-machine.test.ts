@@ -18,7 +18,7 @@ import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gate
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
 import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
-import { transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
+import { diffConfigMapName, transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
@@ -743,6 +743,33 @@ describe('a write or hand-over that fails once: the retry does it, nothing is do
       const sha256 = h.run().status!.pendingApproval!.inputSha256;
       await runAgentJob(h.deps, resume(() => ({ id: 'publish', decision: 'approve', sha256 }))(h));
       expect(h.enqueued).toEqual(['step 1', 'finalize', 'publish']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("a redone finalize that finds the diff ConfigMap changed since fails PublishFailed, showing nothing as the run's", async () => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      const first = finalize()(h);
+      failNextStatusWrite(h);
+      await expect(runAgentJob(h.deps, first)).rejects.toThrow(/leader changed/);
+      // Between the two tries, someone who may write ConfigMaps puts a harmless diff in.
+      const run = h.run();
+      const name = diffConfigMapName(run);
+      const kept = h.gateway.configMap(run.metadata.namespace, name)!;
+      const harmless = String(kept.data!.diff).replace('+hi', '+hello');
+      h.gateway.putConfigMap({
+        ...kept,
+        metadata: { ...kept.metadata, namespace: run.metadata.namespace },
+        data: { ...kept.data, diff: harmless },
+      });
+      await runAgentJob(h.deps, { ...first, attempt: 2 });
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'PublishFailed' });
+      expect(h.run().status!.message).toContain('diff ConfigMap changed after the run ended');
+      expect(h.run().status!.pendingApproval).toBeUndefined();
     } finally {
       await h.close();
     }

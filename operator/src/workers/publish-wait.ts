@@ -3,7 +3,8 @@
 // says so. The state is saved waiting before this is written (an answer's resume job must
 // find it waiting), so a finalize whose write failed shows the wait again from its retry
 // (hand-on.ts), the result rebuilt from the diff ConfigMap the approval names.
-import { EVENT_REASONS, type ParsedCodingRun, type RunResult } from '../api/index.ts';
+import { EVENT_REASONS, REASONS, RunFailure, type ParsedCodingRun, type RunResult } from '../api/index.ts';
+import { diffSha } from '../reconcile/diff-config-map.ts';
 import { storedKeptDiff } from '../reconcile/kept-diff.ts';
 import { awaitApprovalStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
@@ -53,5 +54,15 @@ export async function showPublishWait(
  */
 export async function showPublishWaitAgain(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
   const stored = await deps.resources.readDiff(run);
+  // Only the diff the approval names is shown: status.result.diffSha256 is rebuilt from what is
+  // read here, and the plugin checks the diff it prints against it, so an edited ConfigMap would
+  // have been shown as the run's while the push (which checks the approval's digest) waited for
+  // the original to be put back.
+  if (stored && state.publish && diffSha(stored.diff) !== state.publish.diffSha256) {
+    throw new RunFailure(
+      REASONS.PublishFailed,
+      "Publishing failed: the run's diff ConfigMap changed after the run ended, so what the approver would review is not what the run made; nothing was pushed",
+    );
+  }
   await showPublishWait(deps, run, state, stored && finishedResult(storedKeptDiff(stored), state.finalText ?? '', state));
 }
