@@ -455,11 +455,6 @@ export const operatorConfigSchema = z
       .default(() => `${process.env.HOSTNAME ?? 'operator'}-${process.pid}`),
     reconcileConcurrency: positiveInt('Runs reconciled at once.', 4, 100),
     /**
-     * The agent stops a run at budget.timeout and takes its partial diff. The controller
-     * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
-     * is later still, so the diff can be taken.
-     */
-    /**
      * A run holds a sandbox slot from its admission; a pod that never becomes Ready (an image
      * that cannot be pulled, a pod no node takes) held it until budget.timeout, which a run
      * author chooses (up to 720h) while other namespaces' runs queued.
@@ -473,6 +468,11 @@ export const operatorConfigSchema = z
       .describe(
         "Seconds from a run's start (its admission) until its sandbox pod must be Ready; past it the run fails SandboxNotReady and frees its slot. Default 900.",
       ),
+    /**
+     * The agent stops a run at budget.timeout and takes its partial diff. The controller
+     * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
+     * is later still, so the diff can be taken.
+     */
     deadlineGraceSeconds: z.coerce
       .number()
       .int()

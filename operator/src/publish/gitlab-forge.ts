@@ -28,7 +28,7 @@ const view = (mr: MergeRequest): PullRequest => ({
  * say `/target_branch release`, `/ready`, `/approve` or `/close`. Such a line is sent as `\/`,
  * which renders as `/` and runs nothing; read back, it is the body that was asked for.
  */
-export function withoutQuickActions(text: string): string {
+function withoutQuickActions(text: string): string {
   return text.replace(/^([ \t]*)\//gm, '$1\\/');
 }
 

@@ -4,15 +4,9 @@
 // sandbox in the namespace could reach, on the nodes sandboxes run on. Pure, so a unit test reads it field by field.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { IDLE_SCRIPT } from '../../../sandbox-image/toolbox/contract/sandbox-init.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
-import {
-  HOME_PATH,
-  IDLE_SCRIPT,
-  SANDBOX_CONTAINER,
-  WORKSPACE_PATH,
-  restrictedContainerSecurity,
-  restrictedPodSecurity,
-} from './sandbox-pod.ts';
+import { HOME_PATH, SANDBOX_CONTAINER, WORKSPACE_PATH, restrictedContainerSecurity, restrictedPodSecurity } from './sandbox-pod.ts';
 
 /** Every probe object carries this label (its value is the probe's id); leftovers of a crashed operator are found by it. */
 export const ISOLATION_PROBE_LABEL = 'chamvi.dev/isolation-probe';

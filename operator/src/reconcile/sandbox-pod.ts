@@ -8,6 +8,8 @@ import { runNameLabel, sandboxPodName } from './names.ts';
 import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
 import { egressEnv } from './sandbox-egress.ts';
+// The container idles on node, which every sandbox has (the default image ships it, a custom
+// image gets it from the init container); the toolbox knows its sandbox container by it.
 import { IDLE_SCRIPT } from '../../../sandbox-image/toolbox/contract/sandbox-init.ts';
 
 export const SANDBOX_CONTAINER = 'sandbox';
@@ -40,10 +42,6 @@ export function ownerReference(run: ParsedCodingRun) {
     blockOwnerDeletion: true,
   };
 }
-
-// Idle on node, which every sandbox has (the default image ships it, a custom image gets
-// it from the init container). The toolbox knows its sandbox container by it.
-export { IDLE_SCRIPT };
 
 /** The pod-level half of the restricted profile, shared by sandbox pods and the isolation probe's pod. */
 export const restrictedPodSecurity = {

@@ -59,6 +59,6 @@ export function createModelFactory(
 }
 
 /** One token of printable ASCII, leading and trailing whitespace aside (a Secret made from a file ends in a newline). */
-export function isApiKeyShaped(value: string): boolean {
+function isApiKeyShaped(value: string): boolean {
   return /^[\x21-\x7e]{1,4096}$/.test(value.trim());
 }

@@ -53,7 +53,7 @@ export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortS
   }
 }
 
-export const DEADLINE_RESULT =
+const DEADLINE_RESULT =
   "the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
 
 export async function executeToolCall(

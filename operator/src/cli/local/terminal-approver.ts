@@ -70,7 +70,7 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
         );
       if (shown.blankRuns > 0) options.output.write(`(${shown.blankRuns} long run(s) of blanks above are shown counted)\n`);
       // The note holds file names the model chose: escaped as the input is.
-      if (request.note) options.output.write(`${blankRunsCounted(escapeForDisplay(request.note).text).text}\n`);
+      if (request.note) options.output.write(`${shownInput(request.note).text}\n`);
       // Said again right above the question, in case the input scrolled the first line away.
       options.output.write(`That is ${what} of codingrun/${name(request.runName)}, ${bytes} bytes.\n`);
       const answer = await ask('Approve? [y/N] ');
