@@ -18,8 +18,10 @@
 // Writes test/bench/results/scale.json and prints a table.
 //
 //   npx tsx test/bench/scale-bench.ts [--n 200] [--warmup 3] [--peer-limits both|unlimited|default]
-//                                     [--only jobs|runs] [--pods-only] [--keep]
+//                                     [--only jobs|runs] [--pods-only] [--keep] [--max-active-runs M]
 //
+// --max-active-runs (the operator's maxActiveRuns; N plus the warm-up runs unless given) with
+// fewer slots than runs queues the rest, as a fleet larger than the cluster's slots does.
 // --only and --pods-only (stop a phase once its pods exist) are for investigating; their
 // figures go to results/scale.*.tmp, not scale.json.
 // CHAMVI_BENCH_OPERATOR_NODE_ARGS (space-separated) go to the operator's node, for a profile:
@@ -493,6 +495,7 @@ async function main(): Promise<void> {
       'pods-only': { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
       'peer-limits': { type: 'string', default: 'both' },
+      'max-active-runs': { type: 'string' },
     },
   });
   const peerLimits = values['peer-limits'];
@@ -501,7 +504,10 @@ async function main(): Promise<void> {
   const n = Number(values.n ?? process.env.N ?? 200);
   const warmup = Number(values.warmup);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--n must be a positive integer, got ${values.n ?? process.env.N}`);
-  const maxActiveRuns = n + warmup;
+  // By default every run gets a slot at once, as every Job gets its pod; fewer queue the rest.
+  const maxActiveRuns = values['max-active-runs'] === undefined ? n + warmup : Number(values['max-active-runs']);
+  if (!Number.isInteger(maxActiveRuns) || maxActiveRuns < 1)
+    throw new Error(`--max-active-runs must be a positive integer, got ${values['max-active-runs']}`);
   const began = Date.now();
   const loadAtStart = loadavg()[0] ?? 0;
   console.log(`scale bench: N=${n} on ${cpus().length} cpus (load ${loadAtStart.toFixed(2)})`);

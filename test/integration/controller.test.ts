@@ -314,8 +314,22 @@ describe('maxActiveRuns', () => {
     await operator?.kill();
   });
 
-  it('runs 50 runs never more than 10 at a time, admitting them in creation order', async () => {
+  it('runs 50 runs never more than 10 at a time, admitting them in creation order, without rewriting the queue at every freed slot', async () => {
     const names = Array.from({ length: 50 }, (_, i) => `q-${String(i).padStart(2, '0')}`);
+    // The last run's writes while it waits: a freed slot wakes the run served next, not all
+    // 40 behind it, so the last one is not written at each of the 40 admissions before its own.
+    const last = names.at(-1)!;
+    const queuedWrites: Array<number | undefined> = [];
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(kubeconfigPath());
+    const watching = await new Watch(kubeConfig).watch(
+      `/apis/chamvi.dev/v1alpha1/namespaces/${NS}/codingruns`,
+      { fieldSelector: `metadata.name=${last}` },
+      (type: string, object: { status?: { phase?: string; reason?: string; queue?: { position?: number } } }) => {
+        if (type === 'MODIFIED' && object.status?.reason === 'Queued') queuedWrites.push(object.status.queue?.position);
+      },
+      () => {},
+    );
     // Each run ends at its 4s deadline, which frees its slot for the next.
     await apply(...names.map((name) => scriptedRun(NS, name, { budget: { timeout: '4s' } })));
     let maxPods = 0;
@@ -329,8 +343,13 @@ describe('maxActiveRuns', () => {
       if (runs.every((run) => run.status?.phase === 'Failed')) break;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
+    watching.abort();
     expect(runs).toHaveLength(50);
     expect(runs.map((run) => run.status?.reason)).toEqual(names.map(() => 'DeadlineExceeded'));
+    // Queued with its place (40 runs ahead, give or take those admitted by then), then at most
+    // a recheck or two (every 30 s) and its turn at the head; before, one write a freed slot.
+    expect(queuedWrites[0]).toBeGreaterThan(20);
+    expect(queuedWrites.length, `positions written: ${queuedWrites.join(', ')}`).toBeLessThanOrEqual(6);
     expect(maxPods).toBeGreaterThan(0);
     expect(maxPods).toBeLessThanOrEqual(10);
     // Admission order: a run never starts more than a moment before an older one.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, Phase } from '../../operator/src/api/index.ts';
-import { computeAdmission as plan, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
+import { computeAdmission as plan, queueHeads, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
 import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 
 const run = (name: string, second: number, phase?: Phase, namespace = 'a', sequence?: number): CodingRun => ({
@@ -147,5 +147,51 @@ describe('computeAdmission', () => {
     expect(computeAdmission(runs, runs[1]!, context({ policies, budgets }))).toMatchObject({ admit: true });
     const under = new Map([['team', { tokensPerDay: 1000, usedToday: 999, day: '2026-11-29' }]]);
     expect(computeAdmission(runs, runs[0]!, context({ policies, budgets: under }))).toMatchObject({ admit: true });
+  });
+});
+
+describe('queueHeads: the runs a freed slot wakes', () => {
+  const names = (runs: CodingRun[]) => runs.map((one) => one.metadata.name).sort();
+
+  it('is the run each namespace serves next, not every queued run', () => {
+    const runs = [
+      run('a-old', 1, 'Pending', 'a'),
+      run('a-new', 2, 'Pending', 'a'),
+      run('a-newest', 3, undefined, 'a'),
+      run('b-old', 4, 'Pending', 'b'),
+      run('b-new', 5, 'Pending', 'b'),
+      run('c-running', 0, 'Running', 'c'),
+      run('c-done', 0, 'Succeeded', 'c'),
+    ];
+    expect(names(queueHeads(runs, new Set()))).toEqual(['a-old', 'b-old']);
+  });
+
+  it('passes over runs that are not waiting: admitted here already, being deleted, waiting for isolation', () => {
+    const deleting = {
+      ...run('a-1', 1, 'Pending', 'a'),
+      metadata: { ...run('a-1', 1).metadata, deletionTimestamp: '2026-11-29T12:02:00Z' },
+    };
+    const isolation = { ...run('b-1', 1, 'Pending', 'b'), status: { phase: 'Pending' as const, reason: 'IsolationNotEnforced' } };
+    const runs = [deleting, run('a-2', 2, 'Pending', 'a'), run('a-3', 3, 'Pending', 'a'), isolation, run('b-2', 2, 'Pending', 'b')];
+    expect(names(queueHeads(runs, new Set(['uid-a-2'])))).toEqual(['a-3', 'b-2']);
+  });
+
+  it('serves a run the API server refused after the runs never refused, as the plan does', () => {
+    const refused = {
+      ...run('a-1', 1, 'Pending', 'a'),
+      status: {
+        phase: 'Pending' as const,
+        conditions: [{ type: 'SandboxReady', status: 'False' as const, reason: 'SandboxRefused', message: '', lastTransitionTime: '' }],
+      },
+    };
+    expect(names(queueHeads([refused, run('a-2', 2, 'Pending', 'a')], new Set()))).toEqual(['a-2']);
+    expect(names(queueHeads([refused], new Set()))).toEqual(['a-1']);
+  });
+
+  it("hands out every free slot from one head's reconcile: its plan grants the other namespaces' runs too", () => {
+    const runs = [run('a-1', 1, 'Pending', 'a'), run('a-2', 2, 'Pending', 'a'), run('b-1', 3, 'Pending', 'b'), run('x', 0, 'Running', 'x')];
+    const [head] = queueHeads(runs, new Set());
+    const made = plan(runs, head!, context({ maxActiveRuns: 3 }));
+    expect(made.granted.map((grant) => grant.name)).toEqual(['a-1', 'b-1']);
   });
 });

@@ -6,7 +6,7 @@
 // - The run: every change but a step's progress write (steps, tool calls, usage, timings).
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { configMapChangeWakes, runChangeWakes } from '../../operator/src/controller/run-change-wakes.ts';
+import { configMapChangeWakes, queueChanged, runChangeWakes } from '../../operator/src/controller/run-change-wakes.ts';
 
 const run = (metadata: Partial<CodingRun['metadata']> = {}) =>
   ({ metadata: { name: 'demo', namespace: 'team-a', uid: 'u-1', ...metadata }, spec: {} }) as unknown as CodingRun;
@@ -94,5 +94,61 @@ describe('a change to a run', () => {
 
   it('wakes it when first seen', () => {
     expect(runChangeWakes(undefined, running)).toBe(true);
+  });
+
+  describe('while it is queued', () => {
+    const queuedAt = (position: number, heldBy = 'ClusterSlots', reason = 'Queued') => {
+      const message = `Queued: position ${position} for a sandbox slot.`;
+      return next((copy) => {
+        copy.status = {
+          phase: 'Pending',
+          reason,
+          message,
+          queue: { heldBy, position },
+          conditions: [
+            { type: 'Ready', status: 'False', reason, message, lastTransitionTime: '2026-12-01T20:00:00Z' },
+            { type: 'Reconciling', status: 'True', reason, message, lastTransitionTime: '2026-12-01T20:00:00Z' },
+          ],
+        };
+      });
+    };
+
+    it('does not wake it for the new place its own reconcile wrote: message, conditions and position', () => {
+      expect(runChangeWakes(queuedAt(40), queuedAt(31))).toBe(false);
+    });
+
+    it('wakes it when what holds it changes, it leaves the queue, or anything else changes', () => {
+      expect(runChangeWakes(queuedAt(40), queuedAt(40, 'NamespaceActiveRuns'))).toBe(true);
+      expect(runChangeWakes(queuedAt(40), queuedAt(40, 'ClusterSlots', 'IsolationNotEnforced'))).toBe(true);
+      const admitted = next((copy) => (copy.status = { phase: 'Provisioning' }));
+      expect(runChangeWakes(queuedAt(2), admitted)).toBe(true);
+      const annotated = queuedAt(40) as unknown as Loose;
+      annotated.metadata.annotations = { 'chamvi.dev/cancel': 'true' };
+      expect(runChangeWakes(queuedAt(40), annotated as unknown as CodingRun)).toBe(true);
+      const retimed = queuedAt(31) as unknown as Loose;
+      (retimed.status.conditions as Array<Record<string, string>>)[0]!.lastTransitionTime = '2026-12-01T20:01:00Z';
+      expect(runChangeWakes(queuedAt(40), retimed as unknown as CodingRun)).toBe(true);
+    });
+  });
+});
+
+describe('a change to a run, for the queue of sandbox slots', () => {
+  const inPhase = (phase?: string) => ({ ...run(), ...(phase ? { status: { phase } } : {}) }) as CodingRun;
+
+  it('wakes the queue when a run is first seen, ends or leaves the queue', () => {
+    expect(queueChanged(undefined, inPhase())).toBe(true);
+    expect(queueChanged(undefined, inPhase('Succeeded'))).toBe(true);
+    expect(queueChanged(inPhase('Running'), inPhase('Failed'))).toBe(true);
+    expect(queueChanged(inPhase('Pending'), inPhase('Failed'))).toBe(true);
+    expect(queueChanged(inPhase('Pending'), inPhase('Provisioning'))).toBe(true);
+    expect(queueChanged(inPhase(), inPhase('Provisioning'))).toBe(true);
+  });
+
+  it('does not for a change inside the queue or a running run, nor for an ended run again', () => {
+    expect(queueChanged(inPhase(), inPhase('Pending'))).toBe(false);
+    expect(queueChanged(inPhase('Pending'), inPhase('Pending'))).toBe(false);
+    expect(queueChanged(inPhase('Provisioning'), inPhase('Running'))).toBe(false);
+    expect(queueChanged(inPhase('Running'), inPhase('WaitingForApproval'))).toBe(false);
+    expect(queueChanged(inPhase('Succeeded'), inPhase('Succeeded'))).toBe(false);
   });
 });

@@ -252,7 +252,8 @@ export const queueStatus = z
       .optional()
       .describe(
         'With heldBy ClusterSlots: the place of the run in the order the next free slots go (1 is next). Namespaces take ' +
-          'turns (round-robin), so it can move as runs of other namespaces arrive.',
+          'turns (round-robin), so it can move as runs of other namespaces arrive. The run each namespace serves next has ' +
+          'its place written as slots free; the runs behind it, at least every 30 seconds.',
       ),
   })
   .describe('Present while the run waits in phase Pending with reason Queued: what holds it and its place in the queue.');

@@ -2,7 +2,7 @@
 // still costs the leader a decide, its cache reads and, now and then, a look at the agent; at
 // one event a step, that was a reconcile a step on the process that also runs steps (#17.5).
 import { isDeepStrictEqual } from 'node:util';
-import type { CodingRun } from '../api/index.ts';
+import { REASONS, isTerminal, type CodingRun } from '../api/index.ts';
 
 /**
  * Whether a change to one of a run's ConfigMaps (as the run cache has it) needs the run
@@ -20,10 +20,23 @@ export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !ru
  */
 const PROGRESS_FIELDS = ['steps', 'toolCalls', 'usage', 'timings'] as const;
 
-/** The run less what changes on every write (resourceVersion, managedFields) and the progress fields. */
-function withoutProgress(run: CodingRun): unknown {
+/**
+ * The run less what changes on every write (resourceVersion, managedFields), the progress
+ * fields and, while it is queued, the place its own reconcile wrote (the message, the
+ * conditions' copies of it, status.queue.position). A queued run's place moves as others are
+ * admitted: when its own write of it woke it, it looked again at once and wrote the place that
+ * had moved meanwhile, so every queued run was rewritten as fast as the controller could go
+ * (about ten writes a queued run, at 300 and at 1000 runs). It looks again at its rechecks
+ * and when it is next in its namespace (admission.ts queueHeads).
+ */
+function withoutRefreshes(run: CodingRun): unknown {
   const status: Record<string, unknown> = { ...run.status };
   for (const field of PROGRESS_FIELDS) delete status[field];
+  if (run.status?.phase === 'Pending' && run.status.reason === REASONS.Queued) {
+    delete status.message;
+    status.queue = { heldBy: run.status.queue?.heldBy };
+    status.conditions = run.status.conditions?.map(({ message: _message, ...condition }) => condition);
+  }
   const {
     resourceVersion: _version,
     managedFields: _fields,
@@ -35,11 +48,25 @@ function withoutProgress(run: CodingRun): unknown {
 }
 
 /**
- * Whether a change to a run needs it reconciled: every change but a step's progress. A
- * progress write changes nothing decide.ts decides on; the run is still looked at on its
- * own rechecks (AGENT_RECHECK_MS, the deadline), and any other change wakes it at once.
+ * Whether a change to a run needs it reconciled: every change but a step's progress and a
+ * queued run's new place. Neither changes what decide.ts decides on; the run is still looked
+ * at on its own rechecks (AGENT_RECHECK_MS, the deadline, QUEUED_RECHECK_MS), and any other
+ * change wakes it at once.
  * A first sighting (no previous object) always wakes it.
  */
 export function runChangeWakes(previous: CodingRun | undefined, run: CodingRun): boolean {
-  return !previous || !isDeepStrictEqual(withoutProgress(previous), withoutProgress(run));
+  return !previous || !isDeepStrictEqual(withoutRefreshes(previous), withoutRefreshes(run));
+}
+
+/**
+ * Whether a change to a run can change who gets a sandbox slot next (maxActiveRuns): a run seen
+ * for the first time (created, or listed as the operator starts), one that ended (its slot
+ * frees once its pod goes, which the pod watch reports too) or one that left the queue.
+ */
+export function queueChanged(previous: CodingRun | undefined, run: CodingRun): boolean {
+  if (!previous) return true;
+  const was = previous.status?.phase;
+  const is = run.status?.phase;
+  if (isTerminal(is)) return !isTerminal(was);
+  return (was === undefined || was === 'Pending') && is !== undefined && is !== 'Pending';
 }

@@ -12,7 +12,7 @@ import {
   type V1NetworkPolicy,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { PLURAL, RUN_LABEL, isTerminal, type CodingRun } from '../api/index.ts';
+import { PLURAL, RUN_LABEL, type CodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { customObjectSource } from './custom-object-source.ts';
 import { Informer, clientNodePage, type CachedObject, type InformerSource, type ListAnswer } from './informer.ts';
@@ -26,7 +26,7 @@ import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { WARM_POOL_LABEL } from '../reconcile/warm-pool.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
-import { configMapChangeWakes, runChangeWakes } from './run-change-wakes.ts';
+import { configMapChangeWakes, queueChanged, runChangeWakes } from './run-change-wakes.ts';
 import { jsonRequests } from '../kube/json-requests.ts';
 import { listMetadata, metadataOnlyWatch, type ObjectMetadata } from '../kube/metadata-only.ts';
 
@@ -104,9 +104,9 @@ export class RunController {
     };
     const onRun = (run: CodingRun, previous?: CodingRun) => {
       if (runChangeWakes(previous, run)) this.queue.add(runKey(run));
-      // A slot freed up: wake the runs waiting for one (maxActiveRuns).
-      const freed = !previous || (isTerminal(run.status?.phase) && !isTerminal(previous.status?.phase));
-      if (freed && (isTerminal(run.status?.phase) || !previous)) this.wakeWaitingRuns();
+      // The queue changed (maxActiveRuns): a slot freed up, a run left the queue, or a new run
+      // (or one seen for the first time) came. Wake the run each namespace serves next.
+      if (queueChanged(previous, run)) this.reconciler.wakeQueueHeads();
     };
 
     const runInformers = namespaces.map((namespace) =>
@@ -153,7 +153,7 @@ export class RunController {
       // A pool pod that changed (Ready, above all) is looked at by the pool loop now, not at its
       // next tick: its tool session opens ahead only once the loop has seen it ready.
       (pod, deleted) => {
-        if (deleted || pod.metadata?.deletionTimestamp) this.wakeWaitingRuns();
+        if (deleted || pod.metadata?.deletionTimestamp) this.reconciler.wakeQueueHeads();
         if (pod.metadata?.labels?.[WARM_POOL_LABEL]) this.warmPools?.poke();
       },
     );
@@ -275,9 +275,10 @@ export class RunController {
     });
   }
 
-  private wakeWaitingRuns(namespace?: string): void {
+  /** The namespace's isolation verdict came: every run of it waiting there (not only the queue's head) goes on. */
+  private wakeWaitingRuns(namespace: string): void {
     for (const run of this.runs.list()) {
-      if (namespace !== undefined && run.metadata.namespace !== namespace) continue;
+      if (run.metadata.namespace !== namespace) continue;
       const phase = run.status?.phase;
       if (phase === undefined || phase === 'Pending') this.queue.add(runKey(run));
     }

@@ -6,7 +6,7 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { computeAdmission, isActive, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
+import { computeAdmission, isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
@@ -267,6 +267,16 @@ export class RunReconciler {
     if (!deleted && isSandboxPolicyAsWanted(policy, wanted)) return;
     for (const run of this.deps.caches.runs.list())
       if (run.metadata.namespace === namespace && !isTerminal(run.status?.phase)) this.deps.wake?.(`${namespace}/${run.metadata.name}`);
+  }
+
+  /**
+   * A slot freed, a run was admitted or a new one arrived: wake the run each namespace serves
+   * next (admission.ts queueHeads), not every queued run. Its reconcile hands out the free
+   * slots and wakes the runs it grants them.
+   */
+  wakeQueueHeads(): void {
+    for (const run of queueHeads(this.deps.caches.runs.list(), this.admittedLocally))
+      this.deps.wake?.(`${run.metadata.namespace}/${run.metadata.name}`);
   }
 
   /** The namespace's sandbox policies as far as this process knows (the cache, or its own creates not in it yet). */

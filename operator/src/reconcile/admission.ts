@@ -153,12 +153,36 @@ function queuedMessage(
   }
 }
 
+/** The order a namespace's waiting runs are served in: runs never refused first, then oldest first. */
+function queueOrder(a: CodingRun, b: CodingRun): number {
+  return Number(wasRefused(a)) - Number(wasRefused(b)) || (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0);
+}
+
+/**
+ * The waiting run each namespace serves next: the runs to wake when a slot frees or the queue
+ * changes. Any waiting run's reconcile makes the same plan and wakes the runs it grants a slot
+ * (computeAdmission), so one per namespace is enough to hand out the slots, and these are the
+ * runs whose places (1, 2, ...) a freed slot changes most. Waking every queued run instead cost
+ * a reconcile and a status write per queued run for each freed slot: with hundreds queued,
+ * writes quadratic in the queue's length. The runs behind see their new place at their own
+ * recheck (QUEUED_RECHECK_MS).
+ */
+export function queueHeads(runs: readonly CodingRun[], admittedLocally: ReadonlySet<string>): CodingRun[] {
+  const heads = new Map<string, CodingRun>();
+  for (const run of runs) {
+    if (!isWaiting(run, admittedLocally)) continue;
+    const head = heads.get(run.metadata.namespace);
+    if (!head || queueOrder(run, head) < 0) heads.set(run.metadata.namespace, run);
+  }
+  return [...heads.values()];
+}
+
 export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
   const granted = context.grants?.get(self.metadata.uid);
   if (granted) return { admission: { admit: true, sequence: granted.sequence }, granted: [] };
   const { total, perNamespace } = countActive(runs, self, context);
   const waiting = runs.filter((run) => run.metadata.uid === self.metadata.uid || isWaiting(run, context.admittedLocally));
-  waiting.sort((a, b) => Number(wasRefused(a)) - Number(wasRefused(b)) || (createdBefore(a, b) ? -1 : createdBefore(b, a) ? 1 : 0));
+  waiting.sort(queueOrder);
   const queued = new Map<string, string[]>();
   for (const run of waiting) {
     const list = queued.get(run.metadata.namespace) ?? [];
