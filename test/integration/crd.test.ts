@@ -111,6 +111,24 @@ describe('the CodingRun CRD on a real API server', () => {
       /spec\.budget\.maxSteps: Invalid value: "string": spec\.budget\.maxSteps in body must be of type integer/,
     ],
     [
+      'a full ref as the branch to publish to',
+      withSpec('ref-branch', (s) => (s.publish = { branch: 'refs/heads/main', credentialsSecretRef: { name: 'push-token' } })),
+      /spec\.publish\.branch: Invalid value: "string": must be a branch name alone: not "HEAD" and not a full ref/,
+    ],
+    [
+      'HEAD as the pull request base',
+      withSpec('head-base', (s) => (s.publish = { credentialsSecretRef: { name: 'push-token' }, pullRequest: { base: 'HEAD' } })),
+      /spec\.publish\.pullRequest\.base: Invalid value: "string": must be a branch name alone/,
+    ],
+    [
+      'a label with a comma',
+      withSpec(
+        'comma-label',
+        (s) => (s.publish = { credentialsSecretRef: { name: 'push-token' }, pullRequest: { labels: ['bug,urgent'] } }),
+      ),
+      /spec\.publish\.pullRequest\.labels\[0\]: Invalid value: "bug,urgent": spec\.publish\.pullRequest\.labels\[0\] in body should match '\^\[\^,\]\+\$'/,
+    ],
+    [
       'an unknown provider',
       withSpec('bad-provider', (s) => (s.model.provider = 'anthropic-direct')),
       /spec\.model\.provider: Unsupported value: "anthropic-direct"/,

@@ -63,6 +63,34 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
   });
 });
 
+describe.each(ADAPTERS)('the %s adapter, given a pull request the run status could not hold', (_, build) => {
+  const pullWith = (number: unknown, url: string) => ({ number, iid: number, html_url: url, web_url: url, title: 't', body: 'b' });
+  const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: [] };
+
+  // Each went into status.result.publish as the forge sent it: the API server refused the
+  // write (422) after the pull request existed, and again at every retry.
+  it.each([
+    ['number 0', pullWith(0, 'https://forge.example/acme/app/pulls/1'), /numbered 0, not a whole number from 1/],
+    ['a number given as text', pullWith('7', 'https://forge.example/acme/app/pulls/7'), /numbered "7"/],
+    [
+      'an address of 3000 characters',
+      pullWith(7, `https://forge.example/${'a'.repeat(3000)}`),
+      /pull request 7 without an http\(s\) address/,
+    ],
+    ['a javascript: address', pullWith(7, 'javascript:alert(1)'), /pull request 7 without an http\(s\) address/],
+  ])('refuses %s', async (_name, pull, message) => {
+    const forge = make(build, await forgeAnswering(201, JSON.stringify(pull)));
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it('takes a well-formed one', async () => {
+    const forge = make(build, await forgeAnswering(201, JSON.stringify(pullWith(7, 'https://forge.example/acme/app/pulls/7'))));
+    expect(await forge.createPullRequest(request)).toMatchObject({ number: 7, url: 'https://forge.example/acme/app/pulls/7' });
+  });
+});
+
 describe('the Gitea adapter looking up labels', () => {
   it('refuses a page of labels longer than it asked for, rather than keeping 4 MiB pages whole', async () => {
     // 120 000 labels in one 3.6 MiB page: kept whole twenty times, or spread into one push (a stack overflow).

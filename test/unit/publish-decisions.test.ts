@@ -66,6 +66,11 @@ describe('branch names', () => {
     ['a b', false],
     ['a@{b', false],
     ['a//b', false],
+    // git would make refs/heads/HEAD and refs/heads/refs/heads/main of these.
+    ['HEAD', false],
+    ['refs/heads/main', false],
+    ['head', true],
+    ['my-refs/x', true],
   ])('%s is a branch name: %s', (name, ok) => expect(isBranchName(name)).toBe(ok));
 
   it('the schema refuses a template git would refuse, before the run is created', () => {
@@ -76,6 +81,13 @@ describe('branch names', () => {
     };
     expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'a..b' } }).success).toBe(false);
     expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'chamvi/{run}' } }).success).toBe(true);
+    expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'refs/heads/main' } }).success).toBe(false);
+    const based = (pullRequest: object) => codingRunSpec.safeParse({ ...base, publish: { pullRequest } }).success;
+    expect(based({ base: 'release' })).toBe(true);
+    expect(based({ base: 'HEAD' })).toBe(false);
+    expect(based({ base: 'a..b' })).toBe(false);
+    expect(based({ labels: ['bug', 'good first issue'] })).toBe(true);
+    expect(based({ labels: ['bug,urgent'] })).toBe(false);
     const noToken = { ...base, repository: { url: 'https://x/y.git' }, publish: {} };
     expect(codingRunSpec.safeParse(noToken).success).toBe(false);
   });

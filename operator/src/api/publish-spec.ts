@@ -23,6 +23,12 @@ export const branchNameRules: readonly CrossFieldRule<string>[] = [
     message: 'must be a git branch name: it may not end with "/", "." or ".lock"',
     holds: (name) => !name.endsWith('/') && !name.endsWith('.') && !name.endsWith('.lock'),
   },
+  // git makes both (refs/heads/HEAD, refs/heads/refs/heads/main), and neither is what was meant.
+  {
+    rule: "self != 'HEAD' && !self.startsWith('refs/')",
+    message: 'must be a branch name alone: not "HEAD" and not a full ref ("refs/heads/main" is written "main")',
+    holds: (name) => name !== 'HEAD' && !name.startsWith('refs/'),
+  },
 ];
 
 /** A rendered branch name git accepts (the template's rules, and no braces left over). */
@@ -54,7 +60,15 @@ export const pullRequestSpec = z
         'Open it as a draft (GitHub: a draft pull request; GitLab: a "Draft:" title; Gitea/Forgejo: a "WIP:" title). Default false.',
       ),
     labels: z
-      .array(z.string().min(1).max(128).describe('A label name.'))
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(128)
+          // GitLab takes labels as one comma-separated list: "a,b" would be two labels there.
+          .regex(/^[^,]+$/, { message: 'a label name has no comma (GitLab reads one as two labels)' })
+          .describe('A label name, without a comma.'),
+      )
       .max(20)
       .default([])
       .meta({ 'x-kubernetes-list-type': 'set' })
@@ -64,6 +78,10 @@ export const pullRequestSpec = z
       .min(1)
       .max(255)
       .regex(new RegExp(BRANCH_TEMPLATE_PATTERN), { message: 'must be a branch name' })
+      .superRefine((base, ctx) => {
+        for (const rule of branchNameRules) if (!rule.holds(base)) ctx.addIssue({ code: 'custom', message: rule.message });
+      })
+      .meta({ 'x-kubernetes-validations': branchNameRules.map(({ rule, message }) => ({ rule, message })) })
       .optional()
       .describe("Branch the pull request asks to merge into. Default: spec.repository.revision, else the repository's default branch."),
   })

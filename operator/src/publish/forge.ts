@@ -1,6 +1,7 @@
 // The port every forge adapter implements: the few pull-request operations publishing needs.
 // One contract suite (test/support/forge-contract.ts) runs over each adapter: Gitea live, GitHub
 // and GitLab against recorded exchanges of their real APIs.
+import { ForgeError } from './errors/forge-error.ts';
 import type { ForgeKind } from './forge-kinds.ts';
 
 export interface PullRequest {
@@ -44,4 +45,30 @@ export interface ForgeOptions {
   /** Injected for tests; default the global fetch. */
   fetch?: typeof fetch;
   timeoutMs?: number;
+}
+
+/** The longest pull request address status.result.publish.pullRequest.url holds. */
+export const PULL_REQUEST_URL_MAX = 2048;
+
+/**
+ * A pull request as a forge answered it, checked before it is used: its number and address go
+ * into the run's status, and one the status schema refuses (the API server's 422) would fail
+ * the publish after the pull request exists, again at every retry. An address that is not
+ * http(s) is refused too: dashboards render it as a link.
+ */
+export function checkedPullRequest(pull: { number: unknown; url: unknown; title: unknown; body: unknown }): PullRequest {
+  const { number, url, title, body } = pull;
+  if (typeof number !== 'number' || !Number.isSafeInteger(number) || number < 1)
+    throw new ForgeError(
+      `the forge answered a pull request numbered ${JSON.stringify(number)?.slice(0, 40)}, not a whole number from 1`,
+      undefined,
+    );
+  if (typeof url !== 'string' || url.length > PULL_REQUEST_URL_MAX || !/^https?:\/\//i.test(url) || !URL.canParse(url))
+    throw new ForgeError(
+      `the forge answered pull request ${number} without an http(s) address of at most ${PULL_REQUEST_URL_MAX} characters`,
+      undefined,
+    );
+  if (typeof title !== 'string' || (body !== null && body !== undefined && typeof body !== 'string'))
+    throw new ForgeError(`the forge answered pull request ${number} without a title or with a body that is not text`, undefined);
+  return { number, url, title, body: body ?? '' };
 }

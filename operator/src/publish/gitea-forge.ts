@@ -2,7 +2,14 @@
 // four endpoints do not justify a client library. Draft pull requests are a "WIP:" title
 // (Gitea's default work-in-progress prefix); labels are sent as ids, so names are looked up.
 import { ForgeError } from './errors/forge-error.ts';
-import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+import {
+  checkedPullRequest,
+  type Forge,
+  type ForgeOptions,
+  type NewPullRequest,
+  type PullRequest,
+  type PullRequestChange,
+} from './forge.ts';
 import { forgeHttp, type ForgeHttp } from './forge-http.ts';
 
 interface GiteaPull {
@@ -19,12 +26,10 @@ const PAGE = 50;
 const MAX_PAGES = 20;
 
 const DRAFT = 'WIP: ';
-const view = (pull: GiteaPull): PullRequest => ({
-  number: pull.number,
-  url: pull.html_url,
-  title: pull.title.startsWith(DRAFT) ? pull.title.slice(DRAFT.length) : pull.title,
-  body: pull.body ?? '',
-});
+const view = (pull: GiteaPull): PullRequest => {
+  const checked = checkedPullRequest({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body });
+  return { ...checked, title: checked.title.startsWith(DRAFT) ? checked.title.slice(DRAFT.length) : checked.title };
+};
 
 export class GiteaForge implements Forge {
   readonly kind = 'gitea' as const;

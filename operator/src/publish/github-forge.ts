@@ -7,7 +7,14 @@ import { Octokit } from '@octokit/rest';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
 import { boundedAnswer } from './forge-http.ts';
-import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+import {
+  checkedPullRequest,
+  type Forge,
+  type ForgeOptions,
+  type NewPullRequest,
+  type PullRequest,
+  type PullRequestChange,
+} from './forge.ts';
 
 interface GitHubPull {
   number: number;
@@ -16,7 +23,8 @@ interface GitHubPull {
   body?: string | null;
 }
 
-const view = (pull: GitHubPull): PullRequest => ({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body ?? '' });
+const view = (pull: GitHubPull): PullRequest =>
+  checkedPullRequest({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body });
 
 export class GitHubForge implements Forge {
   readonly kind = 'github' as const;

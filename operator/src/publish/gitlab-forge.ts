@@ -2,7 +2,14 @@
 // @gitbeaker/rest: four endpoints, and its dependency tree would be larger than this file and
 // the one it shares with Gitea (forge-http.ts). A project is named by its URL-encoded path;
 // a draft is a "Draft:" title, as GitLab documents; labels are names, created on use.
-import type { Forge, ForgeOptions, NewPullRequest, PullRequest, PullRequestChange } from './forge.ts';
+import {
+  checkedPullRequest,
+  type Forge,
+  type ForgeOptions,
+  type NewPullRequest,
+  type PullRequest,
+  type PullRequestChange,
+} from './forge.ts';
 import { forgeHttp, type ForgeHttp } from './forge-http.ts';
 
 interface MergeRequest {
@@ -15,12 +22,14 @@ interface MergeRequest {
 }
 
 const DRAFT = 'Draft: ';
-const view = (mr: MergeRequest): PullRequest => ({
-  number: mr.iid,
-  url: mr.web_url,
-  title: mr.title.startsWith(DRAFT) ? mr.title.slice(DRAFT.length) : mr.title,
-  body: withQuickActions(mr.description ?? ''),
-});
+const view = (mr: MergeRequest): PullRequest => {
+  const checked = checkedPullRequest({ number: mr.iid, url: mr.web_url, title: mr.title, body: mr.description });
+  return {
+    ...checked,
+    title: checked.title.startsWith(DRAFT) ? checked.title.slice(DRAFT.length) : checked.title,
+    body: withQuickActions(checked.body),
+  };
+};
 
 /**
  * GitLab runs a description's lines that start with `/` as quick actions, as the token's
