@@ -92,6 +92,29 @@ describe('computeAdmission', () => {
     );
   });
 
+  it("caps a namespace without an annotation at the operator's namespaceMaxActiveRuns; an annotation wins either way", () => {
+    const runs = [
+      run('a1', 1, 'Running', 'first'),
+      run('a2', 2, 'Running', 'first'),
+      run('a3', 3, undefined, 'first'),
+      run('b1', 4, undefined, 'later'),
+      run('c1', 5, 'Running', 'wide'),
+      run('c2', 6, 'Running', 'wide'),
+      run('c3', 7, undefined, 'wide'),
+    ];
+    const capped = context({ maxActiveRuns: 10, namespaceMaxActiveRuns: 2 });
+    const held = computeAdmission(runs, runs[2]!, capped);
+    expect(held).toMatchObject({ admit: false, heldBy: 'NamespaceActiveRuns' });
+    expect(held.admit === false && held.message).toContain(
+      'namespace first has 2 of its 2 runs active (operator namespaceMaxActiveRuns; annotation chamvi.dev/max-active-runs sets another)',
+    );
+    expect(computeAdmission(runs, runs[3]!, capped)).toMatchObject({ admit: true });
+    const policies = new Map([['wide', readNamespacePolicy({ 'chamvi.dev/max-active-runs': '5' })]]);
+    expect(computeAdmission(runs, runs[6]!, { ...capped, policies })).toMatchObject({ admit: true });
+    // Without the default, only the cluster's slots hold it.
+    expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 10 }))).toMatchObject({ admit: true });
+  });
+
   // A run whose pod a LimitRange refuses (403, taken as a refusal that may clear) is retried
   // every 10 s; first in its namespace's queue, it took the namespace's one slot at every round.
   it('queues a run whose sandbox was refused behind the runs never refused, in its namespace and the cluster', () => {

@@ -23,6 +23,13 @@ describe('loadOperatorConfig', () => {
     expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
   });
 
+  it('takes namespaceMaxActiveRuns from the file or CHAMVI_NAMESPACE_MAX_ACTIVE_RUNS, unset unless given, and refuses 0', () => {
+    expect(loadOperatorConfig({}, {}).namespaceMaxActiveRuns).toBeUndefined();
+    expect(loadOperatorConfig({ namespaceMaxActiveRuns: 20 }, {}).namespaceMaxActiveRuns).toBe(20);
+    expect(loadOperatorConfig({}, { CHAMVI_NAMESPACE_MAX_ACTIVE_RUNS: '4' }).namespaceMaxActiveRuns).toBe(4);
+    expect(() => loadOperatorConfig({ namespaceMaxActiveRuns: 0 }, {})).toThrow(/namespaceMaxActiveRuns/);
+  });
+
   it('cuts model call attempts at modelCallTimeoutSeconds, 300 unless set (file or CHAMVI_MODEL_CALL_TIMEOUT_SECONDS)', () => {
     expect(loadOperatorConfig(undefined, {}).modelCallTimeoutSeconds).toBe(300);
     expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, {}).modelCallTimeoutSeconds).toBe(120);

@@ -317,6 +317,15 @@ export const operatorConfigSchema = z
       .default(30)
       .describe('A job whose worker stops renewing its lock this long is taken over by another worker.'),
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
+    namespaceMaxActiveRuns: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .optional()
+      .describe(
+        'Runs of one namespace provisioned at once, for a namespace without the chamvi.dev/max-active-runs annotation (which wins). Unset: only maxActiveRuns, so the namespace that comes first may hold every slot until its runs end.',
+      ),
     watchNamespaces: z
       .array(z.string().min(1).max(63).regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)'))
       .default([])
@@ -538,6 +547,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_STATE_KEY: { key: 'stateKey' },
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
+  CHAMVI_NAMESPACE_MAX_ACTIVE_RUNS: { key: 'namespaceMaxActiveRuns' },
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
   CHAMVI_ALLOW_UNISOLATED_SANDBOXES: { key: 'allowUnisolatedSandboxes', boolean: true },

@@ -572,6 +572,7 @@ export class RunReconciler {
     this.forgetSettledGrants(runs);
     const plan = computeAdmission(runs, run, {
       maxActiveRuns: this.deps.config.maxActiveRuns,
+      ...(this.deps.config.namespaceMaxActiveRuns !== undefined ? { namespaceMaxActiveRuns: this.deps.config.namespaceMaxActiveRuns } : {}),
       admittedLocally: this.admittedLocally,
       holdsSandbox: (other) => this.sandboxUp(other),
       policies,

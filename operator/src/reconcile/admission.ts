@@ -62,6 +62,8 @@ export interface TokenBudgetView {
 export interface AdmissionContext {
   /** The operator's maxActiveRuns. */
   maxActiveRuns: number;
+  /** The operator's namespaceMaxActiveRuns: the cap of a namespace without its own annotation. */
+  namespaceMaxActiveRuns?: number;
   admittedLocally: ReadonlySet<string>;
   /**
    * Whether a finished run's sandbox pod is still up: the run's phase is written before its
@@ -138,11 +140,17 @@ function queuedMessage(
         `Queued: position ${facts.position} for a sandbox slot; all ${context.maxActiveRuns} slots of the cluster (operator maxActiveRuns) ` +
         `are taken (${facts.active} active). Namespaces take turns for the slots that free up.`
       );
-    case 'NamespaceActiveRuns':
+    case 'NamespaceActiveRuns': {
+      const cap = namespaceCap(namespace, context);
+      const source =
+        policy?.maxActiveRuns !== undefined
+          ? `annotation ${NAMESPACE_ANNOTATIONS.maxActiveRuns}`
+          : `operator namespaceMaxActiveRuns; annotation ${NAMESPACE_ANNOTATIONS.maxActiveRuns} sets another`;
       return (
-        `Queued: namespace ${namespace} has ${facts.perNamespace} of its ${policy?.maxActiveRuns ?? 0} runs active ` +
-        `(annotation ${NAMESPACE_ANNOTATIONS.maxActiveRuns})${problems}; the run waits until one of them ends.`
+        `Queued: namespace ${namespace} has ${facts.perNamespace} of its ${cap ?? 0} runs active ` +
+        `(${source})${problems}; the run waits until one of them ends.`
       );
+    }
     case 'NamespaceTokenBudget': {
       const budget = context.budgets?.get(namespace);
       return (
@@ -151,6 +159,11 @@ function queuedMessage(
       );
     }
   }
+}
+
+/** A namespace's cap on active runs: its annotation, else the operator's default for every namespace, else none. */
+function namespaceCap(namespace: string, context: AdmissionContext): number | undefined {
+  return context.policies?.get(namespace)?.maxActiveRuns ?? context.namespaceMaxActiveRuns;
 }
 
 /** The order a namespace's waiting runs are served in: runs never refused first, then oldest first. */
@@ -191,7 +204,7 @@ export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, co
   }
   const limits = new Map<string, NamespaceLimits>();
   for (const namespace of queued.keys()) {
-    const maxActiveRuns = context.policies?.get(namespace)?.maxActiveRuns;
+    const maxActiveRuns = namespaceCap(namespace, context);
     const budget = context.budgets?.get(namespace);
     limits.set(namespace, {
       active: perNamespace.get(namespace) ?? 0,
