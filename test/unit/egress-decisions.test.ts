@@ -117,6 +117,8 @@ describe('decideAddresses', () => {
     ['the API server', 'sneaky.example', 443, ['10.96.0.1'], false, EGRESS_RULES.ApiServer],
     ['the API server, for a name the admin opened', 'k.internal.example', 443, ['10.96.0.1'], false, EGRESS_RULES.ApiServer],
     ['the API server, IPv4-mapped', 'k.internal.example', 443, ['::ffff:10.96.0.1'], false, EGRESS_RULES.ApiServer],
+    ['the API server, IPv4-mapped in hex', 'k.internal.example', 443, ['::ffff:a60:1'], false, EGRESS_RULES.ApiServer],
+    ['the API server, IPv4-mapped in full', 'k.internal.example', 443, ['0:0:0:0:0:FFFF:0A60:0001'], false, EGRESS_RULES.ApiServer],
     ['no address at all', 'nothing.example', 443, [], false, EGRESS_RULES.ResolutionFailed],
     ['a private address of a name the admin opened', 'registry.internal.example', 443, ['10.1.2.3'], true, undefined],
     ['loopback of a name the admin opened', 'registry.internal.example', 443, ['127.0.0.1'], true, undefined],
@@ -126,6 +128,20 @@ describe('decideAddresses', () => {
     expect(decision.allowed).toBe(allowed);
     if (!decision.allowed) expect(decision.rule).toBe(rule);
     else expect(decision.address).toBe(addresses[0]);
+  });
+});
+
+describe('decideAddresses, with the API server at an IPv6 address', () => {
+  const v6 = { ...policy, apiServer: [{ address: 'fd00:10:96::1', port: 443 }] };
+  it.each([['fd00:10:96::1'], ['fd00:10:96:0::1'], ['FD00:0010:0096:0000:0000:0000:0000:0001']])(
+    'refuses %s, however it is written',
+    (address) => {
+      const decision = decideAddresses('k.internal.example', 443, [address], v6);
+      expect(decision).toMatchObject({ allowed: false, rule: EGRESS_RULES.ApiServer });
+    },
+  );
+  it('lets another address of a name the admin opened through', () => {
+    expect(decideAddresses('k.internal.example', 443, ['fd00:10:96::2'], v6).allowed).toBe(true);
   });
 });
 

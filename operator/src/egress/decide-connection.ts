@@ -2,6 +2,7 @@
 // (egress-proxy-server.ts) only gathers the facts (credential, live run, DNS answer) and
 // carries the verdict out. Every refusal names the rule that refused it; the 403 body and the
 // audit log say the same.
+import { isIPv4, isIPv6 } from 'node:net';
 import { OPENABLE_CLASSES, classifyAddress, type AddressClass } from './address-class.ts';
 import { canonicalHostName, firstMatch, type HostPattern } from './host-pattern.ts';
 import type { CredentialCheck } from './proxy-credential.ts';
@@ -125,10 +126,28 @@ export function decideRequest(
 
 export type AddressDecision = { allowed: true; address: string; addressClass: AddressClass } | Refusal;
 
-/** An address as one string per address (an IPv4-mapped IPv6 address as its IPv4 form). */
+/**
+ * One text per address: IPv6 in its canonical form (the WHATWG URL serializer's: lower case,
+ * zeros compressed), an IPv4-mapped IPv6 address in its IPv4 form however it was written
+ * (`::ffff:10.96.0.1`, `::ffff:a60:1`). Texts compared as written let `2001:db8:0::1` past
+ * an API server listed as `2001:db8::1`.
+ */
+export function canonicalAddress(address: string): string {
+  if (isIPv4(address) || !isIPv6(address)) return address.toLowerCase();
+  let host: string;
+  try {
+    host = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+  } catch {
+    return address.toLowerCase(); // a zone id (fe80::1%eth0), which URL does not take
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
+  if (!mapped) return host;
+  const [high, low] = [parseInt(mapped[1]!, 16), parseInt(mapped[2]!, 16)];
+  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+}
+
 function sameAddress(a: string, b: string): boolean {
-  const plain = (address: string) => address.toLowerCase().replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, '$1');
-  return plain(a) === plain(b);
+  return canonicalAddress(a) === canonicalAddress(b);
 }
 
 /**
