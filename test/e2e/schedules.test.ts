@@ -4,7 +4,7 @@
 // merged and its errors are reported, and a controller that dies between creating a run and
 // writing the status, or is down over a scheduled time, neither doubles nor misses a run.
 // The last test runs the real operator process and restarts it.
-import { KubeConfig } from '@kubernetes/client-node';
+import { ApiException, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlOk } from '../support/cluster.ts';
 import { applyIn, eventsOf } from '../support/namespaced-runs.ts';
@@ -137,6 +137,10 @@ describe('CodingSchedule', () => {
       /spec.schedule: Invalid value: "every day": spec.schedule in body should match/,
     );
     expect((await apply('x'.repeat(64), { runTemplate: { spec: RUN } })).stderr).toContain('at most 63 characters');
+    // The operator wakes a moment after the time: a deadline of 0 skipped every run.
+    expect((await apply('no-slack', { startingDeadlineSeconds: 0, runTemplate: { spec: RUN } })).stderr).toContain(
+      'spec.startingDeadlineSeconds: Invalid value: 0: spec.startingDeadlineSeconds in body should be greater than or equal to 10',
+    );
   });
 
   it('is described by kubectl explain, field by field', async () => {
@@ -224,9 +228,20 @@ describe('CodingSchedule', () => {
     await reconciler.reconcile(`${NS}/hourly`);
     expect(await scheduledTimes('hourly')).toEqual([base, base + HOUR]);
     expect((await scheduleOf('hourly')).status?.activeCount).toBe(2);
-    // Reconciling again at the same moment changes nothing.
-    await reconciler.reconcile(`${NS}/hourly`);
+    // Reconciling again at the same moment changes nothing, and sends no status write: the
+    // status was compared as JSON, whose keys the API server sorts, so every reconcile sent
+    // the same status again (a PUT the API server took as a no-op).
+    let statusWrites = 0;
+    const counting: ScheduleGateway = {
+      ...kube,
+      replaceScheduleStatus: (...args) => {
+        statusWrites++;
+        return kube.replaceScheduleStatus(...args);
+      },
+    };
+    await reconcilerAt(clock, counting).reconcile(`${NS}/hourly`);
     expect(await scheduledTimes('hourly')).toEqual([base, base + HOUR]);
+    expect(statusWrites).toBe(0);
   });
 
   it('Forbid: holds the next run while one is active and starts it late when that run ends', async () => {
@@ -278,6 +293,45 @@ describe('CodingSchedule', () => {
     clock.now = base + HOUR + 1_000;
     await reconciler.reconcile(`${NS}/paused`);
     expect(await scheduledTimes('paused')).toEqual([base + HOUR]);
+  });
+
+  it('deletes the finished runs past its history limit before a try a quota refuses, so the quota frees up by itself', async () => {
+    // Two CodingRuns at most, a history of one: the third run fits only once the oldest
+    // finished run is gone. The deletions came after the create, which the quota refused, so
+    // they never came and the schedule stayed refused for good. The quota is the one a
+    // ResourceQuota on count/codingruns.chamvi.dev makes, answered as the API server does (403)
+    // in front of the real one: this control plane's quota controller had not counted the CRD
+    // after two minutes.
+    await createSchedule('quota', { successfulRunsHistoryLimit: 1, runTemplate: { spec: RUN } });
+    const quota: ScheduleGateway = {
+      ...kube,
+      async createRun(run) {
+        const there = (await runsOf('quota')).length;
+        if (there >= 2) {
+          const refusal = {
+            message: `codingruns.chamvi.dev is forbidden: exceeded quota: runs, used: count/codingruns.chamvi.dev=${there}, limited: count/codingruns.chamvi.dev=2`,
+          };
+          throw new ApiException(403, 'Forbidden', JSON.stringify(refusal), {});
+        }
+        return kube.createRun(run);
+      },
+    };
+    const clock = { now: base };
+    const reconciler = reconcilerAt(clock, quota);
+    for (const hour of [0, 1]) {
+      clock.now = base + hour * HOUR + 1_000;
+      await reconciler.reconcile(`${NS}/quota`);
+      const made = (await runsOf('quota')).find(
+        (run) => run.metadata.labels['chamvi.dev/scheduled-time'] === String((base + hour * HOUR) / 1000),
+      );
+      await finish(made!.metadata.name, 'Succeeded', clock.now + 1_000);
+    }
+    clock.now = base + 2 * HOUR + 1_000;
+    await reconciler.reconcile(`${NS}/quota`);
+    expect(await scheduledTimes('quota')).toEqual([base + HOUR, base + 2 * HOUR]);
+    expect((await scheduleOf('quota')).status?.conditions?.find((condition) => condition.type === 'Ready')).toMatchObject({
+      status: 'True',
+    });
   });
 
   it('keeps successfulRunsHistoryLimit and failedRunsHistoryLimit finished runs, the newest', async () => {

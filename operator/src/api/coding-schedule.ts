@@ -109,12 +109,15 @@ export const codingScheduleSpec = z
     startingDeadlineSeconds: z
       .number()
       .int()
-      .min(0)
+      // The operator wakes a moment after the scheduled time, later with many schedules due at
+      // once: with 0 every run was skipped, and a few seconds skipped runs now and then.
+      .min(10)
       .max(31_536_000)
       .optional()
       .describe(
         'A run that cannot start within this many seconds of its scheduled time (the operator was down, the schedule suspended, or ' +
-          'Forbid held it) is skipped and reported as a MissedSchedule Event. Default: no deadline, so the latest missed time runs late.',
+          'Forbid held it) is skipped and reported as a MissedSchedule Event. At least 10. Default: no deadline, so the latest ' +
+          'missed time runs late.',
       ),
     successfulRunsHistoryLimit: z
       .number()

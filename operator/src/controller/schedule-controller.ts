@@ -19,6 +19,23 @@ export interface ScheduleControllerDeps {
   now?: () => Date;
 }
 
+/**
+ * Schedules reconciled side by side. A reconcile is a few API calls one after another; with
+ * two at once, 300 schedules due in the same minute took seconds to work through, and runs
+ * late past a short startingDeadlineSeconds were skipped while the operator was healthy.
+ */
+export const SCHEDULE_RECONCILES_AT_ONCE = 16;
+
+/**
+ * Whether a change to a schedule needs it reconciled: a new object, a spec change, or another
+ * object under the same name. The operator's own status writes come back here and are not
+ * news; a schedule deleted and created again while the watch was down (Argo CD's Replace,
+ * Flux's force) has generation 1 again, and only its uid tells it from the one before.
+ */
+export function scheduleChangeWakes(previous: CodingSchedule | undefined, schedule: CodingSchedule): boolean {
+  return !previous || previous.metadata.uid !== schedule.metadata.uid || previous.metadata.generation !== schedule.metadata.generation;
+}
+
 export class ScheduleController {
   private readonly informers: Informer<CachedObject>[] = [];
   private readonly queue: WorkQueue;
@@ -37,7 +54,7 @@ export class ScheduleController {
     this.reconciler = new ScheduleReconciler({ kube: deps.kube, events: deps.events, logger, now: deps.now ?? (() => new Date()) });
     this.queue = new WorkQueue(
       (key) => this.reconciler.reconcile(key),
-      { concurrency: 2, held: true },
+      { concurrency: SCHEDULE_RECONCILES_AT_ONCE, held: true },
       (key, error) => {
         const [namespace, name] = key.split('/');
         logger.warn(
@@ -61,8 +78,7 @@ export class ScheduleController {
           customObjectSource<CodingSchedule>(custom, namespace, SCHEDULE_PLURAL),
           {
             onChange: (schedule, previous) => {
-              // Our own status writes come back here; only a spec change (or a new object) is news.
-              if (!previous || previous.metadata.generation !== schedule.metadata.generation) this.queue.add(scheduleKey(schedule));
+              if (scheduleChangeWakes(previous, schedule)) this.queue.add(scheduleKey(schedule));
             },
             onDelete: () => {},
           },

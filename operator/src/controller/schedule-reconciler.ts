@@ -3,6 +3,7 @@
 // create the run for the due time, then write the status and record the Events. The order
 // is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
 // by an attempt that died before its status write is found again by its scheduled-time label.
+import { isDeepStrictEqual } from 'node:util';
 import type { CodingRun } from '../api/index.ts';
 import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
@@ -84,8 +85,10 @@ export class ScheduleReconciler {
     };
     const decision = decideSchedule({ ...input, ...(problem ? { problem } : {}) });
 
-    for (const { name: runName } of decision.deleteRuns.filter((run) => run.because === 'Replace'))
-      await kube.deleteRun(namespace, runName);
+    // Every deletion before the create, history's too: they only touch runs Replace ends or
+    // finished ones, and a quota on CodingRuns that refuses the create is freed by them. After
+    // the create, a refused create never reached them, and the schedule stayed stuck.
+    for (const { name: runName } of decision.deleteRuns) await kube.deleteRun(namespace, runName);
     let status: CodingScheduleStatus = decision.status;
     if (decision.create && runSpec) {
       const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
@@ -104,10 +107,13 @@ export class ScheduleReconciler {
           `The API server refused the run due at ${decision.create.toISOString()}: ` +
           `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +
           'Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.';
-        const refused = decideSchedule({ ...input, problem: { reason: 'RunRefused', message } });
-        if (JSON.stringify(refused.status) !== JSON.stringify(schedule.status ?? {}))
-          await kube.replaceScheduleStatus(schedule, refused.status);
-        for (const event of refused.events) await events.record(schedule, event);
+        // The runs just deleted are gone from the status, and the Events that say so are kept.
+        const deleted = new Set(decision.deleteRuns.map((run) => run.name));
+        const left = runs.map((run) => (deleted.has(run.name) ? { ...run, deleting: true } : run));
+        const refused = decideSchedule({ ...input, runs: left, problem: { reason: 'RunRefused', message } });
+        if (!sameStatus(refused.status, schedule.status)) await kube.replaceScheduleStatus(schedule, refused.status);
+        for (const event of [...decision.events.filter((event) => event.reason === 'RunReplaced'), ...refused.events])
+          await events.record(schedule, event);
         return { requeueAfterMs: RUN_REFUSED_RETRY_MS };
       }
       status = withCreatedRun(status, created.metadata.name, decision.create);
@@ -118,12 +124,18 @@ export class ScheduleReconciler {
       });
       logger.info({ namespace, name, run: created.metadata.name, scheduledTime: decision.create.toISOString() }, 'schedule created a run');
     }
-    for (const { name: runName } of decision.deleteRuns.filter((run) => run.because === 'History'))
-      await kube.deleteRun(namespace, runName);
-    if (JSON.stringify(status) !== JSON.stringify(schedule.status ?? {})) await kube.replaceScheduleStatus(schedule, status);
+    if (!sameStatus(status, schedule.status)) await kube.replaceScheduleStatus(schedule, status);
     for (const event of decision.events) await events.record(schedule, event);
     return decision.requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(decision.requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
   }
+}
+
+/**
+ * Whether the status to write is the one the schedule has: by value, not by its JSON, whose
+ * keys the API server sorts, so every reconcile wrote an unchanged status again.
+ */
+function sameStatus(status: CodingScheduleStatus, current: CodingScheduleStatus | undefined): boolean {
+  return isDeepStrictEqual(status, current ?? {});
 }
 
 /** A run counts only when this schedule (this uid, not an earlier one of the same name) controls it. */
