@@ -13,6 +13,8 @@ import { EvalReconciler, isAttemptRun } from '../../operator/src/controller/eval
 import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 import { createEvalGateway } from '../../operator/src/kube/eval-gateway.ts';
+import { LIMITS } from '../../operator/src/api/index.ts';
+import { buildDiffConfigMap, diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath } from '../support/cluster.ts';
 import { snapshotCache } from '../support/snapshot-cache.ts';
 
@@ -128,6 +130,90 @@ describe("an eval's attempt whose run name another run holds", () => {
       [2, 'ForeignRun', false],
     ]);
     expect(status.phase).toBe('Complete');
+  });
+});
+
+describe("an eval's attempt whose change is larger than the 1 MiB the operator keeps", () => {
+  it('is not graded on the cut: a file changed past it does not pass file-unchanged', async () => {
+    // The model pads the change with a file that sorts first, then edits what the grader
+    // guards: the kept diff is cut inside the padding and never reaches package.json.
+    const evaluation = (await custom.createNamespacedCustomObject({
+      ...group,
+      plural: 'codingevals',
+      body: {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingEval',
+        metadata: { name: 'padded' },
+        spec: {
+          tasks: [
+            {
+              name: 'fix',
+              task: 'Fix the test.',
+              repository: { url: 'https://git.example.com/team/app.git' },
+              graders: [{ type: 'file-unchanged', path: 'package.json' }],
+            },
+          ],
+          models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
+          attempts: 1,
+          budget: { maxSteps: 5 },
+        },
+      },
+    })) as CodingEval;
+    const parsed = parseEvalSpec(evaluation);
+    if (!parsed.ok) throw new Error(parsed.problem);
+    const evals = snapshotCache(async () => ({
+      items: [(await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'padded' })) as CodingEval],
+    }));
+    const runs = snapshotCache(
+      async () => (await custom.listNamespacedCustomObject({ ...group, plural: 'codingruns' })) as { items: CodingRun[] },
+    );
+    const reconciler = new EvalReconciler({ evals, runs, gateway: createEvalGateway(kubeConfig), identity: 'test', logger });
+    const reconcile = async () => {
+      await Promise.all([evals.refresh(), runs.refresh()]);
+      await reconciler.reconcile(`${namespace}/padded`);
+    };
+    await reconcile();
+    const [attempt] = plannedAttempts(parsed.spec);
+    const run = (await custom.getNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      name: attemptRun(evaluation, parsed.spec, attempt!).metadata.name,
+    })) as CodingRun;
+
+    const padding = `diff --git a/000-pad.txt b/000-pad.txt\nnew file mode 100644\n--- /dev/null\n+++ b/000-pad.txt\n@@ -0,0 +1,40000 @@\n${'+'.repeat(40).concat('\n').repeat(40_000)}`;
+    const whole = `${padding}diff --git a/package.json b/package.json\n--- a/package.json\n+++ b/package.json\n@@ -1 +1 @@\n-{"scripts":{"test":"vitest"}}\n+{"scripts":{"test":"true"}}\n`;
+    // What take-diff keeps: the first LIMITS.fullDiff bytes, in the run's own ConfigMap.
+    const kept = Buffer.from(whole).subarray(0, LIMITS.fullDiff).toString('utf8');
+    expect(kept).not.toContain('package.json');
+    const configMap = buildDiffConfigMap(run as Parameters<typeof buildDiffConfigMap>[0], kept);
+    await core.createNamespacedConfigMap({ namespace, body: configMap });
+    await custom.replaceNamespacedCustomObjectStatus({
+      ...group,
+      plural: 'codingruns',
+      name: run.metadata.name,
+      body: {
+        ...run,
+        status: {
+          phase: 'Succeeded',
+          reason: 'Completed',
+          steps: 1,
+          result: {
+            summary: 'Fixed.',
+            diff: kept.slice(0, 1000),
+            diffTruncated: true,
+            diffConfigMap: configMap.metadata!.name,
+            diffSha256: diffSha(kept),
+            filesChanged: 2,
+            insertions: 40_001,
+            deletions: 1,
+          },
+        },
+      },
+    });
+    await reconcile();
+    const status = (await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'padded' })) as CodingEval;
+    expect(status.status!.attempts![0]).toMatchObject({ attempt: 1, passed: false });
+    expect(status.status!.attempts![0]!.failedGraders![0]).toContain('could not be read whole');
   });
 });
 

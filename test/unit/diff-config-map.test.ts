@@ -10,9 +10,11 @@ import {
   DIFF_GZIP_KEY,
   DIFF_KEY,
   encodeDiff,
+  isCutDiff,
   PLAIN_DIFF_MAX_BYTES,
 } from '../../operator/src/reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../../operator/src/reconcile/ownership.ts';
+import { boundText } from '../../operator/src/record/transcript-entry.ts';
 
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 const gz = (text: string) => gzipSync(text).toString('base64');
@@ -81,5 +83,25 @@ describe('the diff ConfigMap', () => {
     expect(configMap.metadata?.name).toMatch(/diff/);
     expect(isOwnedByRun(configMap as Parameters<typeof isOwnedByRun>[0], run)).toBe(true);
     expect(decodeDiff(configMap as { data?: Record<string, string> })).toBe(DIFF);
+  });
+});
+
+describe('isCutDiff: a kept diff that is the 1 MiB cut of a longer change', () => {
+  const line = `+${'x'.repeat(99)}\n`;
+  const long = line.repeat(Math.ceil((LIMITS.fullDiff * 1.5) / line.length));
+  const cut = (text: string) => boundText(text, LIMITS.fullDiff).text;
+
+  it('is the cut take-diff makes, even when the cut splits a character and drops it', () => {
+    expect(isCutDiff(cut(long), { diffTruncated: true })).toBe(true);
+    // A three-byte character across the boundary: the cut is a byte or two short of 1 MiB.
+    const split = `${'a'.repeat(LIMITS.fullDiff - 1)}€ and more`;
+    expect(Buffer.byteLength(cut(split))).toBeLessThan(LIMITS.fullDiff);
+    expect(isCutDiff(cut(split), { diffTruncated: true })).toBe(true);
+  });
+
+  it('is not a whole diff, nor one whose status says it was kept whole', () => {
+    expect(isCutDiff(line.repeat(10), { diffTruncated: true })).toBe(false);
+    expect(isCutDiff(cut(long), { diffTruncated: false })).toBe(false);
+    expect(isCutDiff(cut(long), undefined)).toBe(false);
   });
 });

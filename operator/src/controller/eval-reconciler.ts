@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { EVAL_KIND, type AttemptStatus, type CodingEval, type CodingEvalSpec } from '../api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../reconcile/approval-answer.ts';
-import { decodeDiff, isKeptDiff } from '../reconcile/diff-config-map.ts';
+import { decodeDiff, isCutDiff, isKeptDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { readTranscript } from '../record/transcript-chunks.ts';
 import {
@@ -159,7 +159,8 @@ export class EvalReconciler {
       // Only the run's own ConfigMap counts, holding the diff the run kept: anyone who creates
       // ConfigMaps could put one at that name, and anyone who edits them could change it.
       const diff = configMap && isOwnedByRun(configMap, run) ? decodeDiff(configMap) : undefined;
-      if (diff !== undefined && isKeptDiff(diff, result)) fullDiff = diff;
+      // A cut of a change over 1 MiB is not the change: the file graders would pass on what it left out.
+      if (diff !== undefined && isKeptDiff(diff, result) && !isCutDiff(diff, result)) fullDiff = diff;
     }
     return runEvidence(run, transcript, fullDiff);
   }

@@ -26,6 +26,16 @@ export const diffSha = (diff: string) => createHash('sha256').update(diff, 'utf8
 export const isKeptDiff = (diff: string, result: { diffSha256?: string } | undefined) =>
   result?.diffSha256 === undefined || diffSha(diff) === result.diffSha256;
 
+/**
+ * Whether a kept diff is the cut take-diff makes of a longer change (at LIMITS.fullDiff bytes,
+ * less the bytes of a character split there, which the cut drops) rather than all of it. A
+ * whole diff that long would read as cut too: those who ask (continueFrom, an eval's graders)
+ * then refuse it, the safe way round. The run's status says diffTruncated for both, as its
+ * 64 KiB copy is cut either way.
+ */
+export const isCutDiff = (diff: string, result: { diffTruncated?: boolean } | undefined) =>
+  result?.diffTruncated === true && Buffer.byteLength(diff, 'utf8') >= LIMITS.fullDiff - 3;
+
 /** The plain diff's key under data. */
 export const DIFF_KEY = 'diff';
 /** The gzip-compressed diff's key under binaryData. */

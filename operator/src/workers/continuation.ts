@@ -5,9 +5,9 @@
 //
 // The source's summary and task are what a model and a run author wrote: they go into the
 // first user message as quoted material, never into the system prompt.
-import { isTerminal, LIMITS, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
+import { isTerminal, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import { effectiveSpecInput } from '../reconcile/run-template.ts';
-import { decodeDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
+import { decodeDiff, isCutDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { cutAtLine } from './diff-stats.ts';
 
@@ -86,8 +86,7 @@ export function decideContinuation(input: ContinuationInput): Continuation {
         'status.result.diffSha256: someone changed it); nothing was applied. Create a run without continueFrom.',
     );
   }
-  // take-diff.ts cuts the full diff at LIMITS.fullDiff bytes: one that long is (almost surely) a cut one.
-  if (result.diffTruncated && Buffer.byteLength(diff) >= LIMITS.fullDiff) {
+  if (isCutDiff(diff, result)) {
     return refuse(
       `${named}, whose change is larger than the 1 MiB the operator keeps, so its full diff is not known; ` +
         'split the work into smaller runs, or create a run without continueFrom.',
