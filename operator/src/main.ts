@@ -152,9 +152,8 @@ async function main(): Promise<void> {
         templates: { get: (namespace, name) => scheduleGateway.getTemplate(namespace, name) },
         ...(egressProxyAddress ? { egressProxyAddress } : {}),
         ...(probeIsolation ? { isolation: newIsolationProbe() } : {}),
-        ...(config.warmPools.length > 0
-          ? { warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig), ...(warmSessions ? { sessions: warmSessions } : {}) } }
-          : {}),
+        // Without pools too: the loop deletes the pods of pools taken out of the config.
+        warmPools: { gateway: kubernetesWarmPoolGateway(kubeConfig), ...(warmSessions ? { sessions: warmSessions } : {}) },
         fairShare: {
           policyOf: (namespace) => namespacePolicies.policyOf(namespace),
           tokensOn: (namespace, day) => agent.tokensOn(namespace, day),

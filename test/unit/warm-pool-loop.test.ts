@@ -97,6 +97,22 @@ describe('WarmPoolLoop', () => {
     expect(created).toHaveLength(2);
   });
 
+  it('deletes the unclaimed pods of a pool taken out of the config, and keeps its own and the claimed ones', async () => {
+    const { pods, deleted, loop, readyPod } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'));
+    const podOf = (name: string, namespace: string, poolName: string | undefined): V1Pod => {
+      const base = readyPod('made-0');
+      const labels = { ...base.metadata!.labels };
+      if (poolName === undefined) delete labels[WARM_POOL_LABEL];
+      else labels[WARM_POOL_LABEL] = poolName;
+      return { ...base, metadata: { ...base.metadata, name, namespace, uid: `uid-${name}`, labels } };
+    };
+    pods.push(podOf('old-pool', 'team', 'renamed-away'), podOf('moved', 'elsewhere', 'pool'), podOf('claimed', 'team', undefined));
+    await loop.pass();
+    expect(deleted.sort()).toEqual(['moved', 'old-pool']);
+  });
+
   it('goes on past a pool whose creates are refused (a full quota): the next pool refills, and the sessions are told of both', async () => {
     const full: WarmPoolConfig = { name: 'pool', namespace: 'full', size: 2 };
     const { pods, created, loop, readyPod, sessions, warnings, advance, refuseCreatesIn } = world({ pools: [full, pool] });

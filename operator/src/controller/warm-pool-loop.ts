@@ -110,6 +110,8 @@ export class WarmPoolLoop {
   private stopped = false;
 
   start(): void {
+    // Without pools no timer: a pod of a pool taken out of the config pokes the loop as the
+    // pod watch lists it, and that pass deletes it.
     if (this.deps.config.warmPools.length === 0) return;
     this.poke();
     this.timer = setInterval(() => this.poke(), POOL_RESYNC_MS);
@@ -181,6 +183,40 @@ export class WarmPoolLoop {
     }
     this.forgetMade();
     if (!this.stopped) this.deps.sessions?.keep(ready);
+    await this.deleteUnconfigured();
+  }
+
+  /**
+   * Deletes the unclaimed pods of pools the config no longer has (removed, renamed, moved to
+   * another namespace; `warmPools: []` too). No pass keeps them and nothing else deletes them
+   * (a pool pod has no owner), so they held their nodes and their namespace's quota for good.
+   * The pod cache holds only the operator's pods; a claimed pod has lost the pool's label.
+   */
+  private async deleteUnconfigured(): Promise<void> {
+    const pools = this.deps.config.warmPools;
+    const unconfigured = this.deps.pods
+      .list()
+      .filter(
+        (pod) =>
+          pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined &&
+          !pod.metadata.deletionTimestamp &&
+          !pools.some((pool) => isUnclaimedOfPool(pod, pool)),
+      );
+    for (const pod of unconfigured) {
+      const { namespace, name } = pod.metadata as { namespace: string; name: string };
+      try {
+        await this.deps.gateway.deletePod(namespace, name);
+        this.deps.logger.info(
+          { namespace, pod: name, pool: pod.metadata!.labels![WARM_POOL_LABEL] },
+          'deleted a pod of a pool no longer configured',
+        );
+      } catch (error) {
+        this.deps.logger.warn(
+          { namespace, pod: name, err: error instanceof Error ? error.message : String(error) },
+          'could not delete a pod of a pool no longer configured',
+        );
+      }
+    }
   }
 
   /** A made pod is forgotten once no pool shows it (claimed or gone) and its create is long past. */
