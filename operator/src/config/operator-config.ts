@@ -115,7 +115,7 @@ export const operatorConfigSchema = z
       .max(64)
       .default([])
       .describe(
-        "RuntimeClasses a run may name in spec.sandbox.runtimeClassName besides sandboxPlacement.runtimeClassName and the warm pools' " +
+        "RuntimeClasses a run may name in spec.sandbox.runtimeClassName besides sandboxPlacement.runtimeClassName and the classes of the warm pools in the run's namespace " +
           '(a class other than the sandboxing runtime an admin set would step out of it). Empty: only those.',
       ),
     /** Security #11.3: see reconcile/model-endpoints.ts. */
@@ -341,7 +341,7 @@ export const operatorConfigSchema = z
         runtimeClassName: objectName('RuntimeClass')
           .optional()
           .describe(
-            "RuntimeClass of sandbox pods (gvisor, kata) when the run names none. A run may name only this one, a warm pool's or one in allowRuntimeClasses.",
+            'RuntimeClass of sandbox pods (gvisor, kata) when the run names none. A run may name only this one, the class of a warm pool in its namespace or one in allowRuntimeClasses.',
           ),
         priorityClassName: objectName('PriorityClass').optional().describe('PriorityClass of sandbox pods.'),
       })

@@ -61,7 +61,7 @@ export function referencesOf(spec: CodingRunSpec): Reference[] {
 }
 
 /** The admin's lists (repositories, model endpoints, images, egress) as one config holds them. */
-function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig): Refusal | undefined {
+function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig, namespace: string): Refusal | undefined {
   const repo = isRepositoryAllowed(spec.repository.url, config.allowRepo);
   if (!repo.allowed) return { reason: REASONS.RepoNotAllowed, message: repo.message };
   // Security #11.3 and #11.10: where the model may be called and what the sandbox may run are the admin's lists.
@@ -69,7 +69,7 @@ function checkAllowLists(spec: CodingRunSpec, config: OperatorConfig): Refusal |
   if (!endpoint.allowed) return { reason: REASONS.ModelEndpointNotAllowed, message: endpoint.message };
   const image = isImageAllowed(spec.sandbox.image, config);
   if (!image.allowed) return { reason: REASONS.ImageNotAllowed, message: image.message };
-  const runtimeClass = isRuntimeClassAllowed(spec.sandbox.runtimeClassName, config);
+  const runtimeClass = isRuntimeClassAllowed(spec.sandbox.runtimeClassName, config, namespace);
   if (!runtimeClass.allowed) return { reason: REASONS.InvalidSpec, message: runtimeClass.message };
   // Issue #12: a run's egress stays within the admin's allowEgress, and needs a proxy to go through.
   const egress = isEgressAllowed(spec.sandbox.egress.allow, config.allowEgress);
@@ -88,10 +88,10 @@ export function checkRunAllowLists(
   config: OperatorConfig,
   policy: NamespacePolicy = NO_NAMESPACE_POLICY,
 ): Refusal | undefined {
-  const cluster = checkAllowLists(spec, config);
+  const cluster = checkAllowLists(spec, config, run.metadata.namespace);
   if (cluster) return cluster;
   const narrowed = namespaceNarrowedConfig(config, policy);
-  const team = narrowed ? checkAllowLists(spec, narrowed) : undefined;
+  const team = narrowed ? checkAllowLists(spec, narrowed, run.metadata.namespace) : undefined;
   if (!team) return undefined;
   return {
     reason: team.reason,
