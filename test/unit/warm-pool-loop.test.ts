@@ -113,6 +113,39 @@ describe('WarmPoolLoop', () => {
     expect(deleted.sort()).toEqual(['moved', 'old-pool']);
   });
 
+  it('waits longer after each round of pods that fail before they are ready, and makes pods again at once once one is ready', async () => {
+    const { pods, created, loop, readyPod, advance, warnings } = world();
+    const failed = (name: string): V1Pod => ({
+      ...readyPod(name),
+      status: { phase: 'Failed', conditions: [{ type: 'Ready', status: 'False' }] },
+    });
+    await loop.pass();
+    expect(created).toHaveLength(2);
+    // Both fail at start (a container that exits): replaced once, then the pool waits 2 s.
+    pods.push(failed('made-0'), failed('made-1'));
+    await loop.pass();
+    expect(created).toHaveLength(2);
+    expect(warnings).toContain('warm pool pods ended or stuck before they were ready; the pool waits before it makes more');
+    advance(2_000);
+    await loop.pass();
+    expect(created).toHaveLength(4);
+    // They fail too: now 4 s.
+    pods.splice(0, pods.length, failed('made-2'), failed('made-3'));
+    await loop.pass();
+    advance(2_000);
+    await loop.pass();
+    expect(created).toHaveLength(4);
+    advance(2_000);
+    await loop.pass();
+    expect(created).toHaveLength(6);
+    // One comes up: the count starts over, and a later failure waits 2 s again, not 8.
+    pods.splice(0, pods.length, readyPod('made-4'), failed('made-5'));
+    await loop.pass();
+    advance(2_000);
+    await loop.pass();
+    expect(created).toHaveLength(7);
+  });
+
   it('goes on past a pool whose creates are refused (a full quota): the next pool refills, and the sessions are told of both', async () => {
     const full: WarmPoolConfig = { name: 'pool', namespace: 'full', size: 2 };
     const { pods, created, loop, readyPod, sessions, warnings, advance, refuseCreatesIn } = world({ pools: [full, pool] });

@@ -7,7 +7,7 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { selectorMatches } from '../support/label-selector.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
-import { claimOrder, planWarmPool, type PoolPodView } from '../../operator/src/reconcile/warm-pool-plan.ts';
+import { claimOrder, failedStartBackoffMs, planWarmPool, type PoolPodView } from '../../operator/src/reconcile/warm-pool-plan.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -30,7 +30,7 @@ const pod = (name: string, overrides: Partial<PoolPodView> = {}): PoolPodView =>
 });
 
 describe('planWarmPool', () => {
-  const cases: Array<{ name: string; size: number; pods: PoolPodView[]; create: number; delete: string[] }> = [
+  const cases: Array<{ name: string; size: number; pods: PoolPodView[]; create: number; delete: string[]; failedStarts?: number }> = [
     { name: 'an empty pool fills to its size', size: 3, pods: [], create: 3, delete: [] },
     { name: 'a full pool does nothing', size: 2, pods: [pod('p1'), pod('p2')], create: 0, delete: [] },
     {
@@ -48,6 +48,7 @@ describe('planWarmPool', () => {
       pods: [pod('p1'), pod('p2', { phase: 'Failed', ready: false })],
       create: 1,
       delete: ['p2'],
+      failedStarts: 1,
     },
     {
       name: 'sized down: not-ready pods go first, then the newest ready',
@@ -59,8 +60,28 @@ describe('planWarmPool', () => {
     { name: 'sized to 0: every pod goes', size: 0, pods: [pod('p1'), pod('p2')], create: 0, delete: ['p2', 'p1'] },
   ];
   for (const row of cases) {
-    it(row.name, () => expect(planWarmPool(row.size, row.pods)).toEqual({ create: row.create, delete: row.delete }));
+    it(row.name, () =>
+      expect(planWarmPool(row.size, row.pods)).toEqual({ create: row.create, delete: row.delete, failedStarts: row.failedStarts ?? 0 }),
+    );
   }
+
+  it('replaces a pod not ready within the timeout of its creation (ImagePullBackOff), as a failed start', () => {
+    const clock = { now: Date.parse('2026-11-30T12:20:00Z'), readyTimeoutMs: 900_000 };
+    const pulling = pod('p1', { phase: 'Pending', ready: false, createdAt: '2026-11-30T12:00:01Z' });
+    const starting = pod('p2', { phase: 'Pending', ready: false, createdAt: '2026-11-30T12:19:00Z' });
+    expect(planWarmPool(2, [pulling, starting], 20, clock)).toEqual({ create: 1, delete: ['p1'], failedStarts: 1 });
+    // A ready pod is never stuck, however old; without a clock nothing is.
+    expect(planWarmPool(1, [pod('p3', { createdAt: '2026-11-30T12:00:03Z' })], 20, clock)).toEqual({
+      create: 0,
+      delete: [],
+      failedStarts: 0,
+    });
+    expect(planWarmPool(2, [pulling, starting])).toEqual({ create: 0, delete: [], failedStarts: 0 });
+  });
+
+  it('backs off after failed starts: 2 s, doubling, at most 5 min', () => {
+    expect([0, 1, 2, 3, 8, 9, 50].map(failedStartBackoffMs)).toEqual([0, 2_000, 4_000, 8_000, 256_000, 300_000, 300_000]);
+  });
 
   it('creates at most maxCreates pods in one pass', () => {
     expect(planWarmPool(500, [], 20).create).toBe(20);

@@ -17,7 +17,7 @@ import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
-import { planWarmPool, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
+import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -108,6 +108,8 @@ export class WarmPoolLoop {
   ) {}
 
   private stopped = false;
+  /** Per pool: failed starts in a row and until when the pool makes no pod (createsAllowed). */
+  private readonly startFailures = new Map<string, { failures: number; holdUntil: number }>();
 
   start(): void {
     // Without pools no timer: a pod of a pool taken out of the config pokes the loop as the
@@ -307,8 +309,12 @@ export class WarmPoolLoop {
       })),
     ];
     for (const name of this.deleting) if (!seen.has(name)) this.deleting.delete(name);
-    const plan = planWarmPool(pool.size, views);
-    for (let index = 0; index < plan.create; index++) {
+    const plan = planWarmPool(pool.size, views, MAX_CREATES_PER_PASS, {
+      now,
+      readyTimeoutMs: this.deps.config.sandboxReadyTimeoutSeconds * 1000,
+    });
+    const create = this.createsAllowed(pool, views, plan, now) ? plan.create : 0;
+    for (let index = 0; index < create; index++) {
       const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
       expected.set(created.metadata!.name!, now);
       if (created.metadata?.uid) this.made.set(created.metadata.uid, now);
@@ -318,7 +324,33 @@ export class WarmPoolLoop {
       expected.delete(name);
       await this.deps.gateway.deletePod(pool.namespace, name);
     }
-    if (plan.create > 0 || plan.delete.length > 0)
-      this.deps.logger.info({ pool: poolKey(pool), created: plan.create, deleted: plan.delete.length }, 'warm pool resized');
+    if (create > 0 || plan.delete.length > 0)
+      this.deps.logger.info({ pool: poolKey(pool), created: create, deleted: plan.delete.length }, 'warm pool resized');
+  }
+
+  /**
+   * Whether the pool may create pods now. Pods that end or stick before they are ready (an
+   * image whose container exits, one that cannot be pulled) would be replaced at every pass,
+   * and every change to a pool pod asks for a pass: a pod made and failed every few seconds
+   * for as long as the image is wrong. After each such round the pool waits, 2 s doubling up
+   * to 5 min (failedStartBackoffMs), until a pod of it is ready again.
+   */
+  private createsAllowed(pool: WarmPoolConfig, views: readonly PoolPodView[], plan: PoolPlan, now: number): boolean {
+    const key = poolKey(pool);
+    const state = this.startFailures.get(key) ?? { failures: 0, holdUntil: 0 };
+    if (views.some((view) => view.ready && !view.deleting)) {
+      state.failures = 0;
+      state.holdUntil = 0;
+    }
+    if (plan.failedStarts > 0) {
+      state.failures++;
+      state.holdUntil = now + failedStartBackoffMs(state.failures);
+      this.deps.logger.warn(
+        { pool: key, failedStarts: plan.failedStarts, retryInMs: state.holdUntil - now },
+        'warm pool pods ended or stuck before they were ready; the pool waits before it makes more',
+      );
+    }
+    this.startFailures.set(key, state);
+    return now >= state.holdUntil;
   }
 }
