@@ -42,6 +42,22 @@ import { checkRedisCredentials, redisHasCredentials } from './workers/redis-conn
 
 const PROGRAM = 'chamvi-operator';
 
+/** How long a clean shutdown waits for the reconciles in flight before it hands the lease over. */
+const IN_FLIGHT_RECONCILES_GRACE_MS = 5_000;
+
+/** Resolves when every promise has settled, or after `ms`, whichever comes first. */
+async function untilSettled(promises: readonly Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.allSettled(promises),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
 async function main(): Promise<void> {
   const logger = createLogger();
   const config = loadConfigOrExit(
@@ -217,6 +233,11 @@ async function main(): Promise<void> {
     controller.stop();
     schedules.stop();
     evalController.stop();
+    // The reconciles already running finish before the lease is handed over: a schedule's
+    // create (a generated name) or a pool pod's claim still in flight here, with the next
+    // leader already at work, could make a second run or lose a claimed pod. Bounded, so a
+    // stuck API call cannot hold the shutdown.
+    await untilSettled([controller.idle(), schedules.idle(), evalController.idle()], IN_FLIGHT_RECONCILES_GRACE_MS);
     await elector?.release();
     await agent.close();
     launcher?.close();

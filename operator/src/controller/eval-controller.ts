@@ -91,4 +91,9 @@ export class EvalController {
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }
+
+  /** Resolves when no key is queued or being reconciled. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
 }
