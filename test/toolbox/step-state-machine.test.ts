@@ -36,6 +36,7 @@ import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { MAX_EARLIER_ENTRIES, TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
+import { MAX_TOOL_CALLS_PER_STEP } from '../../operator/src/workers/tool-execution.ts';
 import { redisLandedMarks } from '../../operator/src/workers/trailing-marks.ts';
 
 let redisServer: RedisServerProcess;
@@ -1059,6 +1060,52 @@ describe("a tool call still running at the run's deadline", () => {
       expect(results).not.toContain('late');
       // The step ended, and its deadline being past, handed the run to finalize (DeadlineExceeded, its partial diff kept).
       expect(h.enqueued).toEqual(['finalize']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe('two answers to one approval', () => {
+  it("acts on one: the timeout's deny, come while the approved call still runs, is dropped, and the wait ends at the answer", async () => {
+    const slow: ScriptedTurn = { toolCalls: [bash('sleep 1.5; echo approved >> hi.txt')], usage };
+    const h = await harness({ turns: [slow, answers], approvalTools: ['bash'] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const id = pendingId(h);
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      const approving = runAgentJob(h.deps, resume(() => ({ id, decision: 'approve', sha256, user: 'alice' }))(h));
+      // The approved call is running: the state still says waiting, as it did to the deny.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await runAgentJob(h.deps, resume(() => ({ id, decision: 'deny', reason: 'approval.timeout passed', timedOut: true }))(h));
+      await approving;
+      const state = await h.states.load(h.ref);
+      expect(JSON.stringify(state!.messages.at(-1))).not.toContain('DENIED');
+      expect(h.run().status!.approvals).toEqual([expect.objectContaining({ id, decision: 'approve', user: 'alice' })]);
+      expect(h.enqueued).toEqual(['step 1']);
+      expect(readFileSync(path.join(h.workspace, 'hi.txt'), 'utf8')).toBe('approved\n');
+      // The human's wait is up to the answer: the 1.5 s the approved call ran are the run's own time.
+      expect(state!.approvalWaitMs).toBeLessThan(1_000);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_STEP}) tool calls`, () => {
+  it('runs the first ones and answers each of the others with a tool error, without running it', async () => {
+    const many = Array.from({ length: MAX_TOOL_CALLS_PER_STEP + 6 }, (_, index) => bash(`echo ${index} >> calls.txt`));
+    const h = await harness({ turns: [{ toolCalls: many, usage }, answers] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const ran = readFileSync(path.join(h.workspace, 'calls.txt'), 'utf8').trim().split('\n');
+      expect(ran).toHaveLength(MAX_TOOL_CALLS_PER_STEP);
+      expect(ran).not.toContain(String(MAX_TOOL_CALLS_PER_STEP));
+      const state = await h.states.load(h.ref);
+      const answered = JSON.stringify(state!.messages.at(-1));
+      expect(answered.match(/TOO_MANY_CALLS: this step made 70 tool calls/g)).toHaveLength(6);
+      expect(answered).toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP + 5}`);
+      expect(state!.toolCalls).toBe(MAX_TOOL_CALLS_PER_STEP + 6);
     } finally {
       await h.close();
     }

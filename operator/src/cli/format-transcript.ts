@@ -64,7 +64,9 @@ export function formatEntry(entry: TranscriptEntry): string[] {
       if (entry.text?.text) lines.push(...textLines(entry.text));
       for (const call of entry.calls ?? []) lines.push(...callLines(call));
       if (entry.unusableCalls)
-        lines.push(`  ! ${entry.unusableCalls} tool call(s) the model made could not be run (bad arguments or unknown tool)`);
+        lines.push(
+          `  ! ${entry.unusableCalls} tool call(s) the model made could not be run (bad arguments, an unknown tool, or more than one step runs)`,
+        );
       if (entry.message) lines.push(`  ! ${inline(entry.message, 400)}`);
       return lines;
     }

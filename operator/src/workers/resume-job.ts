@@ -41,7 +41,18 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     await answerPublishApproval(deps, run, state, answer);
     return;
   }
+  // One answer acts: another (the timeout's deny beside an approve whose call still runs) found
+  // the state waiting too. That one hands the run on once it is done; this job stops here.
+  if (!(await deps.states.claimAnswer(ref.uid, pending.id, answerClaim(answer)))) {
+    deps.logger.info(
+      { approval: pending.id, decision: answer.decision },
+      'approval answered already by another answer; this one is dropped',
+    );
+    return;
+  }
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
+  // The human's wait ends with the answer, not with the approved call: its run time is the run's.
+  const answeredAt = deps.now();
   const result =
     answer.decision === 'approve'
       ? // What the run had left when it asked: the wait for the answer is not the run's time (below).
@@ -51,7 +62,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
   // Human time is not the run's time: the wait moves the run's start (and so its deadline) on.
-  const waitedMs = Math.max(0, deps.now().getTime() - Date.parse(pending.requestedAt));
+  const waitedMs = Math.max(0, answeredAt.getTime() - Date.parse(pending.requestedAt));
   state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitedMs;
   state.startedAt += waitedMs;
   // From here on the answered call counts as done: a retry runs only the calls after it.
@@ -76,7 +87,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
         ...(answer.reason ? { reason: answer.reason } : {}),
         ...(answer.sha256 ? { sha256: answer.sha256 } : {}),
         requestedAt: pending.requestedAt,
-        answeredAt: deps.now().toISOString(),
+        answeredAt: answeredAt.toISOString(),
         ...(answer.user ? { user: answer.user } : {}),
         ...(answer.timedOut ? { timedOut: true } : {}),
       },
@@ -105,4 +116,9 @@ async function refuseApproval(deps: AgentDependencies, run: ParsedCodingRun, mes
     refusedApprovalStatus(status, message),
   );
   await deps.events.record(outcome.run ?? run, { type: 'Warning', reason: EVENT_REASONS.ApprovalRefused, message });
+}
+
+/** What identifies an answer for its claim: the same decision sent again (a retried job) holds it again. */
+function answerClaim(answer: ApprovalAnswer): string {
+  return [answer.decision, answer.sha256 ?? '', answer.timedOut ? 'timeout' : '', answer.user ?? ''].join(':');
 }

@@ -152,6 +152,9 @@ export interface RunState extends RunRef {
 /** The run a state must belong to: the job's, which the job checked against the live run's uid. */
 export type RunStateOwner = RunRef;
 
+/** How long the claim on an approval's answer is kept: longer than any approval may wait. */
+const ANSWER_CLAIM_TTL_SECONDS = 8 * 24 * 3600;
+
 export class RunStateStore {
   constructor(
     private readonly redis: RedisClient,
@@ -221,6 +224,19 @@ export class RunStateStore {
   /** Creates the state only if there is none (a redone prepare must not reset a run). */
   async create(state: RunState): Promise<boolean> {
     return (await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)), 'NX')) === 'OK';
+  }
+
+  /**
+   * Claims the answer to approval `id` for one decision: true when this decision holds it (the
+   * first, or the same one again: a job retried). An approve whose call still ran when the
+   * approval timed out and the timeout's deny each found the state waiting, and both acted:
+   * the call ran while the model was told it was denied, and the later save overwrote the
+   * earlier. Kept past the longest approval.timeout (168h).
+   */
+  async claimAnswer(uid: string, id: string, decision: string): Promise<boolean> {
+    const key = `${this.prefix}:answer:${uid}:${id}`;
+    if ((await this.redis.set(key, decision, 'EX', ANSWER_CLAIM_TTL_SECONDS, 'NX')) === 'OK') return true;
+    return (await this.redis.get(key)) === decision;
   }
 
   /** Removes the run's state and its trailing record's mark (two commands: in Redis Cluster they are in different slots). */

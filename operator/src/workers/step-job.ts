@@ -23,6 +23,7 @@ import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
+import { capToolCalls } from './tool-execution.ts';
 import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls, savedBeforeCalls } from './run-tool-calls.ts';
@@ -177,21 +178,23 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
   // errors in response.messages; only the valid calls are ours to run.
   const responseMessages = [...result.response.messages] as ModelMessage[];
-  const calls: PendingToolCall[] = result.toolCalls
+  const valid: PendingToolCall[] = result.toolCalls
     .filter((call) => !(call as { invalid?: boolean }).invalid)
     .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
+  // At most MAX_TOOL_CALLS_PER_STEP run; the others are answered with a tool error, first in the tool message.
+  const { run: calls, refused } = capToolCalls(valid);
   state.messages = [...context.messages, ...responseMessages];
   state.filesTouched = context.filesTouched;
   state.usage = addUsage(state.usage, compactionUsage, callUsage);
   state.step += 1;
-  const invalidCalls = result.toolCalls.length - calls.length;
-  state.toolCalls += invalidCalls;
+  const invalidCalls = result.toolCalls.length - valid.length;
+  state.toolCalls += invalidCalls + refused.length;
   countUnusableToolCalls(state, result.toolCalls);
 
   state.inFlight = {
     calls,
     results: [],
-    earlier: [],
+    earlier: refused,
     hadToolCalls: result.toolCalls.length > 0,
     toolNames: result.toolCalls.map((call) => call.toolName),
     text: result.text,
@@ -202,7 +205,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       ...(compactionSummary !== undefined
         ? { compaction: { summary: compactionSummary, summarisedMessages: context.summarisedMessages, usage: compactionUsage } }
         : {}),
-      ...(invalidCalls > 0 ? { unusableCalls: invalidCalls } : {}),
+      // Calls the model made that did not run: invalid ones, and those past the step's cap.
+      ...(invalidCalls + refused.length > 0 ? { unusableCalls: invalidCalls + refused.length } : {}),
     },
   };
   // The namespace's daily tally (Redis) goes out now, beside the calls, and is waited for

@@ -132,6 +132,28 @@ export async function executeToolCalls(
   return Promise.all(results);
 }
 
+/**
+ * Tool calls one step runs at most. A model may answer with thousands (16 MiB of answer
+ * allows that): each started at once, and each that changes files saving the whole state,
+ * so one step could hold a worker's memory and the sandbox. The calls past the cap are not
+ * run; the model is told so for each and may make them in its next step.
+ */
+export const MAX_TOOL_CALLS_PER_STEP = 64;
+
+/** The calls a step runs (the first MAX_TOOL_CALLS_PER_STEP) and a tool error for each of the others. */
+export function capToolCalls(
+  calls: readonly PendingToolCall[],
+  max = MAX_TOOL_CALLS_PER_STEP,
+): { run: PendingToolCall[]; refused: ToolResultRecord[] } {
+  const refused = calls.slice(max).map((call) => ({
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    ok: false,
+    text: `TOO_MANY_CALLS: this step made ${calls.length} tool calls and at most ${max} run in one step; this one did not run. Make it again in your next step if you still need it.`,
+  }));
+  return { run: calls.slice(0, max), refused };
+}
+
 export function deniedResult(call: PendingToolCall, reason: string): ToolResultRecord {
   return { toolCallId: call.toolCallId, toolName: call.toolName, ok: false, text: `DENIED: a human denied this call: ${reason}` };
 }
