@@ -73,6 +73,8 @@ describe('the chart, offline', () => {
     [['--set', 'config.maxCheckoutBytes=1024'], /maxCheckoutBytes/],
     [['--set', 'config.isolationProbe.settleSeconds=0'], /settleSeconds/],
     [['--set', 'config.stateKey=0123456789abcdef0123456789abcdef'], /stateKey/],
+    // It makes every run's proxy credential: a Secret's, never the ConfigMap's (extraEnv for an external proxy).
+    [['--set', 'config.egressKey=0123456789abcdef0123456789abcdef'], /egressKey/],
   ])('fails helm template %j with a message naming the value', async (args, message) => {
     const result = await template(...args);
     expect(result.code).not.toBe(0);
@@ -122,6 +124,29 @@ describe('the chart, offline', () => {
     expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
     expect(container.args).toEqual(['--config', '/etc/chamvi/config.yaml']);
     expect(container.resources.limits.memory).toBeDefined();
+  });
+
+  it('restarts the egress proxy when what its ConfigMap holds changes: allowEgress and watchNamespaces too, which it reads once', async () => {
+    const checksum = async (...args: string[]) => {
+      const docs = manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout);
+      const proxy = docs.find((doc) => doc.kind === 'Deployment' && doc.metadata.name.endsWith('-egress-proxy'))!;
+      return proxy.spec.template.metadata.annotations['checksum/config'] as string;
+    };
+    const before = await checksum('--set', 'config.allowEgress[0]=*');
+    expect(await checksum('--set', 'config.allowEgress[0]=registry.npmjs.org')).not.toBe(before);
+    expect(await checksum('--set', 'config.allowEgress[0]=*', '--set', 'config.watchNamespaces[0]=team-a')).not.toBe(before);
+    expect(await checksum('--set', 'config.allowEgress[0]=*')).toBe(before);
+  });
+
+  it('names the bundled Redis StatefulSet so its pods can be made with the longest full name, and gives them the pull secrets', async () => {
+    const fullname = 'a'.repeat(52);
+    const docs = manifests((await template('--set', `fullnameOverride=${fullname}`, '--set', 'imagePullSecrets[0].name=mirror')).stdout);
+    const redis = docs.find((doc) => doc.kind === 'StatefulSet')!;
+    // Its pods' controller-revision-hash label is <name>-<hash of up to 10>: at most 63.
+    expect(redis.metadata.name.length + 1 + 10).toBeLessThanOrEqual(63);
+    expect(redis.spec.template.spec.imagePullSecrets).toEqual([{ name: 'mirror' }]);
+    // Its Service keeps the full name the operator's redisUrl names.
+    expect(docs.find((doc) => doc.kind === 'Service' && doc.metadata.name === `${fullname}-redis`)).toBeDefined();
   });
 
   it("caps the operator's heap as the image does, at heapLimitMiB when set, and refuses a limit too small to run", async () => {

@@ -21,6 +21,9 @@ export const CHART_OWNED_CONFIG_KEYS = [
   'redisCaFile',
   'redisSentinelPassword',
   'stateKey',
+  // The key that makes every run's proxy credential: from the chart's Secret with the bundled
+  // proxy, else as CHAMVI_EGRESS_KEY in extraEnv from your own Secret, never in the ConfigMap.
+  'egressKey',
 ] as const;
 
 const DESCRIPTION =
