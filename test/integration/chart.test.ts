@@ -138,6 +138,28 @@ describe('the chart, offline', () => {
     expect(await checksum('--set', 'config.allowEgress[0]=*')).toBe(before);
   });
 
+  it("binds the release's admission policies to its watchNamespaces, so another release's runs are not judged by its lists", async () => {
+    const bindings = async (...args: string[]) =>
+      manifests((await template('--set', 'approvalPolicy.separationOfDuties=true', ...args)).stdout)
+        .filter((doc) => doc.kind === 'ValidatingAdmissionPolicyBinding')
+        .map((doc) => [doc.metadata.name.replace(`${RELEASE}-chamvi-operator-`, ''), doc.spec.matchResources?.namespaceSelector]);
+    const watched = { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a', 'team-b'] }] };
+    expect(await bindings('--set', 'config.watchNamespaces={team-a,team-b}')).toEqual([
+      ['allow-repo', watched],
+      ['approvals', watched],
+      ['run-owners', watched],
+    ]);
+    // Watching every namespace: every namespace; a selector given wins.
+    expect((await bindings()).map(([, selector]) => selector)).toEqual([undefined, undefined, undefined]);
+    const given = await bindings(
+      '--set',
+      'config.watchNamespaces={team-a}',
+      '--set',
+      'admissionPolicy.namespaceSelector.matchLabels.team=a',
+    );
+    expect(given[0]).toEqual(['allow-repo', { matchLabels: { team: 'a' } }]);
+  });
+
   it('names the bundled Redis StatefulSet so its pods can be made with the longest full name, and gives them the pull secrets', async () => {
     const fullname = 'a'.repeat(52);
     const docs = manifests((await template('--set', `fullnameOverride=${fullname}`, '--set', 'imagePullSecrets[0].name=mirror')).stdout);

@@ -154,3 +154,19 @@ admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+); em
 true
 {{- end -}}
 {{- end }}
+
+{{/* Where a release's admission policies apply: the namespaceSelector given, else with
+watchNamespaces those namespaces only (another release's runs are that release's to judge:
+its allowRepo, its separation of duties), else every namespace. Rendered as a binding's
+matchResources, or nothing. */}}
+{{- define "chamvi.policyMatchResources" -}}
+{{- $selector := .selector -}}
+{{- if and (not $selector) .root.Values.config.watchNamespaces -}}
+{{- $selector = dict "matchExpressions" (list (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .root.Values.config.watchNamespaces)) -}}
+{{- end -}}
+{{- with $selector -}}
+matchResources:
+  namespaceSelector:
+    {{- toYaml . | nindent 4 }}
+{{- end -}}
+{{- end -}}
