@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UNUSABLE_TOOL_CALL_STEPS_LIMIT, decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
+import { UNUSABLE_TOOL_CALL_STEPS_LIMIT, answerCutOff, decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
 import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
 
 const base: StopInput = {
@@ -19,6 +19,26 @@ describe('decideStop', () => {
 
   it('finishes when the model answers without tool calls, even on the last allowed step', () => {
     expect(decideStop({ ...base, lastStepHadToolCalls: false, steps: 40 })).toEqual({ stop: true, outcome: 'finished' });
+  });
+
+  it('fails with ModelResponseInvalid, not Succeeded, when the provider cut the answer off or withheld it', () => {
+    const cut = decideStop({ ...base, lastStepHadToolCalls: false, lastAnswerCutOff: 'length' });
+    expect(cut).toMatchObject({ stop: true, outcome: 'failed', reason: 'ModelResponseInvalid' });
+    expect(cut.stop && cut.outcome === 'failed' && cut.message).toContain('cut off at its output limit');
+    const filtered = decideStop({ ...base, lastStepHadToolCalls: false, lastAnswerCutOff: 'content-filter' });
+    expect(filtered.stop && filtered.outcome === 'failed' && filtered.message).toContain('content filter');
+  });
+
+  it('takes a cut-off only from an answer without tool calls, and only for length and content-filter', () => {
+    expect(answerCutOff('length', false)).toBe('length');
+    expect(answerCutOff('content-filter', false)).toBe('content-filter');
+    expect(answerCutOff('length', true)).toBeUndefined();
+    expect(['stop', 'tool-calls', 'other', 'error'].map((reason) => answerCutOff(reason, false))).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 
   it('fails with BudgetExceeded when maxSteps is used up', () => {

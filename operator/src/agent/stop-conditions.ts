@@ -9,6 +9,8 @@ export interface StopInput {
   readonly steps: number;
   /** Whether the last model answer asked for tools. */
   readonly lastStepHadToolCalls: boolean;
+  /** Why the provider ended the last answer early, when it did (answerCutOff): such an answer is not a final one. */
+  readonly lastAnswerCutOff?: AnswerCutOff | undefined;
   readonly usage: TokenUsage;
   readonly budget: { readonly maxSteps: number; readonly maxTokens?: number | undefined };
   /** Milliseconds since the epoch. */
@@ -40,6 +42,19 @@ export function answeredWithoutToolCalls(input: Pick<StopInput, 'lastStepHadTool
   return !input.lastStepHadToolCalls;
 }
 
+/** Ends of an answer the provider made, not the model: cut at the output limit, or withheld by a content filter. */
+export type AnswerCutOff = 'length' | 'content-filter';
+
+/**
+ * Why an answer without tool calls ended early, from the SDK's finishReason; undefined for a
+ * model that finished (or called tools, whose calls the step runs). Such an answer was taken
+ * for the final one, and a run ended Succeeded on half a sentence or an empty filtered reply.
+ */
+export function answerCutOff(finishReason: string, hadToolCalls: boolean): AnswerCutOff | undefined {
+  if (hadToolCalls) return undefined;
+  return finishReason === 'length' || finishReason === 'content-filter' ? finishReason : undefined;
+}
+
 export function deadlinePassed(input: Pick<StopInput, 'startedAt' | 'timeoutMs' | 'now'>): boolean {
   return input.now - input.startedAt >= input.timeoutMs;
 }
@@ -58,6 +73,17 @@ export function tokenBudgetSpent(input: Pick<StopInput, 'usage' | 'budget'>): bo
 }
 
 export function decideStop(input: StopInput): StopDecision {
+  if (answeredWithoutToolCalls(input) && input.lastAnswerCutOff) {
+    return {
+      stop: true,
+      outcome: 'failed',
+      reason: 'ModelResponseInvalid',
+      message:
+        input.lastAnswerCutOff === 'length'
+          ? `The model's answer at step ${input.steps} was cut off at its output limit before it finished; the partial diff is kept. Use a model with a larger output limit, or narrow the task.`
+          : `The provider withheld the model's answer at step ${input.steps} (content filter); the partial diff is kept.`,
+    };
+  }
   if (answeredWithoutToolCalls(input)) return { stop: true, outcome: 'finished' };
   if (deadlinePassed(input)) {
     return {

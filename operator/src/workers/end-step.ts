@@ -3,7 +3,7 @@
 // reconcile/run-status-transitions.ts), save the state and hand the run on: the next step,
 // finalize, or a wait for a human (saved before it is shown). The step's transcript entry is
 // written first (record-step.ts).
-import { decideStop } from '../agent/stop-conditions.ts';
+import { decideStop, type AnswerCutOff } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
@@ -27,6 +27,7 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
   if (!parked && !inFlight.hadToolCalls) state.finalText = inFlight.text;
   await afterCalls(deps, run, state, {
     hadToolCalls: inFlight.hadToolCalls,
+    ...(inFlight.cutOff ? { cutOff: inFlight.cutOff } : {}),
     calls: inFlight.toolNames.map((toolName) => ({ toolName })),
     resumed: inFlight.resumed,
     ...(inFlight.record?.approval ? { answered: inFlight.record.approval as TranscriptApproval } : {}),
@@ -54,6 +55,8 @@ export async function afterCalls(
   state: RunState,
   last: {
     hadToolCalls: boolean;
+    /** The provider ended the step's answer early: not a final answer. */
+    cutOff?: AnswerCutOff;
     calls: readonly { toolName: string }[];
     resumed?: boolean;
     answered?: TranscriptApproval;
@@ -80,6 +83,7 @@ export async function afterCalls(
     const stop = decideStop({
       steps: state.step,
       lastStepHadToolCalls: last.hadToolCalls,
+      lastAnswerCutOff: last.cutOff,
       usage: state.usage,
       budget: run.spec.budget,
       startedAt: state.startedAt,

@@ -89,6 +89,7 @@ export const runStateSchema = z.looseObject({
       results: z.array(toolResultRecord),
       earlier: z.array(toolResultRecord),
       hadToolCalls: z.boolean(),
+      cutOff: z.enum(['length', 'content-filter']).optional(),
       toolNames: z.array(z.string()),
       text: z.string(),
       resumed: z.boolean(),

@@ -71,6 +71,8 @@ export interface InFlightStep {
   earlier: ToolResultRecord[];
   /** For the end of the step: what the model asked for, and its text. */
   hadToolCalls: boolean;
+  /** The provider ended the answer early (stop-conditions.ts answerCutOff); absent when the model finished it. */
+  cutOff?: 'length' | 'content-filter';
   toolNames: string[];
   text: string;
   /** Begun by a resume, whose status write must clear WaitingForApproval. */

@@ -9,7 +9,7 @@
 import { generateText, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
-import { decideStop } from '../agent/stop-conditions.ts';
+import { answerCutOff, decideStop } from '../agent/stop-conditions.ts';
 import { buildSystemPrompt } from '../agent/system-prompt.ts';
 import { estimateToolSchemaTokens } from '../agent/estimate-tool-schema-tokens.ts';
 import { buildToolSet } from '../agent/tool-definitions.ts';
@@ -191,11 +191,13 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   state.toolCalls += invalidCalls + refused.length;
   countUnusableToolCalls(state, result.toolCalls);
 
+  const cutOff = answerCutOff(result.finishReason, result.toolCalls.length > 0);
   state.inFlight = {
     calls,
     results: [],
     earlier: refused,
     hadToolCalls: result.toolCalls.length > 0,
+    ...(cutOff ? { cutOff } : {}),
     toolNames: result.toolCalls.map((call) => call.toolName),
     text: result.text,
     resumed: false,
