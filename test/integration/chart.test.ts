@@ -160,6 +160,20 @@ describe('the chart, offline', () => {
     expect(given[0]).toEqual(['allow-repo', { matchLabels: { team: 'a' } }]);
   });
 
+  it('gives the people who use runs the kinds that make runs too: schedules, templates and evals, through view and edit', async () => {
+    const roles = manifests((await template()).stdout).filter((doc) => doc.kind === 'ClusterRole');
+    const rulesOf = (name: string) =>
+      roles.find((role) => role.metadata.name === name)!.rules as Array<{ resources: string[]; verbs: string[] }>;
+    const may = (name: string, resource: string, verb: string) =>
+      rulesOf(name).some((rule) => rule.resources.includes(resource) && rule.verbs.includes(verb));
+    for (const resource of ['codingschedules', 'codingruntemplates', 'codingevals']) {
+      expect(may('chamvi-view', resource, 'list')).toBe(true);
+      expect(may('chamvi-view', resource, 'create')).toBe(false);
+      expect(may('chamvi-edit', resource, 'create')).toBe(true);
+      expect(may('chamvi-edit', resource, 'approve')).toBe(false);
+    }
+  });
+
   it('names the bundled Redis StatefulSet so its pods can be made with the longest full name, and gives them the pull secrets', async () => {
     const fullname = 'a'.repeat(52);
     const docs = manifests((await template('--set', `fullnameOverride=${fullname}`, '--set', 'imagePullSecrets[0].name=mirror')).stdout);
