@@ -174,6 +174,30 @@ describe('the chart, offline', () => {
     }
   });
 
+  it('lets OpenShift assign the Redis and proxy pods their user, as the operator pod', async () => {
+    const podsOf = async (...args: string[]) => {
+      const docs = manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout);
+      const redis = docs.find((doc) => doc.kind === 'StatefulSet')!.spec.template.spec.securityContext;
+      const proxy = docs.find((doc) => doc.kind === 'Deployment' && doc.metadata.name.endsWith('-egress-proxy'))!.spec.template.spec
+        .securityContext;
+      return { redis, proxy };
+    };
+    expect(await podsOf()).toEqual({
+      redis: { runAsNonRoot: true, runAsUser: 999, runAsGroup: 999, fsGroup: 999, seccompProfile: { type: 'RuntimeDefault' } },
+      proxy: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+    });
+    const unset = ['runAsUser', 'runAsGroup'].flatMap((key) => [
+      '--set',
+      `redis.bundled.podSecurityContext.${key}=null`,
+      '--set',
+      `egressProxy.podSecurityContext.${key}=null`,
+    ]);
+    expect(await podsOf(...unset, '--set', 'redis.bundled.podSecurityContext.fsGroup=null')).toEqual({
+      redis: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+      proxy: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+    });
+  });
+
   it('names the bundled Redis StatefulSet so its pods can be made with the longest full name, and gives them the pull secrets', async () => {
     const fullname = 'a'.repeat(52);
     const docs = manifests((await template('--set', `fullnameOverride=${fullname}`, '--set', 'imagePullSecrets[0].name=mirror')).stdout);
