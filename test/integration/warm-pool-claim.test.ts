@@ -146,6 +146,24 @@ describe('claiming a warm pool pod', () => {
     expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid))).toBeUndefined();
   }, 90_000);
 
+  it('is not deleted by a pool loop that saw it before the claim: the delete names the pod as it was seen', async () => {
+    // A leader hand-over: the new leader's cache still shows the pod unclaimed, and not made by
+    // it, so its pass deletes it, while the old leader's claim already gave it to a run.
+    const seen = await readyPoolPod();
+    const podName = seen.metadata!.name!;
+    const claimed = await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, seen.metadata!.uid!));
+    expect(claimed).toBeDefined();
+    await gateway.deletePod(namespace, podName, { uid: seen.metadata!.uid!, resourceVersion: seen.metadata!.resourceVersion! });
+    const after = JSON.parse(await kubectlOk(['get', 'pod', podName, '-n', namespace, '-o', 'json'])) as V1Pod;
+    expect(after.metadata!.deletionTimestamp).toBeUndefined();
+    // Seen as it is now, it goes.
+    await gateway.deletePod(namespace, podName, { uid: after.metadata!.uid!, resourceVersion: after.metadata!.resourceVersion! });
+    const gone = JSON.parse(
+      (await kubectl(['get', 'pod', podName, '-n', namespace, '-o', 'json', '--ignore-not-found'])).stdout || '{}',
+    ) as V1Pod;
+    expect(gone.metadata?.deletionTimestamp !== undefined || gone.metadata === undefined).toBe(true);
+  }, 90_000);
+
   it('claims only the pod the pool loop made: not another pod made since under its name, with the pool labels', async () => {
     const poolPod = await readyPoolPod();
     const podName = poolPod.metadata!.name!;

@@ -207,7 +207,7 @@ export class WarmPoolLoop {
     for (const pod of unconfigured) {
       const { namespace, name } = pod.metadata as { namespace: string; name: string };
       try {
-        await this.deps.gateway.deletePod(namespace, name);
+        await this.deps.gateway.deletePod(namespace, name, seenAs(pod));
         this.deps.logger.info(
           { namespace, pod: name, pool: pod.metadata!.labels![WARM_POOL_LABEL] },
           'deleted a pod of a pool no longer configured',
@@ -277,9 +277,8 @@ export class WarmPoolLoop {
     // ones), or by someone else. Never claimed; replaced.
     const outdated = this.deps.pods
       .list()
-      .filter((pod) => isUnclaimedOfPool(pod, pool) && (!isPoolPod(pod, pool) || !this.madeIt(pod)) && !pod.metadata?.deletionTimestamp)
-      .map((pod) => pod.metadata!.name!);
-    for (const name of outdated) await this.deps.gateway.deletePod(pool.namespace, name);
+      .filter((pod) => isUnclaimedOfPool(pod, pool) && (!isPoolPod(pod, pool) || !this.madeIt(pod)) && !pod.metadata?.deletionTimestamp);
+    for (const pod of outdated) await this.deps.gateway.deletePod(pool.namespace, pod.metadata!.name!, seenAs(pod));
     if (outdated.length > 0)
       this.deps.logger.info(
         { pool: poolKey(pool), deleted: outdated.length },
@@ -322,7 +321,8 @@ export class WarmPoolLoop {
     for (const name of plan.delete) {
       this.deleting.add(name);
       expected.delete(name);
-      await this.deps.gateway.deletePod(pool.namespace, name);
+      const pod = cached.find((each) => each.metadata!.name === name);
+      await this.deps.gateway.deletePod(pool.namespace, name, pod ? seenAs(pod) : undefined);
     }
     if (create > 0 || plan.delete.length > 0)
       this.deps.logger.info({ pool: poolKey(pool), created: create, deleted: plan.delete.length }, 'warm pool resized');
@@ -353,4 +353,12 @@ export class WarmPoolLoop {
     this.startFailures.set(key, state);
     return now >= state.holdUntil;
   }
+}
+
+/** A pod as the cache shows it, for a delete that must not reach a pod changed since (a claim). */
+function seenAs(pod: V1Pod): { uid?: string; resourceVersion?: string } {
+  return {
+    ...(pod.metadata?.uid ? { uid: pod.metadata.uid } : {}),
+    ...(pod.metadata?.resourceVersion ? { resourceVersion: pod.metadata.resourceVersion } : {}),
+  };
 }

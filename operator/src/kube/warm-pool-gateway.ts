@@ -12,7 +12,12 @@ export interface WarmPoolGateway {
    * pod itself was (404).
    */
   claimPod(namespace: string, name: string, patch: object[]): Promise<V1Pod | undefined>;
-  deletePod(namespace: string, name: string): Promise<void>;
+  /**
+   * Deletes a pool pod as the cache showed it (`seen`: its uid and resourceVersion, as
+   * preconditions). A pod changed since is left alone (409): a claim another replica made
+   * (a leader hand-over) changed it, and the next pass judges it again.
+   */
+  deletePod(namespace: string, name: string, seen?: { uid?: string; resourceVersion?: string }): Promise<void>;
   /** Creates a pool's deny-all NetworkPolicy; when its name is taken, the policy that holds it (for the caller to judge). */
   createPoolNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy>;
 }
@@ -42,11 +47,14 @@ export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGatew
         throw error;
       }
     },
-    async deletePod(namespace, name) {
+    async deletePod(namespace, name, seen) {
+      const preconditions = seen
+        ? { ...(seen.uid ? { uid: seen.uid } : {}), ...(seen.resourceVersion ? { resourceVersion: seen.resourceVersion } : {}) }
+        : undefined;
       try {
-        await core.deleteNamespacedPod({ namespace, name });
+        await core.deleteNamespacedPod({ namespace, name, ...(preconditions ? { body: { preconditions } } : {}) });
       } catch (error) {
-        if (!isNotFound(error)) throw error;
+        if (!isNotFound(error) && statusCodeOf(error) !== 409) throw error;
       }
     },
   };
