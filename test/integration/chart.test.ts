@@ -174,6 +174,20 @@ describe('the chart, offline', () => {
     }
   });
 
+  it('keeps one egress proxy up through node drains, as it keeps one operator replica', async () => {
+    const budgets = async (...args: string[]) =>
+      manifests((await template(...args)).stdout)
+        .filter((doc) => doc.kind === 'PodDisruptionBudget')
+        .map((doc) => [doc.metadata.name, doc.spec.minAvailable, doc.spec.selector.matchLabels['app.kubernetes.io/name']]);
+    expect(await budgets('--set', 'egressProxy.enabled=true')).toEqual([
+      [`${RELEASE}-chamvi-operator`, 1, 'chamvi-operator'],
+      [`${RELEASE}-chamvi-operator-egress-proxy`, 1, 'chamvi-egress-proxy'],
+    ]);
+    // One replica: a budget would block every drain.
+    expect(await budgets('--set', 'egressProxy.enabled=true', '--set', 'egressProxy.replicaCount=1')).toHaveLength(1);
+    expect(await budgets()).toHaveLength(1);
+  });
+
   it('lets OpenShift assign the Redis and proxy pods their user, as the operator pod', async () => {
     const podsOf = async (...args: string[]) => {
       const docs = manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout);
