@@ -23,6 +23,15 @@ describe('loadOperatorConfig', () => {
     expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
   });
 
+  it('refuses a warm pool in a namespace watchNamespaces does not list, naming both', () => {
+    const pool = { name: 'fast', namespace: 'agents', size: 2 };
+    expect(() => loadOperatorConfig({ watchNamespaces: ['team-a'], warmPools: [pool] }, {})).toThrow(
+      'config key warmPools: pool fast is in namespace agents, which watchNamespaces does not list',
+    );
+    expect(loadOperatorConfig({ watchNamespaces: ['team-a', 'agents'], warmPools: [pool] }, {}).warmPools).toHaveLength(1);
+    expect(loadOperatorConfig({ warmPools: [pool] }, {}).warmPools).toHaveLength(1);
+  });
+
   it('takes namespaceMaxActiveRuns from the file or CHAMVI_NAMESPACE_MAX_ACTIVE_RUNS, unset unless given, and refuses 0', () => {
     expect(loadOperatorConfig({}, {}).namespaceMaxActiveRuns).toBeUndefined();
     expect(loadOperatorConfig({ namespaceMaxActiveRuns: 20 }, {}).namespaceMaxActiveRuns).toBe(20);

@@ -626,5 +626,14 @@ export function loadOperatorConfig(file: unknown, env: NodeJS.ProcessEnv): Opera
     const key = issue.path.join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : '(root)');
     throw new ConfigError(`config key ${key}: ${issue.message}`);
   }
+  // A pool in a namespace the operator does not watch has no pod cache and no RBAC there: its
+  // pass only logged 403s, and no run could claim from it.
+  const { warmPools, watchNamespaces } = result.data;
+  const unwatched = watchNamespaces.length > 0 ? warmPools.find((pool) => !watchNamespaces.includes(pool.namespace)) : undefined;
+  if (unwatched) {
+    throw new ConfigError(
+      `config key warmPools: pool ${unwatched.name} is in namespace ${unwatched.namespace}, which watchNamespaces does not list; add it there or move the pool`,
+    );
+  }
   return result.data;
 }
