@@ -48,11 +48,8 @@ export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGatew
       }
     },
     async deletePod(namespace, name, seen) {
-      const preconditions = seen
-        ? { ...(seen.uid ? { uid: seen.uid } : {}), ...(seen.resourceVersion ? { resourceVersion: seen.resourceVersion } : {}) }
-        : undefined;
       try {
-        await core.deleteNamespacedPod({ namespace, name, ...(preconditions ? { body: { preconditions } } : {}) });
+        await core.deleteNamespacedPod({ namespace, name, ...(seen ? { body: { preconditions: seen } } : {}) });
       } catch (error) {
         if (!isNotFound(error) && statusCodeOf(error) !== 409) throw error;
       }
