@@ -81,15 +81,7 @@ describe("an eval's attempt whose run name another run holds", () => {
       body: { ...taken, status: { phase: 'Succeeded', reason: 'Completed', steps: 1 } },
     });
 
-    const evals = snapshotCache(async () => ({ items: [await readEval()] }));
-    const runs = snapshotCache(
-      async () => (await custom.listNamespacedCustomObject({ ...group, plural: 'codingruns' })) as { items: CodingRun[] },
-    );
-    const reconciler = new EvalReconciler({ evals, runs, gateway: createEvalGateway(kubeConfig), identity: 'test', logger });
-    const reconcile = async () => {
-      await Promise.all([evals.refresh(), runs.refresh()]);
-      await reconciler.reconcile(`${namespace}/hard`);
-    };
+    const reconcile = reconcilerOf('hard');
 
     await reconcile();
     let status = (await readEval()).status!;
@@ -161,17 +153,7 @@ describe("an eval's attempt whose change is larger than the 1 MiB the operator k
     })) as CodingEval;
     const parsed = parseEvalSpec(evaluation);
     if (!parsed.ok) throw new Error(parsed.problem);
-    const evals = snapshotCache(async () => ({
-      items: [(await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'padded' })) as CodingEval],
-    }));
-    const runs = snapshotCache(
-      async () => (await custom.listNamespacedCustomObject({ ...group, plural: 'codingruns' })) as { items: CodingRun[] },
-    );
-    const reconciler = new EvalReconciler({ evals, runs, gateway: createEvalGateway(kubeConfig), identity: 'test', logger });
-    const reconcile = async () => {
-      await Promise.all([evals.refresh(), runs.refresh()]);
-      await reconciler.reconcile(`${namespace}/padded`);
-    };
+    const reconcile = reconcilerOf('padded');
     await reconcile();
     const [attempt] = plannedAttempts(parsed.spec);
     const run = (await custom.getNamespacedCustomObject({
@@ -211,12 +193,25 @@ describe("an eval's attempt whose change is larger than the 1 MiB the operator k
       },
     });
     await reconcile();
-    const status = (await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'padded' })) as CodingEval;
+    const status = await readEval('padded');
     expect(status.status!.attempts![0]).toMatchObject({ attempt: 1, passed: false });
     expect(status.status!.attempts![0]!.failedGraders![0]).toContain('could not be read whole');
   });
 });
 
-async function readEval(): Promise<CodingEval> {
-  return (await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name: 'hard' })) as CodingEval;
+async function readEval(name = 'hard'): Promise<CodingEval> {
+  return (await custom.getNamespacedCustomObject({ ...group, plural: 'codingevals', name })) as CodingEval;
+}
+
+/** One reconcile of the eval `name`, from caches read fresh from the API server each time. */
+function reconcilerOf(name: string): () => Promise<void> {
+  const evals = snapshotCache(async () => ({ items: [await readEval(name)] }));
+  const runs = snapshotCache(
+    async () => (await custom.listNamespacedCustomObject({ ...group, plural: 'codingruns' })) as { items: CodingRun[] },
+  );
+  const reconciler = new EvalReconciler({ evals, runs, gateway: createEvalGateway(kubeConfig), identity: 'test', logger });
+  return async () => {
+    await Promise.all([evals.refresh(), runs.refresh()]);
+    await reconciler.reconcile(`${namespace}/${name}`);
+  };
 }
