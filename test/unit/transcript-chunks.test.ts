@@ -13,8 +13,19 @@ import {
   encodeEntry,
   opensChunk,
   readTranscript,
+  TRANSCRIPT_MAX_INFLATED_BYTES,
+  TranscriptReader,
 } from '../../operator/src/record/transcript-chunks.ts';
-import { boundText, resumeKey, stepKey, type TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
+import {
+  boundText,
+  cutKey,
+  endKey,
+  resumeKey,
+  stepKey,
+  verifyKey,
+  type TranscriptEntry,
+} from '../../operator/src/record/transcript-entry.ts';
+import { formatEntry } from '../../operator/src/cli/format-transcript.ts';
 
 const run = { metadata: { name: 'fix-login', namespace: 'agents', uid: '4f1c2b9e-0000-4000-8000-000000000001' } };
 const usage = { inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 120, complete: true };
@@ -100,7 +111,9 @@ describe('chunks', () => {
 
 describe('reading a transcript', () => {
   it('orders entries across chunks, a resume after its step, and reads a key found twice once', () => {
-    const resume: TranscriptEntry = { ...step(1), key: resumeKey(1, 's1-c12'), kind: 'approval' };
+    const answeredAt = '2026-11-30T12:01:00.000Z';
+    const approval = { id: 's1-c12', tool: 'bash', decision: 'deny' as const, requestedAt: answeredAt, answeredAt };
+    const resume: TranscriptEntry = { ...step(1), key: resumeKey(1, 's1-c12'), kind: 'approval', approval };
     const later = chunkOf([step(17), step(18)], 1);
     const first = chunkOf([step(2), resume, step(1)]);
     const again = chunkOf([step(2)]);
@@ -133,9 +146,96 @@ describe('reading a transcript', () => {
     ['a call that is not an object', { calls: [null] }],
     ['a call without a string id', { calls: [{ id: 7, tool: 'bash' }] }],
     ['a message that is not text', { message: { text: 'x' } }],
+    ['a call without its input', { calls: [{ id: 'c1', tool: 'bash' }] }],
+    ['an approval without the approval', { kind: 'approval' }],
+    ['a verification without its check', { kind: 'verify' }],
+    ['an end without its outcome', { kind: 'end' }],
+    ['a kind no operator writes', { kind: 'note' }],
   ])('reports an entry edited to hold %s, which its readers would throw on', (_, parts) => {
     const key = 's000002';
-    const edited = gzipSync(JSON.stringify({ v: 1, key, step: 2, kind: 'step', ...parts })).toString('base64');
-    expect(decodeEntry(key, edited)).toEqual({ problem: `entry ${key} is not a transcript entry` });
+    const edited = gzipSync(JSON.stringify({ v: 1, key, step: 2, kind: 'step', at: '2026-11-30T12:00:00.000Z', ...parts })).toString(
+      'base64',
+    );
+    const read = decodeEntry(key, edited);
+    expect(read).toEqual({ problem: expect.stringMatching(new RegExp(`^entry ${key} is not a transcript entry: `)) });
+    // And what a reader does with every entry that is read cannot throw on it.
+    const chunk = chunkOf([step(1)]);
+    chunk.binaryData![key] = edited;
+    const transcript = readTranscript([chunk], run);
+    expect(transcript.entries.map((entry) => entry.key)).toEqual(['s000001']);
+    for (const entry of transcript.entries) expect(() => formatEntry(entry)).not.toThrow();
+  });
+
+  it('reads every kind of entry the workers write', () => {
+    const at = '2026-11-30T12:00:00.000Z';
+    const entries: TranscriptEntry[] = [
+      step(1),
+      {
+        key: resumeKey(1, 's1-c2'),
+        kind: 'approval',
+        step: 1,
+        at,
+        approval: { id: 's1-c2', tool: 'bash', decision: 'approve', sha256: 'ab', requestedAt: at, answeredAt: at, user: 'alice' },
+      },
+      {
+        key: verifyKey(1, 1),
+        kind: 'verify',
+        step: 1,
+        at,
+        verification: { attempt: 1, passed: false, exitCode: 1, durationMs: 12, output: { text: 'FAIL' }, verdict: 'retry' },
+      },
+      { key: endKey(2), kind: 'end', step: 2, at, outcome: { phase: 'Failed', reason: 'SandboxLost', message: 'gone' } },
+      { key: cutKey(501), kind: 'cut', step: 501, at, message: 'the transcript keeps 500 steps' },
+    ];
+    const { entries: read, problems } = readTranscript([chunkOf(entries.slice(0, 4)), chunkOf([entries[4]!], 31)], run);
+    expect(problems).toEqual([]);
+    expect(read).toEqual([...entries].sort((a, b) => (a.key < b.key ? -1 : 1)));
+  });
+});
+
+describe('what a read of a transcript trusts and holds', () => {
+  it('stops at its bound when a hand-made chunk holds entries that each inflate to a megabyte, and says so', () => {
+    // ~1 KiB each on the wire, 1 MB each inflated: 300 of them were 300 MB in the reader.
+    const bomb = (n: number) => gzipSync(JSON.stringify({ v: 1, ...step(n), text: { text: 'a'.repeat(1_000_000) } }));
+    const chunk = chunkOf([step(1)]);
+    for (let n = 2; n <= 300; n++) chunk.binaryData![stepKey(n)] = bomb(n).toString('base64');
+    expect(JSON.stringify(chunk).length).toBeLessThan(1024 * 1024);
+    const reader = new TranscriptReader(run);
+    const { entries, problems } = reader.add([chunk]).result();
+    expect(reader.full).toBe(true);
+    expect(entries.length).toBeLessThanOrEqual(Math.ceil(TRANSCRIPT_MAX_INFLATED_BYTES / 1_000_000) + 1);
+    expect(problems).toEqual([expect.stringMatching(/the rest was left out/)]);
+  });
+
+  it('keeps only what the caller keeps of each entry', () => {
+    const { entries } = new TranscriptReader(run, (entry) => ({ ...entry, text: { text: '' } })).add([chunkOf([step(1)])]).result();
+    expect(entries[0]!.text).toEqual({ text: '' });
+    expect(entries[0]!.calls).toHaveLength(1);
+  });
+
+  it('ignores a chunk the run owns by its labels and owner but under a name its writer never gives', () => {
+    const planted = chunkOf([{ ...step(1), text: { text: 'approved by alice' } }]);
+    planted.metadata!.name = 'aaa-planted';
+    const { entries, problems } = readTranscript([planted, chunkOf([step(2)])], run);
+    expect(entries.map((entry) => entry.key)).toEqual(['s000002']);
+    expect(problems).toEqual([expect.stringMatching(/ignored ConfigMap aaa-planted.*never written under that name/)]);
+  });
+
+  it('reads a chunk its writer kept apart (generateName), and says when two chunks disagree on an entry', () => {
+    const real = chunkOf([step(1), step(2)]);
+    const apart = chunkOf([step(3), { ...step(1), text: { text: 'rm -rf / was approved' } }]);
+    apart.metadata!.name = `${real.metadata!.name!}-x7k2p`;
+    const { entries, problems } = readTranscript([real, apart], run);
+    expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000002', 's000003']);
+    expect(entries[0]!.text).toEqual({ text: 'step 1' });
+    expect(problems).toEqual([expect.stringMatching(/entry s000001 is in two of the run's ConfigMaps with different contents/)]);
+  });
+
+  it('takes a chunk seen again with a newer entry under a key (a redone step) without a warning', () => {
+    const reader = new TranscriptReader(run);
+    reader.add([chunkOf([step(1)])]);
+    const { entries, problems } = reader.add([chunkOf([{ ...step(1), text: { text: 'redone' } }, step(2)])]).result();
+    expect(problems).toEqual([]);
+    expect(entries.map((entry) => entry.text?.text)).toEqual(['redone', 'step 2']);
   });
 });

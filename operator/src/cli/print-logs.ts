@@ -3,7 +3,7 @@
 // -f it follows: a watch on the run's chunks prints each entry as it lands, a watch on the run
 // ends it with the run's outcome, exit 0 when it Succeeded and 1 otherwise.
 import { isTerminal, type CodingRun } from '../api/index.ts';
-import { readTranscript, type TranscriptChunk } from '../record/transcript-chunks.ts';
+import { TranscriptReader, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import type { CliOutput } from './execute-command.ts';
@@ -17,16 +17,20 @@ type LogsCommand = Extract<Command, { command: 'logs' }>;
 class TranscriptPrinter {
   private readonly printed = new Set<string>();
   private readonly warned = new Set<string>();
+  /** One reader for the whole command: its bounds hold across a watch's events, and it sees every chunk to compare them. */
+  private readonly reader: TranscriptReader;
   count = 0;
 
   constructor(
     private readonly io: CliOutput,
     private readonly command: LogsCommand,
-    private readonly run: CodingRun,
-  ) {}
+    run: CodingRun,
+  ) {
+    this.reader = new TranscriptReader(run);
+  }
 
   show(chunks: readonly TranscriptChunk[]): void {
-    const { entries, problems } = readTranscript(chunks, this.run);
+    const { entries, problems } = this.reader.add(chunks).result();
     for (const problem of problems) {
       if (this.warned.has(problem)) continue;
       this.warned.add(problem);

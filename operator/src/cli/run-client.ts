@@ -77,11 +77,11 @@ export interface RunClient {
   ): Promise<RunWatch>;
 }
 
-/** What the transcript reader needs of a ConfigMap: labels, owners and entries. */
+/** What the transcript reader needs of a ConfigMap: its name, labels, owners and entries. */
 function chunkOf(configMap: V1ConfigMap): TranscriptChunk {
-  const { labels, ownerReferences } = configMap.metadata ?? {};
+  const { name, labels, ownerReferences } = configMap.metadata ?? {};
   return {
-    metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) },
+    metadata: { ...(name ? { name } : {}), ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) },
     ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
   };
 }

@@ -7,7 +7,7 @@ import { EVAL_KIND, type AttemptStatus, type CodingEval, type CodingEvalSpec } f
 import { CREATOR_ANNOTATION } from '../reconcile/approval-answer.ts';
 import { decodeDiff, isCutDiff, isKeptDiff } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun } from '../reconcile/ownership.ts';
-import { readTranscript } from '../record/transcript-chunks.ts';
+import { TranscriptReader } from '../record/transcript-chunks.ts';
 import {
   EVAL_EVENT_REASONS,
   RUNS_FORBIDDEN_RETRY_MS,
@@ -22,7 +22,7 @@ import {
 import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
-import { runEvidence } from '../evals/run-evidence.ts';
+import { runEvidence, gradedParts } from '../evals/run-evidence.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 
@@ -151,7 +151,10 @@ export class EvalReconciler {
   /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */
   private async evidenceOf(run: CodingRun) {
     const { namespace, uid } = run.metadata;
-    const transcript = readTranscript(await this.deps.gateway.listTranscript(namespace, uid), run);
+    // Only what grading reads is kept of each entry: a transcript's texts are most of it.
+    const reader = new TranscriptReader(run, gradedParts);
+    await this.deps.gateway.listTranscript(namespace, uid, (page) => (reader.add(page).full ? 'enough' : 'more'));
+    const transcript = reader.result();
     const result = run.status?.result;
     let fullDiff: string | undefined;
     if (result?.diffTruncated && result.diffConfigMap) {

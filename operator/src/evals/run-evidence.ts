@@ -4,6 +4,7 @@
 // objects, this turns them into evidence.
 import type { CodingRun } from '../api/coding-run.ts';
 import type { Transcript } from '../record/transcript-chunks.ts';
+import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import { parseDiffFiles, type FileChange } from './diff-files.ts';
 
 export interface RecordedCall {
@@ -25,6 +26,28 @@ export interface RunEvidence {
   files: FileChange[] | undefined;
   /** status.result.verification.passed, when the run had spec.verify. */
   verificationPassed?: boolean;
+}
+
+/**
+ * What runEvidence reads of a transcript entry: its kind, step and message, and each call's
+ * tool and outcome. The texts, most of a transcript, are left out, so grading keeps little of
+ * what it reads (the eval controller's TranscriptReader keeps this).
+ */
+export function gradedParts(entry: TranscriptEntry): TranscriptEntry {
+  const calls = entry.calls?.map((call) => ({
+    id: call.id,
+    tool: call.tool,
+    input: { text: '' },
+    ...(call.result ? { result: { ok: call.result.ok, output: { text: '' } } } : {}),
+  }));
+  return {
+    key: entry.key,
+    kind: entry.kind,
+    step: entry.step,
+    at: entry.at,
+    ...(entry.message !== undefined ? { message: entry.message } : {}),
+    ...(calls ? { calls } : {}),
+  };
 }
 
 /**

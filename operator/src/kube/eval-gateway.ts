@@ -22,7 +22,12 @@ export interface EvalGateway {
   }): Promise<'created' | 'exists' | { refused: string } | { forbidden: string }>;
   /** The run under that name, undefined when there is none: whose a name createRun found taken is. */
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
-  listTranscript(namespace: string, runUid: string): Promise<TranscriptChunk[]>;
+  /**
+   * Lists the run's transcript chunks a page at a time into `take`, until it says 'enough' or
+   * none are left: a namespace's users can label any number of 1 MiB ConfigMaps as a run's
+   * chunks, and one list of them all was one allocation of that size in the operator.
+   */
+  listTranscript(namespace: string, runUid: string, take: (page: TranscriptChunk[]) => 'more' | 'enough'): Promise<void>;
   getDiffConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
   /** Replaces the status; 409 when the eval's resourceVersion is stale. */
   replaceEvalStatus(evaluation: CodingEval, status: CodingEvalStatus): Promise<CodingEval>;
@@ -34,9 +39,12 @@ export interface EvalGateway {
 }
 
 const owned = (configMap: V1ConfigMap) => {
-  const { labels, ownerReferences } = configMap.metadata ?? {};
-  return { metadata: { ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) } };
+  const { name, labels, ownerReferences } = configMap.metadata ?? {};
+  return { metadata: { ...(name ? { name } : {}), ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) } };
 };
+
+/** Chunks per page: a chunk is at most 1 MiB, so a page is at most a few MiB in the operator's heap. */
+const TRANSCRIPT_PAGE_CHUNKS = 4;
 
 /**
  * A 403 from an admission policy or webhook ("ValidatingAdmissionPolicy 'x' with binding 'y'
@@ -77,12 +85,22 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
         throw error;
       }
     },
-    async listTranscript(namespace, runUid) {
-      const list = await core.listNamespacedConfigMap({ namespace, labelSelector: transcriptSelector(runUid) });
-      return list.items.map((configMap) => ({
-        ...owned(configMap),
-        ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
-      }));
+    async listTranscript(namespace, runUid, take) {
+      let next: string | undefined;
+      do {
+        const page = await core.listNamespacedConfigMap({
+          namespace,
+          labelSelector: transcriptSelector(runUid),
+          limit: TRANSCRIPT_PAGE_CHUNKS,
+          ...(next ? { _continue: next } : {}),
+        });
+        const chunks = page.items.map((configMap) => ({
+          ...owned(configMap),
+          ...(configMap.binaryData ? { binaryData: configMap.binaryData } : {}),
+        }));
+        if (take(chunks) === 'enough') return;
+        next = page.metadata?._continue;
+      } while (next);
     },
     async getDiffConfigMap(namespace, name) {
       try {

@@ -4,11 +4,20 @@
 // mode's) and the plugin that reads it (`kubectl codingrun logs`). Why ConfigMaps, and what they
 // cost the API server: docs/transcript.md. Pure.
 import type { V1ConfigMap } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { API_VERSION, GROUP, KIND, RUN_LABEL, RUN_UID_LABEL } from '../api/group.ts';
 import { runNameLabel, transcriptConfigMapName, type RunIdentity } from '../reconcile/names.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, isOwnedByRun, type OwnedMetadata } from '../reconcile/ownership.ts';
-import { DEFAULT_BOUNDS, ENTRY_KEY_PATTERN, boundEntry, type EntryBounds, type TranscriptEntry } from './transcript-entry.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL, isOwnedByRun, whyNotOwned, type OwnedMetadata } from '../reconcile/ownership.ts';
+import {
+  DEFAULT_BOUNDS,
+  ENTRY_KEY_PATTERN,
+  MAX_RECORDED_STEPS,
+  boundEntry,
+  type EntryBounds,
+  type TranscriptEntry,
+} from './transcript-entry.ts';
+import { parseTranscriptEntry } from './transcript-entry-schema.ts';
 
 /** Label on a transcript chunk, so the plugin lists a run's chunks (and nothing else of it). */
 export const RECORD_LABEL = `${GROUP}/record`;
@@ -58,36 +67,29 @@ export function encodeEntry(entry: TranscriptEntry, maxBytes = ENTRY_MAX_BYTES):
 }
 
 /** The entry under a key, or why it cannot be read (a hand-edited chunk, a newer operator). */
-/**
- * The parts every reader walks without checking (an eval's evidence, `logs`): calls as a list of
- * objects with a string id and tool, a message as text. A chunk is a ConfigMap anyone who may
- * edit ConfigMaps in the namespace can change; an entry with `calls: {}` once made an eval's
- * grading throw before it wrote any status, so the eval was retried forever.
- */
-function readableParts(entry: Partial<TranscriptEntry>): boolean {
-  const calls: unknown = entry.calls;
-  if (calls !== undefined) {
-    if (!Array.isArray(calls)) return false;
-    for (const call of calls as unknown[]) {
-      if (typeof call !== 'object' || call === null) return false;
-      const { id, tool, result } = call as { id?: unknown; tool?: unknown; result?: unknown };
-      if (typeof id !== 'string' || typeof tool !== 'string' || (result !== undefined && (typeof result !== 'object' || result === null)))
-        return false;
-    }
-  }
-  return entry.message === undefined || typeof entry.message === 'string';
+export function decodeEntry(key: string, base64: string): TranscriptEntry | { problem: string } {
+  return decodeMeasured(key, base64).decoded;
 }
 
-export function decodeEntry(key: string, base64: string): TranscriptEntry | { problem: string } {
+/** decodeEntry, and how many bytes it inflated (the reader's bound counts them). */
+function decodeMeasured(key: string, base64: string): { decoded: TranscriptEntry | { problem: string }; inflated: number } {
+  let inflated = 0;
   try {
-    const json = gunzipSync(Buffer.from(base64, 'base64'), { maxOutputLength: ENTRY_MAX_INFLATED }).toString('utf8');
-    const { v, ...entry } = JSON.parse(json) as Partial<TranscriptEntry> & { v?: unknown };
-    if (v !== WIRE_VERSION) return { problem: `entry ${key} has wire version ${String(v)}, not ${WIRE_VERSION}` };
-    if (entry.key !== key || typeof entry.step !== 'number' || typeof entry.kind !== 'string' || !readableParts(entry))
-      return { problem: `entry ${key} is not a transcript entry` };
-    return entry as TranscriptEntry;
+    const bytes = gunzipSync(Buffer.from(base64, 'base64'), { maxOutputLength: ENTRY_MAX_INFLATED });
+    inflated = bytes.length;
+    const { v, ...fields } = JSON.parse(bytes.toString('utf8')) as { v?: unknown; key?: unknown };
+    if (v !== WIRE_VERSION) return { decoded: { problem: `entry ${key} has wire version ${String(v)}, not ${WIRE_VERSION}` }, inflated };
+    if (fields.key !== key)
+      return { decoded: { problem: `entry ${key} is not a transcript entry: it names itself ${String(fields.key)}` }, inflated };
+    const parsed = parseTranscriptEntry(fields);
+    return {
+      decoded: 'entry' in parsed ? parsed.entry : { problem: `entry ${key} is not a transcript entry: ${parsed.problem}` },
+      inflated,
+    };
   } catch (error) {
-    return { problem: `entry ${key} cannot be read: ${error instanceof Error ? error.message : String(error)}` };
+    // Refused at the inflate bound (or not gzip): what it would have inflated to is at least its own size.
+    const problem = `entry ${key} cannot be read: ${error instanceof Error ? error.message : String(error)}`;
+    return { decoded: { problem }, inflated: Math.max(inflated, base64.length) };
   }
 }
 
@@ -130,37 +132,130 @@ export function buildTranscriptChunk(
   };
 }
 
-/** What the reader needs of a chunk: its owner, its labels and its entries. */
+/** What the reader needs of a chunk: its name, its owner, its labels and its entries. */
 export interface TranscriptChunk extends OwnedMetadata {
+  metadata?: OwnedMetadata['metadata'] & { name?: string };
   binaryData?: Record<string, string>;
 }
 
 export interface Transcript {
   entries: TranscriptEntry[];
-  /** Entries that could not be read, and chunks not owned by the run (a squatter's), said once each. */
+  /** Entries that could not be read, chunks that are not the run's, and what the reader's bounds left out, said once each. */
   problems: string[];
 }
 
 /**
- * The run's transcript from its chunks, in order. Only chunks the run owns count (anyone who
- * may create ConfigMaps in the namespace can label one like a chunk); a key found twice (a
- * redone step's entry, or one the writer had to put in a second chunk) is read once.
+ * What one read inflates and keeps at most. A writer's transcript is at most MAX_RECORDED_STEPS
+ * steps of ENTRY_MAX_BYTES compressed each, a few hundred KiB inflated at worst; a hand-made
+ * chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of them took a reader's
+ * heap to 1.2 GiB. The operator's eval grading reads transcripts too, inside a 160 MiB heap.
  */
-export function readTranscript(chunks: readonly TranscriptChunk[], run: { metadata: { uid: string } }): Transcript {
-  const byKey = new Map<string, TranscriptEntry>();
-  const problems: string[] = [];
-  for (const chunk of chunks) {
-    if (!isOwnedByRun(chunk, run)) {
-      problems.push(`ignored a ConfigMap labelled as this run's transcript that the run does not own`);
-      continue;
+export const TRANSCRIPT_MAX_INFLATED_BYTES = 64 * 1024 * 1024;
+export const TRANSCRIPT_MAX_ENTRIES = 10_000;
+
+/** The highest chunk index a writer uses: the `cut` entry's step is MAX_RECORDED_STEPS + 1. */
+const LAST_CHUNK_INDEX = chunkIndexOf(MAX_RECORDED_STEPS + 1);
+/** The API server cuts a generateName prefix to this length before it adds 5 characters. */
+const GENERATED_PREFIX_LENGTH = 58;
+
+/** The names a writer gives the run's chunks: the derived ones, and those it keeps apart (transcript-writer.ts, generateName). */
+function chunkNames(run: RunIdentity): { derived: Set<string>; apart: Set<string> } {
+  const derived = new Set<string>();
+  const apart = new Set<string>();
+  for (let index = 0; index <= LAST_CHUNK_INDEX; index++) {
+    const name = transcriptConfigMapName(run, index);
+    derived.add(name);
+    apart.add(`${name}-`.slice(0, GENERATED_PREFIX_LENGTH));
+  }
+  return { derived, apart };
+}
+
+const isGeneratedFrom = (name: string, prefixes: ReadonlySet<string>) =>
+  /^[a-z0-9]{5}$/.test(name.slice(-5)) && prefixes.has(name.slice(0, -5));
+
+/**
+ * Reads a run's transcript from its chunks as they come (a list, pages of one, a watch's
+ * events), in key order. Only chunks the run owns under a name its writer gives count (anyone
+ * who may create ConfigMaps in the namespace can label one like a chunk and name the run as
+ * its controller: a name is checked as well, but neither proves who wrote it, docs/transcript.md).
+ * A key found twice is read once; found twice with different contents, it is a problem, since
+ * the writer never does that: someone wrote a chunk beside the run's. Bounded: past
+ * TRANSCRIPT_MAX_INFLATED_BYTES or TRANSCRIPT_MAX_ENTRIES the rest is left out and said to be.
+ * `keep` makes what is kept of each entry smaller (the eval's grading keeps only the calls).
+ */
+export class TranscriptReader {
+  private readonly byKey = new Map<string, { entry: TranscriptEntry; digest: string; chunk: string }>();
+  private readonly problems = new Set<string>();
+  private readonly names: { derived: Set<string>; apart: Set<string> };
+  private inflated = 0;
+  private decoded = 0;
+
+  constructor(
+    private readonly run: RunIdentity,
+    private readonly keep: (entry: TranscriptEntry) => TranscriptEntry = (entry) => entry,
+    private readonly limits = { maxInflatedBytes: TRANSCRIPT_MAX_INFLATED_BYTES, maxEntries: TRANSCRIPT_MAX_ENTRIES },
+  ) {
+    this.names = chunkNames(run);
+  }
+
+  /** True once a bound was reached: later chunks add nothing, so a caller may stop listing. */
+  get full(): boolean {
+    return this.inflated >= this.limits.maxInflatedBytes || this.decoded >= this.limits.maxEntries;
+  }
+
+  add(chunks: readonly TranscriptChunk[]): this {
+    for (const chunk of chunks) this.addChunk(chunk);
+    return this;
+  }
+
+  private addChunk(chunk: TranscriptChunk): void {
+    const name = chunk.metadata?.name ?? '';
+    if (!isOwnedByRun(chunk, this.run)) {
+      this.problems.add(
+        `ignored ConfigMap ${name}, labelled as this run's transcript, which the run does not own: ${whyNotOwned(chunk, this.run)}`,
+      );
+      return;
+    }
+    if (!this.names.derived.has(name) && !isGeneratedFrom(name, this.names.apart)) {
+      this.problems.add(
+        `ignored ConfigMap ${name}, labelled as this run's transcript: the run's transcript is never written under that name`,
+      );
+      return;
     }
     for (const [key, value] of Object.entries(chunk.binaryData ?? {})) {
-      if (!ENTRY_KEY_PATTERN.test(key) || byKey.has(key)) continue;
-      const entry = decodeEntry(key, value);
-      if ('problem' in entry) problems.push(entry.problem);
-      else byKey.set(key, entry);
+      if (!ENTRY_KEY_PATTERN.test(key)) continue;
+      const digest = createHash('sha256').update(value).digest('hex');
+      const seen = this.byKey.get(key);
+      if (seen?.digest === digest) continue;
+      // The same chunk again with a new value under a key (a watch's next event after a redone
+      // step's entry replaced the first): the newer one counts.
+      if (seen && seen.chunk !== name) {
+        this.problems.add(
+          `entry ${key} is in two of the run's ConfigMaps with different contents (${seen.chunk} and ${name}): the first read is shown, and the record may have been tampered with`,
+        );
+        continue;
+      }
+      if (this.full) {
+        this.problems.add(
+          `the transcript was read up to ${this.limits.maxEntries} entries or ${this.limits.maxInflatedBytes / 1024 / 1024} MiB inflated; the rest was left out`,
+        );
+        return;
+      }
+      this.decoded += 1;
+      const { decoded, inflated } = decodeMeasured(key, value);
+      this.inflated += inflated;
+      if ('problem' in decoded) this.problems.add(decoded.problem);
+      else this.byKey.set(key, { entry: this.keep(decoded), digest, chunk: name });
     }
   }
-  const entries = [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return { entries, problems };
+
+  result(): Transcript {
+    const entries = [...this.byKey.values()].map(({ entry }) => entry).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return { entries, problems: [...this.problems] };
+  }
+}
+
+/** The run's transcript from its chunks, in key order (TranscriptReader, read at once). */
+export function readTranscript(chunks: readonly TranscriptChunk[], run: RunIdentity): Transcript {
+  return new TranscriptReader(run).add(chunks).result();
 }
