@@ -255,17 +255,24 @@ async function main(): Promise<void> {
   // replica holds it), stop reconciling at once, since another replica may lead once the
   // lease expires, and stand for election again; the workers go on. Exiting instead made
   // every replica crash through an API server outage.
+  let stoppedOnes: Promise<unknown>[] = [];
   while (!stopping()) {
     await elector.run(startControllers, () => {
       logger.error({}, 'lost the leader lease; reconciling stops until this replica leads again');
       controller.stop();
       schedules.stop();
+      evalController.stop();
+      stoppedOnes = [controller.idle(), schedules.idle(), evalController.idle()];
       controller = newController();
       controllerRef = controller;
       schedules = newScheduleController();
-      evalController.stop();
       evalController = newEvalController();
     });
+    // The stopped controllers' reconciles in flight end before this replica stands again: won
+    // back at once, its new controllers would reconcile the same runs beside them (two claims of
+    // a pool pod for one run). Bounded, as at shutdown.
+    await untilSettled(stoppedOnes, IN_FLIGHT_RECONCILES_GRACE_MS);
+    stoppedOnes = [];
   }
 }
 

@@ -49,6 +49,8 @@ interface Failures {
   createPod: number;
   deletePod: number;
   replaceRunStatus?: number;
+  /** Holds the next pod create until `release` resolves, calling `reached` as it starts. */
+  holdCreatePod?: { reached: () => void; release: Promise<void> };
 }
 
 /** A reconciler over fresh caches for the run `name`, whose kube calls fail as `failures` says. */
@@ -59,6 +61,12 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
     ...realKube,
     async createPod(pod) {
       if (failures.createPod > 0 && failures.createPod--) throw failing();
+      const hold = failures.holdCreatePod;
+      if (hold) {
+        delete failures.holdCreatePod;
+        hold.reached();
+        await hold.release;
+      }
       return realKube.createPod(pod);
     },
     async deletePod(podNamespace, podName) {
@@ -90,6 +98,7 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
   return {
     startedOn,
     fillPool: (ready: number) => scene.fillPool('pool', ready),
+    stop: () => scene.reconciler.stop(),
     /** One reconcile, from fresh caches (the pods' as they were, with `stalePods`); whether it threw. */
     async pass(options: { stalePods?: boolean } = {}): Promise<boolean> {
       await scene.refresh(options);
@@ -195,5 +204,31 @@ describe('a run given a warm pool pod, whose next status write fails', () => {
     const claimed = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
     expect(claimed.items.map((pod) => pod.metadata!.name)).toEqual([controller.startedOn[0]]);
     expect(new Set(controller.startedOn)).toEqual(new Set([controller.startedOn[0]]));
+  }, 120_000);
+});
+
+describe('a reconcile in flight when its reconciler is stopped (the leader lease lost)', () => {
+  it('sends the request it was sending and writes nothing after it', async () => {
+    let reached!: () => void;
+    const atCreate = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const failures: Failures = {
+      createPod: 0,
+      deletePod: 0,
+      holdCreatePod: { reached, release: new Promise((resolve) => (release = resolve)) },
+    };
+    const controller = controllerFor('unled', failures);
+    await controller.create();
+    const passing = controller.pass();
+    await atCreate;
+    controller.stop();
+    release();
+    expect(await passing, 'the stopped reconcile ends without an error').toBe(true);
+    const run = await controller.read();
+    // The pod create was on its way and lands; the Provisioning write after it is not sent.
+    const pods = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
+    expect(pods.items).toHaveLength(1);
+    expect(run.status?.phase, JSON.stringify(run.status)).toBeUndefined();
+    expect((await controller.events()).map((event) => event.reason)).not.toContain('Provisioning');
   }, 120_000);
 });

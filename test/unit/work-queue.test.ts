@@ -132,4 +132,25 @@ describe('WorkQueue', () => {
   it("sets a requeue longer than a timer can wait (a run's 30-day TTL) for the longest wait, which Node would take for 1 ms", async () => {
     expect(await requeueDelays(30 * 24 * 3600 * 1000)).toEqual([2 ** 31 - 1]);
   });
+
+  it("drops a key's pending delay when its object is gone (processed with forget), and keeps others'", async () => {
+    const gone = new Set<string>();
+    const cleared: unknown[] = [];
+    let timers = 0;
+    const queue = new WorkQueue(async (key) => (gone.has(key) ? { forget: true } : { requeueAfterMs: 365 * 24 * 3600 * 1000 }), {
+      concurrency: 2,
+      setTimer: () => ({ id: ++timers }),
+      clearTimer: (timer) => void cleared.push(timer),
+    });
+    queue.add('ns/a');
+    queue.add('ns/b');
+    await queue.idle();
+    expect(queue.delayedCount).toBe(2);
+    // ns/a is deleted: its watch event brings the key once more.
+    gone.add('ns/a');
+    queue.add('ns/a');
+    await queue.idle();
+    expect(queue.delayedCount).toBe(1);
+    expect(cleared).toEqual([{ id: 1 }]);
+  });
 });

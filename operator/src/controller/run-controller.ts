@@ -317,6 +317,7 @@ export class RunController {
 
   stop(): void {
     this.live = false;
+    this.reconciler.stop();
     void this.isolation?.stop();
     this.warmPools?.stop();
     this.queue.stop();

@@ -176,6 +176,18 @@ class DiffKeptSignal extends Error {
   }
 }
 
+/**
+ * Thrown before a write once the reconciler was stopped (the lease lost, or shutdown): another
+ * replica may lead already, and this reconcile's caches no longer follow the cluster. A run
+ * decided again on a frozen pod cache after a conflict read as SandboxLost, and a healthy run
+ * was failed.
+ */
+class ReconcilerStoppedSignal extends Error {
+  constructor() {
+    super('the reconciler was stopped');
+  }
+}
+
 /** Creates one of the run's objects (or adds its finalizer); a refusal or failure by the API server becomes a CreateRefusedError, for decide() to judge. */
 async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, create: () => Promise<T>): Promise<T> {
   try {
@@ -227,7 +239,7 @@ export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
   readonly admittedLocally = new Set<string>();
   /** Provisioning runs (by key) whose pod this process has seen bound to a node, and when (status.timings PodScheduled). */
-  private readonly boundSeen = new Map<string, string>();
+  private readonly boundSeen = new Map<string, { uid: string; at: string }>();
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new Map<string, Grant>();
   /**
@@ -284,14 +296,38 @@ export class RunReconciler {
     return [SANDBOX_DENY_ALL_POLICY, SANDBOX_EGRESS_POLICY].flatMap((name) => this.policiesMade.seen(namespace, name) ?? []);
   }
 
-  async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+  /** Set by stop(): no write is sent after it (ReconcilerStoppedSignal). */
+  private stopped = false;
+
+  /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private beforeWrite(): void {
+    if (this.stopped) throw new ReconcilerStoppedSignal();
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
+    try {
+      return await this.reconcileOnce(key);
+    } catch (error) {
+      if (error instanceof ReconcilerStoppedSignal) {
+        this.deps.logger.info({ key }, 'reconcile stopped before its next write: this replica no longer leads');
+        return {};
+      }
+      throw error;
+    }
+  }
+
+  private async reconcileOnce(key: string): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
     const [namespace, name] = key.split('/') as [string, string];
     let run = this.deps.caches.runs.get(namespace, name);
     if (!run) {
       this.boundSeen.delete(key);
       this.deletions.forgetRun(key);
       this.claimsMade.delete(key);
-      return {};
+      return { forget: true };
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
     // an object the API server refused, the diff kept for a run being ended.
@@ -304,6 +340,7 @@ export class RunReconciler {
     // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
     const references: ReadReferences = new Map();
     for (let attempt = 0; ; attempt++) {
+      this.beforeWrite();
       const observed = await this.observe(run, references);
       // The run as decided on: with the template it names recorded, while it is being accepted.
       run = observed.run;
@@ -539,8 +576,17 @@ export class RunReconciler {
     // Seen bound and already Ready in one look (a fast kubelet): this process cannot tell when
     // it was bound, the pod's condition can (to the second).
     const ready = pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True');
-    if (pod.spec?.nodeName && !ready && !this.boundSeen.has(key)) this.boundSeen.set(key, this.now().toISOString());
-    return this.boundSeen.get(key);
+    // By uid too: a run deleted and made again under its name before a reconcile saw it gone
+    // would have taken the old one's time (and negative durations in its timings).
+    const seen = this.boundSeen.get(key);
+    if (seen?.uid === run.metadata.uid) return seen.at;
+    if (pod.spec?.nodeName && !ready) {
+      const at = this.now().toISOString();
+      this.boundSeen.set(key, { uid: run.metadata.uid, at });
+      return at;
+    }
+    this.boundSeen.delete(key);
+    return undefined;
   }
 
   /**
@@ -654,6 +700,7 @@ export class RunReconciler {
     // the claim. (The pool's own deny-all selects the pod throughout.)
     for (const action of decision.actions) {
       if (afterStatus.includes(action)) continue;
+      this.beforeWrite();
       if (action.type === 'claimWarmPod' && !this.denyAllInPlace(run.metadata.namespace)) {
         this.deps.logger.warn(runLogFields(run), "no warm pod claimed: the namespace's sandbox NetworkPolicy is not in place yet");
         throw new WarmClaimSignal({ none: true }, run);
@@ -677,6 +724,7 @@ export class RunReconciler {
         'applied actions',
       );
     if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
+      this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);
       const timingsBefore = run.status?.timings;
       run = await kube.replaceRunStatus(run, decision.status);
@@ -688,7 +736,10 @@ export class RunReconciler {
     // The decision's Events go with its status write, before the stopping actions: a stop that
     // fails is retried by a decision about a finished run, which has no Events to record.
     for (const event of decision.events) await this.deps.events.record(run, event);
-    for (const action of afterStatus) run = await this.applyAction(run, action);
+    for (const action of afterStatus) {
+      this.beforeWrite();
+      run = await this.applyAction(run, action);
+    }
     // A run sent back to Pending (its pod refused) holds no slot either. A Pending written by a
     // decision that did not see the run admitted (it was observed queued, and another run's plan
     // granted it a slot meanwhile) sends nothing back: the grant made since stays, or the run

@@ -16,7 +16,11 @@ export interface WorkQueueOptions {
   clearTimer?: (timer: unknown) => void;
 }
 
-export type Processor = (key: string) => Promise<{ requeueAfterMs?: number } | void>;
+/**
+ * `forget`: the key's object is gone; its pending delay and failure count go too (a delay of up
+ * to 24.8 days, such as a finished run's TTL, was kept for every run deleted before it).
+ */
+export type Processor = (key: string) => Promise<{ requeueAfterMs?: number; forget?: boolean } | void>;
 
 export class WorkQueue {
   private readonly queue: string[] = [];
@@ -81,6 +85,18 @@ export class WorkQueue {
     this.delayed.set(key, { at, timer });
   }
 
+  private forgetDelay(key: string): void {
+    const delayed = this.delayed.get(key);
+    if (!delayed) return;
+    this.clearTimer(delayed.timer);
+    this.delayed.delete(key);
+  }
+
+  /** Keys waiting for a delay to pass (for tests and metrics). */
+  get delayedCount(): number {
+    return this.delayed.size;
+  }
+
   private backoff(key: string): number {
     const failures = (this.failures.get(key) ?? 0) + 1;
     this.failures.set(key, failures);
@@ -104,6 +120,7 @@ export class WorkQueue {
       const result = await this.processor(key);
       this.failures.delete(key);
       retryAfter = result?.requeueAfterMs;
+      if (result?.forget) this.forgetDelay(key);
     } catch (error) {
       this.onError(key, error);
       retryAfter = this.backoff(key);

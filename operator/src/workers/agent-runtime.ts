@@ -34,9 +34,12 @@ import { kubernetesTranscriptWriter, type TranscriptWriter } from './transcript-
 import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
 import type { Launch } from './process-launcher.ts';
+import { answerWithin } from './answer-within.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
+/** How long a reconcile waits for Redis to start, resume or stop a run, or count a namespace's tokens (answer-within.ts). */
+export const CONTROLLER_REDIS_TIMEOUT_MS = 10_000;
 
 export interface AgentRuntimeOptions {
   config: OperatorConfig;
@@ -97,9 +100,10 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const inspector = new AgentInspector(queue, states);
   // The controller's port: the queue starts, resumes and stops runs; the inspector reads them.
   const runAgent: RunAgent = {
-    start: (run, podName) => agentQueue.start(run, podName),
-    resume: (run, answer) => agentQueue.resume(run, answer),
-    stop: (run) => agentQueue.stop(run),
+    // Each is idempotent (run-agent.ts), so one that answers after its bound did no harm.
+    start: (run, podName) => answerWithin(agentQueue.start(run, podName), CONTROLLER_REDIS_TIMEOUT_MS, 'starting the agent'),
+    resume: (run, answer) => answerWithin(agentQueue.resume(run, answer), CONTROLLER_REDIS_TIMEOUT_MS, 'resuming the agent'),
+    stop: (run) => answerWithin(agentQueue.stop(run), CONTROLLER_REDIS_TIMEOUT_MS, 'stopping the agent'),
     inspect: (run) => inspector.inspect(run),
     // A session of its own, closed after: the run's kept one may be in a job's use, or gone.
     // Against the commit the run cloned (its state's) while the state is there: a model that
@@ -164,24 +168,15 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       );
   return {
     runAgent,
-    tokensOn: (namespace, day) => tally.read(namespace, day),
+    tokensOn: (namespace, day) => answerWithin(tally.read(namespace, day), CONTROLLER_REDIS_TIMEOUT_MS, "reading the namespace's tokens"),
     async checkRedis() {
       // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down
       // and answer 200 once it is back, instead of 503 while it is gone.
-      let timer: NodeJS.Timeout | undefined;
-      const noAnswer = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`no answer to PING within ${REDIS_READINESS_TIMEOUT_MS} ms`)),
-          REDIS_READINESS_TIMEOUT_MS,
-        );
-      });
       try {
-        await Promise.race([stateRedis.ping(), noAnswer]);
+        await answerWithin(stateRedis.ping(), REDIS_READINESS_TIMEOUT_MS, 'PING');
         return undefined;
       } catch (error) {
         return `redis unreachable: ${(error as Error).message}`;
-      } finally {
-        clearTimeout(timer);
       }
     },
     // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
