@@ -2,10 +2,10 @@
 // the operator asks for and relays each child's output and exit over the IPC channel. Node's
 // built-ins only, so the process stays small and a fork from it stays cheap. When the channel
 // closes (the operator exited or closed it), every child still running is killed with it.
-import { spawn, type ChildProcess } from 'node:child_process';
-import type { FromLauncher, ToLauncher } from './workers/process-launcher.ts';
+// Each child leads its own process group (spawnGroupLeader), so a kill ends what it started too.
+import { spawnGroupLeader, type FromLauncher, type LaunchedProcess, type ToLauncher } from './workers/process-launcher.ts';
 
-const children = new Map<number, ChildProcess>();
+const children = new Map<number, LaunchedProcess>();
 
 function send(message: FromLauncher): void {
   if (process.connected) process.send!(message);
@@ -13,9 +13,9 @@ function send(message: FromLauncher): void {
 
 function start(message: Extract<ToLauncher, { type: 'spawn' }>): void {
   const { id } = message;
-  let child: ChildProcess;
+  let child: LaunchedProcess;
   try {
-    child = spawn(message.command, message.args, message.options);
+    child = spawnGroupLeader(message.command, message.args, message.options);
   } catch (error) {
     // Arguments node refuses before any process exists (a NUL byte in one).
     send({ type: 'error', id, message: error instanceof Error ? error.message : String(error) });
@@ -43,7 +43,12 @@ process.on('message', (message: ToLauncher) => {
   else children.get(message.id)?.kill(message.signal);
 });
 
-process.on('disconnect', () => {
+function stopAll(): never {
   for (const child of children.values()) child.kill('SIGKILL');
   process.exit(0);
-});
+}
+
+process.on('disconnect', stopAll);
+// A terminal's Ctrl-C reaches the operator and this helper, not the children in their own
+// groups: they end with the helper, as they ended with the signal before they had groups.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, stopAll);

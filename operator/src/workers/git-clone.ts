@@ -226,7 +226,10 @@ export async function gitEnvironment(parts: RepositoryUrlParts, token: string | 
   return env;
 }
 
-/** Config every git run with a credential gets: no ext::, no hooks, no redirect (another origin), no credential helper. */
+/**
+ * Config every git run with a credential gets: no ext::, no hooks, no redirect (another origin),
+ * no credential helper, no http transfer that stalls.
+ */
 export const SAFE_GIT_CONFIG: readonly string[] = [
   '-c',
   'protocol.ext.allow=never',
@@ -239,6 +242,13 @@ export const SAFE_GIT_CONFIG: readonly string[] = [
   'http.followRedirects=false',
   '-c',
   'credential.helper=',
+  // A server that accepts the connection and then sends nothing would hold git-remote-https
+  // (and the token in its environment) until the job's timeout kills it: curl gives up after
+  // a minute without a byte. ssh and git:// have no such setting; the timeout ends them.
+  '-c',
+  'http.lowSpeedLimit=1',
+  '-c',
+  'http.lowSpeedTime=60',
 ];
 
 /** Clones into a new temporary directory and returns it (with .git, for git_diff in the sandbox). */

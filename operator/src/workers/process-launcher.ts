@@ -14,6 +14,11 @@
 // The helper is the operator's own child, reached over a private pipe: what crosses it (a
 // clone's environment with its token) never leaves the operator's container. It exits, with
 // every child it started, when the operator goes (its channel closes).
+//
+// Every child leads its own process group (spawnGroupLeader), and a kill ends the group: git
+// over https or ssh runs a helper (git-remote-https, ssh) that shares its stdout and stderr. A
+// kill of git alone left that helper running, holding the clone's token in its environment and
+// the pipes open, so 'close' never came while the server held the connection, and the job hung.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { Readable, Writable } from 'node:stream';
@@ -30,6 +35,7 @@ export interface LaunchedProcess {
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;
   readonly stderr: Readable | null;
+  /** Signals the child's whole process group; once killed, 'close' follows the child's exit. */
   kill(signal: NodeJS.Signals): boolean;
   on(event: 'error', listener: (error: Error) => void): this;
   on(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
@@ -37,8 +43,83 @@ export interface LaunchedProcess {
 
 export type Launch = (command: string, args: readonly string[], options: LaunchOptions) => LaunchedProcess;
 
+/** The group leaders this process runs: killed with it when it exits. */
+const leaders = new Set<GroupLeader>();
+let killedOnExit = false;
+
+/**
+ * A child spawned as the leader of a new process group (a new session: `detached`), so that
+ * kill() reaches whatever it started that still shares its group.
+ */
+class GroupLeader extends EventEmitter implements LaunchedProcess {
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  private killed = false;
+  private exited = false;
+  private closed = false;
+
+  constructor(private readonly child: ChildProcess) {
+    super();
+    this.stdin = child.stdin;
+    this.stdout = child.stdout;
+    this.stderr = child.stderr;
+    child.on('error', (error) => this.emit('error', error));
+    child.on('exit', (code, signal) => {
+      this.exited = true;
+      if (this.killed) this.release();
+      this.emit('exit', code, signal);
+    });
+    child.on('close', (code, signal) => {
+      this.closed = true;
+      leaders.delete(this);
+      this.emit('close', code, signal);
+    });
+  }
+
+  kill(signal: NodeJS.Signals): boolean {
+    // Not started, or closed: its pid (the group's id) may belong to another process by now.
+    if (this.child.pid === undefined || this.closed) return false;
+    this.killed = true;
+    try {
+      process.kill(-this.child.pid, signal);
+    } catch {
+      // ESRCH: nothing of the group is left.
+    }
+    if (this.exited) this.release();
+    return true;
+  }
+
+  /**
+   * After a kill, the child's exit is its end: a process outside the group (one that made its
+   * own session) may still hold the pipes, and 'close' would wait for it. Destroying our ends
+   * of them lets node emit 'close' now; output still unread is dropped, as a kill means.
+   */
+  private release(): void {
+    for (const stream of [this.stdin, this.stdout, this.stderr]) stream?.destroy();
+  }
+}
+
+/**
+ * Spawns `command` as the leader of its own process group, as both launchers do. A detached
+ * child outlives its parent (no terminal's signal reaches it), so every leader still running is
+ * killed, with its group, when this process exits. `detached` changes nothing else: node still
+ * waits for the child, as for any other.
+ */
+export function spawnGroupLeader(command: string, args: readonly string[], options: LaunchOptions): LaunchedProcess {
+  if (!killedOnExit) process.on('exit', killLeaders);
+  killedOnExit = true;
+  const leader = new GroupLeader(spawn(command, [...args], { ...options, detached: true }));
+  leaders.add(leader);
+  return leader;
+}
+
+function killLeaders(): void {
+  for (const leader of leaders) leader.kill('SIGKILL');
+}
+
 /** Spawned from this process: for tests, the local CLI, and any caller given no launcher. */
-export const launchHere: Launch = (command, args, options) => spawn(command, [...args], options);
+export const launchHere: Launch = spawnGroupLeader;
 
 /** The helper went away (crashed, killed) while the child ran: what became of it is not known, so the job is retried. */
 export class LauncherLostError extends Error {
