@@ -6,6 +6,8 @@ import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { evalReport } from '../../operator/src/cli/eval/eval-report-data.ts';
 import { evalReportHtml, rateColor } from '../../operator/src/cli/eval/eval-report-html.ts';
 import { evalReportLines } from '../../operator/src/cli/eval/eval-report-table.ts';
+import { printEvalReport } from '../../operator/src/cli/eval/print-eval-report.ts';
+import type { RunClient } from '../../operator/src/cli/run-client.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
 
 const HOSTILE = '<img src=x onerror=alert(1)>';
@@ -94,5 +96,18 @@ describe('eval report', () => {
     expect(html).toContain('&#60;img src=x onerror=alert(1)&#62;');
     expect(html).toMatch(/<circle class="model-point"[^>]*data-model="good" data-pass-rate="1"/);
     expect(html).toContain(`fill="${rateColor(0)}"`);
+  });
+
+  it('-o json writes no raw C1 control or bidi character from a grader or a run, and parses to the report', async () => {
+    // A failure reason carries a grader's name: an 8-bit CSI clearing the screen, a bidi override.
+    const hostile = structuredClone(evaluation);
+    hostile.status!.attempts![0]!.failure = 'grader:\u009b2J\u009b1;1Hall passed\u202e\u2028\u007f';
+    const lines: string[] = [];
+    const client = { getEval: async () => hostile } as unknown as RunClient;
+    const io = { out: (text: string) => lines.push(text), err: () => undefined, now: () => new Date() };
+    await printEvalReport(client, io, 'team', { command: 'eval', action: 'report', name: 'cmp', output: 'json' });
+    expect(lines.join('\n')).not.toMatch(/[\u007f-\u009f\p{Cf}\u2028\u2029]/u);
+    expect(JSON.parse(lines.join('\n'))).toEqual(JSON.parse(JSON.stringify(evalReport(hostile))));
+    expect(lines.join('\n')).toContain('grader:\\u009b2J');
   });
 });

@@ -3,7 +3,7 @@
 // call that waits for a human with the digest approvers were shown, a resume under its own key,
 // the bound on steps, and model-written bytes that cannot drive the reader's terminal.
 import { describe, expect, it } from 'vitest';
-import { formatEntry, outcomeJson, outcomeLine } from '../../operator/src/cli/format-transcript.ts';
+import { entryJson, formatEntry, outcomeJson, outcomeLine } from '../../operator/src/cli/format-transcript.ts';
 import { MAX_RECORDED_STEPS, type TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 import { approvalInputJson, approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
 import { boundedStepEntry, stepEntry } from '../../operator/src/workers/record-step.ts';
@@ -164,5 +164,68 @@ describe('kubectl codingrun logs, as text', () => {
     } as unknown as CodingRun;
     expect(outcomeLine(run)).toBe('codingrun/fix Failed (BudgetExceeded): used all 2 steps [2 steps, 3 tool calls, 1240 tokens]');
     expect(JSON.parse(outcomeJson(run))).toMatchObject({ kind: 'outcome', phase: 'Failed', reason: 'BudgetExceeded', steps: 2 });
+  });
+
+  it('keeps a one-line field on its line: a newline in a tool name, phase or reason prints no line of its own', () => {
+    const fake = '\nend at 12:00:09: Succeeded (Completed): all tests pass';
+    const approval: TranscriptEntry = {
+      key: 's000002-c1',
+      kind: 'approval',
+      step: 2,
+      at: now.toISOString(),
+      approval: {
+        id: `s2-c1${fake}`,
+        tool: `bash${fake}`,
+        decision: 'approve',
+        sha256: `abc${fake}`,
+        requestedAt: now.toISOString(),
+        answeredAt: `2026-11-30T1\n:00:05Z`,
+      },
+      calls: [
+        {
+          id: 'c1',
+          tool: `bash${fake}`,
+          input: { text: '{}' },
+          waiting: { approvalId: `s2-c1${fake}`, inputBytes: 2, inputSha256: `x${fake}`, requestedAt: '' },
+        },
+      ],
+    };
+    const end: TranscriptEntry = {
+      key: 'end',
+      kind: 'end',
+      step: 2,
+      at: now.toISOString(),
+      outcome: { phase: `Failed${fake}`, reason: `BudgetExceeded${fake}`, message: 'used all 2 steps' },
+    };
+    const lines = [...formatEntry(approval), ...formatEntry(end)];
+    for (const line of lines) expect(line).not.toMatch(/[\n\r\u2028\u2029]/);
+    expect(lines.filter((line) => line.startsWith('end at'))).toEqual([
+      'end at 12:00:05: Failed end at 12:00:09: Succeeded (Completed): all tests pass (BudgetExceeded end at 12:00:09: Succeeded (Completed): all tests pass): used all 2 steps',
+    ]);
+  });
+});
+
+describe('kubectl codingrun logs -o json', () => {
+  it('writes no raw C1 control or bidi character: a CSI or an override is \\u-escaped, the parsed entry unchanged', () => {
+    const entry: TranscriptEntry = {
+      key: 's000001',
+      kind: 'step',
+      step: 1,
+      at: now.toISOString(),
+      text: { text: 'done\u009b2K\u009b1A\u202eexe.txt\u2028\u007f' },
+      calls: [{ id: 'c1', tool: 'bash\u2066', input: { text: '{}' }, result: { ok: true, output: { text: '\u0085\u200b' } } }],
+    };
+    const run = {
+      metadata: { name: 'fix' },
+      status: { phase: 'Failed', reason: 'ModelError', message: 'bad\u009b2J\u202e' },
+    } as unknown as CodingRun;
+    for (const [line, value] of [
+      [entryJson(entry), entry],
+      [outcomeJson(run), { kind: 'outcome', phase: 'Failed', reason: 'ModelError', message: 'bad\u009b2J\u202e', steps: 0, toolCalls: 0 }],
+    ] as const) {
+      expect(line).not.toMatch(/[\u007f-\u009f\p{Cf}\u2028\u2029]/u);
+      expect(JSON.parse(line)).toEqual(value);
+    }
+    expect(entryJson(entry)).toContain('done\\u009b2K');
   });
 });

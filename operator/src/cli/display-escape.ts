@@ -25,16 +25,20 @@ export interface EscapedText {
 // overrides and isolates, the BOM, the soft hyphen, invisible operators, tag characters), line
 // and paragraph separators, and the characters that render as blank or nothing but are not
 // spaces: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0; U+3164 is a valid JavaScript
-// identifier, so `exec(ㅤ)` reads as `exec( )`), the combining grapheme joiner and the
-// variation selectors. Joiners (U+200C, U+200D) stay: emoji and several scripts need them.
-const SHOWN_ESCAPED =
-  /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0\u034f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
+// identifier, so `exec(ㅤ)` reads as `exec( )`), the braille blank (U+2800, a letter to
+// every program), the combining grapheme joiner and the variation selectors. Joiners
+// (U+200C, U+200D) stay: emoji and several scripts need them. The other spaces (U+00A0,
+// U+3000, ...) stay too: French and CJK text is full of them; their long runs are counted.
+export const SHOWN_ESCAPED =
+  /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0\u2800\u034f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
+
+const codePointName = (character: string) => `U+${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
 
 function visible(character: string): string {
   const code = character.codePointAt(0)!;
   if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
   if (code === 0x7f) return '^?';
-  return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
+  return `<${codePointName(character)}>`;
 }
 
 export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): EscapedText {
@@ -50,19 +54,28 @@ export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): Esca
 
 /** Blanks this long or longer are shown counted (blankRunsCounted). */
 export const BLANK_RUN = 16;
-const BLANK_RUNS = new RegExp(`[ \\t]{${BLANK_RUN},}`, 'g');
+// Every character that shows as blank: tabs, all the spaces (\p{Zs}: U+00A0, U+2000–U+200A,
+// U+3000, ...), and the blanks escapeForDisplay shows escaped, whose long runs would otherwise
+// fill the screen with thousands of <U+3164> just the same.
+const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800]';
+const BLANK_RUNS = new RegExp(`${BLANK}{${BLANK_RUN},}`, 'gu');
+const PLAIN_BLANK = /[ \t]/u;
 
 /**
- * An approval's input as a person is shown it: every run of BLANK_RUN or more spaces and tabs
- * as `<N blanks>`. A command such as `curl … | sh #` followed by thousands of spaces and
- * `npm test` left only `npm test` on the screen above the question. The approval binds the
- * input's sha256, not what is shown.
+ * An approval's input as a person is shown it: every run of BLANK_RUN or more blanks as
+ * `<N blanks>`, naming the blanks other than spaces and tabs in it (`<3000 blanks including
+ * U+00A0>`: they do not split a shell word as a space does). A command such as `curl … | sh #`
+ * followed by thousands of blanks and `npm test` left only `npm test` on the screen above the
+ * question. Run it before escapeForDisplay, which would turn U+3164 into text. The approval
+ * binds the input's sha256, not what is shown.
  */
 export function blankRunsCounted(text: string): { text: string; runs: number } {
   let runs = 0;
   const shown = text.replace(BLANK_RUNS, (run) => {
     runs += 1;
-    return `<${run.length} blanks>`;
+    const blanks = [...run];
+    const others = [...new Set(blanks.filter((blank) => !PLAIN_BLANK.test(blank)))].map(codePointName);
+    return `<${blanks.length} blanks${others.length > 0 ? ` including ${others.join(', ')}` : ''}>`;
   });
   return { text: shown, runs };
 }

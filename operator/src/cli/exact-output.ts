@@ -2,7 +2,8 @@
 // only. A person's text is escaped wherever stdout goes: `kubectl codingrun get | grep x` and
 // `logs | head` still end on a terminal, and grep and head pass ESC through. Data goes out
 // exactly when redirected: a diff saved to a file still applies, `get --input` hashes to the
-// approval's sha256, and JSON spells control characters out itself.
+// approval's sha256, and -o json writes every control and bidi character as \uXXXX
+// (escaped-json.ts), so its exact bytes hold none.
 import type { Command } from './parse-arguments.ts';
 
 /** True when the command's stdout is data that a redirect must receive byte for byte. */

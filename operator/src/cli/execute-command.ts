@@ -86,7 +86,8 @@ async function cancelRun(client: RunClient, io: CliOutput, namespace: string, na
     io.out(`codingrun/${name} already ended ${status.phase}${status.reason ? ` (${status.reason})` : ''}: nothing to cancel`);
     return 0;
   }
-  await client.setCancelAnnotation(namespace, name, encodeCancelAnnotation(reason));
+  // To the run read only: one deleted and re-created under its name since is another's to cancel.
+  await client.setCancelAnnotation(namespace, name, run.metadata.uid, encodeCancelAnnotation(reason));
   io.out(
     `codingrun/${name} cancel requested: it ends Cancelled within seconds, keeping its diff (kubectl codingrun diff ${name} -n ${namespace})`,
   );

@@ -5,6 +5,7 @@
 import type { CodingRun } from '../api/index.ts';
 import type { BoundedText, TranscriptEntry, TranscriptToolCall } from '../record/transcript-entry.ts';
 import { escapeForDisplay } from './display-escape.ts';
+import { escapedJson } from './escaped-json.ts';
 
 /** Characters of a tool input or output shown on its one line. */
 const INLINE_CHARACTERS = 160;
@@ -20,7 +21,12 @@ const inline = (text: string, max = INLINE_CHARACTERS): string => {
 const cutNote = (field: BoundedText) => (field.cutFrom === undefined ? '' : ` (cut: ${field.cutFrom} bytes in all)`);
 
 const seconds = (ms: number | undefined) => (ms === undefined ? '' : ` ${(ms / 1000).toFixed(1)}s`);
-const clock = (iso: string) => iso.slice(11, 19);
+const clock = (iso: string) => inline(iso.slice(11, 19));
+/**
+ * A short field the operator writes (a tool's name, an approval id, a phase): a chunk is a
+ * ConfigMap any namespace member may edit, and a newline in one printed a line of its choosing.
+ */
+const word = (text: string) => inline(text, 200);
 
 function tokens(entry: TranscriptEntry): string {
   const usage = entry.usage;
@@ -30,10 +36,10 @@ function tokens(entry: TranscriptEntry): string {
 }
 
 function callLines(call: TranscriptToolCall): string[] {
-  const lines = [`  → ${call.tool} ${inline(call.input.text)}${cutNote(call.input)}`];
+  const lines = [`  → ${word(call.tool)} ${inline(call.input.text)}${cutNote(call.input)}`];
   if (call.waiting) {
     const { approvalId, inputBytes, inputSha256 } = call.waiting;
-    lines.push(`    … waits for approval ${approvalId} (input ${inputBytes} bytes, sha256 ${inputSha256})`);
+    lines.push(`    … waits for approval ${word(approvalId)} (input ${inputBytes} bytes, sha256 ${word(inputSha256)})`);
   } else if (call.result) {
     const output = call.result.output;
     const bytes = output.cutFrom ?? Buffer.byteLength(output.text, 'utf8');
@@ -73,11 +79,13 @@ export function formatEntry(entry: TranscriptEntry): string[] {
     case 'approval': {
       const approval = entry.approval!;
       const answer =
-        approval.decision === 'approve' ? `approved (sha256 ${approval.sha256 ?? 'none'})` : `denied: ${inline(approval.reason ?? '')}`;
+        approval.decision === 'approve'
+          ? `approved (sha256 ${word(approval.sha256 ?? 'none')})`
+          : `denied: ${inline(approval.reason ?? '')}`;
       // The user name comes from an annotation: shown escaped like every other recorded text.
       const by = approval.timedOut ? ' (timeout)' : approval.user ? ` by ${inline(approval.user, 200)}` : '';
       const lines = [
-        `step ${entry.step} approval ${approval.id} of ${approval.tool} ${answer}${by} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
+        `step ${entry.step} approval ${word(approval.id)} of ${word(approval.tool)} ${answer}${by} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
       ];
       for (const call of entry.calls ?? []) lines.push(...callLines(call));
       return lines;
@@ -95,7 +103,7 @@ export function formatEntry(entry: TranscriptEntry): string[] {
     }
     case 'end': {
       const outcome = entry.outcome!;
-      return [`end at ${clock(entry.at)}: ${outcome.phase} (${outcome.reason}): ${inline(outcome.message, 400)}`];
+      return [`end at ${clock(entry.at)}: ${word(outcome.phase)} (${word(outcome.reason)}): ${inline(outcome.message, 400)}`];
     }
     case 'cut':
       return [`[transcript cut at step ${entry.step}: ${inline(entry.message ?? '', 400)}]`];
@@ -110,11 +118,11 @@ export function outcomeLine(run: CodingRun): string {
   return `codingrun/${run.metadata.name} ${status.phase ?? 'Pending'}${reason}: ${inline(status.message ?? '', 400)} [${totals}]`;
 }
 
-/** The same as JSON lines: each entry as stored, then `{"kind":"outcome",...}`. */
-export const entryJson = (entry: TranscriptEntry): string => JSON.stringify(entry);
+/** The same as JSON lines: each entry as stored, then `{"kind":"outcome",...}`; no raw control or bidi character. */
+export const entryJson = (entry: TranscriptEntry): string => escapedJson(entry);
 export function outcomeJson(run: CodingRun): string {
   const status = run.status ?? {};
-  return JSON.stringify({
+  return escapedJson({
     kind: 'outcome',
     phase: status.phase ?? 'Pending',
     ...(status.reason ? { reason: status.reason } : {}),

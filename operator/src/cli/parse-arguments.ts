@@ -2,6 +2,7 @@
 // UsageError out. Flags follow kubectl's spelling (-n/--namespace, --kubeconfig, -w) and may
 // come before or after the command, as `kubectl codingrun -n agents get` or `... get -n agents`.
 import { UsageError } from './errors/usage-error.ts';
+import { redisUrlProblem } from './local/redis-url.ts';
 
 export const COMMAND_NAMES = ['get', 'approve', 'deny', 'diff', 'cancel', 'logs', 'run', 'eval'] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
@@ -198,8 +199,9 @@ export function parseArguments(argv: readonly string[]): Command {
       if (!flags.has('local'))
         throw new UsageError('run needs --local (the only mode there is); to run on a cluster, kubectl apply -f the file instead', first);
       const redisUrl = text('redis-url');
-      if (redisUrl !== undefined && !/^rediss?:\/\/\S+$/.test(redisUrl))
-        throw new UsageError(`--redis-url must be a redis:// or rediss:// URL, got "${redisUrl}"`, first);
+      // The URL holds the password: the message says what is wrong with it, never what it is.
+      const redisProblem = redisUrl === undefined ? undefined : redisUrlProblem(redisUrl);
+      if (redisProblem) throw new UsageError(`--redis-url ${redisProblem}`, first);
       return {
         command: 'run',
         file,

@@ -63,8 +63,11 @@ export interface RunClient {
    * holds another run, whose pending approval may carry the same id.
    */
   setApprovalAnnotations(namespace: string, name: string, uid: string, annotations: Record<string, string>): Promise<void>;
-  /** Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts). */
-  setCancelAnnotation(namespace: string, name: string, value: string): Promise<void>;
+  /**
+   * Writes the chamvi.dev/cancel annotation (reconcile/cancel-request.ts) to the run with that
+   * uid only: the run read may have been deleted and its name taken by another since.
+   */
+  setCancelAnnotation(namespace: string, name: string, uid: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
   /** The chunks of a run's transcript (record/transcript-chunks.ts), and the list's resourceVersion to watch from. */
   listTranscript(namespace: string, uid: string): Promise<{ items: TranscriptChunk[]; resourceVersion?: string }>;
@@ -234,8 +237,9 @@ export function createRunClient(kubeConfig: KubeConfig, options: RunClientOption
       await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
     },
 
-    async setCancelAnnotation(namespace, name, value) {
-      const body = { metadata: { annotations: { [CANCEL_ANNOTATION]: value } } };
+    async setCancelAnnotation(namespace, name, uid, value) {
+      // As the approval's: the API server refuses (422) a uid that is not the object's.
+      const body = { metadata: { uid, annotations: { [CANCEL_ANNOTATION]: value } } };
       await custom.patchNamespacedCustomObject({ ...runPath(namespace, name), body }, mergePatch).catch(fail(`annotate codingrun ${name}`));
     },
 

@@ -4,6 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import { EvalNotFoundError } from '../errors/eval-not-found-error.ts';
 import { CliError } from '../errors/cli-error.ts';
+import { escapedJson } from '../escaped-json.ts';
 import type { CliOutput } from '../execute-command.ts';
 import type { Command } from '../parse-arguments.ts';
 import type { RunClient } from '../run-client.ts';
@@ -24,7 +25,7 @@ export async function printEvalReport(client: RunClient, io: CliOutput, namespac
       throw new CliError(`cannot write ${command.html}: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
-  if (command.output === 'json') io.out(JSON.stringify(report, null, 2));
+  if (command.output === 'json') io.out(escapedJson(report, 2));
   else for (const line of evalReportLines(report)) io.out(line);
   if (command.html) io.err(`wrote ${command.html}`);
   return 0;

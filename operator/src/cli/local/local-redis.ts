@@ -4,6 +4,7 @@
 import { Redis } from 'ioredis';
 import { RedisUnavailableError } from '../errors/redis-unavailable-error.ts';
 import { startRedisServer } from './redis-server-process.ts';
+import { redactRedisUrl } from './redis-url.ts';
 
 export interface LocalRedis {
   url: string;
@@ -13,11 +14,6 @@ export interface LocalRedis {
   release(): Promise<void>;
   /** Last resort at process exit: stop a started redis-server synchronously. */
   killNow(): void;
-}
-
-/** The URL without a password, for messages. */
-export function redactRedisUrl(url: string): string {
-  return url.replace(/\/\/([^/@]*):[^/@]*@/, '//$1:***@');
 }
 
 function connect(url: string): Redis {

@@ -6,6 +6,7 @@
 // totals. Pure formatting plus a line writer.
 import type { CodingRun } from '../../api/index.ts';
 import type { TranscriptEntry } from '../../record/transcript-entry.ts';
+import { escapeForDisplay } from '../display-escape.ts';
 import { formatTokens } from '../format-runs.ts';
 import { formatEntry } from '../format-transcript.ts';
 
@@ -41,6 +42,16 @@ export function summaryLine(run: CodingRun, elapsedMs: number): string {
   return `codingrun/${run.metadata.name} ${status.phase ?? 'Pending'} in ${(elapsedMs / 1000).toFixed(1)}s: ${totals}${changes}`;
 }
 
+/**
+ * The model's final summary, one written line per line of it, each after the first marked
+ * `  | ` as `logs` marks the model's text: written whole, a newline in it printed a line of the
+ * model's choosing (a fake `codingrun/demo Succeeded`) among the progress.
+ */
+export function summaryLines(summary: string): string[] {
+  const [first, ...rest] = escapeForDisplay(summary.trimEnd(), 'lines').text.split(/\r?\n/);
+  return [`summary: ${first}`, ...rest.map((line) => `  | ${line}`)];
+}
+
 export class ProgressPrinter {
   constructor(
     private readonly write: (line: string) => void,
@@ -65,6 +76,6 @@ export class ProgressPrinter {
     this.write(summaryLine(run, this.now() - this.startedAt));
     // A run stopped by a budget has its stop message as summary: printed once is enough.
     const summary = run.status?.result?.summary;
-    if (summary && summary !== run.status?.message) this.write(`summary: ${summary}`);
+    if (summary && summary !== run.status?.message) for (const line of summaryLines(summary)) this.write(line);
   }
 }

@@ -14,13 +14,13 @@ import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '.
 import { startAgentRuntime, type AgentRuntime } from '../../workers/agent-runtime.ts';
 import { chooseDiff } from '../diff-source.ts';
 import type { CliOutput } from '../execute-command.ts';
-import { CliError } from '../errors/cli-error.ts';
 import { InterruptedError } from '../errors/interrupted-error.ts';
 import { RunFailedError } from '../errors/run-failed-error.ts';
 import { acceptLocalRun } from './accept-local-run.ts';
 import { ApprovalDesk } from './approval-desk.ts';
 import { localModelEndpoints, localOperatorConfig, localRedisPrefix } from './local-operator-config.ts';
 import { provideRedis, type LocalRedis } from './local-redis.ts';
+import { configuredRedis } from './redis-url.ts';
 import { reconcileUntilFinished } from './local-run-loop.ts';
 import { LocalSandboxFactory, type GatedCommand, findToolbox } from './local-sandbox-factory.ts';
 import { readManifest } from './manifest-file.ts';
@@ -44,15 +44,6 @@ export interface LocalRunIo extends CliOutput {
 
 /** How long stopping may wait for a job in flight (a model call) before leaving it behind. */
 const STOP_GRACE_MS = 5_000;
-
-function configuredRedis(command: RunCommand, env: NodeJS.ProcessEnv): { url: string; origin: string } | undefined {
-  if (command.redisUrl) return { url: command.redisUrl, origin: '--redis-url' };
-  const url = env.REDIS_URL;
-  if (!url) return undefined;
-  if (!/^rediss?:\/\/\S+$/.test(url))
-    throw new CliError(`REDIS_URL must be a redis:// or rediss:// URL, got "${url}"; fix it or unset it to start a redis-server`);
-  return { url, origin: 'REDIS_URL' };
-}
 
 function chooseApprover(io: LocalRunIo, file: string): Approver {
   // With -f -, stdin held the manifest and cannot also answer questions.

@@ -41,9 +41,10 @@ export interface TerminalApproverOptions {
 
 /** The input as the question shows it: escaped (it is the model's text), long blanks counted. */
 export function shownInput(input: string): { text: string; escaped: number; blankRuns: number } {
-  const escaped = escapeForDisplay(input);
-  const counted = blankRunsCounted(escaped.text);
-  return { text: counted.text, escaped: escaped.escaped, blankRuns: counted.runs };
+  // Counted first: escaped, a run of 3000 U+3164 would be 24000 characters of <U+3164>.
+  const counted = blankRunsCounted(input);
+  const escaped = escapeForDisplay(counted.text);
+  return { text: escaped.text, escaped: escaped.escaped, blankRuns: counted.runs };
 }
 
 export function terminalApprover(options: TerminalApproverOptions): Approver {
