@@ -57,9 +57,43 @@ describe('LeaderElector', () => {
     const a = new LeaderElector(store, options('a'), logger, now);
     const b = new LeaderElector(store, options('b'), logger, now);
     await a.tryAcquireOrRenew();
+    expect(await b.tryAcquireOrRenew()).toBe(false);
     time += 15_001;
     expect(await b.tryAcquireOrRenew()).toBe(true);
     expect(store.lease!.spec).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
+  });
+
+  it("counts the lease duration from when it saw the lease change, not from the holder's clock (a standby 13 s ahead)", async () => {
+    const store = memoryStore();
+    let time = 0;
+    const a = new LeaderElector(store, options('a'), logger, () => new Date(time));
+    const b = new LeaderElector(store, options('b'), logger, () => new Date(time + 13_000));
+    expect(await a.tryAcquireOrRenew()).toBe(true);
+    // a renews every retry period; b looks as often. By b's clock a's renewTime is 13 s old at once.
+    for (let tick = 0; tick < 20; tick++) {
+      time += 2_000;
+      expect(await b.tryAcquireOrRenew(), `b at ${time} ms`).toBe(false);
+      expect(await a.tryAcquireOrRenew()).toBe(true);
+    }
+    // a stops renewing: b sees its last renew, and takes over one lease duration after that.
+    time += 2_000;
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 13_000;
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 2_000;
+    expect(await b.tryAcquireOrRenew()).toBe(true);
+  });
+
+  it('waits a lease duration for a lease it sees first renewed 20 s ago (its holder may be behind), not for one 31 s old', async () => {
+    const store = memoryStore();
+    let time = 0;
+    await new LeaderElector(store, options('gone'), logger, () => new Date(time)).tryAcquireOrRenew();
+    time += 20_000;
+    const b = new LeaderElector(store, options('b'), logger, () => new Date(time));
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 11_000;
+    const c = new LeaderElector(store, options('c'), logger, () => new Date(time));
+    expect(await c.tryAcquireOrRenew()).toBe(true);
   });
 
   it('stops leading when renewals fail past the renew deadline, and leads again once they work', async () => {

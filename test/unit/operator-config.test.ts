@@ -39,6 +39,20 @@ describe('loadOperatorConfig', () => {
     expect(() => loadOperatorConfig({ namespaceMaxActiveRuns: 0 }, {})).toThrow(/namespaceMaxActiveRuns/);
   });
 
+  it('refuses leader election timings under which two replicas could lead at once', () => {
+    expect(loadOperatorConfig({}, {}).leaderElection).toMatchObject({
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+    });
+    expect(() => loadOperatorConfig({ leaderElection: { leaseDurationSeconds: 10, renewDeadlineSeconds: 10 } }, {})).toThrow(
+      /leaderElection\.renewDeadlineSeconds: leaseDurationSeconds must be greater than renewDeadlineSeconds/,
+    );
+    expect(() => loadOperatorConfig({ leaderElection: { renewDeadlineSeconds: 2 } }, {})).toThrow(
+      /renewDeadlineSeconds must be greater than retryPeriodSeconds/,
+    );
+  });
+
   it('cuts model call attempts at modelCallTimeoutSeconds, 300 unless set (file or CHAMVI_MODEL_CALL_TIMEOUT_SECONDS)', () => {
     expect(loadOperatorConfig(undefined, {}).modelCallTimeoutSeconds).toBe(300);
     expect(loadOperatorConfig({ modelCallTimeoutSeconds: 120 }, {}).modelCallTimeoutSeconds).toBe(120);

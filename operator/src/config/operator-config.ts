@@ -457,6 +457,16 @@ export const operatorConfigSchema = z
         renewDeadlineSeconds: positiveInt('Renew deadline.', 10, 3600),
         retryPeriodSeconds: positiveInt('Retry period.', 2, 3600),
       })
+      // As client-go requires: a renew deadline as long as the lease let a standby take the
+      // lease while the leader, still within its deadline, went on acting.
+      .refine((election) => election.leaseDurationSeconds > election.renewDeadlineSeconds, {
+        message: 'leaseDurationSeconds must be greater than renewDeadlineSeconds (or two replicas lead at once)',
+        path: ['renewDeadlineSeconds'],
+      })
+      .refine((election) => election.renewDeadlineSeconds > election.retryPeriodSeconds, {
+        message: 'renewDeadlineSeconds must be greater than retryPeriodSeconds (a leader must get more than one try to renew)',
+        path: ['retryPeriodSeconds'],
+      })
       .prefault({}),
     identity: z
       .string()

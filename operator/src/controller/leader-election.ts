@@ -69,6 +69,14 @@ export class LeaderElector {
   private renewing: Promise<boolean> | undefined;
   /** The renewTime this process last wrote (ms): what a standby counts the lease from, not when the answer came. */
   private renewedAt = 0;
+  /**
+   * The other holder's lease as this process last saw it change, and when by its own clock. A
+   * lease expires leaseDuration after this process saw it renewed, as client-go counts, not
+   * after the renewTime the holder wrote: that is the holder's clock, and a standby whose
+   * clock ran 13 s ahead of it took the lease from a leader still renewing. (A renewTime two
+   * lease durations old counts too: see tryAcquireOrRenew.)
+   */
+  private observed: { record: string; at: number } | undefined;
 
   constructor(
     private readonly store: LeaseStore,
@@ -97,7 +105,13 @@ export class LeaderElector {
     }
     const spec = current.spec ?? {};
     const holder = spec.holderIdentity ?? '';
-    const expired = toMs(spec.renewTime) + (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000 <= now.getTime();
+    const record = JSON.stringify([holder, spec.renewTime, spec.leaseDurationSeconds, current.metadata?.resourceVersion]);
+    if (this.observed?.record !== record) this.observed = { record, at: now.getTime() };
+    const durationMs = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
+    // Or, by the holder's renewTime, two lease durations old: a lease left by a replica that died
+    // long ago is taken at the first look (a restarted operator has a new identity), with clocks
+    // up to one lease duration apart still safe.
+    const expired = this.observed.at + durationMs <= now.getTime() || toMs(spec.renewTime) + 2 * durationMs <= now.getTime();
     if (holder !== identity && holder !== '' && !expired) return false;
     const takingOver = holder !== identity;
     const next: V1Lease = {
