@@ -54,7 +54,7 @@ interface Failures {
 }
 
 /** A reconciler over fresh caches for the run `name`, whose kube calls fail as `failures` says. */
-function controllerFor(name: string, failures: Failures, warmPool?: { size: number }) {
+function controllerFor(name: string, failures: Failures, warmPool?: { size: number; name?: string }) {
   const realKube = createKubeGateway(kubeConfig);
   const failing = () => Object.assign(new Error('Internal error occurred: failed calling webhook "pods.example.com"'), { code: 500 });
   const kube: KubeGateway = {
@@ -86,7 +86,7 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
     start: async (_run, podName) => void startedOn.push(podName),
   };
   const config = loadOperatorConfig(
-    { allowRepo: ['https://github.com/acme/*'], ...(warmPool ? { warmPools: [{ name: 'pool', namespace, size: warmPool.size }] } : {}) },
+    { allowRepo: ['https://github.com/acme/*'], ...(warmPool ? { warmPools: [{ name: warmPool.name ?? 'pool', namespace, size: warmPool.size }] } : {}) },
     {},
   );
   const scene = reconcilerScene(kubeConfig, namespace, {
@@ -97,10 +97,10 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
   });
   return {
     startedOn,
-    fillPool: (ready: number) => scene.fillPool('pool', ready),
+    fillPool: (ready: number) => scene.fillPool(warmPool?.name ?? 'pool', ready),
     stop: () => scene.reconciler.stop(),
     /** One reconcile, from fresh caches (the pods' as they were, with `stalePods`); whether it threw. */
-    async pass(options: { stalePods?: boolean } = {}): Promise<boolean> {
+    async pass(options: { stalePods?: boolean; hidePod?: string } = {}): Promise<boolean> {
       await scene.refresh(options);
       try {
         await scene.reconciler.reconcile(`${namespace}/${name}`);
@@ -204,6 +204,33 @@ describe('a run given a warm pool pod, whose next status write fails', () => {
     const claimed = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
     expect(claimed.items.map((pod) => pod.metadata!.name)).toEqual([controller.startedOn[0]]);
     expect(new Set(controller.startedOn)).toEqual(new Set([controller.startedOn[0]]));
+  }, 120_000);
+});
+
+describe('a run given a fresh pod when its pool was empty, reconciled again before the cache shows that pod', () => {
+  it('goes on with its fresh pod and claims no pool pod that has become ready meanwhile', async () => {
+    // A pool of its own: the pool pods the test before left ready would be claimed at once.
+    const controller = controllerFor('unpooled', { createPod: 0, deletePod: 0 }, { size: 1, name: 'empty' });
+    await controller.create();
+    let freshName = '';
+    await eventually(
+      async () => {
+        await controller.pass();
+        const run = await controller.read();
+        const pods = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
+        freshName = run.status?.podName ?? '';
+        return run.status?.phase === 'Provisioning' && pods.items.some((pod) => pod.metadata!.name === freshName) ? true : undefined;
+      },
+      30_000,
+      'the fresh pod',
+    );
+    await controller.fillPool(1);
+    await controller.pass({ hidePod: freshName });
+    const run = await controller.read();
+    const pods = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
+    expect(pods.items.map((pod) => pod.metadata!.name)).toEqual([freshName]);
+    expect(run.status?.podName).toBe(freshName);
+    expect(controller.startedOn).toEqual([]);
   }, 120_000);
 });
 

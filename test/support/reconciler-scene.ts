@@ -27,8 +27,11 @@ const logger = { info: () => {}, warn: () => {} };
 
 export interface ReconcilerScene {
   reconciler: RunReconciler;
-  /** Takes the caches' snapshots again; with `stalePods`, the pods' stay as they were (a watch that lags). */
-  refresh(options?: { stalePods?: boolean }): Promise<void>;
+  /**
+   * Takes the caches' snapshots again; with `stalePods`, the pods' stay as they were (a watch
+   * that lags); with `hidePod`, the pods' leave that one out (a watch that has not brought it).
+   */
+  refresh(options?: { stalePods?: boolean; hidePod?: string }): Promise<void>;
   /** Fills the config's warm pool `name` and waits until `ready` of its pods are ready. */
   fillPool(name: string, ready: number): Promise<void>;
 }
@@ -64,7 +67,8 @@ export function reconcilerScene(
   return {
     reconciler,
     async refresh(options = {}) {
-      await Promise.all([runs.refresh(), options.stalePods ? undefined : pods.refresh(), policies.refresh(), configMaps.refresh()]);
+      const pod = options.stalePods ? undefined : pods.refresh((item) => item.metadata?.name !== options.hidePod);
+      await Promise.all([runs.refresh(), pod, policies.refresh(), configMaps.refresh()]);
     },
     async fillPool(name, ready) {
       const loop = new WarmPoolLoop({ config: deps.config, gateway: warmGateway, pods, networkPolicies: policies, logger });

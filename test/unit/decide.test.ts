@@ -316,6 +316,11 @@ describe('decide: provisioning and running', () => {
       expect(decision.status).toBeUndefined();
     });
 
+    it('claims no pool pod for a run whose fresh pod this process sent, not yet in the cache: it creates that pod again', () => {
+      const decision = decide(observe(fresh, { networkPolicyExists: true, freshPodSent: true }), pooled, now);
+      expect(types(decision)).toEqual(['createPod']);
+    });
+
     it('goes straight to Running on the claimed pod, timing the claim, and starts the agent', () => {
       const decision = decide(observe(fresh, { networkPolicyExists: true, warmClaim: { podName: 'default-warm-x1' } }), pooled, now);
       expect(types(decision)).toEqual(['startAgent']);

@@ -248,6 +248,8 @@ export class RunReconciler {
    * claim failed (a 500), must find this pod, not claim a second one while its agent starts in the first.
    */
   private readonly claimsMade = new Map<string, { uid: string; pod: V1Pod }>();
+  /** Runs (by key) whose fresh pod this process sent a create for, by uid: until the cache shows it (observed.freshPodSent). */
+  private readonly freshPodsSent = new Map<string, string>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
   private readonly deletions = new DeletionsSent();
   /** The namespaces' sandbox policies this process made, until the cache shows them. */
@@ -327,6 +329,7 @@ export class RunReconciler {
       this.boundSeen.delete(key);
       this.deletions.forgetRun(key);
       this.claimsMade.delete(key);
+      this.freshPodsSent.delete(key);
       return { forget: true };
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
@@ -419,6 +422,8 @@ export class RunReconciler {
     const podDeleted = pod !== undefined && this.deletions.deleted(key, 'Pod', pod.metadata!.name!, pod);
     const policyDeleted = this.deletions.deleted(key, 'NetworkPolicy', networkPolicyName(run), networkPolicy);
     const takenNames = takenName(run, 'Pod', pod);
+    if (pod || this.freshPodsSent.get(key) !== run.metadata.uid) this.freshPodsSent.delete(key);
+    const freshPodSent = this.freshPodsSent.has(key);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
     // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
     const ownedConfigMaps = run.metadata.deletionTimestamp
@@ -447,6 +452,7 @@ export class RunReconciler {
         ? { sandboxPolicies: this.sandboxPolicies(namespace) }
         : {}),
       ...(takenNames.length > 0 ? { takenNames } : {}),
+      ...(freshPodSent ? { freshPodSent } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.referencesOf(run, references) } : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
@@ -778,6 +784,8 @@ export class RunReconciler {
         await this.ensureSandboxPolicy(action.policy);
         return run;
       case 'createPod': {
+        // Noted before it is sent: a create whose answer is lost may still have made the pod.
+        this.freshPodsSent.set(`${namespace}/${name}`, run.metadata.uid);
         const holder = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod));
         if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);
         return run;

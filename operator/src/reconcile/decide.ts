@@ -448,7 +448,10 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       actions.push({ type: 'startAgent', podName: claim.podName });
       return done(Math.min(untilDeadline, AGENT_RECHECK_MS));
     }
-    const match = claim ? undefined : warmPoolFor(parsedRun, config, config.warmPools);
+    // A run whose fresh pod was created (or its create sent) in an earlier reconcile, which the
+    // pod cache has not caught up with, goes on with that pod (the create again meets it): a
+    // pool pod claimed now was a second sandbox, which ran on unnamed by status until its deadline.
+    const match = claim || observed.freshPodSent ? undefined : warmPoolFor(parsedRun, config, config.warmPools);
     if (match?.pool) {
       return {
         actions: [...actions, { type: 'claimWarmPod', pool: match.pool, activeDeadlineSeconds: fresh.spec!.activeDeadlineSeconds! }],

@@ -109,6 +109,11 @@ export interface ObservedRun {
   keptDiff?: KeptDiff;
   /** What a claimWarmPod action got: a pool pod now the run's, or none (the run gets a fresh pod). */
   warmClaim?: { podName: string } | { none: true };
+  /**
+   * This process sent the create of the run's own (fresh) pod, which the pod cache does not
+   * show yet: the run goes on with it and claims no pool pod (that was a second sandbox).
+   */
+  freshPodSent?: boolean;
   /** For a run not yet given a sandbox: whether NetworkPolicy is enforced in its namespace (security #11.8); undefined is unknown. */
   isolation?: IsolationView;
 }
