@@ -86,7 +86,10 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
     start: async (_run, podName) => void startedOn.push(podName),
   };
   const config = loadOperatorConfig(
-    { allowRepo: ['https://github.com/acme/*'], ...(warmPool ? { warmPools: [{ name: warmPool.name ?? 'pool', namespace, size: warmPool.size }] } : {}) },
+    {
+      allowRepo: ['https://github.com/acme/*'],
+      ...(warmPool ? { warmPools: [{ name: warmPool.name ?? 'pool', namespace, size: warmPool.size }] } : {}),
+    },
     {},
   );
   const scene = reconcilerScene(kubeConfig, namespace, {
@@ -231,6 +234,34 @@ describe('a run given a fresh pod when its pool was empty, reconciled again befo
     expect(pods.items.map((pod) => pod.metadata!.name)).toEqual([freshName]);
     expect(run.status?.podName).toBe(freshName);
     expect(controller.startedOn).toEqual([]);
+  }, 120_000);
+});
+
+describe('a run deleted before the cache shows the fresh pod this process created', () => {
+  it('deletes that pod before it lets the finalizer go', async () => {
+    const controller = controllerFor('unseen', { createPod: 0, deletePod: 0 });
+    await controller.create();
+    let freshName = '';
+    await eventually(
+      async () => {
+        await controller.pass();
+        freshName = (await controller.read()).status?.podName ?? '';
+        const pod = freshName ? await core.readNamespacedPod({ namespace, name: freshName }).catch(() => undefined) : undefined;
+        return pod ? true : undefined;
+      },
+      30_000,
+      'the fresh pod',
+    );
+    await custom.deleteNamespacedCustomObject(runPath(namespace, 'unseen'));
+    await controller.pass({ hidePod: freshName });
+    const pod = await core.readNamespacedPod({ namespace, name: freshName }).catch(() => undefined);
+    expect(pod === undefined || pod.metadata?.deletionTimestamp !== undefined, 'the pod is deleted or being deleted').toBe(true);
+    // The finalizer went only after the delete was sent: the run is gone once the pod is.
+    await eventually(
+      async () => ((await controller.pass()) && !(await controller.read().catch(() => undefined)) ? true : undefined),
+      30_000,
+      'the run to be deleted',
+    );
   }, 120_000);
 });
 

@@ -589,6 +589,13 @@ describe('decide: finished and deleted runs', () => {
     expect(types(last)).toEqual(['stopAgent', 'removeFinalizer']);
   });
 
+  it('deletes by name the pod whose create this process sent, not yet in the cache, and keeps the finalizer until it looks again', () => {
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: { phase: 'Provisioning' } });
+    const decision = decide(observe(deleted, { freshPodSent: true }), config, now);
+    expect(decision.actions).toEqual([{ type: 'stopAgent' }, { type: 'deletePod', name: sandboxPodName(deleted) }]);
+    expect(decision.requeueAfterMs).toBe(1_000);
+  });
+
   it("keeps a finished run's policy while its pod is being deleted, and deletes each once", () => {
     const finished = run({ status: { phase: 'Succeeded', reason: 'Completed', completionTime: now.toISOString() } });
     expect(types(decide(observe(finished, { pod: pod(), networkPolicyExists: true }), config, now))).toEqual(['stopAgent', 'deletePod']);

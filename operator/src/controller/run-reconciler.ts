@@ -792,6 +792,8 @@ export class RunReconciler {
       }
       case 'deletePod':
         await kube.deletePod(namespace, action.name);
+        // A create sent but not seen is settled by its delete: a pod it made is being deleted now.
+        this.freshPodsSent.delete(`${namespace}/${name}`);
         this.deletions.note(`${namespace}/${name}`, 'Pod', this.deps.caches.pods.get(namespace, action.name));
         return run;
       case 'deleteNetworkPolicy':

@@ -177,6 +177,9 @@ function refuse(builder: StatusBuilder, refusal: Refusal): void {
   builder.finish('Failed', refusal.reason, refusal.message);
 }
 
+/** A deletion that sent the delete of a pod the cache did not show looks again this soon. */
+export const SENT_POD_DELETED_RECHECK_MS = 1_000;
+
 /** Deleting a run: remove everything it owns, then let the finalizer go. */
 function decideDeletion(observed: ObservedRun): Decision {
   const { run, pod } = observed;
@@ -184,6 +187,12 @@ function decideDeletion(observed: ObservedRun): Decision {
   const actions: Action[] = [{ type: 'stopAgent' }];
   removeSandbox(observed, actions);
   if (observed.ownedConfigMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: observed.ownedConfigMaps });
+  // A pod this process just sent the create of may exist though the cache shows none: it is
+  // deleted by its name (gone already is fine), and the finalizer waits for the next look.
+  if (!pod && observed.freshPodSent) {
+    actions.push({ type: 'deletePod', name: sandboxPodName(run) });
+    return { actions, events: [], requeueAfterMs: SENT_POD_DELETED_RECHECK_MS };
+  }
   // Only once nothing is left: a finalizer removed early would orphan what is still there
   // (and the garbage collector could take the policy of a pod still being deleted).
   if (!pod && !observed.networkPolicyExists && observed.ownedConfigMaps.length === 0) actions.push({ type: 'removeFinalizer' });
