@@ -2,6 +2,7 @@
 // queue, the model factory, events, a clock and a logger. Nothing here is a singleton.
 // The operations on these that every job shares are beside it: live-run.ts, forget-run.ts,
 // fail-run.ts, run-metrics.ts.
+import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
 import type { LanguageModel } from 'ai';
 import type { CodingRun, CodingRunSpec } from '../api/index.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
@@ -56,6 +57,8 @@ export interface AgentDependencies {
   cloneCache?: CloneCache;
   /** Issue #15.4: namespaces' tokens per day and their tallies; absent, no namespace has a budget. */
   teamBudget?: TeamTokenBudget;
+  /** Issue #15.4: namespaces' narrowed lists, checked again where a run uses its repository late (repository-allowed-now.ts). */
+  namespacePolicies?: NamespacePolicyReader;
   /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */
   setupTimeoutMs?: number;
   /** spec.publish: the commit author and which forge API each host speaks (operator config publish). */

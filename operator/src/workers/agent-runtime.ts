@@ -153,7 +153,9 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             forges: config.publish.forges,
             ...(options.fetch ? { fetch: options.fetch } : {}),
           },
-          ...(options.namespacePolicies ? { teamBudget: { policies: options.namespacePolicies, tally } } : {}),
+          ...(options.namespacePolicies
+            ? { teamBudget: { policies: options.namespacePolicies, tally }, namespacePolicies: options.namespacePolicies }
+            : {}),
           logger: options.logger,
           now: () => new Date(),
         },

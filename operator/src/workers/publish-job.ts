@@ -11,11 +11,11 @@
 // or a restarted operator finds its own commit and pull request and does nothing twice.
 // Failures end the run Failed/PublishFailed (job-failure.ts) with the diff kept; the token is
 // in no message (git's output and the forge's answers are scrubbed of it).
+import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { EVENT_REASONS, REASONS, RunFailure, isTerminal, type ParsedCodingRun, type Published } from '../api/index.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
-import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
@@ -254,8 +254,9 @@ async function publish(
 ): Promise<PublishDone> {
   const policy = deps.publishPolicy ?? DEFAULT_PUBLISH_POLICY;
   const { spec } = run;
-  // Security #11.2: checked again now, and git gets the checked string.
-  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  // Security #11.2: checked again now (the namespace's list too: an approval may have waited
+  // for days), and git gets the checked string.
+  const repository = await repositoryAllowedNow(deps, run.metadata.namespace, spec.repository.url);
   if (!repository.allowed) throw publishFailed(repository.message);
   const parts = repositoryUrlParts(repository.url)!;
   const secretRef = spec.publish!.credentialsSecretRef ?? spec.repository.credentialsSecretRef;

@@ -3,12 +3,12 @@
 // The source is a fresh clone in the worker (the operator's, never the sandbox's .git, which
 // the model can rewrite: replace refs, forged objects); the sandbox first removes everything
 // the globs cover (toolbox `import --prune`), then unpacks the clone's protected files.
+import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { protectedPaths } from '../../../sandbox-image/toolbox/contract/protected-paths.ts';
 import { REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
-import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
@@ -38,8 +38,9 @@ export async function restoreProtected(
   const protect = run.spec.verify?.protect ?? [];
   if (protect.length === 0) return 0;
   const { spec } = run;
-  // The same checks as the first clone (prepare-job.ts): allowRepo as it is now, the run's own token.
-  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  // The same checks as the first clone (prepare-job.ts): allowRepo as it is now (the
+  // namespace's too: the model may have worked for hours), the run's own token.
+  const repository = await repositoryAllowedNow(deps, run.metadata.namespace, spec.repository.url);
   if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
   const token = spec.repository.credentialsSecretRef
     ? await deps.resources.secretValue(
