@@ -65,6 +65,30 @@ describe('a serve-mode sandbox imports through its kept session', () => {
     expect(starts).toEqual(['serve']);
   });
 
+  it('writes a call made during one import after the import queued behind it too, not inside its frames', async () => {
+    const archive = makeTar([
+      { name: 'first.txt', content: 'one\n' },
+      { name: 'second.txt', content: 'two\n' },
+    ]);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    async function* slowly(): AsyncGenerator<Uint8Array> {
+      yield archive.subarray(0, 700);
+      await held;
+      yield archive.subarray(700);
+    }
+    const importing = sandbox.importTree(slowly());
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Queued first, the second import sends its request line the moment the first ends.
+    const next = sandbox.importTree(chunked(makeTar([{ name: 'third.txt', content: 'three\n' }]), 512));
+    const reading = read('second.txt');
+    release();
+    await Promise.all([importing, next]);
+    expect(resultOf(await reading)).toMatchObject({ content: 'two' });
+    expect(resultOf(await read('third.txt'))).toMatchObject({ content: 'three' });
+    expect(starts).toEqual(['serve']);
+  });
+
   it('refuses an archive it cannot unpack with IMPORT_REFUSED, and the session goes on', async () => {
     const failure = await sandbox
       .importTree(chunked(makeTar([{ name: '../out.txt', content: 'x' }]), 512))

@@ -84,10 +84,19 @@ export class ServeSession {
       protect: request.protect,
       clean: request.clean,
     });
-    if (this.importing) void this.importing.then(() => this.process.stdin.write(line));
+    if (this.importing) void this.afterImports().then(() => this.process.stdin.write(line));
     else this.process.stdin.write(line);
     // A late answer to a forgotten id is dropped by onLine.
     return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.pending.delete(id));
+  }
+
+  /**
+   * Once no import is in flight: the one a call waited for may be followed at once by another,
+   * whose request line went first, and the call's line then landed where the toolbox reads the
+   * archive's frames (the session died).
+   */
+  private async afterImports(): Promise<void> {
+    while (this.importing) await this.importing;
   }
 
   /**

@@ -73,8 +73,13 @@ export class ToolboxSandbox implements Sandbox {
   }
 
   private async liveSession(): Promise<ServeSession> {
-    const current = this.session ? await this.session.catch(() => undefined) : undefined;
+    const looked = this.session;
+    const current = looked ? await looked.catch(() => undefined) : undefined;
     if (current?.alive) return current;
+    // Calls that found the session dead together start one new session, not one each: another
+    // caller may have started it while this one awaited. (Each had started its own, and all but
+    // the last, never closed, kept an exec socket and a toolbox process until the pod went.)
+    if (this.session !== looked && this.session !== undefined) return this.liveSession();
     this.session = this.transport.start(['serve']).then(
       (process) => new ServeSession(process, this.limits),
       (error: unknown) => {
