@@ -49,6 +49,8 @@ interface Failures {
   createPod: number;
   deletePod: number;
   replaceRunStatus?: number;
+  /** The next N pool pod claims land, and their answer is lost (a 504): outcome unknown. */
+  claimAnswerLost?: number;
   /** Holds the next pod create until `release` resolves, calling `reached` as it starts. */
   holdCreatePod?: { reached: () => void; release: Promise<void> };
 }
@@ -96,6 +98,15 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
     kube,
     agent,
     config,
+    warmGateway: (real) => ({
+      ...real,
+      async claimPod(podNamespace, podName, patch) {
+        const claimed = await real.claimPod(podNamespace, podName, patch);
+        if ((failures.claimAnswerLost ?? 0) > 0 && failures.claimAnswerLost!--)
+          throw Object.assign(new Error('the server was unable to return a response in the time allotted'), { code: 504 });
+        return claimed;
+      },
+    }),
     events: new EventRecorder(realKube, 'controller-api-faults', logger),
   });
   return {
@@ -207,6 +218,22 @@ describe('a run given a warm pool pod, whose next status write fails', () => {
     const claimed = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
     expect(claimed.items.map((pod) => pod.metadata!.name)).toEqual([controller.startedOn[0]]);
     expect(new Set(controller.startedOn)).toEqual(new Set([controller.startedOn[0]]));
+  }, 120_000);
+});
+
+describe('a run whose pool pod claim landed but whose answer was lost', () => {
+  it('takes that pod, and claims no second one when reconciled again before the cache shows the claim', async () => {
+    const failures: Failures = { createPod: 0, deletePod: 0, claimAnswerLost: 1 };
+    const controller = controllerFor('lostanswer', failures, { size: 3, name: 'lost' });
+    await controller.fillPool(3);
+    await controller.create();
+    await controller.pass();
+    expect(failures.claimAnswerLost).toBe(0);
+    await controller.pass({ stalePods: true });
+    const run = await controller.read();
+    const claimed = await core.listNamespacedPod({ namespace, labelSelector: `${RUN_UID_LABEL}=${run.metadata.uid}` });
+    expect(claimed.items.map((pod) => pod.metadata!.name)).toEqual([run.status?.podName]);
+    expect(new Set(controller.startedOn)).toEqual(new Set([run.status?.podName]));
   }, 120_000);
 });
 

@@ -17,7 +17,7 @@ import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { kubernetesWarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import type { RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { WARM_POOL_LABEL } from '../../operator/src/reconcile/warm-pool.ts';
 import { eventually } from './operator-process.ts';
@@ -39,7 +39,14 @@ export interface ReconcilerScene {
 export function reconcilerScene(
   kubeConfig: KubeConfig,
   namespace: string,
-  deps: { kube: KubeGateway; agent: RunAgent; config: OperatorConfig; events: EventRecorder },
+  deps: {
+    kube: KubeGateway;
+    agent: RunAgent;
+    config: OperatorConfig;
+    events: EventRecorder;
+    /** Wraps the warm pool gateway the reconciler claims with (faults of a test's own). */
+    warmGateway?: (real: WarmPoolGateway) => WarmPoolGateway;
+  },
 ): ReconcilerScene {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -56,13 +63,15 @@ export function reconcilerScene(
   );
   const configMaps = snapshotCache<V1ConfigMap>(() => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_SELECTOR }));
   const warmGateway = kubernetesWarmPoolGateway(kubeConfig);
+  const claimGateway = deps.warmGateway?.(warmGateway) ?? warmGateway;
   const warm = deps.config.warmPools.length > 0;
+  const { warmGateway: _wrap, ...reconcilerDeps } = deps;
   const reconciler = new RunReconciler({
     caches: { runs, pods, networkPolicies: policies, configMaps, finishedRuns: configMaps },
-    ...deps,
+    ...reconcilerDeps,
     logger,
     isolation: { observe: () => ({ verdict: 'enforced' }) },
-    ...(warm ? { warmPools: { gateway: warmGateway, madeIt: () => true } } : {}),
+    ...(warm ? { warmPools: { gateway: claimGateway, madeIt: () => true } } : {}),
   });
   return {
     reconciler,

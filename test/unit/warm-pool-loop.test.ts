@@ -38,6 +38,7 @@ function world(options: { pools?: WarmPoolConfig[] } = {}) {
       return named;
     },
     claimPod: async () => undefined,
+    readPod: async () => undefined,
     deletePod: async (_namespace, name) => {
       deleted.push(name);
     },
@@ -253,6 +254,7 @@ describe('WarmPoolLoop', () => {
         return named;
       },
       claimPod: async () => undefined,
+      readPod: async () => undefined,
       deletePod: async () => undefined,
       createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
     };

@@ -559,11 +559,20 @@ export class RunReconciler {
       // activeDeadlineSeconds counts from the pod's start, not the claim: add the time it waited warm.
       const started = Date.parse(String(byName.get(name)?.status?.startTime ?? now.toISOString()));
       const deadline = runDeadlineSeconds + Math.max(0, Math.ceil((now.getTime() - started) / 1000));
-      const claimed = await warm.gateway.claimPod(
-        pool.namespace,
-        name,
-        claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline, byName.get(name)!.metadata!.uid!),
-      );
+      const claimed = await warm.gateway
+        .claimPod(
+          pool.namespace,
+          name,
+          claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline, byName.get(name)!.metadata!.uid!),
+        )
+        .catch(async (error: unknown) => {
+          // No answer (a timeout, a 5xx): the patch may have landed. Retried on the cache, which
+          // still shows the pod unclaimed, the run claimed a second pool pod and lost the first.
+          // The pod as the API server has it now says which.
+          const now = await warm.gateway.readPod(pool.namespace, name);
+          if (now && isOwnedByRun(now, run)) return now;
+          throw error;
+        });
       if (claimed) {
         warm.onClaim?.(pool, name);
         return { podName: name, pod: claimed };

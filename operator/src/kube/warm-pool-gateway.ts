@@ -12,6 +12,8 @@ export interface WarmPoolGateway {
    * pod itself was (404).
    */
   claimPod(namespace: string, name: string, patch: object[]): Promise<V1Pod | undefined>;
+  /** The pod as the API server has it now (undefined: gone): what a claim whose answer was lost did. */
+  readPod(namespace: string, name: string): Promise<V1Pod | undefined>;
   /**
    * Deletes a pool pod as the cache showed it (`seen`: its uid and resourceVersion, as
    * preconditions). A pod changed since is left alone (409): a claim another replica made
@@ -44,6 +46,14 @@ export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGatew
         return await core.patchNamespacedPod({ namespace, name, body: patch });
       } catch (error) {
         if (statusCodeOf(error) === 422 || isNotFound(error)) return undefined;
+        throw error;
+      }
+    },
+    async readPod(namespace, name) {
+      try {
+        return await core.readNamespacedPod({ namespace, name });
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
         throw error;
       }
     },
