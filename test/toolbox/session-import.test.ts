@@ -34,6 +34,22 @@ afterEach(async () => {
 
 const read = (path: string) => sandbox.call({ tool: 'read_file', input: { path } });
 
+/** An archive of first.txt and second.txt that streams its first 700 bytes, then waits for release(). */
+function heldArchive() {
+  const archive = makeTar([
+    { name: 'first.txt', content: 'one\n' },
+    { name: 'second.txt', content: 'two\n' },
+  ]);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  async function* slowly(): AsyncGenerator<Uint8Array> {
+    yield archive.subarray(0, 700);
+    await held;
+    yield archive.subarray(700);
+  }
+  return { slowly, release };
+}
+
 describe('a serve-mode sandbox imports through its kept session', () => {
   it('starts one toolbox for the session, the import and the calls', async () => {
     await Promise.all([sandbox.open(), sandbox.importTree(chunked(makeTar([{ name: 'a.txt', content: 'alpha\n' }]), 512))]);
@@ -44,17 +60,7 @@ describe('a serve-mode sandbox imports through its kept session', () => {
   });
 
   it('writes a call made while the archive streams after its last frame, and answers it from the whole tree', async () => {
-    const archive = makeTar([
-      { name: 'first.txt', content: 'one\n' },
-      { name: 'second.txt', content: 'two\n' },
-    ]);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    async function* slowly(): AsyncGenerator<Uint8Array> {
-      yield archive.subarray(0, 700);
-      await held;
-      yield archive.subarray(700);
-    }
+    const { slowly, release } = heldArchive();
     const importing = sandbox.importTree(slowly());
     await new Promise((resolve) => setTimeout(resolve, 200));
     // Written now, this line would land inside the archive's frames.
@@ -66,17 +72,7 @@ describe('a serve-mode sandbox imports through its kept session', () => {
   });
 
   it('writes a call made during one import after the import queued behind it too, not inside its frames', async () => {
-    const archive = makeTar([
-      { name: 'first.txt', content: 'one\n' },
-      { name: 'second.txt', content: 'two\n' },
-    ]);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    async function* slowly(): AsyncGenerator<Uint8Array> {
-      yield archive.subarray(0, 700);
-      await held;
-      yield archive.subarray(700);
-    }
+    const { slowly, release } = heldArchive();
     const importing = sandbox.importTree(slowly());
     await new Promise((resolve) => setTimeout(resolve, 200));
     // Queued first, the second import sends its request line the moment the first ends.

@@ -1,7 +1,6 @@
 // `approve` and `cancel` through the real RunClient against a recording HTTP server that answers
 // as the API server does: what the approver is shown, and which run a write reaches when the
 // name is taken by another run between the read and the patch.
-import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -10,6 +9,7 @@ import type { CodingRun } from '../../operator/src/api/index.ts';
 import { executeCommand } from '../../operator/src/cli/execute-command.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
 import { createRunClient } from '../../operator/src/cli/run-client.ts';
+import { pendingBash } from '../support/pending-approval.ts';
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 
 const RUN_PATH = '/apis/chamvi.dev/v1alpha1/namespaces/team/codingruns/r';
@@ -110,14 +110,7 @@ describe('security #11.5 approve', () => {
     const api = await fakeApiServer(
       run('uid-1', {
         phase: 'WaitingForApproval',
-        pendingApproval: {
-          id: 's1-c1',
-          toolName: 'bash',
-          input,
-          inputBytes: Buffer.byteLength(input),
-          inputSha256: createHash('sha256').update(input).digest('hex'),
-          requestedAt: '2026-01-01T00:00:00Z',
-        },
+        pendingApproval: pendingBash(input, '2026-01-01T00:00:00Z'),
       }),
     );
     const { lines, io } = output();
