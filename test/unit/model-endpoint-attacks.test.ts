@@ -39,6 +39,7 @@ interface Reply {
   statusText?: string;
   contentType: string;
   body: string;
+  headers?: Record<string, string>;
 }
 
 /** An "internal service": records requests, answers each with the next reply. */
@@ -53,7 +54,7 @@ class RecordingServer {
       this.requests.push({ path: request.url ?? '', headers: request.headers });
       request.resume();
       const reply = this.replies.shift() ?? { status: 500, contentType: 'text/plain', body: 'no reply scripted' };
-      response.writeHead(reply.status, reply.statusText ?? '', { 'content-type': reply.contentType });
+      response.writeHead(reply.status, reply.statusText ?? '', { 'content-type': reply.contentType, ...reply.headers });
       response.end(reply.body);
     });
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
@@ -185,6 +186,39 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
     const run = attackRun(server.baseURL);
     const { spec, found, config } = world(run, [server.baseURL], { 'chamvi.dev/usable-by-runs': 'yes' });
     expect(validateRun(run, spec, config, found)).toMatchObject({ reason: 'SecretNotAllowed' });
+  });
+});
+
+describe('security #11.3 a listed endpoint cannot redirect the call', () => {
+  it.each([
+    [
+      'a path outside the listed prefix, on the same origin (the key would go with it)',
+      (base: string) => `${new URL(base).origin}/admin/keys`,
+    ],
+    ['another host and port (the conversation would be posted there)', (_base: string, other: string) => `${other}/latest/meta-data`],
+  ])('follows no 307 to %s: the run fails ModelRequestRejected, saying so', async (_, location) => {
+    const other = new RecordingServer();
+    await other.start();
+    try {
+      const run = attackRun(server.baseURL);
+      const { spec, models } = world(run, [server.baseURL], LABELLED);
+      server.replies.push({
+        status: 307,
+        contentType: 'application/json',
+        body: '{}',
+        headers: { location: location(server.baseURL, new URL(other.baseURL).origin) },
+      });
+      server.replies.push({ status: 200, contentType: 'application/json', body: completion('followed') });
+      other.replies.push({ status: 200, contentType: 'application/json', body: completion('followed') });
+      const error = await generateText({ model: await models('team-b', spec.model), prompt: 'hi', maxRetries: 0 }).catch((e: unknown) => e);
+      expect(ModelRequestRejectedError.isInstance(error), String(error)).toBe(true);
+      expect((error as Error).message).toContain('HTTP 307');
+      expect((error as Error).message).toContain('redirect, which the operator does not follow');
+      expect(server.requests.map((request) => request.path)).toEqual(['/v1/chat/completions']);
+      expect(other.requests).toHaveLength(0);
+    } finally {
+      await other.stop();
+    }
   });
 });
 

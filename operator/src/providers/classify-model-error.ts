@@ -66,10 +66,15 @@ export function classifyModelError(
         retryAfterMs: retryAfterMs(error.responseHeaders, context.now),
       };
     }
+    // A redirect is not followed (without-redirects.ts): the key goes only to the endpoint checked.
+    const redirect =
+      status >= 300 && status < 400
+        ? 'the endpoint answered with a redirect, which the operator does not follow: set spec.model.baseURL to the address it redirects to (allowModelEndpoints must list it)'
+        : undefined;
     const rejection = {
       provider: context.provider,
       statusCode: status,
-      detail: providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
+      detail: redirect ?? providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
       cause: error,
     };
     // Over the context window is the one rejection the worker can cure (compact, ask again).

@@ -8,6 +8,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { limitResponseSize } from './limit-response-size.ts';
+import { withoutRedirects } from './without-redirects.ts';
 import { findProviderDeclaration, PROVIDER_REGISTRY, type ProviderApi, type ProviderDeclaration } from './provider-registry.ts';
 import type { ModelScript } from './scripted/model-script-schema.ts';
 import { ScriptedLanguageModel } from './scripted/scripted-language-model.ts';
@@ -95,7 +96,8 @@ export function createLanguageModel(modelSpec: ModelSpecInput, options: CreateLa
       `The ${declaration.name} provider needs an API key: set spec.model.apiKeySecretRef to a Secret key in the run namespace.`,
     );
   }
-  // Every HTTP answer is read through a size bound (limit-response-size.ts says why).
-  const fetch = limitResponseSize(options.fetch ?? ((input, init) => globalThis.fetch(input, init)));
+  // Every HTTP answer is read through a size bound (limit-response-size.ts says why), and no
+  // redirect is followed (without-redirects.ts).
+  const fetch = limitResponseSize(withoutRedirects(options.fetch ?? ((input, init) => globalThis.fetch(input, init))));
   return ADAPTERS[declaration.api]({ declaration, modelName, baseURL, options: { ...options, fetch } });
 }
