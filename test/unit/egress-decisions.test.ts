@@ -159,6 +159,15 @@ describe('classifyAddress', () => {
     ['ff02::1', 'reserved'],
     ['64:ff9b::a9fe:a9fe', 'metadata'],
     ['::ffff:127.0.0.1', 'loopback'],
+    // Azure's WireServer, GCE's IPv6 metadata server (inside fc00::/7, which an admin may open).
+    ['168.63.129.16', 'metadata'],
+    ['fd20:ce::254', 'metadata'],
+    ['fd00:ec2::254', 'metadata'],
+    // Forms that carry an IPv4 address: IPv4-translated is judged by it; local-use NAT64 and 6to4 never.
+    ['::ffff:0:a9fe:a9fe', 'metadata'],
+    ['::ffff:0:10.0.0.1', 'private'],
+    ['64:ff9b:1::a9fe:a9fe', 'reserved'],
+    ['2002:a9fe:a9fe::1', 'reserved'],
     ['not an address', 'reserved'],
   ])('%s is %s', (address, expected) => {
     expect(classifyAddress(address)).toBe(expected);

@@ -248,6 +248,31 @@ describe('egress proxy against hostile clients and destinations', () => {
     await expect.poll(async () => (await tunnel(RUN_A)).head.slice(0, 12), { timeout: 2_000 }).toBe('HTTP/1.1 200');
   });
 
+  it(`counts CONNECTs waiting on a name server that never answers against the ${OPEN_PER_RUN} a run may hold: the next is refused 429`, async () => {
+    const { port } = await destination();
+    // Names under stall.test are never answered; the others as usual.
+    const proxyPort = await startProxy(port, undefined, (host) =>
+      host.startsWith('stall.') ? new Promise<string[]>(() => {}) : Promise.resolve(['127.0.0.1']),
+    );
+    const ask = (uid: string, host: string) => {
+      const socket = connect(proxyPort, '127.0.0.1');
+      sockets.push(socket);
+      let text = '';
+      socket.on('data', (data: Buffer) => (text += data.toString('latin1')));
+      socket.on('error', () => undefined);
+      socket.write(`CONNECT ${host}:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(uid)}\r\n\r\n`);
+      return () => text;
+    };
+    const waiting = Array.from({ length: OPEN_PER_RUN }, () => ask(RUN_A, 'stall.test'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(waiting.every((answer) => answer() === '')).toBe(true);
+    const beyond = ask(RUN_A, 'stall.test');
+    await expect.poll(beyond, { timeout: 2_000 }).toMatch(/^HTTP\/1\.1 429 [\s\S]*x-chamvi-egress-rule: too-many-open/);
+    // Another run is not held up by them.
+    const other = ask(RUN_B, 'allowed.test');
+    await expect.poll(other, { timeout: 2_000 }).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
   it("closes a run's open tunnels once the run is no longer served (it ended), and leaves another run's", async () => {
     const held: Socket[] = [];
     const port = await listen(

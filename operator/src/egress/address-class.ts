@@ -13,7 +13,7 @@ export type AddressClass =
   | 'private'
   /** 127/8, ::1: an admin may name such destinations (the tests' registry listens there). */
   | 'loopback'
-  /** The cloud metadata services (169.254.169.254, fd00:ec2::254, 100.100.100.200): never. */
+  /** The cloud metadata services (169.254.169.254, fd00:ec2::254, fd20:ce::254, 100.100.100.200, Azure's 168.63.129.16): never. */
   | 'metadata'
   /** 169.254/16, fe80::/10: never. */
   | 'link-local'
@@ -37,6 +37,8 @@ const inV4 = (value: number, [base, bits]: [number, number]) =>
 const V4_RANGES: ReadonlyArray<[AddressClass, [number, number]]> = [
   ['metadata', v4('169.254.169.254/32')],
   ['metadata', v4('100.100.100.200/32')],
+  // Azure's WireServer (VM agent, extensions, health): a public address every Azure VM reaches.
+  ['metadata', v4('168.63.129.16/32')],
   ['link-local', v4('169.254.0.0/16')],
   ['loopback', v4('127.0.0.0/8')],
   ['private', v4('10.0.0.0/8')],
@@ -84,14 +86,20 @@ function classifyV6(address: string): AddressClass {
   }
   if (zeroUntil(7) && g[7] === 1) return 'loopback';
   if (zeroUntil(8)) return 'reserved';
-  if (g[0] === 0xfd00 && g[1] === 0x0ec2 && g.slice(2, 7).every((group) => group === 0) && g[7] === 0x254) return 'metadata';
+  // AWS's fd00:ec2::254 and GCE's fd20:ce::254, inside fc00::/7 (which an admin may open).
+  const zeroMiddle = g.slice(2, 7).every((group) => group === 0) && g[7] === 0x254;
+  if (zeroMiddle && ((g[0] === 0xfd00 && g[1] === 0x0ec2) || (g[0] === 0xfd20 && g[1] === 0x00ce))) return 'metadata';
   if ((g[0]! & 0xffc0) === 0xfe80) return 'link-local';
   if ((g[0]! & 0xfe00) === 0xfc00) return 'private';
   if ((g[0]! & 0xff00) === 0xff00) return 'reserved';
-  // 64:ff9b::/96 (NAT64) carries an IPv4 address too.
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((group) => group === 0)) {
+  // 64:ff9b::/96 (NAT64) and ::ffff:0:a.b.c.d (IPv4-translated) carry an IPv4 address too.
+  const translated = zeroUntil(4) && g[4] === 0xffff && g[5] === 0;
+  if (translated || (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((group) => group === 0))) {
     return classifyV4(`${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`);
   }
+  // A local-use NAT64 prefix (64:ff9b:1::/48) and 6to4 (2002::/16) reach an IPv4 address where
+  // such routing exists, in forms with no one place for it: never.
+  if ((g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) || g[0] === 0x2002) return 'reserved';
   if (g[0] === 0x2001 && g[1] === 0x0db8) return 'reserved';
   return 'public';
 }

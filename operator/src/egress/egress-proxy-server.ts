@@ -16,6 +16,7 @@ import type { Duplex } from 'node:stream';
 import {
   decideAddresses,
   decideRequest,
+  OPEN_PER_RUN,
   refusedBeyondOpen,
   refusedTunnel,
   type EgressPolicy,
@@ -145,7 +146,13 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const agents = new Map<string, Agent>();
   const agentOf = (uid: string) => {
     let agent = agents.get(uid);
-    if (!agent) agents.set(uid, (agent = new Agent({ keepAlive: true, maxSockets: 64, timeout: idleTimeoutMs })));
+    // Bounded in all, kept ones too: a run that cycled through many destination addresses
+    // (its own DNS) kept idle sockets to each for the idle timeout, past what `open` counts.
+    if (!agent)
+      agents.set(
+        uid,
+        (agent = new Agent({ keepAlive: true, maxSockets: 64, maxTotalSockets: OPEN_PER_RUN, maxFreeSockets: 4, timeout: idleTimeoutMs })),
+      );
     return agent;
   };
   const sweep = setInterval(() => {
@@ -167,6 +174,9 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
 
   const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
   const open = new PerRunCount();
+  // Requests of a run whose name is being looked up (or waits for its turn): counted with the
+  // open ones, so a run cannot queue thousands of sockets behind a name server that never answers.
+  const deciding = new Map<string, number>();
   // A run's credential ends with the run; so do its open tunnels, which it could otherwise keep
   // using (a pod in its grace period, or on a node cut off from the API server).
   const liveCheck = setInterval(() => open.closeGone((uid) => deps.lookupRun(uid) !== undefined), liveCheckMs);
@@ -179,11 +189,19 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       const run = credential.ok ? deps.lookupRun(credential.runUid) : undefined;
       return { ...request, host: host.toLowerCase().slice(0, 255), ...(run ? { run } : {}) };
     }
+    const uid = request.run.uid;
+    const crowded = refusedBeyondOpen(open.of(uid) + (deciding.get(uid) ?? 0));
+    if (crowded) return { ...crowded, run: request.run, host: request.host };
+    deciding.set(uid, (deciding.get(uid) ?? 0) + 1);
     let addresses: string[];
     try {
-      addresses = await lookups.run(request.run.uid, () => deps.resolve(request.host));
+      addresses = await lookups.run(uid, () => deps.resolve(request.host));
     } catch {
       addresses = [];
+    } finally {
+      const left = deciding.get(uid)! - 1;
+      if (left === 0) deciding.delete(uid);
+      else deciding.set(uid, left);
     }
     const address = decideAddresses(request.host, port, addresses, deps.policy);
     if (!address.allowed) return { ...address, run: request.run, host: request.host };
