@@ -15,6 +15,7 @@ import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { ModelRequestRejectedError } from '../../operator/src/providers/errors/model-request-rejected-error.ts';
 import { ModelResponseInvalidError } from '../../operator/src/providers/errors/model-response-invalid-error.ts';
 import { validateRun } from '../../operator/src/reconcile/validate-run.ts';
+import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 import { endpointCheckedModelFactory } from '../../operator/src/workers/endpoint-checked-model-factory.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
 import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
@@ -146,6 +147,25 @@ describe('security #11.3 a run cannot send a Secret to an endpoint the admin did
     expect((error as RunFailure).reason).toBe('ModelEndpointNotAllowed');
     expect(secretReads()).toBe(0);
     expect(server.requests).toHaveLength(0);
+  });
+
+  it("refuses at the next call an endpoint the run's namespace was narrowed off after admission, before the Secret is read", async () => {
+    const run = attackRun(server.baseURL);
+    const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], allowModelEndpoints: [server.baseURL] }, {});
+    const { spec, secretReads } = world(run, [server.baseURL], LABELLED);
+    let secretRead = 0;
+    const inner: Parameters<typeof endpointCheckedModelFactory>[0] = async () => {
+      secretRead++;
+      throw new Error('the model would be built now');
+    };
+    const narrowed = { policyOf: async () => readNamespacePolicy({ 'chamvi.dev/allow-model-endpoints': 'https://llm.internal/v1' }) };
+    const error = await endpointCheckedModelFactory(inner, config, narrowed)('team-b', spec.model).catch((e: unknown) => e);
+    expect(isRunFailure(error, 'ModelEndpointNotAllowed')).toBe(true);
+    expect((error as Error).message).toMatch(/^namespace team-b is narrowed by its chamvi\.dev\/allow-model-endpoints annotation/);
+    expect(secretRead + secretReads()).toBe(0);
+    // Not narrowed (or narrowed to a list that has it): built as before.
+    const open = { policyOf: async () => readNamespacePolicy({}) };
+    await expect(endpointCheckedModelFactory(inner, config, open)('team-b', spec.model)).rejects.toThrow('the model would be built now');
   });
 
   it('refuses with an empty allowModelEndpoints, the default', async () => {

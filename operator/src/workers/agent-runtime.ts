@@ -132,6 +132,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           models: endpointCheckedModelFactory(
             createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
             config,
+            options.namespacePolicies,
           ),
           events: options.events,
           transcript: options.transcript ?? kubernetesTranscriptWriter(options.kubeConfig),
