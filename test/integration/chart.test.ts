@@ -138,6 +138,21 @@ describe('the chart, offline', () => {
     expect(await checksum('--set', 'config.allowEgress[0]=*')).toBe(before);
   });
 
+  it("gives the egress proxy the API server's real endpoints an admin lists, and refuses one that is not address:port", async () => {
+    const proxyConfig = async (...args: string[]) => {
+      const docs = manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout);
+      const configMap = docs.find((doc) => doc.kind === 'ConfigMap' && doc.metadata.name.endsWith('-egress-proxy'))!;
+      return parseYaml(configMap.data['config.yaml'] as string) as { apiServerAddresses: string[] };
+    };
+    expect((await proxyConfig()).apiServerAddresses).toEqual([]);
+    expect((await proxyConfig('--set', 'egressProxy.apiServerAddresses={34.118.0.10:443}')).apiServerAddresses).toEqual([
+      '34.118.0.10:443',
+    ]);
+    const refused = await template('--set', 'egressProxy.enabled=true', '--set', 'egressProxy.apiServerAddresses={34.118.0.10}');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('apiServerAddresses');
+  });
+
   it("binds the release's admission policies to its watchNamespaces, so another release's runs are not judged by its lists", async () => {
     const bindings = async (...args: string[]) =>
       manifests((await template('--set', 'approvalPolicy.separationOfDuties=true', ...args)).stdout)
