@@ -1,5 +1,6 @@
 // A serve-mode sandbox imports through its kept session (contract/protocol.ts, "session
 // import"): the bundled toolbox as a real process, the transport counted.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalProcessTransport } from '../../operator/src/sandbox/local-process-transport.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
@@ -83,6 +84,20 @@ describe('a serve-mode sandbox imports through its kept session', () => {
     expect(resultOf(await reading)).toMatchObject({ content: 'two' });
     expect(resultOf(await read('third.txt'))).toMatchObject({ content: 'three' });
     expect(starts).toEqual(['serve']);
+  });
+
+  it('prunes a protected directory whose name is not UTF-8, and a .git the model made in it, but not the workspace .git', async () => {
+    workspace.write({ '.git/HEAD': 'ref: refs/heads/main\n', 'tests/ok.py': 'the model edited it\n' });
+    // tests/\xff/conftest.py and tests/.git/config, as the model could make them.
+    const odd = Buffer.concat([Buffer.from(`${workspace.root}/tests/`), Buffer.from([0xff])]);
+    mkdirSync(odd);
+    writeFileSync(Buffer.concat([odd, Buffer.from('/conftest.py')]), 'import os; os._exit(0)\n');
+    workspace.write({ 'tests/.git/config': '[core]\n\tworktree = /\n' });
+    await sandbox.importTree(chunked(makeTar([{ name: 'tests/ok.py', content: 'the original\n' }]), 512), { prune: ['tests/**'] });
+    expect(existsSync(odd)).toBe(false);
+    expect(existsSync(`${workspace.root}/tests/.git`)).toBe(false);
+    expect(readFileSync(`${workspace.root}/tests/ok.py`, 'utf8')).toBe('the original\n');
+    expect(existsSync(`${workspace.root}/.git/HEAD`)).toBe(true);
   });
 
   it('refuses an archive it cannot unpack with IMPORT_REFUSED, and the session goes on', async () => {
