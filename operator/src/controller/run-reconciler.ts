@@ -794,14 +794,18 @@ export class RunReconciler {
         return run;
       case 'createPod': {
         // Noted before it is sent: a create whose answer is lost may still have made the pod.
-        // Not one the API server refused (4xx): that made nothing, and a pool pod may serve.
+        // Not one the API server refused (4xx): that made nothing, and a pool pod may serve;
+        // nor one that met someone else's pod at the name, which a deletion must never delete.
         const key = `${namespace}/${name}`;
         this.freshPodsSent.set(key, run.metadata.uid);
         const holder = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod)).catch((error: unknown) => {
           if (error instanceof CreateRefusedError && error.refused.code < 500) this.freshPodsSent.delete(key);
           throw error;
         });
-        if (holder && !isOwnedByRun(holder, run)) throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);
+        if (holder && !isOwnedByRun(holder, run)) {
+          this.freshPodsSent.delete(key);
+          throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);
+        }
         return run;
       }
       case 'deletePod':
