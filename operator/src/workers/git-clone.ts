@@ -18,6 +18,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
+import { absolutePath } from './absolute-path.ts';
 import { commitForRevision, parseLsRemote } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
@@ -200,7 +201,7 @@ const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_P
  */
 export async function gitEnvironment(parts: RepositoryUrlParts, token: string | undefined, base: string): Promise<NodeJS.ProcessEnv> {
   const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
+    PATH: absolutePath(process.env.PATH),
     HOME: base,
     GIT_TERMINAL_PROMPT: '0',
     GIT_CONFIG_NOSYSTEM: '1',

@@ -20,6 +20,7 @@
 // kill of git alone left that helper running, holding the clone's token in its environment and
 // the pipes open, so 'close' never came while the server held the connection, and the job hung.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { absolutePath } from './absolute-path.ts';
 import { EventEmitter } from 'node:events';
 import { Readable, Writable } from 'node:stream';
 
@@ -284,12 +285,12 @@ export class ProcessLauncher {
 
 /**
  * Runs a command to its end; rejects with its stderr (or exit status) when it fails. The
- * command gets PATH and nothing else of the operator's environment (which holds its Redis
- * password and state key): tar needs none of it.
+ * command gets PATH (its absolute entries: absolute-path.ts) and nothing else of the
+ * operator's environment (which holds its Redis password and state key): tar needs none of it.
  */
 export function launchToEnd(launch: Launch, command: string, args: readonly string[], cwd: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = launch(command, args, { cwd, env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = launch(command, args, { cwd, env: { PATH: absolutePath(process.env.PATH) }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
     child.on('error', reject);

@@ -18,6 +18,7 @@ import { DEFAULT_TOOLBOX_PATH, createLocalSandbox, type LocalSandbox } from '../
 import type { Sandbox, ToolRequest, ToolResponse } from '../../sandbox/sandbox.ts';
 import type { SandboxFactory } from '../../workers/sandbox-pool.ts';
 import { ToolboxMissingError } from '../errors/toolbox-missing-error.ts';
+import { absolutePath } from '../../workers/absolute-path.ts';
 
 /** Overrides where the toolbox bundle is (default: sandbox-image/dist/toolbox.mjs of this checkout). */
 export const TOOLBOX_PATH_ENV = 'CHAMVI_TOOLBOX_PATH';
@@ -47,6 +48,8 @@ export function findToolbox(env: NodeJS.ProcessEnv): string {
 export function sandboxEnvironment(run: ParsedCodingRun, home: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const sandboxEnv: NodeJS.ProcessEnv = { HOME: home };
   for (const name of INHERITED) if (env[name]) sandboxEnv[name] = env[name];
+  // The tools run in the clone: a relative PATH entry would find the repository's own `git`.
+  if (sandboxEnv.PATH !== undefined) sandboxEnv.PATH = absolutePath(sandboxEnv.PATH);
   for (const { name, value } of run.spec.sandbox.env ?? []) sandboxEnv[name] = value;
   return sandboxEnv;
 }
