@@ -1,7 +1,12 @@
 // What a verification means for the run (reconcile/verification-verdict.ts): passed, handed
 // back to the model, failed for good, or recorded and the run succeeds. Table tests.
 import { describe, expect, it } from 'vitest';
-import { decideVerification, verificationOf, type CommandResult } from '../../operator/src/reconcile/verification-verdict.ts';
+import {
+  decideVerification,
+  verificationOf,
+  type CommandResult,
+  commandResultOf,
+} from '../../operator/src/reconcile/verification-verdict.ts';
 
 const command = (overrides: Partial<CommandResult> = {}): CommandResult => ({
   exitCode: 1,
@@ -90,5 +95,25 @@ describe('decideVerification', () => {
     const verdict = decide({}, 1, { required: false });
     expect(verdict).toMatchObject({ kind: 'recorded' });
     expect((verdict as { note: string }).note).toContain('Verification failed but is not required');
+  });
+});
+
+describe('commandResultOf: the check answer as the contract shapes it', () => {
+  const good = { exitCode: 0, stdout: 'ok', stderr: '', timedOut: false, outputCapped: false, durationMs: 12, cwd: '/workspace' };
+
+  it('takes a bash result of the contract, and only its fields', () => {
+    expect(commandResultOf(good)).toEqual({ exitCode: 0, stdout: 'ok', stderr: '', timedOut: false, outputCapped: false, durationMs: 12 });
+    expect(commandResultOf({ ...good, exitCode: null, timedOut: true })).toMatchObject({ exitCode: null, timedOut: true });
+  });
+
+  it.each([
+    ['a stdout that is not text', { ...good, stdout: { text: 'ok' } }],
+    ['an exit code that is not a whole number', { ...good, exitCode: '0' }],
+    ['a duration past what a number holds', { ...good, durationMs: Number.POSITIVE_INFINITY }],
+    ['a negative duration', { ...good, durationMs: -1 }],
+    ['no timedOut', { ...good, timedOut: undefined }],
+    ['not an object', 'passed'],
+  ])('refuses an answer written with %s (the check then fails)', (_, answer) => {
+    expect(commandResultOf(answer)).toBeUndefined();
   });
 });

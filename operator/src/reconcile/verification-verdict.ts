@@ -16,6 +16,22 @@ export interface CommandResult {
   durationMs: number;
 }
 
+/**
+ * The check's answer, when it has the contract's shape: code in the sandbox can write the
+ * toolbox's answer line, and one with a `stdout` that is not text made finalize throw (and
+ * retry), a `durationMs` of 1e400 went to status as null. Undefined otherwise: the check failed.
+ */
+export function commandResultOf(answer: unknown): CommandResult | undefined {
+  if (typeof answer !== 'object' || answer === null) return undefined;
+  const { exitCode, stdout, stderr, timedOut, outputCapped, durationMs } = answer as Record<string, unknown>;
+  const exitOk = exitCode === null || (typeof exitCode === 'number' && Number.isInteger(exitCode));
+  const textOk = typeof stdout === 'string' && typeof stderr === 'string';
+  const flagsOk = typeof timedOut === 'boolean' && typeof outputCapped === 'boolean';
+  const durationOk = typeof durationMs === 'number' && Number.isFinite(durationMs) && durationMs >= 0;
+  if (!exitOk || !textOk || !flagsOk || !durationOk) return undefined;
+  return { exitCode, stdout, stderr, timedOut, outputCapped, durationMs } as CommandResult;
+}
+
 /** The verification as status shows it: passed only for exit 0 within the timeout. */
 export function verificationOf(result: CommandResult, attempts: number): Verification {
   const output = [result.stdout.trimEnd(), result.stderr.trimEnd()].filter((part) => part !== '').join('\n');

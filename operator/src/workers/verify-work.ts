@@ -4,12 +4,17 @@
 // (reconcile/verification-verdict.ts): hand the failure back to the model for another try,
 // fail the run VerificationFailed, or let it succeed. Each verification is an Event and a
 // transcript entry; the last one goes to status.result.verification at finalize.
-import type { BashResult } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
 import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
 import { keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
-import { decideVerification, verificationOf, type CommandResult, type Verdict } from '../reconcile/verification-verdict.ts';
+import {
+  commandResultOf,
+  decideVerification,
+  verificationOf,
+  type CommandResult,
+  type Verdict,
+} from '../reconcile/verification-verdict.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
 import { runRefOf } from './run-ref.ts';
@@ -66,8 +71,16 @@ async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs
       durationMs: elapsed,
     };
   }
-  const result = response.result as BashResult;
-  return result;
+  const result = commandResultOf(response.result);
+  if (result) return result;
+  return {
+    exitCode: null,
+    stdout: '',
+    stderr: "the sandbox's answer to the check is not a bash result of the toolbox's contract: something in the sandbox wrote it",
+    timedOut: false,
+    outputCapped: false,
+    durationMs: performance.now() - started,
+  };
 }
 
 /**
