@@ -24,7 +24,7 @@ import {
 } from '../reconcile/isolation-probe-pod.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
-import { isNotFound } from '../kube/api-errors.ts';
+import { isNotFound, unlessNotFound } from '../kube/api-errors.ts';
 
 /** The API calls a probe makes: on its own pod and policy only, in the namespace it probes. */
 export interface IsolationProbeKube {
@@ -281,14 +281,7 @@ export function createIsolationProbeKube(kubeConfig: KubeConfig): IsolationProbe
   };
   return {
     createPod: (pod) => core.createNamespacedPod({ namespace: pod.metadata!.namespace!, body: pod }),
-    async readPod(namespace, name) {
-      try {
-        return await core.readNamespacedPod({ namespace, name });
-      } catch (error) {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      }
-    },
+    readPod: (namespace, name) => unlessNotFound(core.readNamespacedPod({ namespace, name })),
     deletePod: (namespace, name) =>
       core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 }).then(() => undefined, ignoreNotFound),
     createNetworkPolicy: (policy) =>

@@ -16,6 +16,16 @@ export const isAlreadyExists = (error: unknown) =>
 export const isConflict = (error: unknown) => statusCodeOf(error) === 409;
 export const isGone = (error: unknown) => statusCodeOf(error) === 410;
 
+/** What a read answered, or undefined when the object is not there (404); any other failure throws. */
+export async function unlessNotFound<T>(read: Promise<T>): Promise<T | undefined> {
+  try {
+    return await read;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
 /**
  * The API server's refusal of a write, as a code and its own message: 403 (forbidden: RBAC,
  * a ResourceQuota, an admission policy or webhook), 422 (invalid), 400 (bad request). Other

@@ -6,7 +6,7 @@ import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
-import { isNotFound } from './api-errors.ts';
+import { isNotFound, unlessNotFound } from './api-errors.ts';
 
 export interface ScheduleGateway {
   getSchedule(namespace: string, name: string): Promise<CodingSchedule | undefined>;
@@ -23,17 +23,11 @@ export interface ScheduleGateway {
 export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const path = (plural: string, namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural, namespace, name });
-  const getOrUndefined = async <T>(read: () => Promise<unknown>): Promise<T | undefined> => {
-    try {
-      return (await read()) as T;
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
-  };
   return {
-    getSchedule: (namespace, name) => getOrUndefined(() => custom.getNamespacedCustomObject(path(SCHEDULE_PLURAL, namespace, name))),
-    getTemplate: (namespace, name) => getOrUndefined(() => custom.getNamespacedCustomObject(path(TEMPLATE_PLURAL, namespace, name))),
+    getSchedule: (namespace, name) =>
+      unlessNotFound(custom.getNamespacedCustomObject(path(SCHEDULE_PLURAL, namespace, name)) as Promise<CodingSchedule>),
+    getTemplate: (namespace, name) =>
+      unlessNotFound(custom.getNamespacedCustomObject(path(TEMPLATE_PLURAL, namespace, name)) as Promise<CodingRunTemplate>),
     async listScheduleRuns(namespace, scheduleName) {
       const list = (await custom.listNamespacedCustomObject({
         group: GROUP,

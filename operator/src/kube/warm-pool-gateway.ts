@@ -2,7 +2,7 @@
 // for a run (one JSON Patch the API server applies atomically), delete one. Its own small
 // interface beside KubeGateway, so a pool-less build (the CLI's local mode) implements nothing.
 import { CoreV1Api, NetworkingV1Api, type KubeConfig, type V1NetworkPolicy, type V1Pod } from '@kubernetes/client-node';
-import { isAlreadyExists, isNotFound, statusCodeOf } from './api-errors.ts';
+import { isAlreadyExists, isNotFound, statusCodeOf, unlessNotFound } from './api-errors.ts';
 
 export interface WarmPoolGateway {
   createPoolPod(pod: V1Pod): Promise<V1Pod>;
@@ -49,14 +49,7 @@ export function kubernetesWarmPoolGateway(kubeConfig: KubeConfig): WarmPoolGatew
         throw error;
       }
     },
-    async readPod(namespace, name) {
-      try {
-        return await core.readNamespacedPod({ namespace, name });
-      } catch (error) {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      }
-    },
+    readPod: (namespace, name) => unlessNotFound(core.readNamespacedPod({ namespace, name })),
     async deletePod(namespace, name, seen) {
       try {
         await core.deleteNamespacedPod({ namespace, name, ...(seen ? { body: { preconditions: seen } } : {}) });
