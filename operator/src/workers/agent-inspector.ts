@@ -2,6 +2,7 @@
 // state in Redis and whether a job is there to move it on, read without acting on anything.
 // A state that does not verify (Security #11.1) is reported as invalid, never trusted.
 // A run seen moving a moment ago is not looked at again (agent-sightings.ts).
+import { answerWithin } from './answer-within.ts';
 import type { Queue } from 'bullmq';
 import type { CodingRun } from '../api/index.ts';
 import type { AgentView } from '../reconcile/run-agent.ts';
@@ -52,16 +53,9 @@ export class AgentInspector {
     return view;
   }
 
-  private async lookInTime(run: CodingRun): Promise<AgentView | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), INSPECT_TIMEOUT_MS)));
-    try {
-      return await Promise.race([this.look(run), timeout]);
-    } catch {
-      return undefined;
-    } finally {
-      clearTimeout(timer);
-    }
+  /** undefined when Redis does not answer in time, or fails: the controller cannot tell. */
+  private lookInTime(run: CodingRun): Promise<AgentView | undefined> {
+    return answerWithin(this.look(run), INSPECT_TIMEOUT_MS, 'inspecting the agent').catch(() => undefined);
   }
 
   /**
