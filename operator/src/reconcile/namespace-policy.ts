@@ -19,6 +19,10 @@ export const NAMESPACE_ANNOTATIONS = {
 export type NarrowedList = 'allowRepo' | 'allowEgress' | 'allowModelEndpoints' | 'allowImages';
 export const NARROWED_LISTS: readonly NarrowedList[] = ['allowRepo', 'allowEgress', 'allowModelEndpoints', 'allowImages'];
 
+/** Why a value the cluster's list allows is refused where it is used later (a worker), by the namespace's `list`. */
+export const narrowedListRefusal = (namespace: string, list: NarrowedList, why: string) =>
+  `namespace ${namespace} is narrowed by its ${NAMESPACE_ANNOTATIONS[list]} annotation (set by a cluster admin): ${why}`;
+
 export interface NamespacePolicy {
   /** Runs of the namespace that may hold a sandbox at once; undefined: only the cluster's maxActiveRuns. */
   maxActiveRuns?: number;

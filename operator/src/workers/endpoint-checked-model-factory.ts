@@ -7,7 +7,7 @@ import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { isModelEndpointAllowed, type ModelEndpointConfig } from '../reconcile/model-endpoints.ts';
 import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
-import { GROUP } from '../api/group.ts';
+import { narrowedListRefusal } from '../reconcile/namespace-policy.ts';
 import type { ModelFactory } from './agent-dependencies.ts';
 
 export function endpointCheckedModelFactory(
@@ -22,10 +22,7 @@ export function endpointCheckedModelFactory(
     if (narrowed !== undefined) {
       const team = isModelEndpointAllowed(model, { allowModelEndpoints: narrowed });
       if (!team.allowed)
-        throw new RunFailure(
-          REASONS.ModelEndpointNotAllowed,
-          `namespace ${namespace} is narrowed by its ${GROUP}/allow-model-endpoints annotation (set by a cluster admin): ${team.message}`,
-        );
+        throw new RunFailure(REASONS.ModelEndpointNotAllowed, narrowedListRefusal(namespace, 'allowModelEndpoints', team.message));
     }
     return factory(namespace, model, runUid);
   };

@@ -4,7 +4,7 @@
 // that waited days for its approval pushed to a repository the namespace had been taken off.
 // The URL git gets is the one the cluster's list checked (security #11.2).
 import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
-import { GROUP } from '../api/group.ts';
+import { narrowedListRefusal } from '../reconcile/namespace-policy.ts';
 import { isRepositoryAllowed, type RepoDecision } from '../reconcile/allow-repo.ts';
 
 export async function repositoryAllowedNow(
@@ -18,8 +18,5 @@ export async function repositoryAllowedNow(
   if (narrowed === undefined) return cluster;
   const team = isRepositoryAllowed(url, narrowed);
   if (team.allowed) return cluster;
-  return {
-    allowed: false,
-    message: `namespace ${namespace} is narrowed by its ${GROUP}/allow-repo annotation (set by a cluster admin): ${team.message}`,
-  };
+  return { allowed: false, message: narrowedListRefusal(namespace, 'allowRepo', team.message) };
 }
