@@ -38,37 +38,38 @@ afterAll(async () => {
   await deleteNamespace(namespace);
 });
 
+/** Creates an eval of one task for the scripted model `m` (5 steps a run): it as stored, and its spec as the operator parses it. */
+async function createEval(name: string, task: string, graders: object[], counts: { attempts: number; parallelism?: number }) {
+  const evaluation = (await custom.createNamespacedCustomObject({
+    ...group,
+    plural: 'codingevals',
+    body: {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingEval',
+      metadata: { name },
+      spec: {
+        tasks: [{ name: 'fix', task, repository: { url: 'https://git.example.com/team/app.git' }, graders }],
+        models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
+        ...counts,
+        budget: { maxSteps: 5 },
+      },
+    },
+  })) as CodingEval;
+  const parsed = parseEvalSpec(evaluation);
+  if (!parsed.ok) throw new Error(parsed.problem);
+  return { evaluation, spec: parsed.spec };
+}
+
 describe("an eval's attempt whose run name another run holds", () => {
   it('fails ForeignRun, whether the name was taken first or the run changed after, and is never graded on that run', async () => {
-    const evaluation = (await custom.createNamespacedCustomObject({
-      ...group,
-      plural: 'codingevals',
-      body: {
-        apiVersion: 'chamvi.dev/v1alpha1',
-        kind: 'CodingEval',
-        metadata: { name: 'hard' },
-        spec: {
-          tasks: [
-            {
-              name: 'fix',
-              task: 'Fix the race in the scheduler.',
-              repository: { url: 'https://git.example.com/team/app.git' },
-              graders: [{ type: 'max-turns', max: 5 }],
-            },
-          ],
-          models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
-          attempts: 2,
-          parallelism: 2,
-          budget: { maxSteps: 5 },
-        },
-      },
-    })) as CodingEval;
-    const parsed = parseEvalSpec(evaluation);
-    if (!parsed.ok) throw new Error(parsed.problem);
-    const [first, second] = plannedAttempts(parsed.spec);
+    const { evaluation, spec } = await createEval('hard', 'Fix the race in the scheduler.', [{ type: 'max-turns', max: 5 }], {
+      attempts: 2,
+      parallelism: 2,
+    });
+    const [first, second] = plannedAttempts(spec);
 
     // The peer takes attempt 1's name: the eval's labels, owner and creator, an easy task.
-    const squat = attemptRun(evaluation, parsed.spec, first!);
+    const squat = attemptRun(evaluation, spec, first!);
     const taken = (await custom.createNamespacedCustomObject({
       ...group,
       plural: 'codingruns',
@@ -95,9 +96,9 @@ describe("an eval's attempt whose run name another run holds", () => {
     const made = (await custom.getNamespacedCustomObject({
       ...group,
       plural: 'codingruns',
-      name: attemptRun(evaluation, parsed.spec, second!).metadata.name,
+      name: attemptRun(evaluation, spec, second!).metadata.name,
     })) as CodingRun;
-    expect(isAttemptRun(made, await readEval(), parsed.spec)).toBe(true);
+    expect(isAttemptRun(made, await readEval(), spec)).toBe(true);
     await reconcile();
     expect((await readEval()).status!.attempts).toHaveLength(1);
 
@@ -129,37 +130,16 @@ describe("an eval's attempt whose change is larger than the 1 MiB the operator k
   it('is not graded on the cut: a file changed past it does not pass file-unchanged', async () => {
     // The model pads the change with a file that sorts first, then edits what the grader
     // guards: the kept diff is cut inside the padding and never reaches package.json.
-    const evaluation = (await custom.createNamespacedCustomObject({
-      ...group,
-      plural: 'codingevals',
-      body: {
-        apiVersion: 'chamvi.dev/v1alpha1',
-        kind: 'CodingEval',
-        metadata: { name: 'padded' },
-        spec: {
-          tasks: [
-            {
-              name: 'fix',
-              task: 'Fix the test.',
-              repository: { url: 'https://git.example.com/team/app.git' },
-              graders: [{ type: 'file-unchanged', path: 'package.json' }],
-            },
-          ],
-          models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
-          attempts: 1,
-          budget: { maxSteps: 5 },
-        },
-      },
-    })) as CodingEval;
-    const parsed = parseEvalSpec(evaluation);
-    if (!parsed.ok) throw new Error(parsed.problem);
+    const { evaluation, spec } = await createEval('padded', 'Fix the test.', [{ type: 'file-unchanged', path: 'package.json' }], {
+      attempts: 1,
+    });
     const reconcile = reconcilerOf('padded');
     await reconcile();
-    const [attempt] = plannedAttempts(parsed.spec);
+    const [attempt] = plannedAttempts(spec);
     const run = (await custom.getNamespacedCustomObject({
       ...group,
       plural: 'codingruns',
-      name: attemptRun(evaluation, parsed.spec, attempt!).metadata.name,
+      name: attemptRun(evaluation, spec, attempt!).metadata.name,
     })) as CodingRun;
 
     const padding = `diff --git a/000-pad.txt b/000-pad.txt\nnew file mode 100644\n--- /dev/null\n+++ b/000-pad.txt\n@@ -0,0 +1,40000 @@\n${'+'.repeat(40).concat('\n').repeat(40_000)}`;
