@@ -176,7 +176,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const open = new PerRunCount();
   // Requests of a run whose name is being looked up (or waits for its turn): counted with the
   // open ones, so a run cannot queue thousands of sockets behind a name server that never answers.
-  const deciding = new Map<string, number>();
+  const deciding = new PerRunCount();
   // A run's credential ends with the run; so do its open tunnels, which it could otherwise keep
   // using (a pod in its grace period, or on a node cut off from the API server).
   const liveCheck = setInterval(() => open.closeGone((uid) => deps.lookupRun(uid) !== undefined), liveCheckMs);
@@ -190,18 +190,18 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       return { ...request, host: host.toLowerCase().slice(0, 255), ...(run ? { run } : {}) };
     }
     const uid = request.run.uid;
-    const crowded = refusedBeyondOpen(open.of(uid) + (deciding.get(uid) ?? 0));
+    const crowded = refusedBeyondOpen(open.of(uid) + deciding.of(uid));
     if (crowded) return { ...crowded, run: request.run, host: request.host };
-    deciding.set(uid, (deciding.get(uid) ?? 0) + 1);
+    // Nothing of it to close if the run goes meanwhile: what opens after the lookup is counted
+    // in `open`, whose live check closes a gone run's.
+    const decided = deciding.add(uid, () => undefined);
     let addresses: string[];
     try {
       addresses = await lookups.run(uid, () => deps.resolve(request.host));
     } catch {
       addresses = [];
     } finally {
-      const left = deciding.get(uid)! - 1;
-      if (left === 0) deciding.delete(uid);
-      else deciding.set(uid, left);
+      decided();
     }
     const address = decideAddresses(request.host, port, addresses, deps.policy);
     if (!address.allowed) return { ...address, run: request.run, host: request.host };
