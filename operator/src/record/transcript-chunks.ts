@@ -145,10 +145,11 @@ export interface Transcript {
 }
 
 /**
- * What one read inflates and keeps at most. A writer's transcript is at most MAX_RECORDED_STEPS
- * steps of ENTRY_MAX_BYTES compressed each, a few hundred KiB inflated at worst; a hand-made
- * chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of them took a reader's
- * heap to 1.2 GiB. The operator's eval grading reads transcripts too, inside a 160 MiB heap.
+ * What one read inflates and decodes at most. A writer's transcript is at most
+ * MAX_RECORDED_STEPS steps of ENTRY_MAX_BYTES compressed each (8 MiB; a typical step is 1–3
+ * KiB); a hand-made chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of
+ * them took a reader's heap to 1.2 GiB. The operator's eval grading reads transcripts too,
+ * inside a 160 MiB heap.
  */
 export const TRANSCRIPT_MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 export const TRANSCRIPT_MAX_ENTRIES = 10_000;
@@ -193,14 +194,13 @@ export class TranscriptReader {
   constructor(
     private readonly run: RunIdentity,
     private readonly keep: (entry: TranscriptEntry) => TranscriptEntry = (entry) => entry,
-    private readonly limits = { maxInflatedBytes: TRANSCRIPT_MAX_INFLATED_BYTES, maxEntries: TRANSCRIPT_MAX_ENTRIES },
   ) {
     this.names = chunkNames(run);
   }
 
   /** True once a bound was reached: later chunks add nothing, so a caller may stop listing. */
   get full(): boolean {
-    return this.inflated >= this.limits.maxInflatedBytes || this.decoded >= this.limits.maxEntries;
+    return this.inflated >= TRANSCRIPT_MAX_INFLATED_BYTES || this.decoded >= TRANSCRIPT_MAX_ENTRIES;
   }
 
   add(chunks: readonly TranscriptChunk[]): this {
@@ -237,7 +237,7 @@ export class TranscriptReader {
       }
       if (this.full) {
         this.problems.add(
-          `the transcript was read up to ${this.limits.maxEntries} entries or ${this.limits.maxInflatedBytes / 1024 / 1024} MiB inflated; the rest was left out`,
+          `the transcript was read up to ${TRANSCRIPT_MAX_ENTRIES} entries or ${TRANSCRIPT_MAX_INFLATED_BYTES / 1024 / 1024} MiB inflated; the rest was left out`,
         );
         return;
       }
