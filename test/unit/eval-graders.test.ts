@@ -36,6 +36,7 @@ index 0000000..4444444
 const evidence = (over: Partial<RunEvidence> = {}): RunEvidence => ({
   phase: 'Succeeded',
   answer: 'Renamed sayHi to greet; tests pass.',
+  answerCut: false,
   steps: 4,
   calls: [
     { tool: 'read_file', ok: true },
@@ -107,6 +108,9 @@ describe('graders', () => {
     ['answer-contains fails', g({ type: 'answer-contains', text: 'all green' }), {}, false],
     ['answer-excludes passes', g({ type: 'answer-excludes', text: 'could not' }), {}, true],
     ['answer-excludes fails', g({ type: 'answer-excludes', text: 'sayHi' }), {}, false],
+    // A cut answer: the forbidden text may be in what was cut, so it never passes excludes.
+    ['answer-excludes fails on a cut answer', g({ type: 'answer-excludes', text: 'could not' }), { answerCut: true }, false],
+    ['answer-contains passes on a cut answer that holds it', g({ type: 'answer-contains', text: 'tests pass' }), { answerCut: true }, true],
     ['max-turns passes', g({ type: 'max-turns', max: 4 }), {}, true],
     ['max-turns fails', g({ type: 'max-turns', max: 3 }), {}, false, /4 turns, more than 3/],
   ])('%s', (_name, grader, over, ok, why) => {

@@ -3,7 +3,10 @@
 // resume's entry), and a later step's call that reuses an id counted as the other call it is.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { GraderSpec } from '../../operator/src/api/coding-eval.ts';
+import { grade } from '../../operator/src/evals/graders.ts';
 import { runEvidence } from '../../operator/src/evals/run-evidence.ts';
+import { NO_DIFF, keptDiffResult } from '../../operator/src/reconcile/kept-diff.ts';
 import type { TranscriptEntry, TranscriptToolCall } from '../../operator/src/record/transcript-entry.ts';
 
 const run = { metadata: { name: 'r', namespace: 'ns', uid: 'u' }, status: { phase: 'Succeeded', steps: 2 } } as CodingRun;
@@ -35,5 +38,22 @@ describe('runEvidence: tool calls', () => {
       { tool: 'bash', ok: true },
       { tool: 'bash', ok: false },
     ]);
+  });
+});
+
+describe('runEvidence: the final answer', () => {
+  it('carries a cut of a long answer as cut, so answer-excludes cannot pass on what the cut left out', () => {
+    // The model's final text: 16 KiB of filler, then what the eval forbids.
+    const answer = `${'filler line\n'.repeat(1_500)}rm -rf was run\n`;
+    const result = keptDiffResult(NO_DIFF, answer);
+    expect(result.summaryTruncated).toBe(true);
+    expect(result.summary).not.toContain('rm -rf');
+    const evidence = runEvidence({ ...run, status: { phase: 'Succeeded', steps: 2, result } } as CodingRun, { problems: [], entries: [] });
+    expect(evidence.answerCut).toBe(true);
+    const verdict = grade({ type: 'answer-excludes', text: 'rm -rf' } as GraderSpec, evidence);
+    expect(verdict.ok).toBe(false);
+    expect(verdict.why).toMatch(/could not be read whole \(it was cut at 16 KiB\)/);
+    // A short answer is whole, and says nothing of a cut.
+    expect(keptDiffResult(NO_DIFF, 'done')).not.toHaveProperty('summaryTruncated');
   });
 });

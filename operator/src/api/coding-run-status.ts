@@ -133,6 +133,10 @@ export const publishedStatus = z
 export const resultStatus = z
   .object({
     summary: z.string().max(LIMITS.summary).describe("The agent's final answer, bounded to 16 KiB."),
+    summaryTruncated: z
+      .boolean()
+      .optional()
+      .describe("True when summary is only the beginning of the agent's final answer, which was longer than 16 KiB."),
     diff: z.string().max(LIMITS.diff).describe('The change the run made as a unified diff, bounded to 64 KiB.'),
     diffTruncated: z.boolean().describe('True when diff is only the beginning of the change; the whole diff is in diffConfigMap.'),
     diffConfigMap: z

@@ -2,6 +2,7 @@
 // of one run's evidence. No model judges. A grader that cannot see what it needs (a transcript
 // with gaps, a diff that could not be read) fails and says why: a grade is never a guess.
 import type { GraderSpec } from '../api/coding-eval.ts';
+import { LIMITS } from '../api/coding-run-status.ts';
 import { fileAfter, touches } from './diff-files.ts';
 import type { RunEvidence } from './run-evidence.ts';
 
@@ -21,6 +22,7 @@ export function graderLabel(grader: GraderSpec): string {
 
 const pass = (): Omit<GraderVerdict, 'grader'> => ({ ok: true });
 const fail = (why: string): Omit<GraderVerdict, 'grader'> => ({ ok: false, why });
+const ANSWER_CUT_NOTE = ` (it was cut at ${LIMITS.summary / 1024} KiB)`;
 
 /** The transcript must be whole for a grader that proves an absence or counts. */
 const whole = (evidence: RunEvidence) =>
@@ -65,10 +67,14 @@ function judge(grader: GraderSpec, evidence: RunEvidence): Omit<GraderVerdict, '
       const what = grader.tool ? `calls of ${grader.tool}` : 'tool calls';
       return count > grader.max! ? fail(`${count} ${what}, more than ${grader.max}`) : (whole(evidence) ?? pass());
     }
+    // A cut answer is graded on what it holds, and never passes for what it left out: the
+    // forbidden text may be past the cut (as a cut diff fails the file graders).
     case 'answer-contains':
-      return evidence.answer.includes(grader.text!) ? pass() : fail('the final answer does not contain the text');
+      if (evidence.answer.includes(grader.text!)) return pass();
+      return fail(`the final answer does not contain the text${evidence.answerCut ? ANSWER_CUT_NOTE : ''}`);
     case 'answer-excludes':
-      return evidence.answer.includes(grader.text!) ? fail('the final answer contains the text') : pass();
+      if (evidence.answer.includes(grader.text!)) return fail('the final answer contains the text');
+      return evidence.answerCut ? fail(`the final answer could not be read whole${ANSWER_CUT_NOTE}`) : pass();
     case 'max-turns':
       return evidence.steps > grader.max! ? fail(`${evidence.steps} turns, more than ${grader.max}`) : pass();
   }

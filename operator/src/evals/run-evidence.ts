@@ -18,6 +18,8 @@ export interface RunEvidence {
   reason?: string;
   /** The final answer (status.result.summary); '' when there is none. */
   answer: string;
+  /** answer is only the beginning of a longer final answer (status.result.summaryTruncated). */
+  answerCut: boolean;
   steps: number;
   calls: RecordedCall[];
   /** Why the transcript may miss calls (an unreadable entry, a cut record); empty when it is whole. */
@@ -72,6 +74,7 @@ export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: s
     phase: status.phase ?? 'Pending',
     ...(status.reason ? { reason: status.reason } : {}),
     answer: result?.summary ?? '',
+    answerCut: result?.summaryTruncated === true,
     steps: status.steps ?? 0,
     calls: [...byId.values()],
     transcriptGaps: gaps,

@@ -28,8 +28,11 @@ export const NO_DIFF: KeptDiff = { source: 'none', diff: '', truncated: false, f
 /** status.result for a run that ends with `kept` (summary: the agent's final answer, if it gave one). */
 export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
   const shown = cutAtLine(kept.diff, LIMITS.diff);
+  const answer = cutAtLine(summary, LIMITS.summary);
   return {
-    summary: cutAtLine(summary, LIMITS.summary).text,
+    summary: answer.text,
+    // Said, so that no reader (an eval's answer-excludes) takes the cut for the whole answer.
+    ...(answer.truncated ? { summaryTruncated: true } : {}),
     diff: shown.text,
     diffTruncated: shown.truncated || kept.truncated,
     ...(kept.configMap ? { diffConfigMap: kept.configMap, diffSha256: diffSha(kept.diff) } : {}),
