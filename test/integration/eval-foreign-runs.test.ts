@@ -102,13 +102,15 @@ describe("an eval's attempt whose run name another run holds", () => {
     await reconcile();
     expect((await readEval()).status!.attempts).toHaveLength(1);
 
-    // A peer raises its budget, then it finishes: not graded as the eval's attempt.
-    await custom.patchNamespacedCustomObject({
-      ...group,
-      plural: 'codingruns',
-      name: made.metadata.name,
-      body: [{ op: 'replace', path: '/spec/budget', value: { maxSteps: 500 } }],
-    });
+    // A peer raises its budget for the run's steps and puts it back before it finishes: the
+    // spec then reads as the eval made it, and the run is still not graded as the attempt.
+    for (const budget of [{ maxSteps: 500 }, made.spec.budget])
+      await custom.patchNamespacedCustomObject({
+        ...group,
+        plural: 'codingruns',
+        name: made.metadata.name,
+        body: [{ op: 'replace', path: '/spec/budget', value: budget }],
+      });
     const raised = (await custom.getNamespacedCustomObject({ ...group, plural: 'codingruns', name: made.metadata.name })) as CodingRun;
     await custom.replaceNamespacedCustomObjectStatus({
       ...group,

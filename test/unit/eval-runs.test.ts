@@ -58,6 +58,12 @@ describe('isAttemptRun', () => {
     const otherModel = made();
     otherModel.spec = { ...otherModel.spec, model: { provider: 'scripted', scriptRef: { name: 'cheat' } } } as CodingRun['spec'];
     for (const run of [easier, bigger, otherModel]) expect(isAttemptRun(run, evaluation, spec)).toBe(false);
+    // Changed and put back (the budget raised for the run's steps, then lowered before it
+    // ended): the spec reads as the eval made it, the generation says it was changed.
+    const restored = made();
+    restored.metadata.generation = 3;
+    expect(isAttemptRun(restored, evaluation, spec)).toBe(false);
+    expect(isAttemptRun({ ...made(), metadata: { ...made().metadata, generation: 1 } }, evaluation, spec)).toBe(true);
   });
 
   it('is false of a run another user created under the name, or one whose attempt labels were changed', () => {

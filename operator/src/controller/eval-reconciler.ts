@@ -66,7 +66,11 @@ export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: Codin
     (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
       (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
     ) === true &&
-    isDeepStrictEqual(run.spec, JSON.parse(JSON.stringify(expected.spec)))
+    isDeepStrictEqual(run.spec, JSON.parse(JSON.stringify(expected.spec))) &&
+    // Never changed: the operator never writes a run's spec, and the API server counts every
+    // change in generation. A spec compared only as it is now passed a budget raised for the
+    // run's steps and put back before it ended.
+    (run.metadata.generation ?? 1) === 1
   );
 }
 
