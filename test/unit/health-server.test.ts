@@ -2,6 +2,7 @@
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { startHealthServer } from '../../operator/src/observability/health-server.ts';
+import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
 
 async function withServer(
   checks: Parameters<typeof startHealthServer>[1],
@@ -36,6 +37,24 @@ describe('health server', () => {
       expect(failed.status).toBe(500);
       expect(await failed.text()).toMatch(/registry broke/);
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    });
+  });
+
+  it('answers /metrics while the queue count never comes back (Redis away), without the queue gauge', async () => {
+    // A BullMQ count on a connection that retries forever waits as long as Redis is down.
+    const operatorMetrics = new OperatorMetrics({
+      queueDepth: () => new Promise(() => {}),
+      queueDepthTimeoutMs: 50,
+      defaultMetrics: false,
+    });
+    operatorMetrics.reconcileErrors.inc();
+    const metrics = { contentType: operatorMetrics.registry.contentType, metrics: () => operatorMetrics.registry.metrics() };
+    await withServer({}, metrics, async (base) => {
+      const answer = await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5_000) });
+      expect(answer.status).toBe(200);
+      const body = await answer.text();
+      expect(body).toMatch(/^chamvi_reconcile_errors_total 1$/m);
+      expect(body).not.toMatch(/^chamvi_queue_jobs\{/m);
     });
   });
 });

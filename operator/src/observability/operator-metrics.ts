@@ -3,6 +3,10 @@
 // (runs by phase, queue depth) are computed when /metrics is scraped.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RunTiming } from '../api/index.ts';
+import { answerWithin } from '../workers/answer-within.ts';
+
+/** How long a scrape waits for the queue's counts (Redis) before it answers without them. */
+export const QUEUE_DEPTH_TIMEOUT_MS = 1_000;
 
 export interface RunsByPhase {
   /** phase → reason → count, from the leader's cache (empty on a standby). */
@@ -26,7 +30,15 @@ export class OperatorMetrics {
   readonly runPhaseDuration: Histogram<'phase'>;
   readonly namespaceTokensToday: Gauge<'namespace'>;
 
-  constructor(options: { runsByPhase?: RunsByPhase; queueDepth?: () => Promise<Record<string, number>>; defaultMetrics?: boolean } = {}) {
+  constructor(
+    options: {
+      runsByPhase?: RunsByPhase;
+      queueDepth?: () => Promise<Record<string, number>>;
+      /** How long a scrape waits for queueDepth before it leaves the gauge out. */
+      queueDepthTimeoutMs?: number;
+      defaultMetrics?: boolean;
+    } = {},
+  ) {
     const registers = [this.registry];
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'chamvi_operator_' });
     this.reconcileDuration = new Histogram({
@@ -129,6 +141,7 @@ export class OperatorMetrics {
       },
     });
     const queueDepth = options.queueDepth;
+    const queueDepthTimeoutMs = options.queueDepthTimeoutMs ?? QUEUE_DEPTH_TIMEOUT_MS;
     new Gauge({
       name: 'chamvi_queue_jobs',
       help: 'Agent jobs in the queue, by state.',
@@ -136,7 +149,10 @@ export class OperatorMetrics {
       registers,
       async collect() {
         this.reset();
-        const counts = (await queueDepth?.().catch(() => ({}))) ?? {};
+        // Bounded: the count is a Redis call, which waits for as long as Redis is away, and
+        // prom-client waits for every collector: every scrape hung, and the operator looked
+        // down exactly when its other figures mattered.
+        const counts = queueDepth ? await answerWithin(queueDepth(), queueDepthTimeoutMs, 'counting the queue').catch(() => ({})) : {};
         for (const [state, count] of Object.entries(counts)) this.set({ state }, Number(count));
       },
     });
