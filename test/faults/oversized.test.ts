@@ -80,7 +80,12 @@ beforeAll(async () => {
   // Bundled and started as the image starts it, so the memory figures are the product's.
   // Started before the operator, whose allowModelEndpoints must name it (security #11.3).
   fake = await startFakeOpenAIServer();
-  scene = await FaultScene.start({ namespace: NS, bundled: true, env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL } });
+  // A 10M-token window for the 5 MB turn below, over the default maxContextWindow (1M).
+  scene = await FaultScene.start({
+    namespace: NS,
+    bundled: true,
+    env: { CHAMVI_ALLOW_MODEL_ENDPOINTS: fake.baseURL, CHAMVI_MAX_CONTEXT_WINDOW: '10000000' },
+  });
   bigRepo = scene.createRepository('big', { 'README.md': 'Hello\n', 'big.log': fiftyMebibytesOfLines() });
   smallRepo = scene.createRepository('small', { 'README.md': 'Hello\n' });
   await scene.ns.apply({

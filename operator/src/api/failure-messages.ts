@@ -9,6 +9,10 @@ const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so
 export const FAILURE_MESSAGES = {
   /** StateLost: a job or the controller found no state in Redis for a started run. */
   stateGone: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
+  /** BudgetExceeded: the run's conversation grew past what a replica saves (workers/run-state.ts). */
+  stateTooLarge: (characters: number, max: number) =>
+    `The run's saved conversation reached ${Math.ceil(characters / 1_048_576)} Mi characters, over the ${max / 1_048_576} Mi the operator keeps for one run; ` +
+    'lower spec.model.contextWindow so that older turns are summarised sooner, or ask the model for smaller tool results.',
   /** StateLost: the state is there but no job is left to move the run on. */
   noJobLeft: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
   /** StateLost (Security #11.1): the state in Redis is not what the operator wrote. */

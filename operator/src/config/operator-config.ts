@@ -83,6 +83,18 @@ export const operatorConfigSchema = z
       .default(1024 ** 3)
       .describe("Largest checkout a run's clone may have (sum of the commit's file sizes) and largest download; larger fails CloneFailed."),
     maxCheckoutFiles: positiveInt("Most files a run's clone may check out; more fails CloneFailed.", 250_000, 100_000_000),
+    /** The conversation a run keeps is in the operator's heap and Redis (workers/run-state.ts). */
+    maxContextWindow: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .max(10_000_000)
+      .default(1_000_000)
+      .describe(
+        "Largest spec.model.contextWindow (tokens) a run may ask for; larger fails InvalidSpec. A run's conversation grows to about its " +
+          "window before older turns are summarised, and is held in the operator's heap and in Redis while the run steps (4 to 24 bytes " +
+          'a token): raise the heap limit with this.',
+      ),
     /** Issue #17.3: workers/clone-cache.ts. */
     cloneCacheMaxBytes: z.coerce
       .number()
@@ -541,6 +553,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_MAX_CHECKOUT_BYTES: { key: 'maxCheckoutBytes' },
   CHAMVI_MAX_CHECKOUT_FILES: { key: 'maxCheckoutFiles' },
   CHAMVI_CLONE_CACHE_MAX_BYTES: { key: 'cloneCacheMaxBytes' },
+  CHAMVI_MAX_CONTEXT_WINDOW: { key: 'maxContextWindow' },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },
   CHAMVI_ALLOW_IMAGES: { key: 'allowImages', list: true },
   CHAMVI_ALLOW_MODEL_ENDPOINTS: { key: 'allowModelEndpoints', list: true },

@@ -114,6 +114,14 @@ export function validateRun(
 ): Refusal | undefined {
   const listed = checkRunAllowLists(run, spec, config, policy);
   if (listed) return listed;
+  if (spec.model.contextWindow > config.maxContextWindow) {
+    return {
+      reason: REASONS.InvalidSpec,
+      message:
+        `spec.model.contextWindow ${spec.model.contextWindow} is over this operator's maxContextWindow ${config.maxContextWindow} ` +
+        '(the conversation is held in the operator while the run steps); ask for at most that, or ask a cluster admin to raise it',
+    };
+  }
   if (spec.sandbox.egress.allow.length > 0) {
     const proxy = egressReadiness(config);
     if (!proxy.ready) return { reason: REASONS.InvalidSpec, message: proxy.message };

@@ -157,12 +157,31 @@ export type RunStateOwner = RunRef;
 /** How long the claim on an approval's answer is kept: longer than any approval may wait. */
 const ANSWER_CLAIM_TTL_SECONDS = 8 * 24 * 3600;
 
+/**
+ * The most a run's saved state may hold, in characters. The conversation is in it, and every
+ * save stringifies and seals all of it in the operator's heap (160 MiB in the chart) and keeps
+ * it in Redis: a run that passes this fails BudgetExceeded rather than end the replica, which
+ * a 29 MB state did. A conversation within maxContextWindow (1M tokens by default, about 4M
+ * characters as the estimate counts them, a few times that once escaped) stays well under it.
+ */
+export const MAX_SAVED_STATE_CHARACTERS = 24 * 1024 * 1024;
+
 export class RunStateStore {
   constructor(
     private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly seal: RunStateSeal,
+    private readonly maxCharacters = MAX_SAVED_STATE_CHARACTERS,
   ) {}
+
+  /** The state sealed for Redis, or a RunFailure when it is larger than a replica can carry. */
+  private sealed(state: RunState): string {
+    const json = JSON.stringify(state);
+    if (json.length > this.maxCharacters) {
+      throw new RunFailure(REASONS.BudgetExceeded, FAILURE_MESSAGES.stateTooLarge(json.length, this.maxCharacters));
+    }
+    return this.seal.seal(json);
+  }
 
   private key(uid: string): string {
     return `${this.prefix}:run:${uid}`;
@@ -220,12 +239,12 @@ export class RunStateStore {
   }
 
   async save(state: RunState): Promise<void> {
-    await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)));
+    await this.redis.set(this.key(state.uid), this.sealed(state));
   }
 
   /** Creates the state only if there is none (a redone prepare must not reset a run). */
   async create(state: RunState): Promise<boolean> {
-    return (await this.redis.set(this.key(state.uid), this.seal.seal(JSON.stringify(state)), 'NX')) === 'OK';
+    return (await this.redis.set(this.key(state.uid), this.sealed(state), 'NX')) === 'OK';
   }
 
   /**
