@@ -1092,6 +1092,30 @@ describe('two answers to one approval', () => {
   });
 });
 
+describe('a second answer to an approval already acted on', () => {
+  it("runs none of the step's later calls again: the approve's job runs them, the timeout's deny come meanwhile is dropped", async () => {
+    const approved = { toolName: 'write_file', input: { path: 'approved.txt', content: 'yes\n' } };
+    const turn: ScriptedTurn = { toolCalls: [approved, bash('sleep 1.5; echo once >> after.txt')], usage };
+    const h = await harness({ turns: [turn, answers], approvalTools: ['write_file'] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const id = pendingId(h);
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      const approving = runAgentJob(h.deps, resume(() => ({ id, decision: 'approve', sha256, user: 'alice' }))(h));
+      // The approved call has run and the state moved on; the call after it is running.
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      expect((await h.states.load(h.ref))!.stage).toBe('stepping');
+      await runAgentJob(h.deps, resume(() => ({ id, decision: 'deny', reason: 'approval.timeout passed', timedOut: true }))(h));
+      await approving;
+      expect(readFileSync(path.join(h.workspace, 'after.txt'), 'utf8')).toBe('once\n');
+      expect(h.run().status!.approvals).toEqual([expect.objectContaining({ id, decision: 'approve', user: 'alice' })]);
+      expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
 describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_STEP}) tool calls`, () => {
   it('runs the first ones and answers each of the others with a tool error, without running it', async () => {
     const many = Array.from({ length: MAX_TOOL_CALLS_PER_STEP + 6 }, (_, index) => bash(`echo ${index} >> calls.txt`));

@@ -22,6 +22,17 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
+    // A step a resume began is finished here only by a retry of that resume (the same answer).
+    // Another answer to the same call (the timeout's deny after an approve, a second approver)
+    // found the state moved on while that step's calls still ran, and ran them a second time.
+    const resumed = state.inFlight?.resumed ? state.inFlight.record?.approval : undefined;
+    if (resumed && (resumed.id !== answer.id || answerClaim(resumed) !== answerClaim(answer))) {
+      deps.logger.info(
+        { approval: answer.id, decision: answer.decision },
+        'approval answered already by another answer; this one is dropped',
+      );
+      return;
+    }
     // Answered already; the try that did may have died before it handed the run on.
     await handOn(deps, ref, state);
     return;
@@ -119,6 +130,6 @@ async function refuseApproval(deps: AgentDependencies, run: ParsedCodingRun, mes
 }
 
 /** What identifies an answer for its claim: the same decision sent again (a retried job) holds it again. */
-function answerClaim(answer: ApprovalAnswer): string {
+function answerClaim(answer: Pick<ApprovalAnswer, 'decision' | 'sha256' | 'timedOut' | 'user'>): string {
   return [answer.decision, answer.sha256 ?? '', answer.timedOut ? 'timeout' : '', answer.user ?? ''].join(':');
 }
