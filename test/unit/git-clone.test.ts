@@ -402,3 +402,33 @@ describe("the operator's outbound proxy (chart proxy values)", { timeout: 60_000
     }
   });
 });
+
+describe('the clone carries nothing of the run that made it (the clone cache hands its archive to other runs)', { timeout: 60_000 }, () => {
+  it('names no revision and keeps no reflog: a hidden branch asked for is not in the archive, and the sandbox git still works', async () => {
+    const work = join(scratch, 'revision-work');
+    mkdirSync(work);
+    git(work, 'init', '-q', '-b', 'main');
+    writeFileSync(join(work, 'a.txt'), 'one\n');
+    git(work, 'add', '.');
+    git(work, 'commit', '-qm', 'one');
+    // The same commit as main: the cache's key (URL and commit) is the same for a run asking for main.
+    git(work, 'branch', 'secret-branch');
+    const commit = git(work, 'rev-parse', 'HEAD');
+    const dir = await cloneRepository({ url: checked(`file://${work}`), revision: 'secret-branch', ...LIMITS });
+    try {
+      // As the prepare job archives it: the tree with its .git.
+      const archive = join(dir, '..', 'workspace.tar');
+      execFileSync('tar', ['-C', dir, '-cf', archive, '.']);
+      // Names and contents alike (tar stores both as bytes).
+      expect(readFileSync(archive).toString('latin1')).not.toContain('secret-branch');
+      expect(readdirSync(join(dir, '.git'))).not.toContain('logs');
+      // What the sandbox asks of it: the commit, a clean status, and a diff against the commit.
+      expect(git(dir, 'rev-parse', 'HEAD')).toBe(commit);
+      expect(git(dir, 'status', '--porcelain')).toBe('');
+      writeFileSync(join(dir, 'a.txt'), 'two\n');
+      expect(git(dir, 'diff', commit, '--', 'a.txt')).toContain('+two');
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+});

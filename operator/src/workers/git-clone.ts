@@ -290,6 +290,10 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
       'fetch.unpackLimit=1',
       '-c',
       'transfer.unpackLimit=1',
+      // No reflog: it would carry the fetch and the checkout (the operator's identity and the
+      // clone's time) into the archive, which the clone cache hands to later runs.
+      '-c',
+      'core.logAllRefUpdates=false',
     ],
     cwd: base,
     env,
@@ -307,10 +311,21 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     const inRepo: GitRun = { ...run, cwd: dir };
     await git(inRepo, ['remote', 'add', 'origin', '--', request.url]);
     // One fetch for every kind of revision (a branch, a tag, a commit, the remote's HEAD), so a
-    // cut download leaves its pack behind to be recognised; the checkout is detached.
+    // cut download leaves its pack behind to be recognised; the checkout is detached. An empty
+    // --refmap: no refs/remotes/origin/<revision>, which would name the revision in the archive.
     try {
       // Reported as the clone it is: "git clone failed: fatal: ...".
-      await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', 'origin', '--', request.revision ?? 'HEAD']);
+      await git({ ...inRepo, label: 'clone' }, [
+        'fetch',
+        '-q',
+        '--depth',
+        '1',
+        '--no-tags',
+        '--refmap=',
+        'origin',
+        '--',
+        request.revision ?? 'HEAD',
+      ]);
     } catch (error) {
       if (isCloneFailure(error) && (await downloadCut(dir, run.fileSizeLimit))) {
         throw cloneFailed(
@@ -336,6 +351,11 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     await mkdir(join(dir, '.git', 'info'), { recursive: true });
     await writeFile(join(dir, '.git', 'info', 'attributes'), EXACT_CHECKOUT_ATTRIBUTES);
     await git(inRepo, ['checkout', '-q', 'FETCH_HEAD']);
+    // FETCH_HEAD names the revision asked for ("branch '<revision>' of <url>"), and the clone
+    // cache keys the archive by URL and commit only: a later run of the same commit, in another
+    // namespace, would read this run's revision (a hidden branch's name) in its .git. HEAD,
+    // detached at the commit, is all the sandbox's git needs (rev-parse, diff, status).
+    await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
     return { dir, size };
   } catch (error) {
     // The caller only owns the directory once it is returned: a failed clone (a partial

@@ -50,7 +50,13 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   // receive and then waits for the archive, so neither the exec nor the toolbox's start waits
   // for the clone. The archive stream yields only the clone's own archive: a failed clone
   // sends nothing.
+  //
+  // The clone's files on the worker's /tmp (an emptyDir whose limit evicts the operator) go as
+  // soon as nothing reads them: the tree and its .git once the archive holds them, the archive
+  // once the import has it. Kept until after the setup (up to 30 minutes), each prepare held
+  // about four times its checkout there for that long.
   let workDir: string | undefined;
+  let treeRemoval: Promise<unknown> = Promise.resolve();
   let importStarted: Date | undefined;
   let fromCache = false;
   const archiveReady = (async () => {
@@ -89,6 +95,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     // while a file stream arrives whole.
     const archive = join(workDir, 'workspace.tar');
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
+    // Nothing reads the tree again (the revision is read and the diff applied above, the
+    // guidance is read in the sandbox, the cache links the archive): started, not awaited, so
+    // the archive's stream does not wait for it.
+    treeRemoval = removeQuietly(dir);
     importStarted = deps.now();
     timings.push(timing('Clone', cloneStarted, importStarted));
     // Kept for the next run of this commit; a cache that cannot keep it costs this run nothing.
@@ -106,6 +116,15 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   let guidance: string | undefined;
   let revision: string;
   let removal: Promise<unknown> = Promise.resolve();
+  let removing = false;
+  /** Starts the removal of the clone's directory, once the clone has settled (it sets workDir); not awaited. */
+  const removeWorkDir = async () => {
+    await archiveReady.catch(() => undefined);
+    const dir = workDir;
+    if (!dir || removing) return;
+    removing = true;
+    removal = treeRemoval.then(() => removeQuietly(dir));
+  };
   try {
     const sandbox = deps.sandboxes.for(podName ? onPod(run, podName) : await withPodName(deps, ref, run));
     const opening = sandbox.open?.().catch(() => undefined);
@@ -121,6 +140,8 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     });
     revision = ready.revision;
     await imported;
+    // The sandbox holds the tree now: the archive goes before the check, the guidance and the setup.
+    await removeWorkDir();
     await opening;
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
     // show only later as an agent that finds no files. A failure here is retried.
@@ -158,10 +179,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       });
     }
   } finally {
-    await archiveReady.catch(() => undefined);
-    // Started, not awaited: the clone's files go while the run starts (awaited below). Measured
-    // on the real node, the removal took 5-150 ms of a claimed run's start.
-    if (workDir) removal = rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+    // A prepare that failed before its import ended. Started, not awaited: the clone's files go
+    // while the run starts (awaited below). Measured on the real node, the removal took 5-150 ms
+    // of a claimed run's start.
+    await removeWorkDir();
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
   await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
@@ -178,6 +199,11 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     }),
     removal,
   ]);
+}
+
+/** Removes a clone's file or directory; one that cannot be removed is left to the next start (stale-clones.ts). */
+function removeQuietly(path: string): Promise<unknown> {
+  return rm(path, { recursive: true, force: true }).catch(() => undefined);
 }
 
 /** The run as its sandbox is opened: on the pod its job names (the transport still checks the pod is the run's). */
