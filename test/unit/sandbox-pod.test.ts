@@ -73,12 +73,18 @@ describe('buildSandboxPod', () => {
     expect(pod.spec!.restartPolicy).toBe('Never');
   });
 
+  it("leaves the pod alive through a publish approval's wait, however long the agent took", () => {
+    // The agent may use all of budget.timeout; the approver then has approval.timeout to answer.
+    const waiting = buildSandboxPod(parsedRun({ budget: { timeout: '30m' }, approval: { publish: true, timeout: '24h' } }), config);
+    expect(waiting.spec!.activeDeadlineSeconds).toBe(30 * 60 + 24 * 3600 + 2 * config.deadlineGraceSeconds);
+  });
+
   it('holds the longest timeouts the schema takes within what the API server allows (2^31 - 1 s)', () => {
     const longest = buildSandboxPod(
-      parsedRun({ budget: { maxSteps: 1000, timeout: '720h' }, approval: { tools: ['bash'], timeout: '168h' } }),
+      parsedRun({ budget: { maxSteps: 1000, timeout: '720h' }, approval: { tools: ['bash'], publish: true, timeout: '168h' } }),
       config,
     );
-    expect(longest.spec!.activeDeadlineSeconds).toBe(720 * 3600 + 1000 * 168 * 3600 + 2 * config.deadlineGraceSeconds);
+    expect(longest.spec!.activeDeadlineSeconds).toBe(720 * 3600 + 1001 * 168 * 3600 + 2 * config.deadlineGraceSeconds);
     expect(longest.spec!.activeDeadlineSeconds).toBeLessThanOrEqual(2 ** 31 - 1);
   });
 

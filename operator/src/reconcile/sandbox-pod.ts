@@ -75,10 +75,13 @@ function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): 
  * The longest a run may spend waiting for approvals: each wait is bounded by
  * spec.approval.timeout, and a run waits at most once per step it may take (a step that
  * parks several calls is rare; the controller's own deadline, which counts the real waits,
- * is what ends a run: this only bounds the kubelet's backstop). None without approvals.
+ * is what ends a run: this only bounds the kubelet's backstop), and once more before it
+ * publishes (the pod reaching its deadline in that wait failed the run DeadlineExceeded, and
+ * the approver's answer was lost). None without approvals.
  */
 function humanTimeAllowanceMs(run: ParsedCodingRun): number {
-  return run.spec.approval.tools.length > 0 ? run.spec.budget.maxSteps * durationMs(run.spec.approval.timeout) : 0;
+  const waits = (run.spec.approval.tools.length > 0 ? run.spec.budget.maxSteps : 0) + (run.spec.approval.publish ? 1 : 0);
+  return waits * durationMs(run.spec.approval.timeout);
 }
 
 export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {
