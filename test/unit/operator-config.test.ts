@@ -23,6 +23,29 @@ describe('loadOperatorConfig', () => {
     expect(config.allowRepo).toEqual(['https://b/*', 'https://c/*']);
   });
 
+  it("sets one key of a section from the environment and keeps the file's others", () => {
+    const file = {
+      egressProxy: { service: 'chamvi-egress', namespace: 'chamvi-system' },
+      publish: { forges: [{ host: 'git.internal', kind: 'gitea' }], author: { name: 'Bot', email: 'bot@acme.dev' } },
+      leaderElection: { leaseName: 'team-a' },
+    };
+    const config = loadOperatorConfig(file, {
+      CHAMVI_EGRESS_PROXY_PORT: '3130',
+      CHAMVI_PUBLISH_AUTHOR_NAME: 'Agent',
+      CHAMVI_LEADER_ELECTION_NAMESPACE: 'ops',
+    });
+    expect(config.egressProxy).toMatchObject({ service: 'chamvi-egress', namespace: 'chamvi-system', port: 3130 });
+    expect(config.publish.forges).toEqual([expect.objectContaining({ host: 'git.internal', kind: 'gitea' })]);
+    expect(config.publish.author).toMatchObject({ name: 'Agent', email: 'bot@acme.dev' });
+    expect(config.leaderElection).toMatchObject({ leaseName: 'team-a', namespace: 'ops' });
+  });
+
+  it('refuses a namespace listed twice in watchNamespaces', () => {
+    expect(() => loadOperatorConfig({ watchNamespaces: ['team-a', 'team-a'] }, {})).toThrow(
+      'config key watchNamespaces: lists a namespace more than once',
+    );
+  });
+
   it('refuses a warm pool in a namespace watchNamespaces does not list, naming both', () => {
     const pool = { name: 'fast', namespace: 'agents', size: 2 };
     expect(() => loadOperatorConfig({ watchNamespaces: ['team-a'], warmPools: [pool] }, {})).toThrow(

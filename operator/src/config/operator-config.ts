@@ -341,6 +341,9 @@ export const operatorConfigSchema = z
     watchNamespaces: z
       .array(z.string().min(1).max(63).regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)'))
       .default([])
+      // A namespace listed twice had its runs listed twice by the merged caches, which halved
+      // maxActiveRuns and the evals' parallelism.
+      .refine((names) => new Set(names).size === names.length, 'lists a namespace more than once')
       .describe('Namespaces to watch; empty means all.'),
     /** Where sandbox (and isolation probe) pods run; see reconcile/sandbox-placement.ts. */
     sandboxPlacement: z
@@ -634,6 +637,24 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
   return values;
 }
 
+const isMapping = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * `over`'s keys over `base`'s, mappings merged key by key: CHAMVI_EGRESS_PROXY_HOST sets
+ * egressProxy.host and keeps the file's egressProxy.service. Replacing whole sections dropped
+ * the file's publish.forges, the proxy's service and the lease name without a word. Lists
+ * and values are replaced.
+ */
+function overlay(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const merged = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const under = merged[key];
+    merged[key] = isMapping(under) && isMapping(value) ? overlay(under, value) : value;
+  }
+  return merged;
+}
+
 /**
  * The config from a parsed YAML file (may be empty) overlaid with environment variables.
  * Throws ConfigError naming the first bad key.
@@ -642,7 +663,7 @@ export function loadOperatorConfig(file: unknown, env: NodeJS.ProcessEnv): Opera
   if (file !== undefined && file !== null && (typeof file !== 'object' || Array.isArray(file))) {
     throw new ConfigError('config file: must be a YAML mapping of keys such as allowRepo, redisUrl, maxActiveRuns');
   }
-  const merged = { ...((file as Record<string, unknown> | null) ?? {}), ...fromEnv(env) };
+  const merged = overlay((file as Record<string, unknown> | null) ?? {}, fromEnv(env));
   const result = operatorConfigSchema.safeParse(merged);
   if (!result.success) {
     const issue = result.error.issues[0]!;
