@@ -1,6 +1,7 @@
 // read_file: text windows that end on whole lines (so a continuation at endLine + 1 has no gap
 // and no overlap), raw bytes as base64, images for the model to see, and bash output logs
 // under the toolbox home.
+import { constants } from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { ReadFileResult, ReadFileTextResult } from './contract/tool-results.ts';
@@ -86,10 +87,15 @@ async function readBounded(real: string, displayPath: string, mode: 'base64' | '
   const max = mode === 'base64' ? READ_BASE64_MAX_BYTES : Math.max(READ_TEXT_MAX_BYTES, READ_IMAGE_MAX_BYTES);
   let handle;
   try {
-    handle = await open(real, 'r');
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer and hold one of libuv's few
+    // threads, which every fs call of the session shares. O_NOFOLLOW: `real` is already
+    // resolved, so a symlink here was swapped in after the guard and is not followed.
+    handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
     const stats = await handle.stat();
     if (stats.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${displayPath} is a directory; use list_files to see its files`);
-    if (!stats.isFile()) throw new ToolboxError('IO_ERROR', `${displayPath} is not a regular file`);
+    if (!stats.isFile()) {
+      throw new ToolboxError('IO_ERROR', `${displayPath} is not a regular file (a FIFO, socket or device); read_file opens only files`);
+    }
     if (stats.size > max) {
       throw new ToolboxError(
         'TOO_LARGE',
@@ -109,6 +115,10 @@ async function readBounded(real: string, displayPath: string, mode: 'base64' | '
     if (filled > max) throw new ToolboxError('TOO_LARGE', `${displayPath} grew past the read limit while being read`);
     return buffer.subarray(0, filled);
   } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENXIO') {
+      // A socket, which open() refuses outright.
+      throw new ToolboxError('IO_ERROR', `${displayPath} is not a regular file (a socket); read_file opens only files`);
+    }
     throw toolboxErrorFromFs(error, displayPath);
   } finally {
     await handle?.close();

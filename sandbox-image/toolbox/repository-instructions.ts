@@ -5,7 +5,8 @@
 // left out is reported in `diagnostics` with `complete: false`. Symlinks, special files, .git
 // paths and escapes are never followed (best effort: not race-free).
 import { createHash } from 'node:crypto';
-import { lstat, readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lstat, open } from 'node:fs/promises';
 import path from 'node:path';
 import type { InstructionSource, RepositoryInstructions } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -86,7 +87,8 @@ export function ancestorsRootFirst(directory: string): string[] {
 
 class InstructionCollector {
   private readonly sources: InstructionSource[] = [];
-  private readonly collected = new Set<string>();
+  /** Every path looked at, read or left out, so a path named many times is weighed once. */
+  private readonly considered = new Set<string>();
   private readonly diagnostics: string[] = [];
   private omittedDiagnostics = 0;
   private complete = true;
@@ -111,7 +113,8 @@ class InstructionCollector {
       this.skip(`${relative}: include cycle from ${includedBy}`);
       return;
     }
-    if (this.collected.has(relative)) return;
+    if (this.considered.has(relative)) return;
+    this.considered.add(relative);
     if (relative.split('/').includes('.git')) {
       this.skip(`${relative}: paths under .git are not read`);
       return;
@@ -120,7 +123,7 @@ class InstructionCollector {
       this.skip(`${relative}: credential-looking files are not read`);
       return;
     }
-    const kind = await this.kindOf(relative);
+    const { kind, size } = await this.kindOf(relative);
     if (kind === 'missing') {
       if (includedBy) this.skip(`${relative} (included by ${includedBy}) does not exist`);
       return;
@@ -133,21 +136,29 @@ class InstructionCollector {
       this.skip(`${relative}: more than ${INSTRUCTIONS_MAX_SOURCES} instruction sources`);
       return;
     }
+    // The size from lstat decides before anything is read, so a huge file costs one stat.
+    if (size > INSTRUCTIONS_SOURCE_MAX_BYTES) {
+      this.skipOversize(relative, size);
+      return;
+    }
+    if (this.totalBytes + size > INSTRUCTIONS_TOTAL_MAX_BYTES) {
+      this.skipOverTotal(relative);
+      return;
+    }
     let bytes: Buffer;
     try {
-      bytes = await readFile(path.join(this.realRoot, relative));
+      bytes = await readAtMost(path.join(this.realRoot, relative), INSTRUCTIONS_SOURCE_MAX_BYTES + 1);
     } catch {
       this.skip(`${relative}: could not be read`);
       return;
     }
+    // The file may have grown or been swapped since the lstat: check what was read again.
     if (bytes.length > INSTRUCTIONS_SOURCE_MAX_BYTES) {
-      this.skip(
-        `${relative}: ${bytes.length} bytes is over the ${INSTRUCTIONS_SOURCE_MAX_BYTES}-byte limit per file; read it with read_file`,
-      );
+      this.skipOversize(relative, bytes.length);
       return;
     }
     if (this.totalBytes + bytes.length > INSTRUCTIONS_TOTAL_MAX_BYTES) {
-      this.skip(`${relative}: over the ${INSTRUCTIONS_TOTAL_MAX_BYTES}-byte total for instructions; read it with read_file`);
+      this.skipOverTotal(relative);
       return;
     }
     let content: string;
@@ -161,7 +172,6 @@ class InstructionCollector {
       return;
     }
     this.totalBytes += bytes.length;
-    this.collected.add(relative);
     const source: InstructionSource = { path: relative, sha256: createHash('sha256').update(bytes).digest('hex'), content };
     if (includedBy) source.includedBy = includedBy;
     this.sources.push(source);
@@ -185,22 +195,51 @@ class InstructionCollector {
   }
 
   /** Checks every segment with lstat, so a symlinked directory on the way is seen, not followed. */
-  private async kindOf(relative: string): Promise<'file' | 'missing' | 'symlink' | 'special'> {
+  private async kindOf(relative: string): Promise<{ kind: 'file' | 'missing' | 'symlink' | 'special'; size: number }> {
     const segments = relative.split('/');
     for (let index = 1; index <= segments.length; index += 1) {
       const stats = await lstat(path.join(this.realRoot, ...segments.slice(0, index))).catch(() => undefined);
-      if (!stats) return 'missing';
-      if (stats.isSymbolicLink()) return 'symlink';
-      if (index === segments.length) return stats.isFile() ? 'file' : 'special';
-      if (!stats.isDirectory()) return 'missing';
+      if (!stats) return { kind: 'missing', size: 0 };
+      if (stats.isSymbolicLink()) return { kind: 'symlink', size: 0 };
+      if (index === segments.length) return { kind: stats.isFile() ? 'file' : 'special', size: stats.size };
+      if (!stats.isDirectory()) return { kind: 'missing', size: 0 };
     }
-    return 'missing';
+    return { kind: 'missing', size: 0 };
+  }
+
+  private skipOversize(relative: string, size: number): void {
+    this.skip(`${relative}: ${size} bytes is over the ${INSTRUCTIONS_SOURCE_MAX_BYTES}-byte limit per file; read it with read_file`);
+  }
+
+  private skipOverTotal(relative: string): void {
+    this.skip(`${relative}: over the ${INSTRUCTIONS_TOTAL_MAX_BYTES}-byte total for instructions; read it with read_file`);
   }
 
   private skip(message: string): void {
     this.complete = false;
     if (this.diagnostics.length < INSTRUCTIONS_MAX_DIAGNOSTICS) this.diagnostics.push(message.slice(0, 400));
     else this.omittedDiagnostics += 1;
+  }
+}
+
+/**
+ * Up to `max` bytes of a regular file. O_NONBLOCK and O_NOFOLLOW keep a FIFO or a symlink
+ * swapped in after the lstat from blocking the read or leading it elsewhere.
+ */
+async function readAtMost(absolute: string, max: number): Promise<Buffer> {
+  const handle = await open(absolute, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error('not a regular file');
+    const buffer = Buffer.alloc(max);
+    let filled = 0;
+    while (filled < max) {
+      const { bytesRead } = await handle.read(buffer, filled, max - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return buffer.subarray(0, filled);
+  } finally {
+    await handle.close();
   }
 }
 

@@ -1,4 +1,6 @@
 // read_file behaviour: windows, continuation, limits, images, base64, binary, BOM and CRLF.
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import { READ_MAX_CHARS, READ_MAX_LINES } from '../../sandbox-image/toolbox/contract/limits.ts';
@@ -129,4 +131,16 @@ describe('read_file non-text', () => {
     expect(errorCodeOf(await read({ path: 'dir' }))).toBe('IS_DIRECTORY');
     expect(errorCodeOf(await read({ path: 'dir/missing.txt' }))).toBe('NOT_FOUND');
   });
+
+  it('refuses a FIFO at once instead of waiting for a writer, and the session keeps answering', async () => {
+    execFileSync('mkfifo', [path.join(workspace.root, 'pipe')]);
+    workspace.write({ 'after.txt': 'still here\n' });
+    // Several, since each blocked open used to hold one of libuv's four threads.
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const response = await read({ path: 'pipe' });
+      expect(errorCodeOf(response)).toBe('IO_ERROR');
+      expect(response.ok ? '' : response.error.message).toMatch(/not a regular file/);
+    }
+    expect(resultOf<{ content: string }>(await read({ path: 'after.txt' })).content).toBe('still here');
+  }, 10_000);
 });

@@ -2,7 +2,7 @@
 // scoped to the path's ancestors, root-first, includes outside fences, bounded, and never
 // following a symlink, .git or an escape.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -74,6 +74,30 @@ describe('repository instructions', () => {
     expect(instructions.sources.map((source) => source.path)).toEqual(['CLAUDE.md']);
     expect(instructions.complete).toBe(false);
     expect(instructions.diagnostics.join('\n')).toMatch(/AGENTS\.md.*limit/);
+  });
+
+  it('leaves out a huge file by its size without reading it', async () => {
+    workspace.write({ 'CLAUDE.md': 'small\n', 'f.txt': '' });
+    // Sparse, and past 2 GiB, where reading it whole fails outright instead of being judged by size.
+    writeFileSync(path.join(workspace.root, 'AGENTS.md'), '');
+    truncateSync(path.join(workspace.root, 'AGENTS.md'), 3 * 1024 ** 3);
+    const instructions = await instructionsFor('f.txt');
+    expect(instructions.sources.map((source) => source.path)).toEqual(['CLAUDE.md']);
+    expect(instructions.diagnostics).toEqual([
+      `AGENTS.md: ${3 * 1024 ** 3} bytes is over the 32768-byte limit per file; read it with read_file`,
+    ]);
+  });
+
+  it('weighs a file named by many includes once', async () => {
+    workspace.write({ 'AGENTS.md': '@b.md\n'.repeat(500), 'f.txt': '' });
+    writeFileSync(path.join(workspace.root, 'b.md'), '');
+    truncateSync(path.join(workspace.root, 'b.md'), 10 * 1_048_576);
+    const instructions = await instructionsFor('f.txt');
+    expect(instructions.sources.map((source) => source.path)).toEqual(['AGENTS.md']);
+    expect(instructions.complete).toBe(false);
+    expect(instructions.diagnostics).toEqual([
+      `b.md: ${10 * 1_048_576} bytes is over the 32768-byte limit per file; read it with read_file`,
+    ]);
   });
 
   it('stops at 128 KiB in all', async () => {
