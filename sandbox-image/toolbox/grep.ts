@@ -8,6 +8,7 @@ import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
+import { leadingWithinAnswerBytes } from './file-listing.ts';
 import { guardWorkspacePath, isDeniedPath } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
@@ -50,7 +51,9 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   }
   // rg searches in parallel: sort so results do not depend on thread timing.
   matches.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.line - b.line));
-  return { matches, truncated, engine };
+  // Cut after sorting, so what is kept does not depend on thread timing either.
+  const kept = leadingWithinAnswerBytes(matches);
+  return { matches: matches.slice(0, kept), truncated: truncated || kept < matches.length, engine };
 }
 
 export function chooseEngine(context: ToolboxContext): GrepEngine {

@@ -2,7 +2,8 @@
 // on the same file, and all shell calls, keep the order the model gave them. Every result
 // goes back to the model as text bounded to 64 KiB, and an image read_file returned as an
 // image beside that text when the model accepts images (agent/image-result.ts); a tool error
-// is a result too, never a failed run. Only a broken sandbox (SandboxError) propagates.
+// is a result too, never a failed run, and so is an answer too large to carry. Only a broken
+// sandbox (SandboxError) propagates.
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
@@ -56,6 +57,9 @@ export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortS
 const DEADLINE_RESULT =
   "the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
 
+const OVERSIZED_RESULT =
+  'the answer was larger than the sandbox protocol carries, so it was dropped; ask for less: a narrower path or pattern, or a lower limit';
+
 export async function executeToolCall(
   sandbox: Sandbox,
   call: PendingToolCall,
@@ -73,8 +77,15 @@ export async function executeToolCall(
   try {
     response = await sandbox.call(request, deadline ? { signal: deadline } : {});
   } catch (error) {
-    if (!(deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED')) throw error;
-    response = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
+    if (deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED') {
+      response = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
+    } else if (SandboxError.isInstance(error) && error.reason === 'RESPONSE_TOO_LARGE') {
+      // Both transports drop just that answer and keep working (the Sandbox contract), so
+      // the model is told to ask for less instead of the step being retried into SandboxLost.
+      response = { ok: false, error: { code: 'TOO_LARGE', message: OVERSIZED_RESULT } };
+    } else {
+      throw error;
+    }
   }
   observe?.(call.toolName, response.ok ? 'ok' : 'error', (performance.now() - started) / 1000);
   if (response.ok && call.toolName === 'read_file' && isImageRead(response.result)) {

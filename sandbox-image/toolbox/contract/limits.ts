@@ -14,6 +14,13 @@ export const SEARCH_DEFAULT_RESULTS = 100;
 export const SEARCH_MAX_RESULTS = 500;
 export const LIST_DEFAULT_RESULTS = 1_000;
 export const LIST_MAX_RESULTS = 5_000;
+/**
+ * list_files, glob and grep stop adding entries once their JSON reaches this many bytes and
+ * say `truncated`: 5,000 paths of 4,096 bytes, JSON-escaped up to six times over, would
+ * otherwise pass the operator's 8 MiB answer line (DEFAULT_MAX_RESPONSE_BYTES) and lose the
+ * sandbox instead of answering.
+ */
+export const RESULT_ENTRIES_MAX_BYTES = 2 * 1_048_576;
 /** grep lines longer than this are cut. */
 export const LINE_MAX_CHARS = 500;
 
