@@ -7,7 +7,14 @@
 // awaited call per open, write, close, lstat and mkdir waited on libuv's thread pool, and a
 // 3000-file repository took 3.6-4.7 s to import where tar(1) takes 0.3 s. The event loop is held
 // for one entry's calls at a time; the archive arrives between them.
-import { closeSync, linkSync, lstatSync, mkdirSync, openSync, rmSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
+//
+// Names are bytes, and a repository may hold names that are not UTF-8. They are decoded with
+// each byte that is not part of valid UTF-8 kept as a lone surrogate (U+DC80-U+DCFF, as
+// Python's surrogateescape), so every name stays a distinct string for the checks here, and
+// `fsPath` turns it back into its exact bytes for the file system. `a\xff` and `a\xfe` stay two
+// files instead of both becoming `a\uFFFD`.
+import { isUtf8 } from 'node:buffer';
+import { closeSync, linkSync, lstatSync, mkdirSync, openSync, realpathSync, rmSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -86,13 +93,13 @@ export async function importTar(
     if (options.literal) literalDirectories(context, type === '5' ? relative : path.posix.dirname(relative));
     if (type === '5') {
       const real = await entryLocation(context, relative, name, parents);
-      mkdirSync(real, { recursive: true, mode: mode | 0o700 });
+      mkdirSync(fsPath(real), { recursive: true, mode: mode | 0o700 });
       result.directories += 1;
       await reader.skip(padded);
     } else if (type === '0' || type === '\0' || type === '7') {
       const real = await entryLocation(context, relative, name, parents);
       clearForEntry(real, parents);
-      const fd = openSync(real, 'w', mode | 0o600);
+      const fd = openSync(fsPath(real), 'w', mode | 0o600);
       try {
         await reader.drain(size, (piece) => writeAll(fd, piece));
       } finally {
@@ -105,14 +112,17 @@ export async function importTar(
       const real = await entryLocation(context, relative, name, parents);
       clearForEntry(real, parents);
       // The link may point anywhere: tools refuse to follow it out, later entries may not pass it.
-      symlinkSync(linkName, real);
+      symlinkSync(fsPath(linkName), fsPath(real));
       result.symlinks += 1;
       await reader.skip(padded);
     } else if (type === '1') {
-      const target = await guardWorkspacePath(context, confine(context, linkName), { allowDenied: true });
+      const targetRelative = confine(context, linkName);
+      const target = hasUndecodableBytes(targetRelative)
+        ? realPathOfUndecodable(context, targetRelative, linkName)
+        : (await guardWorkspacePath(context, targetRelative, { allowDenied: true })).real;
       const real = await entryLocation(context, relative, name, parents);
       clearForEntry(real, parents);
-      linkSync(target.real, real);
+      linkSync(fsPath(target), fsPath(real));
       result.files += 1;
       await reader.skip(padded);
     } else {
@@ -167,7 +177,7 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
   if (!isInside(context.realRoot, real))
     throw new ToolboxError('OUTSIDE_WORKSPACE', `The tar entry ${name.slice(0, 200)} leaves the workspace`);
   if (!known) {
-    mkdirSync(realParent, { recursive: true });
+    mkdirSync(fsPath(realParent), { recursive: true });
     parents?.set(parent, realParent);
   }
   return real;
@@ -175,6 +185,7 @@ async function entryLocation(context: ToolboxContext, relative: string, name: st
 
 /** An entry's parent directory resolved for real (symlinks included), refused outside the root. */
 async function realParentOf(context: ToolboxContext, parent: string, name: string): Promise<string> {
+  if (hasUndecodableBytes(parent)) return realPathOfUndecodable(context, parent, name);
   try {
     return (await guardWorkspacePath(context, parent === '.' ? '' : parent, { allowDenied: true })).real;
   } catch (error) {
@@ -188,6 +199,42 @@ async function realParentOf(context: ToolboxContext, parent: string, name: strin
   }
 }
 
+/**
+ * The real path of a root-relative path whose name has bytes that are not UTF-8, which the
+ * path guard's string paths cannot name: its longest existing prefix resolved for real (a
+ * symlink on it included), the rest, which does not exist and so holds no symlink, appended.
+ */
+function realPathOfUndecodable(context: ToolboxContext, relative: string, name: string): string {
+  const segments = relative === '.' || relative === '' ? [] : relative.split('/');
+  let existing = 0;
+  while (
+    existing < segments.length &&
+    lstatSync(fsPath(path.join(context.realRoot, ...segments.slice(0, existing + 1))), { throwIfNoEntry: false })
+  ) {
+    existing += 1;
+  }
+  let realPrefix: string;
+  try {
+    // The native realpath: the JavaScript one turns a Buffer path into a string on the way.
+    realPrefix = decodeName(
+      realpathSync.native(fsPath(path.join(context.realRoot, ...segments.slice(0, existing))), { encoding: 'buffer' }),
+    );
+  } catch {
+    throw new ToolboxError(
+      'OUTSIDE_WORKSPACE',
+      `The tar entry ${name.slice(0, 200)} would be written through a symlink that does not resolve; the import was stopped`,
+    );
+  }
+  const real = path.join(realPrefix, ...segments.slice(existing));
+  if (!isInside(context.realRoot, real)) {
+    throw new ToolboxError(
+      'OUTSIDE_WORKSPACE',
+      `The tar entry ${name.slice(0, 200)} would be written through a symlink outside the workspace; the import was stopped`,
+    );
+  }
+  return real;
+}
+
 /** writeSync may write less than asked (a full disk, a signal): the rest, until all of it is written. */
 function writeAll(fd: number, piece: Buffer): void {
   for (let offset = 0; offset < piece.length;) offset += writeSync(fd, piece, offset);
@@ -199,10 +246,10 @@ function literalDirectories(context: ToolboxContext, relativeDirectory: string):
   for (const segment of relativeDirectory.split('/')) {
     if (segment === '' || segment === '.') continue;
     current = path.join(current, segment);
-    const stats = lstatSync(current, { throwIfNoEntry: false });
+    const stats = lstatSync(fsPath(current), { throwIfNoEntry: false });
     if (stats?.isDirectory()) continue;
-    if (stats) rmSync(current, { force: true });
-    mkdirSync(current, { mode: 0o755 });
+    if (stats) rmSync(fsPath(current), { force: true });
+    mkdirSync(fsPath(current), { mode: 0o755 });
   }
 }
 
@@ -212,10 +259,10 @@ function literalDirectories(context: ToolboxContext, relativeDirectory: string):
  */
 function clearForEntry(real: string, parents: ResolvedParents | undefined): void {
   parents?.forgetAt(real);
-  const stats = lstatSync(real, { throwIfNoEntry: false });
+  const stats = lstatSync(fsPath(real), { throwIfNoEntry: false });
   if (!stats) return;
-  if (stats.isDirectory()) rmSync(real, { recursive: true, force: true });
-  else unlinkSync(real);
+  if (stats.isDirectory()) rmSync(fsPath(real), { recursive: true, force: true });
+  else unlinkSync(fsPath(real));
 }
 
 async function maybeGunzip(input: AsyncIterable<Uint8Array>): Promise<AsyncIterable<Uint8Array>> {
@@ -258,7 +305,60 @@ function ustarName(header: Buffer): string {
 
 function cString(field: Buffer): string {
   const end = field.indexOf(0);
-  return field.subarray(0, end === -1 ? field.length : end).toString('utf8');
+  return decodeName(field.subarray(0, end === -1 ? field.length : end));
+}
+
+/** The bytes as UTF-8, each byte outside a valid sequence kept as the lone surrogate U+DC00 + byte. */
+export function decodeName(bytes: Buffer): string {
+  if (isUtf8(bytes)) return bytes.toString('utf8');
+  let text = '';
+  let start = 0;
+  let index = 0;
+  while (index < bytes.length) {
+    const length = utf8SequenceLength(bytes, index);
+    if (length > 0) {
+      index += length;
+      continue;
+    }
+    text += bytes.toString('utf8', start, index) + String.fromCharCode(0xdc00 + (bytes[index] as number));
+    index += 1;
+    start = index;
+  }
+  return text + bytes.toString('utf8', start, index);
+}
+
+/** Length of the valid UTF-8 sequence at `index`, or 0 when the byte there starts none. */
+function utf8SequenceLength(bytes: Buffer, index: number): number {
+  const lead = bytes[index] as number;
+  const length =
+    lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+  if (length <= 1) return length;
+  return index + length <= bytes.length && isUtf8(bytes.subarray(index, index + length)) ? length : 0;
+}
+
+/** A lone low surrogate U+DC80-U+DCFF: a byte decodeName could not decode (the `u` flag skips pairs). */
+const UNDECODABLE_BYTE = /[\uDC80-\uDCFF]/u;
+
+function hasUndecodableBytes(name: string): boolean {
+  return UNDECODABLE_BYTE.test(name);
+}
+
+/** The path for fs calls: the string itself, or its exact bytes when decodeName escaped some. */
+export function fsPath(name: string): string | Buffer {
+  if (!hasUndecodableBytes(name)) return name;
+  const pieces: Buffer[] = [];
+  let pending = '';
+  for (const character of name) {
+    const code = character.charCodeAt(0);
+    if (character.length === 1 && code >= 0xdc80 && code <= 0xdcff) {
+      pieces.push(Buffer.from(pending, 'utf8'), Buffer.of(code - 0xdc00));
+      pending = '';
+    } else {
+      pending += character;
+    }
+  }
+  pieces.push(Buffer.from(pending, 'utf8'));
+  return Buffer.concat(pieces);
 }
 
 function parsePax(body: Buffer): Record<string, string> {
@@ -269,9 +369,10 @@ function parsePax(body: Buffer): Record<string, string> {
     if (space === -1) break;
     const length = Number(body.subarray(offset, space).toString('latin1'));
     if (!Number.isSafeInteger(length) || length <= 0) break;
-    const record = body.subarray(space + 1, offset + length - 1).toString('utf8');
-    const equals = record.indexOf('=');
-    if (equals > 0) records[record.slice(0, equals)] = record.slice(equals + 1);
+    // GNU tar writes a name that is not UTF-8 as raw bytes (hdrcharset=BINARY): decoded like a header's.
+    const record = body.subarray(space + 1, offset + length - 1);
+    const equals = record.indexOf(0x3d);
+    if (equals > 0) records[record.subarray(0, equals).toString('utf8')] = decodeName(record.subarray(equals + 1));
     offset += length;
   }
   return records;

@@ -1,7 +1,18 @@
 // `toolbox import`: a tar stream on stdin becomes the workspace; entries that would land
 // outside the root are refused.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  mkdirSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -60,6 +71,49 @@ describe('import', () => {
       expect(readFileSync(path.join(workspace.root, 'archived', name), 'utf8')).toBe('content\n');
     } finally {
       rmSync(source, { recursive: true, force: true });
+    }
+  });
+
+  it.each(['gnu', 'pax'])('keeps names that are not UTF-8 byte for byte (%s format of tar(1))', async (format) => {
+    const source = mkdtempSync(path.join(tmpdir(), 'chamvi-source-'));
+    const bytes = (name: string) => Buffer.from(name, 'latin1');
+    const at = (root: string, name: string) => Buffer.concat([Buffer.from(`${root}/`), bytes(name)]);
+    try {
+      writeFileSync(at(source, 'a\xff.txt'), 'ff\n');
+      writeFileSync(at(source, 'a\xfe.txt'), 'fe\n');
+      mkdirSync(at(source, 'd\xff'));
+      writeFileSync(at(source, 'd\xff/inner\xfd.txt'), 'inner\n');
+      symlinkSync(bytes('a\xff.txt'), at(source, 'l\xfd'));
+      const tar = execFileSync('tar', [`--format=${format}`, '-cf', '-', '-C', source, '.']);
+      const response = await importTar(tar);
+      expect(response).toMatchObject({ ok: true, result: { files: 3, symlinks: 1 } });
+      const names = readdirSync(workspace.root, { encoding: 'buffer' }).map((name) => name.toString('latin1'));
+      expect(names.sort()).toEqual(['a\xfe.txt', 'a\xff.txt', 'd\xff', 'l\xfd']);
+      expect(readFileSync(at(workspace.root, 'a\xff.txt'), 'utf8')).toBe('ff\n');
+      expect(readFileSync(at(workspace.root, 'a\xfe.txt'), 'utf8')).toBe('fe\n');
+      expect(readFileSync(at(workspace.root, 'd\xff/inner\xfd.txt'), 'utf8')).toBe('inner\n');
+      expect(readlinkSync(at(workspace.root, 'l\xfd'), { encoding: 'buffer' }).toString('latin1')).toBe('a\xff.txt');
+    } finally {
+      rmSync(source, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a file written through a symlink out of the workspace whose name is not UTF-8', async () => {
+    const base = mkdtempSync(path.join(tmpdir(), 'chamvi-source-'));
+    const at = (root: string, name: string) => Buffer.concat([Buffer.from(`${root}/`), Buffer.from(name, 'latin1')]);
+    try {
+      for (const directory of ['links', 'files', 'outside']) mkdirSync(path.join(base, directory));
+      symlinkSync(path.join(base, 'outside'), at(path.join(base, 'links'), 's\xff'));
+      mkdirSync(at(path.join(base, 'files'), 's\xff'));
+      writeFileSync(at(path.join(base, 'files'), 's\xff/escaped.txt'), 'x');
+      const archive = path.join(base, 'both.tar');
+      execFileSync('tar', ['-cf', archive, '-C', path.join(base, 'links'), '.']);
+      execFileSync('tar', ['-rf', archive, '-C', path.join(base, 'files'), '.']);
+      const response = await importTar(readFileSync(archive));
+      expect(response).toMatchObject({ ok: false, error: { code: 'OUTSIDE_WORKSPACE' } });
+      expect(readdirSync(path.join(base, 'outside'))).toEqual([]);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
     }
   });
 
