@@ -1,6 +1,6 @@
 // workers/apply-diff.ts with real git: a source run's diff (written by a model, so hostile)
 // applied in the worker's clone for spec.continueFrom. It must land inside the clone only.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -73,6 +73,38 @@ describe('applyDiff', () => {
     const quoted = `diff --git "a/README.md" "b/README.md"\n--- "a/README.md"\n+++ "b/README.md"\n@@ -1 +1 @@\n-Hello, world\n+Hi\n`;
     for (const twice of [patch('Hello', 'Hello, world') + patch('Hello, world', 'Hi'), patch('Hello', 'Hello, world') + quoted]) {
       const outcome = await applyDiff(repo, twice);
+      expect(outcome).toEqual({ applied: false, output: expect.stringContaining('"README.md" in more than one patch') as unknown });
+      expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('Hello\n');
+    }
+  });
+
+  it('applies a symlink made a file again, which git diff writes as its deletion and then its creation', async () => {
+    const maker = join(base, 'maker');
+    createRepository(maker, { 'README.md': 'Hello\n' });
+    for (const dir of [maker, repo]) {
+      symlinkSync('README.md', join(dir, 'link'));
+      git(['add', 'link'], dir);
+      git(['commit', '-qm', 'a link'], dir);
+    }
+    rmSync(join(maker, 'link'));
+    writeFileSync(join(maker, 'link'), 'a file now\n');
+    const diff = git(['-c', 'diff.renames=true', 'diff', '--no-color'], maker);
+    expect(diff).toMatch(/deleted file mode 120000\n[\s\S]*new file mode 100644\n/);
+    expect(await applyDiff(repo, diff)).toEqual({ applied: true });
+    expect(lstatSync(join(repo, 'link')).isSymbolicLink()).toBe(false);
+    expect(readFileSync(join(repo, 'link'), 'utf8')).toBe('a file now\n');
+  });
+
+  it('refuses a type change whose path a third patch changes again, or a deletion and a creation of one path apart', async () => {
+    const deletion =
+      'diff --git a/README.md b/README.md\ndeleted file mode 100644\n--- a/README.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-Hello\n';
+    const creation = newFile('README.md', 'Hi');
+    const edit = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hi\n+Hey\n';
+    // The pair alone is taken; the control shows the refusals below are of the repeat, not of the pair.
+    expect(await applyDiff(repo, deletion + creation)).toEqual({ applied: true });
+    git(['checkout', '--', 'README.md'], repo);
+    for (const diff of [deletion + creation + edit, deletion + newFile('NOTES.md', 'notes') + creation, creation + deletion]) {
+      const outcome = await applyDiff(repo, diff);
       expect(outcome).toEqual({ applied: false, output: expect.stringContaining('"README.md" in more than one patch') as unknown });
       expect(readFileSync(join(repo, 'README.md'), 'utf8')).toBe('Hello\n');
     }

@@ -17,9 +17,13 @@ afterEach(async () => {
 });
 
 /** A forge whose every answer is `status` with `body` (sent in 64 KiB pieces). */
-async function forgeAnswering(status: number, body: string | Buffer): Promise<string> {
+const forgeAnswering = (status: number, body: string | Buffer) => forgeAnsweringBy(() => [status, body]);
+
+/** A forge that answers each request (method and path) as `answer` says. */
+async function forgeAnsweringBy(answer: (method: string, path: string) => [number, string | Buffer]): Promise<string> {
   const server = createServer((req, res) => {
     req.resume();
+    const [status, body] = answer(req.method ?? 'GET', (req.url ?? '/').split('?')[0]!);
     res.writeHead(status, { 'content-type': 'application/json', location: 'https://elsewhere.example/api' });
     const bytes = Buffer.from(body);
     for (let at = 0; at < bytes.length; at += 65_536) res.write(bytes.subarray(at, at + 65_536));
@@ -88,6 +92,66 @@ describe.each(ADAPTERS)('the %s adapter, given a pull request the run status cou
   it('takes a well-formed one', async () => {
     const forge = make(build, await forgeAnswering(201, JSON.stringify(pullWith(7, 'https://forge.example/acme/app/pulls/7'))));
     expect(await forge.createPullRequest(request)).toMatchObject({ number: 7, url: 'https://forge.example/acme/app/pulls/7' });
+  });
+});
+
+describe.each(ADAPTERS)('the %s adapter, given answers of the wrong shape', (name, build) => {
+  // Each was a TypeError, retried like a forge that is away (a fresh clone at every try), and
+  // the run ended AgentFailed: a ForgeError ends it PublishFailed, naming the forge.
+  it('refuses an object where it asked for the list of open pull requests', async () => {
+    const forge = make(build, await forgeAnswering(200, '{}'));
+    const error = await forge.findOpenPullRequest('chamvi/x', 'main').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(
+      new RegExp(`^${name} answered the list of open (pull|merge) requests with an object, not a list`),
+    );
+  });
+
+  it.each([
+    ['a number', { default_branch: 1 }, /default_branch is a number/],
+    ['no name', {}, /default_branch is nothing/],
+    ['a list', [], /default_branch is nothing/],
+  ])('refuses a repository whose default branch is %s', async (_case, repository, message) => {
+    const forge = make(build, await forgeAnswering(200, JSON.stringify(repository)));
+    const error = await forge.defaultBranch().catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(new RegExp(`^${name} answered the repository without a default branch name`));
+    expect((error as Error).message).toMatch(message);
+  });
+
+  it('finds no pull request in a list of null and an empty object, rather than failing on them', async () => {
+    const forge = make(build, await forgeAnswering(200, '[null, {}]'));
+    await expect(forge.findOpenPullRequest('chamvi/x', 'main')).resolves.toBeUndefined();
+  });
+});
+
+describe('the GitHub adapter adding labels', () => {
+  const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: ['l'.repeat(60)] };
+  const pull = { number: 7, html_url: 'https://github.example/acme/app/pull/7', title: 't', body: 'b' };
+
+  it('returns the pull request it opened when the labels call then fails, saying why the labels are not on it', async () => {
+    // GitHub takes a label name of at most 50 characters; the spec allows 128.
+    const forge = make(
+      (options) => new GitHubForge(options),
+      await forgeAnsweringBy((method, path) =>
+        method === 'POST' && path === '/repos/acme/app/pulls'
+          ? [201, JSON.stringify(pull)]
+          : [422, JSON.stringify({ message: 'Validation Failed', errors: [{ field: 'name', code: 'invalid' }] })],
+      ),
+    );
+    const created = await forge.createPullRequest(request);
+    expect(created).toMatchObject({ number: 7, url: pull.html_url });
+    expect(created.labelsNotAdded).toMatch(/^add labels: HTTP 422: Validation Failed/);
+  });
+
+  it('says nothing of labels when they were added', async () => {
+    const forge = make(
+      (options) => new GitHubForge(options),
+      await forgeAnsweringBy((method, path) => (path.endsWith('/labels') ? [200, '[]'] : [201, JSON.stringify(pull)])),
+    );
+    const created = await forge.createPullRequest(request);
+    expect(created).toMatchObject({ number: 7 });
+    expect(created).not.toHaveProperty('labelsNotAdded');
   });
 });
 

@@ -2,7 +2,7 @@
 // the lookup names the remote's default branch and the branch's head, and the commit refuses a
 // binary patch (which the operator never takes from a sandbox) before git expands it.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -85,6 +85,29 @@ describe('publish git', () => {
     expect((await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).branch?.message).toBe('Fill\n\n');
   });
 
+  it("moves a branch without fetching the objects of its old head that the lookup's filtered fetch left out", async () => {
+    // A server that honours the filter: the lookup then fetches the head commit alone, and its
+    // tree and files stay on the server. The old head holds 3 MiB at README.md, which the run's
+    // commit changes too: a thin pack's base, which the push fetched on demand, unbounded.
+    const origin = git(['remote', 'get-url', 'origin'], clone.dir).trim();
+    git(['config', 'uploadpack.allowFilter', 'true'], origin.slice('file://'.length));
+    const maker = join(base, 'maker');
+    git(['clone', '-q', origin, maker], base);
+    writeFileSync(join(maker, 'README.md'), randomBytes(3 * 1024 * 1024).toString('base64'));
+    git(['-c', `user.name=${author.name}`, '-c', `user.email=${author.email}`, 'commit', '-qam', `Mine\n\n${TRAILERS}`], maker);
+    git(['push', '-q', 'origin', 'HEAD:refs/heads/chamvi/b'], maker);
+    const objectBytes = () =>
+      readdirSync(join(clone.dir, '.git/objects'), { recursive: true, encoding: 'utf8' })
+        .map((path) => statSync(join(clone.dir, '.git/objects', path)))
+        .reduce((sum, stat) => sum + (stat.isFile() ? stat.size : 0), 0);
+    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n', author, date });
+    const { branch } = await lookUpRemote(clone, 'chamvi/b', commit);
+    expect(branch?.message).toBe(`Mine\n\n${TRAILERS}\n\n`);
+    await pushBranch(clone, commit, 'chamvi/b', branch!.commit);
+    expect(git(['ls-remote', origin, 'refs/heads/chamvi/b'], base)).toBe(`${commit}\trefs/heads/chamvi/b\n`);
+    expect(objectBytes()).toBeLessThan(256 * 1024);
+  });
+
   it('refuses to commit a binary patch, before git expands it', async () => {
     const maker = join(base, 'maker');
     createRepository(maker);
@@ -104,6 +127,33 @@ describe('publish git', () => {
   it('refuses to commit two patches of one path', async () => {
     const second = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello, world\n+Hi\n';
     await expect(commitDiff(clone, { diff: DIFF + second, message: 'x\n', author, date })).rejects.toThrow(/in more than one patch/);
+  });
+
+  /** What git diff writes when README.md becomes a symlink to HELLO.md: its deletion, then its creation, two patches of one path. */
+  function fileMadeSymlink(): string {
+    const maker = join(base, 'maker');
+    git(['clone', '-q', git(['remote', 'get-url', 'origin'], clone.dir).trim(), maker], base);
+    rmSync(join(maker, 'README.md'));
+    symlinkSync('HELLO.md', join(maker, 'README.md'));
+    const diff = git(['-c', 'diff.renames=true', 'diff', '--no-color'], maker);
+    expect(diff).toMatch(
+      /^diff --git a\/README.md b\/README.md\ndeleted file mode 100644\n[\s\S]*^diff --git a\/README.md b\/README.md\nnew file mode 120000\n/m,
+    );
+    return diff;
+  }
+
+  it('commits a file made a symlink, which git diff writes as its deletion and then its creation', async () => {
+    const commit = await commitDiff(clone, { diff: fileMadeSymlink(), message: 'Link\n', author, date });
+    expect(git(['ls-tree', commit, 'README.md'], clone.dir)).toMatch(/^120000 blob [0-9a-f]+\tREADME.md\n$/);
+    expect(git(['cat-file', 'blob', `${commit}:README.md`], clone.dir)).toBe('HELLO.md');
+  });
+
+  it('refuses to commit a type change whose path a third patch changes again', async () => {
+    const third =
+      'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-HELLO.md\n\\ No newline at end of file\n+OTHER.md\n\\ No newline at end of file\n';
+    await expect(commitDiff(clone, { diff: fileMadeSymlink() + third, message: 'x\n', author, date })).rejects.toThrow(
+      /"README.md" in more than one patch/,
+    );
   });
 
   it('refuses to commit a file other than the one its header names: the approver approves the files that change', async () => {

@@ -21,6 +21,12 @@ export interface NewPullRequest {
   labels: readonly string[];
 }
 
+/** A pull request just opened: on GitHub its labels are a second call, which may fail after it exists. */
+export interface CreatedPullRequest extends PullRequest {
+  /** Why the labels asked for are not on it (the forge's words): the pull request stands, the run says so. */
+  labelsNotAdded?: string;
+}
+
 export interface PullRequestChange {
   title: string;
   body: string;
@@ -33,7 +39,7 @@ export interface Forge {
   defaultBranch(): Promise<string>;
   /** The open pull request from `branch` into `base`, if there is one. */
   findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined>;
-  createPullRequest(request: NewPullRequest): Promise<PullRequest>;
+  createPullRequest(request: NewPullRequest): Promise<CreatedPullRequest>;
   updatePullRequest(number: number, change: PullRequestChange): Promise<PullRequest>;
 }
 
@@ -72,3 +78,36 @@ export function checkedPullRequest(pull: { number: unknown; url: unknown; title:
     throw new ForgeError(`the forge answered pull request ${number} without a title or with a body that is not text`, undefined);
   return { number, url, title, body: body ?? '' };
 }
+
+/**
+ * A list a forge answered, checked to be one before it is searched. A 200 with `{}` (a proxy,
+ * a changed API) made a TypeError, which the job retried as if the forge were away, cloning
+ * the repository again at each try, and then ended AgentFailed instead of PublishFailed.
+ */
+export function checkedList(forge: string, what: string, answer: unknown): unknown[] {
+  if (!Array.isArray(answer))
+    throw new ForgeError(`${forge} answered the ${what} with ${answerShape(answer)}, not a list; is the forge API URL right?`, undefined);
+  return answer;
+}
+
+/** The repository's default branch as a forge answered it: a name, which the push then compares and protects. */
+export function checkedDefaultBranch(forge: string, answer: unknown): string {
+  const branch = typeof answer === 'object' && answer !== null ? (answer as { default_branch?: unknown }).default_branch : undefined;
+  if (typeof branch !== 'string' || branch === '')
+    throw new ForgeError(
+      `${forge} answered the repository without a default branch name (default_branch is ${answerShape(branch)}); is the forge API URL right?`,
+      undefined,
+    );
+  return branch;
+}
+
+const answerShape = (value: unknown): string =>
+  value === null
+    ? 'null'
+    : Array.isArray(value)
+      ? 'a list'
+      : value === undefined
+        ? 'nothing'
+        : typeof value === 'object'
+          ? 'an object'
+          : `a ${typeof value}`;

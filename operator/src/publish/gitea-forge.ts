@@ -3,6 +3,8 @@
 // (Gitea's default work-in-progress prefix); labels are sent as ids, so names are looked up.
 import { ForgeError } from './errors/forge-error.ts';
 import {
+  checkedDefaultBranch,
+  checkedList,
   checkedPullRequest,
   type Forge,
   type ForgeOptions,
@@ -25,9 +27,10 @@ const PAGE = 50;
 /** Open pull requests looked through for the branch's; a repository with more is searched no further. */
 const MAX_PAGES = 20;
 
+const FORGE = 'Gitea';
 const DRAFT = 'WIP: ';
-const view = (pull: GiteaPull): PullRequest => {
-  const checked = checkedPullRequest({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body });
+const view = (pull: GiteaPull | null | undefined): PullRequest => {
+  const checked = checkedPullRequest({ number: pull?.number, url: pull?.html_url, title: pull?.title, body: pull?.body });
   return { ...checked, title: checked.title.startsWith(DRAFT) ? checked.title.slice(DRAFT.length) : checked.title };
 };
 
@@ -42,17 +45,21 @@ export class GiteaForge implements Forge {
   }
 
   async defaultBranch(): Promise<string> {
-    return (await this.http.json<{ default_branch: string }>({ method: 'GET', path: this.repo })).default_branch;
+    return checkedDefaultBranch(FORGE, await this.http.json<unknown>({ method: 'GET', path: this.repo }));
   }
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
     for (let page = 1; page <= MAX_PAGES; page++) {
-      const pulls = await this.http.json<GiteaPull[]>({ method: 'GET', path: `${this.repo}/pulls?state=open&limit=${PAGE}&page=${page}` });
+      const answer = await this.http.json<unknown>({ method: 'GET', path: `${this.repo}/pulls?state=open&limit=${PAGE}&page=${page}` });
+      const pulls = checkedList(FORGE, 'list of open pull requests', answer) as Array<GiteaPull | null>;
       // Only one from this repository's own branch: anyone may open one from a fork's branch of
       // the same name, and the run would then update and report the fork's change as its own.
       const found = pulls.find(
         (pull) =>
-          pull.head.ref === branch && pull.base.ref === base && pull.head.repo_id !== undefined && pull.head.repo_id === pull.base.repo_id,
+          pull?.head?.ref === branch &&
+          pull.base?.ref === base &&
+          pull.head.repo_id !== undefined &&
+          pull.head.repo_id === pull.base.repo_id,
       );
       if (found) return view(found);
       if (pulls.length < PAGE) return undefined;

@@ -2,13 +2,17 @@
 // the API's versions, pagination and error shapes). Its fetch is wrapped so no redirect is
 // followed (another origin must not get the token) and no answer is held past the bound the
 // other adapters keep, and its errors become ForgeErrors with the token cut out. Labels go on
-// through the issues API, which creates unknown ones.
+// through the issues API, which creates unknown ones, in a second call after the pull request
+// exists: its failure is reported with the pull request, not as the publish's.
 import { Octokit } from '@octokit/rest';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
 import { boundedAnswer } from './forge-http.ts';
 import {
+  checkedDefaultBranch,
+  checkedList,
   checkedPullRequest,
+  type CreatedPullRequest,
   type Forge,
   type ForgeOptions,
   type NewPullRequest,
@@ -23,8 +27,10 @@ interface GitHubPull {
   body?: string | null;
 }
 
-const view = (pull: GitHubPull): PullRequest =>
-  checkedPullRequest({ number: pull.number, url: pull.html_url, title: pull.title, body: pull.body });
+const FORGE = 'GitHub';
+
+const view = (pull: GitHubPull | null | undefined): PullRequest =>
+  checkedPullRequest({ number: pull?.number, url: pull?.html_url, title: pull?.title, body: pull?.body });
 
 export class GitHubForge implements Forge {
   readonly kind = 'github' as const;
@@ -76,19 +82,23 @@ export class GitHubForge implements Forge {
   }
 
   async defaultBranch(): Promise<string> {
-    const repo = await this.call('GET repository', () => this.octokit.rest.repos.get({ owner: this.owner, repo: this.repo }));
-    return repo.default_branch;
+    const repo: unknown = await this.call('GET repository', () => this.octokit.rest.repos.get({ owner: this.owner, repo: this.repo }));
+    return checkedDefaultBranch(FORGE, repo);
   }
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
-    const pulls = await this.call('list pull requests', () =>
-      this.octokit.rest.pulls.list({ owner: this.owner, repo: this.repo, state: 'open', head: `${this.owner}:${branch}`, base }),
+    const pulls = checkedList(
+      FORGE,
+      'list of open pull requests',
+      await this.call('list pull requests', () =>
+        this.octokit.rest.pulls.list({ owner: this.owner, repo: this.repo, state: 'open', head: `${this.owner}:${branch}`, base }),
+      ),
     );
-    return pulls[0] ? view(pulls[0]) : undefined;
+    return pulls[0] ? view(pulls[0] as GitHubPull) : undefined;
   }
 
-  async createPullRequest(request: NewPullRequest): Promise<PullRequest> {
-    const pull = await this.call('create pull request', () =>
+  async createPullRequest(request: NewPullRequest): Promise<CreatedPullRequest> {
+    const created = await this.call('create pull request', () =>
       this.octokit.rest.pulls.create({
         owner: this.owner,
         repo: this.repo,
@@ -99,12 +109,20 @@ export class GitHubForge implements Forge {
         draft: request.draft,
       }),
     );
-    if (request.labels.length > 0) {
+    const pull = view(created);
+    if (request.labels.length === 0) return pull;
+    // The pull request exists now: a failed label call (a name over GitHub's 50 characters, a
+    // token that may not edit issues) must not fail the publish, which would leave it open but
+    // unrecorded, and found again with no labels at the retry.
+    try {
       await this.call('add labels', () =>
         this.octokit.rest.issues.addLabels({ owner: this.owner, repo: this.repo, issue_number: pull.number, labels: [...request.labels] }),
       );
+      return pull;
+    } catch (error) {
+      if (!ForgeError.isInstance(error)) throw error;
+      return { ...pull, labelsNotAdded: error.message };
     }
-    return view(pull);
   }
 
   async updatePullRequest(number: number, change: PullRequestChange): Promise<PullRequest> {

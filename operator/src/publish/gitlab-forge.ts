@@ -3,6 +3,8 @@
 // the one it shares with Gitea (forge-http.ts). A project is named by its URL-encoded path;
 // a draft is a "Draft:" title, as GitLab documents; labels are names, created on use.
 import {
+  checkedDefaultBranch,
+  checkedList,
   checkedPullRequest,
   type Forge,
   type ForgeOptions,
@@ -21,9 +23,10 @@ interface MergeRequest {
   target_project_id?: number;
 }
 
+const FORGE = 'GitLab';
 const DRAFT = 'Draft: ';
-const view = (mr: MergeRequest): PullRequest => {
-  const checked = checkedPullRequest({ number: mr.iid, url: mr.web_url, title: mr.title, body: mr.description });
+const view = (mr: MergeRequest | null | undefined): PullRequest => {
+  const checked = checkedPullRequest({ number: mr?.iid, url: mr?.web_url, title: mr?.title, body: mr?.description });
   return {
     ...checked,
     title: checked.title.startsWith(DRAFT) ? checked.title.slice(DRAFT.length) : checked.title,
@@ -60,7 +63,7 @@ export class GitLabForge implements Forge {
   }
 
   async defaultBranch(): Promise<string> {
-    return (await this.http.json<{ default_branch: string }>({ method: 'GET', path: this.project })).default_branch;
+    return checkedDefaultBranch(FORGE, await this.http.json<unknown>({ method: 'GET', path: this.project }));
   }
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
@@ -76,8 +79,9 @@ export class GitLabForge implements Forge {
         per_page: String(PAGE),
         page: String(page),
       });
-      const found = await this.http.json<MergeRequest[]>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
-      const own = found.find((mr) => mr.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
+      const answer = await this.http.json<unknown>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
+      const found = checkedList(FORGE, 'list of open merge requests', answer) as Array<MergeRequest | null>;
+      const own = found.find((mr) => mr?.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
       if (own) return view(own);
       if (found.length < PAGE) return undefined;
     }

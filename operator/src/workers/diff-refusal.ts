@@ -13,10 +13,12 @@
 //   (git refuses a second rename of it), so it writes no more than it removes.
 // - Two patches of one path: `git apply` holds a whole copy of the file for each, so 200
 //   one-line patches of an 11 MB file (a 53 KB diff) took 2.2 GB. `git diff` writes each path
-//   once. The paths are git's own parse of the diff (`git apply --numstat -z`), not this
-//   module's reading of its headers, which a diff can spell in more than one way.
+//   once, but for a file whose type changes (a file made a symlink, or back): its deletion,
+//   then its creation. That pair is taken (typeChange below), nothing else repeated. The paths
+//   are git's own parse of the diff (`git apply --numstat -z`), not this module's reading of
+//   its headers, which a diff can spell in more than one way.
 // Pure.
-import { parseDiffFiles } from '../evals/diff-files.ts';
+import { parseDiffFiles, type FileChange } from '../evals/diff-files.ts';
 
 /** Why the diff is not applied, or undefined when nothing in it is refused. */
 export function diffRefusal(diff: string): string | undefined {
@@ -30,28 +32,71 @@ export function diffRefusal(diff: string): string | undefined {
   return undefined;
 }
 
+/** One patch of a diff as `git apply --numstat -z` lists it: lines added and deleted ('-' for binary) and its paths. */
+export interface ListedPatch {
+  added: string;
+  deleted: string;
+  /** One path; for a rename, the old and the new. */
+  paths: string[];
+}
+
 /**
- * The paths of each patch of a diff as git reads it, from `git apply --numstat -z` (one entry
- * per patch: added, deleted and the path; for a rename, the two paths after it).
+ * Each patch of a diff as git reads it, from `git apply --numstat -z` (one entry per patch:
+ * added, deleted and the path; for a rename, the two paths after it).
  */
-export function numstatPatches(numstat: string): string[][] {
-  const patches: string[][] = [];
+export function numstatEntries(numstat: string): ListedPatch[] {
+  const patches: ListedPatch[] = [];
   const tokens = numstat.split('\0');
   for (let index = 0; index < tokens.length; index++) {
-    const entry = /^(?:\d+|-)\t(?:\d+|-)\t([\s\S]*)$/.exec(tokens[index]!);
+    const entry = /^(\d+|-)\t(\d+|-)\t([\s\S]*)$/.exec(tokens[index]!);
     if (!entry) continue;
-    patches.push(entry[1] ? [entry[1]] : [tokens[++index] ?? '', tokens[++index] ?? '']);
+    const paths = entry[3] ? [entry[3]] : [tokens[++index] ?? '', tokens[++index] ?? ''];
+    patches.push({ added: entry[1]!, deleted: entry[2]!, paths });
   }
   return patches;
 }
 
-/** Why the diff is not applied, from git's list of its patches: a path that two patches change. */
-export function repeatedPathRefusal(numstat: string): string | undefined {
+/** The paths of each patch of a diff as git reads it (numstatEntries). */
+export const numstatPatches = (numstat: string): string[][] => numstatEntries(numstat).map((patch) => patch.paths);
+
+/**
+ * Whether patches `at` and `at + 1` are how `git diff` writes a type change of one path: the
+ * old file deleted, then the new one created. The headers say deletion and creation, and git's
+ * counts agree (the first adds no line, the second removes none), so git holds the old file
+ * once, to remove it, and the new one comes whole from the diff. Were git to read the pair as
+ * two edits after all, it would hold at most two copies of the file: bounded, unlike the 200.
+ * headerMismatchRefusal checks that these headers are the patches git reads.
+ */
+function typeChange(patches: readonly ListedPatch[], files: readonly FileChange[], at: number): boolean {
+  const [deletion, creation] = [patches[at], patches[at + 1]];
+  return (
+    deletion?.paths.length === 1 &&
+    creation?.paths.length === 1 &&
+    deletion.paths[0] === creation.paths[0] &&
+    deletion.added === '0' &&
+    creation.deleted === '0' &&
+    files[at]?.kind === 'deleted' &&
+    files[at + 1]?.kind === 'added'
+  );
+}
+
+/**
+ * Why the diff is not applied, from git's list of its patches: a path that two patches change,
+ * but for a type change (a deletion, then a creation of the path, right after it).
+ */
+export function repeatedPathRefusal(diff: string, numstat: string): string | undefined {
+  const patches = numstatEntries(numstat);
+  const files = parseDiffFiles(diff);
   const seen = new Set<string>();
-  for (const path of numstatPatches(numstat).flat()) {
-    if (seen.has(path))
-      return `the diff changes ${JSON.stringify(path.slice(0, 200))} in more than one patch, which git diff never writes: it was not applied`;
-    seen.add(path);
+  for (const [at, patch] of patches.entries()) {
+    // A type change's creation names again the path its deletion, just before, named first: a
+    // third patch of that path is refused like any other repeat.
+    if (at > 0 && typeChange(patches, files, at - 1)) continue;
+    for (const path of patch.paths) {
+      if (seen.has(path))
+        return `the diff changes ${JSON.stringify(path.slice(0, 200))} in more than one patch, which git diff writes only for a file whose type changes (its deletion, then its creation): it was not applied`;
+      seen.add(path);
+    }
   }
   return undefined;
 }
@@ -84,4 +129,4 @@ export function headerMismatchRefusal(diff: string, numstat: string): string | u
 
 /** Why the diff is not applied, from git's list of its patches (`git apply --numstat -z`). */
 export const listedPatchesRefusal = (diff: string, numstat: string): string | undefined =>
-  repeatedPathRefusal(numstat) ?? headerMismatchRefusal(diff, numstat);
+  repeatedPathRefusal(diff, numstat) ?? headerMismatchRefusal(diff, numstat);

@@ -122,6 +122,14 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
     fileSizeLimit: clone.maxFetchBytes,
     why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
   });
+  // That fetch made origin a promisor remote (remote.origin.promisor and .partialclonefilter
+  // in the clone's config), from which git fetches any object it misses, on demand, without
+  // the bound above and once per object: the push did, for the trees and files of the head it
+  // moves the branch from (a thin pack's bases), however large. Nothing here needs an object
+  // the filter left out, so origin is made a plain remote again. (GIT_NO_LAZY_FETCH would say
+  // so for one command, from git 2.44 only.)
+  for (const key of ['remote.origin.promisor', 'remote.origin.partialclonefilter'])
+    await git(clone, ['config', '--unset-all', key], { label: 'config', why: 'making origin a plain remote again after a filtered fetch' });
   // The message must be the listed commit's, whose id the push's lease then names: a branch
   // moved between the two reads is read again at the job's retry.
   const [fetched, message] = (await git(clone, ['log', '-1', '--format=%H%n%B', 'FETCH_HEAD'])).split(/\n(.*)/s);

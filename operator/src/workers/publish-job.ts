@@ -24,6 +24,7 @@ import { finishStatus, recordProgress, runningAfterStepStatus } from '../reconci
 import { createForge } from '../publish/create-forge.ts';
 import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decide-publish.ts';
 import { ForgeError } from '../publish/errors/forge-error.ts';
+import type { CreatedPullRequest } from '../publish/forge.ts';
 import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
 import { publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
@@ -204,10 +205,11 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     if (!ended || ended.metadata.uid !== ref.uid || isTerminal(ended.status?.phase)) await forgetRun(deps, ref);
     return;
   }
-  const { published, kept } = done;
+  const { published, kept, labelsNotAdded } = done;
   const now = deps.now();
   const where = published.pullRequest ? `pull request ${published.pullRequest.url}` : `branch ${published.branch}`;
-  const message = `Finished in ${state.step} step(s): ${kept.filesChanged} file(s) changed; published as ${where} (commit ${published.commit.slice(0, 12)}).`;
+  const unlabelled = labelsNotAdded ? ` Its labels were not added: ${labelsNotAdded}` : '';
+  const message = `Finished in ${state.step} step(s): ${kept.filesChanged} file(s) changed; published as ${where} (commit ${published.commit.slice(0, 12)}).${unlabelled}`;
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
     recordProgress(status, progressOf(state));
     status.result = { ...(status.result ?? keptDiffResult(kept, '')), ...(state.revision ? { revision: state.revision } : {}), published };
@@ -219,6 +221,12 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
       reason: EVENT_REASONS.Published,
       message: `Published ${published.branch} as ${where}`,
     });
+    if (labelsNotAdded)
+      await deps.events.record(outcome.run, {
+        type: 'Warning',
+        reason: EVENT_REASONS.Published,
+        message: `The labels of ${where} were not added: ${labelsNotAdded}`,
+      });
     await deps.events.record(outcome.run, { type: 'Normal', reason: REASONS.Completed, message });
     observeFinished(deps, outcome.run, 'Succeeded', REASONS.Completed);
   } else if (outcome.run) {
@@ -242,8 +250,11 @@ async function stillPublishing(deps: AgentDependencies, ref: RunRef): Promise<bo
   return run !== undefined && readCancelRequest(run) === undefined;
 }
 
-/** What publish did: all of it, or (the run ended meanwhile) the branch it had pushed, if any. */
-type PublishDone = { published: Published; kept: KeptDiff } | { stopped: true; pushed?: string };
+/**
+ * What publish did: all of it (and, when the forge took the pull request but not its labels,
+ * why), or (the run ended meanwhile) the branch it had pushed, if any.
+ */
+type PublishDone = { published: Published; kept: KeptDiff; labelsNotAdded?: string } | { stopped: true; pushed?: string };
 
 async function publish(
   deps: AgentDependencies,
@@ -346,14 +357,18 @@ async function publish(
     const existing = await forge.findOpenPullRequest(plan.branch, base);
     const decision = decidePullRequest(existing, wanted);
     if (decision.action !== 'keep' && !(await stillWanted())) return { stopped: true, pushed: plan.branch };
-    const pullRequest =
+    const pullRequest: CreatedPullRequest =
       decision.action === 'keep'
         ? decision.pullRequest
         : decision.action === 'update'
           ? await forge.updatePullRequest(decision.number, wanted)
           : await forge.createPullRequest({ ...wanted, branch: plan.branch, base, labels: plan.pullRequest.labels });
     deps.logger.info({ branch: plan.branch, pullRequest: pullRequest.url, action: decision.action }, 'published pull request');
-    return { published: { ...published, pullRequest: { url: pullRequest.url, number: pullRequest.number } }, kept };
+    return {
+      published: { ...published, pullRequest: { url: pullRequest.url, number: pullRequest.number } },
+      kept,
+      ...(pullRequest.labelsNotAdded ? { labelsNotAdded: pullRequest.labelsNotAdded } : {}),
+    };
   } catch (error) {
     if (ForgeError.isInstance(error)) throw publishFailed(`the forge answered: ${error.message}`);
     throw error;
