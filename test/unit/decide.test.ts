@@ -69,6 +69,23 @@ const final: KeptDiff = {
 const snapshot: KeptDiff = { ...final, source: 'snapshot' };
 
 describe('decide: accepting a new run', () => {
+  it('refuses a run too large to write with a status beside it, before any write but its refusal, copying no template', () => {
+    const templated = run({
+      metadata: { finalizers: [] },
+      spec: { templateRef: { name: 'big' } } as never,
+      status: { template: { name: 'big', spec: { task: 'x'.repeat(100) } } } as never,
+    });
+    const decision = decide(observe(templated, { objectBytes: 1_200_000 }), config, now);
+    expect(types(decision)).toEqual([]);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+    expect(decision.status!.message).toMatch(
+      /the run is 1172 KiB as JSON, with its template, over the 1024 KiB a run may be.*shorten spec\.sandbox\.env/,
+    );
+    expect(decision.status).not.toHaveProperty('template');
+    // At the bound it is decided as any run.
+    expect(types(decide(observe(run({ metadata: { finalizers: [] } }), { objectBytes: 1024 * 1024 }), config, now))).toContain('createPod');
+  });
+
   it("adds the finalizer first, then admits a valid run and makes the namespace's policy and the pod", () => {
     const decision = decide(observe(run({ metadata: { finalizers: [] } }), { sandboxPolicies: [] }), config, now);
     expect(types(decision)).toEqual(['addFinalizer', 'ensureSandboxPolicy', 'createPod']);

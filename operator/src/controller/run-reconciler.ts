@@ -4,7 +4,7 @@
 import { FINISHED_RUNS_CONFIG_MAP, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { FINALIZER, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { computeAdmission, isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
@@ -19,7 +19,7 @@ import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
 import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
-import { apiRefusal, apiServerFailure, isConflict } from '../kube/api-errors.ts';
+import { apiRefusal, apiServerFailure, isConflict, isTooLargeToStore } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { KubeGateway } from '../kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../kube/metadata-only.ts';
@@ -127,7 +127,11 @@ const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetwo
 const MAX_CONFLICT_RETRIES = 5;
 /** A deleted run whose job still runs is looked at again this soon (nothing else wakes it). */
 const JOBS_RUNNING_RECHECK_MS = 1_000;
+/** How often a run too large for any write is looked at again (it can only be deleted). */
+const TOO_LARGE_RECHECK_MS = 10 * 60_000;
 
+/** The run's size as its JSON (decide() refuses one too large to write). */
+const jsonBytes = (run: CodingRun) => Buffer.byteLength(JSON.stringify(run), 'utf8');
 const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
 
 /** A pod or policy at one of the run's derived names that is not the run's (the informers see only labelled ones). */
@@ -243,6 +247,12 @@ export class RunReconciler {
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new Map<string, Grant>();
   /**
+   * Runs (by uid) whose status the API server would not store for their size (tooLargeToWrite):
+   * left out of the queue, or the oldest such run would be granted every freed slot, again
+   * and again, and hold it. Forgotten once the run is gone.
+   */
+  private readonly unwritable = new Map<string, number | undefined>();
+  /**
    * Pool pods this process claimed, by run key, until the cache shows the claim (claimNotCached):
    * a decision made again after a conflict, or a reconcile redone after the write that records a
    * claim failed (a 500), must find this pod, not claim a second one while its agent starts in the first.
@@ -331,6 +341,12 @@ export class RunReconciler {
       this.claimsMade.delete(key);
       this.freshPodsSent.delete(key);
       return { forget: true };
+    }
+    // Nothing can be written for it: only its deletion or a smaller spec (a new generation) changes that.
+    if (this.unwritable.has(run.metadata.uid)) {
+      if (this.unwritable.get(run.metadata.uid) === run.metadata.generation && !run.metadata.deletionTimestamp)
+        return { requeueAfterMs: TOO_LARGE_RECHECK_MS };
+      this.unwritable.delete(run.metadata.uid);
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
     // an object the API server refused, the diff kept for a run being ended.
@@ -454,7 +470,7 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ...(freshPodSent ? { freshPodSent } : {}),
       ownedConfigMaps,
-      ...(needsValidation ? { references: await this.referencesOf(run, references) } : {}),
+      ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: jsonBytes(run) } : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
@@ -629,8 +645,9 @@ export class RunReconciler {
         }),
       );
     }
-    const runs = this.deps.caches.runs.list();
-    this.forgetSettledGrants(runs);
+    const listed = this.deps.caches.runs.list();
+    this.forgetSettledGrants(listed);
+    const runs = this.unwritable.size > 0 ? listed.filter((other) => !this.unwritable.has(other.metadata.uid)) : listed;
     const plan = computeAdmission(runs, run, {
       maxActiveRuns: this.deps.config.maxActiveRuns,
       ...(this.deps.config.namespaceMaxActiveRuns !== undefined ? { namespaceMaxActiveRuns: this.deps.config.namespaceMaxActiveRuns } : {}),
@@ -651,8 +668,9 @@ export class RunReconciler {
 
   /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
   private forgetSettledGrants(runs: readonly CodingRun[]): void {
-    if (this.grants.size === 0) return;
+    if (this.grants.size === 0 && this.unwritable.size === 0) return;
     const byUid = new Map(runs.map((other) => [other.metadata.uid, other]));
+    for (const uid of this.unwritable.keys()) if (!byUid.has(uid)) this.unwritable.delete(uid);
     for (const [uid, grant] of this.grants) {
       const other = byUid.get(uid);
       const phase = other?.status?.phase;
@@ -742,7 +760,12 @@ export class RunReconciler {
       this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);
       const timingsBefore = run.status?.timings;
-      run = await kube.replaceRunStatus(run, decision.status);
+      try {
+        run = await kube.replaceRunStatus(run, decision.status);
+      } catch (error) {
+        if (!isTooLargeToStore(error)) throw error;
+        return await this.tooLargeToWrite(run);
+      }
       this.deps.metrics?.observePhases(addedTimings(timingsBefore, decision.status.timings));
       if ((decision.status.phase === 'Provisioning' || decision.status.phase === 'Running') && !wasActive)
         this.admittedLocally.add(run.metadata.uid);
@@ -766,6 +789,24 @@ export class RunReconciler {
       this.grants.delete(run.metadata.uid);
     }
     return { run };
+  }
+
+  /**
+   * A run the API server will not store any write of (created just under etcd's limit, too
+   * close for even the refusal decide() writes): it can get no phase, so it gets a Warning
+   * Event, gives up the slot it was granted, and is looked at again only now and then, not at
+   * every backoff with a request of its whole size.
+   */
+  private async tooLargeToWrite(run: CodingRun): Promise<{ run: CodingRun; requeueAfterMs: number }> {
+    this.admittedLocally.delete(run.metadata.uid);
+    this.grants.delete(run.metadata.uid);
+    this.unwritable.set(run.metadata.uid, run.metadata.generation);
+    const message =
+      `The API server refuses every write to this run: it is ${Math.ceil(jsonBytes(run) / 1024)} KiB as JSON, too large to store with a status. ` +
+      'Delete it and create it smaller (spec.sandbox.env, spec.task and spec.instructions are most of a run).';
+    this.deps.logger.warn(runLogFields(run), message);
+    await this.deps.events.record(run, { type: 'Warning', reason: REASONS.InvalidSpec, message }).catch(() => undefined);
+    return { run, requeueAfterMs: TOO_LARGE_RECHECK_MS };
   }
 
   private async applyAction(run: CodingRun, action: Action): Promise<CodingRun> {

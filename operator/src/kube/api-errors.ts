@@ -48,6 +48,15 @@ export function apiServerFailure(error: unknown): { code: number; message: strin
   return { code, message: statusMessage(error) };
 }
 
+/**
+ * A write refused for its size: etcd's "request is too large" (HTTP 500; etcd keeps objects
+ * under 1.5 MiB by default) or the API server's 413. Writing the same object again cannot help.
+ */
+export function isTooLargeToStore(error: unknown): boolean {
+  const code = statusCodeOf(error);
+  return code === 413 || (code === 500 && /request is too large/i.test(statusMessage(error)));
+}
+
 /** The message of the API server's Status answer, or the error's own text; at most 2 KiB. */
 function statusMessage(error: unknown): string {
   const body = (error as { body?: unknown }).body;

@@ -172,6 +172,29 @@ function templateNote(run: CodingRun): string {
   return `, from CodingRunTemplate ${template.name}${template.resourceVersion ? ` (resourceVersion ${template.resourceVersion})` : ''}`;
 }
 
+/**
+ * The most a run may be as JSON, its template's copy included. etcd keeps objects under 1.5 MiB
+ * (its default --max-request-bytes), and the operator writes the run's status beside its spec
+ * (result, approvals, conditions): a run created just under the limit failed every write, got
+ * no phase, and held a slot of maxActiveRuns until it was deleted.
+ */
+export const MAX_RUN_BYTES = 1024 * 1024;
+
+/** Refuses a run larger than MAX_RUN_BYTES: Failed, InvalidSpec, with nothing of its template copied. */
+function refuseTooLarge(run: CodingRun, bytes: number, now: Date): Decision {
+  const withoutCopy = { ...run, status: { ...run.status } };
+  delete withoutCopy.status.template;
+  const builder = new StatusBuilder(withoutCopy, now);
+  refuse(builder, {
+    reason: REASONS.InvalidSpec,
+    message:
+      `the run is ${Math.ceil(bytes / 1024)} KiB as JSON${run.spec.templateRef ? ', with its template' : ''}, over the ${MAX_RUN_BYTES / 1024} KiB ` +
+      'a run may be (the API server keeps objects under 1.5 MiB, and the run has its status to hold); ' +
+      'shorten spec.sandbox.env, spec.task or spec.instructions (or the template) and create the run again',
+  });
+  return { actions: [], status: builder.build(), events: builder.events };
+}
+
 function refuse(builder: StatusBuilder, refusal: Refusal): void {
   builder.condition({ type: 'Accepted', status: 'False', reason: refusal.reason, message: refusal.message });
   builder.finish('Failed', refusal.reason, refusal.message);
@@ -266,6 +289,10 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   const parsed = parseSpec(run);
   if (isTerminal(run.status?.phase)) return decideFinished(observed, parsed.ok ? parsed.spec : undefined, now);
+
+  // Before any write that would fail for the run's size (its finalizer, its pod's, the status
+  // that copies its template): refused with a status that holds no copy.
+  if (observed.objectBytes !== undefined && observed.objectBytes > MAX_RUN_BYTES) return refuseTooLarge(run, observed.objectBytes, now);
 
   const actions: Action[] = [];
   // Not asked again in the same reconcile once refused: decideRefusal says why instead.

@@ -95,6 +95,11 @@ export interface ObservedRun {
   ownedConfigMaps: string[];
   /** Present when the run still needs validating. */
   references?: ReferencedObjects;
+  /**
+   * The run's size as JSON, its template's copy included (status.template): measured while the
+   * run still needs validating, for decide() refuses one too large to write (MAX_RUN_BYTES).
+   */
+  objectBytes?: number;
   /** The run's namespace's policy (its annotations), for validating; absent is none. */
   namespacePolicy?: NamespacePolicy;
   /** For a run waiting for a slot (no phase yet, or Pending). */
