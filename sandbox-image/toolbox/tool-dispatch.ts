@@ -6,7 +6,8 @@ import { z } from 'zod';
 import { decodeRequest, type RequestLine } from './contract/protocol.ts';
 import { toolInputSchemas, type ToolName } from './contract/tool-schemas.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
-import { protectedPaths } from './contract/protected-paths.ts';
+import { InvalidGlobError } from './contract/invalid-glob-error.ts';
+import { protectedPaths, type ProtectedPaths } from './contract/protected-paths.ts';
 import { bashKill, bashOutput } from './bash-jobs.ts';
 import { journaled } from './call-journal.ts';
 import { runBash } from './bash-session.ts';
@@ -61,9 +62,17 @@ export function dispatch(
   callId?: string,
   options: RequestOptions = {},
 ): Promise<ToolResponse> {
+  let isProtected: ProtectedPaths | undefined;
+  try {
+    isProtected = options.protect ? protectedPaths(options.protect) : undefined;
+  } catch (error) {
+    // The operator validates spec.verify.protect, but a glob that still does not compile must
+    // fail this call, not the session (serve would reject and every call of the run with it).
+    return Promise.resolve(protectErrorResponse(error));
+  }
   const requestContext: ToolboxContext = {
     ...context,
-    ...(options.protect ? { isProtected: protectedPaths(options.protect) } : {}),
+    ...(isProtected ? { isProtected } : {}),
     ...(options.clean && tool === 'bash' ? { cleanShell: true } : {}),
   };
   // The journal's own failures (its lock, a repeat waiting too long) are tool errors too.
@@ -86,4 +95,17 @@ async function runTool(context: ToolboxContext, tool: ToolName, input: unknown):
   }
 }
 
-const errorResponse = (error: unknown): ToolResponse => toolErrorResponse(error, 'the path');
+const errorResponse = (error: unknown): ToolResponse =>
+  InvalidGlobError.isInstance(error)
+    ? { ok: false, error: { code: 'INVALID_INPUT', message: error.message } }
+    : toolErrorResponse(error, 'the path');
+
+const protectErrorResponse = (error: unknown): ToolResponse => ({
+  ok: false,
+  error: {
+    code: 'INVALID_INPUT',
+    message:
+      `this run's spec.verify.protect is invalid (${error instanceof Error ? error.message : String(error)}): ` +
+      'no tool can run in this run; stop and report that the run must be created again with the glob fixed',
+  },
+});

@@ -1,7 +1,9 @@
 // The grammar of a spec.verify.protect glob: a path pattern relative to the repository root,
 // written once as CEL (so `kubectl apply` refuses a bad one) and once as a predicate (the
-// operator re-validates every run). What a glob matches is decided in
-// reconcile/protected-paths.ts; here only what may be written.
+// operator re-validates every run). What a glob matches is decided in the toolbox contract
+// (glob-pattern.ts, protected-paths.ts); here only what may be written.
+import { compileGlob } from '../../../sandbox-image/toolbox/contract/glob-pattern.ts';
+import { InvalidGlobError } from '../../../sandbox-image/toolbox/contract/invalid-glob-error.ts';
 import type { CrossFieldRule } from './cross-field-rules.ts';
 
 /** Longest glob. */
@@ -29,3 +31,18 @@ export const protectGlobRules: readonly CrossFieldRule<string>[] = [
     holds: (glob) => !glob.split('/').some((segment, index, all) => segment === '.' || (segment === '' && index < all.length - 1)),
   },
 ];
+
+/**
+ * Why a glob the pattern and rules allow still names no paths (a { never closed, a range
+ * written backwards such as [z-a]), or undefined. CEL cannot parse a glob, so the API server
+ * takes these and the operator fails the run InvalidSpec; the toolbox would refuse every call.
+ */
+export function protectGlobProblem(glob: string): string | undefined {
+  try {
+    compileGlob(glob.replace(/\/+$/, ''));
+    return undefined;
+  } catch (error) {
+    if (InvalidGlobError.isInstance(error)) return error.message;
+    throw error;
+  }
+}

@@ -4,7 +4,14 @@
 import { z } from 'zod';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { DURATION_PATTERN, parseDuration } from './duration.ts';
-import { PROTECT_GLOB_MAX, PROTECT_GLOB_PATTERN, PROTECT_GLOB_PATTERN_MESSAGE, PROTECT_MAX, protectGlobRules } from './protect-glob.ts';
+import {
+  PROTECT_GLOB_MAX,
+  PROTECT_GLOB_PATTERN,
+  PROTECT_GLOB_PATTERN_MESSAGE,
+  PROTECT_MAX,
+  protectGlobProblem,
+  protectGlobRules,
+} from './protect-glob.ts';
 
 /** Most times a failing verification is handed back to the model. */
 export const VERIFY_RETRIES_MAX = 10;
@@ -21,6 +28,8 @@ const protectGlob = z
   .regex(new RegExp(PROTECT_GLOB_PATTERN), { message: PROTECT_GLOB_PATTERN_MESSAGE })
   .superRefine((glob, ctx) => {
     for (const rule of protectGlobRules) if (!rule.holds(glob)) ctx.addIssue({ code: 'custom', message: rule.message });
+    const problem = protectGlobProblem(glob);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
   })
   .meta({ 'x-kubernetes-validations': celValidations(protectGlobRules) })
   .describe(

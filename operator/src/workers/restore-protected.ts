@@ -14,12 +14,19 @@ import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
+/** Entries matched between two turns of the event loop. */
+const YIELD_EVERY_ENTRIES = 64;
+
 /** Root-relative paths of the files (and symlinks) under `dir` the globs protect; .git is never walked. */
 export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<string[]> {
   const isProtected = protectedPaths(globs);
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
   const files: string[] = [];
-  for (const entry of entries) {
+  for (const [index, entry] of entries.entries()) {
+    // A match is bounded (glob-pattern.ts), not free: the run author's 64 globs of 256
+    // characters cost up to about 20 ms on a long path, and a clone may hold 250 000 of them.
+    // The event loop is let go between batches, so reconciles and other runs' steps go on.
+    if (index % YIELD_EVERY_ENTRIES === YIELD_EVERY_ENTRIES - 1) await new Promise((resolve) => setImmediate(resolve));
     if (entry.isDirectory()) continue;
     const relative = join(entry.parentPath, entry.name).slice(dir.length + 1);
     if (relative === '.git' || relative.startsWith('.git/')) continue;
