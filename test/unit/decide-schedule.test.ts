@@ -243,6 +243,14 @@ const rows: Row[] = [
     expected: { nextScheduleTime: '2026-10-26T01:30:00.000Z' },
   },
   {
+    name: 'DST fall back with two times in the repeated hour: 01:00 and 01:30 each run once in New York on 1 November',
+    spec: { schedule: '0,30 1 * * *', timeZone: 'America/New_York' },
+    // 01:30 EDT ran; 01:00 EST (06:00Z) is 01:00 again, not a new time.
+    status: { lastScheduleTime: '2026-11-01T05:30:00Z' },
+    now: '2026-11-01T06:00:30Z',
+    expected: { nextScheduleTime: '2026-11-02T06:00:00.000Z' },
+  },
+  {
     name: 'America/New_York daily at midnight, DST fall back day',
     spec: { schedule: '0 0 * * *', timeZone: 'America/New_York' },
     status: { lastScheduleTime: '2026-10-31T04:00:00Z' },

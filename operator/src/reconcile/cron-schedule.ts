@@ -1,7 +1,10 @@
 // A CodingSchedule's cron expression read in its time zone: the scheduled times around a
-// moment. Built on croner (no dependencies, IANA zones through Intl, daylight-saving gaps and
-// repeats handled as cron does: a skipped time runs at the first minute after the gap, a
-// repeated one runs once). Pure: the clock is always an argument.
+// moment. Built on croner (no dependencies, IANA zones through Intl, daylight-saving gaps
+// handled as cron does: a skipped time runs at the first minute after the gap). A time that
+// happens twice (the hour repeated when the clocks go back) runs once: croner gives both
+// occurrences of a schedule with more than one time in that hour (`0,30 1 * * *` ran four
+// times), so the second occurrence of a wall-clock time is left out here. Pure: the clock is
+// always an argument.
 import { Cron } from 'croner';
 
 export interface CronSchedule {
@@ -24,14 +27,44 @@ export function parseCronSchedule(expression: string, timeZone = 'UTC'): ParsedC
   } catch (error) {
     return { ok: false, message: `schedule "${expression}" is not a cron expression: ${(error as Error).message}` };
   }
+  const repeated = repeatedWallClock(timeZone);
   return {
     ok: true,
     schedule: {
       // croner's previousRuns is second-grained and excludes its reference: ask from the next
       // whole second, so a time exactly at `now` counts.
-      latestAtOrBefore: (now) => cron.previousRuns(1, new Date(Math.floor(now.getTime() / 1000) * 1000 + 1000))[0],
-      nextAfter: (after) => cron.nextRun(after) ?? undefined,
+      latestAtOrBefore: (now) => {
+        let time: Date | undefined = cron.previousRuns(1, new Date(Math.floor(now.getTime() / 1000) * 1000 + 1000))[0];
+        while (time && repeated(time)) time = cron.previousRuns(1, time)[0];
+        return time;
+      },
+      nextAfter: (after) => {
+        let time = cron.nextRun(after) ?? undefined;
+        while (time && repeated(time)) time = cron.nextRun(time) ?? undefined;
+        return time;
+      },
     },
+  };
+}
+
+/** How far clocks go back somewhere: 30 minutes (Lord Howe Island), an hour, two hours (Troll). */
+const SETBACKS_MS = [30, 60, 120].map((minutes) => minutes * 60_000);
+
+/** Whether a time is the second occurrence of its wall-clock time in the zone (the clocks went back over it). */
+function repeatedWallClock(timeZone: string): (time: Date) => boolean {
+  const format = new Intl.DateTimeFormat('en-US', {
+    timeZone,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
+  return (time) => {
+    const wallClock = format.format(time);
+    return SETBACKS_MS.some((setback) => format.format(new Date(time.getTime() - setback)) === wallClock);
   };
 }
 
