@@ -162,7 +162,8 @@ const modelObject = z.object({
     .max(10_000_000)
     .default(128_000)
     .describe(
-      'Context window of the model in tokens. Older turns are summarised when the conversation, tool definitions included, nears it, and once more at once when the provider answers that the context is too long. Default 128000.',
+      'Context window of the model in tokens. Older turns are summarised when the conversation, tool definitions included, nears it, and once more at once when the provider answers that the context is too long. ' +
+        "At most the operator's maxContextWindow (1000000 unless the admin sets another), else InvalidSpec. Default 128000.",
     ),
   images: z
     .boolean()
