@@ -37,6 +37,7 @@ export async function importInNewProcess(
   tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream,
   options: OneShotOptions,
   prune: readonly string[] = [],
+  timeoutMs?: number,
 ): Promise<ToolResponse> {
   const child = await startOrFail(
     transport,
@@ -47,7 +48,7 @@ export async function importInNewProcess(
   const source = tar instanceof Readable ? tar : Readable.from(tar as AsyncIterable<Uint8Array>);
   // The toolbox may answer (a refusal) before it has read everything: that is not a write error.
   const sent = pipeline(source, child.stdin).catch(() => undefined);
-  const response = await withDeadline(answer, {}, options.defaultTimeoutMs, () => child.kill());
+  const response = await withDeadline(answer, { timeoutMs }, options.defaultTimeoutMs, () => child.kill());
   await sent;
   return response;
 }

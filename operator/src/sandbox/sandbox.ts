@@ -24,6 +24,8 @@ export interface ToolRequest {
 export interface ImportOptions {
   /** Globs whose workspace paths are removed before the tar is unpacked (restoring spec.verify.protect). */
   prune?: readonly string[];
+  /** Client-side deadline; past it the import fails with SandboxError('TIMEOUT'). Default: the sandbox's call timeout. */
+  timeoutMs?: number;
 }
 
 export interface CallOptions {

@@ -53,10 +53,10 @@ export class ToolboxSandbox implements Sandbox {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
     const prune = options.prune ?? [];
     if (this.options.mode === 'serve') {
-      const answer = await (await this.liveSession()).importTree(tar, prune);
+      const answer = await (await this.liveSession()).importTree(tar, prune, { timeoutMs: options.timeoutMs });
       if (answer !== 'unsupported') return refusedImport(answer);
     }
-    refusedImport(await importInNewProcess(this.transport, tar, this.limits, prune));
+    refusedImport(await importInNewProcess(this.transport, tar, this.limits, prune, options.timeoutMs));
   }
 
   /** Serve mode: starts the session the calls will use (a failed start is tried again by the next call). */

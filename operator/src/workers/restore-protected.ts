@@ -10,6 +10,7 @@ import { protectedPaths } from '../../../sandbox-image/toolbox/contract/protecte
 import { REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
 import { archiveReadStream } from './archive-stream.ts';
@@ -41,6 +42,7 @@ export async function restoreProtected(
   run: ParsedCodingRun,
   revision: string,
   sandbox: Sandbox,
+  timeoutMs: number,
 ): Promise<number> {
   const protect = run.spec.verify?.protect ?? [];
   if (protect.length === 0) return 0;
@@ -71,7 +73,19 @@ export async function restoreProtected(
     await writeFile(list, files.map((file) => `${file}\0`).join(''));
     // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
-    await sandbox.importTree(archiveReadStream(archive), { prune: protect });
+    await sandbox.importTree(archiveReadStream(archive), { prune: protect, timeoutMs }).catch((error: unknown) => {
+      // Fail closed, at once: a process the model left can stop the toolbox before it reads the
+      // request, and each retry's new session would wait as long again (31 minutes a try, by
+      // the default call timeout, in a worker slot every namespace shares).
+      if (error instanceof SandboxError && error.reason === 'TIMEOUT') {
+        throw new RunFailure(
+          REASONS.VerificationFailed,
+          `The spec.verify.protect paths could not be put back within ${Math.round(timeoutMs / 1000)} s: the sandbox did not answer ` +
+            '(a process left running in it may have stopped the toolbox); nothing was graded.',
+        );
+      }
+      throw error;
+    });
     return files.length;
   } finally {
     await rm(dirname(dir), { recursive: true, force: true });

@@ -25,6 +25,9 @@ import { deadlineOf } from './step-job.ts';
 const ANSWER_GRACE_MS = 60_000;
 /** A verification gets at least this long even when the run's deadline is nearer (the controller's grace covers it). */
 const MIN_TIMEOUT_MS = 1_000;
+/** The protected paths' import: until the run's deadline, but at least 30 s and at most 5 minutes. */
+const MIN_RESTORE_TIMEOUT_MS = 30_000;
+const MAX_RESTORE_TIMEOUT_MS = 5 * 60_000;
 
 /** Why the model may not take another step, or undefined. */
 function budgetSpent(run: ParsedCodingRun, state: RunState, now: number): string | undefined {
@@ -103,7 +106,11 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
       'The commit this run cloned is not recorded, so the spec.verify.protect paths cannot be restored before the check; nothing was graded. Create the run again.',
     );
   }
-  const restored = state.revision ? await restoreProtected(deps, run, state.revision, sandbox) : 0;
+  const restoreTimeoutMs = Math.max(
+    MIN_RESTORE_TIMEOUT_MS,
+    Math.min(MAX_RESTORE_TIMEOUT_MS, deadlineOf(run, state) - deps.now().getTime()),
+  );
+  const restored = state.revision ? await restoreProtected(deps, run, state.revision, sandbox, restoreTimeoutMs) : 0;
   const untilDeadline = deadlineOf(run, state) - deps.now().getTime();
   const timeoutMs = Math.max(MIN_TIMEOUT_MS, Math.min(durationMs(verify.timeout), untilDeadline));
   const result = await runCheck(deps, run, timeoutMs);
