@@ -1,7 +1,14 @@
 // The record of TTL-deleted runs (reconcile/finished-runs.ts, #15.2): which specs count as the
 // same run, how the ConfigMap stays bounded, and that a malformed entry is no record. Pure.
 import { describe, expect, it } from 'vitest';
-import { findFinishedRun, specSha256, withFinishedRun, type FinishedRunRecord } from '../../operator/src/reconcile/finished-runs.ts';
+import {
+  FINISHED_RUNS_KEPT,
+  findFinishedRun,
+  isFinishedRunsData,
+  specSha256,
+  withFinishedRun,
+  type FinishedRunRecord,
+} from '../../operator/src/reconcile/finished-runs.ts';
 
 const finished = (deletedAt: string): FinishedRunRecord => ({
   uid: 'u',
@@ -57,5 +64,21 @@ describe('the chamvi-finished-runs data', () => {
     ] as const)
       data = withFinishedRun(data, name, finished(at), 2);
     expect(Object.keys(data).sort()).toEqual(['b', 'c']);
+  });
+
+  it('drops entries that are no record first, reading each once, and knows a ConfigMap far past the bound for not its own', () => {
+    // What anyone who may create ConfigMaps can put at the name: 170 000 keys of nothing. The
+    // sort read each entry twice per comparison (1.7 s of the shared event loop a try).
+    const hostile = Object.fromEntries(Array.from({ length: 170_000 }, (_, i) => [`k${i}`, '']));
+    expect(isFinishedRunsData(hostile)).toBe(false);
+    const kept: Record<string, string> = {};
+    for (let i = 0; i < FINISHED_RUNS_KEPT; i++)
+      kept[`run-${i}`] = JSON.stringify(finished(`2026-11-30T10:${String(i % 60).padStart(2, '0')}:00Z`));
+    expect(isFinishedRunsData(kept)).toBe(true);
+    const data = withFinishedRun({ ...kept, broken: '{not json', empty: '' }, 'fix', finished('2026-11-30T11:00:00Z'));
+    expect(Object.keys(data)).toHaveLength(FINISHED_RUNS_KEPT);
+    expect(data).not.toHaveProperty('broken');
+    expect(data).not.toHaveProperty('empty');
+    expect(findFinishedRun(data, 'fix')).toEqual(finished('2026-11-30T11:00:00Z'));
   });
 });

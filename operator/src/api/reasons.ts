@@ -126,4 +126,10 @@ export const EVENT_REASONS = {
   Published: 'Published',
   /** spec.publish with approval.publish: denied (by a human or at the timeout); the run ends Succeeded without publishing. */
   PublishDenied: 'PublishDenied',
+  /**
+   * #15.2: the namespace's record of finished runs could not take this run's (the API server
+   * refused it, or the ConfigMap is not one the operator keeps): the run is kept past its
+   * ttlSecondsAfterFinished rather than deleted unrecorded, and tried again later.
+   */
+  FinishedRunNotRecorded: 'FinishedRunNotRecorded',
 } as const;

@@ -1,10 +1,10 @@
 // The thin shell around decide(): read one run's world from the informer caches, ask
 // decide() what to do, do it, and write the status in ONE place. Level-triggered: the key
 // is only a name; whatever happened, the current state is read again.
-import { FINISHED_RUNS_CONFIG_MAP, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
+import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { EVENT_REASONS, FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { computeAdmission, isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
@@ -129,6 +129,8 @@ const MAX_CONFLICT_RETRIES = 5;
 const JOBS_RUNNING_RECHECK_MS = 1_000;
 /** How often a run too large for any write is looked at again (it can only be deleted). */
 const TOO_LARGE_RECHECK_MS = 10 * 60_000;
+/** How often a run whose finished record was refused is tried again (keepFinishedRecord). */
+const FINISHED_RECORD_RECHECK_MS = 10 * 60_000;
 
 /** The run's size as its JSON (decide() refuses one too large to write). */
 const jsonBytes = (run: CodingRun) => Buffer.byteLength(JSON.stringify(run), 'utf8');
@@ -742,6 +744,9 @@ export class RunReconciler {
         jobsRunning = await this.deps.agent.stop(run);
         continue;
       }
+      if (action.type === 'deleteRun' && !(await this.keepFinishedRecord(run, action.record))) {
+        return { run, requeueAfterMs: FINISHED_RECORD_RECHECK_MS };
+      }
       // Deleting: a job of the run still runs, and would leave its record (and maybe a next
       // job) in Redis once it ends. The finalizer stays until it has ended and is removed.
       if (action.type === 'removeFinalizer' && jobsRunning > 0) {
@@ -809,6 +814,27 @@ export class RunReconciler {
     return { run, requeueAfterMs: TOO_LARGE_RECHECK_MS };
   }
 
+  /**
+   * Adds a run deleted after its ttlSecondsAfterFinished to its namespace's record of finished
+   * runs (#15.2); false when that record refuses it for good: the API server refused the write
+   * (an immutable or quota-bound ConfigMap), or the ConfigMap at its name is not one the operator
+   * keeps. The run is then kept, with a Warning Event, and tried again later: retried at every
+   * backoff it was retried forever, and a run deleted unrecorded runs again when re-applied.
+   */
+  private async keepFinishedRecord(run: CodingRun, record: FinishedRunRecord): Promise<boolean> {
+    try {
+      await this.deps.kube.recordFinishedRun(run.metadata.namespace, run.metadata.name, record);
+      return true;
+    } catch (error) {
+      const refused = error instanceof ForeignFinishedRunsError ? error.message : apiRefusal(error)?.message;
+      if (refused === undefined) throw error;
+      const message = `Not deleted after ttlSecondsAfterFinished: the record of finished runs could not take it (${refused.slice(0, 512)}); tried again in ${FINISHED_RECORD_RECHECK_MS / 60_000} minutes.`;
+      this.deps.logger.warn(runLogFields(run), message);
+      await this.deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.FinishedRunNotRecorded, message }).catch(() => undefined);
+      return false;
+    }
+  }
+
   private async applyAction(run: CodingRun, action: Action): Promise<CodingRun> {
     const { kube, agent } = this.deps;
     const { namespace, name } = run.metadata;
@@ -874,8 +900,7 @@ export class RunReconciler {
         await agent.stop(run);
         return run;
       case 'deleteRun':
-        // Recorded first: a run deleted unrecorded would run again when a GitOps tool re-applies it.
-        await kube.recordFinishedRun(namespace, name, action.record);
+        // Recorded first (apply() did): a run deleted unrecorded would run again when a GitOps tool re-applies it.
         await kube.deleteRun(namespace, name);
         return run;
       case 'claimWarmPod':

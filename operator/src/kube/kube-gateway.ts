@@ -17,7 +17,13 @@ import {
 import { GROUP, PLURAL, VERSION, type CodingRun, type CodingRunStatus } from '../api/index.ts';
 import { isAlreadyExists, isConflict, isNotFound } from './api-errors.ts';
 import { JSON_PATCH, jsonRequests } from './json-requests.ts';
-import { FINISHED_RUNS_CONFIG_MAP, withFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
+import {
+  FINISHED_RUNS_CONFIG_MAP,
+  ForeignFinishedRunsError,
+  isFinishedRunsData,
+  withFinishedRun,
+  type FinishedRunRecord,
+} from '../reconcile/finished-runs.ts';
 
 export interface KubeGateway {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
@@ -133,6 +139,8 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
             if (isNotFound(error)) return undefined;
             throw error;
           });
+          if (current && !isFinishedRunsData(current.data))
+            throw new ForeignFinishedRunsError(namespace, Object.keys(current.data ?? {}).length);
           const data = withFinishedRun(current?.data, name, record);
           if (!current) {
             const metadata = {
