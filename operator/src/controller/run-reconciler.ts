@@ -33,6 +33,7 @@ import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 import { DeletionsSent } from './deletions-sent.ts';
+import { DiffTakes } from './diff-takes.ts';
 import { SandboxPoliciesMade } from './sandbox-policies-made.ts';
 import {
   SANDBOX_DENY_ALL_POLICY,
@@ -131,6 +132,8 @@ const JOBS_RUNNING_RECHECK_MS = 1_000;
 const TOO_LARGE_RECHECK_MS = 10 * 60_000;
 /** How often a run whose finished record was refused is tried again (keepFinishedRecord). */
 const FINISHED_RECORD_RECHECK_MS = 10 * 60_000;
+/** A run whose diff is being taken is looked at again this soon, if nothing wakes it first (a take is at most 30 s). */
+const DIFF_TAKING_RECHECK_MS = 5_000;
 
 /** The run's size as its JSON (decide() refuses one too large to write). */
 const jsonBytes = (run: CodingRun) => Buffer.byteLength(JSON.stringify(run), 'utf8');
@@ -174,6 +177,13 @@ type WarmClaim = { podName: string; pod: V1Pod } | { none: true };
 
 /** How many pool pods one claim tries before the run takes a fresh pod (each loss is another claimer's win). */
 const CLAIM_TRIES = 3;
+
+/** Thrown by applyAction while the run's diff is being taken: the reconcile ends, and the take's end wakes the run. */
+class DiffTakingSignal extends Error {
+  constructor() {
+    super('diff being taken');
+  }
+}
 
 /** Thrown by applyAction once the run's diff is kept: decide() ends the run knowing it. */
 class DiffKeptSignal extends Error {
@@ -273,10 +283,13 @@ export class RunReconciler {
    */
   private readonly ensuring = new Map<string, Promise<void>>();
   private readonly now: () => Date;
+  /** The diffs of runs this process ends, taken beside the reconciles (diff-takes.ts). */
+  private readonly diffTakes: DiffTakes;
 
   constructor(private readonly deps: RunReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.policiesMade = new SandboxPoliciesMade(deps.caches.networkPolicies);
+    this.diffTakes = new DiffTakes((key) => this.deps.wake?.(key));
   }
 
   /**
@@ -342,6 +355,7 @@ export class RunReconciler {
       this.deletions.forgetRun(key);
       this.claimsMade.delete(key);
       this.freshPodsSent.delete(key);
+      this.diffTakes.forget(key);
       return { forget: true };
     }
     // Nothing can be written for it: only its deletion or a smaller spec (a new generation) changes that.
@@ -396,6 +410,8 @@ export class RunReconciler {
           keptDiff = error.kept;
           continue;
         }
+        // The diff is being taken (diff-takes.ts): its end wakes the run; the recheck is for a reconciler without wake.
+        if (error instanceof DiffTakingSignal) return { requeueAfterMs: DIFF_TAKING_RECHECK_MS };
         if (!isConflict(error) || attempt >= MAX_CONFLICT_RETRIES) throw error;
         // Someone else (a worker, a user) changed the run: decide again on fresh state.
         const fresh = await this.deps.kube.getRun(namespace, name);
@@ -910,9 +926,13 @@ export class RunReconciler {
         );
       case 'keepDiff': {
         const parsed = parseSpec(run);
-        throw new DiffKeptSignal(
-          parsed.ok ? await agent.keepDiff({ ...run, spec: parsed.spec } as ParsedCodingRun, { fromSandbox: action.fromSandbox }) : NO_DIFF,
+        if (!parsed.ok) throw new DiffKeptSignal(NO_DIFF);
+        const outcome = this.diffTakes.poll(`${namespace}/${name}`, run.metadata.uid, () =>
+          agent.keepDiff({ ...run, spec: parsed.spec } as ParsedCodingRun, { fromSandbox: action.fromSandbox }),
         );
+        if (!outcome) throw new DiffTakingSignal();
+        if ('failed' in outcome) throw outcome.failed;
+        throw new DiffKeptSignal(outcome.kept);
       }
     }
   }

@@ -1,0 +1,80 @@
+// The diffs the controller takes from runs it ends, beside its reconciles (controller/diff-takes.ts):
+// a reconcile starts a take and ends; the take's end wakes the run, whose next reconcile gets the
+// diff once. A take waits on the sandbox, which the model controls (a clean filter that sleeps):
+// taken inside the reconciles, four slow ones held every reconcile slot.
+import { describe, expect, it } from 'vitest';
+import { DiffTakes } from '../../operator/src/controller/diff-takes.ts';
+import { NO_DIFF, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
+
+/** A take that ends when the test says. */
+function pendingTake() {
+  let finish!: (kept: KeptDiff) => void;
+  let fail!: (error: Error) => void;
+  const promise = new Promise<KeptDiff>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  let started = 0;
+  return {
+    take: () => (started++, promise),
+    finish: (kept: KeptDiff) => finish(kept),
+    fail: (error: Error) => fail(error),
+    started: () => started,
+  };
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+const kept = (diff: string): KeptDiff => ({ ...NO_DIFF, source: 'final', diff });
+
+describe('DiffTakes', () => {
+  it('starts a take at the first poll, wakes the run when it ends, and gives its diff once', async () => {
+    const woken: string[] = [];
+    const takes = new DiffTakes((key) => woken.push(key));
+    const slow = pendingTake();
+    expect(takes.poll('ns/r', 'uid-1', slow.take)).toBeUndefined();
+    expect(takes.poll('ns/r', 'uid-1', slow.take)).toBeUndefined();
+    expect(slow.started()).toBe(1);
+    slow.finish(kept('diff --git a/x b/x'));
+    await settle();
+    expect(woken).toEqual(['ns/r']);
+    expect(takes.poll('ns/r', 'uid-1', slow.take)).toEqual({ kept: kept('diff --git a/x b/x') });
+    expect(takes.size).toBe(0);
+  });
+
+  it('gives a failed take as failed, and a new run of the name starts its own take', async () => {
+    const takes = new DiffTakes(() => undefined);
+    const first = pendingTake();
+    takes.poll('ns/r', 'uid-1', first.take);
+    first.fail(new Error('sandbox gone'));
+    await settle();
+    const second = pendingTake();
+    // Another run under the name (uid-2): not the first run's outcome.
+    expect(takes.poll('ns/r', 'uid-2', second.take)).toBeUndefined();
+    expect(second.started()).toBe(1);
+    const third = pendingTake();
+    takes.poll('ns/q', 'uid-3', third.take);
+    third.fail(new Error('sandbox gone'));
+    await settle();
+    expect(takes.poll('ns/q', 'uid-3', third.take)).toEqual({ failed: new Error('sandbox gone') });
+  });
+
+  it('runs at most two takes at once; the others wait for one to end', async () => {
+    const takes = new DiffTakes(() => undefined, 2);
+    const slow = [pendingTake(), pendingTake(), pendingTake()];
+    slow.forEach((each, i) => takes.poll(`ns/r${i}`, `uid-${i}`, each.take));
+    await settle();
+    expect(slow.map((each) => each.started())).toEqual([1, 1, 0]);
+    slow[0]!.finish(NO_DIFF);
+    await settle();
+    expect(slow[2]!.started()).toBe(1);
+  });
+
+  it('keeps nothing of a run forgotten (deleted) while its take ran', async () => {
+    const woken: string[] = [];
+    const takes = new DiffTakes((key) => woken.push(key));
+    const slow = pendingTake();
+    takes.poll('ns/r', 'uid-1', slow.take);
+    takes.forget('ns/r');
+    slow.finish(NO_DIFF);
+    await settle();
+    expect(woken).toEqual([]);
+    expect(takes.size).toBe(0);
+  });
+});
