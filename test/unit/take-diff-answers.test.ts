@@ -33,4 +33,23 @@ describe('takeDiff, on forged answers', () => {
     await expect(takeDiff(answering(bash('', '0\n\n', { stdoutTruncated: true }), huge))).rejects.toThrow(/more than the diff/);
     await expect(takeDiff(answering(bash(42 as unknown as string, '0\n\n')))).rejects.toThrow(/not text/);
   });
+
+  // A TypeError here was retried by finalize until the run ended AgentFailed; the error below
+  // is the one every other bad answer gives.
+  it.each([
+    ['a bash answer with a null result', [{ ok: true, result: null }]],
+    ['a bash answer whose result is not an object', [{ ok: true, result: 'done' }]],
+    ['a cut bash answer that names no log', [{ ok: true, result: { exitCode: 0, stdout: '', stderr: '0\n\n', stdoutTruncated: true } }]],
+    [
+      'a log read with a null result',
+      [
+        { ok: true, result: { exitCode: 0, stdout: '', stderr: '0\n\n', stdoutTruncated: true, stdoutLog: '/tmp/log' } },
+        { ok: true, result: null },
+      ],
+    ],
+  ])('fails as taking the diff failed, not with a TypeError, on %s', async (_, answers) => {
+    const taking = takeDiff(answering(...(answers as unknown as ToolResponse[])));
+    await expect(taking).rejects.toThrow(/^(taking|reading) the diff failed: /);
+    await expect(taking).rejects.not.toBeInstanceOf(TypeError);
+  });
 });

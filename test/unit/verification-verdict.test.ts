@@ -111,6 +111,10 @@ describe('commandResultOf: the check answer as the contract shapes it', () => {
     ['an exit code that is not a whole number', { ...good, exitCode: '0' }],
     ['a duration past what a number holds', { ...good, durationMs: Number.POSITIVE_INFINITY }],
     ['a negative duration', { ...good, durationMs: -1 }],
+    ['an exit code past what status holds as an integer', { ...good, exitCode: 1e19 }],
+    ['an exit code past the 32 bits a process exit status has', { ...good, exitCode: 2 ** 31 }],
+    ['a duration past the integers status holds', { ...good, durationMs: 1e300 }],
+    ['a duration that is not a number', { ...good, durationMs: Number.NaN }],
     ['no timedOut', { ...good, timedOut: undefined }],
     ['not an object', 'passed'],
   ])('refuses an answer written with %s (the check then fails)', (_, answer) => {

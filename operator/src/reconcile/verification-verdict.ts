@@ -16,18 +16,28 @@ export interface CommandResult {
   durationMs: number;
 }
 
+/** An exit status a process can have (a 32-bit int, as waitpid reports it), well inside the integer status holds. */
+const EXIT_CODE_MIN = -(2 ** 31);
+const EXIT_CODE_MAX = 2 ** 31 - 1;
+
 /**
  * The check's answer, when it has the contract's shape: code in the sandbox can write the
  * toolbox's answer line, and one with a `stdout` that is not text made finalize throw (and
- * retry), a `durationMs` of 1e400 went to status as null. Undefined otherwise: the check failed.
+ * retry), a `durationMs` of 1e400 went to status as null. The numbers are kept to integers
+ * status holds: the API server refuses an exitCode of 1e19 or a durationMs of 1e300 (not an
+ * integer it can read), so every status write failed and the run ended AgentFailed. Undefined
+ * otherwise: the check failed.
  */
 export function commandResultOf(answer: unknown): CommandResult | undefined {
   if (typeof answer !== 'object' || answer === null) return undefined;
   const { exitCode, stdout, stderr, timedOut, outputCapped, durationMs } = answer as Record<string, unknown>;
-  const exitOk = exitCode === null || (typeof exitCode === 'number' && Number.isInteger(exitCode));
+  const exitOk =
+    exitCode === null ||
+    (typeof exitCode === 'number' && Number.isInteger(exitCode) && exitCode >= EXIT_CODE_MIN && exitCode <= EXIT_CODE_MAX);
   const textOk = typeof stdout === 'string' && typeof stderr === 'string';
   const flagsOk = typeof timedOut === 'boolean' && typeof outputCapped === 'boolean';
-  const durationOk = typeof durationMs === 'number' && Number.isFinite(durationMs) && durationMs >= 0;
+  // verificationOf rounds it, so any finite duration up to the largest safe integer stays one.
+  const durationOk = typeof durationMs === 'number' && durationMs >= 0 && durationMs <= Number.MAX_SAFE_INTEGER;
   if (!exitOk || !textOk || !flagsOk || !durationOk) return undefined;
   return { exitCode, stdout, stderr, timedOut, outputCapped, durationMs } as CommandResult;
 }

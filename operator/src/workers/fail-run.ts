@@ -1,8 +1,8 @@
 // Ends a run as Failed from a worker: the diff kept (from the sandbox when it answers, else the
-// last snapshot: keep-diff.ts), the terminal status (computed by
-// reconcile/run-status-transitions.ts, as the controller's is), its Warning Event and metrics,
-// then the agent forgets the run. The worker reaches this through job-failure.ts, which
-// maps what a job threw to the reason.
+// last snapshot: keep-diff.ts) with the final answer and verification the run has, the
+// terminal status (computed by reconcile/run-status-transitions.ts, as the controller's is),
+// its Warning Event and metrics, then the agent forgets the run. The worker reaches this
+// through job-failure.ts, which maps what a job threw to the reason.
 import { LIMITS, REASONS } from '../api/index.ts';
 import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
 import { failStatus, recordProgress } from '../reconcile/run-status-transitions.ts';
@@ -13,6 +13,7 @@ import { liveRun } from './live-run.ts';
 import { recordFailure } from './record-step.ts';
 import { observeFinished } from './run-metrics.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
+import { finishedResult } from './verify-work.ts';
 
 /**
  * `agentWorked`: the run got past prepare (its tree is in the sandbox, the agent may have
@@ -32,7 +33,9 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
   const shown = kept ? withDiffNote(message, kept) : message;
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {
-    if (kept) status.result = keptDiffResult(kept, '');
+    // A run that finished and then failed (publishing: PublishFailed) keeps its final answer and
+    // its verification, as a finished run's status shows them: an eval's graders read both.
+    if (kept) status.result = state ? finishedResult(kept, state.finalText ?? '', state) : keptDiffResult(kept, '');
     // The last step's progress, which rides on the terminal write when the run was finalizing (end-step.ts).
     if (state && state.step >= (status.steps ?? 0))
       recordProgress(status, { steps: state.step, toolCalls: state.toolCalls, usage: state.usage });

@@ -67,6 +67,10 @@ function parseTakenDiff(header: unknown, taken: unknown): { diff: string; trunca
   };
 }
 
+/** The answer's fields, when it is an object; the sandbox wrote it, so it may be anything. */
+const objectOf = (result: unknown): Record<string, unknown> | undefined =>
+  typeof result === 'object' && result !== null ? (result as Record<string, unknown>) : undefined;
+
 /** The change against `base` (the commit the run cloned; HEAD when unknown), new files included (intent-to-add), cut at 1 MiB. */
 export async function takeDiff(
   sandbox: Sandbox,
@@ -76,14 +80,19 @@ export async function takeDiff(
   const command = takeDiffCommand(baseOf(base));
   const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
-  const out = response.result as Partial<BashResult>;
+  // The protocol lets an answer be {"ok":true,"result":null}: a result read without this check
+  // threw a TypeError, which finalize retried until the run ended AgentFailed.
+  const out = objectOf(response.result) as Partial<BashResult> | undefined;
+  if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
   if (out.stdoutTruncated !== true) return parseTakenDiff(out.stderr, out.stdout);
   // The result shows only head and tail of a long stream; the whole is in the log file.
+  if (typeof out.stdoutLog !== 'string') throw new Error('taking the diff failed: the answer names no log to read the diff from');
   const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
   if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
-  const content = (read.result as { content?: unknown }).content;
+  const content = objectOf(read.result)?.content;
+  if (typeof content !== 'string') throw new Error('reading the diff failed: the answer is not text');
   // Base64 of at most LIMITS.fullDiff bytes; more is not the log the command wrote.
-  if (typeof content !== 'string' || content.length > Math.ceil(LIMITS.fullDiff / 3) * 4)
+  if (content.length > Math.ceil(LIMITS.fullDiff / 3) * 4)
     throw new Error('reading the diff failed: the log holds more than the diff the command cuts');
   return parseTakenDiff(out.stderr, Buffer.from(content, 'base64').toString('utf8'));
 }
