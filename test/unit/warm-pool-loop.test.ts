@@ -2,10 +2,10 @@
 // plain list the test edits (as the informer would, later), the gateway records what the loop
 // asks of the API server. What the loop decides from them is the unit under test.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import type { ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
-import { WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
+import { POOL_RESYNC_MS, WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { WARM_POOL_LABEL, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 
@@ -275,5 +275,19 @@ describe('WarmPoolLoop', () => {
     await loop.settled();
     expect(created).toHaveLength(4);
     expect(created[3]!.metadata?.labels?.[WARM_POOL_LABEL]).toBe('other');
+  });
+
+  it('stays stopped when started after stop() (the lease lost while the caches filled): no timer, no pod', async () => {
+    const { created, loop } = world();
+    loop.stop();
+    const setInterval = vi.spyOn(globalThis, 'setInterval');
+    try {
+      loop.start();
+      await loop.settled();
+      expect(setInterval.mock.calls.filter(([, ms]) => ms === POOL_RESYNC_MS)).toEqual([]);
+      expect(created).toEqual([]);
+    } finally {
+      setInterval.mockRestore();
+    }
   });
 });

@@ -50,6 +50,8 @@ export class RunController {
   private readonly warmPools: WarmPoolLoop | undefined;
   /** Between start (caches synced) and stop: a stopped controller's cache no longer follows the cluster. */
   private live = false;
+  /** Set by stop(): a start() still waiting for its caches then goes no further. */
+  private stopped = false;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -304,6 +306,9 @@ export class RunController {
   /** Starts watching; resolves when every cache has its first list. */
   async start(): Promise<void> {
     await Promise.all(this.informers.map((informer) => informer.start()));
+    // The lease was lost while the caches filled: going on would start the pool loop's timer on
+    // a stopped controller (holding its caches for good) and call a stale cache live.
+    if (this.stopped) return;
     this.queue.start();
     this.warmPools?.start();
     this.live = true;
@@ -316,6 +321,7 @@ export class RunController {
   }
 
   stop(): void {
+    this.stopped = true;
     this.live = false;
     this.reconciler.stop();
     void this.isolation?.stop();

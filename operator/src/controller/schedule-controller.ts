@@ -40,6 +40,8 @@ export class ScheduleController {
   private readonly informers: Informer<CachedObject>[] = [];
   private readonly queue: WorkQueue;
   readonly reconciler: ScheduleReconciler;
+  /** Set by stop(): a start() still waiting for its caches then goes no further. */
+  private stopped = false;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -123,11 +125,16 @@ export class ScheduleController {
 
   async start(): Promise<void> {
     await Promise.all(this.informers.map((informer) => informer.start()));
+    // The lease was lost while the caches filled: this replica no longer schedules.
+    if (this.stopped) return;
     this.queue.start();
     this.logger.info({}, 'schedule caches synced; scheduling');
   }
 
+  /** Nothing is reconciled after this, and a reconcile in flight writes nothing more (a deposed leader's run beside the new leader's). */
   stop(): void {
+    this.stopped = true;
+    this.reconciler.stop();
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }

@@ -7,6 +7,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { CodingRun } from '../api/index.ts';
 import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
+import type { RunEvent } from '../reconcile/decision.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
@@ -40,14 +41,60 @@ export const MAX_SCHEDULE_REQUEUE_MS = 60 * 60 * 1000;
 /** After the API server refused the run due: try again this often (a quota may free up, a policy or template be fixed). */
 export const RUN_REFUSED_RETRY_MS = 60_000;
 
+/**
+ * Thrown before a write once the reconciler was stopped (the lease lost, or shutdown): another
+ * replica may lead already and reconcile the same schedule. A reconcile whose list of runs came
+ * back after the lease was lost created its run beside the new leader's (a generated name, so
+ * nothing refused the second).
+ */
+class ScheduleReconcilerStoppedSignal extends Error {
+  constructor() {
+    super('the schedule reconciler was stopped');
+  }
+}
+
 export class ScheduleReconciler {
+  /** Set by stop(): no write is sent after it (ScheduleReconcilerStoppedSignal). */
+  private stopped = false;
+
   constructor(private readonly deps: ScheduleReconcilerDeps) {}
 
+  /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private beforeWrite(): void {
+    if (this.stopped) throw new ScheduleReconcilerStoppedSignal();
+  }
+
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+    try {
+      return await this.reconcileOnce(key);
+    } catch (error) {
+      if (error instanceof ScheduleReconcilerStoppedSignal) {
+        const [namespace, name] = key.split('/');
+        this.deps.logger.info({ namespace, name }, 'schedule reconcile stopped before its next write: this replica no longer leads');
+        return {};
+      }
+      throw error;
+    }
+  }
+
+  private async reconcileOnce(key: string): Promise<{ requeueAfterMs?: number }> {
     const [namespace, name] = key.split('/') as [string, string];
-    const { kube, events, logger } = this.deps;
+    const { kube, logger } = this.deps;
     const schedule = await kube.getSchedule(namespace, name);
     if (!schedule || schedule.metadata.deletionTimestamp) return {};
+    // Every write goes through these: none is sent once the reconciler was stopped.
+    const record = (event: RunEvent) => {
+      this.beforeWrite();
+      return this.deps.events.record(schedule, event);
+    };
+    const writeStatus = (status: CodingScheduleStatus) => {
+      this.beforeWrite();
+      return kube.replaceScheduleStatus(schedule, status);
+    };
     const now = this.deps.now();
 
     const parsedSpec = codingScheduleSpec.safeParse(schedule.spec);
@@ -88,11 +135,15 @@ export class ScheduleReconciler {
     // Every deletion before the create, history's too: they only touch runs Replace ends or
     // finished ones, and a quota on CodingRuns that refuses the create is freed by them. After
     // the create, a refused create never reached them, and the schedule stayed stuck.
-    for (const { name: runName } of decision.deleteRuns) await kube.deleteRun(namespace, runName);
+    for (const { name: runName } of decision.deleteRuns) {
+      this.beforeWrite();
+      await kube.deleteRun(namespace, runName);
+    }
     let status: CodingScheduleStatus = decision.status;
     if (decision.create && runSpec) {
       const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
       let created: CodingRun;
+      this.beforeWrite();
       try {
         created = await kube.createRun(manifest);
       } catch (error) {
@@ -111,21 +162,20 @@ export class ScheduleReconciler {
         const deleted = new Set(decision.deleteRuns.map((run) => run.name));
         const left = runs.map((run) => (deleted.has(run.name) ? { ...run, deleting: true } : run));
         const refused = decideSchedule({ ...input, runs: left, problem: { reason: 'RunRefused', message } });
-        if (!sameStatus(refused.status, schedule.status)) await kube.replaceScheduleStatus(schedule, refused.status);
-        for (const event of [...decision.events.filter((event) => event.reason === 'RunReplaced'), ...refused.events])
-          await events.record(schedule, event);
+        if (!sameStatus(refused.status, schedule.status)) await writeStatus(refused.status);
+        for (const event of [...decision.events.filter((event) => event.reason === 'RunReplaced'), ...refused.events]) await record(event);
         return { requeueAfterMs: RUN_REFUSED_RETRY_MS };
       }
       status = withCreatedRun(status, created.metadata.name, decision.create);
-      await events.record(schedule, {
+      await record({
         type: 'Normal',
         reason: 'RunCreated',
         message: `Created run ${created.metadata.name} for ${decision.create.toISOString()}`,
       });
       logger.info({ namespace, name, run: created.metadata.name, scheduledTime: decision.create.toISOString() }, 'schedule created a run');
     }
-    if (!sameStatus(status, schedule.status)) await kube.replaceScheduleStatus(schedule, status);
-    for (const event of decision.events) await events.record(schedule, event);
+    if (!sameStatus(status, schedule.status)) await writeStatus(status);
+    for (const event of decision.events) await record(event);
     return decision.requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(decision.requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
   }
 }

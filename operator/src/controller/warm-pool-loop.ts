@@ -112,6 +112,8 @@ export class WarmPoolLoop {
   private readonly startFailures = new Map<string, { failures: number; holdUntil: number }>();
 
   start(): void {
+    // A stopped loop stays stopped: its timer would never be cleared.
+    if (this.stopped) return;
     // Without pools no timer: a pod of a pool taken out of the config pokes the loop as the
     // pod watch lists it, and that pass deletes it.
     if (this.deps.config.warmPools.length === 0) return;
