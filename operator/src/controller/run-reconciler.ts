@@ -34,6 +34,7 @@ import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 import { DeletionsSent } from './deletions-sent.ts';
 import { DiffTakes } from './diff-takes.ts';
+import { WriteGate } from './write-gate.ts';
 import { SandboxPoliciesMade } from './sandbox-policies-made.ts';
 import {
   SANDBOX_DENY_ALL_POLICY,
@@ -192,18 +193,6 @@ class DiffKeptSignal extends Error {
   }
 }
 
-/**
- * Thrown before a write once the reconciler was stopped (the lease lost, or shutdown): another
- * replica may lead already, and this reconcile's caches no longer follow the cluster. A run
- * decided again on a frozen pod cache after a conflict read as SandboxLost, and a healthy run
- * was failed.
- */
-class ReconcilerStoppedSignal extends Error {
-  constructor() {
-    super('the reconciler was stopped');
-  }
-}
-
 /** Creates one of the run's objects (or adds its finalizer); a refusal or failure by the API server becomes a CreateRefusedError, for decide() to judge. */
 async function createOrRefuse<T>(kind: RefusedObject['kind'], name: string, create: () => Promise<T>): Promise<T> {
   try {
@@ -323,28 +312,26 @@ export class RunReconciler {
     return [SANDBOX_DENY_ALL_POLICY, SANDBOX_EGRESS_POLICY].flatMap((name) => this.policiesMade.seen(namespace, name) ?? []);
   }
 
-  /** Set by stop(): no write is sent after it (ReconcilerStoppedSignal). */
-  private stopped = false;
+  /** Closed by stop(): no write is sent after it (write-gate.ts). */
+  private readonly writes = new WriteGate();
 
   /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
   stop(): void {
-    this.stopped = true;
+    this.writes.close();
   }
 
   private beforeWrite(): void {
-    if (this.stopped) throw new ReconcilerStoppedSignal();
+    this.writes.check();
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
-    try {
-      return await this.reconcileOnce(key);
-    } catch (error) {
-      if (error instanceof ReconcilerStoppedSignal) {
+    return this.writes.unlessStopped(
+      () => this.reconcileOnce(key),
+      () => {
         this.deps.logger.info({ key }, 'reconcile stopped before its next write: this replica no longer leads');
         return {};
-      }
-      throw error;
-    }
+      },
+    );
   }
 
   private async reconcileOnce(key: string): Promise<{ requeueAfterMs?: number; forget?: boolean }> {

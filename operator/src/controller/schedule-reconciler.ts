@@ -14,6 +14,7 @@ import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
 import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
 import type { ControllerLogger } from './run-controller.ts';
+import { WriteGate } from './write-gate.ts';
 
 export interface ScheduleReconcilerDeps {
   kube: ScheduleGateway;
@@ -41,44 +42,34 @@ export const MAX_SCHEDULE_REQUEUE_MS = 60 * 60 * 1000;
 /** After the API server refused the run due: try again this often (a quota may free up, a policy or template be fixed). */
 export const RUN_REFUSED_RETRY_MS = 60_000;
 
-/**
- * Thrown before a write once the reconciler was stopped (the lease lost, or shutdown): another
- * replica may lead already and reconcile the same schedule. A reconcile whose list of runs came
- * back after the lease was lost created its run beside the new leader's (a generated name, so
- * nothing refused the second).
- */
-class ScheduleReconcilerStoppedSignal extends Error {
-  constructor() {
-    super('the schedule reconciler was stopped');
-  }
-}
-
 export class ScheduleReconciler {
-  /** Set by stop(): no write is sent after it (ScheduleReconcilerStoppedSignal). */
-  private stopped = false;
+  /**
+   * Closed by stop(): no write is sent after it (write-gate.ts). A reconcile whose list of runs
+   * came back after the lease was lost created its run beside the new leader's (a generated
+   * name, so nothing refused the second).
+   */
+  private readonly writes = new WriteGate();
 
   constructor(private readonly deps: ScheduleReconcilerDeps) {}
 
   /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
   stop(): void {
-    this.stopped = true;
+    this.writes.close();
   }
 
   private beforeWrite(): void {
-    if (this.stopped) throw new ScheduleReconcilerStoppedSignal();
+    this.writes.check();
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
-    try {
-      return await this.reconcileOnce(key);
-    } catch (error) {
-      if (error instanceof ScheduleReconcilerStoppedSignal) {
+    return this.writes.unlessStopped(
+      () => this.reconcileOnce(key),
+      () => {
         const [namespace, name] = key.split('/');
         this.deps.logger.info({ namespace, name }, 'schedule reconcile stopped before its next write: this replica no longer leads');
         return {};
-      }
-      throw error;
-    }
+      },
+    );
   }
 
   private async reconcileOnce(key: string): Promise<{ requeueAfterMs?: number }> {
