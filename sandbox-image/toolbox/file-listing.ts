@@ -8,7 +8,7 @@ import type { FileListResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS, RESULT_ENTRIES_MAX_BYTES } from './contract/limits.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
-import { globToRegExp } from './contract/glob-pattern.ts';
+import { compileGlob } from './contract/glob-pattern.ts';
 import { guardWorkspacePath } from './path-guard.ts';
 import { SortedSelection } from './sorted-selection.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
@@ -23,7 +23,7 @@ export async function listFiles(context: ToolboxContext, input: ToolInput<'list_
 
 export async function glob(context: ToolboxContext, input: ToolInput<'glob'>): Promise<FileListResult> {
   const base = await guardDirectory(context, input.path);
-  const pattern = globToRegExp(input.pattern.replace(/^\.\//, ''));
+  const pattern = compileGlob(input.pattern.replace(/^\.\//, ''));
   const prefix = base === '' ? '' : `${base}/`;
   const selection = new SortedSelection(Math.min(input.limit ?? LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS));
   await forEachFile(context, base, Boolean(input.includeIgnored), (file) => {

@@ -54,9 +54,6 @@ export function compileGlob(glob: string): GlobMatcher {
   return { test: (path) => runAutomaton(automaton, path) };
 }
 
-/** The name callers know; the matcher answers `test` as the RegExp it once returned did. */
-export const globToRegExp: (glob: string) => GlobMatcher = compileGlob;
-
 /**
  * A set of states the automaton may be in, with the sets it goes to on each character seen so
  * far: a lazily built DFA, so a path costs one lookup per character once its sets are known.

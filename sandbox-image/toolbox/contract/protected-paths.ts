@@ -4,13 +4,13 @@
 // and prunes them before a verification; the operator picks the files of its own clone to put
 // back. A glob protects what it matches and everything under it (`test` protects test/a.js).
 // Pure.
-import { globToRegExp } from './glob-pattern.ts';
+import { compileGlob } from './glob-pattern.ts';
 
 export type ProtectedPaths = (relative: string) => boolean;
 
 /** A predicate over root-relative '/'-separated paths ('' is the root, which is never protected). */
 export function protectedPaths(globs: readonly string[]): ProtectedPaths {
-  const patterns = globs.map((glob) => globToRegExp(glob.replace(/\/+$/, '')));
+  const patterns = globs.map((glob) => compileGlob(glob.replace(/\/+$/, '')));
   if (patterns.length === 0) return () => false;
   return (relative) => {
     if (relative === '') return false;
