@@ -115,14 +115,13 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   }
   let guidance: string | undefined;
   let revision: string;
-  let removal: Promise<unknown> = Promise.resolve();
-  let removing = false;
+  /** The clone directory's removal, once started (it is started once). */
+  let removal: Promise<unknown> | undefined;
   /** Starts the removal of the clone's directory, once the clone has settled (it sets workDir); not awaited. */
   const removeWorkDir = async () => {
     await archiveReady.catch(() => undefined);
     const dir = workDir;
-    if (!dir || removing) return;
-    removing = true;
+    if (!dir || removal) return;
     removal = treeRemoval.then(() => removeQuietly(dir));
   };
   try {
