@@ -11,14 +11,14 @@
 // directly anyway; the answer goes only to the model of this run. The journal keeps the newest
 // JOURNAL_MAX_ENTRIES entries and drops older ones, so it stays bounded.
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, readdir, unlink } from 'node:fs/promises';
+import { lstat, mkdir, readdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { BASH_MAX_TIMEOUT_MS, JOURNAL_ENTRY_MAX_BYTES, JOURNAL_MAX_ENTRIES } from './contract/limits.ts';
 import { decodeResponse, encodeResponse } from './contract/protocol.ts';
 import type { ToolResponse } from './contract/tool-results.ts';
 import { changesSandbox, type ToolName } from './contract/tool-schemas.ts';
 import { writeFileAtomic } from './atomic-write.ts';
+import { openToRead } from './bounded-read.ts';
 import { withFileLock } from './file-locks.ts';
 
 /** A repeat waits for the first try still running in another process (a redo while the old session finishes). */
@@ -74,8 +74,8 @@ async function journalDirectory(directory: string): Promise<boolean> {
 export async function readEntry(file: string, digest: string): Promise<ToolResponse | undefined> {
   let handle;
   try {
-    // O_NOFOLLOW and O_NONBLOCK: a symlink or a FIFO planted in the journal is never followed or waited on.
-    handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    // A symlink or a FIFO planted in the journal is never followed or waited on.
+    handle = await openToRead(file);
   } catch {
     return undefined;
   }

@@ -1,8 +1,8 @@
 // read_file: text windows that end on whole lines (so a continuation at endLine + 1 has no gap
 // and no overlap), raw bytes as base64, images for the model to see, and bash output logs
 // under the toolbox home.
-import { constants } from 'node:fs';
-import { open, realpath } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
+import { openToRead, readUpTo } from './bounded-read.ts';
 import path from 'node:path';
 import type { ReadFileResult, ReadFileTextResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -87,10 +87,7 @@ async function readBounded(real: string, displayPath: string, mode: 'base64' | '
   const max = mode === 'base64' ? READ_BASE64_MAX_BYTES : Math.max(READ_TEXT_MAX_BYTES, READ_IMAGE_MAX_BYTES);
   let handle;
   try {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer and hold one of libuv's few
-    // threads, which every fs call of the session shares. O_NOFOLLOW: `real` is already
-    // resolved, so a symlink here was swapped in after the guard and is not followed.
-    handle = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+    handle = await openToRead(real);
     const stats = await handle.stat();
     if (stats.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${displayPath} is a directory; use list_files to see its files`);
     if (!stats.isFile()) {
@@ -105,15 +102,9 @@ async function readBounded(real: string, displayPath: string, mode: 'base64' | '
       );
     }
     // Read at most max + 1 bytes even if the file grows meanwhile: the buffer stays bounded.
-    const buffer = Buffer.alloc(Math.min(stats.size, max) + 1);
-    let filled = 0;
-    while (filled < buffer.length) {
-      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
-    }
-    if (filled > max) throw new ToolboxError('TOO_LARGE', `${displayPath} grew past the read limit while being read`);
-    return buffer.subarray(0, filled);
+    const bytes = await readUpTo(handle, Math.min(stats.size, max) + 1);
+    if (bytes.length > max) throw new ToolboxError('TOO_LARGE', `${displayPath} grew past the read limit while being read`);
+    return bytes;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENXIO') {
       // A socket, which open() refuses outright.

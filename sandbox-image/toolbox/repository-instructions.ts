@@ -5,8 +5,8 @@
 // left out is reported in `diagnostics` with `complete: false`. Symlinks, special files, .git
 // paths and escapes are never followed (best effort: not race-free).
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, open } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
+import { openToRead, readUpTo } from './bounded-read.ts';
 import path from 'node:path';
 import type { InstructionSource, RepositoryInstructions } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -222,22 +222,12 @@ class InstructionCollector {
   }
 }
 
-/**
- * Up to `max` bytes of a regular file. O_NONBLOCK and O_NOFOLLOW keep a FIFO or a symlink
- * swapped in after the lstat from blocking the read or leading it elsewhere.
- */
+/** Up to `max` bytes of a regular file; a FIFO or a symlink swapped in after the lstat neither blocks the read nor leads it elsewhere. */
 async function readAtMost(absolute: string, max: number): Promise<Buffer> {
-  const handle = await open(absolute, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  const handle = await openToRead(absolute);
   try {
     if (!(await handle.stat()).isFile()) throw new Error('not a regular file');
-    const buffer = Buffer.alloc(max);
-    let filled = 0;
-    while (filled < max) {
-      const { bytesRead } = await handle.read(buffer, filled, max - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
-    }
-    return buffer.subarray(0, filled);
+    return await readUpTo(handle, max);
   } finally {
     await handle.close();
   }
