@@ -6,7 +6,8 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileListResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
-import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS, RESULT_ENTRIES_MAX_BYTES } from './contract/limits.ts';
+import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS } from './contract/limits.ts';
+import { leadingWithinAnswerBytes } from './answer-entries.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
 import { compileGlob } from './contract/glob-pattern.ts';
 import { guardWorkspacePath } from './path-guard.ts';
@@ -54,19 +55,6 @@ async function finish(context: ToolboxContext, selection: SortedSelection): Prom
   const files = items.filter((_, index) => present[index]);
   const kept = leadingWithinAnswerBytes(files);
   return { files: files.slice(0, kept), truncated: truncated || kept < files.length };
-}
-
-/**
- * How many of `entries`, from the first, fit in RESULT_ENTRIES_MAX_BYTES as JSON, so the
- * answer stays a line the operator accepts; what is cut is reported as `truncated`.
- */
-export function leadingWithinAnswerBytes(entries: readonly unknown[]): number {
-  let bytes = 0;
-  for (let index = 0; index < entries.length; index += 1) {
-    bytes += Buffer.byteLength(JSON.stringify(entries[index])) + 1;
-    if (bytes > RESULT_ENTRIES_MAX_BYTES) return index;
-  }
-  return entries.length;
 }
 
 async function forEachFile(context: ToolboxContext, base: string, includeIgnored: boolean, visit: (file: string) => void): Promise<void> {

@@ -8,7 +8,7 @@ import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
 import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
-import { leadingWithinAnswerBytes } from './file-listing.ts';
+import { leadingWithinAnswerBytes } from './answer-entries.ts';
 import { guardWorkspacePath, isDeniedPath } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
