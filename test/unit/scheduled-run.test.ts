@@ -121,6 +121,22 @@ describe('scheduledRunObject', () => {
     ]);
   });
 
+  it('makes a name the API server takes when the cut of a long schedule name ends in a dot or a dash', () => {
+    // A run's name is a DNS subdomain: `….-x7k2p` is not one, and every run of the schedule was refused.
+    const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+    for (const name of [`${'a'.repeat(51)}.bbbbbbb`, `${'a'.repeat(50)}-.ccccccc`, `${'a'.repeat(51)}-dddddd`]) {
+      const named = { ...owner, metadata: { ...owner.metadata, name } };
+      const { generateName } = scheduledRunObject(
+        named,
+        schedule({ templateRef: { name: 'deps' } }),
+        { task: 'x' } as never,
+        new Date(),
+      ).metadata;
+      expect(`${generateName}x7k2p`).toMatch(dnsSubdomain);
+      expect(generateName).toBe(`${'a'.repeat(name[50] === '-' ? 50 : 51)}-`);
+    }
+  });
+
   it("names the schedule's recorded writer as the run's creator, never one its run template names", () => {
     // Separation of duties: the policy checks the schedule's created-by; the template's is the author's word.
     const posing = schedule({

@@ -81,8 +81,10 @@ export function scheduledRunObject(
   template?: CodingRunTemplate,
 ) {
   const { name, namespace, uid } = schedule.metadata;
-  // generateName adds 5 characters; a run's name stays within 63 so its label fits too.
-  const prefix = `${name.slice(0, 52)}-`;
+  // generateName adds 5 characters; a run's name stays within 63 so its label fits too. A cut
+  // that ends in '.' or '-' is trimmed: `a.-x7k2p` is no DNS subdomain, and the API server would
+  // refuse every run of the schedule.
+  const prefix = `${name.slice(0, 52).replace(/[-.]+$/, '')}-`;
   return {
     apiVersion: API_VERSION,
     kind: KIND,
