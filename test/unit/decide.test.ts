@@ -910,6 +910,156 @@ describe('decide: time waiting for approval is not the run’s time (#13.5)', ()
   });
 });
 
+describe("decide: a budget raised past the sandbox pod's own limit, which Kubernetes cannot extend", () => {
+  // The pod was made for budget.timeout 30m: activeDeadlineSeconds 30m + 2 × grace (32m),
+  // counted by the kubelet from the pod's status.startTime. The run then ends a grace before it.
+  const madeFor30m = 30 * 60 + 2 * config.deadlineGraceSeconds;
+  const secondsAgo = (seconds: number) => new Date(now.getTime() - seconds * 1000).toISOString();
+  const sandboxReady = {
+    type: 'SandboxReady' as const,
+    status: 'True' as const,
+    reason: 'PodReady',
+    message: 'Sandbox pod fix-sandbox is ready.',
+    lastTransitionTime: minutesAgo(20),
+  };
+  const runningFor = (startedSecondsAgo: number, timeout: string, conditions = [...accepted, sandboxReady]) =>
+    run({
+      spec: { budget: { timeout } },
+      status: { phase: 'Running', startTime: secondsAgo(startedSecondsAgo), podName: 'fix-sandbox', conditions },
+    });
+  const startedPod = (startedSecondsAgo: number, activeDeadlineSeconds = madeFor30m) =>
+    pod({ startTime: secondsAgo(startedSecondsAgo), activeDeadlineSeconds });
+  const up = (startedSecondsAgo: number, more: Partial<ObservedRun> = {}) => ({
+    networkPolicyExists: true,
+    pod: startedPod(startedSecondsAgo),
+    agent: { state: 'stepping', moving: true } as const,
+    ...more,
+  });
+  // Started 31 minutes less 10 seconds ago: the pod's limit (32m) less the grace is 10 seconds away.
+  const almost = 31 * 60 - 10;
+
+  it('raised after the pod exists: looks again when the pod limit less the grace comes, not at the new timeout', () => {
+    const decision = decide(observe(runningFor(almost, '2h'), up(almost)), config, now);
+    expect(decision.status!.phase).toBe('Running');
+    expect(decision.requeueAfterMs).toBe(10_000);
+  });
+
+  it('raised after the pod exists: ends the run at the pod limit less the grace, taking the diff from the live sandbox, and says which limit', () => {
+    const past = 31 * 60 + 5;
+    const first = decide(observe(runningFor(past, '2h'), up(past)), config, now);
+    expect(first.actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+    const decision = decide(observe(runningFor(past, '2h'), up(past, { keptDiff: final })), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(decision.status!.message).toMatch(
+      /^The run reached the 32m limit of its sandbox pod fix-sandbox \(activeDeadlineSeconds, fixed when the pod was made: Kubernetes cannot extend it\) before its budget\.timeout of 2h\. Create a new run \(spec\.continueFrom\)/,
+    );
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
+  });
+
+  it('raised after the pod exists: warns once, in an Event and the SandboxReady message, saying by when the run ends', () => {
+    const started = 20 * 60;
+    const first = decide(observe(runningFor(started, '2h'), up(started)), config, now);
+    const note =
+      'spec.budget was raised after the sandbox started (budget.timeout is now 2h), but its pod fix-sandbox was made with a 32m limit ' +
+      '(activeDeadlineSeconds) that Kubernetes cannot extend, so the run ends by 2026-11-29T12:11:00Z. Create a new run (spec.continueFrom) for more time.';
+    expect(first.events).toEqual([{ type: 'Warning', reason: 'TimeoutBeyondSandbox', message: note }]);
+    expect(first.status!.conditions!.find((c) => c.type === 'SandboxReady')).toMatchObject({
+      status: 'True',
+      reason: 'PodReady',
+      message: `Sandbox pod fix-sandbox is ready. ${note}`,
+      lastTransitionTime: minutesAgo(20),
+    });
+    // The next looks, a minute later too, send nothing and write nothing new.
+    const again = decide(observe({ ...runningFor(started, '2h'), status: first.status! }, up(started)), config, now);
+    expect(again.events).toEqual([]);
+    expect(again.status).toEqual(first.status);
+    const later = new Date(now.getTime() + 60_000);
+    expect(decide(observe({ ...runningFor(started, '2h'), status: first.status! }, up(started)), config, later).events).toEqual([]);
+    // Raised again: said again, with the new timeout.
+    const higher = decide(observe({ ...runningFor(started, '3h'), status: first.status! }, up(started)), config, now);
+    expect(higher.events.map((event) => event.message)).toEqual([expect.stringContaining('budget.timeout is now 3h')]);
+    // Lowered back within the pod's limit: the usual message again, without an Event.
+    const lowered = decide(observe({ ...runningFor(started, '25m'), status: first.status! }, up(started)), config, now);
+    expect(lowered.events).toEqual([]);
+    expect(lowered.status!.conditions!.find((c) => c.type === 'SandboxReady')!.message).toBe('Sandbox pod fix-sandbox is ready.');
+  });
+
+  it('says nothing for a pod made for the budget as it is: its limit never comes first', () => {
+    for (const started of [60, 20 * 60, almost]) {
+      const decision = decide(observe(runningFor(started, '30m'), up(started)), config, now);
+      expect(decision.events).toEqual([]);
+      expect(decision.status!.phase).toBe('Running');
+      expect(decision.status!.conditions!.find((c) => c.type === 'SandboxReady')!.message).toBe('Sandbox pod fix-sandbox is ready.');
+    }
+    // Its budget ends it first, a grace before the pod's limit, with the budget's message.
+    const past = 31 * 60 + 5;
+    const ended = decide(observe(runningFor(past, '30m'), up(past, { keptDiff: final })), config, now);
+    expect(ended.status!.message).toMatch(/^The run did not finish within its budget\.timeout of 30m;/);
+  });
+
+  it('lowered: the spec wins, ending the run at the new timeout with the usual message and no warning', () => {
+    const started = 12 * 60;
+    const within = decide(observe(runningFor(started, '15m'), up(started)), config, now);
+    expect(within.events).toEqual([]);
+    expect(within.status!.phase).toBe('Running');
+    const past = decide(observe(runningFor(started, '10m'), up(started, { keptDiff: final })), config, now);
+    expect(past.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(past.status!.message).toMatch(/^The run did not finish within its budget\.timeout of 10m;/);
+  });
+
+  it('pod not yet started by a kubelet (no status.startTime): the spec alone holds, as before', () => {
+    const provisioning = run({
+      spec: { budget: { timeout: '2h' } },
+      status: { phase: 'Provisioning', startTime: minutesAgo(5), podName: 'fix-sandbox', conditions: accepted },
+    });
+    const waiting = pod({ phase: 'Pending', ready: false, activeDeadlineSeconds: 60 });
+    const notStarted = decide(observe(provisioning, { networkPolicyExists: true, pod: waiting }), config, now);
+    expect(notStarted.status!.phase).toBe('Provisioning');
+    expect(notStarted.requeueAfterMs).toBe(config.sandboxReadyTimeoutSeconds * 1000 - 5 * 60_000);
+    // The same pod once started five minutes ago: its one-minute limit has passed.
+    const started = decide(
+      observe(provisioning, { networkPolicyExists: true, pod: { ...waiting, startTime: minutesAgo(5) } }),
+      config,
+      now,
+    );
+    expect(started.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(started.status!.message).toMatch(/the 1m limit of its sandbox pod fix-sandbox/);
+  });
+
+  it('says which limit when the kubelet ended the pod first', () => {
+    const ended = pod({ phase: 'Failed', ready: false, reason: 'DeadlineExceeded', activeDeadlineSeconds: madeFor30m });
+    const decision = decide(observe(runningFor(20 * 60, '2h'), { pod: ended, keptDiff: snapshot }), config, now);
+    expect(decision.status!.message).toMatch(
+      /^The sandbox pod reached its activeDeadlineSeconds \(32m, set when the pod was made; budget\.timeout 2h\)/,
+    );
+  });
+
+  it('warns that approvals waited longer than the pod allowed for, not of a raise, when the budget is unchanged', () => {
+    // maxSteps 1 with approvals of up to 10m: the pod allows 30m + 10m + 2 × grace (42m).
+    const approving = run({
+      spec: { budget: { timeout: '30m', maxSteps: 1 }, approval: { tools: ['bash'], timeout: '10m' } },
+      status: {
+        phase: 'Running',
+        startTime: minutesAgo(40),
+        podName: 'fix-sandbox',
+        conditions: [...accepted, sandboxReady],
+        approvalWaitSeconds: 20 * 60,
+      },
+    });
+    const decision = decide(observe(approving, { ...up(40 * 60), pod: startedPod(40 * 60, 42 * 60) }), config, now);
+    expect(decision.status!.phase).toBe('Running');
+    expect(decision.events).toEqual([
+      {
+        type: 'Warning',
+        reason: 'TimeoutBeyondSandbox',
+        message: expect.stringMatching(
+          /^The run has waited for approvals longer than its sandbox pod fix-sandbox allowed for: its 42m limit .* ends by 2026-11-29T12:01:00Z/,
+        ),
+      },
+    ]);
+  });
+});
+
 describe('decide: a run waiting on its second approval', () => {
   const up = { networkPolicyExists: true, pod: pod(), agent: { state: 'waiting', moving: false } as const };
   const waiting = (answer: { id: string; decision: 'approve' | 'deny' }) =>

@@ -30,8 +30,16 @@ export const FAILURE_MESSAGES = {
   /** DeadlineExceeded, noticed by the controller (after the agent's grace). */
   deadlineAtController: (timeout: string) =>
     `The run did not finish within its budget.timeout of ${timeout}; raise spec.budget.timeout for a longer task.`,
-  /** DeadlineExceeded: the pod's activeDeadlineSeconds ended it. */
-  deadlineAtPod: (timeout: string) => `The sandbox pod reached its activeDeadlineSeconds (budget.timeout ${timeout}).`,
+  /** DeadlineExceeded: the pod's activeDeadlineSeconds ended it; `limit` is that limit, when known (it may be older than the timeout). */
+  deadlineAtPod: (timeout: string, limit?: string) =>
+    `The sandbox pod reached its activeDeadlineSeconds (${limit ? `${limit}, set when the pod was made; ` : ''}budget.timeout ${timeout}).`,
+  /**
+   * DeadlineExceeded, by the controller just before the sandbox pod's own limit, which came before
+   * the budget's (a budget raised after the pod was made: Kubernetes never raises a pod's limit).
+   */
+  deadlineAtSandboxLimit: (podName: string, limit: string, timeout: string) =>
+    `The run reached the ${limit} limit of its sandbox pod ${podName} (activeDeadlineSeconds, fixed when the pod was made: ` +
+    `Kubernetes cannot extend it) before its budget.timeout of ${timeout}. Create a new run (spec.continueFrom) for more time.`,
   /** SandboxLost: the pod ended or went away before the run did. */
   sandboxLost: (podName: string, why: string) => `Sandbox pod ${podName} ${why} before the run ended; create the run again.`,
   /** SandboxNotReady: the pod was not Ready in time; `state` says what it was doing. */

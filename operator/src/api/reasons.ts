@@ -132,4 +132,9 @@ export const EVENT_REASONS = {
    * ttlSecondsAfterFinished rather than deleted unrecorded, and tried again later.
    */
   FinishedRunNotRecorded: 'FinishedRunNotRecorded',
+  /**
+   * The run's sandbox pod ends the run before its budget would (a budget raised after the pod was
+   * made: Kubernetes never raises a pod's activeDeadlineSeconds); the message says by when. Once.
+   */
+  TimeoutBeyondSandbox: 'TimeoutBeyondSandbox',
 } as const;

@@ -228,6 +228,8 @@ export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
     ...(message ? { message: message.slice(0, 512) } : {}),
     ...(scheduledAt ? { scheduledAt } : {}),
     ...(pod.metadata?.labels?.[CLAIMED_FROM_LABEL] ? { claimed: true } : {}),
+    ...(pod.status?.startTime ? { startTime: new Date(pod.status.startTime).toISOString() } : {}),
+    ...(pod.spec?.activeDeadlineSeconds !== undefined ? { activeDeadlineSeconds: pod.spec.activeDeadlineSeconds } : {}),
   };
 }
 

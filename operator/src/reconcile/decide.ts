@@ -25,7 +25,7 @@ import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finishe
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
-import { buildSandboxPod } from './sandbox-pod.ts';
+import { buildSandboxPod, sandboxActiveDeadlineSeconds } from './sandbox-pod.ts';
 import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
@@ -117,6 +117,79 @@ function sandboxReady(pod: SandboxPodView): ConditionUpdate {
     reason: pod.claimed ? CONDITION_REASONS.WarmPodClaimed : CONDITION_REASONS.PodReady,
     message: pod.claimed ? `Claimed warm sandbox pod ${pod.name}.` : `Sandbox pod ${pod.name} is ready.`,
   };
+}
+
+/** Whole seconds as a duration users write (1920 → 32m), for messages. */
+function durationText(seconds: number): string {
+  const hours = Math.floor(seconds / 3600);
+  const minutes = Math.floor((seconds % 3600) / 60);
+  const rest = seconds % 60;
+  return `${hours ? `${hours}h` : ''}${minutes ? `${minutes}m` : ''}${rest || seconds === 0 ? `${rest}s` : ''}`;
+}
+
+/** The sandbox pod's own limit, as the kubelet counts it, and when the controller ends the run for it. */
+interface SandboxLimit {
+  podName: string;
+  /** activeDeadlineSeconds, as a duration. */
+  limit: string;
+  /** status.startTime plus activeDeadlineSeconds: the kubelet ends the pod then. */
+  podEndsAt: number;
+  /** When the controller ends the run, to take its diff from the sandbox while it is still up. */
+  runEndsBy: number;
+}
+
+/**
+ * The pod's limit, once a kubelet has started it (undefined before: the spec's deadline alone
+ * holds). The controller ends the run deadlineGraceSeconds before it: the margin the pod is
+ * made with between the controller's deadline (timeout + grace) and its own (timeout + 2 ×
+ * grace), which already has to cover ending a run and taking its diff from the live sandbox
+ * (and a node clock a little ahead of the operator's: the kubelet counts by its own).
+ * So a pod made for the budget as it is never ends a run first; one made for a smaller budget
+ * (raised since: a pod's activeDeadlineSeconds can be lowered, never raised) does, with the
+ * diff taken from the sandbox rather than the last step's snapshot.
+ */
+function sandboxLimit(pod: SandboxPodView | undefined, config: OperatorConfig): SandboxLimit | undefined {
+  if (!pod?.startTime || pod.activeDeadlineSeconds === undefined) return undefined;
+  const podEndsAt = Date.parse(pod.startTime) + pod.activeDeadlineSeconds * 1000;
+  if (Number.isNaN(podEndsAt)) return undefined;
+  return {
+    podName: pod.name,
+    limit: durationText(pod.activeDeadlineSeconds),
+    podEndsAt,
+    runEndsBy: podEndsAt - config.deadlineGraceSeconds * 1000,
+  };
+}
+
+/**
+ * What the run's SandboxReady condition and a Warning Event say when the pod's limit ends the
+ * run before its budget would. `raised`: the pod's limit is shorter than the spec as it is now
+ * would make it (counted from the run's start, as a claimed pool pod's is set); otherwise the
+ * run waited for approvals longer than the pod allowed for.
+ */
+function sandboxLimitNote(limit: SandboxLimit, timeout: string, raised: boolean): string {
+  const endsBy = new Date(limit.runEndsBy).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const more = 'Create a new run (spec.continueFrom) for more time.';
+  return raised
+    ? `spec.budget was raised after the sandbox started (budget.timeout is now ${timeout}), but its pod ${limit.podName} was made with ` +
+        `a ${limit.limit} limit (activeDeadlineSeconds) that Kubernetes cannot extend, so the run ends by ${endsBy}. ${more}`
+    : `The run has waited for approvals longer than its sandbox pod ${limit.podName} allowed for: its ${limit.limit} limit ` +
+        `(activeDeadlineSeconds) cannot be extended, so the run ends by ${endsBy}, before budget.timeout (${timeout}) runs out. ${more}`;
+}
+
+/**
+ * Says once that the pod's limit ends the run first: in SandboxReady's message, which keeps it
+ * (no other writer touches that condition while the run goes on), and in a Warning Event sent
+ * only when that message changes, not at every look. It changes again only with the timeout.
+ * A budget lowered again puts the usual message back, without an Event.
+ */
+function noteSandboxLimit(builder: StatusBuilder, pod: SandboxPodView, note: string | undefined): void {
+  const ready = findCondition(builder.status.conditions, 'SandboxReady');
+  if (ready?.status !== 'True') return;
+  const usual = sandboxReady(pod);
+  const message = note ? `${usual.message} ${note}` : usual.message;
+  if (ready.message === message) return;
+  builder.condition({ ...usual, message });
+  if (note) builder.events.push({ type: 'Warning', reason: EVENT_REASONS.TimeoutBeyondSandbox, message: note });
 }
 
 function nameTakenMessage(namespace: string, taken: TakenName[]): string {
@@ -425,11 +498,24 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
   // timeout itself (keeping its partial diff); the controller steps in after a grace.
-  // Time waiting for a human is not the run's time: the deadline moves by it.
+  // Time waiting for a human is not the run's time: the deadline moves by it. Once the pod has
+  // started, its own limit may come first (a budget raised since): the run ends before the
+  // kubelet ends the pod, rather than learn of it from the kubelet.
   builder.status.startTime ??= now.toISOString();
   const grace = builder.status.phase === 'Provisioning' ? 0 : config.deadlineGraceSeconds * 1000;
-  const deadline = Date.parse(builder.status.startTime!) + durationMs(spec.budget.timeout) + grace + approvalWaitMs(builder.status, now);
-  if (now.getTime() >= deadline) return end('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout));
+  const runStart = Date.parse(builder.status.startTime!);
+  const budgetDeadline = runStart + durationMs(spec.budget.timeout) + grace + approvalWaitMs(builder.status, now);
+  const limit = sandboxLimit(pod, config);
+  const podFirst = limit !== undefined && limit.runEndsBy < budgetDeadline ? limit : undefined;
+  const deadline = podFirst?.runEndsBy ?? budgetDeadline;
+  if (now.getTime() >= deadline)
+    return end(
+      'Failed',
+      REASONS.DeadlineExceeded,
+      podFirst
+        ? FAILURE_MESSAGES.deadlineAtSandboxLimit(podFirst.podName, podFirst.limit, spec.budget.timeout)
+        : FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout),
+    );
   const untilDeadline = deadline - now.getTime();
 
   // 4. The sandbox: create it, wait for it, notice when it is lost.
@@ -446,7 +532,14 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // A pod that merely turns unready is not lost (readiness can flap); one that ended is.
   if (pod && (pod.phase === 'Failed' || pod.phase === 'Succeeded' || pod.deleting)) {
     if (pod.reason === 'DeadlineExceeded')
-      return end('Failed', REASONS.DeadlineExceeded, FAILURE_MESSAGES.deadlineAtPod(spec.budget.timeout));
+      return end(
+        'Failed',
+        REASONS.DeadlineExceeded,
+        FAILURE_MESSAGES.deadlineAtPod(
+          spec.budget.timeout,
+          pod.activeDeadlineSeconds === undefined ? undefined : durationText(pod.activeDeadlineSeconds),
+        ),
+      );
     const why = pod.deleting ? 'is being deleted' : `is ${pod.phase}${pod.reason ? ` (${pod.reason})` : ''}`;
     return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
   }
@@ -537,6 +630,8 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // human it waits for). When those are gone, say so now rather than at the deadline.
   const agentWorking = currentPhase === 'Running' || currentPhase === 'WaitingForApproval';
   if (agentWorking) recordAgentStart(builder, pod!);
+  const raised = podFirst !== undefined && podFirst.podEndsAt - runStart < sandboxActiveDeadlineSeconds(parsedRun, config) * 1000;
+  noteSandboxLimit(builder, pod!, podFirst && sandboxLimitNote(podFirst, spec.budget.timeout, raised));
   const lost = agentWorking ? agentLoss(observed.agent) : undefined;
   if (lost) return end('Failed', lost.reason, lost.message);
   const recheck = Math.min(untilDeadline, AGENT_RECHECK_MS);

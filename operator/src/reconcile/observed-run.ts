@@ -21,6 +21,13 @@ export interface SandboxPodView {
   scheduledAt?: string;
   /** The pod was claimed from a warm pool (its CLAIMED_FROM_LABEL), not created for the run. */
   claimed?: boolean;
+  /**
+   * The pod's status.startTime, when the kubelet took it on: what its activeDeadlineSeconds
+   * counts from. Undefined until a kubelet has it.
+   */
+  startTime?: string;
+  /** The pod's spec.activeDeadlineSeconds, fixed when it was made (or claimed): it can never be raised. */
+  activeDeadlineSeconds?: number;
 }
 
 /** Keys present in each referenced object; undefined when the object does not exist. */

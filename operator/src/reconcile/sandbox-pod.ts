@@ -84,8 +84,18 @@ function humanTimeAllowanceMs(run: ParsedCodingRun): number {
   return waits * durationMs(run.spec.approval.timeout);
 }
 
+/**
+ * The pod's activeDeadlineSeconds: the budget's wall clock plus time to take the diff, and the
+ * longest the run may wait for humans (not the run's time), so the kubelet ends the pod even if
+ * the operator is gone. Fixed once the pod is made: Kubernetes lets it be lowered, never raised,
+ * so a budget raised later cannot move it (decide.ts ends such a run before it, knowing it).
+ */
+export function sandboxActiveDeadlineSeconds(run: ParsedCodingRun, config: OperatorConfig): number {
+  return Math.ceil((durationMs(run.spec.budget.timeout) + humanTimeAllowanceMs(run)) / 1000) + 2 * config.deadlineGraceSeconds;
+}
+
 export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {
-  const { sandbox, budget } = run.spec;
+  const { sandbox } = run.spec;
   const customImage = sandbox.image !== undefined && sandbox.image !== config.sandboxImage;
   const nodePath = customImage ? `${TOOLS_PATH}/node` : config.sandboxNodePath;
   const volumeMounts = [
@@ -149,9 +159,7 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // The budget's wall clock plus time to take the diff, and the longest the run may wait
-      // for humans (not the run's time): the kubelet ends the pod even if the operator is gone.
-      activeDeadlineSeconds: Math.ceil((durationMs(budget.timeout) + humanTimeAllowanceMs(run)) / 1000) + 2 * config.deadlineGraceSeconds,
+      activeDeadlineSeconds: sandboxActiveDeadlineSeconds(run, config),
       terminationGracePeriodSeconds: 5,
       ...sandboxPlacementSpec(config.sandboxPlacement, sandbox.runtimeClassName),
       securityContext: restrictedPodSecurity,
