@@ -186,6 +186,63 @@ describe('applyDiff', () => {
     expect(readFileSync(join(repo, 'notes.txt'), 'utf8')).toBe('plain\n');
   });
 
+  /** Commits `files` (path -> content) to the clone. */
+  function commitFiles(files: Record<string, string | Buffer>): void {
+    for (const [path, content] of Object.entries(files)) writeFileSync(join(repo, path), content);
+    git(['add', '.'], repo);
+    git(['commit', '-qm', 'large files'], repo);
+  }
+  /** 14 MiB of 100-byte lines, different in each file (so git stores, and reads, each apart). */
+  const largeFile = (seed: number) =>
+    `${seed}`.padEnd(99, '.') + '\n' + ('x'.repeat(99) + '\n').repeat(Math.floor((14 * 1024 * 1024) / 100) - 1);
+  const rename = (from: string, to: string) =>
+    `diff --git a/${from} b/${to}\nsimilarity index 100%\nrename from ${from}\nrename to ${to}\n`;
+
+  it('refuses a diff whose patches read more than git may hold at once (renames read each source whole), before git runs; four of them apply', async () => {
+    commitFiles(Object.fromEntries(Array.from({ length: 5 }, (_, index) => [`large${index}.txt`, largeFile(index)])));
+    const five = Array.from({ length: 5 }, (_, index) => rename(`large${index}.txt`, `moved${index}.txt`)).join('');
+    expect(five.length).toBeLessThan(600);
+    const outcome = await applyDiff(repo, five);
+    expect(outcome).toEqual({
+      applied: false,
+      output: expect.stringMatching(
+        /read files of more than 70\.0 MiB in all, which git apply holds in memory at once, over the 64\.0 MiB/,
+      ) as unknown,
+    });
+    expect(git(['status', '--porcelain'], repo)).toBe('');
+    const four = Array.from({ length: 4 }, (_, index) => rename(`large${index}.txt`, `moved${index}.txt`)).join('');
+    expect(await applyDiff(repo, four)).toEqual({ applied: true });
+    expect(existsSync(join(repo, 'moved3.txt'))).toBe(true);
+  });
+
+  it('refuses a one-line change of a file of empty lines, for the table of its lines git would hold, before git runs', async () => {
+    // 8 MiB of newlines: git holds 16 bytes for each of its 8 Mi lines while it patches it (measured: 32 MiB took 594 MB).
+    commitFiles({ 'blank.txt': '\n'.repeat(8 * 1024 * 1024) });
+    const lines = 8 * 1024 * 1024;
+    const diff = `diff --git a/blank.txt b/blank.txt\n--- a/blank.txt\n+++ b/blank.txt\n@@ -${lines - 2},3 +${lines - 2},4 @@\n \n \n \n+end\n`;
+    const outcome = await applyDiff(repo, diff);
+    expect(outcome).toEqual({
+      applied: false,
+      output: expect.stringMatching(/with a table of each file's lines: about 1\d\d\.\d MiB/) as unknown,
+    });
+    expect(git(['status', '--porcelain'], repo)).toBe('');
+  });
+
+  it('refuses hunks git could look for at every line of a large file, before git searches; a hunk where it says in that file applies', async () => {
+    // A million lines of one text: git looks for a hunk that is not at its line at every line, comparing the hunk's old lines each time.
+    commitFiles({ 'same.txt': 'a\n'.repeat(1_000_000) });
+    const floating =
+      `diff --git a/same.txt b/same.txt\n--- a/same.txt\n+++ b/same.txt\n@@ -2,12002 +2,12002 @@\n` +
+      ' a\n'.repeat(12_000) +
+      '-a \n+b\n a\n';
+    const started = Date.now();
+    const outcome = await applyDiff(repo, floating);
+    expect(outcome).toEqual({ applied: false, output: expect.stringMatching(/could make git apply compare \d+ lines/) as unknown });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const placed = 'diff --git a/same.txt b/same.txt\n--- a/same.txt\n+++ b/same.txt\n@@ -499999,3 +499999,3 @@\n a\n-a\n+b\n a\n';
+    expect(await applyDiff(repo, placed)).toEqual({ applied: true });
+  }, 60_000);
+
   it('reports a corrupt patch as not applying', async () => {
     expect(await applyDiff(repo, 'diff --git a/x b/x\n@@ nonsense\n')).toMatchObject({ applied: false });
   });

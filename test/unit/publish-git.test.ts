@@ -118,6 +118,18 @@ describe('publish git', () => {
     expect(existsSync(join(clone.dir, 'zeros.bin'))).toBe(false);
   });
 
+  it('refuses to commit a change git would need more memory to apply than the operator lets it take, before git runs', async () => {
+    // A rename reads its source whole, and git keeps a 16-byte entry per line of a file it patches: 8 MiB of newlines is 136 MiB.
+    writeFileSync(join(clone.dir, 'blank.txt'), '\n'.repeat(8 * 1024 * 1024));
+    git(['add', 'blank.txt'], clone.dir);
+    git(['commit', '-qm', 'blank lines'], clone.dir);
+    const rename = 'diff --git a/blank.txt b/moved.txt\nsimilarity index 100%\nrename from blank.txt\nrename to moved.txt\n';
+    await expect(commitDiff(clone, { diff: rename, message: 'x\n', author, date })).rejects.toThrow(
+      /Publishing failed: the diff's patches read 1 file\(s\) of 8\.0 MiB in all, which git apply holds in memory at once with a table of each file's lines/,
+    );
+    expect(git(['status', '--porcelain'], clone.dir)).toBe('');
+  });
+
   it('refuses to commit a copy, before git writes the copied file', async () => {
     const bomb = 'diff --git a/README.md b/c0\nsimilarity index 100%\ncopy from README.md\ncopy to c0\n';
     await expect(commitDiff(clone, { diff: bomb, message: 'x\n', author, date })).rejects.toThrow(/copies a file/);

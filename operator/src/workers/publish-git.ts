@@ -10,6 +10,7 @@ import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
+import { applyCostRefusalIn } from './apply-diff.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { formatBytes, SAFE_GIT_CONFIG, withFileSizeLimit } from './git-clone.ts';
 import { OutputTail } from './output-tail.ts';
@@ -145,13 +146,20 @@ export interface CommitRequest {
   date: string;
 }
 
+/** Why the diff is not applied, from git's list of its patches and the files of HEAD's tree they read (apply-diff.ts). */
+async function listedRefusal(clone: PublishClone, diff: string): Promise<string | undefined> {
+  const numstat = await git(clone, ['apply', '--numstat', '-z', '-'], { input: diff, label: 'apply' });
+  return (
+    listedPatchesRefusal(diff, numstat) ?? (await applyCostRefusalIn(clone.dir, diff, numstat, clone.launch ?? launchHere, GIT_TIMEOUT_MS))
+  );
+}
+
 /** Applies the diff to HEAD's tree and commits it on HEAD; returns the commit (not checked out, no branch moved). */
 export async function commitDiff(clone: PublishClone, request: CommitRequest): Promise<string> {
   // The diff is what a model wrote: git's default refusals hold (no path outside the tree, none
-  // through a symlink), and git must change exactly the files the approver was shown.
-  const refusal =
-    diffRefusal(request.diff) ??
-    listedPatchesRefusal(request.diff, await git(clone, ['apply', '--numstat', '-z', '-'], { input: request.diff, label: 'apply' }));
+  // through a symlink), git must change exactly the files the approver was shown, and what it
+  // would hold and search to apply it must fit (apply-budget.ts).
+  const refusal = diffRefusal(request.diff) ?? (await listedRefusal(clone, request.diff));
   if (refusal) throw publishFailed(refusal);
   await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply' });
   const tree = (await git(clone, ['write-tree'])).trim();
