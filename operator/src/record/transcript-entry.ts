@@ -97,7 +97,11 @@ export const DEFAULT_BOUNDS: EntryBounds = { text: 8192, input: 2048, output: 20
 const pad = (value: number) => String(Math.max(0, Math.floor(value))).padStart(6, '0');
 
 export const stepKey = (step: number) => `s${pad(step)}`;
-/** A resume's entry: keyed by the approval's call number (`s42-c7`), unique per approval. */
+/**
+ * A resume's entry: keyed by the approval's call number (`s42-c7`), unique per approval. The
+ * number counts every call of the run, refused ones too (a model may send thousands in one
+ * answer), so it may pass 999999 and take more digits: the key pattern allows them.
+ */
 export function resumeKey(step: number, approvalId: string): string {
   const call = /-c(\d+)$/.exec(approvalId)?.[1] ?? '0';
   return `${stepKey(step)}-c${pad(Number(call))}`;
@@ -106,8 +110,13 @@ export function resumeKey(step: number, approvalId: string): string {
 export const verifyKey = (step: number, attempt: number) => `${stepKey(step)}-v${pad(attempt)}`;
 export const endKey = (step: number) => `${stepKey(step)}-end`;
 export const cutKey = (step: number) => `${stepKey(step)}-cut`;
-/** The keys an entry may have: a ConfigMap's binaryData keys must match [-._a-zA-Z0-9]+. */
-export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6}|-v\d{6}|-end|-cut)?$/;
+/**
+ * The keys an entry may have: a ConfigMap's binaryData keys must match [-._a-zA-Z0-9]+. Steps
+ * (maxSteps is at most 1000) and verifications take six digits, a call number six to sixteen
+ * (the integers a JavaScript number holds exactly). Keys sort as text, so only the approvals of
+ * one step on both sides of the run's millionth call would be shown out of turn.
+ */
+export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6,16}|-v\d{6}|-end|-cut)?$/;
 
 /** The first `max` bytes of `text` (never splitting a character), marked when cut. */
 export function boundText(text: string, max: number): BoundedText {

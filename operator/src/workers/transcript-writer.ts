@@ -2,15 +2,18 @@
 // request to the API server per chunk the entries go into (one entry, as a rule; several when
 // a step's record caught up with earlier ones still on their way, trailing-record.ts). A
 // chunk's first step creates it; other entries are a JSON Patch that adds their binaryData
-// keys, guarded by a test of the run-uid label, so no read comes first and a ConfigMap someone
-// else put under the chunk's name is never written.
+// keys, guarded by tests that the chunk is the run's as every reader judges it (the operator's
+// labels and the run as its controller, ownership.ts), so no read comes first and a ConfigMap
+// someone else put under the chunk's name is never written: entries added to one the readers
+// then ignore would be lost from `logs` and evals.
 // The format and the bounds are record/transcript-chunks.ts's; why ConfigMaps: docs/transcript.md.
 // A write per step: sent with the lighter client (kube/json-requests.ts), its answer unread.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { RUN_UID_LABEL } from '../api/index.ts';
+import { API_VERSION, KIND, RUN_UID_LABEL } from '../api/index.ts';
 import { statusCodeOf } from '../kube/api-errors.ts';
 import { JSON_PATCH, jsonRequests } from '../kube/json-requests.ts';
 import { labelPointer } from '../reconcile/json-pointer.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../reconcile/ownership.ts';
 import { buildTranscriptChunk, chunkIndexOf, encodeEntry, opensChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import type { RunIdentity } from '../reconcile/names.ts';
@@ -23,6 +26,23 @@ export interface TranscriptWriter {
    * per chunk, side by side. Throws when the API server cannot be reached.
    */
   append(run: TranscriptRun, entries: readonly TranscriptEntry[]): Promise<void>;
+}
+
+/**
+ * JSON Patch tests that the object is the run's as isOwnedByRun judges it: the operator's
+ * labels, and the run (by uid, apiVersion and kind) as its controller. The operator writes that
+ * owner first and alone (buildTranscriptChunk); a chunk with it elsewhere fails the tests and
+ * is kept apart, which costs nothing but a ConfigMap.
+ */
+function ownedByRunTests(uid: string): object[] {
+  return [
+    { op: 'test', path: labelPointer(MANAGED_BY_LABEL), value: MANAGED_BY },
+    { op: 'test', path: labelPointer(RUN_UID_LABEL), value: uid },
+    { op: 'test', path: '/metadata/ownerReferences/0/uid', value: uid },
+    { op: 'test', path: '/metadata/ownerReferences/0/controller', value: true },
+    { op: 'test', path: '/metadata/ownerReferences/0/apiVersion', value: API_VERSION },
+    { op: 'test', path: '/metadata/ownerReferences/0/kind', value: KIND },
+  ];
 }
 
 /** The entries by the chunk they go into. */
@@ -56,7 +76,7 @@ export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWr
         'PATCH',
         `${configMaps(namespace)}/${encodeURIComponent(name)}`,
         [
-          { op: 'test', path: labelPointer(RUN_UID_LABEL), value: run.metadata.uid },
+          ...ownedByRunTests(run.metadata.uid),
           ...encoded.map(({ key, value }) => ({ op: 'add', path: `/binaryData/${key}`, value: value.toString('base64') })),
         ],
         JSON_PATCH,
@@ -86,7 +106,7 @@ export function kubernetesTranscriptWriter(kubeConfig: KubeConfig): TranscriptWr
         await create().catch((again: unknown) => (statusCodeOf(again) === 409 ? patch() : Promise.reject(again)));
         return;
       }
-      // 422: the label test failed (not the run's object) or the object would be too large.
+      // 422: a test failed (not the run's object) or the object would be too large.
       if (code === 422 || code === 413) {
         await createApart();
         return;

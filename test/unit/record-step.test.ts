@@ -1,0 +1,80 @@
+// workers/record-step.ts writing a resumed approval's entry: its key comes from the approval's
+// call number, which counts every call of the run (refused ones too), so it can pass 999999.
+// Written through local mode's writer (the same encoding and chunks as the operator's) and
+// read back as `kubectl codingrun logs` reads it.
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
+import type { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
+import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
+import { ENTRY_KEY_PATTERN, resumeKey } from '../../operator/src/record/transcript-entry.ts';
+import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { stepEntry, writeStepEntry } from '../../operator/src/workers/record-step.ts';
+import type { InFlightStep, RunState } from '../../operator/src/workers/run-state.ts';
+import type { TranscriptRun } from '../../operator/src/workers/transcript-writer.ts';
+
+const now = new Date('2026-12-06T12:00:00.000Z');
+const run = { metadata: { name: 'spammed', namespace: 'agents', uid: '0b6f3c1e-3a4b-4c5d-8e9f-0a1b2c3d4e5f' } } as TranscriptRun &
+  CodingRun;
+
+function writer() {
+  const stored = new Map<string, V1ConfigMap>();
+  const gateway = {
+    configMap: (_namespace: string, name: string) => stored.get(name),
+    putConfigMap: (configMap: V1ConfigMap) => stored.set(configMap.metadata!.name!, configMap),
+  } as unknown as MemoryKubeGateway;
+  const warnings: unknown[] = [];
+  const deps = {
+    transcript: memoryTranscriptWriter(gateway, () => undefined),
+    events: { record: async () => undefined },
+    logger: { warn: (...args: unknown[]) => warnings.push(args) },
+  } as unknown as Pick<AgentDependencies, 'transcript' | 'events' | 'logger'>;
+  return { deps, stored, warnings };
+}
+
+describe('writeStepEntry', () => {
+  it("writes the answer to an approval past the run's millionth call, and a reader reads it back under its key", async () => {
+    const call = { toolCallId: 'c1', toolName: 'bash', input: { command: 'make' } };
+    const state = {
+      version: 2,
+      uid: run.metadata.uid,
+      namespace: 'agents',
+      name: 'spammed',
+      stage: 'stepping',
+      step: 12,
+      toolCalls: 1_000_001,
+      messages: [],
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 0, complete: true },
+      filesTouched: { read: [], changed: [] },
+      startedAt: 0,
+    } satisfies RunState;
+    const resumed: InFlightStep = {
+      calls: [],
+      results: [],
+      earlier: [{ toolCallId: 'c1', toolName: 'bash', ok: true, text: 'done' }],
+      hadToolCalls: true,
+      toolNames: ['bash'],
+      text: '',
+      resumed: true,
+      record: {
+        startedAt: now.toISOString(),
+        answered: call,
+        approval: { id: 's12-c1000001', tool: 'bash', decision: 'approve', requestedAt: now.toISOString(), answeredAt: now.toISOString() },
+      },
+    };
+    const entry = stepEntry(state, resumed, now);
+    expect(entry.key).toBe(resumeKey(12, 's12-c1000001'));
+    const { deps, stored, warnings } = writer();
+    await writeStepEntry(deps, run, entry);
+    const transcript = readTranscript([...stored.values()], run);
+    expect(transcript.problems).toEqual([]);
+    expect(transcript.entries.map((each) => [each.key, each.approval?.id])).toEqual([['s000012-c1000001', 's12-c1000001']]);
+    expect(warnings).toEqual([]);
+  });
+
+  it('keys every call number a run can reach, up to the largest integer a JavaScript number holds', () => {
+    for (const call of [1, 999_999, 1_000_000, 123_456_789, Number.MAX_SAFE_INTEGER])
+      expect(resumeKey(1000, `s1000-c${call}`)).toMatch(ENTRY_KEY_PATTERN);
+  });
+});
