@@ -8,7 +8,8 @@ import { diffConfigMapName, networkPolicyName, sandboxPodName } from '../../oper
 import { SANDBOX_DENY_ALL_POLICY } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { selectorString } from '../support/label-selector.ts';
 import { createNamespace, kubeconfigPath, kubectl, kubectlJson } from '../support/cluster.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { startControllerOnlyOperator } from '../support/controller-only-operator.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import { eventsOf } from '../support/namespaced-runs.ts';
 
 interface Run {
@@ -22,8 +23,6 @@ interface Run {
     conditions?: Array<{ type: string; status: string; reason: string }>;
   };
 }
-
-const ALLOW = 'https://github.com/acme/*';
 
 const json = kubectlJson;
 
@@ -88,24 +87,10 @@ async function prepareNamespace(namespace: string) {
   );
 }
 
+// No worker ends a run at its budget.timeout here, so the controller does, at once rather
+// than after the grace it leaves a worker (the queue's 4s runs free their slots so).
 function startOperator(namespace: string, identity: string, env: Record<string, string> = {}) {
-  return new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      CHAMVI_ALLOW_REPO: ALLOW,
-      CHAMVI_WATCH_NAMESPACES: namespace,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${namespace}-lease`,
-      CHAMVI_IDENTITY: identity,
-      // These tests are about the controller: no worker takes the runs' jobs, so a run
-      // stays Running until the test moves it on.
-      CHAMVI_WORKERS_ENABLED: 'false',
-      // One prefix per namespace, as replicas of one install share theirs: a replica that
-      // looked under another prefix would find no state or job and fail runs as StateLost.
-      CHAMVI_REDIS_PREFIX: `ctl-${namespace}`,
-      CHAMVI_DEADLINE_GRACE_SECONDS: '0',
-      ...env,
-    },
-  });
+  return startControllerOnlyOperator({ namespaces: [namespace], identity, env: { CHAMVI_DEADLINE_GRACE_SECONDS: '0', ...env } });
 }
 
 describe('a single operator', () => {

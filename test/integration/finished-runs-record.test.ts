@@ -7,9 +7,10 @@
 // read. On a real API server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { createNamespace, kubeconfigPath, kubectl, kubectlJson } from '../support/cluster.ts';
+import { createNamespace, kubectl, kubectlJson } from '../support/cluster.ts';
+import { startControllerOnlyOperator } from '../support/controller-only-operator.ts';
 import { eventsOf } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 
 const IMMUTABLE = 'finished-immutable';
 const CROWDED = 'finished-crowded';
@@ -48,17 +49,7 @@ beforeAll(async () => {
     finishedRuns(IMMUTABLE, { immutable: true, data: { other: '{}' } }),
     finishedRuns(CROWDED, { data: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, ''])) }),
   );
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
-      CHAMVI_WATCH_NAMESPACES: `${IMMUTABLE},${CROWDED}`,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${IMMUTABLE}-lease`,
-      CHAMVI_IDENTITY: 'op-finished',
-      CHAMVI_WORKERS_ENABLED: 'false',
-      CHAMVI_REDIS_PREFIX: `ctl-${IMMUTABLE}`,
-    },
-  });
+  operator = startControllerOnlyOperator({ namespaces: [IMMUTABLE, CROWDED], identity: 'op-finished' });
   await operator.waitForLog('caches synced; reconciling');
 }, 120_000);
 

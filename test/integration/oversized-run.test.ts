@@ -6,9 +6,10 @@
 // for even that gets a Warning Event and gives its slot up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { createNamespace, kubeconfigPath, kubectl, kubectlJson } from '../support/cluster.ts';
+import { createNamespace, kubectl, kubectlJson } from '../support/cluster.ts';
+import { startControllerOnlyOperator } from '../support/controller-only-operator.ts';
 import { eventsOf } from '../support/namespaced-runs.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 
 const NS = 'oversized-runs';
 
@@ -52,18 +53,11 @@ beforeAll(async () => {
     data: { 'script.json': '{"turns":[{"text":"done"}]}' },
   };
   expect((await create(script)).code).toBe(0);
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'op-oversized',
-      CHAMVI_WORKERS_ENABLED: 'false',
-      CHAMVI_REDIS_PREFIX: `ctl-${NS}`,
-      // One slot: a run that held it would leave the next one Queued.
-      CHAMVI_MAX_ACTIVE_RUNS: '1',
-    },
+  operator = startControllerOnlyOperator({
+    namespaces: [NS],
+    identity: 'op-oversized',
+    // One slot: a run that held it would leave the next one Queued.
+    env: { CHAMVI_MAX_ACTIVE_RUNS: '1' },
   });
   await operator.waitForLog('caches synced; reconciling');
 }, 120_000);

@@ -12,8 +12,9 @@ import {
   isSandboxPolicyAsWanted,
   sandboxDenyAllPolicy,
 } from '../../operator/src/reconcile/sandbox-network-policy.ts';
-import { createNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlJson } from '../support/cluster.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { createNamespace, kubectl, kubectlCreate, kubectlJson } from '../support/cluster.ts';
+import { startControllerOnlyOperator } from '../support/controller-only-operator.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import { selectorString } from '../support/label-selector.ts';
 
 const SHARED = 'np-shared';
@@ -80,18 +81,7 @@ beforeAll(async () => {
   // Made before the operator starts, so its first look finds them.
   await create(opened(SQUATTED, { app: 'mine' }));
   await create(opened(OPENED, sandboxDenyAllPolicy(OPENED).metadata!.labels!));
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
-      CHAMVI_WATCH_NAMESPACES: [SHARED, SQUATTED, OPENED].join(','),
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${SHARED}-lease`,
-      CHAMVI_IDENTITY: 'op-sandbox-policies',
-      // About the controller: no worker takes the jobs, so a started run stays Running.
-      CHAMVI_WORKERS_ENABLED: 'false',
-      CHAMVI_REDIS_PREFIX: `ctl-${SHARED}`,
-    },
-  });
+  operator = startControllerOnlyOperator({ namespaces: [SHARED, SQUATTED, OPENED], identity: 'op-sandbox-policies' });
   await operator.waitForLog('caches synced; reconciling');
 }, 60_000);
 
