@@ -14,7 +14,7 @@ import { createBareRepository } from '../support/git-fixture.ts';
 import { argoHealth, argoHealthScript, gitopsHealthBinary, kstatusHealth } from '../support/gitops-health.ts';
 import { applyIn, runStatus } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
-import { runPlugin } from '../support/plugin.ts';
+import { approveAsShown, runPlugin } from '../support/plugin.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 
 const NS = 'e2e-gitops-health';
@@ -91,7 +91,7 @@ describe('#15.1 Argo CD and kstatus read every phase of real runs as documented'
     await phaseOf('queued', 'Pending');
     await applyIn(NS, gatedRun('refused', { repository: { url: 'https://github.com/not/allowed.git' } }));
     await phaseOf('refused', 'Failed');
-    expect((await runPlugin(['approve', 'approved', '-n', NS])).code).toBe(0);
+    expect((await approveAsShown(['approved', '-n', NS])).approved.code).toBe(0);
     expect((await runPlugin(['cancel', 'cancelled', '-n', NS])).code).toBe(0);
     await phaseOf('approved', 'Succeeded');
     // #15.5: who approved is in status, as the API server authenticated the plugin's user.

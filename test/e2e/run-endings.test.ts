@@ -16,7 +16,7 @@ import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-op
 import { createBareRepository, git } from '../support/git-fixture.ts';
 import { applyIn, runStatus, eventsOf } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
-import { runPlugin } from '../support/plugin.ts';
+import { approveAsShown, runPlugin } from '../support/plugin.ts';
 
 const NS = 'e2e-endings';
 /** A namespace of its own for the ResourceQuota, so it refuses no other test's pods. */
@@ -273,7 +273,7 @@ describe('human time is not the run’s time (#13.5)', () => {
     // Past budget.timeout (10 s) and the controller's grace (2 s), waiting for a human.
     await new Promise((resolve) => setTimeout(resolve, 16_000));
     expect((await statusOf('slow-human')).phase).toBe('WaitingForApproval');
-    const approved = await runPlugin(['approve', 'slow-human', '-n', NS]);
+    const { approved } = await approveAsShown(['slow-human', '-n', NS]);
     expect(approved.code, approved.stderr).toBe(0);
     const status = await ended('slow-human');
     expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });

@@ -12,7 +12,7 @@ import { kubectl } from '../support/cluster.ts';
 import { createBareRepository } from '../support/git-fixture.ts';
 import { applyIn, eventsOf, runStatus } from '../support/namespaced-runs.ts';
 import { type OperatorProcess, eventually } from '../support/operator-process.ts';
-import { runPlugin } from '../support/plugin.ts';
+import { approveAsShown } from '../support/plugin.ts';
 import type { SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 import { startE2eOperator } from '../support/e2e-operator.ts';
 
@@ -124,11 +124,11 @@ describe('security #11.5 an approval runs exactly the input it names', () => {
     );
     expect(await statusOf('hidden-tail')).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0 });
 
-    // The honest approval: the plugin shows the whole input and sends its digest; now it runs.
-    const approved = await runPlugin(['approve', 'hidden-tail', '-n', NS, '--id', id]);
+    // The honest approval: the plugin shows the whole input, then its command sends that input's digest; now it runs.
+    const { shown, approved } = await approveAsShown(['hidden-tail', '-n', NS, '--id', id]);
+    expect(shown.stdout).toContain(input);
     expect(approved.stderr).toBe('');
     expect(approved.code).toBe(0);
-    expect(approved.stdout).toContain(input);
     const done = await phase('hidden-tail', ['Succeeded', 'Failed']);
     expect(done).toMatchObject({ phase: 'Succeeded', toolCalls: 1 });
     expect(done.result!.diff).toContain('+TAIL-RAN');

@@ -18,7 +18,7 @@ import {
 } from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
 import { chartDir, helm } from '../support/helm.ts';
-import { pluginPath } from '../support/plugin.ts';
+import { approveAsShown, pluginPath } from '../support/plugin.ts';
 import { runProcess } from '../support/run-process.ts';
 
 const NS = 'approval-identity';
@@ -254,10 +254,12 @@ describe('#15.5 the three user roles, impersonated against the real API server',
     await ok(['apply', '-f', '-'], stringify(run('plugin-approve')));
     await waitingForApproval('plugin-approve');
     const kubeconfig = await kubeconfigOf('bob');
-    const approved = await runProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfig, 'approve', 'plugin-approve', '-n', NS], {
-      env: { ...process.env, KUBECONFIG: '' },
-      stdin: 'ignore',
-    });
+    const asBob = (args: readonly string[]) =>
+      runProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfig, ...args], {
+        env: { ...process.env, KUBECONFIG: '' },
+        stdin: 'ignore',
+      });
+    const { approved } = await approveAsShown(['plugin-approve', '-n', NS], asBob);
     expect(approved.stderr).toBe('');
     expect(approved.code).toBe(0);
     expect(approved.stdout).toContain(`approved by ${APPROVER}`);

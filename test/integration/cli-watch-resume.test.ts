@@ -54,7 +54,7 @@ function quietClient() {
     ...real,
     listRuns: (namespace) => (reads.listRuns++, real.listRuns(namespace)),
     getRun: (namespace, name) => (reads.getRun++, real.getRun(namespace, name)),
-    listTranscript: (namespace, uid) => (reads.listTranscript++, real.listTranscript(namespace, uid)),
+    listTranscript: (namespace, uid, take) => (reads.listTranscript++, real.listTranscript(namespace, uid, take)),
   };
   return { client, reads, timeouts };
 }

@@ -10,7 +10,7 @@ import { createRunClient } from '../../operator/src/cli/run-client.ts';
 import { APPROVAL_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { DIFF_GZIP_KEY, encodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { createNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
-import { startPlugin } from '../support/plugin.ts';
+import { printedApproveCommand, startPlugin } from '../support/plugin.ts';
 import type { ProcessResult } from '../support/run-process.ts';
 
 const NAMESPACE = 'cli-test';
@@ -141,15 +141,24 @@ beforeAll(async () => {
 });
 
 describe('kubectl-codingrun approve and deny', () => {
-  it('approve writes the answer for the pending call as the chamvi.dev/approval annotation, keeping other annotations', async () => {
-    const result = await codingrun('approve', 'waiting', '-n', NAMESPACE);
+  it('a bare approve shows the pending call and the command that approves exactly it, exits 1, and writes nothing', async () => {
+    const shown = await codingrun('approve', 'waiting', '-n', NAMESPACE);
+    expect(shown.code).toBe(1);
+    expect(shown.stdout).toContain(INPUT);
+    expect(shown.stdout).toContain(`kubectl codingrun approve waiting -n ${NAMESPACE} --id s4-c1 --sha256 ${INPUT_SHA256}`);
+    expect(shown.stderr).toContain('nothing was approved');
+    expect((await annotations('waiting'))[APPROVAL_ANNOTATION]).toBeUndefined();
+  });
+
+  it('approve --id --sha256 writes the answer for the pending call as the chamvi.dev/approval annotation, keeping other annotations', async () => {
+    const shown = await codingrun('approve', 'waiting', '-n', NAMESPACE);
+    const result = await codingrun(...printedApproveCommand(shown.stdout));
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     // #15.5: the plugin names who answered, the user the API server authenticated (SelfSubjectReview).
     expect(result.stdout).toMatch(/codingrun\/waiting approved by \S+: bash call s4-c1/);
     const written = await annotations('waiting');
-    // Security #11.5: the answer names the sha256 of the input approve showed.
-    expect(result.stdout).toContain(INPUT);
+    // Security #11.5: the answer names the sha256 of the input the approver was shown.
     expect(JSON.parse(written[APPROVAL_ANNOTATION]!)).toEqual({ id: 's4-c1', decision: 'approve', sha256: INPUT_SHA256 });
     expect(written['example.com/keep']).toBe('yes');
   });

@@ -22,7 +22,7 @@ import { createBareRepository } from '../support/git-fixture.ts';
 import { chartDir, helm } from '../support/helm.ts';
 import { applyIn, eventsOf, finishedRun, runStatus } from '../support/namespaced-runs.ts';
 import { eventually } from '../support/operator-process.ts';
-import { runPlugin } from '../support/plugin.ts';
+import { approveAsShown } from '../support/plugin.ts';
 import { startNpmRegistryServer, type NpmRegistryServer } from '../support/npm-registry-server.ts';
 import { connectFrom, connectThroughProxy, getFrom, until, type SandboxPod } from '../support/real-node/egress-probes.ts';
 import { realNodeLabel, realNodeTaint } from '../support/real-node/real-node.ts';
@@ -689,7 +689,7 @@ describe.skipIf(unavailable !== '')(`helm install on the real node${unavailable 
     // The waiting run came through: still waiting for the same call, on the same sandbox pod.
     const after = await statusOf('gated');
     expect(after).toMatchObject({ phase: 'WaitingForApproval', toolCalls: 0, pendingApproval: { id: waiting.pendingApproval!.id } });
-    const approved = await runPlugin(['approve', 'gated', '-n', RUNS, '--id', waiting.pendingApproval!.id]);
+    const { approved } = await approveAsShown(['gated', '-n', RUNS, '--id', waiting.pendingApproval!.id]);
     expect(approved.stderr).toBe('');
     expect(approved.code).toBe(0);
     const done = await finishedRun<RunStatus>(RUNS, 'gated', 120_000);

@@ -19,3 +19,23 @@ export function runPlugin(args: readonly string[]): Promise<ProcessResult> {
 export function runLocalPlugin(args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Promise<ProcessResult> {
   return runProcess(process.execPath, [pluginPath, ...args], { ...options, stdin: 'ignore' });
 }
+
+/**
+ * The arguments of the approve command the plugin printed (`get NAME`, `get NAME --input`, or a
+ * bare `approve NAME`, which writes nothing): `approve NAME -n NS --id ID --sha256 HASH`.
+ */
+export function printedApproveCommand(output: string): string[] {
+  const command = /kubectl codingrun (approve \S+ -n \S+ --id \S+ --sha256 [0-9a-f]{64})/.exec(output)?.[1];
+  if (!command) throw new Error(`no approve command in the plugin's output:\n${output}`);
+  return command.split(' ');
+}
+
+/**
+ * Approves as a person does: a bare `approve NAME ...` shows the pending call and writes nothing
+ * (exit 1), then the command it printed approves exactly the input shown.
+ */
+export async function approveAsShown(args: readonly string[], run: (args: readonly string[]) => Promise<ProcessResult> = runPlugin) {
+  const shown = await run(['approve', ...args]);
+  if (shown.code !== 1) throw new Error(`a bare approve exited ${String(shown.code)}:\n${shown.stdout}${shown.stderr}`);
+  return { shown, approved: await run(printedApproveCommand(`${shown.stdout}\n${shown.stderr}`)) };
+}

@@ -56,6 +56,24 @@ describe('chooseDiff', () => {
     );
   });
 
+  it('security #11.6 quotes the refused ownerReference on one line and cut short: its kind and uid are free text to whoever wrote the ConfigMap', () => {
+    // A uid that ends the message's line and prints a well-formed diff below it, under the plugin's name.
+    const fake = `x)\n\n${DIFF}${'#'.repeat(5000)}`;
+    const reference = { ...ownedByHello.metadata.ownerReferences[0]!, kind: 'CodingRun\n+kind', uid: fake };
+    const planted = { metadata: { ...ownedByHello.metadata, ownerReferences: [reference] }, ...encodeDiff('x') };
+    const hello = run({ diff: DIFF.slice(0, 10), diffTruncated: true, diffConfigMap: 'hello-diff' });
+    let message = '';
+    try {
+      chooseDiff(hello, planted);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^ConfigMap agents\/hello-diff .*its controller is CodingRun\^J\+kind x\)\^J\^Jdiff --git a\/README.md/);
+    expect(message).not.toMatch(/[\n\r]/);
+    expect(message).toMatch(/more characters\)\), so it is not printed: .*find out who made the ConfigMap\.$/);
+    expect(message.length).toBeLessThan(800);
+  });
+
   it("refuses the run's own ConfigMap when it no longer holds the diff the run kept: an approver must never read a changed copy", () => {
     const kept = run({ diff: DIFF, diffConfigMap: 'hello-diff', diffSha256: diffSha(DIFF) });
     expect(chooseDiff(kept, { ...ownedByHello, ...encodeDiff(DIFF) })).toEqual({ text: DIFF });

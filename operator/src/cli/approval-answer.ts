@@ -18,7 +18,7 @@ import { NothingPendingError } from './errors/nothing-pending-error.ts';
 
 export type { ApprovalAnswer };
 
-/** approve prints the pending input whole up to this size; a longer one needs --sha256 (from get --input). */
+/** approve and get NAME print the pending input whole up to this size; a longer one is read with get --input. */
 export const SHOWN_INPUT_MAX_BYTES = 16_384;
 
 export interface AnswerRequest {
@@ -26,7 +26,7 @@ export interface AnswerRequest {
   /** The id the user expects to answer (--id); undefined answers whatever is pending. */
   id?: string;
   reason?: string;
-  /** approve --sha256: the digest of the input the approver read with get --input. */
+  /** approve --sha256: the digest of the input the approver read; an approve needs it. */
   sha256?: string;
 }
 
@@ -37,7 +37,7 @@ export interface PendingInput {
   sha256: string;
   /** True when text is provably the whole input: its size and sha256 are the ones the operator wrote. */
   whole: boolean;
-  /** True when approve shows it in full (whole and at most SHOWN_INPUT_MAX_BYTES). */
+  /** True when approve and get NAME show it in full (whole and at most SHOWN_INPUT_MAX_BYTES). */
   shownByApprove: boolean;
 }
 
@@ -50,7 +50,8 @@ export function pendingInput(pending: PendingApproval): PendingInput {
   return { text: pending.input, bytes, sha256, whole, shownByApprove: whole && bytes <= SHOWN_INPUT_MAX_BYTES };
 }
 
-function waitingCall(run: CodingRun, id: string | undefined): PendingApproval {
+/** The call the run waits for, or NothingPendingError / ApprovalIdMismatchError (with id, when it is another). */
+export function waitingCall(run: CodingRun, id: string | undefined): PendingApproval {
   const pending = run.status?.pendingApproval;
   if (!pending || run.status?.phase !== 'WaitingForApproval') throw new NothingPendingError(run.metadata.name, run.status?.phase);
   if (id !== undefined && id !== pending.id) throw new ApprovalIdMismatchError(run.metadata.name, id, pending.id, pending.toolName);
@@ -61,7 +62,7 @@ function waitingCall(run: CodingRun, id: string | undefined): PendingApproval {
  * The answer to write, or NothingPendingError / ApprovalIdMismatchError / ApprovalInputError.
  * A run counts as waiting when it has status.pendingApproval and its phase is
  * WaitingForApproval: a stale pendingApproval left on a run that moved on would be answered
- * in vain.
+ * in vain. An approve needs the sha256 of the input its sender read.
  */
 export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswer {
   const name = run.metadata.name;
@@ -70,29 +71,20 @@ export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswe
   if (request.decision === 'deny') return { id: pending.id, decision: 'deny', ...reason };
   const input = pendingInput(pending);
   const readIt = `read it with kubectl codingrun get ${name} --input, then approve with --id ${pending.id} --sha256 HASH`;
-  if (request.sha256 !== undefined) {
-    if (request.sha256 !== input.sha256) {
-      throw new ApprovalInputError(
-        `the input of ${pending.toolName} call ${pending.id} has sha256 ${input.sha256}, not ${request.sha256}: it is not the input you read; ${readIt}`,
-      );
-    }
-    if (!input.whole) {
-      throw new ApprovalInputError(
-        `status.pendingApproval of codingrun "${name}" does not hold the whole input of call ${pending.id} (its size or sha256 does not match ` +
-          'what the operator recorded); nobody can read what would run, so it cannot be approved: deny it',
-      );
-    }
-    return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };
+  if (request.sha256 === undefined) {
+    throw new ApprovalInputError(
+      `approve needs --sha256, the sha256 of the input of ${pending.toolName} call ${pending.id} you read; ${readIt}`,
+    );
+  }
+  if (request.sha256 !== input.sha256) {
+    throw new ApprovalInputError(
+      `the input of ${pending.toolName} call ${pending.id} has sha256 ${input.sha256}, not ${request.sha256}: it is not the input you read; ${readIt}`,
+    );
   }
   if (!input.whole) {
     throw new ApprovalInputError(
-      `status.pendingApproval of codingrun "${name}" does not show that its input is the whole call ${pending.id} (no matching size and sha256: ` +
-        `an operator older than this plugin?); ${readIt}, or deny it`,
-    );
-  }
-  if (!input.shownByApprove) {
-    throw new ApprovalInputError(
-      `the input of ${pending.toolName} call ${pending.id} is ${input.bytes} bytes, more than approve shows (${SHOWN_INPUT_MAX_BYTES}); ${readIt}`,
+      `status.pendingApproval of codingrun "${name}" does not hold the whole input of call ${pending.id} (its size or sha256 does not match ` +
+        'what the operator recorded); nobody can read what would run, so it cannot be approved: deny it',
     );
   }
   return { id: pending.id, decision: 'approve', sha256: input.sha256, ...reason };

@@ -8,6 +8,7 @@
 import type { CodingRun } from '../api/index.ts';
 import { decodeDiff, DIFF_GZIP_KEY, DIFF_KEY, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
+import { quotedInline } from './display-escape.ts';
 import { DiffNotOwnedError } from './errors/diff-not-owned-error.ts';
 import { DiffUnavailableError } from './errors/diff-unavailable-error.ts';
 
@@ -28,7 +29,8 @@ export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined)
   if (configMap && !isOwnedByRun(configMap, run)) {
     throw new DiffNotOwnedError(
       `ConfigMap ${run.metadata.namespace}/${result?.diffConfigMap ?? '?'} named in codingrun "${name}"'s status.result.diffConfigMap is not the run's ` +
-        `(${whyNotOwned(configMap, run)}), so it is not printed: anyone who can create ConfigMaps in the namespace can make one under that name. ` +
+        // Why names the ownerReference's kind and uid, free text to whoever wrote the ConfigMap.
+        `(${quotedInline(whyNotOwned(configMap, run))}), so it is not printed: anyone who can create ConfigMaps in the namespace can make one under that name. ` +
         `The run's bounded copy is in status.result.diff (kubectl get codingrun ${name} -o jsonpath='{.status.result.diff}'); find out who made the ConfigMap.`,
     );
   }

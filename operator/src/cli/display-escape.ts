@@ -5,13 +5,18 @@
 // So what a human reads must show those characters instead of obeying them: C0 controls and
 // DEL in caret notation as `cat -v` does (ESC is ^[), C1 controls and invisible or
 // reordering Unicode as <U+XXXX>. Newlines and tabs stay in multi-line text; a CR right
-// before a newline (CRLF files) is harmless and kept. Pure; every place that prints model
-// text goes through here (TerminalText at the CLI's edges, the local approval prompt).
+// before a newline (CRLF files) is harmless and kept. Where a person judges what will run or
+// change (an approval's input, a diff) and in one-line summaries, a blank that is not a space
+// is shown too: `npm test<U+00A0># ; curl … | sh` looked like `npm test` and a comment, but bash
+// splits words only at spaces, tabs and newlines, so it ran the curl. Pure; every place that
+// prints model text goes through here (TerminalText at the CLI's edges, the local approval prompt).
 
 export type EscapeMode =
-  /** Keeps \n and \t (and \r before \n): for diffs and inputs shown whole. */
+  /** Keeps \n and \t (and \r before \n): for prose shown whole (a model's text, a tool's output). */
   | 'lines'
-  /** Escapes every control character, newlines included: for one-line fields. */
+  /** As 'lines', and shows the look-alike blanks and joiners (LOOKALIKE): for approval inputs and diffs. */
+  | 'code'
+  /** Escapes every control character, newlines included, and shows the look-alikes: for one-line fields and summaries. */
   | 'inline';
 
 export interface EscapedText {
@@ -28,7 +33,8 @@ export interface EscapedText {
 // identifier, so `exec(ㅤ)` reads as `exec( )`), the braille blank (U+2800, a letter to
 // every program), the combining grapheme joiner and the variation selectors. Joiners
 // (U+200C, U+200D) stay: emoji and several scripts need them. The other spaces (U+00A0,
-// U+3000, ...) stay too: French and CJK text is full of them; their long runs are counted.
+// U+3000, ...) stay too in prose: French and CJK text is full of them; their long runs are
+// counted. Code and summaries show them as well (LOOKALIKE).
 export const SHOWN_ESCAPED =
   /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0\u2800\u034f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
 
@@ -41,16 +47,47 @@ function visible(character: string): string {
   return `<${codePointName(character)}>`;
 }
 
+/**
+ * What looks like something it is not where a person reads code, shown in 'code' and 'inline'
+ * mode besides SHOWN_ESCAPED: every space character but the space itself (\p{Zs}: U+00A0,
+ * U+2000–U+200A, U+202F, U+205F, U+3000, ...; U+FEFF is \p{Cf}, shown everywhere), which
+ * prints as a space but splits no shell word; and a joiner (U+200C, U+200D) whose nearest
+ * neighbours that are not joiners are ASCII or the text's end. Joiners stay between letters of
+ * the scripts and in the emoji that need them; next to ASCII they join nothing any script
+ * uses, and only make `cu‍rl` look like `curl`. Looking past other joiners means a pair of
+ * them is shown as one is.
+ */
+const LOOKALIKE = /[^\P{Zs} ]|(?<=(?:^|[\u0000-\u007f])[\u200c\u200d]*)[\u200c\u200d](?=[\u200c\u200d]*(?:$|[\u0000-\u007f]))/gu;
+const SHOWN_IN_CODE = new RegExp(`${SHOWN_ESCAPED.source}|${LOOKALIKE.source}`, 'gu');
+
 export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): EscapedText {
   let escaped = 0;
-  const shown = text.replace(SHOWN_ESCAPED, (character, offset: number) => {
-    if (mode === 'lines' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n')))
+  const shown = text.replace(mode === 'lines' ? SHOWN_ESCAPED : SHOWN_IN_CODE, (character, offset: number) => {
+    if (mode !== 'inline' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n')))
       return character;
     escaped += 1;
     return visible(character);
   });
   return { text: shown, escaped };
 }
+
+/**
+ * A string from an object anyone in the namespace may edit (an ownerReference, a chunk's
+ * entry), as a part of a message: on one line, escaped, and at most `max` characters, so it
+ * can neither start a line of its own (a refusal that printed a well-formed diff) nor push the
+ * message's advice off the screen.
+ */
+export function quotedInline(text: string, max = 200): string {
+  const shown = escapeForDisplay(text, 'inline').text;
+  return shown.length <= max ? shown : `${shown.slice(0, max)}… (${shown.length - max} more characters)`;
+}
+
+/**
+ * For a one-line summary: runs of the blanks a shell splits words at (space, tab, newline, CR)
+ * as one space, none at either end. Other blanks are left to be shown (\s and trim() took
+ * U+00A0 and U+FEFF too).
+ */
+export const collapsedBlanks = (text: string): string => text.replace(/[ \t\r\n]+/g, ' ').replace(/^ | $/g, '');
 
 /** Blanks this long or longer are shown counted (blankRunsCounted). */
 export const BLANK_RUN = 16;
@@ -81,7 +118,15 @@ export function blankRunsCounted(text: string): { text: string; runs: number } {
 }
 
 export const ESCAPE_WARNING =
-  'warning: the output holds control or bidirectional characters; they are shown escaped (ESC as ^[, a bidi override as <U+202E>)';
+  'warning: the output holds control or bidirectional characters, or blanks that are not spaces; they are shown escaped ' +
+  '(ESC as ^[, a bidi override as <U+202E>, a no-break space as <U+00A0>)';
+export const BLANK_RUNS_WARNING = 'warning: long runs of blanks in the output are shown counted, as <N blanks>';
+
+/** How a stream shows text to a person: the escape mode, and whether long blank runs are counted (an approval's input). */
+export interface PersonView {
+  mode: EscapeMode;
+  countBlankRuns?: boolean;
+}
 
 /**
  * One output stream's view of escaping: with `terminal` (a terminal, or a person's text on
@@ -89,7 +134,7 @@ export const ESCAPE_WARNING =
  * warning; otherwise the bytes go out exactly, so a redirected diff still applies.
  */
 export class TerminalText {
-  private warned = false;
+  private readonly warned = new Set<string>();
 
   constructor(
     private readonly options: {
@@ -97,16 +142,24 @@ export class TerminalText {
       warn: (line: string) => void;
       /** Added to the warning, e.g. how to get the exact bytes. */
       hint?: string;
+      /** How a person is shown this stream's text; 'lines' and no counting unless given. */
+      view?: PersonView;
     },
   ) {}
 
-  show(text: string, mode: EscapeMode = 'lines'): string {
+  show(text: string, mode: EscapeMode = this.options.view?.mode ?? 'lines'): string {
     if (!this.options.terminal) return text;
-    const result = escapeForDisplay(text, mode);
-    if (result.escaped > 0 && !this.warned) {
-      this.warned = true;
-      this.options.warn(`${ESCAPE_WARNING}${this.options.hint ? `; ${this.options.hint}` : ''}`);
-    }
+    // Counted first: escaped, a run of 3000 U+3164 would be 24000 characters of <U+3164>.
+    const counted = this.options.view?.countBlankRuns ? blankRunsCounted(text) : { text, runs: 0 };
+    const result = escapeForDisplay(counted.text, mode);
+    if (counted.runs > 0) this.warnOnce(BLANK_RUNS_WARNING);
+    if (result.escaped > 0) this.warnOnce(ESCAPE_WARNING);
     return result.text;
+  }
+
+  private warnOnce(warning: string): void {
+    if (this.warned.has(warning)) return;
+    this.warned.add(warning);
+    this.options.warn(`${warning}${this.options.hint ? `; ${this.options.hint}` : ''}`);
   }
 }

@@ -1,11 +1,11 @@
 // Runs one parsed command against a RunClient and prints the result. The order of reads
 // and the stop rules live here; formatting, parsing and decoding are pure modules, and the
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
-import { blankRunsCounted } from './display-escape.ts';
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
-import { answerAnnotations, answerFor, pendingInput } from './approval-answer.ts';
+import { answerAnnotations, answerFor, pendingInput, waitingCall } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
+import { ApprovalNotWrittenError } from './errors/approval-not-written-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import { pendingApprovalLines, RunTable, runRow, type RunRow } from './format-runs.ts';
@@ -39,6 +39,8 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
     case 'approve':
     case 'deny': {
       const run = await requireRun(client, namespace, command.name);
+      // Security #11.5: an approve binds the input its sender read, so one without --sha256 only shows the call.
+      if (command.command === 'approve' && command.sha256 === undefined) showPendingCall(run, namespace, command.id, io);
       const answer = answerFor(run, {
         decision: command.command,
         ...(command.id ? { id: command.id } : {}),
@@ -46,11 +48,6 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
         ...(command.command === 'approve' && command.sha256 ? { sha256: command.sha256 } : {}),
       });
       const pending = run.status!.pendingApproval!;
-      // Security #11.5: the approver sees what the answer's sha256 binds to, before it is written.
-      if (answer.decision === 'approve' && !(command.command === 'approve' && command.sha256)) {
-        io.out(`Approving ${pending.toolName} call ${pending.id}, input (${pendingInput(pending).bytes} bytes, sha256 ${answer.sha256}):`);
-        io.out(blankRunsCounted(pending.input).text);
-      }
       // Who answers, as the API server knows the caller: the approval policy checks it is exactly that.
       const user = await client.whoAmI();
       await client.setApprovalAnnotations(namespace, command.name, run.metadata.uid, answerAnnotations(answer, user));
@@ -76,6 +73,20 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       return 0;
     }
   }
+}
+
+/**
+ * A bare `approve NAME`: the pending call as `get NAME` shows it (its input whole, long blank
+ * runs counted, its sha256, the command that approves exactly it), then ApprovalNotWrittenError.
+ * Writing the answer in the same command approved whatever was pending when it ran: after a
+ * timeout's deny the model asks again with another input, and a run re-created under the name
+ * starts again at s1-c1. A y/N question would bind what was shown too, but a script has no
+ * terminal to answer it; printing the command keeps approve one non-interactive step.
+ */
+function showPendingCall(run: CodingRun, namespace: string, id: string | undefined, io: CliOutput): never {
+  const pending = waitingCall(run, id);
+  for (const line of pendingApprovalLines(run, namespace).slice(1)) io.out(line);
+  throw new ApprovalNotWrittenError(run.metadata.name, namespace, pending, pendingInput(pending));
 }
 
 /** Asks the operator to stop the run (reconcile/cancel-request.ts); a finished run is left as it is. */
@@ -116,8 +127,9 @@ async function getRuns(client: RunClient, io: CliOutput, namespace: string | und
 }
 
 /**
- * get NAME --input: the pending input exactly (escaped on a terminal by main.ts) on stdout,
- * its size and sha256 on stderr with the approve command that binds to it.
+ * get NAME --input: the pending input on stdout, exactly when redirected, and on a terminal
+ * escaped with its long blank runs counted as approve shows it (exact-output.ts, main.ts); its
+ * size and sha256 on stderr with the approve command that binds to it.
  */
 function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): number {
   const pending = run.status?.phase === 'WaitingForApproval' ? run.status.pendingApproval : undefined;

@@ -2,7 +2,7 @@
 // ages are testable and a watch can reformat the same run as time passes.
 import type { CodingRun } from '../api/index.ts';
 import { pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
-import { blankRunsCounted } from './display-escape.ts';
+import { blankRunsCounted, collapsedBlanks } from './display-escape.ts';
 
 export interface RunRow {
   namespace: string;
@@ -40,12 +40,14 @@ export function formatTokens(run: CodingRun): string {
 
 /**
  * `s12-c2 bash {"command":"npm test"}`, the input cut to keep the table's line readable (the
- * cut is marked; `get NAME` shows the whole input below the table).
+ * cut is marked; `get NAME` shows the whole input below the table). Only the blanks a shell
+ * splits at are collapsed: a no-break space made a real one here hid that `npm test # ; curl`
+ * is one word to bash; left as it is, it is shown as <U+00A0> (exact-output.ts, 'code').
  */
 export function formatPending(run: CodingRun): string {
   const pending = run.status?.pendingApproval;
   if (!pending) return '';
-  const input = pending.input.replace(/\s+/g, ' ');
+  const input = collapsedBlanks(pending.input);
   const shown = input.length > PENDING_INPUT_MAX ? `${input.slice(0, PENDING_INPUT_MAX - 3)}...` : input;
   return `${pending.id} ${pending.toolName} ${shown}`;
 }

@@ -4,7 +4,7 @@
 // not stdout is a terminal, and tool output compactly: one line, cut, with its size. Pure.
 import type { CodingRun } from '../api/index.ts';
 import type { BoundedText, TranscriptEntry, TranscriptToolCall } from '../record/transcript-entry.ts';
-import { escapeForDisplay } from './display-escape.ts';
+import { collapsedBlanks, escapeForDisplay } from './display-escape.ts';
 import { escapedJson } from './escaped-json.ts';
 
 /** Characters of a tool input or output shown on its one line. */
@@ -12,8 +12,13 @@ const INLINE_CHARACTERS = 160;
 /** Lines of the model's text shown per step. */
 const TEXT_LINES = 12;
 
+/**
+ * One line of a field: only the blanks a shell splits at are collapsed, before escaping, so a
+ * no-break space in a tool call's input is shown as <U+00A0>, not made a space that bash would
+ * have split `npm test # ; curl … | sh` at.
+ */
 const inline = (text: string, max = INLINE_CHARACTERS): string => {
-  const flat = escapeForDisplay(text.replace(/\s+/g, ' ').trim(), 'inline').text;
+  const flat = escapeForDisplay(collapsedBlanks(text), 'inline').text;
   return flat.length <= max ? flat : `${flat.slice(0, max)}…`;
 };
 

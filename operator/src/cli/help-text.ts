@@ -21,8 +21,9 @@ const OVERVIEW = `kubectl-codingrun: watch, approve and inspect CodingRuns (cham
 Usage:
   kubectl codingrun get [NAME] [-w] [-A]         phase, steps, tokens and pending approval, one line per run
   kubectl codingrun get NAME --input             print the pending call's whole input and its sha256
-  kubectl codingrun approve NAME [--id ID] [--sha256 HASH]
-                                                 let the pending tool call run (exactly the input shown)
+  kubectl codingrun approve NAME                 show the pending tool call and the command that approves it
+  kubectl codingrun approve NAME --id ID --sha256 HASH
+                                                 let the pending call run: exactly the input you read
   kubectl codingrun deny NAME --reason R [--id ID]
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
@@ -64,31 +65,39 @@ than 16 KiB is cut there, with a mark and without its sha256: read it with --inp
                         the run reaches Succeeded, Failed or Cancelled.
   -A, --all-namespaces  list runs in every namespace
       --input           print only the pending call's input, whole, on stdout (exact bytes
-                        when redirected), and on stderr its sha256 and the approve command
-                        that approves exactly it
+                        when redirected; on a terminal, long runs of blanks counted as
+                        <N blanks>), and on stderr its sha256 and the approve command that
+                        approves exactly it
 
 Model-written text (inputs, diffs) is shown on a terminal with control and bidi characters
-escaped (ESC as ^[, U+202E as <U+202E>) and a warning; redirected, it keeps its exact bytes.
+escaped (ESC as ^[, U+202E as <U+202E>), and blanks that are not spaces too (a no-break space
+as <U+00A0>: bash does not split words at it), with a warning; redirected, it keeps its exact bytes.
 
 ${COMMON}`,
-  approve: `Usage: kubectl codingrun approve NAME [--id ID] [--sha256 HASH] [--reason TEXT] [-n NS]
+  approve: `Usage: kubectl codingrun approve NAME [-n NS]
+       kubectl codingrun approve NAME --id ID --sha256 HASH [--reason TEXT] [-n NS]
 
-Approves the tool call the run is waiting for (status.pendingApproval): prints its whole
-input, then writes the annotation ${APPROVAL_ANNOTATION} =
-{"id":"<pending id>","decision":"approve","sha256":"<sha256 of the input shown>"} and
-${APPROVER_ANNOTATION} = your user name as the API server knows it (kubectl auth whoami) in
-one merge patch. With the chart's approval policy, only users with the approve verb may
-answer, and only in their own name (docs/approvals.md). The operator runs the call only when
-that sha256 is the sha256 of the input it is about to run; otherwise it refuses the
-approval (Warning Event ApprovalRefused) and the call keeps waiting.
+Without --sha256, approve writes nothing: it shows the tool call the run is waiting for
+(status.pendingApproval) as get NAME does, its whole input and sha256, and the command that
+approves exactly that input, then exits 1. Run that command to approve.
 
-An input longer than 16 KiB is not printed by approve: read it whole with
-kubectl codingrun get NAME --input, which prints its sha256, and pass that with --sha256.
+With --sha256 it writes the annotation ${APPROVAL_ANNOTATION} =
+{"id":"<pending id>","decision":"approve","sha256":"HASH"} and ${APPROVER_ANNOTATION} = your
+user name as the API server knows it (kubectl auth whoami) in one merge patch, after checking
+that HASH is the sha256 of the pending input: an approve never binds an input you have not read
+(after a timeout the model may ask again with another one; a run re-created under the name
+starts again at call s1-c1). With the chart's approval policy, only users with the approve verb
+may answer, and only in their own name (docs/approvals.md). The operator runs the call only when
+that sha256 is the sha256 of the input it is about to run; otherwise it refuses the approval
+(Warning Event ApprovalRefused) and the call keeps waiting.
+
+An input longer than 16 KiB is not shown by approve or get NAME: read it whole with
+kubectl codingrun get NAME --input, which prints its sha256 and the approve command.
 
       --id ID           approve only if this is the pending call's id (as printed by get);
                         refuses when the run waits for another call
-      --sha256 HASH     approve only the input with this sha256 (from get NAME --input);
-                        required when the input is too long for approve to print
+      --sha256 HASH     approve only the input with this sha256 (printed by get NAME,
+                        get NAME --input, or approve NAME); without it nothing is written
       --reason TEXT     note recorded with the answer
 
 ${COMMON}`,
@@ -107,8 +116,9 @@ ${COMMON}`,
 Prints the run's full unified diff: from the ConfigMap named in status.result.diffConfigMap
 (key "${DIFF_KEY}" as plain text, or key "${DIFF_GZIP_KEY}" in binaryData as gzip), else the bounded copy in
 status.result.diff, with a warning on stderr when that copy is truncated. On a terminal,
-control and bidi characters in the diff are shown escaped (ESC as ^[) with a warning;
-redirected (> change.diff), the diff keeps its exact bytes and applies.
+control and bidi characters and blanks that are not spaces are shown escaped (ESC as ^[, a
+no-break space as <U+00A0>) with a warning; redirected (> change.diff), the diff keeps its
+exact bytes and applies.
 
 ${COMMON}`,
   cancel: `Usage: kubectl codingrun cancel NAME [--reason TEXT] [-n NS]

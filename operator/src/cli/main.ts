@@ -6,7 +6,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { TerminalText } from './display-escape.ts';
 import { CliError } from './errors/cli-error.ts';
 import { UsageError } from './errors/usage-error.ts';
-import { exactTextHint, printsExactBytes } from './exact-output.ts';
+import { stdoutText } from './exact-output.ts';
 import { executeCommand } from './execute-command.ts';
 import { parseArguments, type Command } from './parse-arguments.ts';
 import { createRunClient } from './run-client.ts';
@@ -33,30 +33,40 @@ function loadKubeConfig(command: Exclude<Command, { command: 'help' | 'run' }>):
 
 export async function main(argv: readonly string[]): Promise<number> {
   const abort = new AbortController();
-  process.once('SIGINT', () => abort.abort());
-  process.once('SIGTERM', () => abort.abort());
+  const stop = () => abort.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    return await runCommand(argv, abort.signal);
+  } finally {
+    // Ctrl-C while the output drains (below) must end the plugin, not abort a command that has ended.
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}
+
+async function runCommand(argv: readonly string[], signal: AbortSignal): Promise<number> {
   // Security #11.11: runs' text is model-controlled; a terminal shows its control characters
   // (escaped, with one warning) instead of obeying them. A redirected stdout keeps the exact
   // bytes only for data (exact-output.ts), so a diff saved to a file still applies; text for a
   // person is escaped through a pipe too. stderr is only ever read by people.
   const warn = (line: string) => process.stderr.write(`${line}\n`);
-  const stdoutText = (command?: Command) =>
-    new TerminalText({
-      terminal: process.stdout.isTTY === true || (command !== undefined && !printsExactBytes(command)),
-      warn,
-      hint: exactTextHint(command),
-    });
-  let stdout = stdoutText();
+  const isTTY = process.stdout.isTTY === true;
+  let stdout = stdoutText(undefined, { isTTY, warn });
   const stderr = new TerminalText({ terminal: true, warn });
   const io = {
     out: (text: string) => process.stdout.write(`${stdout.show(text)}\n`),
     err: (text: string) => process.stderr.write(`${stderr.show(text)}\n`),
     now: () => new Date(),
-    signal: abort.signal,
+    signal,
   };
+  // An error's message is one line: parts of it can come from objects anyone in the namespace
+  // may edit (an ownerReference's uid in a refusal), and a newline there printed lines of their
+  // choosing, such as a well-formed diff, under the plugin's name.
+  const fail = (message: string) => process.stderr.write(`${stderr.show(`${PROGRAM}: ${message}`, 'inline')}\n`);
   try {
     const command = parseArguments(argv);
-    stdout = stdoutText(command);
+    stdout = stdoutText(command, { isTTY, warn });
     // run --local needs no cluster, hence no kubeconfig; its workers (BullMQ, the model SDKs)
     // load only for it, so the other commands start fast.
     if (command.command === 'run') {
@@ -73,12 +83,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     return await executeCommand(command, client!, io);
   } catch (error) {
     if (UsageError.isInstance(error)) {
-      io.err(`${PROGRAM}: ${error.message}`);
+      fail(error.message);
       io.err(`Run '${PROGRAM} ${error.command ? `${error.command} ` : ''}--help' for usage.`);
       return error.exitCode;
     }
     if (CliError.isInstance(error)) {
-      io.err(`${PROGRAM}: ${error.message}`);
+      fail(error.message);
       return error.exitCode;
     }
     io.err(`${PROGRAM}: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
@@ -86,8 +96,32 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-// Flush stdout before exiting: a piped `diff` of a large change must not be cut short.
+/**
+ * Resolves once all that was written to the stream has left the process, or the stream failed.
+ * Node writes to a pipe asynchronously, and process.exit drops what is still queued: with an
+ * exit 50 ms after the command, `diff NAME | less` showed the first 64 KiB of a large diff,
+ * exit code 0, no mark. A write's callback runs after every write queued before it.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.destroyed || stream.writableEnded) resolve();
+    else stream.write('', () => resolve());
+  });
+}
+
+// A reader that went away (`diff NAME | head`, less quit early) wants no more: stop at once
+// and quietly, with the status of a program SIGPIPE ends (as kubectl's), not a stack trace
+// for EPIPE, and not a `logs -f` that follows on for nobody.
+const SIGPIPE_STATUS = 128 + 13;
+for (const stream of [process.stdout, process.stderr])
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(SIGPIPE_STATUS);
+  });
+
 const code = await main(process.argv.slice(2));
 process.exitCode = code;
-// The watch's sockets may keep the loop alive after a named watch ends.
-setTimeout(() => process.exit(code), 50).unref();
+await Promise.all([drained(process.stdout), drained(process.stderr)]);
+// Then exit at once: the sockets of a watch that ended (client-node's keep-alive agent) may
+// keep the loop alive long after.
+process.exit(code);

@@ -5,6 +5,7 @@
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { TranscriptReader, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
+import { quotedInline } from './display-escape.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import type { CliOutput } from './execute-command.ts';
 import { entryJson, formatEntry, outcomeJson, outcomeLine } from './format-transcript.ts';
@@ -12,6 +13,9 @@ import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
 
 type LogsCommand = Extract<Command, { command: 'logs' }>;
+
+/** A problem's length on stderr: it quotes a chunk's keys, owners and contents, which anyone who may edit ConfigMaps wrote. */
+const PROBLEM_CHARACTERS = 400;
 
 /** Prints entries once each, in key order, as chunks come; problems (unreadable entries, foreign chunks) once each on stderr. */
 class TranscriptPrinter {
@@ -29,12 +33,18 @@ class TranscriptPrinter {
     this.reader = new TranscriptReader(run);
   }
 
-  show(chunks: readonly TranscriptChunk[]): void {
+  /** Reads chunks without printing (a list's pages, printed in key order once all are read); true once the reader is full. */
+  add(chunks: readonly TranscriptChunk[]): boolean {
+    return this.reader.add(chunks).full;
+  }
+
+  show(chunks: readonly TranscriptChunk[] = []): void {
     const { entries, problems } = this.reader.add(chunks).result();
     for (const problem of problems) {
       if (this.warned.has(problem)) continue;
       this.warned.add(problem);
-      this.io.err(`warning: ${problem}`);
+      // One line each: a newline in an ownerReference's uid printed lines of its writer's choosing.
+      this.io.err(`warning: ${quotedInline(problem, PROBLEM_CHARACTERS)}`);
     }
     for (const entry of entries) {
       if (this.printed.has(entry.key)) continue;
@@ -60,8 +70,13 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
   if (!run) throw new RunNotFoundError(namespace, command.name);
   const uid = run.metadata.uid;
   const printer = new TranscriptPrinter(io, command, run);
-  const first = await client.listTranscript(namespace, uid);
-  printer.show(first.items);
+  /** Lists the chunks page by page until the reader is full, prints them, and returns the version to watch from. */
+  const listed = async () => {
+    const list = await client.listTranscript(namespace, uid, (page) => (printer.add(page) ? 'enough' : 'more'));
+    printer.show();
+    return list.resourceVersion;
+  };
+  const firstVersion = await listed();
   if (!command.follow) {
     // A finished run's record ends with how it ended, as -f's does (status has it; the chunks need not).
     if (command.step === undefined && isTerminal(run.status?.phase)) printer.outcome(run);
@@ -76,14 +91,22 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
 
   // Each watch takes up where the one before ended; the transcript is listed again only when
   // the server says its version is too old or the watch failed.
-  let chunksFrom = first.resourceVersion;
+  let chunksFrom = firstVersion;
   let runFrom = run.metadata.resourceVersion;
   let deleted = false;
   while (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) {
-    if (chunksFrom === undefined) {
-      const again = await client.listTranscript(namespace, uid);
-      printer.show(again.items);
-      chunksFrom = again.resourceVersion;
+    if (chunksFrom === undefined) chunksFrom = await listed();
+    if (runFrom === undefined) {
+      // After a failed watch, read the run, as get NAME -w does: a fresh watch of a name that is
+      // gone delivers nothing, and logs -f followed a run deleted meanwhile until Ctrl-C.
+      const current = await client.getRun(namespace, command.name);
+      if (!current || current.metadata.uid !== uid) {
+        deleted = true;
+        break;
+      }
+      run = current;
+      runFrom = current.metadata.resourceVersion;
+      if (isTerminal(run.status?.phase)) break;
     }
     let wake: () => void = () => {};
     const woken = new Promise<void>((resolve) => {
@@ -109,7 +132,7 @@ export async function printLogs(client: RunClient, io: CliOutput, namespace: str
   }
   // The run's last entries can land after its terminal status reached us (another object,
   // another stream): read them all once more.
-  if (!deleted && !io.signal?.aborted) printer.show((await client.listTranscript(namespace, uid)).items);
+  if (!deleted && !io.signal?.aborted) await listed();
   if (deleted) {
     io.err(`codingrun/${command.name} was deleted before it finished`);
     return 1;

@@ -69,8 +69,15 @@ export interface RunClient {
    */
   setCancelAnnotation(namespace: string, name: string, uid: string, value: string): Promise<void>;
   getConfigMap(namespace: string, name: string): Promise<DiffConfigMap | undefined>;
-  /** The chunks of a run's transcript (record/transcript-chunks.ts), and the list's resourceVersion to watch from. */
-  listTranscript(namespace: string, uid: string): Promise<{ items: TranscriptChunk[]; resourceVersion?: string }>;
+  /**
+   * The chunks of a run's transcript (record/transcript-chunks.ts), a page at a time to `take`
+   * until it says 'enough' or none is left; returns the list's resourceVersion to watch from.
+   */
+  listTranscript(
+    namespace: string,
+    uid: string,
+    take: (page: TranscriptChunk[]) => 'more' | 'enough',
+  ): Promise<{ resourceVersion?: string }>;
   /** Each chunk as it is created or grows. */
   watchTranscript(
     namespace: string,
@@ -79,6 +86,13 @@ export interface RunClient {
     onChunk: (chunk: TranscriptChunk) => void,
   ): Promise<RunWatch>;
 }
+
+/**
+ * ConfigMaps per page of a transcript list. A writer's chunk is at most 16 steps of 16 KiB, but
+ * anyone who may create ConfigMaps in the namespace can label thousands of 1 MiB ones as a run's:
+ * read in one list, the plugin held them all at once, however little of them the reader keeps.
+ */
+export const TRANSCRIPT_PAGE_CHUNKS = 8;
 
 /** What the transcript reader needs of a ConfigMap: its name, labels, owners and entries. */
 function chunkOf(configMap: V1ConfigMap): TranscriptChunk {
@@ -259,14 +273,24 @@ export function createRunClient(kubeConfig: KubeConfig, options: RunClientOption
       }
     },
 
-    async listTranscript(namespace, uid) {
-      const list = await core
-        .listNamespacedConfigMap({ namespace, labelSelector: transcriptSelector(uid) })
-        .catch(fail('list the transcript ConfigMaps'));
-      return {
-        items: list.items.map(chunkOf),
-        ...(list.metadata?.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}),
-      };
+    async listTranscript(namespace, uid, take) {
+      // Every page of one list is served from the snapshot of its first: that page's version is the list's.
+      let resourceVersion: string | undefined;
+      let next: string | undefined;
+      do {
+        const page = await core
+          .listNamespacedConfigMap({
+            namespace,
+            labelSelector: transcriptSelector(uid),
+            limit: TRANSCRIPT_PAGE_CHUNKS,
+            ...(next ? { _continue: next } : {}),
+          })
+          .catch(fail('list the transcript ConfigMaps'));
+        resourceVersion ??= page.metadata?.resourceVersion;
+        if (take(page.items.map(chunkOf)) === 'enough') break;
+        next = page.metadata?._continue;
+      } while (next);
+      return resourceVersion ? { resourceVersion } : {};
     },
 
     async watchTranscript(namespace, uid, resourceVersion, onChunk) {

@@ -39,11 +39,14 @@ export interface TerminalApproverOptions {
   onInterrupt?: () => void;
 }
 
-/** The input as the question shows it: escaped (it is the model's text), long blanks counted. */
+/**
+ * The input as the question shows it: escaped as code (it is the model's text, and what will
+ * run: a no-break space is shown, since bash does not split a word at it), long blanks counted.
+ */
 export function shownInput(input: string): { text: string; escaped: number; blankRuns: number } {
   // Counted first: escaped, a run of 3000 U+3164 would be 24000 characters of <U+3164>.
   const counted = blankRunsCounted(input);
-  const escaped = escapeForDisplay(counted.text);
+  const escaped = escapeForDisplay(counted.text, 'code');
   return { text: escaped.text, escaped: escaped.escaped, blankRuns: counted.runs };
 }
 
@@ -67,7 +70,8 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       );
       if (shown.escaped > 0)
         options.output.write(
-          `(${shown.escaped} control or bidirectional characters above are shown escaped: ESC as ^[, a bidi override as <U+202E>)\n`,
+          `(${shown.escaped} control or bidirectional characters, or blanks that are not spaces, above are shown escaped: ` +
+            'ESC as ^[, a bidi override as <U+202E>, a no-break space as <U+00A0>)\n',
         );
       if (shown.blankRuns > 0) options.output.write(`(${shown.blankRuns} long run(s) of blanks above are shown counted)\n`);
       // The note holds file names the model chose: escaped as the input is.
