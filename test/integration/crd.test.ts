@@ -215,6 +215,67 @@ describe('the CodingRun CRD on a real API server', () => {
       withSpec('option-url', (s) => (s.repository.url = '--upload-pack=touch /tmp/pwned')),
       /spec\.repository\.url: Invalid value: "--upload-pack=touch \/tmp\/pwned"/,
     ],
+    // The worker fetches the revision, and git reads it as a refspec: these wrote refs into the
+    // clone the clone cache hands to other namespaces (a replace ref shows another tree).
+    [
+      'a revision that is a refspec',
+      withSpec('refspec-revision', (s) => (s.repository.revision = 'main:refs/heads/planted')),
+      /spec\.repository\.revision: Invalid value: "main:refs\/heads\/planted": spec\.repository\.revision in body should match/,
+    ],
+    [
+      'a revision that is a glob refspec into refs/replace',
+      withSpec('replace-revision', (s) => (s.repository.revision = 'refs/heads/*:refs/replace/*')),
+      /spec\.repository\.revision: Invalid value: "refs\/heads\/\*:refs\/replace\/\*"/,
+    ],
+    [
+      'a revision that is a forced refspec',
+      withSpec('forced-revision', (s) => (s.repository.revision = '+refs/heads/main')),
+      /spec\.repository\.revision: Invalid value: "string": must be a git ref name: it may not start with "-" \(an option to git\) or "\+"/,
+    ],
+    [
+      'a revision with a NUL byte',
+      withSpec('nul-revision', (s) => (s.repository.revision = 'main\u0000')),
+      /spec\.repository\.revision: Invalid value: "main[^"]+": spec\.repository\.revision in body should match/,
+    ],
+    [
+      'a revision with a ".." in it',
+      withSpec('dots-revision', (s) => (s.repository.revision = 'refs/heads/../x')),
+      /spec\.repository\.revision: Invalid value: "string": must be a git ref name: no "\.\.", "\/\/" or "@\{"/,
+    ],
+    [
+      'a revision with a part ending in .lock',
+      withSpec('lock-revision', (s) => (s.repository.revision = 'team.lock/x')),
+      /spec\.repository\.revision: Invalid value: "string": must be a git ref name: no part between slashes may start with "\." or end with "\.lock"/,
+    ],
+    [
+      'a publish branch template with a part ending in .lock',
+      withSpec('lock-branch', (s) => (s.publish = { branch: 'team.lock/{run}', credentialsSecretRef: { name: 'push-token' } })),
+      /spec\.publish\.branch: Invalid value: "string": must be a git ref name: no part between slashes may start with "\." or end with "\.lock"/,
+    ],
+    // RE2 reads \s as [\t\n\f\r ] only: these passed apply and then failed in the operator.
+    [
+      'a repository url ending in a no-break space',
+      withSpec('nbsp-url', (s) => (s.repository.url = 'https://github.com/acme/webapp.git\u00a0')),
+      /spec\.repository\.url: Invalid value: "[^"]+": spec\.repository\.url in body should match/,
+    ],
+    [
+      'a revision ending in a no-break space',
+      withSpec('nbsp-revision', (s) => (s.repository.revision = 'main\u00a0')),
+      /spec\.repository\.revision: Invalid value: "main[^"]+": spec\.repository\.revision in body should match/,
+    ],
+    [
+      'a baseURL with an ideographic space',
+      withSpec('nbsp-baseurl', (s) => {
+        s.model.provider = 'openai-compatible';
+        s.model.baseURL = 'https://llm.internal/v1\u3000';
+      }),
+      /spec\.model\.baseURL: Invalid value: "[^"]+": spec\.model\.baseURL in body should match/,
+    ],
+    [
+      'publish without any token and without a template',
+      withSpec('publish-no-token', (s) => (s.publish = {})),
+      /spec\.publish: Required value: spec\.publish needs a token that may push/,
+    ],
     [
       'a tiny context window',
       withSpec('small-window', (s) => (s.model.contextWindow = 10)),
@@ -235,6 +296,16 @@ describe('the CodingRun CRD on a real API server', () => {
     const result = await apply(longest);
     expect(result.stderr).toBe('');
     expect(parseSpec(longest as unknown as CodingRun).ok).toBe(true);
+  });
+
+  it('accepts the revisions git takes, as the operator does: a branch, a tag, a full ref, a commit id', async () => {
+    const revisions = ['feature/x', 'v1.2.3', 'refs/pull/12/head', 'a'.repeat(40), 'b'.repeat(64)];
+    for (const [index, revision] of revisions.entries()) {
+      const manifest = withSpec(`revision-${index}`, (s) => (s.repository.revision = revision));
+      const result = await apply(manifest);
+      expect(result.stderr).toBe('');
+      expect(parseSpec(manifest as unknown as CodingRun).ok).toBe(true);
+    }
   });
 
   it.each(invalid)('refuses %s and names the field', async (_, manifest, message) => {
@@ -270,6 +341,21 @@ describe('the CodingRun CRD on a real API server', () => {
       expect(stored).toEqual({ templateRef: { name: 'webapp' }, budget: { maxSteps: 5 } });
       const wide = await kubectl(['get', 'crun', 'from-template', '-n', NAMESPACE, '-o', 'wide', '--no-headers']);
       expect(wide.stdout).toMatch(/\swebapp\s*$/);
+    });
+
+    // The API server sees the run as stored: the template's token is not there, and the
+    // operator checks the merged spec (test/unit/publish-decisions.test.ts).
+    it('accepts a run that publishes with the token its template gives, and one without a repository of its own', async () => {
+      const withOwnRepository = templated('publish-template-token', {
+        repository: { url: 'https://github.com/acme/webapp.git', revision: 'release' },
+        publish: {},
+      });
+      const result = await apply(withOwnRepository);
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      const bare = await apply(templated('publish-template-only', { publish: { branch: 'fix/{run}' } }));
+      expect(bare.stderr).toBe('');
+      expect(bare.code).toBe(0);
     });
 
     it.each([

@@ -4,15 +4,18 @@
 //   no credential or a wrong one is refused as a fetch would be, and a commit id that is no
 //   ref's tip is not named (a server may hide refs from some users);
 // - a kept archive is the clone's own bytes, checked against the limits as they are now, and
-//   evicted least recently used first, without pulling it from a run that holds it.
+//   evicted least recently used first, without pulling it from a run that holds it;
+// - security: only the archive of a clone that holds no ref is kept (a ref there, such as a
+//   refs/replace/* that makes git show another tree under the commit id, would reach other
+//   namespaces' runs), and the check fails closed.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
-import { CloneCache } from '../../operator/src/workers/clone-cache.ts';
+import { CloneCache, refFreeArchive, type RefFreeArchive } from '../../operator/src/workers/clone-cache.ts';
 import { cloneMeasured, remoteCommit } from '../../operator/src/workers/git-clone.ts';
 import { createBareRepository, git } from '../support/git-fixture.ts';
 import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
@@ -87,14 +90,16 @@ describe('CloneCache', { timeout: 60_000 }, () => {
     await Promise.all(caches.map((cache) => cache.clear()));
     for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
   });
-  /** A run's clone and its archive, as the prepare job makes them. */
-  async function cloneArchive(): Promise<{ archive: string; size: { bytes: number; entries: number }; workDir: string }> {
+  /** A run's clone and its archive, as the prepare job makes them (vouched ref-free, as it must be to be kept). */
+  async function cloneArchive(): Promise<{ archive: RefFreeArchive; size: { bytes: number; entries: number }; workDir: string }> {
     const { dir, size } = await cloneMeasured({ url, token: TOKEN, ...LIMITS });
     const workDir = join(dir, '..');
     workDirs.push(workDir);
     const archive = join(workDir, 'workspace.tar');
     execFileSync('tar', ['-C', dir, '-cf', archive, '.']);
-    return { archive, size, workDir };
+    const vouched = await refFreeArchive(dir, archive);
+    if (!vouched) throw new Error('a fresh clone holds a ref');
+    return { archive: vouched, size, workDir };
   }
 
   /** A run's take, its directory removed with the others after the tests. */
@@ -148,5 +153,47 @@ describe('CloneCache', { timeout: 60_000 }, () => {
     const cache = tracked(new CloneCache(1024));
     await cache.keep(url, head, made.archive, made.size);
     expect(cache.size).toEqual({ archives: 0, bytes: 0 });
+  });
+});
+
+describe('security: the clone cache keeps no clone that holds a ref', { timeout: 60_000 }, () => {
+  const workDirs: string[] = [];
+  afterAll(() => {
+    for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
+  });
+  async function clone(): Promise<{ dir: string; archive: string }> {
+    const { dir } = await cloneMeasured({ url, token: TOKEN, ...LIMITS });
+    workDirs.push(join(dir, '..'));
+    return { dir, archive: join(dir, '..', 'workspace.tar') };
+  }
+
+  it('vouches for a fresh clone: its HEAD is detached and it has no ref (the control)', async () => {
+    const { dir, archive } = await clone();
+    expect(git(['for-each-ref'], dir).trim()).toBe('');
+    expect(await refFreeArchive(dir, archive)).toBe(archive);
+  });
+
+  it.each([
+    // What `revision: refs/heads/*:refs/replace/*` made: git then shows another tree under the commit id.
+    ['a replace ref', (dir: string) => git(['replace', 'HEAD', git(['commit-tree', '-m', 'other', 'HEAD^{tree}'], dir).trim()], dir)],
+    ['a branch', (dir: string) => git(['update-ref', 'refs/heads/planted', 'HEAD'], dir)],
+    ['a tag in packed-refs', (dir: string) => (git(['update-ref', 'refs/tags/v9', 'HEAD'], dir), git(['pack-refs', '--all'], dir))],
+  ])('refuses a clone that holds %s', async (_, plant) => {
+    const { dir, archive } = await clone();
+    plant(dir);
+    expect(git(['for-each-ref'], dir).trim()).not.toBe('');
+    expect(await refFreeArchive(dir, archive)).toBeUndefined();
+  });
+
+  it('fails closed: a directory that is no clone, though a ref-free clone holds it, and a git that cannot start', async () => {
+    const { dir, archive } = await clone();
+    // Asked in the directory, git would answer for the clone above it ("no refs").
+    const inner = join(dir, 'sub');
+    mkdirSync(inner);
+    expect(await refFreeArchive(inner, archive)).toBeUndefined();
+    const failing = () => {
+      throw new Error('no git here');
+    };
+    expect(await refFreeArchive(dir, archive, failing)).toBeUndefined();
   });
 });

@@ -3,7 +3,10 @@
 //   an http:// downgrade, and never a message;
 // - #11.7: a repository bomb is refused from its tree before it is checked out, a tree that fans
 //   out exponentially costs no more than maxCheckoutFiles, the download itself is bounded, and
-//   in-tree .gitattributes cannot make the checkout larger than its blobs.
+//   in-tree .gitattributes cannot make the checkout larger than its blobs;
+// - the revision is a ref name, never a refspec (`a:refs/replace/x` wrote refs into the clone the
+//   cache hands on), an option or a NUL, refused before git runs; and a replace ref cannot make
+//   the checkout another tree than the commit's (GIT_NO_REPLACE_OBJECTS).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpsServer } from 'node:https';
@@ -13,7 +16,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
-import { cloneRepository } from '../../operator/src/workers/git-clone.ts';
+import { cloneMeasured, cloneRepository, remoteCommit } from '../../operator/src/workers/git-clone.ts';
+import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
+import { InvalidRevisionError } from '../../operator/src/api/invalid-revision-error.ts';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
 
 const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
@@ -427,6 +432,86 @@ describe('the clone carries nothing of the run that made it (the clone cache han
       expect(git(dir, 'status', '--porcelain')).toBe('');
       writeFileSync(join(dir, 'a.txt'), 'two\n');
       expect(git(dir, 'diff', commit, '--', 'a.txt')).toContain('+two');
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+});
+
+describe('security: the revision is a git ref name, never a refspec or an option', { timeout: 60_000 }, () => {
+  /** A repository with one commit (a.txt "one") on main, for file:// clones. */
+  function source(name: string): string {
+    const work = join(scratch, name);
+    mkdirSync(work);
+    git(work, 'init', '-q', '-b', 'main');
+    writeFileSync(join(work, 'a.txt'), 'one\n');
+    git(work, 'add', '.');
+    git(work, 'commit', '-qm', 'one');
+    return work;
+  }
+
+  /** launchHere, recording each command line. */
+  function recording(): { launch: Launch; launched: string[][] } {
+    const launched: string[][] = [];
+    return { launched, launch: (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options)) };
+  }
+
+  it.each([
+    // Refspecs: the first wrote a branch into the clone, the others every ref, or replace refs that show another tree.
+    'main:refs/heads/planted',
+    '+refs/*:refs/*',
+    'refs/heads/*:refs/replace/*',
+    'refs/heads/*',
+    // An option, a NUL (the spawn threw: retried, then AgentFailed), a control character, a Unicode space.
+    '--upload-pack=touch /tmp/x',
+    'main\u0000',
+    'main\u0001x',
+    'main\u00a0',
+    'refs/heads/../x',
+  ])('refuses %j InvalidSpec before any git runs (clone and ls-remote)', async (revision) => {
+    const url = checked(`file://${source(`refspec-${Math.random().toString(36).slice(2)}`)}`);
+    const { launch, launched } = recording();
+    const cloned = await cloneMeasured({ url, revision, ...LIMITS, launch }).catch((e: unknown) => e);
+    expect(InvalidRevisionError.isInstance(cloned)).toBe(true);
+    expect(isRunFailure(cloned, 'InvalidSpec')).toBe(true);
+    expect((cloned as Error).message).toMatch(/^spec\.repository\.revision .* must be a git ref name/);
+    const asked = await remoteCommit({ url, revision, ...LIMITS, launch }).catch((e: unknown) => e);
+    expect(isRunFailure(asked, 'InvalidSpec')).toBe(true);
+    expect(launched).toEqual([]);
+  });
+
+  it('clones a branch, a full ref and a commit id the same way (the control: the check refuses no ref name)', async () => {
+    const work = source('refname-work');
+    const commit = git(work, 'rev-parse', 'HEAD');
+    for (const revision of ['main', 'refs/heads/main', commit]) {
+      const { launch, launched } = recording();
+      const dir = await cloneRepository({ url: checked(`file://${work}`), revision, ...LIMITS, launch });
+      try {
+        expect(readFileSync(join(dir, 'a.txt'), 'utf8')).toBe('one\n');
+        expect(launched.some((line) => line.includes('fetch') && line.at(-1) === revision)).toBe(true);
+        expect(git(dir, 'for-each-ref')).toBe('');
+      } finally {
+        rmSync(join(dir, '..'), { recursive: true, force: true });
+      }
+    }
+  });
+
+  it("checks out the commit's own tree though a replace ref names another (GIT_NO_REPLACE_OBJECTS)", async () => {
+    const url = checked(`file://${source('replace-work')}`);
+    // Just before the checkout, a replace ref appears in the clone that swaps the fetched commit for one whose a.txt is "planted".
+    const launch: Launch = (command, args, options) => {
+      if (args.includes('checkout')) {
+        const dir = options.cwd;
+        const blob = execFileSync('git', ['hash-object', '-w', '--stdin'], { cwd: dir, input: 'planted\n', encoding: 'utf8' }).trim();
+        const tree = execFileSync('git', ['mktree'], { cwd: dir, input: `100644 blob ${blob}\ta.txt\n`, encoding: 'utf8' }).trim();
+        git(dir, 'replace', git(dir, 'rev-parse', 'FETCH_HEAD'), git(dir, 'commit-tree', '-m', 'planted', tree));
+      }
+      return launchHere(command, args, options);
+    };
+    const dir = await cloneRepository({ url, ...LIMITS, launch });
+    try {
+      expect(git(dir, 'for-each-ref')).toMatch(/refs\/replace\//); // the plant took
+      expect(readFileSync(join(dir, 'a.txt'), 'utf8')).toBe('one\n');
     } finally {
       rmSync(join(dir, '..'), { recursive: true, force: true });
     }

@@ -2,11 +2,14 @@
 // host speaks, and what is left to do given what the forge already has. A table each.
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
-import { isBranchName } from '../../operator/src/api/publish-spec.ts';
+import { isBranchName, publishCredentialsRule } from '../../operator/src/api/publish-spec.ts';
 import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
 import { decidePullRequest, decidePush, pullRequestBase } from '../../operator/src/publish/decide-publish.ts';
 import { forgeFor } from '../../operator/src/publish/forge-for-host.ts';
 import { defaultTitle, planPublish, publishedFor, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { parseSpec, validateRun } from '../../operator/src/reconcile/validate-run.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const input = (overrides: Partial<PlanInput> = {}): PlanInput => ({
   namespace: 'agents',
@@ -71,7 +74,21 @@ describe('branch names', () => {
     ['refs/heads/main', false],
     ['head', true],
     ['my-refs/x', true],
+    // git refuses these per part, not only at the end of the name.
+    ['team.lock/fix-1', false],
+    ['a/.hidden', false],
+    ['x.lockfile/y', true],
   ])('%s is a branch name: %s', (name, ok) => expect(isBranchName(name)).toBe(ok));
+
+  it('the schema refuses a template with a part git refuses (team.lock/{run}), before the run is created', () => {
+    const base = {
+      task: 't',
+      repository: { url: 'https://x/y.git', credentialsSecretRef: { name: 's' } },
+      model: { provider: 'scripted', scriptRef: { name: 'c' } },
+    };
+    expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'team.lock/{run}' } }).success).toBe(false);
+    expect(codingRunSpec.safeParse({ ...base, publish: { branch: 'team/{run}' } }).success).toBe(true);
+  });
 
   it('the schema refuses a template git would refuse, before the run is created', () => {
     const base = {
@@ -256,4 +273,81 @@ describe('decidePullRequest', () => {
     ['the forge normalised line ends and trailing space: keep', { ...pr, body: 'B\r\n' }, { action: 'keep' }],
     ['open with another body: update it', { ...pr, body: 'old' }, { action: 'update', number: 4 }],
   ])('%s', (_, existing, expected) => expect(decidePullRequest(existing, { title: 'T', body: 'B' })).toMatchObject(expected));
+});
+
+describe('the branch rendered for the run is checked when the run is accepted, not after it has run', () => {
+  const found = {
+    secrets: { push: ['token'] },
+    configMaps: { script: ['script.json'] },
+    secretLabels: { push: { 'chamvi.dev/usable-by-runs': 'true' } },
+  };
+  const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
+  const accept = (name: string, branch?: string) => {
+    const run = codingRunFixture({
+      metadata: { name },
+      spec: { publish: { credentialsSecretRef: { name: 'push' }, ...(branch ? { branch } : {}) } },
+    });
+    const parsed = parseSpec(run);
+    if (!parsed.ok) throw new Error(parsed.refusal.message);
+    return validateRun(run, parsed.spec, config, found);
+  };
+
+  it('accepts the default chamvi/{run} for a plain run name (the control)', () => {
+    expect(accept('fix-login')).toBeUndefined();
+  });
+
+  it.each([
+    ['a run named fix.lock', 'fix.lock', undefined, 'chamvi/fix.lock'],
+    ['a part ending .lock inside the name', 'fix.lock', '{run}/{namespace}', 'fix.lock/agents'],
+    // A run name may have 253 characters; a branch 255.
+    ['a name too long for a branch', 'r'.repeat(253), undefined, `chamvi/${'r'.repeat(253)}`],
+  ])('refuses %s InvalidSpec, naming the rendered branch', (_, name, branch, rendered) => {
+    expect(accept(name, branch)).toEqual({
+      reason: 'InvalidSpec',
+      message: expect.stringContaining(`spec.publish.branch renders to "${rendered}" for this run`),
+    });
+  });
+});
+
+describe('spec.publish credentials with a template (the CEL rule sees the run as stored)', () => {
+  const own = { templateRef: { name: 'webapp' }, publish: {} };
+  it('leaves a run that names a template to the operator, which checks the merged spec', () => {
+    expect(publishCredentialsRule.holds(own)).toBe(true);
+    expect(publishCredentialsRule.rule).toContain('has(self.templateRef)');
+  });
+  it('still refuses publish without any token in a run without a template', () => {
+    expect(publishCredentialsRule.holds({ repository: { url: 'https://x/y.git' }, publish: {} })).toBe(false);
+    expect(publishCredentialsRule.holds({ publish: {} })).toBe(false);
+  });
+  it('refuses the merged spec when the template gives no token either', () => {
+    const run = codingRunFixture({ spec: { templateRef: { name: 'webapp' }, publish: {} } });
+    const template = {
+      name: 'webapp',
+      spec: {
+        task: 't',
+        repository: { url: 'https://github.com/acme/webapp.git' },
+        model: { provider: 'scripted', scriptRef: { name: 's' } },
+      },
+    };
+    const parsed = parseSpec({
+      ...run,
+      spec: { templateRef: { name: 'webapp' }, publish: {} } as typeof run.spec,
+      status: { template } as typeof run.status,
+    });
+    expect(parsed).toMatchObject({
+      ok: false,
+      refusal: { reason: 'InvalidSpec', message: expect.stringContaining('spec.publish needs a token') },
+    });
+    const given = {
+      ...template,
+      spec: { ...template.spec, repository: { ...template.spec.repository, credentialsSecretRef: { name: 'git' } } },
+    };
+    expect(
+      parseSpec({
+        ...run,
+        spec: { templateRef: { name: 'webapp' }, publish: {} } as typeof run.spec,
+        status: { template: given } as typeof run.status,
+      }).ok,
+    ).toBe(true);
+  });
 });

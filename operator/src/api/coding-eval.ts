@@ -10,6 +10,7 @@ import { budgetSpec, modelSpec, repositorySpec, sandboxSpec, toolsSpec } from '.
 import { condition } from './kubernetes-names.ts';
 import { TOOL_NAMES } from './tool-names.ts';
 import { verifySpec } from './verify-spec.ts';
+import { NOT_WHITESPACE, WHITESPACE_CHARACTERS } from './portable-pattern.ts';
 
 export const EVAL_KIND = 'CodingEval';
 export const EVAL_PLURAL = 'codingevals';
@@ -106,7 +107,9 @@ export const graderSpec = z
       .string()
       .min(1)
       .max(1024)
-      .regex(/^[^/\s][^\s]*$/, { message: 'must be a path relative to the repository root, without spaces' })
+      .regex(new RegExp(`^[^/${WHITESPACE_CHARACTERS}]${NOT_WHITESPACE}*$`), {
+        message: 'must be a path relative to the repository root, without spaces',
+      })
       .optional()
       .describe('file graders: the file, relative to the repository root, such as src/greet.ts.'),
     text: z

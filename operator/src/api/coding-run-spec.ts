@@ -4,16 +4,19 @@
 import { z } from 'zod';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { DURATION_PATTERN, durationMs, parseDuration } from './duration.ts';
+import { REF_NAME_CHARACTERS_MESSAGE, REF_NAME_PATTERN, REF_NAME_RULES, ruledString } from './git-ref-name.ts';
 import { EGRESS_ALLOW_MAX, EGRESS_PATTERN, EGRESS_PATTERN_MAX, EGRESS_PATTERN_MESSAGE } from './egress-pattern.ts';
 import { keyReference, objectName, resourceRequirements } from './kubernetes-names.ts';
 import { PROVIDER_NAMES } from './providers.ts';
 import { publishCredentialsRule, publishSpec } from './publish-spec.ts';
 import { TOOL_NAMES } from './tool-names.ts';
 import { verifySpec } from './verify-spec.ts';
+import { NOT_WHITESPACE, WHITESPACE_CHARACTERS } from './portable-pattern.ts';
 
 // A value git could read as an option (`--upload-pack=...`) never reaches the schema's
-// happy path; whether a URL is allowed at all is the operator's allowRepo check.
-const NOT_OPTION_LIKE = '^[^-\\s][^\\s]*$';
+// happy path; whether a URL is allowed at all is the operator's allowRepo check. Whitespace is
+// spelt for both regex engines (portable-pattern.ts), not as \s.
+const NOT_OPTION_LIKE = `^[^-${WHITESPACE_CHARACTERS}]${NOT_WHITESPACE}*$`;
 
 /** Longest spec.budget.timeout: 30 days. */
 export const BUDGET_TIMEOUT_MAX = '720h';
@@ -55,13 +58,15 @@ export const repositorySpec = z
         'Git URL of the repository to work on, such as https://github.com/acme/webapp.git. ' +
           "It must match one of the operator's allowRepo patterns, or the run fails with RepoNotAllowed.",
       ),
-    revision: z
-      .string()
-      .min(1)
-      .max(255)
-      .regex(new RegExp(NOT_OPTION_LIKE), { message: 'must be a branch, tag or commit without spaces that does not start with "-"' })
+    // A git ref name and nothing more: the worker fetches it, and git reads a fetch's argument
+    // as a refspec (git-ref-name.ts says what `a:b` and `*` did).
+    revision: ruledString(REF_NAME_PATTERN, REF_NAME_CHARACTERS_MESSAGE, REF_NAME_RULES)
       .optional()
-      .describe('Branch, tag or commit to check out. Default: the remote HEAD.'),
+      .describe(
+        'Branch, tag or full commit id to check out, such as main, v1.2.3, refs/pull/12/head or a 40-hex commit. ' +
+          'A git ref name: printable ASCII without spaces or ~ ^ : ? * [ \\, no "..", "//" or "@{", no part starting with "." ' +
+          'or ending in ".lock", not starting with "-" or "+". Default: the remote HEAD.',
+      ),
     credentialsSecretRef: keyReference(
       'Secret',
       'token',
@@ -141,7 +146,7 @@ const modelObject = z.object({
   baseURL: z
     .string()
     .max(2048)
-    .regex(/^https?:\/\/[^\s]+$/, { message: 'must be an http(s) URL' })
+    .regex(new RegExp(`^https?://${NOT_WHITESPACE}+$`), { message: 'must be an http(s) URL' })
     .optional()
     .describe('Endpoint of an OpenAI-compatible API, such as https://llm.internal/v1. Only and always with provider openai-compatible.'),
   apiKeySecretRef: keyReference(
@@ -242,7 +247,11 @@ export const budgetSpec = z
       BUDGET_TIMEOUT_MAX,
     ),
   })
-  .describe('Limits on the run. May be changed while the run is active; the change applies at the next step.');
+  .describe(
+    'Limits on the run. May be changed while the run is active; the change applies at the next step. ' +
+      'A raise cannot outlast the sandbox pod, whose time limit is set from the budget when the pod is made (Kubernetes cannot extend it): ' +
+      'the run then ends a little before that limit, keeping its diff, and a TimeoutBeyondSandbox Event says when. Create a new run (continueFrom) for more time.',
+  );
 
 const envVar = z
   .object({

@@ -6,6 +6,7 @@ import type { ObjectMeta } from './object-meta.ts';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 import { GROUP } from './group.ts';
 import { condition, objectName } from './kubernetes-names.ts';
+import { NOT_WHITESPACE } from './portable-pattern.ts';
 
 export const SCHEDULE_KIND = 'CodingSchedule';
 export const SCHEDULE_PLURAL = 'codingschedules';
@@ -25,7 +26,8 @@ export type ConcurrencyPolicy = (typeof CONCURRENCY_POLICIES)[number];
 
 // Five fields or a nickname; the operator parses it fully (cron-schedule.ts) and says what is
 // wrong in the status. CronJob refuses TZ= in the schedule for the same reason: spec.timeZone.
-const SCHEDULE_PATTERN = '^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\\S+( \\S+){4})$';
+// NOT_WHITESPACE, not \S: the API server's RE2 and JavaScript read \S differently (portable-pattern.ts).
+const SCHEDULE_PATTERN = `^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|${NOT_WHITESPACE}+( ${NOT_WHITESPACE}+){4})$`;
 const TIME_ZONE_PATTERN = '^[A-Za-z][A-Za-z0-9_+\\-]*(/[A-Za-z0-9_+\\-]+)*$';
 
 type ScheduleSpecInput = { templateRef?: unknown; runTemplate?: { spec?: Record<string, unknown> } };

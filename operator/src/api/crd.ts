@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { API_VERSION, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION } from './group.ts';
 import { codingRunSpec, TEMPLATE_FILLED_FIELDS } from './coding-run-spec.ts';
 import { codingRunStatus } from './coding-run-status.ts';
+import { re2Pattern } from './portable-pattern.ts';
 
 type JsonSchema = { [key: string]: unknown };
 
@@ -61,6 +62,11 @@ export function toStructural(node: JsonSchema): JsonSchema {
     }
     // zod bounds every integer to the safe range; Kubernetes needs no such noise.
     if ((key === 'minimum' || key === 'maximum') && Math.abs(value as number) === Number.MAX_SAFE_INTEGER) continue;
+    // The API server reads a pattern with RE2, which has no \uXXXX (portable-pattern.ts).
+    if (key === 'pattern' && typeof value === 'string') {
+      out[key] = re2Pattern(value);
+      continue;
+    }
     out[key] = transform(value);
   }
   // int-or-string (resource quantities): Kubernetes allows exactly this anyOf shape, with

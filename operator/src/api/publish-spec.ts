@@ -3,26 +3,22 @@
 // API a host speaks comes from the operator config (config/operator-config.ts, publish.forges).
 import { z } from 'zod';
 import type { CrossFieldRule } from './cross-field-rules.ts';
+import { REF_NAME_MAX, REF_NAME_RULES, ruledString } from './git-ref-name.ts';
 import { keyReference } from './kubernetes-names.ts';
 
 /** Characters a branch template may use ({run} and {namespace} are replaced). */
 export const BRANCH_TEMPLATE_PATTERN = '^[A-Za-z0-9_{}][A-Za-z0-9._/{}+=-]*$';
 
+/** Longest branch template: room for {run} and {namespace} to grow within REF_NAME_MAX. */
+const BRANCH_TEMPLATE_MAX = 200;
+
 /**
- * What git check-ref-format refuses beyond the characters: written once as CEL for the API
- * server and once as a predicate for the operator, which checks the rendered name again.
+ * A branch name: a git ref name (git-ref-name.ts, shared with spec.repository.revision) that is a
+ * branch's short name. Checked on the template by the API server and the operator, and on the
+ * rendered name when the run is accepted and again when it publishes.
  */
 export const branchNameRules: readonly CrossFieldRule<string>[] = [
-  {
-    rule: "!self.contains('..') && !self.contains('//') && !self.contains('/.') && !self.contains('@{')",
-    message: 'must be a git branch name: no "..", "//", "/." or "@{"',
-    holds: (name) => !name.includes('..') && !name.includes('//') && !name.includes('/.') && !name.includes('@{'),
-  },
-  {
-    rule: "!self.endsWith('/') && !self.endsWith('.') && !self.endsWith('.lock')",
-    message: 'must be a git branch name: it may not end with "/", "." or ".lock"',
-    holds: (name) => !name.endsWith('/') && !name.endsWith('.') && !name.endsWith('.lock'),
-  },
+  ...REF_NAME_RULES,
   // git makes both (refs/heads/HEAD, refs/heads/refs/heads/main), and neither is what was meant.
   {
     rule: "self != 'HEAD' && !self.startsWith('refs/')",
@@ -31,10 +27,15 @@ export const branchNameRules: readonly CrossFieldRule<string>[] = [
   },
 ];
 
-/** A rendered branch name git accepts (the template's rules, and no braces left over). */
-export function isBranchName(name: string): boolean {
-  return /^[A-Za-z0-9_][A-Za-z0-9._/+=-]*$/.test(name) && name.length <= 255 && branchNameRules.every((rule) => rule.holds(name));
+/** Why a rendered branch name is not one git accepts (the template's rules, and no braces left over); undefined when it is. */
+export function branchNameProblem(name: string): string | undefined {
+  if (name.length > REF_NAME_MAX) return `must be a git branch name of at most ${REF_NAME_MAX} characters`;
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._/+=-]*$/.test(name)) return 'must be a git branch name of letters, digits and . _ / + = -';
+  return branchNameRules.find((rule) => !rule.holds(name))?.message;
 }
+
+/** A rendered branch name git accepts. */
+export const isBranchName = (name: string): boolean => branchNameProblem(name) === undefined;
 
 export const pullRequestSpec = z
   .object({
@@ -73,15 +74,7 @@ export const pullRequestSpec = z
       .default([])
       .meta({ 'x-kubernetes-list-type': 'set' })
       .describe('Labels to put on it, by name. On Gitea/Forgejo each must already exist in the repository. Default: none.'),
-    base: z
-      .string()
-      .min(1)
-      .max(255)
-      .regex(new RegExp(BRANCH_TEMPLATE_PATTERN), { message: 'must be a branch name' })
-      .superRefine((base, ctx) => {
-        for (const rule of branchNameRules) if (!rule.holds(base)) ctx.addIssue({ code: 'custom', message: rule.message });
-      })
-      .meta({ 'x-kubernetes-validations': branchNameRules.map(({ rule, message }) => ({ rule, message })) })
+    base: ruledString(BRANCH_TEMPLATE_PATTERN, 'must be a branch name', branchNameRules)
       .optional()
       .describe("Branch the pull request asks to merge into. Default: spec.repository.revision, else the repository's default branch."),
   })
@@ -89,17 +82,12 @@ export const pullRequestSpec = z
 
 export const publishSpec = z
   .object({
-    branch: z
-      .string()
-      .min(1)
-      .max(200)
-      .regex(new RegExp(BRANCH_TEMPLATE_PATTERN), {
-        message: 'must be a git branch name of letters, digits and . _ / + = -, with {run} and {namespace} allowed',
-      })
-      .superRefine((branch, ctx) => {
-        for (const rule of branchNameRules) if (!rule.holds(branch)) ctx.addIssue({ code: 'custom', message: rule.message });
-      })
-      .meta({ 'x-kubernetes-validations': branchNameRules.map(({ rule, message }) => ({ rule, message })) })
+    branch: ruledString(
+      BRANCH_TEMPLATE_PATTERN,
+      'must be a git branch name of letters, digits and . _ / + = -, with {run} and {namespace} allowed',
+      branchNameRules,
+      BRANCH_TEMPLATE_MAX,
+    )
       .default('chamvi/{run}')
       .describe(
         "Branch to push the run's change to, as a template: {run} becomes the run's name, {namespace} its namespace. Default " +
@@ -122,17 +110,29 @@ export const publishSpec = z
       'published is in status.result.published.',
   );
 
-/** spec.publish needs a token: its own, or the repository's. */
+/**
+ * spec.publish needs a token: its own, or the repository's. A run that names a template is
+ * left to the operator, which checks the merged spec (the template may hold the repository's
+ * token); the API server sees only the run as stored, without the template.
+ */
 export const publishCredentialsRule: CrossFieldRule<Record<string, unknown>> = {
-  rule: '!has(self.publish) || has(self.publish.credentialsSecretRef) || has(self.repository.credentialsSecretRef)',
+  rule:
+    '!has(self.publish) || has(self.templateRef) || has(self.publish.credentialsSecretRef) || ' +
+    '(has(self.repository) && has(self.repository.credentialsSecretRef))',
   message:
     'spec.publish needs a token that may push: set spec.publish.credentialsSecretRef (or spec.repository.credentialsSecretRef) to a Secret holding one',
   fieldPath: '.publish',
   reason: 'FieldValueRequired',
+  // The operator calls this on the effective spec, which never holds templateRef (run-template.ts).
   holds: (spec) => {
     const publish = spec.publish as { credentialsSecretRef?: unknown } | undefined;
     const repository = spec.repository as { credentialsSecretRef?: unknown } | undefined;
-    return publish === undefined || publish.credentialsSecretRef !== undefined || repository?.credentialsSecretRef !== undefined;
+    return (
+      publish === undefined ||
+      spec.templateRef !== undefined ||
+      publish.credentialsSecretRef !== undefined ||
+      repository?.credentialsSecretRef !== undefined
+    );
   },
 };
 

@@ -1,7 +1,7 @@
 // What spec.publish asks for, rendered for one run: the branch, the commit's message and the
 // pull request's title and body. Pure and deterministic (no clock): a retried job renders the
 // same plan, so it makes the same commit and finds what an earlier try made.
-import { isBranchName, type PublishSpec } from '../api/publish-spec.ts';
+import { branchNameProblem, type PublishSpec } from '../api/publish-spec.ts';
 
 export interface PlanInput {
   namespace: string;
@@ -36,6 +36,18 @@ export function renderBranch(template: string, namespace: string, name: string):
   return template.replaceAll('{run}', name).replaceAll('{namespace}', namespace);
 }
 
+/**
+ * What is wrong with the branch `template` renders to for a run, or undefined: asked when the
+ * run is accepted (reconcile/validate-run.ts), so a name git refuses (`chamvi/{run}` for a run
+ * named `fix.lock`) fails InvalidSpec at once rather than PublishFailed after the whole run, and
+ * again when it publishes.
+ */
+export function renderedBranchProblem(template: string, namespace: string, name: string): string | undefined {
+  const branch = renderBranch(template, namespace, name);
+  const problem = branchNameProblem(branch);
+  return problem && `spec.publish.branch renders to ${JSON.stringify(branch)} for this run, which ${problem}; change the template`;
+}
+
 /** The first non-empty line of the task, cut to 72 characters. */
 export function defaultTitle(task: string): string {
   const line =
@@ -59,12 +71,8 @@ export function defaultBody(input: PlanInput): string {
 
 export function planPublish(input: PlanInput): PlanResult {
   const branch = renderBranch(input.publish.branch, input.namespace, input.name);
-  if (!isBranchName(branch)) {
-    return {
-      ok: false,
-      message: `spec.publish.branch renders to ${JSON.stringify(branch)}, which is not a git branch name; change the template`,
-    };
-  }
+  const problem = renderedBranchProblem(input.publish.branch, input.namespace, input.name);
+  if (problem) return { ok: false, message: problem };
   const pr = input.publish.pullRequest;
   const title = pr?.title ?? defaultTitle(input.task);
   const commitMessage = [

@@ -1,7 +1,8 @@
 // Accepting a run: the spec parses, the repository, the model endpoint and the sandbox image
-// are allowed by the operator's config, and every Secret and ConfigMap it names exists in its
-// own namespace with the key it names (a Secret also opting in to runs by its label). Pure; a
-// refusal carries the status reason and a message that says what to change.
+// are allowed by the operator's config, its publish branch renders to a branch name for this
+// run, and every Secret and ConfigMap it names exists in its own namespace with the key it
+// names (a Secret also opting in to runs by its label). Pure; a refusal carries the status
+// reason and a message that says what to change.
 import { codingRunSpec, REASONS, type CodingRun, type CodingRunSpec, type Reason } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { isEgressAllowed } from './allow-egress.ts';
@@ -15,6 +16,7 @@ import { GROUP } from '../api/group.ts';
 import { NO_NAMESPACE_POLICY, namespaceNarrowedConfig, type NamespacePolicy } from './namespace-policy.ts';
 import { isSecretUsableByRuns, secretNotUsableMessage } from './secret-opt-in.ts';
 import { effectiveSpecInput } from './run-template.ts';
+import { renderedBranchProblem } from '../publish/publish-plan.ts';
 
 export interface Refusal {
   reason: Reason;
@@ -121,6 +123,10 @@ export function validateRun(
         `spec.model.contextWindow ${spec.model.contextWindow} is over this operator's maxContextWindow ${config.maxContextWindow} ` +
         '(the conversation is held in the operator while the run steps); ask for at most that, or ask a cluster admin to raise it',
     };
+  }
+  if (spec.publish) {
+    const problem = renderedBranchProblem(spec.publish.branch, run.metadata.namespace, run.metadata.name);
+    if (problem) return { reason: REASONS.InvalidSpec, message: problem };
   }
   if (spec.sandbox.egress.allow.length > 0) {
     const proxy = egressReadiness(config);

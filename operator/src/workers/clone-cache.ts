@@ -8,6 +8,11 @@
 //   revision, asked with the run's own credential (git-clone.ts remoteCommit): a run gets
 //   nothing it could not have fetched (SECURITY.md).
 // - It is checked against the clone limits as they are now (they may have narrowed since).
+// - It keeps only the archive of a clone that holds no ref (`git for-each-ref` lists nothing):
+//   a clone's HEAD is detached and its fetch writes no ref, so a ref there was written by
+//   something else (a revision read as a refspec wrote refs/replace/*, which make git show
+//   another tree under the same commit id), and the archive goes to other namespaces' runs.
+//   keep() takes only a RefFreeArchive, which refFreeArchive alone makes; it fails closed.
 // - Least recently used archives go first; one being handed out is a hard link of the run's
 //   own (link(2)), so its eviction cannot pull it from under the run.
 // - One directory per process, named as a clone (stale-clones.ts): a killed process's cache is
@@ -16,7 +21,9 @@ import { createHash } from 'node:crypto';
 import { link, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { absolutePath } from './absolute-path.ts';
 import type { TreeSize } from './git-clone.ts';
+import { launchHere, type Launch, type LaunchedProcess } from './process-launcher.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 export interface CachedArchive {
@@ -43,6 +50,57 @@ export function evictions(kept: readonly CachedArchive[], incoming: number, maxB
     total -= archive.bytes;
   }
   return dropped;
+}
+
+declare const refFree: unique symbol;
+/** The path of a clone's archive, vouched for by refFreeArchive: the only kind the cache keeps. */
+export type RefFreeArchive = string & { readonly [refFree]: true };
+
+/** How long the look at a clone's refs may take; past it the archive is not kept. */
+const REF_CHECK_TIMEOUT_MS = 30_000;
+
+/**
+ * `archive`, vouched for as the archive of the clone in `dir`, when `git for-each-ref` there
+ * lists no ref. Undefined when it lists one, and whenever the answer is not a clean "none"
+ * (git fails, is killed, or times out): a run costs one clone more, never another run's tree.
+ */
+export function refFreeArchive(dir: string, archive: string, launch: Launch = launchHere): Promise<RefFreeArchive | undefined> {
+  return new Promise((resolve) => {
+    let child: LaunchedProcess;
+    try {
+      // GIT_DIR, not the working directory: a clone without its .git must not answer for a repository above it.
+      child = launch('git', ['for-each-ref', '--format=%(refname)'], {
+        cwd: dir,
+        env: {
+          PATH: absolutePath(process.env.PATH),
+          HOME: '/nonexistent',
+          GIT_DIR: join(dir, '.git'),
+          GIT_CONFIG_NOSYSTEM: '1',
+          GIT_CONFIG_GLOBAL: '/dev/null',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch {
+      resolve(undefined);
+      return;
+    }
+    child.stderr?.resume();
+    let listed = false;
+    const timer = setTimeout(() => child.kill('SIGKILL'), REF_CHECK_TIMEOUT_MS);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.length === 0 || listed) return;
+      listed = true; // one ref is enough to refuse
+      child.kill('SIGKILL');
+    });
+    child.on('error', () => {
+      clearTimeout(timer);
+      resolve(undefined);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve(code === 0 && !listed ? (archive as RefFreeArchive) : undefined);
+    });
+  });
 }
 
 const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');
@@ -81,8 +139,11 @@ export class CloneCache {
     return { dir, archive: target };
   }
 
-  /** Keeps `archive` (a run's, linked, not copied) as `url` at `commit`, dropping the least recently used to make room. */
-  keep(url: string, commit: string, archive: string, checkout: CachedArchive['checkout']): Promise<void> {
+  /**
+   * Keeps `archive` (a run's, linked, not copied) as `url` at `commit`, dropping the least
+   * recently used to make room. Only an archive refFreeArchive vouched for.
+   */
+  keep(url: string, commit: string, archive: RefFreeArchive, checkout: CachedArchive['checkout']): Promise<void> {
     const next = this.keeping.then(() => this.keepNow(url, commit, archive, checkout));
     this.keeping = next.catch(() => undefined);
     return next;

@@ -6,6 +6,9 @@
 //   line (visible in ps) and never in a URL (visible in logs and errors). The askpass answers
 //   only git's prompts for the checked origin, redirects are off and git may speak only the
 //   checked URL's protocol, so no other host and no downgraded connection gets it (#11.4).
+// - The revision is a git ref name or nothing (git-ref-name.ts): git reads a fetch's argument
+//   as a refspec, and `a:refs/replace/<id>` would write into the clone, whose .git the clone
+//   cache hands to later runs. Replace refs are ignored all the same (GIT_NO_REPLACE_OBJECTS).
 // - The clone lands on the operator's disk, shared by every run of the replica, so it is
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
@@ -15,6 +18,8 @@ import { join } from 'node:path';
 import { repositoryOrigin, repositoryUrlParts, type RepositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import type { CheckedRepositoryUrl } from '../reconcile/allow-repo.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
+import { refNameProblem } from '../api/git-ref-name.ts';
+import { InvalidRevisionError } from '../api/invalid-revision-error.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
@@ -208,6 +213,9 @@ export async function gitEnvironment(parts: RepositoryUrlParts, token: string | 
     GIT_CONFIG_GLOBAL: '/dev/null',
     // The checked URL's protocol and no other: also what curl may follow (CURLOPT_REDIR_PROTOCOLS).
     GIT_ALLOW_PROTOCOL: parts.scheme,
+    // Objects are what they are: a refs/replace/* ref in the repository (none should be there)
+    // cannot make the checkout, its measured size or a pushed commit another tree than the id says.
+    GIT_NO_REPLACE_OBJECTS: '1',
   };
   // An admin's private CA for the git server, set on the operator's container.
   if (process.env.GIT_SSL_CAINFO) env.GIT_SSL_CAINFO = process.env.GIT_SSL_CAINFO;
@@ -277,8 +285,21 @@ async function gitSetting(request: CloneRequest): Promise<{ base: string; token:
   return { base, token, env: await gitEnvironment(parts, token, base) };
 }
 
+/**
+ * The revision to fetch, checked again here (the schema checks it before a run is accepted):
+ * only a ref name, which git cannot read as a refspec that writes refs (`a:b`, `*`, `+`) or as
+ * an option, and which holds no NUL to make the spawn throw. InvalidSpec otherwise, at once.
+ */
+export function fetchedRevision(revision: string | undefined): string {
+  if (revision === undefined) return 'HEAD';
+  const problem = refNameProblem(revision);
+  if (problem) throw new InvalidRevisionError({ revision, problem });
+  return revision;
+}
+
 /** cloneRepository, with the checkout's size (what the clone cache checks against the limits when it hands the tree out again). */
 export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClone> {
+  const revision = fetchedRevision(request.revision);
   const { base, token, env } = await gitSetting(request);
   const dir = join(base, 'repo');
   const run: GitRun = {
@@ -315,17 +336,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     // --refmap: no refs/remotes/origin/<revision>, which would name the revision in the archive.
     try {
       // Reported as the clone it is: "git clone failed: fatal: ...".
-      await git({ ...inRepo, label: 'clone' }, [
-        'fetch',
-        '-q',
-        '--depth',
-        '1',
-        '--no-tags',
-        '--refmap=',
-        'origin',
-        '--',
-        request.revision ?? 'HEAD',
-      ]);
+      await git({ ...inRepo, label: 'clone' }, ['fetch', '-q', '--depth', '1', '--no-tags', '--refmap=', 'origin', '--', revision]);
     } catch (error) {
       if (isCloneFailure(error) && (await downloadCut(dir, run.fileSizeLimit))) {
         throw cloneFailed(
@@ -372,9 +383,10 @@ const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
  * The commit the remote names for the request's revision (remote-refs.ts), asked the way the
  * clone asks: the checked URL, its credential through the askpass, the same git config. Undefined
  * when the remote names none or lists more than LS_REMOTE_MAX_BYTES; CloneFailed when the remote
- * refuses, as a fetch would be refused.
+ * refuses, as a fetch would be refused; InvalidSpec for a revision the clone would refuse.
  */
 export async function remoteCommit(request: CloneRequest): Promise<string | undefined> {
+  fetchedRevision(request.revision);
   const { base, token, env } = await gitSetting(request);
   try {
     const run: GitRun = {

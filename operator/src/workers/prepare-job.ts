@@ -12,6 +12,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
+import { refFreeArchive } from './clone-cache.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun, readAgainWhile } from './live-run.ts';
@@ -94,7 +95,11 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
     const archive = join(workDir, 'workspace.tar');
+    // The cache keeps only a clone that holds no ref (clone-cache.ts); asked of the tree beside
+    // the tar, which reads the same tree, and answered before the tree goes.
+    const refFree = cache ? refFreeArchive(dir, archive, deps.launch) : undefined;
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
+    const keepable = await refFree;
     // Nothing reads the tree again (the revision is read and the diff applied above, the
     // guidance is read in the sandbox, the cache links the archive): started, not awaited, so
     // the archive's stream does not wait for it.
@@ -102,7 +107,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     importStarted = deps.now();
     timings.push(timing('Clone', cloneStarted, importStarted));
     // Kept for the next run of this commit; a cache that cannot keep it costs this run nothing.
-    if (cache) await cache.keep(repository.url, revision, archive, size).catch(() => undefined);
+    if (cache && keepable) await cache.keep(repository.url, revision, keepable, size).catch(() => undefined);
     return { revision, archive };
   })();
   // Settled below; until then a failed clone must not count as unhandled.
