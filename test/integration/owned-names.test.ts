@@ -14,14 +14,15 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CodingRun, ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { decodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
+import { DIFF_KIND_ANNOTATION, decodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { ownerReference } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
 import { createNamespace, kubeconfigPath, kubectl, registerPodExec, kubectlCreate, kubectlJson } from '../support/cluster.ts';
-import { OperatorProcess, eventually } from '../support/operator-process.ts';
+import { startControllerOnlyOperator } from '../support/controller-only-operator.ts';
+import { type OperatorProcess, eventually } from '../support/operator-process.ts';
 import { runPlugin } from '../support/plugin.ts';
 
 const NS = 'owned-names';
@@ -144,18 +145,10 @@ beforeAll(async () => {
   squatters.pod = await getMeta('pod', sandboxPodName(podSquatted));
   squatters.unlabelled = await getMeta('pod', sandboxPodName(runs['pod-squatted-unlabelled']!));
 
-  operator = new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
-    env: {
-      CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
-      CHAMVI_WATCH_NAMESPACES: NS,
-      CHAMVI_LEADER_ELECTION_NAMESPACE: `${NS}-lease`,
-      CHAMVI_IDENTITY: 'op-owned-names',
-      // About the controller: no worker takes the jobs, so a started run stays Running.
-      CHAMVI_WORKERS_ENABLED: 'false',
-      CHAMVI_REDIS_PREFIX: `ctl-${NS}`,
-      CHAMVI_DEADLINE_GRACE_SECONDS: '0',
-    },
+  operator = startControllerOnlyOperator({
+    namespaces: [NS],
+    identity: 'op-owned-names',
+    env: { CHAMVI_DEADLINE_GRACE_SECONDS: '0' },
   });
   await operator.waitForLog('caches synced; reconciling');
 });
@@ -183,8 +176,8 @@ describe('security #11.6 derived names do not collide', () => {
     const resources = kubernetesRunResources(kubeConfig());
     const victim = runs[VICTIM]! as unknown as ParsedCodingRun;
     const twin = runs[DIFF_TWIN]! as unknown as ParsedCodingRun;
-    const victimMap = await resources.writeDiff(victim, DIFF);
-    const twinMap = await resources.writeDiff(twin, PLANTED);
+    const victimMap = (await resources.writeDiff(victim, DIFF, { kind: 'final' })).configMap;
+    const twinMap = (await resources.writeDiff(twin, PLANTED, { kind: 'final' })).configMap;
     expect(twinMap).not.toBe(victimMap);
     expect(await configMapDiff(victimMap)).toBe(DIFF);
     expect(await configMapDiff(twinMap)).toBe(PLANTED);
@@ -204,7 +197,7 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     const planted = await getMeta('configmap', derived);
     const resources = kubernetesRunResources(kubeConfig());
 
-    const written = await resources.writeDiff(run, DIFF);
+    const written = (await resources.writeDiff(run, DIFF, { kind: 'snapshot' })).configMap;
     expect(written).not.toBe(derived);
     expect(written.startsWith(`${derived}-`)).toBe(true);
     expect(await configMapDiff(derived)).toBe(PLANTED);
@@ -213,17 +206,17 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     expect(made.ownerReferences).toEqual([expect.objectContaining({ uid: run.metadata.uid, controller: true })]);
     expect(await configMapDiff(written)).toBe(DIFF);
 
-    // A retried finalize reuses the ConfigMap it made instead of making another.
-    expect(await resources.writeDiff(run, `${DIFF}more\n`)).toBe(written);
+    // The final diff reuses the ConfigMap the run made instead of making another.
+    expect(await resources.writeDiff(run, `${DIFF}more\n`, { kind: 'final' })).toEqual({ outcome: 'written', configMap: written });
     expect(await configMapDiff(written)).toBe(`${DIFF}more\n`);
     expect(await configMapDiff(derived)).toBe(PLANTED);
   });
 
-  it('replaces its own diff ConfigMap (a retried finalize) under the derived name', async () => {
+  it('replaces its own diff ConfigMap (a snapshot, by the final diff) under the derived name', async () => {
     const run = runs['diff-owned']! as unknown as ParsedCodingRun;
     const resources = kubernetesRunResources(kubeConfig());
-    expect(await resources.writeDiff(run, DIFF)).toBe(diffConfigMapName(run));
-    expect(await resources.writeDiff(run, `${DIFF}again\n`)).toBe(diffConfigMapName(run));
+    expect((await resources.writeDiff(run, DIFF, { kind: 'snapshot' })).configMap).toBe(diffConfigMapName(run));
+    expect((await resources.writeDiff(run, `${DIFF}again\n`, { kind: 'final' })).configMap).toBe(diffConfigMapName(run));
     expect(await configMapDiff(diffConfigMapName(run))).toBe(`${DIFF}again\n`);
   });
 
@@ -233,9 +226,10 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     await create(labelledDiff('snapshot-before', runs['diff-patched']!, ownerReference(run), DIFF));
     const resources = kubernetesRunResources(kubeConfig());
     const large = `${DIFF}${'+another line\n'.repeat(80_000)}`; // 1.1 MB: stored compressed
-    expect(await resources.writeDiff(run, large, 'snapshot-before')).toBe('snapshot-before');
+    const snapshot = { kind: 'snapshot', written: 'snapshot-before' } as const;
+    expect((await resources.writeDiff(run, large, snapshot)).configMap).toBe('snapshot-before');
     expect(await storedDiff('snapshot-before')).toEqual({ diff: large, data: [], binaryData: ['diff.gz'] });
-    expect(await resources.writeDiff(run, DIFF, 'snapshot-before')).toBe('snapshot-before');
+    expect((await resources.writeDiff(run, DIFF, snapshot)).configMap).toBe('snapshot-before');
     expect(await storedDiff('snapshot-before')).toEqual({ diff: DIFF, data: ['diff'], binaryData: [] });
     // Nothing was made under the derived name.
     expect((await kubectl(['get', 'configmap', diffConfigMapName(run), '-n', NS])).code).not.toBe(0);
@@ -251,7 +245,7 @@ describe('security #11.6 the diff ConfigMap is replaced only when the run owns i
     await create(labelledDiff('snapshot-taken', runs['diff-repatched']!, another, PLANTED));
     const planted = await getMeta('configmap', 'snapshot-taken');
     const resources = kubernetesRunResources(kubeConfig());
-    const written = await resources.writeDiff(run, DIFF, 'snapshot-taken');
+    const written = (await resources.writeDiff(run, DIFF, { kind: 'snapshot', written: 'snapshot-taken' })).configMap;
     expect(written).toBe(diffConfigMapName(run));
     expect(await configMapDiff(written)).toBe(DIFF);
     expect(await configMapDiff('snapshot-taken')).toBe(PLANTED);
@@ -396,12 +390,18 @@ function kubeConfig(): KubeConfig {
   return config;
 }
 
-/** A diff ConfigMap with every label the operator writes for `run`, controlled by `controller`. */
+/** A diff snapshot's ConfigMap with every label and mark the operator writes for `run`, controlled by `controller`. */
 function labelledDiff(name: string, run: Run, controller: object, diff: string) {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    metadata: { name, namespace: NS, labels: operatorLabels(run), ownerReferences: [controller] },
+    metadata: {
+      name,
+      namespace: NS,
+      labels: operatorLabels(run),
+      annotations: { [DIFF_KIND_ANNOTATION]: 'snapshot' },
+      ownerReferences: [controller],
+    },
     data: { diff },
   };
 }

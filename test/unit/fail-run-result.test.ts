@@ -3,9 +3,12 @@
 // verification: an eval's graders read status.result.summary and .verification.
 import { describe, expect, it } from 'vitest';
 import { REASONS, type CodingRun, type CodingRunStatus, type Verification } from '../../operator/src/api/index.ts';
+import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { failRun } from '../../operator/src/workers/fail-run.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
+
+const SNAPSHOT = 'diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+snapshot\n';
 
 const ref = { namespace: 'ns', name: 'r', uid: 'uid-1' };
 const revision = 'a'.repeat(40);
@@ -40,7 +43,7 @@ function failing(state: Partial<RunState> | undefined) {
         return { written: true, run: { ...run, status } };
       },
     },
-    resources: { writeDiff: async () => 'r-diff' },
+    resources: { writeDiff: async () => ({ outcome: 'written', configMap: 'r-diff' }) },
     sandboxes: {
       for: () => ({
         call: async () => ({
@@ -84,6 +87,17 @@ describe('failRun: status.result of a run a worker fails', () => {
     expect(result?.summary).toBe('');
     expect(result?.verification).toBeUndefined();
     expect(result?.filesChanged).toBe(1);
+  });
+
+  it("keeps no diff planted in the run's ConfigMap when its sandbox is lost, and its message says why", async () => {
+    const { deps, written } = failing({ diffSnapshot: { sha256: diffSha(SNAPSHOT), configMap: 'r-diff' } });
+    const planted = 'diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+planted\n';
+    Object.assign(deps.resources, { readDiff: async () => ({ configMap: 'r-diff', diff: planted, kind: 'final' }) });
+    await failRun(deps, ref, REASONS.SandboxLost, 'The sandbox pod was lost.');
+    const status = written.at(-1)!;
+    expect(status.message).toContain('The full diff could not be kept: the diff ConfigMap r-diff was changed after the run stored it');
+    expect(status.result).toMatchObject({ diffSource: 'none', filesChanged: 0, diff: '' });
+    expect(status.result).not.toHaveProperty('diffSha256');
   });
 
   it('keeps the diff when the state is gone', async () => {

@@ -5,11 +5,13 @@
 //   data.diff             the unified diff as plain UTF-8 text (when it fits, ~900 KiB)
 //   binaryData["diff.gz"] the diff gzip-compressed (the API returns binaryData base64-encoded)
 // Older ConfigMaps with gzip+base64 text under data.diff are read too (such text starts with
-// "H4sI", the base64 of gzip's magic bytes). Pure.
+// "H4sI", the base64 of gzip's magic bytes). Its DIFF_KIND_ANNOTATION says which kind of
+// writer put the diff there: a step's snapshot, or the final diff of the run's ending, which
+// no snapshot replaces (diff-write.ts decides). Pure.
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { LIMITS, RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
+import { GROUP, LIMITS, RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { diffConfigMapName, runNameLabel } from './names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, type OwnedMetadata } from './ownership.ts';
 import { ownerReference } from './sandbox-pod.ts';
@@ -43,6 +45,20 @@ export const DIFF_GZIP_KEY = 'diff.gz';
 /** Larger diffs are stored compressed: a ConfigMap holds 1 MiB in all, metadata included. */
 export const PLAIN_DIFF_MAX_BYTES = 900 * 1024;
 const GZIP_BASE64_PREFIX = 'H4sI';
+
+/**
+ * Which writer put the diff there: `snapshot` (after a step, diff-snapshot.ts) or `final` (as
+ * the run ended, keep-diff.ts). Only a guard against the run's own late snapshots, never proof
+ * of what the diff is (anyone who may update the ConfigMap can set it; diff-write.ts). A
+ * ConfigMap without it was written before the mark existed, by either; it is read as a snapshot.
+ */
+export const DIFF_KIND_ANNOTATION = `${GROUP}/diff-kind`;
+
+export type DiffKind = 'snapshot' | 'final';
+
+/** The kind of diff a ConfigMap holds: only the exact mark `final` is final (see DIFF_KIND_ANNOTATION). */
+export const diffKindOf = (configMap: { metadata?: { annotations?: Record<string, string> } | undefined }): DiffKind =>
+  configMap.metadata?.annotations?.[DIFF_KIND_ANNOTATION] === 'final' ? 'final' : 'snapshot';
 
 /** The payload of a diff ConfigMap (binaryData values base64, as on the wire). */
 export interface DiffData {
@@ -97,8 +113,8 @@ export function decodeDiff(configMap: DiffData): string | undefined {
   return plain;
 }
 
-/** The run's diff ConfigMap under its derived name, owned by the run, holding the diff. */
-export function buildDiffConfigMap(run: ParsedCodingRun, diff: string): V1ConfigMap {
+/** The run's diff ConfigMap under its derived name, owned by the run, holding the diff, marked with the kind of its writer. */
+export function buildDiffConfigMap(run: ParsedCodingRun, diff: string, kind: DiffKind = 'final'): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -106,6 +122,7 @@ export function buildDiffConfigMap(run: ParsedCodingRun, diff: string): V1Config
       name: diffConfigMapName(run),
       namespace: run.metadata.namespace,
       labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_LABEL]: runNameLabel(run.metadata.name), [RUN_UID_LABEL]: run.metadata.uid },
+      annotations: { [DIFF_KIND_ANNOTATION]: kind },
       ownerReferences: [ownerReference(run)],
     },
     ...encodeDiff(diff),

@@ -17,7 +17,7 @@ export interface KeptDiff {
   deletions: number;
   /** The ConfigMap that holds the whole diff, when one was written. */
   configMap?: string;
-  /** Why the whole diff is not kept in a ConfigMap (the API server refused it): said in the run's message and an Event. */
+  /** Why the whole diff is not kept in a ConfigMap (the API server refused it, or it was changed there): said in the run's message and an Event. */
   notStored?: string;
   /** The commit the run cloned, which the diff is against (status.result.revision: spec.continueFrom clones it). */
   revision?: string;
@@ -48,6 +48,46 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
 export function storedKeptDiff(stored: { diff: string; configMap: string }): KeptDiff {
   return { source: 'final', diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
 }
+
+/**
+ * What the operator itself recorded of a run's diff, which a diff read back from the run's
+ * ConfigMap must match before an ending keeps it (the ConfigMap is writable by anyone who may
+ * update ConfigMaps in the namespace): the sha256 of the last snapshot (diffSnapshot in the
+ * run's sealed state) and that of an earlier ending (status.result.diffSha256, with the
+ * source it named; a run that finished and then failed publishing).
+ */
+export interface RecordedDiff {
+  snapshotSha256?: string | undefined;
+  ended?: { sha256: string; source: DiffSource } | undefined;
+}
+
+/** What the run's state (when it is still there) and its status say of its diff. */
+export function recordedDiff(
+  state: { diffSnapshot?: { sha256: string } | undefined } | undefined,
+  result: Pick<RunResult, 'diffSha256' | 'diffSource'> | undefined,
+): RecordedDiff {
+  return {
+    snapshotSha256: state?.diffSnapshot?.sha256,
+    ended: result?.diffSha256 ? { sha256: result.diffSha256, source: result.diffSource ?? 'final' } : undefined,
+  };
+}
+
+/**
+ * Where a diff read back from the run's ConfigMap came from, when it is one the operator
+ * stored: an earlier ending's (the source that ending named), else the last snapshot; undefined
+ * when something was recorded and the diff matches none of it (the ConfigMap was changed after
+ * the run stored it). With nothing recorded (the state gone and no earlier ending) there is
+ * nothing to check against: it is taken as the last snapshot, as before the check.
+ */
+export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSource | undefined {
+  const sha = diffSha(diff);
+  if (recorded.ended?.sha256 === sha) return recorded.ended.source;
+  if (recorded.snapshotSha256 === sha) return 'snapshot';
+  return recorded.ended === undefined && recorded.snapshotSha256 === undefined ? 'snapshot' : undefined;
+}
+
+/** KeptDiff.notStored for a diff ConfigMap whose diff matches nothing the operator recorded (storedDiffSource). */
+export const changedDiffNote = (configMap: string) => `the diff ConfigMap ${configMap} was changed after the run stored it; it is not kept`;
 
 /** The run's message, with what went wrong keeping its diff (so the user knows why diffConfigMap is missing). */
 export function withDiffNote(message: string, kept: KeptDiff): string {

@@ -112,7 +112,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       const sandbox = fromSandbox ? options.sandboxFor(run) : undefined;
       try {
         const state = await states.load(runRefOf(run)).catch(() => undefined);
-        return await keepRunDiff({ resources, logger: options.logger }, run, sandbox, state?.revision);
+        return await keepRunDiff({ resources, logger: options.logger }, run, sandbox, state);
       } finally {
         await sandbox?.close().catch(() => undefined);
       }

@@ -3,7 +3,11 @@
 // gone (a lost pod, a deadline the kubelet enforced) still keeps the work up to the last
 // step. Taken through the run's kept toolbox session (two calls on an open exec), written
 // only when it changed (its sha256 is kept in the state). Best effort: a snapshot that
-// fails is logged and the step goes on.
+// fails is logged and the step goes on; so is one refused because the ConfigMap is marked
+// final, which no snapshot replaces: the run's ending stored its diff there (a step that
+// outlived the run), or someone who may update the ConfigMap set the mark, and they could
+// overwrite the snapshot anyway (reconcile/diff-write.ts). A refused one is not recorded in
+// the state: the sha an ending checks the ConfigMap against is the last one stored (keep-diff.ts).
 import { changesSandbox } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import type { ParsedCodingRun } from '../api/index.ts';
 import { diffSha } from '../reconcile/diff-config-map.ts';
@@ -23,7 +27,12 @@ export async function snapshotDiffAfterStep(deps: AgentDependencies, run: Parsed
     if (sha === state.diffSnapshot?.sha256) return;
     // An empty diff after a non-empty one (the agent undid its change) replaces it too.
     if (diff.length === 0 && state.diffSnapshot === undefined) return;
-    state.diffSnapshot = { sha256: sha, configMap: await deps.resources.writeDiff(run, diff, state.diffSnapshot?.configMap) };
+    const stored = await deps.resources.writeDiff(run, diff, { kind: 'snapshot', written: state.diffSnapshot?.configMap });
+    if (stored.outcome !== 'written') {
+      deps.logger.info({ configMap: stored.configMap }, 'diff snapshot not stored: its ConfigMap is marked as holding the final diff');
+      return;
+    }
+    state.diffSnapshot = { sha256: sha, configMap: stored.configMap };
   } catch (error) {
     deps.logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not store the diff snapshot');
   }

@@ -22,14 +22,15 @@ import { finishedResult } from './verify-work.ts';
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string, agentWorked = true): Promise<void> {
   const run = agentWorked ? await liveRun(deps, ref) : undefined;
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
-  // The commit cloned: the diff is against it, and a run stopped by a failure (its diff kept)
-  // can still be continued (spec.continueFrom); a state gone or unreadable just leaves it out.
+  // The state's commit cloned: the diff is against it, and a run stopped by a failure (its diff
+  // kept) can still be continued (spec.continueFrom). Its diffSnapshot is what a snapshot read
+  // back must match to be kept (keep-diff.ts). A state gone or unreadable just leaves them out.
   const state = await deps.states.load(ref).catch(() => undefined);
   // A step's record still owed (trailing-record.ts) lands before the run's end if it can; a
   // record that cannot be written does not keep the run from ending.
   if (run && state) await settleTrailingRecord(deps, run, state).catch(() => undefined);
   const sandbox = run && reason !== REASONS.SandboxLost ? deps.sandboxes.for(run) : undefined;
-  const kept = run ? await keepRunDiff(deps, run, sandbox, state?.revision) : undefined;
+  const kept = run ? await keepRunDiff(deps, run, sandbox, state) : undefined;
   const shown = kept ? withDiffNote(message, kept) : message;
   const now = deps.now();
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status, current) => {

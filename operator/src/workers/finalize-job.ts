@@ -14,33 +14,29 @@ import { startPublish } from './publish-job.ts';
 import { liveRun } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
-import { takeDiff } from './take-diff.ts';
-import { TAKE_DIFF_TIMEOUT_MS, takeFinalDiff } from './keep-diff.ts';
+import { storeFinalDiff, takeSandboxDiff } from './keep-diff.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
 import { finishedResult, verifyWork } from './verify-work.ts';
 import { addedTimings, timing } from '../reconcile/run-timings.ts';
 
 /**
- * The diff from the sandbox; a diff equal to the last snapshot is already stored whole and
- * not written again (a finished run costs no more requests than before snapshots). Bounded as
- * takeFinalDiff is: a sandbox that never answers (the model's code stopped the toolbox) held a
- * worker slot for a call's whole default deadline, half an hour, at each try.
+ * The diff from the sandbox (bounded as takeSandboxDiff is), stored as the run's final diff.
+ * A diff equal to the last snapshot is already stored whole and not written again: a finished
+ * run costs no more requests than before snapshots. Left marked `snapshot`, it needs no final
+ * mark, since no snapshot of this run can land after it: the run's steps hand on to finalize
+ * one after the other (the last step stored its snapshot before finalize was queued), and the
+ * controller's endings (a deadline, a cancel, a lost agent) store a final diff themselves.
+ * A diff that differs is one write of kind final, over the snapshot's ConfigMap in one patch.
  */
 export async function finalDiff(
   deps: Pick<AgentDependencies, 'sandboxes' | 'resources' | 'logger'>,
   run: ParsedCodingRun,
   state: RunState,
 ): Promise<KeptDiff> {
-  const sandbox = deps.sandboxes.for(run);
+  const taken = await takeSandboxDiff(deps.sandboxes.for(run), state.revision);
   const snapshot = state.diffSnapshot;
-  if (!snapshot) return takeFinalDiff(deps, run, sandbox, state.revision);
-  const { diff, truncated, stats } = await takeDiff(
-    sandbox,
-    { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
-    state.revision,
-  );
-  if (diffSha(diff) === snapshot.sha256) return { source: 'final', diff, truncated, ...stats, configMap: snapshot.configMap };
-  return takeFinalDiff(deps, run, sandbox, state.revision);
+  if (snapshot && diffSha(taken.diff) === snapshot.sha256) return { ...taken, configMap: snapshot.configMap };
+  return storeFinalDiff(deps, run, taken, snapshot?.configMap);
 }
 
 export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Promise<void> {

@@ -1,11 +1,13 @@
 // RunResources for local mode: the API key, the git token and the model script come from
 // the objects in the manifest (and the API key variable), held by the in-memory gateway;
 // the full diff is kept there as the same ConfigMap the operator would write, so the
-// plugin prints it the way `kubectl codingrun diff` does.
+// plugin prints it the way `kubectl codingrun diff` does, under the operator's rule that no
+// snapshot replaces a final diff and a final write always stores its own (reconcile/diff-write.ts).
 import { isSecretUsableByRuns, secretNotUsableMessage } from '../../reconcile/secret-opt-in.ts';
 import { REASONS } from '../../api/reasons.ts';
 import { RunFailure } from '../../api/run-failure.ts';
-import { buildDiffConfigMap, decodeDiff } from '../../reconcile/diff-config-map.ts';
+import { buildDiffConfigMap, decodeDiff, diffKindOf } from '../../reconcile/diff-config-map.ts';
+import { decideDiffWrite } from '../../reconcile/diff-write.ts';
 import { diffConfigMapName } from '../../reconcile/names.ts';
 import type { RunResources } from '../../workers/run-resources.ts';
 import type { MemoryKubeGateway } from './memory-kube-gateway.ts';
@@ -25,15 +27,19 @@ export function memoryRunResources(gateway: MemoryKubeGateway): RunResources {
     async readDiff(run) {
       const configMap = gateway.configMap(run.metadata.namespace, diffConfigMapName(run));
       const diff = configMap ? decodeDiff(configMap) : undefined;
-      return configMap && diff !== undefined ? { configMap: configMap.metadata!.name!, diff } : undefined;
+      return configMap && diff !== undefined ? { configMap: configMap.metadata!.name!, diff, kind: diffKindOf(configMap) } : undefined;
     },
     async readDiffConfigMap(namespace, name) {
       return gateway.configMap(namespace, name);
     },
-    async writeDiff(run, diff) {
-      const configMap = buildDiffConfigMap(run, diff);
+    // Always under the derived name: here nothing but the run writes there (it hashes the run's uid).
+    async writeDiff(run, diff, { kind }) {
+      const configMap = buildDiffConfigMap(run, diff, kind);
+      const name = configMap.metadata!.name!;
+      const found = gateway.configMap(run.metadata.namespace, name);
+      if (found && decideDiffWrite(found, kind).action === 'refuse') return { outcome: 'refused', configMap: name };
       gateway.putConfigMap(configMap);
-      return configMap.metadata!.name!;
+      return { outcome: 'written', configMap: name };
     },
   };
 }
