@@ -3,16 +3,17 @@
 // /healthz, /readyz and /metrics on `httpPort`.
 //
 //   node --import tsx operator/src/egress-proxy-main.ts [--config FILE]   (or CHAMVI_EGRESS_CONFIG=FILE)
-import { CustomObjectsApi, Watch, type KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi, Watch } from '@kubernetes/client-node';
 import { lookup } from 'node:dns/promises';
 import type { AddressInfo } from 'node:net';
-import { isIP } from 'node:net';
 import { API_VERSION, PLURAL, type CodingRun } from './api/index.ts';
 import { customObjectSource } from './controller/custom-object-source.ts';
 import { Informer } from './controller/informer.ts';
+import { ApiServerAddressError, apiServerSources, resolveApiServerEndpoints } from './egress/api-server-endpoints.ts';
+import { OPEN_PER_RUN } from './egress/decide-connection.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
-import { EgressProxyConfigError, loadEgressProxyConfig, type EgressProxyConfig } from './egress/egress-proxy-config.ts';
+import { EgressProxyConfigError, loadEgressProxyConfig } from './egress/egress-proxy-config.ts';
 import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
 import { destinationResolver } from './egress/destination-lookup.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
@@ -31,27 +32,6 @@ async function resolveAll(host: string): Promise<string[]> {
   return (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
 }
 
-/** The API server as this process reaches it (kubeconfig, in-cluster service env) plus the configured ones. */
-async function apiServerEndpoints(kubeConfig: KubeConfig, config: EgressProxyConfig, env: NodeJS.ProcessEnv) {
-  const endpoints: { address: string; port: number }[] = [];
-  const add = async (host: string, port: number) => {
-    const bare = host.replace(/^\[|\]$/g, '');
-    const addresses = isIP(bare) ? [bare] : await resolveAll(bare).catch(() => []);
-    for (const address of addresses) endpoints.push({ address, port });
-  };
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (server) {
-    const url = new URL(server);
-    await add(url.hostname, Number(url.port || (url.protocol === 'https:' ? 443 : 80)));
-  }
-  if (env.KUBERNETES_SERVICE_HOST) await add(env.KUBERNETES_SERVICE_HOST, Number(env.KUBERNETES_SERVICE_PORT ?? 443));
-  for (const entry of config.apiServerAddresses) {
-    const colon = entry.lastIndexOf(':');
-    await add(entry.slice(0, colon), Number(entry.slice(colon + 1)));
-  }
-  return endpoints;
-}
-
 async function main(): Promise<void> {
   const logger = createLogger();
   const config = loadConfigOrExit(
@@ -65,6 +45,16 @@ async function main(): Promise<void> {
     (error) => error instanceof EgressProxyConfigError,
   );
   const kubeConfig = loadKubeConfig();
+  // Before anything else starts: a proxy that cannot refuse the API server must not serve.
+  const apiServer = await resolveApiServerEndpoints(
+    apiServerSources(kubeConfig.getCurrentCluster()?.server, process.env, config.apiServerAddresses),
+    resolveAll,
+  ).catch((error: unknown) => {
+    if (!(error instanceof ApiServerAddressError)) throw error;
+    logger.fatal({}, error.message);
+    console.error(`${PROGRAM}: ${error.message}`);
+    process.exit(2);
+  });
   const kube = createKubeGateway(kubeConfig);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const watch = new Watch(kubeConfig);
@@ -109,11 +99,14 @@ async function main(): Promise<void> {
     policy: {
       allowEgress: parseHostPatterns(config.allowEgress),
       allowPrivateDestinations: parseHostPatterns(config.allowPrivateDestinations),
-      apiServer: await apiServerEndpoints(kubeConfig, config, process.env),
+      apiServer,
     },
     lookupRun: (uid) => directory.lookup(uid),
     resolve: destinationResolver(aliases, resolveAll),
     record: (connection) => audit.record(connection),
+    openLimits: { perRun: OPEN_PER_RUN, perNamespace: config.limits.openPerNamespace, total: config.limits.open },
+    connectionLimits: { perSource: config.limits.connectionsPerSource, total: config.limits.connections },
+    connectionRefused: (limit) => metrics.refusedConnections.inc({ limit }),
   });
   let synced = false;
   const health = await startHealthServer(

@@ -2,7 +2,7 @@
 // CodingRuns, in front of real listeners on loopback that stand in for a registry, an internal
 // service, the metadata address and the API server. What a sandbox's tools would send, it sends.
 import { createServer, type Server } from 'node:http';
-import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
+import { connect, createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -257,6 +257,49 @@ describe('egress proxy', () => {
       15_000,
       'the deleted run refused',
     );
+  });
+});
+
+describe('egress proxy process bounds and start', () => {
+  it('refuses to start when a name in apiServerAddresses does not resolve, saying which', async () => {
+    const outcome = await EgressProxyProcess.start(kubeconfigPath(), {
+      apiServerAddresses: ['api.invalid:443'],
+      watchNamespaces: [NAMESPACE],
+    }).then(
+      async (started) => {
+        await started.kill();
+        return 'started';
+      },
+      (error: Error) => error.message,
+    );
+    expect(outcome).toMatch(/exited \(2\)[\s\S]*apiServerAddresses\[0\]: api\.invalid did not resolve/);
+  });
+
+  it('takes its connection bounds from its config: beyond them a connection is answered 429 too-many-connections, and counted', async () => {
+    const bounded = await EgressProxyProcess.start(kubeconfigPath(), { limits: { connectionsPerSource: 3 }, watchNamespaces: [NAMESPACE] });
+    const held: Socket[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        const socket = connect(bounded.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        held.push(socket);
+        // Connected, so ahead of the fourth in the listener's queue, which the proxy accepts in order.
+        await new Promise((resolve) => socket.once('connect', resolve));
+      }
+      const beyond = await new Promise<string>((resolve) => {
+        const socket = connect(bounded.port, '127.0.0.1');
+        let text = '';
+        socket.on('data', (data: Buffer) => (text += data.toString()));
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve(text));
+      });
+      expect(beyond).toMatch(/^HTTP\/1\.1 429 [\s\S]*x-chamvi-egress-rule: too-many-connections/);
+      const metrics = await (await fetch(`http://127.0.0.1:${bounded.httpPort}/metrics`)).text();
+      expect(metrics).toMatch(/chamvi_egress_refused_connections_total\{limit="per-source"\} 1/);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await bounded.kill();
+    }
   });
 });
 

@@ -3,7 +3,15 @@
 // to, with private, loopback, link-local, metadata and API-server addresses closed even for *.
 import { describe, expect, it } from 'vitest';
 import { classifyAddress } from '../../operator/src/egress/address-class.ts';
-import { EGRESS_RULES, decideAddresses, decideRequest, type EgressRun } from '../../operator/src/egress/decide-connection.ts';
+import {
+  EGRESS_RULES,
+  decideAddresses,
+  decideRequest,
+  refusedBeyondConnections,
+  refusedBeyondOpen,
+  refusedServerName,
+  type EgressRun,
+} from '../../operator/src/egress/decide-connection.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { checkProxyAuthorization, proxyToken } from '../../operator/src/egress/proxy-credential.ts';
 
@@ -142,6 +150,58 @@ describe('decideAddresses, with the API server at an IPv6 address', () => {
   );
   it('lets another address of a name the admin opened through', () => {
     expect(decideAddresses('k.internal.example', 443, ['fd00:10:96::2'], v6).allowed).toBe(true);
+  });
+});
+
+describe('refusedBeyondOpen', () => {
+  const limits = { perRun: 4, perNamespace: 6, total: 10 };
+  it.each([
+    ['below every bound', { run: 3, namespace: 5, total: 9 }, undefined],
+    ["at the run's bound", { run: 4, namespace: 4, total: 4 }, 'the run already holds 4'],
+    ["at the namespace's bound, the run below its own", { run: 2, namespace: 6, total: 6 }, 'namespace agents already hold 6'],
+    ["at the proxy's bound, the run and namespace below theirs", { run: 0, namespace: 0, total: 10 }, 'the proxy already holds 10'],
+    ['at every bound: the run’s is named, the one its author can act on', { run: 4, namespace: 6, total: 10 }, 'the run already holds 4'],
+  ])('%s', (_why, open, message) => {
+    const refusal = refusedBeyondOpen(open, limits, runA);
+    if (message === undefined) expect(refusal).toBeUndefined();
+    else expect(refusal).toMatchObject({ status: 429, rule: EGRESS_RULES.TooManyOpen, message: expect.stringContaining(message) });
+  });
+});
+
+describe('refusedBeyondConnections', () => {
+  const limits = { perSource: 3, total: 5 };
+  it.each([
+    ['below both bounds', { source: 2, total: 4 }, undefined],
+    ["at the source's bound", { source: 3, total: 3 }, 'this address already holds 3'],
+    ["at the proxy's bound", { source: 0, total: 5 }, 'the proxy already holds 5'],
+  ])('%s', (_why, open, message) => {
+    const refusal = refusedBeyondConnections(open, limits);
+    if (message === undefined) expect(refusal).toBeUndefined();
+    else expect(refusal).toMatchObject({ status: 429, rule: EGRESS_RULES.TooManyConnections, message: expect.stringContaining(message) });
+  });
+});
+
+describe('refusedServerName', () => {
+  it.each([
+    ['the host the tunnel was opened to', { kind: 'client-hello', serverName: 'registry.npmjs.org' }, undefined],
+    ['the same host in upper case, with a final dot', { kind: 'client-hello', serverName: 'Registry.NPMJS.org.' }, undefined],
+    ['no server name (the destination serves its default site)', { kind: 'client-hello' }, undefined],
+    ['bytes that are not TLS', { kind: 'not-tls' }, undefined],
+    [
+      'another host behind the same address',
+      { kind: 'client-hello', serverName: 'evil.example' },
+      '"evil.example" is not registry.npmjs.org',
+    ],
+    ['a sub-domain of the host', { kind: 'client-hello', serverName: 'a.registry.npmjs.org' }, 'is not registry.npmjs.org'],
+    [
+      'a ClientHello the proxy cannot read',
+      { kind: 'malformed', why: 'a TLS record of 0 bytes' },
+      'could not be read: a TLS record of 0 bytes',
+    ],
+  ] as const)('%s', (_why, hello, message) => {
+    const refusal = refusedServerName('registry.npmjs.org', hello);
+    if (message === undefined) expect(refusal).toBeUndefined();
+    else expect(refusal).toMatchObject({ rule: EGRESS_RULES.SniMismatch, message: expect.stringContaining(message) });
   });
 });
 

@@ -17,6 +17,9 @@ const UID = '22222222-2222-4222-8222-222222222222';
 const AUTH = `Basic ${Buffer.from(`${UID}:${proxyToken(KEY, UID)}`).toString('base64')}`;
 const DOWNLOAD = randomBytes(24 * 1024 * 1024 + 12_345);
 const UPLOAD = randomBytes(3 * 1024 * 1024 + 678);
+// Not a TLS record's first byte: the proxy reads a tunnel's first bytes as a ClientHello when
+// they look like one (tls-client-hello.ts), and random bytes would, once in 65 536 runs.
+UPLOAD[0] = 0x2a;
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 const servers: (Server | HttpServer)[] = [];

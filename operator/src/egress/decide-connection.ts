@@ -6,6 +6,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { OPENABLE_CLASSES, classifyAddress, type AddressClass } from './address-class.ts';
 import { canonicalHostName, firstMatch, type HostPattern } from './host-pattern.ts';
 import type { CredentialCheck } from './proxy-credential.ts';
+import type { ClientHelloReading } from './tls-client-hello.ts';
 
 /** The rules a request can be refused by. Part of the API: alerts and users match on them. */
 export const EGRESS_RULES = {
@@ -21,6 +22,8 @@ export const EGRESS_RULES = {
   ResolutionFailed: 'resolution-failed',
   PlainHttpTunnel: 'plain-http-tunnel',
   TooManyOpen: 'too-many-open',
+  TooManyConnections: 'too-many-connections',
+  SniMismatch: 'sni-mismatch',
 } as const;
 export type EgressRule = (typeof EGRESS_RULES)[keyof typeof EGRESS_RULES];
 
@@ -60,7 +63,8 @@ const shown = (host: string) => JSON.stringify(host.slice(0, 255)).replace(/[^\x
  * A CONNECT tunnel to port 80: refused, as plain HTTP goes as an absolute-form request, where
  * the proxy sends the checked host as `Host`. Through a tunnel the client's own `Host` would
  * reach the destination, and behind a shared address (an ingress, a CDN) pick any site there.
- * (A tunnel to 443 carries the client's TLS SNI the same way; the proxy cannot see into it.)
+ * (A tunnel carrying TLS names its site in the ClientHello's server name, which the proxy
+ * reads: refusedServerName.)
  */
 export function refusedTunnel(port: number): Refusal | undefined {
   return port === 80
@@ -73,22 +77,126 @@ export function refusedTunnel(port: number): Refusal | undefined {
 }
 
 /**
- * Tunnels and forwarded requests one run may hold open through the proxy at once. Each tunnel
- * holds a 64 KiB read buffer (tunnel-relay.ts) and a forwarded request its sockets; unbounded,
- * one run that opened a few thousand ran the proxy out of memory, and every run's tunnels
- * went with it. A package manager opens tens at a time.
+ * A tunnel's TLS server name (SNI) must be the host it was opened to: behind a shared address
+ * (a CDN, an ingress) the server name picks the site, so a tunnel to a listed host could
+ * otherwise reach any site sharing its address. A ClientHello without a server name is let
+ * through: the destination then serves its default site, which the client did not choose. A
+ * tunnel whose first bytes are not TLS is let through too: the proxy reads no other protocol
+ * (plain HTTP goes as absolute-form requests, and a CONNECT to port 80 is refused).
+ */
+export function refusedServerName(host: string, hello: ClientHelloReading): Refusal | undefined {
+  if (hello.kind === 'malformed') {
+    return refuse(403, EGRESS_RULES.SniMismatch, `the TLS ClientHello sent through the tunnel to ${host} could not be read: ${hello.why}`);
+  }
+  if (hello.kind !== 'client-hello' || hello.serverName === undefined) return undefined;
+  if (canonicalHostName(hello.serverName) === host) return undefined;
+  return refuse(
+    403,
+    EGRESS_RULES.SniMismatch,
+    `the TLS server name ${shown(hello.serverName)} is not ${host}, the host the tunnel was opened to; a tunnel carries TLS to its own host only`,
+  );
+}
+
+/**
+ * Tunnels and forwarded requests one run may hold open through the proxy at once. Each holds
+ * memory in the proxy (a tunnel's buffers, a forwarded request's sockets); unbounded, one run
+ * that opened a few thousand ran the proxy out of memory, and every run's tunnels went with
+ * it. A package manager opens tens at a time.
  */
 export const OPEN_PER_RUN = 128;
 
-/** Whether the run may open one more, with `open` open already. */
-export function refusedBeyondOpen(open: number): Refusal | undefined {
-  return open >= OPEN_PER_RUN
-    ? refuse(
-        429,
-        EGRESS_RULES.TooManyOpen,
-        `the run already holds ${OPEN_PER_RUN} connections open through the proxy; close some (or reuse them) and try again`,
-      )
-    : undefined;
+/**
+ * What the proxy holds open at once: per run, per namespace (a tenant's runs together) and in
+ * all. The per-run bound alone let 16 runs of one tenant hold 2 048 stalled tunnels, 430 MiB
+ * over a process the chart gives 256 MiB.
+ */
+export interface OpenLimits {
+  perRun: number;
+  perNamespace: number;
+  total: number;
+}
+
+/**
+ * The defaults fit the chart's 256 MiB limit. A tunnel both of whose ends stall (the sandbox
+ * reads nothing, the destination reads nothing, both keep sending) holds its socket buffers
+ * both ways and its relay buffer: 512 such tunnels took the process from 72 to 207 MiB RSS
+ * (Node 24, measured with the review's scripts), and as many idle connections more added
+ * nothing visible. Beyond that the heap's growth under load has the rest. Half the total per
+ * namespace, so one tenant's runs leave the other half to the others. Raise them with the
+ * memory limit (docs/egress.md).
+ */
+export const DEFAULT_OPEN_LIMITS: OpenLimits = { perRun: OPEN_PER_RUN, perNamespace: 256, total: 512 };
+
+/** What is open now: the run's, its namespace's and the proxy's, without the one asked for. */
+export interface OpenCounts {
+  run: number;
+  namespace: number;
+  total: number;
+}
+
+/** Whether the run may open one more, with `open` open already. The narrowest bound reached is named. */
+export function refusedBeyondOpen(open: OpenCounts, limits: OpenLimits, run: Pick<EgressRun, 'namespace'>): Refusal | undefined {
+  if (open.run >= limits.perRun) {
+    return refuse(
+      429,
+      EGRESS_RULES.TooManyOpen,
+      `the run already holds ${limits.perRun} connections open through the proxy; close some (or reuse them) and try again`,
+    );
+  }
+  if (open.namespace >= limits.perNamespace) {
+    return refuse(
+      429,
+      EGRESS_RULES.TooManyOpen,
+      `the runs of namespace ${run.namespace} already hold ${limits.perNamespace} connections open through the proxy, ` +
+        'its bound for one namespace; try again once some close, or ask the admin to raise egressProxy.limits.openPerNamespace',
+    );
+  }
+  if (open.total >= limits.total) {
+    return refuse(
+      429,
+      EGRESS_RULES.TooManyOpen,
+      `the proxy already holds ${limits.total} connections open for all runs, the bound on its memory; ` +
+        'try again once some close, or ask the admin to raise egressProxy.limits.open (and its memory)',
+    );
+  }
+  return undefined;
+}
+
+/**
+ * Client connections the proxy holds at once, from one source address (a sandbox pod) and in
+ * all, whether or not they carry a credential: before a request is read nothing says whose a
+ * connection is, and 8 000 idle ones, never asking for anything, held 214 MiB.
+ */
+export interface ConnectionLimits {
+  perSource: number;
+  total: number;
+}
+
+/**
+ * A run's open tunnels and requests (at most 128) each take a connection, and its tools keep
+ * a few idle ones: 256 from one pod leaves room for both. The total is twice the open bound,
+ * for the idle and refused connections beside the open ones; a connection that holds nothing
+ * costs 13 to 30 KiB (27 KiB for one answered 407 and kept), so 1 024 of them take 30 MiB.
+ */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { perSource: 256, total: 1024 };
+
+/** Whether one more connection from a source may be served, with `open` open already. */
+export function refusedBeyondConnections(open: { source: number; total: number }, limits: ConnectionLimits): Refusal | undefined {
+  if (open.source >= limits.perSource) {
+    return refuse(
+      429,
+      EGRESS_RULES.TooManyConnections,
+      `this address already holds ${limits.perSource} connections to the proxy; close some (or reuse them) and try again`,
+    );
+  }
+  if (open.total >= limits.total) {
+    return refuse(
+      429,
+      EGRESS_RULES.TooManyConnections,
+      `the proxy already holds ${limits.total} connections, the bound on its memory; try again once some close`,
+    );
+  }
+  return undefined;
 }
 
 /** Stage 1, before any DNS: who asks, and is the name on their list and within the admin's? */

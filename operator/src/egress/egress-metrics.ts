@@ -9,6 +9,7 @@ export class EgressMetrics {
   readonly bytes: Counter<'namespace' | 'direction'>;
   readonly duration: Histogram<'namespace'>;
   readonly liveRuns: Gauge;
+  readonly refusedConnections: Counter<'limit'>;
 
   constructor(options: { liveRuns?: () => number; defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -30,6 +31,12 @@ export class EgressMetrics {
       help: 'How long allowed connections through the egress proxy lasted.',
       labelNames: ['namespace'],
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600],
+      registers,
+    });
+    this.refusedConnections = new Counter({
+      name: 'chamvi_egress_refused_connections_total',
+      help: 'Client connections the egress proxy refused as they arrived, beyond its bound per source address or in all (limit).',
+      labelNames: ['limit'],
       registers,
     });
     const liveRuns = options.liveRuns;

@@ -4,6 +4,10 @@
 import { z } from 'zod';
 import { isIP } from 'node:net';
 import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE, HOST_NAME } from '../api/egress-pattern.ts';
+import { DEFAULT_CONNECTION_LIMITS, DEFAULT_OPEN_LIMITS } from './decide-connection.ts';
+
+const bound = (fallback: number, description: string) =>
+  z.coerce.number().int().min(1).max(1_000_000).default(fallback).describe(description);
 
 const patterns = (description: string) =>
   z.array(z.string().min(1).max(261).regex(EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE)).max(1000).default([]).describe(description);
@@ -33,7 +37,32 @@ export const egressProxyConfigSchema = z
     apiServerAddresses: z
       .array(z.string().regex(/^.+:[0-9]{1,5}$/, 'must be address:port'))
       .default([])
-      .describe('API server endpoints to refuse besides the ones the proxy finds itself (its kubeconfig and KUBERNETES_SERVICE_HOST).'),
+      .describe(
+        'API server endpoints to refuse besides the ones the proxy finds itself (its kubeconfig and KUBERNETES_SERVICE_HOST). ' +
+          'A name is resolved once, at start, as an absolute name; one that does not resolve stops the proxy from starting.',
+      ),
+    limits: z
+      .object({
+        open: bound(
+          DEFAULT_OPEN_LIMITS.total,
+          'Tunnels and forwarded requests the proxy holds open at once, all runs together (a run holds at most 128); beyond it 429 too-many-open.',
+        ),
+        openPerNamespace: bound(
+          DEFAULT_OPEN_LIMITS.perNamespace,
+          'The same for the runs of one namespace together; beyond it 429 too-many-open.',
+        ),
+        connections: bound(
+          DEFAULT_CONNECTION_LIMITS.total,
+          'Client connections the proxy holds at once, with a credential or not; beyond it a new one is answered 429 too-many-connections and closed.',
+        ),
+        connectionsPerSource: bound(
+          DEFAULT_CONNECTION_LIMITS.perSource,
+          'The same from one source address (a sandbox pod). Raise it where sandboxes reach the proxy through NAT, sharing an address.',
+        ),
+      })
+      .strict()
+      .prefault({})
+      .describe('Bounds on what the proxy holds, which bound its memory: about 270 KiB per open tunnel at worst (docs/egress.md).'),
     watchNamespaces: z.array(z.string().min(1).max(63)).default([]).describe('Namespaces whose runs the proxy serves; empty means all.'),
     statusFlushSeconds: z.coerce.number().int().min(1).max(600).default(2).describe('How often egress counts are added to status.egress.'),
     identity: z

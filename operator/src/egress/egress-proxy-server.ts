@@ -1,10 +1,16 @@
 // The egress proxy's I/O: an HTTP forward proxy on node:http. CONNECT opens a TCP tunnel (TLS
-// stays end to end; the proxy sees only the name and port), an absolute-form request
+// stays end to end; the proxy reads only the ClientHello's server name, which must be the
+// tunnel's host: tls-client-hello.ts), an absolute-form request
 // (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
 // (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
 // lists) and after it (the addresses); the proxy then connects to the address it checked,
 // never resolving again. Each connection is reported to the audit once it ends. What a tunnel's
 // destination sends reaches the sandbox through one reused buffer (tunnel-relay.ts).
+//
+// Anyone who can run a pod labelled as a sandbox reaches this port, credential or not, so
+// everything the proxy holds is bounded: client connections by source address and in all
+// (refused as they arrive), open tunnels and requests by run, namespace and in all (refused
+// per request, decide-connection.ts), and a refused client's connection is closed.
 //
 // Why node:http and not a proxy library: what matters here is the checks, which no library
 // makes our way, and the forwarding that is left is a few dozen lines over node:net and
@@ -16,17 +22,24 @@ import type { Duplex } from 'node:stream';
 import {
   decideAddresses,
   decideRequest,
-  OPEN_PER_RUN,
+  DEFAULT_CONNECTION_LIMITS,
+  DEFAULT_OPEN_LIMITS,
+  refusedBeyondConnections,
   refusedBeyondOpen,
+  refusedServerName,
   refusedTunnel,
+  type ConnectionLimits,
   type EgressPolicy,
   type EgressRun,
+  type OpenLimits,
   type Refusal,
 } from './decide-connection.ts';
-import { PerRunCount } from './per-run-count.ts';
+import { OpenCount, sumOpen } from './open-count.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
 import { PerRunLimit } from './per-run-limit.ts';
+import { SourceConnections } from './source-connections.ts';
+import { readClientHello } from './tls-client-hello.ts';
 
 export interface EgressConnection {
   kind: 'connect' | 'http';
@@ -55,6 +68,14 @@ export interface EgressProxyDependencies {
   refusalLingerMs?: number;
   /** How often the open tunnels and requests of runs no longer served (ended, deleted) are closed. */
   liveCheckMs?: number;
+  /** A client connection that has not sent a whole request head within this long is closed. */
+  headersTimeoutMs?: number;
+  /** Bounds on the tunnels and forwarded requests open at once (DEFAULT_OPEN_LIMITS). */
+  openLimits?: OpenLimits;
+  /** Bounds on the client connections held at once (DEFAULT_CONNECTION_LIMITS). */
+  connectionLimits?: ConnectionLimits;
+  /** Told of each client connection refused as it arrived (beyond connectionLimits), which no audit record names. */
+  connectionRefused?(limit: 'per-source' | 'total'): void;
   now?: () => number;
 }
 
@@ -89,7 +110,7 @@ const STATUS_TEXT: Record<Refusal['status'], string> = {
   502: 'Bad Gateway',
 };
 
-/** A refusal as a raw HTTP/1.1 answer, for a CONNECT (the socket is not an HTTP response). */
+/** A refusal as a raw HTTP/1.1 answer, for a CONNECT or a connection refused as it arrives (neither has an HTTP response). */
 function rawRefusal(refusal: Refusal): string {
   const body = refusalBody(refusal);
   const headers = Object.entries({ ...refusalHeaders(refusal), 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
@@ -132,12 +153,40 @@ function parseAuthority(target: string | undefined): { host: string; port: numbe
 /** Name lookups one run may have in flight at once (per-run-limit.ts); more wait their turn. */
 export const LOOKUPS_PER_RUN = 2;
 
+/**
+ * Idle kept connections one run's pool of upstream connections holds, over all its
+ * destinations. A run that cycled through many destination addresses (its own DNS) otherwise
+ * kept idle sockets to each for the idle timeout, past what the open count bounds.
+ */
+export const IDLE_UPSTREAM_PER_RUN = 8;
+
+/**
+ * A run's pool of kept upstream connections for forwarded requests. It never queues a
+ * request: the open count (which holds at most OpenLimits.perRun of the run's requests, each
+ * until its upstream side is done) bounds the connections in use, and keepSocketAlive the idle
+ * ones. A queued request outlived its client: destroyed while it waited, it still had a new
+ * connection opened for it when one of the run's closed.
+ */
+class RunAgent extends Agent {
+  constructor(idleTimeoutMs: number) {
+    super({ keepAlive: true, maxFreeSockets: 4, timeout: idleTimeoutMs });
+  }
+
+  override keepSocketAlive(socket: Duplex): boolean {
+    const idle = Object.values(this.freeSockets).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
+    return idle < IDLE_UPSTREAM_PER_RUN && (super.keepSocketAlive(socket) as unknown as boolean);
+  }
+}
+
 export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const now = deps.now ?? (() => performance.now());
   const idleTimeoutMs = deps.idleTimeoutMs ?? 600_000;
   const connectTimeoutMs = deps.connectTimeoutMs ?? 15_000;
   const refusalLingerMs = deps.refusalLingerMs ?? 5_000;
   const liveCheckMs = deps.liveCheckMs ?? 10_000;
+  const headersTimeoutMs = deps.headersTimeoutMs ?? 10_000;
+  const openLimits = deps.openLimits ?? DEFAULT_OPEN_LIMITS;
+  const connectionLimits = deps.connectionLimits ?? DEFAULT_CONNECTION_LIMITS;
   // One pool of kept upstream connections per run. Shared, a connection one run had used
   // carried the next run's request to the same address, so an answer the first run made the
   // destination send (a smuggled request's) reached the second; and one run's queue of
@@ -146,13 +195,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   const agents = new Map<string, Agent>();
   const agentOf = (uid: string) => {
     let agent = agents.get(uid);
-    // Bounded in all, kept ones too: a run that cycled through many destination addresses
-    // (its own DNS) kept idle sockets to each for the idle timeout, past what `open` counts.
-    if (!agent)
-      agents.set(
-        uid,
-        (agent = new Agent({ keepAlive: true, maxSockets: 64, maxTotalSockets: OPEN_PER_RUN, maxFreeSockets: 4, timeout: idleTimeoutMs })),
-      );
+    if (!agent) agents.set(uid, (agent = new RunAgent(idleTimeoutMs)));
     return agent;
   };
   const sweep = setInterval(() => {
@@ -166,17 +209,42 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   }, 60_000);
   sweep.unref();
 
+  /** Closes a refused client's socket once its answer is out, and in any case after the linger, whatever the client still sends. */
+  const closeAfterRefusal = (socket: Socket) => {
+    const linger = setTimeout(() => socket.destroy(), refusalLingerMs);
+    linger.unref();
+    socket.once('close', () => clearTimeout(linger));
+  };
+
   /** Ends a refused CONNECT: its answer, then the socket closed even if the client never hangs up. */
   const refuseTunnel = (socket: Socket, answer: string) => {
     socket.end(answer);
-    socket.setTimeout(refusalLingerMs, () => socket.destroy());
+    closeAfterRefusal(socket);
   };
 
+  /**
+   * Answers a refused request and closes its connection. Kept alive, a refused client (one
+   * with no credential) held its connection for the keep-alive timeout, renewed by each
+   * refused request, and a refused request's body could trickle in for ever. The linger starts
+   * once the answer is written: before it, on the same connection, an earlier request's answer
+   * may still be going out.
+   */
+  const refuseRequest = (req: IncomingMessage, res: ServerResponse, status: number, headers: Record<string, string>, body: string) => {
+    res.once('finish', () => closeAfterRefusal(req.socket));
+    res.writeHead(status, { ...headers, connection: 'close' }).end(body);
+    req.resume();
+  };
+
+  const connections = new SourceConnections();
+  // Sockets refused as they arrived: the HTTP server still parses what they send, and a
+  // request of theirs gets nothing more than the answer they already have.
+  const refusedSockets = new WeakSet<Duplex>();
+
   const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
-  const open = new PerRunCount();
+  const open = new OpenCount();
   // Requests of a run whose name is being looked up (or waits for its turn): counted with the
   // open ones, so a run cannot queue thousands of sockets behind a name server that never answers.
-  const deciding = new PerRunCount();
+  const deciding = new OpenCount();
   // A run's credential ends with the run; so do its open tunnels, which it could otherwise keep
   // using (a pod in its grace period, or on a node cut off from the API server).
   const liveCheck = setInterval(() => open.closeGone((uid) => deps.lookupRun(uid) !== undefined), liveCheckMs);
@@ -189,15 +257,14 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       const run = credential.ok ? deps.lookupRun(credential.runUid) : undefined;
       return { ...request, host: host.toLowerCase().slice(0, 255), ...(run ? { run } : {}) };
     }
-    const uid = request.run.uid;
-    const crowded = refusedBeyondOpen(open.of(uid) + deciding.of(uid));
+    const crowded = refusedBeyondOpen(sumOpen(open.of(request.run), deciding.of(request.run)), openLimits, request.run);
     if (crowded) return { ...crowded, run: request.run, host: request.host };
     // Nothing of it to close if the run goes meanwhile: what opens after the lookup is counted
     // in `open`, whose live check closes a gone run's.
-    const decided = deciding.add(uid, () => undefined);
+    const decided = deciding.add(request.run, () => undefined);
     let addresses: string[];
     try {
-      addresses = await lookups.run(uid, () => deps.resolve(request.host));
+      addresses = await lookups.run(request.run.uid, () => deps.resolve(request.host));
     } catch {
       addresses = [];
     } finally {
@@ -208,12 +275,44 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     return { allowed: true, run: request.run, host: request.host, address: address.address };
   }
 
-  const server = createServer({ headersTimeout: 30_000, requestTimeout: 0, keepAliveTimeout: 60_000 });
+  // headersTimeout: a connection that never sends a whole request head, holding memory with no
+  // credential shown, is closed (408) within it; Node checks every connectionsCheckingInterval,
+  // 30 s unless told. requestTimeout stays off: an allowed upload may take long, and a refused
+  // request's connection is closed at once.
+  const server = createServer({
+    headersTimeout: headersTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, headersTimeoutMs),
+    requestTimeout: 0,
+    keepAliveTimeout: 60_000,
+  });
+
+  // Beyond the bounds a connection is answered and closed as soon as the answer is out; these,
+  // not counted, are bounded by Node itself, which closes a connection beyond twice the total
+  // at once, unanswered: a flood of them cannot hold the memory the bound keeps free.
+  server.maxConnections = 2 * connectionLimits.total;
+  server.on('connection', (socket: Socket) => {
+    const source = socket.remoteAddress ?? '';
+    const held = connections.of(source);
+    const refused = refusedBeyondConnections(held, connectionLimits);
+    if (refused) {
+      refusedSockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.end(rawRefusal(refused), () => socket.destroy());
+      closeAfterRefusal(socket);
+      deps.connectionRefused?.(held.source >= connectionLimits.perSource ? 'per-source' : 'total');
+      return;
+    }
+    socket.once('close', connections.add(source));
+  });
 
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     const started = now();
     const socket = client as Socket;
     socket.on('error', () => undefined);
+    if (refusedSockets.has(socket)) {
+      socket.destroy();
+      return;
+    }
     // A client that hangs up before its tunnel opens (while its name is looked up) is gone:
     // the server keeps half-open sockets, so without this one it stayed until the lookup ended.
     let tunnelOpen = false;
@@ -227,8 +326,10 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     }
     void decide(req.headers['proxy-authorization'], authority.host, authority.port).then((decided) => {
       // Allowed as a host:port, still not as a tunnel to port 80 (refusedTunnel says why), nor
-      // beyond the run's open connections (counted here, where the tunnel opens at once).
-      const tunnel = decided.allowed ? (refusedTunnel(authority.port) ?? refusedBeyondOpen(open.of(decided.run.uid))) : undefined;
+      // beyond the open limits (counted here, where the tunnel opens at once).
+      const tunnel = decided.allowed
+        ? (refusedTunnel(authority.port) ?? refusedBeyondOpen(open.of(decided.run), openLimits, decided.run))
+        : undefined;
       const verdict: Verdict = tunnel && decided.allowed ? { ...tunnel, run: decided.run, host: decided.host } : decided;
       if (!verdict.allowed) {
         refuseTunnel(socket, rawRefusal(verdict));
@@ -238,13 +339,20 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       // The client left while its name was looked up: its 'close' has been and gone, so a
       // connection opened now would stay, holding its buffer, until the destination hung up.
       if (socket.destroyed) return;
-      const close = open.add(verdict.run.uid, () => socket.destroy());
+      const close = open.add(verdict.run, () => socket.destroy());
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let recorded = false;
+      // Refused once open, for its TLS server name.
+      let denied: Refusal | undefined;
       const finish = () => {
         close();
         if (recorded) return;
         recorded = true;
+        const durationMs = now() - started;
+        if (denied) {
+          deps.record(refusedConnection('connect', { ...denied, run: verdict.run, host: verdict.host }, authority.port, durationMs));
+          return;
+        }
         deps.record({
           kind: 'connect',
           run: verdict.run,
@@ -253,16 +361,38 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           allowed: true,
           bytesSent: upstream.bytesWritten,
           bytesReceived: upstream.bytesRead,
-          durationMs: now() - started,
+          durationMs,
         });
       };
+      // What the client sends first waits until it shows whether it is a TLS ClientHello and
+      // which server name it asks for (refusedServerName says why); then all of it goes on. A
+      // TLS client sends its hello first, so this costs no round trip, and a protocol whose
+      // server speaks first is not held up: the destination's bytes already flow.
+      let first = head;
+      const onFirst = (chunk?: Buffer) => {
+        if (chunk) first = Buffer.concat([first, chunk]);
+        const hello = readClientHello(first);
+        if (hello.kind === 'incomplete') return;
+        socket.off('data', onFirst);
+        socket.off('end', onEndBeforeFirst);
+        denied = refusedServerName(verdict.host, hello);
+        if (denied) {
+          socket.destroy();
+          return;
+        }
+        upstream.write(first);
+        socket.pipe(upstream);
+      };
+      // Gone before its first message was whole: nothing of it goes out.
+      const onEndBeforeFirst = () => socket.destroy();
       upstream.once('connect', () => {
         tunnelOpen = true;
         upstream.setTimeout(idleTimeoutMs);
         socket.setTimeout(idleTimeoutMs);
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        if (head.length > 0) upstream.write(head);
-        socket.pipe(upstream);
+        socket.on('data', onFirst);
+        socket.once('end', onEndBeforeFirst);
+        if (head.length > 0) onFirst();
       });
       // The destination is done sending: so is the tunnel toward the sandbox (what pipe() did).
       upstream.on('end', () => socket.end());
@@ -285,6 +415,10 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const started = now();
+    if (refusedSockets.has(req.socket)) {
+      req.socket.destroy();
+      return;
+    }
     let target: URL | undefined;
     try {
       target = req.url && /^http:\/\//i.test(req.url) ? new URL(req.url) : undefined;
@@ -292,29 +426,28 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       target = undefined;
     }
     if (!target) {
-      res
-        .writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
-        .end('chamvi egress proxy: send an absolute http:// URL, or CONNECT for https\n');
+      refuseRequest(
+        req,
+        res,
+        400,
+        { 'content-type': 'text/plain; charset=utf-8' },
+        'chamvi egress proxy: send an absolute http:// URL, or CONNECT for https\n',
+      );
       return;
     }
     const url = target;
     const port = url.port ? Number(url.port) : 80;
     // URL keeps IPv6 literals in brackets; the decision refuses them as not-a-host-name.
     void decide(req.headers['proxy-authorization'], url.hostname, port).then((decided) => {
-      const crowded = decided.allowed ? refusedBeyondOpen(open.of(decided.run.uid)) : undefined;
+      const crowded = decided.allowed ? refusedBeyondOpen(open.of(decided.run), openLimits, decided.run) : undefined;
       const verdict: Verdict = crowded && decided.allowed ? { ...crowded, run: decided.run, host: decided.host } : decided;
       if (!verdict.allowed) {
-        res.writeHead(verdict.status, refusalHeaders(verdict)).end(refusalBody(verdict));
-        req.resume();
+        refuseRequest(req, res, verdict.status, refusalHeaders(verdict), refusalBody(verdict));
         deps.record(refusedConnection('http', verdict, port, now() - started));
         return;
       }
       // As for a tunnel: a client gone while its name was looked up gets no request made.
       if (req.socket.destroyed) return;
-      res.once(
-        'close',
-        open.add(verdict.run.uid, () => req.socket.destroy()),
-      );
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(req.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
@@ -377,6 +510,14 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           response.on('error', () => res.destroy());
         },
       );
+      // Counted until the upstream request is done, not until the client leaves: a client that
+      // sent its request and hung up, over and over, left the requests going on uncounted, and
+      // queued behind each other they grew the proxy's heap by 150 MiB and went out after
+      // their run had ended.
+      const release = open.add(verdict.run, () => {
+        upstream.destroy();
+        req.socket.destroy();
+      });
       upstream.on('timeout', () => upstream.destroy(new Error('upstream timed out')));
       upstream.on('error', () => {
         if (!res.headersSent)
@@ -384,9 +525,19 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         else res.destroy();
         finish();
       });
+      // Done on the upstream side (answered, failed or destroyed): its place is given back.
+      upstream.once('close', () => {
+        release();
+        finish();
+      });
       req.on('data', (chunk: Buffer) => (bytesSent += chunk.length));
       req.pipe(upstream);
-      res.on('close', finish);
+      // The client left before its whole answer was written: nobody waits for the rest, so the
+      // upstream request ends too, wherever it is (sent, waiting for its answer, answering).
+      res.once('close', () => {
+        if (!res.writableFinished) upstream.destroy();
+        finish();
+      });
     });
   });
 

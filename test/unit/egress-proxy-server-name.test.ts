@@ -1,0 +1,89 @@
+// A CONNECT tunnel carries TLS to the host it was opened to only (egress-proxy-server.ts with
+// tls-client-hello.ts): the ClientHello's server name is read before a byte goes on, and a
+// tunnel asking for another site behind the same address is closed and audited as refused.
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createEgressProxyServer, type EgressConnection } from '../../operator/src/egress/egress-proxy-server.ts';
+import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
+import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
+
+const KEY = 'unit-egress-key-0123456789abcdef0123456789abcdef';
+const UID = '22222222-2222-4222-8222-222222222222';
+const AUTH = `Basic ${Buffer.from(`${UID}:${proxyToken(KEY, UID)}`).toString('base64')}`;
+
+const servers: Server[] = [];
+const sockets: Socket[] = [];
+afterEach(async () => {
+  for (const socket of sockets.splice(0)) socket.destroy();
+  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+});
+
+async function listen(server: Server): Promise<number> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+/** A destination (standing in for a CDN's shared address) that keeps every byte it receives. */
+async function start() {
+  const received: Buffer[] = [];
+  const destinationPort = await listen(
+    createServer((socket) => {
+      sockets.push(socket);
+      socket.on('data', (data: Buffer) => received.push(data));
+      socket.on('error', () => undefined);
+    }),
+  );
+  const allow = parseHostPatterns([`allowed.test:${destinationPort}`]);
+  const records: EgressConnection[] = [];
+  const proxy = createEgressProxyServer({
+    egressKey: KEY,
+    policy: { allowEgress: allow, allowPrivateDestinations: allow, apiServer: [] },
+    lookupRun: (uid) => (uid === UID ? { namespace: 'unit', name: 'sni', uid, allow } : undefined),
+    resolve: () => Promise.resolve(['127.0.0.1']),
+    record: (connection) => records.push(connection),
+  });
+  const proxyPort = await listen(proxy as unknown as Server);
+  return { destinationPort, proxyPort, received: () => Buffer.concat(received), records };
+}
+
+/** Opens a tunnel to allowed.test and starts TLS through it, asking for `servername` (none when undefined). */
+async function tlsThroughTunnel(proxyPort: number, destinationPort: number, servername: string | undefined) {
+  const socket = connect(proxyPort, '127.0.0.1');
+  sockets.push(socket);
+  socket.on('error', () => undefined);
+  socket.write(`CONNECT allowed.test:${destinationPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+  const head = await new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString('latin1'))));
+  expect(head).toMatch(/^HTTP\/1\.1 200 /);
+  const tls = tlsConnect({ socket, servername: servername ?? '', rejectUnauthorized: false });
+  tls.on('error', () => undefined);
+  const state = { closed: false };
+  socket.on('close', () => (state.closed = true));
+  return state;
+}
+
+describe('egress proxy: the TLS server name of a tunnel', { timeout: 15_000 }, () => {
+  it('closes a tunnel whose TLS server name is another host, before a byte reaches the destination, and audits it refused', async () => {
+    const { destinationPort, proxyPort, received, records } = await start();
+    const tunnel = await tlsThroughTunnel(proxyPort, destinationPort, 'other.test');
+    await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
+    expect(records[0]!.message).toContain('"other.test" is not allowed.test');
+    expect(received()).toHaveLength(0);
+  });
+
+  it('passes on a ClientHello naming the tunnel’s own host, byte for byte', async () => {
+    const { destinationPort, proxyPort, received } = await start();
+    await tlsThroughTunnel(proxyPort, destinationPort, 'allowed.test');
+    await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello', serverName: 'allowed.test' });
+  });
+
+  it('passes on a ClientHello without a server name', async () => {
+    const { destinationPort, proxyPort, received } = await start();
+    await tlsThroughTunnel(proxyPort, destinationPort, undefined);
+    await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello' });
+  });
+});
