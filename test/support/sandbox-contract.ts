@@ -222,6 +222,20 @@ export function describeSandboxContract(
         expect(next.ok && next.result).toMatchObject({ stdout: 'still here\n' });
       }));
 
+    it('takes the late answer of a call it gave up on in stride: the calls after it are answered', () =>
+      withSandbox(async (sandbox) => {
+        // A kept session refuses output that answers no call (serve-session.ts), but the answer
+        // of a call given up at its deadline may still come: here while the next call runs.
+        const late = await sandbox
+          .call({ tool: 'bash', input: { command: 'sleep 0.4; echo late' } }, { timeoutMs: 100 })
+          .catch((error: unknown) => error);
+        expect(SandboxError.isInstance(late) && late.reason).toBe('TIMEOUT');
+        const during = await sandbox.call({ tool: 'bash', input: { command: 'sleep 1; echo during' } });
+        expect(during.ok && during.result).toMatchObject({ stdout: 'during\n' });
+        const after = await sandbox.call({ tool: 'bash', input: { command: 'echo after' } });
+        expect(after.ok && after.result).toMatchObject({ stdout: 'after\n' });
+      }));
+
     it('honours an AbortSignal', () =>
       withSandbox(async (sandbox) => {
         const controller = new AbortController();

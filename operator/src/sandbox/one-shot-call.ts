@@ -1,6 +1,12 @@
 // One toolbox process per request (`toolbox call` / `toolbox import`): write the request, read
 // exactly one bounded response line. Used when no session is kept, and for an import into a
 // toolbox older than session imports (serve-session.ts).
+//
+// The process is hostile like everything in the sandbox: it may answer and then neither exit
+// nor read its stdin, or write on after its answer. So the whole exchange is bounded by the
+// deadline, an import's archive included, and once the answer is in the process gets a short
+// grace to exit (the toolbox exits right after answering: main.ts) before it is ended; what it
+// writes after its answer is not read.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
@@ -9,13 +15,18 @@ import { encodeRequest, LineSplitter, type ToolboxCommand } from '../../../sandb
 import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
-import { collectStderrTail } from './stderr-tail.ts';
+import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
 
 export interface OneShotOptions {
   maxResponseBytes: number;
   defaultTimeoutMs: number;
+  /** After the answer, how long the process may take to exit (and an import's archive to go) before it is ended. */
+  afterAnswerGraceMs?: number;
 }
+
+/** The toolbox exits as soon as its answer is written; a process still there after this long is ended. */
+export const AFTER_ANSWER_GRACE_MS = 2_000;
 
 export async function callInNewProcess(
   transport: ToolboxTransport,
@@ -29,7 +40,11 @@ export async function callInNewProcess(
   child.stdin.end(
     encodeRequest({ tool: request.tool, input: request.input, callId: request.callId, protect: request.protect, clean: request.clean }),
   );
-  return withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());
+  try {
+    return await withDeadline(answer, callOptions, options.defaultTimeoutMs, () => child.kill());
+  } finally {
+    endUnlessExited(child, options.afterAnswerGraceMs ?? AFTER_ANSWER_GRACE_MS);
+  }
 }
 
 export async function importInNewProcess(
@@ -48,9 +63,43 @@ export async function importInNewProcess(
   const source = tar instanceof Readable ? tar : Readable.from(tar as AsyncIterable<Uint8Array>);
   // The toolbox may answer (a refusal) before it has read everything: that is not a write error.
   const sent = pipeline(source, child.stdin).catch(() => undefined);
-  const response = await withDeadline(answer, { timeoutMs }, options.defaultTimeoutMs, () => child.kill());
-  await sent;
-  return response;
+  // Ended, the process reads nothing more: its stdin is torn down too, so the archive's pipeline
+  // (and the file it reads) ends even when a write waits for a reader that will never come.
+  const end = () => {
+    child.kill();
+    child.stdin.destroy();
+  };
+  const graceMs = options.afterAnswerGraceMs ?? AFTER_ANSWER_GRACE_MS;
+  // Answered (or failed), the toolbox exits, so what is left of the archive goes or fails at
+  // once: it is waited for a grace at most, and the whole of it within the deadline.
+  const work = answer.finally(async () => {
+    if (!(await settlesWithin(sent, graceMs))) end();
+  });
+  try {
+    return await withDeadline(work, { timeoutMs }, options.defaultTimeoutMs, end);
+  } finally {
+    endUnlessExited(child, graceMs);
+    // Settled by now or at once: the archive went, or the process was ended and its stdin torn down.
+    await sent;
+  }
+}
+
+/** Whether `work` settles within `ms`. */
+function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    void work.finally(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** Ends the process unless it exits within the grace (it answered, or was given up on). */
+function endUnlessExited(child: ToolboxProcess, graceMs: number): void {
+  const timer = setTimeout(() => child.kill(), graceMs);
+  timer.unref();
+  void child.exited.then(() => clearTimeout(timer));
 }
 
 async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand, extra: readonly string[] = []): Promise<ToolboxProcess> {
@@ -64,7 +113,6 @@ async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand,
 }
 
 function readOneResponse(child: ToolboxProcess, maxResponseBytes: number): Promise<ToolResponse> {
-  const stderrTail = collectStderrTail(child.stderr);
   return new Promise<ToolResponse>((resolve, reject) => {
     let settled = false;
     const settle = (action: () => void) => {
@@ -72,22 +120,46 @@ function readOneResponse(child: ToolboxProcess, maxResponseBytes: number): Promi
       settled = true;
       action();
     };
+    const stderrTail = collectStderrTail(child.stderr, {
+      onOverflow: () =>
+        settle(() => {
+          child.kill();
+          reject(
+            new SandboxError(
+              'PROTOCOL',
+              `the toolbox wrote more than ${STDERR_MAX_BYTES} bytes to stderr; something in the sandbox wrote it`,
+            ),
+          );
+        }),
+    });
+    // The first line is the answer, and nothing after it is read (nor the rest of its chunk split).
     const splitter = new LineSplitter(maxResponseBytes, {
-      line: (line) =>
+      line: (line) => {
         settle(() => {
           try {
             resolve(parseResponseLine(line).response);
           } catch (error) {
             reject(error);
           }
-        }),
+        });
+        return 'stop';
+      },
+      blank: () => {
+        settle(() => {
+          child.kill();
+          reject(new SandboxError('PROTOCOL', 'the toolbox wrote a blank line, which answers nothing; something in the sandbox wrote it'));
+        });
+        return 'stop';
+      },
       oversized: () =>
         settle(() => {
           child.kill();
           reject(new SandboxError('RESPONSE_TOO_LARGE', `the toolbox answer was longer than ${maxResponseBytes} bytes`));
         }),
     });
-    child.stdout.on('data', (chunk: Buffer) => splitter.push(chunk));
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (!settled) splitter.push(chunk);
+    });
     void child.exited.then(({ code, signal }) =>
       // stdout may still hold the answer when 'exit' fires: wait for the stream to end first.
       new Promise<void>((done) => (child.stdout.readableEnded ? done() : child.stdout.once('close', done))).then(() =>

@@ -3,6 +3,14 @@
 // pending calls with SandboxError('TRANSPORT') (the caller decides whether to retry: a bash
 // command is not idempotent). An archive can be imported through it too (a session import,
 // contract/protocol.ts), which spares a run an exec and a toolbox start of its own.
+//
+// Everything in the sandbox is hostile and can write into the session's stdout and stderr at
+// any time, as fast as the link allows, and each byte read costs the operator's one thread
+// (every namespace's steps, the leader's lease). So output that answers no call ends the
+// session (PROTOCOL): a line whose id no call waits for (nor a call given up at its deadline,
+// whose answer may still come), a blank line, an oversized line that goes on past any answer,
+// stderr past its budget (stderr-tail.ts). What such a session can cost is then one line,
+// and the next call opens a new session. The toolbox itself writes none of these.
 import { once } from 'node:events';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
@@ -19,7 +27,7 @@ import {
 import { parseResponseLine } from './response-lines.ts';
 import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
-import { collectStderrTail } from './stderr-tail.ts';
+import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
 import type { ToolboxProcess } from './toolbox-transport.ts';
 
 export interface ServeSessionOptions {
@@ -34,6 +42,20 @@ interface Pending {
   next?: Pending;
 }
 
+/**
+ * Calls given up at their deadline whose answers may still come, remembered up to this many (the
+ * oldest forgotten first): the toolbox answers every call, so one that left more unanswered is
+ * stuck, and its late answer ends the session like any unsolicited line.
+ */
+const LATE_ANSWERS_KEPT = 1_024;
+
+/**
+ * How much of an answer past this session's bound is skipped before the stream is given up on.
+ * No answer of the contract is longer than 8 MiB (the 5 MiB image as base64, toolbox-sandbox.ts's
+ * DEFAULT_MAX_RESPONSE_BYTES); a line that goes on past twice that is nobody's answer.
+ */
+const SKIPPED_LINE_MAX_BYTES = 16 * 1_048_576;
+
 /** A session import's outcome: the toolbox's answer, or 'unsupported' from a toolbox older than session imports (nothing was sent). */
 export type SessionImportOutcome = ToolResponse | 'unsupported';
 
@@ -46,18 +68,40 @@ export class ServeSession {
   /** While an archive's frames are being written, a request line must wait: it would land inside the archive. */
   private importing: Promise<void> | undefined;
   private readonly stderrTail: () => string;
+  /** Ids of calls given up at their deadline, each answered at most once more. */
+  private readonly late = new Set<number>();
+  /** Bytes read while the splitter skipped the rest of an oversized line. */
+  private skippedBytes = 0;
 
   constructor(
     private readonly process: ToolboxProcess,
     private readonly options: ServeSessionOptions,
   ) {
     this.died = new Promise((resolve) => (this.markDied = resolve));
-    this.stderrTail = collectStderrTail(process.stderr);
-    const splitter = new LineSplitter(options.maxResponseBytes, {
-      line: (line) => this.onLine(line),
-      oversized: (prefix) => this.onOversized(prefix),
+    this.stderrTail = collectStderrTail(process.stderr, {
+      onOverflow: () => this.violation(`wrote more than ${STDERR_MAX_BYTES} bytes to stderr`),
     });
-    process.stdout.on('data', (chunk: Buffer) => splitter.push(chunk));
+    // Once the session is over nothing it reads matters: the rest of a chunk is not split either.
+    const stopIfOver = () => (this.failure ? 'stop' : undefined);
+    const splitter = new LineSplitter(options.maxResponseBytes, {
+      line: (line) => {
+        if (!this.failure) this.onLine(line);
+        return stopIfOver();
+      },
+      oversized: (prefix) => this.onOversized(prefix),
+      blank: () => {
+        this.violation('wrote a blank line, which answers nothing');
+        return stopIfOver();
+      },
+    });
+    process.stdout.on('data', (chunk: Buffer) => {
+      if (this.failure) return;
+      if (splitter.skippingLine) {
+        this.skippedBytes += chunk.length;
+        if (this.skippedBytes > SKIPPED_LINE_MAX_BYTES) return this.violation(`wrote a line longer than ${SKIPPED_LINE_MAX_BYTES} bytes`);
+      }
+      splitter.push(chunk);
+    });
     process.stdin.on('error', (error) =>
       this.fail(new SandboxError('TRANSPORT', 'could not write to the toolbox session', { cause: error })),
     );
@@ -86,8 +130,14 @@ export class ServeSession {
     });
     if (this.importing) void this.afterImports().then(() => this.process.stdin.write(line));
     else this.process.stdin.write(line);
-    // A late answer to a forgotten id is dropped by onLine.
-    return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.pending.delete(id));
+    return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
+  }
+
+  /** A call past its deadline: no longer waited for, but its answer may still come (once). */
+  private giveUp(id: number): void {
+    if (!this.pending.delete(id)) return;
+    this.late.add(id);
+    if (this.late.size > LATE_ANSWERS_KEPT) this.late.delete(this.late.values().next().value as number);
   }
 
   /**
@@ -176,26 +226,39 @@ export class ServeSession {
       this.process.kill();
       return;
     }
-    const waiter = typeof parsed.id === 'number' ? this.pending.get(parsed.id) : undefined;
-    if (!waiter) return;
-    if (waiter.next) this.pending.set(parsed.id as number, waiter.next);
-    else this.pending.delete(parsed.id as number);
+    const id = parsed.id;
+    const waiter = typeof id === 'number' ? this.pending.get(id) : undefined;
+    if (!waiter) {
+      if (typeof id === 'number' && this.late.delete(id)) return; // the answer of a call given up on
+      return this.violation(id === undefined ? 'answered without an id' : `answered ${describeId(id)}, which no call waits for`);
+    }
+    if (waiter.next) this.pending.set(id as number, waiter.next);
+    else this.pending.delete(id as number);
     waiter.resolve(parsed.response);
   }
 
   private onOversized(prefix: string): void {
+    this.skippedBytes = 0;
     const id = idFromLinePrefix(prefix);
     const waiter = typeof id === 'number' ? this.pending.get(id) : undefined;
     if (!waiter) {
-      // Without an id the stream cannot be trusted any more.
-      this.fail(new SandboxError('PROTOCOL', 'the toolbox sent an oversized line without an id'));
-      this.process.kill();
-      return;
+      if (typeof id === 'number' && this.late.delete(id)) return;
+      // Without an id the stream cannot be trusted any more, nor with one no call waits for.
+      return this.violation(
+        `sent an oversized line ${id === undefined ? 'without an id' : `for ${describeId(id)}, which no call waits for`}`,
+      );
     }
     this.pending.delete(id as number);
     const error = new SandboxError('RESPONSE_TOO_LARGE', `the toolbox answer was longer than ${this.options.maxResponseBytes} bytes`);
     waiter.reject(error);
     waiter.next?.reject(error);
+  }
+
+  /** Output no toolbox writes: the session ends, and the next call opens a new one. */
+  private violation(what: string): void {
+    if (this.failure) return;
+    this.fail(new SandboxError('PROTOCOL', `the toolbox session ${what}; something in the sandbox wrote it`));
+    this.process.kill();
   }
 
   private fail(error: SandboxError): void {
@@ -208,3 +271,6 @@ export class ServeSession {
     this.markDied();
   }
 }
+
+/** An id from the stream, short enough to quote. */
+const describeId = (id: unknown): string => `id ${String(JSON.stringify(id)).slice(0, 40)}`;

@@ -20,6 +20,25 @@ import { startingState } from './starting-state.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
 const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
+/** The client waits this much past a command's own timeout for the toolbox to answer (as verify-work.ts does). */
+const ANSWER_GRACE_MS = 60_000;
+/** The check that the workspace holds the clone: its command's own timeout. */
+const CHECK_TIMEOUT_MS = 60_000;
+/** The clone's own bounds before its archive exists (git-clone.ts: the remote asked, then the fetch), with room for the tar. */
+const CLONE_BOUND_MS = 60_000 + 300_000 + 120_000;
+/** The slowest link an archive is given time for. */
+const IMPORT_MIN_BYTES_PER_SECOND = 8 * 1_048_576;
+
+/**
+ * The import's client deadline. Without one a stopped toolbox held the prepare for the sandbox's
+ * default (31 minutes), and each of the job's tries again. The import starts with the clone
+ * (the session asks the toolbox to receive first, then waits for the archive), so the bound
+ * covers the clone's, then the archive at a slow link: the checkout and its download, each at
+ * most maxCheckoutBytes. Pure.
+ */
+export function importTimeoutMs(maxCheckoutBytes: number): number {
+  return CLONE_BOUND_MS + Math.ceil(((2 * maxCheckoutBytes) / IMPORT_MIN_BYTES_PER_SECOND) * 1000);
+}
 
 /** podName: the sandbox pod the controller gave the run (job data); absent in a job queued by an older operator. */
 export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podName?: string): Promise<void> {
@@ -132,7 +151,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   try {
     const sandbox = deps.sandboxes.for(podName ? onPod(run, podName) : await withPodName(deps, ref, run));
     const opening = sandbox.open?.().catch(() => undefined);
-    const imported = sandbox.importTree(archiveStream());
+    const imported = sandbox.importTree(archiveStream(), { timeoutMs: importTimeoutMs(deps.clonePolicy.maxCheckoutBytes) });
     imported.catch(() => undefined); // awaited below, unless the clone failed first
     // The clone's failure is the run's (CloneFailed, InvalidSpec), not the import's. It is
     // thrown only once the import (fed an empty archive) and the session start have settled:
@@ -149,7 +168,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     await opening;
     // The workspace must now be the clone; an exec that landed elsewhere would otherwise
     // show only later as an agent that finds no files. A failure here is retried.
-    const check = await sandbox.call({ tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: 60_000 } });
+    const check = await sandbox.call(
+      { tool: 'bash', input: { command: 'git rev-parse --verify -q HEAD', timeoutMs: CHECK_TIMEOUT_MS } },
+      { timeoutMs: CHECK_TIMEOUT_MS + ANSWER_GRACE_MS },
+    );
     if (!check.ok || (check.result as { exitCode: number | null }).exitCode !== 0) {
       throw new Error('the sandbox workspace does not hold the cloned repository after the import');
     }
@@ -160,10 +182,11 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
     if (spec.sandbox.setup) {
       const setupStarted = deps.now();
-      const response = await sandbox.call({
-        tool: 'bash',
-        input: { command: spec.sandbox.setup, timeoutMs: deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS },
-      });
+      const setupTimeoutMs = deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
+      const response = await sandbox.call(
+        { tool: 'bash', input: { command: spec.sandbox.setup, timeoutMs: setupTimeoutMs } },
+        { timeoutMs: setupTimeoutMs + ANSWER_GRACE_MS },
+      );
       const result = response.ok
         ? (response.result as { exitCode: number | null; stdout: string; stderr: string; timedOut: boolean })
         : undefined;

@@ -218,15 +218,34 @@ export interface LineHandlers {
   line(line: string): void | 'stop';
   /** A line longer than the bound: its first OVERSIZED_PREFIX_BYTES; the rest is skipped up to the next newline. */
   oversized(prefix: string): void;
+  /**
+   * A blank line, which is skipped; a reader whose writer never writes one (the operator, of the
+   * toolbox) may refuse it. 'stop' as for line().
+   */
+  blank?(): void | 'stop';
 }
+
+/**
+ * An unfinished line's buffer that is no larger than this is kept for the next line; a larger
+ * one (an answer of megabytes) goes, so a kept session does not hold its largest line forever.
+ */
+const REUSED_LINE_BUFFER_BYTES = 65_536;
+const EMPTY = new Uint8Array(0);
 
 /**
  * Splits a byte stream into lines with a bound: a line longer than maxLineBytes is never
  * assembled. Counts bytes, not characters, and decodes whole lines only, so a character
  * split across chunks arrives whole. Blank lines are skipped.
+ *
+ * An unfinished line is copied into one buffer of its own, grown by doubling, rather than kept
+ * as views of the chunks it came in: the writer chooses the chunks (over pods/exec each write
+ * in the sandbox is a message, hence a chunk), and a view costs about 100 bytes of heap
+ * whatever its length, so a line sent a byte per message cost a hundred times its bytes (1.5 MB
+ * of it filled a 160 MiB heap). Copied, a line costs at most twice its bytes, and no chunk it
+ * came in stays alive for it. A line that is whole in one chunk is decoded from the chunk.
  */
 export class LineSplitter {
-  private pending: Uint8Array[] = [];
+  private pending: Buffer | undefined;
   private pendingBytes = 0;
   private skipping = false;
 
@@ -235,24 +254,29 @@ export class LineSplitter {
     private readonly handlers: LineHandlers,
   ) {}
 
+  /** True while the rest of an oversized line is being skipped. */
+  get skippingLine(): boolean {
+    return this.skipping;
+  }
+
   /** Splits a chunk; returns the bytes after a line whose handler said 'stop', unread. */
   push(chunk: Uint8Array): Uint8Array | undefined {
     let start = 0;
     while (start < chunk.length) {
       const newline = chunk.indexOf(0x0a, start);
       const end = newline === -1 ? chunk.length : newline;
-      if (!this.skipping) {
-        this.pending.push(chunk.subarray(start, end));
-        this.pendingBytes += end - start;
-        if (this.pendingBytes > this.maxLineBytes) {
-          const prefix = Buffer.concat(this.pending).subarray(0, OVERSIZED_PREFIX_BYTES).toString('utf8');
-          this.reset();
-          this.skipping = true;
-          this.handlers.oversized(prefix);
-        }
+      const piece = chunk.subarray(start, end);
+      if (!this.skipping && this.pendingBytes + piece.length > this.maxLineBytes) {
+        const prefix = this.prefixWith(piece);
+        this.reset();
+        this.skipping = true;
+        this.handlers.oversized(prefix);
       }
-      if (newline === -1) return undefined;
-      const stop = !this.skipping && this.emit() === 'stop';
+      if (newline === -1) {
+        if (!this.skipping) this.keep(piece);
+        return undefined;
+      }
+      const stop = !this.skipping && this.emit(piece) === 'stop';
       this.skipping = false;
       start = newline + 1;
       if (stop) return chunk.subarray(start);
@@ -262,18 +286,43 @@ export class LineSplitter {
 
   /** The end of the stream: a last line without a newline still counts. */
   end(): void {
-    if (!this.skipping) this.emit();
+    if (!this.skipping) this.emit(EMPTY);
     this.skipping = false;
   }
 
-  private emit(): void | 'stop' {
-    const line = Buffer.concat(this.pending).toString('utf8');
+  /** The line made of what is pending and `last`, its final piece, handed on. */
+  private emit(last: Uint8Array): void | 'stop' {
+    let bytes: Uint8Array = last;
+    if (this.pendingBytes > 0) {
+      this.keep(last);
+      bytes = this.pending!.subarray(0, this.pendingBytes);
+    }
+    const line = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
     this.reset();
-    if (line.trim() !== '') return this.handlers.line(line);
+    return line.trim() !== '' ? this.handlers.line(line) : this.handlers.blank?.();
+  }
+
+  /** Copies a piece of an unfinished line to the line's buffer (the caller checked the bound). */
+  private keep(piece: Uint8Array): void {
+    if (piece.length === 0) return;
+    const needed = this.pendingBytes + piece.length;
+    if (!this.pending || this.pending.length < needed) {
+      const grown = Buffer.allocUnsafe(Math.min(this.maxLineBytes, Math.max(needed, 2 * (this.pending?.length ?? 0), 1_024)));
+      if (this.pending) grown.set(this.pending.subarray(0, this.pendingBytes));
+      this.pending = grown;
+    }
+    this.pending.set(piece, this.pendingBytes);
+    this.pendingBytes = needed;
+  }
+
+  /** The first OVERSIZED_PREFIX_BYTES of what is pending followed by `piece`, decoded. */
+  private prefixWith(piece: Uint8Array): string {
+    const head = this.pending ? this.pending.subarray(0, Math.min(this.pendingBytes, OVERSIZED_PREFIX_BYTES)) : EMPTY;
+    return Buffer.concat([head, piece.subarray(0, OVERSIZED_PREFIX_BYTES - head.length)]).toString('utf8');
   }
 
   private reset(): void {
-    this.pending = [];
     this.pendingBytes = 0;
+    if (this.pending && this.pending.length > REUSED_LINE_BUFFER_BYTES) this.pending = undefined;
   }
 }

@@ -1,0 +1,48 @@
+// Every sandbox request of the prepare job carries a client deadline derived from the
+// configuration: a toolbox that stopped answering (SIGSTOPped, its connection silently gone)
+// fails the import, the check or the setup within the configured time, not after the sandbox's
+// 31-minute default, on each of the job's tries. The clone is real git; the sandbox a recorder.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { CallOptions, ImportOptions, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
+import { importTimeoutMs, runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
+import type { RunState } from '../../operator/src/workers/run-state.ts';
+import { gitRepository, prepareJobHarness } from '../support/prepare-job-harness.ts';
+
+const scratch = mkdtempSync(join(tmpdir(), 'prepare-deadlines-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('the prepare job', () => {
+  it('bounds the import, the check and the setup by the configuration', async () => {
+    const { deps, run } = prepareJobHarness(`file://${gitRepository(mkdtempSync(join(scratch, 'r-')))}`, [`file://${scratch}/**`]);
+    run.spec.sandbox = { setup: 'npm ci' };
+    run.spec.repositoryInstructions = false;
+    deps.setupTimeoutMs = 120_000;
+    const asked: Array<[string, number | undefined]> = [];
+    deps.sandboxes.for = () => ({
+      open: async () => undefined,
+      close: async () => undefined,
+      importTree: async (tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream, options?: ImportOptions) => {
+        asked.push(['import', options?.timeoutMs]);
+        for await (const chunk of tar as AsyncIterable<Uint8Array>) void chunk;
+      },
+      call: async (request: ToolRequest, options?: CallOptions): Promise<ToolResponse> => {
+        asked.push([(request.input as { command: string }).command, options?.timeoutMs]);
+        return { ok: true, result: { exitCode: 0, stdout: '', stderr: '', timedOut: false } } as ToolResponse;
+      },
+    });
+    deps.states = { load: async () => undefined, create: async (_state: RunState) => true } as unknown as typeof deps.states;
+    deps.queue = { step: async () => undefined } as unknown as typeof deps.queue;
+    await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' }, 'pod-1');
+    expect(asked).toEqual([
+      ['import', importTimeoutMs(deps.clonePolicy.maxCheckoutBytes)],
+      ['git rev-parse --verify -q HEAD', 120_000],
+      // The setup's own timeout, and a minute for the toolbox to answer after it.
+      ['npm ci', 180_000],
+    ]);
+    // The clone's bounds and a GiB checkout with its download at 8 MiB/s: well under the 31-minute default.
+    expect(importTimeoutMs(1024 ** 3)).toBeLessThan(15 * 60_000);
+  });
+});
