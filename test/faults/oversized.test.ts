@@ -1,6 +1,6 @@
 // Oversized everything (TESTING.md "a run with 10x the output limits stays bounded"): a
 // repository with a 50 MiB file, a command that prints 1 GiB, a diff of megabytes of
-// binary-looking text, a model that answers 5 MB and one whose answer never ends. Each run
+// binary-looking text, a model that answers megabytes and one whose answer never ends. Each run
 // ends the way a user would expect (the big file is cloned and imported whole, reading it is
 // refused with advice, output is capped, the model's answers are cut), and what the operator
 // keeps stays bounded: its own memory (peak RSS, sampled every 100 ms and the kernel's
@@ -16,12 +16,13 @@ import { FaultScene } from '../support/fault-scene.ts';
 import { MiB, sampleMemory, type MemorySampler } from '../support/memory-sampler.ts';
 import { operatorNodeOptions } from '../support/operator-node-flags.ts';
 import { decodeDiff } from '../../operator/src/reconcile/diff-config-map.ts';
+import { MODEL_RESPONSE_MAX_BYTES } from '../../operator/src/providers/limit-response-size.ts';
 import { OUTPUT_LOG_MAX_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 
 const NS = 'faults-oversized';
 const API_KEY = 'sk-oversized-0123456789abcdef';
 /**
- * Generous: the bundled operator idles near 170 MiB, and a 5 MB model answer passes through
+ * Generous: the bundled operator idles near 170 MiB, and a 1.4 MB model answer passes through
  * a few dozen transient copies (SDK, state, exec) that V8 collects lazily. What the bound
  * catches is memory that scales with the input: 1 GiB of output or an endless answer read
  * into the operator would take it far past this.
@@ -80,7 +81,7 @@ beforeAll(async () => {
   // Bundled and started as the image starts it, so the memory figures are the product's.
   // Started before the operator, whose allowModelEndpoints must name it (security #11.3).
   fake = await startFakeOpenAIServer();
-  // A 10M-token window for the 5 MB turn below, over the default maxContextWindow (1M).
+  // A 10M-token window for the big turn below, over the default maxContextWindow (1M).
   scene = await FaultScene.start({
     namespace: NS,
     bundled: true,
@@ -236,32 +237,33 @@ describe('a repository with a 50 MiB file', () => {
   }, 300_000);
 });
 
-describe('a model that answers 5 MB', () => {
-  it('writes a 5 MB file and answers with 5 MB of text: the run succeeds, the summary and the diff are cut to their bounds', async () => {
+// Most of what the operator reads of one answer (MODEL_RESPONSE_MAX_BYTES, 2 MiB), JSON escaping included.
+describe('a model that answers 1.4 MB', () => {
+  it('writes a 1.4 MB file and answers with 1.4 MB of text: the run succeeds, the summary and the diff are cut to their bounds', async () => {
     const line = 'The quick brown fox jumps over the lazy dog, again and again and again.\n';
-    const fiveMegabytes = line.repeat(Math.ceil(5_000_000 / line.length));
+    const bigAnswer = line.repeat(Math.ceil(1_400_000 / line.length));
     fake.enqueueFor(
-      'five-megabytes',
+      'big-answer',
       {
         type: 'tool-calls',
-        toolCalls: [{ name: 'write_file', arguments: { path: 'huge.txt', content: fiveMegabytes } }],
-        usage: { promptTokens: 10, completionTokens: 1_250_000 },
+        toolCalls: [{ name: 'write_file', arguments: { path: 'huge.txt', content: bigAnswer } }],
+        usage: { promptTokens: 10, completionTokens: 350_000 },
       },
-      { type: 'text', text: `Wrote it. ${fiveMegabytes}`, usage: { promptTokens: 1_250_000, completionTokens: 1_250_000 } },
+      { type: 'text', text: `Wrote it. ${bigAnswer}`, usage: { promptTokens: 350_000, completionTokens: 350_000 } },
     );
-    // A window that holds the 5 MB turn, so it is sent back verbatim rather than summarised.
-    await scene.ns.apply(codingRun('five-megabytes', smallRepo, model('five-megabytes', { contextWindow: 10_000_000 })));
-    const status = await scene.finished('five-megabytes', 180_000);
+    // A window that holds the big turn, so it is sent back verbatim rather than summarised.
+    await scene.ns.apply(codingRun('big-answer', smallRepo, model('big-answer', { contextWindow: 10_000_000 })));
+    const status = await scene.finished('big-answer', 180_000);
     expect(status).toMatchObject({ phase: 'Succeeded', reason: 'Completed', steps: 2, toolCalls: 1 });
     expect(status.result!.summary.startsWith('Wrote it. The quick brown fox')).toBe(true);
     expect(status.result!.summary.length).toBeLessThanOrEqual(16_384);
     expect(status.result).toMatchObject({ filesChanged: 1, diffTruncated: true });
     expect(status.result!.diff.length).toBeLessThanOrEqual(65_536);
 
-    const bytes = await statusBytes('five-megabytes');
-    const configMap = await diffConfigMap((await scene.ns.derivedNames('five-megabytes')).diff);
+    const bytes = await statusBytes('big-answer');
+    const configMap = await diffConfigMap((await scene.ns.derivedNames('big-answer')).diff);
     figures.push(
-      `five-megabytes: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`,
+      `big-answer: status ${(bytes / 1024).toFixed(1)} KiB, diff ConfigMap ${(configMap.bytes / 1024).toFixed(1)} KiB holding a ${(Buffer.byteLength(configMap.diff) / 1024).toFixed(0)} KiB diff`,
     );
     expect(bytes).toBeLessThan(STATUS_BOUND);
     expect(configMap.bytes).toBeLessThanOrEqual(CONFIGMAP_LIMIT);
@@ -273,7 +275,7 @@ describe('a model that answers 5 MB', () => {
     await scene.ns.apply(codingRun('endless', smallRepo, model('endless')));
     const status = await scene.finished('endless', 180_000);
     expect(status).toMatchObject({ phase: 'Failed', reason: 'ModelResponseInvalid' });
-    expect(status.message).toContain('larger than 16 MiB');
+    expect(status.message).toContain(`larger than ${MODEL_RESPONSE_MAX_BYTES / 1_048_576} MiB`);
     expect(fake.requestsFor('endless')).toHaveLength(1);
   }, 240_000);
 });

@@ -24,6 +24,9 @@ import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
+import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
+import { withCallingPolicy } from '../../operator/src/providers/with-calling-policy.ts';
+import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import type { ScriptedTurn } from '../../operator/src/providers/scripted/model-script-schema.ts';
 import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
@@ -89,6 +92,8 @@ interface Setup {
   trailing?: 'kept' | 'replicas' | 'lost';
   /** spec.budget.timeout; none by default. */
   timeout?: string;
+  /** spec.budget.maxTokens; none by default. */
+  maxTokens?: number;
   /** spec.publish, with (approval.publish) or without a human's approval first. */
   publish?: 'approved' | 'direct';
 }
@@ -124,7 +129,11 @@ async function harness(setup: Setup): Promise<Harness> {
       },
       approval: { tools: setup.approvalTools ?? [], ...(setup.publish === 'approved' ? { publish: true } : {}) },
       ...(setup.publish ? { publish: { credentialsSecretRef: { name: 'push-token' }, pullRequest: {} } } : {}),
-      budget: { maxSteps: setup.maxSteps ?? 20, ...(setup.timeout ? { timeout: setup.timeout } : {}) },
+      budget: {
+        maxSteps: setup.maxSteps ?? 20,
+        ...(setup.timeout ? { timeout: setup.timeout } : {}),
+        ...(setup.maxTokens ? { maxTokens: setup.maxTokens } : {}),
+      },
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
@@ -1117,7 +1126,9 @@ describe('a second answer to an approval already acted on', () => {
 });
 
 describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_STEP}) tool calls`, () => {
-  it('runs the first ones and answers each of the others with a tool error, without running it', async () => {
+  // The SDK is given one call over the cap (providers/answer-bounds.ts): its work on an answer
+  // grows faster than the answer's calls, and 170 000 of them ran the operator out of heap.
+  it('runs the first ones, answers the one after with a tool error, and drops the rest unread, counted in the record', async () => {
     const many = Array.from({ length: MAX_TOOL_CALLS_PER_STEP + 6 }, (_, index) => bash(`echo ${index} >> calls.txt`));
     const h = await harness({ turns: [{ toolCalls: many, usage }, answers] });
     try {
@@ -1125,11 +1136,171 @@ describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_ST
       const ran = readFileSync(path.join(h.workspace, 'calls.txt'), 'utf8').trim().split('\n');
       expect(ran).toHaveLength(MAX_TOOL_CALLS_PER_STEP);
       expect(ran).not.toContain(String(MAX_TOOL_CALLS_PER_STEP));
-      const state = await h.states.load(h.ref);
-      const answered = JSON.stringify(state!.messages.at(-1));
-      expect(answered.match(/TOO_MANY_CALLS: this step made 70 tool calls/g)).toHaveLength(6);
-      expect(answered).toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP + 5}`);
-      expect(state!.toolCalls).toBe(MAX_TOOL_CALLS_PER_STEP + 6);
+      const state = (await h.states.load(h.ref))!;
+      const asked = JSON.stringify(state.messages.at(-2));
+      const answered = JSON.stringify(state.messages.at(-1));
+      expect(answered.match(/TOO_MANY_CALLS: this step made 65 tool calls/g)).toHaveLength(1);
+      expect(answered).toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP}`);
+      // The calls past the bound are not in the conversation at all: neither asked nor answered.
+      expect(asked).not.toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP + 1}"`);
+      expect(answered).not.toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP + 1}"`);
+      expect(state.toolCalls).toBe(MAX_TOOL_CALLS_PER_STEP + 1);
+      const run = h.run();
+      const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(entries[0]).toMatchObject({ key: 's000001', unusableCalls: 6 });
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// The step's model over real HTTP: the openai-compatible adapter and the calling policy, as
+// model-factory.ts builds it, against the fake OpenAI server.
+describe('a model endpoint that answers what the operator must not work on whole', () => {
+  let server: FakeOpenAIServer;
+  beforeAll(async () => {
+    server = await startFakeOpenAIServer();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+  const overHttp = (h: Harness, model: string) => {
+    h.deps.models = async () =>
+      withCallingPolicy(
+        createLanguageModel({ provider: 'openai-compatible', name: model, baseURL: server.baseURL }, { apiKey: 'sk-test' }),
+        {
+          policy: DEFAULT_CALLING_POLICY,
+          dependencies: createSystemCallingPolicyDependencies(),
+        },
+      );
+  };
+
+  it('an answer of 20 000 tool calls: asked once, the step goes on as with 65, its record counts the rest', async () => {
+    server.enqueueFor('many-calls', {
+      type: 'tool-calls',
+      // Short calls, so 20 000 of them fit in the answer's size bound (MODEL_RESPONSE_MAX_BYTES).
+      toolCalls: Array.from({ length: 20_000 }, (_, index) => ({ name: 'read_file', arguments: { path: 'README.md' }, id: `c${index}` })),
+      usage: { promptTokens: 100, completionTokens: 50 },
+    });
+    const h = await harness({ turns: [answers] });
+    try {
+      overHttp(h, 'many-calls');
+      await runAgentJob(h.deps, step(0)(h));
+      expect(server.requestsFor('many-calls')).toHaveLength(1);
+      expect(h.enqueued).toEqual(['step 1']);
+      const state = (await h.states.load(h.ref))!;
+      const asked = state.messages.at(-2)!.content as Array<{ type: string }>;
+      expect(asked.filter((part) => part.type === 'tool-call')).toHaveLength(MAX_TOOL_CALLS_PER_STEP + 1);
+      const answered = state.messages.at(-1)!.content as Array<{ toolCallId: string; output: { type: string; value: string } }>;
+      expect(answered.filter((part) => part.output.type === 'text')).toHaveLength(MAX_TOOL_CALLS_PER_STEP);
+      expect(answered.filter((part) => part.output.type === 'error-text')).toEqual([
+        expect.objectContaining({
+          toolCallId: 'c64',
+          output: expect.objectContaining({ value: expect.stringMatching(/^TOO_MANY_CALLS: this step made 65 tool calls/) }),
+        }),
+      ]);
+      // The calls that ran and the one answered; the step's record counts the rest too.
+      expect(state.toolCalls).toBe(MAX_TOOL_CALLS_PER_STEP + 1);
+      const run = h.run();
+      const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(entries[0]).toMatchObject({ key: 's000001', unusableCalls: 20_000 - MAX_TOOL_CALLS_PER_STEP });
+      expect(state.usage).toMatchObject({ totalTokens: 150, complete: true });
+    } finally {
+      await h.close();
+    }
+  });
+
+  // Unbounded, the SDK kept the parsed arguments of a call its tool refused (command is not a
+  // string) and copied them recursively, which overflowed the stack (from about 2 000 levels in
+  // a process just started, deeper once its code is optimised: 100 000 overflows either way);
+  // the step was retried as a transport error, asking the model ten times and counting none
+  // of its tokens.
+  it('arguments nested 100 000 deep: asked once, the model gets a tool error, and the tokens are counted', async () => {
+    const nested = `{"command":5,"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
+    server.enqueueFor('deep-arguments', {
+      type: 'tool-calls',
+      toolCalls: [{ name: 'bash', arguments: nested }],
+      usage: { promptTokens: 40, completionTokens: 2_500 },
+    });
+    const h = await harness({ turns: [answers] });
+    try {
+      overHttp(h, 'deep-arguments');
+      await runAgentJob(h.deps, step(0)(h));
+      expect(server.requestsFor('deep-arguments')).toHaveLength(1);
+      expect(h.enqueued).toEqual(['step 1']);
+      const state = (await h.states.load(h.ref))!;
+      expect(JSON.stringify(state.messages.at(-1))).toContain('nested more than 64 levels deep');
+      expect(state.usage).toMatchObject({ totalTokens: 2_540, complete: true });
+      expect(state.toolCalls).toBe(1);
+    } finally {
+      await h.close();
+    }
+  });
+
+  // Left to job-failure.ts, such an error was a transport error: ten tries, each asking the model again.
+  it('an answer the SDK fails on once it arrived: the run fails ModelResponseInvalid at once, the model asked once, its tokens counted', async () => {
+    let calls = 0;
+    const breaking: LanguageModelV4 = {
+      specificationVersion: 'v4',
+      provider: 'breaking',
+      modelId: 'breaking',
+      supportedUrls: {},
+      doGenerate: async () => {
+        calls += 1;
+        // A provider tool's result for a call the answer never made: generateText throws on it.
+        return {
+          content: [{ type: 'tool-result', toolCallId: 'ws_secret-page', toolName: 'web_search', result: { found: 'internal page text' } }],
+          finishReason: { unified: 'stop', raw: 'stop' },
+          usage: {
+            inputTokens: { total: 30, noCache: 30, cacheRead: 0, cacheWrite: undefined },
+            outputTokens: { total: 12, text: 12, reasoning: 0 },
+          },
+          warnings: [],
+        };
+      },
+      doStream: () => Promise.reject(new Error('not streamed')),
+    };
+    const h = await harness({ turns: [answers] });
+    try {
+      h.deps.models = async () => breaking;
+      await runAgentJob(h.deps, step(0)(h));
+      expect(calls).toBe(1);
+      expect(h.enqueued).toEqual([]);
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'ModelResponseInvalid', usage: { totalTokens: 42 } });
+      // The error's name only: its message quotes the answer (Security #11.3).
+      expect(h.run().status!.message).toContain('its answer could not be worked on (Error)');
+      expect(h.run().status!.message).not.toContain('ws_secret-page');
+      const counted = (await h.deps.metrics.tokens.get()).values.reduce((sum, each) => sum + each.value, 0);
+      expect(counted).toBe(42);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// An endpoint that reports no usage spent without end under every token budget.
+describe('a model that reports no usage', () => {
+  it("counts the operator's estimate, marked incomplete, in the namespace's day too, and spec.budget.maxTokens stops the run", async () => {
+    const h = await harness({ turns: [{ toolCalls: [bash('echo hi >> hi.txt')] }, { text: 'done' }], maxTokens: 100 });
+    let namespaceDay = 0;
+    h.deps.teamBudget = {
+      policies: { policyOf: async () => ({ problems: [] }) },
+      tally: { add: async (_namespace, _day, tokens) => (namespaceDay += tokens), read: async () => namespaceDay },
+    };
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const state = (await h.states.load(h.ref))!;
+      // The request alone (system prompt, tool schemas) is thousands of tokens.
+      expect(state.usage.totalTokens).toBeGreaterThan(1_000);
+      expect(state.usage.complete).toBe(false);
+      expect(namespaceDay).toBe(state.usage.totalTokens);
+      expect(h.enqueued).toEqual(['finalize']);
+      expect(state.stop).toMatchObject({
+        reason: 'BudgetExceeded',
+        message: expect.stringContaining("the rest are the operator's estimate"),
+      });
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { complete: false } });
     } finally {
       await h.close();
     }

@@ -41,7 +41,7 @@ describe('formatAge', () => {
 describe('formatTokens', () => {
   it('prints the total, marked as a lower bound when some call reported no usage', () => {
     expect(formatTokens(run('a', { usage }))).toBe('100');
-    expect(formatTokens(run('a', { usage: { ...usage, complete: false } }))).toBe('>=100');
+    expect(formatTokens(run('a', { usage: { ...usage, complete: false } }))).toBe('~100');
     expect(formatTokens(run('a'))).toBe('0');
   });
 });

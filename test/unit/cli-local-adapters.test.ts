@@ -131,7 +131,7 @@ describe('progress lines', () => {
         result: { summary: '', diff: '', diffTruncated: false, filesChanged: 1, insertions: 2, deletions: 0 },
       },
     };
-    expect(summaryLine(run, 2500)).toBe('codingrun/demo Succeeded in 2.5s: 1 step, 1 tool call, >=2 tokens; 1 file changed, +2 -0');
+    expect(summaryLine(run, 2500)).toBe('codingrun/demo Succeeded in 2.5s: 1 step, 1 tool call, ~2 tokens; 1 file changed, +2 -0');
   });
 
   it("prints the model's summary one line at a time, its lines after the first marked, so it cannot print a line of the plugin's", () => {

@@ -3,6 +3,7 @@
 // keeps the partial diff), or let BullMQ try again.
 import { describe, expect, it } from 'vitest';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
+import { ModelAnswerUnusableError } from '../../operator/src/providers/errors/model-answer-unusable-error.ts';
 import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-auth-failed-error.ts';
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
@@ -32,6 +33,18 @@ describe('decideJobFailure', () => {
       new ModelAuthFailedError({ provider: 'openai', statusCode: 401 }),
       step(1),
       { action: 'fail', reason: 'ModelAuthFailed', modelCallError: true },
+    ],
+    [
+      // It used to be retried as a transport error: ten tries, each asking the model again, then AgentFailed.
+      'a model answer the SDK failed on fails ModelResponseInvalid at once, counted as a model call error',
+      new ModelAnswerUnusableError({ provider: 'openai-compatible', step: 3, cause: new RangeError('Maximum call stack size exceeded') }),
+      step(1),
+      {
+        action: 'fail',
+        reason: 'ModelResponseInvalid',
+        message: expect.stringContaining('(RangeError: Maximum call stack size exceeded)'),
+        modelCallError: true,
+      },
     ],
     [
       'retries spent by the provider fail ModelUnavailable',
@@ -75,6 +88,23 @@ describe('decideJobFailure', () => {
     ],
   ] as const)('%s', (_name, error, job, expected) => {
     expect(decideJobFailure(error, job)).toMatchObject(expected);
+  });
+
+  // Security #11.3: what a model endpoint answered never reaches status; an SDK error's message may quote it.
+  it("names an SDK error on a model answer by its name only, but a RangeError by the engine's own words", () => {
+    const quoting = new ModelAnswerUnusableError({
+      provider: 'openai',
+      step: 2,
+      cause: new TypeError("Cannot read 'http://10.0.0.1/admin'"),
+    });
+    expect(quoting.message).toContain('could not be worked on (TypeError)');
+    expect(quoting.message).not.toContain('10.0.0.1');
+    const overflow = new ModelAnswerUnusableError({
+      provider: 'openai',
+      step: 2,
+      cause: new RangeError('Maximum call stack size exceeded'),
+    });
+    expect(overflow.message).toContain('(RangeError: Maximum call stack size exceeded)');
   });
 
   it('the forbidden message says what to fix', () => {

@@ -16,6 +16,8 @@ import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-
 import { ModelResponseInvalidError } from '../../operator/src/providers/errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from '../../operator/src/providers/errors/model-timeout-error.ts';
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
+import { MODEL_RESPONSE_MAX_BYTES } from '../../operator/src/providers/limit-response-size.ts';
+import { withAnswerBounds, type ModelAnswer } from '../../operator/src/providers/with-answer-bounds.ts';
 import { withCallingPolicy } from '../../operator/src/providers/with-calling-policy.ts';
 import { toolMessage } from '../../operator/src/workers/tool-execution.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
@@ -236,10 +238,10 @@ describe('openai-compatible over HTTP', () => {
 
   it('stops reading an answer that never ends at the size bound: ModelResponseInvalid, no retry', async () => {
     server.enqueue({ type: 'endless' });
-    // Reading 16 MiB on a busy machine may take longer than this file's short attempt timeout.
+    // Reading the bound's bytes on a busy machine may take longer than this file's short attempt timeout.
     const error = await generateText({ model: model('openai-compatible', 60_000), messages, maxRetries: 0 }).catch((e: unknown) => e);
     expect(ModelResponseInvalidError.isInstance(error)).toBe(true);
-    expect((error as Error).message).toContain('larger than 16 MiB');
+    expect((error as Error).message).toContain(`larger than ${MODEL_RESPONSE_MAX_BYTES / 1_048_576} MiB`);
     expect(server.requests).toHaveLength(1);
   });
 
@@ -260,6 +262,58 @@ describe('openai-compatible over HTTP', () => {
     });
     const sent = (server.requests[0]?.body as { messages: unknown[] }).messages;
     expect(sent).toContainEqual({ role: 'tool', tool_call_id: 'c1', content: 'const a = 1;' });
+  });
+});
+
+// The step's model: the calling policy inside, the answer bounds around it (workers/step-job.ts).
+describe('answer bounds over HTTP', () => {
+  const bounded = (answers: ModelAnswer[]) =>
+    withAnswerBounds(model('openai-compatible', 30_000), { maxToolCalls: 65, onAnswer: (answer) => answers.push(answer) });
+
+  // The SDK's work per answer grew faster than its calls: 170 000 of them ran the operator out of heap.
+  // A stream frames each call in four events: 2 000 of them is what fits in the answer's size bound.
+  it.each([
+    [false, 20_000],
+    [true, 2_000],
+  ])('gives the SDK the first 65 tool calls of an answer, one request (stream: %s, %i calls)', async (stream, calls) => {
+    server.enqueue({
+      type: 'tool-calls',
+      toolCalls: Array.from({ length: calls }, (_, index) => ({ name: 'read_file', arguments: { path: `f${index}` }, id: `c${index}` })),
+      usage: { promptTokens: 100, completionTokens: 90_000 },
+    });
+    const answers: ModelAnswer[] = [];
+    const toolCalls = stream
+      ? await streamText({ model: bounded(answers), messages, tools, maxRetries: 0 }).toolCalls
+      : (await generateText({ model: bounded(answers), messages, tools, maxRetries: 0 })).toolCalls;
+    expect(toolCalls.map((call) => call.toolCallId)).toEqual(Array.from({ length: 65 }, (_, index) => `c${index}`));
+    expect(answers).toHaveLength(1);
+    expect(answers[0]?.droppedToolCalls).toBe(calls - 65);
+    expect(answers[0]?.usage.outputTokens.total).toBe(90_000);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  // Unbounded, the SDK's recursive copy of the parsed arguments overflowed the stack (RangeError).
+  it('answers arguments nested 5 000 deep with a tool error, and the usage is told: one request, no retry', async () => {
+    // A call its tool refuses (path is not a string): the SDK keeps such a call's parsed arguments.
+    const nested = `{"path":5,"x":${'['.repeat(5_000)}${']'.repeat(5_000)}}`;
+    server.enqueue({
+      type: 'tool-calls',
+      toolCalls: [{ name: 'read_file', arguments: nested, id: 'call_deep' }],
+      usage: { promptTokens: 40, completionTokens: 10_000 },
+    });
+    const answers: ModelAnswer[] = [];
+    const result = await generateText({ model: bounded(answers), messages, tools, maxRetries: 0 });
+    expect(result.toolCalls[0]).toMatchObject({ toolCallId: 'call_deep', invalid: true });
+    const toolMessage = result.response.messages.find((message) => message.role === 'tool');
+    expect(toolMessage?.content).toEqual([
+      expect.objectContaining({
+        toolCallId: 'call_deep',
+        output: { type: 'error-text', value: expect.stringContaining('nested more than 64 levels deep') },
+      }),
+    ]);
+    expect(answers[0]).toMatchObject({ tooDeepValues: 1, usage: { inputTokens: expect.objectContaining({ total: 40 }) } });
+    expect(server.requests).toHaveLength(1);
+    expect(sleeps).toEqual([]);
   });
 });
 

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { usageOfModelCall } from '../../operator/src/agent/usage-accounting.ts';
 import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
 import { ModelScriptInvalidError } from '../../operator/src/providers/errors/model-script-invalid-error.ts';
-import { parseModelScript } from '../../operator/src/providers/scripted/model-script-schema.ts';
+import { MAX_TURN_TOOL_CALLS, parseModelScript } from '../../operator/src/providers/scripted/model-script-schema.ts';
 
 // The example from API.md "The scripted model", verbatim.
 const API_EXAMPLE = `{"turns": [
@@ -109,6 +109,15 @@ describe('parseModelScript', () => {
     const text = JSON.stringify({ turns: Array.from({ length: 340_000 }, () => ({})) });
     expect(text.length).toBeGreaterThan(1_000_000);
     expect(refusal(text)).toContain('turns: a script holds at most 10000 turns, this one 340000');
+  });
+
+  // 22 000 calls fit in one turn of a 1 MiB ConfigMap, and the SDK's work on them grew faster than their count.
+  it(`refuses a turn of more than ${MAX_TURN_TOOL_CALLS} tool calls, naming the bound and the count`, () => {
+    const call = { toolName: 'read_file', input: { path: 'a' } };
+    const turns = (calls: number) =>
+      JSON.stringify({ turns: [{ text: 'looking' }, { toolCalls: Array.from({ length: calls }, () => call) }] });
+    expect(parseModelScript(turns(MAX_TURN_TOOL_CALLS)).turns[1]?.toolCalls).toHaveLength(MAX_TURN_TOOL_CALLS);
+    expect(refusal(turns(22_260))).toContain(`turns.1.toolCalls: a turn holds at most ${MAX_TURN_TOOL_CALLS} tool calls, this one 22260`);
   });
 
   it('refuses an empty script and non-object tool input', () => {

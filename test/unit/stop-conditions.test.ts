@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UNUSABLE_TOOL_CALL_STEPS_LIMIT, answerCutOff, decideStop, type StopInput } from '../../operator/src/agent/stop-conditions.ts';
-import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
+import { emptyUsage, usageOfModelCall } from '../../operator/src/agent/usage-accounting.ts';
 
 const base: StopInput = {
   steps: 3,
@@ -50,6 +50,16 @@ describe('decideStop', () => {
   it('fails with BudgetExceeded when the reported tokens reach maxTokens', () => {
     expect(decideStop({ ...base, usage: { ...emptyUsage(), totalTokens: 10_000 } })).toMatchObject({ reason: 'BudgetExceeded' });
     expect(decideStop({ ...base, budget: { maxSteps: 40 }, usage: { ...emptyUsage(), totalTokens: 10_000_000 } })).toEqual({ stop: false });
+  });
+
+  // An endpoint that omits usage spent without end under maxTokens: its calls count the worker's estimate.
+  it('fails with BudgetExceeded on an estimated total too, saying it is partly the estimate', () => {
+    const estimated = usageOfModelCall(undefined, { inputTokens: 9_000, outputTokens: 1_000 });
+    const decision = decideStop({ ...base, usage: estimated });
+    expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'BudgetExceeded' });
+    expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain(
+      "used about 10000 tokens (the provider did not report them all; the rest are the operator's estimate)",
+    );
   });
 
   it('fails with DeadlineExceeded once the timeout has passed, ahead of the budgets', () => {

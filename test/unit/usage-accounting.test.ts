@@ -1,6 +1,15 @@
+import type { LanguageModelV4Usage } from '@ai-sdk/provider';
 import type { LanguageModelUsage } from 'ai';
 import { describe, expect, it } from 'vitest';
-import { addUsage, emptyUsage, usageOfModelCall } from '../../operator/src/agent/usage-accounting.ts';
+import {
+  addUsage,
+  emptyUsage,
+  MAX_CALL_TOKENS,
+  usageOfModelAnswer,
+  usageOfModelCall,
+  type TokenUsage,
+} from '../../operator/src/agent/usage-accounting.ts';
+import { runStateSchema } from '../../operator/src/workers/run-state-schema.ts';
 
 function reported(input: number, output: number, details: { cacheRead?: number; reasoning?: number } = {}): LanguageModelUsage {
   return {
@@ -67,5 +76,71 @@ describe('usage accounting', () => {
   it('is complete and zero for no calls', () => {
     expect(addUsage()).toEqual(emptyUsage());
     expect(emptyUsage().complete).toBe(true);
+  });
+
+  it("counts the worker's estimate for a call that reported nothing, marked incomplete", () => {
+    expect(usageOfModelCall(nothing, { inputTokens: 1200, outputTokens: 40.5 })).toEqual({
+      inputTokens: 1200,
+      outputTokens: 41,
+      cacheReadTokens: 0,
+      reasoningTokens: 0,
+      totalTokens: 1241,
+      complete: false,
+    });
+  });
+
+  it('keeps the half of a report that came and estimates the other', () => {
+    expect(usageOfModelCall({ ...nothing, inputTokens: 100 }, { inputTokens: 90, outputTokens: 7 })).toMatchObject({
+      inputTokens: 100,
+      outputTokens: 7,
+      totalTokens: 107,
+      complete: false,
+    });
+  });
+
+  // The run's state and the CRD take whole counts only: a fraction or 2^60 made the next
+  // step's load fail its schema (StateLost), as if Redis had been tampered with.
+  it.each([
+    ['a fraction', 0.5],
+    ['2^60', 2 ** 60],
+    ['past MAX_CALL_TOKENS', MAX_CALL_TOKENS + 1],
+    ['Infinity (1e308 + 1e308)', 1e308 + 1e308],
+    ['NaN', Number.NaN],
+    ['negative', -5],
+  ])('takes %s as no report: the estimate counts and the run state takes the sum', (_, figure) => {
+    const call = usageOfModelCall(reported(figure, figure, { cacheRead: figure, reasoning: figure }), { inputTokens: 10, outputTokens: 3 });
+    expect(call).toEqual({ inputTokens: 10, outputTokens: 3, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 13, complete: false });
+    const run = addUsage(call, call, usageOfModelCall(reported(MAX_CALL_TOKENS, MAX_CALL_TOKENS)));
+    expect(runStateSchema.shape.usage.safeParse(JSON.parse(JSON.stringify(run))).success).toBe(true);
+  });
+
+  it('keeps cache-read and reasoning tokens within the figures they are part of', () => {
+    expect(usageOfModelCall(reported(10, 4, { cacheRead: 25, reasoning: 9 }))).toMatchObject({ cacheReadTokens: 10, reasoningTokens: 4 });
+  });
+
+  it("reads a LanguageModelV4 answer's usage, estimating from its content only when the provider reported none", () => {
+    const usage = (input: number | undefined, output: number | undefined): LanguageModelV4Usage => ({
+      inputTokens: { total: input, noCache: undefined, cacheRead: input === undefined ? undefined : 2, cacheWrite: undefined },
+      outputTokens: { total: output, text: undefined, reasoning: undefined },
+    });
+    const content = [
+      { type: 'text' as const, text: 'x'.repeat(40) },
+      { type: 'tool-call' as const, toolCallId: 'c1', toolName: 'read_file', input: '{"path":"README.md"}' },
+    ];
+    expect(usageOfModelAnswer({ usage: usage(30, 5), content }, 999)).toEqual<TokenUsage>({
+      inputTokens: 30,
+      outputTokens: 5,
+      cacheReadTokens: 2,
+      reasoningTokens: 0,
+      totalTokens: 35,
+      complete: true,
+    });
+    // 40 characters of text, 9 of tool name, 20 of arguments: 10 + 3 + 5 tokens at four characters a token.
+    expect(usageOfModelAnswer({ usage: usage(undefined, undefined), content }, 999)).toMatchObject({
+      inputTokens: 999,
+      outputTokens: 18,
+      totalTokens: 1017,
+      complete: false,
+    });
   });
 });

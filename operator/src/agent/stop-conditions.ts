@@ -67,7 +67,11 @@ export function modelKeepsSendingUnusableToolCalls(input: Pick<StopInput, 'unusa
   return (input.unusableToolCallSteps ?? 0) >= UNUSABLE_TOOL_CALL_STEPS_LIMIT;
 }
 
-/** Compares the reported total; calls that reported nothing cannot be counted (see usage.complete). */
+/**
+ * Compares the total, estimated figures included: a call that reported no usage counts the
+ * worker's estimate (usage-accounting.ts), or an endpoint that reports none would never reach
+ * the budget.
+ */
 export function tokenBudgetSpent(input: Pick<StopInput, 'usage' | 'budget'>): boolean {
   return input.budget.maxTokens !== undefined && input.usage.totalTokens >= input.budget.maxTokens;
 }
@@ -116,8 +120,14 @@ export function decideStop(input: StopInput): StopDecision {
       stop: true,
       outcome: 'failed',
       reason: 'BudgetExceeded',
-      message: `The run used ${input.usage.totalTokens} tokens, reaching spec.budget.maxTokens (${input.budget.maxTokens}); the partial diff is kept. Raise maxTokens or narrow the task.`,
+      message: `The run used ${tokensUsed(input.usage)}, reaching spec.budget.maxTokens (${input.budget.maxTokens}); the partial diff is kept. Raise maxTokens or narrow the task.`,
     };
   }
   return { stop: false };
+}
+
+function tokensUsed(usage: TokenUsage): string {
+  return usage.complete
+    ? `${usage.totalTokens} tokens`
+    : `about ${usage.totalTokens} tokens (the provider did not report them all; the rest are the operator's estimate)`;
 }

@@ -1,9 +1,13 @@
 // Token usage as the provider reported it, per call, per step and per run (chivgent's rules):
-// tokens only, never money; a call that reported nothing makes the total `complete: false`
-// instead of counting as zero, so a missing figure stays visibly missing. Compaction's own
+// tokens only, never money. A call that reported nothing (or a figure that cannot be a token
+// count) is not counted as zero, which would let it spend without end under every budget
+// (spec.budget.maxTokens, the namespace's tokens per day): its missing figures are the
+// worker's own estimate of what it sent and what came back (estimate-tokens.ts), and the sum
+// is marked `complete: false` so the estimate stays visible as one. Compaction's own
 // summarising call is added like any other call.
 
-import type { LanguageModelUsage } from 'ai';
+import type { LanguageModelV4Content, LanguageModelV4Usage } from '@ai-sdk/provider';
+import { estimateTextTokens } from './estimate-tokens.ts';
 
 /** The shape of status.usage. */
 export interface TokenUsage {
@@ -16,9 +20,34 @@ export interface TokenUsage {
   /** Part of outputTokens spent on hidden reasoning. */
   readonly reasoningTokens: number;
   readonly totalTokens: number;
-  /** False when at least one call in this sum reported no usage. */
+  /** False when at least one call in this sum reported no usage, or not all of it: its missing figures are estimated. */
   readonly complete: boolean;
 }
+
+/** Usage as the ai SDK reports a call (its LanguageModelUsage fits); each figure may be missing. */
+export interface ReportedUsage {
+  readonly inputTokens?: number | undefined;
+  readonly outputTokens?: number | undefined;
+  readonly inputTokenDetails?: { readonly cacheReadTokens?: number | undefined } | undefined;
+  readonly outputTokenDetails?: { readonly reasoningTokens?: number | undefined } | undefined;
+}
+
+/** The worker's estimate of a call: what it sent and what came back, in tokens (estimate-tokens.ts). */
+export interface EstimatedUsage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
+/**
+ * The most tokens one figure of one call may report: 10^8. A call's input and its output each
+ * fit in the model's context window, and the largest window sold today is 10^7 tokens. A
+ * figure past it, a fraction or one that is not a safe integer (2^60, 1e308 + 1e308 is
+ * Infinity) is no count at all: kept, it made the run's state fail its own schema at the next
+ * load (StateLost, as if Redis had been tampered with), and the CRD refuses it too. Under the
+ * bound a run's sum stays exact: 1 000 steps (maxSteps' most), each with a compaction call,
+ * at most 2 * 10^8 a call, is 4 * 10^11, far below 2^53.
+ */
+export const MAX_CALL_TOKENS = 100_000_000;
 
 /** The sum of no calls: zero, and complete because nothing is missing from it. */
 export function emptyUsage(): TokenUsage {
@@ -27,28 +56,62 @@ export function emptyUsage(): TokenUsage {
 
 /**
  * One model call's usage from the ai SDK's figure (`result.usage` of one generateText step,
- * or `totalUsage` of a one-step call). A call counts as reported when the provider gave both
- * input and output tokens; otherwise it adds nothing and marks the sum incomplete. Missing
- * cache or reasoning details mean the provider has none to report, so they count as 0.
+ * or `totalUsage` of a one-step call). A figure counts as reported when it is a token count
+ * (isCount); a call with both input and output reported is complete. A missing figure is the
+ * estimate's (none given: 0) and marks the call incomplete. Missing cache or reasoning details
+ * mean the provider has none to report, so they count as 0; each is a part of its whole, so
+ * never more than it.
  */
-export function usageOfModelCall(usage: LanguageModelUsage | undefined): TokenUsage {
+export function usageOfModelCall(usage: ReportedUsage | undefined, estimate?: EstimatedUsage): TokenUsage {
   const input = usage?.inputTokens;
   const output = usage?.outputTokens;
-  if (!isCount(input) || !isCount(output)) {
-    return { ...emptyUsage(), complete: false };
-  }
+  const inputReported = isCount(input);
+  const outputReported = isCount(output);
+  const inputTokens = inputReported ? input : estimatedCount(estimate?.inputTokens);
+  const outputTokens = outputReported ? output : estimatedCount(estimate?.outputTokens);
   const cacheRead = usage?.inputTokenDetails?.cacheReadTokens;
   const reasoning = usage?.outputTokenDetails?.reasoningTokens;
   return {
-    inputTokens: input,
-    outputTokens: output,
-    cacheReadTokens: isCount(cacheRead) ? cacheRead : 0,
-    reasoningTokens: isCount(reasoning) ? reasoning : 0,
+    inputTokens,
+    outputTokens,
+    cacheReadTokens: inputReported && isCount(cacheRead) ? Math.min(cacheRead, inputTokens) : 0,
+    reasoningTokens: outputReported && isCount(reasoning) ? Math.min(reasoning, outputTokens) : 0,
     // The SDK's total is input + output; a provider's own total_tokens is not used so the
     // three figures always agree.
-    totalTokens: input + output,
-    complete: true,
+    totalTokens: inputTokens + outputTokens,
+    complete: inputReported && outputReported,
   };
+}
+
+/**
+ * One model call's usage from the answer a LanguageModelV4 gave (providers/with-answer-bounds.ts
+ * reports it before the SDK works on it). `sentTokens`: the estimate of what was sent, for a
+ * provider that reports no usage; what came back is estimated from the answer's content.
+ */
+export function usageOfModelAnswer(
+  answer: { readonly usage: LanguageModelV4Usage | undefined; readonly content: readonly LanguageModelV4Content[] },
+  sentTokens: number,
+): TokenUsage {
+  const { usage } = answer;
+  const reported = usage && {
+    inputTokens: usage.inputTokens.total,
+    outputTokens: usage.outputTokens.total,
+    inputTokenDetails: { cacheReadTokens: usage.inputTokens.cacheRead },
+    outputTokenDetails: { reasoningTokens: usage.outputTokens.reasoning },
+  };
+  // Only worked out when needed: most providers report usage.
+  const complete = isCount(reported?.inputTokens) && isCount(reported?.outputTokens);
+  return usageOfModelCall(reported, complete ? undefined : { inputTokens: sentTokens, outputTokens: estimateAnswerTokens(answer.content) });
+}
+
+/** Text, reasoning and tool calls of an answer, as estimate-tokens.ts counts text. */
+function estimateAnswerTokens(content: readonly LanguageModelV4Content[]): number {
+  let tokens = 0;
+  for (const part of content) {
+    if (part.type === 'text' || part.type === 'reasoning') tokens += estimateTextTokens(part.text);
+    else if (part.type === 'tool-call') tokens += estimateTextTokens(part.toolName) + estimateTextTokens(part.input);
+  }
+  return tokens;
 }
 
 /** Sums usages: a step's calls, or a run's steps. */
@@ -68,5 +131,11 @@ export function addUsage(...usages: readonly TokenUsage[]): TokenUsage {
 }
 
 function isCount(value: number | undefined): value is number {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_CALL_TOKENS;
+}
+
+/** An estimate as a count: whole tokens, rounded up, within the same bound as a reported figure. */
+function estimatedCount(value: number | undefined): number {
+  if (value === undefined || !(value > 0)) return 0;
+  return Math.min(Math.ceil(value), MAX_CALL_TOKENS);
 }

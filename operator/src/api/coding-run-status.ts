@@ -65,7 +65,9 @@ export const usageStatus = z
     totalTokens: count('Total tokens the provider reported.'),
     complete: z
       .boolean()
-      .describe('False when some model call reported no usage; such a call is not counted as zero, so the totals are a lower bound.'),
+      .describe(
+        "False when some model call reported no usage, or figures that are not token counts: its missing figures are the operator's own estimate of what was sent and received, so the totals are approximate.",
+      ),
   })
   .describe('Token usage as reported by the provider, including compaction calls. Never money.');
 

@@ -31,11 +31,11 @@ export function formatAge(from: string | undefined, now: Date): string {
   return days < 7 && hours % 24 ? `${days}d${hours % 24}h` : `${days}d`;
 }
 
-/** Total tokens; ">=" when some call reported no usage, so the figure is a lower bound. */
+/** Total tokens; "~" when some call reported no usage (or no whole counts): its share is the operator's estimate. */
 export function formatTokens(run: CodingRun): string {
   const usage = run.status?.usage;
   if (!usage) return '0';
-  return `${usage.complete ? '' : '>='}${usage.totalTokens}`;
+  return `${usage.complete ? '' : '~'}${usage.totalTokens}`;
 }
 
 /**

@@ -1,10 +1,20 @@
 // A fetch whose response bodies end with an error past a size bound. The SDK reads a whole
 // non-streamed answer into memory and allows up to 2 GiB, so an endpoint that answers
 // without end (or with a huge error page) would grow the operator until it is killed, and
-// with it every run of the replica. No real model answer comes near the bound: the largest
-// (a write_file of a big file) is limited to 32 MiB by the toolbox anyway.
+// with it every run of the replica.
 
-export const MODEL_RESPONSE_MAX_BYTES = 16 * 1_048_576;
+/**
+ * 2 MiB. No model answers more: the most output tokens any model gives in one answer is about
+ * 128 000, some 512 KB of code, which JSON escaping inside a tool call's arguments brings to
+ * under 1 MiB (the steps ask for whole answers; a stream's framing would take more). What an answer costs the heap while the provider parses it and the SDK works on
+ * it was measured with the step's generateText: 2.3 bytes a byte of plain text, 3.8 a byte of
+ * the costliest shape, thousands of tiny tool calls. Every worker slot of a replica
+ * (workerConcurrency, 8) may be reading one at once, beside a live set of about 70 MiB, in
+ * the chart's 160 MiB heap (heapLimitMiB): 8 answers of 2 MiB of tool calls held 61 MiB and
+ * fitted; of 3 MiB (or 4 MiB of plain text), the operator ran out of heap. 16 MiB, the bound
+ * before, did at 8 plain-text answers. Raise heapLimitMiB with workerConcurrency.
+ */
+export const MODEL_RESPONSE_MAX_BYTES = 2 * 1_048_576;
 
 const name = 'ModelResponseTooLargeError';
 const symbol = Symbol.for(`chamvi.error.${name}`);

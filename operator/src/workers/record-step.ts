@@ -7,7 +7,9 @@ import { EVENT_REASONS, type CodingRun } from '../api/index.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import {
+  DEFAULT_BOUNDS,
   MAX_RECORDED_STEPS,
+  boundEntry,
   boundText,
   cutKey,
   endKey,
@@ -63,7 +65,10 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
       : {}),
     ...(record?.approval ? { approval: record.approval } : {}),
   };
-  return entry;
+  // Cut now to the bounds the writer cuts to anyway (encodeEntry): while it trails, the entry
+  // rides in the run's state (state.trailing) through every save, and uncut it held each
+  // call's whole input and result, a written file's content among them.
+  return boundEntry(entry, DEFAULT_BOUNDS);
 }
 
 /** The entry to write for this step, undefined past the bound (after the one `cut` entry). */

@@ -6,7 +6,8 @@
 // not run again; only such a call the crash cut off is, and reads not yet saved. The calls
 // run in run-tool-calls.ts, the step ends in end-step.ts. The step before's record may still
 // be on its way (trailing-record.ts): end-step.ts settles it before this step's own.
-import { generateText, type ModelMessage } from 'ai';
+import type { LanguageModelV4 } from '@ai-sdk/provider';
+import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
 import { answerCutOff, decideStop } from '../agent/stop-conditions.ts';
@@ -14,8 +15,11 @@ import { buildSystemPrompt } from '../agent/system-prompt.ts';
 import { estimateToolSchemaTokens } from '../agent/estimate-tool-schema-tokens.ts';
 import { buildToolSet } from '../agent/tool-definitions.ts';
 import { toolboxToolDefinitions } from '../agent/toolbox-tool-definitions.ts';
-import { addUsage, emptyUsage, usageOfModelCall } from '../agent/usage-accounting.ts';
+import { estimateMessagesTokens, estimateTextTokens } from '../agent/estimate-tokens.ts';
+import { addUsage, emptyUsage, usageOfModelAnswer, type TokenUsage } from '../agent/usage-accounting.ts';
+import { ModelAnswerUnusableError } from '../providers/errors/model-answer-unusable-error.ts';
 import { ModelContextTooLongError } from '../providers/errors/model-context-too-long-error.ts';
+import { withAnswerBounds } from '../providers/with-answer-bounds.ts';
 import { FAILURE_MESSAGES, REASONS, RunFailure, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
@@ -23,7 +27,7 @@ import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
-import { capToolCalls } from './tool-execution.ts';
+import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
 import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls, savedBeforeCalls } from './run-tool-calls.ts';
@@ -37,6 +41,19 @@ const OVERFLOW_SHRINK = 0.75;
 // the SDK keeps both in its result by default. Nothing here reads them, and with a big
 // transcript or a big answer they would double the step's memory.
 const LEAN_RESULT = { requestBody: false, responseBody: false } as const;
+/**
+ * Tool calls of one answer the SDK is given (providers/answer-bounds.ts): one over the calls a
+ * step runs, so the step still sees the answer was over its cap and tells the model so.
+ */
+const ANSWER_TOOL_CALLS = MAX_TOOL_CALLS_PER_STEP + 1;
+
+/** One model call through generateText: what it returned, and its answer as with-answer-bounds.ts reported it. */
+interface ModelCall<T> {
+  readonly result: T;
+  readonly usage: TokenUsage;
+  /** Tool calls past ANSWER_TOOL_CALLS, which the SDK never saw. */
+  readonly droppedToolCalls: number;
+}
 
 export function deadlineOf(run: ParsedCodingRun, state: RunState): number {
   return state.startedAt + durationMs(run.spec.budget.timeout);
@@ -80,7 +97,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await forgetRun(deps, ref);
     return;
   }
-  const model = await deps.models(run.metadata.namespace, run.spec.model, run.metadata.uid);
+  const model = specificationV4(await deps.models(run.metadata.namespace, run.spec.model, run.metadata.uid));
   const early = stopBeforeCall(run, state, deps.now().getTime()) ?? (await teamBudgetStop(deps, ref.namespace));
   if (early) {
     // The step before may still owe its record (trailing-record.ts): it lands before finalize.
@@ -100,6 +117,32 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(timerDelay(Math.max(1, deadlineOf(run, state) - deps.now().getTime())));
+  const { provider, name: modelName = provider } = run.spec.model;
+  // Every answer the model gave this step, counted as it came, before the SDK worked on it.
+  const spent: TokenUsage[] = [];
+  /**
+   * One generateText call, its answer bounded before the SDK works on it. `sentTokens`, the
+   * estimate of what is sent, counts for a provider that reports no usage. The SDK failing on
+   * an answer is that answer's fault: asking again would spend its tokens again for the same.
+   */
+  const callModel = async <T>(sentTokens: number, generate: (bounded: LanguageModelV4) => Promise<T>): Promise<ModelCall<T>> => {
+    let answer: { usage: TokenUsage; droppedToolCalls: number } | undefined;
+    const bounded = withAnswerBounds(model, {
+      maxToolCalls: ANSWER_TOOL_CALLS,
+      onAnswer: (given) => {
+        answer = { usage: usageOfModelAnswer(given, sentTokens), droppedToolCalls: given.droppedToolCalls };
+        spent.push(answer.usage);
+      },
+    });
+    try {
+      const result = await generate(bounded);
+      // Every model answers through doGenerate before generateText returns.
+      return { result, ...answer! };
+    } catch (error) {
+      if (answer === undefined || RunFailure.isInstance(error) || deadline.aborted) throw error;
+      throw new ModelAnswerUnusableError({ provider, step: state.step + 1, cause: error });
+    }
+  };
   // The last compaction's summary, for the transcript.
   let compactionSummary: string | undefined;
   const prepare = (messages: readonly ModelMessage[], filesTouched: RunState['filesTouched'], contextWindow: number) =>
@@ -111,41 +154,63 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       // Every request carries the tool schemas too (#13.10): thousands of tokens for the full set.
       fixedTokens: estimateToolSchemaTokens(run.spec.tools.allow, TOOL_DEFINITIONS),
       summarise: async ({ messages: older, instructions }) => {
-        const summary = await generateText({
-          model,
-          system: instructions ?? SUMMARY_INSTRUCTIONS,
-          messages: [...older],
-          maxRetries: 0,
-          abortSignal: deadline,
-          experimental_include: LEAN_RESULT,
-        });
-        compactionSummary = summary.text;
-        return { text: summary.text, usage: usageOfModelCall(summary.usage) };
+        const summarySystem = instructions ?? SUMMARY_INSTRUCTIONS;
+        const summary = await callModel(estimateTextTokens(summarySystem) + estimateMessagesTokens(older), (bounded) =>
+          generateText({
+            model: bounded,
+            system: summarySystem,
+            messages: [...older],
+            maxRetries: 0,
+            abortSignal: deadline,
+            experimental_include: LEAN_RESULT,
+          }),
+        );
+        compactionSummary = summary.result.text;
+        return { text: summary.result.text, usage: summary.usage };
       },
     });
-  const ask = (messages: readonly ModelMessage[]) =>
-    generateText({
-      model,
-      system,
-      messages: [...messages],
-      tools,
-      maxRetries: 0,
-      abortSignal: deadline,
-      experimental_include: LEAN_RESULT,
-    });
-  let context = await prepare(state.messages, state.filesTouched, run.spec.model.contextWindow);
-  let compactionUsage = context.compacted ? context.usage : emptyUsage();
-  const { provider, name: modelName = provider } = run.spec.model;
+  // `sentTokens`: the context manager's estimate of the request, system prompt and tool schemas included.
+  const ask = (messages: readonly ModelMessage[], sentTokens: number) =>
+    callModel(sentTokens, (bounded) =>
+      generateText({
+        model: bounded,
+        system,
+        messages: [...messages],
+        tools,
+        maxRetries: 0,
+        abortSignal: deadline,
+        experimental_include: LEAN_RESULT,
+      }),
+    );
   // Every token status counts, the compaction call's too, under the run's namespace.
   // The model label is a name the provider answered to, so its catalogue bounds the series; a
   // scripted run answers to any name, and a run author could add series without end with it.
   const tokenLabels = { namespace: ref.namespace, provider, model: provider === 'scripted' ? 'script' : modelName };
+  /**
+   * The answers a failed step got were spent all the same (a compaction's before a call that
+   * failed; an answer the SDK failed on): the metric and the namespace's daily tally count
+   * them, and, when the run ends on it, its status (fail-run.ts takes usage from the state).
+   */
+  const failAfterSpending = async (error: unknown): Promise<never> => {
+    const spentUsage = addUsage(...spent);
+    countTokens(deps, tokenLabels, spentUsage);
+    await countTeamTokens(deps, ref.namespace, spentUsage.totalTokens);
+    if (ModelAnswerUnusableError.isInstance(error)) {
+      state.usage = addUsage(state.usage, spentUsage);
+      await deps.states.save(state).catch((saveError: unknown) => {
+        deps.logger.warn({ err: saveError instanceof Error ? saveError.message : String(saveError) }, 'could not save the spent tokens');
+      });
+    }
+    throw error;
+  };
+  let context = await prepare(state.messages, state.filesTouched, run.spec.model.contextWindow).catch(failAfterSpending);
+  let compactionUsage = context.compacted ? context.usage : emptyUsage();
   const modelStarted = performance.now();
   const modelStartedAt = deps.now();
-  let result: Awaited<ReturnType<typeof ask>>;
+  let called: Awaited<ReturnType<typeof ask>>;
   try {
     try {
-      result = await ask(context.messages);
+      called = await ask(context.messages, context.estimatedTokens);
     } catch (error) {
       // The provider counted more than the estimate: compact below what it refused and ask once more (#13.10).
       if (!ModelContextTooLongError.isInstance(error)) throw error;
@@ -157,21 +222,17 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       );
       context = smaller;
       compactionUsage = addUsage(compactionUsage, smaller.usage);
-      result = await ask(context.messages);
+      called = await ask(context.messages, context.estimatedTokens);
     }
   } catch (error) {
-    // A compaction's tokens were spent though the call after it failed: the metric and the
-    // namespace's daily tally count them (the step's record, never saved, cannot).
-    countTokens(deps, tokenLabels, compactionUsage);
-    await countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens);
-    throw error;
+    return failAfterSpending(error);
   }
+  const { result, usage: callUsage, droppedToolCalls } = called;
   const modelMs = performance.now() - modelStarted;
   // The run's first model call (status.timings), kept with the state saved below.
   if (state.step === 0) state.timings = mergeTimings(state.timings, [timing('FirstModelCall', modelStartedAt, deps.now())]);
   deps.metrics.modelCallDuration.observe({ provider }, modelMs / 1000);
   deps.metrics.steps.inc({ provider });
-  const callUsage = usageOfModelCall(result.usage);
   countTokens(deps, tokenLabels, compactionUsage);
   countTokens(deps, tokenLabels, callUsage);
 
@@ -187,8 +248,12 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   state.filesTouched = context.filesTouched;
   state.usage = addUsage(state.usage, compactionUsage, callUsage);
   state.step += 1;
-  const invalidCalls = result.toolCalls.length - valid.length;
-  state.toolCalls += invalidCalls + refused.length;
+  // Calls answered with a tool error count as made (status.toolCalls): invalid ones and those
+  // past the step's cap. Those past the answer's bound were never in the conversation; the
+  // step's record counts them with the others that did not run.
+  const answeredWithErrors = result.toolCalls.length - valid.length + refused.length;
+  state.toolCalls += answeredWithErrors;
+  const unusableCalls = answeredWithErrors + droppedToolCalls;
   countUnusableToolCalls(state, result.toolCalls);
 
   const cutOff = answerCutOff(result.finishReason, result.toolCalls.length > 0);
@@ -207,8 +272,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       ...(compactionSummary !== undefined
         ? { compaction: { summary: compactionSummary, summarisedMessages: context.summarisedMessages, usage: compactionUsage } }
         : {}),
-      // Calls the model made that did not run: invalid ones, and those past the step's cap.
-      ...(invalidCalls + refused.length > 0 ? { unusableCalls: invalidCalls + refused.length } : {}),
+      ...(unusableCalls > 0 ? { unusableCalls } : {}),
     },
   };
   // The namespace's daily tally (Redis) goes out now, beside the calls, and is waited for
@@ -244,4 +308,15 @@ function countUnusableToolCalls(state: RunState, toolCalls: readonly { toolName:
   const why = last.error instanceof Error ? last.error.message : 'unusable';
   state.unusableToolCallSteps = (state.unusableToolCallSteps ?? 0) + 1;
   state.lastUnusableToolCall = `${last.toolName}: ${why.replace(/\s+/g, ' ')}`.slice(0, 300);
+}
+
+/**
+ * The factory's model as the specification the answer bounds wrap: createLanguageModel builds
+ * only v4 models, so anything else is a bug here, not a run's failure.
+ */
+function specificationV4(model: LanguageModel): LanguageModelV4 {
+  if (typeof model === 'object' && model.specificationVersion === 'v4') return model;
+  throw new TypeError(
+    `the model factory returned a model the step cannot bound (${typeof model === 'string' ? 'a model id' : model.specificationVersion})`,
+  );
 }

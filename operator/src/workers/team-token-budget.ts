@@ -16,7 +16,8 @@ export interface TeamTokenBudget {
 type Deps = Pick<AgentDependencies, 'teamBudget' | 'metrics' | 'logger' | 'now'>;
 
 /**
- * Adds a step's tokens to its namespace's day. Counted right after the model answered, before
+ * Adds a step's tokens to its namespace's day: as reported, or estimated for a call that
+ * reported none (agent/usage-accounting.ts). Counted right after the model answered, before
  * anything else can fail: a step redone after a crash asks the model again and spends again.
  * A tally that cannot be written is logged, not thrown: a retried step would call the model twice.
  */

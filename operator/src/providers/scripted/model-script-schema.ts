@@ -18,10 +18,24 @@ export const scriptedToolCallSchema = z.strictObject({
   input: z.record(z.string(), z.unknown()).describe('the tool arguments, a JSON object'),
 });
 
+/**
+ * Most tool calls one turn holds: twice what a step runs (MAX_TOOL_CALLS_PER_STEP, 64, in
+ * workers/tool-execution.ts), so a script can still show a step over its cap. A 1 MiB script
+ * held 22 000 calls in one turn, and the SDK's work on an answer grows faster than its calls
+ * (providers/answer-bounds.ts): three such steps at once ran the operator out of heap.
+ */
+export const MAX_TURN_TOOL_CALLS = 128;
+
 export const scriptedTurnSchema = z
   .strictObject({
     text: z.string().optional(),
-    toolCalls: z.array(scriptedToolCallSchema).optional(),
+    toolCalls: z
+      .array(scriptedToolCallSchema)
+      .max(MAX_TURN_TOOL_CALLS, {
+        error: (issue) =>
+          `a turn holds at most ${MAX_TURN_TOOL_CALLS} tool calls, this one ${Array.isArray(issue.input) ? issue.input.length : 'more'}`,
+      })
+      .optional(),
     usage: scriptedUsageSchema.optional(),
   })
   .refine((turn) => turn.text !== undefined || (turn.toolCalls?.length ?? 0) > 0, {
