@@ -2,29 +2,19 @@
 // loopback sockets: whatever a client does (hang up after each request, hold connections with
 // no credential, open tunnels from many runs), what the proxy holds stays within its bounds,
 // and what it holds for a client that left is let go.
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { connect, createServer, type Server } from 'node:net';
+import { describe, expect, it } from 'vitest';
 import { OPEN_PER_RUN, type ConnectionLimits, type EgressRun, type OpenLimits } from '../../operator/src/egress/decide-connection.ts';
 import { createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+import { loopbackServers } from '../support/loopback-servers.ts';
 
 const KEY = 'unit-egress-key-0123456789abcdef0123456789abcdef';
 const auth = (uid: string) => `Basic ${Buffer.from(`${uid}:${proxyToken(KEY, uid)}`).toString('base64')}`;
 const uidOf = (index: number) => `22222222-2222-4222-8222-${String(index).padStart(12, '0')}`;
 
-const servers: Server[] = [];
-const sockets: Socket[] = [];
-afterEach(async () => {
-  for (const socket of sockets.splice(0)) socket.destroy();
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
-
-async function listen(server: Server): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
+const { listen, track } = loopbackServers();
 
 /**
  * A destination that reads what it is sent and never answers nor hangs up, not even when the
@@ -34,7 +24,7 @@ async function silentDestination() {
   const seen = { open: 0, total: 0, heads: [] as string[] };
   const port = await listen(
     createServer({ allowHalfOpen: true }, (socket) => {
-      sockets.push(socket);
+      track(socket);
       seen.open++;
       seen.total++;
       socket.on('data', (data: Buffer) => seen.heads.push(...(data.toString('latin1').match(/^GET \S+/gm) ?? [])));
@@ -95,7 +85,7 @@ const runIn = (namespace: string, index: number, destinationPort: number): Egres
 /** A client connection (from `localAddress`, default 127.0.0.1) collecting what it receives, and whether the proxy closed it. */
 function client(proxyPort: number, localAddress = '127.0.0.1') {
   const socket = connect({ port: proxyPort, host: '127.0.0.1', localAddress });
-  sockets.push(socket);
+  track(socket);
   const state = { text: '', closed: false, socket };
   socket.on('data', (data: Buffer) => (state.text += data.toString('latin1')));
   socket.on('error', () => undefined);

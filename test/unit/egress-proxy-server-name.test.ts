@@ -1,37 +1,27 @@
 // A CONNECT tunnel carries TLS to the host it was opened to only (egress-proxy-server.ts with
 // tls-client-hello.ts): the ClientHello's server name is read before a byte goes on, and a
 // tunnel asking for another site behind the same address is closed and audited as refused.
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createEgressProxyServer, type EgressConnection } from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
 import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
+import { loopbackServers } from '../support/loopback-servers.ts';
 
 const KEY = 'unit-egress-key-0123456789abcdef0123456789abcdef';
 const UID = '22222222-2222-4222-8222-222222222222';
 const AUTH = `Basic ${Buffer.from(`${UID}:${proxyToken(KEY, UID)}`).toString('base64')}`;
 
-const servers: Server[] = [];
-const sockets: Socket[] = [];
-afterEach(async () => {
-  for (const socket of sockets.splice(0)) socket.destroy();
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
-
-async function listen(server: Server): Promise<number> {
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as AddressInfo).port;
-}
+const { listen, track } = loopbackServers();
 
 /** A destination (standing in for a CDN's shared address) that keeps every byte it receives. */
 async function start() {
   const received: Buffer[] = [];
   const destinationPort = await listen(
     createServer((socket) => {
-      sockets.push(socket);
+      track(socket);
       socket.on('data', (data: Buffer) => received.push(data));
       socket.on('error', () => undefined);
     }),
@@ -52,7 +42,7 @@ async function start() {
 /** Opens a tunnel to allowed.test and starts TLS through it, asking for `servername` (none when undefined). */
 async function tlsThroughTunnel(proxyPort: number, destinationPort: number, servername: string | undefined) {
   const socket = connect(proxyPort, '127.0.0.1');
-  sockets.push(socket);
+  track(socket);
   socket.on('error', () => undefined);
   socket.write(`CONNECT allowed.test:${destinationPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
   const head = await new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString('latin1'))));
