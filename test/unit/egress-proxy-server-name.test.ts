@@ -39,14 +39,18 @@ async function start() {
   return { destinationPort, proxyPort, received: () => Buffer.concat(received), records };
 }
 
-/** Opens a tunnel to allowed.test and starts TLS through it, asking for `servername` (none when undefined). */
-async function tlsThroughTunnel(proxyPort: number, destinationPort: number, servername: string | undefined) {
+/**
+ * Opens a tunnel to allowed.test and starts TLS through it, asking for `servername` (none when
+ * undefined), after the bytes `before` when given.
+ */
+async function tlsThroughTunnel(proxyPort: number, destinationPort: number, servername: string | undefined, before?: Buffer) {
   const socket = connect(proxyPort, '127.0.0.1');
   track(socket);
   socket.on('error', () => undefined);
   socket.write(`CONNECT allowed.test:${destinationPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
   const head = await new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString('latin1'))));
   expect(head).toMatch(/^HTTP\/1\.1 200 /);
+  if (before) socket.write(before);
   const tls = tlsConnect({ socket, servername: servername ?? '', rejectUnauthorized: false });
   tls.on('error', () => undefined);
   const state = { closed: false };
@@ -62,6 +66,17 @@ describe('egress proxy: the TLS server name of a tunnel', { timeout: 15_000 }, (
     await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
     expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
     expect(records[0]!.message).toContain('"other.test" is not allowed.test');
+    expect(received()).toHaveLength(0);
+  });
+
+  it('closes a tunnel whose TLS starts with an alert record before its ClientHello, and audits it refused', async () => {
+    // Go's crypto/tls skips a warning alert before the ClientHello and then serves the hello's site.
+    const { destinationPort, proxyPort, received, records } = await start();
+    const tunnel = await tlsThroughTunnel(proxyPort, destinationPort, 'other.test', Buffer.from([21, 3, 1, 0, 2, 1, 90]));
+    await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
+    expect(records[0]!.message).toContain('starts with an alert record');
     expect(received()).toHaveLength(0);
   });
 

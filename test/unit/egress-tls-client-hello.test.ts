@@ -39,6 +39,21 @@ function inTwoRecords(record: Buffer, at: number): Buffer {
   return Buffer.concat([header(at), message.subarray(0, at), header(message.length - at), message.subarray(at)]);
 }
 
+/** The same ClientHello with one more extension at the end, every length above it grown to match. */
+function withExtension(record: Buffer, type: number, data: Buffer): Buffer {
+  const extension = Buffer.concat([Buffer.from([type >> 8, type & 255, data.length >> 8, data.length & 255]), data]);
+  const grown = Buffer.concat([record, extension]);
+  grown.writeUInt16BE(record.readUInt16BE(3) + extension.length, 3);
+  grown.writeUIntBE(record.readUIntBE(6, 3) + extension.length, 6, 3);
+  // Record header 5, handshake header 4, version 2, random 32; then session id, cipher suites, compression methods.
+  let at = 5 + 4 + 2 + 32;
+  at += 1 + grown[at]!;
+  at += 2 + grown.readUInt16BE(at);
+  at += 1 + grown[at]!;
+  grown.writeUInt16BE(grown.readUInt16BE(at) + extension.length, at);
+  return grown;
+}
+
 describe('readClientHello', () => {
   it('reads the server name a TLS client asks for', async () => {
     expect(readClientHello(await clientHello('registry.test'))).toEqual({ kind: 'client-hello', serverName: 'registry.test' });
@@ -65,6 +80,7 @@ describe('readClientHello', () => {
     ['plain HTTP', 'GET / HTTP/1.1\r\nHost: a.test\r\n\r\n'],
     ['an SSH banner', 'SSH-2.0-OpenSSH_9.6\r\n'],
     ['a byte 22 not followed by a TLS version', '\x16\x00\x01'],
+    ['a byte 21 not followed by a TLS version', '\x15\x00\x01'],
   ])('leaves %s alone (not TLS)', (_what, text) => {
     expect(readClientHello(Buffer.from(text, 'latin1'))).toEqual({ kind: 'not-tls' });
   });
@@ -77,5 +93,28 @@ describe('readClientHello', () => {
     expect(readClientHello(Buffer.from([22, 3, 1, 0x40, 0x01]))).toMatchObject({ kind: 'malformed' });
     const cutByAlert = Buffer.concat([inTwoRecords(whole, 40).subarray(0, 5 + 40), Buffer.from([21, 3, 3, 0, 2, 2, 40])]);
     expect(readClientHello(cutByAlert)).toMatchObject({ kind: 'malformed' });
+  });
+
+  it.each([
+    ['a warning alert', [21, 3, 1, 0, 2, 1, 90], 'an alert record'],
+    ['a change_cipher_spec', [20, 3, 3, 0, 1, 1], 'a change_cipher_spec record'],
+    ['application data', [23, 3, 3, 0, 1, 0], 'an application_data record'],
+  ])('refuses TLS that starts with %s before its ClientHello (a server may skip it and read the hello)', async (_what, first, why) => {
+    const tls = Buffer.concat([Buffer.from(first), await clientHello('other.test')]);
+    expect(readClientHello(tls)).toEqual({ kind: 'malformed', why: `the tunnel's TLS starts with ${why}, not a ClientHello` });
+    expect(readClientHello(tls.subarray(0, 2))).toMatchObject({ kind: 'malformed' });
+    expect(readClientHello(tls.subarray(0, 1))).toEqual({ kind: 'incomplete' });
+  });
+
+  it('refuses a ClientHello with Encrypted Client Hello, whatever its outer server name', async () => {
+    const hello = await clientHello('registry.test');
+    expect(readClientHello(withExtension(hello, 0x1234, Buffer.from([1, 2, 3])))).toEqual({
+      kind: 'client-hello',
+      serverName: 'registry.test',
+    });
+    expect(readClientHello(withExtension(hello, 0xfe0d, Buffer.alloc(32, 7)))).toMatchObject({
+      kind: 'malformed',
+      why: expect.stringContaining('Encrypted Client Hello'),
+    });
   });
 });

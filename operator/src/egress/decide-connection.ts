@@ -82,7 +82,9 @@ export function refusedTunnel(port: number): Refusal | undefined {
  * otherwise reach any site sharing its address. A ClientHello without a server name is let
  * through: the destination then serves its default site, which the client did not choose. A
  * tunnel whose first bytes are not TLS is let through too: the proxy reads no other protocol
- * (plain HTTP goes as absolute-form requests, and a CONNECT to port 80 is refused).
+ * (plain HTTP goes as absolute-form requests, and a CONNECT to port 80 is refused). TLS the
+ * proxy cannot check (another record before the ClientHello, Encrypted Client Hello) reads as
+ * malformed and is refused.
  */
 export function refusedServerName(host: string, hello: ClientHelloReading): Refusal | undefined {
   if (hello.kind === 'malformed') {

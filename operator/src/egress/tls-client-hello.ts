@@ -8,6 +8,12 @@
 // fragments joined make the handshake message [type 1][length 3][body]; the body is version,
 // random, session id, cipher suites, compression methods, then extensions, where type 0 is
 // server_name: a list of [name type 0][length 2][host name].
+//
+// What the proxy cannot check it refuses rather than passes: TLS that starts with a record
+// other than a handshake (servers such as Go's crypto/tls skip a warning alert before the
+// ClientHello, so an alert first would carry any hello past the check), and a ClientHello with
+// Encrypted Client Hello, whose outer server name is whatever the client chose while the site
+// served is the encrypted inner one.
 
 export type ClientHelloReading =
   /** More bytes are needed to know. */
@@ -15,12 +21,21 @@ export type ClientHelloReading =
   /** The first bytes are not a TLS handshake record: another protocol, which the proxy does not read. */
   | { kind: 'not-tls' }
   | { kind: 'client-hello'; serverName?: string }
-  /** A TLS handshake that is not a ClientHello the proxy can read. */
+  /** TLS that does not start with a ClientHello the proxy can read and check. */
   | { kind: 'malformed'; why: string };
 
 const HANDSHAKE_RECORD = 22;
+/** The other TLS record types (RFC 8446 §5.1, RFC 6520): a stream starting with one is TLS too. */
+const OTHER_RECORD_TYPES: ReadonlyMap<number, string> = new Map([
+  [20, 'a change_cipher_spec'],
+  [21, 'an alert'],
+  [23, 'an application_data'],
+  [24, 'a heartbeat'],
+]);
 const CLIENT_HELLO = 1;
 const SERVER_NAME_EXTENSION = 0;
+/** encrypted_client_hello (draft-ietf-tls-esni). */
+const ENCRYPTED_CLIENT_HELLO_EXTENSION = 0xfe0d;
 const HOST_NAME = 0;
 
 /**
@@ -32,6 +47,12 @@ export const CLIENT_HELLO_MAX_BYTES = 16 * 1024;
 /** What the first bytes a client sent through a tunnel say about the server name it asks for. */
 export function readClientHello(bytes: Buffer): ClientHelloReading {
   if (bytes.length === 0) return { kind: 'incomplete' };
+  const otherRecord = OTHER_RECORD_TYPES.get(bytes[0]!);
+  if (otherRecord !== undefined) {
+    // A record type then version major 3 is TLS, whatever another protocol's first byte may be.
+    if (bytes.length < 2) return { kind: 'incomplete' };
+    if (bytes[1] === 3) return { kind: 'malformed', why: `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello` };
+  }
   if (bytes[0] !== HANDSHAKE_RECORD || (bytes.length >= 2 && bytes[1] !== 3)) return { kind: 'not-tls' };
   // Join the handshake fragments of the records that have arrived.
   const fragments: Buffer[] = [];
@@ -73,18 +94,23 @@ function parseClientHello(body: Buffer): ClientHelloReading {
   const end = at + 2 + body.readUInt16BE(at);
   if (end > body.length) return malformed;
   at += 2;
+  let serverName: string | undefined;
+  // Every extension is read: Encrypted Client Hello may come after the server name.
   while (at + 4 <= end) {
     const type = body.readUInt16BE(at);
     const length = body.readUInt16BE(at + 2);
     const data = body.subarray(at + 4, at + 4 + length);
     if (data.length !== length) return malformed;
     at += 4 + length;
-    if (type !== SERVER_NAME_EXTENSION) continue;
+    if (type === ENCRYPTED_CLIENT_HELLO_EXTENSION) {
+      return { kind: 'malformed', why: 'it carries Encrypted Client Hello, which hides the server name the destination will serve' };
+    }
+    if (type !== SERVER_NAME_EXTENSION || serverName !== undefined) continue;
     // The list holds one name in practice (one host_name at most, RFC 6066); the first counts.
     if (data.length < 5 || data[2] !== HOST_NAME) return { kind: 'malformed', why: 'a server_name extension without a host name' };
     const nameLength = data.readUInt16BE(3);
     if (data.length < 5 + nameLength) return malformed;
-    return { kind: 'client-hello', serverName: data.subarray(5, 5 + nameLength).toString('latin1') };
+    serverName = data.subarray(5, 5 + nameLength).toString('latin1');
   }
-  return { kind: 'client-hello' };
+  return serverName === undefined ? { kind: 'client-hello' } : { kind: 'client-hello', serverName };
 }
