@@ -9,7 +9,7 @@ import type { CodingRunStatus, ParsedCodingRun } from '../../operator/src/api/in
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { buildDiffConfigMap, decodeDiff, diffKindOf, diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
-import { countDiff, keptDiffResult, withDiffNote } from '../../operator/src/reconcile/kept-diff.ts';
+import { changedDiffNote, countDiff, keptDiffResult, withDiffNote } from '../../operator/src/reconcile/kept-diff.ts';
 import { diffConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { keepRunDiff } from '../../operator/src/workers/keep-diff.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
@@ -76,6 +76,13 @@ describe('keepRunDiff without the sandbox: the stored snapshot, checked against 
     const kept = await keepRunDiff(deps, run, undefined, stateWith(SNAPSHOT, configMap));
     expect(kept).toMatchObject({ source: 'final', diff: FINAL, configMap });
     expect(held()).toEqual({ diff: FINAL, kind: 'final' });
+  });
+
+  it('keeps no diff planted for a run whose state says it stored none (its steps changed no file)', async () => {
+    const { run, deps, configMap, held } = ending(PLANTED, 'final');
+    const kept = await keepRunDiff(deps, run, undefined, { revision: 'a'.repeat(40) });
+    expect(kept).toMatchObject({ source: 'none', notStored: changedDiffNote(configMap) });
+    expect(held()).toEqual({ diff: PLANTED, kind: 'final' });
   });
 
   it('keeps what it finds when nothing was recorded to check it against (the state gone, no earlier ending)', async () => {

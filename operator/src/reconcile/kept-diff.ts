@@ -59,6 +59,11 @@ export function storedKeptDiff(stored: { diff: string; configMap: string }): Kep
 export interface RecordedDiff {
   snapshotSha256?: string | undefined;
   ended?: { sha256: string; source: DiffSource } | undefined;
+  /**
+   * The run's state was read: then a missing snapshotSha256 means the run stored no snapshot
+   * (its steps changed no file), not that nothing can be known.
+   */
+  stateRead?: boolean;
 }
 
 /** What the run's state (when it is still there) and its status say of its diff. */
@@ -69,6 +74,7 @@ export function recordedDiff(
   return {
     snapshotSha256: state?.diffSnapshot?.sha256,
     ended: result?.diffSha256 ? { sha256: result.diffSha256, source: result.diffSource ?? 'final' } : undefined,
+    stateRead: state !== undefined,
   };
 }
 
@@ -76,14 +82,16 @@ export function recordedDiff(
  * Where a diff read back from the run's ConfigMap came from, when it is one the operator
  * stored: an earlier ending's (the source that ending named), else the last snapshot; undefined
  * when something was recorded and the diff matches none of it (the ConfigMap was changed after
- * the run stored it). With nothing recorded (the state gone and no earlier ending) there is
- * nothing to check against: it is taken as the last snapshot, as before the check.
+ * the run stored it), or the state says the run stored no snapshot (a diff there was put by
+ * someone else: a run whose steps changed no file, planted under its ConfigMap's name). Only
+ * with the state gone (or unreadable) and no earlier ending is there nothing to check against:
+ * it is taken as the last snapshot, as before the check.
  */
 export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSource | undefined {
   const sha = diffSha(diff);
   if (recorded.ended?.sha256 === sha) return recorded.ended.source;
   if (recorded.snapshotSha256 === sha) return 'snapshot';
-  return recorded.ended === undefined && recorded.snapshotSha256 === undefined ? 'snapshot' : undefined;
+  return recorded.ended === undefined && recorded.snapshotSha256 === undefined && recorded.stateRead !== true ? 'snapshot' : undefined;
 }
 
 /** KeptDiff.notStored for a diff ConfigMap whose diff matches nothing the operator recorded (storedDiffSource). */
