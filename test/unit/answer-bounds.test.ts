@@ -107,7 +107,7 @@ describe('boundAnswerContent', () => {
 });
 
 /** A model answering `content` with usage, through the bounds, telling `answers` of each answer. */
-function boundedModel(content: LanguageModelV4Content[], answers: ModelAnswer[], maxToolCalls = 3): LanguageModelV4 {
+function boundedModel(content: LanguageModelV4Content[], answers: ModelAnswer[], maxToolCalls = 3, raw?: unknown): LanguageModelV4 {
   const model: LanguageModelV4 = {
     specificationVersion: 'v4',
     provider: 'fake',
@@ -119,6 +119,7 @@ function boundedModel(content: LanguageModelV4Content[], answers: ModelAnswer[],
       usage: {
         inputTokens: { total: 10, noCache: 10, cacheRead: 0, cacheWrite: undefined },
         outputTokens: { total: 5, text: 5, reasoning: 0 },
+        ...(raw === undefined ? {} : { raw: raw as never }),
       },
       warnings: [],
     }),
@@ -128,6 +129,16 @@ function boundedModel(content: LanguageModelV4Content[], answers: ModelAnswer[],
 }
 
 describe('withAnswerBounds', () => {
+  it("keeps none of the provider's raw usage object, which no one reads and may nest without bound", async () => {
+    let nested: unknown[] = [];
+    for (let depth = 0; depth < 200_000; depth++) nested = [nested];
+    expect(() => JSON.stringify(nested)).toThrow(RangeError);
+    const model = boundedModel([call(0)], [], 3, { nested });
+    const result = await model.doGenerate({ prompt: [] });
+    expect(result.usage).not.toHaveProperty('raw');
+    expect(() => JSON.stringify(result)).not.toThrow();
+  });
+
   it('gives generateText only the calls within the bound, and tells of the answer before it works on it', async () => {
     const answers: ModelAnswer[] = [];
     const model = boundedModel(

@@ -1,5 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
-import { ModelResponseTooLargeError, limitResponseSize } from '../../operator/src/providers/limit-response-size.ts';
+import {
+  MODEL_RESPONSE_MAX_JSON_ITEMS,
+  ModelResponseTooLargeError,
+  ModelResponseTooManyItemsError,
+  limitResponseSize,
+} from '../../operator/src/providers/limit-response-size.ts';
+import { JsonItemTally, countJsonItems } from '../../operator/src/sandbox/json-item-count.ts';
 
 /** A fetch answering with `chunks` as the body (endless when `chunks` is a function), recording whether the body was cancelled. */
 function fetchOf(chunks: readonly string[] | ((index: number) => string), headers: Record<string, string> = {}) {
@@ -46,5 +52,41 @@ describe('limitResponseSize', () => {
     const error = await response.text().catch((e: unknown) => e);
     expect(ModelResponseTooLargeError.isInstance(error)).toBe(true);
     expect(seen.cancelled).toBe(true);
+  });
+
+  it('ends a JSON body of more objects, arrays and members than any answer holds, well inside the byte bound', async () => {
+    // 2 MiB of `[[[…` held about 58 MiB of heap once parsed; `[{},{},…]` 45 MiB.
+    const json = { 'content-type': 'application/json; charset=utf-8' };
+    for (const shape of ['[', '{},']) {
+      const { fetch, seen } = fetchOf((index) => (index === 0 ? '{"extra":[' : shape.repeat(1_000)), json);
+      const response = await limitResponseSize(fetch)('http://model.test');
+      const error = await response.text().catch((e: unknown) => e);
+      expect(ModelResponseTooManyItemsError.isInstance(error)).toBe(true);
+      await vi.waitFor(() => expect(seen.cancelled).toBe(true), { timeout: 1_000 });
+    }
+  });
+
+  it('counts no bracket inside a string: an answer of long code passes whole', async () => {
+    const code = JSON.stringify('function f() { return [[1, 2], {a: "[{,"}]; }\n'.repeat(20_000));
+    const body = `{"choices":[{"message":{"tool_calls":[{"function":{"arguments":${JSON.stringify(code)}}}]}}]}`;
+    expect(countJsonItems(body)).toBeLessThan(10);
+    const chunks = body.match(/[\s\S]{1,7}/g)!;
+    const { fetch } = fetchOf(chunks, { 'content-type': 'application/json' });
+    expect(await (await limitResponseSize(fetch)('http://model.test')).text()).toBe(body);
+  });
+
+  it('counts across chunks as over the whole text, an escaped quote split between two included', () => {
+    const text = JSON.stringify({ a: ['x\\"[', { b: 'y\\' }, [1, 2, 3]], c: '{,' });
+    for (let cut = 0; cut <= text.length; cut++) {
+      const tally = new JsonItemTally();
+      tally.push(Buffer.from(text.slice(0, cut)));
+      expect(tally.push(Buffer.from(text.slice(cut)))).toBe(countJsonItems(text));
+    }
+  });
+
+  it('leaves an event stream uncounted: its framing is not one JSON text', async () => {
+    const events = Array.from({ length: MODEL_RESPONSE_MAX_JSON_ITEMS }, () => 'data: {"a":[1,2]}\n\n');
+    const { fetch } = fetchOf([events.join('')], { 'content-type': 'text/event-stream' });
+    expect((await (await limitResponseSize(fetch)('http://model.test')).text()).length).toBe(events.join('').length);
   });
 });

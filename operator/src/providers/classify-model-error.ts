@@ -14,7 +14,7 @@ import { isContextOverflow, ModelContextTooLongError } from './errors/model-cont
 import { ModelRequestRejectedError } from './errors/model-request-rejected-error.ts';
 import { ModelResponseInvalidError } from './errors/model-response-invalid-error.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
-import { ModelResponseTooLargeError } from './limit-response-size.ts';
+import { ModelResponseTooLargeError, ModelResponseTooManyItemsError } from './limit-response-size.ts';
 import { redactSecrets } from './redact-secrets.ts';
 import { retryAfterMs } from './retry-after.ts';
 
@@ -113,7 +113,8 @@ function classifyUnusableAnswer(
   }
   // Our own size bound says what happened in its own words; any other cause's message may
   // quote the body (JSON.parse's SyntaxError does), so it is not shown.
-  const what = parseProblem ?? (ModelResponseTooLargeError.isInstance(cause) ? cause.message : 'the body is not a model response');
+  const ownBound = ModelResponseTooLargeError.isInstance(cause) || ModelResponseTooManyItemsError.isInstance(cause);
+  const what = parseProblem ?? (ownBound ? (cause as Error).message : 'the body is not a model response');
   return {
     kind: 'fatal',
     error: new ModelResponseInvalidError({ provider: context.provider, statusCode: status, detail: what, cause: error }),

@@ -2,6 +2,7 @@
 // non-streamed answer into memory and allows up to 2 GiB, so an endpoint that answers
 // without end (or with a huge error page) would grow the operator until it is killed, and
 // with it every run of the replica.
+import { JsonItemTally, RESPONSE_MAX_JSON_ITEMS } from '../sandbox/json-item-count.ts';
 
 /**
  * 2 MiB. No model answers more: the most output tokens any model gives in one answer is about
@@ -18,6 +19,8 @@ export const MODEL_RESPONSE_MAX_BYTES = 2 * 1_048_576;
 
 const name = 'ModelResponseTooLargeError';
 const symbol = Symbol.for(`chamvi.error.${name}`);
+const itemsName = 'ModelResponseTooManyItemsError';
+const itemsSymbol = Symbol.for(`chamvi.error.${itemsName}`);
 
 /** Ends a body past the bound; the SDK wraps it, classify-model-error.ts reports it. */
 export class ModelResponseTooLargeError extends Error {
@@ -35,6 +38,30 @@ export class ModelResponseTooLargeError extends Error {
   }
 }
 
+/**
+ * Objects, arrays and members a JSON answer may hold (sandbox/json-item-count.ts counts them as
+ * the bytes arrive, outside strings). An answer's own structure is a few hundred even with 65
+ * tool calls (their arguments are strings); the bytes bound alone let a hostile endpoint's 2 MiB
+ * of `[[[…]]]` or `[{},{},…]` hold 30 to 60 MiB of heap once parsed, three of them at once past
+ * the chart's heap. At this bound a parse holds a few MiB. JSON bodies only: an event stream's
+ * framing is not one JSON text.
+ */
+export const MODEL_RESPONSE_MAX_JSON_ITEMS = RESPONSE_MAX_JSON_ITEMS;
+
+/** Ends a JSON body of more items than the bound; the SDK wraps it, classify-model-error.ts reports it as a bad answer. */
+export class ModelResponseTooManyItemsError extends Error {
+  private readonly [itemsSymbol] = true;
+  override readonly name = itemsName;
+
+  constructor(maxItems: number) {
+    super(`the answer holds more than ${maxItems} JSON objects, arrays and members, more than any model answer`);
+  }
+
+  static isInstance(error: unknown): error is ModelResponseTooManyItemsError {
+    return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[itemsSymbol] === true;
+  }
+}
+
 export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: number = MODEL_RESPONSE_MAX_BYTES): typeof globalThis.fetch {
   return async (input, init) => {
     const response = await fetch(input, init);
@@ -47,6 +74,7 @@ export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: numb
       return rebuilt(new ReadableStream({ start: (controller) => controller.error(new ModelResponseTooLargeError(maxBytes)) }));
     }
     let received = 0;
+    const tally = /json/i.test(response.headers.get('content-type') ?? '') ? new JsonItemTally() : undefined;
     return rebuilt(
       response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
@@ -54,6 +82,8 @@ export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: numb
             received += chunk.byteLength;
             // Erroring the writable side makes the pipe cancel the source: the download stops.
             if (received > maxBytes) controller.error(new ModelResponseTooLargeError(maxBytes));
+            else if (tally && tally.push(chunk) > MODEL_RESPONSE_MAX_JSON_ITEMS)
+              controller.error(new ModelResponseTooManyItemsError(MODEL_RESPONSE_MAX_JSON_ITEMS));
             else controller.enqueue(chunk);
           },
         }),

@@ -50,7 +50,10 @@ export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoun
         droppedToolCalls: bounded.droppedToolCalls,
         tooDeepValues: bounded.tooDeepValues + (metadataTooDeep ? 1 : 0),
       });
-      return { ...result, content: bounded.content, ...(metadataTooDeep ? { providerMetadata: undefined } : {}) };
+      // usage.raw is the provider's usage object as it came (any JSON, any depth): nothing here
+      // reads it, and a deep one would overflow whatever stringified the result.
+      const { raw: _raw, ...usage } = result.usage;
+      return { ...result, usage, content: bounded.content, ...(metadataTooDeep ? { providerMetadata: undefined } : {}) };
     },
     doStream: async (callOptions) => {
       const result = await model.doStream(callOptions);

@@ -44,3 +44,28 @@ function closingQuote(text: string, from: number): number {
   }
   return text.length;
 }
+
+/**
+ * countJsonItems over a text that comes in chunks of UTF-8 bytes (a model endpoint's answer as
+ * it downloads): the same count, carried across chunks (a string, or an escape, may span two).
+ * The quote, the backslash and the counted characters are ASCII, and no byte of a multi-byte
+ * UTF-8 character is ASCII, so counting bytes counts the text's characters.
+ */
+export class JsonItemTally {
+  private inString = false;
+  private escaped = false;
+  /** The items counted so far. */
+  items = 0;
+
+  push(chunk: Uint8Array): number {
+    for (const byte of chunk) {
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (byte === BACKSLASH) this.escaped = true;
+        else if (byte === QUOTE) this.inString = false;
+      } else if (byte === QUOTE) this.inString = true;
+      else if (byte === OPEN_BRACE || byte === OPEN_BRACKET || byte === COMMA) this.items++;
+    }
+    return this.items;
+  }
+}
