@@ -83,6 +83,21 @@ describe('the sandbox pool', () => {
     expect(made).toEqual([{ uid: 'a', closed: true }]);
   });
 
+  it('fails a handle of a released run with CLOSED also when a sweep had dropped its entry', async () => {
+    const { create, made } = recordingFactory();
+    const { pool, clock } = poolAt(create);
+    const held = pool.for(run('a')); // a job keeps its handle across a long model call
+    await held.call({ tool: 'read_file', input: {} });
+    clock.now += IDLE_MS + 1;
+    expect(await pool.sweep()).toBe(1);
+    await pool.release('a'); // the run ends
+    await expect(held.call({ tool: 'read_file', input: {} })).rejects.toMatchObject({ name: 'SandboxError', reason: 'CLOSED' });
+    expect(pool.size).toBe(0);
+    expect(made).toEqual([{ uid: 'a', closed: true }]);
+    // A handle made after the release (a later job of the run) still opens its sandbox.
+    expect(await pool.for(run('a')).call({ tool: 'read_file', input: {} })).toEqual({ ok: true, result: { uid: 'a' } });
+  });
+
   it('sweeps on its own timer, which closeAll stops', async () => {
     const { create, made } = recordingFactory();
     const pool = new SandboxPool(create, { idleMs: 0, sweepIntervalMs: 10 });

@@ -24,10 +24,17 @@ const DEFAULT_SETUP_TIMEOUT_MS = 30 * 60_000;
 const ANSWER_GRACE_MS = 60_000;
 /** The check that the workspace holds the clone: its command's own timeout. */
 const CHECK_TIMEOUT_MS = 60_000;
-/** The clone's own bounds before its archive exists (git-clone.ts: the remote asked, then the fetch), with room for the tar. */
-const CLONE_BOUND_MS = 60_000 + 300_000 + 120_000;
-/** The slowest link an archive is given time for. */
-const IMPORT_MIN_BYTES_PER_SECOND = 8 * 1_048_576;
+/**
+ * The clone's own bounds before its archive exists (git-clone.ts: the remote asked, 60 s; the
+ * fetch, the measure of its tree and the checkout, 300 s each), with room for the tar.
+ */
+const CLONE_BOUND_MS = 60_000 + 3 * 300_000 + 120_000;
+/**
+ * The slowest link an archive is given time for: a busy node's exec stream moved 4 MiB/s in a
+ * review's estimate, so half that. A stopped toolbox is found at this bound rather than at the
+ * sandbox's default; a slow but working import must never be cut (each try would start over).
+ */
+const IMPORT_MIN_BYTES_PER_SECOND = 2 * 1_048_576;
 
 /**
  * The import's client deadline. Without one a stopped toolbox held the prepare for the sandbox's

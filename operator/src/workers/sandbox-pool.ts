@@ -10,6 +10,10 @@
 // state and the call journal are files in its home), and the next use of the run opens a new
 // session, through the same handle a job may still hold. An entry with a call or an import in
 // flight (a bash of up to 30 minutes) is never idle.
+//
+// A swept handle is no longer in the map, so release() cannot mark it; the pool remembers
+// which handles each release ended (by the generation a handle was made in), so that a job
+// still holding a handle of an ended run fails CLOSED instead of opening a sandbox in its pod.
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import type { CallOptions, ImportOptions, Sandbox, ToolRequest } from '../sandbox/sandbox.ts';
@@ -27,6 +31,12 @@ export type SandboxFactory = (run: ParsedCodingRun) => Sandbox;
 export const IDLE_MS = 10 * 60_000;
 /** How often idle entries are looked for: an entry lives at most IDLE_MS and this long unused. */
 export const SWEEP_INTERVAL_MS = 60_000;
+/**
+ * How many released runs are remembered. A record matters only while a job still holds a handle
+ * made before the release: a job lives for a bash (30 minutes at most) and a model call, and a
+ * replica does not end thousands of runs in that time. About 100 bytes each, so at most ~0.5 MiB.
+ */
+export const RELEASED_RUNS_KEPT = 4096;
 
 export interface SandboxPoolOptions {
   idleMs?: number;
@@ -41,6 +51,10 @@ export const isIdle = (entry: { inFlight: number; lastUsed: number }, now: numbe
 
 export class SandboxPool {
   private readonly entries = new Map<string, PooledSandbox>();
+  /** uid → the last generation its release ended; oldest first, bounded by RELEASED_RUNS_KEPT. */
+  private readonly released = new Map<string, number>();
+  /** Counts the handles made: a handle's generation is its number. */
+  private generation = 0;
   private readonly idleMs: number;
   private readonly now: () => number;
   private readonly timer: NodeJS.Timeout | undefined;
@@ -62,15 +76,22 @@ export class SandboxPool {
     const key = run.metadata.uid;
     let entry = this.entries.get(key);
     if (!entry) {
-      entry = new PooledSandbox(this, run, this.create(run), this.now());
+      entry = new PooledSandbox(this, run, this.create(run), this.now(), ++this.generation);
       this.entries.set(key, entry);
     }
     return entry;
   }
 
+  /** Ends every handle of the run made so far, also those a sweep dropped from the map. */
   async release(uid: string): Promise<void> {
     const entry = this.entries.get(uid);
     this.entries.delete(uid);
+    this.released.delete(uid); // re-inserted as the newest
+    this.released.set(uid, this.generation);
+    for (const oldest of this.released.keys()) {
+      if (this.released.size <= RELEASED_RUNS_KEPT) break;
+      this.released.delete(oldest);
+    }
     if (entry) entry.released = true;
     await entry?.closeInner();
   }
@@ -99,8 +120,9 @@ export class SandboxPool {
    * newer entry when a job opened one since, or itself again, with a new sandbox, after a sweep.
    */
   entryFor(handle: PooledSandbox): PooledSandbox {
-    if (handle.released) throw new SandboxError('CLOSED', 'the sandbox is closed');
     const key = handle.run.metadata.uid;
+    if (handle.generation <= (this.released.get(key) ?? 0)) handle.released = true;
+    if (handle.released) throw new SandboxError('CLOSED', 'the sandbox is closed');
     const current = this.entries.get(key);
     if (current) return current;
     handle.reopen(this.create(handle.run), this.now());
@@ -124,6 +146,8 @@ class PooledSandbox implements Sandbox {
     readonly run: ParsedCodingRun,
     private inner: Sandbox | undefined,
     public lastUsed: number,
+    /** When the pool made this handle: a release of its run ends the handles made before it. */
+    readonly generation: number,
   ) {}
 
   call(request: ToolRequest, options?: CallOptions): Promise<ToolResponse> {
