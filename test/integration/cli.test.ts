@@ -254,7 +254,7 @@ describe('kubectl-codingrun get', () => {
     expect(lines[0]).toMatch(/^NAME\s+PHASE\s+REASON\s+STEPS\s+TOKENS\s+AGE\s+PENDING$/);
     const line = (name: string) => lines.find((candidate) => candidate.startsWith(`${name} `))!;
     expect(line('waiting')).toMatch(/^waiting\s+WaitingForApproval\s+4\s+3120\s+\d+[sm]\s+s4-c1 bash \{"command":"npm test"\}$/);
-    expect(line('running')).toMatch(/^running\s+Running\s+2\s+>=3120\s+\d+[sm]$/);
+    expect(line('running')).toMatch(/^running\s+Running\s+2\s+~3120\s+\d+[sm]$/);
     expect(line('done')).toMatch(/^done\s+Succeeded\s+3\s+3120\s+\d+[sm]$/);
   });
 
