@@ -1175,11 +1175,12 @@ describe('a model endpoint that answers what the operator must not work on whole
       );
   };
 
-  it('an answer of 20 000 tool calls: asked once, the step goes on as with 65, its record counts the rest', async () => {
+  it('an answer of 5 000 tool calls: asked once, the step goes on as with 65, its record counts the rest', async () => {
     server.enqueueFor('many-calls', {
       type: 'tool-calls',
-      // Short calls, so 20 000 of them fit in the answer's size bound (MODEL_RESPONSE_MAX_BYTES).
-      toolCalls: Array.from({ length: 20_000 }, (_, index) => ({ name: 'read_file', arguments: { path: 'README.md' }, id: `c${index}` })),
+      // Short calls, so 5 000 of them fit in the answer's bounds (MODEL_RESPONSE_MAX_BYTES, and
+      // MODEL_RESPONSE_MAX_JSON_ITEMS at about six items a call; more are refused as they download).
+      toolCalls: Array.from({ length: 5_000 }, (_, index) => ({ name: 'read_file', arguments: { path: 'README.md' }, id: `c${index}` })),
       usage: { promptTokens: 100, completionTokens: 50 },
     });
     const h = await harness({ turns: [answers] });
@@ -1203,7 +1204,7 @@ describe('a model endpoint that answers what the operator must not work on whole
       expect(state.toolCalls).toBe(MAX_TOOL_CALLS_PER_STEP + 1);
       const run = h.run();
       const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
-      expect(entries[0]).toMatchObject({ key: 's000001', unusableCalls: 20_000 - MAX_TOOL_CALLS_PER_STEP });
+      expect(entries[0]).toMatchObject({ key: 's000001', unusableCalls: 5_000 - MAX_TOOL_CALLS_PER_STEP });
       expect(state.usage).toMatchObject({ totalTokens: 150, complete: true });
     } finally {
       await h.close();

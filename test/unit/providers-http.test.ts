@@ -272,8 +272,9 @@ describe('answer bounds over HTTP', () => {
 
   // The SDK's work per answer grew faster than its calls: 170 000 of them ran the operator out of heap.
   // A stream frames each call in four events: 2 000 of them is what fits in the answer's size bound.
+  // 5 000 whole calls fit the answer's JSON item bound (about six items each); more are refused below.
   it.each([
-    [false, 20_000],
+    [false, 5_000],
     [true, 2_000],
   ])('gives the SDK the first 65 tool calls of an answer, one request (stream: %s, %i calls)', async (stream, calls) => {
     server.enqueue({
@@ -289,6 +290,19 @@ describe('answer bounds over HTTP', () => {
     expect(answers).toHaveLength(1);
     expect(answers[0]?.droppedToolCalls).toBe(calls - 65);
     expect(answers[0]?.usage.outputTokens.total).toBe(90_000);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('refuses an answer of 20 000 tool calls as it downloads: more JSON items than any answer holds, one request', async () => {
+    server.enqueue({
+      type: 'tool-calls',
+      toolCalls: Array.from({ length: 20_000 }, (_, index) => ({ name: 'read_file', arguments: { path: `f${index}` }, id: `c${index}` })),
+      usage: { promptTokens: 100, completionTokens: 90_000 },
+    });
+    const answers: ModelAnswer[] = [];
+    const error = await generateText({ model: bounded(answers), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
+    expect(String((error as Error).message)).toMatch(/more than 65536 JSON objects, arrays and members/);
+    expect(answers).toEqual([]);
     expect(server.requests).toHaveLength(1);
   });
 
