@@ -15,10 +15,10 @@ const scratch = mkdtempSync(join(tmpdir(), 'prepare-deadlines-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('the prepare job', () => {
-  it('bounds the import, the check and the setup by the configuration', async () => {
+  it('bounds the import, the check, the guidance and the setup by the configuration', async () => {
     const { deps, run } = prepareJobHarness(`file://${gitRepository(mkdtempSync(join(scratch, 'r-')))}`, [`file://${scratch}/**`]);
     run.spec.sandbox = { setup: 'npm ci' };
-    run.spec.repositoryInstructions = false;
+    run.spec.repositoryInstructions = true;
     deps.setupTimeoutMs = 120_000;
     const asked: Array<[string, number | undefined]> = [];
     deps.sandboxes.for = () => ({
@@ -29,6 +29,10 @@ describe('the prepare job', () => {
         for await (const chunk of tar as AsyncIterable<Uint8Array>) void chunk;
       },
       call: async (request: ToolRequest, options?: CallOptions): Promise<ToolResponse> => {
+        if (request.tool === 'read_repository_instructions') {
+          asked.push([request.tool, options?.timeoutMs]);
+          return { ok: true, result: { sources: [], complete: true, diagnostics: [] } } as unknown as ToolResponse;
+        }
         asked.push([(request.input as { command: string }).command, options?.timeoutMs]);
         return { ok: true, result: { exitCode: 0, stdout: '', stderr: '', timedOut: false } } as ToolResponse;
       },
@@ -39,6 +43,8 @@ describe('the prepare job', () => {
     expect(asked).toEqual([
       ['import', importTimeoutMs(deps.clonePolicy.maxCheckoutBytes)],
       ['git rev-parse --verify -q HEAD', 120_000],
+      // The toolbox bounds what it reads of guidance files; a minute for that and one to answer.
+      ['read_repository_instructions', 120_000],
       // The setup's own timeout, and a minute for the toolbox to answer after it.
       ['npm ci', 180_000],
     ]);

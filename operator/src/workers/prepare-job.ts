@@ -272,8 +272,16 @@ async function readContinuation(deps: AgentDependencies, ref: RunRef, sourceName
   return decision;
 }
 
-/** The repository's root guidance as a prompt section (#13.8); a toolbox error leaves it out rather than failing the run. */
+/**
+ * The repository's root guidance as a prompt section (#13.8); a toolbox error leaves it out
+ * rather than failing the run. The toolbox bounds what it reads (sizes, includes, no FIFOs), so
+ * the check's deadline serves: a stopped toolbox fails this try in two minutes, not the
+ * sandbox's default 31.
+ */
 async function readGuidance(sandbox: Sandbox): Promise<string | undefined> {
-  const response = await sandbox.call({ tool: 'read_repository_instructions', input: { paths: ['.'] } });
+  const response = await sandbox.call(
+    { tool: 'read_repository_instructions', input: { paths: ['.'] } },
+    { timeoutMs: CHECK_TIMEOUT_MS + ANSWER_GRACE_MS },
+  );
   return response.ok ? guidanceSection(response.result as RepositoryInstructions) : undefined;
 }
