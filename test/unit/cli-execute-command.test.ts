@@ -3,15 +3,15 @@
 // exact-output.ts), what a bare approve writes (nothing), and which run a write reaches when
 // the name is taken by another run between the read and the patch.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { ApprovalNotWrittenError } from '../../operator/src/cli/errors/approval-not-written-error.ts';
 import { executeCommand } from '../../operator/src/cli/execute-command.ts';
 import { stdoutText } from '../../operator/src/cli/exact-output.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
 import { createRunClient } from '../../operator/src/cli/run-client.ts';
+import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
+import { loopbackServers } from '../support/loopback-servers.ts';
 import { pendingBash } from '../support/pending-approval.ts';
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 
@@ -65,22 +65,11 @@ async function fakeApiServer(first: CodingRun, replaceAfterRead?: CodingRun) {
       return reply(200, current);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u', namespace: 'team' }],
-    currentContext: 'x',
-  });
+  const kubeConfig = loopbackKubeConfig(await servers.listen(server), { namespace: 'team', token: 't' });
   return { client: createRunClient(kubeConfig), patches, current: () => current };
 }
 
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
+const servers = loopbackServers();
 
 function output() {
   const lines: string[] = [];

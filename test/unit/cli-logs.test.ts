@@ -3,9 +3,8 @@
 // anyone in the namespace may write printed one line each, and `logs -f` that ends when the run
 // is deleted while its watch is down.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { executeCommand, type CliOutput } from '../../operator/src/cli/execute-command.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
@@ -13,6 +12,8 @@ import { printLogs } from '../../operator/src/cli/print-logs.ts';
 import { createRunClient, TRANSCRIPT_PAGE_CHUNKS, type RunClient, type RunWatch } from '../../operator/src/cli/run-client.ts';
 import { buildTranscriptChunk, encodeEntry, TRANSCRIPT_MAX_ENTRIES } from '../../operator/src/record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
+import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
+import { loopbackServers } from '../support/loopback-servers.ts';
 
 const RUN_PATH = '/apis/chamvi.dev/v1alpha1/namespaces/team/codingruns/r';
 const CONFIGMAPS_PATH = '/api/v1/namespaces/team/configmaps';
@@ -62,22 +63,11 @@ async function fakeApiServer(configMaps: V1ConfigMap[]) {
       items: configMaps.slice(from, to),
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u', namespace: 'team' }],
-    currentContext: 'x',
-  });
+  const kubeConfig = loopbackKubeConfig(await servers.listen(server), { namespace: 'team', token: 't' });
   return { client: createRunClient(kubeConfig), lists };
 }
 
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
+const servers = loopbackServers();
 
 function output(signal?: AbortSignal) {
   const lines: string[] = [];

@@ -4,7 +4,6 @@
 // that no longer leads. The API server is a local one that holds every list until told.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { RunController } from '../../operator/src/controller/run-controller.ts';
@@ -13,6 +12,7 @@ import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import type { RunAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
 
 const EMPTY_LIST = JSON.stringify({ apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '1' }, items: [] });
 
@@ -32,13 +32,7 @@ async function slowApiServer() {
     arrived();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
+  const kubeConfig = loopbackKubeConfig((server.address() as AddressInfo).port, { token: 't' });
   return {
     kubeConfig,
     server,

@@ -2,13 +2,14 @@
 // client-node, against a loopback server answering the Secret GET as the API server does.
 // The worker's read (secretValue) refuses an unlabelled Secret's value; the controller's read
 // (secretKeysAndLabels) hands validation the labels it judges by.
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createKubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { kubernetesRunResources } from '../../operator/src/workers/run-resources.ts';
+import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
 
 const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
@@ -36,13 +37,7 @@ beforeEach(async () => {
     response.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
+  kubeConfig = loopbackKubeConfig((server.address() as AddressInfo).port);
 });
 
 afterEach(async () => {
