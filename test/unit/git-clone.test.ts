@@ -100,6 +100,17 @@ function mktree(dir: string, entries: string[]): string {
   return execFileSync('git', ['mktree'], { cwd: dir, input: `${entries.join('\n')}\n`, encoding: 'utf8' }).trim();
 }
 
+/** A repository on branch main with one commit ("one") of a.txt, for file:// clones. */
+function oneCommitRepository(name: string): string {
+  const work = join(scratch, name);
+  mkdirSync(work);
+  git(work, 'init', '-q', '-b', 'main');
+  writeFileSync(join(work, 'a.txt'), 'one\n');
+  git(work, 'add', '.');
+  git(work, 'commit', '-qm', 'one');
+  return work;
+}
+
 function diskUsage(dir: string): number {
   return Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]);
 }
@@ -323,17 +334,6 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     }
   });
 
-  /** A repository on branch main with one commit ("one") of a.txt. */
-  function oneCommitRepository(name: string): string {
-    const work = join(scratch, name);
-    mkdirSync(work);
-    git(work, 'init', '-q', '-b', 'main');
-    writeFileSync(join(work, 'a.txt'), 'one\n');
-    git(work, 'add', '.');
-    git(work, 'commit', '-qm', 'one');
-    return work;
-  }
-
   it("leaves git's template out of the clone: no sample hooks or description reach the sandbox", async () => {
     const work = oneCommitRepository('template-work');
     const dir = await cloneRepository({ url: checked(`file://${work}`), ...LIMITS });
@@ -410,12 +410,7 @@ describe("the operator's outbound proxy (chart proxy values)", { timeout: 60_000
 
 describe('the clone carries nothing of the run that made it (the clone cache hands its archive to other runs)', { timeout: 60_000 }, () => {
   it('names no revision and keeps no reflog: a hidden branch asked for is not in the archive, and the sandbox git still works', async () => {
-    const work = join(scratch, 'revision-work');
-    mkdirSync(work);
-    git(work, 'init', '-q', '-b', 'main');
-    writeFileSync(join(work, 'a.txt'), 'one\n');
-    git(work, 'add', '.');
-    git(work, 'commit', '-qm', 'one');
+    const work = oneCommitRepository('revision-work');
     // The same commit as main: the cache's key (URL and commit) is the same for a run asking for main.
     git(work, 'branch', 'secret-branch');
     const commit = git(work, 'rev-parse', 'HEAD');
@@ -439,17 +434,6 @@ describe('the clone carries nothing of the run that made it (the clone cache han
 });
 
 describe('security: the revision is a git ref name, never a refspec or an option', { timeout: 60_000 }, () => {
-  /** A repository with one commit (a.txt "one") on main, for file:// clones. */
-  function source(name: string): string {
-    const work = join(scratch, name);
-    mkdirSync(work);
-    git(work, 'init', '-q', '-b', 'main');
-    writeFileSync(join(work, 'a.txt'), 'one\n');
-    git(work, 'add', '.');
-    git(work, 'commit', '-qm', 'one');
-    return work;
-  }
-
   /** launchHere, recording each command line. */
   function recording(): { launch: Launch; launched: string[][] } {
     const launched: string[][] = [];
@@ -469,7 +453,7 @@ describe('security: the revision is a git ref name, never a refspec or an option
     'main\u00a0',
     'refs/heads/../x',
   ])('refuses %j InvalidSpec before any git runs (clone and ls-remote)', async (revision) => {
-    const url = checked(`file://${source(`refspec-${Math.random().toString(36).slice(2)}`)}`);
+    const url = checked(`file://${oneCommitRepository(`refspec-${Math.random().toString(36).slice(2)}`)}`);
     const { launch, launched } = recording();
     const cloned = await cloneMeasured({ url, revision, ...LIMITS, launch }).catch((e: unknown) => e);
     expect(InvalidRevisionError.isInstance(cloned)).toBe(true);
@@ -481,7 +465,7 @@ describe('security: the revision is a git ref name, never a refspec or an option
   });
 
   it('clones a branch, a full ref and a commit id the same way (the control: the check refuses no ref name)', async () => {
-    const work = source('refname-work');
+    const work = oneCommitRepository('refname-work');
     const commit = git(work, 'rev-parse', 'HEAD');
     for (const revision of ['main', 'refs/heads/main', commit]) {
       const { launch, launched } = recording();
@@ -497,7 +481,7 @@ describe('security: the revision is a git ref name, never a refspec or an option
   });
 
   it("checks out the commit's own tree though a replace ref names another (GIT_NO_REPLACE_OBJECTS)", async () => {
-    const url = checked(`file://${source('replace-work')}`);
+    const url = checked(`file://${oneCommitRepository('replace-work')}`);
     // Just before the checkout, a replace ref appears in the clone that swaps the fetched commit for one whose a.txt is "planted".
     const launch: Launch = (command, args, options) => {
       if (args.includes('checkout')) {
