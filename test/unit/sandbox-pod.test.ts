@@ -68,6 +68,28 @@ describe('buildSandboxPod', () => {
     expect(custom.spec!.containers[0]!.resources!.limits).toMatchObject({ memory: '8Gi', cpu: '2' });
   });
 
+  it('never pairs a default with a user value the API server would refuse (a request above its limit)', () => {
+    const resources = (sandbox: object) =>
+      buildSandboxPod(parsedRun({ sandbox: { resources: sandbox } }), config).spec!.containers[0]!.resources!;
+    // A limit under the default request: the request follows it down, as Kubernetes defaults a request to its limit.
+    expect(resources({ limits: { memory: '256Mi', cpu: '100m' } })).toEqual({
+      requests: { cpu: '100m', memory: '256Mi', 'ephemeral-storage': '1Gi' },
+      limits: { cpu: '100m', memory: '256Mi', 'ephemeral-storage': '12Gi' },
+    });
+    // A request over the default limit: the limit follows it up.
+    expect(resources({ requests: { cpu: 4, 'ephemeral-storage': '0.02Ti' } })).toEqual({
+      requests: { cpu: '4', memory: '512Mi', 'ephemeral-storage': '0.02Ti' },
+      limits: { cpu: '4', memory: '4Gi', 'ephemeral-storage': '0.02Ti' },
+    });
+    // Values on both sides are the user's, as given (an inconsistent pair is the API server's to refuse).
+    expect(resources({ requests: { memory: '1G' }, limits: { memory: '1Gi' } })).toMatchObject({
+      requests: { memory: '1G' },
+      limits: { memory: '1Gi' },
+    });
+    // Defaults within the user's side stay.
+    expect(resources({ limits: { memory: '1e9' } }).requests).toMatchObject({ memory: '512Mi' });
+  });
+
   it('ends itself at the budget timeout through activeDeadlineSeconds', () => {
     expect(pod.spec!.activeDeadlineSeconds).toBe(90 + 2 * config.deadlineGraceSeconds);
     expect(pod.spec!.restartPolicy).toBe('Never');

@@ -53,7 +53,9 @@ export const resourceRequirements = z
   })
   .describe(
     'Compute resources of the sandbox container (core/v1 ResourceRequirements). Unset values ' +
-      'take the operator defaults, which include an ephemeral-storage limit.',
+      'take the operator defaults (requests cpu 250m, memory 512Mi, ephemeral-storage 1Gi; limits cpu 2, ' +
+      'memory 4Gi, ephemeral-storage 12Gi); a default request above a limit set here follows it down, ' +
+      'a default limit below a request set here follows it up.',
   );
 
 export const condition = z

@@ -5,6 +5,7 @@ import type { V1Container, V1Pod, V1ResourceRequirements } from '@kubernetes/cli
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { runNameLabel, sandboxPodName } from './names.ts';
+import { quantityValue } from './resource-quantity.ts';
 import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
 import { egressEnv } from './sandbox-egress.ts';
@@ -62,13 +63,28 @@ export const restrictedContainerSecurity = {
   seccompProfile: { type: 'RuntimeDefault' },
 };
 
+/**
+ * The run's resources over the defaults. A default is never left beside a user value it would
+ * contradict: the API server refuses a request above its limit, so a user limit under the
+ * default request takes the request down with it (as Kubernetes defaults a request to its
+ * limit), and a user request over the default limit takes the limit up. Values the user gave on
+ * both sides stay as given.
+ */
 function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): V1ResourceRequirements {
   const asStrings = (list: Record<string, string | number> | undefined) =>
     Object.fromEntries(Object.entries(list ?? {}).map(([name, value]) => [name, String(value)]));
-  return {
-    requests: { ...DEFAULT_RESOURCES.requests, ...asStrings(user?.requests) },
-    limits: { ...DEFAULT_RESOURCES.limits, ...asStrings(user?.limits) },
-  };
+  const userRequests = asStrings(user?.requests);
+  const userLimits = asStrings(user?.limits);
+  const requests: Record<string, string> = { ...DEFAULT_RESOURCES.requests, ...userRequests };
+  const limits: Record<string, string> = { ...DEFAULT_RESOURCES.limits, ...userLimits };
+  const above = (a: string, b: string) => (quantityValue(a) ?? 0) > (quantityValue(b) ?? Infinity);
+  for (const name of Object.keys(requests)) {
+    const limit = limits[name];
+    if (limit === undefined || !above(requests[name]!, limit)) continue;
+    if (!(name in userRequests)) requests[name] = limit;
+    else if (!(name in userLimits)) limits[name] = requests[name]!;
+  }
+  return { requests, limits };
 }
 
 /**
