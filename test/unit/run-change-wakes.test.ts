@@ -3,7 +3,8 @@
 //   reconcile a step); while it is being deleted, every one, since its finalizer waits for them
 //   all to be gone. The deletion itself is tested against a real API server
 //   (test/integration/controller.test.ts, nothing left behind).
-// - The run: every change but a step's progress write (steps, tool calls, usage, timings).
+// - The run: every change but a step's progress write (steps, tool calls, usage, timings), its
+//   admission stamp, and what a queued or refused run's own reconcile rewrites at each look.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { configMapChangeWakes, queueChanged, runChangeWakes } from '../../operator/src/controller/run-change-wakes.ts';
@@ -128,6 +129,41 @@ describe('a change to a run', () => {
       const retimed = queuedAt(31) as unknown as Loose;
       (retimed.status.conditions as Array<Record<string, string>>)[0]!.lastTransitionTime = '2026-12-01T20:01:00Z';
       expect(runChangeWakes(queuedAt(40), retimed as unknown as CodingRun)).toBe(true);
+    });
+  });
+  describe('while its pod is refused (Pending, SandboxRefused)', () => {
+    const refusedAt = (sequence: number, used = 4, reason = 'SandboxRefused') => {
+      const message = `The API server refused the run's Pod demo-sandbox (HTTP 403): exceeded quota: pods, used: pods=${used}, limited: pods=4.`;
+      return next((copy) => {
+        copy.status = {
+          phase: 'Pending',
+          reason,
+          message,
+          admission: { sequence, time: `2026-12-01T20:00:${String(sequence).padStart(2, '0')}Z` },
+          conditions: [
+            { type: 'Accepted', status: 'True', reason: 'Valid', message: 'The run is valid.', lastTransitionTime: '2026-12-01T19:59:00Z' },
+            { type: 'SandboxReady', status: 'False', reason, message, lastTransitionTime: '2026-12-01T20:00:00Z' },
+          ],
+        };
+      });
+    };
+
+    it("does not wake it for what its own try wrote: a new admission (sequence, time) and the API server's new answer", () => {
+      expect(runChangeWakes(refusedAt(7), refusedAt(8))).toBe(false);
+      expect(runChangeWakes(refusedAt(7, 4), refusedAt(8, 3))).toBe(false);
+    });
+
+    it('wakes it when it leaves the refusal, or anything else changes', () => {
+      expect(
+        runChangeWakes(
+          refusedAt(7),
+          next((copy) => (copy.status = { phase: 'Provisioning', admission: { sequence: 8 } })),
+        ),
+      ).toBe(true);
+      expect(runChangeWakes(refusedAt(7), refusedAt(7, 4, 'Queued'))).toBe(true);
+      const cancelled = refusedAt(7) as unknown as Loose;
+      cancelled.metadata.annotations = { 'chamvi.dev/cancel': 'true' };
+      expect(runChangeWakes(refusedAt(7), cancelled as unknown as CodingRun)).toBe(true);
     });
   });
 });

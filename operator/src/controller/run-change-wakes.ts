@@ -21,20 +21,35 @@ export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !ru
 const PROGRESS_FIELDS = ['steps', 'toolCalls', 'usage', 'timings'] as const;
 
 /**
+ * Pending reasons whose message the run's own reconcile writes afresh at each look, from a world
+ * that moves without the run: a queued run's place (admission.ts), and the API server's answer to
+ * its last pod create for a refused one (a quota's usage, a webhook's error). Both runs look
+ * again at their own rechecks (QUEUED_RECHECK_MS, REFUSED_RECHECK_MS).
+ */
+const REWRITTEN_WHILE_PENDING: ReadonlySet<string | undefined> = new Set([REASONS.Queued, REASONS.SandboxRefused]);
+
+/**
  * The run less what changes on every write (resourceVersion, managedFields), the progress
- * fields and, while it is queued, the place its own reconcile wrote (the message, the
- * conditions' copies of it, status.queue.position). A queued run's place moves as others are
- * admitted: when its own write of it woke it, it looked again at once and wrote the place that
- * had moved meanwhile, so every queued run was rewritten as fast as the controller could go
- * (about ten writes a queued run, at 300 and at 1000 runs). It looks again at its rechecks
- * and when it is next in its namespace (admission.ts queueHeads).
+ * fields, status.admission and, while it is queued or refused, what its own reconcile wrote of
+ * that (the message, the conditions' copies of it, status.queue.position).
+ * A queued run's place moves as others are admitted: when its own write of it woke it, it looked
+ * again at once and wrote the place that had moved meanwhile, so every queued run was rewritten
+ * as fast as the controller could go (about ten writes a queued run, at 300 and at 1000 runs).
+ * It looks again at its rechecks and when it is next in its namespace (admission.ts queueHeads).
+ * status.admission (sequence, time) is stamped anew each time the run is admitted, and a run
+ * whose pod the API server refuses (a quota) is admitted again at every try: its write woke it,
+ * the queue ran it again before its 10 s recheck (a woken key does not wait for its delay), and
+ * it created its pod and wrote its status as fast as the API server answered. decide.ts never
+ * reads a run's own admission; other runs' plans read it from the cache (lastAdmission), and the
+ * queue is woken for them by queueChanged, not by this.
  */
 function withoutRefreshes(run: CodingRun): unknown {
   const status: Record<string, unknown> = { ...run.status };
   for (const field of PROGRESS_FIELDS) delete status[field];
-  if (run.status?.phase === 'Pending' && run.status.reason === REASONS.Queued) {
+  delete status.admission;
+  if (run.status?.phase === 'Pending' && REWRITTEN_WHILE_PENDING.has(run.status.reason)) {
     delete status.message;
-    status.queue = { heldBy: run.status.queue?.heldBy };
+    if (run.status.reason === REASONS.Queued) status.queue = { heldBy: run.status.queue?.heldBy };
     status.conditions = run.status.conditions?.map(({ message: _message, ...condition }) => condition);
   }
   const {
@@ -48,10 +63,10 @@ function withoutRefreshes(run: CodingRun): unknown {
 }
 
 /**
- * Whether a change to a run needs it reconciled: every change but a step's progress and a
- * queued run's new place. Neither changes what decide.ts decides on; the run is still looked
- * at on its own rechecks (AGENT_RECHECK_MS, the deadline, QUEUED_RECHECK_MS), and any other
- * change wakes it at once.
+ * Whether a change to a run needs it reconciled: every change but a step's progress, its
+ * admission stamp, and a queued run's new place or a refused run's new answer. None changes
+ * what decide.ts decides on; the run is still looked at on its own rechecks (AGENT_RECHECK_MS,
+ * the deadline, QUEUED_RECHECK_MS, REFUSED_RECHECK_MS), and any other change wakes it at once.
  * A first sighting (no previous object) always wakes it.
  */
 export function runChangeWakes(previous: CodingRun | undefined, run: CodingRun): boolean {
