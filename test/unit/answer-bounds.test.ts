@@ -6,13 +6,7 @@ import type { JSONObject, LanguageModelV4, LanguageModelV4Content } from '@ai-sd
 import { generateText, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  boundAnswerContent,
-  jsonNestingDepth,
-  MAX_ANSWER_DEPTH,
-  nestsDeeperThan,
-  tooDeepNote,
-} from '../../operator/src/providers/answer-bounds.ts';
+import { boundAnswerContent, MAX_ANSWER_DEPTH, nestsDeeperThan, tooDeepNote } from '../../operator/src/providers/answer-bounds.ts';
 import { ScriptedLanguageModel } from '../../operator/src/providers/scripted/scripted-language-model.ts';
 import { withAnswerBounds, type ModelAnswer } from '../../operator/src/providers/with-answer-bounds.ts';
 
@@ -24,23 +18,6 @@ const call = (index: number, input = '{"path":"a"}'): LanguageModelV4Content => 
 });
 const deep = (depth: number) => `{"path":"a","x":${'['.repeat(depth)}${']'.repeat(depth)}}`;
 const tools = { read_file: tool({ description: 'read', inputSchema: z.object({ path: z.string() }) }) };
-
-describe('jsonNestingDepth', () => {
-  it.each([
-    ['{}', 1],
-    ['{"a":[1,{"b":2}]}', 3],
-    ['"[[[["', 0],
-    ['{"a":"\\"[[[[\\\\"}', 1],
-    ['{"a":"\\\\","b":[[1]]}', 3],
-    ['[]{}[]', 1],
-  ])('%s nests %i deep', (text, depth) => {
-    expect(jsonNestingDepth(text)).toBe(depth);
-  });
-
-  it('measures 1 000 000 levels without recursion', () => {
-    expect(jsonNestingDepth(`${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`)).toBe(1_000_000);
-  });
-});
 
 describe('nestsDeeperThan', () => {
   const nested = (depth: number): JSONObject => {

@@ -5,7 +5,7 @@ import {
   ModelResponseTooManyItemsError,
   limitResponseSize,
 } from '../../operator/src/providers/limit-response-size.ts';
-import { JsonItemTally, countJsonItems } from '../../operator/src/sandbox/json-item-count.ts';
+import { countJsonItems } from '../../operator/src/json/json-scan.ts';
 
 /** A fetch answering with `chunks` as the body (endless when `chunks` is a function), recording whether the body was cancelled. */
 function fetchOf(chunks: readonly string[] | ((index: number) => string), headers: Record<string, string> = {}) {
@@ -73,15 +73,6 @@ describe('limitResponseSize', () => {
     const chunks = body.match(/[\s\S]{1,7}/g)!;
     const { fetch } = fetchOf(chunks, { 'content-type': 'application/json' });
     expect(await (await limitResponseSize(fetch)('http://model.test')).text()).toBe(body);
-  });
-
-  it('counts across chunks as over the whole text, an escaped quote split between two included', () => {
-    const text = JSON.stringify({ a: ['x\\"[', { b: 'y\\' }, [1, 2, 3]], c: '{,' });
-    for (let cut = 0; cut <= text.length; cut++) {
-      const tally = new JsonItemTally();
-      tally.push(Buffer.from(text.slice(0, cut)));
-      expect(tally.push(Buffer.from(text.slice(cut)))).toBe(countJsonItems(text));
-    }
   });
 
   it('leaves an event stream uncounted: its framing is not one JSON text', async () => {

@@ -16,6 +16,7 @@ import type {
   LanguageModelV4ToolResult,
   SharedV4ProviderMetadata,
 } from '@ai-sdk/provider';
+import { jsonNestingDepth } from '../json/json-scan.ts';
 
 export interface AnswerBounds {
   /** Tool calls of one answer the SDK gets; the later ones are dropped. */
@@ -88,32 +89,6 @@ export function tooDeepNote(maxDepth: number): string {
 }
 
 /**
- * How deep objects and arrays nest in JSON text, counted in one pass without recursion (the
- * point is text a recursive reader cannot take). Brackets inside strings do not count; text
- * that is not JSON gets a depth too, which only decides whether it is read.
- */
-export function jsonNestingDepth(text: string): number {
-  let depth = 0;
-  let deepest = 0;
-  let inString = false;
-  for (let index = 0; index < text.length; index += 1) {
-    const code = text.charCodeAt(index);
-    if (inString) {
-      if (code === BACKSLASH) index += 1;
-      else if (code === QUOTE) inString = false;
-    } else if (code === QUOTE) {
-      inString = true;
-    } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
-      depth += 1;
-      if (depth > deepest) deepest = depth;
-    } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
-      depth -= 1;
-    }
-  }
-  return deepest;
-}
-
-/**
  * Whether objects and arrays in `value` nest more than `maxDepth` levels (`{}` is one), looked
  * at without recursion and given up at the first level past it. Values parsed from an answer
  * share no objects, so each is walked once.
@@ -129,10 +104,3 @@ export function nestsDeeperThan(value: JSONValue | SharedV4ProviderMetadata | un
   }
   return false;
 }
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;

@@ -2,7 +2,7 @@
 // non-streamed answer into memory and allows up to 2 GiB, so an endpoint that answers
 // without end (or with a huge error page) would grow the operator until it is killed, and
 // with it every run of the replica.
-import { JsonItemTally, RESPONSE_MAX_JSON_ITEMS } from '../sandbox/json-item-count.ts';
+import { JsonScan, RESPONSE_MAX_JSON_ITEMS } from '../json/json-scan.ts';
 
 /**
  * 2 MiB. No model answers more: the most output tokens any model gives in one answer is about
@@ -39,7 +39,7 @@ export class ModelResponseTooLargeError extends Error {
 }
 
 /**
- * Objects, arrays and members a JSON answer may hold (sandbox/json-item-count.ts counts them as
+ * Objects, arrays and members a JSON answer may hold (json/json-scan.ts counts them as
  * the bytes arrive, outside strings). An answer's own structure is a few hundred even with 65
  * tool calls (their arguments are strings); the bytes bound alone let a hostile endpoint's 2 MiB
  * of `[[[…]]]` or `[{},{},…]` hold 30 to 60 MiB of heap once parsed, three of them at once past
@@ -74,7 +74,7 @@ export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: numb
       return rebuilt(new ReadableStream({ start: (controller) => controller.error(new ModelResponseTooLargeError(maxBytes)) }));
     }
     let received = 0;
-    const tally = /json/i.test(response.headers.get('content-type') ?? '') ? new JsonItemTally() : undefined;
+    const tally = /json/i.test(response.headers.get('content-type') ?? '') ? new JsonScan(MODEL_RESPONSE_MAX_JSON_ITEMS) : undefined;
     return rebuilt(
       response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
@@ -82,7 +82,7 @@ export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: numb
             received += chunk.byteLength;
             // Erroring the writable side makes the pipe cancel the source: the download stops.
             if (received > maxBytes) controller.error(new ModelResponseTooLargeError(maxBytes));
-            else if (tally && tally.push(chunk) > MODEL_RESPONSE_MAX_JSON_ITEMS)
+            else if (tally && tally.bytes(chunk) > MODEL_RESPONSE_MAX_JSON_ITEMS)
               controller.error(new ModelResponseTooManyItemsError(MODEL_RESPONSE_MAX_JSON_ITEMS));
             else controller.enqueue(chunk);
           },

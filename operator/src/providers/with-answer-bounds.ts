@@ -11,6 +11,7 @@ import type {
   LanguageModelV4Usage,
   SharedV4ProviderMetadata,
 } from '@ai-sdk/provider';
+import { wrapLanguageModel } from 'ai';
 import { boundAnswerContent, boundAnswerPart, MAX_ANSWER_DEPTH, nestsDeeperThan, type AnswerBounds } from './answer-bounds.ts';
 
 export interface ModelAnswer {
@@ -33,33 +34,31 @@ export interface WithAnswerBoundsOptions {
 
 export function withAnswerBounds(model: LanguageModelV4, options: WithAnswerBoundsOptions): LanguageModelV4 {
   const bounds: AnswerBounds = { maxToolCalls: options.maxToolCalls, maxDepth: options.maxDepth ?? MAX_ANSWER_DEPTH };
-  return {
-    specificationVersion: 'v4',
-    provider: model.provider,
-    modelId: model.modelId,
-    get supportedUrls() {
-      return model.supportedUrls;
+  return wrapLanguageModel({
+    model,
+    middleware: {
+      specificationVersion: 'v4',
+      wrapGenerate: async ({ doGenerate }) => {
+        const result = await doGenerate();
+        const bounded = boundAnswerContent(result.content, bounds);
+        const metadataTooDeep = tooDeep(result.providerMetadata, bounds.maxDepth);
+        options.onAnswer?.({
+          usage: result.usage,
+          content: bounded.content,
+          droppedToolCalls: bounded.droppedToolCalls,
+          tooDeepValues: bounded.tooDeepValues + (metadataTooDeep ? 1 : 0),
+        });
+        // usage.raw is the provider's usage object as it came (any JSON, any depth): nothing here
+        // reads it, and a deep one would overflow whatever stringified the result.
+        const { raw: _raw, ...usage } = result.usage;
+        return { ...result, usage, content: bounded.content, ...(metadataTooDeep ? { providerMetadata: undefined } : {}) };
+      },
+      wrapStream: async ({ doStream }) => {
+        const result = await doStream();
+        return { ...result, stream: result.stream.pipeThrough(boundedStream(bounds, options.onAnswer)) };
+      },
     },
-    doGenerate: async (callOptions) => {
-      const result = await model.doGenerate(callOptions);
-      const bounded = boundAnswerContent(result.content, bounds);
-      const metadataTooDeep = tooDeep(result.providerMetadata, bounds.maxDepth);
-      options.onAnswer?.({
-        usage: result.usage,
-        content: bounded.content,
-        droppedToolCalls: bounded.droppedToolCalls,
-        tooDeepValues: bounded.tooDeepValues + (metadataTooDeep ? 1 : 0),
-      });
-      // usage.raw is the provider's usage object as it came (any JSON, any depth): nothing here
-      // reads it, and a deep one would overflow whatever stringified the result.
-      const { raw: _raw, ...usage } = result.usage;
-      return { ...result, usage, content: bounded.content, ...(metadataTooDeep ? { providerMetadata: undefined } : {}) };
-    },
-    doStream: async (callOptions) => {
-      const result = await model.doStream(callOptions);
-      return { ...result, stream: result.stream.pipeThrough(boundedStream(bounds, options.onAnswer)) };
-    },
-  };
+  });
 }
 
 function tooDeep(metadata: SharedV4ProviderMetadata | undefined, maxDepth: number): boolean {

@@ -7,6 +7,7 @@
 // timeout still applies to the whole stream and ends it with a ModelTimeoutError.
 
 import type { LanguageModelV4, LanguageModelV4CallOptions, LanguageModelV4StreamPart } from '@ai-sdk/provider';
+import { wrapLanguageModel } from 'ai';
 import { callWithPolicy, type CallWithPolicyOptions } from './call-with-policy.ts';
 import { ModelTimeoutError } from './errors/model-timeout-error.ts';
 
@@ -22,43 +23,44 @@ export function withCallingPolicy(model: LanguageModelV4, options: WithCallingPo
     provider,
     abortSignal: callOptions.abortSignal,
   });
-  return {
-    specificationVersion: 'v4',
-    provider: model.provider,
-    modelId: model.modelId,
-    get supportedUrls() {
-      return model.supportedUrls;
+  return wrapLanguageModel({
+    model,
+    middleware: {
+      specificationVersion: 'v4',
+      // The policy calls the model once an attempt, each with the attempt's own signal, so these
+      // call `model` with it rather than the doGenerate/doStream the middleware is handed, which
+      // always pass the caller's options as they came.
+      wrapGenerate: ({ params: callOptions }) =>
+        callWithPolicy((signal) => model.doGenerate({ ...callOptions, abortSignal: signal }), policyFor(callOptions)),
+      wrapStream: ({ params: callOptions }) =>
+        callWithPolicy(async (attemptSignal) => {
+          // The attempt signal only governs the request; once headers arrived the stream gets
+          // its own controller so the policy finishing this attempt does not cut the body.
+          const streamController = new AbortController();
+          const abortStream = (reason: unknown) => streamController.abort(reason);
+          const onAttemptAbort = () => abortStream(attemptSignal.reason);
+          attemptSignal.addEventListener('abort', onAttemptAbort, { once: true });
+          const onCallerAbort = () => abortStream(callOptions.abortSignal?.reason);
+          callOptions.abortSignal?.addEventListener('abort', onCallerAbort, { once: true });
+          const startedAt = options.dependencies.now();
+          let result;
+          try {
+            result = await model.doStream({ ...callOptions, abortSignal: streamController.signal });
+          } finally {
+            attemptSignal.removeEventListener('abort', onAttemptAbort);
+          }
+          const remainingMs = Math.max(0, options.policy.attemptTimeoutMs - (options.dependencies.now() - startedAt));
+          const stream = boundStreamDuration(result.stream, {
+            remainingMs,
+            startTimer: options.dependencies.startTimer,
+            timeoutError: () => new ModelTimeoutError({ provider, timeoutMs: options.policy.attemptTimeoutMs }),
+            abort: abortStream,
+            done: () => callOptions.abortSignal?.removeEventListener('abort', onCallerAbort),
+          });
+          return { ...result, stream };
+        }, policyFor(callOptions)),
     },
-    doGenerate: (callOptions) =>
-      callWithPolicy((signal) => model.doGenerate({ ...callOptions, abortSignal: signal }), policyFor(callOptions)),
-    doStream: (callOptions) =>
-      callWithPolicy(async (attemptSignal) => {
-        // The attempt signal only governs the request; once headers arrived the stream gets
-        // its own controller so the policy finishing this attempt does not cut the body.
-        const streamController = new AbortController();
-        const abortStream = (reason: unknown) => streamController.abort(reason);
-        const onAttemptAbort = () => abortStream(attemptSignal.reason);
-        attemptSignal.addEventListener('abort', onAttemptAbort, { once: true });
-        const onCallerAbort = () => abortStream(callOptions.abortSignal?.reason);
-        callOptions.abortSignal?.addEventListener('abort', onCallerAbort, { once: true });
-        const startedAt = options.dependencies.now();
-        let result;
-        try {
-          result = await model.doStream({ ...callOptions, abortSignal: streamController.signal });
-        } finally {
-          attemptSignal.removeEventListener('abort', onAttemptAbort);
-        }
-        const remainingMs = Math.max(0, options.policy.attemptTimeoutMs - (options.dependencies.now() - startedAt));
-        const stream = boundStreamDuration(result.stream, {
-          remainingMs,
-          startTimer: options.dependencies.startTimer,
-          timeoutError: () => new ModelTimeoutError({ provider, timeoutMs: options.policy.attemptTimeoutMs }),
-          abort: abortStream,
-          done: () => callOptions.abortSignal?.removeEventListener('abort', onCallerAbort),
-        });
-        return { ...result, stream };
-      }, policyFor(callOptions)),
-  };
+  });
 }
 
 function boundStreamDuration(

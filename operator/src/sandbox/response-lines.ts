@@ -2,10 +2,10 @@
 // bound, the request encoder, the response decoder, the id of a cut line) is the contract's,
 // shared with the toolbox: sandbox-image/toolbox/contract/protocol.ts. A line that is not a
 // response makes the session untrustworthy: SandboxError('PROTOCOL'), and so does a line of
-// more items than any answer holds, refused before it is parsed (json-item-count.ts).
+// more items than any answer holds, refused before it is parsed (json/json-scan.ts).
 import { decodeResponse } from '../../../sandbox-image/toolbox/contract/protocol.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
-import { countJsonItems, RESPONSE_MAX_JSON_ITEMS } from './json-item-count.ts';
+import { countJsonItems, RESPONSE_MAX_JSON_ITEMS } from '../json/json-scan.ts';
 import { SandboxError } from './sandbox-error.ts';
 
 export interface ParsedResponse {

@@ -1,6 +1,9 @@
-// The bound on a toolbox line's objects, arrays and members, checked before JSON.parse
-// (operator/src/sandbox/json-item-count.ts): the contract's largest answers pass with room to
-// spare, a line the sandbox forges to blow up the operator's heap is refused without a parse.
+// The scan of a JSON text's structure without parsing it (operator/src/json/json-scan.ts), and
+// the bound on a toolbox line's objects, arrays and members it checks before JSON.parse: the
+// contract's largest answers pass with room to spare, a line the sandbox forges to blow up the
+// operator's heap is refused without a parse. Its depth bounds a tool call's arguments
+// (providers/answer-bounds.ts), its count over bytes a model's answer as it downloads
+// (providers/limit-response-size.ts).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   LIST_MAX_RESULTS,
@@ -10,7 +13,7 @@ import {
 } from '../../sandbox-image/toolbox/contract/limits.ts';
 import { encodeResponse } from '../../sandbox-image/toolbox/contract/protocol.ts';
 import type { FileListResult, GrepResult, ReadFileTextResult } from '../../sandbox-image/toolbox/contract/tool-results.ts';
-import { countJsonItems, RESPONSE_MAX_JSON_ITEMS } from '../../operator/src/sandbox/json-item-count.ts';
+import { countJsonItems, jsonNestingDepth, JsonScan, RESPONSE_MAX_JSON_ITEMS } from '../../operator/src/json/json-scan.ts';
 import { parseResponseLine } from '../../operator/src/sandbox/response-lines.ts';
 import { DEFAULT_MAX_RESPONSE_BYTES } from '../../operator/src/sandbox/toolbox-sandbox.ts';
 
@@ -111,5 +114,66 @@ describe('the bound on the items of a toolbox line', () => {
 
   it('stops counting once past the bound', () => {
     expect(countJsonItems('[0,0,0,0,0,0]', 2)).toBe(3);
+  });
+});
+
+describe('jsonNestingDepth', () => {
+  it.each([
+    ['{}', 1],
+    ['{"a":[1,{"b":2}]}', 3],
+    ['"[[[["', 0],
+    ['{"a":"\\"[[[[\\\\"}', 1],
+    ['{"a":"\\\\","b":[[1]]}', 3],
+    ['[]{}[]', 1],
+  ])('%s nests %i deep', (text, depth) => {
+    expect(jsonNestingDepth(text)).toBe(depth);
+  });
+
+  it('measures 1 000 000 levels without recursion', () => {
+    expect(jsonNestingDepth(`${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`)).toBe(1_000_000);
+  });
+});
+
+describe('a scan in pieces', () => {
+  // Backslashes and quotes at every place a cut can fall: an escaped quote, an escaped
+  // backslash before a quote, a string of braces, and text after a string that ends a piece.
+  const text = JSON.stringify({ a: ['x\\"[', { b: 'y\\' }, [1, 2, 3]], c: '{,', d: [['\\\\"', [{}]]] });
+
+  it('counts across chunks as over the whole text, an escaped quote split between two included', () => {
+    const text = JSON.stringify({ a: ['x\\"[', { b: 'y\\' }, [1, 2, 3]], c: '{,' });
+    for (let cut = 0; cut <= text.length; cut++) {
+      const tally = new JsonScan();
+      tally.bytes(Buffer.from(text.slice(0, cut)));
+      expect(tally.bytes(Buffer.from(text.slice(cut)))).toBe(countJsonItems(text));
+    }
+  });
+
+  it('measures the same depth over pieces as over the whole text, wherever the cuts fall', () => {
+    for (let first = 0; first <= text.length; first++) {
+      for (const second of [first, first + 1, first + 2]) {
+        const scan = new JsonScan();
+        for (const piece of [text.slice(0, first), text.slice(first, second), text.slice(second)]) scan.text(piece);
+        expect([scan.items, scan.deepest]).toEqual([countJsonItems(text), jsonNestingDepth(text)]);
+      }
+    }
+    expect(jsonNestingDepth(text)).toBe(5); // { [ [ [ {
+  });
+
+  it('reads UTF-8 bytes as the text they encode, a character cut between chunks included', () => {
+    const wide = JSON.stringify({ 'ключ{': ['значение [', { 'emoji 😀,': ['"\\', 'ü'] }], n: [1, 2] });
+    const bytes = Buffer.from(wide);
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const scan = new JsonScan();
+      scan.bytes(bytes.subarray(0, cut));
+      scan.bytes(bytes.subarray(cut));
+      expect([scan.items, scan.deepest]).toEqual([countJsonItems(wide), jsonNestingDepth(wide)]);
+    }
+  });
+
+  it('stops once past the bound, and scans no later piece', () => {
+    const scan = new JsonScan(2);
+    expect(scan.text('[0,0,')).toBe(3);
+    expect(scan.text('0,0,[[[]]]]')).toBe(3);
+    expect(scan.deepest).toBe(1);
   });
 });
