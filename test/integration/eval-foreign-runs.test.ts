@@ -128,6 +128,47 @@ describe("an eval's attempt whose run name another run holds", () => {
   });
 });
 
+describe("an eval's run deleted before it was graded", () => {
+  it('is made again once gone, not failed ForeignRun while a finalizer holds it', async () => {
+    const { evaluation, spec } = await createEval('deleted', 'Fix the test.', [{ type: 'max-turns', max: 5 }], { attempts: 1 });
+    const reconcile = reconcilerOf('deleted');
+    await reconcile();
+    const name = attemptRun(evaluation, spec, plannedAttempts(spec)[0]!).metadata.name;
+    const read = async () => (await custom.getNamespacedCustomObject({ ...group, plural: 'codingruns', name })) as CodingRun;
+    const first = await read();
+    // A finalizer holds the run as the operator's does while its pod and jobs go; the API
+    // server raises the generation as it marks it for deletion.
+    await custom.patchNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      name,
+      body: [{ op: 'add', path: '/metadata/finalizers', value: ['chamvi.dev/test-hold'] }],
+    });
+    await custom.deleteNamespacedCustomObject({ ...group, plural: 'codingruns', name });
+    const going = await read();
+    expect(going.metadata.deletionTimestamp).toBeDefined();
+    expect(going.metadata.generation).toBe(2);
+
+    await reconcile();
+    expect((await readEval('deleted')).status!.attempts).toEqual([]);
+    const reasons = (await core.listNamespacedEvent({ namespace })).items
+      .filter((event) => event.involvedObject.name === 'deleted')
+      .map((event) => event.reason);
+    expect(reasons).not.toContain('ForeignRun');
+
+    await custom.patchNamespacedCustomObject({
+      ...group,
+      plural: 'codingruns',
+      name,
+      body: [{ op: 'remove', path: '/metadata/finalizers' }],
+    });
+    await reconcile();
+    const again = await read();
+    expect(again.metadata.uid).not.toBe(first.metadata.uid);
+    expect(isAttemptRun(again, await readEval('deleted'), spec)).toBe(true);
+  });
+});
+
 describe("an eval's attempt whose change is larger than the 1 MiB the operator keeps", () => {
   it('is not graded on the cut: a file changed past it does not pass file-unchanged', async () => {
     // The model pads the change with a file that sorts first, then edits what the grader

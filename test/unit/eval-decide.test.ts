@@ -87,6 +87,14 @@ describe('decideEval', () => {
     expect(decideEval(evaluation(), spec(), [stray], [], NOW).create.map((p) => p.attempt)).toEqual([1, 2]);
   });
 
+  it('creates nothing for an attempt whose run is being deleted, and counts that run as no longer active', () => {
+    const going = runOf('a', 1, 'Running');
+    going.metadata = { ...going.metadata, generation: 2, deletionTimestamp: NOW.toISOString() };
+    const decision = decideEval(evaluation(), spec(), [going], [], NOW);
+    expect(decision.create.map((p) => `${p.model.name}/${p.attempt}`)).toEqual(['a/2', 'a/3']);
+    expect(decision.status.attempts).toEqual([]);
+  });
+
   it('sums up per task × model: attempts, passes, pass rate, pass@k, tokens, duration, failures by reason', () => {
     const graded = [
       attempt('a', 1, true, 100),

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
-import { isAttemptRun, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
+import { isAttemptRun, isAttemptRunBeingDeleted, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
 import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 
@@ -64,6 +64,16 @@ describe('isAttemptRun', () => {
     restored.metadata.generation = 3;
     expect(isAttemptRun(restored, evaluation, spec)).toBe(false);
     expect(isAttemptRun({ ...made(), metadata: { ...made().metadata, generation: 1 } }, evaluation, spec)).toBe(true);
+  });
+
+  it('is false of its run once it is being deleted (the API server raised its generation), which holds the name until gone', () => {
+    const going = made();
+    going.metadata = { ...going.metadata, generation: 2, deletionTimestamp: '2026-11-30T12:00:00Z', finalizers: ['chamvi.dev/finalizer'] };
+    expect(isAttemptRun(going, evaluation, spec)).toBe(false);
+    expect(isAttemptRunBeingDeleted(going, evaluation, spec)).toBe(true);
+    expect(isAttemptRunBeingDeleted(made(), evaluation, spec)).toBe(false);
+    const elsewhere = { ...going, metadata: { ...going.metadata, name: 'other-name' } };
+    expect(isAttemptRunBeingDeleted(elsewhere, evaluation, spec)).toBe(false);
   });
 
   it('is false of a run another user created under the name, or one whose attempt labels were changed', () => {

@@ -321,8 +321,11 @@ export const codingEvalStatus = z
     phase: z
       .enum(EVAL_PHASES)
       .optional()
-      .describe('Running while attempts are left, Complete when every attempt is graded, Failed when the eval is invalid.'),
-    reason: z.string().max(128).optional().describe('Machine-readable cause of Failed, such as InvalidSpec.'),
+      .describe(
+        'Running while attempts are left, Complete when every attempt is graded, Failed when the eval is invalid ' +
+          '(InvalidSpec) or its status outgrew what the API server stores (StatusTooLarge).',
+      ),
+    reason: z.string().max(128).optional().describe('Machine-readable cause of Failed: InvalidSpec or StatusTooLarge.'),
     message: z.string().max(4096).optional().describe('One human sentence: where the eval is or what to change.'),
     observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status was computed from.'),
     conditions: z
@@ -331,7 +334,8 @@ export const codingEvalStatus = z
       .optional()
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
       .describe(
-        'Complete: True when every attempt is graded (reason Complete) or the eval is invalid (InvalidSpec); False while ' +
+        'Complete: True when every attempt is graded (reason Complete), the eval is invalid (InvalidSpec) or it stopped ' +
+          'because its status outgrew what the API server stores (StatusTooLarge); False while ' +
           'attempts are left (Running, or RunsForbidden while the API server forbids creating runs, such as a ' +
           'ResourceQuota on codingruns: the eval tries again every minute).',
       ),

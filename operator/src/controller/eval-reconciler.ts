@@ -9,20 +9,25 @@ import { decodeDiff, isCutDiff, isKeptDiff } from '../reconcile/diff-config-map.
 import { isOwnedByRun } from '../reconcile/ownership.ts';
 import { TranscriptReader } from '../record/transcript-chunks.ts';
 import {
+  DELETING_RUN_RECHECK_MS,
   EVAL_EVENT_REASONS,
+  EVAL_REASONS,
   RUNS_FORBIDDEN_RETRY_MS,
   attemptStatusOf,
   decideEval,
   foreignAttempt,
   refusedAttempt,
   refusedEval,
+  tooLargeEval,
   type CreatesDone,
   type EvalDecision,
+  type EvalEvent,
 } from '../evals/decide-eval.ts';
-import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
+import { attemptOfRun, attemptRun, attemptRunName, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence, gradedParts } from '../evals/run-evidence.ts';
+import { isTooLargeToStore } from '../kube/api-errors.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 
@@ -49,9 +54,12 @@ export interface EvalReconcilerDeps {
  * the eval does (the uid is all it is derived from); whoever may patch runs can raise an
  * attempt's budget. A run made or changed so would be graded for an attempt, on a task, model or
  * budget its author chose. The CRD applies no defaults, so the run's stored spec is the eval's
- * as written.
+ * as written. A run being deleted is none: the API server raises the generation of an object
+ * with finalizers when it marks it for deletion, so it can no longer be told from one changed
+ * (isAttemptRunBeingDeleted).
  */
 export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
+  if (run.metadata.deletionTimestamp) return false;
   const cell = attemptOfRun(run.metadata.labels);
   const task = spec.tasks.find((candidate) => candidate.name === cell?.task);
   const model = spec.models.find((candidate) => candidate.name === cell?.model);
@@ -74,6 +82,25 @@ export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: Codin
   );
 }
 
+/**
+ * Whether the run is being deleted (a person, its TTL) under the name of the attempt its labels
+ * name, whoever made it. It is neither graded nor foreign: it holds the attempt's name until
+ * its finalizer lets it go, then the eval makes the attempt's run again. A run someone else
+ * makes under the name after that is refused as foreign again (isAttemptRun).
+ */
+export function isAttemptRunBeingDeleted(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
+  const cell = attemptOfRun(run.metadata.labels);
+  return (
+    run.metadata.deletionTimestamp !== undefined &&
+    cell !== undefined &&
+    cell.attempt <= spec.attempts &&
+    spec.tasks.some((task) => task.name === cell.task) &&
+    spec.models.some((model) => model.name === cell.model) &&
+    run.metadata.namespace === evaluation.metadata.namespace &&
+    run.metadata.name === attemptRunName(evaluation, { task: { name: cell.task }, model: { name: cell.model }, attempt: cell.attempt })
+  );
+}
+
 /** The eval's runs: those it made, as it made them (isAttemptRun). */
 export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval, spec: CodingEvalSpec): CodingRun[] {
   return runs.filter((run) => isAttemptRun(run, evaluation, spec));
@@ -81,6 +108,11 @@ export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval, s
 
 export class EvalReconciler {
   private readonly now: () => Date;
+  /**
+   * Evals (key → uid) stopped because the API server would not store their status: not graded
+   * again before the informer brings the Failed status, nor when even the cut one did not fit.
+   */
+  private readonly stopped = new Map<string, string>();
 
   constructor(private readonly deps: EvalReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -89,11 +121,24 @@ export class EvalReconciler {
   async reconcile(key: string): Promise<{ requeueAfterMs: number } | void> {
     const [namespace, name] = key.split('/') as [string, string];
     const evaluation = this.deps.evals.get(namespace, name);
+    if (!evaluation) this.stopped.delete(key);
     if (!evaluation || evaluation.metadata.deletionTimestamp) return;
+    if (evaluation.status?.reason === EVAL_REASONS.StatusTooLarge || this.stopped.get(key) === evaluation.metadata.uid) return;
     const parsed = parseEvalSpec(evaluation);
-    if (!parsed.ok) return this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));
+    if (!parsed.ok) {
+      await this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));
+      return;
+    }
     const runs = runsOfEval(this.deps.runs.list(), evaluation, parsed.spec);
     const graded = new Set((evaluation.status?.attempts ?? []).map((attempt) => cellKey(attempt.task, attempt.model, attempt.attempt)));
+    // Runs being deleted under the names of attempts not graded yet: those attempts wait for
+    // them to go. A run's deletion wakes the eval only when the run names it as its
+    // controller, so the eval also looks again.
+    const going = this.deps.runs.list().filter((run) => {
+      const cell = attemptOfRun(run.metadata.labels);
+      return cell && isAttemptRunBeingDeleted(run, evaluation, parsed.spec) && !graded.has(cellKey(cell.task, cell.model, cell.attempt));
+    });
+    const recheck = going.length > 0 ? { requeueAfterMs: DELETING_RUN_RECHECK_MS } : undefined;
     const fresh: AttemptStatus[] = [];
     for (const run of runs) {
       const cell = attemptOfRun(run.metadata.labels);
@@ -103,8 +148,8 @@ export class EvalReconciler {
       const evidence = await this.evidenceOf(run);
       fresh.push(attemptStatusOf(run, cell, evidence, gradeAttempt(task.graders, evidence)));
     }
-    const decision = decideEval(evaluation, parsed.spec, runs, fresh, this.now());
-    if (decision.create.length === 0) return this.apply(evaluation, decision);
+    const decision = decideEval(evaluation, parsed.spec, [...runs, ...going], fresh, this.now());
+    if (decision.create.length === 0) return (await this.apply(evaluation, decision)) ? recheck : undefined;
     // A run the API server refuses as invalid (an admission policy, a schema rule) would be
     // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
     // A 403 (a ResourceQuota on codingruns below parallelism, a webhook) may pass later: the
@@ -113,6 +158,7 @@ export class EvalReconciler {
     const foreign: AttemptStatus[] = [];
     const created: PlannedAttempt[] = [];
     let forbidden: string | undefined;
+    let deleting = recheck !== undefined;
     for (const planned of decision.create) {
       const manifest = attemptRun(evaluation, parsed.spec, planned);
       const cell = { task: planned.task.name, model: planned.model.name, attempt: planned.attempt };
@@ -120,9 +166,11 @@ export class EvalReconciler {
       if (outcome === 'created') created.push(planned);
       else if (outcome === 'exists') {
         // Ours when the cache had not seen it yet (a retry after a crash), or gone again (the
-        // next reconcile makes it); else someone took the name first or changed the run.
+        // next reconcile makes it); being deleted, it is made again once gone; else someone
+        // took the name first or changed the run.
         const holder = await this.deps.gateway.getRun(manifest.metadata.namespace, manifest.metadata.name);
-        if (holder === undefined || isAttemptRun(holder, evaluation, parsed.spec)) created.push(planned);
+        if (holder?.metadata.deletionTimestamp) deleting = true;
+        else if (holder === undefined || isAttemptRun(holder, evaluation, parsed.spec)) created.push(planned);
         else foreign.push(foreignAttempt(manifest.metadata.name, cell));
       } else if ('forbidden' in outcome) {
         forbidden = outcome.forbidden;
@@ -134,7 +182,7 @@ export class EvalReconciler {
       'eval runs created',
     );
     const done: CreatesDone = forbidden === undefined ? { created } : { created, forbidden };
-    const after = decideEval(evaluation, parsed.spec, runs, [...fresh, ...refused, ...foreign], this.now(), done);
+    const after = decideEval(evaluation, parsed.spec, [...runs, ...going], [...fresh, ...refused, ...foreign], this.now(), done);
     const events = [...after.events];
     if (refused.length > 0)
       events.push({
@@ -148,8 +196,9 @@ export class EvalReconciler {
         reason: EVAL_EVENT_REASONS.ForeignRun,
         message: `${foreign.length} attempt(s) failed ForeignRun: ${foreign[0]!.failedGraders![0]!}`,
       });
-    await this.apply(evaluation, { ...after, events });
+    if (!(await this.apply(evaluation, { ...after, events }))) return;
     if (forbidden !== undefined) return { requeueAfterMs: RUNS_FORBIDDEN_RETRY_MS };
+    if (deleting) return { requeueAfterMs: DELETING_RUN_RECHECK_MS };
   }
 
   /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */
@@ -172,9 +221,16 @@ export class EvalReconciler {
     return runEvidence(run, transcript, fullDiff);
   }
 
-  private async apply(evaluation: CodingEval, decision: EvalDecision) {
+  /** Writes the status and records the Events; false when the status was too large to store and the eval stopped. */
+  private async apply(evaluation: CodingEval, decision: EvalDecision): Promise<boolean> {
     if (!isDeepStrictEqual(decision.status, evaluation.status ?? {})) {
-      await this.deps.gateway.replaceEvalStatus(evaluation, decision.status);
+      try {
+        await this.deps.gateway.replaceEvalStatus(evaluation, decision.status);
+      } catch (error) {
+        if (!isTooLargeToStore(error)) throw error;
+        await this.stopTooLarge(evaluation, decision);
+        return false;
+      }
       this.deps.logger.info(
         {
           eval: evaluation.metadata.name,
@@ -185,10 +241,45 @@ export class EvalReconciler {
         'eval status written',
       );
     }
-    for (const event of decision.events) {
+    await this.record(evaluation, decision.events);
+    return true;
+  }
+
+  private async record(evaluation: CodingEval, events: readonly EvalEvent[]) {
+    for (const event of events) {
       await this.deps.gateway.recordEvent(evaluation, event, this.deps.identity).catch((error: unknown) => {
         this.deps.logger.warn({ eval: evaluation.metadata.name, reason: event.reason, err: String(error) }, 'could not record event');
       });
     }
+  }
+
+  /**
+   * The API server would not store the eval's status (etcd's size limit on spec and status
+   * together): every later write of it would be refused too, each after re-reading finished
+   * runs on the queue every namespace shares. The eval stops, Failed StatusTooLarge, with its
+   * status cut to what fits: the figures without the attempts, else only the counts. Should not
+   * even that fit (a spec at the limit), the Warning Event says so, and this operator does not
+   * grade it again.
+   */
+  private async stopTooLarge(evaluation: CodingEval, decision: EvalDecision): Promise<void> {
+    const fields = { eval: evaluation.metadata.name, namespace: evaluation.metadata.namespace };
+    // This pass's creates, refusals and foreign runs happened; that the eval is complete was not stored.
+    const events = decision.events.filter((event) => event.reason !== EVAL_EVENT_REASONS.Complete);
+    let stopped = tooLargeEval(evaluation, decision.status, 'results', this.now());
+    try {
+      await this.deps.gateway.replaceEvalStatus(evaluation, stopped.status);
+    } catch (error) {
+      if (!isTooLargeToStore(error)) throw error;
+      stopped = tooLargeEval(evaluation, decision.status, 'counts', this.now());
+      try {
+        await this.deps.gateway.replaceEvalStatus(evaluation, stopped.status);
+      } catch (again) {
+        if (!isTooLargeToStore(again)) throw again;
+        this.deps.logger.warn({ ...fields, written: false }, stopped.status.message!);
+      }
+    }
+    this.stopped.set(`${evaluation.metadata.namespace}/${evaluation.metadata.name}`, evaluation.metadata.uid);
+    this.deps.logger.warn(fields, 'eval stopped: its status is too large to store');
+    await this.record(evaluation, [...events, ...stopped.events]);
   }
 }

@@ -15,10 +15,18 @@ export const EVAL_REASONS = {
   /** The API server forbade (403) creating the next run: a ResourceQuota on codingruns, a webhook, RBAC. Tried again. */
   RunsForbidden: 'RunsForbidden',
   Complete: 'Complete',
+  /** The API server would not store the eval's status (etcd's size limit): the eval stopped, with a status cut to fit. */
+  StatusTooLarge: 'StatusTooLarge',
 } as const;
 
 /** While the API server forbids creating runs, the eval tries again this often (a run deleted also wakes it). */
 export const RUNS_FORBIDDEN_RETRY_MS = 60_000;
+
+/**
+ * While a run under an attempt's name is being deleted, the eval looks again this often: it
+ * wakes on the run's own deletion too, but only for runs carrying its labels.
+ */
+export const DELETING_RUN_RECHECK_MS = 10_000;
 
 export const EVAL_EVENT_REASONS = {
   /** The eval's spec is refused (a CRD installed without its validation): the message says what to change. */
@@ -31,6 +39,8 @@ export const EVAL_EVENT_REASONS = {
   /** A run this eval did not make, or that was changed after, holds an attempt's name: the attempt fails ForeignRun. */
   ForeignRun: 'ForeignRun',
   Complete: 'Complete',
+  /** The API server would not store the eval's status (etcd's size limit): the eval stopped. */
+  StatusTooLarge: 'StatusTooLarge',
 } as const;
 
 export interface EvalEvent {
@@ -113,7 +123,10 @@ export interface CreatesDone {
 /**
  * From the eval, its parsed spec, the runs it owns and the attempts just graded: the runs to
  * create and the whole status. Given `done`, the creates have happened: the decision names
- * exactly those runs, plans no more, and says when the API server forbade the rest.
+ * exactly those runs, plans no more, and says when the API server forbade the rest. `runs` may
+ * also hold runs under its attempts' names that are being deleted (deletionTimestamp set): such
+ * a run keeps its name until it is gone, so nothing is created for its attempt meanwhile, and
+ * it holds none of the eval's parallelism (its pod is going).
  */
 export function decideEval(
   evaluation: CodingEval,
@@ -140,7 +153,7 @@ export function decideEval(
     const key = cellKey(cell.task, cell.model, cell.attempt);
     if (!order.has(key)) continue;
     withRun.add(key);
-    if (!isTerminal(run.status?.phase) && !attempts.has(key)) active += 1;
+    if (!run.metadata.deletionTimestamp && !isTerminal(run.status?.phase) && !attempts.has(key)) active += 1;
   }
   const missing = planned.filter((attempt) => {
     const key = cellKey(attempt.task.name, attempt.model.name, attempt.attempt);
@@ -226,5 +239,47 @@ export function refusedEval(evaluation: CodingEval, problem: string, now: Date):
       completionTime: previous?.completionTime ?? now.toISOString(),
     },
     events: previous?.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message }],
+  };
+}
+
+/** What of the status is kept when the whole does not fit: the figures per task × model, or only the counts. */
+export type KeptOfStatus = 'results' | 'counts';
+
+/**
+ * The status of an eval the API server would not store a status of (etcd's size limit, 1.5 MiB
+ * by default, on spec and status together): Failed, reason StatusTooLarge, with the status it
+ * could not store cut to what fits (`keep`) and what to change. It creates and grades no more:
+ * every write of the whole would be refused again, each try after re-reading finished runs.
+ */
+export function tooLargeEval(evaluation: CodingEval, status: CodingEvalStatus, keep: KeptOfStatus, now: Date): EvalDecision {
+  const left = keep === 'results' ? 'status.attempts is' : 'status.attempts and status.results are';
+  const message =
+    `the eval's status grew too large for the API server to store (etcd keeps an object under 1.5 MiB by default) with ` +
+    `${status.graded ?? 0} of ${status.planned ?? 0} attempts graded: the eval stopped and creates and grades no more runs, ` +
+    `and ${left} left out. Runs already started finish; delete the eval to stop them. Create a smaller eval: split the ` +
+    `tasks or models over several evals, fewer attempts or graders, shorter grader names, paths and texts.`;
+  const nowText = now.toISOString();
+  const { attempts: _attempts, results, ...counts } = status;
+  return {
+    create: [],
+    status: {
+      ...counts,
+      ...(keep === 'results' && results ? { results } : {}),
+      phase: 'Failed',
+      reason: EVAL_REASONS.StatusTooLarge,
+      message,
+      conditions: [
+        {
+          type: 'Complete',
+          status: 'True',
+          reason: EVAL_REASONS.StatusTooLarge,
+          message,
+          observedGeneration: evaluation.metadata.generation ?? 0,
+          lastTransitionTime: nowText,
+        },
+      ],
+      completionTime: nowText,
+    },
+    events: [{ type: 'Warning', reason: EVAL_EVENT_REASONS.StatusTooLarge, message: message.slice(0, 1024) }],
   };
 }

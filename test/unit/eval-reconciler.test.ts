@@ -1,0 +1,235 @@
+// The eval reconciler against a gateway that records what it is asked and answers as the API
+// server would: what it creates, what it writes to the eval's status, when it grades. Two
+// things the API server does that the pure decision cannot see: it raises a run's generation
+// when it marks it for deletion (its finalizer keeps it a while), and it refuses a status that
+// makes the eval larger than etcd stores.
+import { describe, expect, it } from 'vitest';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingEval, CodingEvalStatus } from '../../operator/src/api/coding-eval.ts';
+import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import { EvalReconciler } from '../../operator/src/controller/eval-reconciler.ts';
+import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
+import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
+import type { EvalGateway } from '../../operator/src/kube/eval-gateway.ts';
+
+const NOW = new Date('2026-11-30T12:00:00Z');
+
+const evaluationOf = (attempts: number, status?: CodingEvalStatus): CodingEval =>
+  ({
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingEval',
+    metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid', generation: 1, annotations: { [CREATOR_ANNOTATION]: 'alice' } },
+    spec: {
+      tasks: [
+        { name: 'fix', task: 'Fix the bug.', repository: { url: 'https://example.com/r.git' }, graders: [{ type: 'max-turns', max: 5 }] },
+      ],
+      models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
+      attempts,
+      parallelism: 1,
+      budget: { maxSteps: 5 },
+    },
+    ...(status ? { status } : {}),
+  }) as unknown as CodingEval;
+
+/** The attempt's run as the API server holds it after the eval created it. */
+function madeRun(evaluation: CodingEval, attempt: number, status?: CodingRun['status']): CodingRun {
+  const parsed = parseEvalSpec(evaluation);
+  if (!parsed.ok) throw new Error(parsed.problem);
+  const planned = plannedAttempts(parsed.spec)[attempt - 1]!;
+  const manifest = JSON.parse(JSON.stringify(attemptRun(evaluation, parsed.spec, planned))) as CodingRun;
+  return { ...manifest, metadata: { ...manifest.metadata, uid: `run-${attempt}`, generation: 1 }, ...(status ? { status } : {}) };
+}
+
+/** The run as a person's delete leaves it while the operator's finalizer holds it: generation raised. */
+const deleting = (run: CodingRun): CodingRun => ({
+  ...run,
+  metadata: { ...run.metadata, generation: 2, deletionTimestamp: NOW.toISOString(), finalizers: ['chamvi.dev/finalizer'] },
+});
+
+const tooLarge = () =>
+  Object.assign(new Error('HTTP-Code: 500 Message: Unknown API Status Code!'), {
+    code: 500,
+    body: JSON.stringify({ kind: 'Status', status: 'Failure', message: 'etcdserver: request is too large', code: 500 }),
+  });
+
+/**
+ * An eval reconciler over caches the test sets, and a gateway holding runs by name. refuseStatus:
+ * true refuses the status write as etcd refuses one too large; an Error fails it with that.
+ */
+function world(options: { evaluation: CodingEval; runs?: CodingRun[]; refuseStatus?: (status: CodingEvalStatus) => boolean | Error }) {
+  let evaluation = options.evaluation;
+  let runs = options.runs ?? [];
+  /** What the API server holds under each name (the cache may lag behind it). */
+  const server = new Map<string, CodingRun>(runs.map((run) => [run.metadata.name, run]));
+  const created: string[] = [];
+  const writes: CodingEvalStatus[] = [];
+  const events: Array<{ type: string; reason: string; message: string }> = [];
+  let transcriptReads = 0;
+  const gateway: EvalGateway = {
+    async createRun(run) {
+      if (server.has(run.metadata.name)) return 'exists';
+      created.push(run.metadata.name);
+      server.set(run.metadata.name, run as unknown as CodingRun);
+      return 'created';
+    },
+    getRun: async (_namespace, name) => server.get(name),
+    async listTranscript() {
+      transcriptReads += 1;
+    },
+    getDiffConfigMap: async () => undefined,
+    async replaceEvalStatus(_evaluation, status) {
+      const refusal = options.refuseStatus?.(status);
+      if (refusal instanceof Error) throw refusal;
+      if (refusal) throw tooLarge();
+      writes.push(status);
+      evaluation = { ...evaluation, status };
+      return evaluation;
+    },
+    async recordEvent(_evaluation, event) {
+      events.push(event);
+    },
+  };
+  const reconciler = new EvalReconciler({
+    evals: { get: () => evaluation, list: () => [evaluation] },
+    runs: { get: (_namespace, name) => runs.find((run) => run.metadata.name === name), list: () => runs },
+    gateway,
+    identity: 'test',
+    logger: { info: () => {}, warn: () => {} },
+    now: () => NOW,
+  });
+  return {
+    reconcile: () => reconciler.reconcile('team/bench'),
+    /** The runs the cache holds from now on, and the API server (the cache may not have seen them yet). */
+    setRuns(cached: CodingRun[], held = cached) {
+      runs = cached;
+      server.clear();
+      for (const run of held) server.set(run.metadata.name, run);
+    },
+    /** The eval as the cache holds it from now on. */
+    setEvaluation(next: CodingEval) {
+      evaluation = next;
+    },
+    get evaluation() {
+      return evaluation;
+    },
+    created,
+    writes,
+    events,
+    get transcriptReads() {
+      return transcriptReads;
+    },
+  };
+}
+
+describe("an eval's run deleted before it was graded", () => {
+  const evaluation = evaluationOf(1);
+  const run = madeRun(evaluation, 1, { phase: 'Running' });
+
+  it('is neither graded nor foreign while it is being deleted, and is made again once gone', async () => {
+    const eval1 = world({ evaluation, runs: [deleting(run)] });
+    const result = await eval1.reconcile();
+    expect(eval1.created).toEqual([]);
+    expect(eval1.evaluation.status?.attempts ?? []).toEqual([]);
+    expect(eval1.evaluation.status?.phase).toBe('Running');
+    expect(eval1.events.map((event) => event.reason)).not.toContain('ForeignRun');
+    expect(result).toEqual({ requeueAfterMs: expect.any(Number) });
+
+    eval1.setRuns([]);
+    await eval1.reconcile();
+    expect(eval1.created).toEqual([run.metadata.name]);
+    expect(eval1.evaluation.status?.attempts ?? []).toEqual([]);
+  });
+
+  it('waits for it too when only the API server holds it (the cache has not seen the run)', async () => {
+    const eval1 = world({ evaluation });
+    eval1.setRuns([], [deleting(run)]);
+    const result = await eval1.reconcile();
+    expect(eval1.created).toEqual([]);
+    expect(eval1.evaluation.status?.attempts ?? []).toEqual([]);
+    expect(eval1.events.map((event) => event.reason)).not.toContain('ForeignRun');
+    expect(result).toEqual({ requeueAfterMs: expect.any(Number) });
+
+    eval1.setRuns([]);
+    await eval1.reconcile();
+    expect(eval1.created).toEqual([run.metadata.name]);
+  });
+
+  it('still fails ForeignRun for a run another author made under the name after', async () => {
+    const byBob = madeRun(evaluation, 1, { phase: 'Succeeded' });
+    byBob.metadata.annotations = { [CREATOR_ANNOTATION]: 'bob' };
+    byBob.metadata.uid = 'bobs-run';
+    const eval1 = world({ evaluation, runs: [byBob] });
+    await eval1.reconcile();
+    expect(eval1.created).toEqual([]);
+    expect(eval1.evaluation.status?.attempts).toEqual([expect.objectContaining({ attempt: 1, reason: 'ForeignRun', passed: false })]);
+    expect(eval1.transcriptReads).toBe(0);
+  });
+});
+
+describe('an eval whose status grows past what the API server stores', () => {
+  const evaluation = evaluationOf(3);
+  const finished = (attempt: number) => madeRun(evaluation, attempt, { phase: 'Succeeded', reason: 'Completed', steps: 1 });
+  const withAttempts = (status: CodingEvalStatus) => status.attempts !== undefined;
+
+  it('stops Failed StatusTooLarge with its figures and what to change, and neither grades nor creates again', async () => {
+    const eval1 = world({ evaluation, runs: [finished(1)], refuseStatus: withAttempts });
+    const result = await eval1.reconcile();
+    expect(eval1.transcriptReads).toBe(1);
+    expect(eval1.writes).toHaveLength(1);
+    const status = eval1.evaluation.status!;
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'StatusTooLarge', planned: 3, graded: 1, completionTime: NOW.toISOString() });
+    expect(status.attempts).toBeUndefined();
+    expect(status.results).toEqual([expect.objectContaining({ task: 'fix', model: 'm', attempts: 1, passes: 1 })]);
+    expect(status.message).toContain('too large for the API server to store');
+    expect(status.message).toContain('Create a smaller eval');
+    expect(status.conditions).toEqual([expect.objectContaining({ type: 'Complete', status: 'True', reason: 'StatusTooLarge' })]);
+    expect(eval1.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'StatusTooLarge' }));
+    expect(result).toBeUndefined();
+
+    // Attempt 2's run (made in that pass) finishes: nothing is graded, written or created.
+    const createdBefore = eval1.created.length;
+    eval1.setRuns([finished(1), finished(2)]);
+    await eval1.reconcile();
+    expect(eval1.transcriptReads).toBe(1);
+    expect(eval1.writes).toHaveLength(1);
+    expect(eval1.created).toHaveLength(createdBefore);
+  });
+
+  it('does not grade again before the cache brings the status that says so', async () => {
+    const eval1 = world({ evaluation, runs: [finished(1)], refuseStatus: withAttempts });
+    await eval1.reconcile();
+    eval1.setEvaluation(evaluation);
+    await eval1.reconcile();
+    expect(eval1.transcriptReads).toBe(1);
+    expect(eval1.writes).toHaveLength(1);
+  });
+
+  it('keeps only the counts when the figures do not fit either', async () => {
+    const eval1 = world({
+      evaluation,
+      runs: [finished(1)],
+      refuseStatus: (status) => withAttempts(status) || status.results !== undefined,
+    });
+    await eval1.reconcile();
+    expect(eval1.evaluation.status).toMatchObject({ phase: 'Failed', reason: 'StatusTooLarge', graded: 1, passes: 1 });
+    expect(eval1.evaluation.status!.results).toBeUndefined();
+    expect(eval1.evaluation.status!.message).toContain('status.attempts and status.results are left out');
+  });
+
+  it('says so in a Warning Event and does not grade again when no status fits', async () => {
+    const eval1 = world({ evaluation, runs: [finished(1)], refuseStatus: () => true });
+    await expect(eval1.reconcile()).resolves.toBeUndefined();
+    expect(eval1.writes).toEqual([]);
+    expect(eval1.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'StatusTooLarge' }));
+    await eval1.reconcile();
+    expect(eval1.transcriptReads).toBe(1);
+  });
+
+  it('still fails the pass on any other error of the status write, to be retried', async () => {
+    const conflict = Object.assign(new Error('Conflict'), { code: 409 });
+    const eval1 = world({ evaluation, runs: [finished(1)], refuseStatus: () => conflict });
+    await expect(eval1.reconcile()).rejects.toBe(conflict);
+    await expect(eval1.reconcile()).rejects.toBe(conflict);
+    expect(eval1.transcriptReads).toBe(2);
+  });
+});
