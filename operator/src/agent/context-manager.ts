@@ -10,6 +10,8 @@
 // - The summary records how many assistant turns it replaced, so the scripted provider still
 //   finds its place in the script (providers/scripted/scripted-turn-index.ts).
 // - The summarising call's usage is returned, so the run's usage includes it.
+// - The summary is the model's, written from repository text: it is quoted (untrusted-element.ts)
+//   under the operator's own line, so nothing in it reads as the operator or the run's author.
 
 import type { ModelMessage, UserModelMessage } from 'ai';
 import {
@@ -18,6 +20,7 @@ import {
 } from '../providers/scripted/scripted-turn-index.ts';
 import { estimateMessagesTokens, estimateTextTokens } from './estimate-tokens.ts';
 import { collectFilesTouched, noFilesTouched, type FilesTouched } from './files-touched.ts';
+import { untrustedElement } from './untrusted-element.ts';
 import { emptyUsage, type TokenUsage } from './usage-accounting.ts';
 
 export interface ContextBudget {
@@ -141,7 +144,7 @@ function summaryText(summary: string, files: FilesTouched): string {
   return [
     '[Summary of the earlier conversation, written when the context window filled up. The messages after this one are verbatim.]',
     '',
-    summary.trim(),
+    untrustedElement('conversation-summary', summary.trim()),
     '',
     `Files read so far: ${fileList(files.read)}`,
     `Files changed so far: ${fileList(files.changed)}`,
@@ -150,7 +153,11 @@ function summaryText(summary: string, files: FilesTouched): string {
 
 function fileList(paths: readonly string[]): string {
   if (paths.length === 0) return '(none)';
-  const shown = paths.slice(0, FILE_LIST_LIMIT).join(', ');
+  // Paths come from the model's calls and may hold line breaks: the list stays on its line.
+  const shown = paths
+    .slice(0, FILE_LIST_LIMIT)
+    .map((path) => path.replace(/[\r\n\u2028\u2029]+/g, ' '))
+    .join(', ');
   return paths.length > FILE_LIST_LIMIT ? `${shown} and ${paths.length - FILE_LIST_LIMIT} more` : shown;
 }
 

@@ -2,9 +2,11 @@
 // read_repository_instructions collects them) as a section of the first prompt (#13.8): an
 // agent that starts with bash, before reading any file, still knows the repository's rules.
 // Bounded: whole sources, the last ones left out (and named) past the bound. Labelled as
-// repository text, which the system prompt says is data, never authority. Pure.
+// repository text, which the system prompt says is data, never authority, and quoted so that
+// it cannot end its element and go on as the operator (untrusted-element.ts). Pure.
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { dropSources, isInstructions } from './fit-tool-result.ts';
+import { untrustedElement } from './untrusted-element.ts';
 
 /** At most this much guidance goes into the first prompt (two whole 32 KiB sources). */
 export const GUIDANCE_PROMPT_MAX_BYTES = 64 * 1_024;
@@ -27,9 +29,12 @@ function render(instructions: RepositoryInstructions): string {
       'shows the guidance that applies to a file, read_repository_instructions that of a directory.',
   ];
   for (const source of instructions.sources) {
-    const from = source.includedBy ? ` (included by ${source.includedBy})` : '';
-    parts.push('', `<repository-file path=${JSON.stringify(source.path)}${from}>`, source.content.trimEnd(), '</repository-file>');
+    const attributes = { path: source.path, ...(source.includedBy ? { 'included-by': source.includedBy } : {}) };
+    parts.push('', untrustedElement('repository-file', source.content.trimEnd(), attributes));
   }
-  if (!instructions.complete) parts.push('', `Not complete: ${instructions.diagnostics.join('; ')}`);
+  // The toolbox's diagnostics name paths from the repository: kept on the one line.
+  if (!instructions.complete) parts.push('', `Not complete: ${oneLine(instructions.diagnostics.join('; '))}`);
   return parts.join('\n');
 }
+
+const oneLine = (text: string) => text.replace(/\s+/g, ' ');

@@ -5,6 +5,7 @@
 // the repository and the model wrote it.
 import { REASONS, VERIFICATION_OUTPUT_TAIL_MAX, type Verification } from '../api/index.ts';
 import { cutAtLine } from './cut-at-line.ts';
+import { untrustedElement } from '../agent/untrusted-element.ts';
 
 /** What the sandbox's bash returned for the command (the toolbox's BashResult, the fields read here). */
 export interface CommandResult {
@@ -146,7 +147,7 @@ function retryPrompt(input: VerdictInput, happened: string, left: number): strin
   return [
     `The operator ran the check for this task, ${quoted(verify.command)}, and it ${happened} ` +
       `(attempt ${verification.attempts} of ${verify.retries + 1}; ${left} more ${left === 1 ? 'try' : 'tries'} after this one if it fails again).`,
-    `The end of its output:\n<verification-output>\n${verification.outputTail || '(no output)'}\n</verification-output>`,
+    `The end of its output:\n${untrustedElement('verification-output', verification.outputTail || '(no output)')}`,
     `Find the cause, fix it in the code, and answer again when you are done; the check runs again then.${protectedNote}`,
   ].join('\n\n');
 }

@@ -10,6 +10,7 @@ import { effectiveSpecInput } from '../reconcile/run-template.ts';
 import { decodeDiff, isCutDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { cutAtLine } from './diff-stats.ts';
+import { untrustedElement } from '../agent/untrusted-element.ts';
 
 /** What the prepare job read for the decision. */
 export interface ContinuationInput {
@@ -104,8 +105,8 @@ export function continuationPrompt(source: CodingRun): string {
   return [
     `This run continues an earlier run, ${source.metadata.name}. Its changes are already in the workspace, uncommitted ` +
       '(`git diff HEAD` shows them); build on them rather than starting over.',
-    `Its task was:\n<earlier-task>\n${task.text}${task.truncated ? '\n[cut]' : ''}\n</earlier-task>`,
-    `It ended ${ending} with this final message:\n<earlier-final-message>\n${summary.text || '(none)'}${summary.truncated ? '\n[cut]' : ''}\n</earlier-final-message>`,
+    `Its task was:\n${untrustedElement('earlier-task', `${task.text}${task.truncated ? '\n[cut]' : ''}`)}`,
+    `It ended ${ending} with this final message:\n${untrustedElement('earlier-final-message', `${summary.text || '(none)'}${summary.truncated ? '\n[cut]' : ''}`)}`,
   ].join('\n\n');
 }
 
