@@ -4,12 +4,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CHART_OWNED_CONFIG_KEYS, chartConfigSchema, renderChartValuesSchema } from '../../operator/src/config/chart-values-schema.ts';
-import { operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
+import { loadOperatorConfig, operatorConfigSchema } from '../../operator/src/config/operator-config.ts';
 
 const committed = readFileSync(new URL('../../charts/chamvi-operator/values.schema.json', import.meta.url), 'utf8');
 
 interface JsonSchema {
-  properties: Record<string, JsonSchema & { pattern?: string; items?: { pattern?: string } }>;
+  properties: Record<string, JsonSchema & { pattern?: string; items?: { pattern?: string }; uniqueItems?: boolean; anyOf?: unknown[] }>;
   additionalProperties?: boolean;
   $schema?: string;
 }
@@ -37,5 +37,15 @@ describe("the chart's values schema", () => {
     const endpoints = new RegExp(config.properties.allowModelEndpoints!.items!.pattern!);
     expect(endpoints.test('https://llm.internal/v1/**')).toBe(true);
     expect(endpoints.test('https://key@llm.internal/v1')).toBe(false);
+  });
+
+  it('gives helm, as JSON Schema keywords, the checks of one key the operator makes in code (helm asserts draft-07 formats)', () => {
+    const config = chartConfigSchema() as unknown as JsonSchema;
+    // What the operator refuses...
+    expect(() => loadOperatorConfig({ watchNamespaces: ['team-a', 'team-a'] }, {})).toThrow(/more than once/);
+    expect(() => loadOperatorConfig({ egressProxy: { address: '10.0.0' } }, {})).toThrow(/IP address/);
+    // ...the schema refuses too: test/integration/chart.test.ts shows helm does.
+    expect(config.properties.watchNamespaces!.uniqueItems).toBe(true);
+    expect(config.properties.egressProxy!.properties.address!.anyOf).toEqual([{ format: 'ipv4' }, { format: 'ipv6' }]);
   });
 });
