@@ -115,6 +115,41 @@ export function describeDiffWriteContract(name: string, makeHarness: () => Promi
       expect(await readBack(harness, result)).toEqual({ diff: SNAPSHOT, kind: 'final', readable: true });
     });
 
+    // A step saves the sha256 of its snapshot in the run's state (pending) before the write and
+    // records it as stored in the save after it (workers/diff-snapshot.ts): a worker that dies in
+    // between leaves a diff the state names only as pending. Before, the ending refused it as changed.
+    it('an ending without its sandbox keeps a snapshot whose worker died before recording it as stored (its sha256 pending)', async () => {
+      const harness = await makeHarness();
+      const deps = { resources: harness.resources, logger: quiet };
+      const earlier = await harness.resources.writeDiff(harness.run, diffOf('the step before'), { kind: 'snapshot' });
+      const state = {
+        diffSnapshot: { sha256: diffSha(diffOf('the step before')), configMap: earlier.configMap },
+        pendingDiffSha256: diffSha(SNAPSHOT),
+      };
+      const snapshot = await harness.resources.writeDiff(harness.run, SNAPSHOT, { kind: 'snapshot', written: earlier.configMap });
+      expect(snapshot).toEqual({ outcome: 'written', configMap: earlier.configMap });
+      const kept = await keepRunDiff(deps, harness.run, undefined, state);
+      expect(kept.notStored).toBeUndefined();
+      const result = keptDiffResult(kept, '');
+      expect(result).toMatchObject({
+        diffSource: 'snapshot',
+        diffConfigMap: snapshot.configMap,
+        diffSha256: diffSha(SNAPSHOT),
+        filesChanged: 1,
+      });
+      expect(await readBack(harness, result)).toEqual({ diff: SNAPSHOT, kind: 'final', readable: true });
+    });
+
+    it('an ending without its sandbox keeps no diff planted over a snapshot being stored, and says why', async () => {
+      const harness = await makeHarness();
+      const deps = { resources: harness.resources, logger: quiet };
+      const snapshot = await harness.resources.writeDiff(harness.run, SNAPSHOT, { kind: 'snapshot' });
+      await harness.put(buildDiffConfigMap(harness.run, PLANTED, 'snapshot'));
+      const kept = await keepRunDiff(deps, harness.run, undefined, { pendingDiffSha256: diffSha(SNAPSHOT) });
+      expect(kept).toMatchObject({ source: 'none', diff: '', notStored: expect.stringContaining(`${snapshot.configMap} was changed`) });
+      expect(keptDiffResult(kept, '')).not.toHaveProperty('diffSha256');
+    });
+
     it("an ending without its sandbox keeps no diff planted (marked final) over the run's snapshot, and says why", async () => {
       const harness = await makeHarness();
       const deps = { resources: harness.resources, logger: quiet };

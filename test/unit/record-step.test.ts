@@ -1,17 +1,18 @@
 // workers/record-step.ts writing a resumed approval's entry: its key comes from the approval's
 // call number, which counts every call of the run (refused ones too), so it can pass 999999.
 // Written through local mode's writer (the same encoding and chunks as the operator's) and
-// read back as `kubectl codingrun logs` reads it.
+// read back as `kubectl codingrun logs` reads it. The answers a run records are bounded.
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
 import type { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
-import { ENTRY_KEY_PATTERN, resumeKey } from '../../operator/src/record/transcript-entry.ts';
+import { ENTRY_KEY_PATTERN, MAX_RECORDED_APPROVALS, cutKey, resumeKey } from '../../operator/src/record/transcript-entry.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
-import { stepEntry, writeStepEntry } from '../../operator/src/workers/record-step.ts';
+import { recordStep, stepEntry, writeStepEntry } from '../../operator/src/workers/record-step.ts';
 import type { InFlightStep, RunState } from '../../operator/src/workers/run-state.ts';
+import { runStateProblem } from '../../operator/src/workers/run-state-schema.ts';
 import type { TranscriptRun } from '../../operator/src/workers/transcript-writer.ts';
 
 const now = new Date('2026-12-06T12:00:00.000Z');
@@ -76,5 +77,70 @@ describe('writeStepEntry', () => {
   it('keys every call number a run can reach, up to the largest integer a JavaScript number holds', () => {
     for (const call of [1, 999_999, 1_000_000, 123_456_789, Number.MAX_SAFE_INTEGER])
       expect(resumeKey(1000, `s1000-c${call}`)).toMatch(ENTRY_KEY_PATTERN);
+  });
+});
+
+describe('recordStep', () => {
+  // Security: every call gated by spec.approval, 64 a step, made each answer an entry of its
+  // own: 32 000 of them (about 508 MiB of ConfigMaps) for one run, bounded by nothing.
+  it(`records ${MAX_RECORDED_APPROVALS} answers to approvals, then one cut entry, then none, counted in the saved state`, async () => {
+    const { deps, stored, warnings } = writer();
+    const answers = MAX_RECORDED_APPROVALS + 30;
+    let state: RunState = {
+      version: 2,
+      uid: run.metadata.uid,
+      namespace: 'agents',
+      name: 'spammed',
+      stage: 'stepping',
+      step: 0,
+      toolCalls: 0,
+      messages: [],
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 0, complete: true },
+      filesTouched: { read: [], changed: [] },
+      startedAt: 0,
+    };
+    // A state saved before the field existed still loads.
+    expect(runStateProblem(state)).toBeUndefined();
+    const recordDeps = { ...deps, now: () => now };
+    for (let call = 1; call <= answers; call++) {
+      // 64 gated calls a step, each denied: its own resume, its own entry.
+      const step = Math.ceil(call / 64);
+      const id = `s${step}-c${call}`;
+      const resumed: InFlightStep = {
+        calls: [],
+        results: [],
+        earlier: [{ toolCallId: `c${call}`, toolName: 'bash', ok: false, text: 'denied' }],
+        hadToolCalls: true,
+        toolNames: ['bash'],
+        text: '',
+        resumed: true,
+        record: {
+          startedAt: now.toISOString(),
+          answered: { toolCallId: `c${call}`, toolName: 'bash', input: { command: 'x'.repeat(4096) } },
+          approval: { id, tool: 'bash', decision: 'deny', requestedAt: now.toISOString(), answeredAt: now.toISOString() },
+        },
+      };
+      state = { ...state, step, toolCalls: call };
+      const record = recordStep(recordDeps, run, state, resumed);
+      await record.write();
+      // What the next job loads: the count went through the seal's JSON and the schema.
+      state = JSON.parse(JSON.stringify(state)) as RunState;
+      expect(runStateProblem(state)).toBeUndefined();
+    }
+    const transcript = readTranscript([...stored.values()], run);
+    expect(transcript.problems).toEqual([]);
+    const kinds = transcript.entries.map((entry) => entry.kind);
+    expect(kinds.filter((kind) => kind === 'approval')).toHaveLength(MAX_RECORDED_APPROVALS);
+    const cuts = transcript.entries.filter((entry) => entry.kind === 'cut');
+    const cutStep = Math.ceil((MAX_RECORDED_APPROVALS + 1) / 64);
+    expect(cuts).toEqual([
+      expect.objectContaining({
+        key: cutKey(cutStep),
+        message: expect.stringContaining(`from approval s${cutStep}-c${MAX_RECORDED_APPROVALS + 1} on`),
+      }),
+    ]);
+    expect(transcript.entries).toHaveLength(MAX_RECORDED_APPROVALS + 1);
+    expect(state.recordedApprovals).toBe(MAX_RECORDED_APPROVALS + 1);
+    expect(warnings).toEqual([]);
   });
 });

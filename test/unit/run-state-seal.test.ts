@@ -107,6 +107,22 @@ describe('security #11.1 sealed run state', () => {
     expect(bad({ ...state(), inFlight: { calls: [{ toolCallId: 'c2', toolName: 'bash' }] } })).toMatch(/inFlight/);
   });
 
+  it('decodes a state from before the pending diff sha256 (without it), one with it beside a stored snapshot or alone, and no other value', () => {
+    const sha = (digit: string) => digit.repeat(64);
+    const stored = { sha256: sha('a'), configMap: 'run-a-diff' };
+    const decoded = (fields: Partial<RunState>) => store().decode(sealed({ ...state(), ...fields }), owner);
+    expect(decoded({ diffSnapshot: stored })).toMatchObject({ diffSnapshot: stored });
+    expect(decoded({ diffSnapshot: stored }).pendingDiffSha256).toBeUndefined();
+    expect(decoded({ diffSnapshot: stored, pendingDiffSha256: sha('b') })).toMatchObject({
+      diffSnapshot: stored,
+      pendingDiffSha256: sha('b'),
+    });
+    expect(decoded({ pendingDiffSha256: sha('b') }).pendingDiffSha256).toBe(sha('b'));
+    const bad = (value: unknown) => problem(() => store().decode(new RunStateSeal(KEY).seal(JSON.stringify(value)), owner));
+    expect(bad({ ...state(), pendingDiffSha256: 'not a sha256' })).toMatch(/pendingDiffSha256/);
+    expect(bad({ ...state(), pendingDiffSha256: 7 })).toMatch(/pendingDiffSha256/);
+  });
+
   it('peek gives undefined for a state that cannot be trusted, for looks that act on nothing', () => {
     expect(store().peek(undefined, owner)).toBeUndefined();
     expect(store().peek(JSON.stringify(state()), owner)).toBeUndefined();

@@ -47,6 +47,13 @@ describe('decideStop', () => {
     expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('maxSteps');
   });
 
+  it('counts model calls of steps that failed before they were saved toward maxSteps, and says so', () => {
+    expect(decideStop({ ...base, steps: 30, discardedModelCalls: 9 })).toEqual({ stop: false });
+    const decision = decideStop({ ...base, steps: 30, discardedModelCalls: 10 });
+    expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'BudgetExceeded' });
+    expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('10 of them model calls asked again');
+  });
+
   it('fails with BudgetExceeded when the reported tokens reach maxTokens', () => {
     expect(decideStop({ ...base, usage: { ...emptyUsage(), totalTokens: 10_000 } })).toMatchObject({ reason: 'BudgetExceeded' });
     expect(decideStop({ ...base, budget: { maxSteps: 40 }, usage: { ...emptyUsage(), totalTokens: 10_000_000 } })).toEqual({ stop: false });

@@ -1,10 +1,11 @@
 // What the transcript keeps of a step (workers/record-step.ts) and how `kubectl codingrun logs`
 // shows it (cli/format-transcript.ts): the calls in the model's order with their results, the
 // call that waits for a human with the digest approvers were shown, a resume under its own key,
-// the bound on steps, and model-written bytes that cannot drive the reader's terminal.
+// the bounds on steps and on answers to approvals, and model-written bytes that cannot drive
+// the reader's terminal.
 import { describe, expect, it } from 'vitest';
 import { entryJson, formatEntry, outcomeJson, outcomeLine } from '../../operator/src/cli/format-transcript.ts';
-import { MAX_RECORDED_STEPS, type TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
+import { MAX_RECORDED_APPROVALS, MAX_RECORDED_STEPS, type TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 import { approvalInputJson, approvalInputSha256 } from '../../operator/src/reconcile/approval-answer.ts';
 import { boundedStepEntry, stepEntry } from '../../operator/src/workers/record-step.ts';
 import type { InFlightStep, RunState } from '../../operator/src/workers/run-state.ts';
@@ -97,6 +98,28 @@ describe("a step's transcript entry", () => {
     expect(boundedStepEntry(state(MAX_RECORDED_STEPS), inFlight(), now)?.kind).toBe('step');
     expect(boundedStepEntry(state(MAX_RECORDED_STEPS + 1), inFlight(), now)).toMatchObject({ kind: 'cut', key: 's000501-cut' });
     expect(boundedStepEntry(state(MAX_RECORDED_STEPS + 2), inFlight(), now)).toBeUndefined();
+  });
+
+  it(`keeps ${MAX_RECORDED_APPROVALS} answers to approvals, then one cut entry, then none; the steps go on`, () => {
+    const answered = inFlight({
+      resumed: true,
+      record: {
+        startedAt: now.toISOString(),
+        answered: bash,
+        approval: { id: 's4-c2', tool: 'bash', decision: 'deny', requestedAt: now.toISOString(), answeredAt: now.toISOString() },
+      },
+    });
+    const after = (recordedApprovals: number) => state(4, { recordedApprovals });
+    expect(boundedStepEntry(state(4), answered, now)).toMatchObject({ kind: 'approval', key: 's000004-c000002' });
+    expect(boundedStepEntry(after(MAX_RECORDED_APPROVALS - 1), answered, now)).toMatchObject({ kind: 'approval' });
+    expect(boundedStepEntry(after(MAX_RECORDED_APPROVALS), answered, now)).toMatchObject({
+      kind: 'cut',
+      key: 's000004-cut',
+      step: 4,
+      message: expect.stringMatching(new RegExp(`keeps ${MAX_RECORDED_APPROVALS} answers to approvals; from approval s4-c2 on`)),
+    });
+    expect(boundedStepEntry(after(MAX_RECORDED_APPROVALS + 1), answered, now)).toBeUndefined();
+    expect(boundedStepEntry(after(MAX_RECORDED_APPROVALS + 1), inFlight(), now)).toMatchObject({ kind: 'step', key: 's000004' });
   });
 });
 

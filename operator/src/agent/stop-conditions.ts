@@ -7,6 +7,11 @@ import type { TokenUsage } from './usage-accounting.ts';
 export interface StopInput {
   /** Steps (model calls) made so far, this one included. */
   readonly steps: number;
+  /**
+   * Model calls of steps that failed before they were saved and were asked again
+   * (workers/spent-on-unsaved-step.ts): spec.budget.maxSteps bounds model calls, and counts them too.
+   */
+  readonly discardedModelCalls?: number | undefined;
   /** Whether the last model answer asked for tools. */
   readonly lastStepHadToolCalls: boolean;
   /** Why the provider ended the last answer early, when it did (answerCutOff): such an answer is not a final one. */
@@ -59,8 +64,8 @@ export function deadlinePassed(input: Pick<StopInput, 'startedAt' | 'timeoutMs' 
   return input.now - input.startedAt >= input.timeoutMs;
 }
 
-export function stepBudgetSpent(input: Pick<StopInput, 'steps' | 'budget'>): boolean {
-  return input.steps >= input.budget.maxSteps;
+export function stepBudgetSpent(input: Pick<StopInput, 'steps' | 'discardedModelCalls' | 'budget'>): boolean {
+  return input.steps + (input.discardedModelCalls ?? 0) >= input.budget.maxSteps;
 }
 
 export function modelKeepsSendingUnusableToolCalls(input: Pick<StopInput, 'unusableToolCallSteps'>): boolean {
@@ -112,7 +117,7 @@ export function decideStop(input: StopInput): StopDecision {
       stop: true,
       outcome: 'failed',
       reason: 'BudgetExceeded',
-      message: `The run used all ${input.budget.maxSteps} steps of spec.budget.maxSteps without finishing; the partial diff is kept. Raise maxSteps or narrow the task.`,
+      message: `The run used all ${input.budget.maxSteps} steps of spec.budget.maxSteps${discardedCalls(input.discardedModelCalls)} without finishing; the partial diff is kept. Raise maxSteps or narrow the task.`,
     };
   }
   if (tokenBudgetSpent(input)) {
@@ -124,6 +129,10 @@ export function decideStop(input: StopInput): StopDecision {
     };
   }
   return { stop: false };
+}
+
+function discardedCalls(calls: number | undefined): string {
+  return calls ? ` (${calls} of them model calls asked again after their step failed before it was saved)` : '';
 }
 
 function tokensUsed(usage: TokenUsage): string {

@@ -53,26 +53,31 @@ export function storedKeptDiff(stored: { diff: string; configMap: string }): Kep
  * What the operator itself recorded of a run's diff, which a diff read back from the run's
  * ConfigMap must match before an ending keeps it (the ConfigMap is writable by anyone who may
  * update ConfigMaps in the namespace): the sha256 of the last snapshot (diffSnapshot in the
- * run's sealed state) and that of an earlier ending (status.result.diffSha256, with the
- * source it named; a run that finished and then failed publishing).
+ * run's sealed state), that of a snapshot being stored (pendingDiffSha256 there, saved before
+ * its write, which may have landed without the save after it: workers/diff-snapshot.ts), and
+ * that of an earlier ending (status.result.diffSha256, with the source it named; a run that
+ * finished and then failed publishing).
  */
 export interface RecordedDiff {
   snapshotSha256?: string | undefined;
+  /** The snapshot whose sha256 was saved before its write, not yet recorded as stored. */
+  pendingSha256?: string | undefined;
   ended?: { sha256: string; source: DiffSource } | undefined;
   /**
-   * The run's state was read: then a missing snapshotSha256 means the run stored no snapshot
-   * (its steps changed no file), not that nothing can be known.
+   * The run's state was read: then a missing snapshotSha256 and pendingSha256 mean the run
+   * stored no snapshot (its steps changed no file), not that nothing can be known.
    */
   stateRead?: boolean;
 }
 
 /** What the run's state (when it is still there) and its status say of its diff. */
 export function recordedDiff(
-  state: { diffSnapshot?: { sha256: string } | undefined } | undefined,
+  state: { diffSnapshot?: { sha256: string } | undefined; pendingDiffSha256?: string | undefined } | undefined,
   result: Pick<RunResult, 'diffSha256' | 'diffSource'> | undefined,
 ): RecordedDiff {
   return {
     snapshotSha256: state?.diffSnapshot?.sha256,
+    pendingSha256: state?.pendingDiffSha256,
     ended: result?.diffSha256 ? { sha256: result.diffSha256, source: result.diffSource ?? 'final' } : undefined,
     stateRead: state !== undefined,
   };
@@ -80,18 +85,19 @@ export function recordedDiff(
 
 /**
  * Where a diff read back from the run's ConfigMap came from, when it is one the operator
- * stored: an earlier ending's (the source that ending named), else the last snapshot; undefined
- * when something was recorded and the diff matches none of it (the ConfigMap was changed after
- * the run stored it), or the state says the run stored no snapshot (a diff there was put by
- * someone else: a run whose steps changed no file, planted under its ConfigMap's name). Only
- * with the state gone (or unreadable) and no earlier ending is there nothing to check against:
- * it is taken as the last snapshot, as before the check.
+ * stored: an earlier ending's (the source that ending named), else a snapshot (the last one
+ * stored, or the one being stored); undefined when something was recorded and the diff matches
+ * none of it (the ConfigMap was changed after the run stored it), or the state says the run
+ * stored no snapshot (a diff there was put by someone else: a run whose steps changed no file,
+ * planted under its ConfigMap's name). Only with the state gone (or unreadable) and no earlier
+ * ending is there nothing to check against: it is taken as the last snapshot, as before the check.
  */
 export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSource | undefined {
   const sha = diffSha(diff);
   if (recorded.ended?.sha256 === sha) return recorded.ended.source;
-  if (recorded.snapshotSha256 === sha) return 'snapshot';
-  return recorded.ended === undefined && recorded.snapshotSha256 === undefined && recorded.stateRead !== true ? 'snapshot' : undefined;
+  if (recorded.snapshotSha256 === sha || recorded.pendingSha256 === sha) return 'snapshot';
+  const nothingRecorded = recorded.ended === undefined && recorded.snapshotSha256 === undefined && recorded.pendingSha256 === undefined;
+  return nothingRecorded && recorded.stateRead !== true ? 'snapshot' : undefined;
 }
 
 /** KeptDiff.notStored for a diff ConfigMap whose diff matches nothing the operator recorded (storedDiffSource). */

@@ -146,8 +146,8 @@ export interface Transcript {
 
 /**
  * What one read inflates and decodes at most. A writer's transcript is at most
- * MAX_RECORDED_STEPS steps of ENTRY_MAX_BYTES compressed each (8 MiB; a typical step is 1–3
- * KiB); a hand-made chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of
+ * MAX_RECORDED_STEPS steps and MAX_RECORDED_APPROVALS answers to approvals of ENTRY_MAX_BYTES
+ * compressed each (16 MiB; a typical step is 1–3 KiB); a hand-made chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of
  * them took a reader's heap to 1.2 GiB. The operator's eval grading reads transcripts too,
  * inside a 160 MiB heap.
  */

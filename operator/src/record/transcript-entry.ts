@@ -83,6 +83,12 @@ export interface TranscriptEntry {
 
 /** Steps recorded per run; past it one `cut` entry says the record stops (bounds: docs/transcript.md). */
 export const MAX_RECORDED_STEPS = 500;
+/**
+ * Answers to approvals recorded per run; past it one `cut` entry says the rest are not. Each is
+ * an entry of its own beside its step's, up to 64 a step (every call gated): unbounded, 500
+ * steps' answers made 32 000 entries, about 508 MiB of ConfigMaps for one run.
+ */
+export const MAX_RECORDED_APPROVALS = 500;
 
 /** The field bounds of one entry, in UTF-8 bytes; halved by encodeEntry until the entry fits. */
 export interface EntryBounds {

@@ -12,7 +12,6 @@ import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
-import { mayChangeFiles, snapshotDiffAfterStep } from './diff-snapshot.ts';
 import { recordStep, type StepRecord } from './record-step.ts';
 import { MAX_EARLIER_ENTRIES, recordEntries, sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
@@ -28,7 +27,6 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
   await afterCalls(deps, run, state, {
     hadToolCalls: inFlight.hadToolCalls,
     ...(inFlight.cutOff ? { cutOff: inFlight.cutOff } : {}),
-    calls: inFlight.toolNames.map((toolName) => ({ toolName })),
     resumed: inFlight.resumed,
     ...(inFlight.record?.approval ? { answered: inFlight.record.approval as TranscriptApproval } : {}),
     record,
@@ -57,7 +55,6 @@ export async function afterCalls(
     hadToolCalls: boolean;
     /** The provider ended the step's answer early: not a final answer. */
     cutOff?: AnswerCutOff;
-    calls: readonly { toolName: string }[];
     resumed?: boolean;
     answered?: TranscriptApproval;
     /** The step's transcript entry: it lands before the state without the step in flight is saved, or trails it (trailing-record.ts). */
@@ -76,8 +73,6 @@ export async function afterCalls(
     (previous.earlier?.length ?? 0) < MAX_EARLIER_ENTRIES &&
     deps.trailing?.onItsWay(ref.uid, previous.step) === true;
   if (!behind) await settleTrailingRecord(deps, run, state);
-  // Before the state is saved: it records what the snapshot stored.
-  if (mayChangeFiles(last.calls)) await snapshotDiffAfterStep(deps, run, state);
   const now = deps.now();
   if (state.stage !== 'waiting') {
     const stop = decideStop({

@@ -29,7 +29,6 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
       else
         await afterCalls(deps, run, state, {
           hadToolCalls: true,
-          calls: [state.pendingApproval],
           resumed: true,
           ...(state.answeredBeforeWait ? { answered: state.answeredBeforeWait } : {}),
         });

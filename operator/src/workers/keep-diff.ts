@@ -93,7 +93,8 @@ export async function takeFinalDiff(
  * that matches nothing recorded was put there by someone who may update the ConfigMap (a
  * planted diff, maybe marked final): it is not kept, and notStored says so, since the ender
  * would otherwise certify it in diffSha256 and publish would push it. A step's snapshot that
- * landed but whose state was not yet saved reads as changed too, the safe way round.
+ * landed before the state recording it as stored was saved is the run's: its sha256 was saved
+ * as pending before the write (diff-snapshot.ts).
  */
 export async function snapshotDiff(deps: DiffKeepingDependencies, run: ParsedCodingRun, recorded: RecordedDiff): Promise<KeptDiff> {
   let stored: Awaited<ReturnType<RunResources['readDiff']>>;
@@ -128,14 +129,15 @@ export async function snapshotDiff(deps: DiffKeepingDependencies, run: ParsedCod
  * The latest diff there is: from the sandbox when asked and it answers, else the snapshot.
  * state: the run's (when it is still there). Its revision is the commit the run cloned: the
  * diff is taken against it, so work the model committed is kept, and it is recorded as the
- * diff's revision. Its diffSnapshot, with the run's own status.result.diffSha256 (an earlier
- * ending's), is what a snapshot read back must match (snapshotDiff).
+ * diff's revision. Its diffSnapshot and pendingDiffSha256 (the last snapshot stored, and one
+ * being stored), with the run's own status.result.diffSha256 (an earlier ending's), are what a
+ * snapshot read back must match (snapshotDiff).
  */
 export async function keepRunDiff(
   deps: DiffKeepingDependencies,
   run: ParsedCodingRun,
   sandbox: Sandbox | undefined,
-  state?: Pick<RunState, 'revision' | 'diffSnapshot'>,
+  state?: Pick<RunState, 'revision' | 'diffSnapshot' | 'pendingDiffSha256'>,
 ): Promise<KeptDiff> {
   const base = state?.revision;
   const against = base ? { revision: base } : {};

@@ -2,12 +2,14 @@
 // is built from what the step already holds (its calls and results, the model's text, the
 // usage of its model calls) and written through the TranscriptWriter before the step hands the
 // run on, so `kubectl codingrun logs -f` shows a step by the time its status does. A step redone
-// after a crash writes the same key again. Past MAX_RECORDED_STEPS, one `cut` entry says so.
+// after a crash writes the same key again. Past MAX_RECORDED_STEPS steps, or
+// MAX_RECORDED_APPROVALS answers to approvals, one `cut` entry says so.
 import { EVENT_REASONS, type CodingRun } from '../api/index.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import {
   DEFAULT_BOUNDS,
+  MAX_RECORDED_APPROVALS,
   MAX_RECORDED_STEPS,
   boundEntry,
   boundText,
@@ -71,18 +73,39 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
   return boundEntry(entry, DEFAULT_BOUNDS);
 }
 
-/** The entry to write for this step, undefined past the bound (after the one `cut` entry). */
+/**
+ * The entry to write for this step, undefined past its bound (after the one `cut` entry): steps
+ * past MAX_RECORDED_STEPS, answers to approvals past MAX_RECORDED_APPROVALS (counted in
+ * state.recordedApprovals, recordStep).
+ */
 export function boundedStepEntry(state: RunState, inFlight: InFlightStep, now: Date): TranscriptEntry | undefined {
-  if (state.step <= MAX_RECORDED_STEPS) return stepEntry(state, inFlight, now);
-  if (state.step !== MAX_RECORDED_STEPS + 1 || inFlight.record?.approval) return undefined;
-  return {
-    key: cutKey(state.step),
-    kind: 'cut',
-    step: state.step,
-    at: now.toISOString(),
-    message: `the transcript keeps ${MAX_RECORDED_STEPS} steps; steps from ${state.step} on are not recorded (status has the totals)`,
-  };
+  const approval = inFlight.record?.approval;
+  if (state.step > MAX_RECORDED_STEPS) {
+    if (state.step !== MAX_RECORDED_STEPS + 1 || approval) return undefined;
+    return cutEntry(
+      state.step,
+      now,
+      `the transcript keeps ${MAX_RECORDED_STEPS} steps; steps from ${state.step} on are not recorded (status has the totals)`,
+    );
+  }
+  const recorded = state.recordedApprovals ?? 0;
+  if (!approval || recorded < MAX_RECORDED_APPROVALS) return stepEntry(state, inFlight, now);
+  if (recorded > MAX_RECORDED_APPROVALS) return undefined;
+  // Its own key: steps are cut only past MAX_RECORDED_STEPS, where no answer is recorded.
+  return cutEntry(
+    state.step,
+    now,
+    `the transcript keeps ${MAX_RECORDED_APPROVALS} answers to approvals; from approval ${approval.id} on, the answers and the calls they ran are not recorded (the Approved and Denied Events and status.approvals show the latest answers, status the totals)`,
+  );
 }
+
+const cutEntry = (step: number, now: Date, message: string): TranscriptEntry => ({
+  key: cutKey(step),
+  kind: 'cut',
+  step,
+  at: now.toISOString(),
+  message,
+});
 
 /**
  * Writes a step's entry. An API server that cannot be reached throws (the step stays in
@@ -117,7 +140,10 @@ export const writeStepEntry = (
   entry: TranscriptEntry | undefined,
 ): Promise<void> => writeStepEntries(deps, run, entry ? [entry] : []);
 
-/** The step's entry, built now from the step as it ends; written when the caller says (end-step.ts). */
+/**
+ * The step's entry, built now from the step as it ends; written when the caller says
+ * (end-step.ts). An answer to an approval's entry is counted in `state`.
+ */
 export function recordStep(
   deps: Pick<AgentDependencies, 'transcript' | 'now' | 'events' | 'logger'>,
   run: TranscriptRun & CodingRun,
@@ -125,6 +151,9 @@ export function recordStep(
   inFlight: InFlightStep,
 ): StepRecord {
   const entry = boundedStepEntry(state, inFlight, deps.now());
+  // Counted in the state the step's end saves (end-step.ts), the cut too, so the count stops at
+  // MAX_RECORDED_APPROVALS + 1: a step redone from before that save decides from the same count.
+  if (entry && inFlight.record?.approval) state.recordedApprovals = (state.recordedApprovals ?? 0) + 1;
   return { entry, write: () => writeStepEntry(deps, run, entry) };
 }
 

@@ -108,10 +108,16 @@ export const runStateSchema = z.looseObject({
   finalText: z.string().optional(),
   stop: z.looseObject({ reason: z.string().regex(/^[A-Z][A-Za-z]{1,62}$/), message: z.string() }).optional(),
   unusableToolCallSteps: count.optional(),
+  discardedModelCalls: count.optional(),
   lastUnusableToolCall: z.string().optional(),
   diffSnapshot: z.looseObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/), configMap: identifier }).optional(),
+  pendingDiffSha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional(),
   approvalWaitMs: count.optional(),
   answeredBeforeWait: answeredApproval.optional(),
+  recordedApprovals: count.optional(),
   publish: z.looseObject({ diffSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
   verification: z
     .looseObject({

@@ -109,6 +109,11 @@ export interface RunState extends RunRef {
   stage: RunStage;
   /** Steps (model calls) completed. */
   step: number;
+  /**
+   * Model calls whose step failed before it was saved and was asked again (spent-on-unsaved-step.ts):
+   * not steps, but spec.budget.maxSteps counts them with them. Absent before the first.
+   */
+  discardedModelCalls?: number;
   toolCalls: number;
   messages: ModelMessage[];
   usage: TokenUsage;
@@ -128,6 +133,13 @@ export interface RunState extends RunRef {
   lastUnusableToolCall?: string;
   /** The diff last stored as the run's snapshot (diff-snapshot.ts): its sha256 (an unchanged diff is not written again) and ConfigMap. */
   diffSnapshot?: { sha256: string; configMap: string };
+  /**
+   * The sha256 of a diff snapshot being stored (diff-snapshot.ts), saved before its write: an
+   * ending that finds that diff in the ConfigMap knows it for the run's own (keep-diff.ts) when
+   * the worker died before diffSnapshot recorded it. Beside diffSnapshot, not in it, so that a
+   * replica of the release before still reads the state of a run whose first snapshot is pending.
+   */
+  pendingDiffSha256?: string;
   /** Milliseconds spent waiting for approvals, summed (status.approvalWaitSeconds); startedAt has moved on by as much. */
   approvalWaitMs?: number;
   /**
@@ -136,6 +148,8 @@ export interface RunState extends RunRef {
    * needs it too.
    */
   answeredBeforeWait?: TranscriptApproval;
+  /** Answers to approvals the transcript holds, and its `cut` past MAX_RECORDED_APPROVALS (record-step.ts); absent before the first. */
+  recordedApprovals?: number;
   /** spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that diff is pushed. */
   publish?: { diffSha256: string };
   /** The last spec.verify run (verify-work.ts) and the step after which it ran (a redone finalize does not run it again). */

@@ -1,7 +1,7 @@
 // Running a step's tool calls: in order, each result kept as it comes (so a step redone
 // after a crash runs only the calls not finished; a read's result rides on the next save),
 // up to the first call that needs a human's approval, which parks the run with the calls
-// after it.
+// after it. Once they ran, the diff they may have made is stored (diff-snapshot.ts).
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
@@ -10,6 +10,7 @@ import type { ParsedCodingRun } from '../api/index.ts';
 import { changesSandbox, isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { refuseOversizedApproval } from './approval-input.ts';
+import { mayChangeFiles, snapshotDiffAfterCalls } from './diff-snapshot.ts';
 import type { PendingToolCall, RunState, ToolResultRecord } from './run-state.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
@@ -23,7 +24,8 @@ import { deadlineOf } from './step-job.ts';
  * next call's, or the step's end), and a step redone before that runs the read again and
  * sees the workspace as it is then, as a read that the toolbox's call journal does not keep
  * would anyway (docs/operations.md). A save writes the whole state, so this is one write of
- * the conversation fewer per read (#17.5, docs/benchmarks.md).
+ * the conversation fewer per read (#17.5, docs/benchmarks.md). The one call a job runs is
+ * saved once its diff is taken, with the diff's sha256 (diff-snapshot.ts).
  */
 export const savedOnItsOwn = (toolName: string): boolean => !isToolName(toolName) || changesSandbox(toolName);
 
@@ -38,14 +40,28 @@ export const savedOnItsOwn = (toolName: string): boolean => !isToolName(toolName
  */
 export const savedBeforeCalls = (calls: readonly { toolName: string }[]): boolean => calls.some((call) => savedOnItsOwn(call.toolName));
 
+/** What a step keeps of its calls as they finish, and what it does once they all have. */
+export interface CallProgress {
+  /** Calls that finished in an earlier try, not run again. */
+  done: readonly ToolResultRecord[];
+  /** Keeps a result; `save`: saved now (a call that must not run twice), else it rides on the next save. */
+  record(result: ToolResultRecord, save: boolean): Promise<void>;
+  /** After the calls, before the step's state moves on: stores the diff they made (diff-snapshot.ts); `owed`, a result still to save. */
+  snapshot(owed: boolean): Promise<void>;
+}
+
 /** Runs the in-flight step's calls that are not done yet, saving each result that must not be run again as it comes. True when parked. */
 export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
   const inFlight = state.inFlight!;
-  const record = async (result: ToolResultRecord) => {
-    inFlight.results.push(result);
-    if (savedOnItsOwn(result.toolName)) await deps.states.save(state);
-  };
-  return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, { done: [...inFlight.results], record });
+  const save = () => deps.states.save(state);
+  return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, {
+    done: [...inFlight.results],
+    record: async (result, saveNow) => {
+      inFlight.results.push(result);
+      if (saveNow) await save();
+    },
+    snapshot: (owed) => snapshotDiffAfterCalls(deps, run, state, save, owed),
+  });
 }
 
 /**
@@ -59,17 +75,25 @@ export async function runCallsUntilApproval(
   state: RunState,
   calls: readonly PendingToolCall[],
   earlier: ToolResultRecord[],
-  progress?: { done: readonly ToolResultRecord[]; record(result: ToolResultRecord): Promise<void> },
+  progress?: CallProgress,
 ): Promise<boolean> {
   const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = protectingSandbox(deps.sandboxes.for(run), run);
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
   const observe = toolCallObserver(deps);
+  const toRun = now.filter((call) => !done.has(call.toolCallId));
+  // The diff is stored once this job's calls ran (diff-snapshot.ts), unless a denied oversized
+  // call lets more run after them (below: they store it then). Its sha256 is saved before the
+  // write: with the save of the one call run here when there is one, which waits for the diff.
+  const goesOn = gated >= 0 && refuseOversizedApproval(calls[gated]!) !== undefined;
+  const snapshots = !goesOn && mayChangeFiles([...earlier, ...now]);
+  const alone = snapshots && toRun.length === 1 && savedOnItsOwn(toRun[0]!.toolName);
+  const record = progress && ((result: ToolResultRecord) => progress.record(result, savedOnItsOwn(result.toolName) && !alone));
   const fresh = await withRunDeadline(deadlineOf(run, state) - deps.now().getTime(), (deadline) =>
     executeToolCalls(
       sandbox,
-      now.filter((call) => !done.has(call.toolCallId)),
+      toRun,
       (tool, outcome, seconds) => {
         observe(tool, outcome, seconds);
         // The run's first tool call (status.timings); observed as it ends, so it started `seconds` ago.
@@ -79,11 +103,12 @@ export async function runCallsUntilApproval(
         }
       },
       deadline,
-      progress?.record,
+      record,
       state.step,
       { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },
     ),
   );
+  if (snapshots) await progress?.snapshot(alone);
   for (const result of fresh) done.set(result.toolCallId, result);
   const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
   state.toolCalls += now.length;

@@ -3,9 +3,11 @@
 // the next save; parking the run if a call needs a human), writes the status, then enqueues
 // the next step or finalize. A step redone after a crash goes on from what was kept
 // (hand-on.ts): the model is not asked again and a finished call that changes something is
-// not run again; only such a call the crash cut off is, and reads not yet saved. The calls
-// run in run-tool-calls.ts, the step ends in end-step.ts. The step before's record may still
-// be on its way (trailing-record.ts): end-step.ts settles it before this step's own.
+// not run again; only such a call the crash cut off is, and reads not yet saved. A step of
+// reads only is saved at its end, so a retry asks the model again: what a failed try spent
+// is kept first (spent-on-unsaved-step.ts). The calls run in run-tool-calls.ts, the step ends
+// in end-step.ts. The step before's record may still be on its way (trailing-record.ts):
+// end-step.ts settles it before this step's own.
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
@@ -32,6 +34,7 @@ import { countTokens } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { runInFlightCalls, savedBeforeCalls } from './run-tool-calls.ts';
 import { countTeamTokens, teamBudgetStop } from './team-token-budget.ts';
+import { keepSpentOfUnsavedStep } from './spent-on-unsaved-step.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
 
 const TOOL_DEFINITIONS = toolboxToolDefinitions();
@@ -63,6 +66,7 @@ export function deadlineOf(run: ParsedCodingRun, state: RunState): number {
 function stopBeforeCall(run: ParsedCodingRun, state: RunState, now: number) {
   const decision = decideStop({
     steps: state.step,
+    discardedModelCalls: state.discardedModelCalls,
     lastStepHadToolCalls: true,
     usage: state.usage,
     budget: run.spec.budget,
@@ -189,13 +193,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   /**
    * The answers a failed step got were spent all the same (a compaction's before a call that
    * failed; an answer the SDK failed on): the metric and the namespace's daily tally count
-   * them, and, when the run ends on it, its status (fail-run.ts takes usage from the state).
+   * them, and so does the state, which nothing of this step has changed yet: a retry (it
+   * compacts again) checks maxTokens with them, and a run that ends on it shows them
+   * (fail-run.ts takes usage from the state).
    */
   const failAfterSpending = async (error: unknown): Promise<never> => {
     const spentUsage = addUsage(...spent);
     countTokens(deps, tokenLabels, spentUsage);
     await countTeamTokens(deps, ref.namespace, spentUsage.totalTokens);
-    if (ModelAnswerUnusableError.isInstance(error)) {
+    if (spent.length > 0) {
       state.usage = addUsage(state.usage, spentUsage);
       await deps.states.save(state).catch((saveError: unknown) => {
         deps.logger.warn({ err: saveError instanceof Error ? saveError.message : String(saveError) }, 'could not save the spent tokens');
@@ -242,8 +248,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const valid: PendingToolCall[] = result.toolCalls
     .filter((call) => !(call as { invalid?: boolean }).invalid)
     .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
-  // At most MAX_TOOL_CALLS_PER_STEP run; the others are answered with a tool error, first in the tool message.
-  const { run: calls, refused } = capToolCalls(valid);
+  // At most MAX_TOOL_CALLS_PER_STEP run; the others are answered with a tool error, first in the
+  // tool message, which tells the model how many calls its answer held, the dropped ones too.
+  const { run: calls, refused } = capToolCalls(valid, { made: result.toolCalls.length + droppedToolCalls });
   state.messages = [...context.messages, ...responseMessages];
   state.filesTouched = context.filesTouched;
   state.usage = addUsage(state.usage, compactionUsage, callUsage);
@@ -278,13 +285,21 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The namespace's daily tally (Redis) goes out now, beside the calls, and is waited for
   // before the step hands on (the next step's budget check reads it); it never throws.
   const tallied = countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
-  // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
-  if (savedBeforeCalls(calls)) await deps.states.save(state);
-  const toolsStarted = performance.now();
-  const parked = await runInFlightCalls(deps, run, state);
-  const toolsMs = performance.now() - toolsStarted;
-  await tallied;
-  await endStep(deps, run, state, parked);
+  let toolsMs: number;
+  try {
+    // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
+    if (savedBeforeCalls(calls)) await deps.states.save(state);
+    const toolsStarted = performance.now();
+    const parked = await runInFlightCalls(deps, run, state);
+    toolsMs = performance.now() - toolsStarted;
+    await tallied;
+    await endStep(deps, run, state, parked);
+  } catch (error) {
+    // A step not saved yet is asked again by the retry: what this try spent is kept now, as
+    // it would be in a save before the calls, without that save's cost on every step of reads.
+    await keepSpentOfUnsavedStep(deps, ref, completed, addUsage(compactionUsage, callUsage));
+    throw error;
+  }
   // What this job spends outside the model and the tools after the state load (run read,
   // saves, status, enqueue). `make bench` reports a wider step overhead, pickup to next
   // pickup (test/bench/step-cycles.ts), and takes totalMs, modelMs and toolsMs from here.

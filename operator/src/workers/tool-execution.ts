@@ -151,16 +151,26 @@ export async function executeToolCalls(
  */
 export const MAX_TOOL_CALLS_PER_STEP = 64;
 
+export interface ToolCallCap {
+  /**
+   * The tool calls the model's answer held: the calls given here, the ones the SDK could not
+   * parse, and the ones past the answer's bound that the SDK never saw
+   * (providers/with-answer-bounds.ts). The model is told this number; `calls.length` by default.
+   */
+  readonly made?: number;
+  readonly max?: number;
+}
+
 /** The calls a step runs (the first MAX_TOOL_CALLS_PER_STEP) and a tool error for each of the others. */
 export function capToolCalls(
   calls: readonly PendingToolCall[],
-  max = MAX_TOOL_CALLS_PER_STEP,
+  { made = calls.length, max = MAX_TOOL_CALLS_PER_STEP }: ToolCallCap = {},
 ): { run: PendingToolCall[]; refused: ToolResultRecord[] } {
   const refused = calls.slice(max).map((call) => ({
     toolCallId: call.toolCallId,
     toolName: call.toolName,
     ok: false,
-    text: `TOO_MANY_CALLS: this step made ${calls.length} tool calls and at most ${max} run in one step; this one did not run. Make it again in your next step if you still need it.`,
+    text: `TOO_MANY_CALLS: this step made ${made} tool calls and at most ${max} run in one step; this one did not run. Make it again in your next step if you still need it.`,
   }));
   return { run: calls.slice(0, max), refused };
 }
