@@ -3,7 +3,13 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { AGENT_RECHECK_MS, REFUSED_RECHECK_MS, decide } from '../../operator/src/reconcile/decide.ts';
+import {
+  AGENT_RECHECK_MS,
+  CONFIG_MAP_DELETES_PER_RECONCILE,
+  CONFIG_MAPS_DELETED_RECHECK_MS,
+  REFUSED_RECHECK_MS,
+  decide,
+} from '../../operator/src/reconcile/decide.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import {
   SANDBOX_DENY_ALL_POLICY,
@@ -604,6 +610,24 @@ describe('decide: finished and deleted runs', () => {
     expect(types(podGone)).toEqual(['stopAgent', 'deleteNetworkPolicy']);
     const last = decide(observe(deleted), config, now);
     expect(types(last)).toEqual(['stopAgent', 'removeFinalizer']);
+  });
+
+  it("deletes at most CONFIG_MAP_DELETES_PER_RECONCILE of a deleted run's ConfigMaps at a time, and looks again at once until none is left", () => {
+    const deleted = run({ metadata: { deletionTimestamp: now.toISOString() }, status: { phase: 'Succeeded' } });
+    const names = Array.from({ length: CONFIG_MAP_DELETES_PER_RECONCILE + 20 }, (_, index) => `forged-${index}`);
+    const many = decide(observe(deleted, { ownedConfigMaps: names }), config, now);
+    expect(many.actions).toEqual([
+      { type: 'stopAgent' },
+      { type: 'deleteConfigMaps', names: names.slice(0, CONFIG_MAP_DELETES_PER_RECONCILE) },
+    ]);
+    expect(many.requeueAfterMs).toBe(CONFIG_MAPS_DELETED_RECHECK_MS);
+    const rest = decide(observe(deleted, { ownedConfigMaps: names.slice(CONFIG_MAP_DELETES_PER_RECONCILE) }), config, now);
+    expect(rest.actions).toEqual([
+      { type: 'stopAgent' },
+      { type: 'deleteConfigMaps', names: names.slice(CONFIG_MAP_DELETES_PER_RECONCILE) },
+    ]);
+    expect(rest.requeueAfterMs).toBe(CONFIG_MAPS_DELETED_RECHECK_MS);
+    expect(decide(observe(deleted), config, now)).toEqual({ actions: [{ type: 'stopAgent' }, { type: 'removeFinalizer' }], events: [] });
   });
 
   it('deletes by name the pod whose create this process sent, not yet in the cache, and keeps the finalizer until it looks again', () => {

@@ -5,7 +5,7 @@
 // once the cache shows no object of that name, or another one (a new uid).
 import type { KubernetesObject } from '@kubernetes/client-node';
 
-type Kind = 'Pod' | 'NetworkPolicy';
+type Kind = 'Pod' | 'NetworkPolicy' | 'ConfigMap';
 
 export class DeletionsSent {
   /** run key -> `kind/name` -> uid deleted. */

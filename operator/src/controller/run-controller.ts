@@ -19,6 +19,7 @@ import { Informer, clientNodePage, type CachedObject, type InformerSource, type 
 import type { IsolationProbe } from './isolation-probe.ts';
 import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-reconciler.ts';
 import { MergedCache } from './merged-cache.ts';
+import { AdmissionPlanCache } from './admission-plan-cache.ts';
 import { WorkQueue } from './work-queue.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
@@ -104,7 +105,10 @@ export class RunController {
       const runName = controllingRunName(object) ?? object.metadata?.labels?.[RUN_LABEL];
       if (runName) this.queue.add(`${object.metadata!.namespace}/${runName}`);
     };
+    // Told of every run and sandbox pod change: the admission plan is made again only after one.
+    const admissionPlans = new AdmissionPlanCache({ changesReported: true });
     const onRun = (run: CodingRun, previous?: CodingRun) => {
+      admissionPlans.runChanged(previous, run);
       if (runChangeWakes(previous, run)) this.queue.add(runKey(run));
       // The queue changed (maxActiveRuns): a slot freed up, a run left the queue, or a new run
       // (or one seen for the first time) came. Wake the run each namespace serves next.
@@ -155,6 +159,7 @@ export class RunController {
       // A pool pod that changed (Ready, above all) is looked at by the pool loop now, not at its
       // next tick: its tool session opens ahead only once the loop has seen it ready.
       (pod, deleted) => {
+        admissionPlans.sandboxPodChanged();
         if (deleted || pod.metadata?.deletionTimestamp) this.reconciler.wakeQueueHeads();
         if (pod.metadata?.labels?.[WARM_POOL_LABEL]) this.warmPools?.poke();
       },
@@ -240,6 +245,7 @@ export class RunController {
           }
         : {}),
       wake: (key) => this.queue.add(key),
+      admissionPlans,
       caches: {
         runs: this.runs,
         pods,

@@ -6,7 +6,7 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { computeAdmission, isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
+import { isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
@@ -32,6 +32,7 @@ import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcil
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
+import { AdmissionPlanCache, CountedMap, CountedSet, type FairShareView } from './admission-plan-cache.ts';
 import { DeletionsSent } from './deletions-sent.ts';
 import { DiffTakes } from './diff-takes.ts';
 import { WriteGate } from './write-gate.ts';
@@ -91,6 +92,11 @@ export interface RunReconcilerDeps {
   egressProxyAddress?: { get(): Promise<string> };
   /** Issue #15.4: the teams' settings and their token tallies; absent, no namespace has limits of its own. */
   fairShare?: FairShareSources;
+  /**
+   * The admission plan kept between reconciles (admission-plan-cache.ts), told of every run and
+   * sandbox pod change by the watches. Absent, every reconcile of a waiting run makes its own.
+   */
+  admissionPlans?: AdmissionPlanCache;
   /** Reconcile this run soon (the work queue): a run granted a slot by another run's reconcile. */
   wake?: (key: string) => void;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
@@ -121,6 +127,9 @@ export interface FairShareSources {
   /** Tokens the namespace's runs spent on the UTC day (workers/namespace-token-tally.ts). */
   tokensOn(namespace: string, day: string): Promise<number>;
 }
+
+/** Without fair-share sources no namespace has a policy or a budget. */
+const NO_FAIR_SHARE: FairShareView = { policies: new Map(), budgets: new Map() };
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
 const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
@@ -244,17 +253,17 @@ function referenceNames(run: CodingRun): string {
 
 export class RunReconciler {
   /** Runs this process admitted whose new phase the cache may not show yet (maxActiveRuns). */
-  readonly admittedLocally = new Set<string>();
+  readonly admittedLocally = new CountedSet<string>();
   /** Provisioning runs (by key) whose pod this process has seen bound to a node, and when (status.timings PodScheduled). */
   private readonly boundSeen = new Map<string, { uid: string; at: string }>();
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
-  private readonly grants = new Map<string, Grant>();
+  private readonly grants = new CountedMap<string, Grant>();
   /**
    * Runs (by uid) whose status the API server would not store for their size (tooLargeToWrite):
    * left out of the queue, or the oldest such run would be granted every freed slot, again
    * and again, and hold it. Forgotten once the run is gone.
    */
-  private readonly unwritable = new Map<string, number | undefined>();
+  private readonly unwritable = new CountedMap<string, number | undefined>();
   /**
    * Pool pods this process claimed, by run key, until the cache shows the claim (claimNotCached):
    * a decision made again after a conflict, or a reconcile redone after the write that records a
@@ -276,9 +285,11 @@ export class RunReconciler {
   private readonly now: () => Date;
   /** The diffs of runs this process ends, taken beside the reconciles (diff-takes.ts). */
   private readonly diffTakes: DiffTakes;
+  private readonly plans: AdmissionPlanCache;
 
   constructor(private readonly deps: RunReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
+    this.plans = deps.admissionPlans ?? new AdmissionPlanCache({ changesReported: false });
     this.policiesMade = new SandboxPoliciesMade(deps.caches.networkPolicies);
     this.diffTakes = new DiffTakes((key) => this.deps.wake?.(key));
   }
@@ -448,11 +459,19 @@ export class RunReconciler {
     if (pod || this.freshPodsSent.get(key) !== run.metadata.uid) this.freshPodsSent.delete(key);
     const freshPodSent = this.freshPodsSent.has(key);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
-    // (one diff per finished run): done on every reconcile, as it was, N runs cost N².
+    // (one diff per finished run): done on every reconcile, as it was, N runs cost N². One this
+    // process deleted is gone, as a deleted policy is: a deletion deletes a few at each
+    // reconcile (decide.ts CONFIG_MAP_DELETES_PER_RECONCILE), and the next must go on to the
+    // next few, not send the same DELETEs again to a cache the watch has not caught up.
     const ownedConfigMaps = run.metadata.deletionTimestamp
       ? caches.configMaps
           .list()
-          .filter((configMap) => configMap.metadata?.namespace === namespace && owned(configMap))
+          .filter(
+            (configMap) =>
+              configMap.metadata?.namespace === namespace &&
+              owned(configMap) &&
+              !this.deletions.deleted(key, 'ConfigMap', configMap.metadata.name!, configMap),
+          )
           .map((configMap) => configMap.metadata!.name!)
       : [];
     const waiting = !isTerminal(run.status?.phase) && !run.metadata.deletionTimestamp && (run.status?.phase ?? 'Pending') === 'Pending';
@@ -630,47 +649,63 @@ export class RunReconciler {
   /**
    * Reads each waiting namespace's policy and today's tally first, then decides at once from
    * the cache: no await between the decision and its use, so runs reconciled side by side
-   * see the same queue.
+   * see the same queue. The plan is the one kept (admission-plan-cache.ts) while nothing it
+   * was made from has moved: one plan serves every queued run's recheck.
    */
   private async observeAdmission(run: CodingRun): Promise<Pick<ObservedRun, 'admission' | 'namespacePolicy'>> {
+    const view = await this.fairShareView(run);
+    const made = this.plans.admissionOf(
+      run,
+      view,
+      () => this.admittedLocally.changes + this.grants.changes + this.unwritable.changes,
+      () => {
+        const listed = this.deps.caches.runs.list();
+        this.forgetSettledGrants(listed);
+        const runs = this.unwritable.size > 0 ? listed.filter((other) => !this.unwritable.has(other.metadata.uid)) : listed;
+        const { config } = this.deps;
+        return {
+          runs,
+          context: {
+            maxActiveRuns: config.maxActiveRuns,
+            ...(config.namespaceMaxActiveRuns !== undefined ? { namespaceMaxActiveRuns: config.namespaceMaxActiveRuns } : {}),
+            admittedLocally: this.admittedLocally,
+            holdsSandbox: (other) => this.sandboxUp(other),
+            policies: view.policies,
+            budgets: view.budgets,
+            grants: this.grants,
+          },
+        };
+      },
+    );
+    for (const grant of made.granted) {
+      this.grants.set(grant.uid, grant);
+      this.admittedLocally.add(grant.uid);
+      if (grant.uid !== run.metadata.uid) this.deps.wake?.(`${grant.namespace}/${grant.name}`);
+    }
+    const namespacePolicy = view.policies.get(run.metadata.namespace);
+    return { admission: made.admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
+  }
+
+  /** The policy and today's tally of each namespace with waiting runs (the run's own among them). */
+  private async fairShareView(run: CodingRun): Promise<FairShareView> {
     const fairShare = this.deps.fairShare;
-    const policies = new Map<string, NamespacePolicy>();
-    const budgets = new Map<string, TokenBudgetView>();
-    if (fairShare) {
-      const namespaces = new Set([run.metadata.namespace]);
-      for (const other of this.deps.caches.runs.list()) {
-        const phase = other.status?.phase;
-        if (phase === undefined || phase === 'Pending') namespaces.add(other.metadata.namespace);
-      }
-      const day = utcDay(this.now());
+    if (!fairShare) return NO_FAIR_SHARE;
+    const waiting = this.plans.waitingNamespaces(() => this.deps.caches.runs.list());
+    const namespaces = waiting.has(run.metadata.namespace) ? waiting : new Set([...waiting, run.metadata.namespace]);
+    const day = utcDay(this.now());
+    return this.plans.fairShareOf(namespaces, day, async (wanted) => {
+      const policies = new Map<string, NamespacePolicy>();
+      const budgets = new Map<string, TokenBudgetView>();
       await Promise.all(
-        [...namespaces].map(async (namespace) => {
+        [...wanted].map(async (namespace) => {
           const policy = await fairShare.policyOf(namespace);
           policies.set(namespace, policy);
           if (policy.tokensPerDay !== undefined)
             budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
         }),
       );
-    }
-    const listed = this.deps.caches.runs.list();
-    this.forgetSettledGrants(listed);
-    const runs = this.unwritable.size > 0 ? listed.filter((other) => !this.unwritable.has(other.metadata.uid)) : listed;
-    const plan = computeAdmission(runs, run, {
-      maxActiveRuns: this.deps.config.maxActiveRuns,
-      ...(this.deps.config.namespaceMaxActiveRuns !== undefined ? { namespaceMaxActiveRuns: this.deps.config.namespaceMaxActiveRuns } : {}),
-      admittedLocally: this.admittedLocally,
-      holdsSandbox: (other) => this.sandboxUp(other),
-      policies,
-      budgets,
-      grants: this.grants,
+      return { policies, budgets };
     });
-    for (const grant of plan.granted) {
-      this.grants.set(grant.uid, grant);
-      this.admittedLocally.add(grant.uid);
-      if (grant.uid !== run.metadata.uid) this.deps.wake?.(`${grant.namespace}/${grant.name}`);
-    }
-    const namespacePolicy = policies.get(run.metadata.namespace);
-    return { admission: plan.admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
   }
 
   /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
@@ -891,7 +926,10 @@ export class RunReconciler {
         this.deletions.note(`${namespace}/${name}`, 'NetworkPolicy', this.deps.caches.networkPolicies.get(namespace, action.name));
         return run;
       case 'deleteConfigMaps':
-        for (const configMap of action.names) await kube.deleteConfigMap(namespace, configMap);
+        for (const configMap of action.names) {
+          await kube.deleteConfigMap(namespace, configMap);
+          this.deletions.note(`${namespace}/${name}`, 'ConfigMap', this.deps.caches.configMaps.get(namespace, configMap));
+        }
         return run;
       case 'startAgent': {
         const parsed = parseSpec(run);

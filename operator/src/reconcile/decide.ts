@@ -276,13 +276,27 @@ function refuse(builder: StatusBuilder, refusal: Refusal): void {
 /** A deletion that sent the delete of a pod the cache did not show looks again this soon. */
 export const SENT_POD_DELETED_RECHECK_MS = 1_000;
 
+/**
+ * The most ConfigMaps one reconcile of a deleted run deletes, one DELETE after another. Anyone
+ * who may create ConfigMaps in the namespace can give thousands the run's labels and
+ * ownerReference (its uid is readable): deleted in one reconcile, 5000 held one of the
+ * controller's few reconcile slots for 25-100 s, and four such runs held them all.
+ */
+export const CONFIG_MAP_DELETES_PER_RECONCILE = 50;
+/**
+ * A deletion that deleted ConfigMaps looks again this soon: at once, behind the runs queued
+ * already, for the rest or, once none is left, to let the finalizer go.
+ */
+export const CONFIG_MAPS_DELETED_RECHECK_MS = 0;
+
 /** Deleting a run: remove everything it owns, then let the finalizer go. */
 function decideDeletion(observed: ObservedRun): Decision {
   const { run, pod } = observed;
   if (!run.metadata.finalizers?.includes(FINALIZER)) return { actions: [], events: [] };
   const actions: Action[] = [{ type: 'stopAgent' }];
   removeSandbox(observed, actions);
-  if (observed.ownedConfigMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: observed.ownedConfigMaps });
+  const configMaps = observed.ownedConfigMaps.slice(0, CONFIG_MAP_DELETES_PER_RECONCILE);
+  if (configMaps.length > 0) actions.push({ type: 'deleteConfigMaps', names: configMaps });
   // A pod this process just sent the create of may exist though the cache shows none: it is
   // deleted by its name (gone already is fine), and the finalizer waits for the next look.
   if (!pod && observed.freshPodSent) {
@@ -292,7 +306,7 @@ function decideDeletion(observed: ObservedRun): Decision {
   // Only once nothing is left: a finalizer removed early would orphan what is still there
   // (and the garbage collector could take the policy of a pod still being deleted).
   if (!pod && !observed.networkPolicyExists && observed.ownedConfigMaps.length === 0) actions.push({ type: 'removeFinalizer' });
-  return { actions, events: [] };
+  return { actions, events: [], ...(configMaps.length > 0 ? { requeueAfterMs: CONFIG_MAPS_DELETED_RECHECK_MS } : {}) };
 }
 
 /**

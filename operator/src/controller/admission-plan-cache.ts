@@ -1,0 +1,173 @@
+// The admission plan (reconcile/admission.ts planQueue) kept between reconciles. Every queued
+// run is looked at again every 30 s (QUEUED_RECHECK_MS), and each look made the whole cluster's
+// plan again: every cached run counted, every waiting run sorted, every round played, and the
+// policy and Redis token tally of every namespace with waiting runs read. 5000 queued runs cost
+// 13 ms a plan, 65 s of CPU every 30 s on the leader's one event loop. Here a plan is made again
+// only once one of its inputs moved:
+// - a run's admission facts (admissionFactsChanged): the run watch reports every change, and
+//   a queued run's new place or a step's progress are not among them;
+// - a sandbox pod (a finished run holds its slot until its pod goes): the pod watch reports;
+// - this process's own admissions, grants and unwritable runs (counted collections below);
+// - the namespaces' policies and token tallies, read again at most every FAIR_SHARE_TTL_MS.
+// The decisions are the plans' own: the cache only says when one made before still holds.
+import type { CodingRun } from '../api/index.ts';
+import {
+  admissionFactsChanged,
+  admissionFrom,
+  computeAdmission,
+  planQueue,
+  type AdmissionContext,
+  type AdmissionPlan,
+  type QueuePlan,
+  type TokenBudgetView,
+} from '../reconcile/admission.ts';
+import type { NamespacePolicy } from '../reconcile/namespace-policy.ts';
+import { isDeepStrictEqual } from 'node:util';
+
+/**
+ * How long the namespaces' policies and token tallies are reused. A namespace that spends the
+ * last of its day's tokens may have a run admitted this much later; the policy reader keeps an
+ * annotation NAMESPACE_POLICY_TTL_MS more (kube/namespace-policy-reader.ts).
+ */
+export const FAIR_SHARE_TTL_MS = 2_000;
+
+/** What each namespace with waiting runs set (its annotations) and spent today. */
+export interface FairShareView {
+  policies: ReadonlyMap<string, NamespacePolicy>;
+  budgets: ReadonlyMap<string, TokenBudgetView>;
+}
+
+/** The runs and the context a plan is made from: read from the caches only when one is made. */
+export interface PlanSource {
+  runs: readonly CodingRun[];
+  context: AdmissionContext;
+}
+
+/** A Set that counts its changes: a plan made before a change is stale. */
+export class CountedSet<T> extends Set<T> {
+  changes = 0;
+  override add(value: T): this {
+    if (!this.has(value)) this.changes++;
+    return super.add(value);
+  }
+  override delete(value: T): boolean {
+    const deleted = super.delete(value);
+    if (deleted) this.changes++;
+    return deleted;
+  }
+  override clear(): void {
+    if (this.size > 0) this.changes++;
+    super.clear();
+  }
+}
+
+/** A Map that counts its changes (each set counts: its value may differ). */
+export class CountedMap<K, V> extends Map<K, V> {
+  changes = 0;
+  override set(key: K, value: V): this {
+    this.changes++;
+    return super.set(key, value);
+  }
+  override delete(key: K): boolean {
+    const deleted = super.delete(key);
+    if (deleted) this.changes++;
+    return deleted;
+  }
+  override clear(): void {
+    if (this.size > 0) this.changes++;
+    super.clear();
+  }
+}
+
+interface KeptPlan extends PlanSource {
+  plan: QueuePlan;
+  changes: number;
+  localChanges: number;
+  view: FairShareView;
+}
+
+export class AdmissionPlanCache {
+  /** Changes to the runs' admission facts and to sandbox pods, as the watches reported them. */
+  private changes = 0;
+  private namespaces: { changes: number; waiting: ReadonlySet<string> } | undefined;
+  private fairShare: { day: string; readAt: number; view: FairShareView } | undefined;
+  private kept: KeptPlan | undefined;
+
+  private readonly reported: boolean;
+  private readonly clock: () => number;
+
+  /**
+   * `changesReported`: the owner reports every change to the runs and sandbox pods
+   * (runChanged, sandboxPodChanged), as the controller's watches do. Without, nothing is
+   * kept: each look makes its own plan and reads every input, as a reconciler driven by hand
+   * (the local CLI, tests over snapshots) must.
+   */
+  constructor(options: { changesReported: boolean; clock?: () => number }) {
+    this.reported = options.changesReported;
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** The run watch saw a run change (`previous` undefined: first seen, or deleted). */
+  runChanged(previous: CodingRun | undefined, run: CodingRun): void {
+    if (admissionFactsChanged(previous, run)) this.changes++;
+  }
+
+  /** The pod watch saw a sandbox pod change: a finished run's slot may have freed. */
+  sandboxPodChanged(): void {
+    this.changes++;
+  }
+
+  /** The namespaces with runs waiting (no phase, or Pending), counted again only after a run changed. */
+  waitingNamespaces(list: () => readonly CodingRun[]): ReadonlySet<string> {
+    if (this.reported && this.namespaces?.changes === this.changes) return this.namespaces.waiting;
+    const waiting = new Set<string>();
+    for (const run of list()) {
+      const phase = run.status?.phase;
+      if (phase === undefined || phase === 'Pending') waiting.add(run.metadata.namespace);
+    }
+    this.namespaces = { changes: this.changes, waiting };
+    return waiting;
+  }
+
+  /**
+   * The policies and tallies of `namespaces` on `day`: those read last while they are fresh
+   * and hold every namespace asked for, else read now. A read that finds what the last one
+   * found keeps the last one's view, so the plan made from it still holds.
+   */
+  async fairShareOf(
+    namespaces: ReadonlySet<string>,
+    day: string,
+    read: (namespaces: ReadonlySet<string>) => Promise<FairShareView>,
+  ): Promise<FairShareView> {
+    const known = this.fairShare;
+    const now = this.clock();
+    const fresh = known !== undefined && known.day === day && now - known.readAt < FAIR_SHARE_TTL_MS;
+    if (this.reported && fresh && [...namespaces].every((namespace) => known.view.policies.has(namespace))) return known.view;
+    const view = await read(namespaces);
+    const latest = this.fairShare;
+    const same = latest !== undefined && latest.day === day && isDeepStrictEqual(latest.view, view);
+    this.fairShare = { day, readAt: now, view: same ? latest.view : view };
+    return this.fairShare.view;
+  }
+
+  /**
+   * Self's admission: read off the plan kept, while nothing it was made from has moved since;
+   * else off a plan made now from `source()` (which may settle this process's grants first,
+   * so `localChanges` is read again after it). `view` is the fair share the source's context
+   * holds.
+   */
+  admissionOf(self: CodingRun, view: FairShareView, localChanges: () => number, source: () => PlanSource): AdmissionPlan {
+    if (!this.reported) {
+      const { runs, context } = source();
+      return computeAdmission(runs, self, context);
+    }
+    const kept = this.kept;
+    const holds = kept !== undefined && kept.changes === this.changes && kept.view === view && kept.localChanges === localChanges();
+    if (!holds) {
+      const { runs, context } = source();
+      this.kept = { runs, context, plan: planQueue(runs, context), changes: this.changes, localChanges: localChanges(), view };
+    }
+    const { plan, runs, context } = this.kept!;
+    return admissionFrom(plan, runs, self, context);
+  }
+}

@@ -1,0 +1,125 @@
+// A RunReconciler over caches held in memory and a gateway that records each call, for unit
+// tests (and benchmarks) of what one reconcile costs: how many plans, how many DELETEs. A
+// status or finalizer write lands in the run cache at once and is reported to the admission
+// plan cache as the run watch reports it; `stale` keeps the ConfigMap cache as it was (a
+// watch that has not brought the deletes).
+import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { OperatorConfig } from '../../operator/src/config/operator-config.ts';
+import type { AdmissionPlanCache } from '../../operator/src/controller/admission-plan-cache.ts';
+import { RunReconciler, type FairShareSources, type ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
+import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import type { ObjectMetadata } from '../../operator/src/kube/metadata-only.ts';
+import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
+
+export class MemoryCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  constructor(items: T[] = []) {
+    for (const item of items) this.put(item);
+  }
+  put(item: T): T | undefined {
+    const key = `${item.metadata!.namespace}/${item.metadata!.name}`;
+    const previous = this.items.get(key);
+    this.items.set(key, item);
+    return previous;
+  }
+  remove(namespace: string, name: string): T | undefined {
+    const previous = this.items.get(`${namespace}/${name}`);
+    this.items.delete(`${namespace}/${name}`);
+    return previous;
+  }
+  get(namespace: string, name: string): T | undefined {
+    return this.items.get(`${namespace}/${name}`);
+  }
+  list(): T[] {
+    return [...this.items.values()];
+  }
+}
+
+export interface MemoryRunWorld {
+  reconciler: RunReconciler;
+  runs: MemoryCache<CodingRun>;
+  configMaps: MemoryCache<ObjectMetadata>;
+  /** Every gateway call, by method. */
+  calls: Map<string, number>;
+  /** The ConfigMaps deleted, in order. */
+  deletedConfigMaps: string[];
+  /** Puts a run in the cache as the watch would, reporting the change to the plan cache. */
+  update(run: CodingRun): void;
+}
+
+export function memoryRunWorld(options: {
+  runs: CodingRun[];
+  config: OperatorConfig;
+  configMaps?: ObjectMetadata[];
+  admissionPlans?: AdmissionPlanCache;
+  fairShare?: FairShareSources;
+  /** The ConfigMap cache does not see the deletes. */
+  stale?: boolean;
+}): MemoryRunWorld {
+  const runs = new MemoryCache(options.runs);
+  const configMaps = new MemoryCache(options.configMaps ?? []);
+  const calls = new Map<string, number>();
+  const deletedConfigMaps: string[] = [];
+  let version = 1;
+  const count = (method: string) => calls.set(method, (calls.get(method) ?? 0) + 1);
+  const update = (run: CodingRun) => {
+    const previous = runs.put(run);
+    options.admissionPlans?.runChanged(previous, run);
+  };
+  const written = (run: CodingRun, change: Partial<CodingRun>): CodingRun => {
+    const next = { ...run, ...change, metadata: { ...run.metadata, ...change.metadata, resourceVersion: String(++version) } };
+    update(next);
+    return next;
+  };
+  const kube = {
+    async replaceRunStatus(run: CodingRun, status: CodingRun['status']) {
+      count('replaceRunStatus');
+      return written(runs.get(run.metadata.namespace, run.metadata.name) ?? run, { status } as Partial<CodingRun>);
+    },
+    async setRunFinalizers(run: CodingRun, finalizers: string[]) {
+      count('setRunFinalizers');
+      return written(run, { metadata: { ...run.metadata, finalizers } });
+    },
+    async createPod() {
+      count('createPod');
+      return undefined;
+    },
+    async deleteConfigMap(namespace: string, name: string) {
+      count('deleteConfigMap');
+      deletedConfigMaps.push(name);
+      if (!options.stale) configMaps.remove(namespace, name);
+    },
+    async createEvent() {
+      count('createEvent');
+    },
+  };
+  const missing = new Proxy(kube, {
+    get(target, property) {
+      if (property in target) return target[property as keyof typeof target];
+      if (property === 'then') return undefined;
+      return () => Promise.reject(new Error(`memory world: the gateway has no ${String(property)}`));
+    },
+  }) as unknown as KubeGateway;
+  const events = { record: async () => count('event') } as unknown as EventRecorder;
+  const logger = { info: () => {}, warn: () => {} };
+  const reconciler = new RunReconciler({
+    caches: {
+      runs,
+      pods: new MemoryCache<V1Pod>(),
+      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+      configMaps,
+      finishedRuns: new MemoryCache<V1ConfigMap>(),
+    },
+    kube: missing,
+    agent: idleAgent,
+    events,
+    config: options.config,
+    logger,
+    now: () => new Date('2026-11-29T12:00:00Z'),
+    ...(options.admissionPlans ? { admissionPlans: options.admissionPlans } : {}),
+    ...(options.fairShare ? { fairShare: options.fairShare } : {}),
+  });
+  return { reconciler, runs, configMaps, calls, deletedConfigMaps, update };
+}

@@ -1,0 +1,137 @@
+// The admission plan kept between reconciles (controller/admission-plan-cache.ts): every queued
+// run's recheck read one plan instead of making its own (W queued runs cost W plans of W runs
+// each), and a plan is made again once something it was made from moves. The plan count is
+// the round-robin decisions made (fair-admission.ts), whichever code path makes them.
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { REASONS, type CodingRun, type Phase } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { AdmissionPlanCache, FAIR_SHARE_TTL_MS } from '../../operator/src/controller/admission-plan-cache.ts';
+import type * as FairAdmission from '../../operator/src/reconcile/fair-admission.ts';
+import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { memoryRunWorld } from '../support/memory-run-world.ts';
+
+const decisions = vi.hoisted(() => ({ made: 0 }));
+vi.mock('../../operator/src/reconcile/fair-admission.ts', async (importOriginal) => {
+  const real = await importOriginal<typeof FairAdmission>();
+  return {
+    ...real,
+    decideFairAdmission: (...args: Parameters<typeof real.decideFairAdmission>) => {
+      decisions.made++;
+      return real.decideFairAdmission(...args);
+    },
+  };
+});
+
+const config = loadOperatorConfig(
+  { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 10, allowUnisolatedSandboxes: true, networkPolicy: false },
+  {},
+);
+const accepted = [
+  { type: 'Accepted' as const, status: 'True' as const, reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:00:00Z' },
+];
+
+function run(namespace: string, index: number, phase: Phase): CodingRun {
+  return codingRunFixture({
+    metadata: {
+      namespace,
+      name: `r${index}`,
+      uid: `${namespace}-${index}`,
+      creationTimestamp: new Date(Date.parse('2026-11-29T10:00:00Z') + index * 1000).toISOString(),
+    },
+    spec: { model: { provider: 'openai', name: 'gpt-5.6', apiKeySecretRef: { name: 'llm' } } },
+    status: {
+      phase,
+      conditions: accepted,
+      ...(phase === 'Pending' ? { reason: REASONS.Queued, message: 'Queued: not looked at yet' } : {}),
+      ...(phase === 'Running' ? { admission: { sequence: index + 1, time: '2026-11-29T11:00:00Z' } } : {}),
+    },
+  });
+}
+
+/** 10 runs holding every slot, and `queued` waiting behind them in the namespace agents. */
+function fleet(queued: number): CodingRun[] {
+  return [
+    ...Array.from({ length: 10 }, (_, index) => run(`team-${index % 3}`, index, 'Running')),
+    ...Array.from({ length: queued }, (_, index) => run('agents', 1000 + index, 'Pending')),
+  ];
+}
+
+const key = (of: CodingRun) => `${of.metadata.namespace}/${of.metadata.name}`;
+
+beforeEach(() => {
+  decisions.made = 0;
+});
+
+describe('the admission plan kept between reconciles', () => {
+  it('makes one plan for W queued runs each reconciled once, though each writes its new place', async () => {
+    const runs = fleet(300);
+    const world = memoryRunWorld({ runs, config, admissionPlans: new AdmissionPlanCache({ changesReported: true }) });
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(decisions.made).toBe(1);
+    // Every run wrote its place (the fixture's message was not it), and the places are the plan's.
+    expect(world.calls.get('replaceRunStatus')).toBe(300);
+    expect(world.runs.get('agents', 'r1000')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
+    expect(world.runs.get('agents', 'r1299')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 300 });
+  });
+
+  it('makes the plan again once a run finishes, and the head of the queue takes the slot', async () => {
+    const runs = fleet(50);
+    const world = memoryRunWorld({ runs, config, admissionPlans: new AdmissionPlanCache({ changesReported: true }) });
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(decisions.made).toBe(1);
+    const finishing = world.runs.get('team-0', 'r0')!;
+    world.update({ ...finishing, status: { ...finishing.status, phase: 'Succeeded', reason: 'Completed' } });
+    await world.reconciler.reconcile('agents/r1000');
+    expect(decisions.made).toBe(2);
+    expect(world.runs.get('agents', 'r1000')?.status?.phase).toBe('Provisioning');
+    // The grant changed what the next plan counts: made again once, then kept.
+    await world.reconciler.reconcile('agents/r1001');
+    await world.reconciler.reconcile('agents/r1002');
+    expect(decisions.made).toBe(3);
+    expect(world.runs.get('agents', 'r1001')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
+  });
+
+  it('without reports of the changes, makes a plan at every reconcile, as a reconciler driven by hand must', async () => {
+    const runs = fleet(20);
+    const world = memoryRunWorld({ runs, config });
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(decisions.made).toBe(20);
+  });
+
+  it("reads the namespaces' policies and tallies again only after FAIR_SHARE_TTL_MS, and a changed cap changes the plan", async () => {
+    let now = 0;
+    let annotations: Record<string, string> = { 'chamvi.dev/tokens-per-day': '1000000' };
+    const reads = { policies: 0, tallies: 0 };
+    const runs = [...fleet(30), run('small', 5000, 'Pending')];
+    const world = memoryRunWorld({
+      runs,
+      config,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true, clock: () => now }),
+      fairShare: {
+        policyOf: async (namespace) => {
+          reads.policies++;
+          return readNamespacePolicy(namespace === 'agents' ? annotations : {});
+        },
+        tokensOn: async () => {
+          reads.tallies++;
+          return 10;
+        },
+      },
+    });
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(reads).toEqual({ policies: 2, tallies: 1 });
+    expect(decisions.made).toBe(1);
+    // Read again after the TTL; nothing moved, so the plan holds.
+    now += FAIR_SHARE_TTL_MS;
+    await world.reconciler.reconcile('agents/r1000');
+    expect(reads).toEqual({ policies: 4, tallies: 2 });
+    expect(decisions.made).toBe(1);
+    // An admin caps the namespace at the runs it has active (none): its runs wait for it, not for the cluster.
+    annotations = { ...annotations, 'chamvi.dev/max-active-runs': '0' };
+    now += FAIR_SHARE_TTL_MS;
+    await world.reconciler.reconcile('agents/r1000');
+    expect(decisions.made).toBe(2);
+    expect(world.runs.get('agents', 'r1000')?.status?.queue).toEqual({ heldBy: 'NamespaceActiveRuns' });
+  });
+});
