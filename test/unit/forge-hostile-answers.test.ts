@@ -1,12 +1,17 @@
-// Every forge adapter against a forge that answers too much or with a redirect, on a real HTTP
-// server: the answer is refused as a ForgeError, never held whole in memory nor taken for the
-// data. (The GitHub adapter read any size through Octokit, and took a 301's body as the pull
-// request it had created.)
+// Every forge adapter against a forge that answers too much, with a redirect, or not to the
+// end, on a real HTTP server: the answer is refused as a ForgeError (the publish ends
+// PublishFailed at once), never held whole in memory nor taken for the data. (The GitHub
+// adapter read any size through Octokit, and took a 301's body as the pull request it had
+// created.)
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { countJsonItems } from '../../operator/src/json/json-scan.ts';
 import { ForgeError } from '../../operator/src/publish/errors/forge-error.ts';
 import type { Forge, ForgeOptions } from '../../operator/src/publish/forge.ts';
+import { FORGE_ANSWER_MAX_JSON_ITEMS } from '../../operator/src/publish/forge-http.ts';
 import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
 import { GitHubForge } from '../../operator/src/publish/github-forge.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
@@ -39,8 +44,23 @@ const ADAPTERS: Array<[string, (options: ForgeOptions) => Forge]> = [
   ['Gitea', (options) => new GiteaForge(options)],
   ['GitLab', (options) => new GitLabForge(options)],
 ];
-const make = (build: (options: ForgeOptions) => Forge, apiURL: string) =>
-  build({ apiURL, repository: 'acme/app', token: 'tok-0123456789' });
+const TOKEN = 'tok-0123456789';
+const make = (build: (options: ForgeOptions) => Forge, apiURL: string, timeoutMs?: number) =>
+  build({ apiURL, repository: 'acme/app', token: TOKEN, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
+
+/** A forge that sends its headers and the first half of `body`, then `then`: nothing more, or a reset connection. */
+async function forgeBreakingOff(body: string, then: 'stall' | 'reset'): Promise<string> {
+  const server = createServer((req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
+    res.write(body.slice(0, body.length / 2), () => {
+      if (then === 'reset') setTimeout(() => res.socket?.resetAndDestroy(), 50);
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 
 describe.each(ADAPTERS)('the %s adapter', (_, build) => {
   it('refuses an answer over 4 MiB (valid JSON padded with 5 MiB of spaces)', async () => {
@@ -49,6 +69,80 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
     expect(error).toBeInstanceOf(ForgeError);
     expect((error as Error).message).toMatch(/more than 4194304 bytes/);
   });
+
+  it('refuses an answer of more JSON items than a page of pull requests holds, within 4 MiB (`[{},{},…]`)', async () => {
+    // 1.4 million empty objects in 4 MiB: parsed, 89 MiB of the operator's 160 MiB heap, and
+    // Gitea reads up to 20 such pages (GitLab 10).
+    const body = `[${'{},'.repeat(1_398_000).slice(0, -1)}]`;
+    expect(Buffer.byteLength(body)).toBeLessThan(4 * 1024 * 1024);
+    const forge = make(build, await forgeAnswering(200, body));
+    const error = await forge.findOpenPullRequest('chamvi/x', 'main').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ForgeError);
+    expect((error as Error).message).toMatch(
+      new RegExp(`more than ${FORGE_ANSWER_MAX_JSON_ITEMS} JSON objects, arrays and members \\(HTTP 200\\)`),
+    );
+  });
+
+  it('takes three times the heaviest page measured: 75 pull requests from forks with 20 labels, 5 assignees, 5 reviewers', async () => {
+    // Gitea 1.26 answered such a pull request with 776 JSON items (one with 5 labels, an
+    // assignee and a milestone with 350), and the Gitea adapter asks for 25 a page; GitLab's
+    // page of 100 merge requests holds fewer. The bound must leave real pages a wide margin.
+    const user = (login: string) => Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`field${i}`, login]));
+    const repository = { ...Object.fromEntries(Array.from({ length: 80 }, (_, i) => [`field${i}`, 'r'])), owner: user('acme') };
+    const pull = (number: number, branch: string) => ({
+      number,
+      iid: number,
+      html_url: `https://forge.example/acme/app/pulls/${number}`,
+      web_url: `https://forge.example/acme/app/pulls/${number}`,
+      title: 't',
+      body: 'b',
+      user: user('dev'),
+      labels: Array.from({ length: 20 }, (_, id) => ({
+        id,
+        name: `l${id}`,
+        color: 'ffffff',
+        description: '',
+        exclusive: false,
+        url: 'u',
+        is_archived: false,
+      })),
+      assignees: Array.from({ length: 5 }, (_, i) => user(`a${i}`)),
+      requested_reviewers: Array.from({ length: 5 }, (_, i) => user(`r${i}`)),
+      head: { ref: branch, repo_id: 1, repo: { ...repository, fork: true, parent: repository } },
+      base: { ref: 'main', repo_id: 1, repo: repository },
+      source_project_id: 1,
+      target_project_id: 1,
+    });
+    // The run's own first: GitHub's adapter takes the first of its list (the query names the branch).
+    const page = [pull(1, 'chamvi/x'), ...Array.from({ length: 74 }, (_, i) => pull(i + 2, `other-${i}`))];
+    const body = JSON.stringify(page);
+    expect(countJsonItems(body) / page.length).toBeGreaterThanOrEqual(776);
+    const forge = make(build, await forgeAnswering(200, body));
+    expect(await forge.findOpenPullRequest('chamvi/x', 'main')).toMatchObject({ number: 1 });
+  });
+
+  it.each(['stall', 'reset'] as const)(
+    'ends with a ForgeError, not a retried transport error, when the forge sends half an answer and then %ss',
+    async (then) => {
+      // A TimeoutError or TypeError("terminated") while reading the body was retried 10 times,
+      // each try cloning again, and the run ended AgentFailed.
+      const forge = make(
+        build,
+        await forgeBreakingOff(JSON.stringify({ default_branch: 'main', padding: 'x'.repeat(100_000) }), then),
+        500,
+      );
+      const error = await forge.defaultBranch().catch((caught: unknown) => caught);
+      expect(ForgeError.isInstance(error)).toBe(true);
+      expect((error as ForgeError).status).toBeUndefined();
+      expect((error as Error).message).toMatch(
+        then === 'stall'
+          ? /answer \(HTTP 200\) could not be read whole: .*timeout/
+          : /answer \(HTTP 200\) could not be read whole: terminated/,
+      );
+      expect((error as Error).message).not.toMatch(/\n/);
+      expect((error as Error).message).not.toContain(TOKEN);
+    },
+  );
 
   it('refuses a redirect, and does not take its body for the pull request it asked to create', async () => {
     const pull = {
@@ -156,13 +250,41 @@ describe('the GitHub adapter adding labels', () => {
 });
 
 describe('the Gitea adapter looking up labels', () => {
-  it('refuses a page of labels longer than it asked for, rather than keeping 4 MiB pages whole', async () => {
-    // 120 000 labels in one 3.6 MiB page: kept whole twenty times, or spread into one push (a stack overflow).
-    const labels = Array.from({ length: 120_000 }, (_, id) => ({ id, name: `l${id}` }));
+  it('refuses a page of labels longer than it asked for, rather than keeping such pages whole', async () => {
+    // 20 000 labels in one page, within the bound on JSON items: kept whole twenty times, or
+    // spread into one push (120 000 was a stack overflow).
+    const labels = Array.from({ length: 20_000 }, (_, id) => ({ id, name: `l${id}` }));
     const forge = make((options) => new GiteaForge(options), await forgeAnswering(200, JSON.stringify(labels)));
     const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: ['wanted'] };
     const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ForgeError);
     expect((error as Error).message).toMatch(/a page of labels with more than the 50 asked for/);
+  });
+});
+
+describe('the Gitea adapter paging through labels', () => {
+  it('keeps nothing of the pages it has read but the ids of the labels it wants', async () => {
+    // Twenty pages of 50 labels, each led by a wanted label carrying nearly as many items as an
+    // answer may hold (members of one object, the costliest shape but one, ~4.5 MiB parsed):
+    // kept as the forge sent them, 19 pages of them were on the heap when the forge was asked
+    // for the 20th. The heap is read then, and at the first.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const junk = (n: number) => `{${Array.from({ length: FORGE_ANSWER_MAX_JSON_ITEMS - 500 }, (_, i) => `"p${n}k${i}":0`).join(',')}}`;
+    const others = (n: number) => Array.from({ length: 49 }, (_, i) => JSON.stringify({ id: 1000 * n + i, name: `other-${i}` }));
+    const page = (n: number) => `[{"id":${n},"name":"wanted","junk":${junk(n)}},${others(n).join(',')}]`;
+    const heap: number[] = [];
+    const apiURL = await forgeAnsweringBy((method, path) => {
+      if (!path.endsWith('/labels')) return [201, '{}'];
+      gc();
+      heap.push(process.memoryUsage().heapUsed);
+      return [200, page(heap.length)];
+    });
+    const forge = make((options) => new GiteaForge(options), apiURL);
+    const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: ['wanted', 'missing'] };
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect((error as Error).message).toMatch(/label "missing" does not exist/);
+    expect(heap).toHaveLength(20);
+    expect(heap[19]! - heap[0]!).toBeLessThan(32 * 1024 * 1024);
   });
 });

@@ -1,12 +1,34 @@
-// JSON over HTTP for the forge adapters that need no client library (Gitea/Forgejo, GitLab).
+// JSON over HTTP for the forge adapters that need no client library (Gitea/Forgejo, GitLab),
+// and the one exchange every adapter makes (GitHub's Octokit calls it as its fetch).
 // - The token goes in a header, never in a URL; no redirect is followed (it would be another
 //   origin, which must not get the token).
-// - Answers are bounded (a forge is not trusted to send little), error text is cut to what a
-//   status message can hold, and any copy of the token in it is replaced.
+// - Answers are bounded (a forge is not trusted to send little): in bytes, and in the JSON
+//   items a parse would make of them. Error text is cut to what a status message can hold, and
+//   any copy of the token in it is replaced.
+// - A forge that cannot be reached, or whose answer stalls or breaks off, is a ForgeError like
+//   any other forge failure: the publish ends PublishFailed at once (workers/publish-job.ts),
+//   not retried as a lost sandbox is, cloning again at each try.
+import { JsonScan, RESPONSE_MAX_JSON_ITEMS } from '../json/json-scan.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
 
 const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+/**
+ * The JSON objects, arrays and members (JsonScan's items) a forge answer may hold: the bound
+ * the toolbox's lines and the model's answers keep. 4 MiB of `[{},{},…]`, within the byte
+ * bound, parsed to 89 MiB, and one such answer ended the operator's 160 MiB heap. At this
+ * bound the costliest shape (objects of one member each, no two keys alike) holds about 9 MiB
+ * beside the answer's text; eight publish jobs (workerConcurrency) each reading one peaked at
+ * 94 MiB of heap in a bare Node.js process, 133 MiB at twice the bound. The largest answer
+ * publishing asks for is a page of open pull requests: on a real Gitea 1.26 (test/support/
+ * forge) one with 5 labels, a milestone and an assignee is 350 items, one from a fork with 20
+ * labels, 5 assignees and 5 reviewers 776, so Gitea's page of 25 holds 8 750 to 19 400 (the
+ * bound leaves 3.4 times the heaviest); GitLab's documented merge request is 99 (10 000 a page
+ * of 100), GitHub's list for one branch one pull request of a few hundred items. Each page is
+ * parsed and dropped before the next is asked for (only what an adapter picks from it is
+ * copied out), so paging multiplies the time, not the heap.
+ */
+export const FORGE_ANSWER_MAX_JSON_ITEMS = RESPONSE_MAX_JSON_ITEMS;
 const MAX_ERROR_TEXT = 1000;
 
 export interface ForgeRequest {
@@ -38,31 +60,23 @@ export function forgeHttp(options: {
   fetch?: typeof fetch;
   timeoutMs?: number;
 }): ForgeHttp {
-  const call = options.fetch ?? fetch;
   const clean = (text: string) => redactSecrets(text, [options.token]).slice(0, MAX_ERROR_TEXT);
   return {
     async json<T>(request: ForgeRequest): Promise<T> {
       const url = `${options.apiURL}${request.path}`;
-      let response: Response;
-      try {
-        response = await call(url, {
+      const { response, text } = await forgeExchange(
+        url,
+        {
           method: request.method,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
           headers: {
             accept: 'application/json',
             ...(request.body !== undefined ? { 'content-type': 'application/json' } : {}),
             ...options.authorization(options.token),
           },
           ...(request.body !== undefined ? { body: JSON.stringify(request.body) } : {}),
-        });
-      } catch (error) {
-        throw new ForgeError(
-          clean(`${request.method} ${url} failed: ${error instanceof Error ? error.message : String(error)}`),
-          undefined,
-        );
-      }
-      const text = await boundedAnswer(response, `${request.method} ${url}`);
+        },
+        options,
+      );
       if (!response.ok) {
         throw new ForgeError(clean(`${request.method} ${url}: HTTP ${response.status}: ${forgeMessage(text).trim()}`), response.status);
       }
@@ -79,24 +93,65 @@ export function forgeHttp(options: {
 }
 
 /**
- * A forge's answer as text, for every adapter (GitHub's Octokit included): refused past
- * MAX_RESPONSE_BYTES, and refused as a redirect (3xx but 304, which means no body), which is
- * not followed and is never data. `what`: the request, for the message.
+ * One request to a forge and its whole answer, for every adapter (GitHub's Octokit included):
+ * no redirect followed, the answer read within `timeoutMs` (30 s) and its bounds, a 3xx (but
+ * 304, which means no body) refused, which is never data. Whatever goes wrong on the way, the
+ * forge unreachable, a reset or a stall before the headers or in the middle of the body, is a
+ * ForgeError of one line with the token cut out.
  */
-export async function boundedAnswer(response: Response, what: string): Promise<string> {
-  const text = await boundedText(response);
+export async function forgeExchange(
+  url: string,
+  init: RequestInit & { method: string },
+  options: { token: string; fetch?: typeof fetch; timeoutMs?: number },
+): Promise<{ response: Response; text: string }> {
+  const what = `${init.method} ${url}`;
+  const failed = (text: string, status: number | undefined) =>
+    new ForgeError(redactSecrets(text, [options.token]).replace(/\s+/g, ' ').slice(0, MAX_ERROR_TEXT), status);
+  let response: Response;
+  try {
+    response = await (options.fetch ?? fetch)(url, {
+      ...init,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+    });
+  } catch (error) {
+    throw failed(`${what} failed: ${failure(error)}`, undefined);
+  }
+  let text: string;
+  try {
+    text = await boundedText(response, what);
+  } catch (error) {
+    if (ForgeError.isInstance(error)) throw failed(error.message, error.status);
+    throw failed(`${what}: the answer (HTTP ${response.status}) could not be read whole: ${failure(error)}`, undefined);
+  }
   if (response.status >= 300 && response.status < 400 && response.status !== 304)
-    throw new ForgeError(`${what} answered a redirect (HTTP ${response.status}), which is not followed`, response.status);
-  return text;
+    throw failed(`${what} answered a redirect (HTTP ${response.status}), which is not followed`, response.status);
+  return { response, text };
 }
 
-async function boundedText(response: Response): Promise<string> {
+/** What a fetch error says, with its cause: undici's own message is "fetch failed" or "terminated". */
+function failure(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? error.cause.message : typeof error.cause === 'string' ? error.cause : undefined;
+  return cause && cause !== error.message ? `${error.message} (${cause})` : error.message;
+}
+
+/** The answer as text, given up past MAX_RESPONSE_BYTES or FORGE_ANSWER_MAX_JSON_ITEMS, before it is all held or parsed. */
+async function boundedText(response: Response, what: string): Promise<string> {
   if (!response.body) return '';
   const chunks: Buffer[] = [];
+  const scan = new JsonScan(FORGE_ANSWER_MAX_JSON_ITEMS);
   let size = 0;
   for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
     size += chunk.byteLength;
-    if (size > MAX_RESPONSE_BYTES) throw new ForgeError(`the forge answered more than ${MAX_RESPONSE_BYTES} bytes`, response.status);
+    if (size > MAX_RESPONSE_BYTES)
+      throw new ForgeError(`${what} answered more than ${MAX_RESPONSE_BYTES} bytes (HTTP ${response.status})`, response.status);
+    if (scan.bytes(chunk) > FORGE_ANSWER_MAX_JSON_ITEMS)
+      throw new ForgeError(
+        `${what} answered more than ${FORGE_ANSWER_MAX_JSON_ITEMS} JSON objects, arrays and members (HTTP ${response.status}), ` +
+          'more than any answer publishing asks for holds',
+        response.status,
+      );
     chunks.push(Buffer.from(chunk));
   }
   return Buffer.concat(chunks).toString('utf8');

@@ -23,9 +23,17 @@ interface GiteaPull {
   base: { ref: string; repo_id?: number };
 }
 
+/** Labels per page, and pages read at most. */
 const PAGE = 50;
-/** Open pull requests looked through for the branch's; a repository with more is searched no further. */
 const MAX_PAGES = 20;
+/**
+ * Open pull requests per page, and pages read at most: 1000 are looked through for the
+ * branch's, and a repository with more is searched no further. 25 a page, not Gitea's 50: a
+ * pull request carries its two repositories, its users and labels (350 to 776 JSON items on
+ * Gitea 1.26), and a page must stay well inside FORGE_ANSWER_MAX_JSON_ITEMS (forge-http.ts).
+ */
+const PULLS_PAGE = 25;
+const PULLS_MAX_PAGES = 40;
 
 const FORGE = 'Gitea';
 const DRAFT = 'WIP: ';
@@ -49,8 +57,11 @@ export class GiteaForge implements Forge {
   }
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
-    for (let page = 1; page <= MAX_PAGES; page++) {
-      const answer = await this.http.json<unknown>({ method: 'GET', path: `${this.repo}/pulls?state=open&limit=${PAGE}&page=${page}` });
+    for (let page = 1; page <= PULLS_MAX_PAGES; page++) {
+      const answer = await this.http.json<unknown>({
+        method: 'GET',
+        path: `${this.repo}/pulls?state=open&limit=${PULLS_PAGE}&page=${page}`,
+      });
       const pulls = checkedList(FORGE, 'list of open pull requests', answer) as Array<GiteaPull | null>;
       // Only one from this repository's own branch: anyone may open one from a fork's branch of
       // the same name, and the run would then update and report the fork's change as its own.
@@ -62,7 +73,7 @@ export class GiteaForge implements Forge {
           pull.head.repo_id === pull.base.repo_id,
       );
       if (found) return view(found);
-      if (pulls.length < PAGE) return undefined;
+      if (pulls.length < PULLS_PAGE) return undefined;
     }
     return undefined;
   }
@@ -92,18 +103,23 @@ export class GiteaForge implements Forge {
 
   private async labelIds(names: readonly string[]): Promise<number[]> {
     // Every page: a repository with more labels than one page holds still has the later ones.
-    // Only the wanted labels are kept, and a page longer than asked for is refused: each page
-    // may be 4 MiB, and twenty kept whole (or spread into one push) cost the operator hundreds
-    // of MiB or a stack overflow.
+    // Only the id and name of each wanted label are copied out, once, and a page longer than
+    // asked for is refused: each page may hold 4 MiB and FORGE_ANSWER_MAX_JSON_ITEMS, and
+    // twenty kept whole (or spread into one push, or kept through a wanted label's object,
+    // which can carry the rest) cost the operator hundreds of MiB or a stack overflow.
     const labels: Array<{ id: number; name: string }> = [];
     for (let page = 1; page <= MAX_PAGES; page++) {
-      const listed = await this.http.json<Array<{ id: number; name: string }>>({
+      const listed = await this.http.json<Array<{ id?: unknown; name?: unknown } | null>>({
         method: 'GET',
         path: `${this.repo}/labels?limit=${PAGE}&page=${page}`,
       });
       if (!Array.isArray(listed) || listed.length > PAGE)
         throw new ForgeError(`the forge answered a page of labels with more than the ${PAGE} asked for`, undefined);
-      for (const label of listed) if (names.includes(label?.name)) labels.push(label);
+      for (const label of listed) {
+        const { id, name } = label ?? {};
+        if (typeof name === 'string' && names.includes(name) && typeof id === 'number' && !labels.some((kept) => kept.name === name))
+          labels.push({ id, name });
+      }
       if (listed.length < PAGE || names.every((name) => labels.some((label) => label.name === name))) break;
     }
     const missing = names.filter((name) => !labels.some((label) => label.name === name));

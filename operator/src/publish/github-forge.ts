@@ -7,7 +7,7 @@
 import { Octokit } from '@octokit/rest';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
-import { boundedAnswer } from './forge-http.ts';
+import { forgeExchange } from './forge-http.ts';
 import {
   checkedDefaultBranch,
   checkedList,
@@ -40,18 +40,16 @@ export class GitHubForge implements Forge {
   private readonly token: string;
 
   constructor(options: ForgeOptions) {
-    const call = options.fetch ?? fetch;
-    const timeoutMs = options.timeoutMs ?? 30_000;
     this.octokit = new Octokit({
       auth: options.token,
       baseUrl: options.apiURL,
       userAgent: 'chamvi-operator',
       request: {
+        // Octokit reads a whole answer into memory, and takes a 3xx (other than 304) as
+        // success, its body as the data: read, bounded and refused as the other adapters'
+        // answers are (forgeExchange). Octokit wraps what this throws; call() unwraps it.
         fetch: async (url: string, init: RequestInit) => {
-          const response = await call(url, { ...init, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
-          // Octokit reads a whole answer into memory, and takes a 3xx (other than 304) as
-          // success, its body as the data: read and refused as the other adapters' answers are.
-          const text = await boundedAnswer(response, `${init.method ?? 'GET'} ${url}`);
+          const { response, text } = await forgeExchange(url, { ...init, method: init.method ?? 'GET' }, options);
           return new Response(response.status === 204 || response.status === 304 ? null : text, {
             status: response.status,
             statusText: response.statusText,
@@ -72,6 +70,10 @@ export class GitHubForge implements Forge {
     try {
       return (await request()).data;
     } catch (error) {
+      // Octokit's RequestError around a failure of forgeExchange says HTTP 500, which no forge
+      // answered: the ForgeError it carries says what happened.
+      const cause = (error as { cause?: unknown }).cause;
+      if (ForgeError.isInstance(cause)) throw new ForgeError(`${what}: ${cause.message}`.slice(0, 1000), cause.status);
       const status = (error as { status?: unknown }).status;
       const message = error instanceof Error ? error.message : String(error);
       throw new ForgeError(
