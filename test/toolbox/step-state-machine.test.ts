@@ -675,6 +675,32 @@ describe("the diff snapshot's sha256 is saved before its write", () => {
       await h.close();
     }
   });
+
+  it('a write that landed but failed leaves its sha256 pending: the next step writes again even when the agent undid the change', async () => {
+    const h = await harness({ turns: [writesHi, { toolCalls: [bash('rm hi.txt')], usage }, answers] });
+    try {
+      const write = h.deps.resources.writeDiff.bind(h.deps.resources);
+      const spy = vi.spyOn(h.deps.resources, 'writeDiff').mockImplementationOnce(async (run, diff, options) => {
+        await write(run, diff, options);
+        throw new Error('the answer was lost on the way back');
+      });
+      await runAgentJob(h.deps, step(0)(h));
+      expect((await h.states.load(h.ref))!.pendingDiffSha256).toMatch(/^[0-9a-f]{64}$/);
+      // The agent removes the file: the diff is empty again, as before the first step.
+      await runAgentJob(h.deps, step(1)(h));
+      expect(spy).toHaveBeenCalledTimes(2);
+      const left = (await h.states.load(h.ref))!;
+      expect(left.pendingDiffSha256).toBeUndefined();
+
+      // The pod is lost: the ending keeps what the ConfigMap holds now, the undone change, not the stale diff.
+      await failRun(h.deps, h.ref, 'SandboxLost', 'The sandbox pod was lost.');
+      const result = h.run().status!.result!;
+      expect(result.diff).not.toContain('+hi');
+      expect(result.filesChanged).toBe(0);
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 // A status write that fails (8 conflicts, or the API server down) after the state moved on

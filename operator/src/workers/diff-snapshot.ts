@@ -45,9 +45,14 @@ async function takeSnapshot(deps: AgentDependencies, run: ParsedCodingRun, state
   try {
     const { diff } = await takeDiff(deps.sandboxes.for(run), { timeoutMs: TAKE_DIFF_TIMEOUT_MS }, state.revision);
     const sha = diffSha(diff);
-    if (sha === state.diffSnapshot?.sha256) return undefined;
-    // An empty diff after a non-empty one (the agent undid its change) replaces it too.
-    if (diff.length === 0 && state.diffSnapshot === undefined) return undefined;
+    // Unchanged only when no write is pending: one that may have landed left the ConfigMap
+    // holding a diff the state still names as pending, which an ending would keep after the
+    // agent undid it. Written again, it is replaced and the pending sha256 cleared.
+    if (state.pendingDiffSha256 === undefined) {
+      if (sha === state.diffSnapshot?.sha256) return undefined;
+      // An empty diff after a non-empty one (the agent undid its change) replaces it too.
+      if (diff.length === 0 && state.diffSnapshot === undefined) return undefined;
+    }
     // Saved by an earlier try of this step, whose write may or may not have landed: written again.
     const unsaved = state.pendingDiffSha256 !== sha;
     state.pendingDiffSha256 = sha;
