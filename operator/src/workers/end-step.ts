@@ -77,6 +77,7 @@ export async function afterCalls(
   if (state.stage !== 'waiting') {
     const stop = decideStop({
       steps: state.step,
+      discardedModelCalls: state.discardedModelCalls,
       lastStepHadToolCalls: last.hadToolCalls,
       lastAnswerCutOff: last.cutOff,
       usage: state.usage,
