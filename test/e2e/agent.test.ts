@@ -395,13 +395,9 @@ describe('an openai-compatible model over HTTP', () => {
       return JSON.stringify(fake.requests[before]!.body);
     };
     const guided = await firstBody('guided', {});
-    for (const text of [
-      'Run `make check` before you finish.',
-      'Tabs, never spaces.',
-      'Keep commits small.',
-      'repository-file path=\\"AGENTS.md\\"',
-    ])
+    for (const text of ['Run `make check` before you finish.', 'Tabs, never spaces.', 'Keep commits small.'])
       expect(guided).toContain(text);
+    expect(guided).toMatch(/<repository-file-[0-9a-f]{32} path=\\"AGENTS\.md\\"/);
     // Root-first, AGENTS.md (with its include) before CLAUDE.md.
     expect(guided.indexOf('Tabs, never spaces.')).toBeLessThan(guided.indexOf('Keep commits small.'));
     const unguided = await firstBody('unguided', { repositoryInstructions: false });

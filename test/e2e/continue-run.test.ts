@@ -137,7 +137,7 @@ describe('spec.continueFrom', () => {
     const requests = fake.requestsFor('continuer');
     const firstPrompt = JSON.stringify(requests[0]!.body);
     expect(firstPrompt).toContain('This run continues an earlier run, first.');
-    expect(firstPrompt).toContain('<earlier-task>\\nGreet the world.\\n</earlier-task>');
+    expect(firstPrompt).toMatch(/<earlier-task-([0-9a-f]{32})>\\nGreet the world\.\\n<\/earlier-task-\1>/);
     expect(firstPrompt).toContain('Greeted the world and left NOTES.md.');
     // The read of NOTES.md found the first run's file in the workspace.
     expect(JSON.stringify(requests[1]!.body)).toContain('first notes');
