@@ -30,6 +30,7 @@ import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignals } from './process-bootstrap.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
+import { sandboxPodShape } from './reconcile/admitted-pod.ts';
 import { sandboxPodName } from './reconcile/names.ts';
 import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
@@ -130,9 +131,11 @@ async function main(): Promise<void> {
         kubeConfig,
         namespace: run.metadata.namespace,
         // A run given a warm pool pod has its name in status and in its prepare job (both written by
-        // the operator only); the transport still execs only into a pod this run controls (expectedOwnerUid).
+        // the operator only); the transport still execs only into a pod this run controls (expectedOwnerUid),
+        // and only when it carries nothing the operator did not put there (a webhook's token: expectedPodShape).
         podName: run.status?.podName ?? sandboxPodName(run),
         expectedOwnerUid: run.metadata.uid,
+        expectedPodShape: sandboxPodShape(run, config),
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
         mode: 'serve',

@@ -18,6 +18,7 @@ import { createKubernetesSandbox, warmSessionStarter } from '../../operator/src/
 import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
 import { WarmSessions } from '../../operator/src/sandbox/warm-sessions.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
+import { sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
 import { SANDBOX_CONTAINER, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { WARM_POOL_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlOk } from '../support/cluster.ts';
@@ -94,7 +95,10 @@ function sessionsAhead() {
   return { sessions, openInto };
 }
 
-/** The run's exec transport as the workers make it: only into a pod the run controls, a session opened ahead taken when it may be. */
+/**
+ * The run's exec transport as the workers make it: only into a pod the run controls and that
+ * carries nothing the operator did not put there, a session opened ahead taken when it may be.
+ */
 const runTransport = (podName: string, run: ParsedCodingRun, sessions: WarmSessions) =>
   new KubernetesExecTransport({
     kubeConfig,
@@ -103,6 +107,7 @@ const runTransport = (podName: string, run: ParsedCodingRun, sessions: WarmSessi
     container: SANDBOX_CONTAINER,
     toolboxCommand,
     expectedOwnerUid: run.metadata.uid,
+    expectedPodShape: sandboxPodShape(run, config),
     connectTimeoutMs: 5_000,
     warmSessions: sessions,
   });
@@ -181,7 +186,7 @@ describe('claiming a warm pool pod', () => {
   }, 90_000);
 });
 
-/** The claimed pod's sandbox as the workers open it: only into a pod this run controls. */
+/** The claimed pod's sandbox as the workers open it: only into a pod this run controls, as the operator built it. */
 const claimedSandbox = (
   podName: string,
   run: ParsedCodingRun,
@@ -194,6 +199,7 @@ const claimedSandbox = (
     namespace,
     podName,
     expectedOwnerUid: run.metadata.uid,
+    expectedPodShape: sandboxPodShape(run, config),
     container: SANDBOX_CONTAINER,
     toolboxCommand,
     mode,

@@ -3,9 +3,13 @@
 // offers it, v4 otherwise). The stream handling is in exec-process.ts; this file connects,
 // with a deadline. The socket is our own `ws` one, authenticated by client-node's public
 // applyToHTTPSOptions: client-node's Exec creates its socket where a connect deadline cannot
-// reach it, and the hook around that was private to the package.
+// reach it, and the hook around that was private to the package. Before each exec it reads the
+// pod: is it the run's, and is it the pod the operator asked for (reconcile/admitted-pod.ts)?
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import WebSocket, { type ClientOptions } from 'ws';
+import { REASONS } from '../api/reasons.ts';
+import { RunFailure } from '../api/run-failure.ts';
+import { podAdditions, podChangedMessage, type SandboxPodShape } from '../reconcile/admitted-pod.ts';
 import { processSecureContexts, type SecureContexts } from '../kube/secure-contexts.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess } from './exec-process.ts';
@@ -27,7 +31,15 @@ export interface KubernetesExecTransportOptions {
    * answer the model's tool calls.
    */
   expectedOwnerUid?: string;
-  /** How the pod is read for that check; client-node's read by default. */
+  /**
+   * What the run's pod may carry (reconcile/admitted-pod.ts sandboxPodShape). When set, every
+   * exec is preceded by a read of the pod (the same read as expectedOwnerUid's), and refused
+   * for good when the admitted pod carries a volume, variable, mount or container the operator
+   * never puts there (a mutating webhook's service-account token): a RunFailure
+   * (SandboxInvalid) that ends the run, since a pod's spec cannot lose them and no retry helps.
+   */
+  expectedPodShape?: SandboxPodShape;
+  /** How the pod is read for those checks; client-node's read by default. */
   readPod?: (namespace: string, name: string) => Promise<V1Pod>;
   /** Until the exec WebSocket is open (TCP, TLS, upgrade through the API server to the kubelet). */
   connectTimeoutMs?: number;
@@ -74,13 +86,13 @@ export function execUrl(
 export class KubernetesExecTransport implements ToolboxTransport {
   private readonly limits: { connectTimeoutMs: number; keepAliveIntervalMs: number; killGraceMs: number; maxBufferedBytes: number };
   /**
-   * The owner check in flight. Starts made while it is in flight wait for it rather than each
-   * reading the pod: execs opened together (before session imports, a run's prepare opened its
-   * tool session and its import at once) share one read. Each exec still follows a read
-   * answered after it was asked for, so the gap between the check and the exec is no wider; a
-   * start made later reads again.
+   * The pod check (owner, shape) in flight. Starts made while it is in flight wait for it
+   * rather than each reading the pod: execs opened together (before session imports, a run's
+   * prepare opened its tool session and its import at once) share one read. Each exec still
+   * follows a read answered after it was asked for, so the gap between the check and the exec
+   * is no wider; a start made later reads again.
    */
-  private ownerCheck: Promise<string | undefined> | undefined;
+  private podCheck: Promise<string | undefined> | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -95,12 +107,13 @@ export class KubernetesExecTransport implements ToolboxTransport {
     const { kubeConfig, namespace, podName, container } = this.options;
     const target = `pod ${namespace}/${podName} container ${container}`;
     const owner = this.options.expectedOwnerUid;
+    const reads = owner !== undefined || this.options.expectedPodShape !== undefined;
     // The session held for this pod (if any) and the read of the pod, side by side.
     const [taken, checked] = await Promise.allSettled([
       this.options.warmSessions && owner !== undefined && args.length === 1 && args[0] === 'serve'
         ? this.options.warmSessions.take(namespace, podName)
         : undefined,
-      owner === undefined ? undefined : this.sharedOwnerCheck(owner),
+      reads ? this.sharedPodCheck() : undefined,
     ]);
     const held = taken.status === 'fulfilled' ? taken.value : undefined;
     if (checked.status === 'rejected') {
@@ -140,16 +153,16 @@ export class KubernetesExecTransport implements ToolboxTransport {
     return process;
   }
 
-  /** Resolves to the pod's uid once it is shown to be the run's. */
-  private sharedOwnerCheck(uid: string): Promise<string | undefined> {
-    this.ownerCheck ??= this.checkOwner(uid).finally(() => {
-      this.ownerCheck = undefined;
+  /** Resolves to the pod's uid once it is shown to be the run's, as the operator asked for it. */
+  private sharedPodCheck(): Promise<string | undefined> {
+    this.podCheck ??= this.checkPod().finally(() => {
+      this.podCheck = undefined;
     });
-    return this.ownerCheck;
+    return this.podCheck;
   }
 
-  private async checkOwner(uid: string): Promise<string | undefined> {
-    const { kubeConfig, namespace, podName } = this.options;
+  private async checkPod(): Promise<string | undefined> {
+    const { kubeConfig, namespace, podName, expectedOwnerUid: uid, expectedPodShape: shape } = this.options;
     const readPod =
       this.options.readPod ??
       ((ns: string, name: string) => kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace: ns, name }));
@@ -159,11 +172,15 @@ export class KubernetesExecTransport implements ToolboxTransport {
     } catch (error) {
       throw new SandboxError('TRANSPORT', `reading pod ${namespace}/${podName} before exec failed: ${describe(error)}`, { cause: error });
     }
-    if (!isOwnedByRun(pod, { metadata: { uid } })) {
+    if (uid !== undefined && !isOwnedByRun(pod, { metadata: { uid } })) {
       throw new SandboxError(
         'TRANSPORT',
         `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`,
       );
+    }
+    const added = shape ? podAdditions(pod, shape) : [];
+    if (shape && added.length > 0) {
+      throw new RunFailure(REASONS.SandboxInvalid, podChangedMessage({ namespace, name: podName }, added, shape));
     }
     return pod.metadata?.uid;
   }

@@ -17,6 +17,8 @@ export interface KubernetesSandboxOptions {
   toolboxCommand: readonly string[];
   /** Exec only into a pod this CodingRun controls (KubernetesExecTransportOptions.expectedOwnerUid). */
   expectedOwnerUid?: string;
+  /** Exec only into a pod that carries nothing the operator did not put there (KubernetesExecTransportOptions.expectedPodShape). */
+  expectedPodShape?: KubernetesExecTransportOptions['expectedPodShape'];
   mode: ToolboxSandboxMode;
   maxResponseBytes?: number;
   defaultTimeoutMs?: number;
@@ -34,6 +36,7 @@ export function createKubernetesSandbox(options: KubernetesSandboxOptions): Tool
     container: options.container,
     toolboxCommand: options.toolboxCommand,
     ...(options.expectedOwnerUid === undefined ? {} : { expectedOwnerUid: options.expectedOwnerUid }),
+    ...(options.expectedPodShape === undefined ? {} : { expectedPodShape: options.expectedPodShape }),
     ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
     ...(options.keepAliveIntervalMs === undefined ? {} : { keepAliveIntervalMs: options.keepAliveIntervalMs }),
     ...(options.warmSessions === undefined ? {} : { warmSessions: options.warmSessions }),

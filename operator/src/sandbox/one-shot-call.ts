@@ -9,6 +9,7 @@
 // writes after its answer is not read.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { RunFailure } from '../api/run-failure.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
 import { encodeRequest, LineSplitter, type ToolboxCommand } from '../../../sandbox-image/toolbox/contract/protocol.ts';
@@ -106,6 +107,8 @@ async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand,
   try {
     return await transport.start([command, ...extra]);
   } catch (error) {
+    // A pod the transport refused for good (not what the operator asked for) ends the run as is.
+    if (RunFailure.isInstance(error)) throw error;
     throw new SandboxError('TRANSPORT', `could not start the toolbox: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
     });

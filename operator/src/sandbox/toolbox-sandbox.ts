@@ -4,6 +4,7 @@
 // In serve mode an archive goes through the session too, unless the toolbox is older than
 // session imports: then through a `toolbox import` process of its own, as in call mode.
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { RunFailure } from '../api/run-failure.ts';
 import { BASH_MAX_TIMEOUT_MS } from '../../../sandbox-image/toolbox/contract/limits.ts';
 import { isToolName } from '../../../sandbox-image/toolbox/contract/tool-schemas.ts';
 import { callInNewProcess, importInNewProcess } from './one-shot-call.ts';
@@ -84,6 +85,8 @@ export class ToolboxSandbox implements Sandbox {
       (process) => new ServeSession(process, this.limits),
       (error: unknown) => {
         this.session = undefined;
+        // A pod the transport refused for good (not what the operator asked for) ends the run as is.
+        if (RunFailure.isInstance(error)) throw error;
         throw new SandboxError(
           'TRANSPORT',
           `could not start a toolbox session: ${error instanceof Error ? error.message : String(error)}`,

@@ -1,0 +1,127 @@
+// The exec transport's check of the admitted pod: every session open (a tool session, an
+// import, a one-shot call, a session opened ahead into a warm pool pod) reads the pod first,
+// and a pod a mutating webhook gave a credential is never exec'd into; the refusal ends the
+// run SandboxInvalid at once (a pod's spec cannot lose the volume, so no retry helps). The pod
+// reader is injected and the kubeconfig names no cluster, so a start that passes the checks
+// fails just after them, at "no current cluster".
+import { PassThrough } from 'node:stream';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { REASONS, RunFailure, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
+import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
+import { ToolboxSandbox } from '../../operator/src/sandbox/toolbox-sandbox.ts';
+import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
+import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
+
+const PASSED = 'the kubeconfig has no current cluster';
+const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
+const run: ParsedCodingRun = {
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'fix', namespace: 'team', uid: 'run-uid-1' },
+  spec: codingRunSpec.parse({
+    task: 'Fix it',
+    repository: { url: 'https://github.com/acme/x' },
+    model: { provider: 'scripted', scriptRef: { name: 's' } },
+  }),
+};
+
+/** The run's pod as the operator builds it (its labels and controller ownerReference), admitted. */
+function ownPod(): V1Pod {
+  const pod = buildSandboxPod(run, config);
+  pod.metadata!.uid = 'pod-uid-1';
+  pod.spec!.serviceAccountName = 'default';
+  return pod;
+}
+
+/** The same pod as EKS's pod-identity webhook leaves it. */
+function irsaPod(): V1Pod {
+  const pod = ownPod();
+  pod.spec!.volumes!.push({
+    name: 'aws-iam-token',
+    projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] },
+  });
+  const container = pod.spec!.containers[0]!;
+  container.env!.push(
+    { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::111122223333:role/team' },
+    { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
+  );
+  container.volumeMounts!.push({ name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true });
+  return pod;
+}
+
+function transportReading(pod: () => V1Pod, extra: Partial<ConstructorParameters<typeof KubernetesExecTransport>[0]> = {}) {
+  let reads = 0;
+  const transport = new KubernetesExecTransport({
+    kubeConfig: new KubeConfig(),
+    namespace: 'team',
+    podName: pod().metadata!.name!,
+    container: 'sandbox',
+    toolboxCommand: ['toolbox'],
+    expectedOwnerUid: run.metadata.uid,
+    expectedPodShape: sandboxPodShape(run, config),
+    readPod: async () => {
+      reads += 1;
+      return pod();
+    },
+    ...extra,
+  });
+  return { transport, reads: () => reads };
+}
+
+const refusal = (error: unknown) => ({
+  runFailure: RunFailure.isInstance(error),
+  reason: (error as RunFailure).reason,
+  message: (error as Error).message,
+});
+
+describe('the exec transport refuses a pod a webhook added a credential to', () => {
+  it("passes the operator's own pod on to the exec", async () => {
+    const { transport } = transportReading(ownPod);
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+  });
+
+  it('refuses the IRSA pod before any exec, as a RunFailure SandboxInvalid naming what was added and what to do', async () => {
+    const { transport } = transportReading(irsaPod);
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({ runFailure: true, reason: REASONS.SandboxInvalid, message: expect.stringContaining('aws-iam-token') });
+    expect((error as Error).message).not.toContain(PASSED);
+    expect((error as Error).message).toContain('env AWS_ROLE_ARN in container sandbox');
+    expect((error as Error).message).toContain('eks.amazonaws.com/role-arn');
+  });
+
+  it('checks every session open: a tool session, an import, a one-shot call, each reading the pod again', async () => {
+    const { transport, reads } = transportReading(irsaPod);
+    const serve = new ToolboxSandbox(transport, { mode: 'serve' });
+    const call = new ToolboxSandbox(transport, { mode: 'call' });
+    const attempts = [
+      () => serve.call({ tool: 'read_file', input: { path: 'README.md' } }),
+      () => serve.importTree(new PassThrough()),
+      () => call.call({ tool: 'bash', input: { command: 'cat /var/run/secrets/eks.amazonaws.com/serviceaccount/token' } }),
+    ];
+    for (const [index, attempt] of attempts.entries()) {
+      const error = await attempt().catch((thrown: unknown) => thrown);
+      expect(reads()).toBe(index + 1);
+      // Not wrapped in a SandboxError: that one is retried, and only a job out of tries would end the run (SandboxLost).
+      expect(SandboxError.isInstance(error)).toBe(false);
+      expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+      expect(decideJobFailure(error, { name: 'prepare', attempt: 1, attempts: 10 })).toMatchObject({
+        action: 'fail',
+        reason: REASONS.SandboxInvalid,
+      });
+    }
+  });
+
+  it('ends a session opened ahead into a warm pool pod that turns out to carry a credential, and hands it to no one', async () => {
+    let killed = 0;
+    const held = { podUid: 'pod-uid-1', process: { kill: () => (killed += 1) } as unknown as ToolboxProcess };
+    const { transport } = transportReading(irsaPod, { warmSessions: { take: async () => held } });
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect(killed).toBe(1);
+  });
+});
