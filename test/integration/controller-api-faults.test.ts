@@ -71,9 +71,9 @@ function controllerFor(name: string, failures: Failures, warmPool?: { size: numb
       }
       return realKube.createPod(pod);
     },
-    async deletePod(podNamespace, podName) {
+    async deletePod(podNamespace, podName, uid) {
       if (failures.deletePod > 0 && failures.deletePod--) throw failing();
-      return realKube.deletePod(podNamespace, podName);
+      return realKube.deletePod(podNamespace, podName, uid);
     },
     async replaceRunStatus(run, status) {
       if ((failures.replaceRunStatus ?? 0) > 0 && failures.replaceRunStatus!--) throw failing();

@@ -1114,6 +1114,82 @@ describe('decide: a run waiting on its second approval', () => {
   });
 });
 
+// A run waiting for approval is looked at every AGENT_RECHECK_MS (15 s), up to approval.timeout (a
+// week): an answer it ignores stays in the annotation, and a Warning Event at every look was 240
+// an hour. Each decision hands what it ignored to the next (ObservedRun.ignoredApproval).
+describe('decide: an ignored approval answer is warned of once', () => {
+  const up = { networkPolicyExists: true, pod: pod(), agent: { state: 'waiting', moving: false } as const };
+  const waitingWith = (annotation: string, pendingId = 's1-c1') =>
+    run({
+      metadata: { annotations: { 'chamvi.dev/approval': annotation } },
+      spec: { approval: { tools: ['bash'], timeout: '168h' } },
+      status: {
+        phase: 'WaitingForApproval',
+        startTime: minutesAgo(10),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        pendingApproval: { id: pendingId, toolName: 'bash', input: '{}', requestedAt: minutesAgo(1) },
+      },
+    });
+  /** The next look, 15 s on: the run as the last decision's status write left it, and what that decision ignored. */
+  const again = (
+    waiting: CodingRun,
+    before: ReturnType<typeof decide>,
+    annotation = waiting.metadata.annotations!['chamvi.dev/approval']!,
+  ) =>
+    decide(
+      observe(
+        { ...waiting, metadata: { ...waiting.metadata, annotations: { 'chamvi.dev/approval': annotation } }, status: before.status! },
+        { ...up, ...(before.ignoredApproval ? { ignoredApproval: before.ignoredApproval } : {}) },
+      ),
+      config,
+      new Date(now.getTime() + 15_000),
+    );
+  const wrongId = JSON.stringify({ id: 's9-c9', decision: 'approve' });
+
+  it.each([
+    ['not JSON', 'not json'],
+    ['an answer to an approval never asked', wrongId],
+  ])('warns of %s at the first look only, while the status stays as it is', (_, annotation) => {
+    const waiting = waitingWith(annotation);
+    const first = decide(observe(waiting, up), config, now);
+    expect(first.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'ApprovalIgnored' })]);
+    const second = again(waiting, first);
+    expect(second.status).toEqual(first.status);
+    expect(second.events).toEqual([]);
+    expect(second.ignoredApproval).toEqual(first.ignoredApproval);
+  });
+
+  it('warns again, once, of another bad answer written over the first', () => {
+    const waiting = waitingWith('not json');
+    const first = decide(observe(waiting, up), config, now);
+    const changed = again(waiting, first, '{"id": "s1-c1"}');
+    expect(changed.events).toEqual([
+      { type: 'Warning', reason: 'ApprovalIgnored', message: expect.stringMatching(/needs \{"id": "\.\.\.", "decision"/) },
+    ]);
+    expect(again(waiting, changed, '{"id": "s1-c1"}').events).toEqual([]);
+  });
+
+  it('warns of the same bad answer again while the run waits on a later approval', () => {
+    const first = decide(observe(waitingWith(wrongId), up), config, now);
+    const nextApproval = decide(observe(waitingWith(wrongId, 's2-c1'), { ...up, ignoredApproval: first.ignoredApproval! }), config, now);
+    expect(nextApproval.events).toEqual([
+      expect.objectContaining({ reason: 'ApprovalIgnored', message: expect.stringContaining('s2-c1') }),
+    ]);
+  });
+
+  it('hands nothing on once the answer is one it takes', () => {
+    const first = decide(observe(waitingWith('not json'), up), config, now);
+    const answered = decide(
+      observe(waitingWith(JSON.stringify({ id: 's1-c1', decision: 'deny' })), { ...up, ignoredApproval: first.ignoredApproval! }),
+      config,
+      now,
+    );
+    expect(types(answered)).toContain('resumeAgent');
+    expect(answered.ignoredApproval).toBeUndefined();
+  });
+});
+
 describe('decide: the API server refuses an object of the run (#13.9)', () => {
   const pending = run({ status: { phase: 'Pending', conditions: accepted } });
   const quota: RefusedObject = {

@@ -88,6 +88,7 @@ export class EvalController {
   }
 
   stop(): void {
+    this.reconciler.stop();
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }

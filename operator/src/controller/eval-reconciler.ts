@@ -30,6 +30,7 @@ import { runEvidence, gradedParts } from '../evals/run-evidence.ts';
 import { isTooLargeToStore } from '../kube/api-errors.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import type { ObjectCache } from './run-reconciler.ts';
+import { WriteGate } from './write-gate.ts';
 
 export interface EvalReconcilerLogger {
   info(fields: object, message: string): void;
@@ -113,12 +114,33 @@ export class EvalReconciler {
    * again before the informer brings the Failed status, nor when even the cut one did not fit.
    */
   private readonly stopped = new Map<string, string>();
+  /**
+   * Closed by stop(): no write is sent after it (write-gate.ts). A reconcile still grading when
+   * the lease was lost created its runs and wrote its status beside the new leader's, from
+   * caches that no longer follow the cluster.
+   */
+  private readonly writes = new WriteGate();
 
   constructor(private readonly deps: EvalReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
   }
 
+  /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
+  stop(): void {
+    this.writes.close();
+  }
+
   async reconcile(key: string): Promise<{ requeueAfterMs: number } | void> {
+    return this.writes.unlessStopped(
+      () => this.reconcileOnce(key),
+      () => {
+        const [namespace, name] = key.split('/');
+        this.deps.logger.info({ namespace, eval: name }, 'eval reconcile stopped before its next write: this replica no longer leads');
+      },
+    );
+  }
+
+  private async reconcileOnce(key: string): Promise<{ requeueAfterMs: number } | void> {
     const [namespace, name] = key.split('/') as [string, string];
     const evaluation = this.deps.evals.get(namespace, name);
     if (!evaluation) this.stopped.delete(key);
@@ -162,6 +184,7 @@ export class EvalReconciler {
     for (const planned of decision.create) {
       const manifest = attemptRun(evaluation, parsed.spec, planned);
       const cell = { task: planned.task.name, model: planned.model.name, attempt: planned.attempt };
+      this.writes.check();
       const outcome = await this.deps.gateway.createRun(manifest);
       if (outcome === 'created') created.push(planned);
       else if (outcome === 'exists') {
@@ -225,6 +248,7 @@ export class EvalReconciler {
   private async apply(evaluation: CodingEval, decision: EvalDecision): Promise<boolean> {
     if (!isDeepStrictEqual(decision.status, evaluation.status ?? {})) {
       try {
+        this.writes.check();
         await this.deps.gateway.replaceEvalStatus(evaluation, decision.status);
       } catch (error) {
         if (!isTooLargeToStore(error)) throw error;
@@ -247,6 +271,7 @@ export class EvalReconciler {
 
   private async record(evaluation: CodingEval, events: readonly EvalEvent[]) {
     for (const event of events) {
+      this.writes.check();
       await this.deps.gateway.recordEvent(evaluation, event, this.deps.identity).catch((error: unknown) => {
         this.deps.logger.warn({ eval: evaluation.metadata.name, reason: event.reason, err: String(error) }, 'could not record event');
       });
@@ -267,11 +292,13 @@ export class EvalReconciler {
     const events = decision.events.filter((event) => event.reason !== EVAL_EVENT_REASONS.Complete);
     let stopped = tooLargeEval(evaluation, decision.status, 'results', this.now());
     try {
+      this.writes.check();
       await this.deps.gateway.replaceEvalStatus(evaluation, stopped.status);
     } catch (error) {
       if (!isTooLargeToStore(error)) throw error;
       stopped = tooLargeEval(evaluation, decision.status, 'counts', this.now());
       try {
+        this.writes.check();
         await this.deps.gateway.replaceEvalStatus(evaluation, stopped.status);
       } catch (again) {
         if (!isTooLargeToStore(again)) throw again;

@@ -13,7 +13,14 @@ import { decide } from '../reconcile/decide.ts';
 import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
 import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
-import type { ObservedRun, ReferencedObjects, RefusedObject, SandboxPodView, TakenName } from '../reconcile/observed-run.ts';
+import type {
+  IgnoredApproval,
+  ObservedRun,
+  ReferencedObjects,
+  RefusedObject,
+  SandboxPodView,
+  TakenName,
+} from '../reconcile/observed-run.ts';
 import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
@@ -21,7 +28,7 @@ import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import { apiRefusal, apiServerFailure, isConflict, isTooLargeToStore } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
-import type { KubeGateway } from '../kube/kube-gateway.ts';
+import { goneUnlessSame, type KubeGateway } from '../kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../kube/metadata-only.ts';
 import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
@@ -239,6 +246,7 @@ export function podView(pod: V1Pod, boundSeenAt?: string): SandboxPodView {
     ...(pod.metadata?.labels?.[CLAIMED_FROM_LABEL] ? { claimed: true } : {}),
     ...(pod.status?.startTime ? { startTime: new Date(pod.status.startTime).toISOString() } : {}),
     ...(pod.spec?.activeDeadlineSeconds !== undefined ? { activeDeadlineSeconds: pod.spec.activeDeadlineSeconds } : {}),
+    ...(pod.metadata?.uid ? { uid: pod.metadata.uid } : {}),
   };
 }
 
@@ -274,6 +282,12 @@ export class RunReconciler {
   private readonly freshPodsSent = new Map<string, string>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
   private readonly deletions = new DeletionsSent();
+  /**
+   * The approval answer the last decision about each waiting run ignored (by run key, with the
+   * run's uid), handed to its next decision: decide() warns of an ignored answer once, not at
+   * every look while the run waits. In memory only: a new leader warns once more.
+   */
+  private readonly ignoredApprovals = new Map<string, { uid: string; ignored: IgnoredApproval }>();
   /** The namespaces' sandbox policies this process made, until the cache shows them. */
   private readonly policiesMade: SandboxPoliciesMade;
   /**
@@ -356,6 +370,7 @@ export class RunReconciler {
       this.claimsMade.delete(key);
       this.freshPodsSent.delete(key);
       this.diffTakes.forget(key);
+      this.ignoredApprovals.delete(key);
       return { forget: true };
     }
     // Nothing can be written for it: only its deletion or a smaller spec (a new generation) changes that.
@@ -387,6 +402,9 @@ export class RunReconciler {
       try {
         const applied = await this.apply(run, decision, observed.admission?.admit === false);
         run = applied.run;
+        // Only once applied: a decision whose write met a conflict recorded no Event, and the next one must.
+        if (decision.ignoredApproval) this.ignoredApprovals.set(key, { uid: run.metadata.uid, ignored: decision.ignoredApproval });
+        else this.ignoredApprovals.delete(key);
         const requeueAfterMs = applied.requeueAfterMs ?? decision.requeueAfterMs;
         return requeueAfterMs !== undefined ? { requeueAfterMs } : {};
       } catch (error) {
@@ -456,6 +474,7 @@ export class RunReconciler {
     const podDeleted = pod !== undefined && this.deletions.deleted(key, 'Pod', pod.metadata!.name!, pod);
     const policyDeleted = this.deletions.deleted(key, 'NetworkPolicy', networkPolicyName(run), networkPolicy);
     const takenNames = takenName(run, 'Pod', pod);
+    const ignored = this.ignoredApprovals.get(key);
     if (pod || this.freshPodsSent.get(key) !== run.metadata.uid) this.freshPodsSent.delete(key);
     const freshPodSent = this.freshPodsSent.has(key);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
@@ -501,6 +520,7 @@ export class RunReconciler {
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
+      ...(ignored?.uid === run.metadata.uid ? { ignoredApproval: ignored.ignored } : {}),
     };
   }
 
@@ -916,10 +936,15 @@ export class RunReconciler {
         return run;
       }
       case 'deletePod':
-        await kube.deletePod(namespace, action.name);
+        // By the uid decide() saw: a pod made again under the name since is another's (a 409), and stays.
+        await goneUnlessSame(kube.deletePod(namespace, action.name, action.uid));
         // A create sent but not seen is settled by its delete: a pod it made is being deleted now.
         this.freshPodsSent.delete(`${namespace}/${name}`);
-        this.deletions.note(`${namespace}/${name}`, 'Pod', this.deps.caches.pods.get(namespace, action.name));
+        this.deletions.note(
+          `${namespace}/${name}`,
+          'Pod',
+          action.uid ? { metadata: { name: action.name, uid: action.uid } } : this.deps.caches.pods.get(namespace, action.name),
+        );
         return run;
       case 'deleteNetworkPolicy':
         await kube.deleteNetworkPolicy(namespace, action.name);
@@ -944,7 +969,8 @@ export class RunReconciler {
         return run;
       case 'deleteRun':
         // Recorded first (apply() did): a run deleted unrecorded would run again when a GitOps tool re-applies it.
-        await kube.deleteRun(namespace, name);
+        // By its uid: a run deleted and created again under the name meanwhile is a new run, not this one's to delete.
+        await goneUnlessSame(kube.deleteRun(namespace, name, run.metadata.uid));
         return run;
       case 'claimWarmPod':
         throw new WarmClaimSignal(

@@ -9,6 +9,7 @@ import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type C
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
+import { goneUnlessSame } from '../kube/kube-gateway.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
@@ -111,7 +112,11 @@ export class ScheduleReconciler {
       else problem = resolved.problem;
     }
 
-    const runs = (await kube.listScheduleRuns(namespace, name)).filter((run) => ownedBy(run, schedule)).flatMap(toScheduledRun);
+    const owned = (await kube.listScheduleRuns(namespace, name)).filter((run) => ownedBy(run, schedule));
+    const runs = owned.flatMap(toScheduledRun);
+    // Each run is deleted as listed, by its uid: one deleted and made again under its name since
+    // (by a person, by GitOps) is not the schedule's to delete.
+    const uids = new Map(owned.map((run) => [run.metadata.name, run.metadata.uid]));
     const input = {
       spec,
       status: schedule.status,
@@ -128,7 +133,7 @@ export class ScheduleReconciler {
     // the create, a refused create never reached them, and the schedule stayed stuck.
     for (const { name: runName } of decision.deleteRuns) {
       this.beforeWrite();
-      await kube.deleteRun(namespace, runName);
+      await goneUnlessSame(kube.deleteRun(namespace, runName, uids.get(runName)!));
     }
     let status: CodingScheduleStatus = decision.status;
     if (decision.create && runSpec) {

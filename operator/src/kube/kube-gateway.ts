@@ -36,7 +36,11 @@ export interface KubeGateway {
   patchRunStatus(namespace: string, name: string, operations: object[]): Promise<CodingRun>;
   /** Sets the finalizers, guarded by the run's resourceVersion. */
   setRunFinalizers(run: CodingRun, finalizers: string[]): Promise<CodingRun>;
-  deleteRun(namespace: string, name: string): Promise<void>;
+  /**
+   * Deletes the run with this uid (a precondition): a run at the name with another uid, made
+   * again since the caller looked, is a 409 and stays (goneUnlessSame). Gone already is fine.
+   */
+  deleteRun(namespace: string, name: string, uid: string): Promise<void>;
   /** Keeps a TTL-deleted run's record in the namespace's chamvi-finished-runs ConfigMap (reconcile/finished-runs.ts). */
   recordFinishedRun(namespace: string, name: string, record: FinishedRunRecord): Promise<void>;
   /**
@@ -44,7 +48,8 @@ export interface KubeGateway {
    * the caller to check who owns it: a name is not an identity.
    */
   createPod(pod: V1Pod): Promise<NameHolder | undefined>;
-  deletePod(namespace: string, name: string): Promise<void>;
+  /** As deleteRun, by the pod's uid when the caller saw the pod (a 409 when another holds the name); else by name alone. */
+  deletePod(namespace: string, name: string, uid?: string): Promise<void>;
   /** As createPod, but the holder comes whole: whether it is the policy wanted is in its spec. */
   createNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy | undefined>;
   /** Replaces a policy; `policy.metadata.resourceVersion` is the version replaced (a 409 when it moved). */
@@ -71,6 +76,18 @@ export interface NameHolder {
 const ignore = (test: (error: unknown) => boolean) => (error: unknown) => {
   if (!test(error)) throw error;
 };
+
+/** DeleteOptions that delete only the object with this uid (none: whatever holds the name). */
+export const onlyUid = (uid: string | undefined) => (uid ? { body: { preconditions: { uid } } } : {});
+
+/**
+ * A delete guarded by a uid precondition (onlyUid): the API server answers 409 when the name is
+ * held by another object, deleted and created again since the caller looked. The one meant is
+ * gone, which is what the delete was for, and the other is not the caller's to delete.
+ */
+export async function goneUnlessSame(deleting: Promise<void>): Promise<void> {
+  await deleting.catch(ignore(isConflict));
+}
 
 /** Runs create; on AlreadyExists reads who holds the name (gone again by then: undefined, and the next reconcile creates it). */
 async function createOrFindHolder(
@@ -128,8 +145,8 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
         mergePatch,
       )) as CodingRun;
     },
-    async deleteRun(namespace, name) {
-      await custom.deleteNamespacedCustomObject(runPath(namespace, name)).catch(ignore(isNotFound));
+    async deleteRun(namespace, name, uid) {
+      await custom.deleteNamespacedCustomObject({ ...runPath(namespace, name), ...onlyUid(uid) }).catch(ignore(isNotFound));
     },
     async recordFinishedRun(namespace, name, record) {
       // Read, change, replace guarded by the resourceVersion; a conflict (another run's record) starts over.
@@ -165,8 +182,8 @@ export function createKubeGateway(kubeConfig: KubeConfig): KubeGateway {
         () => core.readNamespacedPod({ namespace, name }),
       );
     },
-    async deletePod(namespace, name) {
-      await core.deleteNamespacedPod({ namespace, name }).catch(ignore(isNotFound));
+    async deletePod(namespace, name, uid) {
+      await core.deleteNamespacedPod({ namespace, name, ...onlyUid(uid) }).catch(ignore(isNotFound));
     },
     async createNetworkPolicy(policy) {
       const { namespace, name } = policy.metadata as { namespace: string; name: string };

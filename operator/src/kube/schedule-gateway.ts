@@ -7,6 +7,7 @@ import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import { isNotFound, unlessNotFound } from './api-errors.ts';
+import { onlyUid } from './kube-gateway.ts';
 
 export interface ScheduleGateway {
   getSchedule(namespace: string, name: string): Promise<CodingSchedule | undefined>;
@@ -15,7 +16,8 @@ export interface ScheduleGateway {
   listScheduleRuns(namespace: string, scheduleName: string): Promise<CodingRun[]>;
   /** Creates the run (generateName) and returns it as stored. */
   createRun(run: object & { metadata: { namespace: string } }): Promise<CodingRun>;
-  deleteRun(namespace: string, name: string): Promise<void>;
+  /** Deletes the run with this uid (a precondition): another run made under the name since is a 409, and stays. */
+  deleteRun(namespace: string, name: string, uid: string): Promise<void>;
   /** Replaces the status; 409 when the schedule's resourceVersion is stale. */
   replaceScheduleStatus(schedule: CodingSchedule, status: CodingScheduleStatus): Promise<CodingSchedule>;
 }
@@ -47,9 +49,9 @@ export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
         body: run,
       })) as CodingRun;
     },
-    async deleteRun(namespace, name) {
+    async deleteRun(namespace, name, uid) {
       try {
-        await custom.deleteNamespacedCustomObject(path(PLURAL, namespace, name));
+        await custom.deleteNamespacedCustomObject({ ...path(PLURAL, namespace, name), ...onlyUid(uid) });
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }

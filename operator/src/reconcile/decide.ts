@@ -14,7 +14,7 @@ import {
   type Phase,
 } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { readApprovalAnnotation } from './approval-answer.ts';
+import { APPROVAL_ANNOTATION, readApprovalAnnotation } from './approval-answer.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from './run-status-transitions.ts';
 import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
@@ -24,7 +24,7 @@ import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
 import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { AgentView, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
+import type { AgentView, IgnoredApproval, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
 import { buildSandboxPod, sandboxActiveDeadlineSeconds } from './sandbox-pod.ts';
 import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
@@ -317,7 +317,7 @@ function decideDeletion(observed: ObservedRun): Decision {
  */
 function removeSandbox(observed: ObservedRun, actions: Action[]): void {
   const { run, pod } = observed;
-  if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name });
+  if (pod && !pod.deleting) actions.push({ type: 'deletePod', name: pod.name, ...(pod.uid ? { uid: pod.uid } : {}) });
   if (!pod && observed.networkPolicyExists) actions.push({ type: 'deleteNetworkPolicy', name: networkPolicyName(run) });
 }
 
@@ -655,6 +655,17 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (currentPhase === 'WaitingForApproval' && pending) {
     const reading = readApprovalAnnotation(run);
     const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
+    // An ignored answer stays in the annotation until someone changes it, and the run is looked
+    // at every AGENT_RECHECK_MS while it waits (up to approval.timeout, a week): it is warned of
+    // once, when it is new, not with a Warning Event at every look.
+    let ignored: IgnoredApproval | undefined;
+    const ignore = (message: string) => {
+      ignored = { approvalId: pending.id, annotation: run.metadata.annotations?.[APPROVAL_ANNOTATION] ?? '' };
+      const before = observed.ignoredApproval;
+      if (before?.approvalId === ignored.approvalId && before.annotation === ignored.annotation) return;
+      builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message });
+    };
+    const decided = (requeueAfterMs: number): Decision => ({ ...done(requeueAfterMs), ...(ignored ? { ignoredApproval: ignored } : {}) });
     if (reading.kind === 'answer' && reading.answer.id === pending.id) {
       actions.push({ type: 'resumeAgent', answer: reading.answer });
       // Security #11.5: the agent refuses an approval whose sha256 is not the input's, and the
@@ -663,13 +674,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     } else if (reading.kind === 'answer' && !run.status?.approvals?.some((answered) => answered.id === reading.answer.id)) {
       // An answer to an approval already answered is the last one's, left in the annotation
       // (nothing clears it): not worth a Warning at every look while the next one waits.
-      builder.events.push({
-        type: 'Warning',
-        reason: EVENT_REASONS.ApprovalIgnored,
-        message: `Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}`,
-      });
+      ignore(`Ignored an answer for approval ${reading.answer.id}: the pending one is ${pending.id}`);
     } else if (reading.kind === 'invalid') {
-      builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message: reading.message });
+      ignore(reading.message);
     }
     if (now.getTime() >= timeoutAt) {
       actions.push({
@@ -681,9 +688,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
           timedOut: true,
         },
       });
-      return done(recheck);
+      return decided(recheck);
     }
-    return done(Math.min(recheck, timeoutAt - now.getTime()));
+    return decided(Math.min(recheck, timeoutAt - now.getTime()));
   }
   return done(builder.status.phase === 'Running' || builder.status.phase === 'WaitingForApproval' ? recheck : untilDeadline);
 }

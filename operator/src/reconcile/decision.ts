@@ -5,6 +5,7 @@ import type { CodingRunStatus } from '../api/index.ts';
 import type { WarmPoolConfig } from './warm-pool.ts';
 import type { ApprovalAnswer } from './approval-answer.ts';
 import type { FinishedRunRecord } from './finished-runs.ts';
+import type { IgnoredApproval } from './observed-run.ts';
 
 export type Action =
   | { type: 'addFinalizer' }
@@ -16,7 +17,8 @@ export type Action =
    */
   | { type: 'ensureSandboxPolicy'; policy: V1NetworkPolicy }
   | { type: 'createPod'; pod: V1Pod }
-  | { type: 'deletePod'; name: string }
+  /** `uid`: the pod as observed; a pod at the name with another uid is not the run's to delete (the API server answers 409). */
+  | { type: 'deletePod'; name: string; uid?: string }
   /** Delete the run's own NetworkPolicy, which earlier builds of the operator made per run. */
   | { type: 'deleteNetworkPolicy'; name: string }
   | { type: 'deleteConfigMaps'; names: string[] }
@@ -55,4 +57,6 @@ export interface Decision {
   events: RunEvent[];
   /** Reconcile again after this long even if nothing changes (deadlines, TTL, queue). */
   requeueAfterMs?: number;
+  /** The approval answer this decision ignored: the reconciler hands it to the next decision (ObservedRun.ignoredApproval). */
+  ignoredApproval?: IgnoredApproval;
 }

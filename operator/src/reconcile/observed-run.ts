@@ -28,6 +28,18 @@ export interface SandboxPodView {
   startTime?: string;
   /** The pod's spec.activeDeadlineSeconds, fixed when it was made (or claimed): it can never be raised. */
   activeDeadlineSeconds?: number;
+  /** The pod's uid: a delete names it (a precondition), so a pod made again under the name since is not deleted with it. */
+  uid?: string;
+}
+
+/**
+ * An answer in the chamvi.dev/approval annotation that a decision ignored (not JSON, or for an
+ * approval never asked) while the run waited on approval `approvalId`: what its Warning Event was about.
+ */
+export interface IgnoredApproval {
+  approvalId: string;
+  /** The annotation's value, as it was. */
+  annotation: string;
 }
 
 /** Keys present in each referenced object; undefined when the object does not exist. */
@@ -128,4 +140,10 @@ export interface ObservedRun {
   freshPodSent?: boolean;
   /** For a run not yet given a sandbox: whether NetworkPolicy is enforced in its namespace (security #11.8); undefined is unknown. */
   isolation?: IsolationView;
+  /**
+   * The answer the last decision about this run ignored, and recorded an ApprovalIgnored
+   * Warning for (Decision.ignoredApproval): the same answer, still in the annotation at the
+   * next look, is not warned of again. Kept by the reconciler in memory only.
+   */
+  ignoredApproval?: IgnoredApproval;
 }

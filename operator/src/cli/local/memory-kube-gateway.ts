@@ -1,9 +1,11 @@
 // An in-memory API server for one local run: the KubeGateway port that the reconciler, the
 // status writer and the event recorder use, over the run, its "pod" and the objects from
 // the manifest. It keeps the guarantees they rely on: a stale resourceVersion is a 409
-// conflict, a JSON Patch test that fails is a 422, a deleted object is gone. A created pod
+// conflict, a JSON Patch test that fails is a 422, a deleted object is gone, a delete whose uid
+// precondition names another object is a 409 (and deletes nothing). A created pod
 // is Ready at once (the local sandbox needs no scheduling); Events go to a callback; every
 // change resolves changed(), which is what the local loop waits on instead of a watch.
+import { randomUUID } from 'node:crypto';
 import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
 import type { KubeGateway, NameHolder, SecretKeysAndLabels } from '../../kube/kube-gateway.ts';
@@ -18,6 +20,15 @@ class ApiError extends Error {
   ) {
     super(message);
   }
+}
+
+/** A delete's uid precondition, as the API server checks it: another object at the name is a 409 Conflict. */
+function requireUid(resource: string, object: { metadata?: { name?: string; uid?: string } }, uid: string | undefined): void {
+  if (uid === undefined || object.metadata?.uid === uid) return;
+  throw new ApiError(
+    409,
+    `Operation cannot be fulfilled on ${resource} "${object.metadata?.name}": Precondition failed: UID in precondition: ${uid}, UID in object meta: ${object.metadata?.uid ?? ''}`,
+  );
 }
 
 export class MemoryKubeGateway implements KubeGateway {
@@ -156,8 +167,9 @@ export class MemoryKubeGateway implements KubeGateway {
   /** A local run is one run, never applied again: nothing to remember. */
   async recordFinishedRun(): Promise<void> {}
 
-  async deleteRun(namespace: string, name: string): Promise<void> {
+  async deleteRun(namespace: string, name: string, uid: string): Promise<void> {
     if (!this.run || this.run.metadata.namespace !== namespace || this.run.metadata.name !== name) return;
+    requireUid('codingruns.chamvi.dev', this.run, uid);
     this.store(
       {
         ...this.run,
@@ -171,13 +183,20 @@ export class MemoryKubeGateway implements KubeGateway {
     const name = pod.metadata?.name;
     if (!name) return undefined;
     if (this.pods.has(name)) return this.pods.get(name) as NameHolder;
-    this.pods.set(name, { ...structuredClone(pod), status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
+    // With a uid of its own, as the API server stores it: what a delete's precondition names.
+    const stored = structuredClone(pod);
+    stored.metadata = { ...stored.metadata, uid: randomUUID() };
+    this.pods.set(name, { ...stored, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
     this.touched();
     return undefined;
   }
 
-  async deletePod(namespace: string, name: string): Promise<void> {
-    if (namespace === this.namespace && this.pods.delete(name)) this.touched();
+  async deletePod(namespace: string, name: string, uid?: string): Promise<void> {
+    const pod = namespace === this.namespace ? this.pods.get(name) : undefined;
+    if (!pod) return;
+    requireUid('pods', pod, uid);
+    this.pods.delete(name);
+    this.touched();
   }
 
   async createNetworkPolicy(policy: V1NetworkPolicy): Promise<V1NetworkPolicy | undefined> {
