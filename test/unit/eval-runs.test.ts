@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
-import { isAttemptRun, isAttemptRunBeingDeleted, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
+import { DELETING_RUN_WAIT_MS, isAttemptRun, isAttemptRunBeingDeleted, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
 import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 
@@ -69,11 +69,35 @@ describe('isAttemptRun', () => {
   it('is false of its run once it is being deleted (the API server raised its generation), which holds the name until gone', () => {
     const going = made();
     going.metadata = { ...going.metadata, generation: 2, deletionTimestamp: '2026-11-30T12:00:00Z', finalizers: ['chamvi.dev/finalizer'] };
+    const now = new Date('2026-11-30T12:01:00Z');
     expect(isAttemptRun(going, evaluation, spec)).toBe(false);
-    expect(isAttemptRunBeingDeleted(going, evaluation, spec)).toBe(true);
-    expect(isAttemptRunBeingDeleted(made(), evaluation, spec)).toBe(false);
+    expect(isAttemptRunBeingDeleted(going, evaluation, spec, now)).toBe(true);
+    expect(isAttemptRunBeingDeleted(made(), evaluation, spec, now)).toBe(false);
     const elsewhere = { ...going, metadata: { ...going.metadata, name: 'other-name' } };
-    expect(isAttemptRunBeingDeleted(elsewhere, evaluation, spec)).toBe(false);
+    expect(isAttemptRunBeingDeleted(elsewhere, evaluation, spec, now)).toBe(false);
+  });
+
+  it("holds the name only for a run made as the eval makes it, and for at most DELETING_RUN_WAIT_MS (another's finalizer could hold it for good)", () => {
+    const deleting = (run: CodingRun): CodingRun => ({
+      ...run,
+      metadata: { ...run.metadata, generation: 2, deletionTimestamp: '2026-11-30T12:00:00Z', finalizers: ['peer.example/hold'] },
+    });
+    const now = new Date('2026-11-30T12:01:00Z');
+    // Someone else's run under the attempt's name, its labels copied: foreign before its deletion, and after.
+    const byBob = made();
+    byBob.metadata.annotations = { [CREATOR_ANNOTATION]: 'bob' };
+    const otherOwner = made();
+    (otherOwner.metadata as unknown as { ownerReferences: Array<{ uid: string }> }).ownerReferences[0]!.uid = 'other';
+    const easier = made();
+    easier.spec = { ...easier.spec, task: 'Print hello.' };
+    for (const run of [byBob, otherOwner, easier]) expect(isAttemptRunBeingDeleted(deleting(run), evaluation, spec, now)).toBe(false);
+    // The eval's own, held past the wait: no longer waited for.
+    expect(
+      isAttemptRunBeingDeleted(deleting(made()), evaluation, spec, new Date(Date.parse('2026-11-30T12:00:00Z') + DELETING_RUN_WAIT_MS - 1)),
+    ).toBe(true);
+    expect(
+      isAttemptRunBeingDeleted(deleting(made()), evaluation, spec, new Date(Date.parse('2026-11-30T12:00:00Z') + DELETING_RUN_WAIT_MS)),
+    ).toBe(false);
   });
 
   it('is false of a run another user created under the name, or one whose attempt labels were changed', () => {

@@ -61,6 +61,14 @@ export interface EvalReconcilerDeps {
  */
 export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
   if (run.metadata.deletionTimestamp) return false;
+  return madeAsTheEvalMakes(run, evaluation, spec) && (run.metadata.generation ?? 1) === 1;
+}
+
+/**
+ * The name, labels, creator, controller and spec the eval gives the attempt's run: all of
+ * isAttemptRun but the generation (which a deletion raises too).
+ */
+function madeAsTheEvalMakes(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
   const cell = attemptOfRun(run.metadata.labels);
   const task = spec.tasks.find((candidate) => candidate.name === cell?.task);
   const model = spec.models.find((candidate) => candidate.name === cell?.model);
@@ -75,31 +83,34 @@ export function isAttemptRun(run: CodingRun, evaluation: CodingEval, spec: Codin
     (run.metadata as { ownerReferences?: Array<{ kind?: string; uid?: string; controller?: boolean }> }).ownerReferences?.some(
       (owner) => owner.controller === true && owner.kind === EVAL_KIND && owner.uid === evaluation.metadata.uid,
     ) === true &&
-    isDeepStrictEqual(run.spec, JSON.parse(JSON.stringify(expected.spec))) &&
-    // Never changed: the operator never writes a run's spec, and the API server counts every
-    // change in generation. A spec compared only as it is now passed a budget raised for the
-    // run's steps and put back before it ended.
-    (run.metadata.generation ?? 1) === 1
+    // Never changed besides: the operator never writes a run's spec, and the API server counts
+    // every change in generation (isAttemptRun). A spec compared only as it is now passed a
+    // budget raised for the run's steps and put back before it ended.
+    isDeepStrictEqual(run.spec, JSON.parse(JSON.stringify(expected.spec)))
   );
 }
 
 /**
- * Whether the run is being deleted (a person, its TTL) under the name of the attempt its labels
- * name, whoever made it. It is neither graded nor foreign: it holds the attempt's name until
- * its finalizer lets it go, then the eval makes the attempt's run again. A run someone else
- * makes under the name after that is refused as foreign again (isAttemptRun).
+ * How long an attempt waits for a run of the eval's being deleted under its name. The operator's
+ * finalizer lets a run go once its sandbox and jobs are gone, in seconds to a few minutes; a run
+ * held longer is someone else's doing (whoever may create and delete runs in the namespace can
+ * make one as the eval makes it, with a finalizer of their own, and delete it), and its attempt
+ * is then failed as foreign rather than left waiting for good.
  */
-export function isAttemptRunBeingDeleted(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec): boolean {
-  const cell = attemptOfRun(run.metadata.labels);
-  return (
-    run.metadata.deletionTimestamp !== undefined &&
-    cell !== undefined &&
-    cell.attempt <= spec.attempts &&
-    spec.tasks.some((task) => task.name === cell.task) &&
-    spec.models.some((model) => model.name === cell.model) &&
-    run.metadata.namespace === evaluation.metadata.namespace &&
-    run.metadata.name === attemptRunName(evaluation, { task: { name: cell.task }, model: { name: cell.model }, attempt: cell.attempt })
-  );
+export const DELETING_RUN_WAIT_MS = 10 * 60_000;
+
+/**
+ * Whether the run is the eval's own for the attempt its labels name (as isAttemptRun, but for
+ * the generation, which the deletion raised), being deleted (a person, its TTL) for less than
+ * DELETING_RUN_WAIT_MS. It is neither graded nor foreign: it holds the attempt's name until its
+ * finalizer lets it go, then the eval makes the attempt's run again. Any other run being
+ * deleted under the name is foreign, as it was before it was deleted.
+ */
+export function isAttemptRunBeingDeleted(run: CodingRun, evaluation: CodingEval, spec: CodingEvalSpec, now: Date): boolean {
+  const since = run.metadata.deletionTimestamp;
+  if (since === undefined) return false;
+  const deletingMs = now.getTime() - new Date(since).getTime();
+  return deletingMs < DELETING_RUN_WAIT_MS && madeAsTheEvalMakes(run, evaluation, spec);
 }
 
 /** The eval's runs: those it made, as it made them (isAttemptRun). */
@@ -156,9 +167,12 @@ export class EvalReconciler {
     // Runs being deleted under the names of attempts not graded yet: those attempts wait for
     // them to go. A run's deletion wakes the eval only when the run names it as its
     // controller, so the eval also looks again.
+    const now = this.now();
     const going = this.deps.runs.list().filter((run) => {
       const cell = attemptOfRun(run.metadata.labels);
-      return cell && isAttemptRunBeingDeleted(run, evaluation, parsed.spec) && !graded.has(cellKey(cell.task, cell.model, cell.attempt));
+      return (
+        cell && isAttemptRunBeingDeleted(run, evaluation, parsed.spec, now) && !graded.has(cellKey(cell.task, cell.model, cell.attempt))
+      );
     });
     const recheck = going.length > 0 ? { requeueAfterMs: DELETING_RUN_RECHECK_MS } : undefined;
     const fresh: AttemptStatus[] = [];
@@ -192,7 +206,7 @@ export class EvalReconciler {
         // next reconcile makes it); being deleted, it is made again once gone; else someone
         // took the name first or changed the run.
         const holder = await this.deps.gateway.getRun(manifest.metadata.namespace, manifest.metadata.name);
-        if (holder?.metadata.deletionTimestamp) deleting = true;
+        if (holder !== undefined && isAttemptRunBeingDeleted(holder, evaluation, parsed.spec, this.now())) deleting = true;
         else if (holder === undefined || isAttemptRun(holder, evaluation, parsed.spec)) created.push(planned);
         else foreign.push(foreignAttempt(manifest.metadata.name, cell));
       } else if ('forbidden' in outcome) {
