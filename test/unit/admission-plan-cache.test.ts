@@ -99,7 +99,7 @@ describe('the admission plan kept between reconciles', () => {
     expect(decisions.made).toBe(20);
   });
 
-  it("reads the namespaces' policies and tallies again only after FAIR_SHARE_TTL_MS, and a changed cap changes the plan", async () => {
+  it("reads the namespaces' policies and tallies again only after FAIR_SHARE_TTL_MS, but at each look of a run whose namespace has a token budget; a changed cap changes the plan", async () => {
     let now = 0;
     let annotations: Record<string, string> = { 'chamvi.dev/tokens-per-day': '1000000' };
     const reads = { policies: 0, tallies: 0 };
@@ -119,13 +119,19 @@ describe('the admission plan kept between reconciles', () => {
         },
       },
     });
-    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    // A run of `small` (no token budget): the first look reads both namespaces; a second within the TTL reads nothing.
+    await world.reconciler.reconcile(key(runs.at(-1)!));
     expect(reads).toEqual({ policies: 2, tallies: 1 });
-    expect(decisions.made).toBe(1);
-    // Read again after the TTL; nothing moved, so the plan holds.
+    await world.reconciler.reconcile(key(runs.at(-1)!));
+    expect(reads).toEqual({ policies: 2, tallies: 1 });
+    // Read again after the TTL.
     now += FAIR_SHARE_TTL_MS;
-    await world.reconciler.reconcile('agents/r1000');
+    await world.reconciler.reconcile(key(runs.at(-1)!));
     expect(reads).toEqual({ policies: 4, tallies: 2 });
+    // Runs of `agents`, which has a budget: the tallies are read at each look (a run must not be
+    // admitted on a tally read before the budget ran out), and reads that find the same keep the plan.
+    for (const queued of runs.slice(10, 30)) await world.reconciler.reconcile(key(queued));
+    expect(reads.tallies).toBe(2 + 20);
     expect(decisions.made).toBe(1);
     // An admin caps the namespace at the runs it has active (none): its runs wait for it, not for the cluster.
     annotations = { ...annotations, 'chamvi.dev/max-active-runs': '0' };

@@ -25,9 +25,10 @@ import type { NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { isDeepStrictEqual } from 'node:util';
 
 /**
- * How long the namespaces' policies and token tallies are reused. A namespace that spends the
- * last of its day's tokens may have a run admitted this much later; the policy reader keeps an
- * annotation NAMESPACE_POLICY_TTL_MS more (kube/namespace-policy-reader.ts).
+ * How long the namespaces' policies and token tallies are reused, for runs of namespaces without
+ * a token budget (a run of a namespace with one reads the tallies at each look: fairShareOf);
+ * the policy reader keeps an annotation NAMESPACE_POLICY_TTL_MS more
+ * (kube/namespace-policy-reader.ts).
  */
 export const FAIR_SHARE_TTL_MS = 2_000;
 
@@ -132,16 +133,25 @@ export class AdmissionPlanCache {
   /**
    * The policies and tallies of `namespaces` on `day`: those read last while they are fresh
    * and hold every namespace asked for, else read now. A read that finds what the last one
-   * found keeps the last one's view, so the plan made from it still holds.
+   * found keeps the last one's view, so the plan made from it still holds. `own`: the
+   * namespace of the run being decided on; when it has a token budget, the tallies are read
+   * now whatever their age: a run must not be admitted on a tally read before its namespace
+   * spent the last of its day's tokens (a read is one Redis GET a namespace, and one that finds
+   * the same keeps the plan).
    */
   async fairShareOf(
     namespaces: ReadonlySet<string>,
     day: string,
     read: (namespaces: ReadonlySet<string>) => Promise<FairShareView>,
+    own?: string,
   ): Promise<FairShareView> {
     const known = this.fairShare;
     const now = this.clock();
-    const fresh = known !== undefined && known.day === day && now - known.readAt < FAIR_SHARE_TTL_MS;
+    const fresh =
+      known !== undefined &&
+      known.day === day &&
+      now - known.readAt < FAIR_SHARE_TTL_MS &&
+      (own === undefined || !known.view.budgets.has(own));
     if (this.reported && fresh && [...namespaces].every((namespace) => known.view.policies.has(namespace))) return known.view;
     const view = await read(namespaces);
     const latest = this.fairShare;

@@ -713,19 +713,24 @@ export class RunReconciler {
     const waiting = this.plans.waitingNamespaces(() => this.deps.caches.runs.list());
     const namespaces = waiting.has(run.metadata.namespace) ? waiting : new Set([...waiting, run.metadata.namespace]);
     const day = utcDay(this.now());
-    return this.plans.fairShareOf(namespaces, day, async (wanted) => {
-      const policies = new Map<string, NamespacePolicy>();
-      const budgets = new Map<string, TokenBudgetView>();
-      await Promise.all(
-        [...wanted].map(async (namespace) => {
-          const policy = await fairShare.policyOf(namespace);
-          policies.set(namespace, policy);
-          if (policy.tokensPerDay !== undefined)
-            budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
-        }),
-      );
-      return { policies, budgets };
-    });
+    return this.plans.fairShareOf(
+      namespaces,
+      day,
+      async (wanted) => {
+        const policies = new Map<string, NamespacePolicy>();
+        const budgets = new Map<string, TokenBudgetView>();
+        await Promise.all(
+          [...wanted].map(async (namespace) => {
+            const policy = await fairShare.policyOf(namespace);
+            policies.set(namespace, policy);
+            if (policy.tokensPerDay !== undefined)
+              budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
+          }),
+        );
+        return { policies, budgets };
+      },
+      run.metadata.namespace,
+    );
   }
 
   /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
