@@ -124,6 +124,23 @@ describe('DiffTakes', () => {
       expect(takes.poll('ns/r', 'uid-1', late.take)).toEqual({ kept: kept('diff at step 50') });
     });
 
+    it('is dropped by a reconcile that no longer asks for the diff; a take under way is left to end', async () => {
+      const takes = new DiffTakes(() => undefined);
+      const early = pendingTake();
+      takes.poll('ns/r', 'uid-1', early.take);
+      // The cancel is withdrawn while the take runs: the reconcile that sees it keeps the take going.
+      takes.dropUnclaimed('ns/r');
+      expect(takes.size).toBe(1);
+      early.finish(kept('diff at step 3'));
+      await settle();
+      // Its end wakes the run, whose decision asks for no diff: the outcome goes.
+      takes.dropUnclaimed('ns/r');
+      expect(takes.size).toBe(0);
+      const late = pendingTake();
+      expect(takes.poll('ns/r', 'uid-1', late.take)).toBeUndefined();
+      expect(late.started()).toBe(1);
+    });
+
     it('is still given to the poll its end woke, within DIFF_OUTCOME_KEPT_MS', async () => {
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
       const takes = new DiffTakes(() => undefined);

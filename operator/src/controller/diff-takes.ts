@@ -10,14 +10,16 @@ import type { KeptDiff } from '../reconcile/kept-diff.ts';
 export const DIFF_TAKES_AT_ONCE = 2;
 
 /**
- * How long a take's outcome waits for the poll that claims it. The take's end wakes the run,
- * whose next reconcile polls: well under a second, the time the run waits in the work queue
- * under load (a burst of a thousand runs went through it in 33-87 s, and endings are woken two
- * at a time) and the 5 s recheck of a reconciler without wake all fit. An outcome not claimed by
- * then is not the ending's that asked for it (a cancel withdrawn, a run the worker ended first):
- * it is dropped, and a later ending takes the diff afresh instead of the sandbox as it was then.
+ * How long a take's outcome waits for the poll that claims it, at most. An outcome is the
+ * ending's that asked for it only while the run's decisions still ask for the diff: a reconcile
+ * that no longer does (a cancel withdrawn, a run the worker ended first) drops it
+ * (dropUnclaimed), so a later ending takes the diff afresh instead of the sandbox as it was
+ * then. The take's end wakes the run, so that reconcile comes; this bound only keeps an outcome
+ * no reconcile came for from staying in memory. It is far above the work queue's wait under
+ * load (a burst of a thousand runs went through it in 33-87 s): an outcome dropped before its
+ * poll would be taken again, and under such load again and again.
  */
-export const DIFF_OUTCOME_KEPT_MS = 60_000;
+export const DIFF_OUTCOME_KEPT_MS = 15 * 60_000;
 
 type Outcome = { kept: KeptDiff } | { failed: unknown };
 
@@ -85,6 +87,15 @@ export class DiffTakes {
       this.done(key);
     });
     return undefined;
+  }
+
+  /**
+   * The run at key was decided on without asking for its diff: an outcome its take left is not
+   * for a later ending (the run may have gone on since). A take still under way is left to end.
+   */
+  dropUnclaimed(key: string): void {
+    const known = this.takes.get(key);
+    if (known?.outcome) this.drop(key, known);
   }
 
   /** The run at key is gone: its take's outcome is not kept for anyone. */

@@ -399,6 +399,8 @@ export class RunReconciler {
       if (keptDiff) observed.keptDiff = keptDiff;
       if (warmClaim) observed.warmClaim = warmClaim;
       const decision = decide(observed, await this.configFor(observed), this.now());
+      // A diff taken for an ending this decision no longer makes is not kept for a later one.
+      if (!keptDiff && !decision.actions.some((action) => action.type === 'keepDiff')) this.diffTakes.dropUnclaimed(key);
       try {
         const applied = await this.apply(run, decision, observed.admission?.admit === false);
         run = applied.run;
