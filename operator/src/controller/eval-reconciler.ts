@@ -23,7 +23,7 @@ import {
   type EvalDecision,
   type EvalEvent,
 } from '../evals/decide-eval.ts';
-import { attemptOfRun, attemptRun, attemptRunName, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
+import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals/eval-matrix.ts';
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence, gradedParts } from '../evals/run-evidence.ts';
