@@ -2,8 +2,9 @@
 // - #11.4: the token reaches the checked origin (control), never a host a redirect names, never
 //   an http:// downgrade, and never a message;
 // - #11.7: a repository bomb is refused from its tree before it is checked out, a tree that fans
-//   out exponentially costs no more than maxCheckoutFiles, the download itself is bounded, and
-//   in-tree .gitattributes cannot make the checkout larger than its blobs;
+//   out exponentially costs no more than maxCheckoutFiles, the download itself is bounded, each
+//   git's memory too (a commit too large to read whole), and in-tree .gitattributes cannot make
+//   the checkout larger than its blobs;
 // - the revision is a ref name, never a refspec (`a:refs/replace/x` wrote refs into the clone the
 //   cache hands on), an option or a NUL, refused before git runs; and a replace ref cannot make
 //   the checkout another tree than the commit's (GIT_NO_REPLACE_OBJECTS).
@@ -20,6 +21,7 @@ import { cloneMeasured, cloneRepository, remoteCommit } from '../../operator/src
 import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { InvalidRevisionError } from '../../operator/src/api/invalid-revision-error.ts';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
+import { startGitHttpServer } from '../support/git-http-server.ts';
 
 const isRunFailure = (error: unknown, reason: string): boolean => RunFailure.isInstance(error) && error.reason === reason;
 
@@ -313,6 +315,44 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     );
     expect(isRunFailure(error, 'CloneFailed')).toBe(true);
     expect((error as Error).message).toMatch(/the repository's download grew past 18\.0 MiB .* and was stopped/);
+  });
+
+  it("stops at git's memory limit a commit too large to read whole, and streams a file larger than the limit", async () => {
+    // Served over smart HTTP, so that the server's git runs outside the operator's limit. The
+    // bomb: a commit whose message is 40 MiB of one character, a pack of a few dozen KiB, which
+    // git's index-pack reads whole to hash it. The file: 40 MiB of zeros, which git streams.
+    const messageBomb = repositoryWithTree('message-bomb', (dir) => mktree(dir, [`100644 blob ${blob(dir, 'one\n')}\ta.txt`]));
+    const message = join(scratch, 'bomb-message');
+    writeFileSync(message, `${'0'.repeat(40 * MiB)}\n`);
+    git(
+      messageBomb,
+      'update-ref',
+      'refs/heads/main',
+      git(messageBomb, 'commit-tree', '-F', message, git(messageBomb, 'rev-parse', 'main^{tree}')),
+    );
+    repositoryWithTree('large-file', (dir) => mktree(dir, [`100644 blob ${blob(dir, Buffer.alloc(40 * MiB))}\tzeros.bin`]));
+    const server = await startGitHttpServer(scratch, TOKEN);
+    try {
+      const limited = { token: TOKEN, ...LIMITS, maxGitMemoryBytes: 24 * MiB };
+      const started = Date.now();
+      const error = await cloneRepository({ url: checked(`${server.origin}/message-bomb.git`), ...limited }).catch((e: unknown) => e);
+      expect(isRunFailure(error, 'CloneFailed')).toBe(true);
+      expect((error as Error).message).toContain(
+        'git clone needed more than the 24.0 MiB (25165824 bytes) of memory each git the operator runs may have: the repository holds an object too large to read whole',
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      const file = await cloneRepository({ url: checked(`${server.origin}/large-file.git`), ...limited });
+      try {
+        expect(statSync(join(file, 'zeros.bin')).size).toBe(40 * MiB);
+      } finally {
+        rmSync(join(file, '..'), { recursive: true, force: true });
+      }
+      // The control: under the default limit git reads the commit, and the clone is made.
+      const bomb = await cloneRepository({ url: checked(`${server.origin}/message-bomb.git`), token: TOKEN, ...LIMITS });
+      rmSync(join(bomb, '..'), { recursive: true, force: true });
+    } finally {
+      await server.close();
+    }
   });
 
   it('checks out the blobs byte for byte: in-tree .gitattributes cannot enlarge the checkout', async () => {

@@ -1,20 +1,34 @@
 // workers/publish-git.ts with real git, in a clone whose origin is a bare repository on disk:
-// the lookup names the remote's default branch and the branch's head, and the commit refuses a
-// binary patch (which the operator never takes from a sandbox) before git expands it.
+// the lookup names the remote's default branch and the branch's head (and refuses, as not the
+// operator's, a head too large to be its commit or for git to read within its memory limit),
+// and the commit refuses a binary patch (which the operator never takes from a sandbox) before
+// git expands it.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
-import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from '../../operator/src/workers/publish-git.ts';
+import type { RunFailure } from '../../operator/src/api/run-failure.ts';
+import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
+import {
+  commitDiff,
+  lookUpRemote,
+  OPERATOR_COMMIT_MAX_BYTES,
+  pushBranch,
+  type PublishClone,
+} from '../../operator/src/workers/publish-git.ts';
 import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
+import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
+import { gitEnvironment } from '../../operator/src/workers/git-clone.ts';
 import { createBareRepository, createRepository, git } from '../support/git-fixture.ts';
+import { startGitHttpServer } from '../support/git-http-server.ts';
 
 let base: string;
 let clone: PublishClone;
 const author = { name: 'chamvi test', email: 'chamvi@example.test' };
 const date = '2026-12-05T00:00:00Z';
+const TOKEN = 'publish-git-test-token';
 const TRAILERS = 'Chamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u';
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
 
@@ -66,6 +80,74 @@ describe('publish git', () => {
     await expect(lookUpRemote({ ...clone, launch }, 'chamvi/b', 'f'.repeat(40))).rejects.toThrow(
       /branch chamvi\/b moved while it was read/,
     );
+  });
+
+  /** Pushes, as someone who may push, a commit with this message to chamvi/b (commit-tree: git's message cleanup would take seconds). */
+  function pushHeadWithMessage(message: string): void {
+    const maker = join(base, 'maker');
+    if (!existsSync(maker)) git(['clone', '-q', git(['remote', 'get-url', 'origin'], clone.dir).trim(), maker], base);
+    const file = join(base, 'message');
+    writeFileSync(file, message);
+    const commit = git(['commit-tree', 'HEAD^{tree}', '-p', 'HEAD', '-F', file], maker).trim();
+    git(['push', '-q', '-f', 'origin', `${commit}:refs/heads/chamvi/b`], maker);
+  }
+
+  /** What the publish job does with the lookup's failure: the run's end, or a retry. */
+  const fate = (error: unknown) => decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 });
+
+  it("refuses a branch whose head is larger than any commit the operator makes, at once, naming nothing of it but its id (a 2 MiB message ending in this run's trailers)", async () => {
+    // Made to pass for the operator's: a branch named as the run will publish, its head's last
+    // lines this run's trailers. Read whole, the message would let the run move the branch; cut
+    // to git's output bound, it was taken for a branch that moved while it was read, and retried.
+    pushHeadWithMessage(`${'y'.repeat(2 * 1024 * 1024)}
+
+${TRAILERS}
+`);
+    const error = await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40)).catch((e: unknown) => e);
+    expect(fate(error)).toMatchObject({ action: 'fail', reason: 'PublishFailed' });
+    const { message } = error as RunFailure;
+    expect(message).toMatch(
+      /^Publishing failed: branch chamvi\/b already exists at [0-9a-f]{12}, whose head is a commit of 2\.0 MiB \(\d+ bytes\), larger than any the operator makes \(64\.0 KiB \(65536 bytes\)\), so the operator did not make it; it is left alone: set spec\.publish\.branch to a new branch, or delete that one$/,
+    );
+    expect(message).not.toContain('yyyy');
+  });
+
+  it('reads the message of a head just under the bound on its commits (the control: the bound refuses only what is larger)', async () => {
+    const body = 'y'.repeat(OPERATOR_COMMIT_MAX_BYTES - 1024);
+    pushHeadWithMessage(`${body}
+
+${TRAILERS}
+`);
+    expect((await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).branch?.message).toBe(`${body}
+
+${TRAILERS}
+
+`);
+  });
+
+  it("stops the fetch of a branch head git would need more than its memory limit to read, at once and as not the operator's", async () => {
+    // 40 MiB of one character: a pack of a few dozen KiB, which git's index-pack reads whole to
+    // hash it. Served over smart HTTP, so that the server's git runs outside the operator's limit.
+    pushHeadWithMessage(`${'0'.repeat(40 * 1024 * 1024)}\n`);
+    const server = await startGitHttpServer(join(base, 'git'), TOKEN);
+    try {
+      const url = `${server.origin}/hello.git`;
+      git(['remote', 'set-url', 'origin', url], clone.dir);
+      const overHttp = { ...clone, token: TOKEN, env: await gitEnvironment(repositoryUrlParts(url)!, TOKEN, base) };
+      const started = Date.now();
+      const error = await lookUpRemote({ ...overHttp, maxGitMemoryBytes: 24 * 1024 * 1024 }, 'chamvi/b', 'f'.repeat(40)).catch(
+        (e: unknown) => e,
+      );
+      expect(fate(error)).toMatchObject({ action: 'fail', reason: 'PublishFailed' });
+      expect((error as RunFailure).message).toMatch(
+        /^Publishing failed: branch chamvi\/b already exists at [0-9a-f]{12}, whose head \(or what the server sent with it\) holds an object larger than the 24\.0 MiB \(25165824 bytes\) of memory each git the operator runs may have, so the operator did not make it; it is left alone/,
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // The control: under the default limit git reads it, and the lookup refuses it by its size.
+      await expect(lookUpRemote(overHttp, 'chamvi/b', 'f'.repeat(40))).rejects.toThrow(/whose head is a commit of 40\.0 MiB/);
+    } finally {
+      await server.close();
+    }
   });
 
   it("stops the fetch of a branch's head at maxFetchBytes where the server sends the whole tree", async () => {

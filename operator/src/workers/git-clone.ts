@@ -12,6 +12,9 @@
 // - The clone lands on the operator's disk, shared by every run of the replica, so it is
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
+// - git runs in the operator's container, reading objects the repository's owner made: each git
+//   process is held to GIT_MEMORY_LIMIT_BYTES (git-limits.ts), so a commit or tree of hundreds
+//   of MB, a pack of a few, fails the clone instead of the container.
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +26,7 @@ import { InvalidRevisionError } from '../api/invalid-revision-error.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
+import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, ranOutOfMemory, withLimits } from './git-limits.ts';
 import { absolutePath } from './absolute-path.ts';
 import { commitForRevision, parseLsRemote } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
@@ -54,6 +58,8 @@ export interface CloneRequest {
   timeoutMs?: number;
   /** Starts git (process-launcher.ts); default: from this process. */
   launch?: Launch;
+  /** The memory each git process may have (git-limits.ts); default GIT_MEMORY_LIMIT_BYTES. */
+  maxGitMemoryBytes?: number;
 }
 
 /** The user name sent with the token; GitHub, GitLab and Gitea accept any name with a token. */
@@ -104,24 +110,18 @@ interface GitRun {
   token: string | undefined;
   /** RLIMIT_FSIZE for git and its children: no single file it writes grows past this. */
   fileSizeLimit: number;
+  /** RLIMIT_DATA for git and each of its children (git-limits.ts). */
+  memoryLimit: number;
   /** What failed, in messages: "git <label> failed" (default: the git command). */
   label?: string;
   launch: Launch;
 }
 
-/**
- * The command and arguments that run `command args` under `ulimit -f bytes`: through /bin/sh,
- * since POSIX sh counts it in 512-byte blocks and it needs no prlimit on the host. No file
- * the command or its children write grows past it.
- */
-export function withFileSizeLimit(bytes: number, command: string, args: readonly string[]): [string, string[]] {
-  return ['/bin/sh', ['-c', 'ulimit -f "$0" && exec "$@"', String(Math.ceil(bytes / 512)), command, ...args]];
-}
-
-/** Runs git under its file-size limit. `onStdout` gets stdout; it may return false to stop git early. */
+/** Runs git under its file-size and memory limits. `onStdout` gets stdout; it may return false to stop git early. */
 function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = run.launch(...withFileSizeLimit(run.fileSizeLimit, 'git', [...run.config, ...args]), {
+    const limits = { fileBytes: run.fileSizeLimit, dataBytes: run.memoryLimit };
+    const child = run.launch(...withLimits(limits, 'git', [...run.config, ...args]), {
       cwd: run.cwd,
       env: run.env,
       stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
@@ -145,9 +145,19 @@ function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean)
       clearTimeout(timer);
       const label = run.label ?? args[0];
       if (code === 0 || stopped) resolve();
-      else reject(cloneFailed(signal ? `git ${label} timed out` : `git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
+      else if (signal) reject(cloneFailed(`git ${label} timed out`));
+      else if (ranOutOfMemory(stderr)) reject(cloneFailed(outOfMemory(label, run.memoryLimit)));
+      else reject(cloneFailed(`git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
     });
   });
+}
+
+/** Why the clone failed when git ran out of its memory: what the repository holds, and what to do. */
+function outOfMemory(label: string | undefined, limit: number): string {
+  return (
+    `git ${label} needed more than the ${formatBytes(limit)} of memory each git the operator runs may have: the repository holds ` +
+    'an object too large to read whole (a commit or tree that large, or a large file sent as a delta of another); use a smaller repository or revision'
+  );
 }
 
 export interface TreeSize {
@@ -305,6 +315,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
   const run: GitRun = {
     config: [
       ...SAFE_GIT_CONFIG,
+      ...GIT_MEMORY_CONFIG,
       // Always keep the download as one pack file, which the file-size limit bounds (below
       // the unpack limit git would explode it into loose objects, each bounded on its own).
       '-c',
@@ -321,6 +332,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     timeoutMs: request.timeoutMs ?? 300_000,
     token,
     fileSizeLimit: request.maxCheckoutBytes + PACK_SLACK_BYTES,
+    memoryLimit: request.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES,
     launch: request.launch ?? launchHere,
   };
   try {
@@ -390,12 +402,13 @@ export async function remoteCommit(request: CloneRequest): Promise<string | unde
   const { base, token, env } = await gitSetting(request);
   try {
     const run: GitRun = {
-      config: [...SAFE_GIT_CONFIG],
+      config: [...SAFE_GIT_CONFIG, ...GIT_MEMORY_CONFIG],
       cwd: base,
       env,
       timeoutMs: request.timeoutMs ?? 60_000,
       token,
       fileSizeLimit: 1024 * 1024,
+      memoryLimit: request.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES,
       launch: request.launch ?? launchHere,
     };
     const chunks: Buffer[] = [];

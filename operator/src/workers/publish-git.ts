@@ -3,6 +3,11 @@
 // askpass answering only the checked origin, no redirect, only the URL's protocol), never on a
 // command line or in a URL; whatever git prints is scrubbed of it before it is shown.
 //
+// Every git here but `git apply` runs under the memory limit of git-limits.ts: the lookup reads a
+// branch head anyone who may push made. `git apply` is judged before it runs (apply-budget.ts)
+// and reads files of the run's own clone; a diff within that budget may need twice it (the
+// file read and the file patched: 117 MB for a 60 MiB estimate), which the limit would refuse.
+//
 // The commit is deterministic: the tree is the starting commit with the run's diff applied, its
 // parent that commit, author, committer and both dates fixed by the caller. A retried job makes
 // the very same commit, so it finds it on the branch and pushes nothing.
@@ -12,7 +17,8 @@ import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
 import { applyCostRefusalIn } from './apply-diff.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
-import { formatBytes, SAFE_GIT_CONFIG, withFileSizeLimit } from './git-clone.ts';
+import { formatBytes, SAFE_GIT_CONFIG } from './git-clone.ts';
+import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, ranOutOfMemory, withLimits } from './git-limits.ts';
 import { OutputTail } from './output-tail.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
@@ -30,9 +36,20 @@ export interface PublishClone {
    * the head commit's whole tree; a branch filled with gigabytes is stopped here.
    */
   maxFetchBytes: number;
+  /** The memory each git process may have (git-limits.ts); default GIT_MEMORY_LIMIT_BYTES. */
+  maxGitMemoryBytes?: number;
 }
 
 const GIT_TIMEOUT_MS = 300_000;
+
+/**
+ * The largest commit the operator makes, with room to spare: its headers (tree, parent, author
+ * and committer, whose name and email are at most 256 characters each) and its message (a
+ * title of at most 256 characters, the run's name and namespace and three trailers) come to
+ * under 5 KiB. A branch head larger than this is not the operator's, whatever its last lines
+ * say, and its message is never read.
+ */
+export const OPERATOR_COMMIT_MAX_BYTES = 64 * 1024;
 
 function publishFailed(detail: string): RunFailure {
   return new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
@@ -52,15 +69,18 @@ function git(
     env?: NodeJS.ProcessEnv;
     label?: string;
     fileSizeLimit?: number;
+    /** `git apply`, whose memory apply-budget.ts judged: not under the memory limit (the file's header says why). */
+    budgeted?: boolean;
     /** Said after a failure's detail, in parentheses: what git was doing, when the command does not say. */
     why?: string;
+    /** The whole detail when git ran out of its memory, in place of the default. */
+    outOfMemory?: string;
   } = {},
 ): Promise<string> {
   return new Promise((resolve, reject) => {
-    const command: [string, string[]] =
-      options.fileSizeLimit === undefined
-        ? ['git', [...SAFE_GIT_CONFIG, ...args]]
-        : withFileSizeLimit(options.fileSizeLimit, 'git', [...SAFE_GIT_CONFIG, ...args]);
+    const memoryLimit = clone.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES;
+    const limits = { fileBytes: options.fileSizeLimit, dataBytes: options.budgeted ? undefined : memoryLimit };
+    const command = withLimits(limits, 'git', [...SAFE_GIT_CONFIG, ...GIT_MEMORY_CONFIG, ...args]);
     const child = (clone.launch ?? launchHere)(...command, {
       cwd: clone.dir,
       env: { ...clone.env, ...options.env },
@@ -83,6 +103,15 @@ function git(
       clearTimeout(timer);
       if (code === 0) return resolve(stdout.text());
       const label = options.label ?? args[0];
+      if (!timedOut && !signal && !options.budgeted && ranOutOfMemory(stderr)) {
+        reject(
+          publishFailed(
+            options.outOfMemory ??
+              `git ${label} needed more than the ${formatBytes(memoryLimit)} of memory each git the operator runs may have`,
+          ),
+        );
+        return;
+      }
       const detail = timedOut
         ? `git ${label} timed out`
         : signal
@@ -106,7 +135,9 @@ export interface RemoteLookup {
  * message is fetched only when that commit is not `ours` (a retry finds its own commit there
  * and needs nothing more), and only the commit object: a branch someone filled with gigabytes
  * costs no download where the server filters (git ignores the filter, with a warning, where
- * it does not).
+ * it does not). The head is anyone's who may push: a branch named as the run will publish
+ * (chamvi/{run} by default) can be there first. Its message is read only when the head is a
+ * commit the size of the operator's own; any other head fails PublishFailed, and is left alone.
  */
 export async function lookUpRemote(clone: PublishClone, branch: string, ours: string): Promise<RemoteLookup> {
   const ref = `refs/heads/${branch}`;
@@ -117,11 +148,18 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
   const commit = line.slice(0, line.indexOf('\t'));
   if (commit === ours) return { branch: { commit, message: '' }, defaultBranch };
   // The download kept as one pack file, which the file-size limit bounds (git would otherwise
-  // explode a small one into loose objects, each bounded on its own).
+  // explode a small one into loose objects, each bounded on its own). index-pack reads each
+  // commit and tree of it whole, to hash it, whatever its pack costs: the memory limit
+  // (git-limits.ts) stops a head of hundreds of MB there.
   await git(clone, ['-c', 'fetch.unpackLimit=1', 'fetch', '-q', '--depth', '1', '--filter=tree:0', '--no-tags', 'origin', '--', ref], {
     label: 'fetch',
     fileSizeLimit: clone.maxFetchBytes,
     why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
+    outOfMemory: notOurs(
+      branch,
+      commit,
+      `(or what the server sent with it) holds an object larger than the ${formatBytes(clone.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES)} of memory each git the operator runs may have`,
+    ),
   });
   // That fetch made origin a promisor remote (remote.origin.promisor and .partialclonefilter
   // in the clone's config), from which git fetches any object it misses, on demand, without
@@ -131,11 +169,35 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
   // so for one command, from git 2.44 only.)
   for (const key of ['remote.origin.promisor', 'remote.origin.partialclonefilter'])
     await git(clone, ['config', '--unset-all', key], { label: 'config', why: 'making origin a plain remote again after a filtered fetch' });
-  // The message must be the listed commit's, whose id the push's lease then names: a branch
-  // moved between the two reads is read again at the job's retry.
-  const [fetched, message] = (await git(clone, ['log', '-1', '--format=%H%n%B', 'FETCH_HEAD'])).split(/\n(.*)/s);
+  // What was fetched, from the object's header alone (git reads no more of it to say its id,
+  // type and size). The message must be the listed commit's, whose id the push's lease then
+  // names: a branch moved between the two reads is read again at the job's retry.
+  const [fetched, type, size] = (
+    await git(clone, ['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], { input: 'FETCH_HEAD\n', label: 'cat-file' })
+  )
+    .trim()
+    .split(' ');
   if (fetched !== commit) throw new Error(`branch ${branch} moved while it was read (${commit} listed, ${fetched} fetched); trying again`);
-  return { branch: { commit, message: message ?? '' }, defaultBranch };
+  if (type !== 'commit') throw publishFailed(notOurs(branch, commit, `is a ${type}, not a commit`));
+  if (Number(size) > OPERATOR_COMMIT_MAX_BYTES) {
+    throw publishFailed(
+      notOurs(
+        branch,
+        commit,
+        `is a commit of ${formatBytes(Number(size))}, larger than any the operator makes (${formatBytes(OPERATOR_COMMIT_MAX_BYTES)})`,
+      ),
+    );
+  }
+  const message = await git(clone, ['log', '-1', '--format=%B', commit]);
+  return { branch: { commit, message }, defaultBranch };
+}
+
+/** The refusal of a branch whose head cannot be the operator's: one line, naming no more of the head than its id. */
+function notOurs(branch: string, commit: string, what: string): string {
+  return (
+    `branch ${branch} already exists at ${commit.slice(0, 12)}, whose head ${what}, so the operator did not make it; ` +
+    'it is left alone: set spec.publish.branch to a new branch, or delete that one'
+  );
 }
 
 export interface CommitRequest {
@@ -161,7 +223,7 @@ export async function commitDiff(clone: PublishClone, request: CommitRequest): P
   // would hold and search to apply it must fit (apply-budget.ts).
   const refusal = diffRefusal(request.diff) ?? (await listedRefusal(clone, request.diff));
   if (refusal) throw publishFailed(refusal);
-  await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply' });
+  await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply', budgeted: true });
   const tree = (await git(clone, ['write-tree'])).trim();
   const identity = {
     GIT_AUTHOR_NAME: request.author.name,

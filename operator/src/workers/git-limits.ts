@@ -1,0 +1,69 @@
+// The limits git runs under when the workers start it on a repository's objects (the clone,
+// the publish lookup, the push). git runs in the operator's container, whose memory every
+// namespace's jobs share, and reads objects the repository's owner made: a commit or a tree is
+// read whole wherever git reads it (index-pack hashing a download, fetch writing FETCH_HEAD,
+// log printing it), whatever its pack costs. A commit whose message is 300 MB of zeros is a
+// 1.4 MB pack; its fetch took 313 MB, and `git log` of it 619 MB, of the chart's 1 GiB.
+//
+// - The memory: RLIMIT_DATA (`ulimit -d`), which Linux (4.7 and later) counts for the heap and
+//   every private writable mapping, not for the pack files git maps read-only (RLIMIT_AS counts
+//   those, and a pack may be maxCheckoutBytes). Past it malloc fails and that one git process
+//   dies, "fatal: Out of memory, malloc failed".
+// - Room under it for a real repository: blobs over 16 MiB streamed rather than read whole
+//   (core.bigFileThreshold: index-pack hashes them, checkout writes them, pack-objects sends
+//   them in pieces; it does nothing for commits and trees, which are never streamed), a 16 MiB
+//   delta base cache instead of 96 MiB, and one thread for index-pack and pack-objects: each
+//   thread's 8 MiB stack counts against the limit, and git starts up to 20 on a large node.
+//
+// Measured with git 2.39 (the image's), clones at depth 1 over git://: 60 493 files of
+// 689 MiB (a 479 MiB pack) need 41 to 48 MiB; 250 000 small files 33 to 40 MiB; the 300 MB
+// commit fails at once with 6 MB resident. What does not fit is a commit or tree near the
+// limit, or a file stored in the download as a delta of another whose two copies do not
+// (60 MB files need about 120 MiB): such a repository fails CloneFailed, saying so.
+const MiB = 1024 * 1024;
+
+/**
+ * 64 MiB: of the chart's 1 GiB, the operator (heap limit 160 MiB) and what it keeps beside the
+ * heap leave about 700 MiB, and workerConcurrency (8) jobs may each run one git at once; at
+ * 64 MiB each that is 512 MiB, as apply-budget.ts allows each job's `git apply`.
+ */
+export const GIT_MEMORY_LIMIT_BYTES = 64 * MiB;
+
+/** git config that keeps a real repository's clone and push under GIT_MEMORY_LIMIT_BYTES (above). */
+export const GIT_MEMORY_CONFIG: readonly string[] = [
+  '-c',
+  'core.bigFileThreshold=16m',
+  '-c',
+  'core.deltaBaseCacheLimit=16m',
+  '-c',
+  'pack.threads=1',
+];
+
+export interface ProcessLimits {
+  /** RLIMIT_FSIZE: no file the command or its children write grows past it. */
+  fileBytes?: number | undefined;
+  /** RLIMIT_DATA: the heap and private writable memory of the command and of each of its children. */
+  dataBytes?: number | undefined;
+}
+
+/**
+ * The command and arguments that run `command args` under the limits: through /bin/sh's
+ * `ulimit`, which needs no prlimit in the image (POSIX sh counts -f in 512-byte blocks, -d in
+ * KiB). Each limit holds for the command and everything it starts, each process on its own.
+ */
+export function withLimits(limits: ProcessLimits, command: string, args: readonly string[]): [string, string[]] {
+  const set: [flag: string, value: number][] = [];
+  if (limits.dataBytes !== undefined) set.push(['-d', Math.ceil(limits.dataBytes / 1024)]);
+  if (limits.fileBytes !== undefined) set.push(['-f', Math.ceil(limits.fileBytes / 512)]);
+  if (set.length === 0) return [command, [...args]];
+  const script = [...set.map(([flag], index) => `ulimit ${flag} "$${index + 1}"`), `shift ${set.length}`, 'exec "$@"'].join(' && ');
+  return ['/bin/sh', ['-c', script, 'chamvi-limits', ...set.map(([, value]) => String(value)), command, ...args]];
+}
+
+/**
+ * Whether git (or a git process it started here) said it ran out of memory. Lines a remote sent
+ * ("remote: fatal: Out of memory") are the server's own trouble, not this limit.
+ */
+export function ranOutOfMemory(stderr: string): boolean {
+  return /^(fatal|error): [^\n]*out of memory/im.test(stderr);
+}
