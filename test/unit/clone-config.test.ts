@@ -25,6 +25,15 @@ describe('security #11.7 maxCheckoutBytes and maxCheckoutFiles', () => {
   });
 });
 
+describe("maxGitMemoryBytes, each git's heap", () => {
+  it('defaults to 64 MiB, is read from the file and the environment, and refuses less than 16 MiB', () => {
+    expect(loadOperatorConfig({}, {}).maxGitMemoryBytes).toBe(64 * 1024 * 1024);
+    expect(loadOperatorConfig({ maxGitMemoryBytes: 268435456 }, {}).maxGitMemoryBytes).toBe(268435456);
+    expect(loadOperatorConfig({}, { CHAMVI_MAX_GIT_MEMORY_BYTES: '134217728' }).maxGitMemoryBytes).toBe(134217728);
+    expect(() => loadOperatorConfig({ maxGitMemoryBytes: 1024 * 1024 }, {})).toThrow(/config key maxGitMemoryBytes: /);
+  });
+});
+
 describe('security #11.2 allowRepo patterns in the config', () => {
   it.each([
     ['https://GitHub.com/acme/*', /config key allowRepo\.0: allowRepo pattern https:\/\/GitHub\.com\/acme\/\* can never match .*uppercase/],

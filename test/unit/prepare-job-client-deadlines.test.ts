@@ -10,6 +10,7 @@ import type { CallOptions, ImportOptions, ToolRequest, ToolResponse } from '../.
 import { importTimeoutMs, runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
 import { gitRepository, prepareJobHarness } from '../support/prepare-job-harness.ts';
+import { launchHere } from '../../operator/src/workers/process-launcher.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'prepare-deadlines-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -52,5 +53,34 @@ describe('the prepare job', () => {
     // link is never cut; a small repository's import is bounded in minutes, not the 31 of the default.
     expect(importTimeoutMs(1024 ** 3)).toBeGreaterThanOrEqual(60_000 + 3 * 300_000 + ((2 * 1024 ** 3) / (2 * 1_048_576)) * 1000);
     expect(importTimeoutMs(64 * 1_048_576)).toBeLessThan(25 * 60_000);
+  });
+
+  it('clones with git held to the configured maxGitMemoryBytes', async () => {
+    const { deps, run } = prepareJobHarness(`file://${gitRepository(mkdtempSync(join(scratch, 'r-')))}`, [`file://${scratch}/**`]);
+    run.spec.repositoryInstructions = false;
+    deps.clonePolicy = { ...deps.clonePolicy, maxGitMemoryBytes: 48 * 1_048_576 };
+    const launched: string[][] = [];
+    deps.launch = (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options));
+    deps.sandboxes.for = () => ({
+      open: async () => undefined,
+      close: async () => undefined,
+      importTree: async (tar: AsyncIterable<Uint8Array> | NodeJS.ReadableStream) => {
+        for await (const chunk of tar as AsyncIterable<Uint8Array>) void chunk;
+      },
+      call: async (): Promise<ToolResponse> =>
+        ({ ok: true, result: { exitCode: 0, stdout: '', stderr: '', timedOut: false } }) as ToolResponse,
+    });
+    deps.states = { load: async () => undefined, create: async (_state: RunState) => true } as unknown as typeof deps.states;
+    deps.queue = { step: async () => undefined } as unknown as typeof deps.queue;
+    await runPrepareJob(deps, { uid: 'uid-1', namespace: 'ns', name: 'r' }, 'pod-1');
+    // The clone's gits run under `ulimit -d` of 48 MiB (in KiB), the configured figure (the
+    // rev-parse after it reads only what they already read).
+    const limited = launched.filter((line) => line[0] === '/bin/sh');
+    expect(limited.length).toBeGreaterThan(0);
+    for (const line of limited) {
+      expect(line.slice(3, 5)).toEqual(['chamvi-limits', String(48 * 1024)]);
+      expect(line).toContain('git');
+    }
+    expect(launched.filter((line) => line[0] === 'git').map((line) => line[1])).toEqual(['rev-parse']);
   });
 });

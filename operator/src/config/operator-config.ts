@@ -83,6 +83,18 @@ export const operatorConfigSchema = z
       .default(1024 ** 3)
       .describe("Largest checkout a run's clone may have (sum of the commit's file sizes) and largest download; larger fails CloneFailed."),
     maxCheckoutFiles: positiveInt("Most files a run's clone may check out; more fails CloneFailed.", 250_000, 100_000_000),
+    /** Each git the workers run on a repository's objects (workers/git-limits.ts), in the operator's container. */
+    maxGitMemoryBytes: z.coerce
+      .number()
+      .int()
+      .min(16 * 1024 * 1024)
+      .max(64 * 1024 ** 3)
+      .default(64 * 1024 * 1024)
+      .describe(
+        "Heap each git the workers run on a repository's objects may have (ulimit -d): the clone, ls-remote and publishing's git. " +
+          'A repository that needs more (a commit or tree of tens of MB, a large file sent as a delta of another) fails CloneFailed. ' +
+          'workerConcurrency gits may run at once beside the operator: raise resources.limits.memory with it.',
+      ),
     /** The conversation a run keeps is in the operator's heap and Redis (workers/run-state.ts). */
     maxContextWindow: z.coerce
       .number()
@@ -555,6 +567,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_ALLOW_REPO: { key: 'allowRepo', list: true },
   CHAMVI_MAX_CHECKOUT_BYTES: { key: 'maxCheckoutBytes' },
   CHAMVI_MAX_CHECKOUT_FILES: { key: 'maxCheckoutFiles' },
+  CHAMVI_MAX_GIT_MEMORY_BYTES: { key: 'maxGitMemoryBytes' },
   CHAMVI_CLONE_CACHE_MAX_BYTES: { key: 'cloneCacheMaxBytes' },
   CHAMVI_MAX_CONTEXT_WINDOW: { key: 'maxContextWindow' },
   CHAMVI_SANDBOX_IMAGE: { key: 'sandboxImage' },

@@ -146,6 +146,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
             allowRepo: config.allowRepo,
             maxCheckoutBytes: config.maxCheckoutBytes,
             maxCheckoutFiles: config.maxCheckoutFiles,
+            maxGitMemoryBytes: config.maxGitMemoryBytes,
           },
           ...(cloneCache ? { cloneCache } : {}),
           setupTimeoutMs: config.setupTimeoutSeconds * 1000,

@@ -47,6 +47,8 @@ export interface ClonePolicy {
   allowRepo: readonly string[];
   maxCheckoutBytes: number;
   maxCheckoutFiles: number;
+  /** Each git's heap (git-limits.ts); default GIT_MEMORY_LIMIT_BYTES. */
+  maxGitMemoryBytes?: number | undefined;
 }
 
 export interface CloneRequest {

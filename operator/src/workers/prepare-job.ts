@@ -93,6 +93,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       token,
       maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
       maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+      maxGitMemoryBytes: deps.clonePolicy.maxGitMemoryBytes,
       launch: deps.launch,
     };
     // The clone cache (clone-cache.ts) is asked only for the commit the remote names for this

@@ -295,6 +295,7 @@ async function publish(
       token,
       maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
       maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+      maxGitMemoryBytes: deps.clonePolicy.maxGitMemoryBytes,
       launch: deps.launch,
     });
   } catch (error) {
@@ -308,6 +309,7 @@ async function publish(
       token,
       launch: deps.launch,
       maxFetchBytes: deps.clonePolicy.maxCheckoutBytes + PACK_SLACK_BYTES,
+      maxGitMemoryBytes: deps.clonePolicy.maxGitMemoryBytes,
     };
     const commit = await commitDiff(clone, {
       diff: stored.diff,

@@ -64,6 +64,7 @@ export async function restoreProtected(
     token,
     maxCheckoutBytes: deps.clonePolicy.maxCheckoutBytes,
     maxCheckoutFiles: deps.clonePolicy.maxCheckoutFiles,
+    maxGitMemoryBytes: deps.clonePolicy.maxGitMemoryBytes,
     launch: deps.launch,
   });
   try {
