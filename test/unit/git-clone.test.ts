@@ -355,6 +355,22 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     }
   });
 
+  it('clones a repository on this machine whose large file is a loose object under the limit: the serving git is not held to it', async () => {
+    // git-upload-pack, which a file:// fetch starts, reads a loose object whole; it inherited the
+    // limit and the clone failed (the faults tier's 50 MiB file). It lifts the soft limit now.
+    const work = oneCommitRepository('loose-large');
+    writeFileSync(join(work, 'big.txt'), 'x'.repeat(40 * MiB));
+    git(work, 'add', 'big.txt');
+    git(work, 'commit', '-qm', 'big');
+    expect(git(work, 'count-objects', '-v')).toMatch(/^count: [1-9]/m);
+    const dir = await cloneRepository({ url: checked(`file://${work}`), ...LIMITS, maxGitMemoryBytes: 24 * MiB });
+    try {
+      expect(statSync(join(dir, 'big.txt')).size).toBe(40 * MiB);
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+
   it('checks out the blobs byte for byte: in-tree .gitattributes cannot enlarge the checkout', async () => {
     // eol=crlf would double a file of newlines; ident turns each 4-byte $Id$ into 47 bytes.
     const amplifier = repositoryWithTree('amplifier', (dir) =>

@@ -26,7 +26,7 @@ import { InvalidRevisionError } from '../api/invalid-revision-error.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
-import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, ranOutOfMemory, withLimits } from './git-limits.ts';
+import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, localServerConfig, ranOutOfMemory, withLimits } from './git-limits.ts';
 import { absolutePath } from './absolute-path.ts';
 import { commitForRevision, parseLsRemote } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
@@ -318,6 +318,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     config: [
       ...SAFE_GIT_CONFIG,
       ...GIT_MEMORY_CONFIG,
+      ...localServerConfig(request.url),
       // Always keep the download as one pack file, which the file-size limit bounds (below
       // the unpack limit git would explode it into loose objects, each bounded on its own).
       '-c',

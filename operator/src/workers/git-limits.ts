@@ -39,10 +39,26 @@ export const GIT_MEMORY_CONFIG: readonly string[] = [
   'pack.threads=1',
 ];
 
+/**
+ * For a repository on this machine (a `file://` URL, which only an admin's allowRepo admits: the
+ * tests, `run --local`), the clone's fetch starts the serving side too, git-upload-pack, which
+ * would inherit the limit: it reads a large loose object whole (a 50 MiB file committed and not
+ * yet packed), and the clone failed for a server that is not the remote this limit is about.
+ * The limit is a soft one (withLimits), so the server lifts it. Only for file://: over ssh the
+ * command would run on the remote host, whose git service takes no other.
+ */
+export function localServerConfig(url: string): string[] {
+  return url.startsWith('file:') ? ['-c', 'remote.origin.uploadpack=ulimit -S -d unlimited && exec git-upload-pack'] : [];
+}
+
 export interface ProcessLimits {
   /** RLIMIT_FSIZE: no file the command or its children write grows past it. */
   fileBytes?: number | undefined;
-  /** RLIMIT_DATA: the heap and private writable memory of the command and of each of its children. */
+  /**
+   * RLIMIT_DATA: the heap and private writable memory of the command and of each of its children.
+   * Set as the soft limit: git never raises it, and the serving side of a local clone may
+   * (localServerConfig).
+   */
   dataBytes?: number | undefined;
 }
 
@@ -53,7 +69,7 @@ export interface ProcessLimits {
  */
 export function withLimits(limits: ProcessLimits, command: string, args: readonly string[]): [string, string[]] {
   const set: [flag: string, value: number][] = [];
-  if (limits.dataBytes !== undefined) set.push(['-d', Math.ceil(limits.dataBytes / 1024)]);
+  if (limits.dataBytes !== undefined) set.push(['-S -d', Math.ceil(limits.dataBytes / 1024)]);
   if (limits.fileBytes !== undefined) set.push(['-f', Math.ceil(limits.fileBytes / 512)]);
   if (set.length === 0) return [command, [...args]];
   const script = [...set.map(([flag], index) => `ulimit ${flag} "$${index + 1}"`), `shift ${set.length}`, 'exec "$@"'].join(' && ');
