@@ -8,9 +8,9 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REASONS, RunFailure, codingRunSpec, type CodingRun, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { REASONS, RunFailure, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { kubernetesWarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { podAdditions, sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
@@ -18,54 +18,20 @@ import { SANDBOX_CONTAINER, buildSandboxPod } from '../../operator/src/reconcile
 import { claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlCreate, registerPodExec } from '../support/cluster.ts';
+import { IRSA_TOKEN_DIR, withIrsa } from '../support/irsa-webhook.ts';
+import { createPodOwnerRun } from '../support/pod-owner-run.ts';
 
 const namespace = `admitted-pod-${process.pid}`;
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'] }, {});
-const TOKEN_DIR = '/var/run/secrets/eks.amazonaws.com/serviceaccount';
 
 let kubeConfig: KubeConfig;
 let runCount = 0;
 
-/** A CodingRun that exists (the garbage collector deletes a pod whose owner does not); no operator acts on it here. */
-async function createRun(sandbox: Record<string, unknown> = {}): Promise<ParsedCodingRun> {
-  const body = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: `run-${(runCount += 1)}`, namespace },
-    spec: {
-      task: 'Fix it.',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 's' } },
-      sandbox,
-    },
-  };
-  const run = (await kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-    group: 'chamvi.dev',
-    version: 'v1alpha1',
-    namespace,
-    plural: 'codingruns',
-    body,
-  })) as CodingRun;
-  return { ...run, spec: codingRunSpec.parse(run.spec) };
-}
+/** A run to own the test's pods, named run-1, run-2... */
+const createRun = (sandbox: Record<string, unknown> = {}): Promise<ParsedCodingRun> =>
+  createPodOwnerRun(kubeConfig, namespace, `run-${(runCount += 1)}`, { sandbox });
 
 const readPod = (name: string) => kubeConfig.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name });
-
-/** The run's pod as EKS's pod-identity webhook leaves it. */
-function withIrsa(pod: V1Pod): V1Pod {
-  pod.spec!.volumes!.push({
-    name: 'aws-iam-token',
-    projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] },
-  });
-  const container = pod.spec!.containers[0]!;
-  container.env!.push(
-    { name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' },
-    { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::111122223333:role/team' },
-    { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: `${TOKEN_DIR}/token` },
-  );
-  container.volumeMounts!.push({ name: 'aws-iam-token', mountPath: TOKEN_DIR, readOnly: true });
-  return pod;
-}
 
 /** Creates the pod, waits for it to be Ready, and makes its exec run commands in a directory of its own. */
 async function readyPod(pod: V1Pod): Promise<{ name: string; workDir: string }> {
@@ -143,7 +109,7 @@ describe('security: no tool runs in a sandbox pod a webhook gave a credential', 
       expect((error as Error).message).toContain(`sandbox pod ${namespace}/${irsa.name}`);
       expect((error as Error).message).toContain('volume aws-iam-token (projected: service-account token, audience sts.amazonaws.com)');
       expect((error as Error).message).toContain('env AWS_ROLE_ARN in container sandbox');
-      expect((error as Error).message).toContain(`volume mount aws-iam-token at ${TOKEN_DIR} in container sandbox`);
+      expect((error as Error).message).toContain(`volume mount aws-iam-token at ${IRSA_TOKEN_DIR} in container sandbox`);
       expect((error as Error).message).toContain(
         "remove the eks.amazonaws.com/role-arn annotation from the namespace's default ServiceAccount",
       );

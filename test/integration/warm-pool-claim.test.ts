@@ -7,9 +7,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { codingRunSpec, type CodingRun, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
@@ -22,6 +22,7 @@ import { sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
 import { SANDBOX_CONTAINER, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { WARM_POOL_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlOk } from '../support/cluster.ts';
+import { createPodOwnerRun } from '../support/pod-owner-run.ts';
 import { describeSandboxContract } from '../support/sandbox-contract.ts';
 import { SANDBOX_POD_SELECTOR, startSandboxExecRegistrar, type SandboxExecRegistrar } from '../support/sandbox-exec-registrar.ts';
 
@@ -36,28 +37,8 @@ let registrar: SandboxExecRegistrar;
 let rootDir: string;
 let runCount = 0;
 
-/** A CodingRun that exists (the garbage collector deletes a pod whose owner does not); no operator acts on it here. */
-async function createRun(): Promise<ParsedCodingRun> {
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const body = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: `claimer-${(runCount += 1)}`, namespace },
-    spec: {
-      task: 'Claim.',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 's' } },
-    },
-  };
-  const run = (await custom.createNamespacedCustomObject({
-    group: 'chamvi.dev',
-    version: 'v1alpha1',
-    namespace,
-    plural: 'codingruns',
-    body,
-  })) as CodingRun;
-  return { ...run, spec: codingRunSpec.parse(run.spec) };
-}
+/** A run to claim a pool pod (or be its template), named claimer-1, claimer-2... */
+const createRun = (): Promise<ParsedCodingRun> => createPodOwnerRun(kubeConfig, namespace, `claimer-${(runCount += 1)}`);
 
 /** A pool pod as the pool loop creates it (plus the test's label for the registrar), Ready and wired to a workspace. */
 async function readyPoolPod(): Promise<V1Pod> {

@@ -1147,41 +1147,31 @@ describe('a step of reads only whose calls fail: every try asks the model, and e
     }
   });
 
-  it('the tries that failed reach maxTokens: the next try stops BudgetExceeded without asking the model', async () => {
-    const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers], maxTokens: 250 });
-    try {
-      const heal = failFirstCalls(h, Infinity);
-      for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
-      await tryStep(h, 4);
-      expect(await modelCalls(h)).toBe(3);
-      expect(h.enqueued).toEqual(['finalize']);
-      // Finalize takes the diff from the sandbox.
-      heal();
-      await runAgentJob(h.deps, finalize()(h));
-      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { totalTokens: 300 } });
-      expect(h.run().status!.message).toContain('maxTokens');
-    } finally {
-      await h.close();
-    }
-  });
-
-  it('the tries that failed reach maxSteps: each counts as a model call, and the next try stops BudgetExceeded', async () => {
-    const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers], maxSteps: 3 });
-    try {
-      const heal = failFirstCalls(h, Infinity);
-      for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
-      await tryStep(h, 4);
-      expect(await modelCalls(h)).toBe(3);
-      expect(h.enqueued).toEqual(['finalize']);
-      // Finalize takes the diff from the sandbox.
-      heal();
-      await runAgentJob(h.deps, finalize()(h));
-      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { totalTokens: 300 } });
-      expect(h.run().status!.message).toContain('3 of them model calls asked again');
-    } finally {
-      await h.close();
-    }
-  });
+  // A budget reached by the failed tries alone: maxTokens by the answers they paid for,
+  // maxSteps by the model calls they made (each counts as one).
+  it.each([
+    { budget: 'maxTokens', limit: { maxTokens: 250 }, message: 'maxTokens' },
+    { budget: 'maxSteps', limit: { maxSteps: 3 }, message: '3 of them model calls asked again' },
+  ] as const)(
+    'the tries that failed reach $budget: the next try stops BudgetExceeded without asking the model',
+    async ({ limit, message }) => {
+      const h = await harness({ turns: [{ toolCalls: [read], usage: costly }, answers], ...limit });
+      try {
+        const heal = failFirstCalls(h, Infinity);
+        for (const attempt of [1, 2, 3]) await expect(tryStep(h, attempt)).rejects.toThrow('the toolbox process died');
+        await tryStep(h, 4);
+        expect(await modelCalls(h)).toBe(3);
+        expect(h.enqueued).toEqual(['finalize']);
+        // Finalize takes the diff from the sandbox.
+        heal();
+        await runAgentJob(h.deps, finalize()(h));
+        expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { totalTokens: 300 } });
+        expect(h.run().status!.message).toContain(message);
+      } finally {
+        await h.close();
+      }
+    },
+  );
 });
 
 // The controller queues a run's agent before its Running write lands, and that write carries

@@ -16,6 +16,8 @@ import {
 import { EGRESS_ENV_NAMES } from '../../operator/src/reconcile/sandbox-egress.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { withIrsa } from '../support/irsa-webhook.ts';
 
 const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1', allowEgress: ['registry.npmjs.org'] }, {});
 /** The egress proxy as the reconciler builds a pod with it (an address resolved); the workers' config has none. */
@@ -29,18 +31,10 @@ const egressConfig = loadOperatorConfig(
   {},
 );
 
+/** The run fix in agents, parsed as the reconciler parses it, with `sandbox` as its spec.sandbox. */
 function parsedRun(sandbox: Record<string, unknown> = {}): ParsedCodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1' },
-    spec: codingRunSpec.parse({
-      task: 'Fix it',
-      repository: { url: 'https://github.com/acme/x' },
-      model: { provider: 'scripted', scriptRef: { name: 's' } },
-      sandbox,
-    }),
-  };
+  const run = codingRunFixture({ spec: { sandbox } });
+  return { ...run, spec: codingRunSpec.parse(run.spec) };
 }
 
 const plainRun = parsedRun({ env: [{ name: 'CI', value: 'true' }] });
@@ -91,23 +85,6 @@ function claimedPoolPod(): V1Pod {
   made.metadata = { ...made.metadata, name: 'fast-warm-abcde', uid: 'pod-uid' };
   const run = parsedRun();
   return applyPatch(made, claimPatch(run, pool, 600, 'pod-uid'));
-}
-
-/** The pod as EKS's pod-identity webhook leaves it for a ServiceAccount annotated eks.amazonaws.com/role-arn. */
-function withIrsa(pod: V1Pod): V1Pod {
-  const copy = structuredClone(pod);
-  copy.spec!.volumes!.push({
-    name: 'aws-iam-token',
-    projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', expirationSeconds: 86400, path: 'token' } }] },
-  });
-  const container = copy.spec!.containers[0]!;
-  container.env!.push(
-    { name: 'AWS_STS_REGIONAL_ENDPOINTS', value: 'regional' },
-    { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::111122223333:role/team' },
-    { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
-  );
-  container.volumeMounts!.push({ name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount', readOnly: true });
-  return copy;
 }
 
 /** Each injection, applied to the operator's own admitted pod. */

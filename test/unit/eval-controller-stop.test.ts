@@ -9,39 +9,15 @@ import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { EvalController } from '../../operator/src/controller/eval-controller.ts';
 import { EvalReconciler } from '../../operator/src/controller/eval-reconciler.ts';
-import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
-import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 import type { EvalGateway } from '../../operator/src/kube/eval-gateway.ts';
-import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
+import { attemptRunFixture, codingEvalFixture } from '../support/coding-eval-fixture.ts';
 
 // Two attempts, one at a time: grading the first one's run lets the eval create the second's.
-const evaluation = {
-  apiVersion: 'chamvi.dev/v1alpha1',
-  kind: 'CodingEval',
-  metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid', generation: 1, annotations: { [CREATOR_ANNOTATION]: 'alice' } },
-  spec: {
-    tasks: [
-      { name: 'fix', task: 'Fix the bug.', repository: { url: 'https://example.com/r.git' }, graders: [{ type: 'max-turns', max: 5 }] },
-    ],
-    models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
-    attempts: 2,
-    parallelism: 1,
-    budget: { maxSteps: 5 },
-  },
-  status: { phase: 'Running', planned: 2, graded: 0 },
-} as unknown as CodingEval;
+const evaluation = codingEvalFixture({ status: { phase: 'Running', planned: 2, graded: 0 } });
 
 /** The first attempt's run, made by the eval and finished. */
-function finishedRun(): CodingRun {
-  const parsed = parseEvalSpec(evaluation);
-  if (!parsed.ok) throw new Error(parsed.problem);
-  const manifest = JSON.parse(JSON.stringify(attemptRun(evaluation, parsed.spec, plannedAttempts(parsed.spec)[0]!))) as CodingRun;
-  return {
-    ...manifest,
-    metadata: { ...manifest.metadata, uid: 'run-1', generation: 1 },
-    status: { phase: 'Succeeded', reason: 'Completed', steps: 1 } as CodingRun['status'],
-  };
-}
+const finishedRun = (): CodingRun =>
+  attemptRunFixture(evaluation, 1, { status: { phase: 'Succeeded', reason: 'Completed', steps: 1 } as CodingRun['status'] });
 
 /** An eval reconciler whose read of the finished run's transcript resolves only when the test says. */
 function scene() {

@@ -8,37 +8,16 @@ import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingEval, CodingEvalStatus } from '../../operator/src/api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { EvalReconciler } from '../../operator/src/controller/eval-reconciler.ts';
-import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
-import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 import type { EvalGateway } from '../../operator/src/kube/eval-gateway.ts';
+import { attemptRunFixture, codingEvalFixture } from '../support/coding-eval-fixture.ts';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
 
-const evaluationOf = (attempts: number, status?: CodingEvalStatus): CodingEval =>
-  ({
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingEval',
-    metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid', generation: 1, annotations: { [CREATOR_ANNOTATION]: 'alice' } },
-    spec: {
-      tasks: [
-        { name: 'fix', task: 'Fix the bug.', repository: { url: 'https://example.com/r.git' }, graders: [{ type: 'max-turns', max: 5 }] },
-      ],
-      models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
-      attempts,
-      parallelism: 1,
-      budget: { maxSteps: 5 },
-    },
-    ...(status ? { status } : {}),
-  }) as unknown as CodingEval;
+const evaluationOf = (attempts: number, status?: CodingEvalStatus): CodingEval => codingEvalFixture({ spec: { attempts }, status });
 
 /** The attempt's run as the API server holds it after the eval created it. */
-function madeRun(evaluation: CodingEval, attempt: number, status?: CodingRun['status']): CodingRun {
-  const parsed = parseEvalSpec(evaluation);
-  if (!parsed.ok) throw new Error(parsed.problem);
-  const planned = plannedAttempts(parsed.spec)[attempt - 1]!;
-  const manifest = JSON.parse(JSON.stringify(attemptRun(evaluation, parsed.spec, planned))) as CodingRun;
-  return { ...manifest, metadata: { ...manifest.metadata, uid: `run-${attempt}`, generation: 1 }, ...(status ? { status } : {}) };
-}
+const madeRun = (evaluation: CodingEval, attempt: number, status?: CodingRun['status']): CodingRun =>
+  attemptRunFixture(evaluation, attempt, { status });
 
 /** The run as a person's delete leaves it while the operator's finalizer holds it: generation raised. */
 const deleting = (run: CodingRun): CodingRun => ({

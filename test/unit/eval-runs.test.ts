@@ -4,36 +4,19 @@
 // the attempt's name first; whoever may patch runs can change one. Such a run must not be graded.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { CREATOR_ANNOTATION } from '../../operator/src/reconcile/approval-answer.ts';
 import { DELETING_RUN_WAIT_MS, isAttemptRun, isAttemptRunBeingDeleted, runsOfEval } from '../../operator/src/controller/eval-reconciler.ts';
-import { attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
+import { attemptRunFixture, codingEvalFixture } from '../support/coding-eval-fixture.ts';
 
-const evaluation: CodingEval = {
-  apiVersion: 'chamvi.dev/v1alpha1',
-  kind: 'CodingEval',
-  metadata: { name: 'bench', namespace: 'team', uid: 'eval-uid', annotations: { [CREATOR_ANNOTATION]: 'alice' } },
-  spec: {
-    tasks: [
-      { name: 'fix', task: 'Fix the bug.', repository: { url: 'https://example.com/r.git' }, graders: [{ type: 'max-turns', max: 5 }] },
-    ],
-    models: [{ name: 'm', model: { provider: 'scripted', scriptRef: { name: 'm' } } }],
-    attempts: 2,
-    budget: { maxSteps: 5 },
-  },
-} as unknown as CodingEval;
+const evaluation = codingEvalFixture();
 
 const parsed = parseEvalSpec(evaluation);
 if (!parsed.ok) throw new Error(parsed.problem);
 const spec = parsed.spec;
-const planned = plannedAttempts(spec)[0]!;
 
-/** The run as the API server returns the eval's create of it (JSON, a uid). */
-const made = (): CodingRun => {
-  const manifest = JSON.parse(JSON.stringify(attemptRun(evaluation, spec, planned))) as CodingRun;
-  return { ...manifest, metadata: { ...manifest.metadata, uid: 'run-uid' } };
-};
+/** The run as the API server returns the eval's create of it (JSON, a uid), with no generation: read as 1. */
+const made = (): CodingRun => attemptRunFixture(evaluation, 1, { metadata: { uid: 'run-uid', generation: undefined } });
 
 describe('isAttemptRun', () => {
   it('is true of the run the eval made for the attempt', () => {

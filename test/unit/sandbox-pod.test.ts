@@ -4,21 +4,14 @@ import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/inde
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
 
+/** The run fix in agents (uid-1), parsed as the reconciler parses it; `spec` overrides its spec. */
 function parsedRun(spec: Record<string, unknown> = {}): ParsedCodingRun {
-  return {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1' },
-    spec: codingRunSpec.parse({
-      task: 'Fix it',
-      repository: { url: 'https://github.com/acme/x' },
-      model: { provider: 'scripted', scriptRef: { name: 's' } },
-      ...spec,
-    }),
-  };
+  const run = codingRunFixture({ spec });
+  return { ...run, spec: codingRunSpec.parse(run.spec) };
 }
 
 describe('buildSandboxPod', () => {
