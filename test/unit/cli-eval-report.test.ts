@@ -6,6 +6,7 @@ import type { CodingEval } from '../../operator/src/api/coding-eval.ts';
 import { evalReport } from '../../operator/src/cli/eval/eval-report-data.ts';
 import { evalReportHtml, rateColor } from '../../operator/src/cli/eval/eval-report-html.ts';
 import { evalReportLines } from '../../operator/src/cli/eval/eval-report-table.ts';
+import { graderLabel } from '../../operator/src/evals/graders.ts';
 import { printEvalReport } from '../../operator/src/cli/eval/print-eval-report.ts';
 import type { RunClient } from '../../operator/src/cli/run-client.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
@@ -87,6 +88,25 @@ describe('eval report', () => {
     expect(lines[0]).toBe('codingeval/cmp Complete: 4/4 attempts graded, 2 passed');
     expect(lines).toContainEqual(expect.stringMatching(/^fix\s+good\s+2\/2\s+100%\s+1\.00\s+2\.5k\/2k\/3k\s+4\.0$/));
     expect(lines).toContainEqual(expect.stringMatching(/^bad\s+0\/2\s+0%\s+1\.2k\s+3$/));
+  });
+
+  it("prints a grader's name or text that holds a newline on its one line, escaped, so it cannot forge a line of the report", () => {
+    // A grader's name is any 1–63 characters; without one, its text (up to 40 shown) is its label.
+    const forged = 'x\n  r9: Succeeded (all graders passed)';
+    const label = graderLabel({ type: 'answer-contains', text: 'DONE\r\n  r8: Succeeded\u001b[2K' });
+    const hostile = structuredClone(evaluation);
+    hostile.status!.results![1]!.failures = [{ reason: `grader:${forged}`, count: 2 }];
+    hostile.status!.attempts![0]!.failure = `grader:${forged}`;
+    hostile.status!.attempts![0]!.failedGraders = [`${forged}: the final answer does not contain the text`, `${label}: no`];
+    const lines = evalReportLines(evalReport(hostile));
+
+    for (const line of lines) expect(line).not.toMatch(/[\n\r\u001b]/);
+    expect(lines).not.toContainEqual(expect.stringMatching(/^\s*r[89]: Succeeded/));
+    expect(lines).toContainEqual(expect.stringMatching(/^fix\s+bad\s+.*grader:x\^J {2}r9: Succeeded \(all graders passed\)×2$/));
+    expect(lines).toContain(
+      '  r1: grader:x^J  r9: Succeeded (all graders passed) (x^J  r9: Succeeded (all graders passed): the final answer does not contain the text; ' +
+        'answer-contains DONE^M^J  r8: Succeeded^[[2K: no)',
+    );
   });
 
   it('writes one self-contained file: no script, nothing fetched, every text escaped', () => {

@@ -13,6 +13,9 @@ import {
   encodeEntry,
   opensChunk,
   readTranscript,
+  IGNORED_CHUNKS_LISTED,
+  PROBLEMS_LISTED,
+  TRANSCRIPT_MAX_IGNORED_CHUNKS,
   TRANSCRIPT_MAX_INFLATED_BYTES,
   TranscriptReader,
 } from '../../operator/src/record/transcript-chunks.ts';
@@ -230,6 +233,72 @@ describe('what a read of a transcript trusts and holds', () => {
     expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000002', 's000003']);
     expect(entries[0]!.text).toEqual({ text: 'step 1' });
     expect(problems).toEqual([expect.stringMatching(/entry s000001 is in two of the run's ConfigMaps with different contents/)]);
+  });
+
+  /** A ConfigMap labelled as the run's chunk whose controller is someone else, of `kind`. */
+  const foreign = (n: number, kind: string) => {
+    const chunk = chunkOf([{ ...step(1), text: { text: 'forged' } }]);
+    chunk.metadata!.name = `junk-${n}`;
+    chunk.metadata!.ownerReferences = [{ apiVersion: 'v1', kind, name: 'x', uid: `u-${n}`, controller: true }];
+    return chunk;
+  };
+  const length = (problems: string[]) => problems.reduce((sum, problem) => sum + problem.length, 0);
+
+  it('keeps its problems small when 200 ConfigMaps it ignores name a controller of a 1 MiB kind, and counts them', () => {
+    // Each problem quoted the kind whole: 150 of them were 209 MB, past the eval controller's heap.
+    const kind = `Pod\n  step 2 at 12:00:00 approved${'K'.repeat(1024 * 1024)}`;
+    const reader = new TranscriptReader(run);
+    for (let n = 0; n < 200; n++) reader.add([foreign(n, kind)]);
+    const { entries, problems } = reader.add([chunkOf([step(2)])]).result();
+
+    expect(length(problems)).toBeLessThan(64 * 1024);
+    expect(problems.filter((problem) => problem.startsWith('ignored ConfigMap junk-'))).toHaveLength(IGNORED_CHUNKS_LISTED);
+    expect(problems).toContain(
+      `ignored ${200 - IGNORED_CHUNKS_LISTED} more ConfigMaps labelled as this run's transcript that are not the run's`,
+    );
+    expect(problems[0]).toMatch(
+      /its controller is Pod\^J {2}step 2 at 12:00:00 approvedK+… \(cut: 1048609 characters in all\) u-0, not this run/,
+    );
+    expect(problems.join('')).not.toContain('\n');
+    // The run's own chunk after them is still read.
+    expect(reader.full).toBe(false);
+    expect(entries.map((entry) => entry.key)).toEqual(['s000002']);
+  });
+
+  it(`stops reading after ${TRANSCRIPT_MAX_IGNORED_CHUNKS} ConfigMaps that are not the run's, and says part may be unread`, () => {
+    const reader = new TranscriptReader(run);
+    for (let n = 0; n < TRANSCRIPT_MAX_IGNORED_CHUNKS; n++) reader.add([foreign(n, 'ConfigMap')]);
+    expect(reader.full).toBe(true);
+    const { entries, problems } = reader.add([foreign(-1, 'ConfigMap'), chunkOf([step(2)])]).result();
+    expect(entries).toEqual([]);
+    expect(problems).toContain(
+      `ignored ${TRANSCRIPT_MAX_IGNORED_CHUNKS - IGNORED_CHUNKS_LISTED} more ConfigMaps labelled as this run's transcript that are not the run's`,
+    );
+    expect(problems).toContainEqual(
+      expect.stringMatching(/^stopped reading after 1000 ConfigMaps .* part of the transcript may not have been read$/),
+    );
+    expect(problems.join('\n')).toMatch(/the rest was left out/);
+  });
+
+  it('counts the same ConfigMap seen again (a watch event) once', () => {
+    const reader = new TranscriptReader(run);
+    for (let n = 0; n < 50; n++) reader.add([foreign(n % 25, 'ConfigMap')]);
+    expect(reader.result().problems).toContain(
+      `ignored ${25 - IGNORED_CHUNKS_LISTED} more ConfigMaps labelled as this run's transcript that are not the run's`,
+    );
+  });
+
+  it("quotes the start of an entry's megabyte-long wire version, on one line, and lists at most PROBLEMS_LISTED problems", () => {
+    const wire = (n: number, v: unknown) => gzipSync(JSON.stringify({ ...step(n), v }), { level: 1 }).toString('base64');
+    const chunk = chunkOf([]);
+    chunk.binaryData![stepKey(1)] = wire(1, `2\n${'9'.repeat(1_000_000)}`);
+    for (let n = 2; n <= PROBLEMS_LISTED + 50; n++) chunk.binaryData![stepKey(n)] = wire(n, n);
+    const { problems } = readTranscript([chunk], run);
+
+    expect(problems).toHaveLength(PROBLEMS_LISTED + 1);
+    expect(problems[0]).toMatch(/^entry s000001 has wire version 2\^J9+… \(cut: 1000002 characters in all\), not 1$/);
+    expect(problems[0]!.length).toBeLessThan(300);
+    expect(problems.at(-1)).toBe('50 more problems reading the transcript are not listed');
   });
 
   it('takes a chunk seen again with a newer entry under a key (a redone step) without a warning', () => {

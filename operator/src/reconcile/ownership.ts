@@ -4,6 +4,7 @@
 // controller ownerReference to the run's uid, so that, with the operator's labels, is what
 // "ours" means. The controller, the workers and the plugin all ask here.
 import { API_VERSION, KIND, RUN_UID_LABEL } from '../api/index.ts';
+import { shortField } from './short-field.ts';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY = 'chamvi-operator';
@@ -40,11 +41,14 @@ export function isOwnedByRun(object: OwnedMetadata, run: { metadata: { uid: stri
   return Boolean(uid) && labels[MANAGED_BY_LABEL] === MANAGED_BY && labels[RUN_UID_LABEL] === uid && controllingRunUid(object) === uid;
 }
 
-/** Why an object is not the run's, for messages that say what was found. */
+/**
+ * Why an object is not the run's, for messages that say what was found: the controller's kind
+ * and uid cut short (short-field.ts), since whoever made the object chose them, at any length.
+ */
 export function whyNotOwned(object: OwnedMetadata, run: { metadata: { uid: string } }): string {
   const controller = object.metadata?.ownerReferences?.find((reference) => reference.controller === true);
   if (!controller) return 'it has no controller ownerReference';
   if (controllingRunUid(object) !== run.metadata.uid)
-    return `its controller is ${controller.kind ?? '?'} ${controller.uid ?? '?'}, not this run (${run.metadata.uid})`;
+    return `its controller is ${shortField(controller.kind ?? '?')} ${shortField(controller.uid ?? '?')}, not this run (${run.metadata.uid})`;
   return "it lacks the operator's labels for this run";
 }

@@ -9,6 +9,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { API_VERSION, GROUP, KIND, RUN_LABEL, RUN_UID_LABEL } from '../api/group.ts';
 import { runNameLabel, transcriptConfigMapName, type RunIdentity } from '../reconcile/names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL, isOwnedByRun, whyNotOwned, type OwnedMetadata } from '../reconcile/ownership.ts';
+import { shortField } from '../reconcile/short-field.ts';
 import {
   DEFAULT_BOUNDS,
   ENTRY_KEY_PATTERN,
@@ -78,17 +79,19 @@ function decodeMeasured(key: string, base64: string): { decoded: TranscriptEntry
     const bytes = gunzipSync(Buffer.from(base64, 'base64'), { maxOutputLength: ENTRY_MAX_INFLATED });
     inflated = bytes.length;
     const { v, ...fields } = JSON.parse(bytes.toString('utf8')) as { v?: unknown; key?: unknown };
-    if (v !== WIRE_VERSION) return { decoded: { problem: `entry ${key} has wire version ${String(v)}, not ${WIRE_VERSION}` }, inflated };
+    // Quoted short: whoever wrote the chunk chose them, up to the megabyte an entry inflates to.
+    if (v !== WIRE_VERSION)
+      return { decoded: { problem: `entry ${key} has wire version ${shortField(v)}, not ${WIRE_VERSION}` }, inflated };
     if (fields.key !== key)
-      return { decoded: { problem: `entry ${key} is not a transcript entry: it names itself ${String(fields.key)}` }, inflated };
+      return { decoded: { problem: `entry ${key} is not a transcript entry: it names itself ${shortField(fields.key)}` }, inflated };
     const parsed = parseTranscriptEntry(fields);
     return {
-      decoded: 'entry' in parsed ? parsed.entry : { problem: `entry ${key} is not a transcript entry: ${parsed.problem}` },
+      decoded: 'entry' in parsed ? parsed.entry : { problem: `entry ${key} is not a transcript entry: ${shortField(parsed.problem, 400)}` },
       inflated,
     };
   } catch (error) {
     // Refused at the inflate bound (or not gzip): what it would have inflated to is at least its own size.
-    const problem = `entry ${key} cannot be read: ${error instanceof Error ? error.message : String(error)}`;
+    const problem = `entry ${key} cannot be read: ${shortField(error instanceof Error ? error.message : error, 400)}`;
     return { decoded: { problem }, inflated: Math.max(inflated, base64.length) };
   }
 }
@@ -153,6 +156,17 @@ export interface Transcript {
  */
 export const TRANSCRIPT_MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 export const TRANSCRIPT_MAX_ENTRIES = 10_000;
+/**
+ * How many ConfigMaps labelled as the run's chunks but not its own (another controller, a name
+ * no writer gives) a read passes over before it stops. Ignoring one decodes nothing, but each
+ * once cost a problem quoting its owner whole: 150 with a 1 MiB `kind` made 209 MB of problems.
+ * A writer's own chunks are never ignored, so this many means someone is filling the namespace.
+ */
+export const TRANSCRIPT_MAX_IGNORED_CHUNKS = 1_000;
+/** Ignored ConfigMaps named one problem each; the rest are counted in one. */
+export const IGNORED_CHUNKS_LISTED = 20;
+/** Other problems (unreadable entries, entries found twice) listed; the rest are counted in one. */
+export const PROBLEMS_LISTED = 100;
 
 /** The highest chunk index a writer uses: the `cut` entry's step is MAX_RECORDED_STEPS + 1. */
 const LAST_CHUNK_INDEX = chunkIndexOf(MAX_RECORDED_STEPS + 1);
@@ -181,15 +195,23 @@ const isGeneratedFrom = (name: string, prefixes: ReadonlySet<string>) =>
  * its controller: a name is checked as well, but neither proves who wrote it, docs/transcript.md).
  * A key found twice is read once; found twice with different contents, it is a problem, since
  * the writer never does that: someone wrote a chunk beside the run's. Bounded: past
- * TRANSCRIPT_MAX_INFLATED_BYTES or TRANSCRIPT_MAX_ENTRIES the rest is left out and said to be.
+ * TRANSCRIPT_MAX_INFLATED_BYTES, TRANSCRIPT_MAX_ENTRIES or TRANSCRIPT_MAX_IGNORED_CHUNKS the rest
+ * is left out and said to be; past IGNORED_CHUNKS_LISTED and PROBLEMS_LISTED problems are
+ * counted, not listed, so what the problems hold stays small whatever the namespace holds.
  * `keep` makes what is kept of each entry smaller (the eval's grading keeps only the calls).
  */
 export class TranscriptReader {
   private readonly byKey = new Map<string, { entry: TranscriptEntry; digest: string; chunk: string }>();
   private readonly problems = new Set<string>();
+  /** Problems past PROBLEMS_LISTED, counted (one seen again may count again). */
+  private unlisted = 0;
+  /** The ignored ConfigMaps by name (a watch sends the same one again), the first IGNORED_CHUNKS_LISTED with why. */
+  private readonly ignored = new Map<string, string>();
   private readonly names: { derived: Set<string>; apart: Set<string> };
   private inflated = 0;
   private decoded = 0;
+  /** An entry of the run's came after the entries or bytes bound was reached: it was left out. */
+  private leftOut = false;
 
   constructor(
     private readonly run: RunIdentity,
@@ -200,7 +222,11 @@ export class TranscriptReader {
 
   /** True once a bound was reached: later chunks add nothing, so a caller may stop listing. */
   get full(): boolean {
-    return this.inflated >= TRANSCRIPT_MAX_INFLATED_BYTES || this.decoded >= TRANSCRIPT_MAX_ENTRIES;
+    return (
+      this.inflated >= TRANSCRIPT_MAX_INFLATED_BYTES ||
+      this.decoded >= TRANSCRIPT_MAX_ENTRIES ||
+      this.ignored.size >= TRANSCRIPT_MAX_IGNORED_CHUNKS
+    );
   }
 
   add(chunks: readonly TranscriptChunk[]): this {
@@ -211,15 +237,11 @@ export class TranscriptReader {
   private addChunk(chunk: TranscriptChunk): void {
     const name = chunk.metadata?.name ?? '';
     if (!isOwnedByRun(chunk, this.run)) {
-      this.problems.add(
-        `ignored ConfigMap ${name}, labelled as this run's transcript, which the run does not own: ${whyNotOwned(chunk, this.run)}`,
-      );
+      this.ignore(name, () => `, which the run does not own: ${whyNotOwned(chunk, this.run)}`);
       return;
     }
     if (!this.names.derived.has(name) && !isGeneratedFrom(name, this.names.apart)) {
-      this.problems.add(
-        `ignored ConfigMap ${name}, labelled as this run's transcript: the run's transcript is never written under that name`,
-      );
+      this.ignore(name, () => ": the run's transcript is never written under that name");
       return;
     }
     for (const [key, value] of Object.entries(chunk.binaryData ?? {})) {
@@ -230,28 +252,61 @@ export class TranscriptReader {
       // The same chunk again with a new value under a key (a watch's next event after a redone
       // step's entry replaced the first): the newer one counts.
       if (seen && seen.chunk !== name) {
-        this.problems.add(
+        this.problem(
           `entry ${key} is in two of the run's ConfigMaps with different contents (${seen.chunk} and ${name}): the first read is shown, and the record may have been tampered with`,
         );
         continue;
       }
       if (this.full) {
-        this.problems.add(
-          `the transcript was read up to ${TRANSCRIPT_MAX_ENTRIES} entries or ${TRANSCRIPT_MAX_INFLATED_BYTES / 1024 / 1024} MiB inflated; the rest was left out`,
-        );
+        this.leftOut = true;
         return;
       }
       this.decoded += 1;
       const { decoded, inflated } = decodeMeasured(key, value);
       this.inflated += inflated;
-      if ('problem' in decoded) this.problems.add(decoded.problem);
+      if ('problem' in decoded) this.problem(decoded.problem);
       else this.byKey.set(key, { entry: this.keep(decoded), digest, chunk: name });
     }
   }
 
+  /** A ConfigMap labelled as a chunk that is not the run's: named once, with why while few are; counted toward the bound. */
+  private ignore(name: string, why: () => string): void {
+    // Past a bound nothing more is kept, and a chunk that is not the run's holds nothing to leave out.
+    if (this.ignored.has(name) || this.full) return;
+    const listed = this.ignored.size < IGNORED_CHUNKS_LISTED;
+    this.ignored.set(name, listed ? `ignored ConfigMap ${name}, labelled as this run's transcript${why()}` : '');
+  }
+
+  private problem(problem: string): void {
+    if (this.problems.has(problem)) return;
+    if (this.problems.size < PROBLEMS_LISTED) this.problems.add(problem);
+    else this.unlisted += 1;
+  }
+
   result(): Transcript {
     const entries = [...this.byKey.values()].map(({ entry }) => entry).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return { entries, problems: [...this.problems] };
+    const ignored = [...this.ignored.values()].filter((problem) => problem !== '');
+    const more = this.ignored.size - ignored.length;
+    return {
+      entries,
+      problems: [
+        ...ignored,
+        ...(more > 0 ? [`ignored ${more} more ConfigMaps labelled as this run's transcript that are not the run's`] : []),
+        ...(this.ignored.size >= TRANSCRIPT_MAX_IGNORED_CHUNKS
+          ? [
+              `stopped reading after ${TRANSCRIPT_MAX_IGNORED_CHUNKS} ConfigMaps labelled as this run's transcript that are not the run's: ` +
+                'someone who may create ConfigMaps in the namespace made them, and part of the transcript may not have been read',
+            ]
+          : []),
+        ...this.problems,
+        ...(this.unlisted > 0 ? [`${this.unlisted} more problems reading the transcript are not listed`] : []),
+        ...(this.leftOut
+          ? [
+              `the transcript was read up to ${TRANSCRIPT_MAX_ENTRIES} entries or ${TRANSCRIPT_MAX_INFLATED_BYTES / 1024 / 1024} MiB inflated; the rest was left out`,
+            ]
+          : []),
+      ],
+    };
   }
 }
 

@@ -1,10 +1,21 @@
 // The plain-text report: one line per task × model, then one per model over every task, then
-// the failed attempts with why. Pure.
+// the failed attempts with why. Every field is shown on one line, escaped (display-escape.ts),
+// whether or not stdout is a terminal: a grader's name, or its text as its default label, is any
+// text the eval's author wrote, and a newline in one printed a line of their choosing, such as
+// "  e-t-m-1: Succeeded (all graders passed)". Pure.
+import { escapeForDisplay, quotedInline } from '../display-escape.ts';
 import { percent, shortNumber, type EvalReport } from './eval-report-data.ts';
 
+/** Characters of a failure reason shown; of one failed grader with why, twice that. */
+const REASON_CHARACTERS = 200;
+
+/** A field on one line: a control character, a newline included, shown (^J), not obeyed. */
+const oneLine = (text: string) => escapeForDisplay(text, 'inline').text;
+
 function table(rows: string[][]): string[] {
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  return rows.map((row) =>
+  const shown = rows.map((row) => row.map(oneLine));
+  const widths = shown[0]!.map((_, column) => Math.max(...shown.map((row) => row[column]!.length)));
+  return shown.map((row) =>
     row
       .map((cell, column) => cell.padEnd(widths[column]!))
       .join('  ')
@@ -27,7 +38,7 @@ export function evalReportLines(report: EvalReport): string[] {
       }),
       `${shortNumber(result.tokens.mean)}/${shortNumber(result.tokens.p50)}/${shortNumber(result.tokens.p90)}`,
       result.durationSeconds.p50.toFixed(1),
-      result.failures.map((failure) => `${failure.reason}×${failure.count}`).join(', '),
+      result.failures.map((failure) => `${quotedInline(failure.reason, REASON_CHARACTERS)}×${failure.count}`).join(', '),
     ]),
   ];
   const overview = [
@@ -42,7 +53,7 @@ export function evalReportLines(report: EvalReport): string[] {
   ];
   const failed = report.attempts.filter((attempt) => !attempt.passed);
   return [
-    `codingeval/${report.name} ${report.phase}: ${report.graded}/${report.planned} attempts graded, ${report.passes} passed`,
+    `codingeval/${oneLine(report.name)} ${quotedInline(report.phase, REASON_CHARACTERS)}: ${report.graded}/${report.planned} attempts graded, ${report.passes} passed`,
     '',
     ...table(rows),
     '',
@@ -51,10 +62,11 @@ export function evalReportLines(report: EvalReport): string[] {
       ? [
           '',
           'Failed attempts:',
-          ...failed.map(
-            (attempt) =>
-              `  ${attempt.run}: ${attempt.failure ?? attempt.reason ?? attempt.phase}${attempt.failedGraders ? ` (${attempt.failedGraders.join('; ')})` : ''}`,
-          ),
+          ...failed.map((attempt) => {
+            const why = quotedInline(attempt.failure ?? attempt.reason ?? attempt.phase, REASON_CHARACTERS);
+            const graders = attempt.failedGraders?.map((grader) => quotedInline(grader, 2 * REASON_CHARACTERS)).join('; ');
+            return `  ${oneLine(attempt.run)}: ${why}${graders === undefined ? '' : ` (${graders})`}`;
+          }),
         ]
       : []),
   ];

@@ -1,0 +1,32 @@
+// A string from an object anyone in the namespace may write (an ownerReference's kind or uid,
+// a field of a hand-made transcript chunk), as part of a message the operator keeps, logs or
+// writes to a status. The API server bounds no such field by itself (only a ConfigMap's data
+// counts toward its size), and a reader that quoted a 1 MiB `kind` whole for each of 150
+// forged chunks held 209 MB of messages, past the eval controller's 160 MiB heap. So a message
+// quotes only its start, on one line: control and format characters shown as the CLI shows them
+// (a newline as ^J), so a newline in it cannot start a line of the writer's choosing wherever
+// the message goes (a run's status, an eval's failed graders, a log). Pure.
+
+/** Characters of a field a message quotes at most. */
+export const SHORT_FIELD_CHARACTERS = 200;
+
+// C0 and C1 controls, DEL, format characters (bidi overrides, zero-width ones), line and paragraph separators.
+const HIDDEN = /[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029]/gu;
+
+/** As the CLI shows a character it will not print (cli/display-escape.ts): ESC as ^[, DEL as ^?, U+202E as <U+202E>. */
+function visible(character: string): string {
+  const code = character.codePointAt(0)!;
+  if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
+  if (code === 0x7f) return '^?';
+  return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
+}
+
+/** The field's first `max` characters, on one line, and how long it was when it was cut. */
+export function shortField(value: unknown, max = SHORT_FIELD_CHARACTERS): string {
+  const text = typeof value === 'string' ? value : String(value);
+  let head = text.slice(0, max);
+  // Not half a surrogate pair at the cut: a lone surrogate is not text.
+  if (head.length < text.length && /[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
+  const shown = head.replace(HIDDEN, visible);
+  return head.length < text.length ? `${shown}… (cut: ${text.length} characters in all)` : shown;
+}
