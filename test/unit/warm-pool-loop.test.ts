@@ -7,6 +7,7 @@ import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts
 import type { ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
 import { POOL_RESYNC_MS, WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { UNWANTED_DELETE_LIMITS } from '../../operator/src/reconcile/warm-pool-unwanted-deletes.ts';
 import { WARM_POOL_LABEL, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 
 const pool: WarmPoolConfig = { name: 'pool', namespace: 'team', size: 2 };
@@ -20,7 +21,7 @@ function listCache<T extends { metadata?: { name?: string; namespace?: string } 
   };
 }
 
-function world(options: { pools?: WarmPoolConfig[] } = {}) {
+function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
   let refusing: string | undefined;
   const pools = options.pools ?? [pool];
   const loopConfig = options.pools ? { ...config, warmPools: pools } : config;
@@ -28,6 +29,9 @@ function world(options: { pools?: WarmPoolConfig[] } = {}) {
   const pods: V1Pod[] = [];
   const created: V1Pod[] = [];
   const deleted: string[] = [];
+  /** Each delete's preconditions, by pod name; the most deletes in flight at once; the deletes done at each create. */
+  const seenAtDelete = new Map<string, { uid?: string; resourceVersion?: string } | undefined>();
+  const deletes = { inFlight: 0, mostAtOnce: 0, doneAtCreate: [] as number[] };
   let next = 0;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
@@ -35,11 +39,17 @@ function world(options: { pools?: WarmPoolConfig[] } = {}) {
       if (pod.metadata?.namespace === refusing) throw new Error('pods "x" is forbidden: exceeded quota');
       const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
       created.push(named);
+      deletes.doneAtCreate.push(deleted.length);
       return named;
     },
     claimPod: async () => undefined,
     readPod: async () => undefined,
-    deletePod: async (_namespace, name) => {
+    deletePod: async (_namespace, name, seen) => {
+      seenAtDelete.set(name, seen);
+      deletes.mostAtOnce = Math.max(deletes.mostAtOnce, ++deletes.inFlight);
+      // As a DELETE's round trip to the API server.
+      if (options.deleteMs) await new Promise((resolve) => setTimeout(resolve, options.deleteMs));
+      deletes.inFlight--;
       deleted.push(name);
     },
     createPoolNetworkPolicy: async (policy: V1NetworkPolicy) => policy,
@@ -71,6 +81,8 @@ function world(options: { pools?: WarmPoolConfig[] } = {}) {
     pods,
     created,
     deleted,
+    deletes,
+    seenAtDelete,
     loop,
     readyPod,
     sessions,
@@ -112,6 +124,70 @@ describe('WarmPoolLoop', () => {
     pods.push(podOf('old-pool', 'team', 'renamed-away'), podOf('moved', 'elsewhere', 'pool'), podOf('claimed', 'team', undefined));
     await loop.pass();
     expect(deleted.sort()).toEqual(['moved', 'old-pool']);
+  });
+
+  it.each([
+    ['a namespace with no pool', 'elsewhere'],
+    ["the pool's own namespace, with its labels", 'team'],
+  ])(
+    'replaces a claimed pool pod within a pass while 500 pods planted in %s are deleted, a few at once, each once, all in the end',
+    async (_where, namespace) => {
+      vi.useFakeTimers();
+      const { pods, created, deleted, deletes, seenAtDelete, loop, readyPod } = world({ deleteMs: 20 });
+      try {
+        await loop.pass();
+        pods.push(readyPod('made-0'), readyPod('made-1'));
+        // Someone who may create pods there plants 500 with the pool's labels (and so the operator's).
+        const model = readyPod('made-0');
+        for (let index = 0; index < 500; index++)
+          pods.push({
+            ...model,
+            metadata: { ...model.metadata, namespace, name: `planted-${index}`, uid: `uid-planted-${index}`, resourceVersion: `${index}` },
+          });
+        loop.start();
+        await vi.advanceTimersByTimeAsync(5);
+        // A run claims a pool pod while the pass deletes planted pods.
+        loop.claimed(pool, 'made-0');
+        await vi.advanceTimersByTimeAsync(100);
+        // Replaced by the pass right after that one, before one pass's share of deletes more.
+        expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0', 'made-1', 'made-2']);
+        expect(deletes.doneAtCreate.at(-1)).toBeLessThanOrEqual(UNWANTED_DELETE_LIMITS.perPass);
+        expect(deleted.length).toBeLessThan(500);
+        // The passes after go on at once; the cache still shows the pods asked, and none is asked twice.
+        await vi.advanceTimersByTimeAsync(2_000);
+        expect(new Set(deleted).size).toBe(500);
+        expect(deleted).toHaveLength(500);
+        expect(deletes.mostAtOnce).toBeGreaterThan(1);
+        expect(deletes.mostAtOnce).toBeLessThanOrEqual(8);
+        // Each as the cache showed it: a pod claimed or changed since is left alone.
+        expect(seenAtDelete.get('planted-7')).toEqual({ uid: 'uid-planted-7', resourceVersion: '7' });
+      } finally {
+        loop.stop();
+        vi.useRealTimers();
+      }
+    },
+  );
+
+  it('deletes unwanted pods a few per namespace and pass, asks each once while the cache shows it unchanged, and again once it changed', async () => {
+    const { pods, deleted, loop, readyPod } = world();
+    await loop.pass();
+    const model = readyPod('made-0');
+    const planted = (index: number, resourceVersion = '1'): V1Pod => ({
+      ...model,
+      metadata: { ...model.metadata, namespace: 'elsewhere', name: `planted-${index}`, uid: `uid-planted-${index}`, resourceVersion },
+    });
+    pods.push(...Array.from({ length: UNWANTED_DELETE_LIMITS.perNamespace + 5 }, (_, index) => planted(index)));
+    await loop.pass();
+    expect(deleted).toHaveLength(UNWANTED_DELETE_LIMITS.perNamespace);
+    await loop.pass();
+    expect(new Set(deleted).size).toBe(UNWANTED_DELETE_LIMITS.perNamespace + 5);
+    await loop.pass();
+    expect(deleted).toHaveLength(UNWANTED_DELETE_LIMITS.perNamespace + 5);
+    // One changed since it was asked (a delete refused as stale, 409): asked again.
+    pods[pods.findIndex((pod) => pod.metadata?.name === 'planted-3')] = planted(3, '2');
+    await loop.pass();
+    expect(deleted.at(-1)).toBe('planted-3');
+    expect(deleted).toHaveLength(UNWANTED_DELETE_LIMITS.perNamespace + 6);
   });
 
   it('waits longer after each round of pods that fail before they are ready, and makes pods again at once once one is ready', async () => {

@@ -12,12 +12,16 @@
 // A pool pod is one this loop made (its uid, from the create's answer), not any pod with the
 // pool's labels: a namespace member who may create pods could otherwise plant one (their image,
 // their volumes) for a run to claim and import its workspace into. A pod with the labels that
-// this loop did not make, a new leader's predecessor's included, is deleted and replaced.
+// this loop did not make, a new leader's predecessor's included, is deleted and replaced; so are
+// the pods of a pool no longer configured. Those deletes come after every pool was kept, a few
+// per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts), some at once: pods planted
+// by the hundred in one namespace never hold up the refill of a pool.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
+import { pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -34,6 +38,8 @@ import type { ObjectCache } from './run-reconciler.ts';
 export const POOL_RESYNC_MS = 2_000;
 /** A created pod the cache has not shown for this long is forgotten (its create may have raced a deletion). */
 const EXPECTATION_TTL_MS = 30_000;
+/** Deletes of unwanted pods in flight at once: a pass's share of them takes a few round trips, not one each. */
+const UNWANTED_DELETES_AT_ONCE = 8;
 
 export interface WarmPoolLogger {
   info(fields: object, message: string): void;
@@ -89,6 +95,14 @@ export class WarmPoolLoop {
   private readonly made = new Map<string, number>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
+  /**
+   * Unwanted pods asked to be deleted, by uid and resourceVersion, with when: not asked again
+   * while the cache shows them as they were (the watch has not brought the deletion yet), so
+   * each pass takes pods not asked yet. A pod changed since, or asked long ago, is asked again.
+   */
+  private readonly unwantedAsked = new Map<string, number>();
+  /** Unwanted pods the last pass left for later (over its limits): the next pass runs at once. */
+  private unwantedLeft = 0;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
@@ -155,7 +169,7 @@ export class WarmPoolLoop {
       )
       .finally(() => {
         this.running = undefined;
-        if (this.again && this.timer) {
+        if ((this.again && this.timer) || this.unwantedLeft > 0) {
           this.again = false;
           this.poke();
         }
@@ -170,9 +184,12 @@ export class WarmPoolLoop {
   /**
    * One pass over every pool; resolves when its creates and deletes are done. A pool whose
    * creates or deletes fail (a full ResourceQuota) is logged and the pass goes on: neither the
-   * pools after it nor the sessions opened ahead wait for that namespace.
+   * pools after it nor the sessions opened ahead wait for that namespace. The pods no pool
+   * wants are deleted last, a bounded share per pass (deleteUnwanted).
    */
   async pass(): Promise<void> {
+    // Set again by this pass's deleteUnwanted: a pass that failed before it asks for no other at once.
+    this.unwantedLeft = 0;
     const ready: PoolPodRef[] = [];
     for (const pool of this.deps.config.warmPools) {
       try {
@@ -187,39 +204,69 @@ export class WarmPoolLoop {
     }
     this.forgetMade();
     if (!this.stopped) this.deps.sessions?.keep(ready);
-    await this.deleteUnconfigured();
+    await this.deleteUnwanted();
   }
 
   /**
-   * Deletes the unclaimed pods of pools the config no longer has (removed, renamed, moved to
-   * another namespace; `warmPools: []` too). No pass keeps them and nothing else deletes them
-   * (a pool pod has no owner), so they held their nodes and their namespace's quota for good.
+   * Deletes the pods with a pool's label that no pool wants, after every pool was kept:
+   * - in a pool's namespace with its label, the ones this loop did not make: made before pools
+   *   had a deny-all (not selected by it), by this loop's predecessor (a new leader cannot tell
+   *   them from planted ones), or planted. Never claimed; the pool makes its own instead.
+   * - the unclaimed pods of pools the config no longer has (removed, renamed, moved to another
+   *   namespace; `warmPools: []` too). No pass keeps them and nothing else deletes them (a pool
+   *   pod has no owner), so they held their nodes and their namespace's quota for good. In a
+   *   namespace with no pool the operator cannot tell them from planted ones either, and a
+   *   pod that carries the operator's labels is the operator's to delete.
    * The pod cache holds only the operator's pods; a claimed pod has lost the pool's label.
+   * At most a few per namespace and pass, some at once, as the cache showed them (a pod
+   * claimed since is left alone); the rest in the passes right after (unwantedLeft).
    */
-  private async deleteUnconfigured(): Promise<void> {
+  private async deleteUnwanted(): Promise<void> {
+    const now = this.deps.now?.() ?? Date.now();
     const pools = this.deps.config.warmPools;
-    const unconfigured = this.deps.pods
+    const labelled = this.deps.pods
       .list()
-      .filter(
-        (pod) =>
-          pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined &&
-          !pod.metadata.deletionTimestamp &&
-          !pools.some((pool) => isUnclaimedOfPool(pod, pool)),
-      );
-    for (const pod of unconfigured) {
-      const { namespace, name } = pod.metadata as { namespace: string; name: string };
+      .filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp);
+    const shown = new Set(labelled.map(askedKey));
+    for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
+    const unwanted = labelled.flatMap((pod) => {
+      const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
+      if ((pool && isPoolPod(pod, pool) && this.madeIt(pod)) || this.unwantedAsked.has(askedKey(pod))) return [];
+      return [{ pod, namespace: pod.metadata!.namespace!, pool, failed: undefined as string | undefined }];
+    });
+    const { now: picked, later } = pickUnwantedDeletes(unwanted);
+    this.unwantedLeft = later.length;
+    await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
+      this.unwantedAsked.set(askedKey(each.pod), now);
       try {
-        await this.deps.gateway.deletePod(namespace, name, seenAs(pod));
-        this.deps.logger.info(
-          { namespace, pod: name, pool: pod.metadata!.labels![WARM_POOL_LABEL] },
-          'deleted a pod of a pool no longer configured',
-        );
+        await this.deps.gateway.deletePod(each.namespace, each.pod.metadata!.name!, seenAs(each.pod));
       } catch (error) {
-        this.deps.logger.warn(
-          { namespace, pod: name, err: error instanceof Error ? error.message : String(error) },
-          'could not delete a pod of a pool no longer configured',
-        );
+        each.failed = error instanceof Error ? error.message : String(error);
       }
+    });
+    // One line per pool or namespace and pass, not one per pod: planted pods by the hundred
+    // would otherwise flood the log as they flood the cache.
+    const group = (each: (typeof unwanted)[number]) => (each.pool ? poolKey(each.pool) : each.namespace);
+    for (const key of new Set(picked.map(group))) {
+      const mine = picked.filter((each) => group(each) === key);
+      const pool = mine[0]!.pool;
+      const where = pool
+        ? { pool: key }
+        : { namespace: key, pools: [...new Set(mine.map((each) => each.pod.metadata!.labels![WARM_POOL_LABEL]))] };
+      const failed = mine.filter((each) => each.failed !== undefined);
+      const left = later.filter((each) => group(each) === key).length;
+      if (failed.length < mine.length)
+        this.deps.logger.info(
+          { ...where, deleted: mine.length - failed.length, left },
+          pool ? 'replaced pods with the pool label that this replica did not make' : 'deleted pods of a pool no longer configured',
+        );
+      if (failed.length > 0)
+        this.deps.logger.warn(
+          { ...where, failed: failed.length, err: failed[0]!.failed },
+          pool
+            ? 'could not delete pods with the pool label that this replica did not make'
+            : 'could not delete pods of a pool no longer configured',
+        );
     }
   }
 
@@ -274,18 +321,7 @@ export class WarmPoolLoop {
 
   private async keep(pool: WarmPoolConfig): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
-    // Pods with the pool's label that are not its pods: made before pools had a deny-all (not
-    // selected by it), by this loop's predecessor (a new leader cannot tell them from planted
-    // ones), or by someone else. Never claimed; replaced.
-    const outdated = this.deps.pods
-      .list()
-      .filter((pod) => isUnclaimedOfPool(pod, pool) && (!isPoolPod(pod, pool) || !this.madeIt(pod)) && !pod.metadata?.deletionTimestamp);
-    for (const pod of outdated) await this.deps.gateway.deletePod(pool.namespace, pod.metadata!.name!, seenAs(pod));
-    if (outdated.length > 0)
-      this.deps.logger.info(
-        { pool: poolKey(pool), deleted: outdated.length },
-        'replaced pods with the pool label that this replica did not make',
-      );
+    // Pods with the pool's label that this loop did not make are not counted here: deleteUnwanted deletes them.
     if (!(await this.policyInPlace(pool, now))) return;
     const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
@@ -363,4 +399,17 @@ function seenAs(pod: V1Pod): { uid?: string; resourceVersion?: string } {
     ...(pod.metadata?.uid ? { uid: pod.metadata.uid } : {}),
     ...(pod.metadata?.resourceVersion ? { resourceVersion: pod.metadata.resourceVersion } : {}),
   };
+}
+
+/** An unwanted pod as asked to be deleted: the same pod, unchanged since. */
+const askedKey = (pod: V1Pod) =>
+  `${pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`}@${pod.metadata?.resourceVersion ?? ''}`;
+
+/** Runs `each` over `items`, at most `limit` at once; `each` catches its own errors. */
+async function eachAtMost<T>(items: readonly T[], limit: number, each: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await each(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
