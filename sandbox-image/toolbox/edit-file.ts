@@ -1,11 +1,12 @@
 // edit_file and multi_edit: exact-text replacement on the text the model read (no BOM, LF),
 // written back with the file's own BOM and line endings. All edits of one call apply to an
 // in-memory copy first, so a failing edit writes nothing; edits of one file are serialized.
-import { readFile, stat } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import type { EditFileResult, MultiEditResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { READ_TEXT_MAX_BYTES } from './contract/limits.ts';
 import { writeFileAtomic } from './atomic-write.ts';
+import { openToRead, readUpTo } from './bounded-read.ts';
 import { withFileLock } from './file-locks.ts';
 import { guardWritablePath } from './path-guard.ts';
 import { decodeText, encodeText } from './text-encoding.ts';
@@ -32,17 +33,7 @@ async function editInPlace(context: ToolboxContext, inputPath: string, edits: Te
   const target = await guardWritablePath(context, inputPath);
   const displayPath = target.relative || '.';
   return withFileLock(context.home, target.real, async () => {
-    let bytes: Buffer;
-    try {
-      const stats = await stat(target.real);
-      if (stats.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${displayPath} is a directory; name a file`);
-      if (stats.size > READ_TEXT_MAX_BYTES) {
-        throw new ToolboxError('TOO_LARGE', `${displayPath} has ${stats.size} bytes; edit files up to 16 MiB, or use bash`);
-      }
-      bytes = await readFile(target.real);
-    } catch (error) {
-      throw toolboxErrorFromFs(error, displayPath);
-    }
+    const bytes = await readEditable(target.real, displayPath);
     const decoded = decodeText(bytes, displayPath);
     const { text, replacements } = applyEdits(decoded.text, edits, displayPath);
     try {
@@ -52,6 +43,42 @@ async function editInPlace(context: ToolboxContext, inputPath: string, edits: Te
     }
     return { path: displayPath, replacements };
   });
+}
+
+/**
+ * The whole content of a regular file to edit. Opened like read_file opens (openToRead): a
+ * blocking open of a FIFO waits for a writer on one of libuv's four threads, and four such
+ * edits left the session answering nothing, not even the close of its stdin. The checks are
+ * on the opened handle, so a FIFO or symlink swapped in after a stat is caught too.
+ */
+async function readEditable(real: string, displayPath: string): Promise<Buffer> {
+  let handle: FileHandle | undefined;
+  try {
+    handle = await openToRead(real);
+    const stats = await handle.stat();
+    if (stats.isDirectory()) throw new ToolboxError('IS_DIRECTORY', `${displayPath} is a directory; name a file`);
+    if (!stats.isFile()) {
+      throw new ToolboxError('IO_ERROR', `${displayPath} is not a regular file (a FIFO, socket or device); edit only files`);
+    }
+    if (stats.size > READ_TEXT_MAX_BYTES) {
+      throw new ToolboxError('TOO_LARGE', `${displayPath} has ${stats.size} bytes; edit files up to 16 MiB, or use bash`);
+    }
+    // One byte past the size shows a file that grew after the stat: its edited copy would drop
+    // the bytes past the read, so nothing is written.
+    const bytes = await readUpTo(handle, stats.size + 1);
+    if (bytes.length > stats.size) {
+      throw new ToolboxError('IO_ERROR', `${displayPath} grew while it was read for the edit; edit it when nothing else writes it`);
+    }
+    return bytes;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENXIO') {
+      // A socket, which open() refuses outright.
+      throw new ToolboxError('IO_ERROR', `${displayPath} is not a regular file (a socket); edit only files`);
+    }
+    throw toolboxErrorFromFs(error, displayPath);
+  } finally {
+    await handle?.close();
+  }
 }
 
 /** Applies edits in order to normalized text; throws a contract error on the first that fails. */

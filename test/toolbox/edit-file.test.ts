@@ -1,6 +1,8 @@
 // write_file, edit_file and multi_edit: exact matching, atomic writes, BOM and CRLF kept,
 // edits of one file serialized.
+import { execFileSync } from 'node:child_process';
 import { linkSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
@@ -72,6 +74,41 @@ describe('edit_file', () => {
     expect(results.every((result) => result.ok)).toBe(true);
     expect(contentOf('counter.txt').toString()).not.toContain('empty');
   });
+});
+
+describe('edit_file and multi_edit on what is not a regular file', () => {
+  it('refuse FIFOs and a socket at once, and the session keeps answering reads and writes', async () => {
+    // Its own session: on a toolbox that waits on the FIFOs, this one stops answering.
+    const own = makeWorkspace();
+    const ownSession = await openSession(own);
+    const socket = createServer();
+    try {
+      // Four, since each blocked open used to hold one of libuv's four threads.
+      for (const name of ['p1', 'p2', 'p3', 'p4']) execFileSync('mkfifo', [path.join(own.root, name)]);
+      await new Promise<void>((resolve) => socket.listen(path.join(own.root, 'sock'), resolve));
+      own.write({ 'after.txt': 'still here\n' });
+      // A deadline per call, so a toolbox that never answers fails the test instead of hanging it.
+      const ownCall = (tool: string, input: Record<string, unknown>) => ownSession.call({ tool, input }, { timeoutMs: 5_000 });
+      const edit = { oldString: 'a', newString: 'b' };
+      const refused = await Promise.all([
+        ownCall('edit_file', { path: 'p1', ...edit }),
+        ownCall('edit_file', { path: 'p2', ...edit }),
+        ownCall('multi_edit', { path: 'p3', edits: [edit] }),
+        ownCall('multi_edit', { path: 'p4', edits: [edit] }),
+        ownCall('edit_file', { path: 'sock', ...edit }),
+      ]);
+      for (const response of refused) {
+        expect(errorCodeOf(response)).toBe('IO_ERROR');
+        expect(response.ok ? '' : response.error.message).toMatch(/not a regular file/);
+      }
+      expect(resultOf<{ content: string }>(await ownCall('read_file', { path: 'after.txt' })).content).toBe('still here');
+      expect(resultOf(await ownCall('write_file', { path: 'written.txt', content: 'new\n' }))).toEqual({ path: 'written.txt', bytes: 4 });
+    } finally {
+      socket.close();
+      await ownSession.close();
+      own.cleanup();
+    }
+  }, 20_000);
 });
 
 describe('multi_edit', () => {

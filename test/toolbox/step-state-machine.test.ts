@@ -1441,6 +1441,79 @@ describe('a model endpoint that answers what the operator must not work on whole
     }
   });
 
+  // Two calls of one answer with one id: results were looked up by id, so both got the later
+  // call's result, and the toolbox journal kept one entry for both (a redo ran the first again).
+  // The ai SDK finds a call's parts by id, so the second comes out of generateText as a copy of
+  // the first (its tool name is not asserted): it must not run as a call of its own.
+  it('two calls with one id: the first runs and gets its own result, the second is answered DUPLICATE_TOOL_CALL_ID', async () => {
+    server.enqueueFor('same-ids', {
+      type: 'tool-calls',
+      toolCalls: [
+        { name: 'write_file', arguments: { path: 'dup.txt', content: 'written\n' }, id: 't' },
+        { name: 'read_file', arguments: { path: 'dup.txt' }, id: 't' },
+      ],
+      usage: { promptTokens: 100, completionTokens: 50 },
+    });
+    const h = await harness({ turns: [answers] });
+    try {
+      overHttp(h, 'same-ids');
+      await runAgentJob(h.deps, step(0)(h));
+      expect(h.enqueued).toEqual(['step 1']);
+      expect(readFileSync(path.join(h.workspace, 'dup.txt'), 'utf8')).toBe('written\n');
+      const state = (await h.states.load(h.ref))!;
+      const answered = state.messages.at(-1)!.content as Array<{
+        toolCallId: string;
+        toolName: string;
+        output: { type: string; value: string };
+      }>;
+      expect(answered.map((part) => [part.toolCallId, part.output.type])).toEqual([
+        ['t', 'text'],
+        ['t', 'error-text'],
+      ]);
+      expect(answered[0]!.toolName).toBe('write_file');
+      expect(JSON.parse(answered[0]!.output.value)).toEqual({ path: 'dup.txt', bytes: 8 });
+      expect(answered[1]!.output.value).toMatch(/^DUPLICATE_TOOL_CALL_ID: an earlier tool call of this step has the id "t"/);
+      expect(state.toolCalls).toBe(2);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('two calls with one id, redone after the first was saved: the second is not taken as done, it gets its own answer', async () => {
+    const h = await harness({ turns: [answers] });
+    try {
+      const state = (await h.states.load(h.ref))!;
+      const calls = [
+        { toolCallId: 't', toolName: 'write_file', input: { path: 'dup.txt', content: 'written\n' } },
+        { toolCallId: 't', toolName: 'read_file', input: { path: 'dup.txt' } },
+      ];
+      state.step = 1;
+      state.messages.push({ role: 'assistant', content: calls.map((call) => ({ type: 'tool-call' as const, ...call })) });
+      // The write ran and was saved; the worker died before the read.
+      state.inFlight = {
+        calls,
+        results: [{ toolCallId: 't', toolName: 'write_file', ok: true, text: '{"path":"dup.txt","bytes":8}' }],
+        earlier: [],
+        hadToolCalls: true,
+        toolNames: ['write_file', 'read_file'],
+        text: '',
+        resumed: false,
+      };
+      await h.states.save(state);
+      await runAgentJob(h.deps, step(0)(h));
+      const after = (await h.states.load(h.ref))!;
+      const answered = after.messages.at(-1)!.content as Array<{ toolName: string; output: { type: string; value: string } }>;
+      expect(answered.map((part) => [part.toolName, part.output.type])).toEqual([
+        ['write_file', 'text'],
+        ['read_file', 'error-text'],
+      ]);
+      expect(answered[0]!.output.value).toBe('{"path":"dup.txt","bytes":8}');
+      expect(answered[1]!.output.value).toMatch(/^DUPLICATE_TOOL_CALL_ID/);
+    } finally {
+      await h.close();
+    }
+  });
+
   // Unbounded, the SDK kept the parsed arguments of a call its tool refused (command is not a
   // string) and copied them recursively, which overflowed the stack (from about 2 000 levels in
   // a process just started, deeper once its code is optimised: 100 000 overflows either way);

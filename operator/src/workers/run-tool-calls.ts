@@ -1,7 +1,8 @@
 // Running a step's tool calls: in order, each result kept as it comes (so a step redone
 // after a crash runs only the calls not finished; a read's result rides on the next save),
 // up to the first call that needs a human's approval, which parks the run with the calls
-// after it. Once they ran, the diff they may have made is stored (diff-snapshot.ts).
+// after it. Once they ran, the diff they may have made is stored (diff-snapshot.ts). A call
+// reusing an earlier call's id in the step does not run (repeatedCallIds).
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
@@ -77,17 +78,19 @@ export async function runCallsUntilApproval(
   earlier: ToolResultRecord[],
   progress?: CallProgress,
 ): Promise<boolean> {
-  const gated = calls.findIndex((call) => run.spec.approval.tools.includes(call.toolName as never));
+  const repeated = repeatedCallIds(calls, earlier);
+  const gated = calls.findIndex((call, index) => !repeated.has(index) && run.spec.approval.tools.includes(call.toolName as never));
   const now = calls.slice(0, gated < 0 ? calls.length : gated);
   const sandbox = protectingSandbox(deps.sandboxes.for(run), run);
+  // Keyed by id: repeatedCallIds leaves at most one call per id to run in the step.
   const done = new Map((progress?.done ?? []).map((result) => [result.toolCallId, result]));
   const observe = toolCallObserver(deps);
-  const toRun = now.filter((call) => !done.has(call.toolCallId));
+  const toRun = now.filter((call, index) => !repeated.has(index) && !done.has(call.toolCallId));
   // The diff is stored once this job's calls ran (diff-snapshot.ts), unless a denied oversized
   // call lets more run after them (below: they store it then). Its sha256 is saved before the
   // write: with the save of the one call run here when there is one, which waits for the diff.
   const goesOn = gated >= 0 && refuseOversizedApproval(calls[gated]!) !== undefined;
-  const snapshots = !goesOn && mayChangeFiles([...earlier, ...now]);
+  const snapshots = !goesOn && mayChangeFiles([...earlier, ...now.filter((_call, index) => !repeated.has(index))]);
   const alone = snapshots && toRun.length === 1 && savedOnItsOwn(toRun[0]!.toolName);
   const record = progress && ((result: ToolResultRecord) => progress.record(result, savedOnItsOwn(result.toolName) && !alone));
   const fresh = await withRunDeadline(deadlineOf(run, state) - deps.now().getTime(), (deadline) =>
@@ -110,7 +113,7 @@ export async function runCallsUntilApproval(
   );
   if (snapshots) await progress?.snapshot(alone);
   for (const result of fresh) done.set(result.toolCallId, result);
-  const results = [...earlier, ...now.map((call) => done.get(call.toolCallId)!)];
+  const results = [...earlier, ...now.map((call, index) => (repeated.has(index) ? repeatedIdResult(call) : done.get(call.toolCallId)!))];
   state.toolCalls += now.length;
   if (gated < 0) {
     // Only the newest tool message keeps its images, so saved states stay bounded (image-result.ts).
@@ -141,3 +144,36 @@ export async function runCallsUntilApproval(
 }
 
 const countImages = (results: readonly ToolResultRecord[]) => results.filter((result) => result.image !== undefined).length;
+
+/**
+ * Positions in `calls` of the calls whose tool call id an earlier call of the step already
+ * has (one in `earlier`, or one before it in `calls`). An endpoint may give two calls of one
+ * answer the same id, and everything after the answer tells calls apart by id: the results a
+ * redone step finds done, the toolbox's call journal (tool-execution.ts journalKey, where the
+ * second call's entry would replace the first's, so a redo ran the first again), the tool
+ * message the provider pairs with its calls. And the ai SDK finds a call's parts by id too, so
+ * generateText hands the second call on as a copy of the first. Keying results by position
+ * would fix only the first of these and run that copy, so such a call does not run and is
+ * answered with a tool error instead. The answer depends only on the saved calls and earlier
+ * results, so a redone step gives the same one.
+ */
+export function repeatedCallIds(calls: readonly PendingToolCall[], earlier: readonly ToolResultRecord[]): Set<number> {
+  const seen = new Set(earlier.map((result) => result.toolCallId));
+  const repeated = new Set<number>();
+  calls.forEach((call, index) => {
+    if (seen.has(call.toolCallId)) repeated.add(index);
+    seen.add(call.toolCallId);
+  });
+  return repeated;
+}
+
+/** The tool error answering a call whose id an earlier call of the step has; it did not run. */
+export function repeatedIdResult(call: PendingToolCall): ToolResultRecord {
+  const id = JSON.stringify(call.toolCallId.length > 80 ? `${call.toolCallId.slice(0, 80)}…` : call.toolCallId);
+  return {
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    ok: false,
+    text: `DUPLICATE_TOOL_CALL_ID: an earlier tool call of this step has the id ${id}, so this one did not run (each call needs its own id to be told apart). Make it again in your next step if you still need it.`,
+  };
+}
