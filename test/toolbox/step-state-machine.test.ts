@@ -914,6 +914,31 @@ describe('a write or hand-over that fails once: the retry does it, nothing is do
       await h.close();
     }
   });
+
+  // The approve and the timeout's deny can each load the state while it still waits: only the
+  // first to claim the answer acts, or the deny ended the run Succeeded, unpublished, while the
+  // approve's push was queued.
+  it("a publish approval approved: the timeout's deny, which found the state still waiting, is dropped", async () => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      const waiting = (await h.states.load(h.ref))!;
+      await runAgentJob(h.deps, resume(() => ({ id: 'publish', decision: 'approve', sha256, user: 'alice' }))(h));
+      const approved = (await h.states.load(h.ref))!;
+      // The deny's job loaded the state before the approve saved it.
+      await h.states.save(waiting);
+      await runAgentJob(h.deps, resume(() => ({ id: 'publish', decision: 'deny', reason: 'approval.timeout passed', timedOut: true }))(h));
+      expect(h.run().status!.phase).toBe('Running');
+      expect(h.events).not.toContain('PublishDenied');
+      expect(h.enqueued).toEqual(['step 1', 'finalize', 'publish']);
+      expect(approved.stage).toBe('publishing');
+    } finally {
+      await h.close();
+    }
+  });
 });
 
 describe('records that wait behind writes on their way (#17.5): a step does not wait for them, one write carries several', () => {

@@ -48,17 +48,18 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     await refuseApproval(deps, run, refusal);
     return;
   }
-  if (pending.id === PUBLISH_APPROVAL_ID) {
-    await answerPublishApproval(deps, run, state, answer);
-    return;
-  }
-  // One answer acts: another (the timeout's deny beside an approve whose call still runs) found
-  // the state waiting too. That one hands the run on once it is done; this job stops here.
+  // One answer acts: another (the timeout's deny beside an approve whose call still runs, or
+  // beside a publish approve whose push is queued) found the state waiting too. That one hands
+  // the run on once it is done; this job stops here.
   if (!(await deps.states.claimAnswer(ref.uid, pending.id, answerClaim(answer)))) {
     deps.logger.info(
       { approval: pending.id, decision: answer.decision },
       'approval answered already by another answer; this one is dropped',
     );
+    return;
+  }
+  if (pending.id === PUBLISH_APPROVAL_ID) {
+    await answerPublishApproval(deps, run, state, answer);
     return;
   }
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
