@@ -204,6 +204,20 @@ describe('kubectl-codingrun approve and deny', () => {
     expect((await annotations('swapped'))[APPROVAL_ANNOTATION]).toBeUndefined();
   });
 
+  it('the approve `get` printed refuses a run re-created under the name with the same call and input (another uid), and writes nothing', async () => {
+    await createRun('recreated', waitingFor('s1-c1'));
+    const uid = (await kubectl(['get', 'codingrun', 'recreated', '-n', NAMESPACE, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    const command = printedApproveCommand((await codingrun('get', 'recreated', '-n', NAMESPACE)).stdout);
+    expect(command.slice(-2)).toEqual(['--uid', uid]);
+    // Deleted and made again as it was (a scripted model asks the same first call): same id, same sha256.
+    await kubectl(['delete', 'codingrun', 'recreated', '-n', NAMESPACE, '--wait']);
+    await createRun('recreated', waitingFor('s1-c1'));
+    const result = await codingrun(...command);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/nothing was approved: codingrun "recreated" .* is now another run \(uid \S+\) than the one you read/);
+    expect((await annotations('recreated'))[APPROVAL_ANNOTATION]).toBeUndefined();
+  });
+
   it('writes an answer only to the run it read: the same name holding another run (another uid) is refused', async () => {
     await createRun('replaced', waitingFor('s1-c1'));
     const kubeConfig = new KubeConfig();

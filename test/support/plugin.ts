@@ -22,10 +22,10 @@ export function runLocalPlugin(args: readonly string[], options: { cwd: string; 
 
 /**
  * The arguments of the approve command the plugin printed (`get NAME`, `get NAME --input`, or a
- * bare `approve NAME`, which writes nothing): `approve NAME -n NS --id ID --sha256 HASH`.
+ * bare `approve NAME`, which writes nothing): `approve NAME -n NS --id ID --sha256 HASH --uid UID`.
  */
 export function printedApproveCommand(output: string): string[] {
-  const command = /kubectl codingrun (approve \S+ -n \S+ --id \S+ --sha256 [0-9a-f]{64})/.exec(output)?.[1];
+  const command = /kubectl codingrun (approve \S+ -n \S+ --id \S+ --sha256 [0-9a-f]{64} --uid [0-9a-f-]+)/.exec(output)?.[1];
   if (!command) throw new Error(`no approve command in the plugin's output:\n${output}`);
   return command.split(' ');
 }

@@ -2,10 +2,11 @@
 // operator reads, and refuse with a clear error when nothing waits or the id is another.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
-import { answerAnnotations, answerFor, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
+import { answerAnnotations, answerFor, requireSameRun, SHOWN_INPUT_MAX_BYTES } from '../../operator/src/cli/approval-answer.ts';
 import { ApprovalIdMismatchError } from '../../operator/src/cli/errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from '../../operator/src/cli/errors/approval-input-error.ts';
 import { NothingPendingError } from '../../operator/src/cli/errors/nothing-pending-error.ts';
+import { RunReplacedError } from '../../operator/src/cli/errors/run-replaced-error.ts';
 import {
   APPROVAL_ANNOTATION,
   APPROVER_ANNOTATION,
@@ -34,6 +35,20 @@ const run = (status: CodingRun['status']): CodingRun => ({
   status,
 });
 const waiting = run({ phase: 'WaitingForApproval', pendingApproval });
+
+describe('requireSameRun', () => {
+  it('passes the run with the uid the answer names, and any run when it names none', () => {
+    expect(() => requireSameRun(waiting, 'u', 'approve')).not.toThrow();
+    expect(() => requireSameRun(waiting, undefined, 'deny')).not.toThrow();
+  });
+
+  it('refuses the run that holds the name now when the answer names another uid, saying which and what to do', () => {
+    expect(() => requireSameRun(waiting, 'u-read', 'approve')).toThrow(RunReplacedError);
+    expect(() => requireSameRun(waiting, 'u-read', 'deny')).toThrow(
+      /^nothing was denied: codingrun "fix-bug" in namespace "agents" is now another run \(uid u\) than the one you read \(uid u-read\).*kubectl codingrun get fix-bug -n agents/,
+    );
+  });
+});
 
 describe('answerFor', () => {
   it('answers the pending call', () => {

@@ -75,6 +75,25 @@ describe('parseArguments', () => {
     expect(parseArguments(['deny', 'run-1', '--reason', 'no network'])).toEqual({ command: 'deny', name: 'run-1', reason: 'no network' });
   });
 
+  it('reads --uid, the run the answer is meant for, on approve and deny only', () => {
+    const sha256 = 'a'.repeat(64);
+    expect(parseArguments(['approve', 'run-1', '--id', 's1-c1', '--sha256', sha256, '--uid', '6f1c-42'])).toEqual({
+      command: 'approve',
+      name: 'run-1',
+      id: 's1-c1',
+      sha256,
+      uid: '6f1c-42',
+    });
+    expect(parseArguments(['deny', 'run-1', '--reason', 'no', '--uid=6f1c-42'])).toEqual({
+      command: 'deny',
+      name: 'run-1',
+      reason: 'no',
+      uid: '6f1c-42',
+    });
+    expect(() => parseArguments(['cancel', 'run-1', '--uid', '6f1c-42'])).toThrow(/--uid does not apply to cancel/);
+    expect(() => parseArguments(['approve', 'run-1', '--uid'])).toThrow(/--uid needs a value/);
+  });
+
   it('reads cancel with an optional reason, and refuses it without a NAME', () => {
     expect(parseArguments(['cancel', 'run-1'])).toEqual({ command: 'cancel', name: 'run-1' });
     expect(parseArguments(['cancel', 'run-1', '--reason', 'wrong branch', '-n', 'agents'])).toEqual({

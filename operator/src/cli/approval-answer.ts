@@ -3,7 +3,8 @@
 // the wire format is reconcile/approval-answer.ts). Security #11.5: an approve carries the
 // sha256 of the input it approves, and the operator runs the call only when that digest is
 // the digest of what it runs. approve shows the input whole before it answers; an input too
-// long to show is approved only with --sha256, taken from `get NAME --input`. Pure.
+// long to show is approved only with --sha256, taken from `get NAME --input`; and with --uid
+// (in every command the plugin prints) an answer binds the run its sender read, not the name. Pure.
 import type { CodingRun, PendingApproval } from '../api/index.ts';
 import {
   APPROVAL_ANNOTATION,
@@ -15,6 +16,7 @@ import {
 import { ApprovalIdMismatchError } from './errors/approval-id-mismatch-error.ts';
 import { ApprovalInputError } from './errors/approval-input-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
+import { RunReplacedError } from './errors/run-replaced-error.ts';
 
 export type { ApprovalAnswer };
 
@@ -50,6 +52,32 @@ export function pendingInput(pending: PendingApproval): PendingInput {
   return { text: pending.input, bytes, sha256, whole, shownByApprove: whole && bytes <= SHOWN_INPUT_MAX_BYTES };
 }
 
+/**
+ * The command that approves exactly this call of this run, as get NAME, get NAME --input and a
+ * bare approve print it: the name finds the run, --uid refuses another one re-created under the
+ * name since, --id and --sha256 refuse another call or another input.
+ */
+export function approveCommand(run: CodingRun, namespace: string, pending: PendingApproval, sha256: string): string {
+  return `kubectl codingrun approve ${run.metadata.name} -n ${namespace} --id ${pending.id} --sha256 ${sha256} --uid ${run.metadata.uid}`;
+}
+
+/** The deny that answers only this call of this run (as approveCommand), its reason left to write. */
+export function denyCommand(run: CodingRun, namespace: string, pending: PendingApproval): string {
+  return `kubectl codingrun deny ${run.metadata.name} -n ${namespace} --id ${pending.id} --uid ${run.metadata.uid} --reason TEXT`;
+}
+
+/**
+ * RunReplacedError when approve/deny --uid names another run than the one holding the name now.
+ * The name, the call id and even the sha256 do not tell two runs apart: a run deleted and
+ * re-created under its name asks its first call as s1-c1 again, with the same input when its
+ * model is scripted. Without --uid (scripts older than it) the answer binds the run read now.
+ */
+export function requireSameRun(run: CodingRun, uid: string | undefined, decision: 'approve' | 'deny'): void {
+  if (uid !== undefined && uid !== run.metadata.uid) {
+    throw new RunReplacedError(run.metadata.name, run.metadata.namespace, uid, run.metadata.uid, decision);
+  }
+}
+
 /** The call the run waits for, or NothingPendingError / ApprovalIdMismatchError (with id, when it is another). */
 export function waitingCall(run: CodingRun, id: string | undefined): PendingApproval {
   const pending = run.status?.pendingApproval;
@@ -70,7 +98,7 @@ export function answerFor(run: CodingRun, request: AnswerRequest): ApprovalAnswe
   const reason = request.reason ? { reason: request.reason } : {};
   if (request.decision === 'deny') return { id: pending.id, decision: 'deny', ...reason };
   const input = pendingInput(pending);
-  const readIt = `read it with kubectl codingrun get ${name} --input, then approve with --id ${pending.id} --sha256 HASH`;
+  const readIt = `read it with kubectl codingrun get ${name} --input, then approve with --id ${pending.id} --sha256 HASH --uid ${run.metadata.uid} as it prints`;
   if (request.sha256 === undefined) {
     throw new ApprovalInputError(
       `approve needs --sha256, the sha256 of the input of ${pending.toolName} call ${pending.id} you read; ${readIt}`,

@@ -3,7 +3,7 @@
 // API calls are the client's. Returns the exit code; CliErrors propagate to main.ts.
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
-import { answerAnnotations, answerFor, pendingInput, waitingCall } from './approval-answer.ts';
+import { answerAnnotations, answerFor, approveCommand, pendingInput, requireSameRun, waitingCall } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
 import { ApprovalNotWrittenError } from './errors/approval-not-written-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
@@ -39,6 +39,9 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
     case 'approve':
     case 'deny': {
       const run = await requireRun(client, namespace, command.name);
+      // --uid: the run its sender read, before anything else is shown or written; the name may
+      // hold another run since, with the same call id and input (a scripted model).
+      requireSameRun(run, command.uid, command.command);
       // Security #11.5: an approve binds the input its sender read, so one without --sha256 only shows the call.
       if (command.command === 'approve' && command.sha256 === undefined) showPendingCall(run, namespace, command.id, io);
       const answer = answerFor(run, {
@@ -50,6 +53,8 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
       const pending = run.status!.pendingApproval!;
       // Who answers, as the API server knows the caller: the approval policy checks it is exactly that.
       const user = await client.whoAmI();
+      // The write names the uid read (with --uid, the one the sender read): the API server refuses
+      // it when the name is taken by another run between this read and the patch.
       await client.setApprovalAnnotations(namespace, command.name, run.metadata.uid, answerAnnotations(answer, user));
       io.out(
         `codingrun/${command.name} ${command.command === 'approve' ? 'approved' : 'denied'} by ${user}: ${pending.toolName} call ${answer.id}`,
@@ -80,13 +85,14 @@ export async function executeCommand(command: Exclude<Command, { command: 'run' 
  * runs counted, its sha256, the command that approves exactly it), then ApprovalNotWrittenError.
  * Writing the answer in the same command approved whatever was pending when it ran: after a
  * timeout's deny the model asks again with another input, and a run re-created under the name
- * starts again at s1-c1. A y/N question would bind what was shown too, but a script has no
- * terminal to answer it; printing the command keeps approve one non-interactive step.
+ * starts again at s1-c1 (the command printed names its uid). A y/N question would bind what was
+ * shown too, but a script has no terminal to answer it; printing the command keeps approve one
+ * non-interactive step.
  */
 function showPendingCall(run: CodingRun, namespace: string, id: string | undefined, io: CliOutput): never {
   const pending = waitingCall(run, id);
   for (const line of pendingApprovalLines(run, namespace).slice(1)) io.out(line);
-  throw new ApprovalNotWrittenError(run.metadata.name, namespace, pending, pendingInput(pending));
+  throw new ApprovalNotWrittenError(run, namespace, pending, pendingInput(pending));
 }
 
 /** Asks the operator to stop the run (reconcile/cancel-request.ts); a finished run is left as it is. */
@@ -129,7 +135,7 @@ async function getRuns(client: RunClient, io: CliOutput, namespace: string | und
 /**
  * get NAME --input: the pending input on stdout, exactly when redirected, and on a terminal
  * escaped with its long blank runs counted as approve shows it (exact-output.ts, main.ts); its
- * size and sha256 on stderr with the approve command that binds to it.
+ * size and sha256 on stderr with the approve command that binds to it and to the run (its uid).
  */
 function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): number {
   const pending = run.status?.phase === 'WaitingForApproval' ? run.status.pendingApproval : undefined;
@@ -143,9 +149,7 @@ function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): nu
     return 0;
   }
   io.err(`${pending.toolName} call ${pending.id}: ${input.bytes} bytes, sha256 ${input.sha256}`);
-  io.err(
-    `to approve exactly this input: kubectl codingrun approve ${run.metadata.name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}`,
-  );
+  io.err(`to approve exactly this input of this run: ${approveCommand(run, namespace, pending, input.sha256)}`);
   return 0;
 }
 

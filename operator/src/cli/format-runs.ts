@@ -1,7 +1,7 @@
 // `get` output: one line per run, kubectl-style columns. Pure: the clock is a parameter, so
 // ages are testable and a watch can reformat the same run as time passes.
 import type { CodingRun } from '../api/index.ts';
-import { pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
+import { approveCommand, denyCommand, pendingInput, SHOWN_INPUT_MAX_BYTES } from './approval-answer.ts';
 import { blankRunsCounted, collapsedBlanks } from './display-escape.ts';
 
 export interface RunRow {
@@ -69,7 +69,7 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
       '',
       `${header} (NOT provably whole: status.pendingApproval has no matching size and sha256):`,
       input.text,
-      `To approve it, ${readAll}; or deny it.`,
+      `To approve it, ${readAll}; or deny it: ${denyCommand(run, namespace, pending)}`,
     ];
   }
   if (!input.shownByApprove) {
@@ -81,9 +81,11 @@ export function pendingApprovalLines(run: CodingRun, namespace: string): string[
     '',
     `${header}, sha256 ${input.sha256}${counted.runs > 0 ? `, long runs of blanks shown counted` : ''}:`,
     counted.text,
-    // With the sha256 of what was shown: an approve that took whatever is pending when it runs
-    // (the run re-created under its name, whose first call is s1-c1 again) approved unseen input.
-    `Answer with: kubectl codingrun approve ${name} -n ${namespace} --id ${pending.id} --sha256 ${input.sha256}   (or: deny ${name} --id ${pending.id} --reason TEXT)`,
+    // With the sha256 of what was shown and the uid of the run shown: an approve that took
+    // whatever is pending when it runs (after a timeout, another input) approved unseen input,
+    // and one bound by name only reached a run re-created under it since, whose first call is
+    // s1-c1 again with the same input when its model is scripted.
+    `Answer with: ${approveCommand(run, namespace, pending, input.sha256)}   (or: ${denyCommand(run, namespace, pending)})`,
   ];
 }
 

@@ -22,9 +22,9 @@ Usage:
   kubectl codingrun get [NAME] [-w] [-A]         phase, steps, tokens and pending approval, one line per run
   kubectl codingrun get NAME --input             print the pending call's whole input and its sha256
   kubectl codingrun approve NAME                 show the pending tool call and the command that approves it
-  kubectl codingrun approve NAME --id ID --sha256 HASH
-                                                 let the pending call run: exactly the input you read
-  kubectl codingrun deny NAME --reason R [--id ID]
+  kubectl codingrun approve NAME --id ID --sha256 HASH --uid UID
+                                                 let the pending call run: exactly the input and run you read
+  kubectl codingrun deny NAME --reason R [--id ID] [--uid UID]
                                                  refuse it; the model gets the reason as a tool error
   kubectl codingrun diff NAME                    print the full diff of a finished run
   kubectl codingrun cancel NAME [--reason R]     stop the run: it ends Cancelled, keeping its diff
@@ -75,21 +75,23 @@ as <U+00A0>: bash does not split words at it), with a warning; redirected, it ke
 
 ${COMMON}`,
   approve: `Usage: kubectl codingrun approve NAME [-n NS]
-       kubectl codingrun approve NAME --id ID --sha256 HASH [--reason TEXT] [-n NS]
+       kubectl codingrun approve NAME --id ID --sha256 HASH --uid UID [--reason TEXT] [-n NS]
 
 Without --sha256, approve writes nothing: it shows the tool call the run is waiting for
 (status.pendingApproval) as get NAME does, its whole input and sha256, and the command that
-approves exactly that input, then exits 1. Run that command to approve.
+approves exactly that input of exactly that run, then exits 1. Run that command to approve.
 
 With --sha256 it writes the annotation ${APPROVAL_ANNOTATION} =
 {"id":"<pending id>","decision":"approve","sha256":"HASH"} and ${APPROVER_ANNOTATION} = your
 user name as the API server knows it (kubectl auth whoami) in one merge patch, after checking
 that HASH is the sha256 of the pending input: an approve never binds an input you have not read
-(after a timeout the model may ask again with another one; a run re-created under the name
-starts again at call s1-c1). With the chart's approval policy, only users with the approve verb
-may answer, and only in their own name (docs/approvals.md). The operator runs the call only when
-that sha256 is the sha256 of the input it is about to run; otherwise it refuses the approval
-(Warning Event ApprovalRefused) and the call keeps waiting.
+(after a timeout the model may ask again with another one). With --uid it first checks that
+the run holding NAME is the run you read: a run deleted and re-created under the name starts
+again at call s1-c1, with the same input when its model asks the same first call, so neither
+the id nor the sha256 tells the two apart. With the chart's approval policy, only users with
+the approve verb may answer, and only in their own name (docs/approvals.md). The operator runs
+the call only when that sha256 is the sha256 of the input it is about to run; otherwise it
+refuses the approval (Warning Event ApprovalRefused) and the call keeps waiting.
 
 An input longer than 16 KiB is not shown by approve or get NAME: read it whole with
 kubectl codingrun get NAME --input, which prints its sha256 and the approve command.
@@ -98,10 +100,14 @@ kubectl codingrun get NAME --input, which prints its sha256 and the approve comm
                         refuses when the run waits for another call
       --sha256 HASH     approve only the input with this sha256 (printed by get NAME,
                         get NAME --input, or approve NAME); without it nothing is written
+      --uid UID         approve only if the run named NAME is still the one with this uid
+                        (metadata.uid, printed in the same command); refuses, writing
+                        nothing, when the name now holds another run. Without it the answer
+                        goes to whichever run holds the name when approve reads it
       --reason TEXT     note recorded with the answer
 
 ${COMMON}`,
-  deny: `Usage: kubectl codingrun deny NAME --reason TEXT [--id ID] [-n NS]
+  deny: `Usage: kubectl codingrun deny NAME --reason TEXT [--id ID] [--uid UID] [-n NS]
 
 Denies the tool call the run is waiting for. The model receives the reason as the call's
 tool error and the run goes on. Writes ${APPROVAL_ANNOTATION} =
@@ -109,6 +115,8 @@ tool error and the run goes on. Writes ${APPROVAL_ANNOTATION} =
 
       --reason TEXT     required: why, in words the model can act on
       --id ID           deny only if this is the pending call's id
+      --uid UID         deny only if the run named NAME is still the one with this uid
+                        (as get NAME prints it); refuses when the name now holds another run
 
 ${COMMON}`,
   diff: `Usage: kubectl codingrun diff NAME [-n NS]

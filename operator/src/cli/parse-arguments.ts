@@ -17,8 +17,8 @@ export interface Connection {
 export type Command =
   | { command: 'help'; topic?: CommandName }
   | ({ command: 'get'; name?: string; watch: boolean; allNamespaces: boolean; input?: boolean } & Connection)
-  | ({ command: 'approve'; name: string; id?: string; reason?: string; sha256?: string } & Connection)
-  | ({ command: 'deny'; name: string; id?: string; reason: string } & Connection)
+  | ({ command: 'approve'; name: string; id?: string; reason?: string; sha256?: string; uid?: string } & Connection)
+  | ({ command: 'deny'; name: string; id?: string; reason: string; uid?: string } & Connection)
   | ({ command: 'diff'; name: string } & Connection)
   | ({ command: 'cancel'; name: string; reason?: string } & Connection)
   | ({ command: 'logs'; name: string; follow: boolean; step?: number; output: 'text' | 'json' } & Connection)
@@ -37,6 +37,7 @@ const FLAGS: Record<string, { takesValue: boolean; commands?: readonly CommandNa
   sha256: { takesValue: true, commands: ['approve'] },
   reason: { takesValue: true, commands: ['approve', 'deny', 'cancel'] },
   id: { takesValue: true, commands: ['approve', 'deny'] },
+  uid: { takesValue: true, commands: ['approve', 'deny'] },
   filename: { takesValue: true, commands: ['run'] },
   local: { takesValue: false, commands: ['run'] },
   'redis-url': { takesValue: true, commands: ['run'] },
@@ -154,13 +155,21 @@ export function parseArguments(argv: readonly string[]): Command {
         ...(text('id') ? { id: text('id') } : {}),
         ...(text('reason') ? { reason: text('reason') } : {}),
         ...(sha256 ? { sha256 } : {}),
+        ...(text('uid') ? { uid: text('uid') } : {}),
       };
     }
     case 'deny': {
       const name = requireName();
       const reason = text('reason');
       if (!reason) throw new UsageError('deny needs --reason: the model reads it and tries something else', first);
-      return { command: 'deny', ...connection, name, reason, ...(text('id') ? { id: text('id') } : {}) };
+      return {
+        command: 'deny',
+        ...connection,
+        name,
+        reason,
+        ...(text('id') ? { id: text('id') } : {}),
+        ...(text('uid') ? { uid: text('uid') } : {}),
+      };
     }
     case 'diff':
       return { command: 'diff', ...connection, name: requireName() };
