@@ -149,6 +149,24 @@ describe('LineSplitter', () => {
     expect(idFromLinePrefix(oversized[0]!)).toBe(3);
   });
 
+  it('says while a line is unfinished and what its buffer holds, and forgets it when told to', () => {
+    const lines: string[] = [];
+    const splitter = new LineSplitter(4_096, { line: (line) => void lines.push(line), oversized: () => undefined });
+    splitter.push(Buffer.from('{"id":1}\n'));
+    expect([splitter.lineUnfinished, splitter.unfinishedLineBytes]).toEqual([false, 0]);
+    splitter.push(Buffer.alloc(2_000, 0x61));
+    expect(splitter.lineUnfinished).toBe(true);
+    expect(splitter.unfinishedLineBytes).toBeGreaterThanOrEqual(2_000);
+    splitter.push(Buffer.alloc(3_000, 0x61)); // past the bound: skipped, nothing held
+    expect([splitter.lineUnfinished, splitter.unfinishedLineBytes]).toEqual([true, 0]);
+    splitter.push(Buffer.from('a\n{"id":2'));
+    expect(splitter.unfinishedLineBytes).toBeGreaterThan(0);
+    splitter.discard();
+    expect([splitter.lineUnfinished, splitter.unfinishedLineBytes]).toEqual([false, 0]);
+    splitter.push(Buffer.from('{"id":3}\n'));
+    expect(lines).toEqual(['{"id":1}', '{"id":3}']);
+  });
+
   it('tells a reader that asks of each blank line it skips', () => {
     let blanks = 0;
     const lines: string[] = [];

@@ -24,14 +24,17 @@ function flood(stdout: NodeJS.WritableStream, session: ServeSession, line: strin
 }
 
 describe('a kept session fed output that answers no call', () => {
-  it('ends with PROTOCOL at the first answer line for an id never issued, with no call pending, and reads no more of 16 MiB of them', async () => {
-    const toolbox = scriptedToolbox(honest);
+  it('ends with PROTOCOL at the first answer line for an id never issued, and reads no more of 16 MiB of them', async () => {
+    const toolbox = scriptedToolbox(silent);
     const session = new ServeSession(toolbox.process, LIMITS);
+    // A call waits, so the line is read (with none waiting, its first byte ends the session:
+    // unfinished-toolbox-line.test.ts).
+    const call = session.call({ tool: 'git_diff', input: {} });
     const written = flood(toolbox.stdout, session, `{"id":99,"ok":true,"result":[1,2,3,4,5,6,7,8,9,10]}\n`, 16 * 1_048_576);
     expect(session.alive).toBe(false);
     expect(written).toBeLessThanOrEqual(65_536 * 2);
     expect(toolbox.killed).toBe(true);
-    await expect(session.call({ tool: 'git_diff', input: {} })).rejects.toMatchObject({
+    await expect(call).rejects.toMatchObject({
       name: 'SandboxError',
       reason: 'PROTOCOL',
       message: expect.stringContaining('id 99, which no call waits for') as string,
@@ -48,11 +51,13 @@ describe('a kept session fed output that answers no call', () => {
   });
 
   it('ends with PROTOCOL at a blank line, which no toolbox writes', async () => {
-    const toolbox = scriptedToolbox(honest);
+    const toolbox = scriptedToolbox(silent);
     const session = new ServeSession(toolbox.process, LIMITS);
+    const call = session.call({ tool: 'git_diff', input: {} });
     expect(flood(toolbox.stdout, session, '\n', 16 * 1_048_576)).toBe(65_536);
     expect(session.alive).toBe(false);
     expect(toolbox.killed).toBe(true);
+    await expect(call).rejects.toMatchObject({ reason: 'PROTOCOL', message: expect.stringContaining('blank line') as string });
   });
 
   it('fails a call whose answer is oversized, then ends with PROTOCOL when the line goes on past any answer', async () => {

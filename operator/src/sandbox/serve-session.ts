@@ -11,6 +11,12 @@
 // whose answer may still come), a blank line, an oversized line that goes on past any answer,
 // stderr past its budget (stderr-tail.ts). What such a session can cost is then one line,
 // and the next call opens a new session. The toolbox itself writes none of these.
+//
+// Nor does it write unasked, and it writes each answer line in one write: so a byte that
+// begins a line while no answer is awaited ends the session, and so does a line that takes
+// longer than UNFINISHED_LINE_MAX_MS, or more than LINE_MAX_CHUNKS messages, to reach its
+// newline. Until then its bytes are held (up to an answer's 8 MiB, outside the heap limit), and
+// the replica bounds what all its sessions hold that way (unfinished-line-budget.ts).
 import { once } from 'node:events';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
@@ -29,10 +35,15 @@ import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
 import type { ToolboxProcess } from './toolbox-transport.ts';
+import { REPLICA_UNFINISHED_LINES, type UnfinishedLineBudget } from './unfinished-line-budget.ts';
 
 export interface ServeSessionOptions {
   maxResponseBytes: number;
   defaultTimeoutMs: number;
+  /** How long a line may take from its first byte to its newline; UNFINISHED_LINE_MAX_MS by default. */
+  unfinishedLineMs?: number;
+  /** What the replica's sessions may hold in unfinished lines together; REPLICA_UNFINISHED_LINES by default. */
+  unfinishedLines?: UnfinishedLineBudget;
 }
 
 interface Pending {
@@ -56,6 +67,25 @@ const LATE_ANSWERS_KEPT = 1_024;
  */
 const SKIPPED_LINE_MAX_BYTES = 16 * 1_048_576;
 
+/**
+ * How long a line may take from its first byte to its newline. The toolbox writes an answer
+ * line in one write, and an 8 MiB one crossed the operator's exec stream in about a tenth of a
+ * second (78-149 MB/s, docs/benchmarks.md "An archive through exec"); this is still met at
+ * 1 MB/s, a link a hundred times slower. A line held longer is no answer being written, and
+ * its bytes (up to 8 MiB) are held no longer than this.
+ */
+export const UNFINISHED_LINE_MAX_MS = 10_000;
+
+/**
+ * How many messages a line may come in. Each costs the operator's thread about 2 µs whatever
+ * its length (a review measured 1.8-2.3 µs for one-byte messages over a WebSocket); an answer
+ * written in one write comes in messages as large as the pipe reads that carry it, kilobytes
+ * each (Go's io.Copy in the kubelet reads 32 KiB at a time), while a line sent a byte per
+ * message would hold the thread for seconds within its deadline. An 8 MiB line in this many
+ * is 256 bytes a message; the most they cost is about 70 ms.
+ */
+export const LINE_MAX_CHUNKS = 32_768;
+
 /** A session import's outcome: the toolbox's answer, or 'unsupported' from a toolbox older than session imports (nothing was sent). */
 export type SessionImportOutcome = ToolResponse | 'unsupported';
 
@@ -72,6 +102,19 @@ export class ServeSession {
   private readonly late = new Set<number>();
   /** Bytes read while the splitter skipped the rest of an oversized line. */
   private skippedBytes = 0;
+  private readonly splitter: LineSplitter;
+  /** Set from the first byte of a line to its newline: the line's deadline. */
+  private lineTimer: NodeJS.Timeout | undefined;
+  /** The messages the unfinished line has come in so far. */
+  private lineChunks = 0;
+  private readonly unfinishedLines: UnfinishedLineBudget;
+  /** This session as the replica's budget sees it; ended when its line is the oldest of too many. */
+  private readonly lineHolder = {
+    evict: () =>
+      this.violation(
+        `held the oldest unfinished line when this replica's sessions held more than ${this.unfinishedLines.maxBytes} bytes in them`,
+      ),
+  };
 
   constructor(
     private readonly process: ToolboxProcess,
@@ -81,26 +124,39 @@ export class ServeSession {
     this.stderrTail = collectStderrTail(process.stderr, {
       onOverflow: () => this.violation(`wrote more than ${STDERR_MAX_BYTES} bytes to stderr`),
     });
-    // Once the session is over nothing it reads matters: the rest of a chunk is not split either.
-    const stopIfOver = () => (this.failure ? 'stop' : undefined);
+    this.unfinishedLines = options.unfinishedLines ?? REPLICA_UNFINISHED_LINES;
+    // Once the session is over nothing it reads matters: the rest of a chunk is not split
+    // either. Nor once no answer is awaited: what follows is then nobody's (checked below).
+    const stopUnlessAwaited = () => (this.failure || !this.awaitsAnswer() ? 'stop' : undefined);
     const splitter = new LineSplitter(options.maxResponseBytes, {
       line: (line) => {
+        this.lineEnded();
         if (!this.failure) this.onLine(line);
-        return stopIfOver();
+        return stopUnlessAwaited();
       },
       oversized: (prefix) => this.onOversized(prefix),
       blank: () => {
+        this.lineEnded();
         this.violation('wrote a blank line, which answers nothing');
-        return stopIfOver();
+        return stopUnlessAwaited();
       },
     });
+    this.splitter = splitter;
     process.stdout.on('data', (chunk: Buffer) => {
       if (this.failure) return;
+      if (splitter.lineUnfinished) {
+        if (++this.lineChunks > LINE_MAX_CHUNKS) return this.violation(`sent a line in more than ${LINE_MAX_CHUNKS} pieces`);
+      } else if (!this.awaitsAnswer()) {
+        return this.violation('wrote while no call waited for an answer');
+      }
       if (splitter.skippingLine) {
         this.skippedBytes += chunk.length;
         if (this.skippedBytes > SKIPPED_LINE_MAX_BYTES) return this.violation(`wrote a line longer than ${SKIPPED_LINE_MAX_BYTES} bytes`);
       }
-      splitter.push(chunk);
+      const unread = splitter.push(chunk);
+      if (this.failure) return;
+      if (unread !== undefined && unread.length > 0) return this.violation('wrote on after the last answer a call waited for');
+      this.watchUnfinishedLine();
     });
     process.stdin.on('error', (error) =>
       this.fail(new SandboxError('TRANSPORT', 'could not write to the toolbox session', { cause: error })),
@@ -131,6 +187,33 @@ export class ServeSession {
     if (this.importing) void this.afterImports().then(() => this.process.stdin.write(line));
     else this.process.stdin.write(line);
     return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
+  }
+
+  /** Whether any answer may still come: a call waits for one, or was given up on and may be answered late. */
+  private awaitsAnswer(): boolean {
+    return this.pending.size > 0 || this.late.size > 0;
+  }
+
+  /**
+   * After a chunk: a line left unfinished gets its deadline (from its first byte: a line that
+   * ended in the chunk cleared the last), and what its buffer holds is told to the budget.
+   */
+  private watchUnfinishedLine(): void {
+    if (!this.splitter.lineUnfinished) return;
+    if (!this.lineTimer) {
+      const ms = this.options.unfinishedLineMs ?? UNFINISHED_LINE_MAX_MS;
+      this.lineTimer = setTimeout(() => this.violation(`left a line unfinished for more than ${ms} ms`), ms);
+      this.lineTimer.unref();
+    }
+    this.unfinishedLines.hold(this.lineHolder, this.splitter.unfinishedLineBytes);
+  }
+
+  /** A line reached its newline: its deadline, its count of messages and its bytes in the budget go. */
+  private lineEnded(): void {
+    clearTimeout(this.lineTimer);
+    this.lineTimer = undefined;
+    this.lineChunks = 0;
+    this.unfinishedLines.hold(this.lineHolder, 0);
   }
 
   /** A call past its deadline: no longer waited for, but its answer may still come (once). */
@@ -263,6 +346,9 @@ export class ServeSession {
 
   private fail(error: SandboxError): void {
     this.failure ??= error;
+    // Nothing more is read: an unfinished line will never end, so its buffer goes now.
+    this.lineEnded();
+    this.splitter.discard();
     for (const waiter of this.pending.values()) {
       waiter.reject(error);
       waiter.next?.reject(error);

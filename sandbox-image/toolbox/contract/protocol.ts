@@ -259,6 +259,23 @@ export class LineSplitter {
     return this.skipping;
   }
 
+  /** True from a line's first byte to its newline: its bytes are kept, or, oversized, skipped. */
+  get lineUnfinished(): boolean {
+    return this.skipping || this.pendingBytes > 0;
+  }
+
+  /** The bytes the buffer of the unfinished line occupies (0 when none is kept): what waiting for its newline holds. */
+  get unfinishedLineBytes(): number {
+    return this.pendingBytes > 0 ? (this.pending as Buffer).length : 0;
+  }
+
+  /** Drops the unfinished line and its buffer: its reader stopped reading, and it will never be handed on. */
+  discard(): void {
+    this.pendingBytes = 0;
+    this.pending = undefined;
+    this.skipping = false;
+  }
+
   /** Splits a chunk; returns the bytes after a line whose handler said 'stop', unread. */
   push(chunk: Uint8Array): Uint8Array | undefined {
     let start = 0;
