@@ -6,19 +6,19 @@
 import { CustomObjectsApi, Watch } from '@kubernetes/client-node';
 import { lookup } from 'node:dns/promises';
 import type { AddressInfo } from 'node:net';
-import { API_VERSION, PLURAL, type CodingRun } from './api/index.ts';
-import { customObjectSource } from './controller/custom-object-source.ts';
+import { API_VERSION, type CodingRun } from './api/index.ts';
 import { Informer } from './controller/informer.ts';
 import { ApiServerAddressError, apiServerSources, resolveApiServerEndpoints } from './egress/api-server-endpoints.ts';
 import { OPEN_PER_RUN } from './egress/decide-connection.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
 import { EgressProxyConfigError, loadEgressProxyConfig } from './egress/egress-proxy-config.ts';
+import { LOOKUPS_PER_RUN, libuvThreadPoolSize, lookupsPerNamespace } from './egress/lookup-limit.ts';
 import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
 import { destinationResolver } from './egress/destination-lookup.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
 import { parseHostPatterns } from './egress/host-pattern.ts';
-import { RunDirectory } from './egress/run-directory.ts';
+import { RunDirectory, egressRunSource } from './egress/run-directory.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
     (namespace) =>
       new Informer<CodingRun>(
         watch,
-        customObjectSource<CodingRun>(custom, namespace, PLURAL),
+        egressRunSource(custom, namespace),
         {
           onChange: (run) => directory.onChange(run),
           onDelete: (run) => {
@@ -94,6 +94,8 @@ async function main(): Promise<void> {
       ),
   );
   const aliases = new Map(Object.entries(config.hostAliases));
+  // Lookups run on libuv's thread pool, whose size the chart sets (UV_THREADPOOL_SIZE).
+  const lookupLimits = { perRun: LOOKUPS_PER_RUN, perNamespace: lookupsPerNamespace(libuvThreadPoolSize(process.env)) };
   const proxy = createEgressProxyServer({
     egressKey: config.egressKey,
     policy: {
@@ -106,6 +108,7 @@ async function main(): Promise<void> {
     record: (connection) => audit.record(connection),
     openLimits: { perRun: OPEN_PER_RUN, perNamespace: config.limits.openPerNamespace, total: config.limits.open },
     connectionLimits: { perSource: config.limits.connectionsPerSource, total: config.limits.connections },
+    lookupLimits,
     connectionRefused: (limit) => metrics.refusedConnections.inc({ limit }),
   });
   let synced = false;
@@ -127,6 +130,7 @@ async function main(): Promise<void> {
       httpPort: (health.address() as AddressInfo).port,
       allowEgress: config.allowEgress,
       allowPrivateDestinations: config.allowPrivateDestinations,
+      lookupLimits,
     },
     'egress proxy listening',
   );

@@ -96,16 +96,29 @@ afterAll(async () => {
 });
 
 describe('egress proxy', () => {
-  it("tunnels a run's allowed host (CONNECT) and forwards plain HTTP to it", async () => {
-    const tunnel = await connectThrough(proxy.port, `registry.test:${registryPort}`, proxyAuthorization(uids.npm!));
-    expect(tunnel.status).toBe(200);
-    const answer = await new Promise<string>((resolve) => {
-      let text = '';
-      tunnel.socket!.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      tunnel.socket!.on('end', () => resolve(text));
-      tunnel.socket!.write(`GET /left-pad HTTP/1.1\r\nHost: registry.test\r\nConnection: close\r\n\r\n`);
-    });
-    expect(answer).toContain('registry ok /left-pad');
+  it("tunnels a run's allowed host (CONNECT) and forwards plain HTTP to it, which no tunnel carries", async () => {
+    const through = async (bytes: string, run = uids.npm!) => {
+      const tunnel = await connectThrough(proxy.port, `registry.test:${registryPort}`, proxyAuthorization(run));
+      expect(tunnel.status).toBe(200);
+      return new Promise<string>((resolve) => {
+        let text = '';
+        tunnel.socket!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        tunnel.socket!.on('close', () => resolve(text));
+        tunnel.socket!.write(bytes);
+      });
+    };
+    // Bytes that are not HTTP reach the registry, whose HTTP server answers them 400: the tunnel carries both ways.
+    const before = registryConnections;
+    expect(await through('PING\r\n')).toMatch(/^HTTP\/1\.1 400 /);
+    expect(registryConnections).toBe(before + 1);
+    // An HTTP request through a tunnel, on a port other than 80, is closed unanswered (plain-http-tunnel;
+    // run wild's, which may reach the registry too, so that npm's tallies below hold its allowed ones only).
+    expect(await through(`GET /left-pad HTTP/1.1\r\nHost: registry.test\r\nConnection: close\r\n\r\n`, uids.wild!)).toBe('');
+    await eventually(
+      async () => proxy.audit.find((entry) => entry.runUid === uids.wild && entry.rule === 'plain-http-tunnel'),
+      10_000,
+      'the audit line of the refused tunnel',
+    );
     const plain = await getThrough(proxy.port, `http://registry.test:${registryPort}/is-odd`, proxyAuthorization(uids.npm!));
     expect(plain).toMatchObject({ status: 200, body: 'registry ok /is-odd' });
   });

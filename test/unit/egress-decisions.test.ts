@@ -5,10 +5,12 @@ import { describe, expect, it } from 'vitest';
 import { classifyAddress } from '../../operator/src/egress/address-class.ts';
 import {
   EGRESS_RULES,
+  canonicalAddress,
   decideAddresses,
   decideRequest,
   refusedBeyondConnections,
   refusedBeyondOpen,
+  refusedPlainHttpTunnel,
   refusedServerName,
   type EgressRun,
 } from '../../operator/src/egress/decide-connection.ts';
@@ -153,6 +155,49 @@ describe('decideAddresses, with the API server at an IPv6 address', () => {
   });
 });
 
+describe('decideAddresses, with the API server at a public IPv4 address (a public endpoint)', () => {
+  const publicEndpoint = { ...policy, apiServer: [{ address: '34.118.0.10', port: 443 }] };
+  // Every IPv6 form classifyAddress judges by the IPv4 address it carries is that address here too.
+  it.each([
+    ['NAT64', '64:ff9b::2276:a'],
+    ['NAT64, dotted', '64:ff9b::34.118.0.10'],
+    ['IPv4-translated', '::ffff:0:2276:a'],
+    ['IPv4-translated, dotted', '::ffff:0:34.118.0.10'],
+    ['IPv4-compatible', '::34.118.0.10'],
+    ['IPv4-compatible in hex', '::2276:a'],
+    ['IPv4-mapped', '::ffff:2276:a'],
+  ])('refuses it written %s (%s)', (_form, address) => {
+    expect(decideAddresses('evil.example.net', 443, [address], publicEndpoint)).toMatchObject({
+      allowed: false,
+      rule: EGRESS_RULES.ApiServer,
+    });
+  });
+  it('lets a neighbouring public address through, written as NAT64', () => {
+    expect(decideAddresses('evil.example.net', 443, ['64:ff9b::2276:b'], publicEndpoint).allowed).toBe(true);
+  });
+});
+
+describe('canonicalAddress', () => {
+  it.each([
+    ['64:ff9b::a60:1', '10.96.0.1'],
+    ['::ffff:0:a60:1', '10.96.0.1'],
+    ['::a60:1', '10.96.0.1'],
+    ['0:0:0:0:0:FFFF:0A60:0001', '10.96.0.1'],
+    ['::1', '::1'],
+    ['::', '::'],
+    ['64:ff9b:1::a60:1', '64:ff9b:1::a60:1'],
+    ['2001:DB8:0::1', '2001:db8::1'],
+  ])('writes %s as %s', (address, canonical) => {
+    expect(canonicalAddress(address)).toBe(canonical);
+  });
+  it('gives every IPv6 address classifyAddress judges by an IPv4 address as that IPv4 address', () => {
+    for (const address of ['64:ff9b::a9fe:a9fe', '::ffff:0:a9fe:a9fe', '::a9fe:a9fe', '::ffff:a9fe:a9fe']) {
+      expect(classifyAddress(address)).toBe(classifyAddress(canonicalAddress(address)));
+      expect(canonicalAddress(address)).toBe('169.254.169.254');
+    }
+  });
+});
+
 describe('refusedBeyondOpen', () => {
   const limits = { perRun: 4, perNamespace: 6, total: 10 };
   it.each([
@@ -202,6 +247,15 @@ describe('refusedServerName', () => {
     const refusal = refusedServerName('registry.npmjs.org', hello);
     if (message === undefined) expect(refusal).toBeUndefined();
     else expect(refusal).toMatchObject({ rule: EGRESS_RULES.SniMismatch, message: expect.stringContaining(message) });
+  });
+});
+
+describe('refusedPlainHttpTunnel', () => {
+  it('refuses a tunnel that starts with an HTTP request line, whatever its port', () => {
+    expect(refusedPlainHttpTunnel('http-request')).toMatchObject({ status: 403, rule: EGRESS_RULES.PlainHttpTunnel });
+  });
+  it('lets another protocol through', () => {
+    expect(refusedPlainHttpTunnel('not-http')).toBeUndefined();
   });
 });
 

@@ -237,8 +237,9 @@ describe('egress proxy bounds', { timeout: 30_000 }, () => {
     expect(total.head).toMatch(/^HTTP\/1\.1 429 [\s\S]*too-many-open[\s\S]*the proxy already holds 10/);
     // The first run's tunnels still carry bytes both ways.
     const first = opened[0]!;
-    first.socket.write('ping');
-    await expect.poll(() => first.text.endsWith('ping'), { timeout: 3_000 }).toBe(true);
+    // A whole line: a first line of bytes that are not TLS waits for its end (it might be an HTTP request line).
+    first.socket.write('ping\n');
+    await expect.poll(() => first.text.endsWith('ping\n'), { timeout: 3_000 }).toBe(true);
     // A tunnel of team-a closed gives team-a's place back, to its other run.
     opened[0]!.socket.destroy();
     await expect.poll(async () => (await open(runs[1]!)).head.slice(0, 12), { timeout: 3_000 }).toBe('HTTP/1.1 200');

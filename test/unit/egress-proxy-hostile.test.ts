@@ -7,7 +7,8 @@ import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OPEN_PER_RUN, type EgressRun } from '../../operator/src/egress/decide-connection.ts';
-import { LOOKUPS_PER_RUN, createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
+import { createEgressProxyServer } from '../../operator/src/egress/egress-proxy-server.ts';
+import { LOOKUPS_PER_RUN, lookupsPerNamespace } from '../../operator/src/egress/lookup-limit.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
 
@@ -65,6 +66,8 @@ async function startProxy(
     lookupRun: (uid) => runs.get(uid),
     resolve: resolve ?? ((host) => Promise.resolve(host.endsWith('.test') ? ['127.0.0.1'] : [])),
     record: () => undefined,
+    // The chart's thread pool (64): both runs share a namespace, whose share holds more than one run's lookups.
+    lookupLimits: { perRun: LOOKUPS_PER_RUN, perNamespace: lookupsPerNamespace(64) },
     ...(refusalLingerMs !== undefined ? { refusalLingerMs } : {}),
     ...(liveCheckMs !== undefined ? { liveCheckMs } : {}),
   });
@@ -178,6 +181,54 @@ describe('egress proxy against hostile clients and destinations', () => {
     for (let i = 0; i < 10; i++) void connectTo(RUN_A, `x${i}.slow.test`).catch(() => undefined);
     expect(await connectTo(RUN_B, 'fast.test')).toMatch(/^HTTP\/1\.1 200 /);
     expect(asked.filter((host) => host.endsWith('.slow.test'))).toHaveLength(LOOKUPS_PER_RUN);
+  });
+
+  it("holds one namespace's lookups to its share of the thread pool, so its runs' names that never answer hold up no other namespace", async () => {
+    const { port } = await destination();
+    // getaddrinfo on a pool of 8 threads, as libuv runs it: 8 at once, the rest queued for a thread.
+    const threads = 8;
+    const started: string[] = [];
+    const queued: Array<() => void> = [];
+    let busy = 0;
+    const resolve = async (host: string): Promise<string[]> => {
+      if (busy >= threads) await new Promise<void>((wake) => queued.push(wake));
+      busy++;
+      started.push(host);
+      try {
+        // Names under slow.test never answer, as a name server that drops the query.
+        if (host.endsWith('.slow.test')) await new Promise(() => undefined);
+        return ['127.0.0.1'];
+      } finally {
+        busy--;
+        queued.shift()?.();
+      }
+    };
+    const allow = parseHostPatterns([`*.test:${port}`]);
+    const runs = new Map<string, EgressRun>();
+    const uid = (n: number) => `44444444-4444-4444-8444-${String(n).padStart(12, '0')}`;
+    // Namespace a's 6 runs, two lookups each, would take 12 threads, more than the pool; its share here is 4.
+    for (let i = 0; i < 6; i++) runs.set(uid(i), { namespace: 'tenant-a', name: `run-${i}`, uid: uid(i), allow });
+    runs.set(uid(99), { namespace: 'tenant-b', name: 'other', uid: uid(99), allow });
+    const proxy = createEgressProxyServer({
+      egressKey: KEY,
+      policy: { allowEgress: allow, allowPrivateDestinations: allow, apiServer: [] },
+      lookupRun: (id) => runs.get(id),
+      resolve,
+      record: () => undefined,
+      lookupLimits: { perRun: LOOKUPS_PER_RUN, perNamespace: 4 },
+    });
+    const proxyPort = await listen(proxy as unknown as Server);
+    const connectTo = (id: string, host: string) =>
+      exchange(proxyPort, `CONNECT ${host}:${port} HTTP/1.1\r\nProxy-Authorization: ${auth(id)}\r\n\r\n`, (text) =>
+        text.includes('\r\n\r\n'),
+      );
+    for (let i = 0; i < 6; i++) for (let j = 0; j < 3; j++) void connectTo(uid(i), `x${i}-${j}.slow.test`).catch(() => undefined);
+    await expect.poll(() => started.length, { timeout: 2_000 }).toBe(4);
+    await new Promise((wait) => setTimeout(wait, 200));
+    // Namespace a holds its share and no more (its runs' other lookups wait): the pool has threads left.
+    expect(busy).toBe(4);
+    expect(await connectTo(uid(99), 'fast.test')).toMatch(/^HTTP\/1\.1 200 /);
+    expect(started).toContain('fast.test');
   });
 
   it('closes a refused CONNECT whose client never hangs up', async () => {

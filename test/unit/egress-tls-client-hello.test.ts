@@ -1,36 +1,9 @@
 // The TLS server name read from the first bytes of a tunnel (tls-client-hello.ts), on
 // ClientHellos that node:tls really sends: whole, cut anywhere, spread over two records, and
 // beside bytes of other protocols.
-import { createServer, type AddressInfo } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
-
-/** The first record a TLS client sends (its ClientHello), as it went on the wire. */
-async function clientHello(servername?: string): Promise<Buffer> {
-  let received = Buffer.alloc(0);
-  const server = createServer();
-  const hello = new Promise<Buffer>((resolve) =>
-    server.on('connection', (socket) => {
-      socket.on('data', (data: Buffer) => {
-        received = Buffer.concat([received, data]);
-        if (received.length >= 5 && received.length >= 5 + received.readUInt16BE(3)) {
-          socket.destroy();
-          resolve(received.subarray(0, 5 + received.readUInt16BE(3)));
-        }
-      });
-    }),
-  );
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const client = tlsConnect({ host: '127.0.0.1', port: (server.address() as AddressInfo).port, ...(servername ? { servername } : {}) });
-  client.on('error', () => undefined);
-  try {
-    return await hello;
-  } finally {
-    client.destroy();
-    server.close();
-  }
-}
+import { capturedClientHello as clientHello } from '../support/captured-client-hello.ts';
 
 /** The same handshake message carried by two records, cut at `at` bytes of it. */
 function inTwoRecords(record: Buffer, at: number): Buffer {
@@ -79,10 +52,26 @@ describe('readClientHello', () => {
   it.each([
     ['plain HTTP', 'GET / HTTP/1.1\r\nHost: a.test\r\n\r\n'],
     ['an SSH banner', 'SSH-2.0-OpenSSH_9.6\r\n'],
-    ['a byte 22 not followed by a TLS version', '\x16\x00\x01'],
-    ['a byte 21 not followed by a TLS version', '\x15\x00\x01'],
+    ['a byte that is no TLS record type', '\x19\x03\x01'],
   ])('leaves %s alone (not TLS)', (_what, text) => {
     expect(readClientHello(Buffer.from(text, 'latin1'))).toEqual({ kind: 'not-tls' });
+  });
+
+  it.each([0x00, 0x01, 0x02, 0x0f])(
+    'refuses a ClientHello whose record version is %i.x, not 3 (Go serves a first record of any version below 16)',
+    async (major) => {
+      const hello = Buffer.from(await clientHello('other.test'));
+      hello[1] = major;
+      expect(readClientHello(hello)).toEqual({ kind: 'malformed', why: `a TLS record of version ${major}.x, which no client sends` });
+      expect(readClientHello(hello.subarray(0, 2))).toMatchObject({ kind: 'malformed' });
+      expect(readClientHello(hello.subarray(0, 1))).toEqual({ kind: 'incomplete' });
+    },
+  );
+
+  it('refuses a ClientHello whose second record has a version other than 3', async () => {
+    const spread = inTwoRecords(await clientHello('other.test'), 40);
+    spread[5 + 40 + 1] = 0;
+    expect(readClientHello(spread)).toMatchObject({ kind: 'malformed', why: expect.stringContaining('version 0.x') });
   });
 
   it('calls malformed a handshake that is not a ClientHello, or a record it cannot be', async () => {
@@ -97,13 +86,17 @@ describe('readClientHello', () => {
 
   it.each([
     ['a warning alert', [21, 3, 1, 0, 2, 1, 90], 'an alert record'],
+    ['a warning alert of version 0.1', [21, 0, 1, 0, 2, 1, 90], 'an alert record'],
     ['a change_cipher_spec', [20, 3, 3, 0, 1, 1], 'a change_cipher_spec record'],
     ['application data', [23, 3, 3, 0, 1, 0], 'an application_data record'],
+    ['a heartbeat of version 0.0', [24, 0, 0, 0, 1, 1], 'a heartbeat record'],
   ])('refuses TLS that starts with %s before its ClientHello (a server may skip it and read the hello)', async (_what, first, why) => {
     const tls = Buffer.concat([Buffer.from(first), await clientHello('other.test')]);
     expect(readClientHello(tls)).toEqual({ kind: 'malformed', why: `the tunnel's TLS starts with ${why}, not a ClientHello` });
-    expect(readClientHello(tls.subarray(0, 2))).toMatchObject({ kind: 'malformed' });
-    expect(readClientHello(tls.subarray(0, 1))).toEqual({ kind: 'incomplete' });
+    expect(readClientHello(tls.subarray(0, 1))).toEqual({
+      kind: 'malformed',
+      why: `the tunnel's TLS starts with ${why}, not a ClientHello`,
+    });
   });
 
   it('refuses a ClientHello with Encrypted Client Hello, whatever its outer server name', async () => {

@@ -2,8 +2,10 @@
 //
 // A host name on the run's list can still resolve to an address inside the cluster (a DNS
 // answer the run's author controls, or a name that simply lives there): the check is made on
-// the address the proxy will connect to, never on the name alone. IPv4-mapped IPv6 addresses
-// (::ffff:10.0.0.1) are judged as the IPv4 address they carry.
+// the address the proxy will connect to, never on the name alone. IPv6 addresses that carry an
+// IPv4 address (embeddedIPv4) are judged as that address, and compared as it (decide-connection.ts,
+// canonicalAddress): one list of such forms for both, or the API server's address written as
+// NAT64 was judged public and compared unequal.
 import { isIPv4, isIPv6 } from 'node:net';
 
 export type AddressClass =
@@ -77,13 +79,29 @@ function ipv6Groups(address: string): number[] {
   return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
 }
 
+/**
+ * The IPv4 address an IPv6 address carries in its last 32 bits, in the forms that reach it:
+ * ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible, deprecated; not :: or ::1), ::ffff:0:a.b.c.d
+ * (translated) and 64:ff9b::a.b.c.d (NAT64's well-known prefix). Undefined for any other
+ * address, and for an IPv4 address itself.
+ */
+export function embeddedIPv4(address: string): string | undefined {
+  if (!isIPv6(address)) return undefined;
+  const g = ipv6Groups(address);
+  const zero = (from: number, to: number) => g.slice(from, to).every((group) => group === 0);
+  const mapped = zero(0, 5) && g[5] === 0xffff;
+  const compatible = zero(0, 6) && (g[6]! > 0 || g[7]! > 1);
+  const translated = zero(0, 4) && g[4] === 0xffff && g[5] === 0;
+  const nat64 = g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6);
+  if (!mapped && !compatible && !translated && !nat64) return undefined;
+  return `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+}
+
 function classifyV6(address: string): AddressClass {
+  const carried = embeddedIPv4(address);
+  if (carried !== undefined) return classifyV4(carried);
   const g = ipv6Groups(address);
   const zeroUntil = (n: number) => g.slice(0, n).every((group) => group === 0);
-  // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated): judge the IPv4 address.
-  if (zeroUntil(5) && (g[5] === 0xffff || (g[5] === 0 && (g[6]! > 0 || g[7]! > 1)))) {
-    return classifyV4(`${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`);
-  }
   if (zeroUntil(7) && g[7] === 1) return 'loopback';
   if (zeroUntil(8)) return 'reserved';
   // AWS's fd00:ec2::254 and GCE's fd20:ce::254, inside fc00::/7 (which an admin may open).
@@ -92,11 +110,6 @@ function classifyV6(address: string): AddressClass {
   if ((g[0]! & 0xffc0) === 0xfe80) return 'link-local';
   if ((g[0]! & 0xfe00) === 0xfc00) return 'private';
   if ((g[0]! & 0xff00) === 0xff00) return 'reserved';
-  // 64:ff9b::/96 (NAT64) and ::ffff:0:a.b.c.d (IPv4-translated) carry an IPv4 address too.
-  const translated = zeroUntil(4) && g[4] === 0xffff && g[5] === 0;
-  if (translated || (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((group) => group === 0))) {
-    return classifyV4(`${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`);
-  }
   // A local-use NAT64 prefix (64:ff9b:1::/48) and 6to4 (2002::/16) reach an IPv4 address where
   // such routing exists, in forms with no one place for it: never.
   if ((g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) || g[0] === 0x2002) return 'reserved';

@@ -3,9 +3,10 @@
 // carries the verdict out. Every refusal names the rule that refused it; the 403 body and the
 // audit log say the same.
 import { isIPv4, isIPv6 } from 'node:net';
-import { OPENABLE_CLASSES, classifyAddress, type AddressClass } from './address-class.ts';
+import { OPENABLE_CLASSES, classifyAddress, embeddedIPv4, type AddressClass } from './address-class.ts';
 import { canonicalHostName, firstMatch, type HostPattern } from './host-pattern.ts';
 import type { CredentialCheck } from './proxy-credential.ts';
+import type { HttpRequestLineReading } from './http-request-line.ts';
 import type { ClientHelloReading } from './tls-client-hello.ts';
 
 /** The rules a request can be refused by. Part of the API: alerts and users match on them. */
@@ -59,6 +60,13 @@ const refuse = (status: Refusal['status'], rule: EgressRule, message: string): R
 /** A host as given in a request, shown in a message without control characters. */
 const shown = (host: string) => JSON.stringify(host.slice(0, 255)).replace(/[^\x20-\x7e]/g, '?');
 
+const plainHttpTunnel = () =>
+  refuse(
+    403,
+    EGRESS_RULES.PlainHttpTunnel,
+    'plain HTTP through a CONNECT tunnel is refused; send it as an absolute-form request (http_proxy)',
+  );
+
 /**
  * A CONNECT tunnel to port 80: refused, as plain HTTP goes as an absolute-form request, where
  * the proxy sends the checked host as `Host`. Through a tunnel the client's own `Host` would
@@ -67,13 +75,17 @@ const shown = (host: string) => JSON.stringify(host.slice(0, 255)).replace(/[^\x
  * reads: refusedServerName.)
  */
 export function refusedTunnel(port: number): Refusal | undefined {
-  return port === 80
-    ? refuse(
-        403,
-        EGRESS_RULES.PlainHttpTunnel,
-        'plain HTTP through a CONNECT tunnel is refused; send it as an absolute-form request (http_proxy)',
-      )
-    : undefined;
+  return port === 80 ? plainHttpTunnel() : undefined;
+}
+
+/**
+ * A tunnel, to any port, whose first bytes are an HTTP request line: refused for the reason
+ * refusedTunnel gives, once its bytes show it (an ingress listening for plain HTTP on a
+ * listed `:8080` picks its site by the client's `Host` as one on port 80 does). Other
+ * protocols that are not TLS (SSH, SMTP) go through.
+ */
+export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | undefined {
+  return line === 'http-request' ? plainHttpTunnel() : undefined;
 }
 
 /**
@@ -81,10 +93,10 @@ export function refusedTunnel(port: number): Refusal | undefined {
  * (a CDN, an ingress) the server name picks the site, so a tunnel to a listed host could
  * otherwise reach any site sharing its address. A ClientHello without a server name is let
  * through: the destination then serves its default site, which the client did not choose. A
- * tunnel whose first bytes are not TLS is let through too: the proxy reads no other protocol
- * (plain HTTP goes as absolute-form requests, and a CONNECT to port 80 is refused). TLS the
- * proxy cannot check (another record before the ClientHello, Encrypted Client Hello) reads as
- * malformed and is refused.
+ * tunnel whose first bytes are not TLS is not this check's (plain HTTP is refused by
+ * refusedPlainHttpTunnel, other protocols pass). TLS the proxy cannot check (another record or
+ * a version other than 3 before the ClientHello, Encrypted Client Hello) reads as malformed and
+ * is refused.
  */
 export function refusedServerName(host: string, hello: ClientHelloReading): Refusal | undefined {
   if (hello.kind === 'malformed') {
@@ -238,22 +250,21 @@ export type AddressDecision = { allowed: true; address: string; addressClass: Ad
 
 /**
  * One text per address: IPv6 in its canonical form (the WHATWG URL serializer's: lower case,
- * zeros compressed), an IPv4-mapped IPv6 address in its IPv4 form however it was written
- * (`::ffff:10.96.0.1`, `::ffff:a60:1`). Texts compared as written let `2001:db8:0::1` past
- * an API server listed as `2001:db8::1`.
+ * zeros compressed), and an IPv6 address that carries an IPv4 address (embeddedIPv4: mapped,
+ * compatible, translated, NAT64) as that IPv4 address however it was written (`::ffff:10.96.0.1`,
+ * `::ffff:a60:1`, `64:ff9b::a60:1`), the forms the address classes judge by it. Texts compared as
+ * written let `2001:db8:0::1` past an API server listed as `2001:db8::1`, and `64:ff9b::2276:a`
+ * past one listed as `34.118.0.10`.
  */
 export function canonicalAddress(address: string): string {
   if (isIPv4(address) || !isIPv6(address)) return address.toLowerCase();
-  let host: string;
+  const carried = embeddedIPv4(address);
+  if (carried !== undefined) return carried;
   try {
-    host = new URL(`http://[${address}]/`).hostname.slice(1, -1);
+    return new URL(`http://[${address}]/`).hostname.slice(1, -1);
   } catch {
     return address.toLowerCase(); // a zone id (fe80::1%eth0), which URL does not take
   }
-  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(host);
-  if (!mapped) return host;
-  const [high, low] = [parseInt(mapped[1]!, 16), parseInt(mapped[2]!, 16)];
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
 }
 
 function sameAddress(a: string, b: string): boolean {

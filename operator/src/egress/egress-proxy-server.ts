@@ -1,6 +1,7 @@
 // The egress proxy's I/O: an HTTP forward proxy on node:http. CONNECT opens a TCP tunnel (TLS
 // stays end to end; the proxy reads only the ClientHello's server name, which must be the
-// tunnel's host: tls-client-hello.ts), an absolute-form request
+// tunnel's host: tls-client-hello.ts, and, of bytes that are not TLS, whether they start an
+// HTTP request, which a tunnel may not carry: http-request-line.ts), an absolute-form request
 // (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
 // (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
 // lists) and after it (the addresses); the proxy then connects to the address it checked,
@@ -10,7 +11,8 @@
 // Anyone who can run a pod labelled as a sandbox reaches this port, credential or not, so
 // everything the proxy holds is bounded: client connections by source address and in all
 // (refused as they arrive), open tunnels and requests by run, namespace and in all (refused
-// per request, decide-connection.ts), and a refused client's connection is closed.
+// per request, decide-connection.ts), name lookups in flight by run and namespace (queued,
+// lookup-limit.ts), and a refused client's connection is closed.
 //
 // Why node:http and not a proxy library: what matters here is the checks, which no library
 // makes our way, and the forwarding that is left is a few dozen lines over node:net and
@@ -26,6 +28,7 @@ import {
   DEFAULT_OPEN_LIMITS,
   refusedBeyondConnections,
   refusedBeyondOpen,
+  refusedPlainHttpTunnel,
   refusedServerName,
   refusedTunnel,
   type ConnectionLimits,
@@ -37,8 +40,9 @@ import {
 import { OpenCount, sumOpen } from './open-count.ts';
 import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
-import { PerRunLimit } from './per-run-limit.ts';
+import { DEFAULT_LOOKUP_LIMITS, LookupLimit, type LookupLimits } from './lookup-limit.ts';
 import { SourceConnections } from './source-connections.ts';
+import { readHttpRequestLine } from './http-request-line.ts';
 import { readClientHello } from './tls-client-hello.ts';
 
 export interface EgressConnection {
@@ -74,6 +78,8 @@ export interface EgressProxyDependencies {
   openLimits?: OpenLimits;
   /** Bounds on the client connections held at once (DEFAULT_CONNECTION_LIMITS). */
   connectionLimits?: ConnectionLimits;
+  /** Bounds on the name lookups in flight, from the thread pool they run on (DEFAULT_LOOKUP_LIMITS, libuv's default pool). */
+  lookupLimits?: LookupLimits;
   /** Told of each client connection refused as it arrived (beyond connectionLimits), which no audit record names. */
   connectionRefused?(limit: 'per-source' | 'total'): void;
   now?: () => number;
@@ -149,9 +155,6 @@ function parseAuthority(target: string | undefined): { host: string; port: numbe
   const port = Number(match[2]);
   return port >= 1 && port <= 65535 ? { host: match[1]!, port } : undefined;
 }
-
-/** Name lookups one run may have in flight at once (per-run-limit.ts); more wait their turn. */
-export const LOOKUPS_PER_RUN = 2;
 
 /**
  * Idle kept connections one run's pool of upstream connections holds, over all its
@@ -240,7 +243,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
   // request of theirs gets nothing more than the answer they already have.
   const refusedSockets = new WeakSet<Duplex>();
 
-  const lookups = new PerRunLimit(LOOKUPS_PER_RUN);
+  const lookups = new LookupLimit(deps.lookupLimits ?? DEFAULT_LOOKUP_LIMITS);
   const open = new OpenCount();
   // Requests of a run whose name is being looked up (or waits for its turn): counted with the
   // open ones, so a run cannot queue thousands of sockets behind a name server that never answers.
@@ -264,7 +267,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
     const decided = deciding.add(request.run, () => undefined);
     let addresses: string[];
     try {
-      addresses = await lookups.run(request.run.uid, () => deps.resolve(request.host));
+      addresses = await lookups.run(request.run, () => deps.resolve(request.host));
     } catch {
       addresses = [];
     } finally {
@@ -342,7 +345,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       const close = open.add(verdict.run, () => socket.destroy());
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let recorded = false;
-      // Refused once open, for its TLS server name.
+      // Refused once open, for its TLS server name or for carrying plain HTTP.
       let denied: Refusal | undefined;
       const finish = () => {
         close();
@@ -365,17 +368,21 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         });
       };
       // What the client sends first waits until it shows whether it is a TLS ClientHello and
-      // which server name it asks for (refusedServerName says why); then all of it goes on. A
-      // TLS client sends its hello first, so this costs no round trip, and a protocol whose
-      // server speaks first is not held up: the destination's bytes already flow.
+      // which server name it asks for (refusedServerName says why), or, when it is not TLS,
+      // until its first line shows whether it is an HTTP request (refusedPlainHttpTunnel);
+      // then all of it goes on. A client sends its hello or its request line first, so this
+      // costs no round trip, and a protocol whose server speaks first is not held up: the
+      // destination's bytes already flow.
       let first = head;
       const onFirst = (chunk?: Buffer) => {
         if (chunk) first = Buffer.concat([first, chunk]);
         const hello = readClientHello(first);
         if (hello.kind === 'incomplete') return;
+        const line = hello.kind === 'not-tls' ? readHttpRequestLine(first) : 'not-http';
+        if (line === 'incomplete') return;
         socket.off('data', onFirst);
         socket.off('end', onEndBeforeFirst);
-        denied = refusedServerName(verdict.host, hello);
+        denied = refusedServerName(verdict.host, hello) ?? refusedPlainHttpTunnel(line);
         if (denied) {
           socket.destroy();
           return;

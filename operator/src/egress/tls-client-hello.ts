@@ -13,19 +13,22 @@
 // other than a handshake (servers such as Go's crypto/tls skip a warning alert before the
 // ClientHello, so an alert first would carry any hello past the check), and a ClientHello with
 // Encrypted Client Hello, whose outer server name is whatever the client chose while the site
-// served is the encrypted inner one.
+// served is the encrypted inner one. A first byte that is a TLS record type (20-24) is TLS
+// whatever follows it: Go's crypto/tls takes a first record of any version below 0x1000, so a
+// hello whose version bytes were 00 01 went through as "not TLS", unchecked, and was served.
+// No other protocol a tunnel carries starts with one of these control bytes.
 
 export type ClientHelloReading =
   /** More bytes are needed to know. */
   | { kind: 'incomplete' }
-  /** The first bytes are not a TLS handshake record: another protocol, which the proxy does not read. */
+  /** The first byte is not a TLS record type: another protocol, which the proxy does not read. */
   | { kind: 'not-tls' }
   | { kind: 'client-hello'; serverName?: string }
   /** TLS that does not start with a ClientHello the proxy can read and check. */
   | { kind: 'malformed'; why: string };
 
 const HANDSHAKE_RECORD = 22;
-/** The other TLS record types (RFC 8446 §5.1, RFC 6520): a stream starting with one is TLS too. */
+/** The other TLS record types (RFC 8446 §5.1, RFC 6520): a stream starting with one is TLS too, not a ClientHello. */
 const OTHER_RECORD_TYPES: ReadonlyMap<number, string> = new Map([
   [20, 'a change_cipher_spec'],
   [21, 'an alert'],
@@ -48,20 +51,19 @@ export const CLIENT_HELLO_MAX_BYTES = 16 * 1024;
 export function readClientHello(bytes: Buffer): ClientHelloReading {
   if (bytes.length === 0) return { kind: 'incomplete' };
   const otherRecord = OTHER_RECORD_TYPES.get(bytes[0]!);
-  if (otherRecord !== undefined) {
-    // A record type then version major 3 is TLS, whatever another protocol's first byte may be.
-    if (bytes.length < 2) return { kind: 'incomplete' };
-    if (bytes[1] === 3) return { kind: 'malformed', why: `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello` };
-  }
-  if (bytes[0] !== HANDSHAKE_RECORD || (bytes.length >= 2 && bytes[1] !== 3)) return { kind: 'not-tls' };
+  if (otherRecord !== undefined) return { kind: 'malformed', why: `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello` };
+  if (bytes[0] !== HANDSHAKE_RECORD) return { kind: 'not-tls' };
   // Join the handshake fragments of the records that have arrived.
   const fragments: Buffer[] = [];
   let joined = 0;
   let offset = 0;
   let needed: number | undefined;
   while (needed === undefined || joined < needed) {
-    if (bytes.length < offset + 5) return { kind: 'incomplete' };
+    if (bytes.length < offset + 2) return { kind: 'incomplete' };
     if (bytes[offset] !== HANDSHAKE_RECORD) return { kind: 'malformed', why: 'the ClientHello is cut by a record of another type' };
+    // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
+    if (bytes[offset + 1] !== 3) return { kind: 'malformed', why: `a TLS record of version ${bytes[offset + 1]}.x, which no client sends` };
+    if (bytes.length < offset + 5) return { kind: 'incomplete' };
     const length = bytes.readUInt16BE(offset + 3);
     if (length === 0 || length > 16_384) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };
     if (bytes.length < offset + 5 + length) return { kind: 'incomplete' };

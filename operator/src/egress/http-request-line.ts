@@ -1,0 +1,49 @@
+// Whether the first bytes a client sent through a tunnel are an HTTP request: a request line
+// (RFC 9112 §3: method, target, version) whose version is HTTP/something. A CONNECT tunnel
+// carries no plain HTTP (decide-connection.ts, refusedPlainHttpTunnel): through it the
+// client's own Host header would reach a server that picks its site by it. Pure: bytes in,
+// what they say out.
+//
+// Read as loosely as the servers it guards against read it, so that what one would take for a
+// request is called one here: empty lines before it are skipped (RFC 9112 §2.2 lets a server
+// skip them), a line ends at CR or LF, spaces may be several or tabs, the version is matched
+// without regard to case and whatever its number (h2c's `PRI * HTTP/2.0` picks a site by its
+// :authority too). Other protocols a tunnel carries (SSH, SMTP, a database's binary start)
+// are told apart by their first line or first byte.
+
+export type HttpRequestLineReading = 'incomplete' | 'http-request' | 'not-http';
+
+/**
+ * The longest first line waited for. A request line longer still is taken for one: a server
+ * may take a target of any length, and a request padded past the bound must not pass unread.
+ */
+export const REQUEST_LINE_MAX_BYTES = 16 * 1024;
+
+const TOKEN_CHAR = /^[!#$%&'*+.^_`|~0-9A-Za-z-]$/;
+const REQUEST_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+.*[ \t]HTTP\//i;
+
+/** What the first bytes a client sent through a tunnel say: an HTTP request line, something else, or not yet known. */
+export function readHttpRequestLine(bytes: Buffer): HttpRequestLineReading {
+  let start = 0;
+  while (start < bytes.length && start < REQUEST_LINE_MAX_BYTES && (bytes[start] === 13 || bytes[start] === 10)) start++;
+  const text = bytes.subarray(start, REQUEST_LINE_MAX_BYTES).toString('latin1');
+  let end = 0;
+  let inMethod = true;
+  for (; end < text.length; end++) {
+    const char = text[end]!;
+    if (char === '\r' || char === '\n') break;
+    if (inMethod) {
+      if (TOKEN_CHAR.test(char)) continue;
+      if ((char === ' ' || char === '\t') && end > 0) {
+        inMethod = false;
+        continue;
+      }
+      return 'not-http';
+    }
+    // A request target and version are visible characters; a control character is another protocol's.
+    const code = char.charCodeAt(0);
+    if ((code < 0x20 && char !== '\t') || code === 0x7f) return 'not-http';
+  }
+  if (end === text.length) return start + text.length >= REQUEST_LINE_MAX_BYTES ? 'http-request' : 'incomplete';
+  return REQUEST_LINE.test(text.slice(0, end)) ? 'http-request' : 'not-http';
+}
