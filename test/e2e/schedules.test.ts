@@ -187,6 +187,33 @@ describe('CodingSchedule', () => {
     expect(warnings.trim()).toBe('1');
   });
 
+  it('says InvalidSchedule, within the condition the CRD takes, for a label key the API server stored but no run may carry', async () => {
+    // The CRD cannot bound a map's keys: the API server stores this schedule. The message that
+    // quoted the key whole (40 056 characters) was refused with the status (maxLength 32768), and
+    // the schedule said nothing, reconciled again and again.
+    const key = 'k'.repeat(40_000);
+    await createSchedule('long-key', { runTemplate: { metadata: { labels: { [key]: 'x' } }, spec: RUN } });
+    const clock = { now: base + 1_000 };
+    expect(await reconcilerAt(clock).reconcile(`${NS}/long-key`)).toEqual({});
+    const schedule = await scheduleOf('long-key');
+    const ready = schedule.status?.conditions?.find((condition) => condition.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'InvalidSchedule' });
+    expect(ready!.message.length).toBeLessThanOrEqual(32_768);
+    expect(ready!.message).toMatch(/^spec\.runTemplate\.metadata\.labels\["k{20}/);
+    expect(await runsOf('long-key')).toEqual([]);
+    const warnings = await kubectlOk([
+      'get',
+      'events',
+      '-n',
+      NS,
+      '--field-selector',
+      'involvedObject.name=long-key,reason=InvalidSchedule',
+      '-o',
+      'jsonpath={.items[*].count}',
+    ]);
+    expect(warnings.trim()).toBe('1');
+  });
+
   it('creates a run at its scheduled time: named after the schedule, owned by it, labelled with the time; kubectl get shows it', async () => {
     await createSchedule('hourly', { concurrencyPolicy: 'Allow', runTemplate: { metadata: { labels: { team: 'a' } }, spec: RUN } });
     const clock = { now: base - 60_000 };

@@ -413,6 +413,28 @@ describe('decideSchedule', () => {
     expect(second.status.conditions?.[0]?.lastTransitionTime).toBe('2026-06-01T09:40:00Z');
     expect(second.status.conditions?.[0]?.message).toContain('11:00');
   });
+
+  // A message over the CRD's maxLength made the API server refuse the whole status write: the
+  // schedule kept saying Ready True, and the reconcile failed at every retry.
+  it('keeps a problem message within the condition maxLength, and warns once for it', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const input = {
+      spec,
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:30:00Z'),
+      cron: undefined,
+      runs: [],
+      now: new Date('2026-06-01T09:40:00Z'),
+      problem: { reason: 'InvalidSchedule' as const, message: `spec.x: ${'\u{1F600}'.repeat(20_000)}` },
+    };
+    const first = decideSchedule({ ...input, status: undefined });
+    expect(codingScheduleStatus.safeParse(first.status).success).toBe(true);
+    const message = first.status.conditions![0]!.message;
+    expect(Buffer.byteLength(message)).toBeLessThanOrEqual(32_768);
+    expect(message).toMatch(/\u{1F600}$/u);
+    expect(first.events.map((event) => event.reason)).toEqual(['InvalidSchedule']);
+    expect(decideSchedule({ ...input, status: first.status }).events).toEqual([]);
+  });
 });
 
 describe('parseCronSchedule', () => {

@@ -572,6 +572,43 @@ describe('decide: finished and deleted runs', () => {
     expect(types(decide(observe(succeeded), config, later))).toEqual(['deleteRun']);
   });
 
+  // The TTL of a run whose spec does not parse was read from the parse: such a run was kept
+  // forever, whatever its spec said. The value is the one the schema would take, or none.
+  const endedFor = (reason: string, spec: object, status: object = {}) =>
+    run({
+      spec: spec as never,
+      status: { phase: 'Failed', reason, completionTime: minutesAgo(5), observedGeneration: 2, ...status } as never,
+    });
+  it.each([
+    [
+      'TemplateNotFound, TTL 0',
+      endedFor('TemplateNotFound', { templateRef: { name: 'gone' }, ttlSecondsAfterFinished: 0 }),
+      ['deleteRun'],
+      undefined,
+    ],
+    ['InvalidSpec, TTL 0', endedFor('InvalidSpec', { budget: { maxSteps: 5000 }, ttlSecondsAfterFinished: 0 }), ['deleteRun'], undefined],
+    ['InvalidSpec, TTL an hour', endedFor('InvalidSpec', { budget: { maxSteps: 5000 }, ttlSecondsAfterFinished: 3600 }), [], 55 * 60_000],
+    [
+      'InvalidSpec, TTL from the template recorded',
+      endedFor(
+        'InvalidSpec',
+        { templateRef: { name: 'deps' }, budget: { maxSteps: 5000 } },
+        { template: { name: 'deps', spec: { ttlSecondsAfterFinished: 60 } } },
+      ),
+      ['deleteRun'],
+      undefined,
+    ],
+    ['InvalidSpec, no TTL', endedFor('InvalidSpec', { budget: { maxSteps: 5000 } }), [], undefined],
+    ['InvalidSpec, a negative TTL', endedFor('InvalidSpec', { ttlSecondsAfterFinished: -1 }), [], undefined],
+    ['InvalidSpec, a TTL not whole', endedFor('InvalidSpec', { ttlSecondsAfterFinished: 0.5 }), [], undefined],
+    ['InvalidSpec, a TTL as text', endedFor('InvalidSpec', { ttlSecondsAfterFinished: '0' }), [], undefined],
+    ['InvalidSpec, a TTL past the most', endedFor('InvalidSpec', { ttlSecondsAfterFinished: 31_536_001 }), [], undefined],
+  ] as const)('applies the TTL of a run that ended for its spec (%s)', (_name, ended, actions, requeueAfterMs) => {
+    const decision = decide(observe(ended), config, now);
+    expect(types(decision)).toEqual(actions);
+    expect(decision.requeueAfterMs).toBe(requeueAfterMs);
+  });
+
   it('#15.2 records the run (name, spec digest, outcome) in the same decision that deletes it for its TTL', () => {
     const later = new Date(now.getTime() + 5 * 60_000);
     const decision = decide(observe(succeeded), config, later);

@@ -7,6 +7,7 @@ import { codingScheduleSpec, type CodingSchedule } from '../../operator/src/api/
 import type { CodingRunTemplate } from '../../operator/src/api/coding-run-template.ts';
 import { renderAllCrdYaml } from '../../operator/src/api/crd-yaml.ts';
 import { buildCodingScheduleCrd } from '../../operator/src/api/schedule-crds.ts';
+import { MAX_RUN_BYTES } from '../../operator/src/reconcile/decide.ts';
 import { mergeRunSpec } from '../../operator/src/reconcile/merge-run-spec.ts';
 import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
 
@@ -98,6 +99,45 @@ describe('resolveScheduledRunSpec', () => {
     expect(resolved).toMatchObject({
       ok: false,
       problem: { reason: 'InvalidRunSpec', message: expect.stringContaining('spec.budget.maxSteps') as string },
+    });
+  });
+});
+
+describe('resolveScheduledRunSpec: the size of the merged run', () => {
+  // Each source under the limit (the API server took both), the merge over it: the run
+  // reconciler would refuse the run, and past etcd's 1.5 MiB the API server could not store it.
+  const big: CodingRunTemplate = {
+    ...template,
+    spec: {
+      ...template.spec,
+      sandbox: { env: Array.from({ length: 20 }, (_, index) => ({ name: `V${index}`, value: 'a'.repeat(32_768) })) },
+    },
+  };
+
+  // 100 000 characters each (the schema's most), 3 bytes each in UTF-8.
+  const text = '\u6f22'.repeat(100_000);
+
+  it('refuses a merged run over MAX_RUN_BYTES as InvalidRunSpec, naming the largest fields to shorten', () => {
+    const spec = schedule({ templateRef: { name: 'big' }, runTemplate: { spec: { task: text, instructions: text } } });
+    expect(Buffer.byteLength(JSON.stringify(big))).toBeLessThan(MAX_RUN_BYTES);
+    expect(Buffer.byteLength(JSON.stringify(spec))).toBeLessThan(MAX_RUN_BYTES);
+    const resolved = resolveScheduledRunSpec(spec, big);
+    expect(resolved).toMatchObject({ ok: false, problem: { reason: 'InvalidRunSpec' } });
+    const { message } = (resolved as { problem: { message: string } }).problem;
+    expect(message).toMatch(
+      /^CodingRunTemplate big with spec\.runTemplate\.spec makes a run of 12\d\d KiB as JSON, over the 1024 KiB a run may be/,
+    );
+    expect(message).toMatch(/the largest fields: spec\.sandbox \(6\d\d KiB\), spec\.task \(293 KiB\), spec\.instructions \(293 KiB\)/);
+  });
+
+  it('counts the labels and annotations the run carries', () => {
+    const annotations = { note: 'n'.repeat(65_536), more: 'n'.repeat(65_536) };
+    const without = schedule({ templateRef: { name: 'big' }, runTemplate: { spec: { task: text } } });
+    expect(resolveScheduledRunSpec(without, big).ok).toBe(true);
+    const spec = schedule({ templateRef: { name: 'big' }, runTemplate: { metadata: { annotations }, spec: { task: text } } });
+    expect(resolveScheduledRunSpec(spec, big)).toMatchObject({
+      ok: false,
+      problem: { reason: 'InvalidRunSpec', message: expect.stringContaining('spec.runTemplate.metadata.annotations (129 KiB)') as string },
     });
   });
 });

@@ -10,9 +10,10 @@ import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { goneUnlessSame } from '../kube/kube-gateway.ts';
-import { apiRefusal } from '../kube/api-errors.ts';
+import { apiRefusal, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
+import { specIssuesMessage } from '../reconcile/spec-issues.ts';
 import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { WriteGate } from './write-gate.ts';
@@ -93,10 +94,7 @@ export class ScheduleReconciler {
     let problem: ScheduleProblem | undefined;
     let cron;
     if (!parsedSpec.success) {
-      problem = {
-        reason: 'InvalidSchedule',
-        message: parsedSpec.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; '),
-      };
+      problem = { reason: 'InvalidSchedule', message: specIssuesMessage('', parsedSpec.error.issues) };
     } else {
       const parsedCron = parseCronSchedule(parsedSpec.data.schedule, parsedSpec.data.timeZone);
       if (parsedCron.ok) cron = parsedCron.schedule;
@@ -143,7 +141,8 @@ export class ScheduleReconciler {
       try {
         created = await kube.createRun(manifest);
       } catch (error) {
-        const refusal = apiRefusal(error);
+        const byServer = apiRefusal(error);
+        const refusal = byServer ? { ...byServer, fix: REFUSAL_FIX } : tooLargeRefusal(error);
         if (!refusal) throw error;
         // Said in status (Ready False, RunRefused) and once as an Event, not thrown: a refusal
         // retried as an error said nothing in status and recorded a Warning at every retry.
@@ -153,7 +152,7 @@ export class ScheduleReconciler {
         const message =
           `The API server refused the run due at ${decision.create.toISOString()}: ` +
           `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +
-          'Fix the run template, or the quota or policy that refused it; the schedule tries again every minute.';
+          `${refusal.fix}; the schedule tries again every minute.`;
         // The runs just deleted are gone from the status, and the Events that say so are kept.
         const deleted = new Set(decision.deleteRuns.map((run) => run.name));
         const left = runs.map((run) => (deleted.has(run.name) ? { ...run, deleting: true } : run));
@@ -174,6 +173,23 @@ export class ScheduleReconciler {
     for (const event of decision.events) await record(event);
     return decision.requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(decision.requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
   }
+}
+
+const REFUSAL_FIX = 'Fix the run template, or the quota or policy that refused it';
+
+/**
+ * The API server's refusal of the run, as apiRefusal reads one, and what to change. Too large
+ * to store (etcd's 500 "request is too large", or 413) is one too: sent again unchanged it is
+ * refused again, and thrown it was retried with no word in status and no Event.
+ */
+function tooLargeRefusal(error: unknown): { code: number; message: string; fix: string } | undefined {
+  if (!isTooLargeToStore(error)) return undefined;
+  const code = statusCodeOf(error)!;
+  return {
+    code,
+    message: `the run is too large to store (HTTP ${code}${code === 500 ? ': etcd refused it as too large' : ''})`,
+    fix: "Shorten the run's spec.sandbox.env, spec.task or spec.instructions (in the template or in spec.runTemplate), or the labels and annotations of spec.runTemplate.metadata",
+  };
 }
 
 /**

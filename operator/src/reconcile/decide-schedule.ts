@@ -73,6 +73,25 @@ export interface ScheduleDecision {
  */
 export const TEMPLATE_RECHECK_MS = 30_000;
 
+/**
+ * The CRD's maxLength of a condition's message: a longer one makes the API server refuse the
+ * whole status write (422), and the schedule would say nothing of its problem. Each problem's
+ * message is kept short where it is made (spec-issues.ts); this is the bound that holds whatever
+ * a message holds.
+ */
+export const CONDITION_MESSAGE_MAX = 32_768;
+
+/**
+ * The message within CONDITION_MESSAGE_MAX counted in UTF-8 bytes, so within it however the
+ * API server counts (its 422 says bytes), and cut between characters: half a surrogate pair
+ * would be stored as another text, and the next compare would differ and warn again.
+ */
+function conditionMessage(message: string): string {
+  if (message.length * 3 <= CONDITION_MESSAGE_MAX) return message;
+  const { read } = new TextEncoder().encodeInto(message, new Uint8Array(CONDITION_MESSAGE_MAX));
+  return message.slice(0, read);
+}
+
 const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b));
 const date = (value: string | undefined) => (value ? new Date(value) : undefined);
@@ -126,12 +145,12 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   );
   const next = cron && !spec.suspend && !input.problem ? cron.nextAfter(now) : undefined;
   const ready = input.problem
-    ? { status: 'False' as const, reason: input.problem.reason, message: input.problem.message }
+    ? { status: 'False' as const, reason: input.problem.reason, message: conditionMessage(input.problem.message) }
     : spec.suspend
       ? { status: 'True' as const, reason: 'Suspended', message: 'The schedule is valid and suspended: no runs are created.' }
       : { status: 'True' as const, reason: 'Scheduled', message: `The next run is due at ${next?.toISOString() ?? 'no time'}.` };
   const previousReady = status.conditions?.find((condition) => condition.type === SCHEDULE_CONDITION_READY);
-  if (input.problem && (previousReady?.reason !== input.problem.reason || previousReady.message !== input.problem.message)) {
+  if (input.problem && (previousReady?.reason !== ready.reason || previousReady.message !== ready.message)) {
     events.push({ type: 'Warning', reason: input.problem.reason, message: input.problem.message });
   }
   const readyCondition: Condition = {

@@ -9,10 +9,10 @@ import {
   durationMs,
   isTerminal,
   type CodingRun,
-  type CodingRunSpec,
   type CodingRunStatus,
   type Phase,
 } from '../api/index.ts';
+import { codingRunSpecFields } from '../api/coding-run-spec.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { APPROVAL_ANNOTATION, readApprovalAnnotation } from './approval-answer.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
@@ -31,6 +31,7 @@ import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
 import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
 import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
+import { effectiveSpecInput } from './run-template.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
 export const QUEUED_RECHECK_MS = 30_000;
@@ -322,7 +323,7 @@ function removeSandbox(observed: ObservedRun, actions: Action[]): void {
 }
 
 /** A finished run keeps its status and ConfigMaps; its pod and policy go, and TTL applies. */
-function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, now: Date): Decision {
+function decideFinished(observed: ObservedRun, ttl: number | undefined, now: Date): Decision {
   const { run, pod } = observed;
   const actions: Action[] = [];
   // The agent's state is dropped after the terminal status is written; until the sandbox
@@ -339,13 +340,25 @@ function decideFinished(observed: ObservedRun, spec: CodingRunSpec | undefined, 
     ...(status ? { status } : {}),
     ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
   });
-  const ttl = spec?.ttlSecondsAfterFinished;
   const completed = run.status?.completionTime;
   // A run not run again stays: deleted, it would be applied again, and again (#15.2).
   if (ttl === undefined || !completed || run.status?.reason === REASONS.AlreadyFinished) return decided([]);
   const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
   if (remaining <= 0) return decided([{ type: 'deleteRun', record: finishedRunRecord(run, now) }]);
   return decided([], remaining);
+}
+
+/**
+ * The ttlSecondsAfterFinished of a run whose spec does not parse (it ended TemplateNotFound or
+ * InvalidSpec): as its spec sets it (laid over its recorded template, when it has one), when the
+ * schema would take that value. Without it such a run was kept forever, its TTL ignored. A value
+ * the schema refuses is no TTL: the run is kept, as one with none.
+ */
+function ttlOfUnparsedSpec(run: CodingRun): number | undefined {
+  const input = effectiveSpecInput(run);
+  const value: unknown = (input.ok ? input.spec : run.spec).ttlSecondsAfterFinished;
+  const ttl = codingRunSpecFields.shape.ttlSecondsAfterFinished.safeParse(value);
+  return ttl.success ? ttl.data : undefined;
 }
 
 /**
@@ -375,7 +388,9 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   if (run.metadata.deletionTimestamp) return decideDeletion(observed);
 
   const parsed = parseSpec(run);
-  if (isTerminal(run.status?.phase)) return decideFinished(observed, parsed.ok ? parsed.spec : undefined, now);
+  if (isTerminal(run.status?.phase)) {
+    return decideFinished(observed, parsed.ok ? parsed.spec.ttlSecondsAfterFinished : ttlOfUnparsedSpec(run), now);
+  }
 
   // Before any write that would fail for the run's size (its finalizer, its pod's, the status
   // that copies its template): refused with a status that holds no copy.

@@ -13,7 +13,9 @@ import {
   type CodingScheduleSpec,
 } from '../api/coding-schedule.ts';
 import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, creatorOf, templateWriterOf } from './approval-answer.ts';
+import { MAX_RUN_BYTES } from './decide.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
+import { specFieldPath, specIssuesMessage } from './spec-issues.ts';
 import type { ScheduledRun, ScheduleProblem } from './decide-schedule.ts';
 
 export type ResolvedRunSpec = { ok: true; spec: CodingRunSpecInput } | { ok: false; problem: ScheduleProblem };
@@ -38,19 +40,51 @@ export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: Codi
     base = template.spec as Record<string, unknown>;
   }
   const merged = mergeRunSpec(base, override);
+  const source = spec.templateRef ? `CodingRunTemplate ${spec.templateRef.name} with spec.runTemplate.spec` : 'spec.runTemplate.spec';
+  const tooLarge = tooLargeProblem(spec, merged, source);
+  if (tooLarge) return { ok: false, problem: tooLarge };
   const parsed = codingRunSpec.safeParse(merged);
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
-    const source = spec.templateRef ? `CodingRunTemplate ${spec.templateRef.name} with spec.runTemplate.spec` : 'spec.runTemplate.spec';
     return {
       ok: false,
-      problem: { reason: 'InvalidRunSpec', message: `${source} is not a valid CodingRun spec: ${issues}`.slice(0, 4000) },
+      problem: { reason: 'InvalidRunSpec', message: specIssuesMessage(`${source} is not a valid CodingRun spec: `, parsed.error.issues) },
     };
   }
   // The merged input, not the parsed output: the operator's parse applies the defaults when it
   // reads the run, so the run reads exactly like one written by hand.
   return { ok: true, spec: merged as CodingRunSpecInput };
 }
+
+/**
+ * The run would be over MAX_RUN_BYTES: the run reconciler refuses such a run (Failed,
+ * InvalidSpec), and past etcd's 1.5 MiB the API server refuses to store it at all. Merged,
+ * a run can be larger than its template and its schedule each are (objects merge, and each
+ * may be just under the limit), so neither was refused when it was written. Measured as the
+ * run carries them: the merged spec and the labels and annotations of spec.runTemplate.
+ */
+function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknown>, source: string): ScheduleProblem | undefined {
+  const metadata = spec.runTemplate?.metadata ?? {};
+  const bytes = jsonBytes({ metadata, spec: merged });
+  if (bytes <= MAX_RUN_BYTES) return undefined;
+  const parts = [
+    ...Object.entries(merged).map(([field, value]) => ({ field: specFieldPath([field]), bytes: jsonBytes(value) })),
+    ...Object.entries(metadata).map(([field, value]) => ({ field: `spec.runTemplate.metadata.${field}`, bytes: jsonBytes(value) })),
+  ];
+  const largest = parts
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 3)
+    .map((part) => `${part.field} (${Math.ceil(part.bytes / 1024)} KiB)`)
+    .join(', ');
+  return {
+    reason: 'InvalidRunSpec',
+    message:
+      `${source} makes a run of ${Math.ceil(bytes / 1024)} KiB as JSON, over the ${MAX_RUN_BYTES / 1024} KiB a run may be ` +
+      `(the API server keeps objects under 1.5 MiB, and the run has its status to hold); the largest fields: ${largest}. ` +
+      'Shorten them (spec.sandbox.env, spec.task and spec.instructions are the usual ones), in the template or in spec.runTemplate',
+  };
+}
+
+const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 
 /** Unix seconds: a label value (no colons), and exactly one per scheduled minute. */
 export const scheduledTimeLabelValue = (time: Date) => String(Math.floor(time.getTime() / 1000));
