@@ -16,6 +16,7 @@ import {
   IGNORED_CHUNKS_LISTED,
   PROBLEMS_LISTED,
   TRANSCRIPT_MAX_IGNORED_CHUNKS,
+  TRANSCRIPT_MAX_ENTRIES,
   TRANSCRIPT_MAX_INFLATED_BYTES,
   TranscriptReader,
 } from '../../operator/src/record/transcript-chunks.ts';
@@ -299,6 +300,36 @@ describe('what a read of a transcript trusts and holds', () => {
     expect(problems[0]).toMatch(/^entry s000001 has wire version 2\^J9+… \(cut: 1000002 characters in all\), not 1$/);
     expect(problems[0]!.length).toBeLessThan(300);
     expect(problems.at(-1)).toBe('50 more problems reading the transcript are not listed');
+  });
+
+  it('counts an unlisted problem met again (each watch event of its chunk decodes it again) once, and a new one once more', () => {
+    const wire = (n: number) => gzipSync(JSON.stringify({ ...step(n), v: 2 })).toString('base64');
+    const chunk = chunkOf([]);
+    for (let n = 1; n <= PROBLEMS_LISTED + 50; n++) chunk.binaryData![stepKey(n)] = wire(n);
+    const reader = new TranscriptReader(run);
+    expect(reader.add([chunk]).result().problems.at(-1)).toBe('50 more problems reading the transcript are not listed');
+    // The same chunk again, as `logs -f` sees it at each append.
+    expect(reader.add([chunk]).result().problems.at(-1)).toBe('50 more problems reading the transcript are not listed');
+    chunk.binaryData![stepKey(PROBLEMS_LISTED + 51)] = wire(PROBLEMS_LISTED + 51);
+    const { problems } = reader.add([chunk]).result();
+    expect(problems.at(-1)).toBe('51 more problems reading the transcript are not listed');
+    expect(problems).toHaveLength(PROBLEMS_LISTED + 1);
+  });
+
+  it('keeps at most as many unlisted problems apart as a read decodes entries, and then says the count is a floor', () => {
+    // Entries read once, then the same keys with other contents in two more of the run's chunks:
+    // a problem each, and none of them decoded, so the entries bound does not stop them.
+    const keys = Array.from({ length: TRANSCRIPT_MAX_ENTRIES }, (_, index) => stepKey(index + 1));
+    const read = chunkOf([]);
+    for (const key of keys) read.binaryData![key] = gzipSync(JSON.stringify({ ...step(1), key, v: 1 }), { level: 1 }).toString('base64');
+    const other = (index: number) => {
+      const chunk = chunkOf([], index);
+      for (const key of keys) chunk.binaryData![key] = Buffer.from(`${key} in ${index}`).toString('base64');
+      return chunk;
+    };
+    const { problems } = new TranscriptReader(run).add([read, other(1), other(2)]).result();
+    expect(problems).toHaveLength(PROBLEMS_LISTED + 1);
+    expect(problems.at(-1)).toBe(`at least ${TRANSCRIPT_MAX_ENTRIES} more problems reading the transcript are not listed`);
   });
 
   it('takes a chunk seen again with a newer entry under a key (a redone step) without a warning', () => {

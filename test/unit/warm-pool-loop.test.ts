@@ -33,6 +33,9 @@ function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
   const seenAtDelete = new Map<string, { uid?: string; resourceVersion?: string } | undefined>();
   const deletes = { inFlight: 0, mostAtOnce: 0, doneAtCreate: [] as number[] };
   let next = 0;
+  /** Every delete asked, by pod name, whatever its answer; the error the next one fails with. */
+  const asked: string[] = [];
+  let failNext: Error | undefined;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
       // As the API server answers a create over the namespace's ResourceQuota.
@@ -45,6 +48,12 @@ function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
     claimPod: async () => undefined,
     readPod: async () => undefined,
     deletePod: async (_namespace, name, seen) => {
+      asked.push(name);
+      if (failNext) {
+        const error = failNext;
+        failNext = undefined;
+        throw error;
+      }
       seenAtDelete.set(name, seen);
       deletes.mostAtOnce = Math.max(deletes.mostAtOnce, ++deletes.inFlight);
       // As a DELETE's round trip to the API server.
@@ -90,6 +99,9 @@ function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
     advance: (ms: number) => (now += ms),
     /** From now on the API server refuses pod creates in this namespace (its quota is full). */
     refuseCreatesIn: (namespace: string) => (refusing = namespace),
+    asked,
+    /** The next pod delete fails with this answer of the API server (its HTTP status). */
+    failNextDelete: (code: number, message: string) => (failNext = Object.assign(new Error(message), { code })),
   };
 }
 
@@ -188,6 +200,56 @@ describe('WarmPoolLoop', () => {
     await loop.pass();
     expect(deleted.at(-1)).toBe('planted-3');
     expect(deleted).toHaveLength(UNWANTED_DELETE_LIMITS.perNamespace + 6);
+  });
+
+  it.each([
+    { answer: 'a timeout (500)', code: 500, asks: 2, deleted: ['planted'] },
+    { answer: 'too many requests (429)', code: 429, asks: 2, deleted: ['planted'] },
+    { answer: 'gone (404)', code: 404, asks: 1, deleted: [] },
+    { answer: 'changed since (409)', code: 409, asks: 1, deleted: [] },
+  ])(
+    'after a delete of an unwanted pod answered $answer, asks again at the next pass only when it failed',
+    async ({ code, asks, deleted: expected }) => {
+      const { pods, deleted, asked, loop, readyPod, advance, failNextDelete } = world();
+      await loop.pass();
+      const model = readyPod('made-0');
+      pods.push({
+        ...model,
+        metadata: { ...model.metadata, namespace: 'elsewhere', name: 'planted', uid: 'uid-planted', resourceVersion: '1' },
+      });
+      failNextDelete(code, code === 500 ? 'etcdserver: request timed out' : `answered ${code}`);
+      await loop.pass();
+      expect(asked).toEqual(['planted']);
+      // The cache still shows the pod as it was; the timer's next pass.
+      advance(POOL_RESYNC_MS);
+      await loop.pass();
+      expect(asked).toHaveLength(asks);
+      expect(deleted).toEqual(expected);
+    },
+  );
+
+  it('reaches, in the next pass, the namespaces after 40 whose planted pods are planted again as fast as they are deleted', async () => {
+    const { pods, deleted, loop, readyPod } = world();
+    await loop.pass();
+    const model = readyPod('made-0');
+    const planted = (index: number, name: string): V1Pod => ({
+      ...model,
+      metadata: { ...model.metadata, namespace: `ns-${String(index).padStart(2, '0')}`, name, uid: `uid-${name}`, resourceVersion: '1' },
+    });
+    pods.push(...Array.from({ length: 50 }, (_, index) => planted(index, `planted-${index}`)));
+    await loop.pass();
+    expect(deleted).toHaveLength(UNWANTED_DELETE_LIMITS.perPass);
+    // Whoever planted them plants each deleted one again, in its place in the cache, before the next pass.
+    for (const name of deleted) {
+      const index = Number(name.slice('planted-'.length));
+      pods[pods.findIndex((pod) => pod.metadata?.name === name)] = planted(index, `again-${index}`);
+    }
+    await loop.pass();
+    const late = Array.from(
+      { length: 50 - UNWANTED_DELETE_LIMITS.perPass },
+      (_, offset) => `planted-${UNWANTED_DELETE_LIMITS.perPass + offset}`,
+    );
+    expect(deleted.slice(UNWANTED_DELETE_LIMITS.perPass)).toEqual(expect.arrayContaining(late));
   });
 
   it('waits longer after each round of pods that fail before they are ready, and makes pods again at once once one is ready', async () => {

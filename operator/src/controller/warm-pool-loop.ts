@@ -19,9 +19,10 @@
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { isConflict, isNotFound } from '../kube/api-errors.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
-import { pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
+import { UNWANTED_DELETE_LIMITS, pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -98,9 +99,12 @@ export class WarmPoolLoop {
   /**
    * Unwanted pods asked to be deleted, by uid and resourceVersion, with when: not asked again
    * while the cache shows them as they were (the watch has not brought the deletion yet), so
-   * each pass takes pods not asked yet. A pod changed since, or asked long ago, is asked again.
+   * each pass takes pods not asked yet. A pod changed since, asked long ago, or whose delete
+   * failed, is asked again.
    */
   private readonly unwantedAsked = new Map<string, number>();
+  /** The namespace whose unwanted pod the last pass took last: the next pass starts after it. */
+  private unwantedServedLast: string | undefined;
   /** Unwanted pods the last pass left for later (over its limits): the next pass runs at once. */
   private unwantedLeft = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -219,7 +223,8 @@ export class WarmPoolLoop {
    *   pod that carries the operator's labels is the operator's to delete.
    * The pod cache holds only the operator's pods; a claimed pod has lost the pool's label.
    * At most a few per namespace and pass, some at once, as the cache showed them (a pod
-   * claimed since is left alone); the rest in the passes right after (unwantedLeft).
+   * claimed since is left alone); the rest in the passes right after (unwantedLeft), each
+   * starting with the namespace after the last one served (unwantedServedLast).
    */
   private async deleteUnwanted(): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
@@ -234,14 +239,19 @@ export class WarmPoolLoop {
       if ((pool && isPoolPod(pod, pool) && this.madeIt(pod)) || this.unwantedAsked.has(askedKey(pod))) return [];
       return [{ pod, namespace: pod.metadata!.namespace!, pool, failed: undefined as string | undefined }];
     });
-    const { now: picked, later } = pickUnwantedDeletes(unwanted);
+    const { now: picked, later, lastNamespace } = pickUnwantedDeletes(unwanted, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
+    this.unwantedServedLast = lastNamespace;
     this.unwantedLeft = later.length;
     await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
-      this.unwantedAsked.set(askedKey(each.pod), now);
+      const key = askedKey(each.pod);
+      this.unwantedAsked.set(key, now);
       try {
         await this.deps.gateway.deletePod(each.namespace, each.pod.metadata!.name!, seenAs(each.pod));
       } catch (error) {
         each.failed = error instanceof Error ? error.message : String(error);
+        // Not asked after all (a timeout, a 5xx, a 429): the next pass asks again, not one
+        // EXPECTATION_TTL_MS later. Gone (404) or changed since (409), the cache will show it.
+        if (!isNotFound(error) && !isConflict(error)) this.unwantedAsked.delete(key);
       }
     });
     // One line per pool or namespace and pass, not one per pod: planted pods by the hundred

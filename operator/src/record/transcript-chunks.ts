@@ -167,6 +167,11 @@ export const TRANSCRIPT_MAX_IGNORED_CHUNKS = 1_000;
 export const IGNORED_CHUNKS_LISTED = 20;
 /** Other problems (unreadable entries, entries found twice) listed; the rest are counted in one. */
 export const PROBLEMS_LISTED = 100;
+/**
+ * Problems past PROBLEMS_LISTED told apart (by a 44-character digest each), so one met again
+ * is not counted again: as many as a read decodes entries, about a megabyte at most.
+ */
+const UNLISTED_PROBLEMS_KEPT = TRANSCRIPT_MAX_ENTRIES;
 
 /** The highest chunk index a writer uses: the `cut` entry's step is MAX_RECORDED_STEPS + 1. */
 const LAST_CHUNK_INDEX = chunkIndexOf(MAX_RECORDED_STEPS + 1);
@@ -203,8 +208,12 @@ const isGeneratedFrom = (name: string, prefixes: ReadonlySet<string>) =>
 export class TranscriptReader {
   private readonly byKey = new Map<string, { entry: TranscriptEntry; digest: string; chunk: string }>();
   private readonly problems = new Set<string>();
-  /** Problems past PROBLEMS_LISTED, counted (one seen again may count again). */
-  private unlisted = 0;
+  /**
+   * Problems past PROBLEMS_LISTED, by digest: each counted once, however often it is met again
+   * (a watch event of its chunk decodes the same bad entry again). Past UNLISTED_PROBLEMS_KEPT
+   * no more are kept, and the count says "at least".
+   */
+  private readonly unlisted = new Set<string>();
   /** The ignored ConfigMaps by name (a watch sends the same one again), the first IGNORED_CHUNKS_LISTED with why. */
   private readonly ignored = new Map<string, string>();
   private readonly names: { derived: Set<string>; apart: Set<string> };
@@ -280,7 +289,7 @@ export class TranscriptReader {
   private problem(problem: string): void {
     if (this.problems.has(problem)) return;
     if (this.problems.size < PROBLEMS_LISTED) this.problems.add(problem);
-    else this.unlisted += 1;
+    else if (this.unlisted.size < UNLISTED_PROBLEMS_KEPT) this.unlisted.add(createHash('sha256').update(problem).digest('base64'));
   }
 
   result(): Transcript {
@@ -299,7 +308,11 @@ export class TranscriptReader {
             ]
           : []),
         ...this.problems,
-        ...(this.unlisted > 0 ? [`${this.unlisted} more problems reading the transcript are not listed`] : []),
+        ...(this.unlisted.size > 0
+          ? [
+              `${this.unlisted.size >= UNLISTED_PROBLEMS_KEPT ? 'at least ' : ''}${this.unlisted.size} more problems reading the transcript are not listed`,
+            ]
+          : []),
         ...(this.leftOut
           ? [
               `the transcript was read up to ${TRANSCRIPT_MAX_ENTRIES} entries or ${TRANSCRIPT_MAX_INFLATED_BYTES / 1024 / 1024} MiB inflated; the rest was left out`,
