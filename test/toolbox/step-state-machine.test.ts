@@ -17,6 +17,7 @@ import { FAILURE_MESSAGES, type CodingRun, type Phase } from '../../operator/src
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
+import { runEvidence } from '../../operator/src/evals/run-evidence.ts';
 import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
 import { MAX_RECORDED_APPROVALS, cutKey } from '../../operator/src/record/transcript-entry.ts';
 import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
@@ -1499,6 +1500,69 @@ describe('a model endpoint that answers what the operator must not work on whole
       expect(JSON.parse(answered[0]!.output.value)).toEqual({ path: 'dup.txt', bytes: 8 });
       expect(answered[1]!.output.value).toMatch(/^DUPLICATE_TOOL_CALL_ID: an earlier tool call of this step has the id "t"/);
       expect(state.toolCalls).toBe(2);
+      // What outlives the step pairs each call with its own result too: the write changed dup.txt
+      // (the duplicate's error hid it from the files kept across compaction), the record shows
+      // the write's output and then the duplicate's error, and an eval sees the write succeed.
+      expect(state.filesTouched.changed).toEqual(['dup.txt']);
+      const run = h.run();
+      const transcript = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(transcript.entries.map((entry) => entry.key)).toEqual(['s000001']);
+      const calls = transcript.entries[0]!.calls!;
+      expect(calls.map((call) => [call.id, call.result?.ok])).toEqual([
+        ['t', true],
+        ['t', false],
+      ]);
+      expect(calls[0]!.tool).toBe('write_file');
+      expect(JSON.parse(calls[0]!.result!.output.text)).toEqual({ path: 'dup.txt', bytes: 8 });
+      expect(calls[1]!.result!.output.text).toMatch(/^DUPLICATE_TOOL_CALL_ID/);
+      expect(runEvidence(run, transcript).calls).toEqual([
+        { tool: 'write_file', ok: true },
+        { tool: expect.any(String), ok: false },
+      ]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('two calls with one id, then a call that waits for approval: the records of the step and of the resume pair each call with its own result', async () => {
+    server.enqueueFor('same-ids-parked', {
+      type: 'tool-calls',
+      toolCalls: [
+        { name: 'write_file', arguments: { path: 'dup.txt', content: 'written\n' }, id: 't' },
+        { name: 'read_file', arguments: { path: 'dup.txt' }, id: 't' },
+        { name: 'bash', arguments: { command: 'cat dup.txt' }, id: 'u' },
+      ],
+      usage: { promptTokens: 100, completionTokens: 50 },
+    });
+    const h = await harness({ turns: [answers], approvalTools: ['bash'] });
+    try {
+      overHttp(h, 'same-ids-parked');
+      await runAgentJob(h.deps, step(0)(h));
+      expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', pendingApproval: { toolName: 'bash' } });
+      const run = h.run();
+      const read = () => readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      const parked = read().entries[0]!.calls!;
+      expect(parked.map((call) => [call.id, call.result?.ok, call.waiting !== undefined])).toEqual([
+        ['t', true, false],
+        ['t', false, false],
+        ['u', undefined, true],
+      ]);
+      expect(JSON.parse(parked[0]!.result!.output.text)).toEqual({ path: 'dup.txt', bytes: 8 });
+      expect(parked[1]!.result!.output.text).toMatch(/^DUPLICATE_TOOL_CALL_ID/);
+
+      await runAgentJob(h.deps, approveAsShown(h));
+      expect(h.enqueued).toEqual(['step 1']);
+      const transcript = read();
+      expect(transcript.entries.map((entry) => entry.key)).toEqual(['s000001', 's000001-c000003']);
+      const resumed = transcript.entries[1]!.calls!;
+      expect(resumed.map((call) => [call.id, call.tool, call.result?.ok])).toEqual([['u', 'bash', true]]);
+      expect(resumed[0]!.result!.output.text).toContain('written');
+      expect((await h.states.load(h.ref))!.filesTouched.changed).toEqual(['dup.txt']);
+      expect(runEvidence(h.run(), transcript).calls).toEqual([
+        { tool: 'write_file', ok: true },
+        { tool: expect.any(String), ok: false },
+        { tool: 'bash', ok: true },
+      ]);
     } finally {
       await h.close();
     }

@@ -11,7 +11,8 @@ import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
 import { ENTRY_KEY_PATTERN, MAX_RECORDED_APPROVALS, cutKey, resumeKey } from '../../operator/src/record/transcript-entry.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { recordStep, stepEntry, writeStepEntry } from '../../operator/src/workers/record-step.ts';
-import type { InFlightStep, RunState } from '../../operator/src/workers/run-state.ts';
+import type { InFlightStep, RunState, ToolResultRecord } from '../../operator/src/workers/run-state.ts';
+import { repeatedIdResult } from '../../operator/src/workers/run-tool-calls.ts';
 import { runStateProblem } from '../../operator/src/workers/run-state-schema.ts';
 import type { TranscriptRun } from '../../operator/src/workers/transcript-writer.ts';
 
@@ -142,5 +143,74 @@ describe('recordStep', () => {
     expect(transcript.entries).toHaveLength(MAX_RECORDED_APPROVALS + 1);
     expect(state.recordedApprovals).toBe(MAX_RECORDED_APPROVALS + 1);
     expect(warnings).toEqual([]);
+  });
+});
+
+describe('stepEntry with calls that share an id', () => {
+  // One answer's calls: t twice, then u (gated by spec.approval), then u again after it.
+  const write = { toolCallId: 't', toolName: 'write_file', input: { path: 'dup.txt', content: 'written\n' } };
+  const read = { toolCallId: 't', toolName: 'read_file', input: { path: 'dup.txt' } };
+  const gated = { toolCallId: 'u', toolName: 'bash', input: { command: 'cat dup.txt' } };
+  const again = { toolCallId: 'u', toolName: 'bash', input: { command: 'rm dup.txt' } };
+  const wrote: ToolResultRecord = { toolCallId: 't', toolName: 'write_file', ok: true, text: '{"path":"dup.txt","bytes":8}' };
+  const ran: ToolResultRecord = { toolCallId: 'u', toolName: 'bash', ok: true, text: 'written' };
+  const state = { step: 1, messages: [] } as unknown as RunState;
+  const inFlight = (calls: InFlightStep['calls'], results: ToolResultRecord[], earlier: ToolResultRecord[] = []): InFlightStep => ({
+    calls,
+    results,
+    earlier,
+    hadToolCalls: true,
+    toolNames: calls.map((call) => call.toolName),
+    text: '',
+    resumed: earlier.length > 0,
+  });
+  const shown = (entry: ReturnType<typeof stepEntry>) =>
+    entry.calls!.map((call) => [call.tool, call.result?.ok, call.result?.output.text.slice(0, 22), call.waiting?.approvalId]);
+
+  it('gives the call that ran its own result and the repeated one its DUPLICATE_TOOL_CALL_ID error', () => {
+    // As the step leaves it: only the write ran, so only its result is kept.
+    const entry = stepEntry(state, inFlight([write, read], [wrote]), now);
+    expect(shown(entry)).toEqual([
+      ['write_file', true, '{"path":"dup.txt","byt', undefined],
+      ['read_file', false, 'DUPLICATE_TOOL_CALL_ID', undefined],
+    ]);
+  });
+
+  it('parked on a call: the calls before it paired so, the waiting one marked, and the one reusing its id after it neither', () => {
+    const parked = {
+      ...state,
+      pendingApproval: {
+        id: 's1-c3',
+        toolCallId: 'u',
+        toolName: 'bash',
+        input: gated.input,
+        requestedAt: now.toISOString(),
+        // As runCallsUntilApproval saves it: the repeated call's answer after the write's result, with its id.
+        results: [wrote, repeatedIdResult(read)],
+        remaining: [again],
+      },
+    } as RunState;
+    const entry = stepEntry(parked, inFlight([write, read, gated, again], [wrote]), now);
+    expect(shown(entry)).toEqual([
+      ['write_file', true, '{"path":"dup.txt","byt', undefined],
+      ['read_file', false, 'DUPLICATE_TOOL_CALL_ID', undefined],
+      ['bash', undefined, undefined, 's1-c3'],
+      ['bash', undefined, undefined, undefined],
+    ]);
+  });
+
+  it("a resume: the answered call's result, and the call after it reusing its id answered DUPLICATE_TOOL_CALL_ID, not with that result", () => {
+    const resumed: InFlightStep = {
+      ...inFlight([again], [], [wrote, repeatedIdResult(read), ran]),
+      record: {
+        startedAt: now.toISOString(),
+        answered: gated,
+        approval: { id: 's1-c3', tool: 'bash', decision: 'approve', requestedAt: now.toISOString(), answeredAt: now.toISOString() },
+      },
+    };
+    expect(shown(stepEntry(state, resumed, now))).toEqual([
+      ['bash', true, 'written', undefined],
+      ['bash', false, 'DUPLICATE_TOOL_CALL_ID', undefined],
+    ]);
   });
 });

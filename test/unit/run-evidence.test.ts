@@ -41,6 +41,56 @@ describe('runEvidence: tool calls', () => {
   });
 });
 
+describe('runEvidence: calls that share an id in one step', () => {
+  const named = (tool: string, id: string, ok?: boolean): TranscriptToolCall => ({ ...call(id, ok), tool });
+  const kinded = (kind: TranscriptEntry['kind'], key: string, calls: TranscriptToolCall[]) => ({ ...entry(key, 1, calls), kind });
+
+  it('keeps each call of one answer, the one that ran and the one answered DUPLICATE_TOOL_CALL_ID', () => {
+    const evidence = runEvidence(run, {
+      problems: [],
+      entries: [entry('s000001', 1, [named('write_file', 't', true), named('read_file', 't', false)])],
+    });
+    expect(evidence.calls).toEqual([
+      { tool: 'write_file', ok: true },
+      { tool: 'read_file', ok: false },
+    ]);
+  });
+
+  it("takes a resume's calls for the step's last ones: the answered call and those after it, in turn", () => {
+    const evidence = runEvidence(run, {
+      problems: [],
+      entries: [
+        // t twice before the call waiting for approval (u), and u again after it.
+        kinded('step', 's000001', [named('write_file', 't', true), named('read_file', 't', false), named('bash', 'u'), named('bash', 'u')]),
+        // Approved, and the one after it answered DUPLICATE_TOOL_CALL_ID.
+        kinded('approval', 's000001-c000003', [named('bash', 'u', true), named('bash', 'u', false)]),
+      ],
+    });
+    expect(evidence.calls).toEqual([
+      { tool: 'write_file', ok: true },
+      { tool: 'read_file', ok: false },
+      { tool: 'bash', ok: true },
+      { tool: 'bash', ok: false },
+    ]);
+    // Answers in a row (each resume waits for the next call), and a step whose own entry is missing.
+    const chained = runEvidence(run, {
+      problems: [],
+      entries: [
+        kinded('step', 's000001', [named('read_file', 'a', true), named('bash', 'b'), named('bash', 'c')]),
+        kinded('approval', 's000001-c000002', [named('bash', 'b', false), named('bash', 'c')]),
+        kinded('approval', 's000001-c000003', [named('bash', 'c', true)]),
+        { ...kinded('approval', 's000002-c000005', [named('bash', 'd', true)]), step: 2 },
+      ],
+    });
+    expect(chained.calls).toEqual([
+      { tool: 'read_file', ok: true },
+      { tool: 'bash', ok: false },
+      { tool: 'bash', ok: true },
+      { tool: 'bash', ok: true },
+    ]);
+  });
+});
+
 describe('runEvidence: the final answer', () => {
   it('carries a cut of a long answer as cut, so answer-excludes cannot pass on what the cut left out', () => {
     // The model's final text: 16 KiB of filler, then what the eval forbids.

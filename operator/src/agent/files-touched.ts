@@ -4,7 +4,7 @@
 // (a failed edit changed nothing). The lists are carried in run state across compactions,
 // because the calls themselves disappear into the summary.
 
-import type { ModelMessage } from 'ai';
+import type { ModelMessage, ToolCallPart } from 'ai';
 
 export interface FilesTouched {
   readonly read: readonly string[];
@@ -24,26 +24,31 @@ export function noFilesTouched(): FilesTouched {
 }
 
 export function collectFilesTouched(messages: readonly ModelMessage[], previous: FilesTouched = noFilesTouched()): FilesTouched {
-  const failed = new Set<string>();
-  const succeeded = new Set<string>();
+  const read = new Set(previous.read);
+  const changed = new Set(previous.changed);
+  // A call's result is the first one after it with its id, before the next answer of the model:
+  // an answer may hold two calls of one id (the first runs, the second is answered with a tool
+  // error after its result, run-tool-calls.ts repeatedCallIds), and a later answer may use the
+  // id again for another call. Paired by id alone, either error hid the call that ran.
+  let unanswered = new Map<string, ToolCallPart[]>();
   for (const message of messages) {
+    if (message.role === 'assistant') {
+      unanswered = new Map();
+      if (typeof message.content === 'string') continue;
+      for (const part of message.content) {
+        if (part.type === 'tool-call') unanswered.set(part.toolCallId, [...(unanswered.get(part.toolCallId) ?? []), part]);
+      }
+      continue;
+    }
     if (message.role !== 'tool') continue;
     for (const part of message.content) {
       if (part.type !== 'tool-result') continue;
+      const call = unanswered.get(part.toolCallId)?.shift();
       const isError = part.output.type === 'error-text' || part.output.type === 'error-json' || part.output.type === 'execution-denied';
-      (isError ? failed : succeeded).add(part.toolCallId);
-    }
-  }
-  const read = new Set(previous.read);
-  const changed = new Set(previous.changed);
-  for (const message of messages) {
-    if (message.role !== 'assistant' || typeof message.content === 'string') continue;
-    for (const part of message.content) {
-      if (part.type !== 'tool-call') continue;
-      const effect = FILE_EFFECTS[part.toolName];
-      const path = pathArgument(part.input);
+      if (call === undefined || isError) continue;
+      const effect = FILE_EFFECTS[call.toolName];
+      const path = pathArgument(call.input);
       if (effect === undefined || path === undefined) continue;
-      if (!succeeded.has(part.toolCallId) || failed.has(part.toolCallId)) continue;
       (effect === 'read' ? read : changed).add(normalisePath(path));
     }
   }

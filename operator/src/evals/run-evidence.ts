@@ -59,14 +59,20 @@ export function gradedParts(entry: TranscriptEntry): TranscriptEntry {
 export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: string): RunEvidence {
   const status = run.status ?? {};
   const result = status.result;
-  const byId = new Map<string, RecordedCall>();
+  const byStep = new Map<number, RecordedCall[]>();
   const gaps = [...transcript.problems];
   for (const entry of transcript.entries) {
     if (entry.kind === 'cut') gaps.push(entry.message ?? `the transcript stops at step ${entry.step}`);
     if (entry.message && entry.kind === 'step' && /tool calls left out/.test(entry.message)) gaps.push(entry.message);
-    // A call waiting for approval appears again, with its result, in the resume's entry (the
-    // same step): the last word counts. A model may reuse an id in a later step, for another call.
-    for (const call of entry.calls ?? []) byId.set(`${entry.step}:${call.id}`, { tool: call.tool, ok: call.result?.ok });
+    if (!entry.calls) continue;
+    // Calls are told apart by position, not id: one answer may hold two calls of one id (the
+    // second did not run, run-tool-calls.ts repeatedCallIds), and a later step may use an id
+    // again. A resume's entry (same step, sorted after the step's) holds the step's last calls
+    // again, from the answered one on, with their results: the last word counts.
+    const recorded = entry.calls.map((call) => ({ tool: call.tool, ok: call.result?.ok }));
+    const step = byStep.get(entry.step) ?? [];
+    step.splice(Math.max(0, step.length - recorded.length), recorded.length, ...recorded);
+    byStep.set(entry.step, step);
   }
   const diff = result?.diffTruncated ? fullDiff : (result?.diff ?? '');
   const verificationPassed = result?.verification?.passed;
@@ -76,7 +82,7 @@ export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: s
     answer: result?.summary ?? '',
     answerCut: result?.summaryTruncated === true,
     steps: status.steps ?? 0,
-    calls: [...byId.values()],
+    calls: [...byStep.values()].flat(),
     transcriptGaps: gaps,
     files: diff === undefined ? undefined : parseDiffFiles(diff),
     ...(verificationPassed !== undefined ? { verificationPassed } : {}),

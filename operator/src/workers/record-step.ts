@@ -22,19 +22,18 @@ import {
   type TranscriptToolCall,
 } from '../record/transcript-entry.ts';
 import { pendingApprovalView } from './approval-input.ts';
-import type { InFlightStep, RunState, ToolResultRecord } from './run-state.ts';
+import type { InFlightStep, PendingApprovalState, RunState, ToolResultRecord } from './run-state.ts';
+import { repeatedCallIds, repeatedIdResult } from './run-tool-calls.ts';
 import type { TranscriptRun } from './transcript-writer.ts';
 
 /** The step's entry: its calls in the model's order with their results, the one waiting for a human marked. */
 export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): TranscriptEntry {
   const record = inFlight.record;
   const pending = state.pendingApproval;
-  const results = new Map<string, ToolResultRecord>();
-  for (const result of [...inFlight.earlier, ...inFlight.results, ...(pending?.results ?? [])]) results.set(result.toolCallId, result);
-  const ordered = record?.answered ? [record.answered, ...inFlight.calls] : inFlight.calls;
-  const calls: TranscriptToolCall[] = ordered.map((call) => {
-    const entry = recordedCall(call, results.get(call.toolCallId));
-    if (pending && pending.toolCallId === call.toolCallId) {
+  const paired = pairResults(inFlight, pending);
+  const calls: TranscriptToolCall[] = inFlight.calls.map((call, index) => {
+    const entry = recordedCall(call, paired.results[index]);
+    if (pending && index === paired.waitingAt) {
       const shown = pendingApprovalView(pending);
       entry.waiting = {
         approvalId: pending.id,
@@ -45,6 +44,7 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
     }
     return entry;
   });
+  if (record?.answered) calls.unshift(recordedCall(record.answered, paired.answered));
   const startedAt = record?.startedAt;
   const entry: TranscriptEntry = {
     key: record?.approval ? resumeKey(state.step, record.approval.id) : stepKey(state.step),
@@ -71,6 +71,39 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
   // rides in the run's state (state.trailing) through every save, and uncut it held each
   // call's whole input and result, a written file's content among them.
   return boundEntry(entry, DEFAULT_BOUNDS);
+}
+
+/**
+ * The result of each of the step's calls by its position, the answered call's (a resume's), and
+ * the position of the call waiting for a human (-1: none). A call reusing an earlier call's id
+ * in the step did not run (run-tool-calls.ts repeatedCallIds): its tool error is made again from
+ * the call, for the calls the step reached (those before the waiting one). Every other call has
+ * an id no other call of the step has, so its result is found by id (results come in any order:
+ * calls on other files run at once). The first result of an id is taken: the answer to a
+ * repeated call (in pendingApproval.results) carries the id of the call it repeats, after that
+ * call's result.
+ */
+function pairResults(
+  inFlight: InFlightStep,
+  pending: PendingApprovalState | undefined,
+): { results: (ToolResultRecord | undefined)[]; answered?: ToolResultRecord; waitingAt: number } {
+  const byId = new Map<string, ToolResultRecord>();
+  for (const result of [...inFlight.earlier, ...inFlight.results, ...(pending?.results ?? [])]) {
+    if (!byId.has(result.toolCallId)) byId.set(result.toolCallId, result);
+  }
+  const repeated = repeatedCallIds(inFlight.calls, inFlight.earlier);
+  const waitingAt = pending
+    ? inFlight.calls.findIndex((call, index) => !repeated.has(index) && call.toolCallId === pending.toolCallId)
+    : -1;
+  const reached = waitingAt < 0 ? inFlight.calls.length : waitingAt;
+  const answered = inFlight.record?.answered;
+  return {
+    results: inFlight.calls.map((call, index) =>
+      repeated.has(index) ? (index < reached ? repeatedIdResult(call) : undefined) : byId.get(call.toolCallId),
+    ),
+    ...(answered && byId.has(answered.toolCallId) ? { answered: byId.get(answered.toolCallId) } : {}),
+    waitingAt,
+  };
 }
 
 /**
