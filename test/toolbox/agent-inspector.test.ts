@@ -65,7 +65,7 @@ describe('AgentInspector', () => {
 
     // Redis loses the run (a restart without persistence).
     await queue.remove(jobId.step(ref.uid, 0));
-    await states.delete(ref.uid);
+    await states.delete(ref);
     const before = await commandsRun();
     now += SIGHTING_MS - 1;
     expect(await inspector.inspect(run), 'a moment later, the sighting stands').toMatchObject({ moving: true });

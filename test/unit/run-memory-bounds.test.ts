@@ -32,19 +32,21 @@ describe('config.maxContextWindow', () => {
 });
 
 describe('the saved state', () => {
-  const state = { uid: 'u', messages: [{ role: 'user', content: 'x'.repeat(2_000) }] } as unknown as RunState;
+  const state = { uid: 'u', namespace: 'team', messages: [{ role: 'user', content: 'x'.repeat(2_000) }] } as unknown as RunState;
 
   it('fails the run BudgetExceeded past what a replica keeps, and writes nothing', async () => {
+    // The write is one script (run-state.ts): its sixth argument is the sealed state.
     const writes: string[] = [];
-    const redis = { set: async (_key: string, value: string) => (writes.push(value), 'OK') } as unknown as Redis;
-    const store = new RunStateStore(redis, 'chamvi', RunStateSeal.generated(), 1_000);
+    const redis = { eval: async (...args: unknown[]) => (writes.push(String(args[5])), ['saved']) } as unknown as Redis;
+    const store = new RunStateStore(redis, 'chamvi', RunStateSeal.generated(), { maxStateBytes: 1_000 });
     const failure = await store.save(state).catch((error: unknown) => error);
     expect(RunFailure.isInstance(failure) && failure.reason).toBe('BudgetExceeded');
     expect((failure as Error).message).toMatch(/saved conversation .* lower spec\.model\.contextWindow/);
     await expect(store.create(state)).rejects.toThrow(/saved conversation/);
     expect(writes).toEqual([]);
     // Within the bound it is written as before.
-    await new RunStateStore(redis, 'chamvi', RunStateSeal.generated(), 10_000).save(state);
+    await new RunStateStore(redis, 'chamvi', RunStateSeal.generated(), { maxStateBytes: 10_000 }).save(state);
     expect(writes).toHaveLength(1);
+    expect(writes[0]).toContain('x'.repeat(2_000));
   });
 });

@@ -4,15 +4,26 @@
 // happened and what to do. Messages particular to one check stay beside it (validate-run,
 // stop-conditions, the provider errors).
 
+/** A size in MiB with one decimal, as the state messages give it (0.1 rather than 0 for a small state). */
+function mebibytes(bytes: number): string {
+  return (Math.ceil((bytes / 1_048_576) * 10) / 10).toFixed(1);
+}
+
 const STATE_LOST_HINT = 'create the run again, and give Redis AOF persistence so a restart keeps runs.';
 
 export const FAILURE_MESSAGES = {
   /** StateLost: a job or the controller found no state in Redis for a started run. */
   stateGone: `The run's working state is gone from Redis (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
-  /** BudgetExceeded: the run's conversation grew past what a replica saves (workers/run-state.ts). */
-  stateTooLarge: (characters: number, max: number) =>
-    `The run's saved conversation reached ${Math.ceil(characters / 1_048_576)} Mi characters, over the ${max / 1_048_576} Mi the operator keeps for one run; ` +
+  /** BudgetExceeded: the run's conversation grew past what a replica saves (workers/run-state.ts); sizes in bytes as stored. */
+  stateTooLarge: (bytes: number, max: number) =>
+    `The run's saved conversation reached ${mebibytes(bytes)} MiB, over the ${mebibytes(max)} MiB the operator keeps for one run; ` +
     'lower spec.model.contextWindow so that older turns are summarised sooner, or ask the model for smaller tool results.',
+  /** BudgetExceeded: saving the run's state would take its namespace's saved states past the operator's budget (workers/run-state.ts). */
+  namespaceStateBudget: (namespace: string, heldByOthers: number, bytes: number, budget: number) =>
+    `The runs of namespace ${namespace} keep ${mebibytes(heldByOthers)} MiB of saved state in Redis, and this run's ${mebibytes(bytes)} MiB ` +
+    `would take them over the operator's namespaceMaxStateBytes of ${mebibytes(budget)} MiB (${budget} bytes), which keeps one namespace ` +
+    "from filling the Redis every run shares; run fewer of the namespace's runs at once or lower their spec.model.contextWindow, " +
+    "or have the admin raise config.namespaceMaxStateBytes (and Redis's maxmemory with it).",
   /** StateLost: the state is there but no job is left to move the run on. */
   noJobLeft: `No job is left in Redis to continue the run (was Redis restarted without persistence?); ${STATE_LOST_HINT}`,
   /** StateLost (Security #11.1): the state in Redis is not what the operator wrote. */

@@ -11,6 +11,16 @@ import { objectName } from '../api/kubernetes-names.ts';
 import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE } from '../api/egress-pattern.ts';
 import { FORGE_HOST_PATTERN, FORGE_KINDS } from '../publish/forge-kinds.ts';
 
+/**
+ * The default of namespaceMaxStateBytes, sized for the chart's bundled Redis (maxmemory 256mb,
+ * noeviction: full, it refuses every write, the queue's and every run's state alike). A
+ * quarter of it: room for two runs at the largest state one run may save (24 MiB,
+ * run-state.ts) or many smaller ones, while one namespace leaves the other three quarters
+ * to the rest and to BullMQ's jobs and locks. Several namespaces at their budget still fill
+ * it together: raise maxmemory with the number of busy namespaces (docs/operations.md).
+ */
+export const DEFAULT_NAMESPACE_MAX_STATE_BYTES = 64 * 1024 * 1024;
+
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
 
@@ -350,6 +360,18 @@ export const operatorConfigSchema = z
       .describe(
         'Runs of one namespace provisioned at once, for a namespace without the chamvi.dev/max-active-runs annotation (which wins). Unset: only maxActiveRuns, so the namespace that comes first may hold every slot until its runs end.',
       ),
+    /** workers/run-state.ts: one namespace's runs must not fill the Redis every namespace's runs share. */
+    namespaceMaxStateBytes: z.coerce
+      .number()
+      .int()
+      .min(1024 * 1024)
+      .max(1024 ** 4)
+      .default(DEFAULT_NAMESPACE_MAX_STATE_BYTES)
+      .describe(
+        "Bytes of saved run state (each run's conversation, kept in Redis while it runs) one namespace's runs may hold together. " +
+          'A save that would take the namespace past it fails that run BudgetExceeded, so one namespace cannot fill the Redis ' +
+          "every run shares. Keep Redis's maxmemory above the sum over the namespaces that run at once, with room for the queue.",
+      ),
     watchNamespaces: z
       .array(z.string().min(1).max(63).regex(NAMESPACE_NAME, 'must be a namespace name (lower-case letters, digits and -)'))
       .default([])
@@ -587,6 +609,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },
   CHAMVI_MAX_ACTIVE_RUNS: { key: 'maxActiveRuns' },
   CHAMVI_NAMESPACE_MAX_ACTIVE_RUNS: { key: 'namespaceMaxActiveRuns' },
+  CHAMVI_NAMESPACE_MAX_STATE_BYTES: { key: 'namespaceMaxStateBytes' },
   CHAMVI_WATCH_NAMESPACES: { key: 'watchNamespaces', list: true },
   CHAMVI_NETWORK_POLICY: { key: 'networkPolicy', boolean: true },
   CHAMVI_ALLOW_UNISOLATED_SANDBOXES: { key: 'allowUnisolatedSandboxes', boolean: true },

@@ -115,7 +115,7 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
     // A job that is running holds a lock and cannot be removed; it finds the run gone or
     // finished when it next reads it and stops there. Counted, so a deletion waits for it.
     const removed = await Promise.all(present.map((id) => this.queue.remove(id).catch(() => 0)));
-    await this.states.delete(uid);
+    await this.states.delete(runRefOf(run));
     await this.sandboxes.release(uid);
     const left = await Promise.all(
       present.map(async (id, index) => removed[index] === 0 && (await this.queue.getJobState(id)) !== 'unknown'),

@@ -89,7 +89,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   for (const connection of [stateRedis, queueRedis, workerRedis]) {
     connection.on('error', (error) => options.logger.warn({ err: error.message }, 'redis connection error'));
   }
-  const states = new RunStateStore(stateRedis, prefix, seal);
+  const states = new RunStateStore(stateRedis, prefix, seal, { namespaceMaxStateBytes: config.namespaceMaxStateBytes });
   const tally = new NamespaceTokenTally(stateRedis, prefix);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);

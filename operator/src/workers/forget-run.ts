@@ -3,6 +3,6 @@
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 
 export async function forgetRun(deps: Pick<AgentDependencies, 'states' | 'sandboxes'>, ref: RunRef): Promise<void> {
-  await deps.states.delete(ref.uid);
+  await deps.states.delete(ref);
   await deps.sandboxes.release(ref.uid);
 }

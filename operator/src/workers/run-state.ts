@@ -1,7 +1,9 @@
 // A run's working memory between jobs, in Redis under one key per run: the conversation,
 // the step counter, usage, the files touched and a pending approval. Written before the
 // next job is enqueued, so a job that finds the state ahead of it knows its work was done.
-// Never holds a secret: keys are read from the cluster for each model call.
+// Never holds a secret: keys are read from the cluster for each model call. Its size is
+// bounded per run and, with the other states of the run's namespace, per namespace: Redis is
+// shared by every namespace's runs and the queue, and refuses every write once full.
 //
 // Security #11.1: Redis is not trusted (it is reachable by more than the operator on many
 // clusters). The state is sealed with an HMAC on save and verified, schema-checked and
@@ -17,6 +19,7 @@ import { RunFailure } from '../api/run-failure.ts';
 import type { Verification } from '../api/verification-status.ts';
 import type { RunTiming } from '../api/coding-run-status.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
+import { DEFAULT_NAMESPACE_MAX_STATE_BYTES } from '../config/operator-config.ts';
 import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
@@ -172,33 +175,101 @@ export type RunStateOwner = RunRef;
 const ANSWER_CLAIM_TTL_SECONDS = 8 * 24 * 3600;
 
 /**
- * The most a run's saved state may hold, in characters. The conversation is in it, and every
- * save stringifies and seals all of it in the operator's heap (160 MiB in the chart) and keeps
- * it in Redis: a run that passes this fails BudgetExceeded rather than end the replica, which
- * a 29 MB state did. A conversation within maxContextWindow (1M tokens by default, about 4M
- * characters as the estimate counts them, a few times that once escaped) stays well under it.
+ * The most a run's saved state may take, in bytes as Redis keeps it (the sealed UTF-8 text: a
+ * bound in characters let CJK text, 3 bytes each, take three times what it said). The
+ * conversation is in it, and every save stringifies and seals all of it in the operator's heap
+ * (160 MiB in the chart) and keeps it in Redis: a run that passes this fails BudgetExceeded
+ * rather than end the replica, which a 29 MB state did. A conversation within
+ * maxContextWindow (1M tokens by default, about 4M characters as the estimate counts them, a
+ * few times that once escaped) stays well under it.
  */
-export const MAX_SAVED_STATE_CHARACTERS = 24 * 1024 * 1024;
+export const MAX_SAVED_STATE_BYTES = 24 * 1024 * 1024;
+
+export interface RunStateLimits {
+  /** The most one run's sealed state may take, in bytes. */
+  maxStateBytes: number;
+  /** The most the sealed states of one namespace's runs may take together, in bytes (config namespaceMaxStateBytes). */
+  namespaceMaxStateBytes: number;
+}
+
+/**
+ * Writes a run's sealed state and its size in its namespace's tally (a hash, uid → bytes),
+ * unless that would take the namespace's states past their budget. One script, so that the
+ * check uses the value being written and saves of the namespace's runs on other replicas
+ * cannot all pass it at once. The total is summed on each write (the tally has a field per
+ * run with state: the namespace's active runs), so it cannot drift from the fields. A write
+ * that does not grow the run's state is never refused: a namespace over a lowered budget
+ * still has its runs end as they would.
+ * KEYS: the state, the tally. ARGV: uid, the sealed state, the budget, "nx" to create only.
+ * Returns {"saved"}, {"exists"} (create found a state), or {"over", bytes the others hold}.
+ */
+const SAVE_SCRIPT = `
+if ARGV[4] == 'nx' and redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+local size = string.len(ARGV[2])
+local previous = tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0
+if size > previous then
+  local others = -previous
+  for _, bytes in ipairs(redis.call('HVALS', KEYS[2])) do others = others + tonumber(bytes) end
+  if others + size > tonumber(ARGV[3]) then return {'over', others} end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], size)
+return {'saved'}
+`;
+
+/** Removes a run's state and its size from its namespace's tally, together. KEYS: the state, the tally. ARGV: uid. */
+const DELETE_SCRIPT = `
+redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+`;
+
+/**
+ * Drops from a namespace's tally the runs whose state is gone without it: deleted by a replica
+ * of the release before, which kept no tally, during a rolling upgrade, or by hand. Left, their
+ * bytes would hold the namespace's budget for good. KEYS: the tally, then each run's state.
+ * ARGV: those runs' uids. Returns how many were dropped.
+ */
+const PRUNE_SCRIPT = `
+local dropped = 0
+for index, uid in ipairs(ARGV) do
+  if redis.call('EXISTS', KEYS[index + 1]) == 0 then dropped = dropped + redis.call('HDEL', KEYS[1], uid) end
+end
+return dropped
+`;
 
 export class RunStateStore {
+  private readonly limits: RunStateLimits;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly seal: RunStateSeal,
-    private readonly maxCharacters = MAX_SAVED_STATE_CHARACTERS,
-  ) {}
+    limits: Partial<RunStateLimits> = {},
+  ) {
+    this.limits = {
+      maxStateBytes: limits.maxStateBytes ?? MAX_SAVED_STATE_BYTES,
+      namespaceMaxStateBytes: limits.namespaceMaxStateBytes ?? DEFAULT_NAMESPACE_MAX_STATE_BYTES,
+    };
+  }
 
-  /** The state sealed for Redis, or a RunFailure when it is larger than a replica can carry. */
-  private sealed(state: RunState): string {
-    const json = JSON.stringify(state);
-    if (json.length > this.maxCharacters) {
-      throw new RunFailure(REASONS.BudgetExceeded, FAILURE_MESSAGES.stateTooLarge(json.length, this.maxCharacters));
+  /** The state sealed for Redis and its size, or a RunFailure when it is larger than a replica can carry. */
+  private sealed(state: RunState): { value: string; bytes: number } {
+    const value = this.seal.seal(JSON.stringify(state));
+    const bytes = Buffer.byteLength(value);
+    if (bytes > this.limits.maxStateBytes) {
+      throw new RunFailure(REASONS.BudgetExceeded, FAILURE_MESSAGES.stateTooLarge(bytes, this.limits.maxStateBytes));
     }
-    return this.seal.seal(json);
+    return { value, bytes };
   }
 
   private key(uid: string): string {
     return `${this.prefix}:run:${uid}`;
+  }
+
+  /** The namespace's tally of saved-state bytes, by run uid. */
+  private tallyKey(namespace: string): string {
+    return `${this.prefix}:state-bytes:${namespace}`;
   }
 
   /**
@@ -252,13 +323,37 @@ export class RunStateStore {
     }
   }
 
+  /** Writes the state; a RunFailure (BudgetExceeded) when it is too large, alone or with its namespace's others. */
   async save(state: RunState): Promise<void> {
-    await this.redis.set(this.key(state.uid), this.sealed(state));
+    await this.write(state, false);
   }
 
   /** Creates the state only if there is none (a redone prepare must not reset a run). */
   async create(state: RunState): Promise<boolean> {
-    return (await this.redis.set(this.key(state.uid), this.sealed(state), 'NX')) === 'OK';
+    return this.write(state, true);
+  }
+
+  private async write(state: RunState, onlyIfAbsent: boolean): Promise<boolean> {
+    const { value, bytes } = this.sealed(state);
+    const budget = this.limits.namespaceMaxStateBytes;
+    const keys = [this.key(state.uid), this.tallyKey(state.namespace)];
+    const attempt = async () =>
+      (await this.redis.eval(SAVE_SCRIPT, 2, ...keys, state.uid, value, budget, onlyIfAbsent ? 'nx' : '')) as [string, number?];
+    let reply = await attempt();
+    // Refused: once more if the tally held runs whose state is gone (rare, so looked for only here).
+    if (reply[0] === 'over' && (await this.pruneTally(state.namespace)) > 0) reply = await attempt();
+    if (reply[0] === 'over') {
+      throw new RunFailure(REASONS.BudgetExceeded, FAILURE_MESSAGES.namespaceStateBudget(state.namespace, Number(reply[1]), bytes, budget));
+    }
+    return reply[0] === 'saved';
+  }
+
+  /** Drops the namespace's tally entries whose state is gone (PRUNE_SCRIPT); resolves to how many. */
+  private async pruneTally(namespace: string): Promise<number> {
+    const tally = this.tallyKey(namespace);
+    const uids = await this.redis.hkeys(tally);
+    if (uids.length === 0) return 0;
+    return Number(await this.redis.eval(PRUNE_SCRIPT, uids.length + 1, tally, ...uids.map((uid) => this.key(uid)), ...uids));
   }
 
   /**
@@ -274,8 +369,14 @@ export class RunStateStore {
     return (await this.redis.get(key)) === decision;
   }
 
-  /** Removes the run's state and its trailing record's mark (two commands: in Redis Cluster they are in different slots). */
-  async delete(uid: string): Promise<void> {
-    await Promise.all([this.redis.del(this.key(uid)), this.redis.del(landedMarkKey(this.prefix, uid))]);
+  /**
+   * Removes the run's state (and its size from its namespace's tally, which frees that much of
+   * the namespace's budget) and its trailing record's mark (two commands: in Redis Cluster they are in different slots).
+   */
+  async delete(ref: Pick<RunRef, 'uid' | 'namespace'>): Promise<void> {
+    await Promise.all([
+      this.redis.eval(DELETE_SCRIPT, 2, this.key(ref.uid), this.tallyKey(ref.namespace), ref.uid),
+      this.redis.del(landedMarkKey(this.prefix, ref.uid)),
+    ]);
   }
 }
