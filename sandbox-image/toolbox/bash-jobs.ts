@@ -1,18 +1,24 @@
 // Background jobs: `bash` with background: true starts a detached process group that outlives
 // the toolbox process, with its state kept in files under <home>/jobs/<id>/ (pid, output.log,
 // exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
-// from a later `call` process or another serve session.
+// from a later `call` process or another serve session. Code in the sandbox can replace any of
+// those files (with a FIFO, a symlink, a huge file): they are opened without waiting or
+// following and read only as far as needed.
 import { spawn } from 'node:child_process';
-import { access, mkdir, open, readdir, readFile, stat, truncate, writeFile } from 'node:fs/promises';
+import { access, constants, type FileHandle, mkdir, open, readdir, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashJobStatus, BashKillResult, BashOutputResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_OUTPUT_MAX_BYTES } from './contract/limits.ts';
 import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
+import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
+
+/** A job's pid and exit files hold one number; more than this was not written by the job. */
+const JOB_FILE_MAX_BYTES = 64;
 
 export async function startBackgroundJob(context: ToolboxContext, shell: string, cwd: string, command: string): Promise<BashJobResult> {
   const job = `job-${newLogId()}`;
@@ -61,7 +67,8 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   const directory = await existingJob(context, input.job);
   const state = await jobState(directory);
   const outputLog = path.join(directory, 'output.log');
-  let size = (await stat(outputLog).catch(() => ({ size: 0 }))).size;
+  const log = await openOutputLog(outputLog, input.job);
+  let size = log?.size ?? 0;
   if (size > context.outputLogMaxBytes) {
     // The watchdog polls; whatever got past the cap before the kill is cut off.
     if (state.status !== 'running') await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
@@ -71,13 +78,10 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   const length = Math.min(BASH_OUTPUT_MAX_BYTES, size - offset);
   const buffer = Buffer.alloc(length);
   let bytesRead = 0;
-  if (length > 0) {
-    const handle = await open(outputLog, 'r');
-    try {
-      bytesRead = (await handle.read(buffer, 0, length, offset)).bytesRead;
-    } finally {
-      await handle.close();
-    }
+  try {
+    if (log && length > 0) bytesRead = (await log.handle.read(buffer, 0, length, offset)).bytesRead;
+  } finally {
+    await log?.handle.close();
   }
   // End on a whole character so the next read at nextOffset does not start mid-sequence.
   const usable = offset + bytesRead < size ? completeUtf8Length(buffer.subarray(0, bytesRead)) : bytesRead;
@@ -100,7 +104,7 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const directory = await existingJob(context, input.job);
   const before = await jobState(directory);
   if (before.status === 'running') {
-    await writeFile(path.join(directory, 'killed'), '');
+    await markJob(directory, 'killed');
     const pid = await jobPid(directory);
     signalGroup(pid, 'SIGTERM');
     // Give the tree a moment to exit cleanly, then make sure nothing is left.
@@ -129,7 +133,7 @@ export async function stopAllJobs(context: ToolboxContext): Promise<number> {
     const directory = jobDirectory(context, job);
     const pid = await jobPid(directory);
     if (!groupAlive(pid)) continue;
-    await writeFile(path.join(directory, 'killed'), '').catch(() => undefined);
+    await markJob(directory, 'killed');
     signalGroup(pid, 'SIGKILL');
     stopped += 1;
   }
@@ -150,6 +154,44 @@ async function existingJob(context: ToolboxContext, job: string): Promise<string
   return directory;
 }
 
+/**
+ * The job's output log opened to read with its size, undefined when it is gone. Opened the
+ * way read_file opens (no FIFO waited on, no symlink followed); anything but a regular file
+ * there was put by code in the sandbox and is refused rather than read.
+ */
+async function openOutputLog(outputLog: string, job: string): Promise<{ handle: FileHandle; size: number } | undefined> {
+  const notALog = () =>
+    new ToolboxError(
+      'IO_ERROR',
+      `The output log of ${job} is no longer a regular file (something in the sandbox replaced it), so its output cannot be read; bash_kill still stops the job`,
+    );
+  let handle: FileHandle;
+  try {
+    handle = await openToRead(outputLog);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a socket.
+    if (code === 'ELOOP' || code === 'ENXIO') throw notALog();
+    throw error;
+  }
+  const stats = await handle.stat().catch(() => undefined);
+  if (stats?.isFile()) return { handle, size: stats.size };
+  await handle.close();
+  throw notALog();
+}
+
+/**
+ * Creates a marker file. Not waiting: a FIFO planted under the name would hold the open (and
+ * one of libuv's threads) until a reader came. Anything already standing there counts as the
+ * marker (jobState only asks whether the name exists), so a failure to create it is ignored.
+ */
+async function markJob(directory: string, name: string): Promise<void> {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW;
+  const handle = await open(path.join(directory, name), flags).catch(() => undefined);
+  await handle?.close();
+}
+
 async function jobState(directory: string): Promise<JobState> {
   const marker = (name: string) =>
     access(path.join(directory, name)).then(
@@ -157,13 +199,13 @@ async function jobState(directory: string): Promise<JobState> {
       () => false,
     );
   const [exitText, killed, capped] = await Promise.all([
-    readFile(path.join(directory, 'exit'), 'utf8').catch(() => undefined),
+    readSmallFile(path.join(directory, 'exit'), JOB_FILE_MAX_BYTES),
     marker('killed'),
     marker('capped'),
   ]);
   // The markers are written just before the group is sent SIGKILL, which cannot be ignored.
   if (capped || killed) return { status: 'killed', exitCode: null, outputCapped: capped };
-  if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.trim()), outputCapped: false };
+  if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: false };
   const pid = await jobPid(directory);
   if (pid !== undefined && groupAlive(pid)) return { status: 'running', outputCapped: false };
   // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
@@ -171,8 +213,8 @@ async function jobState(directory: string): Promise<JobState> {
 }
 
 async function jobPid(directory: string): Promise<number | undefined> {
-  const text = await readFile(path.join(directory, 'pid'), 'utf8').catch(() => '');
-  const pid = Number(text.trim());
+  const text = await readSmallFile(path.join(directory, 'pid'), JOB_FILE_MAX_BYTES);
+  const pid = Number(text?.toString('utf8').trim() ?? '');
   return Number.isSafeInteger(pid) && pid > 1 ? pid : undefined;
 }
 

@@ -1,15 +1,18 @@
 // bash: runs one command in its own process group with the session's persisted working
 // directory and exports, output straight into log files (the toolbox never buffers a
 // stream), a cap that kills the command when a log passes it, a timeout that kills the whole
-// tree, and a result showing the head and tail of each stream.
+// tree, and a result showing the head and tail of each stream. The command can reach the logs
+// and the state file under the home: the toolbox reads them back without waiting on a FIFO or
+// following a symlink put in their place, and only as far as it needs.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, stat, truncate, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, rename, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_DEFAULT_TIMEOUT_MS, BASH_HEAD_BYTES, BASH_MAX_TIMEOUT_MS, BASH_TAIL_BYTES } from './contract/limits.ts';
 import { BASH_PRELUDE } from './bash-script.ts';
+import { openToRead, readSmallFile } from './bounded-read.ts';
 import { startBackgroundJob } from './bash-jobs.ts';
 import { stopLeftoverProcesses } from './leftover-processes.ts';
 import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
@@ -26,6 +29,8 @@ const KEEP_LOG_BYTES = 512 * 1_048_576;
 const CAP_POLL_MS = 20;
 /** Commands are passed as one argv string, which Linux limits to 128 KiB. */
 const COMMAND_MAX_CHARS = 100_000;
+/** Enough of the state file for its first line, `# <working directory>` (PATH_MAX is 4 KiB). */
+const STATE_FIRST_LINE_MAX_BYTES = 16_384;
 
 export function bashStateFile(context: ToolboxContext): string {
   return path.join(context.home, 'bash', 'state.sh');
@@ -150,24 +155,33 @@ async function guardCwd(context: ToolboxContext, cwd: string): Promise<string> {
 
 /** The directory the last command ended in, root-relative when inside the workspace. */
 async function currentDirectory(context: ToolboxContext): Promise<string> {
-  const state = await readFile(bashStateFile(context), 'utf8').catch(() => '');
-  const first = state.startsWith('# ') ? state.slice(2, state.indexOf('\n')) : context.realRoot;
+  const head = await readSmallFile(bashStateFile(context), STATE_FIRST_LINE_MAX_BYTES);
+  const state = head?.toString('utf8') ?? '';
+  const newline = state.indexOf('\n');
+  const first = state.startsWith('# ') && newline > 2 ? state.slice(2, newline) : context.realRoot;
   if (!isInside(context.realRoot, first)) return first;
   return toPosix(path.relative(context.realRoot, first)) || '.';
 }
 
+/** A log the command replaced by anything but a regular file counts as empty (headAndTail does not read it). */
 async function capLog(log: string, cap: number): Promise<{ size: number; wasOver: boolean }> {
-  const size = (await stat(log).catch(() => ({ size: 0 }))).size;
+  const stats = await lstat(log).catch(() => undefined);
+  const size = stats?.isFile() ? stats.size : 0;
   if (size <= cap) return { size, wasOver: false };
   await truncate(log, cap).catch(() => undefined);
   return { size: cap, wasOver: true };
 }
 
-/** The first 8 KiB and the last 24 KiB of a log, cut on UTF-8 character boundaries. */
+/**
+ * The first 8 KiB and the last 24 KiB of a log, cut on UTF-8 character boundaries. A log that
+ * is gone, or is no longer a regular file (the command replaced it by a FIFO, a symlink),
+ * shows as empty, like a deleted one: it is never waited on or followed.
+ */
 export async function headAndTail(log: string, size: number): Promise<{ text: string; truncated: boolean }> {
-  const handle = await open(log, 'r').catch(() => undefined);
+  const handle = await openToRead(log).catch(() => undefined);
   if (!handle) return { text: '', truncated: false };
   try {
+    if (!(await handle.stat()).isFile()) return { text: '', truncated: false };
     if (size <= BASH_HEAD_BYTES + BASH_TAIL_BYTES) {
       const buffer = Buffer.alloc(size);
       const { bytesRead } = await handle.read(buffer, 0, size, 0);

@@ -22,3 +22,26 @@ export async function readUpTo(handle: FileHandle, count: number): Promise<Buffe
   }
   return buffer.subarray(0, filled);
 }
+
+/**
+ * The first `max` bytes of a small file the toolbox keeps in its home, where code in the
+ * sandbox can write too (a job's pid or exit code, the bash state): undefined when it is
+ * missing or anything but a regular file (a FIFO, a symlink, a device), which is neither
+ * waited on nor read to its end.
+ */
+export async function readSmallFile(path: string, max: number): Promise<Buffer | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await openToRead(path);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (!(await handle.stat()).isFile()) return undefined;
+    return await readUpTo(handle, max);
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}

@@ -2,10 +2,12 @@
 // calls of one step) all apply instead of overwriting each other's read-modify-write. Within a
 // process a promise chain orders them; across processes (`call` mode runs one process per
 // request) a lock file under the home does, created with O_EXCL and holding the owner's pid so
-// a lock left by a killed process is taken over.
+// a lock left by a killed process is taken over. Code in the sandbox can write under the home
+// too: what it puts at a lock's name is never waited on, followed or read whole.
 import { createHash } from 'node:crypto';
-import { mkdir, open, stat, unlink } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, open, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { openToRead, readUpTo } from './bounded-read.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 const tails = new Map<string, Promise<unknown>>();
@@ -13,6 +15,8 @@ const RETRY_MS = 5;
 const WAIT_LIMIT_MS = 30_000;
 /** How old a lock of a dead owner must be to be taken over (see removeIfStale). */
 const STALE_AFTER_MS = 1_000;
+/** A holder writes its pid, a few digits; a longer file is no holder's lock. */
+const LOCK_MAX_BYTES = 64;
 
 export interface LockWait {
   /** How long to wait for another holder (default 30 s). */
@@ -72,21 +76,42 @@ async function acquireLockFile(home: string, key: string, wait: LockWait): Promi
  * dead while the next holder's lock already stands under the same name. Judging that new
  * lock by the old pid let two edits in at once (one of eight concurrent edits was lost, once).
  * A holder writes its pid at once, so a dead pid in a file older than STALE_AFTER_MS is stale.
+ *
+ * Holders make only regular files holding a pid (O_EXCL, so never through a symlink).
+ * Anything else at the name (a FIFO, a socket, a symlink, a file too long for a pid) was put
+ * there by code in the sandbox: it is removed, never waited on (a FIFO's open would hold one
+ * of libuv's four threads for good) and never read to its end (a symlink to /dev/zero).
  */
 async function removeIfStale(lockPath: string): Promise<void> {
-  const handle = await open(lockPath, 'r').catch(() => undefined);
-  if (!handle) return;
+  let handle: FileHandle;
   try {
-    const [info, text] = await Promise.all([handle.stat(), handle.readFile('utf8')]);
-    const owner = Number(text.trim());
+    handle = await openToRead(lockPath);
+  } catch {
+    // O_NOFOLLOW refuses a symlink (ELOOP), a socket cannot be opened (ENXIO).
+    const standing = await lstat(lockPath).catch(() => undefined);
+    if (standing && !standing.isFile()) await removeIfStill(lockPath, standing);
+    return;
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile() || info.size > LOCK_MAX_BYTES) {
+      await removeIfStill(lockPath, info);
+      return;
+    }
+    const owner = Number((await readUpTo(handle, LOCK_MAX_BYTES)).toString('utf8').trim());
     // An empty file is a lock being written right now.
     if (!Number.isSafeInteger(owner) || owner <= 0 || processAlive(owner)) return;
     if (Date.now() - info.mtimeMs < STALE_AFTER_MS) return;
-    const now = await stat(lockPath).catch(() => undefined);
-    if (now?.ino === info.ino && now.dev === info.dev) await unlink(lockPath).catch(() => undefined);
+    await removeIfStill(lockPath, info);
   } finally {
     await handle.close();
   }
+}
+
+/** Unlinks the name only while it still names the file judged (the same inode on the same device). */
+async function removeIfStill(lockPath: string, judged: { ino: number; dev: number }): Promise<void> {
+  const now = await lstat(lockPath).catch(() => undefined);
+  if (now?.ino === judged.ino && now.dev === judged.dev) await unlink(lockPath).catch(() => undefined);
 }
 
 function processAlive(pid: number): boolean {

@@ -2,9 +2,11 @@
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
 import { execFileSync } from 'node:child_process';
-import { chownSync, readdirSync, readFileSync } from 'node:fs';
+import { chownSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
+import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
@@ -243,4 +245,81 @@ describe('background jobs', () => {
     expect(errorCodeOf(await callTool(workspace, 'bash_kill', { job: 'job-nope' }))).toBe('JOB_NOT_FOUND');
     expect(errorCodeOf(await callTool(workspace, 'bash_output', { job: '../etc' }))).toBe('INVALID_INPUT');
   });
+});
+
+// Code in the sandbox can write under the toolbox's home: the logs, the state file and the job
+// files there may be replaced by a FIFO. A blocking open of one used to hold one of libuv's
+// four threads for good (four of them stopped every tool), and the call never answered.
+describe('files under the home that code in the sandbox replaced with a FIFO', () => {
+  /** A serve session whose calls each have a deadline, so a toolbox that hangs fails the test instead of hanging it. */
+  async function withSession(
+    work: (call: (tool: string, input: Record<string, unknown>, clean?: boolean) => Promise<ToolResponse>) => Promise<void>,
+  ) {
+    const session = await openSession(workspace);
+    try {
+      await work((tool, input, clean) => session.call({ tool, input, ...(clean ? { clean } : {}) }, { timeoutMs: 5_000 }));
+    } finally {
+      await session.close();
+    }
+  }
+  const fifoAt = (file: string) => {
+    rmSync(file, { force: true });
+    execFileSync('mkfifo', [file]);
+  };
+
+  it('bash answers when the command replaced its own output logs, and the next command runs', () =>
+    withSession(async (call) => {
+      const command = `echo hidden; echo hidden >&2; for log in "${workspace.home}"/out/*.log; do rm -f "$log"; mkfifo "$log"; done; exit 3`;
+      const replaced = resultOf<Bash>(await call('bash', { command }));
+      // Like a log the command deleted: nothing to show, the exit code still reported.
+      expect(replaced).toMatchObject({ exitCode: 3, stdout: '', stderr: '', stdoutBytes: 0 });
+      expect(resultOf<Bash>(await call('bash', { command: 'echo after' })).stdout).toBe('after\n');
+    }));
+
+  it('bash answers when the command replaced the session state file, and the next command runs', () =>
+    withSession(async (call) => {
+      // Its own EXIT trap drops the save (documented), so nothing renames a new state over the FIFO.
+      const state = path.join(workspace.home, 'bash', 'state.sh');
+      const replaced = resultOf<Bash>(await call('bash', { command: `trap - EXIT; rm -f "${state}"; mkfifo "${state}"` }));
+      expect(replaced).toMatchObject({ exitCode: 0, cwd: '.' });
+      expect(resultOf<Bash>(await call('bash', { command: 'mkdir -p sub && cd sub && echo after' }))).toMatchObject({
+        stdout: 'after\n',
+        cwd: 'sub',
+      });
+    }));
+
+  it('bash_output and bash_kill answer when the job files are FIFOs; an output log that is no file is IO_ERROR', () =>
+    withSession(async (call) => {
+      const { job } = resultOf<{ job: string }>(await call('bash', { command: 'echo out', background: true }));
+      const directory = path.join(workspace.home, 'jobs', job);
+      for (let attempt = 0; attempt < 100 && !existsSync(path.join(directory, 'exit')); attempt += 1) await sleep(50);
+      fifoAt(path.join(directory, 'exit'));
+      fifoAt(path.join(directory, 'pid'));
+      try {
+        // No exit record and no pid to be read: the job counts as lost, its output is still read.
+        expect(resultOf(await call('bash_output', { job }))).toMatchObject({ status: 'lost', output: 'out\n' });
+        expect(resultOf(await call('bash_kill', { job }))).toMatchObject({ job, status: 'lost' });
+        fifoAt(path.join(directory, 'output.log'));
+        const unreadable = await call('bash_output', { job });
+        expect(errorCodeOf(unreadable)).toBe('IO_ERROR');
+        expect(unreadable.ok ? '' : unreadable.error.message).toMatch(/no longer a regular file/);
+        expect(resultOf<Bash>(await call('bash', { command: 'echo after' })).stdout).toBe('after\n');
+      } finally {
+        // The local sandbox's close reads every job's pid file with a blocking read of its own
+        // (operator/src/sandbox/local-sandbox.ts): it would wait on this FIFO.
+        rmSync(path.join(directory, 'pid'));
+      }
+    }));
+
+  it('the clean shell stops a job whose killed marker is a FIFO, and answers', () =>
+    withSession(async (call) => {
+      const { job } = resultOf<{ job: string }>(await call('bash', { command: 'sleep 60', background: true }));
+      const directory = path.join(workspace.home, 'jobs', job);
+      for (let attempt = 0; attempt < 100 && !existsSync(path.join(directory, 'pid')); attempt += 1) await sleep(50);
+      const pid = Number(readFileSync(path.join(directory, 'pid'), 'utf8'));
+      fifoAt(path.join(directory, 'killed'));
+      expect(resultOf<Bash>(await call('bash', { command: 'echo check' }, true)).stdout).toBe('check\n');
+      await sleep(100);
+      expect(alive(pid)).toBe(false);
+    }));
 });

@@ -1,7 +1,8 @@
 // write_file, edit_file and multi_edit: exact matching, atomic writes, BOM and CRLF kept,
 // edits of one file serialized.
 import { execFileSync } from 'node:child_process';
-import { linkSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -105,6 +106,32 @@ describe('edit_file and multi_edit on what is not a regular file', () => {
       expect(resultOf(await ownCall('write_file', { path: 'written.txt', content: 'new\n' }))).toEqual({ path: 'written.txt', bytes: 4 });
     } finally {
       socket.close();
+      await ownSession.close();
+      own.cleanup();
+    }
+  }, 20_000);
+});
+
+describe('a lock name under the home that code in the sandbox replaced with a FIFO', () => {
+  it('is taken over, not waited on: the edit applies and the session keeps answering', async () => {
+    const own = makeWorkspace();
+    const ownSession = await openSession(own);
+    try {
+      own.write({ 'locked.txt': 'a\n' });
+      // The lock of a file is named after its real path (file-locks.ts).
+      const key = realpathSync(path.join(own.root, 'locked.txt'));
+      const lock = path.join(own.home, 'locks', `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.lock`);
+      mkdirSync(path.dirname(lock), { recursive: true });
+      execFileSync('mkfifo', [lock]);
+      // A deadline per call, so a toolbox that waits on the FIFO fails the test instead of hanging it.
+      const ownCall = (tool: string, input: Record<string, unknown>) => ownSession.call({ tool, input }, { timeoutMs: 5_000 });
+      expect(resultOf(await ownCall('edit_file', { path: 'locked.txt', oldString: 'a', newString: 'b' }))).toEqual({
+        path: 'locked.txt',
+        replacements: 1,
+      });
+      expect(readFileSync(path.join(own.root, 'locked.txt'), 'utf8')).toBe('b\n');
+      expect(resultOf(await ownCall('write_file', { path: 'locked.txt', content: 'c\n' }))).toEqual({ path: 'locked.txt', bytes: 2 });
+    } finally {
       await ownSession.close();
       own.cleanup();
     }

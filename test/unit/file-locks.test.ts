@@ -2,9 +2,9 @@
 // whose owner died is taken over, but only once it is older than a holder needs to write its
 // pid. In `call` mode a holder exits right after its release; a waiter that judged the next
 // holder's fresh lock by that dead pid removed it, and two edits ran at once.
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { withFileLock } from '../../sandbox-image/toolbox/file-locks.ts';
@@ -12,9 +12,14 @@ import { testTempDir } from '../support/test-temp-dir.ts';
 
 const deadPid = () => spawnSync('true').pid!;
 
-function lockOf(home: string, key: string, pid: number, ageSeconds: number): void {
+function lockPath(home: string, key: string): string {
   const file = path.join(home, 'locks', `${createHash('sha256').update(key).digest('hex').slice(0, 32)}.lock`);
   mkdirSync(path.dirname(file), { recursive: true });
+  return file;
+}
+
+function lockOf(home: string, key: string, pid: number, ageSeconds: number): void {
+  const file = lockPath(home, key);
   writeFileSync(file, String(pid));
   const at = Date.now() / 1000 - ageSeconds;
   utimesSync(file, at, at);
@@ -48,4 +53,26 @@ describe('withFileLock across processes', () => {
     await expect(edit).rejects.toThrow('held');
     expect(ran).toBe(false);
   });
+});
+
+// Code in the sandbox can write under the home. A holder only ever makes a regular file holding
+// its pid; anything else at a lock's name was planted there, and is removed without being
+// waited on (a FIFO) or read to its end (a symlink to /dev/zero, a file far longer than a pid).
+describe('withFileLock and what code in the sandbox put at a lock name', () => {
+  const planted: Record<string, (file: string) => void> = {
+    'a FIFO': (file) => execFileSync('mkfifo', [file]),
+    'a symlink to /dev/zero': (file) => symlinkSync('/dev/zero', file),
+    'a file far longer than a pid': (file) => writeFileSync(file, `${process.pid}\n`.padEnd(1_048_576, 'x')),
+  };
+  for (const [what, plant] of Object.entries(planted)) {
+    it(`removes ${what} and runs the work`, async () => {
+      const home = testTempDir('chamvi-locks-');
+      // A key per case: edits of one key are chained in the process, so one left waiting would hold up the next.
+      const key = `/workspace/${what}.txt`;
+      const file = lockPath(home, key);
+      plant(file);
+      expect(await withFileLock(home, key, async () => 'ran', { limitMs: 2_000, message: 'held' })).toBe('ran');
+      expect(existsSync(file)).toBe(false);
+    }, 5_000);
+  }
 });
