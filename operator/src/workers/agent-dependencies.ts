@@ -63,6 +63,12 @@ export interface AgentDependencies {
   setupTimeoutMs?: number;
   /** spec.publish: the commit author and which forge API each host speaks (operator config publish). */
   publishPolicy?: PublishPolicy;
+  /**
+   * The job's lease on its BullMQ lock (job-lease.ts): aborted once another worker may run the
+   * same job. Its writes are fenced by it (lease-fenced-dependencies.ts) and its model calls
+   * end with it. Absent (tests, a job run directly), nothing is fenced.
+   */
+  lease?: AbortSignal;
   logger: AgentLogger;
   now(): Date;
 }

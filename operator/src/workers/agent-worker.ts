@@ -1,7 +1,8 @@
 // The BullMQ worker that runs agent jobs in every replica: it verifies each job's data and
 // hands it to run-agent-job.ts, which runs it and decides (job-failure.ts) what an error
 // means for the run; an error it rethrows is retried by BullMQ. Security #11.1: a job whose
-// data the operator did not sign is refused before anything in it is used.
+// data the operator did not sign is refused before anything in it is used. Each job carries a
+// lease on its lock (job-lease.ts): a job whose lock this worker may have lost stops writing.
 import { UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
@@ -9,6 +10,7 @@ import { jobRetryDelayMs } from './job-retry.ts';
 import { runRefFrom } from './run-ref.ts';
 import { jobFields, type RunStateSeal, type SignedJobData } from './run-state-seal.ts';
 import { runAgentJob } from './run-agent-job.ts';
+import { JobLeases } from './job-lease.ts';
 
 export interface AgentWorkerOptions {
   connection: ConnectionOptions;
@@ -22,6 +24,8 @@ export interface AgentWorkerOptions {
 }
 
 export function startAgentWorker(shared: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
+  const lockDurationMs = options.lockDurationMs ?? 30_000;
+  const leases = new JobLeases(lockDurationMs);
   const worker = new Worker<AgentJobData, void, AgentJobName>(
     QUEUE_NAME,
     async (job) => {
@@ -36,29 +40,41 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       // Every line this job logs, here or in the step it runs, names the run and the step.
       // A step job's data counts the steps completed before it; logs say which step it is (1-based).
       const step = job.name === 'step' ? (job.data.step ?? 0) + 1 : undefined;
-      const deps = {
-        ...shared,
-        logger: shared.logger.child({
-          namespace: ref.namespace,
-          name: ref.name,
-          uid: ref.uid,
-          job: job.name,
-          step,
-          attempt: job.attemptsMade + 1,
-        }),
-      };
-      await runAgentJob(deps, { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 });
+      const logger = shared.logger.child({
+        namespace: ref.namespace,
+        name: ref.name,
+        uid: ref.uid,
+        job: job.name,
+        step,
+        attempt: job.attemptsMade + 1,
+      });
+      const lease = leases.hold(job.id!, job.processedOn ?? Date.now());
+      const lost = () =>
+        logger.warn({ err: (lease.signal.reason as Error).message }, 'job lock lost: this attempt stops before its next write');
+      lease.signal.addEventListener('abort', lost, { once: true });
+      try {
+        await runAgentJob(
+          { ...shared, logger, lease: lease.signal },
+          { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 },
+        );
+      } finally {
+        lease.signal.removeEventListener('abort', lost);
+        lease.release();
+      }
     },
     {
       connection: options.connection,
       prefix: options.prefix,
       concurrency: options.concurrency,
-      lockDuration: options.lockDurationMs ?? 30_000,
+      lockDuration: lockDurationMs,
       stalledInterval: options.stalledIntervalMs ?? 15_000,
       maxStalledCount: 3,
       settings: { backoffStrategy: (attemptsMade: number) => jobRetryDelayMs(attemptsMade) },
     },
   );
+  // BullMQ only reports a lock it could not renew; the lease makes the job stop (job-lease.ts).
+  worker.on('lockRenewalFailed', (jobIds) => leases.renewalFailed(jobIds));
+  worker.on('locksRenewed', ({ jobIds }) => leases.renewed(jobIds));
   worker.on('error', (error) => shared.logger.error({ err: error.message }, 'agent worker error'));
   return worker;
 }

@@ -5,6 +5,7 @@ import { RunFailure } from '../api/run-failure.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { failRun } from './fail-run.ts';
+import { fencedByLease } from './lease-fenced-dependencies.ts';
 import { runFinalizeJob } from './finalize-job.ts';
 import { decideJobFailure } from './job-failure.ts';
 import type { AgentJobData, AgentJobName } from './job-ids.ts';
@@ -52,12 +53,27 @@ async function finalizeAfterDeadline(
   await deps.queue.finalize(ref, state.verification?.attempts);
 }
 
-/** Resolves when the job is done with (the run moved on, or failed); rejects when BullMQ should try again. */
-export async function runAgentJob(deps: AgentDependencies, job: AgentJob): Promise<void> {
+/**
+ * Resolves when the job is done with (the run moved on, or failed); rejects when BullMQ should
+ * try again, or with a JobLockLostError when the job's lease ended (job-lease.ts): another
+ * worker may run the job now, so this attempt wrote nothing after that, and decides nothing
+ * about the run either (no failing it, no finalizing it).
+ */
+export async function runAgentJob(unfenced: AgentDependencies, job: AgentJob): Promise<void> {
   const ref = runRefFrom(job.data);
+  const lease = unfenced.lease;
+  const deps = lease ? fencedByLease(unfenced, lease) : unfenced;
   try {
     await dispatch(deps, ref, job);
   } catch (error) {
+    if (lease?.aborted) {
+      const lost = lease.reason instanceof Error ? lease.reason : new Error(String(lease.reason));
+      deps.logger.warn(
+        { err: lost.message, cause: error instanceof Error ? error.message : String(error) },
+        'job lock lost: the attempt ended without writing',
+      );
+      throw lost;
+    }
     if (SandboxError.isInstance(error)) deps.metrics.execErrors.inc({ kind: error.reason });
     const decision = decideJobFailure(error, job);
     if (decision.action === 'retry' || (decision.action === 'fail' && !RunFailure.isInstance(error))) {

@@ -121,6 +121,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   });
   const tools = buildToolSet(run.spec.tools.allow, TOOL_DEFINITIONS);
   const deadline = AbortSignal.timeout(timerDelay(Math.max(1, deadlineOf(run, state) - deps.now().getTime())));
+  // A model call also ends with the job's lease (job-lease.ts): a worker that lost the job's
+  // lock to another stops waiting for (and paying for) an answer it could not keep.
+  const callSignal = deps.lease ? AbortSignal.any([deadline, deps.lease]) : deadline;
   const { provider, name: modelName = provider } = run.spec.model;
   // Every answer the model gave this step, counted as it came, before the SDK worked on it.
   const spent: TokenUsage[] = [];
@@ -165,7 +168,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
             system: summarySystem,
             messages: [...older],
             maxRetries: 0,
-            abortSignal: deadline,
+            abortSignal: callSignal,
             experimental_include: LEAN_RESULT,
           }),
         );
@@ -182,7 +185,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
         messages: [...messages],
         tools,
         maxRetries: 0,
-        abortSignal: deadline,
+        abortSignal: callSignal,
         experimental_include: LEAN_RESULT,
       }),
     );

@@ -1,0 +1,91 @@
+// A job's lease on its BullMQ lock (job-lease.ts): it ends when BullMQ says a renewal failed,
+// or when no renewal was confirmed for four fifths of the lock's life (Redis not answering:
+// BullMQ's renewal just waits then), and ends with a JobLockLostError naming the job.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { JobLockLostError } from '../../operator/src/workers/errors/job-lock-lost-error.ts';
+import { JobLeases } from '../../operator/src/workers/job-lease.ts';
+
+const LOCK_MS = 30_000;
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: 1_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('a job lease', () => {
+  it('holds for four fifths of the lock from when the lock was taken, then ends', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now());
+    vi.advanceTimersByTime(23_999);
+    expect(lease.signal.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(lease.signal.aborted).toBe(true);
+    expect(JobLockLostError.isInstance(lease.signal.reason)).toBe(true);
+    expect((lease.signal.reason as JobLockLostError).jobId).toBe('uid-step-0');
+    expect((lease.signal.reason as Error).message).toMatch(/not renewed within 24000 ms/);
+  });
+
+  it('counts from the lock taken, not from when the job began (a job fetched a while ago)', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now() - 20_000);
+    vi.advanceTimersByTime(3_999);
+    expect(lease.signal.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(lease.signal.aborted).toBe(true);
+    // A lock already past its lease ends it at once.
+    expect(leases.hold('uid-step-1', Date.now() - 24_000).signal.aborted).toBe(true);
+  });
+
+  it('goes on with each renewal BullMQ confirms, for its job only', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const renewed = leases.hold('uid-a-step-0', Date.now());
+    const other = leases.hold('uid-b-step-0', Date.now());
+    for (let quarter = 0; quarter < 8; quarter++) {
+      vi.advanceTimersByTime(LOCK_MS / 4);
+      leases.renewed(['uid-a-step-0']);
+    }
+    expect(renewed.signal.aborted).toBe(false);
+    expect(other.signal.aborted).toBe(true);
+    // Renewals stop (Redis does not answer): the lease ends four fifths of a lock after the last.
+    vi.advanceTimersByTime(23_999);
+    expect(renewed.signal.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(renewed.signal.aborted).toBe(true);
+  });
+
+  it('ends at once when BullMQ could not renew the lock, and a later renewal does not bring it back', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now());
+    const other = leases.hold('uid-step-1', Date.now());
+    leases.renewalFailed(['uid-step-0']);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toMatch(/job uid-step-0 lost its lock \(Redis would not renew it/);
+    expect(other.signal.aborted).toBe(false);
+    leases.renewed(['uid-step-0']);
+    expect(lease.signal.aborted).toBe(true);
+  });
+
+  it('ends the attempt still running when this worker takes the same job again', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const first = leases.hold('uid-step-0', Date.now());
+    const second = leases.hold('uid-step-0', Date.now());
+    expect(first.signal.aborted).toBe(true);
+    expect(second.signal.aborted).toBe(false);
+    // The first attempt's end does not stop watching the second.
+    first.release();
+    leases.renewalFailed(['uid-step-0']);
+    expect(second.signal.aborted).toBe(true);
+  });
+
+  it('once released, is watched no more: neither time nor a failed renewal ends it', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now());
+    lease.release();
+    leases.renewalFailed(['uid-step-0']);
+    vi.advanceTimersByTime(10 * LOCK_MS);
+    expect(lease.signal.aborted).toBe(false);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});
