@@ -14,7 +14,19 @@
 // `fsPath` turns it back into its exact bytes for the file system. `a\xff` and `a\xfe` stay two
 // files instead of both becoming `a\uFFFD`.
 import { isUtf8 } from 'node:buffer';
-import { closeSync, linkSync, lstatSync, mkdirSync, openSync, realpathSync, rmSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -99,7 +111,7 @@ export async function importTar(
     } else if (type === '0' || type === '\0' || type === '7') {
       const real = await entryLocation(context, relative, name, parents);
       clearForEntry(real, parents);
-      const fd = openSync(fsPath(real), 'w', mode | 0o600);
+      const fd = createEntryFile(real, mode | 0o600, name);
       try {
         await reader.drain(size, (piece) => writeAll(fd, piece));
       } finally {
@@ -263,6 +275,28 @@ function clearForEntry(real: string, parents: ResolvedParents | undefined): void
   if (!stats) return;
   if (stats.isDirectory()) rmSync(fsPath(real), { recursive: true, force: true });
   else unlinkSync(fsPath(real));
+}
+
+/**
+ * A new file at an entry's path, which clearForEntry has just emptied. A process still running
+ * in the workspace may have put something there since: a FIFO, whose open for writing would
+ * wait for a reader on the main thread, where every tool of the session waits behind it, or a
+ * symlink, which would be written through. O_EXCL opens nothing that exists (nor a symlink;
+ * O_NOFOLLOW says so too), so the import fails and says why instead. O_NONBLOCK would change
+ * nothing: what this opens is always a regular file it just made.
+ */
+export function createEntryFile(real: string, mode: number, name: string): number {
+  try {
+    return openSync(fsPath(real), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    if (code !== 'EEXIST' && code !== 'ELOOP') throw error;
+    throw new ToolboxError(
+      'IO_ERROR',
+      `The tar entry ${name.slice(0, 200)} could not be written: something else put a file at its path during the import ` +
+        '(a process still running in the workspace?); the import was stopped',
+    );
+  }
 }
 
 async function maybeGunzip(input: AsyncIterable<Uint8Array>): Promise<AsyncIterable<Uint8Array>> {

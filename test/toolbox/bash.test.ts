@@ -295,20 +295,14 @@ describe('files under the home that code in the sandbox replaced with a FIFO', (
       for (let attempt = 0; attempt < 100 && !existsSync(path.join(directory, 'exit')); attempt += 1) await sleep(50);
       fifoAt(path.join(directory, 'exit'));
       fifoAt(path.join(directory, 'pid'));
-      try {
-        // No exit record and no pid to be read: the job counts as lost, its output is still read.
-        expect(resultOf(await call('bash_output', { job }))).toMatchObject({ status: 'lost', output: 'out\n' });
-        expect(resultOf(await call('bash_kill', { job }))).toMatchObject({ job, status: 'lost' });
-        fifoAt(path.join(directory, 'output.log'));
-        const unreadable = await call('bash_output', { job });
-        expect(errorCodeOf(unreadable)).toBe('IO_ERROR');
-        expect(unreadable.ok ? '' : unreadable.error.message).toMatch(/no longer a regular file/);
-        expect(resultOf<Bash>(await call('bash', { command: 'echo after' })).stdout).toBe('after\n');
-      } finally {
-        // The local sandbox's close reads every job's pid file with a blocking read of its own
-        // (operator/src/sandbox/local-sandbox.ts): it would wait on this FIFO.
-        rmSync(path.join(directory, 'pid'));
-      }
+      // No exit record and no pid to be read: the job counts as lost, its output is still read.
+      expect(resultOf(await call('bash_output', { job }))).toMatchObject({ status: 'lost', output: 'out\n' });
+      expect(resultOf(await call('bash_kill', { job }))).toMatchObject({ job, status: 'lost' });
+      fifoAt(path.join(directory, 'output.log'));
+      const unreadable = await call('bash_output', { job });
+      expect(errorCodeOf(unreadable)).toBe('IO_ERROR');
+      expect(unreadable.ok ? '' : unreadable.error.message).toMatch(/no longer a regular file/);
+      expect(resultOf<Bash>(await call('bash', { command: 'echo after' })).stdout).toBe('after\n');
     }));
 
   it('the clean shell stops a job whose killed marker is a FIFO, and answers', () =>

@@ -1,6 +1,6 @@
 // `toolbox import`: a tar stream on stdin becomes the workspace; entries that would land
 // outside the root are refused.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import {
   existsSync,
   mkdtempSync,
@@ -12,11 +12,15 @@ import {
   symlinkSync,
   writeFileSync,
   mkdirSync,
+  closeSync,
+  lstatSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createEntryFile } from '../../sandbox-image/toolbox/tar-import.ts';
+import { ToolboxError } from '../../sandbox-image/toolbox/toolbox-error.ts';
 import { makeTar, type TarEntry } from '../support/sandbox-contract.ts';
 import { makeWorkspace, runToolbox, type Workspace } from './toolbox-fixture.ts';
 
@@ -190,5 +194,55 @@ describe('import', () => {
   it('refuses a stream that is not tar', async () => {
     const response = await importTar(Buffer.alloc(1024, 0x41));
     expect(response).toMatchObject({ ok: false, error: { code: 'INVALID_INPUT' } });
+  });
+});
+
+// Between removing what stood at an entry's path and creating the entry's file, a process still
+// running in the workspace can put something there. Nothing in the import yields in between, so
+// the race is played by calling the create step on a path that is already taken.
+describe('the file an import creates, when something took its path after the remove step', () => {
+  it('a FIFO: the import fails with IO_ERROR at once, not waiting for a reader', () => {
+    const fifo = path.join(workspace.root, 'pipe');
+    execFileSync('mkfifo', [fifo]);
+    // The main thread would wait on the FIFO for good: a reader comes after a second, so a
+    // create that waits makes the test fail instead of hanging it.
+    const rescuer = spawn('sh', ['-c', 'sleep 1; exec cat "$0" > /dev/null', fifo], { stdio: 'ignore' });
+    try {
+      const started = Date.now();
+      let thrown: unknown;
+      try {
+        closeSync(createEntryFile(fifo, 0o644, 'pipe'));
+      } catch (error) {
+        thrown = error;
+      }
+      expect(Date.now() - started).toBeLessThan(500);
+      expect(ToolboxError.isInstance(thrown) && thrown.code).toBe('IO_ERROR');
+      expect((thrown as Error).message).toMatch(/tar entry pipe .*during the import/);
+      expect(lstatSync(fifo).isFIFO()).toBe(true);
+    } finally {
+      rescuer.kill('SIGKILL');
+    }
+  });
+
+  it('a symlink: the import fails with IO_ERROR, and nothing is written through it', () => {
+    const outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
+    try {
+      const target = path.join(outside, 'target.txt');
+      writeFileSync(target, 'original');
+      symlinkSync(target, path.join(workspace.root, 'file.txt'));
+      expect(() => closeSync(createEntryFile(path.join(workspace.root, 'file.txt'), 0o644, 'file.txt'))).toThrow(
+        expect.objectContaining({ code: 'IO_ERROR' }),
+      );
+      expect(readFileSync(target, 'utf8')).toBe('original');
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('a free path: a new regular file with the entry mode', () => {
+    const file = path.join(workspace.root, 'run.sh');
+    closeSync(createEntryFile(file, 0o755, 'run.sh'));
+    expect(lstatSync(file).isFile()).toBe(true);
+    expect(statSync(file).mode & 0o100).toBe(0o100);
   });
 });

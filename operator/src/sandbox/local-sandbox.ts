@@ -1,10 +1,11 @@
 // The local-process Sandbox: a workspace directory on this host and the bundled toolbox as a
 // child process, per call or as a kept serve session. Used by tests and by a single-host
 // setup; the Kubernetes implementation swaps the transport for pods/exec.
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readSmallFile } from '../../../sandbox-image/toolbox/bounded-read.ts';
 import { LocalProcessTransport } from './local-process-transport.ts';
 import type { Sandbox } from './sandbox.ts';
 import { ToolboxSandbox, type ToolboxSandboxMode } from './toolbox-sandbox.ts';
@@ -60,15 +61,22 @@ export async function createLocalSandbox(options: LocalSandboxOptions): Promise<
   };
 }
 
+/** A pid is a few digits; anything longer is not one. */
+const PID_FILE_MAX_BYTES = 64;
+
 /**
  * Background jobs outlive the toolbox by design; on a pod they end with the pod, here they
  * would outlive the sandbox on the host. Their process groups are recorded under the home.
+ * Code in the sandbox can write there too, and this runs in the operator's (or the CLI's)
+ * process: a pid file that is a FIFO, a symlink (to /dev/zero) or huge is no pid, never
+ * waited on nor read to its end (bounded-read.ts).
  */
 export async function killBackgroundJobs(homeDir: string): Promise<void> {
   const jobs = await readdir(path.join(homeDir, 'jobs')).catch(() => [] as string[]);
   await Promise.all(
     jobs.map(async (job) => {
-      const pid = Number((await readFile(path.join(homeDir, 'jobs', job, 'pid'), 'utf8').catch(() => '')).trim());
+      const text = await readSmallFile(path.join(homeDir, 'jobs', job, 'pid'), PID_FILE_MAX_BYTES);
+      const pid = Number(text?.toString('utf8').trim() ?? '');
       if (!Number.isSafeInteger(pid) || pid <= 1) return;
       try {
         process.kill(-pid, 'SIGKILL');
