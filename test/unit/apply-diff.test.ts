@@ -5,7 +5,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyDiff, headRevision } from '../../operator/src/workers/apply-diff.ts';
+import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createRepository, git } from '../support/git-fixture.ts';
+
+const MiB = 1024 * 1024;
+
+/** launchHere, recording each command line. */
+function recording(): { launch: Launch; launched: string[][] } {
+  const launched: string[][] = [];
+  return { launched, launch: (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options)) };
+}
+
+/** The git command of a launched command line: the first argument after git's `-c` settings. */
+function gitCommandOf(line: string[]): string | undefined {
+  let at = line.indexOf('git') + 1;
+  while (line[at] === '-c') at += 2;
+  return line[at];
+}
+
+/** The `ulimit -d` a launched command line sets (git-limits.ts withLimits), in bytes; undefined when none. */
+const limitOf = (line: string[]) => (line[0] === '/bin/sh' && line[3] === 'chamvi-limits' ? Number(line[4]) * 1024 : undefined);
 
 let base: string;
 let repo: string;
@@ -198,32 +217,37 @@ describe('applyDiff', () => {
   const rename = (from: string, to: string) =>
     `diff --git a/${from} b/${to}\nsimilarity index 100%\nrename from ${from}\nrename to ${to}\n`;
 
-  it('refuses a diff whose patches read more than git may hold at once (renames read each source whole), before git runs; four of them apply', async () => {
+  it('refuses a diff whose patches read more than git may hold at once (renames read each source whole), before git runs; one of them applies', async () => {
     commitFiles(Object.fromEntries(Array.from({ length: 5 }, (_, index) => [`large${index}.txt`, largeFile(index)])));
-    const five = Array.from({ length: 5 }, (_, index) => rename(`large${index}.txt`, `moved${index}.txt`)).join('');
-    expect(five.length).toBeLessThan(600);
-    const outcome = await applyDiff(repo, five);
-    expect(outcome).toEqual({
+    const renames = (count: number) =>
+      Array.from({ length: count }, (_, index) => rename(`large${index}.txt`, `moved${index}.txt`)).join('');
+    expect(renames(5).length).toBeLessThan(600);
+    expect(await applyDiff(repo, renames(5))).toEqual({
       applied: false,
       output: expect.stringMatching(
         /read files of more than 70\.0 MiB in all, which git apply holds in memory at once, over the 64\.0 MiB/,
       ) as unknown,
     });
+    // git keeps a renamed file as it read it, half again its size: four such renames needed 94 MiB (apply-budget.ts).
+    expect(await applyDiff(repo, renames(2))).toEqual({
+      applied: false,
+      output: expect.stringMatching(/read 2 file\(s\) of 28\.0 MiB in all, .*about 75\.\d MiB, over the 64\.0 MiB/) as unknown,
+    });
     expect(git(['status', '--porcelain'], repo)).toBe('');
-    const four = Array.from({ length: 4 }, (_, index) => rename(`large${index}.txt`, `moved${index}.txt`)).join('');
-    expect(await applyDiff(repo, four)).toEqual({ applied: true });
-    expect(existsSync(join(repo, 'moved3.txt'))).toBe(true);
+    // Applied by git held to the 64 MiB limit.
+    expect(await applyDiff(repo, renames(1))).toEqual({ applied: true });
+    expect(existsSync(join(repo, 'moved0.txt'))).toBe(true);
   });
 
   it('refuses a one-line change of a file of empty lines, for the table of its lines git would hold, before git runs', async () => {
-    // 8 MiB of newlines: git holds 16 bytes for each of its 8 Mi lines while it patches it (measured: 32 MiB took 594 MB).
+    // 8 MiB of newlines: git holds 16 bytes for each of its 8 Mi lines, in a table grown by half, while it patches it (measured: 161 MiB).
     commitFiles({ 'blank.txt': '\n'.repeat(8 * 1024 * 1024) });
     const lines = 8 * 1024 * 1024;
     const diff = `diff --git a/blank.txt b/blank.txt\n--- a/blank.txt\n+++ b/blank.txt\n@@ -${lines - 2},3 +${lines - 2},4 @@\n \n \n \n+end\n`;
     const outcome = await applyDiff(repo, diff);
     expect(outcome).toEqual({
       applied: false,
-      output: expect.stringMatching(/with a table of each file's lines: about 1\d\d\.\d MiB/) as unknown,
+      output: expect.stringMatching(/with a table of each file's lines: about 2\d\d\.\d MiB/) as unknown,
     });
     expect(git(['status', '--porcelain'], repo)).toBe('');
   });
@@ -252,5 +276,41 @@ describe('headRevision', () => {
   it('is the full SHA of the checked-out commit', async () => {
     expect(await headRevision(repo)).toBe(git(['rev-parse', 'HEAD'], repo).trim());
     expect(await headRevision(repo)).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it('reads it with git held to the memory limit: it reads the commit, which the repository made, whole', async () => {
+    const { launch, launched } = recording();
+    expect(await headRevision(repo, launch, 48 * MiB)).toBe(git(['rev-parse', 'HEAD'], repo).trim());
+    expect(launched).toHaveLength(1);
+    expect(limitOf(launched[0]!)).toBe(48 * MiB);
+  });
+});
+
+describe('the memory limit (maxGitMemoryBytes)', () => {
+  it('holds every git applyDiff starts to it, the apply itself too', async () => {
+    const { launch, launched } = recording();
+    const diff = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+    expect(await applyDiff(repo, diff, launch, { maxGitMemoryBytes: 48 * MiB })).toEqual({ applied: true });
+    expect(launched.map(gitCommandOf)).toEqual(['apply', 'apply', 'ls-tree', 'cat-file', 'apply']);
+    for (const line of launched) expect(limitOf(line)).toBe(48 * MiB);
+  });
+
+  it('refuses a diff whose git apply runs out of its memory, saying so as the clone does, and changes nothing', async () => {
+    // An 8 MiB file's one-line edit fits the estimate at 64 MiB (29 MiB), and needs 23 MiB; the
+    // last apply is started under 16 MiB, as for a diff whose files the estimate did not foresee.
+    writeFileSync(join(repo, 'big.txt'), ('x'.repeat(59) + '\n').repeat((8 * MiB) / 60));
+    git(['add', '.'], repo);
+    git(['commit', '-qm', 'big'], repo);
+    const diff = `diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,2 +1,2 @@\n-${'x'.repeat(59)}\n+y\n ${'x'.repeat(59)}\n`;
+    const starved: Launch = (command, args, options) =>
+      launchHere(command, args.includes('--whitespace=nowarn') ? args.with(3, String(16 * 1024)) : args, options);
+    expect(await applyDiff(repo, diff, starved)).toEqual({
+      applied: false,
+      output:
+        "git apply needed more than the 64.0 MiB (67108864 bytes) of memory each git the operator runs may have, to hold the files the diff's patches read: " +
+        'it was not applied; apply it outside the operator (kubectl codingrun diff prints it), or make the change in runs that each change less',
+    });
+    expect(git(['status', '--porcelain'], repo)).toBe('');
+    expect(await applyDiff(repo, diff)).toEqual({ applied: true });
   });
 });

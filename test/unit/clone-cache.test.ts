@@ -17,6 +17,7 @@ import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
 import { CloneCache, refFreeArchive, type RefFreeArchive } from '../../operator/src/workers/clone-cache.ts';
 import { cloneMeasured, remoteCommit } from '../../operator/src/workers/git-clone.ts';
+import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createBareRepository, git } from '../support/git-fixture.ts';
 import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
 
@@ -195,5 +196,17 @@ describe('security: the clone cache keeps no clone that holds a ref', { timeout:
       throw new Error('no git here');
     };
     expect(await refFreeArchive(dir, archive, failing)).toBeUndefined();
+  });
+
+  it('asks with git held to the memory limit (it reads the refs whatever wrote them), and fails closed when git cannot run within it', async () => {
+    const { dir, archive } = await clone();
+    const launched: string[][] = [];
+    const recording: Launch = (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options));
+    expect(await refFreeArchive(dir, archive, recording, 48 * 1024 * 1024)).toBe(archive);
+    expect(launched).toHaveLength(1);
+    expect([launched[0]![0], ...launched[0]!.slice(3, 5)]).toEqual(['/bin/sh', 'chamvi-limits', String(48 * 1024)]);
+    expect(launched[0]).toContain('for-each-ref');
+    // 1 KiB: git cannot even load.
+    expect(await refFreeArchive(dir, archive, launchHere, 1024)).toBeUndefined();
   });
 });

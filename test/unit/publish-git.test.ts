@@ -24,6 +24,13 @@ import { gitEnvironment } from '../../operator/src/workers/git-clone.ts';
 import { createBareRepository, createRepository, git } from '../support/git-fixture.ts';
 import { startGitHttpServer } from '../support/git-http-server.ts';
 
+/** The git command of a launched command line: the first argument after git's `-c` settings. */
+function gitCommandOf(line: string[]): string | undefined {
+  let at = line.indexOf('git') + 1;
+  while (line[at] === '-c') at += 2;
+  return line[at];
+}
+
 let base: string;
 let clone: PublishClone;
 const author = { name: 'chamvi test', email: 'chamvi@example.test' };
@@ -140,7 +147,7 @@ ${TRAILERS}
       );
       expect(fate(error)).toMatchObject({ action: 'fail', reason: 'PublishFailed' });
       expect((error as RunFailure).message).toMatch(
-        /^Publishing failed: branch chamvi\/b already exists at [0-9a-f]{12}, whose head \(or what the server sent with it\) holds an object larger than the 24\.0 MiB \(25165824 bytes\) of memory each git the operator runs may have, so the operator did not make it; it is left alone/,
+        /^Publishing failed: branch chamvi\/b already exists at [0-9a-f]{12}, whose head \(or what the server sent with it\) holds an object too large to read: git fetch needed more than the 24\.0 MiB \(25165824 bytes\) of memory each git the operator runs may have, so the operator did not make it; it is left alone/,
       );
       expect(Date.now() - started).toBeLessThan(10_000);
       // The control: under the default limit git reads it, and the lookup refuses it by its size.
@@ -201,7 +208,7 @@ ${TRAILERS}
   });
 
   it('refuses to commit a change git would need more memory to apply than the operator lets it take, before git runs', async () => {
-    // A rename reads its source whole, and git keeps a 16-byte entry per line of a file it patches: 8 MiB of newlines is 136 MiB.
+    // A rename reads its source whole, and git keeps a 16-byte entry per line of a file it patches, in a table grown by half: 8 MiB of newlines, over 200 MiB.
     writeFileSync(join(clone.dir, 'blank.txt'), '\n'.repeat(8 * 1024 * 1024));
     git(['add', 'blank.txt'], clone.dir);
     git(['commit', '-qm', 'blank lines'], clone.dir);
@@ -210,6 +217,40 @@ ${TRAILERS}
       /Publishing failed: the diff's patches read 1 file\(s\) of 8\.0 MiB in all, which git apply holds in memory at once with a table of each file's lines/,
     );
     expect(git(['status', '--porcelain'], clone.dir)).toBe('');
+  });
+
+  it('commits with every git held to the memory limit, git apply too', async () => {
+    const launched: string[][] = [];
+    const launch: Launch = (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options));
+    const commit = await commitDiff(
+      { ...clone, launch, maxGitMemoryBytes: 48 * 1024 * 1024 },
+      { diff: DIFF, message: 'Greet\n', author, date },
+    );
+    expect(git(['show', '--format=', commit], clone.dir)).toContain('+Hello, world');
+    expect(launched.map(gitCommandOf)).toEqual(['apply', 'apply', 'ls-tree', 'cat-file', 'apply', 'write-tree', 'commit-tree']);
+    for (const line of launched) expect(line.slice(0, 1).concat(line.slice(3, 5))).toEqual(['/bin/sh', 'chamvi-limits', String(48 * 1024)]);
+  });
+
+  it('fails PublishFailed, at once and saying so as the clone does, when git apply runs out of its memory', async () => {
+    // An 8 MiB file's one-line edit fits the estimate at 64 MiB (29 MiB) and needs 19 MiB; the
+    // apply is started under 12 MiB, as for a diff whose files the estimate did not foresee.
+    writeFileSync(join(clone.dir, 'big.txt'), ('x'.repeat(59) + '\n').repeat((8 * 1024 * 1024) / 60));
+    git(['add', 'big.txt'], clone.dir);
+    git(['commit', '-qm', 'big'], clone.dir);
+    const diff = `diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,2 +1,2 @@\n-${'x'.repeat(59)}\n+y\n ${'x'.repeat(59)}\n`;
+    const starved: Launch = (command, args, options) =>
+      launchHere(command, args.includes('--index') ? args.with(3, String(12 * 1024)) : args, options);
+    const error = await commitDiff({ ...clone, launch: starved }, { diff, message: 'x\n', author, date }).catch((e: unknown) => e);
+    expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
+      action: 'fail',
+      reason: 'PublishFailed',
+    });
+    expect((error as RunFailure).message).toBe(
+      "Publishing failed: git apply needed more than the 64.0 MiB (67108864 bytes) of memory each git the operator runs may have, to hold the files the diff's patches read: " +
+        'it was not applied; apply it outside the operator (kubectl codingrun diff prints it), or make the change in runs that each change less',
+    );
+    expect(git(['status', '--porcelain'], clone.dir)).toBe('');
+    expect(git(['show', '--format=', await commitDiff(clone, { diff, message: 'x\n', author, date })], clone.dir)).toContain('+y');
   });
 
   it('refuses to commit a copy, before git writes the copied file', async () => {

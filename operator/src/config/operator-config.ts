@@ -101,8 +101,9 @@ export const operatorConfigSchema = z
       .max(64 * 1024 ** 3)
       .default(64 * 1024 * 1024)
       .describe(
-        "Heap each git the workers run on a repository's objects may have (ulimit -d): the clone, ls-remote and publishing's git. " +
-          'A repository that needs more (a commit or tree of tens of MB, a large file sent as a delta of another) fails CloneFailed. ' +
+        "Heap each git the workers run on a repository's objects may have (ulimit -d): the clone, ls-remote, publishing's git and git apply of a run's diff (publish, continueFrom). " +
+          'A repository that needs more (a commit or tree of tens of MB, a large file sent as a delta of another) fails CloneFailed; ' +
+          'a diff whose git apply would need more (a change to a file over about 17 MiB at 64 MiB) fails InvalidSpec or PublishFailed, saying so. ' +
           'workerConcurrency gits may run at once beside the operator: raise resources.limits.memory with it.',
       ),
     /** The conversation a run keeps is in the operator's heap and Redis (workers/run-state.ts). */

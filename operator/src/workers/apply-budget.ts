@@ -2,16 +2,29 @@
 // judged before it runs from the diff and the files it names in the tree being patched
 // (apply-diff.ts reads their sizes and lines from git). The diff is a model's, at most 1 MiB,
 // but what git does with it depends on the files it names, and git runs in the operator's
-// container: memory there is every namespace's, a worker slot too. Pure.
+// container: memory there is every namespace's, a worker slot too. git runs held to
+// maxGitMemoryBytes (git-runner.ts), so what this misjudges fails that apply alone; judged
+// here, a diff that would not fit is refused before git starts, with the figures. Pure.
 //
-// Measured with git 2.39 (the image's):
+// Measured with git 2.39 (the image's): repositories and diffs of each shape below, the need
+// taken as the smallest `ulimit -d` (what the operator sets, git-limits.ts) under which `git
+// apply` succeeds, in the work tree (continueFrom) and with --index from a packed repository
+// (publish), whichever is more; the max RSS (`/usr/bin/time -v`) is lower, RLIMIT_DATA counts
+// what git allocates, not what it touches.
 // - Memory. git reads each file a patch names whole (an edit, a deletion, a rename even without
-//   a hunk) and keeps it until it has patched them all, then writes them; while it patches one
-//   it also holds a 16-byte entry per line of it (its `struct line`). 2 000 one-line patches of
-//   100 KB files (a 270 KB diff) took 205 MB; one of a 32 MiB file of empty lines, 594 MB. At
-//   the chart's maxCheckoutBytes, a 1 MiB diff could ask for more than the operator's 1 GiB
-//   limit, and the kernel's OOM killer then ends the whole container (memory.oom.group), every
-//   namespace's jobs with it, and the retried job again.
+//   a hunk) and keeps it, patched, until it has patched them all, then writes them. It reads a
+//   file into a buffer it grows to half again the file's size, copies the file whole to a new
+//   one at each hunk it places, and builds a 16-byte entry per line of it, in a table it grows
+//   by half again too: the file it is patching it holds up to three times, and one it renames
+//   without a hunk it keeps as read. Needed (the old estimate here in brackets): a one-line
+//   edit of a 60 MiB file, 169 MiB (76); of 16 MiB, 46 MiB (20), 53 with 20 hunks; of a 4 MiB
+//   file of empty lines, 104 MiB (68); four 14 MiB files renamed, 94 MiB (60); 1 000 one-line
+//   edits of 60 KB files 60.2 MiB (58), 3 000 of 4 KB files 16.5 MiB (14); git itself 1.7 MiB.
+//   With --index, git also holds the index, under twice its file (100 000 files, an 8.3 MiB
+//   index: 15 MiB), and a file stored as a delta reads its base too (a 14 MiB one: 48 MiB). The estimate below is
+//   above each of these. Without the limit, at the chart's maxCheckoutBytes, a 1 MiB diff
+//   could ask for more than the operator's 1 GiB, and the kernel's OOM killer then ends the
+//   whole container (memory.oom.group), every namespace's jobs with it.
 // - CPU. A hunk git does not find at the line it names is looked for at every line of the file,
 //   each try comparing up to the hunk's old lines: 10 000 lines of context over a 200 000-line
 //   file of the same line took 1.2 s of CPU (0.6 ns a line), 12 000 over a million lines 12 s,
@@ -19,6 +32,7 @@
 //   git diff made on this very commit never needs the search (its hunks are where they say), so
 //   only a hand-made one pays it.
 import { numstatEntries } from './diff-refusal.ts';
+import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 
 /** A file of the tree being patched, as git stores it (the clone's checkout is its blobs, byte for byte: git-clone.ts). */
 export interface TreeFile {
@@ -31,6 +45,8 @@ export interface NamedFiles {
   files: ReadonlyMap<string, TreeFile>;
   /** False when the reading stopped once their sizes passed the memory bound: `files` holds only the first. */
   complete: boolean;
+  /** The size of the index file, which `git apply --index` (publish) holds whole; absent for an apply to the work tree alone. */
+  indexBytes?: number | undefined;
 }
 
 export interface ApplyBudget {
@@ -43,19 +59,31 @@ export interface ApplyBudget {
 const MiB = 1024 * 1024;
 
 /**
- * 64 MiB: the chart gives the operator 1 GiB, of which the heap (heapLimitMiB 160) and the 150
- * MiB it keeps for code, buffers and children leave about 700 MiB; workerConcurrency (8) jobs
- * may each apply a diff at once, which at 64 MiB each is 512 MiB, with room for the clones'
- * own git. A diff that edits even a few MiB of files is far under it.
+ * The memory: what each git the operator runs may have (maxGitMemoryBytes, 64 MiB by default,
+ * git-limits.ts), which is what `git apply` runs under: at 64 MiB a one-line edit of a file of
+ * 17 MiB of 40-byte lines fits, and a diff that edits a few MiB of files is far under it.
  * 10^10 comparisons: about 6 s of one core of the machine measured above (0.6 ns each). The
  * bound counts what the search could cost, not what a diff's hunks found where they say do
  * cost, so a real diff is refused only when it changes very much of a very large file: 10 000
- * old lines of hunks in a file of a million lines (40 MB of code, near the memory bound).
+ * old lines of hunks in a file of a million lines.
  */
-export const APPLY_BUDGET: ApplyBudget = { memoryBytes: 64 * MiB, lineComparisons: 10_000_000_000 };
+export const APPLY_BUDGET: ApplyBudget = { memoryBytes: GIT_MEMORY_LIMIT_BYTES, lineComparisons: 10_000_000_000 };
 
-/** What git holds per line of the file it is patching (`struct line`: a length, a hash and flags). */
-const LINE_ENTRY_BYTES = 16;
+/** The budget of an apply whose git may have `maxGitMemoryBytes` (git-limits.ts). */
+export function applyBudget(maxGitMemoryBytes: number): ApplyBudget {
+  return { ...APPLY_BUDGET, memoryBytes: maxGitMemoryBytes };
+}
+
+/** git itself, before it reads the diff or a file: its code's data, its libraries', its config. */
+const GIT_OWN_BYTES = 2 * MiB;
+/** A file read from the work tree is read into a buffer git grows to half again its size, to find its end. */
+const READ_BUFFER_GROWTH = 1.5;
+/** What git holds per line of the file it is patching (`struct line`: a length, a hash and flags, 16 bytes), in a table grown by half again. */
+const LINE_ENTRY_BYTES = 24;
+/** Each patch's own: its structures, names, result buffer's header, what the heap cannot hand back between them (3 000 patches of 4 KB files: under 1 KiB each). */
+const PATCH_BYTES = 2 * 1024;
+/** The index in memory against its file: an entry of a 19-byte path took 139 bytes, of a 122-byte one 241, on disk 87 and 191. */
+const INDEX_PER_FILE_BYTE = 2;
 
 const inMiB = (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`;
 
@@ -80,10 +108,11 @@ export function oldLineCounts(diff: string): number[] {
   return counts;
 }
 
-/** A patch as git reads it: the path it reads the file from (its old name), and the lines it adds. */
+/** A patch as git reads it: the path it reads the file from (its old name), and the lines it adds and removes. */
 export interface PatchRead {
   path: string;
   added: number;
+  deleted: number;
 }
 
 /**
@@ -96,7 +125,45 @@ export function patchesRead(numstat: string, reversedNumstat: string): PatchRead
   const forward = numstatEntries(numstat);
   const backward = numstatEntries(reversedNumstat).reverse();
   if (forward.length !== backward.length || backward.some((patch) => patch.paths.length !== 1)) return undefined;
-  return forward.map((patch, index) => ({ path: backward[index]!.paths[0]!, added: Number(patch.added) || 0 }));
+  return forward.map((patch, index) => ({
+    path: backward[index]!.paths[0]!,
+    added: Number(patch.added) || 0,
+    deleted: Number(patch.deleted) || 0,
+  }));
+}
+
+/**
+ * What `git apply` holds at most (the file's header has the figures): git itself; every file it
+ * reads, kept patched, or as read (half again its size) by a patch without a hunk; the largest
+ * twice more while it patches it (its read buffer and its copy at a hunk) with the table of its
+ * lines; the diff, read into a buffer grown likewise, with the lines of its hunks and each
+ * patch's own; and with --index, the index.
+ */
+function applyMemory(diff: string, diffLines: number, patches: number, read: readonly ReadFile[], indexBytes: number): number {
+  const kept = read.reduce((sum, { file, hunks }) => sum + (hunks ? file.bytes : READ_BUFFER_GROWTH * file.bytes), 0);
+  const largest = read.reduce((most, { file }) => Math.max(most, file.bytes), 0);
+  const mostLines = read.reduce((most, { file }) => Math.max(most, file.lines), 0);
+  return Math.ceil(
+    GIT_OWN_BYTES +
+      kept +
+      2 * largest +
+      LINE_ENTRY_BYTES * mostLines +
+      2 * Buffer.byteLength(diff) +
+      LINE_ENTRY_BYTES * diffLines +
+      PATCH_BYTES * patches +
+      INDEX_PER_FILE_BYTE * indexBytes,
+  );
+}
+
+/** A file git reads, and whether a patch of it places a hunk (which leaves the file copied to its exact size). */
+interface ReadFile {
+  file: TreeFile;
+  hunks: boolean;
+}
+
+/** Why a diff is not applied when git ran out of its memory applying it (what the estimate above did not foresee): git-runner.ts's message, and what to do. */
+export function applyOutOfMemoryRefusal(gitOutOfMemory: string): string {
+  return `${gitOutOfMemory}, to hold the files the diff's patches read: ${WHAT_TO_DO}`;
 }
 
 /**
@@ -111,16 +178,18 @@ export function applyCostRefusal(
   budget: ApplyBudget = APPLY_BUDGET,
 ): string | undefined {
   // Each path git reads once: a type change's deletion reads the file, its creation does not.
-  const read = [...new Set(patches.map((patch) => patch.path))].flatMap((path) => named.files.get(path) ?? []);
-  const fileBytes = read.reduce((sum, file) => sum + file.bytes, 0);
+  const read = [...new Set(patches.map((patch) => patch.path))].flatMap((path): ReadFile[] => {
+    const file = named.files.get(path);
+    const hunks = patches.every((patch) => patch.path !== path || patch.added + patch.deleted > 0);
+    return file ? [{ file, hunks }] : [];
+  });
+  const fileBytes = read.reduce((sum, { file }) => sum + file.bytes, 0);
   if (!named.complete)
-    return `the diff's patches read files of more than ${inMiB(fileBytes)} in all, which git apply holds in memory at once, over the ${inMiB(budget.memoryBytes)} the operator lets one apply take: ${WHAT_TO_DO}`;
+    return `the diff's patches read files of more than ${inMiB(fileBytes)} in all, which git apply holds in memory at once, over the ${inMiB(budget.memoryBytes)} each git the operator runs may have: ${WHAT_TO_DO}`;
   const diffLines = diff.split('\n').length;
-  // The files it keeps; the line table of the largest, while it patches it; the diff, parsed, and the lines of its hunks.
-  const mostLines = read.reduce((most, file) => Math.max(most, file.lines), 0);
-  const memory = fileBytes + LINE_ENTRY_BYTES * mostLines + 2 * Buffer.byteLength(diff) + LINE_ENTRY_BYTES * diffLines;
+  const memory = applyMemory(diff, diffLines, patches.length, read, named.indexBytes ?? 0);
   if (memory > budget.memoryBytes)
-    return `the diff's patches read ${read.length} file(s) of ${inMiB(fileBytes)} in all, which git apply holds in memory at once with a table of each file's lines: about ${inMiB(memory)}, over the ${inMiB(budget.memoryBytes)} the operator lets one apply take: ${WHAT_TO_DO}`;
+    return `the diff's patches read ${read.length} file(s) of ${inMiB(fileBytes)} in all, which git apply holds in memory at once with a table of each file's lines: about ${inMiB(memory)}, over the ${inMiB(budget.memoryBytes)} each git the operator runs may have: ${WHAT_TO_DO}`;
   const oldLines = oldLineCounts(diff);
   let comparisons = 0;
   for (const [index, patch] of patches.entries()) {

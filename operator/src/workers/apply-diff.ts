@@ -4,10 +4,15 @@
 // the tree, none through a symlink. New files stay untracked, as they were in the source's
 // sandbox; the finalize job's `git add --intent-to-add` counts them in the follow-up's diff.
 // Before git applies it, what it would hold and search is judged from the files it names
-// (apply-budget.ts), so a small diff cannot take the operator's container down.
-import { applyCostRefusal, APPLY_BUDGET, patchesRead, type NamedFiles, type TreeFile } from './apply-budget.ts';
+// (apply-budget.ts), so a small diff cannot take the operator's container down; and every git
+// here runs held to maxGitMemoryBytes (git-runner.ts), as the clone's does: it reads files and
+// objects of the repository's, and what the budget does not foresee fails this apply alone.
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { applyBudget, applyCostRefusal, applyOutOfMemoryRefusal, patchesRead, type NamedFiles, type TreeFile } from './apply-budget.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
-import { OutputTail } from './output-tail.ts';
+import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
+import { GitOutOfMemoryError, runGit, type GitCommand, type GitExit } from './git-runner.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
 
 /**
@@ -18,49 +23,102 @@ const NO_HOME = '/nonexistent';
 
 export type ApplyOutcome = { applied: true } | { applied: false; output: string };
 
-export async function applyDiff(dir: string, diff: string, launch: Launch = launchHere, timeoutMs = 120_000): Promise<ApplyOutcome> {
+/** How long each git may take, and the memory it may have. */
+export interface ApplyLimits {
+  /** Default 120 s. */
+  timeoutMs?: number | undefined;
+  /** Each git's (git-limits.ts), and what one `git apply` may hold (apply-budget.ts); default GIT_MEMORY_LIMIT_BYTES. */
+  maxGitMemoryBytes?: number | undefined;
+}
+
+/** How the diff will be applied, for applyCostRefusalIn. */
+export interface ApplyOptions extends ApplyLimits {
+  /** `git apply --index` (publish), which holds the whole index too. */
+  index?: boolean | undefined;
+}
+
+/** The clone every git here runs in, and the limits filled in. */
+interface CloneGit {
+  dir: string;
+  launch: Launch;
+  timeoutMs: number;
+  memoryBytes: number;
+}
+
+const gitIn = (dir: string, launch: Launch, limits: ApplyLimits): CloneGit => ({
+  dir,
+  launch,
+  timeoutMs: limits.timeoutMs ?? 120_000,
+  memoryBytes: limits.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES,
+});
+
+/**
+ * Applies the diff in `dir`, or says why not (the caller fails the run InvalidSpec with it:
+ * prepare-job.ts): git's refusal, the budget's (apply-budget.ts), or a git that ran out of
+ * its memory (GitOutOfMemoryError, said with what to do).
+ */
+export async function applyDiff(dir: string, diff: string, launch: Launch = launchHere, limits: ApplyLimits = {}): Promise<ApplyOutcome> {
   const refused = diffRefusal(diff);
   if (refused) return { applied: false, output: refused };
-  // git's own list of the diff's patches first (it reads no file): a path patched twice, or
-  // patches other than the headers name, are refused.
-  const listed = await gitApply(dir, ['--numstat', '-z'], diff, launch, timeoutMs);
-  if (listed.code !== 0) return { applied: false, output: listed.stderr };
-  const listRefusal = listedPatchesRefusal(diff, listed.stdout);
-  if (listRefusal) return { applied: false, output: listRefusal };
-  const costRefusal = await applyCostRefusalIn(dir, diff, listed.stdout, launch, timeoutMs);
-  if (costRefusal) return { applied: false, output: costRefusal };
-  const applied = await gitApply(dir, ['--whitespace=nowarn'], diff, launch, timeoutMs);
-  return applied.code === 0 ? { applied: true } : { applied: false, output: applied.timedOut ? 'git apply timed out' : applied.stderr };
+  const git = gitIn(dir, launch, limits);
+  try {
+    // git's own list of the diff's patches first (it reads no file): a path patched twice, or
+    // patches other than the headers name, are refused.
+    const listed = await gitApply(git, ['--numstat', '-z'], diff);
+    if (listed.code !== 0) return { applied: false, output: listed.stderr };
+    const listRefusal = listedPatchesRefusal(diff, listed.stdout);
+    if (listRefusal) return { applied: false, output: listRefusal };
+    const costRefusal = await costRefusalIn(git, diff, listed.stdout);
+    if (costRefusal) return { applied: false, output: costRefusal };
+    const applied = await gitApply(git, ['--whitespace=nowarn'], diff);
+    return applied.code === 0 ? { applied: true } : { applied: false, output: applied.timedOut ? 'git apply timed out' : applied.stderr };
+  } catch (error) {
+    if (GitOutOfMemoryError.isInstance(error)) return { applied: false, output: applyOutOfMemoryRefusal(error.message) };
+    throw error;
+  }
 }
 
 /**
  * Why git should not apply the diff in `dir`, from what it would hold and search doing it
- * (apply-budget.ts): the paths git reads, from its own lists of the patches (`numstat`, and
- * the same reversed, which names each patch's old path), and those files in HEAD's tree.
- * Undefined when it fits. Also publish's (publish-git.ts), before its `git apply --index`.
- * Only once listedPatchesRefusal has passed: the lines of each patch's hunks are counted by
- * `diff --git` section, which it checks are git's patches, one for one.
+ * (apply-budget.ts, against maxGitMemoryBytes): the paths git reads, from its own lists of the
+ * patches (`numstat`, and the same reversed, which names each patch's old path), and those files
+ * in HEAD's tree. Undefined when it fits. Also publish's (publish-git.ts), before its `git apply
+ * --index`. Only once listedPatchesRefusal has passed: the lines of each patch's hunks are
+ * counted by `diff --git` section, which it checks are git's patches, one for one.
  */
 export async function applyCostRefusalIn(
   dir: string,
   diff: string,
   numstat: string,
   launch: Launch = launchHere,
-  timeoutMs = 120_000,
+  options: ApplyOptions = {},
 ): Promise<string | undefined> {
-  const reversed = await gitApply(dir, ['-R', '--numstat', '-z'], diff, launch, timeoutMs);
+  try {
+    return await costRefusalIn(gitIn(dir, launch, options), diff, numstat, options.index ?? false);
+  } catch (error) {
+    if (GitOutOfMemoryError.isInstance(error)) return applyOutOfMemoryRefusal(error.message);
+    throw error;
+  }
+}
+
+async function costRefusalIn(git: CloneGit, diff: string, numstat: string, index = false): Promise<string | undefined> {
+  const reversed = await gitApply(git, ['-R', '--numstat', '-z'], diff);
   if (reversed.code !== 0) return reversed.timedOut ? 'git apply -R --numstat timed out' : reversed.stderr;
   const patches = patchesRead(numstat, reversed.stdout);
   if (!patches) return "git lists the diff's patches differently read backwards, so the files it reads are not known: it was not applied";
+  const budget = applyBudget(git.memoryBytes);
   const named = await readNamedFiles(
-    dir,
+    git.dir,
     patches.map((patch) => patch.path),
-    launch,
-    APPLY_BUDGET.memoryBytes,
-    timeoutMs,
+    git.launch,
+    budget.memoryBytes,
+    git.timeoutMs,
+    git.memoryBytes,
   );
   if ('failed' in named) return `${named.failed} (reading the sizes of the files the diff changes)`;
-  return applyCostRefusal(diff, patches, named.named);
+  // The clone's own index, which its checkout wrote: about twice its size in memory (apply-budget.ts).
+  const indexBytes = index ? ((await stat(join(git.dir, '.git', 'index')).catch(() => undefined))?.size ?? 0) : undefined;
+  return applyCostRefusal(diff, patches, { ...named.named, indexBytes }, budget);
 }
 
 const isolatedEnvironment = (): NodeJS.ProcessEnv => ({
@@ -71,69 +129,27 @@ const isolatedEnvironment = (): NodeJS.ProcessEnv => ({
   GIT_TERMINAL_PROMPT: '0',
 });
 
-interface GitExit {
-  code: number | null;
-  stderr: string;
-  timedOut: boolean;
-  /** `onStdout` asked to stop, and git was killed. */
-  stopped: boolean;
-}
-
 /**
- * git ARGS in `dir`, without hooks or the machine's config, `input` on its stdin, its stdout
- * handed to `onStdout` as it comes (which returns false to stop git).
+ * git ARGS in the clone, without hooks or the machine's config, under the memory limit
+ * (git-runner.ts), `input` on its stdin, its stdout handed to `onStdout` as it comes (which
+ * returns false to stop git) or its end kept.
  */
-function runGit(
-  dir: string,
-  args: readonly string[],
-  input: string,
-  onStdout: (chunk: Buffer) => boolean,
-  launch: Launch,
-  timeoutMs: number,
-): Promise<GitExit> {
-  return new Promise((resolve, reject) => {
-    const child = launch('git', ['-c', 'core.hooksPath=/dev/null', ...args], {
-      cwd: dir,
-      env: isolatedEnvironment(),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    let stopped = false;
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (stopped || onStdout(chunk)) return;
-      stopped = true;
-      child.kill('SIGKILL');
-    });
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr = (stderr + chunk.toString()).slice(-4000);
-    });
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.on('error', reject);
-    // A git that exits before reading all of stdin (a corrupt patch, a stop) closes the pipe: not our error.
-    child.stdin!.on('error', () => undefined);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr, timedOut, stopped });
-    });
-    child.stdin!.end(input);
+function gitHere(git: CloneGit, args: readonly string[], input: string, stdout: Pick<GitCommand, 'onStdout' | 'stdoutTailBytes'>) {
+  return runGit({
+    launch: git.launch,
+    cwd: git.dir,
+    env: isolatedEnvironment(),
+    args: ['-c', 'core.hooksPath=/dev/null', ...args],
+    memoryBytes: git.memoryBytes,
+    timeoutMs: git.timeoutMs,
+    input,
+    ...stdout,
   });
 }
 
-/** `git apply ARGS -` in `dir` with the diff on stdin. */
-async function gitApply(
-  dir: string,
-  args: readonly string[],
-  diff: string,
-  launch: Launch,
-  timeoutMs: number,
-): Promise<{ code: number | null; stdout: string; stderr: string; timedOut: boolean }> {
-  const stdout = new OutputTail(4_000_000);
-  const exit = await runGit(dir, ['apply', ...args, '-'], diff, (chunk) => (stdout.push(chunk), true), launch, timeoutMs);
-  return { code: exit.code, stdout: stdout.text(), stderr: exit.stderr, timedOut: exit.timedOut };
+/** `git apply ARGS -` in the clone with the diff on stdin. */
+function gitApply(git: CloneGit, args: readonly string[], diff: string): Promise<GitExit> {
+  return gitHere(git, ['apply', ...args, '-'], diff, { stdoutTailBytes: 4_000_000 });
 }
 
 /** Splits a NUL-separated stream into its records, across chunks. */
@@ -166,17 +182,16 @@ export async function readNamedFiles(
   launch: Launch,
   stopAfterBytes: number,
   timeoutMs: number,
+  memoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
 ): Promise<{ named: NamedFiles } | { failed: string }> {
+  const git: CloneGit = { dir, launch, timeoutMs, memoryBytes };
   const wanted = new Set(paths);
   const files = new Map<string, TreeFile>();
   if (wanted.size === 0) return { named: { files, complete: true } };
   // Blob id -> the paths that hold it (a file copied in the tree is read once per path).
   const holders = new Map<string, string[]>();
-  const listing = await runGit(
-    dir,
-    ['ls-tree', '-r', '-z', '--full-tree', 'HEAD'],
-    '',
-    nulRecords((record) => {
+  const listing = await gitHere(git, ['ls-tree', '-r', '-z', '--full-tree', 'HEAD'], '', {
+    onStdout: nulRecords((record) => {
       // <mode> SP <type> SP <object> TAB <path>
       const tab = record.indexOf(9);
       const path = record.subarray(tab + 1).toString('utf8');
@@ -185,9 +200,7 @@ export async function readNamedFiles(
       if (type !== 'blob' || !object) return;
       holders.set(object, [...(holders.get(object) ?? []), path]);
     }),
-    launch,
-    timeoutMs,
-  );
+  });
   if (listing.code !== 0) return { failed: listing.timedOut ? 'git ls-tree timed out' : `git ls-tree failed: ${listing.stderr.trim()}` };
   if (holders.size === 0) return { named: { files, complete: true } };
   let total = 0;
@@ -206,14 +219,9 @@ export async function readNamedFiles(
       for (const path of holders.get(object) ?? []) files.set(path, file);
     },
   );
-  const reading = await runGit(
-    dir,
-    ['cat-file', '--batch'],
-    [...holders.keys()].join('\n') + '\n',
-    (chunk) => reader.push(chunk),
-    launch,
-    timeoutMs,
-  );
+  const reading = await gitHere(git, ['cat-file', '--batch'], [...holders.keys()].join('\n') + '\n', {
+    onStdout: (chunk) => reader.push(chunk),
+  });
   if (!reading.stopped && reading.code !== 0)
     return { failed: reading.timedOut ? 'git cat-file timed out' : `git cat-file failed: ${reading.stderr.trim()}` };
   return { named: { files, complete } };
@@ -274,19 +282,28 @@ class BlobLines {
   }
 }
 
-/** The commit checked out in `dir` (full SHA). */
-export function headRevision(dir: string, launch: Launch = launchHere): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = launch('git', ['rev-parse', '--verify', 'HEAD^{commit}'], {
-      cwd: dir,
-      env: { PATH: process.env.PATH, HOME: NO_HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(stdout.trim()) : reject(new Error(`git rev-parse HEAD failed: ${stderr.trim()}`))));
+/**
+ * The commit checked out in `dir` (full SHA). git reads the commit whole to peel HEAD to it
+ * (one the repository's owner made), so under the memory limit too; a failure rejects (the job
+ * is retried), one that ran out of memory with GitOutOfMemoryError.
+ */
+export async function headRevision(
+  dir: string,
+  launch: Launch = launchHere,
+  maxGitMemoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
+): Promise<string> {
+  const exit = await runGit({
+    launch,
+    cwd: dir,
+    env: { PATH: process.env.PATH, HOME: NO_HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' },
+    args: ['rev-parse', '--verify', 'HEAD^{commit}'],
+    memoryBytes: maxGitMemoryBytes,
+    timeoutMs: REV_PARSE_TIMEOUT_MS,
+    stdoutTailBytes: 1024,
   });
+  if (exit.code === 0) return exit.stdout.trim();
+  throw new Error(`git rev-parse HEAD ${exit.timedOut ? 'timed out' : `failed: ${exit.stderr.trim()}`}`);
 }
+
+/** A rev-parse reads one commit; past this it is stuck (a disk that does not answer). */
+const REV_PARSE_TIMEOUT_MS = 60_000;

@@ -23,7 +23,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { absolutePath } from './absolute-path.ts';
 import type { TreeSize } from './git-clone.ts';
-import { launchHere, type Launch, type LaunchedProcess } from './process-launcher.ts';
+import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
+import { runGit } from './git-runner.ts';
+import { launchHere, type Launch } from './process-launcher.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 export interface CachedArchive {
@@ -62,45 +64,40 @@ const REF_CHECK_TIMEOUT_MS = 30_000;
 /**
  * `archive`, vouched for as the archive of the clone in `dir`, when `git for-each-ref` there
  * lists no ref. Undefined when it lists one, and whenever the answer is not a clean "none"
- * (git fails, is killed, or times out): a run costs one clone more, never another run's tree.
+ * (git fails, is killed, times out, or runs out of its memory: it reads the refs the clone
+ * holds, whatever wrote them): a run costs one clone more, never another run's tree.
  */
-export function refFreeArchive(dir: string, archive: string, launch: Launch = launchHere): Promise<RefFreeArchive | undefined> {
-  return new Promise((resolve) => {
-    let child: LaunchedProcess;
-    try {
+export async function refFreeArchive(
+  dir: string,
+  archive: string,
+  launch: Launch = launchHere,
+  maxGitMemoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
+): Promise<RefFreeArchive | undefined> {
+  let listed = false;
+  try {
+    const exit = await runGit({
+      launch,
+      cwd: dir,
       // GIT_DIR, not the working directory: a clone without its .git must not answer for a repository above it.
-      child = launch('git', ['for-each-ref', '--format=%(refname)'], {
-        cwd: dir,
-        env: {
-          PATH: absolutePath(process.env.PATH),
-          HOME: '/nonexistent',
-          GIT_DIR: join(dir, '.git'),
-          GIT_CONFIG_NOSYSTEM: '1',
-          GIT_CONFIG_GLOBAL: '/dev/null',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-    } catch {
-      resolve(undefined);
-      return;
-    }
-    child.stderr?.resume();
-    let listed = false;
-    const timer = setTimeout(() => child.kill('SIGKILL'), REF_CHECK_TIMEOUT_MS);
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.length === 0 || listed) return;
-      listed = true; // one ref is enough to refuse
-      child.kill('SIGKILL');
+      env: {
+        PATH: absolutePath(process.env.PATH),
+        HOME: '/nonexistent',
+        GIT_DIR: join(dir, '.git'),
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_CONFIG_GLOBAL: '/dev/null',
+      },
+      args: ['for-each-ref', '--format=%(refname)'],
+      memoryBytes: maxGitMemoryBytes,
+      timeoutMs: REF_CHECK_TIMEOUT_MS,
+      onStdout: (chunk) => {
+        if (chunk.length > 0) listed = true;
+        return !listed; // one ref is enough to refuse
+      },
     });
-    child.on('error', () => {
-      clearTimeout(timer);
-      resolve(undefined);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve(code === 0 && !listed ? (archive as RefFreeArchive) : undefined);
-    });
-  });
+    return exit.code === 0 && !listed ? (archive as RefFreeArchive) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');

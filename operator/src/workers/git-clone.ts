@@ -13,8 +13,8 @@
 //   bounded before it lands (#11.7): the download by a file-size limit, the checkout by the
 //   sum of the commit's file sizes and its entry count, read from the tree before checkout.
 // - git runs in the operator's container, reading objects the repository's owner made: each git
-//   process is held to GIT_MEMORY_LIMIT_BYTES (git-limits.ts), so a commit or tree of hundreds
-//   of MB, a pack of a few, fails the clone instead of the container.
+//   process is held to maxGitMemoryBytes (git-limits.ts, git-runner.ts), so a commit or tree of
+//   hundreds of MB, a pack of a few, fails the clone instead of the container.
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,9 @@ import { InvalidRevisionError } from '../api/invalid-revision-error.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
-import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, localServerConfig, ranOutOfMemory, withLimits } from './git-limits.ts';
+import { GIT_MEMORY_LIMIT_BYTES, localServerConfig } from './git-limits.ts';
+import { GitOutOfMemoryError, runGit } from './git-runner.ts';
+import { formatBytes } from './format-bytes.ts';
 import { absolutePath } from './absolute-path.ts';
 import { commitForRevision, parseLsRemote } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
@@ -93,17 +95,6 @@ function scrub(text: string, token: string | undefined): string {
   return out.trim().slice(-2000);
 }
 
-export function formatBytes(bytes: number): string {
-  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return unit === 0 ? `${bytes} bytes` : `${value.toFixed(1)} ${units[unit]} (${bytes} bytes)`;
-}
-
 interface GitRun {
   config: string[];
   cwd: string;
@@ -119,46 +110,35 @@ interface GitRun {
   launch: Launch;
 }
 
-/** Runs git under its file-size and memory limits. `onStdout` gets stdout; it may return false to stop git early. */
-function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const limits = { fileBytes: run.fileSizeLimit, dataBytes: run.memoryLimit };
-    const child = run.launch(...withLimits(limits, 'git', [...run.config, ...args]), {
-      cwd: run.cwd,
-      env: run.env,
-      stdio: ['ignore', onStdout ? 'pipe' : 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    let stopped = false;
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr = (stderr + chunk.toString()).slice(-8000);
-    });
-    child.stdout?.on('data', (chunk: Buffer) => {
-      if (stopped || onStdout!(chunk)) return;
-      stopped = true;
-      child.kill('SIGKILL');
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), run.timeoutMs);
+/** Runs git under its file-size and memory limits (git-runner.ts). `onStdout` gets stdout; it may return false to stop git early. */
+async function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => boolean): Promise<void> {
+  const label = run.label ?? args[0]!;
+  const exit = await runGit({
+    launch: run.launch,
+    cwd: run.cwd,
+    env: run.env,
+    args: [...run.config, ...args],
+    memoryBytes: run.memoryLimit,
+    fileBytes: run.fileSizeLimit,
+    timeoutMs: run.timeoutMs,
+    onStdout,
+    label,
+  }).catch((error: unknown) => {
     // A lost launcher says nothing about the repository: the job is retried.
-    child.on('error', (error) =>
-      reject(LauncherLostError.isInstance(error) ? error : cloneFailed(`git could not start: ${error.message}`)),
-    );
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const label = run.label ?? args[0];
-      if (code === 0 || stopped) resolve();
-      else if (signal) reject(cloneFailed(`git ${label} timed out`));
-      else if (ranOutOfMemory(stderr)) reject(cloneFailed(outOfMemory(label, run.memoryLimit)));
-      else reject(cloneFailed(`git ${label} failed: ${scrub(stderr, run.token) || `exit ${code}`}`));
-    });
+    if (LauncherLostError.isInstance(error)) throw error;
+    if (GitOutOfMemoryError.isInstance(error)) throw cloneFailed(outOfMemory(error));
+    throw cloneFailed(`git could not start: ${(error as Error).message}`);
   });
+  if (exit.code === 0 || exit.stopped) return;
+  if (exit.signal) throw cloneFailed(`git ${label} timed out`);
+  throw cloneFailed(`git ${label} failed: ${scrub(exit.stderr, run.token) || `exit ${exit.code}`}`);
 }
 
 /** Why the clone failed when git ran out of its memory: what the repository holds, and what to do. */
-function outOfMemory(label: string | undefined, limit: number): string {
+function outOfMemory(error: GitOutOfMemoryError): string {
   return (
-    `git ${label} needed more than the ${formatBytes(limit)} of memory each git the operator runs may have: the repository holds ` +
-    'an object too large to read whole (a commit or tree that large, or a large file sent as a delta of another); use a smaller repository or revision'
+    `${error.message}: the repository holds an object too large to read whole (a commit or tree that large, or a large file ` +
+    'sent as a delta of another); use a smaller repository or revision'
   );
 }
 
@@ -317,7 +297,6 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
   const run: GitRun = {
     config: [
       ...SAFE_GIT_CONFIG,
-      ...GIT_MEMORY_CONFIG,
       ...localServerConfig(request.url),
       // Always keep the download as one pack file, which the file-size limit bounds (below
       // the unpack limit git would explode it into loose objects, each bounded on its own).
@@ -405,7 +384,7 @@ export async function remoteCommit(request: CloneRequest): Promise<string | unde
   const { base, token, env } = await gitSetting(request);
   try {
     const run: GitRun = {
-      config: [...SAFE_GIT_CONFIG, ...GIT_MEMORY_CONFIG],
+      config: [...SAFE_GIT_CONFIG],
       cwd: base,
       env,
       timeoutMs: request.timeoutMs ?? 60_000,

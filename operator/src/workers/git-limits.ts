@@ -1,9 +1,10 @@
-// The limits git runs under when the workers start it on a repository's objects (the clone,
-// the publish lookup, the push). git runs in the operator's container, whose memory every
-// namespace's jobs share, and reads objects the repository's owner made: a commit or a tree is
-// read whole wherever git reads it (index-pack hashing a download, fetch writing FETCH_HEAD,
-// log printing it), whatever its pack costs. A commit whose message is 300 MB of zeros is a
-// 1.4 MB pack; its fetch took 313 MB, and `git log` of it 619 MB, of the chart's 1 GiB.
+// The limits git runs under when the workers start it on a repository's objects (every git they
+// start, through git-runner.ts: the clone, publishing, `git apply` of a run's diff). git runs
+// in the operator's container, whose memory every namespace's jobs share, and reads objects
+// the repository's owner made: a commit or a tree is read whole wherever git reads it
+// (index-pack hashing a download, fetch writing FETCH_HEAD, log printing it), whatever its pack
+// costs. A commit whose message is 300 MB of zeros is a 1.4 MB pack; its fetch took 313 MB, and
+// `git log` of it 619 MB, of the chart's 1 GiB.
 //
 // - The memory: RLIMIT_DATA (`ulimit -d`), which Linux (4.7 and later) counts for the heap and
 //   every private writable mapping, not for the pack files git maps read-only (RLIMIT_AS counts
@@ -25,7 +26,8 @@ const MiB = 1024 * 1024;
 /**
  * 64 MiB: of the chart's 1 GiB, the operator (heap limit 160 MiB) and what it keeps beside the
  * heap leave about 700 MiB, and workerConcurrency (8) jobs may each run one git at once; at
- * 64 MiB each that is 512 MiB, as apply-budget.ts allows each job's `git apply`.
+ * 64 MiB each that is 512 MiB. A job's `git apply` runs under it too, judged first against it
+ * (apply-budget.ts).
  */
 export const GIT_MEMORY_LIMIT_BYTES = 64 * MiB;
 

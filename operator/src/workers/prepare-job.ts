@@ -113,9 +113,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
     const { dir, size } = await cloneMeasured(clone);
     workDir = dirname(dir);
-    const revision = await headRevision(dir, deps.launch);
+    const revision = await headRevision(dir, deps.launch, clone.maxGitMemoryBytes);
     if (continuation) {
-      const applied = await applyDiff(dir, continuation.diff, deps.launch);
+      const applied = await applyDiff(dir, continuation.diff, deps.launch, { maxGitMemoryBytes: clone.maxGitMemoryBytes });
       if (!applied.applied) throw new RunFailure(REASONS.InvalidSpec, diffDoesNotApply(spec.continueFrom!.name, revision, applied.output));
     }
     // The archive goes through a file: piping tar's stdout straight into the exec stream
@@ -124,7 +124,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     const archive = join(workDir, 'workspace.tar');
     // The cache keeps only a clone that holds no ref (clone-cache.ts); asked of the tree beside
     // the tar, which reads the same tree, and answered before the tree goes.
-    const refFree = cache ? refFreeArchive(dir, archive, deps.launch) : undefined;
+    const refFree = cache ? refFreeArchive(dir, archive, deps.launch, clone.maxGitMemoryBytes) : undefined;
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
     const keepable = await refFree;
     // Nothing reads the tree again (the revision is read and the diff applied above, the

@@ -3,10 +3,9 @@
 // askpass answering only the checked origin, no redirect, only the URL's protocol), never on a
 // command line or in a URL; whatever git prints is scrubbed of it before it is shown.
 //
-// Every git here but `git apply` runs under the memory limit of git-limits.ts: the lookup reads a
-// branch head anyone who may push made. `git apply` is judged before it runs (apply-budget.ts)
-// and reads files of the run's own clone; a diff within that budget may need twice it (the
-// file read and the file patched: 117 MB for a 60 MiB estimate), which the limit would refuse.
+// Every git here runs under the memory limit of git-limits.ts (git-runner.ts): the lookup reads a
+// branch head anyone who may push made, and `git apply` the files a model's diff names, judged
+// before it runs against the same limit (apply-budget.ts).
 //
 // The commit is deterministic: the tree is the starting commit with the run's diff applied, its
 // parent that commit, author, committer and both dates fixed by the caller. A retried job makes
@@ -15,11 +14,13 @@ import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
 import type { RemoteBranch } from '../publish/decide-publish.ts';
+import { applyOutOfMemoryRefusal } from './apply-budget.ts';
 import { applyCostRefusalIn } from './apply-diff.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
-import { formatBytes, SAFE_GIT_CONFIG } from './git-clone.ts';
-import { GIT_MEMORY_CONFIG, GIT_MEMORY_LIMIT_BYTES, ranOutOfMemory, withLimits } from './git-limits.ts';
-import { OutputTail } from './output-tail.ts';
+import { formatBytes } from './format-bytes.ts';
+import { SAFE_GIT_CONFIG } from './git-clone.ts';
+import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
+import { GitOutOfMemoryError, runGit } from './git-runner.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 export interface PublishClone {
@@ -61,7 +62,7 @@ function scrub(text: string, token: string | undefined): string {
     .slice(-1500);
 }
 
-function git(
+async function git(
   clone: PublishClone,
   args: string[],
   options: {
@@ -69,59 +70,40 @@ function git(
     env?: NodeJS.ProcessEnv;
     label?: string;
     fileSizeLimit?: number;
-    /** `git apply`, whose memory apply-budget.ts judged: not under the memory limit (the file's header says why). */
-    budgeted?: boolean;
     /** Said after a failure's detail, in parentheses: what git was doing, when the command does not say. */
     why?: string;
-    /** The whole detail when git ran out of its memory, in place of the default. */
-    outOfMemory?: string;
+    /** What running out of memory means here, said after the shared message (git-runner.ts). */
+    outOfMemory?: (error: GitOutOfMemoryError) => string;
   } = {},
 ): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const memoryLimit = clone.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES;
-    const limits = { fileBytes: options.fileSizeLimit, dataBytes: options.budgeted ? undefined : memoryLimit };
-    const command = withLimits(limits, 'git', [...SAFE_GIT_CONFIG, ...GIT_MEMORY_CONFIG, ...args]);
-    const child = (clone.launch ?? launchHere)(...command, {
-      cwd: clone.dir,
-      env: { ...clone.env, ...options.env },
-      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-    });
-    const stdout = new OutputTail(1_000_000);
-    let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-8000)));
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, GIT_TIMEOUT_MS);
-    child.on('error', (error) =>
-      reject(LauncherLostError.isInstance(error) ? error : publishFailed(`git could not start: ${error.message}`)),
-    );
-    child.stdin?.on('error', () => undefined);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) return resolve(stdout.text());
-      const label = options.label ?? args[0];
-      if (!timedOut && !signal && !options.budgeted && ranOutOfMemory(stderr)) {
-        reject(
-          publishFailed(
-            options.outOfMemory ??
-              `git ${label} needed more than the ${formatBytes(memoryLimit)} of memory each git the operator runs may have`,
-          ),
-        );
-        return;
-      }
-      const detail = timedOut
-        ? `git ${label} timed out`
-        : signal
-          ? `git ${label} was stopped by ${signal}`
-          : `git ${label} failed: ${scrub(stderr, clone.token) || `exit ${code}`}`;
-      reject(publishFailed(`${detail}${options.why ? ` (${options.why})` : ''}`));
-    });
-    if (options.input !== undefined) child.stdin!.end(options.input);
+  const label = options.label ?? args[0]!;
+  const exit = await runGit({
+    launch: clone.launch ?? launchHere,
+    cwd: clone.dir,
+    env: { ...clone.env, ...options.env },
+    args: [...SAFE_GIT_CONFIG, ...args],
+    memoryBytes: gitMemory(clone),
+    fileBytes: options.fileSizeLimit,
+    timeoutMs: GIT_TIMEOUT_MS,
+    input: options.input,
+    stdoutTailBytes: 1_000_000,
+    label,
+  }).catch((error: unknown) => {
+    if (LauncherLostError.isInstance(error)) throw error;
+    if (GitOutOfMemoryError.isInstance(error)) throw publishFailed(options.outOfMemory?.(error) ?? error.message);
+    throw publishFailed(`git could not start: ${(error as Error).message}`);
   });
+  if (exit.code === 0) return exit.stdout;
+  const detail = exit.timedOut
+    ? `git ${label} timed out`
+    : exit.signal
+      ? `git ${label} was stopped by ${exit.signal}`
+      : `git ${label} failed: ${scrub(exit.stderr, clone.token) || `exit ${exit.code}`}`;
+  throw publishFailed(`${detail}${options.why ? ` (${options.why})` : ''}`);
 }
+
+/** The memory each git of the clone's may have (git-limits.ts). */
+const gitMemory = (clone: PublishClone) => clone.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES;
 
 export interface RemoteLookup {
   /** The branch on the remote (its commit and that commit's message), or undefined when there is none. */
@@ -155,11 +137,8 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
     label: 'fetch',
     fileSizeLimit: clone.maxFetchBytes,
     why: `fetching the head of branch ${branch} to read its commit message; a download over ${formatBytes(clone.maxFetchBytes)} is stopped`,
-    outOfMemory: notOurs(
-      branch,
-      commit,
-      `(or what the server sent with it) holds an object larger than the ${formatBytes(clone.maxGitMemoryBytes ?? GIT_MEMORY_LIMIT_BYTES)} of memory each git the operator runs may have`,
-    ),
+    outOfMemory: (error) =>
+      notOurs(branch, commit, `(or what the server sent with it) holds an object too large to read: ${error.message}`),
   });
   // That fetch made origin a promisor remote (remote.origin.promisor and .partialclonefilter
   // in the clone's config), from which git fetches any object it misses, on demand, without
@@ -208,12 +187,14 @@ export interface CommitRequest {
   date: string;
 }
 
+/** A `git apply` that ran out of its memory: what the estimate did not foresee (apply-budget.ts). */
+const applyOutOfMemory = (error: GitOutOfMemoryError) => applyOutOfMemoryRefusal(error.message);
+
 /** Why the diff is not applied, from git's list of its patches and the files of HEAD's tree they read (apply-diff.ts). */
 async function listedRefusal(clone: PublishClone, diff: string): Promise<string | undefined> {
-  const numstat = await git(clone, ['apply', '--numstat', '-z', '-'], { input: diff, label: 'apply' });
-  return (
-    listedPatchesRefusal(diff, numstat) ?? (await applyCostRefusalIn(clone.dir, diff, numstat, clone.launch ?? launchHere, GIT_TIMEOUT_MS))
-  );
+  const numstat = await git(clone, ['apply', '--numstat', '-z', '-'], { input: diff, label: 'apply', outOfMemory: applyOutOfMemory });
+  const limits = { timeoutMs: GIT_TIMEOUT_MS, maxGitMemoryBytes: gitMemory(clone), index: true };
+  return listedPatchesRefusal(diff, numstat) ?? (await applyCostRefusalIn(clone.dir, diff, numstat, clone.launch ?? launchHere, limits));
 }
 
 /** Applies the diff to HEAD's tree and commits it on HEAD; returns the commit (not checked out, no branch moved). */
@@ -223,7 +204,11 @@ export async function commitDiff(clone: PublishClone, request: CommitRequest): P
   // would hold and search to apply it must fit (apply-budget.ts).
   const refusal = diffRefusal(request.diff) ?? (await listedRefusal(clone, request.diff));
   if (refusal) throw publishFailed(refusal);
-  await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], { input: request.diff, label: 'apply', budgeted: true });
+  await git(clone, ['apply', '--index', '--whitespace=nowarn', '-'], {
+    input: request.diff,
+    label: 'apply',
+    outOfMemory: applyOutOfMemory,
+  });
   const tree = (await git(clone, ['write-tree'])).trim();
   const identity = {
     GIT_AUTHOR_NAME: request.author.name,
