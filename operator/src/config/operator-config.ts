@@ -13,13 +13,15 @@ import { FORGE_HOST_PATTERN, FORGE_KINDS } from '../publish/forge-kinds.ts';
 
 /**
  * The default of namespaceMaxStateBytes, sized for the chart's bundled Redis (maxmemory 256mb,
- * noeviction: full, it refuses every write, the queue's and every run's state alike). A
- * quarter of it: room for two runs at the largest state one run may save (24 MiB,
- * run-state.ts) or many smaller ones, while one namespace leaves the other three quarters
- * to the rest and to BullMQ's jobs and locks. Several namespaces at their budget still fill
- * it together: raise maxmemory with the number of busy namespaces (docs/operations.md).
+ * noeviction: full, it refuses every write, the queue's and every run's state alike). Three
+ * quarters of it: one namespace, alone on a cluster or not, may use what that Redis holds
+ * before it would be full anyway (100 runs of a 128k-token window take 50 to 300 MiB), while
+ * the last quarter stays for the other namespaces' runs and BullMQ's jobs and locks. A quarter
+ * failed healthy runs of one busy namespace (about 26 of 2.5 MiB each) with Redis half empty.
+ * Several namespaces near their budget still fill Redis together: raise maxmemory with the
+ * number of busy namespaces, or lower this (docs/operations.md "Sizing Redis").
  */
-export const DEFAULT_NAMESPACE_MAX_STATE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_NAMESPACE_MAX_STATE_BYTES = 192 * 1024 * 1024;
 
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;

@@ -20,11 +20,13 @@ export interface JobLease {
 
 /**
  * The share of the lock's life the lease ends before the lock could: a write checked just
- * before the lease ends must reach Redis while the lock still holds (a fifth: 6 s of the default
- * 30 s). BullMQ renews the lock every quarter to half of its life, so a lease ends only when no
- * renewal was confirmed for four fifths of it.
+ * before the lease ends must reach Redis while the lock still holds (a tenth: 3 s of the default
+ * 30 s, hundreds of times a write's round trip). BullMQ renews the lock every quarter to half of
+ * its life, so a lease ends only when no renewal was confirmed for nine tenths of it: at the
+ * default, a renewal 12 s late. A wider margin ended healthy jobs on a busy event loop (a fifth
+ * left 9 s), and each such end repeats the step's paid model call.
  */
-const MARGIN = 1 / 5;
+const MARGIN = 1 / 10;
 
 class Lease implements JobLease {
   private readonly controller = new AbortController();
