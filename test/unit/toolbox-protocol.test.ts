@@ -167,6 +167,38 @@ describe('LineSplitter', () => {
     expect(lines).toEqual(['{"id":1}', '{"id":3}']);
   });
 
+  it('reads no further into a chunk once a handler discarded the splitter, and keeps none of it', () => {
+    // The operator's session discards its splitter when it fails, which a handler can do mid-push.
+    const seen: string[] = [];
+    const splitter: LineSplitter = new LineSplitter(100, {
+      line: (line) => {
+        seen.push(line);
+        if (line === '{"id":1}') splitter.discard();
+      },
+      oversized: (prefix) => {
+        seen.push(`oversized ${prefix.slice(0, 8)}`);
+        splitter.discard();
+      },
+      blank: () => {
+        seen.push('blank');
+        splitter.discard();
+      },
+    });
+    // Oversized: the rest of the chunk, itself past the bound, is neither kept nor handed on.
+    expect(splitter.push(Buffer.from(`{"id":9,${'x'.repeat(500)}`))).toBeUndefined();
+    expect([splitter.lineUnfinished, splitter.unfinishedLineBytes]).toEqual([false, 0]);
+    // Under the bound after a kept start: nothing of the chunk is kept either.
+    splitter.push(Buffer.from('a'.repeat(60)));
+    expect(splitter.unfinishedLineBytes).toBeGreaterThan(0);
+    splitter.push(Buffer.from(`${'b'.repeat(60)}\n{"id":2}\n`));
+    expect([splitter.lineUnfinished, splitter.unfinishedLineBytes]).toEqual([false, 0]);
+    // A line or a blank line whose handler discarded: the lines after it in the chunk are not handed on.
+    splitter.push(Buffer.from('{"id":1}\n{"id":3}\n{"id":4'));
+    expect(splitter.lineUnfinished).toBe(false);
+    splitter.push(Buffer.from('\n{"id":5}\n'));
+    expect(seen).toEqual(['oversized {"id":9,', 'oversized aaaaaaaa', '{"id":1}', 'blank']);
+  });
+
   it('tells a reader that asks of each blank line it skips', () => {
     let blanks = 0;
     const lines: string[] = [];

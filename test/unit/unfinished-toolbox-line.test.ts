@@ -6,6 +6,7 @@
 // and the replica bounds what all its sessions hold in such lines, ending the oldest holders
 // first. The toolbox is scripted (test/support/scripted-toolbox.ts).
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { LineSplitter } from '../../sandbox-image/toolbox/contract/protocol.ts';
 import { LINE_MAX_CHUNKS, ServeSession, UNFINISHED_LINE_MAX_MS } from '../../operator/src/sandbox/serve-session.ts';
 import { UnfinishedLineBudget } from '../../operator/src/sandbox/unfinished-line-budget.ts';
 import { honest, scriptedToolbox } from '../support/scripted-toolbox.ts';
@@ -129,6 +130,35 @@ describe('a kept session and a line that does not end', () => {
     toolbox.stdout.emit('data', byte);
     await expect(call).rejects.toMatchObject({ reason: 'PROTOCOL', message: expect.stringContaining('pieces') as string });
     expect(toolbox.killed).toBe(true);
+  });
+});
+
+describe('an oversized line for an id no call waits for', () => {
+  // The session fails inside the splitter's push; the rest of the chunk must not be kept for
+  // it (a piece past the bound threw out of the stream's 'data' listener, in the shared operator).
+  const unfinishedLineBytes = (session: ServeSession) => (session as unknown as { splitter: LineSplitter }).splitter.unfinishedLineBytes;
+
+  it('ends the session with PROTOCOL, holding none of the chunk, when the rest of it is past the bound', async () => {
+    const toolbox = scriptedToolbox(silent);
+    const session = new ServeSession(toolbox.process, { ...limits(), maxResponseBytes: 1_024 });
+    const call = session.call({ tool: 'read_file', input: { path: 'x' } });
+    expect(() => toolbox.stdout.emit('data', Buffer.from(`{"id":99,${'x'.repeat(5_000)}`))).not.toThrow();
+    expect(unfinishedLineBytes(session)).toBe(0);
+    await expect(call).rejects.toMatchObject({ reason: 'PROTOCOL', message: expect.stringContaining('id 99') as string });
+    expect(session.alive).toBe(false);
+    expect(toolbox.killed).toBe(true);
+  });
+
+  it('ends the session with PROTOCOL, holding none of the chunk, when the line passes the bound in a later chunk', async () => {
+    const toolbox = scriptedToolbox(silent);
+    const session = new ServeSession(toolbox.process, { ...limits(), maxResponseBytes: 1_024 });
+    const call = session.call({ tool: 'read_file', input: { path: 'x' } });
+    toolbox.stdout.emit('data', Buffer.from(`{"id":99,${'x'.repeat(1_000)}`));
+    expect(session.alive).toBe(true);
+    toolbox.stdout.emit('data', Buffer.from('y'.repeat(900)));
+    // Checked at once: the exit that follows the kill would discard it again.
+    expect(unfinishedLineBytes(session)).toBe(0);
+    await expect(call).rejects.toMatchObject({ reason: 'PROTOCOL', message: expect.stringContaining('id 99') as string });
   });
 });
 

@@ -248,6 +248,8 @@ export class LineSplitter {
   private pending: Buffer | undefined;
   private pendingBytes = 0;
   private skipping = false;
+  /** Bumped by discard(): a push whose handler discarded the splitter reads no further. */
+  private discards = 0;
 
   constructor(
     private readonly maxLineBytes: number,
@@ -274,10 +276,16 @@ export class LineSplitter {
     this.pendingBytes = 0;
     this.pending = undefined;
     this.skipping = false;
+    this.discards++;
   }
 
-  /** Splits a chunk; returns the bytes after a line whose handler said 'stop', unread. */
+  /**
+   * Splits a chunk; returns the bytes after a line whose handler said 'stop', unread. A handler
+   * that discards the splitter ends the push: the rest of the chunk is dropped, none of it kept
+   * (else a reader that gave up would go on holding, and past the bound overflow, a buffer).
+   */
   push(chunk: Uint8Array): Uint8Array | undefined {
+    const discards = this.discards;
     let start = 0;
     while (start < chunk.length) {
       const newline = chunk.indexOf(0x0a, start);
@@ -288,12 +296,14 @@ export class LineSplitter {
         this.reset();
         this.skipping = true;
         this.handlers.oversized(prefix);
+        if (this.discards !== discards) return undefined;
       }
       if (newline === -1) {
         if (!this.skipping) this.keep(piece);
         return undefined;
       }
       const stop = !this.skipping && this.emit(piece) === 'stop';
+      if (this.discards !== discards) return undefined;
       this.skipping = false;
       start = newline + 1;
       if (stop) return chunk.subarray(start);
