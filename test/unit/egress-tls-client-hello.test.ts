@@ -1,6 +1,6 @@
 // The TLS server name read from the first bytes of a tunnel (tls-client-hello.ts), on
 // ClientHellos that node:tls really sends: whole, cut anywhere, spread over two records, and
-// beside bytes of other protocols.
+// beside bytes of other protocols, some of which start with a TLS record type by chance.
 import { describe, expect, it } from 'vitest';
 import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
 import { capturedClientHello as clientHello } from '../support/captured-client-hello.ts';
@@ -57,16 +57,47 @@ describe('readClientHello', () => {
     expect(readClientHello(Buffer.from(text, 'latin1'))).toEqual({ kind: 'not-tls' });
   });
 
+  /** A MongoDB OP_MSG header (its int32 length little-endian, request id, response to, op code 2013) and a body. */
+  function mongoMessage(length: number, requestId: number): Buffer {
+    const message = Buffer.alloc(length);
+    message.writeInt32LE(length, 0);
+    message.writeInt32LE(requestId, 4);
+    message.writeInt32LE(0, 8);
+    message.writeInt32LE(2013, 12);
+    Buffer.from('\x10\x00\x00\x00\x10hello\x00\x01\x00\x00\x00\x00', 'latin1').copy(message, 21);
+    return message;
+  }
+
+  // 276, 278, 280, 534 bytes start 14 01, 16 01, 18 01, 16 02: a TLS record type and a version.
+  it.each([276, 278, 280, 534])('leaves a MongoDB message of %i bytes alone (not TLS), whatever its request id', (length) => {
+    for (const requestId of [0, 1, 2, 7, 22, 0xff, 0x100, 0x101, 0x116, 0x1ff, 0x1234, 0xffff])
+      expect(readClientHello(mongoMessage(length, requestId)), `request id ${requestId}`).toEqual({ kind: 'not-tls' });
+  });
+
   it.each([0x00, 0x01, 0x02, 0x0f])(
     'refuses a ClientHello whose record version is %i.x, not 3 (Go serves a first record of any version below 16)',
     async (major) => {
       const hello = Buffer.from(await clientHello('other.test'));
       hello[1] = major;
-      expect(readClientHello(hello)).toEqual({ kind: 'malformed', why: `a TLS record of version ${major}.x, which no client sends` });
-      expect(readClientHello(hello.subarray(0, 2))).toMatchObject({ kind: 'malformed' });
-      expect(readClientHello(hello.subarray(0, 1))).toEqual({ kind: 'incomplete' });
+      const refused = { kind: 'malformed', why: `a TLS record of version ${major}.x, which no client sends` };
+      expect(readClientHello(hello)).toEqual(refused);
+      // Known as soon as the handshake header shows a ClientHello: record header 5, handshake header 4.
+      expect(readClientHello(hello.subarray(0, 9))).toEqual(refused);
+      for (const length of [1, 2, 5, 8]) expect(readClientHello(hello.subarray(0, length))).toEqual({ kind: 'incomplete' });
     },
   );
+
+  it('refuses a ClientHello after an empty record, and one of client_version 0.0 (Go reads supported_versions instead)', async () => {
+    const hello = await clientHello('other.test');
+    expect(readClientHello(Buffer.concat([Buffer.from([22, 3, 1, 0, 0]), hello]))).toEqual({
+      kind: 'malformed',
+      why: 'an empty TLS record, which no client sends',
+    });
+    const oldVersion = Buffer.from(hello);
+    oldVersion[9] = 0;
+    oldVersion[10] = 0;
+    expect(readClientHello(oldVersion)).toEqual({ kind: 'client-hello', serverName: 'other.test' });
+  });
 
   it('refuses a ClientHello whose second record has a version other than 3', async () => {
     const spread = inTwoRecords(await clientHello('other.test'), 40);
@@ -74,11 +105,20 @@ describe('readClientHello', () => {
     expect(readClientHello(spread)).toMatchObject({ kind: 'malformed', why: expect.stringContaining('version 0.x') });
   });
 
-  it('calls malformed a handshake that is not a ClientHello, or a record it cannot be', async () => {
-    const whole = await clientHello('registry.test');
-    const serverHello = Buffer.from(whole);
+  it('leaves alone records whose first handshake message is no ClientHello a server would take (not TLS)', async () => {
+    const serverHello = Buffer.from(await clientHello('registry.test'));
     serverHello[5] = 2;
-    expect(readClientHello(serverHello)).toMatchObject({ kind: 'malformed' });
+    expect(readClientHello(serverHello)).toEqual({ kind: 'not-tls' });
+    // A ClientHello body shorter than its fixed fields (version, random, three lengths).
+    expect(readClientHello(Buffer.from([22, 3, 1, 0, 4, 1, 0, 0, 37]))).toEqual({ kind: 'not-tls' });
+    expect(readClientHello(Buffer.from([22, 3, 1, 0, 4, 1, 0, 0, 38]))).toEqual({ kind: 'incomplete' });
+    // A record longer than TLS allows (2^14 + 2048), and an alert followed by bytes that are no record.
+    expect(readClientHello(Buffer.from([22, 3, 1, 0x48, 0x01]))).toEqual({ kind: 'not-tls' });
+    expect(readClientHello(Buffer.from([21, 3, 1, 0, 2, 1, 90, 0x47]))).toEqual({ kind: 'not-tls' });
+  });
+
+  it('calls malformed a ClientHello it cannot read, or a record no client sends', async () => {
+    const whole = await clientHello('registry.test');
     expect(readClientHello(Buffer.from([22, 3, 1, 0x40, 0x01]))).toMatchObject({ kind: 'malformed' });
     const cutByAlert = Buffer.concat([inTwoRecords(whole, 40).subarray(0, 5 + 40), Buffer.from([21, 3, 3, 0, 2, 2, 40])]);
     expect(readClientHello(cutByAlert)).toMatchObject({ kind: 'malformed' });
@@ -92,11 +132,12 @@ describe('readClientHello', () => {
     ['a heartbeat of version 0.0', [24, 0, 0, 0, 1, 1], 'a heartbeat record'],
   ])('refuses TLS that starts with %s before its ClientHello (a server may skip it and read the hello)', async (_what, first, why) => {
     const tls = Buffer.concat([Buffer.from(first), await clientHello('other.test')]);
-    expect(readClientHello(tls)).toEqual({ kind: 'malformed', why: `the tunnel's TLS starts with ${why}, not a ClientHello` });
-    expect(readClientHello(tls.subarray(0, 1))).toEqual({
-      kind: 'malformed',
-      why: `the tunnel's TLS starts with ${why}, not a ClientHello`,
-    });
+    const refused = { kind: 'malformed', why: `the tunnel's TLS starts with ${why}, not a ClientHello` };
+    expect(readClientHello(tls)).toEqual(refused);
+    // Undecided until the bytes after it show a ClientHello's handshake header.
+    expect(readClientHello(tls.subarray(0, first.length + 9))).toEqual(refused);
+    for (let length = 1; length < first.length + 9; length++)
+      expect(readClientHello(tls.subarray(0, length))).toEqual({ kind: 'incomplete' });
   });
 
   it('refuses a ClientHello with Encrypted Client Hello, whatever its outer server name', async () => {

@@ -11,24 +11,31 @@
 //
 // What the proxy cannot check it refuses rather than passes: TLS that starts with a record
 // other than a handshake (servers such as Go's crypto/tls skip a warning alert before the
-// ClientHello, so an alert first would carry any hello past the check), and a ClientHello with
-// Encrypted Client Hello, whose outer server name is whatever the client chose while the site
-// served is the encrypted inner one. A first byte that is a TLS record type (20-24) is TLS
-// whatever follows it: Go's crypto/tls takes a first record of any version below 0x1000, so a
-// hello whose version bytes were 00 01 went through as "not TLS", unchecked, and was served.
-// No other protocol a tunnel carries starts with one of these control bytes.
+// ClientHello, so an alert first would carry any hello past the check), a record whose version
+// is not 3.x (Go's crypto/tls takes a first record of any version below 0x1000, so a hello
+// whose version bytes were 00 01 would otherwise pass as "not TLS", unchecked, and be served),
+// and a ClientHello with Encrypted Client Hello, whose outer server name is whatever the client
+// chose while the site served is the encrypted inner one.
+//
+// Which bytes are TLS at all: those that read as a chain of records leading to a ClientHello,
+// whatever their versions, since that is what a lenient server reads. A first byte of 20-24
+// alone does not make TLS: a length-prefixed protocol starts so by chance (a MongoDB message
+// of 278 bytes starts 16 01 00 00, its length in little-endian), and its next bytes, read as
+// records and a handshake message, are no ClientHello that any server would take. The
+// hello's own client_version does not count: Go's crypto/tls ignores it when the hello lists
+// supported_versions, so a hello of client_version 0.0 is served like any other.
 
 export type ClientHelloReading =
   /** More bytes are needed to know. */
   | { kind: 'incomplete' }
-  /** The first byte is not a TLS record type: another protocol, which the proxy does not read. */
+  /** The bytes cannot be TLS records leading to a ClientHello: another protocol, which the proxy does not read. */
   | { kind: 'not-tls' }
   | { kind: 'client-hello'; serverName?: string }
   /** TLS that does not start with a ClientHello the proxy can read and check. */
   | { kind: 'malformed'; why: string };
 
 const HANDSHAKE_RECORD = 22;
-/** The other TLS record types (RFC 8446 §5.1, RFC 6520): a stream starting with one is TLS too, not a ClientHello. */
+/** The other TLS record types (RFC 8446 §5.1, RFC 6520): TLS starting with one does not start with a ClientHello. */
 const OTHER_RECORD_TYPES: ReadonlyMap<number, string> = new Map([
   [20, 'a change_cipher_spec'],
   [21, 'an alert'],
@@ -36,6 +43,14 @@ const OTHER_RECORD_TYPES: ReadonlyMap<number, string> = new Map([
   [24, 'a heartbeat'],
 ]);
 const CLIENT_HELLO = 1;
+/** The most a record may carry (RFC 8446 §5.2, 2^14 + 2048): a longer one is no TLS record. */
+const RECORD_MAX_BYTES = 16_384 + 2048;
+/** A record's plaintext bound (RFC 8446 §5.1): a client's first records are plaintext. */
+const PLAINTEXT_MAX_BYTES = 16_384;
+/** The shortest ClientHello body: version 2, random 32, and three empty-length fields (1, 2, 1). */
+const CLIENT_HELLO_MIN_BODY = 2 + 32 + 1 + 2 + 1;
+/** Records read before the ClientHello is whole: real clients send one; a few more are allowed, not thousands of one byte. */
+const RECORDS_MAX = 8;
 const SERVER_NAME_EXTENSION = 0;
 /** encrypted_client_hello (draft-ietf-tls-esni). */
 const ENCRYPTED_CLIENT_HELLO_EXTENSION = 0xfe0d;
@@ -49,35 +64,52 @@ export const CLIENT_HELLO_MAX_BYTES = 16 * 1024;
 
 /** What the first bytes a client sent through a tunnel say about the server name it asks for. */
 export function readClientHello(bytes: Buffer): ClientHelloReading {
-  if (bytes.length === 0) return { kind: 'incomplete' };
-  const otherRecord = OTHER_RECORD_TYPES.get(bytes[0]!);
-  if (otherRecord !== undefined) return { kind: 'malformed', why: `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello` };
-  if (bytes[0] !== HANDSHAKE_RECORD) return { kind: 'not-tls' };
-  // Join the handshake fragments of the records that have arrived.
+  // Walk the records that have arrived, the last one perhaps in part, joining their handshake
+  // fragments. What would make a server refuse the hello (refused) is noted and only counts
+  // once the bytes are known to lead to a ClientHello: until then they may be another protocol.
   const fragments: Buffer[] = [];
   let joined = 0;
   let offset = 0;
+  let records = 0;
   let needed: number | undefined;
+  let refused: string | undefined;
   while (needed === undefined || joined < needed) {
-    if (bytes.length < offset + 2) return { kind: 'incomplete' };
-    if (bytes[offset] !== HANDSHAKE_RECORD) return { kind: 'malformed', why: 'the ClientHello is cut by a record of another type' };
-    // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
-    if (bytes[offset + 1] !== 3) return { kind: 'malformed', why: `a TLS record of version ${bytes[offset + 1]}.x, which no client sends` };
+    if (bytes.length < offset + 1) return { kind: 'incomplete' };
+    const type = bytes[offset]!;
+    const otherRecord = OTHER_RECORD_TYPES.get(type);
+    if (type !== HANDSHAKE_RECORD && otherRecord === undefined) return { kind: 'not-tls' };
     if (bytes.length < offset + 5) return { kind: 'incomplete' };
     const length = bytes.readUInt16BE(offset + 3);
-    if (length === 0 || length > 16_384) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };
-    if (bytes.length < offset + 5 + length) return { kind: 'incomplete' };
-    // Real clients send the hello in one record; a few more are allowed, not thousands of one byte.
-    if (fragments.length === 8) return { kind: 'malformed', why: 'a ClientHello spread over more than 8 records' };
-    fragments.push(bytes.subarray(offset + 5, offset + 5 + length));
-    joined += length;
-    offset += 5 + length;
-    if (needed === undefined && joined >= 4) {
-      const head = Buffer.concat(fragments);
-      if (head[0] !== CLIENT_HELLO) return { kind: 'malformed', why: `handshake message type ${head[0]}, not a ClientHello` };
-      needed = 4 + head.readUIntBE(1, 3);
-      if (needed > CLIENT_HELLO_MAX_BYTES) return { kind: 'malformed', why: `a ClientHello of ${needed} bytes` };
+    if (length > RECORD_MAX_BYTES) return { kind: 'not-tls' };
+    if (++records > RECORDS_MAX) return { kind: 'malformed', why: `more than ${RECORDS_MAX} TLS records before the ClientHello is whole` };
+    // A record longer than a plaintext one is TLS no client sends before its hello.
+    if (length > PLAINTEXT_MAX_BYTES) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };
+    if (otherRecord !== undefined) {
+      refused ??=
+        records === 1
+          ? `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello`
+          : 'the ClientHello is cut by a record of another type';
     }
+    // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
+    if (bytes[offset + 1] !== 3) refused ??= `a TLS record of version ${bytes[offset + 1]}.x, which no client sends`;
+    if (length === 0) refused ??= 'an empty TLS record, which no client sends';
+    const data = bytes.subarray(offset + 5, offset + 5 + length);
+    if (type === HANDSHAKE_RECORD) {
+      fragments.push(data);
+      joined += data.length;
+      if (needed === undefined && joined >= 4) {
+        // The first handshake message decides: no server takes another one first, or a
+        // ClientHello too short for its fixed fields.
+        const head = Buffer.concat(fragments);
+        const bodyLength = head.readUIntBE(1, 3);
+        if (head[0] !== CLIENT_HELLO || bodyLength < CLIENT_HELLO_MIN_BODY) return { kind: 'not-tls' };
+        needed = 4 + bodyLength;
+        if (needed > CLIENT_HELLO_MAX_BYTES) refused ??= `a ClientHello of ${needed} bytes`;
+      }
+    }
+    if (needed !== undefined && refused !== undefined) return { kind: 'malformed', why: refused };
+    if (data.length < length) return { kind: 'incomplete' };
+    offset += 5 + length;
   }
   return parseClientHello(Buffer.concat(fragments).subarray(4, needed));
 }
