@@ -17,23 +17,37 @@ import { archiveReadStream } from './archive-stream.ts';
 
 /** Entries matched between two turns of the event loop. */
 const YIELD_EVERY_ENTRIES = 64;
+const SLASH = Buffer.from('/');
+const NUL = Buffer.from([0]);
 
-/** Root-relative paths of the files (and symlinks) under `dir` the globs protect; .git is never walked. */
-export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<string[]> {
+/**
+ * Root-relative paths, as bytes, of the files (and symlinks) under `dir` the globs protect; .git
+ * is never walked. Names are read as bytes and matched as UTF-8 text, as the toolbox's prune
+ * matches them (protected-prune.ts): a name that is not UTF-8 (`caf\xe9.js`) read as a string
+ * became U+FFFD, a path neither readdir nor tar could find again, and the restore failed.
+ */
+export async function protectedFilesIn(dir: string, globs: readonly string[]): Promise<Buffer[]> {
   const isProtected = protectedPaths(globs);
-  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  const files: string[] = [];
-  for (const [index, entry] of entries.entries()) {
-    // A match is bounded (glob-pattern.ts), not free: the run author's 64 globs of 256
-    // characters cost up to about 20 ms on a long path, and a clone may hold 250 000 of them.
-    // The event loop is let go between batches, so reconciles and other runs' steps go on.
-    if (index % YIELD_EVERY_ENTRIES === YIELD_EVERY_ENTRIES - 1) await new Promise((resolve) => setImmediate(resolve));
-    if (entry.isDirectory()) continue;
-    const relative = join(entry.parentPath, entry.name).slice(dir.length + 1);
-    if (relative === '.git' || relative.startsWith('.git/')) continue;
-    if (isProtected(relative)) files.push(relative);
-  }
-  return files.sort();
+  const root = Buffer.from(dir);
+  const files: Buffer[] = [];
+  let seen = 0;
+  const walk = async (relative: Buffer): Promise<void> => {
+    const directory = relative.length === 0 ? root : Buffer.concat([root, SLASH, relative]);
+    for (const entry of await readdir(directory, { withFileTypes: true, encoding: 'buffer' })) {
+      // A match is bounded (glob-pattern.ts), not free: the run author's 64 globs of 256
+      // characters cost up to about 20 ms on a long path, and a clone may hold 250 000 of them.
+      // The event loop is let go between batches, so reconciles and other runs' steps go on.
+      seen += 1;
+      if (seen % YIELD_EVERY_ENTRIES === 0) await new Promise((resolve) => setImmediate(resolve));
+      if (relative.length === 0 && entry.name.toString('latin1') === '.git') continue;
+      const child = relative.length === 0 ? entry.name : Buffer.concat([relative, SLASH, entry.name]);
+      // The dirent's type is the entry's own (lstat's): a symlink to a directory is a file here.
+      if (entry.isDirectory()) await walk(child);
+      else if (isProtected(child.toString('utf8'))) files.push(child);
+    }
+  };
+  await walk(Buffer.alloc(0));
+  return files.sort(Buffer.compare);
 }
 
 /** Restores the protected paths in the sandbox; returns how many files the clone put back. */
@@ -71,7 +85,8 @@ export async function restoreProtected(
     const files = await protectedFilesIn(dir, protect);
     const list = join(dirname(dir), 'protected.list');
     const archive = join(dirname(dir), 'protected.tar');
-    await writeFile(list, files.map((file) => `${file}\0`).join(''));
+    // NUL-separated bytes: tar finds each name as the clone holds it, UTF-8 or not.
+    await writeFile(list, Buffer.concat(files.flatMap((file) => [file, NUL])));
     // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
     await sandbox.importTree(archiveReadStream(archive), { prune: protect, timeoutMs }).catch((error: unknown) => {
@@ -83,6 +98,15 @@ export async function restoreProtected(
           REASONS.VerificationFailed,
           `The spec.verify.protect paths could not be put back within ${Math.round(timeoutMs / 1000)} s: the sandbox did not answer ` +
             '(a process left running in it may have stopped the toolbox); nothing was graded.',
+        );
+      }
+      // The toolbox could not make the protected paths the clone's (a directory the model made
+      // that cannot be read or emptied, an entry of the archive it refused): the same sandbox
+      // answers a retry the same way, after another clone, and then the run ended AgentFailed.
+      if (error instanceof SandboxError && error.reason === 'IMPORT_REFUSED') {
+        throw new RunFailure(
+          REASONS.VerificationFailed,
+          `The spec.verify.protect paths could not be put back: ${error.message}; nothing was graded.`,
         );
       }
       throw error;
