@@ -66,6 +66,16 @@ describe('spec.verify on a real API server', () => {
       { command: 'true', protect: ['./test/**'] },
       /spec\.verify\.protect\[0\]: Invalid value.*without \. segments/,
     ],
+    [
+      'a protect glob naming .git (never restored)',
+      { command: 'true', protect: ['test/**', '.git/**'] },
+      /spec\.verify\.protect\[1\]: Invalid value.*may not name \.git/,
+    ],
+    [
+      'a protect glob naming .git under a leading **/',
+      { command: 'true', protect: ['**/.git/hooks/*'] },
+      /protect\[0\]: Invalid value.*may not name \.git/,
+    ],
     ['a timeout past 30m', { command: 'true', timeout: '31m' }, /spec\.verify\.timeout: Invalid value.*at most 30m/],
     ['too many retries', { command: 'true', retries: 11 }, /spec\.verify\.retries: Invalid value: 11/],
     ['an empty command', { command: '' }, /spec\.verify\.command: Invalid value: ""/],
@@ -73,6 +83,14 @@ describe('spec.verify on a real API server', () => {
     const result = await apply(run('refused', verify));
     expect(result.code).not.toBe(0);
     expect(result.stderr).toMatch(message);
+  });
+
+  it('accepts globs that do not name .git, wildcards that could match it and a leading **/ included', async () => {
+    const result = await apply(
+      run('git-free-globs', { command: 'true', protect: ['**/*.py', 'test/**', '.github/**', '.gitignore', '*.md', '*', '.g*'] }),
+    );
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
   });
 
   it('refuses to change or drop the grader of an existing run', async () => {

@@ -6,6 +6,15 @@ import { LIMITS } from '../../operator/src/api/index.ts';
 import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
 import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { REASONS, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { buildDiffConfigMap, type DiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
+import { keptDiffResult } from '../../operator/src/reconcile/kept-diff.ts';
+import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { decideContinuation } from '../../operator/src/workers/continuation.ts';
+import { takeSandboxDiff } from '../../operator/src/workers/keep-diff.ts';
+import { startPublish } from '../../operator/src/workers/publish-job.ts';
+import type { RunState } from '../../operator/src/workers/run-state.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { makeWorkspace, openSession, type Workspace } from './toolbox-fixture.ts';
 
 let workspace: Workspace;
@@ -90,7 +99,12 @@ describe('takeDiff', () => {
   });
 
   it('takes nothing from a tree without changes', async () => {
-    expect(await takeDiff(sandbox)).toEqual({ diff: '', truncated: false, stats: { filesChanged: 0, insertions: 0, deletions: 0 } });
+    expect(await takeDiff(sandbox)).toEqual({
+      diff: '',
+      truncated: false,
+      notUtf8: false,
+      stats: { filesChanged: 0, insertions: 0, deletions: 0 },
+    });
     expect(calls).toEqual(['bash']);
   });
 
@@ -109,5 +123,59 @@ describe('takeDiff', () => {
     ).toBe(true);
     expect(taken.stats).toEqual({ filesChanged: 1, insertions: 15_000, deletions: 0 });
     expect(calls).toEqual(['bash', 'read_file']);
+  });
+
+  it('takes UTF-8 text, accents and all, as it is, in one call', async () => {
+    workspace.write({ 'a.txt': 'one\ntwo \u00e9\u2713\n' });
+    const taken = await takeDiff(sandbox);
+    expect(taken.diff).toContain('+two \u00e9\u2713\n');
+    expect(taken.notUtf8).toBe(false);
+    expect(calls).toEqual(['bash']);
+  });
+
+  it('marks the change of a Latin-1 file as not UTF-8, from the bytes in the log', async () => {
+    workspace.write({ 'legacy.c': Buffer.from('/* caf\xe9 */\nint a = 1;\n', 'latin1') });
+    workspace.git('add', '.');
+    workspace.git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'legacy');
+    calls = [];
+    workspace.write({ 'legacy.c': Buffer.from('/* caf\xe9 */\nint a = 42;\n', 'latin1') });
+    const taken = await takeDiff(sandbox);
+    expect(taken.diff).toContain(' /* caf\uFFFD */\n-int a = 1;\n+int a = 42;\n');
+    expect(taken.notUtf8).toBe(true);
+    expect(calls).toEqual(['bash', 'read_file']);
+  });
+
+  it('marks a long change (read back from the log) holding a Shift-JIS file as not UTF-8', async () => {
+    workspace.write({ 'big.txt': `${'x'.repeat(99)}\n`.repeat(1000), 'sjis.txt': Buffer.from([0x82, 0xa0, 0x0a]) });
+    const taken = await takeDiff(sandbox);
+    expect(taken.truncated).toBe(false);
+    expect(taken.notUtf8).toBe(true);
+  });
+
+  it('keeps such a change for reading, and publish and continueFrom refuse it rather than apply other bytes', async () => {
+    workspace.write({ 'new.txt': Buffer.from('na\xefve r\xe9sum\xe9\n', 'latin1') });
+    const revision = workspace.git('rev-parse', 'HEAD').trim();
+    const kept = { ...(await takeSandboxDiff(sandbox, revision)), configMap: 'first-diff', revision };
+    const result = keptDiffResult(kept, 'Done.');
+    expect(result.diffNotUtf8).toBe(true);
+
+    const source = codingRunFixture({
+      metadata: { name: 'first', uid: 'uid-first' },
+      spec: { publish: { branch: 'chamvi/{run}', credentialsSecretRef: { name: 'push-token' } } },
+      status: { phase: 'Succeeded', reason: 'Completed', result },
+    });
+    const parsed = { ...source, spec: codingRunSpec.parse(source.spec) } as ParsedCodingRun;
+    await expect(startPublish({} as AgentDependencies, parsed, {} as RunState, kept, 'Done.')).rejects.toMatchObject({
+      reason: REASONS.PublishFailed,
+      message: expect.stringMatching(/not UTF-8 text .* pushed nothing/),
+    });
+    const continued = decideContinuation({
+      namespace: source.metadata.namespace!,
+      sourceName: 'first',
+      repositoryUrl: source.spec.repository.url,
+      source,
+      diffConfigMap: buildDiffConfigMap(parsed, kept.diff) as DiffConfigMap,
+    });
+    expect(continued).toMatchObject({ ok: false, message: expect.stringMatching(/not UTF-8 text .* nothing was applied/) });
   });
 });

@@ -57,7 +57,7 @@ describe('keepRunDiff without the sandbox: the stored snapshot, checked against 
     expect(kept.configMap).toBeUndefined();
     expect(keptDiffResult(kept, '')).not.toHaveProperty('diffSha256');
     expect(withDiffNote('The run was cancelled.', kept)).toBe(
-      `The run was cancelled. The full diff could not be kept: the diff ConfigMap ${configMap} was changed after the run stored it; it is not kept`,
+      `The run was cancelled. The full diff could not be kept: the diff ConfigMap ${configMap} was changed after the run stored it, or holds a diff the run has no record of storing; it is not kept`,
     );
     expect(warned).toEqual(['the diff ConfigMap holds no diff the run stored; not kept']);
     // Not written: what is there stays as it was found, for whoever looks into it.
@@ -107,14 +107,31 @@ describe('keepRunDiff without the sandbox: the stored snapshot, checked against 
       pendingDiffSha256: diffSha(SNAPSHOT),
     });
     expect(kept).toMatchObject({ source: 'none', diff: '', notStored: changedDiffNote(configMap) });
-    expect(kept.notStored).toBe(`the diff ConfigMap ${configMap} was changed after the run stored it; it is not kept`);
+    expect(kept.notStored).toBe(
+      `the diff ConfigMap ${configMap} was changed after the run stored it, or holds a diff the run has no record of storing; it is not kept`,
+    );
     expect(held()).toEqual({ diff: PLANTED, kind: 'snapshot' });
   });
 
-  it('keeps what it finds when nothing was recorded to check it against (the state gone, no earlier ending)', async () => {
-    const { run, deps, configMap, held } = ending(SNAPSHOT, 'snapshot');
+  // The run's state is absent: its prepare is still in flight (the state is saved at its end),
+  // or the state is gone. A ConfigMap planted at the derived name, with the operator's labels
+  // and an ownerReference to the run (buildDiffConfigMap), then the pod deleted: the SandboxLost
+  // ending has nothing to check it against, so it keeps nothing rather than certify it.
+  it.each(['final', 'snapshot'] as const)(
+    'keeps no diff planted (marked %s) while the state is absent and no ending recorded one',
+    async (kind) => {
+      const { run, deps, configMap, held } = ending(PLANTED, kind);
+      const kept = await keepRunDiff(deps, run, undefined, undefined);
+      expect(kept).toMatchObject({ source: 'none', diff: '', filesChanged: 0, notStored: changedDiffNote(configMap) });
+      expect(keptDiffResult(kept, '')).not.toHaveProperty('diffSha256');
+      expect(held()).toEqual({ diff: PLANTED, kind });
+    },
+  );
+
+  it("keeps an earlier ending's diff though the state is gone", async () => {
+    const FINAL = diffOf('taken by the finalize job');
+    const { run, deps, configMap } = ending(FINAL, 'final', endedWith(FINAL));
     const kept = await keepRunDiff(deps, run, undefined, undefined);
-    expect(kept).toMatchObject({ source: 'snapshot', diff: SNAPSHOT, configMap });
-    expect(held()).toEqual({ diff: SNAPSHOT, kind: 'final' });
+    expect(kept).toMatchObject({ source: 'final', diff: FINAL, configMap });
   });
 });

@@ -94,11 +94,18 @@ describe('storedDiffSource: whether a diff read back from the ConfigMap is one t
     ],
     ['any diff, for a state that records none', PENDING, recordedDiff({}, undefined), undefined],
     ["an earlier ending's, with its source", PLANTED, recordedDiff(state, { diffSha256: diffSha(PLANTED), diffSource: 'final' }), 'final'],
+    // Prepare still in flight (no state yet), or the state gone: a diff there is not the run's to vouch for.
     [
-      'any diff, with nothing to check it against (the state gone, no earlier ending)',
+      'any diff, with nothing to check it against (the state absent, no earlier ending)',
       PLANTED,
       recordedDiff(undefined, undefined),
-      'snapshot',
+      undefined,
+    ],
+    [
+      "an earlier ending's, the state gone",
+      PLANTED,
+      recordedDiff(undefined, { diffSha256: diffSha(PLANTED), diffSource: 'final' }),
+      'final',
     ],
   ])('%s', (_, diff, recorded, source) => {
     expect(storedDiffSource(diff, recorded)).toBe(source);
@@ -109,7 +116,6 @@ describe('storedDiffSource: whether a diff read back from the ConfigMap is one t
       snapshotSha256: diffSha(STORED),
       pendingSha256: diffSha(PENDING),
       ended: undefined,
-      stateRead: true,
     });
   });
 });

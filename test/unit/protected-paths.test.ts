@@ -57,6 +57,41 @@ describe('protect glob rules (the CRD refuses the same globs with CEL)', () => {
     expect(refused(glob)).toBe(expected);
   });
 
+  // The workspace's .git is never pruned or restored, so a glob naming it would protect nothing.
+  // A wildcard that could also match .git protects the other paths it matches, as it always did.
+  it.each([
+    ['.git', true],
+    ['.git/', true],
+    ['.git/**', true],
+    ['.git/config', true],
+    ['.git/hooks/*', true],
+    ['**/.git/**', true],
+    ['**/**/.git', true],
+    ['.g*', false],
+    ['.git*', false],
+    ['.*', false],
+    ['*', false],
+    ['**', false],
+    ['*/test/**', false],
+    ['test/**', false],
+    ['**/*.py', false],
+    ['**/conftest.py', false],
+    ['*.md', false],
+    ['.github/**', false],
+    ['.gitignore', false],
+    ['.gitmodules', false],
+    ['src/.git/**', false],
+  ])('%j names .git: %s', (glob, expected) => {
+    expect(refused(glob)).toBe(expected);
+    expect(verifySpec.safeParse({ command: 'true', protect: [glob] }).success).toBe(!expected);
+  });
+
+  it('says why a glob naming .git is refused, and where to read more', () => {
+    const parsed = verifySpec.safeParse({ command: 'make gen-check', protect: ['.git/**'] });
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues.map((issue) => issue.message)).toEqual([expect.stringMatching(/may not name \.git.*docs\/verify\.md/)]);
+  });
+
   it('refuses an absolute glob and a control character through the schema', () => {
     expect(verifySpec.safeParse({ command: 'true', protect: ['/etc/passwd'] }).success).toBe(false);
     expect(verifySpec.safeParse({ command: 'true', protect: ['test\n/**'] }).success).toBe(false);

@@ -34,6 +34,19 @@ describe('takeDiff, on forged answers', () => {
     await expect(takeDiff(answering(bash(42 as unknown as string, '0\n\n')))).rejects.toThrow(/not text/);
   });
 
+  it('takes a diff without U+FFFD as UTF-8 in one call; with one, decides from the bytes in the log', async () => {
+    const plain = await takeDiff(answering(bash('+caf\u00e9\n', '7\n\n')));
+    expect(plain).toMatchObject({ diff: '+caf\u00e9\n', notUtf8: false });
+    const log = (bytes: Buffer): ToolResponse =>
+      ({ ok: true, result: { path: '/tmp/log', content: bytes.toString('base64') } }) as unknown as ToolResponse;
+    // The toolbox decoded a Latin-1 é as U+FFFD; the log holds the byte.
+    const latin1 = await takeDiff(answering(bash('+caf\uFFFD\n', '6\n\n'), log(Buffer.from('+caf\xe9\n', 'latin1'))));
+    expect(latin1).toMatchObject({ diff: '+caf\uFFFD\n', notUtf8: true });
+    // A UTF-8 file that holds U+FFFD itself is UTF-8 text.
+    const written = await takeDiff(answering(bash('+\uFFFD\n', '5\n\n'), log(Buffer.from('+\uFFFD\n'))));
+    expect(written).toMatchObject({ diff: '+\uFFFD\n', notUtf8: false });
+  });
+
   // A TypeError here was retried by finalize until the run ended AgentFailed; the error below
   // is the one every other bad answer gives.
   it.each([

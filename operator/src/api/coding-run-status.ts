@@ -141,6 +141,13 @@ export const resultStatus = z
       .describe("True when summary is only the beginning of the agent's final answer, which was longer than 16 KiB."),
     diff: z.string().max(LIMITS.diff).describe('The change the run made as a unified diff, bounded to 64 KiB.'),
     diffTruncated: z.boolean().describe('True when diff is only the beginning of the change; the whole diff is in diffConfigMap.'),
+    diffNotUtf8: z
+      .boolean()
+      .optional()
+      .describe(
+        'True when the change holds bytes that are not UTF-8 text (a file in another encoding): the diff shows them as U+FFFD, ' +
+          'so it is not the change exactly, and neither spec.publish nor spec.continueFrom uses it.',
+      ),
     diffConfigMap: z
       .string()
       .max(253)

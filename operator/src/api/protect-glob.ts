@@ -5,6 +5,7 @@
 import { compileGlob } from '../../../sandbox-image/toolbox/contract/glob-pattern.ts';
 import { InvalidGlobError } from '../../../sandbox-image/toolbox/contract/invalid-glob-error.ts';
 import type { CrossFieldRule } from './cross-field-rules.ts';
+import { GIT_DIRECTORY_GLOB, GIT_GLOB_MESSAGE, namesGitDirectory } from './git-directory-glob.ts';
 
 /** Longest glob. */
 export const PROTECT_GLOB_MAX = 256;
@@ -29,6 +30,15 @@ export const protectGlobRules: readonly CrossFieldRule<string>[] = [
     message: 'write a protect glob without . segments or doubled slashes, such as test/** rather than ./test//**',
     reason: 'FieldValueInvalid',
     holds: (glob) => !glob.split('/').some((segment, index, all) => segment === '.' || (segment === '' && index < all.length - 1)),
+  },
+  {
+    // The workspace's own .git is never pruned or restored (git-directory-glob.ts): a glob
+    // naming it would protect nothing there, and the model could still set core.fsmonitor,
+    // assume-unchanged or skip-worktree under a check that asks git about the tree.
+    rule: `!self.matches('${GIT_DIRECTORY_GLOB}')`,
+    message: GIT_GLOB_MESSAGE,
+    reason: 'FieldValueInvalid',
+    holds: (glob) => !namesGitDirectory(glob),
   },
 ];
 

@@ -34,7 +34,8 @@ const protectGlob = z
   .meta({ 'x-kubernetes-validations': celValidations(protectGlobRules) })
   .describe(
     'A path pattern relative to the repository root: * and ? within one path segment, ** across segments, [abc] and {a,b}. ' +
-      'It protects the paths it matches and everything under them: test protects test/unit/a.test.js.',
+      'It protects the paths it matches and everything under them: test protects test/unit/a.test.js. ' +
+      'A glob naming .git (.git/**) is refused: git keeps .git, the restore never touches it, and no wildcard glob covers it.',
   );
 
 type VerifyInput = { timeout?: string };

@@ -1,6 +1,7 @@
 // Where `diff NAME` finds a run's diff: the full diff ConfigMap (status.result.diffConfigMap,
 // written by the finalize worker; its format is reconcile/diff-config-map.ts). Without one,
-// the bounded copy in status.result.diff is used and flagged when it is truncated. A ConfigMap
+// the bounded copy in status.result.diff is used and flagged when it is truncated. A change
+// that is not UTF-8 text (status.result.diffNotUtf8) is printed with a warning. A ConfigMap
 // the run does not own (controller ownerReference to the run's uid, the operator's labels) is
 // refused, never printed: its name is no proof of whose it is (security #11.6). So is one whose
 // diff is not the one the run kept there (status.result.diffSha256): the run's own ConfigMap
@@ -18,12 +19,23 @@ export interface DiffText {
   warning?: string;
 }
 
+/** Said with whatever diff is printed for a run whose change is not UTF-8 text (status.result.diffNotUtf8). */
+export const NOT_UTF8_WARNING =
+  'warning: the change holds bytes that are not UTF-8 text (a file in another encoding); this diff shows them as U+FFFD, ' +
+  'so it is not the change exactly: git apply fails on it or writes other bytes, and the operator neither publishes it nor continues from it';
+
 /**
  * The diff to print for a run, given its diff ConfigMap (undefined when it does not exist or
  * none is named). Throws DiffUnavailableError with what to do when there is no diff, and
  * DiffNotOwnedError for a ConfigMap that is not the run's (its metadata is needed).
  */
 export function chooseDiff(run: CodingRun, configMap: DiffConfigMap | undefined): DiffText {
+  const chosen = chooseDiffText(run, configMap);
+  if (run.status?.result?.diffNotUtf8 !== true) return chosen;
+  return { ...chosen, warning: chosen.warning ? `${chosen.warning}\n${NOT_UTF8_WARNING}` : NOT_UTF8_WARNING };
+}
+
+function chooseDiffText(run: CodingRun, configMap: DiffConfigMap | undefined): DiffText {
   const result = run.status?.result;
   const name = run.metadata.name;
   if (configMap && !isOwnedByRun(configMap, run)) {

@@ -12,6 +12,8 @@ export interface KeptDiff {
   diff: string;
   /** The change was larger than LIMITS.fullDiff and diff is only its beginning. */
   truncated: boolean;
+  /** Bytes of the change are not UTF-8 (a file in another encoding): diff is not the change exactly (not-utf8-diff.ts). */
+  notUtf8?: boolean;
   filesChanged: number;
   insertions: number;
   deletions: number;
@@ -35,6 +37,7 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
     ...(answer.truncated ? { summaryTruncated: true } : {}),
     diff: shown.text,
     diffTruncated: shown.truncated || kept.truncated,
+    ...(kept.notUtf8 ? { diffNotUtf8: true } : {}),
     ...(kept.configMap ? { diffConfigMap: kept.configMap, diffSha256: diffSha(kept.diff) } : {}),
     ...(kept.revision ? { revision: kept.revision } : {}),
     filesChanged: kept.filesChanged,
@@ -63,11 +66,6 @@ export interface RecordedDiff {
   /** The snapshot whose sha256 was saved before its write, not yet recorded as stored. */
   pendingSha256?: string | undefined;
   ended?: { sha256: string; source: DiffSource } | undefined;
-  /**
-   * The run's state was read: then a missing snapshotSha256 and pendingSha256 mean the run
-   * stored no snapshot (its steps changed no file), not that nothing can be known.
-   */
-  stateRead?: boolean;
 }
 
 /** What the run's state (when it is still there) and its status say of its diff. */
@@ -79,7 +77,6 @@ export function recordedDiff(
     snapshotSha256: state?.diffSnapshot?.sha256,
     pendingSha256: state?.pendingDiffSha256,
     ended: result?.diffSha256 ? { sha256: result.diffSha256, source: result.diffSource ?? 'final' } : undefined,
-    stateRead: state !== undefined,
   };
 }
 
@@ -89,19 +86,21 @@ export function recordedDiff(
  * stored, or the one being stored); undefined when something was recorded and the diff matches
  * none of it (the ConfigMap was changed after the run stored it), or the state says the run
  * stored no snapshot (a diff there was put by someone else: a run whose steps changed no file,
- * planted under its ConfigMap's name). Only with the state gone (or unreadable) and no earlier
- * ending is there nothing to check against: it is taken as the last snapshot, as before the check.
+ * planted under its ConfigMap's name). With the state gone or unreadable and no earlier ending
+ * there is nothing to check it against, and none is kept either: a run whose prepare is still in
+ * flight has no state yet, and a ConfigMap planted at its name (with the operator's labels and
+ * an ownerReference to the run) would otherwise be certified in diffSha256 when the run ends.
  */
 export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSource | undefined {
   const sha = diffSha(diff);
   if (recorded.ended?.sha256 === sha) return recorded.ended.source;
   if (recorded.snapshotSha256 === sha || recorded.pendingSha256 === sha) return 'snapshot';
-  const nothingRecorded = recorded.ended === undefined && recorded.snapshotSha256 === undefined && recorded.pendingSha256 === undefined;
-  return nothingRecorded && recorded.stateRead !== true ? 'snapshot' : undefined;
+  return undefined;
 }
 
 /** KeptDiff.notStored for a diff ConfigMap whose diff matches nothing the operator recorded (storedDiffSource). */
-export const changedDiffNote = (configMap: string) => `the diff ConfigMap ${configMap} was changed after the run stored it; it is not kept`;
+export const changedDiffNote = (configMap: string) =>
+  `the diff ConfigMap ${configMap} was changed after the run stored it, or holds a diff the run has no record of storing; it is not kept`;
 
 /** The run's message, with what went wrong keeping its diff (so the user knows why diffConfigMap is missing). */
 export function withDiffNote(message: string, kept: KeptDiff): string {

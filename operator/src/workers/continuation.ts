@@ -9,6 +9,7 @@ import { isTerminal, type CodingRun, type CodingRunSpecInput } from '../api/inde
 import { effectiveSpecInput } from '../reconcile/run-template.ts';
 import { decodeDiff, isCutDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
+import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { untrustedElement } from '../agent/untrusted-element.ts';
 
@@ -92,6 +93,9 @@ export function decideContinuation(input: ContinuationInput): Continuation {
       `${named}, whose change is larger than the 1 MiB the operator keeps, so its full diff is not known; ` +
         'split the work into smaller runs, or create a run without continueFrom.',
     );
+  }
+  if (result.diffNotUtf8 === true) {
+    return refuse(`${named}, but ${notUtf8DiffMessage('it cannot continue from that change exactly; nothing was applied')}.`);
   }
   return { ok: true, revision: result.revision, diff, prompt: continuationPrompt(source) };
 }

@@ -68,12 +68,12 @@ export async function storeFinalDiff(
  * base: the commit the run cloned (the state's), when the caller has it.
  */
 export async function takeSandboxDiff(sandbox: Sandbox, base?: string): Promise<KeptDiff> {
-  const { diff, truncated, stats } = await takeDiff(
+  const { diff, truncated, notUtf8, stats } = await takeDiff(
     sandbox,
     { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
     base,
   );
-  return { source: 'final', diff, truncated, ...stats };
+  return { source: 'final', diff, truncated, ...(notUtf8 ? { notUtf8 } : {}), ...stats };
 }
 
 /** The diff from the sandbox, stored: the first choice of every ending but finalize (which skips a write: finalize-job.ts). */
@@ -110,7 +110,16 @@ export async function snapshotDiff(deps: DiffKeepingDependencies, run: ParsedCod
     deps.logger.warn({ configMap: stored.configMap }, 'the diff ConfigMap holds no diff the run stored; not kept');
     return { ...NO_DIFF, notStored: changedDiffNote(stored.configMap) };
   }
-  const kept: KeptDiff = { source, diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
+  const kept: KeptDiff = {
+    source,
+    diff: stored.diff,
+    truncated: false,
+    // Its bytes are gone: a U+FFFD may be one that replaced a byte of another encoding, so it
+    // is marked, the safe way round (a UTF-8 file holding U+FFFD is then not published either).
+    ...(stored.diff.includes('\uFFFD') ? { notUtf8: true } : {}),
+    ...countDiff(stored.diff),
+    configMap: stored.configMap,
+  };
   if (stored.kind === 'final') return kept;
   try {
     // One patch of the ConfigMap just read, carrying the diff checked above.

@@ -19,6 +19,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import { createForge } from '../publish/create-forge.ts';
@@ -78,7 +79,7 @@ function planFor(
 /**
  * For the finalize job of a Succeeded run: whether publishing takes the run from here (true), or
  * there is nothing to publish (false: no spec.publish, or no change). Throws PublishFailed when
- * the change cannot be published whole.
+ * the change cannot be published whole and exactly (cut at 1 MiB, or not UTF-8 text).
  */
 export async function startPublish(
   deps: AgentDependencies,
@@ -92,6 +93,7 @@ export async function startPublish(
     throw publishFailed(
       'the change is larger than the 1 MiB the operator keeps, so it is not known whole and was not pushed; split the task into smaller runs',
     );
+  if (kept.notUtf8) throw publishFailed(notUtf8DiffMessage('it cannot push the change exactly and pushed nothing'));
   if (!kept.configMap) throw publishFailed(`the full diff could not be kept (${kept.notStored ?? 'no ConfigMap'}), so nothing was pushed`);
   const plan = planFor(run, state, summary, kept);
   if (!plan.ok) throw publishFailed(plan.message);

@@ -10,6 +10,7 @@ import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
 import { boundText } from '../record/transcript-entry.ts';
 import { parseShortstat, type DiffStats } from './diff-stats.ts';
 import { isCommitId } from '../api/commit-id.ts';
+import { isUtf8Diff } from '../reconcile/not-utf8-diff.ts';
 
 interface BashResult {
   exitCode: number | null;
@@ -51,18 +52,28 @@ const takeDiffCommand = (base: string) =>
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
 const baseOf = (revision: string | undefined) => (isCommitId(revision) ? revision : 'HEAD');
 
+/** The run's change as taken: see KeptDiff (reconcile/kept-diff.ts) for truncated and notUtf8. */
+export interface TakenDiff {
+  diff: string;
+  truncated: boolean;
+  /** Bytes of the change are not UTF-8 (a file in another encoding): diff shows them as U+FFFD (reconcile/not-utf8-diff.ts). */
+  notUtf8: boolean;
+  stats: DiffStats;
+}
+
 /**
  * The size and shortstat from the command's stderr (its first two lines), the diff from its
  * stdout. The sandbox wrote all three (code there can write the toolbox's answer line), so the
  * cut at LIMITS.fullDiff is made here too, and the counts are kept to numbers a status holds.
  */
-function parseTakenDiff(header: unknown, taken: unknown): { diff: string; truncated: boolean; stats: DiffStats } {
+function parseTakenDiff(header: unknown, taken: unknown, utf8: boolean): TakenDiff {
   if (typeof header !== 'string' || typeof taken !== 'string') throw new Error('taking the diff failed: the answer is not text');
   const [bytesLine = '', statLine = ''] = header.split('\n', 2);
   const diff = boundText(taken, LIMITS.fullDiff);
   return {
     diff: diff.text,
     truncated: diff.cutFrom !== undefined || (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff,
+    notUtf8: !utf8,
     stats: parseShortstat(statLine),
   };
 }
@@ -71,12 +82,11 @@ function parseTakenDiff(header: unknown, taken: unknown): { diff: string; trunca
 const objectOf = (result: unknown): Record<string, unknown> | undefined =>
   typeof result === 'object' && result !== null ? (result as Record<string, unknown>) : undefined;
 
-/** The change against `base` (the commit the run cloned; HEAD when unknown), new files included (intent-to-add), cut at 1 MiB. */
-export async function takeDiff(
-  sandbox: Sandbox,
-  options: CallOptions = {},
-  base?: string,
-): Promise<{ diff: string; truncated: boolean; stats: DiffStats }> {
+/**
+ * The change against `base` (the commit the run cloned; HEAD when unknown), new files included
+ * (intent-to-add), cut at 1 MiB, and marked when its bytes are not UTF-8 text.
+ */
+export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base?: string): Promise<TakenDiff> {
   const command = takeDiffCommand(baseOf(base));
   const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
@@ -84,8 +94,12 @@ export async function takeDiff(
   // threw a TypeError, which finalize retried until the run ended AgentFailed.
   const out = objectOf(response.result) as Partial<BashResult> | undefined;
   if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
-  if (out.stdoutTruncated !== true) return parseTakenDiff(out.stderr, out.stdout);
-  // The result shows only head and tail of a long stream; the whole is in the log file.
+  // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
+  // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
+  // the bytes in the log decide.
+  const replaced = typeof out.stdout === 'string' && out.stdout.includes('\uFFFD');
+  if (out.stdoutTruncated !== true && !replaced) return parseTakenDiff(out.stderr, out.stdout, true);
+  // The log holds the bytes, and all of a long stream, of which the result shows only head and tail.
   if (typeof out.stdoutLog !== 'string') throw new Error('taking the diff failed: the answer names no log to read the diff from');
   const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
   if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
@@ -94,5 +108,6 @@ export async function takeDiff(
   // Base64 of at most LIMITS.fullDiff bytes; more is not the log the command wrote.
   if (content.length > Math.ceil(LIMITS.fullDiff / 3) * 4)
     throw new Error('reading the diff failed: the log holds more than the diff the command cuts');
-  return parseTakenDiff(out.stderr, Buffer.from(content, 'base64').toString('utf8'));
+  const bytes = Buffer.from(content, 'base64');
+  return parseTakenDiff(out.stderr, bytes.toString('utf8'), isUtf8Diff(bytes, bytes.length >= LIMITS.fullDiff));
 }
