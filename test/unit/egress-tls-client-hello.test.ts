@@ -112,9 +112,22 @@ describe('readClientHello', () => {
     // A ClientHello body shorter than its fixed fields (version, random, three lengths).
     expect(readClientHello(Buffer.from([22, 3, 1, 0, 4, 1, 0, 0, 37]))).toEqual({ kind: 'not-tls' });
     expect(readClientHello(Buffer.from([22, 3, 1, 0, 4, 1, 0, 0, 38]))).toEqual({ kind: 'incomplete' });
-    // A record longer than TLS allows (2^14 + 2048), and an alert followed by bytes that are no record.
-    expect(readClientHello(Buffer.from([22, 3, 1, 0x48, 0x01]))).toEqual({ kind: 'not-tls' });
+    // A record longer than TLS allows (2^14 + 2048) that carries no ClientHello, and an alert followed by bytes that are no record.
+    expect(readClientHello(Buffer.from([22, 3, 1, 0x48, 0x01]))).toEqual({ kind: 'incomplete' });
+    expect(readClientHello(Buffer.from([22, 3, 1, 0x48, 0x01, 2, 0, 0, 40]))).toEqual({ kind: 'not-tls' });
     expect(readClientHello(Buffer.from([21, 3, 1, 0, 2, 1, 90, 0x47]))).toEqual({ kind: 'not-tls' });
+  });
+
+  // A server that takes records longer than TLS allows (OpenSSL 1.0.2's big buffers) would read
+  // the hello in them, its server name unchecked, had they passed as not TLS.
+  it('refuses a ClientHello in, or continued by, a record longer than TLS allows', async () => {
+    expect(readClientHello(Buffer.from([22, 3, 1, 0x4e, 0x20, 1, 0, 0, 40]))).toMatchObject({
+      kind: 'malformed',
+      why: 'a TLS record of 20000 bytes',
+    });
+    const spread = inTwoRecords(await clientHello('other.test'), 10);
+    spread.writeUInt16BE(20_000, 5 + 10 + 3);
+    expect(readClientHello(spread)).toMatchObject({ kind: 'malformed', why: 'a TLS record of 20000 bytes' });
   });
 
   it('calls malformed a ClientHello it cannot read, or a record no client sends', async () => {

@@ -128,6 +128,15 @@ describe('keepRunDiff without the sandbox: the stored snapshot, checked against 
     },
   );
 
+  // Redis lost the state after the run had stepped: only a step stores a snapshot, so the one
+  // stored is taken as the run's work, unchecked, rather than losing it.
+  it('keeps the stored snapshot when the state is gone after the status counted steps', async () => {
+    const { run, deps, configMap } = ending(SNAPSHOT, 'snapshot', { phase: 'Running', steps: 3 });
+    const kept = await keepRunDiff(deps, run, undefined, undefined);
+    expect(kept).toMatchObject({ source: 'snapshot', diff: SNAPSHOT, configMap });
+    expect(kept.notStored).toBeUndefined();
+  });
+
   it("keeps an earlier ending's diff though the state is gone", async () => {
     const FINAL = diffOf('taken by the finalize job');
     const { run, deps, configMap } = ending(FINAL, 'final', endedWith(FINAL));

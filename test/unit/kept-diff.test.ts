@@ -96,11 +96,14 @@ describe('storedDiffSource: whether a diff read back from the ConfigMap is one t
     ["an earlier ending's, with its source", PLANTED, recordedDiff(state, { diffSha256: diffSha(PLANTED), diffSource: 'final' }), 'final'],
     // Prepare still in flight (no state yet), or the state gone: a diff there is not the run's to vouch for.
     [
-      'any diff, with nothing to check it against (the state absent, no earlier ending)',
+      'any diff, with nothing to check it against (the state absent, no step taken, no earlier ending)',
       PLANTED,
       recordedDiff(undefined, undefined),
       undefined,
     ],
+    // The state gone after steps (Redis lost it): the run's work is taken as its last snapshot.
+    ['any diff, the state gone after 3 steps and no earlier ending', STORED, recordedDiff(undefined, undefined, 3), 'snapshot'],
+    ['any diff, for a state that records none though the status counts steps', PLANTED, recordedDiff({}, undefined, 3), undefined],
     [
       "an earlier ending's, the state gone",
       PLANTED,

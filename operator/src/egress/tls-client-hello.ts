@@ -80,7 +80,17 @@ export function readClientHello(bytes: Buffer): ClientHelloReading {
     if (type !== HANDSHAKE_RECORD && otherRecord === undefined) return { kind: 'not-tls' };
     if (bytes.length < offset + 5) return { kind: 'incomplete' };
     const length = bytes.readUInt16BE(offset + 3);
-    if (length > RECORD_MAX_BYTES) return { kind: 'not-tls' };
+    if (length > RECORD_MAX_BYTES) {
+      // Longer than any TLS record: another protocol, unless it carries (or goes on with) a
+      // ClientHello, which a server that takes larger records (OpenSSL 1.0.2's big buffers)
+      // would read, its server name unchecked.
+      const tooLong = { kind: 'malformed', why: `a TLS record of ${length} bytes` } as const;
+      if (needed !== undefined) return tooLong;
+      if (type !== HANDSHAKE_RECORD) return { kind: 'not-tls' };
+      const head = Buffer.concat([...fragments, bytes.subarray(offset + 5, offset + 9)]);
+      if (head.length < 4) return { kind: 'incomplete' };
+      return head[0] === CLIENT_HELLO && head.readUIntBE(1, 3) >= CLIENT_HELLO_MIN_BODY ? tooLong : { kind: 'not-tls' };
+    }
     if (++records > RECORDS_MAX) return { kind: 'malformed', why: `more than ${RECORDS_MAX} TLS records before the ClientHello is whole` };
     // A record longer than a plaintext one is TLS no client sends before its hello.
     if (length > PLAINTEXT_MAX_BYTES) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };

@@ -66,17 +66,25 @@ export interface RecordedDiff {
   /** The snapshot whose sha256 was saved before its write, not yet recorded as stored. */
   pendingSha256?: string | undefined;
   ended?: { sha256: string; source: DiffSource } | undefined;
+  /**
+   * With the run's state gone or unreadable (Redis lost it, or a step's key no longer opens it):
+   * its status counts a step, so a snapshot may have been stored (only a step stores one).
+   * Undefined while the state is there: then its snapshot fields say what was stored.
+   */
+  stateGoneAfterSteps?: boolean;
 }
 
 /** What the run's state (when it is still there) and its status say of its diff. */
 export function recordedDiff(
   state: { diffSnapshot?: { sha256: string } | undefined; pendingDiffSha256?: string | undefined } | undefined,
   result: Pick<RunResult, 'diffSha256' | 'diffSource'> | undefined,
+  steps = 0,
 ): RecordedDiff {
   return {
     snapshotSha256: state?.diffSnapshot?.sha256,
     pendingSha256: state?.pendingDiffSha256,
     ended: result?.diffSha256 ? { sha256: result.diffSha256, source: result.diffSource ?? 'final' } : undefined,
+    ...(state === undefined && steps > 0 ? { stateGoneAfterSteps: true } : {}),
   };
 }
 
@@ -87,15 +95,17 @@ export function recordedDiff(
  * none of it (the ConfigMap was changed after the run stored it), or the state says the run
  * stored no snapshot (a diff there was put by someone else: a run whose steps changed no file,
  * planted under its ConfigMap's name). With the state gone or unreadable and no earlier ending
- * there is nothing to check it against, and none is kept either: a run whose prepare is still in
- * flight has no state yet, and a ConfigMap planted at its name (with the operator's labels and
- * an ownerReference to the run) would otherwise be certified in diffSha256 when the run ends.
+ * there is nothing to check it against: after a step (the status counts one) it is taken as the
+ * last snapshot, as before the check, so a run whose state Redis lost keeps its work; before any
+ * step none is kept, since no step stored one: a run whose prepare is still in flight has no
+ * state yet, and a ConfigMap planted at its name (with the operator's labels and an
+ * ownerReference to the run) would otherwise be certified in diffSha256 when the run ends.
  */
 export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSource | undefined {
   const sha = diffSha(diff);
   if (recorded.ended?.sha256 === sha) return recorded.ended.source;
   if (recorded.snapshotSha256 === sha || recorded.pendingSha256 === sha) return 'snapshot';
-  return undefined;
+  return recorded.ended === undefined && recorded.stateGoneAfterSteps === true ? 'snapshot' : undefined;
 }
 
 /** KeptDiff.notStored for a diff ConfigMap whose diff matches nothing the operator recorded (storedDiffSource). */

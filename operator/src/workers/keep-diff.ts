@@ -157,5 +157,5 @@ export async function keepRunDiff(
       deps.logger.warn({ err: errorText(error) }, 'could not take the diff from the sandbox; using the last snapshot');
     }
   }
-  return { ...(await snapshotDiff(deps, run, recordedDiff(state, run.status?.result))), ...against };
+  return { ...(await snapshotDiff(deps, run, recordedDiff(state, run.status?.result, run.status?.steps))), ...against };
 }
