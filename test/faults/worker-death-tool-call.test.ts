@@ -4,14 +4,15 @@
 // ("Hello, world", never "Hello, world, world").
 //
 // The window is made certain, not hoped for: the test holds the toolbox's lock on README.md
-// (a FIFO where the lock file goes, so the test sees the moment the toolbox waits on it; the
+// (a lock file holding a live process's pid, as a holder's does), sees the edit call start in
+// the toolbox (the call journal takes a lock of its own for the call, a new file beside it; the
 // worker has saved the step's calls by then), stops the worker process (SIGSTOP) so it cannot
-// save a result, releases the lock, waits for the edit to land in the workspace and the
-// answer to be sent, and SIGKILLs the worker. (Stalling Redis instead is not enough: a
-// stopped Redis still holds the worker's save in its socket and runs it when it resumes.)
-import { execFileSync } from 'node:child_process';
+// save a result, releases the lock, waits for the edit to land in the workspace and the answer
+// to be sent, and SIGKILLs the worker. (Stalling Redis instead is not enough: a stopped Redis
+// still holds the worker's save in its socket and runs it when it resumes. A FIFO at the lock's
+// name, which this test used before, is now removed by the toolbox at once.)
 import { createHash } from 'node:crypto';
-import { closeSync, constants, mkdirSync, openSync, readFileSync, unlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -31,9 +32,16 @@ import {
 import { FaultScene } from '../support/fault-scene.ts';
 import { eventually } from '../support/operator-process.ts';
 
+/** A file the test makes beside the planted lock once it stands: the first turn waits for it. */
+const PLANTED_MARK = 'planted';
+
 const TURNS: ScriptTurn[] = [
-  // Holds the run until the test has put its FIFO in place, so the edit cannot come first.
-  { toolCalls: [bashCall('until [ -n "$(find "$CHAMVI_HOME/locks" -type p 2>/dev/null)" ]; do sleep 0.1; done')], usage: usage(10, 1) },
+  // Holds the run until the test has planted its lock, so the edit cannot come first.
+  // It takes the mark away as it ends, so the test knows this call, with its journal lock, is past.
+  {
+    toolCalls: [bashCall(`M="$CHAMVI_HOME/locks/${PLANTED_MARK}"; until [ -e "$M" ]; do sleep 0.1; done; rm -f "$M"`)],
+    usage: usage(10, 1),
+  },
   { toolCalls: [GREET_WORLD], usage: usage(20, 2) },
   { text: 'Greeted the world.', usage: usage(30, 3) },
 ];
@@ -41,6 +49,9 @@ const TURNS: ScriptTurn[] = [
 /** Where file-locks.ts puts the lock of a file: the sha256 of its real path, under the home. */
 const lockFileOf = (home: string, realFile: string) =>
   path.join(home, 'locks', `${createHash('sha256').update(realFile).digest('hex').slice(0, 32)}.lock`);
+
+/** The lock files under the toolbox's locks directory. */
+const lockFiles = (directory: string) => readdirSync(directory).filter((name) => name.endsWith('.lock'));
 
 let scene: FaultScene;
 let status: RunStatus;
@@ -59,19 +70,24 @@ beforeAll(async () => {
   await ns.apply(codingRun('greet', repoUrl, scriptedModel('greet-script')));
 
   const { workspaceDir, homeDir } = await scene.registrar.waitForWorkspace(ns.name, (await ns.derivedNames('greet')).pod, 60_000);
-  const fifo = lockFileOf(homeDir, path.join(workspaceDir, 'README.md'));
-  mkdirSync(path.dirname(fifo), { recursive: true });
-  execFileSync('mkfifo', [fifo]);
-  // Opening the write end without blocking works only once a reader has it open: the toolbox,
-  // inside the edit call, reading who holds the lock.
-  const writer = await eventually(
-    async () => openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK),
+  const locks = path.join(homeDir, 'locks');
+  const planted = lockFileOf(homeDir, path.join(workspaceDir, 'README.md'));
+  mkdirSync(locks, { recursive: true });
+  // A holder's lock: this process's pid, alive, so the toolbox's edit waits for it (file-locks.ts).
+  writeFileSync(planted, String(process.pid));
+  const mark = path.join(locks, PLANTED_MARK);
+  writeFileSync(mark, '');
+  // The first turn's bash call saw the mark and is ending: the locks standing now are its
+  // journal lock (until it answers) and the planted one; the edit call's journal lock is new.
+  await eventually(async () => (existsSync(mark) ? undefined : true), 60_000, 'the first turn to see the planted lock');
+  const before = new Set(lockFiles(locks));
+  await eventually(
+    async () => (lockFiles(locks).some((name) => !before.has(name)) ? true : undefined),
     60_000,
-    'the toolbox to wait on the README.md lock',
+    'the edit call to start in the toolbox and wait on the README.md lock',
   );
   void first.kill('SIGSTOP'); // resolves only when it exits
-  unlinkSync(fifo);
-  closeSync(writer);
+  unlinkSync(planted);
   const readmePath = path.join(workspaceDir, 'README.md');
   await eventually(async () => (readFileSync(readmePath, 'utf8').includes('world') ? true : undefined), 30_000, 'the edit to land');
   // The answer is on its way to the stopped worker, which cannot save it.
