@@ -12,7 +12,7 @@ import { ENTRY_KEY_PATTERN, MAX_RECORDED_APPROVALS, cutKey, resumeKey } from '..
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { recordStep, stepEntry, writeStepEntry } from '../../operator/src/workers/record-step.ts';
 import type { InFlightStep, RunState, ToolResultRecord } from '../../operator/src/workers/run-state.ts';
-import { repeatedIdResult } from '../../operator/src/workers/run-tool-calls.ts';
+import { repeatedIdResult } from '../../operator/src/workers/repeated-call-ids.ts';
 import { runStateProblem } from '../../operator/src/workers/run-state-schema.ts';
 import type { TranscriptRun } from '../../operator/src/workers/transcript-writer.ts';
 

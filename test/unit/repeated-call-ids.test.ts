@@ -1,7 +1,7 @@
 // Which of a step's tool calls reuse an id an earlier call of the step has (workers/run-tool-calls.ts):
 // those are answered with a tool error instead of running, decided from the saved calls alone.
 import { describe, expect, it } from 'vitest';
-import { repeatedCallIds, repeatedIdResult } from '../../operator/src/workers/run-tool-calls.ts';
+import { repeatedCallIds, repeatedIdResult } from '../../operator/src/workers/repeated-call-ids.ts';
 
 const call = (toolCallId: string, toolName = 'read_file') => ({ toolCallId, toolName, input: { path: 'a.txt' } });
 const result = (toolCallId: string) => ({ toolCallId, toolName: 'bash', ok: true, text: 'exit 0' });

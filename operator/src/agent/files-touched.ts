@@ -28,7 +28,7 @@ export function collectFilesTouched(messages: readonly ModelMessage[], previous:
   const changed = new Set(previous.changed);
   // A call's result is the first one after it with its id, before the next answer of the model:
   // an answer may hold two calls of one id (the first runs, the second is answered with a tool
-  // error after its result, run-tool-calls.ts repeatedCallIds), and a later answer may use the
+  // error after its result, repeated-call-ids.ts), and a later answer may use the
   // id again for another call. Paired by id alone, either error hid the call that ran.
   let unanswered = new Map<string, ToolCallPart[]>();
   for (const message of messages) {

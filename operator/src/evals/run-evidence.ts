@@ -66,7 +66,7 @@ export function runEvidence(run: CodingRun, transcript: Transcript, fullDiff?: s
     if (entry.message && entry.kind === 'step' && /tool calls left out/.test(entry.message)) gaps.push(entry.message);
     if (!entry.calls) continue;
     // Calls are told apart by position, not id: one answer may hold two calls of one id (the
-    // second did not run, run-tool-calls.ts repeatedCallIds), and a later step may use an id
+    // second did not run, repeated-call-ids.ts), and a later step may use an id
     // again. A resume's entry (same step, sorted after the step's) holds the step's last calls
     // again, from the answered one on, with their results: the last word counts.
     const recorded = entry.calls.map((call) => ({ tool: call.tool, ok: call.result?.ok }));

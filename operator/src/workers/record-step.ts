@@ -23,7 +23,7 @@ import {
 } from '../record/transcript-entry.ts';
 import { pendingApprovalView } from './approval-input.ts';
 import type { InFlightStep, PendingApprovalState, RunState, ToolResultRecord } from './run-state.ts';
-import { repeatedCallIds, repeatedIdResult } from './run-tool-calls.ts';
+import { repeatedCallIds, repeatedIdResult } from './repeated-call-ids.ts';
 import type { TranscriptRun } from './transcript-writer.ts';
 
 /** The step's entry: its calls in the model's order with their results, the one waiting for a human marked. */
@@ -76,7 +76,7 @@ export function stepEntry(state: RunState, inFlight: InFlightStep, now: Date): T
 /**
  * The result of each of the step's calls by its position, the answered call's (a resume's), and
  * the position of the call waiting for a human (-1: none). A call reusing an earlier call's id
- * in the step did not run (run-tool-calls.ts repeatedCallIds): its tool error is made again from
+ * in the step did not run (repeated-call-ids.ts): its tool error is made again from
  * the call, for the calls the step reached (those before the waiting one). Every other call has
  * an id no other call of the step has, so its result is found by id (results come in any order:
  * calls on other files run at once). The first result of an id is taken: the answer to a

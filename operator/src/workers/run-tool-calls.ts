@@ -2,7 +2,7 @@
 // after a crash runs only the calls not finished; a read's result rides on the next save),
 // up to the first call that needs a human's approval, which parks the run with the calls
 // after it. Once they ran, the diff they may have made is stored (diff-snapshot.ts). A call
-// reusing an earlier call's id in the step does not run (repeatedCallIds).
+// reusing an earlier call's id in the step does not run (repeated-call-ids.ts).
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
@@ -17,6 +17,7 @@ import { toolCallObserver } from './run-metrics.ts';
 import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { executeToolCalls, toolMessage, withRunDeadline } from './tool-execution.ts';
 import { deadlineOf } from './step-job.ts';
+import { repeatedCallIds, repeatedIdResult } from './repeated-call-ids.ts';
 
 /**
  * Whether a call's result is saved as soon as it finishes: a call that may change the
@@ -144,36 +145,3 @@ export async function runCallsUntilApproval(
 }
 
 const countImages = (results: readonly ToolResultRecord[]) => results.filter((result) => result.image !== undefined).length;
-
-/**
- * Positions in `calls` of the calls whose tool call id an earlier call of the step already
- * has (one in `earlier`, or one before it in `calls`). An endpoint may give two calls of one
- * answer the same id, and everything after the answer tells calls apart by id: the results a
- * redone step finds done, the toolbox's call journal (tool-execution.ts journalKey, where the
- * second call's entry would replace the first's, so a redo ran the first again), the tool
- * message the provider pairs with its calls. And the ai SDK finds a call's parts by id too, so
- * generateText hands the second call on as a copy of the first. Keying results by position
- * would fix only the first of these and run that copy, so such a call does not run and is
- * answered with a tool error instead. The answer depends only on the saved calls and earlier
- * results, so a redone step gives the same one.
- */
-export function repeatedCallIds(calls: readonly PendingToolCall[], earlier: readonly ToolResultRecord[]): Set<number> {
-  const seen = new Set(earlier.map((result) => result.toolCallId));
-  const repeated = new Set<number>();
-  calls.forEach((call, index) => {
-    if (seen.has(call.toolCallId)) repeated.add(index);
-    seen.add(call.toolCallId);
-  });
-  return repeated;
-}
-
-/** The tool error answering a call whose id an earlier call of the step has; it did not run. */
-export function repeatedIdResult(call: PendingToolCall): ToolResultRecord {
-  const id = JSON.stringify(call.toolCallId.length > 80 ? `${call.toolCallId.slice(0, 80)}…` : call.toolCallId);
-  return {
-    toolCallId: call.toolCallId,
-    toolName: call.toolName,
-    ok: false,
-    text: `DUPLICATE_TOOL_CALL_ID: an earlier tool call of this step has the id ${id}, so this one did not run (each call needs its own id to be told apart). Make it again in your next step if you still need it.`,
-  };
-}
