@@ -16,7 +16,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LanguageModelV4, LanguageModelV4CallOptions } from '@ai-sdk/provider';
+import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { Queue, type Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,6 +39,7 @@ import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { PrivateRedis } from '../support/fault-injection.ts';
 import { eventually } from '../support/operator-process.ts';
+import { generatingModel } from '../support/generating-model.ts';
 
 /** config.jobLockSeconds at its least (2), and the stalled check agent-runtime.ts derives from it. */
 const LOCK_MS = 2_000;
@@ -73,25 +74,10 @@ class RecordingStore extends RunStateStore {
 }
 
 function answerModel(replica: Replica, calls: Map<Replica, HeldCall>): LanguageModelV4 {
-  return {
-    specificationVersion: 'v4',
-    provider: 'held',
-    modelId: 'held',
-    supportedUrls: {},
-    doGenerate: async (options: LanguageModelV4CallOptions) => {
-      await new Promise<void>((release) => calls.set(replica, { signal: options.abortSignal, release }));
-      return {
-        content: [{ type: 'text', text: `the answer ${replica} got` }],
-        finishReason: { unified: 'stop', raw: 'stop' },
-        usage: {
-          inputTokens: { total: 30, noCache: 30, cacheRead: 0, cacheWrite: undefined },
-          outputTokens: { total: 12, text: 12, reasoning: 0 },
-        },
-        warnings: [],
-      };
-    },
-    doStream: () => Promise.reject(new Error('not streamed')),
-  };
+  return generatingModel('held', async (options) => {
+    await new Promise<void>((release) => calls.set(replica, { signal: options.abortSignal, release }));
+    return [{ type: 'text', text: `the answer ${replica} got` }];
+  });
 }
 
 const quiet: AgentLogger = {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
-import { callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
+import { alive, callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
   exitCode: number | null;
@@ -31,15 +31,6 @@ afterEach(() => workspace.cleanup());
 
 const bash = async (input: Record<string, unknown>, options: Parameters<typeof callTool>[3] = {}) =>
   resultOf<Bash>(await callTool(workspace, 'bash', input, options));
-/** Running, as opposed to gone or a zombie (killed, waiting for its adoptive parent to reap it). */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-};
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('bash', () => {

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, constants, existsSync, mkdirSync, openSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
+import { alive, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 let workspace: Workspace;
 beforeEach(() => {
@@ -14,15 +14,6 @@ beforeEach(() => {
 afterEach(() => workspace.cleanup());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** Running, as opposed to gone or a zombie (killed, waiting for its adoptive parent to reap it). */
-const alive = (pid: number) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-};
 
 /**
  * Opens a session, starts a real background job, plants a job directory whose pid file `plant`

@@ -5,25 +5,14 @@
 // chart's Redis (maxmemory 256mb, noeviction) and every other namespace's runs failed on
 // "OOM command not allowed".
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
-import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
 import { RunStateStore, type RunState } from '../../operator/src/workers/run-state.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
+import { redisServerForSuite } from '../support/redis-server-suite.ts';
 
-let redisServer: RedisServerProcess;
-let redis: Redis;
-
-beforeAll(async () => {
-  redisServer = await startRedisServer(process.env);
-  redis = new Redis(redisServer.url, { lazyConnect: false });
-}, 30_000);
-afterAll(async () => {
-  redis?.disconnect();
-  await redisServer?.stop();
-});
+const server = redisServerForSuite();
 
 /** A run's state whose conversation is `text`. */
 function state(namespace: string, name: string, text: string): RunState {
@@ -44,7 +33,7 @@ function state(namespace: string, name: string, text: string): RunState {
 
 /** A store of its own (a fresh prefix) whose namespaces may each keep `budget` bytes of state. */
 function store(budget: number, prefix = `budget-${randomUUID()}`): { states: RunStateStore; prefix: string } {
-  return { states: new RunStateStore(redis, prefix, RunStateSeal.generated(), { namespaceMaxStateBytes: budget }), prefix };
+  return { states: new RunStateStore(server.redis, prefix, RunStateSeal.generated(), { namespaceMaxStateBytes: budget }), prefix };
 }
 
 const failureOf = (promise: Promise<unknown>) =>
@@ -66,7 +55,7 @@ describe("a namespace's saved states", () => {
     expect((failure as Error).message).toMatch(
       /namespace greedy keep [0-9.]+ MiB .* namespaceMaxStateBytes of [0-9.]+ MiB \(12000 bytes\).*raise config\.namespaceMaxStateBytes/,
     );
-    expect(await redis.exists(`${prefix}:run:uid-greedy-d`), 'the refused state is not written').toBe(0);
+    expect(await server.redis.exists(`${prefix}:run:uid-greedy-d`), 'the refused state is not written').toBe(0);
     await expect(states.create(state('greedy', 'e', CJK)), 'nor is a new run created').rejects.toThrow(/namespaceMaxStateBytes/);
 
     // Another namespace's budget is its own: its runs save as many.
@@ -78,8 +67,8 @@ describe("a namespace's saved states", () => {
     const { states, prefix } = store(12_000);
     const first = state('team', 'a', CJK);
     await states.save(first);
-    const stored = await redis.get(`${prefix}:run:${first.uid}`);
-    expect(Number(await redis.hget(`${prefix}:state-bytes:team`, first.uid))).toBe(Buffer.byteLength(stored ?? ''));
+    const stored = await server.redis.get(`${prefix}:run:${first.uid}`);
+    expect(Number(await server.redis.hget(`${prefix}:state-bytes:team`, first.uid))).toBe(Buffer.byteLength(stored ?? ''));
     expect(Buffer.byteLength(stored ?? '')).toBeGreaterThan(3_000);
 
     await states.save(state('team', 'b', CJK));
@@ -87,8 +76,8 @@ describe("a namespace's saved states", () => {
     await expect(states.save(state('team', 'd', CJK))).rejects.toThrow(/namespaceMaxStateBytes/);
 
     await states.delete(first);
-    expect(await redis.exists(`${prefix}:run:${first.uid}`)).toBe(0);
-    expect(await redis.hexists(`${prefix}:state-bytes:team`, first.uid)).toBe(0);
+    expect(await server.redis.exists(`${prefix}:run:${first.uid}`)).toBe(0);
+    expect(await server.redis.hexists(`${prefix}:state-bytes:team`, first.uid)).toBe(0);
     await states.save(state('team', 'd', CJK));
   });
 
@@ -96,9 +85,9 @@ describe("a namespace's saved states", () => {
     const { states, prefix } = store(12_000);
     for (const name of ['a', 'b', 'c']) await states.save(state('team', name, CJK));
     // What the release before did to delete a state: DEL, its tally untouched.
-    await redis.del(`${prefix}:run:uid-team-a`);
+    await server.redis.del(`${prefix}:run:uid-team-a`);
     await states.save(state('team', 'd', CJK));
-    expect((await redis.hkeys(`${prefix}:state-bytes:team`)).sort()).toEqual(['uid-team-b', 'uid-team-c', 'uid-team-d']);
+    expect((await server.redis.hkeys(`${prefix}:state-bytes:team`)).sort()).toEqual(['uid-team-b', 'uid-team-c', 'uid-team-d']);
     // The runs still there hold their bytes.
     await expect(states.save(state('team', 'e', CJK))).rejects.toThrow(/namespaceMaxStateBytes/);
   });
@@ -109,11 +98,11 @@ describe("a namespace's saved states", () => {
     for (let save = 0; save < 5; save++) await states.save(run);
     await states.save(state('team', 'b', CJK));
     // A budget lowered under what the namespace holds: the runs still save what does not grow.
-    const lowered = new RunStateStore(redis, prefix, RunStateSeal.generated(), { namespaceMaxStateBytes: 4_000 });
+    const lowered = new RunStateStore(server.redis, prefix, RunStateSeal.generated(), { namespaceMaxStateBytes: 4_000 });
     await lowered.save(run);
     await lowered.save({ ...run, messages: [{ role: 'user', content: 'done' }] });
     await expect(lowered.save(state('team', 'b', CJK + CJK))).rejects.toThrow(/namespaceMaxStateBytes/);
-    expect(await redis.get(`${prefix}:run:uid-team-b`)).toContain(CJK);
+    expect(await server.redis.get(`${prefix}:run:uid-team-b`)).toContain(CJK);
   });
 
   it('lets saves made at once pass the budget no further than one after another', async () => {
@@ -127,7 +116,7 @@ describe("a namespace's saved states", () => {
     const run = state('team', 'a', CJK);
     expect(await states.create(run)).toBe(true);
     expect(await states.create({ ...run, step: 7 })).toBe(false);
-    expect(await redis.hlen(`${prefix}:state-bytes:team`)).toBe(1);
+    expect(await server.redis.hlen(`${prefix}:state-bytes:team`)).toBe(1);
     expect((await states.load(run))?.step).toBe(1);
   });
 });
@@ -140,6 +129,6 @@ describe("one run's saved state", () => {
     const failure = await failureOf(states.save(run));
     expect(RunFailure.isInstance(failure) && failure.reason).toBe('BudgetExceeded');
     expect((failure as Error).message).toMatch(/saved conversation reached 27\.\d MiB, over the 24\.0 MiB/);
-    expect(await redis.exists(`${prefix}:run:${run.uid}`)).toBe(0);
+    expect(await server.redis.exists(`${prefix}:run:${run.uid}`)).toBe(0);
   });
 });

@@ -9,7 +9,6 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { LanguageModelV4 } from '@ai-sdk/provider';
@@ -22,7 +21,6 @@ import { readTranscript } from '../../operator/src/record/transcript-chunks.ts';
 import { MAX_RECORDED_APPROVALS, cutKey } from '../../operator/src/record/transcript-entry.ts';
 import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
 import { diffConfigMapName, transcriptConfigMapName } from '../../operator/src/reconcile/names.ts';
-import { startRedisServer, type RedisServerProcess } from '../../operator/src/cli/local/redis-server-process.ts';
 import type { ApprovalAnswer } from '../../operator/src/reconcile/run-agent.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
@@ -45,22 +43,14 @@ import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { MAX_EARLIER_ENTRIES, TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
 import { MAX_TOOL_CALLS_PER_STEP } from '../../operator/src/workers/tool-execution.ts';
 import { redisLandedMarks } from '../../operator/src/workers/trailing-marks.ts';
+import { redisServerForSuite } from '../support/redis-server-suite.ts';
+import { generatingModel } from '../support/generating-model.ts';
 
-let redisServer: RedisServerProcess;
-let redis: Redis;
+const server = redisServerForSuite();
 const scratch = mkdtempSync(path.join(tmpdir(), 'chamvi-step-machine-'));
 let rows = 0;
 
-beforeAll(async () => {
-  redisServer = await startRedisServer(process.env);
-  redis = new Redis(redisServer.url, { lazyConnect: false });
-}, 30_000);
-
-afterAll(async () => {
-  redis?.disconnect();
-  await redisServer?.stop();
-  rmSync(scratch, { recursive: true, force: true });
-});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const git = (cwd: string, ...args: string[]) =>
   execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' });
@@ -160,8 +150,8 @@ async function harness(setup: Setup): Promise<Harness> {
   };
   const prefix = `machine-${rows}`;
   const seal = RunStateSeal.generated();
-  const states = new RunStateStore(redis, prefix, seal);
-  const marks = redisLandedMarks(redis, prefix, seal);
+  const states = new RunStateStore(server.redis, prefix, seal);
+  const marks = redisLandedMarks(server.redis, prefix, seal);
   const sandbox: LocalSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: workspace, homeDir: home });
   const enqueued: string[] = [];
   const resources = memoryRunResources(gateway);
@@ -472,7 +462,7 @@ const table: Row[] = [
   {
     name: 'no state in Redis: the run fails StateLost with the one StateLost message',
     setup: { turns: [writesHi] },
-    given: async (h) => void (await redis.del(h.stateKey)),
+    given: async (h) => void (await server.redis.del(h.stateKey)),
     jobs: [step(0)],
     expected: {
       stage: 'none',
@@ -487,7 +477,7 @@ const table: Row[] = [
   {
     name: 'a state not written by the operator: StateLost, nothing in it acted on (Security #11.1)',
     setup: { turns: [writesHi] },
-    given: async (h) => void (await redis.set(h.stateKey, JSON.stringify({ stage: 'stepping', step: 0 }))),
+    given: async (h) => void (await server.redis.set(h.stateKey, JSON.stringify({ stage: 'stepping', step: 0 }))),
     jobs: [step(0)],
     expected: {
       stage: 'none',
@@ -1633,26 +1623,11 @@ describe('a model endpoint that answers what the operator must not work on whole
   // Left to job-failure.ts, such an error was a transport error: ten tries, each asking the model again.
   it('an answer the SDK fails on once it arrived: the run fails ModelResponseInvalid at once, the model asked once, its tokens counted', async () => {
     let calls = 0;
-    const breaking: LanguageModelV4 = {
-      specificationVersion: 'v4',
-      provider: 'breaking',
-      modelId: 'breaking',
-      supportedUrls: {},
-      doGenerate: async () => {
-        calls += 1;
-        // A provider tool's result for a call the answer never made: generateText throws on it.
-        return {
-          content: [{ type: 'tool-result', toolCallId: 'ws_secret-page', toolName: 'web_search', result: { found: 'internal page text' } }],
-          finishReason: { unified: 'stop', raw: 'stop' },
-          usage: {
-            inputTokens: { total: 30, noCache: 30, cacheRead: 0, cacheWrite: undefined },
-            outputTokens: { total: 12, text: 12, reasoning: 0 },
-          },
-          warnings: [],
-        };
-      },
-      doStream: () => Promise.reject(new Error('not streamed')),
-    };
+    const breaking = generatingModel('breaking', async () => {
+      calls += 1;
+      // A provider tool's result for a call the answer never made: generateText throws on it.
+      return [{ type: 'tool-result', toolCallId: 'ws_secret-page', toolName: 'web_search', result: { found: 'internal page text' } }];
+    });
     const h = await harness({ turns: [answers] });
     try {
       h.deps.models = async () => breaking;
@@ -1743,20 +1718,20 @@ describe('a compaction whose next call fails (#13.10)', () => {
 describe('landed marks in Redis (security #11.1: Redis is not trusted)', () => {
   it("believes only a mark sealed with the operator's key, for that run and step", async () => {
     const seal = RunStateSeal.generated();
-    const marks = redisLandedMarks(redis, 'marks', seal);
+    const marks = redisLandedMarks(server.redis, 'marks', seal);
     expect(await marks.landed('uid-m', 4)).toBe(false);
     await marks.mark('uid-m', 4);
     expect(await marks.landed('uid-m', 4)).toBe(true);
     expect(await marks.landed('uid-m', 5)).toBe(false);
     expect(await marks.landed('uid-other', 4)).toBe(false);
     // Written by whoever can write Redis, without the key: the record is sent again.
-    await redis.set('marks:landed:uid-m', JSON.stringify({ landed: 'uid-m', step: 5 }));
+    await server.redis.set('marks:landed:uid-m', JSON.stringify({ landed: 'uid-m', step: 5 }));
     expect(await marks.landed('uid-m', 5)).toBe(false);
-    await redis.set('marks:landed:uid-m', RunStateSeal.generated().seal(JSON.stringify({ landed: 'uid-m', step: 5 })));
+    await server.redis.set('marks:landed:uid-m', RunStateSeal.generated().seal(JSON.stringify({ landed: 'uid-m', step: 5 })));
     expect(await marks.landed('uid-m', 5)).toBe(false);
     // A genuine mark of another run, copied under this run's key, names the other run.
     await marks.mark('uid-x', 5);
-    await redis.set('marks:landed:uid-m', (await redis.get('marks:landed:uid-x'))!);
+    await server.redis.set('marks:landed:uid-m', (await server.redis.get('marks:landed:uid-x'))!);
     expect(await marks.landed('uid-m', 5)).toBe(false);
   });
 });

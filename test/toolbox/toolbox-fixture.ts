@@ -2,7 +2,7 @@
 // the BUNDLED toolbox (sandbox-image/dist/toolbox.mjs) as a real process: one `call`, or a
 // kept serve session through the local Sandbox.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,16 @@ export function makeWorkspace(): Workspace {
       rmSync(base, { recursive: true, force: true });
     },
   };
+}
+
+/** Running, as opposed to gone or a zombie (killed, waiting for its adoptive parent to reap it). */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
 }
 
 export function link(target: string, at: string): void {
