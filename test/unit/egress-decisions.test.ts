@@ -228,25 +228,56 @@ describe('refusedBeyondConnections', () => {
 
 describe('refusedServerName', () => {
   it.each([
-    ['the host the tunnel was opened to', { kind: 'client-hello', serverName: 'registry.npmjs.org' }, undefined],
-    ['the same host in upper case, with a final dot', { kind: 'client-hello', serverName: 'Registry.NPMJS.org.' }, undefined],
-    ['no server name (the destination serves its default site)', { kind: 'client-hello' }, undefined],
-    ['bytes that are not TLS', { kind: 'not-tls' }, undefined],
+    ['the host the tunnel was opened to', { kind: 'client-hello', serverName: 'registry.npmjs.org' }, undefined, undefined],
+    ['bytes that are not TLS', { kind: 'not-tls' }, undefined, undefined],
+    [
+      // A server picking its site by the Host header inside TLS would serve any site on the address.
+      'no server name',
+      { kind: 'client-hello' },
+      EGRESS_RULES.SniMissing,
+      'the TLS ClientHello sent through the tunnel to registry.npmjs.org names no server (SNI)',
+    ],
+    // A server comparing names exactly would serve its default site for these.
+    [
+      'the same host in upper case, with a final dot',
+      { kind: 'client-hello', serverName: 'Registry.NPMJS.org.' },
+      EGRESS_RULES.SniMismatch,
+      '"Registry.NPMJS.org." is not written as registry.npmjs.org',
+    ],
+    [
+      'the same host with a final dot',
+      { kind: 'client-hello', serverName: 'registry.npmjs.org.' },
+      EGRESS_RULES.SniMismatch,
+      'is not written as registry.npmjs.org',
+    ],
+    [
+      'the same host in upper case',
+      { kind: 'client-hello', serverName: 'REGISTRY.npmjs.org' },
+      EGRESS_RULES.SniMismatch,
+      'is not written as registry.npmjs.org',
+    ],
     [
       'another host behind the same address',
       { kind: 'client-hello', serverName: 'evil.example' },
+      EGRESS_RULES.SniMismatch,
       '"evil.example" is not registry.npmjs.org',
     ],
-    ['a sub-domain of the host', { kind: 'client-hello', serverName: 'a.registry.npmjs.org' }, 'is not registry.npmjs.org'],
+    [
+      'a sub-domain of the host',
+      { kind: 'client-hello', serverName: 'a.registry.npmjs.org' },
+      EGRESS_RULES.SniMismatch,
+      'is not registry.npmjs.org',
+    ],
     [
       'a ClientHello the proxy cannot read',
       { kind: 'malformed', why: 'a TLS record of 0 bytes' },
+      EGRESS_RULES.SniMismatch,
       'could not be read: a TLS record of 0 bytes',
     ],
-  ] as const)('%s', (_why, hello, message) => {
+  ] as const)('%s', (_why, hello, rule, message) => {
     const refusal = refusedServerName('registry.npmjs.org', hello);
-    if (message === undefined) expect(refusal).toBeUndefined();
-    else expect(refusal).toMatchObject({ rule: EGRESS_RULES.SniMismatch, message: expect.stringContaining(message) });
+    if (rule === undefined) expect(refusal).toBeUndefined();
+    else expect(refusal).toMatchObject({ status: 403, rule, message: expect.stringContaining(message) });
   });
 });
 

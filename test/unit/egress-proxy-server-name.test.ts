@@ -1,6 +1,7 @@
 // A CONNECT tunnel carries TLS to the host it was opened to only (egress-proxy-server.ts with
 // tls-client-hello.ts): the ClientHello's server name is read before a byte goes on, and a
-// tunnel asking for another site behind the same address is closed and audited as refused.
+// tunnel asking for another site behind the same address, or for none, is closed and audited
+// as refused.
 // Nor does a tunnel carry plain HTTP, on any port (http-request-line.ts): its request line is
 // read before a byte goes on, as the client's own Host would pick the site.
 import { connect, createServer, type Server } from 'node:net';
@@ -125,10 +126,26 @@ describe('egress proxy: the TLS server name of a tunnel', { timeout: 15_000 }, (
     await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello', serverName: 'allowed.test' });
   });
 
-  it('passes on a ClientHello without a server name', async () => {
-    const { destinationPort, proxyPort, received } = await start();
-    await tlsThroughTunnel(proxyPort, destinationPort, undefined);
-    await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello' });
+  it('closes a tunnel whose ClientHello names no server, before a byte reaches the destination, and audits it sni-missing', async () => {
+    // Behind an address whose server picks the site by the Host header inside TLS (an
+    // ingress), a hello without a server name reached whichever site that header named.
+    const { destinationPort, proxyPort, received, records } = await start();
+    const tunnel = await tlsThroughTunnel(proxyPort, destinationPort, undefined);
+    await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-missing', host: 'allowed.test' });
+    expect(records[0]!.message).toContain('names no server (SNI)');
+    expect(received()).toHaveLength(0);
+  });
+
+  it('closes a tunnel whose server name is its host in another case, with a final dot', async () => {
+    const { destinationPort, proxyPort, received, records } = await start();
+    const tunnel = await tlsThroughTunnel(proxyPort, destinationPort, 'Allowed.TEST.');
+    await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
+    expect(records[0]!.message).toContain('"Allowed.TEST." is not written as allowed.test');
+    expect(received()).toHaveLength(0);
   });
 });
 

@@ -18,13 +18,31 @@ function withExtension(record: Buffer, type: number, data: Buffer): Buffer {
   const grown = Buffer.concat([record, extension]);
   grown.writeUInt16BE(record.readUInt16BE(3) + extension.length, 3);
   grown.writeUIntBE(record.readUIntBE(6, 3) + extension.length, 6, 3);
-  // Record header 5, handshake header 4, version 2, random 32; then session id, cipher suites, compression methods.
-  let at = 5 + 4 + 2 + 32;
-  at += 1 + grown[at]!;
-  at += 2 + grown.readUInt16BE(at);
-  at += 1 + grown[at]!;
+  const at = extensionsLengthAt(grown);
   grown.writeUInt16BE(grown.readUInt16BE(at) + extension.length, at);
   return grown;
+}
+
+/** Where a ClientHello record holds the length of its extensions. */
+function extensionsLengthAt(record: Buffer): number {
+  // Record header 5, handshake header 4, version 2, random 32; then session id, cipher suites, compression methods.
+  let at = 5 + 4 + 2 + 32;
+  at += 1 + record[at]!;
+  at += 2 + record.readUInt16BE(at);
+  at += 1 + record[at]!;
+  return at;
+}
+
+/** The data of a server_name extension listing `names` ([name type, name]), its list length as given or its own. */
+function serverNameList(names: readonly (readonly [number, string])[], listLength?: number): Buffer {
+  const entries = Buffer.concat(
+    names.map(([type, name]) => {
+      const bytes = Buffer.from(name, 'latin1');
+      return Buffer.concat([Buffer.from([type, bytes.length >> 8, bytes.length & 255]), bytes]);
+    }),
+  );
+  const length = listLength ?? entries.length;
+  return Buffer.concat([Buffer.from([length >> 8, length & 255]), entries]);
 }
 
 describe('readClientHello', () => {
@@ -151,6 +169,69 @@ describe('readClientHello', () => {
     expect(readClientHello(tls.subarray(0, first.length + 9))).toEqual(refused);
     for (let length = 1; length < first.length + 9; length++)
       expect(readClientHello(tls.subarray(0, length))).toEqual({ kind: 'incomplete' });
+  });
+
+  // Servers read such a list each their own way (Go refuses it, Squid takes the first host
+  // name, other parsers the last), so the proxy could check one name while a server serves another.
+  it.each([
+    [
+      'two host names',
+      [
+        [0, 'allowed.test'],
+        [0, 'secret.test'],
+      ],
+      undefined,
+      'more than one name',
+    ],
+    [
+      'a host name and a name of another type',
+      [
+        [0, 'allowed.test'],
+        [1, 'secret.test'],
+      ],
+      undefined,
+      'more than one name',
+    ],
+    [
+      'a name of another type before the host name',
+      [
+        [1, 'secret.test'],
+        [0, 'allowed.test'],
+      ],
+      undefined,
+      'without a host name',
+    ],
+    [
+      'a second host name outside the list length',
+      [
+        [0, 'allowed.test'],
+        [0, 'secret.test'],
+      ],
+      15,
+      'list length',
+    ],
+    ['an empty host name', [[0, '']], undefined, 'an empty server name'],
+  ] as const)('refuses a server_name extension listing %s', async (_what, names, listLength, why) => {
+    const hello = withExtension(await clientHello(), 0, serverNameList(names, listLength));
+    expect(readClientHello(hello)).toEqual({ kind: 'malformed', why: expect.stringContaining(why) });
+  });
+
+  it('reads a server_name extension listing one host name, and refuses a second server_name extension', async () => {
+    expect(readClientHello(withExtension(await clientHello(), 0, serverNameList([[0, 'allowed.test']])))).toEqual({
+      kind: 'client-hello',
+      serverName: 'allowed.test',
+    });
+    const twice = withExtension(await clientHello('allowed.test'), 0, serverNameList([[0, 'secret.test']]));
+    expect(readClientHello(twice)).toEqual({ kind: 'malformed', why: expect.stringContaining('two server_name extensions') });
+  });
+
+  it('refuses a ClientHello whose last extension runs past the end of its extensions', async () => {
+    // The record and handshake lengths still cover the extension, so the proxy could read a
+    // server name there that a server bounding its read by the extensions' length would not.
+    const hello = Buffer.from(await clientHello('registry.test'));
+    const at = extensionsLengthAt(hello);
+    hello.writeUInt16BE(hello.readUInt16BE(at) - 1, at);
+    expect(readClientHello(hello)).toEqual({ kind: 'malformed', why: expect.stringContaining('runs past the end') });
   });
 
   it('refuses a ClientHello with Encrypted Client Hello, whatever its outer server name', async () => {

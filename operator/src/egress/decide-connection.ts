@@ -25,6 +25,7 @@ export const EGRESS_RULES = {
   TooManyOpen: 'too-many-open',
   TooManyConnections: 'too-many-connections',
   SniMismatch: 'sni-mismatch',
+  SniMissing: 'sni-missing',
 } as const;
 export type EgressRule = (typeof EGRESS_RULES)[keyof typeof EGRESS_RULES];
 
@@ -89,21 +90,47 @@ export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | 
 }
 
 /**
- * A tunnel's TLS server name (SNI) must be the host it was opened to: behind a shared address
- * (a CDN, an ingress) the server name picks the site, so a tunnel to a listed host could
- * otherwise reach any site sharing its address. A ClientHello without a server name is let
- * through: the destination then serves its default site, which the client did not choose. A
- * tunnel whose first bytes are not TLS is not this check's (plain HTTP is refused by
+ * A tunnel's TLS server name (SNI) must be the host it was opened to, as the proxy checked it:
+ * behind a shared address (a CDN, an ingress) the server name picks the site, so a tunnel to a
+ * listed host could otherwise reach any site sharing its address. The name is compared as
+ * sent, not folded: a server that compares names exactly (HAProxy's `req.ssl_sni` without
+ * `-i`; RFC 6066 forbids the final dot) reads `Allowed.Test.` as a site it does not know and
+ * serves its default one, which need not be the listed host.
+ *
+ * A ClientHello without a server name is refused too (sni-missing). A server that picks the
+ * site by the Host header sent inside TLS, after the handshake (ingress-nginx, Go's net/http,
+ * Envoy), serves whichever site that header names, and the proxy cannot read it; one that
+ * picks by SNI serves its default site, which the run did not list. Honest clients send the
+ * name for every host name, and a tunnel is only ever opened to a host name (decideRequest
+ * refuses IP literals, the one case where a client sends none).
+ *
+ * A tunnel whose first bytes are not TLS is not this check's (plain HTTP is refused by
  * refusedPlainHttpTunnel, other protocols pass). TLS the proxy cannot check (another record or
- * a version other than 3 before the ClientHello, Encrypted Client Hello) reads as malformed and
- * is refused.
+ * a version other than 3 before the ClientHello, Encrypted Client Hello, a server_name
+ * extension that servers read differently) reads as malformed and is refused.
  */
 export function refusedServerName(host: string, hello: ClientHelloReading): Refusal | undefined {
   if (hello.kind === 'malformed') {
     return refuse(403, EGRESS_RULES.SniMismatch, `the TLS ClientHello sent through the tunnel to ${host} could not be read: ${hello.why}`);
   }
-  if (hello.kind !== 'client-hello' || hello.serverName === undefined) return undefined;
-  if (canonicalHostName(hello.serverName) === host) return undefined;
+  if (hello.kind !== 'client-hello') return undefined;
+  if (hello.serverName === undefined) {
+    return refuse(
+      403,
+      EGRESS_RULES.SniMissing,
+      `the TLS ClientHello sent through the tunnel to ${host} names no server (SNI); without it the destination picks the site ` +
+        `by what the proxy cannot see, so a tunnel carries TLS only when it names ${host}: connect by that name, with SNI on`,
+    );
+  }
+  if (hello.serverName === host) return undefined;
+  if (canonicalHostName(hello.serverName) === host) {
+    return refuse(
+      403,
+      EGRESS_RULES.SniMismatch,
+      `the TLS server name ${shown(hello.serverName)} is not written as ${host}, the host the tunnel was opened to; ` +
+        'a server that compares names exactly would serve another site for it: send the name in lower case, without a final dot',
+    );
+  }
   return refuse(
     403,
     EGRESS_RULES.SniMismatch,

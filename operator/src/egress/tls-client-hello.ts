@@ -1,8 +1,9 @@
 // The server name (SNI) a TLS client asks for, read from the first bytes it sends through a
 // tunnel: the ClientHello travels in clear. Behind one address (a CDN, an ingress) the server
 // name picks the site, as the Host header does for plain HTTP, so a tunnel opened to a listed
-// host could otherwise reach any site sharing its address (decide-connection.ts,
-// refusedServerName). Pure: bytes in, what they say out.
+// host could otherwise reach any site sharing its address, and a hello without a server name
+// leaves the site to what the proxy cannot see (decide-connection.ts, refusedServerName).
+// Pure: bytes in, what they say out.
 //
 // The layout (RFC 8446 §4.1.2, RFC 6066 §3): records of [type 22][version 2][length 2], whose
 // fragments joined make the handshake message [type 1][length 3][body]; the body is version,
@@ -14,8 +15,9 @@
 // ClientHello, so an alert first would carry any hello past the check), a record whose version
 // is not 3.x (Go's crypto/tls takes a first record of any version below 0x1000, so a hello
 // whose version bytes were 00 01 would otherwise pass as "not TLS", unchecked, and be served),
-// and a ClientHello with Encrypted Client Hello, whose outer server name is whatever the client
-// chose while the site served is the encrypted inner one.
+// a ClientHello with Encrypted Client Hello, whose outer server name is whatever the client
+// chose while the site served is the encrypted inner one, and a server_name extension that
+// servers read differently (two of them, several names, an empty one: readServerName).
 //
 // Which bytes are TLS at all: those that read as a chain of records leading to a ClientHello,
 // whatever their versions, since that is what a lenient server reads. A first byte of 20-24
@@ -140,21 +142,48 @@ function parseClientHello(body: Buffer): ClientHelloReading {
   at += 2;
   let serverName: string | undefined;
   // Every extension is read: Encrypted Client Hello may come after the server name.
-  while (at + 4 <= end) {
+  while (at < end) {
+    if (end < at + 4) return { kind: 'malformed', why: 'the ClientHello ends its extensions inside an extension header' };
     const type = body.readUInt16BE(at);
     const length = body.readUInt16BE(at + 2);
+    // An extension that runs past the extensions' end holds a server name the proxy would
+    // read and a server bounding its read by that end would not (and then serve its default site).
+    if (end < at + 4 + length) return { kind: 'malformed', why: "an extension runs past the end of the ClientHello's extensions" };
     const data = body.subarray(at + 4, at + 4 + length);
-    if (data.length !== length) return malformed;
     at += 4 + length;
     if (type === ENCRYPTED_CLIENT_HELLO_EXTENSION) {
       return { kind: 'malformed', why: 'it carries Encrypted Client Hello, which hides the server name the destination will serve' };
     }
-    if (type !== SERVER_NAME_EXTENSION || serverName !== undefined) continue;
-    // The list holds one name in practice (one host_name at most, RFC 6066); the first counts.
-    if (data.length < 5 || data[2] !== HOST_NAME) return { kind: 'malformed', why: 'a server_name extension without a host name' };
-    const nameLength = data.readUInt16BE(3);
-    if (data.length < 5 + nameLength) return malformed;
-    serverName = data.subarray(5, 5 + nameLength).toString('latin1');
+    if (type !== SERVER_NAME_EXTENSION) continue;
+    // Which of two a server reads is its own choice (Go and OpenSSL refuse the hello).
+    if (serverName !== undefined) return { kind: 'malformed', why: 'two server_name extensions, of which a server may read either' };
+    const read = readServerName(data);
+    if (typeof read !== 'string') return read;
+    serverName = read;
   }
   return serverName === undefined ? { kind: 'client-hello' } : { kind: 'client-hello', serverName };
+}
+
+type Malformed = Extract<ClientHelloReading, { kind: 'malformed' }>;
+
+/**
+ * The host name a server_name extension carries: [list length 2] then entries of [name type 1]
+ * [length 2][name]. RFC 6066 allows one name of a type, and servers read other lists each
+ * their own way (Go refuses a second host_name and skips other types to reach one, Squid takes
+ * the first host_name, other parsers the last; OpenSSL takes the first entry), so a list that
+ * is not exactly one non-empty host_name could name one site to the proxy and another to the
+ * server.
+ */
+function readServerName(data: Buffer): string | Malformed {
+  if (data.length < 2 || data.readUInt16BE(0) !== data.length - 2) {
+    return { kind: 'malformed', why: "a server_name extension whose list length is not the extension's" };
+  }
+  if (data.length < 5 || data[2] !== HOST_NAME) return { kind: 'malformed', why: 'a server_name extension without a host name first' };
+  const nameLength = data.readUInt16BE(3);
+  if (data.length < 5 + nameLength) return { kind: 'malformed', why: 'the ClientHello ends inside one of its fields' };
+  if (data.length > 5 + nameLength) {
+    return { kind: 'malformed', why: 'a server_name extension listing more than one name, which servers read differently' };
+  }
+  if (nameLength === 0) return { kind: 'malformed', why: 'an empty server name, which no client sends' };
+  return data.subarray(5).toString('latin1');
 }
