@@ -8,7 +8,7 @@ import {
 import { countJsonItems } from '../../operator/src/json/json-scan.ts';
 
 /** A fetch answering with `chunks` as the body (endless when `chunks` is a function), recording whether the body was cancelled. */
-function fetchOf(chunks: readonly string[] | ((index: number) => string), headers: Record<string, string> = {}) {
+function fetchOf(chunks: readonly string[] | ((index: number) => string), headers: Record<string, string> = {}, status = 200) {
   const seen = { cancelled: false };
   const fetch = (async () => {
     let index = 0;
@@ -22,7 +22,7 @@ function fetchOf(chunks: readonly string[] | ((index: number) => string), header
         seen.cancelled = true;
       },
     });
-    return new Response(body, { status: 200, headers });
+    return new Response(body, { status, headers });
   }) as typeof globalThis.fetch;
   return { fetch, seen };
 }
@@ -75,9 +75,33 @@ describe('limitResponseSize', () => {
     expect(await (await limitResponseSize(fetch)('http://model.test')).text()).toBe(body);
   });
 
-  it('leaves an event stream uncounted: its framing is not one JSON text', async () => {
+  // What the SDK posts: doStream adds `"stream":true` at the top of the body, doGenerate leaves it out.
+  const messages = [{ role: 'user', content: 'answer with "stream":true' }];
+  const streamed = { method: 'POST', body: JSON.stringify({ model: 'm', messages, stream: true }) };
+  const whole = { method: 'POST', body: JSON.stringify({ model: 'm', messages }) };
+  const manyItems = (index: number) => (index === 0 ? '{"extra":[' : '{},'.repeat(1_000));
+
+  it('leaves the answer to a streamed request uncounted: its event framing is not one JSON text', async () => {
     const events = Array.from({ length: MODEL_RESPONSE_MAX_JSON_ITEMS }, () => 'data: {"a":[1,2]}\n\n');
     const { fetch } = fetchOf([events.join('')], { 'content-type': 'text/event-stream' });
-    expect((await (await limitResponseSize(fetch)('http://model.test')).text()).length).toBe(events.join('').length);
+    expect((await (await limitResponseSize(fetch)('http://model.test', streamed)).text()).length).toBe(events.join('').length);
+  });
+
+  // The SDK parses a whole answer as JSON whatever it is labelled: the label chooses nothing.
+  it.each([['text/plain'], ['text/event-stream'], ['text/html'], [undefined]])(
+    'counts the items of the answer to a request that asked for no stream, labelled %s',
+    async (contentType) => {
+      const { fetch, seen } = fetchOf(manyItems, contentType === undefined ? {} : { 'content-type': contentType });
+      const response = await limitResponseSize(fetch)('http://model.test', whole);
+      const error = await response.text().catch((e: unknown) => e);
+      expect(ModelResponseTooManyItemsError.isInstance(error)).toBe(true);
+      await vi.waitFor(() => expect(seen.cancelled).toBe(true), { timeout: 1_000 });
+    },
+  );
+
+  it('counts the items of an error body to a streamed request: the SDK parses it as one JSON text', async () => {
+    const { fetch } = fetchOf(manyItems, { 'content-type': 'text/event-stream' }, 500);
+    const response = await limitResponseSize(fetch)('http://model.test', streamed);
+    expect(ModelResponseTooManyItemsError.isInstance(await response.text().catch((e: unknown) => e))).toBe(true);
   });
 });

@@ -22,6 +22,7 @@ describe('security #11.3 allowModelEndpoints', () => {
     'http://127.0.0.1:8000',
     'https://gateway.example/teams/blue/v1',
     'http://[::1]:9000/api/x/y/v1',
+    "https://llm.internal/v1/a,b=c:d/(e)'~!$&+/..f",
   ])('allows %s', (url) => {
     expect(isModelEndpointAllowed(compatible(url), config)).toEqual({ allowed: true });
   });
@@ -42,6 +43,10 @@ describe('security #11.3 allowModelEndpoints', () => {
     ['a percent-encoded dot segment', 'https://llm.internal/v1/%2e%2e/admin', 'percent'],
     ['a percent-encoded host', 'https://llm%2einternal/v1', 'percent'],
     ['a dot-dot segment', 'https://llm.internal/v1/../admin', '".."'],
+    // Tomcat and Spring drop `;parameters` from each segment before resolving dots.
+    ['a "..;" segment climbing out of a team\'s glob', 'https://gateway.example/teams/a/v1/..;/..;/b/v1', '";"'],
+    ['a ".;" segment', 'https://llm.internal/v1/.;/x', '";"'],
+    ['a path parameter', 'https://llm.internal/v1;jsessionid=1', '";"'],
     ['a dot segment', 'https://llm.internal/./v1', '".."'],
     ['an empty segment', 'https://llm.internal//v1', 'empty segment'],
     ['an upper-case host', 'https://LLM.internal/v1', 'upper-case'],
@@ -64,6 +69,14 @@ describe('security #11.3 allowModelEndpoints', () => {
     const decision = isModelEndpointAllowed(compatible(url), config);
     expect(decision.allowed).toBe(false);
     expect((decision as { message: string }).message).toContain(why);
+  });
+
+  it('refuses "..;" under an exactly listed path, and a listed pattern with ";" allows no URL', () => {
+    const exact = { allowModelEndpoints: ['https://gateway.corp/teams/a/v1', 'https://gateway.corp/x;v=1'] };
+    expect(isModelEndpointAllowed(compatible('https://gateway.corp/teams/a/v1'), exact)).toEqual({ allowed: true });
+    for (const url of ['https://gateway.corp/teams/a/v1/..;/..;/b/v1', 'https://gateway.corp/x;v=1']) {
+      expect(isModelEndpointAllowed(compatible(url), exact)).toMatchObject({ allowed: false, message: expect.stringContaining('";"') });
+    }
   });
 
   it('shows a refused URL escaped, so a control character in it cannot reach a terminal', () => {

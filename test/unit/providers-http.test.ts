@@ -306,6 +306,34 @@ describe('answer bounds over HTTP', () => {
     expect(server.requests).toHaveLength(1);
   });
 
+  // The SDK parses a whole answer as JSON whatever its Content-Type: labelled otherwise, 20 000
+  // calls reached it, and four such answers at once ran a 160 MiB heap out.
+  it.each([['text/plain'], ['text/event-stream']])(
+    'refuses an answer of 20 000 tool calls labelled %s to a call that asked for no stream, one request',
+    async (contentType) => {
+      const toolCalls = Array.from({ length: 20_000 }, (_, index) => ({
+        id: `c${index}`,
+        type: 'function',
+        function: { name: 'read_file', arguments: JSON.stringify({ path: `f${index}` }) },
+      }));
+      const body = JSON.stringify({
+        id: 'chatcmpl-1',
+        object: 'chat.completion',
+        created: 0,
+        model: 'fake-model',
+        choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: toolCalls }, finish_reason: 'tool_calls' }],
+        usage: { prompt_tokens: 100, completion_tokens: 90_000, total_tokens: 90_100 },
+      });
+      server.enqueue({ type: 'raw', body, contentType });
+      const answers: ModelAnswer[] = [];
+      const error = await generateText({ model: bounded(answers), messages, tools, maxRetries: 0 }).catch((e: unknown) => e);
+      expect(String((error as Error).message)).toMatch(/more than 65536 JSON objects, arrays and members/);
+      expect(answers).toEqual([]);
+      expect(server.requests).toHaveLength(1);
+      expect((server.requests[0]?.body as { stream?: boolean }).stream).toBeUndefined();
+    },
+  );
+
   // Unbounded, the SDK's recursive copy of the parsed arguments overflowed the stack (RangeError).
   it('answers arguments nested 5 000 deep with a tool error, and the usage is told: one request, no retry', async () => {
     // A call its tool refuses (path is not a string): the SDK keeps such a call's parsed arguments.

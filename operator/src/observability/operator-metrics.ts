@@ -4,6 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RunTiming } from '../api/index.ts';
 import { answerWithin } from '../workers/answer-within.ts';
+import { MODEL_LABEL_MAX_LENGTH, MODEL_LABEL_MAX_NAMES, ModelLabels, OTHER_MODEL_LABEL } from './model-label.ts';
 
 /** How long a scrape waits for the queue's counts (Redis) before it answers without them. */
 export const QUEUE_DEPTH_TIMEOUT_MS = 1_000;
@@ -23,6 +24,8 @@ export class OperatorMetrics {
   readonly toolCalls: Counter<'tool' | 'outcome'>;
   readonly toolDuration: Histogram<'tool'>;
   readonly tokens: Counter<'direction' | 'namespace' | 'provider' | 'model'>;
+  /** The `model` values of `tokens`: a run author's names, bounded (model-label.ts). */
+  readonly tokenModelLabels = new ModelLabels();
   readonly modelCallDuration: Histogram<'provider'>;
   readonly modelCallErrors: Counter<'provider' | 'reason'>;
   readonly execErrors: Counter<'kind'>;
@@ -87,7 +90,9 @@ export class OperatorMetrics {
     });
     this.tokens = new Counter({
       name: 'chamvi_tokens_total',
-      help: "Tokens the providers reported, by direction (input, output, cache_read, reasoning) and the run's namespace; compaction calls included, as in status.usage.",
+      help:
+        "Tokens the providers reported, by direction (input, output, cache_read, reasoning) and the run's namespace; compaction calls included, as in status.usage. " +
+        `model: the first ${MODEL_LABEL_MAX_NAMES} model names this process saw, cut to ${MODEL_LABEL_MAX_LENGTH} characters; later ones count as "${OTHER_MODEL_LABEL}".`,
       labelNames: ['direction', 'namespace', 'provider', 'model'],
       registers,
     });

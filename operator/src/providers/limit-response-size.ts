@@ -3,6 +3,7 @@
 // without end (or with a huge error page) would grow the operator until it is killed, and
 // with it every run of the replica.
 import { JsonScan, RESPONSE_MAX_JSON_ITEMS } from '../json/json-scan.ts';
+import { asksForStream } from './asks-for-stream.ts';
 
 /**
  * 2 MiB. No model answers more: the most output tokens any model gives in one answer is about
@@ -43,12 +44,17 @@ export class ModelResponseTooLargeError extends Error {
  * the bytes arrive, outside strings). An answer's own structure is a few hundred even with 65
  * tool calls (their arguments are strings); the bytes bound alone let a hostile endpoint's 2 MiB
  * of `[[[…]]]` or `[{},{},…]` hold 30 to 60 MiB of heap once parsed, three of them at once past
- * the chart's heap. At this bound a parse holds a few MiB. JSON bodies only: an event stream's
- * framing is not one JSON text.
+ * the chart's heap. At this bound a parse holds a few MiB. Counted in every body the SDK parses
+ * as one JSON text: the answer to a request that did not ask for a stream, and any error body.
+ * Which is which is told by the request (asks-for-stream.ts), never by the answer's
+ * Content-Type: the SDK parses a whole answer as JSON whatever the endpoint labels it, and
+ * 20 000 tool calls sent as text/plain reached it, four such answers at once running the
+ * operator out of heap. A streamed answer's event framing is not one JSON text: it is not
+ * counted (the operator's steps never stream; the bytes bound still holds).
  */
 export const MODEL_RESPONSE_MAX_JSON_ITEMS = RESPONSE_MAX_JSON_ITEMS;
 
-/** Ends a JSON body of more items than the bound; the SDK wraps it, classify-model-error.ts reports it as a bad answer. */
+/** Ends a body read as JSON that holds more items than the bound; the SDK wraps it, classify-model-error.ts reports it as a bad answer. */
 export class ModelResponseTooManyItemsError extends Error {
   private readonly [itemsSymbol] = true;
   override readonly name = itemsName;
@@ -74,7 +80,8 @@ export function limitResponseSize(fetch: typeof globalThis.fetch, maxBytes: numb
       return rebuilt(new ReadableStream({ start: (controller) => controller.error(new ModelResponseTooLargeError(maxBytes)) }));
     }
     let received = 0;
-    const tally = /json/i.test(response.headers.get('content-type') ?? '') ? new JsonScan(MODEL_RESPONSE_MAX_JSON_ITEMS) : undefined;
+    const parsedWhole = !response.ok || !asksForStream(init?.body);
+    const tally = parsedWhole ? new JsonScan(MODEL_RESPONSE_MAX_JSON_ITEMS) : undefined;
     return rebuilt(
       response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({

@@ -10,7 +10,10 @@
 // when the string the SDK will hand to fetch is exactly the string checked here (WHATWG
 // serialises it unchanged). Anything that a parser might read differently — backslashes,
 // percent-escapes, userinfo, control or non-ASCII characters, uppercase hosts, a default port
-// written out, `.`/`..` segments, numeric IPv4 short forms — is refused, not repaired.
+// written out, `.`/`..` segments, numeric IPv4 short forms — is refused, not repaired. So is
+// what the server behind the endpoint may read differently from the matcher here: a `;` in the
+// path (Tomcat- and Spring-style servers drop `;parameters` from each segment before resolving
+// dots, so `/v1/..;/..;/b` reaches `/b`), as are `%2e`, `%2f`, `\` and `//` above.
 import { findProviderDeclaration } from '../providers/provider-registry.ts';
 
 /** A canonical http(s) endpoint, split for matching. `port` is '' for the scheme's default. */
@@ -29,8 +32,9 @@ export type ModelEndpointDecision = { allowed: true } | { allowed: false; messag
 const DEFAULT_PORTS: Record<string, string> = { http: '80', https: '443' };
 const DNS_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const IPV6 = /^\[[0-9a-f:.]+\]$/;
-// RFC 3986 pchar minus `%` and `@`; `*` is a glob in patterns and refused in URLs.
-const PATH_CHARACTERS = /^[A-Za-z0-9._~!$&'()+,;=:/-]*$/;
+// RFC 3986 pchar minus `%` and `@`; `*` is a glob in patterns and refused in URLs, and so is
+// `;` (refused on its own before this, to say why).
+const PATH_CHARACTERS = /^[A-Za-z0-9._~!$&'()+,=:/-]*$/;
 const PATTERN_PATH_CHARACTERS = /^[A-Za-z0-9._~!$&'()+,;=:/*-]*$/;
 
 /**
@@ -81,11 +85,18 @@ function parse(raw: string, allowGlob: boolean): EndpointParse {
       return { refused: `its port ${port} is not a number from 1 to 65535 without leading zeros` };
     if (port === DEFAULT_PORTS[scheme]) return { refused: `it writes out the default port ${port} of ${scheme}; leave it out` };
   }
+  // A pattern's `;` is the admin's own; with none in a run's URL it matches nothing.
+  if (!allowGlob && rawPath.includes(';')) {
+    return {
+      refused:
+        'its path has a ";", which servers such as Tomcat read as a path parameter and drop, so "..;" climbs out of the allowed path',
+    };
+  }
   if (!(allowGlob ? PATTERN_PATH_CHARACTERS : PATH_CHARACTERS).test(rawPath)) {
     return {
       refused: allowGlob
         ? 'its path has characters other than letters, digits, "/", "*" and -._~!$&\'()+,;=:'
-        : 'its path has characters other than letters, digits, "/" and -._~!$&\'()+,;=:',
+        : 'its path has characters other than letters, digits, "/" and -._~!$&\'()+,=:',
     };
   }
   const path = rawPath.endsWith('/') ? rawPath.slice(0, -1) : rawPath;

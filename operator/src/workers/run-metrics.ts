@@ -18,18 +18,25 @@ export function toolCallObserver(deps: Pick<AgentDependencies, 'metrics'>) {
   };
 }
 
-/** Adds a model call's tokens to chamvi_tokens_total, by direction, as status.usage counts them. */
+/**
+ * Adds a model call's tokens to chamvi_tokens_total, by direction, as status.usage counts them;
+ * the model's name as a bounded label value (observability/model-label.ts).
+ */
 export function countTokens(
   deps: Pick<AgentDependencies, 'metrics'>,
   labels: { namespace: string; provider: string; model: string },
   usage: TokenUsage,
 ): void {
-  for (const [direction, value] of [
-    ['input', usage.inputTokens],
-    ['output', usage.outputTokens],
-    ['cache_read', usage.cacheReadTokens],
-    ['reasoning', usage.reasoningTokens],
-  ] as const) {
-    if (value > 0) deps.metrics.tokens.inc({ direction, ...labels }, value);
-  }
+  const counts = (
+    [
+      ['input', usage.inputTokens],
+      ['output', usage.outputTokens],
+      ['cache_read', usage.cacheReadTokens],
+      ['reasoning', usage.reasoningTokens],
+    ] as const
+  ).filter(([, value]) => value > 0);
+  // Only a name that is counted takes one of the label's values.
+  if (counts.length === 0) return;
+  const counted = { ...labels, model: deps.metrics.tokenModelLabels.valueFor(labels.model) };
+  for (const [direction, value] of counts) deps.metrics.tokens.inc({ direction, ...counted }, value);
 }

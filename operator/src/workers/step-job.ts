@@ -190,8 +190,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       }),
     );
   // Every token status counts, the compaction call's too, under the run's namespace.
-  // The model label is a name the provider answered to, so its catalogue bounds the series; a
-  // scripted run answers to any name, and a run author could add series without end with it.
+  // The model label is the name the run wrote, and an endpoint that ignores it answers to any:
+  // countTokens bounds its values (observability/model-label.ts). A scripted run is `script`,
+  // whatever its name, so scripted runs take none of the named values.
   const tokenLabels = { namespace: ref.namespace, provider, model: provider === 'scripted' ? 'script' : modelName };
   /**
    * The answers a failed step got were spent all the same (a compaction's before a call that
