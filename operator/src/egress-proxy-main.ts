@@ -19,6 +19,7 @@ import { destinationResolver } from './egress/destination-lookup.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
 import { parseHostPatterns } from './egress/host-pattern.ts';
 import { RunDirectory, egressRunSource } from './egress/run-directory.ts';
+import { egressRunWatch } from './egress/egress-run-watch.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
 import { startHealthServer } from './observability/health-server.ts';
@@ -79,19 +80,7 @@ async function main(): Promise<void> {
   });
   const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
   const informers = namespaces.map(
-    (namespace) =>
-      new Informer<CodingRun>(
-        watch,
-        egressRunSource(custom, namespace),
-        {
-          onChange: (run) => directory.onChange(run),
-          onDelete: (run) => {
-            directory.onDelete(run);
-            audit.forget(run.metadata.uid);
-          },
-        },
-        logger,
-      ),
+    (namespace) => new Informer<CodingRun>(watch, egressRunSource(custom, namespace), egressRunWatch(directory, audit), logger),
   );
   const aliases = new Map(Object.entries(config.hostAliases));
   // Lookups run on libuv's thread pool, whose size the chart sets (UV_THREADPOOL_SIZE).

@@ -178,6 +178,32 @@ describe('the launcher helper', () => {
     expect(launcher.helperPid).not.toBe(first);
   });
 
+  it('survives a launch sent to a helper that died a moment ago: that launch fails with LauncherLostError, the next starts a new helper', async () => {
+    // Nothing may reach the process as an error nobody heard: in the operator that is exit 1.
+    const unheard: unknown[] = [];
+    const hear = (error: unknown) => unheard.push(error);
+    process.on('uncaughtException', hear);
+    onTestFinished(() => void process.off('uncaughtException', hear));
+    const launcher = newLauncher();
+    launchers.push(launcher);
+    await run(launcher.launch, 'true', []);
+    const first = launcher.helperPid!;
+    process.kill(first, 'SIGKILL');
+    // Waited for without yielding: the helper is gone, and this loop has not read its channel's
+    // end, so the launch's message is written to a dead pipe. The kernel closes the helper's end
+    // a moment after it shows as a zombie.
+    const pause = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+    const deadline = Date.now() + 10_000;
+    while (alive(first) && !isZombie(first) && Date.now() < deadline) pause(10);
+    pause(200);
+    const lost = await run(launcher.launch, 'true', []);
+    expect(LauncherLostError.isInstance(lost.error)).toBe(true);
+    const next = await run(launcher.launch, '/bin/sh', ['-c', 'echo again']);
+    expect(next).toMatchObject({ code: 0, stdout: 'again\n' });
+    expect(launcher.helperPid).not.toBe(first);
+    expect(unheard).toEqual([]);
+  });
+
   it("holds none of the operator's environment itself", async () => {
     process.env.CHAMVI_TEST_OPERATOR_SECRET = 'not for the helper';
     const launcher = newLauncher();

@@ -106,9 +106,19 @@ export class EgressAudit {
     });
   }
 
-  /** Forget a run that ended (its pending counts are written first). */
+  /**
+   * Forget a run the proxy no longer serves (it ended or is gone; egress-run-watch.ts): the
+   * hosts it was told about. Its Events are already sent (recordEvent is not awaited) and its
+   * pending counts stay, written at the next flush: they are of connections it made while it
+   * lived, and the status writer drops them if the run is gone.
+   */
   forget(uid: string): void {
     this.evented.delete(uid);
+  }
+
+  /** How many runs' told hosts are kept (for tests and the log). */
+  get runsRemembered(): number {
+    return this.evented.size;
   }
 
   flush(): Promise<void> {

@@ -14,6 +14,7 @@ import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import type { JobEnqueuer } from './agent-queue.ts';
 import type { RunRef } from './run-ref.ts';
 import type { RunResources } from './run-resources.ts';
+import type { RunScriptCache } from './run-script-cache.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStatusWriter } from './run-status-writer.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
@@ -49,6 +50,8 @@ export interface AgentDependencies {
   getRun(namespace: string, name: string): Promise<CodingRun | undefined>;
   /** The run read from the API server now; absent, getRun is. */
   getRunFresh?(namespace: string, name: string): Promise<CodingRun | undefined>;
+  /** The scripted model's scripts the model factory keeps (run-script-cache.ts), dropped with the run; absent, none are kept. */
+  scripts?: Pick<RunScriptCache, 'forget'>;
   /** Starts the workers' git and tar (process-launcher.ts); absent, they are spawned from this process. */
   launch?: Launch;
   /** allowRepo and the clone's size bounds, from the operator's config (security #11.2, #11.7). */

@@ -18,6 +18,7 @@ import { startAgentWorker } from './agent-worker.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { endpointCheckedModelFactory } from './endpoint-checked-model-factory.ts';
 import { createModelFactory } from './model-factory.ts';
+import { RunScriptCache } from './run-script-cache.ts';
 import { kubernetesRunResources, type RunResources } from './run-resources.ts';
 import { RunJobIndex } from './run-job-index.ts';
 import { RunStateStore } from './run-state.ts';
@@ -93,6 +94,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const tally = new NamespaceTokenTally(stateRedis, prefix);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
   const sandboxes = new SandboxPool(options.sandboxFor);
+  // The scripted model's scripts, kept between a run's steps and dropped when it ends (run-script-cache.ts).
+  const scripts = new RunScriptCache();
   // The replica's kept clones (#17.3): off unless the admin sized it.
   const cloneCache = config.cloneCacheMaxBytes > 0 ? new CloneCache(config.cloneCacheMaxBytes) : undefined;
   const resources = options.resources ?? kubernetesRunResources(options.kubeConfig);
@@ -130,7 +133,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           sandboxes,
           queue: agentQueue,
           models: endpointCheckedModelFactory(
-            createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch),
+            createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch, scripts),
             config,
             options.namespacePolicies,
           ),
@@ -141,6 +144,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           getRun: (namespace, name) =>
             options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
           getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
+          scripts,
           launch: options.launch,
           clonePolicy: {
             allowRepo: config.allowRepo,

@@ -1,7 +1,7 @@
 // The model for one step: reads the API key from the run's namespace for every call, so a
 // rotated key takes effect at the next step and no key is ever kept in memory longer than a
-// call, in Redis or in job data. The scripted model's script is read once per run
-// (run-script-cache.ts).
+// call, in Redis or in job data. The scripted model's script is read at a run's first step and
+// kept for its later ones while this replica has room (run-script-cache.ts).
 import type { LanguageModel } from 'ai';
 import type { CodingRunSpec } from '../api/index.ts';
 import type { CallingPolicy, CallingPolicyDependencies } from '../providers/calling-policy.ts';
@@ -13,6 +13,7 @@ import { withCallingPolicy } from '../providers/with-calling-policy.ts';
 import type { ModelFactory } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
 import { RunScriptCache } from './run-script-cache.ts';
+import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
 
 export function createModelFactory(
   resources: RunResources,
@@ -34,16 +35,16 @@ export function createModelFactory(
       // Only a token goes into a header. A value with a line break (a PEM key, a credentials
       // file: any labelled Secret's key may be named) made fetch throw with the whole header
       // value in its message, which reached the run's status, Events and logs.
-      if (!isApiKeyShaped(apiKey))
+      if (!isTokenShaped(apiKey))
         throw new RunFailure(
           REASONS.ModelConfigurationInvalid,
           `Secret ${namespace}/${model.apiKeySecretRef.name} key "${model.apiKeySecretRef.key}" does not hold an API key: ` +
-            'it must be one line of printable ASCII without spaces; put only the key in it.',
+            `it must be ${TOKEN_SHAPE}; put only the key in it.`,
         );
     }
     if (model.scriptRef) {
       const { name, key } = model.scriptRef;
-      // The script the run started with (run-script-cache.ts says why it may be kept).
+      // The script the run started with, if kept; else read again (run-script-cache.ts says why both are right).
       script = runUid === undefined ? undefined : scripts.get(runUid, name, key);
       if (!script) {
         const text = await resources.configMapValue(namespace, name, key);
@@ -56,9 +57,4 @@ export function createModelFactory(
     const languageModel = createLanguageModel(model, { apiKey, script, ...(fetch ? { fetch } : {}) });
     return withCallingPolicy(languageModel, { policy, dependencies, secrets: [apiKey] });
   };
-}
-
-/** One token of printable ASCII, leading and trailing whitespace aside (a Secret made from a file ends in a newline). */
-function isApiKeyShaped(value: string): boolean {
-  return /^[\x21-\x7e]{1,4096}$/.test(value.trim());
 }

@@ -122,7 +122,7 @@ function killLeaders(): void {
 /** Spawned from this process: for tests, the local CLI, and any caller given no launcher. */
 export const launchHere: Launch = spawnGroupLeader;
 
-/** The helper went away (crashed, killed) while the child ran: what became of it is not known, so the job is retried. */
+/** The helper went away (crashed, killed, or could not be reached or started) while the child ran: what became of it is not known, so the job is retried. */
 export class LauncherLostError extends Error {
   override readonly name = 'LauncherLostError';
   static isInstance(error: unknown): error is LauncherLostError {
@@ -194,7 +194,7 @@ class RelayedProcess extends EventEmitter implements LaunchedProcess {
   lost(why: string): void {
     if (this.closed) return;
     if (this.listenerCount('error') > 0)
-      this.emit('error', new LauncherLostError(`the process launcher exited (${why}) while the child ran`));
+      this.emit('error', new LauncherLostError(`the process launcher was lost (${why}) while the child ran`));
     this.finish(null, null);
   }
 
@@ -219,10 +219,17 @@ class RelayedProcess extends EventEmitter implements LaunchedProcess {
  * Launches children through the helper, started on first use and again after it is lost.
  * `entry` is the helper's script (process-launcher-main); it runs with `execArgv`, by default
  * this process's Node flags, so under tsx a .ts entry works too.
+ *
+ * The helper is lost when it exits, when a message to it cannot be written, or when it cannot
+ * be started at all (fork's EAGAIN, ENOMEM): each fails the children it ran with
+ * LauncherLostError, and the next launch starts a new helper. None of them may be an 'error'
+ * event nobody hears: a send to a helper that died before its channel's end was read failed
+ * with EPIPE as such an event, which ended the operator and every namespace's work with it.
  */
 export class ProcessLauncher {
   private helper: ChildProcess | undefined;
-  private readonly running = new Map<number, RelayedProcess>();
+  /** The children in flight, each with the helper that runs it (a lost helper fails only its own). */
+  private readonly running = new Map<number, { child: RelayedProcess; helper: ChildProcess }>();
   private nextId = 1;
   private closed = false;
 
@@ -240,15 +247,16 @@ export class ProcessLauncher {
     const helper = this.started();
     const id = this.nextId++;
     const send = (message: ToLauncher) => {
-      if (helper.connected) helper.send(message);
+      // With a callback, a failed write is this call's, not an 'error' event of the helper.
+      if (helper.connected) helper.send(message, (error) => error && this.lose(helper, `its channel failed: ${error.message}`));
     };
     const child = new RelayedProcess(options, send, id);
-    this.running.set(id, child);
+    this.running.set(id, { child, helper });
     child.on('close', () => this.running.delete(id));
     // Copied out of the caller's objects: the environment is sent as plain strings.
     const env = Object.fromEntries(Object.entries(options.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
     send({ type: 'spawn', id, command, args: [...args], options: { cwd: options.cwd, env, stdio: options.stdio } });
-    if (!helper.connected) queueMicrotask(() => child.lost('not connected'));
+    if (!helper.connected) queueMicrotask(() => this.lose(helper, 'not connected'));
     return child;
   };
 
@@ -270,16 +278,34 @@ export class ProcessLauncher {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    helper.on('message', (message: FromLauncher) => this.running.get(message.id)?.receive(message));
-    helper.on('exit', (code, signal) => {
+    helper.on('message', (message: FromLauncher) => this.running.get(message.id)?.child.receive(message));
+    helper.on('exit', (code, signal) => this.lose(helper, signal ?? `exit ${code}`));
+    // It is going (it exits when its channel closes): the next launch starts another. What it
+    // ran fails at its exit, which says how it went.
+    helper.on('disconnect', () => {
       if (this.helper === helper) this.helper = undefined;
-      for (const child of [...this.running.values()]) child.lost(signal ?? `exit ${code}`);
     });
+    // Not started (fork's EAGAIN, ENOMEM: no 'exit' follows), or a message that could not be sent.
+    helper.on('error', (error) => this.lose(helper, error.message));
     // The helper must not keep the operator alive, nor be what a shutdown waits for.
     helper.unref();
     helper.channel?.unref();
     this.helper = helper;
     return helper;
+  }
+
+  /** The helper is gone, or no use: fail what it ran, and start another for the next launch. Idempotent. */
+  private lose(helper: ChildProcess, why: string): void {
+    if (this.helper === helper) this.helper = undefined;
+    // One still up but unreachable is told to go: it kills what it runs when its channel closes.
+    if (helper.connected) {
+      try {
+        helper.disconnect();
+      } catch {
+        // Already closing.
+      }
+    }
+    for (const [, entry] of [...this.running]) if (entry.helper === helper) entry.child.lost(why);
   }
 }
 
