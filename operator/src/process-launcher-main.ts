@@ -17,8 +17,10 @@ function start(message: Extract<ToLauncher, { type: 'spawn' }>): void {
   try {
     child = spawnGroupLeader(message.command, message.args, message.options);
   } catch (error) {
-    // Arguments node refuses before any process exists (a NUL byte in one).
-    send({ type: 'error', id, message: error instanceof Error ? error.message : String(error) });
+    // Arguments or an environment node refuses before any process exists (a NUL byte in one).
+    // Its code only: node's message quotes the refused value, which may be a clone's token.
+    const code = (error as NodeJS.ErrnoException).code;
+    send({ type: 'error', id, message: `spawn ${message.command} refused (${code ?? 'no error code'})`, ...(code ? { code } : {}) });
     send({ type: 'close', id, code: null, signal: null });
     return;
   }

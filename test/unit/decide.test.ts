@@ -144,6 +144,26 @@ describe('decide: accepting a new run', () => {
       /kubectl label secret llm -n agents chamvi.dev\/usable-by-runs=true/,
     ],
     [
+      'security #11.3: a push token Secret (spec.publish.credentialsSecretRef) not labelled usable-by-runs, before the run spends anything',
+      { spec: { publish: { credentialsSecretRef: { name: 'push' } } } },
+      {
+        references: {
+          secrets: { llm: ['apiKey'], push: ['token'] },
+          configMaps: {},
+          secretLabels: { llm: { 'chamvi.dev/usable-by-runs': 'true' }, push: {} },
+        },
+      },
+      'SecretNotAllowed',
+      /^Secret agents\/push named in spec.publish.credentialsSecretRef is not marked for use by CodingRuns/,
+    ],
+    [
+      'a missing push token Secret',
+      { spec: { publish: { credentialsSecretRef: { name: 'push' } } } },
+      {},
+      'SecretNotFound',
+      /Secret agents\/push named in spec.publish.credentialsSecretRef does not exist/,
+    ],
+    [
       'security #11.3: an openai-compatible endpoint not in allowModelEndpoints',
       {
         spec: { model: { provider: 'openai-compatible', name: 'm', baseURL: 'http://10.0.0.1:8080/v1', apiKeySecretRef: { name: 'llm' } } },

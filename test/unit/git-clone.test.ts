@@ -15,10 +15,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRepositoryAllowed, type CheckedRepositoryUrl } from '../../operator/src/reconcile/allow-repo.ts';
 import { cloneMeasured, cloneRepository, remoteCommit } from '../../operator/src/workers/git-clone.ts';
-import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
+import { launchHere, ProcessLauncher, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { InvalidRevisionError } from '../../operator/src/api/invalid-revision-error.ts';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { startGitHttpServer } from '../support/git-http-server.ts';
@@ -117,7 +118,19 @@ function diskUsage(dir: string): number {
   return Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]);
 }
 
+const launchers: ProcessLauncher[] = [];
+/** The launcher helper's launch, as the operator starts git (the helper is TypeScript here, as under the dev operator). */
+function helperLaunch(): Launch {
+  const launcher = new ProcessLauncher(fileURLToPath(new URL('../../operator/src/process-launcher-main.ts', import.meta.url)), [
+    '--import',
+    'tsx',
+  ]);
+  launchers.push(launcher);
+  return launcher.launch;
+}
+
 afterAll(() => {
+  for (const launcher of launchers) launcher.close();
   for (const server of servers) server.close();
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -137,6 +150,33 @@ describe('security #11.4 the git credential stays with the checked origin', { ti
     expect((error as Error).message).not.toContain(TOKEN);
     expect((error as Error).message).toMatch(/^git clone failed: /);
   });
+
+  it.each([
+    ['from this process', () => launchHere],
+    ['through the launcher helper', () => helperLaunch()],
+  ])(
+    'refuses a token that is not one token (a keystore with a NUL) before any git starts %s, with the value in no message',
+    async (_, make) => {
+      // Node refused the spawn and quoted the environment value: the run's status read
+      // "git could not start: ... Received 'PKCS12-ish\x00<key material>'" (or AgentFailed, from this process).
+      const canary = 'CANARY-KEY-MATERIAL-51c9';
+      const origin = await authServer();
+      const launched: string[] = [];
+      const launch = make();
+      const recorded: Launch = (command, args, options) => (launched.push(command), launch(command, args, options));
+      const request = { url: checked(`${origin.url}/acme/private.git`), token: `PKCS12-ish\0${canary}`, ...LIMITS, launch: recorded };
+      for (const refused of [
+        await cloneRepository(request).catch((e: unknown) => e),
+        await remoteCommit(request).catch((e: unknown) => e),
+      ]) {
+        expect(isRunFailure(refused, 'CloneFailed')).toBe(true);
+        expect((refused as Error).message).toMatch(/^the git token is not one line of printable ASCII without spaces/);
+        expect((refused as Error).message).not.toContain(canary);
+      }
+      expect(launched).toEqual([]);
+      expect(origin.requests).toEqual([]);
+    },
+  );
 
   it('does not follow a redirect to another origin, which never gets the token', async () => {
     const other = await authServer();

@@ -4,9 +4,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitOutOfMemoryError, runGit, type GitCommand } from '../../operator/src/workers/git-runner.ts';
-import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
+import { GitNotStartedError } from '../../operator/src/workers/errors/git-not-started-error.ts';
+import { launchHere, ProcessLauncher, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createRepository, git } from '../support/git-fixture.ts';
 
 const MiB = 1024 * 1024;
@@ -23,7 +25,21 @@ beforeAll(() => {
   writeFileSync(message, `${'0'.repeat(40 * MiB)}\n`);
   largeCommit = git(['commit-tree', '-F', message, 'HEAD^{tree}'], repo).trim();
 });
-afterAll(() => rmSync(base, { recursive: true, force: true }));
+const launchers: ProcessLauncher[] = [];
+afterAll(() => {
+  for (const launcher of launchers) launcher.close();
+  rmSync(base, { recursive: true, force: true });
+});
+
+/** The launcher helper's launch, as the operator starts git (the helper is TypeScript here, as under the dev operator). */
+function helperLaunch(): Launch {
+  const launcher = new ProcessLauncher(fileURLToPath(new URL('../../operator/src/process-launcher-main.ts', import.meta.url)), [
+    '--import',
+    'tsx',
+  ]);
+  launchers.push(launcher);
+  return launcher.launch;
+}
 
 /** git in the test repository with the machine's config left out. */
 const command = (args: string[], more: Partial<GitCommand> = {}): GitCommand => ({
@@ -101,12 +117,29 @@ describe('runGit', () => {
     await expect(runGit(command(['-c', `alias.own=${own}`, 'own']))).rejects.toThrow(GitOutOfMemoryError);
   });
 
-  it("rejects with the launcher's error when git does not start, and throws at once what launch throws", async () => {
+  it('rejects with GitNotStartedError and its code when git does not start, and throws at once what launch throws', async () => {
     const missing = await runGit(command(['status'], { cwd: join(base, 'no such directory') })).catch((error: unknown) => error);
-    expect((missing as NodeJS.ErrnoException).code).toBe('ENOENT');
+    expect(GitNotStartedError.isInstance(missing)).toBe(true);
+    expect((missing as GitNotStartedError).code).toBe('ENOENT');
+    expect((missing as Error).message).toBe('git status could not start (ENOENT)');
     const closed: Launch = () => {
       throw new Error('the process launcher is closed');
     };
     expect(() => runGit(command(['status'], { launch: closed }))).toThrow('the process launcher is closed');
+  });
+
+  it.each([
+    ['from this process', () => launchHere],
+    ['through the launcher helper', () => helperLaunch()],
+  ])('names only the code when node refuses the environment %s (a NUL in a value): never the value', async (_, make) => {
+    const canary = 'CANARY-KEY-MATERIAL-0d2e';
+    const refused = await Promise.resolve()
+      .then(() =>
+        runGit(command(['status'], { launch: make(), env: { PATH: process.env.PATH, CHAMVI_GIT_TOKEN: `PKCS12-ish\0${canary}` } })),
+      )
+      .catch((error: unknown) => error);
+    expect(GitNotStartedError.isInstance(refused)).toBe(true);
+    expect((refused as Error).message).toBe('git status could not start (ERR_INVALID_ARG_VALUE)');
+    expect(JSON.stringify(refused, Object.getOwnPropertyNames(refused))).not.toContain(canary);
   });
 });

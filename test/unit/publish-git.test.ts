@@ -197,6 +197,21 @@ ${TRAILERS}
     expect(objectBytes()).toBeLessThan(256 * 1024);
   });
 
+  it("fails PublishFailed naming only the code when git cannot start, never the environment's value (a NUL in the token)", async () => {
+    // Node's refusal quotes the value: the run's status read "git could not start: ... Received '<token>'".
+    const canary = 'CANARY-KEY-MATERIAL-93b1';
+    const refused = await commitDiff(
+      { ...clone, env: { ...clone.env, CHAMVI_GIT_TOKEN: `PKCS12-ish\0${canary}` } },
+      { diff: DIFF, message: 'x\n', author, date },
+    ).catch((error: unknown) => error);
+    expect(decideJobFailure(refused, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
+      action: 'fail',
+      reason: 'PublishFailed',
+    });
+    expect((refused as Error).message).toBe('Publishing failed: git apply could not start (ERR_INVALID_ARG_VALUE)');
+    expect((refused as Error).message).not.toContain(canary);
+  });
+
   it('refuses to commit a binary patch, before git expands it', async () => {
     const maker = join(base, 'maker');
     createRepository(maker);

@@ -53,10 +53,17 @@ interface Reference {
   key: string;
 }
 
+/**
+ * Every Secret and ConfigMap the run will read, each checked when it is accepted. The push
+ * token too: a run whose publish Secret was missing or not offered to runs ran to its end,
+ * spending its tokens (and maybe a human's approval of the push), and only then failed.
+ */
 export function referencesOf(spec: CodingRunSpec): Reference[] {
   const references: Reference[] = [];
   const { credentialsSecretRef } = spec.repository;
   if (credentialsSecretRef) references.push({ kind: 'Secret', field: 'spec.repository.credentialsSecretRef', ...credentialsSecretRef });
+  const push = spec.publish?.credentialsSecretRef;
+  if (push) references.push({ kind: 'Secret', field: 'spec.publish.credentialsSecretRef', ...push });
   if (spec.model.apiKeySecretRef) references.push({ kind: 'Secret', field: 'spec.model.apiKeySecretRef', ...spec.model.apiKeySecretRef });
   if (spec.model.scriptRef) references.push({ kind: 'ConfigMap', field: 'spec.model.scriptRef', ...spec.model.scriptRef });
   return references;

@@ -28,6 +28,8 @@ import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 import { GIT_MEMORY_LIMIT_BYTES, localServerConfig } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit } from './git-runner.ts';
+import { GitNotStartedError } from './errors/git-not-started-error.ts';
+import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
 import { formatBytes } from './format-bytes.ts';
 import { absolutePath } from './absolute-path.ts';
 import { commitForRevision, parseLsRemote } from './remote-refs.ts';
@@ -127,7 +129,8 @@ async function git(run: GitRun, args: string[], onStdout?: (chunk: Buffer) => bo
     // A lost launcher says nothing about the repository: the job is retried.
     if (LauncherLostError.isInstance(error)) throw error;
     if (GitOutOfMemoryError.isInstance(error)) throw cloneFailed(outOfMemory(error));
-    throw cloneFailed(`git could not start: ${(error as Error).message}`);
+    // Its code, never a spawn error's message: node's quotes the environment value it refused.
+    throw cloneFailed(GitNotStartedError.isInstance(error) ? error.message : 'git could not start');
   });
   if (exit.code === 0 || exit.stopped) return;
   if (exit.signal) throw cloneFailed(`git ${label} timed out`);
@@ -187,6 +190,16 @@ async function downloadCut(dir: string, limit: number): Promise<boolean> {
   return false;
 }
 
+/**
+ * The token as git may get it, checked again here: the workers read it with readGitToken
+ * (git-token.ts), which names the Secret in its refusal; a token from anywhere else that is not
+ * one (a NUL made the spawn throw with the value in its message) must not reach git's environment.
+ */
+function givenToken(token: string | undefined): string | undefined {
+  if (token !== undefined && !isTokenShaped(token)) throw cloneFailed(`the git token is not ${TOKEN_SHAPE}, so git was not given it`);
+  return token?.trim();
+}
+
 /** Proxy variables git (curl) reads; only ever the operator's own, never a run's. */
 const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_PROXY', 'no_proxy', 'NO_PROXY'] as const;
 
@@ -196,7 +209,8 @@ const GIT_PROXY_VARIABLES = ['https_proxy', 'HTTPS_PROXY', 'http_proxy', 'HTTP_P
  * `base` is a directory of the caller's, where the askpass script is written. Also what the
  * publish job pushes with (publish-git.ts).
  */
-export async function gitEnvironment(parts: RepositoryUrlParts, token: string | undefined, base: string): Promise<NodeJS.ProcessEnv> {
+export async function gitEnvironment(parts: RepositoryUrlParts, given: string | undefined, base: string): Promise<NodeJS.ProcessEnv> {
+  const token = givenToken(given);
   const env: NodeJS.ProcessEnv = {
     PATH: absolutePath(process.env.PATH),
     HOME: base,
@@ -271,9 +285,10 @@ export interface MeasuredClone {
 async function gitSetting(request: CloneRequest): Promise<{ base: string; token: string | undefined; env: NodeJS.ProcessEnv }> {
   const parts = repositoryUrlParts(request.url);
   if (!parts) throw cloneFailed(`repository ${JSON.stringify(request.url)} is not a canonical URL`);
+  // Checked before the directory exists: a refused token leaves nothing behind.
+  const token = parts.scheme === 'https' || parts.scheme === 'http' ? givenToken(request.token) : undefined;
   // Named by this process, so that the next one can tell a clone left by a killed process (stale-clones.ts).
   const base = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
-  const token = parts.scheme === 'https' || parts.scheme === 'http' ? request.token : undefined;
   return { base, token, env: await gitEnvironment(parts, token, base) };
 }
 

@@ -7,10 +7,11 @@
 // git-limits.ts (the operator's maxGitMemoryBytes) with the config that keeps a real repository
 // under it, stopped at its timeout, keeping only the end of what it prints. A git that runs out
 // of its memory fails alone with GitOutOfMemoryError; each caller says what that means for its run.
+import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { formatBytes } from './format-bytes.ts';
 import { GIT_MEMORY_CONFIG, ranOutOfMemory, withLimits } from './git-limits.ts';
 import { OutputTail } from './output-tail.ts';
-import type { Launch } from './process-launcher.ts';
+import { LauncherLostError, type Launch, type LaunchedProcess } from './process-launcher.ts';
 
 export interface GitCommand {
   /** Starts git (process-launcher.ts). */
@@ -81,24 +82,40 @@ function commandOf(args: readonly string[]): string {
   return args[index] ?? 'git';
 }
 
+/** The code of a spawn's error (ENOENT, ERR_INVALID_ARG_VALUE), when it has one. */
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /**
  * Runs git to its end and resolves with how it ended, whatever its exit code: each caller
  * words a failure its own way. Rejects with GitOutOfMemoryError when git (not a remote) said it
- * ran out of memory, and with the launcher's error when git did not start (a LauncherLostError
- * there says nothing of the repository: the job is retried). What `launch` itself throws (a
- * closed launcher at shutdown, arguments spawn refuses) is thrown at once, as it was thrown:
- * no git ran, and it is not the repository's failure either.
+ * ran out of memory, and with GitNotStartedError when git did not start, naming only the error's
+ * code: node's message for an environment it refuses quotes the value, the clone's token. A
+ * LauncherLostError is rejected as it is: it says nothing of the repository, the job is retried.
+ * What `launch` itself throws (a closed launcher at shutdown) is thrown at once, as it was
+ * thrown: no git ran, and it is not the repository's failure either; but node's refusal of
+ * the arguments or the environment (an ERR_ code: a NUL in a value) is git not starting, which
+ * every try would meet again.
  */
 export function runGit(command: GitCommand): Promise<GitExit> {
   const keepStdout = command.onStdout !== undefined || command.stdoutTailBytes !== undefined;
-  const child = command.launch(
-    ...withLimits({ dataBytes: command.memoryBytes, fileBytes: command.fileBytes }, 'git', [...GIT_MEMORY_CONFIG, ...command.args]),
-    {
-      cwd: command.cwd,
-      env: command.env,
-      stdio: [command.input === undefined ? 'ignore' : 'pipe', keepStdout ? 'pipe' : 'ignore', 'pipe'],
-    },
-  );
+  const label = command.label ?? commandOf(command.args);
+  let child: LaunchedProcess;
+  try {
+    child = command.launch(
+      ...withLimits({ dataBytes: command.memoryBytes, fileBytes: command.fileBytes }, 'git', [...GIT_MEMORY_CONFIG, ...command.args]),
+      {
+        cwd: command.cwd,
+        env: command.env,
+        stdio: [command.input === undefined ? 'ignore' : 'pipe', keepStdout ? 'pipe' : 'ignore', 'pipe'],
+      },
+    );
+  } catch (error) {
+    if (codeOf(error)?.startsWith('ERR_')) return Promise.reject(new GitNotStartedError(label, codeOf(error)));
+    throw error;
+  }
   return new Promise((resolve, reject) => {
     const stdout = new OutputTail(command.stdoutTailBytes ?? 0);
     const stderr = new OutputTail(STDERR_TAIL_BYTES);
@@ -117,13 +134,13 @@ export function runGit(command: GitCommand): Promise<GitExit> {
     }, command.timeoutMs);
     child.on('error', (error) => {
       clearTimeout(timer);
-      reject(error);
+      reject(LauncherLostError.isInstance(error) ? error : new GitNotStartedError(label, codeOf(error)));
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
       const exit: GitExit = { code, signal, stdout: stdout.text(), stderr: stderr.text(), timedOut, stopped };
       if (code !== 0 && !signal && !stopped && !timedOut && ranOutOfMemory(exit.stderr))
-        reject(new GitOutOfMemoryError(command.label ?? commandOf(command.args), command.memoryBytes));
+        reject(new GitOutOfMemoryError(label, command.memoryBytes));
       else resolve(exit);
     });
     // A git that exits before reading all of stdin (a corrupt patch, a stop) closes the pipe: not an error of ours.

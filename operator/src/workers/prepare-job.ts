@@ -14,6 +14,7 @@ import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { refFreeArchive } from './clone-cache.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
+import { readGitToken } from './git-token.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
 import { liveRun, readAgainWhile } from './live-run.ts';
 import { startingState } from './starting-state.ts';
@@ -65,7 +66,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
   if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
   const token = spec.repository.credentialsSecretRef
-    ? await deps.resources.secretValue(ref.namespace, spec.repository.credentialsSecretRef.name, spec.repository.credentialsSecretRef.key)
+    ? await readGitToken(deps.resources, ref.namespace, {
+        ...spec.repository.credentialsSecretRef,
+        field: 'spec.repository.credentialsSecretRef',
+      })
     : undefined;
   // spec.continueFrom: decided before the clone, which then fetches the source run's commit.
   const continuation = spec.continueFrom ? await readContinuation(deps, ref, spec.continueFrom.name, spec.repository.url) : undefined;

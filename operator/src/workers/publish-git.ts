@@ -21,6 +21,7 @@ import { formatBytes } from './format-bytes.ts';
 import { SAFE_GIT_CONFIG } from './git-clone.ts';
 import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit } from './git-runner.ts';
+import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
 
 export interface PublishClone {
@@ -91,7 +92,8 @@ async function git(
   }).catch((error: unknown) => {
     if (LauncherLostError.isInstance(error)) throw error;
     if (GitOutOfMemoryError.isInstance(error)) throw publishFailed(options.outOfMemory?.(error) ?? error.message);
-    throw publishFailed(`git could not start: ${(error as Error).message}`);
+    // Its code, never a spawn error's message: node's quotes the environment value it refused.
+    throw publishFailed(GitNotStartedError.isInstance(error) ? error.message : 'git could not start');
   });
   if (exit.code === 0) return exit.stdout;
   const detail = exit.timedOut

@@ -32,7 +32,9 @@ import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
+import { InvalidGitTokenError } from './errors/invalid-git-token-error.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
+import { readGitToken } from './git-token.ts';
 import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
@@ -274,7 +276,11 @@ async function publish(
   const parts = repositoryUrlParts(repository.url)!;
   const secretRef = spec.publish!.credentialsSecretRef ?? spec.repository.credentialsSecretRef;
   if (!secretRef) throw publishFailed('no token: set spec.publish.credentialsSecretRef to a Secret holding one that may push');
-  const token = await deps.resources.secretValue(run.metadata.namespace, secretRef.name, secretRef.key);
+  const field = spec.publish!.credentialsSecretRef ? 'spec.publish.credentialsSecretRef' : 'spec.repository.credentialsSecretRef';
+  // A key that holds no token fails PublishFailed, as every publishing failure does, naming the key and never its value.
+  const token = await readGitToken(deps.resources, run.metadata.namespace, { ...secretRef, field }).catch((error: unknown) => {
+    throw InvalidGitTokenError.isInstance(error) ? publishFailed(error.message) : error;
+  });
   if (!token) throw publishFailed(`Secret ${secretRef.name} has no key ${secretRef.key} (or is gone); put the push token there`);
   if (!state.revision) throw publishFailed('the run recorded no starting commit to publish on');
   // The run's full diff as kept, and only the one approved (or taken at finalize): a ConfigMap

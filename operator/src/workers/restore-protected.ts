@@ -13,6 +13,7 @@ import type { Sandbox } from '../sandbox/sandbox.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
+import { readGitToken } from './git-token.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
 /** Entries matched between two turns of the event loop. */
@@ -66,11 +67,10 @@ export async function restoreProtected(
   const repository = await repositoryAllowedNow(deps, run.metadata.namespace, spec.repository.url);
   if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
   const token = spec.repository.credentialsSecretRef
-    ? await deps.resources.secretValue(
-        run.metadata.namespace,
-        spec.repository.credentialsSecretRef.name,
-        spec.repository.credentialsSecretRef.key,
-      )
+    ? await readGitToken(deps.resources, run.metadata.namespace, {
+        ...spec.repository.credentialsSecretRef,
+        field: 'spec.repository.credentialsSecretRef',
+      })
     : undefined;
   const dir = await cloneRepository({
     url: repository.url,
