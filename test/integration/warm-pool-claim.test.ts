@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { kubernetesWarmPoolGateway, type WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
-import { RUN_UID_LABEL } from '../../operator/src/api/index.ts';
+import { RUN_LABEL, RUN_UID_LABEL } from '../../operator/src/api/index.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { createKubernetesSandbox, warmSessionStarter } from '../../operator/src/sandbox/kubernetes-sandbox.ts';
 import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
@@ -20,7 +20,14 @@ import { WarmSessions } from '../../operator/src/sandbox/warm-sessions.ts';
 import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
 import { sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
 import { SANDBOX_CONTAINER, buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
-import { WARM_POOL_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import {
+  CLAIMED_FROM_LABEL,
+  WARM_POOL_LABEL,
+  claimPatch,
+  warmPoolPod,
+  type WarmPoolConfig,
+} from '../../operator/src/reconcile/warm-pool.ts';
+import { labelPointer } from '../../operator/src/reconcile/json-pointer.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl, kubectlCreate, kubectlOk } from '../support/cluster.ts';
 import { createPodOwnerRun } from '../support/pod-owner-run.ts';
 import { describeSandboxContract } from '../support/sandbox-contract.ts';
@@ -148,6 +155,40 @@ describe('claiming a warm pool pod', () => {
       (await kubectl(['get', 'pod', podName, '-n', namespace, '-o', 'json', '--ignore-not-found'])).stdout || '{}',
     ) as V1Pod;
     expect(gone.metadata?.deletionTimestamp !== undefined || gone.metadata === undefined).toBe(true);
+  }, 90_000);
+
+  it('is never claimed by a second run: not given the pool label back, nor stripped of its run too', async () => {
+    const poolPod = await readyPoolPod();
+    const [podName, uid] = [poolPod.metadata!.name!, poolPod.metadata!.uid!];
+    const runA = await createRun();
+    expect(await gateway.claimPod(namespace, podName, claimPatch(runA, pool, 600, uid))).toBeDefined();
+    const podNow = async () => JSON.parse(await kubectlOk(['get', 'pod', podName, '-n', namespace, '-o', 'json'])) as V1Pod;
+    // A namespace member puts the pool label back on run A's pod (its processes and workspace in it).
+    await kubectlOk(['label', 'pod', podName, '-n', namespace, `${WARM_POOL_LABEL}=${pool.name}`]);
+    const runB = await createRun();
+    expect(await gateway.claimPod(namespace, podName, claimPatch(runB, pool, 600, uid))).toBeUndefined();
+    expect((await podNow()).metadata?.ownerReferences).toEqual([expect.objectContaining({ uid: runA.metadata.uid })]);
+    // And takes off run A's owner and labels too: the deadline a claim set cannot be taken off.
+    const scrub = [
+      { op: 'remove', path: '/metadata/ownerReferences' },
+      ...[RUN_UID_LABEL, RUN_LABEL, CLAIMED_FROM_LABEL].map((key) => ({ op: 'remove', path: labelPointer(key) })),
+    ];
+    await kubectlOk(['patch', 'pod', podName, '-n', namespace, '--type=json', '-p', JSON.stringify(scrub)]);
+    const unset = await kubectl([
+      'patch',
+      'pod',
+      podName,
+      '-n',
+      namespace,
+      '--type=json',
+      '-p',
+      '[{"op":"remove","path":"/spec/activeDeadlineSeconds"}]',
+    ]);
+    expect(unset.code).not.toBe(0);
+    expect(await gateway.claimPod(namespace, podName, claimPatch(runB, pool, 600, uid))).toBeUndefined();
+    const after = await podNow();
+    expect(after.metadata?.ownerReferences ?? []).toEqual([]);
+    expect(after.metadata?.labels?.[RUN_UID_LABEL]).toBeUndefined();
   }, 90_000);
 
   it('claims only the pod the pool loop made: not another pod made since under its name, with the pool labels', async () => {

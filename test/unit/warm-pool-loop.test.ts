@@ -3,12 +3,15 @@
 // asks of the API server. What the loop decides from them is the unit under test.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it, vi } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import type { ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
-import { POOL_RESYNC_MS, WarmPoolLoop } from '../../operator/src/controller/warm-pool-loop.ts';
+import { POOL_RESYNC_MS, WarmPoolLoop, isPoolPod } from '../../operator/src/controller/warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { UNWANTED_DELETE_LIMITS } from '../../operator/src/reconcile/warm-pool-unwanted-deletes.ts';
-import { WARM_POOL_LABEL, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { WARM_POOL_LABEL, claimPatch, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { JsonPatchTestFailed, applyAsApiServer } from '../support/api-server-json-patch.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const pool: WarmPoolConfig = { name: 'pool', namespace: 'team', size: 2 };
 // No NetworkPolicy here: what is under test is the pod count, not the pool's deny-all.
@@ -21,7 +24,16 @@ function listCache<T extends { metadata?: { name?: string; namespace?: string } 
   };
 }
 
-function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
+/** A run of the pool's namespace, to claim a pool pod. */
+function runNamed(name: string): ParsedCodingRun {
+  const run = codingRunFixture({ metadata: { name, namespace: pool.namespace, uid: `uid-${name}` } });
+  return { ...run, spec: codingRunSpec.parse(run.spec) };
+}
+
+/** A pool pod once the claim patch of `run` reached it, as the API server applies it. */
+const claimedBy = (pod: V1Pod, run: ParsedCodingRun): V1Pod => applyAsApiServer(pod, claimPatch(run, pool, 600, pod.metadata!.uid!));
+
+function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number; admission?: (pod: V1Pod) => V1Pod } = {}) {
   let refusing: string | undefined;
   const pools = options.pools ?? [pool];
   const loopConfig = options.pools ? { ...config, warmPools: pools } : config;
@@ -40,7 +52,8 @@ function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number } = {}) {
     async createPoolPod(pod) {
       // As the API server answers a create over the namespace's ResourceQuota.
       if (pod.metadata?.namespace === refusing) throw new Error('pods "x" is forbidden: exceeded quota');
-      const named = { ...pod, metadata: { ...pod.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
+      const admitted = options.admission ? options.admission(pod) : pod;
+      const named = { ...admitted, metadata: { ...admitted.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
       created.push(named);
       deletes.doneAtCreate.push(deleted.length);
       return named;
@@ -413,6 +426,65 @@ describe('WarmPoolLoop', () => {
     await loop.settled();
     expect(created).toHaveLength(4);
     expect(created[3]!.metadata?.labels?.[WARM_POOL_LABEL]).toBe('other');
+  });
+
+  it.each([
+    { told: 'told of the claim', tell: true, scrub: false },
+    { told: 'never told of the claim (its answer lost)', tell: false, scrub: false },
+    { told: 'told of the claim', tell: true, scrub: true },
+  ])(
+    'hands no run a pod claimed within 30 s of its creation and given the pool label back ($told, owner and run labels taken off: $scrub)',
+    async ({ tell, scrub }) => {
+      const { pods, created, deleted, loop, readyPod, sessions, advance } = world();
+      await loop.pass();
+      pods.push(readyPod('made-0'), readyPod('made-1'));
+      await loop.pass();
+      // Run A claims made-0, a few seconds old; its code leaves a daemon running in it.
+      const claimed = claimedBy(pods[0]!, runNamed('run-a'));
+      if (tell) loop.claimed(pool, 'made-0');
+      pods[0] = claimed;
+      await loop.settled();
+      await loop.pass();
+      // Refilled: the pool made a pod in its place.
+      expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0', 'made-1', 'made-2']);
+      pods.push(readyPod('made-2'));
+      // A namespace member puts the pool's label back (and maybe takes off what else a patch can).
+      const labels: Record<string, string> = { ...claimed.metadata!.labels!, [WARM_POOL_LABEL]: pool.name };
+      if (scrub) for (const key of Object.keys(labels)) if (!(key in created[0]!.metadata!.labels!)) delete labels[key];
+      pods[0] = {
+        ...claimed,
+        metadata: { ...claimed.metadata, labels, ...(scrub ? { ownerReferences: undefined } : {}), resourceVersion: 'relabelled' },
+      };
+      advance(31_000);
+      await loop.pass();
+      // Not a pod any run may claim (what claimWarmPod asks), nor one a session is opened in ahead.
+      expect(isPoolPod(pods[0], pool) && loop.madeIt(pods[0])).toBe(false);
+      expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1', 'team/made-2/uid-made-2']);
+      // Not counted either: the pool, full without it, makes no pod and deletes none of its own.
+      expect(created).toHaveLength(3);
+      // Run B's claim, had it been sent from a cache that did not show the claim, fails at the API server.
+      expect(() => applyAsApiServer(pods[0]!, claimPatch(runNamed('run-b'), pool, 600, 'uid-made-0'))).toThrow(JsonPatchTestFailed);
+      // Run A still controls it: left to run A. Its owner taken off, it is no run's and no pool's: deleted.
+      expect(deleted).toEqual(scrub ? ['made-0'] : []);
+    },
+  );
+
+  it('makes no pod its pool could not claim (admission gave it a deadline) every pass: it waits, and replaces the one it made', async () => {
+    const { pods, created, deleted, loop, advance, warnings } = world({
+      admission: (pod) => ({ ...pod, spec: { ...pod.spec!, activeDeadlineSeconds: 3600 } }),
+    });
+    await loop.pass();
+    expect(created).toHaveLength(1);
+    expect(warnings.at(-1)).toMatch(/^the API server made a warm pool pod with what only a claim puts on it/);
+    pods.push({ ...created[0]!, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
+    await loop.pass();
+    expect(created).toHaveLength(1);
+    expect(deleted).toEqual(['made-0']);
+    expect(loop.madeIt(created[0]!)).toBe(false);
+    // 2 s later it tries again.
+    advance(2_000);
+    await loop.pass();
+    expect(created).toHaveLength(2);
   });
 
   it('stays stopped when started after stop() (the lease lost while the caches filled): no timer, no pod', async () => {

@@ -11,6 +11,7 @@ import { claimOrder, failedStartBackoffMs, planWarmPool, type PoolPodView } from
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
+  claimMarks,
   claimPatch,
   isWarmPoolNetworkPolicy,
   warmPoolFor,
@@ -18,6 +19,7 @@ import {
   warmPoolPod,
   type WarmPoolConfig,
 } from '../../operator/src/reconcile/warm-pool.ts';
+import { JsonPatchTestFailed, applyAsApiServer } from '../support/api-server-json-patch.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const pod = (name: string, overrides: Partial<PoolPodView> = {}): PoolPodView => ({
@@ -159,11 +161,16 @@ describe('warmPoolPod and claimPatch', () => {
     expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
   });
 
-  it("tests the pod's uid and the pool label and removes the label first, then gives the pod the run labels, owner and deadline", () => {
+  it("tests the pod's uid, the pool label and that no claim marked the pod, removes the label first, then gives the pod the run labels, owner and deadline", () => {
     const patch = claimPatch(run, pools[0]!, 360, 'uid-pool-pod') as Array<{ op: string; path: string; value?: unknown }>;
-    expect(patch.slice(0, 3)).toEqual([
+    expect(patch.slice(0, 8)).toEqual([
       { op: 'test', path: '/metadata/uid', value: 'uid-pool-pod' },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1warm-pool', value: 'default' },
+      { op: 'test', path: '/metadata/ownerReferences', value: null },
+      { op: 'test', path: '/metadata/labels/chamvi.dev~1run-uid', value: null },
+      { op: 'test', path: '/metadata/labels/chamvi.dev~1run', value: null },
+      { op: 'test', path: '/metadata/labels/chamvi.dev~1claimed-from-pool', value: null },
+      { op: 'test', path: '/spec/activeDeadlineSeconds', value: null },
       { op: 'remove', path: '/metadata/labels/chamvi.dev~1warm-pool' },
     ]);
     const labels = Object.fromEntries(
@@ -176,13 +183,59 @@ describe('warmPoolPod and claimPatch', () => {
   });
 });
 
+describe('a pod a claim marked', () => {
+  const pool = pools[0]!;
+  /** A pool pod as the loop made it, as the API server holds it. */
+  const poolPod = () => {
+    const made = warmPoolPod(pool, config, parsed({}, 'anywhere'));
+    return { ...made, metadata: { ...made.metadata, name: 'default-warm-abcde', uid: 'uid-pool-pod' } };
+  };
+  const claimBy = (run: ParsedCodingRun) => claimPatch(run, pool, 360, 'uid-pool-pod');
+  const runA = parsed({}, 'agents');
+  const runB = { ...parsed({}, 'agents'), metadata: { ...runA.metadata, name: 'run-b', uid: 'uid-run-b' } };
+  /** Run A's claim, then a namespace member puts the pool's label back on A's pod, and maybe takes off what else they may. */
+  const relabelled = (scrub: (pod: ReturnType<typeof poolPod>) => void = () => {}) => {
+    const claimed = applyAsApiServer(poolPod(), claimBy(runA));
+    claimed.metadata.labels = { ...claimed.metadata.labels, [WARM_POOL_LABEL]: pool.name };
+    scrub(claimed);
+    return claimed;
+  };
+
+  it('is none of a pool pod as made, and every mark of one claimed', () => {
+    expect(claimMarks(poolPod())).toEqual([]);
+    expect(claimMarks(relabelled())).toEqual([
+      '/metadata/ownerReferences',
+      '/metadata/labels/chamvi.dev~1run-uid',
+      '/metadata/labels/chamvi.dev~1run',
+      '/metadata/labels/chamvi.dev~1claimed-from-pool',
+      '/spec/activeDeadlineSeconds',
+    ]);
+  });
+
+  it('a claim patch takes a pool pod as made, and no pod claimed before and given the pool label back', () => {
+    expect(applyAsApiServer(poolPod(), claimBy(runB)).metadata.ownerReferences).toEqual([expect.objectContaining({ uid: 'uid-run-b' })]);
+    expect(() => applyAsApiServer(relabelled(), claimBy(runB))).toThrow(JsonPatchTestFailed);
+  });
+
+  it('is still marked, and refused a claim, once owner and run labels are taken off: the deadline cannot be', () => {
+    const scrubbed = relabelled((pod) => {
+      delete pod.metadata.ownerReferences;
+      for (const key of Object.keys(pod.metadata.labels!)) if (!(key in poolPod().metadata.labels!)) delete pod.metadata.labels![key];
+    });
+    expect(scrubbed.metadata.labels).toEqual(poolPod().metadata.labels);
+    expect(claimMarks(scrubbed)).toEqual(['/spec/activeDeadlineSeconds']);
+    expect(() => applyAsApiServer(scrubbed, claimBy(runB))).toThrow(JsonPatchTestFailed);
+  });
+});
+
 /** The labels a pod has after the API server applied a claim patch's label operations (test, remove, add). */
 function labelsAfter(labels: Record<string, string>, patch: Array<{ op: string; path: string; value?: unknown }>): Record<string, string> {
   const result = { ...labels };
   for (const op of patch) {
     if (!op.path.startsWith('/metadata/labels/')) continue;
     const key = op.path.slice('/metadata/labels/'.length).replace(/~1/g, '/').replace(/~0/g, '~');
-    if (op.op === 'test') expect(result[key]).toBe(op.value);
+    // A test against null is one for absence (api-server-json-patch.ts).
+    if (op.op === 'test') expect(result[key]).toBe(op.value === null ? undefined : op.value);
     if (op.op === 'remove') delete result[key];
     if (op.op === 'add') result[key] = String(op.value);
   }

@@ -11,21 +11,26 @@
 // sessions opened ahead (sandbox/warm-sessions.ts) which pool pods are ready and unclaimed.
 // A pool pod is one this loop made (its uid, from the create's answer), not any pod with the
 // pool's labels: a namespace member who may create pods could otherwise plant one (their image,
-// their volumes) for a run to claim and import its workspace into. A pod with the labels that
-// this loop did not make, a new leader's predecessor's included, is deleted and replaced; so are
-// the pods of a pool no longer configured. Those deletes come after every pool was kept, a few
-// per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts), some at once: pods planted
-// by the hundred in one namespace never hold up the refill of a pool.
+// their volumes) for a run to claim and import its workspace into. Nor is a pod a claim ever
+// touched (reconcile/warm-pool.ts claimMarks), whatever its labels say: a member who may label
+// pods could otherwise give a claimed pod, its run's processes and workspace in it, the pool's
+// label again for the next run to claim. A pod with the labels that this loop did not make, a
+// new leader's predecessor's included, is deleted and replaced; so are the pods of a pool no
+// longer configured; a pod a run controls is that run's and is left to it. Those deletes come
+// after every pool was kept, a few per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts),
+// some at once: pods planted by the hundred in one namespace never hold up the refill of a pool.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { isConflict, isNotFound } from '../kube/api-errors.ts';
+import { controllingRunUid } from '../reconcile/ownership.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
 import { UNWANTED_DELETE_LIMITS, pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
+  claimMarks,
   isWarmPoolNetworkPolicy,
   warmPoolNetworkPolicy,
   warmPoolNetworkPolicyName,
@@ -50,10 +55,11 @@ export interface WarmPoolLogger {
 /**
  * An unclaimed pod of this pool: in its namespace, still carrying the pool's label, and the
  * label its deny-all selects (a pool pod made before pools had one lacks it: never claimed,
- * replaced by the loop).
+ * replaced by the loop), and nothing a claim leaves (claimMarks): a pod claimed once is never
+ * the pool's again, whoever gave it the pool's label back.
  */
 export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig): boolean {
-  return isUnclaimedOfPool(pod, pool) && pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name;
+  return isUnclaimedOfPool(pod, pool) && pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name && claimMarks(pod).length === 0;
 }
 
 const isUnclaimedOfPool = (pod: V1Pod, pool: WarmPoolConfig) =>
@@ -92,7 +98,11 @@ export class WarmPoolLoop {
   private readonly deleting = new Set<string>();
   /** Per pool: pods this process claimed, with when, that the cache may still show in the pool. */
   private readonly claimedPods = new Map<string, Map<string, number>>();
-  /** The uids of the pool pods this loop made, with when: the only pods it counts, claims or opens sessions into. */
+  /**
+   * The uids of the pool pods this loop made, with when: the only pods it counts, claims or
+   * opens sessions into. No memory decides whether a pod was claimed: the pod does
+   * (claimMarks), so a uid kept here a while after its claim is never handed out again.
+   */
   private readonly made = new Map<string, number>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
@@ -222,6 +232,10 @@ export class WarmPoolLoop {
    *   namespace with no pool the operator cannot tell them from planted ones either, and a
    *   pod that carries the operator's labels is the operator's to delete.
    * The pod cache holds only the operator's pods; a claimed pod has lost the pool's label.
+   * A pod a run controls is left alone, pool label or not: it is that run's sandbox (a claimed
+   * pod someone gave the pool's label back), and deleting it would let anyone who may label
+   * pods end another's run through the operator. No run can claim it (claimMarks); it goes
+   * with its run, or with the garbage collector once the run is gone.
    * At most a few per namespace and pass, some at once, as the cache showed them (a pod
    * claimed since is left alone); the rest in the passes right after (unwantedLeft), each
    * starting with the namespace after the last one served (unwantedServedLast).
@@ -236,7 +250,12 @@ export class WarmPoolLoop {
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
-      if ((pool && isPoolPod(pod, pool) && this.madeIt(pod)) || this.unwantedAsked.has(askedKey(pod))) return [];
+      if (
+        (pool && isPoolPod(pod, pool) && this.madeIt(pod)) ||
+        controllingRunUid(pod) !== undefined ||
+        this.unwantedAsked.has(askedKey(pod))
+      )
+        return [];
       return [{ pod, namespace: pod.metadata!.namespace!, pool, failed: undefined as string | undefined }];
     });
     const { now: picked, later, lastNamespace } = pickUnwantedDeletes(unwanted, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
@@ -280,17 +299,22 @@ export class WarmPoolLoop {
     }
   }
 
-  /** A made pod is forgotten once no pool shows it (claimed or gone) and its create is long past. */
+  /**
+   * A made pod is forgotten as soon as the cache shows it out of the pool (claimed, by this
+   * replica or, its answer lost, unbeknown to it: the claim's marks show), and once no pool
+   * shows it and its create is long past (gone, or never shown).
+   */
   private forgetMade(): void {
     const now = this.deps.now?.() ?? Date.now();
     const pools = this.deps.config.warmPools;
-    const shown = new Set(
-      this.deps.pods
-        .list()
-        .filter((pod) => pools.some((pool) => isUnclaimedOfPool(pod, pool)))
-        .map((pod) => pod.metadata?.uid),
-    );
-    for (const [uid, at] of this.made) if (now - at > EXPECTATION_TTL_MS && !shown.has(uid)) this.made.delete(uid);
+    const inPool = new Set<string | undefined>();
+    for (const pod of this.deps.pods.list()) {
+      const uid = pod.metadata?.uid;
+      if (uid === undefined || !this.made.has(uid)) continue;
+      if (pools.some((pool) => isPoolPod(pod, pool))) inPool.add(uid);
+      else this.made.delete(uid);
+    }
+    for (const [uid, at] of this.made) if (now - at > EXPECTATION_TTL_MS && !inPool.has(uid)) this.made.delete(uid);
   }
 
   /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
@@ -363,6 +387,11 @@ export class WarmPoolLoop {
     const create = this.createsAllowed(pool, views, plan, now) ? plan.create : 0;
     for (let index = 0; index < create; index++) {
       const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
+      const marks = claimMarks(created);
+      if (marks.length > 0) {
+        this.holdMarkedCreates(pool, marks, now);
+        break;
+      }
       expected.set(created.metadata!.name!, now);
       if (created.metadata?.uid) this.made.set(created.metadata.uid, now);
     }
@@ -374,6 +403,23 @@ export class WarmPoolLoop {
     }
     if (create > 0 || plan.delete.length > 0)
       this.deps.logger.info({ pool: poolKey(pool), created: create, deleted: plan.delete.length }, 'warm pool resized');
+  }
+
+  /**
+   * A pod the API server made with a claim's mark (a mutating webhook that sets every pod's
+   * activeDeadlineSeconds, or an owner) can never be claimed: not made, it is deleted as
+   * unwanted. Made again at every pass, it would be made and deleted every few seconds for as
+   * long as the webhook is there; so the pool waits as after a failed start (createsAllowed).
+   */
+  private holdMarkedCreates(pool: WarmPoolConfig, marks: readonly string[], now: number): void {
+    const state = this.startFailures.get(poolKey(pool)) ?? { failures: 0, holdUntil: 0 };
+    state.failures++;
+    state.holdUntil = now + failedStartBackoffMs(state.failures);
+    this.startFailures.set(poolKey(pool), state);
+    this.deps.logger.warn(
+      { pool: poolKey(pool), marks, retryInMs: state.holdUntil - now },
+      'the API server made a warm pool pod with what only a claim puts on it (a mutating webhook?): no run can claim it; it is replaced and the pool waits before it makes more',
+    );
   }
 
   /**

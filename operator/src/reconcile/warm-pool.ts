@@ -1,12 +1,13 @@
 // Warm sandbox pools: pods started ahead of any run, each handed to exactly one run, which
-// then skips pod scheduling and start. Pure: the pool pod's template, and whether a run may
-// take a pool pod at all. A pod's spec is fixed once it exists (image, env, resources,
-// service account, runtime class, volumes; only labels, owner references and
-// activeDeadlineSeconds may change) and a pod never changes namespace, so a run may take a
-// pool pod only when the pod it would get fresh is, apart from those, the very same pod.
+// then skips pod scheduling and start. Pure: the pool pod's template, whether a run may take
+// a pool pod at all, and whether a pod was ever claimed (claimMarks). A pod's spec is fixed
+// once it exists (image, env, resources, service account, runtime class, volumes; only
+// labels, owner references and activeDeadlineSeconds may change) and a pod never changes
+// namespace, so a run may take a pool pod only when the pod it would get fresh is, apart from
+// those, the very same pod.
 import type { V1NetworkPolicy, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import type { ParsedCodingRun } from '../api/index.ts';
+import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { labelPointer } from './json-pointer.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
@@ -28,6 +29,29 @@ export const POOL_POLICY_LABEL = 'chamvi.dev/warm-pool-policy';
 
 /** The label a claim puts on a pool pod: which pool it came from (status.timings SandboxClaimed, not PodReady). */
 export const CLAIMED_FROM_LABEL = 'chamvi.dev/claimed-from-pool';
+
+/**
+ * What a claim leaves on a pod and a pool pod never has, each read from the pod and named by
+ * the JSON Pointer a claim patch tests for absence: the operator's cache and the API server
+ * refuse the same pods. The pool label alone says nothing: anyone who may label pods in the
+ * namespace can put it back on a pod a run claimed (its processes and workspace in it), and
+ * a pool pod the loop made keeps its uid. Labels and owners can be taken off again too, but
+ * not activeDeadlineSeconds (the API server refuses to unset it): a claimed pod is never
+ * a pool pod again, whatever is done to it after.
+ */
+const CLAIM_MARKS: ReadonlyArray<{ pointer: string; on: (pod: V1Pod) => boolean }> = [
+  { pointer: '/metadata/ownerReferences', on: (pod) => (pod.metadata?.ownerReferences ?? []).length > 0 },
+  ...[RUN_UID_LABEL, RUN_LABEL, CLAIMED_FROM_LABEL].map((key) => ({
+    pointer: labelPointer(key),
+    on: (pod: V1Pod) => pod.metadata?.labels?.[key] !== undefined,
+  })),
+  { pointer: '/spec/activeDeadlineSeconds', on: (pod) => pod.spec?.activeDeadlineSeconds != null },
+];
+
+/** The claim marks the pod carries, as JSON Pointers: none for a pod a run may claim. */
+export function claimMarks(pod: V1Pod): string[] {
+  return CLAIM_MARKS.filter((mark) => mark.on(pod)).map((mark) => mark.pointer);
+}
 
 /** One pool as the operator config declares it. */
 export interface WarmPoolConfig {
@@ -153,7 +177,9 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
 /**
  * The JSON Patch that claims pool pod `podName` for `run`, applied by the API server as one
  * update: it tests that the pod still carries the pool's label and removes it, so of two
- * claims of one pod the second fails its test (422) and claims nothing. It gives the pod the
+ * claims of one pod the second fails its test (422) and claims nothing. It tests that the pod
+ * carries no claim mark (claimMarks), so a pod claimed before and given the pool's label
+ * again fails too, even when the cache that chose it was behind. It gives the pod the
  * run's labels (its NetworkPolicy selects them), the run as controller owner (deleting the
  * run deletes the pod), and the run's deadline. It leaves POOL_ISOLATION_LABEL: the pool's
  * deny-all keeps selecting the pod. The run's own policy must exist before this patch is
@@ -165,6 +191,10 @@ export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDea
     // The pod the pool loop made, not one made since under its name.
     { op: 'test', path: '/metadata/uid', value: podUid },
     { op: 'test', path: label, value: pool.name },
+    // RFC 6902 has no test for absence; the API server's JSON Patch (evanphx/json-patch) takes
+    // a missing member as equal to null, and a present one as unequal. A server that did not
+    // would fail every claim: the run takes a fresh pod, never another run's.
+    ...CLAIM_MARKS.map((mark) => ({ op: 'test', path: mark.pointer, value: null })),
     { op: 'remove', path: label },
     ...Object.entries(runLabels(run)).map(([key, value]) => ({
       op: 'add',
