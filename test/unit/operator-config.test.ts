@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 
@@ -104,5 +105,36 @@ describe('loadOperatorConfig', () => {
     [{ allowRepo: ['https://github.com/acme/ x'] }, {}, /config key allowRepo.0: .*has characters no canonical repository URL has/],
   ])('stops on %j %j with a message naming the key', (file, env, message) => {
     expect(() => loadOperatorConfig(file, env)).toThrow(message);
+  });
+});
+
+describe('docs/operations.md "Environment overrides"', () => {
+  /** Every variable loadOperatorConfig reads, as it reads them: an environment that records each name asked for. */
+  function variablesRead(): Set<string> {
+    const read = new Set<string>();
+    const env = new Proxy({} as NodeJS.ProcessEnv, {
+      get: (_target, name) => {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
+    });
+    loadOperatorConfig(undefined, env);
+    return read;
+  }
+
+  /** The variables of the section's table, one a row. */
+  function variablesDocumented(): Set<string> {
+    const docs = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+    const section = /^### Environment overrides\n([\s\S]*?)^#/m.exec(docs)?.[1] ?? '';
+    return new Set([...section.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]!));
+  }
+
+  it('has a row for each variable the operator reads, and none for a variable it does not', () => {
+    const read = variablesRead();
+    const documented = variablesDocumented();
+    expect(read).toContain('CHAMVI_ALLOW_REPO');
+    expect(read).toContain('CHAMVI_LEADER_ELECTION_NAMESPACE');
+    expect([...read].filter((name) => !documented.has(name))).toEqual([]);
+    expect([...documented].filter((name) => !read.has(name))).toEqual([]);
   });
 });

@@ -65,7 +65,10 @@ export function renderKrewManifest(input: KrewManifestInput): string {
 
 /**
  * The launcher krew links onto PATH as kubectl-codingrun. krew links it by symlink, so it
- * follows the links to find the bundle beside it; it says what is missing when node is.
+ * follows the links to find the bundle beside it; it says what is missing when node is, or
+ * when node is older than NODE_MAJOR (an older node dies inside the bundle with a TypeError
+ * from undici that does not say so). `node --version` costs a few milliseconds: it starts no
+ * JavaScript.
  */
 export function krewLauncherScript(bundleFile: string): string {
   return `#!/bin/sh
@@ -80,6 +83,16 @@ while [ -L "$self" ]; do
 done
 if ! command -v node >/dev/null 2>&1; then
   echo "kubectl-codingrun: needs Node.js ${NODE_MAJOR} or later as 'node' on PATH" >&2
+  exit 1
+fi
+version=$(node --version 2>/dev/null)
+version=\${version#v}
+major=\${version%%.*}
+case $major in
+  '' | *[!0-9]*) major=0 ;;
+esac
+if [ "$major" -lt ${NODE_MAJOR} ]; then
+  echo "kubectl-codingrun: needs Node.js ${NODE_MAJOR} or later as 'node' on PATH; $(command -v node) is Node.js \${version:-of unknown version}" >&2
   exit 1
 fi
 exec node "$(dirname "$self")/${bundleFile}" "$@"
