@@ -3,8 +3,9 @@
 // carry nothing its check refuses, and a pod carrying what EKS's pod-identity webhook adds
 // for an annotated `default` ServiceAccount (a projected token for sts.amazonaws.com, its
 // mount, AWS_ROLE_ARN / AWS_WEB_IDENTITY_TOKEN_FILE) is never exec'd into by the run's
-// transport, which ends the run SandboxInvalid instead. The pod is created as the webhook
-// leaves it; the exec is kwok's, running commands in a local directory.
+// transport, which ends the run SandboxInvalid instead; nor is a pod whose image was changed
+// with `kubectl set image` after it was made. The pod is created as the webhook leaves it; the
+// exec is kwok's, running commands in a local directory.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,6 +125,32 @@ describe('security: no tool runs in a sandbox pod a webhook gave a credential', 
         await kubectl(['delete', 'pod', pod.name, '-n', namespace, '--wait=false', '--grace-period=0', '--force']);
         rmSync(pod.workDir, { recursive: true, force: true });
       }
+    }
+  }, 120_000);
+
+  it("refuses to exec into the run's pod once its image was changed with kubectl set image (security #11.10)", async () => {
+    const run = await createRun();
+    const pod = await readyPod(buildSandboxPod(run, config));
+    try {
+      // The control: the pod as the operator made it is exec'd into.
+      const session = await runTransport(pod.name, run).start(['touch before-the-patch']);
+      expect((await session.exited).code).toBe(0);
+      expect(existsSync(join(pod.workDir, 'before-the-patch'))).toBe(true);
+
+      const patched = await kubectl(['set', 'image', '-n', namespace, `pod/${pod.name}`, `${SANDBOX_CONTAINER}=attacker/tools:1`]);
+      expect(patched.code, patched.stderr).toBe(0);
+      const error = await runTransport(pod.name, run)
+        .start(['touch after-the-patch'])
+        .catch((thrown: unknown) => thrown);
+      expect(RunFailure.isInstance(error)).toBe(true);
+      expect((error as RunFailure).reason).toBe(REASONS.SandboxInvalid);
+      expect((error as Error).message).toContain(
+        `image attacker/tools:1 (the operator's pod has ${config.sandboxImage}) in container ${SANDBOX_CONTAINER}`,
+      );
+      expect(existsSync(join(pod.workDir, 'after-the-patch'))).toBe(false);
+    } finally {
+      await kubectl(['delete', 'pod', pod.name, '-n', namespace, '--wait=false', '--grace-period=0', '--force']);
+      rmSync(pod.workDir, { recursive: true, force: true });
     }
   }, 120_000);
 });

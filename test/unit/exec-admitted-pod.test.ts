@@ -1,7 +1,8 @@
 // The exec transport's check of the admitted pod: every session open (a tool session, an
 // import, a one-shot call, a session opened ahead into a warm pool pod) reads the pod first,
-// and a pod a mutating webhook gave a credential is never exec'd into; the refusal ends the
-// run SandboxInvalid at once (a pod's spec cannot lose the volume, so no retry helps). The pod
+// and a pod a mutating webhook gave a credential, or whose image was patched, is never exec'd
+// into; the refusal ends the run SandboxInvalid at once (a pod's spec cannot lose the volume,
+// and a container that ran another image stays a container that did, so no retry helps). The pod
 // reader is injected and the kubeconfig names no cluster, so a start that passes the checks
 // fails just after them, at "no current cluster".
 import { PassThrough } from 'node:stream';
@@ -123,5 +124,49 @@ describe('the exec transport refuses a pod a webhook added a credential to', () 
     const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
     expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
     expect(killed).toBe(1);
+  });
+});
+
+describe('the exec transport refuses a pod whose image was changed (security #11.10)', () => {
+  /** The run's pod after `kubectl set image pod/... sandbox=attacker/tools:1`, once the kubelet restarted the container from it. */
+  function patchedPod(image: string, restartCount: number): () => V1Pod {
+    return () => {
+      const pod = ownPod();
+      pod.spec!.containers[0]!.image = image;
+      pod.status = { phase: 'Running', containerStatuses: [{ name: 'sandbox', image, imageID: '', restartCount, ready: true }] };
+      return pod;
+    };
+  }
+
+  it('refuses the patched warm or run pod before any exec, as a RunFailure SandboxInvalid naming the image and the patch', async () => {
+    let killed = 0;
+    const held = { podUid: 'pod-uid-1', process: { kill: () => (killed += 1) } as unknown as ToolboxProcess };
+    const { transport } = transportReading(patchedPod('attacker/tools:1', 1), { warmSessions: { take: async () => held } });
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({
+      runFailure: true,
+      reason: REASONS.SandboxInvalid,
+      message: expect.stringContaining("image attacker/tools:1 (the operator's pod has chamvi/sandbox:1) in container sandbox"),
+    });
+    expect((error as Error).message).toContain('container sandbox restarted 1 times');
+    expect((error as Error).message).toContain('kubectl set image');
+    expect((error as Error).message).not.toContain(PASSED);
+    // The session opened into the pool pod before the patch is not handed over either.
+    expect(killed).toBe(1);
+  });
+
+  it("refuses the pod whose image was patched back to the operator's: its container ran the other one", async () => {
+    const { transport } = transportReading(patchedPod(config.sandboxImage, 2));
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({
+      runFailure: true,
+      reason: REASONS.SandboxInvalid,
+      message: expect.stringContaining('container sandbox restarted 2 times'),
+    });
+  });
+
+  it('passes the pod the kubelet runs as made, restart count 0', async () => {
+    const { transport } = transportReading(patchedPod(config.sandboxImage, 0));
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
   });
 });

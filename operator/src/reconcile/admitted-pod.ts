@@ -1,62 +1,108 @@
-// Whether the sandbox pod the API server admitted is the pod the operator asked for, in every
-// part of its spec that can carry a credential into the sandbox. Mutating admission webhooks
-// run after the operator builds the pod and never read automountServiceAccountToken: EKS's
+// Whether the sandbox pod the API server admitted, as it is now, is the pod the operator asked
+// for: in every part of its spec that can carry a credential into the sandbox, and in every
+// part that decides what runs there and with which rights. Mutating admission webhooks run
+// after the operator builds the pod and never read automountServiceAccountToken: EKS's
 // pod-identity webhook (IRSA) adds a projected service-account token (audience
 // sts.amazonaws.com) and AWS_ROLE_ARN / AWS_WEB_IDENTITY_TOKEN_FILE to every pod whose
 // ServiceAccount carries eks.amazonaws.com/role-arn, the namespace's `default` one included;
-// sidecar injectors add containers and their tokens. Code in the sandbox reads whatever is
-// there, so the worker runs this check on the pod it reads before every exec session
-// (sandbox/kubernetes-exec-transport.ts) and runs nothing in a pod that fails it.
+// sidecar injectors add containers and their tokens. And a container's image is the one field
+// of a running pod's containers a patch can change (`kubectl set image`): the kubelet then
+// restarts the container from the new image, keeping the emptyDirs, so the run's workspace and
+// tool calls would go to an image nobody allowed (security #11.10). Code in the sandbox reads
+// whatever is there, so the worker runs this check on the pod it reads before every exec
+// session (sandbox/kubernetes-exec-transport.ts) and runs nothing in a pod that fails it.
 //
 // What may be there is derived from the builders (sandbox-pod.ts, which warm-pool.ts builds
-// on), never listed by hand: a volume, mount, variable or container the builders add is
-// allowed as soon as they add it. Pure.
-import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
+// on), never listed by hand: a volume, mount, variable, container, image, command or security
+// setting the builders make is allowed as soon as they make it. Pure.
+import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
 import type { ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { isImageReference } from './allow-images.ts';
+import { canonicalJson } from './canonical-json.ts';
 import { EGRESS_ENV_NAMES, wantsEgress } from './sandbox-egress.ts';
 import { buildSandboxPod } from './sandbox-pod.ts';
+import { securityContextChanges } from './security-context-changes.ts';
+import { shortField } from './short-field.ts';
 
 const NAME_LABEL = 'app.kubernetes.io/name';
 
-/** What one of the operator's containers may carry. */
+/** What one of the operator's containers may carry, and what it runs. */
 export interface ContainerShape {
   /** Variables the builders set, each with a literal value. */
   env: ReadonlySet<string>;
   /** Mounts as `volume:path`. */
   mounts: ReadonlySet<string>;
+  /** Images the builders give it (and, for SandboxPodShape.operatorImage, any tag of its repository). */
+  images: ReadonlySet<string>;
+  /** Its command and args as each builder sets them, the pair as canonical JSON. */
+  commands: ReadonlySet<string>;
+  /** Its imagePullPolicy as the builders set it; empty when they leave it to the API server's default. */
+  pullPolicies: ReadonlySet<string>;
+  /** Its securityContext as each builder sets it. */
+  securityContexts: readonly V1Container['securityContext'][];
 }
 
-/** The parts of the operator's sandbox pods a credential could ride in, by name. */
+/** The pod-level fields that decide as whom, and with which of the node's namespaces, the pod's processes run. */
+export type PodSettings = Pick<
+  V1PodSpec,
+  'securityContext' | 'hostNetwork' | 'hostPID' | 'hostIPC' | 'serviceAccountName' | 'runtimeClassName'
+>;
+
+/** The parts of the operator's sandbox pods a credential could ride in, or that decide what runs there, by name. */
 export interface SandboxPodShape {
   /** Volume name → its source (every volume of the operator's is an emptyDir). */
   volumes: ReadonlyMap<string, string>;
   containers: ReadonlyMap<string, ContainerShape>;
   initContainers: ReadonlyMap<string, ContainerShape>;
+  /** Each builder's pod-level settings: the admitted pod must have one builder's. */
+  podSettings: readonly PodSettings[];
+  /**
+   * The operator's sandbox image (config.sandboxImage): where a builder gives a container this
+   * image, any tag or digest of its repository passes too. A run's pod outlives an operator
+   * upgrade that moves the default image to a new tag, and every image in that repository is
+   * the operator's own, so none of them is an image of someone else's choosing.
+   */
+  operatorImage?: string;
   /** The sandbox pods' app.kubernetes.io/name label: what an admin excludes from a webhook. */
   nameLabel: string;
 }
 
-/** Something the admitted pod carries that the operator did not put there. */
+/** Something the admitted pod carries that the operator did not put there: an addition, or one of its own fields with another value. */
 export interface PodAddition {
   kind:
     | 'automountServiceAccountToken'
+    | 'hostNetwork'
+    | 'hostPID'
+    | 'hostIPC'
+    | 'serviceAccountName'
+    | 'runtimeClassName'
+    | 'podSecurityContext'
     | 'volume'
     | 'container'
     | 'initContainer'
     | 'ephemeralContainer'
+    | 'image'
+    | 'imagePullPolicy'
+    | 'command'
+    | 'securityContext'
+    | 'restart'
     | 'env'
     | 'envFrom'
     | 'volumeMount'
     | 'volumeDevice';
+  /** What was added, or the changed field's value (`privileged true` for a security context). */
   name: string;
-  /** The container it is in (env, envFrom, volumeMount, volumeDevice). */
+  /** The container it is in (env, envFrom, volumeMount, volumeDevice, image, imagePullPolicy, command, securityContext, restart). */
   container?: string;
-  /** What it is: a volume's source, where a mount goes, where a variable's value comes from. */
+  /** What it is: a volume's source, where a mount goes, where a variable's value comes from, what the operator set. */
   detail?: string;
 }
 
 const mountKey = (name: string, path: string) => `${name}:${path}`;
+const commandKey = (container: V1Container) => canonicalJson({ command: container.command, args: container.args });
+const theOperators = (values: Iterable<unknown>) =>
+  `the operator's pod has ${[...values].map((value) => (value === undefined ? 'none' : String(value))).join(' or ') || 'none'}`;
 
 /** The volume's source kind (emptyDir, projected, secret, csi, hostPath, ...). */
 function sourceKind(volume: V1Volume): string {
@@ -90,6 +136,22 @@ function containerShape(container: V1Container): ContainerShape {
   return {
     env: new Set((container.env ?? []).map((variable) => variable.name)),
     mounts: new Set((container.volumeMounts ?? []).map((mount) => mountKey(mount.name, mount.mountPath))),
+    images: new Set(container.image === undefined ? [] : [container.image]),
+    commands: new Set([commandKey(container)]),
+    pullPolicies: new Set(container.imagePullPolicy === undefined ? [] : [container.imagePullPolicy]),
+    securityContexts: [container.securityContext],
+  };
+}
+
+function unionShapes(known: ContainerShape, shape: ContainerShape): ContainerShape {
+  const contexts = new Map([...known.securityContexts, ...shape.securityContexts].map((context) => [canonicalJson(context), context]));
+  return {
+    env: new Set([...known.env, ...shape.env]),
+    mounts: new Set([...known.mounts, ...shape.mounts]),
+    images: new Set([...known.images, ...shape.images]),
+    commands: new Set([...known.commands, ...shape.commands]),
+    pullPolicies: new Set([...known.pullPolicies, ...shape.pullPolicies]),
+    securityContexts: [...contexts.values()],
   };
 }
 
@@ -97,15 +159,15 @@ function addContainers(into: Map<string, ContainerShape>, containers: readonly V
   for (const container of containers ?? []) {
     const shape = containerShape(container);
     const known = into.get(container.name);
-    into.set(
-      container.name,
-      known ? { env: new Set([...known.env, ...shape.env]), mounts: new Set([...known.mounts, ...shape.mounts]) } : shape,
-    );
+    into.set(container.name, known ? unionShapes(known, shape) : shape);
   }
 }
 
 /** The union of what the given built pods carry. */
-export function podShapeOf(pods: readonly V1Pod[], extraEnv: readonly string[] = []): SandboxPodShape {
+export function podShapeOf(
+  pods: readonly V1Pod[],
+  options: { extraEnv?: readonly string[]; operatorImage?: string } = {},
+): SandboxPodShape {
   const volumes = new Map<string, string>();
   const containers = new Map<string, ContainerShape>();
   const initContainers = new Map<string, ContainerShape>();
@@ -114,27 +176,109 @@ export function podShapeOf(pods: readonly V1Pod[], extraEnv: readonly string[] =
     addContainers(containers, pod.spec?.containers);
     addContainers(initContainers, pod.spec?.initContainers);
   }
+  const extraEnv = options.extraEnv ?? [];
   for (const [name, shape] of containers) containers.set(name, { ...shape, env: new Set([...shape.env, ...extraEnv]) });
-  return { volumes, containers, initContainers, nameLabel: pods[0]?.metadata?.labels?.[NAME_LABEL] ?? 'chamvi-sandbox' };
+  const podSettings = pods.map(({ spec }): PodSettings => ({
+    securityContext: spec?.securityContext,
+    hostNetwork: spec?.hostNetwork,
+    hostPID: spec?.hostPID,
+    hostIPC: spec?.hostIPC,
+    serviceAccountName: spec?.serviceAccountName,
+    runtimeClassName: spec?.runtimeClassName,
+  }));
+  return {
+    volumes,
+    containers,
+    initContainers,
+    podSettings,
+    ...(options.operatorImage === undefined ? {} : { operatorImage: options.operatorImage }),
+    nameLabel: pods[0]?.metadata?.labels?.[NAME_LABEL] ?? 'chamvi-sandbox',
+  };
+}
+
+/** Stands for config.sandboxImage as it may have been when the pod was made; read back as the current one (operatorImage). */
+const EARLIER_SANDBOX_IMAGE = 'earlier.invalid/chamvi-sandbox';
+
+function withImage(pod: V1Pod, from: string, to: string): V1Pod {
+  const swap = (containers: V1Container[]) =>
+    containers.map((container) => (container.image === from ? { ...container, image: to } : container));
+  const spec = pod.spec!;
+  return { ...pod, spec: { ...spec, containers: swap(spec.containers), initContainers: swap(spec.initContainers ?? []) } };
 }
 
 /**
- * What the run's sandbox pod may carry: what the operator builds for it now, and what it
- * would have built under the config it may have had when it made the pod (the pod outlives an
- * operator upgrade): with a custom image (an init container and a volume that copy node and
- * the toolbox in, which the run got if config.sandboxImage was another image then), and, for a
- * run with egress, the proxy's variables (sandbox-egress.ts; unset when the builder is given
- * no proxy address, as the workers are). A claimed warm pool pod is the run's own pod
- * (warmPoolFor compares them), so this covers it too.
+ * What the run's sandbox pod may carry and run: what the operator builds for it now, and what
+ * it would have built under the config it may have had when it made the pod (the pod outlives
+ * an operator upgrade): with a custom image (an init container and a volume that copy node and
+ * the toolbox in from the operator's image, which the run got if config.sandboxImage was
+ * another image then), and, for a run with egress, the proxy's variables (sandbox-egress.ts;
+ * unset when the builder is given no proxy address, as the workers are). The run's own image
+ * is compared exactly; the operator's image at any tag (operatorImage). A claimed warm pool pod
+ * is the run's own pod (warmPoolFor compares them), so this covers it too.
  */
 export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): SandboxPodShape {
-  const customImageRun = { ...run, spec: { ...run.spec, sandbox: { ...run.spec.sandbox, image: 'any/custom-image' } } } as ParsedCodingRun;
-  const customImage = buildSandboxPod(customImageRun, { ...config, sandboxImage: 'any/default-image' });
-  return podShapeOf([buildSandboxPod(run, config), customImage], wantsEgress(run) ? EGRESS_ENV_NAMES : []);
+  const image = run.spec.sandbox.image ?? config.sandboxImage;
+  const customImageRun = { ...run, spec: { ...run.spec, sandbox: { ...run.spec.sandbox, image } } } as ParsedCodingRun;
+  const customImage = withImage(
+    buildSandboxPod(customImageRun, { ...config, sandboxImage: EARLIER_SANDBOX_IMAGE }),
+    EARLIER_SANDBOX_IMAGE,
+    config.sandboxImage,
+  );
+  return podShapeOf([buildSandboxPod(run, config), customImage], {
+    extraEnv: wantsEgress(run) ? EGRESS_ENV_NAMES : [],
+    operatorImage: config.sandboxImage,
+  });
 }
 
-function containerAdditions(container: V1Container, allowed: ContainerShape): PodAddition[] {
-  const added: PodAddition[] = [];
+/** An image reference without its tag and digest: registry.example:5000/team/image. */
+function imageRepository(image: string): string {
+  const name = image.split('@')[0]!;
+  const colon = name.lastIndexOf(':');
+  return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
+}
+
+function isAllowedImage(image: string | undefined, allowed: ReadonlySet<string>, operatorImage: string | undefined): boolean {
+  if (image === undefined) return false;
+  if (allowed.has(image)) return true;
+  return (
+    operatorImage !== undefined &&
+    allowed.has(operatorImage) &&
+    isImageReference(image) &&
+    imageRepository(image) === imageRepository(operatorImage)
+  );
+}
+
+/** The candidate with the fewest changes: a pod matches when it matches any one builder's. */
+const fewest = <T>(candidates: readonly T[][]): T[] =>
+  candidates.reduce<T[] | undefined>((best, each) => (best === undefined || each.length < best.length ? each : best), undefined) ?? [];
+
+/** How the container differs from the builders' in what it runs and with which rights. */
+function containerChanges(container: V1Container, allowed: ContainerShape, operatorImage: string | undefined): PodAddition[] {
+  const changed: PodAddition[] = [];
+  const where = { container: container.name };
+  if (!isAllowedImage(container.image, allowed.images, operatorImage)) {
+    changed.push({ kind: 'image', name: shortField(container.image ?? 'none'), ...where, detail: theOperators(allowed.images) });
+  }
+  // Always only adds a check (the AlwaysPullImages admission plugin sets it on every container);
+  // any other policy on a container the builders pull Always skips the registry's (security #11.10).
+  const policy = container.imagePullPolicy;
+  if (policy !== 'Always' && allowed.pullPolicies.size > 0 && !allowed.pullPolicies.has(policy ?? '')) {
+    changed.push({ kind: 'imagePullPolicy', name: shortField(policy ?? 'none'), ...where, detail: theOperators(allowed.pullPolicies) });
+  }
+  if (!allowed.commands.has(commandKey(container))) {
+    changed.push({
+      kind: 'command',
+      name: shortField(`${JSON.stringify(container.command ?? [])} ${JSON.stringify(container.args ?? [])}`),
+      ...where,
+    });
+  }
+  const security = fewest(allowed.securityContexts.map((made) => securityContextChanges(container.securityContext, made)));
+  for (const change of security) changed.push({ kind: 'securityContext', name: change.field, ...where, detail: change.made });
+  return changed;
+}
+
+function containerAdditions(container: V1Container, allowed: ContainerShape, operatorImage: string | undefined): PodAddition[] {
+  const added: PodAddition[] = containerChanges(container, allowed, operatorImage);
   const where = { container: container.name };
   for (const variable of container.env ?? []) {
     if (!allowed.env.has(variable.name)) added.push({ kind: 'env', name: variable.name, ...where });
@@ -160,11 +304,49 @@ function containerAdditions(container: V1Container, allowed: ContainerShape): Po
 }
 
 /**
- * What the admitted pod carries that the operator's pods never do; empty when nothing. Fields
- * the API server defaults (dnsPolicy, terminationMessagePath, serviceAccountName `default`,
- * tolerations, imagePullSecrets, which stay outside the containers) carry nothing into the
- * sandbox and are not looked at; with automountServiceAccountToken false, the ServiceAccount
- * admission adds no token volume.
+ * What the API server puts in a field the builders leave unset: it defaults the ServiceAccount
+ * to `default`; the host namespaces are off when absent.
+ */
+const POD_DEFAULTS = { hostNetwork: false, hostPID: false, hostIPC: false, serviceAccountName: 'default', runtimeClassName: undefined };
+const POD_FIELDS = Object.keys(POD_DEFAULTS) as Array<keyof typeof POD_DEFAULTS>;
+
+/** How the pod-level fields that decide as whom and where its processes run differ from the builders'. */
+function podSettingChanges(spec: V1PodSpec | undefined, allowed: readonly PodSettings[]): PodAddition[] {
+  const against = (made: PodSettings): PodAddition[] => {
+    const changed: PodAddition[] = [];
+    for (const field of POD_FIELDS) {
+      const now = spec?.[field] ?? POD_DEFAULTS[field];
+      const was = made[field] ?? POD_DEFAULTS[field];
+      if (now !== was) changed.push({ kind: field, name: shortField(String(now ?? 'none')), detail: theOperators([was]) });
+    }
+    for (const change of securityContextChanges(spec?.securityContext, made.securityContext)) {
+      changed.push({ kind: 'podSecurityContext', name: change.field, detail: change.made });
+    }
+    return changed;
+  };
+  return fewest(allowed.map(against));
+}
+
+/**
+ * Containers of the operator's that started again: every pod the builders make has
+ * restartPolicy Never, under which the kubelet restarts a container only when its spec
+ * changed (a patched image), keeping the emptyDirs, so whatever ran from the other image
+ * could have left files behind even if the image was patched back.
+ */
+function restarts(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
+  return (admitted.status?.containerStatuses ?? [])
+    .filter((status) => shape.containers.has(status.name) && status.restartCount > 0)
+    .map((status) => ({ kind: 'restart', name: String(status.restartCount), container: status.name }));
+}
+
+/**
+ * What the admitted pod carries that the operator's pods never do, or has where they have
+ * something else; empty when nothing. Only fields the builders set are compared (with the
+ * API server's default where they leave one to it): fields the API server or admission fills
+ * in (dnsPolicy, terminationMessagePath, tolerations, imagePullSecrets, resizePolicy, an
+ * SELinux level) carry nothing into the sandbox and change nothing it may do, and are not
+ * looked at; with automountServiceAccountToken false, the ServiceAccount admission adds no
+ * token volume.
  */
 export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
   const spec = admitted.spec;
@@ -172,18 +354,20 @@ export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAdditi
   if (spec?.automountServiceAccountToken !== false) {
     added.push({ kind: 'automountServiceAccountToken', name: String(spec?.automountServiceAccountToken ?? 'unset') });
   }
+  added.push(...podSettingChanges(spec, shape.podSettings));
   for (const volume of spec?.volumes ?? []) {
     if (shape.volumes.get(volume.name) !== sourceKind(volume))
       added.push({ kind: 'volume', name: volume.name, detail: describeSource(volume) });
   }
   for (const container of spec?.containers ?? []) {
     const allowed = shape.containers.get(container.name);
-    if (allowed) added.push(...containerAdditions(container, allowed));
+    if (allowed) added.push(...containerAdditions(container, allowed, shape.operatorImage));
     else added.push({ kind: 'container', name: container.name, detail: container.image });
   }
+  added.push(...restarts(admitted, shape));
   for (const container of spec?.initContainers ?? []) {
     const allowed = shape.initContainers.get(container.name);
-    if (allowed) added.push(...containerAdditions(container, allowed));
+    if (allowed) added.push(...containerAdditions(container, allowed, shape.operatorImage));
     else added.push({ kind: 'initContainer', name: container.name, detail: container.image });
   }
   for (const container of spec?.ephemeralContainers ?? []) {
@@ -194,10 +378,21 @@ export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAdditi
 
 const KIND_WORDS: Record<PodAddition['kind'], string> = {
   automountServiceAccountToken: 'automountServiceAccountToken',
+  hostNetwork: 'hostNetwork',
+  hostPID: 'hostPID',
+  hostIPC: 'hostIPC',
+  serviceAccountName: 'serviceAccountName',
+  runtimeClassName: 'runtimeClassName',
+  podSecurityContext: 'pod securityContext',
   volume: 'volume',
   container: 'container',
   initContainer: 'init container',
   ephemeralContainer: 'ephemeral container',
+  image: 'image',
+  imagePullPolicy: 'imagePullPolicy',
+  command: 'command and args',
+  securityContext: 'securityContext',
+  restart: 'restarts',
   env: 'env',
   envFrom: 'envFrom',
   volumeMount: 'volume mount',
@@ -209,6 +404,8 @@ export function describeAddition(addition: PodAddition): string {
   const where = addition.container ? ` in container ${addition.container}` : '';
   if (addition.kind === 'automountServiceAccountToken') return `automountServiceAccountToken ${addition.name} (the operator sets false)`;
   if (addition.kind === 'volumeMount') return `${words} at ${addition.detail}${where}`;
+  if (addition.kind === 'restart')
+    return `container ${addition.container} restarted ${addition.name} times (its image was changed while it ran)`;
   return `${words}${addition.detail ? ` (${addition.detail})` : ''}${where}`;
 }
 
@@ -219,7 +416,10 @@ const NAMED = 8;
 const isIrsa = (added: readonly PodAddition[]) =>
   added.some((addition) => addition.name === 'AWS_ROLE_ARN' || addition.name === 'AWS_WEB_IDENTITY_TOKEN_FILE');
 
-/** The run's status message for a pod that carries `added`: what was added, why nothing ran, what to change. */
+/** What a patch of the running pod changes: a container's image, and the restart that follows. */
+const PATCHED = new Set<PodAddition['kind']>(['image', 'restart']);
+
+/** The run's status message for a pod that carries `added`: what was added or changed, why nothing ran, what to change. */
 export function podChangedMessage(pod: { namespace: string; name: string }, added: readonly PodAddition[], shape: SandboxPodShape): string {
   const named = added.slice(0, NAMED).map(describeAddition).join(', ');
   const more = added.length > NAMED ? ` and ${added.length - NAMED} more` : '';
@@ -227,9 +427,21 @@ export function podChangedMessage(pod: { namespace: string; name: string }, adde
   const fix = isIrsa(added)
     ? `remove the eks.amazonaws.com/role-arn annotation from the namespace's default ServiceAccount (EKS IRSA), or ${exclude}`
     : exclude;
+  const causes: string[] = [];
+  if (added.some((addition) => !PATCHED.has(addition.kind))) {
+    causes.push(`A mutating admission webhook added or changed it (an ephemeral container: kubectl debug): ${fix}`);
+  }
+  if (added.some((addition) => PATCHED.has(addition.kind))) {
+    causes.push(
+      "Someone who may patch pods in the namespace changed the image of the running pod (kubectl set image; the API server's audit log " +
+        "names them), or a webhook rewrote it at admission (a registry mirror's: name the mirror's image in sandboxImage or " +
+        `spec.sandbox.image instead, or ${exclude})`,
+    );
+  }
   return (
     `The sandbox pod ${pod.namespace}/${pod.name} carries what the operator never puts in a sandbox: ${named}${more}. ` +
-    "Any of it can hand the run's code a credential, so nothing was run in the pod. " +
-    `A mutating admission webhook added it (an ephemeral container: kubectl debug): ${fix}; then create the run again.`
+    "Any of it can hand the run's code a credential or rights the operator does not give it, or the run's workspace and tool " +
+    'calls to an image nobody allowed, so nothing was run in the pod. ' +
+    `${causes.join('. ')}; then create the run again.`
   );
 }

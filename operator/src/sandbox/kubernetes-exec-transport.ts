@@ -35,7 +35,8 @@ export interface KubernetesExecTransportOptions {
    * What the run's pod may carry (reconcile/admitted-pod.ts sandboxPodShape). When set, every
    * exec is preceded by a read of the pod (the same read as expectedOwnerUid's), and refused
    * for good when the admitted pod carries a volume, variable, mount or container the operator
-   * never puts there (a mutating webhook's service-account token): a RunFailure
+   * never puts there (a mutating webhook's service-account token), or runs another image,
+   * command or security context than it was made with (`kubectl set image`): a RunFailure
    * (SandboxInvalid) that ends the run, since a pod's spec cannot lose them and no retry helps.
    */
   expectedPodShape?: SandboxPodShape;
