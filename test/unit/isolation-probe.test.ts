@@ -26,33 +26,62 @@ const config = loadOperatorConfig(
 );
 const TARGET = '10.0.0.5:8080';
 
-/** An API server of pods and policies, kept in maps; pods turn Ready after `readyAfterLooks` reads. */
+/**
+ * An API server of pods and policies, kept in maps; pods turn Ready after `readyAfterLooks` reads.
+ * `tamper` stands for someone else in the namespace: once the probe has made its policy, it
+ * gives the probe pod's name to the pod it returns (none: the pod is gone).
+ */
 class MemoryCluster implements IsolationProbeKube {
   readonly pods = new Map<string, V1Pod>();
   readonly policies = new Map<string, V1NetworkPolicy>();
   readonly created: string[] = [];
   readonly deleted: string[] = [];
+  tamper: ((pod: V1Pod) => V1Pod | undefined) | undefined;
   private looks = 0;
   constructor(private readonly readyAfterLooks = 2) {}
   async createPod(pod: V1Pod) {
-    const created = { ...pod, metadata: { ...pod.metadata, uid: `uid-${pod.metadata!.name}` } };
-    this.pods.set(`${pod.metadata!.namespace}/${pod.metadata!.name}`, created);
-    this.created.push(`pod/${pod.metadata!.name}`);
+    const name = pod.metadata!.name!;
+    const created: V1Pod = {
+      ...pod,
+      metadata: { ...pod.metadata, uid: `uid-${name}`, generation: 1 },
+      status: {
+        containerStatuses: [
+          {
+            name: 'sandbox',
+            image: pod.spec!.containers[0]!.image!,
+            imageID: '',
+            ready: true,
+            restartCount: 0,
+            containerID: `cri://${name}-1`,
+          },
+        ],
+      },
+    };
+    this.pods.set(`${pod.metadata!.namespace}/${name}`, created);
+    this.created.push(`pod/${name}`);
     return created;
   }
   async readPod(namespace: string, name: string) {
     const pod = this.pods.get(`${namespace}/${name}`);
     if (!pod) return undefined;
     const ready = ++this.looks >= this.readyAfterLooks;
-    return { ...pod, status: { phase: 'Running', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } };
+    return { ...pod, status: { ...pod.status, phase: 'Running', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] } };
   }
   async deletePod(namespace: string, name: string) {
     this.pods.delete(`${namespace}/${name}`);
     this.deleted.push(`pod/${name}`);
   }
   async createNetworkPolicy(policy: V1NetworkPolicy) {
-    this.policies.set(`${policy.metadata!.namespace}/${policy.metadata!.name}`, policy);
+    const key = `${policy.metadata!.namespace}/${policy.metadata!.name}`;
+    this.policies.set(key, policy);
     this.created.push(`networkpolicy/${policy.metadata!.name}`);
+    // The probe's policy and pod share a name.
+    const pod = this.pods.get(key);
+    if (this.tamper && pod) {
+      const replacement = this.tamper(pod);
+      if (replacement) this.pods.set(key, replacement);
+      else this.pods.delete(key);
+    }
   }
   async deleteNetworkPolicy(namespace: string, name: string) {
     this.policies.delete(`${namespace}/${name}`);
@@ -257,6 +286,87 @@ describe('security #11.8 isolation probe', () => {
     await Promise.all([probe.settled('agents'), probe.settled('other')]);
     expect(probe.observe('other')).toEqual({ verdict: 'enforced' });
     expect(cluster.created.filter((name) => name.startsWith('pod/'))).toHaveLength(2);
+  });
+
+  // The attack: a namespace user with delete+create (or patch) on pods sees the probe's policy
+  // appear and puts a pod of their own, or an image of their own, under the probe pod's name;
+  // its toolbox answers "blocked" (the connector here does, under the deny policy), which
+  // would start other authors' runs unisolated in a namespace that enforces nothing.
+  const tamperings: Array<[string, (pod: V1Pod) => V1Pod | undefined, string]> = [
+    [
+      'replaced by another pod of the same name (force-delete, then create)',
+      (pod) => ({ ...pod, metadata: { ...pod.metadata, uid: 'uid-forged' } }),
+      'another pod (uid uid-forged) has its name; the probe created uid uid-chamvi-isolation-probe-p1',
+    ],
+    ['deleted', () => undefined, 'it is gone'],
+    [
+      'being deleted',
+      (pod) => ({ ...pod, metadata: { ...pod.metadata, deletionTimestamp: new Date('2026-11-29T12:00:10Z') } }),
+      'it is being deleted',
+    ],
+    [
+      'patched, where the API server counts spec changes',
+      (pod) => ({ ...pod, metadata: { ...pod.metadata, generation: 2 } }),
+      'its spec was changed (generation 1, now 2)',
+    ],
+    [
+      'patched to another image, where the API server keeps no generation for pods',
+      (pod) => ({ ...pod, spec: { ...pod.spec!, containers: [{ ...pod.spec!.containers[0]!, image: 'evil/answers-blocked:1' }] } }),
+      'container sandbox runs image evil/answers-blocked:1, not chamvi/sandbox:1',
+    ],
+    [
+      'given an ephemeral container',
+      (pod) => ({ ...pod, spec: { ...pod.spec!, ephemeralContainers: [{ name: 'debugger', image: 'evil/debug:1' }] } }),
+      'it now carries ephemeral container debugger (evil/debug:1)',
+    ],
+    [
+      'patched to another image and back, its container started again',
+      (pod) => ({
+        ...pod,
+        status: { containerStatuses: pod.status!.containerStatuses!.map((status) => ({ ...status, containerID: 'cri://another' })) },
+      }),
+      'container sandbox was started again since the probe began',
+    ],
+  ];
+
+  it.each(tamperings)(
+    'believes no "blocked" from a probe pod %s after its policy is made: the verdict is unknown, never enforced',
+    async (_what, tamper, why) => {
+      const { probe, cluster, logged, clock } = setup({ enforces: true });
+      cluster.tamper = tamper;
+      probe.observe('agents');
+      await probe.settled('agents');
+      const verdict = probe.observe('agents');
+      expect(verdict).toEqual({
+        verdict: 'unknown',
+        detail: expect.stringContaining(`probe pod agents/chamvi-isolation-probe-p1 is not the pod the probe created (${why})`),
+      });
+      expect(logged).toContainEqual({
+        fields: expect.objectContaining({ namespace: 'agents', name: 'chamvi-isolation-probe-p1' }),
+        message: 'isolation probe pod replaced or changed',
+      });
+      // Runs wait, and are told why.
+      expect(decideWith(verdict, new Date(clock.t)).status).toMatchObject({
+        phase: 'Pending',
+        reason: 'IsolationNotEnforced',
+        message: expect.stringContaining('is not the pod the probe created'),
+      });
+      expect(cluster.policies.size).toBe(0);
+    },
+  );
+
+  it('runs no connection attempt in a pod put under its name before it was ready', async () => {
+    const { probe, cluster, attempts } = setup({ enforces: true }, 3);
+    const created = cluster.createPod.bind(cluster);
+    cluster.createPod = async (pod) => {
+      const answer = await created(pod);
+      cluster.pods.set(`agents/${pod.metadata!.name}`, { ...answer, metadata: { ...answer.metadata, uid: 'uid-forged' } });
+      return answer;
+    };
+    probe.observe('agents');
+    await probe.settled('agents');
+    expect(probe.observe('agents')).toEqual({ verdict: 'unknown', detail: expect.stringContaining('another pod (uid uid-forged)') });
+    expect(attempts).toEqual([]);
   });
 
   it("defaults its target to this pod's IP on the HTTP port, bracketing IPv6, and 127.0.0.1 outside a pod", () => {

@@ -6,6 +6,10 @@
 //   3. puts a deny-all NetworkPolicy on the pod and keeps connecting for settleSeconds: a
 //      connection that now fails (twice in a row) means enforced; one that still works means not;
 //   4. deletes pod and policy, whatever happened.
+// Every connection attempt is bracketed by two reads of the probe pod that must show the pod
+// the probe created, unchanged (reconcile/isolation-probe-pod-identity.ts): the pod is reached
+// by name, and a pod put under that name, or an image patched into it, could answer "blocked".
+// One that is not the probe's makes the verdict unknown, never enforced.
 // Connections go through the same exec path a run's tools take (the toolbox's bash tool), so
 // the probe connects from wherever a sandbox's commands run. On the kwok dev cluster that is
 // this machine, where no policy applies: the probe correctly finds isolation NOT enforced.
@@ -22,6 +26,12 @@ import {
   buildIsolationProbePolicy,
   isolationProbeName,
 } from '../reconcile/isolation-probe-pod.ts';
+import {
+  probePodIdentity,
+  whyNotProbePod,
+  withStartedContainers,
+  type ProbePodIdentity,
+} from '../reconcile/isolation-probe-pod-identity.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
 import { isNotFound, unlessNotFound } from '../kube/api-errors.ts';
@@ -79,7 +89,25 @@ interface Entry {
 }
 
 class ProbeUndecided extends Error {
-  override readonly name = 'ProbeUndecided';
+  override readonly name: string = 'ProbeUndecided';
+}
+
+/** The pod under the probe pod's name is not the one the probe created: nothing it answers counts, and nothing is retried. */
+class ProbePodNotOurs extends ProbeUndecided {
+  override readonly name = 'ProbePodNotOurs';
+  constructor(namespace: string, name: string, why: string) {
+    super(
+      `probe pod ${namespace}/${name} is not the pod the probe created (${why}), so its answers prove nothing; ` +
+        'someone who may delete, create or patch pods in this namespace changed it: keep that to admins. The probe tries again',
+    );
+  }
+}
+
+/** The probe pod by name and what every read of it must show. */
+interface OwnProbePod {
+  namespace: string;
+  name: string;
+  identity: ProbePodIdentity;
 }
 
 const defaultSleep = (ms: number, signal: AbortSignal) =>
@@ -167,10 +195,10 @@ export class IsolationProbe {
       await this.removeLeftovers(namespace);
       const pod = await kube.createPod(buildIsolationProbePod(namespace, probeId, this.options.config, timeoutSeconds + 60));
       podCreated = true;
-      await this.waitUntilReady(namespace, name, deadline);
+      const own = await this.waitUntilReady({ namespace, name, identity: probePodIdentity(pod) }, deadline);
 
       // The control: without a policy the target must be reachable, or a failure below proves nothing.
-      if (!(await this.controlConnects(namespace, name, deadline))) {
+      if (!(await this.controlConnects(own, deadline))) {
         return {
           verdict: 'unknown',
           detail:
@@ -178,12 +206,12 @@ export class IsolationProbe {
             'set isolationProbe.target to an address every pod reaches',
         };
       }
-      await kube.createNetworkPolicy(buildIsolationProbePolicy(namespace, probeId, pod.metadata!.uid!));
+      await kube.createNetworkPolicy(buildIsolationProbePolicy(namespace, probeId, own.identity.uid));
       policyCreated = true;
       const settleUntil = this.now().getTime() + this.options.config.isolationProbe.settleSeconds * 1000;
       let failures = 0;
       for (;;) {
-        const connected = await this.connectOnce(namespace, name, deadline);
+        const connected = await this.connectOnce(own, deadline);
         failures = connected ? 0 : failures + 1;
         if (failures >= FAILURES_FOR_ENFORCED) return { verdict: 'enforced' };
         if (connected && this.now().getTime() >= settleUntil) {
@@ -196,6 +224,7 @@ export class IsolationProbe {
       }
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
+      if (error instanceof ProbePodNotOurs) this.options.logger.warn({ namespace, name, why }, 'isolation probe pod replaced or changed');
       return { verdict: 'unknown', detail: `the last probe could not decide: ${why.slice(0, 512)}` };
     } finally {
       // Best effort, even after stop(): the pod also ends itself (activeDeadlineSeconds) and takes the policy with it.
@@ -212,39 +241,61 @@ export class IsolationProbe {
     for (const pod of leftovers.pods) await kube.deletePod(namespace, pod);
   }
 
-  private async waitUntilReady(namespace: string, name: string, deadline: number): Promise<void> {
+  /** Resolves to the pod with the containers it runs once ready: from then on those must not be replaced either. */
+  private async waitUntilReady(own: OwnProbePod, deadline: number): Promise<OwnProbePod> {
+    const { namespace, name } = own;
     // Polled, not watched: a probe is rare (once per namespace per maxAgeSeconds) and short.
     for (;;) {
       this.checkTime(deadline, `probe pod ${namespace}/${name} was not ready`);
       const pod = await this.options.kube.readPod(namespace, name);
       if (!pod) throw new ProbeUndecided(`probe pod ${namespace}/${name} disappeared`);
+      const why = whyNotProbePod(pod, own.identity);
+      if (why !== undefined) throw new ProbePodNotOurs(namespace, name, why);
       const phase = pod.status?.phase;
       if (phase === 'Failed' || phase === 'Succeeded')
         throw new ProbeUndecided(`probe pod ${namespace}/${name} ended (${pod.status?.reason ?? phase})`);
-      if (pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True')) return;
+      if (pod.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True')) {
+        return { ...own, identity: withStartedContainers(own.identity, pod) };
+      }
       await this.pause();
     }
   }
 
-  private async controlConnects(namespace: string, name: string, deadline: number): Promise<boolean> {
+  private async controlConnects(own: OwnProbePod, deadline: number): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
-      if (await this.connectOnce(namespace, name, deadline)) return true;
+      if (await this.connectOnce(own, deadline)) return true;
       if (attempt >= CONTROL_ATTEMPTS) return false;
       await this.pause();
     }
   }
 
-  /** One connection attempt; an exec that fails (the pod's exec not ready yet, a dropped stream) is tried again until the deadline. */
-  private async connectOnce(namespace: string, name: string, deadline: number): Promise<boolean> {
+  /**
+   * One connection attempt; an exec that fails (the pod's exec not ready yet, a dropped stream) is
+   * tried again until the deadline. The exec goes by name, so the pod is read before and after it:
+   * when both reads show the probe's own pod (a uid is never reused, a restarted container is
+   * seen), the exec between them went into it. A read that does not ends the probe undecided.
+   */
+  private async connectOnce(own: OwnProbePod, deadline: number): Promise<boolean> {
     for (;;) {
       this.checkTime(deadline, 'no connection attempt could be made from the probe pod');
+      await this.confirmOwnPod(own);
+      let connected: boolean | undefined;
+      let failure: unknown;
       try {
-        return await this.options.connector.connect(namespace, name, this.options.target());
+        connected = await this.options.connector.connect(own.namespace, own.name, this.options.target());
       } catch (error) {
-        if (this.now().getTime() >= deadline) throw error;
-        await this.pause();
+        failure = error;
       }
+      await this.confirmOwnPod(own);
+      if (connected !== undefined) return connected;
+      if (this.now().getTime() >= deadline) throw failure;
+      await this.pause();
     }
+  }
+
+  private async confirmOwnPod(own: OwnProbePod): Promise<void> {
+    const why = whyNotProbePod(await this.options.kube.readPod(own.namespace, own.name), own.identity);
+    if (why !== undefined) throw new ProbePodNotOurs(own.namespace, own.name, why);
   }
 
   private checkTime(deadline: number, what: string): void {
