@@ -16,6 +16,7 @@ import {
 } from '../../operator/src/egress/decide-connection.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { checkProxyAuthorization, proxyToken } from '../../operator/src/egress/proxy-credential.ts';
+import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
 
 const KEY = 'k'.repeat(48);
 const UID_A = '11111111-1111-4111-8111-111111111111';
@@ -237,24 +238,15 @@ describe('refusedServerName', () => {
       EGRESS_RULES.SniMissing,
       'the TLS ClientHello sent through the tunnel to registry.npmjs.org names no server (SNI)',
     ],
-    // A server comparing names exactly would serve its default site for these.
+    // Honest clients send the host as it was written (Go, Java, Node, Python: `GitHub.com`; Python: `github.com.`).
+    ['the same host in upper case, with a final dot', { kind: 'client-hello', serverName: 'Registry.NPMJS.org.' }, undefined, undefined],
+    ['the same host with a final dot', { kind: 'client-hello', serverName: 'registry.npmjs.org.' }, undefined, undefined],
+    ['the same host in upper case', { kind: 'client-hello', serverName: 'REGISTRY.npmjs.org' }, undefined, undefined],
     [
-      'the same host in upper case, with a final dot',
-      { kind: 'client-hello', serverName: 'Registry.NPMJS.org.' },
+      'the same host with two final dots',
+      { kind: 'client-hello', serverName: 'registry.npmjs.org..' },
       EGRESS_RULES.SniMismatch,
-      '"Registry.NPMJS.org." is not written as registry.npmjs.org',
-    ],
-    [
-      'the same host with a final dot',
-      { kind: 'client-hello', serverName: 'registry.npmjs.org.' },
-      EGRESS_RULES.SniMismatch,
-      'is not written as registry.npmjs.org',
-    ],
-    [
-      'the same host in upper case',
-      { kind: 'client-hello', serverName: 'REGISTRY.npmjs.org' },
-      EGRESS_RULES.SniMismatch,
-      'is not written as registry.npmjs.org',
+      '"registry.npmjs.org.." is not registry.npmjs.org',
     ],
     [
       'another host behind the same address',
@@ -278,6 +270,30 @@ describe('refusedServerName', () => {
     const refusal = refusedServerName('registry.npmjs.org', hello);
     if (rule === undefined) expect(refusal).toBeUndefined();
     else expect(refusal).toMatchObject({ status: 403, rule, message: expect.stringContaining(message) });
+  });
+
+  // RFC 6066 wants a fully qualified name: Java sends no server name for `registry`.
+  it('lets a ClientHello without a server name through to a single-label host, and checks one that names a server', () => {
+    expect(refusedServerName('registry', { kind: 'client-hello' })).toBeUndefined();
+    expect(refusedServerName('registry', { kind: 'client-hello', serverName: 'Registry.' })).toBeUndefined();
+    expect(refusedServerName('registry', { kind: 'client-hello', serverName: 'registry.npmjs.org' })).toMatchObject({
+      status: 403,
+      rule: EGRESS_RULES.SniMismatch,
+    });
+    expect(refusedServerName('registry.test', { kind: 'client-hello' })).toMatchObject({ status: 403, rule: EGRESS_RULES.SniMissing });
+  });
+
+  it('refuses an SSLv2-format ClientHello, which names no server, even to a single-label host', () => {
+    const cipherSpecs = Buffer.from('00c02f00009c00002f', 'hex');
+    const body = Buffer.concat([Buffer.from([1, 3, 3, 0, cipherSpecs.length, 0, 0, 0, 32]), cipherSpecs, Buffer.alloc(32, 0x5a)]);
+    const hello = readClientHello(Buffer.concat([Buffer.from([0x80, body.length]), body]));
+    for (const host of ['registry.npmjs.org', 'registry']) {
+      expect(refusedServerName(host, hello)).toMatchObject({
+        status: 403,
+        rule: EGRESS_RULES.SniMismatch,
+        message: expect.stringContaining('SSLv2-format ClientHello, which carries no server name'),
+      });
+    }
   });
 });
 

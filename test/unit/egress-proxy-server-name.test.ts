@@ -1,7 +1,7 @@
 // A CONNECT tunnel carries TLS to the host it was opened to only (egress-proxy-server.ts with
 // tls-client-hello.ts): the ClientHello's server name is read before a byte goes on, and a
-// tunnel asking for another site behind the same address, or for none, is closed and audited
-// as refused.
+// tunnel asking for another site behind the same address, or for none when its host has a dot,
+// is closed and audited as refused.
 // Nor does a tunnel carry plain HTTP, on any port (http-request-line.ts): its request line is
 // read before a byte goes on, as the client's own Host would pick the site.
 import { connect, createServer, type Server } from 'node:net';
@@ -30,7 +30,7 @@ async function start() {
       socket.on('error', () => undefined);
     }),
   );
-  const allow = parseHostPatterns([`allowed.test:${destinationPort}`]);
+  const allow = parseHostPatterns([`allowed.test:${destinationPort}`, `registry:${destinationPort}`]);
   const records: EgressConnection[] = [];
   const proxy = createEgressProxyServer({
     egressKey: KEY,
@@ -44,11 +44,17 @@ async function start() {
 }
 
 /**
- * Opens a tunnel to allowed.test and starts TLS through it, asking for `servername` (none when
- * undefined), after the bytes `before` when given.
+ * Opens a tunnel to `host` (allowed.test unless given) and starts TLS through it, asking for
+ * `servername` (none when undefined), after the bytes `before` when given.
  */
-async function tlsThroughTunnel(proxyPort: number, destinationPort: number, servername: string | undefined, before?: Buffer) {
-  const { socket, state } = await openTunnel(proxyPort, destinationPort);
+async function tlsThroughTunnel(
+  proxyPort: number,
+  destinationPort: number,
+  servername: string | undefined,
+  before?: Buffer,
+  host = 'allowed.test',
+) {
+  const { socket, state } = await openTunnel(proxyPort, destinationPort, host);
   if (before) socket.write(before);
   const tls = tlsConnect({ socket, servername: servername ?? '', rejectUnauthorized: false });
   tls.on('error', () => undefined);
@@ -62,11 +68,11 @@ async function bytesThroughTunnel(proxyPort: number, destinationPort: number, by
   return state;
 }
 
-async function openTunnel(proxyPort: number, destinationPort: number) {
+async function openTunnel(proxyPort: number, destinationPort: number, host = 'allowed.test') {
   const socket = connect(proxyPort, '127.0.0.1');
   track(socket);
   socket.on('error', () => undefined);
-  socket.write(`CONNECT allowed.test:${destinationPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+  socket.write(`CONNECT ${host}:${destinationPort} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
   const head = await new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString('latin1'))));
   expect(head).toMatch(/^HTTP\/1\.1 200 /);
   const state = { closed: false };
@@ -138,13 +144,28 @@ describe('egress proxy: the TLS server name of a tunnel', { timeout: 15_000 }, (
     expect(received()).toHaveLength(0);
   });
 
-  it('closes a tunnel whose server name is its host in another case, with a final dot', async () => {
+  it('passes on a ClientHello naming the tunnel’s host in another case, with a final dot, as clients send a host written so', async () => {
+    const { destinationPort, proxyPort, received } = await start();
+    await tlsThroughTunnel(proxyPort, destinationPort, 'Allowed.TEST.');
+    await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello', serverName: 'Allowed.TEST.' });
+  });
+
+  it('passes on a ClientHello naming no server through a tunnel to a single-label host, which clients send no name for', async () => {
+    const { destinationPort, proxyPort, received } = await start();
+    await tlsThroughTunnel(proxyPort, destinationPort, undefined, undefined, 'registry');
+    await expect.poll(() => readClientHello(received()), { timeout: 5_000 }).toEqual({ kind: 'client-hello' });
+  });
+
+  it('closes a tunnel whose first bytes are an SSLv2-format ClientHello, which names no server, before a byte goes on', async () => {
+    // OpenSSL 3 still takes such a hello, and answered it with its default site's certificate.
     const { destinationPort, proxyPort, received, records } = await start();
-    const tunnel = await tlsThroughTunnel(proxyPort, destinationPort, 'Allowed.TEST.');
+    const cipherSpecs = Buffer.from('00c02f00009c00002f', 'hex');
+    const body = Buffer.concat([Buffer.from([1, 3, 3, 0, cipherSpecs.length, 0, 0, 0, 32]), cipherSpecs, Buffer.alloc(32, 0x5a)]);
+    const tunnel = await bytesThroughTunnel(proxyPort, destinationPort, Buffer.concat([Buffer.from([0x80, body.length]), body]));
     await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
     await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
     expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
-    expect(records[0]!.message).toContain('"Allowed.TEST." is not written as allowed.test');
+    expect(records[0]!.message).toContain('SSLv2-format ClientHello');
     expect(received()).toHaveLength(0);
   });
 });

@@ -92,6 +92,44 @@ describe('readClientHello', () => {
       expect(readClientHello(mongoMessage(length, requestId)), `request id ${requestId}`).toEqual({ kind: 'not-tls' });
   });
 
+  /** An SSLv2-format ClientHello of version 3.`minor`, as a TLS 1.2 client with SSLv2Hello sends it: three cipher specs, a 32-byte challenge. */
+  function sslV2ClientHello(minor: number): Buffer {
+    const cipherSpecs = Buffer.from('00c02f00009c00002f', 'hex');
+    const body = Buffer.concat([Buffer.from([1, 3, minor, 0, cipherSpecs.length, 0, 0, 0, 32]), cipherSpecs, Buffer.alloc(32, 0x5a)]);
+    return Buffer.concat([Buffer.from([0x80 | (body.length >> 8), body.length & 255]), body]);
+  }
+
+  // OpenSSL 3 answered one with its default certificate: it has no extensions, so no server name.
+  it.each([0, 1, 3])('refuses an SSLv2-format ClientHello of version 3.%i, once its three lengths are in', (minor) => {
+    const hello = sslV2ClientHello(minor);
+    const refused = { kind: 'malformed', why: expect.stringContaining('an SSLv2-format ClientHello, which carries no server name') };
+    expect(readClientHello(hello)).toEqual(refused);
+    expect(readClientHello(hello.subarray(0, 11))).toEqual(refused);
+    for (let length = 1; length < 11; length++) expect(readClientHello(hello.subarray(0, length))).toEqual({ kind: 'incomplete' });
+  });
+
+  /** An ONC RPC (NFS) call whose record mark says last fragment, 259 bytes: 80 00 01 03. */
+  function oncRpcCall(): Buffer {
+    const call = Buffer.alloc(4 + 259);
+    call.writeUInt32BE(0x8000_0000 + 259, 0);
+    [0x1234_5678, 0, 2, 100_003, 3, 0].forEach((word, index) => call.writeUInt32BE(word, 4 + 4 * index));
+    return call;
+  }
+
+  // Each starts with a byte of 0x80 or more, as an SSLv2-format record does; the first two also
+  // have 01 03 where its type and version major are. None is a hello a server takes, and each is
+  // known as not TLS before its end, so a client that sends it and waits is not held up.
+  it.each([
+    ['an ONC RPC call in a 259-byte fragment', oncRpcCall()],
+    ['a Thrift compact call of "get", sequence id 1 (8 bytes)', Buffer.from('8221010367657400', 'hex')],
+    ['a memcached binary get of "foo"', Buffer.from(`800000030000000000000003${'00'.repeat(12)}666f6f`, 'hex')],
+    ['a Java serialization stream', Buffer.from('aced00057372', 'hex')],
+  ])('leaves %s alone (not TLS)', (_what, bytes) => {
+    expect(readClientHello(bytes)).toEqual({ kind: 'not-tls' });
+    for (let length = 1; length < bytes.length; length++)
+      expect(readClientHello(bytes.subarray(0, length))).not.toMatchObject({ kind: 'malformed' });
+  });
+
   it.each([0x00, 0x01, 0x02, 0x0f])(
     'refuses a ClientHello whose record version is %i.x, not 3 (Go serves a first record of any version below 16)',
     async (major) => {

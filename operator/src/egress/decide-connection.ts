@@ -92,22 +92,30 @@ export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | 
 /**
  * A tunnel's TLS server name (SNI) must be the host it was opened to, as the proxy checked it:
  * behind a shared address (a CDN, an ingress) the server name picks the site, so a tunnel to a
- * listed host could otherwise reach any site sharing its address. The name is compared as
- * sent, not folded: a server that compares names exactly (HAProxy's `req.ssl_sni` without
- * `-i`; RFC 6066 forbids the final dot) reads `Allowed.Test.` as a site it does not know and
- * serves its default one, which need not be the listed host.
+ * listed host could otherwise reach any site sharing its address. The name is compared as the
+ * proxy compares host names, without case and without one final dot, since honest clients send
+ * the host as it was written: Go, Java, Node and Python send `https://GitHub.com/` as
+ * `GitHub.com`, and Python `github.com.` with its dot (Maven, Gradle and Go take such hosts from
+ * a repository's config). A server that compares names exactly (HAProxy's `req.ssl_sni` without
+ * `-i`) serves its default site for such a name, another site on the listed host's address:
+ * the exposure of domain fronting (SECURITY.md, Known limits), which the proxy cannot close.
  *
- * A ClientHello without a server name is refused too (sni-missing). A server that picks the
- * site by the Host header sent inside TLS, after the handshake (ingress-nginx, Go's net/http,
- * Envoy), serves whichever site that header names, and the proxy cannot read it; one that
- * picks by SNI serves its default site, which the run did not list. Honest clients send the
- * name for every host name, and a tunnel is only ever opened to a host name (decideRequest
- * refuses IP literals, the one case where a client sends none).
+ * A ClientHello without a server name is refused (sni-missing) when the host has a dot. A
+ * server that picks the site by the Host header sent inside TLS, after the handshake
+ * (ingress-nginx, Go's net/http, Envoy), serves whichever site that header names, and the
+ * proxy cannot read it; one that picks by SNI serves its default site, which the run did not
+ * list. Clients send the name for such a host unless SNI was turned off, and a tunnel is only
+ * ever opened to a host name (decideRequest refuses IP literals). A single-label host
+ * (`registry`, which a pattern and the proxy's hostAliases may name) is the exception: RFC 6066
+ * asks for a fully qualified name, and clients such as Java send none for it, so its hello
+ * passes without one; the site is then the Host header's choice, the exposure of domain
+ * fronting again.
  *
  * A tunnel whose first bytes are not TLS is not this check's (plain HTTP is refused by
  * refusedPlainHttpTunnel, other protocols pass). TLS the proxy cannot check (another record or
- * a version other than 3 before the ClientHello, Encrypted Client Hello, a server_name
- * extension that servers read differently) reads as malformed and is refused.
+ * a version other than 3 before the ClientHello, an SSLv2-format ClientHello, Encrypted Client
+ * Hello, a server_name extension that servers read differently) reads as malformed and is
+ * refused.
  */
 export function refusedServerName(host: string, hello: ClientHelloReading): Refusal | undefined {
   if (hello.kind === 'malformed') {
@@ -115,6 +123,7 @@ export function refusedServerName(host: string, hello: ClientHelloReading): Refu
   }
   if (hello.kind !== 'client-hello') return undefined;
   if (hello.serverName === undefined) {
+    if (!host.includes('.')) return undefined;
     return refuse(
       403,
       EGRESS_RULES.SniMissing,
@@ -122,15 +131,7 @@ export function refusedServerName(host: string, hello: ClientHelloReading): Refu
         `by what the proxy cannot see, so a tunnel carries TLS only when it names ${host}: connect by that name, with SNI on`,
     );
   }
-  if (hello.serverName === host) return undefined;
-  if (canonicalHostName(hello.serverName) === host) {
-    return refuse(
-      403,
-      EGRESS_RULES.SniMismatch,
-      `the TLS server name ${shown(hello.serverName)} is not written as ${host}, the host the tunnel was opened to; ` +
-        'a server that compares names exactly would serve another site for it: send the name in lower case, without a final dot',
-    );
-  }
+  if (canonicalHostName(hello.serverName) === host) return undefined;
   return refuse(
     403,
     EGRESS_RULES.SniMismatch,

@@ -16,16 +16,19 @@
 // is not 3.x (Go's crypto/tls takes a first record of any version below 0x1000, so a hello
 // whose version bytes were 00 01 would otherwise pass as "not TLS", unchecked, and be served),
 // a ClientHello with Encrypted Client Hello, whose outer server name is whatever the client
-// chose while the site served is the encrypted inner one, and a server_name extension that
-// servers read differently (two of them, several names, an empty one: readServerName).
+// chose while the site served is the encrypted inner one, a server_name extension that servers
+// read differently (two of them, several names, an empty one: readServerName), and a
+// ClientHello in the SSLv2 format, which has no extensions and so no server name
+// (readSslV2ClientHello).
 //
 // Which bytes are TLS at all: those that read as a chain of records leading to a ClientHello,
-// whatever their versions, since that is what a lenient server reads. A first byte of 20-24
-// alone does not make TLS: a length-prefixed protocol starts so by chance (a MongoDB message
-// of 278 bytes starts 16 01 00 00, its length in little-endian), and its next bytes, read as
-// records and a handshake message, are no ClientHello that any server would take. The
-// hello's own client_version does not count: Go's crypto/tls ignores it when the hello lists
-// supported_versions, so a hello of client_version 0.0 is served like any other.
+// whatever their versions, or as an SSLv2-format ClientHello, since that is what a lenient
+// server reads. A first byte of 20-24 alone does not make TLS: a length-prefixed protocol
+// starts so by chance (a MongoDB message of 278 bytes starts 16 01 00 00, its length in
+// little-endian), and its next bytes, read as records and a handshake message, are no
+// ClientHello that any server would take. The hello's own client_version does not count: Go's
+// crypto/tls ignores it when the hello lists supported_versions, so a hello of client_version
+// 0.0 is served like any other.
 
 export type ClientHelloReading =
   /** More bytes are needed to know. */
@@ -57,6 +60,11 @@ const SERVER_NAME_EXTENSION = 0;
 /** encrypted_client_hello (draft-ietf-tls-esni). */
 const ENCRYPTED_CLIENT_HELLO_EXTENSION = 0xfe0d;
 const HOST_NAME = 0;
+/** An SSLv2-format record's header: its first byte has the top bit set, then 15 bits of length. */
+const SSL_V2_HEADER_BYTES = 2;
+const SSL_V2_CLIENT_HELLO = 1;
+/** The fixed fields of an SSLv2-format ClientHello: type 1, version 2, three lengths of 2. */
+const SSL_V2_CLIENT_HELLO_FIXED = 1 + 2 + 3 * 2;
 
 /**
  * The largest ClientHello waited for. Today's run to 2 KiB (a post-quantum key share is the
@@ -66,6 +74,7 @@ export const CLIENT_HELLO_MAX_BYTES = 16 * 1024;
 
 /** What the first bytes a client sent through a tunnel say about the server name it asks for. */
 export function readClientHello(bytes: Buffer): ClientHelloReading {
+  if (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) return readSslV2ClientHello(bytes);
   // Walk the records that have arrived, the last one perhaps in part, joining their handshake
   // fragments. What would make a server refuse the hello (refused) is noted and only counts
   // once the bytes are known to lead to a ClientHello: until then they may be another protocol.
@@ -186,4 +195,40 @@ function readServerName(data: Buffer): string | Malformed {
   }
   if (nameLength === 0) return { kind: 'malformed', why: 'an empty server name, which no client sends' };
   return data.subarray(5).toString('latin1');
+}
+
+/**
+ * A ClientHello in the SSLv2 format (RFC 5246 Appendix E.2), as the first bytes of a tunnel:
+ * [0x80 | length high bits][length low] then [type 1][version 2][cipher specs length 2]
+ * [session id length 2][challenge length 2] and those three fields. OpenSSL (3 too, which
+ * answered one at `@SECLEVEL=0` with its default certificate) and a Java server with
+ * SSLv2Hello on take it for a hello of TLS 1.2 or older when its version is 3.x. It has no
+ * extensions, so no server name: it reads as malformed (refused), never as not TLS (passed on
+ * unchecked).
+ *
+ * Only bytes a server would take count: a record long enough for the fixed fields, type 1,
+ * version major 3, and the three fields within the record; other bytes whose first is 0x80 or
+ * more stay another protocol (ONC RPC's record mark `80 00 01 03` of a 259-byte fragment, a
+ * Thrift compact call `82 21 01 03 "get"`). The lengths are checked as their bytes arrive, so
+ * a short message that cannot fit (that Thrift call, 8 bytes) is known as not TLS at once
+ * rather than waiting for 11 bytes its client never sends.
+ */
+function readSslV2ClientHello(bytes: Buffer): ClientHelloReading {
+  if (bytes.length < SSL_V2_HEADER_BYTES) return { kind: 'incomplete' };
+  const length = bytes.readUInt16BE(0) & 0x7fff;
+  if (length < SSL_V2_CLIENT_HELLO_FIXED) return { kind: 'not-tls' };
+  const at = (index: number) => bytes[SSL_V2_HEADER_BYTES + index];
+  if (at(0) === undefined) return { kind: 'incomplete' };
+  if (at(0) !== SSL_V2_CLIENT_HELLO) return { kind: 'not-tls' };
+  if (at(1) === undefined) return { kind: 'incomplete' };
+  if (at(1) !== 3) return { kind: 'not-tls' };
+  // The least the three fields can hold, from the length bytes that have arrived.
+  let fields = 0;
+  for (const index of [3, 5, 7]) fields += ((at(index) ?? 0) << 8) + (at(index + 1) ?? 0);
+  if (SSL_V2_CLIENT_HELLO_FIXED + fields > length) return { kind: 'not-tls' };
+  if (bytes.length < SSL_V2_HEADER_BYTES + SSL_V2_CLIENT_HELLO_FIXED) return { kind: 'incomplete' };
+  return {
+    kind: 'malformed',
+    why: 'it is an SSLv2-format ClientHello, which carries no server name (SNI); send a TLS ClientHello (Java: without SSLv2Hello)',
+  };
 }
