@@ -3,7 +3,10 @@
 import { kubeconfigPath } from './cluster.ts';
 import { runProcess, startProcess, type ProcessResult, type StartedProcess } from './run-process.ts';
 
-export const pluginPath = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
+/** The plugin's JavaScript, which these run with this test's node; the launcher that finds a node for it is pluginLauncherPath. */
+export const pluginPath = new URL('../../operator/bin/plugin-entry.mjs', import.meta.url).pathname;
+/** operator/bin/kubectl-codingrun: the shell script on PATH that checks the node it finds, then runs pluginPath with it. */
+export const pluginLauncherPath = new URL('../../operator/bin/kubectl-codingrun', import.meta.url).pathname;
 
 export function startPlugin(args: readonly string[]): StartedProcess {
   return startProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfigPath(), ...args], {

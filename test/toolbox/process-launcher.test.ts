@@ -204,6 +204,22 @@ describe('the launcher helper', () => {
     expect(unheard).toEqual([]);
   });
 
+  it('fails a launch whose fork of the helper threw (ENOMEM, E2BIG) with LauncherLostError instead of throwing, and forks again for the next', async () => {
+    // fork() throws all but EACCES, EAGAIN, EMFILE, ENFILE and ENOENT itself. ENOMEM needs the
+    // memory gone; E2BIG, an argument over the kernel's 128 KiB for one, is thrown the same way.
+    const execArgv = ['--import', 'tsx', `--title=${'x'.repeat(200_000)}`];
+    const launcher = new ProcessLauncher(entry, execArgv);
+    launchers.push(launcher);
+    const lost = await run(launcher.launch, '/bin/sh', ['-c', 'echo ran']);
+    expect(LauncherLostError.isInstance(lost.error)).toBe(true);
+    expect(lost.error!.message).toContain('spawn E2BIG');
+    expect(lost).toMatchObject({ code: null, stdout: '' });
+    expect(launcher.helperPid).toBeUndefined();
+    execArgv.pop(); // the launcher forks with these arguments as they are now
+    const next = await run(launcher.launch, '/bin/sh', ['-c', 'echo again']);
+    expect(next).toMatchObject({ code: 0, stdout: 'again\n' });
+  });
+
   it("holds none of the operator's environment itself", async () => {
     process.env.CHAMVI_TEST_OPERATOR_SECRET = 'not for the helper';
     const launcher = newLauncher();

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GitOutOfMemoryError, runGit, type GitCommand } from '../../operator/src/workers/git-runner.ts';
 import { GitNotStartedError } from '../../operator/src/workers/errors/git-not-started-error.ts';
-import { launchHere, ProcessLauncher, type Launch } from '../../operator/src/workers/process-launcher.ts';
+import { LauncherLostError, launchHere, ProcessLauncher, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createRepository, git } from '../support/git-fixture.ts';
 
 const MiB = 1024 * 1024;
@@ -32,10 +32,11 @@ afterAll(() => {
 });
 
 /** The launcher helper's launch, as the operator starts git (the helper is TypeScript here, as under the dev operator). */
-function helperLaunch(): Launch {
+function helperLaunch(...execArgv: string[]): Launch {
   const launcher = new ProcessLauncher(fileURLToPath(new URL('../../operator/src/process-launcher-main.ts', import.meta.url)), [
     '--import',
     'tsx',
+    ...execArgv,
   ]);
   launchers.push(launcher);
   return launcher.launch;
@@ -126,6 +127,16 @@ describe('runGit', () => {
       throw new Error('the process launcher is closed');
     };
     expect(() => runGit(command(['status'], { launch: closed }))).toThrow('the process launcher is closed');
+  });
+
+  it('rejects with LauncherLostError, which the job retries, when the helper could not be forked (ENOMEM, E2BIG)', async () => {
+    // fork() throws ENOMEM itself, as it does E2BIG (an argument over the kernel's 128 KiB for one).
+    const unforkable = helperLaunch(`--title=${'x'.repeat(200_000)}`);
+    const lost = await Promise.resolve()
+      .then(() => runGit(command(['status'], { launch: unforkable })))
+      .catch((error: unknown) => error);
+    expect(LauncherLostError.isInstance(lost)).toBe(true);
+    expect((lost as Error).message).toContain('spawn E2BIG');
   });
 
   it.each([

@@ -221,8 +221,10 @@ class RelayedProcess extends EventEmitter implements LaunchedProcess {
  * this process's Node flags, so under tsx a .ts entry works too.
  *
  * The helper is lost when it exits, when a message to it cannot be written, or when it cannot
- * be started at all (fork's EAGAIN, ENOMEM): each fails the children it ran with
- * LauncherLostError, and the next launch starts a new helper. None of them may be an 'error'
+ * be started at all: each fails the children it ran with LauncherLostError, and the next launch
+ * starts a new helper. Node reports only EACCES, EAGAIN, EMFILE, ENFILE and ENOENT of a fork as
+ * an 'error' event; fork() throws any other failure (ENOMEM, E2BIG) itself, and the launch that
+ * forked fails its child the same way rather than throw it. None of them may be an 'error'
  * event nobody hears: a send to a helper that died before its channel's end was read failed
  * with EPIPE as such an event, which ended the operator and every namespace's work with it.
  */
@@ -244,8 +246,19 @@ export class ProcessLauncher {
   }
 
   readonly launch: Launch = (command, args, options) => {
-    const helper = this.started();
+    if (this.closed) throw new Error('the process launcher is closed');
     const id = this.nextId++;
+    let helper: ChildProcess;
+    try {
+      helper = this.started();
+    } catch (error) {
+      // fork() threw (ENOMEM: no memory, for now, to copy the operator into a new process): no
+      // helper runs and the child never starts. It fails as a lost helper's children do, once its
+      // caller listens, so its job is retried; the next launch forks again.
+      const child = new RelayedProcess(options, () => undefined, id);
+      queueMicrotask(() => child.lost(`it could not be started: ${error instanceof Error ? error.message : String(error)}`));
+      return child;
+    }
     const send = (message: ToLauncher) => {
       // With a callback, a failed write is this call's, not an 'error' event of the helper.
       if (helper.connected) helper.send(message, (error) => error && this.lose(helper, `its channel failed: ${error.message}`));
@@ -267,8 +280,8 @@ export class ProcessLauncher {
     this.helper = undefined;
   }
 
+  /** The helper, forked when there is none; throws what fork() throws. */
   private started(): ChildProcess {
-    if (this.closed) throw new Error('the process launcher is closed');
     if (this.helper) return this.helper;
     const helper = fork(this.entry, [], {
       execArgv: [...this.execArgv],
@@ -285,7 +298,8 @@ export class ProcessLauncher {
     helper.on('disconnect', () => {
       if (this.helper === helper) this.helper = undefined;
     });
-    // Not started (fork's EAGAIN, ENOMEM: no 'exit' follows), or a message that could not be sent.
+    // Not started (EACCES, EAGAIN, EMFILE, ENFILE, ENOENT: no 'exit' follows; fork() throws the
+    // rest, launch catches them), or a message that could not be sent.
     helper.on('error', (error) => this.lose(helper, error.message));
     // The helper must not keep the operator alive, nor be what a shutdown waits for.
     helper.unref();
