@@ -347,4 +347,43 @@ describe('issue #14 publishing to a real forge', () => {
     );
     expect((await branchOf(repo, 'main')).commit?.id).toBe(merged);
   }, 600_000);
+
+  it("a run deleted and made again under its name leaves the first run's branch and pull request alone", async () => {
+    // The attack: Bob's run published chamvi/publish-taken and its pull request. Someone who may
+    // delete and create runs, but push nothing, deletes it and creates a run of the same name
+    // whose model writes a backdoor. Its commit differs (its uid), so without the guard the
+    // operator force-pushed the branch, and Bob's pull request showed her change.
+    const repo = 'taken';
+    await gitea.createRepository(repo);
+    await applyRun('publish-taken', repo, gitea.token);
+    const first = await finishedRun<RunStatus>(NS, 'publish-taken', 180_000);
+    expect(first).toMatchObject({ phase: 'Succeeded' });
+    const { commit, pullRequest } = first.result!.published!;
+    const bobsRun = JSON.parse(await kubectlOk(['get', 'crun', 'publish-taken', '-n', NS, '-o', 'json'])) as { metadata: { uid: string } };
+
+    await kubectlOk(['delete', 'crun', 'publish-taken', '-n', NS, '--wait=true', '--timeout=120s']);
+    const backdoor = {
+      turns: [{ toolCalls: [{ toolName: 'write_file', input: { path: 'greeting.txt', content: 'backdoor\n' } }] }, { text: SUMMARY }],
+    };
+    await applyIn(NS, [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'publish-taken-backdoor' },
+        data: { 'script.json': JSON.stringify(backdoor) },
+      },
+    ]);
+    await applyRun('publish-taken', repo, gitea.token, { model: { provider: 'scripted', scriptRef: { name: 'publish-taken-backdoor' } } });
+    const again = await finishedRun<RunStatus>(NS, 'publish-taken', 180_000);
+    expect(again).toMatchObject({ phase: 'Failed', reason: 'PublishFailed' });
+    expect(again.message).toContain(
+      `branch chamvi/publish-taken was made for another run named ${NS}/publish-taken (uid ${bobsRun.metadata.uid})`,
+    );
+    expect(again.message).toContain('close that pull request and delete the branch');
+    expect((await branchOf(repo, 'chamvi/publish-taken')).commit?.id).toBe(commit);
+    const pulls = await pullsOf(repo);
+    expect(pulls).toHaveLength(1);
+    expect(pulls[0]).toMatchObject({ number: pullRequest!.number, state: 'open', head: { sha: commit } });
+    expect(pushesTo(repo)).toHaveLength(1);
+  }, 600_000);
 });

@@ -1,5 +1,9 @@
 // The pure half of publishing (publish/): what a run's spec.publish renders to, which forge a
-// host speaks, and what is left to do given what the forge already has. A table each.
+// host speaks, and what is left to do given what the forge already has. A table each; real git
+// only to show that the trailers read are the ones git reads.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
 import { isBranchName, publishCredentialsRule } from '../../operator/src/api/publish-spec.ts';
@@ -10,6 +14,7 @@ import { defaultTitle, planPublish, publishedFor, type PlanInput } from '../../o
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { parseSpec, validateRun } from '../../operator/src/reconcile/validate-run.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { createRepository, git } from '../support/git-fixture.ts';
 
 const input = (overrides: Partial<PlanInput> = {}): PlanInput => ({
   namespace: 'agents',
@@ -33,7 +38,11 @@ describe('planPublish', () => {
     if (!result.ok) return;
     expect(result.plan.pullRequest).toBeUndefined();
     expect(result.plan.commitMessage).toMatch(/^Fix the login bug\n\n/);
-    expect(publishedFor(result.plan.commitMessage)).toEqual({ run: 'agents/fix-login', branch: result.plan.branch });
+    expect(publishedFor(result.plan.commitMessage)).toEqual({
+      run: 'agents/fix-login',
+      branch: result.plan.branch,
+      uid: '0b8f6e3a-1111-2222-3333-444455556666',
+    });
   });
 
   it('defaults the pull request body to the summary plus the size and usage', () => {
@@ -154,14 +163,20 @@ describe('forgeFor', () => {
 describe('decidePush', () => {
   const ours = 'a'.repeat(40);
   const other = 'b'.repeat(40);
-  const made = (run: string, branch = 'chamvi/fix') => `Title\n\nChamvi-Run: ${run}\nChamvi-Run-Branch: ${branch}\nChamvi-Run-Uid: u\n`;
+  const made = (run: string, branch = 'chamvi/fix', uid = 'u') =>
+    `Title\n\nChamvi-Run: ${run}\nChamvi-Run-Branch: ${branch}\nChamvi-Run-Uid: ${uid}\n`;
   it.each([
     ['no branch yet: create it', undefined, { action: 'create' }],
     ['the branch already holds this commit (a retry): nothing', { commit: ours, message: made('agents/fix') }, { action: 'none' }],
     [
-      'made by the operator for this run name (a re-created run): move it from what was seen',
+      'made by the operator for this very run (its uid; a publish tried again): move it from what was seen',
       { commit: other, message: made('agents/fix') },
       { action: 'move', from: other },
+    ],
+    [
+      'made for an earlier run of this name, deleted and made again (another uid): refused',
+      { commit: other, message: made('agents/fix', 'chamvi/fix', 'uid-of-bobs-run') },
+      { action: 'refuse' },
     ],
     ['made for another run: refused', { commit: other, message: made('agents/other') }, { action: 'refuse' }],
     [
@@ -181,21 +196,30 @@ describe('decidePush', () => {
       { action: 'refuse' },
     ],
   ])('%s', (_, remote, expected) => {
-    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote, protectedBranches: ['main'] })).toMatchObject(
-      expected,
-    );
+    expect(
+      decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', uid: 'u', remote, protectedBranches: ['main'] }),
+    ).toMatchObject(expected);
   });
 
   it("never moves the default branch or the pull request's base, even when its head is the operator's commit for this run", () => {
     // A fast-forward or rebase merge of the run's pull request puts exactly that commit at the head of main.
     const merged = { commit: other, message: made('agents/fix') };
     for (const branch of ['main', 'release-1']) {
-      const decision = decidePush({ branch, commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main', 'release-1'] });
+      const decision = decidePush({
+        branch,
+        commit: ours,
+        run: 'agents/fix',
+        uid: 'u',
+        remote: merged,
+        protectedBranches: ['main', 'release-1'],
+      });
       expect(decision).toMatchObject({ action: 'refuse' });
       expect((decision as { message: string }).message).toContain('never moves');
     }
     // The same head on a branch of the run's own is moved.
-    expect(decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main'] })).toEqual({
+    expect(
+      decidePush({ branch: 'chamvi/fix', commit: ours, run: 'agents/fix', uid: 'u', remote: merged, protectedBranches: ['main'] }),
+    ).toEqual({
       action: 'move',
       from: other,
     });
@@ -208,6 +232,7 @@ describe('decidePush', () => {
       branch: 'main',
       commit: ours,
       run: 'agents/fix',
+      uid: 'u',
       remote: merged,
       protectedBranches: ['release'],
       defaultBranchUnknown: true,
@@ -218,6 +243,7 @@ describe('decidePush', () => {
         branch: 'chamvi/fix',
         commit: ours,
         run: 'agents/fix',
+        uid: 'u',
         remote: undefined,
         protectedBranches: [],
         defaultBranchUnknown: true,
@@ -231,7 +257,14 @@ describe('decidePush', () => {
     // Run agents/fix's pull request from chamvi/fix was rebase-merged into release; the run is
     // re-created with publish.branch release and no pull request (so release is no base).
     const merged = { commit: other, message: made('agents/fix', 'chamvi/fix') };
-    const decision = decidePush({ branch: 'release', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: ['main'] });
+    const decision = decidePush({
+      branch: 'release',
+      commit: ours,
+      run: 'agents/fix',
+      uid: 'u',
+      remote: merged,
+      protectedBranches: ['main'],
+    });
     expect(decision).toMatchObject({
       action: 'refuse',
       message: expect.stringContaining('did not make for run agents/fix on this branch'),
@@ -241,8 +274,102 @@ describe('decidePush', () => {
   it('protects a base however it was spelt: refs/heads/release and heads/release are the branch release', () => {
     const merged = { commit: other, message: made('agents/fix') };
     for (const base of ['refs/heads/release', 'heads/release', 'release']) {
-      const decision = decidePush({ branch: 'release', commit: ours, run: 'agents/fix', remote: merged, protectedBranches: [base] });
+      const decision = decidePush({
+        branch: 'release',
+        commit: ours,
+        run: 'agents/fix',
+        uid: 'u',
+        remote: merged,
+        protectedBranches: [base],
+      });
       expect(decision, base).toMatchObject({ action: 'refuse' });
+    }
+  });
+});
+
+describe("a run deleted and made again under its name does not take the first run's branch and pull request", () => {
+  // Bob's run agents/fix-login published chamvi/fix-login (pull request #42, approved). Alice,
+  // who may delete and create runs but push nothing, deletes it and creates her own
+  // fix-login: same name, another uid.
+  const BOB = '0b8f6e3a-1111-2222-3333-444455556666';
+  const ALICE = '7c2d9e41-aaaa-bbbb-cccc-ddddeeeeffff';
+  const ours = 'a'.repeat(40);
+  const head = 'b'.repeat(40);
+  const planned = (uid: string) => {
+    const result = planPublish(input({ uid }));
+    if (!result.ok) throw new Error(result.message);
+    return result.plan;
+  };
+  const push = (uid: string, message: string) =>
+    decidePush({
+      branch: 'chamvi/fix-login',
+      commit: ours,
+      run: 'agents/fix-login',
+      uid,
+      remote: { commit: head, message },
+      protectedBranches: ['main'],
+    });
+
+  it("refuses the branch of another run of the name, naming the branch, that run's uid and what to do", () => {
+    const decision = push(ALICE, planned(BOB).commitMessage);
+    expect(decision).toMatchObject({ action: 'refuse' });
+    const { message } = decision as { message: string };
+    expect(message).toContain('branch chamvi/fix-login');
+    expect(message).toContain(`uid ${BOB}`);
+    expect(message).toContain('close that pull request and delete the branch');
+    expect(message).toContain('spec.publish.branch');
+  });
+
+  it('moves the branch for the same run tried again (its own uid), from the head it saw', () => {
+    expect(push(BOB, planned(BOB).commitMessage)).toEqual({ action: 'move', from: head });
+  });
+
+  it("does not take a Chamvi-Run-Uid line written above the trailer block for the run's uid", () => {
+    const operatorTrailers = planned(BOB).commitMessage.slice(planned(BOB).commitMessage.indexOf('Chamvi-Run: '));
+    // In the body, a paragraph of its own; and in the trailer paragraph, above the operator's lines.
+    const inBody = `Fix the login bug\n\nThe model wrote:\nChamvi-Run-Uid: ${ALICE}\n\n${operatorTrailers}`;
+    const inBlock = `Fix the login bug\n\nChamvi-Run-Uid: ${ALICE}\n${operatorTrailers}`;
+    expect(push(ALICE, inBody)).toMatchObject({ action: 'refuse' });
+    expect(push(ALICE, inBlock)).toMatchObject({ action: 'refuse' });
+    // git reads two uids in that paragraph: the head is no run's, not even Bob's.
+    expect(push(BOB, inBlock)).toMatchObject({ action: 'refuse' });
+  });
+
+  it('takes no branch whose head has no uid trailer (an operator from before it)', () => {
+    const withoutUid = 'Fix the login bug\n\nChamvi-Run: agents/fix-login\nChamvi-Run-Branch: chamvi/fix-login\n';
+    expect(push(BOB, withoutUid)).toMatchObject({ action: 'refuse' });
+  });
+});
+
+describe('publishedFor reads the trailers git reads', () => {
+  const TRAILERS = 'Chamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u1';
+  it.each([
+    ["the operator's message", `Title\n\nMade by CodingRun a/b.\n\n${TRAILERS}\n`, { run: 'a/b', branch: 'chamvi/b', uid: 'u1' }],
+    [
+      'a forged uid in a paragraph of the body',
+      `Title\n\nChamvi-Run-Uid: u2\n\n${TRAILERS}\n`,
+      { run: 'a/b', branch: 'chamvi/b', uid: 'u1' },
+    ],
+    ['a forged uid in the trailer paragraph (git reads two)', `Title\n\nChamvi-Run-Uid: u2\n${TRAILERS}\n`, undefined],
+    ['another trailer in the paragraph', `Title\n\nSigned-off-by: x <x@y>\n${TRAILERS}\n`, undefined],
+    ['a second uid after the block', `Title\n\n${TRAILERS}\nChamvi-Run-Uid: u2\n`, undefined],
+    ['the trailers alone (git takes them for the subject)', `${TRAILERS}\n`, undefined],
+    ['a blank first line and the trailers', `\n\n\n${TRAILERS}\n`, undefined],
+    ['a value of two words', `Title\n\n${TRAILERS} u2\n`, undefined],
+  ])('%s', (_, message, expected) => {
+    expect(publishedFor(message)).toEqual(expected);
+    const dir = mkdtempSync(join(tmpdir(), 'chamvi-trailers-'));
+    try {
+      createRepository(dir);
+      writeFileSync(join(dir, 'message'), message);
+      const commit = git(['commit-tree', 'HEAD^{tree}', '-F', 'message'], dir).trim();
+      const read = git(['log', '-1', '--format=%(trailers:only,unfold)', commit], dir).trim();
+      // Whenever publishedFor names a run, git reads exactly those three trailers, each once.
+      if (expected)
+        expect(read).toBe(`Chamvi-Run: ${expected.run}\nChamvi-Run-Branch: ${expected.branch}\nChamvi-Run-Uid: ${expected.uid}`);
+      else expect(read).not.toBe(TRAILERS);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

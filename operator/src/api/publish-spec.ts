@@ -91,7 +91,7 @@ export const publishSpec = z
       .default('chamvi/{run}')
       .describe(
         "Branch to push the run's change to, as a template: {run} becomes the run's name, {namespace} its namespace. Default " +
-          'chamvi/{run}. An existing branch is moved only when its last commit was made by the operator for a run of this name; ' +
+          'chamvi/{run}. An existing branch is moved only when its last commit was made by the operator for this very run (its uid); ' +
           'any other existing branch (main, a human branch) fails the run PublishFailed and is left alone.',
       ),
     credentialsSecretRef: keyReference(

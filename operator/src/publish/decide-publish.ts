@@ -16,14 +16,17 @@ export interface RemoteBranch {
 export type PushDecision =
   | { action: 'none' }
   | { action: 'create' }
-  /** Move a branch the operator made for this run name (a re-created run): only from the commit seen. */
+  /** Move a branch the operator made for this very run (a publish tried again): only from the commit seen. */
   | { action: 'move'; from: string }
   | { action: 'refuse'; message: string };
 
 export interface PushInput {
   branch: string;
   commit: string;
+  /** `namespace/name` of the run. */
   run: string;
+  /** The run's metadata.uid. */
+  uid: string;
   remote: RemoteBranch | undefined;
   /**
    * Branches never moved, whatever their head says: the repository's default branch and the
@@ -70,23 +73,38 @@ export function decidePush(input: PushInput): PushDecision {
     };
   }
   const madeFor = publishedFor(remote.message);
-  if (madeFor?.run === input.run && madeFor.branch === input.branch) {
-    if (input.defaultBranchUnknown) {
-      return {
-        action: 'refuse',
-        message:
-          `branch ${input.branch} exists, and the repository's default branch, which the operator never moves, cannot be told ` +
-          '(the remote names no HEAD and no forge API is configured for the host); set spec.publish.branch to a new branch',
-      };
-    }
-    return { action: 'move', from: remote.commit };
+  if (madeFor?.run !== input.run || madeFor.branch !== input.branch) {
+    return {
+      action: 'refuse',
+      message:
+        `branch ${input.branch} already exists at ${remote.commit.slice(0, 12)}, which the operator did not make for run ${input.run} on this branch; ` +
+        'it is left alone: set spec.publish.branch to a new branch, or delete that one',
+    };
   }
-  return {
-    action: 'refuse',
-    message:
-      `branch ${input.branch} already exists at ${remote.commit.slice(0, 12)}, which the operator did not make for run ${input.run} on this branch; ` +
-      'it is left alone: set spec.publish.branch to a new branch, or delete that one',
-  };
+  // A run deleted and made again under its name is another run, whoever made it: the branch,
+  // its pull request and the approvals given there are the first run's. The creator
+  // annotation is no proof of the same author (without the chart's separation-of-duties
+  // policy it is whatever the run's writer says, and under GitOps it names the tool).
+  if (madeFor.uid !== input.uid) {
+    // Cut: anyone who may push can write that trailer, and this message goes to status.
+    const other = madeFor.uid.length > 64 ? `${madeFor.uid.slice(0, 64)}…` : madeFor.uid;
+    return {
+      action: 'refuse',
+      message:
+        `branch ${input.branch} was made for another run named ${input.run} (uid ${other}), which was deleted or replaced; ` +
+        'it is left alone, and so is its pull request. To publish this run there, close that pull request and delete the branch, ' +
+        'then create the run again; or create it with another spec.publish.branch (or another name)',
+    };
+  }
+  if (input.defaultBranchUnknown) {
+    return {
+      action: 'refuse',
+      message:
+        `branch ${input.branch} exists, and the repository's default branch, which the operator never moves, cannot be told ` +
+        '(the remote names no HEAD and no forge API is configured for the host); set spec.publish.branch to a new branch',
+    };
+  }
+  return { action: 'move', from: remote.commit };
 }
 
 export type PullRequestDecision =

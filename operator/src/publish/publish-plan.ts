@@ -27,7 +27,10 @@ export interface PublishPlan {
 
 export type PlanResult = { ok: true; plan: PublishPlan } | { ok: false; message: string };
 
-/** The trailer that marks a commit as the operator's for a run: a branch whose head carries the run's may be moved. */
+/**
+ * The trailers that mark a commit as the operator's for a run: a branch whose head carries this
+ * very run's (its name, the branch and its uid) may be moved.
+ */
 export const RUN_TRAILER = 'Chamvi-Run';
 
 const TITLE_MAX = 72;
@@ -96,18 +99,30 @@ export function planPublish(input: PlanInput): PlanResult {
   };
 }
 
+/** What the operator's trailers on a branch head say it was made for. */
+export interface PublishedFor {
+  /** `namespace/name` of the run. */
+  run: string;
+  branch: string;
+  /** The run's metadata.uid: which run of that name, as a run deleted and made again under the name is another. */
+  uid: string;
+}
+
 /**
  * The run and branch a commit message says it was made for, if any: only when the message ends
- * as planPublish ends it, with the Chamvi-Run, Chamvi-Run-Branch and Chamvi-Run-Uid trailers
- * as its last three lines. A trailer quoted in a body (a squash merge's summary, a
- * contributor's note) names no run. The branch is named because a merge copies the commit,
- * trailers and all, to another branch (a fast-forward into `release`), which a later run of
- * the same name must not take for its own.
+ * as planPublish ends it, with a paragraph of exactly the Chamvi-Run, Chamvi-Run-Branch and
+ * Chamvi-Run-Uid trailers after a title. That paragraph is the commit's trailer block as git
+ * reads it (`git log --format=%(trailers)`), each key once: a trailer quoted in a body (a
+ * squash merge's summary, a contributor's note, a line in the same paragraph above the
+ * operator's) names no run. The branch is named because a merge copies the commit, trailers
+ * and all, to another branch (a fast-forward into `release`), which a later run of the same
+ * name must not take for its own.
  */
-export function publishedFor(message: string): { run: string; branch: string } | undefined {
+export function publishedFor(message: string): PublishedFor | undefined {
   const lines = message.trimEnd().split('\n');
-  if (!new RegExp(`^${RUN_TRAILER}-Uid: \\S+$`).test(lines.at(-1) ?? '')) return undefined;
-  const branch = new RegExp(`^${RUN_TRAILER}-Branch: (\\S+)$`).exec(lines.at(-2) ?? '')?.[1];
-  const run = new RegExp(`^${RUN_TRAILER}: (\\S+)$`).exec(lines.at(-3) ?? '')?.[1];
-  return run && branch ? { run, branch } : undefined;
+  if (lines.length < 5 || lines.at(-4) !== '' || lines.slice(0, -4).every((line) => line.trim() === '')) return undefined;
+  const uid = new RegExp(`^${RUN_TRAILER}-Uid: (\\S+)$`).exec(lines.at(-1)!)?.[1];
+  const branch = new RegExp(`^${RUN_TRAILER}-Branch: (\\S+)$`).exec(lines.at(-2)!)?.[1];
+  const run = new RegExp(`^${RUN_TRAILER}: (\\S+)$`).exec(lines.at(-3)!)?.[1];
+  return run && branch && uid ? { run, branch, uid } : undefined;
 }

@@ -344,6 +344,7 @@ async function publish(
       branch: plan.branch,
       commit,
       run: `${run.metadata.namespace}/${run.metadata.name}`,
+      uid: run.metadata.uid,
       remote: remote.branch,
       protectedBranches: [defaultBranch, namedBase].filter((branch) => branch !== undefined),
       defaultBranchUnknown: defaultBranch === undefined,
