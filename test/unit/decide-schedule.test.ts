@@ -30,6 +30,8 @@ interface Row {
   status?: CodingScheduleStatus;
   createdAt?: string;
   runs?: ScheduledRun[];
+  /** Runs naming the schedule as their controller that it did not make as it makes them (runs-of-schedule.ts). */
+  foreign?: ScheduledRun[];
   now: string;
   problem?: ScheduleInput['problem'];
   expected: {
@@ -300,6 +302,21 @@ const rows: Row[] = [
     now: '2026-06-01T15:00:01Z',
     expected: { create: '2026-06-01T15:00:00.000Z', active: [], deleted: [] },
   },
+  // Anyone who may create runs can label one for the next due time and name the schedule's uid
+  // as its controller: the schedule took it for its own and made none.
+  {
+    name: 'a foreign run for the time due: the schedule still makes its own, and warns',
+    spec: { schedule: '0 * * * *' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    foreign: [run('planted', '2026-06-01T15:00:00Z')],
+    now: '2026-06-01T15:00:01Z',
+    expected: {
+      create: '2026-06-01T15:00:00.000Z',
+      lastScheduleTime: '2026-06-01T15:00:00.000Z',
+      active: [],
+      events: ['Warning ForeignRun'],
+    },
+  },
 ];
 
 describe('decideSchedule', () => {
@@ -315,6 +332,7 @@ describe('decideSchedule', () => {
       cron: parsed.schedule,
       ...(row.problem ? { problem: row.problem } : {}),
       runs: row.runs ?? [],
+      ...(row.foreign ? { foreign: row.foreign } : {}),
       now: new Date(row.now),
     });
     const { expected } = row;

@@ -293,6 +293,25 @@ describe('#15.2 decide: a run applied again after its TTL deleted it', () => {
     expect(decision.events).toEqual([expect.objectContaining({ type: eventType, reason: 'AlreadyFinished' })]);
   });
 
+  // A CodingEval's attempt names and specs can be computed: a record written ahead for one made
+  // the attempt end at once in the record's phase and reason, and the eval graded that.
+  const controlledBy = (apiVersion: string, kind: string) =>
+    run({
+      spec: { ttlSecondsAfterFinished: 60 },
+      metadata: { ownerReferences: [{ apiVersion, kind, name: 'owner', uid: 'owner-uid', controller: true }] } as never,
+    });
+  it.each([
+    ['a CodingEval', 'Provisioning', undefined, 'chamvi.dev/v1alpha1', 'CodingEval'],
+    ['a CodingSchedule', 'Provisioning', undefined, 'chamvi.dev/v1alpha1', 'CodingSchedule'],
+    ['a controller of another kind (a tool that re-creates it)', 'Succeeded', 'AlreadyFinished', 'example.org/v1', 'Composite'],
+    ['a kind of that name in another group', 'Succeeded', 'AlreadyFinished', 'example.org/v1', 'CodingEval'],
+  ] as const)('a run controlled by %s with a matching record goes to %s (%s)', (_, phase, reason, apiVersion, kind) => {
+    const finishedBefore = record({ phase: 'Succeeded', reason: 'Completed' });
+    const decision = decide(observe(controlledBy(apiVersion, kind), { finishedBefore }), config, now);
+    expect(decision.status).toMatchObject({ phase });
+    expect(decision.status!.reason).toBe(reason);
+  });
+
   it('runs when the spec changed (a new task is a new job), whatever the TTL', () => {
     const changed = run({ spec: { task: 'Another task', ttlSecondsAfterFinished: 60 } });
     expect(decide(observe(changed, { finishedBefore: record() }), config, now).status).toMatchObject({ phase: 'Provisioning' });

@@ -150,13 +150,16 @@ describe("a schedule's history limit", () => {
       },
     },
   } as unknown as CodingSchedule;
+  // As the schedule made it (runs-of-schedule.ts): its run spec and its scheduled-at annotation.
   const scheduledRun = (uid: string): CodingRun =>
     codingRunFixture({
+      spec: (schedule.spec as { runTemplate: { spec: Record<string, unknown> } }).runTemplate.spec,
       metadata: {
         name: 'nightly-a1b2c',
         namespace: 'team',
         uid,
         labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': '1780300800' },
+        annotations: { 'chamvi.dev/scheduled-at': '2026-06-01T08:00:00.000Z' },
         ownerReferences: [
           { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-nightly', controller: true },
         ],

@@ -139,6 +139,16 @@ describe('gradeAttempt', () => {
     });
   });
 
+  // Anyone who may write ConfigMaps can write a record for an attempt's name and spec, both computable.
+  it.each<[string, Partial<RunEvidence>]>([
+    ['Succeeded', { phase: 'Succeeded', reason: 'AlreadyFinished', steps: 0, calls: [] }],
+    ['Failed', { phase: 'Failed', reason: 'AlreadyFinished' }],
+  ])('fails ForeignRun, whatever the graders say, a run that ended %s from a chamvi-finished-runs record without running', (_, ended) => {
+    const grade = gradeAttempt(graders, evidence(ended));
+    expect(grade).toMatchObject({ passed: false, failureReason: 'ForeignRun' });
+    expect(grade.failed.map((verdict) => verdict.why)).toEqual([expect.stringMatching(/did not run.*chamvi-finished-runs/)]);
+  });
+
   it('fails a run whose grader fails with grader:<label> of the first one', () => {
     const grade = gradeAttempt(graders, evidence({ verificationPassed: false, calls: [{ tool: 'write_file', ok: true }] }));
     expect(grade.passed).toBe(false);

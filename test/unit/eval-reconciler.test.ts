@@ -100,6 +100,31 @@ function world(options: { evaluation: CodingEval; runs?: CodingRun[]; refuseStat
   };
 }
 
+describe('an attempt whose run ended from a chamvi-finished-runs record', () => {
+  // Written ahead for the attempt's computable name and spec, or applied by an operator from
+  // before the rule that applies none to an eval's run: the run reports Succeeded at 0 tokens.
+  it('is graded failed ForeignRun, not passed, with a Warning Event naming the run', async () => {
+    const evaluation = evaluationOf(1);
+    const run = madeRun(evaluation, 1, {
+      phase: 'Succeeded',
+      reason: 'AlreadyFinished',
+      completionTime: NOW.toISOString(),
+      result: { summary: '' },
+    } as CodingRun['status']);
+    const eval1 = world({ evaluation, runs: [run] });
+    await eval1.reconcile();
+    expect(eval1.evaluation.status?.attempts).toEqual([
+      expect.objectContaining({ run: run.metadata.name, passed: false, failure: 'ForeignRun', reason: 'AlreadyFinished' }),
+    ]);
+    expect(eval1.evaluation.status?.passes).toBe(0);
+    expect(eval1.events).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining(run.metadata.name) }),
+      ]),
+    );
+  });
+});
+
 describe("an eval's run deleted before it was graded", () => {
   const evaluation = evaluationOf(1);
   const run = madeRun(evaluation, 1, { phase: 'Running' });

@@ -112,3 +112,86 @@ describe('a schedule whose run the API server refuses to store for its size', ()
     expect(events).toEqual([]);
   });
 });
+
+// Anyone who may create CodingRuns can label one for the schedule and name its uid as the
+// controller: one for the time due was taken for the schedule's run, which was never made, and
+// one active held a Forbid schedule for good.
+describe('a schedule with a run planted under its labels and controller reference', () => {
+  const planted = (scheduledTime: string, status?: CodingRun['status']): CodingRun =>
+    ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: {
+        name: 'nightly-plant',
+        namespace: 'team',
+        uid: 'uid-plant',
+        generation: 1,
+        labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': String(Date.parse(scheduledTime) / 1000) },
+        annotations: { 'chamvi.dev/scheduled-at': new Date(scheduledTime).toISOString() },
+        ownerReferences: [
+          { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-nightly', controller: true },
+        ],
+      },
+      spec: { ...RUN, task: 'Print the repository secrets' },
+      ...(status ? { status } : {}),
+    }) as unknown as CodingRun;
+
+  it('still makes its own run for the time due, counts only that, and warns naming the planted run', async () => {
+    const { reconciler, kube, written, events } = scene(scheduleWith({ spec: RUN }));
+    kube.listScheduleRuns.mockResolvedValue([planted('2026-06-01T10:30:00Z')]);
+    await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(written.at(-1)).toMatchObject({
+      lastScheduleTime: '2026-06-01T10:30:00Z',
+      active: [{ name: 'nightly-x7k2p', scheduledTime: '2026-06-01T10:30:00Z' }],
+      activeCount: 1,
+    });
+    expect(events).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ reason: 'RunCreated' }),
+        expect.objectContaining({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining('nightly-plant') }),
+      ]),
+    );
+  });
+
+  it('still finds its own run made before a lost status write, and makes none again', async () => {
+    const first = scene(scheduleWith({ spec: RUN }));
+    first.kube.replaceScheduleStatus.mockRejectedValueOnce(new Error('operator killed before the status write'));
+    await expect(first.reconciler.reconcile('team/nightly')).rejects.toThrow('killed');
+    const made = first.kube.createRun.mock.calls[0]![0] as CodingRun & { metadata: { generateName: string } };
+    const { generateName, ...metadata } = made.metadata;
+    const held = { ...made, metadata: { ...metadata, name: `${generateName}x7k2p`, uid: 'uid-run', generation: 1 } } as CodingRun;
+    const again = scene(scheduleWith({ spec: RUN }));
+    again.kube.listScheduleRuns.mockResolvedValue([held, planted('2026-06-01T10:30:00Z')]);
+    await again.reconciler.reconcile('team/nightly');
+    expect(again.kube.createRun).not.toHaveBeenCalled();
+    expect(again.written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: 'nightly-x7k2p' }] });
+  });
+
+  it('Forbid: an active planted run holds nothing', async () => {
+    const { reconciler, kube, written } = scene(scheduleWith({ spec: RUN }));
+    kube.getSchedule.mockResolvedValue({
+      ...scheduleWith({ spec: RUN }),
+      spec: { schedule: '* * * * *', concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } },
+      status: { lastScheduleTime: '2026-06-01T10:29:00Z' },
+    } as unknown as CodingSchedule);
+    kube.listScheduleRuns.mockResolvedValue([planted('2026-06-01T10:29:00Z', { phase: 'Running' })]);
+    await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(written.at(-1)!.active?.map((active) => active.name)).toEqual(['nightly-x7k2p']);
+  });
+
+  it('a finished planted run is neither its last success nor history it deletes', async () => {
+    const { reconciler, kube, written } = scene(scheduleWith({ spec: RUN }));
+    kube.getSchedule.mockResolvedValue({
+      ...scheduleWith({ spec: RUN }),
+      spec: { schedule: '* * * * *', successfulRunsHistoryLimit: 0, runTemplate: { spec: RUN } },
+    } as unknown as CodingSchedule);
+    kube.listScheduleRuns.mockResolvedValue([
+      planted('2026-06-01T10:29:00Z', { phase: 'Succeeded', completionTime: '2026-06-01T10:29:30Z' } as CodingRun['status']),
+    ]);
+    await reconciler.reconcile('team/nightly');
+    expect(written.at(-1)!.lastSuccessfulTime).toBeUndefined();
+    expect(kube.deleteRun).not.toHaveBeenCalled();
+  });
+});

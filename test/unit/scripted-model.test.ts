@@ -80,10 +80,32 @@ describe('parseModelScript', () => {
     })();
     expect(ModelScriptInvalidError.isInstance(error)).toBe(true);
     const problems = (error as ModelScriptInvalidError).problems.join('\n');
-    expect(problems).toContain('turns.0.usage');
-    expect(problems).toContain('input_tokens');
+    expect(problems).toContain('turns.0.usage: unknown key(s); allowed here: "inputTokens", "outputTokens"');
     expect(problems).toMatch(/turns\.1.*"text" or at least one entry in "toolCalls"/);
     expect((error as Error).message).toContain('spec.model.scriptRef');
+  });
+
+  // A run may name any ConfigMap key of its namespace: zod's "Unrecognized keys: "db_host",
+  // "api_token"" told its author the keys of a ConfigMap they may not read.
+  it.each([
+    ['at the root', '{"db_host": "prod-db.internal", "api_token": "s3cr3t"}', '(root): unknown key(s); allowed here: "turns"'],
+    ['in a turn', '{"turns": [{"text": "a", "acct_4111111111111111": 1}]}', 'turns.0: unknown key(s); allowed here: "text"'],
+    [
+      'in a tool call',
+      '{"turns": [{"toolCalls": [{"toolName": "bash", "input": {}, "db_host": 1}]}]}',
+      'turns.0.toolCalls.0: unknown key(s); allowed here: "toolName", "input"',
+    ],
+  ])('names no key of a script that has unknown keys %s, only the keys allowed there', (_where, text, said) => {
+    const error = (() => {
+      try {
+        parseModelScript(text);
+      } catch (caught) {
+        return caught as Error;
+      }
+    })();
+    expect(error?.message).toContain(said);
+    for (const quoted of ['db_host', 'api_token', 'acct_4111111111111111', 'prod-db', 's3cr3t'])
+      expect(error?.message).not.toContain(quoted);
   });
 
   // A 1 MiB ConfigMap holds 340 000 empty turns: the message listed every one (25 MB, logged whole).

@@ -118,6 +118,18 @@ export function runsOfEval(runs: readonly CodingRun[], evaluation: CodingEval, s
   return runs.filter((run) => isAttemptRun(run, evaluation, spec));
 }
 
+/** The one Warning Event for attempts failed ForeignRun in a pass, naming the first and why. */
+function foreignRunEvents(foreign: readonly AttemptStatus[]): EvalEvent[] {
+  if (foreign.length === 0) return [];
+  const first = foreign[0]!;
+  const why = first.failedGraders?.[0] ?? '';
+  // A not-run attempt's why does not name its run; a foreign one's does.
+  const message = why.includes(first.run) ? why : `${first.run}: ${why}`;
+  return [
+    { type: 'Warning', reason: EVAL_EVENT_REASONS.ForeignRun, message: `${foreign.length} attempt(s) failed ForeignRun: ${message}` },
+  ];
+}
+
 export class EvalReconciler {
   private readonly now: () => Date;
   /**
@@ -184,8 +196,13 @@ export class EvalReconciler {
       const evidence = await this.evidenceOf(run);
       fresh.push(attemptStatusOf(run, cell, evidence, gradeAttempt(task.graders, evidence)));
     }
+    // Runs that ended from a record in chamvi-finished-runs without running fail ForeignRun (gradeAttempt): said once, as they are graded.
+    const notRun = fresh.filter((attempt) => attempt.failure === 'ForeignRun');
     const decision = decideEval(evaluation, parsed.spec, [...runs, ...going], fresh, this.now());
-    if (decision.create.length === 0) return (await this.apply(evaluation, decision)) ? recheck : undefined;
+    if (decision.create.length === 0)
+      return (await this.apply(evaluation, { ...decision, events: [...decision.events, ...foreignRunEvents(notRun)] }))
+        ? recheck
+        : undefined;
     // A run the API server refuses as invalid (an admission policy, a schema rule) would be
     // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
     // A 403 (a ResourceQuota on codingruns below parallelism, a webhook) may pass later: the
@@ -227,12 +244,7 @@ export class EvalReconciler {
         reason: EVAL_EVENT_REASONS.RunRefused,
         message: `the API server refused ${refused.length} run(s): ${refused[0]!.failedGraders![0]!}`,
       });
-    if (foreign.length > 0)
-      events.push({
-        type: 'Warning',
-        reason: EVAL_EVENT_REASONS.ForeignRun,
-        message: `${foreign.length} attempt(s) failed ForeignRun: ${foreign[0]!.failedGraders![0]!}`,
-      });
+    events.push(...foreignRunEvents([...notRun, ...foreign]));
     if (!(await this.apply(evaluation, { ...after, events }))) return;
     if (forbidden !== undefined) return { requeueAfterMs: RUNS_FORBIDDEN_RETRY_MS };
     if (deleting) return { requeueAfterMs: DELETING_RUN_RECHECK_MS };

@@ -5,7 +5,7 @@
 // by an attempt that died before its status write is found again by its scheduled-time label.
 import { isDeepStrictEqual } from 'node:util';
 import type { CodingRun } from '../api/index.ts';
-import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
@@ -15,6 +15,7 @@ import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
 import { specIssuesMessage } from '../reconcile/spec-issues.ts';
 import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
+import { runsOfSchedule } from '../reconcile/runs-of-schedule.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { WriteGate } from './write-gate.ts';
 
@@ -110,7 +111,10 @@ export class ScheduleReconciler {
       else problem = resolved.problem;
     }
 
-    const owned = (await kube.listScheduleRuns(namespace, name)).filter((run) => ownedBy(run, schedule));
+    // Only the runs it made as it makes them count (runs-of-schedule.ts): one planted with its
+    // labels and a controller reference to it is neither counted nor deleted.
+    const making = { spec, ...(runSpec ? { runSpec } : {}), ...(template ? { template } : {}) };
+    const { own: owned, foreign } = runsOfSchedule(await kube.listScheduleRuns(namespace, name), schedule, making);
     const runs = owned.flatMap(toScheduledRun);
     // Each run is deleted as listed, by its uid: one deleted and made again under its name since
     // (by a person, by GitOps) is not the schedule's to delete.
@@ -122,6 +126,7 @@ export class ScheduleReconciler {
       createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
       cron,
       runs,
+      foreign: foreign.flatMap(toScheduledRun),
       now,
     };
     const decision = decideSchedule({ ...input, ...(problem ? { problem } : {}) });
@@ -198,12 +203,6 @@ function tooLargeRefusal(error: unknown): { code: number; message: string; fix: 
  */
 function sameStatus(status: CodingScheduleStatus, current: CodingScheduleStatus | undefined): boolean {
   return isDeepStrictEqual(status, current ?? {});
-}
-
-/** A run counts only when this schedule (this uid, not an earlier one of the same name) controls it. */
-function ownedBy(run: CodingRun, schedule: CodingSchedule): boolean {
-  const owners = (run.metadata as { ownerReferences?: Array<{ uid?: string; controller?: boolean }> }).ownerReferences ?? [];
-  return owners.some((owner) => owner.controller && owner.uid === schedule.metadata.uid);
 }
 
 function withCreatedRun(status: CodingScheduleStatus, name: string, scheduledTime: Date): CodingScheduleStatus {

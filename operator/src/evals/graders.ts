@@ -3,6 +3,8 @@
 // with gaps, a diff that could not be read) fails and says why: a grade is never a guess.
 import type { GraderSpec } from '../api/coding-eval.ts';
 import { LIMITS } from '../api/coding-run-status.ts';
+import { REASONS } from '../api/reasons.ts';
+import { FINISHED_RUNS_CONFIG_MAP } from '../reconcile/finished-runs.ts';
 import { fileAfter, touches } from './diff-files.ts';
 import type { RunEvidence } from './run-evidence.ts';
 
@@ -91,8 +93,25 @@ export interface AttemptGrade {
   failed: GraderVerdict[];
 }
 
-/** An attempt passes when its run Succeeded and every grader passes. */
+/**
+ * Why a run that did not run is no attempt: the run ended at once from a record in the
+ * namespace's chamvi-finished-runs (reconcile/finished-runs.ts), which anyone who may write
+ * ConfigMaps there can write. The operator applies none to a run an eval controls; this holds
+ * should one have been applied all the same (a run accepted before that rule).
+ */
+export const NOT_RUN_VERDICT: GraderVerdict = {
+  grader: 'run',
+  ok: false,
+  why: `it did not run: it ended ${REASONS.AlreadyFinished} from a record in ConfigMap ${FINISHED_RUNS_CONFIG_MAP}, which is not graded`,
+};
+
+/**
+ * An attempt passes when its run Succeeded and every grader passes. A run that did not run
+ * fails ForeignRun, whatever phase and reason the record gave it: what it reports is not the
+ * model's work, and no grader looks at it.
+ */
 export function gradeAttempt(graders: readonly GraderSpec[], evidence: RunEvidence): AttemptGrade {
+  if (evidence.reason === REASONS.AlreadyFinished) return { passed: false, failureReason: 'ForeignRun', failed: [NOT_RUN_VERDICT] };
   const failed = graders.map((grader) => grade(grader, evidence)).filter((verdict) => !verdict.ok);
   if (evidence.phase !== 'Succeeded') return { passed: false, failureReason: evidence.reason ?? evidence.phase, failed };
   if (failed.length > 0) return { passed: false, failureReason: `grader:${failed[0]!.grader}`, failed };

@@ -51,6 +51,12 @@ export interface ScheduleInput {
   /** Set when the schedule or its run spec is invalid: nothing is created. */
   problem?: ScheduleProblem;
   runs: ScheduledRun[];
+  /**
+   * Runs naming the schedule as their controller that it did not make as it makes them
+   * (runs-of-schedule.ts): never counted, deleted or replaced. One for the time due does not
+   * stand for the schedule's run: its own is made, and a Warning Event says so.
+   */
+  foreign?: ScheduledRun[];
   now: Date;
 }
 
@@ -133,6 +139,8 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       }
       create = due;
       lastScheduleTime = due;
+      const claiming = (input.foreign ?? []).filter((run) => run.scheduledTime.getTime() === due.getTime());
+      if (claiming.length > 0) events.push(foreignRunEvent(claiming, due));
     }
   }
 
@@ -190,6 +198,18 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       : input.problem?.reason === 'TemplateNotFound' || input.problem?.reason === 'InvalidRunSpec'
         ? { requeueAfterMs: TEMPLATE_RECHECK_MS }
         : {}),
+  };
+}
+
+/** Said once, when the schedule makes its run for a time a foreign run is labelled with. */
+function foreignRunEvent(claiming: readonly ScheduledRun[], due: Date): RunEvent {
+  const more = claiming.length > 1 ? ` (and ${claiming.length - 1} more)` : '';
+  return {
+    type: 'Warning',
+    reason: 'ForeignRun',
+    message:
+      `Run ${claiming[0]!.name}${more} names this schedule as its controller for ${due.toISOString()} but is not a run it made ` +
+      '(another author, or changed after): it is not counted as the run for that time, and the schedule made its own',
   };
 }
 

@@ -21,7 +21,7 @@ import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
 import { keptDiffResult, withDiffNote } from './kept-diff.ts';
 import { setCondition, findCondition, type ConditionUpdate } from './conditions.ts';
 import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
-import { alreadyFinishedMessage, finishedRunRecord, specSha256 } from './finished-runs.ts';
+import { alreadyFinishedMessage, appliesToRun, finishedRunRecord } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
 import type { AgentView, IgnoredApproval, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
@@ -450,7 +450,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       if (!observed.references) throw new Error('decide: references must be observed for a run that is not accepted yet');
       // #15.2: the same run, applied again after its TTL deleted it, is not run again.
       const before = observed.finishedBefore;
-      if (before && before.specSha256 === specSha256(run.spec)) {
+      if (before && appliesToRun(before, run)) {
         const message = alreadyFinishedMessage(before);
         builder.condition({ type: 'Accepted', status: 'False', reason: REASONS.AlreadyFinished, message });
         builder.finish(before.phase as TerminalPhase, REASONS.AlreadyFinished, message);

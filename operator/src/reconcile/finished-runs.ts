@@ -10,10 +10,16 @@
 //
 // The ConfigMap carries the operator's managed-by label, so the controller reads it from its
 // cache: no request per run. Anyone who may write ConfigMaps in the namespace can edit it;
-// the worst that does is keep a run of that namespace from running. Pure.
+// the worst that does is keep a run of that namespace from running. A run a CodingEval or a
+// CodingSchedule controls is never one a GitOps tool applies again (appliesToRun), and its
+// outcome is graded or counted: a record written ahead for its name (an eval's attempt names
+// and specs can be computed) would have ended it in the record's phase, and an eval graded that.
+// Pure.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { TERMINAL_PHASES, type CodingRun, type Phase } from '../api/index.ts';
+import { GROUP, TERMINAL_PHASES, type CodingRun, type Phase } from '../api/index.ts';
+import { EVAL_KIND } from '../api/coding-eval.ts';
+import { SCHEDULE_KIND } from '../api/coding-schedule.ts';
 
 export const FINISHED_RUNS_CONFIG_MAP = 'chamvi-finished-runs';
 /**
@@ -64,6 +70,26 @@ export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord 
     completionTime: status.completionTime ?? now.toISOString(),
     deletedAt: now.toISOString(),
   };
+}
+
+/** The operator's kinds that make runs themselves: each run once, under a name of their own, never applied again. */
+const RUN_MAKING_KINDS: ReadonlySet<string> = new Set([EVAL_KIND, SCHEDULE_KIND]);
+
+/**
+ * Whether the record stands for this new run: the same spec, and a run that may be applied
+ * again (by a GitOps tool). Not a run a CodingEval or CodingSchedule of this operator controls:
+ * a schedule names each run anew, and an eval makes an attempt's run again only when it was
+ * deleted before it was graded, when it must run; a record matching one was written for it.
+ * Such a run runs. A run whose controller is any other kind may be one a tool re-creates (a
+ * composition, a GitOps controller), as the record exists for.
+ */
+export function appliesToRun(finished: FinishedRunRecord, run: CodingRun): boolean {
+  const references = (run.metadata as { ownerReferences?: Array<{ apiVersion?: string; kind?: string; controller?: boolean }> })
+    .ownerReferences;
+  const controller = references?.find((reference) => reference.controller === true);
+  const madeByOperatorKind =
+    controller !== undefined && controller.apiVersion?.split('/')[0] === GROUP && RUN_MAKING_KINDS.has(controller.kind ?? '');
+  return !madeByOperatorKind && finished.specSha256 === specSha256(run.spec);
 }
 
 /** The record kept for a run name, if any (a malformed entry is no record). */

@@ -75,10 +75,39 @@ export function parseModelScript(text: string): ModelScript {
     throw new ModelScriptInvalidError(
       result.error.issues.slice(0, PROBLEMS_SHOWN).map((issue) => {
         const path = issue.path.length === 0 ? '(root)' : issue.path.map(String).join('.');
-        return `${path}: ${issue.message}`;
+        return `${path}: ${problemWords(issue)}`;
       }),
       result.error.issues.length,
     );
   }
   return result.data;
+}
+
+/**
+ * What is wrong at one place of the script, in words that quote nothing of it: a run may name
+ * any ConfigMap key of its namespace (as with JSON syntax, above), and zod's words for an
+ * unknown key name it ("Unrecognized keys: "db_host", "api_token""), which told a run's author
+ * the keys of a ConfigMap they may not read. Such a problem names the keys allowed there
+ * instead, which is what a misspelt key's author needs. The other problems say what was
+ * expected and which JSON type was found (or are this file's own words, with a count), and a
+ * path only ever passes through keys of this schema: an unknown key stops it, and a tool call's
+ * input, any JSON object, is not looked into.
+ */
+function problemWords(issue: z.core.$ZodIssue): string {
+  if (issue.code !== 'unrecognized_keys') return issue.message;
+  const allowed = keysAllowedAt(issue.path);
+  return `unknown key(s); allowed here: ${allowed.map((key) => `"${key}"`).join(', ')}`;
+}
+
+/** The keys of the object schema at a path of the script (indices step into arrays). */
+function keysAllowedAt(path: readonly PropertyKey[]): string[] {
+  let schema: z.ZodType = modelScriptSchema;
+  for (const step of path) {
+    while (schema instanceof z.ZodOptional) schema = schema.unwrap() as z.ZodType;
+    if (schema instanceof z.ZodArray) schema = schema.element as z.ZodType;
+    else if (schema instanceof z.ZodObject) schema = schema.shape[String(step)] as z.ZodType;
+    else return [];
+  }
+  while (schema instanceof z.ZodOptional) schema = schema.unwrap() as z.ZodType;
+  return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
 }
