@@ -2,7 +2,8 @@
 // run in every phase"): with the workers on, a run deleted while it waits to start, while its
 // setup runs, mid-step, while it waits for approval, and once it has succeeded or failed leaves
 // no object it owned (pod, NetworkPolicy, ConfigMap, Secret), no key of it in Redis and no job
-// of it in the queue, in any state.
+// of it in the queue, in any state. So does a run whose finalizer someone removed before
+// deleting it (the usual fix for a "stuck" object): it goes without the operator's cleanup.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +39,11 @@ interface DeletionCase {
   phase: string;
   turns: object[];
   spec?: object;
+  /**
+   * Its finalizer removed by hand first (`kubectl patch --type=merge -p
+   * '{"metadata":{"finalizers":null}}'`), then deleted: the run is gone at once.
+   */
+  finalizerRemoved?: boolean;
   /** The run is where the case wants it (given its status). */
   reached(status: RunStatus, name: string): boolean | Promise<boolean>;
 }
@@ -81,6 +87,15 @@ const cases: DeletionCase[] = [
     spec: { budget: { maxSteps: 1 } },
     reached: (status) => status.phase === 'Failed',
   },
+  {
+    // No job of it runs that would notice it gone: its state stayed in Redis, and its bytes in
+    // the namespace's tally, for good.
+    phase: 'WaitingForApproval, its finalizer removed before the deletion',
+    turns: [{ toolCalls: [EDIT] }, { toolCalls: [{ toolName: 'bash', input: { command: 'git diff --stat' } }] }, { text: 'done' }],
+    spec: { approval: { tools: ['bash'] } },
+    finalizerRemoved: true,
+    reached: (status) => status.phase === 'WaitingForApproval',
+  },
 ];
 
 /** Objects in the namespace that name the run (by uid) as an owner. */
@@ -111,8 +126,10 @@ async function redisTraces(uid: string): Promise<string[]> {
           : type === 'set'
             ? await redis.smembers(key)
             : [];
+    // A hash's fields: a namespace's tally of saved-state bytes is one field a run.
+    const fields = type === 'hash' ? await redis.hkeys(key) : [];
     // BullMQ's events stream is a bounded log of what happened, not a job or state of the run.
-    for (const member of members) if (member.includes(uid)) found.push(`${key} holds ${member}`);
+    for (const member of [...members, ...fields]) if (member.includes(uid)) found.push(`${key} holds ${member}`);
   }
   return found;
 }
@@ -140,7 +157,7 @@ afterAll(async () => {
 describe('deleting a run, with the workers on', () => {
   it.each(cases.map((each, index) => ({ ...each, name: `delete-${index}` })))(
     'in $phase leaves no object, no Redis key and no job of it',
-    async ({ name, turns, spec, reached }) => {
+    async ({ name, turns, spec, finalizerRemoved, reached }) => {
       await applyIn(NS, [
         { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-script` }, data: { 'script.json': JSON.stringify({ turns }) } },
         {
@@ -161,8 +178,22 @@ describe('deleting a run, with the workers on', () => {
       // when deleted so early that it had none yet.
       const before = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
       if (name !== 'delete-0') expect(before, 'traces before the deletion').not.toEqual([]);
+      // Control: the run's state, and its bytes in the namespace's tally, were there to clean up.
+      if (finalizerRemoved)
+        expect(before).toEqual(expect.arrayContaining([`${PREFIX}:run:${uid}`, `${PREFIX}:state-bytes:${NS} holds ${uid}`]));
 
-      expect((await kubectl(['delete', 'crun', name, '-n', NS, '--wait=false'])).code).toBe(0);
+      const deletion = ['delete', 'crun', name, '-n', NS, '--wait=false'];
+      if (finalizerRemoved) {
+        // The operator is frozen between the two commands: it puts the finalizer back on any
+        // look at a live run without it, and the deletion would then go its usual way.
+        process.kill(operator.pid, 'SIGSTOP');
+        try {
+          expect((await kubectl(['patch', 'crun', name, '-n', NS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}'])).code).toBe(0);
+          expect((await kubectl(deletion)).code).toBe(0);
+        } finally {
+          process.kill(operator.pid, 'SIGCONT');
+        }
+      } else expect((await kubectl(deletion)).code).toBe(0);
       await eventually(
         async () => ((await kubectl(['get', 'crun', name, '-n', NS, '-o', 'name'])).code !== 0 ? true : undefined),
         60_000,

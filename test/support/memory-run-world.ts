@@ -11,7 +11,7 @@ import { RunReconciler, type FairShareSources, type ObjectCache } from '../../op
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../../operator/src/kube/metadata-only.ts';
-import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 
 export class MemoryCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
   readonly items = new Map<string, T>();
@@ -47,6 +47,8 @@ export interface MemoryRunWorld {
   deletedConfigMaps: string[];
   /** Puts a run in the cache as the watch would, reporting the change to the plan cache. */
   update(run: CodingRun): void;
+  /** Takes a run out of the cache as the watch's deletion would, telling the plan cache and the reconciler (run-controller.ts). */
+  remove(namespace: string, name: string): void;
 }
 
 export function memoryRunWorld(options: {
@@ -57,6 +59,13 @@ export function memoryRunWorld(options: {
   fairShare?: FairShareSources;
   /** The ConfigMap cache does not see the deletes. */
   stale?: boolean;
+  /** The agent the reconciler starts and stops runs with; idleAgent when absent. */
+  agent?: RunAgent;
+  /**
+   * A write that leaves a deleting run without finalizers deletes it, as the API server does,
+   * and the watch reports that before the write answers (the order is not given).
+   */
+  deletionSeenBeforeAnswer?: boolean;
 }): MemoryRunWorld {
   const runs = new MemoryCache(options.runs);
   const configMaps = new MemoryCache(options.configMaps ?? []);
@@ -80,7 +89,10 @@ export function memoryRunWorld(options: {
     },
     async setRunFinalizers(run: CodingRun, finalizers: string[]) {
       count('setRunFinalizers');
-      return written(run, { metadata: { ...run.metadata, finalizers } });
+      const stored = written(run, { metadata: { ...run.metadata, finalizers } });
+      if (options.deletionSeenBeforeAnswer && finalizers.length === 0 && run.metadata.deletionTimestamp)
+        remove(run.metadata.namespace, run.metadata.name);
+      return stored;
     },
     async createPod() {
       count('createPod');
@@ -113,7 +125,7 @@ export function memoryRunWorld(options: {
       finishedRuns: new MemoryCache<V1ConfigMap>(),
     },
     kube: missing,
-    agent: idleAgent,
+    agent: options.agent ?? idleAgent,
     events,
     config: options.config,
     logger,
@@ -121,5 +133,11 @@ export function memoryRunWorld(options: {
     ...(options.admissionPlans ? { admissionPlans: options.admissionPlans } : {}),
     ...(options.fairShare ? { fairShare: options.fairShare } : {}),
   });
-  return { reconciler, runs, configMaps, calls, deletedConfigMaps, update };
+  function remove(namespace: string, name: string): void {
+    const last = runs.remove(namespace, name);
+    if (!last) return;
+    reconciler.runDeleted(last);
+    options.admissionPlans?.runChanged(undefined, last);
+  }
+  return { reconciler, runs, configMaps, calls, deletedConfigMaps, update, remove };
 }

@@ -76,7 +76,7 @@ export class RunController {
     const make = <T extends CachedObject>(
       source: InformerSource<T>,
       onOwned: (object: T) => void,
-      onRun?: (object: T, previous?: T) => void,
+      onRun?: (object: T, previous: T | undefined, deleted: boolean) => void,
       also?: (object: T, deleted: boolean) => void,
       via: Watch = watch,
     ) => {
@@ -85,12 +85,12 @@ export class RunController {
         source,
         {
           onChange: (object, previous) => {
-            if (onRun) onRun(object, previous);
+            if (onRun) onRun(object, previous, false);
             else onOwned(object);
             also?.(object, false);
           },
           onDelete: (object) => {
-            if (onRun) onRun(object);
+            if (onRun) onRun(object, undefined, true);
             else onOwned(object);
             also?.(object, true);
           },
@@ -107,7 +107,10 @@ export class RunController {
     };
     // Told of every run and sandbox pod change: the admission plan is made again only after one.
     const admissionPlans = new AdmissionPlanCache({ changesReported: true });
-    const onRun = (run: CodingRun, previous?: CodingRun) => {
+    const onRun = (run: CodingRun, previous: CodingRun | undefined, deleted: boolean) => {
+      // Before its key is queued: the deletion's object is the last sight of the run's uid, which
+      // the reconcile that finds it gone needs to stop its agent (a finalizer someone removed).
+      if (deleted) this.reconciler.runDeleted(run);
       admissionPlans.runChanged(previous, run);
       if (runChangeWakes(previous, run)) this.queue.add(runKey(run));
       // The queue changed (maxActiveRuns): a slot freed up, a run left the queue, or a new run

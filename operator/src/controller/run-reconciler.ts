@@ -288,6 +288,19 @@ export class RunReconciler {
    * every look while the run waits. In memory only: a new leader warns once more.
    */
   private readonly ignoredApprovals = new Map<string, { uid: string; ignored: IgnoredApproval }>();
+  /**
+   * Runs the watch reported deleted without their finalizer path having stopped their agent, by
+   * key and uid, as the cache last saw them: until the key's reconcile has stopped it (stopRunsGone).
+   * Someone removed the finalizer (the usual fix for a "stuck" object); without this, the run's
+   * state stayed in Redis with no TTL, and its bytes in its namespace's tally, for good.
+   */
+  private readonly gone = new Map<string, Map<string, CodingRun>>();
+  /**
+   * Runs (by uid) whose finalizer this process removed: their agent was stopped with no job left
+   * running, the condition the finalizer goes on, so their deletion has nothing more to stop.
+   * Forgotten once the watch reports them deleted.
+   */
+  private readonly finalized = new Set<string>();
   /** The namespaces' sandbox policies this process made, until the cache shows them. */
   private readonly policiesMade: SandboxPoliciesMade;
   /**
@@ -334,6 +347,24 @@ export class RunReconciler {
       this.deps.wake?.(`${run.metadata.namespace}/${run.metadata.name}`);
   }
 
+  /**
+   * The watch saw a run deleted; `run` is the last the cache had of it, the only place its uid
+   * is still known (the work queue's key is its name). What this process holds of it goes now;
+   * its agent is stopped by the key's next reconcile (stopRunsGone), unless its finalizer path here
+   * did that already. Called before the key is queued.
+   */
+  runDeleted(run: CodingRun): void {
+    const { uid, namespace, name } = run.metadata;
+    this.admittedLocally.delete(uid);
+    this.grants.delete(uid);
+    this.unwritable.delete(uid);
+    if (this.finalized.delete(uid)) return;
+    const key = `${namespace}/${name}`;
+    const ofKey = this.gone.get(key) ?? new Map<string, CodingRun>();
+    ofKey.set(uid, run);
+    this.gone.set(key, ofKey);
+  }
+
   /** The namespace's sandbox policies as far as this process knows (the cache, or its own creates not in it yet). */
   private sandboxPolicies(namespace: string): V1NetworkPolicy[] {
     return [SANDBOX_DENY_ALL_POLICY, SANDBOX_EGRESS_POLICY].flatMap((name) => this.policiesMade.seen(namespace, name) ?? []);
@@ -363,16 +394,59 @@ export class RunReconciler {
 
   private async reconcileOnce(key: string): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
     const [namespace, name] = key.split('/') as [string, string];
-    let run = this.deps.caches.runs.get(namespace, name);
-    if (!run) {
-      this.boundSeen.delete(key);
-      this.deletions.forgetRun(key);
-      this.claimsMade.delete(key);
-      this.freshPodsSent.delete(key);
-      this.diffTakes.forget(key);
-      this.ignoredApprovals.delete(key);
-      return { forget: true };
+    const run = this.deps.caches.runs.get(namespace, name);
+    // First, and failing the reconcile when Redis does (the queue backs off): a run made again
+    // under the name waits behind its predecessor's stop, which needs the same Redis anyway.
+    const jobsRunning = await this.stopRunsGone(key, run?.metadata.uid);
+    const result = run ? await this.reconcileRun(key, run) : this.forgetKey(key);
+    if (jobsRunning === 0) return result;
+    // A job of a gone run still runs: it leaves its record when it ends, and nothing else wakes the key.
+    return { requeueAfterMs: Math.min(result.requeueAfterMs ?? JOBS_RUNNING_RECHECK_MS, JOBS_RUNNING_RECHECK_MS) };
+  }
+
+  /**
+   * Stops the agent of each run of this key the watch reported deleted (runDeleted), other than
+   * the one the cache holds now (`current`); resolves to how many of their jobs still run. The
+   * same stop as a deletion's (stopAgent): it removes the run's jobs, its state and its entry in
+   * its namespace's tally, and is safe to repeat. A run is forgotten once none of its jobs runs.
+   */
+  private async stopRunsGone(key: string, current: string | undefined): Promise<number> {
+    const ofKey = this.gone.get(key);
+    if (!ofKey) return 0;
+    let jobsRunning = 0;
+    for (const [uid, run] of ofKey) {
+      // Listed again under the same uid (a watch that reported it deleted in error): not gone.
+      // Finalized here after all: the watch's report of its deletion came before the answer to
+      // the write that removed its finalizer, whose reconcile this one follows.
+      if (uid === current || this.finalized.delete(uid)) {
+        ofKey.delete(uid);
+        continue;
+      }
+      this.beforeWrite();
+      const left = await this.deps.agent.stop(run);
+      jobsRunning += left;
+      if (left > 0) continue;
+      ofKey.delete(uid);
+      this.deps.logger.info(runLogFields(run), "stopped the agent of a run deleted without its finalizer's cleanup");
     }
+    if (ofKey.size === 0) this.gone.delete(key);
+    return jobsRunning;
+  }
+
+  /** The key's run is gone: what this process kept of it by its key goes too. */
+  private forgetKey(key: string): { requeueAfterMs?: number; forget?: boolean } {
+    this.boundSeen.delete(key);
+    this.deletions.forgetRun(key);
+    this.claimsMade.delete(key);
+    this.freshPodsSent.delete(key);
+    this.diffTakes.forget(key);
+    this.ignoredApprovals.delete(key);
+    return { forget: true };
+  }
+
+  private async reconcileRun(key: string, current: CodingRun): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
+    const { namespace, name } = current.metadata;
+    let run = current;
     // Nothing can be written for it: only its deletion or a smaller spec (a new generation) changes that.
     if (this.unwritable.has(run.metadata.uid)) {
       if (this.unwritable.get(run.metadata.uid) === run.metadata.generation && !run.metadata.deletionTimestamp)
@@ -821,6 +895,7 @@ export class RunReconciler {
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
       run = await this.applyAction(run, action);
+      if (action.type === 'removeFinalizer') this.finalized.add(run.metadata.uid);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
     if (changes.length > 0)
