@@ -111,6 +111,16 @@ describe('the checkout launcher (operator/bin/kubectl-codingrun)', () => {
     expect(result.code).toBe(1);
   });
 
+  it("runs the plugin with a node whose version manager's shim prints a notice before the version", async () => {
+    const path = pathWithFakeNode(
+      base,
+      `if [ "$1" = --version ]; then echo 'shim: using the version of .nvmrc'; echo v${REQUIRED}.1.0; exit 0; fi\nexec '${process.execPath}' "$@"`,
+    );
+    const result = await runProcess(pluginLauncherPath, ['--help'], { env: { PATH: path }, stdin: 'ignore' });
+    expect(result.stdout).toMatch(/^kubectl-codingrun: watch, approve and inspect CodingRuns/);
+    expect(result.code).toBe(0);
+  }, 30_000);
+
   it('says it needs node when there is none on PATH', async () => {
     const result = await runProcess(pluginLauncherPath, ['--help'], { env: { PATH: mkdtempSync(join(base, 'empty-')) }, stdin: 'ignore' });
     expect(result.stderr).toBe(`kubectl-codingrun: needs Node.js ${REQUIRED} or later as 'node' on PATH\n`);

@@ -85,7 +85,7 @@ if ! command -v node >/dev/null 2>&1; then
   echo "kubectl-codingrun: needs Node.js ${NODE_MAJOR} or later as 'node' on PATH" >&2
   exit 1
 fi
-version=$(node --version 2>/dev/null)
+version=$(node --version 2>/dev/null | tail -n 1)
 version=\${version#v}
 major=\${version%%.*}
 case $major in
