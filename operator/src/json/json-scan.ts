@@ -106,7 +106,7 @@ export class JsonScan {
  * backslashes; the text's length when it goes on past it. The opening quote stops the walk
  * back, so it never leaves the string.
  */
-function closingQuote(text: string, from: number): number {
+export function closingQuote(text: string, from: number): number {
   for (let at = text.indexOf('"', from); at !== -1; at = text.indexOf('"', at + 1)) {
     let backslashes = 0;
     while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes++;

@@ -5,8 +5,9 @@
 // (limit-response-size.ts). One pass over the body without parsing it: a request holds the
 // whole conversation, megabytes a parse would copy onto the heap for one flag.
 
+import { closingQuote } from '../json/json-scan.ts';
+
 const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 // `{` `[` and `}` `]` differ only in bit 0x20 (as in json/json-scan.ts).
 const CASE_BIT = 0x20;
 const OPENING = 0x7b;
@@ -35,14 +36,4 @@ export function asksForStream(body: unknown): boolean {
     else if ((code | CASE_BIT) === CLOSING) depth--;
   }
   return false;
-}
-
-/** Where the string whose content starts at `from` ends: the first quote after an even run of backslashes (the text's length if none). */
-function closingQuote(text: string, from: number): number {
-  for (let at = text.indexOf('"', from); at !== -1; at = text.indexOf('"', at + 1)) {
-    let backslashes = 0;
-    while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes++;
-    if (backslashes % 2 === 0) return at;
-  }
-  return text.length;
 }
