@@ -91,6 +91,16 @@ function admittedOnOpenShift(pod: V1Pod): V1Pod {
   return copy;
 }
 
+const DIGEST = `sha256:${'0a'.repeat(32)}`;
+
+/** As a verifying webhook (Kyverno verifyImages, sigstore's policy-controller) leaves it: every image pinned to the digest it checked. */
+function pinned(pod: V1Pod): V1Pod {
+  const copy = structuredClone(pod);
+  const spec = copy.spec!;
+  for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) container.image = `${container.image}@${DIGEST}`;
+  return copy;
+}
+
 /** As client-node hands over a pod it read: its objects instances of the model classes, not plain objects. */
 function asReadByClientNode(pod: V1Pod): V1Pod {
   const copy = structuredClone(pod);
@@ -183,6 +193,23 @@ describe('the admitted sandbox pod: what the operator builds passes', () => {
       pod: admitted(buildSandboxPod(customRun, config)),
       run: customRun,
       checkConfig: upgraded,
+    },
+    {
+      // The builder made the plain pod (IfNotPresent, the image's entrypoint); it now makes a custom-image one for that image.
+      name: 'a pod of a run that named the sandboxImage of the time, after an upgrade moved sandboxImage to another tag',
+      pod: admitted(buildSandboxPod(parsedRun({ image: 'chamvi/sandbox:1' }), config)),
+      run: parsedRun({ image: 'chamvi/sandbox:1' }),
+      checkConfig: upgraded,
+    },
+    {
+      name: 'a custom-image pod whose images a verifying webhook pinned to their digests (Kyverno mutateDigest)',
+      pod: pinned(admitted(buildSandboxPod(customRun, config))),
+      run: customRun,
+    },
+    {
+      name: 'a run pod whose image a verifying webhook pinned to its digest',
+      pod: pinned(admitted(buildSandboxPod(plainRun, config))),
+      run: plainRun,
     },
     {
       name: 'a run pod as OpenShift SCC and AlwaysPullImages admit it',
@@ -398,6 +425,30 @@ describe('the admitted sandbox pod: another image, command or rights than the op
       added: [{ kind: 'image', name: 'chamvi/sandbox:1', container: 'sandbox' }],
     },
     {
+      name: 'another repository pinned to a digest, in a pod of a run that named its own image',
+      pod: injected((pod) => {
+        sandbox(pod).image = `acme/builder-evil:2@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: `acme/builder-evil:2@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "the run's own image with a malformed digest",
+      pod: injected((pod) => {
+        sandbox(pod).image = 'acme/builder:2@sha256:0a0a';
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: 'acme/builder:2@sha256:0a0a', container: 'sandbox' }],
+    },
+    {
+      name: "the run's own image pinned to a digest twice",
+      pod: injected((pod) => {
+        sandbox(pod).image = `acme/builder:2@${DIGEST}@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: expect.stringContaining('acme/builder:2@sha256:') as string, container: 'sandbox' }],
+    },
+    {
       name: "another image for the custom image's init container, which copies in the toolbox",
       pod: injected((pod) => {
         pod.spec!.initContainers![0]!.image = 'attacker/toolbox:1';
@@ -519,6 +570,20 @@ describe('the admitted sandbox pod: another image, command or rights than the op
       added: [
         { kind: 'podSecurityContext', name: 'runAsUser 0' },
         { kind: 'podSecurityContext', name: 'seccompProfile unset' },
+      ],
+    },
+    {
+      name: "the pod's securityContext: the root group among supplementalGroups, a sysctl",
+      pod: injected((pod) => {
+        pod.spec!.securityContext = {
+          ...pod.spec!.securityContext,
+          supplementalGroups: [1000, 0],
+          sysctls: [{ name: 'kernel.unprivileged_bpf_disabled', value: '0' }],
+        };
+      }),
+      added: [
+        { kind: 'podSecurityContext', name: 'supplementalGroups [1000,0]' },
+        { kind: 'podSecurityContext', name: 'sysctls ["kernel.unprivileged_bpf_disabled"]' },
       ],
     },
     {

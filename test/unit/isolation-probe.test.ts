@@ -369,6 +369,28 @@ describe('security #11.8 isolation probe', () => {
     expect(attempts).toEqual([]);
   });
 
+  // [when, whether the policy is there yet, which read from then fails, the attempts under the policy]
+  it.each([
+    ['while it waits for the pod to be ready', 0, 1, 2],
+    ['before a connection attempt under the policy', 1, 1, 2],
+    ['after a connection attempt under the policy (its answer is not used)', 1, 2, 3],
+  ])('reads its pod again when a read fails (a 5xx, a 429, a timeout) %s: still enforced', async (_when, policies, failing, tries) => {
+    const { probe, cluster, attempts } = setup({ enforces: true });
+    const read = cluster.readPod.bind(cluster);
+    let reads = 0;
+    cluster.readPod = async (namespace, name) => {
+      if (cluster.policies.size === policies && ++reads === failing) {
+        throw new Error('the server is currently unable to handle the request (get pods)');
+      }
+      return read(namespace, name);
+    };
+    probe.observe('agents');
+    await probe.settled('agents');
+    expect(reads).toBeGreaterThanOrEqual(failing);
+    expect(probe.observe('agents')).toEqual({ verdict: 'enforced' });
+    expect(attempts.filter((attempt) => attempt.policy)).toHaveLength(tries);
+  });
+
   it("defaults its target to this pod's IP on the HTTP port, bracketing IPv6, and 127.0.0.1 outside a pod", () => {
     expect(defaultIsolationProbeTarget('10.1.2.3', 8080)).toBe('10.1.2.3:8080');
     expect(defaultIsolationProbeTarget('fd00::5', 8080)).toBe('[fd00::5]:8080');

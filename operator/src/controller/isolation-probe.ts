@@ -247,7 +247,14 @@ export class IsolationProbe {
     // Polled, not watched: a probe is rare (once per namespace per maxAgeSeconds) and short.
     for (;;) {
       this.checkTime(deadline, `probe pod ${namespace}/${name} was not ready`);
-      const pod = await this.options.kube.readPod(namespace, name);
+      let pod: V1Pod | undefined;
+      try {
+        pod = await this.options.kube.readPod(namespace, name);
+      } catch {
+        // A read that failed (a 5xx, a 429, a timeout) shows nothing: read again until the deadline.
+        await this.pause();
+        continue;
+      }
       if (!pod) throw new ProbeUndecided(`probe pod ${namespace}/${name} disappeared`);
       const why = whyNotProbePod(pod, own.identity);
       if (why !== undefined) throw new ProbePodNotOurs(namespace, name, why);
@@ -273,20 +280,24 @@ export class IsolationProbe {
    * One connection attempt; an exec that fails (the pod's exec not ready yet, a dropped stream) is
    * tried again until the deadline. The exec goes by name, so the pod is read before and after it:
    * when both reads show the probe's own pod (a uid is never reused, a restarted container is
-   * seen), the exec between them went into it. A read that does not ends the probe undecided.
+   * seen), the exec between them went into it. A read that shows another pod ends the probe
+   * undecided; a read that failed (a 5xx, a 429, a timeout) shows nothing, and the attempt is
+   * made again like a failed exec, its answer unused.
    */
   private async connectOnce(own: OwnProbePod, deadline: number): Promise<boolean> {
     for (;;) {
       this.checkTime(deadline, 'no connection attempt could be made from the probe pod');
-      await this.confirmOwnPod(own);
       let connected: boolean | undefined;
       let failure: unknown;
       try {
-        connected = await this.options.connector.connect(own.namespace, own.name, this.options.target());
+        await this.confirmOwnPod(own);
+        const answer = await this.options.connector.connect(own.namespace, own.name, this.options.target());
+        await this.confirmOwnPod(own);
+        connected = answer;
       } catch (error) {
+        if (error instanceof ProbePodNotOurs) throw error;
         failure = error;
       }
-      await this.confirmOwnPod(own);
       if (connected !== undefined) return connected;
       if (this.now().getTime() >= deadline) throw failure;
       await this.pause();

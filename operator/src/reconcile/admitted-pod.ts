@@ -211,9 +211,10 @@ function withImage(pod: V1Pod, from: string, to: string): V1Pod {
  * it would have built under the config it may have had when it made the pod (the pod outlives
  * an operator upgrade): with a custom image (an init container and a volume that copy node and
  * the toolbox in from the operator's image, which the run got if config.sandboxImage was
- * another image then), and, for a run with egress, the proxy's variables (sandbox-egress.ts;
+ * another image then), the plain pod for a run that named the sandboxImage of the time (another
+ * tag of the operator's repository), and, for a run with egress, the proxy's variables (sandbox-egress.ts;
  * unset when the builder is given no proxy address, as the workers are). The run's own image
- * is compared exactly; the operator's image at any tag (operatorImage). A claimed warm pool pod
+ * is compared exactly (or pinned to a digest); the operator's image at any tag (operatorImage). A claimed warm pool pod
  * is the run's own pod (warmPoolFor compares them), so this covers it too.
  */
 export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): SandboxPodShape {
@@ -224,7 +225,16 @@ export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): S
     EARLIER_SANDBOX_IMAGE,
     config.sandboxImage,
   );
-  return podShapeOf([buildSandboxPod(run, config), customImage], {
+  const pods = [buildSandboxPod(run, config), customImage];
+  // A run that named the sandboxImage of the time, in flight across an upgrade that moved
+  // sandboxImage to another tag: its pod is the plain one (IfNotPresent, the image's own
+  // entrypoint), which the builder now makes only for the new tag. Only within the operator's
+  // repository, whose images are all the operator's own, as for operatorImage.
+  const named = run.spec.sandbox.image;
+  if (named !== undefined && named !== config.sandboxImage && imageRepository(named) === imageRepository(config.sandboxImage)) {
+    pods.push(buildSandboxPod(run, { ...config, sandboxImage: named }));
+  }
+  return podShapeOf(pods, {
     extraEnv: wantsEgress(run) ? EGRESS_ENV_NAMES : [],
     operatorImage: config.sandboxImage,
   });
@@ -237,9 +247,20 @@ function imageRepository(image: string): string {
   return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
 }
 
+/**
+ * An image pinned to a digest at admission: a verifying webhook (Kyverno verifyImages with its
+ * default mutateDigest, sigstore's policy-controller) appends the digest of the tag it checked.
+ */
+const PINNED_IMAGE = /^(?<image>[^@]+)@sha256:[0-9a-f]{64}$/;
+
 function isAllowedImage(image: string | undefined, allowed: ReadonlySet<string>, operatorImage: string | undefined): boolean {
   if (image === undefined) return false;
   if (allowed.has(image)) return true;
+  // The built image with a digest appended is the very image its tag named then: pinning narrows
+  // what runs, and a later patch of it restarts the container (restarts()). A built image that
+  // already has a digest must match exactly.
+  const pinned = PINNED_IMAGE.exec(image)?.groups?.image;
+  if (pinned !== undefined && allowed.has(pinned)) return true;
   return (
     operatorImage !== undefined &&
     allowed.has(operatorImage) &&

@@ -45,7 +45,8 @@ function capabilityChanges(admitted: V1Capabilities | undefined, made: V1Capabil
 /**
  * Values that loosen a container or pod when the builder left the field unset: a privileged
  * container, privilege escalation, an unmasked /proc, no seccomp or AppArmor profile, an SELinux
- * type, user or role (spc_t runs unconfined; an SCC sets only the level), a Windows host process.
+ * type, user or role (spc_t runs unconfined; an SCC sets only the level), a Windows host process,
+ * the root group among the pod's supplementalGroups, any sysctl.
  */
 function looseningChanges(admitted: Context, made: Context): SecurityContextChange[] {
   const changes: SecurityContextChange[] = [];
@@ -63,6 +64,18 @@ function looseningChanges(admitted: Context, made: Context): SecurityContextChan
   const selinux = admitted.seLinuxOptions;
   if (unset('seLinuxOptions') && selinux && (selinux.type || selinux.user || selinux.role)) flag('seLinuxOptions', selinux);
   if (unset('windowsOptions') && admitted.windowsOptions?.hostProcess === true) flag('windowsOptions.hostProcess', true);
+  // Pod level only. Group 0 opens whatever the image leaves to the root group; an SCC adds
+  // supplementalGroups only from the namespace's range, and only under MustRunAs, which no
+  // restricted SCC has. A sysctl changes the kernel for the pod: the builder sets none.
+  const pod = admitted as V1PodSecurityContext;
+  if (unset('supplementalGroups') && pod.supplementalGroups?.some((group) => Number(group) === 0)) {
+    flag('supplementalGroups', pod.supplementalGroups);
+  }
+  if (unset('sysctls') && (pod.sysctls ?? []).length > 0)
+    flag(
+      'sysctls',
+      pod.sysctls!.map((sysctl) => sysctl.name),
+    );
   return changes;
 }
 
