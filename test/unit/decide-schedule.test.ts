@@ -302,20 +302,24 @@ const rows: Row[] = [
     now: '2026-06-01T15:00:01Z',
     expected: { create: '2026-06-01T15:00:00.000Z', active: [], deleted: [] },
   },
-  // Anyone who may create runs can label one for the next due time and name the schedule's uid
-  // as its controller: the schedule took it for its own and made none.
+  // A foreign run may be the schedule's own, made before its spec was edited and before a status
+  // write that was lost: a second run for its time ran beside it. It takes that time, and is
+  // not counted (anyone who may create runs can plant one).
   {
-    name: 'a foreign run for the time due: the schedule still makes its own, and warns',
-    spec: { schedule: '0 * * * *' },
+    name: 'a foreign run for the time due: the time is taken, nothing is created or counted, and a warning says so',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Allow' },
     status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
-    foreign: [run('planted', '2026-06-01T15:00:00Z')],
+    foreign: [run('made-before-an-edit', '2026-06-01T15:00:00Z', 'Running')],
     now: '2026-06-01T15:00:01Z',
-    expected: {
-      create: '2026-06-01T15:00:00.000Z',
-      lastScheduleTime: '2026-06-01T15:00:00.000Z',
-      active: [],
-      events: ['Warning ForeignRun'],
-    },
+    expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', active: [], events: ['Warning ForeignRun'] },
+  },
+  {
+    name: 'Forbid: an active foreign run for an earlier time holds no later one',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    foreign: [run('planted', '2026-06-01T14:00:00Z', 'Running')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: [], events: [] },
   },
 ];
 

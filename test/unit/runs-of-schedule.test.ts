@@ -102,4 +102,18 @@ describe('runsOfSchedule', () => {
     expect(result.own.map((run) => run.metadata.name)).toEqual([own.metadata.name]);
     expect(result.foreign.map((run) => run.metadata.name)).toEqual(['nightly-plant']);
   });
+
+  // A foreign run takes its scheduled time from the schedule (decide-schedule.ts): only one that
+  // says which time in both the label and the annotation the schedule gives its runs.
+  it('counts as foreign only a run whose scheduled-at annotation names the time it is labelled with', () => {
+    const otherTime = stored((run) => {
+      run.spec.task = 'another';
+      run.metadata.annotations!['chamvi.dev/scheduled-at'] = '2026-06-01T04:00:00.000Z';
+    });
+    const noAnnotation = stored((run) => {
+      run.spec.task = 'another';
+      delete run.metadata.annotations!['chamvi.dev/scheduled-at'];
+    });
+    expect(runsOfSchedule([otherTime, noAnnotation], schedule, making)).toEqual({ own: [], foreign: [] });
+  });
 });

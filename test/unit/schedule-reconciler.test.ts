@@ -25,7 +25,7 @@ const scheduleWith = (runTemplate: object): CodingSchedule =>
     spec: { schedule: '* * * * *', runTemplate },
   }) as unknown as CodingSchedule;
 
-function scene(schedule: CodingSchedule) {
+function scene(schedule: CodingSchedule, now = () => new Date('2026-06-01T10:30:20Z')) {
   const written: CodingScheduleStatus[] = [];
   const events: RunEvent[] = [];
   const kube = {
@@ -48,7 +48,7 @@ function scene(schedule: CodingSchedule) {
     kube,
     events: { record: async (_object, event) => void events.push(event) },
     logger: { info: () => {}, warn: () => {}, error: () => {} },
-    now: () => new Date('2026-06-01T10:30:20Z'),
+    now,
   });
   const ready = () => written.at(-1)?.conditions?.find((condition) => condition.type === 'Ready');
   return { reconciler, kube, written, events, ready };
@@ -136,21 +136,62 @@ describe('a schedule with a run planted under its labels and controller referenc
       ...(status ? { status } : {}),
     }) as unknown as CodingRun;
 
-  it('still makes its own run for the time due, counts only that, and warns naming the planted run', async () => {
+  // It cannot be told from the schedule's own run made before an edit (below): it takes its time,
+  // and only that time.
+  it('makes no run for the time a planted run is labelled with, counts it not, and warns naming it', async () => {
     const { reconciler, kube, written, events } = scene(scheduleWith({ spec: RUN }));
     kube.listScheduleRuns.mockResolvedValue([planted('2026-06-01T10:30:00Z')]);
     await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).not.toHaveBeenCalled();
+    expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [], activeCount: 0 });
+    expect(written.at(-1)!.lastSuccessfulTime).toBeUndefined();
+    expect(events).toEqual([
+      expect.objectContaining({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining('nightly-plant') }),
+    ]);
+    expect(events[0]!.message).toContain('not creating another');
+  });
+
+  // The status write after a create is a replace with the schedule's resourceVersion: an edit of
+  // spec.runTemplate meanwhile makes it a 409, and the run it made no longer matches the edited
+  // schedule. A second run was made for the same time, beside the first even under Forbid.
+  it('makes no second run for a time whose run it made before an edit and a lost status write, and makes the next time', async () => {
+    const before = {
+      ...scheduleWith({ spec: RUN }),
+      metadata: { ...scheduleWith({ spec: RUN }).metadata, annotations: { 'chamvi.dev/created-by': 'alice' } },
+      spec: { schedule: '* * * * *', concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } },
+    } as unknown as CodingSchedule;
+    const edited = {
+      ...before,
+      metadata: { ...before.metadata, generation: 2, annotations: { 'chamvi.dev/created-by': 'bob' } },
+      spec: { ...before.spec, runTemplate: { spec: { ...RUN, task: 'Update dependencies and the lockfile' } } },
+    } as unknown as CodingSchedule;
+    let now = new Date('2026-06-01T10:30:20Z');
+    const { reconciler, kube, written, events } = scene(before, () => now);
+    kube.replaceScheduleStatus.mockRejectedValueOnce(new ApiException(409, 'Conflict', JSON.stringify({ reason: 'Conflict' }), {}));
+    await expect(reconciler.reconcile('team/nightly')).rejects.toThrow();
     expect(kube.createRun).toHaveBeenCalledTimes(1);
-    expect(written.at(-1)).toMatchObject({
-      lastScheduleTime: '2026-06-01T10:30:00Z',
-      active: [{ name: 'nightly-x7k2p', scheduledTime: '2026-06-01T10:30:00Z' }],
-      activeCount: 1,
-    });
-    expect(events).toEqual(
-      expect.arrayContaining([
-        expect.objectContaining({ reason: 'RunCreated' }),
-        expect.objectContaining({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining('nightly-plant') }),
-      ]),
+    const made = kube.createRun.mock.calls[0]![0] as CodingRun & { metadata: { generateName: string } };
+    const { generateName, ...metadata } = made.metadata;
+    const running = {
+      ...made,
+      metadata: { ...metadata, name: `${generateName}x7k2p`, uid: 'uid-run', generation: 1 },
+      status: { phase: 'Running' },
+    } as CodingRun;
+
+    kube.getSchedule.mockResolvedValue(edited);
+    kube.listScheduleRuns.mockResolvedValue([running]);
+    await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [] });
+    expect(events.at(-1)).toMatchObject({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining('nightly-x7k2p') });
+
+    // Not listed active, it holds no later time, even under Forbid: a planted run would hold it for good.
+    now = new Date('2026-06-01T10:31:20Z');
+    kube.getSchedule.mockResolvedValue({ ...edited, status: written.at(-1)! });
+    await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).toHaveBeenCalledTimes(2);
+    expect((kube.createRun.mock.calls[1]![0] as CodingRun).metadata.annotations!['chamvi.dev/scheduled-at']).toBe(
+      '2026-06-01T10:31:00.000Z',
     );
   });
 

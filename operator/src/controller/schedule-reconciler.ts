@@ -112,7 +112,7 @@ export class ScheduleReconciler {
     }
 
     // Only the runs it made as it makes them count (runs-of-schedule.ts): one planted with its
-    // labels and a controller reference to it is neither counted nor deleted.
+    // labels and a controller reference to it is neither counted nor deleted, and takes only its own time.
     const making = { spec, ...(runSpec ? { runSpec } : {}), ...(template ? { template } : {}) };
     const { own: owned, foreign } = runsOfSchedule(await kube.listScheduleRuns(namespace, name), schedule, making);
     const runs = owned.flatMap(toScheduledRun);

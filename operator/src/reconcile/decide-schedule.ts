@@ -52,9 +52,11 @@ export interface ScheduleInput {
   problem?: ScheduleProblem;
   runs: ScheduledRun[];
   /**
-   * Runs naming the schedule as their controller that it did not make as it makes them
-   * (runs-of-schedule.ts): never counted, deleted or replaced. One for the time due does not
-   * stand for the schedule's run: its own is made, and a Warning Event says so.
+   * Runs naming the schedule as their controller, labelled and annotated for a scheduled time,
+   * that it would not make now (runs-of-schedule.ts): never counted, deleted or replaced. One
+   * for the time due takes that time: nothing is created for it (it may be the schedule's own
+   * run, made before an edit, whose status write was lost), and a Warning Event says so. It
+   * takes no later time, active or not.
    */
   foreign?: ScheduledRun[];
   now: Date;
@@ -116,10 +118,15 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   const due = cron && !input.problem ? dueTime(input, cron) : undefined;
   if (due && !spec.suspend) {
     const existing = input.runs.find((run) => run.scheduledTime.getTime() === due.getTime());
+    const claiming = (input.foreign ?? []).filter((run) => run.scheduledTime.getTime() === due.getTime());
     const deadline = spec.startingDeadlineSeconds;
     if (existing) {
       // Created by an earlier attempt whose status write was lost: record it, create nothing.
       lastScheduleTime = due;
+    } else if (claiming.length > 0) {
+      // The time is taken, though the run is not counted: a second run for it would run beside the first.
+      lastScheduleTime = due;
+      events.push(foreignRunEvent(claiming, due));
     } else if (deadline !== undefined && now.getTime() - due.getTime() > deadline * 1000) {
       lastMissedTime = due;
       events.push({
@@ -139,8 +146,6 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       }
       create = due;
       lastScheduleTime = due;
-      const claiming = (input.foreign ?? []).filter((run) => run.scheduledTime.getTime() === due.getTime());
-      if (claiming.length > 0) events.push(foreignRunEvent(claiming, due));
     }
   }
 
@@ -201,15 +206,16 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   };
 }
 
-/** Said once, when the schedule makes its run for a time a foreign run is labelled with. */
+/** Said once, when the schedule makes no run for its due time because a foreign run is labelled with it. */
 function foreignRunEvent(claiming: readonly ScheduledRun[], due: Date): RunEvent {
   const more = claiming.length > 1 ? ` (and ${claiming.length - 1} more)` : '';
   return {
     type: 'Warning',
     reason: 'ForeignRun',
     message:
-      `Run ${claiming[0]!.name}${more} names this schedule as its controller for ${due.toISOString()} but is not a run it made ` +
-      '(another author, or changed after): it is not counted as the run for that time, and the schedule made its own',
+      `Run ${claiming[0]!.name}${more} names this schedule as its controller for ${due.toISOString()}: ` +
+      'a run for this time exists that the schedule would not make now (made from an earlier spec, by another author, ' +
+      "or changed after); not creating another. It is not counted as the schedule's run",
   };
 }
 

@@ -13,6 +13,12 @@
 // active at its last write: such a run stays the schedule's until it finishes, so Forbid and
 // Replace still see it. A finished run made from an earlier spec is left to its TTL or to a
 // person (docs/schedules.md).
+//
+// That write can be lost (a 409 because spec.runTemplate was edited meanwhile, a restart after
+// the create) while the spec changes: the schedule's own run for a time is then foreign, not
+// listed active. So a foreign run labelled and annotated for a time takes that time: the
+// schedule creates no second run for it (two under Forbid), and counts neither. It takes no
+// other time: a planted one then costs the schedule one time, never holds it.
 import { isDeepStrictEqual } from 'node:util';
 import { GROUP, codingRunSpec, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
@@ -36,7 +42,11 @@ export interface ScheduleMaking {
 export interface RunsOfSchedule {
   /** The schedule's own runs. */
   own: CodingRun[];
-  /** Runs naming the schedule as their controller that it did not make as it makes them: never counted, deleted or replaced. */
+  /**
+   * Runs naming the schedule as their controller, with its label and the scheduled-at annotation
+   * of the time they are labelled with, that it did not make as it makes them: never counted,
+   * deleted or replaced, but the schedule makes no other run for their time.
+   */
   foreign: CodingRun[];
 }
 
@@ -58,14 +68,15 @@ function controlledBy(run: CodingRun, schedule: CodingSchedule): boolean {
 /**
  * Of the runs carrying the schedule's label, those it controls, told apart: its own, and the
  * foreign ones. A run with the label and no controller reference to it is neither (a run
- * labelled by hand).
+ * labelled by hand), nor is one whose scheduled-at annotation does not name its labelled time.
  */
 export function runsOfSchedule(runs: readonly CodingRun[], schedule: CodingSchedule, making: ScheduleMaking): RunsOfSchedule {
   const own: CodingRun[] = [];
   const foreign: CodingRun[] = [];
   for (const run of runs) {
     if (!controlledBy(run, schedule)) continue;
-    (isScheduleRun(run, schedule, making) ? own : foreign).push(run);
+    if (isScheduleRun(run, schedule, making)) own.push(run);
+    else if (labelledForItsTime(run, schedule)) foreign.push(run);
   }
   return { own, foreign };
 }
@@ -98,6 +109,16 @@ export function isScheduleRun(run: CodingRun, schedule: CodingSchedule, making: 
     Object.entries(expectedAnnotations).every(([key, value]) => annotations[key] === value) &&
     [CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION].every((key) => annotations[key] === expectedAnnotations[key]) &&
     sameRunSpec(run.spec, expected.spec)
+  );
+}
+
+/** The run carries the schedule's label and the scheduled-at annotation of the time its scheduled-time label names. */
+function labelledForItsTime(run: CodingRun, schedule: CodingSchedule): boolean {
+  const [scheduled] = toScheduledRun(run);
+  return (
+    scheduled !== undefined &&
+    run.metadata.labels?.[SCHEDULE_LABEL] === schedule.metadata.name &&
+    run.metadata.annotations?.[SCHEDULED_AT_ANNOTATION] === scheduled.scheduledTime.toISOString()
   );
 }
 
