@@ -28,6 +28,7 @@ import { WARM_POOL_LABEL } from '../reconcile/warm-pool.ts';
 import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { configMapChangeWakes, queueChanged, runChangeWakes } from './run-change-wakes.ts';
+import { runGoneWith } from './run-gone.ts';
 import { jsonRequests } from '../kube/json-requests.ts';
 import { listMetadata, metadataOnlyWatch, type ObjectMetadata } from '../kube/metadata-only.ts';
 
@@ -108,9 +109,11 @@ export class RunController {
     // Told of every run and sandbox pod change: the admission plan is made again only after one.
     const admissionPlans = new AdmissionPlanCache({ changesReported: true });
     const onRun = (run: CodingRun, previous: CodingRun | undefined, deleted: boolean) => {
-      // Before its key is queued: the deletion's object is the last sight of the run's uid, which
-      // the reconcile that finds it gone needs to stop its agent (a finalizer someone removed).
-      if (deleted) this.reconciler.runDeleted(run);
+      // Before its key is queued: the deletion's object (or the run a relist found replaced) is
+      // the last sight of the run's uid, which the reconcile that finds it gone needs to stop its
+      // agent (a finalizer someone removed).
+      const gone = runGoneWith(previous, run, deleted);
+      if (gone) this.reconciler.runDeleted(gone);
       admissionPlans.runChanged(previous, run);
       if (runChangeWakes(previous, run)) this.queue.add(runKey(run));
       // The queue changed (maxActiveRuns): a slot freed up, a run left the queue, or a new run
