@@ -4,7 +4,8 @@
 // for an annotated `default` ServiceAccount (a projected token for sts.amazonaws.com, its
 // mount, AWS_ROLE_ARN / AWS_WEB_IDENTITY_TOKEN_FILE) is never exec'd into by the run's
 // transport, which ends the run SandboxInvalid instead; nor is a pod whose image was changed
-// with `kubectl set image` after it was made. The pod is created as the webhook leaves it; the
+// with `kubectl set image` after it was made, to another image or to another digest of its own
+// (which a verifying webhook's digest at admission must not let through). The pod is created as the webhook leaves it; the
 // exec is kwok's, running commands in a local directory.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -90,6 +91,8 @@ describe("the operator's own sandbox pods, as the API server admits them", () =>
       // What the API server did add: the ServiceAccount, and no token volume (automount false).
       expect(admitted.spec!.serviceAccountName).toBe('default');
       expect(admitted.spec!.volumes!.some((volume) => volume.projected)).toBe(false);
+      // Its spec changes counted: none since creation, but the claim's (activeDeadlineSeconds) on the pool pod.
+      expect(admitted.metadata!.generation).toBe(run === claimer ? 2 : 1);
       expect(podAdditions(admitted, sandboxPodShape(run, config))).toEqual([]);
     }
   }, 90_000);
@@ -136,9 +139,12 @@ describe('security: no tool runs in a sandbox pod a webhook gave a credential', 
       const session = await runTransport(pod.name, run).start(['touch before-the-patch']);
       expect((await session.exited).code).toBe(0);
       expect(existsSync(join(pod.workDir, 'before-the-patch'))).toBe(true);
+      // The API server counts the pod's spec changes (what tells a digest added at admission from one patched in later).
+      expect((await readPod(pod.name)).metadata!.generation).toBe(1);
 
       const patched = await kubectl(['set', 'image', '-n', namespace, `pod/${pod.name}`, `${SANDBOX_CONTAINER}=attacker/tools:1`]);
       expect(patched.code, patched.stderr).toBe(0);
+      expect((await readPod(pod.name)).metadata!.generation).toBe(2);
       const error = await runTransport(pod.name, run)
         .start(['touch after-the-patch'])
         .catch((thrown: unknown) => thrown);
@@ -146,6 +152,41 @@ describe('security: no tool runs in a sandbox pod a webhook gave a credential', 
       expect((error as RunFailure).reason).toBe(REASONS.SandboxInvalid);
       expect((error as Error).message).toContain(
         `image attacker/tools:1 (the operator's pod has ${config.sandboxImage}) in container ${SANDBOX_CONTAINER}`,
+      );
+      expect(existsSync(join(pod.workDir, 'after-the-patch'))).toBe(false);
+    } finally {
+      await kubectl(['delete', 'pod', pod.name, '-n', namespace, '--wait=false', '--grace-period=0', '--force']);
+      rmSync(pod.workDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("refuses to exec into a custom-image pod once another digest of the run's image was set on it, with no restart (security #11.10)", async () => {
+    const run = await createRun({ image: 'acme/builder:2' });
+    // As a verifying webhook (Kyverno mutateDigest) leaves it at admission: the run's image pinned.
+    const made = buildSandboxPod(run, config);
+    const container = made.spec!.containers.find((each) => each.name === SANDBOX_CONTAINER)!;
+    container.image = `acme/builder:2@sha256:${'0a'.repeat(32)}`;
+    const pod = await readyPod(made);
+    try {
+      const session = await runTransport(pod.name, run).start(['touch before-the-patch']);
+      expect((await session.exited).code).toBe(0);
+      expect(existsSync(join(pod.workDir, 'before-the-patch'))).toBe(true);
+
+      // Another build of the repository, as on a pod whose container has not started yet: the
+      // kubelet would start it from this image, and no restart shows it.
+      const other = `acme/builder:2@sha256:${'bb'.repeat(32)}`;
+      const patched = await kubectl(['set', 'image', '-n', namespace, `pod/${pod.name}`, `${SANDBOX_CONTAINER}=${other}`]);
+      expect(patched.code, patched.stderr).toBe(0);
+      const read = await readPod(pod.name);
+      expect(read.metadata!.generation).toBe(2);
+      expect(read.status!.containerStatuses!.every((status) => status.restartCount === 0)).toBe(true);
+      const error = await runTransport(pod.name, run)
+        .start(['touch after-the-patch'])
+        .catch((thrown: unknown) => thrown);
+      expect(RunFailure.isInstance(error)).toBe(true);
+      expect((error as RunFailure).reason).toBe(REASONS.SandboxInvalid);
+      expect((error as Error).message).toContain(
+        `image ${other} (the operator's pod has acme/builder:2; the pod's spec was changed after it was made (generation 2)) in container ${SANDBOX_CONTAINER}`,
       );
       expect(existsSync(join(pod.workDir, 'after-the-patch'))).toBe(false);
     } finally {

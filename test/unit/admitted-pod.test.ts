@@ -41,9 +41,10 @@ const plainRun = parsedRun({ env: [{ name: 'CI', value: 'true' }] });
 const customRun = parsedRun({ image: 'acme/builder:2' });
 const egressRun = parsedRun({ egress: { allow: ['registry.npmjs.org'] } });
 
-/** What the API server adds to any pod at admission (defaults, the ServiceAccount admission with no token). */
+/** What the API server adds to any pod at admission (defaults, the ServiceAccount admission with no token, generation 1). */
 function admitted(pod: V1Pod): V1Pod {
   const copy = structuredClone(pod);
+  copy.metadata = { ...copy.metadata, generation: 1 };
   const spec = copy.spec!;
   Object.assign(spec, {
     dnsPolicy: 'ClusterFirst',
@@ -137,13 +138,24 @@ function applyPatch(pod: V1Pod, patch: object[]): V1Pod {
   return copy as V1Pod;
 }
 
-function claimedPoolPod(): V1Pod {
-  const pool: WarmPoolConfig = { name: 'fast', namespace: 'agents', size: 1 };
+/** A warm pool pod (of a pool with `image`, if given) claimed by a run of that image. */
+function claimedPoolPod(image?: string): V1Pod {
+  const pool: WarmPoolConfig = { name: 'fast', namespace: 'agents', size: 1, ...(image === undefined ? {} : { image }) };
   const made = admitted(warmPoolPod(pool, config, plainRun));
   made.metadata = { ...made.metadata, name: 'fast-warm-abcde', uid: 'pod-uid' };
-  const run = parsedRun();
-  return applyPatch(made, claimPatch(run, pool, 600, 'pod-uid'));
+  const run = parsedRun(image === undefined ? {} : { image });
+  const claimed = applyPatch(made, claimPatch(run, pool, 600, 'pod-uid'));
+  // The claim adds activeDeadlineSeconds, a change of the spec the API server counts.
+  claimed.metadata!.generation = 2;
+  return claimed;
 }
+
+/** The pod with one more change of its spec counted, as the API server counts a patch of it. */
+function specChanged(pod: V1Pod): V1Pod {
+  return { ...pod, metadata: { ...pod.metadata, generation: (pod.metadata!.generation ?? 1) + 1 } };
+}
+
+const OTHER_DIGEST = `sha256:${'bb'.repeat(32)}`;
 
 /** Each injection, applied to the operator's own admitted pod. */
 const injected = (change: (pod: V1Pod) => void, base: V1Pod = admitted(buildSandboxPod(plainRun, config))): V1Pod => {
@@ -210,6 +222,21 @@ describe('the admitted sandbox pod: what the operator builds passes', () => {
       name: 'a run pod whose image a verifying webhook pinned to its digest',
       pod: pinned(admitted(buildSandboxPod(plainRun, config))),
       run: plainRun,
+    },
+    {
+      name: 'a claimed warm pool pod pinned at admission: the claim is the one change of its spec (generation 2)',
+      pod: pinned(claimedPoolPod('acme/builder:2')),
+      run: customRun,
+    },
+    {
+      // Before 1.33 the API server leaves a pod's generation unset: a digest patched in later is not told apart there.
+      name: 'a custom-image pod pinned at admission, on an API server that does not count pod generations',
+      pod: (() => {
+        const pod = pinned(admitted(buildSandboxPod(customRun, config)));
+        delete pod.metadata!.generation;
+        return pod;
+      })(),
+      run: customRun,
     },
     {
       name: 'a run pod as OpenShift SCC and AlwaysPullImages admit it',
@@ -384,6 +411,37 @@ describe('the admitted sandbox pod: another image, command or rights than the op
   const context = (pod: V1Pod) => (sandbox(pod).securityContext = { ...sandbox(pod).securityContext });
   const gvisorRun = parsedRun({ runtimeClassName: 'gvisor' });
   const cases: RefusedCase[] = [
+    {
+      // The container has not started (pulling, ImagePullBackOff): the kubelet starts it from the patched image, restartCount 0.
+      name: "kubectl set image: another digest of the run's image, on a pod whose container had not started (generation 2)",
+      pod: injected(
+        (pod) => {
+          sandbox(pod).image = `acme/builder:2@${OTHER_DIGEST}`;
+        },
+        specChanged(pinned(customPod)),
+      ),
+      run: customRun,
+      added: [{ kind: 'image', name: `acme/builder:2@${OTHER_DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "kubectl set image: the run's image with a digest, on a pod made without one",
+      pod: injected((pod) => {
+        sandbox(pod).image = `acme/builder:2@${OTHER_DIGEST}`;
+      }, specChanged(customPod)),
+      run: customRun,
+      added: [{ kind: 'image', name: `acme/builder:2@${OTHER_DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: 'kubectl set image: another digest, on a claimed warm pool pod (the claim and the patch: generation 3)',
+      pod: injected(
+        (pod) => {
+          sandbox(pod).image = `acme/builder:2@${OTHER_DIGEST}`;
+        },
+        specChanged(pinned(claimedPoolPod('acme/builder:2'))),
+      ),
+      run: customRun,
+      added: [{ kind: 'image', name: `acme/builder:2@${OTHER_DIGEST}`, container: 'sandbox' }],
+    },
     {
       name: 'kubectl set image: another image, before the kubelet restarts the container',
       pod: injected((pod) => {
@@ -638,6 +696,18 @@ describe('the admitted sandbox pod: another image, command or rights than the op
     ).toEqual([
       "image attacker/tools:1 (the operator's pod has acme/builder:2) in container sandbox",
       'container sandbox restarted 1 times (its image was changed while it ran)',
+    ]);
+    const repinned = podAdditions(
+      injected(
+        (pod) => {
+          sandbox(pod).image = `acme/builder:2@${OTHER_DIGEST}`;
+        },
+        specChanged(pinned(customPod)),
+      ),
+      shape,
+    ).map(describeAddition);
+    expect(repinned).toEqual([
+      `image acme/builder:2@${OTHER_DIGEST} (the operator's pod has acme/builder:2; the pod's spec was changed after it was made (generation 2)) in container sandbox`,
     ]);
     expect(
       describe((pod) => {

@@ -64,6 +64,12 @@ export interface SandboxPodShape {
    * the operator's own, so none of them is an image of someone else's choosing.
    */
   operatorImage?: string;
+  /**
+   * The name the builders give the run's own pod. Any other pod the run is given is a claimed
+   * warm pool pod, whose spec the claim changed once (it adds activeDeadlineSeconds, which a
+   * pool pod never has: the claim tests for it).
+   */
+  podName?: string;
   /** The sandbox pods' app.kubernetes.io/name label: what an admin excludes from a webhook. */
   nameLabel: string;
 }
@@ -192,6 +198,7 @@ export function podShapeOf(
     initContainers,
     podSettings,
     ...(options.operatorImage === undefined ? {} : { operatorImage: options.operatorImage }),
+    ...(pods[0]?.metadata?.name === undefined ? {} : { podName: pods[0].metadata.name }),
     nameLabel: pods[0]?.metadata?.labels?.[NAME_LABEL] ?? 'chamvi-sandbox',
   };
 }
@@ -214,7 +221,7 @@ function withImage(pod: V1Pod, from: string, to: string): V1Pod {
  * another image then), the plain pod for a run that named the sandboxImage of the time (another
  * tag of the operator's repository), and, for a run with egress, the proxy's variables (sandbox-egress.ts;
  * unset when the builder is given no proxy address, as the workers are). The run's own image
- * is compared exactly (or pinned to a digest); the operator's image at any tag (operatorImage). A claimed warm pool pod
+ * is compared exactly (or pinned to a digest at admission); the operator's image at any tag (operatorImage). A claimed warm pool pod
  * is the run's own pod (warmPoolFor compares them), so this covers it too.
  */
 export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): SandboxPodShape {
@@ -253,14 +260,36 @@ function imageRepository(image: string): string {
  */
 const PINNED_IMAGE = /^(?<image>[^@]+)@sha256:[0-9a-f]{64}$/;
 
-function isAllowedImage(image: string | undefined, allowed: ReadonlySet<string>, operatorImage: string | undefined): boolean {
+/**
+ * Whether nobody but the operator changed the pod's spec since it was created, so a digest on a
+ * built image was added at admission. The API server counts spec changes in metadata.generation
+ * (1 at creation, whatever admission mutated; users cannot set it). A patch of the image is not
+ * always seen by restarts(): on a pod whose container has not started yet (pulling, in
+ * ImagePullBackOff, a warm pool pod not yet run) the kubelet starts it from the patched image,
+ * restartCount 0, so `IMAGE@sha256:<any build of the repository>` would run an image nobody
+ * allowed. API servers before 1.33 leave generation unset for pods: there a digest is accepted
+ * and that patch is not told apart (docs/operations.md).
+ */
+function specUnchangedSinceCreation(admitted: V1Pod, shape: SandboxPodShape): boolean {
+  const generation = admitted.metadata?.generation;
+  if (generation === undefined) return true;
+  const operatorChanges = admitted.metadata?.name === shape.podName ? 0 : 1;
+  return generation === 1 + operatorChanges;
+}
+
+function isAllowedImage(
+  image: string | undefined,
+  allowed: ReadonlySet<string>,
+  operatorImage: string | undefined,
+  digestAdded: boolean,
+): boolean {
   if (image === undefined) return false;
   if (allowed.has(image)) return true;
-  // The built image with a digest appended is the very image its tag named then: pinning narrows
-  // what runs, and a later patch of it restarts the container (restarts()). A built image that
-  // already has a digest must match exactly.
+  // The built image with a digest appended at admission is the very image its tag named then:
+  // pinning narrows what runs. Appended later, by a patch, it may be any build of the repository.
+  // A built image that already has a digest must match exactly.
   const pinned = PINNED_IMAGE.exec(image)?.groups?.image;
-  if (pinned !== undefined && allowed.has(pinned)) return true;
+  if (digestAdded && pinned !== undefined && allowed.has(pinned)) return true;
   return (
     operatorImage !== undefined &&
     allowed.has(operatorImage) &&
@@ -274,11 +303,17 @@ const fewest = <T>(candidates: readonly T[][]): T[] =>
   candidates.reduce<T[] | undefined>((best, each) => (best === undefined || each.length < best.length ? each : best), undefined) ?? [];
 
 /** How the container differs from the builders' in what it runs and with which rights. */
-function containerChanges(container: V1Container, allowed: ContainerShape, operatorImage: string | undefined): PodAddition[] {
+function containerChanges(container: V1Container, allowed: ContainerShape, images: ImageRules): PodAddition[] {
   const changed: PodAddition[] = [];
   const where = { container: container.name };
-  if (!isAllowedImage(container.image, allowed.images, operatorImage)) {
-    changed.push({ kind: 'image', name: shortField(container.image ?? 'none'), ...where, detail: theOperators(allowed.images) });
+  if (!isAllowedImage(container.image, allowed.images, images.operatorImage, images.digestAdded)) {
+    const patched = images.digestAdded || !PINNED_IMAGE.test(container.image ?? '') ? '' : `; ${images.specChanged}`;
+    changed.push({
+      kind: 'image',
+      name: shortField(container.image ?? 'none'),
+      ...where,
+      detail: `${theOperators(allowed.images)}${patched}`,
+    });
   }
   // Always only adds a check (the AlwaysPullImages admission plugin sets it on every container);
   // any other policy on a container the builders pull Always skips the registry's (security #11.10).
@@ -298,8 +333,16 @@ function containerChanges(container: V1Container, allowed: ContainerShape, opera
   return changed;
 }
 
-function containerAdditions(container: V1Container, allowed: ContainerShape, operatorImage: string | undefined): PodAddition[] {
-  const added: PodAddition[] = containerChanges(container, allowed, operatorImage);
+/** What a container's image is checked against: the operator's repository, and whether a digest may have been added at admission. */
+interface ImageRules {
+  operatorImage: string | undefined;
+  digestAdded: boolean;
+  /** Why a digest is not taken as added at admission, for the message. */
+  specChanged: string;
+}
+
+function containerAdditions(container: V1Container, allowed: ContainerShape, images: ImageRules): PodAddition[] {
+  const added: PodAddition[] = containerChanges(container, allowed, images);
   const where = { container: container.name };
   for (const variable of container.env ?? []) {
     if (!allowed.env.has(variable.name)) added.push({ kind: 'env', name: variable.name, ...where });
@@ -372,6 +415,11 @@ function restarts(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
 export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
   const spec = admitted.spec;
   const added: PodAddition[] = [];
+  const images: ImageRules = {
+    operatorImage: shape.operatorImage,
+    digestAdded: specUnchangedSinceCreation(admitted, shape),
+    specChanged: `the pod's spec was changed after it was made (generation ${admitted.metadata?.generation})`,
+  };
   if (spec?.automountServiceAccountToken !== false) {
     added.push({ kind: 'automountServiceAccountToken', name: String(spec?.automountServiceAccountToken ?? 'unset') });
   }
@@ -382,13 +430,13 @@ export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAdditi
   }
   for (const container of spec?.containers ?? []) {
     const allowed = shape.containers.get(container.name);
-    if (allowed) added.push(...containerAdditions(container, allowed, shape.operatorImage));
+    if (allowed) added.push(...containerAdditions(container, allowed, images));
     else added.push({ kind: 'container', name: container.name, detail: container.image });
   }
   added.push(...restarts(admitted, shape));
   for (const container of spec?.initContainers ?? []) {
     const allowed = shape.initContainers.get(container.name);
-    if (allowed) added.push(...containerAdditions(container, allowed, shape.operatorImage));
+    if (allowed) added.push(...containerAdditions(container, allowed, images));
     else added.push({ kind: 'initContainer', name: container.name, detail: container.image });
   }
   for (const container of spec?.ephemeralContainers ?? []) {
