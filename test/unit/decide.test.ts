@@ -666,6 +666,25 @@ describe('decide: finished and deleted runs', () => {
     ]);
   });
 
+  it.each([
+    ['a CodingEval', 'chamvi.dev/v1alpha1', 'CodingEval', false],
+    ['a CodingSchedule', 'chamvi.dev/v1alpha1', 'CodingSchedule', false],
+    ['a controller of another kind (a tool that re-creates it)', 'example.org/v1', 'Composite', true],
+  ] as const)(
+    '#15.2 deletes a run controlled by %s for its TTL with a record only if one could apply to it',
+    (_, apiVersion, kind, recorded) => {
+      const later = new Date(now.getTime() + 5 * 60_000);
+      const controlled = run({
+        spec: { ttlSecondsAfterFinished: 60 },
+        metadata: { ownerReferences: [{ apiVersion, kind, name: 'owner', uid: 'owner-uid', controller: true }] } as never,
+        status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), observedGeneration: 1 },
+      });
+      const [deleting] = decide(observe(controlled), config, later).actions;
+      expect(deleting).toMatchObject({ type: 'deleteRun' });
+      expect('record' in deleting!).toBe(recorded);
+    },
+  );
+
   it('#15.2 never deletes a run that was not run again (AlreadyFinished): re-applied, it would come back each sync', () => {
     const replayed = run({
       spec: { ttlSecondsAfterFinished: 0 },

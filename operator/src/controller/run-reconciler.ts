@@ -885,7 +885,7 @@ export class RunReconciler {
         jobsRunning = await this.deps.agent.stop(run);
         continue;
       }
-      if (action.type === 'deleteRun' && !(await this.keepFinishedRecord(run, action.record))) {
+      if (action.type === 'deleteRun' && action.record && !(await this.keepFinishedRecord(run, action.record))) {
         return { run, requeueAfterMs: FINISHED_RECORD_RECHECK_MS };
       }
       // Deleting: a job of the run still runs, and would leave its record (and maybe a next

@@ -344,7 +344,10 @@ function decideFinished(observed: ObservedRun, ttl: number | undefined, now: Dat
   // A run not run again stays: deleted, it would be applied again, and again (#15.2).
   if (ttl === undefined || !completed || run.status?.reason === REASONS.AlreadyFinished) return decided([]);
   const remaining = Date.parse(completed) + ttl * 1000 - now.getTime();
-  if (remaining <= 0) return decided([{ type: 'deleteRun', record: finishedRunRecord(run, now) }]);
+  if (remaining <= 0) {
+    const record = finishedRunRecord(run, now);
+    return decided([{ type: 'deleteRun', ...(record ? { record } : {}) }]);
+  }
   return decided([], remaining);
 }
 

@@ -29,8 +29,11 @@ export type Action =
   | { type: 'resumeAgent'; answer: ApprovalAnswer }
   /** Remove the run's queued jobs and Redis state. Idempotent. */
   | { type: 'stopAgent' }
-  /** Delete the run (its TTL ran out), first keeping `record` in chamvi-finished-runs (reconcile/finished-runs.ts). */
-  | { type: 'deleteRun'; record: FinishedRunRecord }
+  /**
+   * Delete the run (its TTL ran out), first keeping `record` in chamvi-finished-runs
+   * (reconcile/finished-runs.ts); none for a run an eval or schedule controls.
+   */
+  | { type: 'deleteRun'; record?: FinishedRunRecord }
   /**
    * Keep the run's diff before it ends: from the sandbox when `fromSandbox` (the pod is up),
    * else the last snapshot the workers stored; the reconciler decides again with what it got

@@ -59,8 +59,9 @@ export function specSha256(spec: unknown): string {
   return createHash('sha256').update(canonicalJson(rest), 'utf8').digest('hex');
 }
 
-/** What is kept of a finished run its TTL deletes. */
-export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord {
+/** What is kept of a finished run its TTL deletes; nothing for a run no record applies to (madeByRunMakingKind). */
+export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord | undefined {
+  if (madeByRunMakingKind(run)) return undefined;
   const status = run.status ?? {};
   return {
     uid: run.metadata.uid ?? '',
@@ -76,20 +77,26 @@ export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord 
 const RUN_MAKING_KINDS: ReadonlySet<string> = new Set([EVAL_KIND, SCHEDULE_KIND]);
 
 /**
- * Whether the record stands for this new run: the same spec, and a run that may be applied
- * again (by a GitOps tool). Not a run a CodingEval or CodingSchedule of this operator controls:
- * a schedule names each run anew, and an eval makes an attempt's run again only when it was
- * deleted before it was graded, when it must run; a record matching one was written for it.
- * Such a run runs. A run whose controller is any other kind may be one a tool re-creates (a
- * composition, a GitOps controller), as the record exists for.
+ * Whether a CodingEval or CodingSchedule of this operator controls the run: a schedule names
+ * each run anew, and an eval makes an attempt's run again only when it was deleted before it
+ * was graded, when it must run. No record applies to such a run, so none is written for it
+ * either (it would only take one of the namespace's FINISHED_RUNS_KEPT places). A run whose
+ * controller is any other kind may be one a tool re-creates (a composition, a GitOps
+ * controller), as the record exists for.
  */
-export function appliesToRun(finished: FinishedRunRecord, run: CodingRun): boolean {
+export function madeByRunMakingKind(run: CodingRun): boolean {
   const references = (run.metadata as { ownerReferences?: Array<{ apiVersion?: string; kind?: string; controller?: boolean }> })
     .ownerReferences;
   const controller = references?.find((reference) => reference.controller === true);
-  const madeByOperatorKind =
-    controller !== undefined && controller.apiVersion?.split('/')[0] === GROUP && RUN_MAKING_KINDS.has(controller.kind ?? '');
-  return !madeByOperatorKind && finished.specSha256 === specSha256(run.spec);
+  return controller !== undefined && controller.apiVersion?.split('/')[0] === GROUP && RUN_MAKING_KINDS.has(controller.kind ?? '');
+}
+
+/**
+ * Whether the record stands for this new run: the same spec, and a run that may be applied
+ * again (not one madeByRunMakingKind; a record matching one was written for it ahead). Such a run runs.
+ */
+export function appliesToRun(finished: FinishedRunRecord, run: CodingRun): boolean {
+  return !madeByRunMakingKind(run) && finished.specSha256 === specSha256(run.spec);
 }
 
 /** The record kept for a run name, if any (a malformed entry is no record). */
