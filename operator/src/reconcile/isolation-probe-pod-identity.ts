@@ -75,6 +75,9 @@ export function whyNotProbePod(read: V1Pod | undefined, identity: ProbePodIdenti
   if (identity.generation !== undefined && generation !== identity.generation) {
     return `its spec was changed (generation ${identity.generation}, now ${quote(generation ?? 'none')})`;
   }
+  // Exactly the images admitted: stricter than podAdditions below, which takes a digest appended
+  // to a built image where the API server keeps no pod generation (before 1.33) and the
+  // operator's image at any tag. The probe holds the pod as admitted, so it needs neither.
   const images = imagesOf(read);
   for (const name of new Set([...identity.images.keys(), ...images.keys()])) {
     if (images.get(name) !== identity.images.get(name)) {
