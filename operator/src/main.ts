@@ -167,6 +167,7 @@ async function main(): Promise<void> {
       {
         kube,
         agent: agent.runAgent,
+        runStates: agent.runStates,
         events,
         templates: { get: (namespace, name) => scheduleGateway.getTemplate(namespace, name) },
         ...(egressProxyAddress ? { egressProxyAddress } : {}),

@@ -29,6 +29,7 @@ import { controllingRunName } from '../reconcile/ownership.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { configMapChangeWakes, queueChanged, runChangeWakes } from './run-change-wakes.ts';
 import { runGoneWith } from './run-gone.ts';
+import { OrphanedStateSweep, type RunStateKeys } from './orphaned-state-sweep.ts';
 import { jsonRequests } from '../kube/json-requests.ts';
 import { listMetadata, metadataOnlyWatch, type ObjectMetadata } from '../kube/metadata-only.ts';
 
@@ -50,6 +51,7 @@ export class RunController {
   private readonly runs: MergedCache<CodingRun>;
   private readonly isolation: IsolationProbe | undefined;
   private readonly warmPools: WarmPoolLoop | undefined;
+  private readonly orphanedStates: OrphanedStateSweep | undefined;
   /** Between start (caches synced) and stop: a stopped controller's cache no longer follows the cluster. */
   private live = false;
   /** Set by stop(): a start() still waiting for its caches then goes no further. */
@@ -62,6 +64,8 @@ export class RunController {
       isolation?: IsolationProbe;
       /** Warm pools (docs/warm-pools.md): the gateway, and the sessions opened ahead; the pool loop is made here. */
       warmPools?: { gateway: WarmPoolGateway; sessions?: WarmSessions };
+      /** The run states in Redis: the states of runs deleted while no operator watched are swept (orphaned-state-sweep.ts). */
+      runStates?: RunStateKeys;
     },
     private readonly logger: ControllerLogger,
     metrics?: OperatorMetrics,
@@ -229,11 +233,21 @@ export class RunController {
     this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
     const pods = new MergedCache(podInformers);
     const networkPolicies = new MergedCache(policyInformers);
-    const { warmPools: warmDeps, ...reconcilerDeps } = deps;
+    const { warmPools: warmDeps, runStates, ...reconcilerDeps } = deps;
     const warmGateway = warmDeps?.gateway;
     const sessions = warmDeps?.sessions;
     this.warmPools = warmGateway
       ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger, ...(sessions ? { sessions } : {}) })
+      : undefined;
+    this.orphanedStates = runStates
+      ? new OrphanedStateSweep({
+          states: runStates,
+          runs: this.runs,
+          agent: deps.agent,
+          watchNamespaces: config.watchNamespaces,
+          logger,
+          ...(metrics ? { metrics } : {}),
+        })
       : undefined;
     this.reconciler = new RunReconciler({
       ...reconcilerDeps,
@@ -323,6 +337,8 @@ export class RunController {
     if (this.stopped) return;
     this.queue.start();
     this.warmPools?.start();
+    // Only now: a run not in a cache still filling would look deleted.
+    this.orphanedStates?.start();
     this.live = true;
     this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
   }
@@ -338,12 +354,13 @@ export class RunController {
     this.reconciler.stop();
     void this.isolation?.stop();
     this.warmPools?.stop();
+    this.orphanedStates?.stop();
     this.queue.stop();
     for (const informer of this.informers) informer.stop();
   }
 
-  /** For tests: resolves when no key is queued or being reconciled. */
-  idle(): Promise<void> {
-    return this.queue.idle();
+  /** Resolves when no key is queued or being reconciled and no sweep of run states is under way. */
+  async idle(): Promise<void> {
+    await Promise.all([this.queue.idle(), this.orphanedStates?.settled()]);
   }
 }

@@ -296,6 +296,11 @@ export class RunReconciler {
    */
   private readonly gone = new Map<string, Map<string, CodingRun>>();
   /**
+   * The gone runs (by uid) whose wait for their running jobs was logged: their key is looked at
+   * every second meanwhile, and one line says why, not one a second. Forgotten with the run.
+   */
+  private readonly goneWaitLogged = new Set<string>();
+  /**
    * Runs (by uid) whose finalizer this process removed: their agent was stopped with no job left
    * running, the condition the finalizer goes on, so their deletion has nothing more to stop.
    * Forgotten once the watch reports them deleted.
@@ -420,13 +425,23 @@ export class RunReconciler {
       // the write that removed its finalizer, whose reconcile this one follows.
       if (uid === current || this.finalized.delete(uid)) {
         ofKey.delete(uid);
+        this.goneWaitLogged.delete(uid);
         continue;
       }
       this.beforeWrite();
       const left = await this.deps.agent.stop(run);
       jobsRunning += left;
-      if (left > 0) continue;
+      if (left > 0) {
+        if (!this.goneWaitLogged.has(uid))
+          this.deps.logger.info(
+            { ...runLogFields(run), jobsRunning: left },
+            `waiting for ${left} running job${left === 1 ? '' : 's'} of the deleted run to end before its agent is stopped for good`,
+          );
+        this.goneWaitLogged.add(uid);
+        continue;
+      }
       ofKey.delete(uid);
+      this.goneWaitLogged.delete(uid);
       this.deps.logger.info(runLogFields(run), "stopped the agent of a run deleted without its finalizer's cleanup");
     }
     if (ofKey.size === 0) this.gone.delete(key);

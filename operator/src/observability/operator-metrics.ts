@@ -32,6 +32,7 @@ export class OperatorMetrics {
   readonly cloneCache: Counter<'result'>;
   readonly runPhaseDuration: Histogram<'phase'>;
   readonly namespaceTokensToday: Gauge<'namespace'>;
+  readonly orphanedRunStatesSwept: Counter;
 
   constructor(
     options: {
@@ -132,6 +133,11 @@ export class OperatorMetrics {
       name: 'chamvi_namespace_tokens_today',
       help: "Tokens a namespace's runs spent this UTC day, as its tally in Redis last read or written by this replica (chamvi.dev/tokens-per-day).",
       labelNames: ['namespace'],
+      registers,
+    });
+    this.orphanedRunStatesSwept = new Counter({
+      name: 'chamvi_orphaned_run_states_swept_total',
+      help: "Runs the leader's sweep stopped because their state was in Redis with no run left (deleted while no operator watched them).",
       registers,
     });
     const runsByPhase = options.runsByPhase;

@@ -41,6 +41,8 @@ import { answerWithin } from './answer-within.ts';
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
 /** How long a reconcile waits for Redis to start, resume or stop a run, or count a namespace's tokens (answer-within.ts). */
 export const CONTROLLER_REDIS_TIMEOUT_MS = 10_000;
+/** How long the leader's sweep waits for the listing of every run state (a SCAN of all of Redis, a thousand keys a call). */
+const RUN_STATE_LISTING_TIMEOUT_MS = 120_000;
 
 export interface AgentRuntimeOptions {
   config: OperatorConfig;
@@ -72,6 +74,8 @@ export interface AgentRuntime {
   tokensOn(namespace: string, day: string): Promise<number>;
   /** Jobs by state, for the queue-depth gauge. */
   queueDepth(): Promise<Record<string, number>>;
+  /** The run states in Redis, for the leader's sweep of those whose run is gone (controller/orphaned-state-sweep.ts). */
+  runStates: Pick<RunStateStore, 'uids' | 'ownerOf'>;
   close(): Promise<void>;
 }
 
@@ -176,6 +180,10 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       );
   return {
     runAgent,
+    runStates: {
+      uids: () => answerWithin(states.uids(), RUN_STATE_LISTING_TIMEOUT_MS, 'listing the run states'),
+      ownerOf: (uid) => answerWithin(states.ownerOf(uid), CONTROLLER_REDIS_TIMEOUT_MS, 'reading a run state'),
+    },
     tokensOn: (namespace, day) => answerWithin(tally.read(namespace, day), CONTROLLER_REDIS_TIMEOUT_MS, "reading the namespace's tokens"),
     async checkRedis() {
       // ioredis queues a command while it reconnects: unbounded, /readyz would hang while Redis is down

@@ -10,6 +10,7 @@
 // matched to the job's run on load; what to call with which secret is never in it (the
 // model comes from the live run's spec).
 import type { ModelMessage } from 'ai';
+import { Cluster } from 'ioredis';
 import type { FilesTouched } from '../agent/files-touched.ts';
 import type { StopReason } from '../agent/stop-conditions.ts';
 import type { TokenUsage } from '../agent/usage-accounting.ts';
@@ -20,7 +21,7 @@ import type { Verification } from '../api/verification-status.ts';
 import type { RunTiming } from '../api/coding-run-status.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import { DEFAULT_NAMESPACE_MAX_STATE_BYTES } from '../config/operator-config.ts';
-import { describeRunRef, isSameRun, type RunRef } from './run-ref.ts';
+import { describeRunRef, isSameRun, runRefFrom, type RunRef } from './run-ref.ts';
 import { runStateProblem } from './run-state-schema.ts';
 import type { RunStateSeal } from './run-state-seal.ts';
 import type { RedisClient } from './redis-connection.ts';
@@ -292,6 +293,13 @@ export class RunStateStore {
 
   /** Decodes a text read with loadText; throws a RunFailure (StateLost) as load does. */
   decode(text: string, owner: RunStateOwner): RunState {
+    const state = this.opened(text);
+    if (!isSameRun(state, owner)) throw stateInvalid(`it is the state of run ${describeRunRef(state)}, not of ${describeRunRef(owner)}`);
+    return state;
+  }
+
+  /** A sealed state's content, checked against the schema, whoever's it is; throws a RunFailure (StateLost). */
+  private opened(text: string): RunState {
     const opened = this.seal.open(text);
     if ('problem' in opened) throw stateInvalid(opened.problem);
     let value: unknown;
@@ -302,9 +310,49 @@ export class RunStateStore {
     }
     const problem = runStateProblem(value);
     if (problem) throw stateInvalid(problem);
-    const state = value as RunState;
-    if (!isSameRun(state, owner)) throw stateInvalid(`it is the state of run ${describeRunRef(state)}, not of ${describeRunRef(owner)}`);
-    return state;
+    return value as RunState;
+  }
+
+  /**
+   * The uids of the runs that have a state, for the leader's sweep of states whose run is gone
+   * (controller/orphaned-state-sweep.ts). By SCAN, `count` keys a call: KEYS would hold Redis
+   * for as long as it walks every key it holds. In a Cluster SCAN walks one server only, so it
+   * goes to every master (the prefix's hash tag puts the states in one slot, whose master may change).
+   */
+  async uids(count = 1000): Promise<string[]> {
+    const start = `${this.prefix}:run:`;
+    // The prefix as a glob: a [ or a ? in redisPrefix matches itself, not a set of characters.
+    const match = `${start.replace(/[*?[\]\\]/g, '\\$&')}*`;
+    const servers = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const uids = new Set<string>();
+    for (const server of servers) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await server.scan(cursor, 'MATCH', match, 'COUNT', count);
+        cursor = next;
+        // Only a state's key: one with a further `:` is another prefix's (redisPrefix `p:run` holds `p:run:run:<uid>`).
+        for (const key of keys) if (key.length > start.length && !key.includes(':', start.length)) uids.add(key.slice(start.length));
+      } while (cursor !== '0');
+    }
+    return [...uids];
+  }
+
+  /**
+   * Whose the state under `uid` is, as the state says: `ref` only for a state sealed by this
+   * operator, of the expected shape, kept under its own run's uid (for the sweep to know the
+   * namespace whose tally holds it); `invalid` (why) otherwise; undefined when there is none.
+   */
+  async ownerOf(uid: string): Promise<{ ref: RunRef } | { invalid: string } | undefined> {
+    const text = await this.loadText(uid);
+    if (text === undefined) return undefined;
+    try {
+      const ref = runRefFrom(this.opened(text));
+      if (ref.uid !== uid) return { invalid: `it is the state of run ${describeRunRef(ref)}, kept under uid ${uid}` };
+      return { ref };
+    } catch (error) {
+      if (isStateInvalid(error)) return { invalid: error.message };
+      throw error;
+    }
   }
 
   /** decode, or undefined for a state that cannot be trusted (for looks that act on nothing). */
