@@ -2,11 +2,13 @@
 // Redis, git and the toolbox in kwok pods, and a model over HTTP that records what it was sent.
 // A follow-up run starts from the first run's commit (not the branch's new head) with its diff
 // applied and its task and final message in the first prompt; a source that is missing or
-// whose diff does not apply fails the follow-up InvalidSpec with what to change.
+// whose diff does not apply fails the follow-up InvalidSpec with what to change, and one deleted
+// and created again under its name after the follow-up was accepted fails it ContinueFromReplaced.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
 import type { CodingRunStatus } from '../../operator/src/api/index.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
@@ -208,6 +210,102 @@ describe('spec.continueFrom', () => {
     expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(status.message).toContain(`whose diff does not apply on its commit ${tampered.result!.revision}`);
     expect(status.message).toContain('create a run without continueFrom');
+  });
+
+  it('fails ContinueFromReplaced, applying nothing, when the source is deleted and created again under its name after acceptance', async () => {
+    const original = await firstRun('swapped');
+    expect(original.phase).toBe('Succeeded');
+    const uidOf = async (name: string) => (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
+    const originalUid = await uidOf('swapped');
+    // The follow-up is held between its acceptance and its sandbox (so its prepare job): an
+    // admission policy refuses its finalizer, and it waits Pending (SandboxRefused), accepted.
+    const policy = 'e2e-continue-no-finalizer';
+    const label = 'e2e-continue/refuse-finalizer';
+    const labelled = (object: { metadata: object }, extra: object = {}) => ({
+      ...object,
+      metadata: { ...object.metadata, labels: { [label]: 'true' }, ...extra },
+    });
+    const manifests = [
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: { name: policy },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: {
+            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['codingruns'] }],
+          },
+          matchConditions: [{ name: 'labelled', expression: `has(object.metadata.labels) && '${label}' in object.metadata.labels` }],
+          validations: [
+            {
+              expression: "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'chamvi.dev/cleanup')",
+              message: 'this test holds the follow-up before its sandbox',
+            },
+          ],
+        },
+      },
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name: policy },
+        spec: {
+          policyName: policy,
+          validationActions: ['Deny'],
+          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
+        },
+      },
+    ];
+    const applied = await kubectl(['apply', '-f', '-'], { input: manifests.map((manifest) => stringify(manifest)).join('---\n') });
+    expect(applied.code, applied.stderr).toBe(0);
+    let replacementUid: string;
+    try {
+      const follower = labelled(codingRun('after-swap', 'Continue.', scripted('never-used'), { continueFrom: { name: 'swapped' } }));
+      await eventually(
+        async () => {
+          const dryRun = await kubectl(['create', '--dry-run=server', '-n', NS, '-f', '-'], {
+            input: stringify(labelled(follower, { finalizers: ['chamvi.dev/cleanup'] })),
+          });
+          return dryRun.code !== 0 && dryRun.stderr.includes(policy) ? true : undefined;
+        },
+        30_000,
+        'the policy to be enforced',
+      );
+      await apply(follower);
+      const held = await eventually(
+        async () => {
+          const status = await runStatus<CodingRunStatus>(NS, 'after-swap');
+          return status.reason === 'SandboxRefused' ? status : undefined;
+        },
+        30_000,
+        'after-swap to be accepted and held',
+      );
+      expect(held.continuedFrom).toEqual({ name: 'swapped', uid: originalUid });
+
+      // Whoever may create runs in the namespace: the source goes, and another run of its name
+      // (another change, finished, with its own diff ConfigMap) takes its place.
+      const deleted = await kubectl(['delete', 'crun', 'swapped', '-n', NS, '--timeout=60s']);
+      expect(deleted.code, deleted.stderr).toBe(0);
+      await apply(
+        script('swapped-again-script', [
+          { toolCalls: [{ toolName: 'write_file', input: { path: 'UNCHECKED.md', content: 'never accepted\n' } }] },
+          { text: 'Something else entirely.' },
+        ]),
+        codingRun('swapped', 'Something else.', scripted('swapped-again-script')),
+      );
+      const replacement = await finished('swapped');
+      expect(replacement).toMatchObject({ phase: 'Succeeded', result: { diff: expect.stringContaining('UNCHECKED.md') } });
+      replacementUid = await uidOf('swapped');
+      expect(replacementUid).not.toBe(originalUid);
+    } finally {
+      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+    }
+    // The follow-up gets its sandbox now, and its prepare job finds another run under the name.
+    const status = await finished('after-swap');
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'ContinueFromReplaced', continuedFrom: { name: 'swapped', uid: originalUid } });
+    expect(status.message).toContain(
+      `spec.continueFrom names CodingRun swapped, which was deleted and created again under its name after this run was accepted (uid ${originalUid} then, ${replacementUid} now)`,
+    );
+    expect(status.result?.diff ?? '').not.toContain('UNCHECKED.md');
   });
 
   it('is described by kubectl explain and cannot change after the run is created', async () => {

@@ -7,6 +7,7 @@ import { continuationPrompt, decideContinuation, type ContinuationInput } from '
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { closingTags, outsideElements, quotedElements } from '../support/quoted-element.ts';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
+import { ContinueFromReplacedError } from '../../operator/src/workers/errors/continue-from-replaced-error.ts';
 
 const SHA = 'a'.repeat(40);
 const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
@@ -95,11 +96,56 @@ describe('decideContinuation', () => {
       /larger than the 1 MiB the operator keeps/,
     ],
   ];
-  it.each(refusals)('refuses %s, saying what to change', (_, given, message) => {
+  it.each(refusals)('refuses %s, saying what to change: InvalidSpec', (_, given, message) => {
     const decision = decideContinuation(given);
     expect(decision.ok).toBe(false);
     expect(decision.ok ? '' : decision.message).toMatch(/^spec.continueFrom names CodingRun first, /);
     expect(decision.ok ? '' : decision.message).toMatch(message);
+    expect(decision.ok ? undefined : decision.failure).toMatchObject({
+      reason: 'InvalidSpec',
+      message: decision.ok ? '' : decision.message,
+    });
+  });
+
+  describe('status.continuedFrom: only the run the follow-up was accepted with', () => {
+    // Deleted and created again under its name after the follow-up was accepted: finished, with
+    // its own diff ConfigMap (owned by the new uid), so every other check would pass.
+    const recreated = (): CodingRun => {
+      const run = finished({}, { diff: 'diff --git a/x b/x\n' });
+      run.metadata.uid = 'uid-recreated';
+      return run;
+    };
+
+    it('refuses a source that is not the run accepted (ContinueFromReplaced), whatever it holds', () => {
+      const source = recreated();
+      const decision = decideContinuation(input(source, { acceptedUid: 'uid-first' }));
+      expect(decision.ok).toBe(false);
+      const failure = decision.ok ? undefined : decision.failure;
+      expect(ContinueFromReplacedError.isInstance(failure)).toBe(true);
+      expect(failure).toMatchObject({ reason: 'ContinueFromReplaced', acceptedUid: 'uid-first', currentUid: 'uid-recreated' });
+      expect(failure!.message).toMatch(
+        /^spec.continueFrom names CodingRun first, which was deleted and created again under its name after this run was accepted \(uid uid-first then, uid-recreated now\).*nothing of it was applied.*create this run again/,
+      );
+    });
+
+    it('refuses a replaced source before anything else about it: a replacement still running is not "not finished"', () => {
+      const running = { ...recreated(), status: { phase: 'Running' as const } };
+      const decision = decideContinuation(input(running, { acceptedUid: 'uid-first', diffConfigMap: undefined }));
+      expect(decision.ok ? undefined : decision.failure.reason).toBe('ContinueFromReplaced');
+    });
+
+    it('starts from the run accepted, and (an older run without the pin) from the run of the name', () => {
+      expect(decideContinuation(input(finished(), { acceptedUid: 'uid-first' }))).toMatchObject({ ok: true, revision: SHA, diff: DIFF });
+      expect(decideContinuation(input(recreated(), { acceptedUid: undefined })).ok).toBe(true);
+    });
+
+    it('says the source is gone (InvalidSpec) when it was deleted after acceptance and not made again', () => {
+      const decision = decideContinuation(input(undefined, { acceptedUid: 'uid-first' }));
+      expect(decision.ok ? undefined : decision.failure).toMatchObject({
+        reason: 'InvalidSpec',
+        message: expect.stringMatching(/does not exist/),
+      });
+    });
   });
 
   const accepted: [string, CodingRun, string][] = [

@@ -194,6 +194,13 @@ describe('decide: accepting a new run', () => {
       /ConfigMap agents\/demo named in spec.model.scriptRef does not exist/,
     ],
     ['a spec the schema refuses', { spec: { task: '' } }, {}, 'InvalidSpec', /spec.task/],
+    [
+      'a spec.continueFrom naming no run in its namespace (nothing to pin)',
+      { spec: { continueFrom: { name: 'first' } } },
+      { continueFromSource: { name: 'first', uid: undefined } },
+      'InvalidSpec',
+      /^spec.continueFrom names CodingRun first, which does not exist in namespace agents; name a finished run/,
+    ],
   ])('refuses %s: Failed with the reason, no pod', (_, runOverrides, observedOverrides, reason, message) => {
     const decision = decide(observe(run(runOverrides as never), observedOverrides), config, now);
     expect(types(decision)).not.toContain('createPod');
@@ -207,6 +214,56 @@ describe('decide: accepting a new run', () => {
     expect(decision.status!.conditions!.find((c) => c.type === 'Failed')).toMatchObject({ status: 'True', reason });
     expect(decision.status!.conditions!.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'True', reason });
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason })]);
+  });
+
+  describe('spec.continueFrom: the source is pinned by uid as the run is accepted', () => {
+    const continuing = (overrides: CodingRunOverrides = {}) =>
+      run({ ...overrides, spec: { continueFrom: { name: 'first' }, ...overrides.spec } });
+    const found = { continueFromSource: { name: 'first', uid: 'uid-first' } };
+
+    it.each([
+      ['admitted at once', { admission: { admit: true as const, sequence: 1 } }, 'Provisioning'],
+      [
+        'queued for a slot',
+        { admission: { admit: false as const, heldBy: 'ClusterSlots' as const, position: 1, message: 'Queued.' } },
+        'Pending',
+      ],
+    ])('records the source it found (status.continuedFrom) in the write that accepts the run, %s', (_, more, phase) => {
+      const decision = decide(observe(continuing(), { ...found, ...more }), config, now);
+      expect(decision.status).toMatchObject({ phase, continuedFrom: { name: 'first', uid: 'uid-first' } });
+      expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'True', reason: 'Valid' });
+    });
+
+    it('pins the continueFrom a template gives the run (its effective spec)', () => {
+      const templated = run({
+        spec: { templateRef: { name: 'follow-up' } },
+        status: { template: { name: 'follow-up', spec: { continueFrom: { name: 'first' } } } },
+      });
+      const decision = decide(observe(templated, found), config, now);
+      expect(decision.status!.continuedFrom).toEqual({ name: 'first', uid: 'uid-first' });
+    });
+
+    it('keeps the pin through the later decisions, never reading the source again', () => {
+      const pinned = { name: 'first', uid: 'uid-first' };
+      const provisioning = continuing({
+        status: { phase: 'Provisioning', conditions: accepted, startTime: minutesAgo(1), podName: 'fix-sandbox', continuedFrom: pinned },
+      });
+      const decision = decide(observe(provisioning, { references: undefined, pod: pod() }), config, now);
+      expect(decision.status).toMatchObject({ phase: 'Running', continuedFrom: pinned });
+      expect(types(decision)).toContain('startAgent');
+    });
+
+    it('pins nothing for a run without continueFrom, nor for one accepted before the pin existed (the upgrade path)', () => {
+      expect(decide(observe(run()), config, now).status).not.toHaveProperty('continuedFrom');
+      const acceptedBefore = continuing({ status: { phase: 'Pending', reason: 'Queued', conditions: accepted } });
+      const decision = decide(observe(acceptedBefore, { references: undefined }), config, now);
+      expect(decision.status).toMatchObject({ phase: 'Provisioning' });
+      expect(decision.status).not.toHaveProperty('continuedFrom');
+    });
+
+    it('refuses to decide the acceptance of a continuing run whose source was not looked for', () => {
+      expect(() => decide(observe(continuing()), config, now)).toThrow(/continueFrom source must be observed/);
+    });
   });
 
   it('queues a valid run when the slots are taken, and says which limit holds it and where it stands', () => {

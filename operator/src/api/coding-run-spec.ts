@@ -395,7 +395,9 @@ export const continueFromSpec = z
       "(its status.result.revision), applies that run's full diff (its diff ConfigMap), and the first prompt tells the agent that " +
       "run's task and final message. spec.repository.url must be the source run's; spec.repository.revision is not used. The run " +
       'fails InvalidSpec, saying what to change, when the source run is missing, not finished, kept no full diff (none, or cut at ' +
-      "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes.",
+      "1 MiB), or its diff does not apply. This run's own diff then holds both runs' changes. The source is the run of that name " +
+      'when this run is accepted (status.continuedFrom records its uid): one deleted and created again under the name before this ' +
+      'run starts fails it ContinueFromReplaced.',
   );
 
 // The grader is part of the job: changing it mid-run would grade a different job.

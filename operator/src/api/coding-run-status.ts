@@ -312,6 +312,23 @@ export const templateStatus = z
       'edit of the template does not change a run already accepted.',
   );
 
+/**
+ * spec.continueFrom, pinned when the operator accepted the run (reconcile/continue-from-pin.ts):
+ * the prepare job starts only from the run of this uid. A name alone would let anyone who may
+ * create runs in the namespace delete the source and create another under its name in between,
+ * and the run would continue from content nobody chose.
+ */
+export const continuedFromStatus = z
+  .object({
+    name: z.string().max(253).describe('The CodingRun spec.continueFrom names.'),
+    uid: z.string().min(1).max(64).describe('Its metadata.uid when this run was accepted: the only run it starts from.'),
+  })
+  .describe(
+    'The run spec.continueFrom named, as the operator found it when it accepted this run. The run starts only from that run: ' +
+      'one deleted and created again under the name since fails it ContinueFromReplaced, nothing of it applied. ' +
+      'Absent for a run without continueFrom, and for one accepted by an operator from before this field.',
+  );
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -369,6 +386,7 @@ export const codingRunStatus = z
     queue: queueStatus.optional(),
     admission: admissionStatus.optional(),
     template: templateStatus.optional(),
+    continuedFrom: continuedFromStatus.optional(),
   })
   // The operator never moves a finished run (its writers check the phase and send the
   // resourceVersion); this makes the API server refuse it from any writer, including one
@@ -386,4 +404,5 @@ export type EgressStatus = z.output<typeof egressStatus>;
 export type RunTiming = z.output<typeof runTiming>;
 export type Condition = z.output<typeof condition>;
 export type TemplateStatus = z.output<typeof templateStatus>;
+export type ContinuedFromStatus = z.output<typeof continuedFromStatus>;
 export type HeldBy = (typeof HELD_BY)[number];

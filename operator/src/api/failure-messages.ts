@@ -51,6 +51,10 @@ export const FAILURE_MESSAGES = {
   deadlineAtSandboxLimit: (podName: string, limit: string, timeout: string) =>
     `The run reached the ${limit} limit of its sandbox pod ${podName} (activeDeadlineSeconds, fixed when the pod was made: ` +
     `Kubernetes cannot extend it) before its budget.timeout of ${timeout}. Create a new run (spec.continueFrom) for more time.`,
+  /** InvalidSpec: spec.continueFrom names no run in the namespace (found so as the run is accepted, or by the prepare job). */
+  continueFromMissing: (sourceName: string, namespace: string) =>
+    `spec.continueFrom names CodingRun ${sourceName}, which does not exist in namespace ${namespace}; ` +
+    "name a finished run in this run's own namespace.",
   /** SandboxLost: the pod ended or went away before the run did. */
   sandboxLost: (podName: string, why: string) => `Sandbox pod ${podName} ${why} before the run ended; create the run again.`,
   /** SandboxNotReady: the pod was not Ready in time; `state` says what it was doing. */

@@ -19,6 +19,11 @@ export const REASONS = {
   ConfigMapNotFound: 'ConfigMapNotFound',
   /** #15.3: spec.templateRef names a CodingRunTemplate that does not exist in the run's namespace when the run is accepted. */
   TemplateNotFound: 'TemplateNotFound',
+  /**
+   * spec.continueFrom's run was deleted and another created under its name after this run was
+   * accepted (status.continuedFrom holds the uid it was accepted with): nothing of it is applied.
+   */
+  ContinueFromReplaced: 'ContinueFromReplaced',
   CloneFailed: 'CloneFailed',
   SetupFailed: 'SetupFailed',
   BudgetExceeded: 'BudgetExceeded',

@@ -24,6 +24,7 @@ import type {
 import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
+import { observeContinueFromSource } from '../reconcile/continue-from-pin.ts';
 import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import { apiRefusal, apiServerFailure, isConflict, isTooLargeToStore } from '../kube/api-errors.ts';
@@ -607,6 +608,7 @@ export class RunReconciler {
       ...(freshPodSent ? { freshPodSent } : {}),
       ownedConfigMaps,
       ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: jsonBytes(run) } : {}),
+      ...(needsValidation ? observeContinueFromSource(run, caches.runs) : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(waiting ? await this.observeAdmission(run) : {}),
       ...(agent ? { agent } : {}),

@@ -32,6 +32,7 @@ import { claimTimings, mergeTimings, sandboxTimings } from './run-timings.ts';
 import { warmPoolFor } from './warm-pool.ts';
 import { checkRunAllowLists, parseSpec, validateRun, type Refusal } from './validate-run.ts';
 import { effectiveSpecInput } from './run-template.ts';
+import { pinContinueFrom } from './continue-from-pin.ts';
 
 /** While a run waits in the queue, look again at least this often (a safety net for missed wake-ups). */
 export const QUEUED_RECHECK_MS = 30_000;
@@ -464,6 +465,13 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         refuse(builder, refusal);
         return done();
       }
+      // spec.continueFrom: the source as found now is the only one the run may start from.
+      const continueFrom = pinContinueFrom(run.metadata.namespace, spec, observed.continueFromSource);
+      if (!continueFrom.ok) {
+        refuse(builder, continueFrom.refusal);
+        return done();
+      }
+      if (continueFrom.pin) builder.status.continuedFrom = continueFrom.pin;
       const message = 'The run is valid.';
       builder.condition({ type: 'Accepted', status: 'True', reason: REASONS.Valid, message });
       builder.events.push({

@@ -7,6 +7,7 @@ import type { NamespacePolicy } from './namespace-policy.ts';
 import type { FinishedRunRecord } from './finished-runs.ts';
 import type { IsolationView } from './isolation.ts';
 import type { KeptDiff } from './kept-diff.ts';
+import type { ContinueFromSource } from './continue-from-pin.ts';
 
 export interface SandboxPodView {
   name: string;
@@ -123,6 +124,11 @@ export interface ObservedRun {
   namespacePolicy?: NamespacePolicy;
   /** For a run waiting for a slot (no phase yet, or Pending). */
   admission?: Admission;
+  /**
+   * For a run not yet accepted whose spec names continueFrom: that run as found in the namespace,
+   * which accepting the run pins by uid (continue-from-pin.ts).
+   */
+  continueFromSource?: ContinueFromSource;
   /** For a run not yet accepted: what chamvi-finished-runs records of a run of its name deleted by its TTL (#15.2). */
   finishedBefore?: FinishedRunRecord;
   /** For a Running or WaitingForApproval run: what the agent holds of it; undefined when unknown. */

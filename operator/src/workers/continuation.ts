@@ -1,17 +1,22 @@
 // spec.continueFrom: whether a run may start from where another run left off, and from what.
 // Pure: the prepare job reads the source run (in the follow-up's own namespace only) and its
 // diff ConfigMap, this decides, and the prepare job clones the source's commit and applies the
-// diff. Every refusal is InvalidSpec with a message that says what to change.
+// diff. Every refusal is a RunFailure with a message that says what to change: InvalidSpec, or
+// ContinueFromReplaced for a source that is not the run this one was accepted with
+// (status.continuedFrom, reconcile/continue-from-pin.ts). The diff ConfigMap must be that
+// run's own (its controller ownerReference and labels name the uid), so the pinned uid holds
+// for everything read of the source.
 //
 // The source's summary and task are what a model and a run author wrote: they go into the
 // first user message as quoted material, never into the system prompt.
-import { isTerminal, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
+import { FAILURE_MESSAGES, REASONS, RunFailure, isTerminal, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import { effectiveSpecInput } from '../reconcile/run-template.ts';
 import { decodeDiff, isCutDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { untrustedElement } from '../agent/untrusted-element.ts';
+import { ContinueFromReplacedError } from './errors/continue-from-replaced-error.ts';
 
 /** What the prepare job read for the decision. */
 export interface ContinuationInput {
@@ -24,15 +29,24 @@ export interface ContinuationInput {
   source: CodingRun | undefined;
   /** The ConfigMap named by the source's status.result.diffConfigMap, undefined when not found (or none named). */
   diffConfigMap: DiffConfigMap | undefined;
+  /**
+   * The follow-up's status.continuedFrom.uid: the source's uid when the follow-up was accepted.
+   * Undefined for a run accepted before the operator pinned it, whose source is found by name alone.
+   */
+  acceptedUid?: string | undefined;
 }
 
-export type Continuation = { ok: true; revision: string; diff: string; prompt: string } | { ok: false; message: string };
+/** A refusal's failure is what the prepare job throws; its message is the failure's. */
+export type Continuation =
+  { ok: true; revision: string; diff: string; prompt: string } | { ok: false; failure: RunFailure; message: string };
+
+const refused = (failure: RunFailure): Continuation => ({ ok: false, failure, message: failure.message });
 
 /** Bounds of the source's task and final message in the first prompt. */
 const TASK_IN_PROMPT = 4096;
 const SUMMARY_IN_PROMPT = 8192;
 
-const refuse = (message: string): Continuation => ({ ok: false, message });
+const refuse = (message: string): Continuation => refused(new RunFailure(REASONS.InvalidSpec, message));
 
 /** A source that named a template (spec.templateRef) worked on its effective spec, not on its own fields alone. */
 function effectiveSpecOf(source: CodingRun): Partial<CodingRunSpecInput> {
@@ -43,8 +57,11 @@ function effectiveSpecOf(source: CodingRun): Partial<CodingRunSpecInput> {
 export function decideContinuation(input: ContinuationInput): Continuation {
   const { source, sourceName, namespace } = input;
   const named = `spec.continueFrom names CodingRun ${sourceName}`;
-  if (!source) {
-    return refuse(`${named}, which does not exist in namespace ${namespace}; name a finished run in this run's own namespace.`);
+  if (!source) return refuse(FAILURE_MESSAGES.continueFromMissing(sourceName, namespace));
+  // Before anything of it is looked at: another run's state says nothing about the pinned one.
+  if (input.acceptedUid !== undefined && source.metadata.uid !== input.acceptedUid) {
+    const replaced = { sourceName, namespace, acceptedUid: input.acceptedUid, currentUid: source.metadata.uid };
+    return refused(new ContinueFromReplacedError(replaced));
   }
   const status = source.status ?? {};
   if (!isTerminal(status.phase)) {

@@ -72,7 +72,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       })
     : undefined;
   // spec.continueFrom: decided before the clone, which then fetches the source run's commit.
-  const continuation = spec.continueFrom ? await readContinuation(deps, ref, spec.continueFrom.name, spec.repository.url) : undefined;
+  const continuation = spec.continueFrom ? await readContinuation(deps, run, spec.continueFrom.name, spec.repository.url) : undefined;
   // status.timings: Clone (with a continuation's diff applied), Import (with its check), Setup.
   const timings: RunTiming[] = [];
   const cloneStarted = deps.now();
@@ -267,13 +267,20 @@ function withPodName(deps: AgentDependencies, ref: RunRef, run: ParsedCodingRun)
   );
 }
 
-/** spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails the run InvalidSpec. */
-async function readContinuation(deps: AgentDependencies, ref: RunRef, sourceName: string, repositoryUrl: string) {
-  const source = await deps.getRun(ref.namespace, sourceName);
-  const configMapName = source?.status?.result?.diffConfigMap;
-  const diffConfigMap = configMapName ? await deps.resources.readDiffConfigMap(ref.namespace, configMapName) : undefined;
-  const decision = decideContinuation({ namespace: ref.namespace, sourceName, repositoryUrl, source, diffConfigMap });
-  if (!decision.ok) throw new RunFailure(REASONS.InvalidSpec, decision.message);
+/**
+ * spec.continueFrom's source run and its diff, read in this run's namespace only; a refusal fails
+ * the run (InvalidSpec, or ContinueFromReplaced for a source that is not the one accepted).
+ */
+async function readContinuation(deps: AgentDependencies, run: ParsedCodingRun, sourceName: string, repositoryUrl: string) {
+  const { namespace } = run.metadata;
+  const source = await deps.getRun(namespace, sourceName);
+  const acceptedUid = run.status?.continuedFrom?.uid;
+  // Not another run's ConfigMap: one re-created under the source's name reads nothing more.
+  const readable = source && (acceptedUid === undefined || source.metadata.uid === acceptedUid);
+  const configMapName = readable ? source.status?.result?.diffConfigMap : undefined;
+  const diffConfigMap = configMapName ? await deps.resources.readDiffConfigMap(namespace, configMapName) : undefined;
+  const decision = decideContinuation({ namespace, sourceName, repositoryUrl, source, diffConfigMap, acceptedUid });
+  if (!decision.ok) throw decision.failure;
   return decision;
 }
 
