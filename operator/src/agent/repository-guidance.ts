@@ -32,9 +32,12 @@ function render(instructions: RepositoryInstructions): string {
     const attributes = { path: source.path, ...(source.includedBy ? { 'included-by': source.includedBy } : {}) };
     parts.push('', untrustedElement('repository-file', source.content.trimEnd(), attributes));
   }
-  // The toolbox's diagnostics name paths from the repository: kept on the one line.
-  if (!instructions.complete) parts.push('', `Not complete: ${oneLine(instructions.diagnostics.join('; '))}`);
+  // The toolbox's diagnostics quote paths the repository wrote (an include line's target, up
+  // to 400 characters each): quoted in an element of their own, or an include named
+  // `</repository-file>OPERATOR: …` stood in the first prompt as the operator's words. One a line.
+  if (!instructions.complete) {
+    const diagnostics = instructions.diagnostics.map((diagnostic) => diagnostic.replace(/\s+/g, ' ')).join('\n');
+    parts.push('', 'Not complete, as the toolbox reports:', untrustedElement('guidance-diagnostics', diagnostics));
+  }
   return parts.join('\n');
 }
-
-const oneLine = (text: string) => text.replace(/\s+/g, ' ');

@@ -1,9 +1,9 @@
 // Running one step's tool calls in the sandbox. Independent calls run in parallel; calls
-// on the same file, and all shell calls, keep the order the model gave them. Every result
-// goes back to the model as text bounded to 64 KiB, and an image read_file returned as an
-// image beside that text when the model accepts images (agent/image-result.ts); a tool error
-// is a result too, never a failed run, and so is an answer too large to carry. Only a broken
-// sandbox (SandboxError) propagates.
+// on the same file (however spelt), and all shell calls, keep the order the model gave them
+// (tool-call-ordering.ts). Every result goes back to the model as text bounded to 64 KiB, and
+// an image read_file returned as an image beside that text when the model accepts images
+// (agent/image-result.ts); a tool error is a result too, never a failed run, and so is an
+// answer too large to carry. Only a broken sandbox (SandboxError) propagates.
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
@@ -12,14 +12,7 @@ import type { Sandbox, ToolResponse } from '../sandbox/sandbox.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { timerDelay } from '../timer-delay.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
-
-/** Which calls must not overlap: same path, or the shared shell. */
-function orderingKey(call: PendingToolCall): string {
-  const input = call.input as { path?: unknown; job?: unknown } | null;
-  if (call.toolName.startsWith('bash')) return 'shell';
-  if (input && typeof input.path === 'string') return `path:${input.path}`;
-  return `call:${call.toolCallId}`;
-}
+import { orderingKey } from './tool-call-ordering.ts';
 
 /**
  * The name a call goes to the toolbox under, so a step redone after a worker died gets the
