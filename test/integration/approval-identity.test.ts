@@ -17,7 +17,7 @@ import {
   TEMPLATE_WRITER_ANNOTATION,
 } from '../../operator/src/reconcile/approval-answer.ts';
 import { createNamespace, deleteNamespace, kubeconfigPath, kubectl } from '../support/cluster.ts';
-import { chartDir, helm } from '../support/helm.ts';
+import { chartDir, helm, templateKubeVersion } from '../support/helm.ts';
 import { approveAsShown, pluginPath } from '../support/plugin.ts';
 import { runProcess } from '../support/run-process.ts';
 
@@ -53,8 +53,8 @@ async function installPolicy(separationOfDuties: boolean): Promise<void> {
     chartDir,
     '--namespace',
     NS,
-    '--api-versions',
-    'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy',
+    // This server's version and no --api-versions, as `helm template | kubectl apply` renders it.
+    ...templateKubeVersion().slice(0, 2),
     '--show-only',
     'templates/approval-policy.yaml',
     '--show-only',

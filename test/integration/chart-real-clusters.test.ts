@@ -1,7 +1,7 @@
 // The chart's settings for real clusters, rendered by the real helm (#15.6): extraEnv, the
 // operator's outbound proxy and CA bundle, an overridable pod security context (OpenShift),
 // a PodDisruptionBudget only with more than one replica, kubeVersion, the ServiceMonitor
-// option, and the admission policy on by default where the API server serves it.
+// option, and the admission policies on by default, rendered whatever helm's API versions say.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -135,7 +135,7 @@ describe('the chart on real clusters', () => {
     expect(monitor.spec.endpoints).toEqual([expect.objectContaining({ port: 'http-metrics', path: '/metrics' })]);
   });
 
-  it('has the admission policy on by default where the API server serves ValidatingAdmissionPolicy, and off where it does not', async () => {
+  it('has both admission policies on by default, rendered by helm template without --api-versions as with them', async () => {
     const kinds = async (...args: string[]) => (await manifests(...args)).map((doc) => doc.kind);
     expect(await kinds()).toEqual(expect.arrayContaining(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']));
     // Two policies: admissionPolicy (allowRepo and the specs) and approvalPolicy (#15.5, who answers); each has its switch.
@@ -145,20 +145,26 @@ describe('the chart on real clusters', () => {
     expect(await kinds('--set', 'admissionPolicy.enabled=false', '--set', 'approvalPolicy.enabled=false')).not.toContain(
       'ValidatingAdmissionPolicy',
     );
-    // A server without admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy: only the version flag, no API versions.
+    // Only the version flag, no API versions: what `helm template | kubectl apply` and kustomize's
+    // helmCharts render. Chart.yaml's kubeVersion (1.30+) already means ValidatingAdmissionPolicy v1.
     const [versionFlag, version] = templateKubeVersion();
-    const bare = await helm([
-      'template',
-      RELEASE,
-      chartDir,
-      '--namespace',
-      'chamvi-system',
-      versionFlag!,
-      version!,
-      '--kube-version',
-      version!,
+    const bare = async (...args: string[]) => {
+      const result = await helm(['template', RELEASE, chartDir, '--namespace', 'chamvi-system', versionFlag!, version!, ...args]);
+      expect(result.code, result.stderr).toBe(0);
+      return parseAllDocuments(result.stdout)
+        .map((doc) => doc.toJS() as Manifest | null)
+        .filter((doc): doc is Manifest => doc?.kind === 'ValidatingAdmissionPolicy' || doc?.kind === 'ValidatingAdmissionPolicyBinding')
+        .map((doc) => `${doc.kind} ${doc.metadata.name.replace(`${RELEASE}-chamvi-operator-`, '')}`)
+        .sort();
+    };
+    expect(await bare()).toEqual([
+      'ValidatingAdmissionPolicy allow-repo',
+      'ValidatingAdmissionPolicy approvals',
+      'ValidatingAdmissionPolicyBinding allow-repo',
+      'ValidatingAdmissionPolicyBinding approvals',
     ]);
-    expect(bare.code, bare.stderr).toBe(0);
-    expect(bare.stdout).not.toContain('kind: ValidatingAdmissionPolicy');
+    expect(await bare('--set', 'approvalPolicy.separationOfDuties=true')).toEqual(
+      expect.arrayContaining(['ValidatingAdmissionPolicy run-owners', 'ValidatingAdmissionPolicyBinding run-owners']),
+    );
   });
 });

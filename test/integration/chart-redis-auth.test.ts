@@ -183,6 +183,18 @@ describe('security #11.1 the chart with an external Redis', () => {
     expect(() => checkRedisCredentials(operatorConfig(allowed, { [SECRET]: secret }))).not.toThrow();
   });
 
+  it('refuses a redis.url with a password, which would sit in the ConfigMap, and takes a user name with the password from a Secret', async () => {
+    for (const url of ['redis://:hunter2@redis.example:6379', 'rediss://default:hunter2@redis.example:6380/0']) {
+      const result = await helm(['template', RELEASE, chartDir, '--namespace', NAMESPACE, '--set', `redis.url=${url}`]);
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toMatch(/values don't meet the specifications of the schema.*\n.*\n- at '\/redis\/url'/);
+    }
+    const docs = await render('--set', 'redis.url=redis://default@redis.example:6379', '--set', 'redis.passwordSecretRef.name=redis-auth');
+    const config = operatorConfig(docs, { 'redis-auth': { password: 'from-secret' }, [SECRET]: { 'state-key': 'k'.repeat(64) } });
+    expect(config.redisUrl).toBe('redis://default@redis.example:6379');
+    expect(() => checkRedisCredentials(config)).not.toThrow();
+  });
+
   it('passes the password of redis.passwordSecretRef as REDIS_PASSWORD, and a rediss:// CA as redisCaFile', async () => {
     const docs = await render(
       '--set',

@@ -39,6 +39,33 @@ describe("the chart's values schema", () => {
     expect(endpoints.test('https://key@llm.internal/v1')).toBe(false);
   });
 
+  it('refuses a redis.url with a password (it is rendered into the ConfigMap) and points to urlSecretRef', () => {
+    const url = (JSON.parse(committed) as { properties: { redis: { properties: { url: { pattern: string; description: string } } } } })
+      .properties.redis.properties.url;
+    const accepted = new RegExp(url.pattern);
+    for (const refused of [
+      'redis://:hunter2@redis:6379',
+      'redis://default:hunter2@redis:6379/0',
+      'rediss://:p%40ss@redis.example:6380',
+      'redis://:pa/ss@redis:6379',
+      'redis://u:p@ss@redis:6379',
+      'redis://:secret?@redis:6379',
+      'http://redis:6379',
+    ]) {
+      expect(accepted.test(refused), refused).toBe(false);
+    }
+    for (const taken of [
+      '',
+      'redis://redis:6379',
+      'rediss://redis.example:6380/2',
+      'redis://default@redis:6379',
+      'redis://[fd00::5]:6379',
+    ]) {
+      expect(accepted.test(taken), taken).toBe(true);
+    }
+    expect(url.description).toContain('urlSecretRef');
+  });
+
   it('gives helm, as JSON Schema keywords, the checks of one key the operator makes in code (helm asserts draft-07 formats)', () => {
     const config = chartConfigSchema() as unknown as JsonSchema;
     // What the operator refuses...

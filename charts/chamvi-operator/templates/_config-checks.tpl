@@ -63,3 +63,76 @@ pattern back unchanged, is not here: an IP address in another form than its cano
 {{- define "chamvi.defaultPortEndpointPattern" -}}
 ^(?:https://[^/]*:443|http://[^/]*:80)(?:/|$)
 {{- end -}}
+
+{{/*
+The chart's own rules between values: a release that renders but does not do what its values
+say (a policy asked for and not installed, two pods leading at once, an operator pod one run
+author can have evicted, a Redis two namespaces fill for all). Each fails naming the values to
+change; test/integration/chart-release-checks.test.ts renders each.
+*/}}
+{{- define "chamvi.checkRelease" -}}
+{{- $values := .Values -}}
+{{- /* Separation of duties is a rule of the approval policy: without the policy, nothing keeps a run's creator from answering its approvals. */ -}}
+{{- if and $values.approvalPolicy.separationOfDuties (not $values.approvalPolicy.enabled) -}}
+{{- fail "approvalPolicy.separationOfDuties is true but approvalPolicy.enabled is false: separation of duties is enforced by the approval policy, which would not be installed, so a run's creator could answer its approvals; set approvalPolicy.enabled=true, or separationOfDuties=false" -}}
+{{- end -}}
+{{- /* Without a lease every replica reconciles as the leader: one pod at a time, a rollout included (deployment.yaml then uses Recreate). */ -}}
+{{- if and (not $values.leaderElection.enabled) (ne (int $values.replicaCount) 1) -}}
+{{- fail (printf "leaderElection.enabled is false with replicaCount %d: without the lease every replica reconciles runs as the leader and they act on the same runs at once; set replicaCount=1 (the chart then replaces the pod with strategy Recreate, the old one stopped before the new one starts) or leaderElection.enabled=true" (int $values.replicaCount)) -}}
+{{- end -}}
+{{- with $values.tmpSizeLimit -}}
+{{- $needed := include "chamvi.tmpNeededBytes" $ | int64 -}}
+{{- if lt (include "chamvi.quantityBytes" . | int64) $needed -}}
+{{- fail (printf "tmpSizeLimit %s is below what the clones of one replica may hold in /tmp at once, config.workerConcurrency (%d) x (4 x config.maxCheckoutBytes (%d) + 32Mi) + config.cloneCacheMaxBytes (%d) = %dMi, and the kubelet evicts the operator pod past it (every run of the replica with it): leave tmpSizeLimit empty (the chart then uses that sum), raise it, or lower config.maxCheckoutBytes, config.workerConcurrency or config.cloneCacheMaxBytes (docs/operations.md \"Sizing the operator's /tmp\")" . (include "chamvi.workerConcurrency" $ | int64) (include "chamvi.maxCheckoutBytes" $ | int64) (include "chamvi.cloneCacheMaxBytes" $ | int64) (div (add $needed 1048575) 1048576)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* With noeviction a full Redis refuses every write: namespaceMaxStateBytes keeps one namespace from filling it, and here two namespaces at their budgets (one, where watchNamespaces names just one) must leave a quarter of maxmemory to the queue. */ -}}
+{{- if include "chamvi.redisBundled" . -}}
+{{- $maxmemory := include "chamvi.redisMemoryBytes" $values.redis.bundled.maxmemory | int64 -}}
+{{- $budget := include "chamvi.namespaceMaxStateBytes" . | int64 -}}
+{{- $namespaces := ternary 1 2 (eq (len ($values.config.watchNamespaces | default list | uniq)) 1) -}}
+{{- if and (gt $maxmemory 0) (gt (mul 4 $namespaces $budget) (mul 3 $maxmemory)) -}}
+{{- fail (printf "config.namespaceMaxStateBytes (%d, %dMi) is too large for the bundled Redis's redis.bundled.maxmemory (%s): %s at that budget would hold %dMi of run state, more than three quarters of maxmemory (the rest is the queue's), and a full Redis (noeviction) refuses every namespace's saves; lower config.namespaceMaxStateBytes to at most %d, or raise redis.bundled.maxmemory to at least %dmb and redis.bundled.resources.limits.memory with it (docs/operations.md \"Sizing Redis\")" $budget (div $budget 1048576) (toString $values.redis.bundled.maxmemory) (ternary "the one watched namespace" "two namespaces" (eq $namespaces 1)) (div (mul $namespaces $budget) 1048576) (div (mul 3 $maxmemory) (mul 4 $namespaces)) (div (add (mul 4 $namespaces $budget) (sub (mul 3 1048576) 1)) (mul 3 1048576))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator's values for the keys these rules read: the config's, else the operator's default (operator/src/config/operator-config.ts). */}}
+{{- define "chamvi.workerConcurrency" -}}{{ .Values.config.workerConcurrency | default 8 | int64 }}{{- end -}}
+{{- define "chamvi.maxCheckoutBytes" -}}{{ .Values.config.maxCheckoutBytes | default 1073741824 | int64 }}{{- end -}}
+{{- define "chamvi.cloneCacheMaxBytes" -}}{{ .Values.config.cloneCacheMaxBytes | default 0 | int64 }}{{- end -}}
+{{- define "chamvi.namespaceMaxStateBytes" -}}{{ .Values.config.namespaceMaxStateBytes | default 201326592 | int64 }}{{- end -}}
+
+{{/*
+Bytes the clones of one replica may hold in its /tmp at once (docs/operations.md "Sizing the
+operator's /tmp"): each of workerConcurrency prepares, while its archive is written, the pack,
+the tree and the archive of both (4 x maxCheckoutBytes + 32 MiB), and the clone cache beside them.
+*/}}
+{{- define "chamvi.tmpNeededBytes" -}}
+{{- $perClone := add (mul 4 (include "chamvi.maxCheckoutBytes" . | int64)) 33554432 -}}
+{{- add (mul (include "chamvi.workerConcurrency" . | int64) $perClone) (include "chamvi.cloneCacheMaxBytes" . | int64) -}}
+{{- end -}}
+
+{{/* The sizeLimit of the operator's /tmp emptyDir: tmpSizeLimit, else what the clones may hold (rounded up to Mi). */}}
+{{- define "chamvi.tmpSizeLimit" -}}
+{{- if .Values.tmpSizeLimit -}}
+{{- .Values.tmpSizeLimit -}}
+{{- else -}}
+{{- printf "%dMi" (div (add (include "chamvi.tmpNeededBytes" . | int64) 1048575) 1048576) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Bytes of a Kubernetes quantity as values.schema.json allows it for tmpSizeLimit: an integer, optionally with one of k M G T Ki Mi Gi Ti. */}}
+{{- define "chamvi.quantityBytes" -}}
+{{- $number := regexFind "^[0-9]+" . -}}
+{{- $factors := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- mul (atoi $number) (get $factors (trimPrefix $number .)) -}}
+{{- end -}}
+
+{{/* Bytes of a Redis memory setting as values.schema.json allows it for maxmemory: an integer, optionally with b, kb, mb or gb (Redis's units: kb is 1024). */}}
+{{- define "chamvi.redisMemoryBytes" -}}
+{{- $value := lower (toString .) -}}
+{{- $number := regexFind "^[0-9]+" $value -}}
+{{- $factors := dict "" 1 "b" 1 "kb" 1024 "mb" 1048576 "gb" 1073741824 -}}
+{{- mul (atoi $number) (get $factors (trimPrefix $number $value)) -}}
+{{- end -}}

@@ -145,16 +145,6 @@ secret:
 {{- end -}}
 {{- end }}
 
-{{/*
-"true" when the admission policies are wanted and the API server serves
-admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+); empty otherwise.
-*/}}
-{{- define "chamvi.admissionPoliciesEnabled" -}}
-{{- if and .Values.admissionPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") -}}
-true
-{{- end -}}
-{{- end }}
-
 {{/* Where a release's admission policies apply: the namespaceSelector given, else with
 watchNamespaces those namespaces only (another release's runs are that release's to judge:
 its allowRepo, its separation of duties), else every namespace. Rendered as a binding's

@@ -12,13 +12,13 @@ import { EGRESS_PATTERN, EGRESS_PATTERN_MESSAGE } from '../api/egress-pattern.ts
 import { FORGE_HOST_PATTERN, FORGE_KINDS } from '../publish/forge-kinds.ts';
 
 /**
- * The default of namespaceMaxStateBytes, sized for the chart's bundled Redis (maxmemory 256mb,
+ * The default of namespaceMaxStateBytes, sized for the chart's bundled Redis (maxmemory 512mb,
  * noeviction: full, it refuses every write, the queue's and every run's state alike). Three
- * quarters of it: one namespace, alone on a cluster or not, may use what that Redis holds
- * before it would be full anyway (100 runs of a 128k-token window take 50 to 300 MiB), while
- * the last quarter stays for the other namespaces' runs and BullMQ's jobs and locks. A quarter
- * failed healthy runs of one busy namespace (about 26 of 2.5 MiB each) with Redis half empty.
- * Several namespaces near their budget still fill Redis together: raise maxmemory with the
+ * eighths of it: two namespaces at their budget leave the last quarter to the others' runs and
+ * BullMQ's jobs and locks (the chart refuses a larger budget with its Redis), and one busy
+ * namespace has room (100 runs of a 128k-token window take 50 to 300 MiB; 64 MiB failed
+ * healthy runs of one busy namespace, about 26 of 2.5 MiB each, with Redis half empty).
+ * More namespaces near their budget still fill Redis together: raise maxmemory with the
  * number of busy namespaces, or lower this (docs/operations.md "Sizing Redis").
  */
 export const DEFAULT_NAMESPACE_MAX_STATE_BYTES = 192 * 1024 * 1024;
