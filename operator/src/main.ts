@@ -204,7 +204,8 @@ async function main(): Promise<void> {
   const health = await startHealthServer(
     config.httpPort,
     {
-      informers: async () => (elector && !elector.isLeader ? undefined : controller.synced ? undefined : 'caches not synced yet'),
+      // Ready with a watched namespace it cannot list, naming it (controller/watched-namespaces.ts cachesReadiness).
+      informers: async () => (elector && !elector.isLeader ? undefined : controller.readiness()),
       redis: agent.checkRedis,
     },
     { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() },

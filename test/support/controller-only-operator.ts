@@ -14,13 +14,15 @@ export interface ControllerOnlyOperatorOptions {
   identity: string;
   /** More operator environment (CHAMVI_*), over the shared one. */
   env?: Record<string, string>;
+  /** Whom it acts as; the admin's kubeconfig (which bypasses RBAC) by default. */
+  kubeconfig?: string;
 }
 
 /** Starts the process; the caller waits for 'caches synced; reconciling' where it needs to. */
 export function startControllerOnlyOperator(options: ControllerOnlyOperatorOptions): OperatorProcess {
   const [first] = options.namespaces;
   return new OperatorProcess({
-    kubeconfig: kubeconfigPath(),
+    kubeconfig: options.kubeconfig ?? kubeconfigPath(),
     env: {
       CHAMVI_ALLOW_REPO: 'https://github.com/acme/*',
       CHAMVI_WATCH_NAMESPACES: options.namespaces.join(','),

@@ -30,6 +30,27 @@ describe('health server', () => {
     });
   });
 
+  it('answers 200 naming a degraded check, and 503 naming both when another check fails', async () => {
+    let redisDown = false;
+    const checks = {
+      informers: async () => ({ degraded: 'reconciling without namespaces it cannot list, until they list: team-b (HTTP 403)' }),
+      redis: async () => (redisDown ? 'PING timed out' : undefined),
+    };
+    await withServer(checks, undefined, async (base) => {
+      const degraded = await fetch(`${base}/readyz`);
+      expect(degraded.status).toBe(200);
+      expect(await degraded.text()).toBe(
+        'ok\ninformers: degraded: reconciling without namespaces it cannot list, until they list: team-b (HTTP 403)\n',
+      );
+      redisDown = true;
+      const down = await fetch(`${base}/readyz`);
+      expect(down.status).toBe(503);
+      expect(await down.text()).toBe(
+        'redis: PING timed out\ninformers: degraded: reconciling without namespaces it cannot list, until they list: team-b (HTTP 403)\n',
+      );
+    });
+  });
+
   it('answers 500 when the metrics source fails, and keeps serving', async () => {
     const metrics = { contentType: 'text/plain', metrics: () => Promise.reject(new Error('registry broke')) };
     await withServer({}, metrics, async (base) => {

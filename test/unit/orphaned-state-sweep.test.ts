@@ -139,6 +139,25 @@ describe('the sweep of run states whose run is gone', () => {
     ]);
   });
 
+  it('leaves a state of a run in a watched namespace the cache has not listed (its lists refused), and stops it once listed without it', async () => {
+    const states = memoryStates([
+      ['refused', { ref: ref('refused', 'team-b') }],
+      ['gone', { ref: ref('gone', 'team-a') }],
+    ]);
+    const world = sweepOver(states, { watchNamespaces: ['team-a', 'team-b'] });
+    let teamBListed = false;
+    world.deps.listed = (namespace) => namespace !== 'team-b' || teamBListed;
+    await world.sweep.sweep();
+    world.advance(GRACE);
+    expect(await world.sweep.sweep(), "team-b's runs are not in the cache: its state may belong to one").toEqual(['gone']);
+    world.advance(GRACE);
+    expect(await world.sweep.sweep()).toEqual([]);
+    expect(states.states.has('refused')).toBe(true);
+    teamBListed = true;
+    world.advance(GRACE);
+    expect(await world.sweep.sweep(), 'listed, and its run not there').toEqual(['refused']);
+  });
+
   it('stops nothing of a run the cache shows by the name its state gives since the listing', async () => {
     const states = memoryStates([['racing', { ref: ref('racing') }]]);
     const world = sweepOver(states);

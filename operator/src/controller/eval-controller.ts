@@ -14,6 +14,7 @@ import { Informer, type CachedObject, type InformerSource } from './informer.ts'
 import { MergedCache } from './merged-cache.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { WorkQueue } from './work-queue.ts';
+import { WatchedNamespaces } from './watched-namespaces.ts';
 
 export type EvalControllerLogger = ControllerLogger;
 
@@ -29,8 +30,12 @@ function evalKeyOf(run: CodingRun): string | undefined {
 
 export class EvalController {
   private readonly informers: Array<Informer<CachedObject>> = [];
+  /** A namespace whose lists are refused holds back no other (watched-namespaces.ts). */
+  private readonly watched: WatchedNamespaces;
   private readonly queue: WorkQueue;
   readonly reconciler: EvalReconciler;
+  /** Set by stop(): a start() still waiting for its caches then goes no further. */
+  private stopped = false;
 
   constructor(
     kubeConfig: KubeConfig,
@@ -41,20 +46,28 @@ export class EvalController {
     const watch = new Watch(kubeConfig);
     const custom = kubeConfig.makeApiClient(CustomObjectsApi);
     const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
-    const inform = <T extends CachedObject>(source: InformerSource<T>, onEvent: (object: T) => void) => {
+    this.watched = new WatchedNamespaces({
+      controller: 'evals',
+      logger,
+      onListed: (_namespace, heldKeys) => {
+        for (const key of heldKeys) this.queue.add(key);
+      },
+    });
+    const inform = <T extends CachedObject>(namespace: string | undefined, source: InformerSource<T>, onEvent: (object: T) => void) => {
       const informer = new Informer<T>(watch, source, { onChange: onEvent, onDelete: onEvent }, logger);
       this.informers.push(informer as unknown as Informer<CachedObject>);
+      this.watched.add(namespace, informer);
       return informer;
     };
     const evals = namespaces.map((namespace) =>
-      inform<CodingEval>(customObjectSource(custom, namespace, EVAL_PLURAL), (evaluation) =>
+      inform<CodingEval>(namespace, customObjectSource(custom, namespace, EVAL_PLURAL), (evaluation) =>
         this.queue.add(`${evaluation.metadata.namespace}/${evaluation.metadata.name}`),
       ),
     );
     // Only runs carrying an eval's uid label: the run controller caches every run already, this
     // cache stays the size of the evals' runs.
     const runs = namespaces.map((namespace) =>
-      inform<CodingRun>(customObjectSource(custom, namespace, PLURAL, EVAL_UID_LABEL), (run) => {
+      inform<CodingRun>(namespace, customObjectSource(custom, namespace, PLURAL, EVAL_UID_LABEL), (run) => {
         const key = evalKeyOf(run);
         if (key) this.queue.add(key);
       }),
@@ -66,8 +79,9 @@ export class EvalController {
       identity: config.identity,
       logger,
     });
+    // An eval whose runs' namespace has not listed would see none of its runs, and create them again.
     this.queue = new WorkQueue(
-      (key) => this.reconciler.reconcile(key),
+      async (key) => (this.watched.mayReconcile(key) ? this.reconciler.reconcile(key) : undefined),
       { concurrency: 2, held: true },
       (key, error) =>
         logger.warn(
@@ -81,16 +95,19 @@ export class EvalController {
     return this.informers.every((informer) => informer.hasSynced);
   }
 
+  /** Resolves once each namespace has listed or is set aside (its lists refused): one tenant's namespace holds back no other. */
   async start(): Promise<void> {
-    await Promise.all(this.informers.map((informer) => informer.start()));
+    await this.watched.start();
+    if (this.stopped) return;
     this.queue.start();
     this.logger.info({}, 'eval caches synced; reconciling evals');
   }
 
   stop(): void {
+    this.stopped = true;
     this.reconciler.stop();
     this.queue.stop();
-    for (const informer of this.informers) informer.stop();
+    this.watched.stop();
   }
 
   /** Resolves when no key is queued or being reconciled. */

@@ -7,6 +7,7 @@
 // connection that died silently is noticed within half a minute.
 import type { Watch } from '@kubernetes/client-node';
 import { isClientTimeout, isGone } from '../kube/api-errors.ts';
+import { isListRefused } from './list-refused.ts';
 
 export interface InformerSource<T> {
   /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */
@@ -62,6 +63,27 @@ export interface InformerLogger {
   warn(fields: object, message: string): void;
 }
 
+/**
+ * Told how the first list goes, for whoever decides whether to wait for this cache
+ * (watched-namespaces.ts). Until the first list is in, its failures go here instead of the
+ * log: the one told logs once per namespace, not once per informer and retry.
+ */
+export interface ListingProgress {
+  /** A try at the first list failed; the informer tries again after its back-off. */
+  listFailed(error: unknown): void;
+  /** The first list is in the cache. */
+  listed(): void;
+}
+
+/** The longest back-off between tries. */
+export const RETRY_MAX_MS = 10_000;
+/**
+ * The longest back-off between tries at a list refused for good (list-refused.ts): only a change
+ * to RBAC or to the namespace clears it, and an informer of a namespace whose RoleBinding a
+ * tenant deleted would otherwise ask every 10 s for as long as the operator runs.
+ */
+export const REFUSED_RETRY_MAX_MS = 30_000;
+
 /** What the informer needs of an object: its identity and version. */
 export interface CachedObject {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
@@ -91,6 +113,7 @@ export class Informer<T extends CachedObject> {
   private abort: AbortController | undefined;
   private synced = false;
   private readonly syncWaiters: Array<() => void> = [];
+  private progress: ListingProgress | undefined;
 
   constructor(
     private readonly watch: Watch,
@@ -103,6 +126,16 @@ export class Informer<T extends CachedObject> {
 
   get hasSynced(): boolean {
     return this.synced;
+  }
+
+  /** Where it lists and watches, for log lines about it. */
+  get path(): string {
+    return this.source.path;
+  }
+
+  /** Tells `progress` of each failed try at the first list and of its success (see ListingProgress). */
+  reportListing(progress: ListingProgress): void {
+    this.progress = progress;
   }
 
   get(namespace: string, name: string): T | undefined {
@@ -137,9 +170,10 @@ export class Informer<T extends CachedObject> {
           this.resourceVersion = '';
           continue;
         }
-        this.logger.warn({ path: this.source.path, err: String(error), retryInMs: backoffMs }, 'watch failed; retrying');
+        if (!this.synced && this.progress) this.progress.listFailed(error);
+        else this.logger.warn({ path: this.source.path, err: String(error), retryInMs: backoffMs }, 'watch failed; retrying');
         await this.sleep(backoffMs);
-        backoffMs = Math.min(backoffMs * 2, 10_000);
+        backoffMs = Math.min(backoffMs * 2, isListRefused(error) ? REFUSED_RETRY_MAX_MS : RETRY_MAX_MS);
       }
     }
   }
@@ -174,6 +208,7 @@ export class Informer<T extends CachedObject> {
     if (!this.synced) {
       this.synced = true;
       for (const resolve of this.syncWaiters.splice(0)) resolve();
+      this.progress?.listed();
     }
   }
 

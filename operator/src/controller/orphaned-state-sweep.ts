@@ -40,6 +40,12 @@ export interface OrphanedStateSweepDeps {
   agent: Pick<RunAgent, 'stop'>;
   /** config.watchNamespaces: a state of a run elsewhere is left (the cache cannot say whether its run exists). */
   watchNamespaces: readonly string[];
+  /**
+   * Whether the cache holds the runs of a namespace (run-controller.ts: it has listed). A watched
+   * namespace it could not list (the operator's RoleBinding there deleted) has none in it: a
+   * state of a run there is left, and looked at again by the next sweep. Absent: every namespace.
+   */
+  listed?: (namespace: string) => boolean;
   logger: OrphanedStateSweepLogger;
   metrics?: Pick<OperatorMetrics, 'orphanedRunStatesSwept'>;
   now?: () => number;
@@ -143,6 +149,7 @@ export class OrphanedStateSweep {
         continue;
       }
       const run = goneRun(verdict.stop);
+      if (this.deps.listed && !this.deps.listed(run.metadata.namespace)) continue;
       // The cache again, by the name the state gives: a run created since the listing is not stopped.
       if (runs.get(run.metadata.namespace, run.metadata.name)?.metadata.uid === uid) continue;
       const jobsRunning = await agent.stop(run);

@@ -21,6 +21,8 @@ import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-r
 import { MergedCache } from './merged-cache.ts';
 import { AdmissionPlanCache } from './admission-plan-cache.ts';
 import { WorkQueue } from './work-queue.ts';
+import { WatchedNamespaces } from './watched-namespaces.ts';
+import type { ReadinessDegraded } from '../observability/health-server.ts';
 import { WarmPoolLoop } from './warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import type { WarmSessions } from '../sandbox/warm-sessions.ts';
@@ -46,6 +48,8 @@ const runKey = (object: CachedObject) => `${object.metadata!.namespace}/${object
 
 export class RunController {
   private readonly informers: Informer<CachedObject>[] = [];
+  /** The informers by namespace: a namespace reconciles once all of its have listed, and one that cannot list holds back no other. */
+  private readonly watched: WatchedNamespaces;
   private readonly queue: WorkQueue;
   readonly reconciler: RunReconciler;
   private readonly runs: MergedCache<CodingRun>;
@@ -227,6 +231,18 @@ export class RunController {
       ),
     );
 
+    // A namespace's keys wait for all five of its caches; its keys queued meanwhile go on once it has listed.
+    this.watched = new WatchedNamespaces({
+      controller: 'runs',
+      logger,
+      onListed: (_namespace, heldKeys) => {
+        for (const key of heldKeys) this.queue.add(key);
+      },
+    });
+    namespaces.forEach((namespace, index) => {
+      for (const informers of [runInformers, podInformers, policyInformers, configMapInformers, finishedRunsInformers])
+        this.watched.add(namespace, informers[index]!);
+    });
     this.runs = new MergedCache(runInformers);
     // A namespace's probe verdict lets the runs waiting there go on (or fail) at once.
     this.isolation = deps.isolation;
@@ -245,6 +261,7 @@ export class RunController {
           runs: this.runs,
           agent: deps.agent,
           watchNamespaces: config.watchNamespaces,
+          listed: (namespace) => this.watched.listed(namespace),
           logger,
           ...(metrics ? { metrics } : {}),
         })
@@ -285,10 +302,12 @@ export class RunController {
         metrics?.reconcileDuration.observe({ outcome }, (performance.now() - started) / 1000);
       }
     };
-    // Held until every cache has synced: a run reconciled while the pod cache is still
-    // empty looks as if its pod were gone, and would be failed as SandboxLost (and its pod
-    // deleted) by a replica that just took over the lease.
-    this.queue = new WorkQueue(timed, { concurrency: config.reconcileConcurrency, held: true }, (key, error) => {
+    // Held until start() (each namespace listed, or set aside), and after it a key of a
+    // namespace that has not listed yet is held back until it does (mayReconcile): a run
+    // reconciled while the pod cache is still empty looks as if its pod were gone, and would
+    // be failed as SandboxLost (and its pod deleted) by a replica that just took over the lease.
+    const listedFirst = async (key: string) => (this.watched.mayReconcile(key) ? timed(key) : undefined);
+    this.queue = new WorkQueue(listedFirst, { concurrency: config.reconcileConcurrency, held: true }, (key, error) => {
       metrics?.reconcileErrors.inc();
       const [namespace, name] = key.split('/');
       logger.warn(
@@ -329,9 +348,21 @@ export class RunController {
     return this.informers.every((informer) => informer.hasSynced);
   }
 
-  /** Starts watching; resolves when every cache has its first list. */
+  /**
+   * What /readyz says of the caches: not ready until started, ready but naming the namespaces
+   * it started without (watched-namespaces.ts cachesReadiness).
+   */
+  readiness(): string | ReadinessDegraded | undefined {
+    return this.watched.readiness();
+  }
+
+  /**
+   * Starts watching; resolves when every namespace's caches have their first list, or the
+   * namespace is set aside (its lists refused, or failing past the grace): the others are not
+   * held back by it, and its keys are reconciled once it lists.
+   */
   async start(): Promise<void> {
-    await Promise.all(this.informers.map((informer) => informer.start()));
+    await this.watched.start();
     // The lease was lost while the caches filled: going on would start the pool loop's timer on
     // a stopped controller (holding its caches for good) and call a stale cache live.
     if (this.stopped) return;
@@ -340,7 +371,8 @@ export class RunController {
     // Only now: a run not in a cache still filling would look deleted.
     this.orphanedStates?.start();
     this.live = true;
-    this.logger.info({ runs: this.runs.list().length }, 'caches synced; reconciling');
+    const unlisted = this.watched.unlisted().map((each) => each.namespace);
+    this.logger.info({ runs: this.runs.list().length, ...(unlisted.length > 0 ? { unlisted } : {}) }, 'caches synced; reconciling');
   }
 
   /** The run cache while it follows the cluster (workers/recent-runs.ts checks what they remember against it). */
@@ -356,7 +388,7 @@ export class RunController {
     this.warmPools?.stop();
     this.orphanedStates?.stop();
     this.queue.stop();
-    for (const informer of this.informers) informer.stop();
+    this.watched.stop();
   }
 
   /** Resolves when no key is queued or being reconciled and no sweep of run states is under way. */

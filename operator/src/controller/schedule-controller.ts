@@ -11,6 +11,7 @@ import { customObjectSource } from './custom-object-source.ts';
 import { Informer, type CachedObject } from './informer.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { ScheduleReconciler } from './schedule-reconciler.ts';
+import { WatchedNamespaces } from './watched-namespaces.ts';
 import { WorkQueue } from './work-queue.ts';
 
 export interface ScheduleControllerDeps {
@@ -38,6 +39,8 @@ export function scheduleChangeWakes(previous: CodingSchedule | undefined, schedu
 
 export class ScheduleController {
   private readonly informers: Informer<CachedObject>[] = [];
+  /** A namespace whose lists are refused holds back no other (watched-namespaces.ts). */
+  private readonly watched: WatchedNamespaces;
   private readonly queue: WorkQueue;
   readonly reconciler: ScheduleReconciler;
   /** Set by stop(): a start() still waiting for its caches then goes no further. */
@@ -54,8 +57,15 @@ export class ScheduleController {
     const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
 
     this.reconciler = new ScheduleReconciler({ kube: deps.kube, events: deps.events, logger, now: deps.now ?? (() => new Date()) });
+    this.watched = new WatchedNamespaces({
+      controller: 'schedules',
+      logger,
+      onListed: (_namespace, heldKeys) => {
+        for (const key of heldKeys) this.queue.add(key);
+      },
+    });
     this.queue = new WorkQueue(
-      (key) => this.reconciler.reconcile(key),
+      async (key) => (this.watched.mayReconcile(key) ? this.reconciler.reconcile(key) : undefined),
       { concurrency: SCHEDULE_RECONCILES_AT_ONCE, held: true },
       (key, error) => {
         const [namespace, name] = key.split('/');
@@ -116,6 +126,8 @@ export class ScheduleController {
           logger,
         ) as unknown as Informer<CachedObject>,
       );
+      // The two just made: this namespace's schedules and runs.
+      for (const informer of this.informers.slice(-2)) this.watched.add(namespace, informer);
     }
   }
 
@@ -123,8 +135,9 @@ export class ScheduleController {
     return this.informers.every((informer) => informer.hasSynced);
   }
 
+  /** Resolves once each namespace has listed or is set aside (its lists refused): one tenant's namespace holds back no other. */
   async start(): Promise<void> {
-    await Promise.all(this.informers.map((informer) => informer.start()));
+    await this.watched.start();
     // The lease was lost while the caches filled: this replica no longer schedules.
     if (this.stopped) return;
     this.queue.start();
@@ -136,7 +149,7 @@ export class ScheduleController {
     this.stopped = true;
     this.reconciler.stop();
     this.queue.stop();
-    for (const informer of this.informers) informer.stop();
+    this.watched.stop();
   }
 
   /** For tests: resolves when no key is queued or being reconciled. */

@@ -2,7 +2,16 @@
 // dependencies reachable). Readiness checks are injected, so each adapter reports its own.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
-export type ReadinessCheck = () => Promise<string | undefined>; // undefined = ready, else why not
+/**
+ * Ready, but short of something that does not stop the rest working (a watched namespace the
+ * operator cannot list: controller/watched-namespaces.ts). /readyz answers 200 and names it.
+ */
+export interface ReadinessDegraded {
+  degraded: string;
+}
+
+/** undefined = ready; a string = not ready, and why; degraded = ready, with what is missing. */
+export type ReadinessCheck = () => Promise<string | ReadinessDegraded | undefined>;
 
 export interface MetricsSource {
   contentType: string;
@@ -30,13 +39,16 @@ export function startHealthServer(
     }
     if (request.url === '/readyz') {
       const failures: string[] = [];
+      const degraded: string[] = [];
       for (const [name, check] of Object.entries(checks)) {
         const problem = await check().catch((error: unknown) => String(error));
-        if (problem) failures.push(`${name}: ${problem}`);
+        if (typeof problem === 'string' && problem) failures.push(`${name}: ${problem}`);
+        else if (typeof problem === 'object') degraded.push(`${name}: degraded: ${problem.degraded}`);
       }
+      const notes = [...failures, ...degraded];
       response
         .writeHead(failures.length ? 503 : 200, { 'content-type': 'text/plain' })
-        .end(failures.length ? `${failures.join('\n')}\n` : 'ok\n');
+        .end(failures.length ? `${notes.join('\n')}\n` : ['ok', ...notes].join('\n') + '\n');
       return;
     }
     if (request.url === '/metrics' && metrics) {
