@@ -4,13 +4,14 @@
 // is closed and audited as refused.
 // Nor does a tunnel carry plain HTTP, on any port (http-request-line.ts): its request line is
 // read before a byte goes on, as the client's own Host would pick the site.
-import { connect, createServer, type Server } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connect as tlsConnect, TLSSocket } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { createEgressProxyServer, type EgressConnection } from '../../operator/src/egress/egress-proxy-server.ts';
 import { parseHostPatterns } from '../../operator/src/egress/host-pattern.ts';
 import { proxyToken } from '../../operator/src/egress/proxy-credential.ts';
 import { readClientHello } from '../../operator/src/egress/tls-client-hello.ts';
+import { createBenchCertificate } from '../bench/bench-certificate.ts';
 import { capturedClientHello } from '../support/captured-client-hello.ts';
 import { loopbackServers } from '../support/loopback-servers.ts';
 
@@ -20,13 +21,19 @@ const AUTH = `Basic ${Buffer.from(`${UID}:${proxyToken(KEY, UID)}`).toString('ba
 
 const { listen, track } = loopbackServers();
 
-/** A destination (standing in for a CDN's shared address) that keeps every byte it receives. */
-async function start() {
+/**
+ * A destination (standing in for a CDN's shared address) that keeps every byte it receives, and
+ * answers them as `answer` says (nothing unless given).
+ */
+async function start(answer?: (socket: Socket, data: Buffer) => void) {
   const received: Buffer[] = [];
   const destinationPort = await listen(
     createServer((socket) => {
       track(socket);
-      socket.on('data', (data: Buffer) => received.push(data));
+      socket.on('data', (data: Buffer) => {
+        received.push(data);
+        answer?.(socket, data);
+      });
       socket.on('error', () => undefined);
     }),
   );
@@ -200,5 +207,114 @@ describe('egress proxy: plain HTTP through a tunnel to a port other than 80', { 
     const banner = 'SSH-2.0-OpenSSH_9.6 Ubuntu-3ubuntu13\r\n';
     await bytesThroughTunnel(proxyPort, destinationPort, Buffer.from(banner, 'latin1'));
     await expect.poll(() => received().toString('latin1'), { timeout: 5_000 }).toBe(banner);
+  });
+});
+
+/** Postgres's SSLRequest (length 8, code 80877103), which a server answers `S` before TLS starts. */
+const SSL_REQUEST = Buffer.from('0000000804d2162f', 'hex');
+
+/** A Postgres server's answer to an SSLRequest, `S`: go on with TLS (its bytes are kept all the same). */
+const answerSslRequest = (socket: Socket, data: Buffer) => {
+  if (data.subarray(0, 8).equals(SSL_REQUEST)) socket.write('S');
+};
+
+/** Opens a tunnel to allowed.test, sends an SSLRequest and waits for its `S`. */
+async function sslRequestThroughTunnel(proxyPort: number, destinationPort: number) {
+  const { socket, state } = await openTunnel(proxyPort, destinationPort);
+  socket.write(SSL_REQUEST);
+  const answer = await new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString('latin1'))));
+  expect(answer).toBe('S');
+  return { socket, state };
+}
+
+describe('egress proxy: TLS started after other bytes (Postgres SSLRequest, STARTTLS)', { timeout: 15_000 }, () => {
+  it('closes a tunnel whose ClientHello after an answered SSLRequest names another host, before the hello reaches the destination', async () => {
+    // Neon's proxy routes by the server name: the tunnel to a listed endpoint reached another's database.
+    const { destinationPort, proxyPort, received, records } = await start(answerSslRequest);
+    const { socket, state } = await sslRequestThroughTunnel(proxyPort, destinationPort);
+    const tls = tlsConnect({ socket, servername: 'ep-attacker.test', rejectUnauthorized: false });
+    tls.on('error', () => undefined);
+    await expect.poll(() => state.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'sni-mismatch', host: 'allowed.test' });
+    expect(records[0]!.message).toContain('"ep-attacker.test" is not allowed.test');
+    expect(received()).toEqual(SSL_REQUEST);
+  });
+
+  it('closes it when the SSLRequest and the ClientHello come in one write, none of which goes on', async () => {
+    // The server reads 8 bytes, answers, then reads the hello from what it has already received.
+    const { destinationPort, proxyPort, received, records } = await start(answerSslRequest);
+    const tunnel = await bytesThroughTunnel(
+      proxyPort,
+      destinationPort,
+      Buffer.concat([SSL_REQUEST, await capturedClientHello('other.test')]),
+    );
+    await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ allowed: false, rule: 'sni-mismatch' });
+    expect(received()).toHaveLength(0);
+  });
+
+  it('closes it when the ClientHello after the SSLRequest comes in two writes, holding its first part', async () => {
+    const { destinationPort, proxyPort, received, records } = await start(answerSslRequest);
+    const { socket, state } = await sslRequestThroughTunnel(proxyPort, destinationPort);
+    const hello = await capturedClientHello('other.test');
+    socket.write(hello.subarray(0, 60));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(received()).toEqual(SSL_REQUEST);
+    socket.write(hello.subarray(60));
+    await expect.poll(() => state.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ allowed: false, rule: 'sni-mismatch' });
+    expect(received()).toEqual(SSL_REQUEST);
+  });
+
+  it('sends nothing of a ClientHello whose client hangs up before it is whole, and closes the tunnel', async () => {
+    const { destinationPort, proxyPort, received } = await start(answerSslRequest);
+    const { socket, state } = await sslRequestThroughTunnel(proxyPort, destinationPort);
+    socket.end((await capturedClientHello('allowed.test')).subarray(0, 60));
+    await expect.poll(() => state.closed, { timeout: 5_000 }).toBe(true);
+    expect(received()).toEqual(SSL_REQUEST);
+  });
+
+  it('carries a Postgres client’s TLS after its SSLRequest when it names the tunnel’s host, both ways', async () => {
+    const certificate = createBenchCertificate(['allowed.test']);
+    try {
+      const { destinationPort, proxyPort, records } = await start((socket, data) => {
+        if (!data.equals(SSL_REQUEST)) return;
+        socket.removeAllListeners('data');
+        socket.write('S');
+        const tls = new TLSSocket(socket, { isServer: true, cert: certificate.cert, key: certificate.key });
+        tls.on('error', () => undefined);
+        tls.on('data', (query: Buffer) => tls.write(`answer to ${query.toString()}`));
+      });
+      const { socket } = await sslRequestThroughTunnel(proxyPort, destinationPort);
+      const tls = tlsConnect({ socket, servername: 'allowed.test', ca: certificate.cert });
+      await new Promise<void>((resolve, reject) => tls.once('secureConnect', resolve).once('error', reject));
+      tls.write('SELECT 1');
+      const answer = await new Promise<string>((resolve) => tls.once('data', (data: Buffer) => resolve(data.toString())));
+      expect(answer).toBe('answer to SELECT 1');
+      tls.destroy();
+      await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+      expect(records[0]).toMatchObject({ kind: 'connect', allowed: true, host: 'allowed.test' });
+    } finally {
+      certificate.remove();
+    }
+  });
+
+  it('passes on a plaintext protocol (Redis), byte for byte, and the destination’s answer back', async () => {
+    const { destinationPort, proxyPort, received } = await start((socket) => socket.write('+PONG\r\n'));
+    const { socket } = await openTunnel(proxyPort, destinationPort);
+    const commands = Buffer.concat([
+      Buffer.from('*1\r\n$4\r\nPING\r\n'),
+      // A value holding a TLS record that starts a ClientHello and is followed by no record: only a whole hello counts.
+      Buffer.from('*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$13\r\n'),
+      Buffer.from('16030100080100005000000000', 'hex'),
+      Buffer.from('\r\n'),
+    ]);
+    const answer = new Promise<string>((resolve) => socket.once('data', (data: Buffer) => resolve(data.toString())));
+    socket.write(commands);
+    expect(await answer).toBe('+PONG\r\n');
+    await expect.poll(() => received().equals(commands), { timeout: 5_000 }).toBe(true);
   });
 });

@@ -143,6 +143,16 @@ describe('readClientHello', () => {
     },
   );
 
+  it('reads a ClientHello of any record version as a lenient server does, when asked, waiting for it whole', async () => {
+    // starttls-hello-scan.ts asks whether such bytes are a whole hello before it refuses them.
+    const hello = Buffer.from(await clientHello('other.test'));
+    hello[1] = 0x00;
+    const lenient = { anyRecordVersion: true };
+    expect(readClientHello(hello, lenient)).toEqual({ kind: 'client-hello', serverName: 'other.test' });
+    expect(readClientHello(inTwoRecords(hello, 40), lenient)).toEqual({ kind: 'client-hello', serverName: 'other.test' });
+    expect(readClientHello(hello.subarray(0, 9), lenient)).toEqual({ kind: 'incomplete' });
+  });
+
   it('refuses a ClientHello after an empty record, and one of client_version 0.0 (Go reads supported_versions instead)', async () => {
     const hello = await clientHello('other.test');
     expect(readClientHello(Buffer.concat([Buffer.from([22, 3, 1, 0, 0]), hello]))).toEqual({

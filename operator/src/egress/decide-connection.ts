@@ -111,8 +111,10 @@ export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | 
  * passes without one; the site is then the Host header's choice, the exposure of domain
  * fronting again.
  *
- * A tunnel whose first bytes are not TLS is not this check's (plain HTTP is refused by
- * refusedPlainHttpTunnel, other protocols pass). TLS the proxy cannot check (another record or
+ * A tunnel whose first bytes are not TLS (plain HTTP is refused by refusedPlainHttpTunnel,
+ * other protocols pass) meets this check where its TLS starts after them (Postgres's
+ * SSLRequest, STARTTLS, a PROXY header): a ClientHello in its first 128 KiB is judged here as a
+ * first one is (starttls-hello-scan.ts). TLS the proxy cannot check (another record or
  * a version other than 3 before the ClientHello, an SSLv2-format ClientHello, Encrypted Client
  * Hello, a server_name extension that servers read differently) reads as malformed and is
  * refused.

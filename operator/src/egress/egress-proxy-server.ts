@@ -1,7 +1,8 @@
 // The egress proxy's I/O: an HTTP forward proxy on node:http. CONNECT opens a TCP tunnel (TLS
 // stays end to end; the proxy reads only the ClientHello's server name, which must be the
-// tunnel's host: tls-client-hello.ts, and, of bytes that are not TLS, whether they start an
-// HTTP request, which a tunnel may not carry: http-request-line.ts), an absolute-form request
+// tunnel's host: tls-client-hello.ts, also where TLS starts after another protocol's first
+// bytes: starttls-hello-scan.ts; and, of bytes that are not TLS, whether they start an HTTP
+// request, which a tunnel may not carry: http-request-line.ts), an absolute-form request
 // (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
 // (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
 // lists) and after it (the addresses); the proxy then connects to the address it checked,
@@ -43,6 +44,7 @@ import { connectRelayedTo } from './tunnel-relay.ts';
 import { DEFAULT_LOOKUP_LIMITS, LookupLimit, type LookupLimits } from './lookup-limit.ts';
 import { SourceConnections } from './source-connections.ts';
 import { readHttpRequestLine } from './http-request-line.ts';
+import { StartTlsHelloScan } from './starttls-hello-scan.ts';
 import { readClientHello } from './tls-client-hello.ts';
 
 export interface EgressConnection {
@@ -372,7 +374,8 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       // until its first line shows whether it is an HTTP request (refusedPlainHttpTunnel);
       // then all of it goes on. A client sends its hello or its request line first, so this
       // costs no round trip, and a protocol whose server speaks first is not held up: the
-      // destination's bytes already flow.
+      // destination's bytes already flow. A tunnel that starts with TLS is then relayed unread;
+      // one that does not is read for a hello up to STARTTLS_WINDOW_BYTES (onScanned).
       let first = head;
       const onFirst = (chunk?: Buffer) => {
         if (chunk) first = Buffer.concat([first, chunk]);
@@ -387,11 +390,40 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           socket.destroy();
           return;
         }
-        upstream.write(first);
-        socket.pipe(upstream);
+        if (hello.kind === 'client-hello') {
+          upstream.write(first);
+          socket.pipe(upstream);
+          return;
+        }
+        // Not TLS yet: its TLS may start after a preamble (starttls-hello-scan.ts), the first
+        // message included, as a client may send its preamble and its hello in one write.
+        socket.on('data', onScanned);
+        socket.once('end', onEndWhileScanned);
+        onScanned(first);
       };
       // Gone before its first message was whole: nothing of it goes out.
       const onEndBeforeFirst = () => socket.destroy();
+      const scan = new StartTlsHelloScan((hello) => refusedServerName(verdict.host, hello));
+      const onScanned = (chunk: Buffer) => {
+        const step = scan.push(chunk);
+        if (step.kind === 'refused') {
+          denied = step.refusal;
+          socket.destroy();
+          return;
+        }
+        const flowing = step.forward.length === 0 || upstream.write(step.forward);
+        if (step.kind === 'done') {
+          socket.off('data', onScanned);
+          socket.off('end', onEndWhileScanned);
+          socket.pipe(upstream);
+        } else if (!flowing) {
+          // What pipe() does: the client waits while the destination's side is full.
+          socket.pause();
+          upstream.once('drain', () => socket.resume());
+        }
+      };
+      // Ended inside what may be a ClientHello: nothing of it goes out, as for a first message.
+      const onEndWhileScanned = () => (scan.holding ? socket.destroy() : upstream.end());
       upstream.once('connect', () => {
         tunnelOpen = true;
         upstream.setTimeout(idleTimeoutMs);

@@ -3,7 +3,8 @@
 // name picks the site, as the Host header does for plain HTTP, so a tunnel opened to a listed
 // host could otherwise reach any site sharing its address, and a hello without a server name
 // leaves the site to what the proxy cannot see (decide-connection.ts, refusedServerName).
-// Pure: bytes in, what they say out.
+// The same reading judges a hello found later in a tunnel that did not start with TLS
+// (starttls-hello-scan.ts). Pure: bytes in, what they say out.
 //
 // The layout (RFC 8446 §4.1.2, RFC 6066 §3): records of [type 22][version 2][length 2], whose
 // fragments joined make the handshake message [type 1][length 3][body]; the body is version,
@@ -72,8 +73,17 @@ const SSL_V2_CLIENT_HELLO_FIXED = 1 + 2 + 3 * 2;
  */
 export const CLIENT_HELLO_MAX_BYTES = 16 * 1024;
 
+export interface ClientHelloReadOptions {
+  /**
+   * Read records of any version as clients' 3.x ones: whether bytes are a ClientHello that a
+   * lenient server (Go's crypto/tls) would read, not whether the proxy can check it. A record
+   * of another version still makes the hello malformed when read without this.
+   */
+  anyRecordVersion?: boolean;
+}
+
 /** What the first bytes a client sent through a tunnel say about the server name it asks for. */
-export function readClientHello(bytes: Buffer): ClientHelloReading {
+export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions = {}): ClientHelloReading {
   if (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) return readSslV2ClientHello(bytes);
   // Walk the records that have arrived, the last one perhaps in part, joining their handshake
   // fragments. What would make a server refuse the hello (refused) is noted and only counts
@@ -112,7 +122,8 @@ export function readClientHello(bytes: Buffer): ClientHelloReading {
           : 'the ClientHello is cut by a record of another type';
     }
     // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
-    if (bytes[offset + 1] !== 3) refused ??= `a TLS record of version ${bytes[offset + 1]}.x, which no client sends`;
+    if (bytes[offset + 1] !== 3 && !options.anyRecordVersion)
+      refused ??= `a TLS record of version ${bytes[offset + 1]}.x, which no client sends`;
     if (length === 0) refused ??= 'an empty TLS record, which no client sends';
     const data = bytes.subarray(offset + 5, offset + 5 + length);
     if (type === HANDSHAKE_RECORD) {
@@ -121,7 +132,8 @@ export function readClientHello(bytes: Buffer): ClientHelloReading {
       if (needed === undefined && joined >= 4) {
         // The first handshake message decides: no server takes another one first, or a
         // ClientHello too short for its fixed fields.
-        const head = Buffer.concat(fragments);
+        // The first fragment mostly holds the header whole: not copied again at every read of a hello still arriving.
+        const head = fragments[0]!.length >= 4 ? fragments[0]! : Buffer.concat(fragments);
         const bodyLength = head.readUIntBE(1, 3);
         if (head[0] !== CLIENT_HELLO || bodyLength < CLIENT_HELLO_MIN_BODY) return { kind: 'not-tls' };
         needed = 4 + bodyLength;

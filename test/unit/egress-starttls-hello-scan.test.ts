@@ -1,0 +1,214 @@
+// A TLS ClientHello after a tunnel's non-TLS first bytes (starttls-hello-scan.ts): found
+// anywhere in the client's first 128 KiB, however its bytes arrive, and judged as a first
+// message's hello (refusedServerName), while the bytes of other protocols, random ones
+// included, go on unchanged and unheld.
+import { describe, expect, it } from 'vitest';
+import { refusedServerName, type Refusal } from '../../operator/src/egress/decide-connection.ts';
+import {
+  STARTTLS_CANDIDATES_MAX,
+  STARTTLS_WINDOW_BYTES,
+  StartTlsHelloScan,
+  type StartTlsScanStep,
+} from '../../operator/src/egress/starttls-hello-scan.ts';
+import { capturedClientHello as clientHello } from '../support/captured-client-hello.ts';
+
+/** Postgres's SSLRequest: length 8, code 80877103. */
+const SSL_REQUEST = Buffer.from('0000000804d2162f', 'hex');
+
+const newScan = (windowBytes?: number) => new StartTlsHelloScan<Refusal>((hello) => refusedServerName('allowed.test', hello), windowBytes);
+
+/** Pushes `writes` in turn, as long as the scan reads on; what went on and the last step. */
+function push(scan: StartTlsHelloScan<Refusal>, writes: readonly Buffer[]) {
+  const forwarded: Buffer[] = [];
+  let step: StartTlsScanStep<Refusal> | undefined;
+  for (const write of writes) {
+    step = scan.push(write);
+    if (step.kind === 'refused') break;
+    forwarded.push(step.forward);
+    if (step.kind === 'done') break;
+  }
+  return { forwarded: Buffer.concat(forwarded), step: step! };
+}
+
+/** A deterministic stream of bytes that look random (xorshift32). */
+function randomBytes(length: number, seed: number): Buffer {
+  const bytes = Buffer.alloc(length);
+  let state = seed >>> 0 || 1;
+  for (let index = 0; index < length; index++) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    bytes[index] = state & 255;
+  }
+  return bytes;
+}
+
+/** `bytes` in writes of 1 to `most` bytes, cut where `seed` says. */
+function inWrites(bytes: Buffer, seed: number, most = 9000): Buffer[] {
+  const cuts = randomBytes(bytes.length, seed + 1);
+  const writes: Buffer[] = [];
+  for (let at = 0, index = 0; at < bytes.length; index += 2) {
+    const length = 1 + (cuts.readUInt16BE(index % (cuts.length - 1)) % most);
+    writes.push(bytes.subarray(at, at + length));
+    at += length;
+  }
+  return writes;
+}
+
+describe('StartTlsHelloScan', () => {
+  it('refuses a ClientHello naming another host after a Postgres SSLRequest, in the same write, before a byte of it goes on', async () => {
+    const { forwarded, step } = push(newScan(), [Buffer.concat([SSL_REQUEST, await clientHello('ep-attacker.test')])]);
+    expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+    expect((step as { refusal: Refusal }).refusal.message).toContain('"ep-attacker.test" is not allowed.test');
+    expect(forwarded).toHaveLength(0);
+  });
+
+  it('refuses it wherever its bytes are cut, holding what may be a hello: at most its first 8 bytes go on', async () => {
+    const hello = await clientHello('ep-attacker.test');
+    const stream = Buffer.concat([SSL_REQUEST, hello]);
+    for (let cut = 1; cut < stream.length; cut++) {
+      const { forwarded, step } = push(newScan(), [stream.subarray(0, cut), stream.subarray(cut)]);
+      expect(step, `cut at ${cut}`).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+      expect(forwarded.length, `cut at ${cut}`).toBeLessThanOrEqual(SSL_REQUEST.length + 8);
+    }
+  });
+
+  it('refuses a hello arriving a byte at a time after the preamble', async () => {
+    const stream = Buffer.concat([SSL_REQUEST, await clientHello('ep-attacker.test')]);
+    const { step } = push(
+      newScan(),
+      [...stream].map((byte) => Buffer.from([byte])),
+    );
+    expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+  });
+
+  it('passes on a hello naming the tunnel’s host, byte for byte, and what follows it', async () => {
+    const stream = Buffer.concat([SSL_REQUEST, await clientHello('allowed.test'), Buffer.from('after the hello')]);
+    for (const writes of [[stream], inWrites(stream, 7, 40)]) {
+      const scan = newScan();
+      const { forwarded, step } = push(scan, writes);
+      expect(step.kind).toBe('scanning');
+      expect(forwarded).toEqual(stream);
+      expect(scan.holding).toBe(false);
+    }
+  });
+
+  it('holds a hello until it is whole, then lets it on', async () => {
+    const hello = await clientHello('allowed.test');
+    const scan = newScan();
+    expect(scan.push(Buffer.concat([SSL_REQUEST, hello.subarray(0, 100)]))).toEqual({ kind: 'scanning', forward: SSL_REQUEST });
+    expect(scan.holding).toBe(true);
+    expect(scan.push(hello.subarray(100))).toEqual({ kind: 'scanning', forward: hello });
+    expect(scan.holding).toBe(false);
+  });
+
+  it('refuses a hello naming another host after one naming the tunnel’s host (a decoy inside a preamble)', async () => {
+    const stream = Buffer.concat([
+      Buffer.from('EHLO '),
+      await clientHello('allowed.test'),
+      Buffer.from('\r\nSTARTTLS\r\n'),
+      await clientHello('other.test'),
+    ]);
+    expect(push(newScan(), [stream]).step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+  });
+
+  it('refuses a hello naming no server after a preamble, as for a first message (sni-missing)', async () => {
+    const { step } = push(newScan(), [Buffer.concat([SSL_REQUEST, await clientHello()])]);
+    expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-missing' } });
+  });
+
+  it.each([
+    ['a PROXY v1 header', Buffer.from('PROXY TCP4 10.0.0.1 10.0.0.2 40000 5432\r\n')],
+    ['a PROXY v2 header', Buffer.from('0d0a0d0a000d0a515549540a2111000c0a0000010a00000208001538', 'hex')],
+    ['a MySQL SSL request', Buffer.concat([Buffer.from([32, 0, 0, 1]), Buffer.alloc(32, 0x0a)])],
+    ['an SMTP STARTTLS', Buffer.from('EHLO sandbox\r\nSTARTTLS\r\n')],
+    ['a preamble of 100 KiB', Buffer.alloc(100 * 1024, 'a')],
+  ])('refuses a hello naming another host after %s', async (_name, preamble) => {
+    const { step } = push(newScan(), [preamble, await clientHello('other.test')]);
+    expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+  });
+
+  it.each([
+    [3, 5, 'rustls and OpenSSL read a record of any 3.x'],
+    [3, 0xff, 'the same'],
+  ])('refuses a hello of record version %i.%i after a preamble naming another host (%s)', async (major, minor) => {
+    const hello = Buffer.from(await clientHello('other.test'));
+    hello[1] = major;
+    hello[2] = minor;
+    expect(push(newScan(), [SSL_REQUEST, hello]).step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+  });
+
+  it('refuses a whole hello of record version 0.1 (Go reads it), judged as the write completing it arrives, unheld before', async () => {
+    const hello = Buffer.from(await clientHello('allowed.test'));
+    hello[1] = 0;
+    const scan = newScan();
+    const first = scan.push(Buffer.concat([SSL_REQUEST, hello.subarray(0, 100)]));
+    expect(first).toEqual({ kind: 'scanning', forward: Buffer.concat([SSL_REQUEST, hello.subarray(0, 100)]) });
+    expect(scan.holding).toBe(false);
+    const last = scan.push(hello.subarray(100));
+    expect(last).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+    expect((last as { refusal: Refusal }).refusal.message).toContain('version 0.x');
+  });
+
+  it('refuses a hello padded past 16 KiB after a preamble, as servers take up to 128 KiB', async () => {
+    const hello = Buffer.from(await clientHello('other.test'));
+    hello.writeUIntBE(20_000, 6, 3);
+    expect(push(newScan(), [SSL_REQUEST, hello.subarray(0, 9)]).step).toMatchObject({
+      kind: 'refused',
+      refusal: { rule: 'sni-mismatch', message: expect.stringContaining('a ClientHello of 20004 bytes') },
+    });
+  });
+
+  it('looks at the first 128 KiB: a hello starting inside them is judged, whenever its end comes; after them, bytes go on unread', async () => {
+    const hello = await clientHello('other.test');
+    const before = (length: number) => Buffer.alloc(length, 'a');
+    expect(push(newScan(), [before(STARTTLS_WINDOW_BYTES - 10), hello]).step).toMatchObject({ kind: 'refused' });
+    const inOneWrite = Buffer.concat([before(STARTTLS_WINDOW_BYTES), hello]);
+    expect(newScan().push(inOneWrite)).toEqual({ kind: 'done', forward: inOneWrite });
+    expect(newScan().push(before(STARTTLS_WINDOW_BYTES))).toEqual({ kind: 'done', forward: before(STARTTLS_WINDOW_BYTES) });
+  });
+
+  it('passes on plaintext protocols unchanged, Redis and HTTP-like bytes, and ends at the window', () => {
+    const plaintext = Buffer.from(
+      '*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\nGET /x HTTP/1.1\r\nHost: other.test\r\n\r\n',
+    );
+    const scan = newScan(4 * 1024);
+    const { forwarded, step } = push(scan, [plaintext]);
+    expect(step).toEqual({ kind: 'scanning', forward: plaintext });
+    expect(forwarded).toEqual(plaintext);
+    const rest = Buffer.alloc(5000, 'x');
+    expect(scan.push(rest)).toEqual({ kind: 'done', forward: rest });
+  });
+
+  it('holds nothing for a write ending in a TLS record type, nor for bytes that only start like a hello', () => {
+    const scan = newScan();
+    const endsIn22 = Buffer.from('PING\r\n\x16');
+    expect(scan.push(endsIn22)).toEqual({ kind: 'scanning', forward: endsIn22 });
+    expect(scan.holding).toBe(false);
+    // A hello header declaring 16 MiB (more than any server takes); one whose record of 8 bytes is
+    // followed by no record; one whose record version no server reads.
+    const nearMisses = Buffer.from('160301400001ffffff' + '16030100080100005000000000' + '41' + '161003400001000050', 'hex');
+    expect(scan.push(nearMisses)).toEqual({ kind: 'scanning', forward: nearMisses });
+  });
+
+  it('passes on 2.5 MiB of random bytes in random writes unchanged, refusing nothing and holding nothing at the window’s end', () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const bytes = randomBytes(STARTTLS_WINDOW_BYTES, seed * 7919);
+      const { forwarded, step } = push(newScan(), inWrites(bytes, seed));
+      expect(step.kind, `seed ${seed}`).toBe('done');
+      expect(forwarded.equals(bytes), `seed ${seed}`).toBe(true);
+    }
+  });
+
+  it(`refuses a tunnel whose first bytes start more than ${STARTTLS_CANDIDATES_MAX} possible hellos`, () => {
+    // Each a handshake record of 8 bytes starting a ClientHello, followed by a byte no record starts with.
+    const candidate = Buffer.from('1603010008010000500000000041', 'hex');
+    const { step } = push(newScan(), [Buffer.concat(Array.from({ length: STARTTLS_CANDIDATES_MAX + 1 }, () => candidate))]);
+    expect(step).toMatchObject({
+      kind: 'refused',
+      refusal: { rule: 'sni-mismatch', message: expect.stringContaining(`more than ${STARTTLS_CANDIDATES_MAX} possible ClientHellos`) },
+    });
+    const { step: fewer } = push(newScan(), [Buffer.concat(Array.from({ length: STARTTLS_CANDIDATES_MAX }, () => candidate))]);
+    expect(fewer.kind).toBe('scanning');
+  });
+});
