@@ -202,7 +202,7 @@ describe("a namespace's tokens per day", () => {
       'after-budget to be queued',
     );
     expect(waiting).toMatchObject({ phase: 'Pending', queue: { heldBy: 'NamespaceTokenBudget' } });
-    expect(waiting.message).toContain(`namespace ${BUDGETED} has used 300 of its 250 tokens`);
+    expect(waiting.message).toContain(`namespace ${BUDGETED} has spent its 250 tokens`);
     expect(waiting.message).toContain('00:00 UTC');
     // Raising the budget lets it go (within the policy cache and the queue's recheck).
     await kubectlOk(['annotate', '--overwrite', 'namespace', BUDGETED, 'chamvi.dev/tokens-per-day=1000']);

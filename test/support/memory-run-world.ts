@@ -7,7 +7,12 @@ import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-nod
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { OperatorConfig } from '../../operator/src/config/operator-config.ts';
 import type { AdmissionPlanCache } from '../../operator/src/controller/admission-plan-cache.ts';
-import { RunReconciler, type FairShareSources, type ObjectCache } from '../../operator/src/controller/run-reconciler.ts';
+import {
+  RunReconciler,
+  type FairShareSources,
+  type ObjectCache,
+  type RunReconcilerDeps,
+} from '../../operator/src/controller/run-reconciler.ts';
 import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../../operator/src/kube/metadata-only.ts';
@@ -57,6 +62,8 @@ export function memoryRunWorld(options: {
   configMaps?: ObjectMetadata[];
   admissionPlans?: AdmissionPlanCache;
   fairShare?: FairShareSources;
+  /** What the isolation probe found in each namespace (RunReconciler's isolation); absent, no probe runs. */
+  isolation?: RunReconcilerDeps['isolation'];
   /** The ConfigMap cache does not see the deletes. */
   stale?: boolean;
   /** The agent the reconciler starts and stops runs with; idleAgent when absent. */
@@ -106,6 +113,11 @@ export function memoryRunWorld(options: {
     async createEvent() {
       count('createEvent');
     },
+    // No ConfigMap a run names exists (a scripted run's script): validation judges the lists first.
+    async configMapKeys() {
+      count('configMapKeys');
+      return undefined;
+    },
   };
   const missing = new Proxy(kube, {
     get(target, property) {
@@ -132,6 +144,7 @@ export function memoryRunWorld(options: {
     now: () => new Date('2026-11-29T12:00:00Z'),
     ...(options.admissionPlans ? { admissionPlans: options.admissionPlans } : {}),
     ...(options.fairShare ? { fairShare: options.fairShare } : {}),
+    ...(options.isolation ? { isolation: options.isolation } : {}),
   });
   function remove(namespace: string, name: string): void {
     const last = runs.remove(namespace, name);

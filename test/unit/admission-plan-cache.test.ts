@@ -113,9 +113,10 @@ describe('the admission plan kept between reconciles', () => {
           reads.policies++;
           return readNamespacePolicy(namespace === 'agents' ? annotations : {});
         },
+        // The namespace's running runs spend between any two looks: the tally is never the same twice.
         tokensOn: async () => {
           reads.tallies++;
-          return 10;
+          return 10 + reads.tallies;
         },
       },
     });
@@ -129,7 +130,8 @@ describe('the admission plan kept between reconciles', () => {
     await world.reconciler.reconcile(key(runs.at(-1)!));
     expect(reads).toEqual({ policies: 4, tallies: 2 });
     // Runs of `agents`, which has a budget: the tallies are read at each look (a run must not be
-    // admitted on a tally read before the budget ran out), and reads that find the same keep the plan.
+    // admitted on a tally read before the budget ran out), and reads that find the budget still
+    // unspent keep the plan, however much more was spent.
     for (const queued of runs.slice(10, 30)) await world.reconciler.reconcile(key(queued));
     expect(reads.tallies).toBe(2 + 20);
     expect(decisions.made).toBe(1);
@@ -139,5 +141,86 @@ describe('the admission plan kept between reconciles', () => {
     await world.reconciler.reconcile('agents/r1000');
     expect(decisions.made).toBe(2);
     expect(world.runs.get('agents', 'r1000')?.status?.queue).toEqual({ heldBy: 'NamespaceActiveRuns' });
+  });
+
+  it('makes the plan again when a namespace spends the last of its budget, and not while its held runs watch the tally grow', async () => {
+    let spent = 10;
+    const runs = fleet(30);
+    const world = memoryRunWorld({
+      runs,
+      config,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+      fairShare: {
+        policyOf: async (namespace) => readNamespacePolicy(namespace === 'agents' ? { 'chamvi.dev/tokens-per-day': '1000' } : {}),
+        tokensOn: async (namespace) => (namespace === 'agents' ? spent : 0),
+      },
+    });
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(decisions.made).toBe(1);
+    expect(world.runs.get('agents', 'r1000')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
+    // The budget is spent: the runs wait for it, not for a cluster slot.
+    spent = 1000;
+    for (const queued of runs.slice(10)) await world.reconciler.reconcile(key(queued));
+    expect(decisions.made).toBe(2);
+    const held = world.runs.get('agents', 'r1029')!.status!;
+    expect(held.queue).toEqual({ heldBy: 'NamespaceTokenBudget' });
+    expect(held.message).toContain('namespace agents has spent its 1000 tokens for 2026-11-29 (annotation chamvi.dev/tokens-per-day)');
+    // The namespace's running runs go on spending: neither a plan nor a status write per look.
+    const writes = world.calls.get('replaceRunStatus');
+    for (const queued of runs.slice(10)) {
+      spent += 7;
+      await world.reconciler.reconcile(key(queued));
+    }
+    expect(decisions.made).toBe(2);
+    expect(world.calls.get('replaceRunStatus')).toBe(writes);
+  });
+
+  it("makes no plan for runs waiting for their namespace's isolation probe: its gate admits nothing, whatever the queue", async () => {
+    const strict = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 10, networkPolicy: true }, {});
+    const probing = (index: number): CodingRun => {
+      const waiting = run('walled', 5000 + index, 'Pending');
+      return { ...waiting, status: { ...waiting.status, reason: REASONS.IsolationNotEnforced, message: 'Waiting for a probe' } };
+    };
+    const runs = [...fleet(300), ...Array.from({ length: 300 }, (_, index) => probing(index))];
+    const world = memoryRunWorld({
+      runs,
+      config: strict,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+      // A tenant's default-deny egress policy keeps the probe from deciding.
+      isolation: {
+        observe: (namespace) =>
+          namespace === 'walled' ? { verdict: 'unknown', detail: 'the probe pod reached nothing' } : { verdict: 'enforced' },
+      },
+    });
+    for (let index = 0; index < 300; index++) {
+      await world.reconciler.reconcile(`agents/r${1000 + index}`);
+      await world.reconciler.reconcile(`walled/r${5000 + index}`);
+    }
+    expect(decisions.made).toBe(1);
+    const walled = world.runs.get('walled', 'r5299')!.status!;
+    expect(walled).toMatchObject({ phase: 'Pending', reason: REASONS.IsolationNotEnforced });
+    expect(walled.queue).toBeUndefined();
+    // They take no place in the queue either.
+    expect(world.runs.get('agents', 'r1299')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 300 });
+  });
+
+  it("still judges a run behind the isolation probe by its namespace's lists", async () => {
+    const strict = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 10, networkPolicy: true }, {});
+    const fresh = codingRunFixture({
+      metadata: { namespace: 'walled', name: 'new', uid: 'walled-new', creationTimestamp: '2026-11-29T11:00:00Z' },
+    });
+    const world = memoryRunWorld({
+      runs: [fresh],
+      config: strict,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+      fairShare: {
+        policyOf: async () => readNamespacePolicy({ 'chamvi.dev/allow-repo': 'https://github.com/acme/design-*' }),
+        tokensOn: async () => 0,
+      },
+      isolation: { observe: () => ({ verdict: 'unknown' }) },
+    });
+    await world.reconciler.reconcile('walled/new');
+    expect(world.runs.get('walled', 'new')?.status).toMatchObject({ phase: 'Failed', reason: REASONS.RepoNotAllowed });
+    expect(decisions.made).toBe(0);
   });
 });

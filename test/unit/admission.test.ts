@@ -164,7 +164,7 @@ describe('computeAdmission', () => {
     const held = computeAdmission(runs, runs[0]!, context({ policies, budgets }));
     expect(held).toMatchObject({ admit: false, heldBy: 'NamespaceTokenBudget' });
     expect(held.admit === false && held.message).toContain(
-      'has used 1000 of its 1000 tokens for 2026-11-29 (annotation chamvi.dev/tokens-per-day)',
+      'has spent its 1000 tokens for 2026-11-29 (annotation chamvi.dev/tokens-per-day)',
     );
     expect(held.admit === false && held.message).toContain('00:00 UTC');
     expect(computeAdmission(runs, runs[1]!, context({ policies, budgets }))).toMatchObject({ admit: true });

@@ -8,13 +8,18 @@
 //   a queued run's new place or a step's progress are not among them;
 // - a sandbox pod (a finished run holds its slot until its pod goes): the pod watch reports;
 // - this process's own admissions, grants and unwritable runs (counted collections below);
-// - the namespaces' policies and token tallies, read again at most every FAIR_SHARE_TTL_MS.
+// - the namespaces' policies and whether each has spent its token budget, read again at most
+//   every FAIR_SHARE_TTL_MS (at each look of a run whose namespace has a budget). How much was
+//   spent is not an input: a namespace's running runs add to it at each model call, and a plan
+//   made again at each such change cost 5000 plans every 30 s with 5000 runs queued behind
+//   a busy one.
 // The decisions are the plans' own: the cache only says when one made before still holds.
 import type { CodingRun } from '../api/index.ts';
 import {
   admissionFactsChanged,
   admissionFrom,
   computeAdmission,
+  isOutOfBudget,
   planQueue,
   type AdmissionContext,
   type AdmissionPlan,
@@ -32,10 +37,30 @@ import { isDeepStrictEqual } from 'node:util';
  */
 export const FAIR_SHARE_TTL_MS = 2_000;
 
-/** What each namespace with waiting runs set (its annotations) and spent today. */
+/**
+ * What each namespace with waiting runs set (its annotations) and spent today. A budget's
+ * usedToday may be an earlier read's: a read that finds only more spent, on the same side of
+ * the budget, keeps the view a plan was made from (sameForPlans).
+ */
 export interface FairShareView {
   policies: ReadonlyMap<string, NamespacePolicy>;
   budgets: ReadonlyMap<string, TokenBudgetView>;
+}
+
+/** Whether two views make the same plans: the same policies, and each budget the same and spent or not alike. */
+function sameForPlans(a: FairShareView, b: FairShareView): boolean {
+  if (a.budgets.size !== b.budgets.size || !isDeepStrictEqual(a.policies, b.policies)) return false;
+  for (const [namespace, budget] of a.budgets) {
+    const other = b.budgets.get(namespace);
+    if (
+      other === undefined ||
+      other.tokensPerDay !== budget.tokensPerDay ||
+      other.day !== budget.day ||
+      isOutOfBudget(other) !== isOutOfBudget(budget)
+    )
+      return false;
+  }
+  return true;
 }
 
 /** The runs and the context a plan is made from: read from the caches only when one is made. */
@@ -132,12 +157,12 @@ export class AdmissionPlanCache {
 
   /**
    * The policies and tallies of `namespaces` on `day`: those read last while they are fresh
-   * and hold every namespace asked for, else read now. A read that finds what the last one
-   * found keeps the last one's view, so the plan made from it still holds. `own`: the
-   * namespace of the run being decided on; when it has a token budget, the tallies are read
-   * now whatever their age: a run must not be admitted on a tally read before its namespace
-   * spent the last of its day's tokens (a read is one Redis GET a namespace, and one that finds
-   * the same keeps the plan).
+   * and hold every namespace asked for, else read now. A read that finds what makes the same
+   * plans as the last one (sameForPlans) keeps the last one's view, so the plan made from it
+   * still holds. `own`: the namespace of the run being decided on; when it has a token budget,
+   * the tallies are read now whatever their age: a run must not be admitted on a tally read
+   * before its namespace spent the last of its day's tokens (a read is one Redis GET a
+   * namespace, and one that finds the budget still unspent, or still spent, keeps the plan).
    */
   async fairShareOf(
     namespaces: ReadonlySet<string>,
@@ -155,7 +180,7 @@ export class AdmissionPlanCache {
     if (this.reported && fresh && [...namespaces].every((namespace) => known.view.policies.has(namespace))) return known.view;
     const view = await read(namespaces);
     const latest = this.fairShare;
-    const same = latest !== undefined && latest.day === day && isDeepStrictEqual(latest.view, view);
+    const same = latest !== undefined && latest.day === day && sameForPlans(latest.view, view);
     this.fairShare = { day, readAt: now, view: same ? latest.view : view };
     return this.fairShare.view;
   }

@@ -10,7 +10,7 @@ import { isActive, queueHeads, type Grant, type TokenBudgetView } from '../recon
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
-import { needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
+import { isolationGate, needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
 import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
 import type {
@@ -597,6 +597,11 @@ export class RunReconciler {
             detail: 'this operator process runs no isolation probe',
           })
         : undefined;
+    // decide.ts looks at the isolation gate before a slot: a run the gate holds is not admitted
+    // whatever the queue, so it gets no plan. The shared plan leaves such runs out
+    // (admission.ts isWaiting), and each look of one, every ISOLATION_RECHECK_MS, made a plan
+    // of its own: 4000 of them behind a probe kept unknown cost a core.
+    const wantsSlot = waiting && isolationGate(isolation, this.deps.config, namespace).kind === 'open';
     return {
       run,
       ...(owned(pod) ? { pod: { ...podView(pod!, this.noteBound(run, pod!)), ...(podDeleted ? { deleting: true } : {}) } } : {}),
@@ -610,7 +615,7 @@ export class RunReconciler {
       ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: jsonBytes(run) } : {}),
       ...(needsValidation ? observeContinueFromSource(run, caches.runs) : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
-      ...(waiting ? await this.observeAdmission(run) : {}),
+      ...(wantsSlot ? await this.observeAdmission(run) : needsValidation ? await this.namespacePolicyOf(run) : {}),
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
       ...(ignored?.uid === run.metadata.uid ? { ignoredApproval: ignored.ignored } : {}),
@@ -797,6 +802,12 @@ export class RunReconciler {
     }
     const namespacePolicy = view.policies.get(run.metadata.namespace);
     return { admission: made.admission, ...(namespacePolicy ? { namespacePolicy } : {}) };
+  }
+
+  /** The run's namespace's policy alone, for validating a run that does not ask for a slot yet. */
+  private async namespacePolicyOf(run: CodingRun): Promise<Pick<ObservedRun, 'namespacePolicy'>> {
+    const namespacePolicy = await this.deps.fairShare?.policyOf(run.metadata.namespace);
+    return namespacePolicy ? { namespacePolicy } : {};
   }
 
   /** The policy and today's tally of each namespace with waiting runs (the run's own among them). */

@@ -43,8 +43,9 @@ function wasRefused(run: CodingRun): boolean {
  * Whether a run waits for a slot. One that waits for its namespace's isolation probe
  * (IsolationNotEnforced) does not: it gives a slot it is granted back at once, unused, so in
  * the other runs' plans it took its namespace's turn at every round, a slot stood free, and
- * the runs behind it waited for a second one. It is planned again once its own reconcile
- * passes the gate (a run's own plan always counts it).
+ * the runs behind it waited for a second one. Its own reconcile asks for its admission only
+ * once the gate is open (controller/run-reconciler.ts), and is planned then (a run's own plan
+ * always counts it).
  */
 function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolean {
   if (run.metadata.deletionTimestamp) return false;
@@ -59,6 +60,14 @@ export interface TokenBudgetView {
   usedToday: number;
   /** The UTC day, YYYY-MM-DD. */
   day: string;
+}
+
+/**
+ * Whether the namespace has spent its budget for the day: all a plan reads of the tally (its
+ * runs are admitted nothing), so a tally that only grew leaves a plan as it was.
+ */
+export function isOutOfBudget(budget: TokenBudgetView | undefined): boolean {
+  return budget !== undefined && budget.usedToday >= budget.tokensPerDay;
 }
 
 export interface AdmissionContext {
@@ -154,9 +163,12 @@ function queuedMessage(
       );
     }
     case 'NamespaceTokenBudget': {
+      // Not how much was spent: the namespace's running runs add to it at each model call, and
+      // a message carrying it was rewritten at each queued run's look (QUEUED_RECHECK_MS), a
+      // status write per queued run every 30 s. The figure is the chamvi_namespace_tokens_today gauge.
       const budget = context.budgets?.get(namespace);
       return (
-        `Queued: namespace ${namespace} has used ${budget?.usedToday ?? 0} of its ${budget?.tokensPerDay ?? 0} tokens for ${budget?.day ?? 'today'} ` +
+        `Queued: namespace ${namespace} has spent its ${budget?.tokensPerDay ?? 0} tokens for ${budget?.day ?? 'today'} ` +
         `(annotation ${NAMESPACE_ANNOTATIONS.tokensPerDay})${problems}; new runs wait until the budget resets at 00:00 UTC or an admin raises it.`
       );
     }
@@ -227,7 +239,7 @@ function makePlan(runs: readonly CodingRun[], context: AdmissionContext, self?: 
     limits.set(namespace, {
       active: perNamespace.get(namespace) ?? 0,
       ...(maxActiveRuns !== undefined ? { maxActiveRuns } : {}),
-      ...(budget && budget.usedToday >= budget.tokensPerDay ? { outOfBudget: true } : {}),
+      ...(isOutOfBudget(budget) ? { outOfBudget: true } : {}),
     });
   }
   const last = lastAdmission(runs, context);
@@ -273,8 +285,9 @@ export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, co
  * Self's admission read off `plan` (planQueue of the same runs and context): what
  * computeAdmission answers, without a plan of its own. A run the cache shows waiting holds no
  * slot, so its own plan and the shared one are the same plan. One the shared plan does not
- * hold (waiting for its namespace's isolation probe, admitted by this process but not granted
- * a slot, or not in the cache as waiting) gets its own plan: a run's own plan always counts it.
+ * hold (its cached status still waits for its namespace's isolation probe, which its own look
+ * found open; admitted by this process but not granted a slot; or not in the cache as
+ * waiting) gets its own plan: a run's own plan always counts it.
  */
 export function admissionFrom(plan: QueuePlan, runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
   const before = grantedBefore(self, context);

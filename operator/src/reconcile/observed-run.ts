@@ -122,7 +122,7 @@ export interface ObservedRun {
   objectBytes?: number;
   /** The run's namespace's policy (its annotations), for validating; absent is none. */
   namespacePolicy?: NamespacePolicy;
-  /** For a run waiting for a slot (no phase yet, or Pending). */
+  /** For a run waiting for a slot (no phase yet, or Pending) whose isolation gate is open (isolation.ts): one it holds is admitted nothing. */
   admission?: Admission;
   /**
    * For a run not yet accepted whose spec names continueFrom: that run as found in the namespace,
