@@ -279,6 +279,38 @@ describe('security #11.8 isolation probe', () => {
     expect(probe.observe('agents').verdict).toBe('unknown');
   });
 
+  it('forgets the namespaces no run asked about for maxAgeSeconds, keeps the verdict of one asked steadily, and wakes a forgotten one again', async () => {
+    const { probe, cluster, clock, woken } = setup({ enforces: true });
+    const probed: string[] = [];
+    const createPod = cluster.createPod.bind(cluster);
+    cluster.createPod = async (pod) => (probed.push(pod.metadata!.namespace!), createPod(pod));
+    const namespaces = Array.from({ length: 20 }, (_, index) => `pr-${index}`);
+    // One after another: the probes here share one clock and one network.
+    for (const namespace of [...namespaces, 'busy']) {
+      probe.observe(namespace);
+      await probe.settled(namespace);
+      expect(probe.observe(namespace)).toEqual({ verdict: 'enforced' });
+    }
+    expect(probe.namespacesKept).toBe(21);
+    // The pull requests' namespaces are done with; runs keep coming in 'busy' every minute for 20 minutes.
+    for (let minute = 0; minute < 20; minute++) {
+      clock.t += 60_000;
+      expect(probe.observe('busy'), `minute ${minute}`).toEqual({ verdict: 'enforced' });
+      await probe.settled('busy');
+    }
+    expect(probe.namespacesKept).toBe(1);
+    // Only its verdict was refreshed, in the background at half of maxAgeSeconds: the sweep costs no probe.
+    const later = probed.slice(21);
+    expect(later.length).toBeGreaterThan(0);
+    expect(later.length).toBeLessThanOrEqual((20 * 60) / 300);
+    expect(new Set(later)).toEqual(new Set(['busy']));
+    // A forgotten namespace asked again is probed again, and its runs are woken by the verdict.
+    expect(probe.observe('pr-3').verdict).toBe('unknown');
+    await probe.settled('pr-3');
+    expect(probe.observe('pr-3')).toEqual({ verdict: 'enforced' });
+    expect(woken.filter((namespace) => namespace === 'pr-3')).toHaveLength(2);
+  });
+
   it('probes each namespace on its own', async () => {
     const { probe, cluster } = setup({ enforces: true });
     probe.observe('agents');

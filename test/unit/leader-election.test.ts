@@ -35,13 +35,27 @@ const options = (identity: string) => ({
 });
 const logger = { info() {}, warn() {} };
 
+/**
+ * An elector whose wall clock reads `wall()` and whose monotonic clock reads `monotonic()` (by
+ * default the same): replicas' wall clocks may be any distance apart, and only the monotonic
+ * one may decide anything.
+ */
+function elector(
+  store: LeaseStore,
+  identity: string,
+  wall: () => number,
+  sleep?: (ms: number) => Promise<void>,
+  monotonic: () => number = wall,
+): LeaderElector {
+  return new LeaderElector(store, options(identity), logger, () => new Date(wall()), sleep, monotonic);
+}
+
 describe('LeaderElector', () => {
   it('lets exactly one of two candidates lead while the lease is fresh', async () => {
     const store = memoryStore();
     let time = 0;
-    const now = () => new Date(time);
-    const a = new LeaderElector(store, options('a'), logger, now);
-    const b = new LeaderElector(store, options('b'), logger, now);
+    const a = elector(store, 'a', () => time);
+    const b = elector(store, 'b', () => time);
     expect(await a.tryAcquireOrRenew()).toBe(true);
     expect(await b.tryAcquireOrRenew()).toBe(false);
     time += 14_000;
@@ -53,9 +67,8 @@ describe('LeaderElector', () => {
   it('hands over when the leader stops renewing for the lease duration', async () => {
     const store = memoryStore();
     let time = 0;
-    const now = () => new Date(time);
-    const a = new LeaderElector(store, options('a'), logger, now);
-    const b = new LeaderElector(store, options('b'), logger, now);
+    const a = elector(store, 'a', () => time);
+    const b = elector(store, 'b', () => time);
     await a.tryAcquireOrRenew();
     expect(await b.tryAcquireOrRenew()).toBe(false);
     time += 15_001;
@@ -66,8 +79,8 @@ describe('LeaderElector', () => {
   it("counts the lease duration from when it saw the lease change, not from the holder's clock (a standby 13 s ahead)", async () => {
     const store = memoryStore();
     let time = 0;
-    const a = new LeaderElector(store, options('a'), logger, () => new Date(time));
-    const b = new LeaderElector(store, options('b'), logger, () => new Date(time + 13_000));
+    const a = elector(store, 'a', () => time);
+    const b = elector(store, 'b', () => time + 13_000);
     expect(await a.tryAcquireOrRenew()).toBe(true);
     // a renews every retry period; b looks as often. By b's clock a's renewTime is 13 s old at once.
     for (let tick = 0; tick < 20; tick++) {
@@ -84,16 +97,65 @@ describe('LeaderElector', () => {
     expect(await b.tryAcquireOrRenew()).toBe(true);
   });
 
-  it('waits a lease duration for a lease it sees first renewed 20 s ago (its holder may be behind), not for one 31 s old', async () => {
+  it('takes nothing from a leader still renewing whose wall clock runs 31 s behind (two lease durations)', async () => {
+    const store = memoryStore();
+    let time = 1_000_000;
+    const a = elector(store, 'a', () => time);
+    // b's wall clock is 31 s ahead of a's; its monotonic clock counts from its own boot.
+    const b = elector(
+      store,
+      'b',
+      () => time + 31_000,
+      undefined,
+      () => time - 900_000,
+    );
+    expect(await a.tryAcquireOrRenew()).toBe(true);
+    time += 2_000;
+    expect(await a.tryAcquireOrRenew()).toBe(true);
+    expect(await b.tryAcquireOrRenew(), "a renewed 0 s ago, 33 s ago by b's clock").toBe(false);
+    for (let tick = 0; tick < 10; tick++) {
+      time += 2_000;
+      expect(await a.tryAcquireOrRenew()).toBe(true);
+      expect(await b.tryAcquireOrRenew(), `b at ${time} ms`).toBe(false);
+    }
+    expect(store.lease!.spec!.holderIdentity).toBe('a');
+  });
+
+  it('waits one lease duration from its first look at a lease its holder left, however old its renewTime (as client-go)', async () => {
     const store = memoryStore();
     let time = 0;
-    await new LeaderElector(store, options('gone'), logger, () => new Date(time)).tryAcquireOrRenew();
-    time += 20_000;
-    const b = new LeaderElector(store, options('b'), logger, () => new Date(time));
+    await elector(store, 'gone', () => time).tryAcquireOrRenew();
+    // A standby started long after: the renewTime is 10 minutes old by its clock, which may be wrong by as much.
+    time += 600_000;
+    const b = elector(store, 'b', () => time);
     expect(await b.tryAcquireOrRenew()).toBe(false);
-    time += 11_000;
-    const c = new LeaderElector(store, options('c'), logger, () => new Date(time));
-    expect(await c.tryAcquireOrRenew()).toBe(true);
+    time += 14_000;
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 1_000;
+    expect(await b.tryAcquireOrRenew()).toBe(true);
+    expect(store.lease!.spec).toMatchObject({ holderIdentity: 'b', leaseTransitions: 1 });
+  });
+
+  it('measures the lease on its monotonic clock: a wall clock stepped an hour ahead takes nothing early', async () => {
+    const store = memoryStore();
+    let time = 0;
+    let wallStep = 0;
+    const a = elector(store, 'a', () => time);
+    const b = elector(
+      store,
+      'b',
+      () => time + wallStep,
+      undefined,
+      () => time,
+    );
+    await a.tryAcquireOrRenew();
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    // NTP steps b's wall clock; a stops renewing.
+    wallStep = 3_600_000;
+    time += 14_000;
+    expect(await b.tryAcquireOrRenew()).toBe(false);
+    time += 1_000;
+    expect(await b.tryAcquireOrRenew()).toBe(true);
   });
 
   it('stops leading when renewals fail past the renew deadline, and leads again once they work', async () => {
@@ -109,7 +171,7 @@ describe('LeaderElector', () => {
       time += ms;
       await new Promise((resolve) => setTimeout(resolve, 0));
     };
-    const a = new LeaderElector(flaky, options('a'), logger, () => new Date(time), sleep);
+    const a = elector(flaky, 'a', () => time, sleep);
     const terms: string[] = [];
     const first = a.run(
       async () => void terms.push('started'),
@@ -149,7 +211,7 @@ describe('LeaderElector', () => {
       time += ms;
       await new Promise((resolve) => setTimeout(resolve, 0));
     };
-    const a = new LeaderElector(stalled, options('a'), logger, () => new Date(time), sleep);
+    const a = elector(stalled, 'a', () => time, sleep);
     const terms: string[] = [];
     const running = a.run(
       async () => void terms.push('started'),
@@ -162,8 +224,43 @@ describe('LeaderElector', () => {
     expect(a.isLeader).toBe(false);
     // The last renewTime written was at 0 or a retry period after it; a standby waits 15 s from it.
     expect(time).toBeLessThan(15_000);
-    const b = new LeaderElector(store, options('b'), logger, () => new Date(time));
+    const b = elector(store, 'b', () => time);
     expect(await b.tryAcquireOrRenew(), 'the lease is still held for its duration').toBe(false);
+  });
+
+  it('ends the term at the renew deadline on its monotonic clock when its wall clock is stepped back an hour during a hung renew', async () => {
+    const store = memoryStore();
+    let hanging = false;
+    const stalled: LeaseStore = {
+      get: () => (hanging ? new Promise<never>(() => {}) : store.get()),
+      create: (lease) => store.create(lease),
+      replace: (lease) => store.replace(lease),
+    };
+    let time = 0;
+    let wallStep = 0;
+    const sleep = async (ms: number) => {
+      time += ms;
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    };
+    const a = elector(
+      stalled,
+      'a',
+      () => time + wallStep,
+      sleep,
+      () => time,
+    );
+    const terms: string[] = [];
+    const running = a.run(
+      async () => void terms.push('started'),
+      () => void terms.push('stopped'),
+    );
+    while (terms.length === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    hanging = true;
+    wallStep = -3_600_000;
+    await Promise.race([running, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    expect(terms).toEqual(['started', 'stopped']);
+    // Measured by the wall clock, the deadline would have been an hour away, and the lease long expired for others.
+    expect(time).toBeLessThan(15_000);
   });
 
   it('hands over at once after the leader releases the lease', async () => {
@@ -182,6 +279,48 @@ describe('LeaderElector', () => {
     await a.release();
     await running;
     expect(await b.tryAcquireOrRenew()).toBe(true);
+  });
+
+  it.each([
+    { lease: 'no lease yet (its create on its way)', released: false },
+    { lease: "a lease its predecessor released (the take's replace on its way)", released: true },
+  ])('hands the lease back when the shutdown comes while a standby takes it: $lease', async ({ released }) => {
+    const store = memoryStore();
+    if (released) {
+      await elector(store, 'gone', () => 0).tryAcquireOrRenew();
+      store.lease!.spec!.holderIdentity = '';
+    }
+    // The API server answers the standby's write only when the test lets it go.
+    let answer: (() => void) | undefined;
+    const held =
+      <T>(write: (lease: V1Lease) => Promise<T>) =>
+      (lease: V1Lease) =>
+        new Promise<void>((resolve) => (answer = resolve)).then(() => write(lease));
+    let holding = true;
+    const slow: LeaseStore = {
+      get: () => store.get(),
+      create: (lease) => (holding ? held((each) => store.create(each))(lease) : store.create(lease)),
+      replace: (lease) => (holding ? held((each) => store.replace(each))(lease) : store.replace(lease)),
+    };
+    const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+    const a = new LeaderElector(slow, options('a'), logger, () => new Date(0), tick);
+    let started = false;
+    const running = a.run(
+      async () => void (started = true),
+      () => {},
+    );
+    while (!answer) await new Promise((resolve) => setTimeout(resolve, 0));
+    holding = false;
+    // SIGTERM: the take is on its way, this replica does not lead yet.
+    const releasing = a.release();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    answer();
+    await releasing;
+    await running;
+    expect(store.lease!.spec!.holderIdentity).toBe('');
+    expect(started, 'a replica stopped before it led never starts leading').toBe(false);
+    expect(a.isLeader).toBe(false);
+    expect(await elector(store, 'b', () => 0).tryAcquireOrRenew()).toBe(true);
   });
 
   it('releases the lease when the shutdown comes while a renew is on its way', async () => {

@@ -33,7 +33,15 @@ function runNamed(name: string): ParsedCodingRun {
 /** A pool pod once the claim patch of `run` reached it, as the API server applies it. */
 const claimedBy = (pod: V1Pod, run: ParsedCodingRun): V1Pod => applyAsApiServer(pod, claimPatch(run, pool, 600, pod.metadata!.uid!));
 
-function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number; admission?: (pod: V1Pod) => V1Pod } = {}) {
+function world(
+  options: {
+    pools?: WarmPoolConfig[];
+    deleteMs?: number;
+    admission?: (pod: V1Pod) => V1Pod;
+    /** Awaited before each create is answered: a slow API server. */
+    createAnswered?: () => Promise<void>;
+  } = {},
+) {
   let refusing: string | undefined;
   const pools = options.pools ?? [pool];
   const loopConfig = options.pools ? { ...config, warmPools: pools } : config;
@@ -50,6 +58,7 @@ function world(options: { pools?: WarmPoolConfig[]; deleteMs?: number; admission
   let failNext: Error | undefined;
   const gateway: WarmPoolGateway = {
     async createPoolPod(pod) {
+      if (options.createAnswered) await options.createAnswered();
       // As the API server answers a create over the namespace's ResourceQuota.
       if (pod.metadata?.namespace === refusing) throw new Error('pods "x" is forbidden: exceeded quota');
       const admitted = options.admission ? options.admission(pod) : pod;
@@ -485,6 +494,75 @@ describe('WarmPoolLoop', () => {
     advance(2_000);
     await loop.pass();
     expect(created).toHaveLength(2);
+  });
+
+  it('sends no create or delete after stop() from the pass in progress, and settled() waits for the write on its way', async () => {
+    // The API server holds the answer to the first create; it answers any later one at once.
+    let answer: (() => void) | undefined;
+    const { pods, created, asked, loop, readyPod } = world({
+      createAnswered: () => (answer ? Promise.resolve() : new Promise<void>((resolve) => (answer = resolve))),
+    });
+    // A pod with the pool's labels that this loop did not make: the pass would delete it after the pool.
+    loop.poke();
+    while (!answer) await new Promise((resolve) => setTimeout(resolve, 0));
+    const planted = { ...readyPod('made-0') };
+    pods.push({ ...planted, metadata: { ...planted.metadata, name: 'planted', uid: 'uid-planted' } });
+    // The lease is lost while the first of the pool's two creates is on its way.
+    loop.stop();
+    let settled = false;
+    const settling = loop.settled().then(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(settled, 'the controller waits for the create on its way').toBe(false);
+    answer();
+    await settling;
+    expect(created.map((pod) => pod.metadata?.name)).toEqual(['made-0']);
+    expect(asked).toEqual([]);
+  });
+
+  it("keeps a pool's pod being deleted out of its count and its sessions while another pool has its pass", async () => {
+    const small: WarmPoolConfig = { name: 'small', namespace: 'one', size: 1 };
+    const shrinking: WarmPoolConfig = { name: 'shrinking', namespace: 'two', size: 2 };
+    const pools = [small, shrinking];
+    const { pods, created, deleted, loop, readyPod, sessions } = world({ pools });
+    await loop.pass();
+    expect(created.map((pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`)).toEqual(['one/made-0', 'two/made-1', 'two/made-2']);
+    pods.push(readyPod('made-0'), readyPod('made-1'), readyPod('made-2'));
+    // The second pool is sized down: one of its pods is deleted; the watch has not shown that yet.
+    pools[1] = { ...shrinking, size: 1 };
+    await loop.pass();
+    expect(deleted).toEqual(['made-2']);
+    // The next pass, the first pool's first: made-2 is not asked again, nor offered to a session.
+    await loop.pass();
+    expect(deleted).toEqual(['made-2']);
+    expect(sessions.kept.at(-1)).toEqual(['one/made-0/uid-made-0', 'two/made-1/uid-made-1']);
+    // The second pool's other pod is claimed: the pool holds none, made-2 being deleted, and makes one.
+    loop.claimed(pools[1], 'made-1');
+    await loop.settled();
+    expect(created.map((pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`)).toEqual([
+      'one/made-0',
+      'two/made-1',
+      'two/made-2',
+      'two/made-3',
+    ]);
+  });
+
+  it('asks no more deletes of unwanted pods after stop(), and settled() waits for those on their way', async () => {
+    const { pods, asked, deletes, loop, readyPod } = world({ deleteMs: 20 });
+    await loop.pass();
+    const model = readyPod('made-0');
+    for (let index = 0; index < UNWANTED_DELETE_LIMITS.perPass; index++)
+      pods.push({
+        ...model,
+        metadata: { ...model.metadata, namespace: `ns-${index % 4}`, name: `planted-${index}`, uid: `uid-p-${index}` },
+      });
+    loop.poke();
+    while (asked.length === 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    const onTheirWay = asked.length;
+    loop.stop();
+    await loop.settled();
+    expect(onTheirWay).toBeGreaterThan(1);
+    expect(asked).toHaveLength(onTheirWay);
+    expect(deletes.inFlight).toBe(0);
   });
 
   it('stays stopped when started after stop() (the lease lost while the caches filled): no timer, no pod', async () => {

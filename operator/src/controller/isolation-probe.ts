@@ -15,7 +15,9 @@
 // this machine, where no policy applies: the probe correctly finds isolation NOT enforced.
 // Verdicts are cached per namespace: kept for maxAgeSeconds, refreshed in the background after
 // half of that while runs keep asking; until a probe has decided, the namespace is unknown,
-// and unknown is not enforced (runs wait). The clock, the sleep and both I/O ports are injected.
+// and unknown is not enforced (runs wait). A namespace no run asked about for maxAgeSeconds is
+// forgotten (its verdict expired by then anyway): namespaces made per pull request would otherwise
+// each keep an entry for the whole leadership term. The clock, the sleep and both I/O ports are injected.
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api, type KubeConfig, type V1NetworkPolicy, type V1Pod } from '@kubernetes/client-node';
 import { ISOLATION_PROBE_TARGET, type OperatorConfig } from '../config/operator-config.ts';
@@ -77,6 +79,8 @@ export interface IsolationProbeOptions {
 export const UNDECIDED_RETRY_MS = 30_000;
 /** Pause between connection attempts, and between looks at the probe pod. */
 const ATTEMPT_INTERVAL_MS = 1_000;
+/** How often observe() looks for namespaces to forget: a sweep costs a walk over all of them. */
+const FORGET_SWEEP_MS = 60_000;
 /** Consecutive failed connections under the policy that count as enforced (one could be a blip). */
 const FAILURES_FOR_ENFORCED = 2;
 /** Control attempts before concluding the target is unreachable even without a policy. */
@@ -86,6 +90,8 @@ interface Entry {
   view: IsolationView;
   /** When the verdict was reached (ms since the epoch). */
   at: number;
+  /** When a run last asked (observe) or the verdict was reached: an entry not asked for maxAgeSeconds is forgotten. */
+  askedAt: number;
 }
 
 class ProbeUndecided extends Error {
@@ -124,6 +130,8 @@ export class IsolationProbe {
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
   private readonly newProbeId: () => string;
   private onVerdict: ((namespace: string) => void) | undefined;
+  /** When observe() last looked for namespaces to forget. */
+  private sweptAt = 0;
 
   constructor(private readonly options: IsolationProbeOptions) {
     this.now = options.now ?? (() => new Date());
@@ -142,15 +150,35 @@ export class IsolationProbe {
    * verdict, when it is too old, or (in the background, keeping the verdict) when it is half way there.
    */
   observe(namespace: string): IsolationView {
-    const entry = this.verdicts.get(namespace);
-    const age = entry ? this.now().getTime() - entry.at : Infinity;
+    const now = this.now().getTime();
     const maxAgeMs = this.options.config.isolationProbe.maxAgeSeconds * 1000;
+    this.forgetUnasked(now, maxAgeMs);
+    const entry = this.verdicts.get(namespace);
+    if (entry) entry.askedAt = now;
+    const age = entry ? now - entry.at : Infinity;
     const decided = entry !== undefined && entry.view.verdict !== 'unknown';
     const refreshAfter = decided ? maxAgeMs / 2 : Math.min(UNDECIDED_RETRY_MS, maxAgeMs);
     if (age >= refreshAfter) this.start(namespace);
     if (decided && age < maxAgeMs) return entry.view;
     if (entry && !decided) return entry.view;
     return { verdict: 'unknown', detail: 'a probe pod is checking' };
+  }
+
+  /** How many namespaces a verdict is kept for (bounded by those asked about within maxAgeSeconds). */
+  get namespacesKept(): number {
+    return this.verdicts.size;
+  }
+
+  /**
+   * Drops the namespaces no run asked about for maxAgeSeconds and none is probing. Their verdict
+   * is expired (reached no later than that ask): a run that comes later starts a probe, as it
+   * would have anyway, and is woken by its verdict.
+   */
+  private forgetUnasked(now: number, maxAgeMs: number): void {
+    if (now - this.sweptAt < FORGET_SWEEP_MS) return;
+    this.sweptAt = now;
+    for (const [namespace, entry] of this.verdicts)
+      if (now - entry.askedAt >= maxAgeMs && !this.inFlight.has(namespace)) this.verdicts.delete(namespace);
   }
 
   /** Resolves when the namespace's current probe (if any) has finished; for tests and shutdown. */
@@ -170,7 +198,8 @@ export class IsolationProbe {
       .then((view) => {
         if (this.abort.signal.aborted) return;
         const previous = this.verdicts.get(namespace)?.view;
-        this.verdicts.set(namespace, { view, at: this.now().getTime() });
+        const at = this.now().getTime();
+        this.verdicts.set(namespace, { view, at, askedAt: at });
         const log =
           view.verdict === 'enforced'
             ? this.options.logger.info.bind(this.options.logger)

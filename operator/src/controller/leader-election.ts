@@ -3,6 +3,9 @@
 // clean shutdown the leader releases the lease so a standby takes over at once instead of
 // waiting out the lease duration. Leading is a term: run() returns when renewing failed
 // for longer than the renew deadline, and may be called again to stand for election.
+// Every duration is measured on this process's monotonic clock, never on the times in the
+// Lease: those are the holder's wall clock, and two replicas' wall clocks may be any distance
+// apart (or one may be stepped by NTP). The wall clock only stamps what the Lease shows.
 import { CustomObjectsApi, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from '../kube/api-errors.ts';
 
@@ -59,22 +62,26 @@ export function kubernetesLeaseStore(kubeConfig: KubeConfig, namespace: string, 
   };
 }
 
-const toMs = (time: Date | string | undefined) => (time === undefined ? 0 : new Date(time).getTime());
-
 export class LeaderElector {
   private leading = false;
   private stopped = false;
   private lease: V1Lease | undefined;
-  /** The renew in flight: release() waits for it, or its write would make the release's a conflict. */
-  private renewing: Promise<boolean> | undefined;
-  /** The renewTime this process last wrote (ms): what a standby counts the lease from, not when the answer came. */
+  /**
+   * The attempt to take or renew the lease in flight: release() waits for it, or a renew's write
+   * would make the release's a conflict, and an acquire that lands after a shutdown signal would
+   * leave the lease held for its whole duration.
+   */
+  private attempt: Promise<boolean> | undefined;
+  /** When (monotonic ms) this process began the attempt that last wrote the lease: the renew deadline counts from it. */
   private renewedAt = 0;
   /**
-   * The other holder's lease as this process last saw it change, and when by its own clock. A
-   * lease expires leaseDuration after this process saw it renewed, as client-go counts, not
-   * after the renewTime the holder wrote: that is the holder's clock, and a standby whose
-   * clock ran 13 s ahead of it took the lease from a leader still renewing. (A renewTime two
-   * lease durations old counts too: see tryAcquireOrRenew.)
+   * The lease as this process last saw it change, and when (monotonic ms). A lease expires
+   * leaseDuration after this process saw it change, as client-go counts (observedTime), never
+   * by the renewTime the holder wrote: that is the holder's wall clock. Counting by it, a
+   * standby whose clock ran 13 s ahead took the lease from a leader still renewing; and a
+   * rule that took a lease whose renewTime was two lease durations old at the first look let
+   * a standby 31 s ahead do the same. So a standby that starts waits one lease duration from
+   * its first look, whatever the renewTime says (a lease left by a replica that died).
    */
   private observed: { record: string; at: number } | undefined;
 
@@ -82,8 +89,11 @@ export class LeaderElector {
     private readonly store: LeaseStore,
     private readonly options: LeaderElectionOptions,
     private readonly logger: ElectionLogger,
+    /** Wall clock: only the acquireTime and renewTime written into the Lease, for people to read. */
     private readonly now: () => Date = () => new Date(),
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    /** Monotonic clock (ms) that every expiry and deadline is measured on; never stepped by NTP. */
+    private readonly monotonic: () => number = () => performance.now(),
   ) {}
 
   get isLeader(): boolean {
@@ -93,6 +103,8 @@ export class LeaderElector {
   /** One attempt to take or renew the lease. True when this process holds it afterwards. */
   async tryAcquireOrRenew(): Promise<boolean> {
     const { identity, leaseDurationSeconds, namespace, leaseName } = this.options;
+    // Taken before the read: the renew deadline counts from before this attempt's write.
+    const startedAt = this.monotonic();
     const now = this.now();
     const current = await this.store.get();
     if (!current) {
@@ -100,19 +112,22 @@ export class LeaderElector {
         metadata: { name: leaseName, namespace },
         spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       });
-      this.renewedAt = now.getTime();
+      this.renewedAt = startedAt;
       return true;
     }
     const spec = current.spec ?? {};
     const holder = spec.holderIdentity ?? '';
     const record = JSON.stringify([holder, spec.renewTime, spec.leaseDurationSeconds, current.metadata?.resourceVersion]);
-    if (this.observed?.record !== record) this.observed = { record, at: now.getTime() };
+    // Taken after the read: the holder renewed before it, so the standby's count starts no earlier than the renew.
+    const seenAt = this.monotonic();
+    if (this.observed?.record !== record) this.observed = { record, at: seenAt };
     const durationMs = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
-    // Or, by the holder's renewTime, two lease durations old: a lease left by a replica that died
-    // long ago is taken at the first look (a restarted operator has a new identity), with clocks
-    // up to one lease duration apart still safe.
-    const expired = this.observed.at + durationMs <= now.getTime() || toMs(spec.renewTime) + 2 * durationMs <= now.getTime();
-    if (holder !== identity && holder !== '' && !expired) return false;
+    const expired = this.observed.at + durationMs <= seenAt;
+    if (holder !== identity && holder !== '' && !expired) {
+      // Another holds it: nothing of this process's to hand back at shutdown.
+      this.lease = undefined;
+      return false;
+    }
     const takingOver = holder !== identity;
     const next: V1Lease = {
       ...current,
@@ -126,12 +141,18 @@ export class LeaderElector {
     };
     try {
       this.lease = await this.store.replace(next);
-      this.renewedAt = now.getTime();
+      this.renewedAt = startedAt;
       return true;
     } catch (error) {
       if (isConflict(error)) return false; // another replica got there first
       throw error;
     }
+  }
+
+  /** tryAcquireOrRenew, remembered as the attempt in flight for release(). */
+  private tryOnce(): Promise<boolean> {
+    this.attempt = this.tryAcquireOrRenew();
+    return this.attempt;
   }
 
   /**
@@ -144,7 +165,11 @@ export class LeaderElector {
     let standingBy = false;
     while (!this.stopped && !this.leading) {
       try {
-        this.leading = await this.tryAcquireOrRenew();
+        const won = await this.tryOnce();
+        // Stopped while the attempt was on its way: release() hands back what it took, and this
+        // process never leads (no reconciler starts beside the next leader's).
+        if (this.stopped) return;
+        this.leading = won;
         // Said once, so an admin (and a test) can tell a standby that is waiting from one still starting.
         if (!this.leading && !standingBy)
           this.logger.info({ identity: this.options.identity, lease: this.options.leaseName }, 'standing by');
@@ -164,10 +189,9 @@ export class LeaderElector {
       await this.sleep(retryMs);
       if (this.stopped) break;
       try {
-        this.renewing = this.tryAcquireOrRenew();
         // A renew that hangs (a stalled connection) is not waited for past the deadline: a
         // standby takes the lease once it expires, and two leaders would both act.
-        const renewed = await this.before(this.renewing, lastRenew + renewDeadlineMs);
+        const renewed = await this.before(this.tryOnce(), lastRenew + renewDeadlineMs);
         if (renewed === true) {
           lastRenew = this.renewedAt;
           continue;
@@ -183,7 +207,7 @@ export class LeaderElector {
       } catch (error) {
         this.logger.warn({ err: String(error) }, 'could not renew the leader lease');
       }
-      if (this.now().getTime() - lastRenew > renewDeadlineMs) break;
+      if (this.monotonic() - lastRenew > renewDeadlineMs) break;
     }
     if (this.leading) {
       this.leading = false;
@@ -191,32 +215,37 @@ export class LeaderElector {
     }
   }
 
-  /** The work's answer, or undefined once the clock reaches `deadline` (ms) first. */
+  /** The work's answer, or undefined once the monotonic clock reaches `deadline` (ms) first. */
   private async before<T>(work: Promise<T>, deadline: number): Promise<T | undefined> {
     const answered = work.then((value) => ({ value }));
     // A renew given up on may still fail later: that is not an unhandled rejection.
     answered.catch(() => undefined);
     for (;;) {
-      const left = deadline - this.now().getTime();
+      const left = deadline - this.monotonic();
       if (left <= 0) return undefined;
       const first = await Promise.race([answered, this.sleep(left).then(() => undefined)]);
       if (first) return first.value;
     }
   }
 
-  /** Stop renewing and hand the lease back so a standby replica can take over at once. */
+  /**
+   * Stop renewing and hand the lease back so a standby replica can take over at once: the
+   * lease this process leads with, or took with an attempt still on its way when this was called.
+   */
   async release(): Promise<void> {
     this.stopped = true;
-    if (!this.leading || !this.lease) return;
     this.leading = false;
-    // A shutdown signal can come while a renew is on its way: read the lease after it lands
-    // (its write would make the release's a conflict), waiting no longer than a renew may take.
-    if (this.renewing) {
+    // A shutdown signal can come while an attempt is on its way: a renew (its write would make
+    // the release's a conflict), or the acquire of a standby (it may yet take the lease, which
+    // nobody would then hand back). Read the lease after it lands, waiting no longer than a renew may take.
+    if (this.attempt) {
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.renewDeadlineSeconds * 1000)));
-      await Promise.race([this.renewing.catch(() => undefined), bound]);
+      await Promise.race([this.attempt.catch(() => undefined), bound]);
       clearTimeout(timer);
     }
+    // Never written by this process, or since seen held by another: nothing to hand back.
+    if (!this.lease) return;
     try {
       const current = (await this.store.get()) ?? this.lease;
       if (current.spec?.holderIdentity !== this.options.identity) return;

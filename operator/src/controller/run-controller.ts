@@ -391,8 +391,8 @@ export class RunController {
     this.watched.stop();
   }
 
-  /** Resolves when no key is queued or being reconciled and no sweep of run states is under way. */
+  /** Resolves when no key is queued or being reconciled, and no sweep of run states or warm pool pass is under way. */
   async idle(): Promise<void> {
-    await Promise.all([this.queue.idle(), this.orphanedStates?.settled()]);
+    await Promise.all([this.queue.idle(), this.orphanedStates?.settled(), this.warmPools?.settled()]);
   }
 }

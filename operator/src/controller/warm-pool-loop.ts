@@ -19,6 +19,9 @@
 // longer configured; a pod a run controls is that run's and is left to it. Those deletes come
 // after every pool was kept, a few per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts),
 // some at once: pods planted by the hundred in one namespace never hold up the refill of a pool.
+// Once stopped (the lease lost, or shutdown) a pass in progress sends no more writes: each
+// create and delete passes the loop's WriteGate first, since another replica may lead already
+// and its loop keeps the same pools; settled() lets the controller wait for that pass to end.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -39,6 +42,7 @@ import {
 } from '../reconcile/warm-pool.ts';
 import type { PoolPodRef } from '../sandbox/warm-sessions.ts';
 import type { ObjectCache } from './run-reconciler.ts';
+import { ReconcilerStoppedSignal, WriteGate } from './write-gate.ts';
 
 /** A pass at least this often: replaces pods that ended and deletes the excess of a pool sized down. */
 export const POOL_RESYNC_MS = 2_000;
@@ -94,8 +98,12 @@ export class WarmPoolLoop {
   private readonly template = templateRun();
   /** Per pool: pods created and not yet in the cache, with when. */
   private readonly expected = new Map<string, Map<string, number>>();
-  /** Pods asked to be deleted that the cache still shows without a deletionTimestamp. */
-  private readonly deleting = new Set<string>();
+  /**
+   * Per pool: pods asked to be deleted that the cache may still show without a deletionTimestamp.
+   * Per pool because each pool's pass forgets those its own pods no longer show: one set for all
+   * had the first pool's pass forget the second pool's, which then counted such a pod as live.
+   */
+  private readonly deleting = new Map<string, Set<string>>();
   /** Per pool: pods this process claimed, with when, that the cache may still show in the pool. */
   private readonly claimedPods = new Map<string, Map<string, number>>();
   /**
@@ -120,6 +128,8 @@ export class WarmPoolLoop {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
+  /** Closed by stop(): a pass in progress writes nothing after it. */
+  private readonly gate = new WriteGate();
 
   constructor(
     private readonly deps: {
@@ -150,8 +160,10 @@ export class WarmPoolLoop {
     this.timer.unref();
   }
 
+  /** No pass starts after this, and the one in progress makes no more writes; settled() waits for it. */
   stop(): void {
     this.stopped = true;
+    this.gate.close();
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.deps.sessions?.closeAll();
@@ -190,7 +202,7 @@ export class WarmPoolLoop {
       });
   }
 
-  /** Resolves once no pass is running (the one a claim asked for, in tests). */
+  /** Resolves once no pass is running: after stop(), once the one in progress has ended (its write on the way included). */
   async settled(): Promise<void> {
     while (this.running) await this.running;
   }
@@ -204,11 +216,20 @@ export class WarmPoolLoop {
   async pass(): Promise<void> {
     // Set again by this pass's deleteUnwanted: a pass that failed before it asks for no other at once.
     this.unwantedLeft = 0;
+    // Stopped mid-pass, the pass just ends: what it sent stays sent, the rest is the next leader's.
+    await this.gate.unlessStopped(
+      () => this.keepAll(),
+      () => undefined,
+    );
+  }
+
+  private async keepAll(): Promise<void> {
     const ready: PoolPodRef[] = [];
     for (const pool of this.deps.config.warmPools) {
       try {
         await this.keep(pool);
       } catch (error) {
+        if (error instanceof ReconcilerStoppedSignal) throw error;
         this.deps.logger.warn(
           { pool: poolKey(pool), err: error instanceof Error ? error.message : String(error) },
           'warm pool pass failed',
@@ -262,6 +283,7 @@ export class WarmPoolLoop {
     this.unwantedServedLast = lastNamespace;
     this.unwantedLeft = later.length;
     await eachAtMost(picked, UNWANTED_DELETES_AT_ONCE, async (each) => {
+      this.gate.check();
       const key = askedKey(each.pod);
       this.unwantedAsked.set(key, now);
       try {
@@ -320,10 +342,11 @@ export class WarmPoolLoop {
   /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
   private readyPods(pool: WarmPoolConfig): PoolPodRef[] {
     const claimed = this.claimedPods.get(poolKey(pool));
+    const deleting = this.deleting.get(poolKey(pool));
     return this.deps.pods
       .list()
       .filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod) && !claimed?.has(pod.metadata!.name!))
-      .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !this.deleting.has(pod.metadata!.name!))
+      .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !deleting?.has(pod.metadata!.name!))
       .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
 
@@ -341,6 +364,7 @@ export class WarmPoolLoop {
     }
     const confirmedAt = this.policyConfirmed.get(poolKey(pool));
     if (!cached && confirmedAt !== undefined && now - confirmedAt < EXPECTATION_TTL_MS) return true;
+    this.gate.check();
     const holder = await this.deps.gateway.createPoolNetworkPolicy(warmPoolNetworkPolicy(pool));
     if (!isWarmPoolNetworkPolicy(holder, pool)) {
       this.deps.logger.warn(
@@ -369,8 +393,10 @@ export class WarmPoolLoop {
     // the pool's (claimed before any pass saw it in the pool: kept expected, it held a place
     // until the expectation expired and the pool stayed one short for 30 s).
     for (const [name, at] of expected) if (this.deps.pods.get(pool.namespace, name) || now - at > EXPECTATION_TTL_MS) expected.delete(name);
+    const deleting = this.deleting.get(poolKey(pool)) ?? new Set<string>();
+    this.deleting.set(poolKey(pool), deleting);
     const views = [
-      ...cached.map(poolPodView).map((view) => (this.deleting.has(view.name) ? { ...view, deleting: true } : view)),
+      ...cached.map(poolPodView).map((view) => (deleting.has(view.name) ? { ...view, deleting: true } : view)),
       ...[...expected.keys()].map((name) => ({
         name,
         phase: 'Pending',
@@ -379,13 +405,15 @@ export class WarmPoolLoop {
         createdAt: new Date(now).toISOString(),
       })),
     ];
-    for (const name of this.deleting) if (!seen.has(name)) this.deleting.delete(name);
+    // Gone from the cache, or out of the pool (claimed): forgotten. Only this pool's: `seen` holds no other's pods.
+    for (const name of deleting) if (!seen.has(name)) deleting.delete(name);
     const plan = planWarmPool(pool.size, views, MAX_CREATES_PER_PASS, {
       now,
       readyTimeoutMs: this.deps.config.sandboxReadyTimeoutSeconds * 1000,
     });
     const create = this.createsAllowed(pool, views, plan, now) ? plan.create : 0;
     for (let index = 0; index < create; index++) {
+      this.gate.check();
       const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
       const marks = claimMarks(created);
       if (marks.length > 0) {
@@ -396,7 +424,8 @@ export class WarmPoolLoop {
       if (created.metadata?.uid) this.made.set(created.metadata.uid, now);
     }
     for (const name of plan.delete) {
-      this.deleting.add(name);
+      this.gate.check();
+      deleting.add(name);
       expected.delete(name);
       const pod = cached.find((each) => each.metadata!.name === name);
       await this.deps.gateway.deletePod(pool.namespace, name, pod ? seenAs(pod) : undefined);
@@ -461,11 +490,25 @@ function seenAs(pod: V1Pod): { uid?: string; resourceVersion?: string } {
 const askedKey = (pod: V1Pod) =>
   `${pod.metadata?.uid ?? `${pod.metadata?.namespace}/${pod.metadata?.name}`}@${pod.metadata?.resourceVersion ?? ''}`;
 
-/** Runs `each` over `items`, at most `limit` at once; `each` catches its own errors. */
+/**
+ * Runs `each` over `items`, at most `limit` at once. `each` catches the errors of its item; one
+ * it throws (the write gate closed) stops every worker before its next item, and is thrown once
+ * all have ended, so no call is still on its way when this settles.
+ */
 async function eachAtMost<T>(items: readonly T[], limit: number, each: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
+  let stop = false;
   const worker = async () => {
-    while (next < items.length) await each(items[next++]!);
+    while (!stop && next < items.length) {
+      try {
+        await each(items[next++]!);
+      } catch (error) {
+        stop = true;
+        throw error;
+      }
+    }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const ended = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, worker));
+  const failed = ended.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
 }
