@@ -1,7 +1,7 @@
 // Table-driven tests of the controller's decisions: observed state in, actions, status and
 // events out. No cluster: decide() is pure.
 import { describe, expect, it } from 'vitest';
-import type { CodingRun } from '../../operator/src/api/index.ts';
+import { codingRunSpec, type CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import {
   AGENT_RECHECK_MS,
@@ -11,6 +11,7 @@ import {
   decide,
 } from '../../operator/src/reconcile/decide.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import {
   SANDBOX_DENY_ALL_POLICY,
   SANDBOX_EGRESS_POLICY,
@@ -1083,6 +1084,104 @@ describe('decide: time waiting for approval is not the run’s time (#13.5)', ()
   it('still ends a run at the deadline when the human time is taken out', () => {
     const decision = decide(observe(waitingSince(5), up), config, now);
     expect(decision.actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+  });
+});
+
+describe("decide: config.maxApprovalWaitSeconds bounds a run's time waiting on humans", () => {
+  // A bound of an hour; approval.timeout a week, so only the bound can end these waits early.
+  const bounded = { ...config, maxApprovalWaitSeconds: 3600 };
+  const secondsAgo = (seconds: number) => new Date(now.getTime() - seconds * 1000).toISOString();
+  const up = { networkPolicyExists: true, pod: pod(), agent: { state: 'waiting', moving: false } as const };
+  const waiting = (startedMinutesAgo: number, answeredSeconds: number, pendingSeconds: number) =>
+    run({
+      spec: { budget: { timeout: '10m' }, approval: { tools: ['bash'], timeout: '168h' } },
+      status: {
+        phase: 'WaitingForApproval',
+        startTime: minutesAgo(startedMinutesAgo),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        approvalWaitSeconds: answeredSeconds,
+        pendingApproval: { id: 's9-c1', toolName: 'bash', input: '{}', requestedAt: secondsAgo(pendingSeconds) },
+      },
+    });
+  const denials = (decision: ReturnType<typeof decide>) => decision.actions.filter((action) => action.type === 'resumeAgent');
+
+  it('waits on while the waits, summed, are under the bound, looking again when they reach it', () => {
+    // 50 minutes answered, 9 pending: a minute of the hour is left.
+    const decision = decide(observe(waiting(65, 50 * 60, 9 * 60), up), bounded, now);
+    expect(decision.status!.phase).toBe('WaitingForApproval');
+    expect(decision.actions).toEqual([]);
+    expect(decision.requeueAfterMs).toBe(15_000);
+    expect(decide(observe(waiting(65, 50 * 60 + 50, 9 * 60), up), bounded, now).requeueAfterMs).toBe(10_000);
+  });
+
+  it('denies the pending call as at approval.timeout once the waits reach the bound, naming the key; the run goes on', () => {
+    const decision = decide(observe(waiting(65, 50 * 60, 10 * 60), up), bounded, now);
+    expect(decision.status!.phase).toBe('WaitingForApproval');
+    expect(denials(decision)).toEqual([
+      {
+        type: 'resumeAgent',
+        answer: {
+          id: 's9-c1',
+          decision: 'deny',
+          timedOut: true,
+          reason: expect.stringMatching(/waited for approvals 1h in all, the most the operator's maxApprovalWaitSeconds allows a run/),
+        },
+      },
+    ]);
+    // With the default bound (a week) the same run waits on.
+    expect(denials(decide(observe(waiting(65, 50 * 60, 10 * 60), up), config, now))).toEqual([]);
+  });
+
+  it('denies at once a call asked after the waits passed the bound', () => {
+    const decision = decide(observe(waiting(62, 3600 + 5, 1), up), bounded, now);
+    expect(decision.status!.phase).toBe('WaitingForApproval');
+    expect(denials(decision)).toEqual([expect.objectContaining({ answer: expect.objectContaining({ decision: 'deny', timedOut: true }) })]);
+  });
+
+  it("moves the deadline by the bound at most: waits past it are the run's own time, and the failure says so", () => {
+    // Started 72 minutes ago, 70 of them waiting (a run from before the bound): 10m + grace + 1h ended 1 minute ago.
+    const overdue = run({
+      spec: { budget: { timeout: '10m' }, approval: { tools: ['bash'], timeout: '168h' } },
+      status: { phase: 'Running', startTime: minutesAgo(72), podName: 'fix-sandbox', conditions: accepted, approvalWaitSeconds: 70 * 60 },
+    });
+    const running = { networkPolicyExists: true, pod: pod(), agent: { state: 'stepping', moving: true } as const };
+    expect(decide(observe(overdue, running), bounded, now).actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+    const ended = decide(observe(overdue, { ...running, keptDiff: final }), bounded, now);
+    expect(ended.status).toMatchObject({ phase: 'Failed', reason: 'DeadlineExceeded' });
+    expect(ended.status!.message).toMatch(
+      /budget\.timeout of 10m;.* It waited 1h10m for approvals in all, of which the operator's maxApprovalWaitSeconds \(1h\) moved its deadline on/,
+    );
+    // Under the default bound the 70 minutes all count: the run goes on.
+    expect(decide(observe(overdue, running), config, now).status!.phase).toBe('Running');
+  });
+
+  it('keeps a run whose steps each park four gated calls, answered within approval.timeout, alive in its pod', () => {
+    // maxSteps 10, budget 30m, approval.timeout 1h: the pod allowed maxSteps × 1h (10.5 h in all), and the
+    // 40th call, its answer due, found the run ended DeadlineExceeded at the pod's limit after 30 h of human time.
+    const spec = { budget: { maxSteps: 10, timeout: '30m' }, approval: { tools: ['bash', 'edit_file'], timeout: '1h' } } as const;
+    const answered = 39 * 45 * 60;
+    const startedSecondsAgo = 20 * 60 + answered + 44 * 60;
+    const gated = run({
+      spec,
+      status: {
+        phase: 'WaitingForApproval',
+        startTime: secondsAgo(startedSecondsAgo),
+        podName: 'fix-sandbox',
+        conditions: accepted,
+        approvalWaitSeconds: answered,
+        pendingApproval: { id: 's10-c4', toolName: 'bash', input: '{}', requestedAt: minutesAgo(44) },
+      },
+    });
+    const made = buildSandboxPod({ ...gated, spec: codingRunSpec.parse(gated.spec) }, config);
+    const kubeletPod = pod({ startTime: secondsAgo(startedSecondsAgo - 60), activeDeadlineSeconds: made.spec!.activeDeadlineSeconds! });
+    // The kubelet would not end the pod now (nor for days) ...
+    expect(Date.parse(kubeletPod.startTime!) + kubeletPod.activeDeadlineSeconds! * 1000).toBeGreaterThan(now.getTime() + 24 * 3600_000);
+    // ... and the controller neither ends the run nor warns of the pod's limit: it waits for the answer.
+    const decision = decide(observe(gated, { ...up, pod: kubeletPod }), config, now);
+    expect(decision.status!.phase).toBe('WaitingForApproval');
+    expect(decision.actions).toEqual([]);
+    expect(decision.events).toEqual([]);
   });
 });
 

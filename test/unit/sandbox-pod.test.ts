@@ -94,13 +94,32 @@ describe('buildSandboxPod', () => {
     expect(waiting.spec!.activeDeadlineSeconds).toBe(30 * 60 + 24 * 3600 + 2 * config.deadlineGraceSeconds);
   });
 
-  it('holds the longest timeouts the schema takes within what the API server allows (2^31 - 1 s)', () => {
-    const longest = buildSandboxPod(
-      parsedRun({ budget: { maxSteps: 1000, timeout: '720h' }, approval: { tools: ['bash'], publish: true, timeout: '168h' } }),
-      config,
+  it("bounds a run's human time by the operator's maxApprovalWaitSeconds, not maxSteps × approval.timeout", () => {
+    // One wait per step of 1000, a week each, was 607 392 120 s (19 years) of a maxActiveRuns slot and a node.
+    const longest = parsedRun({
+      budget: { maxSteps: 1000, timeout: '720h' },
+      approval: { tools: ['bash'], publish: true, timeout: '168h' },
+    });
+    const week = 7 * 24 * 3600;
+    expect(config.maxApprovalWaitSeconds).toBe(week);
+    expect(buildSandboxPod(longest, config).spec!.activeDeadlineSeconds).toBe(720 * 3600 + week + 2 * config.deadlineGraceSeconds);
+    // An admin's bound, lower or higher, is what the pod allows; at its largest within what the API server takes (2^31 - 1 s).
+    const tighter = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1', maxApprovalWaitSeconds: 3600 }, {});
+    expect(buildSandboxPod(longest, tighter).spec!.activeDeadlineSeconds).toBe(720 * 3600 + 3600 + 2 * config.deadlineGraceSeconds);
+    const widest = loadOperatorConfig(
+      { sandboxImage: 'chamvi/sandbox:1', maxApprovalWaitSeconds: 30 * 24 * 3600, deadlineGraceSeconds: 3600 },
+      {},
     );
-    expect(longest.spec!.activeDeadlineSeconds).toBe(720 * 3600 + 1001 * 168 * 3600 + 2 * config.deadlineGraceSeconds);
-    expect(longest.spec!.activeDeadlineSeconds).toBeLessThanOrEqual(2 ** 31 - 1);
+    expect(buildSandboxPod(longest, widest).spec!.activeDeadlineSeconds).toBeLessThanOrEqual(2 ** 31 - 1);
+    expect(() => loadOperatorConfig({ maxApprovalWaitSeconds: 30 * 24 * 3600 + 1 }, {})).toThrow(/config key maxApprovalWaitSeconds/);
+  });
+
+  it('allows the whole bound however few steps, as one step parks once per gated call (up to 64)', () => {
+    // maxSteps 10 × approval.timeout 1h allowed 10.5 h; four calls a step answered after 45 minutes are 30 h.
+    const gated = parsedRun({ budget: { maxSteps: 10, timeout: '30m' }, approval: { tools: ['bash', 'edit_file'], timeout: '1h' } });
+    expect(buildSandboxPod(gated, config).spec!.activeDeadlineSeconds).toBe(
+      30 * 60 + config.maxApprovalWaitSeconds + 2 * config.deadlineGraceSeconds,
+    );
   });
 
   it('passes plain env values and points the toolbox at the workspace', () => {

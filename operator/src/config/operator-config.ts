@@ -23,6 +23,15 @@ import { FORGE_HOST_PATTERN, FORGE_KINDS } from '../publish/forge-kinds.ts';
  */
 export const DEFAULT_NAMESPACE_MAX_STATE_BYTES = 192 * 1024 * 1024;
 
+/** The default of maxApprovalWaitSeconds: a week, spec.approval.timeout's longest. */
+export const DEFAULT_MAX_APPROVAL_WAIT_SECONDS = 7 * 24 * 3600;
+/**
+ * The most maxApprovalWaitSeconds may be: 30 days, budget.timeout's longest. A sandbox pod's
+ * activeDeadlineSeconds (budget.timeout plus this, plus the graces) then stays far under the
+ * 2^31 - 1 the API server takes.
+ */
+const MAX_APPROVAL_WAIT_SECONDS_LIMIT = 30 * 24 * 3600;
+
 /** host:port: a DNS name or IPv4 address, or an IPv6 address in brackets (passed to bash's /dev/tcp, so nothing else). */
 export const ISOLATION_PROBE_TARGET = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):[0-9]{1,5}$/;
 
@@ -540,6 +549,24 @@ export const operatorConfigSchema = z
         "Seconds from a run's start (its admission) until its sandbox pod must be Ready; past it the run fails SandboxNotReady and frees its slot. Default 900.",
       ),
     /**
+     * Time waiting for a human does not count against budget.timeout: it moves the run's
+     * deadline on. Unbounded, a run that asked again at every step held its slot of
+     * maxActiveRuns and its sandbox pod for maxSteps × approval.timeout (up to 19 years) at no
+     * token cost. A week by default: the longest approval.timeout a run may set, so one such
+     * wait is never cut short, and a weekend's waits fit.
+     */
+    maxApprovalWaitSeconds: z.coerce
+      .number()
+      .int()
+      .min(60)
+      .max(MAX_APPROVAL_WAIT_SECONDS_LIMIT)
+      .default(DEFAULT_MAX_APPROVAL_WAIT_SECONDS)
+      .describe(
+        "Seconds one run may wait for approvals in all, summed over its waits; they move the run's deadline on, and its sandbox pod's " +
+          'activeDeadlineSeconds is budget.timeout plus this. A wait that would pass it is denied as at spec.approval.timeout ' +
+          '(the run goes on, on its own time), and so is every later one at once. 60 to 2592000, default 604800 (7 days).',
+      ),
+    /**
      * The agent stops a run at budget.timeout and takes its partial diff. The controller
      * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
      * is later still, so the diff can be taken.
@@ -621,6 +648,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },
+  CHAMVI_MAX_APPROVAL_WAIT_SECONDS: { key: 'maxApprovalWaitSeconds' },
   CHAMVI_MODEL_CALL_TIMEOUT_SECONDS: { key: 'modelCallTimeoutSeconds' },
   CHAMVI_SETUP_TIMEOUT_SECONDS: { key: 'setupTimeoutSeconds' },
   CHAMVI_REDIS_PREFIX: { key: 'redisPrefix' },

@@ -15,6 +15,7 @@ import {
 import { codingRunSpecFields } from '../api/coding-run-spec.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { APPROVAL_ANNOTATION, readApprovalAnnotation } from './approval-answer.ts';
+import { approvalWaitEnd, approvalWaitMs, countedApprovalWaitMs } from './approval-wait.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from './run-status-transitions.ts';
 import { cancelledMessage, readCancelRequest } from './cancel-request.ts';
@@ -71,13 +72,6 @@ function refusedMessage(refused: RefusedObject, mayClear: boolean): string {
     : `${what}. Retrying cannot help: change the run (a shorter metadata.name, or the spec field the message names) and create it again.`;
 }
 
-/** Milliseconds of human time in the run so far: answered approvals, and the one it waits on now. Not the run's time (budget.timeout). */
-export function approvalWaitMs(status: CodingRunStatus, now: Date): number {
-  const answered = (status.approvalWaitSeconds ?? 0) * 1000;
-  const pending = status.phase === 'WaitingForApproval' ? status.pendingApproval : undefined;
-  return answered + (pending ? Math.max(0, now.getTime() - Date.parse(pending.requestedAt)) : 0);
-}
-
 /** Why a started run can no longer go on, judged from what the agent holds of it. */
 export function agentLoss(agent: AgentView | undefined): { reason: string; message: string } | undefined {
   if (!agent || agent.moving) return undefined;
@@ -127,6 +121,19 @@ function durationText(seconds: number): string {
   const minutes = Math.floor((seconds % 3600) / 60);
   const rest = seconds % 60;
   return `${hours ? `${hours}h` : ''}${minutes ? `${minutes}m` : ''}${rest || seconds === 0 ? `${rest}s` : ''}`;
+}
+
+/**
+ * For a run ended at its budget whose approval waits passed config.maxApprovalWaitSeconds (a
+ * run started before the bound, or answers that reached a worker late): the waits past it were
+ * counted as the run's time, which its author cannot tell from status alone.
+ */
+function waitsPastAllowanceNote(waitedMs: number, maxMs: number): string {
+  if (waitedMs <= maxMs) return '';
+  return (
+    ` It waited ${durationText(Math.floor(waitedMs / 1000))} for approvals in all, of which the operator's maxApprovalWaitSeconds ` +
+    `(${durationText(maxMs / 1000)}) moved its deadline on; the rest counted as its own time.`
+  );
 }
 
 /** The sandbox pod's own limit, as the kubelet counts it, and when the controller ends the run for it. */
@@ -538,13 +545,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
 
   // 3. The wall clock, from the start of the run. The agent ends a running run at the
   // timeout itself (keeping its partial diff); the controller steps in after a grace.
-  // Time waiting for a human is not the run's time: the deadline moves by it. Once the pod has
-  // started, its own limit may come first (a budget raised since): the run ends before the
-  // kubelet ends the pod, rather than learn of it from the kubelet.
+  // Time waiting for a human is not the run's time: the deadline moves by it, by at most
+  // config.maxApprovalWaitSeconds in all (approval-wait.ts). Once the pod has started, its own
+  // limit may come first (a budget raised since): the run ends before the kubelet ends the pod,
+  // rather than learn of it from the kubelet.
   builder.status.startTime ??= now.toISOString();
   const grace = builder.status.phase === 'Provisioning' ? 0 : config.deadlineGraceSeconds * 1000;
   const runStart = Date.parse(builder.status.startTime!);
-  const budgetDeadline = runStart + durationMs(spec.budget.timeout) + grace + approvalWaitMs(builder.status, now);
+  const maxApprovalWaitMs = config.maxApprovalWaitSeconds * 1000;
+  const waitedMs = approvalWaitMs(builder.status, now);
+  const budgetDeadline = runStart + durationMs(spec.budget.timeout) + grace + countedApprovalWaitMs(waitedMs, maxApprovalWaitMs);
   const limit = sandboxLimit(pod, config);
   const podFirst = limit !== undefined && limit.runEndsBy < budgetDeadline ? limit : undefined;
   const deadline = podFirst?.runEndsBy ?? budgetDeadline;
@@ -554,7 +564,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       REASONS.DeadlineExceeded,
       podFirst
         ? FAILURE_MESSAGES.deadlineAtSandboxLimit(podFirst.podName, podFirst.limit, spec.budget.timeout)
-        : FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout),
+        : FAILURE_MESSAGES.deadlineAtController(spec.budget.timeout) + waitsPastAllowanceNote(waitedMs, maxApprovalWaitMs),
     );
   const untilDeadline = deadline - now.getTime();
 
@@ -670,17 +680,29 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
   // human it waits for). When those are gone, say so now rather than at the deadline.
   const agentWorking = currentPhase === 'Running' || currentPhase === 'WaitingForApproval';
   if (agentWorking) recordAgentStart(builder, pod!);
-  const raised = podFirst !== undefined && podFirst.podEndsAt - runStart < sandboxActiveDeadlineSeconds(parsedRun, config) * 1000;
+  // Which outgrew the pod: its budget (raised since: the pod cannot hold even the budget with no
+  // wait), or the approval waits (a pod made when it allowed fewer: before maxApprovalWaitSeconds
+  // was raised, or by an operator that allowed one wait per step).
+  const budgetAlone = { ...parsedRun, spec: { ...spec, approval: { ...spec.approval, tools: [], publish: false } } };
+  const raised = podFirst !== undefined && podFirst.podEndsAt - runStart < sandboxActiveDeadlineSeconds(budgetAlone, config) * 1000;
   noteSandboxLimit(builder, pod!, podFirst && sandboxLimitNote(podFirst, spec.budget.timeout, raised));
   const lost = agentWorking ? agentLoss(observed.agent) : undefined;
   if (lost) return end('Failed', lost.reason, lost.message);
   const recheck = Math.min(untilDeadline, AGENT_RECHECK_MS);
 
-  // 6. A run parked on an approval: pass on a matching answer, or deny at the timeout.
+  // 6. A run parked on an approval: pass on a matching answer, or deny at the timeout, or once
+  // the run's waits reach config.maxApprovalWaitSeconds in all (approval-wait.ts): then it goes
+  // on, on its own time, rather than hold its slot and pod while it asks again at every step.
   const pending = run.status?.pendingApproval;
   if (currentPhase === 'WaitingForApproval' && pending) {
     const reading = readApprovalAnnotation(run);
-    const timeoutAt = Date.parse(pending.requestedAt) + durationMs(spec.approval.timeout);
+    const waitEnd = approvalWaitEnd(
+      Date.parse(pending.requestedAt),
+      durationMs(spec.approval.timeout),
+      (run.status?.approvalWaitSeconds ?? 0) * 1000,
+      maxApprovalWaitMs,
+    );
+    const timeoutAt = waitEnd.at;
     // An ignored answer stays in the annotation until someone changes it, and the run is looked
     // at every AGENT_RECHECK_MS while it waits (up to approval.timeout, a week): it is warned of
     // once, when it is new, not with a Warning Event at every look.
@@ -710,7 +732,11 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
         answer: {
           id: pending.id,
           decision: 'deny',
-          reason: `no answer within spec.approval.timeout (${spec.approval.timeout})`,
+          reason:
+            waitEnd.by === 'timeout'
+              ? `no answer within spec.approval.timeout (${spec.approval.timeout})`
+              : `no answer before the run had waited for approvals ${durationText(maxApprovalWaitMs / 1000)} in all, ` +
+                "the most the operator's maxApprovalWaitSeconds allows a run; later calls that need approval are denied at once",
           timedOut: true,
         },
       });

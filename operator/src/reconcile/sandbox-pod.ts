@@ -4,6 +4,7 @@
 import type { V1Container, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { approvalWaitAllowanceMs } from './approval-wait.ts';
 import { runNameLabel, sandboxPodName } from './names.ts';
 import { quantityValue } from './resource-quantity.ts';
 import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
@@ -88,26 +89,16 @@ function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): 
 }
 
 /**
- * The longest a run may spend waiting for approvals: each wait is bounded by
- * spec.approval.timeout, and a run waits at most once per step it may take (a step that
- * parks several calls is rare; the controller's own deadline, which counts the real waits,
- * is what ends a run: this only bounds the kubelet's backstop), and once more before it
- * publishes (the pod reaching its deadline in that wait failed the run DeadlineExceeded, and
- * the approver's answer was lost). None without approvals.
- */
-function humanTimeAllowanceMs(run: ParsedCodingRun): number {
-  const waits = (run.spec.approval.tools.length > 0 ? run.spec.budget.maxSteps : 0) + (run.spec.approval.publish ? 1 : 0);
-  return waits * durationMs(run.spec.approval.timeout);
-}
-
-/**
  * The pod's activeDeadlineSeconds: the budget's wall clock plus time to take the diff, and the
- * longest the run may wait for humans (not the run's time), so the kubelet ends the pod even if
- * the operator is gone. Fixed once the pod is made: Kubernetes lets it be lowered, never raised,
- * so a budget raised later cannot move it (decide.ts ends such a run before it, knowing it).
+ * longest the run may wait for humans (approval-wait.ts: at most config.maxApprovalWaitSeconds,
+ * the most the controller moves the run's deadline by), so the kubelet ends the pod even if the
+ * operator is gone, and never before the controller would end the run. Fixed once the pod is
+ * made: Kubernetes lets it be lowered, never raised, so a budget raised later cannot move it
+ * (decide.ts ends such a run before it, knowing it).
  */
 export function sandboxActiveDeadlineSeconds(run: ParsedCodingRun, config: OperatorConfig): number {
-  return Math.ceil((durationMs(run.spec.budget.timeout) + humanTimeAllowanceMs(run)) / 1000) + 2 * config.deadlineGraceSeconds;
+  const humanTimeMs = approvalWaitAllowanceMs(run, config.maxApprovalWaitSeconds * 1000);
+  return Math.ceil((durationMs(run.spec.budget.timeout) + humanTimeMs) / 1000) + 2 * config.deadlineGraceSeconds;
 }
 
 export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {

@@ -64,6 +64,11 @@ export interface AgentDependencies {
   namespacePolicies?: NamespacePolicyReader;
   /** How long spec.sandbox.setup may run before the run fails SetupFailed; default 30 minutes. */
   setupTimeoutMs?: number;
+  /**
+   * config.maxApprovalWaitSeconds in ms: the most a run's approval waits, summed, move its
+   * deadline on (reconcile/approval-wait.ts), as the controller counts it; default a week.
+   */
+  maxApprovalWaitMs?: number;
   /** spec.publish: the commit author and which forge API each host speaks (operator config publish). */
   publishPolicy?: PublishPolicy;
   /**

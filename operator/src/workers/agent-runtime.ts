@@ -158,6 +158,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           },
           ...(cloneCache ? { cloneCache } : {}),
           setupTimeoutMs: config.setupTimeoutSeconds * 1000,
+          maxApprovalWaitMs: config.maxApprovalWaitSeconds * 1000,
           publishPolicy: {
             author: config.publish.author,
             forges: config.publish.forges,

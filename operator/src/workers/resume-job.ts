@@ -16,6 +16,8 @@ import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 import { deniedResult, executeToolCall, withRunDeadline } from './tool-execution.ts';
 import { deadlineOf } from './step-job.ts';
+import { approvalWaitShiftMs } from '../reconcile/approval-wait.ts';
+import { DEFAULT_MAX_APPROVAL_WAIT_SECONDS } from '../config/operator-config.ts';
 
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
   const state = await deps.states.load(ref);
@@ -65,18 +67,25 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   const call = { toolCallId: pending.toolCallId, toolName: pending.toolName, input: pending.input };
   // The human's wait ends with the answer, not with the approved call: its run time is the run's.
   const answeredAt = deps.now();
+  // Human time is not the run's time: the wait moves the run's start (and so its deadline) on,
+  // by no more than the controller moves its own (approval-wait.ts): the run's waits count up
+  // to maxApprovalWaitSeconds in all, and the rest was the run's time.
+  const waitedMs = Math.max(0, answeredAt.getTime() - Date.parse(pending.requestedAt));
+  const shiftMs = approvalWaitShiftMs(
+    state.approvalWaitMs ?? 0,
+    waitedMs,
+    deps.maxApprovalWaitMs ?? DEFAULT_MAX_APPROVAL_WAIT_SECONDS * 1000,
+  );
   const result =
     answer.decision === 'approve'
-      ? // What the run had left when it asked: the wait for the answer is not the run's time (below).
-        await withRunDeadline(deadlineOf(run, state) - Date.parse(pending.requestedAt), (deadline) =>
+      ? // What the run has left once the wait moved its deadline on (saved below).
+        await withRunDeadline(deadlineOf(run, state) + shiftMs - answeredAt.getTime(), (deadline) =>
           executeToolCall(protectingSandbox(deps.sandboxes.for(run), run), call, toolCallObserver(deps), deadline, state.step),
         )
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });
-  // Human time is not the run's time: the wait moves the run's start (and so its deadline) on.
-  const waitedMs = Math.max(0, answeredAt.getTime() - Date.parse(pending.requestedAt));
   state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitedMs;
-  state.startedAt += waitedMs;
+  state.startedAt += shiftMs;
   // From here on the answered call counts as done: a retry runs only the calls after it.
   state.toolCalls += 1;
   state.stage = 'stepping';
