@@ -30,7 +30,7 @@ import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignals } from './process-bootstrap.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
-import { sandboxPodShape } from './reconcile/admitted-pod.ts';
+import { admittedImagesOf, sandboxPodShape } from './reconcile/admitted-pod.ts';
 import { sandboxPodName } from './reconcile/names.ts';
 import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
@@ -136,6 +136,11 @@ async function main(): Promise<void> {
         podName: run.status?.podName ?? sandboxPodName(run),
         expectedOwnerUid: run.metadata.uid,
         expectedPodShape: sandboxPodShape(run, config),
+        // The record of a claimed pool pod's images lands just after its agent starts: read for it then.
+        readAdmittedImages: async () => {
+          const current = await kube.getRun(run.metadata.namespace, run.metadata.name);
+          return current?.metadata.uid === run.metadata.uid ? admittedImagesOf(current.status) : undefined;
+        },
         container: SANDBOX_CONTAINER,
         toolboxCommand: config.toolboxCommand,
         mode: 'serve',

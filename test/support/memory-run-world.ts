@@ -101,9 +101,9 @@ export function memoryRunWorld(options: {
         remove(run.metadata.namespace, run.metadata.name);
       return stored;
     },
-    async createPod() {
+    async createPod(pod: V1Pod) {
       count('createPod');
-      return undefined;
+      return { created: pod };
     },
     async deleteConfigMap(namespace: string, name: string) {
       count('deleteConfigMap');

@@ -13,6 +13,7 @@ import {
   sandboxPodShape,
   type PodAddition,
 } from '../../operator/src/reconcile/admitted-pod.ts';
+import { withAdmittedPod } from '../../operator/src/reconcile/admitted-pod-record.ts';
 import { EGRESS_ENV_NAMES } from '../../operator/src/reconcile/sandbox-egress.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
@@ -157,6 +158,21 @@ function specChanged(pod: V1Pod): V1Pod {
 
 const OTHER_DIGEST = `sha256:${'bb'.repeat(32)}`;
 
+/** The pod with its containers' (and init containers') images as a webhook rewrote them, by container name. */
+function withImages(pod: V1Pod, images: Record<string, string>): V1Pod {
+  const copy = structuredClone(pod);
+  const spec = copy.spec!;
+  for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+    if (images[container.name] !== undefined) container.image = images[container.name];
+  }
+  return copy;
+}
+
+/** Runs of images as the verifying webhooks' tests name them (custom-image pods: the run's image and the operator's tools image). */
+const teamRun = parsedRun({ image: 'registry.example/team/img:1.2' });
+const untaggedRun = parsedRun({ image: 'registry.example/team/img' });
+const ubuntuRun = parsedRun({ image: 'ubuntu:22.04' });
+
 /** Each injection, applied to the operator's own admitted pod. */
 const injected = (change: (pod: V1Pod) => void, base: V1Pod = admitted(buildSandboxPod(plainRun, config))): V1Pod => {
   const copy = structuredClone(base);
@@ -257,6 +273,49 @@ describe('the admitted sandbox pod: what the operator builds passes', () => {
       name: 'a pod of a run with its own RuntimeClass',
       pod: admitted(buildSandboxPod(parsedRun({ runtimeClassName: 'gvisor' }), config)),
       run: parsedRun({ runtimeClassName: 'gvisor' }),
+    },
+    // What the verifying webhooks write at admission, exactly (generation 1: nothing changed since).
+    {
+      name: 'sigstore policy-controller: the tag dropped for the digest, a Docker Hub name as index.docker.io',
+      pod: withImages(admitted(buildSandboxPod(teamRun, config)), {
+        sandbox: `registry.example/team/img@${DIGEST}`,
+        'chamvi-tools': `index.docker.io/chamvi/sandbox@${DIGEST}`,
+      }),
+      run: teamRun,
+    },
+    {
+      name: 'sigstore policy-controller: an official Docker Hub image as index.docker.io/library/',
+      pod: withImages(admitted(buildSandboxPod(ubuntuRun, config)), {
+        sandbox: `index.docker.io/library/ubuntu@${DIGEST}`,
+        'chamvi-tools': `index.docker.io/chamvi/sandbox@${DIGEST}`,
+      }),
+      run: ubuntuRun,
+    },
+    {
+      name: 'Kyverno verifyImages (default registry): docker.io/ spelled out, the tag kept',
+      pod: withImages(admitted(buildSandboxPod(customRun, config)), {
+        sandbox: `docker.io/acme/builder:2@${DIGEST}`,
+        'chamvi-tools': `docker.io/chamvi/sandbox:1@${DIGEST}`,
+      }),
+      run: customRun,
+    },
+    {
+      name: 'Kyverno verifyImages: :latest added to an untagged image',
+      pod: withImages(admitted(buildSandboxPod(untaggedRun, config)), {
+        sandbox: `registry.example/team/img:latest@${DIGEST}`,
+        'chamvi-tools': `docker.io/chamvi/sandbox:1@${DIGEST}`,
+      }),
+      run: untaggedRun,
+    },
+    {
+      name: "Kyverno verifyImages: the operator's image in a run pod",
+      pod: withImages(admitted(buildSandboxPod(plainRun, config)), { sandbox: `docker.io/chamvi/sandbox:1@${DIGEST}` }),
+      run: plainRun,
+    },
+    {
+      name: "a webhook that only spells the run's image out (docker.io/), no digest",
+      pod: withImages(admitted(buildSandboxPod(customRun, config)), { sandbox: 'docker.io/acme/builder:2' }),
+      run: customRun,
     },
   ];
   it.each(cases)('$name', ({ pod, run, checkConfig }) => {
@@ -489,6 +548,46 @@ describe('the admitted sandbox pod: another image, command or rights than the op
       }, customPod),
       run: customRun,
       added: [{ kind: 'image', name: `acme/builder-evil:2@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "another repository pinned, spelled as Kyverno spells the run's image",
+      pod: injected((pod) => {
+        sandbox(pod).image = `docker.io/acme/builder-evil:2@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: `docker.io/acme/builder-evil:2@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "the run's image path in another registry (a mirror's rewrite), pinned",
+      pod: injected((pod) => {
+        sandbox(pod).image = `mirror.example/acme/builder:2@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: `mirror.example/acme/builder:2@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "another tag of the run's image, pinned",
+      pod: injected((pod) => {
+        sandbox(pod).image = `docker.io/acme/builder:3@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: `docker.io/acme/builder:3@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "an official image of the run's image's name (docker.io/library/builder is not acme/builder)",
+      pod: injected((pod) => {
+        sandbox(pod).image = `index.docker.io/library/builder@${DIGEST}`;
+      }, customPod),
+      run: customRun,
+      added: [{ kind: 'image', name: `index.docker.io/library/builder@${DIGEST}`, container: 'sandbox' }],
+    },
+    {
+      name: "kubectl set image: the policy-controller's spelling of another digest, with no record of the pod (generation 2)",
+      pod: injected((pod) => {
+        sandbox(pod).image = `index.docker.io/acme/builder@${OTHER_DIGEST}`;
+      }, specChanged(customPod)),
+      run: customRun,
+      added: [{ kind: 'image', name: `index.docker.io/acme/builder@${OTHER_DIGEST}`, container: 'sandbox' }],
     },
     {
       name: "the run's own image with a malformed digest",
@@ -766,5 +865,74 @@ describe('the message of a refused pod', () => {
     expect(describe({ name: 'c', csi: { driver: 'secrets-store.csi.k8s.io' } })).toEqual([
       'volume c (CSI driver secrets-store.csi.k8s.io)',
     ]);
+  });
+});
+
+describe("the admitted sandbox pod: against the run's record of its images as admitted (status.admittedPod)", () => {
+  const KUEUE_GATE = { name: 'kueue.x-k8s.io/admission' };
+  const ADMITTED_IMAGES = { sandbox: `registry.example/team/img@${DIGEST}`, 'chamvi-tools': `index.docker.io/chamvi/sandbox@${DIGEST}` };
+
+  /** The API server's answer to the pod's create in a Kueue-managed namespace, the images pinned by the policy-controller. */
+  function createAnswer(): V1Pod {
+    const pod = withImages(admitted(buildSandboxPod(teamRun, config)), ADMITTED_IMAGES);
+    pod.metadata = { ...pod.metadata, uid: 'pod-uid-1' };
+    pod.spec!.schedulingGates = [KUEUE_GATE];
+    return pod;
+  }
+
+  /** The run with the status the reconciler writes with that answer (reconcile/admitted-pod-record.ts). */
+  function recordedRun(answer: V1Pod): ParsedCodingRun {
+    const seen = { pod: answer, from: 'create' as const, freshName: answer.metadata!.name! };
+    return { ...teamRun, status: withAdmittedPod({ phase: 'Provisioning', podName: answer.metadata!.name! }, seen) };
+  }
+
+  /** Kueue admitted the pod's workload and removed its gate: a spec update, generation 2. */
+  function ungated(pod: V1Pod): V1Pod {
+    const copy = structuredClone(specChanged(pod));
+    delete copy.spec!.schedulingGates;
+    return copy;
+  }
+
+  it('passes a pinned pod Kueue ungated (generation 2): its images are the ones the API server admitted', () => {
+    const answer = createAnswer();
+    expect(additions(ungated(answer), recordedRun(answer))).toEqual([]);
+    // Without the record only the generation tells, and it cannot tell this from a patch: what the record is for.
+    // (The operator's tools image passes at any digest of its repository either way.)
+    expect(additions(ungated(answer), teamRun)).toEqual([{ kind: 'image', name: ADMITTED_IMAGES.sandbox, container: 'sandbox' }]);
+  });
+
+  it('refuses an image patched in after admission (kubectl set image to another digest), naming the admitted one', () => {
+    const answer = createAnswer();
+    const patched = ungated(answer);
+    sandbox(patched).image = `registry.example/team/img@${OTHER_DIGEST}`;
+    const shape = sandboxPodShape(recordedRun(answer), config);
+    expect(podAdditions(patched, shape).map(describeAddition)).toEqual([
+      `image registry.example/team/img@${OTHER_DIGEST} (the API server admitted registry.example/team/img@${DIGEST}) in container sandbox`,
+    ]);
+    // Patched before any spec change was counted too: the record, not the generation, decides.
+    const early = structuredClone(answer);
+    sandbox(early).image = `registry.example/team/img@${OTHER_DIGEST}`;
+    expect(additions(early, recordedRun(answer))).toEqual([
+      { kind: 'image', name: `registry.example/team/img@${OTHER_DIGEST}`, container: 'sandbox' },
+    ]);
+    // Stricter than the builders' rule, which takes the operator's image at any tag: only the admitted one.
+    const retagged = ungated(answer);
+    retagged.spec!.initContainers![0]!.image = 'chamvi/sandbox:0.9';
+    expect(additions(retagged, teamRun).map((addition) => addition.container)).toEqual(['sandbox']);
+    expect(additions(retagged, recordedRun(answer))).toEqual([{ kind: 'image', name: 'chamvi/sandbox:0.9', container: 'chamvi-tools' }]);
+  });
+
+  it("refuses a recorded image the operator never built the pod with: a webhook's rewrite at admission is checked too", () => {
+    const answer = withImages(createAnswer(), { sandbox: `mirror.example/team/img@${DIGEST}` });
+    expect(additions(answer, recordedRun(answer))).toEqual([
+      { kind: 'image', name: `mirror.example/team/img@${DIGEST}`, container: 'sandbox' },
+    ]);
+  });
+
+  it('judges another pod under the name (another uid) as an unrecorded one, by its generation', () => {
+    const answer = createAnswer();
+    const other = ungated(answer);
+    other.metadata!.uid = 'pod-uid-2';
+    expect(additions(other, recordedRun(answer))).toEqual([{ kind: 'image', name: ADMITTED_IMAGES.sandbox, container: 'sandbox' }]);
   });
 });

@@ -10,7 +10,7 @@ import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { REASONS, RunFailure, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { sandboxPodShape } from '../../operator/src/reconcile/admitted-pod.ts';
+import { admittedImagesOf, sandboxPodShape, type AdmittedImages } from '../../operator/src/reconcile/admitted-pod.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
@@ -168,5 +168,73 @@ describe('the exec transport refuses a pod whose image was changed (security #11
   it('passes the pod the kubelet runs as made, restart count 0', async () => {
     const { transport } = transportReading(patchedPod(config.sandboxImage, 0));
     await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+  });
+});
+
+describe("the exec transport against the run's record of its pod as admitted (status.admittedPod)", () => {
+  const customRun: ParsedCodingRun = { ...run, spec: { ...run.spec, sandbox: { ...run.spec.sandbox, image: 'acme/builder:2' } } };
+  const PINNED = `docker.io/acme/builder:2@sha256:${'0a'.repeat(32)}`;
+  const record = {
+    uid: 'pod-uid-1',
+    images: [
+      { container: 'sandbox', image: PINNED },
+      { container: 'chamvi-tools', image: config.sandboxImage },
+    ],
+  };
+
+  /** The pod pinned by a verifying webhook at admission, then ungated by Kueue (a spec update: generation 2). */
+  function ungatedPinnedPod(image = PINNED): () => V1Pod {
+    return () => {
+      const pod = buildSandboxPod(customRun, config);
+      pod.metadata = { ...pod.metadata, uid: 'pod-uid-1', generation: 2 };
+      pod.spec!.serviceAccountName = 'default';
+      pod.spec!.containers[0]!.image = image;
+      return pod;
+    };
+  }
+
+  const transportFor = (pod: () => V1Pod, shapeRun: ParsedCodingRun, readAdmittedImages?: () => Promise<AdmittedImages | undefined>) =>
+    transportReading(pod, {
+      expectedPodShape: sandboxPodShape(shapeRun, config),
+      ...(readAdmittedImages ? { readAdmittedImages } : {}),
+    });
+
+  it('passes a pinned pod Kueue ungated (generation 2) when the run it was made for records its images', async () => {
+    const { transport } = transportFor(ungatedPinnedPod(), { ...customRun, status: { podName: 'x', admittedPod: record } });
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    // The same pod without a record: the generation alone cannot tell it from a patch.
+    const error = await transportFor(ungatedPinnedPod(), customRun)
+      .transport.start(['serve'])
+      .catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+  });
+
+  it("reads the run's record where the shape has none (a claimed pool pod's lands after its agent starts), once", async () => {
+    let reads = 0;
+    const { transport } = transportFor(ungatedPinnedPod(), customRun, async () => {
+      reads += 1;
+      return admittedImagesOf({ admittedPod: record });
+    });
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    expect(reads).toBe(1);
+  });
+
+  it('refuses a pod whose image is not the recorded one, naming the admitted image', async () => {
+    const other = `acme/builder:2@sha256:${'bb'.repeat(32)}`;
+    const { transport } = transportFor(ungatedPinnedPod(other), customRun, async () => admittedImagesOf({ admittedPod: record }));
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({
+      runFailure: true,
+      reason: REASONS.SandboxInvalid,
+      message: expect.stringContaining(`image ${other} (the API server admitted ${PINNED}) in container sandbox`),
+    });
+  });
+
+  it('judges the pod without a record when the run cannot be read, as it did before records were kept', async () => {
+    const { transport } = transportFor(ungatedPinnedPod(), customRun, () => Promise.reject(new Error('etcdserver: request timed out')));
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect((error as Error).message).toContain("the pod's spec was changed after it was made (generation 2)");
   });
 });

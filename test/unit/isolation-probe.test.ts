@@ -337,9 +337,13 @@ describe('security #11.8 isolation probe', () => {
       'it is being deleted',
     ],
     [
-      'patched, where the API server counts spec changes',
-      (pod) => ({ ...pod, metadata: { ...pod.metadata, generation: 2 } }),
-      'its spec was changed (generation 1, now 2)',
+      'patched to another image, where the API server counts spec changes',
+      (pod) => ({
+        ...pod,
+        metadata: { ...pod.metadata, generation: 2 },
+        spec: { ...pod.spec!, containers: [{ ...pod.spec!.containers[0]!, image: 'evil/answers-blocked:1' }] },
+      }),
+      'container sandbox runs image evil/answers-blocked:1, not chamvi/sandbox:1',
     ],
     [
       'patched to another image, where the API server keeps no generation for pods',

@@ -329,6 +329,42 @@ export const continuedFromStatus = z
       'Absent for a run without continueFrom, and for one accepted by an operator from before this field.',
   );
 
+/** Most containers (init containers included) status.admittedPod records: the builders make two. */
+export const ADMITTED_IMAGES_MAX = 16;
+/** Longest image reference status.admittedPod records (allow-images.ts reads no longer one as an image). */
+export const ADMITTED_IMAGE_MAX_LENGTH = 1024;
+
+/**
+ * The sandbox pod's images as the API server admitted it: the answer to the operator's create
+ * (or claim) of the pod, mutating webhooks' rewrites in (a verifying webhook pins a digest,
+ * and may spell the reference its own way). The workers exec only into a pod whose images are
+ * still these (reconcile/admitted-pod.ts), so a spec change that leaves the images alone
+ * (Kueue removing its scheduling gate, an in-place resize) is not taken for an image patch.
+ */
+export const admittedPodStatus = z
+  .object({
+    uid: z.string().min(1).max(64).describe("The pod's metadata.uid: the record holds for this pod only."),
+    images: z
+      .array(
+        z
+          .object({
+            container: z.string().min(1).max(63).describe('The container or init container.'),
+            image: z.string().min(1).max(ADMITTED_IMAGE_MAX_LENGTH).describe('Its image as admitted.'),
+          })
+          .describe('One container and its image.'),
+      )
+      .max(ADMITTED_IMAGES_MAX)
+      .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['container'] })
+      .describe('Each container and init container of the pod, with its image as the API server admitted it.'),
+  })
+  .describe(
+    "The images of the sandbox pod (podName) as the API server admitted it, admission webhooks' changes in, recorded by the " +
+      'operator from its answer to the create or warm pool claim. The workers run nothing in the pod once a container has ' +
+      'another image than recorded here, nor when a recorded image is not the one the operator built the pod with (a digest ' +
+      'pinned at admission and the registry spelled out are the same image). Absent for a run given its pod by an operator ' +
+      'from before this field, or whose pod had been changed since admission when the operator first saw it.',
+  );
+
 export const codingRunStatus = z
   .object({
     phase: z
@@ -354,6 +390,7 @@ export const codingRunStatus = z
           'once it ends, Succeeded or Stalled and Failed (a failed or cancelled run). docs/gitops.md says what tools read.',
       ),
     podName: z.string().max(253).optional().describe('Name of the sandbox pod.'),
+    admittedPod: admittedPodStatus.optional(),
     startTime: timestamp('When the run was accepted.').optional(),
     completionTime: timestamp('When the run reached a terminal phase.').optional(),
     steps: count('Model calls made so far: a step is one model call and its tool calls.').optional(),
@@ -396,6 +433,7 @@ export const codingRunStatus = z
 
 export type CodingRunStatus = z.output<typeof codingRunStatus>;
 export type Usage = z.output<typeof usageStatus>;
+export type AdmittedPodStatus = z.output<typeof admittedPodStatus>;
 export type PendingApproval = z.output<typeof pendingApprovalStatus>;
 export type AnsweredApproval = z.output<typeof answeredApprovalStatus>;
 export type RunResult = z.output<typeof resultStatus>;

@@ -35,6 +35,7 @@ import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { addedTimings } from '../reconcile/run-timings.ts';
+import { withAdmittedPod, type PodSeen } from '../reconcile/admitted-pod-record.ts';
 import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
@@ -475,6 +476,10 @@ export class RunReconciler {
     const refused: RefusedObject[] = [];
     let keptDiff: KeptDiff | undefined;
     let warmClaim: WarmClaim | undefined;
+    // The API server's answer to this reconcile's create or claim of the run's pod: the pod as
+    // admitted, recorded by the status write (admitted-pod-record.ts), including one made again
+    // after a conflict, when the cache may not show the pod yet.
+    const answered: { pod?: PodSeen } = {};
     // The referenced Secrets' and ConfigMaps' keys, read by this reconcile's first look: a
     // decision made again after a claim or a kept diff does not read them again while the spec
     // names the same objects (one more request and 15-100 ms on a claimed run's way to its agent).
@@ -492,7 +497,7 @@ export class RunReconciler {
       // A diff taken for an ending this decision no longer makes is not kept for a later one.
       if (!keptDiff && !decision.actions.some((action) => action.type === 'keepDiff')) this.diffTakes.dropUnclaimed(key);
       try {
-        const applied = await this.apply(run, decision, observed.admission?.admit === false);
+        const applied = await this.apply(run, decision, observed.admission?.admit === false, answered);
         run = applied.run;
         // Only once applied: a decision whose write met a conflict recorded no Event, and the next one must.
         if (decision.ignoredApproval) this.ignoredApprovals.set(key, { uid: run.metadata.uid, ignored: decision.ignoredApproval });
@@ -513,7 +518,10 @@ export class RunReconciler {
         if (error instanceof WarmClaimSignal && !warmClaim) {
           warmClaim = error.claim;
           run = error.run;
-          if ('pod' in warmClaim) this.claimsMade.set(key, { uid: run.metadata.uid, pod: warmClaim.pod });
+          if ('pod' in warmClaim) {
+            this.claimsMade.set(key, { uid: run.metadata.uid, pod: warmClaim.pod });
+            answered.pod = { pod: warmClaim.pod, from: 'claim', freshName: sandboxPodName(run) };
+          }
           continue;
         }
         if (error instanceof DiffKeptSignal && !keptDiff) {
@@ -889,8 +897,16 @@ export class RunReconciler {
     return found;
   }
 
-  /** `observedQueued`: the decision saw the run waiting without a slot (so a Pending it writes gives nothing back). */
-  private async apply(run: CodingRun, decision: Decision, observedQueued: boolean): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
+  /**
+   * `observedQueued`: the decision saw the run waiting without a slot (so a Pending it writes gives nothing back).
+   * `answered`: the pod as the API server answered this reconcile's create or claim of it (a create here sets it).
+   */
+  private async apply(
+    run: CodingRun,
+    decision: Decision,
+    observedQueued: boolean,
+    answered: { pod?: PodSeen } = {},
+  ): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
     const { kube } = this.deps;
     // A run that this decision ends is ended (status written) before its agent and sandbox
     // are stopped: a worker that found its state or pod gone first would end the run
@@ -922,7 +938,7 @@ export class RunReconciler {
         this.deps.logger.info({ ...runLogFields(run), jobsRunning }, "deletion waits for the run's running jobs");
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
-      run = await this.applyAction(run, action);
+      run = await this.applyAction(run, action, answered);
       if (action.type === 'removeFinalizer') this.finalized.add(run.metadata.uid);
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
@@ -931,20 +947,21 @@ export class RunReconciler {
         { ...runLogFields(run), phase: decision.status?.phase ?? run.status?.phase, actions: changes },
         'applied actions',
       );
-    if (decision.status && !isDeepStrictEqual(decision.status, run.status ?? {})) {
+    // The pod the status names, as admitted (status.admittedPod), written with it: the workers' check before each exec compares with it.
+    const status = decision.status && withAdmittedPod(decision.status, this.podSeen(run, decision.status.podName, answered.pod));
+    if (status && !isDeepStrictEqual(status, run.status ?? {})) {
       this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);
       const timingsBefore = run.status?.timings;
       try {
-        run = await kube.replaceRunStatus(run, decision.status);
+        run = await kube.replaceRunStatus(run, status);
       } catch (error) {
         if (!isTooLargeToStore(error)) throw error;
         return await this.tooLargeToWrite(run);
       }
-      this.deps.metrics?.observePhases(addedTimings(timingsBefore, decision.status.timings));
-      if ((decision.status.phase === 'Provisioning' || decision.status.phase === 'Running') && !wasActive)
-        this.admittedLocally.add(run.metadata.uid);
-      this.deps.logger.info({ ...runLogFields(run), phase: decision.status.phase, reason: decision.status.reason }, 'status written');
+      this.deps.metrics?.observePhases(addedTimings(timingsBefore, status.timings));
+      if ((status.phase === 'Provisioning' || status.phase === 'Running') && !wasActive) this.admittedLocally.add(run.metadata.uid);
+      this.deps.logger.info({ ...runLogFields(run), phase: status.phase, reason: status.reason }, 'status written');
     }
     // The decision's Events go with its status write, before the stopping actions: a stop that
     // fails is retried by a decision about a finished run, which has no Events to record.
@@ -1005,7 +1022,15 @@ export class RunReconciler {
     }
   }
 
-  private async applyAction(run: CodingRun, action: Action): Promise<CodingRun> {
+  /** The pod named `podName` as this reconcile's create or claim answered it, else as the cache shows it (if the run's). */
+  private podSeen(run: CodingRun, podName: string | undefined, answered: PodSeen | undefined): PodSeen | undefined {
+    if (podName === undefined) return undefined;
+    if (answered?.pod.metadata?.name === podName) return answered;
+    const cached = this.deps.caches.pods.get(run.metadata.namespace, podName);
+    return cached && isOwnedByRun(cached, run) ? { pod: cached, from: 'read', freshName: sandboxPodName(run) } : undefined;
+  }
+
+  private async applyAction(run: CodingRun, action: Action, answered: { pod?: PodSeen } = {}): Promise<CodingRun> {
     const { kube, agent } = this.deps;
     const { namespace, name } = run.metadata;
     switch (action.type) {
@@ -1035,10 +1060,15 @@ export class RunReconciler {
         // nor one that met someone else's pod at the name, which a deletion must never delete.
         const key = `${namespace}/${name}`;
         this.freshPodsSent.set(key, run.metadata.uid);
-        const holder = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod)).catch((error: unknown) => {
+        const answer = await createOrRefuse('Pod', action.pod.metadata!.name!, () => kube.createPod(action.pod)).catch((error: unknown) => {
           if (error instanceof CreateRefusedError && error.refused.code < 500) this.freshPodsSent.delete(key);
           throw error;
         });
+        if ('created' in answer) {
+          answered.pod = { pod: answer.created, from: 'create', freshName: sandboxPodName(run) };
+          return run;
+        }
+        const { holder } = answer;
         if (holder && !isOwnedByRun(holder, run)) {
           this.freshPodsSent.delete(key);
           throw new NameTakenError(takenName(run, 'Pod', holder)[0]!);

@@ -44,10 +44,11 @@ export interface KubeGateway {
   /** Keeps a TTL-deleted run's record in the namespace's chamvi-finished-runs ConfigMap (reconcile/finished-runs.ts). */
   recordFinishedRun(namespace: string, name: string, record: FinishedRunRecord): Promise<void>;
   /**
-   * Creates the pod; when its name is already held, returns the holder (its metadata) for
-   * the caller to check who owns it: a name is not an identity.
+   * Creates the pod: its answer is the pod as admitted (mutating webhooks' changes in). When
+   * its name is already held, returns the holder (its metadata) for the caller to check who
+   * owns it: a name is not an identity.
    */
-  createPod(pod: V1Pod): Promise<NameHolder | undefined>;
+  createPod(pod: V1Pod): Promise<CreateAnswer<V1Pod>>;
   /** As deleteRun, by the pod's uid when the caller saw the pod (a 409 when another holds the name); else by name alone. */
   deletePod(namespace: string, name: string, uid?: string): Promise<void>;
   /** As createPod, but the holder comes whole: whether it is the policy wanted is in its spec. */
@@ -73,6 +74,9 @@ export interface NameHolder {
   metadata: Pick<V1ObjectMeta, 'name' | 'namespace' | 'uid' | 'labels' | 'ownerReferences'>;
 }
 
+/** A create's answer: the object as stored, or the holder of its name (undefined: gone again since). */
+export type CreateAnswer<T> = { created: T } | { holder: NameHolder | undefined };
+
 const ignore = (test: (error: unknown) => boolean) => (error: unknown) => {
   if (!test(error)) throw error;
 };
@@ -90,21 +94,17 @@ export async function goneUnlessSame(deleting: Promise<void>): Promise<void> {
 }
 
 /** Runs create; on AlreadyExists reads who holds the name (gone again by then: undefined, and the next reconcile creates it). */
-async function createOrFindHolder(
-  create: () => Promise<unknown>,
-  read: () => Promise<{ metadata?: V1ObjectMeta }>,
-): Promise<NameHolder | undefined> {
+async function createOrFindHolder<T>(create: () => Promise<T>, read: () => Promise<{ metadata?: V1ObjectMeta }>): Promise<CreateAnswer<T>> {
   try {
-    await create();
-    return undefined;
+    return { created: await create() };
   } catch (error) {
     if (!isAlreadyExists(error)) throw error;
   }
   try {
     const { name, namespace, uid, labels, ownerReferences } = (await read()).metadata ?? {};
-    return { metadata: { name, namespace, uid, labels, ownerReferences } };
+    return { holder: { metadata: { name, namespace, uid, labels, ownerReferences } } };
   } catch (error) {
-    if (isNotFound(error)) return undefined;
+    if (isNotFound(error)) return { holder: undefined };
     throw error;
   }
 }

@@ -14,12 +14,14 @@
 //
 // What may be there is derived from the builders (sandbox-pod.ts, which warm-pool.ts builds
 // on), never listed by hand: a volume, mount, variable, container, image, command or security
-// setting the builders make is allowed as soon as they make it. Pure.
+// setting the builders make is allowed as soon as they make it. Each container's image must
+// also still be the one the API server admitted, where the run's status records it
+// (status.admittedPod, admitted-pod-record.ts). Pure.
 import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
-import type { ParsedCodingRun } from '../api/index.ts';
+import { admittedPodStatus, type CodingRunStatus, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { isImageReference } from './allow-images.ts';
 import { canonicalJson } from './canonical-json.ts';
+import { admittedForm, imageRepository, normalizeImage } from './image-reference.ts';
 import { EGRESS_ENV_NAMES, wantsEgress } from './sandbox-egress.ts';
 import { buildSandboxPod } from './sandbox-pod.ts';
 import { securityContextChanges } from './security-context-changes.ts';
@@ -72,6 +74,15 @@ export interface SandboxPodShape {
   podName?: string;
   /** The sandbox pods' app.kubernetes.io/name label: what an admin excludes from a webhook. */
   nameLabel: string;
+  /** The run's pod as the API server admitted it, where the run's status records it (status.admittedPod). */
+  admitted?: AdmittedImages;
+}
+
+/** Each container's image as the API server admitted the pod of this uid. */
+export interface AdmittedImages {
+  uid: string;
+  /** Container or init container name → its image. */
+  images: ReadonlyMap<string, string>;
 }
 
 /** Something the admitted pod carries that the operator did not put there: an addition, or one of its own fields with another value. */
@@ -221,8 +232,10 @@ function withImage(pod: V1Pod, from: string, to: string): V1Pod {
  * another image then), the plain pod for a run that named the sandboxImage of the time (another
  * tag of the operator's repository), and, for a run with egress, the proxy's variables (sandbox-egress.ts;
  * unset when the builder is given no proxy address, as the workers are). The run's own image
- * is compared exactly (or pinned to a digest at admission); the operator's image at any tag (operatorImage). A claimed warm pool pod
- * is the run's own pod (warmPoolFor compares them), so this covers it too.
+ * is compared as the runtime reads it (image-reference.ts: however spelled, or pinned to a digest at
+ * admission); the operator's image at any tag (operatorImage). A claimed warm pool pod is the run's own
+ * pod (warmPoolFor compares them), so this covers it too. With the run's status.admittedPod, each
+ * image must also be the one recorded.
  */
 export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): SandboxPodShape {
   const image = run.spec.sandbox.image ?? config.sandboxImage;
@@ -241,28 +254,26 @@ export function sandboxPodShape(run: ParsedCodingRun, config: OperatorConfig): S
   if (named !== undefined && named !== config.sandboxImage && imageRepository(named) === imageRepository(config.sandboxImage)) {
     pods.push(buildSandboxPod(run, { ...config, sandboxImage: named }));
   }
-  return podShapeOf(pods, {
+  const shape = podShapeOf(pods, {
     extraEnv: wantsEgress(run) ? EGRESS_ENV_NAMES : [],
     operatorImage: config.sandboxImage,
   });
+  const admitted = admittedImagesOf(run.status);
+  return admitted ? { ...shape, admitted } : shape;
 }
 
-/** An image reference without its tag and digest: registry.example:5000/team/image. */
-function imageRepository(image: string): string {
-  const name = image.split('@')[0]!;
-  const colon = name.lastIndexOf(':');
-  return colon > name.lastIndexOf('/') ? name.slice(0, colon) : name;
+/** status.admittedPod as the workers read it; a record that is not one (an older or foreign write) is none. */
+export function admittedImagesOf(status: CodingRunStatus | undefined): AdmittedImages | undefined {
+  const record = admittedPodStatus.safeParse(status?.admittedPod);
+  if (!record.success) return undefined;
+  return { uid: record.data.uid, images: new Map(record.data.images.map(({ container, image }) => [container, image])) };
 }
-
-/**
- * An image pinned to a digest at admission: a verifying webhook (Kyverno verifyImages with its
- * default mutateDigest, sigstore's policy-controller) appends the digest of the tag it checked.
- */
-const PINNED_IMAGE = /^(?<image>[^@]+)@sha256:[0-9a-f]{64}$/;
 
 /**
  * Whether nobody but the operator changed the pod's spec since it was created, so a digest on a
- * built image was added at admission. The API server counts spec changes in metadata.generation
+ * built image was added at admission: what is left to go by where the run's status records no
+ * admitted images (a pod given by an operator from before status.admittedPod, or changed
+ * before the operator first saw it). The API server counts spec changes in metadata.generation
  * (1 at creation, whatever admission mutated; users cannot set it). A patch of the image is not
  * always seen by restarts(): on a pod whose container has not started yet (pulling, in
  * ImagePullBackOff, a warm pool pod not yet run) the kubelet starts it from the patched image,
@@ -277,6 +288,10 @@ function specUnchangedSinceCreation(admitted: V1Pod, shape: SandboxPodShape): bo
   return generation === 1 + operatorChanges;
 }
 
+/** Whether some built image is `image` pinned to a digest (which counts only if added at admission). */
+const isPinnedBuiltImage = (image: string, allowed: ReadonlySet<string>) =>
+  [...allowed].some((built) => admittedForm(image, built) === 'pinned');
+
 function isAllowedImage(
   image: string | undefined,
   allowed: ReadonlySet<string>,
@@ -285,15 +300,16 @@ function isAllowedImage(
 ): boolean {
   if (image === undefined) return false;
   if (allowed.has(image)) return true;
-  // The built image with a digest appended at admission is the very image its tag named then:
-  // pinning narrows what runs. Appended later, by a patch, it may be any build of the repository.
-  // A built image that already has a digest must match exactly.
-  const pinned = PINNED_IMAGE.exec(image)?.groups?.image;
-  if (digestAdded && pinned !== undefined && allowed.has(pinned)) return true;
+  // A built image however a webhook spells it (docker.io/library/ spelled out) is that image.
+  // Pinned to a digest at admission it is the very image its tag named then: pinning narrows
+  // what runs. Pinned later, by a patch, it may be any build of the repository. A built image
+  // that already has a digest must keep it.
+  if ([...allowed].some((built) => admittedForm(image, built) === 'same')) return true;
+  if (digestAdded && isPinnedBuiltImage(image, allowed)) return true;
   return (
     operatorImage !== undefined &&
     allowed.has(operatorImage) &&
-    isImageReference(image) &&
+    normalizeImage(image) !== undefined &&
     imageRepository(image) === imageRepository(operatorImage)
   );
 }
@@ -306,8 +322,18 @@ const fewest = <T>(candidates: readonly T[][]): T[] =>
 function containerChanges(container: V1Container, allowed: ContainerShape, images: ImageRules): PodAddition[] {
   const changed: PodAddition[] = [];
   const where = { container: container.name };
-  if (!isAllowedImage(container.image, allowed.images, images.operatorImage, images.digestAdded)) {
-    const patched = images.digestAdded || !PINNED_IMAGE.test(container.image ?? '') ? '' : `; ${images.specChanged}`;
+  const recorded = images.recorded?.get(container.name);
+  if (images.recorded && container.image !== recorded) {
+    // Not the image the API server admitted: patched since (kubectl set image).
+    changed.push({
+      kind: 'image',
+      name: shortField(container.image ?? 'none'),
+      ...where,
+      detail: `the API server admitted ${recorded === undefined ? 'no such container' : shortField(recorded)}`,
+    });
+  } else if (!isAllowedImage(container.image, allowed.images, images.operatorImage, images.digestAdded)) {
+    const pinned = !images.digestAdded && isPinnedBuiltImage(container.image ?? '', allowed.images);
+    const patched = pinned ? `; ${images.specChanged}` : '';
     changed.push({
       kind: 'image',
       name: shortField(container.image ?? 'none'),
@@ -336,6 +362,9 @@ function containerChanges(container: V1Container, allowed: ContainerShape, image
 /** What a container's image is checked against: the operator's repository, and whether a digest may have been added at admission. */
 interface ImageRules {
   operatorImage: string | undefined;
+  /** Each container's image as admitted, when the run's status records it for this pod: then each image must be the recorded one. */
+  recorded?: ReadonlyMap<string, string>;
+  /** Whether a digest on a built image was added at admission: recorded, or no spec change since creation. */
   digestAdded: boolean;
   /** Why a digest is not taken as added at admission, for the message. */
   specChanged: string;
@@ -415,9 +444,16 @@ function restarts(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
 export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
   const spec = admitted.spec;
   const added: PodAddition[] = [];
+  // The record holds for the pod it was made of: another pod under the name (the run's owner
+  // check passed) is judged as an unrecorded one.
+  const recorded = shape.admitted !== undefined && shape.admitted.uid === admitted.metadata?.uid ? shape.admitted.images : undefined;
   const images: ImageRules = {
     operatorImage: shape.operatorImage,
-    digestAdded: specUnchangedSinceCreation(admitted, shape),
+    ...(recorded ? { recorded } : {}),
+    // A recorded image is the admitted one by the record, not by the spec's generation: a spec
+    // change that leaves the images alone (Kueue removing its scheduling gate, an in-place
+    // resize) counts for nothing, and one that changes an image fails the comparison.
+    digestAdded: recorded !== undefined || specUnchangedSinceCreation(admitted, shape),
     specChanged: `the pod's spec was changed after it was made (generation ${admitted.metadata?.generation})`,
   };
   if (spec?.automountServiceAccountToken !== false) {

@@ -7,7 +7,9 @@
 // before and after every connection attempt (controller/isolation-probe.ts) and believes only
 // an answer from between two reads that both pass this check: a uid is never given out again
 // and a container restarted is a new container, so the exec between such reads went into the
-// probe's own container. Pure.
+// probe's own container. The spec's generation is not compared: honest changes bump it (Kueue
+// removing its scheduling gate, an in-place resize, an ephemeral container, which is refused
+// on its own), and an image patch is caught by the images, compared exactly. Pure.
 import type { V1Pod } from '@kubernetes/client-node';
 import { describeAddition, podAdditions, podShapeOf, type SandboxPodShape } from './admitted-pod.ts';
 import { shortField } from './short-field.ts';
@@ -20,8 +22,6 @@ const quote = (value: unknown) => shortField(value, QUOTED);
 export interface ProbePodIdentity {
   /** The uid the API server gave the pod the probe created. */
   uid: string;
-  /** metadata.generation as created, where the API server keeps one for pods: it counts changes to the spec. */
-  generation?: number;
   /** Each container's and init container's image as admitted (a webhook may have rewritten the built one). */
   images: ReadonlyMap<string, string>;
   /** The admitted pod's shape (reconcile/admitted-pod.ts), and what it already carried beyond it. */
@@ -50,7 +50,6 @@ export function probePodIdentity(admitted: V1Pod): ProbePodIdentity {
   const shape = podShapeOf([admitted]);
   return {
     uid: admitted.metadata?.uid ?? '',
-    ...(admitted.metadata?.generation === undefined ? {} : { generation: admitted.metadata.generation }),
     images: imagesOf(admitted),
     shape,
     admittedAdditions: new Set(podAdditions(admitted, shape).map(describeAddition)),
@@ -71,13 +70,9 @@ export function whyNotProbePod(read: V1Pod | undefined, identity: ProbePodIdenti
   const uid = read.metadata?.uid;
   if (uid !== identity.uid) return `another pod (uid ${quote(uid ?? 'none')}) has its name; the probe created uid ${identity.uid}`;
   if (read.metadata?.deletionTimestamp) return 'it is being deleted';
-  const generation = read.metadata?.generation;
-  if (identity.generation !== undefined && generation !== identity.generation) {
-    return `its spec was changed (generation ${identity.generation}, now ${quote(generation ?? 'none')})`;
-  }
-  // Exactly the images admitted: stricter than podAdditions below, which takes a digest appended
-  // to a built image where the API server keeps no pod generation (before 1.33) and the
-  // operator's image at any tag. The probe holds the pod as admitted, so it needs neither.
+  // Exactly the images admitted: stricter than podAdditions below, which takes a digest pinned
+  // to a built image while the pod's generation shows no change, and the operator's image at any
+  // tag. The probe holds the pod as admitted, so it needs neither.
   const images = imagesOf(read);
   for (const name of new Set([...identity.images.keys(), ...images.keys()])) {
     if (images.get(name) !== identity.images.get(name)) {

@@ -9,7 +9,7 @@ import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node'
 import WebSocket, { type ClientOptions } from 'ws';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
-import { podAdditions, podChangedMessage, type SandboxPodShape } from '../reconcile/admitted-pod.ts';
+import { podAdditions, podChangedMessage, type AdmittedImages, type SandboxPodShape } from '../reconcile/admitted-pod.ts';
 import { processSecureContexts, type SecureContexts } from '../kube/secure-contexts.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess } from './exec-process.ts';
@@ -40,6 +40,13 @@ export interface KubernetesExecTransportOptions {
    * (SandboxInvalid) that ends the run, since a pod's spec cannot lose them and no retry helps.
    */
   expectedPodShape?: SandboxPodShape;
+  /**
+   * The run's record of its pod's images as admitted (status.admittedPod), read where
+   * expectedPodShape has none for the pod read: the record of a claimed warm pool pod is written
+   * just after its agent starts, so the run the first job made the shape from may lack it.
+   * Found once, it is kept: a pod's record is never rewritten.
+   */
+  readAdmittedImages?: () => Promise<AdmittedImages | undefined>;
   /** How the pod is read for those checks; client-node's read by default. */
   readPod?: (namespace: string, name: string) => Promise<V1Pod>;
   /** Until the exec WebSocket is open (TCP, TLS, upgrade through the API server to the kubelet). */
@@ -94,6 +101,8 @@ export class KubernetesExecTransport implements ToolboxTransport {
    * is no wider; a start made later reads again.
    */
   private podCheck: Promise<string | undefined> | undefined;
+  /** The record readAdmittedImages found. */
+  private admittedImages: AdmittedImages | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -179,11 +188,24 @@ export class KubernetesExecTransport implements ToolboxTransport {
         `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`,
       );
     }
-    const added = shape ? podAdditions(pod, shape) : [];
-    if (shape && added.length > 0) {
-      throw new RunFailure(REASONS.SandboxInvalid, podChangedMessage({ namespace, name: podName }, added, shape));
+    const recorded = shape ? await this.withAdmittedImages(shape, pod) : undefined;
+    const added = recorded ? podAdditions(pod, recorded) : [];
+    if (recorded && added.length > 0) {
+      throw new RunFailure(REASONS.SandboxInvalid, podChangedMessage({ namespace, name: podName }, added, recorded));
     }
     return pod.metadata?.uid;
+  }
+
+  /** The shape with the run's record of this pod's images, where it has none and the run's status has one by now. */
+  private async withAdmittedImages(shape: SandboxPodShape, pod: V1Pod): Promise<SandboxPodShape> {
+    const uid = pod.metadata?.uid;
+    if (shape.admitted?.uid === uid || !this.options.readAdmittedImages) return shape;
+    if (this.admittedImages?.uid !== uid) {
+      // A run that cannot be read now is judged without the record, as a run from before it was kept.
+      const read = await this.options.readAdmittedImages().catch(() => undefined);
+      if (read?.uid === uid) this.admittedImages = read;
+    }
+    return this.admittedImages?.uid === uid ? { ...shape, admitted: this.admittedImages } : shape;
   }
 }
 

@@ -19,6 +19,8 @@ export interface KubernetesSandboxOptions {
   expectedOwnerUid?: string;
   /** Exec only into a pod that carries nothing the operator did not put there (KubernetesExecTransportOptions.expectedPodShape). */
   expectedPodShape?: KubernetesExecTransportOptions['expectedPodShape'];
+  /** The run's record of its pod's images, where expectedPodShape lacks it (KubernetesExecTransportOptions.readAdmittedImages). */
+  readAdmittedImages?: KubernetesExecTransportOptions['readAdmittedImages'];
   mode: ToolboxSandboxMode;
   maxResponseBytes?: number;
   defaultTimeoutMs?: number;
@@ -37,6 +39,7 @@ export function createKubernetesSandbox(options: KubernetesSandboxOptions): Tool
     toolboxCommand: options.toolboxCommand,
     ...(options.expectedOwnerUid === undefined ? {} : { expectedOwnerUid: options.expectedOwnerUid }),
     ...(options.expectedPodShape === undefined ? {} : { expectedPodShape: options.expectedPodShape }),
+    ...(options.readAdmittedImages === undefined ? {} : { readAdmittedImages: options.readAdmittedImages }),
     ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
     ...(options.keepAliveIntervalMs === undefined ? {} : { keepAliveIntervalMs: options.keepAliveIntervalMs }),
     ...(options.warmSessions === undefined ? {} : { warmSessions: options.warmSessions }),

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CoreV1Event, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import type { CodingRun, CodingRunStatus } from '../../api/index.ts';
-import type { KubeGateway, NameHolder, SecretKeysAndLabels } from '../../kube/kube-gateway.ts';
+import type { CreateAnswer, KubeGateway, NameHolder, SecretKeysAndLabels } from '../../kube/kube-gateway.ts';
 import type { ObjectCache, ReconcilerCaches } from '../../controller/run-reconciler.ts';
 import { applyJsonPatch } from './json-patch.ts';
 import type { ManifestObjects } from './manifest-file.ts';
@@ -179,16 +179,17 @@ export class MemoryKubeGateway implements KubeGateway {
     );
   }
 
-  async createPod(pod: V1Pod): Promise<NameHolder | undefined> {
+  async createPod(pod: V1Pod): Promise<CreateAnswer<V1Pod>> {
     const name = pod.metadata?.name;
-    if (!name) return undefined;
-    if (this.pods.has(name)) return this.pods.get(name) as NameHolder;
+    if (!name) return { holder: undefined };
+    if (this.pods.has(name)) return { holder: this.pods.get(name) as NameHolder };
     // With a uid of its own, as the API server stores it: what a delete's precondition names.
     const stored = structuredClone(pod);
     stored.metadata = { ...stored.metadata, uid: randomUUID() };
-    this.pods.set(name, { ...stored, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
+    const created = { ...stored, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } };
+    this.pods.set(name, created);
     this.touched();
-    return undefined;
+    return { created: structuredClone(created) };
   }
 
   async deletePod(namespace: string, name: string, uid?: string): Promise<void> {

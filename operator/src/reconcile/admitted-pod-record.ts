@@ -1,0 +1,80 @@
+// status.admittedPod: the sandbox pod's images as the API server admitted it, which the
+// workers' check before every exec compares each container's image with (admitted-pod.ts).
+// Admission webhooks rewrite images (a verifying webhook pins the digest it checked), and only
+// the API server's answer to the pod's create shows what they wrote. Judged later from the pod
+// alone, a digest could be told from one patched in (`kubectl set image`) only by the spec's
+// metadata.generation, which honest changes bump too: Kueue removing its scheduling gate, an
+// in-place resize. So the reconciler records the answer, in the status write that gives the run
+// its pod; a pod it sees only in its cache (that write was lost) is recorded only while its
+// generation shows no change since admission. Pure.
+import type { V1Pod } from '@kubernetes/client-node';
+import { ADMITTED_IMAGE_MAX_LENGTH, ADMITTED_IMAGES_MAX, isTerminal, type AdmittedPodStatus, type CodingRunStatus } from '../api/index.ts';
+
+/** The longest container name the API server takes (a DNS label). */
+const CONTAINER_NAME_MAX_LENGTH = 63;
+
+/**
+ * A pod of the run and how the reconciler has it: the answer to its create (the pod as
+ * admitted), the answer to its warm pool claim, or a read of it now (the informer's cache).
+ */
+export interface PodSeen {
+  pod: V1Pod;
+  from: 'create' | 'claim' | 'read';
+  /** The name the run's own pod is made under (sandboxPodName): any other is a claimed warm pool pod. */
+  freshName: string;
+}
+
+/**
+ * Whether the pod's images are still as admitted, as far as its spec's generation tells (1
+ * at creation whatever admission wrote; users cannot set it): no change since, but the claim of
+ * a warm pool pod. Told by its name, which nobody can change, not by the claim's label, which
+ * anyone who may patch pods can add. An API server before 1.33 keeps no generation for pods:
+ * nothing is told there.
+ */
+function unchangedSinceAdmission(pod: V1Pod, freshName: string): boolean {
+  const claims = pod.metadata?.name === freshName ? 0 : 1;
+  return pod.metadata?.generation === 1 + claims;
+}
+
+/** The record of the pod's images; undefined when they may have changed since admission, or do not fit the status' bounds. */
+export function admittedPodRecord(seen: PodSeen): AdmittedPodStatus | undefined {
+  const { pod, from } = seen;
+  const uid = pod.metadata?.uid;
+  if (!uid) return undefined;
+  // The create's answer is the pod as admitted; a claim's or a read's shows the pod now.
+  if (from !== 'create' && !unchangedSinceAdmission(pod, seen.freshName)) return undefined;
+  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
+  if (containers.length === 0 || containers.length > ADMITTED_IMAGES_MAX) return undefined;
+  const images = containers.map((container) => ({ container: container.name, image: container.image ?? '' }));
+  // A record the API server would refuse (the status schema's bounds) would stop every status write of the run.
+  const fits = images.every(
+    ({ container, image }) =>
+      container.length > 0 &&
+      container.length <= CONTAINER_NAME_MAX_LENGTH &&
+      image.length > 0 &&
+      image.length <= ADMITTED_IMAGE_MAX_LENGTH,
+  );
+  return fits ? { uid, images } : undefined;
+}
+
+/** The status without a record: of a pod the run no longer has. */
+function withoutRecord(status: CodingRunStatus): CodingRunStatus {
+  if (status.admittedPod === undefined) return status;
+  const { admittedPod: _dropped, ...rest } = status;
+  return rest;
+}
+
+/**
+ * The status to write, with the pod it names (podName) recorded as admitted: once, from the
+ * first sight of the pod that shows it as admitted. A record of another pod (the run's pod was
+ * refused and made again) is replaced or dropped, and so is one of a run that no longer names
+ * a pod. A finished run is left as it is: nothing runs in its pod any more.
+ */
+export function withAdmittedPod(status: CodingRunStatus, seen: PodSeen | undefined): CodingRunStatus {
+  if (isTerminal(status.phase)) return status;
+  if (status.podName === undefined) return withoutRecord(status);
+  if (!seen || seen.pod.metadata?.name !== status.podName) return status;
+  if (status.admittedPod !== undefined && status.admittedPod.uid === seen.pod.metadata?.uid) return status;
+  const record = admittedPodRecord(seen);
+  return record ? { ...status, admittedPod: record } : withoutRecord(status);
+}
