@@ -247,30 +247,32 @@ describe('approvals', () => {
 describe('an openai-compatible model over HTTP', () => {
   const model = () => ({ provider: 'openai-compatible', name: 'fake-coder', baseURL: fake.baseURL, apiKeySecretRef: { name: 'llm' } });
 
+  // Figures a request of a few thousand tokens could count: one under a tenth of the operator's
+  // own estimate is not believed (agent/usage-accounting.ts).
   it("does the task, retries a 429, and reports the server's usage", async () => {
     fake.enqueue(
       { type: 'error', status: 429, headers: { 'retry-after': '0' } },
       {
         type: 'tool-calls',
         toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
-        usage: { promptTokens: 100, completionTokens: 10, cachedTokens: 20 },
+        usage: { promptTokens: 3_000, completionTokens: 10, cachedTokens: 20 },
       },
       {
         type: 'tool-calls',
         toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
-        usage: { promptTokens: 200, completionTokens: 20, reasoningTokens: 5 },
+        usage: { promptTokens: 3_100, completionTokens: 20, reasoningTokens: 5 },
       },
-      { type: 'text', text: 'Done.', usage: { promptTokens: 300, completionTokens: 5 } },
+      { type: 'text', text: 'Done.', usage: { promptTokens: 3_200, completionTokens: 5 } },
     );
     await apply(codingRun('compat', model()));
     const status = await finished('compat');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
     expect(status.usage).toEqual({
-      inputTokens: 600,
+      inputTokens: 9_300,
       outputTokens: 35,
       cacheReadTokens: 20,
       reasoningTokens: 5,
-      totalTokens: 635,
+      totalTokens: 9_335,
       complete: true,
     });
     expect(status.result!.diff).toContain('+Hello, world');
@@ -311,26 +313,26 @@ describe('an openai-compatible model over HTTP', () => {
       {
         type: 'tool-calls',
         toolCalls: [{ name: 'read_file', arguments: { path: 'README.md' } }],
-        usage: { promptTokens: 100, completionTokens: 1 },
+        usage: { promptTokens: 3_000, completionTokens: 1 },
       },
       {
         type: 'error',
         status: 400,
         message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
       },
-      { type: 'text', text: 'SUMMARY: the README was read.', usage: { promptTokens: 50, completionTokens: 5 } },
+      { type: 'text', text: 'SUMMARY: the README was read.', usage: { promptTokens: 1_000, completionTokens: 5 } },
       {
         type: 'tool-calls',
         toolCalls: [{ name: 'edit_file', arguments: { path: 'README.md', oldString: 'Hello', newString: 'Hello, world' } }],
-        usage: { promptTokens: 200, completionTokens: 2 },
+        usage: { promptTokens: 3_100, completionTokens: 20 },
       },
-      { type: 'text', text: 'Done.', usage: { promptTokens: 300, completionTokens: 3 } },
+      { type: 'text', text: 'Done.', usage: { promptTokens: 3_200, completionTokens: 3 } },
     );
     await apply(codingRun('overflow', model()));
     const status = await finished('overflow');
     expect(status).toMatchObject({ phase: 'Succeeded', steps: 3, toolCalls: 2 });
     expect(status.result!.diff).toContain('+Hello, world');
-    expect(status.usage).toMatchObject({ inputTokens: 650, outputTokens: 11 });
+    expect(status.usage).toMatchObject({ inputTokens: 10_300, outputTokens: 29, complete: true });
     const bodies = fake.requests.slice(before).map((request) => JSON.stringify(request.body));
     expect(bodies).toHaveLength(5);
     expect(bodies[2]).toContain('You compress the earlier part');

@@ -25,6 +25,7 @@ import {
   GREET_WORLD,
   DIFF_STAT,
   type ObjectCensus,
+  PROMPT_TOKENS,
   READ_README,
   type RunNamespace,
   bashCall,
@@ -81,19 +82,20 @@ const SCRIPTS: Record<string, ScriptTurn[]> = {
   ],
 };
 // The fake server's script for `step`: its second reply is held; the redone step gets the copy.
+// Over HTTP, so with figures an endpoint could count (PROMPT_TOKENS).
 const STEP_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(140, 14) },
-  { toolCalls: [GREET_WORLD], usage: usage(240, 24) },
-  { text: 'Greeted the world.', usage: usage(340, 34) },
+  { toolCalls: [READ_README], usage: usage(PROMPT_TOKENS + 140, 14) },
+  { toolCalls: [GREET_WORLD], usage: usage(PROMPT_TOKENS + 240, 24) },
+  { text: 'Greeted the world.', usage: usage(PROMPT_TOKENS + 340, 34) },
 ];
 // For `tools` (its own fake server): the edit and the shell run side by side; the shell sleeps once.
 const TOOLS_TURNS: ScriptTurn[] = [
-  { toolCalls: [READ_README], usage: usage(150, 15) },
+  { toolCalls: [READ_README], usage: usage(PROMPT_TOKENS + 150, 15) },
   {
     toolCalls: [GREET_WORLD, bashCall(`if [ ! -e .git/held-tools ]; then touch .git/held-tools; sleep ${HOLD_SECONDS}; fi`)],
-    usage: usage(250, 25),
+    usage: usage(PROMPT_TOKENS + 250, 25),
   },
-  { text: 'Greeted the world.', usage: usage(350, 35) },
+  { text: 'Greeted the world.', usage: usage(PROMPT_TOKENS + 350, 35) },
 ];
 
 let scene: FaultScene;

@@ -117,11 +117,18 @@ export const approvalTurns = (input: number): ScriptTurn[] => [
   { text: 'Greeted the world.', usage: usage(input + 20, 3) },
 ];
 
+/**
+ * What a request of these runs might really count: they are played over HTTP too (fakeReplyOf),
+ * and the operator does not believe an endpoint's figure under a tenth of its own estimate of
+ * the request or the answer (agent/usage-accounting.ts); a request here is a few thousand tokens.
+ */
+export const PROMPT_TOKENS = 5_000;
+
 /** Reads the README, greets the world, then says so; `input` varies the usage per run. */
 export const greetTurns = (input: number): ScriptTurn[] => [
-  { toolCalls: [READ_README], usage: usage(input, 1) },
-  { toolCalls: [GREET_WORLD], usage: usage(input + 10, 2) },
-  { text: 'Greeted the world.', usage: usage(input + 20, 3) },
+  { toolCalls: [READ_README], usage: usage(PROMPT_TOKENS + input, 10) },
+  { toolCalls: [GREET_WORLD], usage: usage(PROMPT_TOKENS + input + 10, 20) },
+  { text: 'Greeted the world.', usage: usage(PROMPT_TOKENS + input + 20, 30) },
 ];
 
 /** A script turn as the fake OpenAI server's reply (test/support/fake-openai-server.ts), optionally delayed. */

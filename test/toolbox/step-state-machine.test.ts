@@ -42,8 +42,10 @@ import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { MAX_EARLIER_ENTRIES, TrailingWrites } from '../../operator/src/workers/trailing-record.ts';
 import { MAX_TOOL_CALLS_PER_STEP } from '../../operator/src/workers/tool-execution.ts';
+import { MAX_TOOL_CALL_ID_CHARS, usableToolCallId } from '../../operator/src/workers/usable-tool-call-ids.ts';
 import { redisLandedMarks } from '../../operator/src/workers/trailing-marks.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
+import { estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
 import { generatingModel } from '../support/generating-model.ts';
 
 const server = redisServerForSuite();
@@ -90,6 +92,8 @@ interface Setup {
   maxTokens?: number;
   /** spec.publish, with (approval.publish) or without a human's approval first. */
   publish?: 'approved' | 'direct';
+  /** spec.model names an openai-compatible endpoint at this address, not the script (overHttp answers for it). */
+  endpoint?: string;
 }
 
 /** A process that dies right after each step's save: its trailing writes never go out. */
@@ -117,8 +121,9 @@ async function harness(setup: Setup): Promise<Harness> {
       task: 'Say hi.',
       repository: { url: 'https://github.com/acme/webapp.git' },
       model: {
-        provider: 'scripted',
-        scriptRef: { name: 'script', key: 'script.json' },
+        ...(setup.endpoint
+          ? { provider: 'openai-compatible', name: 'fake-coder', baseURL: setup.endpoint, apiKeySecretRef: { name: 'llm' } }
+          : { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } }),
         ...(setup.contextWindow ? { contextWindow: setup.contextWindow } : {}),
       },
       approval: { tools: setup.approvalTools ?? [], ...(setup.publish === 'approved' ? { publish: true } : {}) },
@@ -880,10 +885,12 @@ describe('a write or hand-over that fails once: the retry does it, nothing is do
     }
   });
 
+  // Who answered is recorded as for a tool call's approval (#15.5): status.approvals, the
+  // transcript and the Event. The Event said only "publishing approved", and nothing else kept the user.
   it.each([
     ['approve', 'Running while it publishes, the approval in its Event', 'publishing', 'Running', ['Approved']],
     ['deny', 'Succeeded without publishing, and the state dropped', 'none', 'Succeeded', ['PublishDenied', 'Completed']],
-  ] as const)('a publish approval answered %s: %s', async (decision, _what, stage, phase, events) => {
+  ] as const)('a publish approval answered %s: %s, the user recorded', async (decision, _what, stage, phase, events) => {
     const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
     try {
       await runAgentJob(h.deps, step(0)(h));
@@ -891,16 +898,49 @@ describe('a write or hand-over that fails once: the retry does it, nothing is do
       await runAgentJob(h.deps, finalize()(h));
       expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', pendingApproval: { id: 'publish' } });
       const sha256 = h.run().status!.pendingApproval!.inputSha256;
+      const recorded = vi.spyOn(h.deps.events, 'record');
       await failOnceThenRetry(
         h,
-        resume(() => ({ id: 'publish', decision, ...(decision === 'approve' ? { sha256 } : { reason: 'not now' }) })),
+        resume(() => ({ id: 'publish', decision, user: 'alice', ...(decision === 'approve' ? { sha256 } : { reason: 'not now' }) })),
       );
       expect(h.run().status!.phase).toBe(phase);
       expect(h.run().status!.pendingApproval).toBeUndefined();
-      expect(h.events.slice(h.events.indexOf('AwaitingApproval') + 1)).toEqual(events);
+      // The answer's transcript entry: the first try's, written before its status write failed, then the retry's.
+      expect(h.events.slice(h.events.indexOf('AwaitingApproval') + 1)).toEqual(['s000002-c000000', 's000002-c000000', ...events]);
       expect(h.enqueued).toEqual(decision === 'approve' ? ['step 1', 'finalize', 'publish'] : ['step 1', 'finalize']);
       const state = await h.states.load(h.ref);
       expect(state?.stage ?? 'none').toBe(stage);
+      expect(h.run().status!.approvals).toEqual([
+        expect.objectContaining({ id: 'publish', toolName: 'publish', decision, user: 'alice', answeredAt: expect.any(String) }),
+      ]);
+      const answeredEvent = recorded.mock.calls.map(([, event]) => event).find((event) => event.reason !== 'Completed')!;
+      expect(answeredEvent.message).toBe(decision === 'approve' ? 'publishing approved by alice' : 'publishing denied by alice: not now');
+      const run = h.run();
+      const { entries } = readTranscript([h.gateway.configMap(run.metadata.namespace, transcriptConfigMapName(run, 0))!], run);
+      expect(entries.at(-1)).toMatchObject({
+        key: 's000002-c000000',
+        kind: 'approval',
+        approval: { id: 'publish', tool: 'publish', decision, user: 'alice' },
+      });
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a publish approval the timeout denied: status.approvals and the Event say so, naming nobody', async () => {
+    const h = await harness({ turns: [writesHi, answers], publish: 'approved' });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      await runAgentJob(h.deps, step(1)(h));
+      await runAgentJob(h.deps, finalize()(h));
+      const recorded = vi.spyOn(h.deps.events, 'record');
+      await runAgentJob(h.deps, resume(() => ({ id: 'publish', decision: 'deny', reason: 'approval.timeout passed', timedOut: true }))(h));
+      expect(h.run().status).toMatchObject({
+        phase: 'Succeeded',
+        approvals: [{ id: 'publish', toolName: 'publish', decision: 'deny', timedOut: true, reason: 'approval.timeout passed' }],
+      });
+      expect(h.run().status!.approvals![0]!.user).toBeUndefined();
+      expect(recorded.mock.calls[0]![1].message).toBe('publishing denied (timeout): approval.timeout passed');
     } finally {
       await h.close();
     }
@@ -1593,6 +1633,76 @@ describe('a model endpoint that answers what the operator must not work on whole
     }
   });
 
+  // An endpoint that reports 0 and 0 (a proxy answering `usage: {}`, which the SDK reads so) is
+  // not believed: its call counts the operator's estimate, marked incomplete, and the budgets
+  // hold. Believed, the call counted 0, complete, and the run went on past maxTokens.
+  it("an endpoint reporting 0 tokens for a call: the operator's estimate counts, incomplete, and maxTokens stops the run", async () => {
+    server.enqueueFor(
+      'zero-usage',
+      {
+        type: 'tool-calls',
+        toolCalls: [{ name: 'bash', arguments: { command: 'echo hi >> hi.txt' } }],
+        usage: { promptTokens: 0, completionTokens: 0 },
+      },
+      { type: 'text', text: 'done', usage: { promptTokens: 0, completionTokens: 0 } },
+    );
+    const h = await harness({ turns: [answers], endpoint: server.baseURL, maxTokens: 100 });
+    try {
+      overHttp(h, 'zero-usage');
+      await runAgentJob(h.deps, step(0)(h));
+      const state = (await h.states.load(h.ref))!;
+      expect(state.usage.complete).toBe(false);
+      expect(state.usage.inputTokens).toBeGreaterThan(100);
+      // The step that spent past maxTokens ends the loop: no second model call.
+      expect(h.enqueued).toEqual(['finalize']);
+      await runAgentJob(h.deps, finalize()(h));
+      expect(server.requestsFor('zero-usage')).toHaveLength(1);
+      expect(h.run().status).toMatchObject({ phase: 'Failed', reason: 'BudgetExceeded', usage: { complete: false } });
+      expect(h.run().status!.message).toMatch(/the provider did not report them all/);
+    } finally {
+      await h.close();
+    }
+  });
+
+  // A tool call id is the model's free text. One of 300 characters was refused by the toolbox
+  // (its call journal takes `s<step>:<id>` up to 256), so the call failed; one of 600 was saved
+  // with the approval it waits for, and the next load refused the state (its schema takes 512):
+  // the run ended StateLost.
+  it('tool call ids of 300 and 600 characters: both calls run under a replaced id, the same in the call and its result, through an approval', async () => {
+    const long = 'x'.repeat(300);
+    const longer = 'y'.repeat(600);
+    server.enqueueFor('long-ids', {
+      type: 'tool-calls',
+      toolCalls: [
+        { name: 'write_file', arguments: { path: 'long.txt', content: 'written\n' }, id: long },
+        { name: 'bash', arguments: { command: 'cat long.txt' }, id: longer },
+      ],
+      usage: { promptTokens: 5_000, completionTokens: 50 },
+    });
+    const h = await harness({ turns: [answers], approvalTools: ['bash'] });
+    try {
+      overHttp(h, 'long-ids');
+      await runAgentJob(h.deps, step(0)(h));
+      expect(h.run().status).toMatchObject({ phase: 'WaitingForApproval', pendingApproval: { toolName: 'bash' } });
+      await runAgentJob(h.deps, approveAsShown(h));
+      expect(h.enqueued).toEqual(['step 1']);
+      const state = (await h.states.load(h.ref))!;
+      const replaced = [usableToolCallId(long), usableToolCallId(longer)];
+      const asked = state.messages.at(-2)!.content as Array<{ type: string; toolCallId?: string }>;
+      expect(asked.filter((part) => part.type === 'tool-call').map((part) => part.toolCallId)).toEqual(replaced);
+      const answered = state.messages.at(-1)!.content as Array<{ toolCallId: string; output: { type: string; value: string } }>;
+      expect(answered.map((part) => [part.toolCallId, part.output.type])).toEqual([
+        [replaced[0], 'text'],
+        [replaced[1], 'text'],
+      ]);
+      expect(answered[1]!.output.value).toContain('written');
+      expect(readFileSync(path.join(h.workspace, 'long.txt'), 'utf8')).toBe('written\n');
+      expect(replaced.every((id) => id.length <= MAX_TOOL_CALL_ID_CHARS)).toBe(true);
+    } finally {
+      await h.close();
+    }
+  });
+
   // Unbounded, the SDK kept the parsed arguments of a call its tool refused (command is not a
   // string) and copied them recursively, which overflowed the stack (from about 2 000 levels in
   // a process just started, deeper once its code is optimised: 100 000 overflows either way);
@@ -1733,5 +1843,62 @@ describe('landed marks in Redis (security #11.1: Redis is not trusted)', () => {
     await marks.mark('uid-x', 5);
     await server.redis.set('marks:landed:uid-m', (await server.redis.get('marks:landed:uid-x'))!);
     expect(await marks.landed('uid-m', 5)).toBe(false);
+  });
+});
+
+// Sizes that only a real step shows: the SDK's own tool errors, and a step of many reads.
+describe('what a step sends is bounded', () => {
+  it("bounds the SDK's tool error for an invalid 300 KB bash call to 64 KiB, and drops the call's input", async () => {
+    const h = await harness({ turns: [{ toolCalls: [bash('y'.repeat(300_000))], usage }, answers] });
+    try {
+      await runAgentJob(h.deps, step(0)(h));
+      const state = (await h.states.load(h.ref))!;
+      const [assistant, tool] = state.messages.slice(-2) as { content: { type: string; input?: unknown; output?: { value: string } }[] }[];
+      expect(assistant!.content.find((part) => part.type === 'tool-call')!.input).toEqual({});
+      const error = tool!.content[0]!.output!.value;
+      expect(error).toMatch(/^AI_InvalidToolInputError: Invalid input for tool bash/);
+      expect(Buffer.byteLength(error)).toBeLessThanOrEqual(64 * 1024);
+      expect(Buffer.byteLength(JSON.stringify(state.messages))).toBeLessThan(80 * 1024);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('sends the call after nine full reads under a 32k window, the reads cut by whole lines', async () => {
+    const writesFile = bash('for i in $(seq 0 1999); do echo "line $i: export const value$i = compute($i); // more text"; done > big.ts');
+    const reads = Array.from({ length: 9 }, (_, index) => ({ toolName: 'read_file', input: { path: 'big.ts', offset: index + 1 } }));
+    const h = await harness({
+      turns: [{ toolCalls: [writesFile], usage }, { toolCalls: reads, usage }, answers],
+      contextWindow: 32_768,
+    });
+    // What each call sent, as the context estimate counts it.
+    const sent: number[] = [];
+    const models = h.deps.models;
+    h.deps.models = async (...args) => {
+      const model = (await models(...args)) as LanguageModelV4;
+      return Object.assign(Object.create(model) as LanguageModelV4, {
+        doGenerate: (options: Parameters<LanguageModelV4['doGenerate']>[0]) => {
+          sent.push(estimateTextTokens(JSON.stringify(options.prompt)) + estimateTextTokens(JSON.stringify(options.tools ?? [])));
+          return model.doGenerate(options);
+        },
+      });
+    };
+    try {
+      for (let completed = 0; completed < 3; completed += 1) await runAgentJob(h.deps, step(completed)(h));
+      expect(h.enqueued.at(-1)).toBe('finalize');
+      const state = (await h.states.load(h.ref))!;
+      const results = (state.messages.findLast((message) => message.role === 'tool')!.content as { output: { value: string } }[]).map(
+        (part) => JSON.parse(part.output.value) as { startLine: number; endLine: number; truncated: boolean },
+      );
+      expect(results).toHaveLength(9);
+      for (const [index, read] of results.entries()) {
+        expect(read).toMatchObject({ startLine: index + 1, truncated: true });
+        expect(read.endLine).toBeGreaterThan(read.startLine + 10);
+      }
+      // Nine reads of 64 KiB are about 150 000 tokens; what went out fits the window (JSON of the SDK's prompt, a little more than the messages).
+      expect(Math.max(...sent)).toBeLessThanOrEqual(32_768);
+    } finally {
+      await h.close();
+    }
   });
 });

@@ -1,8 +1,13 @@
 import { generateText, type ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
-import { findSplitIndex, prepareContext, type SummariseRequest } from '../../operator/src/agent/context-manager.ts';
+import { contextLimits, findSplitIndex, prepareContext, type SummariseRequest } from '../../operator/src/agent/context-manager.ts';
 import { estimateMessageTokens, estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
 import { collectFilesTouched } from '../../operator/src/agent/files-touched.ts';
+import { estimateToolSchemaTokens } from '../../operator/src/agent/estimate-tool-schema-tokens.ts';
+import { toolResultText } from '../../operator/src/agent/fit-tool-result.ts';
+import { buildStartMessage, buildSystemPrompt } from '../../operator/src/agent/system-prompt.ts';
+import { toolboxToolDefinitions } from '../../operator/src/agent/toolbox-tool-definitions.ts';
+import { toolMessage } from '../../operator/src/workers/tool-execution.ts';
 import { emptyUsage, type TokenUsage } from '../../operator/src/agent/usage-accounting.ts';
 import { createLanguageModel } from '../../operator/src/providers/create-language-model.ts';
 import { closingTags, outsideElements, quotedElements } from '../support/quoted-element.ts';
@@ -177,6 +182,116 @@ describe('prepareContext', () => {
     const second = await prepareContext({ system: 'sys', messages: grown, budget, summarise: recordingSummariser().summarise });
     expect(second.compacted).toBe(true);
     expect((await generateText({ model, messages: [...second.messages] })).text).toBe('turn 8');
+  });
+});
+
+// One step's results can be larger than the window: nine full reads are 150 000 tokens. They
+// are what gives, since compaction always keeps the newest step whole.
+describe('prepareContext with a step of large results', () => {
+  const allow = ['read_file', 'grep', 'bash', 'edit_file'];
+  const system = buildSystemPrompt({ task: 'Refactor the handlers.', allowedTools: allow });
+  const fixedTokens = estimateToolSchemaTokens(allow, toolboxToolDefinitions());
+  const line = 'export function handler(request: Request): Response { return respond(request.body); } // x\n';
+  const file = line.repeat(Math.floor(65_000 / line.length));
+  /** A step of `count` full read_file calls, each result as the toolbox's answer is bounded (64 KiB). */
+  function reads(count: number, tag: string): ModelMessage[] {
+    const calls = Array.from({ length: count }, (_, index) => ({
+      toolCallId: `${tag}${index}`,
+      toolName: 'read_file',
+      input: { path: `src/h${index}.ts` },
+    }));
+    const results = calls.map((call) => ({
+      toolCallId: call.toolCallId,
+      toolName: 'read_file',
+      ok: true,
+      text: toolResultText('read_file', {
+        path: call.input.path,
+        content: file,
+        startLine: 1,
+        endLine: 700,
+        totalLines: 700,
+        truncated: false,
+      }),
+    }));
+    return [{ role: 'assistant', content: calls.map((call) => ({ type: 'tool-call' as const, ...call })) }, toolMessage(results)];
+  }
+  const readsIn = (messages: readonly ModelMessage[]) =>
+    (messages.at(-1)!.content as { output: { value: string } }[]).map(
+      (part) => JSON.parse(part.output.value) as { endLine: number; truncated: boolean },
+    );
+
+  it.each([
+    [128_000, 9, 0],
+    [32_768, 3, 1],
+    [16_384, 1, 1],
+  ])(
+    'at a %i-token window, a step of %i full reads goes out under the window, cut by whole lines (%i summaries)',
+    async (contextWindow, count, summaries) => {
+      const summariser = recordingSummariser();
+      const messages = [buildStartMessage(), ...reads(1, 'a'), ...reads(count, 'b')];
+      const prepared = await prepareContext({ system, messages, budget: { contextWindow }, summarise: summariser.summarise, fixedTokens });
+      expect(prepared.estimatedTokens).toBeLessThanOrEqual(contextLimits({ contextWindow }).threshold);
+      expect(prepared.cutResults).toBe(count);
+      expect(summariser.requests).toHaveLength(summaries);
+      for (const read of readsIn(prepared.messages)) expect(read).toMatchObject({ truncated: true, endLine: expect.any(Number) });
+      expect(Math.min(...readsIn(prepared.messages).map((read) => read.endLine))).toBeGreaterThan(10);
+    },
+  );
+
+  it('keeps results whole while the request fits', async () => {
+    const messages = [buildStartMessage(), ...reads(3, 'a')];
+    const prepared = await prepareContext({
+      system,
+      messages,
+      budget: { contextWindow: 128_000 },
+      summarise: recordingSummariser().summarise,
+      fixedTokens,
+    });
+    expect(prepared).toMatchObject({ messages, compacted: false, cutResults: 0 });
+  });
+
+  it('after a refusal, cuts the results further without summarising the summary again', async () => {
+    const summariser = recordingSummariser();
+    const messages = [buildStartMessage(), ...reads(1, 'a'), ...reads(3, 'b')];
+    const first = await prepareContext({
+      system,
+      messages,
+      budget: { contextWindow: 32_768 },
+      summarise: summariser.summarise,
+      fixedTokens,
+    });
+    expect(first.compacted).toBe(true);
+    // What step-job.ts does when the provider says the request is too long.
+    const contextWindow = Math.floor(first.estimatedTokens * 0.75);
+    const retry = await prepareContext({
+      system,
+      messages: first.messages,
+      budget: { contextWindow },
+      summarise: summariser.summarise,
+      fixedTokens,
+    });
+    expect(summariser.requests).toHaveLength(1);
+    expect(retry).toMatchObject({ compacted: false, cutResults: 3 });
+    expect(retry.messages[0]).toBe(first.messages[0]);
+    expect(retry.estimatedTokens).toBeLessThanOrEqual(contextLimits({ contextWindow }).threshold);
+  });
+
+  it('asks for no summary when the part kept verbatim is over the budget by itself', async () => {
+    const summariser = recordingSummariser();
+    const messages: ModelMessage[] = [
+      buildStartMessage(),
+      ...reads(1, 'a'),
+      ...step('write_file', { path: 'data.json', content: 'd'.repeat(200_000) }, 'written'),
+    ];
+    const prepared = await prepareContext({
+      system,
+      messages,
+      budget: { contextWindow: 32_768 },
+      summarise: summariser.summarise,
+      fixedTokens,
+    });
+    expect(summariser.requests).toEqual([]);
+    expect(prepared).toMatchObject({ messages, compacted: false, cutResults: 0 });
   });
 });
 

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createContext } from '../../sandbox-image/toolbox/toolbox-context.ts';
 import { readRepositoryInstructions } from '../../sandbox-image/toolbox/repository-instructions.ts';
-import { guidanceSection } from '../../operator/src/agent/repository-guidance.ts';
+import { GUIDANCE_PROMPT_MAX_BYTES, guidanceSection, guidanceTokensFor } from '../../operator/src/agent/repository-guidance.ts';
+import { estimateTextTokens } from '../../operator/src/agent/estimate-tokens.ts';
 import type { RepositoryInstructions } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 import { closingTags, outsideElements, quotedElements } from '../support/quoted-element.ts';
 
@@ -128,5 +129,15 @@ describe('guidanceSection', () => {
     const forged = { sources: Array.from({ length: 200_000 }, () => source('a', '')), complete: true, diagnostics: [] };
     expect(guidanceSection(forged, 2_000)).toBeUndefined();
     expect(guidanceSection({ sources: [{ path: 'AGENTS.md', content: 42 }], complete: true, diagnostics: [] } as never)).toBeUndefined();
+  });
+
+  it('takes at most a quarter of a small context window, leaving the later sources out by name', () => {
+    const sources = [source('AGENTS.md', 'Run make check.\n'.repeat(600)), source('CLAUDE.md', 'Keep commits small.\n'.repeat(1_500))];
+    const whole = guidanceSection(guidance(sources), GUIDANCE_PROMPT_MAX_BYTES, guidanceTokensFor(128_000))!;
+    expect(quotedElements(whole, 'repository-file')).toHaveLength(2);
+    const small = guidanceSection(guidance(sources), GUIDANCE_PROMPT_MAX_BYTES, guidanceTokensFor(16_384))!;
+    expect(estimateTextTokens(small)).toBeLessThanOrEqual(4_096);
+    expect(quotedElements(small, 'repository-file').map(({ attributes }) => attributes)).toEqual([' path="AGENTS.md"']);
+    expect(small).toContain('CLAUDE.md');
   });
 });

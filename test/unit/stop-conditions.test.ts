@@ -29,10 +29,13 @@ describe('decideStop', () => {
     expect(filtered.stop && filtered.outcome === 'failed' && filtered.message).toContain('content filter');
   });
 
-  it('takes a cut-off only from an answer without tool calls, and only for length and content-filter', () => {
+  // A tool call cut at the output limit was reported as a model that cannot call tools.
+  it('takes a cut-off for length and content-filter, and for length from an answer with tool calls too', () => {
     expect(answerCutOff('length', false)).toBe('length');
     expect(answerCutOff('content-filter', false)).toBe('content-filter');
-    expect(answerCutOff('length', true)).toBeUndefined();
+    expect(answerCutOff('length', true)).toBe('length');
+    expect(answerCutOff('content-filter', true)).toBeUndefined();
+    expect(decideStop({ ...base, lastStepHadToolCalls: true, lastAnswerCutOff: 'length' })).toEqual({ stop: false });
     expect(['stop', 'tool-calls', 'other', 'error'].map((reason) => answerCutOff(reason, false))).toEqual([
       undefined,
       undefined,
@@ -83,7 +86,23 @@ describe('decideStop', () => {
     });
     expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'ModelResponseInvalid' });
     expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('(last: read_file: JSON parsing failed)');
+    expect(decision.stop && decision.outcome === 'failed' && decision.message).toContain('Use a model that supports tool calling');
     // The deadline is still the harder limit.
     expect(decideStop({ ...base, now: 60_000, unusableToolCallSteps: 5 })).toMatchObject({ reason: 'DeadlineExceeded' });
+  });
+
+  it('names the output limit, not tool calling, when the last of those answers was cut off inside a call', () => {
+    const decision = decideStop({
+      ...base,
+      unusableToolCallSteps: UNUSABLE_TOOL_CALL_STEPS_LIMIT,
+      lastAnswerCutOff: 'length',
+      lastUnusableToolCall: 'write_file: Invalid input for tool write_file: JSON parsing failed',
+    });
+    expect(decision).toMatchObject({ stop: true, outcome: 'failed', reason: 'ModelResponseInvalid' });
+    const message = decision.stop && decision.outcome === 'failed' ? decision.message : '';
+    expect(message).toContain('cut off at its output limit');
+    expect(message).toContain('larger output limit');
+    expect(message).toContain('(last: write_file: Invalid input for tool write_file: JSON parsing failed)');
+    expect(message).not.toContain('tool calling');
   });
 });

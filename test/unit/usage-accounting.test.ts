@@ -127,19 +127,20 @@ describe('usage accounting', () => {
       { type: 'text' as const, text: 'x'.repeat(40) },
       { type: 'tool-call' as const, toolCallId: 'c1', toolName: 'read_file', input: '{"path":"README.md"}' },
     ];
-    expect(usageOfModelAnswer({ usage: usage(30, 5), content }, 999)).toEqual<TokenUsage>({
-      inputTokens: 30,
+    expect(usageOfModelAnswer({ usage: usage(300, 5), content }, 999)).toEqual<TokenUsage>({
+      inputTokens: 300,
       outputTokens: 5,
       cacheReadTokens: 2,
       reasoningTokens: 0,
-      totalTokens: 35,
+      totalTokens: 305,
       complete: true,
     });
-    // 40 characters of text, 9 of tool name, 20 of arguments: 10 + 3 + 5 tokens at four characters a token.
+    // 40 characters of text and 9 of tool name at four characters a token (10 + 3); the arguments
+    // as the tokenizer splits them, '{"|path|":"|README|.md|"}' (6, as o200k counts them).
     expect(usageOfModelAnswer({ usage: usage(undefined, undefined), content }, 999)).toMatchObject({
       inputTokens: 999,
-      outputTokens: 18,
-      totalTokens: 1017,
+      outputTokens: 19,
+      totalTokens: 1018,
       complete: false,
     });
   });

@@ -1,7 +1,8 @@
 // A tool result goes back to the model bounded to 64 KiB (chivgent's limit): one huge result
 // cannot be compacted away and would blow the context window. The head and the tail are kept
 // (a command's error is usually at the end) with a note saying what was cut and how to see
-// the rest.
+// the rest. A step whose results together would not fit the context window has them cut
+// further (fit-step-results.ts), and the note then says so.
 
 export const TOOL_RESULT_LIMIT_BYTES = 64 * 1024;
 
@@ -11,13 +12,18 @@ export interface BoundedToolResult {
   readonly originalBytes: number;
 }
 
-export function boundToolResult(text: string, limitBytes: number = TOOL_RESULT_LIMIT_BYTES): BoundedToolResult {
+/** `why`: what limited the result, for the note; by default the 64 KiB bound. */
+export function boundToolResult(
+  text: string,
+  limitBytes: number = TOOL_RESULT_LIMIT_BYTES,
+  why = `tool results are limited to ${limitBytes} bytes`,
+): BoundedToolResult {
   const bytes = Buffer.from(text, 'utf8');
   if (bytes.length <= limitBytes) return { text, truncated: false, originalBytes: bytes.length };
 
   // Reserve room for the note first, sized with the largest numbers it can hold.
   const noteFor = (omitted: number) =>
-    `\n\n[… ${omitted} bytes omitted: the result was ${bytes.length} bytes and tool results are limited to ${limitBytes} bytes. ` +
+    `\n\n[… ${omitted} bytes omitted: the result was ${bytes.length} bytes and ${why}. ` +
     'Ask for less: read a line range, narrow the search, or filter the command output.]\n\n';
   const noteBytes = Buffer.byteLength(noteFor(bytes.length), 'utf8');
   const room = Math.max(0, limitBytes - noteBytes);

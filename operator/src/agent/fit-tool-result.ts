@@ -11,20 +11,21 @@ import { boundToolResult, TOOL_RESULT_LIMIT_BYTES } from './bound-tool-result.ts
 
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');
 
-export function toolResultText(toolName: string, result: unknown, limitBytes: number = TOOL_RESULT_LIMIT_BYTES): string {
+/** `why`: what limited the result, for a cut's note (boundToolResult). */
+export function toolResultText(toolName: string, result: unknown, limitBytes: number = TOOL_RESULT_LIMIT_BYTES, why?: string): string {
   const whole = JSON.stringify(result);
   if (Buffer.byteLength(whole, 'utf8') <= limitBytes) return whole;
-  if (toolName === 'read_file' && isTextRead(result)) return fitted(result, limitBytes);
+  if (toolName === 'read_file' && isTextRead(result)) return fitted(result, limitBytes, why);
   if (toolName === 'read_repository_instructions' && isInstructions(result)) {
     const fit = dropSources(result, (instructions) => bytesOf(instructions) <= limitBytes);
     if (bytesOf(fit) <= limitBytes) return JSON.stringify(fit);
   }
-  return boundToolResult(whole, limitBytes).text;
+  return boundToolResult(whole, limitBytes, why).text;
 }
 
-function fitted(result: ReadFileTextResult, limitBytes: number): string {
+function fitted(result: ReadFileTextResult, limitBytes: number, why: string | undefined): string {
   const fit = fitTextRead(result, limitBytes);
-  return fit ? JSON.stringify(fit) : boundToolResult(JSON.stringify(result), limitBytes).text;
+  return fit ? JSON.stringify(fit) : boundToolResult(JSON.stringify(result), limitBytes, why).text;
 }
 
 /** The read with guidance sources and then lines dropped until it fits; undefined when not even one line does. */

@@ -5,17 +5,30 @@
 // repository text, which the system prompt says is data, never authority, and quoted so that
 // it cannot end its element and go on as the operator (untrusted-element.ts). Pure.
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
+import { estimateTextTokens } from './estimate-tokens.ts';
 import { dropSources, isInstructions } from './fit-tool-result.ts';
 import { untrustedElement } from './untrusted-element.ts';
 
 /** At most this much guidance goes into the first prompt (two whole 32 KiB sources). */
 export const GUIDANCE_PROMPT_MAX_BYTES = 64 * 1_024;
 
+/**
+ * And at most a quarter of the context window: the first request carries it whole (a single
+ * message is never summarised), so 64 KiB of it in a 16k window left no room for the
+ * system prompt, let alone the task.
+ */
+export const guidanceTokensFor = (contextWindow: number) => Math.floor(contextWindow / 4);
+
 /** The prompt section for the guidance; undefined when the repository has none. */
-export function guidanceSection(instructions: RepositoryInstructions, maxBytes = GUIDANCE_PROMPT_MAX_BYTES): string | undefined {
+export function guidanceSection(
+  instructions: RepositoryInstructions,
+  maxBytes = GUIDANCE_PROMPT_MAX_BYTES,
+  maxTokens = Number.POSITIVE_INFINITY,
+): string | undefined {
   // Not the contract's shape (code in the sandbox can write the toolbox's answer): none.
   if (!isInstructions(instructions)) return undefined;
-  const fit = dropSources(instructions, (kept) => Buffer.byteLength(render(kept), 'utf8') <= maxBytes);
+  const fits = (text: string) => Buffer.byteLength(text, 'utf8') <= maxBytes && estimateTextTokens(text) <= maxTokens;
+  const fit = dropSources(instructions, (kept) => fits(render(kept)));
   if (fit.sources.length === 0 && fit.diagnostics.length === 0) return undefined;
   return render(fit);
 }

@@ -14,7 +14,10 @@ export interface StopInput {
   readonly discardedModelCalls?: number | undefined;
   /** Whether the last model answer asked for tools. */
   readonly lastStepHadToolCalls: boolean;
-  /** Why the provider ended the last answer early, when it did (answerCutOff): such an answer is not a final one. */
+  /**
+   * Why the provider ended the last answer early, when it did (answerCutOff): such an answer
+   * without tool calls is not a final one, and one with them was cut inside its last call.
+   */
   readonly lastAnswerCutOff?: AnswerCutOff | undefined;
   readonly usage: TokenUsage;
   readonly budget: { readonly maxSteps: number; readonly maxTokens?: number | undefined };
@@ -51,13 +54,15 @@ export function answeredWithoutToolCalls(input: Pick<StopInput, 'lastStepHadTool
 export type AnswerCutOff = 'length' | 'content-filter';
 
 /**
- * Why an answer without tool calls ended early, from the SDK's finishReason; undefined for a
- * model that finished (or called tools, whose calls the step runs). Such an answer was taken
- * for the final one, and a run ended Succeeded on half a sentence or an empty filtered reply.
+ * Why an answer ended early, from the SDK's finishReason; undefined for a model that finished.
+ * Without tool calls such an answer was taken for the final one, and a run ended Succeeded on
+ * half a sentence or an empty filtered reply. With tool calls the step runs them, but one cut
+ * at the output limit ended inside its last call, whose arguments did not parse: when the model
+ * keeps doing that, the failure names the output limit, not tool calling (decideStop).
  */
 export function answerCutOff(finishReason: string, hadToolCalls: boolean): AnswerCutOff | undefined {
-  if (hadToolCalls) return undefined;
-  return finishReason === 'length' || finishReason === 'content-filter' ? finishReason : undefined;
+  if (finishReason === 'length') return 'length';
+  return !hadToolCalls && finishReason === 'content-filter' ? finishReason : undefined;
 }
 
 export function deadlinePassed(input: Pick<StopInput, 'startedAt' | 'timeoutMs' | 'now'>): boolean {
@@ -81,6 +86,26 @@ export function tokenBudgetSpent(input: Pick<StopInput, 'usage' | 'budget'>): bo
   return input.budget.maxTokens !== undefined && input.usage.totalTokens >= input.budget.maxTokens;
 }
 
+/** The run's own limits that forbid another model call. */
+export type SpentLimit = 'timeout' | 'maxSteps' | 'maxTokens';
+
+/** What a step knows of its limits before it asks the model: no answer yet. */
+export type NextCallInput = Pick<StopInput, 'steps' | 'discardedModelCalls' | 'usage' | 'budget' | 'startedAt' | 'timeoutMs' | 'now'>;
+
+/**
+ * The first of the run's own limits that is spent, in decideStop's order; undefined when the
+ * model may be asked again. decideStop stops on it, and so does the step worker before each
+ * call; verification asks it before it hands a failure back for another step, so it never
+ * offers a retry that the step it needs would refuse (a retry at the last step, with a
+ * discarded call counted, ended the run BudgetExceeded with nothing published).
+ */
+export function spentLimit(input: NextCallInput): SpentLimit | undefined {
+  if (deadlinePassed(input)) return 'timeout';
+  if (stepBudgetSpent(input)) return 'maxSteps';
+  if (tokenBudgetSpent(input)) return 'maxTokens';
+  return undefined;
+}
+
 export function decideStop(input: StopInput): StopDecision {
   if (answeredWithoutToolCalls(input) && input.lastAnswerCutOff) {
     return {
@@ -94,7 +119,8 @@ export function decideStop(input: StopInput): StopDecision {
     };
   }
   if (answeredWithoutToolCalls(input)) return { stop: true, outcome: 'finished' };
-  if (deadlinePassed(input)) {
+  const limit = spentLimit(input);
+  if (limit === 'timeout') {
     return {
       stop: true,
       outcome: 'failed',
@@ -103,16 +129,19 @@ export function decideStop(input: StopInput): StopDecision {
     };
   }
   if (modelKeepsSendingUnusableToolCalls(input)) {
+    const last = input.lastUnusableToolCall ? ` (last: ${input.lastUnusableToolCall})` : '';
     return {
       stop: true,
       outcome: 'failed',
       reason: 'ModelResponseInvalid',
       message:
-        `The model answered ${input.unusableToolCallSteps} steps in a row with only tool calls that could not be run, though each came back to it as a tool error` +
-        `${input.lastUnusableToolCall ? ` (last: ${input.lastUnusableToolCall})` : ''}; the partial diff is kept. Use a model that supports tool calling.`,
+        input.lastAnswerCutOff === 'length'
+          ? `The model answered ${input.unusableToolCallSteps} steps in a row with only tool calls that could not be run${last}, the last answer cut off at its output limit inside a tool call's arguments, though it was told so; the partial diff is kept. ` +
+            'The run sets no output limit of its own: use a model or endpoint with a larger output limit, or narrow the task so no file must be written whole in one answer.'
+          : `The model answered ${input.unusableToolCallSteps} steps in a row with only tool calls that could not be run, though each came back to it as a tool error${last}; the partial diff is kept. Use a model that supports tool calling.`,
     };
   }
-  if (stepBudgetSpent(input)) {
+  if (limit === 'maxSteps') {
     return {
       stop: true,
       outcome: 'failed',
@@ -120,7 +149,7 @@ export function decideStop(input: StopInput): StopDecision {
       message: `The run used all ${input.budget.maxSteps} steps of spec.budget.maxSteps${discardedCalls(input.discardedModelCalls)} without finishing; the partial diff is kept. Raise maxSteps or narrow the task.`,
     };
   }
-  if (tokenBudgetSpent(input)) {
+  if (limit === 'maxTokens') {
     return {
       stop: true,
       outcome: 'failed',

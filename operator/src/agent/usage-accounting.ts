@@ -1,10 +1,10 @@
 // Token usage as the provider reported it, per call, per step and per run (chivgent's rules):
 // tokens only, never money. A call that reported nothing (or a figure that cannot be a token
-// count) is not counted as zero, which would let it spend without end under every budget
-// (spec.budget.maxTokens, the namespace's tokens per day): its missing figures are the
-// worker's own estimate of what it sent and what came back (estimate-tokens.ts), and the sum
-// is marked `complete: false` so the estimate stays visible as one. Compaction's own
-// summarising call is added like any other call.
+// count, or one far below what was plainly sent or received) is not counted as zero, which
+// would let it spend without end under every budget (spec.budget.maxTokens, the namespace's
+// tokens per day): its missing figures are the worker's own estimate of what it sent and what
+// came back (estimate-tokens.ts), and the sum is marked `complete: false` so the estimate
+// stays visible as one. Compaction's own summarising call is added like any other call.
 
 import type { LanguageModelV4Content, LanguageModelV4Usage } from '@ai-sdk/provider';
 import { estimateTextTokens } from './estimate-tokens.ts';
@@ -49,6 +49,22 @@ export interface EstimatedUsage {
  */
 export const MAX_CALL_TOKENS = 100_000_000;
 
+/**
+ * A reported figure below this share of the worker's estimate of the same thing is not
+ * believed: a tenth. Honest counts come near the estimate (estimate-tokens.ts) or above it:
+ * its errors against real tokenizers are a small factor either way, hidden reasoning adds
+ * output, and a prompt-cache hit lowers no figure here, as the ai SDK's inputTokens includes
+ * cache reads (inputTokenDetails.cacheReadTokens is the part of it they are). What takes an
+ * honest count furthest below the estimate is an image, estimated at IMAGE_TOKENS though a
+ * small one may cost a provider a few dozen: the four a request shows at most, beside the
+ * smallest system prompt and one tool's schema, still come to more than a tenth. A figure
+ * under it is an endpoint that did not count (a proxy answering `usage: {}`, which the SDK
+ * reads as 0 and 0): believed, an answer of 100 KB to a request of 200 000 tokens counted 0,
+ * complete, past every budget. Under the share a lying endpoint can at most make a call look
+ * ten times cheaper than it was.
+ */
+export const LEAST_BELIEVED_SHARE_OF_ESTIMATE = 0.1;
+
 /** The sum of no calls: zero, and complete because nothing is missing from it. */
 export function emptyUsage(): TokenUsage {
   return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, reasoningTokens: 0, totalTokens: 0, complete: true };
@@ -57,7 +73,8 @@ export function emptyUsage(): TokenUsage {
 /**
  * One model call's usage from the ai SDK's figure (`result.usage` of one generateText step,
  * or `totalUsage` of a one-step call). A figure counts as reported when it is a token count
- * (isCount); a call with both input and output reported is complete. A missing figure is the
+ * (isCount) and, given the worker's estimate, at least LEAST_BELIEVED_SHARE_OF_ESTIMATE of it;
+ * a call with both input and output reported is complete. A figure not reported is the
  * estimate's (none given: 0) and marks the call incomplete. Missing cache or reasoning details
  * mean the provider has none to report, so they count as 0; each is a part of its whole, so
  * never more than it.
@@ -65,8 +82,8 @@ export function emptyUsage(): TokenUsage {
 export function usageOfModelCall(usage: ReportedUsage | undefined, estimate?: EstimatedUsage): TokenUsage {
   const input = usage?.inputTokens;
   const output = usage?.outputTokens;
-  const inputReported = isCount(input);
-  const outputReported = isCount(output);
+  const inputReported = isCount(input) && believable(input, estimate?.inputTokens);
+  const outputReported = isCount(output) && believable(output, estimate?.outputTokens);
   const inputTokens = inputReported ? input : estimatedCount(estimate?.inputTokens);
   const outputTokens = outputReported ? output : estimatedCount(estimate?.outputTokens);
   const cacheRead = usage?.inputTokenDetails?.cacheReadTokens;
@@ -85,12 +102,16 @@ export function usageOfModelCall(usage: ReportedUsage | undefined, estimate?: Es
 
 /**
  * One model call's usage from the answer a LanguageModelV4 gave (providers/with-answer-bounds.ts
- * reports it before the SDK works on it). `sentTokens`: the estimate of what was sent, for a
- * provider that reports no usage; what came back is estimated from the answer's content.
+ * reports it before the SDK works on it). `sentTokens`: the estimate of what was sent; what came
+ * back is estimated from the answer's content. Each stands in for a figure the provider did not
+ * report, or reported too far below it to be a count (usageOfModelCall). `declared`: the
+ * figures are a script's (the scripted model, which sends nothing anywhere and reports what
+ * its run's author wrote, to exercise the accounting): taken as they are.
  */
 export function usageOfModelAnswer(
   answer: { readonly usage: LanguageModelV4Usage | undefined; readonly content: readonly LanguageModelV4Content[] },
   sentTokens: number,
+  options: { readonly declared?: boolean } = {},
 ): TokenUsage {
   const { usage } = answer;
   const reported = usage && {
@@ -99,9 +120,11 @@ export function usageOfModelAnswer(
     inputTokenDetails: { cacheReadTokens: usage.inputTokens.cacheRead },
     outputTokenDetails: { reasoningTokens: usage.outputTokens.reasoning },
   };
-  // Only worked out when needed: most providers report usage.
+  const estimate = () => ({ inputTokens: sentTokens, outputTokens: estimateAnswerTokens(answer.content) });
+  if (!options.declared) return usageOfModelCall(reported, estimate());
+  // A script's figures are checked only for being counts: the estimate stands in for a missing one.
   const complete = isCount(reported?.inputTokens) && isCount(reported?.outputTokens);
-  return usageOfModelCall(reported, complete ? undefined : { inputTokens: sentTokens, outputTokens: estimateAnswerTokens(answer.content) });
+  return usageOfModelCall(reported, complete ? undefined : estimate());
 }
 
 /** Text, reasoning and tool calls of an answer, as estimate-tokens.ts counts text. */
@@ -128,6 +151,12 @@ export function addUsage(...usages: readonly TokenUsage[]): TokenUsage {
     };
   }
   return sum;
+}
+
+/** Whether a reported count is at least the believed share of the estimate of the same figure (none given: any count is). */
+function believable(reported: number, estimate: number | undefined): boolean {
+  if (estimate === undefined || !(estimate > 0)) return true;
+  return reported >= Math.floor(Math.min(estimate, MAX_CALL_TOKENS) * LEAST_BELIEVED_SHARE_OF_ESTIMATE);
 }
 
 function isCount(value: number | undefined): value is number {

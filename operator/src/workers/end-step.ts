@@ -8,6 +8,7 @@ import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
+import { answeredApprovalView } from './answered-approval.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
@@ -31,19 +32,6 @@ export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, sta
     ...(inFlight.record?.approval ? { answered: inFlight.record.approval as TranscriptApproval } : {}),
     record,
   });
-}
-
-function answeredApprovalView(approval: TranscriptApproval) {
-  return {
-    id: approval.id,
-    toolName: approval.tool,
-    decision: approval.decision,
-    ...(approval.user ? { user: approval.user } : {}),
-    ...(approval.timedOut ? { timedOut: true } : {}),
-    ...(approval.reason ? { reason: approval.reason.slice(0, 1024) } : {}),
-    requestedAt: approval.requestedAt,
-    answeredAt: approval.answeredAt,
-  };
 }
 
 /** Save, report, and hand on: the next step, finalize, or a wait for approval. */

@@ -3,7 +3,7 @@
 import { rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
-import { guidanceSection } from '../agent/repository-guidance.ts';
+import { GUIDANCE_PROMPT_MAX_BYTES, guidanceSection, guidanceTokensFor } from '../agent/repository-guidance.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
 import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
@@ -191,7 +191,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     // The guidance is read before the setup, and nothing after the setup can fail but the
     // state's creation: a prepare that fails is retried from the clone, and a setup that
     // already ran would run again (a second `git apply` in it fails the run).
-    if (spec.repositoryInstructions) guidance = await readGuidance(sandbox);
+    if (spec.repositoryInstructions) guidance = await readGuidance(sandbox, spec.model.contextWindow);
     if (spec.sandbox.setup) {
       const setupStarted = deps.now();
       const setupTimeoutMs = deps.setupTimeoutMs ?? DEFAULT_SETUP_TIMEOUT_MS;
@@ -290,10 +290,11 @@ async function readContinuation(deps: AgentDependencies, run: ParsedCodingRun, s
  * the check's deadline serves: a stopped toolbox fails this try in two minutes, not the
  * sandbox's default 31.
  */
-async function readGuidance(sandbox: Sandbox): Promise<string | undefined> {
+async function readGuidance(sandbox: Sandbox, contextWindow: number): Promise<string | undefined> {
   const response = await sandbox.call(
     { tool: 'read_repository_instructions', input: { paths: ['.'] } },
     { timeoutMs: CHECK_TIMEOUT_MS + ANSWER_GRACE_MS },
   );
-  return response.ok ? guidanceSection(response.result as RepositoryInstructions) : undefined;
+  const maxTokens = guidanceTokensFor(contextWindow);
+  return response.ok ? guidanceSection(response.result as RepositoryInstructions, GUIDANCE_PROMPT_MAX_BYTES, maxTokens) : undefined;
 }

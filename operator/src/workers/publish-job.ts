@@ -21,7 +21,15 @@ import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
-import { finishStatus, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import { finishStatus, recordAnsweredApproval, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
+import {
+  boundText,
+  MAX_RECORDED_APPROVALS,
+  MAX_RECORDED_STEPS,
+  resumeKey,
+  type TranscriptApproval,
+  type TranscriptEntry,
+} from '../record/transcript-entry.ts';
 import { createForge } from '../publish/create-forge.ts';
 import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decide-publish.ts';
 import { ForgeError } from '../publish/errors/forge-error.ts';
@@ -30,6 +38,7 @@ import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
 import { publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { answeredApproval, answeredApprovalView, answeredBy } from './answered-approval.ts';
 import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
 import { InvalidGitTokenError } from './errors/invalid-git-token-error.ts';
@@ -134,8 +143,10 @@ export async function startPublish(
 
 /**
  * For the resume job: a human (or the timeout) answered the publish approval; the digest was
- * checked already. The status is written before the state leaves 'waiting': a try that fails
- * in between is redone whole by the job's retry, which finds the approval still pending.
+ * checked already. The answer is recorded like a tool call's (answered-approval.ts): who gave
+ * it, in status.approvals, in the transcript and in the Event. The status is written before
+ * the state leaves 'waiting': a try that fails in between is redone whole by the job's retry,
+ * which finds the approval still pending.
  */
 export async function answerPublishApproval(
   deps: AgentDependencies,
@@ -146,17 +157,23 @@ export async function answerPublishApproval(
   const pending = state.pendingApproval!;
   const ref = runRefOf(run);
   const now = deps.now();
+  const approval = answeredApproval(pending, answer, now);
   state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, now.getTime() - Date.parse(pending.requestedAt));
   delete state.pendingApproval;
   const generation = run.metadata.generation ?? 0;
+  await recordPublishAnswer(deps, run, state, approval);
   if (answer.decision === 'approve') {
     const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) =>
-      runningAfterStepStatus(status, progressOf(state), generation, now),
+      runningAfterStepStatus(recordAnsweredApproval(status, answeredApprovalView(approval)), progressOf(state), generation, now),
     );
     if (!outcome.written) return forgetRun(deps, ref);
     state.stage = 'publishing';
     await deps.states.save(state);
-    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.Approved, message: 'publishing approved' });
+    await deps.events.record(outcome.run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.Approved,
+      message: `publishing approved${answeredBy(approval)}`,
+    });
     await deps.queue.publish(ref);
     return;
   }
@@ -167,15 +184,49 @@ export async function answerPublishApproval(
   // The run ends with this write, and its state is dropped after it: nothing is saved before.
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     recordProgress(status, progressOf(state));
+    recordAnsweredApproval(status, answeredApprovalView(approval));
     if (status.result) delete status.result.published;
     return finishStatus(status, 'Succeeded', REASONS.Completed, message, generation, now);
   });
   if (outcome.written) {
-    await deps.events.record(outcome.run, { type: 'Normal', reason: EVENT_REASONS.PublishDenied, message: `publishing denied: ${why}` });
+    await deps.events.record(outcome.run, {
+      type: 'Normal',
+      reason: EVENT_REASONS.PublishDenied,
+      message: `publishing denied${answeredBy(approval)}: ${why}`,
+    });
     await deps.events.record(outcome.run, { type: 'Normal', reason: REASONS.Completed, message });
     observeFinished(deps, outcome.run, 'Succeeded', REASONS.Completed);
   }
   await forgetRun(deps, ref);
+}
+
+/**
+ * The publish answer's transcript entry, written before the status: a try that fails after it
+ * is redone and writes the same entry again, harmlessly. Keyed like a resumed call's answer,
+ * with call number 0, which no call's approval has (they count from 1). None past the
+ * transcript's bounds, where its cut entry says answers are no longer recorded (status.approvals
+ * and the Event still name the user). The record is worth less than the run: a refusal is only logged.
+ */
+async function recordPublishAnswer(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  approval: TranscriptApproval,
+): Promise<void> {
+  if (state.step > MAX_RECORDED_STEPS || (state.recordedApprovals ?? 0) >= MAX_RECORDED_APPROVALS) return;
+  const entry: TranscriptEntry = {
+    key: resumeKey(state.step, approval.id),
+    kind: 'approval',
+    step: state.step,
+    at: deps.now().toISOString(),
+    approval: approval.reason ? { ...approval, reason: boundText(approval.reason, 1024).text } : approval,
+  };
+  await deps.transcript.append(run, [entry]).catch((error: unknown) => {
+    deps.logger.warn(
+      { err: error instanceof Error ? error.message : String(error) },
+      'could not record the publish answer in the transcript',
+    );
+  });
 }
 
 /** The publish job: push, open or update the pull request, end the run Succeeded with what was published. */

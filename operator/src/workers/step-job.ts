@@ -13,6 +13,8 @@ import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
 import { prepareContext, SUMMARY_INSTRUCTIONS } from '../agent/context-manager.ts';
 import { answerCutOff, decideStop } from '../agent/stop-conditions.ts';
+import { cutOffToolCallId, explainCutOffToolCall } from '../agent/cut-off-tool-call.ts';
+import { boundInvalidToolCalls } from '../agent/bound-invalid-tool-calls.ts';
 import { buildSystemPrompt } from '../agent/system-prompt.ts';
 import { estimateToolSchemaTokens } from '../agent/estimate-tool-schema-tokens.ts';
 import { buildToolSet } from '../agent/tool-definitions.ts';
@@ -28,6 +30,7 @@ import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
+import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
 import { countTokens } from './run-metrics.ts';
@@ -129,7 +132,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const spent: TokenUsage[] = [];
   /**
    * One generateText call, its answer bounded before the SDK works on it. `sentTokens`, the
-   * estimate of what is sent, counts for a provider that reports no usage. The SDK failing on
+   * estimate of what is sent, counts for a provider that reports no usage, or too little of
+   * it to be believed. The SDK failing on
    * an answer is that answer's fault: asking again would spend its tokens again for the same.
    */
   const callModel = async <T>(sentTokens: number, generate: (bounded: LanguageModelV4) => Promise<T>): Promise<ModelCall<T>> => {
@@ -137,7 +141,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     const bounded = withAnswerBounds(model, {
       maxToolCalls: ANSWER_TOOL_CALLS,
       onAnswer: (given) => {
-        answer = { usage: usageOfModelAnswer(given, sentTokens), droppedToolCalls: given.droppedToolCalls };
+        // A script's figures are its author's, not a provider's count (usage-accounting.ts).
+        const usage = usageOfModelAnswer(given, sentTokens, { declared: provider === 'scripted' });
+        answer = { usage, droppedToolCalls: given.droppedToolCalls };
         spent.push(answer.usage);
       },
     });
@@ -222,12 +228,13 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     try {
       called = await ask(context.messages, context.estimatedTokens);
     } catch (error) {
-      // The provider counted more than the estimate: compact below what it refused and ask once more (#13.10).
+      // The provider counted more than the estimate: compact below what it refused and ask once
+      // more (#13.10). Nothing to gain (no summary could help, no result to cut): the refusal stands.
       if (!ModelContextTooLongError.isInstance(error)) throw error;
       const smaller = await prepare(context.messages, context.filesTouched, Math.floor(context.estimatedTokens * OVERFLOW_SHRINK));
-      if (!smaller.compacted) throw error;
+      if (!smaller.compacted && smaller.cutResults === 0) throw error;
       deps.logger.warn(
-        { estimatedTokens: context.estimatedTokens, compactedTo: smaller.estimatedTokens },
+        { estimatedTokens: context.estimatedTokens, compactedTo: smaller.estimatedTokens, cutResults: smaller.cutResults },
         'context too long; compacted and retrying',
       );
       context = smaller;
@@ -247,11 +254,17 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   countTokens(deps, tokenLabels, callUsage);
 
   // The SDK answers calls it could not parse (or to tools not offered) itself, as tool
-  // errors in response.messages; only the valid calls are ours to run.
-  const responseMessages = [...result.response.messages] as ModelMessage[];
+  // errors in response.messages; only the valid calls are ours to run. A call cut off at the
+  // output limit is told so, not just that its JSON did not parse (cut-off-tool-call.ts).
+  const cutCall = cutOffToolCallId(result.finishReason, result.toolCalls, droppedToolCalls);
+  // The SDK's errors quote the whole argument text: bounded as results are (bound-invalid-tool-calls.ts).
+  const invalidCallIds = new Set(result.toolCalls.filter((call) => (call as { invalid?: boolean }).invalid).map((call) => call.toolCallId));
+  const answered = boundInvalidToolCalls(explainCutOffToolCall(result.response.messages as ModelMessage[], cutCall), invalidCallIds);
+  // An id the run cannot keep (too long, empty) is replaced in the messages and the calls alike (usable-tool-call-ids.ts).
+  const responseMessages = withUsableToolCallIds(answered);
   const valid: PendingToolCall[] = result.toolCalls
     .filter((call) => !(call as { invalid?: boolean }).invalid)
-    .map((call) => ({ toolCallId: call.toolCallId, toolName: call.toolName, input: call.input }));
+    .map((call) => ({ toolCallId: usableToolCallId(call.toolCallId), toolName: call.toolName, input: call.input }));
   // At most MAX_TOOL_CALLS_PER_STEP run; the others are answered with a tool error, first in the
   // tool message, which tells the model how many calls its answer held, the dropped ones too.
   const { run: calls, refused } = capToolCalls(valid, { made: result.toolCalls.length + droppedToolCalls });

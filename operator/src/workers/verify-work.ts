@@ -4,10 +4,11 @@
 // (reconcile/verification-verdict.ts): hand the failure back to the model for another try,
 // fail the run VerificationFailed, or let it succeed. Each verification is an Event and a
 // transcript entry; the last one goes to status.result.verification at finalize.
-import { deadlinePassed, stepBudgetSpent, tokenBudgetSpent } from '../agent/stop-conditions.ts';
+import { spentLimit } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
 import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
 import { keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { NAMESPACE_ANNOTATIONS } from '../reconcile/namespace-policy.ts';
 import {
   commandResultOf,
   decideVerification,
@@ -18,6 +19,7 @@ import {
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
 import { runRefOf } from './run-ref.ts';
+import { teamBudgetStop } from './team-token-budget.ts';
 import type { RunState } from './run-state.ts';
 import { deadlineOf } from './step-job.ts';
 
@@ -29,13 +31,35 @@ const MIN_TIMEOUT_MS = 1_000;
 const MIN_RESTORE_TIMEOUT_MS = 30_000;
 const MAX_RESTORE_TIMEOUT_MS = 5 * 60_000;
 
-/** Why the model may not take another step, or undefined. */
-function budgetSpent(run: ParsedCodingRun, state: RunState, now: number): string | undefined {
+/**
+ * Why the model may not take another step, or undefined: what the next step would check before
+ * its call (step-job.ts), its discarded calls and its namespace's tokens for the day included,
+ * so a failure is handed back only when the step it needs can run. Judged apart, a retry at
+ * the last step stopped that step BudgetExceeded, and a run whose check is not required ended
+ * Failed, nothing published, instead of Succeeded with its failure noted.
+ */
+async function budgetSpent(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, now: number): Promise<string | undefined> {
   const budget = run.spec.budget;
-  if (deadlinePassed({ startedAt: state.startedAt, timeoutMs: durationMs(budget.timeout), now }))
-    return `spec.budget.timeout (${budget.timeout}) has passed`;
-  if (stepBudgetSpent({ steps: state.step, budget })) return `all ${budget.maxSteps} steps of spec.budget.maxSteps are used`;
-  if (tokenBudgetSpent({ usage: state.usage, budget })) return `spec.budget.maxTokens (${budget.maxTokens}) is reached`;
+  const limit = spentLimit({
+    steps: state.step,
+    discardedModelCalls: state.discardedModelCalls,
+    usage: state.usage,
+    budget,
+    startedAt: state.startedAt,
+    timeoutMs: durationMs(budget.timeout),
+    now,
+  });
+  if (limit === 'timeout') return `spec.budget.timeout (${budget.timeout}) has passed`;
+  if (limit === 'maxSteps') {
+    const discarded = state.discardedModelCalls
+      ? ` (${state.discardedModelCalls} of them model calls asked again after their step failed)`
+      : '';
+    return `all ${budget.maxSteps} steps of spec.budget.maxSteps are used${discarded}`;
+  }
+  if (limit === 'maxTokens') return `spec.budget.maxTokens (${budget.maxTokens}) is reached`;
+  if (await teamBudgetStop(deps, run.metadata.namespace)) {
+    return `namespace ${run.metadata.namespace} has used its tokens for today (annotation ${NAMESPACE_ANNOTATIONS.tokensPerDay})`;
+  }
   return undefined;
 }
 
@@ -118,7 +142,8 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
   const verdict = decideVerification({
     verify,
     verification,
-    budgetSpent: budgetSpent(run, state, deps.now().getTime()),
+    // Only a failure can be handed back; a passed check needs no read of the namespace's tally.
+    budgetSpent: verification.passed ? undefined : await budgetSpent(deps, run, state, deps.now().getTime()),
     cutByDeadline: result.timedOut && timeoutMs < durationMs(verify.timeout),
   });
   deps.logger.info({ attempt: verification.attempts, passed: verification.passed, restored, verdict: verdict.kind }, 'verification done');
