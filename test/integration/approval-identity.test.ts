@@ -381,6 +381,15 @@ describe('#15.5 separation of duties, when configured', () => {
     // in status.template when it accepts the run (run-template.ts), written here as it would.
     const own = { ...run('names-template', { [CREATOR_ANNOTATION]: WRITER }), spec: { templateRef: { name: 'deps' } } };
     expect((await as(WRITER, ['create', '-f', '-'], stringify(own))).code).toBe(0);
+    // Until then nobody may answer: the policy cannot tell the template's writer from anyone else.
+    await waitingForApproval('names-template');
+    const early = await answer(EDITOR, 'names-template', EDITOR);
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toContain(
+      'made from CodingRunTemplate deps, and the operator has not yet recorded who wrote it (status.template)',
+    );
+    expect((await answer(APPROVER, 'names-template', APPROVER)).stderr).toContain('has not yet recorded who wrote it');
+    expect((await annotationsOf('names-template'))[APPROVAL_ANNOTATION]).toBeUndefined();
     await ok([
       'patch',
       'crun',

@@ -56,10 +56,14 @@ describe('the chart refuses values that render a release that does not do what t
     expect(await refusal('--set', 'approvalPolicy.enabled=false', '--set', 'approvalPolicy.separationOfDuties=true')).toMatch(
       /approvalPolicy\.separationOfDuties is true but approvalPolicy\.enabled is false.*set approvalPolicy\.enabled=true/,
     );
-    const policies = (await render('--set', 'approvalPolicy.separationOfDuties=true'))
+    const separated = await render('--set', 'approvalPolicy.separationOfDuties=true');
+    const policies = separated
       .filter((doc) => doc.kind === 'ValidatingAdmissionPolicy')
       .map((doc) => doc.metadata.name.replace(`${RELEASE}-chamvi-operator-`, ''));
     expect(policies.sort()).toEqual(['allow-repo', 'approvals', 'run-owners']);
+    // The operator ignores the answers the policy refuses, judged again when it acts on them.
+    expect(operatorConfig(separated).approvalSeparationOfDuties).toBe(true);
+    expect(operatorConfig(await render()).approvalSeparationOfDuties).toBe(false);
   });
 
   it('refuses leader election off with more than one replica, and replaces the one pod with Recreate, never two at once', async () => {

@@ -75,6 +75,8 @@ describe('the chart, offline', () => {
     [['--set', 'config.stateKey=0123456789abcdef0123456789abcdef'], /stateKey/],
     // It makes every run's proxy credential: a Secret's, never the ConfigMap's (extraEnv for an external proxy).
     [['--set', 'config.egressKey=0123456789abcdef0123456789abcdef'], /egressKey/],
+    // Set from approvalPolicy.separationOfDuties, so the operator and the policy judge answers alike.
+    [['--set', 'config.approvalSeparationOfDuties=true'], /approvalSeparationOfDuties/],
   ])('fails helm template %j with a message naming the value', async (args, message) => {
     const result = await template(...args);
     expect(result.code).not.toBe(0);

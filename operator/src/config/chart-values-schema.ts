@@ -8,8 +8,8 @@ import { z } from 'zod';
 import { operatorConfigSchema } from './operator-config.ts';
 
 /**
- * Config keys the chart fills in itself, so values never set them: redisUrl, httpPort and
- * leaderElection come from their own sections, identity is the pod's name. Security #11.1:
+ * Config keys the chart fills in itself, so values never set them: redisUrl, httpPort,
+ * leaderElection and approvalSeparationOfDuties come from their own sections, identity is the pod's name. Security #11.1:
  * redisPassword, redisSentinelPassword and stateKey come from Secrets as env (never the
  * ConfigMap), redisCaFile from redis.caSecretRef.
  */
@@ -25,6 +25,8 @@ export const CHART_OWNED_CONFIG_KEYS = [
   // The key that makes every run's proxy credential: from the chart's Secret with the bundled
   // proxy, else as CHAMVI_EGRESS_KEY in extraEnv from your own Secret, never in the ConfigMap.
   'egressKey',
+  // From approvalPolicy.separationOfDuties: the operator and the API server's policy judge answers alike.
+  'approvalSeparationOfDuties',
 ] as const;
 
 const DESCRIPTION =

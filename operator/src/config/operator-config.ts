@@ -592,6 +592,20 @@ export const operatorConfigSchema = z
         'One model call attempt (request until the whole answer) may take this long before it is cut and retried (then ModelUnavailable).',
       ),
     /**
+     * The chart's approvalPolicy.separationOfDuties, which it sets here too. The policy judges an
+     * answer when it is written, from the run as stored then, and a run made from a template
+     * names its writer only once the operator has accepted it (status.template.writtenBy); the
+     * operator checks again when it acts on the answer, with everything recorded by then.
+     */
+    approvalSeparationOfDuties: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Ignore an approval answer given by the run's creator (chamvi.dev/created-by) or by the writer of the template its task " +
+          'came from, and one that names no approver: they are ignored with an ApprovalIgnored Event. The chart sets it from ' +
+          'approvalPolicy.separationOfDuties.',
+      ),
+    /**
      * spec.sandbox.setup is killed after this long and the run fails SetupFailed ("timed
      * out"). 30 minutes is also the toolbox's own cap on one bash command.
      */

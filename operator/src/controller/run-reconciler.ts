@@ -19,6 +19,7 @@ import type {
   ReferencedObjects,
   RefusedObject,
   SandboxPodView,
+  SeenApproval,
   TakenName,
 } from '../reconcile/observed-run.ts';
 import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
@@ -290,6 +291,8 @@ export class RunReconciler {
    * every look while the run waits. In memory only: a new leader warns once more.
    */
   private readonly ignoredApprovals = new Map<string, { uid: string; ignored: IgnoredApproval }>();
+  /** The answer the last decision about each waiting run passed on, and when first seen (decide.ts: past the timeout only one seen before it runs). */
+  private readonly seenApprovals = new Map<string, { uid: string; seen: SeenApproval }>();
   /**
    * Runs the watch reported deleted without their finalizer path having stopped their agent, by
    * key and uid, as the cache last saw them: until the key's reconcile has stopped it (stopRunsGone).
@@ -458,6 +461,7 @@ export class RunReconciler {
     this.freshPodsSent.delete(key);
     this.diffTakes.forget(key);
     this.ignoredApprovals.delete(key);
+    this.seenApprovals.delete(key);
     return { forget: true };
   }
 
@@ -502,6 +506,8 @@ export class RunReconciler {
         // Only once applied: a decision whose write met a conflict recorded no Event, and the next one must.
         if (decision.ignoredApproval) this.ignoredApprovals.set(key, { uid: run.metadata.uid, ignored: decision.ignoredApproval });
         else this.ignoredApprovals.delete(key);
+        if (decision.seenApproval) this.seenApprovals.set(key, { uid: run.metadata.uid, seen: decision.seenApproval });
+        else this.seenApprovals.delete(key);
         const requeueAfterMs = applied.requeueAfterMs ?? decision.requeueAfterMs;
         return requeueAfterMs !== undefined ? { requeueAfterMs } : {};
       } catch (error) {
@@ -575,6 +581,7 @@ export class RunReconciler {
     const policyDeleted = this.deletions.deleted(key, 'NetworkPolicy', networkPolicyName(run), networkPolicy);
     const takenNames = takenName(run, 'Pod', pod);
     const ignored = this.ignoredApprovals.get(key);
+    const seen = this.seenApprovals.get(key);
     if (pod || this.freshPodsSent.get(key) !== run.metadata.uid) this.freshPodsSent.delete(key);
     const freshPodSent = this.freshPodsSent.has(key);
     // Only a deletion acts on them, and finding them means scanning every cached ConfigMap
@@ -627,6 +634,7 @@ export class RunReconciler {
       ...(agent ? { agent } : {}),
       ...(isolation ? { isolation } : {}),
       ...(ignored?.uid === run.metadata.uid ? { ignoredApproval: ignored.ignored } : {}),
+      ...(seen?.uid === run.metadata.uid ? { seenApproval: seen.seen } : {}),
     };
   }
 

@@ -73,6 +73,15 @@ export function approvalInputSha256(inputJson: string): string {
 /** The call's input as the JSON text an approver reads and hashes. */
 export const approvalInputJson = (input: unknown): string => JSON.stringify(input) ?? 'null';
 
+/**
+ * Whether the resume job would act on `answer` for the call whose input is `inputJson` (as
+ * status.pendingApproval shows it): a deny always, an approve only when it names the input's
+ * digest (the job's own check, workers/approval-input.ts approvalRefusal).
+ */
+export function answerActsOn(answer: ApprovalAnswer, inputJson: string): boolean {
+  return answer.decision === 'deny' || answer.sha256 === approvalInputSha256(inputJson);
+}
+
 /** The annotation value: compact JSON with the keys in the documented order. */
 export function encodeApprovalAnnotation(answer: ApprovalAnswer): string {
   return JSON.stringify({

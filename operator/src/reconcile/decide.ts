@@ -14,7 +14,8 @@ import {
 } from '../api/index.ts';
 import { codingRunSpecFields } from '../api/coding-run-spec.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { APPROVAL_ANNOTATION, readApprovalAnnotation } from './approval-answer.ts';
+import { APPROVAL_ANNOTATION, answerActsOn, readApprovalAnnotation } from './approval-answer.ts';
+import { separationOfDutiesRefusal } from './separation-of-duties.ts';
 import { approvalWaitEnd, approvalWaitMs, countedApprovalWaitMs } from './approval-wait.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { RUNNING_MESSAGE, enterPhase, finishStatus, type TerminalPhase } from './run-status-transitions.ts';
@@ -25,7 +26,7 @@ import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
 import { alreadyFinishedMessage, appliesToRun, finishedRunRecord } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
 import { networkPolicyName, sandboxPodName } from './names.ts';
-import type { AgentView, IgnoredApproval, ObservedRun, RefusedObject, SandboxPodView, TakenName } from './observed-run.ts';
+import type { AgentView, IgnoredApproval, ObservedRun, RefusedObject, SandboxPodView, SeenApproval, TakenName } from './observed-run.ts';
 import { buildSandboxPod, sandboxActiveDeadlineSeconds } from './sandbox-pod.ts';
 import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
 import { ISOLATION_RECHECK_MS, isolationGate } from './isolation.ts';
@@ -713,12 +714,48 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       if (before?.approvalId === ignored.approvalId && before.annotation === ignored.annotation) return;
       builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message });
     };
-    const decided = (requeueAfterMs: number): Decision => ({ ...done(requeueAfterMs), ...(ignored ? { ignoredApproval: ignored } : {}) });
-    if (reading.kind === 'answer' && reading.answer.id === pending.id) {
-      actions.push({ type: 'resumeAgent', answer: reading.answer });
+    let seen: SeenApproval | undefined;
+    const decided = (requeueAfterMs: number): Decision => ({
+      ...done(requeueAfterMs),
+      ...(ignored ? { ignoredApproval: ignored } : {}),
+      ...(seen ? { seenApproval: seen } : {}),
+    });
+    // Separation of duties: the policy judged the answer as the run was when it was written,
+    // maybe before status.template named the template's writer (separation-of-duties.ts).
+    const barred =
+      reading.kind === 'answer' && reading.answer.id === pending.id && config.approvalSeparationOfDuties
+        ? separationOfDutiesRefusal(run, reading.answer)
+        : undefined;
+    if (barred) {
+      ignore(barred);
+    } else if (reading.kind === 'answer' && reading.answer.id === pending.id) {
+      const annotation = run.metadata.annotations?.[APPROVAL_ANNOTATION] ?? '';
+      const { user } = reading.answer;
+      const before = observed.seenApproval;
+      seen =
+        before?.approvalId === pending.id && before.annotation === annotation && before.user === user
+          ? before
+          : { approvalId: pending.id, annotation, ...(user !== undefined ? { user } : {}), at: now.toISOString() };
       // Security #11.5: the agent refuses an approval whose sha256 is not the input's, and the
       // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
-      if (now.getTime() < timeoutAt) return done(Math.min(recheck, timeoutAt - now.getTime()));
+      if (now.getTime() < timeoutAt) {
+        actions.push({ type: 'resumeAgent', answer: reading.answer });
+        return decided(Math.min(recheck, timeoutAt - now.getTime()));
+      }
+      // Past the timeout exactly one answer goes to the agent, or the two raced for the call:
+      // the human's, when the operator saw it before the timeout and the agent would act on it
+      // (its job, queued then, may not have run yet), else the timeout's deny. When the answer
+      // was written is not recorded anywhere the operator can trust; when it first saw it is.
+      const inTime = Date.parse(seen.at) < timeoutAt;
+      if (inTime && answerActsOn(reading.answer, pending.input)) {
+        actions.push({ type: 'resumeAgent', answer: reading.answer });
+        return decided(recheck);
+      }
+      if (!inTime)
+        ignore(
+          `Ignored the answer to approval ${pending.id}: the operator first saw it at ${seen.at}, after the wait for it ended at ` +
+            `${new Date(timeoutAt).toISOString()}; the call is denied`,
+        );
     } else if (reading.kind === 'answer' && !run.status?.approvals?.some((answered) => answered.id === reading.answer.id)) {
       // An answer to an approval already answered is the last one's, left in the annotation
       // (nothing clears it): not worth a Warning at every look while the next one waits.

@@ -5,7 +5,7 @@ import type { CodingRunStatus } from '../api/index.ts';
 import type { WarmPoolConfig } from './warm-pool.ts';
 import type { ApprovalAnswer } from './approval-answer.ts';
 import type { FinishedRunRecord } from './finished-runs.ts';
-import type { IgnoredApproval } from './observed-run.ts';
+import type { IgnoredApproval, SeenApproval } from './observed-run.ts';
 
 export type Action =
   | { type: 'addFinalizer' }
@@ -62,4 +62,6 @@ export interface Decision {
   requeueAfterMs?: number;
   /** The approval answer this decision ignored: the reconciler hands it to the next decision (ObservedRun.ignoredApproval). */
   ignoredApproval?: IgnoredApproval;
+  /** The answer to the pending approval this decision passed on, first seen when: handed to the next decision (ObservedRun.seenApproval). */
+  seenApproval?: SeenApproval;
 }

@@ -43,6 +43,20 @@ export interface IgnoredApproval {
   annotation: string;
 }
 
+/**
+ * An answer to the pending approval `approvalId` that a decision passed on, and when the
+ * operator first saw it. Past the approval's timeout only an answer seen before it runs: one
+ * first seen after is too late, and the timeout's deny acts instead (decide.ts).
+ */
+export interface SeenApproval {
+  approvalId: string;
+  /** The annotation's value, as it was, and who gave it: another value or approver is another answer, seen anew. */
+  annotation: string;
+  user?: string;
+  /** ISO time of the first decision that saw it. */
+  at: string;
+}
+
 /** Keys present in each referenced object; undefined when the object does not exist. */
 export interface ReferencedObjects {
   secrets: Record<string, string[] | undefined>;
@@ -152,4 +166,10 @@ export interface ObservedRun {
    * next look, is not warned of again. Kept by the reconciler in memory only.
    */
   ignoredApproval?: IgnoredApproval;
+  /**
+   * The answer to the pending approval the last decision passed on, and when it was first seen
+   * (Decision.seenApproval). Kept by the reconciler in memory only: a new leader sees it anew,
+   * and past the timeout denies the call, as for an answer that came late.
+   */
+  seenApproval?: SeenApproval;
 }

@@ -1,0 +1,29 @@
+// Separation of duties (#15.5, config.approvalSeparationOfDuties): whoever wrote a run's task
+// may not answer its approvals. The chart's approval policy refuses such an answer when it is
+// written, but it judges the run as stored then: a run made from a template (spec.templateRef)
+// names the template's writer only once the operator has accepted it (status.template.writtenBy),
+// and an answer written before that, or while no policy was enforced, passed. So the operator
+// asks again when it is about to act on an answer, with everything the run records by then. Pure.
+import type { CodingRun } from '../api/index.ts';
+import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, USER_MAX, type ApprovalAnswer } from './approval-answer.ts';
+
+/** Why `answer` may not act on `run` under separation of duties, or undefined when it may. */
+export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer): string | undefined {
+  const { user } = answer;
+  if (!user)
+    return (
+      `Ignored the answer to approval ${answer.id}: it names no approver (annotation chamvi.dev/approver), and with separation of ` +
+      "duties on, an answer must show it is not from the run's creator or its template's writer; answer with kubectl codingrun approve|deny"
+    );
+  // Read as the approver's name is (readApprovalAnnotation keeps USER_MAX characters of it).
+  const named = (value: string | undefined) => value !== undefined && value.slice(0, USER_MAX) === user;
+  const annotations = run.metadata.annotations ?? {};
+  if (named(annotations[CREATOR_ANNOTATION]))
+    return `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" created this run; ask another approver`;
+  if (named(annotations[TEMPLATE_WRITER_ANNOTATION]) || named(run.status?.template?.writtenBy))
+    return (
+      `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" wrote the CodingRunTemplate ` +
+      'this run was made from; ask another approver'
+    );
+  return undefined;
+}

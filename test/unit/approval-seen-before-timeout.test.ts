@@ -1,0 +1,125 @@
+// spec.approval.timeout: "after it the call is denied". Past the timeout the controller passed
+// on both a matching answer and the timeout's deny, and whichever resume job claimed the call
+// first won, so an approve written after the timeout could still run the call. Now the real
+// RunReconciler remembers when it first saw an answer (ObservedRun.seenApproval) and, past the
+// timeout, passes on exactly one: the human's if it saw it before, else the deny. The caches,
+// the API server and the agent queue are fakes.
+import { describe, expect, it, vi } from 'vitest';
+import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { CodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
+import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { approvalInputSha256, type ApprovalAnswer } from '../../operator/src/reconcile/approval-answer.ts';
+import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { MemoryCache } from '../support/memory-run-world.ts';
+
+const KEY = 'agents/fix';
+const config = loadOperatorConfig(
+  { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true, networkPolicy: false },
+  {},
+);
+const INPUT = '{"command":"make test"}';
+const APPROVE = JSON.stringify({ id: 's1-c1', decision: 'approve', sha256: approvalInputSha256(INPUT) });
+// Asked at 12:00 with approval.timeout 10m: the wait ends at 12:10.
+const START = new Date('2026-11-29T12:00:00Z').getTime();
+
+const waitingRun = (): CodingRun =>
+  codingRunFixture({
+    metadata: { uid: 'uid-1', resourceVersion: '1' },
+    spec: { approval: { tools: ['bash'], timeout: '10m' } },
+    status: {
+      phase: 'WaitingForApproval',
+      startTime: '2026-11-29T11:58:00Z',
+      podName: 'fix-sandbox',
+      conditions: [
+        { type: 'Accepted', status: 'True', reason: 'Valid', message: 'ok', lastTransitionTime: '2026-11-29T11:58:00Z' },
+        { type: 'SandboxReady', status: 'True', reason: 'PodReady', message: 'ok', lastTransitionTime: '2026-11-29T11:58:30Z' },
+      ],
+      pendingApproval: { id: 's1-c1', toolName: 'bash', input: INPUT, requestedAt: '2026-11-29T12:00:00Z' },
+    } as CodingRun['status'],
+  });
+
+const sandboxPod: V1Pod = {
+  metadata: {
+    name: 'fix-sandbox',
+    namespace: 'agents',
+    uid: 'pod-1',
+    labels: { 'app.kubernetes.io/managed-by': 'chamvi-operator', 'chamvi.dev/run-uid': 'uid-1' },
+    ownerReferences: [{ apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', name: 'fix', uid: 'uid-1', controller: true }],
+  },
+  status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+};
+
+/** The run waiting on approval s1-c1 (its job never runs: a busy queue), looked at every 15 s from START. */
+function scene() {
+  const runs = new MemoryCache<CodingRun>([waitingRun()]);
+  const resumed: Array<{ at: number; answer: ApprovalAnswer }> = [];
+  let version = 1;
+  let clock = START;
+  const kube = {
+    getRun: vi.fn(async (namespace: string, name: string) => runs.get(namespace, name)),
+    replaceRunStatus: vi.fn(async (run: CodingRun, status: CodingRun['status']) => {
+      const stored = { ...run, metadata: { ...run.metadata, resourceVersion: String(++version) }, status };
+      runs.put(stored);
+      return stored;
+    }),
+  };
+  const reconciler = new RunReconciler({
+    caches: {
+      runs,
+      pods: new MemoryCache<V1Pod>([sandboxPod]),
+      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+      configMaps: new MemoryCache(),
+      finishedRuns: new MemoryCache<V1ConfigMap>(),
+    },
+    kube: kube as unknown as KubeGateway,
+    agent: {
+      ...idleAgent,
+      inspect: async () => ({ state: 'waiting', moving: false }),
+      resume: async (_run: CodingRun, answer: ApprovalAnswer) => void resumed.push({ at: clock, answer }),
+    },
+    events: { record: async () => {} } as unknown as EventRecorder,
+    config,
+    logger: { info: () => {}, warn: () => {} },
+    now: () => new Date(clock),
+  });
+  /** Looks until `minutes` after START, one every 15 s. */
+  const waitUntil = async (minutes: number) => {
+    while (clock < START + minutes * 60_000) {
+      await reconciler.reconcile(KEY);
+      clock += 15_000;
+    }
+  };
+  const annotate = (approval: string) => {
+    const run = runs.get('agents', 'fix')!;
+    runs.put({ ...run, metadata: { ...run.metadata, annotations: { 'chamvi.dev/approval': approval, 'chamvi.dev/approver': 'bob' } } });
+  };
+  const after = (minutes: number) => resumed.filter((each) => each.at >= START + minutes * 60_000).map((each) => each.answer);
+  return { waitUntil, annotate, after, resumed };
+}
+
+describe('an approval answer and the approval timeout', () => {
+  it('passes on only the answer it saw before the timeout, before it and after it: never the deny', async () => {
+    const { waitUntil, annotate, after, resumed } = scene();
+    await waitUntil(9);
+    annotate(APPROVE);
+    await waitUntil(12);
+    expect(after(10).length).toBeGreaterThan(0);
+    expect(resumed.map(({ answer }) => [answer.decision, answer.user, answer.timedOut])).toEqual(
+      resumed.map(() => ['approve', 'bob', undefined]),
+    );
+  });
+
+  it('denies the call, and passes on no approve, when it first sees the answer at the timeout', async () => {
+    const { waitUntil, annotate, resumed } = scene();
+    await waitUntil(10);
+    expect(resumed).toEqual([]);
+    annotate(APPROVE);
+    await waitUntil(12);
+    expect(resumed.length).toBeGreaterThan(0);
+    expect(resumed.map(({ answer }) => [answer.decision, answer.timedOut])).toEqual(resumed.map(() => ['deny', true]));
+  });
+});
