@@ -226,7 +226,8 @@ describe('CodingSchedule', () => {
     const [run, ...more] = await runsOf('hourly');
     expect(more).toEqual([]);
     const schedule = await scheduleOf('hourly');
-    expect(run!.metadata.name).toMatch(/^hourly-[a-z0-9]{5}$/);
+    // One name per time, as CronJob names its Jobs: the minutes since the epoch.
+    expect(run!.metadata.name).toBe(`hourly-${base / 60_000}`);
     expect(run!.metadata.labels).toMatchObject({
       team: 'a',
       'chamvi.dev/schedule': 'hourly',
@@ -463,6 +464,84 @@ describe('CodingSchedule', () => {
       lastScheduleTime: new Date(base).toISOString().replace('.000Z', 'Z'),
       activeCount: 1,
     });
+  });
+
+  // The create's answer lost on the way back (a dropped connection) and the create sent again:
+  // with generated names the second made a second run for the same time.
+  it('a create sent again after its answer was lost makes no second run, and the run is recorded as made', async () => {
+    await createSchedule('lost-answer', { concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } });
+    const resent: ScheduleGateway = {
+      ...kube,
+      async createRun(run) {
+        await kube.createRun(run);
+        return kube.createRun(run);
+      },
+    };
+    const clock = { now: base + 1_000 };
+    await reconcilerAt(clock, resent).reconcile(`${NS}/lost-answer`);
+    const runs = await runsOf('lost-answer');
+    expect(runs.map((run) => run.metadata.name)).toEqual([`lost-answer-${base / 60_000}`]);
+    expect((await scheduleOf('lost-answer')).status).toMatchObject({
+      lastScheduleTime: new Date(base).toISOString().replace('.000Z', 'Z'),
+      active: [{ name: `lost-answer-${base / 60_000}` }],
+      activeCount: 1,
+    });
+    expect(await eventsOf(NS, 'involvedObject.name=lost-answer,reason=ForeignRun', 'jsonpath={.items[*].message}')).toBe('');
+  });
+
+  // The status write after the create lost (a 409: spec.runTemplate was edited meanwhile), the
+  // schedule edited: its run no longer matches what it makes, and was counted as foreign, so
+  // Forbid started the next time beside it.
+  it('Forbid: its run made before an edit whose status write was lost holds the next time', async () => {
+    await createSchedule('edited', { concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } });
+    const clock = { now: base + 1_000 };
+    const conflicted: ScheduleGateway = {
+      ...kube,
+      replaceScheduleStatus: () => Promise.reject(new ApiException(409, 'Conflict', JSON.stringify({ reason: 'Conflict' }), {})),
+    };
+    await expect(reconcilerAt(clock, conflicted).reconcile(`${NS}/edited`)).rejects.toThrow();
+    const patch = { spec: { runTemplate: { spec: { ...RUN, task: 'Update the dependencies and the lockfile' } } } };
+    await kubectlOk(['patch', 'csched', 'edited', '-n', NS, '--type=merge', '-p', JSON.stringify(patch)]);
+    clock.now = base + 3_000;
+    await reconcilerAt(clock).reconcile(`${NS}/edited`);
+    // Recorded as the schedule's own run for its time, not a foreign one.
+    expect((await scheduleOf('edited')).status).toMatchObject({ activeCount: 1 });
+    expect((await scheduleOf('edited')).status?.active?.map((active) => active.name)).toEqual(
+      (await runsOf('edited')).map((run) => run.metadata.name),
+    );
+    clock.now = base + HOUR + 1_000;
+    await reconcilerAt(clock).reconcile(`${NS}/edited`);
+    expect(await scheduledTimes('edited')).toEqual([base]);
+    expect(await eventsOf(NS, 'involvedObject.name=edited,reason=ForeignRun', 'jsonpath={.items[*].message}')).toBe('');
+  });
+
+  it('a run made under its name for a time by someone else takes that time, is reported ForeignRun and never adopted', async () => {
+    await createSchedule('squatted', { concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } });
+    const name = `squatted-${base / 60_000}`;
+    await applyIn(NS, [
+      {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRun',
+        metadata: { name, labels: { 'chamvi.dev/schedule': 'squatted', 'chamvi.dev/scheduled-time': String(base / 1000) } },
+        spec: { ...RUN, task: 'Something else' },
+      },
+    ]);
+    const clock = { now: base + 1_000 };
+    await reconcilerAt(clock).reconcile(`${NS}/squatted`);
+    const [held, ...more] = await runsOf('squatted');
+    expect(more).toEqual([]);
+    expect(held!.spec.task).toBe('Something else');
+    expect(held!.metadata.ownerReferences ?? []).toEqual([]);
+    expect((await scheduleOf('squatted')).status).toMatchObject({
+      lastScheduleTime: new Date(base).toISOString().replace('.000Z', 'Z'),
+      active: [],
+      activeCount: 0,
+    });
+    expect(await eventsOf(NS, 'involvedObject.name=squatted,reason=ForeignRun', 'jsonpath={.items[*].message}')).toContain(name);
+    // Not the schedule's: it holds no later time under Forbid.
+    clock.now = base + HOUR + 1_000;
+    await reconcilerAt(clock).reconcile(`${NS}/squatted`);
+    expect((await runsOf('squatted')).map((run) => run.metadata.name).sort()).toEqual([name, `squatted-${(base + HOUR) / 60_000}`].sort());
   });
 
   it('a controller down over a scheduled time creates that run once when it is back', async () => {

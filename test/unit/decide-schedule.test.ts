@@ -313,13 +313,53 @@ const rows: Row[] = [
     now: '2026-06-01T15:00:01Z',
     expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', active: [], events: ['Warning ForeignRun'] },
   },
+  // Nor does it run beside a later one: Forbid started the next time while it ran, and Replace
+  // left it running beside the new run.
   {
-    name: 'Forbid: an active foreign run for an earlier time holds no later one',
+    name: 'Forbid: an active foreign run for an earlier time holds the next one (it may be the schedule’s own)',
     spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
     status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
-    foreign: [run('planted', '2026-06-01T14:00:00Z', 'Running')],
+    foreign: [run('made-before-an-edit', '2026-06-01T14:00:00Z', 'Running')],
     now: '2026-06-01T15:00:01Z',
-    expected: { create: '2026-06-01T15:00:00.000Z', active: [], events: [] },
+    expected: { lastScheduleTime: '2026-06-01T14:00:00.000Z', active: [], deleted: [], events: [] },
+  },
+  {
+    name: 'Forbid: a foreign run not yet started (no phase) holds the next one too',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    foreign: [run('made-before-an-edit', '2026-06-01T14:00:00Z')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { lastScheduleTime: '2026-06-01T14:00:00.000Z' },
+  },
+  {
+    name: 'Forbid: a finished foreign run holds nothing, and is no history the schedule deletes',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid', failedRunsHistoryLimit: 0 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    foreign: [run('made-before-an-edit', '2026-06-01T14:00:00Z', 'Failed')],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z', active: [], deleted: [] },
+  },
+  {
+    name: 'Replace: an active foreign run is deleted with the active runs, and the new run created',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Replace' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [run('nightly-a', '2026-06-01T13:00:00Z', 'Running')],
+    foreign: [run('made-before-an-edit', '2026-06-01T14:00:00Z', 'Running')],
+    now: '2026-06-01T15:00:01Z',
+    expected: {
+      create: '2026-06-01T15:00:00.000Z',
+      active: [],
+      deleted: ['Replace nightly-a', 'Replace made-before-an-edit'],
+      events: ['Normal RunReplaced', 'Normal RunReplaced'],
+    },
+  },
+  {
+    name: 'Forbid: a foreign run being deleted holds nothing',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Forbid' },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    foreign: [{ ...run('made-before-an-edit', '2026-06-01T14:00:00Z', 'Running'), deleting: true }],
+    now: '2026-06-01T15:00:01Z',
+    expected: { create: '2026-06-01T15:00:00.000Z' },
   },
 ];
 

@@ -39,10 +39,7 @@ function scene() {
       listAsked();
       return new Promise<CodingRun[]>((resolve) => (answerList = resolve));
     }),
-    createRun: vi.fn(async (run: object & { metadata: { namespace: string } }) => ({
-      ...(run as CodingRun),
-      metadata: { ...(run as CodingRun).metadata, name: 'nightly-x7k2p' },
-    })),
+    createRun: vi.fn(async (run: object) => ({ created: run as CodingRun })),
     deleteRun: vi.fn(async () => {}),
     replaceScheduleStatus: vi.fn(async (current: CodingSchedule) => current),
   } satisfies ScheduleGateway;

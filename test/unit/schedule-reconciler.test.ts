@@ -7,7 +7,7 @@ import { describe, expect, it, vi } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { codingScheduleStatus, type CodingSchedule, type CodingScheduleStatus } from '../../operator/src/api/coding-schedule.ts';
 import { RUN_REFUSED_RETRY_MS, ScheduleReconciler } from '../../operator/src/controller/schedule-reconciler.ts';
-import type { ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
+import type { CreateRunAnswer, ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
 import type { RunEvent } from '../../operator/src/reconcile/decision.ts';
 
 const RUN = {
@@ -25,6 +25,17 @@ const scheduleWith = (runTemplate: object): CodingSchedule =>
     spec: { schedule: '* * * * *', runTemplate },
   }) as unknown as CodingSchedule;
 
+/** A run as the API server stores what the schedule sent: a uid, generation 1. */
+const stored = (run: object, status?: CodingRun['status']): CodingRun =>
+  ({
+    ...(run as CodingRun),
+    metadata: { ...(run as CodingRun).metadata, uid: 'uid-run', generation: 1 },
+    ...(status ? { status } : {}),
+  }) as CodingRun;
+
+/** The run for 10:30 (minutes since the epoch), the name the schedule gives it. */
+const NAME_1030 = 'nightly-29671830';
+
 function scene(schedule: CodingSchedule, now = () => new Date('2026-06-01T10:30:20Z')) {
   const written: CodingScheduleStatus[] = [];
   const events: RunEvent[] = [];
@@ -32,10 +43,7 @@ function scene(schedule: CodingSchedule, now = () => new Date('2026-06-01T10:30:
     getSchedule: vi.fn(async () => schedule),
     getTemplate: vi.fn(async () => undefined),
     listScheduleRuns: vi.fn(async (): Promise<CodingRun[]> => []),
-    createRun: vi.fn(async (run: object): Promise<CodingRun> => ({
-      ...(run as CodingRun),
-      metadata: { ...(run as CodingRun).metadata, name: 'nightly-x7k2p' },
-    })),
+    createRun: vi.fn(async (run: object): Promise<CreateRunAnswer> => ({ created: stored(run) })),
     deleteRun: vi.fn(async () => {}),
     replaceScheduleStatus: vi.fn(async (current: CodingSchedule, status: CodingScheduleStatus) => {
       const checked = codingScheduleStatus.safeParse(status);
@@ -153,73 +161,95 @@ describe('a schedule with a run planted under its labels and controller referenc
 
   // The status write after a create is a replace with the schedule's resourceVersion: an edit of
   // spec.runTemplate meanwhile makes it a 409, and the run it made no longer matches the edited
-  // schedule. A second run was made for the same time, beside the first even under Forbid.
-  it('makes no second run for a time whose run it made before an edit and a lost status write, and makes the next time', async () => {
+  // schedule. It was counted foreign: no second run for its time, but Forbid started the next
+  // time beside it, and Replace left it running.
+  describe('its own run made before an edit whose status write was lost', () => {
     const before = {
       ...scheduleWith({ spec: RUN }),
       metadata: { ...scheduleWith({ spec: RUN }).metadata, annotations: { 'chamvi.dev/created-by': 'alice' } },
       spec: { schedule: '* * * * *', concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } },
     } as unknown as CodingSchedule;
-    const edited = {
-      ...before,
-      metadata: { ...before.metadata, generation: 2, annotations: { 'chamvi.dev/created-by': 'bob' } },
-      spec: { ...before.spec, runTemplate: { spec: { ...RUN, task: 'Update dependencies and the lockfile' } } },
-    } as unknown as CodingSchedule;
-    let now = new Date('2026-06-01T10:30:20Z');
-    const { reconciler, kube, written, events } = scene(before, () => now);
-    kube.replaceScheduleStatus.mockRejectedValueOnce(new ApiException(409, 'Conflict', JSON.stringify({ reason: 'Conflict' }), {}));
-    await expect(reconciler.reconcile('team/nightly')).rejects.toThrow();
-    expect(kube.createRun).toHaveBeenCalledTimes(1);
-    const made = kube.createRun.mock.calls[0]![0] as CodingRun & { metadata: { generateName: string } };
-    const { generateName, ...metadata } = made.metadata;
-    const running = {
-      ...made,
-      metadata: { ...metadata, name: `${generateName}x7k2p`, uid: 'uid-run', generation: 1 },
-      status: { phase: 'Running' },
-    } as CodingRun;
+    const edited = (concurrencyPolicy: string) =>
+      ({
+        ...before,
+        metadata: { ...before.metadata, generation: 2, annotations: { 'chamvi.dev/created-by': 'bob' } },
+        spec: { ...before.spec, concurrencyPolicy, runTemplate: { spec: { ...RUN, task: 'Update dependencies and the lockfile' } } },
+      }) as unknown as CodingSchedule;
 
-    kube.getSchedule.mockResolvedValue(edited);
-    kube.listScheduleRuns.mockResolvedValue([running]);
-    await reconciler.reconcile('team/nightly');
-    expect(kube.createRun).toHaveBeenCalledTimes(1);
-    expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [] });
-    expect(events.at(-1)).toMatchObject({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining('nightly-x7k2p') });
+    async function madeThenLost(concurrencyPolicy: string) {
+      let now = new Date('2026-06-01T10:30:20Z');
+      const found = scene(before, () => now);
+      found.kube.replaceScheduleStatus.mockRejectedValueOnce(new ApiException(409, 'Conflict', JSON.stringify({ reason: 'Conflict' }), {}));
+      await expect(found.reconciler.reconcile('team/nightly')).rejects.toThrow();
+      expect(found.kube.createRun).toHaveBeenCalledTimes(1);
+      const running = stored(found.kube.createRun.mock.calls[0]![0], { phase: 'Running' } as CodingRun['status']);
+      expect(running.metadata.name).toBe(NAME_1030);
+      found.kube.getSchedule.mockResolvedValue(edited(concurrencyPolicy));
+      found.kube.listScheduleRuns.mockResolvedValue([running]);
+      await found.reconciler.reconcile('team/nightly');
+      // The same time again: its run is found, and recorded as its own.
+      expect(found.kube.createRun).toHaveBeenCalledTimes(1);
+      expect(found.written.at(-1)).toMatchObject({
+        lastScheduleTime: '2026-06-01T10:30:00Z',
+        active: [{ name: NAME_1030 }],
+        activeCount: 1,
+      });
+      expect(found.events.map((event) => event.reason)).not.toContain('ForeignRun');
+      now = new Date('2026-06-01T10:31:20Z');
+      found.kube.getSchedule.mockResolvedValue({ ...edited(concurrencyPolicy), status: found.written.at(-1)! });
+      return found;
+    }
 
-    // Not listed active, it holds no later time, even under Forbid: a planted run would hold it for good.
-    now = new Date('2026-06-01T10:31:20Z');
-    kube.getSchedule.mockResolvedValue({ ...edited, status: written.at(-1)! });
-    await reconciler.reconcile('team/nightly');
-    expect(kube.createRun).toHaveBeenCalledTimes(2);
-    expect((kube.createRun.mock.calls[1]![0] as CodingRun).metadata.annotations!['chamvi.dev/scheduled-at']).toBe(
-      '2026-06-01T10:31:00.000Z',
-    );
+    it('Forbid: records it as its own for its time, and holds the next time while it runs', async () => {
+      const { reconciler, kube, written } = await madeThenLost('Forbid');
+      await reconciler.reconcile('team/nightly');
+      expect(kube.createRun).toHaveBeenCalledTimes(1);
+      expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: NAME_1030 }], activeCount: 1 });
+    });
+
+    it('Forbid, the status write lost again: the next time is still held', async () => {
+      const { reconciler, kube } = await madeThenLost('Forbid');
+      // As if the write that recorded it never happened either: nothing lists it active.
+      kube.getSchedule.mockResolvedValue({ ...edited('Forbid'), status: { lastScheduleTime: '2026-06-01T10:30:00Z' } } as CodingSchedule);
+      await reconciler.reconcile('team/nightly');
+      expect(kube.createRun).toHaveBeenCalledTimes(1);
+    });
+
+    it('Replace: deletes it, by its uid, and makes the next run', async () => {
+      const { reconciler, kube, events } = await madeThenLost('Replace');
+      await reconciler.reconcile('team/nightly');
+      expect(kube.deleteRun).toHaveBeenCalledWith('team', NAME_1030, 'uid-run');
+      expect(kube.createRun).toHaveBeenCalledTimes(2);
+      expect((kube.createRun.mock.calls[1]![0] as CodingRun).metadata.name).toBe('nightly-29671831');
+      expect(events.map((event) => event.reason)).toContain('RunReplaced');
+    });
   });
 
   it('still finds its own run made before a lost status write, and makes none again', async () => {
     const first = scene(scheduleWith({ spec: RUN }));
     first.kube.replaceScheduleStatus.mockRejectedValueOnce(new Error('operator killed before the status write'));
     await expect(first.reconciler.reconcile('team/nightly')).rejects.toThrow('killed');
-    const made = first.kube.createRun.mock.calls[0]![0] as CodingRun & { metadata: { generateName: string } };
-    const { generateName, ...metadata } = made.metadata;
-    const held = { ...made, metadata: { ...metadata, name: `${generateName}x7k2p`, uid: 'uid-run', generation: 1 } } as CodingRun;
+    const held = stored(first.kube.createRun.mock.calls[0]![0]);
     const again = scene(scheduleWith({ spec: RUN }));
     again.kube.listScheduleRuns.mockResolvedValue([held, planted('2026-06-01T10:30:00Z')]);
     await again.reconciler.reconcile('team/nightly');
     expect(again.kube.createRun).not.toHaveBeenCalled();
-    expect(again.written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: 'nightly-x7k2p' }] });
+    expect(again.written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: NAME_1030 }] });
   });
 
-  it('Forbid: an active planted run holds nothing', async () => {
+  it('Forbid: an active run planted under a name the schedule never gives holds nothing', async () => {
     const { reconciler, kube, written } = scene(scheduleWith({ spec: RUN }));
     kube.getSchedule.mockResolvedValue({
       ...scheduleWith({ spec: RUN }),
       spec: { schedule: '* * * * *', concurrencyPolicy: 'Forbid', runTemplate: { spec: RUN } },
       status: { lastScheduleTime: '2026-06-01T10:29:00Z' },
     } as unknown as CodingSchedule);
-    kube.listScheduleRuns.mockResolvedValue([planted('2026-06-01T10:29:00Z', { phase: 'Running' })]);
+    const elsewhere = planted('2026-06-01T10:29:00Z', { phase: 'Running' } as CodingRun['status']);
+    elsewhere.metadata.name = 'nightly-planted-by-hand';
+    kube.listScheduleRuns.mockResolvedValue([elsewhere]);
     await reconciler.reconcile('team/nightly');
     expect(kube.createRun).toHaveBeenCalledTimes(1);
-    expect(written.at(-1)!.active?.map((active) => active.name)).toEqual(['nightly-x7k2p']);
+    expect(written.at(-1)!.active?.map((active) => active.name)).toEqual([NAME_1030]);
   });
 
   it('a finished planted run is neither its last success nor history it deletes', async () => {
@@ -234,5 +264,42 @@ describe('a schedule with a run planted under its labels and controller referenc
     await reconciler.reconcile('team/nightly');
     expect(written.at(-1)!.lastSuccessfulTime).toBeUndefined();
     expect(kube.deleteRun).not.toHaveBeenCalled();
+  });
+});
+
+// Each time has one run name: a create sent again for it (its answer lost, a second replica, a
+// list that missed the run) is refused AlreadyExists, and the run holding the name is read.
+describe('a create for a time whose name is already held', () => {
+  it('records the run as its own when the schedule controls it, and makes no second', async () => {
+    const { reconciler, kube, written, events } = scene(scheduleWith({ spec: RUN }));
+    kube.createRun.mockImplementationOnce(async (run: object) => ({ taken: stored(run, { phase: 'Running' } as CodingRun['status']) }));
+    await expect(reconciler.reconcile('team/nightly')).resolves.toEqual({ requeueAfterMs: 40_000 });
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(written).toHaveLength(1);
+    expect(written[0]).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: NAME_1030 }], activeCount: 1 });
+    expect(events.map((event) => event.reason)).not.toContain('ForeignRun');
+  });
+
+  it('never adopts a run under the name that does not name the schedule as its controller: the time is taken, ForeignRun', async () => {
+    const { reconciler, kube, written, events } = scene(scheduleWith({ spec: RUN }));
+    kube.createRun.mockImplementationOnce(async (run: object) => {
+      const held = stored(run, { phase: 'Running' } as CodingRun['status']);
+      (held.metadata as unknown as { ownerReferences: unknown[] }).ownerReferences = [];
+      return { taken: held };
+    });
+    await reconciler.reconcile('team/nightly');
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [], activeCount: 0 });
+    expect(events).toEqual([
+      expect.objectContaining({ type: 'Warning', reason: 'ForeignRun', message: expect.stringContaining(NAME_1030) }),
+    ]);
+  });
+
+  it('writes nothing and tries again when the run holding the name was gone when read', async () => {
+    const { reconciler, kube, written, events } = scene(scheduleWith({ spec: RUN }));
+    kube.createRun.mockResolvedValueOnce({ taken: undefined });
+    await expect(reconciler.reconcile('team/nightly')).rejects.toThrow(/gone when read/);
+    expect(written).toEqual([]);
+    expect(events).toEqual([]);
   });
 });

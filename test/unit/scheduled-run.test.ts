@@ -1,6 +1,6 @@
 // How a schedule's run is made: the merge rules (objects field by field, everything else
 // replaced), the same validation as a plain run for the merged spec, and the run object
-// (generateName, owner, labels that let a restarted operator find it).
+// (its name for the time, owner, labels that let a restarted operator find it), and that name.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { codingScheduleSpec, type CodingSchedule } from '../../operator/src/api/coding-schedule.ts';
@@ -9,7 +9,8 @@ import { renderAllCrdYaml } from '../../operator/src/api/crd-yaml.ts';
 import { buildCodingScheduleCrd } from '../../operator/src/api/schedule-crds.ts';
 import { MAX_RUN_BYTES } from '../../operator/src/reconcile/decide.ts';
 import { mergeRunSpec } from '../../operator/src/reconcile/merge-run-spec.ts';
-import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
+import { MAX_NAME, scheduledRunName } from '../../operator/src/reconcile/names.ts';
+import { resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../../operator/src/reconcile/scheduled-run.ts';
 
 const template: CodingRunTemplate = {
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -150,31 +151,17 @@ describe('scheduledRunObject', () => {
     spec: { schedule: '0 3 * * *' },
   };
 
-  it('is named after the schedule, owned by it and labelled with the schedule and the scheduled time', () => {
+  it('is named for the schedule and the time, owned by it and labelled with the schedule and the scheduled time', () => {
     const spec = schedule({ templateRef: { name: 'deps' }, runTemplate: { metadata: { labels: { team: 'a' } }, spec: { task: 'x' } } });
     const object = scheduledRunObject(owner, spec, { task: 'x' } as never, new Date('2026-06-01T03:00:00Z'));
-    expect(object.metadata.generateName).toBe('nightly-');
+    // Minutes since the epoch, as CronJob names its Jobs: 1780282800 s / 60.
+    expect(object.metadata.name).toBe('nightly-29671380');
+    expect(object.metadata).not.toHaveProperty('generateName');
     expect(object.metadata.labels).toEqual({ team: 'a', 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': '1780282800' });
     expect(object.metadata.annotations['chamvi.dev/scheduled-at']).toBe('2026-06-01T03:00:00.000Z');
     expect(object.metadata.ownerReferences).toEqual([
       { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-1', controller: true },
     ]);
-  });
-
-  it('makes a name the API server takes when the cut of a long schedule name ends in a dot or a dash', () => {
-    // A run's name is a DNS subdomain: `….-x7k2p` is not one, and every run of the schedule was refused.
-    const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-    for (const name of [`${'a'.repeat(51)}.bbbbbbb`, `${'a'.repeat(50)}-.ccccccc`, `${'a'.repeat(51)}-dddddd`]) {
-      const named = { ...owner, metadata: { ...owner.metadata, name } };
-      const { generateName } = scheduledRunObject(
-        named,
-        schedule({ templateRef: { name: 'deps' } }),
-        { task: 'x' } as never,
-        new Date(),
-      ).metadata;
-      expect(`${generateName}x7k2p`).toMatch(dnsSubdomain);
-      expect(generateName).toBe(`${'a'.repeat(name[50] === '-' ? 50 : 51)}-`);
-    }
   });
 
   it("names the schedule's recorded writer as the run's creator, never one its run template names", () => {
@@ -270,19 +257,47 @@ describe('toScheduledRun', () => {
   });
 });
 
-describe('refusalWords', () => {
-  const quota = (name: string) =>
-    `codingruns.chamvi.dev "nightly.deps-${name}" is forbidden: exceeded quota: runs, requested: count/codingruns.chamvi.dev=1`;
-  const policy = (name: string) =>
-    `codingruns.chamvi.dev "nightly.deps-${name}" is forbidden: ValidatingAdmissionPolicy 'allow-repo' denied request`;
+// One name per scheduled time, so a create sent twice for a time makes one run (the second is
+// refused AlreadyExists); a DNS subdomain within the 63 characters a run's objects take its name in.
+describe('scheduledRunName', () => {
+  const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  const at = new Date('2026-06-01T03:00:00Z');
 
-  it('reads the same refusal the same at every try, whatever name the API server generated', () => {
-    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).toBe(refusalWords(quota('b9q4z'), 'nightly.deps-'));
-    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).toContain('"nightly.deps-…" is forbidden: exceeded quota');
+  it('is the schedule name and the minutes since the epoch, the same for the same time and another for another', () => {
+    expect(scheduledRunName('nightly', at)).toBe('nightly-29671380');
+    expect(scheduledRunName('nightly', new Date(at.getTime()))).toBe(scheduledRunName('nightly', at));
+    expect(scheduledRunName('nightly', new Date(at.getTime() + 60_000))).toBe('nightly-29671381');
+    expect(scheduledRunName('nightly.deps', at)).toBe('nightly.deps-29671380');
   });
 
-  it('reads a different refusal differently, and leaves other names alone', () => {
-    expect(refusalWords(quota('x7k2p'), 'nightly.deps-')).not.toBe(refusalWords(policy('b9q4z'), 'nightly.deps-'));
-    expect(refusalWords('nightlyxdeps-abcde is a label', 'nightly.deps-')).toBe('nightlyxdeps-abcde is a label');
+  it('keeps a name that fits whole: 54 characters and the minutes make 63', () => {
+    const name = 'a'.repeat(54);
+    expect(scheduledRunName(name, at)).toBe(`${name}-29671380`);
+    expect(scheduledRunName(name, at)).toHaveLength(MAX_NAME);
+  });
+
+  it('cuts a longer schedule name and adds a hash of the whole name: within 63, and two schedules sharing the cut differ', () => {
+    const first = `${'a'.repeat(60)}-one`;
+    const second = `${'a'.repeat(60)}-two`;
+    const named = scheduledRunName(first, at);
+    expect(named).toMatch(/^a{37}-[0-9a-f]{16}-29671380$/);
+    expect(named.length).toBeLessThanOrEqual(MAX_NAME);
+    expect(scheduledRunName(second, at)).not.toBe(named);
+    expect(scheduledRunName(second, at).slice(0, 37)).toBe(named.slice(0, 37));
+    expect(scheduledRunName(first, at)).toBe(named);
+    expect(scheduledRunName('x'.repeat(253), at).length).toBeLessThanOrEqual(MAX_NAME);
+  });
+
+  it('makes a name the API server takes when the cut of a long schedule name ends in a dot or a dash', () => {
+    // A run's name is a DNS subdomain: `a.-…` is not one, and every run of the schedule would be refused.
+    for (const name of [
+      `${'a'.repeat(36)}.bbbbbbbbbbbbbbbbbbbb`,
+      `${'a'.repeat(35)}-.cccccccccccccccccccc`,
+      `${'a'.repeat(36)}-dddddddddddddddddddddd`,
+    ]) {
+      const named = scheduledRunName(name, at);
+      expect(named).toMatch(dnsSubdomain);
+      expect(named).toMatch(new RegExp(`^a{${name[35] === '-' ? 35 : 36}}-[0-9a-f]{16}-29671380$`));
+    }
   });
 });

@@ -152,7 +152,7 @@ export function buildCodingScheduleCrd() {
     shortNames: SCHEDULE_SHORT_NAMES,
     description:
       'A CodingSchedule creates CodingRuns on a cron schedule, like a CronJob creates Jobs: each run is named after the schedule ' +
-      '(generateName), owned by it, and labelled chamvi.dev/schedule and chamvi.dev/scheduled-time.',
+      'and its time (<schedule>-<minutes since the epoch>), owned by it, and labelled chamvi.dev/schedule and chamvi.dev/scheduled-time.',
     printerColumns: SCHEDULE_PRINTER_COLUMNS,
     properties: { spec, status: openApi(codingScheduleStatus) },
     status: true,

@@ -2,20 +2,20 @@
 // asks decideSchedule what to do, and applies that in one place: delete the runs it names,
 // create the run for the due time, then write the status and record the Events. The order
 // is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
-// by an attempt that died before its status write is found again by its scheduled-time label.
+// by an attempt that died before its status write is found again by its name for the time
+// (names.ts scheduledRunName); a create sent again for that time is refused AlreadyExists.
 import { isDeepStrictEqual } from 'node:util';
-import type { CodingRun } from '../api/index.ts';
 import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
-import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
+import type { CreateRunAnswer, ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { goneUnlessSame } from '../kube/kube-gateway.ts';
 import { apiRefusal, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
-import { decideSchedule, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
+import { decideSchedule, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
 import { specIssuesMessage } from '../reconcile/spec-issues.ts';
-import { refusalWords, resolveScheduledRunSpec, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
-import { runsOfSchedule } from '../reconcile/runs-of-schedule.ts';
+import { resolveScheduledRunSpec, scheduledRunAt, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
+import { isScheduleRun, runsOfSchedule } from '../reconcile/runs-of-schedule.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { WriteGate } from './write-gate.ts';
 
@@ -48,8 +48,8 @@ export const RUN_REFUSED_RETRY_MS = 60_000;
 export class ScheduleReconciler {
   /**
    * Closed by stop(): no write is sent after it (write-gate.ts). A reconcile whose list of runs
-   * came back after the lease was lost created its run beside the new leader's (a generated
-   * name, so nothing refused the second).
+   * came back after the lease was lost would delete runs and write status beside the new leader,
+   * from what it listed before.
    */
   private readonly writes = new WriteGate();
 
@@ -111,14 +111,14 @@ export class ScheduleReconciler {
       else problem = resolved.problem;
     }
 
-    // Only the runs it made as it makes them count (runs-of-schedule.ts): one planted with its
-    // labels and a controller reference to it is neither counted nor deleted, and takes only its own time.
+    // Its own runs: under the name it gives each time and controlled by it (runs-of-schedule.ts).
+    // A foreign one (an earlier operator's generated name) is under its concurrency policy only.
     const making = { spec, ...(runSpec ? { runSpec } : {}), ...(template ? { template } : {}) };
     const { own: owned, foreign } = runsOfSchedule(await kube.listScheduleRuns(namespace, name), schedule, making);
     const runs = owned.flatMap(toScheduledRun);
     // Each run is deleted as listed, by its uid: one deleted and made again under its name since
     // (by a person, by GitOps) is not the schedule's to delete.
-    const uids = new Map(owned.map((run) => [run.metadata.name, run.metadata.uid]));
+    const uids = new Map([...owned, ...foreign].map((run) => [run.metadata.name, run.metadata.uid]));
     const input = {
       spec,
       status: schedule.status,
@@ -128,6 +128,12 @@ export class ScheduleReconciler {
       runs,
       foreign: foreign.flatMap(toScheduledRun),
       now,
+    };
+    // The runs just deleted, as a decision made again after the create must see them: gone from the status.
+    const afterDeletes = (deleteRuns: ReadonlyArray<{ name: string }>) => {
+      const deleted = new Set(deleteRuns.map((run) => run.name));
+      const mark = (run: ScheduledRun) => (deleted.has(run.name) ? { ...run, deleting: true } : run);
+      return { runs: input.runs.map(mark), foreign: input.foreign.map(mark) };
     };
     const decision = decideSchedule({ ...input, ...(problem ? { problem } : {}) });
 
@@ -141,31 +147,49 @@ export class ScheduleReconciler {
     let status: CodingScheduleStatus = decision.status;
     if (decision.create && runSpec) {
       const manifest = scheduledRunObject(schedule, spec, runSpec, decision.create, template);
-      let created: CodingRun;
+      let answer: CreateRunAnswer;
       this.beforeWrite();
       try {
-        created = await kube.createRun(manifest);
+        answer = await kube.createRun(manifest);
       } catch (error) {
         const byServer = apiRefusal(error);
         const refusal = byServer ? { ...byServer, fix: REFUSAL_FIX } : tooLargeRefusal(error);
         if (!refusal) throw error;
         // Said in status (Ready False, RunRefused) and once as an Event, not thrown: a refusal
         // retried as an error said nothing in status and recorded a Warning at every retry.
-        // The run is not recorded as scheduled; it is tried again.
-        // The refusal names the run the API server would have made, a new name at each try:
-        // without it, the same refusal leaves the status and the Events as they are.
+        // The run is not recorded as scheduled; it is tried again, under the same name, so the
+        // same refusal reads the same and leaves the status and the Events as they are.
         const message =
-          `The API server refused the run due at ${decision.create.toISOString()}: ` +
-          `${refusalWords(refusal.message, manifest.metadata.generateName)}. ` +
+          `The API server refused the run due at ${decision.create.toISOString()}: ${refusal.message}. ` +
           `${refusal.fix}; the schedule tries again every minute.`;
         // The runs just deleted are gone from the status, and the Events that say so are kept.
-        const deleted = new Set(decision.deleteRuns.map((run) => run.name));
-        const left = runs.map((run) => (deleted.has(run.name) ? { ...run, deleting: true } : run));
-        const refused = decideSchedule({ ...input, runs: left, problem: { reason: 'RunRefused', message } });
+        const refused = decideSchedule({ ...input, ...afterDeletes(decision.deleteRuns), problem: { reason: 'RunRefused', message } });
         if (!sameStatus(refused.status, schedule.status)) await writeStatus(refused.status);
         for (const event of [...decision.events.filter((event) => event.reason === 'RunReplaced'), ...refused.events]) await record(event);
         return { requeueAfterMs: RUN_REFUSED_RETRY_MS };
       }
+      if ('taken' in answer) {
+        // The name of the time is held: by the schedule's own run (a create whose answer was
+        // lost, sent again) or by another's, which takes the time (ForeignRun), never adopted.
+        const holder = answer.taken;
+        if (!holder) throw new Error(`run ${manifest.metadata.name} held its name at the create and was gone when read: trying again`);
+        const held = scheduledRunAt(holder, decision.create);
+        const ours = isScheduleRun(holder, schedule, making);
+        const left = afterDeletes(decision.deleteRuns);
+        const found = decideSchedule({
+          ...input,
+          runs: ours ? [...left.runs, held] : left.runs,
+          foreign: ours ? left.foreign : [...left.foreign, held],
+        });
+        logger.info(
+          { namespace, name, run: holder.metadata.name, scheduledTime: decision.create.toISOString(), ours },
+          ours ? 'schedule found its run for the time already made' : 'another run holds the name of the time due',
+        );
+        if (!sameStatus(found.status, schedule.status)) await writeStatus(found.status);
+        for (const event of [...decision.events.filter((event) => event.reason === 'RunReplaced'), ...found.events]) await record(event);
+        return requeueOf(found.requeueAfterMs);
+      }
+      const created = answer.created;
       status = withCreatedRun(status, created.metadata.name, decision.create);
       await record({
         type: 'Normal',
@@ -176,9 +200,12 @@ export class ScheduleReconciler {
     }
     if (!sameStatus(status, schedule.status)) await writeStatus(status);
     for (const event of decision.events) await record(event);
-    return decision.requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(decision.requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
+    return requeueOf(decision.requeueAfterMs);
   }
 }
+
+const requeueOf = (requeueAfterMs: number | undefined) =>
+  requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };
 
 const REFUSAL_FIX = 'Fix the run template, or the quota or policy that refused it';
 

@@ -1,21 +1,29 @@
 // The schedule controller's door to the API server: read a schedule and its template, list
 // the schedule's runs (always from the API server: a cache could miss a run created a moment
-// ago and let a retry create it twice), create and delete runs, write the schedule's status.
+// ago), create runs under the one name each time has (a second create for it is refused, and
+// answered with the run that holds the name), delete runs, write the schedule's status.
 // The chart's RBAC for CodingSchedules and CodingRunTemplates can be read off this file.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
-import { isNotFound, unlessNotFound } from './api-errors.ts';
+import { isAlreadyExists, isNotFound, unlessNotFound } from './api-errors.ts';
 import { onlyUid } from './kube-gateway.ts';
+
+/**
+ * What a create of a run answered: the run as stored, or the run already under its name (the
+ * schedule's own, made by a try whose answer or status write was lost, or another's; undefined
+ * when it was gone again by the time it was read).
+ */
+export type CreateRunAnswer = { created: CodingRun } | { taken: CodingRun | undefined };
 
 export interface ScheduleGateway {
   getSchedule(namespace: string, name: string): Promise<CodingSchedule | undefined>;
   getTemplate(namespace: string, name: string): Promise<CodingRunTemplate | undefined>;
   /** Runs labelled with the schedule's name; the caller checks the owner's uid. */
   listScheduleRuns(namespace: string, scheduleName: string): Promise<CodingRun[]>;
-  /** Creates the run (generateName) and returns it as stored. */
-  createRun(run: object & { metadata: { namespace: string } }): Promise<CodingRun>;
+  /** Creates the run under its name; AlreadyExists is answered with the run holding the name, read from the API server. */
+  createRun(run: object & { metadata: { namespace: string; name: string } }): Promise<CreateRunAnswer>;
   /** Deletes the run with this uid (a precondition): another run made under the name since is a 409, and stays. */
   deleteRun(namespace: string, name: string, uid: string): Promise<void>;
   /** Replaces the status; 409 when the schedule's resourceVersion is stale. */
@@ -41,13 +49,21 @@ export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
       return list.items;
     },
     async createRun(run) {
-      return (await custom.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: PLURAL,
-        namespace: run.metadata.namespace,
-        body: run,
-      })) as CodingRun;
+      const { namespace, name } = run.metadata;
+      try {
+        return {
+          created: (await custom.createNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: PLURAL,
+            namespace,
+            body: run,
+          })) as CodingRun,
+        };
+      } catch (error) {
+        if (!isAlreadyExists(error)) throw error;
+      }
+      return { taken: await unlessNotFound(custom.getNamespacedCustomObject(path(PLURAL, namespace, name)) as Promise<CodingRun>) };
     },
     async deleteRun(namespace, name, uid) {
       try {

@@ -8,12 +8,14 @@
 // - Past startingDeadlineSeconds the due time is skipped and reported (MissedSchedule).
 // - Forbid leaves the due time unhandled while a run is active, so it starts when that run
 //   ends if still within the deadline; Replace deletes the active runs; Allow just creates.
+//   Active means any run the schedule controls, its foreign ones included (runs-of-schedule.ts).
 // - Suspend creates nothing; on resume the latest missed time runs if within the deadline.
 //
 // Idempotence (an operator killed between creating a run and writing the status): the runs
 // carry their scheduled time in a label, so when a run for the due time already exists the
 // decision records it instead of creating another. The controller lists runs from the API
-// server, never from a cache, so a run it has just created is always seen.
+// server, never from a cache, so a run it has just created is always seen; and each time has
+// one run name (names.ts scheduledRunName), so a create sent twice makes one run.
 import { isTerminal, type Condition, type Phase } from '../api/index.ts';
 import {
   SCHEDULE_ACTIVE_LISTED,
@@ -52,11 +54,13 @@ export interface ScheduleInput {
   problem?: ScheduleProblem;
   runs: ScheduledRun[];
   /**
-   * Runs naming the schedule as their controller, labelled and annotated for a scheduled time,
-   * that it would not make now (runs-of-schedule.ts): never counted, deleted or replaced. One
-   * for the time due takes that time: nothing is created for it (it may be the schedule's own
-   * run, made before an edit, whose status write was lost), and a Warning Event says so. It
-   * takes no later time, active or not.
+   * Runs for a scheduled time that are not the schedule's own: those naming it as their
+   * controller under a name an earlier operator generated, not made as it makes them now
+   * (runs-of-schedule.ts), and the run found holding the name of the time due when its create
+   * was refused AlreadyExists. One for the time due takes that time: nothing is created for it
+   * (it may be the schedule's own run, made before an edit, whose status write was lost), and a
+   * Warning Event says so. Active, a listed one holds Forbid and Replace deletes it, as a run of
+   * the schedule's: it may be one. Never listed in status, never history, never the last success.
    */
   foreign?: ScheduledRun[];
   now: Date;
@@ -67,7 +71,7 @@ export interface ScheduleDecision {
   create?: Date;
   /** Runs to delete: Replace's active runs, then history past the limits. */
   deleteRuns: Array<{ name: string; because: 'Replace' | 'History' }>;
-  /** The whole status (without a run created by `create`: the controller adds it, named by the API server). */
+  /** The whole status (without a run created by `create`: the controller adds it once the API server has taken it). */
   status: CodingScheduleStatus;
   events: RunEvent[];
   /** Decide again after this long even if nothing changes (the next scheduled time). */
@@ -113,6 +117,9 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   let lastScheduleTime = date(status.lastScheduleTime);
   let lastMissedTime = date(status.lastMissedTime);
   let active = input.runs.filter(isActive);
+  // Not listed or counted in status, but under the concurrency policy: one may be the schedule's
+  // own run, made before an earlier operator's lost status write and an edit.
+  const foreignActive = (input.foreign ?? []).filter(isActive);
   let create: Date | undefined;
 
   const due = cron && !input.problem ? dueTime(input, cron) : undefined;
@@ -134,11 +141,11 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
         reason: 'MissedSchedule',
         message: `Skipped the run due at ${due.toISOString()}: it could not start within startingDeadlineSeconds (${deadline}s)`,
       });
-    } else if (spec.concurrencyPolicy === 'Forbid' && active.length > 0) {
+    } else if (spec.concurrencyPolicy === 'Forbid' && active.length + foreignActive.length > 0) {
       // Left unhandled: the run starts when the active one ends, if still within the deadline.
     } else {
       if (spec.concurrencyPolicy === 'Replace') {
-        for (const run of active) {
+        for (const run of [...active, ...foreignActive]) {
           deleteRuns.push({ name: run.name, because: 'Replace' });
           events.push({ type: 'Normal', reason: 'RunReplaced', message: `Deleted active run ${run.name}: concurrencyPolicy is Replace` });
         }
@@ -206,16 +213,16 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   };
 }
 
-/** Said once, when the schedule makes no run for its due time because a foreign run is labelled with it. */
+/** Said once, when the schedule makes no run for its due time because a foreign run takes it. */
 function foreignRunEvent(claiming: readonly ScheduledRun[], due: Date): RunEvent {
   const more = claiming.length > 1 ? ` (and ${claiming.length - 1} more)` : '';
   return {
     type: 'Warning',
     reason: 'ForeignRun',
     message:
-      `Run ${claiming[0]!.name}${more} names this schedule as its controller for ${due.toISOString()}: ` +
-      'a run for this time exists that the schedule would not make now (made from an earlier spec, by another author, ' +
-      "or changed after); not creating another. It is not counted as the schedule's run",
+      `Run ${claiming[0]!.name}${more} takes the run due at ${due.toISOString()}: it holds the name or the labels of this ` +
+      "schedule's run for that time, but is not one the schedule made (made by another author, or by an earlier operator " +
+      "from an earlier spec); not creating another. It is not counted as the schedule's run",
   };
 }
 

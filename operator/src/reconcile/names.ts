@@ -52,3 +52,23 @@ export function runNameLabel(name: string): string {
 
 /** The run's transcript chunk number `index` (record/transcript-chunks.ts). */
 export const transcriptConfigMapName = (run: RunIdentity, index: number) => derivedName(run, `transcript-${index}`);
+
+/**
+ * The name of a CodingSchedule's run for one scheduled time: `<schedule>-<minutes since the
+ * epoch>`, as CronJob names its Jobs. One name per time, so a create for that time sent again
+ * (an answer lost, a restart before the status write) is refused AlreadyExists instead of
+ * making a second run, and the schedule knows its run by name. Within MAX_NAME, as the
+ * generated names before it were, so the name is its own chamvi.dev/run label (runNameLabel):
+ * a schedule name too long for that is cut, and a hash of the whole name follows the cut, so
+ * two schedules that share the cut do not share run names. A name is still no proof of
+ * ownership: the schedule checks the run's controller (runs-of-schedule.ts).
+ */
+export function scheduledRunName(scheduleName: string, scheduledTime: Date): string {
+  const minutes = String(Math.floor(scheduledTime.getTime() / 60_000));
+  const whole = `${scheduleName}-${minutes}`;
+  if (whole.length <= MAX_NAME) return whole;
+  const hash = createHash('sha256').update(scheduleName).digest('hex').slice(0, HASH_LENGTH);
+  // A cut ending in '.' or '-' would make `a.-…`, no DNS subdomain: the API server would refuse every run.
+  const prefix = scheduleName.slice(0, MAX_NAME - minutes.length - hash.length - 2).replace(/[-.]+$/, '');
+  return `${prefix}-${hash}-${minutes}`;
+}

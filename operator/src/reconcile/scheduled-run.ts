@@ -1,7 +1,8 @@
 // The CodingRun a schedule creates for one scheduled time: its spec (the template with the
 // schedule's runTemplate.spec laid over it, parsed exactly as a plain run's spec), and the
-// object itself, named after the schedule with generateName, owned by it and labelled with
-// the schedule and the scheduled time (how a restarted operator finds a run it already made).
+// object itself, named for the schedule and the time (names.ts scheduledRunName), controlled
+// by the schedule and labelled with it and the scheduled time (how a restarted operator finds
+// a run it already made).
 import { API_VERSION, codingRunSpec, KIND, type CodingRun, type CodingRunSpecInput } from '../api/index.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import {
@@ -15,6 +16,7 @@ import {
 import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, creatorOf, templateWriterOf } from './approval-answer.ts';
 import { MAX_RUN_BYTES } from './decide.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
+import { scheduledRunName } from './names.ts';
 import { specFieldPath, specIssuesMessage } from './spec-issues.ts';
 import type { ScheduledRun, ScheduleProblem } from './decide-schedule.ts';
 
@@ -94,17 +96,7 @@ const withoutWriters = (annotations: Record<string, string> | undefined) =>
   Object.fromEntries(Object.entries(annotations ?? {}).filter(([key]) => key !== CREATOR_ANNOTATION && key !== TEMPLATE_WRITER_ANNOTATION));
 
 /**
- * The API server's words on a scheduled run it refused, without the name it generated for that
- * try (generateName gives a new one each time): the same refusal reads the same at every try,
- * and a different one (a quota raised, then a policy that denies) reads differently.
- */
-export function refusalWords(message: string, generateName: string): string {
-  const generated = new RegExp(`${generateName.replaceAll('.', '\\.')}[a-z0-9]{5}\\b`, 'g');
-  return message.replace(generated, `${generateName}…`);
-}
-
-/**
- * The run to create; the API server completes its name from generateName. `template` is the
+ * The run to create, under the one name it has for its time. `template` is the
  * spec.templateRef the run spec was resolved from: its writer is named on the run.
  */
 export function scheduledRunObject(
@@ -115,15 +107,11 @@ export function scheduledRunObject(
   template?: CodingRunTemplate,
 ) {
   const { name, namespace, uid } = schedule.metadata;
-  // generateName adds 5 characters; a run's name stays within 63 so its label fits too. A cut
-  // that ends in '.' or '-' is trimmed: `a.-x7k2p` is no DNS subdomain, and the API server would
-  // refuse every run of the schedule.
-  const prefix = `${name.slice(0, 52).replace(/[-.]+$/, '')}-`;
   return {
     apiVersion: API_VERSION,
     kind: KIND,
     metadata: {
-      generateName: prefix,
+      name: scheduledRunName(name, time),
       namespace,
       labels: {
         ...(spec.runTemplate?.metadata?.labels ?? {}),
@@ -151,13 +139,16 @@ export function toScheduledRun(run: CodingRun): ScheduledRun[] {
   const label = run.metadata.labels?.[SCHEDULED_TIME_LABEL] ?? '';
   const scheduledTime = new Date(Number(label) * 1000);
   if (!/^\d+$/.test(label) || !Number.isFinite(scheduledTime.getTime())) return [];
-  return [
-    {
-      name: run.metadata.name,
-      scheduledTime,
-      ...(run.status?.phase ? { phase: run.status.phase } : {}),
-      ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
-      ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
-    },
-  ];
+  return [scheduledRunAt(run, scheduledTime)];
+}
+
+/** The run as decideSchedule counts it, for a time known otherwise than from its label (the time whose name it holds). */
+export function scheduledRunAt(run: CodingRun, scheduledTime: Date): ScheduledRun {
+  return {
+    name: run.metadata.name,
+    scheduledTime,
+    ...(run.status?.phase ? { phase: run.status.phase } : {}),
+    ...(run.status?.completionTime ? { completionTime: new Date(run.status.completionTime) } : {}),
+    ...(run.metadata.deletionTimestamp ? { deleting: true } : {}),
+  };
 }
