@@ -28,6 +28,7 @@ import { startHealthServer } from './observability/health-server.ts';
 import { createLogger } from './observability/logger.ts';
 import { OperatorMetrics } from './observability/operator-metrics.ts';
 import { loadConfigOrExit, loadKubeConfig, readConfigFile, runMain, stopOnSignals } from './process-bootstrap.ts';
+import { IN_FLIGHT_RECONCILES_GRACE_MS, settlesWithin, shutDown, shutdownTimings } from './shutdown-sequence.ts';
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { admittedImagesOf, sandboxPodShape } from './reconcile/admitted-pod.ts';
@@ -42,22 +43,6 @@ import { removeStaleClones } from './workers/stale-clones.ts';
 import { checkRedisCredentials, redisHasCredentials } from './workers/redis-connection.ts';
 
 const PROGRAM = 'chamvi-operator';
-
-/** How long a clean shutdown waits for the reconciles in flight before it hands the lease over. */
-const IN_FLIGHT_RECONCILES_GRACE_MS = 5_000;
-
-/** Resolves when every promise has settled, or after `ms`, whichever comes first. */
-async function untilSettled(promises: readonly Promise<unknown>[], ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    Promise.allSettled(promises),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
-      timer.unref();
-    }),
-  ]);
-  clearTimeout(timer);
-}
 
 async function main(): Promise<void> {
   const logger = createLogger();
@@ -239,20 +224,35 @@ async function main(): Promise<void> {
     logger.warn({}, 'allowInsecureRedis: Redis has no password; anyone who reaches it can stop or stall every run');
   }
 
-  const stopping = stopOnSignals(logger, async () => {
-    controller.stop();
-    schedules.stop();
-    evalController.stop();
-    // The reconciles already running finish before the lease is handed over: a schedule's
-    // create (a generated name) or a pool pod's claim still in flight here, with the next
-    // leader already at work, could make a second run or lose a claimed pod. Bounded, so a
-    // stuck API call cannot hold the shutdown.
-    await untilSettled([controller.idle(), schedules.idle(), evalController.idle()], IN_FLIGHT_RECONCILES_GRACE_MS);
-    await elector?.release();
-    await agent.close();
-    launcher?.close();
-    health.close();
-  });
+  // SIGTERM: the workers stop taking jobs at once and their steps in flight run on while the
+  // lease is handed over, until shutdownTimeoutSeconds (the chart's grace period less 5 s); the
+  // order and the bounds are shutdown-sequence.ts's.
+  const shutdownLimitMs = config.shutdownTimeoutSeconds * 1000;
+  const stopping = stopOnSignals(
+    logger,
+    async () => {
+      await shutDown(
+        {
+          stopTakingJobs: () => agent.stopTakingJobs(),
+          stopReconciling: async () => {
+            controller.stop();
+            schedules.stop();
+            evalController.stop();
+            await Promise.allSettled([controller.idle(), schedules.idle(), evalController.idle()]);
+          },
+          releaseLease: async () => elector?.release(),
+          closeRest: async () => {
+            await agent.close();
+            launcher?.close();
+            health.close();
+          },
+        },
+        shutdownTimings(shutdownLimitMs),
+        logger,
+      );
+    },
+    shutdownLimitMs,
+  );
 
   const startControllers = async () => {
     await Promise.all([controller.start(), schedules.start(), evalController.start()]);
@@ -281,7 +281,7 @@ async function main(): Promise<void> {
     // The stopped controllers' reconciles in flight end before this replica stands again: won
     // back at once, its new controllers would reconcile the same runs beside them (two claims of
     // a pool pod for one run). Bounded, as at shutdown.
-    await untilSettled(stoppedOnes, IN_FLIGHT_RECONCILES_GRACE_MS);
+    await settlesWithin(Promise.allSettled(stoppedOnes), IN_FLIGHT_RECONCILES_GRACE_MS);
     stoppedOnes = [];
   }
 }

@@ -9,8 +9,12 @@ import { parse } from 'yaml';
 import { reuseConnections } from './kube/connection-reuse.ts';
 import type { Logger } from './observability/logger.ts';
 
-/** A shutdown that waits on a dependency that does not answer (Redis down, API server gone) still ends. */
-const SHUTDOWN_LIMIT_MS = 10_000;
+/**
+ * A shutdown that waits on a dependency that does not answer (Redis down, API server gone) still
+ * ends. The egress proxy's default; the operator passes its shutdownTimeoutSeconds, which the
+ * chart derives from the pod's terminationGracePeriodSeconds, so its steps may finish first.
+ */
+const DEFAULT_SHUTDOWN_LIMIT_MS = 10_000;
 
 /**
  * The parsed YAML of the file named by `--config FILE` or the environment variable (undefined
@@ -52,16 +56,22 @@ export function loadKubeConfig(): KubeConfig {
 }
 
 /**
- * Runs `stop` once on the first SIGTERM or SIGINT, then exits 0; exits anyway after
- * SHUTDOWN_LIMIT_MS. Returns whether a stop has begun (for loops that must not start again).
+ * Runs `stop` once on the first SIGTERM or SIGINT, then exits 0; exits anyway `limitMs` after
+ * the signal. Keep `limitMs` below the pod's terminationGracePeriodSeconds: the kubelet's
+ * SIGKILL at its end leaves no log line saying what was cut. Returns whether a stop has begun
+ * (for loops that must not start again).
  */
-export function stopOnSignals(logger: Logger, stop: () => Promise<void> | void): () => boolean {
+export function stopOnSignals(
+  logger: Logger,
+  stop: () => Promise<void> | void,
+  limitMs: number = DEFAULT_SHUTDOWN_LIMIT_MS,
+): () => boolean {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'shutting down');
-    setTimeout(() => process.exit(0), SHUTDOWN_LIMIT_MS).unref();
+    logger.info({ signal, limitSeconds: limitMs / 1000 }, 'shutting down');
+    setTimeout(() => process.exit(0), limitMs).unref();
     await stop();
     process.exit(0);
   };

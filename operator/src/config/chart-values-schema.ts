@@ -27,6 +27,8 @@ export const CHART_OWNED_CONFIG_KEYS = [
   'egressKey',
   // From approvalPolicy.separationOfDuties: the operator and the API server's policy judge answers alike.
   'approvalSeparationOfDuties',
+  // From terminationGracePeriodSeconds (as env, a few seconds below it): the two must not disagree.
+  'shutdownTimeoutSeconds',
 ] as const;
 
 const DESCRIPTION =

@@ -362,6 +362,22 @@ export const operatorConfigSchema = z
       .max(600)
       .default(30)
       .describe('A job whose worker stops renewing its lock this long is taken over by another worker.'),
+    /**
+     * On SIGTERM the workers stop taking jobs and the steps in flight run on until they end or
+     * this long has passed; then the process exits, and a step cut short is redone elsewhere
+     * once its job lock expires. 25 fits Kubernetes' default terminationGracePeriodSeconds (30);
+     * the chart sets it from its own (terminationGracePeriodSeconds − 5).
+     */
+    shutdownTimeoutSeconds: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(25)
+      .describe(
+        "Seconds a stopping operator lets the steps in flight finish before it exits; keep it a few seconds below the pod's " +
+          'terminationGracePeriodSeconds (the chart sets it from that).',
+      ),
     maxActiveRuns: positiveInt('Runs provisioned at once per cluster.', 100),
     namespaceMaxActiveRuns: z.coerce
       .number()
@@ -567,6 +583,20 @@ export const operatorConfigSchema = z
           '(the run goes on, on its own time), and so is every later one at once. 60 to 2592000, default 604800 (7 days).',
       ),
     /**
+     * The chart's approvalPolicy.separationOfDuties, which it sets here too. The policy judges an
+     * answer when it is written, from the run as stored then, and a run made from a template
+     * names its writer only once the operator has accepted it (status.template.writtenBy); the
+     * operator checks again when it acts on the answer, with everything recorded by then.
+     */
+    approvalSeparationOfDuties: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Ignore an approval answer given by the run's creator (chamvi.dev/created-by) or by the writer of the template its task " +
+          'came from, and one that names no approver: they are ignored with an ApprovalIgnored Event. The chart sets it from ' +
+          'approvalPolicy.separationOfDuties.',
+      ),
+    /**
      * The agent stops a run at budget.timeout and takes its partial diff. The controller
      * steps in only this much later (a dead worker), and the pod's activeDeadlineSeconds
      * is later still, so the diff can be taken.
@@ -590,20 +620,6 @@ export const operatorConfigSchema = z
       .default(300)
       .describe(
         'One model call attempt (request until the whole answer) may take this long before it is cut and retried (then ModelUnavailable).',
-      ),
-    /**
-     * The chart's approvalPolicy.separationOfDuties, which it sets here too. The policy judges an
-     * answer when it is written, from the run as stored then, and a run made from a template
-     * names its writer only once the operator has accepted it (status.template.writtenBy); the
-     * operator checks again when it acts on the answer, with everything recorded by then.
-     */
-    approvalSeparationOfDuties: z
-      .boolean()
-      .default(false)
-      .describe(
-        "Ignore an approval answer given by the run's creator (chamvi.dev/created-by) or by the writer of the template its task " +
-          'came from, and one that names no approver: they are ignored with an ApprovalIgnored Event. The chart sets it from ' +
-          'approvalPolicy.separationOfDuties.',
       ),
     /**
      * spec.sandbox.setup is killed after this long and the run fails SetupFailed ("timed
@@ -659,6 +675,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   CHAMVI_ALLOW_UNISOLATED_SANDBOXES: { key: 'allowUnisolatedSandboxes', boolean: true },
   CHAMVI_WORKERS_ENABLED: { key: 'workersEnabled', boolean: true },
   CHAMVI_JOB_LOCK_SECONDS: { key: 'jobLockSeconds' },
+  CHAMVI_SHUTDOWN_TIMEOUT_SECONDS: { key: 'shutdownTimeoutSeconds' },
   CHAMVI_IDENTITY: { key: 'identity' },
   CHAMVI_HTTP_PORT: { key: 'httpPort' },
   CHAMVI_DEADLINE_GRACE_SECONDS: { key: 'deadlineGraceSeconds' },

@@ -76,6 +76,12 @@ export interface AgentRuntime {
   queueDepth(): Promise<Record<string, number>>;
   /** The run states in Redis, for the leader's sweep of those whose run is gone (controller/orphaned-state-sweep.ts). */
   runStates: Pick<RunStateStore, 'uids' | 'ownerOf'>;
+  /**
+   * Stops this replica's workers taking jobs, at once; resolves when the jobs they hold have
+   * ended (their locks renewed until then). What a shutdown does first (shutdown-sequence.ts).
+   */
+  stopTakingJobs(): Promise<void>;
+  /** Stops taking jobs, waits for those held, then closes the queue, the sandbox sessions and Redis. */
   close(): Promise<void>;
 }
 
@@ -198,6 +204,12 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     },
     // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
     queueDepth: () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
+    // BullMQ's close without force marks the worker closing before it awaits anything, so its
+    // loop fetches no other job, and it returns only once the active ones have ended. A second
+    // call (close() after this) waits on the same promise.
+    stopTakingJobs: async () => {
+      await worker?.close();
+    },
     async close() {
       await worker?.close();
       await trailing.drain();

@@ -3,7 +3,7 @@
 // means for the run; an error it rethrows is retried by BullMQ. Security #11.1: a job whose
 // data the operator did not sign is refused before anything in it is used. Each job carries a
 // lease on its lock (job-lease.ts): a job whose lock this worker may have lost stops writing.
-import { UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { QUEUE_NAME, type AgentJobData, type AgentJobName } from './job-ids.ts';
 import { jobRetryDelayMs } from './job-retry.ts';
@@ -26,9 +26,18 @@ export interface AgentWorkerOptions {
 export function startAgentWorker(shared: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
   const lockDurationMs = options.lockDurationMs ?? 30_000;
   const leases = new JobLeases(lockDurationMs);
+  // Set when close() begins (a shutdown: shutdown-sequence.ts). BullMQ's loop then fetches no
+  // more, but a fetch already blocked in Redis still takes a job queued at that moment; that job
+  // goes back untouched, not counted as an attempt, with the marker that wakes the other
+  // replicas' workers, instead of running in a process about to stop.
+  let closing = false;
   const worker = new Worker<AgentJobData, void, AgentJobName>(
     QUEUE_NAME,
-    async (job) => {
+    async (job, token) => {
+      if (closing && token) {
+        await job.moveToDelayed(Date.now(), token);
+        throw new DelayedError();
+      }
       const data: AgentJobData & SignedJobData = job.data;
       if (!options.seal.verifyJob(jobFields(job.name, data), data.mac)) {
         // Not the operator's job (or another key's): its run ref is not trusted either, so no run is touched.
@@ -76,5 +85,6 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
   worker.on('lockRenewalFailed', (jobIds) => leases.renewalFailed(jobIds));
   worker.on('locksRenewed', ({ jobIds }) => leases.renewed(jobIds));
   worker.on('error', (error) => shared.logger.error({ err: error.message }, 'agent worker error'));
+  worker.on('closing', () => (closing = true));
   return worker;
 }

@@ -1,0 +1,95 @@
+// What a stopping operator's workers do (agent-runtime.ts stopTakingJobs, the first thing
+// shutdown-sequence.ts calls), on a real redis-server and BullMQ: they take no job queued after
+// the signal (one a fetch already under way takes goes back untouched), and they answer only
+// once the job they hold has ended, so a rollout neither starts steps it will cut nor cuts the
+// ones it has. The held job is a prepare whose read of the run waits for the test.
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, expect, it } from 'vitest';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
+import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
+import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '../../operator/src/providers/calling-policy.ts';
+import { startAgentRuntime, type AgentRuntime } from '../../operator/src/workers/agent-runtime.ts';
+import type { RunResources } from '../../operator/src/workers/run-resources.ts';
+import type { TranscriptWriter } from '../../operator/src/workers/transcript-writer.ts';
+import { redisServerForSuite } from '../support/redis-server-suite.ts';
+
+const server = redisServerForSuite();
+let runtime: AgentRuntime | undefined;
+
+afterEach(async () => {
+  await runtime?.close();
+  runtime = undefined;
+});
+
+const logger = {
+  info() {},
+  warn() {},
+  error() {},
+  child() {
+    return logger;
+  },
+};
+
+const run = (name: string) => ({ metadata: { namespace: 'team', name, uid: `uid-${name}` } }) as ParsedCodingRun;
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+it('takes no job after stopTakingJobs, and answers once the job it holds has ended', async () => {
+  // Each job's first read of its run, by name; the held run's read answers when the test says.
+  const prefix = `stop-taking-${Date.now()}`;
+  const reads: string[] = [];
+  let answerHeld!: () => void;
+  const held = new Promise<undefined>((resolve) => (answerHeld = () => resolve(undefined)));
+  const kube = {
+    getRun: async (_namespace: string, name: string) => {
+      reads.push(name);
+      // Gone: the job ends without doing anything.
+      return name === 'held' ? held : undefined;
+    },
+  } as unknown as KubeGateway;
+  runtime = startAgentRuntime({
+    config: localOperatorConfig(server.url, prefix),
+    kubeConfig: new KubeConfig(),
+    kube,
+    events: new EventRecorder(kube, 'test', logger),
+    metrics: new OperatorMetrics({ defaultMetrics: false }),
+    logger,
+    sandboxFor: () => {
+      throw new Error('no job gets as far as a sandbox here');
+    },
+    callingPolicy: DEFAULT_CALLING_POLICY,
+    callingPolicyDependencies: createSystemCallingPolicyDependencies(),
+    resources: {} as RunResources,
+    transcript: { append: async () => undefined } satisfies TranscriptWriter,
+  });
+  await runtime.runAgent.start(run('held'), 'pod-held');
+  await until(() => reads.includes('held'), 'the worker to take the held job');
+
+  let stopped = false;
+  const stopping = runtime.stopTakingJobs().then(() => (stopped = true));
+  await runtime.runAgent.start(run('after'), 'pod-after');
+  // Long enough for an idle worker of concurrency 2 to take it: it is free and polling.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  expect(reads).toEqual(['held']);
+  expect(stopped, 'stopTakingJobs waits for the job in flight').toBe(false);
+
+  answerHeld();
+  await stopping;
+  expect(reads, 'the job queued after the signal is left for another replica').toEqual(['held']);
+  const depth = await runtime.queueDepth();
+  expect(depth).toMatchObject({ active: 0, completed: 1, failed: 0 });
+  // Queued again as it was (a prepare is prioritized), or handed back (delayed by nothing) when a
+  // fetch already under way took it: either way for the next worker, no attempt spent.
+  expect((depth.prioritized ?? 0) + (depth.delayed ?? 0)).toBe(1);
+  const [afterJob] = await server.redis.keys(`${prefix}:*uid-after-prepare`);
+  expect(Number((await server.redis.hget(afterJob!, 'atm')) ?? 0), 'attempts made').toBe(0);
+});
