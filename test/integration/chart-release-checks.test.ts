@@ -2,8 +2,10 @@
 // with a message naming what to change, or render what makes them work
 // (templates/_config-checks.tpl chamvi.checkRelease): separation of duties without the approval
 // policy that enforces it, leader election off under a rolling update of two pods, an operator
-// /tmp a run author could overfill to evict the pod, a namespace budget two namespaces fill the
-// bundled Redis with, and an egress proxy Service of your own that the operator may not read.
+// /tmp a run author could overfill to evict the pod (with bytes, or with many small files), a
+// namespace budget two namespaces fill the bundled Redis with, a Redis memory limit that kills it
+// before its maxmemory refuses writes, and an egress proxy Service of your own that the operator
+// may not read or whose namespace the chart would guess.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml, stringify } from 'yaml';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -50,6 +52,11 @@ const tmpSizeLimit = (docs: Manifest[]) =>
   (deployment(docs).spec.template.spec.volumes as Array<{ name: string; emptyDir?: { sizeLimit: string } }>).find(
     (volume) => volume.name === 'tmp',
   )!.emptyDir!.sizeLimit;
+/** The bytes a clone may hold on disk beyond its files' sizes: a 4 KiB block in the tree and a tar header and padding, each file. */
+const PER_FILE = 4096 + 1024;
+/** The default sizeLimit for these limits, without a clone cache. */
+const worstCaseOf = (workers: number, checkoutBytes: number, files: number) =>
+  `${Math.max(4096, Math.ceil((workers * (4 * checkoutBytes + 32 * MiB + files * PER_FILE)) / MiB))}Mi`;
 
 describe('the chart refuses values that render a release that does not do what they say', () => {
   it('refuses separation of duties without the approval policy that enforces it, and renders both policies with it', async () => {
@@ -86,12 +93,13 @@ describe('the chart refuses values that render a release that does not do what t
   it("sizes the operator's /tmp for what the config lets its clones hold at once, so no run author can overfill it", async () => {
     const worstCaseMiB = (docs: Manifest[]) => {
       const config = operatorConfig(docs);
-      const bytes = config.workerConcurrency * (4 * config.maxCheckoutBytes + 32 * MiB) + config.cloneCacheMaxBytes;
-      return `${Math.ceil(bytes / MiB)}Mi`;
+      const perClone = 4 * config.maxCheckoutBytes + 32 * MiB + config.maxCheckoutFiles * PER_FILE;
+      const bytes = config.workerConcurrency * perClone + config.cloneCacheMaxBytes;
+      return `${Math.max(4096, Math.ceil(bytes / MiB))}Mi`;
     };
     const defaults = await render();
     expect(tmpSizeLimit(defaults)).toBe(worstCaseMiB(defaults));
-    expect(tmpSizeLimit(defaults)).toBe('33024Mi');
+    expect(tmpSizeLimit(defaults)).toBe('42790Mi');
     const smaller = await render(
       '--set',
       `config.maxCheckoutBytes=${96 * MiB}`,
@@ -101,22 +109,58 @@ describe('the chart refuses values that render a release that does not do what t
       `config.cloneCacheMaxBytes=${1024 * MiB}`,
     );
     expect(tmpSizeLimit(smaller)).toBe(worstCaseMiB(smaller));
-    expect(tmpSizeLimit(smaller)).toBe(`${4 * (4 * 96 + 32) + 1024}Mi`);
+    expect(tmpSizeLimit(smaller)).toBe(`${Math.ceil((4 * ((4 * 96 + 32) * MiB + 250_000 * PER_FILE) + 1024 * MiB) / MiB)}Mi`);
+  });
+
+  it('counts the disk a checkout of many tiny files takes, which its byte limit does not see', async () => {
+    // 250 000 one-byte files are 250 KB of checkout, but a block each in the tree (about 1 GiB)
+    // and a header each in the archive (about 250 MiB): at a 16 MiB maxCheckoutBytes the sum of
+    // the bytes alone was 768Mi, and one such run per worker passed it.
+    const docs = await render('--set', `config.maxCheckoutBytes=${16 * MiB}`);
+    const config = operatorConfig(docs);
+    expect(config.maxCheckoutFiles).toBe(250_000);
+    const limitBytes = Number(tmpSizeLimit(docs).replace(/Mi$/, '')) * MiB;
+    expect(limitBytes).toBeGreaterThanOrEqual(
+      config.workerConcurrency * (4 * config.maxCheckoutBytes + 32 * MiB + config.maxCheckoutFiles * PER_FILE),
+    );
+    expect(limitBytes).toBeGreaterThanOrEqual(config.workerConcurrency * config.maxCheckoutFiles * PER_FILE);
+    // Fewer files, less disk.
+    const fewer = await render('--set', `config.maxCheckoutBytes=${16 * MiB}`, '--set', 'config.maxCheckoutFiles=100000');
+    expect(tmpSizeLimit(fewer)).toBe(worstCaseOf(8, 16 * MiB, 100_000));
+    // Small limits keep the chart's earlier fixed 4Gi, room for what the sum leaves out (long paths, git's index).
+    const tiny = await render(
+      '--set',
+      `config.maxCheckoutBytes=${MiB}`,
+      '--set',
+      'config.maxCheckoutFiles=1000',
+      '--set',
+      'config.workerConcurrency=1',
+    );
+    expect(tmpSizeLimit(tiny)).toBe('4096Mi');
   });
 
   it('takes a tmpSizeLimit that holds the clones, and refuses one below them naming the values to change', async () => {
-    expect(tmpSizeLimit(await render('--set', 'tmpSizeLimit=40Gi'))).toBe('40Gi');
-    expect(tmpSizeLimit(await render('--set', 'tmpSizeLimit=4Gi', '--set', `config.maxCheckoutBytes=${96 * MiB}`))).toBe('4Gi');
-    const below = await refusal('--set', 'tmpSizeLimit=4Gi');
-    expect(below).toContain('tmpSizeLimit 4Gi is below what the clones of one replica may hold in /tmp at once');
+    expect(tmpSizeLimit(await render('--set', 'tmpSizeLimit=48Gi'))).toBe('48Gi');
+    const small = [
+      '--set',
+      `config.maxCheckoutBytes=${96 * MiB}`,
+      '--set',
+      'config.maxCheckoutFiles=50000',
+      '--set',
+      'config.workerConcurrency=4',
+    ];
+    expect(tmpSizeLimit(await render('--set', 'tmpSizeLimit=4Gi', ...small))).toBe('4Gi');
+    const below = await refusal('--set', 'tmpSizeLimit=40Gi');
+    expect(below).toContain('tmpSizeLimit 40Gi is below what the clones of one replica may hold in /tmp at once');
     expect(below).toContain(
-      'config.workerConcurrency (8) x (4 x config.maxCheckoutBytes (1073741824) + 32Mi) + config.cloneCacheMaxBytes (0) = 33024Mi',
+      'config.workerConcurrency (8) x (4 x config.maxCheckoutBytes (1073741824) + 32Mi + config.maxCheckoutFiles (250000) x 5120) + config.cloneCacheMaxBytes (0) = 42790Mi',
     );
-    // One byte short, in the decimal units a quantity may use: 8 x (4 x 96 MiB + 32 MiB) = 3489660928 bytes.
-    expect(await refusal('--set-string', 'tmpSizeLimit=3489660927', '--set', `config.maxCheckoutBytes=${96 * MiB}`)).toMatch(/= 3328Mi/);
-    expect(tmpSizeLimit(await render('--set-string', 'tmpSizeLimit=3489660928', '--set', `config.maxCheckoutBytes=${96 * MiB}`))).toBe(
-      '3489660928',
-    );
+    // Many small files alone: 96 MiB of checkout, but 250 000 files of it.
+    expect(await refusal('--set', 'tmpSizeLimit=4Gi', '--set', `config.maxCheckoutBytes=${96 * MiB}`)).toMatch(/= 13094Mi/);
+    // One byte short, in the decimal units a quantity may use: 4 x (4 x 96 MiB + 32 MiB + 50000 x 5120) = 2768830464 bytes.
+    expect(await refusal('--set-string', 'tmpSizeLimit=2768830463', ...small)).toMatch(/= 2641Mi/);
+    // Set, a size that holds the sum is taken below the default's 4Gi floor: the choice is the admin's.
+    expect(tmpSizeLimit(await render('--set-string', 'tmpSizeLimit=2768830464', ...small))).toBe('2768830464');
     expect(await refusal('--set', 'tmpSizeLimit=4.5Gi')).toMatch(/\/tmpSizeLimit/);
   });
 
@@ -152,6 +196,44 @@ describe('the chart refuses values that render a release that does not do what t
       await refusal('--set', `config.namespaceMaxStateBytes=${192 * MiB}`, ...small, '--set', 'config.watchNamespaces={team-a,team-b}'),
     ).toMatch(/two namespaces at that budget/);
   });
+
+  it('refuses a bundled Redis whose memory limit is below one and a half times its maxmemory, and takes one at or above it', async () => {
+    const redis = (docs: Manifest[]) => docs.find((doc) => doc.kind === 'StatefulSet' && doc.metadata.name.endsWith('-redis'))!;
+    const container = (docs: Manifest[]) => redis(docs).spec.template.spec.containers[0];
+    // The defaults: 768Mi is 512mb and half as much again.
+    expect(container(await render()).resources.limits.memory).toBe('768Mi');
+
+    // maxmemory raised alone: Redis would be killed at 768Mi before noeviction refused a write at 1 GiB.
+    const raised = await refusal('--set', 'redis.bundled.maxmemory=1gb');
+    expect(raised).toContain(
+      'redis.bundled.resources.limits.memory (768Mi, 768Mi) is below one and a half times redis.bundled.maxmemory (1gb, 1024Mi)',
+    );
+    expect(raised).toContain(
+      'set redis.bundled.resources.limits.memory to at least 1536Mi, or lower redis.bundled.maxmemory to at most 512mb',
+    );
+
+    const withLimit = (limit: string) => [
+      '--set',
+      'redis.bundled.maxmemory=1gb',
+      '--set-string',
+      `redis.bundled.resources.limits.memory=${limit}`,
+    ];
+    for (const fits of ['1536Mi', '1.5Gi', '1610612736', '1611M', '2Gi']) {
+      const docs = await render(...withLimit(fits));
+      expect(container(docs).resources.limits.memory).toBe(fits);
+      expect(container(docs).args.join(' ')).toContain('--maxmemory 1gb');
+    }
+    // One byte short, and the decimal units of both sides: Redis's gb is 1024-based, Kubernetes's M 1000-based.
+    for (const short of ['1610612735', '1610M', '1535Mi', '1.4Gi']) {
+      expect(await refusal(...withLimit(short))).toMatch(/is below one and a half times redis\.bundled\.maxmemory \(1gb, 1024Mi\)/);
+    }
+    expect(
+      await refusal('--set-string', 'redis.bundled.maxmemory=1073741824', '--set', 'redis.bundled.resources.limits.memory=1Gi'),
+    ).toMatch(/limits\.memory \(1Gi, 1024Mi\) is below one and a half times redis\.bundled\.maxmemory \(1073741824, 1024Mi\)/);
+    // No limit: none to be killed at. An external Redis: its memory is not the chart's to know.
+    await render('--set', 'redis.bundled.maxmemory=1gb', '--set', 'redis.bundled.resources.limits=null');
+    await render('--set', 'redis.bundled.maxmemory=1gb', '--set', 'redis.urlSecretRef.name=redis-url');
+  });
 });
 
 describe('an egress proxy of your own, named by config.egressProxy.service', () => {
@@ -173,10 +255,26 @@ describe('an egress proxy of your own, named by config.egressProxy.service', () 
       roleRef: { kind: 'Role', name: role!.metadata.name },
       subjects: [{ kind: 'ServiceAccount', name: `${RELEASE}-chamvi-operator`, namespace: NAMESPACE }],
     });
-    // Without a namespace the operator reads the Service in its default one: so does the Role.
+  });
+
+  it('refuses the Service without its namespace, rather than put the Role in a namespace the release may not own', async () => {
+    // Unset, the operator would read the Service in its own default namespace: not the release's.
     const defaultNamespace = loadOperatorConfig({ egressProxy: { service: 'my-proxy' } }, {}).egressProxy.namespace;
-    const [unnamed] = proxyRbac(await render('--set', 'config.egressProxy.service=my-proxy'));
-    expect(unnamed!.metadata.namespace).toBe(defaultNamespace);
+    expect(defaultNamespace).not.toBe(NAMESPACE);
+    for (const args of [[], ['--set', 'rbac.create=false']]) {
+      const unnamed = await refusal('--set', 'config.egressProxy.service=my-proxy', ...args);
+      expect(unnamed).toContain('config.egressProxy.service (my-proxy) is set without config.egressProxy.namespace');
+      expect(unnamed).toContain(`in its default namespace, ${defaultNamespace}`);
+      expect(unnamed).toContain(`Set config.egressProxy.namespace (${NAMESPACE} where the proxy runs beside the operator)`);
+    }
+    // Named, the Role goes where it says, the release's namespace included.
+    const [role] = proxyRbac(
+      await render('--set', 'config.egressProxy.service=my-proxy', '--set', `config.egressProxy.namespace=${NAMESPACE}`),
+    );
+    expect(role!.metadata.namespace).toBe(NAMESPACE);
+    // No Service read: a fixed address; the chart's own proxy, whose namespace the chart sets.
+    await render('--set', 'config.egressProxy.service=my-proxy', '--set', 'config.egressProxy.address=192.0.2.10');
+    await render('--set', 'config.egressProxy.service=my-proxy', '--set', 'egressProxy.enabled=true');
   });
 
   it('grants nothing where the operator reads no such Service: a fixed address, the chart-run proxy, or RBAC left to the admin', async () => {

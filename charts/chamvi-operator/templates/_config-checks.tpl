@@ -67,7 +67,8 @@ pattern back unchanged, is not here: an IP address in another form than its cano
 {{/*
 The chart's own rules between values: a release that renders but does not do what its values
 say (a policy asked for and not installed, two pods leading at once, an operator pod one run
-author can have evicted, a Redis two namespaces fill for all). Each fails naming the values to
+author can have evicted, a Redis two namespaces fill for all or its memory limit kills, a Role
+put in a namespace the values did not name). Each fails naming the values to
 change; test/integration/chart-release-checks.test.ts renders each.
 */}}
 {{- define "chamvi.checkRelease" -}}
@@ -83,7 +84,7 @@ change; test/integration/chart-release-checks.test.ts renders each.
 {{- with $values.tmpSizeLimit -}}
 {{- $needed := include "chamvi.tmpNeededBytes" $ | int64 -}}
 {{- if lt (include "chamvi.quantityBytes" . | int64) $needed -}}
-{{- fail (printf "tmpSizeLimit %s is below what the clones of one replica may hold in /tmp at once, config.workerConcurrency (%d) x (4 x config.maxCheckoutBytes (%d) + 32Mi) + config.cloneCacheMaxBytes (%d) = %dMi, and the kubelet evicts the operator pod past it (every run of the replica with it): leave tmpSizeLimit empty (the chart then uses that sum), raise it, or lower config.maxCheckoutBytes, config.workerConcurrency or config.cloneCacheMaxBytes (docs/operations.md \"Sizing the operator's /tmp\")" . (include "chamvi.workerConcurrency" $ | int64) (include "chamvi.maxCheckoutBytes" $ | int64) (include "chamvi.cloneCacheMaxBytes" $ | int64) (div (add $needed 1048575) 1048576)) -}}
+{{- fail (printf "tmpSizeLimit %s is below what the clones of one replica may hold in /tmp at once, config.workerConcurrency (%d) x (4 x config.maxCheckoutBytes (%d) + 32Mi + config.maxCheckoutFiles (%d) x 5120) + config.cloneCacheMaxBytes (%d) = %dMi, and the kubelet evicts the operator pod past it (every run of the replica with it): leave tmpSizeLimit empty (the chart then uses that sum, at least 4Gi), raise it, or lower config.maxCheckoutBytes, config.maxCheckoutFiles, config.workerConcurrency or config.cloneCacheMaxBytes (docs/operations.md \"Sizing the operator's /tmp\")" . (include "chamvi.workerConcurrency" $ | int64) (include "chamvi.maxCheckoutBytes" $ | int64) (include "chamvi.maxCheckoutFiles" $ | int64) (include "chamvi.cloneCacheMaxBytes" $ | int64) (div (add $needed 1048575) 1048576)) -}}
 {{- end -}}
 {{- end -}}
 {{- /* With noeviction a full Redis refuses every write: namespaceMaxStateBytes keeps one namespace from filling it, and here two namespaces at their budgets (one, where watchNamespaces names just one) must leave a quarter of maxmemory to the queue. */ -}}
@@ -92,14 +93,28 @@ change; test/integration/chart-release-checks.test.ts renders each.
 {{- $budget := include "chamvi.namespaceMaxStateBytes" . | int64 -}}
 {{- $namespaces := ternary 1 2 (eq (len ($values.config.watchNamespaces | default list | uniq)) 1) -}}
 {{- if and (gt $maxmemory 0) (gt (mul 4 $namespaces $budget) (mul 3 $maxmemory)) -}}
-{{- fail (printf "config.namespaceMaxStateBytes (%d, %dMi) is too large for the bundled Redis's redis.bundled.maxmemory (%s): %s at that budget would hold %dMi of run state, more than three quarters of maxmemory (the rest is the queue's), and a full Redis (noeviction) refuses every namespace's saves; lower config.namespaceMaxStateBytes to at most %d, or raise redis.bundled.maxmemory to at least %dmb and redis.bundled.resources.limits.memory with it (docs/operations.md \"Sizing Redis\")" $budget (div $budget 1048576) (toString $values.redis.bundled.maxmemory) (ternary "the one watched namespace" "two namespaces" (eq $namespaces 1)) (div (mul $namespaces $budget) 1048576) (div (mul 3 $maxmemory) (mul 4 $namespaces)) (div (add (mul 4 $namespaces $budget) (sub (mul 3 1048576) 1)) (mul 3 1048576))) -}}
+{{- fail (printf "config.namespaceMaxStateBytes (%d, %dMi) is too large for the bundled Redis's redis.bundled.maxmemory (%s): %s at that budget would hold %dMi of run state, more than three quarters of maxmemory (the rest is the queue's), and a full Redis (noeviction) refuses every namespace's saves; lower config.namespaceMaxStateBytes to at most %d, or raise redis.bundled.maxmemory to at least %dmb and redis.bundled.resources.limits.memory to half as much again (docs/operations.md \"Sizing Redis\")" $budget (div $budget 1048576) (toString $values.redis.bundled.maxmemory) (ternary "the one watched namespace" "two namespaces" (eq $namespaces 1)) (div (mul $namespaces $budget) 1048576) (div (mul 3 $maxmemory) (mul 4 $namespaces)) (div (add (mul 4 $namespaces $budget) (sub (mul 3 1048576) 1)) (mul 3 1048576))) -}}
 {{- end -}}
+{{- /* Redis takes memory past maxmemory (an AOF rewrite's fork copying pages, client buffers, fragmentation): under a container limit close to it the kernel kills Redis before noeviction refuses a write, and each restart reloads the AOF into the same limit. */ -}}
+{{- $limit := dig "resources" "limits" "memory" "" $values.redis.bundled -}}
+{{- if and (gt $maxmemory 0) (toString $limit) -}}
+{{- $limitBytes := include "chamvi.kubeQuantityBytes" $limit | int64 -}}
+{{- if lt (mul 2 $limitBytes) (mul 3 $maxmemory) -}}
+{{- fail (printf "redis.bundled.resources.limits.memory (%s, %dMi) is below one and a half times redis.bundled.maxmemory (%s, %dMi): Redis takes memory past maxmemory (an AOF rewrite's fork, client buffers, fragmentation), so at that limit the kernel kills it before noeviction refuses a write, and each restart reloads the AOF into the same limit and is killed again; set redis.bundled.resources.limits.memory to at least %dMi, or lower redis.bundled.maxmemory to at most %dmb (docs/operations.md \"Sizing Redis\")" (toString $limit) (div $limitBytes 1048576) (toString $values.redis.bundled.maxmemory) (div (add $maxmemory 1048575) 1048576) (div (add (mul 3 $maxmemory) (sub (mul 2 1048576) 1)) (mul 2 1048576)) (div (mul 2 $limitBytes) (mul 3 1048576))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* An egress proxy of your own, read by Service name: the chart grants the operator get on that Service in config.egressProxy.namespace (rbac.yaml), which must be named rather than defaulted. */ -}}
+{{- $ownProxy := $values.config.egressProxy | default dict -}}
+{{- if and (not $values.egressProxy.enabled) $ownProxy.service (not $ownProxy.address) (not $ownProxy.namespace) -}}
+{{- fail (printf "config.egressProxy.service (%s) is set without config.egressProxy.namespace: name the namespace that Service is in. Unset, the operator reads it in its default namespace, chamvi-system, and the chart would create the Role and RoleBinding letting it get the Service there: the install fails where that namespace does not exist, and a GitOps tool that lets the release write only to its own namespace (%s) refuses the sync. Set config.egressProxy.namespace (%s where the proxy runs beside the operator); that namespace must exist before the install" $ownProxy.service $.Release.Namespace $.Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 
 {{/* The operator's values for the keys these rules read: the config's, else the operator's default (operator/src/config/operator-config.ts). */}}
 {{- define "chamvi.workerConcurrency" -}}{{ .Values.config.workerConcurrency | default 8 | int64 }}{{- end -}}
 {{- define "chamvi.maxCheckoutBytes" -}}{{ .Values.config.maxCheckoutBytes | default 1073741824 | int64 }}{{- end -}}
+{{- define "chamvi.maxCheckoutFiles" -}}{{ .Values.config.maxCheckoutFiles | default 250000 | int64 }}{{- end -}}
 {{- define "chamvi.cloneCacheMaxBytes" -}}{{ .Values.config.cloneCacheMaxBytes | default 0 | int64 }}{{- end -}}
 {{- define "chamvi.namespaceMaxStateBytes" -}}{{ .Values.config.namespaceMaxStateBytes | default 201326592 | int64 }}{{- end -}}
 
@@ -107,18 +122,32 @@ change; test/integration/chart-release-checks.test.ts renders each.
 Bytes the clones of one replica may hold in its /tmp at once (docs/operations.md "Sizing the
 operator's /tmp"): each of workerConcurrency prepares, while its archive is written, the pack,
 the tree and the archive of both (4 x maxCheckoutBytes + 32 MiB), and the clone cache beside them.
+maxCheckoutBytes counts file sizes, but the kubelet measures the emptyDir by the blocks its
+files take, and maxCheckoutFiles is checked on its own: 250 000 one-byte files are 250 KB of
+checkout and download, yet each takes a 4 KiB block in the tree (so does each directory, which
+maxCheckoutFiles counts too) and a 512-byte header plus up to 511 bytes of padding in the tar
+archive (`tar -cf`, uncompressed). So each clone also holds up to maxCheckoutFiles x (4096 + 1024)
+bytes: about 1.2 GiB at the default 250 000. Not counted: git's index (about 70 bytes and the
+path of each file, some 25 MB at 250 000 short paths) and the long-name header tar adds for each
+path over 100 bytes, so many long paths can pass the sum; the 4Gi floor (chamvi.tmpSizeLimit)
+is room for them only where the config's limits are small.
 */}}
 {{- define "chamvi.tmpNeededBytes" -}}
-{{- $perClone := add (mul 4 (include "chamvi.maxCheckoutBytes" . | int64)) 33554432 -}}
+{{- $perFile := add 4096 1024 -}}
+{{- $perClone := add (mul 4 (include "chamvi.maxCheckoutBytes" . | int64)) 33554432 (mul (include "chamvi.maxCheckoutFiles" . | int64) $perFile) -}}
 {{- add (mul (include "chamvi.workerConcurrency" . | int64) $perClone) (include "chamvi.cloneCacheMaxBytes" . | int64) -}}
 {{- end -}}
 
-{{/* The sizeLimit of the operator's /tmp emptyDir: tmpSizeLimit, else what the clones may hold (rounded up to Mi). */}}
+{{/*
+The sizeLimit of the operator's /tmp emptyDir: tmpSizeLimit, else what the clones may hold
+(rounded up to Mi) and at least 4Gi, the chart's fixed size before it was computed: room for
+what the sum leaves out (see chamvi.tmpNeededBytes) where the config's limits are small.
+*/}}
 {{- define "chamvi.tmpSizeLimit" -}}
 {{- if .Values.tmpSizeLimit -}}
 {{- .Values.tmpSizeLimit -}}
 {{- else -}}
-{{- printf "%dMi" (div (add (include "chamvi.tmpNeededBytes" . | int64) 1048575) 1048576) -}}
+{{- printf "%dMi" (max 4096 (div (add (include "chamvi.tmpNeededBytes" . | int64) 1048575) 1048576)) -}}
 {{- end -}}
 {{- end -}}
 
@@ -129,10 +158,36 @@ the tree and the archive of both (4 x maxCheckoutBytes + 32 MiB), and the clone 
 {{- mul (atoi $number) (get $factors (trimPrefix $number .)) -}}
 {{- end -}}
 
-{{/* Bytes of a Redis memory setting as values.schema.json allows it for maxmemory: an integer, optionally with b, kb, mb or gb (Redis's units: kb is 1024). */}}
+{{/*
+Bytes of a Redis memory setting, as redis.conf reads it: an integer, optionally with b, kb, mb or
+gb (1024-based) or k, m or g (1000-based: 1m is 1000000 bytes, 1mb 1048576), in any case.
+values.schema.json allows the first four for maxmemory.
+*/}}
 {{- define "chamvi.redisMemoryBytes" -}}
 {{- $value := lower (toString .) -}}
 {{- $number := regexFind "^[0-9]+" $value -}}
-{{- $factors := dict "" 1 "b" 1 "kb" 1024 "mb" 1048576 "gb" 1073741824 -}}
+{{- $factors := dict "" 1 "b" 1 "kb" 1024 "mb" 1048576 "gb" 1073741824 "k" 1000 "m" 1000000 "g" 1000000000 -}}
 {{- mul (atoi $number) (get $factors (trimPrefix $number $value)) -}}
+{{- end -}}
+
+{{/*
+Bytes of a Kubernetes quantity, such as a container's memory limit (rounded up to a whole byte,
+as the kubelet does): a decimal number, then one of the suffixes Ki Mi Gi Ti Pi Ei (1024-based),
+n u m k M G T P E (1000-based), or a decimal exponent (1e9, 1.5E9); values.yaml's YAML numbers
+reach the template as such exponents.
+*/}}
+{{- define "chamvi.kubeQuantityBytes" -}}
+{{- $value := toString . -}}
+{{- $number := regexFind "^[+]?([0-9]+([.][0-9]*)?|[.][0-9]+)" $value -}}
+{{- $suffix := trimPrefix $number $value -}}
+{{- $factors := dict "" 1.0 "n" 0.000000001 "u" 0.000001 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- if not $number -}}
+{{- fail (printf "%q is not a Kubernetes quantity (such as 768Mi or 1Gi)" $value) -}}
+{{- else if regexMatch "^[eE][+-]?[0-9]+$" $suffix -}}
+{{- ceil (float64 $value) | int64 -}}
+{{- else if hasKey $factors $suffix -}}
+{{- ceil (mulf (float64 $number) (get $factors $suffix)) | int64 -}}
+{{- else -}}
+{{- fail (printf "%q is not a Kubernetes quantity (such as 768Mi or 1Gi)" $value) -}}
+{{- end -}}
 {{- end -}}
