@@ -77,9 +77,12 @@ export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord 
 const RUN_MAKING_KINDS: ReadonlySet<string> = new Set([EVAL_KIND, SCHEDULE_KIND]);
 
 /**
- * Whether a CodingEval or CodingSchedule of this operator controls the run: a schedule names
- * each run anew, and an eval makes an attempt's run again only when it was deleted before it
- * was graded, when it must run. No record applies to such a run, so none is written for it
+ * Whether a CodingEval or CodingSchedule of this operator controls the run: a schedule makes
+ * its run for a time once (its status records the time; a run TTL-deleted before a lost status
+ * write was saved is made again, as before), and an eval makes an attempt's run again only when
+ * it was deleted before it was graded, when it must run. Both names can be worked out ahead, so
+ * a record (anyone who may write ConfigMaps can write one) would let a run be ended in a phase
+ * of someone's choosing. No record applies to such a run, so none is written for it
  * either (it would only take one of the namespace's FINISHED_RUNS_KEPT places). A run whose
  * controller is any other kind may be one a tool re-creates (a composition, a GitOps
  * controller), as the record exists for.
