@@ -68,6 +68,12 @@ export function memoryRunWorld(options: {
   stale?: boolean;
   /** The agent the reconciler starts and stops runs with; idleAgent when absent. */
   agent?: RunAgent;
+  /** Whether each watched namespace has listed (RunReconciler's listed); absent, every one has. */
+  listed?: RunReconcilerDeps['listed'];
+  /** The reconciler's wake (the work queue's add); absent, nothing is woken. */
+  wake?: RunReconcilerDeps['wake'];
+  /** The reconciler's log lines; absent, dropped. */
+  logger?: RunReconcilerDeps['logger'];
   /**
    * A write that leaves a deleting run without finalizers deletes it, as the API server does,
    * and the watch reports that before the write answers (the order is not given).
@@ -127,7 +133,7 @@ export function memoryRunWorld(options: {
     },
   }) as unknown as KubeGateway;
   const events = { record: async () => count('event') } as unknown as EventRecorder;
-  const logger = { info: () => {}, warn: () => {} };
+  const logger = options.logger ?? { info: () => {}, warn: () => {} };
   const reconciler = new RunReconciler({
     caches: {
       runs,
@@ -145,6 +151,8 @@ export function memoryRunWorld(options: {
     ...(options.admissionPlans ? { admissionPlans: options.admissionPlans } : {}),
     ...(options.fairShare ? { fairShare: options.fairShare } : {}),
     ...(options.isolation ? { isolation: options.isolation } : {}),
+    ...(options.listed ? { listed: options.listed } : {}),
+    ...(options.wake ? { wake: options.wake } : {}),
   });
   function remove(namespace: string, name: string): void {
     const last = runs.remove(namespace, name);

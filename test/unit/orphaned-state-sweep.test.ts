@@ -158,6 +158,23 @@ describe('the sweep of run states whose run is gone', () => {
     expect(await world.sweep.sweep(), 'listed, and its run not there').toEqual(['refused']);
   });
 
+  it('reads the state of a run in a namespace that has not listed once, not at every sweep while it stays so, and again once it has', async () => {
+    const states = memoryStates([['refused', { ref: ref('refused', 'team-b') }]]);
+    const world = sweepOver(states, { watchNamespaces: ['team-a', 'team-b'] });
+    let teamBListed = false;
+    world.deps.listed = (namespace) => namespace !== 'team-b' || teamBListed;
+    await world.sweep.sweep();
+    for (let sweep = 0; sweep < 3; sweep++) {
+      world.advance(GRACE);
+      expect(await world.sweep.sweep()).toEqual([]);
+    }
+    expect(states.reads, 'a state may be 24 MiB').toEqual(['refused']);
+    teamBListed = true;
+    world.advance(GRACE);
+    expect(await world.sweep.sweep()).toEqual(['refused']);
+    expect(states.reads).toEqual(['refused', 'refused']);
+  });
+
   it('stops nothing of a run the cache shows by the name its state gives since the listing', async () => {
     const states = memoryStates([['racing', { ref: ref('racing') }]]);
     const world = sweepOver(states);

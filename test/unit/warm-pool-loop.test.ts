@@ -40,6 +40,8 @@ function world(
     admission?: (pod: V1Pod) => V1Pod;
     /** Awaited before each create is answered: a slow API server. */
     createAnswered?: () => Promise<void>;
+    /** Whether the controller has listed each namespace (the loop's listed); absent, every one. */
+    listed?: (namespace: string) => boolean;
   } = {},
 ) {
   let refusing: string | undefined;
@@ -89,6 +91,7 @@ function world(
   const sessions = { kept: [] as string[][], closedAll: false };
   const warnings: string[] = [];
   const loop = new WarmPoolLoop({
+    ...(options.listed ? { listed: options.listed } : {}),
     config: loopConfig,
     gateway,
     pods: listCache(pods),
@@ -128,6 +131,44 @@ function world(
 }
 
 describe('WarmPoolLoop', () => {
+  it('makes no pod for a pool whose namespace has not listed, however long, and keeps the pool once it has', async () => {
+    let teamBListed = false;
+    const setAside: WarmPoolConfig = { name: 'pool', namespace: 'team-b', size: 2 };
+    const { pods, created, loop, readyPod, warnings, advance } = world({
+      pools: [pool, setAside],
+      listed: (namespace) => namespace !== 'team-b' || teamBListed,
+    });
+    // Past the time a pod made and never seen is forgotten (and was made again), several times over.
+    // The cache shows team's pods only: team-b's pod list is refused.
+    for (let pass = 0; pass < 5; pass++) {
+      await loop.pass();
+      for (const pod of created.filter((each) => each.metadata?.namespace === 'team'))
+        if (!pods.some((each) => each.metadata?.uid === pod.metadata?.uid)) pods.push(readyPod(pod.metadata!.name!));
+      advance(40_000);
+    }
+    expect(created.map((pod) => pod.metadata?.namespace)).toEqual(['team', 'team']);
+    expect(warnings.filter((message) => message.includes('cannot be listed'))).toHaveLength(1);
+    teamBListed = true;
+    await loop.pass();
+    expect(created.filter((pod) => pod.metadata?.namespace === 'team-b')).toHaveLength(2);
+  });
+
+  it('deletes no pod with a pool label in a namespace that has not listed, and replaces it once it has', async () => {
+    let teamBListed = false;
+    const setAside: WarmPoolConfig = { name: 'pool', namespace: 'team-b', size: 2 };
+    const { pods, deleted, loop } = world({ pools: [pool, setAside], listed: (namespace) => namespace !== 'team-b' || teamBListed });
+    // The previous leader's pod: team-b's pod list worked, another of its lists was refused.
+    pods.push({
+      metadata: { name: 'predecessors', namespace: 'team-b', uid: 'uid-predecessors', labels: { [WARM_POOL_LABEL]: 'pool' } },
+      status: { phase: 'Running' },
+    });
+    await loop.pass();
+    expect(deleted).toEqual([]);
+    teamBListed = true;
+    await loop.pass();
+    expect(deleted, 'not made by this loop: replaced').toEqual(['predecessors']);
+  });
+
   it("counts, hands on and keeps no pod with the pool's labels that it did not make (planted, or its predecessor's): it replaces it", async () => {
     const { pods, created, deleted, loop, readyPod, sessions } = world();
     await loop.pass();

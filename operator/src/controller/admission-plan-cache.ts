@@ -8,6 +8,8 @@
 //   a queued run's new place or a step's progress are not among them;
 // - a sandbox pod (a finished run holds its slot until its pod goes): the pod watch reports;
 // - this process's own admissions, grants and unwritable runs (counted collections below);
+// - a watched namespace set aside at the term's start that has listed since (namespaceListed):
+//   its runs were out of the plans until then (run-reconciler.ts, admission.ts inPlanScope);
 // - the namespaces' policies and whether each has spent its token budget, read again at most
 //   every FAIR_SHARE_TTL_MS (at each look of a run whose namespace has a budget). How much was
 //   spent is not an input: a namespace's running runs add to it at each model call, and a plan
@@ -45,11 +47,18 @@ export const FAIR_SHARE_TTL_MS = 2_000;
 export interface FairShareView {
   policies: ReadonlyMap<string, NamespacePolicy>;
   budgets: ReadonlyMap<string, TokenBudgetView>;
+  /**
+   * Namespaces with waiting runs whose policy could not be read (a 403: the operator's
+   * RoleBinding there deleted while it leads): their waiting runs are left out of the plans
+   * (admission.ts inPlanScope) instead of every run's admission failing with the read.
+   */
+  unreadable: ReadonlySet<string>;
 }
 
-/** Whether two views make the same plans: the same policies, and each budget the same and spent or not alike. */
+/** Whether two views make the same plans: the same policies and unreadable namespaces, and each budget the same and spent or not alike. */
 function sameForPlans(a: FairShareView, b: FairShareView): boolean {
   if (a.budgets.size !== b.budgets.size || !isDeepStrictEqual(a.policies, b.policies)) return false;
+  if (a.unreadable.size !== b.unreadable.size || [...a.unreadable].some((namespace) => !b.unreadable.has(namespace))) return false;
   for (const [namespace, budget] of a.budgets) {
     const other = b.budgets.get(namespace);
     if (
@@ -143,6 +152,15 @@ export class AdmissionPlanCache {
     this.changes++;
   }
 
+  /**
+   * A watched namespace set aside (watched-namespaces.ts) has listed: its runs, out of the plans
+   * until now, join them. Its runs may all have been reported while another of its lists still
+   * failed, so no run change says so.
+   */
+  namespaceListed(): void {
+    this.changes++;
+  }
+
   /** The namespaces with runs waiting (no phase, or Pending), counted again only after a run changed. */
   waitingNamespaces(list: () => readonly CodingRun[]): ReadonlySet<string> {
     if (this.reported && this.namespaces?.changes === this.changes) return this.namespaces.waiting;
@@ -163,6 +181,8 @@ export class AdmissionPlanCache {
    * the tallies are read now whatever their age: a run must not be admitted on a tally read
    * before its namespace spent the last of its day's tokens (a read is one Redis GET a
    * namespace, and one that finds the budget still unspent, or still spent, keeps the plan).
+   * A namespace whose policy the last read could not get is tried again with the others, after
+   * FAIR_SHARE_TTL_MS; `own`'s always at once (its run is decided with it, or not at all).
    */
   async fairShareOf(
     namespaces: ReadonlySet<string>,
@@ -177,7 +197,9 @@ export class AdmissionPlanCache {
       known.day === day &&
       now - known.readAt < FAIR_SHARE_TTL_MS &&
       (own === undefined || !known.view.budgets.has(own));
-    if (this.reported && fresh && [...namespaces].every((namespace) => known.view.policies.has(namespace))) return known.view;
+    const holdsEvery = (view: FairShareView) =>
+      [...namespaces].every((namespace) => view.policies.has(namespace) || (namespace !== own && view.unreadable.has(namespace)));
+    if (this.reported && fresh && holdsEvery(known.view)) return known.view;
     const view = await read(namespaces);
     const latest = this.fairShare;
     const same = latest !== undefined && latest.day === day && sameForPlans(latest.view, view);

@@ -43,7 +43,8 @@ export interface OrphanedStateSweepDeps {
   /**
    * Whether the cache holds the runs of a namespace (run-controller.ts: it has listed). A watched
    * namespace it could not list (the operator's RoleBinding there deleted) has none in it: a
-   * state of a run there is left, and looked at again by the next sweep. Absent: every namespace.
+   * state of a run there is left, and looked at again by the first sweep after it has listed.
+   * Absent: every namespace.
    */
   listed?: (namespace: string) => boolean;
   logger: OrphanedStateSweepLogger;
@@ -68,6 +69,11 @@ function goneRun(ref: StateRunRef): CodingRun {
 
 export class OrphanedStateSweep {
   private sightings: ReadonlyMap<string, OrphanSighting> = new Map();
+  /**
+   * The namespace of each due state left because its namespace had not listed: not read again
+   * (up to 24 MiB) at each sweep while it still has not; read once more when it has.
+   */
+  private readonly unlistedOwners = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private sweeps = 0;
@@ -133,9 +139,14 @@ export class OrphanedStateSweep {
     const runUids = new Set(runs.list().map((run) => run.metadata.uid));
     const { due, sightings } = orphanedRunStates({ stateUids, runUids, sightings: this.sightings, now: this.now(), graceMs: this.graceMs });
     this.sightings = sightings;
+    for (const uid of this.unlistedOwners.keys()) if (!sightings.has(uid)) this.unlistedOwners.delete(uid);
+    const listed = this.deps.listed ?? (() => true);
     const stopped: string[] = [];
     for (const uid of due) {
       if (this.stopped) break;
+      const namespace = this.unlistedOwners.get(uid);
+      if (namespace !== undefined && !listed(namespace)) continue;
+      this.unlistedOwners.delete(uid);
       const verdict = orphanVerdict(await states.ownerOf(uid), this.deps.watchNamespaces);
       if ('leave' in verdict) {
         if (verdict.leave === 'gone') continue;
@@ -149,7 +160,10 @@ export class OrphanedStateSweep {
         continue;
       }
       const run = goneRun(verdict.stop);
-      if (this.deps.listed && !this.deps.listed(run.metadata.namespace)) continue;
+      if (!listed(run.metadata.namespace)) {
+        this.unlistedOwners.set(uid, run.metadata.namespace);
+        continue;
+      }
       // The cache again, by the name the state gives: a run created since the listing is not stopped.
       if (runs.get(run.metadata.namespace, run.metadata.name)?.metadata.uid === uid) continue;
       const jobsRunning = await agent.stop(run);

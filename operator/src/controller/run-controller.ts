@@ -64,7 +64,7 @@ export class RunController {
   constructor(
     kubeConfig: KubeConfig,
     config: OperatorConfig,
-    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger' | 'isolation' | 'warmPools'> & {
+    deps: Omit<RunReconcilerDeps, 'caches' | 'config' | 'logger' | 'isolation' | 'warmPools' | 'listed'> & {
       isolation?: IsolationProbe;
       /** Warm pools (docs/warm-pools.md): the gateway, and the sessions opened ahead; the pool loop is made here. */
       warmPools?: { gateway: WarmPoolGateway; sessions?: WarmSessions };
@@ -236,6 +236,8 @@ export class RunController {
       controller: 'runs',
       logger,
       onListed: (_namespace, heldKeys) => {
+        // Its runs were out of the admission plans (run-reconciler.ts); they join them now.
+        admissionPlans.namespaceListed();
         for (const key of heldKeys) this.queue.add(key);
       },
     });
@@ -249,11 +251,13 @@ export class RunController {
     this.isolation?.setOnVerdict((namespace) => this.wakeWaitingRuns(namespace));
     const pods = new MergedCache(podInformers);
     const networkPolicies = new MergedCache(policyInformers);
+    // A namespace set aside (its lists refused) is one the pool loop and admission leave alone: its caches may be empty or partial.
+    const listed = (namespace: string) => this.watched.listed(namespace);
     const { warmPools: warmDeps, runStates, ...reconcilerDeps } = deps;
     const warmGateway = warmDeps?.gateway;
     const sessions = warmDeps?.sessions;
     this.warmPools = warmGateway
-      ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, logger, ...(sessions ? { sessions } : {}) })
+      ? new WarmPoolLoop({ config, gateway: warmGateway, pods, networkPolicies, listed, logger, ...(sessions ? { sessions } : {}) })
       : undefined;
     this.orphanedStates = runStates
       ? new OrphanedStateSweep({
@@ -261,7 +265,7 @@ export class RunController {
           runs: this.runs,
           agent: deps.agent,
           watchNamespaces: config.watchNamespaces,
-          listed: (namespace) => this.watched.listed(namespace),
+          listed,
           logger,
           ...(metrics ? { metrics } : {}),
         })
@@ -282,6 +286,7 @@ export class RunController {
           }
         : {}),
       wake: (key) => this.queue.add(key),
+      listed,
       admissionPlans,
       caches: {
         runs: this.runs,

@@ -6,7 +6,7 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { isActive, queueHeads, type Grant, type TokenBudgetView } from '../reconcile/admission.ts';
+import { inPlanScope, isActive, queueHeads, type Grant, type PlanScope, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
@@ -28,7 +28,7 @@ import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
 import { observeContinueFromSource } from '../reconcile/continue-from-pin.ts';
 import { templateToRead, withTemplate } from '../reconcile/run-template.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
-import { apiRefusal, apiServerFailure, isConflict, isTooLargeToStore } from '../kube/api-errors.ts';
+import { apiRefusal, apiServerFailure, isConflict, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import { goneUnlessSame, type KubeGateway } from '../kube/kube-gateway.ts';
 import type { ObjectMetadata } from '../kube/metadata-only.ts';
@@ -109,6 +109,11 @@ export interface RunReconcilerDeps {
   admissionPlans?: AdmissionPlanCache;
   /** Reconcile this run soon (the work queue): a run granted a slot by another run's reconcile. */
   wake?: (key: string) => void;
+  /**
+   * Whether a watched namespace has listed (run-controller.ts: watched-namespaces.ts); one set
+   * aside is left out of admission (admission.ts inPlanScope). Absent: every namespace has.
+   */
+  listed?: (namespace: string) => boolean;
   /** Security #11.8: whether NetworkPolicy is enforced in a namespace (controller/isolation-probe.ts); absent means unknown. */
   isolation?: { observe(namespace: string): IsolationView };
   /** Warm pools (docs/warm-pools.md): claims pool pods; absent, no run is given one. */
@@ -139,7 +144,7 @@ export interface FairShareSources {
 }
 
 /** Without fair-share sources no namespace has a policy or a budget. */
-const NO_FAIR_SHARE: FairShareView = { policies: new Map(), budgets: new Map() };
+const NO_FAIR_SHARE: FairShareView = { policies: new Map(), budgets: new Map(), unreadable: new Set() };
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
 const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
@@ -323,6 +328,12 @@ export class RunReconciler {
   /** The diffs of runs this process ends, taken beside the reconciles (diff-takes.ts). */
   private readonly diffTakes: DiffTakes;
   private readonly plans: AdmissionPlanCache;
+  /**
+   * Namespaces (not a reconciled run's own) whose policy the last read could not get: their
+   * waiting runs are out of admission until a read gets it. Kept to log each once, not at every
+   * plan, and to wake none of their runs as a queue's head.
+   */
+  private readonly policyUnreadable = new Set<string>();
 
   constructor(private readonly deps: RunReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -353,8 +364,10 @@ export class RunReconciler {
    * slots and wakes the runs it grants them.
    */
   wakeQueueHeads(): void {
-    for (const run of queueHeads(this.deps.caches.runs.list(), this.admittedLocally))
-      this.deps.wake?.(`${run.metadata.namespace}/${run.metadata.name}`);
+    const scope = this.planScope(this.policyUnreadable);
+    const runs = this.deps.caches.runs.list();
+    const seen = this.deps.listed || scope.unreadable.size > 0 ? runs.filter((run) => inPlanScope(run, scope)) : runs;
+    for (const run of queueHeads(seen, this.admittedLocally)) this.deps.wake?.(`${run.metadata.namespace}/${run.metadata.name}`);
   }
 
   /**
@@ -793,9 +806,10 @@ export class RunReconciler {
       view,
       () => this.admittedLocally.changes + this.grants.changes + this.unwritable.changes,
       () => {
-        const listed = this.deps.caches.runs.list();
-        this.forgetSettledGrants(listed);
-        const runs = this.unwritable.size > 0 ? listed.filter((other) => !this.unwritable.has(other.metadata.uid)) : listed;
+        const cached = this.deps.caches.runs.list();
+        const scope = this.planScope(view.unreadable);
+        this.forgetSettledGrants(cached, scope);
+        const runs = cached.filter((other) => !this.unwritable.has(other.metadata.uid) && inPlanScope(other, scope));
         const { config } = this.deps;
         return {
           runs,
@@ -826,12 +840,29 @@ export class RunReconciler {
     return namespacePolicy ? { namespacePolicy } : {};
   }
 
-  /** The policy and today's tally of each namespace with waiting runs (the run's own among them). */
+  /** What admission leaves out now (admission.ts inPlanScope). */
+  private planScope(unreadable: ReadonlySet<string>): PlanScope {
+    const listed = this.deps.listed;
+    return { listed: listed ? (namespace) => listed(namespace) : () => true, unreadable };
+  }
+
+  /**
+   * The policy and today's tally of each namespace with waiting runs (the run's own among them),
+   * but a namespace that has not listed (out of the plans whatever its policy). Another
+   * namespace's policy that cannot be read leaves that namespace's waiting runs out of the plan
+   * (view.unreadable): a tenant who deleted the operator's RoleBinding in their namespace while
+   * it leads made every waiting run's admission, in every namespace, fail with that read. The
+   * run's own namespace's failing fails its reconcile (retried with backoff), as it must: its
+   * caps and budget are unknown.
+   */
   private async fairShareView(run: CodingRun): Promise<FairShareView> {
     const fairShare = this.deps.fairShare;
     if (!fairShare) return NO_FAIR_SHARE;
-    const waiting = this.plans.waitingNamespaces(() => this.deps.caches.runs.list());
-    const namespaces = waiting.has(run.metadata.namespace) ? waiting : new Set([...waiting, run.metadata.namespace]);
+    const own = run.metadata.namespace;
+    const listed = this.deps.listed;
+    const cached = this.plans.waitingNamespaces(() => this.deps.caches.runs.list());
+    const waiting = listed ? new Set([...cached].filter((namespace) => listed(namespace))) : cached;
+    const namespaces = waiting.has(own) ? waiting : new Set([...waiting, own]);
     const day = utcDay(this.now());
     return this.plans.fairShareOf(
       namespaces,
@@ -839,22 +870,54 @@ export class RunReconciler {
       async (wanted) => {
         const policies = new Map<string, NamespacePolicy>();
         const budgets = new Map<string, TokenBudgetView>();
+        const unreadable = new Set<string>();
         await Promise.all(
           [...wanted].map(async (namespace) => {
-            const policy = await fairShare.policyOf(namespace);
+            let policy: NamespacePolicy;
+            try {
+              policy = await fairShare.policyOf(namespace);
+            } catch (error) {
+              if (namespace === own) throw error;
+              unreadable.add(namespace);
+              this.notePolicyUnreadable(namespace, error);
+              return;
+            }
+            this.notePolicyRead(namespace);
             policies.set(namespace, policy);
             if (policy.tokensPerDay !== undefined)
               budgets.set(namespace, { tokensPerDay: policy.tokensPerDay, usedToday: await fairShare.tokensOn(namespace, day), day });
           }),
         );
-        return { policies, budgets };
+        // A namespace no longer asked about (no run of it waits) is forgotten: logged again if it comes back unreadable.
+        for (const namespace of this.policyUnreadable) if (!wanted.has(namespace)) this.policyUnreadable.delete(namespace);
+        return { policies, budgets, unreadable };
       },
-      run.metadata.namespace,
+      own,
     );
   }
 
-  /** A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds the run's slot and sequence. */
-  private forgetSettledGrants(runs: readonly CodingRun[]): void {
+  /** A namespace's policy could not be read for another's run: said once, until a read gets it. */
+  private notePolicyUnreadable(namespace: string, error: unknown): void {
+    if (this.policyUnreadable.has(namespace)) return;
+    this.policyUnreadable.add(namespace);
+    this.deps.logger.warn(
+      { namespace, code: statusCodeOf(error), err: (error instanceof Error ? error.message : String(error)).slice(0, 200) },
+      "cannot read a namespace's settings (its annotations): its waiting runs are admitted nothing and take no turn until it can, and the other namespaces' runs go on. " +
+        "If the answer is 403, the operator's RoleBinding in it is gone: restore it (helm upgrade makes it again), or remove the namespace from watchNamespaces",
+    );
+  }
+
+  private notePolicyRead(namespace: string): void {
+    if (this.policyUnreadable.delete(namespace))
+      this.deps.logger.info({ namespace }, "a namespace's settings can be read again: its waiting runs are admitted again");
+  }
+
+  /**
+   * A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds
+   * the run's slot and sequence. A grant of a run admission now leaves out (inPlanScope) goes
+   * unused: it is dropped, and the run counts as taking no slot, or unused grants filled maxActiveRuns.
+   */
+  private forgetSettledGrants(runs: readonly CodingRun[], scope: PlanScope): void {
     if (this.grants.size === 0 && this.unwritable.size === 0) return;
     const byUid = new Map(runs.map((other) => [other.metadata.uid, other]));
     for (const uid of this.unwritable.keys()) if (!byUid.has(uid)) this.unwritable.delete(uid);
@@ -869,6 +932,9 @@ export class RunReconciler {
       ) {
         this.grants.delete(uid);
         if (!other) this.admittedLocally.delete(uid);
+      } else if (!inPlanScope(other, scope)) {
+        this.grants.delete(uid);
+        this.admittedLocally.delete(uid);
       }
     }
   }

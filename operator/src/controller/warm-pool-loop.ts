@@ -19,6 +19,10 @@
 // longer configured; a pod a run controls is that run's and is left to it. Those deletes come
 // after every pool was kept, a few per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts),
 // some at once: pods planted by the hundred in one namespace never hold up the refill of a pool.
+// A pool in a watched namespace the controller has not listed (set aside: its lists refused,
+// the operator's RoleBinding there deleted) is left alone until it lists: its pod cache is empty
+// or partial there, so the pool looked empty at every pass, and the pods made, never seen, were
+// forgotten after EXPECTATION_TTL_MS and made again: about 120 times the pool's size an hour.
 // Once stopped (the lease lost, or shutdown) a pass in progress sends no more writes: each
 // create and delete passes the loop's WriteGate first, since another replica may lead already
 // and its loop keeps the same pools; settled() lets the controller wait for that pass to end.
@@ -130,6 +134,8 @@ export class WarmPoolLoop {
   private again = false;
   /** Closed by stop(): a pass in progress writes nothing after it. */
   private readonly gate = new WriteGate();
+  /** Pools left alone because their namespace has not listed: logged once, and again once it has. */
+  private readonly unlistedPools = new Set<string>();
 
   constructor(
     private readonly deps: {
@@ -138,6 +144,8 @@ export class WarmPoolLoop {
       pods: ObjectCache<V1Pod>;
       /** The operator's NetworkPolicies (MANAGED_SELECTOR): where a pool's deny-all shows once made. */
       networkPolicies: ObjectCache<V1NetworkPolicy>;
+      /** Whether the caches hold a namespace's objects (run-controller.ts: it has listed); absent, every namespace's. */
+      listed?: (namespace: string) => boolean;
       logger: WarmPoolLogger;
       /** Tool sessions opened ahead into the ready pool pods (sandbox/warm-sessions.ts); absent, none are. */
       sessions?: { keep(pods: readonly PoolPodRef[]): void; closeAll(): void };
@@ -226,6 +234,7 @@ export class WarmPoolLoop {
   private async keepAll(): Promise<void> {
     const ready: PoolPodRef[] = [];
     for (const pool of this.deps.config.warmPools) {
+      if (!this.namespaceListed(pool)) continue;
       try {
         await this.keep(pool);
       } catch (error) {
@@ -240,6 +249,24 @@ export class WarmPoolLoop {
     this.forgetMade();
     if (!this.stopped) this.deps.sessions?.keep(ready);
     await this.deleteUnwanted();
+  }
+
+  /** Whether the pool's namespace has listed; a change is logged once. */
+  private namespaceListed(pool: WarmPoolConfig): boolean {
+    const key = poolKey(pool);
+    if (this.deps.listed?.(pool.namespace) ?? true) {
+      if (this.unlistedPools.delete(key))
+        this.deps.logger.info({ pool: key }, "the warm pool's namespace has listed: keeping the pool again");
+      return true;
+    }
+    if (!this.unlistedPools.has(key)) {
+      this.unlistedPools.add(key);
+      this.deps.logger.warn(
+        { pool: key },
+        "the warm pool's namespace cannot be listed (the operator's RoleBinding there deleted?): the pool gets no pod until it is",
+      );
+    }
+    return false;
   }
 
   /**
@@ -259,14 +286,19 @@ export class WarmPoolLoop {
    * with its run, or with the garbage collector once the run is gone.
    * At most a few per namespace and pass, some at once, as the cache showed them (a pod
    * claimed since is left alone); the rest in the passes right after (unwantedLeft), each
-   * starting with the namespace after the last one served (unwantedServedLast).
+   * starting with the namespace after the last one served (unwantedServedLast). None in a
+   * namespace that has not listed: its pods there are not all in the cache.
    */
   private async deleteUnwanted(): Promise<void> {
     const now = this.deps.now?.() ?? Date.now();
     const pools = this.deps.config.warmPools;
+    const listed = this.deps.listed ?? (() => true);
     const labelled = this.deps.pods
       .list()
-      .filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp);
+      .filter(
+        (pod) =>
+          pod.metadata?.labels?.[WARM_POOL_LABEL] !== undefined && !pod.metadata.deletionTimestamp && listed(pod.metadata.namespace!),
+      );
     const shown = new Set(labelled.map(askedKey));
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
     const unwanted = labelled.flatMap((pod) => {

@@ -54,6 +54,34 @@ function isWaiting(run: CodingRun, admittedLocally: ReadonlySet<string>): boolea
   return (phase === undefined || phase === 'Pending') && !admittedLocally.has(run.metadata.uid);
 }
 
+/** What the controller cannot see or judge of a namespace now, for inPlanScope. */
+export interface PlanScope {
+  /**
+   * Whether the namespace's caches hold its objects (controller/watched-namespaces.ts: all its
+   * lists are in). One set aside (its lists refused: the operator's RoleBinding deleted) is not
+   * reconciled, and its cached runs may be only some of them.
+   */
+  listed(namespace: string): boolean;
+  /** Namespaces whose policy could not be read (admission-plan-cache.ts FairShareView). */
+  unreadable: ReadonlySet<string>;
+}
+
+/**
+ * Whether a plan sees the run. Not a run of a namespace that has not listed: its keys are held
+ * until it lists, so a slot a plan granted it was never used, never settled and counted as taken
+ * (maxActiveRuns filled with grants); and what it holds cannot be seen, nor counting what was
+ * last seen let one tenant hold slots from the others. Not a waiting run of a namespace whose
+ * policy cannot be read (its caps and budget are unknown, and its own reconcile fails on the
+ * read), though its runs that hold a slot still count: the cache still sees them.
+ */
+export function inPlanScope(run: CodingRun, scope: PlanScope): boolean {
+  const namespace = run.metadata.namespace;
+  if (!scope.listed(namespace)) return false;
+  if (!scope.unreadable.has(namespace)) return true;
+  const phase = run.status?.phase;
+  return phase !== undefined && phase !== 'Pending';
+}
+
 /** A namespace's token budget for the day, and what its runs spent of it. */
 export interface TokenBudgetView {
   tokensPerDay: number;
