@@ -276,6 +276,25 @@ describe('prepareContext with a step of large results', () => {
     expect(retry.estimatedTokens).toBeLessThanOrEqual(contextLimits({ contextWindow }).threshold);
   });
 
+  it("summarises an older step's results instead of cutting them when an answer and a user message followed", async () => {
+    const summariser = recordingSummariser();
+    const contextWindow = 16_384;
+    // Results of 60% of the window: over the newest step's share, and the request over the threshold.
+    const [call, results] = step('bash', { command: 'cat build.log' }, 'log line\n'.repeat(Math.floor((contextWindow * 0.6 * 4) / 9)));
+    const messages: ModelMessage[] = [
+      buildStartMessage(),
+      call!,
+      results!,
+      { role: 'assistant', content: 'The build is fixed.' },
+      { role: 'user', content: 'The verify command failed: run the tests again.' },
+    ];
+    const prepared = await prepareContext({ system, messages, budget: { contextWindow }, summarise: summariser.summarise, fixedTokens });
+    expect(summariser.requests).toHaveLength(1);
+    expect(summariser.requests[0]!.messages).toContain(results);
+    expect(prepared).toMatchObject({ compacted: true, cutResults: 0 });
+    expect(prepared.messages.slice(1)).toEqual(messages.slice(3));
+  });
+
   it('asks for no summary when the part kept verbatim is over the budget by itself', async () => {
     const summariser = recordingSummariser();
     const messages: ModelMessage[] = [

@@ -115,6 +115,16 @@ describe('fitStepResults', () => {
     expect(stepResultTokens(talk)).toBe(0);
   });
 
+  it("cuts no older step's results: only those of the newest call, with nothing after them", () => {
+    const older = step([ok('r', 'read_file', fullRead('a.ts'))]);
+    const answered: ModelMessage[] = [...older, { role: 'assistant', content: 'Done.' }, { role: 'user', content: 'Verify failed.' }];
+    expect(fitStepResults(answered, 100)).toEqual({ messages: answered, cut: 0 });
+    expect(stepResultTokens(answered)).toBe(0);
+    const called = [...answered, ...step([ok('s', 'read_file', fullRead('b.ts'))])];
+    expect(fitStepResults(called, 100)).toMatchObject({ cut: 1 });
+    expect(fitStepResults(called, 100).messages.slice(0, 4)).toEqual(answered);
+  });
+
   it('does not cut an image, which costs the same whatever its size', () => {
     const image: ToolResultRecord = {
       ...ok('i', 'read_file', 'x'),

@@ -128,8 +128,9 @@ export async function prepareContext(input: PrepareContextInput): Promise<Prepar
   };
   if (estimatedTokens <= threshold) return unchanged;
 
-  // The newest results to their share; the older messages into a summary, when that can help;
-  // the newest results to what is left, when that makes the request fit.
+  // The current step's results to their share; the older messages into a summary, when that can
+  // help; those results to what is left, when that makes the request fit. Results an answer or a
+  // user message followed are an older step's: they are summarised, never cut (fit-step-results.ts).
   const shared = fitStepResults(input.messages, Math.floor(threshold * STEP_RESULTS_SHARE));
   const sharedTokens = shared.cut > 0 ? estimate(shared.messages) : estimatedTokens;
   const summarised =

@@ -26,23 +26,33 @@ const whyCut = (limitBytes: number) =>
 // not proportional to bytes (a note is added, a read loses whole lines). A few rounds suffice.
 const FIT_ROUNDS = 8;
 
-/** The index of the newest tool message: the step whose results a request must carry whole. */
-export function newestToolMessageIndex(messages: readonly ModelMessage[]): number {
-  for (let index = messages.length - 1; index >= 0; index -= 1) if (messages[index]?.role === 'tool') return index;
-  return -1;
+/**
+ * The index of the current step's results: the newest message, when it is a tool message and
+ * only tool messages stand between it and an assistant message that called tools. -1 otherwise:
+ * results an answer or a user message came after (a verify retry) belong to an older step, which
+ * a summary can fold, and the cut would be kept for good.
+ */
+export function currentStepResultsIndex(messages: readonly ModelMessage[]): number {
+  const newest = messages.length - 1;
+  let index = newest;
+  while (index >= 0 && messages[index]?.role === 'tool') index -= 1;
+  if (index === newest) return -1;
+  const call = messages[index];
+  const calledTools = call?.role === 'assistant' && Array.isArray(call.content) && call.content.some((part) => part.type === 'tool-call');
+  return calledTools ? newest : -1;
 }
 
-/** The estimated tokens of the newest tool message's parts (0 when there is none). */
+/** The estimated tokens of the current step's results (0 when there are none). */
 export function stepResultTokens(messages: readonly ModelMessage[]): number {
-  const message = messages[newestToolMessageIndex(messages)] as ToolModelMessage | undefined;
+  const message = messages[currentStepResultsIndex(messages)] as ToolModelMessage | undefined;
   let total = 0;
   for (const part of message?.content ?? []) total += estimatePartTokens(part);
   return total;
 }
 
-/** The messages with the newest tool message's results cut so that together they take at most `budgetTokens`. */
+/** The messages with the current step's results cut so that together they take at most `budgetTokens`. */
 export function fitStepResults(messages: readonly ModelMessage[], budgetTokens: number): FittedStepResults {
-  const index = newestToolMessageIndex(messages);
+  const index = currentStepResultsIndex(messages);
   if (index < 0) return { messages, cut: 0 };
   const message = messages[index] as ToolModelMessage;
   const sizes = message.content.map((part) => estimatePartTokens(part));
