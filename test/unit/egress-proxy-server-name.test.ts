@@ -302,6 +302,43 @@ describe('egress proxy: TLS started after other bytes (Postgres SSLRequest, STAR
     }
   });
 
+  it('closes a tunnel whose ClientHello after an SSLRequest comes in 13 records of version 3.5 (servers read any number), none of it sent', async () => {
+    const { destinationPort, proxyPort, received, records } = await start(answerSslRequest);
+    const { socket, state } = await sslRequestThroughTunnel(proxyPort, destinationPort);
+    const message = (await capturedClientHello('other.test')).subarray(5);
+    const fragments = Array.from({ length: Math.ceil(message.length / 10) }, (_, index) => message.subarray(index * 10, index * 10 + 10));
+    expect(fragments.length).toBeGreaterThan(8);
+    socket.write(Buffer.concat(fragments.flatMap((fragment) => [Buffer.from([22, 3, 5, 0, fragment.length]), fragment])));
+    await expect.poll(() => state.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ allowed: false, rule: 'sni-mismatch' });
+    expect(received()).toEqual(SSL_REQUEST);
+  });
+
+  it('passes on a MySQL client executing a prepared statement 100 times, whose every packet starts like a TLS handshake record', async () => {
+    // COM_STMT_EXECUTE of statement 1 with one BIGINT: `16 00 00 00 17 01 00 00 00 ...`.
+    const { destinationPort, proxyPort, received, records } = await start();
+    const { socket, state } = await openTunnel(proxyPort, destinationPort);
+    const login = Buffer.concat([Buffer.from([76, 0, 0, 1]), Buffer.alloc(76, 0x41)]);
+    const packets = [login];
+    for (let value = 0; value < 100; value++) {
+      const execute = Buffer.alloc(26);
+      execute.writeUIntLE(22, 0, 3);
+      execute[4] = 0x17;
+      execute.writeUInt32LE(1, 5);
+      execute.writeUInt32LE(1, 10);
+      execute[15] = 1;
+      execute[16] = 8;
+      execute.writeBigUInt64LE(BigInt(value), 18);
+      packets.push(execute);
+    }
+    for (const packet of packets) socket.write(packet);
+    const sent = Buffer.concat(packets);
+    await expect.poll(() => received().equals(sent), { timeout: 5_000 }).toBe(true);
+    expect(state.closed).toBe(false);
+    expect(records).toHaveLength(0);
+  });
+
   it('passes on a plaintext protocol (Redis), byte for byte, and the destination’s answer back', async () => {
     const { destinationPort, proxyPort, received } = await start((socket) => socket.write('+PONG\r\n'));
     const { socket } = await openTunnel(proxyPort, destinationPort);

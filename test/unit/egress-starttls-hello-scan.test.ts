@@ -5,9 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { refusedServerName, type Refusal } from '../../operator/src/egress/decide-connection.ts';
 import {
-  STARTTLS_CANDIDATES_MAX,
+  STARTTLS_WHOLE_HELLOS_MAX,
   STARTTLS_WINDOW_BYTES,
   StartTlsHelloScan,
+  WATCHED_MAX_BYTES,
   type StartTlsScanStep,
 } from '../../operator/src/egress/starttls-hello-scan.ts';
 import { capturedClientHello as clientHello } from '../support/captured-client-hello.ts';
@@ -41,6 +42,58 @@ function randomBytes(length: number, seed: number): Buffer {
     bytes[index] = state & 255;
   }
   return bytes;
+}
+
+/**
+ * A ClientHello handshake message (no record around it) naming `serverName`, with `padding`
+ * bytes of padding extensions and the extensions in `more` after them.
+ */
+function helloMessage(serverName: string, padding = 0, more: Buffer = Buffer.alloc(0)): Buffer {
+  const name = Buffer.from(serverName);
+  const sni = Buffer.alloc(9 + name.length);
+  sni.writeUInt16BE(0, 0);
+  sni.writeUInt16BE(5 + name.length, 2);
+  sni.writeUInt16BE(3 + name.length, 4);
+  sni.writeUInt16BE(name.length, 7);
+  name.copy(sni, 9);
+  const pads: Buffer[] = [];
+  for (let left = padding; left > 0; left -= 65_000) {
+    const pad = Buffer.alloc(4 + Math.min(left, 65_000));
+    pad.writeUInt16BE(21, 0);
+    pad.writeUInt16BE(pad.length - 4, 2);
+    pads.push(pad);
+  }
+  const extensions = Buffer.concat([sni, ...pads, more]);
+  const body = Buffer.concat([
+    Buffer.from([3, 3]),
+    Buffer.alloc(32, 7),
+    Buffer.from([0, 0, 2, 0x13, 0x01, 1, 0, extensions.length >> 8, extensions.length & 255]),
+    extensions,
+  ]);
+  return Buffer.concat([Buffer.from([1, body.length >> 16, (body.length >> 8) & 255, body.length & 255]), body]);
+}
+
+/** `message` in handshake records of record version `version`, `fragment` bytes of it apiece. */
+function inRecords(message: Buffer, version: readonly [number, number], fragment = 16_384): Buffer {
+  const records: Buffer[] = [];
+  for (let at = 0; at < message.length; at += fragment) {
+    const data = message.subarray(at, at + fragment);
+    records.push(Buffer.from([22, version[0], version[1], data.length >> 8, data.length & 255]), data);
+  }
+  return Buffer.concat(records);
+}
+
+/** A MySQL COM_STMT_EXECUTE of statement `id` with one BIGINT parameter: a 22-byte payload, sequence 0. */
+function mysqlExecute(id: number, value: number): Buffer {
+  const packet = Buffer.alloc(26);
+  packet.writeUIntLE(22, 0, 3);
+  packet[4] = 0x17;
+  packet.writeUInt32LE(id, 5);
+  packet.writeUInt32LE(1, 10); // iteration count
+  packet[15] = 1; // new parameters bound
+  packet[16] = 8; // MYSQL_TYPE_LONGLONG
+  packet.writeBigUInt64LE(BigInt(value), 18);
+  return packet;
 }
 
 /** `bytes` in writes of 1 to `most` bytes, cut where `seed` says. */
@@ -200,15 +253,108 @@ describe('StartTlsHelloScan', () => {
     }
   });
 
-  it(`refuses a tunnel whose first bytes start more than ${STARTTLS_CANDIDATES_MAX} possible hellos`, () => {
-    // Each a handshake record of 8 bytes starting a ClientHello, followed by a byte no record starts with.
-    const candidate = Buffer.from('1603010008010000500000000041', 'hex');
-    const { step } = push(newScan(), [Buffer.concat(Array.from({ length: STARTTLS_CANDIDATES_MAX + 1 }, () => candidate))]);
+  it(`refuses a tunnel carrying more than ${STARTTLS_WHOLE_HELLOS_MAX} possible hellos read whole, passing or fitting no server`, async () => {
+    // Hellos naming the tunnel's host, and hellos of record version 0.1 whose session id runs past their end (none).
+    const passing = await clientHello('allowed.test');
+    const overrun = Buffer.concat([Buffer.from('160001002a010000260303', 'hex'), Buffer.alloc(32, 7), Buffer.from([0xff, 0, 0, 0])]);
+    const hellos = (count: number) => Buffer.concat(Array.from({ length: count }, (_, index) => (index % 2 === 0 ? passing : overrun)));
+    const { step } = push(newScan(), [hellos(STARTTLS_WHOLE_HELLOS_MAX + 1)]);
     expect(step).toMatchObject({
       kind: 'refused',
-      refusal: { rule: 'sni-mismatch', message: expect.stringContaining(`more than ${STARTTLS_CANDIDATES_MAX} possible ClientHellos`) },
+      refusal: { rule: 'sni-mismatch', message: expect.stringContaining(`more than ${STARTTLS_WHOLE_HELLOS_MAX} possible ClientHellos`) },
     });
-    const { step: fewer } = push(newScan(), [Buffer.concat(Array.from({ length: STARTTLS_CANDIDATES_MAX }, () => candidate))]);
+    const { forwarded, step: fewer } = push(newScan(), [hellos(STARTTLS_WHOLE_HELLOS_MAX)]);
     expect(fewer.kind).toBe('scanning');
+    expect(forwarded).toEqual(hellos(STARTTLS_WHOLE_HELLOS_MAX));
+  });
+
+  it.each([
+    ['statement 1', 1],
+    ['statement 257, whose bytes start a hello of 64 KiB', 257],
+  ])('passes on a MySQL client executing a prepared statement 100 times (%s), holding nothing', (_name, id) => {
+    // `16 00 00 00 17 01 ...`: a handshake record of 23 bytes starting a ClientHello, in every packet.
+    const login = Buffer.alloc(80, 0x41);
+    login.writeUIntLE(76, 0, 3);
+    login[3] = 1;
+    const scan = newScan();
+    const packets = [login, ...Array.from({ length: 100 }, (_, index) => mysqlExecute(id, 1000 + index))];
+    const forwarded: Buffer[] = [];
+    for (const packet of packets) {
+      const step = scan.push(packet);
+      expect(step.kind).toBe('scanning');
+      forwarded.push((step as { forward: Buffer }).forward);
+      expect(scan.holding).toBe(false);
+    }
+    expect(Buffer.concat(forwarded)).toEqual(Buffer.concat(packets));
+  });
+
+  it.each([
+    ['3.5', [3, 5]],
+    ['0.1', [0, 1]],
+  ] as const)(
+    'refuses a hello of record version %s naming another host in 13 records of 10 bytes (servers take any number)',
+    (_name, version) => {
+      const { forwarded, step } = push(newScan(), [SSL_REQUEST, inRecords(helloMessage('evil.example.net', 50), version, 10)]);
+      expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+      expect(forwarded).toEqual(SSL_REQUEST);
+    },
+  );
+
+  it.each([
+    ['3.5', [3, 5]],
+    ['0.1', [0, 1]],
+  ] as const)(
+    'refuses a hello of record version %s padded to 20 KiB (servers take 64 KiB), sending none of the write that completes it',
+    (_name, version) => {
+      const stream = inRecords(helloMessage('evil.example.net', 20_000), version);
+      const writes = inWrites(stream, 3, 1000);
+      const { forwarded, step } = push(newScan(), [SSL_REQUEST, ...writes]);
+      expect(step).toMatchObject({ kind: 'refused', refusal: { rule: 'sni-mismatch' } });
+      expect(forwarded).toEqual(Buffer.concat([SSL_REQUEST, stream.subarray(0, stream.length - writes.at(-1)!.length)]));
+    },
+  );
+
+  it('refuses a hello of record version 3.5 naming the tunnel’s host when it carries Encrypted Client Hello, or an empty record', () => {
+    const ech = Buffer.concat([Buffer.from([0xfe, 0x0d, 0, 32]), Buffer.alloc(32, 9)]);
+    const withEch = inRecords(helloMessage('allowed.test', 0, ech), [3, 5]);
+    expect(push(newScan(), [SSL_REQUEST, withEch]).step).toMatchObject({
+      kind: 'refused',
+      refusal: { rule: 'sni-mismatch', message: expect.stringContaining('Encrypted Client Hello') },
+    });
+    const records = inRecords(helloMessage('allowed.test'), [3, 5], 40);
+    const withEmpty = Buffer.concat([records.subarray(0, 45), Buffer.from([22, 3, 5, 0, 0]), records.subarray(45)]);
+    expect(push(newScan(), [SSL_REQUEST, withEmpty]).step).toMatchObject({
+      kind: 'refused',
+      refusal: { message: expect.stringContaining('an empty TLS record') },
+    });
+  });
+
+  it(`refuses a hello of record version 0.1 whose records run past ${WATCHED_MAX_BYTES} bytes, unheld until then`, () => {
+    // Records of 64 KiB carrying a hello of 128 KiB: what is kept of it stays bounded.
+    const stream = inRecords(helloMessage('evil.example.net', 130_000), [0, 1], 65_535);
+    const scan = newScan(4 * STARTTLS_WINDOW_BYTES);
+    const forwarded: Buffer[] = [];
+    let step: StartTlsScanStep<Refusal> | undefined;
+    for (const write of [SSL_REQUEST, ...inWrites(stream, 5, 4096)]) {
+      step = scan.push(write);
+      if (step.kind !== 'scanning') break;
+      expect(scan.holding).toBe(false);
+      forwarded.push(step.forward);
+    }
+    expect(step).toMatchObject({
+      kind: 'refused',
+      refusal: { message: expect.stringContaining(`running past ${WATCHED_MAX_BYTES} bytes`) },
+    });
+    expect(Buffer.concat(forwarded).length).toBeLessThanOrEqual(SSL_REQUEST.length + WATCHED_MAX_BYTES);
+  });
+
+  it('passes on random bytes after a record header of a version no client sends, however long the records they declare', () => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const bytes = randomBytes(80 * 1024, seed * 104_729);
+      bytes.set([22, bytes[1]! & 0x0f, bytes[2]! | 0x10, bytes[3]!, bytes[4]! | 1, 1, bytes[6]! & 1], 0);
+      const { forwarded, step } = push(newScan(), inWrites(bytes, seed, 4096));
+      expect(step.kind, `seed ${seed}`).toBe('scanning');
+      expect(forwarded.equals(bytes), `seed ${seed}`).toBe(true);
+    }
   });
 });

@@ -12,15 +12,22 @@
 // What is taken for a ClientHello: a handshake record (22) of a version some server reads
 // (3.x, any minor: rustls and OpenSSL take them all; below 16.x: Go's crypto/tls takes a first
 // record of any version below 0x1000), a record length of 1 or more, handshake type 1, a
-// declared length a server could take; then readClientHello decides, on the bytes from there.
-// - Records as clients send them (3.0 to 3.4) are judged as a first message is: a hello the
-//   proxy cannot read is refused, as an evasion needs one (padded past 16 KiB, spread over
-//   more than 8 records, with Encrypted Client Hello). Random bytes start such a record about
-//   once in 860 million positions, and with a length a server takes once in 110 billion: about
-//   one tunnel in 850 000 sending 128 KiB of them (an SSH session's) is refused.
-// - Records no client sends count only when they carry a whole ClientHello that parses: random
-//   bytes start one 800 times as often, and judged as the others, one such tunnel in 1 000
-//   would have been refused. Only a lenient server reads them.
+// declared length a server could take; then the bytes from there decide.
+// - Records as clients send them (3.0 to 3.4) are judged as a first message is
+//   (readClientHello): a hello the proxy cannot read is refused, as an evasion needs one
+//   (padded past 16 KiB, spread over more than 8 records, with Encrypted Client Hello). Random
+//   bytes start such a record about once in 860 million positions, and with a length a server
+//   takes once in 110 billion: about one tunnel in 850 000 sending 128 KiB of them (an SSH
+//   session's) is refused.
+// - Records no client sends are first read as a server reads them (readServedClientHello:
+//   records of any length, a hello of up to 128 KiB): random bytes start one 800 times as
+//   often, mostly with lengths no client sends, so refusing them for those would refuse one
+//   such tunnel in 1 000. Bytes that a server would take for a hello are then judged as a
+//   first message's (so refused, whatever they name, when a client would not send them); bytes
+//   whose fields or records no server takes (Go, OpenSSL and rustls refuse a hello whose fields
+//   overrun it) are no hello. A hello spread past WATCHED_MAX_BYTES, over more than 8 records or
+//   with an empty one is refused unread. Random bytes after such a start were refused 6 times
+//   in 400 000: one tunnel in 70 million sending 128 KiB of them.
 // Plaintext carrying a whole ClientHello naming another host (a captured handshake sent in
 // clear) is refused too; that is never a protocol's own traffic.
 //
@@ -31,7 +38,7 @@
 // going on, and judged as the write that completes it arrives, before that write goes on:
 // holding those would stall the honest streams that start one by chance. A server answers a
 // ClientHello only once it is whole.
-import { readClientHello, type ClientHelloReading } from './tls-client-hello.ts';
+import { CLIENT_HELLO_MAX_SERVED, readClientHello, readServedClientHello, type ClientHelloReading } from './tls-client-hello.ts';
 
 /**
  * How far into a tunnel the proxy looks for a ClientHello: 128 KiB of the client's bytes. The
@@ -45,8 +52,6 @@ import { readClientHello, type ClientHelloReading } from './tls-client-hello.ts'
  */
 export const STARTTLS_WINDOW_BYTES = 128 * 1024;
 
-/** The longest ClientHello its fields can add up to, which OpenSSL takes (CLIENT_HELLO_MAX_LENGTH); Go and rustls take 64 KiB. */
-const CLIENT_HELLO_MAX_SERVED = 131_396;
 /** A hello's record header (5) and handshake header (4), which a match needs to be judged. */
 const HEADERS_BYTES = 9;
 const HANDSHAKE_RECORD = 22;
@@ -56,11 +61,24 @@ const CLIENT_HELLO = 1;
 /** Never written to: a scan owns only the buffers it allocates itself. */
 const EMPTY = Buffer.alloc(0);
 /**
- * Possible hellos judged in one tunnel before it is refused. An honest stream meets one or
- * two; bytes crafted to start a hello at every other position would otherwise have each parsed
- * (up to 16 KiB copied apiece).
+ * The most bytes a possible hello of a record version no client sends is kept for while its
+ * records arrive: past them it is refused unread, as one spread over more than 8 records is.
+ * Its first record may declare up to 64 KiB, so random bytes get this far only when a second
+ * record header follows by chance (one in 800); a client sends no such records at all. It
+ * bounds what a tunnel keeps: a hello of a client's record versions is held up to 32 KiB (16 KiB
+ * of hello, and the rest of its record).
  */
-export const STARTTLS_CANDIDATES_MAX = 64;
+export const WATCHED_MAX_BYTES = 96 * 1024;
+/**
+ * Possible hellos read whole in one tunnel (a copy of up to 128 KiB and a parse apiece) before
+ * it is refused. Only those count, not every position that starts like one: a MySQL client
+ * executing statement 1 with one 8-byte parameter sends `16 00 00 00 17 01 00 00 00` in every
+ * packet, a handshake record of 23 bytes starting a hello (of 65 536 bytes for statement 257,
+ * which the next packet shows is none); counting those refused a prepared-statement loop at its
+ * 65th execution. Honest streams carry one or two whole hellos (the STARTTLS one, a decoy);
+ * more takes bytes crafted for it, or a plaintext upload of captured handshakes.
+ */
+export const STARTTLS_WHOLE_HELLOS_MAX = 64;
 
 /** A ClientHello found: one naming a server, or one the proxy could not read. */
 export type FoundClientHello = Extract<ClientHelloReading, { kind: 'client-hello' | 'malformed' }>;
@@ -73,7 +91,9 @@ export type StartTlsScanStep<Refusal> =
   /** A hello was refused: nothing more goes on. */
   | { kind: 'refused'; refusal: Refusal };
 
-type Match = { kind: 'no' } | { kind: 'incomplete'; clientShaped: boolean } | { kind: 'hello'; hello: FoundClientHello };
+type Match =
+  /** No hello; `readWhole` when its bytes were read to the end of what it declared. */
+  { kind: 'no'; readWhole: boolean } | { kind: 'incomplete'; clientShaped: boolean } | { kind: 'hello'; hello: FoundClientHello };
 
 /**
  * Whether the bytes from a 22 start like a ClientHello: 'too-short' when its first bytes have
@@ -95,14 +115,21 @@ function startsLikeHello(bytes: Buffer): 'too-short' | 'no' | 'yes' {
 
 /** Whether bytes that start like a ClientHello are one, and whether it is whole. */
 function readMatch(bytes: Buffer): Match {
-  const clientShaped = bytes[1] === 3 && bytes[2]! <= 4;
+  if (bytes[1] === 3 && bytes[2]! <= 4) {
+    const reading = readClientHello(bytes);
+    if (reading.kind === 'incomplete') return { kind: 'incomplete', clientShaped: true };
+    return reading.kind === 'not-tls' ? { kind: 'no', readWhole: false } : { kind: 'hello', hello: reading };
+  }
+  const served = readServedClientHello(bytes);
+  if (served.kind === 'incomplete') {
+    if (bytes.length <= WATCHED_MAX_BYTES) return { kind: 'incomplete', clientShaped: false };
+    const why = `a ClientHello of a record version no client sends, its records running past ${WATCHED_MAX_BYTES} bytes`;
+    return { kind: 'hello', hello: { kind: 'malformed', why } };
+  }
+  if (served.kind === 'not-tls' || served.kind === 'unserved') return { kind: 'no', readWhole: served.kind === 'unserved' };
+  // A hello a server takes: judged as a first message's, which refuses one of these records.
   const reading = readClientHello(bytes);
-  if (reading.kind === 'incomplete') return { kind: 'incomplete', clientShaped };
-  if (reading.kind === 'not-tls') return { kind: 'no' };
-  if (reading.kind === 'client-hello' || clientShaped) return { kind: 'hello', hello: reading };
-  const whole = readClientHello(bytes, { anyRecordVersion: true });
-  if (whole.kind === 'incomplete') return { kind: 'incomplete', clientShaped };
-  return whole.kind === 'client-hello' ? { kind: 'hello', hello: reading } : { kind: 'no' };
+  return { kind: 'hello', hello: reading.kind === 'client-hello' || reading.kind === 'malformed' ? reading : served };
 }
 
 /**
@@ -126,9 +153,8 @@ export class StartTlsHelloScan<Refusal> {
   private waiting = false;
   /** A possible hello of a kind no client sends, not held, judged once whole. */
   private watched: number | undefined;
-  private candidates = 0;
-  /** The last offset counted among the candidates: one held is read again at each write, counted once. */
-  private counted = -1;
+  /** Possible hellos read whole so far (STARTTLS_WHOLE_HELLOS_MAX). */
+  private wholeHellos = 0;
   private finished = false;
 
   constructor(
@@ -148,9 +174,11 @@ export class StartTlsHelloScan<Refusal> {
     const end = this.start + this.length;
     if (this.watched !== undefined) {
       const match = readMatch(this.bytes.subarray(this.watched - this.start, this.length));
-      if (match.kind !== 'incomplete') this.watched = undefined;
-      const refusal = match.kind === 'hello' ? this.judge(match.hello) : undefined;
-      if (refusal !== undefined) return this.refuse(refusal);
+      if (match.kind !== 'incomplete') {
+        this.watched = undefined;
+        const ended = this.judgeMatch(match, end);
+        if (ended) return ended;
+      }
     }
     this.waiting = false;
     while (this.next < Math.min(end, this.windowBytes)) {
@@ -170,16 +198,6 @@ export class StartTlsHelloScan<Refusal> {
         this.next++;
         continue;
       }
-      if (this.next > this.counted) {
-        this.counted = this.next;
-        if (++this.candidates > STARTTLS_CANDIDATES_MAX) {
-          const refusal = this.judge({
-            kind: 'malformed',
-            why: `the tunnel's first ${this.windowBytes} bytes start more than ${STARTTLS_CANDIDATES_MAX} possible ClientHellos`,
-          });
-          return refusal === undefined ? this.finish(end) : this.refuse(refusal);
-        }
-      }
       const match = readMatch(bytes);
       if (match.kind === 'incomplete') {
         if (match.clientShaped || this.watched !== undefined) {
@@ -187,9 +205,9 @@ export class StartTlsHelloScan<Refusal> {
           break;
         }
         this.watched = this.next;
-      } else if (match.kind === 'hello') {
-        const refusal = this.judge(match.hello);
-        if (refusal !== undefined) return this.refuse(refusal);
+      } else {
+        const ended = this.judgeMatch(match, end);
+        if (ended) return ended;
       }
       this.next++;
     }
@@ -198,6 +216,23 @@ export class StartTlsHelloScan<Refusal> {
     // Nothing needed any more: the write is not kept while the tunnel idles.
     if (Math.min(this.next, this.sent, this.watched ?? Infinity) >= end) this.drop(end);
     return { kind: 'scanning', forward };
+  }
+
+  /**
+   * Judges a match that waits for no more bytes: the scan's end when it is a refused hello, or
+   * the one read whole past STARTTLS_WHOLE_HELLOS_MAX (refused too, unless `judge` passes what
+   * it cannot read); undefined to read on.
+   */
+  private judgeMatch(match: Exclude<Match, { kind: 'incomplete' }>, end: number): StartTlsScanStep<Refusal> | undefined {
+    const refusal = match.kind === 'hello' ? this.judge(match.hello) : undefined;
+    if (refusal !== undefined) return this.refuse(refusal);
+    if (match.kind === 'no' && !match.readWhole) return undefined;
+    if (++this.wholeHellos <= STARTTLS_WHOLE_HELLOS_MAX) return undefined;
+    const tooMany = this.judge({
+      kind: 'malformed',
+      why: `the tunnel's first ${this.windowBytes} bytes carry more than ${STARTTLS_WHOLE_HELLOS_MAX} possible ClientHellos`,
+    });
+    return tooMany === undefined ? this.finish(end) : this.refuse(tooMany);
   }
 
   private drop(end: number): void {

@@ -4,7 +4,8 @@
 // host could otherwise reach any site sharing its address, and a hello without a server name
 // leaves the site to what the proxy cannot see (decide-connection.ts, refusedServerName).
 // The same reading judges a hello found later in a tunnel that did not start with TLS
-// (starttls-hello-scan.ts). Pure: bytes in, what they say out.
+// (starttls-hello-scan.ts), which first asks readServedClientHello whether its bytes are a
+// hello some server would take at all. Pure: bytes in, what they say out.
 //
 // The layout (RFC 8446 §4.1.2, RFC 6066 §3): records of [type 22][version 2][length 2], whose
 // fragments joined make the handshake message [type 1][length 3][body]; the body is version,
@@ -40,6 +41,12 @@ export type ClientHelloReading =
   /** TLS that does not start with a ClientHello the proxy can read and check. */
   | { kind: 'malformed'; why: string };
 
+/**
+ * What readServedClientHello finds: as readClientHello, or a whole ClientHello no server takes,
+ * as its fields run past its end (or past its extensions' end).
+ */
+export type ServedClientHelloReading = ClientHelloReading | { kind: 'unserved'; why: string };
+
 const HANDSHAKE_RECORD = 22;
 /** The other TLS record types (RFC 8446 §5.1, RFC 6520): TLS starting with one does not start with a ClientHello. */
 const OTHER_RECORD_TYPES: ReadonlyMap<number, string> = new Map([
@@ -55,8 +62,14 @@ const RECORD_MAX_BYTES = 16_384 + 2048;
 const PLAINTEXT_MAX_BYTES = 16_384;
 /** The shortest ClientHello body: version 2, random 32, and three empty-length fields (1, 2, 1). */
 const CLIENT_HELLO_MIN_BODY = 2 + 32 + 1 + 2 + 1;
-/** Records read before the ClientHello is whole: real clients send one; a few more are allowed, not thousands of one byte. */
+/**
+ * Records read before the ClientHello is whole: real clients send one; a few more are allowed,
+ * not thousands of one byte. With server limits too: bytes of another protocol never chain 9
+ * TLS record headers by chance, and each read of a hello still arriving walks its records again.
+ */
 const RECORDS_MAX = 8;
+/** The longest ClientHello its fields can add up to, which OpenSSL takes (CLIENT_HELLO_MAX_LENGTH); Go and rustls take 64 KiB. */
+export const CLIENT_HELLO_MAX_SERVED = 131_396;
 const SERVER_NAME_EXTENSION = 0;
 /** encrypted_client_hello (draft-ietf-tls-esni). */
 const ENCRYPTED_CLIENT_HELLO_EXTENSION = 0xfe0d;
@@ -85,6 +98,30 @@ export interface ClientHelloReadOptions {
 /** What the first bytes a client sent through a tunnel say about the server name it asks for. */
 export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions = {}): ClientHelloReading {
   if (bytes.length > 0 && (bytes[0]! & 0x80) !== 0) return readSslV2ClientHello(bytes);
+  const reading = readRecords(bytes, options.anyRecordVersion ? 'any-version' : 'client');
+  // A hello whose fields overrun it is one the proxy cannot read: refused, as any such hello.
+  return reading.kind === 'unserved' ? { kind: 'malformed', why: reading.why } : reading;
+}
+
+/**
+ * Whether bytes are a ClientHello that the most lenient server would serve, read with servers'
+ * limits rather than clients' habits: records of any version below 16.x (Go's crypto/tls takes
+ * them all before the hello) and any length, other records between its fragments skipped (Go
+ * skips a warning alert, OpenSSL 1.0 a heartbeat), a hello of up to CLIENT_HELLO_MAX_SERVED
+ * bytes. A hello that a client would not send but a server would take is a `client-hello` (or
+ * `malformed` when its extensions hide what it asks for, as readClientHello says), never `not-tls`.
+ * More than RECORDS_MAX records, or an empty one, is `malformed` at once: bytes of another
+ * protocol do not chain record headers that far by chance.
+ */
+export function readServedClientHello(bytes: Buffer): ServedClientHelloReading {
+  return readRecords(bytes, 'server');
+}
+
+/** Whose limits a reading applies: a client's (judging the hello), the same of any record version, or a server's (is it a hello at all). */
+type Limits = 'client' | 'any-version' | 'server';
+
+function readRecords(bytes: Buffer, limits: Limits): ServedClientHelloReading {
+  const server = limits === 'server';
   // Walk the records that have arrived, the last one perhaps in part, joining their handshake
   // fragments. What would make a server refuse the hello (refused) is noted and only counts
   // once the bytes are known to lead to a ClientHello: until then they may be another protocol.
@@ -101,7 +138,10 @@ export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions =
     if (type !== HANDSHAKE_RECORD && otherRecord === undefined) return { kind: 'not-tls' };
     if (bytes.length < offset + 5) return { kind: 'incomplete' };
     const length = bytes.readUInt16BE(offset + 3);
-    if (length > RECORD_MAX_BYTES) {
+    if (server) {
+      // Go bails out on a record of 16.x or more before the hello; OpenSSL and rustls take 3.x only.
+      if (bytes[offset + 1]! >= 0x10) return { kind: 'not-tls' };
+    } else if (length > RECORD_MAX_BYTES) {
       // Longer than any TLS record: another protocol, unless it carries (or goes on with) a
       // ClientHello, which a server that takes larger records (OpenSSL 1.0.2's big buffers)
       // would read, its server name unchecked.
@@ -113,17 +153,19 @@ export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions =
       return head[0] === CLIENT_HELLO && head.readUIntBE(1, 3) >= CLIENT_HELLO_MIN_BODY ? tooLong : { kind: 'not-tls' };
     }
     if (++records > RECORDS_MAX) return { kind: 'malformed', why: `more than ${RECORDS_MAX} TLS records before the ClientHello is whole` };
-    // A record longer than a plaintext one is TLS no client sends before its hello.
-    if (length > PLAINTEXT_MAX_BYTES) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };
-    if (otherRecord !== undefined) {
-      refused ??=
-        records === 1
-          ? `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello`
-          : 'the ClientHello is cut by a record of another type';
+    if (!server) {
+      // A record longer than a plaintext one is TLS no client sends before its hello.
+      if (length > PLAINTEXT_MAX_BYTES) return { kind: 'malformed', why: `a TLS record of ${length} bytes` };
+      if (otherRecord !== undefined) {
+        refused ??=
+          records === 1
+            ? `the tunnel's TLS starts with ${otherRecord} record, not a ClientHello`
+            : 'the ClientHello is cut by a record of another type';
+      }
+      // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
+      if (bytes[offset + 1] !== 3 && limits === 'client')
+        refused ??= `a TLS record of version ${bytes[offset + 1]}.x, which no client sends`;
     }
-    // Every client sends version 3.x (SSL 3.0 to TLS 1.3); a server may read another, the proxy does not.
-    if (bytes[offset + 1] !== 3 && !options.anyRecordVersion)
-      refused ??= `a TLS record of version ${bytes[offset + 1]}.x, which no client sends`;
     if (length === 0) refused ??= 'an empty TLS record, which no client sends';
     const data = bytes.subarray(offset + 5, offset + 5 + length);
     if (type === HANDSHAKE_RECORD) {
@@ -137,7 +179,8 @@ export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions =
         const bodyLength = head.readUIntBE(1, 3);
         if (head[0] !== CLIENT_HELLO || bodyLength < CLIENT_HELLO_MIN_BODY) return { kind: 'not-tls' };
         needed = 4 + bodyLength;
-        if (needed > CLIENT_HELLO_MAX_BYTES) refused ??= `a ClientHello of ${needed} bytes`;
+        if (server && bodyLength > CLIENT_HELLO_MAX_SERVED) return { kind: 'not-tls' };
+        if (!server && needed > CLIENT_HELLO_MAX_BYTES) refused ??= `a ClientHello of ${needed} bytes`;
       }
     }
     if (needed !== undefined && refused !== undefined) return { kind: 'malformed', why: refused };
@@ -147,31 +190,37 @@ export function readClientHello(bytes: Buffer, options: ClientHelloReadOptions =
   return parseClientHello(Buffer.concat(fragments).subarray(4, needed));
 }
 
-function parseClientHello(body: Buffer): ClientHelloReading {
-  const malformed = { kind: 'malformed', why: 'the ClientHello ends inside one of its fields' } as const;
+/** The ClientHello's fields, then its extensions: `unserved` when they do not fit in it. */
+function parseClientHello(body: Buffer): ServedClientHelloReading {
+  const unserved = { kind: 'unserved', why: 'the ClientHello ends inside one of its fields' } as const;
   let at = 2 + 32; // version, random
   const skip = (lengthBytes: 1 | 2) => {
     if (body.length < at + lengthBytes) return false;
     at += lengthBytes + body.readUIntBE(at, lengthBytes);
     return at <= body.length;
   };
-  if (!skip(1) || !skip(2) || !skip(1)) return malformed; // session id, cipher suites, compression methods
+  if (!skip(1) || !skip(2) || !skip(1)) return unserved; // session id, cipher suites, compression methods
   if (at === body.length) return { kind: 'client-hello' }; // no extensions at all
-  if (body.length < at + 2) return malformed;
+  if (body.length < at + 2) return unserved;
   const end = at + 2 + body.readUInt16BE(at);
-  if (end > body.length) return malformed;
+  if (end > body.length) return unserved;
   at += 2;
-  let serverName: string | undefined;
-  // Every extension is read: Encrypted Client Hello may come after the server name.
+  // Every extension's bounds first: a hello whose extensions do not fit is none a server takes,
+  // whatever the ones before say.
+  const extensions: { type: number; data: Buffer }[] = [];
   while (at < end) {
-    if (end < at + 4) return { kind: 'malformed', why: 'the ClientHello ends its extensions inside an extension header' };
+    if (end < at + 4) return { kind: 'unserved', why: 'the ClientHello ends its extensions inside an extension header' };
     const type = body.readUInt16BE(at);
     const length = body.readUInt16BE(at + 2);
     // An extension that runs past the extensions' end holds a server name the proxy would
     // read and a server bounding its read by that end would not (and then serve its default site).
-    if (end < at + 4 + length) return { kind: 'malformed', why: "an extension runs past the end of the ClientHello's extensions" };
-    const data = body.subarray(at + 4, at + 4 + length);
+    if (end < at + 4 + length) return { kind: 'unserved', why: "an extension runs past the end of the ClientHello's extensions" };
+    extensions.push({ type, data: body.subarray(at + 4, at + 4 + length) });
     at += 4 + length;
+  }
+  let serverName: string | undefined;
+  // Every extension is read: Encrypted Client Hello may come after the server name.
+  for (const { type, data } of extensions) {
     if (type === ENCRYPTED_CLIENT_HELLO_EXTENSION) {
       return { kind: 'malformed', why: 'it carries Encrypted Client Hello, which hides the server name the destination will serve' };
     }
