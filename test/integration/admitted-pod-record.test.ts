@@ -4,8 +4,8 @@
 // image pinned with its tag dropped, a scheduling gate). The run's transport then execs into
 // the pod after Kueue removes its gate (a spec update: generation 2), which the generation
 // alone would have refused, and still refuses it once `kubectl set image` puts another digest
-// of the run's image in. A status write lost after the create is made up from the cache only
-// while the pod's generation shows no change since admission.
+// of the run's image in. Nothing is recorded from a read of the pod: not after the status write
+// of the create was lost, nor of a pod someone else planted at the run's pod name.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,12 +65,23 @@ function asWebhooksAdmitIt(pod: V1Pod): V1Pod {
 /**
  * A reconciler for run `name` whose pod creates go through the webhooks above; the next
  * `statusWrites` status writes fail (a 500). With `pool`, its runs claim pods of that warm pool.
+ * With `planted`, its first pod create finds a pod someone else made just before at the name,
+ * with the run's labels and ownerReference and that image, in the reconciler's cache already.
  */
-function controllerFor(name: string, failures: { statusWrites: number }, pool?: string) {
+function controllerFor(name: string, failures: { statusWrites: number }, pool?: string, planted?: { image: string }) {
   const realKube = createKubeGateway(kubeConfig);
   const kube: KubeGateway = {
     ...realKube,
-    createPod: (pod) => realKube.createPod(asWebhooksAdmitIt(pod)),
+    async createPod(pod) {
+      if (planted) {
+        const copy = structuredClone(pod);
+        copy.spec!.containers.find((container) => container.name === SANDBOX_CONTAINER)!.image = planted.image;
+        planted = undefined;
+        await core.createNamespacedPod({ namespace, body: copy });
+        await scene.refresh();
+      }
+      return realKube.createPod(asWebhooksAdmitIt(pod));
+    },
     async replaceRunStatus(run, status) {
       if (failures.statusWrites > 0 && failures.statusWrites--)
         throw Object.assign(new Error('etcdserver: request timed out'), { code: 500 });
@@ -206,7 +217,7 @@ describe("the run's record of its sandbox pod as admitted (status.admittedPod)",
     });
   }, 120_000);
 
-  it('is made up from the cache after the status write of the create was lost, only while the pod is unchanged since admission', async () => {
+  it('is not made up from the cache after the status write of the create was lost, even while the pod is unchanged since admission', async () => {
     for (const [name, ungatedBefore] of [
       ['lost-unchanged', false],
       ['lost-ungated', true],
@@ -224,8 +235,25 @@ describe("the run's record of its sandbox pod as admitted (status.admittedPod)",
         'the status that names the pod',
       );
       controller.stop();
-      if (ungatedBefore) expect(run.status!.admittedPod, name).toBeUndefined();
-      else expect(run.status!.admittedPod, name).toEqual(expect.objectContaining({ uid: made.metadata!.uid }));
+      expect(made.metadata!.generation, name).toBe(1);
+      expect(run.status!.podName, name).toBe(podName);
+      expect(run.status!.admittedPod, name).toBeUndefined();
     }
   }, 120_000);
+
+  it("is not written for a pod someone else planted at the run's pod name before its create (AlreadyExists), though the cache shows it owned and unchanged", async () => {
+    const other = `index.docker.io/acme/builder@sha256:${'bb'.repeat(32)}`;
+    const controller = controllerFor('planted', { statusWrites: 0 }, undefined, { image: other });
+    await controller.create();
+    const run = await eventually(
+      async () => ((await controller.pass()) && (await controller.read()).status?.podName ? controller.read() : undefined),
+      30_000,
+      'the status that names the pod',
+    );
+    controller.stop();
+    const pod = await core.readNamespacedPod({ namespace, name: run.status!.podName! });
+    expect(pod.spec!.containers.find((container) => container.name === SANDBOX_CONTAINER)!.image).toBe(other);
+    expect(pod.metadata!.generation).toBe(1);
+    expect(run.status!.admittedPod).toBeUndefined();
+  }, 60_000);
 });

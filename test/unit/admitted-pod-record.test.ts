@@ -1,6 +1,6 @@
-// status.admittedPod: the reconciler records the pod's images from the API server's answer to
-// its create or claim, and from a later read only while the pod's generation shows no change
-// since admission (beyond a claim), so an image patched in before the record is never recorded.
+// status.admittedPod: the reconciler records the pod's images only from the API server's answer
+// to its create or claim, a claim's only while the pool pod's generation shows no change since
+// admission beyond the claim, so an image patched in before the record is never recorded.
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type CodingRunStatus, type ParsedCodingRun } from '../../operator/src/api/index.ts';
@@ -43,36 +43,23 @@ describe('admittedPodRecord', () => {
   });
 
   it.each([
-    ["a read of the run's own pod, unchanged (generation 1)", seen(storedPod({ generation: 1 }), 'read'), PINNED],
     [
       'a claim of a pool pod, the claim its one change (generation 2)',
       seen(storedPod({ name: 'pool-warm-x', generation: 2 }), 'claim'),
       PINNED,
     ],
     [
-      'a read of a claimed pool pod, the claim its one change (generation 2)',
-      seen(storedPod({ name: 'pool-warm-x', generation: 2 }), 'read'),
-      PINNED,
-    ],
-    [
-      "a read of the run's own pod changed since (generation 2: Kueue's gate, or a patch)",
-      seen(storedPod({ generation: 2, image: PATCHED }), 'read'),
-      undefined,
-    ],
-    [
       'a claim of a pool pod changed before it (generation 3)',
       seen(storedPod({ name: 'pool-warm-x', generation: 3, image: PATCHED }), 'claim'),
       undefined,
     ],
-    ['a read where the API server keeps no generation for pods (before 1.33)', seen(storedPod({ image: PATCHED }), 'read'), undefined],
+    [
+      'a claim where the API server keeps no generation for pods (before 1.33)',
+      seen(storedPod({ name: 'pool-warm-x', image: PATCHED }), 'claim'),
+      undefined,
+    ],
   ])('%s', (_case, pod, image) => {
     expect(imagesOf(admittedPodRecord(pod))?.sandbox).toBe(image);
-  });
-
-  it("tells a claimed pool pod by its name, not by the claim's label, which whoever may patch pods can add", () => {
-    const labelled = storedPod({ generation: 2, image: PATCHED });
-    labelled.metadata!.labels = { ...labelled.metadata!.labels, 'chamvi.dev/claimed-from-pool': 'pool' };
-    expect(admittedPodRecord(seen(labelled, 'read'))).toBeUndefined();
   });
 
   it('records nothing the status schema would refuse, which would stop every status write of the run', () => {
@@ -91,10 +78,14 @@ describe('withAdmittedPod', () => {
     expect(withAdmittedPod(provisioning, seen(storedPod({ generation: 1 }), 'create')).admittedPod?.uid).toBe(`uid-${FRESH}`);
   });
 
-  it('keeps the first record of a pod: a later read of it, patched, changes nothing', () => {
+  it('keeps the first record of a pod: a later answer about it, patched, changes nothing', () => {
     const recorded = withAdmittedPod(provisioning, seen(storedPod({ generation: 1 }), 'create'));
-    const later = withAdmittedPod({ ...recorded, phase: 'Running' }, seen(storedPod({ generation: 1, image: PATCHED }), 'read'));
+    const later = withAdmittedPod({ ...recorded, phase: 'Running' }, seen(storedPod({ generation: 1, image: PATCHED }), 'create'));
     expect(imagesOf(later.admittedPod)?.sandbox).toBe(PINNED);
+  });
+
+  it('keeps the status as it is without an answer: a run whose create answer was lost gets no record', () => {
+    expect(withAdmittedPod(provisioning, undefined)).toBe(provisioning);
   });
 
   it("replaces the record of an earlier pod, or drops it when this one's images cannot be vouched for", () => {
@@ -102,8 +93,9 @@ describe('withAdmittedPod', () => {
       ...provisioning,
       admittedPod: { uid: 'uid-earlier', images: [{ container: 'sandbox', image: 'x:1' }] },
     };
-    expect(withAdmittedPod(earlier, seen(storedPod({ generation: 1 }), 'read')).admittedPod?.uid).toBe(`uid-${FRESH}`);
-    expect(withAdmittedPod(earlier, seen(storedPod({ generation: 2 }), 'read')).admittedPod).toBeUndefined();
+    expect(withAdmittedPod(earlier, seen(storedPod({ generation: 1 }), 'create')).admittedPod?.uid).toBe(`uid-${FRESH}`);
+    const pool: CodingRunStatus = { ...earlier, podName: 'pool-warm-x' };
+    expect(withAdmittedPod(pool, seen(storedPod({ name: 'pool-warm-x', generation: 3 }), 'claim')).admittedPod).toBeUndefined();
   });
 
   it('drops the record of a run sent back to Pending without a pod (its pod refused)', () => {
@@ -114,6 +106,6 @@ describe('withAdmittedPod', () => {
   it('records nothing for a pod of another name, nor in a finished run', () => {
     expect(withAdmittedPod(provisioning, seen(storedPod({ name: 'other', generation: 1 }), 'create')).admittedPod).toBeUndefined();
     const failed: CodingRunStatus = { phase: 'Failed', reason: 'SandboxLost', podName: FRESH };
-    expect(withAdmittedPod(failed, seen(storedPod({ generation: 1 }), 'read'))).toBe(failed);
+    expect(withAdmittedPod(failed, seen(storedPod({ generation: 1 }), 'create'))).toBe(failed);
   });
 });

@@ -220,6 +220,16 @@ describe("the exec transport against the run's record of its pod as admitted (st
     expect(reads).toBe(1);
   });
 
+  it('reads the run once per pod when it has no record, not on every exec start (a CodingRun GET each)', async () => {
+    let reads = 0;
+    const { transport } = transportFor(ungatedPinnedPod(), customRun, async () => {
+      reads += 1;
+      return undefined;
+    });
+    for (let start = 0; start < 3; start += 1) await transport.start(['serve']).catch(() => undefined);
+    expect(reads).toBe(1);
+  });
+
   it('refuses a pod whose image is not the recorded one, naming the admitted image', async () => {
     const other = `acme/builder:2@sha256:${'bb'.repeat(32)}`;
     const { transport } = transportFor(ungatedPinnedPod(other), customRun, async () => admittedImagesOf({ admittedPod: record }));

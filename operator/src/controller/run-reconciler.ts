@@ -1022,7 +1022,8 @@ export class RunReconciler {
         'applied actions',
       );
     // The pod the status names, as admitted (status.admittedPod), written with it: the workers' check before each exec compares with it.
-    const status = decision.status && withAdmittedPod(decision.status, this.podSeen(run, decision.status.podName, answered.pod));
+    // Only from this reconcile's create or claim answer, never the cache: a pod planted at the name reads as the run's (admitted-pod-record.ts).
+    const status = decision.status && withAdmittedPod(decision.status, answered.pod);
     if (status && !isDeepStrictEqual(status, run.status ?? {})) {
       this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);
@@ -1094,14 +1095,6 @@ export class RunReconciler {
       await this.deps.events.record(run, { type: 'Warning', reason: EVENT_REASONS.FinishedRunNotRecorded, message }).catch(() => undefined);
       return false;
     }
-  }
-
-  /** The pod named `podName` as this reconcile's create or claim answered it, else as the cache shows it (if the run's). */
-  private podSeen(run: CodingRun, podName: string | undefined, answered: PodSeen | undefined): PodSeen | undefined {
-    if (podName === undefined) return undefined;
-    if (answered?.pod.metadata?.name === podName) return answered;
-    const cached = this.deps.caches.pods.get(run.metadata.namespace, podName);
-    return cached && isOwnedByRun(cached, run) ? { pod: cached, from: 'read', freshName: sandboxPodName(run) } : undefined;
   }
 
   private async applyAction(run: CodingRun, action: Action, answered: { pod?: PodSeen } = {}): Promise<CodingRun> {

@@ -5,8 +5,10 @@
 // alone, a digest could be told from one patched in (`kubectl set image`) only by the spec's
 // metadata.generation, which honest changes bump too: Kueue removing its scheduling gate, an
 // in-place resize. So the reconciler records the answer, in the status write that gives the run
-// its pod; a pod it sees only in its cache (that write was lost) is recorded only while its
-// generation shows no change since admission. Pure.
+// its pod. Never a read of the pod (the informer's cache): whoever may create pods can plant one
+// at the run's pod name with its labels and controller ownerReference and any image, and a
+// read cannot tell it from the run's own. A run whose answer was lost has no record, and its pod
+// is judged by its generation alone (admitted-pod.ts). Pure.
 import type { V1Pod } from '@kubernetes/client-node';
 import { ADMITTED_IMAGE_MAX_LENGTH, ADMITTED_IMAGES_MAX, isTerminal, type AdmittedPodStatus, type CodingRunStatus } from '../api/index.ts';
 
@@ -14,12 +16,12 @@ import { ADMITTED_IMAGE_MAX_LENGTH, ADMITTED_IMAGES_MAX, isTerminal, type Admitt
 const CONTAINER_NAME_MAX_LENGTH = 63;
 
 /**
- * A pod of the run and how the reconciler has it: the answer to its create (the pod as
- * admitted), the answer to its warm pool claim, or a read of it now (the informer's cache).
+ * A pod of the run as the API server answered this process: its create (the pod as admitted)
+ * or its warm pool claim (the pod now).
  */
 export interface PodSeen {
   pod: V1Pod;
-  from: 'create' | 'claim' | 'read';
+  from: 'create' | 'claim';
   /** The name the run's own pod is made under (sandboxPodName): any other is a claimed warm pool pod. */
   freshName: string;
 }
@@ -41,7 +43,7 @@ export function admittedPodRecord(seen: PodSeen): AdmittedPodStatus | undefined 
   const { pod, from } = seen;
   const uid = pod.metadata?.uid;
   if (!uid) return undefined;
-  // The create's answer is the pod as admitted; a claim's or a read's shows the pod now.
+  // The create's answer is the pod as admitted; a claim's shows the pod now.
   if (from !== 'create' && !unchangedSinceAdmission(pod, seen.freshName)) return undefined;
   const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
   if (containers.length === 0 || containers.length > ADMITTED_IMAGES_MAX) return undefined;
@@ -66,7 +68,7 @@ function withoutRecord(status: CodingRunStatus): CodingRunStatus {
 
 /**
  * The status to write, with the pod it names (podName) recorded as admitted: once, from the
- * first sight of the pod that shows it as admitted. A record of another pod (the run's pod was
+ * answer to its create or claim. A record of another pod (the run's pod was
  * refused and made again) is replaced or dropped, and so is one of a run that no longer names
  * a pod. A finished run is left as it is: nothing runs in its pod any more.
  */

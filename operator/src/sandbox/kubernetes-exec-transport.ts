@@ -44,7 +44,10 @@ export interface KubernetesExecTransportOptions {
    * The run's record of its pod's images as admitted (status.admittedPod), read where
    * expectedPodShape has none for the pod read: the record of a claimed warm pool pod is written
    * just after its agent starts, so the run the first job made the shape from may lack it.
-   * Found once, it is kept: a pod's record is never rewritten.
+   * Read once per pod, found or not: a pod's record is never rewritten, and a run that never
+   * gets one (given its pod before records were kept, its create's answer lost) would otherwise
+   * cost a read of the run on every exec start. A record that lands after that read is not seen:
+   * the pod is judged by its generation, which passes a claimed pool pod (generation 2).
    */
   readAdmittedImages?: () => Promise<AdmittedImages | undefined>;
   /** How the pod is read for those checks; client-node's read by default. */
@@ -101,8 +104,8 @@ export class KubernetesExecTransport implements ToolboxTransport {
    * is no wider; a start made later reads again.
    */
   private podCheck: Promise<string | undefined> | undefined;
-  /** The record readAdmittedImages found. */
-  private admittedImages: AdmittedImages | undefined;
+  /** The pod readAdmittedImages was asked about, and the record it found for it, if any. */
+  private admittedImages: { podUid: string | undefined; record: AdmittedImages | undefined } | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -200,12 +203,13 @@ export class KubernetesExecTransport implements ToolboxTransport {
   private async withAdmittedImages(shape: SandboxPodShape, pod: V1Pod): Promise<SandboxPodShape> {
     const uid = pod.metadata?.uid;
     if (shape.admitted?.uid === uid || !this.options.readAdmittedImages) return shape;
-    if (this.admittedImages?.uid !== uid) {
+    if (!this.admittedImages || this.admittedImages.podUid !== uid) {
       // A run that cannot be read now is judged without the record, as a run from before it was kept.
       const read = await this.options.readAdmittedImages().catch(() => undefined);
-      if (read?.uid === uid) this.admittedImages = read;
+      this.admittedImages = { podUid: uid, record: read?.uid === uid ? read : undefined };
     }
-    return this.admittedImages?.uid === uid ? { ...shape, admitted: this.admittedImages } : shape;
+    const { record } = this.admittedImages;
+    return record ? { ...shape, admitted: record } : shape;
   }
 }
 
