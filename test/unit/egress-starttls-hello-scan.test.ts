@@ -203,12 +203,16 @@ describe('StartTlsHelloScan', () => {
     expect((last as { refusal: Refusal }).refusal.message).toContain('version 0.x');
   });
 
-  it('refuses a hello padded past 16 KiB after a preamble, as servers take up to 128 KiB', async () => {
-    const hello = Buffer.from(await clientHello('other.test'));
-    hello.writeUIntBE(20_000, 6, 3);
-    expect(push(newScan(), [SSL_REQUEST, hello.subarray(0, 9)]).step).toMatchObject({
+  it('refuses a hello padded past 16 KiB in records of version 3.1 after a preamble, holding it until its second record starts', () => {
+    const message = helloMessage('other.test', 20_000);
+    const stream = inRecords(message, [3, 1]);
+    const scan = newScan();
+    // Its first record whole: the hello must go on in another record, which has not yet begun.
+    expect(scan.push(Buffer.concat([SSL_REQUEST, stream.subarray(0, 5 + 16_384)]))).toEqual({ kind: 'scanning', forward: SSL_REQUEST });
+    expect(scan.holding).toBe(true);
+    expect(scan.push(stream.subarray(5 + 16_384, 5 + 16_384 + 5))).toMatchObject({
       kind: 'refused',
-      refusal: { rule: 'sni-mismatch', message: expect.stringContaining('a ClientHello of 20004 bytes') },
+      refusal: { rule: 'sni-mismatch', message: expect.stringContaining(`a ClientHello of ${message.length} bytes`) },
     });
   });
 
@@ -287,6 +291,46 @@ describe('StartTlsHelloScan', () => {
     }
     expect(Buffer.concat(forwarded)).toEqual(Buffer.concat(packets));
   });
+
+  it.each([
+    ['257', 257],
+    ['513', 513],
+  ])(
+    'passes on a MySQL COM_STMT_EXECUTE of 790 bytes for statement %s (`16 03 00 00 17 01 …`, a hello of over 16 KiB its next bytes show is none), and reads on',
+    async (_name, id) => {
+      const login = Buffer.alloc(80, 0x41);
+      login.writeUIntLE(76, 0, 3);
+      login[3] = 1;
+      // One VAR_STRING parameter of 773 bytes: a payload of 790.
+      const execute = Buffer.alloc(4 + 790, 'x');
+      execute.writeUIntLE(790, 0, 3);
+      execute[3] = 0;
+      execute[4] = 0x17;
+      execute.writeUInt32LE(id, 5);
+      execute[9] = 0; // flags
+      execute.writeUInt32LE(1, 10); // iteration count
+      execute[14] = 0; // null bitmap
+      execute[15] = 1; // new parameters bound
+      execute.set([0xfd, 0], 16); // MYSQL_TYPE_VAR_STRING
+      execute[18] = 0xfc;
+      execute.writeUInt16LE(773, 19);
+      expect(execute.subarray(0, 9).toString('hex')).toBe(`1603000017010${id >> 8}0000`);
+      const packets = [login, execute, mysqlExecute(1, 7), execute, mysqlExecute(1, 8)];
+      for (const writes of [packets, packets.flatMap((packet) => [packet.subarray(0, 9), packet.subarray(9)])]) {
+        const scan = newScan();
+        const { forwarded, step } = push(scan, writes);
+        expect(step.kind).toBe('scanning');
+        expect(forwarded).toEqual(Buffer.concat(packets));
+        expect(scan.holding).toBe(false);
+      }
+      // Scanning goes on: a hello naming another host after them is refused.
+      const scan = newScan();
+      expect(push(scan, [...packets, await clientHello('other.test')]).step).toMatchObject({
+        kind: 'refused',
+        refusal: { rule: 'sni-mismatch' },
+      });
+    },
+  );
 
   it.each([
     ['3.5', [3, 5]],

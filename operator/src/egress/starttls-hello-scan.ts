@@ -15,7 +15,10 @@
 // declared length a server could take; then the bytes from there decide.
 // - Records as clients send them (3.0 to 3.4) are judged as a first message is
 //   (readClientHello): a hello the proxy cannot read is refused, as an evasion needs one
-//   (padded past 16 KiB, spread over more than 8 records, with Encrypted Client Hello). Random
+//   (padded past 16 KiB, spread over more than 8 records, with Encrypted Client Hello). One
+//   declaring more than 16 KiB is refused only once a record header follows its first record,
+//   as such a hello must go on in another record: a MySQL client's COM_STMT_EXECUTE of 790
+//   bytes for statement 257 starts `16 03 00 00 17 01 01 00 00`, a hello of 64 KiB. Random
 //   bytes start such a record about once in 860 million positions, and with a length a server
 //   takes once in 110 billion: about one tunnel in 850 000 sending 128 KiB of them (an SSH
 //   session's) is refused.
@@ -38,7 +41,13 @@
 // going on, and judged as the write that completes it arrives, before that write goes on:
 // holding those would stall the honest streams that start one by chance. A server answers a
 // ClientHello only once it is whole.
-import { CLIENT_HELLO_MAX_SERVED, readClientHello, readServedClientHello, type ClientHelloReading } from './tls-client-hello.ts';
+import {
+  CLIENT_HELLO_MAX_BYTES,
+  CLIENT_HELLO_MAX_SERVED,
+  readClientHello,
+  readServedClientHello,
+  type ClientHelloReading,
+} from './tls-client-hello.ts';
 
 /**
  * How far into a tunnel the proxy looks for a ClientHello: 128 KiB of the client's bytes. The
@@ -113,9 +122,32 @@ function startsLikeHello(bytes: Buffer): 'too-short' | 'no' | 'yes' {
   return 'yes';
 }
 
+/**
+ * Whether a hello of a client's record version goes on past its first record when it must: one
+ * declaring more than CLIENT_HELLO_MAX_BYTES does not fit in a record a client sends, so the
+ * first record's end is followed by a record header (a type of 20 to 24, a version some server
+ * reads) or the bytes are no TLS. 'too-short' until those 5 bytes have come (the first record
+ * is at most 16 KiB: what is held stays bounded). 'yes' for any other hello: readClientHello
+ * judges it as it is.
+ */
+function goesOnPastFirstRecord(bytes: Buffer): 'too-short' | 'no' | 'yes' {
+  const recordLength = bytes.readUInt16BE(3);
+  // A header cut by the record's end is followed by a record already; a record longer than a
+  // client's is refused for that.
+  if (recordLength < 4 || recordLength > CLIENT_HELLO_MAX_BYTES) return 'yes';
+  if (4 + bytes.readUIntBE(6, 3) <= CLIENT_HELLO_MAX_BYTES) return 'yes';
+  const next = 5 + recordLength;
+  if (bytes.length < next + 5) return 'too-short';
+  const type = bytes[next]!;
+  return type >= 20 && type <= 24 && bytes[next + 1]! < 0x10 ? 'yes' : 'no';
+}
+
 /** Whether bytes that start like a ClientHello are one, and whether it is whole. */
 function readMatch(bytes: Buffer): Match {
   if (bytes[1] === 3 && bytes[2]! <= 4) {
+    const goesOn = goesOnPastFirstRecord(bytes);
+    if (goesOn === 'too-short') return { kind: 'incomplete', clientShaped: true };
+    if (goesOn === 'no') return { kind: 'no', readWhole: false };
     const reading = readClientHello(bytes);
     if (reading.kind === 'incomplete') return { kind: 'incomplete', clientShaped: true };
     return reading.kind === 'not-tls' ? { kind: 'no', readWhole: false } : { kind: 'hello', hello: reading };
