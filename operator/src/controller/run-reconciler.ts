@@ -510,7 +510,20 @@ export class RunReconciler {
       if (refused.length > 0) observed.refused = refused;
       if (keptDiff) observed.keptDiff = keptDiff;
       if (warmClaim) observed.warmClaim = warmClaim;
-      const decision = decide(observed, await this.configFor(observed), this.now());
+      const config = await this.configFor(observed);
+      const now = this.now();
+      let decision = decide(observed, config, now);
+      // Past the timeout, an approve this process has no memory of (a new leader's first look):
+      // the queue is asked whether it holds its job, once, and the run decided again knowing.
+      if (decision.lookUpQueuedAnswer) {
+        observed.answerQueued = await this.deps.agent.answerQueued(run, decision.lookUpQueuedAnswer);
+        decision = decide(observed, config, now);
+      }
+      // Kept when decided, not once applied: a decision made again after a conflict (the agent
+      // writes the status near an approval) may be past the timeout, and must still find the
+      // answer seen before it.
+      if (decision.seenApproval) this.seenApprovals.set(key, { uid: run.metadata.uid, seen: decision.seenApproval });
+      else this.seenApprovals.delete(key);
       // A diff taken for an ending this decision no longer makes is not kept for a later one.
       if (!keptDiff && !decision.actions.some((action) => action.type === 'keepDiff')) this.diffTakes.dropUnclaimed(key);
       try {
@@ -519,8 +532,6 @@ export class RunReconciler {
         // Only once applied: a decision whose write met a conflict recorded no Event, and the next one must.
         if (decision.ignoredApproval) this.ignoredApprovals.set(key, { uid: run.metadata.uid, ignored: decision.ignoredApproval });
         else this.ignoredApprovals.delete(key);
-        if (decision.seenApproval) this.seenApprovals.set(key, { uid: run.metadata.uid, seen: decision.seenApproval });
-        else this.seenApprovals.delete(key);
         const requeueAfterMs = applied.requeueAfterMs ?? decision.requeueAfterMs;
         return requeueAfterMs !== undefined ? { requeueAfterMs } : {};
       } catch (error) {

@@ -14,7 +14,7 @@ import {
 } from '../api/index.ts';
 import { codingRunSpecFields } from '../api/coding-run-spec.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { APPROVAL_ANNOTATION, answerActsOn, readApprovalAnnotation } from './approval-answer.ts';
+import { APPROVAL_ANNOTATION, answerActsOn, readApprovalAnnotation, type ApprovalAnswer } from './approval-answer.ts';
 import { separationOfDutiesRefusal } from './separation-of-duties.ts';
 import { approvalWaitEnd, approvalWaitMs, countedApprovalWaitMs } from './approval-wait.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
@@ -715,10 +715,12 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       builder.events.push({ type: 'Warning', reason: EVENT_REASONS.ApprovalIgnored, message });
     };
     let seen: SeenApproval | undefined;
+    let lookUp: ApprovalAnswer | undefined;
     const decided = (requeueAfterMs: number): Decision => ({
       ...done(requeueAfterMs),
       ...(ignored ? { ignoredApproval: ignored } : {}),
       ...(seen ? { seenApproval: seen } : {}),
+      ...(lookUp ? { lookUpQueuedAnswer: lookUp } : {}),
     });
     // Separation of duties: the policy judged the answer as the run was when it was written,
     // maybe before status.template named the template's writer (separation-of-duties.ts).
@@ -732,10 +734,16 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       const annotation = run.metadata.annotations?.[APPROVAL_ANNOTATION] ?? '';
       const { user } = reading.answer;
       const before = observed.seenApproval;
-      seen =
-        before?.approvalId === pending.id && before.annotation === annotation && before.user === user
-          ? before
-          : { approvalId: pending.id, annotation, ...(user !== undefined ? { user } : {}), at: now.toISOString() };
+      const remembered = before?.approvalId === pending.id && before.annotation === annotation && before.user === user;
+      seen = remembered
+        ? before
+        : {
+            approvalId: pending.id,
+            annotation,
+            ...(user !== undefined ? { user } : {}),
+            at: now.toISOString(),
+            ...(observed.answerQueued ? { beforeTimeout: true as const } : {}),
+          };
       // Security #11.5: the agent refuses an approval whose sha256 is not the input's, and the
       // call stays pending; the timeout still holds for it (a second resume is a no-op otherwise).
       if (now.getTime() < timeoutAt) {
@@ -746,11 +754,21 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
       // the human's, when the operator saw it before the timeout and the agent would act on it
       // (its job, queued then, may not have run yet), else the timeout's deny. When the answer
       // was written is not recorded anywhere the operator can trust; when it first saw it is.
-      const inTime = Date.parse(seen.at) < timeoutAt;
+      // A new leader knows nothing of what the last one saw: an approve's resume job already
+      // queued says the last one saw it in time (it queues one for nothing later). Only an
+      // approve's job says so: a deny's id is the timeout's deny's too.
+      const inTime = seen.beforeTimeout === true || Date.parse(seen.at) < timeoutAt;
       if (inTime && answerActsOn(reading.answer, pending.input)) {
         actions.push({ type: 'resumeAgent', answer: reading.answer });
         return decided(recheck);
       }
+      if (
+        !remembered &&
+        observed.answerQueued === undefined &&
+        reading.answer.decision === 'approve' &&
+        answerActsOn(reading.answer, pending.input)
+      )
+        lookUp = reading.answer;
       if (!inTime)
         ignore(
           `Ignored the answer to approval ${pending.id}: the operator first saw it at ${seen.at}, after the wait for it ended at ` +

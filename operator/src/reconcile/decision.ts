@@ -64,4 +64,10 @@ export interface Decision {
   ignoredApproval?: IgnoredApproval;
   /** The answer to the pending approval this decision passed on, first seen when: handed to the next decision (ObservedRun.seenApproval). */
   seenApproval?: SeenApproval;
+  /**
+   * An approve this decision denies as first seen past the timeout, with nothing known of it
+   * before: the reconciler asks the agent whether its resume job is queued (an earlier
+   * leader's, proof it was seen in time) and decides again knowing (ObservedRun.answerQueued).
+   */
+  lookUpQueuedAnswer?: ApprovalAnswer;
 }

@@ -55,6 +55,12 @@ export interface SeenApproval {
   user?: string;
   /** ISO time of the first decision that saw it. */
   at: string;
+  /**
+   * Seen before the timeout, whatever `at` says: first seen by this process past it, with its
+   * approve's resume job already queued (ObservedRun.answerQueued), which an earlier leader
+   * does only for an answer it saw in time.
+   */
+  beforeTimeout?: true;
 }
 
 /** Keys present in each referenced object; undefined when the object does not exist. */
@@ -172,4 +178,10 @@ export interface ObservedRun {
    * and past the timeout denies the call, as for an answer that came late.
    */
   seenApproval?: SeenApproval;
+  /**
+   * Whether the approve's resume job is in the agent's queue (RunAgent.answerQueued): asked
+   * only when a decision finds an approve past the timeout with no seenApproval for it
+   * (Decision.lookUpQueuedAnswer), as after a leader change, and decided again knowing.
+   */
+  answerQueued?: boolean;
 }

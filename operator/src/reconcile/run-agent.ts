@@ -20,6 +20,11 @@ export interface RunAgent {
   /** Continue a run parked on an approval with the answer. Idempotent per approval id. */
   resume(run: CodingRun, answer: ApprovalAnswer): Promise<void>;
   /**
+   * Whether resume() queued this answer already (its job is there, in any state): for an
+   * approve, proof that the operator (maybe an earlier leader) saw it before the timeout.
+   */
+  answerQueued(run: CodingRun, answer: ApprovalAnswer): Promise<boolean>;
+  /**
    * Remove the run's jobs (in every state) and its state. Safe when there is nothing to
    * remove. Resolves to the number of its jobs still running, which cannot be removed yet:
    * a deletion keeps the run's finalizer until that is 0 and nothing of it is left in Redis.
@@ -39,6 +44,9 @@ export interface RunAgent {
 export const idleAgent: RunAgent = {
   async start() {},
   async resume() {},
+  async answerQueued() {
+    return false;
+  },
   async stop() {
     return 0;
   },

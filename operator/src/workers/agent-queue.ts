@@ -58,6 +58,12 @@ const PREPARE_PRIORITY = 1;
  */
 const STEPS_KEPT_BEHIND = 2;
 
+/** The resume job's id for an answer: an approve's names its digest too (job-ids.ts). */
+function resumeJobId(run: CodingRun, answer: ApprovalAnswer): string {
+  const approve = answer.decision === 'approve' ? { sha256: answer.sha256 } : undefined;
+  return jobId.resume(run.metadata.uid, answer.id, approve);
+}
+
 export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEnqueuer {
   constructor(
     private readonly queue: Queue<AgentJobData, void, AgentJobName>,
@@ -91,8 +97,12 @@ export class AgentQueue implements Omit<RunAgent, 'inspect' | 'keepDiff'>, JobEn
   }
 
   async resume(run: CodingRun, answer: ApprovalAnswer): Promise<void> {
-    const approve = answer.decision === 'approve' ? { sha256: answer.sha256 } : undefined;
-    await this.add('resume', jobId.resume(run.metadata.uid, answer.id, approve), { ...runRefOf(run), approval: answer });
+    await this.add('resume', resumeJobId(run, answer), { ...runRefOf(run), approval: answer });
+  }
+
+  /** Whether resume() queued the answer: its job, by its deterministic id, in any state. */
+  async answerQueued(run: CodingRun, answer: ApprovalAnswer): Promise<boolean> {
+    return (await this.queue.getJob(resumeJobId(run, answer))) !== undefined;
   }
 
   async step(ref: { uid: string; namespace: string; name: string }, completed: number): Promise<void> {

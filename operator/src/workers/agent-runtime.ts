@@ -116,6 +116,8 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     // Each is idempotent (run-agent.ts), so one that answers after its bound did no harm.
     start: (run, podName) => answerWithin(agentQueue.start(run, podName), CONTROLLER_REDIS_TIMEOUT_MS, 'starting the agent'),
     resume: (run, answer) => answerWithin(agentQueue.resume(run, answer), CONTROLLER_REDIS_TIMEOUT_MS, 'resuming the agent'),
+    answerQueued: (run, answer) =>
+      answerWithin(agentQueue.answerQueued(run, answer), CONTROLLER_REDIS_TIMEOUT_MS, 'looking for the answer in the queue'),
     stop: (run) => answerWithin(agentQueue.stop(run), CONTROLLER_REDIS_TIMEOUT_MS, 'stopping the agent'),
     inspect: (run) => inspector.inspect(run),
     // A session of its own, closed after: the run's kept one may be in a job's use, or gone.
