@@ -6,6 +6,7 @@ import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { refusedApprovalStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { approvalRefusal } from './approval-input.ts';
+import { answeredApproval, answeredBy } from './answered-approval.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
@@ -101,17 +102,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     record: {
       startedAt: deps.now().toISOString(),
       answered: call,
-      approval: {
-        id: pending.id,
-        tool: pending.toolName,
-        decision: answer.decision,
-        ...(answer.reason ? { reason: answer.reason } : {}),
-        ...(answer.sha256 ? { sha256: answer.sha256 } : {}),
-        requestedAt: pending.requestedAt,
-        answeredAt: answeredAt.toISOString(),
-        ...(answer.user ? { user: answer.user } : {}),
-        ...(answer.timedOut ? { timedOut: true } : {}),
-      },
+      approval: answeredApproval(pending, answer, answeredAt),
     },
   };
   await deps.states.save(state);
@@ -123,12 +114,6 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     }`,
   });
   await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
-}
-
-/** " by alice", or why nobody is named. */
-function answeredBy(answer: ApprovalAnswer): string {
-  if (answer.timedOut) return ' (timeout)';
-  return answer.user ? ` by ${answer.user}` : ' (approver not recorded)';
 }
 
 /** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */
