@@ -12,7 +12,7 @@ import { REASONS, RunFailure, codingRunSpec, type ParsedCodingRun } from '../../
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { admittedImagesOf, sandboxPodShape, type AdmittedImages } from '../../operator/src/reconcile/admitted-pod.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
-import { KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
+import { ADMITTED_RECORD_RETRY_MS, KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { ToolboxSandbox } from '../../operator/src/sandbox/toolbox-sandbox.ts';
 import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
@@ -228,6 +228,40 @@ describe("the exec transport against the run's record of its pod as admitted (st
     });
     for (let start = 0; start < 3; start += 1) await transport.start(['serve']).catch(() => undefined);
     expect(reads).toBe(1);
+  });
+
+  it("reads the run again after a miss once ADMITTED_RECORD_RETRY_MS passed: a pool pod's first exec may race its record", async () => {
+    let now = 1_000_000;
+    let reads = 0;
+    const { transport } = transportReading(ungatedPinnedPod(), {
+      expectedPodShape: sandboxPodShape(customRun, config),
+      now: () => now,
+      readAdmittedImages: async () => (++reads === 1 ? undefined : admittedImagesOf({ admittedPod: record })),
+    });
+    const first = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(first)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    now += ADMITTED_RECORD_RETRY_MS - 1;
+    await transport.start(['serve']).catch(() => undefined);
+    expect(reads).toBe(1);
+    now += 1;
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    // Found, the record is kept: no more reads of the run.
+    now += ADMITTED_RECORD_RETRY_MS;
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    expect(reads).toBe(2);
+  });
+
+  it('does not remember a read of the run that failed: the next exec start reads it again', async () => {
+    let reads = 0;
+    const { transport } = transportFor(ungatedPinnedPod(), customRun, async () => {
+      reads += 1;
+      if (reads === 1) throw new Error('etcdserver: request timed out');
+      return admittedImagesOf({ admittedPod: record });
+    });
+    const first = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(first)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    expect(reads).toBe(2);
   });
 
   it('refuses a pod whose image is not the recorded one, naming the admitted image', async () => {

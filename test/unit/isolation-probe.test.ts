@@ -237,6 +237,28 @@ describe('security #11.8 isolation probe', () => {
     }
   });
 
+  it("makes no create or delete once stopped during its leftover sweep: those may be the new leader's probe objects", async () => {
+    const { probe, cluster } = setup({ enforces: true });
+    // The new leader's probe, under way in the same namespace.
+    await cluster.createPod(buildIsolationProbePod('agents', 'leader', config, 60));
+    await cluster.createNetworkPolicy(buildIsolationProbePolicy('agents', 'leader', 'uid-leader'));
+    const created = cluster.created.length;
+    let listed!: () => void;
+    const list = cluster.listLeftovers.bind(cluster);
+    cluster.listLeftovers = async (namespace: string) => {
+      await new Promise<void>((resolve) => (listed = resolve));
+      return list(namespace);
+    };
+    probe.observe('agents');
+    await Promise.resolve();
+    const stopped = probe.stop();
+    listed();
+    await stopped;
+    expect(cluster.deleted).toEqual([]);
+    expect(cluster.created.length).toBe(created);
+    expect(cluster.pods.has('agents/chamvi-isolation-probe-leader')).toBe(true);
+  });
+
   it('tries again when the exec into the probe pod is not there yet (kwok registers it a moment after the pod)', async () => {
     const { probe } = setup({ enforces: true, execFailures: 3 });
     probe.observe('agents');

@@ -18,6 +18,10 @@
 // and unknown is not enforced (runs wait). A namespace no run asked about for maxAgeSeconds is
 // forgotten (its verdict expired by then anyway): namespaces made per pull request would otherwise
 // each keep an entry for the whole leadership term. The clock, the sleep and both I/O ports are injected.
+// Once stopped (shutdown, or the lease lost), a probe under way creates nothing and sweeps no
+// leftovers: the sweep lists every probe object in the namespace, the new leader's included, so
+// every such write passes a WriteGate that stop() closes. Only the probe's own objects, by the
+// random names no other probe uses, are still deleted.
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, NetworkingV1Api, type KubeConfig, type V1NetworkPolicy, type V1Pod } from '@kubernetes/client-node';
 import { ISOLATION_PROBE_TARGET, type OperatorConfig } from '../config/operator-config.ts';
@@ -37,6 +41,7 @@ import {
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox } from '../sandbox/kubernetes-sandbox.ts';
 import { isNotFound, unlessNotFound } from '../kube/api-errors.ts';
+import { WriteGate } from './write-gate.ts';
 
 /** The API calls a probe makes: on its own pod and policy only, in the namespace it probes. */
 export interface IsolationProbeKube {
@@ -126,6 +131,7 @@ export class IsolationProbe {
   private readonly verdicts = new Map<string, Entry>();
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly abort = new AbortController();
+  private readonly gate = new WriteGate();
   private readonly now: () => Date;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
   private readonly newProbeId: () => string;
@@ -186,8 +192,9 @@ export class IsolationProbe {
     await this.inFlight.get(namespace);
   }
 
-  /** Stops probing; a probe under way ends at its next step and still deletes what it created. */
+  /** Stops probing; a probe under way makes no other write, ends at its next step and still deletes what it created. */
   async stop(): Promise<void> {
+    this.gate.close();
     this.abort.abort();
     await Promise.all([...this.inFlight.values()]);
   }
@@ -222,6 +229,7 @@ export class IsolationProbe {
     let policyCreated = false;
     try {
       await this.removeLeftovers(namespace);
+      this.gate.check();
       const pod = await kube.createPod(buildIsolationProbePod(namespace, probeId, this.options.config, timeoutSeconds + 60));
       podCreated = true;
       const own = await this.waitUntilReady({ namespace, name, identity: probePodIdentity(pod) }, deadline);
@@ -235,6 +243,7 @@ export class IsolationProbe {
             'set isolationProbe.target to an address every pod reaches',
         };
       }
+      this.gate.check();
       await kube.createNetworkPolicy(buildIsolationProbePolicy(namespace, probeId, own.identity.uid));
       policyCreated = true;
       const settleUntil = this.now().getTime() + this.options.config.isolationProbe.settleSeconds * 1000;
@@ -256,7 +265,8 @@ export class IsolationProbe {
       if (error instanceof ProbePodNotOurs) this.options.logger.warn({ namespace, name, why }, 'isolation probe pod replaced or changed');
       return { verdict: 'unknown', detail: `the last probe could not decide: ${why.slice(0, 512)}` };
     } finally {
-      // Best effort, even after stop(): the pod also ends itself (activeDeadlineSeconds) and takes the policy with it.
+      // Best effort, even after stop(): no other probe uses these names. The pod also ends itself
+      // (activeDeadlineSeconds) and takes the policy with it.
       if (policyCreated)
         await kube.deleteNetworkPolicy(namespace, name).catch((error: unknown) => this.cleanupFailed(namespace, name, error));
       if (podCreated) await kube.deletePod(namespace, name).catch((error: unknown) => this.cleanupFailed(namespace, name, error));
@@ -266,8 +276,14 @@ export class IsolationProbe {
   private async removeLeftovers(namespace: string): Promise<void> {
     const { kube } = this.options;
     const leftovers = await kube.listLeftovers(namespace);
-    for (const policy of leftovers.policies) await kube.deleteNetworkPolicy(namespace, policy);
-    for (const pod of leftovers.pods) await kube.deletePod(namespace, pod);
+    for (const policy of leftovers.policies) {
+      this.gate.check();
+      await kube.deleteNetworkPolicy(namespace, policy);
+    }
+    for (const pod of leftovers.pods) {
+      this.gate.check();
+      await kube.deletePod(namespace, pod);
+    }
   }
 
   /** Resolves to the pod with the containers it runs once ready: from then on those must not be replaced either. */

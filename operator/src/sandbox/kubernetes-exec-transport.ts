@@ -44,12 +44,16 @@ export interface KubernetesExecTransportOptions {
    * The run's record of its pod's images as admitted (status.admittedPod), read where
    * expectedPodShape has none for the pod read: the record of a claimed warm pool pod is written
    * just after its agent starts, so the run the first job made the shape from may lack it.
-   * Read once per pod, found or not: a pod's record is never rewritten, and a run that never
-   * gets one (given its pod before records were kept, its create's answer lost) would otherwise
-   * cost a read of the run on every exec start. A record that lands after that read is not seen:
-   * the pod is judged by its generation, which passes a claimed pool pod (generation 2).
+   * A record found is kept for the pod (it is never rewritten). A miss is read again at the first
+   * exec start ADMITTED_RECORD_RETRY_MS after it, not at every one: a run that never gets a
+   * record (given its pod before records were kept, its create's answer lost) would otherwise
+   * cost a read of the run on every exec start, while a pool pod's first exec may race its
+   * record and must not be judged without it for the session's life. A read that failed is not
+   * kept: the next exec start reads again.
    */
   readAdmittedImages?: () => Promise<AdmittedImages | undefined>;
+  /** The clock a miss of readAdmittedImages is timed by (ms since the epoch); Date.now by default. */
+  now?: () => number;
   /** How the pod is read for those checks; client-node's read by default. */
   readPod?: (namespace: string, name: string) => Promise<V1Pod>;
   /** Until the exec WebSocket is open (TCP, TLS, upgrade through the API server to the kubelet). */
@@ -74,6 +78,8 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export const DEFAULT_KEEP_ALIVE_INTERVAL_MS = 15_000;
 export const DEFAULT_KILL_GRACE_MS = 2_000;
 export const DEFAULT_MAX_BUFFERED_BYTES = 1_048_576;
+/** A run read without a record for its pod is read again after this long, at the next exec start. */
+export const ADMITTED_RECORD_RETRY_MS = 30_000;
 
 /** Newest first: the API server picks the first it speaks. v5 adds closing stdin alone. */
 export const EXEC_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io'] as const;
@@ -104,8 +110,8 @@ export class KubernetesExecTransport implements ToolboxTransport {
    * is no wider; a start made later reads again.
    */
   private podCheck: Promise<string | undefined> | undefined;
-  /** The pod readAdmittedImages was asked about, and the record it found for it, if any. */
-  private admittedImages: { podUid: string | undefined; record: AdmittedImages | undefined } | undefined;
+  /** The pod readAdmittedImages last answered about, the record it found for it if any, and when. */
+  private admittedImages: { podUid: string | undefined; record: AdmittedImages | undefined; readAt: number } | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -203,12 +209,19 @@ export class KubernetesExecTransport implements ToolboxTransport {
   private async withAdmittedImages(shape: SandboxPodShape, pod: V1Pod): Promise<SandboxPodShape> {
     const uid = pod.metadata?.uid;
     if (shape.admitted?.uid === uid || !this.options.readAdmittedImages) return shape;
-    if (!this.admittedImages || this.admittedImages.podUid !== uid) {
-      // A run that cannot be read now is judged without the record, as a run from before it was kept.
-      const read = await this.options.readAdmittedImages().catch(() => undefined);
-      this.admittedImages = { podUid: uid, record: read?.uid === uid ? read : undefined };
+    const now = this.options.now?.() ?? Date.now();
+    const known = this.admittedImages?.podUid === uid ? this.admittedImages : undefined;
+    if (!known?.record && (!known || now - known.readAt >= ADMITTED_RECORD_RETRY_MS)) {
+      try {
+        const read = await this.options.readAdmittedImages();
+        this.admittedImages = { podUid: uid, record: read?.uid === uid ? read : undefined, readAt: now };
+      } catch {
+        // A run that cannot be read now is judged without the record, as a run from before it was
+        // kept; nothing is remembered, so the next exec start reads again.
+      }
     }
-    const { record } = this.admittedImages;
+    const kept = this.admittedImages;
+    const record = kept?.podUid === uid ? kept?.record : undefined;
     return record ? { ...shape, admitted: record } : shape;
   }
 }
