@@ -79,6 +79,8 @@ export function memoryRunWorld(options: {
    * and the watch reports that before the write answers (the order is not given).
    */
   deletionSeenBeforeAnswer?: boolean;
+  /** Runs (by key) whose status writes the API server answers but whose watch has not brought them: the cache keeps the run as it was. */
+  writesNotSeen?: ReadonlySet<string>;
 }): MemoryRunWorld {
   const runs = new MemoryCache(options.runs);
   const configMaps = new MemoryCache(options.configMaps ?? []);
@@ -98,6 +100,9 @@ export function memoryRunWorld(options: {
   const kube = {
     async replaceRunStatus(run: CodingRun, status: CodingRun['status']) {
       count('replaceRunStatus');
+      const key = `${run.metadata.namespace}/${run.metadata.name}`;
+      if (options.writesNotSeen?.has(key))
+        return { ...run, status, metadata: { ...run.metadata, resourceVersion: String(++version) } } as CodingRun;
       return written(runs.get(run.metadata.namespace, run.metadata.name) ?? run, { status } as Partial<CodingRun>);
     },
     async setRunFinalizers(run: CodingRun, finalizers: string[]) {

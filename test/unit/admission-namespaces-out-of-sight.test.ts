@@ -90,7 +90,7 @@ describe('admission with a namespace the leader cannot see', () => {
     expect(phaseOf(world, 'team-b/r1')).toBe('Pending');
   });
 
-  it('drops a slot granted to a run of a namespace whose settings became unreadable, so it is not admitted past maxActiveRuns once they are back', async () => {
+  it('keeps a slot granted to a run of a namespace whose settings became unreadable, so no run is admitted past maxActiveRuns', async () => {
     let now = 0;
     const refused = new Set<string>();
     // team-a's turn has passed (it was admitted last): team-b's run is served first.
@@ -104,18 +104,52 @@ describe('admission with a namespace the leader cannot see', () => {
     await world.reconciler.reconcile('team-a/r2');
     expect(world.reconciler.admittedLocally.has('team-b-1'), "team-b's turn: granted the one slot").toBe(true);
     expect(phaseOf(world, 'team-a/r2')).toBe('Pending');
-    // The RoleBinding is deleted before team-b's run took its slot.
+    // The settings cannot be read: whether team-b's run took its slot is not known from here.
     refused.add('team-b');
     now += FAIR_SHARE_TTL_MS;
     await world.reconciler.reconcile('team-a/r2');
-    expect(phaseOf(world, 'team-a/r2')).toBe('Provisioning');
-    expect(world.reconciler.admittedLocally.has('team-b-1')).toBe(false);
-    // Restored: the one slot is team-a's now, and team-b's run waits for it.
+    expect(phaseOf(world, 'team-a/r2')).toBe('Pending');
+    expect(world.reconciler.admittedLocally.has('team-b-1')).toBe(true);
+    // Restored: team-b's run takes the slot it was granted, and team-a's run still waits for one.
     refused.delete('team-b');
     now += FAIR_SHARE_TTL_MS;
     await world.reconciler.reconcile('team-b/r1');
-    expect(phaseOf(world, 'team-b/r1')).toBe('Pending');
-    expect(world.runs.get('team-b', 'r1')?.status?.reason).toBe(REASONS.Queued);
+    expect(phaseOf(world, 'team-b/r1')).toBe('Provisioning');
+    await world.reconciler.reconcile('team-a/r2');
+    expect(phaseOf(world, 'team-a/r2')).toBe('Pending');
+  });
+
+  it('keeps the slot of a run it just admitted when its namespace answers 5xx before the watch shows it', async () => {
+    let now = 0;
+    let failNext = false;
+    const sources: FairShareSources = {
+      policyOf: async (namespace) => {
+        if (namespace === 'team-a' && failNext) {
+          failNext = false;
+          throw Object.assign(new Error('the server is currently unable to handle the request'), { statusCode: 503 });
+        }
+        return readNamespacePolicy({});
+      },
+      tokensOn: async () => 0,
+    };
+    // team-a's run is admitted: its status write is sent, but the cache still shows it Pending.
+    const world = memoryRunWorld({
+      runs: [run('team-a', 1, 'Pending'), run('team-b', 2, 'Pending')],
+      config: configWith(1),
+      admissionPlans: new AdmissionPlanCache({ changesReported: true, clock: () => now }),
+      fairShare: sources,
+      writesNotSeen: new Set(['team-a/r1']),
+    });
+    await world.reconciler.reconcile('team-a/r1');
+    expect(world.calls.get('replaceRunStatus')).toBe(1);
+    expect(phaseOf(world, 'team-a/r1')).toBe('Pending');
+    failNext = true;
+    now += FAIR_SHARE_TTL_MS;
+    await world.reconciler.reconcile('team-b/r2');
+    expect(failNext, "team-a's settings asked for, and answered 503").toBe(false);
+    expect(phaseOf(world, 'team-b/r2'), 'one sandbox at maxActiveRuns 1').toBe('Pending');
+    expect(world.reconciler.admittedLocally.has('team-a-1')).toBe(true);
+    expect(world.runs.get('team-b', 'r2')?.status?.message).toContain('maxActiveRuns');
   });
 
   it('admits the runs of listed namespaces round after round while a namespace set aside has waiting runs in the cache', async () => {

@@ -854,7 +854,7 @@ export class RunReconciler {
   /** What admission leaves out now (admission.ts inPlanScope). */
   private planScope(unreadable: ReadonlySet<string>): PlanScope {
     const listed = this.deps.listed;
-    return { listed: listed ? (namespace) => listed(namespace) : () => true, unreadable };
+    return { listed: listed ? (namespace) => listed(namespace) : () => true, unreadable, admittedLocally: this.admittedLocally };
   }
 
   /**
@@ -925,8 +925,11 @@ export class RunReconciler {
 
   /**
    * A grant is done once the cache shows the run admitted (or ended, or gone); until then it holds
-   * the run's slot and sequence. A grant of a run admission now leaves out (inPlanScope) goes
-   * unused: it is dropped, and the run counts as taking no slot, or unused grants filled maxActiveRuns.
+   * the run's slot and sequence. A grant of a run of a namespace that has not listed goes unused
+   * (its keys are held): it is dropped, and the run counts as taking no slot, or unused grants
+   * filled maxActiveRuns. Not one of a namespace whose policy cannot be read: the run may have
+   * been admitted already (its status write sent, its watch update not in), and dropping the
+   * grant on a transient 5xx would give its slot to another run.
    */
   private forgetSettledGrants(runs: readonly CodingRun[], scope: PlanScope): void {
     if (this.grants.size === 0 && this.unwritable.size === 0) return;
@@ -943,7 +946,7 @@ export class RunReconciler {
       ) {
         this.grants.delete(uid);
         if (!other) this.admittedLocally.delete(uid);
-      } else if (!inPlanScope(other, scope)) {
+      } else if (!scope.listed(grant.namespace)) {
         this.grants.delete(uid);
         this.admittedLocally.delete(uid);
       }

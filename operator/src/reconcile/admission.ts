@@ -64,6 +64,8 @@ export interface PlanScope {
   listed(namespace: string): boolean;
   /** Namespaces whose policy could not be read (admission-plan-cache.ts FairShareView). */
   unreadable: ReadonlySet<string>;
+  /** Runs this process admitted or granted a slot whose admission the cache may not show yet (AdmissionContext.admittedLocally). */
+  admittedLocally: ReadonlySet<string>;
 }
 
 /**
@@ -72,14 +74,16 @@ export interface PlanScope {
  * (maxActiveRuns filled with grants); and what it holds cannot be seen, nor counting what was
  * last seen let one tenant hold slots from the others. Not a waiting run of a namespace whose
  * policy cannot be read (its caps and budget are unknown, and its own reconcile fails on the
- * read), though its runs that hold a slot still count: the cache still sees them.
+ * read), though its runs that hold a slot still count: those the cache shows admitted, and those
+ * this process admitted or granted a slot whose new phase the cache does not show yet (a read
+ * answering 5xx between a run's admission and its watch update must not free its slot).
  */
 export function inPlanScope(run: CodingRun, scope: PlanScope): boolean {
   const namespace = run.metadata.namespace;
   if (!scope.listed(namespace)) return false;
   if (!scope.unreadable.has(namespace)) return true;
   const phase = run.status?.phase;
-  return phase !== undefined && phase !== 'Pending';
+  return (phase !== undefined && phase !== 'Pending') || scope.admittedLocally.has(run.metadata.uid);
 }
 
 /** A namespace's token budget for the day, and what its runs spent of it. */
