@@ -27,15 +27,17 @@ export interface PodSeen {
 }
 
 /**
- * Whether the pod's images are still as admitted, as far as its spec's generation tells (1
- * at creation whatever admission wrote; users cannot set it): no change since, but the claim of
- * a warm pool pod. Told by its name, which nobody can change, not by the claim's label, which
- * anyone who may patch pods can add. An API server before 1.33 keeps no generation for pods:
- * nothing is told there.
+ * Whether the pod's spec generation shows no change since its creation but the operator's own:
+ * 1 at creation whatever admission wrote (users cannot set it), 2 once a warm pool pod is
+ * claimed. A pod is told claimed by its name (not `freshName`, the run's own pod's), which
+ * nobody can change, not by the claim's label, which anyone who may patch pods can add.
+ * Undefined where the API server keeps no generation for pods (before 1.33): nothing is told.
  */
-function unchangedSinceAdmission(pod: V1Pod, freshName: string): boolean {
+export function unchangedSinceCreation(pod: V1Pod, freshName: string | undefined): boolean | undefined {
+  const generation = pod.metadata?.generation;
+  if (generation === undefined) return undefined;
   const claims = pod.metadata?.name === freshName ? 0 : 1;
-  return pod.metadata?.generation === 1 + claims;
+  return generation === 1 + claims;
 }
 
 /** The record of the pod's images; undefined when they may have changed since admission, or do not fit the status' bounds. */
@@ -44,7 +46,7 @@ export function admittedPodRecord(seen: PodSeen): AdmittedPodStatus | undefined 
   const uid = pod.metadata?.uid;
   if (!uid) return undefined;
   // The create's answer is the pod as admitted; a claim's shows the pod now.
-  if (from !== 'create' && !unchangedSinceAdmission(pod, seen.freshName)) return undefined;
+  if (from !== 'create' && unchangedSinceCreation(pod, seen.freshName) !== true) return undefined;
   const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
   if (containers.length === 0 || containers.length > ADMITTED_IMAGES_MAX) return undefined;
   const images = containers.map((container) => ({ container: container.name, image: container.image ?? '' }));

@@ -22,6 +22,7 @@ import { admittedPodStatus, type CodingRunStatus, type ParsedCodingRun } from '.
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { admittedForm, imageRepository, normalizeImage } from './image-reference.ts';
+import { unchangedSinceCreation } from './admitted-pod-record.ts';
 import { EGRESS_ENV_NAMES, wantsEgress } from './sandbox-egress.ts';
 import { buildSandboxPod } from './sandbox-pod.ts';
 import { securityContextChanges } from './security-context-changes.ts';
@@ -282,10 +283,7 @@ export function admittedImagesOf(status: CodingRunStatus | undefined): AdmittedI
  * and that patch is not told apart (docs/operations.md).
  */
 function specUnchangedSinceCreation(admitted: V1Pod, shape: SandboxPodShape): boolean {
-  const generation = admitted.metadata?.generation;
-  if (generation === undefined) return true;
-  const operatorChanges = admitted.metadata?.name === shape.podName ? 0 : 1;
-  return generation === 1 + operatorChanges;
+  return unchangedSinceCreation(admitted, shape.podName) ?? true;
 }
 
 /** Whether some built image is `image` pinned to a digest (which counts only if added at admission). */
