@@ -32,11 +32,11 @@ function operatorConfigIn(pod: PodSpec) {
 }
 
 describe("the chart's grace period", () => {
-  it('is 90 s by default, and the operator exits 5 s before it', async () => {
+  it('is 30 s by default, and the operator exits 5 s before it', async () => {
     const pod = await operatorPod();
-    expect(pod.terminationGracePeriodSeconds).toBe(90);
+    expect(pod.terminationGracePeriodSeconds).toBe(30);
     const limitMs = operatorConfigIn(pod).shutdownTimeoutSeconds * 1000;
-    expect(shutdownTimings(limitMs)).toMatchObject({ exitMs: 85_000, jobsMs: 82_000 });
+    expect(shutdownTimings(limitMs)).toMatchObject({ exitMs: 25_000, jobsMs: 22_000 });
   });
 
   it('moves the operator shutdown limit with it when set', async () => {
