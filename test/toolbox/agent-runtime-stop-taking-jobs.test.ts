@@ -2,11 +2,13 @@
 // shutdown-sequence.ts calls), on a real redis-server and BullMQ: they take no job queued after
 // the signal (one a fetch already under way takes goes back untouched), and they answer only
 // once the job they hold has ended, so a rollout neither starts steps it will cut nor cuts the
-// ones it has. The held job is a prepare whose read of the run waits for the test.
+// ones it has. The held job is a prepare whose read of the run waits for the test. With Redis
+// gone (helm uninstall deletes the bundled one beside the operator) the stop still ends.
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { localOperatorConfig } from '../../operator/src/cli/local/local-operator-config.ts';
+import { startRedisServer } from '../../operator/src/cli/local/redis-server-process.ts';
 import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
 import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
 import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
@@ -43,21 +45,9 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
-it('takes no job after stopTakingJobs, and answers once the job it holds has ended', async () => {
-  // Each job's first read of its run, by name; the held run's read answers when the test says.
-  const prefix = `stop-taking-${Date.now()}`;
-  const reads: string[] = [];
-  let answerHeld!: () => void;
-  const held = new Promise<undefined>((resolve) => (answerHeld = () => resolve(undefined)));
-  const kube = {
-    getRun: async (_namespace: string, name: string) => {
-      reads.push(name);
-      // Gone: the job ends without doing anything.
-      return name === 'held' ? held : undefined;
-    },
-  } as unknown as KubeGateway;
-  runtime = startAgentRuntime({
-    config: localOperatorConfig(server.url, prefix),
+function runtimeOn(redisUrl: string, prefix: string, kube: KubeGateway): AgentRuntime {
+  return startAgentRuntime({
+    config: localOperatorConfig(redisUrl, prefix),
     kubeConfig: new KubeConfig(),
     kube,
     events: new EventRecorder(kube, 'test', logger),
@@ -71,6 +61,22 @@ it('takes no job after stopTakingJobs, and answers once the job it holds has end
     resources: {} as RunResources,
     transcript: { append: async () => undefined } satisfies TranscriptWriter,
   });
+}
+
+it('takes no job after stopTakingJobs, and answers once the job it holds has ended', async () => {
+  // Each job's first read of its run, by name; the held run's read answers when the test says.
+  const prefix = `stop-taking-${Date.now()}`;
+  const reads: string[] = [];
+  let answerHeld!: () => void;
+  const held = new Promise<undefined>((resolve) => (answerHeld = () => resolve(undefined)));
+  const kube = {
+    getRun: async (_namespace: string, name: string) => {
+      reads.push(name);
+      // Gone: the job ends without doing anything.
+      return name === 'held' ? held : undefined;
+    },
+  } as unknown as KubeGateway;
+  runtime = runtimeOn(server.url, prefix, kube);
   await runtime.runAgent.start(run('held'), 'pod-held');
   await until(() => reads.includes('held'), 'the worker to take the held job');
 
@@ -93,3 +99,15 @@ it('takes no job after stopTakingJobs, and answers once the job it holds has end
   const [afterJob] = await server.redis.keys(`${prefix}:*uid-after-prepare`);
   expect(Number((await server.redis.hget(afterJob!, 'atm')) ?? 0), 'attempts made').toBe(0);
 });
+
+it('stops, and closes, with Redis gone and no job in hand (BullMQ close alone never answers then)', async () => {
+  const gone = await startRedisServer(process.env);
+  const kube = { getRun: async () => undefined } as unknown as KubeGateway;
+  const stopping = runtimeOn(gone.url, `redis-gone-${Date.now()}`, kube);
+  // The worker polls Redis (its blocking fetch) before Redis goes.
+  expect(await stopping.queueDepth()).toMatchObject({ active: 0 });
+  await gone.stop();
+  // Before worker-stop.ts this waited for an 'end' event ioredis never sends: the test timed out.
+  await stopping.stopTakingJobs();
+  await stopping.close();
+}, 20_000);

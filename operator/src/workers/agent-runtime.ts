@@ -36,6 +36,7 @@ import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
 import type { Launch } from './process-launcher.ts';
 import { answerWithin } from './answer-within.ts';
+import { JobsInHand, stopWorker } from './worker-stop.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -103,6 +104,9 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   const states = new RunStateStore(stateRedis, prefix, seal, { namespaceMaxStateBytes: config.namespaceMaxStateBytes });
   const tally = new NamespaceTokenTally(stateRedis, prefix);
   const queue = new Queue<AgentJobData, void, AgentJobName>(QUEUE_NAME, { connection: queueRedis, prefix });
+  // Without a listener BullMQ prints each of the queue's errors (every reconnect while Redis is
+  // down) as a bare stack on stderr, outside the log; the connection's own listener above says it.
+  queue.on('error', (error) => options.logger.warn({ err: error.message }, 'agent queue error'));
   const sandboxes = new SandboxPool(options.sandboxFor);
   // The scripted model's scripts, kept between a run's steps and dropped when it ends (run-script-cache.ts).
   const scripts = new RunScriptCache();
@@ -133,6 +137,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
       }
     },
   };
+  const jobsInHand = new JobsInHand();
   // A running step's record trails its hand-over (trailing-record.ts).
   const trailing = new TrailingWrites(redisLandedMarks(stateRedis, prefix, seal));
   const worker = !config.workersEnabled
@@ -185,8 +190,15 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           lockDurationMs: config.jobLockSeconds * 1000,
           stalledIntervalMs: Math.max(1000, (config.jobLockSeconds * 1000) / 2),
           seal,
+          jobsInHand,
         },
       );
+  // One stop, shared by stopTakingJobs and close (worker-stop.ts: it ends without Redis too).
+  let stopped: Promise<void> | undefined;
+  const stopWorkers = () =>
+    (stopped ??= worker
+      ? stopWorker({ close: () => worker.close(), jobs: jobsInHand, redisReady: () => workerRedis.status === 'ready' })
+      : Promise.resolve());
   return {
     runAgent,
     runStates: {
@@ -207,13 +219,11 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
     // Prepares wait as 'prioritized' (agent-queue.ts), not 'waiting'.
     queueDepth: () => queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed', 'completed'),
     // BullMQ's close without force marks the worker closing before it awaits anything, so its
-    // loop fetches no other job, and it returns only once the active ones have ended. A second
-    // call (close() after this) waits on the same promise.
-    stopTakingJobs: async () => {
-      await worker?.close();
-    },
+    // loop fetches no other job, and it returns only once the active ones have ended (or, with
+    // Redis gone, once none is in hand: worker-stop.ts). close() after this waits on the same stop.
+    stopTakingJobs: stopWorkers,
     async close() {
-      await worker?.close();
+      await stopWorkers();
       await trailing.drain();
       await queue.close();
       await sandboxes.closeAll();

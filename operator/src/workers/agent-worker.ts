@@ -11,6 +11,7 @@ import { runRefFrom } from './run-ref.ts';
 import { jobFields, type RunStateSeal, type SignedJobData } from './run-state-seal.ts';
 import { runAgentJob } from './run-agent-job.ts';
 import { JobLeases } from './job-lease.ts';
+import { JobsInHand } from './worker-stop.ts';
 
 export interface AgentWorkerOptions {
   connection: ConnectionOptions;
@@ -21,11 +22,14 @@ export interface AgentWorkerOptions {
   stalledIntervalMs?: number;
   /** Verifies each job's MAC (set by AgentQueue with the same key). */
   seal: RunStateSeal;
+  /** Counts the jobs this worker runs, for a stop without Redis (worker-stop.ts). */
+  jobsInHand?: JobsInHand;
 }
 
 export function startAgentWorker(shared: AgentDependencies, options: AgentWorkerOptions): Worker<AgentJobData, void, AgentJobName> {
   const lockDurationMs = options.lockDurationMs ?? 30_000;
   const leases = new JobLeases(lockDurationMs);
+  const jobsInHand = options.jobsInHand ?? new JobsInHand();
   // Set when close() begins (a shutdown: shutdown-sequence.ts). BullMQ's loop then fetches no
   // more, but a fetch already blocked in Redis still takes a job queued at that moment; that job
   // goes back untouched, not counted as an attempt, with the marker that wakes the other
@@ -62,9 +66,11 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
         logger.warn({ err: (lease.signal.reason as Error).message }, 'job lock lost: this attempt stops before its next write');
       lease.signal.addEventListener('abort', lost, { once: true });
       try {
-        await runAgentJob(
-          { ...shared, logger, lease: lease.signal },
-          { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 },
+        await jobsInHand.run(() =>
+          runAgentJob(
+            { ...shared, logger, lease: lease.signal },
+            { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 },
+          ),
         );
       } finally {
         lease.signal.removeEventListener('abort', lost);
