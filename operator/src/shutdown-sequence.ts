@@ -6,6 +6,7 @@
 // taken up again by another replica only once its job lock expires (jobLockSeconds), and
 // redone from its model call, so finishing it here saves a model call and that wait.
 import type { Logger } from './observability/logger.ts';
+import { settlesWithin } from './settles-within.ts';
 
 /** What a stop calls, injected so the order can be tested without Redis or a cluster. */
 export interface ShutdownParts {
@@ -47,23 +48,6 @@ export function shutdownTimings(limitMs: number): ShutdownTimings {
     jobsMs: Math.max(limitMs - CLOSE_RESERVE_MS, Math.floor(limitMs / 2)),
     exitMs: limitMs,
   };
-}
-
-/** Whether `promise` settled (resolved or rejected) within `ms`. */
-export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-      timer.unref();
-    }),
-  ]);
-  clearTimeout(timer);
-  return settled;
 }
 
 /**

@@ -853,8 +853,7 @@ export class RunReconciler {
 
   /** What admission leaves out now (admission.ts inPlanScope). */
   private planScope(unreadable: ReadonlySet<string>): PlanScope {
-    const listed = this.deps.listed;
-    return { listed: listed ? (namespace) => listed(namespace) : () => true, unreadable, admittedLocally: this.admittedLocally };
+    return { listed: this.deps.listed ?? (() => true), unreadable, admittedLocally: this.admittedLocally };
   }
 
   /**

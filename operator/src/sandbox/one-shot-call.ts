@@ -10,6 +10,7 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { RunFailure } from '../api/run-failure.ts';
+import { settlesWithin } from '../settles-within.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
 import { encodeRequest, LineSplitter, type ToolboxCommand } from '../../../sandbox-image/toolbox/contract/protocol.ts';
@@ -83,17 +84,6 @@ export async function importInNewProcess(
     // Settled by now or at once: the archive went, or the process was ended and its stdin torn down.
     await sent;
   }
-}
-
-/** Whether `work` settles within `ms`. */
-function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    void work.finally(() => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
 }
 
 /** Ends the process unless it exits within the grace (it answered, or was given up on). */
