@@ -31,6 +31,22 @@ describe('specSha256: what makes two runs the same run', () => {
     expect(specSha256({ ...reordered, ttlSecondsAfterFinished: 10 })).toBe(specSha256(spec));
   });
 
+  it('keeps the digests already recorded: integer-like keys sorted as text, escapes as JSON.stringify writes them', () => {
+    // Computed by the operator before canonical-json.ts served finished-runs.ts: records in
+    // chamvi-finished-runs carry digests of this form, so a change here would run them again.
+    const recorded = {
+      ...spec,
+      sandbox: {
+        env: [
+          { name: 'B', value: 'é\u2028' },
+          { name: 'A', value: '"\\' },
+        ],
+      },
+      x: { '10': 1, '2': 2, '': 3, b: null, a: [1.5e-7, 1e21, true] },
+    };
+    expect(specSha256(recorded)).toBe('a8a12526926b11634efc5a72001d0b254da00980b2b3e66d4d78c11981ebc79f');
+  });
+
   it.each([
     ['the task', { ...spec, task: 'Fix it again' }],
     ['a nested field', { ...spec, repository: { ...spec.repository, revision: 'v2' } }],

@@ -20,6 +20,7 @@ import { z } from 'zod';
 import { GROUP, TERMINAL_PHASES, type CodingRun, type Phase } from '../api/index.ts';
 import { EVAL_KIND } from '../api/coding-eval.ts';
 import { SCHEDULE_KIND } from '../api/coding-schedule.ts';
+import { canonicalJson } from './canonical-json.ts';
 
 export const FINISHED_RUNS_CONFIG_MAP = 'chamvi-finished-runs';
 /**
@@ -38,17 +39,6 @@ const record = z.object({
   deletedAt: z.string().max(64),
 });
 export type FinishedRunRecord = z.output<typeof record>;
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, each]) => each !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, each]) => `${JSON.stringify(key)}:${canonicalJson(each)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
 
 /**
  * The digest of what the run asks for: its spec as the API server holds it (defaults filled
