@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { CodingRunStatus } from '../../operator/src/api/index.ts';
+import { REFUSE_CLEANUP_FINALIZER, applyAdmissionPolicy } from '../support/admission-policy.ts';
 import { createNamespace, kubeconfigPath, kubectl, redisUrl } from '../support/cluster.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
 import { createBareRepository, git } from '../support/git-fixture.ts';
@@ -225,38 +226,13 @@ describe('spec.continueFrom', () => {
       ...object,
       metadata: { ...object.metadata, labels: { [label]: 'true' }, ...extra },
     });
-    const manifests = [
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicy',
-        metadata: { name: policy },
-        spec: {
-          failurePolicy: 'Fail',
-          matchConstraints: {
-            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['codingruns'] }],
-          },
-          matchConditions: [{ name: 'labelled', expression: `has(object.metadata.labels) && '${label}' in object.metadata.labels` }],
-          validations: [
-            {
-              expression: "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'chamvi.dev/cleanup')",
-              message: 'this test holds the follow-up before its sandbox',
-            },
-          ],
-        },
-      },
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicyBinding',
-        metadata: { name: policy },
-        spec: {
-          policyName: policy,
-          validationActions: ['Deny'],
-          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
-        },
-      },
-    ];
-    const applied = await kubectl(['apply', '-f', '-'], { input: manifests.map((manifest) => stringify(manifest)).join('---\n') });
-    expect(applied.code, applied.stderr).toBe(0);
+    const removePolicy = await applyAdmissionPolicy({
+      name: policy,
+      namespace: NS,
+      operations: ['CREATE', 'UPDATE'],
+      label,
+      validation: { expression: REFUSE_CLEANUP_FINALIZER, message: 'this test holds the follow-up before its sandbox' },
+    });
     let replacementUid: string;
     try {
       const follower = labelled(codingRun('after-swap', 'Continue.', scripted('never-used'), { continueFrom: { name: 'swapped' } }));
@@ -297,7 +273,7 @@ describe('spec.continueFrom', () => {
       replacementUid = await uidOf('swapped');
       expect(replacementUid).not.toBe(originalUid);
     } finally {
-      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+      await removePolicy();
     }
     // The follow-up gets its sandbox now, and its prepare job finds another run under the name.
     const status = await finished('after-swap');

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCATTER, rateColor } from '../../operator/src/cli/eval/eval-report-html.ts';
+import { applyAdmissionPolicy } from '../support/admission-policy.ts';
 import { kubectl, kubectlOk } from '../support/cluster.ts';
 import { launchChromium } from '../support/headless-chromium.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
@@ -297,37 +298,16 @@ describe('a CodingEval whose runs a ResourceQuota forbids', () => {
     // The chart's allowRepo policy answers 403 (reason Forbidden), as a quota does; unlike a
     // quota it judged the run itself, so the attempt is graded failed, not waited on.
     const policy = 'e2e-evals-deny-repo';
-    const manifests = [
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicy',
-        metadata: { name: policy },
-        spec: {
-          failurePolicy: 'Fail',
-          matchConstraints: {
-            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE'], resources: ['codingruns'] }],
-          },
-          validations: [
-            {
-              expression: "!object.spec.repository.url.endsWith('denied.git')",
-              message: 'this cluster denies that repository',
-              reason: 'Forbidden',
-            },
-          ],
-        },
+    const removePolicy = await applyAdmissionPolicy({
+      name: policy,
+      namespace: NS,
+      operations: ['CREATE'],
+      validation: {
+        expression: "!object.spec.repository.url.endsWith('denied.git')",
+        message: 'this cluster denies that repository',
+        reason: 'Forbidden',
       },
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicyBinding',
-        metadata: { name: policy },
-        spec: {
-          policyName: policy,
-          validationActions: ['Deny'],
-          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
-        },
-      },
-    ];
-    for (const manifest of manifests) await kubectlOk(['apply', '-f', '-'], { input: JSON.stringify(manifest) });
+    });
     try {
       const denied = evalManifest('denied', {
         attempts: 1,
@@ -367,7 +347,7 @@ describe('a CodingEval whose runs a ResourceQuota forbids', () => {
       expect(done).toMatchObject({ planned: 1, graded: 1, passes: 0 });
       expect(done.attempts![0]!.failure).toBe('RunRefused');
     } finally {
-      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+      await removePolicy();
     }
   });
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { REFUSE_CLEANUP_FINALIZER, applyAdmissionPolicy } from '../support/admission-policy.ts';
 import { createNamespace, kubectl } from '../support/cluster.ts';
 import { startE2eOperator, type E2eOperator } from '../support/e2e-operator.ts';
 import { startFakeOpenAIServer, type FakeOpenAIServer } from '../support/fake-openai-server.ts';
@@ -346,38 +347,13 @@ describe('refusals by the API server show (#13.9)', () => {
   it("an admission policy that refuses the run's own finalizer: Pending with SandboxRefused naming it; the run goes on once it is gone", async () => {
     const policy = 'e2e-endings-no-finalizer';
     const label = 'e2e-endings/refuse-finalizer';
-    const manifests = [
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicy',
-        metadata: { name: policy },
-        spec: {
-          failurePolicy: 'Fail',
-          matchConstraints: {
-            resourceRules: [{ apiGroups: ['chamvi.dev'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['codingruns'] }],
-          },
-          matchConditions: [{ name: 'labelled', expression: `has(object.metadata.labels) && '${label}' in object.metadata.labels` }],
-          validations: [
-            {
-              expression: "!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == 'chamvi.dev/cleanup')",
-              message: 'this cluster refuses finalizers on these runs',
-            },
-          ],
-        },
-      },
-      {
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingAdmissionPolicyBinding',
-        metadata: { name: policy },
-        spec: {
-          policyName: policy,
-          validationActions: ['Deny'],
-          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NS } } },
-        },
-      },
-    ];
-    const applied = await kubectl(['apply', '-f', '-'], { input: manifests.map((manifest) => stringify(manifest)).join('---\n') });
-    expect(applied.code, applied.stderr).toBe(0);
+    const removePolicy = await applyAdmissionPolicy({
+      name: policy,
+      namespace: NS,
+      operations: ['CREATE', 'UPDATE'],
+      label,
+      validation: { expression: REFUSE_CLEANUP_FINALIZER, message: 'this cluster refuses finalizers on these runs' },
+    });
     try {
       // The policy takes a moment to be enforced: until a run carrying the finalizer is refused.
       const probe = { ...codingRun('finalizer-probe', { provider: 'scripted', scriptRef: { name: 'x' } }) };
@@ -402,7 +378,7 @@ describe('refusals by the API server show (#13.9)', () => {
       expect(refused.message).toContain("The API server refused the run's CodingRun no-finalizer");
       expect(refused.message).toContain(policy);
     } finally {
-      await kubectl(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+      await removePolicy();
     }
     const status = await ended('no-finalizer', NS);
     expect(status, status.message).toMatchObject({ phase: 'Succeeded', reason: 'Completed' });
