@@ -86,6 +86,20 @@ describe('a serve-mode sandbox imports through its kept session', () => {
     expect(starts).toEqual(['serve']);
   });
 
+  it("writes a call made during one import before an import made after it, not inside that import's frames", async () => {
+    const { slowly, release } = heldArchive();
+    const importing = sandbox.importTree(slowly());
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const reading = read('second.txt');
+    // Made after the call, the second import waits with it for the first to end.
+    const next = sandbox.importTree(chunked(makeTar([{ name: 'third.txt', content: 'three\n' }]), 512));
+    release();
+    await Promise.all([importing, next]);
+    expect(resultOf(await reading)).toMatchObject({ content: 'two' });
+    expect(resultOf(await read('third.txt'))).toMatchObject({ content: 'three' });
+    expect(starts).toEqual(['serve']);
+  });
+
   it('prunes a protected directory whose name is not UTF-8, and a .git the model made in it, but not the workspace .git', async () => {
     workspace.write({ '.git/HEAD': 'ref: refs/heads/main\n', 'tests/ok.py': 'the model edited it\n' });
     // tests/\xff/conftest.py and tests/.git/config, as the model could make them.

@@ -4,12 +4,18 @@
 // answer in one write, so a line begun while no answer is awaited ends the session at once, a
 // line that does not end within its deadline or its count of messages ends it with PROTOCOL,
 // and the replica bounds what all its sessions hold in such lines, ending the oldest holders
-// first. The toolbox is scripted (test/support/scripted-toolbox.ts).
+// first. A one-shot process (`toolbox call`, `toolbox import`) is written into the same way,
+// and its answer's line has the same bounds. The toolbox is scripted
+// (test/support/scripted-toolbox.ts).
+import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { LineSplitter } from '../../sandbox-image/toolbox/contract/protocol.ts';
-import { LINE_MAX_CHUNKS, ServeSession, UNFINISHED_LINE_MAX_MS } from '../../operator/src/sandbox/serve-session.ts';
+import { callInNewProcess, importInNewProcess } from '../../operator/src/sandbox/one-shot-call.ts';
+import { ServeSession } from '../../operator/src/sandbox/serve-session.ts';
+import type { ToolboxProcess, ToolboxTransport } from '../../operator/src/sandbox/toolbox-transport.ts';
 import { UnfinishedLineBudget } from '../../operator/src/sandbox/unfinished-line-budget.ts';
-import { honest, scriptedToolbox } from '../support/scripted-toolbox.ts';
+import { LINE_MAX_CHUNKS, UNFINISHED_LINE_MAX_MS } from '../../operator/src/sandbox/unfinished-line-watch.ts';
+import { honest, scriptedToolbox, transportOf, until } from '../support/scripted-toolbox.ts';
 
 const MiB = 1_048_576;
 const silent = () => undefined;
@@ -200,5 +206,103 @@ describe("the replica's bound on unfinished lines", () => {
     budget.hold(c, 90);
     expect(evicted).toEqual(['a', 'b']);
     expect(budget.heldBytes).toBe(90);
+  });
+});
+
+/** A `toolbox import` process that reads its archive and never answers unless the test writes its stdout. */
+function importProcess() {
+  const stdout = new PassThrough();
+  const state = { killed: false };
+  let exit!: (value: { code: number | null; signal: string | null }) => void;
+  const process: ToolboxProcess = {
+    stdin: new PassThrough().resume(),
+    stdout,
+    stderr: new PassThrough(),
+    exited: new Promise((resolve) => (exit = resolve)),
+    kill: () => {
+      state.killed = true;
+      exit({ code: null, signal: 'SIGKILL' });
+      stdout.end();
+    },
+  };
+  const transport: ToolboxTransport = { start: () => Promise.resolve(process) };
+  return { transport, stdout, state };
+}
+
+async function* smallArchive(): AsyncGenerator<Uint8Array> {
+  yield new Uint8Array(512);
+}
+
+describe("a one-shot process's answer line", () => {
+  /** A deadline short of the test's own: without the line's bounds a call would end in TIMEOUT. */
+  const oneShot = (budget = new UnfinishedLineBudget(1_024 * MiB)) => ({
+    ...limits(budget),
+    defaultTimeoutMs: 3_000,
+    afterAnswerGraceMs: 50,
+  });
+
+  it('ends a call with PROTOCOL when its line comes in 40 000 one-byte messages, the process ended and nothing held', async () => {
+    const budget = new UnfinishedLineBudget(1_024 * MiB);
+    const toolbox = scriptedToolbox(silent);
+    const { transport } = transportOf([toolbox]);
+    const call = callInNewProcess(transport, { tool: 'git_diff', input: {} }, {}, oneShot(budget));
+    const failed = expect(call).rejects.toMatchObject({
+      name: 'SandboxError',
+      reason: 'PROTOCOL',
+      message: expect.stringContaining(`more than ${LINE_MAX_CHUNKS} pieces`) as string,
+    });
+    await until(() => toolbox.process.stdout.listenerCount('data') > 0);
+    const byte = Buffer.from('a');
+    for (let chunk = 0; chunk < 40_000; chunk++) toolbox.stdout.emit('data', byte);
+    await failed;
+    expect(toolbox.killed).toBe(true);
+    expect(budget.heldBytes).toBe(0);
+  });
+
+  it('takes an honest answer that comes in a few messages, holding nothing after it', async () => {
+    const budget = new UnfinishedLineBudget(1_024 * MiB);
+    const toolbox = scriptedToolbox(silent);
+    const { transport } = transportOf([toolbox]);
+    const call = callInNewProcess(transport, { tool: 'read_file', input: { path: 'a' } }, {}, oneShot(budget));
+    await until(() => toolbox.process.stdout.listenerCount('data') > 0);
+    const content = 'c'.repeat(200_000);
+    const line = Buffer.from(`{"ok":true,"result":{"path":"a","content":"${content}"}}\n`);
+    for (let at = 0; at < line.length; at += 65_536) toolbox.stdout.emit('data', line.subarray(at, at + 65_536));
+    expect(await call).toEqual({ ok: true, result: { path: 'a', content } });
+    expect(budget.heldBytes).toBe(0);
+  });
+
+  it('ends an import with PROTOCOL when its answer line is left unfinished past the line deadline, well within its own', async () => {
+    const { transport, stdout, state } = importProcess();
+    const started = Date.now();
+    const imported = importInNewProcess(transport, smallArchive(), { ...oneShot(), unfinishedLineMs: 50 }, [], 60_000);
+    stdout.write('{"ok":true,"result":');
+    await expect(imported).rejects.toMatchObject({
+      reason: 'PROTOCOL',
+      message: expect.stringContaining('unfinished for more than 50 ms') as string,
+    });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(state.killed).toBe(true);
+  });
+
+  it("counts its unfinished line in the replica's budget, and is ended when it holds the oldest of too many", async () => {
+    const budget = new UnfinishedLineBudget(3 * MiB);
+    const { transport, stdout, state } = importProcess();
+    const imported = importInNewProcess(transport, smallArchive(), oneShot(budget), [], 60_000);
+    stdout.write(`{"ok":true,"result":"${'h'.repeat(2 * MiB)}`);
+    await until(() => budget.heldBytes >= 2 * MiB);
+    const honestToolbox = scriptedToolbox(silent);
+    const session = new ServeSession(honestToolbox.process, limits(budget));
+    const answered = session.call({ tool: 'read_file', input: { path: 'big' } });
+    const content = 'c'.repeat(2 * MiB);
+    const line = Buffer.from(`{"id":1,"ok":true,"result":"${content}"}\n`);
+    for (let at = 0; at < line.length; at += 65_536) honestToolbox.stdout.write(line.subarray(at, at + 65_536));
+    await expect(imported).rejects.toMatchObject({
+      reason: 'PROTOCOL',
+      message: expect.stringContaining('oldest unfinished line') as string,
+    });
+    expect(state.killed).toBe(true);
+    expect(await answered).toEqual({ ok: true, result: content });
+    expect(budget.heldBytes).toBe(0);
   });
 });

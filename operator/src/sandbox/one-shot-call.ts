@@ -6,7 +6,9 @@
 // nor read its stdin, or write on after its answer. So the whole exchange is bounded by the
 // deadline, an import's archive included, and once the answer is in the process gets a short
 // grace to exit (the toolbox exits right after answering: main.ts) before it is ended; what it
-// writes after its answer is not read.
+// writes after its answer is not read. Its answer's line has the bounds a kept session's has
+// (unfinished-line-watch.ts): an import's process lives up to its deadline, minutes, and a line
+// sent a byte a message held the operator's one thread for seconds.
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { RunFailure } from '../api/run-failure.ts';
@@ -19,8 +21,9 @@ import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
 import type { ToolboxProcess, ToolboxTransport } from './toolbox-transport.ts';
+import { type UnfinishedLineLimits, UnfinishedLineWatch } from './unfinished-line-watch.ts';
 
-export interface OneShotOptions {
+export interface OneShotOptions extends UnfinishedLineLimits {
   maxResponseBytes: number;
   defaultTimeoutMs: number;
   /** After the answer, how long the process may take to exit (and an import's archive to go) before it is ended. */
@@ -37,7 +40,7 @@ export async function callInNewProcess(
   options: OneShotOptions,
 ): Promise<ToolResponse> {
   const child = await startOrFail(transport, 'call');
-  const answer = readOneResponse(child, options.maxResponseBytes);
+  const answer = readOneResponse(child, options);
   child.stdin.on('error', () => undefined); // an early exit is reported through `answer`
   child.stdin.end(
     encodeRequest({ tool: request.tool, input: request.input, callId: request.callId, protect: request.protect, clean: request.clean }),
@@ -61,7 +64,7 @@ export async function importInNewProcess(
     'import',
     prune.flatMap((glob) => ['--prune', glob]),
   );
-  const answer = readOneResponse(child, options.maxResponseBytes);
+  const answer = readOneResponse(child, options);
   const source = tar instanceof Readable ? tar : Readable.from(tar as AsyncIterable<Uint8Array>);
   // The toolbox may answer (a refusal) before it has read everything: that is not a write error.
   const sent = pipeline(source, child.stdin).catch(() => undefined);
@@ -105,12 +108,16 @@ async function startOrFail(transport: ToolboxTransport, command: ToolboxCommand,
   }
 }
 
-function readOneResponse(child: ToolboxProcess, maxResponseBytes: number): Promise<ToolResponse> {
+function readOneResponse(child: ToolboxProcess, options: OneShotOptions): Promise<ToolResponse> {
+  const { maxResponseBytes } = options;
   return new Promise<ToolResponse>((resolve, reject) => {
     let settled = false;
     const settle = (action: () => void) => {
       if (settled) return;
       settled = true;
+      // Nothing more is read: an unfinished line will never end, so its bytes and deadline go.
+      unfinishedLine.lineEnded();
+      splitter.discard();
       action();
     };
     const stderrTail = collectStderrTail(child.stderr, {
@@ -150,8 +157,16 @@ function readOneResponse(child: ToolboxProcess, maxResponseBytes: number): Promi
           reject(new SandboxError('RESPONSE_TOO_LARGE', `the toolbox answer was longer than ${maxResponseBytes} bytes`));
         }),
     });
+    const unfinishedLine = new UnfinishedLineWatch(splitter, options, (what) =>
+      settle(() => {
+        child.kill();
+        reject(new SandboxError('PROTOCOL', `the toolbox ${what}; something in the sandbox wrote it`));
+      }),
+    );
     child.stdout.on('data', (chunk: Buffer) => {
-      if (!settled) splitter.push(chunk);
+      if (settled || !unfinishedLine.admitChunk()) return;
+      splitter.push(chunk);
+      if (!settled) unfinishedLine.watch();
     });
     void child.exited.then(({ code, signal }) =>
       // stdout may still hold the answer when 'exit' fires: wait for the stream to end first.

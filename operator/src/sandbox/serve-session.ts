@@ -13,10 +13,13 @@
 // and the next call opens a new session. The toolbox itself writes none of these.
 //
 // Nor does it write unasked, and it writes each answer line in one write: so a byte that
-// begins a line while no answer is awaited ends the session, and so does a line that takes
-// longer than UNFINISHED_LINE_MAX_MS, or more than LINE_MAX_CHUNKS messages, to reach its
-// newline. Until then its bytes are held (up to an answer's 8 MiB, outside the heap limit), and
-// the replica bounds what all its sessions hold that way (unfinished-line-budget.ts).
+// begins a line while no answer is awaited ends the session, and so does a line that takes too
+// long or too many messages to reach its newline (unfinished-line-watch.ts, the same bounds as
+// a one-shot process's).
+//
+// Requests go into stdin in the order they were made: an import holds stdin from its request
+// line to its answer (the toolbox reads frames, not lines, in between), and a call or import
+// made meanwhile waits its turn behind it and behind whatever was queued before it.
 import { once } from 'node:events';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
@@ -35,15 +38,11 @@ import type { CallOptions, ToolRequest } from './sandbox.ts';
 import { SandboxError } from './sandbox-error.ts';
 import { collectStderrTail, STDERR_MAX_BYTES } from './stderr-tail.ts';
 import type { ToolboxProcess } from './toolbox-transport.ts';
-import { REPLICA_UNFINISHED_LINES, type UnfinishedLineBudget } from './unfinished-line-budget.ts';
+import { type UnfinishedLineLimits, UnfinishedLineWatch } from './unfinished-line-watch.ts';
 
-export interface ServeSessionOptions {
+export interface ServeSessionOptions extends UnfinishedLineLimits {
   maxResponseBytes: number;
   defaultTimeoutMs: number;
-  /** How long a line may take from its first byte to its newline; UNFINISHED_LINE_MAX_MS by default. */
-  unfinishedLineMs?: number;
-  /** What the replica's sessions may hold in unfinished lines together; REPLICA_UNFINISHED_LINES by default. */
-  unfinishedLines?: UnfinishedLineBudget;
 }
 
 interface Pending {
@@ -67,25 +66,6 @@ const LATE_ANSWERS_KEPT = 1_024;
  */
 const SKIPPED_LINE_MAX_BYTES = 16 * 1_048_576;
 
-/**
- * How long a line may take from its first byte to its newline. The toolbox writes an answer
- * line in one write, and an 8 MiB one crossed the operator's exec stream in about a tenth of a
- * second (78-149 MB/s, docs/benchmarks.md "An archive through exec"); this is still met at
- * 1 MB/s, a link a hundred times slower. A line held longer is no answer being written, and
- * its bytes (up to 8 MiB) are held no longer than this.
- */
-export const UNFINISHED_LINE_MAX_MS = 10_000;
-
-/**
- * How many messages a line may come in. Each costs the operator's thread about 2 µs whatever
- * its length (a review measured 1.8-2.3 µs for one-byte messages over a WebSocket); an answer
- * written in one write comes in messages as large as the pipe reads that carry it, kilobytes
- * each (Go's io.Copy in the kubelet reads 32 KiB at a time), while a line sent a byte per
- * message would hold the thread for seconds within its deadline. An 8 MiB line in this many
- * is 256 bytes a message; the most they cost is about 70 ms.
- */
-export const LINE_MAX_CHUNKS = 32_768;
-
 /** A session import's outcome: the toolbox's answer, or 'unsupported' from a toolbox older than session imports (nothing was sent). */
 export type SessionImportOutcome = ToolResponse | 'unsupported';
 
@@ -95,26 +75,18 @@ export class ServeSession {
   private failure: SandboxError | undefined;
   private readonly died: Promise<void>;
   private markDied!: () => void;
-  /** While an archive's frames are being written, a request line must wait: it would land inside the archive. */
-  private importing: Promise<void> | undefined;
+  /**
+   * Settles when stdin is free for the request queued last, or undefined while nothing is
+   * queued: a request waits for it, so requests go into stdin in the order they were made.
+   */
+  private stdinQueue: Promise<void> | undefined;
   private readonly stderrTail: () => string;
   /** Ids of calls given up at their deadline, each answered at most once more. */
   private readonly late = new Set<number>();
   /** Bytes read while the splitter skipped the rest of an oversized line. */
   private skippedBytes = 0;
   private readonly splitter: LineSplitter;
-  /** Set from the first byte of a line to its newline: the line's deadline. */
-  private lineTimer: NodeJS.Timeout | undefined;
-  /** The messages the unfinished line has come in so far. */
-  private lineChunks = 0;
-  private readonly unfinishedLines: UnfinishedLineBudget;
-  /** This session as the replica's budget sees it; ended when its line is the oldest of too many. */
-  private readonly lineHolder = {
-    evict: () =>
-      this.violation(
-        `held the oldest unfinished line when this replica's sessions held more than ${this.unfinishedLines.maxBytes} bytes in them`,
-      ),
-  };
+  private readonly unfinishedLine: UnfinishedLineWatch;
 
   constructor(
     private readonly process: ToolboxProcess,
@@ -124,31 +96,28 @@ export class ServeSession {
     this.stderrTail = collectStderrTail(process.stderr, {
       onOverflow: () => this.violation(`wrote more than ${STDERR_MAX_BYTES} bytes to stderr`),
     });
-    this.unfinishedLines = options.unfinishedLines ?? REPLICA_UNFINISHED_LINES;
     // Once the session is over nothing it reads matters: the rest of a chunk is not split
     // either. Nor once no answer is awaited: what follows is then nobody's (checked below).
     const stopUnlessAwaited = () => (this.failure || !this.awaitsAnswer() ? 'stop' : undefined);
     const splitter = new LineSplitter(options.maxResponseBytes, {
       line: (line) => {
-        this.lineEnded();
+        this.unfinishedLine.lineEnded();
         if (!this.failure) this.onLine(line);
         return stopUnlessAwaited();
       },
       oversized: (prefix) => this.onOversized(prefix),
       blank: () => {
-        this.lineEnded();
+        this.unfinishedLine.lineEnded();
         this.violation('wrote a blank line, which answers nothing');
         return stopUnlessAwaited();
       },
     });
     this.splitter = splitter;
+    this.unfinishedLine = new UnfinishedLineWatch(splitter, options, (what) => this.violation(what));
     process.stdout.on('data', (chunk: Buffer) => {
       if (this.failure) return;
-      if (splitter.lineUnfinished) {
-        if (++this.lineChunks > LINE_MAX_CHUNKS) return this.violation(`sent a line in more than ${LINE_MAX_CHUNKS} pieces`);
-      } else if (!this.awaitsAnswer()) {
-        return this.violation('wrote while no call waited for an answer');
-      }
+      if (!splitter.lineUnfinished && !this.awaitsAnswer()) return this.violation('wrote while no call waited for an answer');
+      if (!this.unfinishedLine.admitChunk()) return;
       if (splitter.skippingLine) {
         this.skippedBytes += chunk.length;
         if (this.skippedBytes > SKIPPED_LINE_MAX_BYTES) return this.violation(`wrote a line longer than ${SKIPPED_LINE_MAX_BYTES} bytes`);
@@ -156,7 +125,7 @@ export class ServeSession {
       const unread = splitter.push(chunk);
       if (this.failure) return;
       if (unread !== undefined && unread.length > 0) return this.violation('wrote on after the last answer a call waited for');
-      this.watchUnfinishedLine();
+      this.unfinishedLine.watch();
     });
     process.stdin.on('error', (error) =>
       this.fail(new SandboxError('TRANSPORT', 'could not write to the toolbox session', { cause: error })),
@@ -184,36 +153,13 @@ export class ServeSession {
       protect: request.protect,
       clean: request.clean,
     });
-    if (this.importing) void this.afterImports().then(() => this.process.stdin.write(line));
-    else this.process.stdin.write(line);
+    this.writeInTurn(line);
     return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
   }
 
   /** Whether any answer may still come: a call waits for one, or was given up on and may be answered late. */
   private awaitsAnswer(): boolean {
     return this.pending.size > 0 || this.late.size > 0;
-  }
-
-  /**
-   * After a chunk: a line left unfinished gets its deadline (from its first byte: a line that
-   * ended in the chunk cleared the last), and what its buffer holds is told to the budget.
-   */
-  private watchUnfinishedLine(): void {
-    if (!this.splitter.lineUnfinished) return;
-    if (!this.lineTimer) {
-      const ms = this.options.unfinishedLineMs ?? UNFINISHED_LINE_MAX_MS;
-      this.lineTimer = setTimeout(() => this.violation(`left a line unfinished for more than ${ms} ms`), ms);
-      this.lineTimer.unref();
-    }
-    this.unfinishedLines.hold(this.lineHolder, this.splitter.unfinishedLineBytes);
-  }
-
-  /** A line reached its newline: its deadline, its count of messages and its bytes in the budget go. */
-  private lineEnded(): void {
-    clearTimeout(this.lineTimer);
-    this.lineTimer = undefined;
-    this.lineChunks = 0;
-    this.unfinishedLines.hold(this.lineHolder, 0);
   }
 
   /** A call past its deadline: no longer waited for, but its answer may still come (once). */
@@ -223,34 +169,56 @@ export class ServeSession {
     if (this.late.size > LATE_ANSWERS_KEPT) this.late.delete(this.late.values().next().value as number);
   }
 
+  /** Writes a call's line now if stdin is free, else once every request queued before it has gone. */
+  private writeInTurn(line: string): void {
+    if (!this.stdinQueue) return void this.process.stdin.write(line);
+    const { ready, release } = this.takeStdin();
+    void Promise.resolve(ready).then(() => {
+      if (!this.failure) this.process.stdin.write(line);
+      release();
+    });
+  }
+
   /**
-   * Once no import is in flight: the one a call waited for may be followed at once by another,
-   * whose request line went first, and the call's line then landed where the toolbox reads the
-   * archive's frames (the session died).
+   * Queues a turn at stdin: `ready` settles once every request queued before has released its
+   * turn (undefined: stdin is free now), and stdin is this request's until it calls `release`.
+   * One queue for calls and imports alike: an import queued behind a call that waited out
+   * another import wrote its request line first (the call's line followed a microtask later),
+   * so the call's line landed where the toolbox reads the archive's frames and the session died.
    */
-  private async afterImports(): Promise<void> {
-    while (this.importing) await this.importing;
+  private takeStdin(): { ready: Promise<void> | undefined; release: () => void } {
+    const ready = this.stdinQueue;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // Nothing is written once the session died: a turn whose archive never yields again ends then too.
+    const free = Promise.race([released, this.died]);
+    this.stdinQueue = free;
+    void free.then(() => {
+      if (this.stdinQueue === free) this.stdinQueue = undefined;
+    });
+    return { ready, release };
   }
 
   /**
    * Imports an archive through the session. The request line goes first and the archive only
    * once the toolbox says it is receiving, so an older toolbox (which refuses the line) leaves
-   * the archive unread for the caller's own `toolbox import`. Calls made meanwhile are written
-   * after the last frame. Past the deadline the session is killed: its stdin is mid-archive.
+   * the archive unread for the caller's own `toolbox import`. Calls and imports made meanwhile
+   * are written after its answer, in turn. Past the deadline (from its turn) the session is
+   * killed: its stdin is mid-archive.
    */
   async importTree(
     archive: AsyncIterable<Uint8Array | string>,
     prune: readonly string[],
     options: CallOptions = {},
   ): Promise<SessionImportOutcome> {
-    while (this.importing) await this.importing;
-    if (this.failure) throw this.failure;
-    let release!: () => void;
-    this.importing = new Promise<void>((resolve) => (release = resolve));
-    const work = this.sendImport(archive, prune).finally(() => {
-      this.importing = undefined;
-      release();
-    });
+    // Taken before the first await: what is made after this import waits for it.
+    const turn = this.takeStdin();
+    if (turn.ready) await turn.ready;
+    if (this.failure) {
+      turn.release();
+      throw this.failure;
+    }
+    const work = this.sendImport(archive, prune).finally(turn.release);
     return withDeadline(work, options, this.options.defaultTimeoutMs, () => this.process.kill());
   }
 
@@ -347,7 +315,7 @@ export class ServeSession {
   private fail(error: SandboxError): void {
     this.failure ??= error;
     // Nothing more is read: an unfinished line will never end, so its buffer goes now.
-    this.lineEnded();
+    this.unfinishedLine.lineEnded();
     this.splitter.discard();
     for (const waiter of this.pending.values()) {
       waiter.reject(error);

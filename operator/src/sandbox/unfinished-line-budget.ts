@@ -1,15 +1,16 @@
-// What a replica's kept toolbox sessions hold, all together, in lines begun and not yet ended.
-// A session keeps such a line until its newline, up to the 8 MiB an answer may be, in a buffer
-// outside the heap limit. The toolbox writes each answer in one write, which comes whole in
-// well under a second; code in the sandbox can instead begin a line while a call waits and stop
-// short of its end, and sessions are kept per run: twenty held 160 MiB, a hundred would hold
-// 800 MiB of a 1 GiB replica. Each session gives up on such a line at its deadline
-// (serve-session.ts); this bounds how much they hold at once before that. Past the bound the
-// sessions whose lines began first are ended: an answer's line is young, a held one old.
+// What a replica's readers of toolbox answers (kept sessions, one-shot processes) hold, all
+// together, in lines begun and not yet ended. A reader keeps such a line until its newline, up
+// to the 8 MiB an answer may be, in a buffer outside the heap limit. The toolbox writes each
+// answer in one write, which comes whole in well under a second; code in the sandbox can
+// instead begin a line while a call waits and stop short of its end, and sessions are kept per
+// run: twenty held 160 MiB, a hundred would hold 800 MiB of a 1 GiB replica. Each reader gives
+// up on such a line at its deadline (unfinished-line-watch.ts); this bounds how much they hold
+// at once before that. Past the bound the readers whose lines began first are ended: an
+// answer's line is young, a held one old.
 
-/** A session, as the budget sees it: ended when its line is the oldest of too many. */
+/** A reader, as the budget sees it: ended when its line is the oldest of too many. */
 export interface UnfinishedLineHolder {
-  /** Ends the session; the holder's line no longer counts (the budget forgot it first). */
+  /** Ends the reader (its session or process); the holder's line no longer counts (the budget forgot it first). */
   evict(): void;
 }
 
@@ -54,5 +55,5 @@ export class UnfinishedLineBudget {
   }
 }
 
-/** The budget every session of this replica (this process) shares, unless it is given its own. */
+/** The budget every reader of this replica (this process) shares, unless it is given its own. */
 export const REPLICA_UNFINISHED_LINES = new UnfinishedLineBudget(UNFINISHED_LINES_MAX_BYTES);

@@ -1,0 +1,147 @@
+// A kept session's stdin carries request lines and, between an import's request line and its
+// last frame, the archive's frames: a line written in between is read as a frame count and
+// ends the session ("import frame count too long"). So requests go into stdin in the order they
+// were made. The toolbox here reads stdin as `serve` does (sandbox-image/toolbox/serve.ts):
+// lines through the contract's LineSplitter, an import's frames through its FrameReader.
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { FrameReader, LineSplitter } from '../../sandbox-image/toolbox/contract/protocol.ts';
+import { ServeSession } from '../../operator/src/sandbox/serve-session.ts';
+import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
+import { UnfinishedLineBudget } from '../../operator/src/sandbox/unfinished-line-budget.ts';
+
+/** A `serve` toolbox that answers every tool call, takes every archive, and records what it read in order. */
+function framingToolbox() {
+  const stdin = new PassThrough();
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const read: string[] = [];
+  const state = { broken: undefined as string | undefined, killed: false };
+  let exit!: (value: { code: number | null; signal: string | null }) => void;
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => (exit = resolve));
+  const answer = (id: unknown, result: unknown) => setImmediate(() => stdout.write(`${JSON.stringify({ id, ok: true, result })}\n`));
+  let importing: { id: unknown; frames: FrameReader; bytes: number } | undefined;
+  const splitter = new LineSplitter(1_000_000, {
+    line: (line) => {
+      const request = JSON.parse(line) as { id: number; tool?: string; import?: unknown };
+      if (request.import) {
+        read.push('import');
+        importing = { id: request.id, frames: new FrameReader(), bytes: 0 };
+        answer(request.id, { receiving: true });
+        return 'stop'; // the bytes after this line are the archive's frames
+      }
+      read.push(request.tool as string);
+      answer(request.id, { exitCode: 0 });
+      return undefined;
+    },
+    oversized: () => undefined,
+  });
+  stdin.on('data', (received: Buffer) => {
+    let chunk: Uint8Array | undefined = received;
+    while (!state.broken && chunk !== undefined && chunk.length > 0) {
+      if (!importing) {
+        chunk = splitter.push(chunk);
+        continue;
+      }
+      const reading = importing.frames.push(chunk);
+      importing.bytes += reading.body.reduce((sum, part) => sum + part.length, 0);
+      if (reading.kind === 'invalid') {
+        // What `serve` does with a count line that is not one: the session cannot go on.
+        state.broken = reading.message;
+        stderr.write(`protocol: ${reading.message}\n`);
+        exit({ code: 1, signal: null });
+        return;
+      }
+      chunk = reading.rest;
+      if (chunk === undefined) return;
+      read.push(`archive of ${importing.bytes} bytes`);
+      answer(importing.id, { bytes: importing.bytes });
+      importing = undefined;
+    }
+  });
+  const process: ToolboxProcess = {
+    stdin,
+    stdout,
+    stderr,
+    exited,
+    kill: () => {
+      state.killed = true;
+      exit({ code: null, signal: 'SIGKILL' });
+    },
+  };
+  return { process, read, state };
+}
+
+async function* archive(bytes: number): AsyncGenerator<Uint8Array> {
+  yield Buffer.alloc(bytes, 0x61);
+}
+
+const OPTIONS = { maxResponseBytes: 1_048_576, defaultTimeoutMs: 5_000, unfinishedLines: new UnfinishedLineBudget(64 * 1_048_576) };
+
+describe('the order of what a kept session writes', () => {
+  it('writes a call made during an import before an import made after the call, and the session goes on', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    const first = session.importTree(archive(9), []);
+    const call = session.call({ tool: 'bash', input: { command: 'true' } });
+    const second = session.importTree(archive(12), []);
+    expect(await Promise.all([first, call, second])).toEqual([
+      { ok: true, result: { bytes: 9 } },
+      { ok: true, result: { exitCode: 0 } },
+      { ok: true, result: { bytes: 12 } },
+    ]);
+    expect(toolbox.state.broken).toBeUndefined();
+    expect(toolbox.read).toEqual(['import', 'archive of 9 bytes', 'bash', 'import', 'archive of 12 bytes']);
+    expect(await session.call({ tool: 'git_diff', input: {} })).toEqual({ ok: true, result: { exitCode: 0 } });
+    expect(session.alive).toBe(true);
+  });
+
+  it('writes calls and imports queued behind an import in the order they were made', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    const made = [
+      session.importTree(archive(1), []),
+      session.importTree(archive(2), []),
+      session.call({ tool: 'bash', input: {} }),
+      session.call({ tool: 'grep', input: {} }),
+      session.importTree(archive(5), []),
+      session.call({ tool: 'read_file', input: {} }),
+    ];
+    await Promise.all(made);
+    expect(toolbox.state.broken).toBeUndefined();
+    expect(toolbox.read).toEqual([
+      'import',
+      'archive of 1 bytes',
+      'import',
+      'archive of 2 bytes',
+      'bash',
+      'grep',
+      'import',
+      'archive of 5 bytes',
+      'read_file',
+    ]);
+  });
+
+  it('fails what is queued behind an import whose session died, and writes none of it', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    // An archive that never yields: the import holds stdin until the session dies.
+    const first = session.importTree(
+      (async function* () {
+        await new Promise(() => undefined);
+        yield new Uint8Array(0);
+      })(),
+      [],
+      { timeoutMs: 300 },
+    );
+    // Its own outcome is its deadline's (the archive it waits on never yields): not this test's.
+    first.catch(() => undefined);
+    const call = session.call({ tool: 'bash', input: {} });
+    const second = session.importTree(archive(3), []);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    toolbox.process.kill();
+    await expect(call).rejects.toMatchObject({ reason: 'TRANSPORT' });
+    await expect(second).rejects.toMatchObject({ reason: 'TRANSPORT' });
+    expect(toolbox.read).toEqual(['import']);
+  });
+});
