@@ -9,7 +9,8 @@ import { toolResultText } from '../../operator/src/agent/fit-tool-result.ts';
 import { toolMessage } from '../../operator/src/workers/tool-execution.ts';
 import type { ToolResultRecord } from '../../operator/src/workers/run-state.ts';
 
-const line = 'export function handler(request: Request): Response { return respond(request.body); } // x\n';
+// 700 such lines are within the toolbox's READ_MAX_CHARS, as a read must be to be fitted by lines.
+const line = 'export function handler(request: Request): Response { return respond(request.body); }\n';
 const fileLines = Array.from({ length: 700 }, (_, index) => `${index + 1}: ${line}`);
 const fullRead = (path: string) => ({
   path,

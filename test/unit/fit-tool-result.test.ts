@@ -1,7 +1,9 @@
 // What the model reads of a tool result that is over the bound: a text read keeps whole lines
 // and says where it stopped; guidance sources are whole or left out, and named when left out.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { boundToolResult } from '../../operator/src/agent/bound-tool-result.ts';
 import { fitTextRead, toolResultText } from '../../operator/src/agent/fit-tool-result.ts';
+import { READ_MAX_CHARS, READ_MAX_LINES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import type { ReadFileTextResult, RepositoryInstructions } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 
 const LIMIT = 4_096;
@@ -102,6 +104,41 @@ describe('toolResultText', () => {
     expect(text).toContain('bytes omitted');
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(LIMIT);
     expect(toolResultText('read_repository_instructions', forged.instructions, LIMIT)).toContain('bytes omitted');
+  });
+
+  // The toolbox sends at most READ_MAX_LINES lines and READ_MAX_CHARS characters (read-file.ts
+  // textWindow). A forged read past them was fitted line by line: each of the ~22 measures of
+  // the binary search split, joined and stringified all 8 MiB, ~20 s of the operator's thread.
+  it('bounds a read larger than the toolbox ever sends (a forged 8 MiB read of four million lines) as any result, measuring it once', () => {
+    const forged = read([], { content: '\n'.repeat(4_000_000) + 'x'.repeat(200_000), endLine: 2, totalLines: 2 });
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      const text = toolResultText('read_file', forged, LIMIT);
+      // Only the whole answer was made JSON: no line of it was tried as a fit.
+      expect(stringify).toHaveBeenCalledTimes(1);
+      expect(text).toBe(boundToolResult(JSON.stringify(forged), LIMIT).text);
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+
+  it.each([
+    { name: 'one character over READ_MAX_CHARS', content: Array.from({ length: 1_024 }, () => 'w'.repeat(63)).join('\n') + 'ww' },
+    { name: 'one line over READ_MAX_LINES', content: Array.from({ length: READ_MAX_LINES + 1 }, () => 'l').join('\n') },
+  ])('bounds a read of $name as any result, not as whole lines', ({ content }) => {
+    const text = toolResultText('read_file', read([], { content, endLine: 1, totalLines: 1 }), 1_024);
+    expect(text).toContain('bytes omitted');
+  });
+
+  it("still fits a read at the contract's limits by whole lines", () => {
+    const content = Array.from({ length: READ_MAX_LINES }, (_, index) => `${index}`.padEnd(31, 'e')).join('\n');
+    expect(content.length).toBe(READ_MAX_LINES * 32 - 1);
+    expect(content.length).toBeLessThanOrEqual(READ_MAX_CHARS);
+    const edge = read([], { content: content + 'z'.repeat(READ_MAX_CHARS - content.length), endLine: READ_MAX_LINES });
+    expect(edge.content.length).toBe(READ_MAX_CHARS);
+    const fit = JSON.parse(toolResultText('read_file', edge, LIMIT)) as ReadFileTextResult;
+    expect(fit).toMatchObject({ startLine: 1, truncated: true });
+    expect(fit.content.split('\n')).toEqual(edge.content.split('\n').slice(0, fit.endLine));
   });
 
   it('leaves out the fewest sources that make a read fit, each whole', () => {

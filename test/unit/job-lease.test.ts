@@ -1,7 +1,9 @@
 // A job's lease on its BullMQ lock (job-lease.ts): it ends when BullMQ says a renewal failed,
 // or when no renewal was confirmed for nine tenths of the lock's life (Redis not answering:
-// BullMQ's renewal just waits then), and ends with a JobLockLostError naming the job.
+// BullMQ's renewal just waits then), and ends with a JobLockLostError naming the job. A failed
+// attempt's lease ends when it is released: what the attempt left running must not write.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { JobAttemptFailedError } from '../../operator/src/workers/errors/job-attempt-failed-error.ts';
 import { JobLockLostError } from '../../operator/src/workers/errors/job-lock-lost-error.ts';
 import { JobLeases } from '../../operator/src/workers/job-lease.ts';
 
@@ -73,19 +75,42 @@ describe('a job lease', () => {
     const second = leases.hold('uid-step-0', Date.now());
     expect(first.signal.aborted).toBe(true);
     expect(second.signal.aborted).toBe(false);
-    // The first attempt's end does not stop watching the second.
-    first.release();
+    // The first attempt's end does not stop watching the second, nor end it.
+    first.release('failed');
+    expect(second.signal.aborted).toBe(false);
     leases.renewalFailed(['uid-step-0']);
     expect(second.signal.aborted).toBe(true);
   });
 
-  it('once released, is watched no more: neither time nor a failed renewal ends it', () => {
+  // A succeeded attempt's writes may still be on their way (a step's trailing record): they go out.
+  it('once released after the attempt succeeded, is watched no more: neither time nor a failed renewal ends it', () => {
     const leases = new JobLeases(LOCK_MS);
     const lease = leases.hold('uid-step-0', Date.now());
-    lease.release();
+    lease.release('succeeded');
     leases.renewalFailed(['uid-step-0']);
     vi.advanceTimersByTime(10 * LOCK_MS);
     expect(lease.signal.aborted).toBe(false);
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  // BullMQ runs a failed job again: a tool call the attempt left running saved its older state
+  // over the retry's, and the run stalled. The fence (lease-fenced-dependencies.ts) now stops it.
+  it('ends when released after the attempt failed, so nothing the attempt left running writes', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now());
+    lease.release('failed');
+    expect(lease.signal.aborted).toBe(true);
+    expect(JobAttemptFailedError.isInstance(lease.signal.reason)).toBe(true);
+    expect((lease.signal.reason as JobAttemptFailedError).jobId).toBe('uid-step-0');
+    expect(() => lease.signal.throwIfAborted()).toThrow(/attempt of job uid-step-0 failed .* stops without writing the run's state/);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('keeps the lost lock as the reason when a lease that had ended is released after its attempt failed', () => {
+    const leases = new JobLeases(LOCK_MS);
+    const lease = leases.hold('uid-step-0', Date.now());
+    leases.renewalFailed(['uid-step-0']);
+    lease.release('failed');
+    expect(JobLockLostError.isInstance(lease.signal.reason)).toBe(true);
   });
 });

@@ -1,12 +1,21 @@
 // executeToolCall: an answer the transport refuses as too large reaches the model as a tool
 // error it can act on; any other SandboxError still propagates. capToolCalls: the calls past a
 // step's cap are answered with a tool error that tells the model how many calls it made.
-// executeToolCalls: calls on one file, however spelt, never overlap; other calls do.
+// executeToolCalls: calls on one file, however spelt, never overlap; other calls do. A call that
+// throws fails the step's calls: none starts after it, those running are abandoned, and no
+// result is kept after it; a tool error is only a result.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
+import type { CallOptions, Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
-import { capToolCalls, executeToolCall, executeToolCalls, MAX_TOOL_CALLS_PER_STEP } from '../../operator/src/workers/tool-execution.ts';
+import type { ToolResultRecord } from '../../operator/src/workers/run-state.ts';
+import {
+  capToolCalls,
+  executeToolCall,
+  executeToolCalls,
+  MAX_TOOL_CALLS_PER_STEP,
+  withRunDeadline,
+} from '../../operator/src/workers/tool-execution.ts';
 
 const failingWith = (error: SandboxError): Sandbox => ({
   call: () => Promise.reject(error),
@@ -96,6 +105,130 @@ describe('executeToolCalls', () => {
     await executeToolCalls(sandbox, calls, undefined, undefined, undefined, 1);
     expect(overlapped(log, ['u0', 'u1'])).toBe(true);
     expect(overlapped(log, ['u0', 'u2'])).toBe(true);
+  });
+});
+
+/**
+ * A sandbox whose calls each wait for the test to answer them, by call id; a call's promise
+ * rejects with SandboxError('ABORTED') when its signal aborts, as both transports do.
+ */
+function scriptedSandbox() {
+  const started: string[] = [];
+  const signals = new Map<string, AbortSignal | undefined>();
+  const answers = new Map<string, { answer: (response: ToolResponse) => void; fail: (error: Error) => void }>();
+  const sandbox: Sandbox = {
+    call: (request: ToolRequest, options?: CallOptions) => {
+      const id = (request.callId ?? '').replace(/^s\d+:/, '');
+      started.push(id);
+      signals.set(id, options?.signal);
+      return new Promise<ToolResponse>((resolve, reject) => {
+        answers.set(id, { answer: resolve, fail: reject });
+        options?.signal?.addEventListener('abort', () => reject(new SandboxError('ABORTED', 'the tool call was aborted')), { once: true });
+      });
+    },
+    importTree: () => Promise.resolve(),
+    close: () => Promise.resolve(),
+  };
+  const answer = (id: string, response: ToolResponse = { ok: true, result: { exitCode: 0, stdout: id } } as never) =>
+    answers.get(id)!.answer(response);
+  const fail = (id: string, error: Error) => answers.get(id)!.fail(error);
+  return { sandbox, started, signals, answer, fail };
+}
+
+/** Lets every promise chain that can move on do so. */
+const settle = () => sleep(5);
+
+const bash = (id: string) => ({ toolCallId: id, toolName: 'bash', input: { command: `echo ${id}` } });
+const write = (id: string, path: string) => ({ toolCallId: id, toolName: 'write_file', input: { path, content: 'x' } });
+
+describe('executeToolCalls when a call fails', () => {
+  // The step's job fails on the first call that throws and BullMQ runs it again; a call started
+  // after that, or still running, saved its older state over the retry's and the run stalled.
+  it('starts no call after the one that threw and keeps no result after it', async () => {
+    const { sandbox, started, answer, fail } = scriptedSandbox();
+    const kept: string[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
+    const running = executeToolCalls(sandbox, [bash('b1'), bash('b2'), bash('b3'), write('w', 'a.ts')], undefined, undefined, onResult, 4);
+    running.catch(() => undefined);
+    await settle();
+    expect(started).toEqual(['b1', 'w']);
+    fail('b1', new SandboxError('TRANSPORT', 'the toolbox exited'));
+    await expect(running).rejects.toMatchObject({ reason: 'TRANSPORT' });
+    // A transport that does not heed the abort answers anyway: the answer is not kept.
+    answer('w');
+    await settle();
+    expect(started).toEqual(['b1', 'w']);
+    expect(kept).toEqual([]);
+  });
+
+  it('keeps the results that came before the failure', async () => {
+    const { sandbox, answer, fail } = scriptedSandbox();
+    const kept: string[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
+    const running = executeToolCalls(sandbox, [bash('b1'), write('w', 'a.ts')], undefined, undefined, onResult, 4);
+    running.catch(() => undefined);
+    await settle();
+    answer('w');
+    await settle();
+    fail('b1', new SandboxError('PROTOCOL', 'the toolbox session wrote a blank line'));
+    await expect(running).rejects.toMatchObject({ reason: 'PROTOCOL' });
+    expect(kept).toEqual(['w']);
+  });
+
+  it('abandons the calls still running, within the run deadline too', async () => {
+    const { sandbox, signals, fail } = scriptedSandbox();
+    const kept: string[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
+    const running = withRunDeadline(60_000, (deadline) =>
+      executeToolCalls(sandbox, [bash('b1'), write('w1', 'a.ts'), write('w2', 'b.ts')], undefined, deadline, onResult, 4),
+    );
+    running.catch(() => undefined);
+    await settle();
+    expect(signals.get('w1')?.aborted).toBe(false);
+    fail('b1', new SandboxError('TRANSPORT', 'the toolbox exited'));
+    await expect(running).rejects.toMatchObject({ reason: 'TRANSPORT' });
+    expect(signals.get('w1')?.aborted).toBe(true);
+    expect(signals.get('w2')?.aborted).toBe(true);
+    // Abandoned, not answered TIMEOUT as a call cut off by the deadline is.
+    await settle();
+    expect(kept).toEqual([]);
+  });
+
+  it('a result that could not be kept fails the step the same way', async () => {
+    const { sandbox, started, signals, answer } = scriptedSandbox();
+    const onResult = async (record: ToolResultRecord) => {
+      if (record.toolCallId === 'w') throw new Error('Redis did not answer');
+    };
+    const running = executeToolCalls(sandbox, [write('w', 'a.ts'), write('w2', 'a.ts'), bash('b1')], undefined, undefined, onResult, 4);
+    running.catch(() => undefined);
+    await settle();
+    answer('w');
+    await expect(running).rejects.toThrow('Redis did not answer');
+    await settle();
+    expect(started).toEqual(['w', 'b1']);
+    expect(signals.get('b1')?.aborted).toBe(true);
+  });
+
+  it('goes on after a tool error: it is a result for the model, not a failure', async () => {
+    const { sandbox, started, signals, answer } = scriptedSandbox();
+    const kept: ToolResultRecord[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record);
+    const running = executeToolCalls(sandbox, [bash('b1'), bash('b2'), write('w', 'a.ts')], undefined, undefined, onResult, 4);
+    await settle();
+    answer('b1', { ok: false, error: { code: 'NOT_FOUND', message: 'no such file' } });
+    await settle();
+    expect(signals.get('w')?.aborted).not.toBe(true);
+    answer('b2');
+    answer('w', { ok: true, result: { path: 'a.ts', bytes: 1 } } as never);
+    const results = await running;
+    expect(started).toEqual(['b1', 'w', 'b2']);
+    expect(results.map((result) => [result.toolCallId, result.ok])).toEqual([
+      ['b1', false],
+      ['b2', true],
+      ['w', true],
+    ]);
+    expect(results[0]?.text).toBe('NOT_FOUND: no such file');
+    expect(kept.map((result) => result.toolCallId)).toEqual(['b1', 'b2', 'w']);
   });
 });
 

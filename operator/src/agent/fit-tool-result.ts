@@ -4,9 +4,15 @@
 // instead a text read loses whole repository-guidance sources first (each is whole or left
 // out, as the tool contract says, with a diagnostic), then whole lines from its end, and its
 // endLine and truncated say where it stopped, so `offset: endLine + 1` reads on. Other results,
-// and a single line too long to fit, fall back to boundToolResult. Pure.
+// a read larger than the toolbox ever sends, and a single line too long to fit, fall back to
+// boundToolResult. Pure.
 import type { ReadFileTextResult, RepositoryInstructions } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
-import { INSTRUCTIONS_MAX_DIAGNOSTICS, INSTRUCTIONS_MAX_SOURCES } from '../../../sandbox-image/toolbox/contract/limits.ts';
+import {
+  INSTRUCTIONS_MAX_DIAGNOSTICS,
+  INSTRUCTIONS_MAX_SOURCES,
+  READ_MAX_CHARS,
+  READ_MAX_LINES,
+} from '../../../sandbox-image/toolbox/contract/limits.ts';
 import { boundToolResult, TOOL_RESULT_LIMIT_BYTES } from './bound-tool-result.ts';
 
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');
@@ -90,16 +96,27 @@ export function dropSources(
  * The answers' shapes are checked, not assumed: the toolbox shares its user with the model's
  * commands, which can write a whole answer line into its output. A read with a guidance part
  * that is not the contract's (more sources than the toolbox ever sends, a source that is not
- * text) is bounded as any other result.
+ * text), or with more content than the toolbox ever sends (READ_MAX_CHARS, READ_MAX_LINES), is
+ * bounded as any other result. fitTextRead measures the whole read for each count it tries: on
+ * a forged 8 MiB read of four million lines that held the operator's one thread for seconds.
  */
 function isTextRead(result: unknown): result is ReadFileTextResult {
   const read = result as Partial<ReadFileTextResult> | null;
   return (
     typeof read?.content === 'string' &&
+    read.content.length <= READ_MAX_CHARS &&
+    lineCount(read.content) <= READ_MAX_LINES &&
     typeof read.startLine === 'number' &&
     typeof read.endLine === 'number' &&
     (read.instructions === undefined || isInstructions(read.instructions))
   );
+}
+
+/** Lines in `content` as fitTextRead splits it; only called on content within READ_MAX_CHARS. */
+function lineCount(content: string): number {
+  let lines = 1;
+  for (let at = content.indexOf('\n'); at >= 0; at = content.indexOf('\n', at + 1)) lines += 1;
+  return lines;
 }
 
 export function isInstructions(result: unknown): result is RepositoryInstructions {

@@ -10,7 +10,7 @@ import { jobRetryDelayMs } from './job-retry.ts';
 import { runRefFrom } from './run-ref.ts';
 import { jobFields, type RunStateSeal, type SignedJobData } from './run-state-seal.ts';
 import { runAgentJob } from './run-agent-job.ts';
-import { JobLeases } from './job-lease.ts';
+import { JobLeases, type AttemptOutcome } from './job-lease.ts';
 import { JobsInHand } from './worker-stop.ts';
 
 export interface AgentWorkerOptions {
@@ -65,6 +65,7 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
       const lost = () =>
         logger.warn({ err: (lease.signal.reason as Error).message }, 'job lock lost: this attempt stops before its next write');
       lease.signal.addEventListener('abort', lost, { once: true });
+      let outcome: AttemptOutcome = 'failed';
       try {
         await jobsInHand.run(() =>
           runAgentJob(
@@ -72,9 +73,10 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
             { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 },
           ),
         );
+        outcome = 'succeeded';
       } finally {
         lease.signal.removeEventListener('abort', lost);
-        lease.release();
+        lease.release(outcome);
       }
     },
     {

@@ -9,13 +9,24 @@
 // says the renewal failed, or the lock's life since its last confirmed renewal ('locksRenewed')
 // has run out here, less a margin for a write checked just before to reach Redis. The job checks
 // it before each write (lease-fenced-dependencies.ts) and stops without writing.
+// A failed attempt's lease ends when the worker lets go of it, for the same reason: BullMQ runs
+// the job again, and anything the attempt left running (a step's tool call) must not write over
+// what the retry saves. A finished attempt's does not: what it set going to land after it (a
+// step's trailing record, trailing-record.ts) still goes out.
+import { JobAttemptFailedError } from './errors/job-attempt-failed-error.ts';
 import { JobLockLostError } from './errors/job-lock-lost-error.ts';
 
+/** How the attempt a lease was held for ended. */
+export type AttemptOutcome = 'succeeded' | 'failed';
+
 export interface JobLease {
-  /** Aborts, with a JobLockLostError, once the job's lock may be another worker's. */
+  /**
+   * Aborts, with a JobLockLostError, once the job's lock may be another worker's; with a
+   * JobAttemptFailedError once a failed attempt is released.
+   */
   readonly signal: AbortSignal;
-  /** The job is done with: its lease is no longer watched. */
-  release(): void;
+  /** The attempt is done with: its lease is no longer watched, and ends if the attempt failed. */
+  release(outcome: AttemptOutcome): void;
 }
 
 /**
@@ -62,8 +73,9 @@ class Lease implements JobLease {
     if (!this.signal.aborted) this.controller.abort(new JobLockLostError(this.jobId, why));
   }
 
-  release(): void {
+  release(outcome: AttemptOutcome): void {
     clearTimeout(this.timer);
+    if (outcome === 'failed' && !this.signal.aborted) this.controller.abort(new JobAttemptFailedError(this.jobId));
     this.onRelease(this);
   }
 }

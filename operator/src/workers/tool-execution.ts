@@ -3,7 +3,8 @@
 // (tool-call-ordering.ts). Every result goes back to the model as text bounded to 64 KiB, and
 // an image read_file returned as an image beside that text when the model accepts images
 // (agent/image-result.ts); a tool error is a result too, never a failed run, and so is an
-// answer too large to carry. Only a broken sandbox (SandboxError) propagates.
+// answer too large to carry. Only a broken sandbox (SandboxError) propagates, and it ends
+// the step's other calls (executeToolCalls).
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
@@ -63,13 +64,17 @@ export async function executeToolCall(
   step?: number,
   /** Absent: images are described in text, never shown. */
   images?: ImageShowing,
+  /** Aborts once the step's calls failed (executeToolCalls): the call is abandoned, and throws. */
+  stop?: AbortSignal,
 ): Promise<ToolResultRecord> {
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
+  const signal = deadline && stop ? AbortSignal.any([deadline, stop]) : (deadline ?? stop);
   let response: ToolResponse;
   try {
-    response = await sandbox.call(request, deadline ? { signal: deadline } : {});
+    response = await sandbox.call(request, signal ? { signal } : {});
   } catch (error) {
+    if (stop?.aborted) throw error;
     if (deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED') {
       response = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
     } else if (SandboxError.isInstance(error) && error.reason === 'RESPONSE_TOO_LARGE') {
@@ -107,6 +112,16 @@ export async function executeToolCall(
   };
 }
 
+/**
+ * Runs a step's calls, each chain in order (tool-call-ordering.ts), and answers their results
+ * in the order of `calls`. A tool error is a result and the other calls go on. The first call
+ * that throws (a broken sandbox; its result could not be kept) fails them all: no call starts
+ * after it, the calls running are abandoned, and none of them is told to `onResult`. The job
+ * fails and BullMQ runs the step again; a call left running would otherwise save its older
+ * copy of the state over the retry's, with no deadline and no worker slot of its own. What
+ * it did in the sandbox is not lost: the retry gets the answer of a call that changes files
+ * from the toolbox's journal, and runs a read again.
+ */
 export async function executeToolCalls(
   sandbox: Sandbox,
   calls: readonly PendingToolCall[],
@@ -118,15 +133,25 @@ export async function executeToolCalls(
   step?: number,
   images?: ImageShowing,
 ): Promise<ToolResultRecord[]> {
+  const failed = new AbortController();
   const chains = new Map<string, Promise<unknown>>();
   const results = calls.map((call) => {
     const key = orderingKey(call);
     const previous = chains.get(key) ?? Promise.resolve();
     const result = previous.then(async () => {
-      const record = await executeToolCall(sandbox, call, observe, deadline, step, images);
-      await onResult?.(record);
-      return record;
+      try {
+        failed.signal.throwIfAborted();
+        const record = await executeToolCall(sandbox, call, observe, deadline, step, images, failed.signal);
+        // Answered after another call failed: not kept; the retry sends it again (journalKey).
+        failed.signal.throwIfAborted();
+        await onResult?.(record);
+        return record;
+      } catch (error) {
+        if (!failed.signal.aborted) failed.abort(error);
+        throw error;
+      }
     });
+    // The chain goes on when the call settles: after a failure, only to throw (above).
     chains.set(
       key,
       result.catch(() => undefined),
