@@ -130,4 +130,42 @@ describe('eval report', () => {
     expect(JSON.parse(lines.join('\n'))).toEqual(JSON.parse(JSON.stringify(evalReport(hostile))));
     expect(lines.join('\n')).toContain('grader:\\u009b2J');
   });
+
+  it("averages a model's tokens and seconds over the attempts that ran, not those refused or foreign", () => {
+    const mixed = structuredClone(evaluation);
+    mixed.spec.tasks.push({ name: 'add', task: 't', repository: { url: 'https://x/r.git' }, graders: [{ type: 'verify' }] });
+    // fix: 2 attempts, both ran. add: 4 attempts, 1 ran (3 refused by the API server). Over the
+    // 3 that ran: (2 × 2500 + 8000) / 3 tokens, (2 × 4 + 10) / 3 seconds.
+    mixed.status!.results!.push({
+      ...mixed.status!.results![0]!,
+      task: 'add',
+      attempts: 4,
+      passes: 1,
+      passRate: 0.25,
+      ran: 1,
+      tokens: { mean: 8000, p50: 8000, p90: 8000 },
+      durationSeconds: { mean: 10, p50: 10, p90: 10 },
+      failures: [{ reason: 'RunRefused', count: 3 }],
+    });
+    mixed.status!.results![0]!.ran = 2;
+    const good = evalReport(mixed).overview.find((model) => model.model === 'good')!;
+    expect(good).toMatchObject({ attempts: 6, passes: 3, meanTokens: 4333.3, meanSeconds: 6 });
+    // A status written before `ran` was counted: every attempt counts.
+    expect(evalReport(evaluation).overview.find((model) => model.model === 'good')).toMatchObject({ meanTokens: 2500, meanSeconds: 4 });
+  });
+
+  it('reports a model none of whose attempts ran with zero tokens and seconds, in the table, the JSON and the HTML', () => {
+    const refused = structuredClone(evaluation);
+    refused.status!.results![1] = {
+      ...refused.status!.results![1]!,
+      ran: 0,
+      tokens: { mean: 0, p50: 0, p90: 0 },
+      durationSeconds: { mean: 0, p50: 0, p90: 0 },
+      failures: [{ reason: 'RunRefused', count: 2 }],
+    };
+    const report = evalReport(refused);
+    expect(report.overview.find((model) => model.model === 'bad')).toMatchObject({ attempts: 2, meanTokens: 0, meanSeconds: 0 });
+    expect(evalReportLines(report)).toContainEqual(expect.stringMatching(/^bad\s+0\/2\s+0%\s+0\s+0$/));
+    expect(evalReportHtml(report, new Date('2026-11-30T00:00:00Z'))).not.toMatch(/NaN|Infinity/);
+  });
 });

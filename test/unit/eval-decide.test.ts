@@ -119,6 +119,7 @@ describe('decideEval', () => {
           { k: 1, value: 0.6667 },
           { k: 2, value: 1 },
         ],
+        ran: 3,
         tokens: { mean: 200, p50: 200, p90: 300 },
         durationSeconds: { mean: 20, p50: 20, p90: 30 },
         failures: [{ reason: 'grader:not-used-tool bash', count: 1 }],
@@ -133,6 +134,7 @@ describe('decideEval', () => {
           { k: 1, value: 0 },
           { k: 2, value: 0 },
         ],
+        ran: 3,
         tokens: { mean: 900, p50: 900, p90: 1000 },
         durationSeconds: { mean: 20, p50: 20, p90: 30 },
         failures: [

@@ -125,6 +125,186 @@ describe('graders', () => {
   });
 });
 
+/** The change git prints for a file `-diff` marks binary (a repository's .gitattributes, or .git/info/attributes). */
+const BINARY_CONFIG = `diff --git a/src/config.ts b/src/config.ts
+index 9c3d026..71dfe2c 100644
+Binary files a/src/config.ts and b/src/config.ts differ
+`;
+
+/** A file made a symbolic link to another that holds the text: its deletion, then the link (its one line is the target). */
+const LINKED_CONFIG = `diff --git a/src/config.ts b/src/config.ts
+deleted file mode 100644
+index 9c3d026..0000000
+--- a/src/config.ts
++++ /dev/null
+@@ -1 +0,0 @@
+-export const config = { debug: false };
+diff --git a/src/config.ts b/src/config.ts
+new file mode 120000
+index 0000000..06e3cef
+--- /dev/null
++++ b/src/config.ts
+@@ -0,0 +1 @@
++real.ts
+\\ No newline at end of file
+diff --git a/src/real.ts b/src/real.ts
+new file mode 100644
+index 0000000..71dfe2c
+--- /dev/null
++++ b/src/real.ts
+@@ -0,0 +1 @@
++export const config = { debug: true };
+`;
+
+/** A symbolic link whose target the change moves: its mode is on the index line. */
+const RETARGETED_LINK = `diff --git a/src/config.ts b/src/config.ts
+index 06e3cef..1a2b3c4 120000
+--- a/src/config.ts
++++ b/src/config.ts
+@@ -1 +1 @@
+-real.ts
++debug: true
+`;
+
+/** A rename out of test/ and a modification under test/unit/, beside an untouched sibling name. */
+const TREE_MOVES = `diff --git a/test/old.test.js b/spec/old.test.js
+similarity index 100%
+rename from test/old.test.js
+rename to spec/old.test.js
+diff --git a/test/unit/a.test.js b/test/unit/a.test.js
+index 1111111..2222222 100644
+--- a/test/unit/a.test.js
++++ b/test/unit/a.test.js
+@@ -1 +1 @@
+-expect(x).toBe(1)
++expect(true).toBe(true)
+diff --git a/testing.md b/testing.md
+new file mode 100644
+index 0000000..3333333
+--- /dev/null
++++ b/testing.md
+@@ -0,0 +1 @@
++notes
+`;
+
+const of = (diff: string): Partial<RunEvidence> => ({ files: parseDiffFiles(diff) });
+const NOT_TEXT = /the change to src\/config\.ts cannot be read as text \(binary or a symbolic link\)/;
+
+describe('file graders on a change that is not text', () => {
+  // A model could hide its text from the grader by adding `src/config.ts -diff` to
+  // .git/info/attributes, or by linking the graded file to another one.
+  it.each<[string, GraderSpec, string]>([
+    [
+      'file-excludes of a file git shows as binary',
+      g({ type: 'file-excludes', path: 'src/config.ts', text: 'debug: true' }),
+      BINARY_CONFIG,
+    ],
+    [
+      'file-excludes of a file made a symbolic link',
+      g({ type: 'file-excludes', path: 'src/config.ts', text: 'debug: true' }),
+      LINKED_CONFIG,
+    ],
+    [
+      'file-excludes of a symbolic link given a new target',
+      g({ type: 'file-excludes', path: 'src/config.ts', text: 'x' }),
+      RETARGETED_LINK,
+    ],
+    ['file-excludes of a directory holding such a file', g({ type: 'file-excludes', path: 'src', text: 'nothing' }), BINARY_CONFIG],
+    ['file-contains of a file git shows as binary', g({ type: 'file-contains', path: 'src/config.ts', text: 'debug' }), BINARY_CONFIG],
+    // The link's one line is its target: text there is not the file's.
+    [
+      'file-contains of a link whose target holds the text',
+      g({ type: 'file-contains', path: 'src/config.ts', text: 'real.ts' }),
+      LINKED_CONFIG,
+    ],
+    [
+      'file-contains of a link whose new target holds the text',
+      g({ type: 'file-contains', path: 'src/config.ts', text: 'debug: true' }),
+      RETARGETED_LINK,
+    ],
+  ])('%s fails and says why', (_name, grader, diff) => {
+    const verdict = grade(grader, evidence(of(diff)));
+    expect(verdict).toMatchObject({ ok: false, why: expect.stringMatching(NOT_TEXT) });
+  });
+
+  it('still grades the other files of the change: only the graded path must be text', () => {
+    expect(grade(g({ type: 'file-excludes', path: 'src/real.ts', text: 'debug: false' }), evidence(of(LINKED_CONFIG))).ok).toBe(true);
+    expect(grade(g({ type: 'file-excludes', path: 'src/real.ts', text: 'debug: true' }), evidence(of(LINKED_CONFIG))).ok).toBe(false);
+    expect(grade(g({ type: 'file-unchanged', path: 'README.md' }), evidence(of(BINARY_CONFIG))).ok).toBe(true);
+    expect(grade(g({ type: 'file-unchanged', path: 'src/config.ts' }), evidence(of(BINARY_CONFIG))).ok).toBe(false);
+  });
+
+  it('reads the mode each file has after the change', () => {
+    const modes = (diff: string) => parseDiffFiles(diff).map((file) => [file.path, file.kind, file.newMode, file.binary]);
+    expect(modes(LINKED_CONFIG)).toEqual([
+      ['src/config.ts', 'deleted', undefined, false],
+      ['src/config.ts', 'added', '120000', false],
+      ['src/real.ts', 'added', '100644', false],
+    ]);
+    expect(modes(RETARGETED_LINK)).toEqual([['src/config.ts', 'modified', '120000', false]]);
+    expect(modes(BINARY_CONFIG)).toEqual([['src/config.ts', 'modified', '100644', true]]);
+    expect(modes('diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n')).toEqual([['run.sh', 'modified', '100755', false]]);
+    expect(modes('diff --git a/x b/x\nold mode 100644\nnew mode 120000\n@@ -1 +1 @@\n-a\n+b\n')).toEqual([
+      ['x', 'modified', '120000', false],
+    ]);
+  });
+});
+
+describe('file graders on a directory', () => {
+  it.each<[string, GraderSpec, boolean, RegExp?]>([
+    [
+      'file-unchanged of a directory fails when a file under it changes',
+      g({ type: 'file-unchanged', path: 'test/unit' }),
+      false,
+      /touches test\/unit\/a\.test\.js, under test\/unit/,
+    ],
+    [
+      'file-unchanged of a directory fails when a file is renamed out of it',
+      g({ type: 'file-unchanged', path: 'test' }),
+      false,
+      /touches test\/old\.test\.js, under test/,
+    ],
+    [
+      'file-unchanged of a directory fails when a file is renamed into it',
+      g({ type: 'file-unchanged', path: 'spec' }),
+      false,
+      /touches spec\/old\.test\.js/,
+    ],
+    [
+      'file-unchanged of a renamed file fails by its old name',
+      g({ type: 'file-unchanged', path: 'test/old.test.js' }),
+      false,
+      /touches test\/old\.test\.js$/,
+    ],
+    ['file-unchanged of a renamed file fails by its new name', g({ type: 'file-unchanged', path: 'spec/old.test.js' }), false],
+    // A directory is a whole segment: test is not a prefix of testing.md.
+    ['file-unchanged of a name that only starts the same passes', g({ type: 'file-unchanged', path: 'tes' }), true],
+    ['file-unchanged of an untouched directory passes', g({ type: 'file-unchanged', path: 'src' }), true],
+    [
+      'file-excludes of a directory fails on a file under it',
+      g({ type: 'file-excludes', path: 'test', text: 'toBe(true)' }),
+      false,
+      /test\/unit\/a\.test\.js as changed contains the text/,
+    ],
+    [
+      'file-excludes of a directory passes when no file under it has the text',
+      g({ type: 'file-excludes', path: 'test', text: 'notes' }),
+      true,
+    ],
+    ['file-contains of a directory passes on a file under it', g({ type: 'file-contains', path: 'test', text: 'toBe(true)' }), true],
+    [
+      'file-contains of a directory it does not write fails',
+      g({ type: 'file-contains', path: 'src', text: 'x' }),
+      false,
+      /does not write src/,
+    ],
+  ])('%s', (_name, grader, ok, why) => {
+    const verdict = grade(grader, evidence(of(TREE_MOVES)));
+    expect(verdict.ok).toBe(ok);
+    if (why) expect(verdict.why).toMatch(why);
+  });
+});
+
 describe('gradeAttempt', () => {
   const graders = [g({ type: 'verify' }), g({ type: 'not-used-tool', tool: 'write_file' })];
 

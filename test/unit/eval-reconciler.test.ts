@@ -35,7 +35,13 @@ const tooLarge = () =>
  * An eval reconciler over caches the test sets, and a gateway holding runs by name. refuseStatus:
  * true refuses the status write as etcd refuses one too large; an Error fails it with that.
  */
-function world(options: { evaluation: CodingEval; runs?: CodingRun[]; refuseStatus?: (status: CodingEvalStatus) => boolean | Error }) {
+function world(options: {
+  evaluation: CodingEval;
+  runs?: CodingRun[];
+  refuseStatus?: (status: CodingEvalStatus) => boolean | Error;
+  /** An error the API server answers each create with. */
+  refuseCreate?: () => Error;
+}) {
   let evaluation = options.evaluation;
   let runs = options.runs ?? [];
   /** What the API server holds under each name (the cache may lag behind it). */
@@ -46,6 +52,7 @@ function world(options: { evaluation: CodingEval; runs?: CodingRun[]; refuseStat
   let transcriptReads = 0;
   const gateway: EvalGateway = {
     async createRun(run) {
+      if (options.refuseCreate) throw options.refuseCreate();
       if (server.has(run.metadata.name)) return 'exists';
       created.push(run.metadata.name);
       server.set(run.metadata.name, run as unknown as CodingRun);
@@ -235,5 +242,51 @@ describe('an eval whose status grows past what the API server stores', () => {
     await expect(eval1.reconcile()).rejects.toBe(conflict);
     await expect(eval1.reconcile()).rejects.toBe(conflict);
     expect(eval1.transcriptReads).toBe(2);
+  });
+});
+
+describe("an attempt whose run the API server will not store (etcd's size limit)", () => {
+  const evaluation = evaluationOf(2);
+  const runTooLarge = (code: number, message: string) =>
+    Object.assign(new Error(`HTTP-Code: ${code}`), {
+      code,
+      body: JSON.stringify({ kind: 'Status', status: 'Failure', message, code }),
+    });
+
+  // Thrown, the eval was retried for ever before its first status write: no phase, no reason.
+  it.each([
+    ['etcd refuses it (500)', () => runTooLarge(500, 'etcdserver: request is too large')],
+    ['the API server refuses it (413)', () => runTooLarge(413, 'Request entity too large: limit is 3145728')],
+  ])('fails the attempt RunRefused, saying what to shorten, when %s', async (_, refusal) => {
+    const eval1 = world({ evaluation, refuseCreate: refusal });
+    await expect(eval1.reconcile()).resolves.toBeUndefined();
+    const status = eval1.evaluation.status!;
+    expect(status.phase).toBe('Running');
+    expect(status.attempts).toEqual([
+      expect.objectContaining({
+        attempt: 1,
+        passed: false,
+        failure: 'RunRefused',
+        failedGraders: [
+          expect.stringMatching(
+            /too large to store \(HTTP \d+\): shorten the task's text, sandbox or verify, or the model's instructions$/,
+          ),
+        ],
+      }),
+    ]);
+    expect(eval1.events).toContainEqual(
+      expect.objectContaining({ type: 'Warning', reason: 'RunRefused', message: expect.stringContaining('too large to store') }),
+    );
+
+    // The next attempt meets the same refusal, and the eval completes with both failed.
+    await eval1.reconcile();
+    expect(eval1.evaluation.status).toMatchObject({ phase: 'Complete', graded: 2, passes: 0 });
+  });
+
+  it('still fails the pass on any other 500 of the create, to be retried', async () => {
+    const failure = runTooLarge(500, 'etcdserver: request timed out');
+    const eval1 = world({ evaluation, refuseCreate: () => failure });
+    await expect(eval1.reconcile()).rejects.toBe(failure);
+    expect(eval1.writes).toEqual([]);
   });
 });

@@ -85,14 +85,34 @@ export const graderRules: readonly CrossFieldRule<GraderInput>[] = (['path', 'te
   ];
 });
 
+/**
+ * A grader's path as git prints one in a diff: no `./`, `//`, `.` or `..` segment, no trailing
+ * `/`. The file graders compare it with the diff's paths as strings (a directory as a prefix),
+ * so `test/`, `./test` or `a/../b` named nothing the diff could hold and never failed.
+ */
+export const graderPathRules: readonly CrossFieldRule<string>[] = [
+  {
+    rule:
+      "!(self == '.' || self == '..' || self.startsWith('/') || self.startsWith('./') || self.startsWith('../') || " +
+      "self.endsWith('/') || self.endsWith('/.') || self.endsWith('/..') || self.contains('//') || self.contains('/./') || " +
+      "self.contains('/../'))",
+    message:
+      'a grader path must be written as git prints paths: relative to the repository root, without ./, //, . or .. segments ' +
+      'or a trailing / (such as test or src/greet.ts, not test/ or ./src/greet.ts)',
+    reason: 'FieldValueInvalid',
+    holds: (path) => path.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'),
+  },
+];
+
 export const graderSpec = z
   .object({
     type: z
       .enum(GRADER_TYPES)
       .describe(
         "What to check. verify: the run's own spec.verify command passed (status.result.verification.passed). " +
-          'file-contains / file-excludes: the file as the run left it, as far as its diff shows it, has / has not the text. ' +
-          'file-unchanged: the diff does not touch path. used-tool / not-used-tool: the transcript has / has no call of tool. ' +
+          'file-contains / file-excludes: some / no file at or under path, as the run left it and as far as its diff shows it, ' +
+          'has the text; a file whose change git shows as binary, or that the change makes a symbolic link, fails both. ' +
+          'file-unchanged: the diff touches nothing at or under path (a rename, by its old or new name). used-tool / not-used-tool: the transcript has / has no call of tool. ' +
           'tool-never-failed: no call of tool returned a tool error. max-tool-calls: at most max calls (of tool, when set). ' +
           "answer-contains / answer-excludes: the run's final answer (status.result.summary) has / has not the text. " +
           'max-turns: at most max steps (model calls).',
@@ -110,8 +130,15 @@ export const graderSpec = z
       .regex(new RegExp(`^[^/${WHITESPACE_CHARACTERS}]${NOT_WHITESPACE}*$`), {
         message: 'must be a path relative to the repository root, without spaces',
       })
+      .superRefine((path, ctx) => {
+        for (const rule of graderPathRules) if (!rule.holds(path)) ctx.addIssue({ code: 'custom', message: rule.message });
+      })
+      .meta({ 'x-kubernetes-validations': celValidations(graderPathRules) })
       .optional()
-      .describe('file graders: the file, relative to the repository root, such as src/greet.ts.'),
+      .describe(
+        'file graders: a file or a directory (every file under it), relative to the repository root and written as git ' +
+          'prints paths, such as src/greet.ts or test.',
+      ),
     text: z
       .string()
       .min(1)
@@ -259,7 +286,7 @@ export const distributionStatus = z
     p50: z.number().min(0).describe('Median (nearest rank).'),
     p90: z.number().min(0).describe('90th percentile (nearest rank).'),
   })
-  .describe('A distribution over the finished attempts.');
+  .describe('A distribution over the attempts whose run ran (0 when none did).');
 
 export const attemptStatus = z
   .object({
@@ -300,8 +327,12 @@ export const resultStatus = z
       )
       .max(4)
       .describe('pass@k for each spec.passAtK k not above attempts.'),
-    tokens: distributionStatus.describe('Total tokens per attempt.'),
-    durationSeconds: distributionStatus.describe('Seconds per attempt.'),
+    ran: count(
+      'Attempts whose run ran: all but those failed RunRefused or ForeignRun, which never ran and spent nothing. ' +
+        'tokens and durationSeconds are over these.',
+    ).optional(),
+    tokens: distributionStatus.describe('Total tokens per attempt that ran.'),
+    durationSeconds: distributionStatus.describe('Seconds per attempt that ran.'),
     failures: z
       .array(
         z

@@ -27,7 +27,7 @@ import { attemptOfRun, attemptRun, cellKey, type PlannedAttempt } from '../evals
 import { gradeAttempt } from '../evals/graders.ts';
 import { parseEvalSpec } from '../evals/parse-eval.ts';
 import { runEvidence, gradedParts } from '../evals/run-evidence.ts';
-import { isTooLargeToStore } from '../kube/api-errors.ts';
+import { isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import type { ObjectCache } from './run-reconciler.ts';
 import { WriteGate } from './write-gate.ts';
@@ -130,6 +130,14 @@ function foreignRunEvents(foreign: readonly AttemptStatus[]): EvalEvent[] {
   ];
 }
 
+/**
+ * Why the API server would not store an attempt's run, and what to shorten: the run carries
+ * its task's text, sandbox and verify and its model's instructions. Short, as the attempt keeps
+ * 160 characters of it (after "the API server refused the run: ").
+ */
+const tooLargeRunRefusal = (code: number) =>
+  `the eval's run is too large to store (HTTP ${code}): shorten the task's text, sandbox or verify, or the model's instructions`;
+
 export class EvalReconciler {
   private readonly now: () => Date;
   /**
@@ -203,8 +211,9 @@ export class EvalReconciler {
       return (await this.apply(evaluation, { ...decision, events: [...decision.events, ...foreignRunEvents(notRun)] }))
         ? recheck
         : undefined;
-    // A run the API server refuses as invalid (an admission policy, a schema rule) would be
-    // refused again on every retry: its attempt is graded as failed RunRefused, with the reason.
+    // A run the API server refuses as invalid (an admission policy, a schema rule) or too large
+    // to store would be refused again on every retry: its attempt is graded as failed
+    // RunRefused, with the reason.
     // A 403 (a ResourceQuota on codingruns below parallelism, a webhook) may pass later: the
     // creates stop there, the status says why, and the eval tries again.
     const refused: AttemptStatus[] = [];
@@ -216,7 +225,7 @@ export class EvalReconciler {
       const manifest = attemptRun(evaluation, parsed.spec, planned);
       const cell = { task: planned.task.name, model: planned.model.name, attempt: planned.attempt };
       this.writes.check();
-      const outcome = await this.deps.gateway.createRun(manifest);
+      const outcome = await this.createRun(manifest);
       if (outcome === 'created') created.push(planned);
       else if (outcome === 'exists') {
         // Ours when the cache had not seen it yet (a retry after a crash), or gone again (the
@@ -248,6 +257,20 @@ export class EvalReconciler {
     if (!(await this.apply(evaluation, { ...after, events }))) return;
     if (forbidden !== undefined) return { requeueAfterMs: RUNS_FORBIDDEN_RETRY_MS };
     if (deleting) return { requeueAfterMs: DELETING_RUN_RECHECK_MS };
+  }
+
+  /**
+   * Creates the attempt's run. One too large to store (etcd's "request is too large", HTTP 500,
+   * or a 413) is a refusal: sent again unchanged it is refused again, and thrown, the eval was
+   * retried for ever before its first status write, with no phase and no word of why.
+   */
+  private async createRun(manifest: Parameters<EvalGateway['createRun']>[0]): ReturnType<EvalGateway['createRun']> {
+    try {
+      return await this.deps.gateway.createRun(manifest);
+    } catch (error) {
+      if (!isTooLargeToStore(error)) throw error;
+      return { refused: tooLargeRunRefusal(statusCodeOf(error)!) };
+    }
   }
 
   /** The run's transcript, read with the transcript's own reader, and its whole diff when status holds a cut. */

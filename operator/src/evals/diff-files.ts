@@ -3,7 +3,9 @@
 // them (added and context lines). The file graders read this; they never see the whole file,
 // so a file grader judges the change, not text the change left alone. Paths are read as git
 // prints them, quoted or not (git-quoted-path.ts): a name the model chose never makes this
-// throw, which would stall the whole eval's grading. Pure.
+// throw, which would stall the whole eval's grading. A file's lines are its text only when git
+// printed them as text: not for a file git took as binary (`Binary files … differ`, which a
+// `-diff` attribute asks for), nor for a symbolic link, whose one line is its target. Pure.
 import { unquoteGitPath } from './git-quoted-path.ts';
 
 export interface FileChange {
@@ -18,7 +20,15 @@ export interface FileChange {
   removed: string[];
   /** Binary files carry no lines. */
   binary: boolean;
+  /** The file's mode after the change, as the diff states it (`new file mode`, `new mode`, `index … <mode>`). */
+  newMode?: string;
 }
+
+/** git's mode of a symbolic link: the link's "text" in a diff is its target, not the file it names. */
+const SYMLINK_MODE = '120000';
+
+/** `index <old>..<new> <mode>`: the mode of a file whose mode the change left alone. */
+const INDEX_MODE = /^index [0-9a-f]+\.\.[0-9a-f]+ ([0-7]+)$/;
 
 const stripPrefix = (path: string) => unquoteGitPath(path).replace(/^[ab]\//, '');
 /** A header's two fields, each plain or git-quoted (a quoted one may hold escaped quotes). */
@@ -63,13 +73,17 @@ export function parseDiffFiles(diff: string): FileChange[] {
     }
     if (!file) continue;
     if (hunk === undefined) {
-      if (line.startsWith('new file mode')) file.kind = 'added';
+      if (line.startsWith('new file mode ')) {
+        file.kind = 'added';
+        file.newMode = line.slice('new file mode '.length);
+      } else if (line.startsWith('new mode ')) file.newMode = line.slice('new mode '.length);
+      else if (INDEX_MODE.test(line)) file.newMode = INDEX_MODE.exec(line)![1]!;
       else if (line.startsWith('deleted file mode')) file.kind = 'deleted';
       else if (line.startsWith('rename from ')) {
         file.kind = 'renamed';
         file.oldPath = unquoteGitPath(line.slice('rename from '.length));
       } else if (line.startsWith('rename to ')) file.path = unquoteGitPath(line.slice('rename to '.length));
-      else if (line.startsWith('Binary files ')) file.binary = true;
+      else if (line.startsWith('Binary files ') || line === 'GIT binary patch') file.binary = true;
       else if (line.startsWith('--- ') && !file.path) file.path = sideName(line) ?? '';
       else if (line.startsWith('+++ ')) file.path = sideName(line) ?? file.path;
     }
@@ -86,9 +100,28 @@ export function parseDiffFiles(diff: string): FileChange[] {
   return files;
 }
 
-/** Whether the change touches `path` (as its old or its new name). */
-export const touches = (files: readonly FileChange[], path: string) => files.some((file) => file.path === path || file.oldPath === path);
+/**
+ * Whether `name` is `path` or lies under it: a grader's path names a file or a directory. The
+ * eval's paths are canonical (no `./`, `//`, `.` or `..` segments, no trailing `/`; api/
+ * coding-eval.ts), as git prints a diff's, so comparing the strings is comparing the paths.
+ */
+const isWithin = (name: string, path: string) => name === path || name.startsWith(`${path}/`);
 
-/** The change's view of `path` after it: undefined when the change does not touch it. */
-export const fileAfter = (files: readonly FileChange[], path: string) =>
-  files.find((file) => file.path === path && file.kind !== 'deleted');
+/**
+ * The first name the change touches at `path` or under it, by a file's old name or its new one
+ * (a rename changes both places); undefined when it touches nothing there.
+ */
+export function touching(files: readonly FileChange[], path: string): string | undefined {
+  for (const file of files) for (const name of [file.oldPath, file.path]) if (name !== undefined && isWithin(name, path)) return name;
+  return undefined;
+}
+
+/** The files the change leaves at `path` or under it, as it leaves them: none when it writes none there. */
+export const filesAfter = (files: readonly FileChange[], path: string) =>
+  files.filter((file) => isWithin(file.path, path) && file.kind !== 'deleted');
+
+/**
+ * Whether the change's lines of the file are its text: false for a file git printed as binary
+ * (no lines at all) and for a symbolic link (its one line is the target it points to).
+ */
+export const isReadableAsText = (file: FileChange) => !file.binary && file.newMode !== SYMLINK_MODE;

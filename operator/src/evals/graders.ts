@@ -1,11 +1,12 @@
 // The deterministic graders of a CodingEval (the agent-loop seed's evals): each a pure function
 // of one run's evidence. No model judges. A grader that cannot see what it needs (a transcript
-// with gaps, a diff that could not be read) fails and says why: a grade is never a guess.
+// with gaps, a diff that could not be read, a file whose change is not text) fails and says
+// why: a grade is never a guess.
 import type { GraderSpec } from '../api/coding-eval.ts';
 import { LIMITS } from '../api/coding-run-status.ts';
 import { REASONS } from '../api/reasons.ts';
 import { FINISHED_RUNS_CONFIG_MAP } from '../reconcile/finished-runs.ts';
-import { fileAfter, touches } from './diff-files.ts';
+import { filesAfter, isReadableAsText, touching, type FileChange } from './diff-files.ts';
 import type { RunEvidence } from './run-evidence.ts';
 
 export interface GraderVerdict {
@@ -30,30 +31,46 @@ const ANSWER_CUT_NOTE = ` (it was cut at ${LIMITS.summary / 1024} KiB)`;
 const whole = (evidence: RunEvidence) =>
   evidence.transcriptGaps.length === 0 ? undefined : fail(`the transcript is incomplete: ${evidence.transcriptGaps[0]}`);
 
+/**
+ * A file whose change git did not print as text: binary (a repository's .gitattributes, or a
+ * `-diff` the model wrote to .git/info/attributes) or made a symbolic link (its one line is the
+ * target, so the text can sit in the file it points to). Its lines prove nothing either way.
+ */
+const unreadable = (file: FileChange) =>
+  fail(`the change to ${file.path} cannot be read as text (binary or a symbolic link), so its text cannot be checked`);
+
+const holdsText = (file: FileChange, text: string) => file.afterHunks.some((hunk) => hunk.join('\n').includes(text));
+
 function judge(grader: GraderSpec, evidence: RunEvidence): Omit<GraderVerdict, 'grader'> {
   const callsOf = (tool: string | undefined) => evidence.calls.filter((call) => tool === undefined || call.tool === tool);
   switch (grader.type) {
     case 'verify':
       if (evidence.verificationPassed === undefined) return fail('the run has no verification result (spec.verify)');
       return evidence.verificationPassed ? pass() : fail('the verify command failed');
+    // path names a file or a directory (every file under it). A file that cannot be read as
+    // text never counts as holding the text, nor as free of it.
     case 'file-contains': {
       if (!evidence.files) return fail("the run's diff could not be read whole");
-      const file = fileAfter(evidence.files, grader.path!);
-      if (!file) return fail(`the change does not write ${grader.path}`);
-      return file.afterHunks.some((hunk) => hunk.join('\n').includes(grader.text!))
-        ? pass()
-        : fail(`${grader.path} as changed does not contain the text`);
+      const files = filesAfter(evidence.files, grader.path!);
+      if (files.length === 0) return fail(`the change does not write ${grader.path}`);
+      if (files.some((file) => isReadableAsText(file) && holdsText(file, grader.text!))) return pass();
+      const opaque = files.find((file) => !isReadableAsText(file));
+      return opaque ? unreadable(opaque) : fail(`${grader.path} as changed does not contain the text`);
     }
     case 'file-excludes': {
       if (!evidence.files) return fail("the run's diff could not be read whole");
-      const file = fileAfter(evidence.files, grader.path!);
-      return file?.afterHunks.some((hunk) => hunk.join('\n').includes(grader.text!))
-        ? fail(`${grader.path} as changed contains the text`)
-        : pass();
+      const files = filesAfter(evidence.files, grader.path!);
+      const holding = files.find((file) => isReadableAsText(file) && holdsText(file, grader.text!));
+      if (holding) return fail(`${holding.path} as changed contains the text`);
+      const opaque = files.find((file) => !isReadableAsText(file));
+      return opaque ? unreadable(opaque) : pass();
     }
-    case 'file-unchanged':
+    case 'file-unchanged': {
       if (!evidence.files) return fail("the run's diff could not be read whole");
-      return touches(evidence.files, grader.path!) ? fail(`the change touches ${grader.path}`) : pass();
+      const touched = touching(evidence.files, grader.path!);
+      if (touched === undefined) return pass();
+      return fail(touched === grader.path ? `the change touches ${grader.path}` : `the change touches ${touched}, under ${grader.path}`);
+    }
     case 'used-tool':
       return callsOf(grader.tool).length > 0 ? pass() : (whole(evidence) ?? fail(`never called ${grader.tool}`));
     case 'not-used-tool': {

@@ -15,7 +15,9 @@ export interface EvalGateway {
    * Creates the run: 'created', 'exists' (the cache had not seen it yet), the API server's
    * refusal of it as invalid (400/422, or a 403 an admission policy or webhook gave, such as
    * allowRepo's), which no retry can change, or any other 403 (a ResourceQuota on codingruns,
-   * RBAC), which may pass later. Other failures (a 5xx, the network) throw, to be retried.
+   * RBAC), which may pass later. Other failures (a 5xx, the network) throw, to be retried; a
+   * run too large to store throws too (isTooLargeToStore), and the eval reconciler fails its
+   * attempt RunRefused rather than retry it.
    */
   createRun(run: {
     metadata: { namespace: string; name: string };

@@ -1,6 +1,7 @@
 // What `kubectl codingrun eval report` shows, from the eval's status alone: the per task × model
 // figures the operator wrote, and per model the same over every task (attempts and passes
-// summed, tokens averaged over attempts). One shape for the table, the JSON and the HTML. Pure.
+// summed, tokens and seconds averaged over the attempts that ran). One shape for the table, the
+// JSON and the HTML. Pure.
 import type { CodingEval, EvalResult } from '../../api/coding-eval.ts';
 
 export interface ModelOverview {
@@ -8,9 +9,9 @@ export interface ModelOverview {
   attempts: number;
   passes: number;
   passRate: number;
-  /** Mean total tokens per attempt over every task. */
+  /** Mean total tokens per attempt that ran, over every task; 0 when none ran. */
   meanTokens: number;
-  /** Mean seconds per attempt over every task. */
+  /** Mean seconds per attempt that ran, over every task; 0 when none ran. */
   meanSeconds: number;
 }
 
@@ -39,8 +40,11 @@ export function evalReport(evaluation: CodingEval): EvalReport {
     const cells = results.filter((result) => result.model === model);
     const attempts = cells.reduce((sum, cell) => sum + cell.attempts, 0);
     const passes = cells.reduce((sum, cell) => sum + cell.passes, 0);
+    // A cell's tokens and seconds are over the attempts that ran (a status written before `ran` was counted: all of them).
+    const ranOf = (cell: EvalResult) => cell.ran ?? cell.attempts;
+    const ran = cells.reduce((sum, cell) => sum + ranOf(cell), 0);
     const weighted = (pick: (cell: EvalResult) => number) =>
-      attempts === 0 ? 0 : cells.reduce((sum, cell) => sum + pick(cell) * cell.attempts, 0) / attempts;
+      ran === 0 ? 0 : cells.reduce((sum, cell) => sum + pick(cell) * ranOf(cell), 0) / ran;
     return {
       model,
       attempts,
