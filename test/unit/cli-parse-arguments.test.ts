@@ -38,6 +38,18 @@ describe('parseArguments', () => {
     expect(usageError(['get', 'x', '--follow']).message).toMatch(/--follow does not apply to get/);
   });
 
+  // A flag's value that spells a command is not the command: a namespace called eval or logs.
+  it.each([
+    [['-n', 'eval', 'logs', 'r', '-f'], { command: 'logs', name: 'r', follow: true, output: 'text', namespace: 'eval' }],
+    [['-n', 'logs', 'run', '-f', 'run.yaml', '--local'], { command: 'run', file: 'run.yaml', local: true, namespace: 'logs' }],
+    [
+      ['--namespace', 'logs', '--kubeconfig=/tmp/kc', '-nlogs', 'logs', 'r', '-f'],
+      { command: 'logs', name: 'r', follow: true, output: 'text', namespace: 'logs', kubeconfig: '/tmp/kc' },
+    ],
+  ])('takes the command from %j, not from a flag value that names one', (argv, command) => {
+    expect(parseArguments(argv)).toEqual(command);
+  });
+
   it('reads get with a name, watch and namespace in any order and spelling', () => {
     expect(parseArguments(['get', 'fix-bug', '-w', '-n', 'agents'])).toEqual({
       command: 'get',

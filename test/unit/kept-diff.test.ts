@@ -40,6 +40,25 @@ describe('kept diff', () => {
     expect(countDiff('')).toEqual({ filesChanged: 0, insertions: 0, deletions: 0 });
   });
 
+  it('counts deleted `-- ` and added `++ ` lines inside a hunk, which only look like file headers', () => {
+    // Deleting SQL comments showed as no deletion: every `--- ` line was taken for a header.
+    const sql = [
+      'diff --git a/db/001.sql b/db/001.sql',
+      'index 1..2 100644',
+      '--- a/db/001.sql',
+      '+++ b/db/001.sql',
+      '@@ -1,3 +1,2 @@',
+      '--- only admins may drop this table',
+      '-- keep: audit',
+      '+++ new header',
+      ' DROP TABLE audit;',
+      '',
+    ].join('\n');
+    expect(countDiff(sql)).toEqual({ filesChanged: 1, insertions: 1, deletions: 2 });
+    // The next file's header is a header again.
+    expect(countDiff(`${sql}${DIFF}`)).toEqual({ filesChanged: 3, insertions: 3, deletions: 3 });
+  });
+
   it('says where the diff came from, and bounds the copy in status at 64 KiB', () => {
     const big = `${DIFF}${'+x\n'.repeat(40_000)}`;
     const result = keptDiffResult({ source: 'snapshot', diff: big, truncated: false, ...countDiff(big), configMap: 'r-diff' }, 'done');

@@ -34,6 +34,17 @@ describe('the approval input of a publish', () => {
     ]);
   });
 
+  it('counts deleted `-- ` and added `++ ` lines inside a hunk to their file, not as headers', () => {
+    const diff =
+      'diff --git a/db/001.sql b/db/001.sql\nindex 1..2 100644\n--- a/db/001.sql\n+++ b/db/001.sql\n' +
+      '@@ -1,3 +1,2 @@\n--- only admins may drop this table\n-- keep: audit\n+++ new header\n DROP TABLE audit;\n' +
+      newFile('b.txt');
+    expect(filesOf(diff)).toEqual([
+      { path: 'db/001.sql', insertions: 1, deletions: 2 },
+      { path: 'b.txt', insertions: 1, deletions: 0 },
+    ]);
+  });
+
   it('lists as many files as fit in status, and counts the rest', () => {
     const diff = Array.from({ length: APPROVAL_FILES_MAX }, (_, index) => newFile(`${'d'.repeat(290)}/${index}.txt`)).join('');
     const input = publishApprovalInput(run, plan, kept(diff), 'a'.repeat(64));

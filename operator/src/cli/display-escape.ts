@@ -28,15 +28,17 @@ export interface EscapedText {
 // C0 controls, DEL, C1 controls; then Unicode that reorders or hides text: every format
 // character (\p{Cf}: the Arabic letter mark, zero-width space, LRM/RLM, the bidi embeddings,
 // overrides and isolates, the BOM, the soft hyphen, invisible operators, tag characters), line
-// and paragraph separators, and the characters that render as blank or nothing but are not
-// spaces: the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0; U+3164 is a valid JavaScript
-// identifier, so `exec(ㅤ)` reads as `exec( )`), the braille blank (U+2800, a letter to
-// every program), the combining grapheme joiner and the variation selectors. Joiners
-// (U+200C, U+200D) stay: emoji and several scripts need them. The other spaces (U+00A0,
-// U+3000, ...) stay too in prose: French and CJK text is full of them; their long runs are
-// counted. Code and summaries show them as well (LOOKALIKE).
-export const SHOWN_ESCAPED =
-  /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0\u2800\u034f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
+// and paragraph separators, and every default-ignorable code point (\p{Default_Ignorable_Code_Point}:
+// what a renderer shows as nothing when it has no glyph for it): the Hangul fillers (U+115F,
+// U+1160, U+3164, U+FFA0; U+3164 is a valid JavaScript identifier, so `exec(ㅤ)` reads as
+// `exec( )`), the Khmer inherent vowels (U+17B4, U+17B5), the Mongolian free variation
+// selectors (U+180B–U+180D, U+180F), the combining grapheme joiner, the variation selectors and
+// the code points reserved as ignorable. A list of them missed U+180B, which a command hid
+// between blanks. And the braille blank (U+2800, a letter to every program). Joiners (U+200C,
+// U+200D) stay: emoji and several scripts need them. The other spaces (U+00A0, U+3000, ...)
+// stay too in prose: French and CJK text is full of them; their long runs are counted. Code
+// and summaries show them as well (LOOKALIKE).
+export const SHOWN_ESCAPED = /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029\u2800]/gu;
 
 const codePointName = (character: string) => `U+${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
 
@@ -51,18 +53,28 @@ function visible(character: string): string {
  * What looks like something it is not where a person reads code, shown in 'code' and 'inline'
  * mode besides SHOWN_ESCAPED: every space character but the space itself (\p{Zs}: U+00A0,
  * U+2000–U+200A, U+202F, U+205F, U+3000, ...; U+FEFF is \p{Cf}, shown everywhere), which
- * prints as a space but splits no shell word; and a joiner (U+200C, U+200D) whose nearest
- * neighbours that are not joiners are ASCII or the text's end. Joiners stay between letters of
- * the scripts and in the emoji that need them; next to ASCII they join nothing any script
- * uses, and only make `cu‍rl` look like `curl`. Looking past other joiners means a pair of
- * them is shown as one is.
+ * prints as a space but splits no shell word; and a run of joiners (U+200C, U+200D) whose
+ * neighbours are ASCII or the text's end (joinsNothing). Joiners stay between letters of the
+ * scripts and in the emoji that need them; next to ASCII they join nothing any script uses,
+ * and only make `cu‍rl` look like `curl`. A whole run is matched and its neighbours looked at
+ * once: a look-behind and look-ahead over the run from each joiner in it cost O(n²), and a
+ * diff line of 349 000 joiners held `kubectl codingrun diff` for minutes.
  */
-const LOOKALIKE = /[^\P{Zs} ]|(?<=(?:^|[\u0000-\u007f])[\u200c\u200d]*)[\u200c\u200d](?=[\u200c\u200d]*(?:$|[\u0000-\u007f]))/gu;
+const LOOKALIKE = /[^\P{Zs} ]|[\u200c\u200d]+/gu;
 const SHOWN_IN_CODE = new RegExp(`${SHOWN_ESCAPED.source}|${LOOKALIKE.source}`, 'gu');
+const JOINER = /^[\u200c\u200d]/;
+// A UTF-16 unit next to a joiner run: ASCII, or nothing (the text's start or end). A surrogate is not ASCII.
+const joinsNothing = (neighbour: string | undefined) => neighbour === undefined || neighbour <= '\u007f';
 
 export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): EscapedText {
   let escaped = 0;
-  const shown = text.replace(mode === 'lines' ? SHOWN_ESCAPED : SHOWN_IN_CODE, (character, offset: number) => {
+  const shown = text.replace(mode === 'lines' ? SHOWN_ESCAPED : SHOWN_IN_CODE, (character: string, offset: number) => {
+    // A run of joiners (only 'code' and 'inline' match one): all of it shown, or all kept. Joiners are in the BMP.
+    if (JOINER.test(character)) {
+      if (!joinsNothing(text[offset - 1]) || !joinsNothing(text[offset + character.length])) return character;
+      escaped += character.length;
+      return [...character].map(visible).join('');
+    }
     if (mode !== 'inline' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n')))
       return character;
     escaped += 1;
@@ -95,24 +107,44 @@ export const BLANK_RUN = 16;
 // U+3000, ...), and the blanks escapeForDisplay shows escaped, whose long runs would otherwise
 // fill the screen with thousands of <U+3164> just the same.
 const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800]';
-const BLANK_RUNS = new RegExp(`${BLANK}{${BLANK_RUN},}`, 'gu');
+// What shows as nothing (format characters, default-ignorable code points) and is not a
+// blank itself: a run goes on across it. 850 times 15 spaces and a U+180B held no run of 16
+// blanks, so none was counted and 12 750 blanks pushed `curl … | sh #` off the screen. Kept
+// apart from BLANK (the Hangul fillers are both), so that a run is read one way only.
+const INVISIBLE = `(?:(?!${BLANK})[\\p{Cf}\\p{Default_Ignorable_Code_Point}])`;
+const BLANK_RUNS = new RegExp(`(?:${BLANK}${INVISIBLE}*){${BLANK_RUN},}`, 'gu');
+const IS_BLANK = new RegExp(`^${BLANK}$`, 'u');
 const PLAIN_BLANK = /[ \t]/u;
+const NAMED_KINDS = 8;
 
 /**
  * An approval's input as a person is shown it: every run of BLANK_RUN or more blanks as
  * `<N blanks>`, naming the blanks other than spaces and tabs in it (`<3000 blanks including
- * U+00A0>`: they do not split a shell word as a space does). A command such as `curl … | sh #`
- * followed by thousands of blanks and `npm test` left only `npm test` on the screen above the
- * question. Run it before escapeForDisplay, which would turn U+3164 into text. The approval
- * binds the input's sha256, not what is shown.
+ * U+00A0>`: they do not split a shell word as a space does), and the characters that show as
+ * nothing among them (`<12751 blanks, with 850 invisible characters (U+180B)>`). A command such
+ * as `curl … | sh #` followed by thousands of blanks and `npm test` left only `npm test` on the
+ * screen above the question. Run it before escapeForDisplay, which would turn U+3164 into
+ * text. The approval binds the input's sha256, not what is shown.
  */
 export function blankRunsCounted(text: string): { text: string; runs: number } {
   let runs = 0;
   const shown = text.replace(BLANK_RUNS, (run) => {
     runs += 1;
-    const blanks = [...run];
-    const others = [...new Set(blanks.filter((blank) => !PLAIN_BLANK.test(blank)))].map(codePointName);
-    return `<${blanks.length} blanks${others.length > 0 ? ` including ${others.join(', ')}` : ''}>`;
+    const characters = [...run];
+    const blanks = characters.filter((character) => IS_BLANK.test(character));
+    const invisible = characters.filter((character) => !IS_BLANK.test(character));
+    // Some kinds by name: there are thousands of invisible ones (the tag characters), and the count is what warns.
+    const names = (of: string[]) => {
+      const kinds = [...new Set(of)];
+      return `${kinds.slice(0, NAMED_KINDS).map(codePointName).join(', ')}${kinds.length > NAMED_KINDS ? ', …' : ''}`;
+    };
+    const others = blanks.filter((blank) => !PLAIN_BLANK.test(blank));
+    const including = others.length > 0 ? ` including ${names(others)}` : '';
+    const among =
+      invisible.length > 0
+        ? `, with ${invisible.length} invisible character${invisible.length === 1 ? '' : 's'} (${names(invisible)})`
+        : '';
+    return `<${blanks.length} blanks${including}${among}>`;
   });
   return { text: shown, runs };
 }

@@ -57,9 +57,10 @@ const TOPICS: Record<CommandName, string> = {
 
 One line per run: NAME, PHASE, REASON, STEPS, TOKENS, AGE and, while the run waits for a
 human, PENDING (approval id, tool, the start of the input). TOKENS is usage.totalTokens;
-">=" marks a lower bound (some model call reported no usage). With NAME, a run waiting for
-approval also shows the pending call's whole input, its size and sha256 (an input longer
-than 16 KiB is cut there, with a mark and without its sha256: read it with --input).
+"~" marks an estimate: some model call reported no usage, so the operator estimated its
+share, which may be high or low. With NAME, a run waiting for approval also shows the
+pending call's whole input, its size and sha256 (an input longer than 16 KiB is cut there,
+with a mark and without its sha256: read it with --input).
 
   -w, --watch           keep printing a line whenever a run changes. With NAME, stops when
                         the run reaches Succeeded, Failed or Cancelled.
@@ -69,9 +70,10 @@ than 16 KiB is cut there, with a mark and without its sha256: read it with --inp
                         <N blanks>), and on stderr its sha256 and the approve command that
                         approves exactly it
 
-Model-written text (inputs, diffs) is shown on a terminal with control and bidi characters
-escaped (ESC as ^[, U+202E as <U+202E>), and blanks that are not spaces too (a no-break space
-as <U+00A0>: bash does not split words at it), with a warning; redirected, it keeps its exact bytes.
+Model-written text (inputs, diffs) is shown on a terminal with control, bidi and invisible
+characters escaped (ESC as ^[, U+202E as <U+202E>, U+180B as <U+180B>), and blanks that are
+not spaces too (a no-break space as <U+00A0>: bash does not split words at it), with a
+warning; redirected, it keeps its exact bytes.
 
 ${COMMON}`,
   approve: `Usage: kubectl codingrun approve NAME [-n NS]

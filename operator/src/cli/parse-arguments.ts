@@ -52,7 +52,7 @@ const isCommandName = (word: string): word is CommandName => (COMMAND_NAMES as r
 
 export function parseArguments(argv: readonly string[]): Command {
   // -f is run's -f FILE, but logs's -f (follow), as with kubectl logs -f.
-  const logs = argv.find((arg) => isCommandName(arg)) === 'logs';
+  const logs = commandWord(argv) === 'logs';
   const flags = new Map<string, string | true>();
   const positionals: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -220,6 +220,24 @@ export function parseArguments(argv: readonly string[]): Command {
       };
     }
   }
+}
+
+/**
+ * The word that names the command: the first argument that is neither a flag nor a flag's
+ * value. Any word that spelled a command was taken before, a flag's value too: `-n eval logs r
+ * -f` read eval as the command, so -f took a value. Before the command, -f is read as run's
+ * -f FILE, the only -f that takes one; logs's -f follows logs.
+ */
+function commandWord(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return argv[i + 1];
+    if (!arg.startsWith('-') || arg === '-') return arg;
+    // --name VALUE and -x VALUE take the next argument; --name=VALUE and -xVALUE hold theirs.
+    const name = arg.startsWith('--') ? (arg.includes('=') ? undefined : arg.slice(2)) : arg.length === 2 ? SHORT[arg[1]!] : undefined;
+    if (name !== undefined && FLAGS[name]?.takesValue) i++;
+  }
+  return undefined;
 }
 
 /** The command word among the positionals seen so far, for pointing at its --help. */

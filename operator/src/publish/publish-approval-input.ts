@@ -8,6 +8,7 @@
 import { LIMITS, type ParsedCodingRun } from '../api/index.ts';
 import { parseDiffFiles } from '../evals/diff-files.ts';
 import { approvalInputJson } from '../reconcile/approval-answer.ts';
+import { diffLineCounts } from '../reconcile/diff-line-counts.ts';
 import type { KeptDiff } from '../reconcile/kept-diff.ts';
 import { pullRequestBase } from './decide-publish.ts';
 import type { PublishPlan } from './publish-plan.ts';
@@ -24,13 +25,7 @@ export interface ApprovalFile {
 /** Per file of a unified diff: its path and line counts (what an approver reads before the whole diff). */
 export function filesOf(diff: string): ApprovalFile[] {
   const paths = parseDiffFiles(diff).map((file) => file.path);
-  const files: ApprovalFile[] = [];
-  for (const line of diff.split('\n')) {
-    if (line.startsWith('diff --git ')) files.push({ path: paths[files.length] ?? '', insertions: 0, deletions: 0 });
-    else if (files.length > 0 && line.startsWith('+') && !line.startsWith('+++ ')) files.at(-1)!.insertions++;
-    else if (files.length > 0 && line.startsWith('-') && !line.startsWith('--- ')) files.at(-1)!.deletions++;
-  }
-  return files;
+  return diffLineCounts(diff).files.map((counts, index) => ({ path: paths[index] ?? '', ...counts }));
 }
 
 /** The approval's input: the list of files as long as the whole fits in status (as JSON). */

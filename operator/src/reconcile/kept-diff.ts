@@ -3,6 +3,7 @@
 // whole, and the bounded copy status shows. One computation of status.result. Pure.
 import { LIMITS, type DiffSource, type RunResult } from '../api/index.ts';
 import { cutAtLine } from './cut-at-line.ts';
+import { diffLineCounts } from './diff-line-counts.ts';
 import { diffSha } from './diff-config-map.ts';
 
 export interface KeptDiff {
@@ -119,13 +120,6 @@ export function withDiffNote(message: string, kept: KeptDiff): string {
 
 /** Files, insertions and deletions of a unified diff, counted from its text (a snapshot kept without its shortstat). */
 export function countDiff(diff: string): Pick<KeptDiff, 'filesChanged' | 'insertions' | 'deletions'> {
-  let filesChanged = 0;
-  let insertions = 0;
-  let deletions = 0;
-  for (const line of diff.split('\n')) {
-    if (line.startsWith('diff --git ')) filesChanged++;
-    else if (line.startsWith('+') && !line.startsWith('+++ ')) insertions++;
-    else if (line.startsWith('-') && !line.startsWith('--- ')) deletions++;
-  }
-  return { filesChanged, insertions, deletions };
+  const counts = diffLineCounts(diff);
+  return { filesChanged: counts.files.length, insertions: counts.insertions, deletions: counts.deletions };
 }
