@@ -3,7 +3,9 @@
 // exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
 // from a later `call` process or another serve session. Code in the sandbox can replace any of
 // those files (with a FIFO, a symlink, a huge file): they are opened without waiting or
-// following and read only as far as needed.
+// following and read only as far as needed. A job is its process group: what the command left
+// running (`server &`) is still the job after its shell exited, capped by the watchdog and
+// stopped by bash_kill.
 import { spawn } from 'node:child_process';
 import { access, constants, type FileHandle, mkdir, open, readdir, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -14,6 +16,7 @@ import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
 import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
+import { groupExists, groupHasLiveProcess, signalGroup, waitUntilGroupEnds } from './process-group.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -70,8 +73,9 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   const log = await openOutputLog(outputLog, input.job);
   let size = log?.size ?? 0;
   if (size > context.outputLogMaxBytes) {
-    // The watchdog polls; whatever got past the cap before the kill is cut off.
-    if (state.status !== 'running') await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+    // The watchdog polls; whatever got past the cap before the kill is cut off. Not while a
+    // process of the job may still write: it would go on at its own offset past the cut.
+    if (!(await groupHasLiveProcess(await jobPid(directory)))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
     size = context.outputLogMaxBytes;
   }
   const offset = Math.min(input.offset ?? 0, size);
@@ -103,17 +107,16 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
 export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_kill'>): Promise<BashKillResult> {
   const directory = await existingJob(context, input.job);
   const before = await jobState(directory);
-  if (before.status === 'running') {
+  const pid = await jobPid(directory);
+  // An exited job whose command left processes running is still running in part: they are killed too.
+  if (before.status === 'running' || (await groupHasLiveProcess(pid))) {
     await markJob(directory, 'killed');
-    const pid = await jobPid(directory);
     signalGroup(pid, 'SIGTERM');
     // Give the tree a moment to exit cleanly, then make sure nothing is left.
-    const deadline = Date.now() + 1_000;
-    while (Date.now() < deadline && groupAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 25));
+    await waitUntilGroupEnds(pid, 1_000, 25);
     signalGroup(pid, 'SIGKILL');
-    // Bounded: an unreaped zombie (no init reaping in the pod) would look alive forever.
-    const killDeadline = Date.now() + 1_000;
-    while (Date.now() < killDeadline && groupAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 10));
+    // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
+    await waitUntilGroupEnds(pid, 1_000, 10);
   }
   const after = await jobState(directory);
   const result: BashKillResult = { job: input.job, status: after.status };
@@ -132,7 +135,7 @@ export async function stopAllJobs(context: ToolboxContext): Promise<number> {
   for (const job of jobs) {
     const directory = jobDirectory(context, job);
     const pid = await jobPid(directory);
-    if (!groupAlive(pid)) continue;
+    if (!(await groupHasLiveProcess(pid))) continue;
     await markJob(directory, 'killed');
     signalGroup(pid, 'SIGKILL');
     stopped += 1;
@@ -207,7 +210,7 @@ async function jobState(directory: string): Promise<JobState> {
   if (capped || killed) return { status: 'killed', exitCode: null, outputCapped: capped };
   if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: false };
   const pid = await jobPid(directory);
-  if (pid !== undefined && groupAlive(pid)) return { status: 'running', outputCapped: false };
+  if (groupExists(pid)) return { status: 'running', outputCapped: false };
   // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
   return { status: 'lost', outputCapped: false };
 }
@@ -216,23 +219,4 @@ async function jobPid(directory: string): Promise<number | undefined> {
   const text = await readSmallFile(path.join(directory, 'pid'), JOB_FILE_MAX_BYTES);
   const pid = Number(text?.toString('utf8').trim() ?? '');
   return Number.isSafeInteger(pid) && pid > 1 ? pid : undefined;
-}
-
-function groupAlive(pid: number | undefined): boolean {
-  if (pid === undefined) return false;
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // Already gone.
-  }
 }

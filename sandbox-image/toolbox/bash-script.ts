@@ -29,24 +29,33 @@ fi
 eval "$__chamvi_command"
 `;
 
-// Runs a background job: the command in the same process group, its combined output in the
-// job directory, and a watchdog that kills the group when the output passes the cap. It is a
-// shell loop, not node, so it costs no memory worth mentioning and outlives the toolbox.
+// Runs a background job: the command in the wrapper's process group (the job's group, whose
+// id is the pid file), its combined output in the job directory, and a watchdog that kills the
+// group when the output passes the cap. The watchdog watches the group, not the command's
+// shell: what the command left running (`server &`) still writes to the log after the shell
+// exited. So the watchdog runs in a group of its own (job control on for that one `&`), where
+// kill -0 on the job's group does not count itself; it ends when the job's group is empty. It is
+// a shell loop, not node, so it costs no memory worth mentioning and outlives the toolbox.
 //
 // Arguments: $1 job directory, $2 cap in bytes, $3 prelude, then the prelude's arguments.
 export const BASH_JOB_WRAPPER = String.raw`
 __chamvi_dir=$1; __chamvi_cap=$2; __chamvi_prelude=$3
 shift 3
+__chamvi_group=$$
+set -m
+(
+  while kill -0 -- "-$__chamvi_group" 2>/dev/null; do
+    __chamvi_size=$(stat -c %s -- "$__chamvi_dir/output.log" 2>/dev/null || echo 0)
+    if [ "$__chamvi_size" -gt "$__chamvi_cap" ]; then
+      : > "$__chamvi_dir/capped"
+      kill -KILL -- "-$__chamvi_group"
+      break
+    fi
+    sleep 0.2
+  done
+) < /dev/null > /dev/null 2>&1 &
+set +m
 bash -c "$__chamvi_prelude" chamvi-job "$@" > "$__chamvi_dir/output.log" 2>&1 < /dev/null &
-__chamvi_child=$!
-while kill -0 "$__chamvi_child" 2>/dev/null; do
-  __chamvi_size=$(stat -c %s -- "$__chamvi_dir/output.log" 2>/dev/null || echo 0)
-  if [ "$__chamvi_size" -gt "$__chamvi_cap" ]; then
-    : > "$__chamvi_dir/capped"
-    kill -KILL 0
-  fi
-  sleep 0.2
-done
-wait "$__chamvi_child"
+wait "$!"
 echo $? > "$__chamvi_dir/exit.tmp" && mv -f -- "$__chamvi_dir/exit.tmp" "$__chamvi_dir/exit"
 `;

@@ -1,9 +1,10 @@
 // bash: runs one command in its own process group with the session's persisted working
 // directory and exports, output straight into log files (the toolbox never buffers a
 // stream), a cap that kills the command when a log passes it, a timeout that kills the whole
-// tree, and a result showing the head and tail of each stream. The command can reach the logs
-// and the state file under the home: the toolbox reads them back without waiting on a FIFO or
-// following a symlink put in their place, and only as far as it needs.
+// tree, and a result showing the head and tail of each stream. What the command leaves running
+// with its logs still open is stopped when it ends (output-holders.ts says why). The command
+// can reach the logs and the state file under the home: the toolbox reads them back without
+// waiting on a FIFO or following a symlink put in their place, and only as far as it needs.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, open, readdir, rename, stat, truncate, unlink } from 'node:fs/promises';
@@ -17,6 +18,7 @@ import { startBackgroundJob } from './bash-jobs.ts';
 import { stopLeftoverProcesses } from './leftover-processes.ts';
 import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
+import { stopOutputHolders } from './output-holders.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
@@ -29,6 +31,9 @@ const KEEP_LOG_BYTES = 512 * 1_048_576;
 const CAP_POLL_MS = 20;
 /** Commands are passed as one argv string, which Linux limits to 128 KiB. */
 const COMMAND_MAX_CHARS = 100_000;
+/** Told to the model when processes the command left running were stopped (output-holders.ts). */
+export const STRAY_STOPPED_NOTE =
+  '\n[chamvi: the command left processes running that still had its output open (such as `server &`); they were stopped when it ended. Run a server or a watcher with background: true, or send its output to a file.]\n';
 /** Enough of the state file for its first line, `# <working directory>` (PATH_MAX is 4 KiB). */
 const STATE_FIRST_LINE_MAX_BYTES = 16_384;
 
@@ -58,6 +63,8 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const stdoutLog = path.join(outDirectory, `${id}.stdout.log`);
   const stderrLog = path.join(outDirectory, `${id}.stderr.log`);
   const [stdoutHandle, stderrHandle] = await Promise.all([open(stdoutLog, 'w'), open(stderrLog, 'w')]);
+  // The files themselves, not their names: the command may delete or replace the names.
+  const logFiles = await Promise.all([stdoutHandle.stat({ bigint: true }), stderrHandle.stat({ bigint: true })]);
   const started = performance.now();
   // A clean shell (the operator's verification) neither reads nor writes the session's state:
   // the model writes that file (it is sourced shell), so a check run after it must not.
@@ -110,8 +117,9 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const exitCode = await exited.finally(() => {
     clearTimeout(timer);
     clearInterval(capWatch);
-    untrack();
   });
+  // Still tracked meanwhile: a toolbox told to stop while the sweep runs kills the group.
+  const strayStopped = child.pid === undefined ? false : await stopOutputHolders(child.pid, logFiles).finally(untrack);
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.
@@ -130,7 +138,8 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const result: BashResult = {
     exitCode: killedByUs ? null : exitCode,
     stdout: stdout.text,
-    stderr: stderr.text,
+    // The note is the toolbox's, like the omitted-bytes line: the log keeps only the command's output.
+    stderr: strayStopped && !killedByUs ? `${stderr.text}${STRAY_STOPPED_NOTE}` : stderr.text,
     stdoutTruncated: stdout.truncated,
     stderrTruncated: stderr.truncated,
     stdoutBytes: stdoutSize,

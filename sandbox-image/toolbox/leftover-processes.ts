@@ -11,21 +11,13 @@
 // - zombies, which are only waiting to be reaped.
 // The container is known by PID 1 running IDLE_SCRIPT. Anywhere else (a local sandbox, kwok,
 // where the toolbox is a process of the host) only the jobs are stopped.
-import { readdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { IDLE_SCRIPT } from './contract/sandbox-init.ts';
 import { stopAllJobs } from './bash-jobs.ts';
+import { processTable, type ProcessEntry } from './process-table.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
-
-export interface ProcessEntry {
-  pid: number;
-  ppid: number;
-  /** The state letter of /proc/PID/stat: R, S, D, Z, T... */
-  state: string;
-  /** When it started, in clock ticks since boot (field 22 of /proc/PID/stat). */
-  startTicks: number;
-}
 
 /** How PID 1 idles: under tini (the default image), or node itself (a custom image). */
 export type SandboxInit = 'tini' | 'node';
@@ -42,19 +34,6 @@ export function sandboxInit(argv: readonly string[]): SandboxInit | undefined {
   return argv.length === 5 && /(^|\/)tini$/.test(argv[0]!) && argv[1] === '--' ? 'tini' : undefined;
 }
 
-/** One /proc/PID/stat line; the command name may hold spaces and parentheses, so fields are read after its last `)`. */
-export function parseStat(text: string): ProcessEntry | undefined {
-  const close = text.lastIndexOf(')');
-  const pid = Number.parseInt(text, 10);
-  if (close < 0 || !Number.isInteger(pid)) return undefined;
-  const fields = text.slice(close + 2).split(' ');
-  // fields[0] is field 3 (state), so field N is fields[N - 3].
-  const ppid = Number(fields[1]);
-  const startTicks = Number(fields[19]);
-  if (!fields[0] || !Number.isInteger(ppid) || !Number.isFinite(startTicks)) return undefined;
-  return { pid, ppid, state: fields[0], startTicks };
-}
-
 /** The processes a sweep stops: every one in the container but those the header names. Pure. */
 export function leftoverPids(processes: readonly ProcessEntry[], self: number, init: SandboxInit): number[] {
   const byPid = new Map(processes.map((entry) => [entry.pid, entry]));
@@ -65,14 +44,6 @@ export function leftoverPids(processes: readonly ProcessEntry[], self: number, i
     if (idle) kept.add(idle.pid);
   }
   return processes.filter((entry) => !kept.has(entry.pid) && entry.ppid !== 0 && entry.state !== 'Z').map((entry) => entry.pid);
-}
-
-async function processTable(): Promise<ProcessEntry[]> {
-  const names = await readdir('/proc');
-  const entries = await Promise.all(
-    names.filter((name) => /^[0-9]+$/.test(name)).map((name) => readFile(`/proc/${name}/stat`, 'utf8').then(parseStat, () => undefined)),
-  );
-  return entries.filter((entry) => entry !== undefined);
 }
 
 async function initOfThisContainer(): Promise<SandboxInit | undefined> {

@@ -2,7 +2,7 @@
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
 import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
@@ -32,6 +32,19 @@ afterEach(() => workspace.cleanup());
 const bash = async (input: Record<string, unknown>, options: Parameters<typeof callTool>[3] = {}) =>
   resultOf<Bash>(await callTool(workspace, 'bash', input, options));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Whether a process group is gone, waited for a while: killed processes linger as zombies until reaped. */
+async function groupGone(pgid: number, withinMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ESRCH') return true;
+    }
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+}
 
 describe('bash', () => {
   it('keeps the working directory and exported variables across separate call processes', async () => {
@@ -127,6 +140,28 @@ describe('bash', () => {
     expect(env).toMatchObject({ outputCapped: true, stderrBytes: 100_000 });
   });
 
+  it('stops what the command left running with its output open, so the log stays within the cap, and says so', async () => {
+    const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
+    const result = await bash({ command: 'echo $$; (sleep 0.3; head -c 500000 /dev/zero) & true' }, capped);
+    expect(result).toMatchObject({ exitCode: 0, outputCapped: false, timedOut: false });
+    await sleep(2_000);
+    expect(statSync(result.stdoutLog).size).toBeLessThanOrEqual(100_000);
+    expect(await groupGone(Number(result.stdout.trim()))).toBe(true);
+    expect(result.stderr).toMatch(/left processes running that still had its output open.*background: true/);
+  });
+
+  it('leaves running what the command left with its output sent elsewhere, and says nothing', async () => {
+    const result = await bash({ command: 'sleep 30 > /dev/null 2>&1 & echo $!' });
+    const pid = Number(result.stdout.trim());
+    try {
+      expect(result.stderr).toBe('');
+      await sleep(200);
+      expect(alive(pid)).toBe(true);
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+  });
+
   it('answers many instant commands in a row (an exit during setup is not missed)', async () => {
     const session = await openSession(workspace);
     try {
@@ -217,6 +252,30 @@ describe('background jobs', () => {
     await sleep(100);
     expect(alive(child)).toBe(false);
     expect((await output(job)).status).toBe('killed');
+  });
+
+  it('bash_kill stops what a job left running after its shell exited', async () => {
+    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'sleep 300 & echo started', background: true }));
+    expect(await waitFor(job, 'exited')).toMatchObject({ exitCode: 0, output: 'started\n' });
+    const pgid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
+    expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toMatchObject({ job, status: 'killed' });
+    expect(await groupGone(pgid)).toBe(true);
+  });
+
+  it('keeps capping the output of what a job left running after its shell exited', async () => {
+    const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
+    const { job } = resultOf<{ job: string }>(
+      await callTool(
+        workspace,
+        'bash',
+        { command: '(sleep 0.5; head -c 500000 /dev/zero; sleep 60) & echo started', background: true },
+        capped,
+      ),
+    );
+    await waitFor(job, 'exited', capped);
+    const killed = await waitFor(job, 'killed', capped);
+    expect(killed).toMatchObject({ outputCapped: true, size: 100_000 });
+    expect(statSync(path.join(workspace.home, 'jobs', job, 'output.log')).size).toBe(100_000);
   });
 
   it('kills a job whose output passes the cap', async () => {

@@ -4,9 +4,10 @@
 // runs in a real container: test/support/sandbox-contract.ts on the real node.
 import { describe, expect, it } from 'vitest';
 import { IDLE_SCRIPT } from '../../sandbox-image/toolbox/contract/sandbox-init.ts';
-import { leftoverPids, parseStat, sandboxInit, type ProcessEntry } from '../../sandbox-image/toolbox/leftover-processes.ts';
+import { leftoverPids, sandboxInit } from '../../sandbox-image/toolbox/leftover-processes.ts';
+import { parseStat, type ProcessEntry } from '../../sandbox-image/toolbox/process-table.ts';
 
-const entry = (pid: number, ppid: number, startTicks: number, state = 'S'): ProcessEntry => ({ pid, ppid, state, startTicks });
+const entry = (pid: number, ppid: number, startTicks: number, state = 'S'): ProcessEntry => ({ pid, ppid, pgid: pid, state, startTicks });
 
 describe('sandboxInit', () => {
   it.each([
@@ -23,9 +24,9 @@ describe('sandboxInit', () => {
 });
 
 describe('parseStat', () => {
-  it('reads pid, parent, state and start time, a name with spaces and parentheses included', () => {
-    const line = '4242 (evil) S 1 (x) R 17 4242 4242 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 1 0 2468655 3133440 360 0\n';
-    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, state: 'R', startTicks: 2468655 });
+  it('reads pid, parent, process group, state and start time, a name with spaces and parentheses included', () => {
+    const line = '4242 (evil) S 1 (x) R 17 4240 4242 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 1 0 2468655 3133440 360 0\n';
+    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, pgid: 4240, state: 'R', startTicks: 2468655 });
   });
 
   it('refuses a line it cannot read', () => {

@@ -1,0 +1,38 @@
+// The processes of this machine (or container) as /proc shows them, read without a `ps`
+// binary: the toolbox runs in images that may have none. Linux only; elsewhere the read throws
+// and each caller says what it does without it.
+import { readdir, readFile } from 'node:fs/promises';
+
+export interface ProcessEntry {
+  pid: number;
+  ppid: number;
+  /** The process group (field 5 of /proc/PID/stat). */
+  pgid: number;
+  /** The state letter of /proc/PID/stat: R, S, D, Z, T... */
+  state: string;
+  /** When it started, in clock ticks since boot (field 22 of /proc/PID/stat). */
+  startTicks: number;
+}
+
+/** One /proc/PID/stat line; the command name may hold spaces and parentheses, so fields are read after its last `)`. */
+export function parseStat(text: string): ProcessEntry | undefined {
+  const close = text.lastIndexOf(')');
+  const pid = Number.parseInt(text, 10);
+  if (close < 0 || !Number.isInteger(pid)) return undefined;
+  const fields = text.slice(close + 2).split(' ');
+  // fields[0] is field 3 (state), so field N is fields[N - 3].
+  const ppid = Number(fields[1]);
+  const pgid = Number(fields[2]);
+  const startTicks = Number(fields[19]);
+  if (!fields[0] || !Number.isInteger(ppid) || !Number.isInteger(pgid) || !Number.isFinite(startTicks)) return undefined;
+  return { pid, ppid, pgid, state: fields[0], startTicks };
+}
+
+/** Every process /proc lists; one that exits while it is read is left out. */
+export async function processTable(): Promise<ProcessEntry[]> {
+  const names = await readdir('/proc');
+  const entries = await Promise.all(
+    names.filter((name) => /^[0-9]+$/.test(name)).map((name) => readFile(`/proc/${name}/stat`, 'utf8').then(parseStat, () => undefined)),
+  );
+  return entries.filter((entry) => entry !== undefined);
+}
