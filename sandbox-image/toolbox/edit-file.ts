@@ -106,6 +106,12 @@ export function applyEdits(original: string, edits: TextEdit[], displayPath = 't
         `${which}oldString occurs ${count} times in ${displayPath}; add surrounding lines to make it unique, or set replaceAll`,
       );
     }
+    if (!edit.replaceAll && occursAgainOverlapping(text, edit.oldString)) {
+      throw new ToolboxError(
+        'NOT_UNIQUE',
+        `${which}oldString occurs at more than one place in ${displayPath}, places that overlap (the text repeats); add lines before or after it to make it unique`,
+      );
+    }
     // split/join instead of replace(): newString must not be read as a replacement pattern ($&).
     text = edit.replaceAll ? text.split(edit.oldString).join(edit.newString) : replaceFirst(text, edit.oldString, edit.newString);
     replacements += edit.replaceAll ? count : 1;
@@ -114,10 +120,23 @@ export function applyEdits(original: string, edits: TextEdit[], displayPath = 't
   return { text, replacements };
 }
 
+/** Non-overlapping occurrences, left to right: what replaceAll replaces. */
 function countOccurrences(text: string, needle: string): number {
   let count = 0;
   for (let index = text.indexOf(needle); index !== -1; index = text.indexOf(needle, index + needle.length)) count += 1;
   return count;
+}
+
+/**
+ * Whether the first occurrence is followed by another that starts inside it: in `x\nx\nx` the
+ * text `x\nx` starts at lines 1 and 2, so an edit of "the" place would be a guess. Only a second
+ * start is looked for; counting every overlapping one can cost (text × oldString) on text that
+ * repeats.
+ */
+function occursAgainOverlapping(text: string, needle: string): boolean {
+  const first = text.indexOf(needle);
+  const second = text.indexOf(needle, first + 1);
+  return second !== -1 && second < first + needle.length;
 }
 
 function replaceFirst(text: string, needle: string, replacement: string): string {

@@ -1,6 +1,8 @@
 // list_files and glob: the files of the workspace, git-aware (tracked and untracked, not
-// ignored unless asked) with one `git ls-files` in a repository, a directory walk otherwise;
-// sorted and bounded.
+// ignored unless asked) with `git ls-files` in a repository, a directory walk otherwise;
+// sorted and bounded. A repository inside another (an untracked clone, a submodule) is listed
+// with its own `git ls-files` and its own ignore rules: the outer repository shows it only as
+// one entry, `vendor/lib/` or a gitlink, which is a directory, not a file.
 import { existsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -24,11 +26,15 @@ export async function listFiles(context: ToolboxContext, input: ToolInput<'list_
 
 export async function glob(context: ToolboxContext, input: ToolInput<'glob'>): Promise<FileListResult> {
   const base = await guardDirectory(context, input.path);
-  const pattern = compileGlob(input.pattern.replace(/^\.\//, ''));
+  const written = input.pattern.replace(/^\.\//, '');
+  const pattern = compileGlob(written, { escapes: true });
   const prefix = base === '' ? '' : `${base}/`;
   const selection = new SortedSelection(Math.min(input.limit ?? LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS));
   await forEachFile(context, base, Boolean(input.includeIgnored), (file) => {
-    if (pattern.test(file.slice(prefix.length))) selection.add(file);
+    const relative = file.slice(prefix.length);
+    // A pattern also names the path it spells, as a git pathspec does: `app/[id]/page.tsx` finds
+    // that file, which its class `[id]` (one of i or d) alone would miss.
+    if (pattern.test(relative) || relative === written) selection.add(file);
   });
   return finish(context, selection);
 }
@@ -58,22 +64,72 @@ async function finish(context: ToolboxContext, selection: SortedSelection): Prom
 }
 
 async function forEachFile(context: ToolboxContext, base: string, includeIgnored: boolean, visit: (file: string) => void): Promise<void> {
-  if (findExecutable('git') && existsSync(path.join(context.realRoot, '.git'))) {
-    const args = ['ls-files', '-z', '--cached', '--others', ...(includeIgnored ? [] : ['--exclude-standard']), '--', base || '.'];
-    const outcome = await streamRecords('git', args, {
-      cwd: context.realRoot,
-      env: gitEnvironment(),
-      separator: 0,
-      maxRecordBytes: 4_096,
-      onRecord: (record) => {
-        if (record.length > 0) visit(record.toString('utf8'));
-        return true;
-      },
-    });
-    if (outcome.exitCode === 0) return;
-    // Not a usable repository after all (e.g. a broken .git): fall back to walking.
-  }
+  const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
+  if (repository !== undefined && (await listRepository(context, repository, base, includeIgnored, visit))) return;
   await walk(context.realRoot, base, visit);
+}
+
+/**
+ * The innermost directory from `base` up to the root that holds a `.git`, or undefined: a
+ * listing inside a nested repository asks that repository, since the outer one cannot see in.
+ */
+function enclosingRepository(realRoot: string, base: string): string | undefined {
+  for (let directory = base; ; directory = path.posix.dirname(directory)) {
+    if (directory === '.') directory = '';
+    if (existsSync(path.join(realRoot, directory, '.git'))) return directory;
+    if (directory === '') return undefined;
+  }
+}
+
+/** `git ls-files -s`: `mode object stage\tpath` for a tracked entry; an untracked one is only its path. */
+const TRACKED_ENTRY = /^([0-7]{6}) [0-9a-f]+ [0-3]\t/;
+const GITLINK_MODE = '160000';
+
+/**
+ * Lists `base` with the `git ls-files` of `repository` (both root-relative), then each
+ * repository nested in it the same way. False when git fails there (not a usable repository,
+ * e.g. a broken .git), so the caller walks instead.
+ */
+async function listRepository(
+  context: ToolboxContext,
+  repository: string,
+  base: string,
+  includeIgnored: boolean,
+  visit: (file: string) => void,
+): Promise<boolean> {
+  const prefix = repository === '' ? '' : `${repository}/`;
+  const pathspec = base === repository ? '.' : base.slice(prefix.length);
+  const nested: string[] = [];
+  const args = ['ls-files', '-z', '--stage', '--cached', '--others', ...(includeIgnored ? [] : ['--exclude-standard']), '--', pathspec];
+  const outcome = await streamRecords('git', args, {
+    cwd: path.join(context.realRoot, repository),
+    env: gitEnvironment(),
+    separator: 0,
+    maxRecordBytes: 4_096,
+    onRecord: (record) => {
+      const entry = record.toString('utf8');
+      const tracked = TRACKED_ENTRY.exec(entry);
+      const file = tracked ? entry.slice(tracked[0].length) : entry;
+      if (file === '') return true;
+      // An untracked directory git names with a trailing `/` holds a repository of its own; a
+      // tracked gitlink is a submodule's directory.
+      if (file.endsWith('/')) nested.push(prefix + file.slice(0, -1));
+      else if (tracked?.[1] === GITLINK_MODE) nested.push(prefix + file);
+      else visit(prefix + file);
+      return true;
+    },
+  });
+  if (outcome.exitCode !== 0) return false;
+  for (const directory of nested) {
+    // Only a real directory: a symlink put where a submodule was may point out of the workspace.
+    const stats = await lstat(path.join(context.realRoot, directory)).catch(() => undefined);
+    if (!stats?.isDirectory()) continue;
+    const inner = existsSync(path.join(context.realRoot, directory, '.git'));
+    if (!inner || !(await listRepository(context, directory, directory, includeIgnored, visit))) {
+      await walk(context.realRoot, directory, visit);
+    }
+  }
+  return true;
 }
 
 async function walk(realRoot: string, relative: string, visit: (file: string) => void): Promise<void> {

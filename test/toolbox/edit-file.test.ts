@@ -44,6 +44,20 @@ describe('edit_file', () => {
     expect(contentOf('dup.txt').toString()).toBe('y y y\n');
   });
 
+  it('counts places that overlap as more than one: NOT_UNIQUE, while replaceAll replaces them left to right', () => {
+    const text = 'x = 1\nx = 1\nx = 1\n';
+    // `x = 1\nx = 1` starts at line 1 and at line 2.
+    expect(() => applyEdits(text, [{ oldString: 'x = 1\nx = 1', newString: 'y' }])).toThrow(
+      expect.objectContaining({ code: 'NOT_UNIQUE' }),
+    );
+    expect(applyEdits(text, [{ oldString: 'x = 1\nx = 1', newString: 'y', replaceAll: true }])).toEqual({
+      text: 'y\nx = 1\n',
+      replacements: 1,
+    });
+    // Text that repeats but where oldString starts at one place only is still unique.
+    expect(applyEdits('abab', [{ oldString: 'aba', newString: 'c' }])).toEqual({ text: 'cb', replacements: 1 });
+  });
+
   it('says NO_MATCH, NO_CHANGE, and refuses an empty oldString', async () => {
     workspace.write({ 'c.txt': 'hello\n' });
     expect(errorCodeOf(await call('edit_file', { path: 'c.txt', oldString: 'absent', newString: 'x' }))).toBe('NO_MATCH');

@@ -111,6 +111,88 @@ describe('grep', () => {
   it('reports a bad pattern as INVALID_INPUT', async () => {
     expect(errorCodeOf(await callTool(workspace, 'grep', { pattern: '(' }))).toBe('INVALID_INPUT');
   });
+
+  it.each(['rg', 'git-grep', 'grep'] as const)('engine %s answers NOT_FOUND for a path that does not exist', async (engine) => {
+    const response = await callTool(workspace, 'grep', { pattern: 'needle', path: 'no/such/dir' }, { env: engines[engine].env });
+    expect(response).toMatchObject({
+      ok: false,
+      error: { code: 'NOT_FOUND', message: expect.stringContaining('no/such/dir does not exist') },
+    });
+    expect(errorCodeOf(await callTool(workspace, 'grep', { pattern: 'needle', path: 'src/absent.ts' }, { env: engines[engine].env }))).toBe(
+      'NOT_FOUND',
+    );
+  });
+
+  describe('when there are more matches than the limit', () => {
+    let wide: Workspace;
+    beforeAll(() => {
+      wide = makeWorkspace();
+      const files: Record<string, string> = {};
+      for (let directory = 1; directory <= 8; directory += 1) {
+        for (let file = 1; file <= 200; file += 1) files[`d${directory}/f${file}.txt`] = 'hit\nno\nhit again\n';
+      }
+      wide.write(files);
+      wide.git('init', '-q');
+    });
+    afterAll(() => wide.cleanup());
+
+    it.each(['rg', 'git-grep', 'grep'] as const)('engine %s keeps the first by path, then line, on every call', async (engine) => {
+      for (let call = 0; call < 5; call += 1) {
+        const result = resultOf<{ matches: Array<{ path: string; line: number }>; truncated: boolean }>(
+          await callTool(wide, 'grep', { pattern: 'hit', limit: 3 }, { env: engines[engine].env }),
+        );
+        expect(result.matches.map((match) => `${match.path}:${match.line}`)).toEqual(['d1/f1.txt:1', 'd1/f1.txt:3', 'd1/f10.txt:1']);
+        expect(result.truncated).toBe(true);
+      }
+    });
+
+    it('keeps the first files in path order when each holds one match', async () => {
+      for (let call = 0; call < 5; call += 1) {
+        const result = resultOf<{ matches: Array<{ path: string }>; truncated: boolean }>(
+          await callTool(wide, 'grep', { pattern: 'again', limit: 3 }),
+        );
+        expect(result.matches.map((match) => match.path)).toEqual(['d1/f1.txt', 'd1/f10.txt', 'd1/f100.txt']);
+      }
+    });
+
+    it('says truncated when one file alone holds more matches than the limit', async () => {
+      const result = resultOf<{ matches: unknown[]; truncated: boolean }>(
+        await callTool(wide, 'grep', { pattern: 'hit', path: 'd1/f1.txt', limit: 2 }),
+      );
+      expect(result).toMatchObject({ matches: [{ line: 1 }, { line: 3 }], truncated: false });
+      const one = resultOf<{ matches: unknown[]; truncated: boolean }>(
+        await callTool(wide, 'grep', { pattern: 'hit', path: 'd1/f1.txt', limit: 1 }),
+      );
+      expect(one).toMatchObject({ matches: [{ line: 1 }], truncated: true });
+    });
+  });
+
+  describe('anchors where read_file shows lines begin and end', () => {
+    let lines: Workspace;
+    beforeAll(() => {
+      lines = makeWorkspace();
+      lines.write({
+        'crlf.ts': Buffer.from('\uFEFFimport x from "y";\r\nreturn x;\r\n', 'utf8'),
+        'lf.ts': 'import z;\nreturn x;\nconst price = "$5";\n',
+      });
+      lines.git('init', '-q');
+    });
+    afterAll(() => lines.cleanup());
+
+    const found = async (engine: keyof typeof engines, pattern: string) =>
+      resultOf<{ matches: Array<{ path: string; line: number }> }>(
+        await callTool(lines, 'grep', { pattern }, { env: engines[engine].env }),
+      ).matches.map((match) => `${match.path}:${match.line}`);
+
+    it.each(['rg', 'git-grep', 'grep'] as const)('engine %s: $ matches before \\r\\n and ^ after a byte order mark', async (engine) => {
+      expect(await found(engine, 'x;$')).toEqual(['crlf.ts:2', 'lf.ts:2']);
+      expect(await found(engine, '^import')).toEqual(['crlf.ts:1', 'lf.ts:1']);
+      expect(await found(engine, '^return x;$')).toEqual(['crlf.ts:2', 'lf.ts:2']);
+      // A $ in a bracket or escaped is a dollar sign, not an anchor.
+      expect(await found(engine, '"[$]5')).toEqual(['lf.ts:3']);
+      expect(await found(engine, '"\\$5')).toEqual(['lf.ts:3']);
+    });
+  });
 });
 
 describe('list_files and glob', () => {
@@ -162,6 +244,70 @@ describe('list_files and glob', () => {
       files: ['ignored/out.txt'],
       truncated: true,
     });
+  });
+
+  describe('in a repository nested in the workspace', () => {
+    let nested: Workspace;
+    beforeAll(() => {
+      nested = makeWorkspace();
+      nested.write({ 'top.py': '', '.gitignore': '*.log\n' });
+      nested.git('init', '-q');
+      // An untracked clone: the outer `git ls-files` names it only as `vendor/lib/`.
+      nested.write({
+        'vendor/lib/a.py': '',
+        'vendor/lib/pkg/b.py': '',
+        'vendor/lib/.gitignore': 'build/\n',
+        'vendor/lib/build/out.py': '',
+      });
+      nested.git('-C', 'vendor/lib', 'init', '-q');
+      // A submodule: the outer index holds it as a gitlink, `sub`.
+      nested.write({ 'sub/s.py': '' });
+      nested.git('-C', 'sub', 'init', '-q');
+      nested.git('-C', 'sub', 'add', 's.py');
+      nested.git('-C', 'sub', 'commit', '-q', '-m', 'sub');
+      nested.git('add', 'top.py', '.gitignore', 'sub');
+    });
+    afterAll(() => nested.cleanup());
+
+    it('lists the files inside it, with its own ignore rules, and never a directory', async () => {
+      const all = resultOf<{ files: string[] }>(await callTool(nested, 'list_files', {}));
+      expect(all.files).toEqual(['.gitignore', 'sub/s.py', 'top.py', 'vendor/lib/.gitignore', 'vendor/lib/a.py', 'vendor/lib/pkg/b.py']);
+      expect(resultOf(await callTool(nested, 'list_files', { path: 'vendor/lib' }))).toEqual({
+        files: ['vendor/lib/.gitignore', 'vendor/lib/a.py', 'vendor/lib/pkg/b.py'],
+        truncated: false,
+      });
+      expect(resultOf(await callTool(nested, 'list_files', { path: 'vendor/lib/pkg' }))).toEqual({
+        files: ['vendor/lib/pkg/b.py'],
+        truncated: false,
+      });
+      const ignored = resultOf<{ files: string[] }>(await callTool(nested, 'list_files', { path: 'vendor', includeIgnored: true }));
+      expect(ignored.files).toContain('vendor/lib/build/out.py');
+    });
+
+    it('globs inside it', async () => {
+      expect(resultOf(await callTool(nested, 'glob', { pattern: '**/*.py' }))).toEqual({
+        files: ['sub/s.py', 'top.py', 'vendor/lib/a.py', 'vendor/lib/pkg/b.py'],
+        truncated: false,
+      });
+    });
+  });
+
+  it('takes a backslash as an escape, and a pattern also names the path it spells', async () => {
+    const routes = makeWorkspace();
+    try {
+      routes.write({ 'app/[id]/page.tsx': '', 'app/i/page.tsx': '', 'app/x/page.tsx': '' });
+      expect(resultOf(await callTool(routes, 'glob', { pattern: 'app/\\[id\\]/page.tsx' }))).toEqual({
+        files: ['app/[id]/page.tsx'],
+        truncated: false,
+      });
+      expect(resultOf(await callTool(routes, 'glob', { pattern: 'app/[id]/page.tsx' }))).toEqual({
+        files: ['app/[id]/page.tsx', 'app/i/page.tsx'],
+        truncated: false,
+      });
+      expect(errorCodeOf(await callTool(routes, 'glob', { pattern: 'app\\' }))).toBe('INVALID_INPUT');
+    } finally {
+      routes.cleanup();
+    }
   });
 
   it('compiles globs', () => {

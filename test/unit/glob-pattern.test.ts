@@ -8,73 +8,75 @@ import { compileGlob } from '../../sandbox-image/toolbox/contract/glob-pattern.t
 import { InvalidGlobError } from '../../sandbox-image/toolbox/contract/invalid-glob-error.ts';
 import { protectedPaths } from '../../sandbox-image/toolbox/contract/protected-paths.ts';
 
+// Every row is what the RegExp compiler answered.
+const ordinaryGlobs: Array<[string, string, boolean]> = [
+  ['**/*.ts', 'a.ts', true],
+  ['**/*.ts', 'a/b/c.ts', true],
+  ['**/*.ts', 'a/b/c.tsx', false],
+  ['src/*.ts', 'src/a.ts', true],
+  ['src/*.ts', 'src/a/b.ts', false],
+  ['src/**', 'src/a/b.ts', true],
+  ['src/**', 'src', false],
+  ['src/**', 'src/', true],
+  ['**', '', true],
+  ['**', 'a/b', true],
+  ['*', 'a/b', false],
+  ['*', '.hidden', true],
+  ['**/*.json', '.hidden/config.json', true],
+  ['*.md', 'docs/a.md', false],
+  ['file?.[ch]', 'file1.c', true],
+  ['file?.[ch]', 'file1.o', false],
+  ['file?.c', 'file/.c', false],
+  ['a.b', 'axb', false],
+  ['a.b', 'a.b', true],
+  ['[!a]', 'b', true],
+  ['[!a]', 'a', false],
+  ['[^a]', 'b', true],
+  ['[a-c]x', 'bx', true],
+  ['[a-c]x', 'dx', false],
+  ['[a-]', '-', true],
+  ['[-a]', '-', true],
+  ['[a-b-c]', '-', true],
+  ['[a-b-c]', 'c', true],
+  ['a[/]b', 'a/b', true],
+  ['a[!x]b', 'a/b', true],
+  ['a[!]b', 'a/b', true],
+  ['[a', '[a', true],
+  ['x]', 'x]', true],
+  ['{test,spec}/**', 'spec/a.js', true],
+  ['{test,spec}/**', 'specs/a.js', false],
+  ['a{b,{c,d}}e', 'ade', true],
+  ['a{b,{c,d}}e', 'abde', false],
+  ['{,x}y', 'y', true],
+  ['{,x}y', 'xy', true],
+  ['{}a', 'a', true],
+  ['a}b', 'a}b', true],
+  ['a,b', 'a,b', true],
+  ['{a/b,c}/d', 'a/b/d', true],
+  ['{**/x,y}', 'p/q/x', true],
+  ['{**/x,y}', 'x', false],
+  ['a**b', 'a/x/b', true],
+  ['a/**b', 'a/x/yb', true],
+  ['x**/y', 'x/y', true],
+  ['x**/y', 'xq/r/y', true],
+  ['***', 'a/b', true],
+  ['**/**/x', 'x', true],
+  ['**/**/x', 'a/b/x', true],
+  ['**/x', 'a//x', false],
+  ['(a|b)', '(a|b)', true],
+  ['(a|b)', 'a', false],
+  ['a+', 'aa', false],
+  ['a+', 'a+', true],
+  ['$x^', '$x^', true],
+  ['a\\b', 'a\\b', true],
+  ['[\\]', '\\', true],
+  ['test', 'test', true],
+  ['test', 'tests', false],
+  ['test/', 'test/', true],
+];
+
 describe('compileGlob: what a glob matches', () => {
-  // Every row is what the RegExp compiler answered.
-  it.each<[string, string, boolean]>([
-    ['**/*.ts', 'a.ts', true],
-    ['**/*.ts', 'a/b/c.ts', true],
-    ['**/*.ts', 'a/b/c.tsx', false],
-    ['src/*.ts', 'src/a.ts', true],
-    ['src/*.ts', 'src/a/b.ts', false],
-    ['src/**', 'src/a/b.ts', true],
-    ['src/**', 'src', false],
-    ['src/**', 'src/', true],
-    ['**', '', true],
-    ['**', 'a/b', true],
-    ['*', 'a/b', false],
-    ['*', '.hidden', true],
-    ['**/*.json', '.hidden/config.json', true],
-    ['*.md', 'docs/a.md', false],
-    ['file?.[ch]', 'file1.c', true],
-    ['file?.[ch]', 'file1.o', false],
-    ['file?.c', 'file/.c', false],
-    ['a.b', 'axb', false],
-    ['a.b', 'a.b', true],
-    ['[!a]', 'b', true],
-    ['[!a]', 'a', false],
-    ['[^a]', 'b', true],
-    ['[a-c]x', 'bx', true],
-    ['[a-c]x', 'dx', false],
-    ['[a-]', '-', true],
-    ['[-a]', '-', true],
-    ['[a-b-c]', '-', true],
-    ['[a-b-c]', 'c', true],
-    ['a[/]b', 'a/b', true],
-    ['a[!x]b', 'a/b', true],
-    ['a[!]b', 'a/b', true],
-    ['[a', '[a', true],
-    ['x]', 'x]', true],
-    ['{test,spec}/**', 'spec/a.js', true],
-    ['{test,spec}/**', 'specs/a.js', false],
-    ['a{b,{c,d}}e', 'ade', true],
-    ['a{b,{c,d}}e', 'abde', false],
-    ['{,x}y', 'y', true],
-    ['{,x}y', 'xy', true],
-    ['{}a', 'a', true],
-    ['a}b', 'a}b', true],
-    ['a,b', 'a,b', true],
-    ['{a/b,c}/d', 'a/b/d', true],
-    ['{**/x,y}', 'p/q/x', true],
-    ['{**/x,y}', 'x', false],
-    ['a**b', 'a/x/b', true],
-    ['a/**b', 'a/x/yb', true],
-    ['x**/y', 'x/y', true],
-    ['x**/y', 'xq/r/y', true],
-    ['***', 'a/b', true],
-    ['**/**/x', 'x', true],
-    ['**/**/x', 'a/b/x', true],
-    ['**/x', 'a//x', false],
-    ['(a|b)', '(a|b)', true],
-    ['(a|b)', 'a', false],
-    ['a+', 'aa', false],
-    ['a+', 'a+', true],
-    ['$x^', '$x^', true],
-    ['a\\b', 'a\\b', true],
-    ['[\\]', '\\', true],
-    ['test', 'test', true],
-    ['test', 'tests', false],
-    ['test/', 'test/', true],
-  ])('%j matches %j: %s', (glob, path, expected) => {
+  it.each(ordinaryGlobs)('%j matches %j: %s', (glob, path, expected) => {
     expect(compileGlob(glob).test(path)).toBe(expected);
   });
 
@@ -84,6 +86,54 @@ describe('compileGlob: what a glob matches', () => {
     ['a class may hold ] first', '[]a]', ']', true],
   ])('%s (where the RegExp differed)', (_, glob, path, expected) => {
     expect(compileGlob(glob).test(path)).toBe(expected);
+  });
+});
+
+describe('compileGlob with escapes (the glob tool): a backslash makes the next character literal', () => {
+  it.each<[string, string, boolean]>([
+    ['app/\\[id\\]/page.tsx', 'app/[id]/page.tsx', true],
+    ['app/\\[id\\]/page.tsx', 'app/i/page.tsx', false],
+    ['app/\\[id]/page.tsx', 'app/[id]/page.tsx', true],
+    ['\\*.ts', '*.ts', true],
+    ['\\*.ts', 'a.ts', false],
+    ['a\\?', 'a?', true],
+    ['a\\?', 'ab', false],
+    ['\\{a,b\\}', '{a,b}', true],
+    ['\\{a,b\\}', 'a', false],
+    ['{a\\,b,c}', 'a,b', true],
+    ['{a\\,b,c}', 'b', false],
+    ['a\\\\b', 'a\\b', true],
+    ['\\a', 'a', true],
+    ['[\\]]', ']', true],
+    ['[\\]a]', 'a', true],
+    ['[\\!a]', '!', true],
+    ['[\\!a]', 'b', false],
+    ['[a\\-c]', '-', true],
+    ['[a\\-c]', 'b', false],
+    ['[!\\]]', ']', false],
+    ['[!\\]]', 'x', true],
+    ['\\[a', '[a', true],
+    ['x\\😀', 'x😀', true],
+  ])('%j matches %j: %s', (glob, path, expected) => {
+    expect(compileGlob(glob, { escapes: true }).test(path)).toBe(expected);
+  });
+
+  it('means the same as without escapes for every glob with no backslash', () => {
+    const withoutBackslash = ordinaryGlobs.filter(([glob]) => !glob.includes('\\'));
+    expect(withoutBackslash.length).toBeGreaterThan(60);
+    for (const [glob, path, expected] of withoutBackslash) {
+      expect({ glob, path, matches: compileGlob(glob, { escapes: true }).test(path) }).toEqual({ glob, path, matches: expected });
+    }
+  });
+
+  it('leaves a backslash literal without escapes, as spec.verify.protect always read it', () => {
+    expect(compileGlob('app/\\[id\\]/page.tsx').test('app/[id]/page.tsx')).toBe(false);
+    expect(protectedPaths(['a\\b'])('a\\b')).toBe(true);
+  });
+
+  it('refuses a trailing backslash that escapes nothing', () => {
+    expect(() => compileGlob('src\\', { escapes: true })).toThrow(InvalidGlobError);
+    expect(() => compileGlob('src\\', { escapes: true })).toThrow('ends with a \\ that escapes nothing');
   });
 });
 

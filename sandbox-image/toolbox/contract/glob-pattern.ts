@@ -6,6 +6,11 @@
 // crosses every character, line breaks included (the RegExp this replaces did not, so
 // `test/**` let a model's `test/a\nb.js` through); a character is a code point.
 //
+// With `escapes` (the glob tool), a backslash makes the next character literal, as in git's and
+// most shells' globs: `app/\[id\]/page.tsx` names that file, which `[id]` (a class) cannot.
+// Without it (spec.verify.protect), a backslash is an ordinary character, as it always was, so a
+// run author's glob keeps its meaning. A glob with no backslash means the same either way.
+//
 // The glob becomes a Thompson automaton run over the path one character at a time with the set
 // of states it may be in, so a match costs at most (path length × glob length), whatever the
 // glob. A backtracking RegExp cannot promise that: `^.*.*.*…X$` took minutes on one short path,
@@ -48,9 +53,14 @@ interface Fragment {
   exits: number[];
 }
 
+export interface GlobOptions {
+  /** A backslash makes the next character literal (default false: a backslash is itself). */
+  escapes?: boolean;
+}
+
 /** Compiles a glob; throws InvalidGlobError for one that names no set of paths. */
-export function compileGlob(glob: string): GlobMatcher {
-  const automaton = buildAutomaton(glob);
+export function compileGlob(glob: string, options: GlobOptions = {}): GlobMatcher {
+  const automaton = buildAutomaton(glob, options.escapes ?? false);
   return { test: (path) => runAutomaton(automaton, path) };
 }
 
@@ -80,7 +90,7 @@ interface Automaton {
   step: number;
 }
 
-function buildAutomaton(glob: string): Automaton {
+function buildAutomaton(glob: string, escapes: boolean): Automaton {
   const states: State[] = [];
   const add = (kind: number, fields: Partial<State> = {}): number => {
     states.push({ kind, next: -1, outs: [], codePoint: -1, charClass: undefined, ...fields });
@@ -136,10 +146,17 @@ function buildAutomaton(glob: string): Automaton {
       }
     } else if (char === '?') {
       append(single(NOT_SLASH));
-    } else if (char === '[' && glob.indexOf(']', index + 2) !== -1) {
-      const close = glob.indexOf(']', index + 2);
-      append(single(CLASS, { charClass: parseClass(glob, glob.slice(index + 1, close)) }));
+    } else if (char === '[' && classEnd(glob, index, escapes) !== -1) {
+      const close = classEnd(glob, index, escapes);
+      append(single(CLASS, { charClass: parseClass(glob, glob.slice(index + 1, close), escapes) }));
       index = close;
+    } else if (char === '\\' && escapes) {
+      if (index + 1 === glob.length) {
+        throw new InvalidGlobError(glob, 'ends with a \\ that escapes nothing: leave it out, or write \\\\ for a backslash');
+      }
+      const codePoint = glob.codePointAt(index + 1)!;
+      index += codePoint > 0xffff ? 2 : 1;
+      append(single(LITERAL, { codePoint }));
     } else if (char === '{') {
       groups.push({ outer: sequence, alternatives: [] });
       sequence = { start: -1, exits: [] };
@@ -179,17 +196,41 @@ function buildAutomaton(glob: string): Automaton {
 }
 
 /**
- * The body of `[...]` (the first `]` after the opening one closes it, so `[]a]` holds `]` and
- * `a`): a leading `!` or `^` negates it, `a-z` is a range, anything else stands for itself.
+ * Where the class opening at `open` closes: the first `]` after the character following the
+ * `[` (so `[]a]` holds `]` and `a`), past escaped characters with `escapes`; -1 if none, and the
+ * `[` is then a literal.
  */
-function parseClass(glob: string, body: string): CharClass {
-  const negated = body.startsWith('!') || body.startsWith('^');
-  const members = Array.from(negated ? body.slice(1) : body, (char) => char.codePointAt(0)!);
+function classEnd(glob: string, open: number, escapes: boolean): number {
+  if (!escapes) return glob.indexOf(']', open + 2);
+  for (let index = open + 1; index < glob.length; index += 1) {
+    if (glob[index] === '\\') index += 1;
+    else if (glob[index] === ']' && index >= open + 2) return index;
+  }
+  return -1;
+}
+
+/**
+ * The body of `[...]`: a leading `!` or `^` negates it, `a-z` is a range, anything else stands
+ * for itself; with `escapes`, `\x` is x and never negates or makes a range.
+ */
+function parseClass(glob: string, body: string, escapes: boolean): CharClass {
+  const members: number[] = [];
+  const escaped: boolean[] = [];
+  for (let index = 0; index < body.length; index += 1) {
+    const isEscape = escapes && body[index] === '\\' && index + 1 < body.length;
+    if (isEscape) index += 1;
+    const codePoint = body.codePointAt(index)!;
+    if (codePoint > 0xffff) index += 1;
+    members.push(codePoint);
+    escaped.push(isEscape);
+  }
+  const negated = !escaped[0] && (members[0] === 0x21 || members[0] === 0x5e);
+  const first = negated ? 1 : 0;
   const ranges: number[] = [];
-  for (let index = 0; index < members.length;) {
+  for (let index = first; index < members.length;) {
     const low = members[index]!;
     const high = members[index + 2];
-    if (members[index + 1] === 0x2d && high !== undefined) {
+    if (members[index + 1] === 0x2d && !escaped[index + 1] && high !== undefined) {
       if (low > high) {
         const range = `${String.fromCodePoint(low)}-${String.fromCodePoint(high)}`;
         throw new InvalidGlobError(glob, `has the range ${range} written backwards: put the lower character first, such as [a-z]`);

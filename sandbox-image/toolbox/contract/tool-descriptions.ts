@@ -9,8 +9,8 @@ export const TOOL_DESCRIPTIONS: Record<ToolName, string> = {
   edit_file:
     'Replace an exact, unique piece of text in a file (or every occurrence with replaceAll). Match against the text as read_file shows it; the file keeps its byte order mark and line endings.',
   multi_edit: 'Apply several exact-text edits to one file in order; nothing is written if any of them fails.',
-  grep: 'Search file contents with an extended regular expression; returns path, 1-based line and text of each match.',
-  glob: 'Find files whose path matches a glob such as "**/*.ts"; sorted.',
+  grep: 'Search file contents with an extended regular expression; returns path, 1-based line and text of each match, sorted by path then line (past limit, the first ones in that order).',
+  glob: 'Find files whose path matches a glob such as "**/*.ts"; sorted. A backslash makes the next character literal (app/\\[id\\]/page.tsx), and a pattern also finds the path it spells exactly.',
   list_files: 'List the files under a directory (tracked and untracked, not git-ignored ones unless asked); sorted.',
   bash: 'Run a shell command in the workspace. The working directory and exported variables persist between calls. Long output is cut to its first 8 KiB and last 24 KiB; the full output is in stdoutLog/stderrLog, readable with read_file.',
   bash_output: "Read a background job's output from a byte offset (at most 32 KiB) and its status.",
