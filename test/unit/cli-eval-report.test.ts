@@ -166,6 +166,11 @@ describe('eval report', () => {
     const report = evalReport(refused);
     expect(report.overview.find((model) => model.model === 'bad')).toMatchObject({ attempts: 2, meanTokens: 0, meanSeconds: 0 });
     expect(evalReportLines(report)).toContainEqual(expect.stringMatching(/^bad\s+0\/2\s+0%\s+0\s+0$/));
-    expect(evalReportHtml(report, new Date('2026-11-30T00:00:00Z'))).not.toMatch(/NaN|Infinity/);
+    const html = evalReportHtml(report, new Date('2026-11-30T00:00:00Z'));
+    expect(html).not.toMatch(/NaN|Infinity/);
+    // Nothing that never ran sits on the tokens axis, where zero tokens would read as the cheapest.
+    expect(html).not.toMatch(/class="cell-point"[^>]*data-model="bad"/);
+    expect(html).not.toMatch(/class="model-point"[^>]*data-model="bad"/);
+    expect(html).toMatch(/class="model-point"[^>]*data-model="good"/);
   });
 });

@@ -13,6 +13,10 @@ describe('a field quoted in a message', () => {
     expect(shortField('a\nb\u001b[2Kc\u007fd\u202Ee')).toBe('a^Jb^[[2Kc^?d<U+202E>e');
   });
 
+  it('shows what renders as nothing: a Mongolian variation selector, a Hangul filler, a Khmer inherent vowel', () => {
+    expect(shortField('a\u180bb\u3164c\u17b4d')).toBe('a<U+180B>b<U+3164>c<U+17B4>d');
+  });
+
   it('keeps only its start, and says how long it was', () => {
     const shown = shortField(`${'k'.repeat(1024 * 1024)}\n`);
     expect(shown).toBe(`${'k'.repeat(SHORT_FIELD_CHARACTERS)}… (cut: 1048577 characters in all)`);

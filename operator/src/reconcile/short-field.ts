@@ -10,8 +10,10 @@
 /** Characters of a field a message quotes at most. */
 export const SHORT_FIELD_CHARACTERS = 200;
 
-// C0 and C1 controls, DEL, format characters (bidi overrides, zero-width ones), line and paragraph separators.
-const HIDDEN = /[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029]/gu;
+// C0 and C1 controls, DEL, format characters (bidi overrides, zero-width ones), line and
+// paragraph separators, and what shows as nothing (default-ignorable code points: Hangul
+// fillers, variation selectors, U+180B), as the CLI shows them.
+const HIDDEN = /[\u0000-\u001f\u007f-\u009f\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
 
 /** As the CLI shows a character it will not print (cli/display-escape.ts): ESC as ^[, DEL as ^?, U+202E as <U+202E>. */
 function visible(character: string): string {

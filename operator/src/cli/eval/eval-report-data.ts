@@ -7,6 +7,8 @@ import type { CodingEval, EvalResult } from '../../api/coding-eval.ts';
 export interface ModelOverview {
   model: string;
   attempts: number;
+  /** Attempts whose run ran (all but those refused or foreign); the means below are over these. */
+  ran: number;
   passes: number;
   passRate: number;
   /** Mean total tokens per attempt that ran, over every task; 0 when none ran. */
@@ -48,6 +50,7 @@ export function evalReport(evaluation: CodingEval): EvalReport {
     return {
       model,
       attempts,
+      ran,
       passes,
       passRate: attempts === 0 ? 0 : round(passes / attempts, 4),
       meanTokens: round(

@@ -36,8 +36,12 @@ export function scatterSvg(report: EvalReport): string {
   const { width, height, left, right, top, bottom } = SCATTER;
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
-  const cellTokens = report.results.filter((result) => result.attempts > 0).map((result) => result.tokens.mean);
-  const xTicks = ticks(Math.max(1, ...cellTokens, ...report.overview.map((model) => model.meanTokens)));
+  // Only what ran has a place on the tokens axis: an attempt never run spent nothing, and would
+  // sit at zero tokens, the cheapest point on the plot.
+  const plotted = report.results.filter((result) => (result.ran ?? result.attempts) > 0);
+  const plottedModels = report.overview.filter((model) => model.ran > 0);
+  const cellTokens = plotted.map((result) => result.tokens.mean);
+  const xTicks = ticks(Math.max(1, ...cellTokens, ...plottedModels.map((model) => model.meanTokens)));
   const xMax = xTicks.at(-1)!;
   const x = (tokens: number) => left + (tokens / xMax) * plotWidth;
   const y = (rate: number) => top + (1 - rate) * plotHeight;
@@ -51,14 +55,14 @@ export function scatterSvg(report: EvalReport): string {
   parts.push(`<text x="${left + plotWidth / 2}" y="${height - 8}" text-anchor="middle" class="axis">tokens per attempt (mean)</text>`);
   parts.push(`<text transform="translate(14 ${top + plotHeight / 2}) rotate(-90)" text-anchor="middle" class="axis">pass rate</text>`);
   // Each task × model faint, each model over every task bold and labelled.
-  for (const result of report.results.filter((candidate) => candidate.attempts > 0)) {
+  for (const result of plotted) {
     parts.push(
       `<circle class="cell-point" cx="${x(result.tokens.mean).toFixed(1)}" cy="${y(result.passRate).toFixed(1)}" r="5" fill="${colorOf(report, result.model)}" ` +
         `data-task="${escapeHtml(result.task)}" data-model="${escapeHtml(result.model)}" data-pass-rate="${result.passRate}" data-tokens="${result.tokens.mean}">` +
         `<title>${escapeHtml(`${result.task} × ${result.model}: ${result.passes}/${result.attempts} passed, ${shortNumber(result.tokens.mean)} tokens`)}</title></circle>`,
     );
   }
-  for (const model of report.overview.filter((candidate) => candidate.attempts > 0)) {
+  for (const model of plottedModels) {
     const cx = x(model.meanTokens);
     const cy = y(model.passRate);
     parts.push(
