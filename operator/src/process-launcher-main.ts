@@ -3,13 +3,20 @@
 // built-ins only, so the process stays small and a fork from it stays cheap. When the channel
 // closes (the operator exited or closed it), every child still running is killed with it.
 // Each child leads its own process group (spawnGroupLeader), so a kill ends what it started too.
+// Their output waits while the channel is backlogged (output-relay.ts): what the operator has
+// not read yet is never more than about 1 MiB here, whatever a child writes.
+import { OutputRelay } from './workers/output-relay.ts';
 import { spawnGroupLeader, type FromLauncher, type LaunchedProcess, type ToLauncher } from './workers/process-launcher.ts';
 
 const children = new Map<number, LaunchedProcess>();
 
-function send(message: FromLauncher): void {
-  if (process.connected) process.send!(message);
+/** Sends `message`; `sent` is called once the channel has written it, or could not (it is closing: the helper exits). */
+function send(message: FromLauncher, sent: () => void = () => undefined): void {
+  if (process.connected) process.send!(message, () => sent());
+  else sent();
 }
+
+const output = new OutputRelay(send);
 
 function start(message: Extract<ToLauncher, { type: 'spawn' }>): void {
   const { id } = message;
@@ -25,8 +32,8 @@ function start(message: Extract<ToLauncher, { type: 'spawn' }>): void {
     return;
   }
   children.set(id, child);
-  child.stdout?.on('data', (data: Buffer) => send({ type: 'stdout', id, data }));
-  child.stderr?.on('data', (data: Buffer) => send({ type: 'stderr', id, data }));
+  if (child.stdout) output.relay(id, 'stdout', child.stdout);
+  if (child.stderr) output.relay(id, 'stderr', child.stderr);
   // A child that exits before it has read all of its stdin closes the pipe: not an error here.
   child.stdin?.on('error', () => undefined);
   child.on('error', (error: NodeJS.ErrnoException) =>

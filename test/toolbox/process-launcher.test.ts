@@ -3,6 +3,7 @@
 // /bin/sh, cat and sleep. Then what only the helper has: losing it, and closing it; and a
 // run's clone, commit and archive made through it with real git and tar.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -218,6 +219,26 @@ describe('the launcher helper', () => {
     execArgv.pop(); // the launcher forks with these arguments as they are now
     const next = await run(launcher.launch, '/bin/sh', ['-c', 'echo again']);
     expect(next).toMatchObject({ code: 0, stdout: 'again\n' });
+  });
+
+  it('relays every byte, in order, of a child that writes far faster than the operator reads (the helper holds it back, output-relay.ts)', async () => {
+    const launcher = newLauncher();
+    launchers.push(launcher);
+    // 32 MiB of numbered blocks, which cat writes faster than the operator's side takes them.
+    const blocks = Buffer.alloc(32 * 1024 * 1024);
+    for (let at = 0; at < blocks.length; at += 8) blocks.writeBigUInt64BE(BigInt(at), at);
+    const file = path.join(testTempDir('launcher-output-'), 'blocks');
+    writeFileSync(file, blocks);
+    const child = launcher.launch('cat', [file], { cwd: tmpdir(), env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const hash = createHash('sha256');
+    let bytes = 0;
+    child.stdout!.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      hash.update(chunk);
+    });
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    const expected = createHash('sha256').update(blocks).digest('hex');
+    expect({ code, bytes, digest: hash.digest('hex') }).toEqual({ code: 0, bytes: blocks.length, digest: expected });
   });
 
   it("holds none of the operator's environment itself", async () => {

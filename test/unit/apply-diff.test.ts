@@ -4,7 +4,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, sy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyDiff, headRevision } from '../../operator/src/workers/apply-diff.ts';
+import { applyDiff, headRevision, readNamedFiles } from '../../operator/src/workers/apply-diff.ts';
 import { launchHere, type Launch } from '../../operator/src/workers/process-launcher.ts';
 import { createRepository, git } from '../support/git-fixture.ts';
 
@@ -269,6 +269,35 @@ describe('applyDiff', () => {
 
   it('reports a corrupt patch as not applying', async () => {
     expect(await applyDiff(repo, 'diff --git a/x b/x\n@@ nonsense\n')).toMatchObject({ applied: false });
+  });
+});
+
+describe('readNamedFiles', () => {
+  /** 200 files under 4 nested directories of 200-byte names: 170 KB of listing for a few KB of objects. */
+  function longPaths(): string {
+    const deep = ['a', 'b', 'c', 'd'].map((letter) => letter.repeat(200)).join('/');
+    mkdirSync(join(repo, deep), { recursive: true });
+    for (let i = 0; i < 200; i++) writeFileSync(join(repo, deep, `${i}`.padStart(200, 'f')), '');
+    writeFileSync(join(repo, 'named.txt'), 'one\ntwo\n');
+    git(['add', '.'], repo);
+    git(['commit', '-qm', 'long paths'], repo);
+    return git(['ls-tree', '-r', '-z', '--full-tree', 'HEAD'], repo);
+  }
+
+  it("stops reading the tree's listing past its bound: its size is the paths', not the files'", async () => {
+    expect(longPaths().length).toBeGreaterThan(160 * 1024);
+    const named = await readNamedFiles(repo, ['named.txt'], launchHere, MiB, 60_000, 64 * MiB, 64 * 1024);
+    expect(named).toEqual({
+      failed:
+        "the listing of HEAD's tree grew past 64.0 KiB (65536 bytes) and was stopped: its paths are more than git's index holds " +
+        'under the memory limit of git (config.maxGitMemoryBytes), which a repository of such paths needs raised',
+    });
+  });
+
+  it('reads the named files of the same tree under the default bound, the memory limit (the control)', async () => {
+    longPaths();
+    const named = await readNamedFiles(repo, ['named.txt'], launchHere, MiB, 60_000, 64 * MiB);
+    expect(named).toEqual({ named: { files: new Map([['named.txt', { bytes: 8, lines: 2 }]]), complete: true } });
   });
 });
 

@@ -7,7 +7,8 @@
 //   evicted least recently used first, without pulling it from a run that holds it;
 // - security: only the archive of a clone that holds no ref is kept (a ref there, such as a
 //   refs/replace/* that makes git show another tree under the commit id, would reach other
-//   namespaces' runs), and the check fails closed.
+//   namespaces' runs), nor one that holds a tag object (a run of an annotated tag fetched it),
+//   and the check fails closed.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -186,6 +187,43 @@ describe('security: the clone cache keeps no clone that holds a ref', { timeout:
     expect(await refFreeArchive(dir, archive)).toBeUndefined();
   });
 
+  it("security: keeps no clone of an annotated tag, whose tag object (name, tagger, message) another namespace's run of the commit would get though the server hides the tag from it", async () => {
+    // The reviewer's scenario: the server shows team A a tag it hides from team B; both run its commit.
+    const bare = join(scratch, 'git', 'tagged.git');
+    git(['clone', '-q', '--bare', join(scratch, 'git', 'hello.git'), bare], scratch);
+    git(['tag', '-a', '-m', 'Confidential: the acquisition release', 'hidden-release', 'main'], bare);
+    git(['branch', 'b-branch', 'main'], bare);
+    const tagged = checked(`${server.origin}/tagged.git`);
+    const cache = new CloneCache(1024 ** 3);
+    try {
+      // Team A, as the prepare job does: clone, archive, keep what refFreeArchive vouches for.
+      const a = await cloneMeasured({ url: tagged, token: TOKEN, revision: 'hidden-release', ...LIMITS });
+      workDirs.push(join(a.dir, '..'));
+      expect(git(['cat-file', '--batch-all-objects', '--batch-check=%(objecttype)'], a.dir).split('\n')).toContain('tag'); // the tag came
+      const archiveA = join(a.dir, '..', 'workspace.tar');
+      execFileSync('tar', ['-C', a.dir, '-cf', archiveA, '.']);
+      const vouched = await refFreeArchive(a.dir, archiveA);
+      expect(vouched).toBeUndefined();
+      if (vouched) await cache.keep(tagged, head, vouched, a.size);
+      // Team B, from whom the server hides the tag: the same commit through its own branch.
+      git(['config', 'uploadpack.hideRefs', 'refs/tags/hidden-release'], bare);
+      const commit = await remoteCommit({ url: tagged, token: TOKEN, revision: 'b-branch', ...LIMITS });
+      expect(commit).toBe(head);
+      expect(await cache.take(tagged, commit!, LIMITS)).toBeUndefined();
+      const b = await cloneMeasured({ url: tagged, token: TOKEN, revision: 'b-branch', ...LIMITS });
+      workDirs.push(join(b.dir, '..'));
+      const objectsB = git(['cat-file', '--batch-all-objects', '--batch-check=%(objecttype)'], b.dir).trim().split('\n');
+      expect(objectsB).toContain('commit');
+      expect(objectsB).not.toContain('tag');
+      // B's own clone, the control: a clone of a branch is kept.
+      const archiveB = join(b.dir, '..', 'workspace.tar');
+      execFileSync('tar', ['-C', b.dir, '-cf', archiveB, '.']);
+      expect(await refFreeArchive(b.dir, archiveB)).toBe(archiveB);
+    } finally {
+      await cache.clear();
+    }
+  });
+
   it('fails closed: a directory that is no clone, though a ref-free clone holds it, and a git that cannot start', async () => {
     const { dir, archive } = await clone();
     // Asked in the directory, git would answer for the clone above it ("no refs").
@@ -203,9 +241,10 @@ describe('security: the clone cache keeps no clone that holds a ref', { timeout:
     const launched: string[][] = [];
     const recording: Launch = (command, args, options) => (launched.push([command, ...args]), launchHere(command, args, options));
     expect(await refFreeArchive(dir, archive, recording, 48 * 1024 * 1024)).toBe(archive);
-    expect(launched).toHaveLength(1);
-    expect([launched[0]![0], ...launched[0]!.slice(3, 5)]).toEqual(['/bin/sh', 'chamvi-limits', String(48 * 1024)]);
+    expect(launched).toHaveLength(2);
+    for (const line of launched) expect([line[0], ...line.slice(3, 5)]).toEqual(['/bin/sh', 'chamvi-limits', String(48 * 1024)]);
     expect(launched[0]).toContain('for-each-ref');
+    expect(launched[1]).toContain('--batch-all-objects');
     // 1 KiB: git cannot even load.
     expect(await refFreeArchive(dir, archive, launchHere, 1024)).toBeUndefined();
   });

@@ -345,6 +345,60 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 
+  it("reads a few bytes of each entry from the tree, whatever its paths' length: long paths over shared trees cost nothing more", async () => {
+    // 300 files under 10 nested directories, every name 250 bytes: each path is 2.7 KB, so a
+    // listing that printed paths read 830 KB; the reviewer's 400 levels over 249 shared
+    // subtrees printed gigabytes from 20 KB, into the launcher helper's memory.
+    const name = (prefix: string) => prefix.padEnd(250, 'x');
+    const deep = repositoryWithTree('long-paths', (dir) => {
+      const empty = blob(dir, '');
+      let tree = mktree(
+        dir,
+        Array.from({ length: 300 }, (_, i) => `100644 blob ${empty}\t${name(`f${i}-`)}`),
+      );
+      for (let level = 0; level < 10; level++) tree = mktree(dir, [`040000 tree ${tree}\t${name(`d${level}-`)}`]);
+      return tree;
+    });
+    const listed: number[] = [];
+    const counting: Launch = (command, args, options) => {
+      const child = launchHere(command, args, options);
+      if (args.includes('ls-tree')) {
+        listed.push(0);
+        const index = listed.length - 1;
+        child.stdout?.on('data', (chunk: Buffer) => (listed[index]! += chunk.length));
+      }
+      return child;
+    };
+    const { dir, size } = await cloneMeasured({ url: checked(`file://${deep}`), ...LIMITS, launch: counting });
+    try {
+      expect(size).toEqual({ bytes: 0, entries: 310, cut: false });
+      expect(listed).toHaveLength(1);
+      expect(listed[0]).toBeLessThanOrEqual(310 * 8); // "blob 0" and "tree -", each with its NUL
+    } finally {
+      rmSync(join(dir, '..'), { recursive: true, force: true });
+    }
+  });
+
+  it.each([
+    [
+      'a git older than 2.36, which knows no ls-tree --format',
+      'echo "error: unknown option \\\`format=%(objecttype) %(objectsize)\'" >&2; exit 129',
+      'git ls-tree does not know --format: the clone measures trees with git 2.36 or later; install a newer git',
+    ],
+    [
+      'an entry that is not a type and a size',
+      "printf 'blob 3\\0blob three\\0'",
+      'git ls-tree printed "blob three", not an entry\'s type and size',
+    ],
+  ])('fails the clone on %s rather than measure the tree wrong', async (_, script, message) => {
+    const faked: Launch = (command, args, options) =>
+      args.includes('ls-tree') ? launchHere('/bin/sh', ['-c', script], options) : launchHere(command, args, options);
+    const work = oneCommitRepository(`fake-ls-tree-${message.length}`);
+    const error = await cloneRepository({ url: checked(`file://${work}`), ...LIMITS, launch: faked }).catch((e: unknown) => e);
+    expect(isRunFailure(error, 'CloneFailed')).toBe(true);
+    expect((error as Error).message).toContain(message);
+  });
+
   it('stops a download larger than the bound while it is written', async () => {
     const big = repositoryWithTree('incompressible', (dir) => {
       const random = blob(dir, execFileSync('head', ['-c', String(24 * MiB), '/dev/urandom'], { maxBuffer: 32 * MiB }));

@@ -11,6 +11,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { applyBudget, applyCostRefusal, applyOutOfMemoryRefusal, patchesRead, type NamedFiles, type TreeFile } from './apply-budget.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
+import { formatBytes } from './format-bytes.ts';
 import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit, type GitCommand, type GitExit } from './git-runner.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
@@ -152,17 +153,21 @@ function gitApply(git: CloneGit, args: readonly string[], diff: string): Promise
   return gitHere(git, ['apply', ...args, '-'], diff, { stdoutTailBytes: 4_000_000 });
 }
 
-/** Splits a NUL-separated stream into its records, across chunks. */
+/**
+ * Splits a NUL-separated stream into its records, across chunks. A record's pieces are joined
+ * once, at its end: joined at every chunk, a long one was copied again for each.
+ */
 function nulRecords(onRecord: (record: Buffer) => void): (chunk: Buffer) => boolean {
-  let rest = Buffer.alloc(0);
+  let pieces: Buffer[] = [];
   return (chunk) => {
-    const bytes = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
     let start = 0;
-    for (let end = bytes.indexOf(0, start); end !== -1; end = bytes.indexOf(0, start)) {
-      onRecord(bytes.subarray(start, end));
+    for (let end = chunk.indexOf(0); end !== -1; end = chunk.indexOf(0, start)) {
+      const piece = chunk.subarray(start, end);
+      onRecord(pieces.length > 0 ? Buffer.concat([...pieces, piece]) : piece);
+      pieces = [];
       start = end + 1;
     }
-    rest = Buffer.from(bytes.subarray(start));
+    if (start < chunk.length) pieces.push(Buffer.from(chunk.subarray(start)));
     return true;
   };
 }
@@ -175,6 +180,12 @@ function nulRecords(onRecord: (record: Buffer) => void): (chunk: Buffer) => bool
  * the whole name). Reading stops once the sizes pass `stopAfterBytes`, since the diff is
  * refused then whatever the rest holds: no more than that is read. A path of an object other
  * than a file (a directory, a submodule) or none is left out: git reads nothing there.
+ *
+ * The tree's listing prints every path whole, so its size is the paths' (trees shared many
+ * times over list gigabytes from a few KB), not the checkout's: it is read up to
+ * `maxListingBytes` (default `memoryBytes`), and past it the sizes are not known. No tree that
+ * was checked out under the same memory limit lists more: git's index held each of its paths,
+ * and more for each entry than the listing prints.
  */
 export async function readNamedFiles(
   dir: string,
@@ -183,6 +194,7 @@ export async function readNamedFiles(
   stopAfterBytes: number,
   timeoutMs: number,
   memoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
+  maxListingBytes: number = memoryBytes,
 ): Promise<{ named: NamedFiles } | { failed: string }> {
   const git: CloneGit = { dir, launch, timeoutMs, memoryBytes };
   const wanted = new Set(paths);
@@ -190,17 +202,28 @@ export async function readNamedFiles(
   if (wanted.size === 0) return { named: { files, complete: true } };
   // Blob id -> the paths that hold it (a file copied in the tree is read once per path).
   const holders = new Map<string, string[]>();
-  const listing = await gitHere(git, ['ls-tree', '-r', '-z', '--full-tree', 'HEAD'], '', {
-    onStdout: nulRecords((record) => {
-      // <mode> SP <type> SP <object> TAB <path>
-      const tab = record.indexOf(9);
-      const path = record.subarray(tab + 1).toString('utf8');
-      if (tab < 0 || !wanted.has(path)) return;
-      const [, type, object] = record.subarray(0, tab).toString('latin1').split(' ');
-      if (type !== 'blob' || !object) return;
-      holders.set(object, [...(holders.get(object) ?? []), path]);
-    }),
+  let listed = 0;
+  const records = nulRecords((record) => {
+    // <mode> SP <type> SP <object> TAB <path>
+    const tab = record.indexOf(9);
+    const path = record.subarray(tab + 1).toString('utf8');
+    if (tab < 0 || !wanted.has(path)) return;
+    const [, type, object] = record.subarray(0, tab).toString('latin1').split(' ');
+    if (type !== 'blob' || !object) return;
+    holders.set(object, [...(holders.get(object) ?? []), path]);
   });
+  const listing = await gitHere(git, ['ls-tree', '-r', '-z', '--full-tree', 'HEAD'], '', {
+    onStdout: (chunk) => {
+      listed += chunk.length;
+      return listed <= maxListingBytes && records(chunk);
+    },
+  });
+  if (listed > maxListingBytes)
+    return {
+      failed:
+        `the listing of HEAD's tree grew past ${formatBytes(maxListingBytes)} and was stopped: its paths are more than git's ` +
+        'index holds under the memory limit of git (config.maxGitMemoryBytes), which a repository of such paths needs raised',
+    };
   if (listing.code !== 0) return { failed: listing.timedOut ? 'git ls-tree timed out' : `git ls-tree failed: ${listing.stderr.trim()}` };
   if (holders.size === 0) return { named: { files, complete: true } };
   let total = 0;

@@ -12,6 +12,8 @@
 //   a clone's HEAD is detached and its fetch writes no ref, so a ref there was written by
 //   something else (a revision read as a refspec wrote refs/replace/*, which make git show
 //   another tree under the same commit id), and the archive goes to other namespaces' runs.
+//   Nor one that holds a tag object (a revision that is an annotated tag fetches it): the tag's
+//   name and message are not the commit's, and the server may hide the tag from other runs.
 //   keep() takes only a RefFreeArchive, which refFreeArchive alone makes; it fails closed.
 // - Least recently used archives go first; one being handed out is a hard link of the run's
 //   own (link(2)), so its eviction cannot pull it from under the run.
@@ -58,14 +60,19 @@ declare const refFree: unique symbol;
 /** The path of a clone's archive, vouched for by refFreeArchive: the only kind the cache keeps. */
 export type RefFreeArchive = string & { readonly [refFree]: true };
 
-/** How long the look at a clone's refs may take; past it the archive is not kept. */
+/** How long each look at a clone's refs and objects may take; past it the archive is not kept. */
 const REF_CHECK_TIMEOUT_MS = 30_000;
 
 /**
- * `archive`, vouched for as the archive of the clone in `dir`, when `git for-each-ref` there
- * lists no ref. Undefined when it lists one, and whenever the answer is not a clean "none"
- * (git fails, is killed, times out, or runs out of its memory: it reads the refs the clone
- * holds, whatever wrote them): a run costs one clone more, never another run's tree.
+ * `archive`, vouched for as the archive of the clone in `dir`, when the clone names nothing
+ * but its commit: `git for-each-ref` there lists no ref, and it holds no tag object. A run
+ * whose revision is an annotated tag fetched the tag object with the commit (its name, tagger
+ * and message), and the archive is keyed by URL and commit only: another namespace's run of
+ * the same commit, from whom the server hides that tag, would get it. Such a clone is not kept,
+ * so a tag's runs clone each time (dropping the tag object would mean rewriting the pack).
+ * Undefined whenever an answer is not a clean "none" (git fails, is killed, times out, or runs
+ * out of its memory: it reads what the clone holds, whatever wrote it): a run costs one clone
+ * more, never another run's tree.
  */
 export async function refFreeArchive(
   dir: string,
@@ -73,7 +80,35 @@ export async function refFreeArchive(
   launch: Launch = launchHere,
   maxGitMemoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
 ): Promise<RefFreeArchive | undefined> {
-  let listed = false;
+  const holdsNone = (args: string[], found: (chunk: Buffer) => boolean) => answersNone(dir, args, launch, maxGitMemoryBytes, found);
+  // One ref is enough to refuse.
+  if (!(await holdsNone(['for-each-ref', '--format=%(refname)'], (chunk) => chunk.length > 0))) return undefined;
+  // Each object's type on a line of its own; one tag is enough to refuse.
+  let line = '';
+  const tagFound = (chunk: Buffer) => {
+    const lines = (line + chunk.toString('latin1')).split('\n');
+    line = lines.pop()!.slice(-OBJECT_TYPE_MAX_CHARACTERS);
+    return lines.includes('tag');
+  };
+  const tagFree = await holdsNone(['cat-file', '--batch-all-objects', '--unordered', '--batch-check=%(objecttype)'], tagFound);
+  return tagFree ? (archive as RefFreeArchive) : undefined;
+}
+
+/** The longest object type git prints ("commit"): what a line cut by a chunk carries over. */
+const OBJECT_TYPE_MAX_CHARACTERS = 'commit'.length;
+
+/**
+ * Whether git `args`, run on the clone in `dir`, ends well with `found` never true of what it
+ * prints (git is stopped at the first find). False for anything but a clean end: fails closed.
+ */
+async function answersNone(
+  dir: string,
+  args: string[],
+  launch: Launch,
+  maxGitMemoryBytes: number,
+  found: (chunk: Buffer) => boolean,
+): Promise<boolean> {
+  let seen = false;
   try {
     const exit = await runGit({
       launch,
@@ -86,17 +121,17 @@ export async function refFreeArchive(
         GIT_CONFIG_NOSYSTEM: '1',
         GIT_CONFIG_GLOBAL: '/dev/null',
       },
-      args: ['for-each-ref', '--format=%(refname)'],
+      args,
       memoryBytes: maxGitMemoryBytes,
       timeoutMs: REF_CHECK_TIMEOUT_MS,
       onStdout: (chunk) => {
-        if (chunk.length > 0) listed = true;
-        return !listed; // one ref is enough to refuse
+        if (found(chunk)) seen = true;
+        return !seen;
       },
     });
-    return exit.code === 0 && !listed ? (archive as RefFreeArchive) : undefined;
+    return exit.code === 0 && !seen;
   } catch {
-    return undefined;
+    return false;
   }
 }
 

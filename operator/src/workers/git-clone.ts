@@ -153,29 +153,59 @@ export interface TreeSize {
 }
 
 /**
- * The size of a commit's checkout from its tree (`git ls-tree -r -t -l -z`): the blob sizes
- * summed, and the entries counted (files, symlinks, submodules and directories: each takes an
- * inode). Stops reading once there are more entries than allowed, so a tree that fans out
- * exponentially (a "git bomb") costs no more than maxCheckoutFiles lines.
+ * What ls-tree prints of each entry: its type and size, never its path. A path is the names of
+ * every directory above it, and trees shared many times over make a 20 KB repository list
+ * gigabytes of them (400 nested directories of 255-byte names over one fan-out: 249 649 entries,
+ * each path 100 KB); without them each entry is a few bytes, so the listing is bounded by the
+ * entries it counts. `--format` is git 2.36 or later (the images have 2.39).
+ */
+const TREE_ENTRY_FORMAT = '--format=%(objecttype) %(objectsize)';
+
+/** One entry as TREE_ENTRY_FORMAT prints it: a size for a blob, `-` for a tree or a submodule. */
+const TREE_ENTRY = /^(?:blob (\d+)|(?:tree|commit) -)$/;
+
+/** The longest record TREE_ENTRY matches: `commit -`, or `blob ` and a 64-bit size. */
+const TREE_ENTRY_MAX_CHARACTERS = 'blob '.length + 20;
+
+/**
+ * The size of a commit's checkout from its tree (`git ls-tree -r -t`, types and sizes only):
+ * the blob sizes summed, and the entries counted (files, symlinks, submodules and directories:
+ * each takes an inode). Stops reading once there are more entries than allowed, so a tree that
+ * fans out exponentially (a "git bomb") costs no more than maxCheckoutFiles short records. A
+ * record that is not an entry fails the clone: a size read as NaN would pass every limit.
  */
 async function measureTree(run: GitRun, treeish: string, maxEntries: number): Promise<TreeSize> {
   const size: TreeSize = { bytes: 0, entries: 0, cut: false };
   let rest = '';
-  await git(run, ['ls-tree', '-r', '-t', '-l', '-z', treeish], (chunk) => {
+  let unexpected: string | undefined;
+  await git(run, ['ls-tree', '-r', '-t', '-z', TREE_ENTRY_FORMAT, treeish], (chunk) => {
     const records = (rest + chunk.toString('latin1')).split('\0');
     rest = records.pop()!;
-    for (const record of records) {
-      // <mode> SP <type> SP <object> SP+ <size or -> TAB <path>
-      const fields = record.slice(0, record.indexOf('\t')).trim().split(/ +/);
+    if (rest.length > TREE_ENTRY_MAX_CHARACTERS) unexpected = rest;
+    for (const record of unexpected === undefined ? records : []) {
+      const entry = TREE_ENTRY.exec(record);
+      if (!entry) {
+        unexpected = record;
+        break;
+      }
       size.entries++;
-      if (fields[1] === 'blob') size.bytes += Number(fields[3]);
+      if (entry[1] !== undefined) size.bytes += Number(entry[1]);
       if (size.entries > maxEntries) {
         size.cut = true;
         return false;
       }
     }
-    return true;
+    return unexpected === undefined;
+  }).catch((error: unknown) => {
+    throw isCloneFailure(error) && /unknown option .format/.test(error.message)
+      ? cloneFailed('git ls-tree does not know --format: the clone measures trees with git 2.36 or later; install a newer git')
+      : error;
   });
+  if (unexpected !== undefined) {
+    throw cloneFailed(
+      `git ls-tree printed ${JSON.stringify(unexpected.slice(0, 40))}, not an entry's type and size, so the checkout was not measured`,
+    );
+  }
   return size;
 }
 

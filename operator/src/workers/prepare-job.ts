@@ -7,12 +7,12 @@ import { GUIDANCE_PROMPT_MAX_BYTES, guidanceSection, guidanceTokensFor } from '.
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun, type RunTiming } from '../api/index.ts';
 import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
-import { isRepositoryAllowed } from '../reconcile/allow-repo.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { cutAtLine } from './diff-stats.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { refFreeArchive } from './clone-cache.ts';
+import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
@@ -61,9 +61,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   const run = await liveRun(deps, ref);
   if (!run) return;
   const { spec } = run;
-  // Security #11.2: checked again against the operator's allowRepo as it is now (it may have
-  // narrowed since the run was accepted), and git gets the checked string, nothing re-spelt.
-  const repository = isRepositoryAllowed(spec.repository.url, deps.clonePolicy.allowRepo);
+  // Security #11.2: checked again against allowRepo as it is now, the operator's and the
+  // namespace's chamvi.dev/allow-repo (either may have narrowed since the run was accepted), and
+  // git gets the checked string, nothing re-spelt.
+  const repository = await repositoryAllowedNow(deps, ref.namespace, spec.repository.url);
   if (!repository.allowed) throw new RunFailure(REASONS.RepoNotAllowed, repository.message);
   const token = spec.repository.credentialsSecretRef
     ? await readGitToken(deps.resources, ref.namespace, {
