@@ -2,7 +2,7 @@
 // with Redis unreachable, once no job is in hand (close never answers then); a job in hand is
 // always waited for, and with Redis up the stop is close()'s alone.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { JobsInHand, stopWorker, WORKER_STOP_POLL_MS } from '../../operator/src/workers/worker-stop.ts';
+import { JobsInHand, stopWorker, WORKER_STOP_POLL_MS, WORKER_STOP_UNREACHABLE_LOOKS } from '../../operator/src/workers/worker-stop.ts';
 
 beforeEach(() => vi.useFakeTimers());
 afterEach(() => vi.useRealTimers());
@@ -35,8 +35,33 @@ describe('stopWorker', () => {
     await vi.advanceTimersByTimeAsync(WORKER_STOP_POLL_MS * 50);
     expect(stop.ended(), 'a job in hand is waited for, Redis or not').toBe(false);
     jobs.size = 0;
+    await vi.advanceTimersByTimeAsync(WORKER_STOP_POLL_MS * (WORKER_STOP_UNREACHABLE_LOOKS - 1));
+    expect(stop.ended(), 'Redis unreachable for fewer looks than it takes').toBe(false);
     await vi.advanceTimersByTimeAsync(WORKER_STOP_POLL_MS);
     expect(stop.ended()).toBe(true);
+  });
+
+  it('does not end on a blip: Redis unreachable for a look or two, then back', async () => {
+    let ready = true;
+    let looks = 0;
+    const stop = watched(
+      stopWorker({
+        close: never,
+        jobs: { size: 0 },
+        redisReady: () => {
+          looks += 1;
+          return ready;
+        },
+      }),
+    );
+    for (let blip = 0; blip < 20; blip += 1) {
+      ready = false;
+      await vi.advanceTimersByTimeAsync(WORKER_STOP_POLL_MS * (WORKER_STOP_UNREACHABLE_LOOKS - 1));
+      ready = true;
+      await vi.advanceTimersByTimeAsync(WORKER_STOP_POLL_MS);
+    }
+    expect(looks).toBeGreaterThan(WORKER_STOP_UNREACHABLE_LOOKS * 20 - 1);
+    expect(stop.ended(), 'a failover is not Redis gone').toBe(false);
   });
 
   it('ends when close() rejects: the worker takes no more jobs either way', async () => {

@@ -17,7 +17,9 @@ export interface DiffLineCounts extends LineCounts {
 
 export function diffLineCounts(diff: string): DiffLineCounts {
   const counts: DiffLineCounts = { insertions: 0, deletions: 0, files: [] };
-  // Text before the first `diff --git` is read as a header too, so a bare `--- a`/`+++ b` pair names files there.
+  // Text before the first `diff --git` is read as a header too, so the first file of a diff
+  // without git's headers is named by its `--- a`/`+++ b` pair; the files after it would count
+  // their pair as lines. Every diff counted here is git's own (`git diff`), which has them.
   let inHeader = true;
   for (const line of diff.split('\n')) {
     if (line.startsWith('diff --git ')) {

@@ -38,8 +38,16 @@ export interface WorkerStopParts {
 export const WORKER_STOP_POLL_MS = 200;
 
 /**
- * Resolves when `close()` has, or once no job is in hand while Redis is unreachable, whichever
- * comes first. A rejection of close() resolves it too: the worker takes no more jobs either way.
+ * Looks in a row that must find Redis unreachable (2 s): a blip, such as a Sentinel failover
+ * during a rollout, is not Redis gone. Stopped then, a fetch already blocked in Redis would
+ * take a job once it is back and leave it locked and unstarted until its lock expired, counted
+ * as a stall; close() hands such a job back untouched.
+ */
+export const WORKER_STOP_UNREACHABLE_LOOKS = 10;
+
+/**
+ * Resolves when `close()` has, or once no job has been in hand while Redis was unreachable for
+ * WORKER_STOP_UNREACHABLE_LOOKS looks in a row, whichever comes first. A rejection of close() resolves it too: the worker takes no more jobs either way.
  */
 export function stopWorker(parts: WorkerStopParts, pollMs = WORKER_STOP_POLL_MS): Promise<void> {
   return new Promise<void>((resolve) => {
@@ -47,8 +55,10 @@ export function stopWorker(parts: WorkerStopParts, pollMs = WORKER_STOP_POLL_MS)
       clearInterval(poll);
       resolve();
     };
+    let unreachable = 0;
     const poll = setInterval(() => {
-      if (parts.jobs.size === 0 && !parts.redisReady()) done();
+      unreachable = parts.jobs.size === 0 && !parts.redisReady() ? unreachable + 1 : 0;
+      if (unreachable >= WORKER_STOP_UNREACHABLE_LOOKS) done();
     }, pollMs);
     poll.unref();
     parts.close().then(done, done);
