@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AttemptStatus, CodingEval } from '../../operator/src/api/coding-eval.ts';
 import type { CodingRun } from '../../operator/src/api/coding-run.ts';
-import { decideEval, refusedAttempt, refusedEval } from '../../operator/src/evals/decide-eval.ts';
+import { decideEval, hasEnded, refusedAttempt, refusedEval } from '../../operator/src/evals/decide-eval.ts';
 import { attemptLabels, attemptRun, plannedAttempts } from '../../operator/src/evals/eval-matrix.ts';
 import { parseEvalSpec } from '../../operator/src/evals/parse-eval.ts';
 
@@ -216,6 +216,56 @@ describe('refusing an eval the operator finds invalid', () => {
     expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
     expect(decision.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'InvalidSpec' })]);
     expect(refusedEval({ ...bad, status: decision.status }, 'x', NOW).events).toEqual([]);
+  });
+
+  it('keeps the counts, figures and attempts of one refused while running, and says they are kept', () => {
+    const running = decideEval(
+      evaluation(),
+      spec(),
+      [runOf('a', 2)],
+      [attempt('a', 1, true, 100), attempt('b', 1, false, 900)],
+      NOW,
+    ).status;
+    expect(running).toMatchObject({ phase: 'Running', graded: 2 });
+    const refused = refusedEval(evaluation(running), 'spec.tasks.0.graders.0.path: write test, not test/', NOW).status;
+    expect(refused).toMatchObject({
+      phase: 'Failed',
+      reason: 'InvalidSpec',
+      planned: running.planned,
+      created: running.created,
+      graded: 2,
+      passes: 1,
+      startTime: running.startTime,
+      completionTime: NOW.toISOString(),
+    });
+    expect(refused.attempts).toEqual(running.attempts);
+    expect(refused.results).toEqual(running.results);
+    expect(refused.message).toBe(
+      'the eval is invalid: spec.tasks.0.graders.0.path: write test, not test/. The 2 attempt(s) graded before are kept ' +
+        '(kubectl codingrun eval report cmp); runs already started finish (delete the eval to stop them). ' +
+        'Create a new eval with the spec corrected.',
+    );
+    expect(refused.conditions).toEqual([expect.objectContaining({ type: 'Complete', status: 'True', reason: 'InvalidSpec' })]);
+  });
+
+  it('writes no attempts or figures for one refused before it graded any', () => {
+    const refused = refusedEval(evaluation(), 'every passAtK k must be at most attempts', NOW).status;
+    expect(refused.attempts).toBeUndefined();
+    expect(refused.results).toBeUndefined();
+    expect(refused.message).toBe(
+      'the eval is invalid: every passAtK k must be at most attempts. Create a new eval with the spec corrected.',
+    );
+  });
+});
+
+describe('an eval that has ended', () => {
+  it.each([
+    [undefined, false],
+    ['Running', false],
+    ['Complete', true],
+    ['Failed', true],
+  ] as const)('with phase %s: ended %s', (phase, ended) => {
+    expect(hasEnded(evaluation(phase ? { phase } : undefined))).toBe(ended);
   });
 });
 

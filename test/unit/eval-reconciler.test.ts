@@ -290,3 +290,71 @@ describe("an attempt whose run the API server will not store (etcd's size limit)
     expect(eval1.writes).toEqual([]);
   });
 });
+
+// Grader paths such as test/ were accepted before they had to be written as git prints them; an
+// eval stored then meets an operator that refuses its spec.
+describe('an eval with a grader path this operator refuses and an older one accepted', () => {
+  const withPath = (path: string, attempts: number) =>
+    codingEvalFixture({
+      spec: {
+        attempts,
+        tasks: [
+          {
+            name: 'fix',
+            task: 'Fix the bug.',
+            repository: { url: 'https://example.com/r.git' },
+            graders: [
+              { type: 'max-turns', max: 5 },
+              { type: 'file-unchanged', path },
+            ],
+          },
+        ],
+      },
+    });
+  /**
+   * The eval with path test as the older operator left it (the attempts `finished` graded, the next
+   * run made), read back with test/, and the runs it has.
+   */
+  const gradedBefore = async (attempts: number, finished: number[]) => {
+    const accepted = withPath('test', attempts);
+    const runs = finished.map((attempt) => madeRun(accepted, attempt, { phase: 'Succeeded', reason: 'Completed', steps: 1 }));
+    const older = world({ evaluation: accepted, runs });
+    await older.reconcile();
+    const stored: CodingEval = { ...withPath('test/', attempts), status: older.evaluation.status! };
+    return { stored, runs: [...runs, ...older.created.map((_, index) => madeRun(accepted, finished.length + 1 + index))] };
+  };
+
+  it('leaves the status of one that completed as it is, its figures and attempts included', async () => {
+    const { stored, runs } = await gradedBefore(2, [1, 2]);
+    expect(stored.status).toMatchObject({ phase: 'Complete', graded: 2 });
+    expect(stored.status!.results).toHaveLength(1);
+    const before = structuredClone(stored.status);
+
+    const eval1 = world({ evaluation: stored, runs });
+    await expect(eval1.reconcile()).resolves.toBeUndefined();
+    expect(eval1.writes).toEqual([]);
+    expect(eval1.events).toEqual([]);
+    expect(eval1.created).toEqual([]);
+    expect(eval1.transcriptReads).toBe(0);
+    expect(eval1.evaluation.status).toEqual(before);
+  });
+
+  it('fails one still running InvalidSpec, keeping the attempts and figures graded so far and saying what to change', async () => {
+    const { stored, runs } = await gradedBefore(3, [1, 2]);
+    expect(stored.status).toMatchObject({ phase: 'Running', graded: 2 });
+    const before = structuredClone(stored.status!);
+
+    const eval1 = world({ evaluation: stored, runs });
+    await eval1.reconcile();
+    const status = eval1.evaluation.status!;
+    expect(status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', planned: 3, graded: 2, passes: before.passes });
+    expect(status.attempts).toEqual(before.attempts);
+    expect(status.results).toEqual(before.results);
+    expect(status.message).toContain('not test/');
+    expect(status.message).toContain('The 2 attempt(s) graded before are kept');
+    expect(status.message).toContain('Create a new eval with the spec corrected');
+    expect(eval1.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'InvalidSpec' })]);
+    expect(eval1.created).toEqual([]);
+    expect(eval1.transcriptReads).toBe(0);
+  });
+});

@@ -11,11 +11,11 @@ import { TranscriptReader } from '../record/transcript-chunks.ts';
 import {
   DELETING_RUN_RECHECK_MS,
   EVAL_EVENT_REASONS,
-  EVAL_REASONS,
   RUNS_FORBIDDEN_RETRY_MS,
   attemptStatusOf,
   decideEval,
   foreignAttempt,
+  hasEnded,
   refusedAttempt,
   refusedEval,
   tooLargeEval,
@@ -176,7 +176,9 @@ export class EvalReconciler {
     const evaluation = this.deps.evals.get(namespace, name);
     if (!evaluation) this.stopped.delete(key);
     if (!evaluation || evaluation.metadata.deletionTimestamp) return;
-    if (evaluation.status?.reason === EVAL_REASONS.StatusTooLarge || this.stopped.get(key) === evaluation.metadata.uid) return;
+    // An eval that ended (Complete, or Failed: InvalidSpec, StatusTooLarge) is left as it is, its
+    // spec not checked again: its status is all that is left of what it measured (hasEnded).
+    if (hasEnded(evaluation) || this.stopped.get(key) === evaluation.metadata.uid) return;
     const parsed = parseEvalSpec(evaluation);
     if (!parsed.ok) {
       await this.apply(evaluation, refusedEval(evaluation, parsed.problem, this.now()));

@@ -215,13 +215,40 @@ export function decideEval(
   return { create, status, events };
 }
 
-/** The status of an eval whose spec the operator refuses: Failed, with what to change. */
+/**
+ * Whether the eval has ended, Complete or Failed: nothing more is done for it, and its status,
+ * the only record of what it measured (`eval report` reads nothing else), stays as written. Its
+ * spec is not checked again either: an operator that refuses what the one before it accepted (a
+ * grader path such as test/, refused since grader paths must be written as git prints them)
+ * would otherwise turn a Complete eval Failed InvalidSpec.
+ */
+export function hasEnded(evaluation: Pick<CodingEval, 'status'>): boolean {
+  const phase = evaluation.status?.phase;
+  return phase === 'Complete' || phase === 'Failed';
+}
+
+/**
+ * The status of an eval whose spec the operator refuses: Failed, with what to change. An eval
+ * refused while running (its spec accepted by the operator before this one) keeps the counts,
+ * figures and attempts graded so far: that work is done and paid for, and its status is its
+ * only record.
+ */
 export function refusedEval(evaluation: CodingEval, problem: string, now: Date): EvalDecision {
-  const message = `the eval is invalid: ${problem}`.slice(0, 4096);
-  const previous = evaluation.status;
+  const previous = evaluation.status ?? {};
+  const graded = previous.attempts?.length ?? 0;
+  const kept =
+    graded > 0
+      ? `The ${graded} attempt(s) graded before are kept (kubectl codingrun eval report ${evaluation.metadata.name}); ` +
+        'runs already started finish (delete the eval to stop them). '
+      : '';
+  // The spec cannot be changed (the CRD holds it to its first value), and an eval that ended is
+  // never taken up again (hasEnded): a corrected eval is a new one.
+  const message = `the eval is invalid: ${problem.replace(/\.$/, '')}. ${kept}Create a new eval with the spec corrected.`.slice(0, 4096);
+  const completionTime = previous.completionTime ?? now.toISOString();
   return {
     create: [],
     status: {
+      ...previous,
       phase: 'Failed',
       reason: EVAL_REASONS.InvalidSpec,
       message,
@@ -233,12 +260,13 @@ export function refusedEval(evaluation: CodingEval, problem: string, now: Date):
           reason: EVAL_REASONS.InvalidSpec,
           message,
           observedGeneration: evaluation.metadata.generation ?? 0,
-          lastTransitionTime: previous?.completionTime ?? now.toISOString(),
+          lastTransitionTime: completionTime,
         },
       ],
-      completionTime: previous?.completionTime ?? now.toISOString(),
+      completionTime,
     },
-    events: previous?.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message }],
+    events:
+      previous.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message: message.slice(0, 1024) }],
   };
 }
 
