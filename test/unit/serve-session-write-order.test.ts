@@ -1,8 +1,9 @@
 // A kept session's stdin carries request lines and, between an import's request line and its
 // last frame, the archive's frames: a line written in between is read as a frame count and
 // ends the session ("import frame count too long"). So requests go into stdin in the order they
-// were made. The toolbox here reads stdin as `serve` does (sandbox-image/toolbox/serve.ts):
-// lines through the contract's LineSplitter, an import's frames through its FrameReader.
+// were made, and a call given up on before its turn is not written at all. The toolbox here
+// reads stdin as `serve` does (sandbox-image/toolbox/serve.ts): lines through the contract's
+// LineSplitter, an import's frames through its FrameReader.
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { FrameReader, LineSplitter } from '../../sandbox-image/toolbox/contract/protocol.ts';
@@ -10,7 +11,10 @@ import { ServeSession } from '../../operator/src/sandbox/serve-session.ts';
 import type { ToolboxProcess } from '../../operator/src/sandbox/toolbox-transport.ts';
 import { UnfinishedLineBudget } from '../../operator/src/sandbox/unfinished-line-budget.ts';
 
-/** A `serve` toolbox that answers every tool call, takes every archive, and records what it read in order. */
+/**
+ * A `serve` toolbox that answers every tool call, takes every archive, and records what it read
+ * in order; `stdout` lets a test write what no toolbox would.
+ */
 function framingToolbox() {
   const stdin = new PassThrough();
   const stdout = new PassThrough();
@@ -69,7 +73,7 @@ function framingToolbox() {
       exit({ code: null, signal: 'SIGKILL' });
     },
   };
-  return { process, read, state };
+  return { process, read, state, stdout };
 }
 
 async function* archive(bytes: number): AsyncGenerator<Uint8Array> {
@@ -120,6 +124,50 @@ describe('the order of what a kept session writes', () => {
       'archive of 5 bytes',
       'read_file',
     ]);
+  });
+
+  // A call the worker gave up on (the run's deadline) ran late, beside the calls made after it.
+  it('writes no call whose signal had aborted before it was made', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    await expect(session.call({ tool: 'bash', input: { command: 'rm -rf build' } }, { signal: AbortSignal.abort() })).rejects.toMatchObject(
+      {
+        reason: 'ABORTED',
+      },
+    );
+    expect(await session.call({ tool: 'grep', input: {} })).toEqual({ ok: true, result: { exitCode: 0 } });
+    expect(toolbox.read).toEqual(['grep']);
+  });
+
+  it('writes no call queued behind an import that was aborted before its turn, nor waits for its answer', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    let yieldArchive!: () => void;
+    const gate = new Promise<void>((resolve) => (yieldArchive = resolve));
+    const imported = session.importTree(
+      (async function* () {
+        await gate;
+        yield Buffer.alloc(4, 0x61);
+      })(),
+      [],
+    );
+    const abort = new AbortController();
+    const given = session.call({ tool: 'bash', input: { command: 'rm -rf build' } }, { signal: abort.signal });
+    const after = session.call({ tool: 'grep', input: {} });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    abort.abort();
+    await expect(given).rejects.toMatchObject({ reason: 'ABORTED' });
+    yieldArchive();
+    expect(await Promise.all([imported, after])).toEqual([
+      { ok: true, result: { bytes: 4 } },
+      { ok: true, result: { exitCode: 0 } },
+    ]);
+    expect(toolbox.read).toEqual(['import', 'archive of 4 bytes', 'grep']);
+    expect(session.alive).toBe(true);
+    // Never written, it is never answered: an answer under its id (2) is nobody's.
+    toolbox.stdout.write(`${JSON.stringify({ id: 2, ok: true, result: { exitCode: 0 } })}\n`);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(session.alive).toBe(false);
   });
 
   it('fails what is queued behind an import whose session died, and writes none of it', async () => {

@@ -3,7 +3,8 @@
 // step's cap are answered with a tool error that tells the model how many calls it made.
 // executeToolCalls: calls on one file, however spelt, never overlap; other calls do. A call that
 // throws fails the step's calls: none starts after it, those running are abandoned, and no
-// result is kept after it; a tool error is only a result.
+// result is kept after it; a tool error is only a result. Past the run deadline no call is
+// sent: the rest of a chain is answered TIMEOUT as the call the deadline cut off.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { CallOptions, Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
@@ -110,9 +111,10 @@ describe('executeToolCalls', () => {
 
 /**
  * A sandbox whose calls each wait for the test to answer them, by call id; a call's promise
- * rejects with SandboxError('ABORTED') when its signal aborts, as both transports do.
+ * rejects with SandboxError('ABORTED') when its signal aborts, as both transports do, unless
+ * `heedsAbort` is false: then it waits for its answer all the same.
  */
-function scriptedSandbox() {
+function scriptedSandbox({ heedsAbort = true } = {}) {
   const started: string[] = [];
   const signals = new Map<string, AbortSignal | undefined>();
   const answers = new Map<string, { answer: (response: ToolResponse) => void; fail: (error: Error) => void }>();
@@ -123,6 +125,8 @@ function scriptedSandbox() {
       signals.set(id, options?.signal);
       return new Promise<ToolResponse>((resolve, reject) => {
         answers.set(id, { answer: resolve, fail: reject });
+        if (!heedsAbort) return;
+        if (options?.signal?.aborted) return reject(new SandboxError('ABORTED', 'the tool call was aborted'));
         options?.signal?.addEventListener('abort', () => reject(new SandboxError('ABORTED', 'the tool call was aborted')), { once: true });
       });
     },
@@ -158,6 +162,23 @@ describe('executeToolCalls when a call fails', () => {
     answer('w');
     await settle();
     expect(started).toEqual(['b1', 'w']);
+    expect(kept).toEqual([]);
+  });
+
+  // The transports heed the abort; this guard is for one that answers before it reads it.
+  it('keeps no answer that arrives after another call failed, even from a sandbox that ignores the abort', async () => {
+    const { sandbox, started, signals, answer, fail } = scriptedSandbox({ heedsAbort: false });
+    const kept: string[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
+    const running = executeToolCalls(sandbox, [bash('b1'), write('w', 'a.ts')], undefined, undefined, onResult, 4);
+    running.catch(() => undefined);
+    await settle();
+    expect(started).toEqual(['b1', 'w']);
+    fail('b1', new SandboxError('TRANSPORT', 'the toolbox exited'));
+    await expect(running).rejects.toMatchObject({ reason: 'TRANSPORT' });
+    expect(signals.get('w')?.aborted).toBe(true);
+    answer('w');
+    await settle();
     expect(kept).toEqual([]);
   });
 
@@ -229,6 +250,37 @@ describe('executeToolCalls when a call fails', () => {
     ]);
     expect(results[0]?.text).toBe('NOT_FOUND: no such file');
     expect(kept.map((result) => result.toolCallId)).toEqual(['b1', 'b2', 'w']);
+  });
+});
+
+const DEADLINE_TEXT =
+  "TIMEOUT: the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
+
+describe('executeToolCalls at the run deadline', () => {
+  // The toolbox does not serialise bash: a chained call sent after the deadline ran beside the
+  // one the deadline cut off, and its effects (rm -rf build) landed in the partial diff.
+  it('sends none of a chain after the deadline and answers the rest TIMEOUT as the call it cut off', async () => {
+    const { sandbox, started } = scriptedSandbox();
+    const kept: string[] = [];
+    const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
+    const results = await withRunDeadline(1, (deadline) =>
+      executeToolCalls(sandbox, [bash('b1'), bash('b2'), bash('b3')], undefined, deadline, onResult, 4),
+    );
+    expect(started).toEqual(['b1']);
+    expect(results.map((result) => [result.toolCallId, result.ok, result.text])).toEqual([
+      ['b1', false, DEADLINE_TEXT],
+      ['b2', false, DEADLINE_TEXT],
+      ['b3', false, DEADLINE_TEXT],
+    ]);
+    expect(kept).toEqual(['b1', 'b2', 'b3']);
+  });
+
+  // resume-job.ts runs an approved call on its own: after the deadline it is not sent either.
+  it('does not send a call whose deadline has already passed', async () => {
+    const { sandbox, started } = scriptedSandbox();
+    const record = await executeToolCall(sandbox, bash('b1'), undefined, AbortSignal.abort(), 4);
+    expect(started).toEqual([]);
+    expect(record).toEqual({ toolCallId: 'b1', toolName: 'bash', ok: false, text: DEADLINE_TEXT });
   });
 });
 

@@ -19,7 +19,8 @@
 //
 // Requests go into stdin in the order they were made: an import holds stdin from its request
 // line to its answer (the toolbox reads frames, not lines, in between), and a call or import
-// made meanwhile waits its turn behind it and behind whatever was queued before it.
+// made meanwhile waits its turn behind it and behind whatever was queued before it. A call
+// given up on before its turn (its signal aborted, its deadline passed) is not written at all.
 import { once } from 'node:events';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
@@ -50,6 +51,8 @@ interface Pending {
   reject(error: SandboxError): void;
   /** A session import is answered twice under one id: who waits for the second answer. */
   next?: Pending;
+  /** A call's request line went into stdin: given up on, it may still be answered (once). */
+  written?: boolean;
 }
 
 /**
@@ -153,8 +156,11 @@ export class ServeSession {
       protect: request.protect,
       clean: request.clean,
     });
-    this.writeInTurn(line);
-    return withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
+    // The deadline first: a call whose signal has already aborted is given up on now, and so
+    // never written (writeInTurn).
+    const bounded = withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
+    this.writeInTurn(id, line);
+    return bounded;
   }
 
   /** Whether any answer may still come: a call waits for one, or was given up on and may be answered late. */
@@ -162,19 +168,33 @@ export class ServeSession {
     return this.pending.size > 0 || this.late.size > 0;
   }
 
-  /** A call past its deadline: no longer waited for, but its answer may still come (once). */
+  /** A call past its deadline: no longer waited for, but its answer may still come (once) if its line was written. */
   private giveUp(id: number): void {
-    if (!this.pending.delete(id)) return;
+    const waiter = this.pending.get(id);
+    if (!waiter) return;
+    this.pending.delete(id);
+    // Never written, it is never answered: an answer with its id is then nobody's.
+    if (!waiter.written) return;
     this.late.add(id);
     if (this.late.size > LATE_ANSWERS_KEPT) this.late.delete(this.late.values().next().value as number);
   }
 
-  /** Writes a call's line now if stdin is free, else once every request queued before it has gone. */
-  private writeInTurn(line: string): void {
-    if (!this.stdinQueue) return void this.process.stdin.write(line);
+  /**
+   * Writes a call's line now if stdin is free, else once every request queued before it has
+   * gone; by then the call may have been given up on (aborted, timed out), and is not written:
+   * a call the worker no longer waits for, run late, would run beside the calls made after it.
+   */
+  private writeInTurn(id: number, line: string): void {
+    const write = () => {
+      const waiter = this.pending.get(id);
+      if (this.failure || !waiter) return;
+      waiter.written = true;
+      this.process.stdin.write(line);
+    };
+    if (!this.stdinQueue) return write();
     const { ready, release } = this.takeStdin();
     void Promise.resolve(ready).then(() => {
-      if (!this.failure) this.process.stdin.write(line);
+      write();
       release();
     });
   }

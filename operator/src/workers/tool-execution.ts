@@ -36,7 +36,8 @@ export interface ImageShowing {
  * now). A call still running then is answered TIMEOUT (DEADLINE_RESULT) instead of holding a
  * worker up to the 30 minutes a bash command may take: the step ends, and the next one ends
  * the run DeadlineExceeded with its partial diff. The command may still run in the sandbox
- * meanwhile. The timer goes with the work, so steps leave no timers behind them.
+ * meanwhile; a call not sent yet (the rest of its chain) is answered TIMEOUT without being
+ * sent. The timer goes with the work, so steps leave no timers behind them.
  */
 export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
@@ -50,6 +51,11 @@ export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortS
 
 const DEADLINE_RESULT =
   "the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
+
+const DEADLINE_RESPONSE: ToolResponse = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
+
+/** A call the deadline cut off, or one not sent because the deadline had passed: the same answer for both. */
+const deadlineResult = (call: PendingToolCall): ToolResultRecord => errorResult(call, DEADLINE_RESPONSE);
 
 const OVERSIZED_RESULT =
   'the answer was larger than the sandbox protocol carries, so it was dropped; ask for less: a narrower path or pattern, or a lower limit';
@@ -67,6 +73,10 @@ export async function executeToolCall(
   /** Aborts once the step's calls failed (executeToolCalls): the call is abandoned, and throws. */
   stop?: AbortSignal,
 ): Promise<ToolResultRecord> {
+  // Past the deadline nothing more is sent: the run is ending, and a call sent now would run
+  // beside the one the deadline cut off (the toolbox does not serialise bash) and land its
+  // effects in the partial diff. In a chain, the calls after a timed-out one are answered so.
+  if (deadline?.aborted && !stop?.aborted) return deadlineResult(call);
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
   const signal = deadline && stop ? AbortSignal.any([deadline, stop]) : (deadline ?? stop);
@@ -76,7 +86,7 @@ export async function executeToolCall(
   } catch (error) {
     if (stop?.aborted) throw error;
     if (deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED') {
-      response = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
+      response = DEADLINE_RESPONSE;
     } else if (SandboxError.isInstance(error) && error.reason === 'RESPONSE_TOO_LARGE') {
       // Both transports drop just that answer and keep working (the Sandbox contract), so
       // the model is told to ask for less instead of the step being retried into SandboxLost.
@@ -104,6 +114,10 @@ export async function executeToolCall(
   if (response.ok) {
     return { toolCallId: call.toolCallId, toolName: call.toolName, ok: true, text: toolResultText(call.toolName, response.result) };
   }
+  return errorResult(call, response);
+}
+
+function errorResult(call: PendingToolCall, response: Extract<ToolResponse, { ok: false }>): ToolResultRecord {
   return {
     toolCallId: call.toolCallId,
     toolName: call.toolName,
