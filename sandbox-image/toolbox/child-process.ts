@@ -17,6 +17,14 @@ export interface StreamRecordsOptions {
   onRecord: (record: Buffer) => boolean;
   /** Kill the child after this long (default HELPER_TIMEOUT_MS); the outcome says timedOut. */
   timeoutMs?: number;
+  /** Written to the child's stdin, which is otherwise empty. */
+  input?: Buffer;
+  /**
+   * Start the child in a process group of its own and kill the group: for a child that starts
+   * the real work in children of its own (xargs), which killing the child alone would leave
+   * running, holding stdout open.
+   */
+  processGroup?: boolean;
 }
 
 /** A search or listing that runs this long is stopped: the model should narrow it. */
@@ -35,7 +43,26 @@ const STDERR_KEEP_BYTES = 2_048;
 
 export function streamRecords(command: string, args: string[], options: StreamRecordsOptions): Promise<ProcessOutcome> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: options.processGroup ?? false,
+    });
+    const kill = () => {
+      if (options.processGroup && child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+          return;
+        } catch {
+          // The group is gone already; kill the child as below.
+        }
+      }
+      child.kill('SIGKILL');
+    };
+    // A child that exits without reading all of its input must not fail the call (EPIPE).
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(options.input);
     let stopped = false;
     let pending: Buffer[] = [];
     let pendingBytes = 0;
@@ -44,14 +71,14 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      child.kill('SIGKILL');
+      kill();
     }, options.timeoutMs ?? HELPER_TIMEOUT_MS);
 
     const emit = (record: Buffer) => {
       if (stopped) return;
       if (!options.onRecord(record)) {
         stopped = true;
-        child.kill('SIGKILL');
+        kill();
       }
     };
     child.stdout.on('data', (chunk: Buffer) => {

@@ -2,7 +2,10 @@
 // ignored unless asked) with `git ls-files` in a repository, a directory walk otherwise;
 // sorted and bounded. A repository inside another (an untracked clone, a submodule) is listed
 // with its own `git ls-files` and its own ignore rules: the outer repository shows it only as
-// one entry, `vendor/lib/` or a gitlink, which is a directory, not a file.
+// one entry, `vendor/lib/` or a gitlink, which is a directory, not a file. git runs with the
+// directory as its work tree whatever the repository's config says (core.worktree=/usr would
+// list /usr), and for at most MAX_NESTED_REPOSITORIES of them per call; past that, one git run
+// each would cost more than the listing, and the rest are walked (their ignore rules unread).
 import { existsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -63,9 +66,21 @@ async function finish(context: ToolboxContext, selection: SortedSelection): Prom
   return { files: files.slice(0, kept), truncated: truncated || kept < files.length };
 }
 
+/** git runs per call for repositories nested in the one listed (some milliseconds each). */
+export const MAX_NESTED_REPOSITORIES = 64;
+
+/** What one listing shares across the repositories it asks. */
+interface Listing {
+  includeIgnored: boolean;
+  visit: (file: string) => void;
+  /** Nested repositories that may still be listed with git. */
+  nestedLeft: number;
+}
+
 async function forEachFile(context: ToolboxContext, base: string, includeIgnored: boolean, visit: (file: string) => void): Promise<void> {
   const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
-  if (repository !== undefined && (await listRepository(context, repository, base, includeIgnored, visit))) return;
+  const listing: Listing = { includeIgnored, visit, nestedLeft: MAX_NESTED_REPOSITORIES };
+  if (repository !== undefined && (await listRepository(context, repository, base, listing))) return;
   await walk(context.realRoot, base, visit);
 }
 
@@ -90,20 +105,19 @@ const GITLINK_MODE = '160000';
  * repository nested in it the same way. False when git fails there (not a usable repository,
  * e.g. a broken .git), so the caller walks instead.
  */
-async function listRepository(
-  context: ToolboxContext,
-  repository: string,
-  base: string,
-  includeIgnored: boolean,
-  visit: (file: string) => void,
-): Promise<boolean> {
+async function listRepository(context: ToolboxContext, repository: string, base: string, listing: Listing): Promise<boolean> {
+  const { includeIgnored, visit } = listing;
   const prefix = repository === '' ? '' : `${repository}/`;
   const pathspec = base === repository ? '.' : base.slice(prefix.length);
   const nested: string[] = [];
   const args = ['ls-files', '-z', '--stage', '--cached', '--others', ...(includeIgnored ? [] : ['--exclude-standard']), '--', pathspec];
+  const workTree = path.join(context.realRoot, repository);
   const outcome = await streamRecords('git', args, {
-    cwd: path.join(context.realRoot, repository),
-    env: gitEnvironment(),
+    cwd: workTree,
+    // Named, not discovered: the work tree is this directory even if core.worktree says another
+    // (the environment wins over config), and a .git that is no repository fails here instead of
+    // git finding the outer one. A .git file (a submodule's `gitdir:` line) works as GIT_DIR too.
+    env: { ...gitEnvironment(), GIT_DIR: path.join(workTree, '.git'), GIT_WORK_TREE: workTree },
     separator: 0,
     maxRecordBytes: 4_096,
     onRecord: (record) => {
@@ -124,8 +138,9 @@ async function listRepository(
     // Only a real directory: a symlink put where a submodule was may point out of the workspace.
     const stats = await lstat(path.join(context.realRoot, directory)).catch(() => undefined);
     if (!stats?.isDirectory()) continue;
-    const inner = existsSync(path.join(context.realRoot, directory, '.git'));
-    if (!inner || !(await listRepository(context, directory, directory, includeIgnored, visit))) {
+    const inner = existsSync(path.join(context.realRoot, directory, '.git')) && listing.nestedLeft > 0;
+    if (inner) listing.nestedLeft -= 1;
+    if (!inner || !(await listRepository(context, directory, directory, listing))) {
       await walk(context.realRoot, directory, visit);
     }
   }

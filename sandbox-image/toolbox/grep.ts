@@ -11,6 +11,12 @@
 // then the lines of only those files; the first `limit` matches lie in at most `limit` files.
 // rg --sort path would be ordered but single-threaded, and its order (directory by directory,
 // `a/x` before `a.txt`) is not the path order list_files and glob sort by.
+//
+// The second pass gets the paths exactly as the first printed them, bytes and all: a name that
+// is not UTF-8 (`caf\xe9.txt`) cannot be an argument from node, which encodes every argument
+// as UTF-8, so the paths go NUL-separated to `xargs -0` on stdin (findutils, in every Debian
+// image). Without xargs they are arguments, and such a file is searched under a name it does
+// not have.
 import { lstat } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -40,7 +46,7 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   const limit = Math.min(input.limit ?? SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS);
   const engine = chooseEngine(context);
 
-  const files = new SortedSelection<string>(limit);
+  const files = new SortedSelection<MatchingFile>(limit, compareFiles);
   const listing = engineInvocation(engine, input, { kind: 'files', scope: target.relative || '.' });
   const outcome = await streamRecords(listing.command, listing.args, {
     cwd: context.realRoot,
@@ -50,7 +56,7 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
     onRecord: (record) => {
       const file = displayPath(record);
       // Credential files are closed to the file tools; grep must not become a way to read them.
-      if (file !== '' && !isDeniedPath(file)) files.add(file);
+      if (file !== '' && !isDeniedPath(file)) files.add({ path: file, raw: record });
       return true;
     },
   });
@@ -65,16 +71,18 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   }
 
   const matches = new SortedSelection<GrepMatch>(limit, compareMatches);
-  for (const batch of argumentBatches(selected.items)) {
-    const search = engineInvocation(engine, input, { kind: 'lines', files: batch, limit });
+  for (const run of secondPassRuns(engine, input, selected.items, limit)) {
     // Exit codes are not read: a file deleted since the first pass is only one without matches.
-    await streamRecords(search.command, search.args, {
+    await streamRecords(run.command, run.args, {
       cwd: context.realRoot,
-      env: search.env,
+      env: run.env,
+      input: run.input,
+      // xargs is killed with the engine it started, not alone, when the search takes too long.
+      processGroup: true,
       separator: 0x0a,
       maxRecordBytes: MAX_RECORD_BYTES,
       onRecord: (record) => {
-        const match = search.parse(record);
+        const match = run.parse(record);
         if (match) matches.add(match);
         return true;
       },
@@ -91,8 +99,32 @@ export function chooseEngine(context: ToolboxContext): GrepEngine {
   return 'grep';
 }
 
+/** A file the first pass found: its path as the results show it, and as the engine printed it. */
+interface MatchingFile {
+  path: string;
+  raw: Buffer;
+}
+
 /** The first pass lists the files under `scope` that match; the second searches `files` line by line. */
 type Pass = { kind: 'files'; scope: string } | { kind: 'lines'; files: string[]; limit: number };
+
+/** The second pass over `files`: one xargs run fed their raw paths, or runs with them as arguments. */
+function secondPassRuns(
+  engine: GrepEngine,
+  input: ToolInput<'grep'>,
+  files: readonly MatchingFile[],
+  limit: number,
+): Array<Invocation & { input?: Buffer }> {
+  if (files.length === 0) return [];
+  if (findExecutable('xargs')) {
+    const search = engineInvocation(engine, input, { kind: 'lines', files: [], limit });
+    const paths = Buffer.concat(files.flatMap((file) => [file.raw, Buffer.of(0)]));
+    return [{ ...search, command: 'xargs', args: ['-0', '-r', search.command, ...search.args], input: paths }];
+  }
+  return argumentBatches(files.map((file) => file.raw.toString('utf8'))).map((batch) =>
+    engineInvocation(engine, input, { kind: 'lines', files: batch, limit }),
+  );
+}
 
 interface Invocation {
   command: string;
@@ -171,6 +203,11 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
         parse: parseNulPathThenColon,
       };
   }
+}
+
+/** By path, then by the bytes the path came from: two names that are not UTF-8 may show alike. */
+function compareFiles(a: MatchingFile, b: MatchingFile): number {
+  return compareCodeUnits(a.path, b.path) || Buffer.compare(a.raw, b.raw);
 }
 
 /** The first `limit` matches by path, then line: the order results are sorted and cut in. */

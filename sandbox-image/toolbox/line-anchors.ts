@@ -6,13 +6,17 @@
 
 const BYTE_ORDER_MARK = '\uFEFF';
 const CARRIAGE_RETURN = '\r';
+/** Characters that repeat the atom before them (`{` opens an interval such as `{2}`). */
+const QUANTIFIERS = ['*', '+', '?', '{'];
 
 /**
  * The pattern with each anchor outside a bracket expression widened: `$` to `[\r]?$`, `^` to
  * `^(BOM)?`. The BOM needs a group (in the C locale it is three bytes, and `[...]` would take
  * one), which renumbers groups, so a pattern with a back-reference keeps its `^` as written.
- * What stays different: `.` and `[^...]` still match the `\r` (`x.$` finds `x\r\n`), and a
- * `^` after a BOM in the middle of a file matches past it.
+ * An anchor with a quantifier after it stays as written too: GNU grep and ripgrep take `^*s`
+ * as an optional anchor (any line with an s), and a quantifier after the widening would bind to
+ * the BOM group or the `$` alone instead. What stays different: `.` and `[^...]` still match the
+ * `\r` (`x.$` finds `x\r\n`), and a `^` after a BOM in the middle of a file matches past it.
  */
 export function anchorsAsReadFileShows(pattern: string): string {
   const widenStart = !hasBackReference(pattern);
@@ -28,8 +32,9 @@ export function anchorsAsReadFileShows(pattern: string): string {
       result += pattern.slice(index, end + 1);
       index = end + 1;
     } else {
-      if (char === '$') result += `[${CARRIAGE_RETURN}]?$`;
-      else if (char === '^' && widenStart) result += `^(${BYTE_ORDER_MARK})?`;
+      const quantified = QUANTIFIERS.includes(pattern[index + 1] ?? '');
+      if (char === '$' && !quantified) result += `[${CARRIAGE_RETURN}]?$`;
+      else if (char === '^' && widenStart && !quantified) result += `^(${BYTE_ORDER_MARK})?`;
       else result += char;
       index += 1;
     }

@@ -1,10 +1,11 @@
 // grep (three engines chosen by PATH), glob and list_files: git-aware, sorted, bounded.
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileGlob } from '../../sandbox-image/toolbox/contract/glob-pattern.ts';
+import { MAX_NESTED_REPOSITORIES } from '../../sandbox-image/toolbox/file-listing.ts';
 import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 const which = (name: string) => execFileSync('bash', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();
@@ -17,11 +18,13 @@ function pathWith(programs: string[]): { env: NodeJS.ProcessEnv; cleanup(): void
 }
 
 let workspace: Workspace;
+// xargs is in every image (findutils): grep's second pass takes the paths from it.
 const engines = {
-  rg: pathWith(['rg', 'git', 'grep']),
-  'git-grep': pathWith(['git', 'grep']),
-  grep: pathWith(['grep']),
+  rg: pathWith(['rg', 'git', 'grep', 'xargs']),
+  'git-grep': pathWith(['git', 'grep', 'xargs']),
+  grep: pathWith(['grep', 'xargs']),
 };
+const grepWithoutXargs = pathWith(['grep']);
 
 beforeAll(() => {
   workspace = makeWorkspace();
@@ -44,6 +47,7 @@ beforeAll(() => {
 afterAll(() => {
   workspace.cleanup();
   for (const engine of Object.values(engines)) engine.cleanup();
+  grepWithoutXargs.cleanup();
 });
 
 describe('grep', () => {
@@ -66,6 +70,34 @@ describe('grep', () => {
       const matches = result.matches.filter((match) => !['ignored/out.txt', 'debug.log'].includes((match as { path: string }).path));
       expect(matches).toEqual(expected);
       expect(result.truncated).toBe(false);
+    },
+  );
+
+  it('finds the same matches without xargs, giving the second pass the paths as arguments', async () => {
+    const result = resultOf<{ engine: string; matches: Array<{ path: string }> }>(
+      await callTool(workspace, 'grep', { pattern: 'need+le' }, { env: grepWithoutXargs.env }),
+    );
+    expect(result.engine).toBe('grep');
+    expect(result.matches.filter((match) => !['ignored/out.txt', 'debug.log'].includes(match.path))).toEqual(expected);
+  });
+
+  it.each(['rg', 'git-grep', 'grep'] as const)(
+    'engine %s reports a match in a file whose name is not UTF-8, which counts once toward the limit',
+    async (engine) => {
+      const names = makeWorkspace();
+      try {
+        // caf\xe9.txt: Latin-1, not UTF-8; the result shows it with U+FFFD, as before.
+        writeFileSync(Buffer.concat([Buffer.from(`${names.root}/caf`), Buffer.of(0xe9), Buffer.from('.txt')]), 'needle\n');
+        names.write({ 'crlf.txt': 'end;\r\nneedle;\r\n', 'zz.txt': 'needle\n' });
+        names.git('init', '-q');
+        const result = resultOf<{ matches: Array<{ path: string; line: number }>; truncated: boolean }>(
+          await callTool(names, 'grep', { pattern: 'needle', limit: 2 }, { env: engines[engine].env }),
+        );
+        expect(result.matches.map((match) => `${match.path}:${match.line}`)).toEqual(['caf\uFFFD.txt:1', 'crlf.txt:2']);
+        expect(result.truncated).toBe(true);
+      } finally {
+        names.cleanup();
+      }
     },
   );
 
@@ -192,6 +224,12 @@ describe('grep', () => {
       expect(await found(engine, '"[$]5')).toEqual(['lf.ts:3']);
       expect(await found(engine, '"\\$5')).toEqual(['lf.ts:3']);
     });
+
+    // git grep refuses a quantifier after an anchor (glibc's regcomp); rg and GNU grep take it.
+    it.each(['rg', 'grep'] as const)('engine %s: a quantified ^ stays optional, as rg has it', async (engine) => {
+      expect(await found(engine, '^*x')).toEqual(['crlf.ts:1', 'crlf.ts:2', 'lf.ts:2']);
+      expect(await found(engine, '^?z')).toEqual(['lf.ts:1']);
+    });
   });
 });
 
@@ -290,6 +328,48 @@ describe('list_files and glob', () => {
         truncated: false,
       });
     });
+  });
+
+  it("lists a nested repository's own directory even when its core.worktree names another", async () => {
+    const pointed = makeWorkspace();
+    const elsewhere = mkdtempSync(path.join(tmpdir(), 'chamvi-elsewhere-'));
+    try {
+      writeFileSync(path.join(elsewhere, 'outside.txt'), '');
+      pointed.write({ 'top.txt': '', 'vendor/wt/own.txt': '' });
+      pointed.git('init', '-q');
+      pointed.git('-C', 'vendor/wt', 'init', '-q');
+      pointed.git('-C', 'vendor/wt', 'config', 'core.worktree', elsewhere);
+      expect(resultOf(await callTool(pointed, 'list_files', {}))).toEqual({ files: ['top.txt', 'vendor/wt/own.txt'], truncated: false });
+      expect(resultOf(await callTool(pointed, 'list_files', { path: 'vendor/wt' }))).toEqual({
+        files: ['vendor/wt/own.txt'],
+        truncated: false,
+      });
+    } finally {
+      pointed.cleanup();
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it(`asks git about at most ${MAX_NESTED_REPOSITORIES} nested repositories per call and walks the rest`, async () => {
+    const many = makeWorkspace();
+    try {
+      const count = MAX_NESTED_REPOSITORIES + 6;
+      const names = Array.from({ length: count }, (_, index) => `r${String(index).padStart(3, '0')}`);
+      for (const name of names) {
+        many.write({ [`${name}/a.txt`]: '', [`${name}/.gitignore`]: 'x.log\n', [`${name}/x.log`]: '' });
+      }
+      many.git('init', '-q');
+      for (const name of names) many.git('-C', name, 'init', '-q');
+      const result = resultOf<{ files: string[]; truncated: boolean }>(await callTool(many, 'list_files', {}));
+      expect(result.truncated).toBe(false);
+      expect(result.files.filter((file) => file.endsWith('/a.txt'))).toHaveLength(count);
+      // A walked repository's ignore rules are not read: its ignored file is listed.
+      expect(result.files.filter((file) => file.endsWith('/x.log'))).toEqual(
+        names.slice(MAX_NESTED_REPOSITORIES).map((name) => `${name}/x.log`),
+      );
+    } finally {
+      many.cleanup();
+    }
   });
 
   it('takes a backslash as an escape, and a pattern also names the path it spells', async () => {

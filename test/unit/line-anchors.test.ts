@@ -13,6 +13,10 @@ describe('anchorsAsReadFileShows', () => {
     ['(^a)$', `(^(${BOM})?a)[\r]?$`],
     // In a bracket a backslash is an ordinary character: `[\]` holds it, and the $ after is an anchor.
     ['[\\]$', '[\\][\r]?$'],
+    // Only the quantified anchor stays; the others in the pattern are widened.
+    ['^*a|^b$', `^*a|^(${BOM})?b[\r]?$`],
+    // A quantifier after a group holding an anchor repeats the whole group, widened or not.
+    ['(^a)?b$?', `(^(${BOM})?a)?b$?`],
   ])('widens the anchors of %j', (pattern, expected) => {
     expect(anchorsAsReadFileShows(pattern)).toBe(expected);
   });
@@ -27,6 +31,13 @@ describe('anchorsAsReadFileShows', () => {
     ['an equivalence class', '[[=a=]^]'],
     ['no anchors', 'a.b*c'],
     ['an unterminated bracket (the engine reports it)', 'a[$'],
+    // A quantifier after an anchor makes it optional; after the widening it would repeat the BOM group or the `$` alone.
+    ['^ with * after it', '^*s'],
+    ['^ with ? after it', '^?a'],
+    ['^ with + after it', '^+a'],
+    ['^ with an interval after it', '^{1}a'],
+    ['$ with ? after it', 'a$?b'],
+    ['$ with * after it', 'a$*'],
   ])('leaves %s as written', (_, pattern) => {
     expect(anchorsAsReadFileShows(pattern)).toBe(pattern);
   });
