@@ -5,7 +5,8 @@
 // those files (with a FIFO, a symlink, a huge file): they are opened without waiting or
 // following and read only as far as needed. A job is its process group: what the command left
 // running (`server &`) is still the job after its shell exited, capped by the watchdog and
-// stopped by bash_kill.
+// stopped by bash_kill. Once the watchdog wrote `group-ended` the job's pid is free for any new
+// process (bash-script.ts says why), so nothing here signals it after that.
 import { spawn } from 'node:child_process';
 import { access, constants, type FileHandle, mkdir, open, readdir, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -22,6 +23,8 @@ import { ToolboxError } from './toolbox-error.ts';
 
 /** A job's pid and exit files hold one number; more than this was not written by the job. */
 const JOB_FILE_MAX_BYTES = 64;
+/** Written by the watchdog when no live process is left in the job's group (bash-script.ts). */
+const GROUP_ENDED = 'group-ended';
 
 export async function startBackgroundJob(context: ToolboxContext, shell: string, cwd: string, command: string): Promise<BashJobResult> {
   const job = `job-${newLogId()}`;
@@ -75,7 +78,7 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   if (size > context.outputLogMaxBytes) {
     // The watchdog polls; whatever got past the cap before the kill is cut off. Not while a
     // process of the job may still write: it would go on at its own offset past the cut.
-    if (!(await groupHasLiveProcess(await jobPid(directory)))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+    if (!(await jobGroupLives(directory))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
     size = context.outputLogMaxBytes;
   }
   const offset = Math.min(input.offset ?? 0, size);
@@ -108,15 +111,18 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const directory = await existingJob(context, input.job);
   const before = await jobState(directory);
   const pid = await jobPid(directory);
-  // An exited job whose command left processes running is still running in part: they are killed too.
-  if (before.status === 'running' || (await groupHasLiveProcess(pid))) {
-    await markJob(directory, 'killed');
+  // What an exited job left running is killed too, and the job stays `exited` with the exit
+  // code of its command: that is how the command ended.
+  if (before.status === 'running' || (await jobGroupLives(directory))) {
+    if (before.status === 'running') await markJob(directory, 'killed');
     signalGroup(pid, 'SIGTERM');
-    // Give the tree a moment to exit cleanly, then make sure nothing is left.
-    await waitUntilGroupEnds(pid, 1_000, 25);
-    signalGroup(pid, 'SIGKILL');
-    // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
-    await waitUntilGroupEnds(pid, 1_000, 10);
+    // Give the tree a moment to exit cleanly, then make sure nothing is left (asking again: once
+    // the group ended, its id may be someone else's).
+    if (!(await waitUntilGroupEnds(pid, 1_000, 25)) && (await jobGroupLives(directory))) {
+      signalGroup(pid, 'SIGKILL');
+      // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
+      await waitUntilGroupEnds(pid, 1_000, 10);
+    }
   }
   const after = await jobState(directory);
   const result: BashKillResult = { job: input.job, status: after.status };
@@ -134,10 +140,9 @@ export async function stopAllJobs(context: ToolboxContext): Promise<number> {
   let stopped = 0;
   for (const job of jobs) {
     const directory = jobDirectory(context, job);
-    const pid = await jobPid(directory);
-    if (!(await groupHasLiveProcess(pid))) continue;
-    await markJob(directory, 'killed');
-    signalGroup(pid, 'SIGKILL');
+    if (!(await jobGroupLives(directory))) continue;
+    if ((await jobState(directory)).status === 'running') await markJob(directory, 'killed');
+    signalGroup(await jobPid(directory), 'SIGKILL');
     stopped += 1;
   }
   return stopped;
@@ -201,18 +206,30 @@ async function jobState(directory: string): Promise<JobState> {
       () => true,
       () => false,
     );
-  const [exitText, killed, capped] = await Promise.all([
+  const [exitText, killed, capped, groupEnded] = await Promise.all([
     readSmallFile(path.join(directory, 'exit'), JOB_FILE_MAX_BYTES),
     marker('killed'),
     marker('capped'),
+    marker(GROUP_ENDED),
   ]);
   // The markers are written just before the group is sent SIGKILL, which cannot be ignored.
   if (capped || killed) return { status: 'killed', exitCode: null, outputCapped: capped };
   if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: false };
-  const pid = await jobPid(directory);
-  if (groupExists(pid)) return { status: 'running', outputCapped: false };
+  if (!groupEnded && groupExists(await jobPid(directory))) return { status: 'running', outputCapped: false };
   // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
   return { status: 'lost', outputCapped: false };
+}
+
+/**
+ * Whether a process of the job's group lives (a zombie does not count). Never after the watchdog
+ * saw the group end: a process of someone else may have the job's pid as its group id by now.
+ */
+async function jobGroupLives(directory: string): Promise<boolean> {
+  const ended = await access(path.join(directory, GROUP_ENDED)).then(
+    () => true,
+    () => false,
+  );
+  return !ended && (await groupHasLiveProcess(await jobPid(directory)));
 }
 
 async function jobPid(directory: string): Promise<number | undefined> {

@@ -2,12 +2,12 @@
 // directory and exports, output straight into log files (the toolbox never buffers a
 // stream), a cap that kills the command when a log passes it, a timeout that kills the whole
 // tree, and a result showing the head and tail of each stream. What the command leaves running
-// with its logs still open is stopped when it ends (output-holders.ts says why). The command
-// can reach the logs and the state file under the home: the toolbox reads them back without
-// waiting on a FIFO or following a symlink put in their place, and only as far as it needs.
+// with its logs still open is left running, and the result says so (output-holders.ts). The
+// command can reach the logs and the state file under the home: the toolbox reads them back
+// without waiting on a FIFO or following a symlink put in their place, and only as far as it needs.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, open, readdir, rename, stat, truncate, unlink } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, open, readdir, rename, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -18,7 +18,7 @@ import { startBackgroundJob } from './bash-jobs.ts';
 import { stopLeftoverProcesses } from './leftover-processes.ts';
 import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
-import { stopOutputHolders } from './output-holders.ts';
+import { type CommandLog, outputHoldersAfter } from './output-holders.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
@@ -31,9 +31,21 @@ const KEEP_LOG_BYTES = 512 * 1_048_576;
 const CAP_POLL_MS = 20;
 /** Commands are passed as one argv string, which Linux limits to 128 KiB. */
 const COMMAND_MAX_CHARS = 100_000;
-/** Told to the model when processes the command left running were stopped (output-holders.ts). */
-export const STRAY_STOPPED_NOTE =
-  '\n[chamvi: the command left processes running that still had its output open (such as `server &`); they were stopped when it ended. Run a server or a watcher with background: true, or send its output to a file.]\n';
+/**
+ * How long what the command left with its logs open gets to finish before the result is read:
+ * while it keeps writing (a process substitution's reader), up to a limit.
+ */
+const OUTPUT_HOLDERS_WAIT = { quietMs: 100, maxMs: 2_000 };
+
+/** Told to the model when processes the command left running still have its output open (output-holders.ts). */
+function outputHoldersNote(count: number): string {
+  const [processes, are, they, write] = count === 1 ? ['process', 'is', 'it', 'writes'] : ['processes', 'are', 'they', 'write'];
+  return (
+    `\n[chamvi: ${count} ${processes} this command started ${are} still running with its output open: ` +
+    `what ${they} ${write} goes to the command's log, which is no longer capped or shown. For a server or a watcher use background: true ` +
+    '(bash_output reads it, bash_kill stops it), or send both stdout and stderr elsewhere (> file 2>&1).]\n'
+  );
+}
 /** Enough of the state file for its first line, `# <working directory>` (PATH_MAX is 4 KiB). */
 const STATE_FIRST_LINE_MAX_BYTES = 16_384;
 
@@ -64,7 +76,11 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const stderrLog = path.join(outDirectory, `${id}.stderr.log`);
   const [stdoutHandle, stderrHandle] = await Promise.all([open(stdoutLog, 'w'), open(stderrLog, 'w')]);
   // The files themselves, not their names: the command may delete or replace the names.
-  const logFiles = await Promise.all([stdoutHandle.stat({ bigint: true }), stderrHandle.stat({ bigint: true })]);
+  const logFile = async (handle: FileHandle, logPath: string): Promise<CommandLog> => {
+    const { dev, ino } = await handle.stat({ bigint: true });
+    return { path: logPath, dev, ino };
+  };
+  const logFiles = await Promise.all([logFile(stdoutHandle, stdoutLog), logFile(stderrHandle, stderrLog)]);
   const started = performance.now();
   // A clean shell (the operator's verification) neither reads nor writes the session's state:
   // the model writes that file (it is sourced shell), so a check run after it must not.
@@ -118,8 +134,8 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     clearTimeout(timer);
     clearInterval(capWatch);
   });
-  // Still tracked meanwhile: a toolbox told to stop while the sweep runs kills the group.
-  const strayStopped = child.pid === undefined ? false : await stopOutputHolders(child.pid, logFiles).finally(untrack);
+  // Still tracked meanwhile: a toolbox told to stop while it waits kills the group.
+  const holders = child.pid === undefined ? 0 : await outputHoldersAfter(child.pid, logFiles, OUTPUT_HOLDERS_WAIT).finally(untrack);
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.
@@ -139,7 +155,7 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     exitCode: killedByUs ? null : exitCode,
     stdout: stdout.text,
     // The note is the toolbox's, like the omitted-bytes line: the log keeps only the command's output.
-    stderr: strayStopped && !killedByUs ? `${stderr.text}${STRAY_STOPPED_NOTE}` : stderr.text,
+    stderr: holders > 0 && !killedByUs ? `${stderr.text}${outputHoldersNote(holders)}` : stderr.text,
     stdoutTruncated: stdout.truncated,
     stderrTruncated: stderr.truncated,
     stdoutBytes: stdoutSize,

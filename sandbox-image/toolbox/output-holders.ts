@@ -1,14 +1,14 @@
 // What a foreground bash command leaves running when its shell exits (`npm start &`,
-// `tail -f log &`) and that still holds the command's output logs open. The call's result is
-// final once it answers, and nothing watches the logs after that (a `call` process exits right
-// away), so such a process would write past the cap until the home volume fills, and pruning the
-// log would not free the space while it holds the file open. A terminal does the same when it
-// closes: what is still attached to it is hung up. A process whose output goes elsewhere
-// (`server > server.log 2>&1 &`) is left running; a long-running process belongs in a
-// background job, which has a watchdog, bash_output and bash_kill.
+// `tail -f log &`, `nohup x &`) and that still holds the command's output logs open. They are
+// left running: a server with its stdout redirected but its stderr still the call's, or the
+// reader of a process substitution (`> >(sed ...)`) finishing just after the shell, is honest use
+// that a kill would break. But the call's result is final once it answers, and nothing watches
+// the logs after that (a `call` process exits right away), so what they write is neither capped
+// nor shown: the result says so, and points to background jobs, which have a watchdog,
+// bash_output and bash_kill.
 import { readdir, stat } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { liveGroupMembers, signalGroup } from './process-group.ts';
+import { liveGroupMembers } from './process-group.ts';
 
 /** A file as the kernel knows it: a log the command replaced or deleted is still the same open file. */
 export interface FileIdentity {
@@ -16,40 +16,57 @@ export interface FileIdentity {
   ino: bigint;
 }
 
-/** How many sweeps a process that keeps forking holders gets before the whole group is killed. */
-const MAX_SWEEPS = 50;
-const SWEEP_PAUSE_MS = 20;
+/** One of the command's logs: where it is, and which file it is. */
+export interface CommandLog extends FileIdentity {
+  path: string;
+}
+
+export interface HolderWait {
+  /** Holders that wrote nothing to the logs for this long are taken to be staying. */
+  quietMs: number;
+  /** And holders still writing after this long, too (a chatty server). */
+  maxMs: number;
+}
+
+const POLL_MS = 20;
 
 /**
- * Kills the live processes of the group that hold one of the files open, until none is left;
- * answers whether there was any. Without /proc (not Linux) it cannot tell which of the group's
- * processes hold them, so it kills the whole group.
+ * How many live processes of the group hold one of the logs open, once those that were still
+ * writing and then finished have finished (a process substitution's reader writing its last
+ * lines after the shell exited). 0 without /proc (not Linux), where it cannot be told.
  */
-export async function stopOutputHolders(pgid: number, files: readonly FileIdentity[]): Promise<boolean> {
-  let found = false;
-  for (let sweep = 0; sweep < MAX_SWEEPS; sweep += 1) {
-    const members = await liveGroupMembers(pgid);
-    if (members === undefined) {
-      signalGroup(pgid, 'SIGKILL');
-      return true;
+export async function outputHoldersAfter(pgid: number, logs: readonly CommandLog[], wait: HolderWait): Promise<number> {
+  const deadline = Date.now() + wait.maxMs;
+  let size = await writtenBytes(logs);
+  let quietSince = Date.now();
+  for (;;) {
+    const holders = await outputHolders(pgid, logs);
+    const now = Date.now();
+    if (holders === 0 || now >= deadline || now - quietSince >= wait.quietMs) return holders;
+    await delay(POLL_MS);
+    const next = await writtenBytes(logs);
+    if (next !== size) {
+      size = next;
+      quietSince = Date.now();
     }
-    const holders = (await Promise.all(members.map(async (pid) => ((await holdsAny(pid, files)) ? pid : undefined)))).filter(
-      (pid) => pid !== undefined,
-    );
-    if (holders.length === 0) return found;
-    found = true;
-    for (const pid of holders) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // Gone already.
-      }
-    }
-    await delay(SWEEP_PAUSE_MS);
   }
-  // Something forks holders faster than the sweeps kill them.
-  signalGroup(pgid, 'SIGKILL');
-  return true;
+}
+
+/** The size of the logs still at their paths; one replaced by another file counts as empty. */
+async function writtenBytes(logs: readonly CommandLog[]): Promise<bigint> {
+  const sizes = await Promise.all(
+    logs.map(async (log) => {
+      const stats = await stat(log.path, { bigint: true }).catch(() => undefined);
+      return stats && stats.dev === log.dev && stats.ino === log.ino ? stats.size : 0n;
+    }),
+  );
+  return sizes.reduce((sum, each) => sum + each, 0n);
+}
+
+async function outputHolders(pgid: number, files: readonly FileIdentity[]): Promise<number> {
+  const members = (await liveGroupMembers(pgid)) ?? [];
+  const holding = await Promise.all(members.map((pid) => holdsAny(pid, files)));
+  return holding.filter(Boolean).length;
 }
 
 async function holdsAny(pid: number, files: readonly FileIdentity[]): Promise<boolean> {

@@ -1,10 +1,11 @@
 // bash, bash_output and bash_kill: persisted state, process groups, timeouts that kill the
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
-import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { accessSync, chownSync, constants, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BASH_GROUP_LIVES } from '../../sandbox-image/toolbox/bash-script.ts';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 import { alive, callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
@@ -32,6 +33,15 @@ afterEach(() => workspace.cleanup());
 const bash = async (input: Record<string, unknown>, options: Parameters<typeof callTool>[3] = {}) =>
   resultOf<Bash>(await callTool(workspace, 'bash', input, options));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Root in a pid namespace may choose the next pid: the way to show what a reused pid does. */
+const canChooseNextPid = (() => {
+  try {
+    accessSync('/proc/sys/kernel/ns_last_pid', constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+})();
 /** Whether a process group is gone, waited for a while: killed processes linger as zombies until reaped. */
 async function groupGone(pgid: number, withinMs = 5_000): Promise<boolean> {
   const deadline = Date.now() + withinMs;
@@ -140,14 +150,28 @@ describe('bash', () => {
     expect(env).toMatchObject({ outputCapped: true, stderrBytes: 100_000 });
   });
 
-  it('stops what the command left running with its output open, so the log stays within the cap, and says so', async () => {
+  it('leaves running what the command left with its output open, and says its log is no longer capped or shown', async () => {
+    // stdout sent elsewhere, stderr still the call's log: a server started the honest way.
     const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
-    const result = await bash({ command: 'echo $$; (sleep 0.3; head -c 500000 /dev/zero) & true' }, capped);
-    expect(result).toMatchObject({ exitCode: 0, outputCapped: false, timedOut: false });
-    await sleep(2_000);
-    expect(statSync(result.stdoutLog).size).toBeLessThanOrEqual(100_000);
-    expect(await groupGone(Number(result.stdout.trim()))).toBe(true);
-    expect(result.stderr).toMatch(/left processes running that still had its output open.*background: true/);
+    const result = await bash({ command: 'sleep 30 > /dev/null & echo $!' }, capped);
+    const pid = Number(result.stdout.trim());
+    try {
+      expect(result).toMatchObject({ exitCode: 0, outputCapped: false, timedOut: false });
+      expect(result.stderr).toMatch(
+        /^\n\[chamvi: 1 process this command started is still running with its output open: .*no longer capped or shown.*background: true.*2>&1\)\.\]\n$/,
+      );
+      await sleep(200);
+      expect(alive(pid)).toBe(true);
+    } finally {
+      process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('shows all a process substitution writes after the shell exited, and no note once it finished', async () => {
+    const result = await bash({ command: 'seq 1 20000 > >(while read -r line; do echo "[build] $line"; done)' });
+    expect(result).toMatchObject({ exitCode: 0, stderr: '' });
+    expect(result.stdout.endsWith('[build] 19999\n[build] 20000\n')).toBe(true);
+    expect(readFileSync(result.stdoutLog, 'utf8').split('\n')).toHaveLength(20_001);
   });
 
   it('leaves running what the command left with its output sent elsewhere, and says nothing', async () => {
@@ -254,12 +278,63 @@ describe('background jobs', () => {
     expect((await output(job)).status).toBe('killed');
   });
 
-  it('bash_kill stops what a job left running after its shell exited', async () => {
-    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'sleep 300 & echo started', background: true }));
-    expect(await waitFor(job, 'exited')).toMatchObject({ exitCode: 0, output: 'started\n' });
+  it('bash_kill stops what a job left running after its shell exited, and the job keeps its exit code', async () => {
+    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'sleep 300 & exit 3', background: true }));
+    expect(await waitFor(job, 'exited')).toMatchObject({ exitCode: 3 });
     const pgid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
-    expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toMatchObject({ job, status: 'killed' });
+    expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 3 });
     expect(await groupGone(pgid)).toBe(true);
+    expect(await output(job)).toMatchObject({ status: 'exited', exitCode: 3 });
+  });
+
+  it('the watchdog marks the group ended once nothing of the job lives', async () => {
+    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'sleep 0.3 & echo started', background: true }));
+    await waitFor(job, 'exited');
+    const marker = path.join(workspace.home, 'jobs', job, 'group-ended');
+    for (let attempt = 0; attempt < 50 && !existsSync(marker); attempt += 1) await sleep(100);
+    expect(existsSync(marker)).toBe(true);
+  });
+
+  it('bash_kill leaves alone what an exited job left running once the group is marked ended (its id may be reused)', async () => {
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'sleep 300 & echo $! > leftover.pid', background: true }),
+    );
+    await waitFor(job, 'exited');
+    const leftover = Number(readFileSync(`${workspace.root}/leftover.pid`, 'utf8'));
+    try {
+      // Planted: stands for a group that ended and whose id a process of someone else now has.
+      writeFileSync(path.join(workspace.home, 'jobs', job, 'group-ended'), '');
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      await sleep(200);
+      expect(alive(leftover)).toBe(true);
+    } finally {
+      process.kill(leftover, 'SIGKILL');
+    }
+  });
+
+  it.skipIf(!canChooseNextPid)('bash_kill of an exited job leaves alone an unrelated group that got its pid later', async () => {
+    const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'echo done', background: true }));
+    await waitFor(job, 'exited');
+    const pid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
+    // The pid is free once the job's processes and its watchdog are gone; other tests take pids meanwhile.
+    let unrelated: ChildProcess | undefined;
+    for (let attempt = 0; attempt < 100 && !unrelated; attempt += 1) {
+      writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
+      const candidate = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
+      if (candidate.pid === pid) unrelated = candidate;
+      else {
+        candidate.kill('SIGKILL');
+        await sleep(50);
+      }
+    }
+    expect(unrelated?.pid).toBe(pid);
+    try {
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      await sleep(200);
+      expect(alive(pid)).toBe(true);
+    } finally {
+      unrelated?.kill('SIGKILL');
+    }
   });
 
   it('keeps capping the output of what a job left running after its shell exited', async () => {
@@ -294,6 +369,60 @@ describe('background jobs', () => {
     expect(errorCodeOf(await callTool(workspace, 'bash_output', { job: 'job-nope' }))).toBe('JOB_NOT_FOUND');
     expect(errorCodeOf(await callTool(workspace, 'bash_kill', { job: 'job-nope' }))).toBe('JOB_NOT_FOUND');
     expect(errorCodeOf(await callTool(workspace, 'bash_output', { job: '../etc' }))).toBe('INVALID_INPUT');
+  });
+});
+
+// The watchdog of a background job runs while its group has a live process. Under a PID 1 that
+// does not reap orphans, what the job left ends as zombies for good: they must not count.
+describe("the job watchdog's liveness check", () => {
+  const groupLives = (pgid: number): boolean => {
+    try {
+      execFileSync('bash', ['-c', `${BASH_GROUP_LIVES}\n__chamvi_group_lives "$1"`, 'check', String(pgid)], { stdio: 'ignore' });
+      return true;
+    } catch (error) {
+      if ((error as { status?: number }).status === 1) return false;
+      throw error;
+    }
+  };
+  /** Runs a shell that prints the pids it names on its first line, and returns them once printed. */
+  async function startShell(script: string): Promise<{ shell: ChildProcess; pids: number[] }> {
+    const shell = spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let text = '';
+    for await (const chunk of shell.stdout!) {
+      text += String(chunk);
+      if (text.includes('\n')) break;
+    }
+    return { shell, pids: text.trim().split(' ').map(Number) };
+  }
+
+  it('counts a group with only zombies in it as ended, though kill -0 still finds it', async () => {
+    // setsid makes the child a group of its own; it exits once its parent is sleep, which never reaps it.
+    const { shell, pids } = await startShell(
+      "setsid sh -c 'until grep -qx sleep /proc/$PPID/comm; do sleep 0.01; done' & echo $!; exec sleep 30",
+    );
+    const zombie = pids[0]!;
+    try {
+      for (let attempt = 0; attempt < 250 && !readFileSync(`/proc/${zombie}/stat`, 'utf8').includes(') Z '); attempt += 1) await sleep(20);
+      expect(() => process.kill(-zombie, 0)).not.toThrow();
+      expect(groupLives(zombie)).toBe(false);
+    } finally {
+      shell.kill('SIGKILL');
+    }
+  });
+
+  it('counts a group whose leader exited but whose other process lives as live', async () => {
+    const { shell, pids } = await startShell("setsid bash -c 'sleep 30 & echo $$ $!'");
+    const [group, leftover] = pids as [number, number];
+    try {
+      for (let attempt = 0; attempt < 50 && alive(group); attempt += 1) await sleep(20);
+      expect(alive(group)).toBe(false);
+      expect(groupLives(group)).toBe(true);
+    } finally {
+      process.kill(leftover, 'SIGKILL');
+    }
+    for (let attempt = 0; attempt < 50 && alive(leftover); attempt += 1) await sleep(20);
+    expect(groupLives(group)).toBe(false);
+    shell.kill('SIGKILL');
   });
 });
 
