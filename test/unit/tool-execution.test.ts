@@ -255,11 +255,13 @@ describe('executeToolCalls when a call fails', () => {
 
 const DEADLINE_TEXT =
   "TIMEOUT: the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
+const UNSENT_TEXT =
+  "TIMEOUT: the run's spec.budget.timeout had passed before this call was sent, so it did not run; the run ends with its partial diff";
 
 describe('executeToolCalls at the run deadline', () => {
   // The toolbox does not serialise bash: a chained call sent after the deadline ran beside the
   // one the deadline cut off, and its effects (rm -rf build) landed in the partial diff.
-  it('sends none of a chain after the deadline and answers the rest TIMEOUT as the call it cut off', async () => {
+  it('sends none of a chain after the deadline and answers the rest TIMEOUT, saying they did not run', async () => {
     const { sandbox, started } = scriptedSandbox();
     const kept: string[] = [];
     const onResult = async (record: ToolResultRecord) => void kept.push(record.toolCallId);
@@ -269,10 +271,28 @@ describe('executeToolCalls at the run deadline', () => {
     expect(started).toEqual(['b1']);
     expect(results.map((result) => [result.toolCallId, result.ok, result.text])).toEqual([
       ['b1', false, DEADLINE_TEXT],
-      ['b2', false, DEADLINE_TEXT],
-      ['b3', false, DEADLINE_TEXT],
+      ['b2', false, UNSENT_TEXT],
+      ['b3', false, UNSENT_TEXT],
     ]);
     expect(kept).toEqual(['b1', 'b2', 'b3']);
+  });
+
+  // An approval answered after the deadline, or a retry: the deadline has passed before the
+  // first call of any chain is sent, not a timer's tick after.
+  it('sends no call at all when the deadline passed before the step', async () => {
+    const { sandbox, started } = scriptedSandbox();
+    const results = await withRunDeadline(-600_000, (deadline) =>
+      executeToolCalls(
+        sandbox,
+        [bash('b1'), bash('b2'), { toolCallId: 'w', toolName: 'write_file', input: { path: 'a', content: '' } }],
+        undefined,
+        deadline,
+        undefined,
+        4,
+      ),
+    );
+    expect(started).toEqual([]);
+    expect(results.map((result) => result.text)).toEqual([UNSENT_TEXT, UNSENT_TEXT, UNSENT_TEXT]);
   });
 
   // resume-job.ts runs an approved call on its own: after the deadline it is not sent either.
@@ -280,7 +300,7 @@ describe('executeToolCalls at the run deadline', () => {
     const { sandbox, started } = scriptedSandbox();
     const record = await executeToolCall(sandbox, bash('b1'), undefined, AbortSignal.abort(), 4);
     expect(started).toEqual([]);
-    expect(record).toEqual({ toolCallId: 'b1', toolName: 'bash', ok: false, text: DEADLINE_TEXT });
+    expect(record).toEqual({ toolCallId: 'b1', toolName: 'bash', ok: false, text: UNSENT_TEXT });
   });
 });
 

@@ -41,6 +41,9 @@ export interface ImageShowing {
  */
 export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
+  // Passed already (an approval answered after it, a retry): aborted before the first call is
+  // sent, not a timer's tick after, by when the first call of each chain has gone.
+  if (msLeft <= 0) controller.abort();
   const timer = setTimeout(() => controller.abort(), timerDelay(Math.max(1, msLeft)));
   try {
     return await work(controller.signal);
@@ -54,8 +57,16 @@ const DEADLINE_RESULT =
 
 const DEADLINE_RESPONSE: ToolResponse = { ok: false, error: { code: 'TIMEOUT', message: DEADLINE_RESULT } };
 
-/** A call the deadline cut off, or one not sent because the deadline had passed: the same answer for both. */
-const deadlineResult = (call: PendingToolCall): ToolResultRecord => errorResult(call, DEADLINE_RESPONSE);
+/** A call not sent because the deadline had passed: it did not run, and the transcript says so. */
+const UNSENT_RESPONSE: ToolResponse = {
+  ok: false,
+  error: {
+    code: 'TIMEOUT',
+    message: "the run's spec.budget.timeout had passed before this call was sent, so it did not run; the run ends with its partial diff",
+  },
+};
+
+const unsentResult = (call: PendingToolCall): ToolResultRecord => errorResult(call, UNSENT_RESPONSE);
 
 const OVERSIZED_RESULT =
   'the answer was larger than the sandbox protocol carries, so it was dropped; ask for less: a narrower path or pattern, or a lower limit';
@@ -76,7 +87,7 @@ export async function executeToolCall(
   // Past the deadline nothing more is sent: the run is ending, and a call sent now would run
   // beside the one the deadline cut off (the toolbox does not serialise bash) and land its
   // effects in the partial diff. In a chain, the calls after a timed-out one are answered so.
-  if (deadline?.aborted && !stop?.aborted) return deadlineResult(call);
+  if (deadline?.aborted && !stop?.aborted) return unsentResult(call);
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
   const signal = deadline && stop ? AbortSignal.any([deadline, stop]) : (deadline ?? stop);
