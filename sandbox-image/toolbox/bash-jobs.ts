@@ -113,12 +113,12 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const pid = await jobPid(directory);
   // What an exited job left running is killed too, and the job stays `exited` with the exit
   // code of its command: that is how the command ended.
-  if (before.status === 'running' || (await jobGroupLives(directory))) {
+  if (before.status === 'running' || (await jobGroupMayBeSignalled(directory))) {
     if (before.status === 'running') await markJob(directory, 'killed');
     signalGroup(pid, 'SIGTERM');
     // Give the tree a moment to exit cleanly, then make sure nothing is left (asking again: once
     // the group ended, its id may be someone else's).
-    if (!(await waitUntilGroupEnds(pid, 1_000, 25)) && (await jobGroupLives(directory))) {
+    if (!(await waitUntilGroupEnds(pid, 1_000, 25)) && (await jobGroupMayBeSignalled(directory))) {
       signalGroup(pid, 'SIGKILL');
       // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
       await waitUntilGroupEnds(pid, 1_000, 10);
@@ -140,7 +140,7 @@ export async function stopAllJobs(context: ToolboxContext): Promise<number> {
   let stopped = 0;
   for (const job of jobs) {
     const directory = jobDirectory(context, job);
-    if (!(await jobGroupLives(directory))) continue;
+    if (!(await jobGroupMayBeSignalled(directory))) continue;
     if ((await jobState(directory)).status === 'running') await markJob(directory, 'killed');
     signalGroup(await jobPid(directory), 'SIGKILL');
     stopped += 1;
@@ -221,15 +221,26 @@ async function jobState(directory: string): Promise<JobState> {
 }
 
 /**
- * Whether a process of the job's group lives (a zombie does not count). Never after the watchdog
- * saw the group end: a process of someone else may have the job's pid as its group id by now.
+ * Whether the job's group may still have a process to signal: any process, a zombie included,
+ * has its id (kill -0). Not asked of /proc: a scan can miss a job that forks its successor and
+ * exits (a relay). A group id held by any process cannot be reused, so it is still the job's.
+ * Never after the watchdog saw the group end: a process of someone else may have the job's pid as
+ * its group id by now.
  */
+async function jobGroupMayBeSignalled(directory: string): Promise<boolean> {
+  return !(await groupMarkedEnded(directory)) && groupExists(await jobPid(directory));
+}
+
+/** Whether a process of the job's group may still write (a zombie cannot). */
 async function jobGroupLives(directory: string): Promise<boolean> {
-  const ended = await access(path.join(directory, GROUP_ENDED)).then(
+  return !(await groupMarkedEnded(directory)) && (await groupHasLiveProcess(await jobPid(directory)));
+}
+
+function groupMarkedEnded(directory: string): Promise<boolean> {
+  return access(path.join(directory, GROUP_ENDED)).then(
     () => true,
     () => false,
   );
-  return !ended && (await groupHasLiveProcess(await jobPid(directory)));
 }
 
 async function jobPid(directory: string): Promise<number | undefined> {

@@ -2,7 +2,8 @@
 // directory and exports, output straight into log files (the toolbox never buffers a
 // stream), a cap that kills the command when a log passes it, a timeout that kills the whole
 // tree, and a result showing the head and tail of each stream. What the command leaves running
-// with its logs still open is left running, and the result says so (output-holders.ts). The
+// with its logs still open is left running, and the result says so, unless its output passes the
+// cap while the call waits for it (output-holders.ts). The
 // command can reach the logs and the state file under the home: the toolbox reads them back
 // without waiting on a FIFO or following a symlink put in their place, and only as far as it needs.
 import { spawn } from 'node:child_process';
@@ -37,13 +38,25 @@ const COMMAND_MAX_CHARS = 100_000;
  */
 const OUTPUT_HOLDERS_WAIT = { quietMs: 100, maxMs: 2_000 };
 
+const BACKGROUND_ADVICE =
+  'For a server or a watcher use background: true (bash_output reads it, bash_kill stops it), ' +
+  'or send both stdout and stderr elsewhere (> file 2>&1).';
+
 /** Told to the model when processes the command left running still have its output open (output-holders.ts). */
 function outputHoldersNote(count: number): string {
   const [processes, are, they, write] = count === 1 ? ['process', 'is', 'it', 'writes'] : ['processes', 'are', 'they', 'write'];
   return (
     `\n[chamvi: ${count} ${processes} this command started ${are} still running with its output open: ` +
-    `what ${they} ${write} goes to the command's log, which is no longer capped or shown. For a server or a watcher use background: true ` +
-    '(bash_output reads it, bash_kill stops it), or send both stdout and stderr elsewhere (> file 2>&1).]\n'
+    `what ${they} ${write} goes to the command's log, which is no longer capped or shown. ${BACKGROUND_ADVICE}]\n`
+  );
+}
+
+/** Told to the model when processes the command left running were killed for passing the cap (output-holders.ts). */
+function stoppedHoldersNote(count: number, capBytes: number): string {
+  const [processes, were, their] = count === 1 ? ['process', 'was', 'its'] : ['processes', 'were', 'their'];
+  return (
+    `\n[chamvi: ${count} ${processes} this command left running ${were} stopped because ${their} output passed ` +
+    `the cap of ${capBytes} bytes. ${BACKGROUND_ADVICE}]\n`
   );
 }
 /** Enough of the state file for its first line, `# <working directory>` (PATH_MAX is 4 KiB). */
@@ -134,8 +147,12 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     clearTimeout(timer);
     clearInterval(capWatch);
   });
-  // Still tracked meanwhile: a toolbox told to stop while it waits kills the group.
-  const holders = child.pid === undefined ? 0 : await outputHoldersAfter(child.pid, logFiles, OUTPUT_HOLDERS_WAIT).finally(untrack);
+  // Still tracked meanwhile: a toolbox told to stop while it waits kills the group. The cap
+  // still holds while it waits: a leftover whose output passes it is killed.
+  const holders =
+    child.pid === undefined
+      ? { running: 0, stoppedOverCap: 0 }
+      : await outputHoldersAfter(child.pid, logFiles, { ...OUTPUT_HOLDERS_WAIT, capBytes: context.outputLogMaxBytes }).finally(untrack);
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.
@@ -146,16 +163,20 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     capLog(stdoutLog, context.outputLogMaxBytes),
     capLog(stderrLog, context.outputLogMaxBytes),
   ]);
+  // The command itself was killed; leftovers stopped for the cap do not change how its shell ended.
   const killedByUs = timedOut || outputCapped;
-  outputCapped ||= stdoutCap.wasOver || stderrCap.wasOver;
+  outputCapped ||= holders.stoppedOverCap > 0 || stdoutCap.wasOver || stderrCap.wasOver;
   const stdoutSize = stdoutCap.size;
   const stderrSize = stderrCap.size;
   const [stdout, stderr] = await Promise.all([headAndTail(stdoutLog, stdoutSize), headAndTail(stderrLog, stderrSize)]);
+  // The notes are the toolbox's, like the omitted-bytes line: the log keeps only the command's output.
+  const notes =
+    (holders.stoppedOverCap > 0 ? stoppedHoldersNote(holders.stoppedOverCap, context.outputLogMaxBytes) : '') +
+    (holders.running > 0 && !killedByUs ? outputHoldersNote(holders.running) : '');
   const result: BashResult = {
     exitCode: killedByUs ? null : exitCode,
     stdout: stdout.text,
-    // The note is the toolbox's, like the omitted-bytes line: the log keeps only the command's output.
-    stderr: holders > 0 && !killedByUs ? `${stderr.text}${outputHoldersNote(holders)}` : stderr.text,
+    stderr: `${stderr.text}${notes}`,
     stdoutTruncated: stdout.truncated,
     stderrTruncated: stderr.truncated,
     stdoutBytes: stdoutSize,

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
+import { trackForegroundGroup } from './foreground-groups.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 export interface StreamRecordsOptions {
@@ -22,7 +23,8 @@ export interface StreamRecordsOptions {
   /**
    * Start the child in a process group of its own and kill the group: for a child that starts
    * the real work in children of its own (xargs), which killing the child alone would leave
-   * running, holding stdout open.
+   * running, holding stdout open. The group is tracked while it runs, so a toolbox told to stop
+   * kills it too (foreground-groups.ts): detached, it would outlive the toolbox.
    */
   processGroup?: boolean;
 }
@@ -49,6 +51,7 @@ export function streamRecords(command: string, args: string[], options: StreamRe
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: options.processGroup ?? false,
     });
+    const untrack = options.processGroup && child.pid !== undefined ? trackForegroundGroup(child.pid) : () => undefined;
     const kill = () => {
       if (options.processGroup && child.pid !== undefined) {
         try {
@@ -110,10 +113,12 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     });
     child.on('error', (error) => {
       clearTimeout(timer);
+      untrack();
       reject(error);
     });
     child.on('close', (exitCode) => {
       clearTimeout(timer);
+      untrack();
       if (!stopped && !timedOut && pendingBytes > 0) emit(Buffer.concat(pending));
       if (timedOut) {
         reject(

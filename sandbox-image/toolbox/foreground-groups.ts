@@ -1,8 +1,8 @@
-// The process groups of foreground bash commands this toolbox process is waiting on. They run
-// detached (their own group, so a timeout kills the whole tree), which also means they would
-// outlive the toolbox; when the toolbox is told to stop (SIGTERM, SIGINT, SIGHUP: a client
-// timeout, a closed session) it takes them down first. Background jobs are not in here: they
-// are meant to outlive it.
+// The process groups of foreground bash commands (and of grep's second pass, whose xargs
+// starts the engine) this toolbox process is waiting on. They run detached (their own group, so
+// a timeout kills the whole tree), which also means they would outlive the toolbox; when the
+// toolbox is told to stop (SIGTERM, SIGINT, SIGHUP: a client timeout, a closed session) it takes
+// them down first. Background jobs are not in here: they are meant to outlive it.
 const groups = new Set<number>();
 let installed = false;
 

@@ -167,6 +167,32 @@ describe('bash', () => {
     }
   });
 
+  it('kills what the command left writing to its log once the log passes the cap, and says it was stopped', async () => {
+    const cap = 1_048_576;
+    const capped = { extraArgs: ['--output-log-max-bytes', String(cap)] };
+    // Its output sent elsewhere: under the cap, left running as any honest leftover.
+    const quiet = await bash({ command: 'yes > /dev/null & echo $!' }, capped);
+    const quietPid = Number(quiet.stdout.trim());
+    let loudPid = 0;
+    try {
+      expect(quiet).toMatchObject({ exitCode: 0, outputCapped: false });
+      const loud = await bash({ command: 'yes & echo $! >&2' }, capped);
+      loudPid = Number(loud.stderr.split('\n')[0]);
+      expect(loud).toMatchObject({ exitCode: 0, outputCapped: true, timedOut: false });
+      expect(loud.stderr).toMatch(
+        /\[chamvi: 1 process this command left running was stopped because its output passed the cap of 1048576 bytes\./,
+      );
+      expect(loud.stderr).not.toMatch(/still running/);
+      expect(alive(loudPid)).toBe(false);
+      await sleep(1_000);
+      expect(statSync(loud.stdoutLog).size).toBeLessThanOrEqual(4 * cap);
+      expect(alive(quietPid)).toBe(true);
+    } finally {
+      process.kill(quietPid, 'SIGKILL');
+      if (loudPid > 0 && alive(loudPid)) process.kill(loudPid, 'SIGKILL');
+    }
+  });
+
   it('shows all a process substitution writes after the shell exited, and no note once it finished', async () => {
     const result = await bash({ command: 'seq 1 20000 > >(while read -r line; do echo "[build] $line"; done)' });
     expect(result).toMatchObject({ exitCode: 0, stderr: '' });
@@ -295,6 +321,30 @@ describe('background jobs', () => {
     expect(existsSync(marker)).toBe(true);
   });
 
+  it('bash_kill stops a job that hands itself on from process to process, and its group is not marked ended meanwhile', async () => {
+    // Each process forks its successor and exits: a scan of /proc can find none of them alive.
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'r(){ sleep 0.005; echo x >> relay.count; r & }; r', background: true }),
+    );
+    const pgid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
+    const count = path.join(workspace.root, 'relay.count');
+    try {
+      expect(await waitFor(job, 'exited')).toMatchObject({ exitCode: 0 });
+      await sleep(4_000);
+      expect(existsSync(path.join(workspace.home, 'jobs', job, 'group-ended'))).toBe(false);
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      const after = statSync(count).size;
+      await sleep(500);
+      expect(statSync(count).size).toBe(after);
+    } finally {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // Stopped.
+      }
+    }
+  });
+
   it('bash_kill leaves alone what an exited job left running once the group is marked ended (its id may be reused)', async () => {
     const { job } = resultOf<{ job: string }>(
       await callTool(workspace, 'bash', { command: 'sleep 300 & echo $! > leftover.pid', background: true }),
@@ -380,7 +430,9 @@ describe("the job watchdog's liveness check", () => {
       execFileSync('bash', ['-c', `${BASH_GROUP_LIVES}\n__chamvi_group_lives "$1"`, 'check', String(pgid)], { stdio: 'ignore' });
       return true;
     } catch (error) {
-      if ((error as { status?: number }).status === 1) return false;
+      // 1: no process has the group id; 2: only zombies were seen.
+      const status = (error as { status?: number }).status;
+      if (status === 1 || status === 2) return false;
       throw error;
     }
   };

@@ -1,12 +1,13 @@
 // grep (three engines chosen by PATH), glob and list_files: git-aware, sorted, bounded.
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileGlob } from '../../sandbox-image/toolbox/contract/glob-pattern.ts';
 import { MAX_NESTED_REPOSITORIES } from '../../sandbox-image/toolbox/file-listing.ts';
-import { callTool, errorCodeOf, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
+import { alive, callTool, errorCodeOf, makeWorkspace, resultOf, TOOLBOX, type Workspace } from './toolbox-fixture.ts';
+import { encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
 
 const which = (name: string) => execFileSync('bash', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim();
 
@@ -410,6 +411,45 @@ describe('grep and credential files', () => {
       expect(errorCodeOf(await callTool(secrets, 'grep', { pattern: 'needle', path: '.env' }))).toBe('DENIED_PATH');
     } finally {
       secrets.cleanup();
+    }
+  });
+});
+
+describe("grep's second pass", () => {
+  it('does not outlive a toolbox told to stop', async () => {
+    const slow = makeWorkspace();
+    const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-path-'));
+    const pidFile = path.join(bin, 'second-pass.pid');
+    try {
+      slow.write({ 'a.txt': 'needle\n' });
+      for (const program of ['xargs', 'sleep']) symlinkSync(which(program), path.join(bin, program));
+      // The first pass is the real rg; the second (started by xargs) hangs, as on a huge file.
+      const fake = [
+        '#!/bin/bash',
+        `case " $* " in *" --files-with-matches "*) exec ${which('rg')} "$@" ;; esac`,
+        `echo $$ > ${pidFile}`,
+        'exec sleep 60',
+      ].join('\n');
+      writeFileSync(path.join(bin, 'rg'), `${fake}\n`, { mode: 0o755 });
+      const toolbox = spawn(process.execPath, [TOOLBOX, '--root', slow.root, '--home', slow.home, 'call'], {
+        env: { ...process.env, PATH: bin },
+        stdio: ['pipe', 'ignore', 'ignore'],
+      });
+      toolbox.stdin.end(encodeRequest({ tool: 'grep', input: { pattern: 'needle' } }));
+      const exited = new Promise((resolve) => toolbox.once('exit', resolve));
+      for (let attempt = 0; attempt < 200 && !existsSync(pidFile); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 25));
+      const secondPass = Number(readFileSync(pidFile, 'utf8'));
+      try {
+        toolbox.kill('SIGTERM');
+        await exited;
+        for (let attempt = 0; attempt < 50 && alive(secondPass); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(alive(secondPass)).toBe(false);
+      } finally {
+        if (alive(secondPass)) process.kill(secondPass, 'SIGKILL');
+      }
+    } finally {
+      slow.cleanup();
+      rmSync(bin, { recursive: true, force: true });
     }
   });
 });
