@@ -10,6 +10,7 @@
 // is shown too: `npm test<U+00A0># ; curl … | sh` looked like `npm test` and a comment, but bash
 // splits words only at spaces, tabs and newlines, so it ran the curl. Pure; every place that
 // prints model text goes through here (TerminalText at the CLI's edges, the local approval prompt).
+import { codePointName, HIDDEN_CHARACTER, spelledCharacter } from '../text/hidden-character.ts';
 
 export type EscapeMode =
   /** Keeps \n and \t (and \r before \n): for prose shown whole (a model's text, a tool's output). */
@@ -25,29 +26,13 @@ export interface EscapedText {
   escaped: number;
 }
 
-// C0 controls, DEL, C1 controls; then Unicode that reorders or hides text: every format
-// character (\p{Cf}: the Arabic letter mark, zero-width space, LRM/RLM, the bidi embeddings,
-// overrides and isolates, the BOM, the soft hyphen, invisible operators, tag characters), line
-// and paragraph separators, and every default-ignorable code point (\p{Default_Ignorable_Code_Point}:
-// what a renderer shows as nothing when it has no glyph for it): the Hangul fillers (U+115F,
-// U+1160, U+3164, U+FFA0; U+3164 is a valid JavaScript identifier, so `exec(ㅤ)` reads as
-// `exec( )`), the Khmer inherent vowels (U+17B4, U+17B5), the Mongolian free variation
-// selectors (U+180B–U+180D, U+180F), the combining grapheme joiner, the variation selectors and
-// the code points reserved as ignorable. A list of them missed U+180B, which a command hid
-// between blanks. And the braille blank (U+2800, a letter to every program). Joiners (U+200C,
-// U+200D) stay: emoji and several scripts need them. The other spaces (U+00A0, U+3000, ...)
-// stay too in prose: French and CJK text is full of them; their long runs are counted. Code
-// and summaries show them as well (LOOKALIKE).
-export const SHOWN_ESCAPED = /(?![\u200c\u200d])[\u0000-\u001f\u007f-\u009f\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029\u2800]/gu;
-
-const codePointName = (character: string) => `U+${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
-
-function visible(character: string): string {
-  const code = character.codePointAt(0)!;
-  if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
-  if (code === 0x7f) return '^?';
-  return `<${codePointName(character)}>`;
-}
+// Every hidden character (text/hidden-character.ts: controls, format characters, separators,
+// default-ignorable code points such as U+3164 and U+180B, the braille blank), in every mode,
+// but the joiners (U+200C, U+200D): emoji and several scripts need them, so prose keeps them,
+// and code and summaries show only those that join nothing (LOOKALIKE). The other spaces
+// (U+00A0, U+3000, ...) are not hidden and stay too in prose: French and CJK text is full of
+// them; their long runs are counted. Code and summaries show them as well (LOOKALIKE).
+export const SHOWN_ESCAPED = new RegExp(`(?![\\u200c\\u200d])${HIDDEN_CHARACTER}`, 'gu');
 
 /**
  * What looks like something it is not where a person reads code, shown in 'code' and 'inline'
@@ -73,12 +58,12 @@ export function escapeForDisplay(text: string, mode: EscapeMode = 'lines'): Esca
     if (JOINER.test(character)) {
       if (!joinsNothing(text[offset - 1]) || !joinsNothing(text[offset + character.length])) return character;
       escaped += character.length;
-      return [...character].map(visible).join('');
+      return [...character].map(spelledCharacter).join('');
     }
     if (mode !== 'inline' && (character === '\n' || character === '\t' || (character === '\r' && text[offset + 1] === '\n')))
       return character;
     escaped += 1;
-    return visible(character);
+    return spelledCharacter(character);
   });
   return { text: shown, escaped };
 }

@@ -6,22 +6,15 @@
 // quotes only its start, on one line: control and format characters shown as the CLI shows them
 // (a newline as ^J), so a newline in it cannot start a line of the writer's choosing wherever
 // the message goes (a run's status, an eval's failed graders, a log). Pure.
+import { HIDDEN_CHARACTER, spelledCharacter } from '../text/hidden-character.ts';
 
 /** Characters of a field a message quotes at most. */
 export const SHORT_FIELD_CHARACTERS = 200;
 
-// C0 and C1 controls, DEL, format characters (bidi overrides, zero-width ones), line and
-// paragraph separators, and what shows as nothing (default-ignorable code points: Hangul
-// fillers, variation selectors, U+180B), as the CLI shows them.
-const HIDDEN = /[\u0000-\u001f\u007f-\u009f\p{Cf}\p{Default_Ignorable_Code_Point}\u2028\u2029]/gu;
-
-/** As the CLI shows a character it will not print (cli/display-escape.ts): ESC as ^[, DEL as ^?, U+202E as <U+202E>. */
-function visible(character: string): string {
-  const code = character.codePointAt(0)!;
-  if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
-  if (code === 0x7f) return '^?';
-  return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
-}
+// Every hidden character (text/hidden-character.ts: controls, format characters, separators,
+// what shows as nothing), spelled as the CLI spells it: one decision, so a field a status
+// quotes and the same text on a terminal show the same characters.
+const HIDDEN = new RegExp(HIDDEN_CHARACTER, 'gu');
 
 /** The field's first `max` characters, on one line, and how long it was when it was cut. */
 export function shortField(value: unknown, max = SHORT_FIELD_CHARACTERS): string {
@@ -29,6 +22,6 @@ export function shortField(value: unknown, max = SHORT_FIELD_CHARACTERS): string
   let head = text.slice(0, max);
   // Not half a surrogate pair at the cut: a lone surrogate is not text.
   if (head.length < text.length && /[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1);
-  const shown = head.replace(HIDDEN, visible);
+  const shown = head.replace(HIDDEN, spelledCharacter);
   return head.length < text.length ? `${shown}… (cut: ${text.length} characters in all)` : shown;
 }
