@@ -339,6 +339,25 @@ export const operatorConfigSchema = z
       .describe(
         'A Redis Cluster: some of its nodes as host:port (the rest are discovered). Keys are prefixed with the hash tag {redisPrefix}, so each install lives in one slot. redisUrl then gives only the scheme and the credentials.',
       ),
+    /**
+     * workers/worker-stop.ts: a stopping replica whose workers hold no job ends its stop once
+     * Redis has been unreachable this long (BullMQ's close never answers without Redis). Too
+     * short, a failover during a rollout ends stops early; too long, a Redis that is gone holds
+     * the pod until the shutdown's deadline, which bounds it anyway.
+     */
+    redisFailoverSeconds: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .optional()
+      .describe(
+        'How long a Redis failover leaves Redis unreachable: a stopping replica whose workers hold no step takes Redis as gone, and exits, ' +
+          'only once it has been unreachable this long (a stop ended during a failover leaves a job a fetch took then locked, ' +
+          'unstarted, until jobLockSeconds). Unset: 2 for one server or a Cluster, 40 with redisSentinels; set it to your ' +
+          "Sentinels' down-after-milliseconds plus the failover, or for a managed Redis that fails over behind one address. " +
+          'Never waited past the time a shutdown gives the steps in flight (shutdownTimeoutSeconds less 3 s).',
+      ),
     allowInsecureRedis: z
       .boolean()
       .default(false)
@@ -664,6 +683,7 @@ const ENV_KEYS: Record<string, { key: string; list?: boolean; boolean?: boolean 
   REDIS_SENTINEL_MASTER: { key: 'redisSentinelMaster' },
   REDIS_SENTINEL_PASSWORD: { key: 'redisSentinelPassword' },
   REDIS_CLUSTER_NODES: { key: 'redisClusterNodes', list: true },
+  CHAMVI_REDIS_FAILOVER_SECONDS: { key: 'redisFailoverSeconds' },
   CHAMVI_ALLOW_INSECURE_REDIS: { key: 'allowInsecureRedis', boolean: true },
   CHAMVI_STATE_KEY: { key: 'stateKey' },
   CHAMVI_WORKER_CONCURRENCY: { key: 'workerConcurrency' },

@@ -36,7 +36,7 @@ import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
 import type { Launch } from './process-launcher.ts';
 import { answerWithin } from './answer-within.ts';
-import { JobsInHand, stopWorker } from './worker-stop.ts';
+import { JobsInHand, redisUnreachableStopMs, stopWorker } from './worker-stop.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -197,7 +197,10 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   let stopped: Promise<void> | undefined;
   const stopWorkers = () =>
     (stopped ??= worker
-      ? stopWorker({ close: () => worker.close(), jobs: jobsInHand, redisReady: () => workerRedis.status === 'ready' })
+      ? stopWorker(
+          { close: () => worker.close(), jobs: jobsInHand, redisReady: () => workerRedis.status === 'ready' },
+          { unreachableMs: redisUnreachableStopMs(topology.mode, config) },
+        )
       : Promise.resolve());
   return {
     runAgent,

@@ -6,6 +6,14 @@
 // pod until the end of its grace period. Once no job is in this worker's hands and Redis is
 // unreachable, nothing is left to wait for: a job a fetch took and did not start is still
 // locked in Redis and handed out again when the lock expires, as after a crash.
+//
+// How long "unreachable" must last before it counts as gone depends on the Redis: a failover
+// behind Sentinel leaves the master unreachable for the Sentinels' down-after-milliseconds and
+// the election, far longer than a blip of one server. redisUnreachableStopMs decides it from
+// the config, and the stop is told the result.
+import type { OperatorConfig } from '../config/operator-config.ts';
+import { shutdownTimings } from '../shutdown-sequence.ts';
+import type { RedisTopology } from './redis-connection.ts';
 
 /** The jobs this worker is running (agent-worker.ts counts them around each job it runs). */
 export class JobsInHand {
@@ -38,18 +46,58 @@ export interface WorkerStopParts {
 export const WORKER_STOP_POLL_MS = 200;
 
 /**
- * Looks in a row that must find Redis unreachable (2 s): a blip, such as a Sentinel failover
- * during a rollout, is not Redis gone. Stopped then, a fetch already blocked in Redis would
- * take a job once it is back and leave it locked and unstarted until its lock expired, counted
- * as a stall; close() hands such a job back untouched.
+ * How long Redis must stay unreachable before a stop takes it as gone, by the shape of Redis,
+ * when config redisFailoverSeconds does not say. A fetch already blocked in Redis when a stop
+ * ends during a failover takes a job once Redis is back and leaves it locked and unstarted
+ * until its lock expires, counted as a stall; close() would have handed it back untouched.
  */
-export const WORKER_STOP_UNREACHABLE_LOOKS = 10;
+export const DEFAULT_REDIS_FAILOVER_MS: Readonly<Record<RedisTopology['mode'], number>> = {
+  // A restart of the one server or a network blip is not Redis gone; `helm uninstall`
+  // deleting the bundled Redis beside the operator is, and the pod should not wait long on it.
+  standalone: 2_000,
+  // ioredis's Cluster client stays ready while one master fails over (the other nodes answer);
+  // it is unready only when every node is gone.
+  cluster: 2_000,
+  // The Sentinels call the master down after down-after-milliseconds (30 s in Redis's own
+  // sentinel.conf), then elect a leader and promote a replica; ioredis finds it on its next retry.
+  sentinel: 40_000,
+};
 
 /**
- * Resolves when `close()` has, or once no job has been in hand while Redis was unreachable for
- * WORKER_STOP_UNREACHABLE_LOOKS looks in a row, whichever comes first. A rejection of close() resolves it too: the worker takes no more jobs either way.
+ * Kept between the stop's end on an unreachable Redis and the shutdown's deadline for its jobs
+ * (shutdown-sequence.ts), so the stop ends first: the shutdown then closes the rest, instead of
+ * logging jobs still running that are not.
  */
-export function stopWorker(parts: WorkerStopParts, pollMs = WORKER_STOP_POLL_MS): Promise<void> {
+const SHUTDOWN_DEADLINE_MARGIN_MS = 1_000;
+
+/**
+ * How long a stop waits on an unreachable Redis with no job in hand: redisFailoverSeconds, or
+ * the mode's default, but never past the time the shutdown gives the jobs (less a margin, at
+ * least one look), since the shutdown gives up on the stop then anyway.
+ */
+export function redisUnreachableStopMs(
+  mode: RedisTopology['mode'],
+  config: Pick<OperatorConfig, 'redisFailoverSeconds' | 'shutdownTimeoutSeconds'>,
+): number {
+  const wanted = config.redisFailoverSeconds === undefined ? DEFAULT_REDIS_FAILOVER_MS[mode] : config.redisFailoverSeconds * 1000;
+  const { jobsMs } = shutdownTimings(config.shutdownTimeoutSeconds * 1000);
+  return Math.max(WORKER_STOP_POLL_MS, Math.min(wanted, jobsMs - SHUTDOWN_DEADLINE_MARGIN_MS));
+}
+
+export interface WorkerStopTiming {
+  /** How long Redis must be unreachable, with no job in hand, before the stop ends without close() (redisUnreachableStopMs). */
+  unreachableMs: number;
+  /** How often the stop looks. */
+  pollMs?: number;
+}
+
+/**
+ * Resolves when `close()` has, or once no job has been in hand while Redis was unreachable at
+ * every look for `unreachableMs`, whichever comes first. A rejection of close() resolves it
+ * too: the worker takes no more jobs either way.
+ */
+export function stopWorker(parts: WorkerStopParts, { unreachableMs, pollMs = WORKER_STOP_POLL_MS }: WorkerStopTiming): Promise<void> {
+  const looksNeeded = Math.max(1, Math.ceil(unreachableMs / pollMs));
   return new Promise<void>((resolve) => {
     const done = () => {
       clearInterval(poll);
@@ -58,7 +106,7 @@ export function stopWorker(parts: WorkerStopParts, pollMs = WORKER_STOP_POLL_MS)
     let unreachable = 0;
     const poll = setInterval(() => {
       unreachable = parts.jobs.size === 0 && !parts.redisReady() ? unreachable + 1 : 0;
-      if (unreachable >= WORKER_STOP_UNREACHABLE_LOOKS) done();
+      if (unreachable >= looksNeeded) done();
     }, pollMs);
     poll.unref();
     parts.close().then(done, done);
