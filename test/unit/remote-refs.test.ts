@@ -1,5 +1,6 @@
 // Which commit a remote names for a run's revision (workers/remote-refs.ts): git fetch's name
-// rules, peeled tags, and a full commit id taken only as some ref's tip.
+// rules, peeled tags and the tag object they go through, and a full commit id taken only as
+// some ref's tip.
 import { describe, expect, it } from 'vitest';
 import { commitForRevision, parseLsRemote } from '../../operator/src/workers/remote-refs.ts';
 
@@ -18,28 +19,42 @@ const LS_REMOTE = [
   '',
 ].join('\n');
 const refs = parseLsRemote(LS_REMOTE);
+/** A commit the remote names, through the tag object `tag` if given. */
+const at = (commit: string, tag?: string) => ({ commit, tag });
 
 describe('commitForRevision', () => {
   it.each([
-    ['no revision: the remote HEAD', undefined, id('1')],
-    ['a branch by its short name', 'main', id('1')],
-    ['a short name that is a tag and a branch: the tag, as git fetch takes it', 'release', id('3')],
-    ['the branch spelt out', 'refs/heads/release', id('2')],
-    ['an annotated tag: its peeled commit', 'v1.0', id('5')],
-    ['a name with a slash', 'feature/x', id('6')],
-    ['a ref under refs/ by its name below refs/', 'pull/12/head', id('7')],
-    ['a full commit id that is a branch tip', id('6'), id('6')],
-    ["a full commit id that is a tag's peeled commit", id('5'), id('5')],
+    ['no revision: the remote HEAD', undefined, at(id('1'))],
+    ['a branch by its short name', 'main', at(id('1'))],
+    ['a short name that is a tag and a branch: the tag, as git fetch takes it', 'release', at(id('3'))],
+    ['the branch spelt out', 'refs/heads/release', at(id('2'))],
+    ['an annotated tag: its peeled commit, through its tag object', 'v1.0', at(id('5'), id('4'))],
+    ['an annotated tag spelt out', 'refs/tags/v1.0', at(id('5'), id('4'))],
+    ['a name with a slash', 'feature/x', at(id('6'))],
+    ['a ref under refs/ by its name below refs/', 'pull/12/head', at(id('7'))],
+    ['a full commit id that is a branch tip', id('6'), at(id('6'))],
+    ["a full commit id that is a tag's peeled commit: the commit alone, as its fetch brings no tag", id('5'), at(id('5'))],
+    ["a full id that is an annotated tag's object: its peeled commit, through it", id('4'), at(id('5'), id('4'))],
     ['a full commit id that is no tip: not named (the run clones)', id('9'), undefined],
     ['an abbreviated id: a name, and no ref has it', '6666666', undefined],
     ['an unknown name', 'nope', undefined],
     ["a line that is not git's is no ref", 'bad', undefined],
   ])('%s', (_, revision, expected) => {
-    expect(commitForRevision(refs, revision)).toBe(expected);
+    expect(commitForRevision(refs, revision)).toEqual(expected);
+  });
+
+  it('names no commit for a full id two refs disagree about (one peels it as a tag object, one does not)', () => {
+    const disagreeing = parseLsRemote(
+      [`${id('4')}\trefs/tags/v1.0`, `${id('5')}\trefs/tags/v1.0^{}`, `${id('4')}\trefs/heads/odd`].join('\n'),
+    );
+    expect(commitForRevision(disagreeing, id('4'))).toBeUndefined();
+    // The control: without the ref that does not peel it, the tag object names its commit.
+    disagreeing.delete('refs/heads/odd');
+    expect(commitForRevision(disagreeing, id('4'))).toEqual(at(id('5'), id('4')));
   });
 
   it('reads SHA-256 ids', () => {
     const long = 'a'.repeat(64);
-    expect(commitForRevision(parseLsRemote(`${long}\tHEAD\n`), undefined)).toBe(long);
+    expect(commitForRevision(parseLsRemote(`${long}\tHEAD\n`), undefined)).toEqual(at(long));
   });
 });

@@ -1,20 +1,27 @@
-// Workspace archives of earlier clones, kept by repository URL and commit, so that a run of a
-// repository and commit this worker has cloned before starts from the kept archive: no fetch,
-// no checkout, no tar (#17.3). Evals and schedules run one repository and commit many times.
+// Workspace archives of earlier clones, kept by repository URL and commit (and tag object, for
+// an annotated tag's), so that a run of a repository and commit this worker has cloned before
+// starts from the kept archive: no fetch, no checkout, no tar (#17.3). Evals and schedules run
+// one repository and commit many times, often pinned to a release tag.
 //
 // - Off unless the admin sizes it (cloneCacheMaxBytes); it lives in the worker's /tmp beside
 //   the clones, so it counts against the same ephemeral storage.
 // - A kept archive is handed out only for the commit the remote itself names for the run's
-//   revision, asked with the run's own credential (git-clone.ts remoteCommit): a run gets
-//   nothing it could not have fetched (SECURITY.md).
+//   revision, and the annotated tag object it names it through if any, asked with the run's own
+//   credential (git-clone.ts remoteCommit): a run gets nothing it could not have fetched
+//   (SECURITY.md).
 // - It is checked against the clone limits as they are now (they may have narrowed since).
 // - It keeps only the archive of a clone that holds no ref (`git for-each-ref` lists nothing):
 //   a clone's HEAD is detached and its fetch writes no ref, so a ref there was written by
 //   something else (a revision read as a refspec wrote refs/replace/*, which make git show
 //   another tree under the same commit id), and the archive goes to other namespaces' runs.
-//   Nor one that holds a tag object (a revision that is an annotated tag fetches it): the tag's
-//   name and message are not the commit's, and the server may hide the tag from other runs.
-//   keep() takes only a RefFreeArchive, which refFreeArchive alone makes; it fails closed.
+// - A clone of an annotated tag holds the tag object (its fetch brings it): the tag's name,
+//   tagger and message are not the commit's, and the server may hide the tag from other runs of
+//   the commit. Its archive is kept under the tag object's id too (which commits to all three),
+//   so only a run the remote names that same tag object for gets it; a run of the commit by
+//   branch or id, or through another tag, never does. A clone holding two tag objects (a tag of
+//   a tag), or one that is not a tag of its commit, is not kept.
+//   keep() takes only a RefFreeArchive, which refFreeArchive alone makes, naming the tag object
+//   it holds; it fails closed.
 // - Least recently used archives go first; one being handed out is a hard link of the run's
 //   own (link(2)), so its eviction cannot pull it from under the run.
 // - One directory per process, named as a clone (stale-clones.ts): a killed process's cache is
@@ -23,11 +30,13 @@ import { createHash } from 'node:crypto';
 import { link, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { isCommitId } from '../api/commit-id.ts';
 import { absolutePath } from './absolute-path.ts';
 import type { TreeSize } from './git-clone.ts';
 import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { runGit } from './git-runner.ts';
 import { launchHere, type Launch } from './process-launcher.ts';
+import type { NamedCommit } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 export interface CachedArchive {
@@ -57,22 +66,26 @@ export function evictions(kept: readonly CachedArchive[], incoming: number, maxB
 }
 
 declare const refFree: unique symbol;
-/** The path of a clone's archive, vouched for by refFreeArchive: the only kind the cache keeps. */
-export type RefFreeArchive = string & { readonly [refFree]: true };
+/**
+ * A clone's archive, vouched for by refFreeArchive: the only kind the cache keeps. `tag` is the
+ * one tag object it holds (a run of an annotated tag fetched it), under whose id it is kept too:
+ * a caller cannot keep it without.
+ */
+export type RefFreeArchive = { readonly path: string; readonly tag: string | undefined } & { readonly [refFree]: true };
 
 /** How long each look at a clone's refs and objects may take; past it the archive is not kept. */
 const REF_CHECK_TIMEOUT_MS = 30_000;
 
 /**
  * `archive`, vouched for as the archive of the clone in `dir`, when the clone names nothing
- * but its commit: `git for-each-ref` there lists no ref, and it holds no tag object. A run
- * whose revision is an annotated tag fetched the tag object with the commit (its name, tagger
- * and message), and the archive is keyed by URL and commit only: another namespace's run of
- * the same commit, from whom the server hides that tag, would get it. Such a clone is not kept,
- * so a tag's runs clone each time (dropping the tag object would mean rewriting the pack).
- * Undefined whenever an answer is not a clean "none" (git fails, is killed, times out, or runs
- * out of its memory: it reads what the clone holds, whatever wrote it): a run costs one clone
- * more, never another run's tree.
+ * but its commit and the tag object its revision went through: `git for-each-ref` there lists
+ * no ref, and it holds at most one tag object, a tag of the commit checked out. A run whose
+ * revision is an annotated tag fetched the tag object with the commit (its name, tagger and
+ * message), which the server may hide from another namespace's run of the same commit: the
+ * archive then names it, and the cache hands it out only to a run the remote names that tag
+ * object for. Undefined whenever an answer is not a clean one (git fails, is killed, times
+ * out, or runs out of its memory: it reads what the clone holds, whatever wrote it): a run
+ * costs one clone more, never another run's tree or tag.
  */
 export async function refFreeArchive(
   dir: string,
@@ -80,35 +93,45 @@ export async function refFreeArchive(
   launch: Launch = launchHere,
   maxGitMemoryBytes: number = GIT_MEMORY_LIMIT_BYTES,
 ): Promise<RefFreeArchive | undefined> {
-  const holdsNone = (args: string[], found: (chunk: Buffer) => boolean) => answersNone(dir, args, launch, maxGitMemoryBytes, found);
+  const ask = (args: string[], read: (chunk: Buffer) => boolean) => endsWell(dir, args, launch, maxGitMemoryBytes, read);
   // One ref is enough to refuse.
-  if (!(await holdsNone(['for-each-ref', '--format=%(refname)'], (chunk) => chunk.length > 0))) return undefined;
-  // Each object's type on a line of its own; one tag is enough to refuse.
-  let line = '';
-  const tagFound = (chunk: Buffer) => {
-    const lines = (line + chunk.toString('latin1')).split('\n');
-    line = lines.pop()!.slice(-OBJECT_TYPE_MAX_CHARACTERS);
-    return lines.includes('tag');
-  };
-  const tagFree = await holdsNone(['cat-file', '--batch-all-objects', '--unordered', '--batch-check=%(objecttype)'], tagFound);
-  return tagFree ? (archive as RefFreeArchive) : undefined;
+  if (!(await ask(['for-each-ref', '--format=%(refname)'], (chunk) => chunk.length === 0))) return undefined;
+  // Each object's type and id on a line of its own; a second tag, or a line that is not one, is enough to refuse.
+  const tags: string[] = [];
+  let rest = '';
+  const listed = await ask(['cat-file', '--batch-all-objects', '--unordered', '--batch-check=%(objecttype) %(objectname)'], (chunk) => {
+    const lines = (rest + chunk.toString('latin1')).split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) if (line.startsWith('tag ')) tags.push(line.slice('tag '.length));
+    return tags.length <= 1 && rest.length <= OBJECT_LINE_MAX_CHARACTERS;
+  });
+  if (!listed || rest !== '') return undefined;
+  const [tag] = tags;
+  if (tag === undefined) return { path: archive, tag: undefined } as RefFreeArchive;
+  if (!isCommitId(tag)) return undefined;
+  // The key pairs the tag with the commit checked out: it must be that commit's tag.
+  let peeled = '';
+  const read = await ask(['rev-parse', `${tag}^{commit}`, 'HEAD'], (chunk) => (peeled += chunk.toString('latin1')).length <= 2 * 65);
+  const [target, head, end] = peeled.split('\n');
+  const ofHead = read && isCommitId(target) && target === head && end === '';
+  return ofHead ? ({ path: archive, tag } as RefFreeArchive) : undefined;
 }
 
-/** The longest object type git prints ("commit"): what a line cut by a chunk carries over. */
-const OBJECT_TYPE_MAX_CHARACTERS = 'commit'.length;
+/** The longest line the object listing prints: "commit " and a SHA-256 id; a longer one is not git's. */
+const OBJECT_LINE_MAX_CHARACTERS = 'commit '.length + 64;
 
 /**
- * Whether git `args`, run on the clone in `dir`, ends well with `found` never true of what it
- * prints (git is stopped at the first find). False for anything but a clean end: fails closed.
+ * Whether git `args`, run on the clone in `dir`, ends well with `read` never false of what it
+ * prints (git is stopped at the first false). False for anything but a clean end: fails closed.
  */
-async function answersNone(
+async function endsWell(
   dir: string,
   args: string[],
   launch: Launch,
   maxGitMemoryBytes: number,
-  found: (chunk: Buffer) => boolean,
+  read: (chunk: Buffer) => boolean,
 ): Promise<boolean> {
-  let seen = false;
+  let refused = false;
   try {
     const exit = await runGit({
       launch,
@@ -125,17 +148,21 @@ async function answersNone(
       memoryBytes: maxGitMemoryBytes,
       timeoutMs: REF_CHECK_TIMEOUT_MS,
       onStdout: (chunk) => {
-        if (found(chunk)) seen = true;
-        return !seen;
+        if (!read(chunk)) refused = true;
+        return !refused;
       },
     });
-    return exit.code === 0 && !seen;
+    return exit.code === 0 && !refused;
   } catch {
     return false;
   }
 }
 
-const cacheKey = (url: string, commit: string) => createHash('sha256').update(`${url}\n${commit}`).digest('hex');
+/** The name an archive is kept under: its repository, its commit and the tag object it holds (none: null). */
+const cacheKey = (url: string, commit: string, tag: string | undefined) =>
+  createHash('sha256')
+    .update(JSON.stringify([url, commit, tag ?? null]))
+    .digest('hex');
 
 export class CloneCache {
   private readonly kept = new Map<string, CachedArchive>();
@@ -149,12 +176,13 @@ export class CloneCache {
   ) {}
 
   /**
-   * The kept archive of `url` at `commit`, if there is one and its checkout is within `limits`,
-   * linked as `workspace.tar` into a new directory of the run's own (named as a clone, for the
-   * run to remove); undefined otherwise (the run clones).
+   * The kept archive of `url` at `named.commit`, holding the tag object `named.tag` (none when
+   * absent), if there is one and its checkout is within `limits`, linked as `workspace.tar` into
+   * a new directory of the run's own (named as a clone, for the run to remove); undefined
+   * otherwise (the run clones).
    */
-  async take(url: string, commit: string, limits: CheckoutLimits): Promise<{ dir: string; archive: string } | undefined> {
-    const archive = this.kept.get(cacheKey(url, commit));
+  async take(url: string, named: NamedCommit, limits: CheckoutLimits): Promise<{ dir: string; archive: string } | undefined> {
+    const archive = this.kept.get(cacheKey(url, named.commit, named.tag));
     if (!archive) return undefined;
     if (archive.checkout.bytes > limits.maxCheckoutBytes || archive.checkout.entries > limits.maxCheckoutFiles) return undefined;
     const dir = await mkdtemp(join(tmpdir(), clonePrefix(process.pid)));
@@ -172,8 +200,8 @@ export class CloneCache {
   }
 
   /**
-   * Keeps `archive` (a run's, linked, not copied) as `url` at `commit`, dropping the least
-   * recently used to make room. Only an archive refFreeArchive vouched for.
+   * Keeps `archive` (a run's, linked, not copied) as `url` at `commit` with the tag object it
+   * holds, dropping the least recently used to make room. Only an archive refFreeArchive vouched for.
    */
   keep(url: string, commit: string, archive: RefFreeArchive, checkout: CachedArchive['checkout']): Promise<void> {
     const next = this.keeping.then(() => this.keepNow(url, commit, archive, checkout));
@@ -181,9 +209,9 @@ export class CloneCache {
     return next;
   }
 
-  private async keepNow(url: string, commit: string, archive: string, checkout: CachedArchive['checkout']): Promise<void> {
-    const key = cacheKey(url, commit);
-    const { size: bytes } = await stat(archive);
+  private async keepNow(url: string, commit: string, archive: RefFreeArchive, checkout: CachedArchive['checkout']): Promise<void> {
+    const key = cacheKey(url, commit, archive.tag);
+    const { size: bytes } = await stat(archive.path);
     if (this.kept.has(key) || bytes > this.maxBytes) return;
     const dir = await this.dir();
     for (const dropped of evictions([...this.kept.values()], bytes, this.maxBytes)) {
@@ -192,7 +220,7 @@ export class CloneCache {
     }
     // Linked under a name of its own, then renamed into place: a take never sees half of it.
     const pending = join(dir, `${key}.${process.pid}.${this.now()}.pending`);
-    await link(archive, pending);
+    await link(archive.path, pending);
     await rename(pending, join(dir, key));
     this.kept.set(key, { key, bytes, checkout, lastUsed: this.now() });
   }

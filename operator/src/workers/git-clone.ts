@@ -32,7 +32,7 @@ import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
 import { formatBytes } from './format-bytes.ts';
 import { absolutePath } from './absolute-path.ts';
-import { commitForRevision, parseLsRemote } from './remote-refs.ts';
+import { commitForRevision, parseLsRemote, type NamedCommit } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 /** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
@@ -402,9 +402,10 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     await writeFile(join(dir, '.git', 'info', 'attributes'), EXACT_CHECKOUT_ATTRIBUTES);
     await git(inRepo, ['checkout', '-q', 'FETCH_HEAD']);
     // FETCH_HEAD names the revision asked for ("branch '<revision>' of <url>"), and the clone
-    // cache keys the archive by URL and commit only: a later run of the same commit, in another
-    // namespace, would read this run's revision (a hidden branch's name) in its .git. HEAD,
-    // detached at the commit, is all the sandbox's git needs (rev-parse, diff, status).
+    // cache keys the archive by URL, commit and tag object, never by that name: a later run of
+    // the same commit, in another namespace, would read this run's revision (a hidden branch's
+    // name) in its .git. HEAD, detached at the commit, is all the sandbox's git needs
+    // (rev-parse, diff, status).
     await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
     return { dir, size };
   } catch (error) {
@@ -419,12 +420,13 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
 const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
- * The commit the remote names for the request's revision (remote-refs.ts), asked the way the
- * clone asks: the checked URL, its credential through the askpass, the same git config. Undefined
- * when the remote names none or lists more than LS_REMOTE_MAX_BYTES; CloneFailed when the remote
- * refuses, as a fetch would be refused; InvalidSpec for a revision the clone would refuse.
+ * The commit the remote names for the request's revision, and the annotated tag object it goes
+ * through if any (remote-refs.ts), asked the way the clone asks: the checked URL, its credential
+ * through the askpass, the same git config. Undefined when the remote names none or lists more
+ * than LS_REMOTE_MAX_BYTES; CloneFailed when the remote refuses, as a fetch would be refused;
+ * InvalidSpec for a revision the clone would refuse.
  */
-export async function remoteCommit(request: CloneRequest): Promise<string | undefined> {
+export async function remoteCommit(request: CloneRequest): Promise<NamedCommit | undefined> {
   fetchedRevision(request.revision);
   const { base, token, env } = await gitSetting(request);
   try {

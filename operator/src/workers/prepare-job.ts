@@ -102,17 +102,18 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       launch: deps.launch,
     };
     // The clone cache (clone-cache.ts) is asked only for the commit the remote names for this
-    // run, asked with its credential; a continuation's tree has its diff applied, so it clones.
+    // run, and the annotated tag object it names it through, asked with its credential; a
+    // continuation's tree has its diff applied, so it clones.
     const cache = continuation ? undefined : deps.cloneCache;
-    const commit = cache ? await remoteCommit(clone).catch(() => undefined) : undefined;
-    const kept = cache && commit ? await cache.take(repository.url, commit, deps.clonePolicy) : undefined;
-    if (kept && commit) {
+    const named = cache ? await remoteCommit(clone).catch(() => undefined) : undefined;
+    const kept = cache && named ? await cache.take(repository.url, named, deps.clonePolicy) : undefined;
+    if (kept && named) {
       deps.metrics.cloneCache.inc({ result: 'hit' });
       workDir = kept.dir;
       fromCache = true;
       importStarted = deps.now();
       timings.push(timing('Clone', cloneStarted, importStarted));
-      return { revision: commit, archive: kept.archive };
+      return { revision: named.commit, archive: kept.archive };
     }
     if (cache) deps.metrics.cloneCache.inc({ result: 'miss' });
     // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
@@ -127,8 +128,9 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     // delivered nothing on kwok (an unexplained transport issue, see the issue notes),
     // while a file stream arrives whole.
     const archive = join(workDir, 'workspace.tar');
-    // The cache keeps only a clone that holds no ref (clone-cache.ts); asked of the tree beside
-    // the tar, which reads the same tree, and answered before the tree goes.
+    // The cache keeps only a clone that holds no ref, and names the tag object it holds
+    // (clone-cache.ts); asked of the tree beside the tar, which reads the same tree, and
+    // answered before the tree goes.
     const refFree = cache ? refFreeArchive(dir, archive, deps.launch, clone.maxGitMemoryBytes) : undefined;
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '-cf', archive, '.'], dir);
     const keepable = await refFree;

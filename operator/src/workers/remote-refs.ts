@@ -7,6 +7,10 @@
 // is a branch, as in git. A full commit id is taken only when the remote advertises it as the
 // tip of a ref: that the run may read the repository does not say that it may read every
 // commit in it (servers hide refs a user may not see), and a cached tree would skip asking.
+//
+// A revision that resolves through an annotated tag also names the tag object: its fetch brings
+// that object (the tag's name, tagger and message) with the commit, so the cache hands such a
+// run only an archive holding that same tag object, one the remote showed this run.
 import { isCommitId } from '../api/commit-id.ts';
 
 /** git's ref_rev_parse_rules: where a short name is looked for, in order. */
@@ -31,23 +35,45 @@ export function parseLsRemote(output: string): Map<string, string> {
   return refs;
 }
 
-/** A ref's commit: a tag's peeled commit where the remote gives one, else the ref's own id. */
-const commitOf = (refs: ReadonlyMap<string, string>, ref: string) => refs.get(`${ref}^{}`) ?? refs.get(ref);
+/** The commit a revision names, and the annotated tag object it names it through (absent for a branch, a lightweight tag or a commit id). */
+export interface NamedCommit {
+  commit: string;
+  tag: string | undefined;
+}
 
 /**
- * The commit the remote names for `revision` (the remote's HEAD when absent), or undefined when
- * it names none: an unknown name, or a commit id that is no ref's tip (the run then clones,
- * and the fetch says what is wrong, as it would have).
+ * What `ref` names: a tag's peeled commit and the tag object where the remote gives a peeled
+ * line (`<ref>^{}`: the ref's own id is then a tag object), else the ref's own id as the commit.
  */
-export function commitForRevision(refs: ReadonlyMap<string, string>, revision: string | undefined): string | undefined {
+function namedBy(refs: ReadonlyMap<string, string>, ref: string): NamedCommit | undefined {
+  const own = refs.get(ref);
+  if (own === undefined) return undefined;
+  const peeled = refs.get(`${ref}^{}`);
+  return peeled === undefined ? { commit: own, tag: undefined } : { commit: peeled, tag: own };
+}
+
+/**
+ * The commit the remote names for `revision` (the remote's HEAD when absent), with the tag object
+ * when it goes through an annotated tag, or undefined when it names none: an unknown name, or a
+ * commit id that is no ref's tip (the run then clones, and the fetch says what is wrong, as it
+ * would have). A full id that is a tag object's (some ref's own id, peeled) names that tag.
+ */
+export function commitForRevision(refs: ReadonlyMap<string, string>, revision: string | undefined): NamedCommit | undefined {
   const wanted = revision ?? 'HEAD';
   if (isCommitId(wanted)) {
-    for (const id of refs.values()) if (id === wanted) return wanted;
-    return undefined;
+    let named: NamedCommit | undefined;
+    for (const [ref, id] of refs) {
+      if (id !== wanted) continue;
+      const found = ref.endsWith('^{}') ? { commit: id, tag: undefined } : namedBy(refs, ref)!;
+      // Each ref says the same of one id (a tag object is never a commit); should two disagree, none is taken.
+      if (named && (named.commit !== found.commit || named.tag !== found.tag)) return undefined;
+      named = found;
+    }
+    return named;
   }
   for (const rule of NAME_RULES) {
-    const commit = commitOf(refs, rule(wanted));
-    if (commit) return commit;
+    const named = namedBy(refs, rule(wanted));
+    if (named) return named;
   }
   return undefined;
 }
