@@ -1,7 +1,8 @@
 // A kept session's stdin carries request lines and, between an import's request line and its
 // last frame, the archive's frames: a line written in between is read as a frame count and
 // ends the session ("import frame count too long"). So requests go into stdin in the order they
-// were made, and a call given up on before its turn is not written at all. The toolbox here
+// were made, and a call given up on before its turn is not written at all, and its error says
+// so (written: false): the worker tells the model it did not run. The toolbox here
 // reads stdin as `serve` does (sandbox-image/toolbox/serve.ts): lines through the contract's
 // LineSplitter, an import's frames through its FrameReader.
 import { PassThrough } from 'node:stream';
@@ -133,6 +134,7 @@ describe('the order of what a kept session writes', () => {
     await expect(session.call({ tool: 'bash', input: { command: 'rm -rf build' } }, { signal: AbortSignal.abort() })).rejects.toMatchObject(
       {
         reason: 'ABORTED',
+        written: false,
       },
     );
     expect(await session.call({ tool: 'grep', input: {} })).toEqual({ ok: true, result: { exitCode: 0 } });
@@ -156,7 +158,7 @@ describe('the order of what a kept session writes', () => {
     const after = session.call({ tool: 'grep', input: {} });
     await new Promise((resolve) => setTimeout(resolve, 20));
     abort.abort();
-    await expect(given).rejects.toMatchObject({ reason: 'ABORTED' });
+    await expect(given).rejects.toMatchObject({ reason: 'ABORTED', written: false });
     yieldArchive();
     expect(await Promise.all([imported, after])).toEqual([
       { ok: true, result: { bytes: 4 } },
@@ -168,6 +170,20 @@ describe('the order of what a kept session writes', () => {
     toolbox.stdout.write(`${JSON.stringify({ id: 2, ok: true, result: { exitCode: 0 } })}\n`);
     await new Promise((resolve) => setImmediate(resolve));
     expect(session.alive).toBe(false);
+  });
+
+  // Written, it may be running in the toolbox: the worker must not say it did not run.
+  it('does not say a call given up on after its line was written was never written', async () => {
+    const toolbox = framingToolbox();
+    const session = new ServeSession(toolbox.process, OPTIONS);
+    // The toolbox answers on setImmediate: the abort comes first, after the write.
+    const abort = new AbortController();
+    const given = session.call({ tool: 'bash', input: { command: 'sleep 60' } }, { signal: abort.signal });
+    abort.abort();
+    const error = await given.catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ reason: 'ABORTED' });
+    expect((error as { written?: unknown }).written).toBeUndefined();
+    expect(toolbox.read).toEqual(['bash']);
   });
 
   it('fails what is queued behind an import whose session died, and writes none of it', async () => {

@@ -4,7 +4,9 @@
 // executeToolCalls: calls on one file, however spelt, never overlap; other calls do. A call that
 // throws fails the step's calls: none starts after it, those running are abandoned, and no
 // result is kept after it; a tool error is only a result. Past the run deadline no call is
-// sent: the rest of a chain is answered TIMEOUT as the call the deadline cut off.
+// sent: the rest of a chain is answered TIMEOUT as the call the deadline cut off. A call not
+// sent is told it did not run, unless its step is redone (an earlier try may have run it); a
+// call the transport gave up on before writing it is not sent either.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { CallOptions, Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
@@ -257,6 +259,31 @@ const DEADLINE_TEXT =
   "TIMEOUT: the run's spec.budget.timeout passed while this call ran, so its answer was not waited for; the run ends with its partial diff";
 const UNSENT_TEXT =
   "TIMEOUT: the run's spec.budget.timeout had passed before this call was sent, so it did not run; the run ends with its partial diff";
+const UNSENT_AGAIN_TEXT =
+  "TIMEOUT: the run's spec.budget.timeout had passed, so this call was not sent again after the run's deadline; an earlier try of this step may have run it, and what it changed is then in the partial diff; the run ends with its partial diff";
+
+/**
+ * A sandbox whose calls wait for their signal and then fail as a transport does that gave the
+ * call up before writing it (its session still starting): ABORTED, written false.
+ */
+function unwritingSandbox() {
+  const started: string[] = [];
+  const sandbox: Sandbox = {
+    call: (request: ToolRequest, options?: CallOptions) => {
+      started.push(request.callId ?? '');
+      return new Promise<ToolResponse>((_resolve, reject) =>
+        options?.signal?.addEventListener(
+          'abort',
+          () => reject(new SandboxError('ABORTED', 'the tool call was aborted before it was sent to the toolbox', { written: false })),
+          { once: true },
+        ),
+      );
+    },
+    importTree: () => Promise.resolve(),
+    close: () => Promise.resolve(),
+  };
+  return { sandbox, started };
+}
 
 describe('executeToolCalls at the run deadline', () => {
   // The toolbox does not serialise bash: a chained call sent after the deadline ran beside the
@@ -293,6 +320,48 @@ describe('executeToolCalls at the run deadline', () => {
     );
     expect(started).toEqual([]);
     expect(results.map((result) => result.text)).toEqual([UNSENT_TEXT, UNSENT_TEXT, UNSENT_TEXT]);
+  });
+
+  // A redone step (hand-on.ts continueStep) runs the calls whose results were not kept: an
+  // earlier try may have run them, so "it did not run" could be false while the partial diff
+  // holds the change.
+  it('tells the calls of a redone step not sent past the deadline that an earlier try may have run them', async () => {
+    const { sandbox, started } = scriptedSandbox();
+    const results = await withRunDeadline(-2_000, (deadline) =>
+      executeToolCalls(sandbox, [write('w', 'a.ts'), bash('b1'), bash('b2')], undefined, deadline, undefined, 4, undefined, true),
+    );
+    expect(started).toEqual([]);
+    expect(results.map((result) => result.text)).toEqual([UNSENT_AGAIN_TEXT, UNSENT_AGAIN_TEXT, UNSENT_AGAIN_TEXT]);
+    expect(results.some((result) => result.text.includes('did not run'))).toBe(false);
+  });
+
+  // The transport gave it up before its request line went out (its session was still starting,
+  // its turn behind an import had not come): it never reached the toolbox.
+  it('answers a call the transport never wrote as not sent, not as cut off while it ran', async () => {
+    const { sandbox, started } = unwritingSandbox();
+    const observed: string[] = [];
+    const results = await withRunDeadline(20, (deadline) =>
+      executeToolCalls(sandbox, [bash('b1'), bash('b2')], (tool, outcome) => observed.push(`${tool}:${outcome}`), deadline, undefined, 4),
+    );
+    expect(started).toEqual(['s4:b1']);
+    expect(results.map((result) => result.text)).toEqual([UNSENT_TEXT, UNSENT_TEXT]);
+    expect(observed).toEqual([]);
+  });
+
+  it('answers a call of a redone step the transport never wrote as not sent again', async () => {
+    const { sandbox } = unwritingSandbox();
+    const record = await withRunDeadline(20, (deadline) =>
+      executeToolCall(sandbox, write('w', 'a.ts'), undefined, deadline, 4, undefined, undefined, true),
+    );
+    expect(record.text).toBe(UNSENT_AGAIN_TEXT);
+  });
+
+  it('still says a call the transport wrote was cut off while it ran', async () => {
+    const { sandbox } = scriptedSandbox();
+    const record = await withRunDeadline(20, (deadline) =>
+      executeToolCall(sandbox, bash('b1'), undefined, deadline, 4, undefined, undefined, true),
+    );
+    expect(record.text).toBe(DEADLINE_TEXT);
   });
 
   // resume-job.ts runs an approved call on its own: after the deadline it is not sent either.

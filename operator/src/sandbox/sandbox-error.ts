@@ -20,11 +20,18 @@ export class SandboxError extends Error {
   readonly reason: SandboxErrorReason;
   /** For IMPORT_REFUSED: the toolbox's error code (e.g. OUTSIDE_WORKSPACE). */
   readonly toolErrorCode: string | undefined;
+  /**
+   * For ABORTED and TIMEOUT: false when the request was never written to the toolbox (given
+   * up on before its turn, or before its session had started), so this call did not run;
+   * undefined when it may have been (it may be running still).
+   */
+  readonly written: false | undefined;
 
-  constructor(reason: SandboxErrorReason, message: string, options: { cause?: unknown; toolErrorCode?: string } = {}) {
+  constructor(reason: SandboxErrorReason, message: string, options: { cause?: unknown; toolErrorCode?: string; written?: false } = {}) {
     super(message, { cause: options.cause });
     this.reason = reason;
     this.toolErrorCode = options.toolErrorCode;
+    this.written = options.written;
   }
 
   /** Marker based (the vercel/ai pattern), like RunFailure: also true for a SandboxError of another copy of this module. */

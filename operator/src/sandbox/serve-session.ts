@@ -20,7 +20,8 @@
 // Requests go into stdin in the order they were made: an import holds stdin from its request
 // line to its answer (the toolbox reads frames, not lines, in between), and a call or import
 // made meanwhile waits its turn behind it and behind whatever was queued before it. A call
-// given up on before its turn (its signal aborted, its deadline passed) is not written at all.
+// given up on before its turn (its signal aborted, its deadline passed) is not written at all,
+// and its error says so (SandboxError.written false): it did not run.
 import { once } from 'node:events';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 import { withDeadline } from './call-deadline.ts';
@@ -158,9 +159,14 @@ export class ServeSession {
     });
     // The deadline first: a call whose signal has already aborted is given up on now, and so
     // never written (writeInTurn).
-    const bounded = withDeadline(answer, options, this.options.defaultTimeoutMs, () => this.giveUp(id));
+    let unwritten = false;
+    const bounded = withDeadline(answer, options, this.options.defaultTimeoutMs, () => (unwritten = !this.giveUp(id)));
     this.writeInTurn(id, line);
-    return bounded;
+    // Given up on before its line went out, the call did not run: the worker may say so
+    // (tool-execution.ts), where a call given up on while it ran may still be running.
+    return bounded.catch((error: unknown) => {
+      throw unwritten && SandboxError.isInstance(error) ? neverWritten(error) : error;
+    });
   }
 
   /** Whether any answer may still come: a call waits for one, or was given up on and may be answered late. */
@@ -168,15 +174,20 @@ export class ServeSession {
     return this.pending.size > 0 || this.late.size > 0;
   }
 
-  /** A call past its deadline: no longer waited for, but its answer may still come (once) if its line was written. */
-  private giveUp(id: number): void {
+  /**
+   * A call past its deadline: no longer waited for, but its answer may still come (once) if its
+   * line was written. Whether it was: false only for a line that never went into stdin.
+   */
+  private giveUp(id: number): boolean {
     const waiter = this.pending.get(id);
-    if (!waiter) return;
+    // Answered already (the answer is on its way to the caller): it was written.
+    if (!waiter) return true;
     this.pending.delete(id);
     // Never written, it is never answered: an answer with its id is then nobody's.
-    if (!waiter.written) return;
+    if (!waiter.written) return false;
     this.late.add(id);
     if (this.late.size > LATE_ANSWERS_KEPT) this.late.delete(this.late.values().next().value as number);
+    return true;
   }
 
   /**
@@ -345,6 +356,10 @@ export class ServeSession {
     this.markDied();
   }
 }
+
+/** The deadline's error for a call given up on before its line was written, saying so. */
+const neverWritten = (error: SandboxError): SandboxError =>
+  new SandboxError(error.reason, `${error.message}; it was never sent to the toolbox`, { cause: error.cause, written: false });
 
 /** An id from the stream, short enough to quote. */
 const describeId = (id: unknown): string => `id ${String(JSON.stringify(id)).slice(0, 40)}`;

@@ -45,8 +45,15 @@ export class ToolboxSandbox implements Sandbox {
     if (this.closed) throw new SandboxError('CLOSED', 'the sandbox is closed');
     // The model only sees the contract's tools, so any other name is the caller's bug.
     if (!isToolName(request.tool)) throw new SandboxError('PROTOCOL', `unknown tool ${JSON.stringify(request.tool)}`);
+    // Given up on already (the run's deadline passed before the call): nothing is sent, so it
+    // did not run, and no process or session is started for it.
+    const signal = options.signal;
+    if (signal?.aborted) throw abortedUnsent(signal);
     if (this.options.mode === 'call') return callInNewProcess(this.transport, request, options, this.limits);
-    const session = await this.liveSession();
+    // A new session may take up to the transport's connect timeout: the caller is not held past
+    // its signal for it, and a call given up on meanwhile was never written (the session keeps
+    // starting, for the calls after).
+    const session = signal ? await untilAborted(this.liveSession(), signal) : await this.liveSession();
     return session.call(request, options);
   }
 
@@ -96,6 +103,28 @@ export class ToolboxSandbox implements Sandbox {
     );
     return this.session;
   }
+}
+
+/** A call given up on before its request went to any toolbox: it did not run. */
+const abortedUnsent = (signal: AbortSignal) =>
+  new SandboxError('ABORTED', 'the tool call was aborted before it was sent to the toolbox', { cause: signal.reason, written: false });
+
+/** `work`, unless `signal` aborts first: then it rejects at once with abortedUnsent (work's own outcome is dropped). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortedUnsent(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 /** Throws the toolbox's refusal of an archive as a SandboxError('IMPORT_REFUSED'). */

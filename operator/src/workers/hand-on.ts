@@ -43,5 +43,5 @@ export async function continueStep(deps: AgentDependencies, ref: RunRef, state: 
     await forgetRun(deps, ref);
     return;
   }
-  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+  await endStep(deps, run, state, await runInFlightCalls(deps, run, state, true));
 }

@@ -46,18 +46,24 @@ export const savedBeforeCalls = (calls: readonly { toolName: string }[]): boolea
 export interface CallProgress {
   /** Calls that finished in an earlier try, not run again. */
   done: readonly ToolResultRecord[];
+  /** An earlier try of the step may have sent the calls not done (a redo): past the deadline they are not said to have not run. */
+  redo: boolean;
   /** Keeps a result; `save`: saved now (a call that must not run twice), else it rides on the next save. */
   record(result: ToolResultRecord, save: boolean): Promise<void>;
   /** After the calls, before the step's state moves on: stores the diff they made (diff-snapshot.ts); `owed`, a result still to save. */
   snapshot(owed: boolean): Promise<void>;
 }
 
-/** Runs the in-flight step's calls that are not done yet, saving each result that must not be run again as it comes. True when parked. */
-export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<boolean> {
+/**
+ * Runs the in-flight step's calls that are not done yet, saving each result that must not be run
+ * again as it comes. True when parked. `redo`: an earlier try began the step (hand-on.ts continueStep).
+ */
+export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, redo = false): Promise<boolean> {
   const inFlight = state.inFlight!;
   const save = () => deps.states.save(state);
   return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, {
     done: [...inFlight.results],
+    redo,
     record: async (result, saveNow) => {
       inFlight.results.push(result);
       if (saveNow) await save();
@@ -110,6 +116,7 @@ export async function runCallsUntilApproval(
       record,
       state.step,
       { modelAcceptsImages: modelAcceptsImages(run.spec.model), shown: countImages(earlier) + countImages(progress?.done ?? []) },
+      progress?.redo,
     ),
   );
   if (snapshots) await progress?.snapshot(alone);

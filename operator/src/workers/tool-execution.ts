@@ -36,8 +36,9 @@ export interface ImageShowing {
  * now). A call still running then is answered TIMEOUT (DEADLINE_RESULT) instead of holding a
  * worker up to the 30 minutes a bash command may take: the step ends, and the next one ends
  * the run DeadlineExceeded with its partial diff. The command may still run in the sandbox
- * meanwhile; a call not sent yet (the rest of its chain) is answered TIMEOUT without being
- * sent. The timer goes with the work, so steps leave no timers behind them.
+ * meanwhile; a call not sent yet (the rest of its chain, one whose session was still starting)
+ * is answered TIMEOUT without being sent. The timer goes with the work, so steps leave no timers
+ * behind them.
  */
 export async function withRunDeadline<T>(msLeft: number, work: (deadline: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
@@ -66,7 +67,22 @@ const UNSENT_RESPONSE: ToolResponse = {
   },
 };
 
-const unsentResult = (call: PendingToolCall): ToolResultRecord => errorResult(call, UNSENT_RESPONSE);
+/**
+ * The same in a step redone after a failed try: that try may have sent the call and the
+ * toolbox run it (a result not kept is not proof it did not run), so "it did not run" could be
+ * false while the partial diff holds its change. Sent again, the journal would have answered it.
+ */
+const UNSENT_AGAIN_RESPONSE: ToolResponse = {
+  ok: false,
+  error: {
+    code: 'TIMEOUT',
+    message:
+      "the run's spec.budget.timeout had passed, so this call was not sent again after the run's deadline; an earlier try of this step may have run it, and what it changed is then in the partial diff; the run ends with its partial diff",
+  },
+};
+
+const unsentResult = (call: PendingToolCall, redo: boolean): ToolResultRecord =>
+  errorResult(call, redo ? UNSENT_AGAIN_RESPONSE : UNSENT_RESPONSE);
 
 const OVERSIZED_RESULT =
   'the answer was larger than the sandbox protocol carries, so it was dropped; ask for less: a narrower path or pattern, or a lower limit';
@@ -83,11 +99,13 @@ export async function executeToolCall(
   images?: ImageShowing,
   /** Aborts once the step's calls failed (executeToolCalls): the call is abandoned, and throws. */
   stop?: AbortSignal,
+  /** An earlier try of this step may have sent the call (the step is redone: hand-on.ts continueStep). */
+  redo = false,
 ): Promise<ToolResultRecord> {
   // Past the deadline nothing more is sent: the run is ending, and a call sent now would run
   // beside the one the deadline cut off (the toolbox does not serialise bash) and land its
   // effects in the partial diff. In a chain, the calls after a timed-out one are answered so.
-  if (deadline?.aborted && !stop?.aborted) return unsentResult(call);
+  if (deadline?.aborted && !stop?.aborted) return unsentResult(call, redo);
   const started = performance.now();
   const request = { tool: call.toolName, input: call.input, ...(step === undefined ? {} : { callId: journalKey(step, call) }) };
   const signal = deadline && stop ? AbortSignal.any([deadline, stop]) : (deadline ?? stop);
@@ -97,6 +115,9 @@ export async function executeToolCall(
   } catch (error) {
     if (stop?.aborted) throw error;
     if (deadline?.aborted && SandboxError.isInstance(error) && error.reason === 'ABORTED') {
+      // Given up on before its request was written (its session still starting, its turn not
+      // come): it did not run here, so it is not said to have run.
+      if (error.written === false) return unsentResult(call, redo);
       response = DEADLINE_RESPONSE;
     } else if (SandboxError.isInstance(error) && error.reason === 'RESPONSE_TOO_LARGE') {
       // Both transports drop just that answer and keep working (the Sandbox contract), so
@@ -157,6 +178,8 @@ export async function executeToolCalls(
   onResult?: (result: ToolResultRecord) => Promise<void>,
   step?: number,
   images?: ImageShowing,
+  /** An earlier try of this step may have sent these calls (the step is redone: hand-on.ts continueStep). */
+  redo = false,
 ): Promise<ToolResultRecord[]> {
   const failed = new AbortController();
   const chains = new Map<string, Promise<unknown>>();
@@ -166,7 +189,7 @@ export async function executeToolCalls(
     const result = previous.then(async () => {
       try {
         failed.signal.throwIfAborted();
-        const record = await executeToolCall(sandbox, call, observe, deadline, step, images, failed.signal);
+        const record = await executeToolCall(sandbox, call, observe, deadline, step, images, failed.signal, redo);
         // Answered after another call failed: not kept; the retry sends it again (journalKey).
         failed.signal.throwIfAborted();
         await onResult?.(record);
