@@ -6,6 +6,8 @@
 // directory as its work tree whatever the repository's config says (core.worktree=/usr would
 // list /usr), and for at most MAX_NESTED_REPOSITORIES of them per call; past that, one git run
 // each would cost more than the listing, and the rest are walked (their ignore rules unread).
+// grep with git grep, which stops at a nested repository, searches the files listed there by
+// name, so it finds what list_files shows.
 import { existsSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -23,7 +25,7 @@ import { ToolboxError } from './toolbox-error.ts';
 export async function listFiles(context: ToolboxContext, input: ToolInput<'list_files'>): Promise<FileListResult> {
   const base = await guardDirectory(context, input.path);
   const selection = new SortedSelection(Math.min(input.limit ?? LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS));
-  await forEachFile(context, base, Boolean(input.includeIgnored), (file) => selection.add(file));
+  await forEachFile(context, base, Boolean(input.includeIgnored), (file) => selection.add(file.path));
   return finish(context, selection);
 }
 
@@ -34,10 +36,10 @@ export async function glob(context: ToolboxContext, input: ToolInput<'glob'>): P
   const prefix = base === '' ? '' : `${base}/`;
   const selection = new SortedSelection(Math.min(input.limit ?? LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS));
   await forEachFile(context, base, Boolean(input.includeIgnored), (file) => {
-    const relative = file.slice(prefix.length);
+    const relative = file.path.slice(prefix.length);
     // A pattern also names the path it spells, as a git pathspec does: `app/[id]/page.tsx` finds
     // that file, which its class `[id]` (one of i or d) alone would miss.
-    if (pattern.test(relative) || relative === written) selection.add(file);
+    if (pattern.test(relative) || relative === written) selection.add(file.path);
   });
   return finish(context, selection);
 }
@@ -69,15 +71,31 @@ async function finish(context: ToolboxContext, selection: SortedSelection): Prom
 /** git runs per call for repositories nested in the one listed (some milliseconds each). */
 export const MAX_NESTED_REPOSITORIES = 64;
 
+/** A file a listing found. */
+export interface ListedFile {
+  /** Relative to the root, as results show it (a name that is not UTF-8 shows U+FFFD). */
+  path: string;
+  /** The same path as bytes, as git printed it: the name the file has. Walked: `path` encoded. */
+  raw: Buffer;
+  /** The directory (root-relative, '' for the root) of the repository that listed it; undefined: walked. */
+  repository: string | undefined;
+}
+
 /** What one listing shares across the repositories it asks. */
 interface Listing {
   includeIgnored: boolean;
-  visit: (file: string) => void;
+  visit: (file: ListedFile) => void;
   /** Nested repositories that may still be listed with git. */
   nestedLeft: number;
 }
 
-async function forEachFile(context: ToolboxContext, base: string, includeIgnored: boolean, visit: (file: string) => void): Promise<void> {
+/** Visits each file list_files lists under `base` (root-relative, '' for the root), unsorted. */
+export async function forEachFile(
+  context: ToolboxContext,
+  base: string,
+  includeIgnored: boolean,
+  visit: (file: ListedFile) => void,
+): Promise<void> {
   const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
   const listing: Listing = { includeIgnored, visit, nestedLeft: MAX_NESTED_REPOSITORIES };
   if (repository !== undefined && (await listRepository(context, repository, base, listing))) return;
@@ -109,6 +127,7 @@ async function listRepository(context: ToolboxContext, repository: string, base:
   const { includeIgnored, visit } = listing;
   const prefix = repository === '' ? '' : `${repository}/`;
   const pathspec = base === repository ? '.' : base.slice(prefix.length);
+  const rawPrefix = Buffer.from(prefix);
   const nested: string[] = [];
   const args = ['ls-files', '-z', '--stage', '--cached', '--others', ...(includeIgnored ? [] : ['--exclude-standard']), '--', pathspec];
   const workTree = path.join(context.realRoot, repository);
@@ -129,7 +148,11 @@ async function listRepository(context: ToolboxContext, repository: string, base:
       // tracked gitlink is a submodule's directory.
       if (file.endsWith('/')) nested.push(prefix + file.slice(0, -1));
       else if (tracked?.[1] === GITLINK_MODE) nested.push(prefix + file);
-      else visit(prefix + file);
+      else {
+        // The entry's prefix is ASCII (`mode object stage\t`): as many bytes as characters.
+        const name = record.subarray(tracked ? tracked[0].length : 0);
+        visit({ path: prefix + file, raw: prefix === '' ? name : Buffer.concat([rawPrefix, name]), repository });
+      }
       return true;
     },
   });
@@ -147,13 +170,13 @@ async function listRepository(context: ToolboxContext, repository: string, base:
   return true;
 }
 
-async function walk(realRoot: string, relative: string, visit: (file: string) => void): Promise<void> {
+async function walk(realRoot: string, relative: string, visit: (file: ListedFile) => void): Promise<void> {
   const entries = await readdir(path.join(realRoot, relative), { withFileTypes: true }).catch(() => []);
   for (const entry of entries) {
     if (entry.name === '.git') continue;
     const child = relative === '' ? entry.name : `${relative}/${entry.name}`;
     // Symlinked directories are listed as entries, never followed (they may point outside).
     if (entry.isDirectory()) await walk(realRoot, child, visit);
-    else visit(child);
+    else visit({ path: child, raw: Buffer.from(child), repository: undefined });
   }
 }

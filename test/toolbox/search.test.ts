@@ -200,6 +200,89 @@ describe('grep', () => {
     });
   });
 
+  describe('in repositories nested in the workspace', () => {
+    let nested: Workspace;
+    let outside: string;
+    beforeAll(() => {
+      outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
+      writeFileSync(path.join(outside, 'secret.txt'), 'needle outside\n');
+      nested = makeWorkspace();
+      nested.write({ 'top.txt': 'needle\n', 'zz.txt': 'needle\n', '.gitignore': '*.log\n' });
+      nested.git('init', '-q');
+      // An untracked clone with ignore rules of its own; the outer `*.log` does not reach into it.
+      nested.write({
+        'vendor/lib/a.txt': 'needle\n',
+        'vendor/lib/x.log': 'needle\n',
+        'vendor/lib/.gitignore': 'build/\n',
+        'vendor/lib/build/out.txt': 'needle\n',
+        'vendor/lib/image.bin': Buffer.from('needle\0\n'),
+        'vendor/lib/.env': 'TOKEN=needle\n',
+      });
+      writeFileSync(Buffer.concat([Buffer.from(`${nested.root}/vendor/lib/caf`), Buffer.of(0xe9), Buffer.from('.txt')]), 'needle\n');
+      symlinkSync(path.join(outside, 'secret.txt'), path.join(nested.root, 'vendor/lib/link.txt'));
+      nested.git('-C', 'vendor/lib', 'init', '-q');
+      // A submodule: the outer index holds it as a gitlink.
+      nested.write({ 'sub/s.txt': 'no\nneedle\n' });
+      nested.git('-C', 'sub', 'init', '-q');
+      nested.git('-C', 'sub', 'add', 's.txt');
+      nested.git('-C', 'sub', 'commit', '-q', '-m', 'sub');
+      nested.git('add', 'top.txt', 'zz.txt', '.gitignore', 'sub');
+    });
+    afterAll(() => {
+      nested.cleanup();
+      rmSync(outside, { recursive: true, force: true });
+    });
+
+    const found = async (engine: keyof typeof engines, input: Record<string, unknown>) => {
+      const result = resultOf<{ engine: string; matches: Array<{ path: string; line: number }>; truncated: boolean }>(
+        await callTool(nested, 'grep', { pattern: 'needle', ...input }, { env: engines[engine].env }),
+      );
+      expect(result.engine).toBe(engine);
+      return { lines: result.matches.map((match) => `${match.path}:${match.line}`), truncated: result.truncated };
+    };
+
+    it.each(['rg', 'git-grep'] as const)(
+      "engine %s finds matches inside them with each one's own ignore rules, in files list_files lists",
+      async (engine) => {
+        const { lines, truncated } = await found(engine, {});
+        // Not build/ (the clone ignores it), the binary, the credential file or the symlink out.
+        expect(lines).toEqual([
+          'sub/s.txt:2',
+          'top.txt:1',
+          'vendor/lib/a.txt:1',
+          'vendor/lib/caf\uFFFD.txt:1',
+          'vendor/lib/x.log:1',
+          'zz.txt:1',
+        ]);
+        expect(truncated).toBe(false);
+        // list_files leaves out the name that is not UTF-8 (its check that a file exists looks
+        // for the name as shown); the others are all files it lists.
+        const listed = resultOf<{ files: string[] }>(await callTool(nested, 'list_files', {})).files;
+        const shown = lines.filter((line) => !line.includes('\uFFFD')).map((line) => line.slice(0, line.lastIndexOf(':')));
+        expect(listed).toEqual(expect.arrayContaining(shown));
+      },
+    );
+
+    it.each(['rg', 'git-grep'] as const)('engine %s searches under a path inside one, and its ignored files when asked', async (engine) => {
+      expect((await found(engine, { path: 'vendor/lib' })).lines).toEqual([
+        'vendor/lib/a.txt:1',
+        'vendor/lib/caf\uFFFD.txt:1',
+        'vendor/lib/x.log:1',
+      ]);
+      expect((await found(engine, { path: 'sub/s.txt' })).lines).toEqual(['sub/s.txt:2']);
+      expect((await found(engine, { path: 'vendor', includeIgnored: true })).lines).toContain('vendor/lib/build/out.txt:1');
+    });
+
+    it.each(['rg', 'git-grep'] as const)(
+      'engine %s keeps the first by path across the outer repository and nested ones',
+      async (engine) => {
+        for (let call = 0; call < 2; call += 1) {
+          expect(await found(engine, { limit: 3 })).toEqual({ lines: ['sub/s.txt:2', 'top.txt:1', 'vendor/lib/a.txt:1'], truncated: true });
+        }
+      },
+    );
+  });
+
   describe('anchors where read_file shows lines begin and end', () => {
     let lines: Workspace;
     beforeAll(() => {
@@ -351,16 +434,21 @@ describe('list_files and glob', () => {
     }
   });
 
-  it(`asks git about at most ${MAX_NESTED_REPOSITORIES} nested repositories per call and walks the rest`, async () => {
-    const many = makeWorkspace();
-    try {
-      const count = MAX_NESTED_REPOSITORIES + 6;
-      const names = Array.from({ length: count }, (_, index) => `r${String(index).padStart(3, '0')}`);
+  describe(`past ${MAX_NESTED_REPOSITORIES} nested repositories`, () => {
+    let many: Workspace;
+    const count = MAX_NESTED_REPOSITORIES + 6;
+    const names = Array.from({ length: count }, (_, index) => `r${String(index).padStart(3, '0')}`);
+    beforeAll(() => {
+      many = makeWorkspace();
       for (const name of names) {
-        many.write({ [`${name}/a.txt`]: '', [`${name}/.gitignore`]: 'x.log\n', [`${name}/x.log`]: '' });
+        many.write({ [`${name}/a.txt`]: 'needle\n', [`${name}/.gitignore`]: 'x.log\n', [`${name}/x.log`]: 'needle\n' });
       }
       many.git('init', '-q');
       for (const name of names) many.git('-C', name, 'init', '-q');
+    });
+    afterAll(() => many.cleanup());
+
+    it(`asks git about at most ${MAX_NESTED_REPOSITORIES} per call and walks the rest`, async () => {
       const result = resultOf<{ files: string[]; truncated: boolean }>(await callTool(many, 'list_files', {}));
       expect(result.truncated).toBe(false);
       expect(result.files.filter((file) => file.endsWith('/a.txt'))).toHaveLength(count);
@@ -368,9 +456,16 @@ describe('list_files and glob', () => {
       expect(result.files.filter((file) => file.endsWith('/x.log'))).toEqual(
         names.slice(MAX_NESTED_REPOSITORIES).map((name) => `${name}/x.log`),
       );
-    } finally {
-      many.cleanup();
-    }
+    });
+
+    it('grep with git grep searches the files the listing lists in them', async () => {
+      const result = resultOf<{ matches: Array<{ path: string }>; truncated: boolean }>(
+        await callTool(many, 'grep', { pattern: 'needle', limit: 500 }, { env: engines['git-grep'].env }),
+      );
+      const listed = resultOf<{ files: string[] }>(await callTool(many, 'list_files', {})).files;
+      expect(result.matches.map((match) => match.path)).toEqual(listed.filter((file) => !file.endsWith('/.gitignore')));
+      expect(result.truncated).toBe(false);
+    });
   });
 
   it('takes a backslash as an escape, and a pattern also names the path it spells', async () => {
