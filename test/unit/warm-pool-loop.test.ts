@@ -9,7 +9,13 @@ import type { ObjectCache } from '../../operator/src/controller/run-reconciler.t
 import { POOL_RESYNC_MS, WarmPoolLoop, isPoolPod } from '../../operator/src/controller/warm-pool-loop.ts';
 import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
 import { UNWANTED_DELETE_LIMITS } from '../../operator/src/reconcile/warm-pool-unwanted-deletes.ts';
-import { WARM_POOL_LABEL, claimPatch, warmPoolNetworkPolicy, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import {
+  POOL_ISOLATION_LABEL,
+  WARM_POOL_LABEL,
+  claimPatch,
+  warmPoolNetworkPolicy,
+  type WarmPoolConfig,
+} from '../../operator/src/reconcile/warm-pool.ts';
 import { JsonPatchTestFailed, applyAsApiServer } from '../support/api-server-json-patch.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
@@ -64,7 +70,8 @@ function world(
       // As the API server answers a create over the namespace's ResourceQuota.
       if (pod.metadata?.namespace === refusing) throw new Error('pods "x" is forbidden: exceeded quota');
       const admitted = options.admission ? options.admission(pod) : pod;
-      const named = { ...admitted, metadata: { ...admitted.metadata, name: `made-${next}`, uid: `uid-made-${next++}` } };
+      // As the API server makes it: a name, a uid, and generation 1 (a spec not changed since).
+      const named = { ...admitted, metadata: { ...admitted.metadata, name: `made-${next}`, uid: `uid-made-${next++}`, generation: 1 } };
       created.push(named);
       deletes.doneAtCreate.push(deleted.length);
       return named;
@@ -177,12 +184,75 @@ describe('WarmPoolLoop', () => {
     const planted = readyPod('made-1');
     pods.push({ ...planted, metadata: { ...planted.metadata, name: 'planted', uid: 'uid-planted' } });
     await loop.pass();
-    expect(loop.madeIt(pods[1]!)).toBe(false);
-    expect(loop.madeIt(pods[0]!)).toBe(true);
+    expect(loop.madeIt(pods[1]!, pool)).toBe(false);
+    expect(loop.madeIt(pods[0]!, pool)).toBe(true);
     expect(deleted).toEqual(['planted']);
     expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0']);
     // Not counted: the pool still waits for made-1, its own second pod, and makes no third.
     expect(created).toHaveLength(2);
+  });
+
+  it("takes a pod it made for one pool and that someone relabelled into another for neither pool's: not counted, claimed or handed on there; replaced", async () => {
+    const plain: WarmPoolConfig = { name: 'plain', namespace: 'team', size: 1, runtimeClassName: 'runc' };
+    const gvisor: WarmPoolConfig = { name: 'gvisor', namespace: 'team', size: 1 };
+    const { pods, created, deleted, loop, readyPod, sessions } = world({ pools: [plain, gvisor] });
+    await loop.pass();
+    const made = (poolName: string) =>
+      readyPod(created.find((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] === poolName)!.metadata!.name!);
+    pods.push(made('plain'), made('gvisor'));
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toHaveLength(2);
+    // kubectl label pod <plain's pod> chamvi.dev/warm-pool=gvisor chamvi.dev/warm-pool-sandbox=gvisor --overwrite
+    const runcPod = pods[0]!;
+    pods[0] = {
+      ...runcPod,
+      metadata: {
+        ...runcPod.metadata,
+        resourceVersion: 'relabelled',
+        labels: { ...runcPod.metadata!.labels, [WARM_POOL_LABEL]: 'gvisor', [POOL_ISOLATION_LABEL]: 'gvisor' },
+      },
+    };
+    expect(isPoolPod(pods[0], gvisor)).toBe(true);
+    expect(loop.madeIt(pods[0], gvisor)).toBe(false);
+    await loop.pass();
+    // The plain pool refills; the gvisor pool keeps its own pod alone and hands only it on.
+    expect(created.filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] === 'plain')).toHaveLength(2);
+    expect(created.filter((pod) => pod.metadata?.labels?.[WARM_POOL_LABEL] === 'gvisor')).toHaveLength(1);
+    expect(sessions.kept.at(-1)).toEqual([`team/${pods[1]!.metadata!.name}/${pods[1]!.metadata!.uid}`]);
+    expect(deleted).toEqual([runcPod.metadata!.name]);
+  });
+
+  it('keeps knowing a pod it made once a run claimed it from its pool, for that pool alone, and forgets it once its claim is taken off', async () => {
+    const { pods, loop, readyPod, advance } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'), readyPod('made-1'));
+    await loop.pass();
+    // Run A's claim, as the API server applies it: the deadline it sets is a change of the spec (generation 2).
+    const claimed = claimedBy(pods[0]!, runNamed('run-a'));
+    pods[0] = { ...claimed, metadata: { ...claimed.metadata, generation: 2 } };
+    advance(31_000);
+    await loop.pass();
+    // The reconciler asks this of a run's claimed pod for as long as its status may not name it.
+    expect(loop.madeIt(pods[0], pool)).toBe(true);
+    expect(loop.madeIt(pods[0], { ...pool, name: 'other' })).toBe(false);
+    // Its owner taken off: no claim of any run's, and no pool's pod either.
+    pods[0] = { ...pods[0], metadata: { ...pods[0].metadata, ownerReferences: undefined } };
+    await loop.pass();
+    expect(loop.madeIt(pods[0], pool)).toBe(false);
+  });
+
+  it('counts, claims and hands on no pod of its pool whose spec changed since it was made (an image patched in): it replaces it', async () => {
+    const { pods, created, deleted, loop, readyPod, sessions } = world();
+    await loop.pass();
+    pods.push(readyPod('made-0'), readyPod('made-1'));
+    await loop.pass();
+    // kubectl set image on a pool pod whose container has not started: the API server counts the change.
+    pods[0] = { ...pods[0]!, metadata: { ...pods[0]!.metadata, generation: 2, resourceVersion: 'patched' } };
+    expect(isPoolPod(pods[0], pool)).toBe(false);
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
+    expect(created).toHaveLength(3);
+    expect(deleted).toEqual(['made-0']);
   });
 
   it('deletes the unclaimed pods of a pool taken out of the config, and keeps its own and the claimed ones', async () => {
@@ -508,7 +578,7 @@ describe('WarmPoolLoop', () => {
       advance(31_000);
       await loop.pass();
       // Not a pod any run may claim (what claimWarmPod asks), nor one a session is opened in ahead.
-      expect(isPoolPod(pods[0], pool) && loop.madeIt(pods[0])).toBe(false);
+      expect(isPoolPod(pods[0], pool) && loop.madeIt(pods[0], pool)).toBe(false);
       expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1', 'team/made-2/uid-made-2']);
       // Not counted either: the pool, full without it, makes no pod and deletes none of its own.
       expect(created).toHaveLength(3);
@@ -530,7 +600,7 @@ describe('WarmPoolLoop', () => {
     await loop.pass();
     expect(created).toHaveLength(1);
     expect(deleted).toEqual(['made-0']);
-    expect(loop.madeIt(created[0]!)).toBe(false);
+    expect(loop.madeIt(created[0]!, pool)).toBe(false);
     // 2 s later it tries again.
     advance(2_000);
     await loop.pass();

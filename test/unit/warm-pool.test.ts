@@ -2,7 +2,7 @@
 // runs a pool may serve (only those whose fresh pod would be the same pod), and the claim
 // patch that lets one claimer win.
 import { describe, expect, it } from 'vitest';
-import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { RUN_UID_LABEL, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { sandboxDenyAllPolicy } from '../../operator/src/reconcile/sandbox-network-policy.ts';
 import { selectorMatches } from '../support/label-selector.ts';
@@ -12,8 +12,10 @@ import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
   claimMarks,
+  claimOf,
   claimPatch,
   isWarmPoolNetworkPolicy,
+  specChangedSinceCreation,
   warmPoolFor,
   warmPoolNetworkPolicy,
   warmPoolPod,
@@ -161,11 +163,13 @@ describe('warmPoolPod and claimPatch', () => {
     expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
   });
 
-  it("tests the pod's uid, the pool label and that no claim marked the pod, removes the label first, then gives the pod the run labels, owner and deadline", () => {
+  it("tests the pod's uid, its spec as made, the pool label, that it is not being deleted and that no claim marked it, removes the label first, then gives the pod the run labels, owner and deadline", () => {
     const patch = claimPatch(run, pools[0]!, 360, 'uid-pool-pod') as Array<{ op: string; path: string; value?: unknown }>;
-    expect(patch.slice(0, 8)).toEqual([
+    expect(patch.slice(0, 10)).toEqual([
       { op: 'test', path: '/metadata/uid', value: 'uid-pool-pod' },
+      { op: 'test', path: '/metadata/generation', value: 1 },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1warm-pool', value: 'default' },
+      { op: 'test', path: '/metadata/deletionTimestamp', value: null },
       { op: 'test', path: '/metadata/ownerReferences', value: null },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1run-uid', value: null },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1run', value: null },
@@ -185,10 +189,10 @@ describe('warmPoolPod and claimPatch', () => {
 
 describe('a pod a claim marked', () => {
   const pool = pools[0]!;
-  /** A pool pod as the loop made it, as the API server holds it. */
+  /** A pool pod as the loop made it, as the API server holds it (generation 1: its spec as made). */
   const poolPod = () => {
     const made = warmPoolPod(pool, config, parsed({}, 'anywhere'));
-    return { ...made, metadata: { ...made.metadata, name: 'default-warm-abcde', uid: 'uid-pool-pod' } };
+    return { ...made, metadata: { ...made.metadata, name: 'default-warm-abcde', uid: 'uid-pool-pod', generation: 1 } };
   };
   const claimBy = (run: ParsedCodingRun) => claimPatch(run, pool, 360, 'uid-pool-pod');
   const runA = parsed({}, 'agents');
@@ -225,6 +229,74 @@ describe('a pod a claim marked', () => {
     expect(scrubbed.metadata.labels).toEqual(poolPod().metadata.labels);
     expect(claimMarks(scrubbed)).toEqual(['/spec/activeDeadlineSeconds']);
     expect(() => applyAsApiServer(scrubbed, claimBy(runB))).toThrow(JsonPatchTestFailed);
+  });
+
+  it('a claim patch takes no pool pod whose spec changed since it was made, nor one being deleted', () => {
+    // kubectl set image on a pool pod whose container has not started: the API server counts the change.
+    const patched = { ...poolPod(), metadata: { ...poolPod().metadata, generation: 2 } };
+    expect(specChangedSinceCreation(patched)).toBe(true);
+    expect(() => applyAsApiServer(patched, claimBy(runB))).toThrow(JsonPatchTestFailed);
+    const deleting = { ...poolPod(), metadata: { ...poolPod().metadata, deletionTimestamp: new Date('2026-11-30T12:00:00Z') } };
+    expect(() => applyAsApiServer(deleting, claimBy(runB))).toThrow(JsonPatchTestFailed);
+    expect(specChangedSinceCreation(poolPod())).toBe(false);
+  });
+
+  it('on an API server that keeps no generation for pods (before 1.33), claims with a test of its absence', () => {
+    const { generation: _none, ...metadata } = poolPod().metadata;
+    const unversioned = { ...poolPod(), metadata };
+    expect(specChangedSinceCreation(unversioned)).toBe(false);
+    expect(() => applyAsApiServer(unversioned, claimBy(runB))).toThrow(JsonPatchTestFailed);
+    const claimed = applyAsApiServer(unversioned, claimPatch(runB, pool, 360, 'uid-pool-pod', null));
+    expect(claimed.metadata.ownerReferences).toEqual([expect.objectContaining({ uid: 'uid-run-b' })]);
+  });
+});
+
+describe('claimOf: the claim a pod carries', () => {
+  const [pool, other] = [pools[0]!, { ...pools[0]!, name: 'other' }];
+  const poolPod = () => {
+    const made = warmPoolPod(pool, config, parsed({}, 'anywhere'));
+    return { ...made, metadata: { ...made.metadata, name: 'default-warm-abcde', uid: 'uid-pool-pod', generation: 1 } };
+  };
+  const run = parsed({}, 'agents');
+  const claimed = () => applyAsApiServer(poolPod(), claimPatch(run, pool, 360, 'uid-pool-pod'));
+
+  it('names the run and the configured pool a claim patch left on the pod', () => {
+    expect(claimOf(claimed(), [other, pool])).toEqual({ runUid: run.metadata.uid, pool });
+  });
+
+  it('is none for an unclaimed pool pod, a claim of a pool not configured in its namespace, or a pod missing any part of a claim', () => {
+    const without = (change: (pod: ReturnType<typeof claimed>) => void) => {
+      const pod = claimed();
+      change(pod);
+      return pod;
+    };
+    expect(claimOf(poolPod(), [pool])).toBeUndefined();
+    expect(claimOf(claimed(), [other])).toBeUndefined();
+    expect(claimOf(claimed(), [{ ...pool, namespace: 'elsewhere' }])).toBeUndefined();
+    expect(
+      claimOf(
+        without((pod) => delete pod.metadata.ownerReferences),
+        [pool],
+      ),
+    ).toBeUndefined();
+    expect(
+      claimOf(
+        without((pod) => (pod.metadata.labels![RUN_UID_LABEL] = 'uid-someone-else')),
+        [pool],
+      ),
+    ).toBeUndefined();
+    expect(
+      claimOf(
+        without((pod) => (pod.metadata.labels![WARM_POOL_LABEL] = pool.name)),
+        [pool],
+      ),
+    ).toBeUndefined();
+    expect(
+      claimOf(
+        without((pod) => delete pod.spec!.activeDeadlineSeconds),
+        [pool],
+      ),
+    ).toBeUndefined();
   });
 });
 

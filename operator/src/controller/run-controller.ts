@@ -281,7 +281,7 @@ export class RunController {
             warmPools: {
               gateway: warmGateway,
               onClaim: (pool, podName) => this.warmPools?.claimed(pool, podName),
-              madeIt: (pod) => this.warmPools?.madeIt(pod) ?? false,
+              madeIt: (pod, pool) => this.warmPools?.madeIt(pod, pool) ?? false,
             },
           }
         : {}),

@@ -4,7 +4,7 @@
 import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { EVENT_REASONS, FINALIZER, REASONS, RUN_UID_LABEL, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { inPlanScope, isActive, queueHeads, type Grant, type PlanScope, type TokenBudgetView } from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
@@ -38,7 +38,7 @@ import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { addedTimings } from '../reconcile/run-timings.ts';
 import { withAdmittedPod, type PodSeen } from '../reconcile/admitted-pod-record.ts';
 import type { WarmSessions } from '../sandbox/warm-sessions.ts';
-import { CLAIMED_FROM_LABEL, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
+import { CLAIMED_FROM_LABEL, claimOf, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
@@ -120,8 +120,11 @@ export interface RunReconcilerDeps {
   warmPools?: {
     gateway: WarmPoolGateway;
     onClaim?: (pool: WarmPoolConfig, podName: string) => void;
-    /** Whether the pool loop made the pod: only those are claimed, never a pod that merely has the labels. */
-    madeIt: (pod: V1Pod) => boolean;
+    /**
+     * Whether the pool loop made the pod for this pool (warm-pool-loop.ts madeIt): only those are
+     * claimed, or taken as a run's claimed pod, never a pod that merely has the labels.
+     */
+    madeIt: (pod: V1Pod, pool: WarmPoolConfig) => boolean;
     /** Tool sessions opened ahead into ready pool pods (sandbox/warm-sessions.ts), kept by the pool loop. */
     sessions?: WarmSessions;
   };
@@ -202,6 +205,16 @@ type WarmClaim = { podName: string; pod: V1Pod } | { none: true };
 
 /** How many pool pods one claim tries before the run takes a fresh pod (each loss is another claimer's win). */
 const CLAIM_TRIES = 3;
+
+/** A claim the API server answered with a refusal or a failure of its own (apiRefusal, apiServerFailure): nothing claimed. */
+class ClaimRefused {
+  readonly code: number;
+  readonly message: string;
+  constructor(refusal: { code: number; message: string }) {
+    this.code = refusal.code;
+    this.message = refusal.message;
+  }
+}
 
 /** Thrown by applyAction while the run's diff is being taken: the reconcile ends, and the take's end wakes the run. */
 class DiffTakingSignal extends Error {
@@ -708,22 +721,36 @@ export class RunReconciler {
 
   /**
    * A pool pod this run claimed whose name its status does not hold yet (the claim's status
-   * write was lost): found by the run's labels, so a redone claim does not take a second pod.
-   * Also for a run the workers moved on to Running before that write landed (it met a
-   * conflict after the agent was started): its status names no pod, and the pod it runs in
-   * is this one, not one of its derived name.
+   * write was lost): found by what the claim left on it, so a redone claim does not take a
+   * second pod. Also for a run the workers moved on to Running before that write landed (it met
+   * a conflict after the agent was started): its status names no pod, and the pod it runs in is
+   * this one, not one of its derived name. Only a pod the pool loop made for a pool of the run's
+   * namespace and that carries that pool's claim for this run (claimOf): labels and a copied
+   * controller ownerReference are anyone's who may create pods, and a pod planted so (its probes
+   * and hooks of its maker's choosing) was taken as the run's sandbox, the agent started in it.
+   * Without such a pod the run makes its own, as without pools.
+   * A finished run's, or one being deleted, is any pod it controls that a claim marked for it,
+   * whoever made it: only deleted, as its fresh pod is, and a pod claimed for a run the workers
+   * ended before its status named the pod otherwise lived on until its activeDeadlineSeconds.
    */
   private claimedPod(run: CodingRun): V1Pod | undefined {
-    if (!this.deps.warmPools || this.deps.config.warmPools.length === 0) return undefined;
+    const warm = this.deps.warmPools;
+    if (!warm) return undefined;
+    const { namespace } = run.metadata;
     const phase = run.status?.phase;
+    const owned = (pod: V1Pod) => pod.metadata?.namespace === namespace && ownedBy(run)(pod);
+    if (isTerminal(phase) || run.metadata.deletionTimestamp) {
+      if (run.status?.podName) return undefined;
+      return this.deps.caches.pods.list().find((pod) => owned(pod) && pod.metadata?.labels?.[CLAIMED_FROM_LABEL] !== undefined);
+    }
     const beforeTheAgent = phase === undefined || phase === 'Pending' || phase === 'Provisioning';
-    if (isTerminal(phase) || (!beforeTheAgent && run.status?.podName)) return undefined;
-    const uid = run.metadata.uid;
-    return this.deps.caches.pods
-      .list()
-      .find(
-        (pod) => pod.metadata?.namespace === run.metadata.namespace && pod.metadata?.labels?.[RUN_UID_LABEL] === uid && ownedBy(run)(pod),
-      );
+    if (!beforeTheAgent && run.status?.podName) return undefined;
+    const pools = this.deps.config.warmPools.filter((pool) => pool.namespace === namespace);
+    if (pools.length === 0) return undefined;
+    return this.deps.caches.pods.list().find((pod) => {
+      const claim = owned(pod) ? claimOf(pod, pools) : undefined;
+      return claim !== undefined && claim.runUid === run.metadata.uid && warm.madeIt(pod, claim.pool);
+    });
   }
 
   /**
@@ -746,33 +773,47 @@ export class RunReconciler {
   /**
    * Claims a ready pod of the pool for the run: best first (claimOrder), each claim one
    * patch the API server applies only while the pod still has its pool label. A pod another
-   * claimer took fails its test and the next is tried.
+   * claimer took fails its test and the next is tried. A claim the API server refused or failed
+   * (a pod-UPDATE webhook that is down or denies, a policy) claims nothing, and the run takes a
+   * fresh pod at once, as from an empty pool: re-thrown, the refusal failed every reconcile of
+   * the run, which got no phase and held its slot for as long as the refusal lasted.
    */
   private async claimWarmPod(run: CodingRun, pool: WarmPoolConfig, runDeadlineSeconds: number): Promise<WarmClaim> {
     const warm = this.deps.warmPools!;
     const parsed = parseSpec(run);
     if (!parsed.ok) return { none: true };
-    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool) && warm.madeIt(pod));
+    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool) && warm.madeIt(pod, pool));
     const byName = new Map(pods.map((pod) => [pod.metadata!.name!, pod]));
     const now = this.now();
     for (const name of claimOrder(pods.map(poolPodView)).slice(0, CLAIM_TRIES)) {
+      const seen = byName.get(name)!;
       // activeDeadlineSeconds counts from the pod's start, not the claim: add the time it waited warm.
-      const started = Date.parse(String(byName.get(name)?.status?.startTime ?? now.toISOString()));
+      const started = Date.parse(String(seen.status?.startTime ?? now.toISOString()));
       const deadline = runDeadlineSeconds + Math.max(0, Math.ceil((now.getTime() - started) / 1000));
-      const claimed = await warm.gateway
-        .claimPod(
-          pool.namespace,
-          name,
-          claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline, byName.get(name)!.metadata!.uid!),
-        )
-        .catch(async (error: unknown) => {
-          // No answer (a timeout, a 5xx): the patch may have landed. Retried on the cache, which
-          // still shows the pod unclaimed, the run claimed a second pool pod and lost the first.
-          // The pod as the API server has it now says which.
-          const now = await warm.gateway.readPod(pool.namespace, name);
-          if (now && isOwnedByRun(now, run)) return now;
-          throw error;
-        });
+      const patch = claimPatch(
+        { ...run, spec: parsed.spec } as ParsedCodingRun,
+        pool,
+        deadline,
+        seen.metadata!.uid!,
+        seen.metadata?.generation ?? null,
+      );
+      const claimed = await warm.gateway.claimPod(pool.namespace, name, patch).catch(async (error: unknown) => {
+        // No answer (a timeout, a 5xx): the patch may have landed. Retried on the cache, which
+        // still shows the pod unclaimed, the run claimed a second pool pod and lost the first.
+        // The pod as the API server has it now says which.
+        const podNow = await warm.gateway.readPod(pool.namespace, name);
+        if (podNow && isOwnedByRun(podNow, run)) return podNow;
+        const refusal = apiRefusal(error) ?? apiServerFailure(error);
+        if (!refusal) throw error;
+        return new ClaimRefused(refusal);
+      });
+      if (claimed instanceof ClaimRefused) {
+        this.deps.logger.warn(
+          { ...runLogFields(run), pool: `${pool.namespace}/${pool.name}`, pod: name, code: claimed.code, err: claimed.message },
+          'the API server refused the claim of a warm pool pod: the run takes a fresh pod',
+        );
+        return { none: true };
+      }
       if (claimed) {
         warm.onClaim?.(pool, name);
         return { podName: name, pod: claimed };

@@ -9,12 +9,16 @@
 // config.networkPolicy (the default) a pool's deny-all NetworkPolicy is in place before
 // the pool gets a pod: no pool pod exists unselected by a policy. Each pass also tells the
 // sessions opened ahead (sandbox/warm-sessions.ts) which pool pods are ready and unclaimed.
-// A pool pod is one this loop made (its uid, from the create's answer), not any pod with the
-// pool's labels: a namespace member who may create pods could otherwise plant one (their image,
-// their volumes) for a run to claim and import its workspace into. Nor is a pod a claim ever
+// A pool pod is one this loop made for that pool (its uid, from the create's answer), not any pod
+// with the pool's labels: a namespace member who may create pods could otherwise plant one (their
+// image, their volumes) for a run to claim and import its workspace into, and one who may label
+// pods could move a pod of one pool into another (a runc pool's into a gVisor pool). Nor is a pod a claim ever
 // touched (reconcile/warm-pool.ts claimMarks), whatever its labels say: a member who may label
 // pods could otherwise give a claimed pod, its run's processes and workspace in it, the pool's
-// label again for the next run to claim. A pod with the labels that this loop did not make, a
+// label again for the next run to claim; nor one whose spec changed since it was made
+// (metadata.generation). The uid of a pod it made stays known while the pod is in its pool or
+// carries a claim from it: the reconciler takes as a run's claimed pod only such a pod
+// (run-reconciler.ts claimedPod). A pod with the labels that this loop did not make, a
 // new leader's predecessor's included, is deleted and replaced; so are the pods of a pool no
 // longer configured; a pod a run controls is that run's and is left to it. Those deletes come
 // after every pool was kept, a few per namespace and pass (reconcile/warm-pool-unwanted-deletes.ts),
@@ -38,6 +42,8 @@ import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
   claimMarks,
+  claimOf,
+  specChangedSinceCreation,
   isWarmPoolNetworkPolicy,
   warmPoolNetworkPolicy,
   warmPoolNetworkPolicyName,
@@ -61,13 +67,19 @@ export interface WarmPoolLogger {
 }
 
 /**
- * An unclaimed pod of this pool: in its namespace, still carrying the pool's label, and the
- * label its deny-all selects (a pool pod made before pools had one lacks it: never claimed,
- * replaced by the loop), and nothing a claim leaves (claimMarks): a pod claimed once is never
- * the pool's again, whoever gave it the pool's label back.
+ * An unclaimed pod of this pool by what it carries: in its namespace, still carrying the pool's
+ * label, and the label its deny-all selects (a pool pod made before pools had one lacks it: never
+ * claimed, replaced by the loop), nothing a claim leaves (claimMarks): a pod claimed once is never
+ * the pool's again, whoever gave it the pool's label back; and its spec as made. Labels are
+ * anyone's who may patch pods: WarmPoolLoop.madeIt says whether the loop made it for this pool.
  */
 export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig): boolean {
-  return isUnclaimedOfPool(pod, pool) && pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name && claimMarks(pod).length === 0;
+  return (
+    isUnclaimedOfPool(pod, pool) &&
+    pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name &&
+    claimMarks(pod).length === 0 &&
+    !specChangedSinceCreation(pod)
+  );
 }
 
 const isUnclaimedOfPool = (pod: V1Pod, pool: WarmPoolConfig) =>
@@ -111,11 +123,13 @@ export class WarmPoolLoop {
   /** Per pool: pods this process claimed, with when, that the cache may still show in the pool. */
   private readonly claimedPods = new Map<string, Map<string, number>>();
   /**
-   * The uids of the pool pods this loop made, with when: the only pods it counts, claims or
-   * opens sessions into. No memory decides whether a pod was claimed: the pod does
-   * (claimMarks), so a uid kept here a while after its claim is never handed out again.
+   * The uids of the pool pods this loop made, with their pool (poolKey) and when: the only pods
+   * it counts, claims or opens sessions into, each for its own pool alone (relabelled into
+   * another pool, a pod is that pool's unwanted pod). Kept while the pod is claimed too: the
+   * reconciler takes a run's claimed pod by it. No memory decides whether a pod was claimed:
+   * the pod does (claimMarks), so a uid kept after its claim is never handed out again.
    */
-  private readonly made = new Map<string, number>();
+  private readonly made = new Map<string, { pool: string; at: number }>();
   /** Pools whose deny-all this process created or found, with when: the cache may not show it yet. */
   private readonly policyConfirmed = new Map<string, number>();
   /**
@@ -177,10 +191,10 @@ export class WarmPoolLoop {
     this.deps.sessions?.closeAll();
   }
 
-  /** Whether this loop made the pod (a pool pod it may hand to a run). */
-  madeIt(pod: V1Pod): boolean {
+  /** Whether this loop made the pod for `pool` (a pool pod it may hand to a run, or one a run claimed from it). */
+  madeIt(pod: V1Pod, pool: WarmPoolConfig): boolean {
     const uid = pod.metadata?.uid;
-    return uid !== undefined && this.made.has(uid);
+    return uid !== undefined && this.made.get(uid)?.pool === poolKey(pool);
   }
 
   /** A pod of the pool was claimed: it left the pool whatever the cache says yet, and the pool refills now. */
@@ -304,7 +318,7 @@ export class WarmPoolLoop {
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
       if (
-        (pool && isPoolPod(pod, pool) && this.madeIt(pod)) ||
+        (pool && isPoolPod(pod, pool) && this.madeIt(pod, pool)) ||
         controllingRunUid(pod) !== undefined ||
         this.unwantedAsked.has(askedKey(pod))
       )
@@ -354,21 +368,26 @@ export class WarmPoolLoop {
   }
 
   /**
-   * A made pod is forgotten as soon as the cache shows it out of the pool (claimed, by this
-   * replica or, its answer lost, unbeknown to it: the claim's marks show), and once no pool
-   * shows it and its create is long past (gone, or never shown).
+   * A made pod is kept while the cache shows it in its pool, or claimed from it (by this replica
+   * or, its answer lost, unbeknown to it: the claim's marks show): the reconciler asks about a
+   * claimed pod for as long as its run may not name it yet. It is forgotten as soon as the cache
+   * shows it as neither (relabelled into another pool, stripped of its claim, its spec changed,
+   * its pool taken out of the config), and once the cache no longer shows it and its create is
+   * long past (gone, or never shown).
    */
   private forgetMade(): void {
     const now = this.deps.now?.() ?? Date.now();
     const pools = this.deps.config.warmPools;
-    const inPool = new Set<string | undefined>();
+    const kept = new Set<string | undefined>();
     for (const pod of this.deps.pods.list()) {
       const uid = pod.metadata?.uid;
-      if (uid === undefined || !this.made.has(uid)) continue;
-      if (pools.some((pool) => isPoolPod(pod, pool))) inPool.add(uid);
-      else this.made.delete(uid);
+      const made = uid === undefined ? undefined : this.made.get(uid);
+      if (made === undefined) continue;
+      const pool = pools.find((each) => poolKey(each) === made.pool);
+      if (pool && (isPoolPod(pod, pool) || claimOf(pod, [pool]) !== undefined)) kept.add(uid);
+      else this.made.delete(uid!);
     }
-    for (const [uid, at] of this.made) if (now - at > EXPECTATION_TTL_MS && !inPool.has(uid)) this.made.delete(uid);
+    for (const [uid, made] of this.made) if (now - made.at > EXPECTATION_TTL_MS && !kept.has(uid)) this.made.delete(uid);
   }
 
   /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
@@ -377,7 +396,7 @@ export class WarmPoolLoop {
     const deleting = this.deleting.get(poolKey(pool));
     return this.deps.pods
       .list()
-      .filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod) && !claimed?.has(pod.metadata!.name!))
+      .filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod, pool) && !claimed?.has(pod.metadata!.name!))
       .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !deleting?.has(pod.metadata!.name!))
       .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
@@ -413,7 +432,7 @@ export class WarmPoolLoop {
     const now = this.deps.now?.() ?? Date.now();
     // Pods with the pool's label that this loop did not make are not counted here: deleteUnwanted deletes them.
     if (!(await this.policyInPlace(pool, now))) return;
-    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod));
+    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod, pool));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
     const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();
@@ -453,7 +472,7 @@ export class WarmPoolLoop {
         break;
       }
       expected.set(created.metadata!.name!, now);
-      if (created.metadata?.uid) this.made.set(created.metadata.uid, now);
+      if (created.metadata?.uid) this.made.set(created.metadata.uid, { pool: poolKey(pool), at: now });
     }
     for (const name of plan.delete) {
       this.gate.check();

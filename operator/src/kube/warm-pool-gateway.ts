@@ -8,8 +8,10 @@ export interface WarmPoolGateway {
   createPoolPod(pod: V1Pod): Promise<V1Pod>;
   /**
    * Applies a claim patch (reconcile/warm-pool.ts claimPatch). The claimed pod, or undefined
-   * when the claim lost: the pod's pool label was gone (another claim took it, 422) or the
-   * pod itself was (404).
+   * when the claim lost: one of its tests failed (another claim took the pod, or it changed, 422)
+   * or the pod was gone (404). Any other failure is thrown as it came: the caller reads the pod
+   * to learn whether the claim landed, and a run whose claim was refused (a webhook's 403 or
+   * 500) takes a fresh pod (run-reconciler.ts claimWarmPod).
    */
   claimPod(namespace: string, name: string, patch: object[]): Promise<V1Pod | undefined>;
   /** The pod as the API server has it now (undefined: gone): what a claim whose answer was lost did. */

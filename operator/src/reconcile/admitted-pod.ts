@@ -13,8 +13,8 @@
 // session (sandbox/kubernetes-exec-transport.ts) and runs nothing in a pod that fails it.
 //
 // What may be there is derived from the builders (sandbox-pod.ts, which warm-pool.ts builds
-// on), never listed by hand: a volume, mount, variable, container, image, command or security
-// setting the builders make is allowed as soon as they make it. Each container's image must
+// on), never listed by hand: a volume, mount, variable, container, image, command, probe,
+// lifecycle hook or security setting the builders make is allowed as soon as they make it. Each container's image must
 // also still be the one the API server admitted, where the run's status records it
 // (status.admittedPod, admitted-pod-record.ts). Pure.
 import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
@@ -44,7 +44,20 @@ export interface ContainerShape {
   pullPolicies: ReadonlySet<string>;
   /** Its securityContext as each builder sets it. */
   securityContexts: readonly V1Container['securityContext'][];
+  /** Each of its probes and its lifecycle hooks as each builder sets them (hookKey): the builders set none. */
+  hooks: ReadonlySet<string>;
 }
+
+/**
+ * The fields of a container through which the kubelet runs commands in it, or sends requests to
+ * it, with no exec session and no check before: an exec probe runs its command in the container
+ * every period, a postStart or preStop hook once. A pod carrying one the operator did not put
+ * there runs its maker's command beside the run's tools, in the run's workspace: a readiness
+ * probe that tars /workspace into its output (which the kubelet keeps in the pod's Events), a
+ * postStart hook that edits the files the agent is about to read.
+ */
+const HOOK_FIELDS = ['readinessProbe', 'livenessProbe', 'startupProbe', 'lifecycle'] as const;
+type HookField = (typeof HOOK_FIELDS)[number];
 
 /** The pod-level fields that decide as whom, and with which of the node's namespaces, the pod's processes run. */
 export type PodSettings = Pick<
@@ -104,6 +117,8 @@ export interface PodAddition {
     | 'imagePullPolicy'
     | 'command'
     | 'securityContext'
+    | 'probe'
+    | 'lifecycle'
     | 'restart'
     | 'env'
     | 'envFrom'
@@ -111,7 +126,7 @@ export interface PodAddition {
     | 'volumeDevice';
   /** What was added, or the changed field's value (`privileged true` for a security context). */
   name: string;
-  /** The container it is in (env, envFrom, volumeMount, volumeDevice, image, imagePullPolicy, command, securityContext, restart). */
+  /** The container it is in (env, envFrom, volumeMount, volumeDevice, image, imagePullPolicy, command, securityContext, probe, lifecycle, restart). */
   container?: string;
   /** What it is: a volume's source, where a mount goes, where a variable's value comes from, what the operator set. */
   detail?: string;
@@ -119,6 +134,9 @@ export interface PodAddition {
 
 const mountKey = (name: string, path: string) => `${name}:${path}`;
 const commandKey = (container: V1Container) => canonicalJson({ command: container.command, args: container.args });
+/** A probe or the lifecycle as a builder sets it, absent included (null and absent read alike). */
+const hookKey = (field: HookField, value: unknown) => `${field}=${canonicalJson(value ?? undefined)}`;
+const hookKeys = (container: V1Container) => HOOK_FIELDS.map((field) => hookKey(field, container[field]));
 const theOperators = (values: Iterable<unknown>) =>
   `the operator's pod has ${[...values].map((value) => (value === undefined ? 'none' : String(value))).join(' or ') || 'none'}`;
 
@@ -158,6 +176,7 @@ function containerShape(container: V1Container): ContainerShape {
     commands: new Set([commandKey(container)]),
     pullPolicies: new Set(container.imagePullPolicy === undefined ? [] : [container.imagePullPolicy]),
     securityContexts: [container.securityContext],
+    hooks: new Set(hookKeys(container)),
   };
 }
 
@@ -170,6 +189,7 @@ function unionShapes(known: ContainerShape, shape: ContainerShape): ContainerSha
     commands: new Set([...known.commands, ...shape.commands]),
     pullPolicies: new Set([...known.pullPolicies, ...shape.pullPolicies]),
     securityContexts: [...contexts.values()],
+    hooks: new Set([...known.hooks, ...shape.hooks]),
   };
 }
 
@@ -354,7 +374,48 @@ function containerChanges(container: V1Container, allowed: ContainerShape, image
   }
   const security = fewest(allowed.securityContexts.map((made) => securityContextChanges(container.securityContext, made)));
   for (const change of security) changed.push({ kind: 'securityContext', name: change.field, ...where, detail: change.made });
+  for (const field of HOOK_FIELDS) {
+    if (!allowed.hooks.has(hookKey(field, container[field]))) changed.push(...hookChanges(field, container, allowed));
+  }
   return changed;
+}
+
+/** A probe, or each lifecycle hook, of the container that the builders do not set so. */
+function hookChanges(field: HookField, container: V1Container, allowed: ContainerShape): PodAddition[] {
+  const where = { container: container.name };
+  const operators = [...allowed.hooks].filter((key) => key.startsWith(`${field}=`)).map((key) => key.slice(field.length + 1));
+  const theirs = `the operator's pod has ${operators.map((each) => (each === 'undefined' ? 'none' : shortField(each))).join(' or ')}`;
+  if (field !== 'lifecycle') {
+    const probe = container[field];
+    return [{ kind: 'probe', name: field, ...where, detail: probe ? `${describeHandler(probe)}; ${theirs}` : theirs }];
+  }
+  const hooks = Object.entries(container.lifecycle ?? {}).filter(([, value]) => value !== undefined && value !== null);
+  if (hooks.length === 0) return [{ kind: 'lifecycle', name: 'lifecycle', ...where, detail: theirs }];
+  return hooks.map(([hook, value]) => ({
+    kind: 'lifecycle' as const,
+    name: hook,
+    ...where,
+    detail: typeof value === 'object' ? describeHandler(value as Handler) : shortField(String(value)),
+  }));
+}
+
+/** A probe's or a hook's handler. */
+type Handler = {
+  exec?: { command?: string[] };
+  httpGet?: { path?: string; port?: unknown };
+  tcpSocket?: { port?: unknown };
+  grpc?: { port?: unknown };
+  sleep?: { seconds?: number };
+};
+
+/** What a probe or hook does, in words: an exec's command, a request's port and path; cut short (its maker chose it). */
+function describeHandler(handler: Handler): string {
+  if (handler.exec) return shortField(`exec ${JSON.stringify(handler.exec.command ?? [])}`);
+  if (handler.httpGet) return shortField(`httpGet ${String(handler.httpGet.port)}${handler.httpGet.path ?? ''}`);
+  if (handler.tcpSocket) return shortField(`tcpSocket ${String(handler.tcpSocket.port)}`);
+  if (handler.grpc) return shortField(`grpc ${String(handler.grpc.port)}`);
+  if (handler.sleep) return `sleep ${handler.sleep.seconds}s`;
+  return shortField(Object.keys(handler).join('+') || 'no handler');
 }
 
 /** What a container's image is checked against: the operator's repository, and whether a digest may have been added at admission. */
@@ -495,6 +556,8 @@ const KIND_WORDS: Record<PodAddition['kind'], string> = {
   imagePullPolicy: 'imagePullPolicy',
   command: 'command and args',
   securityContext: 'securityContext',
+  probe: 'probe',
+  lifecycle: 'lifecycle hook',
   restart: 'restarts',
   env: 'env',
   envFrom: 'envFrom',

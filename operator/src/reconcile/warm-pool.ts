@@ -1,6 +1,6 @@
 // Warm sandbox pools: pods started ahead of any run, each handed to exactly one run, which
 // then skips pod scheduling and start. Pure: the pool pod's template, whether a run may take
-// a pool pod at all, and whether a pod was ever claimed (claimMarks). A pod's spec is fixed
+// a pool pod at all, whether a pod was ever claimed (claimMarks) and for which run (claimOf). A pod's spec is fixed
 // once it exists (image, env, resources, service account, runtime class, volumes; only
 // labels, owner references and activeDeadlineSeconds may change) and a pod never changes
 // namespace, so a run may take a pool pod only when the pod it would get fresh is, apart from
@@ -10,6 +10,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
 import { labelPointer } from './json-pointer.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
+import { controllingRunUid } from './ownership.ts';
 import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
 
 /** The label naming the pool of an unclaimed pool pod; a claim removes it (and so no second claim can test for it). */
@@ -175,25 +176,62 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
 }
 
 /**
+ * Whether someone changed the pod's spec since it was made: the API server counts spec changes
+ * in metadata.generation (1 at creation, whatever admission did; nobody can set it). A pool pod
+ * whose spec changed (an image patched in before its container started) is not the pod the pool
+ * loop made, and no run may take it. Unset before Kubernetes 1.33, where nothing is told.
+ */
+export const specChangedSinceCreation = (pod: V1Pod): boolean => (pod.metadata?.generation ?? 1) !== 1;
+
+/**
+ * What a claim (claimPatch) left on `pod`, read from the pod: the run it was claimed for (its
+ * controller, named by the run-uid label too) and the configured pool, of the pod's namespace,
+ * it names as the one it came from. Undefined for a pod that does not carry a whole claim: an
+ * unclaimed pool pod, one whose pool label was put back, one stripped of its owner, one that
+ * names no configured pool. Labels and owners are anyone's who may create or patch pods in the
+ * namespace, so this says what the pod claims, not that a claim made it: run-reconciler.ts also
+ * asks the pool loop whether it made the pod, for that pool (WarmPoolLoop.madeIt).
+ */
+export function claimOf(pod: V1Pod, pools: readonly WarmPoolConfig[]): { runUid: string; pool: WarmPoolConfig } | undefined {
+  const labels = pod.metadata?.labels ?? {};
+  const runUid = controllingRunUid(pod);
+  if (runUid === undefined || labels[RUN_UID_LABEL] !== runUid || labels[WARM_POOL_LABEL] !== undefined) return undefined;
+  if (pod.spec?.activeDeadlineSeconds == null) return undefined;
+  const pool = pools.find((each) => each.namespace === pod.metadata?.namespace && each.name === labels[CLAIMED_FROM_LABEL]);
+  return pool ? { runUid, pool } : undefined;
+}
+
+/**
  * The JSON Patch that claims pool pod `podName` for `run`, applied by the API server as one
  * update: it tests that the pod still carries the pool's label and removes it, so of two
  * claims of one pod the second fails its test (422) and claims nothing. It tests that the pod
  * carries no claim mark (claimMarks), so a pod claimed before and given the pool's label
- * again fails too, even when the cache that chose it was behind. It gives the pod the
+ * again fails too, even when the cache that chose it was behind; that its spec is as made
+ * (`generation`, the pod's metadata.generation as the cache showed it: 1, or null where the
+ * API server keeps none), and that it is not being deleted. It gives the pod the
  * run's labels (its NetworkPolicy selects them), the run as controller owner (deleting the
  * run deletes the pod), and the run's deadline. It leaves POOL_ISOLATION_LABEL: the pool's
  * deny-all keeps selecting the pod. The run's own policy must exist before this patch is
  * sent (run-reconciler.ts claimWarmPod checks it).
  */
-export function claimPatch(run: ParsedCodingRun, pool: WarmPoolConfig, activeDeadlineSeconds: number, podUid: string): object[] {
+export function claimPatch(
+  run: ParsedCodingRun,
+  pool: WarmPoolConfig,
+  activeDeadlineSeconds: number,
+  podUid: string,
+  generation: number | null = 1,
+): object[] {
   const label = labelPointer(WARM_POOL_LABEL);
   return [
     // The pod the pool loop made, not one made since under its name.
     { op: 'test', path: '/metadata/uid', value: podUid },
+    // Its spec as made: the claim's own change of activeDeadlineSeconds makes it 2.
+    { op: 'test', path: '/metadata/generation', value: generation },
     { op: 'test', path: label, value: pool.name },
     // RFC 6902 has no test for absence; the API server's JSON Patch (evanphx/json-patch) takes
     // a missing member as equal to null, and a present one as unequal. A server that did not
     // would fail every claim: the run takes a fresh pod, never another run's.
+    { op: 'test', path: '/metadata/deletionTimestamp', value: null },
     ...CLAIM_MARKS.map((mark) => ({ op: 'test', path: mark.pointer, value: null })),
     { op: 'remove', path: label },
     ...Object.entries(runLabels(run)).map(([key, value]) => ({

@@ -1,0 +1,318 @@
+// The reconciler's side of warm pools, driven through reconcile() over caches held in memory: which
+// pod a run takes as its claimed one (only a pod the pool loop made and claimed for it, never one
+// that merely carries its labels and a copied owner), what a refused claim leaves the run with (a
+// fresh pod at once, not a reconcile that fails for as long as the refusal lasts), and that a
+// finished run's cleanup deletes the pool pod claimed for it though its status never named it.
+import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { codingRunSpec, type CodingRun, type CodingRunStatus } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
+import type { WarmPoolGateway } from '../../operator/src/kube/warm-pool-gateway.ts';
+import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
+import { CLAIMED_FROM_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { applyAsApiServer } from '../support/api-server-json-patch.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { MemoryCache } from '../support/memory-run-world.ts';
+
+const NOW = new Date('2026-11-29T12:00:00Z');
+const pool: WarmPoolConfig = { name: 'default', namespace: 'agents', size: 1 };
+const gvisorPool: WarmPoolConfig = { name: 'gvisor', namespace: 'agents', size: 1, runtimeClassName: 'gvisor' };
+
+const configWith = (warmPools: WarmPoolConfig[]) =>
+  loadOperatorConfig(
+    { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true, networkPolicy: false, warmPools },
+    {},
+  );
+
+/** The run `fix` (uid-1) in agents, parsed as the reconciler parses it. */
+const parsed = (run: CodingRun) => {
+  const result = parseSpec(run);
+  if (!result.ok) throw new Error('the fixture run does not parse');
+  return { ...run, spec: result.spec };
+};
+
+/** The template the pool loop builds its pods from: any valid run. */
+const template = {
+  apiVersion: 'chamvi.dev/v1alpha1' as const,
+  kind: 'CodingRun' as const,
+  metadata: { name: 'warm', namespace: 'warm', uid: 'warm' },
+  spec: codingRunSpec.parse({
+    task: 't',
+    repository: { url: 'https://example.invalid/w.git' },
+    model: { provider: 'scripted', scriptRef: { name: 'warm' } },
+  }),
+};
+
+/** A ready pod of `of`, as the pool loop made it and the API server holds it. */
+function poolPod(of: WarmPoolConfig, name: string, uid: string): V1Pod {
+  const pod = warmPoolPod(of, configWith([of]), template);
+  pod.metadata = { ...pod.metadata, name, uid, generation: 1, creationTimestamp: new Date('2026-11-29T11:00:00Z') };
+  pod.status = { phase: 'Running', startTime: new Date('2026-11-29T11:00:05Z'), conditions: [{ type: 'Ready', status: 'True' }] };
+  return pod;
+}
+
+/**
+ * A pool pod once `run`'s claim patch reached it: its deadline the run's 30 minutes and the hour it
+ * waited warm (the API server counts the deadline it sets as a spec change).
+ */
+function claimedFor(run: CodingRun, of: WarmPoolConfig, name: string, uid: string): V1Pod {
+  const claimed = applyAsApiServer(poolPod(of, name, uid), claimPatch(parsed(run), of, 5400, uid));
+  return { ...claimed, metadata: { ...claimed.metadata, generation: 2 } };
+}
+
+/** The run's own sandbox pod, copied by someone who may create pods: any name, the run's labels, its controller ownerReference, an exec probe. */
+function plantedCopy(run: CodingRun, config: ReturnType<typeof configWith>): V1Pod {
+  const pod = structuredClone(buildSandboxPod(parsed(run), config));
+  pod.metadata = { ...pod.metadata, name: 'innocent-looking-pod', uid: 'planted-uid', generation: 1 };
+  pod.spec!.containers[0]!.readinessProbe = { exec: { command: ['sh', '-c', 'tar c /workspace | base64; exit 1'] } };
+  pod.status = { phase: 'Running', startTime: new Date('2026-11-29T11:59:30Z'), conditions: [{ type: 'Ready', status: 'True' }] };
+  return pod;
+}
+
+const apiError = (code: number | undefined, message: string) =>
+  Object.assign(new Error(message), code === undefined ? {} : { code, body: JSON.stringify({ message }) });
+
+function scene(options: {
+  pools: WarmPoolConfig[];
+  pods?: V1Pod[];
+  run?: CodingRun;
+  /** Which pool the pool loop made each pod uid for (WarmPoolLoop.madeIt). */
+  made?: Record<string, string>;
+  claimPod?: WarmPoolGateway['claimPod'];
+  readPod?: WarmPoolGateway['readPod'];
+}) {
+  const config = configWith(options.pools);
+  const run = options.run ?? codingRunFixture();
+  const statuses: CodingRunStatus[] = [];
+  const created: string[] = [];
+  const started: string[] = [];
+  const deleted: Array<{ name: string; uid?: string }> = [];
+  const claims: Array<{ name: string; patch: object[] }> = [];
+  const warnings: string[] = [];
+  const runs = new MemoryCache([run]);
+  const kube = {
+    getRun: async () => run,
+    // As the watch brings it: the next reconcile reads the run as written.
+    replaceRunStatus: async (current: CodingRun, status: CodingRunStatus) => {
+      statuses.push(status);
+      runs.put({ ...current, status });
+      return { ...current, status };
+    },
+    setRunFinalizers: async (current: CodingRun, finalizers: string[]) => ({ ...current, metadata: { ...current.metadata, finalizers } }),
+    createPod: async (pod: V1Pod) => {
+      created.push(pod.metadata!.name!);
+      return { created: pod };
+    },
+    deletePod: async (_namespace: string, name: string, uid?: string) => {
+      deleted.push({ name, ...(uid ? { uid } : {}) });
+    },
+    configMapKeys: async () => ['script.json'],
+    createEvent: async () => {},
+  };
+  const gateway = {
+    claimPod: async (namespace: string, name: string, patch: object[]) => {
+      claims.push({ name, patch });
+      return (options.claimPod ?? (async () => undefined))(namespace, name, patch);
+    },
+    readPod: options.readPod ?? (async () => undefined),
+  };
+  const made = options.made ?? {};
+  const reconciler = new RunReconciler({
+    caches: {
+      runs,
+      pods: new MemoryCache<V1Pod>(options.pods ?? []),
+      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+      configMaps: new MemoryCache(),
+      finishedRuns: new MemoryCache<V1ConfigMap>(),
+    },
+    kube: kube as never,
+    agent: { ...idleAgent, start: async (_run, podName) => void started.push(podName) },
+    events: { record: async () => {} } as never,
+    config,
+    logger: { info: () => {}, warn: (_fields, message) => warnings.push(message) },
+    now: () => NOW,
+    warmPools: {
+      gateway: gateway as unknown as WarmPoolGateway,
+      madeIt: (pod, of) => made[pod.metadata?.uid ?? ''] === of.name,
+    },
+  });
+  return { reconciler, run, config, statuses, created, started, deleted, claims, warnings };
+}
+
+describe('the pod a run takes as its claimed one (its status names none yet)', () => {
+  it('is never a copy of its pod planted under any name with its labels and a copied owner, while a pool exists in another namespace', async () => {
+    const run = codingRunFixture();
+    const { reconciler, statuses, created, started } = scene({
+      pools: [{ name: 'default', namespace: 'some-other-team', size: 1 }],
+      run,
+      pods: [plantedCopy(run, configWith([]))],
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
+  });
+
+  it("is never a pod with a whole claim of its namespace's pool for it that the pool loop did not make: it gets a fresh pod", async () => {
+    const run = codingRunFixture();
+    // Planted with everything the claim patch writes, pool label and all; no pool loop made it.
+    const planted = claimedFor(run, pool, 'default-warm-zzzzz', 'planted-uid');
+    const { reconciler, statuses, created, started, claims } = scene({ pools: [pool], run, pods: [planted] });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(claims).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
+  });
+
+  it('is never a pod the pool loop made for another pool than the one its claim names', async () => {
+    const run = codingRunFixture();
+    const relabelled = claimedFor(run, pool, 'gvisor-warm-abcde', 'made-for-gvisor');
+    const { reconciler, created, started } = scene({
+      pools: [pool, gvisorPool],
+      run,
+      pods: [relabelled],
+      made: { 'made-for-gvisor': 'gvisor' },
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+  });
+
+  it('is the pod the pool loop made and claimed for it, whose claim the status does not record yet: no second claim, no fresh pod', async () => {
+    const run = codingRunFixture();
+    const claimed = claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1');
+    const { reconciler, statuses, created, claims, started } = scene({
+      pools: [pool],
+      run,
+      pods: [claimed],
+      made: { 'pool-uid-1': 'default' },
+    });
+    await reconciler.reconcile('agents/fix');
+    await reconciler.reconcile('agents/fix');
+    expect(claims).toEqual([]);
+    expect(created).toEqual([]);
+    expect(started).toEqual(['default-warm-abcde']);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Running', podName: 'default-warm-abcde' });
+  });
+});
+
+describe('a claim the API server refuses', () => {
+  const webhookDown = apiError(500, 'Internal error occurred: failed calling webhook "validate.kyverno.svc-fail"');
+  const denied = apiError(403, 'admission webhook "pods.policy.example" denied the request: pod updates are not allowed');
+
+  it.each([
+    { name: 'a pod-UPDATE webhook that is down (500)', error: webhookDown },
+    { name: 'a webhook or policy that denies the update (403)', error: denied },
+  ])('gives the run a fresh pod at once, in the same reconcile: $name', async ({ error }) => {
+    const { reconciler, run, statuses, created, claims, warnings } = scene({
+      pools: [pool],
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async () => {
+        throw error;
+      },
+      readPod: async () => poolPod(pool, 'default-warm-abcde', 'pool-uid-1'),
+    });
+    await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
+    expect(claims.map((claim) => claim.name)).toEqual(['default-warm-abcde']);
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
+    expect(warnings).toContain('the API server refused the claim of a warm pool pod: the run takes a fresh pod');
+  });
+
+  it('takes the pod all the same when the read after the refusal shows the claim landed', async () => {
+    const run = codingRunFixture();
+    const landed = claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1');
+    const { reconciler, created, statuses } = scene({
+      pools: [pool],
+      run,
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async () => {
+        throw webhookDown;
+      },
+      readPod: async () => landed,
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(created).toEqual([]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Running', podName: 'default-warm-abcde' });
+  });
+
+  it('is not a claim that got no answer at all (the connection dropped): the reconcile fails and is retried', async () => {
+    const { reconciler, created } = scene({
+      pools: [pool],
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async () => {
+        throw apiError(undefined, 'socket hang up');
+      },
+      readPod: async () => poolPod(pool, 'default-warm-abcde', 'pool-uid-1'),
+    });
+    await expect(reconciler.reconcile('agents/fix')).rejects.toThrow('socket hang up');
+    expect(created).toEqual([]);
+  });
+});
+
+describe('the claim a run sends', () => {
+  it("tests the pod's generation as the cache showed it, and that it is not being deleted", async () => {
+    const { reconciler, claims } = scene({
+      pools: [pool],
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/generation', value: 1 });
+    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/deletionTimestamp', value: null });
+  });
+
+  it('goes to no pod the pool loop made for another pool, whatever its labels say', async () => {
+    // A pod of the runc pool, relabelled into the default pool by someone who may patch pods.
+    const runc: WarmPoolConfig = { name: 'runc', namespace: 'agents', size: 1, runtimeClassName: 'runc' };
+    const relabelled = poolPod(pool, 'runc-warm-abcde', 'made-for-runc');
+    relabelled.spec = poolPod(runc, 'runc-warm-abcde', 'made-for-runc').spec;
+    const { reconciler, run, claims, created } = scene({ pools: [pool, runc], pods: [relabelled], made: { 'made-for-runc': 'runc' } });
+    await reconciler.reconcile('agents/fix');
+    expect(claims).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+  });
+});
+
+describe("a finished run's cleanup", () => {
+  const failedBeforeItsPodWasNamed = () =>
+    codingRunFixture({
+      status: {
+        phase: 'Failed',
+        reason: 'AgentFailed',
+        message: 'clone failed',
+        startTime: '2026-11-29T12:00:00Z',
+        completionTime: '2026-11-29T12:00:05Z',
+        observedGeneration: 1,
+      } as CodingRunStatus,
+    });
+
+  it('deletes the pool pod claimed for it, though its status never named it (the workers ended it before that write landed)', async () => {
+    const run = failedBeforeItsPodWasNamed();
+    const { reconciler, deleted } = scene({ pools: [pool], run, pods: [claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1')] });
+    await reconciler.reconcile('agents/fix');
+    expect(deleted).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1' }]);
+  });
+
+  it('deletes no pod claimed for another run, nor one the run controls that no claim marked', async () => {
+    const run = failedBeforeItsPodWasNamed();
+    const other = codingRunFixture({ metadata: { name: 'other', uid: 'uid-other' } });
+    const unmarked = plantedCopy(run, configWith([]));
+    delete unmarked.metadata!.labels![CLAIMED_FROM_LABEL];
+    const { reconciler, deleted } = scene({
+      pools: [pool],
+      run,
+      pods: [claimedFor(other, pool, 'default-warm-other', 'pool-uid-2'), unmarked],
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(deleted).toEqual([]);
+  });
+});
