@@ -3,13 +3,17 @@
 // exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
 // from a later `call` process or another serve session. Code in the sandbox can replace any of
 // those files (with a FIFO, a symlink, a huge file): they are opened without waiting or
-// following and read only as far as needed. A job is its process group: what the command left
-// running (`server &`) is still the job after its shell exited, capped by the watchdog and
+// following and read only as far as needed. A job is its process group and whatever writes its
+// log: what the command left running (`server &`) is still the job after its shell exited, and so
+// is a process that left the group (`setsid server &`) but holds the job's output.log open for
+// writing (file-writers.ts finds it by the open file); both are capped by the watchdog and
 // stopped by bash_kill. Once the watchdog wrote `group-ended` the job's pid is free for any new
-// process (bash-script.ts says why), so nothing here signals it after that.
+// process (bash-script.ts says why), so nothing here signals the group after that; a writer of
+// the log is signalled by its pid right after a scan found it.
 import { spawn } from 'node:child_process';
 import { access, constants, type FileHandle, mkdir, open, readdir, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { BashJobResult, BashJobStatus, BashKillResult, BashOutputResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { BASH_OUTPUT_MAX_BYTES } from './contract/limits.ts';
@@ -17,7 +21,8 @@ import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
 import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
-import { groupExists, groupHasLiveProcess, signalGroup, waitUntilGroupEnds } from './process-group.ts';
+import { filesOpenForWriting, regularFileAt, sameFile, signalProcesses, writersOf } from './file-writers.ts';
+import { groupExists, groupHasLiveProcess, signalGroup } from './process-group.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -25,6 +30,10 @@ import { ToolboxError } from './toolbox-error.ts';
 const JOB_FILE_MAX_BYTES = 64;
 /** Written by the watchdog when no live process is left in the job's group (bash-script.ts). */
 const GROUP_ENDED = 'group-ended';
+/** How long a job stopped by bash_kill gets to exit on SIGTERM, and then on SIGKILL. */
+const KILL_GRACE_MS = 1_000;
+/** How long stopAllJobs waits for the killed groups to be gone before it marks them ended. */
+const STOPPED_GROUPS_WAIT_MS = 1_000;
 
 export async function startBackgroundJob(context: ToolboxContext, shell: string, cwd: string, command: string): Promise<BashJobResult> {
   const job = `job-${newLogId()}`;
@@ -78,7 +87,7 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   if (size > context.outputLogMaxBytes) {
     // The watchdog polls; whatever got past the cap before the kill is cut off. Not while a
     // process of the job may still write: it would go on at its own offset past the cut.
-    if (!(await jobGroupLives(directory))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+    if (!(await jobMayWrite(directory))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
     size = context.outputLogMaxBytes;
   }
   const offset = Math.min(input.offset ?? 0, size);
@@ -110,19 +119,11 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
 export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_kill'>): Promise<BashKillResult> {
   const directory = await existingJob(context, input.job);
   const before = await jobState(directory);
-  const pid = await jobPid(directory);
   // What an exited job left running is killed too, and the job stays `exited` with the exit
   // code of its command: that is how the command ended.
-  if (before.status === 'running' || (await jobGroupMayBeSignalled(directory))) {
+  if (before.status === 'running' || (await jobGroupMayBeSignalled(directory)) || (await jobLogWriters(directory)).length > 0) {
     if (before.status === 'running') await markJob(directory, 'killed');
-    signalGroup(pid, 'SIGTERM');
-    // Give the tree a moment to exit cleanly, then make sure nothing is left (asking again: once
-    // the group ended, its id may be someone else's).
-    if (!(await waitUntilGroupEnds(pid, 1_000, 25)) && (await jobGroupMayBeSignalled(directory))) {
-      signalGroup(pid, 'SIGKILL');
-      // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
-      await waitUntilGroupEnds(pid, 1_000, 10);
-    }
+    await stopJob(directory);
   }
   const after = await jobState(directory);
   const result: BashKillResult = { job: input.job, status: after.status };
@@ -131,19 +132,62 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
 }
 
 /**
+ * SIGTERM to the job's group and the writers of its log, a moment to exit cleanly, then SIGKILL
+ * to whatever may be left. The escalation does not trust a /proc scan to say the job ended: a
+ * relay (each process forks its successor and exits) that ignores SIGTERM can hide from every
+ * scan, so the group gets SIGKILL whenever a process still has its id (kill -0, zombies included:
+ * they ignore it). The group is asked again each time: once no process has its id, it may be
+ * someone else's.
+ */
+async function stopJob(directory: string): Promise<void> {
+  const pid = await jobPid(directory);
+  if (await jobGroupMayBeSignalled(directory)) signalGroup(pid, 'SIGTERM');
+  signalProcesses(await jobLogWriters(directory), 'SIGTERM');
+  await waitUntilJobStops(directory, KILL_GRACE_MS, 25);
+  if (await jobGroupMayBeSignalled(directory)) signalGroup(pid, 'SIGKILL');
+  signalProcesses(await jobLogWriters(directory), 'SIGKILL');
+  // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
+  await waitUntilJobStops(directory, KILL_GRACE_MS, 10);
+}
+
+async function waitUntilJobStops(directory: string, timeoutMs: number, pollMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && (await jobMayWrite(directory))) await delay(pollMs);
+}
+
+/**
  * Stops every background job the bash tool started (the operator's verification does this
- * first, so a job the model left looping cannot rewrite files while the check runs). A job
- * whose process group is gone is left as it is.
+ * first, so a job the model left looping cannot rewrite files while the check runs), the
+ * writers of its log included. A job whose process group is gone and whose log nothing writes
+ * is left as it is. Each group found gone afterwards is marked ended, as its watchdog would (the
+ * sweep after this kills the watchdogs in the sandbox, and then the job's pid may be reused).
  */
 export async function stopAllJobs(context: ToolboxContext): Promise<number> {
   const jobs = await readdir(path.join(context.home, 'jobs')).catch(() => [] as string[]);
+  const directories = jobs.map((job) => jobDirectory(context, job));
+  // One scan of /proc for the writers of every job's log.
+  const logs = directories.map((directory) => regularFileAt(path.join(directory, 'output.log')));
+  const known = logs.filter((log) => log !== undefined);
+  const opened = known.length === 0 ? [] : ((await filesOpenForWriting((file) => known.some((log) => sameFile(log, file)))) ?? []);
   let stopped = 0;
-  for (const job of jobs) {
-    const directory = jobDirectory(context, job);
-    if (!(await jobGroupMayBeSignalled(directory))) continue;
+  for (const [index, directory] of directories.entries()) {
+    const log = logs[index];
+    const writers = log ? opened.filter((file) => sameFile(file, log)).map((file) => file.pid) : [];
+    const signalled = await jobGroupMayBeSignalled(directory);
+    if (!signalled && writers.length === 0) continue;
     if ((await jobState(directory)).status === 'running') await markJob(directory, 'killed');
-    signalGroup(await jobPid(directory), 'SIGKILL');
+    if (signalled) signalGroup(await jobPid(directory), 'SIGKILL');
+    signalProcesses(writers, 'SIGKILL');
     stopped += 1;
+  }
+  const deadline = Date.now() + STOPPED_GROUPS_WAIT_MS;
+  for (const directory of directories) {
+    if (await groupMarkedEnded(directory)) continue;
+    const pid = await jobPid(directory);
+    if (pid === undefined) continue;
+    // Killed processes stay zombies, and keep the id, until they are reaped (tini reaps at once).
+    while (groupExists(pid) && Date.now() < deadline) await delay(20);
+    if (!groupExists(pid)) await markJob(directory, GROUP_ENDED);
   }
   return stopped;
 }
@@ -231,9 +275,19 @@ async function jobGroupMayBeSignalled(directory: string): Promise<boolean> {
   return !(await groupMarkedEnded(directory)) && groupExists(await jobPid(directory));
 }
 
-/** Whether a process of the job's group may still write (a zombie cannot). */
-async function jobGroupLives(directory: string): Promise<boolean> {
-  return !(await groupMarkedEnded(directory)) && (await groupHasLiveProcess(await jobPid(directory)));
+/**
+ * Whether a process of the job may still write its log: a live process of its group (a zombie
+ * cannot write), or any process that holds the log open for writing.
+ */
+async function jobMayWrite(directory: string): Promise<boolean> {
+  if (!(await groupMarkedEnded(directory)) && (await groupHasLiveProcess(await jobPid(directory)))) return true;
+  return (await jobLogWriters(directory)).length > 0;
+}
+
+/** The processes, in the job's group or not, that hold its output log open for writing. */
+async function jobLogWriters(directory: string): Promise<number[]> {
+  const log = regularFileAt(path.join(directory, 'output.log'));
+  return log ? writersOf([log]) : [];
 }
 
 function groupMarkedEnded(directory: string): Promise<boolean> {

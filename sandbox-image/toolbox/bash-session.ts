@@ -2,13 +2,14 @@
 // directory and exports, output straight into log files (the toolbox never buffers a
 // stream), a cap that kills the command when a log passes it, a timeout that kills the whole
 // tree, and a result showing the head and tail of each stream. What the command leaves running
-// with its logs still open is left running, and the result says so, unless its output passes the
-// cap while the call waits for it (output-holders.ts). The
+// with its logs still open (in its process group or not) is left running, and the result says so,
+// unless its output passes the cap while the call waits for it or when a later command runs
+// (output-holders.ts). The
 // command can reach the logs and the state file under the home: the toolbox reads them back
 // without waiting on a FIFO or following a symlink put in their place, and only as far as it needs.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { type FileHandle, lstat, mkdir, open, readdir, rename, stat, truncate, unlink } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, open, readdir, realpath, rename, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { BashJobResult, BashResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
@@ -47,7 +48,8 @@ function outputHoldersNote(count: number): string {
   const [processes, are, they, write] = count === 1 ? ['process', 'is', 'it', 'writes'] : ['processes', 'are', 'they', 'write'];
   return (
     `\n[chamvi: ${count} ${processes} this command started ${are} still running with its output open: ` +
-    `what ${they} ${write} goes to the command's log, which is no longer capped or shown. ${BACKGROUND_ADVICE}]\n`
+    `what ${they} ${write} goes to the command's log, which is no longer shown, and ${they} ${are} stopped at a later ` +
+    `bash command once the log has passed the cap. ${BACKGROUND_ADVICE}]\n`
   );
 }
 
@@ -59,6 +61,15 @@ function stoppedHoldersNote(count: number, capBytes: number): string {
     `the cap of ${capBytes} bytes. ${BACKGROUND_ADVICE}]\n`
   );
 }
+/** Told to the model when what an earlier command left running was killed for passing the cap (output-holders.ts). */
+function earlierStoppedNote(count: number, capBytes: number): string {
+  const [processes, were, their] = count === 1 ? ['process', 'was', 'its'] : ['processes', 'were', 'their'];
+  return (
+    `\n[chamvi: ${count} ${processes} an earlier command left running ${were} stopped because ${their} output to that ` +
+    `command's log passed the cap of ${capBytes} bytes. ${BACKGROUND_ADVICE}]\n`
+  );
+}
+
 /** Enough of the state file for its first line, `# <working directory>` (PATH_MAX is 4 KiB). */
 const STATE_FIRST_LINE_MAX_BYTES = 16_384;
 
@@ -148,11 +159,12 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     clearInterval(capWatch);
   });
   // Still tracked meanwhile: a toolbox told to stop while it waits kills the group. The cap
-  // still holds while it waits: a leftover whose output passes it is killed.
-  const holders =
-    child.pid === undefined
-      ? { running: 0, stoppedOverCap: 0 }
-      : await outputHoldersAfter(child.pid, logFiles, { ...OUTPUT_HOLDERS_WAIT, capBytes: context.outputLogMaxBytes }).finally(untrack);
+  // still holds while it waits: a leftover whose output passes it is killed, whatever its group
+  // (the group kill above does not reach one that left it).
+  const logDirectory = await realpath(outDirectory).catch(() => outDirectory);
+  const holders = await outputHoldersAfter(logFiles, { ...OUTPUT_HOLDERS_WAIT, capBytes: context.outputLogMaxBytes, logDirectory }).finally(
+    untrack,
+  );
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.
@@ -169,10 +181,12 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   const stdoutSize = stdoutCap.size;
   const stderrSize = stderrCap.size;
   const [stdout, stderr] = await Promise.all([headAndTail(stdoutLog, stdoutSize), headAndTail(stderrLog, stderrSize)]);
-  // The notes are the toolbox's, like the omitted-bytes line: the log keeps only the command's output.
+  // The notes are the toolbox's, like the omitted-bytes line: the log keeps only the command's
+  // output. After a kill of the group, what still holds a log is what left the group (`setsid`).
   const notes =
     (holders.stoppedOverCap > 0 ? stoppedHoldersNote(holders.stoppedOverCap, context.outputLogMaxBytes) : '') +
-    (holders.running > 0 && !killedByUs ? outputHoldersNote(holders.running) : '');
+    (holders.running > 0 ? outputHoldersNote(holders.running) : '') +
+    (holders.earlierStoppedOverCap > 0 ? earlierStoppedNote(holders.earlierStoppedOverCap, context.outputLogMaxBytes) : '');
   const result: BashResult = {
     exitCode: killedByUs ? null : exitCode,
     stdout: stdout.text,

@@ -8,14 +8,15 @@
 //   child: the idle node, started before any exec could be;
 // - each exec session's first process, whose parent is outside the container (ppid 0: the
 //   model cannot start one), and this process's own ancestors;
-// - zombies, which are only waiting to be reaped.
+// - zombies, which are only waiting to be reaped (not a process whose main thread alone exited:
+//   /proc shows it as Z too, but its other threads run; process-table.ts tells them apart).
 // The container is known by PID 1 running IDLE_SCRIPT. Anywhere else (a local sandbox, kwok,
 // where the toolbox is a process of the host) only the jobs are stopped.
 import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { IDLE_SCRIPT } from './contract/sandbox-init.ts';
 import { stopAllJobs } from './bash-jobs.ts';
-import { processTable, type ProcessEntry } from './process-table.ts';
+import { isLive, processTable, type ProcessEntry } from './process-table.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -43,7 +44,7 @@ export function leftoverPids(processes: readonly ProcessEntry[], self: number, i
     const idle = processes.filter((entry) => entry.ppid === 1).sort((a, b) => a.startTicks - b.startTicks || a.pid - b.pid)[0];
     if (idle) kept.add(idle.pid);
   }
-  return processes.filter((entry) => !kept.has(entry.pid) && entry.ppid !== 0 && entry.state !== 'Z').map((entry) => entry.pid);
+  return processes.filter((entry) => !kept.has(entry.pid) && entry.ppid !== 0 && isLive(entry)).map((entry) => entry.pid);
 }
 
 async function initOfThisContainer(): Promise<SandboxInit | undefined> {

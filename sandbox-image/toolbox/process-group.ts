@@ -3,9 +3,9 @@
 // what the command left running (`server &`) keeps it, so "the shell exited" never means
 // "nothing of the command runs". Killed processes stay zombies until their new parent reaps
 // them (tini in the pod, lazily elsewhere), and a zombie still answers kill(-pgid, 0): liveness
-// is read from /proc, which shows the state.
+// is read from /proc, which shows the state (and the threads: process-table.ts's isLive).
 import { setTimeout as delay } from 'node:timers/promises';
-import { processTable } from './process-table.ts';
+import { isLive, processTable } from './process-table.ts';
 
 /** Whether any process, a zombie included, is in the group. */
 export function groupExists(pgid: number | undefined): boolean {
@@ -35,7 +35,7 @@ export async function liveGroupMembers(pgid: number | undefined): Promise<number
   // The cheap test first: most groups asked about are gone.
   if (pgid === undefined || !groupExists(pgid)) return [];
   const table = await processTable().catch(() => undefined);
-  return table?.filter((entry) => entry.pgid === pgid && entry.state !== 'Z').map((entry) => entry.pid);
+  return table?.filter((entry) => entry.pgid === pgid && isLive(entry)).map((entry) => entry.pid);
 }
 
 export async function groupHasLiveProcess(pgid: number | undefined): Promise<boolean> {

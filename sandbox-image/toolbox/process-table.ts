@@ -12,6 +12,8 @@ export interface ProcessEntry {
   state: string;
   /** When it started, in clock ticks since boot (field 22 of /proc/PID/stat). */
   startTicks: number;
+  /** How many threads it has (field 20 of /proc/PID/stat). */
+  threads: number;
 }
 
 /** One /proc/PID/stat line; the command name may hold spaces and parentheses, so fields are read after its last `)`. */
@@ -23,9 +25,22 @@ export function parseStat(text: string): ProcessEntry | undefined {
   // fields[0] is field 3 (state), so field N is fields[N - 3].
   const ppid = Number(fields[1]);
   const pgid = Number(fields[2]);
+  const threads = Number(fields[17]);
   const startTicks = Number(fields[19]);
-  if (!fields[0] || !Number.isInteger(ppid) || !Number.isInteger(pgid) || !Number.isFinite(startTicks)) return undefined;
-  return { pid, ppid, pgid, state: fields[0], startTicks };
+  if (!fields[0] || !Number.isInteger(ppid) || !Number.isInteger(pgid) || !Number.isInteger(threads) || !Number.isFinite(startTicks)) {
+    return undefined;
+  }
+  return { pid, ppid, pgid, state: fields[0], startTicks, threads };
+}
+
+/**
+ * Whether the process runs, as opposed to being dead and waiting to be reaped. /proc shows the
+ * state of the main thread, so a process whose main thread exited while another thread goes on
+ * (pthread_exit in main) shows Z too: it is dead only with no thread but that one left.
+ */
+export function isLive(entry: ProcessEntry): boolean {
+  if (entry.state === 'X') return false;
+  return entry.state !== 'Z' || entry.threads > 1;
 }
 
 /** Every process /proc lists; one that exits while it is read is left out. */

@@ -2,12 +2,25 @@
 // whole tree, head/tail with full logs, the output cap, and background jobs that outlive the
 // `call` process that started them.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { accessSync, chownSync, constants, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  chownSync,
+  constants,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BASH_GROUP_LIVES } from '../../sandbox-image/toolbox/bash-script.ts';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
+import { isLive, parseStat } from '../../sandbox-image/toolbox/process-table.ts';
+import { mainThreadExitBinary } from './main-thread-exit-binary.ts';
 import { alive, callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
@@ -42,6 +55,43 @@ const canChooseNextPid = (() => {
     return false;
   }
 })();
+/**
+ * Whether a process runs, a process whose main thread exited included (/proc shows it as Z, with
+ * threads left): the fixture's alive() takes every Z for dead.
+ */
+function runs(pid: number): boolean {
+  try {
+    const entry = parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    return entry !== undefined && isLive(entry);
+  } catch {
+    return false;
+  }
+}
+/** Waits, a while at most, until the process no longer runs. */
+async function stopsRunning(pid: number, withinMs = 3_000): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (runs(pid)) {
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+/** The program whose main thread exits while a thread writes 4 KiB every 10 ms and ignores SIGTERM (x86-64 Linux only). */
+const MAIN_THREAD_EXIT = mainThreadExitBinary();
+const NO_MAIN_THREAD_EXIT = 'the main-thread-exit program is built for x86-64 Linux only';
+/** Puts that program in the workspace as ./mte. */
+function writeMainThreadExit(root: string): void {
+  writeFileSync(path.join(root, 'mte'), MAIN_THREAD_EXIT!);
+  chmodSync(path.join(root, 'mte'), 0o755);
+}
+/** Kills a pid the test started, if it still runs. */
+function killIfRunning(pid: number): void {
+  try {
+    if (pid > 0) process.kill(pid, 'SIGKILL');
+  } catch {
+    // Gone.
+  }
+}
 /** Whether a process group is gone, waited for a while: killed processes linger as zombies until reaped. */
 async function groupGone(pgid: number, withinMs = 5_000): Promise<boolean> {
   const deadline = Date.now() + withinMs;
@@ -150,7 +200,7 @@ describe('bash', () => {
     expect(env).toMatchObject({ outputCapped: true, stderrBytes: 100_000 });
   });
 
-  it('leaves running what the command left with its output open, and says its log is no longer capped or shown', async () => {
+  it('leaves running what the command left with its output open, and says its log is no longer shown and capped only later', async () => {
     // stdout sent elsewhere, stderr still the call's log: a server started the honest way.
     const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
     const result = await bash({ command: 'sleep 30 > /dev/null & echo $!' }, capped);
@@ -158,7 +208,7 @@ describe('bash', () => {
     try {
       expect(result).toMatchObject({ exitCode: 0, outputCapped: false, timedOut: false });
       expect(result.stderr).toMatch(
-        /^\n\[chamvi: 1 process this command started is still running with its output open: .*no longer capped or shown.*background: true.*2>&1\)\.\]\n$/,
+        /^\n\[chamvi: 1 process this command started is still running with its output open: .*no longer shown, and it is stopped at a later bash command once the log has passed the cap\..*background: true.*2>&1\)\.\]\n$/,
       );
       await sleep(200);
       expect(alive(pid)).toBe(true);
@@ -190,6 +240,79 @@ describe('bash', () => {
     } finally {
       process.kill(quietPid, 'SIGKILL');
       if (loudPid > 0 && alive(loudPid)) process.kill(loudPid, 'SIGKILL');
+    }
+  });
+
+  it('kills a leftover whose main thread exited (Z in /proc, a thread still writing) once its output passes the cap', async ({ skip }) => {
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    writeMainThreadExit(workspace.root);
+    const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
+    // The shell exits at once: what passes the cap is the leftover's output, written after it.
+    const result = await bash({ command: './mte & echo $! > mte.pid' }, capped);
+    const pid = Number(readFileSync(path.join(workspace.root, 'mte.pid'), 'utf8'));
+    try {
+      expect(result).toMatchObject({ outputCapped: true, timedOut: false });
+      expect(result.stderr).toMatch(/\[chamvi: 1 process this command left running was stopped because its output passed the cap/);
+      expect(await stopsRunning(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('kills a leftover that left the process group (setsid) once its output passes the cap', async () => {
+    const cap = 2_000_000;
+    const capped = { extraArgs: ['--output-log-max-bytes', String(cap)] };
+    const result = await bash(
+      { command: "setsid bash -c 'for i in $(seq 40); do head -c 1000000 /dev/zero; sleep 0.1; done' & echo $! > writer.pid; sleep 5" },
+      capped,
+    );
+    const pid = Number(readFileSync(path.join(workspace.root, 'writer.pid'), 'utf8'));
+    try {
+      expect(result).toMatchObject({ outputCapped: true, exitCode: null, stdoutBytes: cap });
+      expect(result.stderr).toMatch(/\[chamvi: \d+ process(es)? this command left running (was|were) stopped because/);
+      expect(result.stderr).not.toMatch(/still running/);
+      expect(await stopsRunning(pid)).toBe(true);
+      await sleep(500);
+      expect(statSync(result.stdoutLog).size).toBe(cap);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('leaves running a setsid daemon under the cap that holds the output, and says so', async () => {
+    const result = await bash({ command: 'setsid sleep 30 & echo $!' });
+    const pid = Number(result.stdout.trim());
+    try {
+      expect(result).toMatchObject({ exitCode: 0, outputCapped: false });
+      expect(result.stderr).toMatch(/^\n\[chamvi: 1 process this command started is still running with its output open/);
+      expect(runs(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('stops at the next command what an earlier command left writing to its log once that log passed the cap', async () => {
+    const cap = 1_000_000;
+    const capped = { extraArgs: ['--output-log-max-bytes', String(cap)] };
+    // Quiet when the call answers: left running with a note; past the cap a moment later.
+    const first = await bash({ command: '(sleep 1; head -c 3000000 /dev/zero; sleep 60) & echo $!' }, capped);
+    const pid = Number(first.stdout.trim());
+    try {
+      expect(first).toMatchObject({ exitCode: 0, outputCapped: false });
+      expect(first.stderr).toMatch(/still running with its output open/);
+      for (let attempt = 0; attempt < 100 && statSync(first.stdoutLog).size <= cap; attempt += 1) await sleep(50);
+      expect(statSync(first.stdoutLog).size).toBeGreaterThan(cap);
+      const next = await bash({ command: 'echo next' }, capped);
+      expect(next).toMatchObject({ exitCode: 0, stdout: 'next\n', outputCapped: false });
+      expect(next.stderr).toMatch(
+        new RegExp(
+          `\\[chamvi: \\d+ process(es)? an earlier command left running (was|were) stopped because .* passed the cap of ${cap} bytes`,
+        ),
+      );
+      expect(await stopsRunning(pid)).toBe(true);
+      expect(statSync(first.stdoutLog).size).toBe(cap);
+    } finally {
+      killIfRunning(pid);
     }
   });
 
@@ -345,9 +468,156 @@ describe('background jobs', () => {
     }
   });
 
+  it('bash_kill stops a relay that ignores SIGTERM, though a scan of /proc can miss it', async () => {
+    // Each process forks its successor and exits, and SIGTERM is ignored: only SIGKILL stops it.
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'trap "" TERM; r(){ sleep 0.005; echo x >> relay.count; r & }; r', background: true }),
+    );
+    const pgid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
+    const count = path.join(workspace.root, 'relay.count');
+    try {
+      expect(await waitFor(job, 'exited')).toMatchObject({ exitCode: 0 });
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      const after = statSync(count).size;
+      await sleep(500);
+      expect(statSync(count).size).toBe(after);
+    } finally {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // Stopped.
+      }
+    }
+  });
+
+  it('a job whose leftover has a newline in its name is not marked ended while it writes, and bash_kill stops it', async () => {
+    // Builtins only (a read that times out for a sleep), so nothing else of the job is left to see.
+    workspace.write({ 'srv\nx': '#!/bin/bash\nexec 9<> wait.fifo\nwhile :; do echo x; read -t 0.1 -u 9; done\n' });
+    chmodSync(path.join(workspace.root, 'srv\nx'), 0o755);
+    execFileSync('mkfifo', [path.join(workspace.root, 'wait.fifo')]);
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: "./$'srv\\nx' & echo $! > srv.pid", background: true }),
+    );
+    await waitFor(job, 'exited');
+    const pid = Number(readFileSync(path.join(workspace.root, 'srv.pid'), 'utf8'));
+    try {
+      expect(readFileSync(`/proc/${pid}/comm`, 'utf8')).toBe('srv\nx\n');
+      await sleep(6_000);
+      expect(existsSync(path.join(workspace.home, 'jobs', job, 'group-ended'))).toBe(false);
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      expect(await stopsRunning(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('a job whose leftover has only its main thread exited is not marked ended while it writes, and bash_kill stops it', async ({
+    skip,
+  }) => {
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    writeMainThreadExit(workspace.root);
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: './mte & echo $! > mte.pid', background: true }),
+    );
+    await waitFor(job, 'exited');
+    const pid = Number(readFileSync(path.join(workspace.root, 'mte.pid'), 'utf8'));
+    const log = path.join(workspace.home, 'jobs', job, 'output.log');
+    try {
+      expect(readFileSync(`/proc/${pid}/stat`, 'utf8')).toMatch(/\) Z /);
+      await sleep(6_000);
+      expect(existsSync(path.join(workspace.home, 'jobs', job, 'group-ended'))).toBe(false);
+      const before = statSync(log).size;
+      await sleep(200);
+      expect(statSync(log).size).toBeGreaterThan(before);
+      // It ignores SIGTERM: bash_kill must go on to SIGKILL.
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      expect(await stopsRunning(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('caps the output of what a job left running in another process group (setsid)', async () => {
+    const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
+    const { job } = resultOf<{ job: string }>(
+      await callTool(
+        workspace,
+        'bash',
+        { command: "setsid bash -c 'sleep 0.5; head -c 500000 /dev/zero; sleep 60' & echo $! > writer.pid", background: true },
+        capped,
+      ),
+    );
+    await waitFor(job, 'exited', capped);
+    const pid = Number(readFileSync(path.join(workspace.root, 'writer.pid'), 'utf8'));
+    try {
+      expect(await waitFor(job, 'killed', capped)).toMatchObject({ outputCapped: true, size: 100_000 });
+      expect(await stopsRunning(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('bash_kill stops what a job left running in another process group (setsid) that writes its log', async () => {
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', {
+        command: "setsid bash -c 'while :; do echo x; sleep 0.2; done' & echo $! > daemon.pid",
+        background: true,
+      }),
+    );
+    await waitFor(job, 'exited');
+    const pid = Number(readFileSync(path.join(workspace.root, 'daemon.pid'), 'utf8'));
+    try {
+      expect(runs(pid)).toBe(true);
+      expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
+      expect(await stopsRunning(pid)).toBe(true);
+    } finally {
+      killIfRunning(pid);
+    }
+  });
+
+  it('the clean shell marks ended a job whose group is gone after its watchdog was killed (as the sweep does)', async () => {
+    const session = await openSession(workspace);
+    try {
+      const { job } = resultOf<{ job: string }>(await session.call({ tool: 'bash', input: { command: 'sleep 60', background: true } }));
+      const directory = path.join(workspace.home, 'jobs', job);
+      for (let attempt = 0; attempt < 100 && !existsSync(path.join(directory, 'pid')); attempt += 1) await sleep(50);
+      const pgid = Number(readFileSync(path.join(directory, 'pid'), 'utf8'));
+      // The watchdog: in the job's session (field 6), the leader of a group of its own (field 5;
+      // its `sleep` is in that group too, not its leader). The wrapper may not have started it yet.
+      const findWatchdogs = () =>
+        readdirSync('/proc')
+          .filter((name) => /^\d+$/.test(name))
+          .filter((name) => {
+            try {
+              const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+              const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+              return Number(fields[3]) === pgid && Number(fields[2]) === Number(name) && Number(name) !== pgid;
+            } catch {
+              return false;
+            }
+          })
+          .map(Number);
+      let watchdogs = findWatchdogs();
+      for (let attempt = 0; attempt < 100 && watchdogs.length === 0; attempt += 1) {
+        await sleep(50);
+        watchdogs = findWatchdogs();
+      }
+      expect(watchdogs).toHaveLength(1);
+      process.kill(watchdogs[0]!, 'SIGKILL');
+      process.kill(-pgid, 'SIGKILL');
+      expect(await groupGone(pgid)).toBe(true);
+      expect(existsSync(path.join(directory, 'group-ended'))).toBe(false);
+      expect(resultOf<Bash>(await session.call({ tool: 'bash', input: { command: 'echo check' }, clean: true })).stdout).toBe('check\n');
+      expect(existsSync(path.join(directory, 'group-ended'))).toBe(true);
+    } finally {
+      await session.close();
+    }
+  });
+
   it('bash_kill leaves alone what an exited job left running once the group is marked ended (its id may be reused)', async () => {
     const { job } = resultOf<{ job: string }>(
-      await callTool(workspace, 'bash', { command: 'sleep 300 & echo $! > leftover.pid', background: true }),
+      // Its output sent elsewhere: a process of the group only, as one of someone else would be.
+      await callTool(workspace, 'bash', { command: 'sleep 300 > /dev/null 2>&1 & echo $! > leftover.pid', background: true }),
     );
     await waitFor(job, 'exited');
     const leftover = Number(readFileSync(`${workspace.root}/leftover.pid`, 'utf8'));
@@ -366,9 +636,10 @@ describe('background jobs', () => {
     const { job } = resultOf<{ job: string }>(await callTool(workspace, 'bash', { command: 'echo done', background: true }));
     await waitFor(job, 'exited');
     const pid = Number(readFileSync(path.join(workspace.home, 'jobs', job, 'pid'), 'utf8'));
-    // The pid is free once the job's processes and its watchdog are gone; other tests take pids meanwhile.
+    // The pid is free once the job's processes and its watchdog are gone (it looks for writers of
+    // the log for a second or so after the group ended); other tests take pids meanwhile.
     let unrelated: ChildProcess | undefined;
-    for (let attempt = 0; attempt < 100 && !unrelated; attempt += 1) {
+    for (let attempt = 0; attempt < 200 && !unrelated; attempt += 1) {
       writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
       const candidate = spawn('sleep', ['300'], { detached: true, stdio: 'ignore' });
       if (candidate.pid === pid) unrelated = candidate;
@@ -475,6 +746,35 @@ describe("the job watchdog's liveness check", () => {
     for (let attempt = 0; attempt < 50 && alive(leftover); attempt += 1) await sleep(20);
     expect(groupLives(group)).toBe(false);
     shell.kill('SIGKILL');
+  });
+
+  it('counts a group whose only process has a newline in its name as live', async () => {
+    // A copy of sleep: the command name /proc shows is the file's name, newline and all.
+    const named = path.join(workspace.root, 'srv\nx');
+    writeFileSync(named, readFileSync(execFileSync('bash', ['-c', 'command -v sleep'], { encoding: 'utf8' }).trim()));
+    chmodSync(named, 0o755);
+    const leader = spawn(named, ['30'], { detached: true, stdio: 'ignore' });
+    try {
+      for (let attempt = 0; attempt < 100 && !readFileSync(`/proc/${leader.pid}/stat`, 'utf8').includes('(srv\nx)'); attempt += 1)
+        await sleep(20);
+      expect(groupLives(leader.pid!)).toBe(true);
+    } finally {
+      leader.kill('SIGKILL');
+    }
+  });
+
+  it('counts a group whose only process had its main thread exit (Z, a thread still running) as live', async ({ skip }) => {
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    writeMainThreadExit(workspace.root);
+    const leader = spawn(path.join(workspace.root, 'mte'), [], { detached: true, stdio: 'ignore' });
+    try {
+      for (let attempt = 0; attempt < 100 && !readFileSync(`/proc/${leader.pid}/stat`, 'utf8').includes(') Z '); attempt += 1)
+        await sleep(20);
+      expect(readFileSync(`/proc/${leader.pid}/stat`, 'utf8')).toMatch(/\) Z /);
+      expect(groupLives(leader.pid!)).toBe(true);
+    } finally {
+      leader.kill('SIGKILL');
+    }
   });
 });
 

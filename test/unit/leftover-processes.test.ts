@@ -5,9 +5,16 @@
 import { describe, expect, it } from 'vitest';
 import { IDLE_SCRIPT } from '../../sandbox-image/toolbox/contract/sandbox-init.ts';
 import { leftoverPids, sandboxInit } from '../../sandbox-image/toolbox/leftover-processes.ts';
-import { parseStat, type ProcessEntry } from '../../sandbox-image/toolbox/process-table.ts';
+import { isLive, parseStat, type ProcessEntry } from '../../sandbox-image/toolbox/process-table.ts';
 
-const entry = (pid: number, ppid: number, startTicks: number, state = 'S'): ProcessEntry => ({ pid, ppid, pgid: pid, state, startTicks });
+const entry = (pid: number, ppid: number, startTicks: number, state = 'S', threads = 1): ProcessEntry => ({
+  pid,
+  ppid,
+  pgid: pid,
+  state,
+  startTicks,
+  threads,
+});
 
 describe('sandboxInit', () => {
   it.each([
@@ -24,14 +31,34 @@ describe('sandboxInit', () => {
 });
 
 describe('parseStat', () => {
-  it('reads pid, parent, process group, state and start time, a name with spaces and parentheses included', () => {
-    const line = '4242 (evil) S 1 (x) R 17 4240 4242 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 1 0 2468655 3133440 360 0\n';
-    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, pgid: 4240, state: 'R', startTicks: 2468655 });
+  it('reads pid, parent, process group, state, threads and start time, a name with spaces and parentheses included', () => {
+    const line = '4242 (evil) S 1 (x) R 17 4240 4242 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 3 0 2468655 3133440 360 0\n';
+    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, pgid: 4240, state: 'R', startTicks: 2468655, threads: 3 });
+  });
+
+  it('reads a name with a newline in it', () => {
+    const line = '77 (srv\nx) S 1 77 77 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 1 0 99 3133440 360 0\n';
+    expect(parseStat(line)).toMatchObject({ pid: 77, ppid: 1, pgid: 77, state: 'S', threads: 1 });
   });
 
   it('refuses a line it cannot read', () => {
     expect(parseStat('')).toBeUndefined();
     expect(parseStat('12 (x)')).toBeUndefined();
+  });
+});
+
+describe('isLive', () => {
+  // /proc shows the main thread's state: Z with other threads left is a process whose main
+  // thread exited (pthread_exit in main) and that still runs.
+  it.each([
+    ['S', 1, true],
+    ['R', 4, true],
+    ['D', 1, true],
+    ['Z', 1, false],
+    ['Z', 2, true],
+    ['X', 1, false],
+  ])('state %s with %d thread(s) is live: %s', (state, threads, live) => {
+    expect(isLive(entry(9, 1, 1, state, threads))).toBe(live);
   });
 });
 
@@ -53,6 +80,11 @@ describe('leftoverPids', () => {
 
   it('stops everything the run started, and no exec session, the idle node or the caller', () => {
     expect(leftoverPids(table, 40, 'tini').sort((a, b) => a - b)).toEqual([41, 42, 51, 60]);
+  });
+
+  it('stops a process whose main thread exited while another thread runs (Z with 2 threads), not a true zombie', () => {
+    const withThreadLeft = [entry(1, 0, 100), entry(7, 1, 101), entry(40, 0, 500), entry(60, 1, 800, 'Z', 2), entry(61, 1, 801, 'Z', 1)];
+    expect(leftoverPids(withThreadLeft, 40, 'tini')).toEqual([60]);
   });
 
   it("keeps the caller's ancestors: a toolbox started by a shell the exec ran", () => {

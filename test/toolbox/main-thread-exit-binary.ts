@@ -1,0 +1,78 @@
+// A program whose main thread exits while another thread goes on writing: /proc then shows the
+// process as a zombie (state Z) though it lives, its descriptors only under /proc/PID/task/.
+// The model can write such a binary (printf into a file, chmod +x), so the tests need one, and
+// they build it here byte by byte rather than needing a compiler (or python) on the machine:
+// a static x86-64 ELF of one segment, no libc, raw system calls. Elsewhere it is undefined and
+// the tests that need it are skipped.
+
+/** The machine code, placed right after the two headers; its data follows it (offsets from its start). */
+const CODE: readonly (readonly [string, string])[] = [
+  // rt_sigaction(SIGTERM, &act, NULL, 8): SIGTERM ignored, so only SIGKILL stops it.
+  ['b80d000000', 'mov eax, 13'],
+  ['bf0f000000', 'mov edi, 15'],
+  ['488d3557000000', 'lea rsi, [rip + act]  (0x68)'],
+  ['31d2', 'xor edx, edx'],
+  ['41ba08000000', 'mov r10d, 8'],
+  ['0f05', 'syscall'],
+  // clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD, same stack): a thread.
+  ['b838000000', 'mov eax, 56'],
+  ['bf000f0100', 'mov edi, 0x10f00'],
+  ['31f6', 'xor esi, esi'],
+  ['31d2', 'xor edx, edx'],
+  ['4531d2', 'xor r10d, r10d'],
+  ['4531c0', 'xor r8d, r8d'],
+  ['0f05', 'syscall'],
+  ['85c0', 'test eax, eax'],
+  ['7409', 'jz writer  (0x3e)'],
+  // The main thread: exit(0), which ends this thread only (exit_group would end them all).
+  ['b83c000000', 'mov eax, 60'],
+  ['31ff', 'xor edi, edi'],
+  ['0f05', 'syscall'],
+  // writer (0x3e): write(1, buffer, 4096), nanosleep(10 ms), again: about 400 KB a second.
+  ['b801000000', 'mov eax, 1'],
+  ['bf01000000', 'mov edi, 1'],
+  ['488d3549000000', 'lea rsi, [rip + buffer]  (0x98)'],
+  ['ba00100000', 'mov edx, 4096'],
+  ['0f05', 'syscall'],
+  ['b823000000', 'mov eax, 35'],
+  ['488d3d26000000', 'lea rdi, [rip + ts]  (0x88)'],
+  ['31f6', 'xor esi, esi'],
+  ['0f05', 'syscall'],
+  ['ebd6', 'jmp writer'],
+  // act (0x68): struct sigaction { handler = SIG_IGN, flags, restorer, mask }.
+  ['0100000000000000' + '00'.repeat(24), 'act'],
+  // ts (0x88): struct timespec { 0 s, 10 000 000 ns }.
+  ['0000000000000000' + '8096980000000000', 'ts'],
+  // buffer (0x98): 4096 zero bytes past the end of the file (the segment's memory size).
+];
+
+const BASE = 0x400000n;
+const HEADERS = 64 + 56;
+
+/** The program's bytes, or undefined where it cannot run (not x86-64 Linux). */
+export function mainThreadExitBinary(): Buffer | undefined {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return undefined;
+  const code = Buffer.from(CODE.map(([hex]) => hex).join(''), 'hex');
+  const file = Buffer.alloc(HEADERS + code.length);
+  // ELF header: 64-bit, little-endian, version 1, an executable for x86-64.
+  Buffer.from('7f454c46020101', 'hex').copy(file, 0);
+  file.writeUInt16LE(2, 16); // e_type: EXEC
+  file.writeUInt16LE(0x3e, 18); // e_machine: x86-64
+  file.writeUInt32LE(1, 20); // e_version
+  file.writeBigUInt64LE(BASE + BigInt(HEADERS), 24); // e_entry: the code
+  file.writeBigUInt64LE(64n, 32); // e_phoff
+  file.writeUInt16LE(64, 52); // e_ehsize
+  file.writeUInt16LE(56, 54); // e_phentsize
+  file.writeUInt16LE(1, 56); // e_phnum
+  // One PT_LOAD segment, read/write/execute, the whole file at BASE and 8 KiB of memory.
+  file.writeUInt32LE(1, 64); // p_type
+  file.writeUInt32LE(7, 68); // p_flags
+  file.writeBigUInt64LE(0n, 72); // p_offset
+  file.writeBigUInt64LE(BASE, 80); // p_vaddr
+  file.writeBigUInt64LE(BASE, 88); // p_paddr
+  file.writeBigUInt64LE(BigInt(file.length), 96); // p_filesz
+  file.writeBigUInt64LE(0x2000n, 104); // p_memsz: the buffer is the zeroed rest
+  file.writeBigUInt64LE(0x1000n, 112); // p_align
+  code.copy(file, HEADERS);
+  return file;
+}
