@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { countJsonItems } from '../../operator/src/json/json-scan.ts';
 import { ForgeError } from '../../operator/src/publish/errors/forge-error.ts';
 import type { Forge, ForgeOptions } from '../../operator/src/publish/forge.ts';
-import { FORGE_ANSWER_MAX_JSON_ITEMS } from '../../operator/src/publish/forge-http.ts';
+import { FORGE_ANSWER_MAX_JSON_DEPTH, FORGE_ANSWER_MAX_JSON_ITEMS } from '../../operator/src/publish/forge-http.ts';
 import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
 import { GitHubForge } from '../../operator/src/publish/github-forge.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
@@ -161,7 +161,7 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
   });
 });
 
-describe.each(ADAPTERS)('the %s adapter, given a pull request the run status could not hold', (_, build) => {
+describe.each(ADAPTERS)('the %s adapter, given a pull request the run status could not hold', (name, build) => {
   const pullWith = (number: unknown, url: string) => ({ number, iid: number, html_url: url, web_url: url, title: 't', body: 'b' });
   const request = { branch: 'chamvi/x', base: 'main', title: 't', body: 'b', draft: false, labels: [] };
 
@@ -181,6 +181,46 @@ describe.each(ADAPTERS)('the %s adapter, given a pull request the run status cou
     const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ForgeError);
     expect((error as Error).message).toMatch(message);
+  });
+
+  // JSON.parse takes 60 000 levels; JSON.stringify of the number for the refusal's message
+  // threw RangeError, which the job retried ten times with a fresh clone, then ended AgentFailed.
+  const nested = (depth: number, inside: string) => `${'['.repeat(depth)}${inside}${']'.repeat(depth)}`;
+
+  it('refuses a number nested 60 000 deep as a ForgeError', async () => {
+    // One field nested (GitLab's number is its iid): two would pass the bound on JSON items first.
+    const field = name === 'GitLab' ? 'iid' : 'number';
+    const pull = JSON.stringify({ ...pullWith(7, 'https://forge.example/acme/app/pulls/7'), [field]: 'NUMBER' });
+    const forge = make(build, await forgeAnswering(201, pull.replace('"NUMBER"', nested(60_000, '7'))));
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(ForgeError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(new RegExp(`JSON nested more than ${FORGE_ANSWER_MAX_JSON_DEPTH} deep \\(HTTP 201\\)`));
+  });
+
+  it("refuses an error answer whose message is nested 60 000 deep as a ForgeError, the forge's status kept", async () => {
+    const forge = make(build, await forgeAnswering(422, `{"message":${nested(60_000, '"no"')}}`));
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(ForgeError.isInstance(error)).toBe(true);
+    expect((error as ForgeError).status).toBe(422);
+    expect((error as Error).message).toMatch(/JSON nested more than 64 deep \(HTTP 422\)/);
+  });
+
+  it('names the shape of a number that is neither a number nor text, without writing it out', async () => {
+    // Within the depth bound: refused for what it is.
+    const forge = make(build, await forgeAnswering(201, JSON.stringify(pullWith({ n: [[7]] }, 'https://forge.example/acme/app/pulls/7'))));
+    const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
+    expect(ForgeError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/numbered an object, not a whole number from 1/);
+  });
+
+  it('takes a pull request whose answer nests as deep as the bound allows (the control)', async () => {
+    // The answer is one object: a member nested to the bound, counting the object itself.
+    const pull = {
+      ...pullWith(7, 'https://forge.example/acme/app/pulls/7'),
+      extra: JSON.parse(nested(FORGE_ANSWER_MAX_JSON_DEPTH - 1, '')) as unknown,
+    };
+    const forge = make(build, await forgeAnswering(201, JSON.stringify(pull)));
+    expect(await forge.createPullRequest(request)).toMatchObject({ number: 7 });
   });
 
   it('takes a well-formed one', async () => {

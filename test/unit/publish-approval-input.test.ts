@@ -1,10 +1,18 @@
-// What a publish's approver is shown: each file by name with its line counts, git-quoted names
+// What a publish's approver is shown: the pull request's body as it will be posted (and its
+// sha256), each file by name with its line counts, git-quoted names
 // read as the names they are, and a list that stops where the input would no longer fit in
 // status.pendingApproval.input (the API server refused the status write before, and the run
 // ended AgentFailed with its raw message). Pure.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, LIMITS, type ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { APPROVAL_FILES_MAX, filesOf, publishApprovalInput } from '../../operator/src/publish/publish-approval-input.ts';
+import {
+  APPROVAL_BODY_MAX_BYTES,
+  APPROVAL_FILES_MAX,
+  filesOf,
+  publishApprovalInput,
+} from '../../operator/src/publish/publish-approval-input.ts';
+import { defaultBody } from '../../operator/src/publish/publish-plan.ts';
 import { approvalInputJson } from '../../operator/src/reconcile/approval-answer.ts';
 import { countDiff, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
 
@@ -52,6 +60,45 @@ describe('the approval input of a publish', () => {
     expect(input.diff.files.length).toBeGreaterThan(100);
     expect(input.diff.files.length + (input.diff.moreFiles ?? 0)).toBe(APPROVAL_FILES_MAX);
     expect(input.diff.moreFiles).toBeGreaterThan(0);
+  });
+
+  it("names the pull request's body as it will be posted, with the sha256 of the whole", () => {
+    const body = defaultBody({
+      namespace: 'team',
+      name: 'fix',
+      uid: 'uid-1',
+      task: 'Fix it.',
+      publish: { branch: 'chamvi/{run}', pullRequest: { draft: false, labels: [] } },
+      summary: 'Fixed it. Closes other/repo#1 @org/team',
+      filesChanged: 1,
+      insertions: 1,
+      deletions: 0,
+      steps: 1,
+      totalTokens: 10,
+    });
+    const withBody = { ...plan, pullRequest: { title: 'Fix it', body, draft: false, labels: [] } };
+    const input = publishApprovalInput(run, withBody, kept(newFile('a.txt')), 'a'.repeat(64));
+    expect(input.pullRequest).toEqual({
+      base: "(the repository's default branch)",
+      draft: false,
+      labels: [],
+      body,
+      bodySha256: createHash('sha256').update(body).digest('hex'),
+    });
+  });
+
+  it('shows the beginning of a body too long to show whole, counts the rest, and still fits in status', () => {
+    // 16 KiB of control characters (what status keeps of a summary) is 96 KiB as JSON.
+    const body = '\u0001'.repeat(16 * 1024);
+    const withBody = { ...plan, pullRequest: { title: 'Fix it', body, draft: false, labels: [] } };
+    const input = publishApprovalInput(run, withBody, kept(newFile('a.txt')), 'a'.repeat(64));
+    expect(Buffer.byteLength(approvalInputJson(input), 'utf8')).toBeLessThanOrEqual(LIMITS.pendingApprovalInput);
+    const shown = input.pullRequest!;
+    expect(body.startsWith(shown.body)).toBe(true);
+    expect(shown.body.length + shown.bodyMoreCharacters!).toBe(body.length);
+    expect(Buffer.byteLength(JSON.stringify(shown.body))).toBeLessThanOrEqual(APPROVAL_BODY_MAX_BYTES);
+    expect(shown.bodySha256).toBe(createHash('sha256').update(body).digest('hex'));
+    expect(input.diff.files).toHaveLength(1);
   });
 
   it('lists every file of a small change', () => {

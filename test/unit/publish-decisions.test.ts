@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec } from '../../operator/src/api/index.ts';
 import { isBranchName, publishCredentialsRule } from '../../operator/src/api/publish-spec.ts';
 import { repositoryUrlParts } from '../../operator/src/reconcile/canonical-repository-url.ts';
-import { decidePullRequest, decidePush, pullRequestBase } from '../../operator/src/publish/decide-publish.ts';
+import { decidePullRequest, decidePush, describedBase, pullRequestBase } from '../../operator/src/publish/decide-publish.ts';
 import { forgeFor } from '../../operator/src/publish/forge-for-host.ts';
 import { defaultTitle, planPublish, publishedFor, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -381,14 +381,42 @@ describe('pullRequestBase', () => {
     commitMessage: 'm',
     pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
   });
+  // The second argument is the branch the revision names on the remote (the lookup's
+  // revisionBranch): none for a tag such as v1.2.0, a commit id, or a name the remote lacks.
   it.each([
     ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1', 'release'],
-    ['else the revision cloned, as a short name', plan(), 'refs/heads/release', 'release'],
-    ['a branch revision as given', plan(), 'develop', 'develop'],
-    ['not a commit the run cloned: the default branch', plan(), 'a'.repeat(40), undefined],
-    ['no revision: the default branch', plan(), undefined, undefined],
+    ['else the branch the revision names', plan(), 'develop', 'develop'],
+    ['a revision that names no branch (a tag, a commit id): the default branch', plan(), undefined, undefined],
+  ])('%s', (_, given, revisionBranch, expected) => {
+    expect(pullRequestBase(given, revisionBranch)).toBe(expected);
+  });
+});
+
+describe('describedBase: the base the approver is shown before the remote is asked', () => {
+  const plan = (base?: string) => ({
+    branch: 'chamvi/x',
+    title: 't',
+    commitMessage: 'm',
+    pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
+  });
+  it.each([
+    ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1.2.0', 'release'],
+    [
+      'a revision that may be a branch or a tag: the rule',
+      plan(),
+      'v1.2.0',
+      "v1.2.0 if the revision names a branch (not a tag) on the remote, else the repository's default branch",
+    ],
+    [
+      'a branch revision spelt in full, as a short name',
+      plan(),
+      'refs/heads/release',
+      "release if the revision names a branch (not a tag) on the remote, else the repository's default branch",
+    ],
+    ['a commit id: the default branch', plan(), 'a'.repeat(40), "(the repository's default branch)"],
+    ['no revision: the default branch', plan(), undefined, "(the repository's default branch)"],
   ])('%s', (_, given, revision, expected) => {
-    expect(pullRequestBase(given, revision)).toBe(expected);
+    expect(describedBase(given, revision)).toBe(expected);
   });
 });
 

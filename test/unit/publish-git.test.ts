@@ -4,7 +4,7 @@
 // and the commit refuses a binary patch (which the operator never takes from a sandbox) before
 // git expands it.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -13,6 +13,7 @@ import type { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
 import {
   commitDiff,
+  LS_REMOTE_MAX_BYTES,
   lookUpRemote,
   OPERATOR_COMMIT_MAX_BYTES,
   pushBranch,
@@ -29,6 +30,26 @@ function gitCommandOf(line: string[]): string | undefined {
   let at = line.indexOf('git') + 1;
   while (line[at] === '-c') at += 2;
   return line[at];
+}
+
+/**
+ * Adds `count` refs refs/heads/zz<i>/<3.5 KB>/HEAD at main's commit to the bare repository,
+ * written into packed-refs as anyone who may push could make them (git packs refs on the
+ * server; loose files of such names would take the test minutes). They sort after main.
+ */
+function addLongRefs(bare: string, count: number): void {
+  git(['pack-refs', '--all', '--prune'], bare);
+  const main = git(['rev-parse', 'main'], bare).trim();
+  const segment = 'x'.repeat(200);
+  const long = Array.from({ length: 17 }, () => segment).join('/');
+  const file = join(bare, 'packed-refs');
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  for (let i = 0; i < count; i++) lines.push(`${main} refs/heads/zz${i}/${long}/HEAD`);
+  const name = (line: string) => line.slice(line.indexOf(' ') + 1);
+  lines.sort((a, b) => (name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0));
+  writeFileSync(file, `# pack-refs with: peeled fully-peeled sorted \n${lines.join('\n')}\n`);
 }
 
 let base: string;
@@ -61,12 +82,17 @@ describe('publish git', () => {
       author,
       date,
     });
-    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main' });
+    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main', revisionBranch: undefined });
     await pushBranch(clone, commit, 'chamvi/b');
-    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: { commit, message: '' }, defaultBranch: 'main' });
+    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({
+      branch: { commit, message: '' },
+      defaultBranch: 'main',
+      revisionBranch: undefined,
+    });
     expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
       branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u\n\n' },
       defaultBranch: 'main',
+      revisionBranch: undefined,
     });
   });
 
@@ -87,6 +113,82 @@ describe('publish git', () => {
     await expect(lookUpRemote({ ...clone, launch }, 'chamvi/b', 'f'.repeat(40))).rejects.toThrow(
       /branch chamvi\/b moved while it was read/,
     );
+  });
+
+  /** The bare repository the clone's origin is, on disk. */
+  const originDir = () => git(['remote', 'get-url', 'origin'], clone.dir).trim().slice('file://'.length);
+
+  it('reads the whole listing to tell the default branch and the branch, past a megabyte of refs ending in /HEAD that sort after them', async () => {
+    // git lists every ref ending in /HEAD for the pattern HEAD: these came after HEAD's lines
+    // and main's, and the last megabyte kept of the listing held none of them, so main was
+    // taken for a branch to create, pushed without a lease: a fast-forward onto main.
+    addLongRefs(originDir(), 300);
+    const main = git(['rev-parse', 'main'], originDir()).trim();
+    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n', author, date });
+    expect(git(['ls-remote', '--symref', '--', 'origin', 'HEAD', 'refs/heads/main'], clone.dir).length).toBeGreaterThan(1_000_000);
+    expect(await lookUpRemote(clone, 'main', commit)).toEqual({
+      branch: { commit: main, message: 'initial\n\n' },
+      defaultBranch: 'main',
+      revisionBranch: undefined,
+    });
+  });
+
+  it('fails PublishFailed, pushing nothing, when the listing is larger than it reads whole', async () => {
+    addLongRefs(originDir(), Math.ceil(LS_REMOTE_MAX_BYTES / 3500) + 50);
+    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n', author, date });
+    const error = await lookUpRemote(clone, 'main', commit).catch((e: unknown) => e);
+    expect(fate(error)).toMatchObject({ action: 'fail', reason: 'PublishFailed' });
+    expect((error as RunFailure).message).toMatch(
+      /^Publishing failed: git ls-remote printed more than 8\.0 MiB .* and was stopped \(the remote has so many refs whose names end in \/HEAD or as branch main that their list is more than the operator reads/,
+    );
+  });
+
+  it('takes only the exact names from the listing: refs ending as HEAD or as the branch do not stand for them', async () => {
+    // Anyone who may push can make refs/heads/x/refs/heads/chamvi/b, which the pattern for chamvi/b matches too.
+    const main = git(['rev-parse', 'main'], originDir()).trim();
+    git(['update-ref', 'refs/heads/x/refs/heads/chamvi/b', main], originDir());
+    git(['symbolic-ref', 'refs/heads/y/HEAD', 'refs/heads/x/refs/heads/chamvi/b'], originDir());
+    expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
+      branch: undefined,
+      defaultBranch: 'main',
+      revisionBranch: undefined,
+    });
+  });
+
+  it('names the branch a revision stands for, as the clone resolves it: a tag before a branch of its name, a commit id never', async () => {
+    const main = git(['rev-parse', 'main'], originDir()).trim();
+    git(['update-ref', 'refs/heads/develop', main], originDir());
+    git(['update-ref', 'refs/tags/v1.2.0', main], originDir());
+    git(['update-ref', 'refs/heads/both', main], originDir());
+    git(['update-ref', 'refs/tags/both', main], originDir());
+    const revisionBranch = async (revision: string) => (await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40), revision)).revisionBranch;
+    expect(await revisionBranch('develop')).toBe('develop');
+    expect(await revisionBranch('refs/heads/develop')).toBe('develop');
+    expect(await revisionBranch('heads/develop')).toBe('develop');
+    expect(await revisionBranch('v1.2.0')).toBeUndefined();
+    expect(await revisionBranch('both')).toBeUndefined();
+    expect(await revisionBranch('gone')).toBeUndefined();
+    expect(await revisionBranch(main)).toBeUndefined();
+  });
+
+  it('refuses to create a branch that exists by the push, though the push would fast-forward it', async () => {
+    const commit = await commitDiff(clone, { diff: DIFF, message: 'Greet\n', author, date });
+    expect((await lookUpRemote(clone, 'chamvi/b', commit)).branch).toBeUndefined();
+    // Made after the lookup, at the commit the run's commit is on: a plain push would move it.
+    const main = git(['rev-parse', 'main'], originDir()).trim();
+    git(['update-ref', 'refs/heads/chamvi/b', main], originDir());
+    const error = await pushBranch(clone, commit, 'chamvi/b').catch((e: unknown) => e);
+    expect(fate(error)).toMatchObject({ action: 'fail', reason: 'PublishFailed' });
+    expect((error as RunFailure).message).toMatch(
+      /^Publishing failed: git push failed: .*stale info.*\(creating branch chamvi\/b, which the lookup did not find/s,
+    );
+    expect(git(['rev-parse', 'refs/heads/chamvi/b'], originDir()).trim()).toBe(main);
+    // The same push onto main, which a lookup cut short once took for a branch to create.
+    await expect(pushBranch(clone, commit, 'main')).rejects.toThrow(/stale info/);
+    expect(git(['rev-parse', 'main'], originDir()).trim()).toBe(main);
+    // The control: a branch that does not exist is created.
+    await pushBranch(clone, commit, 'chamvi/c');
+    expect(git(['rev-parse', 'refs/heads/chamvi/c'], originDir()).trim()).toBe(commit);
   });
 
   /** Pushes, as someone who may push, a commit with this message to chamvi/b (commit-tree: git's message cleanup would take seconds). */

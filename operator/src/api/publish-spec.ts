@@ -76,7 +76,9 @@ export const pullRequestSpec = z
       .describe('Labels to put on it, by name. On Gitea/Forgejo each must already exist in the repository. Default: none.'),
     base: ruledString(BRANCH_TEMPLATE_PATTERN, 'must be a branch name', branchNameRules)
       .optional()
-      .describe("Branch the pull request asks to merge into. Default: spec.repository.revision, else the repository's default branch."),
+      .describe(
+        "Branch the pull request asks to merge into. Default: spec.repository.revision when it names a branch on the remote (not a tag or a commit id), else the repository's default branch.",
+      ),
   })
   .describe('Open a pull request from the branch, or update the open one. Without it only the branch is pushed.');
 

@@ -49,15 +49,29 @@ export function branchesNamedBy(name: string): string[] {
   return [...new Set([name, name.replace(/^refs\/heads\//, ''), name.replace(/^heads\//, ''), name.replace(/^refs\//, '')])];
 }
 
+/** A base as the forge's API takes it: `release`, not `refs/heads/release`. */
+const shortBranch = (name: string) => name.replace(/^refs\/heads\//, '');
+
 /**
- * The pull request's base as given: the publish spec's, else the revision the run cloned when
- * that is not a commit, as a short branch name (the forge's API takes `release`, not
- * `refs/heads/release`); undefined for the repository's default branch. The approver is shown
- * this very value.
+ * The pull request's base as given: the publish spec's, else the branch the revision the run
+ * cloned names on the remote (`revisionBranch`, from the lookup: a tag, a commit id or a name the
+ * remote no longer has names none), as a short branch name; undefined for the repository's
+ * default branch. Only a branch can be a base: a run of `v1.2.0` once asked for a pull request
+ * into the tag, which the forge refused after the branch was pushed.
  */
-export function pullRequestBase(plan: PublishPlan, revision: string | undefined): string | undefined {
-  const named = plan.pullRequest?.base ?? (revision && !isCommitId(revision) ? revision : undefined);
-  return named?.replace(/^refs\/heads\//, '');
+export function pullRequestBase(plan: PublishPlan, revisionBranch: string | undefined): string | undefined {
+  const named = plan.pullRequest?.base ?? revisionBranch;
+  return named === undefined ? undefined : shortBranch(named);
+}
+
+/**
+ * The base as the approver is shown it, before the remote is asked what the revision names:
+ * what pullRequestBase will find, said as a rule where it depends on the remote.
+ */
+export function describedBase(plan: PublishPlan, revision: string | undefined): string {
+  if (plan.pullRequest?.base !== undefined) return shortBranch(plan.pullRequest.base);
+  if (revision === undefined || isCommitId(revision)) return "(the repository's default branch)";
+  return `${shortBranch(revision)} if the revision names a branch (not a tag) on the remote, else the repository's default branch`;
 }
 
 export function decidePush(input: PushInput): PushDecision {

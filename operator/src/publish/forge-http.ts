@@ -2,9 +2,9 @@
 // and the one exchange every adapter makes (GitHub's Octokit calls it as its fetch).
 // - The token goes in a header, never in a URL; no redirect is followed (it would be another
 //   origin, which must not get the token).
-// - Answers are bounded (a forge is not trusted to send little): in bytes, and in the JSON
-//   items a parse would make of them. Error text is cut to what a status message can hold, and
-//   any copy of the token in it is replaced.
+// - Answers are bounded (a forge is not trusted to send little): in bytes, in the JSON items a
+//   parse would make of them, and in how deep they nest. Error text is cut to what a status
+//   message can hold, and any copy of the token in it is replaced.
 // - A forge that cannot be reached, or whose answer stalls or breaks off, is a ForgeError like
 //   any other forge failure: the publish ends PublishFailed at once (workers/publish-job.ts),
 //   not retried as a lost sandbox is, cloning again at each try.
@@ -29,6 +29,14 @@ const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
  * copied out), so paging multiplies the time, not the heap.
  */
 export const FORGE_ANSWER_MAX_JSON_ITEMS = RESPONSE_MAX_JSON_ITEMS;
+/**
+ * How deep a forge answer's objects and arrays may nest. JSON.parse takes 60 000 levels, but
+ * what is done with the value after it recurses (JSON.stringify of a field in a message, a
+ * client's copy): a pull request numbered `[[[…]]]` threw RangeError, not a ForgeError, and the
+ * job was retried ten times, cloning each time, then ended AgentFailed. The deepest answer
+ * publishing reads (a Gitea pull request: its repositories' owners and permissions) nests 4.
+ */
+export const FORGE_ANSWER_MAX_JSON_DEPTH = 64;
 const MAX_ERROR_TEXT = 1000;
 
 export interface ForgeRequest {
@@ -136,7 +144,11 @@ function failure(error: unknown): string {
   return cause && cause !== error.message ? `${error.message} (${cause})` : error.message;
 }
 
-/** The answer as text, given up past MAX_RESPONSE_BYTES or FORGE_ANSWER_MAX_JSON_ITEMS, before it is all held or parsed. */
+/**
+ * The answer as text, given up past MAX_RESPONSE_BYTES, FORGE_ANSWER_MAX_JSON_ITEMS or
+ * FORGE_ANSWER_MAX_JSON_DEPTH, before it is all held or parsed. Every answer, an error's too:
+ * an error's message is read from its JSON.
+ */
 async function boundedText(response: Response, what: string): Promise<string> {
   if (!response.body) return '';
   const chunks: Buffer[] = [];
@@ -150,6 +162,11 @@ async function boundedText(response: Response, what: string): Promise<string> {
       throw new ForgeError(
         `${what} answered more than ${FORGE_ANSWER_MAX_JSON_ITEMS} JSON objects, arrays and members (HTTP ${response.status}), ` +
           'more than any answer publishing asks for holds',
+        response.status,
+      );
+    if (scan.deepest > FORGE_ANSWER_MAX_JSON_DEPTH)
+      throw new ForgeError(
+        `${what} answered JSON nested more than ${FORGE_ANSWER_MAX_JSON_DEPTH} deep (HTTP ${response.status}), deeper than any answer publishing asks for`,
         response.status,
       );
     chunks.push(Buffer.from(chunk));

@@ -66,7 +66,7 @@ export function checkedPullRequest(pull: { number: unknown; url: unknown; title:
   const { number, url, title, body } = pull;
   if (typeof number !== 'number' || !Number.isSafeInteger(number) || number < 1)
     throw new ForgeError(
-      `the forge answered a pull request numbered ${JSON.stringify(number)?.slice(0, 40)}, not a whole number from 1`,
+      `the forge answered a pull request numbered ${typeof number === 'number' || typeof number === 'string' ? JSON.stringify(number).slice(0, 40) : answerShape(number)}, not a whole number from 1`,
       undefined,
     );
   if (typeof url !== 'string' || url.length > PULL_REQUEST_URL_MAX || !/^https?:\/\//i.test(url) || !URL.canParse(url))
@@ -101,6 +101,7 @@ export function checkedDefaultBranch(forge: string, answer: unknown): string {
   return branch;
 }
 
+/** What a forge answered, by its kind alone: a value of unchecked shape is never written out (nor stringified: it may nest deep). */
 const answerShape = (value: unknown): string =>
   value === null
     ? 'null'

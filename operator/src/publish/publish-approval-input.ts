@@ -1,20 +1,46 @@
-// What the approver of a publish is shown (and approves by its sha256): where the change goes
-// and the whole diff's summary, with the files by name and their line counts. It must fit in
-// status.pendingApproval.input (LIMITS.pendingApprovalInput, as JSON): a run that made many
-// files with long paths once made an input the API server refused (422), and the run ended
-// AgentFailed with that raw message. So the list stops where the input would not fit, and the
-// rest are counted. Paths are read as git prints them, quoted or not (evals/diff-files.ts).
-// Pure.
+// What the approver of a publish is shown (and approves by its sha256): where the change goes,
+// the pull request's body as it will be posted (the agent's final message by default, which
+// the approver once never saw), and the whole diff's summary, with the files by name and their
+// line counts. It must fit in status.pendingApproval.input (LIMITS.pendingApprovalInput, as
+// JSON): a run that made many files with long paths once made an input the API server refused
+// (422), and the run ended AgentFailed with that raw message. So the list stops where the input
+// would not fit, and the rest are counted; a long body is cut, its sha256 naming the whole.
+// Paths are read as git prints them, quoted or not (evals/diff-files.ts). Pure.
+import { createHash } from 'node:crypto';
 import { LIMITS, type ParsedCodingRun } from '../api/index.ts';
 import { parseDiffFiles } from '../evals/diff-files.ts';
 import { approvalInputJson } from '../reconcile/approval-answer.ts';
 import { diffLineCounts } from '../reconcile/diff-line-counts.ts';
 import type { KeptDiff } from '../reconcile/kept-diff.ts';
-import { pullRequestBase } from './decide-publish.ts';
+import { describedBase } from './decide-publish.ts';
 import type { PublishPlan } from './publish-plan.ts';
 
 /** Files an approver is shown by name (with their line counts); more are counted. */
 export const APPROVAL_FILES_MAX = 200;
+
+/**
+ * The most of the pull request's body an approver is shown, as JSON in the input: a 16 KiB
+ * summary of control characters is 96 KiB escaped, more than the input may hold. Past it the
+ * body is cut and the rest counted; bodySha256 names the whole body either way.
+ */
+export const APPROVAL_BODY_MAX_BYTES = 24 * 1024;
+
+/** The body as shown: whole, or its beginning within APPROVAL_BODY_MAX_BYTES and how many characters follow. */
+function shownBody(body: string): { body: string; moreCharacters?: number } {
+  const jsonBytes = (text: string) => Buffer.byteLength(JSON.stringify(text), 'utf8');
+  if (jsonBytes(body) <= APPROVAL_BODY_MAX_BYTES) return { body };
+  let fits = 0;
+  let over = body.length;
+  while (over - fits > 1) {
+    const middle = Math.floor((fits + over) / 2);
+    if (jsonBytes(body.slice(0, middle)) <= APPROVAL_BODY_MAX_BYTES) fits = middle;
+    else over = middle;
+  }
+  // Not between the two halves of a surrogate pair.
+  const code = body.charCodeAt(fits - 1);
+  if (code >= 0xd800 && code <= 0xdbff) fits--;
+  return { body: body.slice(0, fits), moreCharacters: body.length - fits };
+}
 
 export interface ApprovalFile {
   path: string;
@@ -28,22 +54,30 @@ export function filesOf(diff: string): ApprovalFile[] {
   return diffLineCounts(diff).files.map((counts, index) => ({ path: paths[index] ?? '', ...counts }));
 }
 
+/** The body as the approval's input names it: what is shown of it, and the sha256 of all of it. */
+function bodyView(body: string) {
+  const { body: shown, moreCharacters } = shownBody(body);
+  return {
+    body: shown,
+    ...(moreCharacters !== undefined ? { bodyMoreCharacters: moreCharacters } : {}),
+    bodySha256: createHash('sha256').update(body, 'utf8').digest('hex'),
+  };
+}
+
 /** The approval's input: the list of files as long as the whole fits in status (as JSON). */
 export function publishApprovalInput(run: ParsedCodingRun, plan: PublishPlan, kept: KeptDiff, sha256: string) {
   const files = filesOf(kept.diff);
+  const pullRequest = plan.pullRequest && {
+    base: describedBase(plan, run.spec.repository.revision),
+    draft: plan.pullRequest.draft,
+    labels: plan.pullRequest.labels,
+    ...bodyView(plan.pullRequest.body),
+  };
   const inputWith = (shown: number) => ({
     repository: run.spec.repository.url,
     branch: plan.branch,
     title: plan.title,
-    ...(plan.pullRequest
-      ? {
-          pullRequest: {
-            base: pullRequestBase(plan, run.spec.repository.revision) ?? "(the repository's default branch)",
-            draft: plan.pullRequest.draft,
-            labels: plan.pullRequest.labels,
-          },
-        }
-      : {}),
+    ...(pullRequest ? { pullRequest } : {}),
     diff: {
       configMap: kept.configMap,
       sha256,

@@ -2,6 +2,7 @@
 // pull request's title and body. Pure and deterministic (no clock): a retried job renders the
 // same plan, so it makes the same commit and finds what an earlier try made.
 import { branchNameProblem, type PublishSpec } from '../api/publish-spec.ts';
+import { inertModelText } from './inert-model-text.ts';
 
 export interface PlanInput {
   namespace: string;
@@ -61,10 +62,14 @@ export function defaultTitle(task: string): string {
   return line.length <= TITLE_MAX ? line : `${line.slice(0, TITLE_MAX - 1).trimEnd()}…`;
 }
 
+/**
+ * The body when spec.publish.pullRequest.body gives none: the agent's final message, inert
+ * (inert-model-text.ts: it is the model's, and posted as the token's user), then what made it.
+ */
 export function defaultBody(input: PlanInput): string {
-  const summary = input.summary.trim() || '(The agent gave no final message.)';
+  const summary = input.summary.trim();
   return [
-    summary,
+    summary ? `The agent's final message:\n\n${inertModelText(summary)}` : '(The agent gave no final message.)',
     '',
     '---',
     `Made by CodingRun \`${input.namespace}/${input.name}\` (chamvi-operator): ${input.filesChanged} files changed, ` +

@@ -10,6 +10,11 @@
 // The commit is deterministic: the tree is the starting commit with the run's diff applied, its
 // parent that commit, author, committer and both dates fixed by the caller. A retried job makes
 // the very same commit, so it finds it on the branch and pushes nothing.
+//
+// What git prints is read whole or not at all: past its bound git is stopped and the publish
+// fails, saying so. A tail of the output was kept before, and a remote's lookup cut to its last
+// megabyte lost the very lines it was for (see lookUpRemote).
+import { isCommitId } from '../api/commit-id.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
@@ -23,6 +28,7 @@ import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit } from './git-runner.ts';
 import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
+import { parseLsRemote, refNamedBy } from './remote-refs.ts';
 
 export interface PublishClone {
   /** The clone's work tree (HEAD: the run's starting commit, remote origin: the checked URL). */
@@ -43,6 +49,22 @@ export interface PublishClone {
 }
 
 const GIT_TIMEOUT_MS = 300_000;
+
+/**
+ * What one git here may print, read whole: a line of ids (write-tree, commit-tree, cat-file), a
+ * commit message already checked to be under OPERATOR_COMMIT_MAX_BYTES, or `git apply
+ * --numstat` of a kept diff (at most 1 MiB, and numstat prints less than the diff holds).
+ */
+const OUTPUT_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * What the lookup's ls-remote may print. git matches its patterns against the end of each ref's
+ * name, so every ref ending in `/HEAD` (or in `/refs/heads/<branch>`) is printed too, as many as
+ * anyone who may push makes. A real remote prints a few lines; the bound (the clone's for its
+ * ls-remote, git-clone.ts) leaves room for a hundred such refs of the longest name a server
+ * advertises (one pkt-line, 65 516 bytes), thousands of usual length, and fails closed past it.
+ */
+export const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The largest commit the operator makes, with room to spare: its headers (tree, parent, author
@@ -75,9 +97,16 @@ async function git(
     why?: string;
     /** What running out of memory means here, said after the shared message (git-runner.ts). */
     outOfMemory?: (error: GitOutOfMemoryError) => string;
+    /** The most git may print (default OUTPUT_MAX_BYTES): past it git is stopped and the publish fails. */
+    maxOutputBytes?: number;
+    /** Said after that failure's detail instead of `why`: what so much output means. */
+    printedTooMuch?: string;
   } = {},
 ): Promise<string> {
   const label = options.label ?? args[0]!;
+  const maxOutputBytes = options.maxOutputBytes ?? OUTPUT_MAX_BYTES;
+  const chunks: Buffer[] = [];
+  let printed = 0;
   const exit = await runGit({
     launch: clone.launch ?? launchHere,
     cwd: clone.dir,
@@ -87,7 +116,12 @@ async function git(
     fileBytes: options.fileSizeLimit,
     timeoutMs: GIT_TIMEOUT_MS,
     input: options.input,
-    stdoutTailBytes: 1_000_000,
+    onStdout: (chunk) => {
+      printed += chunk.length;
+      if (printed > maxOutputBytes) return false;
+      chunks.push(chunk);
+      return true;
+    },
     label,
   }).catch((error: unknown) => {
     if (LauncherLostError.isInstance(error)) throw error;
@@ -95,7 +129,12 @@ async function git(
     // Its code, never a spawn error's message: node's quotes the environment value it refused.
     throw publishFailed(GitNotStartedError.isInstance(error) ? error.message : 'git could not start');
   });
-  if (exit.code === 0) return exit.stdout;
+  // Before the exit: git was stopped for it. Read whole or not at all: a tail is not what git said.
+  if (printed > maxOutputBytes) {
+    const why = options.printedTooMuch ?? options.why;
+    throw publishFailed(`git ${label} printed more than ${formatBytes(maxOutputBytes)} and was stopped${why ? ` (${why})` : ''}`);
+  }
+  if (exit.code === 0) return Buffer.concat(chunks, printed).toString('utf8');
   const detail = exit.timedOut
     ? `git ${label} timed out`
     : exit.signal
@@ -112,25 +151,57 @@ export interface RemoteLookup {
   branch: RemoteBranch | undefined;
   /** The branch the remote's HEAD names (its default branch), when it says. */
   defaultBranch: string | undefined;
+  /**
+   * The branch the run's revision names on the remote, when it names one: as the clone's fetch
+   * resolves it (remote-refs.ts), so a tag is found before a branch of the same name, and a tag,
+   * a commit id or a name the remote no longer has is no branch.
+   */
+  revisionBranch: string | undefined;
+}
+
+/** The branch the remote's HEAD names: only the symref line of HEAD itself, not of any ref ending in `/HEAD`. */
+function headBranch(listing: string): string | undefined {
+  for (const line of listing.split('\n')) {
+    const named = /^ref: refs\/heads\/(\S+)\tHEAD$/.exec(line)?.[1];
+    if (named) return named;
+  }
+  return undefined;
 }
 
 /**
- * Looks the branch and the remote's default branch up in one ls-remote. The head commit's
- * message is fetched only when that commit is not `ours` (a retry finds its own commit there
- * and needs nothing more), and only the commit object: a branch someone filled with gigabytes
+ * Looks the branch, the remote's default branch and (given) the run's revision up in one
+ * ls-remote. The head commit's message is fetched only when that commit is not `ours` (a
+ * retry finds its own commit there and needs nothing more), and only the commit object: a
+ * branch someone filled with gigabytes
  * costs no download where the server filters (git ignores the filter, with a warning, where
  * it does not). The head is anyone's who may push: a branch named as the run will publish
  * (chamvi/{run} by default) can be there first. Its message is read only when the head is a
  * commit the size of the operator's own; any other head fails PublishFailed, and is left alone.
+ *
+ * git prints every ref whose name ends as a pattern does (`refs/heads/zz/…/HEAD` for `HEAD`),
+ * and anyone who may push can make a megabyte of those: the listing is read whole (past
+ * LS_REMOTE_MAX_BYTES the publish fails) and only the exact names are taken from it. A listing
+ * cut to its tail once lost both HEAD's line and the branch's, and the run's "new" branch was
+ * pushed onto main.
  */
-export async function lookUpRemote(clone: PublishClone, branch: string, ours: string): Promise<RemoteLookup> {
+export async function lookUpRemote(clone: PublishClone, branch: string, ours: string, revision?: string): Promise<RemoteLookup> {
   const ref = `refs/heads/${branch}`;
-  const listed = (await git(clone, ['ls-remote', '--symref', '--', 'origin', 'HEAD', ref], { label: 'ls-remote' })).split('\n');
-  const defaultBranch = /^ref: refs\/heads\/(\S+)\tHEAD$/.exec(listed.find((line) => line.startsWith('ref: ')) ?? '')?.[1];
-  const line = listed.find((each) => each.endsWith(`\t${ref}`) && !each.startsWith('ref: '));
-  if (!line) return { branch: undefined, defaultBranch };
-  const commit = line.slice(0, line.indexOf('\t'));
-  if (commit === ours) return { branch: { commit, message: '' }, defaultBranch };
+  const revisionPattern = revision !== undefined && !isCommitId(revision) ? [revision] : [];
+  const listing = await git(clone, ['ls-remote', '--symref', '--', 'origin', 'HEAD', ref, ...revisionPattern], {
+    label: 'ls-remote',
+    maxOutputBytes: LS_REMOTE_MAX_BYTES,
+    printedTooMuch:
+      `the remote has so many refs whose names end in /HEAD or as branch ${branch}${revisionPattern.length ? ` or revision ${revision}` : ''} ` +
+      'that their list is more than the operator reads, so neither the default branch nor the branch could be told and nothing was pushed; ' +
+      'delete those refs',
+  });
+  const refs = parseLsRemote(listing);
+  const defaultBranch = headBranch(listing);
+  const named = revisionPattern.length ? refNamedBy(refs, revisionPattern[0]!) : undefined;
+  const revisionBranch = named?.startsWith('refs/heads/') ? named.slice('refs/heads/'.length) : undefined;
+  const commit = refs.get(ref);
+  if (commit === undefined) return { branch: undefined, defaultBranch, revisionBranch };
+  if (commit === ours) return { branch: { commit, message: '' }, defaultBranch, revisionBranch };
   // The download kept as one pack file, which the file-size limit bounds (git would otherwise
   // explode a small one into loose objects, each bounded on its own). index-pack reads each
   // commit and tree of it whole, to hash it, whatever its pack costs: the memory limit
@@ -170,7 +241,7 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
     );
   }
   const message = await git(clone, ['log', '-1', '--format=%B', commit]);
-  return { branch: { commit, message }, defaultBranch };
+  return { branch: { commit, message }, defaultBranch, revisionBranch };
 }
 
 /** The refusal of a branch whose head cannot be the operator's: one line, naming no more of the head than its id. */
@@ -229,9 +300,18 @@ export async function commitDiff(clone: PublishClone, request: CommitRequest): P
   ).trim();
 }
 
-/** Pushes the commit to the branch: a new branch, or (with `from`) one moved only if it still points at `from`. */
+/**
+ * Pushes the commit to the branch: a new branch (without `from`), or one moved only if it still
+ * points at `from`. Both are leases: a branch decided new must not exist when the push lands
+ * (an empty expected value), so a branch made meanwhile, or one the lookup did not see, is
+ * never moved by a "create", fast-forward or not.
+ */
 export async function pushBranch(clone: PublishClone, commit: string, branch: string, from?: string): Promise<void> {
   const ref = `refs/heads/${branch}`;
-  const lease = from ? [`--force-with-lease=${ref}:${from}`] : [];
-  await git(clone, ['push', '-q', '--no-verify', ...lease, 'origin', `${commit}:${ref}`], { label: 'push' });
+  await git(clone, ['push', '-q', '--no-verify', `--force-with-lease=${ref}:${from ?? ''}`, 'origin', `${commit}:${ref}`], {
+    label: 'push',
+    why: from
+      ? `moving branch ${branch} only from ${from.slice(0, 12)}, where the lookup saw it`
+      : `creating branch ${branch}, which the lookup did not find: a branch that exists by then is not moved`,
+  });
 }

@@ -106,12 +106,14 @@ export async function startPublish(
     );
   if (kept.notUtf8) throw publishFailed(notUtf8DiffMessage('it cannot push the change exactly and pushed nothing'));
   if (!kept.configMap) throw publishFailed(`the full diff could not be kept (${kept.notStored ?? 'no ConfigMap'}), so nothing was pushed`);
-  const plan = planFor(run, state, summary, kept);
+  const result = finishedResult(kept, summary, state);
+  // Planned from the summary as status keeps it (cut at 16 KiB), which the publish job plans
+  // from too: the body the approver is shown is the body posted.
+  const plan = planFor(run, state, result.summary, kept);
   if (!plan.ok) throw publishFailed(plan.message);
   const sha256 = diffSha(kept.diff);
   state.publish = { diffSha256: sha256 };
   const ref = runRefOf(run);
-  const result = finishedResult(kept, summary, state);
   if (run.spec.approval.publish) {
     state.stage = 'waiting';
     state.pendingApproval = {
@@ -376,8 +378,8 @@ async function publish(
       author: policy.author,
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
-    const remote = await lookUpRemote(clone, plan.branch, commit);
-    const namedBase = pullRequestBase(plan, spec.repository.revision);
+    const remote = await lookUpRemote(clone, plan.branch, commit, spec.repository.revision);
+    const namedBase = pullRequestBase(plan, remote.revisionBranch);
     const location = forgeFor(parts, policy.forges);
     const forge = location
       ? createForge(location.kind, {
@@ -397,7 +399,9 @@ async function publish(
       run: `${run.metadata.namespace}/${run.metadata.name}`,
       uid: run.metadata.uid,
       remote: remote.branch,
-      protectedBranches: [defaultBranch, namedBase].filter((branch) => branch !== undefined),
+      // The revision as named too, whatever it names (a tag's name may be a branch's as well):
+      // protecting one too many only refuses a move.
+      protectedBranches: [defaultBranch, namedBase, spec.repository.revision].filter((branch) => branch !== undefined),
       defaultBranchUnknown: defaultBranch === undefined,
     });
     if (push.action === 'refuse') throw publishFailed(push.message);

@@ -71,9 +71,11 @@ export function commitForRevision(refs: ReadonlyMap<string, string>, revision: s
     }
     return named;
   }
-  for (const rule of NAME_RULES) {
-    const named = namedBy(refs, rule(wanted));
-    if (named) return named;
-  }
-  return undefined;
+  const ref = refNamedBy(refs, wanted);
+  return ref === undefined ? undefined : namedBy(refs, ref);
+}
+
+/** The ref a name (not a commit id) stands for among the remote's refs, under git's rules (a tag before a branch), if any. */
+export function refNamedBy(refs: ReadonlyMap<string, string>, name: string): string | undefined {
+  return NAME_RULES.map((rule) => rule(name)).find((ref) => refs.has(ref));
 }

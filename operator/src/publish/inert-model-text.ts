@@ -1,0 +1,43 @@
+// A model's words in a pull request body, made inert. The body is posted as the token's user,
+// and on every forge its text acts: `@org/team` notifies a team, `other/repo#42` leaves a
+// reference in another repository's issue, `Fixes other/repo#42` closes that issue when the
+// pull request merges, and a link or an image is followed (an image by the forge's own proxy,
+// as soon as the body is shown: a way out for whatever the model read). The approver sees the
+// body (publish-approval-input.ts), but should not have to read it as a forge would. Pure.
+//
+// The text goes in a fenced code block, shown as the model wrote it. GitHub, GitLab and Gitea
+// look for mentions and references in the rendered text outside code (GitHub's and GitLab's
+// reference filters skip `pre` and `code`, Gitea's markdown stripper skips code blocks), and a
+// code block renders no link, image or HTML. That reads better than escaping each `@` and `#`:
+// the summary stays exactly what the model said, and it is plainly the model's, set apart from
+// the operator's own lines. One forge reads more than the rendered text: GitLab matches its
+// closing pattern against the raw description, code blocks too. Its default pattern wants ASCII
+// spaces between the keyword and the reference, so those spaces become no-break spaces, which
+// read the same.
+
+/**
+ * A closing statement's start as GitLab's default pattern reads it: a keyword (close, closes,
+ * closed, closing, fix, …, implementing), an optional colon, spaces, then (perhaps after
+ * `issue`) a reference: an address, `#1` with or without a project before it, or `JIRA-1`.
+ * Only those spaces change: "Fixed the check" is no closing statement and stays as it was.
+ */
+const CLOSING_STATEMENT =
+  /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(:?)( +)(?=(?:issues? +)?(?:https?:\/\/|[\w./-]*#\d|[A-Z][A-Z0-9_]+-\d))/gi;
+
+const NO_BREAK_SPACE = '\u00a0';
+
+/**
+ * The text as a fenced code block that nothing in it can close: its fence is a run of
+ * backticks longer than any in the text (CommonMark ends a block only at a fence at least as
+ * long as the one that opened it), with the spaces after closing keywords made no-break spaces.
+ */
+export function inertModelText(text: string): string {
+  let longestRun = 0;
+  for (const run of text.matchAll(/`+/g)) longestRun = Math.max(longestRun, run[0].length);
+  const fence = '`'.repeat(Math.max(3, longestRun + 1));
+  const defused = text.replace(
+    CLOSING_STATEMENT,
+    (_, keyword: string, colon: string, spaces: string) => `${keyword}${colon}${NO_BREAK_SPACE.repeat(spaces.length)}`,
+  );
+  return `${fence}text\n${defused}\n${fence}`;
+}

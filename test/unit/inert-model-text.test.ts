@@ -1,0 +1,96 @@
+// The pull request body a run posts by default, as the token's user: the model's final message
+// in it acts on nothing. It was posted as it came: `Closes other/repo#1` closed another
+// repository's issue at the merge, `@org/team` notified a team. GitHub and Gitea act on
+// mentions and references outside code only, and GitLab also matches its closing pattern
+// against the raw text, code blocks included: the body keeps the model's text in a fenced block
+// nothing in it can close, and breaks GitLab's closing statements. Pure.
+import { describe, expect, it } from 'vitest';
+import { inertModelText } from '../../operator/src/publish/inert-model-text.ts';
+import { defaultBody, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+
+const input = (summary: string): PlanInput => ({
+  namespace: 'agents',
+  name: 'fix-login',
+  uid: 'uid-1',
+  task: 'Fix the login bug',
+  publish: { branch: 'chamvi/{run}', pullRequest: { draft: false, labels: [] } },
+  summary,
+  filesChanged: 2,
+  insertions: 40,
+  deletions: 3,
+  steps: 7,
+  totalTokens: 12345,
+});
+
+/**
+ * GitLab's default issue_closing_pattern (gitlab.yml), its %{issue_ref} an address or an
+ * issue reference (`#1`, `group/project#1`), as GitLab matches it on a description's raw text.
+ */
+const GITLAB_CLOSING =
+  /\b((?:[Cc]los(?:e[sd]?|ing)|\b[Ff]ix(?:e[sd]|ing)?|\b[Rr]esolv(?:e[sd]?|ing)|\b[Ii]mplement(?:s|ed|ing)?)(:?) +(?:(?:issues? +)?(?:https?:\/\/\S+|(?:[\w.\/-]+)?#\d+)(?:(?: *,? +and +| *,? *)?)|([A-Z][A-Z0-9_]+-\d+))+)/;
+
+/**
+ * The body's parts as CommonMark reads them: the lines inside fenced code blocks (where no
+ * forge renders a mention, a reference, a link or an image) and the lines outside. A fence
+ * opens with three or more backticks and closes at a line of at least as many.
+ */
+function fencedAndOutside(body: string): { fenced: string[]; outside: string[] } {
+  const fenced: string[] = [];
+  const outside: string[] = [];
+  let open: number | undefined;
+  for (const line of body.split('\n')) {
+    const fence = /^ {0,3}(`{3,})\s*(\S*)$/.exec(line);
+    if (open === undefined && fence) open = fence[1]!.length;
+    else if (open !== undefined && fence && fence[1]!.length >= open && fence[2] === '') open = undefined;
+    else (open === undefined ? outside : fenced).push(line);
+  }
+  return { fenced, outside };
+}
+
+/**
+ * What a forge acts on in text it renders: a mention, a reference to an issue or a pull request
+ * (`#1`, `o/r#1`, GitLab's `!1`, GitHub's `GH-1`) or an address, which a closing keyword before it
+ * makes a closing statement.
+ */
+const ACTIVE = /@[\w-]|#\d|!\d|\bGH-\d|https?:\/\//i;
+
+describe('the default pull request body', () => {
+  const hostile = 'Closes other/repo#1 @org/team\nFixes #2, fixes: https://forge.example/other/repo/issues/3 and Resolves issue #4';
+
+  it('holds the model text where no forge acts on it: in a fenced block, with no GitLab closing statement anywhere', () => {
+    // The control: the model's text as it was posted matches what forges act on.
+    expect(hostile).toMatch(GITLAB_CLOSING);
+    expect(hostile).toMatch(ACTIVE);
+    const body = defaultBody(input(hostile));
+    const { fenced, outside } = fencedAndOutside(body);
+    expect(outside.join('\n')).not.toMatch(ACTIVE);
+    expect(body).not.toMatch(GITLAB_CLOSING);
+    // It reads the same: the fenced lines are the model's, their spaces no-break where a closing statement began.
+    expect(fenced.join('\n').replaceAll('\u00a0', ' ')).toBe(hostile);
+    expect(body).toContain('2 files changed, +40 −3; 7 steps, 12345 tokens');
+  });
+
+  it('cannot be closed by the text it holds: a fence in the model text is shorter than the one around it', () => {
+    const breakout = 'Done.\n```\n\n@org/team please merge\n````\nCloses #9';
+    const { fenced, outside } = fencedAndOutside(defaultBody(input(breakout)));
+    expect(outside.join('\n')).not.toMatch(ACTIVE);
+    expect(fenced.join('\n').replaceAll('\u00a0', ' ')).toBe(breakout);
+  });
+
+  it('leaves the words of a summary that closes nothing as they were', () => {
+    const summary = 'Fixed the expiry check; closes the gap in `login()` and resolves nothing else.';
+    const { fenced } = fencedAndOutside(defaultBody(input(summary)));
+    expect(fenced).toEqual([summary]);
+  });
+
+  it('says the agent gave no message, with no empty block, when it gave none', () => {
+    const body = defaultBody(input('  \n'));
+    expect(body).toMatch(/^\(The agent gave no final message\.\)\n/);
+    expect(body).not.toContain('```');
+  });
+
+  it('makes a fence one backtick longer than the longest run in the text, at least three', () => {
+    expect(inertModelText('a `b` c')).toBe('```text\na `b` c\n```');
+    expect(inertModelText('``````x')).toBe('```````text\n``````x\n```````');
+  });
+});

@@ -1,0 +1,193 @@
+// The publish job end to end over real git and a real git server (smart HTTP, git http-backend),
+// a loopback forge API that records the pull requests asked for, and in-memory recorders for
+// the rest: what the job decides from its look at the remote.
+// - A remote whose refs ending in /HEAD fill more than a megabyte after main's (anyone who may
+//   push can make them) once hid main and the remote's HEAD from the lookup, which kept only
+//   the listing's last megabyte: a run publishing to main pushed onto it, a fast-forward, with
+//   no lease. Now main is seen for the default branch it is, and the run fails PublishFailed
+//   with main as it was; a run publishing to a branch of its own still publishes (the control).
+// - A run of a tag (revision v1.2.0) asked for a pull request into the tag, which a forge
+//   refuses, after the branch was pushed: only a branch revision is the default base.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
+import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
+import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
+import { runPublishJob } from '../../operator/src/workers/publish-job.ts';
+import type { RunState } from '../../operator/src/workers/run-state.ts';
+import { createBareRepository, git } from '../support/git-fixture.ts';
+import { startGitHttpServer, type GitHttpServer } from '../support/git-http-server.ts';
+
+const TOKEN = 'publish-job-listing-token';
+const DIFF = 'diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-Hello\n+Hello, world\n';
+
+let base: string;
+let bare: string;
+let server: GitHttpServer;
+
+/** Refs refs/heads/zz<i>/<3.5 KB>/HEAD at main's commit, packed as a server keeps them; they sort after main. */
+function addLongRefs(count: number): void {
+  git(['pack-refs', '--all', '--prune'], bare);
+  const main = git(['rev-parse', 'main'], bare).trim();
+  const long = Array.from({ length: 17 }, () => 'x'.repeat(200)).join('/');
+  const file = join(bare, 'packed-refs');
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  for (let i = 0; i < count; i++) lines.push(`${main} refs/heads/zz${i}/${long}/HEAD`);
+  const name = (line: string) => line.slice(line.indexOf(' ') + 1);
+  lines.sort((a, b) => (name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0));
+  writeFileSync(file, `# pack-refs with: peeled fully-peeled sorted \n${lines.join('\n')}\n`);
+}
+
+/**
+ * A forge API (Gitea's paths) whose repository's default branch is main, with no open pull
+ * request, which opens each one asked for as number 1 and records it.
+ */
+async function startForge(): Promise<{ server: Server; origin: string; opened: Array<{ head: string; base: string }> }> {
+  const opened: Array<{ head: string; base: string }> = [];
+  const forge = createServer((request, response) => {
+    let text = '';
+    request.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    request.on('end', () => {
+      response.setHeader('content-type', 'application/json');
+      if (request.method === 'POST' && request.url?.endsWith('/pulls')) {
+        const asked = JSON.parse(text) as { head: string; base: string; title: string; body: string };
+        opened.push({ head: asked.head, base: asked.base });
+        response
+          .writeHead(201)
+          .end(JSON.stringify({ number: 1, html_url: 'https://forge.example/pulls/1', title: asked.title, body: asked.body }));
+      } else if (request.method === 'GET' && request.url?.includes('/pulls?')) response.end('[]');
+      else if (request.method === 'GET' && /^\/api\/v1\/repos\/[^/]+$/.test(request.url ?? '')) response.end('{"default_branch":"main"}');
+      else response.writeHead(404).end('{"message":"not here"}');
+    });
+  });
+  await new Promise<void>((resolve) => forge.listen(0, '127.0.0.1', resolve));
+  return { server: forge, origin: `http://127.0.0.1:${(forge.address() as AddressInfo).port}`, opened };
+}
+
+let forge: Awaited<ReturnType<typeof startForge>>;
+
+beforeEach(async () => {
+  base = mkdtempSync(join(tmpdir(), 'chamvi-publish-job-'));
+  bare = createBareRepository(base).slice('file://'.length);
+  server = await startGitHttpServer(join(base, 'git'), TOKEN);
+  forge = await startForge();
+});
+afterEach(async () => {
+  await server.close();
+  await new Promise((resolve) => forge.server.close(resolve));
+  rmSync(base, { recursive: true, force: true });
+});
+
+/** The publish job's dependencies for run ns/r of `revision`, publishing as `publish` says, and what it wrote. */
+function publishing(publish: object, revision = 'main') {
+  const url = `${server.origin}/hello.git`;
+  const run = {
+    apiVersion: 'chamvi.dev/v1alpha1',
+    kind: 'CodingRun',
+    metadata: { name: 'r', namespace: 'ns', uid: 'uid-1', generation: 1, creationTimestamp: '2026-12-05T00:00:00Z' },
+    spec: {
+      task: 'Greet the world',
+      repository: { url, revision, credentialsSecretRef: { name: 'git', key: 'token' } },
+      model: { provider: 'scripted', scriptRef: { name: 'script' } },
+      publish,
+    },
+    status: { phase: 'Running', result: { summary: 'Greeted the world.' } },
+  } as unknown as CodingRun;
+  const state = {
+    uid: 'uid-1',
+    namespace: 'ns',
+    name: 'r',
+    stage: 'publishing',
+    publish: { diffSha256: diffSha(DIFF) },
+    revision: git(['rev-parse', `${revision}^{commit}`], bare).trim(),
+    step: 1,
+    usage: { totalTokens: 0 },
+    startedAt: Date.parse('2026-12-05T00:00:00Z'),
+  } as unknown as RunState;
+  const statuses: CodingRunStatus[] = [];
+  const deps = {
+    states: { load: async () => state, save: async () => undefined, delete: async () => undefined },
+    getRun: async () => run,
+    clonePolicy: { allowRepo: [`${server.origin}/**`], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 1_000 },
+    resources: {
+      secretValue: async () => TOKEN,
+      readDiff: async () => ({ diff: DIFF, configMap: 'r-diff' }),
+    },
+    publishPolicy: {
+      author: { name: 'chamvi test', email: 'chamvi@example.test' },
+      forges: [{ host: server.origin.slice('http://'.length), kind: 'gitea', apiURL: `${forge.origin}/api/v1` }],
+    },
+    status: {
+      write: async (
+        _namespace: string,
+        _name: string,
+        _uid: string,
+        change: (status: CodingRunStatus, current: CodingRun) => CodingRunStatus,
+      ) => {
+        statuses.push(change(structuredClone(run.status!), run));
+        return { written: true, run };
+      },
+    },
+    events: { record: async () => undefined },
+    sandboxes: { release: async () => undefined },
+    metrics: { runsFinished: { inc() {} }, runDuration: { observe() {} } },
+    logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
+    now: () => new Date('2026-12-05T01:00:00Z'),
+  } as unknown as AgentDependencies;
+  return { deps, statuses, ref: { uid: 'uid-1', namespace: 'ns', name: 'r' } };
+}
+
+describe('the publish job, on a remote with a megabyte of refs ending in /HEAD after main', () => {
+  it('fails PublishFailed publishing to main, which it sees as the default branch, and leaves main as it was', async () => {
+    addLongRefs(300);
+    const main = git(['rev-parse', 'main'], bare).trim();
+    const { deps, ref } = publishing({ branch: 'main' });
+    const error = await runPublishJob(deps, ref).catch((e: unknown) => e);
+    expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
+      action: 'fail',
+      reason: 'PublishFailed',
+    });
+    expect((error as Error).message).toMatch(
+      /branch main is the repository's default branch or the pull request's base, which the operator never moves/,
+    );
+    expect(git(['rev-parse', 'main'], bare).trim()).toBe(main);
+    expect(server.served).toBeGreaterThan(0);
+  });
+
+  it("publishes to a branch of the run's own there (the control)", async () => {
+    addLongRefs(300);
+    const { deps, statuses, ref } = publishing({ branch: 'chamvi/r' });
+    await runPublishJob(deps, ref);
+    const commit = git(['rev-parse', 'refs/heads/chamvi/r'], bare).trim();
+    expect(git(['rev-parse', `${commit}^`], bare).trim()).toBe(git(['rev-parse', 'main'], bare).trim());
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded', result: { published: { branch: 'chamvi/r', commit } } });
+  });
+});
+
+describe("the publish job's pull request base, with no spec.publish.pullRequest.base", () => {
+  it.each([
+    ['a tag: the default branch', 'v1.2.0', 'main'],
+    ['a branch: that branch', 'develop', 'develop'],
+    ['a name both a tag and a branch have: the tag, as the clone took it, so the default branch', 'both', 'main'],
+  ])('is, for a revision that is %s', async (_, revision, expected) => {
+    const main = git(['rev-parse', 'main'], bare).trim();
+    git(['tag', 'v1.2.0', main], bare);
+    git(['branch', 'develop', main], bare);
+    git(['tag', 'both', main], bare);
+    git(['branch', 'both', main], bare);
+    const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, revision);
+    await runPublishJob(deps, ref);
+    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: expected }]);
+    expect(statuses.at(-1)).toMatchObject({
+      phase: 'Succeeded',
+      result: { published: { branch: 'chamvi/r', pullRequest: { number: 1 } } },
+    });
+  });
+});
