@@ -3,12 +3,13 @@
 // /healthz, /readyz and /metrics on `httpPort`.
 //
 //   node --import tsx operator/src/egress-proxy-main.ts [--config FILE]   (or CHAMVI_EGRESS_CONFIG=FILE)
-import { CustomObjectsApi, Watch } from '@kubernetes/client-node';
+import { CustomObjectsApi, DiscoveryV1Api, Watch, type V1EndpointSlice } from '@kubernetes/client-node';
 import { lookup } from 'node:dns/promises';
 import type { AddressInfo } from 'node:net';
 import { API_VERSION, type CodingRun } from './api/index.ts';
 import { Informer } from './controller/informer.ts';
 import { ApiServerAddressError, apiServerSources, resolveApiServerEndpoints } from './egress/api-server-endpoints.ts';
+import { ApiServerEndpoints, apiServerSliceSource, apiServerSliceWatch, startApiServerSliceWatch } from './egress/api-server-slice.ts';
 import { OPEN_PER_RUN } from './egress/decide-connection.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
   );
   const kubeConfig = loadKubeConfig();
   // Before anything else starts: a proxy that cannot refuse the API server must not serve.
-  const apiServer = await resolveApiServerEndpoints(
+  const apiServerFound = await resolveApiServerEndpoints(
     apiServerSources(kubeConfig.getCurrentCluster()?.server, process.env, config.apiServerAddresses),
     resolveAll,
   ).catch((error: unknown) => {
@@ -59,6 +60,14 @@ async function main(): Promise<void> {
   const kube = createKubeGateway(kubeConfig);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const watch = new Watch(kubeConfig);
+  // And the addresses behind the API server's Service, as it publishes them (api-server-slice.ts).
+  const apiServer = new ApiServerEndpoints(apiServerFound);
+  const sliceInformer = new Informer<V1EndpointSlice>(
+    watch,
+    apiServerSliceSource(kubeConfig.makeApiClient(DiscoveryV1Api)),
+    apiServerSliceWatch(apiServer),
+    logger,
+  );
   const directory = new RunDirectory();
   const metrics = new EgressMetrics({ liveRuns: () => directory.size });
   const events = new EventRecorder(kube, config.identity, logger);
@@ -90,7 +99,9 @@ async function main(): Promise<void> {
     policy: {
       allowEgress: parseHostPatterns(config.allowEgress),
       allowPrivateDestinations: parseHostPatterns(config.allowPrivateDestinations),
-      apiServer,
+      get apiServer() {
+        return apiServer.all;
+      },
     },
     lookupRun: (uid) => directory.lookup(uid),
     resolve: destinationResolver(aliases, resolveAll),
@@ -103,10 +114,11 @@ async function main(): Promise<void> {
   let synced = false;
   const health = await startHealthServer(
     config.httpPort,
-    { runs: () => Promise.resolve(synced ? undefined : 'the CodingRun cache has not synced yet') },
+    { runs: () => Promise.resolve(synced ? undefined : "the CodingRun cache or the API server's EndpointSlice is not read yet") },
     { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() },
   );
-  await Promise.all(informers.map((informer) => informer.start()));
+  // Nobody is served before the API server's own addresses are known.
+  await Promise.all([startApiServerSliceWatch(sliceInformer, logger), ...informers.map((informer) => informer.start())]);
   synced = true;
   audit.start();
   await new Promise<void>((resolve, reject) => {
@@ -127,6 +139,7 @@ async function main(): Promise<void> {
   stopOnSignals(logger, async () => {
     proxy.close();
     for (const informer of informers) informer.stop();
+    sliceInformer.stop();
     await audit.stop();
     health.close();
   });

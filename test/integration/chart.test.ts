@@ -270,6 +270,62 @@ describe('the chart, offline', () => {
   });
 });
 
+describe("the egress proxy's read of the API server's own EndpointSlice", () => {
+  const proxyAccount = `system:serviceaccount:${NAMESPACE}:${RELEASE}-chamvi-operator-egress-proxy`;
+  const sliceRbac = async (...args: string[]) =>
+    manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout).filter(
+      (doc) => (doc.kind === 'Role' || doc.kind === 'RoleBinding') && doc.metadata.name.endsWith('-egress-proxy-api-server'),
+    );
+
+  it('grants the proxy get, list and watch on the slice named kubernetes in default, and nothing else there', async () => {
+    for (const args of [[], ['--set', 'config.watchNamespaces={team-a}']]) {
+      const [role, binding] = await sliceRbac(...args);
+      expect(role).toMatchObject({
+        kind: 'Role',
+        metadata: { namespace: 'default' },
+        rules: [
+          {
+            apiGroups: ['discovery.k8s.io'],
+            resources: ['endpointslices'],
+            resourceNames: ['kubernetes'],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ],
+      });
+      expect(role!.rules).toHaveLength(1);
+      expect(binding).toMatchObject({
+        kind: 'RoleBinding',
+        metadata: { namespace: 'default' },
+        roleRef: { kind: 'Role', name: role!.metadata.name },
+        subjects: [{ kind: 'ServiceAccount', name: `${RELEASE}-chamvi-operator-egress-proxy`, namespace: NAMESPACE }],
+      });
+    }
+    expect(manifests((await template()).stdout).filter((doc) => doc.metadata.name.endsWith('-egress-proxy-api-server'))).toEqual([]);
+  });
+
+  describe('on the local control plane', () => {
+    let applied = '';
+    beforeAll(async () => {
+      applied = (await sliceRbac()).map((doc) => stringify(doc)).join('---\n');
+      const result = await kubectl(['apply', '-f', '-'], { input: applied });
+      expect(result.code, result.stderr).toBe(0);
+    });
+
+    afterAll(async () => {
+      await kubectl(['delete', '-f', '-', '--ignore-not-found'], { input: applied });
+    });
+
+    it('lets the proxy watch that slice by name, and read no other', async () => {
+      const can = async (...args: string[]) =>
+        (await kubectl(['auth', 'can-i', '--as', proxyAccount, '-n', 'default', ...args])).stdout.trim();
+      for (const verb of ['get', 'list', 'watch']) expect(await can(verb, 'endpointslices.discovery.k8s.io/kubernetes')).toBe('yes');
+      expect(await can('get', 'endpointslices.discovery.k8s.io/other')).toBe('no');
+      expect(await can('list', 'endpointslices.discovery.k8s.io')).toBe('no');
+      expect(await can('get', 'services/kubernetes')).toBe('no');
+    });
+  });
+});
+
 describe('the chart on the local control plane', () => {
   beforeAll(async () => {
     await createNamespace(RUNS_NAMESPACE);

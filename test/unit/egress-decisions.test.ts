@@ -329,6 +329,10 @@ describe('classifyAddress', () => {
     ['::ffff:0:10.0.0.1', 'private'],
     ['64:ff9b:1::a9fe:a9fe', 'reserved'],
     ['2002:a9fe:a9fe::1', 'reserved'],
+    // Site-local (fec0::/10, deprecated, still routed on some sites), at both ends of the range; beside it, link-local.
+    ['fec0::1', 'private'],
+    ['feff:ffff::1', 'private'],
+    ['febf::1', 'link-local'],
     ['not an address', 'reserved'],
   ])('%s is %s', (address, expected) => {
     expect(classifyAddress(address)).toBe(expected);

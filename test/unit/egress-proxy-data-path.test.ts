@@ -33,7 +33,10 @@ async function listen<T extends Server | HttpServer>(server: T): Promise<number>
   return (server.address() as AddressInfo).port;
 }
 
-async function startProxy(destinationPort: number): Promise<{ port: number; records: EgressConnection[] }> {
+async function startProxy(
+  destinationPort: number,
+  timeouts: { connectTimeoutMs?: number; idleTimeoutMs?: number } = {},
+): Promise<{ port: number; records: EgressConnection[] }> {
   const allow = parseHostPatterns([`destination.test:${destinationPort}`]);
   const run = { namespace: 'unit', name: 'data-path', uid: UID, allow };
   const records: EgressConnection[] = [];
@@ -43,8 +46,23 @@ async function startProxy(destinationPort: number): Promise<{ port: number; reco
     lookupRun: (uid) => (uid === UID ? run : undefined),
     resolve: (host) => Promise.resolve(host === 'destination.test' ? ['127.0.0.1'] : []),
     record: (connection) => records.push(connection),
+    ...timeouts,
   });
   return { port: await listen(proxy), records };
+}
+
+/** A plain HTTP GET through the proxy: its status and body. */
+function getThrough(proxyPort: number, url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: proxyPort, path: url, headers: { 'proxy-authorization': AUTH } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /** Everything a socket receives, read in small bites with pauses (a slow client). */
@@ -174,5 +192,31 @@ describe('egress proxy data path', () => {
     expect(sha256(uploaded)).toBe(sha256(UPLOAD));
     const record = await recorded(proxy.records);
     expect(record).toMatchObject({ kind: 'http', allowed: true, bytesSent: UPLOAD.length, bytesReceived: DOWNLOAD.length });
+  });
+
+  // A destination slower to answer than the connect may take (a registry building an index).
+  const answeringAfter = (ms: number) =>
+    createHttpServer((_req, res) => {
+      setTimeout(() => res.end('answered'), ms);
+    });
+
+  it('waits longer than connectTimeoutMs for a plain HTTP answer once connected, on a new and on a reused connection', async () => {
+    const destination = answeringAfter(1_500);
+    let connections = 0;
+    destination.on('connection', () => connections++);
+    const destinationPort = await listen(destination);
+    const proxy = await startProxy(destinationPort, { connectTimeoutMs: 1_000 });
+    const url = `http://destination.test:${destinationPort}/slow`;
+    expect(await getThrough(proxy.port, url)).toEqual({ status: 200, body: 'answered' });
+    // The second goes over the connection the run's agent kept.
+    expect(await getThrough(proxy.port, url)).toEqual({ status: 200, body: 'answered' });
+    expect(connections).toBe(1);
+  });
+
+  it('still gives up on a plain HTTP destination silent for longer than idleTimeoutMs', async () => {
+    const destinationPort = await listen(answeringAfter(1_500));
+    const proxy = await startProxy(destinationPort, { connectTimeoutMs: 5_000, idleTimeoutMs: 300 });
+    const answer = await getThrough(proxy.port, `http://destination.test:${destinationPort}/slow`);
+    expect(answer.status).toBe(502);
   });
 });

@@ -1,5 +1,6 @@
 // The live runs the egress proxy serves (run-directory.ts), and what its watch's cache keeps of
-// each: only what deciding whether and where a run may connect reads (slimForEgress).
+// each: its identity and the verdict on whether and where it may connect (slimForEgress), so a
+// run kept in the cluster, however large, costs the proxy a few hundred bytes.
 import type { CustomObjectsApi, Watch } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
@@ -54,6 +55,8 @@ describe('slimForEgress', () => {
     ['a finished run', heavy({ status: { phase: 'Succeeded' } as CodingRun['status'] }), false],
     ['a run being deleted', heavy({ metadata: { deletionTimestamp: '2026-11-29T12:01:00Z' } }), false],
     ['a run without egress', heavy({ spec: { sandbox: { egress: { allow: [] } } } }), false],
+    ['a run whose spec the schema refuses', heavy({ spec: { task: '' } }), false],
+    ['a run not started yet', heavy({ status: { phase: 'Pending' } as CodingRun['status'] }), true],
     [
       'a run of a template, accepted with the template recorded',
       (() => {
@@ -82,16 +85,53 @@ describe('slimForEgress', () => {
     expect(egressRunOf(slimForEgress(run))).toEqual(egressRunOf(run));
   });
 
-  it('keeps no status but the phase, the recorded template and Accepted, and no labels, annotations or managedFields', () => {
+  it('keeps of a run its name, namespace, uid and resourceVersion, and of its spec, status, labels and annotations nothing', () => {
     const run = heavy();
     (run.metadata as { managedFields?: unknown }).managedFields = [{ manager: 'kubectl' }];
-    expect(slimForEgress(run)).toEqual({
+    // Its string-keyed fields, as a copy through JSON has them (the verdict is under a symbol).
+    expect(JSON.parse(JSON.stringify(slimForEgress(run)))).toEqual({
       apiVersion: 'chamvi.dev/v1alpha1',
       kind: 'CodingRun',
       metadata: { name: 'fix', namespace: 'agents', uid: 'uid-1', resourceVersion: '7' },
-      spec: run.spec,
-      status: { phase: 'Running', conditions: accepted },
+      spec: {},
     });
+  });
+
+  it('does not take a verdict from the fields of a run read from JSON', () => {
+    // A copy through JSON (as the API server sends it) loses what slimForEgress kept: its verdict
+    // is worked out again, from an empty spec, and serves nothing.
+    const copied = JSON.parse(JSON.stringify(slimForEgress(heavy()))) as CodingRun;
+    expect(egressRunOf(copied)).toBeUndefined();
+  });
+});
+
+describe('what slimForEgress keeps of the largest runs the API server takes (~1.4 MiB each)', () => {
+  /** A run at the schema's bounds: task, instructions and 40 sandbox.env values of 32 KiB. */
+  const largest = (allow: string[], status?: CodingRun['status']): CodingRun =>
+    heavy({
+      spec: {
+        task: 't'.repeat(100_000),
+        instructions: 'i'.repeat(100_000),
+        sandbox: {
+          env: Array.from({ length: 40 }, (_, index) => ({ name: `V${index}`, value: 'x'.repeat(32_768) })),
+          egress: { allow },
+        },
+      },
+      ...(status ? { status } : {}),
+    });
+  const KEPT_MAX = 8 * 1024;
+
+  it.each<[string, CodingRun, boolean]>([
+    ['a failed run', largest(['registry.npmjs.org'], { phase: 'Failed', reason: 'InvalidSpec' } as CodingRun['status']), false],
+    ['a live run without egress', largest([]), false],
+    ['a live run with egress', largest(['registry.npmjs.org', '*.pypi.org']), true],
+  ])('keeps under 8 KiB of %s, and the same verdict', (_what, run, served) => {
+    expect(JSON.stringify(run).length).toBeGreaterThan(1.3 * 1024 * 1024);
+    const slim = slimForEgress(run);
+    // The verdict counts too: it is what the copy holds for a run served.
+    expect(JSON.stringify(slim).length + JSON.stringify(egressRunOf(slim) ?? null).length).toBeLessThan(KEPT_MAX);
+    expect(egressRunOf(slim) !== undefined).toBe(served);
+    expect(egressRunOf(slim)).toEqual(egressRunOf(run));
   });
 });
 

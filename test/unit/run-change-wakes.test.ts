@@ -3,8 +3,9 @@
 //   reconcile a step); while it is being deleted, every one, since its finalizer waits for them
 //   all to be gone. The deletion itself is tested against a real API server
 //   (test/integration/controller.test.ts, nothing left behind).
-// - The run: every change but a step's progress write (steps, tool calls, usage, timings), its
-//   admission stamp, and what a queued or refused run's own reconcile rewrites at each look.
+// - The run: every change but a step's progress write (steps, tool calls, usage, timings), the
+//   egress proxy's counts (status.egress), its admission stamp, and what a queued or refused
+//   run's own reconcile rewrites at each look.
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { configMapChangeWakes, queueChanged, runChangeWakes } from '../../operator/src/controller/run-change-wakes.ts';
@@ -68,6 +69,31 @@ describe('a change to a run', () => {
       delete copy.status.usage;
     });
     expect(runChangeWakes(fresh, progressed)).toBe(false);
+  });
+
+  it("does not wake it for the egress proxy's counts in status.egress, first written or added to", () => {
+    const egress = (connections: number, denied: number) => ({
+      connections,
+      allowed: connections - denied,
+      denied,
+      bytesSent: 100 * connections,
+      bytesReceived: 1_000 * connections,
+      hosts: [{ host: 'blocked.example', port: 443, allowed: 0, denied, rule: 'not-on-run-list' }],
+      hostsTruncated: false,
+    });
+    const counted = next((copy) => (copy.status.egress = egress(1, 1)));
+    const bumped = next((copy) => {
+      copy.metadata.resourceVersion = '12';
+      copy.status.egress = egress(3, 2);
+    });
+    expect(runChangeWakes(running, counted)).toBe(false);
+    expect(runChangeWakes(counted, bumped)).toBe(false);
+    // The proxy's write beside another change still wakes it for that change.
+    const ended = next((copy) => {
+      copy.status.egress = egress(3, 2);
+      copy.status.phase = 'Failed';
+    });
+    expect(runChangeWakes(counted, ended)).toBe(true);
   });
 
   it('wakes it for anything else: phase, conditions, a pending approval, annotations, spec, deletion, labels', () => {

@@ -21,6 +21,14 @@ export const configMapChangeWakes = (run: CodingRun | undefined): boolean => !ru
 const PROGRESS_FIELDS = ['steps', 'toolCalls', 'usage', 'timings'] as const;
 
 /**
+ * status.egress: the egress proxy's counts (egress/egress-status-writer.ts), added every
+ * statusFlushSeconds by each replica for each run whose sandbox made connections. decide.ts reads
+ * none of it, as for progress. It woke a reconcile about once a second for a run whose sandbox
+ * kept asking for a host it was refused (a package manager retrying).
+ */
+const PROXY_FIELDS = ['egress'] as const;
+
+/**
  * Pending reasons whose message the run's own reconcile writes afresh at each look, from a world
  * that moves without the run: a queued run's place (admission.ts), and the API server's answer to
  * its last pod create for a refused one (a quota's usage, a webhook's error). Both runs look
@@ -30,8 +38,9 @@ const REWRITTEN_WHILE_PENDING: ReadonlySet<string | undefined> = new Set([REASON
 
 /**
  * The run less what changes on every write (resourceVersion, managedFields), the progress
- * fields, status.admission and, while it is queued or refused, what its own reconcile wrote of
- * that (the message, the conditions' copies of it, status.queue.position).
+ * fields, the proxy's status.egress, status.admission and, while it is queued or refused, what
+ * its own reconcile wrote of that (the message, the conditions' copies of it,
+ * status.queue.position).
  * A queued run's place moves as others are admitted: when its own write of it woke it, it looked
  * again at once and wrote the place that had moved meanwhile, so every queued run was rewritten
  * as fast as the controller could go (about ten writes a queued run, at 300 and at 1000 runs).
@@ -45,7 +54,7 @@ const REWRITTEN_WHILE_PENDING: ReadonlySet<string | undefined> = new Set([REASON
  */
 function withoutRefreshes(run: CodingRun): unknown {
   const status: Record<string, unknown> = { ...run.status };
-  for (const field of PROGRESS_FIELDS) delete status[field];
+  for (const field of [...PROGRESS_FIELDS, ...PROXY_FIELDS]) delete status[field];
   delete status.admission;
   if (run.status?.phase === 'Pending' && REWRITTEN_WHILE_PENDING.has(run.status.reason)) {
     delete status.message;
@@ -63,11 +72,11 @@ function withoutRefreshes(run: CodingRun): unknown {
 }
 
 /**
- * Whether a change to a run needs it reconciled: every change but a step's progress, its
- * admission stamp, and a queued run's new place or a refused run's new answer. None changes
- * what decide.ts decides on; the run is still looked at on its own rechecks (AGENT_RECHECK_MS,
- * the deadline, QUEUED_RECHECK_MS, REFUSED_RECHECK_MS), and any other change wakes it at once.
- * A first sighting (no previous object) always wakes it.
+ * Whether a change to a run needs it reconciled: every change but a step's progress, the egress
+ * proxy's counts, its admission stamp, and a queued run's new place or a refused run's new
+ * answer. None changes what decide.ts decides on; the run is still looked at on its own
+ * rechecks (AGENT_RECHECK_MS, the deadline, QUEUED_RECHECK_MS, REFUSED_RECHECK_MS), and any
+ * other change wakes it at once. A first sighting (no previous object) always wakes it.
  */
 export function runChangeWakes(previous: CodingRun | undefined, run: CodingRun): boolean {
   return !previous || !isDeepStrictEqual(withoutRefreshes(previous), withoutRefreshes(run));

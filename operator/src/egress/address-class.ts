@@ -11,7 +11,10 @@ import { isIPv4, isIPv6 } from 'node:net';
 export type AddressClass =
   /** An address on the internet: the only kind a run's list alone opens. */
   | 'public'
-  /** RFC 1918, shared (100.64/10), unique-local (fc00::/7), documentation/test nets: an admin may name such destinations. */
+  /**
+   * RFC 1918, shared (100.64/10), unique-local (fc00::/7), the deprecated site-local (fec0::/10),
+   * documentation/test nets: an admin may name such destinations.
+   */
   | 'private'
   /** 127/8, ::1: an admin may name such destinations (the tests' registry listens there). */
   | 'loopback'
@@ -109,6 +112,8 @@ function classifyV6(address: string): AddressClass {
   if (zeroMiddle && ((g[0] === 0xfd00 && g[1] === 0x0ec2) || (g[0] === 0xfd20 && g[1] === 0x00ce))) return 'metadata';
   if ((g[0]! & 0xffc0) === 0xfe80) return 'link-local';
   if ((g[0]! & 0xfe00) === 0xfc00) return 'private';
+  // Site-local (RFC 3879 deprecated it, but a network may still route it): a site's own addresses.
+  if ((g[0]! & 0xffc0) === 0xfec0) return 'private';
   if ((g[0]! & 0xff00) === 0xff00) return 'reserved';
   // A local-use NAT64 prefix (64:ff9b:1::/48) and 6to4 (2002::/16) reach an IPv4 address where
   // such routing exists, in forms with no one place for it: never.

@@ -69,6 +69,7 @@ export interface EgressProxyDependencies {
   record(connection: EgressConnection): void;
   /** A tunnel or upstream connection idle this long is closed. */
   idleTimeoutMs?: number;
+  /** How long a connect to the destination may take; once connected, idleTimeoutMs applies. */
   connectTimeoutMs?: number;
   /** A refused CONNECT's socket is closed this long after its answer, whether or not the client hangs up. */
   refusalLingerMs?: number;
@@ -524,6 +525,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
           path: `${url.pathname}${url.search}`,
           headers,
           agent: agentOf(verdict.run.uid),
+          // The connect's bound; from the connect on, idleTimeoutMs (below).
           timeout: connectTimeoutMs,
         },
         (response) => {
@@ -557,6 +559,12 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         upstream.destroy();
         req.socket.destroy();
       });
+      // The option's timeout is the socket's idle timeout for the whole request: a destination
+      // slower than connectTimeoutMs to answer (a registry building an index, a pause mid-body)
+      // got a 502. As for a tunnel, once connected the destination may be silent for
+      // idleTimeoutMs. Node applies this once the socket has connected (at once for one reused
+      // from the run's agent), so the connect keeps its own bound.
+      upstream.once('socket', () => upstream.setTimeout(idleTimeoutMs));
       upstream.on('timeout', () => upstream.destroy(new Error('upstream timed out')));
       upstream.on('error', () => {
         if (!res.headersSent)

@@ -2,9 +2,11 @@
 // connection. A run is in it only while it lives (not finished, not being deleted): that is
 // what ends a run's proxy credential with the run (proxy-credential.ts). What the run may
 // reach is read from its spec, which the API server keeps immutable after creation. The
-// watch's cache keeps of each run only what that reading needs (slimForEgress): its status
-// (results, egress tallies, conditions) and annotations (kubectl's last-applied copy of the
-// spec) otherwise stayed in the proxy's memory for every run kept in the cluster.
+// watch's cache keeps of each run only the verdict on it (slimForEgress): the spec and status it
+// kept before (the task, the instructions, sandbox.env's values, the recorded template) were
+// ~1.4 MiB for the largest run the API server takes, for every run kept in the cluster, served
+// or not: ~130 such runs, refused ones included, filled the proxy's 256 Mi, and as it lists
+// them all before it listens, it ran out again at each restart.
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import { PLURAL, codingRunSpec, isTerminal, type CodingRun } from '../api/index.ts';
 import { customObjectSource } from '../controller/custom-object-source.ts';
@@ -13,8 +15,18 @@ import type { EgressRun } from './decide-connection.ts';
 import { parseHostPatterns } from './host-pattern.ts';
 import { effectiveSpecInput } from '../reconcile/run-template.ts';
 
+/**
+ * Where a slim copy keeps egressRunOf's verdict on the whole run. A symbol, so that no object
+ * read from JSON (the API server's answer) carries one: a run's own fields can never stand in
+ * for the verdict.
+ */
+const VERDICT = Symbol('egressRunOf');
+
+type SlimRun = CodingRun & { [VERDICT]: EgressRun | undefined };
+
 /** The run as the proxy serves it, or undefined when it must not be served (ended, deleting, invalid, no egress). */
 export function egressRunOf(run: CodingRun): EgressRun | undefined {
+  if (VERDICT in run) return (run as SlimRun)[VERDICT];
   if (run.metadata.deletionTimestamp || isTerminal(run.status?.phase)) return undefined;
   // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
   const input = effectiveSpecInput(run);
@@ -27,32 +39,22 @@ export function egressRunOf(run: CodingRun): EgressRun | undefined {
 }
 
 /**
- * What the proxy's cache keeps of a run: what egressRunOf reads (the identity and deletion of
- * its metadata, its spec, and of its status the phase, the recorded template and the Accepted
- * condition) and the resourceVersion the cache compares. egressRunOf(slimForEgress(run)) is
- * egressRunOf(run).
+ * What the proxy's cache keeps of a run: its identity and the resourceVersion the cache
+ * compares, and egressRunOf's verdict on the whole run as it came (its name and allow list for
+ * a run served, nothing for one not served). Its spec is left empty. The verdict never goes
+ * stale: it reads nothing but the run, and a change to the run comes as a new object, slimmed
+ * anew. egressRunOf(slimForEgress(run)) is egressRunOf(run).
  */
 export function slimForEgress(run: CodingRun): CodingRun {
-  const { name, namespace, uid, resourceVersion, deletionTimestamp } = run.metadata;
-  const accepted = run.status?.conditions?.filter((condition) => condition.type === 'Accepted');
-  const status = {
-    ...(run.status?.phase !== undefined ? { phase: run.status.phase } : {}),
-    ...(run.status?.template !== undefined ? { template: run.status.template } : {}),
-    ...(accepted?.length ? { conditions: accepted } : {}),
-  };
-  return {
+  const { name, namespace, uid, resourceVersion } = run.metadata;
+  const slim: SlimRun = {
     apiVersion: run.apiVersion,
     kind: run.kind,
-    metadata: {
-      name,
-      namespace,
-      uid,
-      ...(resourceVersion !== undefined ? { resourceVersion } : {}),
-      ...(deletionTimestamp !== undefined ? { deletionTimestamp } : {}),
-    },
-    spec: run.spec,
-    ...(Object.keys(status).length > 0 ? { status: status as CodingRun['status'] } : {}),
+    metadata: { name, namespace, uid, ...(resourceVersion !== undefined ? { resourceVersion } : {}) },
+    spec: {} as CodingRun['spec'],
+    [VERDICT]: egressRunOf(run),
   };
+  return slim;
 }
 
 /** Where the proxy watches CodingRuns (one namespace, or all when undefined), keeping each slim. */
