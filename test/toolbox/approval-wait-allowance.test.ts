@@ -5,7 +5,7 @@
 // (hence this tier), the scripted model, the in-memory API server of `run --local` and a real
 // redis-server. Only the queue is a recorder.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -25,6 +25,7 @@ import { RunStateStore } from '../../operator/src/workers/run-state.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
 import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
+import type { RunState } from '../../operator/src/workers/run-state.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
 
@@ -43,8 +44,8 @@ const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data'
   attempts: 10,
 });
 
-/** A run (budget.timeout 30m, bash gated) whose first step parked its bash call, and the jobs it handed on. */
-async function parkedRun() {
+/** A run (budget.timeout 30m, bash gated) whose first step parked its bash call (`ask`), and the jobs it handed on. */
+async function parkedRun(ask: ScriptedTurn = asksForBash) {
   rows += 1;
   const ref = { uid: `uid-${rows}`, namespace: 'agents', name: `run-${rows}` };
   const workspace = path.join(scratch, `row-${rows}`, 'workspace');
@@ -63,7 +64,7 @@ async function parkedRun() {
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
-  const script = JSON.stringify({ turns: [asksForBash, answers] });
+  const script = JSON.stringify({ turns: [ask, answers] });
   const gateway = new MemoryKubeGateway(
     run,
     { configMaps: new Map([['script', { data: { 'script.json': script }, binaryData: {} }]]), secrets: new Map() },
@@ -96,7 +97,7 @@ async function parkedRun() {
   await states.create(startingState(ref, Date.now()));
   await runAgentJob(deps, job('step', ref, { step: 0 }));
   const pending = gateway.current()!.status!.pendingApproval!;
-  return { deps, ref, states, gateway, enqueued, pending, close: () => sandbox.close() };
+  return { deps, ref, states, gateway, enqueued, pending, workspace, close: () => sandbox.close() };
 }
 
 describe('an approval answered an hour after it was asked', () => {
@@ -130,6 +131,83 @@ describe('an approval answered an hour after it was asked', () => {
       expect(h.gateway.current()!.status!.approvalWaitSeconds).toBe(3600);
       expect(h.enqueued).toEqual(['finalize']);
       expect(state.stop?.reason).toBe('DeadlineExceeded');
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// resume-job.ts: an approved call the run's deadline had passed before is not sent. A retried
+// resume job (its first try ran the call, then its save failed or its lock was lost) finds the
+// state still waiting and past the deadline once the wait's allowance is spent: the call is not
+// sent again, and the model is not told it did not run while the partial diff holds its change.
+describe('an approved call whose resume is retried past the deadline', () => {
+  const hour = 3600_000;
+  const bound = 10 * 60_000;
+  const appends: ScriptedTurn = { toolCalls: [{ toolName: 'bash', input: { command: 'echo ran >> ran.txt' } }], usage };
+
+  /** What the model and the transcript are told of the approved call. */
+  const resultText = (state: RunState, toolCallId: string): string => {
+    for (const message of state.messages) {
+      if (message.role !== 'tool') continue;
+      const part = message.content.find((each) => each.type === 'tool-result' && each.toolCallId === toolCallId);
+      if (part?.type === 'tool-result') return (part.output as { value: string }).value;
+    }
+    throw new Error(`no result for ${toolCallId}`);
+  };
+
+  it('is not sent again, and is told an earlier try may have run it', async () => {
+    const h = await parkedRun(appends);
+    try {
+      const pending = (await h.states.load(h.ref))!.pendingApproval!;
+      const approve = job('resume', h.ref, {
+        approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'alice' },
+      });
+      // Try 1, five minutes after the ask: the call runs, then keeping its result fails (a Redis blip).
+      const failingSave = Object.assign(Object.create(h.states) as typeof h.states, {
+        save: async () => {
+          throw new Error('Redis did not answer');
+        },
+      });
+      const first = {
+        ...h.deps,
+        states: failingSave,
+        maxApprovalWaitMs: bound,
+        now: () => new Date(Date.parse(h.pending.requestedAt) + 5 * 60_000),
+      };
+      await expect(runAgentJob(first, approve)).rejects.toThrow('Redis did not answer');
+      expect(readFileSync(path.join(h.workspace, 'ran.txt'), 'utf8')).toBe('ran\n');
+      expect((await h.states.load(h.ref))!.stage).toBe('waiting');
+
+      // BullMQ's retry an hour after the ask: the wait moves the deadline on by 10 minutes, so it has passed.
+      const retry = { ...h.deps, maxApprovalWaitMs: bound, now: () => new Date(Date.parse(h.pending.requestedAt) + hour) };
+      await runAgentJob(retry, approve);
+      const state = (await h.states.load(h.ref))!;
+      const text = resultText(state, pending.toolCallId);
+      expect(text).toContain('not sent again');
+      expect(text).toContain('an earlier try of this step may have run it');
+      expect(text).not.toContain('did not run');
+      // It ran once, in try 1: its change is in the workspace (the partial diff), not made twice.
+      expect(readFileSync(path.join(h.workspace, 'ran.txt'), 'utf8')).toBe('ran\n');
+      expect(state.stop?.reason).toBe('DeadlineExceeded');
+      expect(h.enqueued).toEqual(['finalize']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('in its first try, is told it did not run, and did not', async () => {
+    const h = await parkedRun(appends);
+    try {
+      const pending = (await h.states.load(h.ref))!.pendingApproval!;
+      const later = { ...h.deps, maxApprovalWaitMs: bound, now: () => new Date(Date.parse(h.pending.requestedAt) + hour) };
+      await runAgentJob(
+        later,
+        job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'alice' } }),
+      );
+      const text = resultText((await h.states.load(h.ref))!, pending.toolCallId);
+      expect(text).toContain('so it did not run');
+      expect(() => readFileSync(path.join(h.workspace, 'ran.txt'), 'utf8')).toThrow(/ENOENT/);
     } finally {
       await h.close();
     }

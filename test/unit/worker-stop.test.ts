@@ -5,9 +5,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadOperatorConfig, type OperatorConfig } from '../../operator/src/config/operator-config.ts';
 import type { RedisTopology } from '../../operator/src/workers/redis-connection.ts';
+import { shutdownTimings } from '../../operator/src/shutdown-sequence.ts';
 import {
+  cutRedisWaitWarning,
   JobsInHand,
+  redisUnreachableStop,
   redisUnreachableStopMs,
+  shutdownSecondsForRedisWait,
   stopWorker,
   WORKER_STOP_POLL_MS,
   type WorkerStopParts,
@@ -143,17 +147,104 @@ describe('redisUnreachableStopMs', () => {
       { redisFailoverSeconds: 15, shutdownTimeoutSeconds: 25 },
       15_000,
     ],
+    // shutdownTimeoutSeconds 5 (the chart's least grace, 10, less 5) gives the jobs 2.5 s.
+    [
+      'a shutdown whose jobs’ time the default ends before: the default, whole',
+      'standalone',
+      { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 5 },
+      2_000,
+    ],
+    [
+      'a longer wait there: the whole seconds that end before, no fewer than a shorter wait gets',
+      'sentinel',
+      { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 5 },
+      2_000,
+    ],
     [
       'a shutdown too short for the default: what it allows',
       'standalone',
       { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 4 },
       1_000,
     ],
+    // 1 s for the jobs: four looks, the last one look before the shutdown gives up on the stop.
+    ['a shutdown of 2 s: the looks it allows, not one', 'sentinel', { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 2 }, 800],
     ['a shutdown of 1 s: still one look', 'sentinel', { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 1 }, WORKER_STOP_POLL_MS],
   ];
 
   it.each(cases)('%s', (_what, mode, config, waitMs) => {
     expect(redisUnreachableStopMs(mode, config)).toBe(waitMs);
+  });
+
+  // Every shutdownTimeoutSeconds a pod may have, every failover time up to two minutes.
+  const shutdowns = Array.from({ length: 120 }, (_, index) => index + 1);
+  const failovers = Array.from({ length: 120 }, (_, index) => index + 1);
+
+  it('waits the whole failover time whenever the stop then ends a look before the shutdown gives up on the jobs', () => {
+    for (const shutdownTimeoutSeconds of shutdowns) {
+      const { jobsMs } = shutdownTimings(shutdownTimeoutSeconds * 1000);
+      for (const redisFailoverSeconds of failovers) {
+        const waitMs = redisUnreachableStopMs('sentinel', { redisFailoverSeconds, shutdownTimeoutSeconds });
+        if (redisFailoverSeconds * 1000 + WORKER_STOP_POLL_MS <= jobsMs) expect(waitMs).toBe(redisFailoverSeconds * 1000);
+        else expect(waitMs).toBeLessThan(redisFailoverSeconds * 1000);
+      }
+    }
+  });
+
+  it('ends every cut wait a look before the shutdown gives up on the jobs, and never cuts a longer wait below a shorter one', () => {
+    for (const shutdownTimeoutSeconds of shutdowns) {
+      const { jobsMs } = shutdownTimings(shutdownTimeoutSeconds * 1000);
+      let before = 0;
+      for (const redisFailoverSeconds of failovers) {
+        const waitMs = redisUnreachableStopMs('sentinel', { redisFailoverSeconds, shutdownTimeoutSeconds });
+        // stopWorker ends at its last look: whole looks.
+        const endsAtMs = Math.max(1, Math.ceil(waitMs / WORKER_STOP_POLL_MS)) * WORKER_STOP_POLL_MS;
+        expect(
+          endsAtMs,
+          `shutdownTimeoutSeconds ${shutdownTimeoutSeconds}, redisFailoverSeconds ${redisFailoverSeconds}`,
+        ).toBeLessThanOrEqual(Math.max(WORKER_STOP_POLL_MS, jobsMs - WORKER_STOP_POLL_MS));
+        expect(waitMs).toBeGreaterThanOrEqual(before);
+        before = waitMs;
+      }
+    }
+  });
+
+  // What docs/operations.md, values.yaml and the config's description say.
+  it('cuts a wait to shutdownTimeoutSeconds less 4 s from a shutdown of 6 s up: terminationGracePeriodSeconds less 9 s with the chart', () => {
+    for (const shutdownTimeoutSeconds of shutdowns.filter((seconds) => seconds >= 6)) {
+      expect(redisUnreachableStopMs('sentinel', { redisFailoverSeconds: 3600, shutdownTimeoutSeconds })).toBe(
+        (shutdownTimeoutSeconds - 4) * 1000,
+      );
+    }
+  });
+
+  it('names the least shutdownTimeoutSeconds that waits the whole time; the chart warns below the grace that gives it', () => {
+    for (const redisFailoverSeconds of failovers) {
+      const needed = shutdownSecondsForRedisWait(redisFailoverSeconds * 1000);
+      expect(redisUnreachableStopMs('sentinel', { redisFailoverSeconds, shutdownTimeoutSeconds: needed })).toBe(
+        redisFailoverSeconds * 1000,
+      );
+      expect(redisUnreachableStopMs('sentinel', { redisFailoverSeconds, shutdownTimeoutSeconds: needed - 1 })).toBeLessThan(
+        redisFailoverSeconds * 1000,
+      );
+      // templates/NOTES.txt: terminationGracePeriodSeconds (at least 10) below failover + 9 s.
+      if (redisFailoverSeconds >= 3) expect(needed + 5).toBe(redisFailoverSeconds + 9);
+      else expect(needed + 5).toBeLessThanOrEqual(10);
+    }
+  });
+
+  it('warns at start-up when the shutdown cuts the wait, naming the wait used and the grace the whole wait needs', () => {
+    const config = { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 25 };
+    const warning = cutRedisWaitWarning(redisUnreachableStop('sentinel', config), config);
+    expect(warning?.fields).toEqual({ waitSeconds: 21, wantedSeconds: 40, shutdownTimeoutSeconds: 25, neededShutdownTimeoutSeconds: 44 });
+    expect(warning?.message).toContain('after 21 s, not the 40 s a failover may take');
+    expect(warning?.message).toContain('set shutdownTimeoutSeconds to 44 (the chart: terminationGracePeriodSeconds 49)');
+  });
+
+  it('says nothing when the whole wait fits: one server under the default grace, Sentinels under a grace of 49', () => {
+    const standalone = { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 25 };
+    expect(cutRedisWaitWarning(redisUnreachableStop('standalone', standalone), standalone)).toBeUndefined();
+    const sentinel = { redisFailoverSeconds: undefined, shutdownTimeoutSeconds: 44 };
+    expect(cutRedisWaitWarning(redisUnreachableStop('sentinel', sentinel), sentinel)).toBeUndefined();
   });
 
   it('takes redisFailoverSeconds from CHAMVI_REDIS_FAILOVER_SECONDS or the file, unset unless given, and refuses 0', () => {

@@ -356,7 +356,8 @@ export const operatorConfigSchema = z
           'only once it has been unreachable this long (a stop ended during a failover leaves a job a fetch took then locked, ' +
           'unstarted, until jobLockSeconds). Unset: 2 for one server or a Cluster, 40 with redisSentinels; set it to your ' +
           "Sentinels' down-after-milliseconds plus the failover, or for a managed Redis that fails over behind one address. " +
-          'Never waited past the time a shutdown gives the steps in flight (shutdownTimeoutSeconds less 3 s).',
+          'Cut, with a warning at start-up, when it would not end before the time a shutdown gives the steps in flight ' +
+          '(shutdownTimeoutSeconds less 3 s): to shutdownTimeoutSeconds less 4 s, in a shutdown of 6 s or more.',
       ),
     allowInsecureRedis: z
       .boolean()

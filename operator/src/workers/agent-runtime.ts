@@ -36,7 +36,7 @@ import { TrailingWrites } from './trailing-record.ts';
 import { redisLandedMarks } from './trailing-marks.ts';
 import type { Launch } from './process-launcher.ts';
 import { answerWithin } from './answer-within.ts';
-import { JobsInHand, redisUnreachableStopMs, stopWorker } from './worker-stop.ts';
+import { cutRedisWaitWarning, JobsInHand, redisUnreachableStop, stopWorker } from './worker-stop.ts';
 
 /** How long /readyz waits for Redis to answer PING before saying it is unreachable. */
 const REDIS_READINESS_TIMEOUT_MS = 1_000;
@@ -193,13 +193,17 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           jobsInHand,
         },
       );
+  // Said at start, not when the stop comes: a failover longer than the cut wait ends it early.
+  const redisStop = redisUnreachableStop(topology.mode, config);
+  const cutWait = worker ? cutRedisWaitWarning(redisStop, config) : undefined;
+  if (cutWait) options.logger.warn(cutWait.fields, cutWait.message);
   // One stop, shared by stopTakingJobs and close (worker-stop.ts: it ends without Redis too).
   let stopped: Promise<void> | undefined;
   const stopWorkers = () =>
     (stopped ??= worker
       ? stopWorker(
           { close: () => worker.close(), jobs: jobsInHand, redisReady: () => workerRedis.status === 'ready' },
-          { unreachableMs: redisUnreachableStopMs(topology.mode, config) },
+          { unreachableMs: redisStop.waitMs },
         )
       : Promise.resolve());
   return {

@@ -54,7 +54,8 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   // One answer acts: another (the timeout's deny beside an approve whose call still runs, or
   // beside a publish approve whose push is queued) found the state waiting too. That one hands
   // the run on once it is done; this job stops here.
-  if (!(await deps.states.claimAnswer(ref.uid, pending.id, answerClaim(answer)))) {
+  const claim = await deps.states.claimAnswer(ref.uid, pending.id, answerClaim(answer));
+  if (!claim) {
     deps.logger.info(
       { approval: pending.id, decision: answer.decision },
       'approval answered already by another answer; this one is dropped',
@@ -77,11 +78,25 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     waitedMs,
     deps.maxApprovalWaitMs ?? DEFAULT_MAX_APPROVAL_WAIT_SECONDS * 1000,
   );
+  // The answer claimed again: this job is retried, and a try before may have run the call and
+  // then failed to save its result (a Redis blip, its lock lost). Past the deadline the call is
+  // then not said to have not run (tool-execution.ts redo). The claim is in Redis before the
+  // call; BullMQ's attemptsMade misses a try that stalled.
+  const redo = claim === 'again';
   const result =
     answer.decision === 'approve'
       ? // What the run has left once the wait moved its deadline on (saved below).
         await withRunDeadline(deadlineOf(run, state) + shiftMs - answeredAt.getTime(), (deadline) =>
-          executeToolCall(protectingSandbox(deps.sandboxes.for(run), run), call, toolCallObserver(deps), deadline, state.step),
+          executeToolCall(
+            protectingSandbox(deps.sandboxes.for(run), run),
+            call,
+            toolCallObserver(deps),
+            deadline,
+            state.step,
+            undefined,
+            undefined,
+            redo,
+          ),
         )
       : deniedResult(call, answer.reason?.trim() || 'no reason given');
   if (answer.decision === 'deny') deps.metrics.toolCalls.inc({ tool: call.toolName, outcome: 'denied' });

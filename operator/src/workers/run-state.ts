@@ -41,6 +41,13 @@ export function isStateInvalid(error: unknown): error is RunFailure {
   return RunFailure.isInstance(error) && error.reason === REASONS.StateLost;
 }
 
+/**
+ * How claiming an approval's answer went (RunStateStore.claimAnswer): 'first', this decision
+ * took it now; 'again', it held it already (a retried job: an earlier try, which claimed it,
+ * may have run the approved call); false, another decision holds it.
+ */
+export type AnswerClaim = 'first' | 'again' | false;
+
 export type RunStage = 'preparing' | 'stepping' | 'waiting' | 'finalizing' | 'publishing' | 'done';
 
 export interface PendingToolCall {
@@ -405,16 +412,17 @@ export class RunStateStore {
   }
 
   /**
-   * Claims the answer to approval `id` for one decision: true when this decision holds it (the
-   * first, or the same one again: a job retried). An approve whose call still ran when the
-   * approval timed out and the timeout's deny each found the state waiting, and both acted:
-   * the call ran while the model was told it was denied, and the later save overwrote the
-   * earlier. Kept past the longest approval.timeout (168h).
+   * Claims the answer to approval `id` for one decision: truthy when this decision holds it
+   * ('first', or 'again' for the same one again: a job retried, whose earlier try may have run
+   * the call). An approve whose call still ran when the approval timed out and the timeout's
+   * deny each found the state waiting, and both acted: the call ran while the model was told
+   * it was denied, and the later save overwrote the earlier. Kept past the longest
+   * approval.timeout (168h).
    */
-  async claimAnswer(uid: string, id: string, decision: string): Promise<boolean> {
+  async claimAnswer(uid: string, id: string, decision: string): Promise<AnswerClaim> {
     const key = `${this.prefix}:answer:${uid}:${id}`;
-    if ((await this.redis.set(key, decision, 'EX', ANSWER_CLAIM_TTL_SECONDS, 'NX')) === 'OK') return true;
-    return (await this.redis.get(key)) === decision;
+    if ((await this.redis.set(key, decision, 'EX', ANSWER_CLAIM_TTL_SECONDS, 'NX')) === 'OK') return 'first';
+    return (await this.redis.get(key)) === decision ? 'again' : false;
   }
 
   /**

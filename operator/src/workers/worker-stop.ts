@@ -64,24 +64,83 @@ export const DEFAULT_REDIS_FAILOVER_MS: Readonly<Record<RedisTopology['mode'], n
 };
 
 /**
- * Kept between the stop's end on an unreachable Redis and the shutdown's deadline for its jobs
- * (shutdown-sequence.ts), so the stop ends first: the shutdown then closes the rest, instead of
- * logging jobs still running that are not.
+ * The longest a stop may wait on an unreachable Redis with the shutdown's `shutdownTimeoutSeconds`:
+ * it must end a look before the shutdown gives up on the jobs (shutdown-sequence.ts jobsMs), so
+ * the shutdown then closes the rest instead of logging jobs still running that are not. In whole
+ * seconds, as redisFailoverSeconds counts: a longer wanted wait is then never cut to a shorter
+ * one, and a cut wait ends a second or more before jobsMs, which the drift of its many looks
+ * needs (jobsMs less 1 s from a shutdown of 6 s up). A shutdown under 3 s allows less than a
+ * second: whole looks, at least one.
  */
-const SHUTDOWN_DEADLINE_MARGIN_MS = 1_000;
+export function longestRedisUnreachableStopMs(shutdownTimeoutSeconds: number): number {
+  const latestMs = shutdownTimings(shutdownTimeoutSeconds * 1000).jobsMs - WORKER_STOP_POLL_MS;
+  const wholeSeconds = Math.floor(latestMs / 1000) * 1000;
+  if (wholeSeconds >= 1000) return wholeSeconds;
+  return Math.max(WORKER_STOP_POLL_MS, Math.floor(latestMs / WORKER_STOP_POLL_MS) * WORKER_STOP_POLL_MS);
+}
+
+export interface RedisUnreachableStop {
+  /** How long the stop waits on an unreachable Redis with no job in hand. */
+  waitMs: number;
+  /** What redisFailoverSeconds, or the mode's default, asks for: more than waitMs when the shutdown is too short for it. */
+  wantedMs: number;
+}
 
 /**
  * How long a stop waits on an unreachable Redis with no job in hand: redisFailoverSeconds, or
- * the mode's default, but never past the time the shutdown gives the jobs (less a margin, at
- * least one look), since the shutdown gives up on the stop then anyway.
+ * the mode's default, whole whenever it ends before the shutdown gives up on the jobs; cut to
+ * what does (longestRedisUnreachableStopMs) only when it would not, since the shutdown gives up
+ * on the stop then anyway.
  */
+export function redisUnreachableStop(
+  mode: RedisTopology['mode'],
+  config: Pick<OperatorConfig, 'redisFailoverSeconds' | 'shutdownTimeoutSeconds'>,
+): RedisUnreachableStop {
+  const wantedMs = config.redisFailoverSeconds === undefined ? DEFAULT_REDIS_FAILOVER_MS[mode] : config.redisFailoverSeconds * 1000;
+  return { waitMs: Math.min(wantedMs, longestRedisUnreachableStopMs(config.shutdownTimeoutSeconds)), wantedMs };
+}
+
+/** redisUnreachableStop's wait alone: what the stop is told. */
 export function redisUnreachableStopMs(
   mode: RedisTopology['mode'],
   config: Pick<OperatorConfig, 'redisFailoverSeconds' | 'shutdownTimeoutSeconds'>,
 ): number {
-  const wanted = config.redisFailoverSeconds === undefined ? DEFAULT_REDIS_FAILOVER_MS[mode] : config.redisFailoverSeconds * 1000;
-  const { jobsMs } = shutdownTimings(config.shutdownTimeoutSeconds * 1000);
-  return Math.max(WORKER_STOP_POLL_MS, Math.min(wanted, jobsMs - SHUTDOWN_DEADLINE_MARGIN_MS));
+  return redisUnreachableStop(mode, config).waitMs;
+}
+
+/** The shortest shutdownTimeoutSeconds whose stop waits `wantedMs` whole (the chart sets it to terminationGracePeriodSeconds less 5). */
+export function shutdownSecondsForRedisWait(wantedMs: number): number {
+  let seconds = 1;
+  while (longestRedisUnreachableStopMs(seconds) < wantedMs) seconds += 1;
+  return seconds;
+}
+
+/**
+ * Said at start-up when the shutdown cuts the wait: otherwise nothing shows that a failover
+ * longer than the cut wait (with the chart's default grace, 21 s behind Sentinels whose
+ * down-after-milliseconds alone is 30 s) ends a stop early, leaving a fetched job locked.
+ */
+export function cutRedisWaitWarning(
+  stop: RedisUnreachableStop,
+  config: Pick<OperatorConfig, 'redisFailoverSeconds' | 'shutdownTimeoutSeconds'>,
+): { fields: Record<string, number>; message: string } | undefined {
+  if (stop.waitMs >= stop.wantedMs) return undefined;
+  const neededSeconds = shutdownSecondsForRedisWait(stop.wantedMs);
+  const seconds = (ms: number) => `${ms / 1000} s`;
+  return {
+    fields: {
+      waitSeconds: stop.waitMs / 1000,
+      wantedSeconds: stop.wantedMs / 1000,
+      shutdownTimeoutSeconds: config.shutdownTimeoutSeconds,
+      neededShutdownTimeoutSeconds: neededSeconds,
+    },
+    message:
+      `a stopping replica takes an unreachable Redis for gone after ${seconds(stop.waitMs)}, not the ${seconds(stop.wantedMs)} a failover may take ` +
+      `(${config.redisFailoverSeconds === undefined ? 'the default for this Redis' : 'redisFailoverSeconds'}): shutdownTimeoutSeconds ` +
+      `${config.shutdownTimeoutSeconds} ends the stop before that. A replica stopping during a longer failover exits anyway, and a job ` +
+      `it was fetching stays locked, unstarted, until its lock expires (jobLockSeconds). To wait the whole time set shutdownTimeoutSeconds ` +
+      `to ${neededSeconds} (the chart: terminationGracePeriodSeconds ${neededSeconds + 5}), or, if your failovers are shorter, redisFailoverSeconds to their time`,
+  };
 }
 
 export interface WorkerStopTiming {
