@@ -27,6 +27,8 @@ export interface StreamRecordsOptions {
    * kills it too (foreground-groups.ts): detached, it would outlive the toolbox.
    */
   processGroup?: boolean;
+  /** Aborting kills the child (its group with processGroup), as onRecord returning false does. */
+  signal?: AbortSignal;
 }
 
 /** A search or listing that runs this long is stopped: the model should narrow it. */
@@ -77,6 +79,14 @@ export function streamRecords(command: string, args: string[], options: StreamRe
       kill();
     }, options.timeoutMs ?? HELPER_TIMEOUT_MS);
 
+    const abort = () => {
+      if (stopped) return;
+      stopped = true;
+      kill();
+    };
+    if (options.signal?.aborted) abort();
+    else options.signal?.addEventListener('abort', abort, { once: true });
+
     const emit = (record: Buffer) => {
       if (stopped) return;
       if (!options.onRecord(record)) {
@@ -114,11 +124,13 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     child.on('error', (error) => {
       clearTimeout(timer);
       untrack();
+      options.signal?.removeEventListener('abort', abort);
       reject(error);
     });
     child.on('close', (exitCode) => {
       clearTimeout(timer);
       untrack();
+      options.signal?.removeEventListener('abort', abort);
       if (!stopped && !timedOut && pendingBytes > 0) emit(Buffer.concat(pending));
       if (timedOut) {
         reject(

@@ -7,15 +7,17 @@
 // list /usr), and for at most MAX_NESTED_REPOSITORIES of them per call; past that, one git run
 // each would cost more than the listing, and the rest are walked (their ignore rules unread).
 // grep with git grep, which stops at a nested repository, searches the files listed there by
-// name, so it finds what list_files shows.
+// name, so it finds what list_files shows. A nested directory is entered only when it is the
+// directory it names (no symlink on the way, no `..`), and the whole listing, every git run and
+// walk, shares one deadline.
 import { existsSync } from 'node:fs';
-import { lstat, readdir } from 'node:fs/promises';
+import { lstat, readdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileListResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LIST_DEFAULT_RESULTS, LIST_MAX_RESULTS } from './contract/limits.ts';
 import { leadingWithinAnswerBytes } from './answer-entries.ts';
-import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
+import { findExecutable, gitEnvironment, HELPER_TIMEOUT_MS, streamRecords } from './child-process.ts';
 import { compileGlob } from './contract/glob-pattern.ts';
 import { guardWorkspacePath } from './path-guard.ts';
 import { SortedSelection } from './sorted-selection.ts';
@@ -81,12 +83,24 @@ export interface ListedFile {
   repository: string | undefined;
 }
 
+/** How long a listing may take, and what stops it sooner. */
+export interface ListingBounds {
+  /** The whole listing, every git run and walk in it (default HELPER_TIMEOUT_MS); past it: TIMEOUT. */
+  timeoutMs?: number;
+  /** Aborted: the listing stops (its git run killed) and throws the signal's reason. */
+  signal?: AbortSignal;
+}
+
 /** What one listing shares across the repositories it asks. */
 interface Listing {
   includeIgnored: boolean;
   visit: (file: ListedFile) => void;
   /** Nested repositories that may still be listed with git. */
   nestedLeft: number;
+  timeoutMs: number;
+  /** Date.now() past which the listing gives up. */
+  deadline: number;
+  signal: AbortSignal | undefined;
 }
 
 /** Visits each file list_files lists under `base` (root-relative, '' for the root), unsorted. */
@@ -95,11 +109,20 @@ export async function forEachFile(
   base: string,
   includeIgnored: boolean,
   visit: (file: ListedFile) => void,
+  bounds: ListingBounds = {},
 ): Promise<void> {
+  const timeoutMs = bounds.timeoutMs ?? HELPER_TIMEOUT_MS;
+  const listing: Listing = {
+    includeIgnored,
+    visit,
+    nestedLeft: MAX_NESTED_REPOSITORIES,
+    timeoutMs,
+    deadline: Date.now() + timeoutMs,
+    signal: bounds.signal,
+  };
   const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
-  const listing: Listing = { includeIgnored, visit, nestedLeft: MAX_NESTED_REPOSITORIES };
   if (repository !== undefined && (await listRepository(context, repository, base, listing))) return;
-  await walk(context.realRoot, base, visit);
+  await walk(context.realRoot, base, listing);
 }
 
 /**
@@ -114,9 +137,25 @@ function enclosingRepository(realRoot: string, base: string): string | undefined
   }
 }
 
-/** `git ls-files -s`: `mode object stage\tpath` for a tracked entry; an untracked one is only its path. */
-const TRACKED_ENTRY = /^([0-7]{6}) [0-9a-f]+ [0-3]\t/;
+/**
+ * `git ls-files -t --stage` tags each entry: `? path` for an untracked one, `H mode object
+ * stage\tpath` for a tracked one (S skip-worktree, M unmerged; always a letter). Without -t an
+ * untracked file named `160000 0 0\t..` (write_file can make one) read as a gitlink named `..`.
+ */
+const TRACKED_ENTRY = /^[A-Za-z] ([0-7]{6}) [0-9a-f]+ [0-3]\t/;
+const UNTRACKED_TAG = Buffer.from('? ');
 const GITLINK_MODE = '160000';
+/** Enough of a record for TRACKED_ENTRY: tag, mode, a SHA-256 object id, stage. */
+const ENTRY_HEADER_MAX_BYTES = 80;
+
+/** A `git ls-files -z -t --stage` record: the name as bytes, and the mode of a tracked entry; undefined for any other form. */
+function readListedEntry(record: Buffer): { name: Buffer; mode: string | undefined } | undefined {
+  if (record.subarray(0, UNTRACKED_TAG.length).equals(UNTRACKED_TAG))
+    return { name: record.subarray(UNTRACKED_TAG.length), mode: undefined };
+  // latin1 is one character per byte, so the match's length is the header's byte count.
+  const tracked = TRACKED_ENTRY.exec(record.toString('latin1', 0, ENTRY_HEADER_MAX_BYTES));
+  return tracked ? { name: record.subarray(tracked[0].length), mode: tracked[1] } : undefined;
+}
 
 /**
  * Lists `base` with the `git ls-files` of `repository` (both root-relative), then each
@@ -124,12 +163,24 @@ const GITLINK_MODE = '160000';
  * e.g. a broken .git), so the caller walks instead.
  */
 async function listRepository(context: ToolboxContext, repository: string, base: string, listing: Listing): Promise<boolean> {
+  checkBounds(listing);
   const { includeIgnored, visit } = listing;
   const prefix = repository === '' ? '' : `${repository}/`;
   const pathspec = base === repository ? '.' : base.slice(prefix.length);
   const rawPrefix = Buffer.from(prefix);
-  const nested: string[] = [];
-  const args = ['ls-files', '-z', '--stage', '--cached', '--others', ...(includeIgnored ? [] : ['--exclude-standard']), '--', pathspec];
+  // A set: git may name an untracked nested repository more than once.
+  const nested = new Set<string>();
+  const args = [
+    'ls-files',
+    '-z',
+    '-t',
+    '--stage',
+    '--cached',
+    '--others',
+    ...(includeIgnored ? [] : ['--exclude-standard']),
+    '--',
+    pathspec,
+  ];
   const workTree = path.join(context.realRoot, repository);
   const outcome = await streamRecords('git', args, {
     cwd: workTree,
@@ -139,44 +190,72 @@ async function listRepository(context: ToolboxContext, repository: string, base:
     env: { ...gitEnvironment(), GIT_DIR: path.join(workTree, '.git'), GIT_WORK_TREE: workTree },
     separator: 0,
     maxRecordBytes: 4_096,
+    timeoutMs: timeLeft(listing),
+    signal: listing.signal,
     onRecord: (record) => {
-      const entry = record.toString('utf8');
-      const tracked = TRACKED_ENTRY.exec(entry);
-      const file = tracked ? entry.slice(tracked[0].length) : entry;
-      if (file === '') return true;
+      const entry = readListedEntry(record);
+      if (!entry || entry.name.length === 0) return true;
+      const file = entry.name.toString('utf8');
       // An untracked directory git names with a trailing `/` holds a repository of its own; a
       // tracked gitlink is a submodule's directory.
-      if (file.endsWith('/')) nested.push(prefix + file.slice(0, -1));
-      else if (tracked?.[1] === GITLINK_MODE) nested.push(prefix + file);
-      else {
-        // The entry's prefix is ASCII (`mode object stage\t`): as many bytes as characters.
-        const name = record.subarray(tracked ? tracked[0].length : 0);
-        visit({ path: prefix + file, raw: prefix === '' ? name : Buffer.concat([rawPrefix, name]), repository });
-      }
+      if (entry.mode === undefined && file.endsWith('/')) nested.add(prefix + file.slice(0, -1));
+      else if (entry.mode === GITLINK_MODE) nested.add(prefix + file);
+      else visit({ path: prefix + file, raw: prefix === '' ? entry.name : Buffer.concat([rawPrefix, entry.name]), repository });
       return true;
     },
+  }).catch((error: unknown) => {
+    throw ToolboxError.isInstance(error) && error.code === 'TIMEOUT' ? listingTimeout(listing) : error;
   });
+  listing.signal?.throwIfAborted();
   if (outcome.exitCode !== 0) return false;
   for (const directory of nested) {
-    // Only a real directory: a symlink put where a submodule was may point out of the workspace.
-    const stats = await lstat(path.join(context.realRoot, directory)).catch(() => undefined);
-    if (!stats?.isDirectory()) continue;
+    if (!(await isOwnDirectory(context.realRoot, directory))) continue;
     const inner = existsSync(path.join(context.realRoot, directory, '.git')) && listing.nestedLeft > 0;
     if (inner) listing.nestedLeft -= 1;
     if (!inner || !(await listRepository(context, directory, directory, listing))) {
-      await walk(context.realRoot, directory, visit);
+      await walk(context.realRoot, directory, listing);
     }
   }
   return true;
 }
 
-async function walk(realRoot: string, relative: string, visit: (file: ListedFile) => void): Promise<void> {
+/**
+ * Whether `relative`, a nested repository's directory as git named it, is a real directory at
+ * exactly that place: no `..` or empty segment, and no symlink on the way (a symlink put where
+ * a submodule or one of its parents was may point out of the workspace). Its real path is then
+ * itself, under the real root.
+ */
+async function isOwnDirectory(realRoot: string, relative: string): Promise<boolean> {
+  if (relative.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) return false;
+  const absolute = path.join(realRoot, relative);
+  const stats = await lstat(absolute).catch(() => undefined);
+  if (!stats?.isDirectory()) return false;
+  return (await realpath(absolute).catch(() => undefined)) === absolute;
+}
+
+async function walk(realRoot: string, relative: string, listing: Listing): Promise<void> {
+  checkBounds(listing);
   const entries = await readdir(path.join(realRoot, relative), { withFileTypes: true }).catch(() => []);
   for (const entry of entries) {
     if (entry.name === '.git') continue;
     const child = relative === '' ? entry.name : `${relative}/${entry.name}`;
     // Symlinked directories are listed as entries, never followed (they may point outside).
-    if (entry.isDirectory()) await walk(realRoot, child, visit);
-    else visit({ path: child, raw: Buffer.from(child), repository: undefined });
+    if (entry.isDirectory()) await walk(realRoot, child, listing);
+    else listing.visit({ path: child, raw: Buffer.from(child), repository: undefined });
   }
+}
+
+/** Throws when the listing was stopped or its deadline passed. */
+function checkBounds(listing: Listing): void {
+  listing.signal?.throwIfAborted();
+  if (Date.now() >= listing.deadline) throw listingTimeout(listing);
+}
+
+/** Milliseconds left before the listing's deadline (checkBounds has made sure some are). */
+function timeLeft(listing: Listing): number {
+  return Math.max(1, listing.deadline - Date.now());
+}
+
+function listingTimeout(listing: Listing): ToolboxError {
+  return new ToolboxError('TIMEOUT', `listing the files took longer than ${Math.round(listing.timeoutMs / 1000)} s; narrow the path`);
 }

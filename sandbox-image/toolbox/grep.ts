@@ -25,14 +25,23 @@
 // (file-listing.ts: each repository's own `git ls-files`, at most 64 asked, the rest walked), in
 // parallel with git grep over the outer repository. Past those 64, rg still reads the rules
 // that the listing and git grep no longer do: ignored files of those repositories are searched
-// with git grep only.
+// with git grep only. That nested part has one deadline of its own, well under the outer pass's:
+// past it, or when it fails, the answer keeps what the outer pass found and says in
+// `diagnostics` that nested repositories were not fully searched. The pattern is checked before
+// the listing starts, so a bad one answers at once, and whatever still runs when the call ends
+// is stopped.
+//
+// A run over named files yields only those files: a name that became a directory since it was
+// listed (`git grep --no-index` and rg take a directory operand as everything under it, ignored
+// files and deeper repositories included) is searched to no depth, and any other path it prints
+// is dropped, so a directory swapped in between listing and search brings in nothing.
 import { lstat } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
-import { findExecutable, gitEnvironment, streamRecords } from './child-process.ts';
+import { findExecutable, gitEnvironment, streamRecords, type ProcessOutcome } from './child-process.ts';
 import { leadingWithinAnswerBytes } from './answer-entries.ts';
 import { forEachFile } from './file-listing.ts';
 import { anchorsAsReadFileShows } from './line-anchors.ts';
@@ -51,6 +60,14 @@ const MAX_ARGUMENT_BYTES = 128 * 1_024;
  * runs (128 KiB of names), 0.6 s in runs of 500 (0.9 s of 1 000, 0.7 s of 250).
  */
 const MAX_FILES_PER_RUN = 500;
+/**
+ * How long the nested part of a git grep search (listing nested repositories, searching their
+ * files) may take in all: well under the outer pass's HELPER_TIMEOUT_MS, so a slow clone costs
+ * the answer its own matches, never the answer.
+ */
+export const NESTED_SEARCH_DEADLINE_MS = 30_000;
+/** A path component longer than any file system allows (NAME_MAX is 255): it names nothing, ever. */
+const NAMES_NOTHING = `${'x'.repeat(256)}/x`;
 
 export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): Promise<GrepResult> {
   const target = await guardWorkspacePath(context, input.path ?? '');
@@ -61,6 +78,8 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   }
   const limit = Math.min(input.limit ?? SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS);
   const engine = chooseEngine(context);
+  // The nested part may list for seconds before any search says the pattern is bad.
+  if (engine === 'git-grep') await checkGitGrepPattern(context, input);
 
   const files = new SortedSelection<MatchingFile>(limit, compareFiles);
   const addFile = (record: Buffer) => {
@@ -70,25 +89,29 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
     return true;
   };
   const walk = engineInvocation(engine, input, { output: 'files', operands: { scope: target.relative || '.' }, limit });
-  const [outcome] = await Promise.all([
-    streamRecords(walk.command, walk.args, {
+  // Stops whatever part of the first pass still runs once the call ends, with an answer or an error.
+  const stop = new AbortController();
+  let outcome: ProcessOutcome;
+  let nestedShortfall: string | undefined;
+  try {
+    const nested =
+      engine === 'git-grep' ? searchNestedRepositories(context, input, target.relative, limit, addFile, stop.signal) : undefined;
+    outcome = await streamRecords(walk.command, walk.args, {
       cwd: context.realRoot,
       env: walk.env,
       separator: 0,
       maxRecordBytes: MAX_PATH_BYTES,
+      signal: stop.signal,
       onRecord: addFile,
-    }),
-    engine === 'git-grep' ? searchNestedRepositories(context, input, target.relative, limit, addFile) : undefined,
-  ]);
+    });
+    nestedShortfall = await nested;
+  } finally {
+    stop.abort();
+  }
   const selected = files.result();
   // Exit 1 means "no match" for all three engines; 2 is an error such as a bad regex, but also
   // an unreadable file somewhere in the tree, which must not hide the matches that were found.
-  if (outcome.exitCode !== 0 && outcome.exitCode !== 1 && selected.items.length === 0) {
-    throw new ToolboxError(
-      'INVALID_INPUT',
-      `grep failed: ${firstLine(outcome.stderr) || `exit ${outcome.exitCode}`}; check the pattern (extended regular expression)`,
-    );
-  }
+  if (outcome.exitCode !== 0 && outcome.exitCode !== 1 && selected.items.length === 0) throw searchFailed(outcome);
 
   const matches = new SortedSelection<GrepMatch>(limit, compareMatches);
   const lines = { output: 'lines', limit } as const;
@@ -108,7 +131,7 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
       separator: 0x0a,
       maxRecordBytes: MAX_RECORD_BYTES,
       onRecord: (record) => {
-        const match = run.parse(record);
+        const match = run.isNamed(pathOfLine(record)) ? run.parse(record) : undefined;
         if (match) matches.add(match);
         return true;
       },
@@ -116,7 +139,13 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   }
   const found = matches.result();
   const kept = leadingWithinAnswerBytes(found.items);
-  return { matches: found.items.slice(0, kept), truncated: selected.truncated || found.truncated || kept < found.items.length, engine };
+  const truncated = selected.truncated || found.truncated || kept < found.items.length || nestedShortfall !== undefined;
+  return {
+    matches: found.items.slice(0, kept),
+    truncated,
+    engine,
+    ...(nestedShortfall === undefined ? {} : { diagnostics: [nestedShortfall] }),
+  };
 }
 
 export function chooseEngine(context: ToolboxContext): GrepEngine {
@@ -146,7 +175,9 @@ type Pass = Output & { operands: { scope: string } | { named: string[] } };
 
 /**
  * The first pass's part that git grep cannot see: the files the listing lists under `scope` in
- * repositories nested in the workspace's (or walked there), searched by name.
+ * repositories nested in the workspace's (or walked there), searched by name, all within one
+ * deadline. Never throws: undefined when all of it was searched, else what the answer should
+ * say was not (the matches found before that are kept).
  */
 async function searchNestedRepositories(
   context: ToolboxContext,
@@ -154,44 +185,118 @@ async function searchNestedRepositories(
   scope: string,
   limit: number,
   onRecord: (record: Buffer) => boolean,
-): Promise<void> {
-  const nested: Buffer[] = [];
-  await forEachFile(context, scope, Boolean(input.includeIgnored), (file) => {
-    // git grep in the root's repository searched what that repository lists.
-    if (file.repository !== '') nested.push(file.raw);
-  });
-  for (const run of namedFileRuns('git-grep', input, { output: 'files', limit }, nested)) {
-    // Exit codes are not read: the walk over the outer repository says whether the pattern is bad.
-    await streamRecords(run.command, run.args, {
-      cwd: context.realRoot,
-      env: run.env,
-      input: run.input,
-      processGroup: true,
-      separator: 0,
-      maxRecordBytes: MAX_PATH_BYTES,
-      onRecord,
-    });
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  const timeoutMs = context.nestedSearchDeadlineMs ?? NESTED_SEARCH_DEADLINE_MS;
+  const deadline = Date.now() + timeoutMs;
+  const tooLong = `listing and searching them took longer than ${formatSeconds(timeoutMs)}`;
+  try {
+    const nested: Buffer[] = [];
+    await forEachFile(
+      context,
+      scope,
+      Boolean(input.includeIgnored),
+      (file) => {
+        // git grep in the root's repository searched what that repository lists.
+        if (file.repository !== '') nested.push(file.raw);
+      },
+      { timeoutMs, signal },
+    );
+    for (const run of namedFileRuns('git-grep', input, { output: 'files', limit }, nested)) {
+      if (Date.now() >= deadline) return nestedShortfall(tooLong);
+      // Exit codes are not read: the pattern was checked, and the outer pass answers for the rest.
+      await streamRecords(run.command, run.args, {
+        cwd: context.realRoot,
+        env: run.env,
+        input: run.input,
+        processGroup: true,
+        separator: 0,
+        maxRecordBytes: MAX_PATH_BYTES,
+        timeoutMs: Math.max(1, deadline - Date.now()),
+        signal,
+        onRecord: (record) => (run.isNamed(record) ? onRecord(record) : true),
+      });
+    }
+    return undefined;
+  } catch (error) {
+    if (ToolboxError.isInstance(error) && error.code === 'TIMEOUT') return nestedShortfall(tooLong);
+    return nestedShortfall(firstLine(error instanceof Error ? error.message : String(error)));
   }
 }
 
-/** `pass` over files named by their raw paths: one xargs run fed them on stdin, or runs with them as arguments. */
+function nestedShortfall(reason: string): string {
+  return `repositories nested in the workspace were not fully searched (${reason}), so matches in them may be missing; narrow the path to search less of them`;
+}
+
+function formatSeconds(milliseconds: number): string {
+  return milliseconds >= 1_000 ? `${Math.round(milliseconds / 1_000)} s` : `${milliseconds} ms`;
+}
+
+/**
+ * Answers a pattern git grep cannot compile before anything is listed: git grep compiles it
+ * first, then finds nothing under a path that cannot exist, so this costs one short git run.
+ */
+async function checkGitGrepPattern(context: ToolboxContext, input: ToolInput<'grep'>): Promise<void> {
+  const check = engineInvocation('git-grep', input, { output: 'files', operands: { named: [NAMES_NOTHING] }, limit: 1 });
+  const outcome = await streamRecords(check.command, check.args, {
+    cwd: context.realRoot,
+    env: check.env,
+    separator: 0,
+    maxRecordBytes: MAX_PATH_BYTES,
+    onRecord: () => true,
+  });
+  if (outcome.exitCode !== 0 && outcome.exitCode !== 1) throw searchFailed(outcome);
+}
+
+/** An engine that failed without finding anything: most often a pattern it cannot compile. */
+function searchFailed(outcome: ProcessOutcome): ToolboxError {
+  return new ToolboxError(
+    'INVALID_INPUT',
+    `grep failed: ${firstLine(outcome.stderr) || `exit ${outcome.exitCode}`}; check the pattern (extended regular expression)`,
+  );
+}
+
+/**
+ * `pass` over files named by their raw paths: one xargs run fed them on stdin, or runs with them
+ * as arguments. `isNamed` tells a printed path that is one of them from any other.
+ */
 function namedFileRuns(
   engine: GrepEngine,
   input: ToolInput<'grep'>,
   pass: Output,
   files: readonly Buffer[],
-): Array<Invocation & { input?: Buffer }> {
+): Array<Invocation & { input?: Buffer; isNamed: (rawPath: Buffer) => boolean }> {
   if (files.length === 0) return [];
   if (findExecutable('xargs')) {
     const search = engineInvocation(engine, input, { ...pass, operands: { named: [] } });
     const paths = Buffer.concat(files.flatMap((file) => [file, Buffer.of(0)]));
     return [
-      { ...search, command: 'xargs', args: ['-0', '-r', `--max-args=${MAX_FILES_PER_RUN}`, search.command, ...search.args], input: paths },
+      {
+        ...search,
+        command: 'xargs',
+        args: ['-0', '-r', `--max-args=${MAX_FILES_PER_RUN}`, search.command, ...search.args],
+        input: paths,
+        isNamed: namedPaths(files),
+      },
     ];
   }
-  return argumentBatches(files.map((file) => file.toString('utf8'))).map((batch) =>
-    engineInvocation(engine, input, { ...pass, operands: { named: batch } }),
-  );
+  return argumentBatches(files.map((file) => file.toString('utf8'))).map((batch) => ({
+    ...engineInvocation(engine, input, { ...pass, operands: { named: batch } }),
+    // An argument is UTF-8: a name that is not is searched (and printed) under its encoding.
+    isNamed: namedPaths(batch.map((file) => Buffer.from(file))),
+  }));
+}
+
+/** A test for a printed path: one of `files`, byte for byte. */
+function namedPaths(files: readonly Buffer[]): (rawPath: Buffer) => boolean {
+  const named = new Set(files.map((file) => file.toString('latin1')));
+  return (rawPath) => named.has(rawPath.toString('latin1'));
+}
+
+/** The path a match line begins with (all three engines print `path\0` first); empty when it has none. */
+function pathOfLine(record: Buffer): Buffer {
+  const nul = record.indexOf(0);
+  return nul === -1 ? Buffer.alloc(0) : record.subarray(0, nul);
 }
 
 interface Invocation {
@@ -220,6 +325,8 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
           // `$` matches before `\r\n`, as read_file shows such a line ending (rg strips a BOM itself).
           '--crlf',
           ...(input.includeIgnored ? ['--no-ignore'] : []),
+          // A named file that became a directory is not searched through (see the header).
+          ...(named ? ['--max-depth=0'] : []),
           ...caseFlag,
           ...(pass.output === 'files' ? ['--files-with-matches'] : ['--no-heading', '--with-filename', '--line-number', ...perFile]),
           '--regexp',
@@ -237,7 +344,8 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
           'grep',
           // A named file is searched wherever it lies, in a nested repository too, which the
           // index knows nothing of; the first pass or the listing chose it, ignore rules and all.
-          ...(named ? ['--no-index'] : ['--untracked', ...(input.includeIgnored ? ['--no-exclude-standard'] : [])]),
+          // --max-depth=0: a named file that became a directory is read to no depth (see the header).
+          ...(named ? ['--no-index', '--max-depth=0'] : ['--untracked', ...(input.includeIgnored ? ['--no-exclude-standard'] : [])]),
           '--no-color',
           '-z',
           '-I',

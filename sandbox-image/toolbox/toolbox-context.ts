@@ -15,6 +15,8 @@ export interface ToolboxContext {
   home: string;
   /** Per-stream cap of bash output logs. */
   outputLogMaxBytes: number;
+  /** grep with git grep: how long nested repositories may take (undefined: grep's default). */
+  nestedSearchDeadlineMs?: number;
   /** This request's spec.verify.protect (the operator sends it with every call of a run that has one). */
   isProtected?: ProtectedPaths;
   /** This request's bash runs in a fresh shell (the operator's verification). */
@@ -36,5 +38,8 @@ export function createContext(options: ContextOptions, env: NodeJS.ProcessEnv = 
   const capFromEnv = Number(env.CHAMVI_OUTPUT_LOG_MAX_BYTES);
   const outputLogMaxBytes =
     options.outputLogMaxBytes ?? (Number.isSafeInteger(capFromEnv) && capFromEnv > 0 ? capFromEnv : OUTPUT_LOG_MAX_BYTES);
-  return { root, realRoot: realpathSync(root), home: realpathSync(home), outputLogMaxBytes };
+  // So a test can show a slow nested repository given up on without waiting the default.
+  const nestedFromEnv = Number(env.CHAMVI_GREP_NESTED_DEADLINE_MS);
+  const nestedSearchDeadlineMs = Number.isSafeInteger(nestedFromEnv) && nestedFromEnv > 0 ? nestedFromEnv : undefined;
+  return { root, realRoot: realpathSync(root), home: realpathSync(home), outputLogMaxBytes, nestedSearchDeadlineMs };
 }

@@ -1,11 +1,13 @@
 // grep (three engines chosen by PATH), glob and list_files: git-aware, sorted, bounded.
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileGlob } from '../../sandbox-image/toolbox/contract/glob-pattern.ts';
-import { MAX_NESTED_REPOSITORIES } from '../../sandbox-image/toolbox/file-listing.ts';
+import { forEachFile, MAX_NESTED_REPOSITORIES } from '../../sandbox-image/toolbox/file-listing.ts';
+import { createContext } from '../../sandbox-image/toolbox/toolbox-context.ts';
+import { ToolboxError } from '../../sandbox-image/toolbox/toolbox-error.ts';
 import { alive, callTool, errorCodeOf, makeWorkspace, resultOf, TOOLBOX, type Workspace } from './toolbox-fixture.ts';
 import { encodeRequest } from '../../sandbox-image/toolbox/contract/protocol.ts';
 
@@ -283,6 +285,118 @@ describe('grep', () => {
     );
   });
 
+  describe('in a nested clone whose tracked files the worktree replaced', () => {
+    let swapped: Workspace;
+    let outside: string;
+    beforeAll(() => {
+      outside = mkdtempSync(path.join(tmpdir(), 'chamvi-outside-'));
+      writeFileSync(path.join(outside, 'secret.txt'), 'needle OUTSIDE\n');
+      swapped = makeWorkspace();
+      swapped.write({ 'top.txt': 'needle\n' });
+      swapped.git('init', '-q');
+      swapped.write({
+        'vendor/lib/.gitignore': '*.log\n',
+        'vendor/lib/a.txt': 'needle\n',
+        'vendor/lib/data': 'x\n',
+        'vendor/lib/dir2': 'x\n',
+        'vendor/lib/cred': 'x\n',
+      });
+      swapped.git('-C', 'vendor/lib', 'init', '-q');
+      swapped.git('-C', 'vendor/lib', 'add', '.');
+      swapped.git('-C', 'vendor/lib', 'commit', '-q', '-m', 'lib');
+      // Uncommitted: `data` a symlink to a directory outside, `dir2` a directory of ignored files
+      // and a repository of its own, `cred` a directory of credential files. The clone's index
+      // still names all three as files.
+      for (const name of ['data', 'dir2', 'cred']) rmSync(path.join(swapped.root, 'vendor/lib', name));
+      symlinkSync(outside, path.join(swapped.root, 'vendor/lib/data'));
+      swapped.write({
+        'vendor/lib/dir2/ignored.log': 'needle IGNORED\n',
+        'vendor/lib/dir2/deeper/x.log': 'needle IGNORED2\n',
+        'vendor/lib/dir2/plain.txt': 'needle plain\n',
+        'vendor/lib/dir2/inner/y.txt': 'needle inner\n',
+        'vendor/lib/cred/.env': 'TOKEN=needle\n',
+        'vendor/lib/cred/server.pem': 'needle PEM\n',
+      });
+      swapped.git('-C', 'vendor/lib/dir2/inner', 'init', '-q');
+    });
+    afterAll(() => {
+      swapped.cleanup();
+      rmSync(outside, { recursive: true, force: true });
+    });
+
+    it('rg and git grep find the same files, each one list_files lists: none under a name that became a directory', async () => {
+      const lines = async (engine: keyof typeof engines) => {
+        const result = resultOf<{ engine: string; matches: Array<{ path: string; line: number }> }>(
+          await callTool(swapped, 'grep', { pattern: 'needle' }, { env: engines[engine].env }),
+        );
+        expect(result.engine).toBe(engine);
+        return result.matches.map((match) => `${match.path}:${match.line}`);
+      };
+      const expected = ['top.txt:1', 'vendor/lib/a.txt:1', 'vendor/lib/dir2/inner/y.txt:1', 'vendor/lib/dir2/plain.txt:1'];
+      expect(await lines('rg')).toEqual(expected);
+      expect(await lines('git-grep')).toEqual(expected);
+      const listed = resultOf<{ files: string[] }>(await callTool(swapped, 'list_files', {})).files;
+      expect(listed).toEqual(expect.arrayContaining(expected.map((line) => line.slice(0, line.lastIndexOf(':')))));
+    });
+  });
+
+  describe('when a nested repository is slow to list', () => {
+    let slow: Workspace;
+    let bin: string;
+    const started = () => path.join(bin, 'slow-listing.pid');
+    const listings = () => path.join(bin, 'listings.log');
+    beforeAll(() => {
+      slow = makeWorkspace();
+      slow.write({ 'top.txt': 'needle\n', 'vendor/lib/a.txt': 'needle\n' });
+      slow.git('init', '-q');
+      slow.git('-C', 'vendor/lib', 'init', '-q');
+      bin = mkdtempSync(path.join(tmpdir(), 'chamvi-path-'));
+      for (const program of ['grep', 'xargs', 'sleep']) symlinkSync(which(program), path.join(bin, program));
+      // git as it is, but the nested clone's `ls-files` hangs, as on a huge untracked tree.
+      const git = [
+        '#!/bin/bash',
+        `if [[ "$1" == ls-files ]]; then echo "$GIT_DIR" >> ${listings()}; fi`,
+        `if [[ "$1" == ls-files && "$GIT_DIR" == */vendor/lib/.git ]]; then echo $$ > ${started()}; exec sleep 30; fi`,
+        `exec ${which('git')} "$@"`,
+      ].join('\n');
+      writeFileSync(path.join(bin, 'git'), `${git}\n`, { mode: 0o755 });
+    });
+    afterAll(() => {
+      slow.cleanup();
+      rmSync(bin, { recursive: true, force: true });
+    });
+    const env = () => ({ ...process.env, PATH: bin, CHAMVI_GREP_NESTED_DEADLINE_MS: '1000' });
+
+    it("answers with the outer repository's matches past the nested deadline, says what it left out, and stops the listing", async () => {
+      rmSync(started(), { force: true });
+      const begun = Date.now();
+      const result = resultOf<{ engine: string; matches: Array<{ path: string }>; truncated: boolean; diagnostics?: string[] }>(
+        await callTool(slow, 'grep', { pattern: 'needle' }, { env: env() }),
+      );
+      expect(Date.now() - begun).toBeLessThan(10_000);
+      expect(result.engine).toBe('git-grep');
+      expect(result.matches.map((match) => match.path)).toEqual(['top.txt']);
+      expect(result.truncated).toBe(true);
+      expect(result.diagnostics).toEqual([expect.stringContaining('nested in the workspace were not fully searched')]);
+      // The hung listing was killed when the call answered, not left to run out its 30 s.
+      const listing = Number(readFileSync(started(), 'utf8'));
+      for (let attempt = 0; attempt < 50 && alive(listing); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+      try {
+        expect(alive(listing)).toBe(false);
+      } finally {
+        if (alive(listing)) process.kill(listing, 'SIGKILL');
+      }
+    });
+
+    it('answers a bad pattern before listing anything', async () => {
+      rmSync(listings(), { force: true });
+      const begun = Date.now();
+      expect(errorCodeOf(await callTool(slow, 'grep', { pattern: '(' }, { env: env() }))).toBe('INVALID_INPUT');
+      expect(Date.now() - begun).toBeLessThan(10_000);
+      expect(existsSync(listings())).toBe(false);
+    });
+  });
+
   describe('anchors where read_file shows lines begin and end', () => {
     let lines: Workspace;
     beforeAll(() => {
@@ -412,6 +526,65 @@ describe('list_files and glob', () => {
         truncated: false,
       });
     });
+  });
+
+  it("lists an untracked file named like a gitlink entry (`160000 0 0\t..`) as a file, never the workspace's parent", async () => {
+    const planted = makeWorkspace();
+    // A sibling of the workspace, what `..` would list.
+    const parentFile = path.join(planted.root, '..', 'payroll-2026.xlsx');
+    try {
+      writeFileSync(parentFile, 'needle\n');
+      planted.write({ 'top.txt': 'needle\n', 'vendor/lib/a.txt': 'needle nested\n' });
+      planted.git('init', '-q');
+      planted.git('-C', 'vendor/lib', 'init', '-q');
+      // The file tools alone can plant the name: no bash needed.
+      resultOf(await callTool(planted, 'write_file', { path: '160000 0 0\t..', content: '' }));
+      const listed = resultOf<{ files: string[] }>(await callTool(planted, 'list_files', {})).files;
+      expect(listed).toEqual(['160000 0 0\t..', 'top.txt', 'vendor/lib/a.txt']);
+      expect(resultOf(await callTool(planted, 'glob', { pattern: '**/*.xlsx' }))).toEqual({ files: [], truncated: false });
+      const found = resultOf<{ matches: Array<{ path: string }>; truncated: boolean }>(
+        await callTool(planted, 'grep', { pattern: 'needle' }, { env: engines['git-grep'].env }),
+      );
+      expect(found).toMatchObject({ matches: [{ path: 'top.txt' }, { path: 'vendor/lib/a.txt' }], truncated: false });
+    } finally {
+      planted.cleanup();
+    }
+  });
+
+  it('does not enter a gitlink whose parent directory became a symlink out of the workspace', async () => {
+    const linked = makeWorkspace();
+    const elsewhere = mkdtempSync(path.join(tmpdir(), 'chamvi-elsewhere-'));
+    try {
+      mkdirSync(path.join(elsewhere, 'sub'));
+      writeFileSync(path.join(elsewhere, 'sub', 'secret.txt'), '');
+      linked.write({ 'top.txt': '' });
+      linked.git('init', '-q');
+      // The index names `mods/sub` a submodule; the worktree has `mods` as a symlink out.
+      linked.git('update-index', '--add', '--cacheinfo', `160000,${'1'.repeat(40)},mods/sub`);
+      symlinkSync(elsewhere, path.join(linked.root, 'mods'));
+      const listed = resultOf<{ files: string[] }>(await callTool(linked, 'list_files', {})).files;
+      expect(listed).not.toContain('mods/sub/secret.txt');
+      expect(listed).toContain('top.txt');
+    } finally {
+      linked.cleanup();
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
+  });
+
+  it("stops a walk at the listing's deadline", async () => {
+    const deep = makeWorkspace();
+    try {
+      const files: Record<string, string> = {};
+      for (let index = 0; index < 300; index += 1) files[`d${index}/e/f.txt`] = '';
+      deep.write(files);
+      const context = createContext({ root: deep.root, home: deep.home });
+      const listed: string[] = [];
+      const walk = forEachFile(context, '', false, (file) => listed.push(file.path), { timeoutMs: 1 });
+      await expect(walk).rejects.toSatisfy((error) => ToolboxError.isInstance(error) && error.code === 'TIMEOUT');
+      expect(listed.length).toBeLessThan(300);
+    } finally {
+      deep.cleanup();
+    }
   });
 
   it("lists a nested repository's own directory even when its core.worktree names another", async () => {

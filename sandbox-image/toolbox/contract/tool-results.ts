@@ -68,8 +68,11 @@ export interface GrepMatch {
 
 export interface GrepResult {
   matches: GrepMatch[];
+  /** More matches than shown may exist: past limit, or part of the tree was not searched. */
   truncated: boolean;
   engine: GrepEngine;
+  /** Present when part of the tree was not searched (with truncated): what, and what to do. */
+  diagnostics?: string[];
 }
 
 export interface FileListResult {
