@@ -397,6 +397,36 @@ describe('the CodingRun CRD on a real API server', () => {
       const rebudget = await apply(templated('fixed-template', { task: 'Fix it', budget: { maxSteps: 3 } }));
       expect(rebudget.stderr).toBe('');
     });
+
+    // For a run that names a template, absent instructions are the template's and "" is none:
+    // the two compared equal, and a patch to "" took the template's instructions from a run
+    // mid-way (the workers merge the prompt anew at every step).
+    it('refuses instructions set to "" on a run that leaves them to its template, and dropped from one that set ""', async () => {
+      const template = {
+        apiVersion: 'chamvi.dev/v1alpha1',
+        kind: 'CodingRunTemplate',
+        metadata: { name: 'webapp-instructions', namespace: NAMESPACE },
+        spec: { instructions: 'Never touch the migrations.' },
+      };
+      expect((await apply(template)).code).toBe(0);
+      const fromTemplate = templated('template-instructions', { task: 'Fix it', templateRef: { name: 'webapp-instructions' } });
+      expect((await apply(fromTemplate)).code).toBe(0);
+      const patch = (name: string, type: string, body: object) =>
+        kubectl(['patch', 'crun', name, '-n', NAMESPACE, '--type', type, '-p', JSON.stringify(body)]);
+      const emptied = await patch('template-instructions', 'merge', { spec: { instructions: '' } });
+      expect(emptied.code).not.toBe(0);
+      expect(emptied.stderr).toMatch(/spec\.instructions: Forbidden: spec\.instructions cannot change after the run is created/);
+      const stored = JSON.parse((await kubectl(['get', 'crun', 'template-instructions', '-n', NAMESPACE, '-o', 'json'])).stdout);
+      expect(stored.spec).not.toHaveProperty('instructions');
+
+      const withoutAny = templated('no-instructions', { task: 'Fix it', templateRef: { name: 'webapp-instructions' }, instructions: '' });
+      expect((await apply(withoutAny)).code).toBe(0);
+      const dropped = await patch('no-instructions', 'json', [{ op: 'remove', path: '/spec/instructions' }]);
+      expect(dropped.code).not.toBe(0);
+      expect(dropped.stderr).toMatch(/spec\.instructions: Forbidden/);
+      // Unchanged is no change.
+      expect((await patch('no-instructions', 'merge', { spec: { instructions: '' } })).code).toBe(0);
+    });
   });
 
   it('refuses to change what a run works on, and allows a new budget', async () => {

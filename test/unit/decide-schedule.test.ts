@@ -13,6 +13,8 @@ import {
 import { parseCronSchedule } from '../../operator/src/reconcile/cron-schedule.ts';
 import {
   decideSchedule,
+  HELD_HISTORY_RECHECK_MS,
+  TEMPLATE_RECHECK_MAX_MS,
   TEMPLATE_RECHECK_MS,
   type ScheduleInput,
   type ScheduledRun,
@@ -178,6 +180,27 @@ const rows: Row[] = [
     now: '2026-06-01T15:00:03Z',
     expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', active: ['nightly-b'], deleted: [] },
   },
+  // Were the status write that records it to fail, the next decision would find the time due
+  // and no run for it, and make a second run for the time.
+  {
+    name: 'restart, history limit 0: the finished run for the due time is recorded, and kept until the status holds its time',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Allow', successfulRunsHistoryLimit: 0 },
+    status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+    runs: [
+      run('nightly-a', '2026-06-01T14:00:00Z', 'Succeeded', '2026-06-01T14:10:00Z'),
+      run('nightly-b', '2026-06-01T15:00:00Z', 'Succeeded', '2026-06-01T15:02:00Z'),
+    ],
+    now: '2026-06-01T15:03:00Z',
+    expected: { lastScheduleTime: '2026-06-01T15:00:00.000Z', deleted: ['History nightly-a'], active: [] },
+  },
+  {
+    name: 'history limit 0, the time recorded: the run for it goes',
+    spec: { schedule: '0 * * * *', concurrencyPolicy: 'Allow', successfulRunsHistoryLimit: 0 },
+    status: { lastScheduleTime: '2026-06-01T15:00:00Z' },
+    runs: [run('nightly-b', '2026-06-01T15:00:00Z', 'Succeeded', '2026-06-01T15:02:00Z')],
+    now: '2026-06-01T15:03:01Z',
+    expected: { deleted: ['History nightly-b'] },
+  },
   {
     name: 'suspended: nothing created, no next time',
     spec: { schedule: '0 * * * *', suspend: true },
@@ -251,6 +274,44 @@ const rows: Row[] = [
     status: { lastScheduleTime: '2026-11-01T05:30:00Z' },
     now: '2026-11-01T06:00:30Z',
     expected: { nextScheduleTime: '2026-11-02T06:00:00.000Z' },
+  },
+  // croner moved a skipped time past the gap only when the minute and the hour were single
+  // values: with a list or a range the time was dropped.
+  {
+    name: 'DST spring forward, two times in the gap: 02:00 and 02:30 in Berlin make one run at 03:00 CEST',
+    spec: { schedule: '0,30 2 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-03-28T01:30:00Z' },
+    now: '2026-03-29T01:00:30Z',
+    expected: { create: '2026-03-29T01:00:00.000Z', nextScheduleTime: '2026-03-30T00:00:00.000Z' },
+  },
+  {
+    name: 'DST spring forward, two times in the gap: the one run made, nothing more that day',
+    spec: { schedule: '0,30 2 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-03-29T01:00:00Z' },
+    now: '2026-03-29T12:00:00Z',
+    expected: { nextScheduleTime: '2026-03-30T00:00:00.000Z' },
+  },
+  {
+    name: 'DST spring forward, a list of hours: 02:00 in Berlin runs at 03:00 CEST, and 14:00 still runs',
+    spec: { schedule: '0 2,14 * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-03-28T13:00:00Z' },
+    now: '2026-03-29T01:00:30Z',
+    expected: { create: '2026-03-29T01:00:00.000Z', nextScheduleTime: '2026-03-29T12:00:00.000Z' },
+  },
+  {
+    name: 'DST spring forward, every hour: 02:05 in Berlin is not made up at 03:00 CEST; 03:05 CEST is next',
+    spec: { schedule: '5 * * * *', timeZone: 'Europe/Berlin' },
+    status: { lastScheduleTime: '2026-03-29T00:05:00Z' },
+    now: '2026-03-29T01:00:30Z',
+    expected: { nextScheduleTime: '2026-03-29T01:05:00.000Z' },
+  },
+  // An hourly schedule runs once an hour of real time: the repeated 01:00 (EST, 06:00Z) made nothing.
+  {
+    name: 'DST fall back, every hour: 01:00 EST in New York runs, after 01:00 EDT',
+    spec: { schedule: '0 * * * *', timeZone: 'America/New_York' },
+    status: { lastScheduleTime: '2026-11-01T05:00:00Z' },
+    now: '2026-11-01T06:00:30Z',
+    expected: { create: '2026-11-01T06:00:00.000Z', nextScheduleTime: '2026-11-01T07:00:00.000Z' },
   },
   {
     name: 'America/New_York daily at midnight, DST fall back day',
@@ -431,6 +492,47 @@ describe('decideSchedule', () => {
     });
     expect(decision.create).toBeUndefined();
     expect(decision.requeueAfterMs).toBe(requeueAfterMs);
+  });
+
+  it('looks again within a second at a run it kept past the history limits, to delete it once its time is recorded', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', successfulRunsHistoryLimit: 0, runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const decision = decideSchedule({
+      spec,
+      status: { lastScheduleTime: '2026-06-01T14:00:00Z' },
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:00:00Z'),
+      cron: parsed.schedule,
+      runs: [run('nightly-b', '2026-06-01T15:00:00Z', 'Succeeded', '2026-06-01T15:02:00Z')],
+      now: new Date('2026-06-01T15:03:00Z'),
+    });
+    expect(decision.deleteRuns).toEqual([]);
+    expect(decision.requeueAfterMs).toBe(HELD_HISTORY_RECHECK_MS);
+  });
+
+  // 10 000 schedules naming a template that never comes, each looked at every 30 s (three reads
+  // of the API server, a list among them), kept the shared reconcile loop busy.
+  it('looks again at the same template problem less often each time, doubling from 30 s to 10 minutes', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const parsed = parseCronSchedule(spec.schedule);
+    if (!parsed.ok) throw new Error(parsed.message);
+    const waits = [0, 1, 2, 3, 4, 5, 6, 50].map(
+      (problemRepeats) =>
+        decideSchedule({
+          spec,
+          status: undefined,
+          generation: 1,
+          createdAt: new Date('2026-06-01T09:00:00Z'),
+          cron: parsed.schedule,
+          problem: { reason: 'TemplateNotFound', message: 'CodingRunTemplate t does not exist' },
+          problemRepeats,
+          runs: [],
+          now: new Date('2026-06-01T15:00:01Z'),
+        }).requeueAfterMs,
+    );
+    expect(waits).toEqual([30_000, 60_000, 120_000, 240_000, 480_000, 600_000, 600_000, 600_000]);
+    expect(TEMPLATE_RECHECK_MAX_MS).toBe(600_000);
   });
 
   // status.active may hold 1000 entries (the CRD): past that every status write got a 422, and

@@ -5,6 +5,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it, vi } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { CodingRunTemplate } from '../../operator/src/api/coding-run-template.ts';
 import { codingScheduleStatus, type CodingSchedule, type CodingScheduleStatus } from '../../operator/src/api/coding-schedule.ts';
 import { RUN_REFUSED_RETRY_MS, ScheduleReconciler } from '../../operator/src/controller/schedule-reconciler.ts';
 import type { CreateRunAnswer, ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
@@ -301,5 +302,160 @@ describe('a create for a time whose name is already held', () => {
     await expect(reconciler.reconcile('team/nightly')).rejects.toThrow(/gone when read/);
     expect(written).toEqual([]);
     expect(events).toEqual([]);
+  });
+});
+
+/** The API server's date-time format (kube-openapi strfmt): RFC 3339, a year of four digits. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+const dateTimesOf = (status: CodingScheduleStatus) => [
+  ...(status.active ?? []).map((active) => active.scheduledTime),
+  ...[status.lastScheduleTime, status.lastSuccessfulTime, status.lastMissedTime, status.nextScheduleTime].filter((time) => time),
+  ...(status.conditions ?? []).map((condition) => condition.lastTransitionTime),
+];
+
+/**
+ * A scene whose runs are kept as the API server keeps them: created, listed and deleted, each
+ * run's phase set by the test. Status writes as scene's, and refused (422) when a date-time
+ * field is not one the API server takes.
+ */
+function sceneWithRuns(schedule: CodingSchedule, now: () => Date) {
+  const found = scene(schedule, now);
+  const runs = new Map<string, CodingRun>();
+  found.kube.listScheduleRuns.mockImplementation(async () => [...runs.values()]);
+  found.kube.createRun.mockImplementation(async (run: object) => {
+    const made = stored(run);
+    made.metadata.uid = `uid-${made.metadata.name}`;
+    runs.set(made.metadata.name, made);
+    return { created: made };
+  });
+  found.kube.deleteRun.mockImplementation(async (...[, name]: unknown[]) => void runs.delete(name as string));
+  const writeStatus = found.kube.replaceScheduleStatus.getMockImplementation()!;
+  found.kube.replaceScheduleStatus.mockImplementation(async (current: CodingSchedule, status: CodingScheduleStatus) => {
+    const refused = dateTimesOf(status).find((time) => !RFC3339.test(time!));
+    if (refused) {
+      throw new ApiException(422, 'Unprocessable Entity', JSON.stringify({ message: `${refused} must be of type date-time` }), {});
+    }
+    return writeStatus(current, status);
+  });
+  const finish = (phase: 'Succeeded' | 'Failed') => {
+    for (const run of runs.values()) {
+      if (!run.status?.phase) run.status = { phase, completionTime: now().toISOString() } as CodingRun['status'];
+    }
+  };
+  return { ...found, runs, finish };
+}
+
+// Whoever may create CodingRuns could plant one for the year 10000 (12 digits of Unix seconds):
+// listed in status.active as "+010000-01-01T00:00:00Z", it made every status write a 422, so
+// lastScheduleTime never moved; with history limit 0 the run for the time due, once finished,
+// was deleted as history and made again at the next reconcile.
+describe('a schedule with a run planted for a time past the year 9999', () => {
+  it('counts it not, writes its status, and makes the run for the time due once', async () => {
+    let now = new Date('2026-06-01T10:30:20Z');
+    const schedule = {
+      ...scheduleWith({ spec: RUN }),
+      spec: { schedule: '* * * * *', concurrencyPolicy: 'Allow', successfulRunsHistoryLimit: 0, runTemplate: { spec: RUN } },
+    } as unknown as CodingSchedule;
+    const { reconciler, kube, written, runs, finish } = sceneWithRuns(schedule, () => now);
+    const far = new Date(253_402_300_800 * 1000);
+    runs.set('nightly-4223371680', {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: {
+        name: 'nightly-4223371680',
+        namespace: 'team',
+        uid: 'uid-plant',
+        labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': '253402300800' },
+        annotations: { 'chamvi.dev/scheduled-at': far.toISOString() },
+        ownerReferences: [
+          { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-nightly', controller: true },
+        ],
+      },
+      spec: RUN,
+      status: { phase: 'WaitingForApproval' },
+    } as unknown as CodingRun);
+
+    // Each reconcile reads the status last written; the run for 10:30 finishes after the first,
+    // and its phase change wakes the schedule twice more within the minute.
+    const refused: unknown[] = [];
+    for (const seconds of [20, 40, 50]) {
+      now = new Date(`2026-06-01T10:30:${seconds}Z`);
+      kube.getSchedule.mockResolvedValue({ ...schedule, ...(written.length > 0 ? { status: written.at(-1)! } : {}) });
+      await reconciler.reconcile('team/nightly').catch((error: unknown) => refused.push(error));
+      if (seconds === 20) finish('Succeeded');
+    }
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(refused).toEqual([]);
+    expect(written[0]).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [{ name: NAME_1030 }], activeCount: 1 });
+    expect([...runs.keys()]).toEqual(['nightly-4223371680']);
+    expect(written.at(-1)).toMatchObject({ lastScheduleTime: '2026-06-01T10:30:00Z', active: [], activeCount: 0 });
+  });
+});
+
+// A status write refused for any cause (a 409 at every try while the schedule is edited, a
+// field the API server will not take): the run made for the time is the only record that the
+// time was handled. Deleted as history (limit 0) once it finished, it was made again.
+describe('a schedule whose status writes fail after it made its run', () => {
+  it('keeps the finished run for the time due past the history limit, and makes no second run for the time', async () => {
+    let now = new Date('2026-06-01T10:30:20Z');
+    const schedule = {
+      ...scheduleWith({ spec: RUN }),
+      spec: { schedule: '* * * * *', concurrencyPolicy: 'Allow', successfulRunsHistoryLimit: 0, runTemplate: { spec: RUN } },
+    } as unknown as CodingSchedule;
+    const { reconciler, kube, runs, finish } = sceneWithRuns(schedule, () => now);
+    kube.replaceScheduleStatus.mockRejectedValue(new ApiException(409, 'Conflict', JSON.stringify({ reason: 'Conflict' }), {}));
+    await expect(reconciler.reconcile('team/nightly')).rejects.toThrow();
+    finish('Succeeded');
+    for (const seconds of [40, 50]) {
+      now = new Date(`2026-06-01T10:30:${seconds}Z`);
+      await expect(reconciler.reconcile('team/nightly')).rejects.toThrow();
+    }
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+    expect(kube.deleteRun).not.toHaveBeenCalled();
+    expect([...runs.keys()]).toEqual([NAME_1030]);
+  });
+});
+
+// Nothing watches templates, so a schedule whose template is missing looks again by itself; at a
+// fixed 30 s, 10 000 such schedules (three reads each, a list among them) kept the loop busy.
+describe('a schedule whose template problem stays', () => {
+  const missing = {
+    ...scheduleWith({}),
+    spec: { schedule: '0 3 * * *', templateRef: { name: 'webapp' } },
+  } as unknown as CodingSchedule;
+  const template = (resourceVersion: string) =>
+    ({
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRunTemplate',
+      metadata: { name: 'webapp', namespace: 'team', uid: 'uid-template', resourceVersion },
+      // No task: every run from it is InvalidRunSpec.
+      spec: { repository: RUN.repository, model: RUN.model },
+    }) as unknown as CodingRunTemplate;
+  const waits = async (reconciler: ScheduleReconciler, times: number) => {
+    const found: Array<number | undefined> = [];
+    for (let i = 0; i < times; i++) found.push((await reconciler.reconcile('team/nightly')).requeueAfterMs);
+    return found;
+  };
+
+  it('looks again less often each time the same TemplateNotFound is found, up to 10 minutes', async () => {
+    const { reconciler, ready } = scene(missing);
+    expect(await waits(reconciler, 7)).toEqual([30_000, 60_000, 120_000, 240_000, 480_000, 600_000, 600_000]);
+    expect(ready()).toMatchObject({ status: 'False', reason: 'TemplateNotFound' });
+  });
+
+  it('starts again from 30 s when the schedule is edited', async () => {
+    const { reconciler, kube } = scene(missing);
+    await waits(reconciler, 4);
+    kube.getSchedule.mockResolvedValue({ ...missing, metadata: { ...missing.metadata, generation: 2 } } as CodingSchedule);
+    expect(await waits(reconciler, 2)).toEqual([30_000, 60_000]);
+  });
+
+  it('starts again from 30 s when the template changes, though the problem reads the same', async () => {
+    const { reconciler, kube, ready } = scene(missing);
+    kube.getTemplate.mockResolvedValue(template('1') as never);
+    expect(await waits(reconciler, 3)).toEqual([30_000, 60_000, 120_000]);
+    expect(ready()).toMatchObject({ status: 'False', reason: 'InvalidRunSpec' });
+    kube.getTemplate.mockResolvedValue(template('2') as never);
+    expect(await waits(reconciler, 2)).toEqual([30_000, 60_000]);
   });
 });

@@ -409,8 +409,10 @@ const verifyRule: CrossFieldRule<SpecInput> = {
   holds: () => true,
 };
 
+// Presence too: for a run that names a template, absent means the template's instructions and
+// "" means none, and the workers merge the prompt anew at every step.
 const instructionsRule: CrossFieldRule<SpecInput> = {
-  rule: "(has(self.instructions) ? self.instructions : '') == (has(oldSelf.instructions) ? oldSelf.instructions : '')",
+  rule: 'has(self.instructions) == has(oldSelf.instructions) && (!has(self.instructions) || self.instructions == oldSelf.instructions)',
   message: 'spec.instructions cannot change after the run is created; create a new CodingRun for a different job',
   fieldPath: '.instructions',
   reason: 'FieldValueForbidden',

@@ -94,7 +94,8 @@ export const codingScheduleSpec = z
       .optional()
       .describe(
         'IANA time zone the schedule is read in, such as Europe/Berlin. Default: UTC. A time skipped by a daylight-saving change runs ' +
-          'at the first minute after the gap; a time that happens twice runs once.',
+          'at the first minute after the gap; a time that happens twice runs once. A schedule whose hour field is * or */n (every ' +
+          'hour) follows the clock instead: skipped times do not run, repeated ones run at both occurrences.',
       ),
     concurrencyPolicy: z
       .enum(CONCURRENCY_POLICIES)

@@ -5,7 +5,8 @@
 // by an attempt that died before its status write is found again by its name for the time
 // (names.ts scheduledRunName); a create sent again for that time is refused AlreadyExists.
 import { isDeepStrictEqual } from 'node:util';
-import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
+import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import type { CreateRunAnswer, ScheduleGateway } from '../kube/schedule-gateway.ts';
@@ -52,6 +53,13 @@ export class ScheduleReconciler {
    * from what it listed before.
    */
   private readonly writes = new WriteGate();
+  /**
+   * Per schedule (namespace/name), the problem its last reconcile found and how many reconciles
+   * in a row found it before: a template problem is looked at again less often the longer it
+   * stays (decide-schedule.ts templateRecheckMs). In memory only: a restarted operator, or a new
+   * leader, starts again from 30 s.
+   */
+  private readonly repeatedProblems = new Map<string, { problem: string; repeats: number }>();
 
   constructor(private readonly deps: ScheduleReconcilerDeps) {}
 
@@ -79,7 +87,10 @@ export class ScheduleReconciler {
     const [namespace, name] = key.split('/') as [string, string];
     const { kube, logger } = this.deps;
     const schedule = await kube.getSchedule(namespace, name);
-    if (!schedule || schedule.metadata.deletionTimestamp) return {};
+    if (!schedule || schedule.metadata.deletionTimestamp) {
+      this.repeatedProblems.delete(key);
+      return {};
+    }
     // Every write goes through these: none is sent once the reconciler was stopped.
     const record = (event: RunEvent) => {
       this.beforeWrite();
@@ -135,7 +146,8 @@ export class ScheduleReconciler {
       const mark = (run: ScheduledRun) => (deleted.has(run.name) ? { ...run, deleting: true } : run);
       return { runs: input.runs.map(mark), foreign: input.foreign.map(mark) };
     };
-    const decision = decideSchedule({ ...input, ...(problem ? { problem } : {}) });
+    const problemRepeats = this.countRepeats(key, schedule, problem, template);
+    const decision = decideSchedule({ ...input, ...(problem ? { problem, problemRepeats } : {}) });
 
     // Every deletion before the create, history's too: they only touch runs Replace ends or
     // finished ones, and a quota on CodingRuns that refuses the create is freed by them. After
@@ -201,6 +213,37 @@ export class ScheduleReconciler {
     if (!sameStatus(status, schedule.status)) await writeStatus(status);
     for (const event of decision.events) await record(event);
     return requeueOf(decision.requeueAfterMs);
+  }
+
+  /**
+   * How many reconciles in a row before this one found the same problem: the same reason and
+   * message, for the same schedule object, spec and template version. Any change starts again
+   * from 0: an edit of the schedule (which wakes it at once), the template created, edited or
+   * deleted (which nothing watches: the wait, at most TEMPLATE_RECHECK_MAX_MS, bounds how late
+   * the schedule sees it).
+   */
+  private countRepeats(
+    key: string,
+    schedule: CodingSchedule,
+    problem: ScheduleProblem | undefined,
+    template: CodingRunTemplate | undefined,
+  ): number {
+    if (!problem) {
+      this.repeatedProblems.delete(key);
+      return 0;
+    }
+    const seen = JSON.stringify([
+      schedule.metadata.uid,
+      schedule.metadata.generation,
+      problem.reason,
+      problem.message,
+      template?.metadata.uid,
+      template?.metadata.resourceVersion,
+    ]);
+    const previous = this.repeatedProblems.get(key);
+    const repeats = previous?.problem === seen ? previous.repeats + 1 : 0;
+    this.repeatedProblems.set(key, { problem: seen, repeats });
+    return repeats;
   }
 }
 

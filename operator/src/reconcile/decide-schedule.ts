@@ -52,6 +52,12 @@ export interface ScheduleInput {
   cron: CronSchedule | undefined;
   /** Set when the schedule or its run spec is invalid: nothing is created. */
   problem?: ScheduleProblem;
+  /**
+   * How many decisions in a row before this one found this same problem, for the same spec and
+   * template (the reconciler counts; absent: none). A template problem is looked at again less
+   * often the longer it stays (templateRecheckMs).
+   */
+  problemRepeats?: number;
   runs: ScheduledRun[];
   /**
    * Runs for a scheduled time that are not the schedule's own: those naming it as their
@@ -79,11 +85,29 @@ export interface ScheduleDecision {
 }
 
 /**
- * A schedule whose template is missing or makes an invalid run looks again this often: the
- * controller does not watch CodingRunTemplates, and the time due stays due, so a template
- * applied after its schedule (`kubectl apply -f dir/`) or fixed starts the run within this.
+ * A schedule whose template is missing or makes an invalid run looks again after this, the
+ * first time: the controller does not watch CodingRunTemplates, and the time due stays due, so
+ * a template applied just after its schedule (`kubectl apply -f dir/`) starts the run within it.
  */
 export const TEMPLATE_RECHECK_MS = 30_000;
+/**
+ * The longest wait between two looks at the same problem. Each look is a read of the schedule,
+ * of its template and a list of its runs: 10 000 schedules naming a template that never comes,
+ * looked at every 30 s, kept the shared reconcile loop busy for all the others.
+ */
+export const TEMPLATE_RECHECK_MAX_MS = 10 * 60_000;
+
+/**
+ * The wait before looking again at a schedule that found the same problem `repeats` times in a
+ * row before this one: 30 s, then doubling to 10 minutes. An edit of the schedule is a new
+ * problem (the reconciler counts), and wakes the schedule at once anyway.
+ */
+export function templateRecheckMs(repeats: number): number {
+  return Math.min(TEMPLATE_RECHECK_MS * 2 ** Math.min(Math.max(repeats, 0), 16), TEMPLATE_RECHECK_MAX_MS);
+}
+
+/** A run kept past the history limits until the status records its time goes this soon after. */
+export const HELD_HISTORY_RECHECK_MS = 1000;
 
 /**
  * The CRD's maxLength of a condition's message: a longer one makes the API server refuse the
@@ -121,6 +145,9 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
   // own run, made before an earlier operator's lost status write and an edit.
   const foreignActive = (input.foreign ?? []).filter(isActive);
   let create: Date | undefined;
+  // The run found already made for the time due: until a status write records that time, the
+  // run is the only sign it was handled.
+  let recorded: ScheduledRun | undefined;
 
   const due = cron && !input.problem ? dueTime(input, cron) : undefined;
   if (due && !spec.suspend) {
@@ -130,6 +157,7 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     if (existing) {
       // Created by an earlier attempt whose status write was lost: record it, create nothing.
       lastScheduleTime = due;
+      recorded = existing;
     } else if (claiming.length > 0) {
       // The time is taken, though the run is not counted: a second run for it would run beside the first.
       lastScheduleTime = due;
@@ -156,7 +184,12 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     }
   }
 
-  for (const name of pastHistoryLimits(input.runs, spec)) deleteRuns.push({ name, because: 'History' });
+  // Not the run just recorded, though past the limits (finished, a limit of 0): were this
+  // status write to fail too (a 409, a 422), the next decision would find the time due and no
+  // run for it, and make the run again. It goes at the next decision, once its time is recorded.
+  const pastLimits = pastHistoryLimits(input.runs, spec);
+  const heldBack = recorded !== undefined && pastLimits.includes(recorded.name);
+  for (const name of pastLimits) if (name !== recorded?.name) deleteRuns.push({ name, because: 'History' });
 
   const succeeded = input.runs.filter((run) => run.phase === 'Succeeded' && run.completionTime);
   const lastSuccessfulTime = succeeded.reduce<Date | undefined>(
@@ -205,11 +238,13 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
     deleteRuns,
     status: newStatus,
     events,
-    ...(next
-      ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) }
-      : input.problem?.reason === 'TemplateNotFound' || input.problem?.reason === 'InvalidRunSpec'
-        ? { requeueAfterMs: TEMPLATE_RECHECK_MS }
-        : {}),
+    ...(heldBack
+      ? { requeueAfterMs: HELD_HISTORY_RECHECK_MS }
+      : next
+        ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) }
+        : input.problem?.reason === 'TemplateNotFound' || input.problem?.reason === 'InvalidRunSpec'
+          ? { requeueAfterMs: templateRecheckMs(input.problemRepeats ?? 0) }
+          : {}),
   };
 }
 

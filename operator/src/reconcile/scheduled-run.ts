@@ -131,14 +131,25 @@ export function scheduledRunObject(
 }
 
 /**
+ * The last second RFC 3339 can write: its years have four digits. The API server's date-time
+ * format refuses a later time (`+010000-01-01T00:00:00Z`, what toISOString makes of one), so a
+ * status listing such a time is refused whole (422).
+ */
+export const LAST_RFC3339_TIME = new Date('9999-12-31T23:59:59Z');
+
+/**
  * A run of the schedule as decideSchedule counts it, from its scheduled-time label; none when
- * the label is not a time (anyone who may edit the run can edit it: a 13-digit value made a
- * date past the year 275760, and the status write threw at every reconcile).
+ * the label is not a time the status can hold (anyone who may create or edit runs can write
+ * it: a 13-digit value made a date past the year 275760, a 12-digit one past 9999, and each
+ * made the status write fail at every reconcile). The bound is the format's, not a guess at
+ * how far ahead a schedule plans: a run labelled for a time the status can hold counts as the
+ * schedule's like any other planted run (runs-of-schedule.ts).
  */
 export function toScheduledRun(run: CodingRun): ScheduledRun[] {
   const label = run.metadata.labels?.[SCHEDULED_TIME_LABEL] ?? '';
   const scheduledTime = new Date(Number(label) * 1000);
-  if (!/^\d+$/.test(label) || !Number.isFinite(scheduledTime.getTime())) return [];
+  // Written so that an invalid date (NaN, past the year 275760) fails the test too.
+  if (!/^\d+$/.test(label) || !(scheduledTime.getTime() <= LAST_RFC3339_TIME.getTime())) return [];
   return [scheduledRunAt(run, scheduledTime)];
 }
 
