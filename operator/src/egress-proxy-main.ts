@@ -19,7 +19,8 @@ import { createEgressProxyServer } from './egress/egress-proxy-server.ts';
 import { destinationResolver } from './egress/destination-lookup.ts';
 import { createEgressStatusWriter } from './egress/egress-status-writer.ts';
 import { parseHostPatterns } from './egress/host-pattern.ts';
-import { RunDirectory, egressRunSource } from './egress/run-directory.ts';
+import { RunDirectory } from './egress/run-directory.ts';
+import { egressRunInformers } from './egress/egress-run-informers.ts';
 import { egressRunWatch } from './egress/egress-run-watch.ts';
 import { EventRecorder } from './kube/event-recorder.ts';
 import { createKubeGateway } from './kube/kube-gateway.ts';
@@ -87,10 +88,8 @@ async function main(): Promise<void> {
       ),
     flushIntervalMs: config.statusFlushSeconds * 1000,
   });
-  const namespaces: Array<string | undefined> = config.watchNamespaces.length > 0 ? config.watchNamespaces : [undefined];
-  const informers = namespaces.map(
-    (namespace) => new Informer<CodingRun>(watch, egressRunSource(custom, namespace), egressRunWatch(directory, audit), logger),
-  );
+  // A few runs a page (EGRESS_RUN_PAGE_LIMIT): a page is held whole before the cache slims it.
+  const informers = egressRunInformers(watch, custom, config.watchNamespaces, egressRunWatch(directory, audit), logger);
   const aliases = new Map(Object.entries(config.hostAliases));
   // Lookups run on libuv's thread pool, whose size the chart sets (UV_THREADPOOL_SIZE).
   const lookupLimits = { perRun: LOOKUPS_PER_RUN, perNamespace: lookupsPerNamespace(libuvThreadPoolSize(process.env)) };

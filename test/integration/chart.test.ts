@@ -31,6 +31,8 @@ const manifests = (text: string): Manifest[] =>
     .map((doc) => doc.toJS() as Manifest | null)
     .filter((doc): doc is Manifest => doc !== null);
 
+const namespaceOf = (doc: Manifest): string | undefined => (doc.metadata as { namespace?: string }).namespace;
+
 const codingRun = (name: string, url: string) => ({
   apiVersion: 'chamvi.dev/v1alpha1',
   kind: 'CodingRun',
@@ -274,7 +276,7 @@ describe("the egress proxy's read of the API server's own EndpointSlice", () => 
   const proxyAccount = `system:serviceaccount:${NAMESPACE}:${RELEASE}-chamvi-operator-egress-proxy`;
   const sliceRbac = async (...args: string[]) =>
     manifests((await template('--set', 'egressProxy.enabled=true', ...args)).stdout).filter(
-      (doc) => (doc.kind === 'Role' || doc.kind === 'RoleBinding') && doc.metadata.name.endsWith('-egress-proxy-api-server'),
+      (doc) => (doc.kind === 'Role' || doc.kind === 'RoleBinding') && namespaceOf(doc) === 'default',
     );
 
   it('grants the proxy get, list and watch on the slice named kubernetes in default, and nothing else there', async () => {
@@ -300,7 +302,36 @@ describe("the egress proxy's read of the API server's own EndpointSlice", () => 
         subjects: [{ kind: 'ServiceAccount', name: `${RELEASE}-chamvi-operator-egress-proxy`, namespace: NAMESPACE }],
       });
     }
-    expect(manifests((await template()).stdout).filter((doc) => doc.metadata.name.endsWith('-egress-proxy-api-server'))).toEqual([]);
+    expect(manifests((await template()).stdout).filter((doc) => namespaceOf(doc) === 'default')).toEqual([]);
+  });
+
+  it("names its Role after the release's namespace too, so two releases of one name do not share it", async () => {
+    const [role] = await sliceRbac();
+    expect(role!.metadata.name).toContain(NAMESPACE);
+    const other = manifests(
+      (await helm(['template', RELEASE, chartDir, '--namespace', 'elsewhere', '--set', 'egressProxy.enabled=true'])).stdout,
+    ).find((doc) => doc.kind === 'Role' && namespaceOf(doc) === 'default');
+    expect(other!.metadata.name).not.toBe(role!.metadata.name);
+    // Cut to 63 characters, names stay apart by their hash.
+    const long = (namespace: string) =>
+      helm(['template', 'r'.repeat(40), chartDir, '--namespace', namespace, '--set', 'egressProxy.enabled=true']).then(
+        (result) => manifests(result.stdout).find((doc) => doc.kind === 'Role' && namespaceOf(doc) === 'default')!.metadata.name,
+      );
+    const [first, second] = await Promise.all([long(`${'n'.repeat(50)}-a`), long(`${'n'.repeat(50)}-b`)]);
+    for (const name of [first, second]) expect(name).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
+    expect(first).not.toBe(second);
+  });
+
+  it('with readApiServerEndpoints false, renders nothing outside the release and watched namespaces', async () => {
+    for (const args of [[], ['--set', 'config.watchNamespaces={team-a,team-b}']]) {
+      const docs = manifests(
+        (await template('--set', 'egressProxy.enabled=true', '--set', 'egressProxy.readApiServerEndpoints=false', ...args)).stdout,
+      );
+      expect(docs.some((doc) => doc.kind === 'Deployment' && doc.metadata.name.endsWith('-egress-proxy'))).toBe(true);
+      const allowed = new Set([NAMESPACE, ...(args.length > 0 ? ['team-a', 'team-b'] : [])]);
+      const outside = docs.filter((doc) => namespaceOf(doc) !== undefined && !allowed.has(namespaceOf(doc)!));
+      expect(outside.map((doc) => `${doc.kind} ${namespaceOf(doc)}/${doc.metadata.name}`)).toEqual([]);
+    }
   });
 
   describe('on the local control plane', () => {

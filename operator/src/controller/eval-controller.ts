@@ -10,7 +10,7 @@ import { EVAL_UID_LABEL } from '../evals/eval-matrix.ts';
 import type { EvalGateway } from '../kube/eval-gateway.ts';
 import { EvalReconciler } from './eval-reconciler.ts';
 import { customObjectSource } from './custom-object-source.ts';
-import { Informer, type CachedObject, type InformerSource } from './informer.ts';
+import { CODING_RUN_PAGE_LIMIT, Informer, type CachedObject, type InformerSource } from './informer.ts';
 import { MergedCache } from './merged-cache.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { WorkQueue } from './work-queue.ts';
@@ -53,8 +53,9 @@ export class EvalController {
         for (const key of heldKeys) this.queue.add(key);
       },
     });
+    // Evals and runs alike: a run may be ~1.5 MiB and a page is held whole (CODING_RUN_PAGE_LIMIT).
     const inform = <T extends CachedObject>(namespace: string | undefined, source: InformerSource<T>, onEvent: (object: T) => void) => {
-      const informer = new Informer<T>(watch, source, { onChange: onEvent, onDelete: onEvent }, logger);
+      const informer = new Informer<T>(watch, source, { onChange: onEvent, onDelete: onEvent }, logger, undefined, CODING_RUN_PAGE_LIMIT);
       this.informers.push(informer as unknown as Informer<CachedObject>);
       this.watched.add(namespace, informer);
       return informer;

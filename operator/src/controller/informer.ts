@@ -54,6 +54,14 @@ export interface ListAnswer<T> {
  */
 export const LIST_PAGE_LIMIT = 500;
 
+/**
+ * Objects per page of the operator's lists of CodingRuns. A run may be up to etcd's ~1.5 MiB
+ * (its spec's task and env, its status), so a page of LIST_PAGE_LIMIT of them could be 750 MiB
+ * of text alone, the operator's whole 768 Mi; a hundred bound a page to 150 MiB at worst, and
+ * cost a round trip per hundred runs at start.
+ */
+export const CODING_RUN_PAGE_LIMIT = 100;
+
 export interface InformerHandlers<T> {
   onChange(object: T, previous: T | undefined): void;
   onDelete(object: T): void;

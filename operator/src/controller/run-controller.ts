@@ -15,7 +15,15 @@ import {
 import { PLURAL, RUN_LABEL, type CodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { customObjectSource } from './custom-object-source.ts';
-import { Informer, clientNodePage, type CachedObject, type InformerSource, type ListAnswer } from './informer.ts';
+import {
+  CODING_RUN_PAGE_LIMIT,
+  Informer,
+  LIST_PAGE_LIMIT,
+  clientNodePage,
+  type CachedObject,
+  type InformerSource,
+  type ListAnswer,
+} from './informer.ts';
 import type { IsolationProbe } from './isolation-probe.ts';
 import { RunReconciler, type ObjectCache, type RunReconcilerDeps } from './run-reconciler.ts';
 import { MergedCache } from './merged-cache.ts';
@@ -88,6 +96,7 @@ export class RunController {
       onRun?: (object: T, previous: T | undefined, deleted: boolean) => void,
       also?: (object: T, deleted: boolean) => void,
       via: Watch = watch,
+      pageLimit = LIST_PAGE_LIMIT,
     ) => {
       const informer = new Informer<T>(
         via,
@@ -105,6 +114,8 @@ export class RunController {
           },
         },
         logger,
+        undefined,
+        pageLimit,
       );
       this.informers.push(informer as unknown as Informer<CachedObject>);
       return informer;
@@ -135,6 +146,10 @@ export class RunController {
         customObjectSource<CodingRun>(custom, namespace, PLURAL),
         () => {},
         onRun,
+        undefined,
+        watch,
+        // Runs are big (up to ~1.5 MiB each) and a page is held whole: CODING_RUN_PAGE_LIMIT.
+        CODING_RUN_PAGE_LIMIT,
       ),
     );
     // What the operator created (pods, policies, ConfigMaps) carries MANAGED_SELECTOR; only

@@ -8,7 +8,7 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { customObjectSource } from './custom-object-source.ts';
-import { Informer, type CachedObject } from './informer.ts';
+import { CODING_RUN_PAGE_LIMIT, Informer, type CachedObject } from './informer.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { ScheduleReconciler } from './schedule-reconciler.ts';
 import { WatchedNamespaces } from './watched-namespaces.ts';
@@ -95,6 +95,9 @@ export class ScheduleController {
             onDelete: () => {},
           },
           logger,
+          // A schedule carries a whole run template, a run its spec: a page is held whole before the slim (CODING_RUN_PAGE_LIMIT).
+          undefined,
+          CODING_RUN_PAGE_LIMIT,
         ) as unknown as Informer<CachedObject>,
         new Informer<CodingRun>(
           watch,
@@ -124,6 +127,8 @@ export class ScheduleController {
             },
           },
           logger,
+          undefined,
+          CODING_RUN_PAGE_LIMIT,
         ) as unknown as Informer<CachedObject>,
       );
       // The two just made: this namespace's schedules and runs.
