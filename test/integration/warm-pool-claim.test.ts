@@ -209,12 +209,12 @@ describe('claiming a warm pool pod', () => {
 
   // The claim's test of deletionTimestamp against null passes on every claim here (no pod is being deleted) and fails for a
   // field that is there, as the claim marks' tests do above. kwok ends a pod's deletion at once, a finalizer or not: none is held here.
-  it('claims no pod whose spec changed since it was made: the claim tests its generation', async () => {
-    // As the pool loop made it: the API server counts its spec as generation 1.
+  it('claims no pod changed since it was judged: the claim tests the resourceVersion it was judged at, and writes its seal', async () => {
     const poolPod = await readyPoolPod();
     const [podName, uid] = [poolPod.metadata!.name!, poolPod.metadata!.uid!];
-    expect(poolPod.metadata!.generation).toBe(1);
-    // kubectl set image on the pool pod: the one field of its containers a patch can change.
+    const judged = JSON.parse(await kubectlOk(['get', 'pod', podName, '-n', namespace, '-o', 'json'])) as V1Pod;
+    const judgedAt = judged.metadata!.resourceVersion!;
+    // kubectl set image on the pool pod after the judgement: the one field of its containers a patch can change.
     const image = `${poolPod.spec!.containers[0]!.image!.split(':')[0]}:other`;
     await kubectlOk([
       'patch',
@@ -226,10 +226,15 @@ describe('claiming a warm pool pod', () => {
       '-p',
       JSON.stringify([{ op: 'replace', path: '/spec/containers/0/image', value: image }]),
     ]);
-    expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid, 1))).toBeUndefined();
+    const as = { resourceVersion: judgedAt, seal: 'a-seal', annotated: judged.metadata?.annotations !== undefined };
+    expect(await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid, as))).toBeUndefined();
     const patched = JSON.parse(await kubectlOk(['get', 'pod', podName, '-n', namespace, '-o', 'json'])) as V1Pod;
-    expect(patched.metadata?.generation).toBe(2);
     expect(patched.metadata?.ownerReferences ?? []).toEqual([]);
+    // The test compares the value as the API server holds it: at the pod's resourceVersion now, the same claim lands.
+    const now = { ...as, resourceVersion: patched.metadata!.resourceVersion!, annotated: patched.metadata?.annotations !== undefined };
+    const claimed = await gateway.claimPod(namespace, podName, claimPatch(await createRun(), pool, 600, uid, now));
+    expect(claimed?.metadata?.annotations?.['chamvi.dev/claim-seal']).toBe('a-seal');
+    expect(claimed?.metadata?.ownerReferences).toHaveLength(1);
   }, 90_000);
 });
 

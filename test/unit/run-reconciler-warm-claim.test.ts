@@ -1,8 +1,9 @@
 // The reconciler's side of warm pools, driven through reconcile() over caches held in memory: which
 // pod a run takes as its claimed one (only a pod the pool loop made and claimed for it, never one
 // that merely carries its labels and a copied owner), what a refused claim leaves the run with (a
-// fresh pod at once, not a reconcile that fails for as long as the refusal lasts), and that a
-// finished run's cleanup deletes the pool pod claimed for it though its status never named it.
+// fresh pod at once, not a reconcile that fails for as long as the refusal lasts; a 504 is no
+// refusal), that a claim another replica made is known by its seal, and that a finished run's
+// cleanup deletes every pool pod claimed for it, named in its status or not.
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type CodingRun, type CodingRunStatus } from '../../operator/src/api/index.ts';
@@ -14,6 +15,7 @@ import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import { CLAIMED_FROM_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
+import { CLAIM_SEAL_ANNOTATION, WarmPoolClaimSeal } from '../../operator/src/reconcile/warm-pool-claim-seal.ts';
 import { applyAsApiServer } from '../support/api-server-json-patch.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { MemoryCache } from '../support/memory-run-world.ts';
@@ -22,9 +24,19 @@ const NOW = new Date('2026-11-29T12:00:00Z');
 const pool: WarmPoolConfig = { name: 'default', namespace: 'agents', size: 1 };
 const gvisorPool: WarmPoolConfig = { name: 'gvisor', namespace: 'agents', size: 1, runtimeClassName: 'gvisor' };
 
+/** The key every replica shares (config.stateKey, from the chart's Secret). */
+const STATE_KEY = 'k'.repeat(64);
+
 const configWith = (warmPools: WarmPoolConfig[]) =>
   loadOperatorConfig(
-    { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 2, allowUnisolatedSandboxes: true, networkPolicy: false, warmPools },
+    {
+      allowRepo: ['https://github.com/acme/*'],
+      maxActiveRuns: 2,
+      allowUnisolatedSandboxes: true,
+      networkPolicy: false,
+      warmPools,
+      stateKey: STATE_KEY,
+    },
     {},
   );
 
@@ -84,6 +96,8 @@ function scene(options: {
   made?: Record<string, string>;
   claimPod?: WarmPoolGateway['claimPod'];
   readPod?: WarmPoolGateway['readPod'];
+  /** The pod cache, when the test edits it between reconciles. */
+  podCache?: MemoryCache<V1Pod>;
 }) {
   const config = configWith(options.pools);
   const run = options.run ?? codingRunFixture();
@@ -124,7 +138,7 @@ function scene(options: {
   const reconciler = new RunReconciler({
     caches: {
       runs,
-      pods: new MemoryCache<V1Pod>(options.pods ?? []),
+      pods: options.podCache ?? new MemoryCache<V1Pod>(options.pods ?? []),
       networkPolicies: new MemoryCache<V1NetworkPolicy>(),
       configMaps: new MemoryCache(),
       finishedRuns: new MemoryCache<V1ConfigMap>(),
@@ -259,15 +273,30 @@ describe('a claim the API server refuses', () => {
 });
 
 describe('the claim a run sends', () => {
-  it("tests the pod's generation as the cache showed it, and that it is not being deleted", async () => {
+  it("tests the pod's resourceVersion as the cache showed it (not its generation), and that it is not being deleted", async () => {
+    const seen = poolPod(pool, 'default-warm-abcde', 'pool-uid-1');
+    seen.metadata = { ...seen.metadata, generation: 2, resourceVersion: '4711' };
+    const { reconciler, claims } = scene({ pools: [pool], pods: [seen], made: { 'pool-uid-1': 'default' } });
+    await reconciler.reconcile('agents/fix');
+    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/resourceVersion', value: '4711' });
+    expect(claims[0]!.patch.filter((op) => (op as { path: string }).path === '/metadata/generation')).toEqual([]);
+    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/deletionTimestamp', value: null });
+  });
+
+  it('claims a pool pod whose scheduling gate was removed (generation 2, same images), and no pod whose image was patched', async () => {
+    const ungated = poolPod(pool, 'default-warm-abcde', 'pool-uid-1');
+    ungated.metadata = { ...ungated.metadata, generation: 2 };
+    ungated.spec = { ...ungated.spec!, schedulingGates: [] };
+    const patched = poolPod(pool, 'default-warm-fghij', 'pool-uid-2');
+    patched.metadata = { ...patched.metadata, generation: 2 };
+    patched.spec = { ...patched.spec!, containers: patched.spec!.containers.map((c) => ({ ...c, image: 'evil.example/x:1' })) };
     const { reconciler, claims } = scene({
       pools: [pool],
-      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
-      made: { 'pool-uid-1': 'default' },
+      pods: [patched, ungated],
+      made: { 'pool-uid-1': 'default', 'pool-uid-2': 'default' },
     });
     await reconciler.reconcile('agents/fix');
-    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/generation', value: 1 });
-    expect(claims[0]!.patch).toContainEqual({ op: 'test', path: '/metadata/deletionTimestamp', value: null });
+    expect(claims.map((claim) => claim.name)).toEqual(['default-warm-abcde']);
   });
 
   it('goes to no pod the pool loop made for another pool, whatever its labels say', async () => {
@@ -302,6 +331,31 @@ describe("a finished run's cleanup", () => {
     expect(deleted).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1' }]);
   });
 
+  it('deletes a second pod claimed for it besides the one its status names, one per reconcile, each by its uid', async () => {
+    const run = codingRunFixture({
+      status: {
+        phase: 'Succeeded',
+        podName: sandboxPodName(codingRunFixture()),
+        startTime: '2026-11-29T12:00:00Z',
+        completionTime: '2026-11-29T12:10:00Z',
+        observedGeneration: 1,
+      } as CodingRunStatus,
+    });
+    const fresh = structuredClone(buildSandboxPod(parsed(run), configWith([pool])));
+    fresh.metadata = { ...fresh.metadata, uid: 'fresh-uid' };
+    const podCache = new MemoryCache<V1Pod>([fresh, claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1')]);
+    const { reconciler, deleted } = scene({ pools: [pool], run, podCache });
+    await reconciler.reconcile('agents/fix');
+    expect(deleted).toEqual([{ name: sandboxPodName(run), uid: 'fresh-uid' }]);
+    // The watch shows the named pod gone (its deletion wakes the run).
+    podCache.remove('agents', sandboxPodName(run));
+    await reconciler.reconcile('agents/fix');
+    expect(deleted).toEqual([
+      { name: sandboxPodName(run), uid: 'fresh-uid' },
+      { name: 'default-warm-abcde', uid: 'pool-uid-1' },
+    ]);
+  });
+
   it('deletes no pod claimed for another run, nor one the run controls that no claim marked', async () => {
     const run = failedBeforeItsPodWasNamed();
     const other = codingRunFixture({ metadata: { name: 'other', uid: 'uid-other' } });
@@ -314,5 +368,130 @@ describe("a finished run's cleanup", () => {
     });
     await reconciler.reconcile('agents/fix');
     expect(deleted).toEqual([]);
+  });
+});
+
+describe('a claim made by a replica that stopped before its status write (a leader hand-over)', () => {
+  /** A replica of the operator: its own pool loop's memory (`made`), the shared caches, the shared prepare job. */
+  function replica(
+    shared: { runs: MemoryCache<CodingRun>; pods: MemoryCache<V1Pod>; prepare: string[]; created: string[] },
+    made: Record<string, string>,
+    statusWriteFails: boolean,
+  ) {
+    return new RunReconciler({
+      caches: {
+        runs: shared.runs,
+        pods: shared.pods,
+        networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+        configMaps: new MemoryCache(),
+        finishedRuns: new MemoryCache<V1ConfigMap>(),
+      },
+      kube: {
+        getRun: async () => shared.runs.get('agents', 'fix'),
+        replaceRunStatus: async (current: CodingRun, status: CodingRunStatus) => {
+          if (statusWriteFails) throw new Error('stopped before its next write');
+          const next = { ...current, status };
+          shared.runs.put(next);
+          return next;
+        },
+        setRunFinalizers: async (current: CodingRun, finalizers: string[]) => {
+          const next = { ...current, metadata: { ...current.metadata, finalizers } };
+          shared.runs.put(next);
+          return next;
+        },
+        createPod: async (pod: V1Pod) => {
+          shared.created.push(pod.metadata!.name!);
+          shared.pods.put({ ...pod, metadata: { ...pod.metadata, uid: 'fresh-uid', generation: 1 } });
+          return { created: pod };
+        },
+        deletePod: async () => {},
+        configMapKeys: async () => ['script.json'],
+        createEvent: async () => {},
+      } as never,
+      // BullMQ: a prepare job added again under its id is the first one.
+      agent: { ...idleAgent, start: async (_run, podName) => void shared.prepare.push(podName) },
+      events: { record: async () => {} } as never,
+      config: configWith([pool]),
+      logger: { info: () => {}, warn: () => {} },
+      now: () => NOW,
+      warmPools: {
+        gateway: {
+          claimPod: async (_namespace: string, name: string, patch: object[]) => {
+            const claimed = applyAsApiServer(shared.pods.get('agents', name)!, patch);
+            claimed.metadata!.generation = 2;
+            shared.pods.put(claimed);
+            return claimed;
+          },
+          readPod: async (_namespace: string, name: string) => shared.pods.get('agents', name),
+        } as unknown as WarmPoolGateway,
+        madeIt: (pod, of) => made[pod.metadata?.uid ?? ''] === of.name,
+      },
+    });
+  }
+
+  it("is the run's pod for the next leader, whose loop did not make it: one pod, named in status, where the prepare job went", async () => {
+    const run = codingRunFixture();
+    const shared = {
+      runs: new MemoryCache<CodingRun>([run]),
+      pods: new MemoryCache<V1Pod>([poolPod(pool, 'default-warm-abcde', 'pool-uid-1')]),
+      prepare: [] as string[],
+      created: [] as string[],
+    };
+    await replica(shared, { 'pool-uid-1': 'default' }, true)
+      .reconcile('agents/fix')
+      .catch(() => undefined);
+    expect(shared.prepare).toEqual(['default-warm-abcde']);
+    const next = replica(shared, {}, false);
+    await next.reconcile('agents/fix');
+    await next.reconcile('agents/fix');
+    expect(shared.created).toEqual([]);
+    expect(shared.runs.get('agents', 'fix')!.status).toMatchObject({ podName: 'default-warm-abcde' });
+    expect(new Set(shared.prepare)).toEqual(new Set(['default-warm-abcde']));
+  });
+
+  it('is never a planted pod carrying a seal copied from another pod, whatever its labels: the run gets a fresh pod', async () => {
+    const run = codingRunFixture();
+    // A genuine claim's seal, for this run and pool, of another pod: copied onto the planted one.
+    const seal = new WarmPoolClaimSeal(STATE_KEY).seal({
+      podUid: 'pool-uid-1',
+      runUid: run.metadata.uid,
+      pool: { namespace: pool.namespace, name: pool.name },
+    });
+    const planted = claimedFor(run, pool, 'default-warm-zzzzz', 'planted-uid');
+    planted.metadata!.annotations = { [CLAIM_SEAL_ANNOTATION]: seal };
+    const { reconciler, created, started, claims } = scene({ pools: [pool], run, pods: [planted] });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(claims).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+  });
+});
+
+describe('a claim whose answer is a 504 (etcd timed out): it may still commit', () => {
+  it('gives the run no fresh pod in that reconcile, and the retry takes the pod the claim landed on', async () => {
+    const run = codingRunFixture();
+    const podCache = new MemoryCache<V1Pod>([poolPod(pool, 'default-warm-abcde', 'pool-uid-1')]);
+    const late: Array<() => void> = [];
+    const { reconciler, created, statuses } = scene({
+      pools: [pool],
+      run,
+      podCache,
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async (_namespace, name, patch) => {
+        late.push(() => {
+          const claimed = applyAsApiServer(podCache.get('agents', name)!, patch);
+          podCache.put({ ...claimed, metadata: { ...claimed.metadata, generation: 2 } });
+        });
+        throw apiError(504, 'Timeout: request did not complete within the allotted timeout');
+      },
+      // Read back before the write commits: unclaimed.
+      readPod: async (_namespace, name) => podCache.get('agents', name),
+    });
+    await expect(reconciler.reconcile('agents/fix')).rejects.toThrow();
+    expect(created).toEqual([]);
+    for (const land of late) land();
+    await reconciler.reconcile('agents/fix');
+    expect(created).toEqual([]);
+    expect(statuses.at(-1)).toMatchObject({ podName: 'default-warm-abcde' });
   });
 });

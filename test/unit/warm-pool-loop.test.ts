@@ -212,7 +212,8 @@ describe('WarmPoolLoop', () => {
         labels: { ...runcPod.metadata!.labels, [WARM_POOL_LABEL]: 'gvisor', [POOL_ISOLATION_LABEL]: 'gvisor' },
       },
     };
-    expect(isPoolPod(pods[0], gvisor)).toBe(true);
+    // Neither the gvisor pool's pod by what it runs (its runtime class), nor one its loop made for it.
+    expect(isPoolPod(pods[0], gvisor, config)).toBe(false);
     expect(loop.madeIt(pods[0], gvisor)).toBe(false);
     await loop.pass();
     // The plain pool refills; the gvisor pool keeps its own pod alone and hands only it on.
@@ -241,18 +242,48 @@ describe('WarmPoolLoop', () => {
     expect(loop.madeIt(pods[0], pool)).toBe(false);
   });
 
-  it('counts, claims and hands on no pod of its pool whose spec changed since it was made (an image patched in): it replaces it', async () => {
+  it('counts, claims and hands on no pod of its pool whose image was patched in: it replaces it', async () => {
     const { pods, created, deleted, loop, readyPod, sessions } = world();
     await loop.pass();
     pods.push(readyPod('made-0'), readyPod('made-1'));
     await loop.pass();
     // kubectl set image on a pool pod whose container has not started: the API server counts the change.
-    pods[0] = { ...pods[0]!, metadata: { ...pods[0]!.metadata, generation: 2, resourceVersion: 'patched' } };
-    expect(isPoolPod(pods[0], pool)).toBe(false);
+    const before = pods[0]!;
+    pods[0] = {
+      ...before,
+      metadata: { ...before.metadata, generation: 2, resourceVersion: 'patched' },
+      spec: { ...before.spec!, containers: before.spec!.containers.map((c) => ({ ...c, image: 'evil.example/sandbox:1' })) },
+    };
+    expect(isPoolPod(pods[0], pool, config)).toBe(false);
     await loop.pass();
     expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
     expect(created).toHaveLength(3);
     expect(deleted).toEqual(['made-0']);
+  });
+
+  it('keeps pods whose scheduling gate was removed (generation 2, same images) across passes, claimable: no churn', async () => {
+    // A Kueue-style webhook gates every new pod; its controller removes the gate, which bumps generation.
+    const { pods, created, deleted, loop, advance, sessions } = world({
+      admission: (pod) => ({ ...pod, spec: { ...pod.spec!, schedulingGates: [{ name: 'example.com/admission' }] } }),
+    });
+    for (let pass = 0; pass < 6; pass++) {
+      await loop.pass();
+      for (const made of created) {
+        const index = pods.findIndex((pod) => pod.metadata?.name === made.metadata?.name);
+        if (index >= 0 || deleted.includes(made.metadata!.name!)) continue;
+        pods.push({
+          ...made,
+          metadata: { ...made.metadata, generation: 2, resourceVersion: '2' },
+          spec: { ...made.spec!, schedulingGates: [], tolerations: [{ key: 'example.com/queue', operator: 'Exists' }] },
+          status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+        });
+      }
+      advance(POOL_RESYNC_MS);
+    }
+    expect(created).toHaveLength(pool.size);
+    expect(deleted).toEqual([]);
+    expect(pods.filter((pod) => isPoolPod(pod, pool, config) && loop.madeIt(pod, pool))).toHaveLength(pool.size);
+    expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0', 'team/made-1/uid-made-1']);
   });
 
   it('deletes the unclaimed pods of a pool taken out of the config, and keeps its own and the claimed ones', async () => {
@@ -578,7 +609,7 @@ describe('WarmPoolLoop', () => {
       advance(31_000);
       await loop.pass();
       // Not a pod any run may claim (what claimWarmPod asks), nor one a session is opened in ahead.
-      expect(isPoolPod(pods[0], pool) && loop.madeIt(pods[0], pool)).toBe(false);
+      expect(isPoolPod(pods[0], pool, config) && loop.madeIt(pods[0], pool)).toBe(false);
       expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1', 'team/made-2/uid-made-2']);
       // Not counted either: the pool, full without it, makes no pod and deletes none of its own.
       expect(created).toHaveLength(3);

@@ -15,7 +15,7 @@ import {
   claimOf,
   claimPatch,
   isWarmPoolNetworkPolicy,
-  specChangedSinceCreation,
+  poolPodChanges,
   warmPoolFor,
   warmPoolNetworkPolicy,
   warmPoolPod,
@@ -163,11 +163,12 @@ describe('warmPoolPod and claimPatch', () => {
     expect(JSON.stringify(warm)).not.toContain(run.metadata.uid);
   });
 
-  it("tests the pod's uid, its spec as made, the pool label, that it is not being deleted and that no claim marked it, removes the label first, then gives the pod the run labels, owner and deadline", () => {
-    const patch = claimPatch(run, pools[0]!, 360, 'uid-pool-pod') as Array<{ op: string; path: string; value?: unknown }>;
+  it("tests the pod's uid, its resourceVersion as judged, the pool label, that it is not being deleted and that no claim marked it, removes the label first, then gives the pod the run labels, owner, deadline and seal", () => {
+    const as = { resourceVersion: '4711', seal: 'the-seal', annotated: false };
+    const patch = claimPatch(run, pools[0]!, 360, 'uid-pool-pod', as) as Array<{ op: string; path: string; value?: unknown }>;
     expect(patch.slice(0, 10)).toEqual([
       { op: 'test', path: '/metadata/uid', value: 'uid-pool-pod' },
-      { op: 'test', path: '/metadata/generation', value: 1 },
+      { op: 'test', path: '/metadata/resourceVersion', value: '4711' },
       { op: 'test', path: '/metadata/labels/chamvi.dev~1warm-pool', value: 'default' },
       { op: 'test', path: '/metadata/deletionTimestamp', value: null },
       { op: 'test', path: '/metadata/ownerReferences', value: null },
@@ -184,6 +185,11 @@ describe('warmPoolPod and claimPatch', () => {
       expect(labels[`/metadata/labels/${key.replace(/\//g, '~1')}`]).toBe(value);
     expect(patch).toContainEqual({ op: 'add', path: '/metadata/ownerReferences', value: fresh.metadata!.ownerReferences });
     expect(patch).toContainEqual({ op: 'add', path: '/spec/activeDeadlineSeconds', value: 360 });
+    expect(patch).toContainEqual({ op: 'add', path: '/metadata/annotations', value: { 'chamvi.dev/claim-seal': 'the-seal' } });
+    // A pod with annotations keeps them: the seal is added beside them.
+    const annotated = claimPatch(run, pools[0]!, 360, 'uid-pool-pod', { ...as, annotated: true });
+    expect(annotated).toContainEqual({ op: 'add', path: '/metadata/annotations/chamvi.dev~1claim-seal', value: 'the-seal' });
+    expect(patch.filter((op) => op.path === '/metadata/generation')).toEqual([]);
   });
 });
 
@@ -231,23 +237,64 @@ describe('a pod a claim marked', () => {
     expect(() => applyAsApiServer(scrubbed, claimBy(runB))).toThrow(JsonPatchTestFailed);
   });
 
-  it('a claim patch takes no pool pod whose spec changed since it was made, nor one being deleted', () => {
-    // kubectl set image on a pool pod whose container has not started: the API server counts the change.
-    const patched = { ...poolPod(), metadata: { ...poolPod().metadata, generation: 2 } };
-    expect(specChangedSinceCreation(patched)).toBe(true);
-    expect(() => applyAsApiServer(patched, claimBy(runB))).toThrow(JsonPatchTestFailed);
-    const deleting = { ...poolPod(), metadata: { ...poolPod().metadata, deletionTimestamp: new Date('2026-11-30T12:00:00Z') } };
-    expect(() => applyAsApiServer(deleting, claimBy(runB))).toThrow(JsonPatchTestFailed);
-    expect(specChangedSinceCreation(poolPod())).toBe(false);
+  it('a claim patch takes no pool pod changed since it was judged (its resourceVersion), nor one being deleted', () => {
+    const judged = { ...poolPod(), metadata: { ...poolPod().metadata, resourceVersion: '10' } };
+    const claimJudged = (run: ParsedCodingRun) => claimPatch(run, pool, 360, 'uid-pool-pod', { resourceVersion: '10' });
+    // kubectl set image after the judgement: the API server moves resourceVersion on.
+    const patched = { ...judged, metadata: { ...judged.metadata, resourceVersion: '11' } };
+    expect(() => applyAsApiServer(patched, claimJudged(runB))).toThrow(JsonPatchTestFailed);
+    const deleting = { ...judged, metadata: { ...judged.metadata, deletionTimestamp: new Date('2026-11-30T12:00:00Z') } };
+    expect(() => applyAsApiServer(deleting, claimJudged(runB))).toThrow(JsonPatchTestFailed);
+    expect(applyAsApiServer(judged, claimJudged(runB)).metadata.ownerReferences).toEqual([expect.objectContaining({ uid: 'uid-run-b' })]);
   });
 
-  it('on an API server that keeps no generation for pods (before 1.33), claims with a test of its absence', () => {
-    const { generation: _none, ...metadata } = poolPod().metadata;
-    const unversioned = { ...poolPod(), metadata };
-    expect(specChangedSinceCreation(unversioned)).toBe(false);
-    expect(() => applyAsApiServer(unversioned, claimBy(runB))).toThrow(JsonPatchTestFailed);
-    const claimed = applyAsApiServer(unversioned, claimPatch(runB, pool, 360, 'uid-pool-pod', null));
-    expect(claimed.metadata.ownerReferences).toEqual([expect.objectContaining({ uid: 'uid-run-b' })]);
+  it('a claim adds its seal to annotations a webhook put on the pod, keeping theirs', () => {
+    const annotated = { ...poolPod(), metadata: { ...poolPod().metadata, annotations: { 'webhook.example/seen': 'yes' } } };
+    const claimed = applyAsApiServer(annotated, claimPatch(runB, pool, 360, 'uid-pool-pod', { seal: 's', annotated: true }));
+    expect(claimed.metadata.annotations).toEqual({ 'webhook.example/seen': 'yes', 'chamvi.dev/claim-seal': 's' });
+    const bare = applyAsApiServer(poolPod(), claimPatch(runB, pool, 360, 'uid-pool-pod', { seal: 's', annotated: false }));
+    expect(bare.metadata.annotations).toEqual({ 'chamvi.dev/claim-seal': 's' });
+  });
+});
+
+describe('poolPodChanges: whether a pool pod is still the pod its pool builds', () => {
+  const pool = pools[0]!;
+  const poolPod = (generation?: number) => {
+    const made = warmPoolPod(pool, config, parsed({}, 'anywhere'));
+    return {
+      ...made,
+      metadata: { ...made.metadata, name: 'default-warm-abcde', uid: 'uid-pool-pod', ...(generation === undefined ? {} : { generation }) },
+    };
+  };
+
+  it('finds nothing in a pod as made, one ungated or resized since (generation 2), or one on an API server that keeps no generation', () => {
+    expect(poolPodChanges(poolPod(1), pool, config)).toEqual([]);
+    const ungated = poolPod(2);
+    ungated.spec = { ...ungated.spec!, schedulingGates: [], tolerations: [{ key: 'kueue', operator: 'Exists' }] };
+    expect(poolPodChanges(ungated, pool, config)).toEqual([]);
+    expect(poolPodChanges(poolPod(), pool, config)).toEqual([]);
+  });
+
+  it('finds an image patched in, whatever its generation', () => {
+    for (const generation of [1, 2, undefined]) {
+      const patched = poolPod(generation);
+      patched.spec = { ...patched.spec!, containers: patched.spec!.containers.map((c) => ({ ...c, image: 'evil.example/sandbox:1' })) };
+      expect(poolPodChanges(patched, pool, config)).toContainEqual(expect.objectContaining({ kind: 'image' }));
+    }
+  });
+
+  it('takes a digest on the built image as added at admission only while the spec is unchanged', () => {
+    const pinned = (generation: number) => {
+      const pod = poolPod(generation);
+      const digest = `@sha256:${'a'.repeat(64)}`;
+      pod.spec = {
+        ...pod.spec!,
+        containers: pod.spec!.containers.map((c) => ({ ...c, image: `${c.image!.replace(/:[^:/]+$/, '')}${digest}` })),
+      };
+      return pod;
+    };
+    expect(poolPodChanges(pinned(1), pool, config)).toEqual([]);
+    expect(poolPodChanges(pinned(2), pool, config)).not.toEqual([]);
   });
 });
 

@@ -40,6 +40,7 @@ import { withAdmittedPod, type PodSeen } from '../reconcile/admitted-pod-record.
 import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { CLAIMED_FROM_LABEL, claimOf, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
+import { WarmPoolClaimSeal } from '../reconcile/warm-pool-claim-seal.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
 import { AdmissionPlanCache, CountedMap, CountedSet, type FairShareView } from './admission-plan-cache.ts';
@@ -206,7 +207,19 @@ type WarmClaim = { podName: string; pod: V1Pod } | { none: true };
 /** How many pool pods one claim tries before the run takes a fresh pod (each loss is another claimer's win). */
 const CLAIM_TRIES = 3;
 
-/** A claim the API server answered with a refusal or a failure of its own (apiRefusal, apiServerFailure): nothing claimed. */
+/**
+ * A 500 from an admission webhook the API server could not call ("failed calling webhook"): the
+ * update was refused before it reached etcd, so nothing was claimed. Any other 5xx (a 504, an
+ * etcd timeout) says nothing of the write, which may still commit after the pod was read back:
+ * taken as refused, the run got a fresh pod and the late claim a second sandbox; thrown, the
+ * reconcile is retried and finds the claimed pod by its seal if the claim landed (claimedPod).
+ */
+function webhookFailure(error: unknown): { code: number; message: string } | undefined {
+  const failure = apiServerFailure(error);
+  return failure?.code === 500 && /failed calling webhook/i.test(failure.message) ? failure : undefined;
+}
+
+/** A claim the API server answered with a refusal (apiRefusal) or an admission webhook's failure (webhookFailure): nothing claimed. */
 class ClaimRefused {
   readonly code: number;
   readonly message: string;
@@ -299,6 +312,11 @@ export class RunReconciler {
    * claim failed (a 500), must find this pod, not claim a second one while its agent starts in the first.
    */
   private readonly claimsMade = new Map<string, { uid: string; pod: V1Pod }>();
+  /**
+   * Seals each claim this process makes, and checks those any replica made (claimedPod): keyed by
+   * config.stateKey, which every replica shares; without one, a key of this process alone.
+   */
+  private readonly claimSeal: WarmPoolClaimSeal;
   /** Runs (by key) whose fresh pod this process sent a create for, by uid: until the cache shows it (observed.freshPodSent). */
   private readonly freshPodsSent = new Map<string, string>();
   /** Pods and policies this process deleted, until the caches show it (each is deleted once). */
@@ -353,6 +371,7 @@ export class RunReconciler {
     this.plans = deps.admissionPlans ?? new AdmissionPlanCache({ changesReported: false });
     this.policiesMade = new SandboxPoliciesMade(deps.caches.networkPolicies);
     this.diffTakes = new DiffTakes((key) => this.deps.wake?.(key));
+    this.claimSeal = deps.config.stateKey ? new WarmPoolClaimSeal(deps.config.stateKey) : WarmPoolClaimSeal.generated();
   }
 
   /**
@@ -724,14 +743,20 @@ export class RunReconciler {
    * write was lost): found by what the claim left on it, so a redone claim does not take a
    * second pod. Also for a run the workers moved on to Running before that write landed (it met
    * a conflict after the agent was started): its status names no pod, and the pod it runs in is
-   * this one, not one of its derived name. Only a pod the pool loop made for a pool of the run's
-   * namespace and that carries that pool's claim for this run (claimOf): labels and a copied
-   * controller ownerReference are anyone's who may create pods, and a pod planted so (its probes
-   * and hooks of its maker's choosing) was taken as the run's sandbox, the agent started in it.
+   * this one, not one of its derived name. Only a pod that carries a pool's claim for this run
+   * (claimOf), of a pool of the run's namespace, and that the operator claimed: its seal
+   * (warm-pool-claim-seal.ts) verifies for the pod's own uid, this run and that pool, whichever
+   * replica claimed it, or this process's pool loop made it. Labels and a copied controller
+   * ownerReference are anyone's who may create pods, and a pod planted so (its probes and hooks
+   * of its maker's choosing) was taken as the run's sandbox, the agent started in it. By the loop's
+   * memory alone, a new leader did not know a pod its predecessor claimed and sent the prepare job
+   * to before it stopped: the run was given a fresh pod too, prepared in one, stepped in the other.
    * Without such a pod the run makes its own, as without pools.
    * A finished run's, or one being deleted, is any pod it controls that a claim marked for it,
-   * whoever made it: only deleted, as its fresh pod is, and a pod claimed for a run the workers
-   * ended before its status named the pod otherwise lived on until its activeDeadlineSeconds.
+   * whoever made it, but the one its status names (found first): only deleted, as its fresh pod
+   * is, one per reconcile (each pod's deletion wakes the run). A pod claimed for a run that ended
+   * before its status named the pod, or given to it beside the named one, otherwise lived on
+   * until its activeDeadlineSeconds.
    */
   private claimedPod(run: CodingRun): V1Pod | undefined {
     const warm = this.deps.warmPools;
@@ -740,8 +765,11 @@ export class RunReconciler {
     const phase = run.status?.phase;
     const owned = (pod: V1Pod) => pod.metadata?.namespace === namespace && ownedBy(run)(pod);
     if (isTerminal(phase) || run.metadata.deletionTimestamp) {
-      if (run.status?.podName) return undefined;
-      return this.deps.caches.pods.list().find((pod) => owned(pod) && pod.metadata?.labels?.[CLAIMED_FROM_LABEL] !== undefined);
+      return this.deps.caches.pods
+        .list()
+        .find(
+          (pod) => owned(pod) && pod.metadata?.name !== run.status?.podName && pod.metadata?.labels?.[CLAIMED_FROM_LABEL] !== undefined,
+        );
     }
     const beforeTheAgent = phase === undefined || phase === 'Pending' || phase === 'Provisioning';
     if (!beforeTheAgent && run.status?.podName) return undefined;
@@ -749,7 +777,11 @@ export class RunReconciler {
     if (pools.length === 0) return undefined;
     return this.deps.caches.pods.list().find((pod) => {
       const claim = owned(pod) ? claimOf(pod, pools) : undefined;
-      return claim !== undefined && claim.runUid === run.metadata.uid && warm.madeIt(pod, claim.pool);
+      return (
+        claim !== undefined &&
+        claim.runUid === run.metadata.uid &&
+        (this.claimSeal.verifies(pod, run.metadata.uid, claim.pool) || warm.madeIt(pod, claim.pool))
+      );
     });
   }
 
@@ -773,16 +805,19 @@ export class RunReconciler {
   /**
    * Claims a ready pod of the pool for the run: best first (claimOrder), each claim one
    * patch the API server applies only while the pod still has its pool label. A pod another
-   * claimer took fails its test and the next is tried. A claim the API server refused or failed
-   * (a pod-UPDATE webhook that is down or denies, a policy) claims nothing, and the run takes a
+   * claimer took, or one changed since the cache showed it (its resourceVersion), fails its test
+   * and the next is tried. A claim the API server refused (a 4xx: a policy, a pod-UPDATE webhook
+   * that denies; or a 500 from a webhook it could not call) claims nothing, and the run takes a
    * fresh pod at once, as from an empty pool: re-thrown, the refusal failed every reconcile of
-   * the run, which got no phase and held its slot for as long as the refusal lasted.
+   * the run, which got no phase and held its slot for as long as the refusal lasted. Any other
+   * failure may have claimed the pod after all, later than the read back shows: it is thrown,
+   * and the retry finds the pod by its seal if it did (claimedPod).
    */
   private async claimWarmPod(run: CodingRun, pool: WarmPoolConfig, runDeadlineSeconds: number): Promise<WarmClaim> {
     const warm = this.deps.warmPools!;
     const parsed = parseSpec(run);
     if (!parsed.ok) return { none: true };
-    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool) && warm.madeIt(pod, pool));
+    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool, this.deps.config) && warm.madeIt(pod, pool));
     const byName = new Map(pods.map((pod) => [pod.metadata!.name!, pod]));
     const now = this.now();
     for (const name of claimOrder(pods.map(poolPodView)).slice(0, CLAIM_TRIES)) {
@@ -790,20 +825,19 @@ export class RunReconciler {
       // activeDeadlineSeconds counts from the pod's start, not the claim: add the time it waited warm.
       const started = Date.parse(String(seen.status?.startTime ?? now.toISOString()));
       const deadline = runDeadlineSeconds + Math.max(0, Math.ceil((now.getTime() - started) / 1000));
-      const patch = claimPatch(
-        { ...run, spec: parsed.spec } as ParsedCodingRun,
-        pool,
-        deadline,
-        seen.metadata!.uid!,
-        seen.metadata?.generation ?? null,
-      );
+      const podUid = seen.metadata!.uid!;
+      const patch = claimPatch({ ...run, spec: parsed.spec } as ParsedCodingRun, pool, deadline, podUid, {
+        ...(seen.metadata?.resourceVersion === undefined ? {} : { resourceVersion: seen.metadata.resourceVersion }),
+        seal: this.claimSeal.seal({ podUid, runUid: run.metadata.uid, pool }),
+        annotated: seen.metadata?.annotations !== undefined,
+      });
       const claimed = await warm.gateway.claimPod(pool.namespace, name, patch).catch(async (error: unknown) => {
         // No answer (a timeout, a 5xx): the patch may have landed. Retried on the cache, which
         // still shows the pod unclaimed, the run claimed a second pool pod and lost the first.
         // The pod as the API server has it now says which.
         const podNow = await warm.gateway.readPod(pool.namespace, name);
         if (podNow && isOwnedByRun(podNow, run)) return podNow;
-        const refusal = apiRefusal(error) ?? apiServerFailure(error);
+        const refusal = apiRefusal(error) ?? webhookFailure(error);
         if (!refusal) throw error;
         return new ClaimRefused(refusal);
       });

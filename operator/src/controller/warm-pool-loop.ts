@@ -15,8 +15,8 @@
 // pods could move a pod of one pool into another (a runc pool's into a gVisor pool). Nor is a pod a claim ever
 // touched (reconcile/warm-pool.ts claimMarks), whatever its labels say: a member who may label
 // pods could otherwise give a claimed pod, its run's processes and workspace in it, the pool's
-// label again for the next run to claim; nor one whose spec changed since it was made
-// (metadata.generation). The uid of a pod it made stays known while the pod is in its pool or
+// label again for the next run to claim; nor one that is not, in what runs in it, the pod the
+// pool builds (reconcile/warm-pool.ts poolPodChanges; a patched image). The uid of a pod it made stays known while the pod is in its pool or
 // carries a claim from it: the reconciler takes as a run's claimed pod only such a pod
 // (run-reconciler.ts claimedPod). A pod with the labels that this loop did not make, a
 // new leader's predecessor's included, is deleted and replaced; so are the pods of a pool no
@@ -31,7 +31,6 @@
 // create and delete passes the loop's WriteGate first, since another replica may lead already
 // and its loop keeps the same pools; settled() lets the controller wait for that pass to end.
 import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
-import { codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { isConflict, isNotFound } from '../kube/api-errors.ts';
 import { controllingRunUid } from '../reconcile/ownership.ts';
@@ -43,8 +42,9 @@ import {
   WARM_POOL_LABEL,
   claimMarks,
   claimOf,
-  specChangedSinceCreation,
   isWarmPoolNetworkPolicy,
+  poolPodChanges,
+  poolTemplateRun,
   warmPoolNetworkPolicy,
   warmPoolNetworkPolicyName,
   warmPoolPod,
@@ -70,15 +70,16 @@ export interface WarmPoolLogger {
  * An unclaimed pod of this pool by what it carries: in its namespace, still carrying the pool's
  * label, and the label its deny-all selects (a pool pod made before pools had one lacks it: never
  * claimed, replaced by the loop), nothing a claim leaves (claimMarks): a pod claimed once is never
- * the pool's again, whoever gave it the pool's label back; and its spec as made. Labels are
- * anyone's who may patch pods: WarmPoolLoop.madeIt says whether the loop made it for this pool.
+ * the pool's again, whoever gave it the pool's label back; and, in what runs in it, the pod the
+ * pool builds (poolPodChanges), whatever else changed its spec (a scheduling gate removed). Labels
+ * are anyone's who may patch pods: WarmPoolLoop.madeIt says whether the loop made it for this pool.
  */
-export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig): boolean {
+export function isPoolPod(pod: V1Pod, pool: WarmPoolConfig, config: OperatorConfig): boolean {
   return (
     isUnclaimedOfPool(pod, pool) &&
     pod.metadata?.labels?.[POOL_ISOLATION_LABEL] === pool.name &&
     claimMarks(pod).length === 0 &&
-    !specChangedSinceCreation(pod)
+    poolPodChanges(pod, pool, config).length === 0
   );
 }
 
@@ -95,23 +96,10 @@ export function poolPodView(pod: V1Pod): PoolPodView {
   };
 }
 
-/**
- * The run a pool pod is built from: only its spec.sandbox (the defaults) shapes the pod, and
- * the pod keeps nothing of it but what every default run's pod has.
- */
-function templateRun(): ParsedCodingRun {
-  const spec = codingRunSpec.parse({
-    task: 'warm pool template',
-    repository: { url: 'https://example.invalid/warm.git' },
-    model: { provider: 'scripted', scriptRef: { name: 'warm' } },
-  });
-  return { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'warm', namespace: 'warm', uid: 'warm' }, spec };
-}
-
 const poolKey = (pool: WarmPoolConfig) => `${pool.namespace}/${pool.name}`;
 
 export class WarmPoolLoop {
-  private readonly template = templateRun();
+  private readonly template = poolTemplateRun();
   /** Per pool: pods created and not yet in the cache, with when. */
   private readonly expected = new Map<string, Map<string, number>>();
   /**
@@ -318,7 +306,7 @@ export class WarmPoolLoop {
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
       if (
-        (pool && isPoolPod(pod, pool) && this.madeIt(pod, pool)) ||
+        (pool && isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool)) ||
         controllingRunUid(pod) !== undefined ||
         this.unwantedAsked.has(askedKey(pod))
       )
@@ -371,7 +359,7 @@ export class WarmPoolLoop {
    * A made pod is kept while the cache shows it in its pool, or claimed from it (by this replica
    * or, its answer lost, unbeknown to it: the claim's marks show): the reconciler asks about a
    * claimed pod for as long as its run may not name it yet. It is forgotten as soon as the cache
-   * shows it as neither (relabelled into another pool, stripped of its claim, its spec changed,
+   * shows it as neither (relabelled into another pool, stripped of its claim, no longer the pod the pool builds,
    * its pool taken out of the config), and once the cache no longer shows it and its create is
    * long past (gone, or never shown).
    */
@@ -384,7 +372,7 @@ export class WarmPoolLoop {
       const made = uid === undefined ? undefined : this.made.get(uid);
       if (made === undefined) continue;
       const pool = pools.find((each) => poolKey(each) === made.pool);
-      if (pool && (isPoolPod(pod, pool) || claimOf(pod, [pool]) !== undefined)) kept.add(uid);
+      if (pool && (isPoolPod(pod, pool, this.deps.config) || claimOf(pod, [pool]) !== undefined)) kept.add(uid);
       else this.made.delete(uid!);
     }
     for (const [uid, made] of this.made) if (now - made.at > EXPECTATION_TTL_MS && !kept.has(uid)) this.made.delete(uid);
@@ -396,7 +384,7 @@ export class WarmPoolLoop {
     const deleting = this.deleting.get(poolKey(pool));
     return this.deps.pods
       .list()
-      .filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod, pool) && !claimed?.has(pod.metadata!.name!))
+      .filter((pod) => isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool) && !claimed?.has(pod.metadata!.name!))
       .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !deleting?.has(pod.metadata!.name!))
       .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
@@ -432,7 +420,7 @@ export class WarmPoolLoop {
     const now = this.deps.now?.() ?? Date.now();
     // Pods with the pool's label that this loop did not make are not counted here: deleteUnwanted deletes them.
     if (!(await this.policyInPlace(pool, now))) return;
-    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool) && this.madeIt(pod, pool));
+    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
     const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();

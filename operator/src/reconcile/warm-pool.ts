@@ -7,8 +7,10 @@
 // those, the very same pod.
 import type { V1NetworkPolicy, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
-import { RUN_LABEL, RUN_UID_LABEL, type ParsedCodingRun } from '../api/index.ts';
-import { labelPointer } from './json-pointer.ts';
+import { RUN_LABEL, RUN_UID_LABEL, codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
+import { podAdditions, podShapeOf, type PodAddition, type SandboxPodShape } from './admitted-pod.ts';
+import { CLAIM_SEAL_ANNOTATION } from './warm-pool-claim-seal.ts';
+import { jsonPointerSegment, labelPointer } from './json-pointer.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { controllingRunUid } from './ownership.ts';
 import { buildSandboxPod, ownerReference, runLabels } from './sandbox-pod.ts';
@@ -176,12 +178,48 @@ export function warmPoolFor(run: ParsedCodingRun, config: OperatorConfig, pools:
 }
 
 /**
- * Whether someone changed the pod's spec since it was made: the API server counts spec changes
- * in metadata.generation (1 at creation, whatever admission did; nobody can set it). A pool pod
- * whose spec changed (an image patched in before its container started) is not the pod the pool
- * loop made, and no run may take it. Unset before Kubernetes 1.33, where nothing is told.
+ * The run a pool pod is built from: only its spec.sandbox (the defaults) shapes the pod, and
+ * the pod keeps nothing of it but what every default run's pod has.
  */
-export const specChangedSinceCreation = (pod: V1Pod): boolean => (pod.metadata?.generation ?? 1) !== 1;
+export function poolTemplateRun(): ParsedCodingRun {
+  const spec = codingRunSpec.parse({
+    task: 'warm pool template',
+    repository: { url: 'https://example.invalid/warm.git' },
+    model: { provider: 'scripted', scriptRef: { name: 'warm' } },
+  });
+  return { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingRun', metadata: { name: 'warm', namespace: 'warm', uid: 'warm' }, spec };
+}
+
+/** Per config, per pool: the shape of the pod the pool makes (one build per pool, not one per pod and pass). */
+const poolShapes = new WeakMap<OperatorConfig, Map<string, SandboxPodShape>>();
+
+function poolPodShape(pool: WarmPoolConfig, config: OperatorConfig): SandboxPodShape {
+  const shapes = poolShapes.get(config) ?? new Map<string, SandboxPodShape>();
+  poolShapes.set(config, shapes);
+  const key = JSON.stringify([pool.namespace, pool.name, pool.image ?? null, pool.runtimeClassName ?? null]);
+  let shape = shapes.get(key);
+  if (!shape) {
+    shape = podShapeOf([warmPoolPod(pool, config, poolTemplateRun())]);
+    shapes.set(key, shape);
+  }
+  return shape;
+}
+
+/**
+ * What the pool pod carries, runs or was changed to that the pool's own pod does not (an image
+ * patched in before its container started, a sidecar, a probe, a restart), judged as the
+ * workers judge a sandbox before every exec (admitted-pod.ts podAdditions) against the pod the
+ * pool builds: empty for a pod a run may take. Not by metadata.generation: removing a scheduling
+ * gate (Kueue), an in-place resize or an added toleration bumps it on 1.33+ and changes nothing
+ * that runs, and a pool judged by it replaced every pod it made, at every pass. A digest on a
+ * built image is taken as added at admission only while generation is 1 (or unset): on a pod
+ * whose spec changed since, it may have been patched in, and the pod is replaced.
+ */
+export function poolPodChanges(pod: V1Pod, pool: WarmPoolConfig, config: OperatorConfig): PodAddition[] {
+  const shape = poolPodShape(pool, config);
+  // The pod's own name: its spec's only change of the operator's own is a claim, which it has not had.
+  return podAdditions(pod, pod.metadata?.name === undefined ? shape : { ...shape, podName: pod.metadata.name });
+}
 
 /**
  * What a claim (claimPatch) left on `pod`, read from the pod: the run it was claimed for (its
@@ -190,7 +228,8 @@ export const specChangedSinceCreation = (pod: V1Pod): boolean => (pod.metadata?.
  * unclaimed pool pod, one whose pool label was put back, one stripped of its owner, one that
  * names no configured pool. Labels and owners are anyone's who may create or patch pods in the
  * namespace, so this says what the pod claims, not that a claim made it: run-reconciler.ts also
- * asks the pool loop whether it made the pod, for that pool (WarmPoolLoop.madeIt).
+ * checks the claim's seal (warm-pool-claim-seal.ts), or asks the pool loop whether it made the
+ * pod for that pool (WarmPoolLoop.madeIt).
  */
 export function claimOf(pod: V1Pod, pools: readonly WarmPoolConfig[]): { runUid: string; pool: WarmPoolConfig } | undefined {
   const labels = pod.metadata?.labels ?? {};
@@ -201,16 +240,30 @@ export function claimOf(pod: V1Pod, pools: readonly WarmPoolConfig[]): { runUid:
   return pool ? { runUid, pool } : undefined;
 }
 
+/** The pool pod as the claimer judged it, and the seal of the claim (warm-pool-claim-seal.ts). */
+export interface ClaimedAs {
+  /**
+   * metadata.resourceVersion of the pod judged claimable (poolPodChanges): tested, so a pod
+   * changed between the judgement and the claim (an image patched in) fails the claim's test and
+   * the run tries the next pod. Unset: not tested.
+   */
+  resourceVersion?: string;
+  /** The seal to write (CLAIM_SEAL_ANNOTATION); unset: none. */
+  seal?: string;
+  /** Whether the pod judged had annotations: JSON Patch adds a member only to an existing map. */
+  annotated?: boolean;
+}
+
 /**
  * The JSON Patch that claims pool pod `podName` for `run`, applied by the API server as one
  * update: it tests that the pod still carries the pool's label and removes it, so of two
  * claims of one pod the second fails its test (422) and claims nothing. It tests that the pod
  * carries no claim mark (claimMarks), so a pod claimed before and given the pool's label
- * again fails too, even when the cache that chose it was behind; that its spec is as made
- * (`generation`, the pod's metadata.generation as the cache showed it: 1, or null where the
- * API server keeps none), and that it is not being deleted. It gives the pod the
+ * again fails too, even when the cache that chose it was behind; that it is the pod judged (its
+ * uid and, given, its resourceVersion), and that it is not being deleted. It gives the pod the
  * run's labels (its NetworkPolicy selects them), the run as controller owner (deleting the
- * run deletes the pod), and the run's deadline. It leaves POOL_ISOLATION_LABEL: the pool's
+ * run deletes the pod), the run's deadline, and the claim's seal, by which any replica knows the
+ * operator claimed it (run-reconciler.ts claimedPod). It leaves POOL_ISOLATION_LABEL: the pool's
  * deny-all keeps selecting the pod. The run's own policy must exist before this patch is
  * sent (run-reconciler.ts claimWarmPod checks it).
  */
@@ -219,14 +272,20 @@ export function claimPatch(
   pool: WarmPoolConfig,
   activeDeadlineSeconds: number,
   podUid: string,
-  generation: number | null = 1,
+  as: ClaimedAs = {},
 ): object[] {
   const label = labelPointer(WARM_POOL_LABEL);
+  const seal =
+    as.seal === undefined
+      ? []
+      : as.annotated
+        ? [{ op: 'add', path: `/metadata/annotations/${jsonPointerSegment(CLAIM_SEAL_ANNOTATION)}`, value: as.seal }]
+        : [{ op: 'add', path: '/metadata/annotations', value: { [CLAIM_SEAL_ANNOTATION]: as.seal } }];
   return [
     // The pod the pool loop made, not one made since under its name.
     { op: 'test', path: '/metadata/uid', value: podUid },
-    // Its spec as made: the claim's own change of activeDeadlineSeconds makes it 2.
-    { op: 'test', path: '/metadata/generation', value: generation },
+    // The pod as judged: any write since (the claim's own included) changes it.
+    ...(as.resourceVersion === undefined ? [] : [{ op: 'test', path: '/metadata/resourceVersion', value: as.resourceVersion }]),
     { op: 'test', path: label, value: pool.name },
     // RFC 6902 has no test for absence; the API server's JSON Patch (evanphx/json-patch) takes
     // a missing member as equal to null, and a present one as unequal. A server that did not
@@ -242,5 +301,6 @@ export function claimPatch(
     { op: 'add', path: labelPointer(CLAIMED_FROM_LABEL), value: pool.name },
     { op: 'add', path: '/metadata/ownerReferences', value: [ownerReference(run)] },
     { op: 'add', path: '/spec/activeDeadlineSeconds', value: activeDeadlineSeconds },
+    ...seal,
   ];
 }
