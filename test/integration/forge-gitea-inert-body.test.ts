@@ -90,4 +90,43 @@ describe('the default pull request body on Gitea', () => {
     expect(await issue('other', 1)).toEqual({ state: 'open', events: [] });
     expect(await renderedLinks(body)).toBe(0);
   });
+
+  it("shows the agent's lines as written, those that start with / too: the block's one-space indent is not shown", async () => {
+    const summary = 'Changed two files:\n/src/app/login.ts: check the token\n  /docs/setup.md: say so <b>x</b>';
+    const body = defaultBody({
+      namespace: 'agents',
+      name: 'fix',
+      uid: 'uid-1',
+      task: 'Fix it',
+      publish: { branch: 'chamvi/{run}', pullRequest: { draft: false, labels: [] } },
+      summary,
+      filesChanged: 1,
+      insertions: 1,
+      deletions: 0,
+      steps: 1,
+      totalTokens: 10,
+    });
+    expect(body).toContain('\n /src/app/login.ts');
+    expect(await renderedCode(body)).toEqual([summary]);
+  });
 });
+
+/** The text of each code block Gitea renders the body with, as a reader sees it (tags dropped, entities read). */
+async function renderedCode(text: string): Promise<string[]> {
+  const response = await fetch(`${gitea.origin}/api/v1/markdown`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `token ${gitea.token}` },
+    body: JSON.stringify({ Text: text, Mode: 'gfm', Context: `${gitea.origin}/${gitea.user}/app` }),
+  });
+  const html = await response.text();
+  return [...html.matchAll(/<pre[^>]*>([\s\S]*?)<\/pre>/g)].map((match) =>
+    match[1]!
+      .replace(/<[^>]+>/g, '')
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&#34;|&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&amp;/g, '&')
+      .replace(/\n$/, ''),
+  );
+}

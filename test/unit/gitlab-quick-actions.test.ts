@@ -2,13 +2,22 @@
 // the token's user, on create and on every update. The default body is the model's final
 // message, so a model could retarget, un-draft, approve or close the request. Against a real
 // loopback HTTP server that stores what it is sent, as GitLab would, and hands it back.
+// The body is made inert when it is planned, for every forge: the body an approver approves
+// (its sha256) is the one GitLab stores. It was escaped by the adapter as `\/` before, which the
+// code block showed as typed (`\/src/app/login.ts`), in a body the approver had not seen.
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
+import { publishApprovalInput } from '../../operator/src/publish/publish-approval-input.ts';
+import { planPublish } from '../../operator/src/publish/publish-plan.ts';
+import { countDiff } from '../../operator/src/reconcile/kept-diff.ts';
+import { fencedAndOutside, gitlabCommandLines } from '../support/forge-body-reading.ts';
 
 const TOKEN = 'glpat-quick-actions-0123456789';
-const BODY = 'Fixed the login.\n/target_branch release\n  /ready\n/approve\nPaths such as src/a.ts stay as they are.\n';
+const BODY = 'Fixed the login.\n/target_branch release\n  /ready\n\r/approve\nPaths such as src/a.ts stay as they are.\n';
 
 let server: Server | undefined;
 afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
@@ -34,16 +43,83 @@ async function gitlab(): Promise<{ origin: string; sent: string[] }> {
   return { origin: `http://127.0.0.1:${(server!.address() as AddressInfo).port}`, sent };
 }
 
+const run = (body?: string): ParsedCodingRun => ({
+  apiVersion: 'chamvi.dev/v1alpha1',
+  kind: 'CodingRun',
+  metadata: { name: 'fix-login', namespace: 'agents', uid: 'uid-1' },
+  spec: codingRunSpec.parse({
+    task: 'Fix the login',
+    repository: { url: 'https://gitlab.example/acme/app.git' },
+    model: { provider: 'scripted', scriptRef: { name: 's' } },
+    publish: { credentialsSecretRef: { name: 'push' }, pullRequest: body === undefined ? {} : { body } },
+  }),
+});
+const DIFF = 'diff --git a/src/x.ts b/src/x.ts\n--- a/src/x.ts\n+++ b/src/x.ts\n@@ -1 +1 @@\n-a\n+b\n';
+const kept = { source: 'final' as const, diff: DIFF, truncated: false, ...countDiff(DIFF), configMap: 'fix-login-diff' };
+
+/** The run's plan as publishing makes it, and the body's sha256 its approver approves. */
+function planned(parsed: ParsedCodingRun, summary: string) {
+  const result = planPublish({
+    namespace: 'agents',
+    name: 'fix-login',
+    uid: 'uid-1',
+    task: parsed.spec.task,
+    publish: parsed.spec.publish!,
+    summary,
+    ...countDiff(DIFF),
+    steps: 3,
+    totalTokens: 100,
+  });
+  if (!result.ok) throw new Error(result.message);
+  const approved = publishApprovalInput(parsed, result.plan, kept, 'a'.repeat(64)).pullRequest!;
+  return { plan: result.plan, approved };
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+
 describe('GitLab: the body runs no quick action', () => {
-  it('sends no line that starts with /, on create and on update, and reads back the body asked for', async () => {
+  it('stores the default body the approver approved, its /paths shown as written, with no line GitLab runs', async () => {
     const { origin, sent } = await gitlab();
     const forge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
-    await forge.createPullRequest({ branch: 'chamvi/fix', base: 'main', title: 'Fix', body: BODY, draft: true, labels: [] });
-    await forge.updatePullRequest(7, { title: 'Fix', body: `${BODY}/close\n`, draft: false });
+    const summary = 'Changed two files:\n/src/x.ts: check the token\n/docs/setup.md: say so\n/close';
+    const { plan, approved } = planned(run(), summary);
+    const pr = plan.pullRequest!;
+    await forge.createPullRequest({ branch: plan.branch, base: 'main', title: pr.title, body: pr.body, draft: pr.draft, labels: [] });
+    const [stored] = sent;
+    expect(gitlabCommandLines(stored!)).toEqual([]);
+    // As a reader sees it: the model's lines in the code block, each as written.
+    expect(fencedAndOutside(stored!).fenced).toEqual(summary.split('\n'));
+    expect(stored).not.toContain('\\/');
+    expect(sha256(stored!)).toBe(approved.bodySha256);
+    expect(approved.body).toBe(stored);
+  });
+
+  it('stores a body spec.publish gives as approved too, its command lines made inert as they would render', async () => {
+    const { origin, sent } = await gitlab();
+    const forge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
+    // The control: GitLab would run two of its lines (not the indented one).
+    expect(gitlabCommandLines(BODY)).toEqual(['/target_branch release', '/approve']);
+    const { plan, approved } = planned(run(BODY), 'Done.');
+    const pr = plan.pullRequest!;
+    await forge.createPullRequest({ branch: plan.branch, base: 'main', title: pr.title, body: pr.body, draft: true, labels: [] });
+    await forge.updatePullRequest(7, { title: pr.title, body: pr.body, draft: false });
     expect(sent).toHaveLength(2);
-    for (const description of sent) expect(description.split('\n').filter((line) => /^\s*\//.test(line))).toEqual([]);
-    expect(sent[0]).toContain('\\/target_branch release');
+    for (const description of sent) {
+      expect(gitlabCommandLines(description)).toEqual([]);
+      expect(sha256(description)).toBe(approved.bodySha256);
+    }
+    // Markdown drops a paragraph line's leading spaces: each reads as it was written.
+    expect(sent[0]!.split('\n').map((line) => line.replaceAll('\r', '').trimStart())).toEqual(
+      BODY.split('\n').map((line) => line.replaceAll('\r', '').trimStart()),
+    );
     // What the run compares with the body it wants: equal, so a retry does not update (and send) it again.
-    expect((await forge.findOpenPullRequest('chamvi/fix', 'main'))?.body).toBe(`${BODY}/close\n`);
+    expect((await forge.findOpenPullRequest(plan.branch, 'main'))?.body).toBe(pr.body);
+  });
+
+  it('makes a body no plan made inert before it is sent, all the same', async () => {
+    const { origin, sent } = await gitlab();
+    const forge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
+    await forge.createPullRequest({ branch: 'chamvi/fix', base: 'main', title: 'Fix', body: BODY, draft: false, labels: [] });
+    expect(gitlabCommandLines(sent[0]!)).toEqual([]);
   });
 });

@@ -3,10 +3,12 @@
 // repository's issue at the merge, `@org/team` notified a team. GitHub and Gitea act on
 // mentions and references outside code only, and GitLab also matches its closing pattern
 // against the raw text, code blocks included: the body keeps the model's text in a fenced block
-// nothing in it can close, and breaks GitLab's closing statements. Pure.
+// nothing in it can close, and breaks GitLab's closing statements. A line of it that starts with
+// `/` (a path, or `/close`) is shown as written, and no raw line starts a GitLab quick action. Pure.
 import { describe, expect, it } from 'vitest';
 import { inertModelText } from '../../operator/src/publish/inert-model-text.ts';
 import { defaultBody, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+import { fencedAndOutside, gitlabCommandLines } from '../support/forge-body-reading.ts';
 
 const input = (summary: string): PlanInput => ({
   namespace: 'agents',
@@ -28,24 +30,6 @@ const input = (summary: string): PlanInput => ({
  */
 const GITLAB_CLOSING =
   /\b((?:[Cc]los(?:e[sd]?|ing)|\b[Ff]ix(?:e[sd]|ing)?|\b[Rr]esolv(?:e[sd]?|ing)|\b[Ii]mplement(?:s|ed|ing)?)(:?) +(?:(?:issues? +)?(?:https?:\/\/\S+|(?:[\w.\/-]+)?#\d+)(?:(?: *,? +and +| *,? *)?)|([A-Z][A-Z0-9_]+-\d+))+)/;
-
-/**
- * The body's parts as CommonMark reads them: the lines inside fenced code blocks (where no
- * forge renders a mention, a reference, a link or an image) and the lines outside. A fence
- * opens with three or more backticks and closes at a line of at least as many.
- */
-function fencedAndOutside(body: string): { fenced: string[]; outside: string[] } {
-  const fenced: string[] = [];
-  const outside: string[] = [];
-  let open: number | undefined;
-  for (const line of body.split('\n')) {
-    const fence = /^ {0,3}(`{3,})\s*(\S*)$/.exec(line);
-    if (open === undefined && fence) open = fence[1]!.length;
-    else if (open !== undefined && fence && fence[1]!.length >= open && fence[2] === '') open = undefined;
-    else (open === undefined ? outside : fenced).push(line);
-  }
-  return { fenced, outside };
-}
 
 /**
  * What a forge acts on in text it renders: a mention, a reference to an issue or a pull request
@@ -89,8 +73,18 @@ describe('the default pull request body', () => {
     expect(body).not.toContain('```');
   });
 
-  it('makes a fence one backtick longer than the longest run in the text, at least three', () => {
-    expect(inertModelText('a `b` c')).toBe('```text\na `b` c\n```');
-    expect(inertModelText('``````x')).toBe('```````text\n``````x\n```````');
+  it('makes a fence one backtick longer than the longest run in the text, at least three, the block indented by one space', () => {
+    expect(inertModelText('a `b` c')).toBe(' ```text\n a `b` c\n ```');
+    expect(inertModelText('``````x')).toBe(' ```````text\n ``````x\n ```````');
+  });
+
+  it('shows the lines that start with / as written (no escape), and GitLab finds no quick action in any', () => {
+    const summary = 'Changed two files:\n/src/app/login.ts: check the token\n/close\n\r/approve\n\n/target_branch release';
+    // The control: the model's text as it is holds commands GitLab would run.
+    expect(gitlabCommandLines(summary)).toHaveLength(4);
+    const body = defaultBody(input(summary));
+    expect(gitlabCommandLines(body)).toEqual([]);
+    expect(fencedAndOutside(body).fenced.join('\n')).toBe(summary);
+    expect(body).not.toContain('\\/');
   });
 });

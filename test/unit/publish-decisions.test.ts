@@ -375,20 +375,34 @@ describe('publishedFor reads the trailers git reads', () => {
 });
 
 describe('pullRequestBase', () => {
-  const plan = (base?: string) => ({
+  const plan = (base?: string, pullRequest = true) => ({
     branch: 'chamvi/x',
     title: 't',
     commitMessage: 'm',
-    pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
+    ...(pullRequest ? { pullRequest: { title: 't', body: 'b', draft: false, labels: [], base } } : {}),
   });
-  // The second argument is the branch the revision names on the remote (the lookup's
-  // revisionBranch): none for a tag such as v1.2.0, a commit id, or a name the remote lacks.
+  // The last two arguments: spec.repository.revision, and the ref it names on the remote (the
+  // lookup's revisionRef, git's rules: a tag before a branch), none for a commit id or a name the remote lacks.
   it.each([
-    ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1', 'release'],
-    ['else the branch the revision names', plan(), 'develop', 'develop'],
-    ['a revision that names no branch (a tag, a commit id): the default branch', plan(), undefined, undefined],
-  ])('%s', (_, given, revisionBranch, expected) => {
-    expect(pullRequestBase(given, revisionBranch)).toBe(expected);
+    ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1', 'refs/tags/v1', 'release'],
+    ['the publish spec base, whatever the remote has of the revision', plan('release'), 'gone', undefined, 'release'],
+    ['else the branch the revision names', plan(), 'develop', 'refs/heads/develop', 'develop'],
+    ['a revision that names a tag: the default branch', plan(), 'v1.2.0', 'refs/tags/v1.2.0', undefined],
+    ['a revision that names another kind of ref: the default branch', plan(), 'refs/pull/1/head', 'refs/pull/1/head', undefined],
+    ['a commit id: the default branch', plan(), 'a'.repeat(40), undefined, undefined],
+    ['no revision: the default branch', plan(), undefined, undefined, undefined],
+    ['no pull request, and a revision the remote lacks: nothing to refuse', plan(undefined, false), 'gone', undefined, undefined],
+  ])('%s', (_, given, revision, revisionRef, expected) => {
+    expect(pullRequestBase(given, revision, revisionRef)).toEqual({ ok: true, base: expected });
+  });
+
+  it('refuses a revision the remote no longer has, rather than take the default branch for the base', () => {
+    const decision = pullRequestBase(plan(), 'release/2.1', undefined);
+    expect(decision).toEqual({
+      ok: false,
+      message: expect.stringContaining('"release/2.1" no longer names a branch or a tag on the remote'),
+    });
+    expect(!decision.ok && decision.message).toMatch(/set spec\.publish\.pullRequest\.base/);
   });
 });
 
@@ -399,20 +413,12 @@ describe('describedBase: the base the approver is shown before the remote is ask
     commitMessage: 'm',
     pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
   });
+  const rule =
+    "if the revision names a branch on the remote, the repository's default branch if it names a tag; publishing fails if it names neither";
   it.each([
     ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1.2.0', 'release'],
-    [
-      'a revision that may be a branch or a tag: the rule',
-      plan(),
-      'v1.2.0',
-      "v1.2.0 if the revision names a branch (not a tag) on the remote, else the repository's default branch",
-    ],
-    [
-      'a branch revision spelt in full, as a short name',
-      plan(),
-      'refs/heads/release',
-      "release if the revision names a branch (not a tag) on the remote, else the repository's default branch",
-    ],
+    ['a revision that may be a branch or a tag: the rule', plan(), 'v1.2.0', `v1.2.0 ${rule}`],
+    ['a branch revision spelt in full, as a short name', plan(), 'refs/heads/release', `release ${rule}`],
     ['a commit id: the default branch', plan(), 'a'.repeat(40), "(the repository's default branch)"],
     ['no revision: the default branch', plan(), undefined, "(the repository's default branch)"],
   ])('%s', (_, given, revision, expected) => {

@@ -82,17 +82,17 @@ describe('publish git', () => {
       author,
       date,
     });
-    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main', revisionBranch: undefined });
+    expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({ branch: undefined, defaultBranch: 'main', revisionRef: undefined });
     await pushBranch(clone, commit, 'chamvi/b');
     expect(await lookUpRemote(clone, 'chamvi/b', commit)).toEqual({
       branch: { commit, message: '' },
       defaultBranch: 'main',
-      revisionBranch: undefined,
+      revisionRef: undefined,
     });
     expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
       branch: { commit, message: 'Greet\n\nChamvi-Run: a/b\nChamvi-Run-Branch: chamvi/b\nChamvi-Run-Uid: u\n\n' },
       defaultBranch: 'main',
-      revisionBranch: undefined,
+      revisionRef: undefined,
     });
   });
 
@@ -129,7 +129,7 @@ describe('publish git', () => {
     expect(await lookUpRemote(clone, 'main', commit)).toEqual({
       branch: { commit: main, message: 'initial\n\n' },
       defaultBranch: 'main',
-      revisionBranch: undefined,
+      revisionRef: undefined,
     });
   });
 
@@ -151,24 +151,24 @@ describe('publish git', () => {
     expect(await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40))).toEqual({
       branch: undefined,
       defaultBranch: 'main',
-      revisionBranch: undefined,
+      revisionRef: undefined,
     });
   });
 
-  it('names the branch a revision stands for, as the clone resolves it: a tag before a branch of its name, a commit id never', async () => {
+  it('names the ref a revision stands for, as the clone resolves it: a tag before a branch of its name, a commit id never', async () => {
     const main = git(['rev-parse', 'main'], originDir()).trim();
     git(['update-ref', 'refs/heads/develop', main], originDir());
     git(['update-ref', 'refs/tags/v1.2.0', main], originDir());
     git(['update-ref', 'refs/heads/both', main], originDir());
     git(['update-ref', 'refs/tags/both', main], originDir());
-    const revisionBranch = async (revision: string) => (await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40), revision)).revisionBranch;
-    expect(await revisionBranch('develop')).toBe('develop');
-    expect(await revisionBranch('refs/heads/develop')).toBe('develop');
-    expect(await revisionBranch('heads/develop')).toBe('develop');
-    expect(await revisionBranch('v1.2.0')).toBeUndefined();
-    expect(await revisionBranch('both')).toBeUndefined();
-    expect(await revisionBranch('gone')).toBeUndefined();
-    expect(await revisionBranch(main)).toBeUndefined();
+    const revisionRef = async (revision: string) => (await lookUpRemote(clone, 'chamvi/b', 'f'.repeat(40), revision)).revisionRef;
+    expect(await revisionRef('develop')).toBe('refs/heads/develop');
+    expect(await revisionRef('refs/heads/develop')).toBe('refs/heads/develop');
+    expect(await revisionRef('heads/develop')).toBe('refs/heads/develop');
+    expect(await revisionRef('v1.2.0')).toBe('refs/tags/v1.2.0');
+    expect(await revisionRef('both')).toBe('refs/tags/both');
+    expect(await revisionRef('gone')).toBeUndefined();
+    expect(await revisionRef(main)).toBeUndefined();
   });
 
   it('refuses to create a branch that exists by the push, though the push would fast-forward it', async () => {

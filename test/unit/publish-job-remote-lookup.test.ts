@@ -8,6 +8,9 @@
 //   with main as it was; a run publishing to a branch of its own still publishes (the control).
 // - A run of a tag (revision v1.2.0) asked for a pull request into the tag, which a forge
 //   refuses, after the branch was pushed: only a branch revision is the default base.
+// - A run of a release branch deleted while its approval waited opened its pull request into
+//   the default branch, carrying the release branch's commits: such a run now fails
+//   PublishFailed with nothing pushed, unless spec.publish.pullRequest.base names the base.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -189,5 +192,40 @@ describe("the publish job's pull request base, with no spec.publish.pullRequest.
       phase: 'Succeeded',
       result: { published: { branch: 'chamvi/r', pullRequest: { number: 1 } } },
     });
+  });
+});
+
+describe('the publish job, when the branch spec.repository.revision named is gone from the remote', () => {
+  /** Branch rel, one commit past main, from which the run started (a tag keeps its commit, as a merge would); deleted on the remote later. */
+  function releaseBranchDeleted(): void {
+    const work = join(base, 'rel-work');
+    git(['clone', '-q', bare, work], base);
+    git(['commit', '-q', '--allow-empty', '-m', 'release prep'], work);
+    git(['push', '-q', 'origin', 'HEAD:refs/heads/rel', 'HEAD:refs/tags/kept-for-the-commit'], work);
+  }
+
+  it('fails PublishFailed with nothing pushed and no pull request, rather than open it into the default branch', async () => {
+    releaseBranchDeleted();
+    const { deps, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel');
+    git(['update-ref', '-d', 'refs/heads/rel'], bare);
+    const error = await runPublishJob(deps, ref).catch((e: unknown) => e);
+    expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
+      action: 'fail',
+      reason: 'PublishFailed',
+    });
+    expect((error as Error).message).toMatch(
+      /spec\.repository\.revision "rel" no longer names a branch or a tag on the remote .*nothing was pushed.*set spec\.publish\.pullRequest\.base/,
+    );
+    expect(forge.opened).toEqual([]);
+    expect(git(['ls-remote', bare, 'refs/heads/chamvi/r'], bare)).toBe('');
+  });
+
+  it('publishes into the base spec.publish.pullRequest.base names (the control)', async () => {
+    releaseBranchDeleted();
+    const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: { base: 'main' } }, 'rel');
+    git(['update-ref', '-d', 'refs/heads/rel'], bare);
+    await runPublishJob(deps, ref);
+    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'main' }]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded' });
   });
 });

@@ -77,7 +77,7 @@ export const pullRequestSpec = z
     base: ruledString(BRANCH_TEMPLATE_PATTERN, 'must be a branch name', branchNameRules)
       .optional()
       .describe(
-        "Branch the pull request asks to merge into. Default: spec.repository.revision when it names a branch on the remote (not a tag or a commit id), else the repository's default branch.",
+        "Branch the pull request asks to merge into. Default: spec.repository.revision when it names a branch on the remote (not a tag or a commit id), else the repository's default branch; publishing fails if the revision, not a commit id, names neither a branch nor a tag on the remote any longer.",
       ),
   })
   .describe('Open a pull request from the branch, or update the open one. Without it only the branch is pushed.');

@@ -52,16 +52,33 @@ export function branchesNamedBy(name: string): string[] {
 /** A base as the forge's API takes it: `release`, not `refs/heads/release`. */
 const shortBranch = (name: string) => name.replace(/^refs\/heads\//, '');
 
+export type BaseDecision = { ok: true; base: string | undefined } | { ok: false; message: string };
+
 /**
- * The pull request's base as given: the publish spec's, else the branch the revision the run
- * cloned names on the remote (`revisionBranch`, from the lookup: a tag, a commit id or a name the
- * remote no longer has names none), as a short branch name; undefined for the repository's
- * default branch. Only a branch can be a base: a run of `v1.2.0` once asked for a pull request
- * into the tag, which the forge refused after the branch was pushed.
+ * The pull request's base: the publish spec's, else the branch the run's revision names on the
+ * remote (`revisionRef`: the ref it names there, from the lookup, under git's rules, a tag before
+ * a branch), as a short branch name; undefined for the repository's default branch, which a
+ * tag, a commit id, no revision or another kind of ref (a forge's `refs/pull/1/head`) gets.
+ * Only a branch can be a base: a run of `v1.2.0` once asked for a pull request into the tag,
+ * which the forge refused after the branch was pushed.
+ * A revision the remote no longer has at all is refused: a release branch deleted while the
+ * approval waited once sent the pull request into the default branch, carrying every commit
+ * of the release branch with it, and nobody had asked for that base.
  */
-export function pullRequestBase(plan: PublishPlan, revisionBranch: string | undefined): string | undefined {
-  const named = plan.pullRequest?.base ?? revisionBranch;
-  return named === undefined ? undefined : shortBranch(named);
+export function pullRequestBase(plan: PublishPlan, revision: string | undefined, revisionRef: string | undefined): BaseDecision {
+  if (plan.pullRequest?.base !== undefined) return { ok: true, base: shortBranch(plan.pullRequest.base) };
+  if (revision === undefined || isCommitId(revision)) return { ok: true, base: undefined };
+  if (revisionRef?.startsWith('refs/heads/')) return { ok: true, base: revisionRef.slice('refs/heads/'.length) };
+  if (revisionRef === undefined && plan.pullRequest) {
+    return {
+      ok: false,
+      message:
+        `spec.repository.revision ${JSON.stringify(revision)} no longer names a branch or a tag on the remote (was it deleted?), ` +
+        "so the pull request's base is not known and nothing was pushed (the default branch is not taken instead: it would get " +
+        'every commit that branch held); set spec.publish.pullRequest.base, in a new run as spec.publish cannot change',
+    };
+  }
+  return { ok: true, base: undefined };
 }
 
 /**
@@ -71,7 +88,10 @@ export function pullRequestBase(plan: PublishPlan, revisionBranch: string | unde
 export function describedBase(plan: PublishPlan, revision: string | undefined): string {
   if (plan.pullRequest?.base !== undefined) return shortBranch(plan.pullRequest.base);
   if (revision === undefined || isCommitId(revision)) return "(the repository's default branch)";
-  return `${shortBranch(revision)} if the revision names a branch (not a tag) on the remote, else the repository's default branch`;
+  return (
+    `${shortBranch(revision)} if the revision names a branch on the remote, the repository's default branch if it names a tag; ` +
+    'publishing fails if it names neither'
+  );
 }
 
 export function decidePush(input: PushInput): PushDecision {

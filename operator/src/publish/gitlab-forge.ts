@@ -1,7 +1,9 @@
 // The Forge port on the GitLab REST API v4 (merge requests), over plain fetch. Not
 // @gitbeaker/rest: four endpoints, and its dependency tree would be larger than this file and
 // the one it shares with Gitea (forge-http.ts). A project is named by its URL-encoded path;
-// a draft is a "Draft:" title, as GitLab documents; labels are names, created on use.
+// a draft is a "Draft:" title, as GitLab documents; labels are names, created on use. A body is
+// sent without lines GitLab would run as quick actions (without-quick-actions.ts): the plan made
+// it so already, so what is sent and stored is the body the approver approved.
 import {
   checkedDefaultBranch,
   checkedList,
@@ -13,6 +15,7 @@ import {
   type PullRequestChange,
 } from './forge.ts';
 import { forgeHttp, type ForgeHttp } from './forge-http.ts';
+import { withoutQuickActions } from './without-quick-actions.ts';
 
 interface MergeRequest {
   iid: number;
@@ -30,23 +33,8 @@ const view = (mr: MergeRequest | null | undefined): PullRequest => {
   return {
     ...checked,
     title: checked.title.startsWith(DRAFT) ? checked.title.slice(DRAFT.length) : checked.title,
-    body: withQuickActions(checked.body),
   };
 };
-
-/**
- * GitLab runs a description's lines that start with `/` as quick actions, as the token's
- * user, on create and on every update: the model's final message (the default body) could
- * say `/target_branch release`, `/ready`, `/approve` or `/close`. Such a line is sent as `\/`,
- * which renders as `/` and runs nothing; read back, it is the body that was asked for.
- */
-function withoutQuickActions(text: string): string {
-  return text.replace(/^([ \t]*)\//gm, '$1\\/');
-}
-
-function withQuickActions(text: string): string {
-  return text.replace(/^([ \t]*)\\\//gm, '$1/');
-}
 
 /** Merge requests per page, and pages read at most (a branch name opened from 1000 forks is not looked past). */
 const PAGE = 100;

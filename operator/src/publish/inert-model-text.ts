@@ -13,7 +13,12 @@
 // the operator's own lines. One forge reads more than the rendered text: GitLab matches its
 // closing pattern against the raw description, code blocks too. Its default pattern wants ASCII
 // spaces between the keyword and the reference, so those spaces become no-break spaces, which
-// read the same.
+// read the same. GitLab also runs a raw line that starts with `/` as a quick action, and its
+// extractor skips only blocks fenced with exactly three backticks (this fence may be longer):
+// the whole block is indented by one space, fences and lines alike, which CommonMark takes off
+// each line again (a fence indented N spaces takes up to N off its lines), so the block shows
+// the model's text as written and no raw line of it starts with `/`. An escape such as `\/`
+// would be shown as typed inside code, and would not be what the approver approved.
 
 /**
  * A closing statement's start as GitLab's default pattern reads it: a keyword (close, closes,
@@ -26,10 +31,14 @@ const CLOSING_STATEMENT =
 
 const NO_BREAK_SPACE = '\u00a0';
 
+/** How far the block is indented: CommonMark takes this much off each of its lines when it shows them. */
+const INDENT = ' ';
+
 /**
  * The text as a fenced code block that nothing in it can close: its fence is a run of
  * backticks longer than any in the text (CommonMark ends a block only at a fence at least as
- * long as the one that opened it), with the spaces after closing keywords made no-break spaces.
+ * long as the one that opened it), with the spaces after closing keywords made no-break spaces,
+ * and every line indented by one space (no raw line starts with `/`; none is shown indented).
  */
 export function inertModelText(text: string): string {
   let longestRun = 0;
@@ -39,5 +48,5 @@ export function inertModelText(text: string): string {
     CLOSING_STATEMENT,
     (_, keyword: string, colon: string, spaces: string) => `${keyword}${colon}${NO_BREAK_SPACE.repeat(spaces.length)}`,
   );
-  return `${fence}text\n${defused}\n${fence}`;
+  return [`${fence}text`, ...defused.split('\n'), fence].map((line) => `${INDENT}${line}`).join('\n');
 }

@@ -54,13 +54,21 @@ export function filesOf(diff: string): ApprovalFile[] {
   return diffLineCounts(diff).files.map((counts, index) => ({ path: paths[index] ?? '', ...counts }));
 }
 
+/**
+ * sha256 (hex) of a pull request body's UTF-8 bytes: the approval's bodySha256, which the
+ * publish job compares with the body it is about to post.
+ */
+export function bodySha256(body: string): string {
+  return createHash('sha256').update(body, 'utf8').digest('hex');
+}
+
 /** The body as the approval's input names it: what is shown of it, and the sha256 of all of it. */
 function bodyView(body: string) {
   const { body: shown, moreCharacters } = shownBody(body);
   return {
     body: shown,
     ...(moreCharacters !== undefined ? { bodyMoreCharacters: moreCharacters } : {}),
-    bodySha256: createHash('sha256').update(body, 'utf8').digest('hex'),
+    bodySha256: bodySha256(body),
   };
 }
 

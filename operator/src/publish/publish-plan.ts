@@ -3,6 +3,7 @@
 // same plan, so it makes the same commit and finds what an earlier try made.
 import { branchNameProblem, type PublishSpec } from '../api/publish-spec.ts';
 import { inertModelText } from './inert-model-text.ts';
+import { withoutQuickActions } from './without-quick-actions.ts';
 
 export interface PlanInput {
   namespace: string;
@@ -99,7 +100,19 @@ export function planPublish(input: PlanInput): PlanResult {
       branch,
       title,
       commitMessage,
-      ...(pr ? { pullRequest: { title, body: pr.body ?? defaultBody(input), draft: pr.draft, labels: pr.labels, base: pr.base } } : {}),
+      // The body as every forge is sent it, GitLab's quick actions made inert: what the approver
+      // is shown and approves by its sha256 (publish-approval-input.ts) is what is posted.
+      ...(pr
+        ? {
+            pullRequest: {
+              title,
+              body: withoutQuickActions(pr.body ?? defaultBody(input)),
+              draft: pr.draft,
+              labels: pr.labels,
+              base: pr.base,
+            },
+          }
+        : {}),
     },
   };
 }

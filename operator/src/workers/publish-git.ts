@@ -152,11 +152,12 @@ export interface RemoteLookup {
   /** The branch the remote's HEAD names (its default branch), when it says. */
   defaultBranch: string | undefined;
   /**
-   * The branch the run's revision names on the remote, when it names one: as the clone's fetch
-   * resolves it (remote-refs.ts), so a tag is found before a branch of the same name, and a tag,
-   * a commit id or a name the remote no longer has is no branch.
+   * The ref the run's revision names on the remote (`refs/heads/release`, `refs/tags/v1`), when
+   * it names one: as the clone's fetch resolves it (remote-refs.ts), so a tag is found before a
+   * branch of the same name; undefined for a commit id, no revision, or a name the remote no
+   * longer has (pullRequestBase tells these apart by the revision).
    */
-  revisionBranch: string | undefined;
+  revisionRef: string | undefined;
 }
 
 /** The branch the remote's HEAD names: only the symref line of HEAD itself, not of any ref ending in `/HEAD`. */
@@ -197,11 +198,10 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
   });
   const refs = parseLsRemote(listing);
   const defaultBranch = headBranch(listing);
-  const named = revisionPattern.length ? refNamedBy(refs, revisionPattern[0]!) : undefined;
-  const revisionBranch = named?.startsWith('refs/heads/') ? named.slice('refs/heads/'.length) : undefined;
+  const revisionRef = revisionPattern.length ? refNamedBy(refs, revisionPattern[0]!) : undefined;
   const commit = refs.get(ref);
-  if (commit === undefined) return { branch: undefined, defaultBranch, revisionBranch };
-  if (commit === ours) return { branch: { commit, message: '' }, defaultBranch, revisionBranch };
+  if (commit === undefined) return { branch: undefined, defaultBranch, revisionRef };
+  if (commit === ours) return { branch: { commit, message: '' }, defaultBranch, revisionRef };
   // The download kept as one pack file, which the file-size limit bounds (git would otherwise
   // explode a small one into loose objects, each bounded on its own). index-pack reads each
   // commit and tree of it whole, to hash it, whatever its pack costs: the memory limit
@@ -241,7 +241,7 @@ export async function lookUpRemote(clone: PublishClone, branch: string, ours: st
     );
   }
   const message = await git(clone, ['log', '-1', '--format=%B', commit]);
-  return { branch: { commit, message }, defaultBranch, revisionBranch };
+  return { branch: { commit, message }, defaultBranch, revisionRef };
 }
 
 /** The refusal of a branch whose head cannot be the operator's: one line, naming no more of the head than its id. */

@@ -18,7 +18,7 @@ import { EVENT_REASONS, REASONS, RunFailure, isTerminal, type ParsedCodingRun, t
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
-import { keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
+import { countDiff, keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { finishStatus, recordAnsweredApproval, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
@@ -35,7 +35,7 @@ import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decid
 import { ForgeError } from '../publish/errors/forge-error.ts';
 import type { CreatedPullRequest } from '../publish/forge.ts';
 import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
-import { publishApprovalInput } from '../publish/publish-approval-input.ts';
+import { bodySha256, publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { answeredApproval, answeredApprovalView, answeredBy } from './answered-approval.ts';
@@ -107,12 +107,16 @@ export async function startPublish(
   if (kept.notUtf8) throw publishFailed(notUtf8DiffMessage('it cannot push the change exactly and pushed nothing'));
   if (!kept.configMap) throw publishFailed(`the full diff could not be kept (${kept.notStored ?? 'no ConfigMap'}), so nothing was pushed`);
   const result = finishedResult(kept, summary, state);
-  // Planned from the summary as status keeps it (cut at 16 KiB), which the publish job plans
-  // from too: the body the approver is shown is the body posted.
-  const plan = planFor(run, state, result.summary, kept);
+  // Planned from the summary as status keeps it (cut at 16 KiB) and from the diff's counts as
+  // the operator counts them, as the publish job plans: the body the approver is shown is the
+  // body posted, which that job checks by its sha256. The counts the sandbox's git printed
+  // (its shortstat) are code in the sandbox's to write, and the job cannot read them again.
+  const counted: KeptDiff = { ...kept, ...countDiff(kept.diff) };
+  const plan = planFor(run, state, result.summary, counted);
   if (!plan.ok) throw publishFailed(plan.message);
   const sha256 = diffSha(kept.diff);
-  state.publish = { diffSha256: sha256 };
+  const body = plan.plan.pullRequest?.body;
+  state.publish = { diffSha256: sha256, ...(body !== undefined ? { bodySha256: bodySha256(body) } : {}) };
   const ref = runRefOf(run);
   if (run.spec.approval.publish) {
     state.stage = 'waiting';
@@ -120,7 +124,7 @@ export async function startPublish(
       id: PUBLISH_APPROVAL_ID,
       toolCallId: PUBLISH_APPROVAL_ID,
       toolName: PUBLISH_APPROVAL_ID,
-      input: publishApprovalInput(run, plan.plan, kept, sha256),
+      input: publishApprovalInput(run, plan.plan, counted, sha256),
       requestedAt: deps.now().toISOString(),
       results: [],
       remaining: [],
@@ -244,7 +248,7 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     await forgetRun(deps, ref);
     return;
   }
-  const done = await publish(deps, run, state, state.publish.diffSha256, () => stillPublishing(deps, ref));
+  const done = await publish(deps, run, state, state.publish, () => stillPublishing(deps, ref));
   if ('stopped' in done) {
     // Ended (a cancel, its deadline) while this job ran: what the forge already has is said in
     // an Event, as the run's status is final; the rest is not done.
@@ -317,7 +321,7 @@ async function publish(
   deps: AgentDependencies,
   run: ParsedCodingRun,
   state: RunState,
-  diffSha256: string,
+  approved: NonNullable<RunState['publish']>,
   stillWanted: () => Promise<boolean>,
 ): Promise<PublishDone> {
   const policy = deps.publishPolicy ?? DEFAULT_PUBLISH_POLICY;
@@ -339,7 +343,7 @@ async function publish(
   // The run's full diff as kept, and only the one approved (or taken at finalize): a ConfigMap
   // changed since by anyone who may write ConfigMaps in the namespace is not pushed.
   const stored = await deps.resources.readDiff(run);
-  if (!stored || diffSha(stored.diff) !== diffSha256) {
+  if (!stored || diffSha(stored.diff) !== approved.diffSha256) {
     throw publishFailed(
       "the run's diff ConfigMap is gone or changed since the run ended, so what would be pushed is not what the run made (or what was approved)",
     );
@@ -348,6 +352,16 @@ async function publish(
   const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept);
   if (!planned.ok) throw publishFailed(planned.message);
   const plan = planned.plan;
+  // The body as planned when the run ended (what an approver approved) or none: planned again
+  // here from the run's status, which anyone who may write it can change meanwhile.
+  const body = plan.pullRequest?.body;
+  if (approved.bodySha256 !== undefined && (body === undefined || bodySha256(body) !== approved.bodySha256)) {
+    throw publishFailed(
+      "the pull request's body planned now is not the one planned when the run ended (what an approver approved: its sha256 is not bodySha256), " +
+        'so nothing was pushed (status.result.summary was changed since, or an operator upgrade renders the body otherwise); ' +
+        'create the run again to publish the change',
+    );
+  }
   let dir: string;
   try {
     dir = await cloneRepository({
@@ -379,7 +393,9 @@ async function publish(
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
     const remote = await lookUpRemote(clone, plan.branch, commit, spec.repository.revision);
-    const namedBase = pullRequestBase(plan, remote.revisionBranch);
+    const baseDecision = pullRequestBase(plan, spec.repository.revision, remote.revisionRef);
+    if (!baseDecision.ok) throw publishFailed(baseDecision.message);
+    const namedBase = baseDecision.base;
     const location = forgeFor(parts, policy.forges);
     const forge = location
       ? createForge(location.kind, {

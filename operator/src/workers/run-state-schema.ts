@@ -118,7 +118,15 @@ export const runStateSchema = z.looseObject({
   approvalWaitMs: count.optional(),
   answeredBeforeWait: answeredApproval.optional(),
   recordedApprovals: count.optional(),
-  publish: z.looseObject({ diffSha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
+  publish: z
+    .looseObject({
+      diffSha256: z.string().regex(/^[0-9a-f]{64}$/),
+      bodySha256: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/)
+        .optional(),
+    })
+    .optional(),
   verification: z
     .looseObject({
       passed: z.boolean(),

@@ -161,8 +161,12 @@ export interface RunState extends RunRef {
   answeredBeforeWait?: TranscriptApproval;
   /** Answers to approvals the transcript holds, and its `cut` past MAX_RECORDED_APPROVALS (record-step.ts); absent before the first. */
   recordedApprovals?: number;
-  /** spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that diff is pushed. */
-  publish?: { diffSha256: string };
+  /**
+   * spec.publish (publish-job.ts): the sha256 of the diff to publish, taken at finalize; only that
+   * diff is pushed. bodySha256: that of the pull request body planned then (what an approver
+   * approved); a body planned otherwise at publish is not posted. Absent in a state saved before it.
+   */
+  publish?: { diffSha256: string; bodySha256?: string };
   /** The last spec.verify run (verify-work.ts) and the step after which it ran (a redone finalize does not run it again). */
   verification?: Verification & { step: number };
   /** What the last verification means for a run that succeeds (status.message adds it). */
