@@ -21,7 +21,7 @@ import { BASH_JOB_WRAPPER, BASH_PRELUDE } from './bash-script.ts';
 import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
-import { filesOpenForWriting, regularFileAt, sameFile, signalProcesses, writersOf } from './file-writers.ts';
+import { filesOpenForWriting, regularFileAt, sameFile, signalProcesses, type WriterScope, writersOf } from './file-writers.ts';
 import { groupExists, groupHasLiveProcess, signalGroup } from './process-group.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
@@ -84,10 +84,17 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
   const outputLog = path.join(directory, 'output.log');
   const log = await openOutputLog(outputLog, input.job);
   let size = log?.size ?? 0;
+  let cut = false;
   if (size > context.outputLogMaxBytes) {
     // The watchdog polls; whatever got past the cap before the kill is cut off. Not while a
-    // process of the job may still write: it would go on at its own offset past the cut.
-    if (!(await jobMayWrite(directory))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+    // process of the job may still write: it would go on at its own offset past the cut. A job
+    // that ended between two of the watchdog's polls, past the cap, is cut here first: the
+    // marker says so to every later call (an exited job stays exited, jobState), not only this one.
+    if (!(await jobMayWrite(directory))) {
+      if (state.status === 'exited') await markJob(directory, 'capped');
+      await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
+      cut = true;
+    }
     size = context.outputLogMaxBytes;
   }
   const offset = Math.min(input.offset ?? 0, size);
@@ -110,7 +117,7 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
     nextOffset,
     size,
     truncated: nextOffset < size,
-    outputCapped: state.outputCapped,
+    outputCapped: state.outputCapped || cut,
   };
   if (state.exitCode !== undefined) result.exitCode = state.exitCode;
   return result;
@@ -120,10 +127,13 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const directory = await existingJob(context, input.job);
   const before = await jobState(directory);
   // What an exited job left running is killed too, and the job stays `exited` with the exit
-  // code of its command: that is how the command ended.
-  if (before.status === 'running' || (await jobGroupMayBeSignalled(directory)) || (await jobLogWriters(directory)).length > 0) {
+  // code of its command: that is how the command ended. One scan for the writers of the log here;
+  // stopJob scans again only if this one found some.
+  const signalled = before.status === 'running' || (await jobGroupMayBeSignalled(directory));
+  const writers = await jobLogWriters(directory);
+  if (signalled || writers.length > 0) {
     if (before.status === 'running') await markJob(directory, 'killed');
-    await stopJob(directory);
+    await stopJob(directory, writers);
   }
   const after = await jobState(directory);
   const result: BashKillResult = { job: input.job, status: after.status };
@@ -137,22 +147,25 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
  * relay (each process forks its successor and exits) that ignores SIGTERM can hide from every
  * scan, so the group gets SIGKILL whenever a process still has its id (kill -0, zombies included:
  * they ignore it). The group is asked again each time: once no process has its id, it may be
- * someone else's.
+ * someone else's. A scan of every process's descriptors costs a lot on a busy sandbox, so the log
+ * is scanned for again (before the SIGKILL) only when the first scan found writers outside what
+ * the group kill reaches; the waits ask only the writers found whether they still hold the log.
  */
-async function stopJob(directory: string): Promise<void> {
+async function stopJob(directory: string, writers: readonly number[]): Promise<void> {
   const pid = await jobPid(directory);
   if (await jobGroupMayBeSignalled(directory)) signalGroup(pid, 'SIGTERM');
-  signalProcesses(await jobLogWriters(directory), 'SIGTERM');
-  await waitUntilJobStops(directory, KILL_GRACE_MS, 25);
+  signalProcesses(writers, 'SIGTERM');
+  await waitUntilJobStops(directory, writers, KILL_GRACE_MS, 25);
   if (await jobGroupMayBeSignalled(directory)) signalGroup(pid, 'SIGKILL');
-  signalProcesses(await jobLogWriters(directory), 'SIGKILL');
+  const left = writers.length > 0 ? await jobLogWriters(directory) : [];
+  signalProcesses(left, 'SIGKILL');
   // Bounded: a process stuck in the kernel (state D) dies only when its call returns.
-  await waitUntilJobStops(directory, KILL_GRACE_MS, 10);
+  await waitUntilJobStops(directory, left, KILL_GRACE_MS, 10);
 }
 
-async function waitUntilJobStops(directory: string, timeoutMs: number, pollMs: number): Promise<void> {
+async function waitUntilJobStops(directory: string, writers: readonly number[], timeoutMs: number, pollMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline && (await jobMayWrite(directory))) await delay(pollMs);
+  while (Date.now() < deadline && (await jobMayWrite(directory, { among: writers }))) await delay(pollMs);
 }
 
 /**
@@ -256,9 +269,13 @@ async function jobState(directory: string): Promise<JobState> {
     marker('capped'),
     marker(GROUP_ENDED),
   ]);
-  // The markers are written just before the group is sent SIGKILL, which cannot be ignored.
-  if (capped || killed) return { status: 'killed', exitCode: null, outputCapped: capped };
-  if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: false };
+  // The markers are written just before the group is sent SIGKILL, which cannot be ignored. The
+  // wrapper that writes `exit` is in the group, so an exit record means the command's shell ended
+  // on its own before any kill: a cap reached later (by what it left running) caps the output but
+  // does not change how the command ended.
+  if (killed) return { status: 'killed', exitCode: null, outputCapped: capped };
+  if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: capped };
+  if (capped) return { status: 'killed', exitCode: null, outputCapped: true };
   if (!groupEnded && groupExists(await jobPid(directory))) return { status: 'running', outputCapped: false };
   // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
   return { status: 'lost', outputCapped: false };
@@ -279,15 +296,15 @@ async function jobGroupMayBeSignalled(directory: string): Promise<boolean> {
  * Whether a process of the job may still write its log: a live process of its group (a zombie
  * cannot write), or any process that holds the log open for writing.
  */
-async function jobMayWrite(directory: string): Promise<boolean> {
+async function jobMayWrite(directory: string, scope: WriterScope = {}): Promise<boolean> {
   if (!(await groupMarkedEnded(directory)) && (await groupHasLiveProcess(await jobPid(directory)))) return true;
-  return (await jobLogWriters(directory)).length > 0;
+  return (await jobLogWriters(directory, scope)).length > 0;
 }
 
-/** The processes, in the job's group or not, that hold its output log open for writing. */
-async function jobLogWriters(directory: string): Promise<number[]> {
+/** The processes, in the job's group or not, that hold its output log open for writing (every process's descriptors read, unless scoped). */
+async function jobLogWriters(directory: string, scope: WriterScope = {}): Promise<number[]> {
   const log = regularFileAt(path.join(directory, 'output.log'));
-  return log ? writersOf([log]) : [];
+  return log ? writersOf([log], scope) : [];
 }
 
 function groupMarkedEnded(directory: string): Promise<boolean> {

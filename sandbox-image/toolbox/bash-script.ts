@@ -70,8 +70,7 @@ __chamvi_group_lives() {
 // descriptor that leads to the same file (-ef: device and inode, so a renamed or deleted log too)
 // opened to write (fdinfo's flags, access mode 1 or 2); a process whose main thread exited lists
 // its descriptors under its threads only. `__chamvi_log_writers FILE` scans every process but this
-// one into __chamvi_writers and succeeds when it found one; `__chamvi_log_written FILE` asks the
-// writer found last time first, so a poll costs one process's descriptors while that one writes.
+// one into __chamvi_writers and succeeds when it found one.
 // Like the group's scan, not atomic: a relay can be missed. Not String.raw: \${ is bash's here.
 export const BASH_LOG_WRITERS = `
 __chamvi_writes() {
@@ -99,11 +98,6 @@ __chamvi_log_writers() {
   done
   [ \${#__chamvi_writers[@]} -gt 0 ]
 }
-__chamvi_log_written() {
-  [ -n "$__chamvi_writer" ] && __chamvi_writes "$__chamvi_writer" "$1" && return 0
-  __chamvi_log_writers "$1" || return 1
-  __chamvi_writer=\${__chamvi_writers[0]}
-}
 `;
 
 /**
@@ -113,10 +107,9 @@ __chamvi_log_written() {
 export const ZOMBIE_ONLY_POLLS = 25;
 
 /**
- * Polls of the watchdog that must in a row find no process writing the job's log, once the group
- * ended, before it exits. Each is a scan of every descriptor of every process, so fewer: enough
- * for a daemon that forks itself away (`setsid`, a double fork) to have settled, not for a relay
- * outside the group built to hide (the sweep before the check stops that one).
+ * Polls of the watchdog that must in a row see the job's log keep its size, once the group ended,
+ * before it exits: enough for a daemon that forks itself away (`setsid`, a double fork) to have
+ * settled and written, not for one that stays silent longer (see BASH_JOB_WRAPPER).
  */
 export const NO_WRITER_POLLS = 5;
 
@@ -131,8 +124,12 @@ export const NO_WRITER_POLLS = 5;
 // watchdog's session id (the wrapper started the session). After `group-ended` it may be, so
 // nothing signals the group then. A process that left the group (`setsid`, `set -m`) but writes
 // the job's log is still the job's: at the cap the watchdog kills every writer of the log, by
-// pid right after finding it, and after `group-ended` it goes on watching while one writes, and
-// exits once none was seen for NO_WRITER_POLLS polls in a row. It is a shell loop, not node,
+// pid right after finding it. After `group-ended` it goes on watching while the log grows, and
+// exits once its size stayed the same for NO_WRITER_POLLS polls in a row, whatever still holds it
+// open: a daemon that inherited the log and writes nothing (`setsid sleep 600 &`) would otherwise
+// keep a loop forking twice every 0.2 s for as long as it lives. The price: what is silent that
+// long after the group ended and loud later is capped by no watchdog (bash_kill still stops it).
+// The size is read by the log's path, and no descriptor scan is needed for it. It is a shell loop, not node,
 // so it costs no memory worth mentioning and outlives the toolbox.
 //
 // Arguments: $1 job directory, $2 cap in bytes, $3 prelude, then the prelude's arguments.
@@ -147,6 +144,7 @@ set -m
   __chamvi_log=$__chamvi_dir/output.log
   __chamvi_zombie_polls=0
   __chamvi_quiet_polls=0
+  __chamvi_last_size=
   __chamvi_ended=
   while :; do
     if [ -z "$__chamvi_ended" ]; then
@@ -161,15 +159,16 @@ set -m
       esac
       [ -n "$__chamvi_ended" ] && : > "$__chamvi_dir/group-ended"
     fi
+    __chamvi_size=$(stat -c %s -- "$__chamvi_log" 2>/dev/null || echo 0)
     if [ -n "$__chamvi_ended" ]; then
-      if __chamvi_log_written "$__chamvi_log"; then
+      if [ "$__chamvi_size" != "$__chamvi_last_size" ]; then
         __chamvi_quiet_polls=0
       else
         __chamvi_quiet_polls=$((__chamvi_quiet_polls + 1))
         [ "$__chamvi_quiet_polls" -ge ${NO_WRITER_POLLS} ] && break
       fi
     fi
-    __chamvi_size=$(stat -c %s -- "$__chamvi_log" 2>/dev/null || echo 0)
+    __chamvi_last_size=$__chamvi_size
     if [ "$__chamvi_size" -gt "$__chamvi_cap" ]; then
       : > "$__chamvi_dir/capped"
       [ -z "$__chamvi_ended" ] && kill -KILL -- "-$__chamvi_group"

@@ -22,6 +22,7 @@ import { findExecutable, safeDirectoryEnvironment } from './child-process.ts';
 import { trackForegroundGroup } from './foreground-groups.ts';
 import { type CommandLog, outputHoldersAfter } from './output-holders.ts';
 import { guardWorkspacePath, isInside, toPosix } from './path-guard.ts';
+import { startTicksOf } from './process-table.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -116,6 +117,8 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
     stdio: ['ignore', stdoutHandle.fd, stderrHandle.fd],
     env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
   });
+  // Read before anything yields to the event loop, which would reap a command that already exited.
+  const commandStartTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);
   // Listen before the first await: a fast command can exit while the handles are closing.
   const exited = new Promise<number | null>((resolve, reject) => {
     child.once('error', reject);
@@ -162,9 +165,12 @@ async function runForeground(context: ToolboxContext, shell: string, cwd: string
   // still holds while it waits: a leftover whose output passes it is killed, whatever its group
   // (the group kill above does not reach one that left it).
   const logDirectory = await realpath(outDirectory).catch(() => outDirectory);
-  const holders = await outputHoldersAfter(logFiles, { ...OUTPUT_HOLDERS_WAIT, capBytes: context.outputLogMaxBytes, logDirectory }).finally(
-    untrack,
-  );
+  const holders = await outputHoldersAfter(logFiles, {
+    ...OUTPUT_HOLDERS_WAIT,
+    capBytes: context.outputLogMaxBytes,
+    logDirectory,
+    commandStartTicks,
+  }).finally(untrack);
 
   // The shell wrote its state beside the current one; replacing it by rename keeps it atomic
   // for a concurrent command that is reading it.

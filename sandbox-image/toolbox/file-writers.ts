@@ -7,8 +7,9 @@
 // The descriptors are read with synchronous calls: /proc answers from memory, and a scan is a
 // few thousand tiny calls, each of which costs a trip through libuv's thread pool when async
 // (measured: five times slower, about 50 ms for a hundred processes).
-import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs';
-import { isLive, processTable, type ProcessEntry } from './process-table.ts';
+import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import { isLive, parseStat, processTableNow, type ProcessEntry } from './process-table.ts';
 
 /** A file as the kernel knows it: a log the command replaced or deleted is still the same open file. */
 export interface FileIdentity {
@@ -36,16 +37,32 @@ export function sameFile(a: FileIdentity, b: FileIdentity): boolean {
  */
 export async function filesOpenForWriting(
   accept: (file: FileIdentity & { size: bigint }) => boolean,
+  scope: WriterScope = {},
 ): Promise<OpenForWriting[] | undefined> {
-  const table = await processTable().catch(() => undefined);
+  const table = scope.among ? scope.among.map(processAt).filter((entry) => entry !== undefined) : processTableOrNothing();
   if (!table) return undefined;
-  return table.filter((entry) => entry.pid !== process.pid && isLive(entry)).flatMap((entry) => openedBy(entry, accept));
+  const { startedSince } = scope;
+  return table
+    .filter((entry) => entry.pid !== process.pid && isLive(entry) && (startedSince === undefined || entry.startTicks >= startedSince))
+    .flatMap((entry) => openedBy(entry, accept));
+}
+
+/** Which processes a scan looks at. */
+export interface WriterScope {
+  /**
+   * Only those started at or after this many clock ticks since boot (field 22 of stat). Every
+   * process a command starts is younger than the command, so the holders of its new logs are
+   * found without reading the descriptors of everything older (which is most of the sandbox).
+   */
+  startedSince?: number;
+  /** Only these (the writers an earlier scan found, asked again), not every process. */
+  among?: readonly number[];
 }
 
 /** The pids of the live processes (not this one) that hold one of the files open for writing. */
-export async function writersOf(files: readonly FileIdentity[]): Promise<number[]> {
-  if (files.length === 0) return [];
-  const opened = await filesOpenForWriting((file) => files.some((each) => sameFile(each, file)));
+export async function writersOf(files: readonly FileIdentity[], scope: WriterScope = {}): Promise<number[]> {
+  if (files.length === 0 || scope.among?.length === 0) return [];
+  const opened = await filesOpenForWriting((file) => files.some((each) => sameFile(each, file)), scope);
   return [...new Set((opened ?? []).map((file) => file.pid))];
 }
 
@@ -59,10 +76,31 @@ export function regularFileAt(file: string): FileIdentity | undefined {
   }
 }
 
-/** The path a descriptor's link names (where the file was, for a deleted one: the kernel's ` (deleted)` mark cut off). */
-export function openedPath(descriptor: string): string | undefined {
+/**
+ * Of these processes, those that write: the bytes each has written (wchar of /proc/PID/io, to any
+ * file, pipe or socket) moved between two looks `intervalMs` apart. A process whose counter cannot
+ * be read (/proc/PID/io closed to this user in some containers) counts as writing: holding the
+ * file open for writing is then all that can be told, as without this check. One gone by the
+ * second look is left out.
+ */
+export async function writingProcesses(pids: readonly number[], intervalMs: number): Promise<number[]> {
+  if (pids.length === 0) return [];
+  const before = pids.map(bytesWritten);
+  await delay(intervalMs);
+  return pids.filter((pid, index) => {
+    const first = before[index];
+    const second = bytesWritten(pid);
+    // Gone by the second look: nothing left to stop.
+    if (first !== undefined && second === undefined) return false;
+    return first === undefined || second !== first;
+  });
+}
+
+/** What /proc/PID/io counts as written by the process (wchar), undefined when it cannot be read. */
+export function bytesWritten(pid: number): bigint | undefined {
   try {
-    return readlinkSync(descriptor).replace(/ \(deleted\)$/, '');
+    const line = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return line ? BigInt(line[1] as string) : undefined;
   } catch {
     return undefined;
   }
@@ -101,6 +139,22 @@ function openedBy(entry: ProcessEntry, accept: (file: FileIdentity & { size: big
     }
   }
   return found;
+}
+
+function processTableOrNothing(): ProcessEntry[] | undefined {
+  try {
+    return processTableNow();
+  } catch {
+    return undefined;
+  }
+}
+
+function processAt(pid: number): ProcessEntry | undefined {
+  try {
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 function list(directory: string): string[] {

@@ -7,12 +7,13 @@
 // passes it (`yes &`) is killed, alone, as the command would have been. But the call's result is
 // final once it answers, and nothing watches the logs after that (a `call` process exits right
 // away), so what they write then is not shown, and capped only when a later command runs: each
-// scan also kills a process writing an earlier command's log that has passed the cap. The result
-// says so, and points to background jobs, which have a watchdog, bash_output and bash_kill.
-import { stat, truncate } from 'node:fs/promises';
+// call also kills a process writing an earlier command's log that has passed the cap (one still
+// writing: what only inherited the log is spared). The result says so, and points to background
+// jobs, which have a watchdog, bash_output and bash_kill.
+import { lstat, readdir, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { type FileIdentity, filesOpenForWriting, openedPath, regularFileAt, sameFile, signalProcesses } from './file-writers.ts';
+import { type FileIdentity, filesOpenForWriting, regularFileAt, sameFile, signalProcesses, writingProcesses } from './file-writers.ts';
 
 /** One of the command's logs: where it is, and which file it is. */
 export interface CommandLog extends FileIdentity {
@@ -28,6 +29,11 @@ export interface HolderWait {
   capBytes: number;
   /** Where every command's logs are (its real path): writers of an earlier one past the cap are killed too. */
   logDirectory: string;
+  /**
+   * When the command's shell started, in clock ticks since boot: what holds its logs started then
+   * or later, so older processes are not looked at for them. Undefined when unknown: all are.
+   */
+  commandStartTicks?: number;
 }
 
 export interface OutputHolders {
@@ -62,25 +68,25 @@ export async function outputHoldersAfter(logs: readonly CommandLog[], wait: Hold
   let size = await writtenBytes(logs);
   let quietSince = Date.now();
   for (;;) {
-    const scan = await scanWriters(logs, wait.logDirectory, capBytes);
-    const earlier = scan.earlier.filter((log) => !earlierStopped.has(log.pid));
-    await stopEarlierWriters(earlier, capBytes);
-    for (const log of earlier) earlierStopped.add(log.pid);
+    const scan = await scanWriters(logs, wait, capBytes);
+    for (const pid of await stopEarlierWriters(scan.earlier, capBytes, [...stopped, ...earlierStopped])) earlierStopped.add(pid);
     const holders = scan.holders.filter((holder) => !stopped.has(holder.pid) && !earlierStopped.has(holder.pid));
     const overCap = holders.filter((holder) => holder.heldBytes > capBytes).map((holder) => holder.pid);
     signalProcesses(overCap, 'SIGKILL');
     for (const pid of overCap) stopped.add(pid);
     const running = holders.length - overCap.length;
-    const now = Date.now();
-    if (running === 0 || now >= deadline || now - quietSince >= wait.quietMs) {
-      return { running, stoppedOverCap: stopped.size, earlierStoppedOverCap: earlierStopped.size };
-    }
-    await delay(POLL_MS);
+    // Read after the scan, not only after the pause: a scan slower than quietMs (a loaded
+    // machine) must not make a holder that wrote meanwhile look quiet.
     const next = await writtenBytes(logs);
     if (next !== size) {
       size = next;
       quietSince = Date.now();
     }
+    const now = Date.now();
+    if (running === 0 || now >= deadline || now - quietSince >= wait.quietMs) {
+      return { running, stoppedOverCap: stopped.size, earlierStoppedOverCap: earlierStopped.size };
+    }
+    await delay(POLL_MS);
   }
 }
 
@@ -95,45 +101,75 @@ async function writtenBytes(logs: readonly CommandLog[]): Promise<bigint> {
   return sizes.reduce((sum, each) => sum + each, 0n);
 }
 
+/** An earlier command's log past the cap, and the processes found holding it open for writing. */
 interface EarlierLog extends FileIdentity {
-  pid: number;
   path: string;
+  writers: number[];
 }
 
 /**
  * The holders of the command's logs, and the writers of an earlier command's log (a file in the
- * log directory) that has passed the cap. One scan for both: it reads every descriptor anyway.
+ * log directory) that has passed the cap. Most calls leave nothing behind and find no earlier log
+ * past the cap, so the scan reads as few descriptors as it can: for the command's logs only those
+ * of processes started since the command; every process's only when an earlier log is past the
+ * cap (a size read first, without reading any descriptor). One scan when both are needed.
  */
 async function scanWriters(
   logs: readonly CommandLog[],
-  logDirectory: string,
+  wait: HolderWait,
   capBytes: bigint,
 ): Promise<{ holders: Holder[]; earlier: EarlierLog[] }> {
-  const opened = (await filesOpenForWriting((file) => file.size > capBytes || logs.some((log) => sameFile(log, file)))) ?? [];
+  const earlier = await earlierLogsOverCap(logs, wait.logDirectory, capBytes);
+  const scope = earlier.length > 0 ? {} : { startedSince: wait.commandStartTicks };
+  const opened =
+    (await filesOpenForWriting((file) => logs.some((log) => sameFile(log, file)) || earlier.some((log) => sameFile(log, file)), scope)) ??
+    [];
   const held = new Map<number, bigint>();
-  const earlier: EarlierLog[] = [];
   for (const file of opened) {
     if (logs.some((log) => sameFile(log, file))) {
       const largest = held.get(file.pid);
       if (largest === undefined || file.size > largest) held.set(file.pid, file.size);
       continue;
     }
-    const where = openedPath(file.descriptor);
-    if (where !== undefined && path.dirname(where) === logDirectory) {
-      earlier.push({ pid: file.pid, dev: file.dev, ino: file.ino, path: where });
-    }
+    earlier.find((log) => sameFile(log, file))?.writers.push(file.pid);
   }
   return { holders: [...held].map(([pid, heldBytes]) => ({ pid, heldBytes })), earlier };
 }
 
-/** Kills the writers of an earlier command's log past the cap, then cuts the log back to the cap (unless deleted or replaced). */
-async function stopEarlierWriters(earlier: readonly EarlierLog[], capBytes: bigint): Promise<void> {
-  signalProcesses(
-    earlier.map((log) => log.pid),
-    'SIGKILL',
+/**
+ * The files in the log directory, other than the command's own logs, larger than the cap: at most
+ * the 400 logs pruning keeps, each a size read. Read at their path (a symlink there is no log): a
+ * log an earlier command deleted or moved away is not found, and not capped after its call answered.
+ */
+async function earlierLogsOverCap(logs: readonly CommandLog[], logDirectory: string, capBytes: bigint): Promise<EarlierLog[]> {
+  const names = await readdir(logDirectory).catch(() => [] as string[]);
+  const found = await Promise.all(
+    names.map(async (name): Promise<EarlierLog | undefined> => {
+      const where = path.join(logDirectory, name);
+      const stats = await lstat(where, { bigint: true }).catch(() => undefined);
+      if (!stats?.isFile() || stats.size <= capBytes || logs.some((log) => sameFile(log, stats))) return undefined;
+      return { path: where, dev: stats.dev, ino: stats.ino, writers: [] };
+    }),
   );
+  return found.filter((log) => log !== undefined);
+}
+
+/** How long apart the two looks at an earlier log's holders are that tell which of them write. */
+const WRITING_CHECK_MS = 100;
+
+/**
+ * Kills the writers of an earlier command's log past the cap, then cuts the log back to the cap
+ * (unless deleted or replaced meanwhile). Only the holders that write are writers: a daemon that
+ * merely inherited the log (`sleep 100 &` beside the loud one) and wrote nothing is left alone
+ * (file-writers.ts: one whose write count cannot be read counts as writing). Answers the pids killed.
+ */
+async function stopEarlierWriters(earlier: readonly EarlierLog[], capBytes: bigint, alreadyStopped: readonly number[]): Promise<number[]> {
+  const holders = [...new Set(earlier.flatMap((log) => log.writers))].filter((pid) => !alreadyStopped.includes(pid));
+  const writing = await writingProcesses(holders, WRITING_CHECK_MS);
+  signalProcesses(writing, 'SIGKILL');
   for (const log of earlier) {
     const now = regularFileAt(log.path);
     if (now && sameFile(now, log)) await truncate(log.path, Number(capBytes)).catch(() => undefined);
   }
+  return writing;
 }

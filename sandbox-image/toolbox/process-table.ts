@@ -1,6 +1,7 @@
 // The processes of this machine (or container) as /proc shows them, read without a `ps`
 // binary: the toolbox runs in images that may have none. Linux only; elsewhere the read throws
 // and each caller says what it does without it.
+import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 
 export interface ProcessEntry {
@@ -50,4 +51,35 @@ export async function processTable(): Promise<ProcessEntry[]> {
     names.filter((name) => /^[0-9]+$/.test(name)).map((name) => readFile(`/proc/${name}/stat`, 'utf8').then(parseStat, () => undefined)),
   );
   return entries.filter((entry) => entry !== undefined);
+}
+
+/**
+ * When a process started, in clock ticks since boot; undefined when it cannot be read. Read at
+ * once (synchronously) after spawning a child: until the event loop reaps it, even a child that
+ * already exited is a zombie whose stat still says when it started.
+ */
+export function startTicksOf(pid: number): number | undefined {
+  try {
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.startTicks;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * processTable, read with synchronous calls: /proc answers from memory, and a few thousand tiny
+ * reads each cost a trip through libuv's thread pool when async (file-writers.ts, which scans
+ * right after, says the same of descriptors). Throws without /proc.
+ */
+export function processTableNow(): ProcessEntry[] {
+  return readdirSync('/proc')
+    .filter((name) => /^[0-9]+$/.test(name))
+    .map((name) => {
+      try {
+        return parseStat(readFileSync(`/proc/${name}/stat`, 'utf8'));
+      } catch {
+        return undefined;
+      }
+    })
+    .filter((entry) => entry !== undefined);
 }

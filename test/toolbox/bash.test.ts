@@ -20,7 +20,7 @@ import { BASH_GROUP_LIVES } from '../../sandbox-image/toolbox/bash-script.ts';
 import { BASH_HEAD_BYTES, BASH_TAIL_BYTES } from '../../sandbox-image/toolbox/contract/limits.ts';
 import type { ToolResponse } from '../../sandbox-image/toolbox/contract/tool-results.ts';
 import { isLive, parseStat } from '../../sandbox-image/toolbox/process-table.ts';
-import { mainThreadExitBinary } from './main-thread-exit-binary.ts';
+import { mainThreadExitBinary, mainThreadExitUnavailable } from './main-thread-exit-binary.ts';
 import { alive, callTool, errorCodeOf, makeWorkspace, openSession, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 interface Bash {
@@ -77,8 +77,8 @@ async function stopsRunning(pid: number, withinMs = 3_000): Promise<boolean> {
   return true;
 }
 /** The program whose main thread exits while a thread writes 4 KiB every 10 ms and ignores SIGTERM (x86-64 Linux only). */
-const MAIN_THREAD_EXIT = mainThreadExitBinary();
-const NO_MAIN_THREAD_EXIT = 'the main-thread-exit program is built for x86-64 Linux only';
+const NO_MAIN_THREAD_EXIT = mainThreadExitUnavailable();
+const MAIN_THREAD_EXIT = NO_MAIN_THREAD_EXIT === undefined ? mainThreadExitBinary() : undefined;
 /** Puts that program in the workspace as ./mte. */
 function writeMainThreadExit(root: string): void {
   writeFileSync(path.join(root, 'mte'), MAIN_THREAD_EXIT!);
@@ -244,18 +244,21 @@ describe('bash', () => {
   });
 
   it('kills a leftover whose main thread exited (Z in /proc, a thread still writing) once its output passes the cap', async ({ skip }) => {
-    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT ?? '');
     writeMainThreadExit(workspace.root);
     const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
     // The shell exits at once: what passes the cap is the leftover's output, written after it.
-    const result = await bash({ command: './mte & echo $! > mte.pid' }, capped);
-    const pid = Number(readFileSync(path.join(workspace.root, 'mte.pid'), 'utf8'));
+    const pidFile = path.join(workspace.root, 'mte.pid');
+    let pid = 0;
     try {
+      const result = await bash({ command: './mte & echo $! > mte.pid' }, capped);
+      pid = Number(readFileSync(pidFile, 'utf8'));
       expect(result).toMatchObject({ outputCapped: true, timedOut: false });
       expect(result.stderr).toMatch(/\[chamvi: 1 process this command left running was stopped because its output passed the cap/);
       expect(await stopsRunning(pid)).toBe(true);
     } finally {
-      killIfRunning(pid);
+      // The program ignores SIGTERM and writes for good: whatever threw, kill it once its pid is known.
+      killIfRunning(pid || Number(existsSync(pidFile) ? readFileSync(pidFile, 'utf8') : 0));
     }
   });
 
@@ -295,7 +298,8 @@ describe('bash', () => {
     const cap = 1_000_000;
     const capped = { extraArgs: ['--output-log-max-bytes', String(cap)] };
     // Quiet when the call answers: left running with a note; past the cap a moment later.
-    const first = await bash({ command: '(sleep 1; head -c 3000000 /dev/zero; sleep 60) & echo $!' }, capped);
+    // The subshell itself writes (printf is a builtin): only a holder that writes is a writer.
+    const first = await bash({ command: "(sleep 1; while :; do printf '%0100000d' 0; sleep 0.05; done) & echo $!" }, capped);
     const pid = Number(first.stdout.trim());
     try {
       expect(first).toMatchObject({ exitCode: 0, outputCapped: false });
@@ -313,6 +317,30 @@ describe('bash', () => {
       expect(statSync(first.stdoutLog).size).toBe(cap);
     } finally {
       killIfRunning(pid);
+    }
+  });
+
+  it('at the next command cuts an earlier log past the cap but spares what only inherited it and writes nothing', async () => {
+    const cap = 1_000_000;
+    const capped = { extraArgs: ['--output-log-max-bytes', String(cap)] };
+    const first = await bash(
+      { command: '(sleep 1; dd if=/dev/zero bs=1M count=3 status=none; sleep 60) & echo $! > loud.pid; sleep 100 & echo $!; echo started' },
+      capped,
+    );
+    const quietPid = Number(first.stdout.split('\n')[0]);
+    const loudPid = Number(readFileSync(path.join(workspace.root, 'loud.pid'), 'utf8'));
+    try {
+      for (let attempt = 0; attempt < 100 && statSync(first.stdoutLog).size <= cap; attempt += 1) await sleep(50);
+      await sleep(500);
+      expect(statSync(first.stdoutLog).size).toBeGreaterThan(cap);
+      const next = await bash({ command: 'echo hi' }, capped);
+      expect(next).toMatchObject({ exitCode: 0, stdout: 'hi\n' });
+      expect(statSync(first.stdoutLog).size).toBe(cap);
+      await sleep(200);
+      expect(runs(quietPid)).toBe(true);
+    } finally {
+      killIfRunning(quietPid);
+      killIfRunning(loudPid);
     }
   });
 
@@ -389,6 +417,29 @@ describe('background jobs', () => {
       await sleep(100);
     }
     throw new Error(`job ${job} never reached ${status}`);
+  }
+  async function waitForCapped(job: string, options: Parameters<typeof callTool>[3] = {}): Promise<JobOutput> {
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      const current = await output(job, undefined, options);
+      if (current.outputCapped) return current;
+      await sleep(100);
+    }
+    throw new Error(`the output of job ${job} was never capped`);
+  }
+  /** The pids of the processes whose command line names the job's directory: its wrapper and watchdog. */
+  function jobShells(job: string): number[] {
+    const directory = path.join(workspace.home, 'jobs', job);
+    return readdirSync('/proc')
+      .filter((name) => /^\d+$/.test(name))
+      .filter((name) => {
+        try {
+          return readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').includes(directory);
+        } catch {
+          return false;
+        }
+      })
+      .map(Number)
+      .filter(runs);
   }
 
   it('returns at once, outlives the call process, and reports output and exit code to a later call', async () => {
@@ -514,15 +565,17 @@ describe('background jobs', () => {
   it('a job whose leftover has only its main thread exited is not marked ended while it writes, and bash_kill stops it', async ({
     skip,
   }) => {
-    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT ?? '');
     writeMainThreadExit(workspace.root);
-    const { job } = resultOf<{ job: string }>(
-      await callTool(workspace, 'bash', { command: './mte & echo $! > mte.pid', background: true }),
-    );
-    await waitFor(job, 'exited');
-    const pid = Number(readFileSync(path.join(workspace.root, 'mte.pid'), 'utf8'));
-    const log = path.join(workspace.home, 'jobs', job, 'output.log');
+    const pidFile = path.join(workspace.root, 'mte.pid');
+    let pid = 0;
     try {
+      const { job } = resultOf<{ job: string }>(
+        await callTool(workspace, 'bash', { command: './mte & echo $! > mte.pid', background: true }),
+      );
+      await waitFor(job, 'exited');
+      pid = Number(readFileSync(pidFile, 'utf8'));
+      const log = path.join(workspace.home, 'jobs', job, 'output.log');
       expect(readFileSync(`/proc/${pid}/stat`, 'utf8')).toMatch(/\) Z /);
       await sleep(6_000);
       expect(existsSync(path.join(workspace.home, 'jobs', job, 'group-ended'))).toBe(false);
@@ -533,7 +586,8 @@ describe('background jobs', () => {
       expect(resultOf(await callTool(workspace, 'bash_kill', { job }))).toEqual({ job, status: 'exited', exitCode: 0 });
       expect(await stopsRunning(pid)).toBe(true);
     } finally {
-      killIfRunning(pid);
+      // The program ignores SIGTERM and writes for good: whatever threw, kill it once its pid is known.
+      killIfRunning(pid || Number(existsSync(pidFile) ? readFileSync(pidFile, 'utf8') : 0));
     }
   });
 
@@ -550,7 +604,7 @@ describe('background jobs', () => {
     await waitFor(job, 'exited', capped);
     const pid = Number(readFileSync(path.join(workspace.root, 'writer.pid'), 'utf8'));
     try {
-      expect(await waitFor(job, 'killed', capped)).toMatchObject({ outputCapped: true, size: 100_000 });
+      expect(await waitForCapped(job, capped)).toMatchObject({ status: 'exited', exitCode: 0, size: 100_000 });
       expect(await stopsRunning(pid)).toBe(true);
     } finally {
       killIfRunning(pid);
@@ -669,9 +723,40 @@ describe('background jobs', () => {
       ),
     );
     await waitFor(job, 'exited', capped);
-    const killed = await waitFor(job, 'killed', capped);
-    expect(killed).toMatchObject({ outputCapped: true, size: 100_000 });
+    // The command's shell exited on its own with 0: capping what it left running does not change that.
+    expect(await waitForCapped(job, capped)).toMatchObject({ status: 'exited', exitCode: 0, size: 100_000 });
     expect(statSync(path.join(workspace.home, 'jobs', job, 'output.log')).size).toBe(100_000);
+  });
+
+  it('a job that exited on its own keeps its exit code when its output passed the cap', async () => {
+    const capped = { extraArgs: ['--output-log-max-bytes', '1000000'] };
+    // The job's shell exits 7 at once; what it left behind passes the cap half a second later, so
+    // the exit is recorded before the watchdog can cap anything (a job that writes past the cap
+    // while it runs is, rightly, killed: a race a loaded machine would lose).
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: '(sleep 0.5; head -c 3000000 /dev/zero) & exit 7', background: true }, capped),
+    );
+    let seen = await output(job, 999_999, capped);
+    for (let look = 0; look < 100 && seen.outputCapped !== true; look += 1) {
+      await sleep(100);
+      seen = await output(job, 999_999, capped);
+    }
+    expect(seen).toMatchObject({ status: 'exited', exitCode: 7, outputCapped: true });
+  });
+
+  it('the watchdog exits once the group ended and what holds the log writes nothing (setsid sleep)', async () => {
+    const { job } = resultOf<{ job: string }>(
+      await callTool(workspace, 'bash', { command: 'setsid sleep 30 & echo $! > daemon.pid', background: true }),
+    );
+    await waitFor(job, 'exited');
+    const pid = Number(readFileSync(path.join(workspace.root, 'daemon.pid'), 'utf8'));
+    try {
+      await sleep(3_000);
+      expect(runs(pid)).toBe(true);
+      expect(jobShells(job)).toEqual([]);
+    } finally {
+      killIfRunning(pid);
+    }
   });
 
   it('kills a job whose output passes the cap', async () => {
@@ -764,7 +849,7 @@ describe("the job watchdog's liveness check", () => {
   });
 
   it('counts a group whose only process had its main thread exit (Z, a thread still running) as live', async ({ skip }) => {
-    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT);
+    skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT ?? '');
     writeMainThreadExit(workspace.root);
     const leader = spawn(path.join(workspace.root, 'mte'), [], { detached: true, stdio: 'ignore' });
     try {

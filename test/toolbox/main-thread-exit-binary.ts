@@ -3,7 +3,11 @@
 // The model can write such a binary (printf into a file, chmod +x), so the tests need one, and
 // they build it here byte by byte rather than needing a compiler (or python) on the machine:
 // a static x86-64 ELF of one segment, no libc, raw system calls. Elsewhere it is undefined and
-// the tests that need it are skipped.
+// the tests that need it are skipped, as they are where it cannot run (mainThreadExitUnavailable).
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 /** The machine code, placed right after the two headers; its data follows it (offsets from its start). */
 const CODE: readonly (readonly [string, string])[] = [
@@ -75,4 +79,31 @@ export function mainThreadExitBinary(): Buffer | undefined {
   file.writeBigUInt64LE(0x1000n, 112); // p_align
   code.copy(file, HEADERS);
   return file;
+}
+
+/**
+ * Why the program cannot run here, or undefined when it can: built for x86-64 Linux only, and run
+ * once from the temporary directory the workspaces live in, since a noexec mount or a policy
+ * refusing writable-and-executable memory (SELinux execmem) stops it where the build cannot tell.
+ * The run is killed (SIGKILL: it ignores SIGTERM) after it has had time to write its first block.
+ */
+export function mainThreadExitUnavailable(): string | undefined {
+  const program = mainThreadExitBinary();
+  if (!program) return 'the main-thread-exit program is built for x86-64 Linux only';
+  const directory = mkdtempSync(path.join(tmpdir(), 'chamvi-mte-probe-'));
+  try {
+    const file = path.join(directory, 'mte');
+    writeFileSync(file, program);
+    chmodSync(file, 0o755);
+    const run = spawnSync(file, [], { timeout: 300, killSignal: 'SIGKILL', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 16 << 20 });
+    if (run.error && (run.error as NodeJS.ErrnoException).code !== 'ETIMEDOUT') {
+      return `the main-thread-exit program cannot be started from ${tmpdir()}: ${run.error.message}`;
+    }
+    if ((run.stdout?.length ?? 0) < 4096) {
+      return `the main-thread-exit program started from ${tmpdir()} wrote nothing (ended by ${run.signal ?? `exit ${run.status}`}): execution refused here`;
+    }
+    return undefined;
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 }
