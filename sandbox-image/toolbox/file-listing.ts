@@ -83,12 +83,18 @@ export interface ListedFile {
   repository: string | undefined;
 }
 
-/** How long a listing may take, and what stops it sooner. */
-export interface ListingBounds {
+/** How long a listing may take, what stops it sooner, and who hears of the repositories it enters. */
+export interface ListingOptions {
   /** The whole listing, every git run and walk in it (default HELPER_TIMEOUT_MS); past it: TIMEOUT. */
   timeoutMs?: number;
   /** Aborted: the listing stops (its git run killed) and throws the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Called with the directory (root-relative) of each repository other than the root's that the
+   * listing enters, or walks in its place, before any of its files: grep tells from it whether a
+   * listing that did not finish had found nested repositories at all.
+   */
+  onNestedRepository?: (directory: string) => void;
 }
 
 /** What one listing shares across the repositories it asks. */
@@ -101,6 +107,7 @@ interface Listing {
   /** Date.now() past which the listing gives up. */
   deadline: number;
   signal: AbortSignal | undefined;
+  onNestedRepository: ((directory: string) => void) | undefined;
 }
 
 /** Visits each file list_files lists under `base` (root-relative, '' for the root), unsorted. */
@@ -109,18 +116,20 @@ export async function forEachFile(
   base: string,
   includeIgnored: boolean,
   visit: (file: ListedFile) => void,
-  bounds: ListingBounds = {},
+  options: ListingOptions = {},
 ): Promise<void> {
-  const timeoutMs = bounds.timeoutMs ?? HELPER_TIMEOUT_MS;
+  const timeoutMs = options.timeoutMs ?? HELPER_TIMEOUT_MS;
   const listing: Listing = {
     includeIgnored,
     visit,
     nestedLeft: MAX_NESTED_REPOSITORIES,
     timeoutMs,
     deadline: Date.now() + timeoutMs,
-    signal: bounds.signal,
+    signal: options.signal,
+    onNestedRepository: options.onNestedRepository,
   };
   const repository = findExecutable('git') ? enclosingRepository(context.realRoot, base) : undefined;
+  if (repository) listing.onNestedRepository?.(repository);
   if (repository !== undefined && (await listRepository(context, repository, base, listing))) return;
   await walk(context.realRoot, base, listing);
 }
@@ -210,6 +219,7 @@ async function listRepository(context: ToolboxContext, repository: string, base:
   if (outcome.exitCode !== 0) return false;
   for (const directory of nested) {
     if (!(await isOwnDirectory(context.realRoot, directory))) continue;
+    listing.onNestedRepository?.(directory);
     const inner = existsSync(path.join(context.realRoot, directory, '.git')) && listing.nestedLeft > 0;
     if (inner) listing.nestedLeft -= 1;
     if (!inner || !(await listRepository(context, directory, directory, listing))) {

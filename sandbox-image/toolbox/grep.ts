@@ -26,10 +26,19 @@
 // parallel with git grep over the outer repository. Past those 64, rg still reads the rules
 // that the listing and git grep no longer do: ignored files of those repositories are searched
 // with git grep only. That nested part has one deadline of its own, well under the outer pass's:
-// past it, or when it fails, the answer keeps what the outer pass found and says in
-// `diagnostics` that nested repositories were not fully searched. The pattern is checked before
-// the listing starts, so a bad one answers at once, and whatever still runs when the call ends
-// is stopped.
+// past it, or when it fails, the answer keeps what the outer pass found, says truncated, and
+// says in `diagnostics` that nested repositories were not fully searched, or, when the listing
+// (which reads the outer repository too, only to find them) stopped before it found one, that
+// it could not tell whether there are any: matches may be missing either way. The pattern is
+// checked before the listing starts, so a bad one answers at once, and whatever still runs when
+// the call ends is stopped.
+//
+// The second pass's output is split at newlines, which a file name may hold: a record of
+// `evil\n./src/auth.ts` would split into a piece that spells a line of `./src/auth.ts` (its own
+// text after the name's newline), and its real matches would be lost. Files whose names hold a
+// newline are searched in runs of their own, one file each, whose output is read as that file's
+// records only, joined back across the name's newlines; the others share runs as before. Each
+// such name costs one engine process more, at most `limit` of them.
 //
 // A run over named files yields only those files: a name that became a directory since it was
 // listed (`git grep --no-index` and rg take a directory operand as everything under it, ignored
@@ -51,6 +60,8 @@ import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 const MAX_RECORD_BYTES = 4_096 + LINE_MAX_CHARS * 4;
+/** The second pass's record separator, which a file name may hold too (see the header). */
+const NEWLINE = 0x0a;
 const MAX_PATH_BYTES = 4_096;
 /** Argument bytes of one run over named files, far below the kernel's limit on one exec (ARG_MAX). */
 const MAX_ARGUMENT_BYTES = 128 * 1_024;
@@ -115,12 +126,13 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
 
   const matches = new SortedSelection<GrepMatch>(limit, compareMatches);
   const lines = { output: 'lines', limit } as const;
-  for (const run of namedFileRuns(
+  for (const run of secondPassRuns(
     engine,
     input,
     lines,
     selected.items.map((file) => file.raw),
   )) {
+    const readLine = run.lineReader();
     // Exit codes are not read: a file deleted since the first pass is only one without matches.
     await streamRecords(run.command, run.args, {
       cwd: context.realRoot,
@@ -128,10 +140,10 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
       input: run.input,
       // xargs is killed with the engine it started, not alone, when the search takes too long.
       processGroup: true,
-      separator: 0x0a,
+      separator: NEWLINE,
       maxRecordBytes: MAX_RECORD_BYTES,
-      onRecord: (record) => {
-        const match = run.isNamed(pathOfLine(record)) ? run.parse(record) : undefined;
+      onRecord: (line) => {
+        const match = readLine(line);
         if (match) matches.add(match);
         return true;
       },
@@ -177,7 +189,9 @@ type Pass = Output & { operands: { scope: string } | { named: string[] } };
  * The first pass's part that git grep cannot see: the files the listing lists under `scope` in
  * repositories nested in the workspace's (or walked there), searched by name, all within one
  * deadline. Never throws: undefined when all of it was searched, else what the answer should
- * say was not (the matches found before that are kept).
+ * say was not (the matches found before that are kept). The listing covers the whole outer
+ * repository too, only to find nested ones: when it stops before it found any, there may be none
+ * at all, and the answer says it could not tell rather than that some were not searched.
  */
 async function searchNestedRepositories(
   context: ToolboxContext,
@@ -190,6 +204,7 @@ async function searchNestedRepositories(
   const timeoutMs = context.nestedSearchDeadlineMs ?? NESTED_SEARCH_DEADLINE_MS;
   const deadline = Date.now() + timeoutMs;
   const tooLong = `listing and searching them took longer than ${formatSeconds(timeoutMs)}`;
+  let found = false;
   try {
     const nested: Buffer[] = [];
     await forEachFile(
@@ -200,7 +215,13 @@ async function searchNestedRepositories(
         // git grep in the root's repository searched what that repository lists.
         if (file.repository !== '') nested.push(file.raw);
       },
-      { timeoutMs, signal },
+      {
+        timeoutMs,
+        signal,
+        onNestedRepository: () => {
+          found = true;
+        },
+      },
     );
     for (const run of namedFileRuns('git-grep', input, { output: 'files', limit }, nested)) {
       if (Date.now() >= deadline) return nestedShortfall(tooLong);
@@ -219,13 +240,20 @@ async function searchNestedRepositories(
     }
     return undefined;
   } catch (error) {
-    if (ToolboxError.isInstance(error) && error.code === 'TIMEOUT') return nestedShortfall(tooLong);
-    return nestedShortfall(firstLine(error instanceof Error ? error.message : String(error)));
+    const timedOut = ToolboxError.isInstance(error) && error.code === 'TIMEOUT';
+    const reason = timedOut ? undefined : firstLine(error instanceof Error ? error.message : String(error));
+    if (found) return nestedShortfall(reason ?? tooLong);
+    return nestingUnknown(reason ?? `listing the files to find them took longer than ${formatSeconds(timeoutMs)}`);
   }
 }
 
 function nestedShortfall(reason: string): string {
   return `repositories nested in the workspace were not fully searched (${reason}), so matches in them may be missing; narrow the path to search less of them`;
+}
+
+/** The nested part stopped before the listing found a nested repository: there may be none. */
+function nestingUnknown(reason: string): string {
+  return `could not tell whether nested repositories exist under the path searched (${reason}), so matches in any there may be missing; narrow the path to list less`;
 }
 
 function formatSeconds(milliseconds: number): string {
@@ -256,16 +284,14 @@ function searchFailed(outcome: ProcessOutcome): ToolboxError {
   );
 }
 
+/** A run over named files: `names` as the engine prints them, and a test for a printed path that is one of them. */
+type NamedFileRun = Invocation & { input?: Buffer; names: Buffer[]; isNamed: (rawPath: Buffer) => boolean };
+
 /**
  * `pass` over files named by their raw paths: one xargs run fed them on stdin, or runs with them
- * as arguments. `isNamed` tells a printed path that is one of them from any other.
+ * as arguments.
  */
-function namedFileRuns(
-  engine: GrepEngine,
-  input: ToolInput<'grep'>,
-  pass: Output,
-  files: readonly Buffer[],
-): Array<Invocation & { input?: Buffer; isNamed: (rawPath: Buffer) => boolean }> {
+function namedFileRuns(engine: GrepEngine, input: ToolInput<'grep'>, pass: Output, files: readonly Buffer[]): NamedFileRun[] {
   if (files.length === 0) return [];
   if (findExecutable('xargs')) {
     const search = engineInvocation(engine, input, { ...pass, operands: { named: [] } });
@@ -276,15 +302,65 @@ function namedFileRuns(
         command: 'xargs',
         args: ['-0', '-r', `--max-args=${MAX_FILES_PER_RUN}`, search.command, ...search.args],
         input: paths,
+        names: [...files],
         isNamed: namedPaths(files),
       },
     ];
   }
-  return argumentBatches(files.map((file) => file.toString('utf8'))).map((batch) => ({
-    ...engineInvocation(engine, input, { ...pass, operands: { named: batch } }),
+  return argumentBatches(files.map((file) => file.toString('utf8'))).map((batch) => {
     // An argument is UTF-8: a name that is not is searched (and printed) under its encoding.
-    isNamed: namedPaths(batch.map((file) => Buffer.from(file))),
-  }));
+    const names = batch.map((file) => Buffer.from(file));
+    return { ...engineInvocation(engine, input, { ...pass, operands: { named: batch } }), names, isNamed: namedPaths(names) };
+  });
+}
+
+/**
+ * The second pass's runs over `files`, each with a reader of its output lines (a new one per
+ * run: a reader may hold a part of a record). Output split at newlines splits a record wherever
+ * the file name holds one, so such a file is searched in a run of its own, whose lines are read
+ * as that file's records only (see the header); the others share runs as before.
+ */
+function secondPassRuns(
+  engine: GrepEngine,
+  input: ToolInput<'grep'>,
+  pass: Output,
+  files: readonly Buffer[],
+): Array<NamedFileRun & { lineReader: () => (line: Buffer) => GrepMatch | undefined }> {
+  const shared = namedFileRuns(
+    engine,
+    input,
+    pass,
+    files.filter((file) => !file.includes(NEWLINE)),
+  ).map((run) => ({ ...run, lineReader: () => (line: Buffer) => (run.isNamed(pathOfLine(line)) ? run.parse(line) : undefined) }));
+  const own = files
+    .filter((file) => file.includes(NEWLINE))
+    .flatMap((file) => namedFileRuns(engine, input, pass, [file]))
+    .map((run) => ({ ...run, lineReader: () => linesOfOneFile(run.names[0]!, run.parse) }));
+  return [...shared, ...own];
+}
+
+/**
+ * Reads the lines of a run over the one file `name`, which holds newlines: each record arrives
+ * cut into one piece more than the name has newlines. Pieces are joined while they spell the
+ * start of `name` and a newline; a record is whole once it holds `name` and the NUL after it
+ * (the line number and text that follow hold no newline). A piece that continues nothing starts
+ * over, so whatever the file's text says, a record is this file's or none.
+ */
+function linesOfOneFile(name: Buffer, parse: (record: Buffer) => GrepMatch | undefined): (line: Buffer) => GrepMatch | undefined {
+  const head = Buffer.concat([name, Buffer.of(0)]);
+  let pending: Buffer | undefined;
+  const read = (piece: Buffer, joined: Buffer): GrepMatch | undefined => {
+    pending = undefined;
+    if (joined.length >= head.length) {
+      if (joined.subarray(0, head.length).equals(head)) return parse(joined);
+    } else if (head.subarray(0, joined.length).equals(joined) && head[joined.length] === NEWLINE) {
+      pending = joined;
+      return undefined;
+    }
+    // Not this file's record: try the piece alone as the start of one.
+    return joined === piece ? undefined : read(piece, piece);
+  };
+  return (line) => read(line, pending ? Buffer.concat([pending, Buffer.of(NEWLINE), line]) : line);
 }
 
 /** A test for a printed path: one of `files`, byte for byte. */

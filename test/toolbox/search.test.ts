@@ -104,6 +104,37 @@ describe('grep', () => {
     },
   );
 
+  it.each(['rg', 'git-grep', 'grep'] as const)(
+    'engine %s reports a match in a file whose name holds a newline under that name, never as a line of the file its tail names',
+    async (engine) => {
+      const names = makeWorkspace();
+      try {
+        // Each name's tail spells src/auth.ts as an engine prints it (rg and grep under `.`:
+        // `./src/auth.ts`; git grep: `src/auth.ts`), and the line after it reads like a match there.
+        names.write({
+          'src/auth.ts': 'needle real\nother\n',
+          'evil\n./src/auth.ts': 'x\nx\nx\nx\nneedle FAKE2\n',
+          'evil\nsrc/auth.ts': 'x\nx\nneedle FAKE\n',
+        });
+        names.git('init', '-q');
+        for (const env of engine === 'grep' ? [engines.grep.env, grepWithoutXargs.env] : [engines[engine].env]) {
+          const result = resultOf<{ engine: string; matches: Array<{ path: string; line: number; text: string }>; truncated: boolean }>(
+            await callTool(names, 'grep', { pattern: 'needle' }, { env }),
+          );
+          expect(result.engine).toBe(engine);
+          expect(result.matches).toEqual([
+            { path: 'evil\n./src/auth.ts', line: 5, text: 'needle FAKE2' },
+            { path: 'evil\nsrc/auth.ts', line: 3, text: 'needle FAKE' },
+            { path: 'src/auth.ts', line: 1, text: 'needle real' },
+          ]);
+          expect(result.truncated).toBe(false);
+        }
+      } finally {
+        names.cleanup();
+      }
+    },
+  );
+
   it.each(['rg', 'git-grep'] as const)('engine %s leaves git-ignored files out unless includeIgnored', async (engine) => {
     const plain = resultOf<{ matches: Array<{ path: string }> }>(
       await callTool(workspace, 'grep', { pattern: 'needle' }, { env: engines[engine].env }),
@@ -394,6 +425,55 @@ describe('grep', () => {
       expect(errorCodeOf(await callTool(slow, 'grep', { pattern: '(' }, { env: env() }))).toBe('INVALID_INPUT');
       expect(Date.now() - begun).toBeLessThan(10_000);
       expect(existsSync(listings())).toBe(false);
+    });
+  });
+
+  describe('when the nested deadline passes in a repository with no nested one', () => {
+    let plain: Workspace;
+    let bin: string;
+    const started = () => path.join(bin, 'slow-listing.pid');
+    beforeAll(() => {
+      plain = makeWorkspace();
+      plain.write({ 'top.txt': 'needle\n', 'src/a.txt': 'needle\n' });
+      plain.git('init', '-q');
+      bin = mkdtempSync(path.join(tmpdir(), 'chamvi-path-'));
+      for (const program of ['grep', 'xargs', 'sleep']) symlinkSync(which(program), path.join(bin, program));
+      // git as it is, but `ls-files` hangs, as on a huge outer repository; git grep is not slowed.
+      const git = [
+        '#!/bin/bash',
+        `if [[ "$1" == ls-files ]]; then echo $$ > ${started()}; exec sleep 30; fi`,
+        `exec ${which('git')} "$@"`,
+      ].join('\n');
+      writeFileSync(path.join(bin, 'git'), `${git}\n`, { mode: 0o755 });
+    });
+    afterAll(() => {
+      const listing = existsSync(started()) ? Number(readFileSync(started(), 'utf8')) : 0;
+      if (listing > 0 && alive(listing)) process.kill(listing, 'SIGKILL');
+      plain.cleanup();
+      rmSync(bin, { recursive: true, force: true });
+    });
+    type Answer = { engine: string; matches: Array<{ path: string }>; truncated: boolean; diagnostics?: string[] };
+
+    it('says it could not tell whether nested repositories exist when the listing did not finish, not that some went unsearched', async () => {
+      const result = resultOf<Answer>(
+        await callTool(plain, 'grep', { pattern: 'needle' }, { env: { ...process.env, PATH: bin, CHAMVI_GREP_NESTED_DEADLINE_MS: '1' } }),
+      );
+      expect(result.engine).toBe('git-grep');
+      expect(result.matches.map((match) => match.path)).toEqual(['src/a.txt', 'top.txt']);
+      // Nested repositories there may be, unsearched: truncated, as the contract says of a part not searched.
+      expect(result.truncated).toBe(true);
+      expect(result.diagnostics).toEqual([expect.stringMatching(/^could not tell whether nested repositories exist/)]);
+    });
+
+    it('with real git and a 1 ms deadline says nothing of nested repositories unless the listing did not finish', async () => {
+      const result = resultOf<Answer>(
+        await callTool(plain, 'grep', { pattern: 'needle' }, { env: { ...engines['git-grep'].env, CHAMVI_GREP_NESTED_DEADLINE_MS: '1' } }),
+      );
+      expect(result.engine).toBe('git-grep');
+      expect(result.matches.map((match) => match.path)).toEqual(['src/a.txt', 'top.txt']);
+      // Whether git lists the files within 1 ms is up to the machine; either answer is true.
+      if (result.diagnostics === undefined) expect(result.truncated).toBe(false);
+      else expect(result).toMatchObject({ truncated: true, diagnostics: [expect.stringMatching(/^could not tell whether/)] });
     });
   });
 
