@@ -443,6 +443,28 @@ describe('a schedule whose template problem stays', () => {
     expect(ready()).toMatchObject({ status: 'False', reason: 'TemplateNotFound' });
   });
 
+  it('forgets a deleted schedule: one made again under its name starts from 30 s', async () => {
+    const { reconciler } = scene(missing);
+    await waits(reconciler, 4);
+    reconciler.forget('team/nightly');
+    expect(reconciler.problemsKept).toBe(0);
+    expect(await waits(reconciler, 1)).toEqual([30_000]);
+  });
+
+  it('keeps no count for a problem it never looks at again: schedules made invalid and deleted in a loop grow nothing', async () => {
+    const { reconciler, kube } = scene(missing);
+    for (let i = 0; i < 200; i++) {
+      const invalid = {
+        ...missing,
+        metadata: { ...missing.metadata, name: `s-${i}`, uid: `uid-${i}` },
+        spec: { ...missing.spec, schedule: '61 * * * *' },
+      };
+      kube.getSchedule.mockResolvedValue(invalid as CodingSchedule);
+      await expect(reconciler.reconcile(`team/s-${i}`)).resolves.toEqual({});
+    }
+    expect(reconciler.problemsKept).toBe(0);
+  });
+
   it('starts again from 30 s when the schedule is edited', async () => {
     const { reconciler, kube } = scene(missing);
     await waits(reconciler, 4);

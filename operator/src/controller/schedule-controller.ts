@@ -92,7 +92,7 @@ export class ScheduleController {
             onChange: (schedule, previous) => {
               if (scheduleChangeWakes(previous, schedule)) this.queue.add(scheduleKey(schedule));
             },
-            onDelete: () => {},
+            onDelete: (schedule) => this.reconciler.forget(scheduleKey(schedule)),
           },
           logger,
           // A schedule carries a whole run template, a run its spec: a page is held whole before the slim (CODING_RUN_PAGE_LIMIT).

@@ -4,6 +4,7 @@
 // is what makes a crash safe: the run exists before lastScheduleTime says so, and a run made
 // by an attempt that died before its status write is found again by its name for the time
 // (names.ts scheduledRunName); a create sent again for that time is refused AlreadyExists.
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
@@ -13,7 +14,7 @@ import type { CreateRunAnswer, ScheduleGateway } from '../kube/schedule-gateway.
 import { goneUnlessSame } from '../kube/kube-gateway.ts';
 import { apiRefusal, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
-import { decideSchedule, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
+import { decideSchedule, isRecheckedProblem, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
 import { specIssuesMessage } from '../reconcile/spec-issues.ts';
 import { resolveScheduledRunSpec, scheduledRunAt, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
 import { isScheduleRun, runsOfSchedule } from '../reconcile/runs-of-schedule.ts';
@@ -62,6 +63,19 @@ export class ScheduleReconciler {
   private readonly repeatedProblems = new Map<string, { problem: string; repeats: number }>();
 
   constructor(private readonly deps: ScheduleReconcilerDeps) {}
+
+  /**
+   * A schedule deleted: its repeat count goes with it. A deleted schedule is not queued, and an
+   * entry only its own reconcile would remove was kept for each one made and deleted in a loop.
+   */
+  forget(key: string): void {
+    this.repeatedProblems.delete(key);
+  }
+
+  /** How many schedules' repeat counts are kept: memory a namespace's writers could grow. */
+  get problemsKept(): number {
+    return this.repeatedProblems.size;
+  }
 
   /** No reconcile writes anything after this, the ones in flight included; what they had sent stays sent. */
   stop(): void {
@@ -228,11 +242,14 @@ export class ScheduleReconciler {
     problem: ScheduleProblem | undefined,
     template: CodingRunTemplate | undefined,
   ): number {
-    if (!problem) {
+    // Only problems looked at again are counted: any other is never requeued, so its entry
+    // would stay until the schedule's next reconcile, which a deleted one never has.
+    if (!problem || !isRecheckedProblem(problem.reason)) {
       this.repeatedProblems.delete(key);
       return 0;
     }
-    const seen = JSON.stringify([
+    // A digest, not the message (up to some 4 000 characters a schedule's writer chooses).
+    const seen = sha256Of([
       schedule.metadata.uid,
       schedule.metadata.generation,
       problem.reason,
@@ -246,6 +263,8 @@ export class ScheduleReconciler {
     return repeats;
   }
 }
+
+const sha256Of = (value: unknown) => createHash('sha256').update(JSON.stringify(value)).digest('hex');
 
 const requeueOf = (requeueAfterMs: number | undefined) =>
   requeueAfterMs === undefined ? {} : { requeueAfterMs: Math.min(requeueAfterMs, MAX_SCHEDULE_REQUEUE_MS) };

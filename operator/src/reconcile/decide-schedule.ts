@@ -85,6 +85,14 @@ export interface ScheduleDecision {
 }
 
 /**
+ * Problems a schedule is looked at again for, ever less often (templateRecheckMs): a template
+ * created or fixed later ends them, and nothing watches templates. Any other problem waits for
+ * an edit of the schedule, which wakes it.
+ */
+export const isRecheckedProblem = (reason: ScheduleProblem['reason']): boolean =>
+  reason === 'TemplateNotFound' || reason === 'InvalidRunSpec';
+
+/**
  * A schedule whose template is missing or makes an invalid run looks again after this, the
  * first time: the controller does not watch CodingRunTemplates, and the time due stays due, so
  * a template applied just after its schedule (`kubectl apply -f dir/`) starts the run within it.
@@ -242,7 +250,7 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       ? { requeueAfterMs: HELD_HISTORY_RECHECK_MS }
       : next
         ? { requeueAfterMs: Math.max(1000, next.getTime() - now.getTime()) }
-        : input.problem?.reason === 'TemplateNotFound' || input.problem?.reason === 'InvalidRunSpec'
+        : input.problem && isRecheckedProblem(input.problem.reason)
           ? { requeueAfterMs: templateRecheckMs(input.problemRepeats ?? 0) }
           : {}),
   };
