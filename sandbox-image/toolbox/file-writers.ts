@@ -8,7 +8,6 @@
 // few thousand tiny calls, each of which costs a trip through libuv's thread pool when async
 // (measured: five times slower, about 50 ms for a hundred processes).
 import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { setTimeout as delay } from 'node:timers/promises';
 import { isLive, parseStat, processTableNow, type ProcessEntry } from './process-table.ts';
 
 /** A file as the kernel knows it: a log the command replaced or deleted is still the same open file. */
@@ -71,36 +70,6 @@ export function regularFileAt(file: string): FileIdentity | undefined {
   try {
     const stats = lstatSync(file, { bigint: true });
     return stats.isFile() ? { dev: stats.dev, ino: stats.ino } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Of these processes, those that write: the bytes each has written (wchar of /proc/PID/io, to any
- * file, pipe or socket) moved between two looks `intervalMs` apart. A process whose counter cannot
- * be read (/proc/PID/io closed to this user in some containers) counts as writing: holding the
- * file open for writing is then all that can be told, as without this check. One gone by the
- * second look is left out.
- */
-export async function writingProcesses(pids: readonly number[], intervalMs: number): Promise<number[]> {
-  if (pids.length === 0) return [];
-  const before = pids.map(bytesWritten);
-  await delay(intervalMs);
-  return pids.filter((pid, index) => {
-    const first = before[index];
-    const second = bytesWritten(pid);
-    // Gone by the second look: nothing left to stop.
-    if (first !== undefined && second === undefined) return false;
-    return first === undefined || second !== first;
-  });
-}
-
-/** What /proc/PID/io counts as written by the process (wchar), undefined when it cannot be read. */
-export function bytesWritten(pid: number): bigint | undefined {
-  try {
-    const line = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
-    return line ? BigInt(line[1] as string) : undefined;
   } catch {
     return undefined;
   }

@@ -13,7 +13,7 @@
 import { lstat, readdir, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { type FileIdentity, filesOpenForWriting, regularFileAt, sameFile, signalProcesses, writingProcesses } from './file-writers.ts';
+import { type FileIdentity, filesOpenForWriting, regularFileAt, sameFile, signalProcesses } from './file-writers.ts';
 
 /** One of the command's logs: where it is, and which file it is. */
 export interface CommandLog extends FileIdentity {
@@ -154,18 +154,16 @@ async function earlierLogsOverCap(logs: readonly CommandLog[], logDirectory: str
   return found.filter((log) => log !== undefined);
 }
 
-/** How long apart the two looks at an earlier log's holders are that tell which of them write. */
-const WRITING_CHECK_MS = 100;
-
 /**
- * Kills the writers of an earlier command's log past the cap, then cuts the log back to the cap
- * (unless deleted or replaced meanwhile). Only the holders that write are writers: a daemon that
- * merely inherited the log (`sleep 100 &` beside the loud one) and wrote nothing is left alone
- * (file-writers.ts: one whose write count cannot be read counts as writing). Answers the pids killed.
+ * Kills every process holding an earlier command's log past the cap open for writing, then cuts
+ * the log back to the cap (unless deleted or replaced meanwhile). Every holder, not only those
+ * seen writing: a loop whose children write in bursts (`while :; do make; sleep 5; done &`)
+ * never writes itself, and a write count (wchar) counts writes anywhere, so a server beside the
+ * loud one would be told apart by luck. A daemon that only inherited the log goes too: send a
+ * server's output elsewhere (`server > server.log 2>&1 &`). Answers the pids killed.
  */
 async function stopEarlierWriters(earlier: readonly EarlierLog[], capBytes: bigint, alreadyStopped: readonly number[]): Promise<number[]> {
-  const holders = [...new Set(earlier.flatMap((log) => log.writers))].filter((pid) => !alreadyStopped.includes(pid));
-  const writing = await writingProcesses(holders, WRITING_CHECK_MS);
+  const writing = [...new Set(earlier.flatMap((log) => log.writers))].filter((pid) => !alreadyStopped.includes(pid));
   signalProcesses(writing, 'SIGKILL');
   for (const log of earlier) {
     const now = regularFileAt(log.path);

@@ -283,6 +283,19 @@ describe('poolPodChanges: whether a pool pod is still the pod its pool builds', 
     }
   });
 
+  it('finds a pod with an init container changed since it was made, though its spec reads as built', () => {
+    // A custom image's chamvi-tools copies the toolbox the sandbox runs, once: an image patched
+    // in before it started and back after it exited leaves the built spec and a rigged toolbox.
+    const custom = { ...pool, image: 'registry.example/custom:1' };
+    const made = (generation: number) => {
+      const pod = warmPoolPod(custom, config, parsed({}, 'anywhere'));
+      return { ...pod, metadata: { ...pod.metadata, name: 'default-warm-fghij', uid: 'uid-custom', generation } };
+    };
+    expect(made(1).spec!.initContainers).toHaveLength(1);
+    expect(poolPodChanges(made(1), custom, config)).toEqual([]);
+    expect(poolPodChanges(made(3), custom, config)).toContainEqual(expect.objectContaining({ kind: 'initContainer' }));
+  });
+
   it('takes a digest on the built image as added at admission only while the spec is unchanged', () => {
     const pinned = (generation: number) => {
       const pod = poolPod(generation);

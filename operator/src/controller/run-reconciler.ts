@@ -817,7 +817,7 @@ export class RunReconciler {
     const warm = this.deps.warmPools!;
     const parsed = parseSpec(run);
     if (!parsed.ok) return { none: true };
-    const pods = this.deps.caches.pods.list().filter((pod) => isPoolPod(pod, pool, this.deps.config) && warm.madeIt(pod, pool));
+    const pods = this.deps.caches.pods.list().filter((pod) => warm.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config));
     const byName = new Map(pods.map((pod) => [pod.metadata!.name!, pod]));
     const now = this.now();
     for (const name of claimOrder(pods.map(poolPodView)).slice(0, CLAIM_TRIES)) {

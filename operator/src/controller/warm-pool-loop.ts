@@ -306,9 +306,11 @@ export class WarmPoolLoop {
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
       if (
-        (pool && isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool)) ||
+        // The cheap looks first: judging a pod (poolPodChanges) costs milliseconds for a large
+        // one, and pods planted by the hundred were judged at every pass.
+        this.unwantedAsked.has(askedKey(pod)) ||
         controllingRunUid(pod) !== undefined ||
-        this.unwantedAsked.has(askedKey(pod))
+        (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))
       )
         return [];
       return [{ pod, namespace: pod.metadata!.namespace!, pool, failed: undefined as string | undefined }];
@@ -384,7 +386,7 @@ export class WarmPoolLoop {
     const deleting = this.deleting.get(poolKey(pool));
     return this.deps.pods
       .list()
-      .filter((pod) => isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool) && !claimed?.has(pod.metadata!.name!))
+      .filter((pod) => this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config) && !claimed?.has(pod.metadata!.name!))
       .filter((pod) => poolPodView(pod).ready && !pod.metadata?.deletionTimestamp && !deleting?.has(pod.metadata!.name!))
       .map((pod) => ({ namespace: pool.namespace, name: pod.metadata!.name!, uid: pod.metadata!.uid! }));
   }
@@ -420,7 +422,7 @@ export class WarmPoolLoop {
     const now = this.deps.now?.() ?? Date.now();
     // Pods with the pool's label that this loop did not make are not counted here: deleteUnwanted deletes them.
     if (!(await this.policyInPlace(pool, now))) return;
-    const inPool = this.deps.pods.list().filter((pod) => isPoolPod(pod, pool, this.deps.config) && this.madeIt(pod, pool));
+    const inPool = this.deps.pods.list().filter((pod) => this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config));
     const seen = new Set(inPool.map((pod) => pod.metadata!.name!));
     // A claim the cache shows (the pod left the pool) or that is long past is forgotten.
     const claimed = this.claimedPods.get(poolKey(pool)) ?? new Map<string, number>();

@@ -218,7 +218,19 @@ function poolPodShape(pool: WarmPoolConfig, config: OperatorConfig): SandboxPodS
 export function poolPodChanges(pod: V1Pod, pool: WarmPoolConfig, config: OperatorConfig): PodAddition[] {
   const shape = poolPodShape(pool, config);
   // The pod's own name: its spec's only change of the operator's own is a claim, which it has not had.
-  return podAdditions(pod, pod.metadata?.name === undefined ? shape : { ...shape, podName: pod.metadata.name });
+  const additions = podAdditions(pod, pod.metadata?.name === undefined ? shape : { ...shape, podName: pod.metadata.name });
+  // An init container (a custom image's chamvi-tools, which copies the toolbox the sandbox runs)
+  // runs once: an image patched in before it started and patched back after it exited leaves a
+  // spec like the built one and a rigged toolbox behind. Its spec alone cannot tell, so a pod
+  // with one is the pool's only while its spec is as made (generation 1, or none before 1.33).
+  const generation = pod.metadata?.generation;
+  const changedSinceMade = generation !== undefined && generation !== 1;
+  if (changedSinceMade && (pod.spec?.initContainers?.length ?? 0) > 0)
+    additions.push({
+      kind: 'initContainer',
+      name: `${pod.spec!.initContainers![0]!.name} (spec changed after the pod was made: generation ${generation})`,
+    });
+  return additions;
 }
 
 /**
