@@ -7,8 +7,8 @@
 // The descriptors are read with synchronous calls: /proc answers from memory, and a scan is a
 // few thousand tiny calls, each of which costs a trip through libuv's thread pool when async
 // (measured: five times slower, about 50 ms for a hundred processes).
-import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { isLive, parseStat, processTableNow, type ProcessEntry } from './process-table.ts';
+import { lstatSync, readdirSync, statSync } from 'node:fs';
+import { isLive, processEntryOf, processTableNow, type ProcessEntry } from './process-table.ts';
 
 /** A file as the kernel knows it: a log the command replaced or deleted is still the same open file. */
 export interface FileIdentity {
@@ -38,7 +38,7 @@ export async function filesOpenForWriting(
   accept: (file: FileIdentity & { size: bigint }) => boolean,
   scope: WriterScope = {},
 ): Promise<OpenForWriting[] | undefined> {
-  const table = scope.among ? scope.among.map(processAt).filter((entry) => entry !== undefined) : processTableOrNothing();
+  const table = scope.among ? scope.among.map(processEntryOf).filter((entry) => entry !== undefined) : processTableOrNothing();
   if (!table) return undefined;
   const { startedSince } = scope;
   return table
@@ -113,14 +113,6 @@ function openedBy(entry: ProcessEntry, accept: (file: FileIdentity & { size: big
 function processTableOrNothing(): ProcessEntry[] | undefined {
   try {
     return processTableNow();
-  } catch {
-    return undefined;
-  }
-}
-
-function processAt(pid: number): ProcessEntry | undefined {
-  try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }

@@ -59,8 +59,13 @@ export async function processTable(): Promise<ProcessEntry[]> {
  * already exited is a zombie whose stat still says when it started.
  */
 export function startTicksOf(pid: number): number | undefined {
+  return processEntryOf(pid)?.startTicks;
+}
+
+/** One process as /proc shows it now (read synchronously); undefined when it is gone or unreadable. */
+export function processEntryOf(pid: number | string): ProcessEntry | undefined {
   try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.startTicks;
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
@@ -74,12 +79,6 @@ export function startTicksOf(pid: number): number | undefined {
 export function processTableNow(): ProcessEntry[] {
   return readdirSync('/proc')
     .filter((name) => /^[0-9]+$/.test(name))
-    .map((name) => {
-      try {
-        return parseStat(readFileSync(`/proc/${name}/stat`, 'utf8'));
-      } catch {
-        return undefined;
-      }
-    })
+    .map(processEntryOf)
     .filter((entry) => entry !== undefined);
 }
