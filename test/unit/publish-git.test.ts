@@ -3,6 +3,7 @@
 // operator's, a head too large to be its commit or for git to read within its memory limit),
 // and the commit refuses a binary patch (which the operator never takes from a sandbox) before
 // git expands it.
+import { LS_REMOTE_MAX_BYTES } from '../../operator/src/workers/git-limits.ts';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,6 @@ import type { RunFailure } from '../../operator/src/api/run-failure.ts';
 import { decideJobFailure } from '../../operator/src/workers/job-failure.ts';
 import {
   commitDiff,
-  LS_REMOTE_MAX_BYTES,
   lookUpRemote,
   OPERATOR_COMMIT_MAX_BYTES,
   pushBranch,

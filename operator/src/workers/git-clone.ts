@@ -26,7 +26,7 @@ import { InvalidRevisionError } from '../api/invalid-revision-error.ts';
 import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
-import { GIT_MEMORY_LIMIT_BYTES, localServerConfig } from './git-limits.ts';
+import { GIT_MEMORY_LIMIT_BYTES, LS_REMOTE_MAX_BYTES, localServerConfig } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit } from './git-runner.ts';
 import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
@@ -415,9 +415,6 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     throw error;
   }
 }
-
-/** Bound on what ls-remote may print: a repository with more refs than this is cloned, not looked up. */
-const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The commit the remote names for the request's revision, and the annotated tag object it goes

@@ -85,3 +85,13 @@ export function withLimits(limits: ProcessLimits, command: string, args: readonl
 export function ranOutOfMemory(stderr: string): boolean {
   return /^(fatal|error): [^\n]*out of memory/im.test(stderr);
 }
+
+/**
+ * What one `git ls-remote` may print, read whole (never a tail: the lines wanted may be the last):
+ * the clone cache's lookup of a revision (git-clone.ts remoteCommit: past it the run clones) and
+ * publishing's lookup of its branch (publish-git.ts lookUpRemote: past it the publish fails).
+ * git matches a pattern against the end of each ref's name, so every ref ending in `/HEAD` is
+ * printed too, as many as anyone who may push makes: room for a hundred of the longest name a
+ * server advertises (one pkt-line, 65 516 bytes), thousands of usual length.
+ */
+export const LS_REMOTE_MAX_BYTES = 8 * MiB;

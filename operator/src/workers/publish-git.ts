@@ -24,7 +24,7 @@ import { applyCostRefusalIn } from './apply-diff.ts';
 import { diffRefusal, listedPatchesRefusal } from './diff-refusal.ts';
 import { formatBytes } from './format-bytes.ts';
 import { SAFE_GIT_CONFIG } from './git-clone.ts';
-import { GIT_MEMORY_LIMIT_BYTES } from './git-limits.ts';
+import { GIT_MEMORY_LIMIT_BYTES, LS_REMOTE_MAX_BYTES } from './git-limits.ts';
 import { GitOutOfMemoryError, runGit } from './git-runner.ts';
 import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { launchHere, LauncherLostError, type Launch } from './process-launcher.ts';
@@ -56,15 +56,6 @@ const GIT_TIMEOUT_MS = 300_000;
  * --numstat` of a kept diff (at most 1 MiB, and numstat prints less than the diff holds).
  */
 const OUTPUT_MAX_BYTES = 4 * 1024 * 1024;
-
-/**
- * What the lookup's ls-remote may print. git matches its patterns against the end of each ref's
- * name, so every ref ending in `/HEAD` (or in `/refs/heads/<branch>`) is printed too, as many as
- * anyone who may push makes. A real remote prints a few lines; the bound (the clone's for its
- * ls-remote, git-clone.ts) leaves room for a hundred such refs of the longest name a server
- * advertises (one pkt-line, 65 516 bytes), thousands of usual length, and fails closed past it.
- */
-export const LS_REMOTE_MAX_BYTES = 8 * 1024 * 1024;
 
 /**
  * The largest commit the operator makes, with room to spare: its headers (tree, parent, author
