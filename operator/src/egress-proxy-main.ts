@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { API_VERSION, type CodingRun } from './api/index.ts';
 import { Informer } from './controller/informer.ts';
 import { ApiServerAddressError, apiServerSources, resolveApiServerEndpoints } from './egress/api-server-endpoints.ts';
-import { ApiServerEndpoints, apiServerSliceSource, apiServerSliceWatch, startApiServerSliceWatch } from './egress/api-server-slice.ts';
+import { ApiServerEndpoints, apiServerSliceSource, apiServerSliceWatch, readApiServerSlice } from './egress/api-server-slice.ts';
 import { OPEN_PER_RUN } from './egress/decide-connection.ts';
 import { EgressAudit } from './egress/egress-audit.ts';
 import { EgressMetrics } from './egress/egress-metrics.ts';
@@ -63,12 +63,6 @@ async function main(): Promise<void> {
   const watch = new Watch(kubeConfig);
   // And the addresses behind the API server's Service, as it publishes them (api-server-slice.ts).
   const apiServer = new ApiServerEndpoints(apiServerFound);
-  const sliceInformer = new Informer<V1EndpointSlice>(
-    watch,
-    apiServerSliceSource(kubeConfig.makeApiClient(DiscoveryV1Api)),
-    apiServerSliceWatch(apiServer),
-    logger,
-  );
   const directory = new RunDirectory();
   const metrics = new EgressMetrics({ liveRuns: () => directory.size });
   const events = new EventRecorder(kube, config.identity, logger);
@@ -111,13 +105,28 @@ async function main(): Promise<void> {
     connectionRefused: (limit) => metrics.refusedConnections.inc({ limit }),
   });
   let synced = false;
+  const notReady = config.readApiServerEndpoints
+    ? "the CodingRun cache or the API server's EndpointSlice is not read yet"
+    : 'the CodingRun cache is not read yet';
   const health = await startHealthServer(
     config.httpPort,
-    { runs: () => Promise.resolve(synced ? undefined : "the CodingRun cache or the API server's EndpointSlice is not read yet") },
+    { runs: () => Promise.resolve(synced ? undefined : notReady) },
     { contentType: metrics.registry.contentType, metrics: () => metrics.registry.metrics() },
   );
   // Nobody is served before the API server's own addresses are known.
-  await Promise.all([startApiServerSliceWatch(sliceInformer, logger), ...informers.map((informer) => informer.start())]);
+  const slice = readApiServerSlice(
+    config.readApiServerEndpoints,
+    () =>
+      new Informer<V1EndpointSlice>(
+        watch,
+        apiServerSliceSource(kubeConfig.makeApiClient(DiscoveryV1Api)),
+        apiServerSliceWatch(apiServer),
+        logger,
+      ),
+    apiServerFound,
+    logger,
+  );
+  await Promise.all([slice.started, ...informers.map((informer) => informer.start())]);
   synced = true;
   audit.start();
   await new Promise<void>((resolve, reject) => {
@@ -138,7 +147,7 @@ async function main(): Promise<void> {
   stopOnSignals(logger, async () => {
     proxy.close();
     for (const informer of informers) informer.stop();
-    sliceInformer.stop();
+    slice.stop();
     await audit.stop();
     health.close();
   });

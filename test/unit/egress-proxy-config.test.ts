@@ -33,3 +33,14 @@ describe('egress proxy config limits', () => {
     expect(() => loadEgressProxyConfig({ egressKey, limits }, {})).toThrow(message);
   });
 });
+
+describe('egress proxy config readApiServerEndpoints', () => {
+  it("reads the API server's EndpointSlice unless told not to, as the chart's value of the same name says", () => {
+    expect(loadEgressProxyConfig({ egressKey }, {}).readApiServerEndpoints).toBe(true);
+    expect(loadEgressProxyConfig({ egressKey, readApiServerEndpoints: false }, {}).readApiServerEndpoints).toBe(false);
+  });
+
+  it('refuses a value that is not true or false, naming the key', () => {
+    expect(() => loadEgressProxyConfig({ egressKey, readApiServerEndpoints: 'no' }, {})).toThrow('config key readApiServerEndpoints');
+  });
+});

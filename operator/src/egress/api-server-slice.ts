@@ -76,12 +76,58 @@ interface SliceInformer {
   start(): Promise<void>;
 }
 
+interface SliceLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+/** What the proxy's start waits for (`started`) and its shutdown ends (`stop`). */
+export interface ApiServerSliceReading {
+  started: Promise<void>;
+  stop(): void;
+}
+
+/** Said once at start when the proxy is told not to read the slice. */
+export const SLICE_NOT_READ_MESSAGE =
+  "not reading the API server's EndpointSlice (readApiServerEndpoints is false): the proxy refuses as the API server only " +
+  'the addresses of its kubeconfig, KUBERNETES_SERVICE_HOST and apiServerAddresses (`refused`). The other addresses the API ' +
+  'server answers on are not refused by address: NetworkPolicy keeps sandboxes from reaching them directly, but through the ' +
+  'proxy a private one is refused only as any private address is (not for a name in allowPrivateDestinations) and a public ' +
+  'one not at all; list them in apiServerAddresses';
+
+const endpointText = ({ address, port }: ApiServerEndpoint) => (address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`);
+
+/**
+ * Reads the slice when the proxy's config says to (`readApiServerEndpoints`, which the chart
+ * sets false when it grants no Role in `default`). Told not to, it makes no informer: one would
+ * ask the API server for a list it refuses, every 30 s for as long as the proxy runs, and warn
+ * at every start of what the admin chose. It says once instead, as information, which API server
+ * addresses the proxy refuses (`known`, found at start) and that it refuses no others by address.
+ */
+export function readApiServerSlice(
+  read: boolean,
+  informer: () => SliceInformer & { stop(): void },
+  known: readonly ApiServerEndpoint[],
+  logger: SliceLogger,
+): ApiServerSliceReading {
+  if (!read) {
+    logger.info(
+      { slice: `${API_SERVER_SLICE.namespace}/${API_SERVER_SLICE.name}`, refused: known.map(endpointText) },
+      SLICE_NOT_READ_MESSAGE,
+    );
+    return { started: Promise.resolve(), stop: () => undefined };
+  }
+  const watching = informer();
+  return { started: startApiServerSliceWatch(watching, logger), stop: () => watching.stop() };
+}
+
 /**
  * Starts the watch and resolves once the slice is read, so that the proxy serves nobody before
  * it refuses those addresses. When reading it is refused for good (403: the proxy's
  * ServiceAccount may not, as with RBAC of one's own; 404: no discovery.k8s.io/v1) it resolves
  * too, with a warning: the proxy refuses what it found at start, as before the slice was read,
- * and the watch keeps trying. Other failures (an API server starting) are waited out, logged.
+ * and the watch keeps trying, at most every 30 s (informer.ts REFUSED_RETRY_MAX_MS), silently.
+ * Other failures (an API server starting) are waited out, logged.
  */
 export function startApiServerSliceWatch(informer: SliceInformer, logger: { warn(fields: object, message: string): void }): Promise<void> {
   return new Promise((resolve) => {
@@ -95,7 +141,8 @@ export function startApiServerSliceWatch(informer: SliceInformer, logger: { warn
           { slice: `${API_SERVER_SLICE.namespace}/${API_SERVER_SLICE.name}`, err: String(error) },
           refused
             ? "could not read the API server's EndpointSlice: the proxy refuses only the API server addresses of its kubeconfig, " +
-                'KUBERNETES_SERVICE_HOST and apiServerAddresses; grant it get, list and watch on that EndpointSlice, or list its addresses in apiServerAddresses'
+                'KUBERNETES_SERVICE_HOST and apiServerAddresses; grant it get, list and watch on that EndpointSlice, or list its addresses in apiServerAddresses ' +
+                '(and set readApiServerEndpoints false, so that it stops asking)'
             : "could not read the API server's EndpointSlice yet; retrying",
         );
         if (refused) resolve();

@@ -41,6 +41,14 @@ export const egressProxyConfigSchema = z
         'API server endpoints to refuse besides the ones the proxy finds itself (its kubeconfig and KUBERNETES_SERVICE_HOST). ' +
           'A name is resolved once, at start, as an absolute name; one that does not resolve stops the proxy from starting.',
       ),
+    readApiServerEndpoints: z
+      .boolean()
+      .default(true)
+      .describe(
+        "Watch the API server's own EndpointSlice (`kubernetes` in `default`) and refuse every address it publishes there. " +
+          "The chart's egressProxy.readApiServerEndpoints: false where it grants no Role in `default`, so the proxy asks for " +
+          'nothing it may not read; it then refuses only the addresses above and says so once at start.',
+      ),
     limits: z
       .object({
         open: bound(
