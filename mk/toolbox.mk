@@ -21,5 +21,5 @@ toolbox-ripgrep:
 test-toolbox: $(TOOLBOX_BUNDLE) toolbox-ripgrep ## Toolbox tier only (the bundled toolbox as a real process)
 	npx vitest run --project toolbox
 
-bench-toolbox: $(TOOLBOX_BUNDLE) toolbox-ripgrep ## Toolbox latency and grep benchmark, written to test/bench/results/toolbox.json
+bench-toolbox: $(TOOLBOX_BUNDLE) toolbox-ripgrep ## Toolbox latency, grep, and bash with many processes in the sandbox, written to test/bench/results/toolbox.json
 	npx tsx test/bench/toolbox-bench.ts

@@ -57,6 +57,26 @@ function toolboxFigures(toolbox: Json): Figure[] {
       goal: `within ${toolbox.goals.grepRatioAtMost}x of rg (${toolbox.grep.ratio}x)`,
       met: toolbox.goals.grepRatioMet,
     },
+    // The toolbox's own cost of a call when the sandbox is full of processes (its scans of /proc).
+    ...((toolbox.bashWithIdleProcesses ?? []) as Json[]).flatMap((level): Figure[] => [
+      {
+        benchmark: 'toolbox',
+        figure: `bash "true" through serve, ${level.idleProcesses} idle processes in the sandbox, p50 / p95`,
+        unit: 'ms',
+        value: `${level.bashTrue.toolbox.p50} / ${level.bashTrue.toolbox.p95}`,
+        peer: { what: '`bash -c true` spawned directly', value: `${level.bashTrue.bareBash.p50} / ${level.bashTrue.bareBash.p95}` },
+      },
+      {
+        benchmark: 'toolbox',
+        figure: `bash_kill of a job, ${level.idleProcesses} idle processes, p50 / p95`,
+        unit: 'ms',
+        value: `${level.bashKill.toolbox.p50} / ${level.bashKill.toolbox.p95}`,
+        peer: {
+          what: 'SIGTERM to a plain process group, to its exit',
+          value: `${level.bashKill.bareGroupKill.p50} / ${level.bashKill.bareGroupKill.p95}`,
+        },
+      },
+    ]),
   ];
 }
 

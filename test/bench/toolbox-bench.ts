@@ -1,20 +1,34 @@
 // Benchmark of the toolbox (`make bench-toolbox`): latency of a small read_file through `call`
-// (one node process per request) and through a kept `serve` session, and grep for a literal in
-// a generated 20 000-file git repository against running rg directly on it, in the same run.
-// Prints a table and writes test/bench/results/toolbox.json. Goals: serve p50 < 2 ms, grep
-// within 1.3x of bare rg.
-import { execFile, execFileSync } from 'node:child_process';
+// (one node process per request) and through a kept `serve` session, grep for a literal in a
+// generated 20 000-file git repository against running rg directly on it, and bash's own cost
+// when the sandbox holds many processes (`true` and bash_kill of a job with 100 and 2 000 idle
+// processes alive, against the same done directly), in the same run. Prints tables and writes
+// test/bench/results/toolbox.json. Goals: serve p50 < 2 ms, grep within 1.3x of bare rg.
+//
+//   npx tsx test/bench/toolbox-bench.ts [--toolbox BUNDLE] [--out FILE]
+//
+// --toolbox measures another build of the toolbox (an older commit's, bundled elsewhere) and
+// --out writes its results elsewhere, so `make bench`'s file keeps this checkout's figures.
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { createLocalSandbox, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import { parseArgs, promisify } from 'node:util';
+import { createLocalSandbox, DEFAULT_TOOLBOX_PATH, type LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import { processTableNow } from '../../sandbox-image/toolbox/process-table.ts';
 
 const run = promisify(execFile);
-const resultsFile = fileURLToPath(new URL('./results/toolbox.json', import.meta.url));
+const { values: options } = parseArgs({ options: { toolbox: { type: 'string' }, out: { type: 'string' } } });
+const toolboxPath = path.resolve(options.toolbox ?? DEFAULT_TOOLBOX_PATH);
+const resultsFile = options.out ? path.resolve(options.out) : fileURLToPath(new URL('./results/toolbox.json', import.meta.url));
 const FILES = 20_000;
 const NEEDLE = 'chamvi_bench_needle_literal';
+/** How many idle processes the sandbox holds while bash is timed: a small project, and a busy one (a test suite's workers, a build). */
+const IDLE_PROCESS_COUNTS = [100, 2_000] as const;
+/** The idle processes end on their own after this, should every other way to stop them fail. */
+const IDLE_LIFETIME_S = 1_800;
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -47,6 +61,136 @@ async function latency(
   return { p50: round(percentile(times, 50)), p99: round(percentile(times, 99)), n: samples };
 }
 
+interface Spread {
+  p50: number;
+  p95: number;
+  n: number;
+}
+
+function spread(times: number[]): Spread {
+  return { p50: round(percentile(times, 50)), p95: round(percentile(times, 95)), n: times.length };
+}
+
+/**
+ * `count` idle processes (`sleep`) on this machine, where the local sandbox's toolbox sees every
+ * process, as a pod's toolbox sees the pod's. They are children of one shell in its own process
+ * group that kills and reaps them when its stdin closes: at stop(), or when this process ends in
+ * any way at all (SIGKILL included), since only this process holds the pipe's other end. They are
+ * reaped by that shell, not left to PID 1, which in a container may never reap them; and they end
+ * on their own after IDLE_LIFETIME_S should the shell itself be killed.
+ */
+async function startIdleProcesses(count: number): Promise<{ stop: () => Promise<void>; alive: () => number }> {
+  const script = `
+for ((i = 0; i < $1; i++)); do sleep "$2" </dev/null >/dev/null 2>&1 & done
+echo started
+read -r _
+exec 2>/dev/null # bash would report every killed sleep
+kill -KILL $(jobs -p)
+wait`;
+  const holder = spawn('bash', ['-c', script, 'chamvi-bench-idle', String(count), String(IDLE_LIFETIME_S)], {
+    detached: true, // its own group: a Ctrl-C to the bench reaches the bench, whose exit closes the pipe
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => holder.once('exit', () => resolve()));
+  const stop = async () => {
+    if (holder.pid === undefined) return; // never started: nothing to stop
+    holder.stdin?.end();
+    await Promise.race([exited, delay(10_000)]);
+    if (holder.exitCode === null && holder.signalCode === null) killGroup(holder, 'SIGKILL');
+    await exited;
+  };
+  const alive = () =>
+    processTableNow().filter((entry) => entry.pgid === holder.pid && entry.pid !== holder.pid && entry.state !== 'Z').length;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      holder.once('error', reject);
+      holder.once('exit', () => reject(new Error('the shell holding the idle processes exited before starting them')));
+      holder.stdout?.once('data', () => resolve());
+    });
+    // `&` returns once forked; wait until every one is sleep, not a shell on its way to exec it.
+    const deadline = Date.now() + 30_000;
+    while (alive() < count && Date.now() < deadline) await delay(50);
+    if (alive() < count) throw new Error(`only ${alive()} of ${count} idle processes started`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { stop, alive };
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-(child.pid as number), signal);
+  } catch {
+    // Gone already.
+  }
+}
+
+/** How many processes /proc lists on this machine (the bench's, the toolbox's and anyone else's). */
+const processesOnMachine = () => processTableNow().length;
+
+/**
+ * bash running `true` through the serve session, alternating with the same `bash -c true` spawned
+ * directly (the peer: what the shell itself costs here), and bash_kill of a background job
+ * (`sleep`) against SIGTERM to a plain process group (`sleep` spawned directly) until its exit is
+ * seen: with `idle` idle processes alive besides.
+ */
+async function withIdleProcesses(sandbox: LocalSandbox, idle: number) {
+  const processes = await startIdleProcesses(idle);
+  try {
+    const call = async (request: { tool: string; input: unknown }) => {
+      const response = await sandbox.call(request);
+      if (!response.ok) throw new Error(response.error.message);
+      return response.result as Record<string, unknown>;
+    };
+    const bashTrue = () => call({ tool: 'bash', input: { command: 'true' } });
+    const bareTrue = () => run('bash', ['-c', 'true']);
+    for (let index = 0; index < 10; index += 1) await Promise.all([bashTrue(), bareTrue()]);
+    const toolboxTimes: number[] = [];
+    const bareTimes: number[] = [];
+    for (let index = 0; index < 100; index += 1) {
+      toolboxTimes.push(await time(bashTrue));
+      bareTimes.push(await time(bareTrue));
+    }
+    const killTimes: number[] = [];
+    const bareKillTimes: number[] = [];
+    for (let index = 0; index < 20; index += 1) {
+      const { job } = await call({ tool: 'bash', input: { command: 'sleep 600', background: true } });
+      const plain = spawn('sleep', ['600'], { detached: true, stdio: 'ignore' });
+      const plainExited = new Promise((resolve) => plain.once('exit', resolve));
+      try {
+        // Both are running (the job's wrapper has set itself up) before either is stopped.
+        await delay(200);
+        killTimes.push(
+          await time(async () => {
+            const result = await call({ tool: 'bash_kill', input: { job } });
+            if (result.status !== 'killed') throw new Error(`bash_kill left job ${String(job)} ${String(result.status)}`);
+          }),
+        );
+        bareKillTimes.push(
+          await time(async () => {
+            killGroup(plain, 'SIGTERM');
+            await plainExited;
+          }),
+        );
+      } finally {
+        // Only while it was not reaped: after that its pid may be another process's.
+        if (plain.exitCode === null && plain.signalCode === null) killGroup(plain, 'SIGKILL');
+      }
+    }
+    const stillAlive = processes.alive();
+    if (stillAlive < idle) throw new Error(`${idle - stillAlive} of the ${idle} idle processes ended during the measurement`);
+    return {
+      idleProcesses: idle,
+      processesOnMachine: processesOnMachine(),
+      bashTrue: { toolbox: spread(toolboxTimes), bareBash: spread(bareTimes), unit: 'ms' },
+      bashKill: { toolbox: spread(killTimes), bareGroupKill: spread(bareKillTimes), unit: 'ms' },
+    };
+  } finally {
+    await processes.stop();
+  }
+}
+
 function generateRepository(root: string): number {
   let planted = 0;
   for (let index = 0; index < FILES; index += 1) {
@@ -71,6 +215,11 @@ function generateRepository(root: string): number {
   return planted;
 }
 
+function printTable(rows: string[][]): void {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  for (const row of rows) process.stdout.write(`${row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ')}\n`);
+}
+
 async function main(): Promise<void> {
   const base = mkdtempSync(path.join(tmpdir(), 'chamvi-bench-'));
   const small = path.join(base, 'small');
@@ -79,8 +228,10 @@ async function main(): Promise<void> {
   mkdirSync(repo);
   writeFileSync(path.join(small, 'small.txt'), 'a small file\nof three\nlines\n');
   try {
-    const callSandbox = await createLocalSandbox({ mode: 'call', workspaceDir: small, homeDir: path.join(base, 'home-call') });
-    const serveSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: small, homeDir: path.join(base, 'home-serve') });
+    const sandbox = (mode: 'call' | 'serve', workspaceDir: string, home: string) =>
+      createLocalSandbox({ mode, toolboxPath, workspaceDir, homeDir: path.join(base, home) });
+    const callSandbox = await sandbox('call', small, 'home-call');
+    const serveSandbox = await sandbox('serve', small, 'home-serve');
     const readCall = await latency(callSandbox, 3, 40);
     const readServe = await latency(serveSandbox, 200, 2_000);
     // bash starts a shell per command (state lives in files): this is that cost.
@@ -88,9 +239,18 @@ async function main(): Promise<void> {
     await callSandbox.close();
     await serveSandbox.close();
 
+    process.stdout.write(`bash with ${IDLE_PROCESS_COUNTS.join(' and ')} idle processes in the sandbox...\n`);
+    const busySandbox = await sandbox('serve', small, 'home-busy');
+    const busy = [];
+    try {
+      for (const idle of IDLE_PROCESS_COUNTS) busy.push(await withIdleProcesses(busySandbox, idle));
+    } finally {
+      await busySandbox.close();
+    }
+
     process.stdout.write(`generating a ${FILES}-file git repository...\n`);
     const planted = generateRepository(repo);
-    const grepSandbox = await createLocalSandbox({ mode: 'serve', workspaceDir: repo, homeDir: path.join(base, 'home-grep') });
+    const grepSandbox = await sandbox('serve', repo, 'home-grep');
     const rgArgs = [
       '--no-config',
       '--no-heading',
@@ -132,6 +292,7 @@ async function main(): Promise<void> {
     const results = {
       generatedAt: new Date().toISOString(),
       node: process.version,
+      ...(options.toolbox ? { toolbox: toolboxPath } : {}),
       cpus: cpus().length,
       // The machine is shared (other builds run): the 1-minute load average at the end.
       loadAverage1m: round(loadavg()[0] ?? 0),
@@ -140,6 +301,8 @@ async function main(): Promise<void> {
         serve: { ...readServe, unit: 'ms' },
       },
       bashTrue: { serve: { ...bashServe, unit: 'ms' } },
+      // Through a serve session; the peers are the same shell and kill done directly, same run.
+      bashWithIdleProcesses: busy,
       grep: {
         files: FILES,
         planted,
@@ -169,8 +332,29 @@ async function main(): Promise<void> {
       ['rg directly, same repository', rgMs.toFixed(2), '', ''],
       ['grep / rg', ratio.toFixed(2), '', `<= 1.3x: ${results.goals.grepRatioMet ? 'met' : 'MISSED'}`],
     ];
-    const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-    for (const row of rows) process.stdout.write(`${row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ')}\n`);
+    printTable(rows);
+    process.stdout.write('\n');
+    printTable([
+      ['with idle processes in the sandbox', 'p50 ms', 'p95 ms', 'peer (same run)', 'p50 ms', 'p95 ms'],
+      ...busy.flatMap((level) => [
+        [
+          `bash "true" via serve, ${level.idleProcesses} idle (${level.processesOnMachine} on the machine), n=${level.bashTrue.toolbox.n}`,
+          level.bashTrue.toolbox.p50.toFixed(2),
+          level.bashTrue.toolbox.p95.toFixed(2),
+          'bash -c true spawned directly',
+          level.bashTrue.bareBash.p50.toFixed(2),
+          level.bashTrue.bareBash.p95.toFixed(2),
+        ],
+        [
+          `bash_kill of a job (sleep), ${level.idleProcesses} idle, n=${level.bashKill.toolbox.n}`,
+          level.bashKill.toolbox.p50.toFixed(1),
+          level.bashKill.toolbox.p95.toFixed(1),
+          'SIGTERM to a plain group, to its exit',
+          level.bashKill.bareGroupKill.p50.toFixed(2),
+          level.bashKill.bareGroupKill.p95.toFixed(2),
+        ],
+      ]),
+    ]);
     process.stdout.write(`load average ${results.loadAverage1m} on ${results.cpus} cpus\n`);
     process.stdout.write(`written to ${path.relative(process.cwd(), resultsFile)}\n`);
   } finally {
