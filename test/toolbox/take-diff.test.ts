@@ -1,6 +1,6 @@
 // The run's diff as the finalize job and the diff snapshots take it (workers/take-diff.ts):
-// through a real toolbox session in a real git repository, against HEAD with new files, its
-// shortstat, and the cut at LIMITS.fullDiff read back whole from the output log.
+// through a real toolbox session in a real git repository, against HEAD with new files, the
+// operator's counts of it, and the cut at LIMITS.fullDiff read back whole from the output log.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../operator/src/api/index.ts';
 import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
@@ -8,7 +8,7 @@ import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
 import { REASONS, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { buildDiffConfigMap, type DiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
-import { keptDiffResult } from '../../operator/src/reconcile/kept-diff.ts';
+import { countDiff, keptDiffResult } from '../../operator/src/reconcile/kept-diff.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { decideContinuation } from '../../operator/src/workers/continuation.ts';
 import { takeSandboxDiff } from '../../operator/src/workers/keep-diff.ts';
@@ -45,14 +45,14 @@ afterEach(async () => {
 });
 
 describe('takeDiff', () => {
-  it('takes a changed and a new file, with their shortstat, in one call to the sandbox', async () => {
+  it("takes a changed and a new file in one call to the sandbox, counted as git's shortstat counts them", async () => {
     workspace.write({ 'a.txt': 'one\nTWO\n', 'new.txt': 'fresh\nlines\n' });
     const taken = await takeDiff(sandbox);
     expect(taken.diff).toMatch(/^diff --git a\/a\.txt b\/a\.txt\n/);
     expect(taken.diff).toContain('-two\n+TWO\n');
     expect(taken.diff).toContain('diff --git a/new.txt b/new.txt\n');
     expect(taken.diff).toContain('+fresh\n+lines\n');
-    expect(taken.stats).toEqual({ filesChanged: 2, insertions: 3, deletions: 1 });
+    expect(countDiff(taken.diff)).toEqual({ filesChanged: 2, insertions: 3, deletions: 1 });
     expect(taken.truncated).toBe(false);
     expect(calls).toEqual(['bash']);
   });
@@ -75,7 +75,7 @@ describe('takeDiff', () => {
     const taken = await takeDiff(sandbox, {}, cloned);
     expect(taken.diff).toContain('-two\n+TWO\n');
     expect(taken.diff).toContain('+fresh\n');
-    expect(taken.stats).toEqual({ filesChanged: 2, insertions: 2, deletions: 1 });
+    expect(countDiff(taken.diff)).toEqual({ filesChanged: 2, insertions: 2, deletions: 1 });
     // Against HEAD (no base known) the committed part was lost.
     expect((await takeDiff(sandbox)).diff).not.toContain('+TWO');
   });
@@ -103,15 +103,14 @@ describe('takeDiff', () => {
       diff: '',
       truncated: false,
       notUtf8: false,
-      stats: { filesChanged: 0, insertions: 0, deletions: 0 },
     });
     expect(calls).toEqual(['bash']);
   });
 
-  it('cuts a diff over 1 MiB at 1 MiB, reads the cut diff back whole and says it was cut', async () => {
+  it('cuts a diff over 1 MiB at 1 MiB, reads the cut diff back whole and says it was cut, counting the part kept', async () => {
     const line = `${'x'.repeat(99)}\n`;
     workspace.write({ 'big.txt': line.repeat(15_000) }); // 1.5 MB of additions
-    const taken = await takeDiff(sandbox);
+    const taken = await takeSandboxDiff(sandbox);
     expect(taken.truncated).toBe(true);
     expect(Buffer.byteLength(taken.diff)).toBe(LIMITS.fullDiff);
     expect(taken.diff).toMatch(/^diff --git a\/big\.txt b\/big\.txt\n/);
@@ -121,7 +120,13 @@ describe('takeDiff', () => {
         .slice(6, -1)
         .every((added) => added === `+${'x'.repeat(99)}`),
     ).toBe(true);
-    expect(taken.stats).toEqual({ filesChanged: 1, insertions: 15_000, deletions: 0 });
+    // The lines the kept 1 MiB holds (the last one cut short), not the 15 000 of the whole change.
+    const keptLines = taken.diff
+      .split('\n')
+      .slice(6)
+      .filter((added) => added !== '');
+    expect(taken).toMatchObject({ filesChanged: 1, insertions: keptLines.length, deletions: 0 });
+    expect(taken.insertions).toBeLessThan(15_000);
     expect(calls).toEqual(['bash', 'read_file']);
   });
 

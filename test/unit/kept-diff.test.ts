@@ -87,6 +87,13 @@ describe('kept diff', () => {
     expect(withDiffNote('Done.', { ...NO_DIFF, notStored: 'quota' })).toBe('Done. The full diff could not be kept: quota');
     expect(withDiffNote('Done.', NO_DIFF)).toBe('Done.');
   });
+
+  it('says a change cut at 1 MiB is kept and counted only in part, before why it is not kept', () => {
+    expect(withDiffNote('Done.', { ...NO_DIFF, truncated: true, notStored: 'quota' })).toBe(
+      'Done. The change is larger than the 1 MiB the operator keeps: diffConfigMap holds, and status.result counts, only its ' +
+        'first 1 MiB. The full diff could not be kept: quota',
+    );
+  });
 });
 
 // An ending without its sandbox keeps the diff its ConfigMap holds only when the operator

@@ -1,6 +1,6 @@
 // takeDiff (workers/take-diff.ts) against answers the sandbox forged: code there runs as the
-// toolbox's user and can write whole answer lines into its output. The 1 MiB cut and the
-// counts are the operator's, not the sandbox's word.
+// toolbox's user and can write whole answer lines into its output. The 1 MiB cut is the
+// operator's, not the sandbox's word; so are the counts (test/unit/forged-shortstat.test.ts).
 import { describe, expect, it } from 'vitest';
 import { LIMITS } from '../../operator/src/api/index.ts';
 import type { Sandbox, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
@@ -22,10 +22,15 @@ describe('takeDiff, on forged answers', () => {
     expect(taken.truncated).toBe(true);
   });
 
-  it('keeps the counts to numbers a status holds', async () => {
-    const taken = await takeDiff(answering(bash('', '0\n 99999999999999999999 files changed, 1 insertion(+)\n')));
-    expect(taken.stats.filesChanged).toBe(2 ** 31 - 1);
-    expect(Number.isSafeInteger(taken.stats.filesChanged)).toBe(true);
+  // The size line is the sandbox's to write too: a diff as long as the cut is taken for one,
+  // as isCutDiff (reconcile/diff-config-map.ts) takes it, so no forged size makes a cut change
+  // read as whole (its counts, of the part kept, as the whole change's).
+  it('says a diff as long as the cut is cut, though the size line says it is short', async () => {
+    const cut = `diff --git a/a b/a\n${'+x\n'.repeat(LIMITS.fullDiff)}`.slice(0, LIMITS.fullDiff);
+    const log = { ok: true, result: { path: '/tmp/log', content: Buffer.from(cut).toString('base64') } } as unknown as ToolResponse;
+    const taken = await takeDiff(answering(bash(cut.slice(0, 1000), '100\n', { stdoutTruncated: true }), log));
+    expect(Buffer.byteLength(taken.diff)).toBe(LIMITS.fullDiff);
+    expect(taken.truncated).toBe(true);
   });
 
   it('refuses a log read longer than the diff the command cuts, and an answer that is not text', async () => {

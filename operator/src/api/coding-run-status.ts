@@ -140,7 +140,12 @@ export const resultStatus = z
       .optional()
       .describe("True when summary is only the beginning of the agent's final answer, which was longer than 16 KiB."),
     diff: z.string().max(LIMITS.diff).describe('The change the run made as a unified diff, bounded to 64 KiB.'),
-    diffTruncated: z.boolean().describe('True when diff is only the beginning of the change; the whole diff is in diffConfigMap.'),
+    diffTruncated: z
+      .boolean()
+      .describe(
+        'True when diff is only the beginning of the change. diffConfigMap holds the whole diff up to 1 MiB; a larger change ' +
+          "is kept there cut at 1 MiB, and the run's message says so.",
+      ),
     diffNotUtf8: z
       .boolean()
       .optional()
@@ -168,9 +173,12 @@ export const resultStatus = z
       .describe(
         'The commit the run cloned (full SHA), which diff is against. A run with spec.continueFrom naming this run starts from it.',
       ),
-    filesChanged: count('Files the change touches.'),
-    insertions: count('Lines added.'),
-    deletions: count('Lines removed.'),
+    filesChanged: count(
+      "Files the diff touches, counted by the operator from the diff it keeps (never the sandbox's own git count); of its " +
+        "first 1 MiB only when the change was larger (the run's message says so).",
+    ),
+    insertions: count('Lines added, counted as filesChanged is.'),
+    deletions: count('Lines removed, counted as filesChanged is.'),
     diffSource: z
       .enum(DIFF_SOURCES)
       .optional()

@@ -15,6 +15,10 @@ export interface KeptDiff {
   truncated: boolean;
   /** Bytes of the change are not UTF-8 (a file in another encoding): diff is not the change exactly (not-utf8-diff.ts). */
   notUtf8?: boolean;
+  /**
+   * The counts of `diff` as the operator counts it (countDiff), never the sandbox's word: of its
+   * first 1 MiB only when truncated (withDiffNote says so in the run's message).
+   */
   filesChanged: number;
   insertions: number;
   deletions: number;
@@ -113,12 +117,24 @@ export function storedDiffSource(diff: string, recorded: RecordedDiff): DiffSour
 export const changedDiffNote = (configMap: string) =>
   `the diff ConfigMap ${configMap} was changed after the run stored it, or holds a diff the run has no record of storing; it is not kept`;
 
-/** The run's message, with what went wrong keeping its diff (so the user knows why diffConfigMap is missing). */
+/**
+ * The run's message, with what went wrong keeping its diff: a change cut at 1 MiB (status
+ * cannot tell that cut from the 64 KiB one of its own copy, and the counts are of the part kept)
+ * and why diffConfigMap is missing.
+ */
 export function withDiffNote(message: string, kept: KeptDiff): string {
-  return kept.notStored ? `${message} The full diff could not be kept: ${kept.notStored}` : message;
+  const cut = kept.truncated
+    ? ' The change is larger than the 1 MiB the operator keeps: diffConfigMap holds, and status.result counts, only its first 1 MiB.'
+    : '';
+  const notStored = kept.notStored ? ` The full diff could not be kept: ${kept.notStored}` : '';
+  return `${message}${cut}${notStored}`;
 }
 
-/** Files, insertions and deletions of a unified diff, counted from its text (a snapshot kept without its shortstat). */
+/**
+ * Files, insertions and deletions of a unified diff, counted from its text: status.result's
+ * counts for every diff a run keeps, whatever its source. The sandbox's `git diff --shortstat`
+ * is never read for them: code in the sandbox can make git print any counts.
+ */
 export function countDiff(diff: string): Pick<KeptDiff, 'filesChanged' | 'insertions' | 'deletions'> {
   const counts = diffLineCounts(diff);
   return { filesChanged: counts.files.length, insertions: counts.insertions, deletions: counts.deletions };

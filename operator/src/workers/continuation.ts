@@ -14,7 +14,7 @@ import { effectiveSpecInput } from '../reconcile/run-template.ts';
 import { decodeDiff, isCutDiff, isKeptDiff, type DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
-import { cutAtLine } from './diff-stats.ts';
+import { cutAtLine } from '../reconcile/cut-at-line.ts';
 import { untrustedElement } from '../agent/untrusted-element.ts';
 import { ContinueFromReplacedError } from './errors/continue-from-replaced-error.ts';
 

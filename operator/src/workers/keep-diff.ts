@@ -66,14 +66,17 @@ export async function storeFinalDiff(
  * ending waits at most TAKE_DIFF_TIMEOUT_MS for a sandbox, where a call's default deadline held
  * a worker slot for half an hour when the model's code had stopped the toolbox.
  * base: the commit the run cloned (the state's), when the caller has it.
+ * Its counts are those of the diff kept (of its first 1 MiB when it is cut), never a count the
+ * sandbox prints: code there can make git print any shortstat, and filesChanged is what the
+ * finished run's message reports.
  */
 export async function takeSandboxDiff(sandbox: Sandbox, base?: string): Promise<KeptDiff> {
-  const { diff, truncated, notUtf8, stats } = await takeDiff(
+  const { diff, truncated, notUtf8 } = await takeDiff(
     sandbox,
     { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
     base,
   );
-  return { source: 'final', diff, truncated, ...(notUtf8 ? { notUtf8 } : {}), ...stats };
+  return { source: 'final', diff, truncated, ...(notUtf8 ? { notUtf8 } : {}), ...countDiff(diff) };
 }
 
 /** The diff from the sandbox, stored: the first choice of every ending but finalize (which skips a write: finalize-job.ts). */

@@ -8,7 +8,7 @@ import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCoding
 import { timing } from '../reconcile/run-timings.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { cutAtLine } from './diff-stats.ts';
+import { cutAtLine } from '../reconcile/cut-at-line.ts';
 import { applyDiff, headRevision } from './apply-diff.ts';
 import { decideContinuation, diffDoesNotApply } from './continuation.ts';
 import { refFreeArchive } from './clone-cache.ts';

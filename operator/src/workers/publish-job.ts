@@ -109,8 +109,8 @@ export async function startPublish(
   const result = finishedResult(kept, summary, state);
   // Planned from the summary as status keeps it (cut at 16 KiB) and from the diff's counts as
   // the operator counts them, as the publish job plans: the body the approver is shown is the
-  // body posted, which that job checks by its sha256. The counts the sandbox's git printed
-  // (its shortstat) are code in the sandbox's to write, and the job cannot read them again.
+  // body posted, which that job checks by its sha256. Counted again here, from the text: the
+  // approved body must not rest on every maker of a KeptDiff having counted it so.
   const counted: KeptDiff = { ...kept, ...countDiff(kept.diff) };
   const plan = planFor(run, state, result.summary, counted);
   if (!plan.ok) throw publishFailed(plan.message);

@@ -1,14 +1,14 @@
 // The run's change, taken from the sandbox for the finalize job and the diff snapshots:
 // everything against the commit the run cloned (else HEAD), new files included
-// (intent-to-add), cut at LIMITS.fullDiff, with its shortstat. Against the clone's commit, not
-// HEAD: a model that commits its work (told not to, it sometimes does) moves HEAD, and a diff
-// against HEAD then lost what it had committed. One clean shell does it all: each call is a
-// round trip through pods/exec and a shell started in the pod, and a run takes its diff at
-// least twice.
+// (intent-to-add), cut at LIMITS.fullDiff. Against the clone's commit, not HEAD: a model that
+// commits its work (told not to, it sometimes does) moves HEAD, and a diff against HEAD then
+// lost what it had committed. One clean shell does it all: each call is a round trip through
+// pods/exec and a shell started in the pod, and a run takes its diff at least twice. No counts
+// are taken here: status.result counts the diff the operator keeps (keep-diff.ts, with
+// reconcile/kept-diff.ts's countDiff), since what git in the sandbox prints is the model's to forge.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
 import { boundText } from '../record/transcript-entry.ts';
-import { parseShortstat, type DiffStats } from './diff-stats.ts';
 import { isCommitId } from '../api/commit-id.ts';
 import { isUtf8Diff } from '../reconcile/not-utf8-diff.ts';
 
@@ -33,10 +33,11 @@ const GIT_DIFF =
   'diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/';
 
 /**
- * On stderr, two lines: the whole diff's size in bytes (to tell a cut diff) and its shortstat
- * (printf keeps the line when git prints none, for a tree without changes). On stdout, the
+ * On stderr, one line: the whole diff's size in bytes (to tell a cut diff). On stdout, the
  * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
- * in a log read back as base64, whose bound is the same 1 MiB.
+ * in a log read back as base64, whose bound is the same 1 MiB. No `--shortstat`: a `git` shim
+ * or alias in the sandbox prints any counts it likes (and files can change between two git
+ * runs), and filesChanged chose the run's message; the operator counts the diff it keeps.
  */
 const takeDiffCommand = (base: string) =>
   [
@@ -45,7 +46,7 @@ const takeDiffCommand = (base: string) =>
     `B=${base}`,
     'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
     'git add -A --intent-to-add . >/dev/null 2>&1',
-    `printf '%s\\n%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" "$(${GIT_DIFF} --shortstat "$B" 2>/dev/null)" >&2`,
+    `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
 
@@ -58,23 +59,27 @@ export interface TakenDiff {
   truncated: boolean;
   /** Bytes of the change are not UTF-8 (a file in another encoding): diff shows them as U+FFFD (reconcile/not-utf8-diff.ts). */
   notUtf8: boolean;
-  stats: DiffStats;
 }
 
 /**
- * The size and shortstat from the command's stderr (its first two lines), the diff from its
- * stdout. The sandbox wrote all three (code there can write the toolbox's answer line), so the
- * cut at LIMITS.fullDiff is made here too, and the counts are kept to numbers a status holds.
+ * The size from the command's stderr (its first line), the diff from its stdout. The sandbox
+ * wrote both (code there can write the toolbox's answer line), so the cut at LIMITS.fullDiff
+ * is made here too, and the size may say a diff is cut but never that one as long as the cut is
+ * whole.
  */
 function parseTakenDiff(header: unknown, taken: unknown, utf8: boolean): TakenDiff {
   if (typeof header !== 'string' || typeof taken !== 'string') throw new Error('taking the diff failed: the answer is not text');
-  const [bytesLine = '', statLine = ''] = header.split('\n', 2);
+  const [bytesLine = ''] = header.split('\n', 1);
   const diff = boundText(taken, LIMITS.fullDiff);
   return {
     diff: diff.text,
-    truncated: diff.cutFrom !== undefined || (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff,
+    // A diff as long as the cut is taken for a cut whatever the size line says (isCutDiff in
+    // reconcile/diff-config-map.ts does the same): a forged size made the cut read as whole.
+    truncated:
+      diff.cutFrom !== undefined ||
+      (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff ||
+      Buffer.byteLength(diff.text, 'utf8') >= LIMITS.fullDiff - 3,
     notUtf8: !utf8,
-    stats: parseShortstat(statLine),
   };
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cutAtLine, parseShortstat } from '../../operator/src/workers/diff-stats.ts';
+import { cutAtLine } from '../../operator/src/reconcile/cut-at-line.ts';
 
 describe('cutAtLine', () => {
   it('keeps text within the bound whole', () => {
@@ -27,13 +27,5 @@ describe('cutAtLine', () => {
     const result = cutAtLine(text, 65_536);
     expect(Buffer.byteLength(result.text)).toBeLessThanOrEqual(65_536);
     expect(result.text.endsWith('\n')).toBe(true);
-  });
-});
-
-describe('parseShortstat', () => {
-  it('reads files, insertions and deletions, any of which may be missing', () => {
-    expect(parseShortstat(' 3 files changed, 40 insertions(+), 3 deletions(-)')).toEqual({ filesChanged: 3, insertions: 40, deletions: 3 });
-    expect(parseShortstat(' 1 file changed, 1 deletion(-)')).toEqual({ filesChanged: 1, insertions: 0, deletions: 1 });
-    expect(parseShortstat('')).toEqual({ filesChanged: 0, insertions: 0, deletions: 0 });
   });
 });
