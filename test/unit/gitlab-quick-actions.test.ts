@@ -2,17 +2,20 @@
 // the token's user, on create and on every update. The default body is the model's final
 // message, so a model could retarget, un-draft, approve or close the request. Against a real
 // loopback HTTP server that stores what it is sent, as GitLab would, and hands it back.
-// The body is made inert when it is planned, for every forge: the body an approver approves
-// (its sha256) is the one GitLab stores. It was escaped by the adapter as `\/` before, which the
+// The body is made inert when it is planned, for GitLab (or a forge not known): the body an
+// approver approves (its sha256) is the one GitLab stores; GitHub and Gitea get the author's
+// body as written, and GitLab shows it as written, a code block's `/` lines too. It was escaped by the adapter as `\/` before, which the
 // code block showed as typed (`\/src/app/login.ts`), in a body the approver had not seen.
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import type { ForgeKind } from '../../operator/src/publish/forge-kinds.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
 import { publishApprovalInput } from '../../operator/src/publish/publish-approval-input.ts';
 import { planPublish } from '../../operator/src/publish/publish-plan.ts';
+import { withoutQuickActions } from '../../operator/src/publish/without-quick-actions.ts';
 import { countDiff } from '../../operator/src/reconcile/kept-diff.ts';
 import { fencedAndOutside, gitlabCommandLines } from '../support/forge-body-reading.ts';
 
@@ -57,9 +60,10 @@ const run = (body?: string): ParsedCodingRun => ({
 const DIFF = 'diff --git a/src/x.ts b/src/x.ts\n--- a/src/x.ts\n+++ b/src/x.ts\n@@ -1 +1 @@\n-a\n+b\n';
 const kept = { source: 'final' as const, diff: DIFF, truncated: false, ...countDiff(DIFF), configMap: 'fix-login-diff' };
 
-/** The run's plan as publishing makes it, and the body's sha256 its approver approves. */
-function planned(parsed: ParsedCodingRun, summary: string) {
+/** The run's plan as publishing makes it (for `forge`, when known), and the body's sha256 its approver approves. */
+function planned(parsed: ParsedCodingRun, summary: string, forge?: ForgeKind) {
   const result = planPublish({
+    forge,
     namespace: 'agents',
     name: 'fix-login',
     uid: 'uid-1',
@@ -121,5 +125,49 @@ describe('GitLab: the body runs no quick action', () => {
     const forge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
     await forge.createPullRequest({ branch: 'chamvi/fix', base: 'main', title: 'Fix', body: BODY, draft: false, labels: [] });
     expect(gitlabCommandLines(sent[0]!)).toEqual([]);
+  });
+});
+
+/** An author's body with its own code: a shell line that starts with `/`, indented lines, and a command outside. */
+const AUTHOR_CODE = 'Run it so:\n\n```sh\n/usr/bin/env node build.mjs \\\n  --release\n\tdone\n```\n/close\nThat is all.';
+
+describe("the author's body: changed only for the forge that runs quick actions, and never as shown", () => {
+  it('sends GitHub and Gitea the body spec.publish gives byte for byte, the sha256 approved being its own', () => {
+    for (const forge of ['github', 'gitea'] as const) {
+      const { plan, approved } = planned(run(AUTHOR_CODE), 'Done.', forge);
+      expect(plan.pullRequest!.body).toBe(AUTHOR_CODE);
+      expect(approved.bodySha256).toBe(sha256(AUTHOR_CODE));
+    }
+  });
+
+  it("stores on GitLab the author's code block as written, its / line too, with no line GitLab runs", async () => {
+    for (const forge of ['gitlab', undefined] as const) {
+      const { origin, sent } = await gitlab();
+      const gitlabForge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
+      const { plan, approved } = planned(run(AUTHOR_CODE), 'Done.', forge);
+      const pr = plan.pullRequest!;
+      await gitlabForge.createPullRequest({ branch: plan.branch, base: 'main', title: pr.title, body: pr.body, draft: false, labels: [] });
+      const [stored] = sent;
+      expect(gitlabCommandLines(stored!)).toEqual([]);
+      // As CommonMark shows the block: each of its lines as the author wrote it, no space before `/usr`.
+      expect(fencedAndOutside(stored!).fenced).toEqual(['/usr/bin/env node build.mjs \\', '  --release', '\tdone']);
+      expect(fencedAndOutside(stored!).outside.map((line) => line.trimStart())).toEqual(['Run it so:', '', '/close', 'That is all.']);
+      expect(sha256(stored!)).toBe(approved.bodySha256);
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = undefined;
+    }
+  });
+
+  it.each([
+    ['a block with no / line is left as it is', '```\nx\n  y\n```', '```\nx\n  y\n```'],
+    ['a tilde fence is read through by GitLab: indented too', '~~~\n/x\n~~~', ' ~~~\n /x\n~~~'],
+    ["a fence indented two spaces takes the line's space off again", '  ```\n/x\ny\n  ```', '  ```\n /x\ny\n  ```'],
+    ['a block no fence closes runs to the end', '````\n/x\n```\n  y', ' ````\n /x\n```\n   y'],
+    ['a fence in a list item ends with the item', '- item\n\n  ```\n  /x\n/y', '- item\n\n  ```\n  /x\n /y'],
+    ['carriage returns: a CRLF block, and a line a lone CR splits', '```\r\n/x\r\n\r  y\r\n```\r', ' ```\r\n /x\r\n\r   y\r\n```\r'],
+  ])('%s', (_, body, sent) => {
+    expect(withoutQuickActions(body)).toBe(sent);
+    expect(withoutQuickActions(sent)).toBe(sent);
+    expect(gitlabCommandLines(sent)).toEqual([]);
   });
 });

@@ -160,6 +160,17 @@ describe('the body a publish approver approves', () => {
     });
   });
 
+  it("is the author's own body as written on Gitea, a `/` line in its code block too, and planned alike at both ends", async () => {
+    // GitLab's quick actions once cost every forge a space before such a line, shown in the block.
+    const body = 'Run it so:\n\n```sh\n/usr/bin/env node build.js\n```\n';
+    const w = world();
+    w.run.spec.publish!.pullRequest!.body = body;
+    const bodySha256 = await approved(w);
+    expect(bodySha256).toBe(sha256(body));
+    await runPublishJob(w.deps, w.ref);
+    expect(forge.bodies).toEqual([body]);
+  });
+
   it('fails the publish PublishFailed, with nothing pushed or posted, when the body planned at publish is another', async () => {
     const w = world();
     await approved(w);

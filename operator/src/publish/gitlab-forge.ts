@@ -2,8 +2,9 @@
 // @gitbeaker/rest: four endpoints, and its dependency tree would be larger than this file and
 // the one it shares with Gitea (forge-http.ts). A project is named by its URL-encoded path;
 // a draft is a "Draft:" title, as GitLab documents; labels are names, created on use. A body is
-// sent without lines GitLab would run as quick actions (without-quick-actions.ts): the plan made
-// it so already, so what is sent and stored is the body the approver approved.
+// sent without lines GitLab would run as quick actions (without-quick-actions.ts): the plan for
+// a GitLab made it so already (it changes nothing in such a body), so what is sent and stored is
+// the body the approver approved; a body planned for another forge is made so all the same.
 import {
   checkedDefaultBranch,
   checkedList,

@@ -2,8 +2,9 @@
 // pull request's title and body. Pure and deterministic (no clock): a retried job renders the
 // same plan, so it makes the same commit and finds what an earlier try made.
 import { branchNameProblem, type PublishSpec } from '../api/publish-spec.ts';
+import type { ForgeKind } from './forge-kinds.ts';
 import { inertModelText } from './inert-model-text.ts';
-import { withoutQuickActions } from './without-quick-actions.ts';
+import { runsQuickActions, withoutQuickActions } from './without-quick-actions.ts';
 
 export interface PlanInput {
   namespace: string;
@@ -18,6 +19,11 @@ export interface PlanInput {
   deletions: number;
   steps: number;
   totalTokens: number;
+  /**
+   * The forge the pull request goes to (forge-for-host.ts), when known: the body is made for
+   * it, so the approver approves what that forge is sent. Unknown, it is made as for GitLab.
+   */
+  forge?: ForgeKind | undefined;
 }
 
 export interface PublishPlan {
@@ -78,6 +84,11 @@ export function defaultBody(input: PlanInput): string {
   ].join('\n');
 }
 
+/** The body as `forge` is sent it: without quick actions where the forge runs them (or may: not known), else as given. */
+export function bodyFor(forge: ForgeKind | undefined, body: string): string {
+  return runsQuickActions(forge) ? withoutQuickActions(body) : body;
+}
+
 export function planPublish(input: PlanInput): PlanResult {
   const branch = renderBranch(input.publish.branch, input.namespace, input.name);
   const problem = renderedBranchProblem(input.publish.branch, input.namespace, input.name);
@@ -100,13 +111,14 @@ export function planPublish(input: PlanInput): PlanResult {
       branch,
       title,
       commitMessage,
-      // The body as every forge is sent it, GitLab's quick actions made inert: what the approver
-      // is shown and approves by its sha256 (publish-approval-input.ts) is what is posted.
+      // The body as the forge is sent it: what the approver is shown and approves by its sha256
+      // (publish-approval-input.ts) is what is posted. The model's text is inert on every forge
+      // (defaultBody); the author's is changed only for a forge that runs quick actions.
       ...(pr
         ? {
             pullRequest: {
               title,
-              body: withoutQuickActions(pr.body ?? defaultBody(input)),
+              body: bodyFor(input.forge, pr.body ?? defaultBody(input)),
               draft: pr.draft,
               labels: pr.labels,
               base: pr.base,

@@ -1,26 +1,159 @@
-// A pull request body in which GitLab finds no quick action. GitLab runs a description's raw
-// lines that start with `/` (`/close`, `/approve`, `/target_branch release`) as commands, as the
-// token's user, on create and on every update. Its extractor (Gitlab::QuickActions::Extractor)
-// first deletes every carriage return, then takes a known command only at the very start of a
-// line (`^\/`): a line indented by one space is no command.
+// A pull request body in which GitLab finds no quick action, shown as it was written. GitLab
+// runs a description's raw lines that start with `/` (`/close`, `/approve`, `/target_branch
+// release`) as commands, as the token's user, on create and on every update. Its extractor
+// (Gitlab::QuickActions::Extractor) first deletes every carriage return, then takes a command at
+// the very start of a line (`^\/`): a line indented by one space is no command. Its docs promise
+// no skipping of code, and its extractor skips only what a few regular expressions match (a
+// block opened by three backticks at the line's start up to a line of exactly three, with holes
+// GitLab's tracker lists: a `~~~` fence, or one closed by four backticks, is read through), so no line is trusted to be
+// skipped: every line that starts with `/` gets the space, where the space is not shown.
 //
-// The plan applies this to every body (publish-plan.ts), whatever the forge: the body the
-// approver approves (by its sha256) is then the body posted, on GitLab as elsewhere, and the
-// GitLab adapter applies it again as a guard, which changes nothing in a planned body. One
-// leading space is what reads best: Markdown drops it from a paragraph's line (a `\/` escape
-// showed as typed in code), and a reader who copies the text gets no hidden character. The
-// model's own text is already indented whole (inert-model-text.ts), so this reaches only lines
-// of a body spec.publish.pullRequest.body gives. Pure.
+// Outside a fenced code block Markdown drops a line's leading spaces (a `\/` escape showed as
+// typed in code). Inside one CommonMark shows the line as written, less as many spaces of
+// indentation as its opening fence has: so in a block whose fence is indented, the space is
+// taken off again, and a block whose fence starts its line, and which holds such a line, is
+// indented one space at its fence and at each line that starts with `/`, a space or a tab (any
+// other line shows the same with the fence indented or not). The model's text is already
+// indented whole (inert-model-text.ts), so this reaches only a body spec.publish.pullRequest.body
+// gives, and only on a forge that runs quick actions (runsQuickActions). Not modelled: a `/` line
+// inside raw HTML (`<pre>`) or inside a code span over several lines still shows the space. Pure.
+import type { ForgeKind } from './forge-kinds.ts';
+
+/** Whether a forge runs a pull request body's lines as commands: a new kind must say. */
+const RUNS_QUICK_ACTIONS: Record<ForgeKind, boolean> = { github: false, gitlab: true, gitea: false };
+
+/** Whether the body for `forge` must be without quick actions: GitLab's, and one for a forge not known (it may be GitLab). */
+export function runsQuickActions(forge: ForgeKind | undefined): boolean {
+  return forge === undefined || RUNS_QUICK_ACTIONS[forge];
+}
 
 /** Whether GitLab's extractor would read `line` (one of the text's `\n`-separated lines) as starting a command. */
 export function startsQuickAction(line: string): boolean {
   return line.replaceAll('\r', '').startsWith('/');
 }
 
-/** `text` with one space before each line GitLab would read as a command, and nothing else changed. */
+/** A fence that opens a code block (CommonMark: at most three spaces, then three or more backticks or tildes). */
+interface Fence {
+  indent: number;
+  marker: string;
+}
+
+function openingFence(line: string): Fence | undefined {
+  const match = /^( {0,3})(`{3,}|~{3,})(.*)$/.exec(line.replace(/\r$/, ''));
+  // A backtick fence's info string holds no backtick (```a`b` is inline code, not a fence).
+  if (!match || (match[2]!.startsWith('`') && match[3]!.includes('`'))) return undefined;
+  return { indent: match[1]!.length, marker: match[2]! };
+}
+
+/** Whether `line` closes the block `fence` opened: the same character, at least as many, nothing after but spaces. */
+function closes(fence: Fence, line: string): boolean {
+  const match = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(line.replace(/\r$/, ''));
+  return match !== null && match[1]![0] === fence.marker[0] && match[1]!.length >= fence.marker.length;
+}
+
+const indented = (line: string) => ` ${line}`;
+
+/** A line GitLab runs as a command, indented one space; any other line as it was. */
+const inert = (line: string) => (startsQuickAction(line) ? indented(line) : line);
+
+/**
+ * A content line of a block whose fence is now indented one space, shown as before: one more
+ * space where it starts with a space or a tab (CommonMark takes one off, and would split a tab),
+ * and where it starts a command. A lone carriage return ends a line for CommonMark, not for
+ * GitLab (which deletes it), so each of the parts it separates is indented so.
+ */
+const shownUnderIndentedFence = (line: string) =>
+  inert(
+    line
+      .split('\r')
+      .map((part) => (/^[ \t]/.test(part) ? indented(part) : part))
+      .join('\r'),
+  );
+
+/** A fenced block's lines (its opening fence first, then its content), none starting a command, shown the same. */
+function blockWithoutQuickActions(fence: Fence, lines: readonly string[]): string[] {
+  const [opening = '', ...content] = lines;
+  if (!content.some(startsQuickAction)) return [...lines];
+  if (fence.indent > 0) return [opening, ...content.map(inert)];
+  return [indented(opening), ...content.map(shownUnderIndentedFence)];
+}
+
+/** Columns of a line's leading spaces and tabs (a tab to the next multiple of four), and whether it holds nothing else. */
+function indentation(line: string): { columns: number; blank: boolean } {
+  let columns = 0;
+  for (const char of line) {
+    if (char === ' ') columns++;
+    else if (char === '\t') columns += 4 - (columns % 4);
+    else return { columns, blank: char === '\r' && line.endsWith('\r') && line.indexOf('\r') === line.length - 1 };
+  }
+  return { columns, blank: true };
+}
+
+/** The list item a line starts (CommonMark: up to three spaces, a marker, one to four spaces): its width and whether it is empty. */
+function listItem(line: string): { width: number; paragraph: boolean } | undefined {
+  if (/^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*\r?$/.test(line)) return undefined; // a thematic break, not an item
+  const match = /^( {0,3})([-+*]|\d{1,9}[.)])( {1,5}|\t|\r?$)/.exec(line);
+  if (!match) return undefined;
+  const spaces = match[3]!.startsWith(' ') && match[3]!.length <= 4 ? match[3]!.length : 1;
+  return { width: match[1]!.length + match[2]!.length + spaces, paragraph: !/^\r?$/.test(match[3]!) };
+}
+
+/** `line` with up to `columns` spaces of indentation taken off (a container's). */
+const outdented = (line: string, columns: number) => line.replace(new RegExp(`^ {0,${columns}}`), '');
+
+/**
+ * `text` with no line GitLab would read as a command, changed only at such lines (and their
+ * block) and shown the same. Only fenced blocks at the top level take such a line: a line that
+ * starts with `/` ends any list item or quote a block is in (code continues no line lazily), so
+ * a fence inside a list item is followed to the item's end and left as it is.
+ */
 export function withoutQuickActions(text: string): string {
-  return text
-    .split('\n')
-    .map((line) => (startsQuickAction(line) ? ` ${line}` : line))
-    .join('\n');
+  const out: string[] = [];
+  let block: { fence: Fence; lines: string[]; inItem: boolean } | undefined;
+  let item: { width: number; paragraph: boolean } | undefined;
+  for (const line of text.split('\n')) {
+    const { columns, blank } = indentation(line);
+    if (block?.inItem && !blank && columns < item!.width) {
+      out.push(...block.lines);
+      block = undefined;
+      item = undefined;
+    }
+    if (block) {
+      const inner = block.inItem ? outdented(line, item!.width) : line;
+      if (closes(block.fence, inner)) {
+        out.push(...(block.inItem ? block.lines : blockWithoutQuickActions(block.fence, block.lines)), line);
+        block = undefined;
+      } else block.lines.push(line);
+      continue;
+    }
+    if (item) {
+      if (blank) {
+        item.paragraph = false;
+        out.push(line);
+        continue;
+      }
+      if (columns >= item.width) {
+        const fence = openingFence(outdented(line, item.width));
+        if (fence) block = { fence, lines: [line], inItem: true };
+        else item.paragraph = true;
+        if (!fence) out.push(line);
+        continue;
+      }
+      // Less indented: a lazy line of the item's paragraph, or the item's end.
+      if (item.paragraph && listItem(line) === undefined && !openingFence(line) && !/^ {0,3}[>#]/.test(line)) {
+        out.push(inert(line));
+        continue;
+      }
+      item = undefined;
+    }
+    const fence = openingFence(line);
+    if (fence) block = { fence, lines: [line], inItem: false };
+    else {
+      item = listItem(line);
+      out.push(inert(line));
+    }
+  }
+  // A block no fence closes runs to the end of the text (CommonMark).
+  if (block) out.push(...(block.inItem ? block.lines : blockWithoutQuickActions(block.fence, block.lines)));
+  return out.join('\n');
 }

@@ -35,6 +35,7 @@ import { decidePullRequest, decidePush, pullRequestBase } from '../publish/decid
 import { ForgeError } from '../publish/errors/forge-error.ts';
 import type { CreatedPullRequest } from '../publish/forge.ts';
 import { forgeFor, type ForgeEntry } from '../publish/forge-for-host.ts';
+import type { ForgeKind } from '../publish/forge-kinds.ts';
 import { bodySha256, publishApprovalInput } from '../publish/publish-approval-input.ts';
 import { planPublish } from '../publish/publish-plan.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -68,13 +69,22 @@ export const DEFAULT_PUBLISH_POLICY: PublishPolicy = {
 
 const publishFailed = (detail: string) => new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
 
+/**
+ * The publish plan, its body made for `forge` (the kind the repository's host is, when known):
+ * GitHub and Gitea get the author's body as written, GitLab (or a forge not known) without
+ * quick actions. Planned at finalize from the spec's URL and at publish from the checked one: a
+ * host that changed kind in between (publish.forges edited) gives another body, whose sha256
+ * is then not the approved one, and the run fails PublishFailed.
+ */
 function planFor(
   run: ParsedCodingRun,
   state: RunState,
   summary: string,
   diff: Pick<KeptDiff, 'filesChanged' | 'insertions' | 'deletions'>,
+  forge: ForgeKind | undefined,
 ) {
   return planPublish({
+    forge,
     namespace: run.metadata.namespace,
     name: run.metadata.name,
     uid: run.metadata.uid,
@@ -112,7 +122,9 @@ export async function startPublish(
   // body posted, which that job checks by its sha256. Counted again here, from the text: the
   // approved body must not rest on every maker of a KeptDiff having counted it so.
   const counted: KeptDiff = { ...kept, ...countDiff(kept.diff) };
-  const plan = planFor(run, state, result.summary, counted);
+  const parts = repositoryUrlParts(run.spec.repository.url);
+  const policy = deps.publishPolicy ?? DEFAULT_PUBLISH_POLICY;
+  const plan = planFor(run, state, result.summary, counted, parts && forgeFor(parts, policy.forges)?.kind);
   if (!plan.ok) throw publishFailed(plan.message);
   const sha256 = diffSha(kept.diff);
   const body = plan.plan.pullRequest?.body;
@@ -349,7 +361,7 @@ async function publish(
     );
   }
   const kept = storedKeptDiff(stored);
-  const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept);
+  const planned = planFor(run, state, run.status?.result?.summary ?? state.finalText ?? '', kept, forgeFor(parts, policy.forges)?.kind);
   if (!planned.ok) throw publishFailed(planned.message);
   const plan = planned.plan;
   // The body as planned when the run ended (what an approver approved) or none: planned again
