@@ -1,13 +1,14 @@
 // Background jobs: `bash` with background: true starts a detached process group that outlives
 // the toolbox process, with its state kept in files under <home>/jobs/<id>/ (pid, output.log,
 // exit, killed, capped). bash_output and bash_kill read and act on those files, so they work
-// from a later `call` process or another serve session. Code in the sandbox can replace any of
-// those files (with a FIFO, a symlink, a huge file): they are opened without waiting or
-// following and read only as far as needed. A job is its process group and whatever writes its
-// log: what the command left running (`server &`) is still the job after its shell exited, and so
-// is a process that left the group (`setsid server &`) but holds the job's output.log open for
-// writing (file-writers.ts finds it by the open file); both are capped by the watchdog and
-// stopped by bash_kill. Once the watchdog wrote `group-ended` the job's pid is free for any new
+// from a later `call` process or another serve session. bash_output that finds the log past the
+// cap caps the job itself, as the watchdog would (capJob), so no answer depends on its polls.
+// Code in the sandbox can replace any of those files (with a FIFO, a symlink, a huge file): they
+// are opened without waiting or following and read only as far as needed. A job is its process
+// group and whatever writes its log: what the command left running (`server &`) is still the
+// job after its shell exited, and so is a process that left the group (`setsid server &`) but
+// holds the job's output.log open for writing (file-writers.ts finds it by the open file); both
+// are capped by the watchdog and stopped by bash_kill. Once the watchdog wrote `group-ended` the job's pid is free for any new
 // process (bash-script.ts says why), so nothing here signals the group after that; a writer of
 // the log is signalled by its pid right after a scan found it.
 import { spawn } from 'node:child_process';
@@ -80,23 +81,19 @@ interface JobState {
 
 export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash_output'>): Promise<BashOutputResult> {
   const directory = await existingJob(context, input.job);
-  const state = await jobState(directory);
   const outputLog = path.join(directory, 'output.log');
   const log = await openOutputLog(outputLog, input.job);
   let size = log?.size ?? 0;
-  let cut = false;
-  if (size > context.outputLogMaxBytes) {
-    // The watchdog polls; whatever got past the cap before the kill is cut off. Not while a
-    // process of the job may still write: it would go on at its own offset past the cut. A job
-    // that ended between two of the watchdog's polls, past the cap, is cut here first: the
-    // marker says so to every later call (an exited job stays exited, jobState), not only this one.
-    if (!(await jobMayWrite(directory))) {
-      if (state.status === 'exited') await markJob(directory, 'capped');
-      await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
-      cut = true;
-    }
+  const passedCap = size > context.outputLogMaxBytes;
+  if (passedCap) {
+    await capJob(directory);
+    // Whatever got past the cap before the kill is cut off. Not while a process of the job may
+    // still write (one stuck in the kernel): it would go on at its own offset past the cut.
+    if (!(await jobMayWrite(directory))) await truncate(outputLog, context.outputLogMaxBytes).catch(() => undefined);
     size = context.outputLogMaxBytes;
   }
+  // Read after the cap, which stops a running job.
+  const state = await jobState(directory);
   const offset = Math.min(input.offset ?? 0, size);
   const length = Math.min(BASH_OUTPUT_MAX_BYTES, size - offset);
   const buffer = Buffer.alloc(length);
@@ -117,7 +114,7 @@ export async function bashOutput(context: ToolboxContext, input: ToolInput<'bash
     nextOffset,
     size,
     truncated: nextOffset < size,
-    outputCapped: state.outputCapped || cut,
+    outputCapped: state.outputCapped || passedCap,
   };
   if (state.exitCode !== undefined) result.exitCode = state.exitCode;
   return result;
@@ -139,6 +136,24 @@ export async function bashKill(context: ToolboxContext, input: ToolInput<'bash_k
   const result: BashKillResult = { job: input.job, status: after.status };
   if (after.exitCode !== undefined) result.exitCode = after.exitCode;
   return result;
+}
+
+/**
+ * What the watchdog does at the cap, done by bash_output when it finds the log past it first: the
+ * watchdog polls, so a call can come between the log passing the cap and its next look, and code
+ * in the sandbox can stop or kill it. The `capped` marker is written first, whatever the job's
+ * state, so this call and every later one read the same: a running job as killed by the cap, one
+ * whose command exited as exited with its code (jobState), and outputCapped on every call, also
+ * once the log was cut back to the cap and no longer shows it. Then SIGKILL, no grace, to the
+ * group and every writer of the log, as the watchdog sends and as the foreground cap kills a
+ * holder of a log past it (output-holders.ts), and a bounded wait for them to be gone.
+ */
+async function capJob(directory: string): Promise<void> {
+  await markJob(directory, 'capped');
+  if (await jobGroupMayBeSignalled(directory)) signalGroup(await jobPid(directory), 'SIGKILL');
+  const writers = await jobLogWriters(directory);
+  signalProcesses(writers, 'SIGKILL');
+  await waitUntilJobStops(directory, writers, KILL_GRACE_MS, 10);
 }
 
 /**

@@ -64,10 +64,10 @@ function stoppedHoldersNote(count: number, capBytes: number): string {
 }
 /** Told to the model when what an earlier command left running was killed for passing the cap (output-holders.ts). */
 function earlierStoppedNote(count: number, capBytes: number): string {
-  const [processes, were, their] = count === 1 ? ['process', 'was', 'its'] : ['processes', 'were', 'their'];
+  const [processes, were] = count === 1 ? ['process', 'was'] : ['processes', 'were'];
   return (
-    `\n[chamvi: ${count} ${processes} an earlier command left running ${were} stopped because ${their} output to that ` +
-    `command's log passed the cap of ${capBytes} bytes. ${BACKGROUND_ADVICE}]\n`
+    `\n[chamvi: ${count} ${processes} an earlier command left running ${were} stopped: that command's log passed the ` +
+    `cap of ${capBytes} bytes, and every process holding it open for writing is stopped. ${BACKGROUND_ADVICE}]\n`
   );
 }
 

@@ -40,6 +40,16 @@
 // records only, joined back across the name's newlines; the others share runs as before. Each
 // such name costs one engine process more, at most `limit` of them.
 //
+// The second pass opens files by name, and rg and grep open a name given to them whatever it is:
+// a FIFO (or a device) swapped in for a file after the first pass would hold a run until something
+// wrote to it. The first pass never opens one, as the walkers take regular files only; the second
+// does the same, dropping every name that is no longer a regular file (lstat, as a file deleted
+// since is only one without matches; grep also skips devices itself, `-D skip`). A swap between
+// that look and the engine's open still holds a run, so the whole call shares one deadline
+// (HELPER_TIMEOUT_MS from its start, what one engine run had before): the second pass's runs get
+// what the first left of it, and once it is spent the rest are skipped, the matches found so far
+// answered with truncated and a diagnostic naming how many files were not read.
+//
 // A run over named files yields only those files: a name that became a directory since it was
 // listed (`git grep --no-index` and rg take a directory operand as everything under it, ignored
 // files and deeper repositories included) is searched to no depth, and any other path it prints
@@ -50,7 +60,7 @@ import path from 'node:path';
 import type { GrepEngine, GrepMatch, GrepResult } from './contract/tool-results.ts';
 import type { ToolInput } from './contract/tool-schemas.ts';
 import { LINE_MAX_CHARS, SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS } from './contract/limits.ts';
-import { findExecutable, gitEnvironment, streamRecords, type ProcessOutcome } from './child-process.ts';
+import { findExecutable, gitEnvironment, HELPER_TIMEOUT_MS, streamRecords, type ProcessOutcome } from './child-process.ts';
 import { leadingWithinAnswerBytes } from './answer-entries.ts';
 import { forEachFile } from './file-listing.ts';
 import { anchorsAsReadFileShows } from './line-anchors.ts';
@@ -77,20 +87,43 @@ const MAX_FILES_PER_RUN = 500;
  * the answer its own matches, never the answer.
  */
 export const NESTED_SEARCH_DEADLINE_MS = 30_000;
+/** How long one grep call may search in all: the bound one engine run had on its own before. */
+export const SEARCH_DEADLINE_MS = HELPER_TIMEOUT_MS;
+
+/** What bounds one grep call; tests shorten it. */
+export interface SearchBounds {
+  /** The whole call, from its start: the pattern check, both passes and every run in them. */
+  timeoutMs: number;
+}
+
 /** A path component longer than any file system allows (NAME_MAX is 255): it names nothing, ever. */
 const NAMES_NOTHING = `${'x'.repeat(256)}/x`;
 
-export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): Promise<GrepResult> {
+export async function grep(
+  context: ToolboxContext,
+  input: ToolInput<'grep'>,
+  bounds: SearchBounds = { timeoutMs: SEARCH_DEADLINE_MS },
+): Promise<GrepResult> {
+  const deadline = Date.now() + bounds.timeoutMs;
+  const left = () => Math.max(1, deadline - Date.now());
   const target = await guardWorkspacePath(context, input.path ?? '');
   // Checked here because the engines cannot say it: rg --no-messages hides "No such file" and
   // exits 2 like a bad regex, and git grep answers a pathspec that names nothing with no match.
-  if (!(await lstat(target.real).catch(() => undefined))) {
+  const scope = await lstat(target.real).catch(() => undefined);
+  if (!scope) {
     throw new ToolboxError('NOT_FOUND', `${input.path} does not exist; find the right path with list_files or glob, or leave out path`);
+  }
+  // rg and grep open a path given to them whatever it is: a FIFO would hold the call (see the header).
+  if (!scope.isFile() && !scope.isDirectory()) {
+    throw new ToolboxError(
+      'IO_ERROR',
+      `${input.path} is not a regular file or a directory (a FIFO, socket or device); grep searches only files`,
+    );
   }
   const limit = Math.min(input.limit ?? SEARCH_DEFAULT_RESULTS, SEARCH_MAX_RESULTS);
   const engine = chooseEngine(context);
   // The nested part may list for seconds before any search says the pattern is bad.
-  if (engine === 'git-grep') await checkGitGrepPattern(context, input);
+  if (engine === 'git-grep') await withinCallDeadline(bounds, checkGitGrepPattern(context, input, left()));
 
   const files = new SortedSelection<MatchingFile>(limit, compareFiles);
   const addFile = (record: Buffer) => {
@@ -106,15 +139,19 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
   let nestedShortfall: string | undefined;
   try {
     const nested =
-      engine === 'git-grep' ? searchNestedRepositories(context, input, target.relative, limit, addFile, stop.signal) : undefined;
-    outcome = await streamRecords(walk.command, walk.args, {
-      cwd: context.realRoot,
-      env: walk.env,
-      separator: 0,
-      maxRecordBytes: MAX_PATH_BYTES,
-      signal: stop.signal,
-      onRecord: addFile,
-    });
+      engine === 'git-grep' ? searchNestedRepositories(context, input, target.relative, limit, addFile, stop.signal, left()) : undefined;
+    outcome = await withinCallDeadline(
+      bounds,
+      streamRecords(walk.command, walk.args, {
+        cwd: context.realRoot,
+        env: walk.env,
+        separator: 0,
+        maxRecordBytes: MAX_PATH_BYTES,
+        timeoutMs: left(),
+        signal: stop.signal,
+        onRecord: addFile,
+      }),
+    );
     nestedShortfall = await nested;
   } finally {
     stop.abort();
@@ -126,38 +163,90 @@ export async function grep(context: ToolboxContext, input: ToolInput<'grep'>): P
 
   const matches = new SortedSelection<GrepMatch>(limit, compareMatches);
   const lines = { output: 'lines', limit } as const;
-  for (const run of secondPassRuns(
-    engine,
-    input,
-    lines,
+  const searchable = await regularFiles(
+    context,
     selected.items.map((file) => file.raw),
-  )) {
+  );
+  const runs = secondPassRuns(engine, input, lines, searchable);
+  let unread = 0;
+  for (const [index, run] of runs.entries()) {
+    if (Date.now() >= deadline) {
+      unread = namesIn(runs.slice(index));
+      break;
+    }
     const readLine = run.lineReader();
-    // Exit codes are not read: a file deleted since the first pass is only one without matches.
-    await streamRecords(run.command, run.args, {
-      cwd: context.realRoot,
-      env: run.env,
-      input: run.input,
-      // xargs is killed with the engine it started, not alone, when the search takes too long.
-      processGroup: true,
-      separator: NEWLINE,
-      maxRecordBytes: MAX_RECORD_BYTES,
-      onRecord: (line) => {
-        const match = readLine(line);
-        if (match) matches.add(match);
-        return true;
-      },
-    });
+    try {
+      // Exit codes are not read: a file deleted since the first pass is only one without matches.
+      await streamRecords(run.command, run.args, {
+        cwd: context.realRoot,
+        env: run.env,
+        input: run.input,
+        // xargs is killed with the engine it started, not alone, when the search takes too long.
+        processGroup: true,
+        separator: NEWLINE,
+        maxRecordBytes: MAX_RECORD_BYTES,
+        timeoutMs: left(),
+        onRecord: (line) => {
+          const match = readLine(line);
+          if (match) matches.add(match);
+          return true;
+        },
+      });
+    } catch (error) {
+      if (!(ToolboxError.isInstance(error) && error.code === 'TIMEOUT')) throw error;
+      // The lines this run printed before it was stopped are whole records, and kept.
+      unread = namesIn(runs.slice(index));
+      break;
+    }
   }
   const found = matches.result();
   const kept = leadingWithinAnswerBytes(found.items);
-  const truncated = selected.truncated || found.truncated || kept < found.items.length || nestedShortfall !== undefined;
+  const diagnostics = [
+    ...(nestedShortfall === undefined ? [] : [nestedShortfall]),
+    ...(unread === 0 ? [] : [linesUnread(unread, bounds.timeoutMs)]),
+  ];
+  const truncated = selected.truncated || found.truncated || kept < found.items.length || diagnostics.length > 0;
   return {
     matches: found.items.slice(0, kept),
     truncated,
     engine,
-    ...(nestedShortfall === undefined ? {} : { diagnostics: [nestedShortfall] }),
+    ...(diagnostics.length === 0 ? {} : { diagnostics }),
   };
+}
+
+/**
+ * The first pass's files that are still regular files: a FIFO, socket or device swapped in since
+ * (or a directory, a symlink) is dropped as a deleted file is, never opened (see the header).
+ */
+async function regularFiles(context: ToolboxContext, files: readonly Buffer[]): Promise<Buffer[]> {
+  const root = Buffer.from(`${context.realRoot}/`);
+  const kinds = await Promise.all(files.map((file) => lstat(Buffer.concat([root, file])).catch(() => undefined)));
+  return files.filter((_, index) => kinds[index]?.isFile() === true);
+}
+
+/** How many files the runs name: those whose lines a spent deadline left unread. */
+function namesIn(runs: ReadonlyArray<{ names: Buffer[] }>): number {
+  return runs.reduce((count, run) => count + run.names.length, 0);
+}
+
+function linesUnread(files: number, timeoutMs: number): string {
+  const which = files === 1 ? '1 file' : `${files} files`;
+  return `grep reached its ${formatSeconds(timeoutMs)} limit before it read all matching lines of ${which} that matched, so matches in them may be missing; narrow the path or the pattern`;
+}
+
+/**
+ * An engine run the call's deadline stopped says so for the call: the run's own message would
+ * name only what was left of the deadline when it started.
+ */
+async function withinCallDeadline<T>(bounds: SearchBounds, run: Promise<T>): Promise<T> {
+  try {
+    return await run;
+  } catch (error) {
+    if (ToolboxError.isInstance(error) && error.code === 'TIMEOUT') {
+      throw new ToolboxError('TIMEOUT', `grep took longer than ${formatSeconds(bounds.timeoutMs)}; narrow the path or the pattern`);
+    }
+    throw error;
+  }
 }
 
 export function chooseEngine(context: ToolboxContext): GrepEngine {
@@ -200,8 +289,10 @@ async function searchNestedRepositories(
   limit: number,
   onRecord: (record: Buffer) => boolean,
   signal: AbortSignal,
+  callLeftMs: number,
 ): Promise<string | undefined> {
-  const timeoutMs = context.nestedSearchDeadlineMs ?? NESTED_SEARCH_DEADLINE_MS;
+  // Within the call's deadline too, which a test may set below it.
+  const timeoutMs = Math.min(context.nestedSearchDeadlineMs ?? NESTED_SEARCH_DEADLINE_MS, callLeftMs);
   const deadline = Date.now() + timeoutMs;
   const tooLong = `listing and searching them took longer than ${formatSeconds(timeoutMs)}`;
   let found = false;
@@ -264,13 +355,14 @@ function formatSeconds(milliseconds: number): string {
  * Answers a pattern git grep cannot compile before anything is listed: git grep compiles it
  * first, then finds nothing under a path that cannot exist, so this costs one short git run.
  */
-async function checkGitGrepPattern(context: ToolboxContext, input: ToolInput<'grep'>): Promise<void> {
+async function checkGitGrepPattern(context: ToolboxContext, input: ToolInput<'grep'>, timeoutMs: number): Promise<void> {
   const check = engineInvocation('git-grep', input, { output: 'files', operands: { named: [NAMES_NOTHING] }, limit: 1 });
   const outcome = await streamRecords(check.command, check.args, {
     cwd: context.realRoot,
     env: check.env,
     separator: 0,
     maxRecordBytes: MAX_PATH_BYTES,
+    timeoutMs,
     onRecord: () => true,
   });
   if (outcome.exitCode !== 0 && outcome.exitCode !== 1) throw searchFailed(outcome);
@@ -445,6 +537,9 @@ function engineInvocation(engine: GrepEngine, input: ToolInput<'grep'>, pass: Pa
           '-I',
           '-E',
           '-Z',
+          // A FIFO or device named to it is opened without waiting and skipped (see the header).
+          '-D',
+          'skip',
           ...(pass.output === 'files' ? ['-l', ...(named ? [] : ['-r', '--exclude-dir=.git'])] : ['-n', '-H', ...perFile]),
           ...caseFlag,
           '-e',

@@ -7,9 +7,10 @@
 // passes it (`yes &`) is killed, alone, as the command would have been. But the call's result is
 // final once it answers, and nothing watches the logs after that (a `call` process exits right
 // away), so what they write then is not shown, and capped only when a later command runs: each
-// call also kills a process writing an earlier command's log that has passed the cap (one still
-// writing: what only inherited the log is spared). The result says so, and points to background
-// jobs, which have a watchdog, bash_output and bash_kill.
+// call also kills every process holding an earlier command's log open for writing once that log
+// has passed the cap (a quiet holder too: a loop whose children write in bursts looks idle
+// between them, and a daemon that only inherited the log goes with it). The result says so, and
+// points to background jobs, which have a watchdog, bash_output and bash_kill.
 import { lstat, readdir, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';

@@ -310,7 +310,7 @@ describe('bash', () => {
       expect(next).toMatchObject({ exitCode: 0, stdout: 'next\n', outputCapped: false });
       expect(next.stderr).toMatch(
         new RegExp(
-          `\\[chamvi: \\d+ process(es)? an earlier command left running (was|were) stopped because .* passed the cap of ${cap} bytes`,
+          `\\[chamvi: \\d+ process(es)? an earlier command left running (was|were) stopped: that command.s log passed the cap of ${cap} bytes`,
         ),
       );
       expect(await stopsRunning(pid)).toBe(true);
