@@ -22,11 +22,18 @@ import { approveAsShown, pluginPath } from '../support/plugin.ts';
 import { runProcess } from '../support/run-process.ts';
 
 const NS = 'approval-identity';
+/**
+ * Where the approver's ServiceAccount lives: with separation of duties, no ServiceAccount of the
+ * runs' own namespace may answer (its run authors can act as any of them).
+ */
+const APPROVERS_NS = 'approval-identity-approvers';
 const RELEASE = 'approvals';
 const user = (name: string) => `system:serviceaccount:${NS}:${name}`;
 const VIEWER = user('vic');
 const EDITOR = user('alice');
-const APPROVER = user('bob');
+const APPROVER = `system:serviceaccount:${APPROVERS_NS}:bob`;
+/** A ServiceAccount of the runs' namespace that may approve, as a CI deployer with `edit` would. */
+const DEPLOYER = user('deployer');
 const WRITER = user('carol');
 /** The chart's operator ServiceAccount for release RELEASE, as the policy names it. */
 const OPERATOR = user(`${RELEASE}-chamvi-operator`);
@@ -137,8 +144,8 @@ async function waitingForApproval(name: string): Promise<void> {
 }
 
 /** A kubeconfig holding a real token of the ServiceAccount: the plugin runs as that user, not as the admin. */
-async function kubeconfigOf(serviceAccount: string): Promise<string> {
-  const token = (await ok(['create', 'token', serviceAccount, '-n', NS, '--duration=1h'])).trim();
+async function kubeconfigOf(serviceAccount: string, namespace = NS): Promise<string> {
+  const token = (await ok(['create', 'token', serviceAccount, '-n', namespace, '--duration=1h'])).trim();
   const config = parse(readFileSync(kubeconfigPath(), 'utf8'));
   for (const each of config.users) each.user = { token };
   const path = join(root, `${serviceAccount}.kubeconfig`);
@@ -153,13 +160,16 @@ const annotationsOf = async (name: string) =>
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'chamvi-approval-identity-'));
   await createNamespace(NS);
-  for (const name of ['vic', 'alice', 'bob']) await ok(['create', 'serviceaccount', name, '-n', NS]);
-  for (const [name, role] of [
-    ['vic', 'chamvi-view'],
-    ['alice', 'chamvi-edit'],
-    ['bob', 'chamvi-approver'],
+  await createNamespace(APPROVERS_NS);
+  for (const name of ['vic', 'alice', 'deployer']) await ok(['create', 'serviceaccount', name, '-n', NS]);
+  await ok(['create', 'serviceaccount', 'bob', '-n', APPROVERS_NS]);
+  for (const [name, role, namespace] of [
+    ['vic', 'chamvi-view', NS],
+    ['alice', 'chamvi-edit', NS],
+    ['deployer', 'chamvi-edit', NS],
+    ['bob', 'chamvi-approver', APPROVERS_NS],
   ] as const) {
-    await ok(['create', 'rolebinding', `${name}-${role}`, '-n', NS, `--clusterrole=${role}`, `--serviceaccount=${NS}:${name}`]);
+    await ok(['create', 'rolebinding', `${name}-${role}`, '-n', NS, `--clusterrole=${role}`, `--serviceaccount=${namespace}:${name}`]);
   }
   // Writers of schedules and evals (the user roles do not grant them), and the operator's
   // ServiceAccount, which creates the runs of both.
@@ -193,6 +203,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const manifest of applied.reverse()) await kubectl(['delete', '--ignore-not-found', '-f', '-'], { input: manifest });
   await deleteNamespace(NS);
+  await deleteNamespace(APPROVERS_NS);
   if (root) rmSync(root, { recursive: true, force: true, maxRetries: 5 });
 });
 
@@ -253,7 +264,7 @@ describe('#15.5 the three user roles, impersonated against the real API server',
   it('kubectl codingrun approve, run with a real token of the approver, names the approver the API server authenticated', async () => {
     await ok(['apply', '-f', '-'], stringify(run('plugin-approve')));
     await waitingForApproval('plugin-approve');
-    const kubeconfig = await kubeconfigOf('bob');
+    const kubeconfig = await kubeconfigOf('bob', APPROVERS_NS);
     const asBob = (args: readonly string[]) =>
       runProcess(process.execPath, [pluginPath, '--kubeconfig', kubeconfig, ...args], {
         env: { ...process.env, KUBECONFIG: '' },
@@ -303,6 +314,18 @@ describe('#15.5 separation of duties, when configured', () => {
     expect((await answer(APPROVER, 'sod', APPROVER)).code).toBe(0);
   });
 
+  it("a ServiceAccount of the run's namespace may not answer, though it may approve: its run authors can act as it", async () => {
+    expect((await as(EDITOR, ['create', '-f', '-'], stringify(run('sod-deployer', { [CREATOR_ANNOTATION]: EDITOR })))).code).toBe(0);
+    await waitingForApproval('sod-deployer');
+    const deployer = await answer(DEPLOYER, 'sod-deployer', DEPLOYER);
+    expect(deployer.code).not.toBe(0);
+    expect(deployer.stderr).toContain(`"${DEPLOYER}" is a ServiceAccount of namespace ${NS}`);
+    expect(deployer.stderr).toContain('from a ServiceAccount of another namespace');
+    expect((await annotationsOf('sod-deployer'))[APPROVAL_ANNOTATION]).toBeUndefined();
+    // One of another namespace, bound to chamvi-approver here, may.
+    expect((await answer(APPROVER, 'sod-deployer', APPROVER)).code).toBe(0);
+  });
+
   const schedule = (name: string, task: string, annotations: Record<string, string> = {}) =>
     stringify({
       apiVersion: 'chamvi.dev/v1alpha1',
@@ -340,6 +363,49 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(moved.stderr).toContain('changes only with the spec');
   });
 
+  it('suspending a schedule or changing when it runs keeps its writer: the on-call engineer does not become it, nor can they', async () => {
+    // Carol wrote nightly's task (the test before). Alice, on call, suspends it and moves its time.
+    const suspend = await as(EDITOR, [
+      'patch',
+      'codingschedule',
+      'nightly',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { suspend: true, schedule: '0 7 * * 1-5', successfulRunsHistoryLimit: 5 } }),
+    ]);
+    expect(suspend.stderr).toBe('');
+    expect(suspend.code).toBe(0);
+    const stored = JSON.parse(await ok(['get', 'codingschedule', 'nightly', '-n', NS, '-o', 'json']));
+    expect(stored.spec.suspend).toBe(true);
+    expect(stored.metadata.annotations[CREATOR_ANNOTATION]).toBe(WRITER);
+    // ...and cannot take the name with it: only a change of the task moves it.
+    const taking = await as(EDITOR, [
+      'patch',
+      'codingschedule',
+      'nightly',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ metadata: { annotations: { [CREATOR_ANNOTATION]: EDITOR } }, spec: { suspend: false } }),
+    ]);
+    expect(taking.stderr).toContain('changes only with the spec');
+    // A change of the task through templateRef names the one who makes it.
+    const retargeted = await as(EDITOR, [
+      'patch',
+      'codingschedule',
+      'nightly',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { templateRef: { name: 'deps' } } }),
+    ]);
+    expect(retargeted.stderr).toContain(`set the annotation chamvi.dev/created-by: "${EDITOR}"`);
+  });
+
   it("the operator's run names the schedule's writer, who then cannot approve it; without one the operator makes no run", async () => {
     // As schedule-reconciler.ts creates it (scheduled-run.ts copies the schedule's created-by).
     const scheduled = run('scheduled', { [CREATOR_ANNOTATION]: WRITER });
@@ -367,6 +433,14 @@ describe('#15.5 separation of duties, when configured', () => {
     expect(unnamed.stderr).toContain('the scheduled runs made from it name them in chamvi.dev/template-written-by');
     expect(unnamed.stderr).toContain(`set the annotation chamvi.dev/created-by: "${EDITOR}"`);
     expect((await as(EDITOR, ['create', '-f', '-'], template('Update the dependencies', { [CREATOR_ANNOTATION]: EDITOR }))).code).toBe(0);
+    // Carol raises its budget: Alice stays its writer. Carol's change of what its runs may do names Carol.
+    const budget = JSON.stringify({ spec: { budget: { maxSteps: 80 }, ttlSecondsAfterFinished: 600 } });
+    expect((await as(WRITER, ['patch', 'codingruntemplate', 'deps', '-n', NS, '--type=merge', '-p', budget])).stderr).toBe('');
+    const afterBudget = JSON.parse(await ok(['get', 'codingruntemplate', 'deps', '-n', NS, '-o', 'json']));
+    expect(afterBudget.metadata.annotations[CREATOR_ANNOTATION]).toBe(EDITOR);
+    const approvals = JSON.stringify({ spec: { approval: { tools: ['bash', 'write_file'] } } });
+    const regated = await as(WRITER, ['patch', 'codingruntemplate', 'deps', '-n', NS, '--type=merge', '-p', approvals]);
+    expect(regated.stderr).toContain(`set the annotation chamvi.dev/created-by: "${WRITER}"`);
     // As schedule-reconciler.ts creates it from Carol's schedule and Alice's template (scheduled-run.ts).
     const scheduled = run('from-template', { [CREATOR_ANNOTATION]: WRITER, [TEMPLATE_WRITER_ANNOTATION]: EDITOR });
     expect((await as(OPERATOR, ['create', '-f', '-'], stringify(scheduled))).code).toBe(0);

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
+import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
@@ -45,7 +46,7 @@ const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data'
 });
 
 /** A run (budget.timeout 30m, bash gated) whose first step parked its bash call (`ask`), and the jobs it handed on. */
-async function parkedRun(ask: ScriptedTurn = asksForBash) {
+async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] = [answers]) {
   rows += 1;
   const ref = { uid: `uid-${rows}`, namespace: 'agents', name: `run-${rows}` };
   const workspace = path.join(scratch, `row-${rows}`, 'workspace');
@@ -64,7 +65,7 @@ async function parkedRun(ask: ScriptedTurn = asksForBash) {
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
-  const script = JSON.stringify({ turns: [ask, answers] });
+  const script = JSON.stringify({ turns: [ask, ...after] });
   const gateway = new MemoryKubeGateway(
     run,
     { configMaps: new Map([['script', { data: { 'script.json': script }, binaryData: {} }]]), secrets: new Map() },
@@ -208,6 +209,115 @@ describe('an approved call whose resume is retried past the deadline', () => {
       const text = resultText((await h.states.load(h.ref))!, pending.toolCallId);
       expect(text).toContain('so it did not run');
       expect(() => readFileSync(path.join(h.workspace, 'ran.txt'), 'utf8')).toThrow(/ENOENT/);
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+// A cancel (kubectl codingrun cancel) ends the run only once the controller has taken its diff,
+// up to 30 s later, and until then the run reads as live: a job queued before it must not go on
+// to run an approved call or ask the model (live-run.ts runToActOn). It leaves the state as it
+// is, for the controller's ending to take the diff against.
+describe('a cancel requested while a job of the run waits in the queue or runs', () => {
+  const writes: ScriptedTurn = { toolCalls: [{ toolName: 'write_file', input: { path: 'written.txt', content: 'hi' } }], usage };
+  const appends: ScriptedTurn = { toolCalls: [{ toolName: 'bash', input: { command: 'echo ran >> ran.txt' } }], usage };
+
+  /** The harness's deps, whose reads of the run carry the cancel annotation from read `from` on (1: every read). */
+  const cancelledFrom = (h: Awaited<ReturnType<typeof parkedRun>>, from = 1): AgentDependencies => {
+    let reads = 0;
+    const read = async (namespace: string, name: string) => {
+      const run = await h.gateway.getRun(namespace, name);
+      reads += 1;
+      if (!run || reads < from) return run;
+      return { ...run, metadata: { ...run.metadata, annotations: { ...run.metadata.annotations, [CANCEL_ANNOTATION]: 'wrong branch' } } };
+    };
+    return { ...h.deps, getRun: read, getRunFresh: read };
+  };
+  const fileIn = (h: { workspace: string }, name: string) => readFileSync(path.join(h.workspace, name), 'utf8');
+
+  it('an approved call is not run, and the state still waits on it', async () => {
+    const h = await parkedRun(appends);
+    try {
+      const enqueued = [...h.enqueued];
+      await runAgentJob(
+        cancelledFrom(h),
+        job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'bob' } }),
+      );
+      expect(() => fileIn(h, 'ran.txt')).toThrow(/ENOENT/);
+      const state = (await h.states.load(h.ref))!;
+      expect(state.stage).toBe('waiting');
+      expect(state.pendingApproval?.id).toBe(h.pending.id);
+      expect(h.enqueued).toEqual(enqueued);
+      // Not cancelled: the same answer runs the call.
+      await runAgentJob(
+        h.deps,
+        job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'bob' } }),
+      );
+      expect(fileIn(h, 'ran.txt')).toBe('ran\n');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('the next step does not ask the model', async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      expect(h.enqueued).toEqual(['step 1']);
+      const before = (await h.states.load(h.ref))!;
+      await runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 }));
+      const after = (await h.states.load(h.ref))!;
+      expect(after.step).toBe(before.step);
+      expect(after.messages).toEqual(before.messages);
+      expect(after.usage).toEqual(before.usage);
+      expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
+      expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("a step in flight (an earlier try got the model's answer and died): its calls left are not run", async () => {
+    const h = await parkedRun();
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      // As an earlier try of step 1 left it: the model asked for a write, which did not run yet.
+      const call = { toolCallId: 'c9', toolName: 'write_file', input: { path: 'in-flight.txt', content: 'hi' } };
+      const state = (await h.states.load(h.ref))!;
+      state.messages.push({ role: 'assistant', content: [{ type: 'tool-call', ...call }] });
+      state.step += 1;
+      state.inFlight = {
+        calls: [call],
+        results: [],
+        earlier: [],
+        hadToolCalls: true,
+        toolNames: [call.toolName],
+        text: '',
+        resumed: false,
+        record: { startedAt: new Date().toISOString() },
+      };
+      await h.states.save(state);
+      await runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 }));
+      expect(() => fileIn(h, 'in-flight.txt')).toThrow(/ENOENT/);
+      expect((await h.states.load(h.ref))!.inFlight?.calls).toEqual([call]);
+      // Not cancelled: the retry finishes the step.
+      await runAgentJob(h.deps, job('step', h.ref, { step: 1 }));
+      expect(fileIn(h, 'in-flight.txt')).toBe('hi');
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("asked for during the model call: the answer's tool calls are not run", async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      // The step's first read finds the run live; the cancel comes while the model answers.
+      await runAgentJob(cancelledFrom(h, 2), job('step', h.ref, { step: 1 }));
+      expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
+      expect(h.enqueued).toEqual(['step 1']);
+      expect((await h.states.load(h.ref))!.stage).toBe('stepping');
     } finally {
       await h.close();
     }

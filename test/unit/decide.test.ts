@@ -1481,6 +1481,13 @@ describe('decide: separation of duties, checked again when the operator acts on 
       /"carol" wrote the CodingRunTemplate this run was made from/,
     ],
     ['nobody named', undefined, {}, /names no approver/],
+    // The run's author, with `edit` there, can run a pod as any ServiceAccount of its namespace.
+    [
+      "a ServiceAccount of the run's namespace",
+      'system:serviceaccount:agents:ci-deployer',
+      {},
+      /a ServiceAccount of the run's own namespace agents can be acted as by whoever may create pods there/,
+    ],
   ])('ignores an answer by %s: no resumeAgent, one ApprovalIgnored Warning', (_, approver, annotations, message) => {
     const decision = decide(observe(answeredBy(approver, annotations), up), sod, now);
     expect(types(decision)).toEqual([]);
@@ -1497,6 +1504,13 @@ describe('decide: separation of duties, checked again when the operator acts on 
     expect(bob.actions).toEqual([{ type: 'resumeAgent', answer: expect.objectContaining({ decision: 'approve', user: 'bob' }) }]);
     expect(bob.events).toEqual([]);
     expect(types(decide(observe(answeredBy('tom'), up), config, now))).toEqual(['resumeAgent']);
+  });
+
+  it("passes on a ServiceAccount of another namespace, and one whose name only starts like the run's namespace", () => {
+    for (const user of ['system:serviceaccount:approvers:release-bot', 'system:serviceaccount:agents-ci:deployer']) {
+      const decision = decide(observe(answeredBy(user), up), sod, now);
+      expect(decision.actions).toEqual([{ type: 'resumeAgent', answer: expect.objectContaining({ decision: 'approve', user }) }]);
+    }
   });
 
   it('denies the call at the timeout when the only answer is barred', () => {

@@ -3,7 +3,11 @@
 // written, but it judges the run as stored then: a run made from a template (spec.templateRef)
 // names the template's writer only once the operator has accepted it (status.template.writtenBy),
 // and an answer written before that, or while no policy was enforced, passed. So the operator
-// asks again when it is about to act on an answer, with everything the run records by then. Pure.
+// asks again when it is about to act on an answer, with everything the run records by then.
+// Names alone do not separate people: whoever may create pods in a namespace (Kubernetes `edit`,
+// which run authors often hold) may run one as any ServiceAccount of it, so an answer from one of that namespace's
+// ServiceAccounts may be the run's author speaking through it, and is refused too (the chart's
+// policy refuses it alike: approval-policy.yaml). Pure.
 import type { CodingRun } from '../api/index.ts';
 import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, USER_MAX, type ApprovalAnswer } from './approval-answer.ts';
 
@@ -17,6 +21,13 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
     );
   // Read as the approver's name is (readApprovalAnnotation keeps USER_MAX characters of it).
   const named = (value: string | undefined) => value !== undefined && value.slice(0, USER_MAX) === user;
+  const { namespace } = run.metadata;
+  if (user.startsWith(serviceAccountPrefix(namespace)))
+    return (
+      `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and a ServiceAccount of the run's own ` +
+      `namespace ${namespace} can be acted as by whoever may create pods there (Kubernetes edit), this run's creator too; approve as a person with ` +
+      'ClusterRole chamvi-approver, or from a ServiceAccount of another namespace (docs/approvals.md)'
+    );
   const annotations = run.metadata.annotations ?? {};
   if (named(annotations[CREATOR_ANNOTATION]))
     return `Ignored the answer to approval ${answer.id} by "${user}": separation of duties is on, and "${user}" created this run; ask another approver`;
@@ -26,4 +37,9 @@ export function separationOfDutiesRefusal(run: CodingRun, answer: ApprovalAnswer
       'this run was made from; ask another approver'
     );
   return undefined;
+}
+
+/** How the API server names every ServiceAccount of `namespace` (request.userInfo.username). */
+function serviceAccountPrefix(namespace: string): string {
+  return `system:serviceaccount:${namespace}:`;
 }

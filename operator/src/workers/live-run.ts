@@ -2,8 +2,12 @@
 // run a moment ago, within kube/recent-runs.ts's bound, which says why that is safe), the same run
 // (uid) as the job's, not deleted and not finished, with a spec that still parses. The
 // model, budgets and approval tools come from here, never from Redis (Security #11.1).
+// A job about to call the model or run a tool also asks whether a cancel was requested
+// (runToActOn): the controller ends a cancelled run only once its diff is taken, up to 30 s
+// later, and until then the run reads as live.
 import { setTimeout as delay } from 'node:timers/promises';
 import { codingRunSpec, isTerminal, type ParsedCodingRun } from '../api/index.ts';
+import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { awaitsAcceptance, effectiveSpecInput } from '../reconcile/run-template.ts';
 
@@ -41,4 +45,18 @@ export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFr
   if (!input.ok) return undefined;
   const spec = codingRunSpec.safeParse(input.spec);
   return spec.success ? { ...run, spec: spec.data } : undefined;
+}
+
+/**
+ * What a job about to act for the run (a model call, a tool call) finds: the live run, no
+ * run to act for (`ended`: gone, replaced or finished, so what the agent holds of it may go),
+ * or a run with a cancel requested (`cancelled`: it does nothing more, and keeps its state,
+ * whose commit the controller's ending takes the diff against; the ending then stops the agent).
+ */
+export type RunToActOn = { run: ParsedCodingRun } | { ended: true } | { cancelled: true };
+
+export async function runToActOn(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<RunToActOn> {
+  const run = await liveRun(deps, ref);
+  if (!run) return { ended: true };
+  return readCancelRequest(run) ? { cancelled: true } : { run };
 }

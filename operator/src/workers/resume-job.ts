@@ -12,7 +12,7 @@ import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { answerPublishApproval } from './publish-job.ts';
 import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
-import { liveRun } from './live-run.ts';
+import { runToActOn } from './live-run.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 import { deniedResult, executeToolCall, withRunDeadline } from './tool-execution.ts';
@@ -23,6 +23,15 @@ import { DEFAULT_MAX_APPROVAL_WAIT_SECONDS } from '../config/operator-config.ts'
 export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer: ApprovalAnswer): Promise<void> {
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
+  // Read fresh, not from what this process remembers (kube/recent-runs.ts serves a copy up to
+  // 2 s old, and a cancel changes no generation): an approved call may be `./deploy.sh`, and a
+  // cancel asked for while it waited in the queue stops it. Before the hand-on below too, which
+  // may finish a resumed step's calls.
+  const found = await runToActOn({ getRun: deps.getRunFresh ?? deps.getRun }, ref);
+  if ('cancelled' in found) {
+    deps.logger.info({ approval: answer.id, decision: answer.decision }, 'a cancel is requested: the answer is not acted on');
+    return;
+  }
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
     // A step a resume began is finished here only by a retry of that resume (the same answer).
@@ -40,11 +49,11 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
     await handOn(deps, ref, state);
     return;
   }
-  const run = await liveRun(deps, ref);
-  if (!run) {
+  if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
   }
+  const { run } = found;
   // Security #11.5: an approve runs the call only when it names the sha256 of this very input.
   const refusal = approvalRefusal(answer, pending);
   if (refusal) {

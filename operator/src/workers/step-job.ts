@@ -7,7 +7,8 @@
 // reads only is saved at its end, so a retry asks the model again: what a failed try spent
 // is kept first (spent-on-unsaved-step.ts). The calls run in run-tool-calls.ts, the step ends
 // in end-step.ts. The step before's record may still be on its way (trailing-record.ts):
-// end-step.ts settles it before this step's own.
+// end-step.ts settles it before this step's own. A run with a cancel requested gets no model
+// call and no tool call (live-run.ts runToActOn): the controller ends it.
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
@@ -29,7 +30,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
-import { liveRun } from './live-run.ts';
+import { runToActOn } from './live-run.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
@@ -84,8 +85,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   if (state.inFlight) {
-    // An earlier try got the model's answer and ran some of its calls: finish the rest.
-    if (state.step === completed + 1) await continueStep(deps, ref, state);
+    // An earlier try got the model's answer and ran some of its calls: finish the rest, unless
+    // a cancel is requested meanwhile.
+    if (state.step === completed + 1 && !(await cancelRequested(deps, ref))) await continueStep(deps, ref, state);
     return;
   }
   if (state.stage !== 'stepping' || state.step !== completed) {
@@ -99,11 +101,16 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // what to call with which secret comes from the live, validated spec, never from Redis.
   const stepStarted = performance.now();
   const stepStartedAt = deps.now().toISOString();
-  const run = await liveRun(deps, ref);
-  if (!run) {
+  const found = await runToActOn(deps, ref);
+  if ('cancelled' in found) {
+    deps.logger.info({ step: completed + 1 }, 'a cancel is requested: the model is not called');
+    return;
+  }
+  if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
   }
+  const { run } = found;
   const model = specificationV4(await deps.models(run.metadata.namespace, run.spec.model, run.metadata.uid));
   const early = stopBeforeCall(run, state, deps.now().getTime()) ?? (await teamBudgetStop(deps, ref.namespace));
   if (early) {
@@ -302,6 +309,12 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The namespace's daily tally (Redis) goes out now, beside the calls, and is waited for
   // before the step hands on (the next step's budget check reads it); it never throws.
   const tallied = countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
+  // A cancel asked for during the model call (which can take minutes): its calls do not run.
+  if (calls.length > 0 && (await cancelRequested(deps, ref))) {
+    await tallied;
+    deps.logger.info({ step: state.step, toolCalls: calls.length }, "a cancel is requested: the model's tool calls are not run");
+    return;
+  }
   let toolsMs: number;
   try {
     // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
@@ -322,6 +335,15 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // pickup (test/bench/step-cycles.ts), and takes totalMs, modelMs and toolsMs from here.
   const totalMs = performance.now() - stepStarted;
   deps.logger.info({ toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs }, 'step done');
+}
+
+/**
+ * Whether the run asks to be cancelled: its job then does nothing more and leaves the state as
+ * it is, for the controller's ending (live-run.ts runToActOn). A run gone or ended is not
+ * cancelled here: the job goes on to find that out as it always did.
+ */
+async function cancelRequested(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
+  return 'cancelled' in (await runToActOn(deps, ref));
 }
 
 /**
