@@ -83,6 +83,19 @@ describe('decideVerification', () => {
     expect((verdict as { message: string }).message).toMatch(/timed out.*raise spec\.verify\.timeout/s);
   });
 
+  it('says the sandbox did not answer, neither the run deadline nor spec.verify.timeout, when it gave no answer', () => {
+    const verdict = decideVerification({
+      verify,
+      verification: verificationOf(command({ exitCode: null, timedOut: true }), 1),
+      budgetSpent: undefined,
+      cutByDeadline: true,
+      unanswered: true,
+    });
+    const message = (verdict as { message: string }).message;
+    expect(message).toContain('`sh test/run.sh` got no answer from the sandbox on attempt 1 of 1');
+    expect(message).not.toMatch(/run deadline|raise spec\.verify\.timeout/);
+  });
+
   it('hands the output back to the model as quoted material, naming the protected paths', () => {
     const verdict = decide({ stdout: 'expected hello, got helo\n' }, 1, { retries: 2, protect: ['test/**'] });
     expect(verdict.kind).toBe('retry');

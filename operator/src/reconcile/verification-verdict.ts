@@ -71,6 +71,11 @@ export interface VerdictInput {
   budgetSpent: string | undefined;
   /** True when the run's own deadline, not spec.verify.timeout, cut the command short. */
   cutByDeadline?: boolean;
+  /**
+   * True when the sandbox gave no answer at all, past the command's timeout and the answer
+   * grace (something stopped the toolbox), so no timeout of the command's own is to blame.
+   */
+  unanswered?: boolean;
 }
 
 export type Verdict =
@@ -85,7 +90,8 @@ export type Verdict =
 
 const quoted = (command: string) => `\`${cutAtLine(command, 200).text}${command.length > 200 ? '…' : ''}\``;
 
-function whatHappened(verification: Verification, cutByDeadline: boolean | undefined): string {
+function whatHappened(verification: Verification, cutByDeadline: boolean | undefined, unanswered: boolean | undefined): string {
+  if (unanswered) return 'got no answer from the sandbox';
   if (verification.timedOut) return cutByDeadline ? 'was stopped at the run deadline (spec.budget.timeout)' : 'timed out';
   if (verification.exitCode === undefined) return 'was killed (its output passed the sandbox limit)';
   if (verification.exitCode === 0) return 'exited 0 but its output passed the sandbox limit';
@@ -102,7 +108,7 @@ export function decideVerification(input: VerdictInput): Verdict {
     const note = `Verification passed: ${command} exited 0 in ${seconds}s${attempt > 1 ? ` on attempt ${attempt} of ${tries}` : ''}.`;
     return { kind: 'passed', event: note, note };
   }
-  const happened = whatHappened(verification, input.cutByDeadline);
+  const happened = whatHappened(verification, input.cutByDeadline, input.unanswered);
   const lastLines = cutAtLine(verification.outputTail.slice(-600), 600).text.trim();
   const event = `Verification failed: ${command} ${happened} (attempt ${attempt} of ${tries}).`;
 
@@ -119,7 +125,8 @@ export function decideVerification(input: VerdictInput): Verdict {
       : verify.retries > 0
         ? `the model had ${verify.retries} retr${verify.retries === 1 ? 'y' : 'ies'} and did not fix it; read status.result.verification.outputTail and the diff, then narrow the task or raise spec.verify.retries`
         : 'read status.result.verification.outputTail and the diff, then narrow the task, or set spec.verify.retries so the model gets the failure back and tries again';
-  const hint = verification.timedOut && !input.cutByDeadline ? `; if the check needs longer, raise spec.verify.timeout` : '';
+  const hint =
+    verification.timedOut && !input.cutByDeadline && !input.unanswered ? `; if the check needs longer, raise spec.verify.timeout` : '';
   const detail = `${command} ${happened} on attempt ${attempt} of ${tries}${lastLines ? ` (last output: ${lastLines})` : ''}`;
   if (verify.required) {
     return {

@@ -16,6 +16,8 @@ import {
   type CommandResult,
   type Verdict,
 } from '../reconcile/verification-verdict.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
+import type { ToolResponse } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
 import { runRefOf } from './run-ref.ts';
@@ -79,35 +81,51 @@ export function finishedResult(kept: KeptDiff, summary: string, state: RunState)
   };
 }
 
-/** What the operator's run of the command returned; a toolbox refusal counts as a failure with its message as output. */
-async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs: number): Promise<CommandResult> {
+/** What the operator's run of the command returned, and whether the sandbox answered at all. */
+interface CheckOutcome {
+  result: CommandResult;
+  /** False when the sandbox gave no answer within the command's timeout and the grace: a failed check. */
+  answered: boolean;
+}
+
+/**
+ * What the operator's run of the command returned; a toolbox refusal counts as a failure with
+ * its message as output, and so does a sandbox that does not answer. A check (or code the model
+ * wrote that it imports) can stop the toolbox (`kill -STOP $PPID`): thrown on, that made
+ * finalize retry ten times, each cloning and running the check again in a shared worker slot,
+ * and the run ended SandboxLost whatever spec.verify said (restore-protected.ts fails closed
+ * for the same reason). Only TIMEOUT is the check's: a dropped transport, a closed sandbox or
+ * an aborted call says nothing about the work, and the finalize is retried for it.
+ */
+async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs: number): Promise<CheckOutcome> {
   const sandbox = deps.sandboxes.for(run);
   const started = performance.now();
-  const response = await sandbox.call(
-    { tool: 'bash', input: { command: run.spec.verify!.command, timeoutMs }, clean: true },
-    { timeoutMs: timeoutMs + ANSWER_GRACE_MS },
-  );
-  if (!response.ok) {
-    const elapsed = performance.now() - started;
-    return {
-      exitCode: null,
-      stdout: '',
-      stderr: `the sandbox refused the command: ${response.error.message}`,
-      timedOut: false,
-      outputCapped: false,
-      durationMs: elapsed,
-    };
-  }
-  const result = commandResultOf(response.result);
-  if (result) return result;
-  return {
+  const failed = (stderr: string, timedOut = false): CommandResult => ({
     exitCode: null,
     stdout: '',
-    stderr: "the sandbox's answer to the check is not a bash result of the toolbox's contract: something in the sandbox wrote it",
-    timedOut: false,
+    stderr,
+    timedOut,
     outputCapped: false,
     durationMs: performance.now() - started,
-  };
+  });
+  const answerWithinMs = timeoutMs + ANSWER_GRACE_MS;
+  let response: ToolResponse;
+  try {
+    response = await sandbox.call(
+      { tool: 'bash', input: { command: run.spec.verify!.command, timeoutMs }, clean: true },
+      { timeoutMs: answerWithinMs },
+    );
+  } catch (error) {
+    if (!SandboxError.isInstance(error) || error.reason !== 'TIMEOUT') throw error;
+    const neverSent = error.written === false ? '; the check was never sent to it' : '';
+    const stderr = `the sandbox did not answer within ${Math.round(answerWithinMs / 1000)} s (a process may have stopped the toolbox)${neverSent}`;
+    return { answered: false, result: failed(stderr, true) };
+  }
+  if (!response.ok) return { answered: true, result: failed(`the sandbox refused the command: ${response.error.message}`) };
+  const result =
+    commandResultOf(response.result) ??
+    failed("the sandbox's answer to the check is not a bash result of the toolbox's contract: something in the sandbox wrote it");
+  return { answered: true, result };
 }
 
 /**
@@ -137,16 +155,20 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
   const restored = state.revision ? await restoreProtected(deps, run, state.revision, sandbox, restoreTimeoutMs) : 0;
   const untilDeadline = deadlineOf(run, state) - deps.now().getTime();
   const timeoutMs = Math.max(MIN_TIMEOUT_MS, Math.min(durationMs(verify.timeout), untilDeadline));
-  const result = await runCheck(deps, run, timeoutMs);
+  const { result, answered } = await runCheck(deps, run, timeoutMs);
   const verification = verificationOf(result, (state.verification?.attempts ?? 0) + 1);
   const verdict = decideVerification({
     verify,
     verification,
     // Only a failure can be handed back; a passed check needs no read of the namespace's tally.
     budgetSpent: verification.passed ? undefined : await budgetSpent(deps, run, state, deps.now().getTime()),
-    cutByDeadline: result.timedOut && timeoutMs < durationMs(verify.timeout),
+    cutByDeadline: answered && result.timedOut && timeoutMs < durationMs(verify.timeout),
+    unanswered: !answered,
   });
-  deps.logger.info({ attempt: verification.attempts, passed: verification.passed, restored, verdict: verdict.kind }, 'verification done');
+  deps.logger.info(
+    { attempt: verification.attempts, passed: verification.passed, answered, restored, verdict: verdict.kind },
+    'verification done',
+  );
 
   state.verification = { ...verification, step: state.step };
   if (verdict.kind === 'retry') {
