@@ -164,10 +164,58 @@ describe("the author's body: changed only for the forge that runs quick actions,
     ["a fence indented two spaces takes the line's space off again", '  ```\n/x\ny\n  ```', '  ```\n /x\ny\n  ```'],
     ['a block no fence closes runs to the end', '````\n/x\n```\n  y', ' ````\n /x\n```\n   y'],
     ['a fence in a list item ends with the item', '- item\n\n  ```\n  /x\n/y', '- item\n\n  ```\n  /x\n /y'],
-    ['carriage returns: a CRLF block, and a line a lone CR splits', '```\r\n/x\r\n\r  y\r\n```\r', ' ```\r\n /x\r\n\r   y\r\n```\r'],
+    // GitLab deletes every carriage return before it reads (and stores) the body: so is it sent.
+    ['carriage returns are deleted: a CRLF block, and a line a lone CR split', '```\r\n/x\r\n\r  y\r\n```\r', ' ```\n /x\n   y\n```'],
+    ['a fence whose info string holds U+2028 is a fence', '```a\u2028b\n/x\n```', ' ```a\u2028b\n /x\n```'],
+    ['a fence whose info string held a lone CR is a fence', '```a\rb\n/x\n```', ' ```ab\n /x\n```'],
+    [
+      'a closing fence after a lone CR closes nothing once the CR is deleted: the next block is a paragraph',
+      '```\n/usr/bin/env x\nend\r```\n\n```\n/opt/run\n```',
+      ' ```\n /usr/bin/env x\nend```\n\n```\n /opt/run\n```',
+    ],
+    ['a line a lone CR split is one line: no space is added inside it', '```\n/x\na\r  y\n```', ' ```\n /x\na  y\n```'],
   ])('%s', (_, body, sent) => {
     expect(withoutQuickActions(body)).toBe(sent);
     expect(withoutQuickActions(sent)).toBe(sent);
     expect(gitlabCommandLines(sent)).toEqual([]);
+  });
+
+  it('shows each block as GitLab reads it, with every carriage return deleted', () => {
+    // As CommonMark shows them, once GitLab has deleted the carriage returns: the author's lines.
+    expect(fencedAndOutside(withoutQuickActions('```\n/x\na\r  y\n```')).fenced).toEqual(['/x', 'a  y']);
+    const afterLoneCR = fencedAndOutside(withoutQuickActions('```\n/usr/bin/env x\nend\r```\n\n```\n/opt/run\n```'));
+    expect(afterLoneCR.fenced).toEqual(['/usr/bin/env x', 'end```', '']);
+    expect(afterLoneCR.outside.map((line) => line.trimStart())).toEqual(['/opt/run']);
+  });
+
+  it('plans for GitLab, or a forge not known, the body GitLab is sent: no carriage return, the same sha256', async () => {
+    const body = 'Steps:\r\n```\r\n/x\r\n```\r\n/close\r\n';
+    for (const forge of ['gitlab', undefined] as const) {
+      const { origin, sent } = await gitlab();
+      const gitlabForge = new GitLabForge({ apiURL: origin, repository: 'acme/app', token: TOKEN });
+      const { plan, approved } = planned(run(body), 'Done.', forge);
+      const pr = plan.pullRequest!;
+      expect(pr.body).toBe('Steps:\n ```\n /x\n```\n /close\n');
+      await gitlabForge.createPullRequest({ branch: plan.branch, base: 'main', title: pr.title, body: pr.body, draft: false, labels: [] });
+      expect(sent).toEqual([pr.body]);
+      expect(approved.bodySha256).toBe(sha256(sent[0]!));
+      await new Promise<void>((resolve) => server!.close(() => resolve()));
+      server = undefined;
+    }
+    // GitHub and Gitea run no quick actions: their body keeps its carriage returns.
+    expect(planned(run(body), 'Done.', 'github').plan.pullRequest!.body).toBe(body);
+  });
+
+  it('is idempotent, and leaves no command line, on bodies made of fences, lists, tabs, CRs and / lines', () => {
+    const pieces = ['```', '````', '~~~', '  ```', '/x', ' ', '\t', '\r', '\n', '\n', '\n', '- ', '1. ', 'a', '\u2028', '> '];
+    let seed = 1;
+    const next = () => (seed = (seed * 48271) % 2147483647);
+    for (let each = 0; each < 3000; each++) {
+      const body = Array.from({ length: 2 + (next() % 30) }, () => pieces[next() % pieces.length]).join('');
+      const sent = withoutQuickActions(body);
+      expect(sent, JSON.stringify(body)).not.toContain('\r');
+      expect(withoutQuickActions(sent), JSON.stringify(body)).toBe(sent);
+      expect(gitlabCommandLines(sent), JSON.stringify(body)).toEqual([]);
+    }
   });
 });

@@ -257,7 +257,8 @@ ${TRAILERS}
     } finally {
       await server.close();
     }
-  });
+    // Making and serving 40 MiB twice takes seconds on a loaded machine: more than the default 5 s.
+  }, 30_000);
 
   it("stops the fetch of a branch's head at maxFetchBytes where the server sends the whole tree", async () => {
     // A branch someone filled: its head holds 3 MiB that does not compress. This origin

@@ -15,8 +15,11 @@
 // indented one space at its fence and at each line that starts with `/`, a space or a tab (any
 // other line shows the same with the fence indented or not). The model's text is already
 // indented whole (inert-model-text.ts), so this reaches only a body spec.publish.pullRequest.body
-// gives, and only on a forge that runs quick actions (runsQuickActions). Not modelled: a `/` line
-// inside raw HTML (`<pre>`) or inside a code span over several lines still shows the space. Pure.
+// gives, and only on a forge that runs quick actions (runsQuickActions). The body is made with
+// every carriage return deleted, as GitLab deletes them before it reads and stores it: CommonMark
+// ends a line at a lone CR where GitLab does not, so a space added after one would show, and a
+// fence closed after one would close nothing on GitLab. Not modelled: a `/` line inside raw HTML
+// (`<pre>`) or inside a code span over several lines still shows the space. Pure.
 import type { ForgeKind } from './forge-kinds.ts';
 
 /** Whether a forge runs a pull request body's lines as commands: a new kind must say. */
@@ -38,8 +41,9 @@ interface Fence {
   marker: string;
 }
 
+// `[^\n]*`, not `.*`: `.` stops at U+2028 and U+2029, which end no line for CommonMark.
 function openingFence(line: string): Fence | undefined {
-  const match = /^( {0,3})(`{3,}|~{3,})(.*)$/.exec(line.replace(/\r$/, ''));
+  const match = /^( {0,3})(`{3,}|~{3,})([^\n]*)$/.exec(line);
   // A backtick fence's info string holds no backtick (```a`b` is inline code, not a fence).
   if (!match || (match[2]!.startsWith('`') && match[3]!.includes('`'))) return undefined;
   return { indent: match[1]!.length, marker: match[2]! };
@@ -47,7 +51,7 @@ function openingFence(line: string): Fence | undefined {
 
 /** Whether `line` closes the block `fence` opened: the same character, at least as many, nothing after but spaces. */
 function closes(fence: Fence, line: string): boolean {
-  const match = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(line.replace(/\r$/, ''));
+  const match = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(line);
   return match !== null && match[1]![0] === fence.marker[0] && match[1]!.length >= fence.marker.length;
 }
 
@@ -59,16 +63,9 @@ const inert = (line: string) => (startsQuickAction(line) ? indented(line) : line
 /**
  * A content line of a block whose fence is now indented one space, shown as before: one more
  * space where it starts with a space or a tab (CommonMark takes one off, and would split a tab),
- * and where it starts a command. A lone carriage return ends a line for CommonMark, not for
- * GitLab (which deletes it), so each of the parts it separates is indented so.
+ * and where it starts a command.
  */
-const shownUnderIndentedFence = (line: string) =>
-  inert(
-    line
-      .split('\r')
-      .map((part) => (/^[ \t]/.test(part) ? indented(part) : part))
-      .join('\r'),
-  );
+const shownUnderIndentedFence = (line: string) => inert(/^[ \t]/.test(line) ? indented(line) : line);
 
 /** A fenced block's lines (its opening fence first, then its content), none starting a command, shown the same. */
 function blockWithoutQuickActions(fence: Fence, lines: readonly string[]): string[] {
@@ -84,34 +81,36 @@ function indentation(line: string): { columns: number; blank: boolean } {
   for (const char of line) {
     if (char === ' ') columns++;
     else if (char === '\t') columns += 4 - (columns % 4);
-    else return { columns, blank: char === '\r' && line.endsWith('\r') && line.indexOf('\r') === line.length - 1 };
+    else return { columns, blank: false };
   }
   return { columns, blank: true };
 }
 
 /** The list item a line starts (CommonMark: up to three spaces, a marker, one to four spaces): its width and whether it is empty. */
 function listItem(line: string): { width: number; paragraph: boolean } | undefined {
-  if (/^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*\r?$/.test(line)) return undefined; // a thematic break, not an item
-  const match = /^( {0,3})([-+*]|\d{1,9}[.)])( {1,5}|\t|\r?$)/.exec(line);
+  if (/^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/.test(line)) return undefined; // a thematic break, not an item
+  const match = /^( {0,3})([-+*]|\d{1,9}[.)])( {1,5}|\t|$)/.exec(line);
   if (!match) return undefined;
   const spaces = match[3]!.startsWith(' ') && match[3]!.length <= 4 ? match[3]!.length : 1;
-  return { width: match[1]!.length + match[2]!.length + spaces, paragraph: !/^\r?$/.test(match[3]!) };
+  return { width: match[1]!.length + match[2]!.length + spaces, paragraph: match[3] !== '' };
 }
 
 /** `line` with up to `columns` spaces of indentation taken off (a container's). */
 const outdented = (line: string, columns: number) => line.replace(new RegExp(`^ {0,${columns}}`), '');
 
 /**
- * `text` with no line GitLab would read as a command, changed only at such lines (and their
- * block) and shown the same. Only fenced blocks at the top level take such a line: a line that
- * starts with `/` ends any list item or quote a block is in (code continues no line lazily), so
- * a fence inside a list item is followed to the item's end and left as it is.
+ * `text` with no line GitLab would read as a command and no carriage return (GitLab deletes
+ * them: the text is read, and shown, as GitLab will), changed only at such lines (and their
+ * block) and shown the same. Idempotent: the GitLab forge applies it again to the planned body,
+ * whose sha256 the approver approved. Only fenced blocks at the top level take such a line: a
+ * line that starts with `/` ends any list item or quote a block is in (code continues no line
+ * lazily), so a fence inside a list item is followed to the item's end and left as it is.
  */
 export function withoutQuickActions(text: string): string {
   const out: string[] = [];
   let block: { fence: Fence; lines: string[]; inItem: boolean } | undefined;
   let item: { width: number; paragraph: boolean } | undefined;
-  for (const line of text.split('\n')) {
+  for (const line of text.replaceAll('\r', '').split('\n')) {
     const { columns, blank } = indentation(line);
     if (block?.inItem && !blank && columns < item!.width) {
       out.push(...block.lines);
