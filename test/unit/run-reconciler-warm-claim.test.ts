@@ -2,7 +2,8 @@
 // pod a run takes as its claimed one (only a pod the pool loop made and claimed for it, never one
 // that merely carries its labels and a copied owner), what a refused claim leaves the run with (a
 // fresh pod at once, not a reconcile that fails for as long as the refusal lasts; a 504 is no
-// refusal), that a claim another replica made is known by its seal, and that a finished run's
+// refusal, and is fenced off: the pool pod deleted unless the claim landed first), that a claim
+// another replica made is known by its seal, and that a finished run's
 // cleanup deletes every pool pod claimed for it, named in its status or not.
 import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
@@ -16,7 +17,7 @@ import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import { CLAIMED_FROM_LABEL, claimPatch, warmPoolPod, type WarmPoolConfig } from '../../operator/src/reconcile/warm-pool.ts';
 import { CLAIM_SEAL_ANNOTATION, WarmPoolClaimSeal } from '../../operator/src/reconcile/warm-pool-claim-seal.ts';
-import { applyAsApiServer } from '../support/api-server-json-patch.ts';
+import { JsonPatchTestFailed, applyAsApiServer } from '../support/api-server-json-patch.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 import { MemoryCache } from '../support/memory-run-world.ts';
 
@@ -96,6 +97,8 @@ function scene(options: {
   made?: Record<string, string>;
   claimPod?: WarmPoolGateway['claimPod'];
   readPod?: WarmPoolGateway['readPod'];
+  /** The pool pod delete that fences off a claim whose answer was lost (warm-pool-claim-fence.ts). */
+  deletePod?: WarmPoolGateway['deletePod'];
   /** The pod cache, when the test edits it between reconciles. */
   podCache?: MemoryCache<V1Pod>;
 }) {
@@ -106,6 +109,8 @@ function scene(options: {
   const started: string[] = [];
   const deleted: Array<{ name: string; uid?: string }> = [];
   const claims: Array<{ name: string; patch: object[] }> = [];
+  /** The pool pod deletes sent through the warm pool gateway, with their preconditions. */
+  const fenced: Array<{ name: string; uid?: string; resourceVersion?: string }> = [];
   const warnings: string[] = [];
   const runs = new MemoryCache([run]);
   const kube = {
@@ -133,6 +138,10 @@ function scene(options: {
       return (options.claimPod ?? (async () => undefined))(namespace, name, patch);
     },
     readPod: options.readPod ?? (async () => undefined),
+    deletePod: async (namespace: string, name: string, seen?: { uid?: string; resourceVersion?: string }) => {
+      fenced.push({ name, ...seen });
+      await options.deletePod?.(namespace, name, seen);
+    },
   };
   const made = options.made ?? {};
   const reconciler = new RunReconciler({
@@ -154,7 +163,7 @@ function scene(options: {
       madeIt: (pod, of) => made[pod.metadata?.uid ?? ''] === of.name,
     },
   });
-  return { reconciler, run, config, statuses, created, started, deleted, claims, warnings };
+  return { reconciler, run, config, statuses, created, started, deleted, claims, fenced, warnings };
 }
 
 describe('the pod a run takes as its claimed one (its status names none yet)', () => {
@@ -467,29 +476,115 @@ describe('a claim made by a replica that stopped before its status write (a lead
   });
 });
 
-describe('a claim whose answer is a 504 (etcd timed out): it may still commit', () => {
-  it('gives the run no fresh pod in that reconcile, and the retry takes the pod the claim landed on', async () => {
-    const run = codingRunFixture();
-    const podCache = new MemoryCache<V1Pod>([poolPod(pool, 'default-warm-abcde', 'pool-uid-1')]);
-    const late: Array<() => void> = [];
-    const { reconciler, created, statuses } = scene({
-      pools: [pool],
-      run,
+describe('a claim whose answer is a 504 (etcd timed out): it may still commit, so it is fenced off', () => {
+  /**
+   * One pool pod as the API server keeps it: each write moves its resourceVersion on, a claim
+   * patch is applied whole or not at all (its tests), a delete with preconditions is refused
+   * (409, which the gateway takes as done) once the pod changed. The claim's 504 leaves the patch
+   * in flight: `land()` commits it, if it still can.
+   */
+  function apiServer() {
+    let version = 7;
+    let pod: V1Pod | undefined = { ...poolPod(pool, 'default-warm-abcde', 'pool-uid-1') };
+    pod.metadata = { ...pod.metadata, resourceVersion: String(version) };
+    const podCache = new MemoryCache<V1Pod>([pod]);
+    const write = (next: V1Pod) => {
+      pod = { ...next, metadata: { ...next.metadata, resourceVersion: String(++version) } };
+      podCache.put(pod);
+    };
+    let inFlight: object[] | undefined;
+    const server = {
       podCache,
-      made: { 'pool-uid-1': 'default' },
-      claimPod: async (_namespace, name, patch) => {
-        late.push(() => {
-          const claimed = applyAsApiServer(podCache.get('agents', name)!, patch);
-          podCache.put({ ...claimed, metadata: { ...claimed.metadata, generation: 2 } });
-        });
+      get pod() {
+        return pod;
+      },
+      /** The claim in flight reaches etcd; false when its tests fail (the pod changed or is being deleted). */
+      land(): boolean {
+        try {
+          const claimed = applyAsApiServer(pod!, inFlight!);
+          write({ ...claimed, metadata: { ...claimed.metadata, generation: 2 } });
+          return true;
+        } catch (error) {
+          if (error instanceof JsonPatchTestFailed) return false;
+          throw error;
+        }
+      },
+      claimPod: async (_namespace: string, _name: string, patch: object[]) => {
+        inFlight = patch;
         throw apiError(504, 'Timeout: request did not complete within the allotted timeout');
       },
-      // Read back before the write commits: unclaimed.
-      readPod: async (_namespace, name) => podCache.get('agents', name),
+      readPod: async () => pod,
+      deletePod: async (_namespace: string, _name: string, seen?: { uid?: string; resourceVersion?: string }) => {
+        if (!pod || seen?.uid !== pod.metadata!.uid || seen?.resourceVersion !== pod.metadata!.resourceVersion) return;
+        // Graceful: the pod stays, being deleted; a write of its own.
+        write({ ...pod, metadata: { ...pod.metadata, deletionTimestamp: new Date(NOW) } });
+      },
+    };
+    return server;
+  }
+
+  it('that never lands: the pool pod is deleted as the claim judged it, the run takes a fresh pod at once, and the late claim claims nothing', async () => {
+    const server = apiServer();
+    const { reconciler, run, created, statuses, fenced, warnings } = scene({
+      pools: [pool],
+      podCache: server.podCache,
+      made: { 'pool-uid-1': 'default' },
+      claimPod: server.claimPod,
+      readPod: server.readPod,
+      deletePod: server.deletePod,
     });
-    await expect(reconciler.reconcile('agents/fix')).rejects.toThrow();
+    await expect(reconciler.reconcile('agents/fix')).resolves.toBeDefined();
+    expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
+    expect(server.pod!.metadata!.deletionTimestamp).toBeDefined();
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
+    expect(warnings).toContain(
+      'the claim of a warm pool pod got no answer: the pod was deleted so the claim cannot land later, and the run takes a fresh pod',
+    );
+    // The 504's write reaches etcd after all: its tests fail, and the run has one sandbox.
+    expect(server.land()).toBe(false);
+    expect(server.pod!.metadata!.ownerReferences).toBeUndefined();
+  });
+
+  it('that lands before the fence: the delete is refused (the pod changed), the pod read again is the run’s, and the run goes on in it', async () => {
+    const server = apiServer();
+    let reads = 0;
+    const { reconciler, created, statuses, fenced } = scene({
+      pools: [pool],
+      podCache: server.podCache,
+      made: { 'pool-uid-1': 'default' },
+      claimPod: server.claimPod,
+      // The read back right after the 504 comes before the write commits; it commits before the fence's delete.
+      readPod: async (namespace, name) => {
+        const pod = await server.readPod();
+        if (reads++ === 0) expect(server.land()).toBe(true);
+        return namespace === 'agents' && name === 'default-warm-abcde' ? pod : undefined;
+      },
+      deletePod: server.deletePod,
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
+    expect(server.pod!.metadata!.deletionTimestamp).toBeUndefined();
     expect(created).toEqual([]);
-    for (const land of late) land();
+    expect(statuses.at(-1)).toMatchObject({ podName: 'default-warm-abcde' });
+  });
+
+  it('whose fence gets no answer either: no fresh pod in that reconcile, and the retry takes the pod the claim landed on', async () => {
+    const server = apiServer();
+    const { reconciler, created, statuses, warnings } = scene({
+      pools: [pool],
+      podCache: server.podCache,
+      made: { 'pool-uid-1': 'default' },
+      claimPod: server.claimPod,
+      readPod: server.readPod,
+      deletePod: async () => {
+        throw apiError(504, 'Timeout: request did not complete within the allotted timeout');
+      },
+    });
+    await expect(reconciler.reconcile('agents/fix')).rejects.toThrow('Timeout');
+    expect(created).toEqual([]);
+    expect(warnings).toContain('could not fence off the claim of a warm pool pod whose answer was lost: the reconcile is retried');
+    expect(server.land()).toBe(true);
     await reconciler.reconcile('agents/fix');
     expect(created).toEqual([]);
     expect(statuses.at(-1)).toMatchObject({ podName: 'default-warm-abcde' });

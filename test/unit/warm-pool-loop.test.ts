@@ -1,7 +1,7 @@
 // The pool loop's bookkeeping between a claim and the watch that shows it: the pod cache is a
 // plain list the test edits (as the informer would, later), the gateway records what the loop
 // asks of the API server. What the loop decides from them is the unit under test.
-import type { V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { V1NetworkPolicy, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { describe, expect, it, vi } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -261,30 +261,77 @@ describe('WarmPoolLoop', () => {
     expect(deleted).toEqual(['made-0']);
   });
 
-  it('keeps pods whose scheduling gate was removed (generation 2, same images) across passes, claimable: no churn', async () => {
-    // A Kueue-style webhook gates every new pod; its controller removes the gate, which bumps generation.
-    const { pods, created, deleted, loop, advance, sessions } = world({
-      admission: (pod) => ({ ...pod, spec: { ...pod.spec!, schedulingGates: [{ name: 'example.com/admission' }] } }),
+  /** The pool of a custom image: its pods copy the toolbox in with an init container (chamvi-tools). */
+  const customPool: WarmPoolConfig = { ...pool, image: 'registry.example/custom:1' };
+
+  /** What a kubelet reports of a pod's init containers once they ran: each ran once, from `image` (its own), and exited 0. */
+  const initRan = (pod: V1Pod, image?: string): V1PodStatus['initContainerStatuses'] =>
+    (pod.spec!.initContainers ?? []).map((container) => {
+      const ran = image ?? container.image!;
+      return {
+        name: container.name,
+        image: ran,
+        imageID: `${ran.split(':')[0]}@sha256:${'a'.repeat(64)}`,
+        ready: true,
+        restartCount: 0,
+        state: { terminated: { exitCode: 0, reason: 'Completed' } },
+      };
     });
-    for (let pass = 0; pass < 6; pass++) {
-      await loop.pass();
-      for (const made of created) {
-        const index = pods.findIndex((pod) => pod.metadata?.name === made.metadata?.name);
-        if (index >= 0 || deleted.includes(made.metadata!.name!)) continue;
-        pods.push({
-          ...made,
-          metadata: { ...made.metadata, generation: 2, resourceVersion: '2' },
-          spec: { ...made.spec!, schedulingGates: [], tolerations: [{ key: 'example.com/queue', operator: 'Exists' }] },
-          status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
-        });
-      }
-      advance(POOL_RESYNC_MS);
-    }
-    expect(created).toHaveLength(pool.size);
-    expect(deleted).toEqual([]);
-    expect(pods.filter((pod) => isPoolPod(pod, pool, config) && loop.madeIt(pod, pool))).toHaveLength(pool.size);
-    expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0', 'team/made-1/uid-made-1']);
+
+  it('counts, claims and hands on no custom-image pool pod whose init container ran an image patched in and back: it replaces it', async () => {
+    const { pods, created, deleted, loop, sessions } = world({ pools: [customPool] });
+    await loop.pass();
+    const ready = (name: string, image?: string): V1Pod => {
+      const made = created.find((pod) => pod.metadata?.name === name)!;
+      return {
+        ...made,
+        status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }], initContainerStatuses: initRan(made, image) },
+      };
+    };
+    // made-0's chamvi-tools was patched to a rigged image while Pending, ran, and was patched back:
+    // its spec is the built one again (generation 3), its status names what ran.
+    const restored = ready('made-0', 'evil.example/rigged:1');
+    pods.push({ ...restored, metadata: { ...restored.metadata, generation: 3 } }, ready('made-1'));
+    expect(pods[0]!.spec).toEqual(created[0]!.spec);
+    expect(isPoolPod(pods[0]!, customPool, config)).toBe(false);
+    expect(isPoolPod(pods[1]!, customPool, config)).toBe(true);
+    await loop.pass();
+    expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
+    expect(created).toHaveLength(3);
+    expect(deleted).toEqual(['made-0']);
   });
+
+  it.each([
+    { name: 'the default image', of: pool },
+    { name: 'a custom image (an init container)', of: customPool },
+  ])(
+    'keeps pods whose scheduling gate was removed (generation 2, same images) across passes, claimable: no churn: $name',
+    async ({ of }) => {
+      // A Kueue-style webhook gates every new pod; its controller removes the gate, which bumps generation.
+      const { pods, created, deleted, loop, advance, sessions } = world({
+        pools: [of],
+        admission: (pod) => ({ ...pod, spec: { ...pod.spec!, schedulingGates: [{ name: 'example.com/admission' }] } }),
+      });
+      for (let pass = 0; pass < 6; pass++) {
+        await loop.pass();
+        for (const made of created) {
+          const index = pods.findIndex((pod) => pod.metadata?.name === made.metadata?.name);
+          if (index >= 0 || deleted.includes(made.metadata!.name!)) continue;
+          pods.push({
+            ...made,
+            metadata: { ...made.metadata, generation: 2, resourceVersion: '2' },
+            spec: { ...made.spec!, schedulingGates: [], tolerations: [{ key: 'example.com/queue', operator: 'Exists' }] },
+            status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }], initContainerStatuses: initRan(made) },
+          });
+        }
+        advance(POOL_RESYNC_MS);
+      }
+      expect(created).toHaveLength(of.size);
+      expect(deleted).toEqual([]);
+      expect(pods.filter((pod) => isPoolPod(pod, of, config) && loop.madeIt(pod, of))).toHaveLength(of.size);
+      expect(sessions.kept.at(-1)).toEqual(['team/made-0/uid-made-0', 'team/made-1/uid-made-1']);
+    },
+  );
 
   it('deletes the unclaimed pods of a pool taken out of the config, and keeps its own and the claimed ones', async () => {
     const { pods, deleted, loop, readyPod } = world();
@@ -626,7 +673,7 @@ describe('WarmPoolLoop', () => {
     });
     await loop.pass();
     expect(created).toHaveLength(1);
-    expect(warnings.at(-1)).toMatch(/^the API server made a warm pool pod with what only a claim puts on it/);
+    expect(warnings.at(-1)).toMatch(/^admission changed the warm pool pod: \/spec\/activeDeadlineSeconds \(only a claim sets it\)/);
     pods.push({ ...created[0]!, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } });
     await loop.pass();
     expect(created).toHaveLength(1);
@@ -636,6 +683,110 @@ describe('WarmPoolLoop', () => {
     advance(2_000);
     await loop.pass();
     expect(created).toHaveLength(2);
+  });
+
+  /** As EKS's pod-identity webhook (IRSA) admits every pod: a projected token volume, its mount and two variables in each container. */
+  const irsa = (pod: V1Pod): V1Pod => ({
+    ...pod,
+    spec: {
+      ...pod.spec!,
+      volumes: [
+        ...(pod.spec!.volumes ?? []),
+        { name: 'aws-iam-token', projected: { sources: [{ serviceAccountToken: { audience: 'sts.amazonaws.com', path: 'token' } }] } },
+      ],
+      containers: pod.spec!.containers.map((container) => ({
+        ...container,
+        env: [
+          ...(container.env ?? []),
+          { name: 'AWS_ROLE_ARN', value: 'arn:aws:iam::1:role/x' },
+          { name: 'AWS_WEB_IDENTITY_TOKEN_FILE', value: '/var/run/secrets/eks.amazonaws.com/serviceaccount/token' },
+        ],
+        volumeMounts: [
+          ...(container.volumeMounts ?? []),
+          { name: 'aws-iam-token', mountPath: '/var/run/secrets/eks.amazonaws.com/serviceaccount' },
+        ],
+      })),
+    },
+  });
+
+  /** As the informer shows the pods: each created one not deleted yet, Pending; a deleted one gone. */
+  const showCreated = (pods: V1Pod[], created: readonly V1Pod[], deleted: readonly string[]) => {
+    for (const made of created)
+      if (!deleted.includes(made.metadata!.name!) && !pods.some((pod) => pod.metadata?.name === made.metadata?.name))
+        pods.push({ ...made, status: { phase: 'Pending' } });
+    pods.splice(0, pods.length, ...pods.filter((pod) => !deleted.includes(pod.metadata!.name!)));
+  };
+
+  /** Passes every POOL_RESYNC_MS, the informer keeping up: the time between creates, and the most creates of one pass. */
+  async function createWaits(w: ReturnType<typeof world>, count: number): Promise<{ waits: number[]; mostPerPass: number }> {
+    const waits: number[] = [];
+    let since = 0;
+    let mostPerPass = 0;
+    for (let step = 0; step < 1_000 && waits.length < count; step++) {
+      w.advance(POOL_RESYNC_MS);
+      since += POOL_RESYNC_MS;
+      const before = w.created.length;
+      await w.loop.pass();
+      showCreated(w.pods, w.created, w.deleted);
+      mostPerPass = Math.max(mostPerPass, w.created.length - before);
+      if (w.created.length > before) {
+        waits.push(since);
+        since = 0;
+      }
+    }
+    return { waits, mostPerPass };
+  }
+
+  it("judges a pod admission changed (IRSA) by the create's answer: deletes it at once, names the change and the fix, and waits longer after each, up to 5 min", async () => {
+    const w = world({ admission: irsa });
+    const { pods, created, deleted, loop, warnings } = w;
+    await loop.pass();
+    // One create, judged at once: not the pod the pool makes, so no second create in this pass.
+    expect(created).toHaveLength(1);
+    expect(deleted).toEqual(['made-0']);
+    expect(loop.madeIt(created[0]!, pool)).toBe(false);
+    const warning = warnings.find((each) => each.startsWith('admission changed the warm pool pod: '));
+    expect(warning).toMatch(/volume aws-iam-token \(projected: service-account token, audience sts\.amazonaws\.com\)/);
+    expect(warning).toMatch(/env AWS_ROLE_ARN/);
+    expect(warning).toMatch(/eks\.amazonaws\.com\/role-arn/);
+    expect(warning).toMatch(/chamvi\.dev\/warm-pool-sandbox/);
+    // The cache shows the pod, its delete not seen yet: it is not asked again, nor logged as one planted.
+    pods.push({ ...created[0]!, status: { phase: 'Pending' } });
+    await loop.pass();
+    expect(created).toHaveLength(1);
+    expect(deleted).toEqual(['made-0']);
+    expect(warnings).not.toContain('replaced pods with the pool label that this replica did not make');
+    // 2 s, then 4, 8, ... every create changed again: one create per wait, none in between.
+    const { waits, mostPerPass } = await createWaits(w, 10);
+    expect(mostPerPass).toBe(1);
+    expect(waits).toEqual([2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 300_000, 300_000]);
+    expect(deleted).toHaveLength(created.length);
+    expect(pods.filter((pod) => isPoolPod(pod, pool, config))).toEqual([]);
+  });
+
+  it('waits longer after each pod admission changed though older pods of the pool are ready (a webhook installed since), and no longer once one is not changed', async () => {
+    let webhook = false;
+    const sized: WarmPoolConfig = { ...pool, size: 3 };
+    const w = world({ pools: [sized], admission: (pod) => (webhook ? irsa(pod) : pod) });
+    const { pods, created, loop, readyPod } = w;
+    await loop.pass();
+    pods.push(readyPod('made-0'), readyPod('made-1'), readyPod('made-2'));
+    await loop.pass();
+    expect(created).toHaveLength(3);
+    // The webhook is installed, and a run claims a pod: the pool makes one, changed, again and again.
+    webhook = true;
+    pods[0] = claimedBy(pods[0]!, runNamed('first'));
+    const { waits, mostPerPass } = await createWaits(w, 5);
+    expect(mostPerPass).toBe(1);
+    expect(waits).toEqual([2_000, 2_000, 4_000, 8_000, 16_000]);
+    // The webhook excludes the pool's pods: the next create is kept, and the pool makes pods at once again.
+    webhook = false;
+    const kept = await createWaits(w, 1);
+    expect(loop.madeIt(created.at(-1)!, sized)).toBe(true);
+    expect(kept.waits).toEqual([32_000]);
+    const last = pods.findIndex((pod) => pod.metadata?.name === created.at(-1)!.metadata!.name);
+    pods[last] = claimedBy(pods[last]!, runNamed('second'));
+    expect((await createWaits(w, 1)).waits).toEqual([2_000]);
   });
 
   it('sends no create or delete after stop() from the pass in progress, and settled() waits for the write on its way', async () => {

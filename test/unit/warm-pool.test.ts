@@ -1,6 +1,7 @@
 // Warm pools as pure decisions: sizing (refill, replace, shrink), the order of claims, which
 // runs a pool may serve (only those whose fresh pod would be the same pod), and the claim
 // patch that lets one claimer win.
+import type { V1ContainerStatus, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { RUN_UID_LABEL, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -283,17 +284,72 @@ describe('poolPodChanges: whether a pool pod is still the pod its pool builds', 
     }
   });
 
-  it('finds a pod with an init container changed since it was made, though its spec reads as built', () => {
-    // A custom image's chamvi-tools copies the toolbox the sandbox runs, once: an image patched
-    // in before it started and back after it exited leaves the built spec and a rigged toolbox.
+  describe('a custom image pool pod: its init container (chamvi-tools) judged by what the kubelet reports it ran', () => {
     const custom = { ...pool, image: 'registry.example/custom:1' };
-    const made = (generation: number) => {
+    const digest = `sha256:${'a'.repeat(64)}`;
+    /** The pod as made, its spec changed since `generation - 1` times (undefined: an API server before 1.33), with `status`. */
+    const made = (generation: number | undefined, status?: V1PodStatus): V1Pod => {
       const pod = warmPoolPod(custom, config, parsed({}, 'anywhere'));
-      return { ...pod, metadata: { ...pod.metadata, name: 'default-warm-fghij', uid: 'uid-custom', generation } };
+      return {
+        ...pod,
+        metadata: { ...pod.metadata, name: 'default-warm-fghij', uid: 'uid-custom', ...(generation === undefined ? {} : { generation }) },
+        ...(status ? { status } : {}),
+      };
     };
-    expect(made(1).spec!.initContainers).toHaveLength(1);
-    expect(poolPodChanges(made(1), custom, config)).toEqual([]);
-    expect(poolPodChanges(made(3), custom, config)).toContainEqual(expect.objectContaining({ kind: 'initContainer' }));
+    const tools = made(1).spec!.initContainers![0]!;
+    /** Ready, chamvi-tools as a kubelet reports it: ran once from `image` (its imageID the digest it resolved to), exited `exitCode`. */
+    const ready = (ran: Partial<V1ContainerStatus> = {}, exitCode = 0): V1PodStatus => ({
+      phase: 'Running',
+      conditions: [{ type: 'Ready', status: 'True' }],
+      initContainerStatuses: [
+        {
+          name: 'chamvi-tools',
+          image: tools.image!,
+          imageID: `${tools.image!.split(':')[0]}@${digest}`,
+          ready: true,
+          restartCount: 0,
+          state: { terminated: { exitCode, reason: exitCode === 0 ? 'Completed' : 'Error' } },
+          ...ran,
+        },
+      ],
+    });
+    const initChanges = (pod: V1Pod) => poolPodChanges(pod, custom, config);
+
+    it('finds nothing in one not started yet, whatever its generation, nor in one whose init container ran the built image, ungated or resized since', () => {
+      expect(tools.name).toBe('chamvi-tools');
+      for (const generation of [1, 2, 3, undefined]) {
+        expect(initChanges(made(generation))).toEqual([]);
+        expect(initChanges(made(generation, { phase: 'Pending' }))).toEqual([]);
+        expect(initChanges(made(generation, ready()))).toEqual([]);
+      }
+      // As runtimes report it: spelled out, or another tag of the same image on the node (kubernetes#51017), or an image ID with the digest.
+      const [repository] = tools.image!.split(':');
+      expect(initChanges(made(2, ready({ image: `${repository}:latest` })))).toEqual([]);
+      expect(initChanges(made(2, ready({ image: digest })))).toEqual([]);
+      // An image loaded onto the node (kind load): no repository digest, its imageID the image's own.
+      expect(initChanges(made(2, ready({ image: `${repository}:latest`, imageID: digest })))).toEqual([]);
+    });
+
+    it('finds one whose init container ran an image patched in and back: the spec reads as built, the status names the rigged image', () => {
+      // Patched while Pending (`kubectl set image pod/... chamvi-tools=...`), run, patched back after it exited:
+      // the kubelet does not run an init container again, and reports the image it ran.
+      // Its own registry's, or one that copies the built path and tag.
+      for (const rigged of ['evil.example/rigged:1', `evil.example/${tools.image!.split('/').slice(1).join('/')}`])
+        for (const generation of [3, undefined]) {
+          const restored = made(generation, ready({ image: rigged, imageID: `${rigged.split(':')[0]}@${digest}` }));
+          expect(restored.spec!.initContainers![0]!.image).toBe(tools.image);
+          expect(initChanges(restored)).toEqual([expect.objectContaining({ kind: 'image', name: rigged, container: 'chamvi-tools' })]);
+        }
+    });
+
+    it('finds one whose init container ran twice, failed, or has no record of running though the pod is past it', () => {
+      expect(initChanges(made(1, ready({ restartCount: 1 })))).toContainEqual(
+        expect.objectContaining({ kind: 'restart', container: 'chamvi-tools' }),
+      );
+      expect(initChanges(made(1, ready({}, 1)))).toContainEqual(expect.objectContaining({ kind: 'initContainer', detail: 'it exited 1' }));
+      const unrecorded = made(1, { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] });
+      expect(initChanges(unrecorded)).toContainEqual(expect.objectContaining({ kind: 'initContainer', name: 'chamvi-tools' }));
+    });
   });
 
   it('takes a digest on the built image as added at admission only while the spec is unchanged', () => {

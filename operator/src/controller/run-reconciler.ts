@@ -43,6 +43,7 @@ import { claimOrder } from '../reconcile/warm-pool-plan.ts';
 import { WarmPoolClaimSeal } from '../reconcile/warm-pool-claim-seal.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { isPoolPod, poolPodView } from './warm-pool-loop.ts';
+import { fenceUnansweredClaim } from './warm-pool-claim-fence.ts';
 import { AdmissionPlanCache, CountedMap, CountedSet, type FairShareView } from './admission-plan-cache.ts';
 import { DeletionsSent } from './deletions-sent.ts';
 import { DiffTakes } from './diff-takes.ts';
@@ -219,13 +220,19 @@ function webhookFailure(error: unknown): { code: number; message: string } | und
   return failure?.code === 500 && /failed calling webhook/i.test(failure.message) ? failure : undefined;
 }
 
-/** A claim the API server answered with a refusal (apiRefusal) or an admission webhook's failure (webhookFailure): nothing claimed. */
+/**
+ * A claim that claimed nothing: the API server answered it with a refusal (apiRefusal) or an
+ * admission webhook's failure (webhookFailure), or its answer was lost to another 5xx and the
+ * claim was fenced off (`fenced`: warm-pool-claim-fence.ts; the pool pod deleted).
+ */
 class ClaimRefused {
   readonly code: number;
   readonly message: string;
-  constructor(refusal: { code: number; message: string }) {
+  readonly fenced: boolean;
+  constructor(refusal: { code: number; message: string }, fenced = false) {
     this.code = refusal.code;
     this.message = refusal.message;
+    this.fenced = fenced;
   }
 }
 
@@ -810,8 +817,13 @@ export class RunReconciler {
    * that denies; or a 500 from a webhook it could not call) claims nothing, and the run takes a
    * fresh pod at once, as from an empty pool: re-thrown, the refusal failed every reconcile of
    * the run, which got no phase and held its slot for as long as the refusal lasted. Any other
-   * failure may have claimed the pod after all, later than the read back shows: it is thrown,
-   * and the retry finds the pod by its seal if it did (claimedPod).
+   * 5xx (a 504, an etcd timeout) may have claimed the pod after all, later than the read back
+   * shows: the claim is fenced off (warm-pool-claim-fence.ts: the pool pod deleted as the claim
+   * judged it, then read again), and the run goes on in the pod if the claim landed first, or
+   * takes a fresh pod at once if not; retried instead, a 5xx that lasted kept the run in its
+   * phase, its slot held, for as long as it lasted. A fence that gets no answer either, or a
+   * claim that got no answer at all (the connection dropped), is thrown, and the retry finds the
+   * pod by its seal if the claim landed (claimedPod).
    */
   private async claimWarmPod(run: CodingRun, pool: WarmPoolConfig, runDeadlineSeconds: number): Promise<WarmClaim> {
     const warm = this.deps.warmPools!;
@@ -838,14 +850,39 @@ export class RunReconciler {
         const podNow = await warm.gateway.readPod(pool.namespace, name);
         if (podNow && isOwnedByRun(podNow, run)) return podNow;
         const refusal = apiRefusal(error) ?? webhookFailure(error);
-        if (!refusal) throw error;
-        return new ClaimRefused(refusal);
+        if (refusal) return new ClaimRefused(refusal);
+        const unanswered = apiServerFailure(error);
+        if (!unanswered) throw error;
+        const fenced = await fenceUnansweredClaim(warm.gateway, seen, (pod) => isOwnedByRun(pod, run)).catch((fenceError: unknown) => {
+          this.deps.logger.warn(
+            {
+              ...runLogFields(run),
+              pool: `${pool.namespace}/${pool.name}`,
+              pod: name,
+              code: unanswered.code,
+              err: fenceError instanceof Error ? fenceError.message : String(fenceError),
+            },
+            'could not fence off the claim of a warm pool pod whose answer was lost: the reconcile is retried',
+          );
+          throw error;
+        });
+        if ('claimed' in fenced) return fenced.claimed;
+        return new ClaimRefused(unanswered, true);
       });
       if (claimed instanceof ClaimRefused) {
-        this.deps.logger.warn(
-          { ...runLogFields(run), pool: `${pool.namespace}/${pool.name}`, pod: name, code: claimed.code, err: claimed.message },
-          'the API server refused the claim of a warm pool pod: the run takes a fresh pod',
-        );
+        const fields = {
+          ...runLogFields(run),
+          pool: `${pool.namespace}/${pool.name}`,
+          pod: name,
+          code: claimed.code,
+          err: claimed.message,
+        };
+        if (claimed.fenced)
+          this.deps.logger.warn(
+            fields,
+            'the claim of a warm pool pod got no answer: the pod was deleted so the claim cannot land later, and the run takes a fresh pod',
+          );
+        else this.deps.logger.warn(fields, 'the API server refused the claim of a warm pool pod: the run takes a fresh pod');
         return { none: true };
       }
       if (claimed) {

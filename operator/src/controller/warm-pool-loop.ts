@@ -37,6 +37,7 @@ import { controllingRunUid } from '../reconcile/ownership.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
 import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
 import { UNWANTED_DELETE_LIMITS, pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
+import { admissionChangedMessage, admissionChanges } from '../reconcile/warm-pool-admission.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -127,6 +128,12 @@ export class WarmPoolLoop {
    * failed, is asked again.
    */
   private readonly unwantedAsked = new Map<string, number>();
+  /**
+   * Pods deleted as admission changed them (refuseAdmissionChanged), by uid and resourceVersion,
+   * with when: the cache may show them only after that pass (and until the watch brings the
+   * delete), and deleteUnwanted would ask again, logging them as pods this replica did not make.
+   */
+  private readonly deletedAtAdmission = new Map<string, number>();
   /** The namespace whose unwanted pod the last pass took last: the next pass starts after it. */
   private unwantedServedLast: string | undefined;
   /** Unwanted pods the last pass left for later (over its limits): the next pass runs at once. */
@@ -158,6 +165,8 @@ export class WarmPoolLoop {
   private stopped = false;
   /** Per pool: failed starts in a row and until when the pool makes no pod (createsAllowed). */
   private readonly startFailures = new Map<string, { failures: number; holdUntil: number }>();
+  /** Per pool: pods admission changed in a row and until when the pool makes no pod (refuseAdmissionChanged). */
+  private readonly admissionFailures = new Map<string, { failures: number; holdUntil: number }>();
 
   start(): void {
     // A stopped loop stays stopped: its timer would never be cleared.
@@ -303,12 +312,14 @@ export class WarmPoolLoop {
       );
     const shown = new Set(labelled.map(askedKey));
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
+    for (const [key, at] of this.deletedAtAdmission) if (now - at > EXPECTATION_TTL_MS) this.deletedAtAdmission.delete(key);
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
       if (
         // The cheap looks first: judging a pod (poolPodChanges) costs milliseconds for a large
         // one, and pods planted by the hundred were judged at every pass.
         this.unwantedAsked.has(askedKey(pod)) ||
+        this.deletedAtAdmission.has(askedKey(pod)) ||
         controllingRunUid(pod) !== undefined ||
         (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))
       )
@@ -456,11 +467,14 @@ export class WarmPoolLoop {
     for (let index = 0; index < create; index++) {
       this.gate.check();
       const created = await this.deps.gateway.createPoolPod(warmPoolPod(pool, this.deps.config, this.template));
-      const marks = claimMarks(created);
-      if (marks.length > 0) {
-        this.holdMarkedCreates(pool, marks, now);
+      // Judged on the create's answer, the pod as admitted: the cache would show it only later,
+      // as a pod this loop did not make.
+      const changes = admissionChanges(created, pool, this.deps.config);
+      if (changes.length > 0) {
+        await this.refuseAdmissionChanged(pool, created, changes, now);
         break;
       }
+      this.admissionFailures.delete(poolKey(pool));
       expected.set(created.metadata!.name!, now);
       if (created.metadata?.uid) this.made.set(created.metadata.uid, { pool: poolKey(pool), at: now });
     }
@@ -476,20 +490,35 @@ export class WarmPoolLoop {
   }
 
   /**
-   * A pod the API server made with a claim's mark (a mutating webhook that sets every pod's
-   * activeDeadlineSeconds, or an owner) can never be claimed: not made, it is deleted as
-   * unwanted. Made again at every pass, it would be made and deleted every few seconds for as
-   * long as the webhook is there; so the pool waits as after a failed start (createsAllowed).
+   * A pod admission changed from what the pool made (a mutating webhook: IRSA's token volume and
+   * AWS_* variables, a sidecar, a deadline) is never handed to a run, so it is never counted,
+   * claimed or given a session: it is deleted now, as the create answered it (its uid and
+   * resourceVersion), and the pool waits before it makes another, 2 s doubling up to 5 min
+   * (failedStartBackoffMs), until a pod it makes is admitted as made. Made again at every pass it
+   * was made and deleted every few seconds for as long as the webhook was there. The wait is the
+   * pool's own count, not startFailures: pods made before the webhook came, ready, would reset
+   * that at every pass. A delete that fails is left to deleteUnwanted (a pod this loop did not
+   * make, as far as it keeps).
    */
-  private holdMarkedCreates(pool: WarmPoolConfig, marks: readonly string[], now: number): void {
-    const state = this.startFailures.get(poolKey(pool)) ?? { failures: 0, holdUntil: 0 };
+  private async refuseAdmissionChanged(pool: WarmPoolConfig, created: V1Pod, changes: readonly string[], now: number): Promise<void> {
+    const key = poolKey(pool);
+    const state = this.admissionFailures.get(key) ?? { failures: 0, holdUntil: 0 };
     state.failures++;
     state.holdUntil = now + failedStartBackoffMs(state.failures);
-    this.startFailures.set(poolKey(pool), state);
-    this.deps.logger.warn(
-      { pool: poolKey(pool), marks, retryInMs: state.holdUntil - now },
-      'the API server made a warm pool pod with what only a claim puts on it (a mutating webhook?): no run can claim it; it is replaced and the pool waits before it makes more',
-    );
+    this.admissionFailures.set(key, state);
+    const pod = created.metadata?.name;
+    this.deps.logger.warn({ pool: key, pod, changes, retryInMs: state.holdUntil - now }, admissionChangedMessage(pool, changes));
+    if (pod === undefined) return;
+    this.gate.check();
+    try {
+      await this.deps.gateway.deletePod(pool.namespace, pod, seenAs(created));
+      this.deletedAtAdmission.set(askedKey(created), now);
+    } catch (error) {
+      this.deps.logger.warn(
+        { pool: key, pod, err: error instanceof Error ? error.message : String(error) },
+        'could not delete a warm pool pod admission changed: the next passes delete it',
+      );
+    }
   }
 
   /**
@@ -515,7 +544,7 @@ export class WarmPoolLoop {
       );
     }
     this.startFailures.set(key, state);
-    return now >= state.holdUntil;
+    return now >= state.holdUntil && now >= (this.admissionFailures.get(key)?.holdUntil ?? 0);
   }
 }
 
