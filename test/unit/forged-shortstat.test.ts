@@ -66,4 +66,33 @@ describe('status.result counts the diff it keeps, whatever shortstat the sandbox
       /^Finished in 1 step\(s\): 2 file\(s\) changed\. The change is larger than the 1 MiB the operator keeps: .*first 1 MiB/,
     );
   });
+
+  // 404 108 bytes of change, 4 000 Latin-1 lines: its text (each byte a three-byte U+FFFD) is
+  // over 1 MiB. It was said to be larger than 1 MiB, counted 3507 of its 4000 lines as though
+  // whole, and kept as 1 048 577 bytes; publishing said "split the task", not why it cannot push.
+  it('says a change that is not UTF-8 is not cut when its bytes are not, and that its text is kept and counted in part', async () => {
+    const raw = Buffer.concat([
+      Buffer.from('diff --git a/l1.txt b/l1.txt\nnew file mode 100644\n--- /dev/null\n+++ b/l1.txt\n@@ -0,0 +1,4000 @@\n'),
+      Buffer.from(`+${'\xe9'.repeat(99)}\n`.repeat(4000), 'latin1'),
+    ]);
+    const sandbox = {
+      call: ({ tool }: { tool: string }) =>
+        Promise.resolve(
+          (tool === 'bash'
+            ? {
+                ok: true,
+                result: { exitCode: 0, stdout: '+\uFFFD', stderr: `${raw.length}\n`, stdoutTruncated: true, stdoutLog: '/tmp/log' },
+              }
+            : { ok: true, result: { path: '/tmp/log', content: raw.toString('base64') } }) as unknown as ToolResponse,
+        ),
+    } as unknown as Sandbox;
+    const kept = await takeSandboxDiff(sandbox);
+    expect(kept).toMatchObject({ truncated: false, notUtf8: true, ...countDiff(kept.diff) });
+    expect(kept.filesChanged).toBe(1);
+    expect(Buffer.byteLength(kept.diff)).toBeLessThanOrEqual(LIMITS.fullDiff);
+    expect(kept.insertions).toBeLessThan(4000);
+    const message = withDiffNote('Finished in 1 step(s): 1 file(s) changed.', kept);
+    expect(message).not.toMatch(/The change is larger than/);
+    expect(message).toMatch(/not UTF-8 text.*diffConfigMap holds, and status\.result counts, only its first 1 MiB/);
+  });
 });

@@ -3,6 +3,7 @@
 // refusals of an object (the reconciler and the diff keeper ask apiRefusal).
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { LIMITS } from '../../operator/src/api/index.ts';
 import { apiRefusal } from '../../operator/src/kube/api-errors.ts';
 import { CANCEL_ANNOTATION, cancelledMessage, readCancelRequest } from '../../operator/src/reconcile/cancel-request.ts';
 import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
@@ -12,6 +13,7 @@ import {
   keptDiffResult,
   recordedDiff,
   storedDiffSource,
+  storedKeptDiff,
   withDiffNote,
   type RecordedDiff,
 } from '../../operator/src/reconcile/kept-diff.ts';
@@ -86,6 +88,30 @@ describe('kept diff', () => {
   it('adds why the whole diff is not kept to the message, and nothing otherwise', () => {
     expect(withDiffNote('Done.', { ...NO_DIFF, notStored: 'quota' })).toBe('Done. The full diff could not be kept: quota');
     expect(withDiffNote('Done.', NO_DIFF)).toBe('Done.');
+  });
+
+  // A diff read back from its ConfigMap carries no size: as long as the cut, it is taken for
+  // one (reachesDiffCut, as isCutDiff does), else its counts read as the whole change's.
+  it('takes a stored diff as long as the 1 MiB cut for a cut, and a shorter one for whole', () => {
+    const line = `+${'x'.repeat(99)}\n`;
+    const cut = `diff --git a/a b/a\n${line.repeat(LIMITS.fullDiff / line.length + 1)}`.slice(0, LIMITS.fullDiff - 2);
+    expect(storedKeptDiff({ diff: cut, configMap: 'r-diff' })).toMatchObject({ truncated: true, configMap: 'r-diff' });
+    expect(storedKeptDiff({ diff: DIFF, configMap: 'r-diff' })).toMatchObject({ truncated: false, ...countDiff(DIFF) });
+  });
+
+  // Its bytes were under the cut (not truncated), but its text, three bytes for each that is not
+  // UTF-8, was cut where the ConfigMap's bound is: the counts are of that part.
+  it('says the text of a change that is not UTF-8 is kept and counted only in part when it reaches the cut', () => {
+    const text = `diff --git a/a b/a\n+${'\uFFFD'.repeat(LIMITS.fullDiff)}`;
+    const kept = { ...NO_DIFF, notUtf8: true, diff: text.slice(0, 20 + Math.floor((LIMITS.fullDiff - 20) / 3)) };
+    expect(Buffer.byteLength(kept.diff)).toBeGreaterThanOrEqual(LIMITS.fullDiff - 3);
+    expect(withDiffNote('Done.', kept)).toBe(
+      'Done. The change is not UTF-8 text, and its text (each byte that is not, three bytes as U+FFFD) is larger than ' +
+        'the 1 MiB the operator keeps: diffConfigMap holds, and status.result counts, only its first 1 MiB.',
+    );
+    expect(withDiffNote('Done.', { ...kept, diff: text.slice(0, 1000) })).toBe('Done.');
+    // Cut as bytes too: the one note.
+    expect(withDiffNote('Done.', { ...kept, truncated: true })).toMatch(/^Done\. The change is larger than the 1 MiB [^.]*\.[^.]*\.$/);
   });
 
   it('says a change cut at 1 MiB is kept and counted only in part, before why it is not kept', () => {

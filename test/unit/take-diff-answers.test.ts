@@ -13,6 +13,9 @@ const bash = (stdout: string, stderr: string, extra: object = {}): ToolResponse 
     ok: true,
     result: { exitCode: 0, stdout, stderr, stdoutTruncated: false, stdoutLog: '/tmp/log', ...extra },
   }) as unknown as ToolResponse;
+/** The toolbox's answer to reading the log (base64): `bytes`, as the command wrote them. */
+const log = (bytes: Buffer): ToolResponse =>
+  ({ ok: true, result: { path: '/tmp/log', content: bytes.toString('base64') } }) as unknown as ToolResponse;
 
 describe('takeDiff, on forged answers', () => {
   it('cuts a diff longer than the 1 MiB the command cuts at, and says it is cut, whatever the answer says', async () => {
@@ -33,6 +36,40 @@ describe('takeDiff, on forged answers', () => {
     expect(taken.truncated).toBe(true);
   });
 
+  // The size line is read by the rule isCutDiff applies to the diff (reachesDiffCut): a size as
+  // long as the cut says the change is cut, as a diff that long would.
+  it('says a diff is cut when the size line is as long as the cut', async () => {
+    const taken = await takeDiff(answering(bash('+x\n', `${LIMITS.fullDiff - 3}\n`)));
+    expect(taken).toMatchObject({ diff: '+x\n', truncated: true });
+    expect((await takeDiff(answering(bash('+x\n', `${LIMITS.fullDiff - 4}\n`)))).truncated).toBe(false);
+  });
+
+  // Each byte that is not UTF-8 becomes a three-byte U+FFFD in the text: a change a third of the
+  // cut was taken for a cut from its text, reported larger than 1 MiB, and publishing said
+  // "split the task" where the bytes are why it cannot push.
+  it('says a change that is not UTF-8 is cut only when its bytes were, and keeps its text within 1 MiB', async () => {
+    const raw = Buffer.concat([
+      Buffer.from('diff --git a/l1.txt b/l1.txt\nnew file mode 100644\n--- /dev/null\n+++ b/l1.txt\n@@ -0,0 +1,4000 @@\n'),
+      Buffer.from(`+${'\xe9'.repeat(99)}\n`.repeat(4000), 'latin1'),
+    ]);
+    expect(raw.length).toBeLessThan(LIMITS.fullDiff / 2);
+    const decoded = raw.toString('utf8');
+    const answer = bash(decoded.slice(0, 1000), `${raw.length}\n`, { stdoutTruncated: true });
+    const taken = await takeDiff(answering(answer, log(raw)));
+    expect(taken).toMatchObject({ truncated: false, notUtf8: true });
+    // Its text is three times its bytes: what is kept of it still fits where it is stored.
+    expect(Buffer.byteLength(taken.diff)).toBeLessThanOrEqual(LIMITS.fullDiff);
+    expect(decoded.startsWith(taken.diff)).toBe(true);
+  });
+
+  it('says a change that is not UTF-8 is cut when its bytes reach the cut, and keeps its text within 1 MiB', async () => {
+    const raw = Buffer.concat([Buffer.from('diff --git a/l1 b/l1\n+x'), Buffer.alloc(LIMITS.fullDiff, 0xe9)]).subarray(0, LIMITS.fullDiff);
+    const answer = bash('+\uFFFD', `${LIMITS.fullDiff * 4}\n`, { stdoutTruncated: true });
+    const taken = await takeDiff(answering(answer, log(raw)));
+    expect(taken).toMatchObject({ truncated: true, notUtf8: true });
+    expect(Buffer.byteLength(taken.diff)).toBeLessThanOrEqual(LIMITS.fullDiff);
+  });
+
   it('refuses a log read longer than the diff the command cuts, and an answer that is not text', async () => {
     const huge = { ok: true, result: { path: '/tmp/log', content: 'A'.repeat(8 * 1024 * 1024) } } as unknown as ToolResponse;
     await expect(takeDiff(answering(bash('', '0\n\n', { stdoutTruncated: true }), huge))).rejects.toThrow(/more than the diff/);
@@ -42,8 +79,6 @@ describe('takeDiff, on forged answers', () => {
   it('takes a diff without U+FFFD as UTF-8 in one call; with one, decides from the bytes in the log', async () => {
     const plain = await takeDiff(answering(bash('+caf\u00e9\n', '7\n\n')));
     expect(plain).toMatchObject({ diff: '+caf\u00e9\n', notUtf8: false });
-    const log = (bytes: Buffer): ToolResponse =>
-      ({ ok: true, result: { path: '/tmp/log', content: bytes.toString('base64') } }) as unknown as ToolResponse;
     // The toolbox decoded a Latin-1 é as U+FFFD; the log holds the byte.
     const latin1 = await takeDiff(answering(bash('+caf\uFFFD\n', '6\n\n'), log(Buffer.from('+caf\xe9\n', 'latin1'))));
     expect(latin1).toMatchObject({ diff: '+caf\uFFFD\n', notUtf8: true });

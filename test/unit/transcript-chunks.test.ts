@@ -84,6 +84,23 @@ describe('a transcript entry on the wire', () => {
     expect(boundText('hello', 5)).toEqual({ text: 'hello' });
   });
 
+  // A U+FFFD in the text (each byte of a diff that is not UTF-8 becomes one) cut after one or
+  // two of its three bytes decodes as a whole U+FFFD, which the text does hold there: it was
+  // kept, and the cut came out a byte or two over its bound (a diff's, past the 1 MiB cut).
+  it('never returns more than its bound, when the cut splits a U+FFFD the text holds', () => {
+    const lossy = '+\uFFFD\uFFFD\uFFFD\n';
+    for (const max of [1, 2, 3, 4, 5, 6, 7, 8, 9]) {
+      const cut = boundText(lossy, max);
+      expect(Buffer.byteLength(cut.text)).toBeLessThanOrEqual(max);
+      expect(lossy.startsWith(cut.text)).toBe(true);
+      expect(cut.cutFrom).toBe(11);
+    }
+    expect(boundText(lossy, 5).text).toBe('+\uFFFD');
+    expect(boundText(lossy, 7).text).toBe('+\uFFFD\uFFFD');
+    // A four-byte character split after three bytes decodes as one three-byte U+FFFD: still dropped.
+    expect(boundText('a\u{1F600}', 4)).toEqual({ text: 'a', cutFrom: 5 });
+  });
+
   it('refuses a key that a ConfigMap could not hold', () => {
     expect(() => encodeEntry({ ...step(1), key: 'step/1' })).toThrow(/not of the form/);
   });

@@ -29,14 +29,25 @@ export const isKeptDiff = (diff: string, result: { diffSha256?: string } | undef
   result?.diffSha256 === undefined || diffSha(diff) === result.diffSha256;
 
 /**
- * Whether a kept diff is the cut take-diff makes of a longer change (at LIMITS.fullDiff bytes,
- * less the bytes of a character split there, which the cut drops) rather than all of it. A
- * whole diff that long would read as cut too: those who ask (continueFrom, an eval's graders)
- * then refuse it, the safe way round. The run's status says diffTruncated for both, as its
- * 64 KiB copy is cut either way.
+ * Whether a diff of `bytes` (UTF-8 bytes: as taken, or as stored) is as long as the cut
+ * take-diff makes of a longer change: LIMITS.fullDiff bytes, less the bytes of a character
+ * split there (at most three), which the cut drops. The one test of "cut" for every reader:
+ * take-diff (whose size line is the sandbox's to forge), an ending that keeps a snapshot or a
+ * stored diff (which carry no size), isCutDiff. A whole diff that long reads as cut too, the
+ * safe way round: it is then neither published nor continued from.
+ */
+export const reachesDiffCut = (bytes: number) => bytes >= LIMITS.fullDiff - 3;
+
+/** reachesDiffCut for a diff as text (its UTF-8 bytes, as the ConfigMap holds them). */
+export const diffReachesCut = (diff: string) => reachesDiffCut(Buffer.byteLength(diff, 'utf8'));
+
+/**
+ * Whether a kept diff is the cut take-diff makes of a longer change (reachesDiffCut) rather
+ * than all of it; those who ask (continueFrom, an eval's graders) then refuse it. The run's
+ * status says diffTruncated for both, as its 64 KiB copy is cut either way.
  */
 export const isCutDiff = (diff: string, result: { diffTruncated?: boolean } | undefined) =>
-  result?.diffTruncated === true && Buffer.byteLength(diff, 'utf8') >= LIMITS.fullDiff - 3;
+  result?.diffTruncated === true && diffReachesCut(diff);
 
 /** The plain diff's key under data. */
 export const DIFF_KEY = 'diff';
@@ -77,8 +88,9 @@ export function encodeDiff(diff: string): DiffData {
 }
 
 /**
- * The diffs this file writes are at most LIMITS.fullDiff bytes (take-diff.ts cuts them there; a
- * cut through a multi-byte character can add a few), so a read inflates at most twice that.
+ * The diffs this file writes are at most LIMITS.fullDiff bytes (take-diff.ts cuts their text
+ * there, a change not UTF-8 too, whose text is up to three times its bytes), so a read inflates
+ * at most twice that.
  * Anyone who may update ConfigMaps in the namespace can edit a run's diff ConfigMap (the run
  * still owns it): a megabyte of gzipped zeros inflates to a gigabyte, which would end the
  * operator at its memory limit on every retry of the job that reads it (publish, continueFrom,

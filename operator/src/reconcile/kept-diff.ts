@@ -4,7 +4,7 @@
 import { LIMITS, type DiffSource, type RunResult } from '../api/index.ts';
 import { cutAtLine } from './cut-at-line.ts';
 import { diffLineCounts } from './diff-line-counts.ts';
-import { diffSha } from './diff-config-map.ts';
+import { diffReachesCut, diffSha } from './diff-config-map.ts';
 
 export interface KeptDiff {
   /** final: taken from the sandbox as the run ended; snapshot: the last one taken after a step; none: nothing to take. */
@@ -52,9 +52,19 @@ export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
   };
 }
 
-/** A run's whole diff as read back from its ConfigMap: kept there whole (never a cut), as taken at the end. */
+/**
+ * A run's diff as read back from its ConfigMap, as taken at the end. What is stored carries no
+ * size: one as long as the 1 MiB cut is taken for a cut (diffReachesCut), so its counts are not
+ * read as the whole change's.
+ */
 export function storedKeptDiff(stored: { diff: string; configMap: string }): KeptDiff {
-  return { source: 'final', diff: stored.diff, truncated: false, ...countDiff(stored.diff), configMap: stored.configMap };
+  return {
+    source: 'final',
+    diff: stored.diff,
+    truncated: diffReachesCut(stored.diff),
+    ...countDiff(stored.diff),
+    configMap: stored.configMap,
+  };
 }
 
 /**
@@ -120,12 +130,18 @@ export const changedDiffNote = (configMap: string) =>
 /**
  * The run's message, with what went wrong keeping its diff: a change cut at 1 MiB (status
  * cannot tell that cut from the 64 KiB one of its own copy, and the counts are of the part kept)
- * and why diffConfigMap is missing.
+ * and why diffConfigMap is missing. A change that is not UTF-8 may be under 1 MiB and its text
+ * over it (each such byte is a three-byte U+FFFD), cut where the ConfigMap's bound is: its
+ * counts are of that part too, and the note says so without calling the change larger.
  */
 export function withDiffNote(message: string, kept: KeptDiff): string {
+  const counted = 'diffConfigMap holds, and status.result counts, only its first 1 MiB.';
   const cut = kept.truncated
-    ? ' The change is larger than the 1 MiB the operator keeps: diffConfigMap holds, and status.result counts, only its first 1 MiB.'
-    : '';
+    ? ` The change is larger than the 1 MiB the operator keeps: ${counted}`
+    : kept.notUtf8 === true && diffReachesCut(kept.diff)
+      ? ' The change is not UTF-8 text, and its text (each byte that is not, three bytes as U+FFFD) is larger than the 1 MiB ' +
+        `the operator keeps: ${counted}`
+      : '';
   const notStored = kept.notStored ? ` The full diff could not be kept: ${kept.notStored}` : '';
   return `${message}${cut}${notStored}`;
 }

@@ -124,13 +124,15 @@ export const cutKey = (step: number) => `${stepKey(step)}-cut`;
  */
 export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6,16}|-v\d{6}|-end|-cut)?$/;
 
-/** The first `max` bytes of `text` (never splitting a character), marked when cut. */
+/** At most the first `max` bytes of `text` (never splitting a character), marked when cut. */
 export function boundText(text: string, max: number): BoundedText {
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes <= max) return { text };
   let cut = Buffer.from(text, 'utf8').subarray(0, max).toString('utf8');
-  // A character split at the boundary decodes as U+FFFD: drop it rather than show a false one.
-  if (cut.endsWith('\uFFFD') && !text.startsWith(cut)) cut = cut.slice(0, -1);
+  // A character split at the boundary decodes as one U+FFFD: drop it rather than show a false
+  // one. When the text holds a U+FFFD there (a diff's bytes that are not UTF-8 become U+FFFD),
+  // the split one decodes as itself, but whole: three bytes where one or two were cut, past `max`.
+  if (cut.endsWith('\uFFFD') && (!text.startsWith(cut) || Buffer.byteLength(cut, 'utf8') > max)) cut = cut.slice(0, -1);
   return { text: cut, cutFrom: bytes };
 }
 

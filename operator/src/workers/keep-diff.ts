@@ -8,6 +8,7 @@
 // final for its own (anyone who may update the ConfigMap can mark it: reconcile/diff-write.ts).
 import type { ParsedCodingRun } from '../api/index.ts';
 import { apiRefusal } from '../kube/api-errors.ts';
+import { diffReachesCut } from '../reconcile/diff-config-map.ts';
 import {
   NO_DIFF,
   changedDiffNote,
@@ -116,9 +117,12 @@ export async function snapshotDiff(deps: DiffKeepingDependencies, run: ParsedCod
   const kept: KeptDiff = {
     source,
     diff: stored.diff,
-    truncated: false,
-    // Its bytes are gone: a U+FFFD may be one that replaced a byte of another encoding, so it
-    // is marked, the safe way round (a UTF-8 file holding U+FFFD is then not published either).
+    // A snapshot is take-diff's text, without the change's size or bytes. One as long as the
+    // 1 MiB cut is taken for that cut (as isCutDiff takes it), else its counts read as the whole
+    // change's (a change not UTF-8 whose text reached the cut reads as cut too, the safe way
+    // round). A U+FFFD may be one that replaced a byte of another encoding, so it is marked,
+    // the safe way round (a UTF-8 file holding U+FFFD is then not published either).
+    truncated: diffReachesCut(stored.diff),
     ...(stored.diff.includes('\uFFFD') ? { notUtf8: true } : {}),
     ...countDiff(stored.diff),
     configMap: stored.configMap,

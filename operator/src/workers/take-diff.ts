@@ -11,6 +11,7 @@ import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
 import { boundText } from '../record/transcript-entry.ts';
 import { isCommitId } from '../api/commit-id.ts';
 import { isUtf8Diff } from '../reconcile/not-utf8-diff.ts';
+import { reachesDiffCut } from '../reconcile/diff-config-map.ts';
 
 interface BashResult {
   exitCode: number | null;
@@ -62,23 +63,24 @@ export interface TakenDiff {
 }
 
 /**
- * The size from the command's stderr (its first line), the diff from its stdout. The sandbox
- * wrote both (code there can write the toolbox's answer line), so the cut at LIMITS.fullDiff
- * is made here too, and the size may say a diff is cut but never that one as long as the cut is
- * whole.
+ * The size from the command's stderr (its first line), the diff from its stdout (`taken`, as
+ * decoded) and `rawBytes`, how many bytes the command wrote there (unset: the text's own UTF-8
+ * bytes, which they are when it holds no U+FFFD). Whether the change is cut is decided from
+ * the bytes, not the text: each byte that is not UTF-8 decodes as a three-byte U+FFFD, so such
+ * a change well under the cut has text over it, which was said to be a change over 1 MiB. The
+ * sandbox wrote both (code there can write the toolbox's answer line), so the text is cut at
+ * LIMITS.fullDiff here too, the ConfigMap's bound (a 1 MiB change of such bytes is 3 MiB of
+ * text, of which the first 1 MiB is kept; withDiffNote says so), and the size may say a change
+ * is cut but never that one as long as the cut is whole.
  */
-function parseTakenDiff(header: unknown, taken: unknown, utf8: boolean): TakenDiff {
+function parseTakenDiff(header: unknown, taken: unknown, utf8: boolean, rawBytes?: number): TakenDiff {
   if (typeof header !== 'string' || typeof taken !== 'string') throw new Error('taking the diff failed: the answer is not text');
   const [bytesLine = ''] = header.split('\n', 1);
-  const diff = boundText(taken, LIMITS.fullDiff);
   return {
-    diff: diff.text,
-    // A diff as long as the cut is taken for a cut whatever the size line says (isCutDiff in
-    // reconcile/diff-config-map.ts does the same): a forged size made the cut read as whole.
-    truncated:
-      diff.cutFrom !== undefined ||
-      (Number(bytesLine.trim()) || 0) > LIMITS.fullDiff ||
-      Buffer.byteLength(diff.text, 'utf8') >= LIMITS.fullDiff - 3,
+    diff: boundText(taken, LIMITS.fullDiff).text,
+    // A change as long as the cut is taken for a cut whatever the size line says, by the test
+    // isCutDiff applies (reachesDiffCut): a forged size made the cut read as whole.
+    truncated: reachesDiffCut(rawBytes ?? Buffer.byteLength(taken, 'utf8')) || reachesDiffCut(Number(bytesLine.trim()) || 0),
     notUtf8: !utf8,
   };
 }
@@ -114,5 +116,5 @@ export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base
   if (content.length > Math.ceil(LIMITS.fullDiff / 3) * 4)
     throw new Error('reading the diff failed: the log holds more than the diff the command cuts');
   const bytes = Buffer.from(content, 'base64');
-  return parseTakenDiff(out.stderr, bytes.toString('utf8'), isUtf8Diff(bytes, bytes.length >= LIMITS.fullDiff));
+  return parseTakenDiff(out.stderr, bytes.toString('utf8'), isUtf8Diff(bytes, bytes.length >= LIMITS.fullDiff), bytes.length);
 }
