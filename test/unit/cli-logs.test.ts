@@ -8,9 +8,14 @@ import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { executeCommand, type CliOutput } from '../../operator/src/cli/execute-command.ts';
 import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
-import { printLogs } from '../../operator/src/cli/print-logs.ts';
+import { printLogs, readerColumns } from '../../operator/src/cli/print-logs.ts';
 import { createRunClient, TRANSCRIPT_PAGE_CHUNKS, type RunClient, type RunWatch } from '../../operator/src/cli/run-client.ts';
-import { buildTranscriptChunk, encodeEntry, TRANSCRIPT_MAX_ENTRIES } from '../../operator/src/record/transcript-chunks.ts';
+import {
+  buildTranscriptChunk,
+  encodeEntry,
+  ENTRY_MAX_INFLATED,
+  TRANSCRIPT_MAX_INFLATED_BYTES,
+} from '../../operator/src/record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
 import { loopbackServers } from '../support/loopback-servers.ts';
@@ -81,6 +86,14 @@ function output(signal?: AbortSignal) {
   return { lines, errors, io };
 }
 
+/** The warnings on stderr, each put back on one line from the rows it was cut into (print-logs.ts). */
+const joinedRows = (rows: string[]) =>
+  rows.reduce<string[]>((lines, row) => {
+    if (row.startsWith('  ↳ ') && lines.length > 0) lines[lines.length - 1] += row.slice('  ↳ '.length);
+    else lines.push(row);
+    return lines;
+  }, []);
+
 const logs = (argv: string[]) => parseArguments(['logs', ...argv]) as Extract<ReturnType<typeof parseArguments>, { command: 'logs' }>;
 
 describe('logs lists the transcript a page at a time', () => {
@@ -104,9 +117,10 @@ describe('logs lists the transcript a page at a time', () => {
   });
 
   it('stops listing once the reader is full: ConfigMaps past its bound are never fetched', async () => {
-    // Unreadable entries count against the reader's bound as readable ones do.
-    const perChunk = 320;
-    const full = Math.ceil(TRANSCRIPT_MAX_ENTRIES / perChunk);
+    // Unreadable entries count against the reader's bound as readable ones do, each as the
+    // megabyte it may have inflated before it was found unreadable.
+    const perChunk = 5;
+    const full = Math.ceil(TRANSCRIPT_MAX_INFLATED_BYTES / ENTRY_MAX_INFLATED / perChunk);
     const junk = Buffer.from('not gzip');
     const owned = Array.from({ length: full }, (_, index) =>
       chunk(
@@ -130,7 +144,7 @@ describe('logs lists the transcript a page at a time', () => {
 
     expect(api.lists.length).toBe(Math.ceil(full / TRANSCRIPT_PAGE_CHUNKS));
     expect(api.lists.every((list) => list.limit === String(TRANSCRIPT_PAGE_CHUNKS))).toBe(true);
-    expect(errors).toContainEqual(expect.stringMatching(/read up to 10000 entries .* the rest was left out/));
+    expect(joinedRows(errors)).toContainEqual(expect.stringMatching(/read up to 10000 entries .* the rest was left out/));
   });
 
   it('prints a problem with a chunk on one line, cut short: an ownerReference is free text to whoever wrote the ConfigMap', async () => {
@@ -145,12 +159,39 @@ describe('logs lists the transcript a page at a time', () => {
     const { errors, io } = output();
     expect(await executeCommand(logs(['r', '-n', 'team']), api.client, io)).toBe(0);
 
-    expect(errors).toHaveLength(1);
-    expect(errors[0]).toMatch(
-      /^warning: ignored ConfigMap \S+, labelled as this run's transcript, which the run does not own: .*x\^J\^Jstep 2 at/,
-    );
-    expect(errors[0]).not.toMatch(/[\n\r]/);
-    expect(errors[0]!.length).toBeLessThan(600);
+    // One warning, cut into rows as the record is: each further row is marked, so none starts like a record line.
+    expect(errors[0]).toMatch(/^warning: ignored ConfigMap \S+, labelled as /);
+    expect(errors.slice(1).every((row) => row.startsWith('  ↳ '))).toBe(true);
+    expect(joinedRows(errors)).toHaveLength(1);
+    const warning = joinedRows(errors)[0]!;
+    expect(warning).toMatch(/which the run does not own: .*x\^J\^Jstep 2 at/);
+    expect(warning).not.toMatch(/[\n\r]/);
+    expect(warning.length).toBeLessThan(600);
+  });
+
+  it("security: cuts a problem and the outcome into rows the reader's terminal holds, each further row marked", async () => {
+    const forged = `${'y'.repeat(30)} step 2 approval s2-c1 of bash approved (sha256 ab) by alice at 12:00:01 (asked 11:59:50)`;
+    const { key, value } = encodeEntry(step(1));
+    const foreign = {
+      ...chunk(1, {}),
+      metadata: { ...chunk(1, {}).metadata, ownerReferences: [{ ...chunk(1, {}).metadata!.ownerReferences![0]!, uid: forged }] },
+    };
+    const api = await fakeApiServer([chunk(0, { [key]: value }), foreign]);
+    for (const columns of [40, 80, 120]) {
+      const { lines, errors, io } = output();
+      expect(await printLogs(api.client, io, 'team', logs(['r']), columns)).toBe(0);
+      for (const row of [...lines, ...errors]) expect(row.length).toBeLessThan(columns);
+      expect(errors.slice(1).every((row) => row.startsWith('  ↳ '))).toBe(true);
+      expect(lines.at(-1)).toMatch(/^(  ↳ |codingrun\/r Succeeded)/);
+    }
+  });
+});
+
+describe('readerColumns', () => {
+  it("is stdout's width on a terminal, else stderr's (logs | less), else none: lines left whole for a file or a program", () => {
+    expect(readerColumns({ isTTY: true, columns: 132 }, { isTTY: true, columns: 90 })).toBe(132);
+    expect(readerColumns({}, { isTTY: true, columns: 90 })).toBe(90);
+    expect(readerColumns({}, {})).toBe(Number.POSITIVE_INFINITY);
   });
 });
 

@@ -1,10 +1,12 @@
 // The transcript's wire format and bounds (record/): what a step's entry keeps when the model
 // or the repository makes it huge, which chunk an entry goes to, and what the reader trusts.
 import { randomBytes } from 'node:crypto';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import {
   ENTRY_MAX_BYTES,
+  ENTRY_MAX_INFLATED,
+  ENTRY_MAX_JSON_BYTES,
   RECORD_LABEL,
   STEPS_PER_CHUNK,
   buildTranscriptChunk,
@@ -21,6 +23,7 @@ import {
   TranscriptReader,
 } from '../../operator/src/record/transcript-chunks.ts';
 import {
+  MAX_RECORDED_STEPS,
   boundText,
   cutKey,
   endKey,
@@ -77,6 +80,24 @@ describe('a transcript entry on the wire', () => {
     const { key, value } = encodeEntry(entry);
     expect(value.length).toBeLessThanOrEqual(ENTRY_MAX_BYTES);
     expect((decodeEntry(key, value.toString('base64')) as TranscriptEntry).message).toMatch(/5000 tool calls left out/);
+  });
+
+  it('stays within ENTRY_MAX_JSON_BYTES inflated when a step of many calls is repetitive, keeping every call', () => {
+    // 16 KiB compressed was the only bound: such a step inflated to about 280 KB, and 241 of
+    // them filled the reader's 64 MiB, so every reader left out the rest of an honest run.
+    const entry = step(1);
+    entry.text = { text: 'a'.repeat(8192) };
+    entry.calls = Array.from({ length: 64 }, (_, index) => ({
+      id: `call-${index}`,
+      tool: 'bash',
+      input: { text: 'i'.repeat(2048) },
+      result: { ok: true, output: { text: 'o'.repeat(2048) } },
+    }));
+    const { key, value } = encodeEntry(entry);
+    expect(gunzipSync(value).length).toBeLessThanOrEqual(ENTRY_MAX_JSON_BYTES);
+    const read = decodeEntry(key, value.toString('base64')) as TranscriptEntry;
+    expect(read.calls).toHaveLength(64);
+    expect(read.calls![0]!.result!.output.cutFrom).toBe(2048);
   });
 
   it('cuts text at a character boundary and says how large it was', () => {
@@ -141,6 +162,49 @@ describe('reading a transcript', () => {
     const { entries, problems } = readTranscript([later, first, again], run);
     expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000001-c000012', 's000002', 's000017', 's000018']);
     expect(problems).toEqual([]);
+  });
+
+  it('orders the entries of a step by what happened: the step, its answers by call number, the cut, checks, the publish answer, the end', () => {
+    const at = '2026-11-30T12:00:00.000Z';
+    const answer = (step: number, id: string): TranscriptEntry => ({
+      key: resumeKey(step, id),
+      kind: 'approval',
+      step,
+      at,
+      approval: { id, tool: id === 'publish' ? 'publish' : 'bash', decision: 'approve', requestedAt: at, answeredAt: at },
+    });
+    const check = (step: number, attempt: number): TranscriptEntry => ({
+      key: verifyKey(step, attempt),
+      kind: 'verify',
+      step,
+      at,
+      verification: { attempt, passed: false, durationMs: 5, output: { text: 'FAIL' }, verdict: 'retry' },
+    });
+    const expected = [
+      step(9),
+      step(10),
+      answer(10, 's10-c7'),
+      answer(10, 's10-c999999'),
+      // Past the millionth call of the run the number takes a seventh digit, and sorts before as text.
+      answer(10, 's10-c1000000'),
+      { key: cutKey(10), kind: 'cut' as const, step: 10, at, message: 'answers are no longer recorded' },
+      check(10, 1),
+      check(10, 2),
+      answer(10, 'publish'),
+      {
+        key: endKey(10),
+        kind: 'end' as const,
+        step: 10,
+        at,
+        outcome: { phase: 'Failed', reason: 'PublishFailed', message: 'push refused' },
+      },
+      { key: cutKey(501), kind: 'cut' as const, step: 501, at, message: 'the transcript keeps 500 steps' },
+    ];
+    const shuffled = [expected[6]!, expected[10]!, expected[9]!, expected[3]!, expected[8]!, expected[1]!, expected[4]!];
+    const rest = expected.filter((entry) => !shuffled.includes(entry));
+    const { entries, problems } = readTranscript([chunkOf(shuffled), chunkOf(rest)], run);
+    expect(problems).toEqual([]);
+    expect(entries.map((entry) => entry.key)).toEqual(expected.map((entry) => entry.key));
   });
 
   it('ignores a ConfigMap labelled as the transcript that the run does not own (anyone may create one)', () => {
@@ -229,6 +293,87 @@ describe('what a read of a transcript trusts and holds', () => {
     expect(problems).toEqual([expect.stringMatching(/the rest was left out/)]);
   });
 
+  it.each([
+    ['refused at the inflate bound', gzipSync(Buffer.alloc(ENTRY_MAX_INFLATED + 1)).toString('base64')],
+    [
+      'cut short after inflating almost the bound',
+      gzipSync(Buffer.alloc(ENTRY_MAX_INFLATED - 1))
+        .subarray(0, -8)
+        .toString('base64'),
+    ],
+    ['not gzip', Buffer.from('not gzip').toString('base64')],
+  ])('counts an entry %s as the megabyte it may inflate, so such entries stop a read at its bound', (_, value) => {
+    // Counted at their size on the wire (about 1.4 KiB), 10 000 bombs of 1 MiB + 1 cost 10 GiB of
+    // inflating and 7.6 s of CPU in one read, 1.7 s of the shared operator's event loop a page.
+    const chunk = chunkOf([]);
+    for (let n = 1; n <= 200; n++) chunk.binaryData![stepKey(n)] = value;
+    const reader = new TranscriptReader(run);
+    const { problems } = reader.add([chunk]).result();
+    expect(reader.full).toBe(true);
+    expect(problems.filter((problem) => / cannot be read: /.test(problem)).length).toBeLessThanOrEqual(
+      TRANSCRIPT_MAX_INFLATED_BYTES / ENTRY_MAX_INFLATED,
+    );
+    expect(problems.at(-1)).toMatch(/the rest was left out/);
+  });
+
+  it('reads the largest transcript its writer writes whole: every entry of a run fits the bound of a read', () => {
+    // Repetitive steps inflated to about 90 KB each here (280 KB with 64 calls): a reader left
+    // out the rest of an honest run after about 730 of them (241).
+    const at = '2026-11-30T12:00:00.000Z';
+    const calls = Array.from({ length: 20 }, (_, index) => ({
+      id: `call-${index}`,
+      tool: 'bash',
+      input: { text: 'i'.repeat(2048) },
+      result: { ok: true, output: { text: 'o'.repeat(2048) } },
+    }));
+    const full = (key: string, kind: TranscriptEntry['kind'], n: number): TranscriptEntry => ({
+      ...step(n),
+      key,
+      kind,
+      text: { text: 't'.repeat(8192) },
+      calls,
+    });
+    const steps = Array.from({ length: MAX_RECORDED_STEPS }, (_, index) => index + 1);
+    const approval = (n: number) => ({ id: `s${n}-c${n}`, tool: 'bash', decision: 'approve' as const, requestedAt: at, answeredAt: at });
+    const written: TranscriptEntry[] = [
+      ...steps.map((n) => full(stepKey(n), 'step', n)),
+      ...steps.map((n) => ({ ...full(resumeKey(n, `s${n}-c${n}`), 'approval', n), approval: approval(n) })),
+      { key: cutKey(MAX_RECORDED_STEPS), kind: 'cut', step: MAX_RECORDED_STEPS, at, message: 'x'.repeat(400) },
+      { key: cutKey(MAX_RECORDED_STEPS + 1), kind: 'cut', step: MAX_RECORDED_STEPS + 1, at, message: 'x'.repeat(400) },
+      ...Array.from({ length: 11 }, (_, index) => ({
+        key: verifyKey(MAX_RECORDED_STEPS, index + 1),
+        kind: 'verify' as const,
+        step: MAX_RECORDED_STEPS,
+        at,
+        verification: { attempt: index + 1, passed: false, durationMs: 5, output: { text: 'v'.repeat(2048) }, verdict: 'retry' as const },
+      })),
+      { key: resumeKey(MAX_RECORDED_STEPS, 'publish'), kind: 'approval', step: MAX_RECORDED_STEPS, at, approval: approval(0) },
+      {
+        key: endKey(MAX_RECORDED_STEPS),
+        kind: 'end',
+        step: MAX_RECORDED_STEPS,
+        at,
+        outcome: { phase: 'Failed', reason: 'PublishFailed', message: 'm'.repeat(4096) },
+      },
+    ];
+    const byChunk = new Map<number, TranscriptEntry[]>();
+    for (const entry of written) byChunk.set(chunkIndexOf(entry.step), [...(byChunk.get(chunkIndexOf(entry.step)) ?? []), entry]);
+    const reader = new TranscriptReader(run, (entry) => ({ ...entry, text: undefined, calls: undefined }));
+    const { entries, problems } = reader.add([...byChunk].map(([index, entries]) => chunkOf(entries, index))).result();
+    expect(problems).toEqual([]);
+    expect(entries).toHaveLength(written.length);
+    // And however each entry is filled: none inflates past ENTRY_MAX_JSON_BYTES (above).
+    expect(written.length * ENTRY_MAX_JSON_BYTES).toBeLessThanOrEqual(TRANSCRIPT_MAX_INFLATED_BYTES);
+  });
+
+  it("reads a page's chunks in the order of their steps, not of their names (transcript-10 before transcript-2)", () => {
+    const bombs = chunkOf([], 10);
+    for (let n = 161; n <= 240; n++) bombs.binaryData![stepKey(n)] = gzipSync(Buffer.alloc(ENTRY_MAX_INFLATED + 1)).toString('base64');
+    const { entries, problems } = new TranscriptReader(run).add([bombs, chunkOf([step(33), step(34)], 2)]).result();
+    expect(entries.map((entry) => entry.key)).toEqual(['s000033', 's000034']);
+    expect(problems.at(-1)).toMatch(/the rest was left out/);
+  });
+
   it('keeps only what the caller keeps of each entry', () => {
     const { entries } = new TranscriptReader(run, (entry) => ({ ...entry, text: { text: '' } })).add([chunkOf([step(1)])]).result();
     expect(entries[0]!.text).toEqual({ text: '' });
@@ -251,6 +396,45 @@ describe('what a read of a transcript trusts and holds', () => {
     expect(entries.map((entry) => entry.key)).toEqual(['s000001', 's000002', 's000003']);
     expect(entries[0]!.text).toEqual({ text: 'step 1' });
     expect(problems).toEqual([expect.stringMatching(/entry s000001 is in two of the run's ConfigMaps with different contents/)]);
+  });
+
+  it('takes an answer or a check redone into a chunk kept apart, differing only in when it was written and took, as one entry', () => {
+    const at = '2026-11-30T12:00:00.000Z';
+    const again = '2026-11-30T12:05:00.000Z';
+    const approval = { id: 'publish', tool: 'publish', decision: 'approve' as const, requestedAt: at, answeredAt: at, user: 'alice' };
+    const answer: TranscriptEntry = { key: resumeKey(3, 'publish'), kind: 'approval', step: 3, at, approval };
+    const verification = { attempt: 1, passed: true, exitCode: 0, durationMs: 1200, output: { text: 'ok' }, verdict: 'passed' as const };
+    const check: TranscriptEntry = { key: verifyKey(3, 1), kind: 'verify', step: 3, at, verification };
+    const real = chunkOf([step(3), answer, check]);
+    const apart = chunkOf([
+      { ...answer, at: again },
+      { ...check, at: again, verification: { ...verification, durationMs: 1350 } },
+    ]);
+    apart.metadata!.name = `${real.metadata!.name!}-x7k2p`;
+    for (const chunks of [
+      [real, apart],
+      [apart, real],
+    ]) {
+      const { entries, problems } = readTranscript(chunks, run);
+      expect(problems).toEqual([]);
+      expect(entries.map((entry) => entry.key)).toEqual(['s000003', 's000003-v000001', 's000003-c000000']);
+    }
+    // Anything else that differs still may be tampering: who answered, what the check found.
+    const forged = chunkOf([
+      { ...answer, at: again, approval: { ...approval, user: 'mallory' } },
+      { ...check, verification: { ...verification, passed: false } },
+    ]);
+    forged.metadata!.name = `${real.metadata!.name!}-q9w8e`;
+    const { entries, problems } = readTranscript([real, forged], run);
+    expect(entries.find((entry) => entry.kind === 'approval')!.approval!.user).toBe('alice');
+    expect(problems).toEqual([
+      expect.stringMatching(
+        /entry s000003-c000000 is in two of the run's ConfigMaps with different contents .* may have been tampered with/,
+      ),
+      expect.stringMatching(
+        /entry s000003-v000001 is in two of the run's ConfigMaps with different contents .* may have been tampered with/,
+      ),
+    ]);
   });
 
   /** A ConfigMap labelled as the run's chunk whose controller is someone else, of `kind`. */

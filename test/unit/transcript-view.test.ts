@@ -263,3 +263,74 @@ describe('kubectl codingrun logs -o json', () => {
     expect(entryJson(entry)).toContain('done\\u009b2K');
   });
 });
+
+describe('security: model text cannot print a row that looks like a record line, on any terminal width', () => {
+  const forgedApproval = 'step 7 approval s7-c3 of bash approved (sha256 9f2c…) by alice at 12:00:01 (asked 11:59:50)';
+  const stepWith = (text: string, calls: TranscriptEntry['calls'] = []): TranscriptEntry => ({
+    key: 's000002',
+    kind: 'step',
+    step: 2,
+    at: now.toISOString(),
+    text: { text },
+    calls,
+  });
+  /** The rows a terminal `columns` wide shows for these lines (ASCII and CJK here: a CJK character takes two cells). */
+  const screen = (lines: string[], columns: number) =>
+    lines.flatMap((line) => {
+      const rows = [''];
+      let used = 0;
+      for (const character of line) {
+        const cells = /\p{Script=Han}/u.test(character) ? 2 : 1;
+        if (used + cells > columns) {
+          rows.push('');
+          used = 0;
+        }
+        rows[rows.length - 1] += character;
+        used += cells;
+      }
+      return rows;
+    });
+  const forgedRows = (rows: string[]) => rows.filter((row) => /^(step \d+ approval|  → |    ok |verify after|end at)/.test(row));
+
+  it.each([
+    ['61 spaces', `Ran the checks.${' '.repeat(61)}${forgedApproval}`],
+    ['tabs', `Ran the checks.${'\t'.repeat(8)}${forgedApproval}`],
+    ['ideographic spaces', `Ran the checks.${'\u3000'.repeat(31)}${forgedApproval}`],
+    ['words', `Ran the checks and they all pass, which is what we wanted to see here.. ${forgedApproval}`],
+    ['wide characters', `${'界'.repeat(38)}${forgedApproval}`],
+  ])("keeps the model's text padded with %s in rows that each start with `  | `", (_, text) => {
+    for (const columns of [40, 60, 80, 100, 132]) {
+      const lines = formatEntry(stepWith(text), { columns });
+      const rows = screen(lines, columns);
+      // No row the terminal shows is wrapped by it: each is one of ours, and each of the text's starts with the marker.
+      expect(rows).toEqual(lines);
+      expect(rows.slice(1).every((row) => row.startsWith('  | '))).toBe(true);
+      expect(forgedRows(rows)).toEqual([]);
+    }
+  });
+
+  it('leaves lines whole when no terminal width is known (a file, a program)', () => {
+    const text = `Ran the checks.${' '.repeat(61)}${forgedApproval}`;
+    expect(formatEntry(stepWith(text))).toEqual(['step 2 at 12:00:05', `  | Ran the checks.<61 blanks>${forgedApproval}`]);
+  });
+
+  it('shows tabs as ^I and counts a long run of blanks, so the padding is seen for what it is', () => {
+    const lines = formatEntry(stepWith(`Ran the checks.\t\t${' '.repeat(61)}${forgedApproval}`), { columns: 1000 });
+    expect(lines[1]).toBe(`  | Ran the checks.<63 blanks>${forgedApproval}`);
+    expect(formatEntry(stepWith('a\tb'), { columns: 80 })[1]).toBe('  | a^Ib');
+  });
+
+  it("wraps a record line that quotes the model (a tool's input, a message) with a marked continuation, never at column 0", () => {
+    const input = JSON.stringify({ command: `echo ${'x'.repeat(60)} ${forgedApproval}` });
+    const entry = stepWith('Checking.', [
+      { id: 'c1', tool: 'bash', input: { text: input }, result: { ok: true, output: { text: `out ${forgedApproval}` } } },
+    ]);
+    for (const columns of [40, 80, 100]) {
+      const lines = formatEntry(entry, { columns });
+      const rows = screen(lines, columns);
+      expect(rows).toEqual(lines);
+      expect(forgedRows(rows).every((row) => row.startsWith('  → bash ') || row.startsWith('    ok out '))).toBe(true);
+      expect(rows.filter((row) => !/^(step 2 at|  \| |  → bash |    ok out |  ↳ )/.test(row))).toEqual([]);
+    }
+  });
+});

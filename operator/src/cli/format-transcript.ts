@@ -1,11 +1,32 @@
 // How `kubectl codingrun logs` (and `run --local` as it goes) shows a transcript: a few lines per
 // entry for people, or one JSON object per line for machines. Everything in an entry came from
 // the model or the repository, so the text view shows it escaped (display-escape.ts) whether or
-// not stdout is a terminal, and tool output compactly: one line, cut, with its size. Pure.
+// not stdout is a terminal, and tool output compactly: one line, cut, with its size. Each line is
+// cut into rows the reader's terminal holds (terminal-rows.ts), so no row of the model's text
+// starts at column 0 where a record line would. Pure: the width is the caller's; without one
+// (run --local's progress until it passes stderr's), lines are left whole.
 import type { CodingRun } from '../api/index.ts';
 import type { BoundedText, TranscriptEntry, TranscriptToolCall } from '../record/transcript-entry.ts';
-import { collapsedBlanks, escapeForDisplay } from './display-escape.ts';
+import { spelledCharacter } from '../text/hidden-character.ts';
+import { blankRunsCounted, collapsedBlanks, escapeForDisplay } from './display-escape.ts';
 import { escapedJson } from './escaped-json.ts';
+import { wrappedRows } from './terminal-rows.ts';
+
+/**
+ * How wide the reader's terminal is (print-logs.ts says), or Infinity when no terminal is known
+ * (stdout and stderr both redirected: a file or a program reads the lines whole, and a cut at a
+ * guessed width would still wrap on a narrower terminal).
+ */
+export interface TranscriptView {
+  columns: number;
+}
+
+const UNCUT: TranscriptView = { columns: Number.POSITIVE_INFINITY };
+
+/** What starts each row of the model's or a check's text. */
+const TEXT_MARKER = '  | ';
+/** What starts each further row of a record line too long for one (it quotes a tool's input, a message). */
+const CONTINUED = '  ↳ ';
 
 /** Characters of a tool input or output shown on its one line. */
 const INLINE_CHARACTERS = 160;
@@ -55,16 +76,36 @@ function callLines(call: TranscriptToolCall): string[] {
   return lines;
 }
 
+/**
+ * Prose, shown line by line after TEXT_MARKER. A tab is shown as ^I, and a long run of blanks
+ * counted as approve counts them (`<61 blanks>`): a terminal draws both as blank space, and a
+ * tab as up to eight cells no width count can know. Counted before escaping, which would turn
+ * U+3164 into text. Rows are cut by wrappedRows, not here.
+ */
 function textLines(field: BoundedText): string[] {
-  const lines = escapeForDisplay(field.text.trimEnd(), 'lines').text.split('\n');
-  const shown = lines.slice(0, TEXT_LINES).map((line) => `  | ${line}`);
-  if (lines.length > TEXT_LINES) shown.push(`  | … ${lines.length - TEXT_LINES} more lines (-o json has them)`);
-  if (field.cutFrom !== undefined) shown.push(`  | …${cutNote(field)}`);
+  const counted = blankRunsCounted(field.text.trimEnd()).text;
+  const lines = escapeForDisplay(counted, 'lines')
+    .text.split(/\r?\n/)
+    .map((line) => line.replaceAll('\t', spelledCharacter('\t')));
+  const shown = lines.slice(0, TEXT_LINES).map((line) => `${TEXT_MARKER}${line}`);
+  if (lines.length > TEXT_LINES) shown.push(`${TEXT_MARKER}… ${lines.length - TEXT_LINES} more lines (-o json has them)`);
+  if (field.cutFrom !== undefined) shown.push(`${TEXT_MARKER}…${cutNote(field)}`);
   return shown;
 }
 
-/** The lines a person reads for one entry. */
-export function formatEntry(entry: TranscriptEntry): string[] {
+/**
+ * Lines as the rows a terminal `columns` wide shows unwrapped: the model's text goes on after
+ * TEXT_MARKER, a record line after CONTINUED, which no record line starts with.
+ */
+const rows = (lines: string[], view: TranscriptView): string[] =>
+  lines.flatMap((line) => wrappedRows(line, view.columns, line.startsWith(TEXT_MARKER) ? TEXT_MARKER : CONTINUED));
+
+/** The rows a person reads for one entry, none wider than the view's terminal. */
+export function formatEntry(entry: TranscriptEntry, view: TranscriptView = UNCUT): string[] {
+  return rows(entryLines(entry), view);
+}
+
+function entryLines(entry: TranscriptEntry): string[] {
   switch (entry.kind) {
     case 'step': {
       const lines = [`step ${entry.step} at ${clock(entry.startedAt ?? entry.at)}${seconds(entry.durationMs)}${tokens(entry)}`];
@@ -122,6 +163,9 @@ export function outcomeLine(run: CodingRun): string {
   const totals = `${status.steps ?? 0} steps, ${status.toolCalls ?? 0} tool calls, ${status.usage?.totalTokens ?? 0} tokens`;
   return `codingrun/${run.metadata.name} ${status.phase ?? 'Pending'}${reason}: ${inline(status.message ?? '', 400)} [${totals}]`;
 }
+
+/** outcomeLine as rows: the message can quote the model. */
+export const outcomeRows = (run: CodingRun, view: TranscriptView = UNCUT): string[] => rows([outcomeLine(run)], view);
 
 /** The same as JSON lines: each entry as stored, then `{"kind":"outcome",...}`; no raw control or bidi character. */
 export const entryJson = (entry: TranscriptEntry): string => escapedJson(entry);

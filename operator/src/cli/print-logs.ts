@@ -8,14 +8,33 @@ import type { TranscriptEntry } from '../record/transcript-entry.ts';
 import { quotedInline } from './display-escape.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
 import type { CliOutput } from './execute-command.ts';
-import { entryJson, formatEntry, outcomeJson, outcomeLine } from './format-transcript.ts';
+import { entryJson, formatEntry, outcomeJson, outcomeRows, type TranscriptView } from './format-transcript.ts';
 import type { Command } from './parse-arguments.ts';
 import type { RunClient } from './run-client.ts';
+import { wrappedRows } from './terminal-rows.ts';
 
 type LogsCommand = Extract<Command, { command: 'logs' }>;
 
 /** A problem's length on stderr: it quotes a chunk's keys, owners and contents, which anyone who may edit ConfigMaps wrote. */
 const PROBLEM_CHARACTERS = 400;
+
+/** What a stream says of itself: process.stdout and process.stderr. */
+interface Stream {
+  isTTY?: boolean;
+  columns?: number;
+}
+
+/**
+ * How wide the terminal is that will show `logs`: stdout's when it is one, else stderr's:
+ * `logs | less` and `logs | grep x` end on the terminal stderr is still on, and `less` wraps a
+ * long line at column 0 as the terminal does. With neither a terminal, Infinity (lines left
+ * whole): a file or a program reads them, and a cut at a guessed width (80, 100) would still
+ * wrap to column 0 on any narrower terminal, so it would promise what it cannot keep.
+ */
+export function readerColumns(stdout: Stream, stderr: Stream): number {
+  for (const stream of [stdout, stderr]) if (stream.isTTY && stream.columns) return stream.columns;
+  return Number.POSITIVE_INFINITY;
+}
 
 /** Prints entries once each, in key order, as chunks come; problems (unreadable entries, foreign chunks) once each on stderr. */
 class TranscriptPrinter {
@@ -29,6 +48,7 @@ class TranscriptPrinter {
     private readonly io: CliOutput,
     private readonly command: LogsCommand,
     run: CodingRun,
+    private readonly view: TranscriptView,
   ) {
     this.reader = new TranscriptReader(run);
   }
@@ -43,8 +63,9 @@ class TranscriptPrinter {
     for (const problem of problems) {
       if (this.warned.has(problem)) continue;
       this.warned.add(problem);
-      // One line each: a newline in an ownerReference's uid printed lines of its writer's choosing.
-      this.io.err(`warning: ${quotedInline(problem, PROBLEM_CHARACTERS)}`);
+      // One line each: a newline in an ownerReference's uid printed lines of its writer's choosing;
+      // cut into rows as the record is, so its 400 characters cannot wrap to column 0 either.
+      for (const row of wrappedRows(`warning: ${quotedInline(problem, PROBLEM_CHARACTERS)}`, this.view.columns, '  ↳ ')) this.io.err(row);
     }
     for (const entry of entries) {
       if (this.printed.has(entry.key)) continue;
@@ -57,19 +78,27 @@ class TranscriptPrinter {
   private print(entry: TranscriptEntry): void {
     this.count += 1;
     if (this.command.output === 'json') this.io.out(entryJson(entry));
-    else for (const line of formatEntry(entry)) this.io.out(line);
+    else for (const row of formatEntry(entry, this.view)) this.io.out(row);
   }
 
   outcome(run: CodingRun): void {
-    this.io.out(this.command.output === 'json' ? outcomeJson(run) : outcomeLine(run));
+    if (this.command.output === 'json') this.io.out(outcomeJson(run));
+    else for (const row of outcomeRows(run, this.view)) this.io.out(row);
   }
 }
 
-export async function printLogs(client: RunClient, io: CliOutput, namespace: string, command: LogsCommand): Promise<number> {
+/** `columns`: the reader's terminal width; CliOutput does not carry it, so it is read here unless a test gives it. */
+export async function printLogs(
+  client: RunClient,
+  io: CliOutput,
+  namespace: string,
+  command: LogsCommand,
+  columns: number = readerColumns(process.stdout, process.stderr),
+): Promise<number> {
   let run = await client.getRun(namespace, command.name);
   if (!run) throw new RunNotFoundError(namespace, command.name);
   const uid = run.metadata.uid;
-  const printer = new TranscriptPrinter(io, command, run);
+  const printer = new TranscriptPrinter(io, command, run, { columns });
   /** Lists the chunks page by page until the reader is full, prints them, and returns the version to watch from. */
   const listed = async () => {
     const list = await client.listTranscript(namespace, uid, (page) => (printer.add(page) ? 'enough' : 'more'));

@@ -19,6 +19,8 @@ import {
   type TranscriptEntry,
 } from './transcript-entry.ts';
 import { parseTranscriptEntry } from './transcript-entry-schema.ts';
+import { compareEntryKeys } from './transcript-entry-order.ts';
+import { redoneEntryDigest } from './redone-entry.ts';
 
 /** Label on a transcript chunk, so the plugin lists a run's chunks (and nothing else of it). */
 export const RECORD_LABEL = `${GROUP}/record`;
@@ -32,7 +34,15 @@ export const STEPS_PER_CHUNK = 16;
 /** A compressed entry's bound; encodeEntry cuts its fields further until it fits. */
 export const ENTRY_MAX_BYTES = 16 * 1024;
 /** What the reader inflates per entry at most: a hand-written chunk cannot make it allocate more. */
-const ENTRY_MAX_INFLATED = 1024 * 1024;
+export const ENTRY_MAX_INFLATED = 1024 * 1024;
+/**
+ * An entry's JSON bound (what a reader inflates it to); encodeEntry cuts its fields until it
+ * fits as it does for ENTRY_MAX_BYTES. Repetitive text compresses well: with only the compressed
+ * bound a step inflated to about 280 KB, and 241 of them filled TRANSCRIPT_MAX_INFLATED_BYTES.
+ * A writer's whole transcript is at most about 1 015 entries (500 steps, 500 answers, two cuts,
+ * 11 checks, a publish answer, an end), and 1 024 of 64 KiB fit the reader's 64 MiB.
+ */
+export const ENTRY_MAX_JSON_BYTES = 64 * 1024;
 /** The wire version inside each entry's JSON. */
 const WIRE_VERSION = 1;
 
@@ -43,19 +53,29 @@ export const chunkIndexOf = (step: number) => Math.floor(Math.max(0, step - 1) /
 export const opensChunk = (entry: Pick<TranscriptEntry, 'kind' | 'step'>) =>
   entry.kind === 'step' && (entry.step - 1) % STEPS_PER_CHUNK === 0;
 
-/** The entry's bytes under its key: gzip of its JSON, its fields cut until it is at most ENTRY_MAX_BYTES. */
-export function encodeEntry(entry: TranscriptEntry, maxBytes = ENTRY_MAX_BYTES): { key: string; value: Buffer } {
+/**
+ * The entry's bytes under its key: gzip of its JSON, its fields cut until the JSON is at most
+ * ENTRY_MAX_JSON_BYTES and its gzip at most ENTRY_MAX_BYTES.
+ */
+export function encodeEntry(
+  entry: TranscriptEntry,
+  maxBytes = ENTRY_MAX_BYTES,
+  maxJsonBytes = ENTRY_MAX_JSON_BYTES,
+): { key: string; value: Buffer } {
   if (!ENTRY_KEY_PATTERN.test(entry.key))
     throw new Error(`transcript key "${entry.key}" is not of the form s000042[-c000007|-v000001|-end|-cut]`);
   let bounds: EntryBounds = DEFAULT_BOUNDS;
   for (let attempt = 0; ; attempt++) {
-    const value = gzipSync(JSON.stringify({ v: WIRE_VERSION, ...boundEntry(entry, bounds) }));
-    if (value.length <= maxBytes) return { key: entry.key, value };
-    // Incompressible text (random bytes, base64) needs smaller fields; after eight halvings
-    // the fields are a few bytes each and only a step with thousands of calls is still over.
+    const json = JSON.stringify({ v: WIRE_VERSION, ...boundEntry(entry, bounds) });
+    // Measured before compressing: an entry over its JSON bound is not worth the gzip.
+    const value = Buffer.byteLength(json, 'utf8') <= maxJsonBytes ? gzipSync(json) : undefined;
+    if (value && value.length <= maxBytes) return { key: entry.key, value };
+    // Incompressible text (random bytes, base64) needs smaller fields, and so does a step of many
+    // calls; after eight halvings the fields are a few bytes each and only a step with thousands
+    // of calls is still over.
     if (attempt === 8) {
       const { calls, ...rest } = entry;
-      const note = `${calls?.length ?? 0} tool calls left out: the step's record exceeded ${maxBytes} bytes compressed`;
+      const note = `${calls?.length ?? 0} tool calls left out: the step's record exceeded ${maxBytes} bytes compressed or ${maxJsonBytes} bytes of JSON`;
       return { key: entry.key, value: gzipSync(JSON.stringify({ v: WIRE_VERSION, ...boundEntry(rest, bounds), message: note })) };
     }
     bounds = {
@@ -90,9 +110,12 @@ function decodeMeasured(key: string, base64: string): { decoded: TranscriptEntry
       inflated,
     };
   } catch (error) {
-    // Refused at the inflate bound (or not gzip): what it would have inflated to is at least its own size.
+    // Refused at the inflate bound, cut short, or not gzip: gunzipSync does not say how much it
+    // inflated first, and a refused bomb of 1 KiB costs a megabyte of inflating. Counted at its
+    // size on the wire, 10 000 of them were 10 GiB inflated in one read; counted at the bound,
+    // the reader's 64 MiB bounds the work as well as what is kept.
     const problem = `entry ${key} cannot be read: ${shortField(error instanceof Error ? error.message : error, 400)}`;
-    return { decoded: { problem }, inflated: Math.max(inflated, base64.length) };
+    return { decoded: { problem }, inflated: Math.max(inflated, ENTRY_MAX_INFLATED) };
   }
 }
 
@@ -149,10 +172,11 @@ export interface Transcript {
 
 /**
  * What one read inflates and decodes at most. A writer's transcript is at most
- * MAX_RECORDED_STEPS steps and MAX_RECORDED_APPROVALS answers to approvals of ENTRY_MAX_BYTES
- * compressed each (16 MiB; a typical step is 1–3 KiB); a hand-made chunk of 1 MiB held 670 entries that each inflated to 1 MiB, and two of
- * them took a reader's heap to 1.2 GiB. The operator's eval grading reads transcripts too,
- * inside a 160 MiB heap.
+ * MAX_RECORDED_STEPS steps and MAX_RECORDED_APPROVALS answers to approvals, with a few checks,
+ * cuts and an end, of ENTRY_MAX_JSON_BYTES inflated each: about 63.5 MiB, so a writer's
+ * transcript is read whole (a typical step is 1–3 KiB compressed). A hand-made chunk of 1 MiB
+ * held 670 entries that each inflated to 1 MiB, and two of them took a reader's heap to 1.2 GiB.
+ * The operator's eval grading reads transcripts too, inside a 160 MiB heap.
  */
 export const TRANSCRIPT_MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 export const TRANSCRIPT_MAX_ENTRIES = 10_000;
@@ -178,35 +202,50 @@ const LAST_CHUNK_INDEX = chunkIndexOf(MAX_RECORDED_STEPS + 1);
 /** The API server cuts a generateName prefix to this length before it adds 5 characters. */
 const GENERATED_PREFIX_LENGTH = 58;
 
-/** The names a writer gives the run's chunks: the derived ones, and those it keeps apart (transcript-writer.ts, generateName). */
-function chunkNames(run: RunIdentity): { derived: Set<string>; apart: Set<string> } {
-  const derived = new Set<string>();
-  const apart = new Set<string>();
+/**
+ * The names a writer gives the run's chunks, each to its chunk index: the derived ones, and the
+ * generateName prefixes of those it keeps apart (transcript-writer.ts).
+ */
+function chunkNames(run: RunIdentity): { derived: Map<string, number>; apart: Map<string, number> } {
+  const derived = new Map<string, number>();
+  const apart = new Map<string, number>();
   for (let index = 0; index <= LAST_CHUNK_INDEX; index++) {
     const name = transcriptConfigMapName(run, index);
-    derived.add(name);
-    apart.add(`${name}-`.slice(0, GENERATED_PREFIX_LENGTH));
+    derived.set(name, index);
+    // A name cut to the prefix length may be shared by several indexes: the first one holds it.
+    const prefix = `${name}-`.slice(0, GENERATED_PREFIX_LENGTH);
+    if (!apart.has(prefix)) apart.set(prefix, index);
   }
   return { derived, apart };
 }
 
-const isGeneratedFrom = (name: string, prefixes: ReadonlySet<string>) =>
+const isGeneratedFrom = (name: string, prefixes: ReadonlyMap<string, number>) =>
   /^[a-z0-9]{5}$/.test(name.slice(-5)) && prefixes.has(name.slice(0, -5));
 
 /**
  * Reads a run's transcript from its chunks as they come (a list, pages of one, a watch's
- * events), in key order. Only chunks the run owns under a name its writer gives count (anyone
- * who may create ConfigMaps in the namespace can label one like a chunk and name the run as
- * its controller: a name is checked as well, but neither proves who wrote it, docs/transcript.md).
+ * events), in the order of compareEntryKeys. Only chunks the run owns under a name its writer
+ * gives count (anyone who may create ConfigMaps in the namespace can label one like a chunk and
+ * name the run as its controller: a name is checked as well, but neither proves who wrote it,
+ * docs/transcript.md).
  * A key found twice is read once; found twice with different contents, it is a problem, since
- * the writer never does that: someone wrote a chunk beside the run's. Bounded: past
+ * the writer never does that (short of a redone entry kept apart, which differs only in when it
+ * was written and took: redone-entry.ts): someone wrote a chunk beside the run's. Bounded: past
  * TRANSCRIPT_MAX_INFLATED_BYTES, TRANSCRIPT_MAX_ENTRIES or TRANSCRIPT_MAX_IGNORED_CHUNKS the rest
  * is left out and said to be; past IGNORED_CHUNKS_LISTED and PROBLEMS_LISTED problems are
  * counted, not listed, so what the problems hold stays small whatever the namespace holds.
  * `keep` makes what is kept of each entry smaller (the eval's grading keeps only the calls).
  */
 export class TranscriptReader {
-  private readonly byKey = new Map<string, { entry: TranscriptEntry; digest: string; chunk: string }>();
+  /**
+   * The entry read under each key: its bytes' digest, the digest that tells it redone
+   * (redone-entry.ts), its chunk, and the digests of other bytes under the key already judged
+   * against it (a watch sends their chunk again, and each judgement costs a decode).
+   */
+  private readonly byKey = new Map<
+    string,
+    { entry: TranscriptEntry; digest: string; redone: string; chunk: string; judged: Set<string> }
+  >();
   private readonly problems = new Set<string>();
   /**
    * Problems past PROBLEMS_LISTED, by digest: each counted once, however often it is met again
@@ -216,7 +255,7 @@ export class TranscriptReader {
   private readonly unlisted = new Set<string>();
   /** The ignored ConfigMaps by name (a watch sends the same one again), the first IGNORED_CHUNKS_LISTED with why. */
   private readonly ignored = new Map<string, string>();
-  private readonly names: { derived: Set<string>; apart: Set<string> };
+  private readonly names: { derived: Map<string, number>; apart: Map<string, number> };
   private inflated = 0;
   private decoded = 0;
   /** An entry of the run's came after the entries or bytes bound was reached: it was left out. */
@@ -239,8 +278,21 @@ export class TranscriptReader {
   }
 
   add(chunks: readonly TranscriptChunk[]): this {
-    for (const chunk of chunks) this.addChunk(chunk);
+    // The API server lists by name (…-transcript-0, -1, -10, -11, …, -2): read the run's own
+    // chunks first and by step, so when a bound stops the read, what is left out comes last.
+    const ordered = chunks
+      .map((chunk, position) => ({ chunk, position, order: this.chunkOrder(chunk.metadata?.name ?? '') }))
+      .sort((a, b) => a.order - b.order || a.position - b.position);
+    for (const { chunk } of ordered) this.addChunk(chunk);
     return this;
+  }
+
+  /** Where a chunk is read in a page: by its index, one kept apart after its derived one; other names last. */
+  private chunkOrder(name: string): number {
+    const derived = this.names.derived.get(name);
+    if (derived !== undefined) return derived * 2;
+    const apart = isGeneratedFrom(name, this.names.apart) ? this.names.apart.get(name.slice(0, -5)) : undefined;
+    return apart !== undefined ? apart * 2 + 1 : Number.MAX_SAFE_INTEGER;
   }
 
   private addChunk(chunk: TranscriptChunk): void {
@@ -257,25 +309,45 @@ export class TranscriptReader {
       if (!ENTRY_KEY_PATTERN.test(key)) continue;
       const digest = createHash('sha256').update(value).digest('hex');
       const seen = this.byKey.get(key);
-      if (seen?.digest === digest) continue;
+      if (seen?.digest === digest || seen?.judged.has(digest)) continue;
       // The same chunk again with a new value under a key (a watch's next event after a redone
       // step's entry replaced the first): the newer one counts.
       if (seen && seen.chunk !== name) {
-        this.problem(
-          `entry ${key} is in two of the run's ConfigMaps with different contents (${seen.chunk} and ${name}): the first read is shown, and the record may have been tampered with`,
-        );
+        this.compare(key, value, digest, seen, name);
         continue;
       }
       if (this.full) {
         this.leftOut = true;
         return;
       }
-      this.decoded += 1;
-      const { decoded, inflated } = decodeMeasured(key, value);
-      this.inflated += inflated;
+      const decoded = this.decode(key, value);
       if ('problem' in decoded) this.problem(decoded.problem);
-      else this.byKey.set(key, { entry: this.keep(decoded), digest, chunk: name });
+      else this.byKey.set(key, { entry: this.keep(decoded), digest, redone: redoneEntryDigest(decoded), chunk: name, judged: new Set() });
     }
+  }
+
+  /** decodeMeasured, counted toward the bounds. */
+  private decode(key: string, value: string): TranscriptEntry | { problem: string } {
+    this.decoded += 1;
+    const { decoded, inflated } = decodeMeasured(key, value);
+    this.inflated += inflated;
+    return decoded;
+  }
+
+  /**
+   * A key met again in another of the run's chunks with other bytes: the same entry redone
+   * (kept apart by its writer) is read once, anything else is a problem. Past a bound it is not
+   * decoded, and is a problem: that it differs is all the reader knows.
+   */
+  private compare(key: string, value: string, digest: string, seen: { redone: string; chunk: string; judged: Set<string> }, name: string) {
+    if (!this.full) {
+      seen.judged.add(digest);
+      const redone = this.decode(key, value);
+      if (!('problem' in redone) && redoneEntryDigest(redone) === seen.redone) return;
+    }
+    this.problem(
+      `entry ${key} is in two of the run's ConfigMaps with different contents (${seen.chunk} and ${name}): the first read is shown, and the record may have been tampered with`,
+    );
   }
 
   /** A ConfigMap labelled as a chunk that is not the run's: named once, with why while few are; counted toward the bound. */
@@ -293,7 +365,7 @@ export class TranscriptReader {
   }
 
   result(): Transcript {
-    const entries = [...this.byKey.values()].map(({ entry }) => entry).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const entries = [...this.byKey.values()].map(({ entry }) => entry).sort((a, b) => compareEntryKeys(a.key, b.key));
     const ignored = [...this.ignored.values()].filter((problem) => problem !== '');
     const more = this.ignored.size - ignored.length;
     return {
@@ -323,7 +395,7 @@ export class TranscriptReader {
   }
 }
 
-/** The run's transcript from its chunks, in key order (TranscriptReader, read at once). */
+/** The run's transcript from its chunks, in the order of compareEntryKeys (TranscriptReader, read at once). */
 export function readTranscript(chunks: readonly TranscriptChunk[], run: RunIdentity): Transcript {
   return new TranscriptReader(run).add(chunks).result();
 }

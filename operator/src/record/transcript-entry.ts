@@ -1,8 +1,8 @@
 // One entry of a run's transcript (the run record, issue #13): what a step did, an approval's
 // answer, or how the run ended. Entries are built from what the workers already hold and cut
 // to fixed bounds here, each cut marked with the size of the whole, so a hostile model cannot
-// make the record large: a step's entry is at most ENTRY_MAX_BYTES compressed
-// (transcript-chunks.ts). Pure.
+// make the record large: a step's entry is at most ENTRY_MAX_BYTES compressed and
+// ENTRY_MAX_JSON_BYTES inflated (transcript-chunks.ts). Pure.
 import type { TokenUsage } from '../agent/usage-accounting.ts';
 
 /** A field cut to its bound keeps its first part and says how large the whole was. */
@@ -119,8 +119,8 @@ export const cutKey = (step: number) => `${stepKey(step)}-cut`;
 /**
  * The keys an entry may have: a ConfigMap's binaryData keys must match [-._a-zA-Z0-9]+. Steps
  * (maxSteps is at most 1000) and verifications take six digits, a call number six to sixteen
- * (the integers a JavaScript number holds exactly). Keys sort as text, so only the approvals of
- * one step on both sides of the run's millionth call would be shown out of turn.
+ * (the integers a JavaScript number holds exactly). Readers order entries by these keys' numbers,
+ * not their text (transcript-entry-order.ts).
  */
 export const ENTRY_KEY_PATTERN = /^s\d{6}(?:-c\d{6,16}|-v\d{6}|-end|-cut)?$/;
 
