@@ -9,7 +9,9 @@
 // job after its shell exited, and so is a process that left the group (`setsid server &`) but
 // holds the job's output.log open for writing (file-writers.ts finds it by the open file); both
 // are capped by the watchdog and stopped by bash_kill. Once the watchdog wrote `group-ended` the job's pid is free for any new
-// process (bash-script.ts says why), so nothing here signals the group after that; a writer of
+// process (bash-script.ts says why), so nothing here signals the group after that, nor once
+// neither the job's wrapper nor its watchdog is the process recorded at its start
+// (job-group-identity.ts): the group may have ended unseen and its id be another's. A writer of
 // the log is signalled by its pid right after a scan found it.
 import { spawn } from 'node:child_process';
 import { access, constants, type FileHandle, mkdir, open, readdir, truncate, writeFile } from 'node:fs/promises';
@@ -23,7 +25,9 @@ import { openToRead, readSmallFile } from './bounded-read.ts';
 import { bashStateFile, completeUtf8Length, newLogId } from './bash-session.ts';
 import { safeDirectoryEnvironment } from './child-process.ts';
 import { filesOpenForWriting, regularFileAt, sameFile, signalProcesses, type WriterScope, writersOf } from './file-writers.ts';
+import { isJobsGroup, observeJobGroup, parseRecordedProcess } from './job-group-identity.ts';
 import { groupExists, groupHasLiveProcess, signalGroup } from './process-group.ts';
+import { startTicksOf } from './process-table.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
@@ -64,10 +68,15 @@ export async function startBackgroundJob(context: ToolboxContext, shell: string,
       env: { ...process.env, ...safeDirectoryEnvironment(context.realRoot), CHAMVI_WORKSPACE: context.realRoot },
     },
   );
+  // Read at once, before anything can reap the wrapper: its pid names the job's group only while
+  // the process there started then (job-group-identity.ts).
+  const leaderStart = child.pid === undefined ? undefined : startTicksOf(child.pid);
   await new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
     child.once('error', reject);
   });
+  // Before `pid`: a job with a pid is never read without its start.
+  if (leaderStart !== undefined) await writeFile(path.join(directory, 'pid-start'), String(leaderStart));
   await writeFile(path.join(directory, 'pid'), String(child.pid));
   child.unref();
   return { job, status: 'running', outputLog };
@@ -211,11 +220,11 @@ export async function stopAllJobs(context: ToolboxContext): Promise<number> {
   const deadline = Date.now() + STOPPED_GROUPS_WAIT_MS;
   for (const directory of directories) {
     if (await groupMarkedEnded(directory)) continue;
-    const pid = await jobPid(directory);
-    if (pid === undefined) continue;
+    if ((await jobPid(directory)) === undefined) continue;
     // Killed processes stay zombies, and keep the id, until they are reaped (tini reaps at once).
-    while (groupExists(pid) && Date.now() < deadline) await delay(20);
-    if (!groupExists(pid)) await markJob(directory, GROUP_ENDED);
+    // A group that may no longer be the job's is marked too: nothing signals it either way.
+    while ((await jobGroupMayBeSignalled(directory)) && Date.now() < deadline) await delay(20);
+    if (!(await jobGroupMayBeSignalled(directory))) await markJob(directory, GROUP_ENDED);
   }
   return stopped;
 }
@@ -291,7 +300,7 @@ async function jobState(directory: string): Promise<JobState> {
   if (killed) return { status: 'killed', exitCode: null, outputCapped: capped };
   if (exitText !== undefined) return { status: 'exited', exitCode: Number(exitText.toString('utf8').trim()), outputCapped: capped };
   if (capped) return { status: 'killed', exitCode: null, outputCapped: true };
-  if (!groupEnded && groupExists(await jobPid(directory))) return { status: 'running', outputCapped: false };
+  if (!groupEnded && (await jobGroupMayBeSignalled(directory))) return { status: 'running', outputCapped: false };
   // No exit record and no process: the sandbox restarted, or the wrapper was killed from outside.
   return { status: 'lost', outputCapped: false };
 }
@@ -299,12 +308,29 @@ async function jobState(directory: string): Promise<JobState> {
 /**
  * Whether the job's group may still have a process to signal: any process, a zombie included,
  * has its id (kill -0). Not asked of /proc: a scan can miss a job that forks its successor and
- * exits (a relay). A group id held by any process cannot be reused, so it is still the job's.
- * Never after the watchdog saw the group end: a process of someone else may have the job's pid as
- * its group id by now.
+ * exits (a relay). Never after the watchdog saw the group end, nor when the group may have ended
+ * unseen (jobOwnsGroup): a process of someone else may have the job's pid as its group id by now.
  */
 async function jobGroupMayBeSignalled(directory: string): Promise<boolean> {
-  return !(await groupMarkedEnded(directory)) && groupExists(await jobPid(directory));
+  const pid = await jobPid(directory);
+  return !(await groupMarkedEnded(directory)) && groupExists(pid) && (await jobOwnsGroup(directory, pid));
+}
+
+/** Whether the job's pid still names its group: its wrapper or its watchdog is still the process recorded (job-group-identity.ts). */
+async function jobOwnsGroup(directory: string, pid: number | undefined): Promise<boolean> {
+  if (pid === undefined) return false;
+  const [leaderStart, watchdog] = await Promise.all([
+    readSmallFile(path.join(directory, 'pid-start'), JOB_FILE_MAX_BYTES),
+    readSmallFile(path.join(directory, 'watchdog'), JOB_FILE_MAX_BYTES),
+  ]);
+  const leaderStartTicks = Number(leaderStart?.toString('utf8').trim() || Number.NaN);
+  return isJobsGroup(
+    observeJobGroup(
+      pid,
+      Number.isSafeInteger(leaderStartTicks) ? leaderStartTicks : undefined,
+      parseRecordedProcess(watchdog?.toString('utf8')),
+    ),
+  );
 }
 
 /**
@@ -312,7 +338,7 @@ async function jobGroupMayBeSignalled(directory: string): Promise<boolean> {
  * cannot write), or any process that holds the log open for writing.
  */
 async function jobMayWrite(directory: string, scope: WriterScope = {}): Promise<boolean> {
-  if (!(await groupMarkedEnded(directory)) && (await groupHasLiveProcess(await jobPid(directory)))) return true;
+  if ((await jobGroupMayBeSignalled(directory)) && (await groupHasLiveProcess(await jobPid(directory)))) return true;
   return (await jobLogWriters(directory, scope)).length > 0;
 }
 

@@ -100,6 +100,22 @@ __chamvi_log_writers() {
 }
 `;
 
+// Records a process as `PID START` in a file (`__chamvi_record_process PID FILE`), START being when
+// it started (field 22 of /proc/PID/stat, clock ticks since boot): a pid names the same process
+// only while the process with that pid has that start time (job-group-identity.ts). The wrapper
+// records its watchdog so: while the watchdog lives, in the job's session, the job's pid cannot be
+// reused. The command name may hold spaces, so the fields are taken after its last `) `. Builtins
+// only. Not String.raw: \${ is bash's here.
+export const BASH_RECORD_PROCESS = `
+__chamvi_record_process() {
+  local __chamvi_line=
+  read -r -d '' __chamvi_line < "/proc/$1/stat"
+  [ -n "$__chamvi_line" ] || return 1
+  set -- "$1" "$2" \${__chamvi_line##*) }
+  [ -n "\${22}" ] && echo "$1 \${22}" > "$2"
+}
+`;
+
 /**
  * Polls (0.2 s apart) of the watchdog that must in a row see only zombies in the job's group
  * before it takes the group as ended: about 5 s, far longer than a relay is missed by chance.
@@ -122,7 +138,10 @@ export const NO_WRITER_POLLS = 5;
 // or only zombies were seen for ZOMBIE_ONLY_POLLS polls in a row (under a PID 1 that does not
 // reap, they stay), it writes `group-ended`. Until then the job's pid cannot be reused: it is the
 // watchdog's session id (the wrapper started the session). After `group-ended` it may be, so
-// nothing signals the group then. A process that left the group (`setsid`, `set -m`) but writes
+// nothing signals the group then. Nor once the group may have ended unseen (the watchdog killed,
+// `kill -9 -1`): the wrapper records the watchdog's pid and start time in `watchdog`, the toolbox
+// the wrapper's start time in `pid-start`, and the group is signalled only while one of them is
+// still the process it recorded (job-group-identity.ts). A process that left the group (`setsid`, `set -m`) but writes
 // the job's log is still the job's: at the cap the watchdog kills every writer of the log, by
 // pid right after finding it. After `group-ended` it goes on watching while the log grows, and
 // exits once its size stayed the same for NO_WRITER_POLLS polls in a row, whatever still holds it
@@ -139,6 +158,7 @@ shift 3
 __chamvi_group=$$
 ${BASH_GROUP_LIVES}
 ${BASH_LOG_WRITERS}
+${BASH_RECORD_PROCESS}
 set -m
 (
   __chamvi_log=$__chamvi_dir/output.log
@@ -177,6 +197,7 @@ set -m
     sleep 0.2
   done
 ) < /dev/null > /dev/null 2>&1 &
+__chamvi_record_process "$!" "$__chamvi_dir/watchdog" 2>/dev/null
 set +m
 bash -c "$__chamvi_prelude" chamvi-job "$@" > "$__chamvi_dir/output.log" 2>&1 < /dev/null &
 wait "$!"

@@ -54,7 +54,7 @@ export function streamRecords(command: string, args: string[], options: StreamRe
       detached: options.processGroup ?? false,
     });
     const untrack = options.processGroup && child.pid !== undefined ? trackForegroundGroup(child.pid) : () => undefined;
-    const kill = () => {
+    const signalChild = () => {
       if (options.processGroup && child.pid !== undefined) {
         try {
           process.kill(-child.pid, 'SIGKILL');
@@ -64,6 +64,19 @@ export function streamRecords(command: string, args: string[], options: StreamRe
         }
       }
       child.kill('SIGKILL');
+    };
+    // 'close' waits for EOF on stdout and stderr, and a process the child started (a git hook's,
+    // which inherits git's stderr) may hold them open long after the child is gone: once the
+    // child is killed nothing more is read, so the pipes are closed here and the call settles on
+    // the child's exit (or at once, if it exited already).
+    let exited: { code: number | null } | undefined;
+    let killed = false;
+    const kill = () => {
+      signalChild();
+      killed = true;
+      child.stdout.destroy();
+      child.stderr.destroy();
+      if (exited) settle(exited.code);
     };
     // A child that exits without reading all of its input must not fail the call (EPIPE).
     child.stdin.on('error', () => undefined);
@@ -121,16 +134,26 @@ export function streamRecords(command: string, args: string[], options: StreamRe
     child.stderr.on('data', (chunk: Buffer) => {
       if (stderr.length < STDERR_KEEP_BYTES) stderr += chunk.toString('utf8', 0, STDERR_KEEP_BYTES - stderr.length);
     });
+    let settled = false;
+    const finish = () => {
+      if (settled) return false;
+      settled = true;
+      clearTimeout(timer);
+      untrack();
+      options.signal?.removeEventListener('abort', abort);
+      return true;
+    };
     child.on('error', (error) => {
-      clearTimeout(timer);
-      untrack();
-      options.signal?.removeEventListener('abort', abort);
-      reject(error);
+      if (finish()) reject(error);
     });
-    child.on('close', (exitCode) => {
-      clearTimeout(timer);
-      untrack();
-      options.signal?.removeEventListener('abort', abort);
+    child.on('exit', (exitCode) => {
+      exited = { code: exitCode };
+      if (killed) settle(exitCode);
+    });
+    // Normally on 'close': all of the output is read by then.
+    child.on('close', (exitCode) => settle(exitCode));
+    function settle(exitCode: number | null): void {
+      if (!finish()) return;
       if (!stopped && !timedOut && pendingBytes > 0) emit(Buffer.concat(pending));
       if (timedOut) {
         reject(
@@ -142,7 +165,7 @@ export function streamRecords(command: string, args: string[], options: StreamRe
         return;
       }
       resolve({ exitCode, stopped, timedOut, stderr });
-    });
+    }
   });
 }
 
@@ -202,7 +225,17 @@ export function findExecutable(name: string, searchPath = process.env.PATH ?? ''
   return found;
 }
 
-/** Environment for git: paths are literal (":!src" is a file name, not pathspec magic), no pager or prompts. */
+/**
+ * Environment for git: paths are literal (":!src" is a file name, not pathspec magic), no pager or
+ * prompts, and no fsmonitor hook. The hook is a program the repository's config names (code in
+ * the sandbox can set it), and git runs it on every index refresh, in `git ls-files` and
+ * `git status` too: a slow one held list_files, glob, grep and git_diff, and whatever it left
+ * running held git's stderr (streamRecords no longer waits for that, but the run still costs).
+ * The operator's diff turns it off the same way (take-diff.ts). The other programs config can
+ * name for these read commands stay: the pager and external diff are off already (GIT_PAGER,
+ * --no-ext-diff), and a clean filter or textconv changes what git_diff shows, so it runs, bounded
+ * by the helper's deadline.
+ */
 export function gitEnvironment(): NodeJS.ProcessEnv {
   return {
     ...process.env,
@@ -210,7 +243,10 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
     GIT_PAGER: 'cat',
     GIT_TERMINAL_PROMPT: '0',
     GIT_OPTIONAL_LOCKS: '0',
-    ...safeDirectoryEnvironment('*'),
+    ...commandScopeConfig([
+      ['safe.directory', '*'],
+      ['core.fsmonitor', 'false'],
+    ]),
   };
 }
 
@@ -222,5 +258,15 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
  * diff all run there.
  */
 export function safeDirectoryEnvironment(directory: string): NodeJS.ProcessEnv {
-  return { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'safe.directory', GIT_CONFIG_VALUE_0: directory };
+  return commandScopeConfig([['safe.directory', directory]]);
+}
+
+/** Config entries as git reads them from the environment (GIT_CONFIG_COUNT), like `git -c` for every git run. */
+function commandScopeConfig(entries: ReadonlyArray<readonly [string, string]>): NodeJS.ProcessEnv {
+  const environment: NodeJS.ProcessEnv = { GIT_CONFIG_COUNT: String(entries.length) };
+  for (const [index, [key, value]] of entries.entries()) {
+    environment[`GIT_CONFIG_KEY_${index}`] = key;
+    environment[`GIT_CONFIG_VALUE_${index}`] = value;
+  }
+  return environment;
 }

@@ -175,6 +175,9 @@ export async function grep(
       break;
     }
     const readLine = run.lineReader();
+    // The names this run printed lines of, by their bytes: when it is stopped, only the others
+    // are unread (one xargs run holds every name without a newline).
+    const printed = new Set<string>();
     try {
       // Exit codes are not read: a file deleted since the first pass is only one without matches.
       await streamRecords(run.command, run.args, {
@@ -188,14 +191,21 @@ export async function grep(
         timeoutMs: left(),
         onRecord: (line) => {
           const match = readLine(line);
-          if (match) matches.add(match);
+          if (match) {
+            matches.add(match);
+            // A run of one name reads records joined across its newlines: the line is only a piece.
+            printed.add((run.names.length === 1 ? (run.names[0] as Buffer) : pathOfLine(line)).toString('latin1'));
+          }
           return true;
         },
       });
     } catch (error) {
       if (!(ToolboxError.isInstance(error) && error.code === 'TIMEOUT')) throw error;
-      // The lines this run printed before it was stopped are whole records, and kept.
-      unread = namesIn(runs.slice(index));
+      // The lines this run printed before it was stopped are whole records, and kept. A run that
+      // printed every name was stopped in one (grep prints as it reads): one file, at least, is
+      // said to be unread, so a run the deadline cut always says so.
+      const unprinted = run.names.filter((name) => !printed.has(name.toString('latin1'))).length;
+      unread = Math.max(1, unprinted) + namesIn(runs.slice(index + 1));
       break;
     }
   }

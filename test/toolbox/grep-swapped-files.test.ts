@@ -107,4 +107,21 @@ describe('grep whose per-file runs are held past the call deadline', () => {
     expect(result.truncated).toBe(true);
     expect(result.diagnostics).toEqual([expect.stringContaining('before it read all matching lines of 3 files that matched')]);
   }, 20_000);
+
+  it('counts as unread only the files a stopped run had not printed, when one run holds them all', async () => {
+    // Names without a newline share one xargs run; its rg finds one of them swapped for a FIFO
+    // and prints the others' lines before the deadline stops it.
+    workspace.write({ 'src/b.txt': 'needle\n', 'src/c.txt': 'needle\n', 'src/d.txt': 'needle\n' });
+    const held = path.join(workspace.root, 'src/c.txt');
+    const bin = pathWithWrapper(firstPass.rg.programs, 'rg', [
+      `case " $* " in *" --line-number "*" ./src/c.txt "*) ${which('rm')} -f -- ${held}; ${which('mkfifo')} -- ${held} ;; esac`,
+      `exec ${which('rg')} "$@"`,
+    ]);
+    process.env.PATH = bin;
+    const result = await grep(createContext({ root: workspace.root, home: workspace.home }), { pattern: 'needle' }, { timeoutMs: 2_000 });
+    expect(result.matches.map((match) => match.path)).toEqual(expect.arrayContaining(['src/a.txt', 'src/b.txt', 'src/d.txt']));
+    expect(result.truncated).toBe(true);
+    // src/c.txt, and the three names with a newline whose own runs were skipped.
+    expect(result.diagnostics).toEqual([expect.stringContaining('before it read all matching lines of 4 files that matched')]);
+  }, 20_000);
 });

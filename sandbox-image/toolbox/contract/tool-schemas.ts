@@ -186,7 +186,10 @@ export function isToolName(value: unknown): value is ToolName {
  * in the sandbox (bash runs anything; bash_kill ends a job that may have written), so it must
  * never run twice: the toolbox journals it by call id (call-journal.ts), the worker saves its
  * result the moment it finishes and snapshots the diff after its step. `reads`: run again, it
- * answers again and changes nothing (bash_output reads a job's output from the offset given).
+ * answers again and changes nothing the model asked for. bash_output reads a job's output from
+ * the offset given, but may stop a job whose log passed the cap, as the job's watchdog would
+ * (between its polls, or with it killed): still a read, since the cap stops the job whatever
+ * calls come, and run again it answers the same (the `capped` marker stays, bash-jobs.ts).
  * A Record over every name, so a new tool does not compile until someone decides which it is.
  */
 export const TOOL_EFFECTS: Readonly<Record<ToolName, 'reads' | 'changes'>> = {
