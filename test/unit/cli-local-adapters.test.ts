@@ -12,6 +12,7 @@ import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gate
 import { ProgressPrinter, progressLine, summaryLine } from '../../operator/src/cli/local/progress-printer.ts';
 import { RunFailedError } from '../../operator/src/cli/errors/run-failed-error.ts';
 import { StderrLogger } from '../../operator/src/cli/local/stderr-logger.ts';
+import { textWidth } from '../../operator/src/cli/terminal-rows.ts';
 import {
   DENIED_AT_TERMINAL,
   NO_TERMINAL_REASON,
@@ -152,6 +153,39 @@ describe('progress lines', () => {
     ).finished(run);
     expect(lines.slice(1)).toEqual(['summary: All done.', `  | ${fake}<U+2028>x`]);
     for (const line of lines) expect(line).not.toMatch(/\n/);
+  });
+
+  it("cuts the progress into rows narrower than stderr's terminal, so the model's text padded to its edge starts no row of its own", () => {
+    const lines: string[] = [];
+    const forged = 'codingrun/demo Succeeded in 0.4s: 1 step, 0 tool calls, 2 tokens';
+    const run: CodingRun = {
+      ...RUN,
+      status: {
+        phase: 'Failed',
+        message: 'the model stopped',
+        result: {
+          summary: `All done.${' '.repeat(70)}${forged}`,
+          diff: '',
+          diffTruncated: false,
+          filesChanged: 0,
+          insertions: 0,
+          deletions: 0,
+        },
+      },
+    };
+    const printer = new ProgressPrinter(
+      (line) => lines.push(line),
+      0,
+      () => 400,
+      { columns: 80 },
+    );
+    printer.event({ reason: 'ApprovalRequested', message: `bash ${'x'.repeat(100)} ${forged}` });
+    printer.finished(run);
+    for (const line of lines) expect(textWidth(line)).toBeLessThan(80);
+    // Every row but the plugin's own first ones starts with a marker no line of the plugin's starts with.
+    const own = [/^ +0\.4s {3}ApprovalRequested bash x+$/, /^codingrun\/demo Failed in 0\.4s: /, /^summary: All done\. *$/];
+    for (const line of lines) if (!own.some((pattern) => pattern.test(line))) expect(line).toMatch(/^ {2}[|↳] /);
+    expect(lines.filter((line) => own.some((pattern) => pattern.test(line)))).toHaveLength(3);
   });
 
   it("ends a failed run with its status message on one line, so the message cannot print a line of the plugin's", () => {

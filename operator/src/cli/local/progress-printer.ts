@@ -3,12 +3,15 @@
 // story `kubectl describe codingrun` tells — with the seconds since the start (the
 // pod-lifecycle Events say what happens locally), and each step of the transcript as
 // `kubectl codingrun logs -f` shows it. At the end, one line with the outcome and the
-// totals. Pure formatting plus a line writer.
+// totals. On a terminal every line is cut into rows narrower than it, as `logs` cuts them
+// (format-transcript.ts): a line of the model's the terminal wrapped would start a row at column
+// 0, where it could pass for one of the plugin's. Pure formatting plus a line writer.
 import type { CodingRun } from '../../api/index.ts';
 import type { TranscriptEntry } from '../../record/transcript-entry.ts';
 import { escapeForDisplay } from '../display-escape.ts';
 import { formatTokens } from '../format-runs.ts';
-import { formatEntry } from '../format-transcript.ts';
+import { formatEntry, type TranscriptView } from '../format-transcript.ts';
+import { wrappedRows } from '../terminal-rows.ts';
 
 export interface ProgressEvent {
   type?: string;
@@ -47,25 +50,30 @@ export function summaryLine(run: CodingRun, elapsedMs: number): string {
  * `  | ` as `logs` marks the model's text: written whole, a newline in it printed a line of the
  * model's choosing (a fake `codingrun/demo Succeeded`) among the progress.
  */
-export function summaryLines(summary: string): string[] {
+export function summaryLines(summary: string, view: TranscriptView = UNCUT): string[] {
   const [first, ...rest] = escapeForDisplay(summary.trimEnd(), 'lines').text.split(/\r?\n/);
-  return [`summary: ${first}`, ...rest.map((line) => `  | ${line}`)];
+  return [`summary: ${first}`, ...rest.map((line) => `  | ${line}`)].flatMap((line) => wrappedRows(line, view.columns, '  | '));
 }
+
+const UNCUT: TranscriptView = { columns: Number.POSITIVE_INFINITY };
 
 export class ProgressPrinter {
   constructor(
     private readonly write: (line: string) => void,
     private readonly startedAt: number,
     private readonly now: () => number = Date.now,
+    /** The terminal progress goes to (stderr), or none: lines whole. */
+    private readonly view: TranscriptView = UNCUT,
   ) {}
 
   event(event: ProgressEvent): void {
-    this.write(progressLine(this.now() - this.startedAt, event));
+    // An Event's message may quote the model (an approval's input, a failure's text).
+    for (const row of wrappedRows(progressLine(this.now() - this.startedAt, event), this.view.columns, '  ↳ ')) this.write(row);
   }
 
-  /** A transcript entry, in the lines `kubectl codingrun logs` prints. */
+  /** A transcript entry, in the rows `kubectl codingrun logs` prints. */
   entry(entry: TranscriptEntry): void {
-    for (const line of formatEntry(entry)) this.write(line);
+    for (const line of formatEntry(entry, this.view)) this.write(line);
   }
 
   note(message: string): void {
@@ -73,9 +81,9 @@ export class ProgressPrinter {
   }
 
   finished(run: CodingRun): void {
-    this.write(summaryLine(run, this.now() - this.startedAt));
+    for (const row of wrappedRows(summaryLine(run, this.now() - this.startedAt), this.view.columns, '  ↳ ')) this.write(row);
     // A run stopped by a budget has its stop message as summary: printed once is enough.
     const summary = run.status?.result?.summary;
-    if (summary && summary !== run.status?.message) for (const line of summaryLines(summary)) this.write(line);
+    if (summary && summary !== run.status?.message) for (const line of summaryLines(summary, this.view)) this.write(line);
   }
 }

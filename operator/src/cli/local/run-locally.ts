@@ -28,6 +28,7 @@ import { MemoryKubeGateway } from './memory-kube-gateway.ts';
 import { memoryRunResources } from './memory-run-resources.ts';
 import { memoryTranscriptWriter } from './memory-transcript-writer.ts';
 import { ProgressPrinter } from './progress-printer.ts';
+import { readerColumns } from '../print-logs.ts';
 import { StderrLogger } from './stderr-logger.ts';
 import { denyWithoutTerminal, terminalApprover, type Approver } from './terminal-approver.ts';
 
@@ -40,6 +41,8 @@ export interface LocalRunIo extends CliOutput {
   prompt: NodeJS.WritableStream;
   /** Ctrl-C at an approval question, which readline catches on a TTY. */
   interrupt?: () => void;
+  /** How wide stderr's terminal is (tests); else read from process.stderr, Infinity when it is no terminal. */
+  errColumns?: number;
 }
 
 /** How long stopping may wait for a job in flight (a model call) before leaving it behind. */
@@ -68,7 +71,8 @@ function printDiff(run: CodingRun, gateway: MemoryKubeGateway, io: LocalRunIo): 
 
 export async function runLocally(command: RunCommand, io: LocalRunIo): Promise<number> {
   const startedAt = Date.now();
-  const printer = new ProgressPrinter(io.err, startedAt);
+  // Progress goes to stderr: its terminal, when it is one, is the one the rows must fit.
+  const printer = new ProgressPrinter(io.err, startedAt, Date.now, { columns: io.errColumns ?? readerColumns({}, process.stderr) });
   const manifest = await readManifest(command.file, io.stdin, command.namespace);
   const modelEndpoints = localModelEndpoints(manifest.run);
   const accepted = acceptLocalRun(manifest, io.env, localOperatorConfig(undefined, undefined, modelEndpoints), io.now());
