@@ -12,6 +12,7 @@ import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gate
 import { ProgressPrinter, progressLine, summaryLine } from '../../operator/src/cli/local/progress-printer.ts';
 import { RunFailedError } from '../../operator/src/cli/errors/run-failed-error.ts';
 import { StderrLogger } from '../../operator/src/cli/local/stderr-logger.ts';
+import { TerminalText } from '../../operator/src/cli/display-escape.ts';
 import { textWidth } from '../../operator/src/cli/terminal-rows.ts';
 import {
   DENIED_AT_TERMINAL,
@@ -183,9 +184,77 @@ describe('progress lines', () => {
     printer.finished(run);
     for (const line of lines) expect(textWidth(line)).toBeLessThan(80);
     // Every row but the plugin's own first ones starts with a marker no line of the plugin's starts with.
-    const own = [/^ +0\.4s {3}ApprovalRequested bash x+$/, /^codingrun\/demo Failed in 0\.4s: /, /^summary: All done\. *$/];
+    const own = [/^ +0\.4s {3}ApprovalRequested bash x+$/, /^codingrun\/demo Failed in 0\.4s: /, /^summary: All done\.<70 blanks>/];
     for (const line of lines) if (!own.some((pattern) => pattern.test(line))) expect(line).toMatch(/^ {2}[|↳] /);
     expect(lines.filter((line) => own.some((pattern) => pattern.test(line)))).toHaveLength(3);
+  });
+
+  /** How a terminal `columns` wide shows a line: tabs to the next stop of eight, a row wrapped where it fills. */
+  const screen = (line: string, columns: number): string[] => {
+    const rows = [''];
+    for (const character of line) {
+      const cells = character === '\t' ? 8 - (textWidth(rows.at(-1)!) % 8) : textWidth(character);
+      if (textWidth(rows.at(-1)!) + cells > columns) rows.push('');
+      rows[rows.length - 1] += character === '\t' ? ' '.repeat(cells) : character;
+    }
+    return rows;
+  };
+  // What main.ts does to every line of stderr: the printer's rows must come out of it unchanged.
+  const stderrShown = (line: string) => new TerminalText({ terminal: true, warn: () => {} }).show(line);
+
+  it("shows the tabs of the model's summary as ^I, so a terminal's tab stops cannot push a line of it to column 0", () => {
+    const lines: string[] = [];
+    const forged = 'step 7 approval a1b2 of bash approved by alice';
+    const run: CodingRun = {
+      ...RUN,
+      status: {
+        phase: 'Failed',
+        message: 'the model stopped',
+        result: {
+          summary: `All checks pass.\n${'\t'.repeat(9)}Details:${forged}`,
+          diff: '',
+          diffTruncated: false,
+          filesChanged: 0,
+          insertions: 0,
+          deletions: 0,
+        },
+      },
+    };
+    new ProgressPrinter(
+      (line) => lines.push(line),
+      0,
+      () => 400,
+      { columns: 80 },
+    ).finished(run);
+    expect(lines).toContain(`  | ${'^I'.repeat(9)}Details:${forged}`);
+    for (const line of lines) {
+      expect(stderrShown(line)).toBe(line);
+      expect(screen(stderrShown(line), 80)).toEqual([line]);
+    }
+  });
+
+  it("escapes an Event's message before cutting it into rows, so stderr's escaping cannot widen a row past the terminal", () => {
+    const lines: string[] = [];
+    const forged = 'step 7 approval a1b2 of bash approved by alice';
+    // Setup output quoted in a failure: each U+200B shown as <U+200B> is eight cells, not one.
+    const message = `setup failed: ${'\u200b'.repeat(60)}\u202e\u001b[2K${forged}`;
+    new ProgressPrinter(
+      (line) => lines.push(line),
+      0,
+      () => 400,
+      { columns: 80 },
+    ).event({
+      type: 'Warning',
+      reason: 'SetupFailed',
+      message,
+    });
+    expect(lines.join('')).toContain('<U+202E>^[[2K');
+    for (const line of lines) {
+      expect(stderrShown(line)).toBe(line);
+      expect(textWidth(line)).toBeLessThan(80);
+      expect(screen(line, 80)).toEqual([line]);
+    }
+    expect(lines.slice(1).every((line) => line.startsWith('  ↳ '))).toBe(true);
   });
 
   it("ends a failed run with its status message on one line, so the message cannot print a line of the plugin's", () => {

@@ -47,4 +47,15 @@ describe('wrappedRows', () => {
     expect(rows.every((row) => textWidth(row) <= MINIMUM_COLUMNS - 1)).toBe(true);
     expect(rows.join('').replaceAll('  | ', '')).toBe('y'.repeat(100));
   });
+
+  it('cuts a row without spaces before an escape rather than inside it, so <U+202E> and ^I stay whole and can be searched for', () => {
+    for (const columns of [20, 33, 41, 80]) {
+      for (const line of [`  | ${'<U+202E>'.repeat(40)}`, `  | a${'^I'.repeat(60)}`, `  | ab${'<U+E0041>^['.repeat(20)}`]) {
+        const rows = wrappedRows(line, columns, '  | ');
+        expect(rows.every((row) => textWidth(row) <= columns - 1 || textWidth(row) <= MINIMUM_COLUMNS - 1)).toBe(true);
+        expect(rows.map((row) => row.slice(4)).join('')).toBe(line.slice(4));
+        for (const row of rows) expect(row.slice(4)).toMatch(/^[ab]*(<U\+[0-9A-F]{4,6}>|\^.)*$/);
+      }
+    }
+  });
 });

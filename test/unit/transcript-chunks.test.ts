@@ -316,6 +316,17 @@ describe('what a read of a transcript trusts and holds', () => {
     expect(problems.at(-1)).toMatch(/the rest was left out/);
   });
 
+  it('counts an entry that inflates but is not JSON as what it inflated to, not as the megabyte a refused one may cost', () => {
+    // Charged 1 MiB each, 64 such entries of 9 bytes stopped a read of an honest run after them.
+    const chunk = chunkOf([step(1), step(2)]);
+    for (let n = 3; n <= 200; n++) chunk.binaryData![stepKey(n)] = gzipSync('{not json').toString('base64');
+    const reader = new TranscriptReader(run);
+    const { entries, problems } = reader.add([chunk]).result();
+    expect(reader.full).toBe(false);
+    expect(entries.map((entry) => entry.step)).toEqual([1, 2]);
+    expect(problems.some((problem) => /the rest was left out/.test(problem))).toBe(false);
+  });
+
   it('reads the largest transcript its writer writes whole: every entry of a run fits the bound of a read', () => {
     // Repetitive steps inflated to about 90 KB each here (280 KB with 64 calls): a reader left
     // out the rest of an honest run after about 730 of them (241).

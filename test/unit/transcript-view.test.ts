@@ -309,6 +309,20 @@ describe('security: model text cannot print a row that looks like a record line,
     }
   });
 
+  it('cuts a line of a megabyte to its first few KiB before cutting it into rows, and says how long it is and that -o json has it', () => {
+    // Read from a hand-edited chunk, such a line cost 90–260 ms of cutting into rows.
+    const text = `${'<'.repeat(3)}${'x\u200b'.repeat(512 * 1024)}\nnext line`;
+    const started = performance.now();
+    const lines = formatEntry(stepWith(text), { columns: 80 });
+    expect(performance.now() - started).toBeLessThan(250);
+    const shown = lines.filter((line) => line.startsWith('  | ')).map((line) => line.slice(4));
+    expect(shown.join('').length).toBeLessThan(8 * 1024);
+    expect(shown.join('')).toMatch(/^<<<x<U\+200B>x.*(x|<U\+200B>)… \(cut: 1048579 characters in all; -o json has them\)next line$/);
+    expect(lines.at(-1)).toBe('  | next line');
+    const plain = formatEntry(stepWith('a'.repeat(1024 * 1024)), { columns: 1_000_000 });
+    expect(plain[1]).toBe(`  | ${'a'.repeat(4096)}… (cut: 1048576 characters in all; -o json has them)`);
+  });
+
   it('leaves lines whole when no terminal width is known (a file, a program)', () => {
     const text = `Ran the checks.${' '.repeat(61)}${forgedApproval}`;
     expect(formatEntry(stepWith(text))).toEqual(['step 2 at 12:00:05', `  | Ran the checks.<61 blanks>${forgedApproval}`]);

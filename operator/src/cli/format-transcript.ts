@@ -10,7 +10,7 @@ import type { BoundedText, TranscriptEntry, TranscriptToolCall } from '../record
 import { spelledCharacter } from '../text/hidden-character.ts';
 import { blankRunsCounted, collapsedBlanks, escapeForDisplay } from './display-escape.ts';
 import { escapedJson } from './escaped-json.ts';
-import { wrappedRows } from './terminal-rows.ts';
+import { cutBeforeEscape, wrappedRows } from './terminal-rows.ts';
 
 /**
  * How wide the reader's terminal is (print-logs.ts says), or Infinity when no terminal is known
@@ -76,19 +76,52 @@ function callLines(call: TranscriptToolCall): string[] {
   return lines;
 }
 
+/** Where a prose line or lines left out of the view are: `logs -o json` prints the record whole. */
+const IN_JSON = '-o json has them';
+
+/** How much of a piece of prose is shown: its first lines, each to its first characters. */
+export interface ProseCut {
+  lines: number;
+  /**
+   * Characters per line, of the record's text and of what is shown of it: a line of a megabyte
+   * cost 90–260 ms to cut into rows, and a line of tag characters is ten times as long escaped.
+   */
+  characters: number;
+  /** Where the rest is, said in the note that ends a cut line (`-o json has them`). */
+  rest: string;
+}
+
+const TEXT_CUT: ProseCut = { lines: TEXT_LINES, characters: 4096, rest: IN_JSON };
+
+/** `end`, or one less when that would split a surrogate pair (half of one is shown as <U+D83D>). */
+const wholeCodePoints = (text: string, end: number) => (end < text.length && /[\ud800-\udbff]/.test(text[end - 1] ?? '') ? end - 1 : end);
+
 /**
- * Prose, shown line by line after TEXT_MARKER. A tab is shown as ^I, and a long run of blanks
- * counted as approve counts them (`<61 blanks>`): a terminal draws both as blank space, and a
- * tab as up to eight cells no width count can know. Counted before escaping, which would turn
- * U+3164 into text. Rows are cut by wrappedRows, not here.
+ * Prose (the model's text, a check's output, a summary) as the lines a person is shown, without
+ * markers. A tab is shown as ^I, and a long run of blanks counted as approve counts them (`<61
+ * blanks>`): a terminal draws both as blank space, and a tab as up to eight cells no width count
+ * can know. Counted before escaping, which would turn U+3164 into text. A line is cut before it
+ * is escaped, so a line of a megabyte costs what its first characters cost, and again after, not
+ * inside an escape. Rows are cut by wrappedRows, not here: every line comes out in the form it
+ * is printed in, so its width is known.
  */
+export function proseLines(text: string, cut: ProseCut = { lines: Infinity, characters: Infinity, rest: '' }): string[] {
+  const lines = text.trimEnd().split(/\r?\n/);
+  const shown = lines.slice(0, cut.lines).map((line) => {
+    const end = wholeCodePoints(line, Math.min(line.length, cut.characters));
+    const counted = blankRunsCounted(line.slice(0, end)).text;
+    const escaped = escapeForDisplay(counted, 'lines').text.replaceAll('\t', spelledCharacter('\t'));
+    if (end === line.length && escaped.length <= cut.characters) return escaped;
+    const kept = escaped.slice(0, wholeCodePoints(escaped, cutBeforeEscape(escaped, Math.min(escaped.length, cut.characters))));
+    return `${kept}… (cut: ${line.length} characters in all; ${cut.rest})`;
+  });
+  if (lines.length > cut.lines) shown.push(`… ${lines.length - cut.lines} more lines (${cut.rest})`);
+  return shown;
+}
+
+/** The model's or a check's text, line by line after TEXT_MARKER, cut to TEXT_CUT. */
 function textLines(field: BoundedText): string[] {
-  const counted = blankRunsCounted(field.text.trimEnd()).text;
-  const lines = escapeForDisplay(counted, 'lines')
-    .text.split(/\r?\n/)
-    .map((line) => line.replaceAll('\t', spelledCharacter('\t')));
-  const shown = lines.slice(0, TEXT_LINES).map((line) => `${TEXT_MARKER}${line}`);
-  if (lines.length > TEXT_LINES) shown.push(`${TEXT_MARKER}… ${lines.length - TEXT_LINES} more lines (-o json has them)`);
+  const shown = proseLines(field.text, TEXT_CUT).map((line) => `${TEXT_MARKER}${line}`);
   if (field.cutFrom !== undefined) shown.push(`${TEXT_MARKER}…${cutNote(field)}`);
   return shown;
 }

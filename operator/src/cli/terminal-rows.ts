@@ -45,12 +45,31 @@ export function textWidth(text: string): number {
   return width;
 }
 
+// What display-escape.ts shows in place of a character: `<U+202E>` (at most `<U+10FFFF>`, ten
+// characters) or caret notation (`^[`, `^I`, `^?`). A row cut inside one leaves `<U+20` and `2E>`
+// on two rows, which neither reads as the character nor is found by searching for it.
+const ESCAPE = /<U\+[0-9A-F]{4,6}>|\^[?@-_]/y;
+const LONGEST_ESCAPE = '<U+10FFFF>'.length;
+
+/**
+ * Where to cut `line` at `offset` without splitting an escape: the start of the escape that runs
+ * across `offset`, if one starts after `from`; else `offset`.
+ */
+export function cutBeforeEscape(line: string, offset: number, from = 0): number {
+  for (let start = Math.max(from, offset - LONGEST_ESCAPE + 1); start < offset; start++) {
+    ESCAPE.lastIndex = start;
+    const escape = ESCAPE.exec(line);
+    if (escape && start + escape[0].length > offset) return start;
+  }
+  return offset;
+}
+
 /**
  * `line` as rows of at most `columns - 1` cells (one spare: a terminal that wraps on filling its
  * last column, or a character it draws a cell wider than counted, wraps nothing), each after the
  * first starting with `continuation`. A row ends after its last space when that keeps at least
- * half of it, so words stay whole; otherwise it is cut where it is full. Text without tabs or
- * control characters: escape it first (display-escape.ts).
+ * half of it, so words stay whole; otherwise it is cut where it is full, before an escape that
+ * would be split. Text without tabs or control characters: escape it first (display-escape.ts).
  */
 export function wrappedRows(line: string, columns: number, continuation: string): string[] {
   const limit = Math.max(columns, MINIMUM_COLUMNS) - 1;
@@ -63,10 +82,19 @@ export function wrappedRows(line: string, columns: number, continuation: string)
   /** Where the row may end at a space: the length of the row up to and with it, and its width there. */
   let space: { length: number; width: number } | undefined;
   let previous: string | undefined;
+  /** Where in `line` the row's own text starts (after the continuation), and where `character` is. */
+  let rowStart = 0;
+  let offset = 0;
   for (const character of line) {
     const cells = cellWidth(character, previous);
     if (width + cells > limit && width > start) {
-      const breakAt = space && space.width * 2 >= limit ? space : { length: row.length, width };
+      let breakAt = space && space.width * 2 >= limit ? space : { length: row.length, width };
+      if (breakAt.length === row.length) {
+        // An escape is printable ASCII, a cell a character: the row is shorter by as many cells.
+        const back = offset - cutBeforeEscape(line, offset, rowStart + 1);
+        if (back > 0) breakAt = { length: row.length - back, width: width - back };
+      }
+      rowStart += breakAt.length - (rows.length === 0 ? 0 : continuation.length);
       rows.push(row.slice(0, breakAt.length));
       row = continuation + row.slice(breakAt.length);
       width = start + width - breakAt.width;
@@ -76,6 +104,7 @@ export function wrappedRows(line: string, columns: number, continuation: string)
     width += cells;
     if (character === ' ' && width > start) space = { length: row.length, width };
     previous = character;
+    offset += character.length;
   }
   rows.push(row);
   return rows;

@@ -113,9 +113,10 @@ function decodeMeasured(key: string, base64: string): { decoded: TranscriptEntry
     // Refused at the inflate bound, cut short, or not gzip: gunzipSync does not say how much it
     // inflated first, and a refused bomb of 1 KiB costs a megabyte of inflating. Counted at its
     // size on the wire, 10 000 of them were 10 GiB inflated in one read; counted at the bound,
-    // the reader's 64 MiB bounds the work as well as what is kept.
+    // the reader's 64 MiB bounds the work as well as what is kept. Inflated whole but not JSON,
+    // it cost what it inflated to: charged a megabyte, 64 entries of `{` stopped a read.
     const problem = `entry ${key} cannot be read: ${shortField(error instanceof Error ? error.message : error, 400)}`;
-    return { decoded: { problem }, inflated: Math.max(inflated, ENTRY_MAX_INFLATED) };
+    return { decoded: { problem }, inflated: inflated > 0 ? inflated : ENTRY_MAX_INFLATED };
   }
 }
 

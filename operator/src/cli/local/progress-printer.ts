@@ -8,9 +8,9 @@
 // 0, where it could pass for one of the plugin's. Pure formatting plus a line writer.
 import type { CodingRun } from '../../api/index.ts';
 import type { TranscriptEntry } from '../../record/transcript-entry.ts';
-import { escapeForDisplay } from '../display-escape.ts';
+import { collapsedBlanks, escapeForDisplay } from '../display-escape.ts';
 import { formatTokens } from '../format-runs.ts';
-import { formatEntry, type TranscriptView } from '../format-transcript.ts';
+import { formatEntry, proseLines, type TranscriptView } from '../format-transcript.ts';
 import { wrappedRows } from '../terminal-rows.ts';
 
 export interface ProgressEvent {
@@ -27,9 +27,16 @@ const LOCAL_WORDING: Record<string, string> = {
 
 const REASON_WIDTH = 16;
 
+/**
+ * One Event as a line, in the form it is printed in: its message may quote the repository (a
+ * setup command's output) or the model, and wrappedRows measures it, so it is escaped here. Left
+ * to stderr's escaping, a U+200B counted one cell became `<U+200B>`, eight, after it was cut, and
+ * the terminal wrapped the row to column 0 again. The escaped text is printable ASCII where it
+ * was escaped, so stderr's escaping leaves it as it is.
+ */
 export function progressLine(elapsedMs: number, event: ProgressEvent): string {
-  const reason = event.reason ?? 'Event';
-  const message = (LOCAL_WORDING[reason] ?? event.message ?? '').replace(/\s+/g, ' ').trim();
+  const reason = escapeForDisplay(collapsedBlanks(event.reason ?? 'Event'), 'inline').text;
+  const message = escapeForDisplay(collapsedBlanks(LOCAL_WORDING[reason] ?? event.message ?? ''), 'inline').text;
   const marker = event.type === 'Warning' ? '! ' : '  ';
   return `${(elapsedMs / 1000).toFixed(1).padStart(6)}s ${marker}${reason.padEnd(REASON_WIDTH)} ${message}`;
 }
@@ -48,10 +55,12 @@ export function summaryLine(run: CodingRun, elapsedMs: number): string {
 /**
  * The model's final summary, one written line per line of it, each after the first marked
  * `  | ` as `logs` marks the model's text: written whole, a newline in it printed a line of the
- * model's choosing (a fake `codingrun/demo Succeeded`) among the progress.
+ * model's choosing (a fake `codingrun/demo Succeeded`) among the progress. Shown as `logs` shows
+ * prose (proseLines: tabs as ^I, blank runs counted), but whole: the API bounds a summary to 16
+ * KiB, and the progress is the only place a local run shows it.
  */
 export function summaryLines(summary: string, view: TranscriptView = UNCUT): string[] {
-  const [first, ...rest] = escapeForDisplay(summary.trimEnd(), 'lines').text.split(/\r?\n/);
+  const [first, ...rest] = proseLines(summary);
   return [`summary: ${first}`, ...rest.map((line) => `  | ${line}`)].flatMap((line) => wrappedRows(line, view.columns, '  | '));
 }
 
