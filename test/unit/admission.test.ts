@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { CodingRun, Phase } from '../../operator/src/api/index.ts';
-import { computeAdmission as plan, queueHeads, type AdmissionContext } from '../../operator/src/reconcile/admission.ts';
+import {
+  admissionFactsChanged,
+  computeAdmission as plan,
+  queueHeads,
+  type AdmissionContext,
+} from '../../operator/src/reconcile/admission.ts';
 import { readNamespacePolicy } from '../../operator/src/reconcile/namespace-policy.ts';
 
 const run = (name: string, second: number, phase?: Phase, namespace = 'a', sequence?: number): CodingRun => ({
@@ -55,6 +60,26 @@ describe('computeAdmission', () => {
     expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: false });
     podsUp.clear();
     expect(computeAdmission(runs, runs[2]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: true });
+  });
+
+  it('frees the slot of a deleted run whose chamvi.dev/cleanup finalizer is gone once its pod goes, whatever finalizer of another holds it', () => {
+    // Its author's own finalizer keeps it Running forever: no reconcile ends it, and it held a slot with no pod.
+    const held = (name: string, finalizers: string[]): CodingRun => ({
+      ...run(name, 1, 'Running'),
+      metadata: { ...run(name, 1).metadata, deletionTimestamp: '2026-11-29T12:02:00Z', finalizers },
+    });
+    const podsUp = new Set(['uid-a']);
+    const holdsSandbox = (other: CodingRun) => podsUp.has(other.metadata.uid);
+    const runs = [held('a', ['example.com/keep']), run('b', 2)];
+    expect(computeAdmission(runs, runs[1]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: false });
+    podsUp.clear();
+    expect(computeAdmission(runs, runs[1]!, context({ maxActiveRuns: 1, holdsSandbox }))).toMatchObject({ admit: true });
+    expect(computeAdmission(runs, runs[1]!, context({ maxActiveRuns: 1 }))).toMatchObject({ admit: true });
+    // With the operator's finalizer still on it, its deletion is under way and it holds its slot until then.
+    const deleting = [held('a', ['chamvi.dev/cleanup', 'example.com/keep']), run('b', 2)];
+    expect(computeAdmission(deleting, deleting[1]!, context({ maxActiveRuns: 1 }))).toMatchObject({ admit: false });
+    // Losing that finalizer moves the plan.
+    expect(admissionFactsChanged(deleting[0], runs[0]!)).toBe(true);
   });
 
   it('gives the slot to the namespace after the one admitted last, though its run is younger, and numbers the sequence on', () => {

@@ -801,10 +801,56 @@ describe('decide: finished and deleted runs', () => {
     expect(types(decide(observe(finished), config, now))).toEqual([]);
   });
 
-  it('does nothing for a deleted run that has no finalizer', () => {
-    const deleted = run({ metadata: { deletionTimestamp: now.toISOString(), finalizers: [] } });
-    expect(decide(observe(deleted), config, now).actions).toEqual([]);
+  it('does nothing for a finished deleted run that has no finalizer and nothing left', () => {
+    const deleted = run({
+      metadata: { deletionTimestamp: now.toISOString(), finalizers: [] },
+      status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(1) },
+    });
+    expect(decide(observe(deleted), config, now)).toEqual({ actions: [], events: [] });
   });
+
+  // Its chamvi.dev/cleanup finalizer removed by someone while another's finalizer holds the run:
+  // the watch reports no deletion (the object stays), so this is the only place its sandbox and
+  // agent are stopped. Each action is safe to repeat, none asks to look again, and a pod being
+  // deleted is not deleted again: the run is looked at only when something of it changes.
+  it.each([
+    [
+      'a running run with its pod and policy',
+      { phase: 'Running' as const },
+      { pod: pod(), networkPolicyExists: true },
+      ['stopAgent', 'deletePod'],
+    ],
+    [
+      'a running run whose pod is being deleted',
+      { phase: 'Running' as const },
+      { pod: pod({ deleting: true }), networkPolicyExists: true },
+      ['stopAgent'],
+    ],
+    [
+      'a running run whose pod is gone, its policy left',
+      { phase: 'Running' as const },
+      { networkPolicyExists: true },
+      ['stopAgent', 'deleteNetworkPolicy'],
+    ],
+    ['a running run with nothing left', { phase: 'Running' as const }, {}, ['stopAgent']],
+    [
+      'a provisioning run whose pod create was sent, not yet seen',
+      { phase: 'Provisioning' as const },
+      { freshPodSent: true },
+      ['stopAgent', 'deletePod'],
+    ],
+    ['a finished run whose pod is still up', { phase: 'Failed' as const, reason: 'Timeout' }, { pod: pod() }, ['stopAgent', 'deletePod']],
+    ['a finished run with nothing left', { phase: 'Failed' as const, reason: 'Timeout' }, {}, []],
+  ])(
+    'stops what is left of a deleted run whose chamvi.dev/cleanup finalizer another removed (%s), leaving the finalizers alone',
+    (_, status, seen, actions) => {
+      const held = run({ metadata: { deletionTimestamp: now.toISOString(), finalizers: ['example.com/keep'] }, status });
+      const decision = decide(observe(held, { ownedConfigMaps: ['fix-diff'], ...seen }), config, now);
+      expect(types(decision)).toEqual(actions);
+      expect(decision.requeueAfterMs).toBeUndefined();
+      expect(decision.status).toBeUndefined();
+    },
+  );
 });
 
 describe('security #11.14 decide: a foreign object holding the sandbox name', () => {

@@ -602,7 +602,10 @@ export class RunReconciler {
         if (!isConflict(error) || attempt >= MAX_CONFLICT_RETRIES) throw error;
         // Someone else (a worker, a user) changed the run: decide again on fresh state.
         const fresh = await this.deps.kube.getRun(namespace, name);
-        if (!fresh) return {};
+        // Another run under the name (this one deleted and made again meanwhile): what this
+        // reconcile learned (a warm claim, the pod as answered, a kept diff) is the first
+        // one's. The new run's watch event queues its own reconcile.
+        if (!fresh || fresh.metadata.uid !== run.metadata.uid) return {};
         run = fresh;
         references.clear();
       }
@@ -1113,6 +1116,11 @@ export class RunReconciler {
     const ending = isTerminal(decision.status?.phase) && !isTerminal(run.status?.phase);
     const afterStatus = ending ? decision.actions.filter((action) => STOPPING.has(action.type)) : [];
     let jobsRunning = 0;
+    // A deletion's stop that failed (Redis down): the pod, its policy and the ConfigMaps are
+    // deleted all the same, or the model's processes ran on in the pod until Redis came back.
+    // The finalizer stays (the agent's jobs and state are not known gone) and the error fails
+    // the reconcile once the rest is applied, so the stop is tried again with backoff.
+    let stopFailed: { error: unknown } | undefined;
     // A pool pod is claimed only once the namespace's sandbox deny-all is in place at the API
     // server (in the cache, or made by an earlier action of this decision): the claim gives the
     // pod the run's uid label, which it selects, and the agent (clone, setup, tools) starts after
@@ -1125,9 +1133,15 @@ export class RunReconciler {
         throw new WarmClaimSignal({ none: true }, run);
       }
       if (action.type === 'stopAgent') {
-        jobsRunning = await this.deps.agent.stop(run);
+        try {
+          jobsRunning = await this.deps.agent.stop(run);
+        } catch (error) {
+          if (!run.metadata.deletionTimestamp) throw error;
+          stopFailed = { error };
+        }
         continue;
       }
+      if (action.type === 'removeFinalizer' && stopFailed) continue;
       if (action.type === 'deleteRun' && action.record && !(await this.keepFinishedRecord(run, action.record))) {
         return { run, requeueAfterMs: FINISHED_RECORD_RECHECK_MS };
       }
@@ -1139,6 +1153,13 @@ export class RunReconciler {
       }
       run = await this.applyAction(run, action, answered);
       if (action.type === 'removeFinalizer') this.finalized.add(run.metadata.uid);
+    }
+    if (stopFailed) {
+      this.deps.logger.warn(
+        { ...runLogFields(run), error: String(stopFailed.error) },
+        "the deleted run's agent could not be stopped; its sandbox was deleted, and the finalizer stays until the stop succeeds",
+      );
+      throw stopFailed.error;
     }
     const changes = decision.actions.filter((action) => action.type !== 'stopAgent').map((action) => action.type);
     if (changes.length > 0)

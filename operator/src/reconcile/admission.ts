@@ -6,7 +6,7 @@
 // yet, so a burst of new runs cannot be admitted past the limit. One plan (planQueue) answers
 // for every waiting run, so the controller keeps it between reconciles
 // (controller/admission-plan-cache.ts) until admissionFactsChanged says a run moved.
-import { isTerminal, REASONS, type CodingRun, type HeldBy, type Phase } from '../api/index.ts';
+import { FINALIZER, isTerminal, REASONS, type CodingRun, type HeldBy, type Phase } from '../api/index.ts';
 import { findCondition } from './conditions.ts';
 import { decideFairAdmission, type NamespaceLimits, type WaitingPlace } from './fair-admission.ts';
 import { NAMESPACE_ANNOTATIONS, type NamespacePolicy } from './namespace-policy.ts';
@@ -25,8 +25,19 @@ export function createdBefore(a: CodingRun, b: CodingRun): boolean {
 
 export function isActive(run: CodingRun, admittedLocally: ReadonlySet<string>): boolean {
   const phase = run.status?.phase;
-  if (isTerminal(phase)) return false;
+  if (isTerminal(phase) || isReleased(run)) return false;
   return ACTIVE.has(phase) || admittedLocally.has(run.metadata.uid);
+}
+
+/**
+ * A run being deleted that no longer carries the operator's finalizer: its deletion's cleanup
+ * is done (or someone removed the finalizer), and no decision writes its phase again. Another's
+ * finalizer can keep it in the API server for ever with the phase it had (Running): counted by
+ * that phase, it held a slot of maxActiveRuns, its namespace's and every tenant's, with no pod.
+ * It holds one only while its pod is still up (holdsSandbox), as a finished run does.
+ */
+function isReleased(run: CodingRun): boolean {
+  return Boolean(run.metadata.deletionTimestamp) && !run.metadata.finalizers?.includes(FINALIZER);
 }
 
 /**
@@ -150,7 +161,9 @@ function countActive(runs: readonly CodingRun[], self: CodingRun | undefined, co
   let total = 0;
   for (const other of runs) {
     if (other.metadata.uid === self?.metadata.uid) continue;
-    const holds = isActive(other, context.admittedLocally) || (isTerminal(other.status?.phase) && (context.holdsSandbox?.(other) ?? false));
+    const holds =
+      isActive(other, context.admittedLocally) ||
+      ((isTerminal(other.status?.phase) || isReleased(other)) && (context.holdsSandbox?.(other) ?? false));
     if (!holds) continue;
     total++;
     perNamespace.set(other.metadata.namespace, (perNamespace.get(other.metadata.namespace) ?? 0) + 1);
@@ -330,7 +343,7 @@ export function admissionFrom(plan: QueuePlan, runs: readonly CodingRun[], self:
 
 /**
  * Whether a change to a run can change a plan (planQueue): the fields admission reads
- * (isWaiting, isActive, wasRefused, queueOrder, lastAdmission; the pod looked up for a
+ * (isWaiting, isActive, isReleased, wasRefused, queueOrder, lastAdmission; the pod looked up for a
  * finished run). A queued run's new place (its message, status.queue) and a step's progress
  * are not among them, so the writes of those leave the plan as it was.
  */
@@ -343,6 +356,7 @@ export function admissionFactsChanged(previous: CodingRun | undefined, run: Codi
     was.name !== is.name ||
     was.creationTimestamp !== is.creationTimestamp ||
     Boolean(was.deletionTimestamp) !== Boolean(is.deletionTimestamp) ||
+    isReleased(previous) !== isReleased(run) ||
     previous.status?.phase !== run.status?.phase ||
     previous.status?.reason !== run.status?.reason ||
     previous.status?.podName !== run.status?.podName ||

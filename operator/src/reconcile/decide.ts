@@ -302,7 +302,7 @@ export const CONFIG_MAPS_DELETED_RECHECK_MS = 0;
 /** Deleting a run: remove everything it owns, then let the finalizer go. */
 function decideDeletion(observed: ObservedRun): Decision {
   const { run, pod } = observed;
-  if (!run.metadata.finalizers?.includes(FINALIZER)) return { actions: [], events: [] };
+  if (!run.metadata.finalizers?.includes(FINALIZER)) return decideReleasedDeletion(observed);
   const actions: Action[] = [{ type: 'stopAgent' }];
   removeSandbox(observed, actions);
   const configMaps = observed.ownedConfigMaps.slice(0, CONFIG_MAP_DELETES_PER_RECONCILE);
@@ -317,6 +317,26 @@ function decideDeletion(observed: ObservedRun): Decision {
   // (and the garbage collector could take the policy of a pod still being deleted).
   if (!pod && !observed.networkPolicyExists && observed.ownedConfigMaps.length === 0) actions.push({ type: 'removeFinalizer' });
   return { actions, events: [], ...(configMaps.length > 0 ? { requeueAfterMs: CONFIG_MAPS_DELETED_RECHECK_MS } : {}) };
+}
+
+/**
+ * Deleting a run whose finalizer is gone while another's holds it (someone removed ours): the
+ * watch reports no deletion, so nothing else stops what it runs, and its pod (the model's
+ * processes in it) ran on. Its agent and sandbox are stopped as a deletion's are; the
+ * ConfigMaps go with the run (their ownerReference). Nothing asks to look again: each action
+ * is safe to repeat and a pod being deleted is not deleted again, so the run is looked at only
+ * when something of it changes, and an agent is stopped once more at each such look while the
+ * run is unfinished (one Redis round trip) or its sandbox is still there.
+ */
+function decideReleasedDeletion(observed: ObservedRun): Decision {
+  const { run, pod } = observed;
+  const actions: Action[] = [];
+  if (pod || observed.networkPolicyExists || observed.freshPodSent || !isTerminal(run.status?.phase)) actions.push({ type: 'stopAgent' });
+  removeSandbox(observed, actions);
+  // A pod this process just sent the create of: deleted by its name (gone already is fine);
+  // once the watch brings it, its change wakes the run again.
+  if (!pod && observed.freshPodSent) actions.push({ type: 'deletePod', name: sandboxPodName(run) });
+  return { actions, events: [] };
 }
 
 /**
