@@ -20,6 +20,7 @@ import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from '.
 import type { ScriptedTurn } from '../../operator/src/providers/scripted/model-script-schema.ts';
 import { createLocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
 import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
+import { CancelRequestedError } from '../../operator/src/workers/errors/cancel-requested-error.ts';
 import { createModelFactory } from '../../operator/src/workers/model-factory.ts';
 import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
 import { RunStateStore } from '../../operator/src/workers/run-state.ts';
@@ -46,7 +47,7 @@ const job = (name: AgentJob['name'], ref: RunRef, extra: Partial<AgentJob['data'
 });
 
 /** A run (budget.timeout 30m, bash gated) whose first step parked its bash call (`ask`), and the jobs it handed on. */
-async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] = [answers]) {
+async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] = [answers], spec: Partial<CodingRun['spec']> = {}) {
   rows += 1;
   const ref = { uid: `uid-${rows}`, namespace: 'agents', name: `run-${rows}` };
   const workspace = path.join(scratch, `row-${rows}`, 'workspace');
@@ -62,6 +63,7 @@ async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] 
       model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
       approval: { tools: ['bash'] },
       budget: { maxSteps: 20, timeout: '30m' },
+      ...spec,
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
@@ -217,8 +219,9 @@ describe('an approved call whose resume is retried past the deadline', () => {
 
 // A cancel (kubectl codingrun cancel) ends the run only once the controller has taken its diff,
 // up to 30 s later, and until then the run reads as live: a job queued before it must not go on
-// to run an approved call or ask the model (live-run.ts runToActOn). It leaves the state as it
-// is, for the controller's ending to take the diff against.
+// to run an approved call, ask the model or verify (live-run.ts runToActOn). It leaves the state
+// as it is, for the controller's ending to take the diff against, and throws to be tried again
+// (BullMQ keeps it, under its id, for its next try): a cancel withdrawn meanwhile lets it go on.
 describe('a cancel requested while a job of the run waits in the queue or runs', () => {
   const writes: ScriptedTurn = { toolCalls: [{ toolName: 'write_file', input: { path: 'written.txt', content: 'hi' } }], usage };
   const appends: ScriptedTurn = { toolCalls: [{ toolName: 'bash', input: { command: 'echo ran >> ran.txt' } }], usage };
@@ -234,22 +237,28 @@ describe('a cancel requested while a job of the run waits in the queue or runs',
     };
     return { ...h.deps, getRun: read, getRunFresh: read };
   };
+  const withCancel = (run: CodingRun | undefined) =>
+    run && { ...run, metadata: { ...run.metadata, annotations: { ...run.metadata.annotations, [CANCEL_ANNOTATION]: 'wrong branch' } } };
+  /** The job's try: it did nothing, and is to be tried again (not done with, as a job that returns is). */
+  const triedAgainLater = (tried: Promise<void>) => expect(tried).rejects.toSatisfy(CancelRequestedError.isInstance);
   const fileIn = (h: { workspace: string }, name: string) => readFileSync(path.join(h.workspace, name), 'utf8');
 
-  it('an approved call is not run, and the state still waits on it', async () => {
+  it('an approved call is not run, the state still waits on it, and the resume is tried again: a cancel withdrawn lets it run', async () => {
     const h = await parkedRun(appends);
     try {
       const enqueued = [...h.enqueued];
-      await runAgentJob(
-        cancelledFrom(h),
-        job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'bob' } }),
+      await triedAgainLater(
+        runAgentJob(
+          cancelledFrom(h),
+          job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'bob' } }),
+        ),
       );
       expect(() => fileIn(h, 'ran.txt')).toThrow(/ENOENT/);
       const state = (await h.states.load(h.ref))!;
       expect(state.stage).toBe('waiting');
       expect(state.pendingApproval?.id).toBe(h.pending.id);
       expect(h.enqueued).toEqual(enqueued);
-      // Not cancelled: the same answer runs the call.
+      // The cancel withdrawn: the job's next try runs the call.
       await runAgentJob(
         h.deps,
         job('resume', h.ref, { approval: { id: h.pending.id, decision: 'approve', sha256: h.pending.inputSha256, user: 'bob' } }),
@@ -260,19 +269,23 @@ describe('a cancel requested while a job of the run waits in the queue or runs',
     }
   });
 
-  it('the next step does not ask the model', async () => {
+  it('the next step does not ask the model, and is tried again: a cancel withdrawn lets it go on', async () => {
     const h = await parkedRun(asksForBash, [writes, answers]);
     try {
       await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
       expect(h.enqueued).toEqual(['step 1']);
       const before = (await h.states.load(h.ref))!;
-      await runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 }));
+      await triedAgainLater(runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 })));
       const after = (await h.states.load(h.ref))!;
       expect(after.step).toBe(before.step);
       expect(after.messages).toEqual(before.messages);
       expect(after.usage).toEqual(before.usage);
       expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
       expect(h.enqueued).toEqual(['step 1']);
+      // The cancel withdrawn: the job's next try asks the model, runs its call and hands on.
+      await runAgentJob(h.deps, job('step', h.ref, { step: 1 }));
+      expect(fileIn(h, 'written.txt')).toBe('hi');
+      expect(h.enqueued).toEqual(['step 1', 'step 2']);
     } finally {
       await h.close();
     }
@@ -298,7 +311,7 @@ describe('a cancel requested while a job of the run waits in the queue or runs',
         record: { startedAt: new Date().toISOString() },
       };
       await h.states.save(state);
-      await runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 }));
+      await triedAgainLater(runAgentJob(cancelledFrom(h), job('step', h.ref, { step: 1 })));
       expect(() => fileIn(h, 'in-flight.txt')).toThrow(/ENOENT/);
       expect((await h.states.load(h.ref))!.inFlight?.calls).toEqual([call]);
       // Not cancelled: the retry finishes the step.
@@ -309,15 +322,84 @@ describe('a cancel requested while a job of the run waits in the queue or runs',
     }
   });
 
-  it("asked for during the model call: the answer's tool calls are not run", async () => {
+  it("asked for during the model call: the answer's tool calls are not run, its tokens are in status.usage, and a cancel withdrawn runs them", async () => {
     const h = await parkedRun(asksForBash, [writes, answers]);
     try {
       await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      const before = h.gateway.current()!.status!.usage!;
       // The step's first read finds the run live; the cancel comes while the model answers.
-      await runAgentJob(cancelledFrom(h, 2), job('step', h.ref, { step: 1 }));
+      await triedAgainLater(runAgentJob(cancelledFrom(h, 2), job('step', h.ref, { step: 1 })));
       expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
       expect(h.enqueued).toEqual(['step 1']);
-      expect((await h.states.load(h.ref))!.stage).toBe('stepping');
+      const state = (await h.states.load(h.ref))!;
+      expect(state.stage).toBe('stepping');
+      // The answer is kept as the step in flight, and what it cost is shown (the ending keeps status.usage).
+      expect(state.inFlight?.calls.map((call) => call.toolName)).toEqual(['write_file']);
+      const shown = h.gateway.current()!.status!.usage!;
+      expect(shown.inputTokens).toBe(before.inputTokens! + usage.inputTokens);
+      expect(shown).toEqual(expect.objectContaining(state.usage));
+      // The cancel withdrawn: the job's next try runs the kept calls, without asking the model again.
+      await runAgentJob(h.deps, job('step', h.ref, { step: 1 }));
+      expect(fileIn(h, 'written.txt')).toBe('hi');
+      expect(h.enqueued).toEqual(['step 1', 'step 2']);
+      expect(h.gateway.current()!.status!.usage!.inputTokens).toBe(shown.inputTokens);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('asked for during the model call, looked for in the copy of the run this process holds, not with a read of its own (issue #17)', async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      let reads = 0;
+      const counted: AgentDependencies = {
+        ...h.deps,
+        getRun: (namespace, name) => ((reads += 1), h.gateway.getRun(namespace, name)),
+        // The leader's cache (or a copy a write returned a moment ago) shows the cancel.
+        getRunHeld: () => withCancel(h.gateway.current()),
+      };
+      await triedAgainLater(runAgentJob(counted, job('step', h.ref, { step: 1 })));
+      expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
+      // Only the step's start read the run.
+      expect(reads).toBe(1);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('asked for during the model call on a replica that holds no copy of the run: no read is made for it, and the calls run', async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      // A read of its own would find the cancel; the next step's start does.
+      const deps: AgentDependencies = { ...cancelledFrom(h, 2), getRunHeld: () => undefined };
+      await runAgentJob(deps, job('step', h.ref, { step: 1 }));
+      expect(fileIn(h, 'written.txt')).toBe('hi');
+      expect(h.enqueued).toEqual(['step 1', 'step 2']);
+      await triedAgainLater(runAgentJob(deps, job('step', h.ref, { step: 2 })));
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('finalize does not verify (spec.verify.command is the model’s code) nor end the run, and is tried again: a cancel withdrawn lets it finish', async () => {
+    const h = await parkedRun(asksForBash, [answers], { verify: { command: 'echo checked >> verified.txt' } } as Partial<
+      CodingRun['spec']
+    >);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      // The model writes its final answer (no tool calls) while the cancel is asked for.
+      await runAgentJob(h.deps, job('step', h.ref, { step: 1 }));
+      expect(h.enqueued).toEqual(['step 1', 'finalize']);
+      await triedAgainLater(runAgentJob(cancelledFrom(h), job('finalize', h.ref)));
+      expect(() => fileIn(h, 'verified.txt')).toThrow(/ENOENT/);
+      expect(h.gateway.current()!.status!.phase).toBe('Running');
+      expect((await h.states.load(h.ref))!.stage).toBe('finalizing');
+      // The cancel withdrawn: the job's next try verifies and ends the run.
+      await runAgentJob(h.deps, job('finalize', h.ref));
+      expect(fileIn(h, 'verified.txt')).toBe('checked\n');
+      expect(h.gateway.current()!.status!.phase).toBe('Succeeded');
     } finally {
       await h.close();
     }

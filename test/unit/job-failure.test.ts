@@ -7,6 +7,7 @@ import { ModelAnswerUnusableError } from '../../operator/src/providers/errors/mo
 import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-auth-failed-error.ts';
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
+import { CancelRequestedError } from '../../operator/src/workers/errors/cancel-requested-error.ts';
 import { decideJobFailure, type FailedJob } from '../../operator/src/workers/job-failure.ts';
 
 const step = (attempt: number, attempts = 10): FailedJob => ({ name: 'step', attempt, attempts });
@@ -15,6 +16,16 @@ const timeout = Object.assign(new Error('The operation was aborted due to timeou
 const forbidden = Object.assign(new Error('HTTP-Code: 403 Message: pods/exec is forbidden'), { code: 403 });
 
 describe('decideJobFailure', () => {
+  // A cancel's ending may wait its namespace's turn past the tries: failing the run AgentFailed
+  // then overwrote the cancel the controller was about to end it with.
+  it('retries a job that found a cancel requested, and leaves it, never failing the run, once its tries are spent', () => {
+    const cancelled = new CancelRequestedError('ask the model');
+    expect(decideJobFailure(cancelled, step(1))).toEqual({ action: 'retry' });
+    expect(decideJobFailure(cancelled, step(9))).toEqual({ action: 'retry' });
+    expect(decideJobFailure(cancelled, step(10))).toEqual({ action: 'leave' });
+    expect(decideJobFailure(cancelled, { name: 'resume', attempt: 10, attempts: 10 })).toEqual({ action: 'leave' });
+  });
+
   it.each([
     [
       'a RunFailure fails the run at once with its reason',

@@ -147,6 +147,26 @@ describe('RecentRuns', () => {
     expect((await t.recent.read('ns', 'r'))?.status?.phase).toBe('Running');
   });
 
+  it('readHeld serves the cache or a remembered copy as read does, and nothing, without a GET, where read would GET', async () => {
+    const t = setup(run(3, 4));
+    t.recent.learned(run(1, 10));
+    expect(maxStepsOf(t.recent.readHeld('ns', 'r'))).toBe(10);
+    t.advance(2_001);
+    // A replica that is not the leader, past the bound: read would GET; readHeld holds nothing.
+    expect(t.recent.readHeld('ns', 'r')).toBeUndefined();
+    expect(t.gets()).toBe(0);
+    // The leader's cache, caught up with what this process saw, serves it long after.
+    t.cache(run(1, 10));
+    t.advance(60_000);
+    expect(maxStepsOf(t.recent.readHeld('ns', 'r'))).toBe(10);
+    // A cache behind what this process saw (its watch may be dead) is not held either.
+    t.recent.learned(run(2, 5));
+    t.advance(2_001);
+    expect(t.recent.readHeld('ns', 'r')).toBeUndefined();
+    expect(t.recent.readHeld('ns', 'other')).toBeUndefined();
+    expect(t.gets()).toBe(0);
+  });
+
   it('remembers what the gateway returns from writes, and makes getRun a GET', async () => {
     const t = setup(run(3, 7));
     const written = run(2, 5);

@@ -5,6 +5,10 @@
 // every namespace shares, and the run ended SandboxLost: a check that is not required failed
 // the run, and retries never handed the failure back to the model. Only TIMEOUT is a verdict:
 // a dropped transport or a closed sandbox says nothing about the work, and is retried as before.
+// And only a TIMEOUT of a check that reached the toolbox, in a sandbox pod that still stands: a
+// check never sent did not run, and a pod on a lost node (NotReady, its kubelet hung) gives the
+// same TIMEOUT without anything in it having stopped the toolbox. Both are a lost sandbox, retried
+// into SandboxLost as before, never a verdict on the work.
 import { describe, expect, it } from 'vitest';
 import { emptyUsage } from '../../operator/src/agent/usage-accounting.ts';
 import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
@@ -24,6 +28,13 @@ interface Scene {
   readonly neverSent?: boolean;
   /** The state as saved by an earlier try of this finalize. */
   readonly state?: RunState;
+  /**
+   * What the read of the sandbox pod says (AgentDependencies.sandboxLost): 'standing', why it is
+   * lost, or an Error the read throws; absent, the dependency is not there (local mode).
+   */
+  readonly pod?: 'standing' | { lost: string } | Error;
+  /** Collects the uid of each run whose sandbox pod was read. */
+  readonly podReads?: string[];
 }
 
 function runOf(scene: Scene): ParsedCodingRun {
@@ -73,6 +84,15 @@ async function verifyUnanswered(scene: Scene) {
     metrics: { namespaceTokensToday: { set: () => {} } },
     logger: { info: () => {}, warn: () => {}, error: () => {} },
     now: () => new Date(NOW),
+    ...(scene.pod === undefined
+      ? {}
+      : {
+          sandboxLost: async (reading: ParsedCodingRun) => {
+            scene.podReads?.push(reading.metadata.uid);
+            if (scene.pod instanceof Error) throw scene.pod;
+            return scene.pod === 'standing' ? undefined : scene.pod!.lost;
+          },
+        }),
   } as unknown as AgentDependencies;
   const outcome = await verifyWork(deps, run, state);
   return { outcome, state, enqueued, events, saved, transcript, calls };
@@ -121,11 +141,50 @@ describe('a check the sandbox does not answer is a failed check', () => {
     ]);
   });
 
-  it('says so when the check was never sent to the toolbox', async () => {
-    const { state } = await verifyUnanswered({ required: true, retries: 0, neverSent: true });
-    expect(state.verification!.outputTail).toBe(
-      'the sandbox did not answer within 660 s (a process may have stopped the toolbox); the check was never sent to it',
+  it('throws a TIMEOUT on when the check was never sent to the toolbox, without reading the pod', async () => {
+    const podReads: string[] = [];
+    const state = startingState();
+    await expect(verifyUnanswered({ required: true, retries: 0, neverSent: true, pod: 'standing', podReads, state })).rejects.toMatchObject(
+      { name: 'SandboxError', reason: 'TIMEOUT', written: false },
     );
+    expect(podReads).toEqual([]);
+    expect(state.verification).toBeUndefined();
+    expect(state.stop).toBeUndefined();
+  });
+
+  it('reads the sandbox pod once, and fails the check when the pod still stands', async () => {
+    const podReads: string[] = [];
+    const { outcome, state } = await verifyUnanswered({ required: true, retries: 0, pod: 'standing', podReads });
+    expect(podReads).toEqual(['uid-1']);
+    expect(outcome).toBe('done');
+    expect(state.stop).toMatchObject({ reason: 'VerificationFailed' });
+    expect(state.verification).toMatchObject({ passed: false, timedOut: true, attempts: 1 });
+  });
+
+  it('throws the TIMEOUT on, saying why, when the sandbox pod is lost (its node NotReady), so finalize is retried into SandboxLost', async () => {
+    const podReads: string[] = [];
+    const state = startingState();
+    const lost = 'pod team/chamvi-r-sandbox is not Ready (NodeNotReady)';
+    const thrown = await verifyUnanswered({ required: false, retries: 2, pod: { lost }, podReads, state }).catch((error: unknown) => error);
+    expect(thrown).toMatchObject({ name: 'SandboxError', reason: 'TIMEOUT' });
+    expect((thrown as Error).message).toContain(lost);
+    expect(podReads).toEqual(['uid-1']);
+    // No verdict: nothing saved, noted or handed back to the model.
+    expect(state.verification).toBeUndefined();
+    expect(state.verificationNote).toBeUndefined();
+    expect(state.stage).toBe('finalizing');
+    expect(state.messages).toHaveLength(1);
+  });
+
+  it('throws the TIMEOUT on when the sandbox pod cannot be read, since nothing tells a stopped toolbox from a lost node', async () => {
+    const state = startingState();
+    const thrown = await verifyUnanswered({ required: true, retries: 0, pod: new Error('connect ECONNREFUSED'), state }).catch(
+      (error: unknown) => error,
+    );
+    expect(thrown).toMatchObject({ name: 'SandboxError', reason: 'TIMEOUT' });
+    expect((thrown as Error).message).toContain('connect ECONNREFUSED');
+    expect(state.verification).toBeUndefined();
+    expect(state.stop).toBeUndefined();
   });
 
   it('keeps the saved verdict when the finalize is redone after a crash, without running the check again', async () => {
@@ -137,9 +196,14 @@ describe('a check the sandbox does not answer is a failed check', () => {
   });
 
   it.each<SandboxErrorReason>(['TRANSPORT', 'PROTOCOL', 'CLOSED', 'ABORTED', 'RESPONSE_TOO_LARGE'])(
-    'throws a %s SandboxError on, so the finalize is retried as before',
+    'throws a %s SandboxError on, so the finalize is retried as before, without reading the pod',
     async (reason) => {
-      await expect(verifyUnanswered({ required: true, retries: 0, reason })).rejects.toMatchObject({ name: 'SandboxError', reason });
+      const podReads: string[] = [];
+      await expect(verifyUnanswered({ required: true, retries: 0, reason, pod: 'standing', podReads })).rejects.toMatchObject({
+        name: 'SandboxError',
+        reason,
+      });
+      expect(podReads).toEqual([]);
     },
   );
 });

@@ -144,6 +144,15 @@ export class RecentRuns {
 
   /** The run from the leader's cache, a copy remembered from a write, or a GET (see above). */
   async read(namespace: string, name: string): Promise<CodingRun | undefined> {
+    return this.readHeld(namespace, name) ?? this.readFresh(namespace, name);
+  }
+
+  /**
+   * The run as read() serves it without a request (the leader's cache, a copy remembered from a
+   * write), or undefined where read() would GET: for a look a worker skips rather than pay a
+   * request for (step-job.ts, the look for a cancel after the model call).
+   */
+  readHeld(namespace: string, name: string): CodingRun | undefined {
     const key = `${namespace}/${name}`;
     const known = this.known.get(key);
     const cached = this.cache()?.get(namespace, name);
@@ -156,7 +165,7 @@ export class RecentRuns {
       case 'remembered':
         return structuredClone(known!.run);
       case 'get':
-        return this.readFresh(namespace, name);
+        return undefined;
     }
   }
 

@@ -17,6 +17,8 @@ import type { RunResources } from './run-resources.ts';
 import type { RunScriptCache } from './run-script-cache.ts';
 import type { RunStateStore } from './run-state.ts';
 import type { RunStatusWriter } from './run-status-writer.ts';
+import type { SandboxLostCheck } from './sandbox-lost-check.ts';
+import type { HeldRunReader } from './live-run.ts';
 import type { SandboxPool } from './sandbox-pool.ts';
 import type { TranscriptWriter } from './transcript-writer.ts';
 import type { TeamTokenBudget } from './team-token-budget.ts';
@@ -38,6 +40,19 @@ export interface AgentDependencies {
   status: RunStatusWriter;
   resources: RunResources;
   sandboxes: SandboxPool;
+  /**
+   * Why the run's sandbox pod is lost (gone, not Running, not Ready: its node NotReady), or
+   * undefined when it stands; one read of the pod (sandbox-lost-check.ts). Asked only when the
+   * verify check got no answer, to tell a toolbox stopped by code in the pod (a failed check)
+   * from a lost sandbox (retried into SandboxLost). Absent (local mode), no sandbox is on a node.
+   */
+  sandboxLost?: SandboxLostCheck;
+  /**
+   * The run as this process holds it without a request (kube/recent-runs.ts readHeld: the
+   * leader's cache or the copy last returned here), for the step's look for a cancel after the
+   * model call, which must cost no GET (issue #17); absent, that look reads the run as getRun does.
+   */
+  getRunHeld?: HeldRunReader;
   queue: JobEnqueuer;
   models: ModelFactory;
   events: EventRecorder;

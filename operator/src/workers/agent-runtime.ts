@@ -27,6 +27,7 @@ import { connectRedis, redisKeyPrefix, redisTopology } from './redis-connection.
 import { NamespaceTokenTally } from './namespace-token-tally.ts';
 import type { NamespacePolicyReader } from '../kube/namespace-policy-reader.ts';
 import { RunStatusWriter } from './run-status-writer.ts';
+import { kubernetesSandboxLostCheck } from './sandbox-lost-check.ts';
 import { SandboxPool } from './sandbox-pool.ts';
 import { CloneCache } from './clone-cache.ts';
 import { keepRunDiff } from './keep-diff.ts';
@@ -63,7 +64,7 @@ export interface AgentRuntimeOptions {
   /** Where the transcript goes; default: ConfigMaps in the cluster of kubeConfig. Local mode passes its own. */
   transcript?: TranscriptWriter;
   /** Runs the API server returned a moment ago, for the jobs' reads (kube/recent-runs.ts); absent, every read is a GET. */
-  recentRuns?: Pick<RecentRuns, 'read'>;
+  recentRuns?: Pick<RecentRuns, 'read' | 'readHeld'>;
   /** Starts the workers' git and tar (process-launcher.ts); absent, from this process. */
   launch?: Launch;
 }
@@ -108,6 +109,10 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
   // down) as a bare stack on stderr, outside the log; the connection's own listener above says it.
   queue.on('error', (error) => options.logger.warn({ err: error.message }, 'agent queue error'));
   const sandboxes = new SandboxPool(options.sandboxFor);
+  // A verify check that gets no answer reads its pod, to tell a lost node from a stopped toolbox
+  // (sandbox-lost-check.ts). Local mode passes a kubeConfig with no cluster: its sandbox is a
+  // process on this machine, in no pod, and a check it does not answer is the check's.
+  const sandboxLost = options.kubeConfig.getCurrentCluster() ? kubernetesSandboxLostCheck(options.kubeConfig) : undefined;
   // The scripted model's scripts, kept between a run's steps and dropped when it ends (run-script-cache.ts).
   const scripts = new RunScriptCache();
   // The replica's kept clones (#17.3): off unless the admin sized it.
@@ -148,6 +153,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           status: new RunStatusWriter(options.kube, undefined, options.recentRuns),
           resources,
           sandboxes,
+          ...(sandboxLost ? { sandboxLost } : {}),
           queue: agentQueue,
           models: endpointCheckedModelFactory(
             createModelFactory(resources, options.callingPolicy, options.callingPolicyDependencies, options.fetch, scripts),
@@ -161,6 +167,7 @@ export function startAgentRuntime(options: AgentRuntimeOptions): AgentRuntime {
           getRun: (namespace, name) =>
             options.recentRuns ? options.recentRuns.read(namespace, name) : options.kube.getRun(namespace, name),
           getRunFresh: (namespace, name) => options.kube.getRun(namespace, name),
+          ...(options.recentRuns ? { getRunHeld: (namespace: string, name: string) => options.recentRuns!.readHeld(namespace, name) } : {}),
           scripts,
           launch: options.launch,
           clonePolicy: {

@@ -3,6 +3,7 @@
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
 // a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
 // finished is verified first (verify-work.ts), which may hand it back to the model instead.
+// A run with a cancel requested is neither verified nor finalized: the controller ends it.
 import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
@@ -11,7 +12,8 @@ import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { startPublish } from './publish-job.ts';
-import { liveRun } from './live-run.ts';
+import { runToActOn } from './live-run.ts';
+import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { storeFinalDiff, takeSandboxDiff } from './keep-diff.ts';
@@ -43,17 +45,23 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   const finalizeStarted = deps.now();
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
+  // Verification runs spec.verify.command, code the model wrote, and may end the run Succeeded
+  // before the controller's Cancelled: a run with a cancel requested is not finalized here, and
+  // the job is tried again later (live-run.ts runToActOn). Before the hand-on too, which may
+  // finish a resumed step's calls.
+  const found = await runToActOn(deps, ref);
+  if ('cancelled' in found) throw new CancelRequestedError('verify or finalize the run');
   // A redone finalize whose verification already handed the run back to the model, or that
   // handed it to publishing (spec.publish, maybe waiting for its approval): only hand it on again.
   if (state.stage === 'stepping' || state.stage === 'publishing' || state.stage === 'waiting') {
     await handOn(deps, ref, state);
     return;
   }
-  const run = await liveRun(deps, ref);
-  if (!run) {
+  if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
   }
+  const { run } = found;
   // A step's record still owed (trailing-record.ts), when the step after it ended the loop by
   // failing on the deadline (run-agent-job.ts): it lands before the run's end.
   await settleTrailingRecord(deps, run, state);

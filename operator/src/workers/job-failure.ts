@@ -6,11 +6,13 @@
 //    finalizes it, so the partial diff is kept;
 //  - anything else is a transport error (a dropped exec, an API server or Redis restart):
 //    retried, and when the tries are spent the run fails SandboxLost (the sandbox would not
-//    answer) or AgentFailed.
+//    answer) or AgentFailed;
+//  - a job that found a cancel requested is retried, then left: the controller ends the run.
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS, type Reason } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
+import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import type { AgentJobName } from './job-ids.ts';
 import { FORBIDDEN_ATTEMPTS, isForbidden } from './job-retry.ts';
 
@@ -37,6 +39,7 @@ export interface FailedJob {
 
 export type JobFailureDecision =
   | { action: 'fail'; reason: Reason; message: string; modelCallError: boolean }
+  | { action: 'leave' }
   | { action: 'finalize'; stop: { reason: typeof REASONS.DeadlineExceeded; message: string } }
   | { action: 'retry' };
 
@@ -50,6 +53,11 @@ export function decideJobFailure(error: unknown, job: FailedJob): JobFailureDeci
   if (RunFailure.isInstance(error)) {
     return { action: 'fail', reason: error.reason, message: error.message, modelCallError: MODEL_CALL_REASONS.has(error.reason) };
   }
+  // A job that found a cancel requested is tried again while the controller takes the diff; its
+  // tries spent, it is left without failing the run: failing it AgentFailed would overwrite the
+  // cancel the controller is about to end the run with (its ending takes the diff first, which
+  // may wait its namespace's turn past the tries).
+  if (CancelRequestedError.isInstance(error)) return job.attempt < job.attempts ? { action: 'retry' } : { action: 'leave' };
   // Only model calls run under the deadline signal, so the step was waiting for the model.
   if (job.name === 'step' && isDeadline(error)) {
     return { action: 'finalize', stop: { reason: REASONS.DeadlineExceeded, message: FAILURE_MESSAGES.deadlineWhileWaitingForModel } };

@@ -4,9 +4,10 @@
 // model, budgets and approval tools come from here, never from Redis (Security #11.1).
 // A job about to call the model or run a tool also asks whether a cancel was requested
 // (runToActOn): the controller ends a cancelled run only once its diff is taken, up to 30 s
-// later, and until then the run reads as live.
+// later, and until then the run reads as live. Such a job throws CancelRequestedError, so that
+// BullMQ tries it again later (errors/cancel-requested-error.ts says why not return).
 import { setTimeout as delay } from 'node:timers/promises';
-import { codingRunSpec, isTerminal, type ParsedCodingRun } from '../api/index.ts';
+import { codingRunSpec, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { awaitsAcceptance, effectiveSpecInput } from '../reconcile/run-template.ts';
@@ -50,8 +51,9 @@ export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFr
 /**
  * What a job about to act for the run (a model call, a tool call) finds: the live run, no
  * run to act for (`ended`: gone, replaced or finished, so what the agent holds of it may go),
- * or a run with a cancel requested (`cancelled`: it does nothing more, and keeps its state,
- * whose commit the controller's ending takes the diff against; the ending then stops the agent).
+ * or a run with a cancel requested (`cancelled`: it does nothing more, keeps its state, whose
+ * commit the controller's ending takes the diff against, and throws CancelRequestedError to be
+ * tried again; the ending then stops the agent, which removes the job).
  */
 export type RunToActOn = { run: ParsedCodingRun } | { ended: true } | { cancelled: true };
 
@@ -59,4 +61,17 @@ export async function runToActOn(deps: Pick<AgentDependencies, 'getRun' | 'getRu
   const run = await liveRun(deps, ref);
   if (!run) return { ended: true };
   return readCancelRequest(run) ? { cancelled: true } : { run };
+}
+
+/**
+ * A copy of the run that this process holds without asking the API server (kube/recent-runs.ts
+ * readHeld: the leader's cache, or the run as a write returned it a moment ago), or undefined.
+ * For a check that is skipped rather than cost a request (issue #17).
+ */
+export type HeldRunReader = (namespace: string, name: string) => CodingRun | undefined;
+
+/** Whether `copy` is the job's run, not deleted, not finished, with a cancel requested. */
+export function showsCancel(copy: CodingRun | undefined, ref: RunRef): boolean {
+  if (!copy || copy.metadata.uid !== ref.uid || copy.metadata.deletionTimestamp || isTerminal(copy.status?.phase)) return false;
+  return readCancelRequest(copy) !== undefined;
 }

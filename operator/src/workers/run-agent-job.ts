@@ -99,6 +99,12 @@ export async function runAgentJob(unfenced: AgentDependencies, job: AgentJob): P
         return;
       case 'retry':
         throw error;
+      case 'leave':
+        deps.logger.info(
+          { job: job.name },
+          'a cancel is still requested after the last try: the job is left for the controller to end the run',
+        );
+        return;
     }
   }
 }

@@ -8,7 +8,8 @@
 // is kept first (spent-on-unsaved-step.ts). The calls run in run-tool-calls.ts, the step ends
 // in end-step.ts. The step before's record may still be on its way (trailing-record.ts):
 // end-step.ts settles it before this step's own. A run with a cancel requested gets no model
-// call and no tool call (live-run.ts runToActOn): the controller ends it.
+// call and no tool call (live-run.ts runToActOn): the job throws CancelRequestedError and is
+// tried again later, and the controller ends the run meanwhile (or the cancel is withdrawn).
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
@@ -30,7 +31,8 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
-import { runToActOn } from './live-run.ts';
+import { runToActOn, showsCancel } from './live-run.ts';
+import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
@@ -85,9 +87,11 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const state = await deps.states.load(ref);
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   if (state.inFlight) {
-    // An earlier try got the model's answer and ran some of its calls: finish the rest, unless
-    // a cancel is requested meanwhile.
-    if (state.step === completed + 1 && !(await cancelRequested(deps, ref))) await continueStep(deps, ref, state);
+    // An earlier try got the model's answer and ran some of its calls (or a cancel stopped it
+    // before them): finish the rest, unless a cancel is requested now.
+    if (state.step !== completed + 1) return;
+    if (await cancelRequested(deps, ref)) throw new CancelRequestedError('run the calls left of the step under way');
+    await continueStep(deps, ref, state);
     return;
   }
   if (state.stage !== 'stepping' || state.step !== completed) {
@@ -102,10 +106,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const stepStarted = performance.now();
   const stepStartedAt = deps.now().toISOString();
   const found = await runToActOn(deps, ref);
-  if ('cancelled' in found) {
-    deps.logger.info({ step: completed + 1 }, 'a cancel is requested: the model is not called');
-    return;
-  }
+  if ('cancelled' in found) throw new CancelRequestedError('ask the model');
   if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
@@ -310,10 +311,19 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // before the step hands on (the next step's budget check reads it); it never throws.
   const tallied = countTeamTokens(deps, ref.namespace, compactionUsage.totalTokens + callUsage.totalTokens);
   // A cancel asked for during the model call (which can take minutes): its calls do not run.
-  if (calls.length > 0 && (await cancelRequested(deps, ref))) {
+  // The answer is saved as the step in flight (a cancel withdrawn runs its calls, not the model
+  // again), and its tokens go to status.usage in one request, which the controller's ending
+  // keeps. The step before's progress, maybe still on its way, lands first (trailing-record.ts).
+  if (calls.length > 0 && (await cancelAskedDuringModelCall(deps, ref))) {
     await tallied;
-    deps.logger.info({ step: state.step, toolCalls: calls.length }, "a cancel is requested: the model's tool calls are not run");
-    return;
+    await settleTrailingRecord(deps, run, state);
+    await deps.states.save(state);
+    await deps.status.progress(ref.namespace, ref.name, ref.uid, {
+      steps: state.step,
+      toolCalls: state.toolCalls,
+      usage: { ...state.usage },
+    });
+    throw new CancelRequestedError("run the model's tool calls");
   }
   let toolsMs: number;
   try {
@@ -344,6 +354,17 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
  */
 async function cancelRequested(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
   return 'cancelled' in (await runToActOn(deps, ref));
+}
+
+/**
+ * The look for a cancel between the model's answer and its calls, from the copy of the run this
+ * process holds: on a replica that is not the leader, after a model call longer than the copy
+ * is kept, getRun would be one GET more per step (issue #17). Holding none, it is skipped: the
+ * calls run as before the look was made, and the next step's start reads the run.
+ */
+async function cancelAskedDuringModelCall(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
+  if (!deps.getRunHeld) return cancelRequested(deps, ref);
+  return showsCancel(deps.getRunHeld(ref.namespace, ref.name), ref);
 }
 
 /**
