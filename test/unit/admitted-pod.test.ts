@@ -65,9 +65,17 @@ function admitted(pod: V1Pod): V1Pod {
     });
   }
   for (const volume of spec.volumes ?? []) if (volume.emptyDir) volume.emptyDir = { ...volume.emptyDir };
-  // And what the kubelet reports once the containers run: nothing restarted.
+  // And what the kubelet reports once the containers run: the init containers ran once and exited 0, nothing restarted.
   copy.status = {
     phase: 'Running',
+    initContainerStatuses: (spec.initContainers ?? []).map((container) => ({
+      name: container.name,
+      image: `docker.io/${container.image}`,
+      imageID: 'docker.io/chamvi/sandbox@sha256:0123',
+      restartCount: 0,
+      ready: true,
+      state: { terminated: { exitCode: 0 } },
+    })),
     containerStatuses: spec.containers.map((container) => ({
       name: container.name,
       image: `docker.io/${container.image}`,
@@ -501,10 +509,12 @@ describe('the admitted sandbox pod: what a webhook adds is refused', () => {
     // an upgrade that changed config.sandboxImage carries them rightly.
     const base = admitted(buildSandboxPod(plainRun, config));
     const withTools = admitted(buildSandboxPod(customRun, config));
-    expect(additions({ ...base, spec: { ...base.spec!, initContainers: withTools.spec!.initContainers } })).toEqual([]);
+    // With the kubelet's record of its run (init-container-runs.ts).
+    const status = { ...base.status, initContainerStatuses: withTools.status!.initContainerStatuses };
+    expect(additions({ ...base, spec: { ...base.spec!, initContainers: withTools.spec!.initContainers }, status })).toEqual([]);
     const tools = withTools.spec!.initContainers![0]!;
     const moved = { ...tools, volumeMounts: [{ name: 'chamvi-tools', mountPath: '/home/chamvi/.aws' }] };
-    expect(additions({ ...base, spec: { ...base.spec!, initContainers: [moved] } })).toEqual([
+    expect(additions({ ...base, spec: { ...base.spec!, initContainers: [moved] }, status })).toEqual([
       { kind: 'volumeMount', name: 'chamvi-tools', container: 'chamvi-tools' },
     ]);
   });
@@ -874,6 +884,19 @@ describe('the admitted sandbox pod: another image, command or rights than the op
 
 describe('the message of a refused pod', () => {
   const shape = sandboxPodShape(plainRun, config);
+
+  it("quotes a sidecar's image and a mount's path as their writer chose them only cut short, on one line", () => {
+    const long = `evil.example/${'x'.repeat(300)}:1\ninjected line`;
+    const pod = injected((each) => {
+      each.spec!.containers.push({ name: 'sidecar', image: long });
+      each.spec!.initContainers = [{ name: 'setup', image: long }];
+      each.spec!.ephemeralContainers = [{ name: 'debugger', image: long }];
+      sandbox(each).volumeMounts!.push({ name: 'workspace', mountPath: `/${'p'.repeat(300)}\nx` });
+    });
+    const described = podAdditions(pod, shape).map(describeAddition);
+    expect(described.filter((each) => each.includes('(cut: '))).toHaveLength(4);
+    for (const each of described) expect(each).not.toContain('\n');
+  });
   const where = { namespace: 'agents', name: 'fix-sandbox' };
 
   it('names what IRSA added and says which annotation to remove, or which pods to exclude from the webhook', () => {

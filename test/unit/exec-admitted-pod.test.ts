@@ -282,3 +282,85 @@ describe("the exec transport against the run's record of its pod as admitted (st
     expect((error as Error).message).toContain("the pod's spec was changed after it was made (generation 2)");
   });
 });
+
+describe("the exec transport judges a custom image's init container by what the kubelet ran (the run's own pod)", () => {
+  const customRun: ParsedCodingRun = { ...run, spec: { ...run.spec, sandbox: { ...run.spec.sandbox, image: 'acme/builder:2' } } };
+  const record = {
+    uid: 'pod-uid-1',
+    images: [
+      { container: 'sandbox', image: 'acme/builder:2' },
+      { container: 'chamvi-tools', image: config.sandboxImage },
+    ],
+  };
+
+  /** The run's custom-image pod, Ready, its chamvi-tools having run from `ranImage` (the spec is the built one). */
+  function readyPod(ranImage: string | undefined, imageID = ''): () => V1Pod {
+    return () => {
+      const pod = buildSandboxPod(customRun, config);
+      pod.metadata = { ...pod.metadata, uid: 'pod-uid-1', generation: 1 };
+      pod.spec!.serviceAccountName = 'default';
+      pod.status = {
+        phase: 'Running',
+        conditions: [{ type: 'Ready', status: 'True' }],
+        initContainerStatuses:
+          ranImage === undefined
+            ? []
+            : [
+                {
+                  name: 'chamvi-tools',
+                  image: ranImage,
+                  imageID,
+                  restartCount: 0,
+                  ready: true,
+                  state: { terminated: { exitCode: 0 } },
+                },
+              ],
+        containerStatuses: [
+          { name: 'sandbox', image: 'docker.io/acme/builder:2', imageID: '', restartCount: 0, ready: true, state: { running: {} } },
+        ],
+      };
+      return pod;
+    };
+  }
+
+  const transportFor = (pod: () => V1Pod) =>
+    transportReading(pod, { expectedPodShape: sandboxPodShape({ ...customRun, status: { podName: 'x', admittedPod: record } }, config) });
+
+  it('passes the pod whose chamvi-tools ran from the operator image, however the runtime spells it', async () => {
+    await expect(transportFor(readyPod(`docker.io/${config.sandboxImage}`)).transport.start(['serve'])).rejects.toThrow(PASSED);
+  });
+
+  it('refuses the pod whose chamvi-tools ran another image patched in and back while it was Pending', async () => {
+    const error = await transportFor(readyPod('docker.io/attacker/tools:1'))
+      .transport.start(['serve'])
+      .catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({
+      runFailure: true,
+      reason: REASONS.SandboxInvalid,
+      message: expect.stringContaining('image docker.io/attacker/tools:1 (the kubelet ran it from this image'),
+    });
+    expect((error as Error).message).toContain('in container chamvi-tools');
+  });
+
+  it('refuses the Ready pod whose kubelet reports no run of chamvi-tools', async () => {
+    const error = await transportFor(readyPod(undefined))
+      .transport.start(['serve'])
+      .catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect((error as Error).message).toContain('the kubelet reports no run of it');
+  });
+
+  it('passes a pod whose chamvi-tools has not started yet (nothing ran to judge)', async () => {
+    const pending = () => {
+      const pod = readyPod(undefined)();
+      pod.status = {
+        phase: 'Pending',
+        initContainerStatuses: [
+          { name: 'chamvi-tools', image: config.sandboxImage, imageID: '', restartCount: 0, ready: false, state: { waiting: {} } },
+        ],
+      };
+      return pod;
+    };
+    await expect(transportFor(pending).transport.start(['serve'])).rejects.toThrow(PASSED);
+  });
+});

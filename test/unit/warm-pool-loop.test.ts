@@ -243,7 +243,7 @@ describe('WarmPoolLoop', () => {
   });
 
   it('counts, claims and hands on no pod of its pool whose image was patched in: it replaces it', async () => {
-    const { pods, created, deleted, loop, readyPod, sessions } = world();
+    const { pods, created, deleted, loop, readyPod, sessions, advance } = world();
     await loop.pass();
     pods.push(readyPod('made-0'), readyPod('made-1'));
     await loop.pass();
@@ -257,6 +257,10 @@ describe('WarmPoolLoop', () => {
     expect(isPoolPod(pods[0], pool, config)).toBe(false);
     await loop.pass();
     expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
+    // Replaced once the pool's wait after a pod that changed since it was made is over.
+    expect(created).toHaveLength(2);
+    advance(2_000);
+    await loop.pass();
     expect(created).toHaveLength(3);
     expect(deleted).toEqual(['made-0']);
   });
@@ -279,7 +283,7 @@ describe('WarmPoolLoop', () => {
     });
 
   it('counts, claims and hands on no custom-image pool pod whose init container ran an image patched in and back: it replaces it', async () => {
-    const { pods, created, deleted, loop, sessions } = world({ pools: [customPool] });
+    const { pods, created, deleted, loop, sessions, advance } = world({ pools: [customPool] });
     await loop.pass();
     const ready = (name: string, image?: string): V1Pod => {
       const made = created.find((pod) => pod.metadata?.name === name)!;
@@ -297,6 +301,9 @@ describe('WarmPoolLoop', () => {
     expect(isPoolPod(pods[1]!, customPool, config)).toBe(true);
     await loop.pass();
     expect(sessions.kept.at(-1)).toEqual(['team/made-1/uid-made-1']);
+    expect(created).toHaveLength(2);
+    advance(2_000);
+    await loop.pass();
     expect(created).toHaveLength(3);
     expect(deleted).toEqual(['made-0']);
   });
@@ -787,6 +794,74 @@ describe('WarmPoolLoop', () => {
     const last = pods.findIndex((pod) => pod.metadata?.name === created.at(-1)!.metadata!.name);
     pods[last] = claimedBy(pods[last]!, runNamed('second'));
     expect((await createWaits(w, 1)).waits).toEqual([2_000]);
+  });
+
+  it("waits longer after each pod it made that stops being the pool's once started (its node names the image by a copy's name), though others are ready", async () => {
+    const w = world({ pools: [customPool] });
+    const { pods, created, deleted, loop, warnings } = w;
+    // A tenant pulled the operator's image as docker.io/a/copy:1 on one node: containerd names it
+    // so for every pod there. Every pod but the first lands there.
+    let copyNode = true;
+    const onCopyNode = new Set<string>();
+    const show = () => {
+      for (const made of created) {
+        const name = made.metadata!.name!;
+        if (deleted.includes(name) || pods.some((pod) => pod.metadata?.name === name)) continue;
+        if (name !== 'made-0' && copyNode) onCopyNode.add(name);
+        const ran = onCopyNode.has(name) ? 'docker.io/a/copy:1' : undefined;
+        pods.push({
+          ...made,
+          status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }], initContainerStatuses: initRan(made, ran) },
+        });
+      }
+      pods.splice(0, pods.length, ...pods.filter((pod) => !deleted.includes(pod.metadata!.name!)));
+    };
+    const waits: number[] = [];
+    let since = 0;
+    const passUntilCreates = async (count: number) => {
+      for (let step = 0; step < 1_000 && waits.length < count; step++) {
+        w.advance(POOL_RESYNC_MS);
+        since += POOL_RESYNC_MS;
+        const before = created.length;
+        await loop.pass();
+        show();
+        if (created.length > before) {
+          waits.push(since);
+          since = 0;
+        }
+      }
+    };
+    await loop.pass();
+    show();
+    expect(created).toHaveLength(2);
+    await passUntilCreates(5);
+    // made-0 stays ready and the pool's all along, and does not end the wait: each pod is seen
+    // changed one pass (2 s) after it was made, then the pool waits 2 s doubling.
+    expect(
+      isPoolPod(
+        pods.find((pod) => pod.metadata?.name === 'made-0')!,
+        customPool,
+        config,
+      ),
+    ).toBe(true);
+    expect(waits).toEqual([4_000, 6_000, 10_000, 18_000, 34_000]);
+    expect(deleted).toEqual(['made-1', 'made-2', 'made-3', 'made-4', 'made-5']);
+    const warning = warnings.find((each) => each.startsWith("a warm pool pod this replica made stopped being the pool's pod"));
+    expect(warning).toContain('pin sandboxImage to a digest');
+    expect(warnings.some((each) => each.includes('did not make'))).toBe(false);
+    // The copy is removed from the node: the pod made next is the pool's, and once it is ready the
+    // pool makes pods at once again.
+    copyNode = false;
+    await passUntilCreates(6);
+    expect(waits.at(-1)).toBe(66_000);
+    const kept = created.at(-1)!;
+    expect(loop.madeIt(kept, customPool)).toBe(true);
+    await loop.pass();
+    const index = pods.findIndex((pod) => pod.metadata?.name === kept.metadata!.name);
+    pods[index] = claimedBy(pods[index]!, runNamed('first'));
+    since = 0;
+    await passUntilCreates(7);
+    expect(waits.at(-1)).toBe(2_000);
   });
 
   it('sends no create or delete after stop() from the pass in progress, and settled() waits for the write on its way', async () => {

@@ -342,6 +342,28 @@ describe('poolPodChanges: whether a pool pod is still the pod its pool builds', 
         }
     });
 
+    it('names the images the pool builds in full in its finding (not cut to nothing)', () => {
+      const [finding] = initChanges(made(1, ready({ image: 'evil.example/rigged:1', imageID: `evil.example/rigged@${digest}` })));
+      expect(finding?.detail).toBe(`the kubelet ran it from this image; the operator builds ${tools.image}`);
+    });
+
+    it("takes a run from another repository's name as the built image when its imageID is the digest sandboxImage is pinned to", () => {
+      // containerd names an image by the first of its references in lexical order: a tenant's copy
+      // (docker.io/a/copy:1) of the same image names it for every pod of the node.
+      const pinnedConfig = { ...config, sandboxImage: `${config.sandboxImage}@${digest}` };
+      const pinnedPod = (status: V1PodStatus): V1Pod => {
+        const pod = warmPoolPod(custom, pinnedConfig, parsed({}, 'anywhere'));
+        return { ...pod, metadata: { ...pod.metadata, name: 'default-warm-fghij', uid: 'uid-custom', generation: 1 }, status };
+      };
+      const copy = ready({ image: 'docker.io/a/copy:1', imageID: `docker.io/a/copy@${digest}` });
+      expect(poolPodChanges(pinnedPod(copy), custom, pinnedConfig)).toEqual([]);
+      // Another digest under the copy's name is another image.
+      const other = ready({ image: 'docker.io/a/copy:1', imageID: `docker.io/a/copy@sha256:${'b'.repeat(64)}` });
+      expect(poolPodChanges(pinnedPod(other), custom, pinnedConfig)).toContainEqual(expect.objectContaining({ kind: 'image' }));
+      // Unpinned, the digest is not known: the copy's name reads as another image.
+      expect(initChanges(made(1, copy))).toContainEqual(expect.objectContaining({ kind: 'image', name: 'docker.io/a/copy:1' }));
+    });
+
     it('finds one whose init container ran twice, failed, or has no record of running though the pod is past it', () => {
       expect(initChanges(made(1, ready({ restartCount: 1 })))).toContainEqual(
         expect.objectContaining({ kind: 'restart', container: 'chamvi-tools' }),

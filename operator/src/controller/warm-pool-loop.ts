@@ -59,6 +59,8 @@ import { ReconcilerStoppedSignal, WriteGate } from './write-gate.ts';
 export const POOL_RESYNC_MS = 2_000;
 /** A created pod the cache has not shown for this long is forgotten (its create may have raced a deletion). */
 const EXPECTATION_TTL_MS = 30_000;
+/** How many changes a log line names; a sidecar injector makes dozens. */
+const CHANGES_NAMED = 8;
 /** Deletes of unwanted pods in flight at once: a pass's share of them takes a few round trips, not one each. */
 const UNWANTED_DELETES_AT_ONCE = 8;
 
@@ -167,6 +169,13 @@ export class WarmPoolLoop {
   private readonly startFailures = new Map<string, { failures: number; holdUntil: number }>();
   /** Per pool: pods admission changed in a row and until when the pool makes no pod (refuseAdmissionChanged). */
   private readonly admissionFailures = new Map<string, { failures: number; holdUntil: number }>();
+  /**
+   * Per pool: pods this loop made that stopped being the pool's while unclaimed (countChangedAfterMade),
+   * in a row, until when the pool makes no pod, and when the last one was seen so.
+   */
+  private readonly changedFailures = new Map<string, { failures: number; holdUntil: number; at: number }>();
+  /** The uids of the pods countChangedAfterMade took, with when: deleteUnwanted names them as such, not as pods it did not make. */
+  private readonly changedAfterMade = new Map<string, number>();
 
   start(): void {
     // A stopped loop stays stopped: its timer would never be cleared.
@@ -313,6 +322,9 @@ export class WarmPoolLoop {
     const shown = new Set(labelled.map(askedKey));
     for (const [key, at] of this.unwantedAsked) if (!shown.has(key) || now - at > EXPECTATION_TTL_MS) this.unwantedAsked.delete(key);
     for (const [key, at] of this.deletedAtAdmission) if (now - at > EXPECTATION_TTL_MS) this.deletedAtAdmission.delete(key);
+    const shownUids = new Set(labelled.map((pod) => pod.metadata?.uid));
+    for (const [uid, at] of this.changedAfterMade)
+      if (!shownUids.has(uid) && now - at > EXPECTATION_TTL_MS) this.changedAfterMade.delete(uid);
     const unwanted = labelled.flatMap((pod) => {
       const pool = pools.find((each) => isUnclaimedOfPool(pod, each));
       if (
@@ -324,7 +336,8 @@ export class WarmPoolLoop {
         (pool && this.madeIt(pod, pool) && isPoolPod(pod, pool, this.deps.config))
       )
         return [];
-      return [{ pod, namespace: pod.metadata!.namespace!, pool, failed: undefined as string | undefined }];
+      const changed = pool !== undefined && this.changedAfterMade.has(pod.metadata?.uid ?? '');
+      return [{ pod, namespace: pod.metadata!.namespace!, pool, changed, failed: undefined as string | undefined }];
     });
     const { now: picked, later, lastNamespace } = pickUnwantedDeletes(unwanted, UNWANTED_DELETE_LIMITS, this.unwantedServedLast);
     this.unwantedServedLast = lastNamespace;
@@ -346,7 +359,22 @@ export class WarmPoolLoop {
     // would otherwise flood the log as they flood the cache.
     const group = (each: (typeof unwanted)[number]) => (each.pool ? poolKey(each.pool) : each.namespace);
     for (const key of new Set(picked.map(group))) {
-      const mine = picked.filter((each) => group(each) === key);
+      const ours = picked.filter((each) => group(each) === key);
+      // Pods it made that changed were logged with their changes (countChangedAfterMade): not "did not make".
+      const changed = ours.filter((each) => each.changed);
+      const changedFailed = changed.filter((each) => each.failed !== undefined);
+      if (changed.length > changedFailed.length)
+        this.deps.logger.info(
+          { pool: key, deleted: changed.length - changedFailed.length },
+          "replaced warm pool pods this replica made that stopped being the pool's pod",
+        );
+      if (changedFailed.length > 0)
+        this.deps.logger.warn(
+          { pool: key, failed: changedFailed.length, err: changedFailed[0]!.failed },
+          "could not delete warm pool pods this replica made that stopped being the pool's pod",
+        );
+      const mine = ours.filter((each) => !each.changed);
+      if (mine.length === 0) continue;
       const pool = mine[0]!.pool;
       const where = pool
         ? { pool: key }
@@ -389,6 +417,60 @@ export class WarmPoolLoop {
       else this.made.delete(uid!);
     }
     for (const [uid, made] of this.made) if (now - made.at > EXPECTATION_TTL_MS && !kept.has(uid)) this.made.delete(uid);
+  }
+
+  /**
+   * A pod this loop made that stopped being the pool's pod while unclaimed: its image or a
+   * container patched, or, after it started, its init container read as run from an image of
+   * another repository (containerd names an image by the first of its references on the node in
+   * lexical order: a copy of the same image another tenant pulled as docker.io/a/copy makes every
+   * custom-image pool pod on that node read so; init-container-runs.ts matches by digest only
+   * where the operator knows the image's). deleteUnwanted deletes it, and the pool would make
+   * another at once, which could land on the same node: made and deleted at every pass. So the
+   * pool waits before it makes another, 2 s doubling up to 5 min (failedStartBackoffMs), until a
+   * pod it made after this one is ready and still its own; its ready pods from before do not end
+   * the wait (as admissionFailures).
+   */
+  private countChangedAfterMade(pool: WarmPoolConfig, now: number): void {
+    const key = poolKey(pool);
+    for (const pod of this.deps.pods.list()) {
+      const uid = pod.metadata?.uid;
+      const made = uid === undefined ? undefined : this.made.get(uid);
+      if (made?.pool !== key || this.changedAfterMade.has(uid!)) continue;
+      if (isPoolPod(pod, pool, this.deps.config)) {
+        // A pod made after the last one that changed, ready and still the pool's: the cause is gone.
+        const changed = this.changedFailures.get(key);
+        if (changed && made.at > changed.at && poolPodView(pod).ready) this.changedFailures.delete(key);
+      } else if (isUnclaimedOfPool(pod, pool) && claimMarks(pod).length === 0 && !pod.metadata?.deletionTimestamp)
+        this.changedSinceMade(pool, pod, now);
+    }
+  }
+
+  private changedSinceMade(pool: WarmPoolConfig, pod: V1Pod, now: number): void {
+    const key = poolKey(pool);
+    const state = this.changedFailures.get(key) ?? { failures: 0, holdUntil: 0, at: 0 };
+    state.failures++;
+    state.holdUntil = now + failedStartBackoffMs(state.failures);
+    state.at = now;
+    this.changedFailures.set(key, state);
+    this.changedAfterMade.set(pod.metadata!.uid!, now);
+    const changes = admissionChanges(pod, pool, this.deps.config);
+    const ranElsewhere = changes.some((change) => change.includes('the kubelet ran it from this image'));
+    this.deps.logger.warn(
+      {
+        pool: key,
+        pod: pod.metadata?.name,
+        node: pod.spec?.nodeName,
+        changes: changes.slice(0, CHANGES_NAMED),
+        ...(changes.length > CHANGES_NAMED ? { more: changes.length - CHANGES_NAMED } : {}),
+        retryInMs: state.holdUntil - now,
+      },
+      "a warm pool pod this replica made stopped being the pool's pod before any run claimed it: it is never handed to a run, " +
+        'so it is replaced, and the pool waits before it makes another' +
+        (ranElsewhere
+          ? "; the node names the image its init container ran by another repository (a copy of the same image pulled there under another name?): pin sandboxImage to a digest, which is then matched against the kubelet's imageID"
+          : ''),
+    );
   }
 
   /** The pool's ready pods in the cache that are neither claimed nor being deleted. */
@@ -463,6 +545,8 @@ export class WarmPoolLoop {
       now,
       readyTimeoutMs: this.deps.config.sandboxReadyTimeoutSeconds * 1000,
     });
+    // Before createsAllowed: a pod that changed since this pass's last look holds this pass's creates too.
+    this.countChangedAfterMade(pool, now);
     const create = this.createsAllowed(pool, views, plan, now) ? plan.create : 0;
     for (let index = 0; index < create; index++) {
       this.gate.check();
@@ -544,7 +628,11 @@ export class WarmPoolLoop {
       );
     }
     this.startFailures.set(key, state);
-    return now >= state.holdUntil && now >= (this.admissionFailures.get(key)?.holdUntil ?? 0);
+    return (
+      now >= state.holdUntil &&
+      now >= (this.admissionFailures.get(key)?.holdUntil ?? 0) &&
+      now >= (this.changedFailures.get(key)?.holdUntil ?? 0)
+    );
   }
 }
 

@@ -23,6 +23,7 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 import { canonicalJson } from './canonical-json.ts';
 import { admittedForm, imageRepository, normalizeImage } from './image-reference.ts';
 import { unchangedSinceCreation } from './admitted-pod-record.ts';
+import { initContainerRuns } from './init-container-runs.ts';
 import { EGRESS_ENV_NAMES, wantsEgress } from './sandbox-egress.ts';
 import { buildSandboxPod } from './sandbox-pod.ts';
 import { securityContextChanges } from './security-context-changes.ts';
@@ -448,7 +449,7 @@ function containerAdditions(container: V1Container, allowed: ContainerShape, ima
   }
   for (const mount of container.volumeMounts ?? []) {
     if (!allowed.mounts.has(mountKey(mount.name, mount.mountPath))) {
-      added.push({ kind: 'volumeMount', name: mount.name, ...where, detail: mount.mountPath });
+      added.push({ kind: 'volumeMount', name: mount.name, ...where, detail: shortField(mount.mountPath) });
     }
   }
   for (const device of container.volumeDevices ?? []) added.push({ kind: 'volumeDevice', name: device.name, ...where });
@@ -491,6 +492,9 @@ function restarts(admitted: V1Pod, shape: SandboxPodShape): PodAddition[] {
     .map((status) => ({ kind: 'restart', name: String(status.restartCount), container: status.name }));
 }
 
+/** An image of a container the operator did not make, as its maker wrote it: cut short (short-field.ts). */
+const imageDetail = (image: string | undefined) => (image === undefined ? undefined : shortField(image));
+
 /**
  * What the admitted pod carries that the operator's pods never do, or has where they have
  * something else; empty when nothing. Only fields the builders set are compared (with the
@@ -526,16 +530,19 @@ export function podAdditions(admitted: V1Pod, shape: SandboxPodShape): PodAdditi
   for (const container of spec?.containers ?? []) {
     const allowed = shape.containers.get(container.name);
     if (allowed) added.push(...containerAdditions(container, allowed, images));
-    else added.push({ kind: 'container', name: container.name, detail: container.image });
+    else added.push({ kind: 'container', name: container.name, detail: imageDetail(container.image) });
   }
   added.push(...restarts(admitted, shape));
   for (const container of spec?.initContainers ?? []) {
     const allowed = shape.initContainers.get(container.name);
     if (allowed) added.push(...containerAdditions(container, allowed, images));
-    else added.push({ kind: 'initContainer', name: container.name, detail: container.image });
+    else added.push({ kind: 'initContainer', name: container.name, detail: imageDetail(container.image) });
   }
+  // What the init containers the operator builds ran, by the kubelet's record: an image patched in
+  // and back while the pod was Pending leaves the spec (and the run's record) as admitted.
+  added.push(...initContainerRuns(admitted, shape));
   for (const container of spec?.ephemeralContainers ?? []) {
-    added.push({ kind: 'ephemeralContainer', name: container.name, detail: container.image });
+    added.push({ kind: 'ephemeralContainer', name: container.name, detail: imageDetail(container.image) });
   }
   return added;
 }

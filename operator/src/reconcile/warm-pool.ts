@@ -9,8 +9,6 @@ import type { V1NetworkPolicy, V1Pod, V1PodSpec } from '@kubernetes/client-node'
 import { isDeepStrictEqual } from 'node:util';
 import { RUN_LABEL, RUN_UID_LABEL, codingRunSpec, type ParsedCodingRun } from '../api/index.ts';
 import { podAdditions, podShapeOf, type PodAddition, type SandboxPodShape } from './admitted-pod.ts';
-import { normalizeImage } from './image-reference.ts';
-import { shortField } from './short-field.ts';
 import { CLAIM_SEAL_ANNOTATION } from './warm-pool-claim-seal.ts';
 import { jsonPointerSegment, labelPointer } from './json-pointer.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
@@ -211,7 +209,7 @@ function poolPodShape(pool: WarmPoolConfig, config: OperatorConfig): SandboxPodS
  * What the pool pod carries, runs or was changed to that the pool's own pod does not (an image
  * patched in before its container started, a sidecar, a probe, a restart), judged as the
  * workers judge a sandbox before every exec (admitted-pod.ts podAdditions) against the pod the
- * pool builds, and what its init containers ran (initContainerRuns): empty for a pod a run may
+ * pool builds, and what its init containers ran (init-container-runs.ts, the same rule): empty for a pod a run may
  * take. Not by metadata.generation: removing a scheduling gate (Kueue), an in-place resize or an
  * added toleration bumps it on 1.33+ and changes nothing that runs, and a pool judged by it
  * replaced every pod it made, at every pass. A digest on a built image is taken as added at
@@ -221,84 +219,7 @@ function poolPodShape(pool: WarmPoolConfig, config: OperatorConfig): SandboxPodS
 export function poolPodChanges(pod: V1Pod, pool: WarmPoolConfig, config: OperatorConfig): PodAddition[] {
   const shape = poolPodShape(pool, config);
   // The pod's own name: its spec's only change of the operator's own is a claim, which it has not had.
-  const additions = podAdditions(pod, pod.metadata?.name === undefined ? shape : { ...shape, podName: pod.metadata.name });
-  return [...additions, ...initContainerRuns(pod, shape)];
-}
-
-/** dockershim's prefix on an imageID; containerd and CRI-O report the bare `repository@sha256:...`. */
-const DOCKER_PULLABLE = 'docker-pullable://';
-
-/**
- * Whether the image the kubelet reports a container ran (its status' `image`, or `imageID`) is
- * of `built`'s repository. The runtime reports a name of the image it ran, not the spec's words:
- * the reference spelled out (docker.io/library/...), the first of the image's tags on the node,
- * which may be another one (kubernetes#51017); and `imageID` is a digest, the one the pulled tag
- * resolved to then, which the status cannot tie to the tag. So a tag or digest of the built
- * repository passes (the operator's sandbox image, whose every build is the operator's own, as
- * admitted-pod.ts operatorImage takes it); an image of any other repository fails.
- */
-function ranFrom(reported: string | undefined, built: string): boolean {
-  if (!reported) return false;
-  const named = normalizeImage(reported.startsWith(DOCKER_PULLABLE) ? reported.slice(DOCKER_PULLABLE.length) : reported);
-  return named !== undefined && named.repository === normalizeImage(built)?.repository;
-}
-
-/** Whether the pod is past its init containers: every one of them must have run, and ended well. */
-function pastInit(pod: V1Pod): boolean {
-  const phase = pod.status?.phase;
-  return (
-    phase === 'Running' ||
-    phase === 'Succeeded' ||
-    (pod.status?.containerStatuses ?? []).some((status) => status.state?.running || status.state?.terminated) ||
-    (pod.status?.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
-  );
-}
-
-/**
- * What the pool pod's init containers (a custom image's chamvi-tools, which copies the toolbox
- * the sandbox runs into an emptyDir) ran that the pool's pod does not, by what the kubelet
- * reports (status.initContainerStatuses), not by the spec. An init container runs once, and the
- * kubelet does not run it again when its image changes after: an image patched in while the pod
- * was Pending and patched back once it exited leaves the built spec and a rigged toolbox behind,
- * which the spec cannot tell and its status can (the image it ran, not the spec's now). Each one
- * the pod has, once it ran, must have run an image of the repository the pool builds it from, once, and
- * exited 0; a pod past its init containers with no such record is not the pool's either. Before
- * it ran there is nothing to judge: the spec check sees an image patched in now. It holds
- * wherever the kubelet reports statuses, generation kept (1.33+) or not.
- */
-function initContainerRuns(pod: V1Pod, shape: SandboxPodShape): PodAddition[] {
-  const statuses = new Map((pod.status?.initContainerStatuses ?? []).map((status) => [status.name, status]));
-  const changed: PodAddition[] = [];
-  for (const container of pod.spec?.initContainers ?? []) {
-    // One the pool does not build is named by podAdditions already.
-    const built = shape.initContainers.get(container.name);
-    if (!built) continue;
-    const where = { container: container.name };
-    const status = statuses.get(container.name);
-    const ran = status !== undefined && (status.state?.running !== undefined || status.state?.terminated !== undefined);
-    const ranBefore = status !== undefined && (status.restartCount > 0 || status.lastState?.terminated !== undefined);
-    if (ranBefore) changed.push({ kind: 'restart', name: String(Math.max(status.restartCount, 1)), ...where });
-    if (!ran) {
-      if (!ranBefore && pastInit(pod))
-        changed.push({
-          kind: 'initContainer',
-          name: container.name,
-          detail: 'the pod is past its init containers and the kubelet reports no run of it',
-        });
-      continue;
-    }
-    const exitCode = status.state?.terminated?.exitCode;
-    if (exitCode !== undefined && exitCode !== 0)
-      changed.push({ kind: 'initContainer', name: container.name, detail: `it exited ${exitCode}` });
-    if (![...built.images].some((image) => ranFrom(status.image, image) || ranFrom(status.imageID, image)))
-      changed.push({
-        kind: 'image',
-        name: shortField(status.image || status.imageID || 'none'),
-        ...where,
-        detail: `the kubelet ran it from this image; the pool builds ${[...built.images].map(shortField).join(' or ')}`,
-      });
-  }
-  return changed;
+  return podAdditions(pod, pod.metadata?.name === undefined ? shape : { ...shape, podName: pod.metadata.name });
 }
 
 /**
