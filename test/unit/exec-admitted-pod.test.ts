@@ -342,6 +342,22 @@ describe("the exec transport judges a custom image's init container by what the 
     expect((error as Error).message).toContain('in container chamvi-tools');
   });
 
+  // The spec check takes any digest of the operator's repository on a run with no record: a
+  // digest counted as known because the spec names it let an image of any repository through.
+  it("refuses the pod whose chamvi-tools ran another image, patched back to the operator's repository at that image's digest", async () => {
+    const digest = `sha256:${'a'.repeat(64)}`;
+    const patchedBack = () => {
+      const pod = readyPod('docker.io/attacker/tools:1', `docker.io/attacker/tools@${digest}`)();
+      pod.spec!.initContainers![0]!.image = `${config.sandboxImage.replace(/:[^:/]+$/, '')}@${digest}`;
+      return pod;
+    };
+    const error = await transportReading(patchedBack, { expectedPodShape: sandboxPodShape(customRun, config) })
+      .transport.start(['serve'])
+      .catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect((error as Error).message).toContain('in container chamvi-tools');
+  });
+
   it('refuses the Ready pod whose kubelet reports no run of chamvi-tools', async () => {
     const error = await transportFor(readyPod(undefined))
       .transport.start(['serve'])

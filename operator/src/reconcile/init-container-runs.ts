@@ -34,8 +34,8 @@ function ranFrom(reported: string | undefined, built: string): boolean {
 
 /**
  * Whether the digest the kubelet reports (imageID) is one the operator knows the container's image
- * by: a built image pinned to it, the spec's image (podAdditions judged it) or the one the run's
- * record says the API server admitted. Then the repository the runtime names does not matter:
+ * by: a built image pinned to it or the one the run's record says the API server admitted
+ * (never the spec's image now, which can be patched back at the digest of whatever ran). Then the repository the runtime names does not matter:
  * containerd names the first of the image's references in lexical order, so another tenant's copy
  * of the same image on the node (docker.io/a/copy) names it for every pod there.
  */
@@ -89,7 +89,9 @@ export function initContainerRuns(pod: V1Pod, shape: SandboxPodShape): PodAdditi
     if (exitCode !== undefined && exitCode !== 0)
       changed.push({ kind: 'initContainer', name: container.name, detail: `it exited ${exitCode}` });
     const images = [...built.images];
-    const known = [...images, container.image, recorded?.get(container.name)];
+    // Not the spec's image: whoever patched the image in can patch it back to the operator's
+    // repository at the digest of what ran, which the spec check takes on a run with no record.
+    const known = [...images, recorded?.get(container.name)];
     if (!images.some((image) => ranFrom(status.image, image) || ranFrom(status.imageID, image)) && !ranKnownDigest(status, known))
       changed.push({
         kind: 'image',
