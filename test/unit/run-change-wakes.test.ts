@@ -206,6 +206,17 @@ describe('a change to a run, for the queue of sandbox slots', () => {
     expect(queueChanged(inPhase(), inPhase('Provisioning'))).toBe(true);
   });
 
+  // Its phase stays Running while another's finalizer keeps it: only the finalizer says the slot is free.
+  it('wakes the queue when a run being deleted loses the operator finalizer while another keeps it', () => {
+    const deleting = (finalizers: string[]) =>
+      ({
+        ...inPhase('Running'),
+        metadata: { ...inPhase('Running').metadata, deletionTimestamp: '2026-12-07T10:00:00Z', finalizers },
+      }) as CodingRun;
+    expect(queueChanged(deleting(['example.com/keep', 'chamvi.dev/cleanup']), deleting(['example.com/keep']))).toBe(true);
+    expect(queueChanged(deleting(['example.com/keep']), deleting(['example.com/keep']))).toBe(false);
+  });
+
   it('does not for a change inside the queue or a running run, nor for an ended run again', () => {
     expect(queueChanged(inPhase(), inPhase('Pending'))).toBe(false);
     expect(queueChanged(inPhase('Pending'), inPhase('Pending'))).toBe(false);

@@ -3,6 +3,7 @@
 // one event a step, that was a reconcile a step on the process that also runs steps (#17.5).
 import { isDeepStrictEqual } from 'node:util';
 import { REASONS, isTerminal, type CodingRun } from '../api/index.ts';
+import { isReleased } from '../reconcile/admission.ts';
 
 /**
  * Whether a change to one of a run's ConfigMaps (as the run cache has it) needs the run
@@ -85,10 +86,13 @@ export function runChangeWakes(previous: CodingRun | undefined, run: CodingRun):
 /**
  * Whether a change to a run can change who gets a sandbox slot next (maxActiveRuns): a run seen
  * for the first time (created, or listed as the operator starts), one that ended (its slot
- * frees once its pod goes, which the pod watch reports too) or one that left the queue.
+ * frees once its pod goes, which the pod watch reports too), one that left the queue, or one
+ * being deleted that lost the operator's finalizer while another keeps it (admission.ts
+ * isReleased: its slot frees with its phase unchanged, so no phase says so).
  */
 export function queueChanged(previous: CodingRun | undefined, run: CodingRun): boolean {
   if (!previous) return true;
+  if (!isReleased(previous) && isReleased(run)) return true;
   const was = previous.status?.phase;
   const is = run.status?.phase;
   if (isTerminal(is)) return !isTerminal(was);

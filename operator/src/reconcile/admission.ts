@@ -36,7 +36,7 @@ export function isActive(run: CodingRun, admittedLocally: ReadonlySet<string>): 
  * that phase, it held a slot of maxActiveRuns, its namespace's and every tenant's, with no pod.
  * It holds one only while its pod is still up (holdsSandbox), as a finished run does.
  */
-function isReleased(run: CodingRun): boolean {
+export function isReleased(run: CodingRun): boolean {
   return Boolean(run.metadata.deletionTimestamp) && !run.metadata.finalizers?.includes(FINALIZER);
 }
 
