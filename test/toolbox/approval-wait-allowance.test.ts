@@ -383,6 +383,77 @@ describe('a cancel requested while a job of the run waits in the queue or runs',
     }
   });
 
+  // The controller ended the run Cancelled while the model answered: its stop deleted the state
+  // and could not remove this running job. Read as "not cancelled", the calls ran (a save before
+  // a write_file brought the state back) on a run already ended.
+  const ended = (run: CodingRun): Record<string, CodingRun> => ({
+    'ended Cancelled': { ...run, status: { ...run.status, phase: 'Cancelled' } },
+    'being deleted': { ...run, metadata: { ...run.metadata, deletionTimestamp: new Date().toISOString() } },
+    'replaced by another run of its name': { ...run, metadata: { ...run.metadata, uid: 'another-uid' } },
+  });
+  it.each(['ended Cancelled', 'being deleted', 'replaced by another run of its name'])(
+    'ended during the model call, the held copy showing the run %s: the calls do not run and the state is let go',
+    async (how) => {
+      const h = await parkedRun(asksForBash, [writes, answers]);
+      try {
+        await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+        const deps: AgentDependencies = { ...h.deps, getRunHeld: () => ended(h.gateway.current()!)[how] };
+        await runAgentJob(deps, job('step', h.ref, { step: 1 }));
+        expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
+        expect(await h.states.load(h.ref)).toBeUndefined();
+        expect(h.enqueued).toEqual(['step 1']);
+      } finally {
+        await h.close();
+      }
+    },
+  );
+
+  it('ended during the model call, read again where no copy is held (getRunHeld absent): the calls do not run and the state is let go', async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      let reads = 0;
+      const read = async (namespace: string, name: string) => {
+        const run = await h.gateway.getRun(namespace, name);
+        reads += 1;
+        return run && reads >= 2 ? ended(run)['ended Cancelled'] : run;
+      };
+      await runAgentJob({ ...h.deps, getRun: read, getRunFresh: read }, job('step', h.ref, { step: 1 }));
+      expect(() => fileIn(h, 'written.txt')).toThrow(/ENOENT/);
+      expect(await h.states.load(h.ref)).toBeUndefined();
+      expect(h.enqueued).toEqual(['step 1']);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("asked for during the model call, the answer's save failing: the answer's tokens are kept for the retry, which asks again", async () => {
+    const h = await parkedRun(asksForBash, [writes, answers]);
+    try {
+      await runAgentJob(h.deps, job('resume', h.ref, { approval: { id: h.pending.id, decision: 'deny', reason: 'no' } }));
+      const before = (await h.states.load(h.ref))!;
+      // The save of the answer as the step in flight fails (Redis restarting); the saves after it work.
+      const states = Object.create(h.states) as typeof h.states;
+      let failed = false;
+      states.save = async (state) => {
+        if (state.inFlight && !failed) {
+          failed = true;
+          throw new Error('Connection is closed.');
+        }
+        return h.states.save(state);
+      };
+      await expect(runAgentJob({ ...cancelledFrom(h, 2), states }, job('step', h.ref, { step: 1 }))).rejects.toThrow(
+        'Connection is closed.',
+      );
+      const after = (await h.states.load(h.ref))!;
+      expect(after.inFlight).toBeUndefined();
+      expect(after.usage.inputTokens).toBe(before.usage.inputTokens + usage.inputTokens);
+      expect(after.discardedModelCalls).toBe((before.discardedModelCalls ?? 0) + 1);
+    } finally {
+      await h.close();
+    }
+  });
+
   it('finalize does not verify (spec.verify.command is the model’s code) nor end the run, and is tried again: a cancel withdrawn lets it finish', async () => {
     const h = await parkedRun(asksForBash, [answers], { verify: { command: 'echo checked >> verified.txt' } } as Partial<
       CodingRun['spec']

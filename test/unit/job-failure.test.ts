@@ -8,7 +8,7 @@ import { ModelAuthFailedError } from '../../operator/src/providers/errors/model-
 import { ModelUnavailableError } from '../../operator/src/providers/errors/model-unavailable-error.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import { CancelRequestedError } from '../../operator/src/workers/errors/cancel-requested-error.ts';
-import { decideJobFailure, type FailedJob } from '../../operator/src/workers/job-failure.ts';
+import { CANCEL_RECHECK_DELAY_MS, decideJobFailure, type FailedJob } from '../../operator/src/workers/job-failure.ts';
 
 const step = (attempt: number, attempts = 10): FailedJob => ({ name: 'step', attempt, attempts });
 const prepare = (attempt: number, attempts = 10): FailedJob => ({ name: 'prepare', attempt, attempts });
@@ -16,14 +16,16 @@ const timeout = Object.assign(new Error('The operation was aborted due to timeou
 const forbidden = Object.assign(new Error('HTTP-Code: 403 Message: pods/exec is forbidden'), { code: 403 });
 
 describe('decideJobFailure', () => {
-  // A cancel's ending may wait its namespace's turn past the tries: failing the run AgentFailed
-  // then overwrote the cancel the controller was about to end it with.
-  it('retries a job that found a cancel requested, and leaves it, never failing the run, once its tries are spent', () => {
+  // Retried, a job that found a cancel requested spent its tries in about 90 s and was left, done
+  // with: a cancel withdrawn after that lost the step (StateLost) or held an approved call's
+  // resume an hour (BullMQ keeps a completed job's id). Failing the run AgentFailed instead would
+  // overwrite the cancel the controller is about to end it with.
+  it('puts off a job that found a cancel requested, whatever its try, never failing the run nor leaving the job', () => {
     const cancelled = new CancelRequestedError('ask the model');
-    expect(decideJobFailure(cancelled, step(1))).toEqual({ action: 'retry' });
-    expect(decideJobFailure(cancelled, step(9))).toEqual({ action: 'retry' });
-    expect(decideJobFailure(cancelled, step(10))).toEqual({ action: 'leave' });
-    expect(decideJobFailure(cancelled, { name: 'resume', attempt: 10, attempts: 10 })).toEqual({ action: 'leave' });
+    for (const job of [step(1), step(9), step(10), { name: 'resume' as const, attempt: 10, attempts: 10 }, prepare(10, 1)]) {
+      expect(decideJobFailure(cancelled, job)).toEqual({ action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS });
+    }
+    expect(CANCEL_RECHECK_DELAY_MS).toBe(15_000);
   });
 
   it.each([

@@ -70,7 +70,21 @@ export function startAgentWorker(shared: AgentDependencies, options: AgentWorker
         await jobsInHand.run(() =>
           runAgentJob(
             { ...shared, logger, lease: lease.signal },
-            { name: job.name, data, attempt: job.attemptsMade + 1, attempts: job.opts.attempts ?? 1 },
+            {
+              name: job.name,
+              data,
+              attempt: job.attemptsMade + 1,
+              attempts: job.opts.attempts ?? 1,
+              // Delayed under its own id, its attemptsMade as it was: DelayedError is no failure.
+              ...(token
+                ? {
+                    putOff: async (delayMs: number): Promise<never> => {
+                      await job.moveToDelayed(Date.now() + delayMs, token);
+                      throw new DelayedError();
+                    },
+                  }
+                : {}),
+            },
           ),
         );
         outcome = 'succeeded';

@@ -7,7 +7,8 @@
 //  - anything else is a transport error (a dropped exec, an API server or Redis restart):
 //    retried, and when the tries are spent the run fails SandboxLost (the sandbox would not
 //    answer) or AgentFailed;
-//  - a job that found a cancel requested is retried, then left: the controller ends the run.
+//  - a job that found a cancel requested is put off, its tries unspent: the controller ends the
+//    run meanwhile (and its stop removes the job), or the cancel is withdrawn and it goes on.
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS, type Reason } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
@@ -29,6 +30,13 @@ const MODEL_CALL_REASONS = new Set<Reason>([
   REASONS.SecretNotAllowed,
 ]);
 
+/**
+ * How long a job that found a cancel requested is put off before it looks again. The controller
+ * ends a cancelled run once its diff is taken, up to about 30 s later (longer while its namespace
+ * waits its turn), and that ending's stop removes the job: a few looks, one read of the run each.
+ */
+export const CANCEL_RECHECK_DELAY_MS = 15_000;
+
 export interface FailedJob {
   name: AgentJobName;
   /** This try, counted from 1. */
@@ -39,7 +47,7 @@ export interface FailedJob {
 
 export type JobFailureDecision =
   | { action: 'fail'; reason: Reason; message: string; modelCallError: boolean }
-  | { action: 'leave' }
+  | { action: 'delay'; delayMs: number }
   | { action: 'finalize'; stop: { reason: typeof REASONS.DeadlineExceeded; message: string } }
   | { action: 'retry' };
 
@@ -53,11 +61,12 @@ export function decideJobFailure(error: unknown, job: FailedJob): JobFailureDeci
   if (RunFailure.isInstance(error)) {
     return { action: 'fail', reason: error.reason, message: error.message, modelCallError: MODEL_CALL_REASONS.has(error.reason) };
   }
-  // A job that found a cancel requested is tried again while the controller takes the diff; its
-  // tries spent, it is left without failing the run: failing it AgentFailed would overwrite the
-  // cancel the controller is about to end the run with (its ending takes the diff first, which
-  // may wait its namespace's turn past the tries).
-  if (CancelRequestedError.isInstance(error)) return job.attempt < job.attempts ? { action: 'retry' } : { action: 'leave' };
+  // A job that found a cancel requested waits, its tries unspent, for the controller to end the
+  // run or the cancel to be withdrawn. Retried, it spent its tries in about 90 s and was left
+  // (done with, its id kept an hour by BullMQ): a cancel withdrawn later lost the step
+  // (StateLost) or held an approved call's resume for that hour. Never failed either: AgentFailed
+  // would overwrite the cancel the controller is about to end the run with.
+  if (CancelRequestedError.isInstance(error)) return { action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS };
   // Only model calls run under the deadline signal, so the step was waiting for the model.
   if (job.name === 'step' && isDeadline(error)) {
     return { action: 'finalize', stop: { reason: REASONS.DeadlineExceeded, message: FAILURE_MESSAGES.deadlineWhileWaitingForModel } };

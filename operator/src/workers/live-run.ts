@@ -70,8 +70,16 @@ export async function runToActOn(deps: Pick<AgentDependencies, 'getRun' | 'getRu
  */
 export type HeldRunReader = (namespace: string, name: string) => CodingRun | undefined;
 
-/** Whether `copy` is the job's run, not deleted, not finished, with a cancel requested. */
-export function showsCancel(copy: CodingRun | undefined, ref: RunRef): boolean {
-  if (!copy || copy.metadata.uid !== ref.uid || copy.metadata.deletionTimestamp || isTerminal(copy.status?.phase)) return false;
-  return readCancelRequest(copy) !== undefined;
+/**
+ * What a held copy of the run tells a job about to run the model's calls: `undefined` with no
+ * copy (nothing is known, the look is skipped); `ended` for a copy of a run finished, being
+ * deleted, or of another uid (the job's run was deleted and its name reused); `cancelled` for a
+ * live copy with a cancel requested; `live` otherwise. An ended run is not "not cancelled": the
+ * controller that ended it Cancelled has stopped the agent (its state deleted) and could not
+ * remove a job that was running, so that job must let the run go, never run its calls.
+ */
+export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): 'ended' | 'cancelled' | 'live' | undefined {
+  if (!copy) return undefined;
+  if (copy.metadata.uid !== ref.uid || copy.metadata.deletionTimestamp || isTerminal(copy.status?.phase)) return 'ended';
+  return readCancelRequest(copy) !== undefined ? 'cancelled' : 'live';
 }

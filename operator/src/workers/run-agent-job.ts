@@ -1,6 +1,7 @@
 // Runs one agent job and applies what job-failure.ts decides about an error it throws: fail
-// the run, finalize it after its deadline, or rethrow for BullMQ to retry. The BullMQ
-// worker (agent-worker.ts) calls this once a job's data is verified; tests call it directly.
+// the run, finalize it after its deadline, put the job off (a cancel requested), or rethrow for
+// BullMQ to retry. The BullMQ worker (agent-worker.ts) calls this once a job's data is verified;
+// tests call it directly.
 import { RunFailure } from '../api/run-failure.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -22,6 +23,12 @@ export interface AgentJob {
   attempt: number;
   /** The tries the queue allows. */
   attempts: number;
+  /**
+   * Puts the job back in the queue, delayed by `delayMs`, without spending a try, and throws
+   * what tells the queue so (agent-worker.ts: BullMQ's moveToDelayed and DelayedError). Absent
+   * (a job run outside the worker), the error is thrown on as for a retry.
+   */
+  putOff?: (delayMs: number) => Promise<never>;
 }
 
 function dispatch(deps: AgentDependencies, ref: RunRef, job: AgentJob): Promise<void> {
@@ -99,12 +106,10 @@ export async function runAgentJob(unfenced: AgentDependencies, job: AgentJob): P
         return;
       case 'retry':
         throw error;
-      case 'leave':
-        deps.logger.info(
-          { job: job.name },
-          'a cancel is still requested after the last try: the job is left for the controller to end the run',
-        );
-        return;
+      case 'delay':
+        deps.logger.info({ job: job.name, delayMs: decision.delayMs }, 'a cancel is requested: the job is put off, its tries unspent');
+        if (job.putOff) await job.putOff(decision.delayMs);
+        throw error;
     }
   }
 }

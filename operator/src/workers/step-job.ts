@@ -31,7 +31,7 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { continueStep, handOn } from './hand-on.ts';
-import { runToActOn, showsCancel } from './live-run.ts';
+import { heldRunToActOn, runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
@@ -314,15 +314,30 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The answer is saved as the step in flight (a cancel withdrawn runs its calls, not the model
   // again), and its tokens go to status.usage in one request, which the controller's ending
   // keeps. The step before's progress, maybe still on its way, lands first (trailing-record.ts).
-  if (calls.length > 0 && (await cancelAskedDuringModelCall(deps, ref))) {
+  // A run ended meanwhile (Cancelled by the controller, whose stop deleted the state) is let go:
+  // its calls must not run, nor a save before them bring the state back.
+  const meanwhile = calls.length > 0 ? await runAfterModelCall(deps, ref) : undefined;
+  if (meanwhile === 'ended') {
     await tallied;
-    await settleTrailingRecord(deps, run, state);
-    await deps.states.save(state);
-    await deps.status.progress(ref.namespace, ref.name, ref.uid, {
-      steps: state.step,
-      toolCalls: state.toolCalls,
-      usage: { ...state.usage },
-    });
+    deps.logger.info({ step: state.step }, 'the run ended during the model call: its tool calls are not run and the run is let go');
+    await forgetRun(deps, ref);
+    return;
+  }
+  if (meanwhile === 'cancelled') {
+    try {
+      await tallied;
+      await settleTrailingRecord(deps, run, state);
+      await deps.states.save(state);
+      await deps.status.progress(ref.namespace, ref.name, ref.uid, {
+        steps: state.step,
+        toolCalls: state.toolCalls,
+        usage: { ...state.usage },
+      });
+    } catch (error) {
+      // As below: a save that failed leaves a retry to ask the model again; the answer was paid for.
+      await keepSpentOfUnsavedStep(deps, ref, completed, addUsage(compactionUsage, callUsage));
+      throw error;
+    }
     throw new CancelRequestedError("run the model's tool calls");
   }
   let toolsMs: number;
@@ -357,14 +372,18 @@ async function cancelRequested(deps: AgentDependencies, ref: RunRef): Promise<bo
 }
 
 /**
- * The look for a cancel between the model's answer and its calls, from the copy of the run this
- * process holds: on a replica that is not the leader, after a model call longer than the copy
- * is kept, getRun would be one GET more per step (issue #17). Holding none, it is skipped: the
- * calls run as before the look was made, and the next step's start reads the run.
+ * The look between the model's answer and its calls, from the copy of the run this process
+ * holds: on a replica that is not the leader, after a model call longer than the copy is kept,
+ * getRun would be one GET more per step (issue #17). Holding none, it is skipped (undefined):
+ * the calls run as before the look was made, and the next step's start reads the run. Without
+ * the dependency the run is read.
  */
-async function cancelAskedDuringModelCall(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
-  if (!deps.getRunHeld) return cancelRequested(deps, ref);
-  return showsCancel(deps.getRunHeld(ref.namespace, ref.name), ref);
+async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<'ended' | 'cancelled' | 'live' | undefined> {
+  if (!deps.getRunHeld) {
+    const found = await runToActOn(deps, ref);
+    return 'ended' in found ? 'ended' : 'cancelled' in found ? 'cancelled' : 'live';
+  }
+  return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
 }
 
 /**

@@ -4,7 +4,8 @@
 // ending's stop removes the job (agent-queue.ts); a cancel withdrawn before that lets the next try
 // go on. A job that returned instead was done with: a withdrawn cancel left a step run with no job
 // (StateLost), and an approval's resume job used up (its id kept for an hour, so the answer was
-// not queued again until then). Not a RunFailure: job-failure.ts retries it as any other error.
+// not queued again until then). Not a RunFailure: job-failure.ts puts the job off, its tries
+// unspent (agent-worker.ts delays it in BullMQ), for as long as the cancel stands and the run lives.
 const name = 'CancelRequestedError';
 const marker = Symbol.for(`chamvi.error.${name}`);
 
