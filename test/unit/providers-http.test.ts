@@ -221,6 +221,13 @@ describe('openai-compatible over HTTP', () => {
       { type: 'raw' as const, contentType: 'text/html', body: '<html><body>Welcome to nginx!</body></html>' },
       /the body is not JSON\. /,
     ],
+    // The SDK throws InvalidResponseDataError from inside the provider: it was passed on as an
+    // unknown error, and the step job retried it ten times, a paid call each.
+    [
+      'a chat completion with no choices',
+      { type: 'raw' as const, body: '{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":90000,"completion_tokens":1}}' },
+      /the JSON is not a usable model response/,
+    ],
   ])(
     'fails with ModelResponseInvalid at once when a 200 answer is %s, saying what is wrong but quoting none of it (security #11.3)',
     async (_, reply, detail) => {

@@ -8,7 +8,7 @@
 // provider error's `error.message`, bounded and stripped of control characters; any other
 // body, and the HTTP reason phrase, reflect nothing but the status code.
 
-import { APICallError, JSONParseError, TypeValidationError } from 'ai';
+import { APICallError, InvalidResponseDataError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
 import { isContextOverflow, ModelContextTooLongError } from './errors/model-context-too-long-error.ts';
 import { ModelRequestRejectedError } from './errors/model-request-rejected-error.ts';
@@ -80,6 +80,20 @@ export function classifyModelError(
     // Over the context window is the one rejection the worker can cure (compact, ask again).
     const overflow = isContextOverflow(status, error.responseBody);
     return { kind: 'fatal', error: overflow ? new ModelContextTooLongError(rejection) : new ModelRequestRejectedError(rejection) };
+  }
+  // The SDK found the 200 answer parsed but unusable inside the provider (a chat completion with
+  // no choices): what the endpoint says, and would say again. Passed on as unknown, it was
+  // retried as a transport error, ten paid calls. Its message may quote the answer: not shown.
+  if (InvalidResponseDataError.isInstance(error)) {
+    return {
+      kind: 'fatal',
+      error: new ModelResponseInvalidError({
+        provider: context.provider,
+        statusCode: 200,
+        detail: 'the JSON is not a usable model response (the SDK could not read an answer from it)',
+        cause: error,
+      }),
+    };
   }
   if (isNetworkTypeError(error)) {
     return { kind: 'transient', problem: `network error: ${(error as Error).message}`, statusCode: undefined, retryAfterMs: undefined };
