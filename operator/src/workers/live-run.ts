@@ -30,6 +30,11 @@ export async function readAgainWhile<T>(first: T, read: (last: T) => Promise<T>,
   return value;
 }
 
+/** Whether a copy of the run says there is no run to act for: another run under the name, being deleted, or finished. */
+function endedFor(run: CodingRun, ref: RunRef): boolean {
+  return run.metadata.uid !== ref.uid || Boolean(run.metadata.deletionTimestamp) || isTerminal(run.status?.phase);
+}
+
 /** The run as it is now, if it still exists, is the same run and is not finished. */
 export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<ParsedCodingRun | undefined> {
   // A copy from before the write that accepted the run (awaitsAcceptance) is read again, fresh:
@@ -39,8 +44,7 @@ export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFr
     () => (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name),
     (copy) => copy !== undefined && copy.metadata.uid === ref.uid && awaitsAcceptance(copy),
   );
-  if (!run || run.metadata.uid !== ref.uid || run.metadata.deletionTimestamp) return undefined;
-  if (isTerminal(run.status?.phase)) return undefined;
+  if (!run || endedFor(run, ref)) return undefined;
   // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
   const input = effectiveSpecInput(run);
   if (!input.ok) return undefined;
@@ -80,6 +84,6 @@ export type HeldRunReader = (namespace: string, name: string) => CodingRun | und
  */
 export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): 'ended' | 'cancelled' | 'live' | undefined {
   if (!copy) return undefined;
-  if (copy.metadata.uid !== ref.uid || copy.metadata.deletionTimestamp || isTerminal(copy.status?.phase)) return 'ended';
+  if (endedFor(copy, ref)) return 'ended';
   return readCancelRequest(copy) !== undefined ? 'cancelled' : 'live';
 }
