@@ -33,7 +33,7 @@ import { IN_FLIGHT_RECONCILES_GRACE_MS, shutDown, shutdownTimings } from './shut
 import { DEFAULT_CALLING_POLICY, createSystemCallingPolicyDependencies } from './providers/calling-policy.ts';
 import { needsIsolationProbe } from './reconcile/isolation.ts';
 import { admittedImagesOf, sandboxPodShape } from './reconcile/admitted-pod.ts';
-import { sandboxPodName } from './reconcile/names.ts';
+import { runPodName } from './reconcile/names.ts';
 import { kubernetesWarmPoolGateway } from './kube/warm-pool-gateway.ts';
 import { SANDBOX_CONTAINER } from './reconcile/sandbox-pod.ts';
 import { createKubernetesSandbox, warmSessionStarter } from './sandbox/kubernetes-sandbox.ts';
@@ -119,7 +119,7 @@ async function main(): Promise<void> {
         // A run given a warm pool pod has its name in status and in its prepare job (both written by
         // the operator only); the transport still execs only into a pod this run controls (expectedOwnerUid),
         // and only when it carries nothing the operator did not put there (a webhook's token: expectedPodShape).
-        podName: run.status?.podName ?? sandboxPodName(run),
+        podName: runPodName(run),
         expectedOwnerUid: run.metadata.uid,
         expectedPodShape: sandboxPodShape(run, config),
         // The record of a claimed pool pod's images lands just after its agent starts: read for it then.

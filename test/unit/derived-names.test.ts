@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { buildDiffConfigMap } from '../../operator/src/reconcile/diff-config-map.ts';
-import { diffConfigMapName, networkPolicyName, runNameLabel, sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { diffConfigMapName, networkPolicyName, runNameLabel, runPodName, sandboxPodName } from '../../operator/src/reconcile/names.ts';
 import { controllingRunName, isOwnedByRun, whyNotOwned } from '../../operator/src/reconcile/ownership.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 
@@ -117,5 +117,14 @@ describe('the chamvi.dev/run label of a run with a long name (#13.9)', () => {
       expect(object.metadata!.labels!['chamvi.dev/run']).toBe(runNameLabel(long));
       expect(controllingRunName(object)).toBe(long);
     }
+  });
+});
+
+describe('runPodName', () => {
+  it("names the pod in status (a claimed warm pool pod) before the run's derived sandbox pod name", () => {
+    const fresh = run('r', 'uid-1');
+    expect(runPodName(fresh)).toBe(sandboxPodName(fresh));
+    expect(runPodName({ ...fresh, status: {} })).toBe(sandboxPodName(fresh));
+    expect(runPodName({ ...fresh, status: { podName: 'pool-abc' } })).toBe('pool-abc');
   });
 });

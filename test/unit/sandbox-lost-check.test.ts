@@ -6,14 +6,10 @@ import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { RUN_UID_LABEL, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { runPodName } from '../../operator/src/reconcile/names.ts';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../../operator/src/reconcile/ownership.ts';
 import { ownerReference, SANDBOX_CONTAINER } from '../../operator/src/reconcile/sandbox-pod.ts';
-import {
-  kubernetesSandboxLostCheck,
-  sandboxLostCheck,
-  sandboxPodNameOf,
-  whySandboxPodLost,
-} from '../../operator/src/workers/sandbox-lost-check.ts';
+import { kubernetesSandboxLostCheck, sandboxLostCheck, whySandboxPodLost } from '../../operator/src/workers/sandbox-lost-check.ts';
 import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
 
 const run = { metadata: { name: 'r', namespace: 'team', uid: 'uid-1' }, spec: {} } as unknown as ParsedCodingRun;
@@ -21,7 +17,7 @@ const run = { metadata: { name: 'r', namespace: 'team', uid: 'uid-1' }, spec: {}
 function pod(change: (pod: V1Pod) => void = () => {}): V1Pod {
   const standing: V1Pod = {
     metadata: {
-      name: sandboxPodNameOf(run),
+      name: runPodName(run),
       namespace: 'team',
       uid: 'pod-uid',
       labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_UID_LABEL]: 'uid-1' },
@@ -95,7 +91,7 @@ describe('kubernetesSandboxLostCheck', () => {
   it('reads the pod once and says nothing of one that stands', async () => {
     const { answer, paths } = await readThrough(200, { apiVersion: 'v1', kind: 'Pod', ...pod() });
     expect(answer).toBeUndefined();
-    expect(paths).toEqual([`GET /api/v1/namespaces/team/pods/${sandboxPodNameOf(run)}`]);
+    expect(paths).toEqual([`GET /api/v1/namespaces/team/pods/${runPodName(run)}`]);
   });
 
   it('calls a pod the API server does not have gone', async () => {

@@ -21,7 +21,8 @@ export interface TranscriptView {
   columns: number;
 }
 
-const UNCUT: TranscriptView = { columns: Number.POSITIVE_INFINITY };
+/** No terminal known: every line whole. */
+export const UNCUT: TranscriptView = { columns: Number.POSITIVE_INFINITY };
 
 /** What starts each row of the model's or a check's text. */
 const TEXT_MARKER = '  | ';

@@ -12,7 +12,7 @@ import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
 import { isolationGate, needsIsolationProbe, type IsolationView } from '../reconcile/isolation.ts';
 import type { Action, Decision } from '../reconcile/decision.ts';
-import { networkPolicyName, sandboxPodName } from '../reconcile/names.ts';
+import { networkPolicyName, runPodName, sandboxPodName } from '../reconcile/names.ts';
 import type {
   IgnoredApproval,
   ObservedRun,
@@ -638,7 +638,7 @@ export class RunReconciler {
     const templateName = templateToRead(current);
     const run = templateName ? withTemplate(current, await this.deps.templates?.get(namespace, templateName)) : current;
     const owned = ownedBy(run);
-    const found = caches.pods.get(namespace, run.status?.podName ?? sandboxPodName(run)) ?? this.claimedPod(run);
+    const found = caches.pods.get(namespace, runPodName(run)) ?? this.claimedPod(run);
     const pod = this.claimNotCached(run, owned(found)) ?? found;
     const networkPolicy = caches.networkPolicies.get(namespace, networkPolicyName(run));
     // What this process already deleted counts as being deleted (the pod) or gone (the policy).
@@ -1069,7 +1069,7 @@ export class RunReconciler {
 
   /** The run's own sandbox pod exists and is not being deleted (it still holds a maxActiveRuns slot). */
   private sandboxUp(run: CodingRun): boolean {
-    const pod = this.deps.caches.pods.get(run.metadata.namespace, run.status?.podName ?? sandboxPodName(run));
+    const pod = this.deps.caches.pods.get(run.metadata.namespace, runPodName(run));
     return pod !== undefined && !pod.metadata?.deletionTimestamp && ownedBy(run)(pod);
   }
 

@@ -35,9 +35,10 @@ import type { OperatorConfig } from '../config/operator-config.ts';
 import { isConflict, isNotFound } from '../kube/api-errors.ts';
 import { controllingRunUid } from '../reconcile/ownership.ts';
 import type { WarmPoolGateway } from '../kube/warm-pool-gateway.ts';
-import { MAX_CREATES_PER_PASS, failedStartBackoffMs, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
+import { MAX_CREATES_PER_PASS, planWarmPool, type PoolPlan, type PoolPodView } from '../reconcile/warm-pool-plan.ts';
 import { UNWANTED_DELETE_LIMITS, pickUnwantedDeletes } from '../reconcile/warm-pool-unwanted-deletes.ts';
 import { admissionChangedMessage, admissionChanges } from '../reconcile/warm-pool-admission.ts';
+import { FailureBackoff } from './failure-backoff.ts';
 import {
   POOL_ISOLATION_LABEL,
   WARM_POOL_LABEL,
@@ -166,14 +167,14 @@ export class WarmPoolLoop {
 
   private stopped = false;
   /** Per pool: failed starts in a row and until when the pool makes no pod (createsAllowed). */
-  private readonly startFailures = new Map<string, { failures: number; holdUntil: number }>();
+  private readonly startFailures = new FailureBackoff();
   /** Per pool: pods admission changed in a row and until when the pool makes no pod (refuseAdmissionChanged). */
-  private readonly admissionFailures = new Map<string, { failures: number; holdUntil: number }>();
+  private readonly admissionFailures = new FailureBackoff();
   /**
    * Per pool: pods this loop made that stopped being the pool's while unclaimed (countChangedAfterMade),
-   * in a row, until when the pool makes no pod, and when the last one was seen so.
+   * in a row, until when the pool makes no pod, and when the last one was seen so (lastFailedAt).
    */
-  private readonly changedFailures = new Map<string, { failures: number; holdUntil: number; at: number }>();
+  private readonly changedFailures = new FailureBackoff();
   /** The uids of the pods countChangedAfterMade took, with when: deleteUnwanted names them as such, not as pods it did not make. */
   private readonly changedAfterMade = new Map<string, number>();
 
@@ -427,7 +428,7 @@ export class WarmPoolLoop {
    * custom-image pool pod on that node read so; init-container-runs.ts matches by digest only
    * where the operator knows the image's). deleteUnwanted deletes it, and the pool would make
    * another at once, which could land on the same node: made and deleted at every pass. So the
-   * pool waits before it makes another, 2 s doubling up to 5 min (failedStartBackoffMs), until a
+   * pool waits before it makes another, 2 s doubling up to 5 min (FailureBackoff), until a
    * pod it made after this one is ready and still its own; its ready pods from before do not end
    * the wait (as admissionFailures).
    */
@@ -439,8 +440,8 @@ export class WarmPoolLoop {
       if (made?.pool !== key || this.changedAfterMade.has(uid!)) continue;
       if (isPoolPod(pod, pool, this.deps.config)) {
         // A pod made after the last one that changed, ready and still the pool's: the cause is gone.
-        const changed = this.changedFailures.get(key);
-        if (changed && made.at > changed.at && poolPodView(pod).ready) this.changedFailures.delete(key);
+        const changedAt = this.changedFailures.lastFailedAt(key);
+        if (changedAt !== undefined && made.at > changedAt && poolPodView(pod).ready) this.changedFailures.clear(key);
       } else if (isUnclaimedOfPool(pod, pool) && claimMarks(pod).length === 0 && !pod.metadata?.deletionTimestamp)
         this.changedSinceMade(pool, pod, now);
     }
@@ -448,11 +449,7 @@ export class WarmPoolLoop {
 
   private changedSinceMade(pool: WarmPoolConfig, pod: V1Pod, now: number): void {
     const key = poolKey(pool);
-    const state = this.changedFailures.get(key) ?? { failures: 0, holdUntil: 0, at: 0 };
-    state.failures++;
-    state.holdUntil = now + failedStartBackoffMs(state.failures);
-    state.at = now;
-    this.changedFailures.set(key, state);
+    const retryInMs = this.changedFailures.fail(key, now);
     this.changedAfterMade.set(pod.metadata!.uid!, now);
     const changes = admissionChanges(pod, pool, this.deps.config);
     const ranElsewhere = changes.some((change) => change.includes('the kubelet ran it from this image'));
@@ -463,7 +460,7 @@ export class WarmPoolLoop {
         node: pod.spec?.nodeName,
         changes: changes.slice(0, CHANGES_NAMED),
         ...(changes.length > CHANGES_NAMED ? { more: changes.length - CHANGES_NAMED } : {}),
-        retryInMs: state.holdUntil - now,
+        retryInMs,
       },
       "a warm pool pod this replica made stopped being the pool's pod before any run claimed it: it is never handed to a run, " +
         'so it is replaced, and the pool waits before it makes another' +
@@ -558,7 +555,7 @@ export class WarmPoolLoop {
         await this.refuseAdmissionChanged(pool, created, changes, now);
         break;
       }
-      this.admissionFailures.delete(poolKey(pool));
+      this.admissionFailures.clear(poolKey(pool));
       expected.set(created.metadata!.name!, now);
       if (created.metadata?.uid) this.made.set(created.metadata.uid, { pool: poolKey(pool), at: now });
     }
@@ -578,7 +575,7 @@ export class WarmPoolLoop {
    * AWS_* variables, a sidecar, a deadline) is never handed to a run, so it is never counted,
    * claimed or given a session: it is deleted now, as the create answered it (its uid and
    * resourceVersion), and the pool waits before it makes another, 2 s doubling up to 5 min
-   * (failedStartBackoffMs), until a pod it makes is admitted as made. Made again at every pass it
+   * (FailureBackoff), until a pod it makes is admitted as made. Made again at every pass it
    * was made and deleted every few seconds for as long as the webhook was there. The wait is the
    * pool's own count, not startFailures: pods made before the webhook came, ready, would reset
    * that at every pass. A delete that fails is left to deleteUnwanted (a pod this loop did not
@@ -586,12 +583,9 @@ export class WarmPoolLoop {
    */
   private async refuseAdmissionChanged(pool: WarmPoolConfig, created: V1Pod, changes: readonly string[], now: number): Promise<void> {
     const key = poolKey(pool);
-    const state = this.admissionFailures.get(key) ?? { failures: 0, holdUntil: 0 };
-    state.failures++;
-    state.holdUntil = now + failedStartBackoffMs(state.failures);
-    this.admissionFailures.set(key, state);
+    const retryInMs = this.admissionFailures.fail(key, now);
     const pod = created.metadata?.name;
-    this.deps.logger.warn({ pool: key, pod, changes, retryInMs: state.holdUntil - now }, admissionChangedMessage(pool, changes));
+    this.deps.logger.warn({ pool: key, pod, changes, retryInMs }, admissionChangedMessage(pool, changes));
     if (pod === undefined) return;
     this.gate.check();
     try {
@@ -610,29 +604,19 @@ export class WarmPoolLoop {
    * image whose container exits, one that cannot be pulled) would be replaced at every pass,
    * and every change to a pool pod asks for a pass: a pod made and failed every few seconds
    * for as long as the image is wrong. After each such round the pool waits, 2 s doubling up
-   * to 5 min (failedStartBackoffMs), until a pod of it is ready again.
+   * to 5 min (FailureBackoff), until a pod of it is ready again.
    */
   private createsAllowed(pool: WarmPoolConfig, views: readonly PoolPodView[], plan: PoolPlan, now: number): boolean {
     const key = poolKey(pool);
-    const state = this.startFailures.get(key) ?? { failures: 0, holdUntil: 0 };
-    if (views.some((view) => view.ready && !view.deleting)) {
-      state.failures = 0;
-      state.holdUntil = 0;
-    }
+    if (views.some((view) => view.ready && !view.deleting)) this.startFailures.clear(key);
     if (plan.failedStarts > 0) {
-      state.failures++;
-      state.holdUntil = now + failedStartBackoffMs(state.failures);
+      const retryInMs = this.startFailures.fail(key, now);
       this.deps.logger.warn(
-        { pool: key, failedStarts: plan.failedStarts, retryInMs: state.holdUntil - now },
+        { pool: key, failedStarts: plan.failedStarts, retryInMs },
         'warm pool pods ended or stuck before they were ready; the pool waits before it makes more',
       );
     }
-    this.startFailures.set(key, state);
-    return (
-      now >= state.holdUntil &&
-      now >= (this.admissionFailures.get(key)?.holdUntil ?? 0) &&
-      now >= (this.changedFailures.get(key)?.holdUntil ?? 0)
-    );
+    return !this.startFailures.holds(key, now) && !this.admissionFailures.holds(key, now) && !this.changedFailures.holds(key, now);
   }
 }
 

@@ -25,7 +25,7 @@ import { setCondition, findCondition, type ConditionUpdate } from './conditions.
 import { observedAgain, withPhaseConditions } from './phase-conditions.ts';
 import { alreadyFinishedMessage, appliesToRun, finishedRunRecord } from './finished-runs.ts';
 import type { Action, Decision, RunEvent } from './decision.ts';
-import { networkPolicyName, sandboxPodName } from './names.ts';
+import { networkPolicyName, runPodName, sandboxPodName } from './names.ts';
 import type { AgentView, IgnoredApproval, ObservedRun, RefusedObject, SandboxPodView, SeenApproval, TakenName } from './observed-run.ts';
 import { buildSandboxPod, sandboxActiveDeadlineSeconds } from './sandbox-pod.ts';
 import { isSandboxPolicyAsWanted, sandboxPoliciesFor } from './sandbox-network-policy.ts';
@@ -615,7 +615,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(pod.name, why));
   }
   if (!pod && currentPhase !== 'Provisioning') {
-    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(run.status?.podName ?? sandboxPodName(run), 'disappeared'));
+    return end('Failed', REASONS.SandboxLost, FAILURE_MESSAGES.sandboxLost(runPodName(run), 'disappeared'));
   }
   // A Provisioning run whose pod the API server refuses (it was there, and went): as at admission.
   if (!pod && observed.refused?.length) {

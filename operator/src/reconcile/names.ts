@@ -30,6 +30,12 @@ function derivedName(run: RunIdentity, suffix: string): string {
 }
 
 export const sandboxPodName = (run: RunIdentity) => derivedName(run, 'sandbox');
+/**
+ * The pod the run's sandbox is: the name in status once the operator wrote one (a claimed warm
+ * pool pod has its pool's name, not the derived one), else the derived name of a pod it makes.
+ */
+export const runPodName = (run: RunIdentity & { status?: { podName?: string | undefined } | undefined }) =>
+  run.status?.podName ?? sandboxPodName(run);
 export const networkPolicyName = (run: RunIdentity) => derivedName(run, 'sandbox');
 export const diffConfigMapName = (run: RunIdentity) => derivedName(run, 'diff');
 

@@ -9,19 +9,16 @@
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ParsedCodingRun } from '../api/index.ts';
 import { unlessNotFound } from '../kube/api-errors.ts';
-import { sandboxPodName } from '../reconcile/names.ts';
+import { runPodName } from '../reconcile/names.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 
 /** Why the run's sandbox pod cannot answer (gone, not Running, not Ready), or undefined when it stands; one read of the pod. */
 export type SandboxLostCheck = (run: ParsedCodingRun) => Promise<string | undefined>;
 
-/** The pod the run's sandbox execs into: a claimed warm pool pod's name is in status (as main.ts's sandboxFor reads it). */
-export const sandboxPodNameOf = (run: ParsedCodingRun): string => run.status?.podName ?? sandboxPodName(run);
-
 /** Why this pod (undefined: none at the name) is not the run's standing sandbox, or undefined when it is. Pure. */
 export function whySandboxPodLost(pod: V1Pod | undefined, run: ParsedCodingRun): string | undefined {
-  const named = `pod ${run.metadata.namespace}/${sandboxPodNameOf(run)}`;
+  const named = `pod ${run.metadata.namespace}/${runPodName(run)}`;
   if (!pod) return `${named} is gone`;
   if (!isOwnedByRun(pod, run)) return `${named} is not the run's (${whyNotOwned(pod, run)})`;
   if (pod.metadata?.deletionTimestamp) return `${named} is being deleted`;
@@ -39,7 +36,7 @@ export function whySandboxPodLost(pod: V1Pod | undefined, run: ParsedCodingRun):
 
 /** The check over a read of the pod (undefined when NotFound); a read that fails throws, since it tells nothing. */
 export function sandboxLostCheck(readPod: (namespace: string, name: string) => Promise<V1Pod | undefined>): SandboxLostCheck {
-  return async (run) => whySandboxPodLost(await readPod(run.metadata.namespace, sandboxPodNameOf(run)), run);
+  return async (run) => whySandboxPodLost(await readPod(run.metadata.namespace, runPodName(run)), run);
 }
 
 /** sandboxLostCheck over the cluster of kubeConfig. */

@@ -10,7 +10,7 @@ import type { CodingRun } from '../../api/index.ts';
 import type { TranscriptEntry } from '../../record/transcript-entry.ts';
 import { collapsedBlanks, escapeForDisplay } from '../display-escape.ts';
 import { formatTokens } from '../format-runs.ts';
-import { formatEntry, proseLines, type TranscriptView } from '../format-transcript.ts';
+import { formatEntry, proseLines, UNCUT, type TranscriptView } from '../format-transcript.ts';
 import { wrappedRows } from '../terminal-rows.ts';
 
 export interface ProgressEvent {
@@ -63,8 +63,6 @@ export function summaryLines(summary: string, view: TranscriptView = UNCUT): str
   const [first, ...rest] = proseLines(summary);
   return [`summary: ${first}`, ...rest.map((line) => `  | ${line}`)].flatMap((line) => wrappedRows(line, view.columns, '  | '));
 }
-
-const UNCUT: TranscriptView = { columns: Number.POSITIVE_INFINITY };
 
 export class ProgressPrinter {
   constructor(
