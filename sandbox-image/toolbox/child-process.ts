@@ -243,10 +243,13 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
     GIT_PAGER: 'cat',
     GIT_TERMINAL_PROMPT: '0',
     GIT_OPTIONAL_LOCKS: '0',
-    ...commandScopeConfig([
-      ['safe.directory', '*'],
-      ['core.fsmonitor', 'false'],
-    ]),
+    ...commandScopeConfig(
+      [
+        ['safe.directory', '*'],
+        ['core.fsmonitor', 'false'],
+      ],
+      process.env,
+    ),
   };
 }
 
@@ -257,16 +260,37 @@ export function gitEnvironment(): NodeJS.ProcessEnv {
  * it too (with the workspace only): the model's git commands, the import check and finalize's
  * diff all run there.
  */
-export function safeDirectoryEnvironment(directory: string): NodeJS.ProcessEnv {
-  return commandScopeConfig([['safe.directory', directory]]);
+export function safeDirectoryEnvironment(directory: string, inherited: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return commandScopeConfig([['safe.directory', directory]], inherited);
 }
 
-/** Config entries as git reads them from the environment (GIT_CONFIG_COUNT), like `git -c` for every git run. */
-function commandScopeConfig(entries: ReadonlyArray<readonly [string, string]>): NodeJS.ProcessEnv {
-  const environment: NodeJS.ProcessEnv = { GIT_CONFIG_COUNT: String(entries.length) };
-  for (const [index, [key, value]] of entries.entries()) {
-    environment[`GIT_CONFIG_KEY_${index}`] = key;
-    environment[`GIT_CONFIG_VALUE_${index}`] = value;
+/**
+ * Config entries as git reads them from the environment (GIT_CONFIG_COUNT), like `git -c` for
+ * every git run; to be spread over `inherited`. The sandbox's own entries (the operator's egress
+ * proxy, sandbox-egress.ts) come first and stay: these are appended after them, so that for a
+ * key with one value these win. An inherited count git would refuse or could not follow (not a
+ * number, or naming a key or value that is not set) counts as none, and the entries after it are
+ * not read: git would fail every command on it.
+ */
+function commandScopeConfig(entries: ReadonlyArray<readonly [string, string]>, inherited: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const first = inheritedConfigCount(inherited);
+  const environment: NodeJS.ProcessEnv = { GIT_CONFIG_COUNT: String(first + entries.length) };
+  for (const [offset, [key, value]] of entries.entries()) {
+    environment[`GIT_CONFIG_KEY_${first + offset}`] = key;
+    environment[`GIT_CONFIG_VALUE_${first + offset}`] = value;
   }
   return environment;
+}
+
+/** How many GIT_CONFIG_KEY_n/VALUE_n entries `inherited` holds that git reads; 0 when its count is unusable. */
+function inheritedConfigCount(inherited: NodeJS.ProcessEnv): number {
+  const text = inherited.GIT_CONFIG_COUNT ?? '';
+  if (!/^[0-9]+$/.test(text)) return 0;
+  const count = Number(text);
+  // Each entry is two variables, so a count beyond that cannot be complete (and is not looped over).
+  if (count > Object.keys(inherited).length / 2) return 0;
+  for (let index = 0; index < count; index += 1) {
+    if (inherited[`GIT_CONFIG_KEY_${index}`] === undefined || inherited[`GIT_CONFIG_VALUE_${index}`] === undefined) return 0;
+  }
+  return count;
 }

@@ -10,8 +10,7 @@
 // or, once the wrapper exited (its command did, and left something running), while the watchdog
 // lives in the job's session: either holds the id, so it was never free. With neither, the group
 // is not the job's to signal; a writer of its log is still found by the open file (bash-jobs.ts).
-import { readFileSync } from 'node:fs';
-import { parseStat } from './process-table.ts';
+import { processEntryOf } from './process-table.ts';
 
 /** A process as recorded when it was started: its pid and its start time in clock ticks since boot. */
 export interface RecordedProcess {
@@ -73,17 +72,8 @@ export function observeJobGroup(
 
 /** The process at `pid` now, read synchronously (one read of /proc); undefined when none is there. */
 export function processIdentityOf(pid: number): ProcessIdentity | undefined {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  const entry = parseStat(text);
-  // Field 6, after the command name's last `)`: fields[0] is field 3.
-  const session = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[3]);
-  if (!entry || !Number.isInteger(session)) return undefined;
-  return { pgid: entry.pgid, session, startTicks: entry.startTicks };
+  const entry = processEntryOf(pid);
+  return entry && { pgid: entry.pgid, session: entry.session, startTicks: entry.startTicks };
 }
 
 /** A `watchdog` file's `PID START`; undefined for anything else (code in the sandbox can write it). */

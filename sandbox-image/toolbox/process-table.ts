@@ -9,6 +9,8 @@ export interface ProcessEntry {
   ppid: number;
   /** The process group (field 5 of /proc/PID/stat). */
   pgid: number;
+  /** The session (field 6 of /proc/PID/stat): the pid of its session's leader. */
+  session: number;
   /** The state letter of /proc/PID/stat: R, S, D, Z, T... */
   state: string;
   /** When it started, in clock ticks since boot (field 22 of /proc/PID/stat). */
@@ -26,12 +28,20 @@ export function parseStat(text: string): ProcessEntry | undefined {
   // fields[0] is field 3 (state), so field N is fields[N - 3].
   const ppid = Number(fields[1]);
   const pgid = Number(fields[2]);
+  const session = Number(fields[3]);
   const threads = Number(fields[17]);
   const startTicks = Number(fields[19]);
-  if (!fields[0] || !Number.isInteger(ppid) || !Number.isInteger(pgid) || !Number.isInteger(threads) || !Number.isFinite(startTicks)) {
+  if (
+    !fields[0] ||
+    !Number.isInteger(ppid) ||
+    !Number.isInteger(pgid) ||
+    !Number.isInteger(session) ||
+    !Number.isInteger(threads) ||
+    !Number.isFinite(startTicks)
+  ) {
     return undefined;
   }
-  return { pid, ppid, pgid, state: fields[0], startTicks, threads };
+  return { pid, ppid, pgid, session, state: fields[0], startTicks, threads };
 }
 
 /**

@@ -6,7 +6,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLive, parseStat } from '../../sandbox-image/toolbox/process-table.ts';
+import { isLive, processEntryOf } from '../../sandbox-image/toolbox/process-table.ts';
 import { callTool, makeWorkspace, resultOf, type Workspace } from './toolbox-fixture.ts';
 
 const CAP = 100_000;
@@ -43,16 +43,8 @@ function signal(pid: number, name: NodeJS.Signals): void {
 function signalGroup(pgid: number, name: NodeJS.Signals): void {
   signal(-pgid, name);
 }
-function stat(pid: number) {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return { entry: parseStat(text), session: Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[3]) };
-  } catch {
-    return undefined;
-  }
-}
 function runs(pid: number): boolean {
-  const found = stat(pid)?.entry;
+  const found = processEntryOf(pid);
   return found !== undefined && isLive(found);
 }
 const jobFile = (job: string, name: string) => path.join(workspace.home, 'jobs', job, name);
@@ -69,15 +61,15 @@ async function jobGoneUnseen(): Promise<{ job: string; pid: number }> {
       .filter((name) => /^\d+$/.test(name))
       .map(Number)
       .filter((candidate) => {
-        const found = stat(candidate);
-        return found?.session === pid && found.entry?.pgid === candidate && candidate !== pid;
+        const found = processEntryOf(candidate);
+        return found?.session === pid && found.pgid === candidate && candidate !== pid;
       });
   }
   expect(watchdogs).toHaveLength(1);
   signal(watchdogs[0]!, 'SIGKILL');
   signalGroup(pid, 'SIGKILL');
-  for (let attempt = 0; attempt < 100 && stat(pid) !== undefined; attempt += 1) await sleep(50);
-  expect(stat(pid)).toBeUndefined();
+  for (let attempt = 0; attempt < 100 && processEntryOf(pid) !== undefined; attempt += 1) await sleep(50);
+  expect(processEntryOf(pid)).toBeUndefined();
   expect(existsSync(jobFile(job, 'group-ended'))).toBe(false);
   return { job, pid };
 }
@@ -114,7 +106,7 @@ describe('a job whose group ended unseen and whose pid another group has now', (
     const member = Number(readFileSync(`${workspace.root}/member.pid`, 'utf8'));
     strays.push(member);
     expect(runs(other)).toBe(false);
-    expect(stat(member)?.entry?.pgid).toBe(other);
+    expect(processEntryOf(member)?.pgid).toBe(other);
     expect(resultOf(await callTool(workspace, 'bash_kill', { job }, capped))).toEqual({ job, status: 'lost' });
     await sleep(200);
     expect(runs(member)).toBe(true);

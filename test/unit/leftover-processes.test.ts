@@ -11,6 +11,7 @@ const entry = (pid: number, ppid: number, startTicks: number, state = 'S', threa
   pid,
   ppid,
   pgid: pid,
+  session: pid,
   state,
   startTicks,
   threads,
@@ -31,14 +32,14 @@ describe('sandboxInit', () => {
 });
 
 describe('parseStat', () => {
-  it('reads pid, parent, process group, state, threads and start time, a name with spaces and parentheses included', () => {
+  it('reads pid, parent, process group, session, state, threads and start time, a name with spaces and parentheses included', () => {
     const line = '4242 (evil) S 1 (x) R 17 4240 4242 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 3 0 2468655 3133440 360 0\n';
-    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, pgid: 4240, state: 'R', startTicks: 2468655, threads: 3 });
+    expect(parseStat(line)).toEqual({ pid: 4242, ppid: 17, pgid: 4240, session: 4242, state: 'R', startTicks: 2468655, threads: 3 });
   });
 
   it('reads a name with a newline in it', () => {
     const line = '77 (srv\nx) S 1 77 77 0 -1 4194304 124 0 0 0 0 0 0 0 20 0 1 0 99 3133440 360 0\n';
-    expect(parseStat(line)).toMatchObject({ pid: 77, ppid: 1, pgid: 77, state: 'S', threads: 1 });
+    expect(parseStat(line)).toMatchObject({ pid: 77, ppid: 1, pgid: 77, session: 77, state: 'S', threads: 1 });
   });
 
   it('refuses a line it cannot read', () => {
