@@ -1,6 +1,7 @@
 // Which provider refusals mean "over the context window" (the worker compacts and asks again)
 // and which are other rejections (the run fails ModelRequestRejected).
-import { APICallError } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { APICallError, generateText } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { classifyModelError } from '../../operator/src/providers/classify-model-error.ts';
 import { isContextOverflow, ModelContextTooLongError } from '../../operator/src/providers/errors/model-context-too-long-error.ts';
@@ -56,5 +57,78 @@ describe('classifyModelError', () => {
     const error = (rejected(400, body({ message: 'Unknown model' })) as { error: unknown }).error;
     expect(ModelRequestRejectedError.isInstance(error)).toBe(true);
     expect(ModelContextTooLongError.isInstance(error)).toBe(false);
+  });
+});
+
+// The Responses API can report a failure inside a 200 answer: `{"error":{...}}`, or a response
+// whose status is failed with its `error`; streamed, a `response.failed` event. The SDK hands
+// that error on as an object (responseBody, data) or, when its schema does not take the body,
+// as the parsed value of a TypeValidationError cause. Read as a string it was "[object Object]",
+// and a context overflow was not compacted: the run failed.
+describe('classifyModelError on an error the endpoint sent as an object', () => {
+  const overflow = { code: 'context_length_exceeded', message: 'Your input exceeds the context window of this model.' };
+  const context = { provider: 'openai', now: 0, secrets: [] };
+
+  /** What classifyModelError makes of what a Responses model throws for a 200 answer of `body`. */
+  async function answered(body: object) {
+    const openai = createOpenAI({
+      apiKey: 'k',
+      fetch: async () => new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } }),
+    });
+    const thrown = await generateText({ model: openai.responses('gpt-5'), prompt: 'hi', maxRetries: 0 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    return classifyModelError(thrown, context);
+  }
+  const errorOf = (classification: ReturnType<typeof classifyModelError>) =>
+    classification.kind === 'fatal' ? classification.error : undefined;
+
+  it.each([
+    [
+      'an error with a type (the SDK passes the body on as an object)',
+      { error: { ...overflow, type: 'invalid_request_error', param: null } },
+    ],
+    ['an error with code and message only', { error: overflow }],
+    ['a failed response', { id: 'r', object: 'response', status: 'failed', error: overflow, output: [] }],
+  ])('makes %s over the context window a ModelContextTooLongError', async (_name, body) => {
+    const error = errorOf(await answered(body));
+    expect(ModelContextTooLongError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('Your input exceeds the context window of this model.');
+  });
+
+  it('shows the message of another error, a rejection still', async () => {
+    const error = errorOf(
+      await answered({ error: { code: 'invalid_prompt', message: 'Invalid prompt: flagged', type: 'invalid_request_error' } }),
+    );
+    expect(ModelRequestRejectedError.isInstance(error)).toBe(true);
+    expect(ModelContextTooLongError.isInstance(error)).toBe(false);
+    expect((error as Error).message).toContain('Invalid prompt: flagged');
+    expect((error as Error).message).not.toContain('[object Object]');
+  });
+
+  const streamed = (frame: object, where: 'responseBody' | 'data' | 'cause') => {
+    const inner = new APICallError({
+      message: 'failed',
+      url: 'http://x',
+      requestBodyValues: {},
+      statusCode: 400,
+      ...(where === 'responseBody' ? { responseBody: JSON.stringify(frame) } : { data: frame }),
+      isRetryable: false,
+    });
+    return where === 'cause'
+      ? new APICallError({ message: 'failed', url: 'http://x', requestBodyValues: {}, statusCode: 400, cause: inner, isRetryable: false })
+      : inner;
+  };
+  it.each([
+    [
+      'a response.failed event, as text',
+      streamed({ type: 'response.failed', response: { status: 'failed', error: overflow } }, 'responseBody'),
+    ],
+    ['a response.failed event, as data', streamed({ type: 'response.failed', response: { status: 'failed', error: overflow } }, 'data')],
+    ['an error event with its code on it', streamed({ type: 'error', sequence_number: 0, ...overflow }, 'responseBody')],
+    ['an error in the cause', streamed({ error: overflow }, 'cause')],
+  ])('reads the error of %s', (_name, thrown) => {
+    expect(ModelContextTooLongError.isInstance(errorOf(classifyModelError(thrown, context)))).toBe(true);
   });
 });

@@ -1,6 +1,7 @@
 // What a model gets for an image read_file returned: the image itself when it accepts images
 // and the image is within the bounds, otherwise a short text; and which models accept images.
-import type { ModelMessage } from 'ai';
+import { generateText, type ModelMessage } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { estimateMessageTokens, IMAGE_TOKENS } from '../../operator/src/agent/estimate-tokens.ts';
 import {
@@ -178,5 +179,65 @@ describe('an image in the conversation', () => {
     const tokens = estimateMessageTokens(big);
     expect(tokens).toBeGreaterThanOrEqual(IMAGE_TOKENS);
     expect(tokens).toBeLessThan(IMAGE_TOKENS + 200);
+  });
+});
+
+describe('a tool result that only looks like an image', () => {
+  /** The next step's model call with `result` as the newest tool message: what the model got. */
+  async function nextStep(result: Parameters<typeof toolMessage>[0][number]) {
+    const model = new MockLanguageModelV4({
+      doGenerate: async () => ({
+        content: [{ type: 'text' as const, text: 'done' }],
+        finishReason: { unified: 'stop' as const, raw: 'stop' },
+        usage: { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } },
+        warnings: [],
+      }),
+    });
+    const messages: ModelMessage[] = [
+      { role: 'user', content: 'look at a.png' },
+      { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'read_file', input: { path: 'a.png' } }] },
+      toolMessage([result]),
+    ];
+    await generateText({ model, messages, maxRetries: 0 });
+    return JSON.stringify(model.doGenerateCalls[0]!.prompt.at(-1));
+  }
+
+  it('keeps plain text that starts with data: as text', async () => {
+    const seen = await nextStep({ toolCallId: 'c1', toolName: 'read_file', ok: true, text: 'data:foo' });
+    expect(seen).toContain('"value":"data:foo"');
+    expect(seen).not.toContain('"file"');
+  });
+
+  // Code in the sandbox can write a read_file answer that says "image" with any content. The
+  // SDK refuses file data that is a data URL or not base64, and it did so before every later
+  // model call while that tool message was the newest: the run could not go on.
+  it.each(['data:foo', 'data:image/png;base64,!!!', '!!!', ''])(
+    'shows a forged image answer with content %j as its text only, and the next step goes on',
+    async (content) => {
+      const shown = decideImageResult({ read: read({ content, bytes: 3 }), modelAcceptsImages: true, shownThisStep: 0 });
+      const seen = await nextStep({ toolCallId: 'c1', toolName: 'read_file', ok: true, ...shown });
+      expect(shown.image).toBeUndefined();
+      expect(seen).toContain('a.png: not shown: its content is not base64 image data]');
+      expect(seen).not.toContain('"file"');
+    },
+  );
+
+  it('drops an image saved before it was checked, keeping its text, so the next step goes on', async () => {
+    const text = '[image image/png, 3 bytes, a.png: shown below]';
+    const seen = await nextStep({
+      toolCallId: 'c1',
+      toolName: 'read_file',
+      ok: true,
+      text,
+      image: { mediaType: 'image/png', data: 'data:foo' },
+    });
+    expect(seen).toContain('a.png: not shown: its content is not base64 image data]');
+    expect(seen).not.toContain('"file"');
+  });
+
+  it('still shows a real image', async () => {
+    const shown = decideImageResult({ read: read(), modelAcceptsImages: true, shownThisStep: 0 });
+    const seen = await nextStep({ toolCallId: 'c1', toolName: 'read_file', ok: true, ...shown });
+    expect(seen).toContain('"type":"file"');
   });
 });

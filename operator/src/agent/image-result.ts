@@ -3,7 +3,8 @@
 // image past the bounds, gets only that text: media type, size, pixel dimensions when the
 // header tells them, and why the image is not shown. Sending the base64 as text instead
 // would fill the context with characters the model cannot read, cut in the middle by the
-// tool result bound. Pure.
+// tool result bound. Only an answer of the image shape (isImageRead) whose content is base64
+// (isImageData) is shown as an image; any other text, however it starts, goes as text. Pure.
 //
 // Bounds: the run state in Redis is saved after every tool call and holds the step's results,
 // and the conversation is saved every step; so an image is shown up to IMAGE_RESULT_LIMIT_BYTES,
@@ -60,6 +61,13 @@ export function isImageRead(result: unknown): result is ImageRead {
   );
 }
 
+const SHOWN = 'shown below';
+/** The end of a shown image's text (describeImage), where the note says it is shown. */
+const SHOWN_NOTE = /: shown below\]$/;
+const NOT_IMAGE_DATA = 'not shown: its content is not base64 image data';
+// Base64 as the toolbox writes it (Buffer#toString('base64')): no blanks, padding only at the end.
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
 export function decideImageResult({ read, modelAcceptsImages, shownThisStep }: ImageResultInput): ImageResult {
   // The size the content decodes to, not the answer's own word for it.
   const bytes = Math.max(read.bytes, Math.floor((read.content.length * 3) / 4));
@@ -67,11 +75,35 @@ export function decideImageResult({ read, modelAcceptsImages, shownThisStep }: I
     ? 'not shown: this model does not accept images'
     : bytes > IMAGE_RESULT_LIMIT_BYTES
       ? `not shown: images are shown up to ${IMAGE_RESULT_LIMIT_BYTES} bytes; make a smaller copy to look at it`
-      : shownThisStep >= IMAGES_PER_STEP
-        ? `not shown: at most ${IMAGES_PER_STEP} images are shown per step; read it again in a later step`
-        : undefined;
-  const text = describeImage(read, notShown ?? 'shown below');
+      : !isImageData(read.content)
+        ? NOT_IMAGE_DATA
+        : shownThisStep >= IMAGES_PER_STEP
+          ? `not shown: at most ${IMAGES_PER_STEP} images are shown per step; read it again in a later step`
+          : undefined;
+  const text = describeImage(read, notShown ?? SHOWN);
   return notShown === undefined ? { text, image: { mediaType: read.mediaType, data: read.content } } : { text };
+}
+
+/**
+ * Whether a shown image's data can go to the model as its bytes: non-empty base64. Checked
+ * because the answer is not trusted (isImageRead), and the SDK refuses what is not: data that
+ * starts with `data:` it takes for a data URL, which inline data must not be, and other text
+ * fails its base64 decoding. It refuses while building the request, before every later model
+ * call the tool message is in, so one forged answer stopped the run.
+ */
+export function isImageData(data: string): boolean {
+  return data.length > 0 && data.length % 4 === 0 && BASE64.test(data);
+}
+
+/**
+ * What of a kept result goes to the model: its image only when the data is base64
+ * (isImageData); otherwise its text, saying the image is not shown. A result kept in the run
+ * state is read back from Redis, where an older worker may have saved it unchecked.
+ */
+export function imageToSend(result: { readonly text: string; readonly image?: ShownImage | undefined }): ImageResult {
+  if (result.image === undefined) return { text: result.text };
+  if (isImageData(result.image.data)) return { text: result.text, image: result.image };
+  return { text: result.text.replace(SHOWN_NOTE, `: ${NOT_IMAGE_DATA}]`) };
 }
 
 /** The short text standing for an image: `[image image/png, 1234 bytes, 640×480 px, a.png: shown below]`. */

@@ -6,7 +6,9 @@
 // reads. Quoting the body made the operator a reflecting proxy (point baseURL at an internal
 // page, read the page in the run's status). So the only text taken from an answer is a JSON
 // provider error's `error.message`, bounded and stripped of control characters; any other
-// body, and the HTTP reason phrase, reflect nothing but the status code.
+// body, and the HTTP reason phrase, reflect nothing but the status code. The provider error is
+// read as an object wherever the SDK put it (providerErrorOf): a 200 answer or a streamed event
+// reports one too, and its code is what says the context window was exceeded.
 
 import { APICallError, InvalidResponseDataError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
@@ -71,15 +73,7 @@ export function classifyModelError(
       status >= 300 && status < 400
         ? 'the endpoint answered with a redirect, which the operator does not follow: set spec.model.baseURL to the address it redirects to (allowModelEndpoints must list it)'
         : undefined;
-    const rejection = {
-      provider: context.provider,
-      statusCode: status,
-      detail: redirect ?? providerErrorMessage(error.responseBody, context.secrets) ?? 'the endpoint gave no JSON error message',
-      cause: error,
-    };
-    // Over the context window is the one rejection the worker can cure (compact, ask again).
-    const overflow = isContextOverflow(status, error.responseBody);
-    return { kind: 'fatal', error: overflow ? new ModelContextTooLongError(rejection) : new ModelRequestRejectedError(rejection) };
+    return rejection(error, status, status, redirect === undefined ? providerErrorOf(error) : undefined, redirect, context);
   }
   // The SDK found the 200 answer parsed but unusable inside the provider (a chat completion with
   // no choices): what the endpoint says, and would say again. Passed on as unknown, it was
@@ -112,6 +106,11 @@ function classifyUnusableAnswer(
   context: { provider: string; secrets: readonly (string | undefined)[] },
 ): ModelErrorClassification {
   const cause = error.cause;
+  // A failure reported in a 200 answer (the Responses API's `{"error":{...}}`, a response whose
+  // status is failed) that the SDK's schema did not take: a rejection, as the SDK makes the same
+  // answer when its schema takes it (an APICallError of status 400).
+  const reported = TypeValidationError.isInstance(cause) ? providerErrorOf(error) : undefined;
+  if (reported !== undefined) return rejection(error, status, 400, reported, undefined, context);
   const parseProblem = JSONParseError.isInstance(cause)
     ? 'the body is not JSON'
     : TypeValidationError.isInstance(cause)
@@ -141,19 +140,94 @@ function isNetworkCutOff(cause: unknown): boolean {
 }
 
 /**
- * The `error.message` of an OpenAI-style JSON error body ({"error":{"message":...}}), made
- * safe to show: known secrets redacted, control and bidirectional-formatting characters
- * removed, one line, at most DETAIL_LIMIT characters. Undefined for anything else.
+ * The request refused: over the context window, the one rejection the worker can cure (compact,
+ * ask again), or any other. `meaning` is the status the refusal stands for (400 for a failure
+ * reported in a 200 answer); `statusCode` the one the endpoint sent.
  */
-export function providerErrorMessage(responseBody: string | undefined, secrets: readonly (string | undefined)[]): string | undefined {
-  if (responseBody === undefined) return undefined;
-  let body: unknown;
+function rejection(
+  error: APICallError,
+  statusCode: number,
+  meaning: number,
+  reported: ProviderError | undefined,
+  redirect: string | undefined,
+  context: { provider: string; secrets: readonly (string | undefined)[] },
+): ModelErrorClassification {
+  const options = {
+    provider: context.provider,
+    statusCode,
+    detail: redirect ?? shownMessage(reported?.message, context.secrets) ?? 'the endpoint gave no JSON error message',
+    cause: error,
+  };
+  // isContextOverflow reads an OpenAI-style body; the error is given in that shape wherever it was found.
+  const overflow =
+    reported !== undefined &&
+    isContextOverflow(meaning, JSON.stringify({ error: { code: reported.code, type: reported.type, message: reported.message } }));
+  return { kind: 'fatal', error: overflow ? new ModelContextTooLongError(options) : new ModelRequestRejectedError(options) };
+}
+
+/** What a provider's error object says of itself; each field is checked before it is used. */
+interface ProviderError {
+  readonly code?: unknown;
+  readonly type?: unknown;
+  readonly message?: unknown;
+}
+
+/**
+ * The provider's error object, wherever the SDK put it: the response body as JSON text, or as
+ * the parsed object (the Responses model passes on an error in a 200 answer so; read as text it
+ * was "[object Object]" and said nothing), `data` (a streamed event), the parsed value a schema
+ * refused (TypeValidationError), and the same on the error's causes.
+ */
+function providerErrorOf(error: unknown, depth = 0): ProviderError | undefined {
+  if (depth > 3 || !(error instanceof Error)) return undefined;
+  const found = APICallError.isInstance(error)
+    ? (errorIn(parsedBody(error.responseBody)) ?? errorIn(error.data))
+    : TypeValidationError.isInstance(error)
+      ? errorIn(error.value)
+      : undefined;
+  return found ?? providerErrorOf(error.cause, depth + 1);
+}
+
+/** The body as a value: JSON text parsed, an object as it is, undefined for anything else. */
+function parsedBody(body: unknown): unknown {
+  if (typeof body !== 'string') return body;
   try {
-    body = JSON.parse(responseBody);
+    return JSON.parse(body);
   } catch {
     return undefined;
   }
-  const message = (body as { error?: { message?: unknown } } | null)?.error?.message;
+}
+
+/**
+ * The error in one answer or event: `error` ({"error":{...}}, a failed response), `response.error`
+ * (a `response.failed` event), or the event itself when it is an `error` event, which carries
+ * code and message on it. Only an object with a string code or message is an error.
+ */
+function errorIn(value: unknown): ProviderError | undefined {
+  const answer = asRecord(value);
+  if (answer === undefined) return undefined;
+  const candidate = asRecord(answer.error) ?? asRecord(asRecord(answer.response)?.error) ?? (answer.type === 'error' ? answer : undefined);
+  return candidate !== undefined && (typeof candidate.message === 'string' || typeof candidate.code === 'string') ? candidate : undefined;
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/**
+ * The `error.message` of an OpenAI-style error body ({"error":{"message":...}}, as JSON text or
+ * as the parsed object), made safe to show (shownMessage). Undefined for anything else.
+ */
+export function providerErrorMessage(responseBody: unknown, secrets: readonly (string | undefined)[]): string | undefined {
+  return shownMessage(errorIn(parsedBody(responseBody))?.message, secrets);
+}
+
+/**
+ * A provider's error message made safe to show: known secrets redacted, control and
+ * bidirectional-formatting characters removed, one line, at most DETAIL_LIMIT characters.
+ * Undefined for anything but a string with something in it.
+ */
+function shownMessage(message: unknown, secrets: readonly (string | undefined)[]): string | undefined {
   if (typeof message !== 'string') return undefined;
   const shown = redactSecrets(message, secrets)
     // C0, DEL, C1; then bidi embeddings/overrides/isolates and marks, which reorder what a terminal shows.

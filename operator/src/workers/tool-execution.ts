@@ -8,7 +8,7 @@
 import type { ModelMessage, ToolResultPart } from 'ai';
 import { boundToolResult } from '../agent/bound-tool-result.ts';
 import { toolResultText } from '../agent/fit-tool-result.ts';
-import { decideImageResult, isImageRead } from '../agent/image-result.ts';
+import { decideImageResult, imageToSend, isImageRead } from '../agent/image-result.ts';
 import type { Sandbox, ToolResponse } from '../sandbox/sandbox.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { timerDelay } from '../timer-delay.ts';
@@ -247,21 +247,25 @@ export function deniedResult(call: PendingToolCall, reason: string): ToolResultR
 
 /** The tool message answering a step's calls, in the order the model made them. */
 export function toolMessage(results: readonly ToolResultRecord[]): ModelMessage {
-  const content: ToolResultPart[] = results.map((result) => ({
-    type: 'tool-result',
-    toolCallId: result.toolCallId,
-    toolName: result.toolName,
-    output: !result.ok
-      ? { type: 'error-text', value: result.text }
-      : result.image
-        ? {
-            type: 'content',
-            value: [
-              { type: 'text', text: result.text },
-              { type: 'file', mediaType: result.image.mediaType, data: { type: 'data', data: result.image.data } },
-            ],
-          }
-        : { type: 'text', value: result.text },
-  }));
+  const content: ToolResultPart[] = results.map((result) => {
+    // An image goes as a file part only when it is one (imageToSend), never for text that looks like data.
+    const { text, image } = imageToSend(result);
+    return {
+      type: 'tool-result',
+      toolCallId: result.toolCallId,
+      toolName: result.toolName,
+      output: !result.ok
+        ? { type: 'error-text', value: result.text }
+        : image
+          ? {
+              type: 'content',
+              value: [
+                { type: 'text', text },
+                { type: 'file', mediaType: image.mediaType, data: { type: 'data', data: image.data } },
+              ],
+            }
+          : { type: 'text', value: text },
+    };
+  });
   return { role: 'tool', content };
 }
