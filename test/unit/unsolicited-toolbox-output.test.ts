@@ -1,7 +1,7 @@
 // Code in the sandbox can write into a kept session's stdout and stderr at any time, as fast as
 // the link allows, and every byte the operator reads is its one thread's time. Output that
 // answers no call ends the session with PROTOCOL at once, so such a flood costs a line and the
-// next call opens a new session; the late answer of a call given up on is still taken. The
+// next call opens a new session; the late answer of a call its caller aborted is still taken. The
 // toolbox is scripted (test/support/scripted-toolbox.ts).
 import type { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -84,12 +84,13 @@ describe('a kept session fed output that answers no call', () => {
     expect(toolbox.killed).toBe(true);
   });
 
-  it('takes the late answer of a call given up at its deadline, once', async () => {
+  it('takes the late answer of a call its caller aborted, once', async () => {
     const toolbox = scriptedToolbox(silent);
     const session = new ServeSession(toolbox.process, LIMITS);
-    await expect(session.call({ tool: 'bash', input: { command: 'sleep 9' } }, { timeoutMs: 10 })).rejects.toMatchObject({
-      reason: 'TIMEOUT',
-    });
+    const aborting = new AbortController();
+    const aborted = session.call({ tool: 'bash', input: { command: 'sleep 9' } }, { signal: aborting.signal });
+    aborting.abort();
+    await expect(aborted).rejects.toMatchObject({ reason: 'ABORTED' });
     toolbox.stdout.write('{"id":1,"ok":true,"result":{"exitCode":0}}\n');
     const next = session.call({ tool: 'git_diff', input: {} });
     toolbox.stdout.write('{"id":2,"ok":true,"result":{"tool":"git_diff"}}\n');
@@ -97,5 +98,43 @@ describe('a kept session fed output that answers no call', () => {
     expect(session.alive).toBe(true);
     toolbox.stdout.write('{"id":1,"ok":true,"result":{"exitCode":0}}\n');
     await until(() => !session.alive);
+  });
+});
+
+describe('a kept session whose call gets no answer within its deadline', () => {
+  // The toolbox answers every call it read (its commands are bounded), so a written call left
+  // unanswered says it is stuck (stopped from inside: `kill -STOP $PPID`); kept, the session
+  // made every later call wait out its deadline too.
+  it('is discarded: its process is killed, its other calls fail TRANSPORT, and a late answer is not waited for', async () => {
+    const toolbox = scriptedToolbox(silent);
+    const session = new ServeSession(toolbox.process, LIMITS);
+    const other = session.call({ tool: 'git_diff', input: {} });
+    await expect(session.call({ tool: 'bash', input: { command: 'sleep 9' } }, { timeoutMs: 10 })).rejects.toMatchObject({
+      reason: 'TIMEOUT',
+    });
+    expect(session.alive).toBe(false);
+    expect(toolbox.killed).toBe(true);
+    await expect(other).rejects.toMatchObject({
+      reason: 'TRANSPORT',
+      message: expect.stringContaining('the toolbox session was discarded') as string,
+    });
+    await expect(session.call({ tool: 'git_diff', input: {} })).rejects.toMatchObject({ reason: 'TRANSPORT' });
+  });
+
+  it('is kept when the call timed out before its line was written (it waited its turn behind an import)', async () => {
+    const toolbox = scriptedToolbox(honest);
+    const session = new ServeSession(toolbox.process, LIMITS);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    async function* archive() {
+      await held;
+      yield Buffer.alloc(0);
+    }
+    const importing = session.importTree(archive(), []);
+    const queued = session.call({ tool: 'git_diff', input: {} }, { timeoutMs: 10 });
+    await expect(queued).rejects.toMatchObject({ reason: 'TIMEOUT', written: false });
+    expect(session.alive).toBe(true);
+    release();
+    await importing.catch(() => undefined);
   });
 });

@@ -7,10 +7,16 @@
 // Everything in the sandbox is hostile and can write into the session's stdout and stderr at
 // any time, as fast as the link allows, and each byte read costs the operator's one thread
 // (every namespace's steps, the leader's lease). So output that answers no call ends the
-// session (PROTOCOL): a line whose id no call waits for (nor a call given up at its deadline,
-// whose answer may still come), a blank line, an oversized line that goes on past any answer,
+// session (PROTOCOL): a line whose id no call waits for (nor a call its caller aborted, whose
+// answer may still come), a blank line, an oversized line that goes on past any answer,
 // stderr past its budget (stderr-tail.ts). What such a session can cost is then one line,
 // and the next call opens a new session. The toolbox itself writes none of these.
+//
+// Nor does it leave a call unanswered: it bounds every command it runs and answers past that
+// bound. So a written call that gets no answer within its deadline says the toolbox is stuck
+// (code in the sandbox ran `kill -STOP $PPID`), and the session is discarded then (its process
+// ended, its other calls failed TRANSPORT): kept, it made every later call of the run wait out
+// its own deadline too, where the next call now opens a new session.
 //
 // Nor does it write unasked, and it writes each answer line in one write: so a byte that
 // begins a line while no answer is awaited ends the session, and so does a line that takes too
@@ -52,14 +58,14 @@ interface Pending {
   reject(error: SandboxError): void;
   /** A session import is answered twice under one id: who waits for the second answer. */
   next?: Pending;
-  /** A call's request line went into stdin: given up on, it may still be answered (once). */
+  /** A call's request line went into stdin: aborted, it may still be answered (once). */
   written?: boolean;
 }
 
 /**
- * Calls given up at their deadline whose answers may still come, remembered up to this many (the
- * oldest forgotten first): the toolbox answers every call, so one that left more unanswered is
- * stuck, and its late answer ends the session like any unsolicited line.
+ * Aborted calls whose answers may still come, remembered up to this many (the oldest forgotten
+ * first): the toolbox answers every call, so one that left more unanswered is stuck, and its
+ * late answer ends the session like any unsolicited line.
  */
 const LATE_ANSWERS_KEPT = 1_024;
 
@@ -85,7 +91,7 @@ export class ServeSession {
    */
   private stdinQueue: Promise<void> | undefined;
   private readonly stderrTail: () => string;
-  /** Ids of calls given up at their deadline, each answered at most once more. */
+  /** Ids of written calls their callers aborted, each answered at most once more. */
   private readonly late = new Set<number>();
   /** Bytes read while the splitter skipped the rest of an oversized line. */
   private skippedBytes = 0;
@@ -160,7 +166,7 @@ export class ServeSession {
     // The deadline first: a call whose signal has already aborted is given up on now, and so
     // never written (writeInTurn).
     let unwritten = false;
-    const bounded = withDeadline(answer, options, this.options.defaultTimeoutMs, () => (unwritten = !this.giveUp(id)));
+    const bounded = withDeadline(answer, options, this.options.defaultTimeoutMs, (why) => (unwritten = !this.giveUp(id, why)));
     this.writeInTurn(id, line);
     // Given up on before its line went out, the call did not run: the worker may say so
     // (tool-execution.ts), where a call given up on while it ran may still be running.
@@ -169,22 +175,28 @@ export class ServeSession {
     });
   }
 
-  /** Whether any answer may still come: a call waits for one, or was given up on and may be answered late. */
+  /** Whether any answer may still come: a call waits for one, or was aborted and may be answered late. */
   private awaitsAnswer(): boolean {
     return this.pending.size > 0 || this.late.size > 0;
   }
 
   /**
-   * A call past its deadline: no longer waited for, but its answer may still come (once) if its
-   * line was written. Whether it was: false only for a line that never went into stdin.
+   * A call given up on (`why`: its deadline passed, or its signal aborted): no longer waited for.
+   * Whether its line was written: false only for a line that never went into stdin. Written and
+   * unanswered at its deadline, the toolbox is stuck and the session is discarded; aborted, its
+   * answer may still come (once).
    */
-  private giveUp(id: number): boolean {
+  private giveUp(id: number, why: SandboxError): boolean {
     const waiter = this.pending.get(id);
     // Answered already (the answer is on its way to the caller): it was written.
     if (!waiter) return true;
     this.pending.delete(id);
     // Never written, it is never answered: an answer with its id is then nobody's.
     if (!waiter.written) return false;
+    if (why.reason === 'TIMEOUT') {
+      this.discard(why);
+      return true;
+    }
     this.late.add(id);
     if (this.late.size > LATE_ANSWERS_KEPT) this.late.delete(this.late.values().next().value as number);
     return true;
@@ -334,6 +346,22 @@ export class ServeSession {
     const error = new SandboxError('RESPONSE_TOO_LARGE', `the toolbox answer was longer than ${this.options.maxResponseBytes} bytes`);
     waiter.reject(error);
     waiter.next?.reject(error);
+  }
+
+  /**
+   * A written call got no answer within its deadline: a toolbox that was stopped (SIGSTOP) keeps
+   * its exec and its pipes open, so nothing else would ever end this session. Ended here, the
+   * next call opens a new one.
+   */
+  private discard(timeout: SandboxError): void {
+    if (this.failure) return;
+    this.fail(
+      new SandboxError(
+        'TRANSPORT',
+        `the toolbox session was discarded: a call got no answer in it (${timeout.message}); something in the sandbox may have stopped the toolbox`,
+      ),
+    );
+    this.process.kill();
   }
 
   /** Output no toolbox writes: the session ends, and the next call opens a new one. */

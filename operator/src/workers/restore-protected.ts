@@ -2,7 +2,9 @@
 // each verification, so whatever the model did to them through bash cannot change the grade.
 // The source is a fresh clone in the worker (the operator's, never the sandbox's .git, which
 // the model can rewrite: replace refs, forged objects); the sandbox first removes everything
-// the globs cover (toolbox `import --prune`), then unpacks the clone's protected files.
+// the globs cover (toolbox `import --prune`), then unpacks the clone's protected files. An import
+// the sandbox does not answer is judged as the check is (sandbox-lost-check.ts): a stopped
+// toolbox fails the check closed, a lost sandbox is retried into SandboxLost.
 import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -15,6 +17,7 @@ import type { AgentDependencies } from './agent-dependencies.ts';
 import { cloneRepository } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { archiveReadStream } from './archive-stream.ts';
+import { judgeUnansweredCall } from './sandbox-lost-check.ts';
 
 /** Entries matched between two turns of the event loop. */
 const YIELD_EVERY_ENTRIES = 64;
@@ -53,7 +56,7 @@ export async function protectedFilesIn(dir: string, globs: readonly string[]): P
 
 /** Restores the protected paths in the sandbox; returns how many files the clone put back. */
 export async function restoreProtected(
-  deps: Pick<AgentDependencies, 'clonePolicy' | 'resources' | 'launch'>,
+  deps: Pick<AgentDependencies, 'clonePolicy' | 'resources' | 'launch' | 'sandboxLost' | 'logger'>,
   run: ParsedCodingRun,
   revision: string,
   sandbox: Sandbox,
@@ -89,11 +92,14 @@ export async function restoreProtected(
     await writeFile(list, Buffer.concat(files.flatMap((file) => [file, NUL])));
     // --no-recursion: exactly the listed entries; an empty list makes an empty archive, and the prune alone runs.
     await launchToEnd(deps.launch ?? launchHere, 'tar', ['-C', dir, '--no-recursion', '--null', '-T', list, '-cf', archive], dir);
-    await sandbox.importTree(archiveReadStream(archive), { prune: protect, timeoutMs }).catch((error: unknown) => {
+    await sandbox.importTree(archiveReadStream(archive), { prune: protect, timeoutMs }).catch(async (error: unknown) => {
       // Fail closed, at once: a process the model left can stop the toolbox before it reads the
       // request, and each retry's new session would wait as long again (31 minutes a try, by
-      // the default call timeout, in a worker slot every namespace shares).
+      // the default call timeout, in a worker slot every namespace shares). Unless the sandbox
+      // is lost (its pod gone or NotReady) or the import never reached it: then the TIMEOUT is
+      // thrown on, as the check's is, and the finalize retried into SandboxLost.
       if (error instanceof SandboxError && error.reason === 'TIMEOUT') {
+        await judgeUnansweredCall(deps, run, error);
         throw new RunFailure(
           REASONS.VerificationFailed,
           `The spec.verify.protect paths could not be put back within ${Math.round(timeoutMs / 1000)} s: the sandbox did not answer ` +

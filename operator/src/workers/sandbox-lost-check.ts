@@ -6,11 +6,14 @@
 // apart for any stall longer than that (the check's timeout plus 60 s). The sandbox container has
 // no readiness probe (a webhook's probe is refused: reconcile/admitted-pod.ts), so nothing in the
 // pod can make it read NotReady but its containers ending, which loses the sandbox anyway.
+// The check and the restore of the protected paths before it judge an unanswered call by one rule
+// (judgeUnansweredCall).
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ParsedCodingRun } from '../api/index.ts';
 import { unlessNotFound } from '../kube/api-errors.ts';
 import { runPodName } from '../reconcile/names.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
+import { SandboxError } from '../sandbox/sandbox-error.ts';
 import { SANDBOX_CONTAINER } from '../reconcile/sandbox-pod.ts';
 
 /** Why the run's sandbox pod cannot answer (gone, not Running, not Ready), or undefined when it stands; one read of the pod. */
@@ -43,4 +46,36 @@ export function sandboxLostCheck(readPod: (namespace: string, name: string) => P
 export function kubernetesSandboxLostCheck(kubeConfig: KubeConfig): SandboxLostCheck {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   return sandboxLostCheck((namespace, name) => unlessNotFound(core.readNamespacedPod({ namespace, name })));
+}
+
+/** What judgeUnansweredCall needs: the pod read (absent in local mode) and a logger. */
+export interface UnansweredCallDependencies {
+  sandboxLost?: SandboxLostCheck;
+  logger: { warn(fields: object, message: string): void };
+}
+
+/**
+ * The one rule for a spec.verify call the sandbox did not answer (the check, verify-work.ts; the
+ * restore of the protected paths, restore-protected.ts). Returns when the TIMEOUT is the work's
+ * own: code in the pod stopped the toolbox, and the caller fails the check. Throws a TIMEOUT, for
+ * the finalize to be retried into SandboxLost, when it is the sandbox's: a call never written to
+ * the toolbox did not run, and a lost node (NotReady, its kubelet hung) stalls the exec stream
+ * just as a stopped toolbox does. One read of the pod, only on this path; a read that fails
+ * tells nothing, and a retry is the honest answer. Without the read (local mode: the sandbox is
+ * a process here, on no node) every written TIMEOUT is the work's.
+ */
+export async function judgeUnansweredCall(deps: UnansweredCallDependencies, run: ParsedCodingRun, timeout: SandboxError): Promise<void> {
+  if (timeout.written === false) throw timeout;
+  if (!deps.sandboxLost) return;
+  let lost: string | undefined;
+  try {
+    lost = await deps.sandboxLost(run);
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error);
+    const message = `${timeout.message}; reading the sandbox pod to tell a stopped toolbox from a lost sandbox failed: ${detail}`;
+    throw new SandboxError('TIMEOUT', message, { cause: timeout });
+  }
+  if (lost === undefined) return;
+  deps.logger.warn({ lost }, 'a spec.verify call got no answer from a lost sandbox: the finalize is retried');
+  throw new SandboxError('TIMEOUT', `${timeout.message}; the sandbox is lost: ${lost}`, { cause: timeout });
 }

@@ -21,6 +21,7 @@ import type { ToolResponse } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
 import { runRefOf } from './run-ref.ts';
+import { judgeUnansweredCall } from './sandbox-lost-check.ts';
 import { teamBudgetStop } from './team-token-budget.ts';
 import type { RunState } from './run-state.ts';
 import { deadlineOf } from './step-job.ts';
@@ -94,9 +95,10 @@ interface CheckOutcome {
  * wrote that it imports) can stop the toolbox (`kill -STOP $PPID`): thrown on, that made
  * finalize retry ten times, each cloning and running the check again in a shared worker slot,
  * and the run ended SandboxLost whatever spec.verify said (restore-protected.ts fails closed
- * for the same reason). Only a TIMEOUT of a check the toolbox was sent, in a pod that still
- * stands (unansweredIsTheCheck), is the check's: a dropped transport, a closed sandbox, an
- * aborted call or a lost node says nothing about the work, and the finalize is retried for it.
+ * for the same reason, by the same rule). Only a TIMEOUT of a check the toolbox was sent, in a
+ * pod that still stands (judgeUnansweredCall, sandbox-lost-check.ts), is the check's: a dropped
+ * transport, a closed sandbox, an aborted call or a lost node says nothing about the work, and
+ * the finalize is retried for it.
  */
 async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs: number): Promise<CheckOutcome> {
   const sandbox = deps.sandboxes.for(run);
@@ -118,7 +120,7 @@ async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs
     );
   } catch (error) {
     if (!SandboxError.isInstance(error) || error.reason !== 'TIMEOUT') throw error;
-    await unansweredIsTheCheck(deps, run, error);
+    await judgeUnansweredCall(deps, run, error);
     const stderr = `the sandbox did not answer within ${Math.round(answerWithinMs / 1000)} s (a process may have stopped the toolbox)`;
     return { answered: false, result: failed(stderr, true) };
   }
@@ -127,30 +129,6 @@ async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs
     commandResultOf(response.result) ??
     failed("the sandbox's answer to the check is not a bash result of the toolbox's contract: something in the sandbox wrote it");
   return { answered: true, result };
-}
-
-/**
- * Returns when the check's TIMEOUT is the check's own (code in the pod stopped the toolbox);
- * throws a TIMEOUT, for the finalize to be retried into SandboxLost, when it is the sandbox's: a
- * check never written to the toolbox did not run, and a lost node (NotReady, its kubelet hung)
- * stalls the exec stream just as a stopped toolbox does. One read of the pod, only on this path;
- * a read that fails tells nothing, and a retry is the honest answer. Without the dependency
- * (local mode: the sandbox is a process here, on no node) every written TIMEOUT is the check's.
- */
-async function unansweredIsTheCheck(deps: AgentDependencies, run: ParsedCodingRun, timeout: SandboxError): Promise<void> {
-  if (timeout.written === false) throw timeout;
-  if (!deps.sandboxLost) return;
-  let lost: string | undefined;
-  try {
-    lost = await deps.sandboxLost(run);
-  } catch (error) {
-    const detail = error instanceof Error ? error.message : String(error);
-    const message = `${timeout.message}; reading the sandbox pod to tell a stopped toolbox from a lost sandbox failed: ${detail}`;
-    throw new SandboxError('TIMEOUT', message, { cause: timeout });
-  }
-  if (lost === undefined) return;
-  deps.logger.warn({ lost }, 'the check got no answer from a lost sandbox: the finalize is retried');
-  throw new SandboxError('TIMEOUT', `${timeout.message}; the sandbox is lost: ${lost}`, { cause: timeout });
 }
 
 /**
