@@ -248,3 +248,60 @@ describe('logs -f when the run is deleted while its watch is down', () => {
     expect(errors).toContain('codingrun/r was deleted before it finished');
   });
 });
+
+describe('logs -f prints entries in key order as they land', () => {
+  /** A run followed with -f: listed empty, then its watch delivers `events` (chunks) `gapMs` apart, then the run Succeeds. */
+  function following(events: V1ConfigMap[], gapMs: number, endAfterMs: number) {
+    const running: CodingRun = { ...run, status: { phase: 'Running' } };
+    let current = running;
+    let lists = 0;
+    const fake: RunClient = {
+      defaultNamespace: 'team',
+      getRun: async () => current,
+      listTranscript: async (_namespace, _uid, take) => {
+        lists += 1;
+        // The listing after the run ended holds every chunk as the watch last sent it.
+        take(lists === 1 ? [] : events);
+        return { resourceVersion: '10' };
+      },
+      watchTranscript: async (_namespace, _uid, resourceVersion, onChunk) => {
+        events.forEach((event, index) => setTimeout(() => onChunk(event), index * gapMs));
+        return { ended: new Promise<void>(() => {}), stop: () => {}, resumeFrom: resourceVersion };
+      },
+      watchRuns: async (_namespace, _name, resourceVersion, onEvent) => {
+        setTimeout(() => {
+          current = { ...run, status: { phase: 'Succeeded' } };
+          onEvent('MODIFIED', current);
+        }, endAfterMs);
+        return { ended: new Promise<void>(() => {}), stop: () => {}, resumeFrom: resourceVersion };
+      },
+      getEval: async () => undefined,
+      listRuns: async () => ({ items: [] }),
+      whoAmI: async () => 'alice',
+      setApprovalAnnotations: async () => {},
+      setCancelAnnotation: async () => {},
+      getConfigMap: async () => undefined,
+    };
+    return fake;
+  }
+
+  const said = (lines: string[]) =>
+    lines.filter((line) => / says hello$/.test(line)).map((line) => Number(/step (\d+) says/.exec(line)![1]));
+  const entries = (...numbers: number[]) => Object.fromEntries(numbers.map((number) => Object.values(encodeEntry(step(number)))));
+
+  it("holds back the latest step's entries, so one that lands late before them is printed in its place", async () => {
+    // Step 17 opens chunk 1 and lands before step 16, still on its way to chunk 0 (one write per chunk).
+    const events = [chunk(1, entries(17)), chunk(0, entries(15)), chunk(0, entries(15, 16))];
+    const { lines, io } = output();
+    expect(await printLogs(following(events, 20, 200), io, 'team', logs(['r', '-f']), Infinity, 5000)).toBe(0);
+    expect(said(lines)).toEqual([15, 16, 17]);
+  });
+
+  it('prints the latest step once the transcript has been quiet a while, before the run ends', async () => {
+    const { lines, io } = output();
+    const printed = new Promise<number[]>((resolve) => setTimeout(() => resolve(said(lines)), 400));
+    expect(await printLogs(following([chunk(0, entries(1, 2))], 20, 600), io, 'team', logs(['r', '-f']), Infinity, 100)).toBe(0);
+    expect(await printed).toEqual([1, 2]);
+    expect(said(lines)).toEqual([1, 2]);
+  });
+});

@@ -153,8 +153,10 @@ in the run's namespace, and it is kept as long as the run is. Long fields are cu
 size noted; past ${MAX_RECORDED_STEPS} steps one line says the record stops there.
 Model-written text is shown escaped (ESC as ^[), tool output on one line.
 
-  -f, --follow          print each step as it lands, then the run's outcome; exit 0 when
-                        it Succeeded, 1 when it Failed or was Cancelled (or was deleted)
+  -f, --follow          print each step as it lands (in step order: the latest step once a
+                        later one lands or after a second of quiet), then the run's
+                        outcome; exit 0 when it Succeeded, 1 when it Failed or was
+                        Cancelled (or was deleted)
       --step N          only the entries of step N
   -o, --output json     one JSON object per entry (as stored), and with -f a last
                         {"kind":"outcome",...} line

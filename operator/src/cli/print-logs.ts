@@ -1,7 +1,8 @@
 // `kubectl codingrun logs NAME [-f] [--step N] [-o json]`: the run's transcript, read from the
 // ConfigMaps it owns (record/transcript-chunks.ts) with the reader's own RBAC, no Redis. With
-// -f it follows: a watch on the run's chunks prints each entry as it lands, a watch on the run
-// ends it with the run's outcome, exit 0 when it Succeeded and 1 otherwise.
+// -f it follows: a watch on the run's chunks prints each entry as it lands (the latest step's
+// held back until it settles, FOLLOW_SETTLE_MS), a watch on the run ends it with the run's
+// outcome, exit 0 when it Succeeded and 1 otherwise.
 import { isTerminal, type CodingRun } from '../api/index.ts';
 import { TranscriptReader, type TranscriptChunk } from '../record/transcript-chunks.ts';
 import type { TranscriptEntry } from '../record/transcript-entry.ts';
@@ -36,12 +37,29 @@ export function readerColumns(stdout: Stream, stderr: Stream): number {
   return Number.POSITIVE_INFINITY;
 }
 
-/** Prints entries once each, in key order, as chunks come; problems (unreadable entries, foreign chunks) once each on stderr. */
+/**
+ * How long `logs -f` waits for the transcript to be quiet before it prints the latest step's
+ * entries. A step's record trails its hand-over (workers/trailing-record.ts) and one write goes
+ * to each chunk it touches, so step 17 (opening chunk 1) can land before step 16 (chunk 0), and
+ * a terminal cannot take back a line: printed as they came, they read 17, 16. The entries of
+ * steps before the latest one seen are printed at once; the latest step's wait for a later
+ * step, the run's end, or this much quiet (the writes on their way land one API round trip
+ * after the step, so a run waiting for an approval shows its step a second later).
+ */
+export const FOLLOW_SETTLE_MS = 1000;
+
+/**
+ * Prints entries once each, in key order, as chunks come; problems (unreadable entries, foreign
+ * chunks) once each on stderr. An entry that lands after one that sorts after it was printed
+ * (later than FOLLOW_SETTLE_MS, or a chunk someone else wrote) is printed where it lands.
+ */
 class TranscriptPrinter {
   private readonly printed = new Set<string>();
   private readonly warned = new Set<string>();
   /** One reader for the whole command: its bounds hold across a watch's events, and it sees every chunk to compare them. */
   private readonly reader: TranscriptReader;
+  /** Prints the held entries once the transcript has been quiet FOLLOW_SETTLE_MS (follow only). */
+  private settle: ReturnType<typeof setTimeout> | undefined;
   count = 0;
 
   constructor(
@@ -49,6 +67,7 @@ class TranscriptPrinter {
     private readonly command: LogsCommand,
     run: CodingRun,
     private readonly view: TranscriptView,
+    private readonly settleMs: number,
   ) {
     this.reader = new TranscriptReader(run);
   }
@@ -58,7 +77,27 @@ class TranscriptPrinter {
     return this.reader.add(chunks).full;
   }
 
-  show(chunks: readonly TranscriptChunk[] = []): void {
+  /**
+   * Reads chunks and prints what is known to be in its place: the entries of steps before the
+   * latest one seen. The rest wait for a later step, `show`, or FOLLOW_SETTLE_MS of quiet.
+   */
+  follow(chunks: readonly TranscriptChunk[] = []): void {
+    const { entries } = this.reader.add(chunks).result();
+    const latest = entries.reduce((highest, entry) => Math.max(highest, entry.step), 0);
+    this.show([], (entry) => entry.step < latest);
+    clearTimeout(this.settle);
+    this.settle = setTimeout(() => this.show(), this.settleMs);
+    // A quiet transcript must not keep the process alive once the command is done.
+    this.settle.unref?.();
+  }
+
+  /** No more held entries to print later: the command prints the rest itself (show) or gives up. */
+  stop(): void {
+    clearTimeout(this.settle);
+  }
+
+  /** Reads chunks and prints every entry not printed yet (up to the first that `ready` holds back), in key order. */
+  show(chunks: readonly TranscriptChunk[] = [], ready: (entry: TranscriptEntry) => boolean = () => true): void {
     const { entries, problems } = this.reader.add(chunks).result();
     for (const problem of problems) {
       if (this.warned.has(problem)) continue;
@@ -69,6 +108,8 @@ class TranscriptPrinter {
     }
     for (const entry of entries) {
       if (this.printed.has(entry.key)) continue;
+      // Entries are in key order and the held ones (the latest step's) sort last.
+      if (!ready(entry)) break;
       this.printed.add(entry.key);
       if (this.command.step !== undefined && entry.step !== this.command.step) continue;
       this.print(entry);
@@ -87,25 +128,33 @@ class TranscriptPrinter {
   }
 }
 
-/** `columns`: the reader's terminal width; CliOutput does not carry it, so it is read here unless a test gives it. */
+/**
+ * `columns`: the reader's terminal width; CliOutput does not carry it, so it is read here unless
+ * a test gives it. `settleMs`: FOLLOW_SETTLE_MS unless a test gives it.
+ */
 export async function printLogs(
   client: RunClient,
   io: CliOutput,
   namespace: string,
   command: LogsCommand,
   columns: number = readerColumns(process.stdout, process.stderr),
+  settleMs: number = FOLLOW_SETTLE_MS,
 ): Promise<number> {
   let run = await client.getRun(namespace, command.name);
   if (!run) throw new RunNotFoundError(namespace, command.name);
   const uid = run.metadata.uid;
-  const printer = new TranscriptPrinter(io, command, run, { columns });
-  /** Lists the chunks page by page until the reader is full, prints them, and returns the version to watch from. */
-  const listed = async () => {
+  const printer = new TranscriptPrinter(io, command, run, { columns }, settleMs);
+  /**
+   * Lists the chunks page by page until the reader is full, prints them (while following, all
+   * but the latest step's: follow), and returns the version to watch from.
+   */
+  const listed = async (following: boolean) => {
     const list = await client.listTranscript(namespace, uid, (page) => (printer.add(page) ? 'enough' : 'more'));
-    printer.show();
+    if (following) printer.follow();
+    else printer.show();
     return list.resourceVersion;
   };
-  const firstVersion = await listed();
+  const firstVersion = await listed(command.follow === true);
   if (!command.follow) {
     // A finished run's record ends with how it ended, as -f's does (status has it; the chunks need not).
     if (command.step === undefined && isTerminal(run.status?.phase)) printer.outcome(run);
@@ -124,7 +173,7 @@ export async function printLogs(
   let runFrom = run.metadata.resourceVersion;
   let deleted = false;
   while (!isTerminal(run.status?.phase) && !deleted && !io.signal?.aborted) {
-    if (chunksFrom === undefined) chunksFrom = await listed();
+    if (chunksFrom === undefined) chunksFrom = await listed(true);
     if (runFrom === undefined) {
       // After a failed watch, read the run, as get NAME -w does: a fresh watch of a name that is
       // gone delivers nothing, and logs -f followed a run deleted meanwhile until Ctrl-C.
@@ -143,7 +192,7 @@ export async function printLogs(
       io.signal?.addEventListener('abort', () => resolve(), { once: true });
     });
     const opened = Date.now();
-    const chunks = await client.watchTranscript(namespace, uid, chunksFrom, (chunk) => printer.show([chunk]));
+    const chunks = await client.watchTranscript(namespace, uid, chunksFrom, (chunk) => printer.follow([chunk]));
     const runs = await client.watchRuns(namespace, command.name, runFrom, (type, current) => {
       if (current.metadata.uid !== uid) return;
       run = current;
@@ -160,8 +209,10 @@ export async function printLogs(
       await new Promise((resolve) => setTimeout(resolve, 500));
   }
   // The run's last entries can land after its terminal status reached us (another object,
-  // another stream): read them all once more.
-  if (!deleted && !io.signal?.aborted) await listed();
+  // another stream): read them all once more, and print what was held back.
+  printer.stop();
+  if (!deleted && !io.signal?.aborted) await listed(false);
+  else printer.show();
   if (deleted) {
     io.err(`codingrun/${command.name} was deleted before it finished`);
     return 1;

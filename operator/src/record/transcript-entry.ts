@@ -89,6 +89,14 @@ export const MAX_RECORDED_STEPS = 500;
  * steps' answers made 32 000 entries, about 508 MiB of ConfigMaps for one run.
  */
 export const MAX_RECORDED_APPROVALS = 500;
+/**
+ * The step a run's closing entries (its checks, how it ended) are keyed at: its last step, or
+ * past MAX_RECORDED_STEPS the `cut` entry's step. Capped at MAX_RECORDED_STEPS they sorted
+ * between step 500 and the cut that says steps from 501 on are not recorded, as if the run had
+ * verified and ended before the steps the cut stands for. Kept at the cut's step so the reader's
+ * chunk names (transcript-chunks.ts) and the key's six digits still hold them.
+ */
+export const closingStep = (step: number) => Math.min(step, MAX_RECORDED_STEPS + 1);
 
 /** The field bounds of one entry, in UTF-8 bytes; halved by encodeEntry until the entry fits. */
 export interface EntryBounds {

@@ -13,6 +13,7 @@ import {
   MAX_RECORDED_STEPS,
   boundEntry,
   boundText,
+  closingStep,
   cutKey,
   endKey,
   recordedCall,
@@ -204,7 +205,8 @@ export async function recordFailure(
   reason: string,
   message: string,
 ): Promise<void> {
-  const recorded = Math.min(step, MAX_RECORDED_STEPS);
+  // After the last step recorded and the cut past MAX_RECORDED_STEPS (closingStep).
+  const recorded = closingStep(step);
   const entry: TranscriptEntry = {
     key: endKey(recorded),
     kind: 'end',

@@ -6,7 +6,7 @@
 // transcript entry; the last one goes to status.result.verification at finalize.
 import { spentLimit } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, REASONS, RunFailure, durationMs, type ParsedCodingRun, type RunResult } from '../api/index.ts';
-import { boundText, DEFAULT_BOUNDS, MAX_RECORDED_STEPS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
+import { boundText, closingStep, DEFAULT_BOUNDS, verifyKey, type TranscriptEntry } from '../record/transcript-entry.ts';
 import { keptDiffResult, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { NAMESPACE_ANNOTATIONS } from '../reconcile/namespace-policy.ts';
 import {
@@ -198,7 +198,8 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
 /** The verification's transcript entry; the record is worth less than the run, so a refusal is only logged. */
 async function recordVerification(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, verdict: Verdict): Promise<void> {
   const verification = state.verification!;
-  const step = Math.min(state.step, MAX_RECORDED_STEPS);
+  // After the last step recorded and the cut past MAX_RECORDED_STEPS (closingStep).
+  const step = closingStep(state.step);
   // The end of the output is what says why a check failed: keep the last bytes, not the first.
   const bytes = Buffer.from(verification.outputTail, 'utf8');
   const output =
