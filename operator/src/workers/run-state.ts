@@ -27,6 +27,7 @@ import type { RunStateSeal } from './run-state-seal.ts';
 import type { RedisClient } from './redis-connection.ts';
 import type { TrailingRecord } from './trailing-record.ts';
 import { landedMarkKey } from './trailing-marks.ts';
+import { RunStateGoneError } from './errors/run-state-gone-error.ts';
 
 /**
  * Security #11.1: the state in Redis is not what the operator wrote (its seal does not verify,
@@ -212,11 +213,14 @@ export interface RunStateLimits {
  * run with state: the namespace's active runs), so it cannot drift from the fields. A write
  * that does not grow the run's state is never refused: a namespace over a lowered budget
  * still has its runs end as they would.
- * KEYS: the state, the tally. ARGV: uid, the sealed state, the budget, "nx" to create only.
- * Returns {"saved"}, {"exists"} (create found a state), or {"over", bytes the others hold}.
+ * KEYS: the state, the tally. ARGV: uid, the sealed state, the budget, "nx" to create only, "xx"
+ * to overwrite only (a state deleted meanwhile, by the stop of a run that ended, stays deleted).
+ * Returns {"saved"}, {"exists"} (create found a state), {"absent"} (overwrite found none), or
+ * {"over", bytes the others hold}.
  */
 const SAVE_SCRIPT = `
 if ARGV[4] == 'nx' and redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+if ARGV[4] == 'xx' and redis.call('EXISTS', KEYS[1]) == 0 then return {'absent'} end
 local size = string.len(ARGV[2])
 local previous = tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0
 if size > previous then
@@ -382,29 +386,41 @@ export class RunStateStore {
     }
   }
 
-  /** Writes the state; a RunFailure (BudgetExceeded) when it is too large, alone or with its namespace's others. */
-  async save(state: RunState): Promise<void> {
-    await this.write(state, false);
+  /**
+   * Writes the state; a RunFailure (BudgetExceeded) when it is too large, alone or with its
+   * namespace's others. `ifPresent`: only over a state still there, in the same script as the
+   * write (no window between the look and the write), else a RunStateGoneError and nothing
+   * written: the run's stop deleted it, and a plain save would bring it back for a run that ended.
+   * An option of save, not a method of its own, so that whatever wraps save (lease-fenced-dependencies.ts) wraps it too.
+   */
+  async save(state: RunState, options: { ifPresent?: boolean } = {}): Promise<void> {
+    const outcome = await this.write(state, options.ifPresent ? 'xx' : '');
+    if (outcome === 'absent') throw new RunStateGoneError(state.uid);
   }
 
   /** Creates the state only if there is none (a redone prepare must not reset a run). */
   async create(state: RunState): Promise<boolean> {
-    return this.write(state, true);
+    return (await this.write(state, 'nx')) === 'saved';
   }
 
-  private async write(state: RunState, onlyIfAbsent: boolean): Promise<boolean> {
+  /** Whether the run has a state in Redis (one EXISTS): none once its stop deleted it. */
+  async exists(uid: string): Promise<boolean> {
+    return (await this.redis.exists(this.key(uid))) === 1;
+  }
+
+  /** SAVE_SCRIPT's write: `nx` only where there is no state, `xx` only where there is one. */
+  private async write(state: RunState, only: '' | 'nx' | 'xx'): Promise<'saved' | 'exists' | 'absent'> {
     const { value, bytes } = this.sealed(state);
     const budget = this.limits.namespaceMaxStateBytes;
     const keys = [this.key(state.uid), this.tallyKey(state.namespace)];
-    const attempt = async () =>
-      (await this.redis.eval(SAVE_SCRIPT, 2, ...keys, state.uid, value, budget, onlyIfAbsent ? 'nx' : '')) as [string, number?];
+    const attempt = async () => (await this.redis.eval(SAVE_SCRIPT, 2, ...keys, state.uid, value, budget, only)) as [string, number?];
     let reply = await attempt();
     // Refused: once more if the tally held runs whose state is gone (rare, so looked for only here).
     if (reply[0] === 'over' && (await this.pruneTally(state.namespace)) > 0) reply = await attempt();
     if (reply[0] === 'over') {
       throw new RunFailure(REASONS.BudgetExceeded, FAILURE_MESSAGES.namespaceStateBudget(state.namespace, Number(reply[1]), bytes, budget));
     }
-    return reply[0] === 'saved';
+    return reply[0] as 'saved' | 'exists' | 'absent';
   }
 
   /** Drops the namespace's tally entries whose state is gone (PRUNE_SCRIPT); resolves to how many. */

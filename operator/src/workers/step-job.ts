@@ -10,6 +10,8 @@
 // end-step.ts settles it before this step's own. A run with a cancel requested gets no model
 // call and no tool call (live-run.ts runToActOn): the job throws CancelRequestedError and is
 // tried again later, and the controller ends the run meanwhile (or the cancel is withdrawn).
+// A run ended during the model call gets none of the answer's calls: the stop that ended it
+// deleted the state, which the job looks for in Redis before the calls (stillThere).
 import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { generateText, type LanguageModel, type ModelMessage } from 'ai';
 import { timerDelay } from '../timer-delay.ts';
@@ -30,9 +32,10 @@ import { FAILURE_MESSAGES, REASONS, RunFailure, durationMs, type ParsedCodingRun
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
-import { continueStep, handOn } from './hand-on.ts';
+import { handOn } from './hand-on.ts';
 import { heldRunToActOn, runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { RunStateGoneError } from './errors/run-state-gone-error.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
@@ -88,10 +91,16 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   if (state.inFlight) {
     // An earlier try got the model's answer and ran some of its calls (or a cancel stopped it
-    // before them): finish the rest, unless a cancel is requested now.
+    // before them): finish the rest, unless a cancel is requested now. One read of the run says
+    // both that and whether there is still a run to act for.
     if (state.step !== completed + 1) return;
-    if (await cancelRequested(deps, ref)) throw new CancelRequestedError('run the calls left of the step under way');
-    await continueStep(deps, ref, state);
+    const found = await runToActOn(deps, ref);
+    if ('cancelled' in found) throw new CancelRequestedError('run the calls left of the step under way');
+    if ('ended' in found) {
+      await forgetRun(deps, ref);
+      return;
+    }
+    await endStep(deps, found.run, state, await runInFlightCalls(deps, found.run, state, true));
     return;
   }
   if (state.stage !== 'stepping' || state.step !== completed) {
@@ -314,20 +323,23 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The answer is saved as the step in flight (a cancel withdrawn runs its calls, not the model
   // again), and its tokens go to status.usage in one request, which the controller's ending
   // keeps. The step before's progress, maybe still on its way, lands first (trailing-record.ts).
-  // A run ended meanwhile (Cancelled by the controller, whose stop deleted the state) is let go:
-  // its calls must not run, nor a save before them bring the state back.
+  // A run ended meanwhile (Cancelled by the controller, a deletion) is let go: its calls must not
+  // run, nor a save before them bring the state back. A held copy may show the end; the state
+  // shows it on every replica, since the stop that ends a run deletes it (agent-queue.ts stop):
+  // the save before the calls is made only over a state still there, and a step of reads, which
+  // saves nothing before its calls, looks whether it is (stillThere).
   const meanwhile = calls.length > 0 ? await runAfterModelCall(deps, ref) : undefined;
-  if (meanwhile === 'ended') {
+  const letGo = async () => {
     await tallied;
     deps.logger.info({ step: state.step }, 'the run ended during the model call: its tool calls are not run and the run is let go');
     await forgetRun(deps, ref);
-    return;
-  }
+  };
+  if (meanwhile === 'ended') return letGo();
   if (meanwhile === 'cancelled') {
     try {
       await tallied;
       await settleTrailingRecord(deps, run, state);
-      await deps.states.save(state);
+      if (!(await saveIfPresent(deps, state))) return await letGo();
       await deps.status.progress(ref.namespace, ref.name, ref.uid, {
         steps: state.step,
         toolCalls: state.toolCalls,
@@ -342,8 +354,9 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   }
   let toolsMs: number;
   try {
-    // The state only when a call must not run twice (savedBeforeCalls); else it is saved at the step's end.
-    if (savedBeforeCalls(calls)) await deps.states.save(state);
+    // The state is saved before the calls only when one must not run twice (savedBeforeCalls),
+    // and then only over a state still there; else it is saved at the step's end (stillThere).
+    if (calls.length > 0 && !(await stillThere(deps, ref, state, calls))) return await letGo();
     const toolsStarted = performance.now();
     const parked = await runInFlightCalls(deps, run, state);
     toolsMs = performance.now() - toolsStarted;
@@ -363,20 +376,11 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
 }
 
 /**
- * Whether the run asks to be cancelled: its job then does nothing more and leaves the state as
- * it is, for the controller's ending (live-run.ts runToActOn). A run gone or ended is not
- * cancelled here: the job goes on to find that out as it always did.
- */
-async function cancelRequested(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
-  return 'cancelled' in (await runToActOn(deps, ref));
-}
-
-/**
  * The look between the model's answer and its calls, from the copy of the run this process
  * holds: on a replica that is not the leader, after a model call longer than the copy is kept,
  * getRun would be one GET more per step (issue #17). Holding none, it is skipped (undefined):
- * the calls run as before the look was made, and the next step's start reads the run. Without
- * the dependency the run is read.
+ * a cancel requested is then found by the next step's start, and a run ended by the state gone
+ * (stillThere). Without the dependency the run is read.
  */
 async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<'ended' | 'cancelled' | 'live' | undefined> {
   if (!deps.getRunHeld) {
@@ -384,6 +388,29 @@ async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<
     return 'ended' in found ? 'ended' : 'cancelled' in found ? 'cancelled' : 'live';
   }
   return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
+}
+
+/** Saves the state only over one still in Redis (RunStateStore.save `ifPresent`); false, and nothing written, when it is gone. */
+async function saveIfPresent(deps: AgentDependencies, state: RunState): Promise<boolean> {
+  try {
+    await deps.states.save(state, { ifPresent: true });
+    return true;
+  } catch (error) {
+    if (RunStateGoneError.isInstance(error)) return false;
+    throw error;
+  }
+}
+
+/**
+ * Whether the run's state is still in Redis as the answer's calls are about to run: the stop
+ * that ends a run (a cancel's ending, a deletion) deletes it, on whichever replica, and cannot
+ * remove a job that is running. A step whose calls must not run twice saves its state before
+ * them (savedBeforeCalls), over a state still there, in one script; a step of reads saves
+ * nothing before its calls, and looks (one EXISTS, no request to the API server). A run that
+ * ends after this look has its calls under way run, as it would have one that is already running.
+ */
+async function stillThere(deps: AgentDependencies, ref: RunRef, state: RunState, calls: readonly PendingToolCall[]): Promise<boolean> {
+  return savedBeforeCalls(calls) ? saveIfPresent(deps, state) : deps.states.exists(ref.uid);
 }
 
 /**
