@@ -293,8 +293,8 @@ describe("the exec transport judges a custom image's init container by what the 
     ],
   };
 
-  /** The run's custom-image pod, Ready, its chamvi-tools having run from `ranImage` (the spec is the built one). */
-  function readyPod(ranImage: string | undefined, imageID = ''): () => V1Pod {
+  /** The run's custom-image pod, Ready, its chamvi-tools having run from `ranImage`, reported with `imageID` (the spec is the built one). */
+  function readyPod(ranImage: string | undefined, imageID = `${ranImage?.replace(/:[^:/]+$/, '')}@sha256:${'c'.repeat(64)}`): () => V1Pod {
     return () => {
       const pod = buildSandboxPod(customRun, config);
       pod.metadata = { ...pod.metadata, uid: 'pod-uid-1', generation: 1 };
@@ -364,6 +364,14 @@ describe("the exec transport judges a custom image's init container by what the 
       .catch((thrown: unknown) => thrown);
     expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
     expect((error as Error).message).toContain('the kubelet reports no run of it');
+  });
+
+  it('refuses the Ready pod whose kubelet reports a run of chamvi-tools but no image it ran (imageID empty)', async () => {
+    const error = await transportFor(readyPod(config.sandboxImage, ''))
+      .transport.start(['serve'])
+      .catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect((error as Error).message).toContain('the kubelet reports no image it ran (imageID)');
   });
 
   it('passes a pod whose chamvi-tools has not started yet (nothing ran to judge)', async () => {

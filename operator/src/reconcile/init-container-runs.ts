@@ -19,6 +19,46 @@ const reportedImage = (reported: string | undefined) =>
   reported ? normalizeImage(reported.startsWith(DOCKER_PULLABLE) ? reported.slice(DOCKER_PULLABLE.length) : reported) : undefined;
 
 /**
+ * The manifest digest in an imageID (`repository@sha256:...`), the repository dropped. A bare
+ * `sha256:...` (an image with no repository digest on the node: loaded, not pulled) is the image's
+ * config digest, another kind of digest, and none here.
+ */
+function reportedDigest(imageID: string | undefined): string | undefined {
+  const reported = imageID?.startsWith(DOCKER_PULLABLE) ? imageID.slice(DOCKER_PULLABLE.length) : imageID;
+  return reported?.includes('@') ? normalizeImage(reported)?.digest : undefined;
+}
+
+/**
+ * The digests the operator knows an init container's image by: those its builders pin the image
+ * to, and the one in the run's record of what the API server admitted. Never the digest of an
+ * image the pod's spec or the run's spec names: whoever may patch the pod can patch its spec back
+ * to the operator's repository at the digest of whatever ran, and a run names what it likes.
+ */
+export function knownDigests(built: Iterable<string>, recorded: string | undefined): ReadonlySet<string> {
+  const digests = new Set<string>();
+  for (const image of [...built, recorded]) {
+    const digest = image === undefined ? undefined : normalizeImage(image)?.digest;
+    if (digest !== undefined) digests.add(digest);
+  }
+  return digests;
+}
+
+/** What the kubelet's report says of the image an init container ran. */
+export type RanImageVerdict =
+  /** Nothing to judge yet: it has not run, or the kubelet names no image it ran (imageID empty). */
+  | 'pending'
+  /** Its digest is one the operator knows, under whatever repository name; or an image of the operator's repository. */
+  | 'passes'
+  /** Anything else. */
+  | 'fails';
+
+/** What an init container's image is judged against: the images the builders give it, and the digests the operator knows. */
+export interface RanImageRule {
+  built: readonly string[];
+  known: ReadonlySet<string>;
+}
+
+/**
  * Whether the image the kubelet reports a container ran (its status' `image`, or `imageID`) is
  * of `built`'s repository. The runtime reports a name of the image it ran, not the spec's words:
  * the reference spelled out (docker.io/library/...), the first of the image's tags on the node,
@@ -33,15 +73,20 @@ function ranFrom(reported: string | undefined, built: string): boolean {
 }
 
 /**
- * Whether the digest the kubelet reports (imageID) is one the operator knows the container's image
- * by: a built image pinned to it or the one the run's record says the API server admitted
- * (never the spec's image now, which can be patched back at the digest of whatever ran). Then the repository the runtime names does not matter:
- * containerd names the first of the image's references in lexical order, so another tenant's copy
- * of the same image on the node (docker.io/a/copy) names it for every pod there.
+ * The image an init container ran, judged by the kubelet's report of it. The digest first: one the
+ * operator knows passes whatever repository the runtime names it by, since containerd names an
+ * image by the first of its references on the node in lexical order, so a copy of the same image
+ * another tenant pulled (docker.io/a/copy) names it for every pod there, from the moment it is
+ * pulled (a verdict by name flips in the middle of a run). Then, strict, the name: an image of the
+ * built repository (any of its tags or digests: every build there is the operator's); anything
+ * else fails. No imageID is no report of a run: pending, never passing.
  */
-function ranKnownDigest(status: V1ContainerStatus, known: readonly (string | undefined)[]): boolean {
-  const digest = reportedImage(status.imageID)?.digest;
-  return digest !== undefined && known.some((image) => image !== undefined && normalizeImage(image)?.digest === digest);
+export function ranImageVerdict(status: V1ContainerStatus | undefined, rule: RanImageRule): RanImageVerdict {
+  const ran = status !== undefined && (status.state?.running !== undefined || status.state?.terminated !== undefined);
+  if (!ran || !status.imageID) return 'pending';
+  const digest = reportedDigest(status.imageID);
+  if (digest !== undefined && rule.known.has(digest)) return 'passes';
+  return rule.built.some((image) => ranFrom(status.image, image) || ranFrom(status.imageID, image)) ? 'passes' : 'fails';
 }
 
 /** Whether the pod is past its init containers: every one of them must have run, and ended well. */
@@ -57,12 +102,12 @@ function pastInit(pod: V1Pod): boolean {
 
 /**
  * What the pod's init containers that the operator builds ran that its pod does not: each one, once
- * it ran, must have run an image of the repository the builders give it (or a digest the operator
- * knows it by: ranKnownDigest), once, and exited 0; a pod past its init containers with no such
- * record is not the operator's either. Before one ran there is nothing to judge (a pool pod still
- * Pending, a run pod pulling): the spec check sees an image patched in now, and exec waits for the
- * pod to be Ready, by when it has run. It holds wherever the kubelet reports statuses, generation
- * kept (1.33+) or not. An init container the builders do not make is named by podAdditions already.
+ * it ran, must have run an image ranImageVerdict passes, once, and exited 0; a pod past its init
+ * containers with no such record (no run, or a run with no imageID) is not the operator's either.
+ * Before one ran there is nothing to judge (a pool pod still Pending, a run pod pulling): the spec
+ * check sees an image patched in now, and exec waits for the pod to be Ready, by when it has run.
+ * It holds wherever the kubelet reports statuses, generation kept (1.33+) or not. An init container
+ * the builders do not make is named by podAdditions already.
  */
 export function initContainerRuns(pod: V1Pod, shape: SandboxPodShape): PodAddition[] {
   const statuses = new Map((pod.status?.initContainerStatuses ?? []).map((status) => [status.name, status]));
@@ -73,29 +118,29 @@ export function initContainerRuns(pod: V1Pod, shape: SandboxPodShape): PodAdditi
     if (!built) continue;
     const where = { container: container.name };
     const status = statuses.get(container.name);
-    const ran = status !== undefined && (status.state?.running !== undefined || status.state?.terminated !== undefined);
     const ranBefore = status !== undefined && (status.restartCount > 0 || status.lastState?.terminated !== undefined);
     if (ranBefore) changed.push({ kind: 'restart', name: String(Math.max(status.restartCount, 1)), ...where });
-    if (!ran) {
-      if (!ranBefore && pastInit(pod))
-        changed.push({
-          kind: 'initContainer',
-          name: container.name,
-          detail: 'the pod is past its init containers and the kubelet reports no run of it',
-        });
-      continue;
-    }
-    const exitCode = status.state?.terminated?.exitCode;
+    const exitCode = status?.state?.terminated?.exitCode;
     if (exitCode !== undefined && exitCode !== 0)
       changed.push({ kind: 'initContainer', name: container.name, detail: `it exited ${exitCode}` });
     const images = [...built.images];
     // Not the spec's image: whoever patched the image in can patch it back to the operator's
     // repository at the digest of what ran, which the spec check takes on a run with no record.
-    const known = [...images, recorded?.get(container.name)];
-    if (!images.some((image) => ranFrom(status.image, image) || ranFrom(status.imageID, image)) && !ranKnownDigest(status, known))
+    const verdict = ranImageVerdict(status, { built: images, known: knownDigests(images, recorded?.get(container.name)) });
+    if (verdict === 'pending') {
+      if (!ranBefore && pastInit(pod))
+        changed.push({
+          kind: 'initContainer',
+          name: container.name,
+          detail:
+            status?.state?.running || status?.state?.terminated
+              ? 'the pod is past its init containers and the kubelet reports no image it ran (imageID)'
+              : 'the pod is past its init containers and the kubelet reports no run of it',
+        });
+    } else if (verdict === 'fails')
       changed.push({
         kind: 'image',
-        name: shortField(status.image || status.imageID || 'none'),
+        name: shortField(status?.image || status?.imageID || 'none'),
         ...where,
         detail: `the kubelet ran it from this image; the operator builds ${images.map((image) => shortField(image)).join(' or ')}`,
       });
