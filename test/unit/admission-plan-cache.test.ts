@@ -175,6 +175,121 @@ describe('the admission plan kept between reconciles', () => {
     expect(world.calls.get('replaceRunStatus')).toBe(writes);
   });
 
+  // The leader keeps the last admission past its run: c was admitted (10), then a (11), and a's
+  // run went at once (ttlSecondsAfterFinished: 0). Read off the runs left, a's next run took b's
+  // turn and the sequence 11 again.
+  it('gives the next slot to the namespace after the one admitted last though that run is deleted, and numbers on from it', async () => {
+    const one = loadOperatorConfig(
+      { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 1, allowUnisolatedSandboxes: true, networkPolicy: false },
+      {},
+    );
+    const c1 = run('c', 1, 'Running');
+    const runs = [
+      { ...c1, status: { ...c1.status, admission: { sequence: 10, time: '2026-11-29T11:00:00Z' } } },
+      run('a', 2, 'Pending'),
+      run('a', 3, 'Pending'),
+      run('b', 4, 'Pending'),
+    ];
+    const world = memoryRunWorld({ runs, config: one, admissionPlans: new AdmissionPlanCache({ changesReported: true }) });
+    const finish = (namespace: string, name: string) => {
+      const finished = world.runs.get(namespace, name)!;
+      world.update({ ...finished, status: { ...finished.status, phase: 'Succeeded', reason: 'Completed' } });
+    };
+    finish('c', 'r1');
+    await world.reconciler.reconcile('a/r2');
+    expect(world.runs.get('a', 'r2')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 11 } });
+    finish('a', 'r2');
+    world.remove('a', 'r2');
+    await world.reconciler.reconcile('a/r3');
+    expect(world.runs.get('a', 'r3')?.status?.phase).toBe('Pending');
+    await world.reconciler.reconcile('b/r4');
+    expect(world.runs.get('b', 'r4')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 12 } });
+  });
+
+  it('remembers the admission of a run deleted before any plan saw it: the watch told the reconciler', async () => {
+    const one = loadOperatorConfig(
+      { allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 1, allowUnisolatedSandboxes: true, networkPolicy: false },
+      {},
+    );
+    // Admitted by the leader before (status.admission 11), finished and deleted before this one made a plan.
+    const a1 = run('a', 1, 'Succeeded');
+    const runs = [
+      { ...a1, status: { ...a1.status, admission: { sequence: 11, time: '2026-11-29T11:00:00Z' } } },
+      run('a', 2, 'Pending'),
+      run('b', 3, 'Pending'),
+    ];
+    const world = memoryRunWorld({ runs, config: one, admissionPlans: new AdmissionPlanCache({ changesReported: true }) });
+    world.remove('a', 'r1');
+    await world.reconciler.reconcile('b/r3');
+    expect(world.runs.get('b', 'r3')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 12 } });
+  });
+
+  // Another namespace's plan grants agents' run a slot on a tally up to FAIR_SHARE_TTL_MS old;
+  // agents spends the last of its tokens before that run's own look.
+  it("takes back a slot another namespace's plan granted once the run's namespace has spent its tokens, and hands it on", async () => {
+    let spent = 10;
+    const runs = [
+      ...Array.from({ length: 8 }, (_, index) => run(`team-${index % 3}`, index, 'Running')),
+      run('agents', 1000, 'Pending'),
+      run('other', 2000, 'Pending'),
+      run('other', 2001, 'Pending'),
+      run('other', 2002, 'Pending'),
+    ];
+    const world = memoryRunWorld({
+      runs,
+      config,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+      fairShare: {
+        policyOf: async (namespace) => readNamespacePolicy(namespace === 'agents' ? { 'chamvi.dev/tokens-per-day': '1000' } : {}),
+        tokensOn: async (namespace) => (namespace === 'agents' ? spent : 0),
+      },
+    });
+    // Two slots free: other's run's plan takes one and grants agents' run the other.
+    await world.reconciler.reconcile('other/r2000');
+    expect(world.runs.get('other', 'r2000')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 10 } });
+    spent = 1000;
+    await world.reconciler.reconcile('agents/r1000');
+    expect(world.runs.get('agents', 'r1000')?.status).toMatchObject({ phase: 'Pending', queue: { heldBy: 'NamespaceTokenBudget' } });
+    // Its slot is free again, and goes to the next run, numbered after the grant taken back.
+    await world.reconciler.reconcile('other/r2001');
+    expect(world.runs.get('other', 'r2001')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 11 } });
+    // agents' run holds no slot: the next one freed goes to other's next run.
+    const finishing = world.runs.get('team-0', 'r0')!;
+    world.update({ ...finishing, status: { ...finishing.status, phase: 'Succeeded', reason: 'Completed' } });
+    await world.reconciler.reconcile('other/r2002');
+    expect(world.runs.get('other', 'r2002')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 12 } });
+  });
+
+  it("keeps a granted run's slot once its admission is written, though its namespace spends its tokens before the cache shows it", async () => {
+    let spent = 10;
+    const runs = [
+      ...Array.from({ length: 8 }, (_, index) => run(`team-${index % 3}`, index, 'Running')),
+      run('agents', 1000, 'Pending'),
+      run('other', 2000, 'Pending'),
+      run('other', 2001, 'Pending'),
+    ];
+    const world = memoryRunWorld({
+      runs,
+      config,
+      admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+      fairShare: {
+        policyOf: async (namespace) => readNamespacePolicy(namespace === 'agents' ? { 'chamvi.dev/tokens-per-day': '1000' } : {}),
+        tokensOn: async (namespace) => (namespace === 'agents' ? spent : 0),
+      },
+      writesNotSeen: new Set(['agents/r1000']),
+    });
+    await world.reconciler.reconcile('other/r2000');
+    await world.reconciler.reconcile('agents/r1000');
+    const writes = world.calls.get('replaceRunStatus');
+    // Admitted (written, not in the cache yet); its runs spend the budget; it is looked at again from the stale cache.
+    spent = 1000;
+    await world.reconciler.reconcile('agents/r1000');
+    expect(world.calls.get('replaceRunStatus')).toBe(writes! + 1);
+    // It still holds its slot: none is free for other's next run.
+    await world.reconciler.reconcile('other/r2001');
+    expect(world.runs.get('other', 'r2001')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
+  });
+
   it("makes no plan for runs waiting for their namespace's isolation probe: its gate admits nothing, whatever the queue", async () => {
     const strict = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 10, networkPolicy: true }, {});
     const probing = (index: number): CodingRun => {

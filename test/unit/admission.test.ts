@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { CodingRun, Phase } from '../../operator/src/api/index.ts';
 import {
   admissionFactsChanged,
+  admissionFrom,
   computeAdmission as plan,
+  planQueue,
   queueHeads,
   type AdmissionContext,
 } from '../../operator/src/reconcile/admission.ts';
@@ -92,6 +94,40 @@ describe('computeAdmission', () => {
     const grants = new Map([['uid-b1', { uid: 'uid-b1', namespace: 'b', name: 'b1', sequence: 6 }]]);
     const after = context({ maxActiveRuns: 3, admittedLocally: new Set(['uid-b1']), grants });
     expect(computeAdmission(runs, runs[1]!, after)).toEqual({ admit: true, sequence: 7 });
+  });
+
+  // c was admitted (10), then a (11), and a's run is gone (deleted, or ttlSecondsAfterFinished: 0).
+  // Read off the runs left, the turn order went back to c's, and a's next run took b's turn and
+  // a's sequence number again: a tenant deleting its runs got twice its share.
+  it.each([
+    {
+      case: "a's run finished, still there",
+      runs: [run('a1', 1, 'Succeeded', 'a', 11)],
+      lastAdmitted: undefined,
+      next: { name: 'b1', sequence: 12 },
+    },
+    {
+      case: "a's run deleted: the leader's mark remembers it",
+      runs: [],
+      lastAdmitted: { namespace: 'a', sequence: 11 },
+      next: { name: 'b1', sequence: 12 },
+    },
+    {
+      case: 'a run shows a later admission than the mark: the later one counts',
+      runs: [run('b0', 0, 'Succeeded', 'b', 12)],
+      lastAdmitted: { namespace: 'a', sequence: 11 },
+      next: { name: 'c2', sequence: 13 },
+    },
+  ])('gives the slot after the namespace admitted last, though its run is gone, and never reuses its sequence: $case', (row) => {
+    const runs = [
+      run('c1', 2, 'Running', 'c', 10),
+      run('a2', 3, undefined, 'a'),
+      run('b1', 4, undefined, 'b'),
+      run('c2', 5, undefined, 'c'),
+      ...row.runs,
+    ];
+    const made = plan(runs, runs[1]!, context({ maxActiveRuns: 2, ...(row.lastAdmitted ? { lastAdmitted: row.lastAdmitted } : {}) }));
+    expect(made.granted.map(({ name, sequence }) => ({ name, sequence }))).toEqual([row.next]);
   });
 
   it('plans once: every run the plan admits is granted its sequence, and a granted run is admitted with it whatever the queue says then', () => {
@@ -195,6 +231,35 @@ describe('computeAdmission', () => {
     expect(computeAdmission(runs, runs[1]!, context({ policies, budgets }))).toMatchObject({ admit: true });
     const under = new Map([['team', { tokensPerDay: 1000, usedToday: 999, day: '2026-11-29' }]]);
     expect(computeAdmission(runs, runs[0]!, context({ policies, budgets: under }))).toMatchObject({ admit: true });
+  });
+
+  // Another namespace's plan granted t1 a slot on a budget view up to FAIR_SHARE_TTL_MS old; by
+  // t1's own look (the tally read now), team had spent its tokens, and the grant admitted it.
+  it('takes back a slot granted to a run whose namespace spent its tokens since, and hands it on; not one whose admission was written', () => {
+    const runs = [run('o0', 0, 'Running', 'other', 1), run('t1', 1, undefined, 'team'), run('o1', 2, undefined, 'other')];
+    const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/tokens-per-day': '1000' })]]);
+    const spent = new Map([['team', { tokensPerDay: 1000, usedToday: 1000, day: '2026-11-29' }]]);
+    const grant = { uid: 'uid-t1', namespace: 'team', name: 't1', sequence: 2 };
+    const granted = (written: boolean) =>
+      context({
+        maxActiveRuns: 2,
+        policies,
+        budgets: spent,
+        admittedLocally: new Set(['uid-t1']),
+        grants: new Map([['uid-t1', written ? { ...grant, admissionWritten: true as const } : grant]]),
+      });
+    const made = plan(runs, runs[1]!, granted(false));
+    expect(made.admission).toMatchObject({ admit: false, heldBy: 'NamespaceTokenBudget' });
+    expect(made.withdrawn).toEqual(grant);
+    // The slot it gives back goes to the next namespace's run, numbered after the grant.
+    expect(made.granted.map(({ name, sequence }) => `${name}:${sequence}`)).toEqual(['o1:3']);
+    // The shared plan (queue-plan) answers the same.
+    expect(admissionFrom(planQueue(runs, granted(false)), runs, runs[1]!, granted(false)).withdrawn).toEqual(grant);
+    // Its admission written already (the cache does not show it yet): the run was admitted, and keeps its slot.
+    expect(plan(runs, runs[1]!, granted(true))).toEqual({ admission: { admit: true, sequence: 2 }, granted: [] });
+    // Within its budget, the grant stands.
+    const under = new Map([['team', { tokensPerDay: 1000, usedToday: 999, day: '2026-11-29' }]]);
+    expect(plan(runs, runs[1]!, { ...granted(false), budgets: under })).toEqual({ admission: { admit: true, sequence: 2 }, granted: [] });
   });
 });
 

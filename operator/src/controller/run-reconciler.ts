@@ -6,7 +6,17 @@ import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kub
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
-import { inPlanScope, isActive, queueHeads, type Grant, type PlanScope, type TokenBudgetView } from '../reconcile/admission.ts';
+import {
+  inPlanScope,
+  isActive,
+  laterAdmission,
+  queueHeads,
+  recordedAdmission,
+  type Grant,
+  type LastAdmission,
+  type PlanScope,
+  type TokenBudgetView,
+} from '../reconcile/admission.ts';
 import { utcDay, type NamespacePolicy } from '../reconcile/namespace-policy.ts';
 import { findCondition } from '../reconcile/conditions.ts';
 import { decide } from '../reconcile/decide.ts';
@@ -308,6 +318,12 @@ export class RunReconciler {
   /** Slots this process granted (admission.ts) whose admission the cache does not show yet; in admittedLocally too. */
   private readonly grants = new CountedMap<string, Grant>();
   /**
+   * The last admission this process granted or saw a run's status carry (AdmissionContext
+   * lastAdmitted): raised, never lowered, so a run deleted as soon as it ended does not hand its
+   * namespace's turn and its sequence number back. A new leader starts from its caches.
+   */
+  private lastAdmitted: LastAdmission | undefined;
+  /**
    * Runs (by uid) whose status the API server would not store for their size (tooLargeToWrite):
    * left out of the queue, or the oldest such run would be granted every freed slot, again
    * and again, and hold it. Forgotten once the run is gone.
@@ -417,6 +433,7 @@ export class RunReconciler {
    */
   runDeleted(run: CodingRun): void {
     const { uid, namespace, name } = run.metadata;
+    this.lastAdmitted = laterAdmission(this.lastAdmitted, recordedAdmission(run));
     this.admittedLocally.delete(uid);
     this.grants.delete(uid);
     this.unwritable.delete(uid);
@@ -933,6 +950,7 @@ export class RunReconciler {
       () => this.admittedLocally.changes + this.grants.changes + this.unwritable.changes,
       () => {
         const cached = this.deps.caches.runs.list();
+        for (const other of cached) this.lastAdmitted = laterAdmission(this.lastAdmitted, recordedAdmission(other));
         const scope = this.planScope(view.unreadable);
         this.forgetSettledGrants(cached, scope);
         const runs = cached.filter((other) => !this.unwritable.has(other.metadata.uid) && inPlanScope(other, scope));
@@ -947,11 +965,19 @@ export class RunReconciler {
             policies: view.policies,
             budgets: view.budgets,
             grants: this.grants,
+            ...(this.lastAdmitted ? { lastAdmitted: this.lastAdmitted } : {}),
           },
         };
       },
     );
+    // Granted a slot by a plan made on an older tally, the run's namespace has spent its tokens
+    // since: the run is held as it would be without the grant, and its slot is free again.
+    if (made.withdrawn) {
+      this.grants.delete(made.withdrawn.uid);
+      this.admittedLocally.delete(made.withdrawn.uid);
+    }
     for (const grant of made.granted) {
+      this.lastAdmitted = laterAdmission(this.lastAdmitted, grant);
       this.grants.set(grant.uid, grant);
       this.admittedLocally.add(grant.uid);
       if (grant.uid !== run.metadata.uid) this.deps.wake?.(`${grant.namespace}/${grant.name}`);
@@ -1182,6 +1208,11 @@ export class RunReconciler {
       }
       this.deps.metrics?.observePhases(addedTimings(timingsBefore, status.timings));
       if ((status.phase === 'Provisioning' || status.phase === 'Running') && !wasActive) this.admittedLocally.add(run.metadata.uid);
+      // The grant is used: the run is admitted, though the cache may not show it for a while
+      // (admission.ts keptGrant: no later look takes the slot back).
+      const grant = this.grants.get(run.metadata.uid);
+      if (grant && !grant.admissionWritten && status.admission?.sequence === grant.sequence)
+        this.grants.set(grant.uid, { ...grant, admissionWritten: true });
       this.deps.logger.info({ ...runLogFields(run), phase: status.phase, reason: status.reason }, 'status written');
     }
     // The decision's Events go with its status write, before the stopping actions: a stop that

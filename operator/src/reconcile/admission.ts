@@ -1,7 +1,8 @@
 // Admission: whether a waiting run gets a sandbox slot now, and if not, what holds it and
 // where it stands. Pure. It gathers, from the cache, the input of the round-robin decision
 // (fair-admission.ts): the waiting runs of each namespace, the free cluster slots
-// (maxActiveRuns), each namespace's own limits and the namespace admitted last. The
+// (maxActiveRuns), each namespace's own limits and the namespace admitted last (the runs'
+// admissions, the grants and the leader's mark of the last one, whose run may be gone). The
 // controller passes the runs it admitted itself but whose new phase its cache has not seen
 // yet, so a burst of new runs cannot be admitted past the limit. One plan (planQueue) answers
 // for every waiting run, so the controller keeps it between reconciles
@@ -134,6 +135,24 @@ export interface AdmissionContext {
    * not show yet, by uid: a grant keeps its sequence until the run's status carries it.
    */
   grants?: ReadonlyMap<string, Grant>;
+  /**
+   * The last admission the leader has seen or granted, kept after its run is gone: read off the
+   * runs left alone, a run deleted (ttlSecondsAfterFinished: 0, or by its tenant) as soon as it
+   * ended took its namespace's turn and its sequence number back, and that namespace's next run
+   * was admitted again in the next one's place (a tenant deleting its runs got twice its share).
+   */
+  lastAdmitted?: LastAdmission;
+}
+
+/** An admission's place in the order: its sequence number and whose turn it was. */
+export interface LastAdmission {
+  namespace: string;
+  sequence: number;
+}
+
+/** The later of two admissions (the mark unchanged when `seen` is no later): the leader's mark is only ever raised. */
+export function laterAdmission(mark: LastAdmission | undefined, seen: LastAdmission | undefined): LastAdmission | undefined {
+  return seen !== undefined && seen.sequence > (mark?.sequence ?? 0) ? seen : mark;
 }
 
 /** A slot given to a waiting run by a plan, in the plan's order. */
@@ -142,6 +161,12 @@ export interface Grant {
   namespace: string;
   name: string;
   sequence: number;
+  /**
+   * This process wrote the run's admission with this sequence, and its cache does not show it
+   * yet: the run is admitted (its pod may be up), so the grant stands whatever its namespace's
+   * budget reads now.
+   */
+  admissionWritten?: true;
 }
 
 /**
@@ -153,6 +178,11 @@ export interface Grant {
 export interface AdmissionPlan {
   admission: Admission;
   granted: Grant[];
+  /**
+   * The grant self held, taken back: its namespace spent its tokens after the plan that granted
+   * it (keptGrant). The caller forgets it, and self's slot is free again.
+   */
+  withdrawn?: Grant;
 }
 
 /** The runs that hold a slot, per namespace and in all. */
@@ -171,15 +201,21 @@ function countActive(runs: readonly CodingRun[], self: CodingRun | undefined, co
   return { total, perNamespace };
 }
 
-/** The run admitted last (highest status.admission.sequence), whose namespace's turn has passed. */
+/**
+ * The admission made last (the highest sequence among the runs' status.admission, the grants and
+ * the leader's mark), whose namespace's turn has passed.
+ */
 function lastAdmission(runs: readonly CodingRun[], context: AdmissionContext): { namespace?: string; sequence: number } {
-  let last: { namespace?: string; sequence: number } = { sequence: 0 };
-  for (const run of runs) {
-    const sequence = run.status?.admission?.sequence ?? 0;
-    if (sequence > last.sequence) last = { namespace: run.metadata.namespace, sequence };
-  }
-  for (const grant of context.grants?.values() ?? []) if (grant.sequence > last.sequence) last = grant;
-  return last;
+  let last = context.lastAdmitted;
+  for (const run of runs) last = laterAdmission(last, recordedAdmission(run));
+  for (const grant of context.grants?.values() ?? []) last = laterAdmission(last, grant);
+  return last ?? { sequence: 0 };
+}
+
+/** The run's admission as its status records it, if it has one. */
+export function recordedAdmission(run: CodingRun): LastAdmission | undefined {
+  const sequence = run.status?.admission?.sequence;
+  return sequence !== undefined ? { namespace: run.metadata.namespace, sequence } : undefined;
 }
 
 function queuedMessage(
@@ -307,10 +343,17 @@ export function planQueue(runs: readonly CodingRun[], context: AdmissionContext)
   return makePlan(runs, context);
 }
 
-/** A slot this process granted the run, which no plan takes back. */
-function grantedBefore(self: CodingRun, context: AdmissionContext): AdmissionPlan | undefined {
+/**
+ * A slot this process granted the run, which no plan takes back, unless the run's namespace has
+ * spent its tokens since (the budget read now, at the run's own look): the plan that granted it
+ * may have been another namespace's run's, made on a tally up to FAIR_SHARE_TTL_MS old
+ * (controller/admission-plan-cache.ts), and the grant admitted a run its namespace's budget
+ * holds. Not once this process wrote the admission: the run is admitted.
+ */
+function keptGrant(self: CodingRun, context: AdmissionContext): Grant | undefined {
   const granted = context.grants?.get(self.metadata.uid);
-  return granted ? { admission: { admit: true, sequence: granted.sequence }, granted: [] } : undefined;
+  if (!granted || granted.admissionWritten) return granted;
+  return isOutOfBudget(context.budgets?.get(self.metadata.namespace)) ? undefined : granted;
 }
 
 function admissionIn(plan: QueuePlan, self: CodingRun, context: AdmissionContext): AdmissionPlan {
@@ -323,7 +366,13 @@ function admissionIn(plan: QueuePlan, self: CodingRun, context: AdmissionContext
 
 /** Self's admission from a plan of its own, made from the cache as it is. */
 export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
-  return grantedBefore(self, context) ?? admissionIn(makePlan(runs, context, self), self, context);
+  const kept = keptGrant(self, context);
+  if (kept) return { admission: { admit: true, sequence: kept.sequence }, granted: [] };
+  // A grant taken back: self is planned as it would be without it (its own plan does not count
+  // it as holding a slot), held by its namespace's budget; the slot goes on to another run.
+  const made = admissionIn(makePlan(runs, context, self), self, context);
+  const withdrawn = context.grants?.get(self.metadata.uid);
+  return withdrawn ? { ...made, withdrawn } : made;
 }
 
 /**
@@ -331,14 +380,13 @@ export function computeAdmission(runs: readonly CodingRun[], self: CodingRun, co
  * computeAdmission answers, without a plan of its own. A run the cache shows waiting holds no
  * slot, so its own plan and the shared one are the same plan. One the shared plan does not
  * hold (its cached status still waits for its namespace's isolation probe, which its own look
- * found open; admitted by this process but not granted a slot; or not in the cache as
- * waiting) gets its own plan: a run's own plan always counts it.
+ * found open; admitted by this process, granted a slot or not; or not in the cache as waiting)
+ * gets computeAdmission's answer: a run's own plan always counts it.
  */
 export function admissionFrom(plan: QueuePlan, runs: readonly CodingRun[], self: CodingRun, context: AdmissionContext): AdmissionPlan {
-  const before = grantedBefore(self, context);
-  if (before) return before;
   const uid = self.metadata.uid;
-  return plan.grantOf.has(uid) || plan.waiting.has(uid) ? admissionIn(plan, self, context) : computeAdmission(runs, self, context);
+  const inPlan = !context.grants?.has(uid) && (plan.grantOf.has(uid) || plan.waiting.has(uid));
+  return inPlan ? admissionIn(plan, self, context) : computeAdmission(runs, self, context);
 }
 
 /**
