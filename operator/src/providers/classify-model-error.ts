@@ -8,7 +8,8 @@
 // provider error's `error.message`, bounded and stripped of control characters; any other
 // body, and the HTTP reason phrase, reflect nothing but the status code. The provider error is
 // read as an object wherever the SDK put it (providerErrorOf): a 200 answer or a streamed event
-// reports one too, and its code is what says the context window was exceeded.
+// reports one too, and its code is what says the context window was exceeded, or that the
+// provider was busy or broke (TRANSIENT_REPORTED_CODES: tried again like a 5xx or 429).
 
 import { APICallError, InvalidResponseDataError, JSONParseError, TypeValidationError } from 'ai';
 import { ModelAuthFailedError } from './errors/model-auth-failed-error.ts';
@@ -34,6 +35,19 @@ export type ModelErrorClassification =
 // 408 request timeout, 409 conflict (OpenAI uses it for transient lock contention),
 // 425 too early, 429 rate limited; every 5xx.
 const TRANSIENT_CLIENT_STATUSES = new Set([408, 409, 425, 429]);
+// The codes (or types) of an error reported in a 200 answer that mean "ask again later", as a
+// 5xx or 429 would: the Responses API documents server_error, rate_limit_exceeded and
+// vector_store_timeout for `error.code`; the rest are what OpenAI and compatible servers put in
+// `type` or `code` of a busy or broken server's error (the SDK's own reading of a streamed error
+// makes each of them a 429, 5xx or 504). insufficient_quota is not here: the quota stays spent.
+const TRANSIENT_REPORTED_CODES: ReadonlySet<string> = new Set([
+  'server_error',
+  'rate_limit_exceeded',
+  'overloaded',
+  'server_is_overloaded',
+  'internal_error',
+  'vector_store_timeout',
+]);
 const DETAIL_LIMIT = 300;
 
 export function classifyModelError(
@@ -68,6 +82,11 @@ export function classifyModelError(
         retryAfterMs: retryAfterMs(error.responseHeaders, context.now),
       };
     }
+    // The SDK makes a failure reported in a 200 answer that its schema takes a 400, with the parsed
+    // answer (not the text an HTTP error's body is) as responseBody: a busy server, not a refusal.
+    const inAnswer = status === 400 && asRecord(error.responseBody) !== undefined ? providerErrorOf(error) : undefined;
+    const busy = inAnswer === undefined ? undefined : transientReported(error, inAnswer, 200, context.now);
+    if (busy !== undefined) return busy;
     // A redirect is not followed (without-redirects.ts): the key goes only to the endpoint checked.
     const redirect =
       status >= 300 && status < 400
@@ -103,14 +122,17 @@ export function classifyModelError(
 function classifyUnusableAnswer(
   error: APICallError,
   status: number,
-  context: { provider: string; secrets: readonly (string | undefined)[] },
+  context: { provider: string; now: number; secrets: readonly (string | undefined)[] },
 ): ModelErrorClassification {
   const cause = error.cause;
   // A failure reported in a 200 answer (the Responses API's `{"error":{...}}`, a response whose
   // status is failed) that the SDK's schema did not take: a rejection, as the SDK makes the same
-  // answer when its schema takes it (an APICallError of status 400).
+  // answer when its schema takes it (an APICallError of status 400); tried again when its code
+  // says the provider was busy or broke (transientReported), as the same 400 is.
   const reported = TypeValidationError.isInstance(cause) ? providerErrorOf(error) : undefined;
-  if (reported !== undefined) return rejection(error, status, 400, reported, undefined, context);
+  if (reported !== undefined) {
+    return transientReported(error, reported, status, context.now) ?? rejection(error, status, 400, reported, undefined, context);
+  }
   const parseProblem = JSONParseError.isInstance(cause)
     ? 'the body is not JSON'
     : TypeValidationError.isInstance(cause)
@@ -163,6 +185,28 @@ function rejection(
     reported !== undefined &&
     isContextOverflow(meaning, JSON.stringify({ error: { code: reported.code, type: reported.type, message: reported.message } }));
   return { kind: 'fatal', error: overflow ? new ModelContextTooLongError(options) : new ModelRequestRejectedError(options) };
+}
+
+/**
+ * A failure reported in a 2xx answer whose code (or type) is one of TRANSIENT_REPORTED_CODES:
+ * transient, as a 5xx or 429 is, with the answer's Retry-After. The problem names the code from
+ * that list, never the provider's text: it goes into status.message when the attempts run out.
+ */
+function transientReported(
+  error: APICallError,
+  reported: ProviderError,
+  statusCode: number,
+  now: number,
+): ModelErrorClassification | undefined {
+  // The code is the more specific word: `{"type":"server_error","code":"invalid_prompt"}` is a refusal.
+  const code = typeof reported.code === 'string' ? reported.code : reported.type;
+  if (typeof code !== 'string' || !TRANSIENT_REPORTED_CODES.has(code)) return undefined;
+  return {
+    kind: 'transient',
+    problem: `HTTP ${statusCode} reporting ${code}`,
+    statusCode,
+    retryAfterMs: retryAfterMs(error.responseHeaders, now),
+  };
 }
 
 /** What a provider's error object says of itself; each field is checked before it is used. */
