@@ -94,16 +94,18 @@ describe('classifyModelError on an error the endpoint sent as an object', () => 
   ])('makes %s over the context window a ModelContextTooLongError', async (_name, body) => {
     const error = errorOf(await answered(body));
     expect(ModelContextTooLongError.isInstance(error)).toBe(true);
-    expect((error as Error).message).toContain('Your input exceeds the context window of this model.');
+    // Read for its meaning, never quoted: a 200 answer's words are not an HTTP error's.
+    expect((error as Error).message).not.toContain('Your input exceeds');
   });
 
-  it('shows the message of another error, a rejection still', async () => {
+  it('keeps another error a rejection, without quoting the answer', async () => {
     const error = errorOf(
       await answered({ error: { code: 'invalid_prompt', message: 'Invalid prompt: flagged', type: 'invalid_request_error' } }),
     );
     expect(ModelRequestRejectedError.isInstance(error)).toBe(true);
     expect(ModelContextTooLongError.isInstance(error)).toBe(false);
-    expect((error as Error).message).toContain('Invalid prompt: flagged');
+    expect((error as Error).message).not.toContain('Invalid prompt: flagged');
+    expect((error as Error).message).toContain('the endpoint reported a failure in its answer');
     expect((error as Error).message).not.toContain('[object Object]');
   });
 
@@ -130,5 +132,54 @@ describe('classifyModelError on an error the endpoint sent as an object', () => 
     ['an error in the cause', streamed({ error: overflow }, 'cause')],
   ])('reads the error of %s', (_name, thrown) => {
     expect(ModelContextTooLongError.isInstance(errorOf(classifyModelError(thrown, context)))).toBe(true);
+  });
+});
+
+// The header of classify-model-error.ts: the operator must not be a reflecting proxy. Point
+// baseURL at an internal JSON service on an allowed host, and whatever its answer says in a
+// shape the classifier reads for meaning (`response.error`, an `error` event, a 200 answer) must
+// not reach the run's status; only an HTTP error's top-level error.message is shown, as before.
+describe('classifyModelError quotes only an HTTP error body’s error.message', () => {
+  const context = { provider: 'openai', now: 0, secrets: [] };
+  const page = 'INTERNAL-PAGE-CONTENT account 4242';
+  const thrownFor = (statusCode: number, body: object) =>
+    new APICallError({
+      message: 'failed',
+      url: 'http://x',
+      requestBodyValues: {},
+      statusCode,
+      responseBody: JSON.stringify(body),
+      isRetryable: false,
+    });
+  const messageOf = (thrown: unknown) => {
+    const classified = classifyModelError(thrown, context);
+    return classified.kind === 'fatal' ? classified.error.message : classified.kind === 'transient' ? classified.problem : '';
+  };
+
+  it.each([
+    ['an error event shape on a 404', thrownFor(404, { type: 'error', message: page })],
+    ['a response.error on a 404', thrownFor(404, { response: { error: { message: page } } })],
+  ])('does not quote %s', (_name, thrown) => {
+    expect(messageOf(thrown)).not.toContain(page);
+  });
+
+  it('does not quote an error reported in a 200 answer', async () => {
+    const openai = createOpenAI({
+      apiKey: 'k',
+      fetch: async () =>
+        new Response(JSON.stringify({ type: 'error', message: page, error: { message: page } }), {
+          status: 200,
+          headers: { 'content-type': 'application/json' },
+        }),
+    });
+    const thrown = await generateText({ model: openai.responses('gpt-5'), prompt: 'hi', maxRetries: 0 }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(messageOf(thrown)).not.toContain(page);
+  });
+
+  it('still quotes the top-level error.message of an HTTP error', () => {
+    expect(messageOf(thrownFor(400, { error: { message: 'model not found: gpt-9' } }))).toContain('model not found: gpt-9');
   });
 });

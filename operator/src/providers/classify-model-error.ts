@@ -7,8 +7,9 @@
 // page, read the page in the run's status). So the only text taken from an answer is a JSON
 // provider error's `error.message`, bounded and stripped of control characters; any other
 // body, and the HTTP reason phrase, reflect nothing but the status code. The provider error is
-// read as an object wherever the SDK put it (providerErrorOf): a 200 answer or a streamed event
-// reports one too, and its code is what says the context window was exceeded, or that the
+// read as an object wherever the SDK put it (providerErrorOf), for what it means only (its
+// words are shown only from an HTTP error's body, providerErrorMessage): a 200 answer or a
+// streamed event reports one too, and its code is what says the context window was exceeded, or that the
 // provider was busy or broke (TRANSIENT_REPORTED_CODES: tried again like a 5xx or 429).
 
 import { APICallError, InvalidResponseDataError, JSONParseError, TypeValidationError } from 'ai';
@@ -177,7 +178,11 @@ function rejection(
   const options = {
     provider: context.provider,
     statusCode,
-    detail: redirect ?? shownMessage(reported?.message, context.secrets) ?? 'the endpoint gave no JSON error message',
+    detail:
+      redirect ??
+      (statusCode >= 400 ? providerErrorMessage(error.responseBody, context.secrets) : undefined) ??
+      (reported !== undefined ? 'the endpoint reported a failure in its answer (its text is shown only from an HTTP error)' : undefined) ??
+      'the endpoint gave no JSON error message',
     cause: error,
   };
   // isContextOverflow reads an OpenAI-style body; the error is given in that shape wherever it was found.
@@ -259,11 +264,15 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 }
 
 /**
- * The `error.message` of an OpenAI-style error body ({"error":{"message":...}}, as JSON text or
- * as the parsed object), made safe to show (shownMessage). Undefined for anything else.
+ * The words status may show: the top-level `error.message` of an HTTP error's body as JSON text
+ * ({"error":{"message":...}}), made safe to show (shownMessage). Nothing else: a failure reported
+ * in a 200 answer, under `response.error` or as an `error` event is read for what it means
+ * (providerErrorOf) but never quoted, or any internal page behind an allowed host that answers
+ * 200 `{"type":"error","message":...}` would be read back in the run's status.
  */
 export function providerErrorMessage(responseBody: unknown, secrets: readonly (string | undefined)[]): string | undefined {
-  return shownMessage(errorIn(parsedBody(responseBody))?.message, secrets);
+  if (typeof responseBody !== 'string') return undefined;
+  return shownMessage(asRecord(asRecord(parsedBody(responseBody))?.error)?.message, secrets);
 }
 
 /**
