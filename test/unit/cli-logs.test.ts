@@ -304,4 +304,22 @@ describe('logs -f prints entries in key order as they land', () => {
     expect(await printed).toEqual([1, 2]);
     expect(said(lines)).toEqual([1, 2]);
   });
+
+  it('prints the latest step after a while of quiet though chunks it ignores keep changing', async () => {
+    // Anyone who may edit ConfigMaps in the namespace can touch one labelled as the run's
+    // transcript but not owned by it, or the run's own chunk without adding an entry; re-arming
+    // the wait on each such event held the latest step (often the one asking for approval) back
+    // until the run ended.
+    const foreign = {
+      ...chunk(1, entries(9)),
+      metadata: { ...chunk(1, {}).metadata, ownerReferences: [{ ...chunk(1, {}).metadata!.ownerReferences![0]!, uid: 'uid-other' }] },
+    };
+    const touches = Array.from({ length: 40 }, (_, index) => (index % 2 === 0 ? foreign : chunk(0, entries(1, 2))));
+    const { lines, io } = output();
+    const printed = new Promise<number[]>((resolve) => setTimeout(() => resolve(said(lines)), 500));
+    const client = following([chunk(0, entries(1, 2)), ...touches], 20, 1200);
+    expect(await printLogs(client, io, 'team', logs(['r', '-f']), Infinity, 100)).toBe(0);
+    expect(await printed).toEqual([1, 2]);
+    expect(said(lines)).toEqual([1, 2]);
+  });
 });

@@ -10,6 +10,7 @@ import {
   IMAGE_RESULT_LIMIT_BYTES,
   IMAGES_PER_STEP,
   imageDimensions,
+  imageToSend,
   isImageRead,
   type ImageRead,
 } from '../../operator/src/agent/image-result.ts';
@@ -175,7 +176,8 @@ describe('an image in the conversation', () => {
   });
 
   it('counts as a fixed number of tokens, not as its base64', () => {
-    const big = toolMessage([{ ...shown, image: { mediaType: 'image/png', data: 'A'.repeat(1_000_000) } }]);
+    const data = Buffer.concat([Buffer.from(PIXEL, 'base64'), Buffer.alloc(750_000)]).toString('base64');
+    const big = toolMessage([{ ...shown, image: { mediaType: 'image/png', data } }]);
     const tokens = estimateMessageTokens(big);
     expect(tokens).toBeGreaterThanOrEqual(IMAGE_TOKENS);
     expect(tokens).toBeLessThan(IMAGE_TOKENS + 200);
@@ -239,5 +241,74 @@ describe('a tool result that only looks like an image', () => {
     const shown = decideImageResult({ read: read(), modelAcceptsImages: true, shownThisStep: 0 });
     const seen = await nextStep({ toolCallId: 'c1', toolName: 'read_file', ok: true, ...shown });
     expect(seen).toContain('"type":"file"');
+  });
+});
+
+// Base64 that is not a whole image header: the toolbox returns an image for any file that starts
+// with PNG's magic (a truncated fixture in a repository), and code in the sandbox can write any
+// media type and content. Providers refuse such an image (400, "Could not process image"), a
+// rejection that failed the run; so only an image whose header the operator can read is shown.
+describe('an image answer whose content is base64 but not an image', () => {
+  const truncatedPng = Buffer.from('\x89PNG\r\n\x1a\n\0\0\0\rIHDR', 'latin1').toString('base64');
+  // 1×1 images of the other types the toolbox returns.
+  const JPEG =
+    '/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP//////////////////////////////////////////////////////////////////////////////////////wgALCAABAAEBAREA/8QAFBABAAAAAAAAAAAAAAAAAAAAAP/aAAgBAQABPxA=';
+  const GIF = 'R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==';
+  const WEBP = 'UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==';
+  const decide = (extra: Partial<ImageRead>) => decideImageResult({ read: read(extra), modelAcceptsImages: true, shownThisStep: 0 });
+
+  it.each([
+    ['a PNG cut off inside its header', { content: truncatedPng }, 'a.png: not shown: its content is not a whole image/png header]'],
+    ['a PNG said to be a JPEG', { mediaType: 'image/jpeg' }, 'a.png: not shown: its content is not a whole image/jpeg header]'],
+    ['a GIF said to be a PNG', { content: GIF }, 'a.png: not shown: its content is not a whole image/png header]'],
+    [
+      'a PNG whose header gives no size',
+      { content: Buffer.concat([Buffer.from(PIXEL, 'base64').subarray(0, 16), Buffer.alloc(8)]).toString('base64') },
+      'a.png: not shown: its content is not a whole image/png header]',
+    ],
+    [
+      'an image of a type models are not shown',
+      { mediaType: 'image/x-foo', content: 'AAAA' },
+      'a.png: not shown: only PNG, JPEG, GIF and WebP images are shown]',
+    ],
+  ])('describes %s instead of showing it', (_name, extra, note) => {
+    const shown = decide(extra);
+    expect(shown.image).toBeUndefined();
+    expect(shown.text.endsWith(note)).toBe(true);
+  });
+
+  it.each([
+    ['PNG', 'image/png', PIXEL],
+    ['JPEG', 'image/jpeg', JPEG],
+    ['GIF', 'image/gif', GIF],
+    ['WebP', 'image/webp', WEBP],
+  ])('still shows a real 1×1 %s', (_name, mediaType, content) => {
+    const shown = decide({ mediaType, content });
+    expect(shown.image).toEqual({ mediaType, data: content });
+    expect(shown.text).toContain('1×1 px');
+  });
+
+  it('shows a JPEG whose size comes after 64 KiB of metadata', () => {
+    // A camera's Exif segment (with its thumbnail) can be up to 64 KiB, and an ICC profile follows.
+    const bytes = Buffer.from(JPEG, 'base64');
+    const app = (length: number) =>
+      Buffer.concat([Buffer.from([0xff, 0xe1]), Buffer.from([length >> 8, length & 0xff]), Buffer.alloc(length - 2)]);
+    const content = Buffer.concat([bytes.subarray(0, 2), app(65_000), app(30_000), bytes.subarray(2)]).toString('base64');
+    const shown = decide({ mediaType: 'image/jpeg', content });
+    expect(shown.image).toBeDefined();
+    expect(shown.text).toContain('1×1 px');
+  });
+
+  it.each([
+    ['a truncated PNG', 'image/png', truncatedPng],
+    ['image/x-foo', 'image/x-foo', 'AAAA'],
+  ])('drops %s saved in the run state as an image, keeping its text, so the next step goes on', (_name, mediaType, data) => {
+    const text = `[image ${mediaType}, 16 bytes, a.png: shown below]`;
+    const sent = imageToSend({ text, image: { mediaType, data } });
+    expect(sent.image).toBeUndefined();
+    expect(sent.text).toMatch(
+      /^\[image .*, a\.png: not shown: (its content is not a whole image\/png header|only PNG, JPEG, GIF and WebP images are shown)\]$/,
+    );
+    expect(imageToSend({ text, image: { mediaType: 'image/png', data: PIXEL } }).image).toEqual({ mediaType: 'image/png', data: PIXEL });
   });
 });

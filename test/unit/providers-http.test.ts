@@ -395,7 +395,10 @@ describe('openai (Responses API) over HTTP', () => {
 
   it('sends an image read_file returned as an input_image of the function call output (#13.7)', async () => {
     server.enqueue({ type: 'text', text: 'a pixel' });
-    const image = { mediaType: 'image/png', data: 'iVBORw0KGgo=' };
+    const image = {
+      mediaType: 'image/png',
+      data: 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+    };
     await generateText({
       model: model('openai'),
       tools,

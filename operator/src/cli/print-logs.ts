@@ -60,6 +60,8 @@ class TranscriptPrinter {
   private readonly reader: TranscriptReader;
   /** Prints the held entries once the transcript has been quiet FOLLOW_SETTLE_MS (follow only). */
   private settle: ReturnType<typeof setTimeout> | undefined;
+  /** Keys of the entries read so far: an event that adds none is not news (follow). */
+  private readonly known = new Set<string>();
   count = 0;
 
   constructor(
@@ -85,6 +87,17 @@ class TranscriptPrinter {
     const { entries } = this.reader.add(chunks).result();
     const latest = entries.reduce((highest, entry) => Math.max(highest, entry.step), 0);
     this.show([], (entry) => entry.step < latest);
+    // Quiet means no new entries, not no events: a ConfigMap labelled as the run's chunk but not
+    // its own, or its own touched without a new entry, comes as often as anyone who may edit
+    // ConfigMaps in the namespace likes, and re-arming on it held the latest step back until the
+    // run ended (often the step asking for approval). A later step is a new entry too.
+    let news = false;
+    for (const entry of entries) {
+      if (this.known.has(entry.key)) continue;
+      this.known.add(entry.key);
+      news = true;
+    }
+    if (!news) return;
     clearTimeout(this.settle);
     this.settle = setTimeout(() => this.show(), this.settleMs);
     // A quiet transcript must not keep the process alive once the command is done.
