@@ -46,7 +46,7 @@ import type { RunAgent } from '../reconcile/run-agent.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
 import type { OperatorMetrics } from '../observability/operator-metrics.ts';
 import { addedTimings } from '../reconcile/run-timings.ts';
-import { withAdmittedPod, type PodSeen } from '../reconcile/admitted-pod-record.ts';
+import { withAdmittedPod, withRanImages, type PodSeen } from '../reconcile/admitted-pod-record.ts';
 import type { WarmSessions } from '../sandbox/warm-sessions.ts';
 import { CLAIMED_FROM_LABEL, claimOf, claimPatch, type WarmPoolConfig } from '../reconcile/warm-pool.ts';
 import { claimOrder } from '../reconcile/warm-pool-plan.ts';
@@ -1195,7 +1195,10 @@ export class RunReconciler {
       );
     // The pod the status names, as admitted (status.admittedPod), written with it: the workers' check before each exec compares with it.
     // Only from this reconcile's create or claim answer, never the cache: a pod planted at the name reads as the run's (admitted-pod-record.ts).
-    const status = decision.status && withAdmittedPod(decision.status, answered.pod);
+    // What its init containers ran is the kubelet's report, taken from the cached pod of the record's uid only (withRanImages).
+    const admitted = decision.status && withAdmittedPod(decision.status, answered.pod);
+    const podCached = admitted?.podName === undefined ? undefined : this.deps.caches.pods.get(run.metadata.namespace, admitted.podName);
+    const status = admitted && withRanImages(admitted, podCached, this.deps.config.sandboxImage);
     if (status && !isDeepStrictEqual(status, run.status ?? {})) {
       this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);

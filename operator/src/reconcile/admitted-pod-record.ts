@@ -8,9 +8,12 @@
 // its pod. Never a read of the pod (the informer's cache): whoever may create pods can plant one
 // at the run's pod name with its labels and controller ownerReference and any image, and a
 // read cannot tell it from the run's own. A run whose answer was lost has no record, and its pod
-// is judged by its generation alone (admitted-pod.ts). Pure.
+// is judged by its generation alone (admitted-pod.ts). The record also keeps the digest each init
+// container was first reported to have run under the operator's repository (withRanImages): the
+// kubelet's report, read from the cache, but only of the pod of the record's uid. Pure.
 import type { V1Pod } from '@kubernetes/client-node';
 import { ADMITTED_IMAGE_MAX_LENGTH, ADMITTED_IMAGES_MAX, isTerminal, type AdmittedPodStatus, type CodingRunStatus } from '../api/index.ts';
+import { ranImageKey, ranUnderRepository } from './init-container-runs.ts';
 
 /** The longest container name the API server takes (a DNS label). */
 const CONTAINER_NAME_MAX_LENGTH = 63;
@@ -81,4 +84,34 @@ export function withAdmittedPod(status: CodingRunStatus, seen: PodSeen | undefin
   if (status.admittedPod !== undefined && status.admittedPod.uid === seen.pod.metadata?.uid) return status;
   const record = admittedPodRecord(seen);
   return record ? { ...status, admittedPod: record } : withoutRecord(status);
+}
+
+/**
+ * The status with the record of its pod (status.admittedPod) holding, for each of the pod's init
+ * containers, the image the kubelet first reports it ran under the operator's repository
+ * (`operatorImage`'s; init-container-runs.ts ranUnderRepository), under ranImageKey. containerd
+ * names an image by the first of its references on the node in lexical order: once another tenant
+ * pulls a copy (docker.io/a/copy), the same run is reported under that name, and without a pinned
+ * sandboxImage no digest was known to pass it by, so the run failed SandboxInvalid mid-run. Written
+ * once, never replaced; for the pod of the record's uid only (`pod`, the cache's, may be one planted
+ * at the name: its uid is not the one the create's answer gave), so a pod made again starts without
+ * (withAdmittedPod makes its record afresh). What is recorded is the kubelet's report (pod status,
+ * which a run's author may not write), never a spec's image. Left out where the status' bounds
+ * would refuse it (they stop every status write of the run). Pure.
+ */
+export function withRanImages(status: CodingRunStatus, pod: V1Pod | undefined, operatorImage: string): CodingRunStatus {
+  const record = status.admittedPod;
+  if (isTerminal(status.phase) || !record || !pod || pod.metadata?.uid !== record.uid || pod.metadata?.name !== status.podName)
+    return status;
+  const recorded = new Set(record.images.map(({ container }) => container));
+  const added: AdmittedPodStatus['images'] = [];
+  for (const ran of pod.status?.initContainerStatuses ?? []) {
+    const key = ranImageKey(ran.name);
+    // An init container the API server admitted in this pod, not yet recorded as run.
+    if (!recorded.has(ran.name) || recorded.has(key) || key.length > CONTAINER_NAME_MAX_LENGTH) continue;
+    const image = ranUnderRepository(ran, operatorImage);
+    if (image !== undefined && image.length <= ADMITTED_IMAGE_MAX_LENGTH) added.push({ container: key, image });
+  }
+  if (added.length === 0 || record.images.length + added.length > ADMITTED_IMAGES_MAX) return status;
+  return { ...status, admittedPod: { ...record, images: [...record.images, ...added] } };
 }

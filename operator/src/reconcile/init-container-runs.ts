@@ -6,7 +6,9 @@
 // toolbox behind, which every exec then runs. The spec cannot tell; the status can (the image the
 // kubelet ran, not the spec's now). admitted-pod.ts podAdditions applies it to every sandbox pod the
 // operator judges: a run's own pod before every exec, a claimed pool pod, a pool pod, the isolation
-// probe. Pure.
+// probe. A run's record of its pod keeps the digest its chamvi-tools first ran under the operator's
+// repository (ranImageKey), so a pod judged by that name is not failed when the runtime names the
+// image by another repository later. Pure.
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import type { PodAddition, SandboxPodShape } from './admitted-pod.ts';
 import { normalizeImage } from './image-reference.ts';
@@ -30,17 +32,42 @@ function reportedDigest(imageID: string | undefined): string | undefined {
 
 /**
  * The digests the operator knows an init container's image by: those its builders pin the image
- * to, and the one in the run's record of what the API server admitted. Never the digest of an
- * image the pod's spec or the run's spec names: whoever may patch the pod can patch its spec back
- * to the operator's repository at the digest of whatever ran, and a run names what it likes.
+ * to, and those in the run's record of its pod (the image the API server admitted, and the one the
+ * kubelet first reported it ran under the operator's repository: ranImageKey). Never the digest of
+ * an image the pod's spec or the run's spec names: whoever may patch the pod can patch its spec
+ * back to the operator's repository at the digest of whatever ran, and a run names what it likes.
  */
-export function knownDigests(built: Iterable<string>, recorded: string | undefined): ReadonlySet<string> {
+export function knownDigests(built: Iterable<string>, ...recorded: Array<string | undefined>): ReadonlySet<string> {
   const digests = new Set<string>();
-  for (const image of [...built, recorded]) {
+  for (const image of [...built, ...recorded]) {
     const digest = image === undefined ? undefined : normalizeImage(image)?.digest;
     if (digest !== undefined) digests.add(digest);
   }
   return digests;
+}
+
+/**
+ * The key under which the run's record of its pod (status.admittedPod) keeps what an init container
+ * ran (ranUnderRepository), beside its admitted image. Not a container name: those are DNS labels,
+ * never with an `@`, so no container of the pod is compared with it.
+ */
+export const ranImageKey = (container: string): string => `${container}@ran`;
+
+/**
+ * The image (`repository@sha256:...`) the kubelet reports the init container ran, when it names it
+ * by the operator's repository (`operatorImage`'s) in its imageID, digest and repository in one
+ * reference: a build of the operator's, the only images there, and nothing a spec names. Recorded
+ * for the pod (admitted-pod-record.ts withRanImages), its digest stays known when the runtime names
+ * the image by another repository later (a copy another tenant pulled: ranImageVerdict). Undefined
+ * before it ran, for a config digest (a bare `sha256:`), or under any other name, `image` included:
+ * that is the runtime's name, not tied to the digest.
+ */
+export function ranUnderRepository(status: V1ContainerStatus, operatorImage: string): string | undefined {
+  const ran = status.state?.running !== undefined || status.state?.terminated !== undefined;
+  const named = ran ? reportedImage(status.imageID) : undefined;
+  const digest = reportedDigest(status.imageID);
+  if (named === undefined || digest === undefined || named.repository !== normalizeImage(operatorImage)?.repository) return undefined;
+  return `${named.repository}@${digest}`;
 }
 
 /** What the kubelet's report says of the image an init container ran. */
@@ -77,13 +104,14 @@ function ranFrom(reported: string | undefined, built: string): boolean {
  * operator knows passes whatever repository the runtime names it by, since containerd names an
  * image by the first of its references on the node in lexical order, so a copy of the same image
  * another tenant pulled (docker.io/a/copy) names it for every pod there, from the moment it is
- * pulled (a verdict by name flips in the middle of a run). Then, strict, the name: an image of the
+ * pulled (a verdict by name flips in the middle of a run, unless the run's record kept the digest
+ * the pod first passed by name: ranUnderRepository). Then, strict, the name: an image of the
  * built repository (any of its tags or digests: every build there is the operator's); anything
- * else fails. No imageID is no report of a run: pending, never passing.
+ * else fails. With no imageID (kwok, and virtual kubelets, report none) the name alone judges it.
  */
 export function ranImageVerdict(status: V1ContainerStatus | undefined, rule: RanImageRule): RanImageVerdict {
   const ran = status !== undefined && (status.state?.running !== undefined || status.state?.terminated !== undefined);
-  if (!ran || !status.imageID) return 'pending';
+  if (!ran) return 'pending';
   const digest = reportedDigest(status.imageID);
   if (digest !== undefined && rule.known.has(digest)) return 'passes';
   return rule.built.some((image) => ranFrom(status.image, image) || ranFrom(status.imageID, image)) ? 'passes' : 'fails';
@@ -126,16 +154,14 @@ export function initContainerRuns(pod: V1Pod, shape: SandboxPodShape): PodAdditi
     const images = [...built.images];
     // Not the spec's image: whoever patched the image in can patch it back to the operator's
     // repository at the digest of what ran, which the spec check takes on a run with no record.
-    const verdict = ranImageVerdict(status, { built: images, known: knownDigests(images, recorded?.get(container.name)) });
+    const known = knownDigests(images, recorded?.get(container.name), recorded?.get(ranImageKey(container.name)));
+    const verdict = ranImageVerdict(status, { built: images, known });
     if (verdict === 'pending') {
       if (!ranBefore && pastInit(pod))
         changed.push({
           kind: 'initContainer',
           name: container.name,
-          detail:
-            status?.state?.running || status?.state?.terminated
-              ? 'the pod is past its init containers and the kubelet reports no image it ran (imageID)'
-              : 'the pod is past its init containers and the kubelet reports no run of it',
+          detail: 'the pod is past its init containers and the kubelet reports no run of it',
         });
     } else if (verdict === 'fails')
       changed.push({

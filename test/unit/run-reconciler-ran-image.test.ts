@@ -1,0 +1,101 @@
+// The reconciler keeps, in its status write, the digest the run's pod's chamvi-tools ran under the
+// operator's repository (admitted-pod-record.ts withRanImages), from the cached pod of the record's
+// uid only: a pod planted at the run's pod name with its labels and owner reference adds nothing.
+import type { V1ConfigMap, V1ContainerStatus, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it, vi } from 'vitest';
+import { codingRunSpec, type CodingRun, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
+import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
+import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
+import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import { withAdmittedPod } from '../../operator/src/reconcile/admitted-pod-record.ts';
+import { ranImageKey } from '../../operator/src/reconcile/init-container-runs.ts';
+import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
+import { idleAgent } from '../../operator/src/reconcile/run-agent.ts';
+import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { codingRunFixture } from '../support/coding-run-fixture.ts';
+import { MemoryCache } from '../support/memory-run-world.ts';
+
+const KNOWN = `sha256:${'a'.repeat(64)}`;
+const OPERATOR_IMAGE = 'ghcr.io/chamvi/chamvi-sandbox:0.1.0';
+const config = loadOperatorConfig(
+  {
+    sandboxImage: OPERATOR_IMAGE,
+    allowImages: ['registry.example/**'],
+    allowRepo: ['https://github.com/acme/*'],
+    allowUnisolatedSandboxes: true,
+    networkPolicy: false,
+  },
+  {},
+);
+const fixture = codingRunFixture({ spec: { sandbox: { image: 'registry.example/custom:1' } } });
+const parsed = { ...fixture, spec: codingRunSpec.parse(fixture.spec) } as ParsedCodingRun;
+
+const BY_NAME: V1ContainerStatus = {
+  name: 'chamvi-tools',
+  image: OPERATOR_IMAGE,
+  imageID: `ghcr.io/chamvi/chamvi-sandbox@${KNOWN}`,
+  restartCount: 0,
+  ready: false,
+  state: { terminated: { exitCode: 0 } },
+};
+
+/** The run's pod as created (uid `uid`), as the cache shows it once chamvi-tools ran by the operator's repository name. */
+function cachedPod(uid: string): V1Pod {
+  const pod = structuredClone(buildSandboxPod(parsed, config));
+  pod.metadata = { ...pod.metadata, uid, generation: 1 };
+  pod.status = { phase: 'Pending', initContainerStatuses: [BY_NAME] };
+  return pod;
+}
+
+function scene(pod: V1Pod) {
+  const created = { ...cachedPod('pod-uid-1'), status: {} };
+  const status = withAdmittedPod(
+    { phase: 'Provisioning', podName: sandboxPodName(parsed) },
+    { pod: created, from: 'create', freshName: sandboxPodName(parsed) },
+  );
+  const run: CodingRun = { ...fixture, status };
+  const kube = {
+    getRun: vi.fn(async () => run),
+    replaceRunStatus: vi.fn(async (stored: CodingRun, written: CodingRun['status']) => ({ ...stored, status: written })),
+    setRunFinalizers: vi.fn(async (stored: CodingRun, finalizers: string[]) => ({
+      ...stored,
+      metadata: { ...stored.metadata, finalizers },
+    })),
+    createEvent: vi.fn(async () => {}),
+    configMapKeys: vi.fn(async () => undefined),
+    secretKeysAndLabels: vi.fn(async () => undefined),
+  };
+  const reconciler = new RunReconciler({
+    caches: {
+      runs: new MemoryCache([run]),
+      pods: new MemoryCache<V1Pod>([pod]),
+      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
+      configMaps: new MemoryCache(),
+      finishedRuns: new MemoryCache<V1ConfigMap>(),
+    },
+    kube: kube as unknown as KubeGateway,
+    agent: idleAgent,
+    events: { record: async () => {} } as unknown as EventRecorder,
+    config,
+    logger: { info: () => {}, warn: () => {} },
+    now: () => new Date('2026-11-29T12:00:00Z'),
+  });
+  const key = `${fixture.metadata.namespace}/${fixture.metadata.name}`;
+  const written = () => kube.replaceRunStatus.mock.calls.map(([, each]) => each?.admittedPod?.images ?? []).flat();
+  return { reconciler, key, written };
+}
+
+describe("the reconciler's record of what the run's pod's chamvi-tools ran", () => {
+  it("writes the digest the kubelet reports under the operator's repository, for the pod of the record's uid", async () => {
+    const { reconciler, key, written } = scene(cachedPod('pod-uid-1'));
+    await reconciler.reconcile(key);
+    expect(written()).toContainEqual({ container: ranImageKey('chamvi-tools'), image: `ghcr.io/chamvi/chamvi-sandbox@${KNOWN}` });
+  });
+
+  it('writes nothing of a pod planted at the name (another uid)', async () => {
+    const { reconciler, key, written } = scene(cachedPod('planted-uid'));
+    await reconciler.reconcile(key);
+    expect(written().map(({ container }) => container)).not.toContain(ranImageKey('chamvi-tools'));
+  });
+});
