@@ -2,23 +2,34 @@
 // the loop goes on (agent/stop-conditions.ts), write the status (computed by
 // reconcile/run-status-transitions.ts), save the state and hand the run on: the next step,
 // finalize, or a wait for a human (saved before it is shown). The step's transcript entry is
-// written first (record-step.ts).
+// written first (record-step.ts). Every save here is made only over a state still in Redis:
+// the stop that ends a run (a cancel's ending, a deletion) deletes it, and a plain save would
+// bring it back (for a Cancelled run, which the leftover-state sweep keeps, counted against its
+// namespace's state-bytes budget until the run is deleted). Gone, the run is let go.
 import { decideStop, type AnswerCutOff } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
-import type { AgentDependencies } from './agent-dependencies.ts';
+import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { answeredApprovalView } from './answered-approval.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
+import type { CallsOutcome } from './run-tool-calls.ts';
+import { saveIfPresent } from './save-if-present.ts';
 import { recordStep, type StepRecord } from './record-step.ts';
 import { MAX_EARLIER_ENTRIES, recordEntries, sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
-/** The step's calls ran (or it parked on an approval): settle its answer and hand the run on. */
-export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, parked: boolean): Promise<void> {
+/**
+ * The step's calls ran (or it parked on an approval): settle its answer and hand the run on.
+ * The run ended while they ran (`gone`, run-tool-calls.ts): nothing of the step is written, and
+ * the run is let go.
+ */
+export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, calls: CallsOutcome): Promise<void> {
+  if (calls === 'gone') return letGo(deps, runRefOf(run), state.step);
+  const parked = calls === 'parked';
   const inFlight = state.inFlight!;
   // Written before the state without the step in flight is saved (afterCalls): a failed
   // write leaves the step in flight, to be redone. Built now, while the state is the step's.
@@ -92,7 +103,7 @@ export async function afterCalls(
   // or publish may come between, which write the status without it.
   if (state.stage === 'finalizing' && !last.resumed && !run.spec.verify && !run.spec.publish) {
     await last.record?.write();
-    await deps.states.save(state);
+    if (!(await savedOrLetGo(deps, ref, state))) return;
     await deps.queue.finalize(ref, state.verification?.attempts);
     return;
   }
@@ -126,7 +137,7 @@ export async function afterCalls(
       ...(earlier.length > 0 ? { earlier } : {}),
     };
     state.trailing = record;
-    await deps.states.save(state);
+    if (!(await savedOrLetGo(deps, ref, state))) return;
     const keys = recordEntries(record).map((entry) => entry.key);
     deps.trailing.start(ref.uid, record.step, (landed) => sendTrailingRecord(deps, run, record, landed), keys);
     await deps.queue.step(ref, state.step);
@@ -142,7 +153,7 @@ export async function afterCalls(
     last.record?.write(),
   ]);
   if (quick) {
-    await deps.states.save(state);
+    if (!(await savedOrLetGo(deps, ref, state))) return;
     deps.metrics.observePhases(addedTimings(run.status?.timings, quick.status?.timings));
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
     if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
@@ -157,7 +168,7 @@ export async function afterCalls(
   const waits = state.stage === 'waiting' && pending !== undefined;
   if (waits && last.answered) state.answeredBeforeWait = last.answered;
   else delete state.answeredBeforeWait;
-  if (waits) await deps.states.save(state);
+  if (waits && !(await savedOrLetGo(deps, ref, state))) return;
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     // Who answered, in status as well as in the transcript (#15.5).
@@ -175,7 +186,7 @@ export async function afterCalls(
     return;
   }
   deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
-  if (!waits) await deps.states.save(state);
+  if (!waits && !(await savedOrLetGo(deps, ref, state))) return;
   if (waits && pending) {
     // A transition, so an Event: kubectl describe shows the run waits, and for what.
     await deps.events.record(outcome.run, {
@@ -187,4 +198,22 @@ export async function afterCalls(
   }
   if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
   else await deps.queue.step(ref, state.step);
+}
+
+/**
+ * Saves the state only over one still in Redis (RunStateStore.save `ifPresent`): true when
+ * saved. The state was there when the job began, so none there now means the stop that ends a
+ * run deleted it meanwhile, never a state to create: nothing is written, the run is let go
+ * (as step-job.ts does for a run ended during its model call), and false.
+ */
+async function savedOrLetGo(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<boolean> {
+  if (await saveIfPresent(deps, state)) return true;
+  await letGo(deps, ref, state.step);
+  return false;
+}
+
+/** The run ended while its step ran: drops what the agent holds of it (forget-run.ts deletes, never writes, the state). */
+async function letGo(deps: AgentDependencies, ref: RunRef, step: number): Promise<void> {
+  deps.logger.info({ step }, 'the run ended while its step ran: no more of it is done and the run is let go');
+  await forgetRun(deps, ref);
 }

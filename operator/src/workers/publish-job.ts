@@ -10,7 +10,9 @@
 // What to do is decided by publish/ (pure) after looking at the forge first, so a retried job
 // or a restarted operator finds its own commit and pull request and does nothing twice.
 // Failures end the run Failed/PublishFailed (job-failure.ts) with the diff kept; the token is
-// in no message (git's output and the forge's answers are scrubbed of it).
+// in no message (git's output and the forge's answers are scrubbed of it). The state is saved
+// only over one still in Redis (save-if-present.ts): a run ended meanwhile (its stop deleted the
+// state) is let go, neither parked for a human nor handed to the publish job.
 import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -49,6 +51,7 @@ import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
 import { runRefOf } from './run-ref.ts';
+import { saveIfPresent } from './save-if-present.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { progressOf, PUBLISH_APPROVAL_ID, showPublishWait } from './publish-wait.ts';
@@ -141,7 +144,7 @@ export async function startPublish(
       results: [],
       remaining: [],
     };
-    await deps.states.save(state);
+    if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref).then(() => true);
     await showPublishWait(deps, run, state, result);
     return true;
   }
@@ -154,7 +157,7 @@ export async function startPublish(
   });
   if (!outcome.written) return forgetRun(deps, ref).then(() => true);
   state.stage = 'publishing';
-  await deps.states.save(state);
+  if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref).then(() => true);
   await deps.queue.publish(ref);
   return true;
 }
@@ -186,7 +189,8 @@ export async function answerPublishApproval(
     );
     if (!outcome.written) return forgetRun(deps, ref);
     state.stage = 'publishing';
-    await deps.states.save(state);
+    // The run may have ended since the write above (a cancel's ending), its stop deleting the state.
+    if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref);
     await deps.events.record(outcome.run, {
       type: 'Normal',
       reason: EVENT_REASONS.Approved,

@@ -1,5 +1,7 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
-// calls after it (which may park the run again), and go on as after any step.
+// calls after it (which may park the run again), and go on as after any step. An approved call
+// may run for minutes (`./deploy.sh`): a run ended meanwhile (a cancel's ending, a deletion),
+// whose stop deleted the state, gets none of the calls after it (saveIfPresent).
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
@@ -13,6 +15,7 @@ import { handOn } from './hand-on.ts';
 import { answerPublishApproval } from './publish-job.ts';
 import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
 import { runToActOn } from './live-run.ts';
+import { saveIfPresent } from './save-if-present.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
@@ -129,7 +132,17 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
       approval: answeredApproval(pending, answer, answeredAt),
     },
   };
-  await deps.states.save(state);
+  // Only over a state still there: the run may have ended while the approved call ran, and its
+  // stop deleted the state. Saved back, it would count in the namespace's state bytes again, and
+  // the calls after it would run against the sandbox the ending is deleting, then a step be queued.
+  if (!(await saveIfPresent(deps, state))) {
+    deps.logger.info(
+      { approval: pending.id, decision: answer.decision },
+      'the run ended while its approval was answered: the calls after it are not run and the run is let go',
+    );
+    await forgetRun(deps, ref);
+    return;
+  }
   await deps.events.record(run, {
     type: 'Normal',
     reason: answer.decision === 'approve' ? EVENT_REASONS.Approved : EVENT_REASONS.Denied,

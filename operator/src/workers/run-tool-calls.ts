@@ -2,7 +2,10 @@
 // after a crash runs only the calls not finished; a read's result rides on the next save),
 // up to the first call that needs a human's approval, which parks the run with the calls
 // after it. Once they ran, the diff they may have made is stored (diff-snapshot.ts). A call
-// reusing an earlier call's id in the step does not run (repeated-call-ids.ts).
+// reusing an earlier call's id in the step does not run (repeated-call-ids.ts). Every save
+// here is made only over a state still in Redis: the stop that ends a run (a cancel's ending,
+// a deletion) deletes it, and a save after a call would bring it back; gone, no more of the
+// step's calls run and the step's end lets the run go (end-step.ts).
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { collectFilesTouched } from '../agent/files-touched.ts';
 import { forgetImages } from '../agent/image-result.ts';
@@ -18,6 +21,7 @@ import { mergeTimings, timing } from '../reconcile/run-timings.ts';
 import { executeToolCalls, toolMessage, withRunDeadline } from './tool-execution.ts';
 import { deadlineOf } from './step-job.ts';
 import { repeatedCallIds, repeatedIdResult } from './repeated-call-ids.ts';
+import { RunStateGoneError } from './errors/run-state-gone-error.ts';
 
 /**
  * Whether a call's result is saved as soon as it finishes: a call that may change the
@@ -55,21 +59,51 @@ export interface CallProgress {
 }
 
 /**
- * Runs the in-flight step's calls that are not done yet, saving each result that must not be run
- * again as it comes. True when parked. `redo`: an earlier try began the step (hand-on.ts continueStep).
+ * How a step's calls ended: all ran (`ran`), the run parked on a call that needs approval
+ * (`parked`), or the run ended meanwhile (`gone`): a save found its state deleted by the stop
+ * that ended it, so no more of the calls ran and nothing was written (RunStateGoneError).
  */
-export async function runInFlightCalls(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, redo = false): Promise<boolean> {
+export type CallsOutcome = 'ran' | 'parked' | 'gone';
+
+/**
+ * Runs the in-flight step's calls that are not done yet, saving each result that must not be run
+ * again as it comes. `redo`: an earlier try began the step (hand-on.ts continueStep).
+ */
+export async function runInFlightCalls(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  state: RunState,
+  redo = false,
+): Promise<CallsOutcome> {
   const inFlight = state.inFlight!;
-  const save = () => deps.states.save(state);
-  return runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, {
-    done: [...inFlight.results],
-    redo,
-    record: async (result, saveNow) => {
-      inFlight.results.push(result);
-      if (saveNow) await save();
-    },
-    snapshot: (owed) => snapshotDiffAfterCalls(deps, run, state, save, owed),
-  });
+  // The state was loaded (or saved) by this job before its calls: a save that finds none means
+  // the run ended while they ran, never a state to create.
+  let gone = false;
+  const save = async () => {
+    try {
+      await deps.states.save(state, { ifPresent: true });
+    } catch (error) {
+      if (RunStateGoneError.isInstance(error)) gone = true;
+      throw error;
+    }
+  };
+  try {
+    const parked = await runCallsUntilApproval(deps, run, state, inFlight.calls, inFlight.earlier, {
+      done: [...inFlight.results],
+      redo,
+      record: async (result, saveNow) => {
+        inFlight.results.push(result);
+        if (saveNow) await save();
+      },
+      snapshot: (owed) => snapshotDiffAfterCalls(deps, run, state, save, owed),
+    });
+    return parked ? 'parked' : 'ran';
+  } catch (error) {
+    // The failed save stops the calls not started (executeToolCalls); any call running beside
+    // it is abandoned, and whatever error it ends with is of no account for a run that ended.
+    if (gone) return 'gone';
+    throw error;
+  }
 }
 
 /**

@@ -35,7 +35,7 @@ import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { heldRunToActOn, runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
-import { RunStateGoneError } from './errors/run-state-gone-error.ts';
+import { saveIfPresent } from './save-if-present.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
@@ -388,17 +388,6 @@ async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<
     return 'ended' in found ? 'ended' : 'cancelled' in found ? 'cancelled' : 'live';
   }
   return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
-}
-
-/** Saves the state only over one still in Redis (RunStateStore.save `ifPresent`); false, and nothing written, when it is gone. */
-async function saveIfPresent(deps: AgentDependencies, state: RunState): Promise<boolean> {
-  try {
-    await deps.states.save(state, { ifPresent: true });
-    return true;
-  } catch (error) {
-    if (RunStateGoneError.isInstance(error)) return false;
-    throw error;
-  }
 }
 
 /**
