@@ -2,13 +2,21 @@
 // and Events, and that it does not throw (a thrown reconcile is retried with nothing in status).
 // The gateway is a fake whose status write checks the status as the API server checks it against
 // the CRD (a condition message over 32 768 characters: 422), and whose create the test answers.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it, vi } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import type { CodingRunTemplate } from '../../operator/src/api/coding-run-template.ts';
 import { codingScheduleStatus, type CodingSchedule, type CodingScheduleStatus } from '../../operator/src/api/coding-schedule.ts';
-import { RUN_REFUSED_RETRY_MS, ScheduleReconciler } from '../../operator/src/controller/schedule-reconciler.ts';
-import type { CreateRunAnswer, ScheduleGateway } from '../../operator/src/kube/schedule-gateway.ts';
+import {
+  RUN_REFUSED_RETRY_MS,
+  ScheduleReconciler,
+  type ScheduleReconcilerDeps,
+} from '../../operator/src/controller/schedule-reconciler.ts';
+import type { CreateRunAnswer, ScheduleGateway, ScheduleRunPage } from '../../operator/src/kube/schedule-gateway.ts';
+import type { ListPage } from '../../operator/src/controller/informer.ts';
+import { scheduledRunName } from '../../operator/src/reconcile/names.ts';
 import type { RunEvent } from '../../operator/src/reconcile/decision.ts';
 
 const RUN = {
@@ -37,7 +45,11 @@ const stored = (run: object, status?: CodingRun['status']): CodingRun =>
 /** The run for 10:30 (minutes since the epoch), the name the schedule gives it. */
 const NAME_1030 = 'nightly-29671830';
 
-function scene(schedule: CodingSchedule, now = () => new Date('2026-06-01T10:30:20Z')) {
+function scene(
+  schedule: CodingSchedule,
+  now = () => new Date('2026-06-01T10:30:20Z'),
+  listing: Pick<ScheduleReconcilerDeps, 'runPageLimit' | 'runsKept'> = {},
+) {
   const written: CodingScheduleStatus[] = [];
   const events: RunEvent[] = [];
   const kube = {
@@ -53,14 +65,16 @@ function scene(schedule: CodingSchedule, now = () => new Date('2026-06-01T10:30:
       return { ...current, status };
     }),
   } satisfies ScheduleGateway;
+  const warnings: Array<{ fields: object; message: string }> = [];
   const reconciler = new ScheduleReconciler({
     kube,
     events: { record: async (_object, event) => void events.push(event) },
-    logger: { info: () => {}, warn: () => {}, error: () => {} },
+    logger: { info: () => {}, warn: (fields, message) => void warnings.push({ fields, message }), error: () => {} },
     now,
+    ...listing,
   });
   const ready = () => written.at(-1)?.conditions?.find((condition) => condition.type === 'Ready');
-  return { reconciler, kube, written, events, ready };
+  return { reconciler, kube, written, events, ready, warnings };
 }
 
 describe('a schedule whose spec the operator refuses', () => {
@@ -479,5 +493,123 @@ describe('a schedule whose template problem stays', () => {
     expect(ready()).toMatchObject({ status: 'False', reason: 'InvalidRunSpec' });
     kube.getTemplate.mockResolvedValue(template('2') as never);
     expect(await waits(reconciler, 2)).toEqual([30_000, 60_000]);
+  });
+});
+
+// Anyone who may create CodingRuns can label runs of ~1.5 MiB each for a schedule, and each
+// phase change of one wakes it: a list answered whole held all of them, and their parsed copy,
+// against the operator's 160 MiB heap at every reconcile.
+describe('a schedule with more runs than a page of the list', () => {
+  const PAGE = 2;
+  const TASK_BYTES = 100 * 1024;
+  /** The every-minute schedule with these fields of its spec besides. */
+  const withLimits = (fields: object) => {
+    const schedule = scheduleWith({ spec: RUN });
+    return { ...schedule, spec: { ...schedule.spec, ...fields } } as CodingSchedule;
+  };
+  /** The schedule's own run for the time, as the schedule made it, with a task of TASK_BYTES. */
+  const ownRun = (scheduledTime: string, phase: 'Running' | 'Succeeded'): CodingRun => {
+    const time = new Date(scheduledTime);
+    return {
+      apiVersion: 'chamvi.dev/v1alpha1',
+      kind: 'CodingRun',
+      metadata: {
+        name: scheduledRunName('nightly', time),
+        namespace: 'team',
+        uid: `uid-${time.getUTCMinutes()}`,
+        generation: 1,
+        labels: { 'chamvi.dev/schedule': 'nightly', 'chamvi.dev/scheduled-time': String(time.getTime() / 1000) },
+        annotations: { 'chamvi.dev/scheduled-at': time.toISOString() },
+        ownerReferences: [
+          { apiVersion: 'chamvi.dev/v1alpha1', kind: 'CodingSchedule', name: 'nightly', uid: 'uid-nightly', controller: true },
+        ],
+      },
+      spec: { ...RUN, task: `${scheduledTime} ${'t'.repeat(TASK_BYTES)}` },
+      status: { phase, ...(phase === 'Succeeded' ? { completionTime: new Date(time.getTime() + 30_000).toISOString() } : {}) },
+    } as unknown as CodingRun;
+  };
+  const minutes = (from: number, to: number) =>
+    Array.from({ length: to - from + 1 }, (_, index) => `2026-06-01T10:${String(from + index).padStart(2, '0')}:00Z`);
+
+  /**
+   * Answers as the API server does: in name order, at most `limit` from the `continue` token, all
+   * at once when asked with no limit. Each answer is made afresh, as a list parsed from the wire,
+   * and nothing here holds it: a vi.fn would keep every answer in its mock.results.
+   */
+  function apiServer(make: () => CodingRun[]) {
+    const asked: Array<ListPage | undefined> = [];
+    const list = async (_namespace: string, _name: string, page?: ListPage): Promise<ScheduleRunPage> => {
+      asked.push(page);
+      const all = make().sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+      const from = Number(page?.continue ?? 0);
+      const to = page?.limit ? from + page.limit : all.length;
+      return Object.assign(all.slice(from, to), to < all.length ? { continue: String(to) } : {});
+    };
+    return { list, asked };
+  }
+
+  it('asks for every page at the page limit and decides over all of them: history past the limit goes from each page', async () => {
+    const { reconciler, kube } = scene(withLimits({ successfulRunsHistoryLimit: 1 }), undefined, { runPageLimit: PAGE });
+    const times = minutes(23, 29);
+    const server = apiServer(() => times.map((time) => ownRun(time, 'Succeeded')));
+    Object.assign(kube, { listScheduleRuns: server.list });
+    await reconciler.reconcile('team/nightly');
+    expect(server.asked.map((page) => page?.limit)).toEqual([PAGE, PAGE, PAGE, PAGE]);
+    // All but the newest finished run, the oldest from the first page and the last from the fourth.
+    const deleted = kube.deleteRun.mock.calls.map((call) => (call as unknown[])[1]);
+    expect(deleted.sort()).toEqual(times.slice(0, -1).map((time) => scheduledRunName('nightly', new Date(time))));
+    expect(kube.createRun).toHaveBeenCalledTimes(1);
+  });
+
+  it('holds at most a page of runs at once while it lists, and keeps no spec of any after: a 100 KiB task is let go', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { reconciler, kube } = scene(withLimits({ concurrencyPolicy: 'Allow' }), undefined, { runPageLimit: PAGE });
+    const specs: Array<WeakRef<object>> = [];
+    const alive = async () => {
+      // WeakRefs made or read in this job hold their objects until it ends.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      gc();
+      return specs.filter((spec) => spec.deref() !== undefined).length;
+    };
+    const held: number[] = [];
+    const server = apiServer(() => minutes(24, 29).map((time) => ownRun(time, 'Running')));
+    Object.assign(kube, {
+      listScheduleRuns: async (namespace: string, name: string, page?: ListPage) => {
+        const before = await alive();
+        const answer = await server.list(namespace, name, page);
+        for (const run of answer) specs.push(new WeakRef(run.spec));
+        held.push(before + answer.length);
+        return answer;
+      },
+    });
+    let afterList: number | undefined;
+    kube.createRun.mockImplementation(async (run: object) => {
+      afterList = await alive();
+      return { created: stored(run) };
+    });
+    await reconciler.reconcile('team/nightly');
+    expect(specs).toHaveLength(6);
+    expect(Math.max(...held)).toBeLessThanOrEqual(PAGE);
+    expect(afterList).toBe(0);
+    // All six were seen: active, listed in status beside the run just made.
+    expect(kube.replaceScheduleStatus.mock.calls.at(-1)![1]).toMatchObject({ activeCount: 7 });
+  });
+
+  it('keeps the newest runs up to its bound and says how many it left out', async () => {
+    const { reconciler, kube, written, warnings } = scene(withLimits({ concurrencyPolicy: 'Allow' }), undefined, {
+      runPageLimit: PAGE,
+      runsKept: 3,
+    });
+    const server = apiServer(() => minutes(22, 29).map((time) => ownRun(time, 'Running')));
+    Object.assign(kube, { listScheduleRuns: server.list });
+    await reconciler.reconcile('team/nightly');
+    expect(written.at(-1)!.active!.map((active) => active.scheduledTime)).toEqual([
+      '2026-06-01T10:27:00Z',
+      '2026-06-01T10:28:00Z',
+      '2026-06-01T10:29:00Z',
+      '2026-06-01T10:30:00Z',
+    ]);
+    expect(warnings).toEqual([expect.objectContaining({ fields: expect.objectContaining({ leftOut: 5, kept: 3 }) })]);
   });
 });

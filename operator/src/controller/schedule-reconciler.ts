@@ -16,9 +16,11 @@ import { apiRefusal, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
 import { decideSchedule, isRecheckedProblem, type ScheduledRun, type ScheduleProblem } from '../reconcile/decide-schedule.ts';
 import { specIssuesMessage } from '../reconcile/spec-issues.ts';
-import { resolveScheduledRunSpec, scheduledRunAt, scheduledRunObject, toScheduledRun } from '../reconcile/scheduled-run.ts';
-import { isScheduleRun, runsOfSchedule } from '../reconcile/runs-of-schedule.ts';
+import { resolveScheduledRunSpec, scheduledRunAt, scheduledRunObject } from '../reconcile/scheduled-run.ts';
+import { isScheduleRun } from '../reconcile/runs-of-schedule.ts';
+import { CODING_RUN_PAGE_LIMIT } from './informer.ts';
 import type { ControllerLogger } from './run-controller.ts';
+import { listRunsOfSchedule } from './schedule-runs-listing.ts';
 import { WriteGate } from './write-gate.ts';
 
 export interface ScheduleReconcilerDeps {
@@ -27,6 +29,10 @@ export interface ScheduleReconcilerDeps {
   logger: ControllerLogger;
   /** The clock every decision is made with; tests drive it. */
   now: () => Date;
+  /** Runs per page of a schedule's list of runs: CODING_RUN_PAGE_LIMIT; tests make it small. */
+  runPageLimit?: number;
+  /** The most of a schedule's runs a reconcile keeps: SCHEDULE_RUNS_KEPT; tests make it small. */
+  runsKept?: number;
 }
 
 /**
@@ -139,19 +145,32 @@ export class ScheduleReconciler {
     // Its own runs: under the name it gives each time and controlled by it (runs-of-schedule.ts).
     // A foreign one (an earlier operator's generated name) is under its concurrency policy only.
     const making = { spec, ...(runSpec ? { runSpec } : {}), ...(template ? { template } : {}) };
-    const { own: owned, foreign } = runsOfSchedule(await kube.listScheduleRuns(namespace, name), schedule, making);
-    const runs = owned.flatMap(toScheduledRun);
+    // Listed a page at a time and kept slim (schedule-runs-listing.ts): anyone who may create
+    // runs can label big ones for the schedule, and each of their phase changes wakes it.
+    const listed = await listRunsOfSchedule({
+      kube,
+      schedule,
+      making,
+      pageLimit: this.deps.runPageLimit ?? CODING_RUN_PAGE_LIMIT,
+      ...(this.deps.runsKept !== undefined ? { keep: this.deps.runsKept } : {}),
+    });
+    if (listed.leftOut > 0) {
+      logger.warn(
+        { namespace, name, leftOut: listed.leftOut, kept: listed.runs.length + listed.foreign.length },
+        'schedule has more runs than a reconcile keeps: the oldest are left out until history deletes the newer',
+      );
+    }
     // Each run is deleted as listed, by its uid: one deleted and made again under its name since
     // (by a person, by GitOps) is not the schedule's to delete.
-    const uids = new Map([...owned, ...foreign].map((run) => [run.metadata.name, run.metadata.uid]));
+    const { uids } = listed;
     const input = {
       spec,
       status: schedule.status,
       generation: schedule.metadata.generation ?? 0,
       createdAt: new Date(schedule.metadata.creationTimestamp ?? now.toISOString()),
       cron,
-      runs,
-      foreign: foreign.flatMap(toScheduledRun),
+      runs: listed.runs,
+      foreign: listed.foreign,
       now,
     };
     // The runs just deleted, as a decision made again after the create must see them: gone from the status.
