@@ -88,7 +88,8 @@ export async function runBash(context: ToolboxContext, input: ToolInput<'bash'>)
   await mkdir(path.join(context.home, 'bash'), { recursive: true });
   if (context.cleanShell && input.background) throw new ToolboxError('INVALID_INPUT', 'A clean shell runs in the foreground only');
   // The operator's check: nothing the model left running may touch the workspace meanwhile.
-  if (context.cleanShell) await stopLeftoverProcesses(context);
+  // Not the diff snapshot ('keep-jobs'), taken after every step: background jobs outlive steps.
+  if (context.cleanShell === true) await stopLeftoverProcesses(context);
   if (input.background) return startBackgroundJob(context, shell, cwd, input.command);
   return runForeground(context, shell, cwd, input.command, Math.min(input.timeoutMs ?? BASH_DEFAULT_TIMEOUT_MS, BASH_MAX_TIMEOUT_MS));
 }

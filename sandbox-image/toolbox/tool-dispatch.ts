@@ -73,7 +73,7 @@ export function dispatch(
   const requestContext: ToolboxContext = {
     ...context,
     ...(isProtected ? { isProtected } : {}),
-    ...(options.clean && tool === 'bash' ? { cleanShell: true } : {}),
+    ...(options.clean && tool === 'bash' ? { cleanShell: options.clean } : {}),
   };
   // The journal's own failures (its lock, a repeat waiting too long) are tool errors too.
   return journaled(context.home, { tool, input, callId }, () => runTool(requestContext, tool, input)).catch(errorResponse);

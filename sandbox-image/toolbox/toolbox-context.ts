@@ -5,6 +5,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { OUTPUT_LOG_MAX_BYTES } from './contract/limits.ts';
 import type { ProtectedPaths } from './contract/protected-paths.ts';
+import type { CleanShell } from './contract/protocol.ts';
 
 export interface ToolboxContext {
   /** Workspace root as given (absolute). */
@@ -19,8 +20,11 @@ export interface ToolboxContext {
   nestedSearchDeadlineMs?: number;
   /** This request's spec.verify.protect (the operator sends it with every call of a run that has one). */
   isProtected?: ProtectedPaths;
-  /** This request's bash runs in a fresh shell (the operator's verification). */
-  cleanShell?: boolean;
+  /**
+   * This request's bash runs in a fresh shell (the operator's): true (the verify check) after
+   * stopping what the model left running, 'keep-jobs' (the diff snapshot) leaving it running.
+   */
+  cleanShell?: CleanShell;
 }
 
 export interface ContextOptions {

@@ -98,6 +98,21 @@ describe('takeDiff', () => {
     expect(taken.diff).toContain('+one\n+two\n');
   });
 
+  // Snapshots are taken after every step that may change files (diff-snapshot.ts), and the
+  // model's background jobs outlive steps (TOOLS.md): a snapshot that swept them stopped a dev
+  // server after the step that started it. The verify check's clean shell still stops them.
+  it("leaves the model's background jobs running, where the verify check's clean shell stops them", async () => {
+    const started = await session.call({ tool: 'bash', input: { command: 'echo up; sleep 60', background: true } });
+    const { job } = (started as { ok: true; result: { job: string } }).result;
+    const status = async () =>
+      ((await session.call({ tool: 'bash_output', input: { job } })) as { ok: true; result: { status: string } }).result.status;
+    workspace.write({ 'a.txt': 'one\nTWO\n' });
+    expect((await takeDiff(sandbox, { timeoutMs: 30_000 })).diff).toContain('+TWO\n');
+    expect(await status()).toBe('running');
+    await session.call({ tool: 'bash', input: { command: 'true' }, clean: true });
+    expect(await status()).not.toBe('running');
+  });
+
   it('takes nothing from a tree without changes', async () => {
     expect(await takeDiff(sandbox)).toEqual({
       diff: '',

@@ -3,7 +3,7 @@
 // operator's, not the sandbox's word; so are the counts (test/unit/forged-shortstat.test.ts).
 import { describe, expect, it } from 'vitest';
 import { LIMITS } from '../../operator/src/api/index.ts';
-import type { Sandbox, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
+import type { CallOptions, Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
 
 /** A sandbox that answers each call with the next of `answers`. */
@@ -104,5 +104,37 @@ describe('takeDiff, on forged answers', () => {
     const taking = takeDiff(answering(...(answers as unknown as ToolResponse[])));
     await expect(taking).rejects.toThrow(/^(taking|reading) the diff failed: /);
     await expect(taking).rejects.not.toBeInstanceOf(TypeError);
+  });
+});
+
+// Since a call unanswered at its deadline discards the toolbox session (serve-session.ts), the
+// bash must end, and the toolbox answer, before the deadline the caller gives the call: a slow
+// snapshot in a big repository was answered past it and cost a healthy session every step.
+describe("takeDiff's own deadline", () => {
+  /** A sandbox that records each request and its options, and answers with `answer`. */
+  const recording = (answer: ToolResponse) => {
+    const requests: { input: { timeoutMs?: number }; options: CallOptions }[] = [];
+    const sandbox = {
+      call: (request: ToolRequest, options: CallOptions = {}) => {
+        requests.push({ input: request.input as { timeoutMs?: number }, options });
+        return Promise.resolve(answer);
+      },
+    } as unknown as Sandbox;
+    return { sandbox, requests };
+  };
+
+  it.each([30_000, 10_000, 200_000])('asks the bash for less time than the %i ms deadline it is given', async (timeoutMs) => {
+    const { sandbox, requests } = recording(bash('', '0\n'));
+    await takeDiff(sandbox, { timeoutMs });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.options.timeoutMs).toBe(timeoutMs);
+    expect(requests[0]!.input.timeoutMs).toBeGreaterThan(0);
+    expect(requests[0]!.input.timeoutMs).toBeLessThanOrEqual(timeoutMs - 5_000);
+  });
+
+  // A bash stopped at its timeout printed part of the diff, which is not the run's change.
+  it('fails when the bash was stopped at its timeout, rather than take the part it printed for the change', async () => {
+    const { sandbox } = recording(bash('diff --git a/a b/a\n+x\n', '', { exitCode: null, timedOut: true }));
+    await expect(takeDiff(sandbox, { timeoutMs: 30_000 })).rejects.toThrow(/^taking the diff failed: .*timed out/);
   });
 });

@@ -1,6 +1,7 @@
 // The Sandbox port: how a worker runs one tool request in a run's workspace. Implementations
 // differ only in how they reach the toolbox (a local child process, a pod exec); all of them
 // pass the same contract suite (test/support/sandbox-contract.ts).
+import type { CleanShell } from '../../../sandbox-image/toolbox/contract/protocol.ts';
 import type { ToolResponse } from '../../../sandbox-image/toolbox/contract/tool-results.ts';
 
 export type { ToolResponse };
@@ -17,8 +18,12 @@ export interface ToolRequest {
   callId?: string;
   /** spec.verify.protect: the file tools refuse to change a path these globs cover (PROTECTED_PATH). */
   protect?: readonly string[];
-  /** bash only: a fresh shell without the model's saved session state (the operator's verification). */
-  clean?: boolean;
+  /**
+   * bash only: a fresh shell without the model's saved session state. true: the verify check,
+   * which first stops what the model left running; 'keep-jobs': the diff snapshot, which leaves
+   * it running (protocol.ts's CleanShell says why the wire keeps `clean: true` for both).
+   */
+  clean?: boolean | CleanShell;
 }
 
 export interface ImportOptions {

@@ -15,6 +15,7 @@ import { reachesDiffCut } from '../reconcile/diff-config-map.ts';
 
 interface BashResult {
   exitCode: number | null;
+  timedOut: boolean;
   stdout: string;
   stdoutTruncated: boolean;
   stdoutLog: string;
@@ -50,6 +51,22 @@ const takeDiffCommand = (base: string) =>
     `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
+
+/** The bash's own timeout when the caller gives the call no deadline (the sandbox's default then bounds it). */
+const BASH_TIMEOUT_MS = 120_000;
+/** How long before the call's deadline the bash is stopped: time for the toolbox to answer. */
+const ANSWER_MARGIN_MS = 5_000;
+
+/**
+ * The bash's timeout, inside the call's deadline: a call unanswered at its deadline discards the
+ * toolbox session (serve-session.ts), so a slow take (a big repository) must be stopped by the
+ * toolbox and answered as timed out, not left running past the deadline. Pure.
+ */
+export function bashTimeoutWithin(deadlineMs: number | undefined): number {
+  if (deadlineMs === undefined) return BASH_TIMEOUT_MS;
+  const margin = Math.min(ANSWER_MARGIN_MS, deadlineMs / 2);
+  return Math.max(1, Math.min(BASH_TIMEOUT_MS, Math.floor(deadlineMs - margin)));
+}
 
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
 const baseOf = (revision: string | undefined) => (isCommitId(revision) ? revision : 'HEAD');
@@ -91,16 +108,25 @@ const objectOf = (result: unknown): Record<string, unknown> | undefined =>
 
 /**
  * The change against `base` (the commit the run cloned; HEAD when unknown), new files included
- * (intent-to-add), cut at 1 MiB, and marked when its bytes are not UTF-8 text.
+ * (intent-to-add), cut at 1 MiB, and marked when its bytes are not UTF-8 text. The bash stops
+ * before options.timeoutMs (bashTimeoutWithin).
  */
 export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base?: string): Promise<TakenDiff> {
   const command = takeDiffCommand(baseOf(base));
-  const response = await sandbox.call({ tool: 'bash', input: { command, timeoutMs: 120_000 }, clean: true }, options);
+  // A clean shell that keeps what the model runs: a snapshot follows every step that may change
+  // files (diff-snapshot.ts), and the model's background jobs (a dev server) outlive steps. Only
+  // the verify check stops them (verify-work.ts).
+  const response = await sandbox.call(
+    { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(options.timeoutMs) }, clean: 'keep-jobs' },
+    options,
+  );
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
   // The protocol lets an answer be {"ok":true,"result":null}: a result read without this check
   // threw a TypeError, which finalize retried until the run ended AgentFailed.
   const out = objectOf(response.result) as Partial<BashResult> | undefined;
   if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
+  // Stopped at its timeout, git printed part of the diff at most, which is not the run's change.
+  if (out.timedOut === true) throw new Error('taking the diff failed: git timed out (the repository may be too large to diff in time)');
   // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
   // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
   // the bytes in the log decide.

@@ -38,9 +38,22 @@ export interface RequestLine {
    * write_file, edit_file and multi_edit refuse a path they match with PROTECTED_PATH.
    */
   protect?: string[];
-  /** bash only, operator only: run in a fresh shell, without the session's saved state, and save none. */
-  clean?: boolean;
+  /**
+   * bash only, operator only: run in a fresh shell, without the session's saved state, and save
+   * none. `true` (the verify check) first stops what the model left running (leftover-processes.ts);
+   * 'keep-jobs' (the diff snapshot) leaves it running: background jobs outlive steps.
+   */
+  clean?: CleanShell;
 }
+
+/**
+ * How an operator's clean shell treats what the model left running. On the wire 'keep-jobs' is
+ * `"clean":true,"keepJobs":true`, never a new value of `clean`: a toolbox older than keepJobs
+ * (a pod from before an upgrade, a pinned sandbox image) refused a `clean` that is not a boolean
+ * and ignores a field it does not know, so it still runs the snapshot, sweeping as it did, and
+ * no toolbox runs the verify check without its sweep.
+ */
+export type CleanShell = true | 'keep-jobs';
 
 /** Bounds of `protect` (the CRD's, spec.verify.protect). */
 const PROTECT_MAX = 64;
@@ -56,11 +69,16 @@ export function encodeRequest(request: {
   input: unknown;
   callId?: string | undefined;
   protect?: readonly string[] | undefined;
-  clean?: boolean | undefined;
+  clean?: boolean | CleanShell | undefined;
 }): string {
   const { protect, clean, ...rest } = request;
   // Absent rather than empty, so a run without spec.verify sends the lines it always sent.
-  return `${JSON.stringify({ ...rest, ...(protect && protect.length > 0 ? { protect } : {}), ...(clean ? { clean: true } : {}) })}\n`;
+  return `${JSON.stringify({
+    ...rest,
+    ...(protect && protect.length > 0 ? { protect } : {}),
+    ...(clean ? { clean: true } : {}),
+    ...(clean === 'keep-jobs' ? { keepJobs: true } : {}),
+  })}\n`;
 }
 
 /** One request line: a JSON object naming a tool of the contract (its input is checked by the tool's schema later). */
@@ -73,7 +91,7 @@ export function decodeRequest(line: string): RequestReading {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     return { kind: 'invalid', message: 'request must be a JSON object' };
-  const { id, tool, input, callId, protect, clean } = value as Record<string, unknown>;
+  const { id, tool, input, callId, protect, clean, keepJobs } = value as Record<string, unknown>;
   if ('import' in value) return decodeImportRequest(id, (value as { import: unknown }).import);
   if (!isToolName(tool)) return { kind: 'invalid', message: `unknown tool ${JSON.stringify(tool)?.slice(0, 100)}` };
   const request: RequestLine = { id, tool, input: input ?? {} };
@@ -90,6 +108,11 @@ export function decodeRequest(line: string): RequestReading {
   if (clean !== undefined) {
     if (typeof clean !== 'boolean') return { kind: 'invalid', message: 'clean must be a boolean' };
     if (clean) request.clean = true;
+  }
+  if (keepJobs !== undefined) {
+    if (typeof keepJobs !== 'boolean') return { kind: 'invalid', message: 'keepJobs must be a boolean' };
+    // Only a clean shell sweeps, so keepJobs means nothing without one.
+    if (keepJobs && request.clean) request.clean = 'keep-jobs';
   }
   return { kind: 'request', request };
 }
