@@ -1,13 +1,15 @@
 // Serializes writes and edits of one file, so several edits of it sent at once (parallel tool
 // calls of one step) all apply instead of overwriting each other's read-modify-write. Within a
 // process a promise chain orders them; across processes (`call` mode runs one process per
-// request) a lock file under the home does, created with O_EXCL and holding the owner's pid so
-// a lock left by a killed process is taken over. Code in the sandbox can write under the home
-// too: what it puts at a lock's name is never waited on, followed or read whole.
+// request) a lock file under the home does, created with O_EXCL and holding the owner's pid and
+// start time so a lock left by a killed process is taken over, even once its pid is reused.
+// Code in the sandbox can write under the home too: what it puts at a lock's name is never
+// waited on, followed or read whole.
 import { createHash } from 'node:crypto';
 import { type FileHandle, lstat, mkdir, open, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { openToRead, readUpTo } from './bounded-read.ts';
+import { isLive, processEntryOf, startTicksOf } from './process-table.ts';
 import { ToolboxError } from './toolbox-error.ts';
 
 const tails = new Map<string, Promise<unknown>>();
@@ -15,7 +17,7 @@ const RETRY_MS = 5;
 const WAIT_LIMIT_MS = 30_000;
 /** How old a lock of a dead owner must be to be taken over (see removeIfStale). */
 const STALE_AFTER_MS = 1_000;
-/** A holder writes its pid, a few digits; a longer file is no holder's lock. */
+/** A holder writes its pid and start time, a few digits each; a longer file is no holder's lock. */
 const LOCK_MAX_BYTES = 64;
 
 export interface LockWait {
@@ -24,6 +26,9 @@ export interface LockWait {
   /** The TIMEOUT message when the wait runs out. */
   message: string;
 }
+
+/** What a holder writes: `pid startTicks` (just the pid without /proc). */
+const OWNER = [process.pid, startTicksOf(process.pid)].filter((part) => part !== undefined).join(' ');
 
 const EDIT_WAIT: LockWait = { limitMs: WAIT_LIMIT_MS, message: 'Another edit of this file has been running for 30 s; try again' };
 
@@ -55,7 +60,7 @@ async function acquireLockFile(home: string, key: string, wait: LockWait): Promi
   for (;;) {
     try {
       const handle = await open(lockPath, 'wx');
-      await handle.writeFile(String(process.pid));
+      await handle.writeFile(OWNER);
       await handle.close();
       return () => unlink(lockPath).catch(() => undefined);
     } catch (error) {
@@ -98,9 +103,9 @@ async function removeIfStale(lockPath: string): Promise<void> {
       await removeIfStill(lockPath, info);
       return;
     }
-    const owner = Number((await readUpTo(handle, LOCK_MAX_BYTES)).toString('utf8').trim());
+    const [pid, startTicks, ...rest] = (await readUpTo(handle, LOCK_MAX_BYTES)).toString('utf8').trim().split(' ').map(Number);
     // An empty file is a lock being written right now.
-    if (!Number.isSafeInteger(owner) || owner <= 0 || processAlive(owner)) return;
+    if (!Number.isSafeInteger(pid) || pid! <= 0 || rest.length > 0 || processAlive(pid!, startTicks)) return;
     if (Date.now() - info.mtimeMs < STALE_AFTER_MS) return;
     await removeIfStill(lockPath, info);
   } finally {
@@ -114,7 +119,15 @@ async function removeIfStill(lockPath: string, judged: { ino: number; dev: numbe
   if (now?.ino === judged.ino && now.dev === judged.dev) await unlink(lockPath).catch(() => undefined);
 }
 
-function processAlive(pid: number): boolean {
+/**
+ * Whether the lock's owner still runs: not when its pid is gone, a zombie (killed, not yet
+ * reaped), or another process's now (a start time unlike the one it wrote). A stopped owner
+ * counts as running; serve kills stopped toolboxes of earlier sessions (stopped-sessions.ts).
+ */
+function processAlive(pid: number, startTicks: number | undefined): boolean {
+  const entry = processEntryOf(pid);
+  if (entry) return isLive(entry) && (startTicks === undefined || Number.isNaN(startTicks) || entry.startTicks === startTicks);
+  // Without /proc (or gone): ask the kernel.
   try {
     process.kill(pid, 0);
     return true;

@@ -9,8 +9,11 @@ import { dispatch, ProtocolError } from './tool-dispatch.ts';
 import type { ToolboxContext } from './toolbox-context.ts';
 import { writeResponse } from './response-writer.ts';
 import { SessionImport } from './session-import.ts';
+import { killStoppedToolboxes } from './stopped-sessions.ts';
 
 export async function serve(context: ToolboxContext, input: NodeJS.ReadableStream, output: NodeJS.WritableStream): Promise<void> {
+  // An earlier session stopped from inside still holds its locks; their owners must be dead first.
+  killStoppedToolboxes();
   const inFlight = new Set<Promise<void>>();
   const track = (work: Promise<void>) => {
     inFlight.add(work);

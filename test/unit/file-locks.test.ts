@@ -4,10 +4,11 @@
 // holder's fresh lock by that dead pid removed it, and two edits ran at once.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { withFileLock } from '../../sandbox-image/toolbox/file-locks.ts';
+import { startTicksOf } from '../../sandbox-image/toolbox/process-table.ts';
 import { testTempDir } from '../support/test-temp-dir.ts';
 
 const deadPid = () => spawnSync('true').pid!;
@@ -18,7 +19,7 @@ function lockPath(home: string, key: string): string {
   return file;
 }
 
-function lockOf(home: string, key: string, pid: number, ageSeconds: number): void {
+function lockOf(home: string, key: string, pid: number | string, ageSeconds: number): void {
   const file = lockPath(home, key);
   writeFileSync(file, String(pid));
   const at = Date.now() / 1000 - ageSeconds;
@@ -52,6 +53,26 @@ describe('withFileLock across processes', () => {
     const edit = withFileLock(home, '/workspace/c.txt', async () => void (ran = true), { limitMs: 300, message: 'held' });
     await expect(edit).rejects.toThrow('held');
     expect(ran).toBe(false);
+  });
+
+  it('writes its pid and start time, and waits for a live owner that wrote both', async () => {
+    const home = testTempDir('chamvi-locks-');
+    const owner = `${process.pid} ${startTicksOf(process.pid)}`;
+    const written = await withFileLock(home, '/workspace/d.txt', async () => {
+      const [name] = readdirSync(path.join(home, 'locks'));
+      return readFileSync(path.join(home, 'locks', name!), 'utf8');
+    });
+    expect(written).toBe(owner);
+    lockOf(home, '/workspace/d.txt', owner, 5);
+    const edit = withFileLock(home, '/workspace/d.txt', async () => 'ran', { limitMs: 300, message: 'held' });
+    await expect(edit).rejects.toThrow('held');
+  });
+
+  // The owner was killed and its pid now names another process: the lock is stale all the same.
+  it('takes over a lock whose pid now belongs to a process started at another time', async () => {
+    const home = testTempDir('chamvi-locks-');
+    lockOf(home, '/workspace/e.txt', `${process.pid} ${startTicksOf(process.pid)! + 1}`, 5);
+    expect(await withFileLock(home, '/workspace/e.txt', async () => 'ran', { limitMs: 2_000, message: 'held' })).toBe('ran');
   });
 });
 
