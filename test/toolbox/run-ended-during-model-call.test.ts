@@ -6,29 +6,18 @@
 // the state back). The state's absence in Redis is what the job looks at now. A real
 // redis-server; the model a stand-in that deletes the state as the controller's stop does, while
 // it answers; the sandbox a recorder of every call made to it.
-import type { LanguageModelV4Content } from '@ai-sdk/provider';
 import { describe, expect, it } from 'vitest';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
-import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
-import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
-import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
-import { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
-import { OperatorMetrics } from '../../operator/src/observability/operator-metrics.ts';
-import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
-import type { AgentDependencies, RunRef } from '../../operator/src/workers/agent-dependencies.ts';
+import type { RunRef } from '../../operator/src/workers/agent-dependencies.ts';
 import { RunStateGoneError } from '../../operator/src/workers/errors/run-state-gone-error.ts';
-import { runAgentJob } from '../../operator/src/workers/run-agent-job.ts';
 import { RunStateStore, type RunState } from '../../operator/src/workers/run-state.ts';
 import { RunStateSeal } from '../../operator/src/workers/run-state-seal.ts';
-import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts';
-import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
-import { generatingModel } from '../support/generating-model.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
+import { runEndedHarness, stopDeletesState, type AskedCall } from '../support/run-ended-harness.ts';
 
 const server = redisServerForSuite();
-let rows = 0;
 
 const writes = { toolName: 'write_file', input: { path: 'written.txt', content: 'hi' } };
 const reads = { toolName: 'read_file', input: { path: 'README.md' } };
@@ -37,80 +26,18 @@ const reads = { toolName: 'read_file', input: { path: 'README.md' } };
  * A run at step 0 whose model answers with `call` after `meanwhile` (the controller's stop,
  * here), on a replica holding no copy of the run, its sandbox recording every call.
  */
-async function runAnswering(
-  call: { toolName: string; input: unknown },
-  meanwhile: (h: { states: RunStateStore; ref: RunRef }) => Promise<void>,
-) {
-  rows += 1;
-  const ref = { uid: `uid-${rows}`, namespace: 'agents', name: `run-${rows}` };
-  const run: CodingRun = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { ...ref, generation: 1, resourceVersion: '1' },
-    spec: {
-      task: 'Say hi.',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
-      budget: { maxSteps: 20, timeout: '30m' },
-    } as CodingRun['spec'],
-    status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
-  };
-  const gateway = new MemoryKubeGateway(run, { configMaps: new Map(), secrets: new Map() }, () => {});
-  const logger = { info() {}, warn() {}, error() {}, child: () => logger };
-  const states = new RunStateStore(server.redis, `ended-during-model-call-${rows}`, RunStateSeal.generated());
-  const sandboxCalls: ToolRequest[] = [];
-  const sandbox: Sandbox = {
-    call: async (request) => {
-      sandboxCalls.push(request);
-      return { ok: true, result: {} };
+function runAnswering(call: AskedCall, meanwhile: (h: { states: RunStateStore; ref: RunRef }) => Promise<void>) {
+  return runEndedHarness(server.redis, {
+    prefix: 'ended-during-model-call',
+    model: 'ends-meanwhile',
+    answer: async (run) => {
+      await meanwhile(run);
+      return [call];
     },
-    importTree: async () => {
-      throw new Error('no import in a step');
-    },
-    close: async () => {},
-  };
-  const model = generatingModel('ends-meanwhile', async () => {
-    await meanwhile({ states, ref });
-    return [
-      { type: 'tool-call', toolCallId: 'c1', toolName: call.toolName, input: JSON.stringify(call.input) },
-    ] as LanguageModelV4Content[];
+    onReplicaHoldingNoCopy: true,
   });
-  const enqueued: string[] = [];
-  let runReads = 0;
-  const read = (namespace: string, name: string) => ((runReads += 1), gateway.getRun(namespace, name));
-  const deps: AgentDependencies = {
-    states,
-    status: new RunStatusWriter(gateway),
-    resources: memoryRunResources(gateway),
-    sandboxes: new SandboxPool(() => sandbox, { sweepIntervalMs: 0 }),
-    queue: {
-      step: async (_ref, completed) => void enqueued.push(`step ${completed}`),
-      finalize: async () => void enqueued.push('finalize'),
-      publish: async () => void enqueued.push('publish'),
-    },
-    models: async () => model,
-    events: new EventRecorder(gateway, 'test', logger),
-    transcript: memoryTranscriptWriter(gateway, () => {}),
-    metrics: new OperatorMetrics({ defaultMetrics: false }),
-    getRun: read,
-    getRunFresh: read,
-    // A replica that is not the leader, past the bound: it holds no copy of the run.
-    getRunHeld: () => undefined,
-    clonePolicy: { allowRepo: [], maxCheckoutBytes: 1 << 30, maxCheckoutFiles: 10_000 },
-    logger,
-    now: () => new Date(),
-  };
-  await states.create(startingState(ref, Date.now()));
-  const step = (completed: number) =>
-    runAgentJob(deps, { name: 'step', data: { ...ref, step: completed }, attempt: 1, attempts: 10 }).then(
-      () => 'done',
-      (error: unknown) => error,
-    );
-  return { deps, ref, states, gateway, sandboxCalls, enqueued, step, runReads: () => runReads };
 }
 
-/** The controller's stop (agent-queue.ts stop): the run's state deleted while its job runs. */
-const stopDeletesState = async (h: { states: RunStateStore; ref: RunRef }) => h.states.delete(h.ref);
 const withCancel = (run: CodingRun) => ({
   ...run,
   metadata: { ...run.metadata, annotations: { ...run.metadata.annotations, [CANCEL_ANNOTATION]: 'wrong branch' } },
