@@ -10,7 +10,7 @@ import { codingScheduleSpec, SCHEDULE_ACTIVE_LISTED, type CodingSchedule, type C
 import type { CodingRunTemplate } from '../api/coding-run-template.ts';
 import type { EventRecorder } from '../kube/event-recorder.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
-import type { CreateRunAnswer, ScheduleGateway } from '../kube/schedule-gateway.ts';
+import { SCHEDULE_RUN_PAGE_LIMIT, type CreateRunAnswer, type ScheduleGateway } from '../kube/schedule-gateway.ts';
 import { goneUnlessSame } from '../kube/kube-gateway.ts';
 import { apiRefusal, isTooLargeToStore, statusCodeOf } from '../kube/api-errors.ts';
 import { parseCronSchedule } from '../reconcile/cron-schedule.ts';
@@ -18,7 +18,6 @@ import { decideSchedule, isRecheckedProblem, type ScheduledRun, type SchedulePro
 import { specIssuesMessage } from '../reconcile/spec-issues.ts';
 import { resolveScheduledRunSpec, scheduledRunAt, scheduledRunObject } from '../reconcile/scheduled-run.ts';
 import { isScheduleRun } from '../reconcile/runs-of-schedule.ts';
-import { CODING_RUN_PAGE_LIMIT } from './informer.ts';
 import type { ControllerLogger } from './run-controller.ts';
 import { listRunsOfSchedule } from './schedule-runs-listing.ts';
 import { WriteGate } from './write-gate.ts';
@@ -29,7 +28,7 @@ export interface ScheduleReconcilerDeps {
   logger: ControllerLogger;
   /** The clock every decision is made with; tests drive it. */
   now: () => Date;
-  /** Runs per page of a schedule's list of runs: CODING_RUN_PAGE_LIMIT; tests make it small. */
+  /** Runs per page of a schedule's list of runs: SCHEDULE_RUN_PAGE_LIMIT; tests make it small. */
   runPageLimit?: number;
   /** The most of a schedule's runs a reconcile keeps: SCHEDULE_RUNS_KEPT; tests make it small. */
   runsKept?: number;
@@ -151,7 +150,7 @@ export class ScheduleReconciler {
       kube,
       schedule,
       making,
-      pageLimit: this.deps.runPageLimit ?? CODING_RUN_PAGE_LIMIT,
+      pageLimit: this.deps.runPageLimit ?? SCHEDULE_RUN_PAGE_LIMIT,
       ...(this.deps.runsKept !== undefined ? { keep: this.deps.runsKept } : {}),
     });
     if (listed.leftOut > 0) {

@@ -5,6 +5,7 @@
 // of them, and its parsed copy, against the operator's heap at every reconcile. Each page is told
 // apart (runs-of-schedule.ts: which need a run's spec only for a name an earlier operator
 // generated) and dropped before the next is asked for.
+import { isTerminal } from '../api/index.ts';
 import type { CodingSchedule } from '../api/coding-schedule.ts';
 import type { ScheduledRun } from '../reconcile/decide-schedule.ts';
 import { runsOfSchedule, type ScheduleMaking } from '../reconcile/runs-of-schedule.ts';
@@ -13,16 +14,16 @@ import type { ScheduleGateway, ScheduleRunPage } from '../kube/schedule-gateway.
 
 /**
  * The most runs of one schedule a reconcile keeps, its own and foreign ones together: the newest
- * by scheduled time. Above what a schedule of its own makes: the status lists the newest
+ * by scheduled time, active ones first. Above what a schedule of its own makes: the status lists the newest
  * SCHEDULE_ACTIVE_LISTED (1 000) active runs and history keeps at most 100 succeeded and 100
  * failed; Forbid and Replace keep one active. More is a runaway Allow or runs planted under the
  * schedule's name, bounded otherwise only by the namespace's quota. Kept slim (~670 bytes each
  * with a name of 253 characters, a uid and two dates; measured, Node 20), and held up to twice
  * over while the list goes on (cut once a sort is worth it), 5 000 bound a reconcile to under
  * 10 MiB on top of the one page in transit. What is left out is older than all kept: the time
- * due and the active run Forbid waits for are the newest, and history past the limits is
- * deleted from the kept, so the next reconciles reach the older ones. Left out, an old active
- * run is neither counted in activeCount nor deleted by Replace until then.
+ * due is the newest, and history past the limits is
+ * deleted from the kept, so the next reconciles reach the older ones. Active runs are kept before
+ * any finished one (keptFirst); only past 5 000 active runs is one left uncounted.
  */
 export const SCHEDULE_RUNS_KEPT = 5_000;
 
@@ -54,7 +55,14 @@ interface Kept {
   foreign: boolean;
 }
 
-const newestFirst = (a: Kept, b: Kept) => b.run.scheduledTime.getTime() - a.run.scheduledTime.getTime();
+const active = (entry: Kept) => !entry.run.deleting && !isTerminal(entry.run.phase);
+/**
+ * What the cut keeps first: active runs (Forbid waits for them, Replace deletes them, and runs
+ * planted under the schedule's name, finished and newer, must not push the one still running
+ * out of sight: Forbid then started a second run beside it), then the newest.
+ */
+const keptFirst = (a: Kept, b: Kept) =>
+  Number(active(b)) - Number(active(a)) || b.run.scheduledTime.getTime() - a.run.scheduledTime.getTime();
 
 export async function listRunsOfSchedule(listing: ScheduleRunsListing): Promise<ListedScheduleRuns> {
   const { kube, schedule, making, pageLimit, keep = SCHEDULE_RUNS_KEPT } = listing;
@@ -65,7 +73,7 @@ export async function listRunsOfSchedule(listing: ScheduleRunsListing): Promise<
   const cut = () => {
     if (kept.length <= keep) return;
     leftOut += kept.length - keep;
-    kept = kept.sort(newestFirst).slice(0, keep);
+    kept = kept.sort(keptFirst).slice(0, keep);
   };
   // Takes what it keeps of a page and answers the next page's token. A function of its own: a
   // page held in a variable of the loop stayed alive through the next page's await.

@@ -8,7 +8,7 @@ import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
-import { CODING_RUN_PAGE_LIMIT, clientNodePage, type ListPage } from '../controller/informer.ts';
+import { clientNodePage, type ListPage } from '../controller/informer.ts';
 import { isAlreadyExists, isNotFound, unlessNotFound } from './api-errors.ts';
 import { onlyUid } from './kube-gateway.ts';
 
@@ -29,7 +29,7 @@ export interface ScheduleGateway {
   getSchedule(namespace: string, name: string): Promise<CodingSchedule | undefined>;
   getTemplate(namespace: string, name: string): Promise<CodingRunTemplate | undefined>;
   /**
-   * One page of the runs labelled with the schedule's name (the first, of CODING_RUN_PAGE_LIMIT,
+   * One page of the runs labelled with the schedule's name (the first, of SCHEDULE_RUN_PAGE_LIMIT,
    * without `page`); the caller checks the owner's uid. Anyone who may create CodingRuns can put
    * the label on runs of ~1.5 MiB each: a page is what bounds what one answer holds.
    */
@@ -42,6 +42,13 @@ export interface ScheduleGateway {
   replaceScheduleStatus(schedule: CodingSchedule, status: CodingScheduleStatus): Promise<CodingSchedule>;
 }
 
+/**
+ * Runs asked for per page. A page is held whole while it is read: 100 runs of ~1.5 MiB (anyone
+ * who may create CodingRuns can label theirs with the schedule's name) ran a 160 MiB heap out
+ * inside JSON.parse; 10 are ~15 MiB of text and its parse, as the egress proxy lists runs.
+ */
+export const SCHEDULE_RUN_PAGE_LIMIT = 10;
+
 export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const path = (plural: string, namespace: string, name: string) => ({ group: GROUP, version: VERSION, plural, namespace, name });
@@ -50,7 +57,7 @@ export function createScheduleGateway(kubeConfig: KubeConfig): ScheduleGateway {
       unlessNotFound(custom.getNamespacedCustomObject(path(SCHEDULE_PLURAL, namespace, name)) as Promise<CodingSchedule>),
     getTemplate: (namespace, name) =>
       unlessNotFound(custom.getNamespacedCustomObject(path(TEMPLATE_PLURAL, namespace, name)) as Promise<CodingRunTemplate>),
-    async listScheduleRuns(namespace, scheduleName, page = { limit: CODING_RUN_PAGE_LIMIT }) {
+    async listScheduleRuns(namespace, scheduleName, page = { limit: SCHEDULE_RUN_PAGE_LIMIT }) {
       const list = (await custom.listNamespacedCustomObject({
         group: GROUP,
         version: VERSION,
