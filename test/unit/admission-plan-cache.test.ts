@@ -290,6 +290,67 @@ describe('the admission plan kept between reconciles', () => {
     expect(world.runs.get('other', 'r2001')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
   });
 
+  // The grant was used once the run's pod create went out, not once its status write answered:
+  // a 409 on that write (the run's author edited its labels) sent the reconcile round again, or
+  // a timeout after the write landed failed it, and the next look read the namespace's tally
+  // spent: the grant was taken back with the pod up, and the slot went to another run, one
+  // sandbox pod over maxActiveRuns.
+  it.each([
+    { failure: 'a conflict (409), the decision made again at once', landed: false },
+    { failure: 'a timeout after the write landed, the run looked at again from the stale cache', landed: true },
+  ])(
+    "keeps a granted run's slot once its pod was created, though its status write failed and its namespace spent its tokens meanwhile: $failure",
+    async ({ landed }) => {
+      let spent = 10;
+      const runs = [
+        ...Array.from({ length: 8 }, (_, index) => run(`team-${index % 3}`, index, 'Running')),
+        run('agents', 1000, 'Pending'),
+        run('other', 2000, 'Pending'),
+        run('other', 2001, 'Pending'),
+      ];
+      const world = memoryRunWorld({
+        runs,
+        config,
+        admissionPlans: new AdmissionPlanCache({ changesReported: true }),
+        fairShare: {
+          policyOf: async (namespace) => readNamespacePolicy(namespace === 'agents' ? { 'chamvi.dev/tokens-per-day': '1000' } : {}),
+          tokensOn: async (namespace) => (namespace === 'agents' ? spent : 0),
+        },
+        ...(landed ? { writesNotSeen: new Set(['agents/r1000']) } : {}),
+      });
+      // The memory world's gateway (memory-run-world.ts) answers every status write; this one
+      // fails agents' run's first (the run's runs spend the last tokens meanwhile), and reads a
+      // run back for a decision made again after a conflict.
+      const kube = (world.reconciler as unknown as { deps: { kube: Record<string, unknown> } }).deps.kube;
+      const replaceRunStatus = kube.replaceRunStatus as (run: CodingRun, status: CodingRun['status']) => Promise<CodingRun>;
+      const written: Array<CodingRun['status']> = [];
+      kube.replaceRunStatus = async (of: CodingRun, status: CodingRun['status']) => {
+        if (of.metadata.namespace !== 'agents') return replaceRunStatus(of, status);
+        written.push(status);
+        if (written.length > 1) return replaceRunStatus(of, status);
+        spent = 1000;
+        if (!landed) throw Object.assign(new Error('Operation cannot be fulfilled: the object has been modified'), { code: 409 });
+        await replaceRunStatus(of, status);
+        throw new Error('the request timed out');
+      };
+      kube.getRun = async (namespace: string, name: string) => world.runs.get(namespace, name);
+      // Two slots free: other's run's plan takes one and grants agents' run the other.
+      await world.reconciler.reconcile('other/r2000');
+      expect(world.runs.get('other', 'r2000')?.status).toMatchObject({ phase: 'Provisioning', admission: { sequence: 10 } });
+      if (landed) await expect(world.reconciler.reconcile('agents/r1000')).rejects.toThrow('timed out');
+      await world.reconciler.reconcile('agents/r1000');
+      // Its pod is up and it holds the slot: none is free for other's next run.
+      await world.reconciler.reconcile('other/r2001');
+      expect(world.runs.get('other', 'r2001')?.status?.queue).toEqual({ heldBy: 'ClusterSlots', position: 1 });
+      // It was admitted again with its grant's sequence, its pod's create sent again (met by the pod).
+      expect(written.map((status) => [status?.phase, status?.admission?.sequence])).toEqual([
+        ['Provisioning', 9],
+        ['Provisioning', 9],
+      ]);
+      expect(world.calls.get('createPod')).toBe(3);
+    },
+  );
+
   it("makes no plan for runs waiting for their namespace's isolation probe: its gate admits nothing, whatever the queue", async () => {
     const strict = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], maxActiveRuns: 10, networkPolicy: true }, {});
     const probing = (index: number): CodingRun => {

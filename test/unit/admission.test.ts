@@ -4,6 +4,7 @@ import {
   admissionFactsChanged,
   admissionFrom,
   computeAdmission as plan,
+  laterAdmission,
   planQueue,
   queueHeads,
   type AdmissionContext,
@@ -235,18 +236,18 @@ describe('computeAdmission', () => {
 
   // Another namespace's plan granted t1 a slot on a budget view up to FAIR_SHARE_TTL_MS old; by
   // t1's own look (the tally read now), team had spent its tokens, and the grant admitted it.
-  it('takes back a slot granted to a run whose namespace spent its tokens since, and hands it on; not one whose admission was written', () => {
+  it('takes back a slot granted to a run whose namespace spent its tokens since, and hands it on; not one this process acted on (its pod create or admission sent)', () => {
     const runs = [run('o0', 0, 'Running', 'other', 1), run('t1', 1, undefined, 'team'), run('o1', 2, undefined, 'other')];
     const policies = new Map([['team', readNamespacePolicy({ 'chamvi.dev/tokens-per-day': '1000' })]]);
     const spent = new Map([['team', { tokensPerDay: 1000, usedToday: 1000, day: '2026-11-29' }]]);
     const grant = { uid: 'uid-t1', namespace: 'team', name: 't1', sequence: 2 };
-    const granted = (written: boolean) =>
+    const granted = (used: boolean) =>
       context({
         maxActiveRuns: 2,
         policies,
         budgets: spent,
         admittedLocally: new Set(['uid-t1']),
-        grants: new Map([['uid-t1', written ? { ...grant, admissionWritten: true as const } : grant]]),
+        grants: new Map([['uid-t1', used ? { ...grant, used: true as const } : grant]]),
       });
     const made = plan(runs, runs[1]!, granted(false));
     expect(made.admission).toMatchObject({ admit: false, heldBy: 'NamespaceTokenBudget' });
@@ -255,7 +256,7 @@ describe('computeAdmission', () => {
     expect(made.granted.map(({ name, sequence }) => `${name}:${sequence}`)).toEqual(['o1:3']);
     // The shared plan (queue-plan) answers the same.
     expect(admissionFrom(planQueue(runs, granted(false)), runs, runs[1]!, granted(false)).withdrawn).toEqual(grant);
-    // Its admission written already (the cache does not show it yet): the run was admitted, and keeps its slot.
+    // Used already (its pod create or admission sent; the cache does not show it yet): it may be up, and keeps its slot.
     expect(plan(runs, runs[1]!, granted(true))).toEqual({ admission: { admit: true, sequence: 2 }, granted: [] });
     // Within its budget, the grant stands.
     const under = new Map([['team', { tokensPerDay: 1000, usedToday: 999, day: '2026-11-29' }]]);
@@ -306,5 +307,18 @@ describe('queueHeads: the runs a freed slot wakes', () => {
     const [head] = queueHeads(runs, new Set());
     const made = plan(runs, head!, context({ maxActiveRuns: 3 }));
     expect(made.granted.map((grant) => grant.name)).toEqual(['a-1', 'b-1']);
+  });
+});
+
+describe('laterAdmission, the mark of the last admission', () => {
+  it('is raised only by a later admission, and never past the integers a sequence can count on', () => {
+    const mark = { namespace: 'a', sequence: 11 };
+    expect(laterAdmission(mark, { namespace: 'b', sequence: 12 })).toEqual({ namespace: 'b', sequence: 12 });
+    expect(laterAdmission(mark, { namespace: 'b', sequence: 10 })).toBe(mark);
+    expect(laterAdmission(mark, undefined)).toBe(mark);
+    // A status writer's 2^53: the next sequence would equal it, and the order would stick there.
+    expect(laterAdmission(mark, { namespace: 'z', sequence: 2 ** 53 })).toBe(mark);
+    expect(laterAdmission(mark, { namespace: 'z', sequence: Number.MAX_SAFE_INTEGER })).toBe(mark);
+    expect(laterAdmission(undefined, { namespace: 'z', sequence: 1.5 })).toBeUndefined();
   });
 });

@@ -1177,6 +1177,7 @@ export class RunReconciler {
         this.deps.logger.info({ ...runLogFields(run), jobsRunning }, "deletion waits for the run's running jobs");
         return { run, requeueAfterMs: JOBS_RUNNING_RECHECK_MS };
       }
+      if (action.type === 'createPod' || action.type === 'claimWarmPod') this.useGrant(run);
       run = await this.applyAction(run, action, answered);
       if (action.type === 'removeFinalizer') this.finalized.add(run.metadata.uid);
     }
@@ -1203,6 +1204,7 @@ export class RunReconciler {
       this.beforeWrite();
       const wasActive = isActive(run, this.admittedLocally);
       const timingsBefore = run.status?.timings;
+      if (status.admission !== undefined) this.useGrant(run, status.admission.sequence);
       try {
         run = await kube.replaceRunStatus(run, status);
       } catch (error) {
@@ -1211,11 +1213,6 @@ export class RunReconciler {
       }
       this.deps.metrics?.observePhases(addedTimings(timingsBefore, status.timings));
       if ((status.phase === 'Provisioning' || status.phase === 'Running') && !wasActive) this.admittedLocally.add(run.metadata.uid);
-      // The grant is used: the run is admitted, though the cache may not show it for a while
-      // (admission.ts keptGrant: no later look takes the slot back).
-      const grant = this.grants.get(run.metadata.uid);
-      if (grant && !grant.admissionWritten && status.admission?.sequence === grant.sequence)
-        this.grants.set(grant.uid, { ...grant, admissionWritten: true });
       this.deps.logger.info({ ...runLogFields(run), phase: status.phase, reason: status.reason }, 'status written');
     }
     // The decision's Events go with its status write, before the stopping actions: a stop that
@@ -1236,6 +1233,19 @@ export class RunReconciler {
       this.grants.delete(run.metadata.uid);
     }
     return { run };
+  }
+
+  /**
+   * Marks the run's grant used (admission.ts Grant.used) before a write that acts on it goes
+   * out: its pod's create or claim, or a status write admitting it with the grant's sequence
+   * (`sequence` given: only that one). Not after the answer: a write that fails (a 409, a
+   * timeout) may have landed, the pod may be up, and a later look that found the namespace's
+   * tokens spent would give the slot to another run as well.
+   */
+  private useGrant(run: CodingRun, sequence?: number): void {
+    const grant = this.grants.get(run.metadata.uid);
+    if (grant && !grant.used && (sequence === undefined || sequence === grant.sequence))
+      this.grants.set(grant.uid, { ...grant, used: true });
   }
 
   /**

@@ -152,7 +152,11 @@ export interface LastAdmission {
 
 /** The later of two admissions (the mark unchanged when `seen` is no later): the leader's mark is only ever raised. */
 export function laterAdmission(mark: LastAdmission | undefined, seen: LastAdmission | undefined): LastAdmission | undefined {
-  return seen !== undefined && seen.sequence > (mark?.sequence ?? 0) ? seen : mark;
+  // Not past 2^53: there `sequence + 1` is the same number, the mark could never be passed, and
+  // the namespace after it would win every slot until the leader restarts. Only a writer of
+  // codingruns/status can set one; the operator's own count never gets there.
+  if (seen === undefined || !Number.isSafeInteger(seen.sequence + 1)) return mark;
+  return seen.sequence > (mark?.sequence ?? 0) ? seen : mark;
 }
 
 /** A slot given to a waiting run by a plan, in the plan's order. */
@@ -162,11 +166,12 @@ export interface Grant {
   name: string;
   sequence: number;
   /**
-   * This process wrote the run's admission with this sequence, and its cache does not show it
-   * yet: the run is admitted (its pod may be up), so the grant stands whatever its namespace's
-   * budget reads now.
+   * This process acted on the grant: it sent the run's pod create or claim, or its status write
+   * with this sequence (the controller marks it before sending, as an answer that fails, a 409
+   * or a timeout, may come after the pod or the write landed). The run may be admitted and its
+   * pod up, so the grant stands whatever its namespace's budget reads now.
    */
-  admissionWritten?: true;
+  used?: true;
 }
 
 /**
@@ -348,11 +353,12 @@ export function planQueue(runs: readonly CodingRun[], context: AdmissionContext)
  * spent its tokens since (the budget read now, at the run's own look): the plan that granted it
  * may have been another namespace's run's, made on a tally up to FAIR_SHARE_TTL_MS old
  * (controller/admission-plan-cache.ts), and the grant admitted a run its namespace's budget
- * holds. Not once this process wrote the admission: the run is admitted.
+ * holds. Not once this process acted on it (Grant.used): the run's pod may be up, and a slot
+ * given back then would admit one run over maxActiveRuns.
  */
 function keptGrant(self: CodingRun, context: AdmissionContext): Grant | undefined {
   const granted = context.grants?.get(self.metadata.uid);
-  if (!granted || granted.admissionWritten) return granted;
+  if (!granted || granted.used) return granted;
   return isOutOfBudget(context.budgets?.get(self.metadata.namespace)) ? undefined : granted;
 }
 
