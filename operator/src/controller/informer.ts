@@ -8,6 +8,10 @@
 import type { Watch } from '@kubernetes/client-node';
 import { isClientTimeout, isGone } from '../kube/api-errors.ts';
 import { isListRefused } from './list-refused.ts';
+import type { ListPage } from '../kube/list-page.ts';
+
+// The page types live in kube/ (gateways page their lists too); re-exported for the informer's users.
+export { clientNodePage, type ListPage } from '../kube/list-page.ts';
 
 export interface InformerSource<T> {
   /** Watch path, e.g. /api/v1/pods or /apis/chamvi.dev/v1alpha1/namespaces/x/codingruns */
@@ -27,18 +31,6 @@ export interface InformerSource<T> {
    */
   slim?(object: T): T;
 }
-
-/** Which page of a list to send: the API server's `limit` and `continue`. */
-export interface ListPage {
-  limit: number;
-  continue?: string;
-}
-
-/** The page as client-node's list calls take it (its generated clients name the token `_continue`). */
-export const clientNodePage = ({ limit, continue: token }: ListPage): { limit: number; _continue?: string } => ({
-  limit,
-  ...(token ? { _continue: token } : {}),
-});
 
 export interface ListAnswer<T> {
   items: T[];

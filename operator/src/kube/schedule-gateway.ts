@@ -8,7 +8,7 @@ import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION, type CodingRun } from '../api/index.ts';
 import { TEMPLATE_PLURAL, type CodingRunTemplate } from '../api/coding-run-template.ts';
 import { SCHEDULE_LABEL, SCHEDULE_PLURAL, type CodingSchedule, type CodingScheduleStatus } from '../api/coding-schedule.ts';
-import { clientNodePage, type ListPage } from '../controller/informer.ts';
+import { clientNodePage, type ListPage } from './list-page.ts';
 import { isAlreadyExists, isNotFound, unlessNotFound } from './api-errors.ts';
 import { onlyUid } from './kube-gateway.ts';
 
