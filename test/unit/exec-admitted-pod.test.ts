@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { REASONS, RunFailure, codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { admittedImagesOf, sandboxPodShape, type AdmittedImages } from '../../operator/src/reconcile/admitted-pod.ts';
+import { ranImageKey } from '../../operator/src/reconcile/init-container-runs.ts';
 import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { ADMITTED_RECORD_RETRY_MS, KubernetesExecTransport } from '../../operator/src/sandbox/kubernetes-exec-transport.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
@@ -382,5 +383,108 @@ describe("the exec transport judges a custom image's init container by what the 
       return pod;
     };
     await expect(transportFor(pending).transport.start(['serve'])).rejects.toThrow(PASSED);
+  });
+});
+
+// The run's record gains what chamvi-tools ran (ranImageKey) only after the reconciler saw the
+// kubelet's report, while the shape the transport holds was made once, from the run its sandbox's
+// first job read: a copy of the image pulled later (the runtime then names it by another
+// repository) must be judged by the record as it is now, not as that job read it.
+describe("the exec transport reads the run's record again for what chamvi-tools ran (chamvi-tools@ran)", () => {
+  const customRun: ParsedCodingRun = { ...run, spec: { ...run.spec, sandbox: { ...run.spec.sandbox, image: 'acme/builder:2' } } };
+  const DIGEST = `sha256:${'d'.repeat(64)}`;
+  const heldRecord = {
+    uid: 'pod-uid-1',
+    images: [
+      { container: 'sandbox', image: 'acme/builder:2' },
+      { container: 'chamvi-tools', image: config.sandboxImage },
+    ],
+  };
+  const withRan = {
+    ...heldRecord,
+    images: [...heldRecord.images, { container: ranImageKey('chamvi-tools'), image: `docker.io/chamvi/sandbox@${DIGEST}` }],
+  };
+
+  /** The run's pod, Ready, its chamvi-tools now reported under another tenant's copy at the digest it ran. */
+  const renamedPod = () => {
+    const pod = buildSandboxPod(customRun, config);
+    pod.metadata = { ...pod.metadata, uid: 'pod-uid-1', generation: 1 };
+    pod.spec!.serviceAccountName = 'default';
+    pod.status = {
+      phase: 'Running',
+      conditions: [{ type: 'Ready', status: 'True' }],
+      initContainerStatuses: [
+        {
+          name: 'chamvi-tools',
+          image: 'docker.io/a/copy:1',
+          imageID: `docker.io/a/copy@${DIGEST}`,
+          restartCount: 0,
+          ready: true,
+          state: { terminated: { exitCode: 0 } },
+        },
+      ],
+      containerStatuses: [
+        { name: 'sandbox', image: 'docker.io/acme/builder:2', imageID: '', restartCount: 0, ready: true, state: { running: {} } },
+      ],
+    };
+    return pod;
+  };
+
+  const transportWith = (fresh: () => AdmittedImages | undefined, now: () => number = () => 1_000_000) => {
+    let reads = 0;
+    const { transport } = transportReading(renamedPod, {
+      // Made from the run as the first job read it: before the @ran entry landed.
+      expectedPodShape: sandboxPodShape({ ...customRun, status: { podName: 'x', admittedPod: heldRecord } }, config),
+      now,
+      readAdmittedImages: async () => {
+        reads += 1;
+        return fresh();
+      },
+    });
+    return { transport, reads: () => reads };
+  };
+
+  it('reads the record again, finds what chamvi-tools ran, and passes the pod', async () => {
+    const { transport, reads } = transportWith(() => admittedImagesOf({ admittedPod: withRan }));
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    await expect(transport.start(['serve'])).rejects.toThrow(PASSED);
+    // Found, it is kept for the pod: no more reads of the run.
+    expect(reads()).toBe(1);
+  });
+
+  it('refuses the pod reported at another digest than the one the record read again keeps', async () => {
+    const other = {
+      ...withRan,
+      images: [
+        ...heldRecord.images,
+        { container: ranImageKey('chamvi-tools'), image: `docker.io/chamvi/sandbox@sha256:${'e'.repeat(64)}` },
+      ],
+    };
+    const { transport, reads } = transportWith(() => admittedImagesOf({ admittedPod: other }));
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toMatchObject({ runFailure: true, reason: REASONS.SandboxInvalid });
+    expect((error as Error).message).toContain('in container chamvi-tools');
+    expect(reads()).toBe(1);
+  });
+
+  it('refuses the pod as before when the record read again has no entry for it, reading at most once per ADMITTED_RECORD_RETRY_MS', async () => {
+    let now = 1_000_000;
+    const { transport, reads } = transportWith(
+      () => admittedImagesOf({ admittedPod: heldRecord }),
+      () => now,
+    );
+    const error = await transport.start(['serve']).catch((thrown: unknown) => thrown);
+    expect(refusal(error)).toEqual({
+      runFailure: true,
+      reason: REASONS.SandboxInvalid,
+      message: expect.stringContaining('image docker.io/a/copy:1 (the kubelet ran it from this image'),
+    });
+    expect(reads()).toBe(1);
+    now += ADMITTED_RECORD_RETRY_MS - 1;
+    await transport.start(['serve']).catch(() => undefined);
+    expect(reads()).toBe(1);
+    now += 1;
+    await transport.start(['serve']).catch(() => undefined);
+    expect(reads()).toBe(2);
   });
 });

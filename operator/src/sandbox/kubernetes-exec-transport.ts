@@ -11,6 +11,7 @@ import { REASONS } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { podAdditions, podChangedMessage, type AdmittedImages, type SandboxPodShape } from '../reconcile/admitted-pod.ts';
 import { processSecureContexts, type SecureContexts } from '../kube/secure-contexts.ts';
+import { ranImageKey } from '../reconcile/init-container-runs.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { ExecProcess } from './exec-process.ts';
 import { SandboxError } from './sandbox-error.ts';
@@ -49,7 +50,11 @@ export interface KubernetesExecTransportOptions {
    * record (given its pod before records were kept, its create's answer lost) would otherwise
    * cost a read of the run on every exec start, while a pool pod's first exec may race its
    * record and must not be judged without it for the session's life. A read that failed is not
-   * kept: the next exec start reads again.
+   * kept: the next exec start reads again. It is read again too when a pod would be refused while
+   * a built init container the kubelet reports has run has no entry of what it ran in the record
+   * held (ranImageKey: the reconciler writes it after it saw the run, and the shape is made once,
+   * from the run the sandbox's first job read); a record that has it is kept for the pod, and a
+   * miss is read again no sooner than ADMITTED_RECORD_RETRY_MS after.
    */
   readAdmittedImages?: () => Promise<AdmittedImages | undefined>;
   /** The clock a miss of readAdmittedImages is timed by (ms since the epoch); Date.now by default. */
@@ -112,6 +117,8 @@ export class KubernetesExecTransport implements ToolboxTransport {
   private podCheck: Promise<string | undefined> | undefined;
   /** The pod readAdmittedImages last answered about, the record it found for it if any, and when. */
   private admittedImages: { podUid: string | undefined; record: AdmittedImages | undefined; readAt: number } | undefined;
+  /** When the run was last read for what a pod's init containers ran (withRanImagesRecord), for that pod. */
+  private ranImagesRead: { podUid: string; readAt: number } | undefined;
 
   constructor(private readonly options: KubernetesExecTransportOptions) {
     this.limits = {
@@ -197,17 +204,54 @@ export class KubernetesExecTransport implements ToolboxTransport {
         `pod ${namespace}/${podName} is not the run's (${whyNotOwned(pod, { metadata: { uid } })}); not exec'ing into it`,
       );
     }
-    const recorded = shape ? await this.withAdmittedImages(shape, pod) : undefined;
-    const added = recorded ? podAdditions(pod, recorded) : [];
+    let recorded = shape ? await this.withAdmittedImages(shape, pod) : undefined;
+    let added = recorded ? podAdditions(pod, recorded) : [];
+    // Refused with a record that lacks what an init container ran (ranImageKey): the reconciler
+    // writes that entry after it saw the run, and the shape was made from a read of the run that
+    // may predate it (it is made once per pooled sandbox), so read the record again before judging.
+    if (shape && recorded && added.length > 0 && (await this.withRanImagesRecord(recorded, pod))) {
+      recorded = await this.withAdmittedImages(shape, pod);
+      added = podAdditions(pod, recorded);
+    }
     if (recorded && added.length > 0) {
       throw new RunFailure(REASONS.SandboxInvalid, podChangedMessage({ namespace, name: podName }, added, recorded));
     }
     return pod.metadata?.uid;
   }
 
+  /**
+   * Whether a read of the run's record found, for a built init container the kubelet reports has
+   * run, the entry of what it ran (ranImageKey) that `recorded` lacks; then it is kept for the pod.
+   * Read at most once per ADMITTED_RECORD_RETRY_MS per pod (the first at once): an entry that never
+   * lands (a node reporting no imageID, or a config digest) must not cost a read of the run on
+   * every exec start. A read that failed is not counted.
+   */
+  private async withRanImagesRecord(recorded: SandboxPodShape, pod: V1Pod): Promise<boolean> {
+    const uid = pod.metadata?.uid;
+    const read = this.options.readAdmittedImages;
+    if (!read || uid === undefined || recorded.admitted?.uid !== uid || !ranUnrecorded(pod, recorded, recorded.admitted)) return false;
+    const now = this.options.now?.() ?? Date.now();
+    const last = this.ranImagesRead?.podUid === uid ? this.ranImagesRead.readAt : undefined;
+    if (last !== undefined && now - last < ADMITTED_RECORD_RETRY_MS) return false;
+    let fresh: AdmittedImages | undefined;
+    try {
+      fresh = await read();
+    } catch {
+      // Judged with the record held, as when the run cannot be read for a missing record.
+      return false;
+    }
+    this.ranImagesRead = { podUid: uid, readAt: now };
+    if (fresh?.uid !== uid || ranUnrecorded(pod, recorded, fresh)) return false;
+    this.admittedImages = { podUid: uid, record: fresh, readAt: now };
+    return true;
+  }
+
   /** The shape with the run's record of this pod's images, where it has none and the run's status has one by now. */
   private async withAdmittedImages(shape: SandboxPodShape, pod: V1Pod): Promise<SandboxPodShape> {
     const uid = pod.metadata?.uid;
+    const newer = this.admittedImages?.podUid === uid ? this.admittedImages?.record : undefined;
+    // A record read later than the shape's (withRanImagesRecord) is the newer of the two.
+    if (newer) return { ...shape, admitted: newer };
     if (shape.admitted?.uid === uid || !this.options.readAdmittedImages) return shape;
     const now = this.options.now?.() ?? Date.now();
     const known = this.admittedImages?.podUid === uid ? this.admittedImages : undefined;
@@ -224,6 +268,20 @@ export class KubernetesExecTransport implements ToolboxTransport {
     const record = kept?.podUid === uid ? kept?.record : undefined;
     return record ? { ...shape, admitted: record } : shape;
   }
+}
+
+/**
+ * Whether a built init container the kubelet reports has run has no entry of what it ran
+ * (ranImageKey) in `record`: the reconciler writes it once it saw the run, under the operator's
+ * repository only, so it may land after the record was read.
+ */
+function ranUnrecorded(pod: V1Pod, shape: SandboxPodShape, record: AdmittedImages): boolean {
+  return (pod.status?.initContainerStatuses ?? []).some(
+    (status) =>
+      shape.initContainers.has(status.name) &&
+      (status.state?.running !== undefined || status.state?.terminated !== undefined) &&
+      !record.images.has(ranImageKey(status.name)),
+  );
 }
 
 /** Resolves when the upgrade is done; rejects on a refused upgrade (its status and body) or an error. */
