@@ -4,8 +4,10 @@
 // made to it, and the queue a list of what the job queued. The controller's stop is
 // `stopDeletesState`, which the test does during the model call or a sandbox call.
 import type { LanguageModelV4Content } from '@ai-sdk/provider';
+import type { CoreV1Event } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
 import type { CodingRun } from '../../operator/src/api/index.ts';
+import type { TranscriptEntry } from '../../operator/src/record/transcript-entry.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
@@ -74,7 +76,10 @@ export async function runEndedHarness(redis: Redis, options: RunEndedHarnessOpti
     } as CodingRun['spec'],
     status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
   };
-  const gateway = new MemoryKubeGateway(run, { configMaps: new Map(), secrets: new Map() }, () => {});
+  // What the run's record shows: its Events and its transcript entries, as stored.
+  const events: CoreV1Event[] = [];
+  const transcript: TranscriptEntry[] = [];
+  const gateway = new MemoryKubeGateway(run, { configMaps: new Map(), secrets: new Map() }, (event) => void events.push(event));
   const logger = { info() {}, warn() {}, error() {}, child: () => logger };
   const states = new RunStateStore(redis, prefix, RunStateSeal.generated());
   const sandboxCalls: ToolRequest[] = [];
@@ -115,7 +120,7 @@ export async function runEndedHarness(redis: Redis, options: RunEndedHarnessOpti
     },
     models: async () => model,
     events: new EventRecorder(gateway, 'test', logger),
-    transcript: memoryTranscriptWriter(gateway, () => {}),
+    transcript: memoryTranscriptWriter(gateway, (entry) => void transcript.push(entry)),
     metrics: new OperatorMetrics({ defaultMetrics: false }),
     getRun: read,
     ...(options.onReplicaHoldingNoCopy ? { getRunFresh: read, getRunHeld: () => undefined } : {}),
@@ -134,7 +139,7 @@ export async function runEndedHarness(redis: Redis, options: RunEndedHarnessOpti
   const step = (completed: number) => job('step', { step: completed });
   /** The run's entry in its namespace's state-bytes tally (1 when there is one). */
   const tallied = () => redis.hexists(`${prefix}:state-bytes:${ref.namespace}`, ref.uid);
-  return { deps, ref, states, gateway, sandboxCalls, enqueued, job, step, tallied, runReads: () => runReads };
+  return { deps, ref, states, gateway, sandboxCalls, enqueued, events, transcript, job, step, tallied, runReads: () => runReads };
 }
 
 /** The controller's stop (agent-queue.ts stop): the run's state deleted while its job runs. */

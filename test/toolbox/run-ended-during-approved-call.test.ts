@@ -59,6 +59,28 @@ describe('a run ended while its approved call ran', () => {
     expect(h.enqueued).toEqual([]);
   });
 
+  it('still records the answer and the call it ran: the Approved Event, and the transcript entry with its result', async () => {
+    const h = await harness();
+    h.hooks.duringBash = () => stopDeletesState(h);
+    expect(await parkedThenApproved(h)).toBe('done');
+    expect(h.events.filter((event) => event.reason === 'Approved').map((event) => event.message)).toEqual([
+      expect.stringMatching(/^bash call \S+ approved by alice/),
+    ]);
+    const answered = h.transcript.filter((entry) => entry.kind === 'approval');
+    expect(answered).toHaveLength(1);
+    expect(answered[0]!.approval).toMatchObject({ decision: 'approve' });
+    // The deploy that ran, with its result; the calls after it did not run and carry none.
+    expect(answered[0]!.calls!.map((call) => [call.tool, call.result !== undefined])).toEqual([
+      ['bash', true],
+      ['write_file', false],
+      ['edit_file', false],
+    ]);
+    // Recorded, never written back: no state, no tally entry, nothing queued.
+    expect(await h.states.loadText(h.ref.uid)).toBeUndefined();
+    expect(await h.tallied()).toBe(0);
+    expect(h.enqueued).toEqual([]);
+  });
+
   it('runs the calls after it while the state is there', async () => {
     const h = await harness();
     expect(await parkedThenApproved(h)).toBe('done');

@@ -51,6 +51,20 @@ describe('a step whose run ended while its tool calls ran', () => {
     expect(h.enqueued).toEqual([]);
   });
 
+  it('still records the step with the call that ran and its result in the transcript', async () => {
+    const h = await runAnswering(twoWrites, true);
+    expect(await h.step(0)).toBe('done');
+    const steps = h.transcript.filter((entry) => entry.kind === 'step');
+    expect(steps).toHaveLength(1);
+    expect(steps[0]!.calls!.map((call) => [call.tool, call.input.text, call.result !== undefined])).toEqual([
+      ['write_file', JSON.stringify(twoWrites[0]!.input), true],
+      ['write_file', JSON.stringify(twoWrites[1]!.input), false],
+    ]);
+    expect(await h.states.loadText(h.ref.uid)).toBeUndefined();
+    expect(await h.tallied()).toBe(0);
+    expect(h.enqueued).toEqual([]);
+  });
+
   it('does not bring the state back after a step of one write, whose save waits for the diff snapshot', async () => {
     const h = await runAnswering(twoWrites.slice(0, 1), true);
     expect(await h.step(0)).toBe('done');
@@ -65,6 +79,8 @@ describe('a step whose run ended while its tool calls ran', () => {
   ])('does not bring the state back at the end of a step of reads, nor queue the next step (%s)', async (_what, trailing) => {
     const h = await runAnswering(twoReads, true, trailing);
     expect(await h.step(0)).toBe('done');
+    // The reads ran: the step is in the transcript all the same.
+    expect(h.transcript.filter((entry) => entry.kind === 'step').map((entry) => entry.calls!.length)).toEqual([2]);
     expect(await h.states.loadText(h.ref.uid)).toBeUndefined();
     expect(await h.tallied()).toBe(0);
     expect(h.enqueued).toEqual([]);

@@ -5,7 +5,9 @@
 // written first (record-step.ts). Every save here is made only over a state still in Redis:
 // the stop that ends a run (a cancel's ending, a deletion) deletes it, and a plain save would
 // bring it back (for a Cancelled run, which the leftover-state sweep keeps, counted against its
-// namespace's state-bytes budget until the run is deleted). Gone, the run is let go.
+// namespace's state-bytes budget until the run is deleted). Gone, the run is let go, but what
+// ran is still recorded: the step's transcript entry (keyed, so a write again is harmless), never
+// its state or status. A deploy that ran must show in the run's record.
 import { decideStop, type AnswerCutOff } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
@@ -18,17 +20,17 @@ import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import type { CallsOutcome } from './run-tool-calls.ts';
 import { saveIfPresent } from './save-if-present.ts';
-import { recordStep, type StepRecord } from './record-step.ts';
+import { recordStep, writeStepEntries, type StepRecord } from './record-step.ts';
 import { MAX_EARLIER_ENTRIES, recordEntries, sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
 
 /**
  * The step's calls ran (or it parked on an approval): settle its answer and hand the run on.
- * The run ended while they ran (`gone`, run-tool-calls.ts): nothing of the step is written, and
- * the run is let go.
+ * The run ended while they ran (`gone`, run-tool-calls.ts): the step is recorded as far as it
+ * got (endedDuringStep), and the run is let go.
  */
 export async function endStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState, calls: CallsOutcome): Promise<void> {
-  if (calls === 'gone') return letGo(deps, runRefOf(run), state.step);
+  if (calls === 'gone') return endedDuringStep(deps, run, state);
   const parked = calls === 'parked';
   const inFlight = state.inFlight!;
   // Written before the state without the step in flight is saved (afterCalls): a failed
@@ -137,7 +139,12 @@ export async function afterCalls(
       ...(earlier.length > 0 ? { earlier } : {}),
     };
     state.trailing = record;
-    if (!(await savedOrLetGo(deps, ref, state))) return;
+    if (!(await saveIfPresent(deps, state))) {
+      // Not yet sent: the entries that were to trail the save are written now, before the run goes.
+      await recordOfEndedRun(deps, state.step, () => writeStepEntries(deps, run, recordEntries(record)));
+      await letGo(deps, ref, state.step);
+      return;
+    }
     const keys = recordEntries(record).map((entry) => entry.key);
     deps.trailing.start(ref.uid, record.step, (landed) => sendTrailingRecord(deps, run, record, landed), keys);
     await deps.queue.step(ref, state.step);
@@ -210,6 +217,33 @@ async function savedOrLetGo(deps: AgentDependencies, ref: RunRef, state: RunStat
   if (await saveIfPresent(deps, state)) return true;
   await letGo(deps, ref, state.step);
   return false;
+}
+
+/**
+ * The run ended while the step's calls ran (a save found its state deleted by the stop that ended
+ * it), or as a resumed approval's answer was to be saved (resume-job.ts): the calls that did run
+ * are the run's record all the same, so the step's transcript entry is written as far as it got
+ * (results for the calls that ran, none for those that did not), through the same record path as
+ * a step that goes on. Then the run is let go: no state, no status, nothing queued.
+ */
+export async function endedDuringStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
+  const record = recordStep(deps, run, state, state.inFlight!);
+  await recordOfEndedRun(deps, state.step, () => record.write());
+  await letGo(deps, runRefOf(run), state.step);
+}
+
+/**
+ * Writes an ended run's record, best effort: thrown on, the job would be retried and find no
+ * state (a StateLost failure written over the ending). A refusal is already a Warning Event
+ * (writeStepEntries); an API server out of reach is only logged.
+ */
+async function recordOfEndedRun(deps: AgentDependencies, step: number, write: () => Promise<void>): Promise<void> {
+  await write().catch((error: unknown) => {
+    deps.logger.warn(
+      { step, err: error instanceof Error ? error.message : String(error) },
+      'could not record the step of a run that ended while it ran',
+    );
+  });
 }
 
 /** The run ended while its step ran: drops what the agent holds of it (forget-run.ts deletes, never writes, the state). */

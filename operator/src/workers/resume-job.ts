@@ -1,7 +1,8 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step. An approved call
 // may run for minutes (`./deploy.sh`): a run ended meanwhile (a cancel's ending, a deletion),
-// whose stop deleted the state, gets none of the calls after it (saveIfPresent).
+// whose stop deleted the state, gets none of the calls after it (saveIfPresent), but the answer
+// and the call it ran are still recorded: its Approved/Denied Event and transcript entry.
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
@@ -9,7 +10,7 @@ import { refusedApprovalStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { approvalRefusal } from './approval-input.ts';
 import { answeredApproval, answeredBy } from './answered-approval.ts';
-import { endStep } from './end-step.ts';
+import { endedDuringStep, endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { answerPublishApproval } from './publish-job.ts';
@@ -135,14 +136,27 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   // Only over a state still there: the run may have ended while the approved call ran, and its
   // stop deleted the state. Saved back, it would count in the namespace's state bytes again, and
   // the calls after it would run against the sandbox the ending is deleting, then a step be queued.
+  // What was answered, and what the approved call did, is recorded all the same: the deploy ran.
   if (!(await saveIfPresent(deps, state))) {
     deps.logger.info(
       { approval: pending.id, decision: answer.decision },
       'the run ended while its approval was answered: the calls after it are not run and the run is let go',
     );
-    await forgetRun(deps, ref);
+    await recordAnswer(deps, run, pending, answer);
+    await endedDuringStep(deps, run, state);
     return;
   }
+  await recordAnswer(deps, run, pending, answer);
+  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
+}
+
+/** The answer's Event: a transition, so kubectl describe shows who approved or denied which call. */
+async function recordAnswer(
+  deps: AgentDependencies,
+  run: ParsedCodingRun,
+  pending: { id: string; toolName: string },
+  answer: ApprovalAnswer,
+): Promise<void> {
   await deps.events.record(run, {
     type: 'Normal',
     reason: answer.decision === 'approve' ? EVENT_REASONS.Approved : EVENT_REASONS.Denied,
@@ -150,7 +164,6 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
       answer.decision === 'deny' ? `: ${answer.reason ?? 'no reason given'}` : ''
     }`,
   });
-  await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
 }
 
 /** The call stays pending (state untouched); the run says why on a Warning Event and in status.message. */

@@ -20,7 +20,9 @@ import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { ToolResponse } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
+import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
+import { saveIfPresent } from './save-if-present.ts';
 import { judgeUnansweredCall } from './sandbox-lost-check.ts';
 import { teamBudgetStop } from './team-token-budget.ts';
 import type { RunState } from './run-state.ts';
@@ -132,9 +134,10 @@ async function runCheck(deps: AgentDependencies, run: ParsedCodingRun, timeoutMs
 }
 
 /**
- * Verifies the work of a run whose model has just finished. 'again' when the failure went back
- * to the model (the state is saved and the next step enqueued; finalize must stop); 'done' when
- * the run ends now, with state.verification (and state.stop when it failed) saved.
+ * Verifies the work of a run whose model has just finished. 'again' when finalize must stop: the
+ * failure went back to the model (the state is saved and the next step enqueued), or the run
+ * ended during the check (its state deleted; the run is let go, nothing saved or queued); 'done'
+ * when the run ends now, with state.verification (and state.stop when it failed) saved.
  */
 export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<'again' | 'done'> {
   const verify = run.spec.verify;
@@ -184,7 +187,14 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
     state.verificationNote = verdict.note;
   }
   await recordVerification(deps, run, state, verdict);
-  await deps.states.save(state);
+  // Only over a state still there: the check may run for minutes, and a run cancelled (or
+  // deleted) meanwhile had its state deleted by the stop that ended it. A plain save recreated
+  // it, a retry verdict queued a step, and the publish after it found a state to save over.
+  if (!(await saveIfPresent(deps, state))) {
+    deps.logger.info({ attempt: verification.attempts }, 'the run ended while its work was verified: the run is let go');
+    await forgetRun(deps, runRefOf(run));
+    return 'again';
+  }
   await deps.events.record(run, {
     type: verification.passed ? 'Normal' : 'Warning',
     reason: verification.passed ? EVENT_REASONS.VerificationPassed : EVENT_REASONS.VerificationFailed,
