@@ -1,6 +1,8 @@
 // The run's diff as the finalize job and the diff snapshots take it (workers/take-diff.ts):
 // through a real toolbox session in a real git repository, against HEAD with new files, the
 // operator's counts of it, and the cut at LIMITS.fullDiff read back whole from the output log.
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../operator/src/api/index.ts';
 import type { Sandbox, ToolRequest } from '../../operator/src/sandbox/sandbox.ts';
@@ -111,6 +113,31 @@ describe('takeDiff', () => {
     expect(await status()).toBe('running');
     await session.call({ tool: 'bash', input: { command: 'true' }, clean: true });
     expect(await status()).not.toBe('running');
+  });
+
+  // The take runs on a private copy of the index: a bash killed at its timeout inside `git add`
+  // left .git/index.lock behind, and the model's background jobs may hold it at that moment;
+  // `git add` on the model's index then failed silently and every new file was missing from the
+  // diff kept and published (and the model's own git commands failed on the lock left).
+  it("takes new files while .git/index.lock is held, and leaves the lock and the model's index as they were", async () => {
+    const gitDir = path.join(workspace.root, '.git');
+    writeFileSync(path.join(gitDir, 'index.lock'), 'held\n');
+    const index = readFileSync(path.join(gitDir, 'index'));
+    workspace.write({ 'a.txt': 'one\nTWO\n', 'new.txt': 'fresh\n' });
+    const taken = await takeDiff(sandbox, { timeoutMs: 30_000 });
+    expect(taken.diff).toContain('-two\n+TWO\n');
+    expect(taken.diff).toContain('diff --git a/new.txt b/new.txt\nnew file mode 100644\n');
+    expect(readFileSync(path.join(gitDir, 'index.lock'), 'utf8')).toBe('held\n');
+    expect(readFileSync(path.join(gitDir, 'index')).equals(index)).toBe(true);
+    // No intent-to-add entry of the take's is left in the model's index.
+    rmSync(path.join(gitDir, 'index.lock'));
+    expect(workspace.git('status', '--porcelain')).toContain('?? new.txt');
+  });
+
+  it('fails loudly when git add fails, rather than take a diff without the new files', async () => {
+    workspace.write({ 'new.txt': 'fresh\n' });
+    writeFileSync(path.join(workspace.root, '.git', 'index'), 'not an index');
+    await expect(takeDiff(sandbox, { timeoutMs: 30_000 })).rejects.toThrow(/^taking the diff failed: git add exited \d+: /);
   });
 
   it('takes nothing from a tree without changes', async () => {

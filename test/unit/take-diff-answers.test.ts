@@ -5,6 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { LIMITS } from '../../operator/src/api/index.ts';
 import type { CallOptions, Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
 import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { finalDiff } from '../../operator/src/workers/finalize-job.ts';
+import type { RunState } from '../../operator/src/workers/run-state.ts';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
+
+const codingRunSpecRun = { metadata: { name: 'r', namespace: 'ns' }, spec: {} } as unknown as ParsedCodingRun;
 
 /** A sandbox that answers each call with the next of `answers`. */
 const answering = (...answers: ToolResponse[]) => ({ call: () => Promise.resolve(answers.shift()!) }) as unknown as Sandbox;
@@ -123,13 +128,32 @@ describe("takeDiff's own deadline", () => {
     return { sandbox, requests };
   };
 
-  it.each([30_000, 10_000, 200_000])('asks the bash for less time than the %i ms deadline it is given', async (timeoutMs) => {
+  it.each([30_000, 15_000, 10_000, 200_000])('asks the bash for less time than the %i ms deadline it is given', async (timeoutMs) => {
     const { sandbox, requests } = recording(bash('', '0\n'));
     await takeDiff(sandbox, { timeoutMs });
     expect(requests).toHaveLength(1);
     expect(requests[0]!.options.timeoutMs).toBe(timeoutMs);
     expect(requests[0]!.input.timeoutMs).toBeGreaterThan(0);
-    expect(requests[0]!.input.timeoutMs).toBeLessThanOrEqual(timeoutMs - 5_000);
+    // Time for the toolbox to answer: its session start and its wait (up to 2 s) for what holds
+    // the output open, 10 s in all (half a deadline shorter than 20 s).
+    expect(requests[0]!.input.timeoutMs).toBeLessThanOrEqual(timeoutMs - Math.min(10_000, timeoutMs / 2));
+  });
+
+  // The model is done when finalize takes the run's diff: what it left running (a dev server)
+  // is swept then, as the verify check sweeps it, rather than run through a days-long wait for
+  // the publish approval. A snapshot, between steps, leaves the model's background jobs running.
+  it("sweeps what the model left running at finalize's take, and keeps it at a snapshot's", async () => {
+    const cleans: unknown[] = [];
+    const sandbox = {
+      call: (request: ToolRequest) => {
+        cleans.push(request.clean);
+        return Promise.resolve(bash('', '0\n'));
+      },
+    } as unknown as Sandbox;
+    await takeDiff(sandbox, { timeoutMs: 30_000 });
+    const deps = { sandboxes: { for: () => sandbox } } as unknown as Parameters<typeof finalDiff>[0];
+    await finalDiff(deps, codingRunSpecRun, {} as RunState);
+    expect(cleans).toEqual(['keep-jobs', true]);
   });
 
   // A bash stopped at its timeout printed part of the diff, which is not the run's change.

@@ -35,7 +35,9 @@ export async function finalDiff(
   run: ParsedCodingRun,
   state: RunState,
 ): Promise<KeptDiff> {
-  const taken = await takeSandboxDiff(deps.sandboxes.for(run), state.revision);
+  // The model is done: what it left running (a dev server) is swept, not left to run through a
+  // wait for the publish approval that may last days.
+  const taken = await takeSandboxDiff(deps.sandboxes.for(run), state.revision, true);
   const snapshot = state.diffSnapshot;
   if (snapshot && diffSha(taken.diff) === snapshot.sha256) return { ...taken, configMap: snapshot.configMap };
   return storeFinalDiff(deps, run, taken, snapshot?.configMap);

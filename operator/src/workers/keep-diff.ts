@@ -19,6 +19,7 @@ import {
   type RecordedDiff,
 } from '../reconcile/kept-diff.ts';
 import type { Sandbox } from '../sandbox/sandbox.ts';
+import type { CleanShell } from '../../../sandbox-image/toolbox/contract/protocol.ts';
 import type { AgentLogger } from './agent-dependencies.ts';
 import type { RunResources } from './run-resources.ts';
 import type { RunState } from './run-state.ts';
@@ -70,11 +71,13 @@ export async function storeFinalDiff(
  * Its counts are those of the diff kept (of its first 1 MiB when it is cut), never a count the
  * sandbox prints: code there can make git print any shortstat, and filesChanged is what the
  * finished run's message reports.
+ * clean: true sweeps what the model left running first (finalize's take); by default it is
+ * left running (takeDiff).
  */
-export async function takeSandboxDiff(sandbox: Sandbox, base?: string): Promise<KeptDiff> {
+export async function takeSandboxDiff(sandbox: Sandbox, base?: string, clean?: CleanShell): Promise<KeptDiff> {
   const { diff, truncated, notUtf8 } = await takeDiff(
     sandbox,
-    { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS) },
+    { timeoutMs: TAKE_DIFF_TIMEOUT_MS, signal: AbortSignal.timeout(TAKE_DIFF_TIMEOUT_MS), ...(clean ? { clean } : {}) },
     base,
   );
   return { source: 'final', diff, truncated, ...(notUtf8 ? { notUtf8 } : {}), ...countDiff(diff) };

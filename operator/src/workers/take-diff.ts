@@ -8,6 +8,7 @@
 // reconcile/kept-diff.ts's countDiff), since what git in the sandbox prints is the model's to forge.
 import { LIMITS } from '../api/index.ts';
 import type { CallOptions, Sandbox } from '../sandbox/sandbox.ts';
+import type { CleanShell } from '../../../sandbox-image/toolbox/contract/protocol.ts';
 import { boundText } from '../record/transcript-entry.ts';
 import { isCommitId } from '../api/commit-id.ts';
 import { isUtf8Diff } from '../reconcile/not-utf8-diff.ts';
@@ -34,12 +35,24 @@ const GIT_DIFF =
   'git -c diff.renames=true -c diff.noprefix=false -c diff.mnemonicPrefix=false -c core.fsmonitor=false ' +
   'diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/';
 
+/** The command's exit status when it could not take the diff (its stderr says why): the take fails. */
+const TAKE_FAILED_EXIT = 90;
+
 /**
  * On stderr, one line: the whole diff's size in bytes (to tell a cut diff). On stdout, the
  * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
  * in a log read back as base64, whose bound is the same 1 MiB. No `--shortstat`: a `git` shim
  * or alias in the sandbox prints any counts it likes (and files can change between two git
  * runs), and filesChanged chose the run's message; the operator counts the diff it keeps.
+ *
+ * On a private copy of the index (GIT_INDEX_FILE), never the model's: the bash is killed at
+ * its timeout, and a kill inside `git add` left .git/index.lock behind, after which every take's
+ * `git add` failed (as does one while the model's background jobs hold the lock) and the diff
+ * lacked every new file, kept and published so; the model's own git commands failed on the
+ * lock too. The copy's lock is the take's alone, and the model's index is neither locked nor
+ * changed (no intent-to-add entries left in it). A `git add` that fails all the same fails the
+ * take (TAKE_FAILED_EXIT, its status and message on stderr) rather than drop the new files.
+ * Split index off for the add: it would write a shared index into the model's .git.
  */
 const takeDiffCommand = (base: string) =>
   [
@@ -47,7 +60,20 @@ const takeDiffCommand = (base: string) =>
     // (the model rewrote .git) falls back to HEAD rather than to no diff at all.
     `B=${base}`,
     'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
-    'git add -A --intent-to-add . >/dev/null 2>&1',
+    // No repository at all (the model removed .git): no change to take, as before the private
+    // index; an empty diff of size 0, not a failed take retried into AgentFailed.
+    `git rev-parse --git-dir >/dev/null 2>&1 || { printf '0\\n' >&2; exit 0; }`,
+    `I=$(mktemp "\${TMPDIR:-/tmp}/chamvi-diff-index.XXXXXX") || { echo 'git add: no temporary index file' >&2; exit ${TAKE_FAILED_EXIT}; }`,
+    `trap 'rm -f "$I" "$I.lock"' EXIT`,
+    // No index yet (nothing ever added): git starts the copy from none, not from an empty file.
+    'M=$(git rev-parse --git-path index 2>/dev/null)',
+    // -p: the copy keeps the index's mtime, by which git tells a racily clean entry (a file
+    // changed, at the same size, within the index's own second): a newer copy took such a
+    // change for unchanged and left it out of the diff.
+    `if [ -n "$M" ] && [ -f "$M" ]; then cp -p "$M" "$I" || { echo 'git add: copying the index failed' >&2; exit ${TAKE_FAILED_EXIT}; }; else rm -f "$I"; fi`,
+    'export GIT_INDEX_FILE="$I"',
+    'E=$(git -c core.splitIndex=false -c core.fsmonitor=false add -A --intent-to-add . 2>&1 >/dev/null) || ' +
+      `{ S=$?; printf 'git add exited %s: %s\\n' "$S" "$(printf '%s' "$E" | tr '\\n' ' ' | head -c 500)" >&2; exit ${TAKE_FAILED_EXIT}; }`,
     `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
@@ -55,7 +81,9 @@ const takeDiffCommand = (base: string) =>
 /** The bash's own timeout when the caller gives the call no deadline (the sandbox's default then bounds it). */
 const BASH_TIMEOUT_MS = 120_000;
 /** How long before the call's deadline the bash is stopped: time for the toolbox to answer. */
-const ANSWER_MARGIN_MS = 5_000;
+// The session's start and its wait (up to 2 s: bash-session.ts's OUTPUT_HOLDERS_WAIT) for what
+// holds the command's output open both come after the bash's timeout, inside the call's deadline.
+const ANSWER_MARGIN_MS = 10_000;
 
 /**
  * The bash's timeout, inside the call's deadline: a call unanswered at its deadline discards the
@@ -66,6 +94,11 @@ export function bashTimeoutWithin(deadlineMs: number | undefined): number {
   if (deadlineMs === undefined) return BASH_TIMEOUT_MS;
   const margin = Math.min(ANSWER_MARGIN_MS, deadlineMs / 2);
   return Math.max(1, Math.min(BASH_TIMEOUT_MS, Math.floor(deadlineMs - margin)));
+}
+
+/** The call's options, and how its clean shell treats what the model left running (CleanShell). */
+export interface TakeDiffOptions extends CallOptions {
+  clean?: CleanShell;
 }
 
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
@@ -109,16 +142,19 @@ const objectOf = (result: unknown): Record<string, unknown> | undefined =>
 /**
  * The change against `base` (the commit the run cloned; HEAD when unknown), new files included
  * (intent-to-add), cut at 1 MiB, and marked when its bytes are not UTF-8 text. The bash stops
- * before options.timeoutMs (bashTimeoutWithin).
+ * before options.timeoutMs (bashTimeoutWithin). options.clean: 'keep-jobs' (the default, a
+ * snapshot) leaves what the model runs running; true (finalize's take) sweeps it first.
  */
-export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base?: string): Promise<TakenDiff> {
+export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, base?: string): Promise<TakenDiff> {
+  const { clean = 'keep-jobs', ...callOptions } = options;
   const command = takeDiffCommand(baseOf(base));
-  // A clean shell that keeps what the model runs: a snapshot follows every step that may change
-  // files (diff-snapshot.ts), and the model's background jobs (a dev server) outlive steps. Only
-  // the verify check stops them (verify-work.ts).
+  // A snapshot's clean shell keeps what the model runs: a snapshot follows every step that may
+  // change files (diff-snapshot.ts), and the model's background jobs (a dev server) outlive
+  // steps. Finalize's take sweeps them (the model is done; a daemon left running would outlast a
+  // days-long wait for the publish approval), as the verify check does (verify-work.ts).
   const response = await sandbox.call(
-    { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(options.timeoutMs) }, clean: 'keep-jobs' },
-    options,
+    { tool: 'bash', input: { command, timeoutMs: bashTimeoutWithin(callOptions.timeoutMs) }, clean },
+    callOptions,
   );
   if (!response.ok) throw new Error(`taking the diff failed: ${response.error.code}: ${response.error.message}`);
   // The protocol lets an answer be {"ok":true,"result":null}: a result read without this check
@@ -127,6 +163,11 @@ export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base
   if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
   // Stopped at its timeout, git printed part of the diff at most, which is not the run's change.
   if (out.timedOut === true) throw new Error('taking the diff failed: git timed out (the repository may be too large to diff in time)');
+  // git add failed (takeDiffCommand): a diff taken anyway would lack every new file.
+  if (out.exitCode === TAKE_FAILED_EXIT) {
+    const [reason = ''] = typeof out.stderr === 'string' ? out.stderr.split('\n', 1) : [];
+    throw new Error(`taking the diff failed: ${boundText(reason.trim() || 'git add failed', 600).text}`);
+  }
   // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
   // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
   // the bytes in the log decide.
@@ -134,7 +175,7 @@ export async function takeDiff(sandbox: Sandbox, options: CallOptions = {}, base
   if (out.stdoutTruncated !== true && !replaced) return parseTakenDiff(out.stderr, out.stdout, true);
   // The log holds the bytes, and all of a long stream, of which the result shows only head and tail.
   if (typeof out.stdoutLog !== 'string') throw new Error('taking the diff failed: the answer names no log to read the diff from');
-  const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, options);
+  const read = await sandbox.call({ tool: 'read_file', input: { path: out.stdoutLog, encoding: 'base64' } }, callOptions);
   if (!read.ok) throw new Error(`reading the diff failed: ${read.error.code}: ${read.error.message}`);
   const content = objectOf(read.result)?.content;
   if (typeof content !== 'string') throw new Error('reading the diff failed: the answer is not text');
