@@ -35,9 +35,6 @@ const GIT_DIFF =
   'git -c diff.renames=true -c diff.noprefix=false -c diff.mnemonicPrefix=false -c core.fsmonitor=false ' +
   'diff --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/';
 
-/** The command's exit status when it could not take the diff (its stderr says why): the take fails. */
-const TAKE_FAILED_EXIT = 90;
-
 /**
  * On stderr, one line: the whole diff's size in bytes (to tell a cut diff). On stdout, the
  * diff itself up to the limit, and nothing else: when it is long, the toolbox keeps it whole
@@ -50,9 +47,13 @@ const TAKE_FAILED_EXIT = 90;
  * `git add` failed (as does one while the model's background jobs hold the lock) and the diff
  * lacked every new file, kept and published so; the model's own git commands failed on the
  * lock too. The copy's lock is the take's alone, and the model's index is neither locked nor
- * changed (no intent-to-add entries left in it). A `git add` that fails all the same fails the
- * take (TAKE_FAILED_EXIT, its status and message on stderr) rather than drop the new files.
- * Split index off for the add: it would write a shared index into the model's .git.
+ * changed. The copy is in /tmp, never $TMPDIR (the run's env may point that into the workspace,
+ * and the copy was taken as a new file), and copies a SIGKILL left (the trap does not run then)
+ * are removed by the next take: /tmp is a 1 GiB emptyDir. Without a copy (no room in /tmp) the
+ * take runs on the model's index, as it always did. `git add --ignore-errors`: a path git cannot
+ * add (a nested repository with no commit, from `git init sub`) must not keep the other new
+ * files out; nor fail the take, which finalize would retry into AgentFailed. Split index off for
+ * the add: it would write a shared index into the model's .git.
  */
 const takeDiffCommand = (base: string) =>
   [
@@ -60,20 +61,17 @@ const takeDiffCommand = (base: string) =>
     // (the model rewrote .git) falls back to HEAD rather than to no diff at all.
     `B=${base}`,
     'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
-    // No repository at all (the model removed .git): no change to take, as before the private
-    // index; an empty diff of size 0, not a failed take retried into AgentFailed.
-    `git rev-parse --git-dir >/dev/null 2>&1 || { printf '0\\n' >&2; exit 0; }`,
-    `I=$(mktemp "\${TMPDIR:-/tmp}/chamvi-diff-index.XXXXXX") || { echo 'git add: no temporary index file' >&2; exit ${TAKE_FAILED_EXIT}; }`,
-    `trap 'rm -f "$I" "$I.lock"' EXIT`,
-    // No index yet (nothing ever added): git starts the copy from none, not from an empty file.
+    // Copies of earlier takes a SIGKILL left behind (changed over 2 minutes ago: a take's bash
+    // runs at most 120 s), then this take's own.
+    'find /tmp -maxdepth 1 -name "chamvi-diff-index.*" -cmin +2 -delete 2>/dev/null',
+    'I=$(mktemp /tmp/chamvi-diff-index.XXXXXX 2>/dev/null) || I=',
+    `if [ -n "$I" ]; then trap 'rm -f "$I" "$I.lock"' EXIT; fi`,
     'M=$(git rev-parse --git-path index 2>/dev/null)',
     // -p: the copy keeps the index's mtime, by which git tells a racily clean entry (a file
     // changed, at the same size, within the index's own second): a newer copy took such a
-    // change for unchanged and left it out of the diff.
-    `if [ -n "$M" ] && [ -f "$M" ]; then cp -p "$M" "$I" || { echo 'git add: copying the index failed' >&2; exit ${TAKE_FAILED_EXIT}; }; else rm -f "$I"; fi`,
-    'export GIT_INDEX_FILE="$I"',
-    'E=$(git -c core.splitIndex=false -c core.fsmonitor=false add -A --intent-to-add . 2>&1 >/dev/null) || ' +
-      `{ S=$?; printf 'git add exited %s: %s\\n' "$S" "$(printf '%s' "$E" | tr '\\n' ' ' | head -c 500)" >&2; exit ${TAKE_FAILED_EXIT}; }`,
+    // change for unchanged and left it out of the diff. No index yet: git starts from none.
+    'if [ -n "$I" ]; then if [ -n "$M" ] && [ -f "$M" ]; then cp -p "$M" "$I" 2>/dev/null && export GIT_INDEX_FILE="$I"; else rm -f "$I"; export GIT_INDEX_FILE="$I"; fi; fi',
+    'git -c core.splitIndex=false -c core.fsmonitor=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1',
     `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
@@ -163,11 +161,6 @@ export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, 
   if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
   // Stopped at its timeout, git printed part of the diff at most, which is not the run's change.
   if (out.timedOut === true) throw new Error('taking the diff failed: git timed out (the repository may be too large to diff in time)');
-  // git add failed (takeDiffCommand): a diff taken anyway would lack every new file.
-  if (out.exitCode === TAKE_FAILED_EXIT) {
-    const [reason = ''] = typeof out.stderr === 'string' ? out.stderr.split('\n', 1) : [];
-    throw new Error(`taking the diff failed: ${boundText(reason.trim() || 'git add failed', 600).text}`);
-  }
   // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
   // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
   // the bytes in the log decide.
