@@ -71,7 +71,7 @@ const takeDiffCommand = (base: string) =>
     // changed, at the same size, within the index's own second): a newer copy took such a
     // change for unchanged and left it out of the diff. No index yet: git starts from none.
     'if [ -n "$I" ]; then if [ -n "$M" ] && [ -f "$M" ]; then cp -p "$M" "$I" 2>/dev/null && export GIT_INDEX_FILE="$I"; else rm -f "$I"; export GIT_INDEX_FILE="$I"; fi; fi',
-    'git -c core.splitIndex=false -c core.fsmonitor=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1',
+    'git -c core.splitIndex=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1',
     `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
