@@ -356,14 +356,27 @@ export const admittedPodStatus = z
       .array(
         z
           .object({
-            container: z.string().min(1).max(63).describe('The container or init container.'),
-            image: z.string().min(1).max(ADMITTED_IMAGE_MAX_LENGTH).describe('Its image as admitted.'),
+            container: z
+              .string()
+              .min(1)
+              .max(63)
+              .describe('The container or init container; `<init container>@ran` for what the kubelet reported it ran.'),
+            image: z
+              .string()
+              .min(1)
+              .max(ADMITTED_IMAGE_MAX_LENGTH)
+              .describe('Its image as admitted; for an `@ran` entry, `repository@sha256:...` as the kubelet reported it.'),
           })
           .describe('One container and its image.'),
       )
       .max(ADMITTED_IMAGES_MAX)
       .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['container'] })
-      .describe('Each container and init container of the pod, with its image as the API server admitted it.'),
+      .describe(
+        'Each container and init container of the pod, with its image as the API server admitted it. An entry named ' +
+          "`<init container>@ran` (no container's name: those never hold an `@`) is the image the kubelet first reported that " +
+          "init container ran under the operator's sandbox image repository (its imageID), kept so a copy of the image " +
+          'pulled later under another name does not refuse the pod.',
+      ),
   })
   .describe(
     "The images of the sandbox pod (podName) as the API server admitted it, admission webhooks' changes in, recorded by the " +
