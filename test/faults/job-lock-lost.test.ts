@@ -20,7 +20,6 @@ import type { LanguageModelV4 } from '@ai-sdk/provider';
 import { Queue, type Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CodingRun } from '../../operator/src/api/index.ts';
 import { MemoryKubeGateway } from '../../operator/src/cli/local/memory-kube-gateway.ts';
 import { memoryRunResources } from '../../operator/src/cli/local/memory-run-resources.ts';
 import { memoryTranscriptWriter } from '../../operator/src/cli/local/memory-transcript-writer.ts';
@@ -40,6 +39,7 @@ import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { PrivateRedis } from '../support/fault-injection.ts';
 import { eventually } from '../support/operator-process.ts';
 import { generatingModel } from '../support/generating-model.ts';
+import { runningCodingRun } from '../support/running-coding-run.ts';
 
 /** config.jobLockSeconds at its least (2), and the stalled check agent-runtime.ts derives from it. */
 const LOCK_MS = 2_000;
@@ -130,18 +130,7 @@ describe('a job whose lock ran out while Redis was frozen, taken over by another
   });
 
   it('stops the first worker before its next write, and the run finishes on the second', async () => {
-    const run: CodingRun = {
-      apiVersion: 'chamvi.dev/v1alpha1',
-      kind: 'CodingRun',
-      metadata: { ...ref, generation: 1, resourceVersion: '1' },
-      spec: {
-        task: 'Say hi.',
-        repository: { url: 'https://github.com/acme/webapp.git' },
-        model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
-        budget: { maxSteps: 5 },
-      } as CodingRun['spec'],
-      status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
-    };
+    const run = runningCodingRun(ref, { budget: { maxSteps: 5 } });
     gateway = new MemoryKubeGateway(run, { configMaps: new Map(), secrets: new Map() }, () => undefined);
     const resources = memoryRunResources(gateway);
     // The replicas share the stateKey, as the chart's Secret makes them.

@@ -22,6 +22,7 @@ import { RunStatusWriter } from '../../operator/src/workers/run-status-writer.ts
 import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { generatingModel } from './generating-model.ts';
+import { runningCodingRun } from './running-coding-run.ts';
 
 /** A tool call the model asks for. */
 export interface AskedCall {
@@ -63,19 +64,7 @@ export async function runEndedHarness(redis: Redis, options: RunEndedHarnessOpti
   runs += 1;
   const ref = { uid: `uid-${runs}`, namespace: 'agents', name: `run-${runs}` };
   const prefix = `${options.prefix}-${runs}`;
-  const run: CodingRun = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { ...ref, generation: 1, resourceVersion: '1' },
-    spec: {
-      task: 'Say hi.',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
-      budget: { maxSteps: 20, timeout: '30m' },
-      ...options.spec,
-    } as CodingRun['spec'],
-    status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
-  };
+  const run = runningCodingRun(ref, { budget: { maxSteps: 20, timeout: '30m' }, ...options.spec });
   // What the run's record shows: its Events and its transcript entries, as stored.
   const events: CoreV1Event[] = [];
   const transcript: TranscriptEntry[] = [];

@@ -30,6 +30,7 @@ import { SandboxPool } from '../../operator/src/workers/sandbox-pool.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
 import { redisServerForSuite } from '../support/redis-server-suite.ts';
+import { runningCodingRun } from '../support/running-coding-run.ts';
 
 const server = redisServerForSuite();
 const scratch = mkdtempSync(path.join(tmpdir(), 'chamvi-approval-wait-'));
@@ -53,20 +54,7 @@ async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] 
   const workspace = path.join(scratch, `row-${rows}`, 'workspace');
   const home = path.join(scratch, `row-${rows}`, 'home');
   execFileSync('mkdir', ['-p', workspace, home]);
-  const run: CodingRun = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { ...ref, generation: 1, resourceVersion: '1' },
-    spec: {
-      task: 'Say hi.',
-      repository: { url: 'https://github.com/acme/webapp.git' },
-      model: { provider: 'scripted', scriptRef: { name: 'script', key: 'script.json' } },
-      approval: { tools: ['bash'] },
-      budget: { maxSteps: 20, timeout: '30m' },
-      ...spec,
-    } as CodingRun['spec'],
-    status: { phase: 'Running', startTime: new Date().toISOString(), message: 'The agent is working.' },
-  };
+  const run = runningCodingRun(ref, { approval: { tools: ['bash'] }, budget: { maxSteps: 20, timeout: '30m' }, ...spec });
   const script = JSON.stringify({ turns: [ask, ...after] });
   const gateway = new MemoryKubeGateway(
     run,

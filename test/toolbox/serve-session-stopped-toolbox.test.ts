@@ -3,40 +3,15 @@
 // waited out its own deadline in it too. A call that gets no answer within its deadline now
 // discards the session (serve-session.ts): its process is ended and the next call starts a new
 // one. The bundled toolbox as a real process, the transport counted.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LocalProcessTransport } from '../../operator/src/sandbox/local-process-transport.ts';
-import { DEFAULT_TOOLBOX_PATH } from '../../operator/src/sandbox/local-sandbox.ts';
+import { describe, expect, it } from 'vitest';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
-import { ToolboxSandbox } from '../../operator/src/sandbox/toolbox-sandbox.ts';
-import type { ToolboxProcess, ToolboxTransport } from '../../operator/src/sandbox/toolbox-transport.ts';
-import { makeWorkspace, type Workspace } from './toolbox-fixture.ts';
+import { countedServeSandboxPerTest } from '../support/counted-serve-sandbox.ts';
+import { makeWorkspace } from './toolbox-fixture.ts';
 
-let workspace: Workspace;
-let starts: string[];
-let processes: ToolboxProcess[];
-let sandbox: ToolboxSandbox;
-beforeEach(() => {
-  workspace = makeWorkspace();
-  starts = [];
-  processes = [];
-  const local = new LocalProcessTransport({ toolboxPath: DEFAULT_TOOLBOX_PATH, workspaceDir: workspace.root, homeDir: workspace.home });
-  const counted: ToolboxTransport = {
-    start: async (args) => {
-      starts.push(args.join(' '));
-      const started = await local.start(args);
-      processes.push(started);
-      return started;
-    },
-  };
-  sandbox = new ToolboxSandbox(counted, { mode: 'serve' });
-});
-afterEach(async () => {
-  await sandbox.close();
-  workspace.cleanup();
-});
+const serve = countedServeSandboxPerTest(makeWorkspace);
 
 const bash = (command: string, timeoutMs?: number) =>
-  sandbox.call({ tool: 'bash', input: { command } }, timeoutMs === undefined ? {} : { timeoutMs });
+  serve.sandbox.call({ tool: 'bash', input: { command } }, timeoutMs === undefined ? {} : { timeoutMs });
 
 /** Whether a process of this machine with this pid is still there (a stopped one is). */
 const exists = (pid: number): boolean => {
@@ -68,10 +43,10 @@ describe('a serve session whose toolbox was stopped from inside', () => {
     expect(after.ok && (after.result as { stdout: string }).stdout).toMatch(/^fresh\n\d+\n$/);
     const freshPid = Number((after.ok && (after.result as { stdout: string }).stdout.split('\n')[1]) || 0);
     expect(freshPid).not.toBe(stoppedPid);
-    expect(starts).toEqual(['serve', 'serve']);
+    expect(serve.starts).toEqual(['serve', 'serve']);
 
     // The stopped session was ended, not left behind (a stopped process stays until it is killed).
-    await expect(processes[0]!.exited).resolves.toMatchObject({ code: null });
+    await expect(serve.processes[0]!.exited).resolves.toMatchObject({ code: null });
     expect(await until(() => !exists(stoppedPid), 5_000)).toBe(true);
   }, 20_000);
 });

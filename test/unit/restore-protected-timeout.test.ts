@@ -14,15 +14,13 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import { RunFailure } from '../../operator/src/api/run-failure.ts';
-import { RUN_UID_LABEL, type ParsedCodingRun } from '../../operator/src/api/index.ts';
-import { runPodName } from '../../operator/src/reconcile/names.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../../operator/src/reconcile/ownership.ts';
-import { ownerReference, SANDBOX_CONTAINER } from '../../operator/src/reconcile/sandbox-pod.ts';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { SandboxError } from '../../operator/src/sandbox/sandbox-error.ts';
 import type { ImportOptions, Sandbox } from '../../operator/src/sandbox/sandbox.ts';
 import { restoreProtected } from '../../operator/src/workers/restore-protected.ts';
 import { sandboxLostCheck, type SandboxLostCheck } from '../../operator/src/workers/sandbox-lost-check.ts';
 import { gitRepository } from '../support/prepare-job-harness.ts';
+import { standingSandboxPod } from '../support/standing-sandbox-pod.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'restore-timeout-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -86,21 +84,7 @@ describe('restoring the protected paths', () => {
 
   it('fails the check closed when the sandbox pod still stands (code in it stopped the toolbox)', async () => {
     const run = { metadata: { name: 'r', namespace: 'ns', uid: 'uid-1' } } as unknown as ParsedCodingRun;
-    const standing: V1Pod = {
-      metadata: {
-        name: runPodName(run),
-        namespace: 'ns',
-        uid: 'pod-uid',
-        labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_UID_LABEL]: 'uid-1' },
-        ownerReferences: [ownerReference(run)],
-      },
-      status: {
-        phase: 'Running',
-        conditions: [{ type: 'Ready', status: 'True' }],
-        containerStatuses: [{ name: SANDBOX_CONTAINER, ready: true, restartCount: 0, image: 'i', imageID: 'i', state: { running: {} } }],
-      },
-    };
-    const { check, reads } = podRead(standing);
+    const { check, reads } = podRead(standingSandboxPod(run));
     const { failure } = await restoreUnanswered({ sandboxLost: check });
     expect(reads).toHaveLength(1);
     expect(RunFailure.isInstance(failure) && failure.reason).toBe('VerificationFailed');

@@ -5,30 +5,16 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { RUN_UID_LABEL, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import type { ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { runPodName } from '../../operator/src/reconcile/names.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL } from '../../operator/src/reconcile/ownership.ts';
-import { ownerReference, SANDBOX_CONTAINER } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { kubernetesSandboxLostCheck, sandboxLostCheck, whySandboxPodLost } from '../../operator/src/workers/sandbox-lost-check.ts';
 import { loopbackKubeConfig } from '../support/loopback-kube-config.ts';
+import { standingSandboxPod } from '../support/standing-sandbox-pod.ts';
 
 const run = { metadata: { name: 'r', namespace: 'team', uid: 'uid-1' }, spec: {} } as unknown as ParsedCodingRun;
 
 function pod(change: (pod: V1Pod) => void = () => {}): V1Pod {
-  const standing: V1Pod = {
-    metadata: {
-      name: runPodName(run),
-      namespace: 'team',
-      uid: 'pod-uid',
-      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [RUN_UID_LABEL]: 'uid-1' },
-      ownerReferences: [ownerReference(run)],
-    },
-    status: {
-      phase: 'Running',
-      conditions: [{ type: 'Ready', status: 'True' }],
-      containerStatuses: [{ name: SANDBOX_CONTAINER, ready: true, restartCount: 0, image: 'i', imageID: 'i', state: { running: {} } }],
-    },
-  };
+  const standing = standingSandboxPod(run);
   change(standing);
   return standing;
 }
