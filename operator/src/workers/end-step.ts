@@ -12,17 +12,20 @@ import { decideStop, type AnswerCutOff } from '../agent/stop-conditions.ts';
 import { EVENT_REASONS, durationMs, type ParsedCodingRun } from '../api/index.ts';
 import { awaitApprovalStatus, recordAnsweredApproval, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import type { TranscriptApproval } from '../record/transcript-entry.ts';
-import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import type { AgentDependencies } from './agent-dependencies.ts';
 import { answeredApprovalView } from './answered-approval.ts';
 import { pendingApprovalView, previewInput } from './approval-input.ts';
 import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
 import type { RunState } from './run-state.ts';
 import type { CallsOutcome } from './run-tool-calls.ts';
-import { saveIfPresent } from './save-if-present.ts';
+import { letRunGo, saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { recordStep, writeStepEntries, type StepRecord } from './record-step.ts';
 import { MAX_EARLIER_ENTRIES, recordEntries, sendTrailingRecord, settleTrailingRecord, type TrailingRecord } from './trailing-record.ts';
 import { addedTimings, hasNewTimings, mergeTimings } from '../reconcile/run-timings.ts';
+
+/** The run ended while its step ran (its stop deleted the state): no more of it is done. */
+const STEP_RAN: LetGo = { why: 'the run ended while its step ran: no more of it is done and the run is let go' };
 
 /**
  * The step's calls ran (or it parked on an approval): settle its answer and hand the run on.
@@ -105,7 +108,7 @@ export async function afterCalls(
   // or publish may come between, which write the status without it.
   if (state.stage === 'finalizing' && !last.resumed && !run.spec.verify && !run.spec.publish) {
     await last.record?.write();
-    if (!(await savedOrLetGo(deps, ref, state))) return;
+    if (!(await saveOrLetGo(deps, ref, state, STEP_RAN))) return;
     await deps.queue.finalize(ref, state.verification?.attempts);
     return;
   }
@@ -139,12 +142,10 @@ export async function afterCalls(
       ...(earlier.length > 0 ? { earlier } : {}),
     };
     state.trailing = record;
-    if (!(await saveIfPresent(deps, state))) {
-      // Not yet sent: the entries that were to trail the save are written now, before the run goes.
-      await recordOfEndedRun(deps, state.step, () => writeStepEntries(deps, run, recordEntries(record)));
-      await letGo(deps, ref, state.step);
-      return;
-    }
+    // Not yet sent if the state is gone: the entries that were to trail the save are written
+    // then, before the run goes.
+    const recordFirst = () => recordOfEndedRun(deps, state.step, () => writeStepEntries(deps, run, recordEntries(record)));
+    if (!(await saveOrLetGo(deps, ref, state, { ...STEP_RAN, recordFirst }))) return;
     const keys = recordEntries(record).map((entry) => entry.key);
     deps.trailing.start(ref.uid, record.step, (landed) => sendTrailingRecord(deps, run, record, landed), keys);
     await deps.queue.step(ref, state.step);
@@ -160,7 +161,7 @@ export async function afterCalls(
     last.record?.write(),
   ]);
   if (quick) {
-    if (!(await savedOrLetGo(deps, ref, state))) return;
+    if (!(await saveOrLetGo(deps, ref, state, STEP_RAN))) return;
     deps.metrics.observePhases(addedTimings(run.status?.timings, quick.status?.timings));
     // A step is in the transcript (record-step.ts), not in an Event: Events are for transitions.
     if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
@@ -175,7 +176,7 @@ export async function afterCalls(
   const waits = state.stage === 'waiting' && pending !== undefined;
   if (waits && last.answered) state.answeredBeforeWait = last.answered;
   else delete state.answeredBeforeWait;
-  if (waits && !(await savedOrLetGo(deps, ref, state))) return;
+  if (waits && !(await saveOrLetGo(deps, ref, state, STEP_RAN))) return;
   const outcome = await deps.status.write(ref.namespace, ref.name, ref.uid, (status) => {
     const generation = run.metadata.generation ?? 0;
     // Who answered, in status as well as in the transcript (#15.5).
@@ -193,7 +194,7 @@ export async function afterCalls(
     return;
   }
   deps.metrics.observePhases(addedTimings(run.status?.timings, outcome.run.status?.timings));
-  if (!waits && !(await savedOrLetGo(deps, ref, state))) return;
+  if (!waits && !(await saveOrLetGo(deps, ref, state, STEP_RAN))) return;
   if (waits && pending) {
     // A transition, so an Event: kubectl describe shows the run waits, and for what.
     await deps.events.record(outcome.run, {
@@ -208,28 +209,23 @@ export async function afterCalls(
 }
 
 /**
- * Saves the state only over one still in Redis (RunStateStore.save `ifPresent`): true when
- * saved. The state was there when the job began, so none there now means the stop that ends a
- * run deleted it meanwhile, never a state to create: nothing is written, the run is let go
- * (as step-job.ts does for a run ended during its model call), and false.
+ * The run ended while the step's calls ran (a save found its state deleted by the stop that ended
+ * it): its record is written as far as it got (recordEndedStep), then the run is let go: no state,
+ * no status, nothing queued.
  */
-async function savedOrLetGo(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<boolean> {
-  if (await saveIfPresent(deps, state)) return true;
-  await letGo(deps, ref, state.step);
-  return false;
+export async function endedDuringStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
+  await letRunGo(deps, runRefOf(run), state, { ...STEP_RAN, recordFirst: () => recordEndedStep(deps, run, state) });
 }
 
 /**
- * The run ended while the step's calls ran (a save found its state deleted by the stop that ended
- * it), or as a resumed approval's answer was to be saved (resume-job.ts): the calls that did run
- * are the run's record all the same, so the step's transcript entry is written as far as it got
- * (results for the calls that ran, none for those that did not), through the same record path as
- * a step that goes on. Then the run is let go: no state, no status, nothing queued.
+ * The record of a step whose run ended while it ran, or as a resumed approval's answer was to be
+ * saved (resume-job.ts): the calls that did run are the run's record all the same, so the step's
+ * transcript entry is written as far as it got (results for the calls that ran, none for those
+ * that did not), through the same record path as a step that goes on. Best effort (recordOfEndedRun).
  */
-export async function endedDuringStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
+export async function recordEndedStep(deps: AgentDependencies, run: ParsedCodingRun, state: RunState): Promise<void> {
   const record = recordStep(deps, run, state, state.inFlight!);
   await recordOfEndedRun(deps, state.step, () => record.write());
-  await letGo(deps, runRefOf(run), state.step);
 }
 
 /**
@@ -244,10 +240,4 @@ async function recordOfEndedRun(deps: AgentDependencies, step: number, write: ()
       'could not record the step of a run that ended while it ran',
     );
   });
-}
-
-/** The run ended while its step ran: drops what the agent holds of it (forget-run.ts deletes, never writes, the state). */
-async function letGo(deps: AgentDependencies, ref: RunRef, step: number): Promise<void> {
-  deps.logger.info({ step }, 'the run ended while its step ran: no more of it is done and the run is let go');
-  await forgetRun(deps, ref);
 }

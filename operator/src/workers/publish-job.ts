@@ -51,7 +51,7 @@ import { handOn } from './hand-on.ts';
 import { liveRun } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
 import { runRefOf } from './run-ref.ts';
-import { saveIfPresent } from './save-if-present.ts';
+import { saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { progressOf, PUBLISH_APPROVAL_ID, showPublishWait } from './publish-wait.ts';
@@ -71,6 +71,12 @@ export const DEFAULT_PUBLISH_POLICY: PublishPolicy = {
 };
 
 const publishFailed = (detail: string) => new RunFailure(REASONS.PublishFailed, `Publishing failed: ${detail}`);
+/** A run ended (its stop deleted the state) before a publish approval was shown: no human is asked. */
+const ENDED_BEFORE_WAIT: LetGo = { why: 'the run ended before its publish approval was shown: nothing is published and the run is let go' };
+/** A run ended (its stop deleted the state) before it was handed to the publish job: nothing is pushed. */
+const ENDED_BEFORE_PUBLISH: LetGo = {
+  why: 'the run ended before it was handed to the publish job: nothing is published and the run is let go',
+};
 
 /**
  * The publish plan, its body made for `forge` (the kind the repository's host is, when known):
@@ -144,7 +150,7 @@ export async function startPublish(
       results: [],
       remaining: [],
     };
-    if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref).then(() => true);
+    if (!(await saveOrLetGo(deps, ref, state, ENDED_BEFORE_WAIT))) return true;
     await showPublishWait(deps, run, state, result);
     return true;
   }
@@ -157,7 +163,7 @@ export async function startPublish(
   });
   if (!outcome.written) return forgetRun(deps, ref).then(() => true);
   state.stage = 'publishing';
-  if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref).then(() => true);
+  if (!(await saveOrLetGo(deps, ref, state, ENDED_BEFORE_PUBLISH))) return true;
   await deps.queue.publish(ref);
   return true;
 }
@@ -190,7 +196,7 @@ export async function answerPublishApproval(
     if (!outcome.written) return forgetRun(deps, ref);
     state.stage = 'publishing';
     // The run may have ended since the write above (a cancel's ending), its stop deleting the state.
-    if (!(await saveIfPresent(deps, state))) return forgetRun(deps, ref);
+    if (!(await saveOrLetGo(deps, ref, state, ENDED_BEFORE_PUBLISH))) return;
     await deps.events.record(outcome.run, {
       type: 'Normal',
       reason: EVENT_REASONS.Approved,

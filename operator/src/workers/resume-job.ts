@@ -1,7 +1,7 @@
 // resume: a human answered a pending approval. Run (or deny) the parked call, then the
 // calls after it (which may park the run again), and go on as after any step. An approved call
 // may run for minutes (`./deploy.sh`): a run ended meanwhile (a cancel's ending, a deletion),
-// whose stop deleted the state, gets none of the calls after it (saveIfPresent), but the answer
+// whose stop deleted the state, gets none of the calls after it (saveOrLetGo), but the answer
 // and the call it ran are still recorded: its Approved/Denied Event and transcript entry.
 import { protectingSandbox } from './protecting-sandbox.ts';
 import { EVENT_REASONS, FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
@@ -10,13 +10,13 @@ import { refusedApprovalStatus } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { approvalRefusal } from './approval-input.ts';
 import { answeredApproval, answeredBy } from './answered-approval.ts';
-import { endedDuringStep, endStep } from './end-step.ts';
+import { endStep, recordEndedStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { answerPublishApproval } from './publish-job.ts';
 import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
 import { runToActOn } from './live-run.ts';
-import { saveIfPresent } from './save-if-present.ts';
+import { saveOrLetGo } from './save-if-present.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
@@ -137,15 +137,15 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   // stop deleted the state. Saved back, it would count in the namespace's state bytes again, and
   // the calls after it would run against the sandbox the ending is deleting, then a step be queued.
   // What was answered, and what the approved call did, is recorded all the same: the deploy ran.
-  if (!(await saveIfPresent(deps, state))) {
-    deps.logger.info(
-      { approval: pending.id, decision: answer.decision },
-      'the run ended while its approval was answered: the calls after it are not run and the run is let go',
-    );
-    await recordAnswer(deps, run, pending, answer);
-    await endedDuringStep(deps, run, state);
-    return;
-  }
+  const saved = await saveOrLetGo(deps, ref, state, {
+    why: 'the run ended while its approval was answered: the calls after it are not run and the run is let go',
+    fields: { approval: pending.id, decision: answer.decision },
+    recordFirst: async () => {
+      await recordAnswer(deps, run, pending, answer);
+      await recordEndedStep(deps, run, state);
+    },
+  });
+  if (!saved) return;
   await recordAnswer(deps, run, pending, answer);
   await endStep(deps, run, state, await runInFlightCalls(deps, run, state));
 }

@@ -35,7 +35,7 @@ import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { heldRunToActOn, runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
-import { saveIfPresent } from './save-if-present.ts';
+import { letRunGo, saveIfPresent, saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
 import { capToolCalls, MAX_TOOL_CALLS_PER_STEP } from './tool-execution.ts';
@@ -58,6 +58,8 @@ const LEAN_RESULT = { requestBody: false, responseBody: false } as const;
  * step runs, so the step still sees the answer was over its cap and tells the model so.
  */
 const ANSWER_TOOL_CALLS = MAX_TOOL_CALLS_PER_STEP + 1;
+/** A run ended during the model call (its stop deleted the state): the answer's calls must not run. */
+const MODEL_CALL_ENDED: LetGo = { why: 'the run ended during the model call: its tool calls are not run and the run is let go' };
 
 /** One model call through generateText: what it returned, and its answer as with-answer-bounds.ts reported it. */
 interface ModelCall<T> {
@@ -331,15 +333,14 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const meanwhile = calls.length > 0 ? await runAfterModelCall(deps, ref) : undefined;
   const letGo = async () => {
     await tallied;
-    deps.logger.info({ step: state.step }, 'the run ended during the model call: its tool calls are not run and the run is let go');
-    await forgetRun(deps, ref);
+    await letRunGo(deps, ref, state, MODEL_CALL_ENDED);
   };
   if (meanwhile === 'ended') return letGo();
   if (meanwhile === 'cancelled') {
     try {
       await tallied;
       await settleTrailingRecord(deps, run, state);
-      if (!(await saveIfPresent(deps, state))) return await letGo();
+      if (!(await saveOrLetGo(deps, ref, state, MODEL_CALL_ENDED))) return;
       await deps.status.progress(ref.namespace, ref.name, ref.uid, {
         steps: state.step,
         toolCalls: state.toolCalls,

@@ -20,9 +20,8 @@ import { SandboxError } from '../sandbox/sandbox-error.ts';
 import type { ToolResponse } from '../sandbox/sandbox.ts';
 import type { AgentDependencies } from './agent-dependencies.ts';
 import { restoreProtected } from './restore-protected.ts';
-import { forgetRun } from './forget-run.ts';
 import { runRefOf } from './run-ref.ts';
-import { saveIfPresent } from './save-if-present.ts';
+import { saveOrLetGo } from './save-if-present.ts';
 import { judgeUnansweredCall } from './sandbox-lost-check.ts';
 import { teamBudgetStop } from './team-token-budget.ts';
 import type { RunState } from './run-state.ts';
@@ -190,11 +189,11 @@ export async function verifyWork(deps: AgentDependencies, run: ParsedCodingRun, 
   // Only over a state still there: the check may run for minutes, and a run cancelled (or
   // deleted) meanwhile had its state deleted by the stop that ended it. A plain save recreated
   // it, a retry verdict queued a step, and the publish after it found a state to save over.
-  if (!(await saveIfPresent(deps, state))) {
-    deps.logger.info({ attempt: verification.attempts }, 'the run ended while its work was verified: the run is let go');
-    await forgetRun(deps, runRefOf(run));
-    return 'again';
-  }
+  const saved = await saveOrLetGo(deps, runRefOf(run), state, {
+    why: 'the run ended while its work was verified: the run is let go',
+    fields: { attempt: verification.attempts },
+  });
+  if (!saved) return 'again';
   await deps.events.record(run, {
     type: verification.passed ? 'Normal' : 'Warning',
     reason: verification.passed ? EVENT_REASONS.VerificationPassed : EVENT_REASONS.VerificationFailed,
