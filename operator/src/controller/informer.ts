@@ -47,12 +47,19 @@ export interface ListAnswer<T> {
 export const LIST_PAGE_LIMIT = 500;
 
 /**
- * Objects per page of the operator's lists of CodingRuns. A run may be up to etcd's ~1.5 MiB
- * (its spec's task and env, its status), so a page of LIST_PAGE_LIMIT of them could be 750 MiB
- * of text alone, the operator's whole 768 Mi; a hundred bound a page to 150 MiB at worst, and
- * cost a round trip per hundred runs at start.
+ * Objects per page of the operator's lists of CodingRuns, CodingEvals and CodingSchedules. One
+ * may be up to etcd's ~1.5 MiB (a run's task and env, a schedule's run template), and a page is
+ * held whole until its objects are in the cache: the answer's text and everything parsed from
+ * it, about twice the text for long strings (3x allowed for). The bound is the operator's V8
+ * heap, 160 MiB (the chart's heapLimitMiB, the image's --max-old-space-size), of which a settled
+ * operator uses about 70: 10 such objects are 15 MiB of text, at most ~45 MiB held, under a
+ * third of it. 100 were 150 MiB of text, past the limit by themselves (a schedule's runs listed
+ * 100 a page ran the 160 MiB heap out inside JSON.parse); 20, ~90 MiB, would not leave the
+ * settled operator room. The cost is a list round trip per 10 objects at a start and at a relist
+ * (410 Gone) only; changes come by the watch. The egress proxy and a schedule's runs listing
+ * page by 10 too (EGRESS_RUN_PAGE_LIMIT, SCHEDULE_RUN_PAGE_LIMIT).
  */
-export const CODING_RUN_PAGE_LIMIT = 100;
+export const CODING_RUN_PAGE_LIMIT = 10;
 
 export interface InformerHandlers<T> {
   onChange(object: T, previous: T | undefined): void;

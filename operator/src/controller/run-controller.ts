@@ -148,7 +148,9 @@ export class RunController {
         onRun,
         undefined,
         watch,
-        // Runs are big (up to ~1.5 MiB each) and a page is held whole: CODING_RUN_PAGE_LIMIT.
+        // Runs are big (up to ~1.5 MiB each) and a page is held whole: CODING_RUN_PAGE_LIMIT. The
+        // cache keeps each run whole (no slim: the reconciler reads its spec), so the page bounds
+        // a start's or relist's peak, not what the runs kept in the namespace cost.
         CODING_RUN_PAGE_LIMIT,
       ),
     );
