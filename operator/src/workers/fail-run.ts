@@ -3,7 +3,10 @@
 // terminal status (computed by reconcile/run-status-transitions.ts, as the controller's is),
 // its Warning Event and metrics, then the agent forgets the run. The worker reaches this
 // through job-failure.ts, which maps what a job threw to the reason.
-import { LIMITS, REASONS } from '../api/index.ts';
+// A run with a cancel requested whose state is gone (or unreadable) is left to the controller,
+// which ends it Cancelled (cancelEndsIt).
+import { LIMITS, REASONS, type ParsedCodingRun } from '../api/index.ts';
+import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
 import { failStatus, recordProgress } from '../reconcile/run-status-transitions.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
@@ -16,11 +19,35 @@ import { settleTrailingRecord } from './trailing-record.ts';
 import { finishedResult } from './verify-work.ts';
 
 /**
+ * Whether a run's failure is left to the controller's cancel. Its cancel stop removes the run's
+ * jobs, deletes the state, then writes Cancelled: a job queued after a save in between, or put
+ * off and run again after the stop, finds no state (StateLost) while the run still reads as
+ * live. Writing Failed/StateLost then would end a cancelled run as lost, with a Warning Event.
+ * (A state that does not verify is StateLost too; decide.ts ends a run with a cancel requested
+ * Cancelled before it looks at the agent, so the controller's ending is the same.) Its diff is
+ * left to that ending too: a worker's final diff would race it. A cancel withdrawn meanwhile
+ * leaves a run with no state and no job, which the controller fails StateLost at its next look
+ * (decide.ts agentLoss). Any other failure is written as it is: a cancel being requested does
+ * not make, say, a refused key any less the run's end.
+ */
+function cancelEndsIt(run: ParsedCodingRun, reason: string): boolean {
+  return reason === REASONS.StateLost && readCancelRequest(run) !== undefined;
+}
+
+/**
  * `agentWorked`: the run got past prepare (its tree is in the sandbox, the agent may have
  * changed it), so there is a diff to keep; a run failed by its prepare job has none.
  */
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string, agentWorked = true): Promise<void> {
   const run = agentWorked ? await liveRun(deps, ref) : undefined;
+  if (run && cancelEndsIt(run, reason)) {
+    deps.logger.warn(
+      { reason },
+      `A cancel is requested and the run's state is gone; the controller ends it Cancelled: ${message}`.slice(0, LIMITS.message),
+    );
+    await forgetRun(deps, ref);
+    return;
+  }
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
   // The state's commit cloned: the diff is against it, and a run stopped by a failure (its diff
   // kept) can still be continued (spec.continueFrom). Its diffSnapshot is what a snapshot read
