@@ -54,6 +54,21 @@ async function parkedRun(ask: ScriptedTurn = asksForBash, after: ScriptedTurn[] 
   const workspace = path.join(scratch, `row-${rows}`, 'workspace');
   const home = path.join(scratch, `row-${rows}`, 'home');
   execFileSync('mkdir', ['-p', workspace, home]);
+  // A repository with a commit, as a clone leaves it: a diff take fails on a workspace git cannot diff.
+  execFileSync('git', ['-C', workspace, 'init', '-q']);
+  execFileSync('git', [
+    '-C',
+    workspace,
+    '-c',
+    'user.name=test',
+    '-c',
+    'user.email=test@example.com',
+    'commit',
+    '-q',
+    '--allow-empty',
+    '-m',
+    'base',
+  ]);
   const run = runningCodingRun(ref, { approval: { tools: ['bash'] }, budget: { maxSteps: 20, timeout: '30m' }, ...spec });
   const script = JSON.stringify({ turns: [ask, ...after] });
   const gateway = new MemoryKubeGateway(

@@ -112,6 +112,32 @@ describe('takeDiff, on forged answers', () => {
   });
 });
 
+// git that cannot read its repository (a .git/config the model wrote garbage into, .git gone)
+// prints no diff: the command says so by its exit status (3) and git's words after the size
+// line, and an empty diff taken then was a run "Succeeded" with no changes.
+describe('takeDiff, when git failed in the sandbox', () => {
+  it("fails as taking the diff failed, with git's words on one bounded line, rather than take an empty diff", async () => {
+    const said = `0\ngit add exited 128; fatal: bad config line 1 in file .git/config\n${'x'.repeat(5000)}\ngit diff exited 128\n`;
+    const taking = takeDiff(answering(bash('', said, { exitCode: 3 })));
+    await expect(taking).rejects.toThrow(
+      /^taking the diff failed: git failed in the sandbox \(git add exited 128; fatal: bad config line 1 in file \.git\/config x+\)/,
+    );
+    const message = await taking.then(
+      () => '',
+      (error: Error) => error.message,
+    );
+    expect(message).not.toContain('\n');
+    expect(message.length).toBeLessThan(1300);
+  });
+
+  // A command killed by the model's code (no exit status) printed part of the diff at most.
+  it.each([null, 1, 137])('fails as taking the diff failed when the command exited %s, whatever it printed', async (exitCode) => {
+    await expect(takeDiff(answering(bash('diff --git a/a b/a\n+x\n', '10\n', { exitCode })))).rejects.toThrow(
+      /^taking the diff failed: its command exited /,
+    );
+  });
+});
+
 // Since a call unanswered at its deadline discards the toolbox session (serve-session.ts), the
 // bash must end, and the toolbox answer, before the deadline the caller gives the call: a slow
 // snapshot in a big repository was answered past it and cost a healthy session every step.

@@ -49,12 +49,27 @@ const GIT_DIFF =
  * lock too. The copy's lock is the take's alone, and the model's index is neither locked nor
  * changed. The copy is in /tmp, never $TMPDIR (the run's env may point that into the workspace,
  * and the copy was taken as a new file), and copies a SIGKILL left (the trap does not run then)
- * are removed by the next take: /tmp is a 1 GiB emptyDir. Without a copy (no room in /tmp) the
- * take runs on the model's index, as it always did. `git add --ignore-errors`: a path git cannot
- * add (a nested repository with no commit, from `git init sub`) must not keep the other new
- * files out; nor fail the take, which finalize would retry into AgentFailed. Split index off for
- * the add: it would write a shared index into the model's .git.
+ * are removed by the next take: /tmp is a 1 GiB emptyDir. Without a copy (no room in /tmp), or
+ * when git gives up on it, the take runs on the model's index, as it always did. /tmp is the
+ * sandbox's code's to write too (same user): no name there is written through or opened
+ * blocking (see the command). `git add --ignore-errors`: a path git cannot add (a nested
+ * repository with no commit, from `git init sub`) must not keep the other new files out; nor
+ * fail the take, which finalize would retry into AgentFailed. git that fails outright (exit
+ * over 1: a .git/config it cannot parse, .git gone) fails the take: it printed no diff, which
+ * was kept as a run that changed nothing. Split index off for the add: it would write a shared
+ * index into the model's .git.
  */
+
+/**
+ * The take's add. Its exit 1 is paths --ignore-errors skipped (a nested repository with no
+ * commit); over 1 is git giving up (it cannot lock or write its index, or read the config).
+ * core.fsmonitor is the repository's, as it always was for the add.
+ */
+const GIT_ADD = 'git -c core.splitIndex=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1';
+
+/** The command's exit status when git itself failed; its stderr then says why (after the size line). */
+const GIT_FAILED_EXIT = 3;
+
 const takeDiffCommand = (base: string) =>
   [
     // The base is a full SHA (checked below) or HEAD; a base the repository no longer holds
@@ -62,7 +77,8 @@ const takeDiffCommand = (base: string) =>
     `B=${base}`,
     'git cat-file -e "$B^{commit}" 2>/dev/null || B=HEAD',
     // Copies of earlier takes a SIGKILL left behind (changed over 2 minutes ago: a take's bash
-    // runs at most 120 s), then this take's own.
+    // runs at most 120 s), then this take's own. find -delete removes a planted link or FIFO
+    // itself, never what it leads to, and opens nothing.
     'find /tmp -maxdepth 1 -name "chamvi-diff-index.*" -cmin +2 -delete 2>/dev/null',
     'I=$(mktemp /tmp/chamvi-diff-index.XXXXXX 2>/dev/null) || I=',
     `if [ -n "$I" ]; then trap 'rm -f "$I" "$I.lock"' EXIT; fi`,
@@ -70,9 +86,22 @@ const takeDiffCommand = (base: string) =>
     // -p: the copy keeps the index's mtime, by which git tells a racily clean entry (a file
     // changed, at the same size, within the index's own second): a newer copy took such a
     // change for unchanged and left it out of the diff. No index yet: git starts from none.
-    'if [ -n "$I" ]; then if [ -n "$M" ] && [ -f "$M" ]; then cp -p "$M" "$I" 2>/dev/null && export GIT_INDEX_FILE="$I"; else rm -f "$I"; export GIT_INDEX_FILE="$I"; fi; fi',
-    'git -c core.splitIndex=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1',
-    `printf '%s\\n' "$(${GIT_DIFF} "$B" 2>/dev/null | wc -c)" >&2`,
+    // --remove-destination: the sandbox's code (the take's user) can replace the name mktemp
+    // made with a symlink (cp wrote the index through it, into a workspace file) or a FIFO (cp
+    // hung until the bash's timeout); cp unlinks it and creates the copy O_EXCL, which neither
+    // follows a name planted meanwhile nor opens one: it fails, and the take runs on the model's index.
+    'if [ -n "$I" ]; then if [ -n "$M" ] && [ -f "$M" ]; then cp -p --remove-destination "$M" "$I" 2>/dev/null && export GIT_INDEX_FILE="$I"; else rm -f "$I"; export GIT_INDEX_FILE="$I"; fi; fi',
+    // git gave up on the copy (its lock planted, no room in /tmp for the new index, the copy
+    // replaced by something it cannot read): the add left every new file out of the diff, which
+    // was kept as the whole change. The model's index then, as a take without a copy; and git
+    // giving up there too is the take failing, not a diff without the new files.
+    `${GIT_ADD}; S=$?`,
+    `if [ "$S" -gt 1 ] && [ -n "\${GIT_INDEX_FILE-}" ]; then unset GIT_INDEX_FILE; ${GIT_ADD}; S=$?; fi`,
+    // The size, and whether git could diff at all: one that cannot (a .git/config it cannot
+    // parse, .git gone, no HEAD) printed nothing, an empty diff taken for a run that changed no
+    // file. Its reason on stderr, after the size line, and the take fails.
+    `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] || { printf '0\\ngit add exited %s; ' "$S" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 1000 >&2; exit ${GIT_FAILED_EXIT}; }`,
+    `printf '%s\\n' "$N" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
 
@@ -97,6 +126,15 @@ export function bashTimeoutWithin(deadlineMs: number | undefined): number {
 /** The call's options, and how its clean shell treats what the model left running (CleanShell). */
 export interface TakeDiffOptions extends CallOptions {
   clean?: CleanShell;
+}
+
+/**
+ * What git said when it failed (the command's stderr after its size line), bounded and on one
+ * line: the sandbox wrote it, and it goes into a log line and the run's message.
+ */
+function gitFailure(stderr: unknown): string {
+  const said = typeof stderr === 'string' ? stderr.split('\n').slice(1).join(' ').replace(/\s+/g, ' ').trim() : '';
+  return `git failed in the sandbox (${boundText(said, 1000).text || 'it said nothing'}): its .git (config, index or HEAD) is broken, and the change cannot be taken from it`;
 }
 
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
@@ -161,6 +199,10 @@ export async function takeDiff(sandbox: Sandbox, options: TakeDiffOptions = {}, 
   if (!out) throw new Error('taking the diff failed: the answer is not a bash result');
   // Stopped at its timeout, git printed part of the diff at most, which is not the run's change.
   if (out.timedOut === true) throw new Error('taking the diff failed: git timed out (the repository may be too large to diff in time)');
+  // git could not add or diff: what it printed (nothing) is not the run's change. Nor is what a
+  // command that did not end as the take ends printed (killed by the model's code, exitCode null).
+  if (out.exitCode === GIT_FAILED_EXIT) throw new Error(`taking the diff failed: ${gitFailure(out.stderr)}`);
+  if (out.exitCode !== 0) throw new Error(`taking the diff failed: its command exited ${String(out.exitCode)}`);
   // The toolbox decodes the output as UTF-8, each byte it cannot as U+FFFD: output without one
   // is the bytes git wrote. With one (a file in another encoding, or a U+FFFD in a UTF-8 file),
   // the bytes in the log decide.

@@ -1,0 +1,180 @@
+// takeDiff (workers/take-diff.ts) in a sandbox whose code is hostile: it runs as the take's user,
+// so it can break the repository's git config, plant FIFOs and symlinks in /tmp under the names
+// the take sweeps and creates, and fill /tmp. The take must neither hang, nor write through a
+// planted link, nor pass off a diff that lacks the model's changes as the whole change: it falls
+// back to the model's own index, or it fails as a take that failed (its callers keep the last
+// snapshot, or retry finalize).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { LocalSandbox } from '../../operator/src/sandbox/local-sandbox.ts';
+import type { Sandbox, ToolRequest, ToolResponse } from '../../operator/src/sandbox/sandbox.ts';
+import { takeDiff } from '../../operator/src/workers/take-diff.ts';
+import { makeWorkspace, openSession, type Workspace } from './toolbox-fixture.ts';
+
+let workspace: Workspace;
+let session: LocalSandbox | undefined;
+/** What a test planted in /tmp (and its shims), removed after it. */
+let planted: string[];
+
+beforeEach(() => {
+  workspace = makeWorkspace();
+  workspace.write({ 'a.txt': 'one\ntwo\n', 'b.txt': 'kept\n' });
+  workspace.git('init', '-q');
+  workspace.git('add', '.');
+  workspace.git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+  // The model's change: an edit and a new file, both of which every complete diff holds.
+  workspace.write({ 'a.txt': 'one\nTWO\n', 'new.txt': 'fresh\n' });
+  planted = [];
+});
+afterEach(async () => {
+  await session?.close();
+  session = undefined;
+  for (const entry of planted) rmSync(entry, { recursive: true, force: true });
+  workspace.cleanup();
+});
+
+const expectWholeChange = (diff: string) => {
+  expect(diff).toContain('-two\n+TWO\n');
+  expect(diff).toContain('diff --git a/new.txt b/new.txt\nnew file mode 100644\n');
+};
+
+/** A name the take's sweep matches, planted with an mtime ten minutes old. */
+const plantName = () => {
+  const name = `/tmp/chamvi-diff-index.${Math.random().toString(36).slice(2, 8)}`;
+  planted.push(name);
+  return name;
+};
+const backdate = (name: string) => execFileSync('touch', ['-h', '-d', '10 minutes ago', name]);
+
+/**
+ * A `mktemp` first in the take's PATH that makes the name it returns `plant` (sh code given $N,
+ * the name the real mktemp created): the model's code, watching /tmp, replaced the take's copy
+ * after mktemp made it, which no name check can prevent (same user, sticky /tmp notwithstanding).
+ */
+const mktempShim = (plant: string) => {
+  const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
+  planted.push(bin);
+  writeFileSync(
+    path.join(bin, 'mktemp'),
+    `#!/bin/sh\nN=$(PATH=${process.env.PATH} mktemp "$@") || exit $?\necho "$N" >> ${bin}/names\n${plant}\necho "$N"\n`,
+  );
+  chmodSync(path.join(bin, 'mktemp'), 0o755);
+  return {
+    env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+    names: () => readFileSync(path.join(bin, 'names'), 'utf8').split('\n').filter(Boolean),
+  };
+};
+
+describe('takeDiff, with a broken repository', () => {
+  // git refused every command on a config it could not read, and the take printed nothing: an
+  // empty diff, taken for a run that changed no file ("Succeeded" with no changes).
+  it('fails as a take that failed, naming git, when .git/config is garbage', async () => {
+    writeFileSync(path.join(workspace.root, '.git/config'), '[core\n\tgarbage = = =\n\x00\x01');
+    session = await openSession(workspace);
+    await expect(takeDiff(session, { timeoutMs: 30_000 })).rejects.toThrow(/^taking the diff failed: git .*(config|exit)/);
+  });
+
+  it('fails as a take that failed when .git is gone, rather than take no change', async () => {
+    rmSync(path.join(workspace.root, '.git'), { recursive: true });
+    session = await openSession(workspace);
+    await expect(takeDiff(session, { timeoutMs: 30_000 })).rejects.toThrow(/^taking the diff failed: git /);
+  });
+});
+
+describe('takeDiff, with /tmp planted by the sandbox', () => {
+  it('neither follows nor hangs on a FIFO and symlinks planted at old names the sweep matches', async () => {
+    const fifo = plantName();
+    execFileSync('mkfifo', [fifo]);
+    const toWorkspace = plantName();
+    execFileSync('ln', ['-s', path.join(workspace.root, 'b.txt'), toWorkspace]);
+    const toZero = plantName();
+    execFileSync('ln', ['-s', '/dev/zero', toZero]);
+    for (const name of [fifo, toWorkspace, toZero]) backdate(name);
+    session = await openSession(workspace);
+    const started = Date.now();
+    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(readFileSync(path.join(workspace.root, 'b.txt'), 'utf8')).toBe('kept\n');
+  });
+
+  it.each([
+    ['a symlink to a file in the workspace', (victim: string) => `rm -f "$N"; ln -s ${victim} "$N"`],
+    ['a symlink to /dev/zero', () => 'rm -f "$N"; ln -s /dev/zero "$N"'],
+    ['a FIFO', () => 'rm -f "$N"; mkfifo "$N"'],
+  ])("writes nothing through, and takes the whole change, when the take's copy is replaced by %s", async (_, plant) => {
+    const victim = path.join(workspace.root, 'b.txt');
+    const shim = mktempShim(plant(victim));
+    session = await openSession(workspace, shim.env);
+    const started = Date.now();
+    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(readFileSync(victim, 'utf8')).toBe('kept\n');
+    // The take made its copy (the shim ran), and removed it.
+    expect(shim.names()).toHaveLength(1);
+    for (const name of shim.names()) expect(existsSync(name)).toBe(false);
+  });
+
+  // git gives up (exit 128) when it cannot lock its index: a copy whose lock was planted, or a
+  // /tmp with no room for the new index. The add on the copy then left every new file out.
+  it("takes the new files on the model's index when git cannot write the copy's", async () => {
+    const shim = mktempShim('mkdir "$N.lock"');
+    session = await openSession(workspace, shim.env);
+    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+    for (const name of shim.names()) planted.push(`${name}.lock`);
+  });
+});
+
+/**
+ * Whether this host lets the test give the take's bash a /tmp of its own (a user and mount
+ * namespace): the tests below run the take's command there, with git in the real workspace.
+ */
+const ownTmpWorks = (() => {
+  try {
+    execFileSync('unshare', ['-rm', 'sh', '-c', 'mount -t tmpfs tmpfs /tmp'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/**
+ * A Sandbox that runs the take's bash itself, in a mount namespace whose /tmp is a new tmpfs of
+ * `size` with the workspace (which the tests make under /tmp) bound back in at its path, made
+ * read-only or filled by `then`: a sandbox whose model filled its 1 GiB /tmp leaves it so.
+ */
+const withOwnTmp = (size: string, then: string): Sandbox =>
+  ({
+    call: (request: ToolRequest) => {
+      const { command } = request.input as { command: string };
+      const setup = `cd "$1" && mount -t tmpfs -o size=${size} tmpfs /tmp && mkdir -p "$1" && mount -c --bind . "$1" && cd "$1" && ${then}`;
+      const run = spawnSync('unshare', ['-rm', 'bash', '-c', `${setup} || exit 99; eval "$2"`, 'take', workspace.root, command], {
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      const result = {
+        exitCode: run.status,
+        timedOut: run.error !== undefined,
+        stdout: run.stdout,
+        stderr: run.stderr,
+        stdoutTruncated: false,
+        stdoutLog: '',
+      };
+      return Promise.resolve({ ok: true, result } as unknown as ToolResponse);
+    },
+  }) as unknown as Sandbox;
+
+describe.skipIf(!ownTmpWorks)('takeDiff, with no room in /tmp', () => {
+  it.each([
+    ['read-only', '1m', 'mount -o remount,ro /tmp'],
+    ['full', '8k', '{ cat /dev/zero > /tmp/fill; true; } 2>/dev/null'],
+    // Room for the copy of the index but not for the index git writes beside it.
+    ['all but full', '8k', 'head -c 4096 /dev/zero > /tmp/fill'],
+  ])("takes the whole change on the model's index when /tmp is %s", async (_, size, then) => {
+    const taken = await takeDiff(withOwnTmp(size, then), { timeoutMs: 30_000 });
+    expectWholeChange(taken.diff);
+    expect(taken.truncated).toBe(false);
+  });
+});
