@@ -210,6 +210,42 @@ describe('the CodingRun CRD on a real API server', () => {
       withSpec('env-secret', (s) => (s.sandbox = { env: [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'x', key: 'y' } } }] })),
       /unknown field "spec\.sandbox\.env\[0\]\.valueFrom"/,
     ],
+    // The toolbox is node in the same container: these ended its sessions or moved its workspace.
+    [
+      'NODE_OPTIONS in sandbox env',
+      withSpec('env-node-options', (s) => (s.sandbox = { env: [{ name: 'NODE_OPTIONS', value: '--bogus-flag' }] })),
+      /spec\.sandbox\.env\[0\]\.name: Forbidden: may not start with CHAMVI_ or be NODE_OPTIONS: the sandbox's toolbox is a node program/,
+    ],
+    [
+      'a CHAMVI_ variable in sandbox env',
+      withSpec(
+        'env-chamvi',
+        (s) =>
+          (s.sandbox = {
+            env: [
+              { name: 'CI', value: '1' },
+              { name: 'CHAMVI_WORKSPACE', value: '/' },
+            ],
+          }),
+      ),
+      /spec\.sandbox\.env\[1\]\.name: Forbidden: may not start with CHAMVI_/,
+    ],
+    // Refused at apply, not by the pod create after the run is accepted (SandboxInvalid).
+    [
+      'a negative memory limit',
+      withSpec('neg-memory', (s) => (s.sandbox = { resources: { limits: { memory: '-1Gi' } } })),
+      /spec\.sandbox\.resources\.limits\.memory: Invalid value: "-1Gi"/,
+    ],
+    [
+      'an extended resource',
+      withSpec('gpu', (s) => (s.sandbox = { resources: { limits: { 'nvidia.com/gpu': 8 } } })),
+      /spec\.sandbox\.resources\.limits: Invalid value: "object": resource names may only be cpu, memory and ephemeral-storage/,
+    ],
+    [
+      'a zero budget timeout',
+      withSpec('zero-timeout', (s) => (s.budget = { ...s.budget, timeout: '0s' })),
+      /spec\.budget\.timeout: Invalid value: "string": must be at least 1ms/,
+    ],
     [
       'an option-like repository url',
       withSpec('option-url', (s) => (s.repository.url = '--upload-pack=touch /tmp/pwned')),

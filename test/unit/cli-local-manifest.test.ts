@@ -250,6 +250,41 @@ describe('acceptLocalRun', () => {
     await expect(accept(text)).rejects.toThrow(message);
   });
 
+  // The toolbox's own node and git run with the run's variables locally (local-env-names.ts).
+  const withEnv = (name: string) =>
+    `${SCRIPT}---\n${RUN}  sandbox:\n    env:\n      - name: CI\n        value: "1"\n      - name: ${name}\n        value: x\n`;
+
+  it.each([
+    'PATH',
+    'HOME',
+    'NODE_PATH',
+    'LD_PRELOAD',
+    'DYLD_INSERT_LIBRARIES',
+    'GIT_CONFIG_COUNT',
+    'BASH_ENV',
+    'ENV',
+    'XDG_CONFIG_HOME',
+    'OPENSSL_CONF',
+    'GCONV_PATH',
+    'SHELLOPTS',
+    'BASHOPTS',
+    'PS4',
+  ])('security: refuses spec.sandbox.env %s, which the local toolbox itself would read, saying what to do instead', async (name) => {
+    await expect(accept(withEnv(name))).rejects.toThrow(
+      new RegExp(
+        `^.*accept\\.yaml: codingrun/demo: spec\\.sandbox\\.env\\[1\\]\\.name: ${name} cannot be set for run --local: .*Set it in the command instead`,
+      ),
+    );
+  });
+
+  it.each(['MY_PATH', 'NODE_ENV'])('takes other spec.sandbox.env variables, such as CI and %s', async (name) => {
+    const accepted = await accept(withEnv(name));
+    expect(accepted.spec.sandbox.env).toEqual([
+      { name: 'CI', value: '1' },
+      { name, value: 'x' },
+    ]);
+  });
+
   it('allows any remote repository: there is no allowRepo in local mode', async () => {
     const accepted = await accept(`${SCRIPT}---\n${RUN.replace('./hello', 'https://git.example.org/team/app.git')}`);
     expect(accepted.spec.repository.url).toBe('https://git.example.org/team/app.git');

@@ -1,7 +1,8 @@
 // The spec schema is what the operator re-validates every run with; these tests pin its
 // defaults and the cross-field rules (the same rules the CRD carries as CEL).
 import { describe, expect, it } from 'vitest';
-import { codingRunSpec, modelRules, TOOL_NAMES } from '../../operator/src/api/index.ts';
+import { buildCodingRunCrd } from '../../operator/src/api/crd.ts';
+import { codingRunSpec, envNameRule, modelRules, TOOL_NAMES } from '../../operator/src/api/index.ts';
 
 const scripted = {
   task: 'Fix the bug',
@@ -38,10 +39,46 @@ describe('codingRunSpec', () => {
     ['an option-like url', { ...scripted, repository: { url: '--upload-pack=touch /tmp/x' } }, 'repository.url'],
     ['an env var with a bad name', { ...scripted, sandbox: { env: [{ name: '1X', value: 'y' }] } }, 'sandbox.env.0.name'],
     ['a huge quantity string', { ...scripted, sandbox: { resources: { limits: { cpu: 'lots' } } } }, 'sandbox.resources.limits.cpu'],
+    // A zero timeout made a pod and a clone only to end DeadlineExceeded, or denied every gated call at once.
+    ['a zero budget timeout', { ...scripted, budget: { timeout: '0s' } }, 'budget.timeout'],
+    ['a budget timeout of 0h0m', { ...scripted, budget: { timeout: '0h0m' } }, 'budget.timeout'],
+    ['a budget timeout under a millisecond', { ...scripted, budget: { timeout: '0.0001s' } }, 'budget.timeout'],
+    ['a zero approval timeout', { ...scripted, approval: { tools: ['bash'], timeout: '0ms' } }, 'approval.timeout'],
+    // These passed kubectl apply, then the pod create got 422 and the run failed SandboxInvalid.
+    ['a negative memory limit', { ...scripted, sandbox: { resources: { limits: { memory: '-1Gi' } } } }, 'sandbox.resources.limits.memory'],
+    ['a signed cpu request', { ...scripted, sandbox: { resources: { requests: { cpu: '+1' } } } }, 'sandbox.resources.requests.cpu'],
+    ['a negative integer request', { ...scripted, sandbox: { resources: { requests: { cpu: -1 } } } }, 'sandbox.resources.requests.cpu'],
+    ['an unknown resource name', { ...scripted, sandbox: { resources: { requests: { foo: 1 } } } }, 'sandbox.resources.requests'],
+    // An extended resource would give whoever may create runs GPU pods through the operator's ServiceAccount.
+    ['a GPU limit', { ...scripted, sandbox: { resources: { limits: { 'nvidia.com/gpu': 8 } } } }, 'sandbox.resources.limits'],
   ])('refuses %s and names the field', (_, input, path) => {
     const result = codingRunSpec.safeParse(input);
     expect(result.success).toBe(false);
     expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
+  });
+
+  it('says which resource names a sandbox may ask for', () => {
+    const result = codingRunSpec.safeParse({ ...scripted, sandbox: { resources: { limits: { 'nvidia.com/gpu': 8 } } } });
+    expect(result.error!.issues.map((issue) => issue.message).join('\n')).toContain(
+      'resource names may only be cpu, memory and ephemeral-storage',
+    );
+  });
+
+  it('keeps the shortest positive timeouts and every core resource a sandbox may ask for', () => {
+    const spec = codingRunSpec.parse({
+      ...scripted,
+      budget: { timeout: '1ms' },
+      approval: { timeout: '1s' },
+      sandbox: {
+        resources: {
+          requests: { cpu: '0.5', memory: '0', 'ephemeral-storage': '1e9' },
+          limits: { cpu: 2, memory: '4Gi', 'ephemeral-storage': '.5Ti' },
+        },
+      },
+    });
+    expect(spec.budget.timeout).toBe('1ms');
+    expect(spec.approval.timeout).toBe('1s');
+    expect(spec.sandbox.resources?.limits).toEqual({ cpu: 2, memory: '4Gi', 'ephemeral-storage': '.5Ti' });
   });
 });
 
@@ -95,5 +132,46 @@ describe('model cross-field rules', () => {
       expect(rule.message.length).toBeGreaterThan(20);
       expect(rule.fieldPath).toMatch(/^\.[a-zA-Z]+$/);
     }
+  });
+});
+
+// The toolbox runs as node in the sandbox container with the pod's variables: a run's
+// NODE_OPTIONS=--bogus-flag ended every toolbox session, CHAMVI_WORKSPACE=/ broke the import.
+describe('spec.sandbox.env names the toolbox keeps for itself', () => {
+  const withEnv = (name: string) =>
+    codingRunSpec.safeParse({
+      ...scripted,
+      sandbox: {
+        env: [
+          { name: 'CI', value: '1' },
+          { name, value: 'x' },
+        ],
+      },
+    });
+
+  it.each(['NODE_OPTIONS', 'CHAMVI_WORKSPACE', 'CHAMVI_HOME', 'CHAMVI_'])('refuses %s, naming the field and saying why', (name) => {
+    const result = withEnv(name);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues).toEqual([
+      expect.objectContaining({
+        path: ['sandbox', 'env', 1, 'name'],
+        message: expect.stringMatching(/toolbox is a node program.*Rename the variable/),
+      }),
+    ]);
+  });
+
+  it.each(['HOME', 'TMPDIR', 'PATH', 'NODE_ENV', 'MY_CHAMVI_X', 'NODE_OPTIONS_X'])("takes %s, which stays the run's to set", (name) => {
+    expect(withEnv(name).error?.issues).toBeUndefined();
+  });
+
+  it('carries the same rule as CEL on the env item, with the field it is about', () => {
+    expect(envNameRule.rule).toBe("!self.name.startsWith('CHAMVI_') && self.name != 'NODE_OPTIONS'");
+    expect(envNameRule.fieldPath).toBe('.name');
+    type Node = { properties: Record<string, Node>; items: Node & Record<string, unknown> };
+    const root = buildCodingRunCrd().spec.versions[0]!.schema.openAPIV3Schema as unknown as Node;
+    const item = root.properties.spec!.properties.sandbox!.properties.env!.items;
+    expect(item['x-kubernetes-validations']).toEqual([
+      { rule: envNameRule.rule, message: envNameRule.message, fieldPath: '.name', reason: 'FieldValueForbidden' },
+    ]);
   });
 });

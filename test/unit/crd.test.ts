@@ -72,6 +72,25 @@ describe('CodingRun CRD', () => {
     expect(parsed.model.apiKeySecretRef?.key).toBe('apiKey');
   });
 
+  it('refuses at kubectl apply the sandbox resources and zero timeouts the operator refuses', () => {
+    const spec = (root.properties as Record<string, Node>).spec!;
+    const child = (node: Node, ...names: string[]) => names.reduce((at, name) => (at.properties as Record<string, Node>)[name]!, node);
+    const rules = (node: Node) => ((node['x-kubernetes-validations'] ?? []) as { rule: string; message: string }[]).map((r) => r.rule);
+    for (const side of ['limits', 'requests']) {
+      const list = child(spec, 'sandbox', 'resources', side);
+      expect(rules(list)).toContain("self.all(name, name in ['cpu', 'memory', 'ephemeral-storage'])");
+      const value = list.additionalProperties as Node;
+      // The pattern only sees strings; an integer needs the minimum.
+      expect(value.minimum).toBe(0);
+      const pattern = new RegExp(value.pattern as string);
+      expect(['-1Gi', '+1', '-0.5'].filter((text) => pattern.test(text))).toEqual([]);
+      expect(['500m', '2Gi', '1e9', '.5', '4'].every((text) => pattern.test(text))).toBe(true);
+    }
+    for (const timeout of [child(spec, 'budget', 'timeout'), child(spec, 'approval', 'timeout')]) {
+      expect(rules(timeout)).toContain("duration(self) >= duration('1ms')");
+    }
+  });
+
   // Short name, printer columns, required fields and server-side defaults are not restated here from
   // crd.ts: test/integration/crd.test.ts sees them on a real API server (kubectl get crun, -o wide,
   // refusals naming the missing field, the defaults filled in).

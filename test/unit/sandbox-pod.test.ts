@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import { buildSandboxPod } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { buildSandboxPod, sandboxActiveDeadlineSeconds } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
@@ -88,6 +88,16 @@ describe('buildSandboxPod', () => {
     expect(pod.spec!.restartPolicy).toBe('Never');
   });
 
+  it('never asks for an activeDeadlineSeconds under 1, which the API server refuses, even with no grace', () => {
+    const noGrace = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1', deadlineGraceSeconds: 0 }, {});
+    expect(sandboxActiveDeadlineSeconds(parsedRun({ budget: { timeout: '1ms' } }), noGrace)).toBe(1);
+    // A zero timeout the schema now refuses (a run stored before, or a parse skipped) still gets a pod the API server takes.
+    const stored = parsedRun();
+    const zero = { ...stored, spec: { ...stored.spec, budget: { ...stored.spec.budget, timeout: '0s' } } };
+    expect(sandboxActiveDeadlineSeconds(zero, noGrace)).toBe(1);
+    expect(buildSandboxPod(zero, noGrace).spec!.activeDeadlineSeconds).toBe(1);
+  });
+
   it("leaves the pod alive through a publish approval's wait, however long the agent took", () => {
     // The agent may use all of budget.timeout; the approver then has approval.timeout to answer.
     const waiting = buildSandboxPod(parsedRun({ budget: { timeout: '30m' }, approval: { publish: true, timeout: '24h' } }), config);
@@ -120,6 +130,43 @@ describe('buildSandboxPod', () => {
     expect(buildSandboxPod(gated, config).spec!.activeDeadlineSeconds).toBe(
       30 * 60 + config.maxApprovalWaitSeconds + 2 * config.deadlineGraceSeconds,
     );
+  });
+
+  it("lets the run's variables replace HOME and TMPDIR, and never the toolbox's CHAMVI_* settings", () => {
+    const stored = parsedRun();
+    // As a run that reached the operator without the schema's refusal of CHAMVI_* names would have it.
+    const env = [
+      { name: 'HOME', value: '/workspace/.home' },
+      { name: 'TMPDIR', value: '/workspace/.tmp' },
+      { name: 'CHAMVI_WORKSPACE', value: '/' },
+      { name: 'CHAMVI_HOME', value: '/workspace/.c' },
+    ];
+    const overriding = { ...stored, spec: { ...stored.spec, sandbox: { ...stored.spec.sandbox, env } } };
+    const variables = buildSandboxPod(overriding, config).spec!.containers[0]!.env!;
+    // A later duplicate wins in the container: what counts is the last entry of each name.
+    const last = (name: string) => variables.findLast((variable) => variable.name === name)?.value;
+    expect(last('HOME')).toBe('/workspace/.home');
+    expect(last('TMPDIR')).toBe('/workspace/.tmp');
+    expect(last('CHAMVI_WORKSPACE')).toBe('/workspace');
+    expect(last('CHAMVI_HOME')).toBe('/home/chamvi/.chamvi');
+  });
+
+  it('escapes every $ so that the container gets the value as written, not $(NAME) expanded or $$ collapsed', () => {
+    const run = parsedRun({
+      sandbox: {
+        env: [
+          { name: 'A', value: 'a$$b' },
+          { name: 'B', value: '$(HOME)/x' },
+          { name: 'C', value: '$' },
+        ],
+      },
+    });
+    const variables = buildSandboxPod(run, config).spec!.containers[0]!.env!;
+    expect(variables.filter((variable) => ['A', 'B', 'C'].includes(variable.name))).toEqual([
+      { name: 'A', value: 'a$$$$b' },
+      { name: 'B', value: '$$(HOME)/x' },
+      { name: 'C', value: '$$' },
+    ]);
   });
 
   it('passes plain env values and points the toolbox at the workspace', () => {

@@ -24,12 +24,22 @@ export const BUDGET_TIMEOUT_MAX = '720h';
 export const APPROVAL_TIMEOUT_MAX = '168h';
 
 /**
- * A duration of at most `max`. Unbounded, a timeout the schema let through could make a pod
- * the API server refuses (activeDeadlineSeconds is at most 2^31 - 1 s, and the sandbox's is
- * budget.timeout plus maxSteps approval waits): the run then waited Pending for ever.
+ * A duration of at least 1ms and at most `max`. Unbounded, a timeout the schema let through
+ * could make a pod the API server refuses (activeDeadlineSeconds is at most 2^31 - 1 s, and the
+ * sandbox's is budget.timeout plus maxSteps approval waits): the run then waited Pending for
+ * ever. Zero means nothing useful (a pod and a clone only to end DeadlineExceeded, every gated
+ * call denied at once). The floor is 1ms, not "above 0s", because the operator counts whole
+ * milliseconds: CEL would take 0.0001s, which the operator reads as 0 and refuses after the run
+ * was accepted. What is left (CEL refuses 0.5ms, which the operator rounds to 1) refuses at apply.
  */
 const duration = (description: string, fallback: string, max: string) => {
-  const rule: CrossFieldRule<string> = {
+  const positive: CrossFieldRule<string> = {
+    rule: `duration(self) >= duration('1ms')`,
+    message: 'must be at least 1ms',
+    reason: 'FieldValueInvalid',
+    holds: (text) => (parseDuration(text) ?? 0) >= 1,
+  };
+  const bounded: CrossFieldRule<string> = {
     rule: `duration(self) <= duration('${max}')`,
     message: `must be at most ${max}`,
     reason: 'FieldValueInvalid',
@@ -39,10 +49,11 @@ const duration = (description: string, fallback: string, max: string) => {
     .string()
     .max(64)
     .regex(new RegExp(DURATION_PATTERN), { message: 'must be a duration such as 90s, 30m or 1h30m' })
-    .refine(rule.holds, { message: rule.message })
-    .meta({ 'x-kubernetes-validations': celValidations([rule]) })
+    .refine(positive.holds, { message: positive.message })
+    .refine(bounded.holds, { message: bounded.message })
+    .meta({ 'x-kubernetes-validations': celValidations([positive, bounded]) })
     .default(fallback)
-    .describe(`${description} A duration such as 90s, 30m or 1h30m (units ms, s, m, h), at most ${max}. Default ${fallback}.`);
+    .describe(`${description} A duration such as 90s, 30m or 1h30m (units ms, s, m, h), from 1ms to ${max}. Default ${fallback}.`);
 };
 
 const toolName = z.enum(TOOL_NAMES).describe('A coding tool name.');
@@ -253,6 +264,22 @@ export const budgetSpec = z
       'the run then ends a little before that limit, keeping its diff, and a TimeoutBeyondSandbox Event says when. Create a new run (continueFrom) for more time.',
   );
 
+/**
+ * Names the sandbox's toolbox keeps for itself. It runs as node in the same container with the
+ * pod's variables: NODE_OPTIONS=--bogus-flag ended every toolbox session (exit 9) deep in the
+ * run, CHAMVI_WORKSPACE=/ broke the import, CHAMVI_HOME under /workspace put its logs in the diff.
+ * HOME, TMPDIR and PATH stay the run's to set.
+ */
+export const envNameRule: CrossFieldRule<{ name: string }> = {
+  rule: "!self.name.startsWith('CHAMVI_') && self.name != 'NODE_OPTIONS'",
+  message:
+    "may not start with CHAMVI_ or be NODE_OPTIONS: the sandbox's toolbox is a node program that reads them for its own settings. " +
+    'Rename the variable, or give node options in the command that needs them (NODE_OPTIONS=... npm test)',
+  fieldPath: '.name',
+  reason: 'FieldValueForbidden',
+  holds: ({ name }) => !name.startsWith('CHAMVI_') && name !== 'NODE_OPTIONS',
+};
+
 const envVar = z
   .object({
     name: z
@@ -260,13 +287,19 @@ const envVar = z
       .min(1)
       .max(256)
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
-      .describe('Variable name.'),
+      .describe('Variable name. Not NODE_OPTIONS and not starting with CHAMVI_: the toolbox reads those.'),
     value: z
       .string()
       .max(32_768)
       .default('')
-      .describe('Plain value. References to Secrets are not supported on purpose: the sandbox holds no secrets.'),
+      .describe(
+        'Plain value, passed literally: $(NAME) is not expanded. References to Secrets are not supported on purpose: the sandbox holds no secrets.',
+      ),
   })
+  .superRefine((variable, ctx) => {
+    if (!envNameRule.holds(variable)) ctx.addIssue({ code: 'custom', message: envNameRule.message, path: ['name'] });
+  })
+  .meta({ 'x-kubernetes-validations': celValidations([envNameRule]) })
   .describe('An environment variable with a plain value.');
 
 export const egressSpec = z

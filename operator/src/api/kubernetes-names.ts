@@ -2,10 +2,13 @@
 // quantities, resource requirements and metav1.Condition. Bounds follow core/v1, so the
 // API server and the operator refuse exactly what Kubernetes itself would.
 import { z } from 'zod';
+import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 const DATA_KEY = '^[-._a-zA-Z0-9]+$';
-const QUANTITY = '^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
+// Kubernetes' quantity pattern without its leading sign: no resource a sandbox may ask for
+// can be negative, and a pod asking for one is refused (422) only after the run was accepted.
+const QUANTITY = '^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
 
 export const objectName = (what: string) =>
   z
@@ -31,20 +34,37 @@ export const keyReference = (what: string, fallbackKey: string, description: str
     .describe(description);
 
 /**
- * A resource quantity ("500m", "2Gi", 4). In the CRD this becomes an int-or-string with
- * Kubernetes' own quantity pattern; see crd.ts for why it needs special handling.
+ * A resource quantity ("500m", "2Gi", 4), never negative. In the CRD this becomes an
+ * int-or-string with Kubernetes' own quantity pattern (unsigned); see crd.ts for why it needs
+ * special handling. The pattern only checks strings, so `minimum` bounds an integer.
  */
 export const quantity = z
   .union([z.number().int().min(0), z.string().regex(new RegExp(QUANTITY))])
-  .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY })
-  .describe('A Kubernetes resource quantity, such as "500m", "2Gi" or 4.');
+  .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY, minimum: 0 })
+  .describe('A Kubernetes resource quantity, not negative, such as "500m", "2Gi" or 4.');
+
+/** The resources a sandbox may ask for. */
+export const SANDBOX_RESOURCE_NAMES = ['cpu', 'memory', 'ephemeral-storage'] as const;
+
+/**
+ * Only the core resources. An extended resource (nvidia.com/gpu) would let whoever may create
+ * CodingRuns get GPU nodes through the operator's ServiceAccount, and an unknown name made a pod
+ * the API server refuses after the run was accepted. No operator setting opens others.
+ */
+export const resourceNameRule: CrossFieldRule<Record<string, unknown>> = {
+  rule: `self.all(name, name in [${SANDBOX_RESOURCE_NAMES.map((name) => `'${name}'`).join(', ')}])`,
+  message: `resource names may only be ${SANDBOX_RESOURCE_NAMES.slice(0, -1).join(', ')} and ${SANDBOX_RESOURCE_NAMES.at(-1)}`,
+  reason: 'FieldValueInvalid',
+  holds: (list) => Object.keys(list).every((name) => (SANDBOX_RESOURCE_NAMES as readonly string[]).includes(name)),
+};
 
 const resourceList = (which: string) =>
   z
     .record(z.string().max(253), quantity)
+    .refine(resourceNameRule.holds, { message: resourceNameRule.message })
     // Bounded so the API server can cost the CEL rules that compare whole sandbox specs.
-    .meta({ maxProperties: 16 })
-    .describe(`${which} per resource name (cpu, memory, ephemeral-storage).`);
+    .meta({ maxProperties: 16, 'x-kubernetes-validations': celValidations([resourceNameRule]) })
+    .describe(`${which} per resource name: ${SANDBOX_RESOURCE_NAMES.join(', ')}; no other.`);
 
 export const resourceRequirements = z
   .object({

@@ -37,16 +37,26 @@ export function branchNameProblem(name: string): string | undefined {
 /** A rendered branch name git accepts. */
 export const isBranchName = (name: string): boolean => branchNameProblem(name) === undefined;
 
+/**
+ * Longest title: GitLab refuses a merge request title over 255 characters, and a draft's is
+ * "Draft: " and the title (gitlab-forge.ts; Gitea's "WIP: " is shorter). Refused when the run is
+ * accepted, not by the forge after the branch is pushed. (The default title is at most 72.)
+ */
+const PULL_REQUEST_TITLE_MAX = 255 - 'Draft: '.length;
+
 export const pullRequestSpec = z
   .object({
     title: z
       .string()
       .min(1)
-      .max(256)
+      .max(PULL_REQUEST_TITLE_MAX)
       // One line: it is the commit's subject, and lines of its own would be the message's trailers.
       .regex(/^[^\r\n]*$/, 'the title is one line: put the rest in pullRequest.body')
       .optional()
-      .describe("Title of the pull request, also the commit's subject. Default: the first line of spec.task, cut to 72 characters."),
+      .describe(
+        `Title of the pull request, also the commit's subject: one line of at most ${PULL_REQUEST_TITLE_MAX} characters, so that GitLab's ` +
+          '"Draft: " before it keeps within its 255. Default: the first line of spec.task, cut to 72 characters.',
+      ),
     body: z
       .string()
       .max(65_536)

@@ -94,11 +94,12 @@ function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): 
  * the most the controller moves the run's deadline by), so the kubelet ends the pod even if the
  * operator is gone, and never before the controller would end the run. Fixed once the pod is
  * made: Kubernetes lets it be lowered, never raised, so a budget raised later cannot move it
- * (decide.ts ends such a run before it, knowing it).
+ * (decide.ts ends such a run before it, knowing it). At least 1: the API server refuses 0, which
+ * a zero budget and deadlineGraceSeconds 0 would give.
  */
 export function sandboxActiveDeadlineSeconds(run: ParsedCodingRun, config: OperatorConfig): number {
   const humanTimeMs = approvalWaitAllowanceMs(run, config.maxApprovalWaitSeconds * 1000);
-  return Math.ceil((durationMs(run.spec.budget.timeout) + humanTimeMs) / 1000) + 2 * config.deadlineGraceSeconds;
+  return Math.max(1, Math.ceil((durationMs(run.spec.budget.timeout) + humanTimeMs) / 1000) + 2 * config.deadlineGraceSeconds);
 }
 
 export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V1Pod {
@@ -124,13 +125,19 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
     ...(customImage ? { command: [nodePath, '-e', IDLE_SCRIPT] } : { args: [nodePath, '-e', IDLE_SCRIPT] }),
     workingDir: WORKSPACE_PATH,
     env: [
-      { name: 'CHAMVI_WORKSPACE', value: WORKSPACE_PATH },
-      { name: 'CHAMVI_HOME', value: `${HOME_PATH}/.chamvi` },
+      // Defaults the run may replace: a later duplicate wins.
       { name: 'HOME', value: HOME_PATH },
       { name: 'TMPDIR', value: '/tmp' },
       ...(customImage ? [{ name: 'PATH', value: `${TOOLS_PATH}:/usr/local/bin:/usr/bin:/bin` }] : []),
-      ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value })),
-      // After the run's own variables: a later duplicate wins, and these must point at the proxy.
+      // Kubernetes expands $(NAME) in a value and turns $$ into $; the schema promises a plain
+      // value, passed literally (as run --local does), so every $ is written $$. (A function, as
+      // a replacement string would read "$$" as one $.)
+      ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value: value.replaceAll('$', () => '$$') })),
+      // After the run's own variables, so these win: the toolbox's own settings (the schema
+      // refuses CHAMVI_* names too; a run's would move the workspace or put the toolbox's logs
+      // in the diff), and the proxy.
+      { name: 'CHAMVI_WORKSPACE', value: WORKSPACE_PATH },
+      { name: 'CHAMVI_HOME', value: `${HOME_PATH}/.chamvi` },
       ...egressEnv(run, config),
     ],
     resources: mergeResources(sandbox.resources),

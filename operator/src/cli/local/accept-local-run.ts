@@ -1,6 +1,7 @@
 // Accepting a run for local mode before anything starts: the same spec schema and
 // cross-field rules as the operator (parseSpec), the same reference checks (validateRun)
-// against the objects in the file, and the local rules for repositories and API keys.
+// against the objects in the file, and the local rules for repositories, API keys and the
+// sandbox's variables (local-env-names.ts).
 // A refusal is a ManifestError that names the file, the run and the field.
 import { randomUUID } from 'node:crypto';
 import { API_VERSION, type CodingRun, type CodingRunSpec } from '../../api/index.ts';
@@ -9,6 +10,7 @@ import { findProviderDeclaration } from '../../providers/provider-registry.ts';
 import { USABLE_BY_RUNS_LABEL, USABLE_BY_RUNS_VALUE } from '../../reconcile/secret-opt-in.ts';
 import { parseSpec, validateRun } from '../../reconcile/validate-run.ts';
 import { ManifestError } from '../errors/manifest-error.ts';
+import { localEnvNameProblem } from './local-env-names.ts';
 import { localRepositoryUrl } from './local-repository.ts';
 import type { LocalManifest, ManifestObjects } from './manifest-file.ts';
 
@@ -40,6 +42,10 @@ export function acceptLocalRun(manifest: LocalManifest, env: NodeJS.ProcessEnv, 
 
   const parsed = parseSpec(manifest.run);
   if (!parsed.ok) throw refused(parsed.refusal.message.replace(/; fix the field and create the run again$/, ''));
+  for (const [index, { name }] of (parsed.spec.sandbox.env ?? []).entries()) {
+    const problem = localEnvNameProblem(name);
+    if (problem) throw refused(`spec.sandbox.env[${index}].name: ${problem}`);
+  }
   const url = localRepositoryUrl(parsed.spec.repository.url, manifest.directory);
   const spec: CodingRunSpec = { ...parsed.spec, repository: { ...parsed.spec.repository, url } };
   const rawSpec = manifest.run.spec as { repository: object };

@@ -2,7 +2,9 @@
 // on a workspace and home in a fresh temporary directory, removed when the run's sandbox
 // is released. Its environment is built like the pod's: PATH and locale from this shell,
 // HOME in the temporary directory, spec.sandbox.env, and nothing else, so API keys in the
-// user's environment do not reach the commands the model runs. It is NOT the pod's
+// user's environment do not reach the commands the model runs. The toolbox process itself
+// (node, and its git) runs with it too, so spec.sandbox.env may not name a variable they read
+// (local-env-names.ts). It is NOT the pod's
 // isolation: the tools run as the user, on this machine, with its network. So (Security
 // #11.13) spec.sandbox.setup, a bash command, runs here only as a bash call of the model
 // would: when bash is in spec.approval.tools, a human approves it first. So does
@@ -19,6 +21,7 @@ import type { Sandbox, ToolRequest, ToolResponse } from '../../sandbox/sandbox.t
 import type { SandboxFactory } from '../../workers/sandbox-pool.ts';
 import { ToolboxMissingError } from '../errors/toolbox-missing-error.ts';
 import { absolutePath } from '../../workers/absolute-path.ts';
+import { localEnvNameProblem } from './local-env-names.ts';
 
 /** Overrides where the toolbox bundle is (default: sandbox-image/dist/toolbox.mjs of this checkout). */
 export const TOOLBOX_PATH_ENV = 'CHAMVI_TOOLBOX_PATH';
@@ -48,9 +51,12 @@ export function findToolbox(env: NodeJS.ProcessEnv): string {
 export function sandboxEnvironment(run: ParsedCodingRun, home: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const sandboxEnv: NodeJS.ProcessEnv = { HOME: home };
   for (const name of INHERITED) if (env[name]) sandboxEnv[name] = env[name];
+  // acceptLocalRun refused these names: the toolbox's own node and git would read them. Skipped
+  // here too, for a run that reached the factory another way.
+  for (const { name, value } of run.spec.sandbox.env ?? []) if (!localEnvNameProblem(name)) sandboxEnv[name] = value;
   // The tools run in the clone: a relative PATH entry would find the repository's own `git`.
+  // After the run's variables, so that nothing they hold brings one back.
   if (sandboxEnv.PATH !== undefined) sandboxEnv.PATH = absolutePath(sandboxEnv.PATH);
-  for (const { name, value } of run.spec.sandbox.env ?? []) sandboxEnv[name] = value;
   return sandboxEnv;
 }
 
