@@ -88,7 +88,7 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
     // assignee and a milestone with 350), and the Gitea adapter asks for 25 a page; GitLab's
     // page of 100 merge requests holds fewer. The bound must leave real pages a wide margin.
     const user = (login: string) => Object.fromEntries(Array.from({ length: 25 }, (_, i) => [`field${i}`, login]));
-    const repository = { ...Object.fromEntries(Array.from({ length: 80 }, (_, i) => [`field${i}`, 'r'])), owner: user('acme') };
+    const repository = { ...Object.fromEntries(Array.from({ length: 80 }, (_, i) => [`field${i}`, 'r'])), id: 1, owner: user('acme') };
     const pull = (number: number, branch: string) => ({
       number,
       iid: number,
@@ -113,7 +113,7 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
       source_project_id: 1,
       target_project_id: 1,
     });
-    // The run's own first: GitHub's adapter takes the first of its list (the query names the branch).
+    // The run's own first, its head and base in one repository (repo_id, repo.id, the project ids).
     const page = [pull(1, 'chamvi/x'), ...Array.from({ length: 74 }, (_, i) => pull(i + 2, `other-${i}`))];
     const body = JSON.stringify(page);
     expect(countJsonItems(body) / page.length).toBeGreaterThanOrEqual(776);

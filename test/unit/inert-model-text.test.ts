@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { inertModelText } from '../../operator/src/publish/inert-model-text.ts';
 import { defaultBody, type PlanInput } from '../../operator/src/publish/publish-plan.ts';
+import { withoutQuickActions } from '../../operator/src/publish/without-quick-actions.ts';
 import { fencedAndOutside, gitlabCommandLines } from '../support/forge-body-reading.ts';
 
 const input = (summary: string): PlanInput => ({
@@ -84,7 +85,34 @@ describe('the default pull request body', () => {
     expect(gitlabCommandLines(summary)).toHaveLength(4);
     const body = defaultBody(input(summary));
     expect(gitlabCommandLines(body)).toEqual([]);
-    expect(fencedAndOutside(body).fenced.join('\n')).toBe(summary);
+    // As GitLab keeps it: without its carriage return.
+    expect(fencedAndOutside(body).fenced.join('\n')).toBe(summary.replaceAll('\r', ''));
     expect(body).not.toContain('\\/');
+  });
+});
+
+describe('the model text GitLab is sent', () => {
+  // GitLab deletes every carriage return before it reads a description, and so does the body
+  // sent to it (without-quick-actions.ts, after this): a `\r` that split a closing statement when
+  // it was defused joined it again, and `Fixes\r other/repo#42` closed that issue at the merge.
+  const hostile = [
+    'Done. Fixes\r other-group/other-project#42',
+    'Fi\rxes #1',
+    'Fixes #\r1',
+    'Closes:\r\r https://gitlab.example/g/p/-/issues/7',
+    'Resolves\r issue\r #3 and Implements\r\n #4',
+    'fixes \r#5, closes\r  \r #6',
+    'Closes JIRA\r-7',
+    'Fixes #8',
+  ];
+
+  it.each(hostile)('holds no closing statement GitLab reads, and is as GitLab keeps it: %j', (summary) => {
+    // The control: the text as GitLab reads it (its carriage returns deleted) closes an issue.
+    expect(summary.replaceAll('\r', '')).toMatch(GITLAB_CLOSING);
+    expect(withoutQuickActions(defaultBody(input(summary)))).not.toMatch(GITLAB_CLOSING);
+    // The pass the GitLab body goes through after it changes nothing more of it: no carriage return is left to delete.
+    const inert = inertModelText(summary);
+    expect(withoutQuickActions(inert)).toBe(inert);
+    expect(inert).not.toContain('\r');
   });
 });

@@ -3,13 +3,14 @@
 // - The token goes in a header, never in a URL; no redirect is followed (it would be another
 //   origin, which must not get the token).
 // - Answers are bounded (a forge is not trusted to send little): in bytes, in the JSON items a
-//   parse would make of them, and in how deep they nest. Error text is cut to what a status
-//   message can hold, and any copy of the token in it is replaced.
+//   parse would make of them, and in how deep they nest. Error text is one line without control
+//   characters, cut to what a status message can hold, and any copy of the token in it is replaced.
 // - A forge that cannot be reached, or whose answer stalls or breaks off, is a ForgeError like
 //   any other forge failure: the publish ends PublishFailed at once (workers/publish-job.ts),
 //   not retried as a lost sandbox is, cloning again at each try.
 import { JsonScan, RESPONSE_MAX_JSON_ITEMS } from '../json/json-scan.ts';
 import { redactSecrets } from '../providers/redact-secrets.ts';
+import { HIDDEN_CHARACTER } from '../text/hidden-character.ts';
 import { ForgeError } from './errors/forge-error.ts';
 
 const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
@@ -38,6 +39,24 @@ export const FORGE_ANSWER_MAX_JSON_ITEMS = RESPONSE_MAX_JSON_ITEMS;
  */
 export const FORGE_ANSWER_MAX_JSON_DEPTH = 64;
 const MAX_ERROR_TEXT = 1000;
+
+const HIDDEN = new RegExp(HIDDEN_CHARACTER, 'gu');
+
+/**
+ * The text of a ForgeError, the forge's own words in it: it ends up in status.message and an
+ * Event, which a terminal shows. So it is one line (a forge's newline would start a line of its
+ * choosing there), with no control character a terminal obeys (ESC [2J clears the screen) nor
+ * any other hidden one (text/hidden-character.ts), each a space, and runs of blanks one space;
+ * any copy of the token cut out, and at most MAX_ERROR_TEXT characters. Every adapter's error
+ * text goes through it, GitHub's too.
+ */
+export function forgeErrorText(text: string, token: string): string {
+  const line = redactSecrets(text, [token]).replace(HIDDEN, ' ').replace(/\s+/g, ' ').trim();
+  if (line.length <= MAX_ERROR_TEXT) return line;
+  const cut = line.slice(0, MAX_ERROR_TEXT);
+  // Not half a surrogate pair at the cut: a lone surrogate is not text.
+  return /[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
 
 export interface ForgeRequest {
   method: 'GET' | 'POST' | 'PATCH' | 'PUT';
@@ -68,7 +87,7 @@ export function forgeHttp(options: {
   fetch?: typeof fetch;
   timeoutMs?: number;
 }): ForgeHttp {
-  const clean = (text: string) => redactSecrets(text, [options.token]).slice(0, MAX_ERROR_TEXT);
+  const clean = (text: string) => forgeErrorText(text, options.token);
   return {
     async json<T>(request: ForgeRequest): Promise<T> {
       const url = `${options.apiURL}${request.path}`;
@@ -113,8 +132,7 @@ export async function forgeExchange(
   options: { token: string; fetch?: typeof fetch; timeoutMs?: number },
 ): Promise<{ response: Response; text: string }> {
   const what = `${init.method} ${url}`;
-  const failed = (text: string, status: number | undefined) =>
-    new ForgeError(redactSecrets(text, [options.token]).replace(/\s+/g, ' ').slice(0, MAX_ERROR_TEXT), status);
+  const failed = (text: string, status: number | undefined) => new ForgeError(forgeErrorText(text, options.token), status);
   let response: Response;
   try {
     response = await (options.fetch ?? fetch)(url, {

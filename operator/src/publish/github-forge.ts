@@ -5,9 +5,8 @@
 // through the issues API, which creates unknown ones, in a second call after the pull request
 // exists: its failure is reported with the pull request, not as the publish's.
 import { Octokit } from '@octokit/rest';
-import { redactSecrets } from '../providers/redact-secrets.ts';
 import { ForgeError } from './errors/forge-error.ts';
-import { forgeExchange } from './forge-http.ts';
+import { forgeErrorText, forgeExchange } from './forge-http.ts';
 import {
   checkedDefaultBranch,
   checkedList,
@@ -25,6 +24,9 @@ interface GitHubPull {
   html_url: string;
   title: string;
   body?: string | null;
+  /** The branches and their repositories; repo is null once a fork is deleted. */
+  head?: { ref?: string; repo?: { id?: number } | null };
+  base?: { ref?: string; repo?: { id?: number } | null };
 }
 
 const FORGE = 'GitHub';
@@ -73,11 +75,12 @@ export class GitHubForge implements Forge {
       // Octokit's RequestError around a failure of forgeExchange says HTTP 500, which no forge
       // answered: the ForgeError it carries says what happened.
       const cause = (error as { cause?: unknown }).cause;
-      if (ForgeError.isInstance(cause)) throw new ForgeError(`${what}: ${cause.message}`.slice(0, 1000), cause.status);
+      if (ForgeError.isInstance(cause)) throw new ForgeError(forgeErrorText(`${what}: ${cause.message}`, this.token), cause.status);
+      // Octokit's message is the forge's own words: one line without controls, as every adapter's.
       const status = (error as { status?: unknown }).status;
       const message = error instanceof Error ? error.message : String(error);
       throw new ForgeError(
-        redactSecrets(`${what}: ${typeof status === 'number' ? `HTTP ${status}: ` : ''}${message}`, [this.token]).slice(0, 1000),
+        forgeErrorText(`${what}: ${typeof status === 'number' ? `HTTP ${status}: ` : ''}${message}`, this.token),
         typeof status === 'number' ? status : undefined,
       );
     }
@@ -96,7 +99,18 @@ export class GitHubForge implements Forge {
         this.octokit.rest.pulls.list({ owner: this.owner, repo: this.repo, state: 'open', head: `${this.owner}:${branch}`, base }),
       ),
     );
-    return pulls[0] ? view(pulls[0] as GitHubPull) : undefined;
+    // The filters are GitHub's word only (octokit/rest.js#2056: the head filter answered another
+    // branch's pull request at the same commit): only one from this repository's own branch
+    // into `base` is the run's, as the Gitea and GitLab adapters check, or the run would update
+    // and report someone else's pull request (a fork's branch of the same name) as its own.
+    const own = (pulls as Array<GitHubPull | null>).find(
+      (pull) =>
+        pull?.head?.ref === branch &&
+        pull.base?.ref === base &&
+        typeof pull.head.repo?.id === 'number' &&
+        pull.head.repo.id === pull.base.repo?.id,
+    );
+    return own ? view(own) : undefined;
   }
 
   async createPullRequest(request: NewPullRequest): Promise<CreatedPullRequest> {

@@ -13,12 +13,16 @@
 // the operator's own lines. One forge reads more than the rendered text: GitLab matches its
 // closing pattern against the raw description, code blocks too. Its default pattern wants ASCII
 // spaces between the keyword and the reference, so those spaces become no-break spaces, which
-// read the same. GitLab also runs a raw line that starts with `/` as a quick action, and its
-// extractor skips only blocks fenced with exactly three backticks (this fence may be longer):
-// the whole block is indented by one space, fences and lines alike, which CommonMark takes off
-// each line again (a fence indented N spaces takes up to N off its lines), so the block shows
-// the model's text as written and no raw line of it starts with `/`. An escape such as `\/`
-// would be shown as typed inside code, and would not be what the approver approved.
+// read the same. The body GitLab is sent then has every carriage return deleted, as GitLab
+// deletes them (without-quick-actions.ts), which joined `Fi\rxes #1` or `Fixes\r o/r#42` into a
+// closing statement again after its spaces were changed: they are deleted here first, so the
+// text is defused as GitLab reads it. GitLab also runs a raw line that starts with `/` as a
+// quick action, and its extractor skips only blocks fenced with exactly three backticks (this
+// fence may be longer): the whole block is indented by one space, fences and lines alike, which
+// CommonMark takes off each line again (a fence indented N spaces takes up to N off its lines),
+// so the block shows the model's text as written and no raw line of it starts with `/`. An
+// escape such as `\/` would be shown as typed inside code, and would not be what the approver
+// approved.
 
 /**
  * A closing statement's start as GitLab's default pattern reads it: a keyword (close, closes,
@@ -37,10 +41,12 @@ const INDENT = ' ';
 /**
  * The text as a fenced code block that nothing in it can close: its fence is a run of
  * backticks longer than any in the text (CommonMark ends a block only at a fence at least as
- * long as the one that opened it), with the spaces after closing keywords made no-break spaces,
- * and every line indented by one space (no raw line starts with `/`; none is shown indented).
+ * long as the one that opened it), without carriage returns, with the spaces after closing
+ * keywords made no-break spaces, and every line indented by one space (no raw line starts with
+ * `/`; none is shown indented). withoutQuickActions leaves it as it is.
  */
-export function inertModelText(text: string): string {
+export function inertModelText(modelText: string): string {
+  const text = modelText.replaceAll('\r', '');
   let longestRun = 0;
   for (const run of text.matchAll(/`+/g)) longestRun = Math.max(longestRun, run[0].length);
   const fence = '`'.repeat(Math.max(3, longestRun + 1));

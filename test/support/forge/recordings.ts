@@ -7,6 +7,9 @@ import type { Recording } from './recorded-forge-server.ts';
 
 export const RECORDED_BRANCH = 'chamvi/fix';
 
+/** acme/app as a pull request names its head's and base's repository (GitHub's "repository" shape, in part). */
+const GITHUB_REPOSITORY = { id: 1296269, name: 'app', full_name: 'acme/app', private: false };
+
 const githubPull = (body: string) => ({
   url: 'https://api.github.com/repos/acme/app/pulls/1347',
   id: 1,
@@ -18,8 +21,13 @@ const githubPull = (body: string) => ({
   title: PR.title,
   body,
   draft: false,
-  head: { label: `acme:${RECORDED_BRANCH}`, ref: RECORDED_BRANCH, sha: '6dcb09b5b57875f334f61aebed695e2e4193db5e' },
-  base: { label: 'acme:main', ref: 'main', sha: '6dcb09b5b57875f334f61aebed695e2e4193db5f' },
+  head: {
+    label: `acme:${RECORDED_BRANCH}`,
+    ref: RECORDED_BRANCH,
+    sha: '6dcb09b5b57875f334f61aebed695e2e4193db5e',
+    repo: GITHUB_REPOSITORY,
+  },
+  base: { label: 'acme:main', ref: 'main', sha: '6dcb09b5b57875f334f61aebed695e2e4193db5f', repo: GITHUB_REPOSITORY },
   labels: [{ id: 208045946, name: PR.label }],
 });
 
