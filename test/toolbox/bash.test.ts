@@ -92,6 +92,15 @@ function killIfRunning(pid: number): void {
     // Gone.
   }
 }
+/**
+ * Prefixed to a leftover's commands so that it writes only once the command's shell is gone (kill -0
+ * fails once the toolbox has reaped it): one that writes while the shell still runs can pass the cap
+ * before the shell exits (on a loaded machine the shell may wait long for the CPU), and then the
+ * call's cap watch kills the whole group as the command's own kill, not the leftover's kill under test.
+ */
+const ONCE_THE_SHELL_IS_GONE = 'while kill -0 $$ 2>/dev/null; do :; done';
+/** Long enough for a SIGKILLed process to be gone on a loaded machine; the wait ends as soon as it is. */
+const GONE_WITHIN_MS = 20_000;
 /** Whether a process group is gone, waited for a while: killed processes linger as zombies until reaped. */
 async function groupGone(pgid: number, withinMs = 5_000): Promise<boolean> {
   const deadline = Date.now() + withinMs;
@@ -226,36 +235,39 @@ describe('bash', () => {
     let loudPid = 0;
     try {
       expect(quiet).toMatchObject({ exitCode: 0, outputCapped: false });
-      const loud = await bash({ command: 'yes & echo $! >&2' }, capped);
+      // The subshell itself writes, 64 KiB a builtin printf, from when the shell is gone.
+      const loud = await bash({ command: `{ ${ONCE_THE_SHELL_IS_GONE}; while :; do printf '%065536d' 0; done; } & echo $! >&2` }, capped);
       loudPid = Number(loud.stderr.split('\n')[0]);
       expect(loud).toMatchObject({ exitCode: 0, outputCapped: true, timedOut: false });
       expect(loud.stderr).toMatch(
         /\[chamvi: 1 process this command left running was stopped because its output passed the cap of 1048576 bytes\./,
       );
       expect(loud.stderr).not.toMatch(/still running/);
-      expect(alive(loudPid)).toBe(false);
-      await sleep(1_000);
+      // SIGKILL is sent before the call answers; the process ends when the scheduler next runs it.
+      expect(await stopsRunning(loudPid, GONE_WITHIN_MS)).toBe(true);
+      // Nothing else writes the log: once the writer is gone its size is final.
       expect(statSync(loud.stdoutLog).size).toBeLessThanOrEqual(4 * cap);
       expect(alive(quietPid)).toBe(true);
     } finally {
-      process.kill(quietPid, 'SIGKILL');
-      if (loudPid > 0 && alive(loudPid)) process.kill(loudPid, 'SIGKILL');
+      killIfRunning(quietPid);
+      killIfRunning(loudPid);
     }
   });
 
   it('kills a leftover whose main thread exited (Z in /proc, a thread still writing) once its output passes the cap', async ({ skip }) => {
     skip(!MAIN_THREAD_EXIT, NO_MAIN_THREAD_EXIT ?? '');
     writeMainThreadExit(workspace.root);
-    const capped = { extraArgs: ['--output-log-max-bytes', '100000'] };
-    // The shell exits at once: what passes the cap is the leftover's output, written after it.
+    // Five of its 4 KiB blocks: past the cap soon after it starts, while the call still waits for it.
+    const capped = { extraArgs: ['--output-log-max-bytes', '20000'] };
+    // What passes the cap is the leftover's output, written after the shell exited (exec keeps the pid).
     const pidFile = path.join(workspace.root, 'mte.pid');
     let pid = 0;
     try {
-      const result = await bash({ command: './mte & echo $! > mte.pid' }, capped);
+      const result = await bash({ command: `{ ${ONCE_THE_SHELL_IS_GONE}; exec ./mte; } & echo $! > mte.pid` }, capped);
       pid = Number(readFileSync(pidFile, 'utf8'));
-      expect(result).toMatchObject({ outputCapped: true, timedOut: false });
+      expect(result).toMatchObject({ exitCode: 0, outputCapped: true, timedOut: false });
       expect(result.stderr).toMatch(/\[chamvi: 1 process this command left running was stopped because its output passed the cap/);
-      expect(await stopsRunning(pid)).toBe(true);
+      expect(await stopsRunning(pid, GONE_WITHIN_MS)).toBe(true);
     } finally {
       // The program ignores SIGTERM and writes for good: whatever threw, kill it once its pid is known.
       killIfRunning(pid || Number(existsSync(pidFile) ? readFileSync(pidFile, 'utf8') : 0));
