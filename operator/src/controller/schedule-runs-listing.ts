@@ -43,7 +43,7 @@ export interface ScheduleRunsListing {
   kube: Pick<ScheduleGateway, 'listScheduleRuns'>;
   schedule: CodingSchedule;
   making: ScheduleMaking;
-  /** Runs asked for per page (CODING_RUN_PAGE_LIMIT); tests make it small. */
+  /** Runs asked for per page (SCHEDULE_RUN_PAGE_LIMIT); tests make it small. */
   pageLimit: number;
   /** SCHEDULE_RUNS_KEPT; tests make it small. */
   keep?: number;
