@@ -112,6 +112,8 @@ describe.each(ADAPTERS)('the %s adapter', (_, build) => {
       base: { ref: 'main', repo_id: 1, repo: repository },
       source_project_id: 1,
       target_project_id: 1,
+      source_branch: branch,
+      target_branch: 'main',
     });
     // The run's own first, its head and base in one repository (repo_id, repo.id, the project ids).
     const page = [pull(1, 'chamvi/x'), ...Array.from({ length: 74 }, (_, i) => pull(i + 2, `other-${i}`))];
@@ -176,11 +178,26 @@ describe.each(ADAPTERS)('the %s adapter, given a pull request the run status cou
       /pull request 7 without an http\(s\) address/,
     ],
     ['a javascript: address', pullWith(7, 'javascript:alert(1)'), /pull request 7 without an http\(s\) address/],
+    // URL parsing drops the newline and encodes ESC, so URL.canParse took it; the raw text went to
+    // status.message, the Published Event and status.result, where a terminal obeyed the ESC.
+    [
+      'an address with a newline and ESC in it',
+      pullWith(7, 'https://github.com/acme/app/pull/1\n\u001b[2JFake: Approved'),
+      /pull request 7 with an address that is not plain: it holds whitespace or a hidden character/,
+    ],
+    [
+      'an address with a line separator in it',
+      pullWith(7, 'https://github.com/acme/app/pull/1\u2028Approved'),
+      /pull request 7 with an address that is not plain/,
+    ],
+    ['an address with a space in it', pullWith(7, 'https://forge.example/acme/app/pulls/7 approved'), /with an address that is not plain/],
   ])('refuses %s', async (_name, pull, message) => {
     const forge = make(build, await forgeAnswering(201, JSON.stringify(pull)));
     const error = await forge.createPullRequest(request).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ForgeError);
     expect((error as Error).message).toMatch(message);
+    // The refusal does not write out the address it refused.
+    expect((error as Error).message).not.toContain('\u001b');
   });
 
   // JSON.parse takes 60 000 levels; JSON.stringify of the number for the refusal's message

@@ -41,6 +41,8 @@ describe('forge paging', () => {
       description: '',
       source_project_id: 99,
       target_project_id: 3,
+      source_branch: 'chamvi/x',
+      target_branch: 'main',
     });
     const own = {
       iid: 501,
@@ -49,6 +51,8 @@ describe('forge paging', () => {
       description: 'b',
       source_project_id: 3,
       target_project_id: 3,
+      source_branch: 'chamvi/x',
+      target_branch: 'main',
     };
     const server = await forge((_method, _path, query) =>
       query.get('page') === '1' ? Array.from({ length: 100 }, (_, i) => fork(i + 1)) : [own, fork(600)],
@@ -56,6 +60,47 @@ describe('forge paging', () => {
     const found = await new GitLabForge({ apiURL: server.url, repository: 'acme/app', token: 't' }).findOpenPullRequest('chamvi/x', 'main');
     expect(found).toMatchObject({ number: 501, url: own.web_url });
     expect(server.asked).toHaveLength(2);
+  });
+
+  // The source_branch and target_branch filters are GitLab's word only (GitHub's head filter once
+  // answered another branch's pull request): a merge request from this project's other branch,
+  // or into another base, listed first, was taken for the run's, updated and reported as its own.
+  it.each([
+    ['from another branch of the project', { source_branch: 'feature/other', target_branch: 'main' }],
+    ['into another base', { source_branch: 'chamvi/x', target_branch: 'release' }],
+  ])("GitLab: takes only the run's own branch into its base, not a merge request %s listed first", async (_case, branches) => {
+    const mergeRequest = (iid: number, source_branch: string, target_branch: string) => ({
+      iid,
+      web_url: `https://gitlab.example/mr/${iid}`,
+      title: `mr ${iid}`,
+      description: '',
+      source_project_id: 3,
+      target_project_id: 3,
+      source_branch,
+      target_branch,
+    });
+    const server = await forge(() => [
+      mergeRequest(8, branches.source_branch, branches.target_branch),
+      mergeRequest(9, 'chamvi/x', 'main'),
+    ]);
+    const gitlab = new GitLabForge({ apiURL: server.url, repository: 'acme/app', token: 't' });
+    expect(await gitlab.findOpenPullRequest('chamvi/x', 'main')).toMatchObject({ number: 9 });
+  });
+
+  it("GitLab: finds no merge request when the only one listed is another branch's", async () => {
+    const other = {
+      iid: 8,
+      web_url: 'https://gitlab.example/mr/8',
+      title: 'other',
+      description: '',
+      source_project_id: 3,
+      target_project_id: 3,
+      source_branch: 'feature/other',
+      target_branch: 'main',
+    };
+    const server = await forge(() => [other]);
+    const gitlab = new GitLabForge({ apiURL: server.url, repository: 'acme/app', token: 't' });
+    await expect(gitlab.findOpenPullRequest('chamvi/x', 'main')).resolves.toBeUndefined();
   });
 
   it("Gitea: finds a label on the second page of the repository's labels", async () => {

@@ -25,10 +25,11 @@ const BODY = 'Fixed the login.\n/target_branch release\n  /ready\n\r/approve\nPa
 let server: Server | undefined;
 afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
 
-/** A GitLab that keeps the one merge request's description as sent. */
+/** A GitLab that keeps the one merge request's description (and, from its creation, its branches) as sent. */
 async function gitlab(): Promise<{ origin: string; sent: string[] }> {
   const sent: string[] = [];
   let stored: string | undefined;
+  let branches: { source_branch?: string; target_branch?: string } = {};
   server = createServer((request, response) => {
     let text = '';
     request.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
@@ -36,10 +37,14 @@ async function gitlab(): Promise<{ origin: string; sent: string[] }> {
       const mr = () => ({ iid: 7, web_url: 'https://gitlab.example/acme/app/-/merge_requests/7', title: 'Fix', description: stored });
       response.setHeader('content-type', 'application/json');
       if (request.method === 'POST' || request.method === 'PUT') {
-        stored = (JSON.parse(text) as { description: string }).description;
+        const sentMergeRequest = JSON.parse(text) as { description: string; source_branch?: string; target_branch?: string };
+        stored = sentMergeRequest.description;
+        if (request.method === 'POST')
+          branches = { source_branch: sentMergeRequest.source_branch, target_branch: sentMergeRequest.target_branch };
         sent.push(stored);
         response.end(JSON.stringify(mr()));
-      } else response.end(JSON.stringify(stored === undefined ? [] : [{ ...mr(), source_project_id: 1, target_project_id: 1 }]));
+      } else
+        response.end(JSON.stringify(stored === undefined ? [] : [{ ...mr(), ...branches, source_project_id: 1, target_project_id: 1 }]));
     });
   });
   await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));

@@ -33,6 +33,13 @@ const GITLAB_CLOSING =
   /\b((?:[Cc]los(?:e[sd]?|ing)|\b[Ff]ix(?:e[sd]|ing)?|\b[Rr]esolv(?:e[sd]?|ing)|\b[Ii]mplement(?:s|ed|ing)?)(:?) +(?:(?:issues? +)?(?:https?:\/\/\S+|(?:[\w.\/-]+)?#\d+)(?:(?: *,? +and +| *,? *)?)|([A-Z][A-Z0-9_]+-\d+))+)/;
 
 /**
+ * GitLab's default issue_closing_pattern, its %{issue_ref} any reference at all: newer GitLab
+ * closes bracket references (`[issue:group/project/42]`, `[work_item:g/p/7]`) too, and whatever
+ * it reads next, it reads only after ASCII spaces.
+ */
+const GITLAB_KEYWORD = /\b(?:[Cc]los(?:e[sd]?|ing)|\b[Ff]ix(?:e[sd]|ing)?|\b[Rr]esolv(?:e[sd]?|ing)|\b[Ii]mplement(?:s|ed|ing)?):? +\S/;
+
+/**
  * What a forge acts on in text it renders: a mention, a reference to an issue or a pull request
  * (`#1`, `o/r#1`, GitLab's `!1`, GitHub's `GH-1`) or an address, which a closing keyword before it
  * makes a closing statement.
@@ -62,10 +69,16 @@ describe('the default pull request body', () => {
     expect(fenced.join('\n').replaceAll('\u00a0', ' ')).toBe(breakout);
   });
 
-  it('leaves the words of a summary that closes nothing as they were', () => {
-    const summary = 'Fixed the expiry check; closes the gap in `login()` and resolves nothing else.';
+  it('shows the words of a summary that closes nothing as they were, the space after each closing keyword a no-break space', () => {
+    const summary = 'This fixes the bug. Fixed the expiry check; closes the gap in `login()` and resolves nothing else.';
     const { fenced } = fencedAndOutside(defaultBody(input(summary)));
-    expect(fenced).toEqual([summary]);
+    expect(fenced.map((line) => line.replaceAll('\u00a0', ' '))).toEqual([summary]);
+    // Every keyword's space, whatever follows it: which references GitLab closes is not this file's to list.
+    expect(fenced[0]).toMatch(/^This fixes\u00a0the bug\. Fixed\u00a0the .*; closes\u00a0the .* resolves\u00a0nothing/);
+    // Words that only begin like a keyword keep their spaces.
+    expect(fencedAndOutside(defaultBody(input('A fixture and a prefix of closest matches')))).toMatchObject({
+      fenced: ['A fixture and a prefix of closest matches'],
+    });
   });
 
   it('says the agent gave no message, with no empty block, when it gave none', () => {
@@ -114,5 +127,24 @@ describe('the model text GitLab is sent', () => {
     const inert = inertModelText(summary);
     expect(withoutQuickActions(inert)).toBe(inert);
     expect(inert).not.toContain('\r');
+  });
+
+  // GitLab's bracket references, which newer GitLab's closing extractor may close: a lookahead
+  // for the references known here (`#1`, an address, `JIRA-1`) did not see them, and left the
+  // keyword's ASCII space. No keyword is followed by one now, whatever comes after it.
+  const bracketed = [
+    'Closes [issue:other-group/other-project/42]',
+    'Fixes [work_item:g/p/7]',
+    'fixes:  [issue:g/p/1] and Implements\r [work_item:g/p/2]',
+  ];
+
+  it.each(bracketed)('leaves no closing keyword followed by an ASCII space: %j', (summary) => {
+    // The control: as GitLab reads it, a keyword, ASCII spaces and a bracket reference.
+    expect(summary.replaceAll('\r', '')).toMatch(GITLAB_KEYWORD);
+    const sent = withoutQuickActions(defaultBody(input(summary)));
+    expect(sent).not.toMatch(GITLAB_KEYWORD);
+    expect(fencedAndOutside(sent).fenced.join('\n').replaceAll('\u00a0', ' ')).toBe(summary.replaceAll('\r', ''));
+    const inert = inertModelText(summary);
+    expect(withoutQuickActions(inert)).toBe(inert);
   });
 });

@@ -49,7 +49,7 @@ describe('planPublish', () => {
     const result = planPublish(input({ publish: { branch: '{namespace}/{run}', pullRequest: { draft: false, labels: [] } } }));
     if (!result.ok) throw new Error(result.message);
     expect(result.plan.branch).toBe('agents/fix-login');
-    expect(result.plan.pullRequest!.body).toContain('Fixed the expiry check and added a test.');
+    expect(result.plan.pullRequest!.body.replaceAll('\u00a0', ' ')).toContain('Fixed the expiry check and added a test.');
     expect(result.plan.pullRequest!.body).toContain('2 files changed, +40 −3; 7 steps, 12345 tokens');
   });
 

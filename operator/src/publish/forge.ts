@@ -3,6 +3,7 @@
 // and GitLab against recorded exchanges of their real APIs.
 import { ForgeError } from './errors/forge-error.ts';
 import type { ForgeKind } from './forge-kinds.ts';
+import { HIDDEN_CHARACTER } from '../text/hidden-character.ts';
 
 export interface PullRequest {
   number: number;
@@ -56,11 +57,19 @@ export interface ForgeOptions {
 /** The longest pull request address status.result.publish.pullRequest.url holds. */
 export const PULL_REQUEST_URL_MAX = 2048;
 
+/** What no plain address holds: whitespace (a space, a newline, a no-break space) or a hidden character (ESC, U+2028, a bidi override). */
+const NOT_PLAIN = new RegExp(`\\s|${HIDDEN_CHARACTER}`, 'u');
+
 /**
  * A pull request as a forge answered it, checked before it is used: its number and address go
  * into the run's status, and one the status schema refuses (the API server's 422) would fail
  * the publish after the pull request exists, again at every retry. An address that is not
- * http(s) is refused too: dashboards render it as a link.
+ * http(s) is refused too: dashboards render it as a link. So is one with whitespace or a hidden
+ * character in it: URL.canParse took `…/pull/1\n\u001b[2JFake: Approved` (parsing drops the
+ * newline and encodes ESC), and the text as sent went to status.message, the Published Event and
+ * status.result, where a terminal obeyed it. One URL parsing would merely spell otherwise (an
+ * upper-case host a self-hosted forge was configured with, an IDN) is plain text and kept as
+ * the forge wrote it. The address is never written out in the refusal.
  */
 export function checkedPullRequest(pull: { number: unknown; url: unknown; title: unknown; body: unknown }): PullRequest {
   const { number, url, title, body } = pull;
@@ -72,6 +81,11 @@ export function checkedPullRequest(pull: { number: unknown; url: unknown; title:
   if (typeof url !== 'string' || url.length > PULL_REQUEST_URL_MAX || !/^https?:\/\//i.test(url) || !URL.canParse(url))
     throw new ForgeError(
       `the forge answered pull request ${number} without an http(s) address of at most ${PULL_REQUEST_URL_MAX} characters`,
+      undefined,
+    );
+  if (NOT_PLAIN.test(url))
+    throw new ForgeError(
+      `the forge answered pull request ${number} with an address that is not plain: it holds whitespace or a hidden character`,
       undefined,
     );
   if (typeof title !== 'string' || (body !== null && body !== undefined && typeof body !== 'string'))

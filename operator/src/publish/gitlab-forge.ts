@@ -25,6 +25,8 @@ interface MergeRequest {
   description: string | null;
   source_project_id?: number;
   target_project_id?: number;
+  source_branch?: string;
+  target_branch?: string;
 }
 
 const FORGE = 'GitLab';
@@ -57,9 +59,11 @@ export class GitLabForge implements Forge {
 
   async findOpenPullRequest(branch: string, base: string): Promise<PullRequest | undefined> {
     // The list holds merge requests from forks too (source_branch is only a name): only one from
-    // this project's own branch is the run's, or it would adopt a fork's change as its own. Read
-    // page by page: 20 forks' requests of the same name (GitLab's default page) used to hide the
-    // run's own, and the run then failed trying to open it again.
+    // this project's own branch is the run's, or it would adopt a fork's change as its own. The
+    // branch filters are GitLab's word only, as GitHub's head filter was (github-forge.ts): the
+    // branches are compared here too. Read page by page: 20 forks' requests of the same name
+    // (GitLab's default page) used to hide the run's own, and the run then failed trying to open
+    // it again.
     for (let page = 1; page <= MAX_PAGES; page++) {
       const query = new URLSearchParams({
         state: 'opened',
@@ -70,7 +74,13 @@ export class GitLabForge implements Forge {
       });
       const answer = await this.http.json<unknown>({ method: 'GET', path: `${this.project}/merge_requests?${query}` });
       const found = checkedList(FORGE, 'list of open merge requests', answer) as Array<MergeRequest | null>;
-      const own = found.find((mr) => mr?.source_project_id !== undefined && mr.source_project_id === mr.target_project_id);
+      const own = found.find(
+        (mr) =>
+          mr?.source_branch === branch &&
+          mr.target_branch === base &&
+          mr.source_project_id !== undefined &&
+          mr.source_project_id === mr.target_project_id,
+      );
       if (own) return view(own);
       if (found.length < PAGE) return undefined;
     }

@@ -12,8 +12,10 @@
 // the summary stays exactly what the model said, and it is plainly the model's, set apart from
 // the operator's own lines. One forge reads more than the rendered text: GitLab matches its
 // closing pattern against the raw description, code blocks too. Its default pattern wants ASCII
-// spaces between the keyword and the reference, so those spaces become no-break spaces, which
-// read the same. The body GitLab is sent then has every carriage return deleted, as GitLab
+// spaces between the keyword and the reference, so the spaces after every closing keyword
+// become no-break spaces, which read the same: after every one, whatever follows, since the
+// references GitLab closes are more than this file can list (`[issue:group/project/42]`,
+// `[work_item:g/p/7]` and whatever form a newer GitLab adds). The body GitLab is sent then has every carriage return deleted, as GitLab
 // deletes them (without-quick-actions.ts), which joined `Fi\rxes #1` or `Fixes\r o/r#42` into a
 // closing statement again after its spaces were changed: they are deleted here first, so the
 // text is defused as GitLab reads it. GitLab also runs a raw line that starts with `/` as a
@@ -25,13 +27,13 @@
 // approved.
 
 /**
- * A closing statement's start as GitLab's default pattern reads it: a keyword (close, closes,
- * closed, closing, fix, …, implementing), an optional colon, spaces, then (perhaps after
- * `issue`) a reference: an address, `#1` with or without a project before it, or `JIRA-1`.
- * Only those spaces change: "Fixed the check" is no closing statement and stays as it was.
+ * Where a closing statement could start as GitLab's default pattern reads it: a keyword (close,
+ * closes, closed, closing, fix, …, implementing), an optional colon, then ASCII spaces, the
+ * only blank the pattern takes there. What follows is not looked at: a lookahead for the
+ * references known here (`#1`, `o/r#1`, an address, `JIRA-1`) let `Closes [issue:g/p/42]`
+ * through, and "Fixed the check" with a no-break space reads as it did.
  */
-const CLOSING_STATEMENT =
-  /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(:?)( +)(?=(?:issues? +)?(?:https?:\/\/|[\w./-]*#\d|[A-Z][A-Z0-9_]+-\d))/gi;
+const CLOSING_KEYWORD = /\b(clos(?:e[sd]?|ing)|fix(?:e[sd]|ing)?|resolv(?:e[sd]?|ing)|implement(?:s|ed|ing)?)(:?)( +)/gi;
 
 const NO_BREAK_SPACE = '\u00a0';
 
@@ -51,7 +53,7 @@ export function inertModelText(modelText: string): string {
   for (const run of text.matchAll(/`+/g)) longestRun = Math.max(longestRun, run[0].length);
   const fence = '`'.repeat(Math.max(3, longestRun + 1));
   const defused = text.replace(
-    CLOSING_STATEMENT,
+    CLOSING_KEYWORD,
     (_, keyword: string, colon: string, spaces: string) => `${keyword}${colon}${NO_BREAK_SPACE.repeat(spaces.length)}`,
   );
   return [`${fence}text`, ...defused.split('\n'), fence].map((line) => `${INDENT}${line}`).join('\n');
