@@ -523,6 +523,37 @@ describe("security #11.7 the clone is bounded before it lands on the operator's 
   });
 });
 
+describe('the ref a clone took for its revision (what publishing checks the base against)', { timeout: 60_000 }, () => {
+  it('is the branch or tag git fetched, a tag before a branch of the same name, and none for HEAD or a commit id', async () => {
+    const work = oneCommitRepository('ref-work');
+    const first = git(work, 'rev-parse', 'HEAD');
+    git(work, 'branch', 'develop');
+    git(work, 'branch', 'both');
+    git(work, 'tag', 'both');
+    git(work, 'tag', '-a', '-m', 'one', 'v1');
+    git(work, 'update-ref', 'refs/pull/1/head', first);
+    const url = checked(`file://${work}`);
+    for (const [revision, expected] of [
+      ['develop', 'refs/heads/develop'],
+      ['refs/heads/develop', 'refs/heads/develop'],
+      ['v1', 'refs/tags/v1'],
+      ['both', 'refs/tags/both'],
+      ['pull/1/head', 'refs/pull/1/head'],
+      [undefined, undefined],
+      [first, undefined],
+    ] as const) {
+      const clone = await cloneMeasured({ url, revision, ...LIMITS });
+      try {
+        expect(clone.revisionRef, String(revision)).toBe(expected);
+        // Still no FETCH_HEAD in the clone: the name stays out of the archive.
+        expect(readdirSync(join(clone.dir, '.git'))).not.toContain('FETCH_HEAD');
+      } finally {
+        rmSync(join(clone.dir, '..'), { recursive: true, force: true });
+      }
+    }
+  });
+});
+
 describe("the operator's outbound proxy (chart proxy values)", { timeout: 60_000 }, () => {
   it('sends the clone through HTTP_PROXY when the operator has one, and straight to the server when NO_PROXY names it', async () => {
     const seen: string[] = [];

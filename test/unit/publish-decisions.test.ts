@@ -406,6 +406,45 @@ describe('pullRequestBase', () => {
   });
 });
 
+describe('pullRequestBase, given the ref the revision named when the run cloned it', () => {
+  const plan = (base?: string, pullRequest = true) => ({
+    branch: 'chamvi/x',
+    title: 't',
+    commitMessage: 'm',
+    ...(pullRequest ? { pullRequest: { title: 't', body: 'b', draft: false, labels: [], base } } : {}),
+  });
+  // spec.repository.revision, the ref it names on the remote now, the ref it named at the clone, and the base.
+  it.each([
+    ['a branch it still names: that branch', plan(), 'release', 'refs/heads/release', 'refs/heads/release', 'release'],
+    ['a tag it still names: the default branch', plan(), 'v1', 'refs/tags/v1', 'refs/tags/v1', undefined],
+    ['the publish spec base, whatever the revision names now', plan('main'), 'release', 'refs/tags/release', 'refs/heads/release', 'main'],
+    ['no pull request: no base to get wrong', plan(undefined, false), 'release', 'refs/tags/release', 'refs/heads/release', undefined],
+    ['a commit id: the default branch', plan(), 'a'.repeat(40), undefined, undefined, undefined],
+    // A state saved by an operator from before the clone recorded its ref: as before.
+    ['no ref recorded at the clone (an older state): the ref named now', plan(), 'release', 'refs/tags/release', undefined, undefined],
+  ])('%s', (_, given, revision, revisionRef, clonedRef, expected) => {
+    expect(pullRequestBase(given, revision, revisionRef, clonedRef)).toEqual({ ok: true, base: expected });
+  });
+
+  it.each([
+    ['a tag of the branch name pushed meanwhile (git takes a tag first)', 'refs/tags/release', 'refs/tags/release'],
+    ['the branch deleted meanwhile', undefined, 'nothing'],
+    ['the branch spelt otherwise now found under refs/ (refs/release)', 'refs/release', 'refs/release'],
+  ])('refuses, rather than fall back to the default branch, a revision that names another ref now: %s', (_, now, said) => {
+    const decision = pullRequestBase(plan(), 'release', now, 'refs/heads/release');
+    expect(decision).toEqual({
+      ok: false,
+      message: expect.stringContaining('named refs/heads/release on the remote when the run cloned it'),
+    });
+    expect(!decision.ok && decision.message).toContain(`and names ${said} now`);
+    expect(!decision.ok && decision.message).toMatch(/nothing was pushed.*set spec\.publish\.pullRequest\.base/);
+  });
+
+  it('refuses a tag the revision named at the clone that is a branch now (another kind of ref)', () => {
+    expect(pullRequestBase(plan(), 'v1', 'refs/heads/v1', 'refs/tags/v1')).toMatchObject({ ok: false });
+  });
+});
+
 describe('describedBase: the base the approver is shown before the remote is asked', () => {
   const plan = (base?: string) => ({
     branch: 'chamvi/x',
@@ -414,7 +453,7 @@ describe('describedBase: the base the approver is shown before the remote is ask
     pullRequest: { title: 't', body: 'b', draft: false, labels: [], base },
   });
   const rule =
-    "if the revision names a branch on the remote, the repository's default branch if it names a tag; publishing fails if it names neither";
+    "if the revision names a branch on the remote, the repository's default branch if it names a tag; publishing fails if it names neither, or another ref than when the run cloned it";
   it.each([
     ['the publish spec base, as a short name', plan('refs/heads/release'), 'v1.2.0', 'release'],
     ['a revision that may be a branch or a tag: the rule', plan(), 'v1.2.0', `v1.2.0 ${rule}`],

@@ -8,6 +8,11 @@
 //   with main as it was; a run publishing to a branch of its own still publishes (the control).
 // - A run of a tag (revision v1.2.0) asked for a pull request into the tag, which a forge
 //   refuses, after the branch was pushed: only a branch revision is the default base.
+// - A run of release branch rel, while it worked or its approval waited, had a tag rel pushed:
+//   publishing found the tag first (git's rules), took the default branch for the base and
+//   opened the pull request built on rel into main. The clone records the ref it took
+//   (state.revisionRef); a revision that names another ref by the publish now fails
+//   PublishFailed with nothing pushed. A state from an operator before that field: as before.
 // - A run of a release branch deleted while its approval waited opened its pull request into
 //   the default branch, carrying the release branch's commits: such a run now fails
 //   PublishFailed with nothing pushed, unless spec.publish.pullRequest.base names the base.
@@ -89,7 +94,7 @@ afterEach(async () => {
 });
 
 /** The publish job's dependencies for run ns/r of `revision`, publishing as `publish` says, and what it wrote. */
-function publishing(publish: object, revision = 'main') {
+function publishing(publish: object, revision = 'main', cloned: Partial<RunState> = {}) {
   const url = `${server.origin}/hello.git`;
   const run = {
     apiVersion: 'chamvi.dev/v1alpha1',
@@ -113,6 +118,7 @@ function publishing(publish: object, revision = 'main') {
     step: 1,
     usage: { totalTokens: 0 },
     startedAt: Date.parse('2026-12-05T00:00:00Z'),
+    ...cloned,
   } as unknown as RunState;
   const statuses: CodingRunStatus[] = [];
   const deps = {
@@ -227,5 +233,48 @@ describe('the publish job, when the branch spec.repository.revision named is gon
     await runPublishJob(deps, ref);
     expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'main' }]);
     expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded' });
+  });
+});
+
+describe('the publish job, when a tag named as the branch spec.repository.revision named is pushed after the clone', () => {
+  /** Branch rel, one commit past main, from which the run started; then a tag rel, at main, pushed by someone else. */
+  function releaseBranch(): void {
+    const work = join(base, 'rel-work');
+    git(['clone', '-q', bare, work], base);
+    git(['commit', '-q', '--allow-empty', '-m', 'release prep'], work);
+    git(['push', '-q', 'origin', 'HEAD:refs/heads/rel'], work);
+  }
+  const tagPushed = () => git(['tag', 'rel', 'main'], bare);
+
+  it('fails PublishFailed with nothing pushed and no pull request, rather than open it into the default branch', async () => {
+    releaseBranch();
+    const { deps, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel', { revisionRef: 'refs/heads/rel' });
+    tagPushed();
+    const error = await runPublishJob(deps, ref).catch((e: unknown) => e);
+    expect(decideJobFailure(error, { name: 'publish', attempt: 1, attempts: 10 })).toMatchObject({
+      action: 'fail',
+      reason: 'PublishFailed',
+    });
+    expect((error as Error).message).toMatch(
+      /spec\.repository\.revision "rel" named refs\/heads\/rel on the remote when the run cloned it, and names refs\/tags\/rel now.*nothing was pushed/,
+    );
+    expect(forge.opened).toEqual([]);
+    expect(git(['ls-remote', bare, 'refs/heads/chamvi/r'], bare)).toBe('');
+  });
+
+  it('opens the pull request into the branch when no tag came (the control)', async () => {
+    releaseBranch();
+    const { deps, statuses, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel', { revisionRef: 'refs/heads/rel' });
+    await runPublishJob(deps, ref);
+    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'rel' }]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Succeeded' });
+  });
+
+  it('keeps the behaviour of a state saved by an operator that recorded no ref at the clone: the tag, so the default branch', async () => {
+    releaseBranch();
+    const { deps, ref } = publishing({ branch: 'chamvi/r', pullRequest: {} }, 'rel');
+    tagPushed();
+    await runPublishJob(deps, ref);
+    expect(forge.opened).toEqual([{ head: 'chamvi/r', base: 'main' }]);
   });
 });

@@ -2,7 +2,7 @@
 // rules, peeled tags and the tag object they go through, and a full commit id taken only as
 // some ref's tip.
 import { describe, expect, it } from 'vitest';
-import { commitForRevision, parseLsRemote } from '../../operator/src/workers/remote-refs.ts';
+import { commitForRevision, parseLsRemote, refFetched, revisionRefIn } from '../../operator/src/workers/remote-refs.ts';
 
 const id = (digit: string) => digit.repeat(40);
 const LS_REMOTE = [
@@ -56,5 +56,40 @@ describe('commitForRevision', () => {
   it('reads SHA-256 ids', () => {
     const long = 'a'.repeat(64);
     expect(commitForRevision(parseLsRemote(`${long}\tHEAD\n`), undefined)).toEqual(at(long));
+  });
+});
+
+describe('refFetched: the ref `git fetch origin <revision>` took, from the FETCH_HEAD line it wrote', () => {
+  const line = (description: string) => `${id('1')}\t\t${description}https://git.example/acme/app.git\n`;
+  it.each([
+    ['a branch', 'release', line("branch 'release' of "), 'refs/heads/release'],
+    ['a tag (git takes it before a branch of the same name)', 'release', line("tag 'release' of "), 'refs/tags/release'],
+    ['a branch spelt out', 'refs/heads/release', line("branch 'release' of "), 'refs/heads/release'],
+    ['a branch below refs/', 'heads/release', line("branch 'release' of "), 'refs/heads/release'],
+    ['a branch with a slash', 'feature/x', line("branch 'feature/x' of "), 'refs/heads/feature/x'],
+    ['another kind of ref, spelt out', 'refs/pull/12/head', line("'refs/pull/12/head' of "), 'refs/pull/12/head'],
+    ['another kind of ref, below refs/', 'pull/12/head', line("'refs/pull/12/head' of "), 'refs/pull/12/head'],
+    ['a remote-tracking branch', 'origin/main', line("remote-tracking branch 'origin/main' of "), 'refs/remotes/origin/main'],
+    ['no revision (the remote HEAD): none', undefined, line(''), undefined],
+    ['HEAD by name: none', 'HEAD', line(''), undefined],
+    ['a commit id: none', id('1'), line(''), undefined],
+    ['a line naming a ref the revision cannot stand for: none', 'release', line("branch 'main' of "), undefined],
+    ['no line: none', 'release', '', undefined],
+  ])('%s', (_, revision, fetchHead, expected) => {
+    expect(refFetched(fetchHead, revision)).toBe(expected);
+  });
+});
+
+describe('revisionRefIn: the ref a revision stands for among the remote refs, as the clone records it', () => {
+  it.each([
+    ['a branch', 'main', 'refs/heads/main'],
+    ['a name a tag and a branch have: the tag', 'release', 'refs/tags/release'],
+    ['the branch spelt out', 'refs/heads/release', 'refs/heads/release'],
+    ['no revision: none', undefined, undefined],
+    ['HEAD: none', 'HEAD', undefined],
+    ['a commit id: none', id('6'), undefined],
+    ['an unknown name: none', 'nope', undefined],
+  ])('%s', (_, revision, expected) => {
+    expect(revisionRefIn(refs, revision)).toBe(expected);
   });
 });

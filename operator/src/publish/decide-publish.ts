@@ -64,10 +64,30 @@ export type BaseDecision = { ok: true; base: string | undefined } | { ok: false;
  * A revision the remote no longer has at all is refused: a release branch deleted while the
  * approval waited once sent the pull request into the default branch, carrying every commit
  * of the release branch with it, and nobody had asked for that base.
+ * So is one that names another ref than it did when the run cloned it (`clonedRef`, from the
+ * run's state): a tag `release` pushed while a run of branch `release` worked is found before
+ * the branch, and would send the pull request built on the branch into the default branch the
+ * same way. A state from an operator that did not record the ref gives none: as before.
  */
-export function pullRequestBase(plan: PublishPlan, revision: string | undefined, revisionRef: string | undefined): BaseDecision {
+export function pullRequestBase(
+  plan: PublishPlan,
+  revision: string | undefined,
+  revisionRef: string | undefined,
+  clonedRef?: string,
+): BaseDecision {
   if (plan.pullRequest?.base !== undefined) return { ok: true, base: shortBranch(plan.pullRequest.base) };
   if (revision === undefined || isCommitId(revision)) return { ok: true, base: undefined };
+  if (clonedRef !== undefined && revisionRef !== clonedRef && plan.pullRequest) {
+    return {
+      ok: false,
+      message:
+        `spec.repository.revision ${JSON.stringify(revision)} named ${clonedRef} on the remote when the run cloned it, and names ` +
+        `${revisionRef ?? 'nothing'} now (a tag or branch of that name was pushed or deleted since; git takes a tag before a branch), ` +
+        "so the pull request's base is not known and nothing was pushed (the default branch is not taken instead: it would get " +
+        `every commit the run's ${clonedRef.startsWith('refs/heads/') ? 'branch' : 'ref'} held); set spec.publish.pullRequest.base, in a new run ` +
+        'as spec.publish cannot change, or remove the ref that now takes the name',
+    };
+  }
   if (revisionRef?.startsWith('refs/heads/')) return { ok: true, base: revisionRef.slice('refs/heads/'.length) };
   if (revisionRef === undefined && plan.pullRequest) {
     return {
@@ -90,7 +110,7 @@ export function describedBase(plan: PublishPlan, revision: string | undefined): 
   if (revision === undefined || isCommitId(revision)) return "(the repository's default branch)";
   return (
     `${shortBranch(revision)} if the revision names a branch on the remote, the repository's default branch if it names a tag; ` +
-    'publishing fails if it names neither'
+    'publishing fails if it names neither, or another ref than when the run cloned it'
   );
 }
 

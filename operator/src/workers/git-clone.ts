@@ -15,7 +15,7 @@
 // - git runs in the operator's container, reading objects the repository's owner made: each git
 //   process is held to maxGitMemoryBytes (git-limits.ts, git-runner.ts), so a commit or tree of
 //   hundreds of MB, a pack of a few, fails the clone instead of the container.
-import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repositoryOrigin, repositoryUrlParts, type RepositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
@@ -32,7 +32,7 @@ import { GitNotStartedError } from './errors/git-not-started-error.ts';
 import { isTokenShaped, TOKEN_SHAPE } from './token-shape.ts';
 import { formatBytes } from './format-bytes.ts';
 import { absolutePath } from './absolute-path.ts';
-import { commitForRevision, parseLsRemote, type NamedCommit } from './remote-refs.ts';
+import { commitForRevision, parseLsRemote, refFetched, revisionRefIn, type NamedCommit } from './remote-refs.ts';
 import { clonePrefix } from './stale-clones.ts';
 
 /** The run fails CloneFailed with this (the detail never holds the token: git's output is scrubbed). */
@@ -305,6 +305,13 @@ export async function cloneRepository(request: CloneRequest): Promise<string> {
 export interface MeasuredClone {
   dir: string;
   size: TreeSize;
+  /**
+   * The ref the revision named on the remote as the fetch took it (`refs/heads/release`,
+   * `refs/tags/release`: a tag before a branch, git's rules); undefined for no revision, a
+   * commit id, or a FETCH_HEAD line this git describes otherwise. Publishing takes the pull
+   * request's base from it, and refuses a revision that names another ref by then.
+   */
+  revisionRef: string | undefined;
 }
 
 /**
@@ -405,15 +412,21 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
     // cache keys the archive by URL, commit and tag object, never by that name: a later run of
     // the same commit, in another namespace, would read this run's revision (a hidden branch's
     // name) in its .git. HEAD, detached at the commit, is all the sandbox's git needs
-    // (rev-parse, diff, status).
+    // (rev-parse, diff, status). Read first for the ref the fetch took, which the run's state keeps.
+    const fetchHead = await readFile(join(dir, '.git', 'FETCH_HEAD'), 'latin1').catch(() => '');
     await rm(join(dir, '.git', 'FETCH_HEAD'), { force: true });
-    return { dir, size };
+    return { dir, size, revisionRef: refFetched(fetchHead, request.revision) };
   } catch (error) {
     // The caller only owns the directory once it is returned: a failed clone (a partial
     // checkout, the askpass script) must not stay behind in the worker's temp dir.
     await rm(base, { recursive: true, force: true });
     throw error;
   }
+}
+
+/** A commit the remote names for a revision, and the ref it names it by (MeasuredClone's revisionRef, as a clone would have taken it). */
+export interface RemoteRevision extends NamedCommit {
+  ref: string | undefined;
 }
 
 /**
@@ -423,7 +436,7 @@ export async function cloneMeasured(request: CloneRequest): Promise<MeasuredClon
  * than LS_REMOTE_MAX_BYTES; CloneFailed when the remote refuses, as a fetch would be refused;
  * InvalidSpec for a revision the clone would refuse.
  */
-export async function remoteCommit(request: CloneRequest): Promise<NamedCommit | undefined> {
+export async function remoteCommit(request: CloneRequest): Promise<RemoteRevision | undefined> {
   fetchedRevision(request.revision);
   const { base, token, env } = await gitSetting(request);
   try {
@@ -445,7 +458,9 @@ export async function remoteCommit(request: CloneRequest): Promise<NamedCommit |
       return bytes <= LS_REMOTE_MAX_BYTES;
     });
     if (bytes > LS_REMOTE_MAX_BYTES) return undefined;
-    return commitForRevision(parseLsRemote(Buffer.concat(chunks).toString('latin1')), request.revision);
+    const refs = parseLsRemote(Buffer.concat(chunks).toString('latin1'));
+    const named = commitForRevision(refs, request.revision);
+    return named && { ...named, ref: revisionRefIn(refs, request.revision) };
   } finally {
     await rm(base, { recursive: true, force: true });
   }

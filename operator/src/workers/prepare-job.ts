@@ -113,11 +113,11 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       fromCache = true;
       importStarted = deps.now();
       timings.push(timing('Clone', cloneStarted, importStarted));
-      return { revision: named.commit, archive: kept.archive };
+      return { revision: named.commit, revisionRef: named.ref, archive: kept.archive };
     }
     if (cache) deps.metrics.cloneCache.inc({ result: 'miss' });
     // A clone that fails throws a RunFailure (CloneFailed) that says what to check.
-    const { dir, size } = await cloneMeasured(clone);
+    const { dir, size, revisionRef } = await cloneMeasured(clone);
     workDir = dirname(dir);
     const revision = await headRevision(dir, deps.launch, clone.maxGitMemoryBytes);
     if (continuation) {
@@ -142,7 +142,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     timings.push(timing('Clone', cloneStarted, importStarted));
     // Kept for the next run of this commit; a cache that cannot keep it costs this run nothing.
     if (cache && keepable) await cache.keep(repository.url, revision, keepable, size).catch(() => undefined);
-    return { revision, archive };
+    return { revision, revisionRef, archive };
   })();
   // Settled below; until then a failed clone must not count as unhandled.
   archiveReady.catch(() => undefined);
@@ -154,6 +154,8 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   }
   let guidance: string | undefined;
   let revision: string;
+  /** The ref spec.repository.revision named as the clone took it (none for a continuation, which clones a commit): publishing's base. */
+  let revisionRef: string | undefined;
   /** The clone directory's removal, once started (it is started once). */
   let removal: Promise<unknown> | undefined;
   /** Starts the removal of the clone's directory, once the clone has settled (it sets workDir); not awaited. */
@@ -177,6 +179,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
       throw error;
     });
     revision = ready.revision;
+    revisionRef = ready.revisionRef;
     await imported;
     // The sandbox holds the tree now: the archive goes before the check, the guidance and the setup.
     await removeWorkDir();
@@ -227,7 +230,7 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     await removeWorkDir();
   }
   const startedAt = Date.parse(run.status?.startTime ?? deps.now().toISOString());
-  await deps.states.create(startingState(ref, startedAt, guidance, { revision, continuation: continuation?.prompt, timings }));
+  await deps.states.create(startingState(ref, startedAt, guidance, { revision, revisionRef, continuation: continuation?.prompt, timings }));
   // The first step is queued at once; the Event (its time is taken before the step can start,
   // so it still reads first) and the clone's removal go alongside it, not before it.
   await Promise.all([

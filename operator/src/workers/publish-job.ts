@@ -415,7 +415,8 @@ async function publish(
       date: run.metadata.creationTimestamp ?? new Date(state.startedAt).toISOString(),
     });
     const remote = await lookUpRemote(clone, plan.branch, commit, spec.repository.revision);
-    const baseDecision = pullRequestBase(plan, spec.repository.revision, remote.revisionRef);
+    // Against the ref the clone took, when the state recorded it: a ref that takes the name since is refused.
+    const baseDecision = pullRequestBase(plan, spec.repository.revision, remote.revisionRef, state.revisionRef);
     if (!baseDecision.ok) throw publishFailed(baseDecision.message);
     const namedBase = baseDecision.base;
     const location = forgeFor(parts, policy.forges);

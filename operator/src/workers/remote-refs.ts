@@ -1,6 +1,8 @@
 // Which commit a remote names for a run's revision, read from `git ls-remote` (pure). The clone
 // cache (clone-cache.ts) keeps trees by commit; this is how a run finds the commit it would
-// have fetched, asked of the remote with the run's own credential, without fetching it.
+// have fetched, asked of the remote with the run's own credential, without fetching it. And
+// which ref a clone's fetch took for the revision (refFetched), which the run's state keeps for
+// publishing to check the pull request's base against.
 //
 // A name is resolved as `git fetch origin <name>` resolves it against the remote's refs: the
 // first of these that the remote has (git's ref_rev_parse_rules), so `main` is a tag before it
@@ -78,4 +80,46 @@ export function commitForRevision(refs: ReadonlyMap<string, string>, revision: s
 /** The ref a name (not a commit id) stands for among the remote's refs, under git's rules (a tag before a branch), if any. */
 export function refNamedBy(refs: ReadonlyMap<string, string>, name: string): string | undefined {
   return NAME_RULES.map((rule) => rule(name)).find((ref) => refs.has(ref));
+}
+
+/** Whether a revision is a name that stands for a ref of its own: not absent, HEAD (the remote's, no ref of its own) or a commit id. */
+function namesARef(revision: string | undefined): revision is string {
+  return revision !== undefined && revision !== 'HEAD' && !isCommitId(revision);
+}
+
+/** The ref a revision stands for among the remote's refs (refNamedBy), as refFetched reads a clone's: none for HEAD or a commit id. */
+export function revisionRefIn(refs: ReadonlyMap<string, string>, revision: string | undefined): string | undefined {
+  return namesARef(revision) ? refNamedBy(refs, revision) : undefined;
+}
+
+/**
+ * How `git fetch` describes a ref it fetched in FETCH_HEAD, after the id and the merge marker
+ * (builtin/fetch.c, the note fmt-merge-msg reads): `branch 'release' of `, `tag 'v1' of `,
+ * `remote-tracking branch 'o/x' of `, another ref in full as `'refs/pull/1/head' of `. The URL
+ * follows. Each ref has its own, and none is the start of another's: a ref name holds no space
+ * (git-ref-name.ts), so the ` of ` after it ends it.
+ */
+function fetchDescription(ref: string): string {
+  for (const [prefix, kind] of [
+    ['refs/heads/', 'branch'],
+    ['refs/tags/', 'tag'],
+    ['refs/remotes/', 'remote-tracking branch'],
+  ] as const) {
+    if (ref.startsWith(prefix)) return `${kind} '${ref.slice(prefix.length)}' of `;
+  }
+  return `'${ref}' of `;
+}
+
+/**
+ * The ref `git fetch origin <revision>` took on the remote (`refs/heads/release`,
+ * `refs/tags/release`), read from the FETCH_HEAD it wrote: the one of the refs the name may
+ * stand for (git's rules, as refNamedBy) that the fetch's line describes. What the fetch took,
+ * not a second look at the remote, which could name another ref by then. Undefined for no
+ * revision or HEAD (the remote's HEAD, no ref of its own), a commit id, or a line none matches.
+ */
+export function refFetched(fetchHead: string, revision: string | undefined): string | undefined {
+  if (!namesARef(revision)) return undefined;
+  // `<id>\t<not-for-merge or nothing>\t<description><url>`: one line for one ref fetched.
+  const description = fetchHead.split('\n', 1)[0]!.split('\t').slice(2).join('\t');
+  return NAME_RULES.map((rule) => rule(revision)).find((ref) => ref.startsWith('refs/') && description.startsWith(fetchDescription(ref)));
 }

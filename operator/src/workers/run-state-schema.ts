@@ -71,6 +71,12 @@ export const runStateSchema = z.looseObject({
   filesTouched: z.looseObject({ read: z.array(z.string()), changed: z.array(z.string()) }),
   startedAt: z.number().finite(),
   revision: z.string().regex(COMMIT_ID).optional(),
+  // A full ref name spec.repository.revision (a ref name of at most 255 characters) stands for.
+  revisionRef: z
+    .string()
+    .regex(/^refs\//)
+    .max(1024)
+    .optional(),
   pendingApproval: z
     .looseObject({
       id: identifier,

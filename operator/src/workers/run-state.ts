@@ -134,6 +134,15 @@ export interface RunState extends RunRef {
   startedAt: number;
   /** The commit the prepare job cloned (full SHA), written to status.result.revision at the end (so a follow-up run clones it). */
   revision?: string;
+  /**
+   * The ref spec.repository.revision named on the remote when the prepare job cloned it
+   * (`refs/heads/release`, `refs/tags/v1`: git takes a tag before a branch). Publishing takes
+   * the pull request's base from the ref the revision names then, and fails PublishFailed when
+   * that is another ref (a tag of a release branch's name pushed meanwhile would send the pull
+   * request into the default branch). Absent for no revision, a commit id, a continuation, and a
+   * state saved by an operator from before it: publishing then goes by the ref named at publish.
+   */
+  revisionRef?: string;
   pendingApproval?: PendingApprovalState;
   inFlight?: InFlightStep;
   /** The answer of the last step without tool calls. */

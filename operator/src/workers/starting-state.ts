@@ -10,6 +10,8 @@ import type { RunTiming } from '../api/index.ts';
 /** Where the workspace came from: the commit cloned, and for spec.continueFrom the first prompt's section about the earlier run. */
 export interface StartingPoint {
   revision?: string;
+  /** The ref spec.repository.revision named on the remote as the clone took it (RunState.revisionRef). */
+  revisionRef?: string | undefined;
   continuation?: string;
   /** Clone, Import and Setup as the prepare job timed them, for status.timings. */
   timings?: RunTiming[];
@@ -30,6 +32,7 @@ export function startingState(ref: RunRef, startedAt: number, guidance?: string,
     filesTouched: noFilesTouched(),
     startedAt,
     ...(from.revision ? { revision: from.revision } : {}),
+    ...(from.revisionRef ? { revisionRef: from.revisionRef } : {}),
     ...(from.timings?.length ? { timings: from.timings } : {}),
   };
 }
