@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
 import { git } from '../support/git-fixture.ts';
 import { createLocalWorkspace, writeLocalManifest } from '../support/local-workspace.ts';
+import { TYPE_AHEAD_MS } from '../../operator/src/cli/local/terminal-approver.ts';
 import { pluginPath } from '../support/plugin.ts';
 import { startProcess } from '../support/run-process.ts';
 
@@ -288,6 +289,8 @@ describe('kubectl codingrun run --local', () => {
     const deadline = Date.now() + 60_000;
     while (!output.includes('Approve? [y/N]') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     expect(output).toMatch(/codingrun\/asked wants to run bash \(approval s1-c1\), input \d+ bytes, shown whole:/);
+    // Not within TYPE_AHEAD_MS of the question: that is taken for type-ahead and ignored.
+    await new Promise((resolve) => setTimeout(resolve, TYPE_AHEAD_MS + 200));
     child.stdin.write('y\n');
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     child.stdin.end();

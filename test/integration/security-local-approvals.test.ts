@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../support/cluster.ts';
 import { git } from '../support/git-fixture.ts';
 import { createLocalWorkspace, writeLocalManifest } from '../support/local-workspace.ts';
+import { TYPE_AHEAD_MS } from '../../operator/src/cli/local/terminal-approver.ts';
 import { pluginPath, runLocalPlugin } from '../support/plugin.ts';
 import type { ProcessResult } from '../support/run-process.ts';
 
@@ -47,8 +48,12 @@ async function runOnTerminal(file: string, answers: string[]): Promise<{ code: n
   const deadline = Date.now() + 90_000;
   while (asked < answers.length && Date.now() < deadline) {
     const questions = output.split('Approve? [y/N]').length - 1 + output.split('Reason, for the model').length - 1;
-    if (questions > asked) child.stdin.write(`${answers[asked++]}\n`);
-    else await new Promise((resolve) => setTimeout(resolve, 100));
+    // Typed after the question has been on screen for a while, as a person would: an answer within
+    // TYPE_AHEAD_MS of it is taken for one typed before it and ignored (terminal-approver.ts).
+    if (questions > asked) {
+      await new Promise((resolve) => setTimeout(resolve, TYPE_AHEAD_MS + 200));
+      child.stdin.write(`${answers[asked++]}\n`);
+    } else await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const code = await closed;
   child.stdin.end();

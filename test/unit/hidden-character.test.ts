@@ -47,6 +47,9 @@ describe('a hidden character', () => {
     ['\u{1bca0}', '<U+1BCA0>'],
     // The braille blank: a letter to a program, a blank to an eye.
     ['\u2800', '<U+2800>'],
+    // Neither a format character nor default-ignorable, yet blank: the musical null notehead, the Khitan filler.
+    ['\u{1d159}', '<U+1D159>'],
+    ['\u{16fe4}', '<U+16FE4>'],
   ])('%j is hidden and spelled %s', (character, spelled) => {
     expect(isHiddenCharacter(character)).toBe(true);
     expect(spelledCharacter(character)).toBe(spelled);

@@ -91,7 +91,8 @@ export const BLANK_RUN = 16;
 // Every character that shows as blank: tabs, all the spaces (\p{Zs}: U+00A0, U+2000–U+200A,
 // U+3000, ...), and the blanks escapeForDisplay shows escaped, whose long runs would otherwise
 // fill the screen with thousands of <U+3164> just the same.
-const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800]';
+// U+1D159 and U+16FE4 draw nothing too (text/hidden-character.ts).
+const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800\\u{16FE4}\\u{1D159}]';
 // What shows as nothing (format characters, default-ignorable code points) and is not a
 // blank itself: a run goes on across it. 850 times 15 spaces and a U+180B held no run of 16
 // blanks, so none was counted and 12 750 blanks pushed `curl … | sh #` off the screen. Kept
@@ -99,6 +100,10 @@ const BLANK = '[\\t\\p{Zs}\\u115f\\u1160\\u3164\\uffa0\\u2800]';
 const INVISIBLE = `(?:(?!${BLANK})[\\p{Cf}\\p{Default_Ignorable_Code_Point}])`;
 const BLANK_RUNS = new RegExp(`(?:${BLANK}${INVISIBLE}*){${BLANK_RUN},}`, 'gu');
 const IS_BLANK = new RegExp(`^${BLANK}$`, 'u');
+/** Blank lines this many or more in a row are shown counted (blankRunsCounted). */
+export const BLANK_LINE_RUN = 3;
+// A line that shows as nothing: blanks, what shows as nothing, a CR (a CRLF file's line end).
+const IS_BLANK_LINE = new RegExp(`^(?:${BLANK}|${INVISIBLE}|\\r)*$`, 'u');
 const PLAIN_BLANK = /[ \t]/u;
 const NAMED_KINDS = 8;
 
@@ -110,19 +115,42 @@ const NAMED_KINDS = 8;
  * as `curl … | sh #` followed by thousands of blanks and `npm test` left only `npm test` on the
  * screen above the question. Run it before escapeForDisplay, which would turn U+3164 into
  * text. The approval binds the input's sha256, not what is shown.
+ *
+ * Blank lines too: every run of BLANK_LINE_RUN or more lines that show as nothing is one line
+ * `<N blank lines>` (naming the characters in them other than spaces, tabs and CRs). In code
+ * mode newlines stay, and `curl … | sh` followed by 200 empty lines and `npm ci` left only
+ * `npm ci` above the question of a spec.sandbox.setup. Lines are counted first: a blank line
+ * whose blanks were counted would read `<20 blanks>`, and 200 of those scroll just the same.
  */
 export function blankRunsCounted(text: string): { text: string; runs: number } {
   let runs = 0;
-  const shown = text.replace(BLANK_RUNS, (run) => {
+  // Some kinds by name: there are thousands of invisible ones (the tag characters), and the count is what warns.
+  const names = (of: string[]) => {
+    const kinds = [...new Set(of)];
+    return `${kinds.slice(0, NAMED_KINDS).map(codePointName).join(', ')}${kinds.length > NAMED_KINDS ? ', …' : ''}`;
+  };
+  const lines = text.split('\n');
+  // The empty string after a final newline is no line of its own.
+  const last = lines.length > 1 && lines[lines.length - 1] === '' ? lines.length - 1 : lines.length;
+  const kept: string[] = [];
+  for (let start = 0; start < lines.length;) {
+    let end = start;
+    while (end < last && IS_BLANK_LINE.test(lines[end]!)) end += 1;
+    if (end - start >= BLANK_LINE_RUN) {
+      runs += 1;
+      const others = [...lines.slice(start, end).join('')].filter((character) => !/[ \t\r]/.test(character));
+      kept.push(`<${end - start} blank lines${others.length > 0 ? ` including ${names(others)}` : ''}>`);
+      start = end;
+    } else {
+      kept.push(lines[start]!);
+      start += 1;
+    }
+  }
+  const shown = kept.join('\n').replace(BLANK_RUNS, (run) => {
     runs += 1;
     const characters = [...run];
     const blanks = characters.filter((character) => IS_BLANK.test(character));
     const invisible = characters.filter((character) => !IS_BLANK.test(character));
-    // Some kinds by name: there are thousands of invisible ones (the tag characters), and the count is what warns.
-    const names = (of: string[]) => {
-      const kinds = [...new Set(of)];
-      return `${kinds.slice(0, NAMED_KINDS).map(codePointName).join(', ')}${kinds.length > NAMED_KINDS ? ', …' : ''}`;
-    };
     const others = blanks.filter((blank) => !PLAIN_BLANK.test(blank));
     const including = others.length > 0 ? ` including ${names(others)}` : '';
     const among =
@@ -137,7 +165,8 @@ export function blankRunsCounted(text: string): { text: string; runs: number } {
 export const ESCAPE_WARNING =
   'warning: the output holds control or bidirectional characters, or blanks that are not spaces; they are shown escaped ' +
   '(ESC as ^[, a bidi override as <U+202E>, a no-break space as <U+00A0>)';
-export const BLANK_RUNS_WARNING = 'warning: long runs of blanks in the output are shown counted, as <N blanks>';
+export const BLANK_RUNS_WARNING =
+  'warning: long runs of blanks in the output are shown counted, as <N blanks> (and blank lines as <N blank lines>)';
 
 /** How a stream shows text to a person: the escape mode, and whether long blank runs are counted (an approval's input). */
 export interface PersonView {

@@ -5,6 +5,7 @@ import { isTerminal, type CodingRun } from '../api/index.ts';
 import { encodeCancelAnnotation } from '../reconcile/cancel-request.ts';
 import { answerAnnotations, answerFor, approveCommand, pendingInput, requireSameRun, waitingCall } from './approval-answer.ts';
 import { chooseDiff } from './diff-source.ts';
+import { blankRunsCounted, escapeForDisplay } from './display-escape.ts';
 import { ApprovalNotWrittenError } from './errors/approval-not-written-error.ts';
 import { NothingPendingError } from './errors/nothing-pending-error.ts';
 import { RunNotFoundError } from './errors/run-not-found-error.ts';
@@ -21,6 +22,8 @@ export interface CliOutput {
   now(): Date;
   /** Aborted on Ctrl-C: a watch ends cleanly. */
   signal?: AbortSignal;
+  /** Whether stdout is a terminal (get --input prints the approve command only there): process.stdout's unless a test says. */
+  stdoutIsTerminal?: boolean;
 }
 
 /** Every command but run --local, which needs no cluster (local/run-locally.ts). */
@@ -136,6 +139,10 @@ async function getRuns(client: RunClient, io: CliOutput, namespace: string | und
  * get NAME --input: the pending input on stdout, exactly when redirected, and on a terminal
  * escaped with its long blank runs counted as approve shows it (exact-output.ts, main.ts); its
  * size and sha256 on stderr with the approve command that binds to it and to the run (its uid).
+ * Security #11.5: the approve command only when stdout is a terminal, where the input was shown
+ * escaped; through a pipe its raw bytes reach a pager or a file, where a bidi override or a
+ * line-erasing escape shows other text than will run, and a ready approve line beside them
+ * approved an input nobody was shown for what it is.
  */
 function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): number {
   const pending = run.status?.phase === 'WaitingForApproval' ? run.status.pendingApproval : undefined;
@@ -149,7 +156,20 @@ function printPendingInput(run: CodingRun, namespace: string, io: CliOutput): nu
     return 0;
   }
   io.err(`${pending.toolName} call ${pending.id}: ${input.bytes} bytes, sha256 ${input.sha256}`);
-  io.err(`to approve exactly this input of this run: ${approveCommand(run, namespace, pending, input.sha256)}`);
+  if (io.stdoutIsTerminal ?? process.stdout.isTTY === true) {
+    io.err(`to approve exactly this input of this run: ${approveCommand(run, namespace, pending, input.sha256)}`);
+    return 0;
+  }
+  const onTerminal = `kubectl codingrun get ${run.metadata.name} -n ${namespace} --input`;
+  // What a terminal would have shown otherwise (exact-output.ts: escaped as code, long blank runs counted).
+  const changed = escapeForDisplay(input.text, 'code').escaped > 0 || blankRunsCounted(input.text).runs > 0;
+  if (changed)
+    io.err(
+      'warning: stdout is not a terminal, and this input holds control or bidirectional characters, blanks that are not ' +
+        'spaces, or long runs of blanks or blank lines, which were printed as they are and may not show as what runs; ' +
+        `read it on a terminal (${onTerminal}, not redirected), which shows them escaped and prints the command to approve it`,
+    );
+  else io.err(`to approve it, read it on a terminal (${onTerminal}, not redirected): that prints the command to approve it`);
   return 0;
 }
 

@@ -19,6 +19,8 @@ import { cutBeforeEscape, wrappedRows } from './terminal-rows.ts';
  */
 export interface TranscriptView {
   columns: number;
+  /** The run whose transcript this is, named in `get NAME --input` where a cut input is read whole; NAME unless given. */
+  run?: { name: string; namespace: string };
 }
 
 /** No terminal known: every line whole. */
@@ -62,11 +64,27 @@ function tokens(entry: TranscriptEntry): string {
   return `, ${usage.totalTokens} tokens (${usage.inputTokens} in, ${usage.outputTokens} out)${compaction}`;
 }
 
-function callLines(call: TranscriptToolCall): string[] {
-  const lines = [`  → ${word(call.tool)} ${inline(call.input.text)}${cutNote(call.input)}`];
+/** Hex digits of a pending input's sha256 shown when the input is not shown whole: enough to tell two apart. */
+const SHA256_PREFIX = 12;
+
+function callLines(call: TranscriptToolCall, view: TranscriptView): string[] {
+  const shownInput = inline(call.input.text);
+  const lines = [`  → ${word(call.tool)} ${shownInput}${cutNote(call.input)}`];
   if (call.waiting) {
     const { approvalId, inputBytes, inputSha256 } = call.waiting;
-    lines.push(`    … waits for approval ${word(approvalId)} (input ${inputBytes} bytes, sha256 ${word(inputSha256)})`);
+    // Security #11.5: the whole sha256 is what --sha256 takes; printed beside an input cut to
+    // INLINE_CHARACTERS, it was a ready approve for an input nobody read. Whole only beside the
+    // whole input; otherwise a prefix, and where the input is read whole (with the sha256 to approve).
+    const whole =
+      call.input.cutFrom === undefined &&
+      Buffer.byteLength(call.input.text, 'utf8') === inputBytes &&
+      shownInput === inline(call.input.text, Infinity);
+    const sha256 = whole
+      ? word(inputSha256)
+      : `${word(inputSha256.slice(0, SHA256_PREFIX))}…; read it whole with kubectl codingrun get ${
+          view.run ? `${word(view.run.name)} -n ${word(view.run.namespace)}` : 'NAME'
+        } --input`;
+    lines.push(`    … waits for approval ${word(approvalId)} (input ${inputBytes} bytes, sha256 ${sha256})`);
   } else if (call.result) {
     const output = call.result.output;
     const bytes = output.cutFrom ?? Buffer.byteLength(output.text, 'utf8');
@@ -136,10 +154,10 @@ const rows = (lines: string[], view: TranscriptView): string[] =>
 
 /** The rows a person reads for one entry, none wider than the view's terminal. */
 export function formatEntry(entry: TranscriptEntry, view: TranscriptView = UNCUT): string[] {
-  return rows(entryLines(entry), view);
+  return rows(entryLines(entry, view), view);
 }
 
-function entryLines(entry: TranscriptEntry): string[] {
+function entryLines(entry: TranscriptEntry, view: TranscriptView): string[] {
   switch (entry.kind) {
     case 'step': {
       const lines = [`step ${entry.step} at ${clock(entry.startedAt ?? entry.at)}${seconds(entry.durationMs)}${tokens(entry)}`];
@@ -148,7 +166,7 @@ function entryLines(entry: TranscriptEntry): string[] {
         lines.push(`  compacted ${summarisedMessages} messages into a summary: ${inline(summary.text)}${cutNote(summary)}`);
       }
       if (entry.text?.text) lines.push(...textLines(entry.text));
-      for (const call of entry.calls ?? []) lines.push(...callLines(call));
+      for (const call of entry.calls ?? []) lines.push(...callLines(call, view));
       if (entry.unusableCalls)
         lines.push(
           `  ! ${entry.unusableCalls} tool call(s) the model made could not be run (bad arguments, an unknown tool, or more than one step runs)`,
@@ -167,7 +185,7 @@ function entryLines(entry: TranscriptEntry): string[] {
       const lines = [
         `step ${entry.step} approval ${word(approval.id)} of ${word(approval.tool)} ${answer}${by} at ${clock(approval.answeredAt)} (asked ${clock(approval.requestedAt)})`,
       ];
-      for (const call of entry.calls ?? []) lines.push(...callLines(call));
+      for (const call of entry.calls ?? []) lines.push(...callLines(call, view));
       return lines;
     }
     case 'verify': {

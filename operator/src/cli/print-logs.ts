@@ -156,7 +156,7 @@ export async function printLogs(
   let run = await client.getRun(namespace, command.name);
   if (!run) throw new RunNotFoundError(namespace, command.name);
   const uid = run.metadata.uid;
-  const printer = new TranscriptPrinter(io, command, run, { columns }, settleMs);
+  const printer = new TranscriptPrinter(io, command, run, { columns, run: { name: command.name, namespace } }, settleMs);
   /**
    * Lists the chunks page by page until the reader is full, prints them (while following, all
    * but the latest step's: follow), and returns the version to watch from.

@@ -17,11 +17,15 @@
  *   as nothing when it has no glyph): Hangul fillers (U+3164 is a valid JavaScript identifier,
  *   so `exec(ㅤ)` reads as `exec( )`), Khmer inherent vowels, the Mongolian free variation
  *   selectors, the combining grapheme joiner, variation selectors, reserved ignorables;
- * - the braille blank (U+2800), a letter to every program and a blank to every eye.
+ * - the braille blank (U+2800), a letter to every program and a blank to every eye, and two more
+ *   that are neither format characters nor default-ignorable yet draw nothing: the musical null
+ *   notehead (U+1D159, a symbol) and the Khitan small script filler (U+16FE4); 850 times 15
+ *   spaces and a U+1D159 hid `curl … | sh #` as U+180B had.
  * Joiners (U+200C, U+200D) are hidden too; a caller that must keep them where a script or an
  * emoji needs them (cli/display-escape.ts) says so itself.
  */
-export const HIDDEN_CHARACTER = '[\\u0000-\\u001f\\u007f-\\u009f\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u2028\\u2029\\u2800]';
+export const HIDDEN_CHARACTER =
+  '[\\u0000-\\u001f\\u007f-\\u009f\\p{Cf}\\p{Default_Ignorable_Code_Point}\\u2028\\u2029\\u2800\\u{16FE4}\\u{1D159}]';
 
 /** `U+XXXX`, at least four hex digits, upper case: U+202E, U+E0041. */
 export const codePointName = (character: string): string => `U+${character.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;

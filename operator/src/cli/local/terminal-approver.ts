@@ -37,6 +37,25 @@ export interface TerminalApproverOptions {
   terminal: boolean;
   /** Ctrl-C at the question (readline catches it on a TTY): stop the run as a SIGINT would. */
   onInterrupt?: () => void;
+  /** An answer this soon after the question is printed was typed before it: TYPE_AHEAD_MS unless a test gives it. */
+  typeAheadMs?: number;
+  /** Milliseconds, for typeAheadMs: Date.now unless a test gives it. */
+  now?: () => number;
+}
+
+/**
+ * Security #11.5: how soon after the question an answer counts as typed before it. A "y⏎"
+ * typed at a question spec.approval.timeout withdrew was read when the next one was printed
+ * (on a TTY it waits in the kernel, where no stream can drop it) and approved a call nobody
+ * had seen; nobody reads a question and answers it in 300 ms.
+ */
+export const TYPE_AHEAD_MS = 300;
+export const TYPE_AHEAD_IGNORED = 'input typed before this question was shown was ignored';
+
+/** Drops what a paused stream holds (a pipe's, a test's): it was typed before the question. */
+function dropBuffered(input: NodeJS.ReadableStream): void {
+  if (typeof input.read !== 'function') return;
+  while (input.read() !== null);
 }
 
 /**
@@ -51,7 +70,10 @@ export function shownInput(input: string): { text: string; escaped: number; blan
 }
 
 export function terminalApprover(options: TerminalApproverOptions): Approver {
+  const typeAheadMs = options.typeAheadMs ?? TYPE_AHEAD_MS;
+  const now = options.now ?? Date.now;
   return async (request, signal) => {
+    dropBuffered(options.input);
     const lines = createInterface({ input: options.input, output: options.output, terminal: options.terminal });
     lines.on('SIGINT', () => options.onInterrupt?.());
     // The question never settles if the input ends first; that is a "no" with a reason.
@@ -76,9 +98,20 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       if (shown.blankRuns > 0) options.output.write(`(${shown.blankRuns} long run(s) of blanks above are shown counted)\n`);
       // The note holds file names the model chose: escaped as the input is.
       if (request.note) options.output.write(`${shownInput(request.note).text}\n`);
-      // Said again right above the question, in case the input scrolled the first line away.
-      options.output.write(`That is ${what} of codingrun/${name(request.runName)}, ${bytes} bytes.\n`);
-      const answer = await ask('Approve? [y/N] ');
+      // Said again right above the question, in case the input scrolled the first line away;
+      // with its lines, so that an input taller than the screen says so.
+      const lineCount = request.input.split('\n').length;
+      options.output.write(
+        `That is ${what} of codingrun/${name(request.runName)}, ${bytes} bytes, ${lineCount} line${lineCount === 1 ? '' : 's'}.\n`,
+      );
+      let askedAt = now();
+      let answer = await ask('Approve? [y/N] ');
+      // A line read this soon was typed before the question: it is asked again until one comes later.
+      while (answer !== '\u0000closed' && now() - askedAt < typeAheadMs) {
+        options.output.write(`(${TYPE_AHEAD_IGNORED})\n`);
+        askedAt = now();
+        answer = await ask('Approve? [y/N] ');
+      }
       if (answer === '\u0000closed') return { id: request.id, decision: 'deny', reason: 'no answer: the terminal input ended' };
       if (/^\s*y(es)?\s*$/i.test(answer)) return { id: request.id, decision: 'approve', sha256: approvalInputSha256(request.input) };
       const reason = await ask('Reason, for the model (Enter for none): ');
