@@ -269,6 +269,9 @@ describe('acceptLocalRun', () => {
     'SHELLOPTS',
     'BASHOPTS',
     'PS4',
+    'DEVELOPER_DIR',
+    'SDKROOT',
+    'TOOLCHAINS',
   ])('security: refuses spec.sandbox.env %s, which the local toolbox itself would read, saying what to do instead', async (name) => {
     await expect(accept(withEnv(name))).rejects.toThrow(
       new RegExp(

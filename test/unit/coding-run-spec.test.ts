@@ -49,6 +49,12 @@ describe('codingRunSpec', () => {
     ['a signed cpu request', { ...scripted, sandbox: { resources: { requests: { cpu: '+1' } } } }, 'sandbox.resources.requests.cpu'],
     ['a negative integer request', { ...scripted, sandbox: { resources: { requests: { cpu: -1 } } } }, 'sandbox.resources.requests.cpu'],
     ['an unknown resource name', { ...scripted, sandbox: { resources: { requests: { foo: 1 } } } }, 'sandbox.resources.requests'],
+    // Bounded so the API server can cost the rule comparing a request with its limit.
+    [
+      'a quantity of 65 characters',
+      { ...scripted, sandbox: { resources: { limits: { cpu: '1'.repeat(65) } } } },
+      'sandbox.resources.limits.cpu',
+    ],
     // An extended resource would give whoever may create runs GPU pods through the operator's ServiceAccount.
     ['a GPU limit', { ...scripted, sandbox: { resources: { limits: { 'nvidia.com/gpu': 8 } } } }, 'sandbox.resources.limits'],
   ])('refuses %s and names the field', (_, input, path) => {
@@ -62,6 +68,40 @@ describe('codingRunSpec', () => {
     expect(result.error!.issues.map((issue) => issue.message).join('\n')).toContain(
       'resource names may only be cpu, memory and ephemeral-storage',
     );
+  });
+
+  // The API server refuses a pod whose request is above its limit: the run failed SandboxInvalid after acceptance.
+  it.each([
+    ['cpu 4 over a limit of 2', { requests: { cpu: '4' }, limits: { cpu: '2' } }],
+    ['cpu 2001m over an integer limit of 2', { requests: { cpu: '2001m' }, limits: { cpu: 2 } }],
+    ['memory 5Gi over 4G', { requests: { memory: '5Gi' }, limits: { memory: '4G' } }],
+    ['storage 1e10 over 9Gi', { requests: { 'ephemeral-storage': '1e10' }, limits: { 'ephemeral-storage': '9Gi' } }],
+  ])('refuses a request above its limit (%s), naming the requests', (_, resources) => {
+    const result = codingRunSpec.safeParse({ ...scripted, sandbox: { resources } });
+    expect(result.success).toBe(false);
+    expect(result.error!.issues).toEqual([
+      expect.objectContaining({ path: ['sandbox', 'resources', 'requests'], message: expect.stringMatching(/at most its limit/) }),
+    ]);
+  });
+
+  it.each([
+    ['equal quantities written differently', { requests: { cpu: '700m', memory: '1Gi' }, limits: { cpu: '0.7', memory: '1024Mi' } }],
+    ['a request below its limit', { requests: { cpu: 1 }, limits: { cpu: '1500m' } }],
+    ['a request whose limit is left to the defaults', { requests: { cpu: '8' }, limits: { memory: '1Gi' } }],
+  ])('takes %s', (_, resources) => {
+    expect(codingRunSpec.safeParse({ ...scripted, sandbox: { resources } }).error?.issues).toBeUndefined();
+  });
+
+  it('carries the request-within-limit rule as CEL on the resources, with the quantity library', () => {
+    type Node = { properties: Record<string, Node> } & Record<string, unknown>;
+    const root = buildCodingRunCrd().spec.versions[0]!.schema.openAPIV3Schema as unknown as Node;
+    const resources = root.properties.spec!.properties.sandbox!.properties.resources!;
+    expect(resources['x-kubernetes-validations']).toEqual([
+      expect.objectContaining({
+        rule: expect.stringContaining('quantity(string(self.requests[name])).compareTo('),
+        fieldPath: '.requests',
+      }),
+    ]);
   });
 
   it('keeps the shortest positive timeouts and every core resource a sandbox may ask for', () => {
@@ -135,27 +175,27 @@ describe('model cross-field rules', () => {
   });
 });
 
-// The toolbox runs as node in the sandbox container with the pod's variables: a run's
-// NODE_OPTIONS=--bogus-flag ended every toolbox session, CHAMVI_WORKSPACE=/ broke the import.
+// The toolbox runs as node in the sandbox container with the pod's variables: CHAMVI_WORKSPACE=/
+// broke the import. NODE_OPTIONS is the run's own: a bad one only breaks that run.
 describe('spec.sandbox.env names the toolbox keeps for itself', () => {
-  const withEnv = (name: string) =>
+  const withEnv = (name: string, value = 'x') =>
     codingRunSpec.safeParse({
       ...scripted,
       sandbox: {
         env: [
           { name: 'CI', value: '1' },
-          { name, value: 'x' },
+          { name, value },
         ],
       },
     });
 
-  it.each(['NODE_OPTIONS', 'CHAMVI_WORKSPACE', 'CHAMVI_HOME', 'CHAMVI_'])('refuses %s, naming the field and saying why', (name) => {
+  it.each(['CHAMVI_WORKSPACE', 'CHAMVI_HOME', 'CHAMVI_'])('refuses %s, naming the field and saying why', (name) => {
     const result = withEnv(name);
     expect(result.success).toBe(false);
     expect(result.error!.issues).toEqual([
       expect.objectContaining({
         path: ['sandbox', 'env', 1, 'name'],
-        message: expect.stringMatching(/toolbox is a node program.*Rename the variable/),
+        message: expect.stringMatching(/toolbox reads those for its own settings.*Rename the variable/),
       }),
     ]);
   });
@@ -164,8 +204,31 @@ describe('spec.sandbox.env names the toolbox keeps for itself', () => {
     expect(withEnv(name).error?.issues).toBeUndefined();
   });
 
+  // A larger heap for jest or tsc is common, and stored runs use it: refusing it failed them on upgrade.
+  it('takes NODE_OPTIONS, such as a larger heap for jest or tsc', () => {
+    expect(withEnv('NODE_OPTIONS', '--max-old-space-size=4096').error?.issues).toBeUndefined();
+  });
+
+  // node's spawn throws on one, and the container runtime refuses the pod: failed after acceptance.
+  it('refuses a value with a NUL byte, naming the field', () => {
+    const result = withEnv('X', 'a\u0000b');
+    expect(result.success).toBe(false);
+    expect(result.error!.issues).toEqual([
+      expect.objectContaining({ path: ['sandbox', 'env', 1, 'value'], message: expect.stringMatching(/NUL byte/) }),
+    ]);
+  });
+
+  it('carries the NUL refusal as the value pattern in the CRD, which the API server checks with RE2', () => {
+    type Node = { properties: Record<string, Node>; items: Node; pattern?: string };
+    const root = buildCodingRunCrd().spec.versions[0]!.schema.openAPIV3Schema as unknown as Node;
+    const pattern = root.properties.spec!.properties.sandbox!.properties.env!.items.properties.value!.pattern!;
+    expect(pattern).toBe('^[^\\x00]*$');
+    expect(new RegExp(pattern).test('a\u0000b')).toBe(false);
+    expect(new RegExp(pattern).test('a$(b)\nc')).toBe(true);
+  });
+
   it('carries the same rule as CEL on the env item, with the field it is about', () => {
-    expect(envNameRule.rule).toBe("!self.name.startsWith('CHAMVI_') && self.name != 'NODE_OPTIONS'");
+    expect(envNameRule.rule).toBe("!self.name.startsWith('CHAMVI_')");
     expect(envNameRule.fieldPath).toBe('.name');
     type Node = { properties: Record<string, Node>; items: Node & Record<string, unknown> };
     const root = buildCodingRunCrd().spec.versions[0]!.schema.openAPIV3Schema as unknown as Node;

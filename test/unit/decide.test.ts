@@ -999,6 +999,15 @@ describe('decide: every ending of a started run keeps its diff (#13.3)', () => {
   const cancelled = (phase: 'Running' | 'WaitingForApproval') =>
     started(phase, { metadata: { annotations: { 'chamvi.dev/cancel': 'wrong branch' } } });
   const up = { networkPolicyExists: true, pod: pod() };
+  // A run accepted by an earlier operator whose spec this one's schema refuses (an upgrade
+  // tightened it; here budget.maxSteps over the most): decide() parses the spec at every look.
+  const unparsable = (phase: 'Running' | 'WaitingForApproval' | 'Pending' | 'Provisioning') =>
+    phase === 'Pending' || phase === 'Provisioning'
+      ? run({
+          spec: { budget: { maxSteps: 5000 } },
+          status: { phase, startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted },
+        })
+      : started(phase, { spec: { budget: { maxSteps: 5000 } } });
 
   // [ending, run, observed, from the sandbox?, phase, reason]
   it.each([
@@ -1030,6 +1039,23 @@ describe('decide: every ending of a started run keeps its diff (#13.3)', () => {
     ],
     ['a cancel while Running', cancelled('Running'), up, true, 'Cancelled', 'Cancelled'],
     ['a cancel while WaitingForApproval', cancelled('WaitingForApproval'), up, true, 'Cancelled', 'Cancelled'],
+    ['a spec no longer valid for this operator, while Running', unparsable('Running'), up, true, 'Failed', 'InvalidSpec'],
+    [
+      'a spec no longer valid for this operator, while WaitingForApproval',
+      unparsable('WaitingForApproval'),
+      up,
+      true,
+      'Failed',
+      'InvalidSpec',
+    ],
+    [
+      'a spec no longer valid for this operator, its pod gone',
+      unparsable('Running'),
+      { networkPolicyExists: true },
+      false,
+      'Failed',
+      'InvalidSpec',
+    ],
   ] as const)('%s: first keeps the diff, then ends with it', (_, subject, observed, fromSandbox, phase, reason) => {
     const first = decide(observe(subject, { ...observed }), config, now);
     expect(first.actions).toEqual([{ type: 'keepDiff', fromSandbox }]);
@@ -1065,6 +1091,37 @@ describe('decide: every ending of a started run keeps its diff (#13.3)', () => {
     const decision = decide(observe(late, { ...up, keptDiff: NO_DIFF }), config, now);
     expect(decision.status!.result).toMatchObject({ diffSource: 'none', diff: '', filesChanged: 0 });
   });
+
+  it('says of a started run whose spec no longer parses that this operator refuses it, which field, and how to go on from its work', () => {
+    const decision = decide(observe(unparsable('Running'), { ...up, keptDiff: final }), config, now);
+    expect(decision.status!.message).toMatch(
+      /^The run's spec is no longer valid for this operator,.*spec\.budget\.maxSteps: .*with the field changed, and spec\.continueFrom: \{name: fix\} to go on from this one's work\.$/,
+    );
+    expect(decision.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'InvalidSpec' }));
+    expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
+    // It was accepted, and ran: Accepted stays as it was; the ending's reason says what changed.
+    expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'True' });
+  });
+
+  it('keeps the diff of a started run whose recorded template is gone from status, and says so as before, not as an upgrade', () => {
+    const subject = started('Running', { spec: { templateRef: { name: 'base' } } });
+    expect(decide(observe(subject, up), config, now).actions).toEqual([{ type: 'keepDiff', fromSandbox: true }]);
+    const decision = decide(observe(subject, { ...up, keptDiff: final }), config, now);
+    expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec', result: { diffSource: 'final' } });
+    expect(decision.status!.message).toMatch(/^status\.template no longer holds the CodingRunTemplate base/);
+  });
+
+  it.each(['Pending', 'Provisioning'] as const)(
+    'refuses a run not started yet (%s) whose spec no longer parses as before: no diff to keep, its sandbox removed',
+    (phase) => {
+      const decision = decide(observe(unparsable(phase), up), config, now);
+      expect(types(decision)).toEqual(['stopAgent', 'deletePod']);
+      expect(decision.status).toMatchObject({ phase: 'Failed', reason: 'InvalidSpec' });
+      expect(decision.status!.message).toMatch(/^spec\.budget\.maxSteps: .*fix the field and create the run again/);
+      expect(decision.status).not.toHaveProperty('result');
+      expect(decision.status!.conditions!.find((c) => c.type === 'Accepted')).toMatchObject({ status: 'False', reason: 'InvalidSpec' });
+    },
+  );
 });
 
 describe('decide: cancel in every phase (#13.4)', () => {

@@ -265,19 +265,20 @@ export const budgetSpec = z
   );
 
 /**
- * Names the sandbox's toolbox keeps for itself. It runs as node in the same container with the
- * pod's variables: NODE_OPTIONS=--bogus-flag ended every toolbox session (exit 9) deep in the
- * run, CHAMVI_WORKSPACE=/ broke the import, CHAMVI_HOME under /workspace put its logs in the diff.
- * HOME, TMPDIR and PATH stay the run's to set.
+ * Names the sandbox's toolbox keeps for itself: CHAMVI_WORKSPACE=/ broke the import, CHAMVI_HOME
+ * under /workspace put its logs in the diff. NODE_OPTIONS stays the run's to set (a larger heap
+ * for jest or tsc is common, and stored runs use it): the toolbox, node, reads it too, but runs
+ * inside the sandbox as the sandbox's user, so a bad one (--bogus-flag ends every toolbox
+ * session) only breaks the run that set it. HOME, TMPDIR and PATH stay the run's too. run --local
+ * refuses more, for there the toolbox runs on the user's machine: local-env-names.ts.
  */
 export const envNameRule: CrossFieldRule<{ name: string }> = {
-  rule: "!self.name.startsWith('CHAMVI_') && self.name != 'NODE_OPTIONS'",
+  rule: "!self.name.startsWith('CHAMVI_')",
   message:
-    "may not start with CHAMVI_ or be NODE_OPTIONS: the sandbox's toolbox is a node program that reads them for its own settings. " +
-    'Rename the variable, or give node options in the command that needs them (NODE_OPTIONS=... npm test)',
+    "may not start with CHAMVI_: the sandbox's toolbox reads those for its own settings (its workspace, its logs). Rename the variable",
   fieldPath: '.name',
   reason: 'FieldValueForbidden',
-  holds: ({ name }) => !name.startsWith('CHAMVI_') && name !== 'NODE_OPTIONS',
+  holds: ({ name }) => !name.startsWith('CHAMVI_'),
 };
 
 const envVar = z
@@ -287,13 +288,18 @@ const envVar = z
       .min(1)
       .max(256)
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
-      .describe('Variable name. Not NODE_OPTIONS and not starting with CHAMVI_: the toolbox reads those.'),
+      .describe(
+        'Variable name, not starting with CHAMVI_: the toolbox reads those. NODE_OPTIONS reaches the toolbox too: one node refuses ends the run.',
+      ),
     value: z
       .string()
       .max(32_768)
+      // No NUL: no process environment can hold one (node's spawn throws, the container
+      // runtime refuses the pod), so the run would fail only after it was accepted.
+      .regex(/^[^\x00]*$/, { message: 'may not contain a NUL byte (\\u0000): no process environment can hold one' })
       .default('')
       .describe(
-        'Plain value, passed literally: $(NAME) is not expanded. References to Secrets are not supported on purpose: the sandbox holds no secrets.',
+        'Plain value, passed literally: $(NAME) is not expanded. No NUL byte. References to Secrets are not supported on purpose: the sandbox holds no secrets.',
       ),
   })
   .superRefine((variable, ctx) => {

@@ -2,6 +2,7 @@
 // quantities, resource requirements and metav1.Condition. Bounds follow core/v1, so the
 // API server and the operator refuse exactly what Kubernetes itself would.
 import { z } from 'zod';
+import { quantityValue } from '../reconcile/resource-quantity.ts';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
@@ -9,6 +10,10 @@ const DATA_KEY = '^[-._a-zA-Z0-9]+$';
 // Kubernetes' quantity pattern without its leading sign: no resource a sandbox may ask for
 // can be negative, and a pod asking for one is refused (422) only after the run was accepted.
 const QUANTITY = '^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
+
+// Far above any size a pod asks for; bounded so the API server can cost the CEL rule that
+// compares a request with its limit (requestWithinLimitRule).
+const QUANTITY_MAX_LENGTH = 64;
 
 export const objectName = (what: string) =>
   z
@@ -39,8 +44,8 @@ export const keyReference = (what: string, fallbackKey: string, description: str
  * special handling. The pattern only checks strings, so `minimum` bounds an integer.
  */
 export const quantity = z
-  .union([z.number().int().min(0), z.string().regex(new RegExp(QUANTITY))])
-  .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY, minimum: 0 })
+  .union([z.number().int().min(0), z.string().max(QUANTITY_MAX_LENGTH).regex(new RegExp(QUANTITY))])
+  .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY, minimum: 0, maxLength: QUANTITY_MAX_LENGTH })
   .describe('A Kubernetes resource quantity, not negative, such as "500m", "2Gi" or 4.');
 
 /** The resources a sandbox may ask for. */
@@ -66,16 +71,45 @@ const resourceList = (which: string) =>
     .meta({ maxProperties: 16, 'x-kubernetes-validations': celValidations([resourceNameRule]) })
     .describe(`${which} per resource name: ${SANDBOX_RESOURCE_NAMES.join(', ')}; no other.`);
 
+type ResourceLists = { requests?: Record<string, string | number>; limits?: Record<string, string | number> };
+
+/** A above b, as quantities; a float's rounding (700m is 0.7000000000000001) is no difference. */
+const quantityAbove = (a: string | number, b: string | number) => {
+  const [left, right] = [quantityValue(a), quantityValue(b)];
+  return left !== undefined && right !== undefined && left - right > Math.abs(right) * 1e-12;
+};
+
+/**
+ * A request above its limit passed apply and made a pod the API server refuses (422), so the
+ * run failed SandboxInvalid after it was accepted. Only values the run sets on both sides: an
+ * operator default never contradicts one the run gives (sandbox-pod.ts mergeResources).
+ */
+export const requestWithinLimitRule: CrossFieldRule<ResourceLists> = {
+  // Over the names a sandbox may ask for, not over the maps: fewer steps for the API server to cost.
+  rule:
+    `!has(self.requests) || !has(self.limits) || [${SANDBOX_RESOURCE_NAMES.map((name) => `'${name}'`).join(', ')}].all(name, ` +
+    '!(name in self.requests) || !(name in self.limits) || ' +
+    '!isQuantity(string(self.requests[name])) || !isQuantity(string(self.limits[name])) || ' +
+    'quantity(string(self.requests[name])).compareTo(quantity(string(self.limits[name]))) <= 0)',
+  message: 'each request may be at most its limit (the API server refuses such a pod); lower the request or raise the limit',
+  fieldPath: '.requests',
+  reason: 'FieldValueInvalid',
+  holds: ({ requests, limits }) =>
+    Object.entries(requests ?? {}).every(([name, request]) => limits?.[name] === undefined || !quantityAbove(request, limits[name]!)),
+};
+
 export const resourceRequirements = z
   .object({
     limits: resourceList('Maximum amount of compute resources allowed').optional(),
     requests: resourceList('Minimum amount of compute resources required').optional(),
   })
+  .refine(requestWithinLimitRule.holds, { message: requestWithinLimitRule.message, path: ['requests'] })
+  .meta({ 'x-kubernetes-validations': celValidations([requestWithinLimitRule]) })
   .describe(
     'Compute resources of the sandbox container (core/v1 ResourceRequirements). Unset values ' +
       'take the operator defaults (requests cpu 250m, memory 512Mi, ephemeral-storage 1Gi; limits cpu 2, ' +
       'memory 4Gi, ephemeral-storage 12Gi); a default request above a limit set here follows it down, ' +
-      'a default limit below a request set here follows it up.',
+      'a default limit below a request set here follows it up. A request set here may not be above a limit set here.',
   );
 
 export const condition = z

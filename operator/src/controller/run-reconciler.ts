@@ -2,6 +2,7 @@
 // decide() what to do, do it, and write the status in ONE place. Level-triggered: the key
 // is only a name; whatever happened, the current state is read again.
 import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
+import { runBytes } from '../reconcile/run-bytes.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
@@ -32,7 +33,7 @@ import type {
   SeenApproval,
   TakenName,
 } from '../reconcile/observed-run.ts';
-import { NO_DIFF, type KeptDiff } from '../reconcile/kept-diff.ts';
+import type { KeptDiff } from '../reconcile/kept-diff.ts';
 import { isOwnedByRun, whyNotOwned } from '../reconcile/ownership.ts';
 import { parseSpec, referencesOf } from '../reconcile/validate-run.ts';
 import { observeContinueFromSource } from '../reconcile/continue-from-pin.ts';
@@ -175,7 +176,7 @@ const FINISHED_RECORD_RECHECK_MS = 10 * 60_000;
 /** A run whose diff is being taken is looked at again this soon, if nothing wakes it first (a take is at most 30 s). */
 const DIFF_TAKING_RECHECK_MS = 5_000;
 
-/** The run's size as its JSON (decide() refuses one too large to write). */
+/** The run's size as its JSON (for a message; decide() refuses one too large by runBytes). */
 const jsonBytes = (run: CodingRun) => Buffer.byteLength(JSON.stringify(run), 'utf8');
 const ownedBy = (run: CodingRun) => (object: KubernetesObject | undefined) => object !== undefined && isOwnedByRun(object, run);
 
@@ -710,7 +711,7 @@ export class RunReconciler {
       ...(takenNames.length > 0 ? { takenNames } : {}),
       ...(freshPodSent ? { freshPodSent } : {}),
       ownedConfigMaps,
-      ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: jsonBytes(run) } : {}),
+      ...(needsValidation ? { references: await this.referencesOf(run, references), objectBytes: runBytes(run) } : {}),
       ...(needsValidation ? observeContinueFromSource(run, caches.runs) : {}),
       ...(needsValidation ? finishedBefore(caches.finishedRuns.get(namespace, FINISHED_RUNS_CONFIG_MAP), run.metadata.name) : {}),
       ...(wantsSlot ? await this.observeAdmission(run) : needsValidation ? await this.namespacePolicyOf(run) : {}),
@@ -1376,10 +1377,16 @@ export class RunReconciler {
         );
       case 'keepDiff': {
         const parsed = parseSpec(run);
-        if (!parsed.ok) throw new DiffKeptSignal(NO_DIFF);
-        const outcome = this.diffTakes.poll(`${namespace}/${name}`, run.metadata.uid, () =>
-          agent.keepDiff({ ...run, spec: parsed.spec } as ParsedCodingRun, { fromSandbox: action.fromSandbox }),
-        );
+        // A started run whose spec no longer parses (an upgrade tightened the schema) still
+        // keeps its work: the last snapshot, whose read and final mark (keep-diff.ts
+        // snapshotDiff, RunResources readDiff/writeDiff, the state's load) use only the run's
+        // metadata and status, so the cast hands on a spec nothing on that way reads. Never
+        // from the sandbox: its session checks the pod against the shape built from the parsed
+        // spec (main.ts sandboxFor), which this run no longer has.
+        const taken = parsed.ok
+          ? () => agent.keepDiff({ ...run, spec: parsed.spec } as ParsedCodingRun, { fromSandbox: action.fromSandbox })
+          : () => agent.keepDiff(run as unknown as ParsedCodingRun, { fromSandbox: false });
+        const outcome = this.diffTakes.poll(`${namespace}/${name}`, run.metadata.uid, taken);
         if (!outcome) throw new DiffTakingSignal();
         if ('failed' in outcome) throw outcome.failed;
         throw new DiffKeptSignal(outcome.kept);

@@ -278,6 +278,22 @@ function refuseTooLarge(run: CodingRun, bytes: number, now: Date): Decision {
   return { actions: [], status: builder.build(), events: builder.events };
 }
 
+/**
+ * Why a started run whose spec no longer parses ended. One the schema refuses was valid for the
+ * operator that accepted it: its author needs to hear that this one's rules are stricter (an
+ * upgrade), not that the run was always wrong, and that its work is kept to go on from. One
+ * whose recorded template is gone (status.template, the operator's own) says so as it is.
+ */
+function noLongerValidMessage(run: CodingRun, refusal: Refusal): string {
+  if (!effectiveSpecInput(run).ok) return refusal.message;
+  const problem = refusal.message.replace(/; fix the field and create the run again$/, '');
+  return (
+    `The run's spec is no longer valid for this operator, whose rules are stricter than those it was accepted under ` +
+    `(was the operator upgraded while the run went on?): ${problem}. The agent was stopped and its diff kept: ` +
+    `create a new run with the field changed, and spec.continueFrom: {name: ${run.metadata.name}} to go on from this one's work.`
+  );
+}
+
 function refuse(builder: StatusBuilder, refusal: Refusal): void {
   builder.condition({ type: 'Accepted', status: 'False', reason: refusal.reason, message: refusal.message });
   builder.finish('Failed', refusal.reason, refusal.message);
@@ -448,14 +464,7 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     removeSandbox(observed, actions);
   };
 
-  if (!parsed.ok) {
-    refuse(builder, parsed.refusal);
-    stopSandbox();
-    return done();
-  }
-  const spec = parsed.spec;
   const phase = run.status?.phase;
-  const parsedRun = { ...run, spec };
   // A run whose agent has started ends keeping its diff (status.result.diffSource): first the
   // keepDiff action takes it (from the pod while it is up, else the last snapshot), then, in
   // the decision made knowing it, the run ends with it.
@@ -471,6 +480,18 @@ export function decide(observed: ObservedRun, config: OperatorConfig, now: Date)
     stopSandbox();
     return done();
   };
+
+  // The spec is parsed at every look, by this operator's rules: one accepted by an earlier
+  // operator may no longer pass them (an upgrade tightened the schema). Such a run that has
+  // started ends as any started run does, its diff kept; one that has not is refused.
+  if (!parsed.ok) {
+    if (agentStarted) return end('Failed', parsed.refusal.reason, noLongerValidMessage(run, parsed.refusal));
+    refuse(builder, parsed.refusal);
+    stopSandbox();
+    return done();
+  }
+  const spec = parsed.spec;
+  const parsedRun = { ...run, spec };
 
   // 0. Cancel (kubectl codingrun cancel): in any phase, at once; the diff is kept.
   const cancel = readCancelRequest(run);

@@ -131,7 +131,8 @@ export function buildSandboxPod(run: ParsedCodingRun, config: OperatorConfig): V
       ...(customImage ? [{ name: 'PATH', value: `${TOOLS_PATH}:/usr/local/bin:/usr/bin:/bin` }] : []),
       // Kubernetes expands $(NAME) in a value and turns $$ into $; the schema promises a plain
       // value, passed literally (as run --local does), so every $ is written $$. (A function, as
-      // a replacement string would read "$$" as one $.)
+      // a replacement string would read "$$" as one $.) The pod is larger than the run by one
+      // byte per $: the run's size check counts them (run-bytes.ts).
       ...(sandbox.env ?? []).map(({ name, value }) => ({ name, value: value.replaceAll('$', () => '$$') })),
       // After the run's own variables, so these win: the toolbox's own settings (the schema
       // refuses CHAMVI_* names too; a run's would move the workspace or put the toolbox's logs

@@ -15,6 +15,7 @@ import {
 } from '../api/coding-schedule.ts';
 import { CREATOR_ANNOTATION, TEMPLATE_WRITER_ANNOTATION, creatorOf, templateWriterOf } from './approval-answer.ts';
 import { MAX_RUN_BYTES } from './decide.ts';
+import { runBytes } from './run-bytes.ts';
 import { mergeRunSpec } from './merge-run-spec.ts';
 import { scheduledRunName } from './names.ts';
 import { specFieldPath, specIssuesMessage } from './spec-issues.ts';
@@ -62,11 +63,12 @@ export function resolveScheduledRunSpec(spec: CodingScheduleSpec, template: Codi
  * InvalidSpec), and past etcd's 1.5 MiB the API server refuses to store it at all. Merged,
  * a run can be larger than its template and its schedule each are (objects merge, and each
  * may be just under the limit), so neither was refused when it was written. Measured as the
- * run carries them: the merged spec and the labels and annotations of spec.runTemplate.
+ * run carries them (the merged spec and the labels and annotations of spec.runTemplate), and as
+ * decide.ts measures a run: runBytes.
  */
 function tooLargeProblem(spec: CodingScheduleSpec, merged: Record<string, unknown>, source: string): ScheduleProblem | undefined {
   const metadata = spec.runTemplate?.metadata ?? {};
-  const bytes = jsonBytes({ metadata, spec: merged });
+  const bytes = runBytes({ metadata, spec: merged });
   if (bytes <= MAX_RUN_BYTES) return undefined;
   const parts = [
     ...Object.entries(merged).map(([field, value]) => ({ field: specFieldPath([field]), bytes: jsonBytes(value) })),

@@ -25,6 +25,10 @@ const REFUSED: ReadonlyArray<readonly [pattern: string, readBy: string]> = [
   ['ENV', 'sh runs the file it names'],
   ['OPENSSL_', 'node reads OPENSSL_* when it starts (a config can load a module)'],
   ['GCONV_PATH', "git's iconv loads modules from it (a .gitattributes working-tree-encoding reaches it)"],
+  // On macOS /usr/bin/git is a stub (xcrun) that runs the git of the developer tools these name.
+  ['DEVELOPER_DIR', "on macOS /usr/bin/git runs the git of the developer directory it names (the toolbox's own git, from any directory)"],
+  ['SDKROOT', 'on macOS /usr/bin/git and the other developer-tool stubs pick their tools by the SDK it names'],
+  ['TOOLCHAINS', 'on macOS /usr/bin/git and the other developer-tool stubs run the tools of the toolchain it names'],
 ];
 
 /** Names a refused prefix covers that nothing the toolbox starts reads (node reads no NODE_ENV). */

@@ -1,0 +1,27 @@
+// How large a run counts as against MAX_RUN_BYTES (decide.ts): its JSON, plus one byte for each
+// `$` in its sandbox env values. The sandbox pod writes each such `$` as `$$` (sandbox-pod.ts:
+// Kubernetes would expand $(NAME)), so env values of `$` alone made a run just under the limit
+// and a pod twice its size, past etcd's 1.5 MiB: the API server answered 500 "request is too
+// large", which reads as temporary, and the run waited Pending for ever. Pure.
+
+interface EnvCarrier {
+  sandbox?: { env?: ReadonlyArray<{ value?: unknown }> };
+}
+
+/** The `$` the pod adds for the env values of one spec (the run's own or its template's copy). */
+function escapedEnvBytes(spec: EnvCarrier | undefined): number {
+  let dollars = 0;
+  for (const variable of spec?.sandbox?.env ?? []) {
+    if (typeof variable.value !== 'string') continue;
+    for (const character of variable.value) if (character === '$') dollars += 1;
+  }
+  return dollars;
+}
+
+/** The run's JSON bytes, with the `$` its pod's env doubles counted twice. */
+export function runBytes(run: { metadata?: unknown; spec?: unknown; status?: unknown }): number {
+  const template = (run.status as { template?: { spec?: EnvCarrier } } | undefined)?.template;
+  return (
+    Buffer.byteLength(JSON.stringify(run), 'utf8') + escapedEnvBytes(run.spec as EnvCarrier | undefined) + escapedEnvBytes(template?.spec)
+  );
+}
