@@ -16,6 +16,9 @@ describe('readHttpRequestLine', () => {
     ['a method of any token, in lower case, and a version in lower case', 'purge /x http/1.1\r\n'],
     ["h2c's preface, which picks a site by :authority", 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'],
     ['a target with bytes beyond ASCII', 'GET /caf\xe9 HTTP/1.1\r\n'],
+    // nginx before 1.21.1 served a target holding control characters; none takes a NUL.
+    ['a target holding a control character', 'GET /\x01admin HTTP/1.1\r\nHost: other.test\r\n\r\n'],
+    ['a target holding DEL and a vertical tab', 'GET /a\x7fb\x0bc HTTP/1.1\r\n'],
   ])('reads %s as an HTTP request', (_what, text) => {
     expect(read(text)).toBe('http-request');
   });
@@ -31,6 +34,14 @@ describe('readHttpRequestLine', () => {
     ['a TLS record', '\x16\x03\x01\x02\x00'],
   ])('reads %s as not HTTP', (_what, text) => {
     expect(read(text)).toBe('not-http');
+  });
+
+  it('reads a line whose method and space are followed by a NUL as not HTTP at once, as a git daemon request waits for its answer', () => {
+    expect(read('0033git-upload-pack /p.git\x00')).toBe('not-http');
+  });
+
+  it('waits for the end of a line holding a control character other than NUL, which a server may still take', () => {
+    expect(read('GET /\x01admin HTTP/1.')).toBe('incomplete');
   });
 
   it('waits for the rest of a request line cut anywhere before its end', () => {

@@ -202,6 +202,43 @@ describe('egress proxy: plain HTTP through a tunnel to a port other than 80', { 
     expect(received()).toHaveLength(0);
   });
 
+  it.each([
+    ['a PROXY protocol v1 line', Buffer.from('PROXY TCP4 127.0.0.1 10.0.0.2 1234 8080\r\n', 'latin1')],
+    [
+      'a PROXY protocol v2 header',
+      Buffer.concat([
+        Buffer.from('0d0a0d0a000d0a515549540a', 'hex'),
+        Buffer.from([0x21, 0x11, 0, 12, 127, 0, 0, 1, 10, 0, 0, 2, 4, 210, 31, 144]),
+      ]),
+    ],
+  ])(
+    'closes a tunnel that starts with %s (an HTTP request after it), before a byte goes on, and audits it proxy-protocol-tunnel',
+    async (_what, header) => {
+      // A server taking PROXY headers believes the source address in it, and the request after it
+      // is plain HTTP that the first line alone did not show.
+      const { destinationPort, proxyPort, received, records } = await start();
+      const request = Buffer.from('GET /admin HTTP/1.1\r\nHost: other-site.internal\r\n\r\n', 'latin1');
+      const tunnel = await bytesThroughTunnel(proxyPort, destinationPort, Buffer.concat([header, request]));
+      await expect.poll(() => tunnel.closed, { timeout: 5_000 }).toBe(true);
+      await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+      expect(records[0]).toMatchObject({ kind: 'connect', allowed: false, rule: 'proxy-protocol-tunnel', host: 'allowed.test' });
+      expect(received()).toHaveLength(0);
+    },
+  );
+
+  it('closes a tunnel whose PROXY v1 line came a byte at a time', async () => {
+    const { destinationPort, proxyPort, received, records } = await start();
+    const { socket, state } = await openTunnel(proxyPort, destinationPort);
+    for (const byte of 'PROXY TCP4 127.0.0.1 10.0.0.2 1234 8080\r\n') {
+      socket.write(byte);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await expect.poll(() => state.closed, { timeout: 5_000 }).toBe(true);
+    await expect.poll(() => records.length, { timeout: 5_000 }).toBe(1);
+    expect(records[0]).toMatchObject({ rule: 'proxy-protocol-tunnel' });
+    expect(received()).toHaveLength(0);
+  });
+
   it('passes on another protocol that is not TLS (an SSH banner), byte for byte', async () => {
     const { destinationPort, proxyPort, received } = await start();
     const banner = 'SSH-2.0-OpenSSH_9.6 Ubuntu-3ubuntu13\r\n';

@@ -7,6 +7,7 @@ import { OPENABLE_CLASSES, classifyAddress, embeddedIPv4, type AddressClass } fr
 import { canonicalHostName, firstMatch, type HostPattern } from './host-pattern.ts';
 import type { CredentialCheck } from './proxy-credential.ts';
 import type { HttpRequestLineReading } from './http-request-line.ts';
+import type { ProxyProtocolReading } from './proxy-protocol-header.ts';
 import type { ClientHelloReading } from './tls-client-hello.ts';
 
 /** The rules a request can be refused by. Part of the API: alerts and users match on them. */
@@ -22,6 +23,7 @@ export const EGRESS_RULES = {
   ApiServer: 'api-server',
   ResolutionFailed: 'resolution-failed',
   PlainHttpTunnel: 'plain-http-tunnel',
+  ProxyProtocolTunnel: 'proxy-protocol-tunnel',
   TooManyOpen: 'too-many-open',
   TooManyConnections: 'too-many-connections',
   SniMismatch: 'sni-mismatch',
@@ -90,6 +92,21 @@ export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | 
 }
 
 /**
+ * A tunnel whose first bytes are a PROXY protocol header (v1 or v2): refused, as the proxy is
+ * the destination's client of record. A server that takes the header believes the source
+ * address the sandbox wrote in it (one it trusts, such as 127.0.0.1), and reads the bytes after
+ * it as a first message, which refusedPlainHttpTunnel, reading the first line only, does not see.
+ */
+export function refusedProxyProtocolTunnel(header: ProxyProtocolReading): Refusal | undefined {
+  if (header !== 'proxy-protocol') return undefined;
+  return refuse(
+    403,
+    EGRESS_RULES.ProxyProtocolTunnel,
+    'a PROXY protocol header through a CONNECT tunnel is refused: the proxy is the client of record, and the destination would believe the source address it claims',
+  );
+}
+
+/**
  * A tunnel's TLS server name (SNI) must be the host it was opened to, as the proxy checked it:
  * behind a shared address (a CDN, an ingress) the server name picks the site, so a tunnel to a
  * listed host could otherwise reach any site sharing its address. The name is compared as the
@@ -113,7 +130,7 @@ export function refusedPlainHttpTunnel(line: HttpRequestLineReading): Refusal | 
  *
  * A tunnel whose first bytes are not TLS (plain HTTP is refused by refusedPlainHttpTunnel,
  * other protocols pass) meets this check where its TLS starts after them (Postgres's
- * SSLRequest, STARTTLS, a PROXY header): a ClientHello in its first 128 KiB is judged here as a
+ * SSLRequest, STARTTLS; a PROXY header is refused by refusedProxyProtocolTunnel): a ClientHello in its first 128 KiB is judged here as a
  * first one is (starttls-hello-scan.ts). TLS the proxy cannot check (another record or
  * a version other than 3 before the ClientHello, an SSLv2-format ClientHello, Encrypted Client
  * Hello, a server_name extension that servers read differently) reads as malformed and is

@@ -1,8 +1,9 @@
 // The egress proxy's I/O: an HTTP forward proxy on node:http. CONNECT opens a TCP tunnel (TLS
 // stays end to end; the proxy reads only the ClientHello's server name, which must be the
 // tunnel's host: tls-client-hello.ts, also where TLS starts after another protocol's first
-// bytes: starttls-hello-scan.ts; and, of bytes that are not TLS, whether they start an HTTP
-// request, which a tunnel may not carry: http-request-line.ts), an absolute-form request
+// bytes: starttls-hello-scan.ts; and, of bytes that are not TLS, whether they start with a
+// PROXY protocol header or an HTTP request, neither of which a tunnel may carry:
+// tunnel-first-message.ts), an absolute-form request
 // (GET http://host/...) is forwarded. Every request goes through the same two pure decisions
 // (decide-connection.ts): before DNS (credential, live run, name on the run's and the admin's
 // lists) and after it (the addresses); the proxy then connects to the address it checked,
@@ -30,6 +31,7 @@ import {
   refusedBeyondConnections,
   refusedBeyondOpen,
   refusedPlainHttpTunnel,
+  refusedProxyProtocolTunnel,
   refusedServerName,
   refusedTunnel,
   type ConnectionLimits,
@@ -43,9 +45,8 @@ import { checkProxyAuthorization } from './proxy-credential.ts';
 import { connectRelayedTo } from './tunnel-relay.ts';
 import { DEFAULT_LOOKUP_LIMITS, LookupLimit, type LookupLimits } from './lookup-limit.ts';
 import { SourceConnections } from './source-connections.ts';
-import { readHttpRequestLine } from './http-request-line.ts';
 import { StartTlsHelloScan } from './starttls-hello-scan.ts';
-import { readClientHello } from './tls-client-hello.ts';
+import { TunnelFirstMessage } from './tunnel-first-message.ts';
 
 export interface EgressConnection {
   kind: 'connect' | 'http';
@@ -348,7 +349,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       const close = open.add(verdict.run, () => socket.destroy());
       const upstream = connectRelayedTo(socket, { host: verdict.address, port: authority.port, timeout: connectTimeoutMs, noDelay: true });
       let recorded = false;
-      // Refused once open, for its TLS server name or for carrying plain HTTP.
+      // Refused once open, for its TLS server name or for carrying plain HTTP or a PROXY header.
       let denied: Refusal | undefined;
       const finish = () => {
         close();
@@ -372,21 +373,20 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
       };
       // What the client sends first waits until it shows whether it is a TLS ClientHello and
       // which server name it asks for (refusedServerName says why), or, when it is not TLS,
-      // until its first line shows whether it is an HTTP request (refusedPlainHttpTunnel);
+      // whether it starts with a PROXY protocol header (refusedProxyProtocolTunnel) and, when
+      // not, until its first line shows whether it is an HTTP request (refusedPlainHttpTunnel);
       // then all of it goes on. A client sends its hello or its request line first, so this
       // costs no round trip, and a protocol whose server speaks first is not held up: the
       // destination's bytes already flow. A tunnel that starts with TLS is then relayed unread;
       // one that does not is read for a hello up to STARTTLS_WINDOW_BYTES (onScanned).
-      let first = head;
-      const onFirst = (chunk?: Buffer) => {
-        if (chunk) first = Buffer.concat([first, chunk]);
-        const hello = readClientHello(first);
-        if (hello.kind === 'incomplete') return;
-        const line = hello.kind === 'not-tls' ? readHttpRequestLine(first) : 'not-http';
-        if (line === 'incomplete') return;
+      const firstMessage = new TunnelFirstMessage();
+      const onFirst = (chunk: Buffer) => {
+        const reading = firstMessage.push(chunk);
+        if (reading.kind === 'incomplete') return;
+        const { bytes: first, hello, proxyHeader, line } = reading;
         socket.off('data', onFirst);
         socket.off('end', onEndBeforeFirst);
-        denied = refusedServerName(verdict.host, hello) ?? refusedPlainHttpTunnel(line);
+        denied = refusedServerName(verdict.host, hello) ?? refusedProxyProtocolTunnel(proxyHeader) ?? refusedPlainHttpTunnel(line);
         if (denied) {
           socket.destroy();
           return;
@@ -432,7 +432,7 @@ export function createEgressProxyServer(deps: EgressProxyDependencies): Server {
         socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
         socket.on('data', onFirst);
         socket.once('end', onEndBeforeFirst);
-        if (head.length > 0) onFirst();
+        if (head.length > 0) onFirst(head);
       });
       // The destination is done sending: so is the tunnel toward the sandbox (what pipe() did).
       upstream.on('end', () => socket.end());

@@ -8,8 +8,10 @@
 // request is called one here: empty lines before it are skipped (RFC 9112 §2.2 lets a server
 // skip them), a line ends at CR or LF, spaces may be several or tabs, the version is matched
 // without regard to case and whatever its number (h2c's `PRI * HTTP/2.0` picks a site by its
-// :authority too). Other protocols a tunnel carries (SSH, SMTP, a database's binary start)
-// are told apart by their first line or first byte.
+// :authority too), and a control character other than NUL may sit in the target (nginx before
+// 1.21.1 served one). Other protocols a tunnel carries (SSH, SMTP, a database's binary start)
+// are told apart by their first line or first byte. A method and a space alone do not make a
+// request: SMTP's `EHLO host`, an SSH banner with a comment and a git daemon's request start so.
 
 export type HttpRequestLineReading = 'incomplete' | 'http-request' | 'not-http';
 
@@ -40,9 +42,10 @@ export function readHttpRequestLine(bytes: Buffer): HttpRequestLineReading {
       }
       return 'not-http';
     }
-    // A request target and version are visible characters; a control character is another protocol's.
-    const code = char.charCodeAt(0);
-    if ((code < 0x20 && char !== '\t') || code === 0x7f) return 'not-http';
+    // A NUL after the method is another protocol's (a git daemon's request, which then waits
+    // for its answer, so its line would never end). Other control characters in the target do
+    // not end the reading: nginx before 1.21.1 served such a request.
+    if (char === '\0') return 'not-http';
   }
   if (end === text.length) return start + text.length >= REQUEST_LINE_MAX_BYTES ? 'http-request' : 'incomplete';
   return REQUEST_LINE.test(text.slice(0, end)) ? 'http-request' : 'not-http';
