@@ -84,6 +84,98 @@ describe('takeDiff, with a broken repository', () => {
   });
 });
 
+// git that fails on a file in the workspace, not on .git, fails the take too; its message must
+// not send whoever reads it to a .git that is fine, and keeps git's words, which name the file.
+describe('takeDiff, with a workspace file git cannot read', () => {
+  it('fails naming the file, and not blaming .git, when a tracked file is replaced by a FIFO', async () => {
+    rmSync(path.join(workspace.root, 'b.txt'));
+    execFileSync('mkfifo', [path.join(workspace.root, 'b.txt')]);
+    session = await openSession(workspace);
+    const taking = takeDiff(session, { timeoutMs: 30_000 });
+    await expect(taking).rejects.toThrow(
+      /^taking the diff failed: git could not read the repository or a file in the workspace \(.*b\.txt/,
+    );
+    await expect(taking).rejects.not.toThrow(/\.git \(config, index or HEAD\) is broken/);
+  });
+
+  // When both adds give up (the copy's lock planted, and the model's index locked by its own
+  // git), git's reason is in the message, not only its exit status.
+  it("says why git add failed when it cannot add on the copy nor on the model's index", async () => {
+    const shim = mktempShim('mkdir "$N.lock"');
+    writeFileSync(path.join(workspace.root, '.git/index.lock'), '');
+    session = await openSession(workspace, shim.env);
+    await expect(takeDiff(session, { timeoutMs: 30_000 })).rejects.toThrow(
+      /^taking the diff failed: git could not read .*git add exited 128: .*index\.lock.*File exists/,
+    );
+    for (const name of shim.names()) planted.push(`${name}.lock`);
+  });
+});
+
+/** Whether this host lets the test run the take's bash as another user (root reads a mode-000 file). */
+const otherUserWorks = (() => {
+  try {
+    execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'true'], { stdio: 'ignore' });
+    return process.getuid?.() === 0;
+  } catch {
+    return false;
+  }
+})();
+
+/**
+ * A Sandbox that runs the take's bash itself as uid 65534, which owns the workspace: a sandbox's
+ * user, for whom a file or directory of mode 000 is unreadable, as it is not for root.
+ */
+const asOtherUser = (): Sandbox => {
+  execFileSync('chown', ['-R', '65534:65534', path.dirname(workspace.root)]);
+  return {
+    call: (request: ToolRequest) => {
+      const { command } = request.input as { command: string };
+      const run = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'bash', '-c', command], {
+        cwd: workspace.root,
+        encoding: 'utf8',
+        timeout: 20_000,
+        // The run's env may ask for git's words in another language: the take reads the add's.
+        env: { PATH: process.env.PATH, HOME: workspace.home, LANG: 'C.UTF-8', LANGUAGE: 'de' },
+      });
+      const result = {
+        exitCode: run.status,
+        timedOut: run.error !== undefined,
+        stdout: run.stdout,
+        stderr: run.stderr,
+        stdoutTruncated: false,
+        stdoutLog: '',
+      };
+      return Promise.resolve({ ok: true, result } as unknown as ToolResponse);
+    },
+  } as unknown as Sandbox;
+};
+
+describe.skipIf(!otherUserWorks)("takeDiff, as the sandbox's user, with a workspace it cannot read", () => {
+  it('fails naming the file, and not blaming .git, when a new file is unreadable (mode 000)', async () => {
+    workspace.write({ 'locked.txt': 'secret\n' });
+    chmodSync(path.join(workspace.root, 'locked.txt'), 0o000);
+    const taking = takeDiff(asOtherUser(), { timeoutMs: 30_000 });
+    await expect(taking).rejects.toThrow(
+      /^taking the diff failed: git could not read the repository or a file in the workspace \(.*locked\.txt/,
+    );
+    await expect(taking).rejects.not.toThrow(/\.git \(config, index or HEAD\) is broken/);
+  });
+
+  // git add warns and exits 0, and the diff leaves the directory's files out: a change taken
+  // as complete that is not.
+  it('fails naming the directory, rather than take a change without its files, when a directory is unreadable', async () => {
+    workspace.write({ 'd/f.txt': 'x\n' });
+    chmodSync(path.join(workspace.root, 'd'), 0o000);
+    await expect(takeDiff(asOtherUser(), { timeoutMs: 30_000 })).rejects.toThrow(
+      /^taking the diff failed: git could not read .*could not open directory 'd\/'/,
+    );
+  });
+
+  it('takes the whole change as that user when it can read every file (the test is not what fails)', async () => {
+    expectWholeChange((await takeDiff(asOtherUser(), { timeoutMs: 30_000 })).diff);
+  });
+});
+
 describe('takeDiff, with /tmp planted by the sandbox', () => {
   it('neither follows nor hangs on a FIFO and symlinks planted at old names the sweep matches', async () => {
     const fifo = plantName();

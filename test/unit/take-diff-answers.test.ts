@@ -120,7 +120,7 @@ describe('takeDiff, when git failed in the sandbox', () => {
     const said = `0\ngit add exited 128; fatal: bad config line 1 in file .git/config\n${'x'.repeat(5000)}\ngit diff exited 128\n`;
     const taking = takeDiff(answering(bash('', said, { exitCode: 3 })));
     await expect(taking).rejects.toThrow(
-      /^taking the diff failed: git failed in the sandbox \(git add exited 128; fatal: bad config line 1 in file \.git\/config x+\)/,
+      /^taking the diff failed: git could not read the repository or a file in the workspace \(git add exited 128; fatal: bad config line 1 in file \.git\/config x+\)/,
     );
     const message = await taking.then(
       () => '',
@@ -128,6 +128,16 @@ describe('takeDiff, when git failed in the sandbox', () => {
     );
     expect(message).not.toContain('\n');
     expect(message.length).toBeLessThan(1300);
+  });
+
+  // git fails on a file in the workspace (mode 000, a FIFO) as it does on a broken .git: the
+  // message must fit both, and git's words say which.
+  it("says git could not read the repository or a workspace file, keeping git's words, and does not blame .git", async () => {
+    const said = '0\ngit add exited 0; error: open("locked.txt"): Permission denied\nfatal: cannot hash locked.txt\ngit diff exited 128\n';
+    const taking = takeDiff(answering(bash('', said, { exitCode: 3 })));
+    await expect(taking).rejects.toThrow(
+      'taking the diff failed: git could not read the repository or a file in the workspace (git add exited 0; error: open("locked.txt"): Permission denied fatal: cannot hash locked.txt git diff exited 128): the change cannot be taken from it',
+    );
   });
 
   // A command killed by the model's code (no exit status) printed part of the diff at most.

@@ -55,19 +55,39 @@ const GIT_DIFF =
  * blocking (see the command). `git add --ignore-errors`: a path git cannot add (a nested
  * repository with no commit, from `git init sub`) must not keep the other new files out; nor
  * fail the take, which finalize would retry into AgentFailed. git that fails outright (exit
- * over 1: a .git/config it cannot parse, .git gone) fails the take: it printed no diff, which
- * was kept as a run that changed nothing. Split index off for the add: it would write a shared
- * index into the model's .git.
+ * over 1: a .git/config it cannot parse, .git gone, a workspace file it cannot read) fails the
+ * take: it printed no diff, which was kept as a run that changed nothing. So does an add that
+ * could not open a directory (UNREADABLE_DIRECTORY): the diff lacked its files. Split index
+ * off for the add: it would write a shared index into the model's .git.
  */
 
 /**
  * The take's add. Its exit 1 is paths --ignore-errors skipped (a nested repository with no
  * commit); over 1 is git giving up (it cannot lock or write its index, or read the config).
- * core.fsmonitor is the repository's, as it always was for the add.
+ * core.fsmonitor is the repository's, as it always was for the add. LC_ALL=C: its words are
+ * read (UNREADABLE_DIRECTORY), and the run's env may ask git for another language (LANGUAGE).
  */
-const GIT_ADD = 'git -c core.splitIndex=false add --ignore-errors -A --intent-to-add . >/dev/null 2>&1';
+const GIT_ADD = 'LC_ALL=C git -c core.splitIndex=false add --ignore-errors -A --intent-to-add .';
 
-/** The command's exit status when git itself failed; its stderr then says why (after the size line). */
+/**
+ * What git add warns of a directory it cannot open (mode 000 to the take's user): it exits 0,
+ * and every file under the directory is missing from the diff, which was kept as the whole change.
+ */
+const UNREADABLE_DIRECTORY = 'could not open directory';
+
+/**
+ * The add, its status in S and what it said in A, for the failure's message: its first line
+ * (git's reason: the advice after it is long), the first warning of UNREADABLE_DIRECTORY
+ * (wherever it came: an embedded repository's hints after it would push it out of a tail), and
+ * the last 250 bytes. Read through a pipe, not a file in /tmp, whose name the sandbox's code
+ * could replace with a link or a FIFO.
+ */
+const addInto =
+  `A=$(${GIT_ADD} 2>&1 >/dev/null | awk 'NR == 1 { f = substr($0, 1, 200) " "; next } ` +
+  `!d && index($0, "${UNREADABLE_DIRECTORY}") { d = substr($0, 1, 150) " ... " } ` +
+  `{ t = substr(t $0 " ", length(t $0 " ") - 249) } END { printf "%s%s%s", f, d, t }'; exit "\${PIPESTATUS[0]}"); S=$?`;
+
+/** The command's exit status when git failed or left files out; its stderr then says why (after the size line). */
 const GIT_FAILED_EXIT = 3;
 
 const takeDiffCommand = (base: string) =>
@@ -81,7 +101,7 @@ const takeDiffCommand = (base: string) =>
     // itself, never what it leads to, and opens nothing.
     'find /tmp -maxdepth 1 -name "chamvi-diff-index.*" -cmin +2 -delete 2>/dev/null',
     'I=$(mktemp /tmp/chamvi-diff-index.XXXXXX 2>/dev/null) || I=',
-    `if [ -n "$I" ]; then trap 'rm -f "$I" "$I.lock"' EXIT; fi`,
+    `if [ -n "$I" ]; then trap 'rm -f "$I" "$I.lock" 2>/dev/null' EXIT; fi`,
     'M=$(git rev-parse --git-path index 2>/dev/null)',
     // -p: the copy keeps the index's mtime, by which git tells a racily clean entry (a file
     // changed, at the same size, within the index's own second): a newer copy took such a
@@ -95,12 +115,14 @@ const takeDiffCommand = (base: string) =>
     // replaced by something it cannot read): the add left every new file out of the diff, which
     // was kept as the whole change. The model's index then, as a take without a copy; and git
     // giving up there too is the take failing, not a diff without the new files.
-    `${GIT_ADD}; S=$?`,
-    `if [ "$S" -gt 1 ] && [ -n "\${GIT_INDEX_FILE-}" ]; then unset GIT_INDEX_FILE; ${GIT_ADD}; S=$?; fi`,
+    addInto,
+    `if [ "$S" -gt 1 ] && [ -n "\${GIT_INDEX_FILE-}" ]; then unset GIT_INDEX_FILE; ${addInto}; fi`,
     // The size, and whether git could diff at all: one that cannot (a .git/config it cannot
-    // parse, .git gone, no HEAD) printed nothing, an empty diff taken for a run that changed no
-    // file. Its reason on stderr, after the size line, and the take fails.
-    `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] || { printf '0\\ngit add exited %s; ' "$S" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 1000 >&2; exit ${GIT_FAILED_EXIT}; }`,
+    // parse, .git gone, no HEAD, a workspace file it cannot read) printed nothing, an empty diff
+    // taken for a run that changed no file. Nor is a diff without a directory git could not open
+    // the change. The reasons (the add's words and the diff's) on stderr, after the size line,
+    // and the take fails.
+    `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] && [[ $A != *"${UNREADABLE_DIRECTORY}"* ]] || { printf '0\\ngit add exited %s%s; ' "$S" "\${A:+: $A}" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 350 >&2; exit ${GIT_FAILED_EXIT}; }`,
     `printf '%s\\n' "$N" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
@@ -130,11 +152,13 @@ export interface TakeDiffOptions extends CallOptions {
 
 /**
  * What git said when it failed (the command's stderr after its size line), bounded and on one
- * line: the sandbox wrote it, and it goes into a log line and the run's message.
+ * line: the sandbox wrote it, and it goes into a log line and the run's message. git fails alike
+ * on a broken .git and on a workspace file or directory it cannot read (mode 000 to the take's
+ * user, a FIFO where a file was): its words, which name the file, say which.
  */
 function gitFailure(stderr: unknown): string {
   const said = typeof stderr === 'string' ? stderr.split('\n').slice(1).join(' ').replace(/\s+/g, ' ').trim() : '';
-  return `git failed in the sandbox (${boundText(said, 1000).text || 'it said nothing'}): its .git (config, index or HEAD) is broken, and the change cannot be taken from it`;
+  return `git could not read the repository or a file in the workspace (${boundText(said, 1000).text || 'it said nothing'}): the change cannot be taken from it`;
 }
 
 /** A commit name safe in the command: a full SHA-1 or SHA-256, else HEAD. */
