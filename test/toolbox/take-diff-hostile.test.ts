@@ -111,6 +111,25 @@ describe('takeDiff, with a workspace file git cannot read', () => {
   });
 });
 
+describe('takeDiff, with a directory gone while git add read its parent', () => {
+  // git warns `could not open directory 'tmpd/': No such file or directory` and exits 0 when a
+  // directory a dev server or a test made and deleted goes between its listing and its open:
+  // none of its files can be missing, and the take must not fail for it. A git first in PATH
+  // warns so on its add, as git does, then runs the real git.
+  it('takes the whole change', async () => {
+    const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
+    planted.push(bin);
+    const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+    writeFileSync(
+      path.join(bin, 'git'),
+      `#!/bin/sh\ncase " $* " in *" add "*) echo "warning: could not open directory 'tmpd/': No such file or directory" >&2;; esac\nexec ${real} "$@"\n`,
+    );
+    chmodSync(path.join(bin, 'git'), 0o755);
+    session = await openSession(workspace, { ...process.env, PATH: `${bin}:${process.env.PATH}` });
+    expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
+  });
+});
+
 /** Whether this host lets the test run the take's bash as another user (root reads a mode-000 file). */
 const otherUserWorks = (() => {
   try {

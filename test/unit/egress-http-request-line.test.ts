@@ -32,6 +32,9 @@ describe('readHttpRequestLine', () => {
     ['HTTP/0.9, which has no Host to choose a site by', 'GET /\r\n'],
     ['a space first', ' GET / HTTP/1.1\r\n'],
     ['a TLS record', '\x16\x03\x01\x02\x00'],
+    // Decided at the target's first byte, with no line end to wait for: an LDAP bind waits for its answer.
+    ['a token byte, a space and a byte no target starts with (an LDAP bind)', '0 \x02\x01\x01`\x1b\x02\x01\x03\x04\x0ecn=admin'],
+    ['a method whose target starts with a control character', 'X \x01\x02\x03'],
   ])('reads %s as not HTTP', (_what, text) => {
     expect(read(text)).toBe('not-http');
   });

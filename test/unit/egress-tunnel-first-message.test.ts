@@ -38,6 +38,16 @@ describe('TunnelFirstMessage', () => {
     ],
     ['a git daemon request', Buffer.from('0033git-upload-pack /project.git\0host=git.test\0', 'latin1')],
     ['a binary first byte', Buffer.from([0x80, 0x01, 0x02, 0x03])],
+    // A token byte then a space, as a request starts, then a byte no target starts with.
+    [
+      'an LDAP simple bind',
+      Buffer.concat([
+        Buffer.from('30200201016016020103040763', 'hex'),
+        Buffer.from('n=admin', 'latin1'),
+        Buffer.from('8006', 'hex'),
+        Buffer.from('secret', 'latin1'),
+      ]),
+    ],
   ])('settles %s as not HTTP as soon as a byte shows it, whole or a byte per write', (_name, bytes) => {
     for (const size of [bytes.length, 1]) {
       const { reading, pushes } = feed(bytes, size);

@@ -22,6 +22,8 @@ export type HttpRequestLineReading = 'incomplete' | 'http-request' | 'not-http';
 export const REQUEST_LINE_MAX_BYTES = 16 * 1024;
 
 const TOKEN_CHAR = /^[!#$%&'*+.^_`|~0-9A-Za-z-]$/;
+/** The first character of a request target (RFC 9112 §3.2): /, *, a scheme's or host's letter or digit, [ of an IPv6 host. */
+export const TARGET_START = /^[/*[A-Za-z0-9]$/;
 const REQUEST_LINE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+.*[ \t]HTTP\//i;
 
 /** What the first bytes a client sent through a tunnel say: an HTTP request line, something else, or not yet known. */
@@ -30,17 +32,27 @@ export function readHttpRequestLine(bytes: Buffer): HttpRequestLineReading {
   while (start < bytes.length && start < REQUEST_LINE_MAX_BYTES && (bytes[start] === 13 || bytes[start] === 10)) start++;
   const text = bytes.subarray(start, REQUEST_LINE_MAX_BYTES).toString('latin1');
   let end = 0;
-  let inMethod = true;
+  let part: 'method' | 'spaces' | 'target' = 'method';
   for (; end < text.length; end++) {
     const char = text[end]!;
     if (char === '\r' || char === '\n') break;
-    if (inMethod) {
+    if (part === 'method') {
       if (TOKEN_CHAR.test(char)) continue;
       if ((char === ' ' || char === '\t') && end > 0) {
-        inMethod = false;
+        part = 'spaces';
         continue;
       }
       return 'not-http';
+    }
+    if (part === 'spaces') {
+      if (char === ' ' || char === '\t') continue;
+      // A target starts as origin-form (/), asterisk-form (*), absolute-form (a scheme) or
+      // authority-form (a host, [ for IPv6) does: a binary message whose second byte happens to
+      // be a space (an LDAP bind: 30 20 ...) is not a request, and waits for its answer with no
+      // line end.
+      if (!TARGET_START.test(char)) return 'not-http';
+      part = 'target';
+      continue;
     }
     // A NUL after the method is another protocol's (a git daemon's request, which then waits
     // for its answer, so its line would never end). Other control characters in the target do

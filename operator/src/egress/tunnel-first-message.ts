@@ -13,7 +13,7 @@
 // scanned from its start 16 000 times: 5.5 s of CPU on the event loop every tunnel shares.
 // The bytes gather in one buffer grown by doubling, so no chunk copies all that came before it.
 
-import { REQUEST_LINE_MAX_BYTES, readHttpRequestLine, type HttpRequestLineReading } from './http-request-line.ts';
+import { REQUEST_LINE_MAX_BYTES, TARGET_START, readHttpRequestLine, type HttpRequestLineReading } from './http-request-line.ts';
 import { readProxyProtocolHeader, type ProxyProtocolReading } from './proxy-protocol-header.ts';
 import { readClientHello, type ClientHelloReading } from './tls-client-hello.ts';
 
@@ -47,8 +47,8 @@ export class TunnelFirstMessage {
   private mayBeTls = true;
   /** Whether a byte other than CR and LF has come: only a line end after it ends the first line. */
   private lineStarted = false;
-  /** Whether the first line's method is still being read, and how many of its bytes came. */
-  private inMethod = true;
+  /** Which part of the first line is being read (http-request-line.ts), and how many bytes its method has. */
+  private part: 'method' | 'spaces' | 'target' = 'method';
   private methodBytes = 0;
 
   push(chunk: Buffer): TunnelFirstMessageReading {
@@ -82,8 +82,9 @@ export class TunnelFirstMessage {
   /**
    * Whether the chunk holds a byte that can settle the first line (readHttpRequestLine decides
    * at each): a CR or LF ending it, a NUL (another protocol's: a Postgres SSLRequest or startup
-   * message, a git daemon's request, which then wait for their answer with no line end), or,
-   * while the method is read, a byte no method holds. Judged byte by byte as they come, so a
+   * message, a git daemon's request, which then wait for their answer with no line end), a
+   * byte no method holds while the method is read, or a first byte of the target no target
+   * starts with (an LDAP bind, 30 20 ...). Judged byte by byte as they come, so a
    * line sent a byte per write is read whole once, not at every byte.
    */
   private mayDecide(chunk: Buffer): boolean {
@@ -93,13 +94,19 @@ export class TunnelFirstMessage {
         this.lineStarted = true;
       }
       if (byte === CR || byte === LF || byte === NUL) return true;
-      if (!this.inMethod) continue;
+      if (this.part === 'target') continue;
+      if (this.part === 'spaces') {
+        if (byte === SPACE || byte === TAB) continue;
+        if (!TARGET_START.test(String.fromCharCode(byte))) return true;
+        this.part = 'target';
+        continue;
+      }
       if (TOKEN_BYTES.has(byte)) {
         this.methodBytes++;
         continue;
       }
       if ((byte === SPACE || byte === TAB) && this.methodBytes > 0) {
-        this.inMethod = false;
+        this.part = 'spaces';
         continue;
       }
       return true;

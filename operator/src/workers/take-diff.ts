@@ -72,19 +72,23 @@ const GIT_ADD = 'LC_ALL=C git -c core.splitIndex=false add --ignore-errors -A --
 /**
  * What git add warns of a directory it cannot open (mode 000 to the take's user): it exits 0,
  * and every file under the directory is missing from the diff, which was kept as the whole change.
+ * Only for want of permission (UNREADABLE_BECAUSE): a directory deleted while git read its parent
+ * (a dev server's or a test's temporary one) warns the same, `No such file or directory`, and
+ * none of its files can be missing.
  */
 const UNREADABLE_DIRECTORY = 'could not open directory';
+const UNREADABLE_BECAUSE = 'Permission denied';
 
 /**
  * The add, its status in S and what it said in A, for the failure's message: its first line
- * (git's reason: the advice after it is long), the first warning of UNREADABLE_DIRECTORY
- * (wherever it came: an embedded repository's hints after it would push it out of a tail), and
+ * (git's reason: the advice after it is long), the first warning of UNREADABLE_DIRECTORY for
+ * UNREADABLE_BECAUSE (wherever it came: an embedded repository's hints after it would push it out of a tail), and
  * the last 250 bytes. Read through a pipe, not a file in /tmp, whose name the sandbox's code
  * could replace with a link or a FIFO.
  */
 const addInto =
-  `A=$(${GIT_ADD} 2>&1 >/dev/null | awk 'NR == 1 { f = substr($0, 1, 200) " "; next } ` +
-  `!d && index($0, "${UNREADABLE_DIRECTORY}") { d = substr($0, 1, 150) " ... " } ` +
+  `A=$(${GIT_ADD} 2>&1 >/dev/null | awk '!d && index($0, "${UNREADABLE_DIRECTORY}") && index($0, "${UNREADABLE_BECAUSE}") { d = substr($0, 1, 400) " ... " } ` +
+  `NR == 1 { f = substr($0, 1, 200) " "; next } ` +
   `{ t = substr(t $0 " ", length(t $0 " ") - 249) } END { printf "%s%s%s", f, d, t }'; exit "\${PIPESTATUS[0]}"); S=$?`;
 
 /** The command's exit status when git failed or left files out; its stderr then says why (after the size line). */
@@ -122,7 +126,7 @@ const takeDiffCommand = (base: string) =>
     // taken for a run that changed no file. Nor is a diff without a directory git could not open
     // the change. The reasons (the add's words and the diff's) on stderr, after the size line,
     // and the take fails.
-    `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] && [[ $A != *"${UNREADABLE_DIRECTORY}"* ]] || { printf '0\\ngit add exited %s%s; ' "$S" "\${A:+: $A}" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 350 >&2; exit ${GIT_FAILED_EXIT}; }`,
+    `N=$(${GIT_DIFF} "$B" 2>/dev/null | wc -c; exit "\${PIPESTATUS[0]}") && [ "$S" -le 1 ] && [[ $A != *"${UNREADABLE_DIRECTORY}"*"${UNREADABLE_BECAUSE}"* ]] || { printf '0\\ngit add exited %s%s; ' "$S" "\${A:+: $A}" >&2; { ${GIT_DIFF} "$B" 2>&1 >/dev/null; echo "git diff exited $?"; } | tail -c 350 >&2; exit ${GIT_FAILED_EXIT}; }`,
     `printf '%s\\n' "$N" >&2`,
     `${GIT_DIFF} "$B" | head -c ${LIMITS.fullDiff}`,
   ].join('; ');
