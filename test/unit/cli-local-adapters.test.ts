@@ -378,6 +378,98 @@ describe('approvals', () => {
     expect(TYPE_AHEAD_MS).toBe(300);
   });
 
+  /**
+   * A TTY as readline sees one (isTTY, setRawMode), keys written to it as a terminal in raw mode
+   * sends them, and a clock the test moves: keys a TTY held in the kernel arrive once readline
+   * turns raw mode on, right after the question is printed.
+   */
+  function rawTerminal(options: { typeAheadMs?: number } = {}) {
+    let clock = 1000;
+    const input = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => input });
+    const output = Object.assign(new PassThrough(), { isTTY: true, columns: 80 });
+    let shown = '';
+    output.on('data', (chunk: Buffer) => (shown += chunk.toString()));
+    const approver = terminalApprover({ input, output, terminal: true, now: () => clock, ...options });
+    const settle = async () => new Promise((resolve) => setTimeout(resolve, 20));
+    /** The keys, `ms` after the last, once what is under way (a question opening) is done. */
+    const type = async (keys: string, ms: number) => {
+      await settle();
+      clock += ms;
+      input.write(keys);
+      await settle();
+    };
+    return { approver, type, settle, shown: () => shown };
+  }
+  const questions = (shown: string) => shown.split('Approve? [y/N] ').length - 1;
+
+  it('times the first key of the answer, not its Enter: a "y" typed before the question and a late Enter approve nothing', async () => {
+    const { approver, type, settle, shown } = rawTerminal();
+    const answer = approver(request, new AbortController().signal);
+    await settle();
+    // Typed at the last question, no Enter: the kernel hands it over as the question is printed.
+    await type('y', 0);
+    await type('\r', 2000);
+    expect(shown()).toContain(`(${TYPE_AHEAD_IGNORED})`);
+    expect(questions(shown())).toBe(2);
+    // Asked again with an empty line: the Enter of a person who read it answers that, not the "y".
+    await type('\r', 2000);
+    await type('\r', 500);
+    expect(await answer).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+  });
+
+  it('empties the line before asking again, so a "y" that came with a type-ahead "n⏎" is not approved by the next Enter', async () => {
+    const { approver, type, settle, shown } = rawTerminal();
+    const answer = approver(request, new AbortController().signal);
+    await settle();
+    await type('n\ry', 5);
+    expect(questions(shown())).toBe(2);
+    await type('\r', 2000);
+    await type('\r', 500);
+    expect(await answer).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+    // The "y" is not shown after the question asked again.
+    expect(shown().slice(shown().lastIndexOf(TYPE_AHEAD_IGNORED))).not.toMatch(/Approve\? \[y\/N\] (\x1b\[[0-9;]*[A-Za-z])*y/);
+  });
+
+  it('without a TTY, a "y" left after a type-ahead "n⏎" keeps its start, and its late Enter is asked about again', async () => {
+    let clock = 1000;
+    const input = new PassThrough();
+    const output = new PassThrough();
+    let shown = '';
+    output.on('data', (chunk: Buffer) => (shown += chunk.toString()));
+    const approver = terminalApprover({ input, output, terminal: false, now: () => clock });
+    const type = async (keys: string, ms: number) => {
+      clock += ms;
+      input.write(keys);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    const answer = approver(request, new AbortController().signal);
+    await type('', 0);
+    await type('n\ny', 5);
+    await type('\n', 2000);
+    expect(questions(shown)).toBe(3);
+    await type('n\n', 2000);
+    await type('\n', 500);
+    expect(await answer).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+  });
+
+  it('opens a question only once the one before it is closed, so one asked as another is withdrawn gets the keys', async () => {
+    const { approver, type } = rawTerminal({ typeAheadMs: 0 });
+    const first = new AbortController();
+    const withdrawn = approver(request, first.signal).catch(() => 'withdrawn');
+    await type('', 0);
+    // As ApprovalDesk.observe does: the first withdrawn and the next asked in the same tick.
+    first.abort();
+    const next = approver({ ...request, id: 's1-c2' }, new AbortController().signal);
+    await type('y\r', 2000);
+    expect(await withdrawn).toBe('withdrawn');
+    expect(
+      await Promise.race([next, new Promise((resolve) => setTimeout(() => resolve('no answer: the input was paused'), 500))]),
+    ).toMatchObject({
+      id: 's1-c2',
+      decision: 'approve',
+    });
+  });
+
   it('denies on anything else, with the reason typed, or a default one', async () => {
     expect(await terminal(['n', 'use the fake server']).approver(request, new AbortController().signal)).toEqual({
       id: 's1-c1',
@@ -428,6 +520,24 @@ describe('approvals', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(asked).toEqual(['s1-c1']);
     expect(answers).toEqual([{ id: 's1-c1', decision: 'approve' }]);
+  });
+
+  it('the desk asks the next pending call on the terminal as the last one is withdrawn, and the next is answered', async () => {
+    const { approver, type } = rawTerminal({ typeAheadMs: 0 });
+    const answers: unknown[] = [];
+    const notes: string[] = [];
+    const desk = new ApprovalDesk(
+      approver,
+      async (_, answer) => void answers.push(answer),
+      (note) => notes.push(note),
+    );
+    desk.observe(waiting('s1-c1'));
+    await type('', 0);
+    desk.observe(waiting('s1-c2'));
+    await type('y\r', 2000);
+    await type('', 500);
+    expect(notes).toEqual(['approval s1-c1 is no longer pending; question withdrawn']);
+    expect(answers).toMatchObject([{ id: 's1-c2', decision: 'approve' }]);
   });
 
   it('the desk withdraws a question whose call is no longer pending', async () => {

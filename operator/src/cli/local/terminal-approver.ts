@@ -47,7 +47,9 @@ export interface TerminalApproverOptions {
  * Security #11.5: how soon after the question an answer counts as typed before it. A "y⏎"
  * typed at a question spec.approval.timeout withdrew was read when the next one was printed
  * (on a TTY it waits in the kernel, where no stream can drop it) and approved a call nobody
- * had seen; nobody reads a question and answers it in 300 ms.
+ * had seen; nobody reads a question and answers it in 300 ms. What is timed is the first key
+ * of the answer's line, not its Enter: a "y" typed before the question (or left after an
+ * "n⏎" it came with) sits in readline's line, and an Enter pressed later would approve it.
  */
 export const TYPE_AHEAD_MS = 300;
 export const TYPE_AHEAD_IGNORED = 'input typed before this question was shown was ignored';
@@ -56,6 +58,48 @@ export const TYPE_AHEAD_IGNORED = 'input typed before this question was shown wa
 function dropBuffered(input: NodeJS.ReadableStream): void {
   if (typeof input.read !== 'function') return;
   while (input.read() !== null);
+}
+
+/**
+ * When the lines readline reads began: the arrival of each line's first byte, seen on the
+ * input's data (a TTY's keys arrive there too, before readline decodes them). A question's
+ * answer does not emit 'line', so the line ends are found here as readline finds them.
+ */
+class LineStarts {
+  /** When the first byte of the line not yet ended arrived. */
+  private started: number | undefined;
+  /** When the first line ended since the last take() began. */
+  private ended: number | undefined;
+  /** The last chunk ended in CR: a LF first in the next is the same Enter (CRLF), as readline takes it. */
+  private afterReturn = false;
+
+  constructor(private readonly now: () => number) {}
+
+  readonly onData = (chunk: Buffer | string): void => {
+    let text = String(chunk);
+    if (text === '') return;
+    if (this.afterReturn && text.startsWith('\n')) text = text.slice(1);
+    this.afterReturn = String(chunk).endsWith('\r');
+    const at = this.now();
+    if (/[\r\n]/.test(text)) {
+      this.ended ??= this.started ?? at;
+      this.started = undefined;
+    }
+    const lastEnd = Math.max(text.lastIndexOf('\r'), text.lastIndexOf('\n'));
+    if (lastEnd < text.length - 1) this.started ??= at;
+  };
+
+  /** When the first line ended since the last call began; forgets it. */
+  take(): number | undefined {
+    const ended = this.ended;
+    this.ended = undefined;
+    return ended;
+  }
+
+  /** Readline's line was emptied: what was typed of it is gone. */
+  clear(): void {
+    this.started = undefined;
+  }
 }
 
 /**
@@ -72,13 +116,30 @@ export function shownInput(input: string): { text: string; escaped: number; blan
 export function terminalApprover(options: TerminalApproverOptions): Approver {
   const typeAheadMs = options.typeAheadMs ?? TYPE_AHEAD_MS;
   const now = options.now ?? Date.now;
+  // One question at a time, each opened after the last one closed: the desk withdraws a
+  // question and asks the next in the same tick, and the withdrawn one's close (raw mode off,
+  // input paused) ran after the next had opened, which then never got a key.
+  let previous: Promise<unknown> = Promise.resolve();
   return async (request, signal) => {
+    const turn = previous.then(async () => askOne(request, signal));
+    previous = turn.catch(() => undefined);
+    return turn;
+  };
+
+  async function askOne(request: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer> {
+    signal.throwIfAborted();
     dropBuffered(options.input);
-    const lines = createInterface({ input: options.input, output: options.output, terminal: options.terminal });
+    // No prompt of its own: clearing the line (below) redraws it, and "> " would be printed.
+    const lines = createInterface({ input: options.input, output: options.output, terminal: options.terminal, prompt: '' });
+    const starts = new LineStarts(now);
+    options.input.on('data', starts.onData);
     lines.on('SIGINT', () => options.onInterrupt?.());
     // The question never settles if the input ends first; that is a "no" with a reason.
     const closed = new Promise<string>((resolve) => lines.once('close', () => resolve('\u0000closed')));
-    const ask = async (question: string) => Promise.race([lines.question(question, { signal }), closed]);
+    const ask = async (question: string) => {
+      starts.take();
+      return Promise.race([lines.question(question, { signal }), closed]);
+    };
     try {
       const shown = shownInput(request.input);
       // The run's name and the tool's come from the manifest and the model: one line each, escaped.
@@ -106,8 +167,16 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       );
       let askedAt = now();
       let answer = await ask('Approve? [y/N] ');
-      // A line read this soon was typed before the question: it is asked again until one comes later.
-      while (answer !== '\u0000closed' && now() - askedAt < typeAheadMs) {
+      // A line begun this soon was typed before the question: it is asked again until one begins later.
+      // A line whose start was not seen counts as begun at the question.
+      while (answer !== '\u0000closed' && (starts.take() ?? askedAt) - askedAt < typeAheadMs) {
+        // What was typed after that line (a "y" of "n⏎y") would be shown again and read with the
+        // next Enter: emptied on a TTY; without one readline's line cannot be, and keeps its start.
+        if (options.terminal) {
+          lines.write(null, { ctrl: true, name: 'e' });
+          lines.write(null, { ctrl: true, name: 'u' });
+          starts.clear();
+        }
         options.output.write(`(${TYPE_AHEAD_IGNORED})\n`);
         askedAt = now();
         answer = await ask('Approve? [y/N] ');
@@ -118,7 +187,8 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       const given = reason === '\u0000closed' ? '' : reason.trim();
       return { id: request.id, decision: 'deny', reason: given || DENIED_AT_TERMINAL };
     } finally {
+      options.input.removeListener('data', starts.onData);
       lines.close();
     }
-  };
+  }
 }
