@@ -173,7 +173,19 @@ describe('deleting a run, with the workers on', () => {
         },
       ]);
       const uid = (await kubectl(['get', 'crun', name, '-n', NS, '-o', 'jsonpath={.metadata.uid}'])).stdout;
-      await eventually(async () => ((await reached(await statusOf(name), name)) ? true : undefined), 90_000, `${name} to reach the phase`);
+      await eventually(
+        async () => ((await reached(await statusOf(name), name)) ? true : undefined),
+        90_000,
+        `${name} to reach the phase`,
+      ).catch(async (error: unknown) => {
+        // What a reader of a failed CI run needs, in the message its tail shows: where the run
+        // stood, and what the operator last said of it.
+        const { phase, reason, steps, message } = (await statusOf(name)) as RunStatus & { message?: string };
+        const said = operator.lines.filter((line) => line.uid === uid || line.name === name).slice(-4);
+        throw new Error(
+          `${String(error)}; status ${JSON.stringify({ phase, reason, steps, message })}; operator: ${said.map((line) => line.msg).join(' | ')}`,
+        );
+      });
       // Control: the run had left traces to clean up (owned objects or Redis keys), except
       // when deleted so early that it had none yet.
       const before = [...(await ownedObjects(uid)), ...(await redisTraces(uid))];
