@@ -490,6 +490,25 @@ describe('approvals', () => {
     expect(await answer).toMatchObject({ decision: 'deny', reason: 'no answer: the terminal input ended' });
   });
 
+  it('denies when one chunk answers a question and ends the input (a paste of "n⏎^D"), rather than failing the call', async () => {
+    // Ctrl-D closed readline before the reason was asked, and asking a closed interface rejects
+    // ahead of the close it races: the desk logged the error and the run waited out the timeout.
+    const { approver, type, settle } = rawTerminal({ typeAheadMs: 0 });
+    const answer = approver(request, new AbortController().signal);
+    await settle();
+    await type('n\r\x04', 2000);
+    expect(await answer).toEqual({ id: 's1-c1', decision: 'deny', reason: DENIED_AT_TERMINAL });
+  });
+
+  it('denies with "the terminal input ended" when a type-ahead answer comes with the end of the input', async () => {
+    const { approver, type, settle } = rawTerminal();
+    const answer = approver(request, new AbortController().signal);
+    await settle();
+    // Too soon to be read: asked again, on an input that has ended.
+    await type('y\r\x04', 5);
+    expect(await answer).toEqual({ id: 's1-c1', decision: 'deny', reason: 'no answer: the terminal input ended' });
+  });
+
   it('denies at once without a terminal', async () => {
     expect(await denyWithoutTerminal(request, new AbortController().signal)).toEqual({
       id: 's1-c1',

@@ -135,9 +135,19 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
     options.input.on('data', starts.onData);
     lines.on('SIGINT', () => options.onInterrupt?.());
     // The question never settles if the input ends first; that is a "no" with a reason.
-    const closed = new Promise<string>((resolve) => lines.once('close', () => resolve('\u0000closed')));
+    // Tracked here: Interface#closed is neither typed nor documented on Node 20.
+    let ended = false;
+    const closed = new Promise<string>((resolve) =>
+      lines.once('close', () => {
+        ended = true;
+        resolve('\u0000closed');
+      }),
+    );
     const ask = async (question: string) => {
       starts.take();
+      // One chunk can answer a question and end the input ("n⏎^D" pasted): readline closes
+      // before the next is asked, and asking a closed interface rejects ahead of `closed`.
+      if (ended) return '\u0000closed';
       return Promise.race([lines.question(question, { signal }), closed]);
     };
     try {
@@ -172,7 +182,7 @@ export function terminalApprover(options: TerminalApproverOptions): Approver {
       while (answer !== '\u0000closed' && (starts.take() ?? askedAt) - askedAt < typeAheadMs) {
         // What was typed after that line (a "y" of "n⏎y") would be shown again and read with the
         // next Enter: emptied on a TTY; without one readline's line cannot be, and keeps its start.
-        if (options.terminal) {
+        if (options.terminal && !ended) {
           lines.write(null, { ctrl: true, name: 'e' });
           lines.write(null, { ctrl: true, name: 'u' });
           starts.clear();
