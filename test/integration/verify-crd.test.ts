@@ -77,6 +77,7 @@ describe('spec.verify on a real API server', () => {
       /protect\[0\]: Invalid value.*may not name \.git/,
     ],
     ['a timeout past 30m', { command: 'true', timeout: '31m' }, /spec\.verify\.timeout: Invalid value.*at most 30m/],
+    ['a zero timeout', { command: 'true', timeout: '0s' }, /spec\.verify\.timeout: Invalid value.*timeout must be at least 1ms/],
     ['too many retries', { command: 'true', retries: 11 }, /spec\.verify\.retries: Invalid value: 11/],
     ['an empty command', { command: '' }, /spec\.verify\.command: Invalid value: ""/],
   ])('refuses %s and names the field', async (_, verify, message) => {

@@ -44,6 +44,9 @@ describe('codingRunSpec', () => {
     ['a budget timeout of 0h0m', { ...scripted, budget: { timeout: '0h0m' } }, 'budget.timeout'],
     ['a budget timeout under a millisecond', { ...scripted, budget: { timeout: '0.0001s' } }, 'budget.timeout'],
     ['a zero approval timeout', { ...scripted, approval: { tools: ['bash'], timeout: '0ms' } }, 'approval.timeout'],
+    // A zero verify timeout was clamped at use to a check that could never pass in time.
+    ['a zero verify timeout', { ...scripted, verify: { command: 'npm test', timeout: '0s' } }, 'verify.timeout'],
+    ['a verify timeout under a millisecond', { ...scripted, verify: { command: 'npm test', timeout: '0.0001s' } }, 'verify.timeout'],
     // These passed kubectl apply, then the pod create got 422 and the run failed SandboxInvalid.
     ['a negative memory limit', { ...scripted, sandbox: { resources: { limits: { memory: '-1Gi' } } } }, 'sandbox.resources.limits.memory'],
     ['a signed cpu request', { ...scripted, sandbox: { resources: { requests: { cpu: '+1' } } } }, 'sandbox.resources.requests.cpu'],

@@ -89,6 +89,8 @@ describe('CodingRun CRD', () => {
     for (const timeout of [child(spec, 'budget', 'timeout'), child(spec, 'approval', 'timeout')]) {
       expect(rules(timeout)).toContain("duration(self) >= duration('1ms')");
     }
+    // spec.verify's rules sit on the object (the timeout has a default there): has() guards them.
+    expect(rules(child(spec, 'verify'))).toContain("!has(self.timeout) || duration(self.timeout) >= duration('1ms')");
   });
 
   // Short name, printer columns, required fields and server-side defaults are not restated here from

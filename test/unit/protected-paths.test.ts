@@ -104,6 +104,14 @@ describe('protect glob rules (the CRD refuses the same globs with CEL)', () => {
     expect(verifySpec.safeParse({ command: 'true', timeout: '31m' }).success).toBe(false);
   });
 
+  it('refuses a timeout under 1ms, as the other durations, with the message the API server gives', () => {
+    expect(verifySpec.safeParse({ command: 'true', timeout: '1ms' }).success).toBe(true);
+    for (const timeout of ['0s', '0h0m', '0.0001s']) {
+      const result = verifySpec.safeParse({ command: 'true', timeout });
+      expect(result.error?.issues).toEqual([expect.objectContaining({ path: ['timeout'], message: 'timeout must be at least 1ms' })]);
+    }
+  });
+
   it('fills its defaults', () => {
     expect(verifySpec.parse({ command: 'npm test' })).toEqual({
       command: 'npm test',

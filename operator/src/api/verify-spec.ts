@@ -40,7 +40,19 @@ const protectGlob = z
 
 type VerifyInput = { timeout?: string };
 
+/**
+ * At least 1ms, as the other durations (coding-run-spec.ts `duration`): a zero timeout was
+ * accepted and only clamped at use (verify-work.ts), to a check killed before it could pass.
+ * 1ms, not "above 0s": the operator counts whole milliseconds and reads 0.0001s as 0.
+ */
 export const verifyRules: readonly CrossFieldRule<VerifyInput>[] = [
+  {
+    rule: `!has(self.timeout) || duration(self.timeout) >= duration('1ms')`,
+    message: 'timeout must be at least 1ms',
+    fieldPath: '.timeout',
+    reason: 'FieldValueInvalid',
+    holds: (verify) => verify.timeout === undefined || (parseDuration(verify.timeout) ?? 0) >= 1,
+  },
   {
     rule: `!has(self.timeout) || duration(self.timeout) <= duration('${VERIFY_TIMEOUT_MAX}')`,
     message: `timeout may be at most ${VERIFY_TIMEOUT_MAX}, the longest command the sandbox runs`,
@@ -66,7 +78,7 @@ export const verifySpec = z
       .regex(new RegExp(DURATION_PATTERN), { message: 'must be a duration such as 90s, 30m or 1h30m' })
       .default('10m')
       .describe(
-        `How long the command may run; past it the process tree is killed and the verification fails. A duration such as 90s or 5m, at most ${VERIFY_TIMEOUT_MAX}. Default 10m. ` +
+        `How long the command may run; past it the process tree is killed and the verification fails. A duration such as 90s or 5m, from 1ms to ${VERIFY_TIMEOUT_MAX}. Default 10m. ` +
           'The run budget (spec.budget.timeout) still applies and ends the run when it passes first.',
       ),
     required: z
