@@ -39,6 +39,8 @@ describe('operator/src layering', () => {
     ['publish', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
     // A CodingEval's graders and figures are pure: the controller reads, evals/ decides, the plugin reports.
     ['evals', ['controller', 'workers', 'kube', 'cli', 'sandbox']],
+    // The types every layer reads: a pure helper the schema needs lives in api/, not above it.
+    ['api', ['reconcile', 'controller', 'workers', 'kube', 'cli', 'sandbox', 'record', 'publish', 'evals', 'agent', 'providers', 'config']],
   ])('%s/ imports nothing from %j', (folder, forbidden) => {
     const crossings = importsOf(folder).filter(({ target }) => forbidden.includes(topFolder(target)));
     expect(crossings).toEqual([]);

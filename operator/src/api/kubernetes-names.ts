@@ -2,7 +2,7 @@
 // quantities, resource requirements and metav1.Condition. Bounds follow core/v1, so the
 // API server and the operator refuse exactly what Kubernetes itself would.
 import { z } from 'zod';
-import { quantityValue } from '../reconcile/resource-quantity.ts';
+import { quantityValue } from './resource-quantity.ts';
 import { celValidations, type CrossFieldRule } from './cross-field-rules.ts';
 
 const DNS_SUBDOMAIN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
@@ -51,13 +51,16 @@ export const quantity = z
 /** The resources a sandbox may ask for. */
 export const SANDBOX_RESOURCE_NAMES = ['cpu', 'memory', 'ephemeral-storage'] as const;
 
+/** SANDBOX_RESOURCE_NAMES as a CEL list literal, for the rules below. */
+const SANDBOX_RESOURCE_NAMES_CEL = `[${SANDBOX_RESOURCE_NAMES.map((name) => `'${name}'`).join(', ')}]`;
+
 /**
  * Only the core resources. An extended resource (nvidia.com/gpu) would let whoever may create
  * CodingRuns get GPU nodes through the operator's ServiceAccount, and an unknown name made a pod
  * the API server refuses after the run was accepted. No operator setting opens others.
  */
 export const resourceNameRule: CrossFieldRule<Record<string, unknown>> = {
-  rule: `self.all(name, name in [${SANDBOX_RESOURCE_NAMES.map((name) => `'${name}'`).join(', ')}])`,
+  rule: `self.all(name, name in ${SANDBOX_RESOURCE_NAMES_CEL})`,
   message: `resource names may only be ${SANDBOX_RESOURCE_NAMES.slice(0, -1).join(', ')} and ${SANDBOX_RESOURCE_NAMES.at(-1)}`,
   reason: 'FieldValueInvalid',
   holds: (list) => Object.keys(list).every((name) => (SANDBOX_RESOURCE_NAMES as readonly string[]).includes(name)),
@@ -87,7 +90,7 @@ const quantityAbove = (a: string | number, b: string | number) => {
 export const requestWithinLimitRule: CrossFieldRule<ResourceLists> = {
   // Over the names a sandbox may ask for, not over the maps: fewer steps for the API server to cost.
   rule:
-    `!has(self.requests) || !has(self.limits) || [${SANDBOX_RESOURCE_NAMES.map((name) => `'${name}'`).join(', ')}].all(name, ` +
+    `!has(self.requests) || !has(self.limits) || ${SANDBOX_RESOURCE_NAMES_CEL}.all(name, ` +
     '!(name in self.requests) || !(name in self.limits) || ' +
     '!isQuantity(string(self.requests[name])) || !isQuantity(string(self.limits[name])) || ' +
     'quantity(string(self.requests[name])).compareTo(quantity(string(self.limits[name]))) <= 0)',

@@ -3,10 +3,10 @@
 // can show the restricted PodSecurity profile admits it.
 import type { V1Container, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
+import { quantityValue } from '../api/resource-quantity.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { approvalWaitAllowanceMs } from './approval-wait.ts';
 import { runNameLabel, sandboxPodName } from './names.ts';
-import { quantityValue } from './resource-quantity.ts';
 import { sandboxPolicyPodLabels } from './sandbox-network-policy.ts';
 import { sandboxPlacementSpec } from './sandbox-placement.ts';
 import { egressEnv } from './sandbox-egress.ts';
