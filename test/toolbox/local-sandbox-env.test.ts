@@ -29,23 +29,28 @@ function scratch(): { workspace: string; home: string; marker: string } {
 /** A run as the factory gets it; only spec.sandbox.env is read. */
 const runWith = (env: Array<{ name: string; value: string }>) => ({ spec: { sandbox: { env } } }) as unknown as ParsedCodingRun;
 
+/** Starts the toolbox of `run --local` with the environment it gives `run`, and lists the workspace's files with it. */
+async function listFilesInToolbox(run: ParsedCodingRun, workspace: string, home: string): Promise<void> {
+  const sandbox = await createLocalSandbox({
+    mode: 'serve',
+    workspaceDir: workspace,
+    homeDir: path.join(home, '.chamvi'),
+    env: sandboxEnvironment(run, home, process.env),
+  });
+  try {
+    const response = await sandbox.call({ tool: 'list_files', input: {} });
+    expect(response.ok).toBe(true);
+  } finally {
+    await sandbox.close();
+  }
+}
+
 describe('run --local: the toolbox process does not take the variables node and git read at start', () => {
   it('a NODE_OPTIONS that imports code does not run it when the toolbox starts', async () => {
     const { workspace, home, marker } = scratch();
     const script = `import('node:fs').then((fs) => fs.writeFileSync(${JSON.stringify(marker)}, 'ran'))`;
     const run = runWith([{ name: 'NODE_OPTIONS', value: `--import=data:text/javascript,${encodeURIComponent(script)}` }]);
-    const sandbox = await createLocalSandbox({
-      mode: 'serve',
-      workspaceDir: workspace,
-      homeDir: path.join(home, '.chamvi'),
-      env: sandboxEnvironment(run, home, process.env),
-    });
-    try {
-      const response = await sandbox.call({ tool: 'list_files', input: {} });
-      expect(response.ok).toBe(true);
-    } finally {
-      await sandbox.close();
-    }
+    await listFilesInToolbox(run, workspace, home);
     expect(existsSync(marker)).toBe(false);
   });
 
@@ -56,18 +61,7 @@ describe('run --local: the toolbox process does not take the variables node and 
     writeFileSync(path.join(workspace, 'git'), `#!/bin/sh\ntouch ${JSON.stringify(marker)}\nexec ${systemGit} "$@"\n`);
     chmodSync(path.join(workspace, 'git'), 0o755);
     const run = runWith([{ name: 'PATH', value: `.${path.delimiter}${process.env.PATH}` }]);
-    const sandbox = await createLocalSandbox({
-      mode: 'serve',
-      workspaceDir: workspace,
-      homeDir: path.join(home, '.chamvi'),
-      env: sandboxEnvironment(run, home, process.env),
-    });
-    try {
-      const response = await sandbox.call({ tool: 'list_files', input: {} });
-      expect(response.ok).toBe(true);
-    } finally {
-      await sandbox.close();
-    }
+    await listFilesInToolbox(run, workspace, home);
     expect(existsSync(marker)).toBe(false);
   });
 });

@@ -4,7 +4,7 @@
 // planted link, nor pass off a diff that lacks the model's changes as the whole change: it falls
 // back to the model's own index, or it fails as a take that failed (its callers keep the last
 // snapshot, or retry finalize).
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -50,22 +50,28 @@ const plantName = () => {
 const backdate = (name: string) => execFileSync('touch', ['-h', '-d', '10 minutes ago', name]);
 
 /**
+ * A command `name` first in the take's PATH: the sh script `script` (given the directory it is
+ * in) in a directory removed after the test, and the environment that puts it first.
+ */
+const firstInPath = (name: string, script: (bin: string) => string) => {
+  const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
+  planted.push(bin);
+  writeFileSync(path.join(bin, name), `#!/bin/sh\n${script(bin)}`);
+  chmodSync(path.join(bin, name), 0o755);
+  return { bin, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } };
+};
+
+/**
  * A `mktemp` first in the take's PATH that makes the name it returns `plant` (sh code given $N,
  * the name the real mktemp created): the model's code, watching /tmp, replaced the take's copy
  * after mktemp made it, which no name check can prevent (same user, sticky /tmp notwithstanding).
  */
 const mktempShim = (plant: string) => {
-  const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
-  planted.push(bin);
-  writeFileSync(
-    path.join(bin, 'mktemp'),
-    `#!/bin/sh\nN=$(PATH=${process.env.PATH} mktemp "$@") || exit $?\necho "$N" >> ${bin}/names\n${plant}\necho "$N"\n`,
+  const shim = firstInPath(
+    'mktemp',
+    (bin) => `N=$(PATH=${process.env.PATH} mktemp "$@") || exit $?\necho "$N" >> ${bin}/names\n${plant}\necho "$N"\n`,
   );
-  chmodSync(path.join(bin, 'mktemp'), 0o755);
-  return {
-    env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
-    names: () => readFileSync(path.join(bin, 'names'), 'utf8').split('\n').filter(Boolean),
-  };
+  return { env: shim.env, names: () => readFileSync(path.join(shim.bin, 'names'), 'utf8').split('\n').filter(Boolean) };
 };
 
 describe('takeDiff, with a broken repository', () => {
@@ -117,15 +123,13 @@ describe('takeDiff, with a directory gone while git add read its parent', () => 
   // none of its files can be missing, and the take must not fail for it. A git first in PATH
   // warns so on its add, as git does, then runs the real git.
   it('takes the whole change', async () => {
-    const bin = mkdtempSync(path.join(tmpdir(), 'chamvi-take-diff-shim-'));
-    planted.push(bin);
     const real = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
-    writeFileSync(
-      path.join(bin, 'git'),
-      `#!/bin/sh\ncase " $* " in *" add "*) echo "warning: could not open directory 'tmpd/': No such file or directory" >&2;; esac\nexec ${real} "$@"\n`,
+    const shim = firstInPath(
+      'git',
+      () =>
+        `case " $* " in *" add "*) echo "warning: could not open directory 'tmpd/': No such file or directory" >&2;; esac\nexec ${real} "$@"\n`,
     );
-    chmodSync(path.join(bin, 'git'), 0o755);
-    session = await openSession(workspace, { ...process.env, PATH: `${bin}:${process.env.PATH}` });
+    session = await openSession(workspace, shim.env);
     expectWholeChange((await takeDiff(session, { timeoutMs: 30_000 })).diff);
   });
 });
@@ -139,6 +143,19 @@ const otherUserWorks = (() => {
     return false;
   }
 })();
+
+/** What a sandbox answers for the take's bash that ran as `run`: its exit, its output, and whether it timed out. */
+const answered = (run: SpawnSyncReturns<string>): Promise<ToolResponse> => {
+  const result = {
+    exitCode: run.status,
+    timedOut: run.error !== undefined,
+    stdout: run.stdout,
+    stderr: run.stderr,
+    stdoutTruncated: false,
+    stdoutLog: '',
+  };
+  return Promise.resolve({ ok: true, result } as unknown as ToolResponse);
+};
 
 /**
  * A Sandbox that runs the take's bash itself as uid 65534, which owns the workspace: a sandbox's
@@ -156,15 +173,7 @@ const asOtherUser = (): Sandbox => {
         // The run's env may ask for git's words in another language: the take reads the add's.
         env: { PATH: process.env.PATH, HOME: workspace.home, LANG: 'C.UTF-8', LANGUAGE: 'de' },
       });
-      const result = {
-        exitCode: run.status,
-        timedOut: run.error !== undefined,
-        stdout: run.stdout,
-        stderr: run.stderr,
-        stdoutTruncated: false,
-        stdoutLog: '',
-      };
-      return Promise.resolve({ ok: true, result } as unknown as ToolResponse);
+      return answered(run);
     },
   } as unknown as Sandbox;
 };
@@ -265,15 +274,7 @@ const withOwnTmp = (size: string, then: string): Sandbox =>
         encoding: 'utf8',
         timeout: 20_000,
       });
-      const result = {
-        exitCode: run.status,
-        timedOut: run.error !== undefined,
-        stdout: run.stdout,
-        stderr: run.stderr,
-        stdoutTruncated: false,
-        stdoutLog: '',
-      };
-      return Promise.resolve({ ok: true, result } as unknown as ToolResponse);
+      return answered(run);
     },
   }) as unknown as Sandbox;
 

@@ -3,30 +3,22 @@
 // character in it, so a forge (or whoever controls what it echoes) cannot write lines of its own
 // choosing there, nor send a terminal escape sequence (ESC [2J clears the screen). The token is
 // still cut out. Against a real HTTP server.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ForgeError } from '../../operator/src/publish/errors/forge-error.ts';
 import type { Forge, ForgeOptions } from '../../operator/src/publish/forge.ts';
 import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
 import { GitHubForge } from '../../operator/src/publish/github-forge.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
+import { loopbackForges } from '../support/forge/loopback-forges.ts';
 
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
+const forgeServing = loopbackForges();
 
-async function forgeAnswering(status: number, body: string): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
-    res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(body);
+/** A forge whose every answer is `status` with `body`. */
+const forgeAnswering = (status: number, body: string) =>
+  forgeServing((_request, response) => {
+    response.writeHead(status, { 'content-type': 'application/json' });
+    response.end(body);
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 const ADAPTERS: Array<[string, (options: ForgeOptions) => Forge]> = [
   ['GitHub', (options) => new GitHubForge(options)],

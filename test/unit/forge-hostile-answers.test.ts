@@ -3,11 +3,9 @@
 // PublishFailed at once), never held whole in memory nor taken for the data. (The GitHub
 // adapter read any size through Octokit, and took a 301's body as the pull request it had
 // created.)
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { countJsonItems } from '../../operator/src/json/json-scan.ts';
 import { ForgeError } from '../../operator/src/publish/errors/forge-error.ts';
 import type { Forge, ForgeOptions } from '../../operator/src/publish/forge.ts';
@@ -15,28 +13,22 @@ import { FORGE_ANSWER_MAX_JSON_DEPTH, FORGE_ANSWER_MAX_JSON_ITEMS } from '../../
 import { GiteaForge } from '../../operator/src/publish/gitea-forge.ts';
 import { GitHubForge } from '../../operator/src/publish/github-forge.ts';
 import { GitLabForge } from '../../operator/src/publish/gitlab-forge.ts';
+import { loopbackForges } from '../support/forge/loopback-forges.ts';
 
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
+const forgeServing = loopbackForges();
 
 /** A forge whose every answer is `status` with `body` (sent in 64 KiB pieces). */
 const forgeAnswering = (status: number, body: string | Buffer) => forgeAnsweringBy(() => [status, body]);
 
 /** A forge that answers each request (method and path) as `answer` says. */
-async function forgeAnsweringBy(answer: (method: string, path: string) => [number, string | Buffer]): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
+function forgeAnsweringBy(answer: (method: string, path: string) => [number, string | Buffer]): Promise<string> {
+  return forgeServing((req, res) => {
     const [status, body] = answer(req.method ?? 'GET', (req.url ?? '/').split('?')[0]!);
     res.writeHead(status, { 'content-type': 'application/json', location: 'https://elsewhere.example/api' });
     const bytes = Buffer.from(body);
     for (let at = 0; at < bytes.length; at += 65_536) res.write(bytes.subarray(at, at + 65_536));
     res.end();
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 const ADAPTERS: Array<[string, (options: ForgeOptions) => Forge]> = [
@@ -49,17 +41,13 @@ const make = (build: (options: ForgeOptions) => Forge, apiURL: string, timeoutMs
   build({ apiURL, repository: 'acme/app', token: TOKEN, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
 
 /** A forge that sends its headers and the first half of `body`, then `then`: nothing more, or a reset connection. */
-async function forgeBreakingOff(body: string, then: 'stall' | 'reset'): Promise<string> {
-  const server = createServer((req, res) => {
-    req.resume();
+function forgeBreakingOff(body: string, then: 'stall' | 'reset'): Promise<string> {
+  return forgeServing((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
     res.write(body.slice(0, body.length / 2), () => {
       if (then === 'reset') setTimeout(() => res.socket?.resetAndDestroy(), 50);
     });
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 describe.each(ADAPTERS)('the %s adapter', (_, build) => {

@@ -2,16 +2,13 @@
 // a stop of the agent that fails (Redis down) must not leave the sandbox pod running, and a run
 // that another took the name of between two decisions is not decided on with the first one's
 // memory of this reconcile.
-import { describe, expect, it, vi } from 'vitest';
-import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
-import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
-import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
-import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
+import type { RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
-import { MemoryCache } from '../support/memory-run-world.ts';
+import { memoryReconcilerScene } from '../support/memory-reconciler-scene.ts';
 
 const NOW = new Date('2026-11-29T12:00:00Z');
 const config = loadOperatorConfig(
@@ -33,36 +30,7 @@ const sandboxPod = (runUid: string): V1Pod => ({
 const conflict = () => Object.assign(new Error('Operation cannot be fulfilled: the object has been modified'), { code: 409 });
 
 function scene(run: CodingRun, options: { pod?: V1Pod; agent?: Partial<RunAgent> } = {}) {
-  const kube = {
-    getRun: vi.fn(async (): Promise<CodingRun | undefined> => run),
-    replaceRunStatus: vi.fn(async (stored: CodingRun, status: CodingRun['status']) => ({ ...stored, status })),
-    setRunFinalizers: vi.fn(async (stored: CodingRun, finalizers: string[]) => ({
-      ...stored,
-      metadata: { ...stored.metadata, finalizers },
-    })),
-    deletePod: vi.fn(async () => {}),
-    deleteNetworkPolicy: vi.fn(async () => {}),
-    deleteConfigMap: vi.fn(async () => {}),
-    createEvent: vi.fn(async () => {}),
-    configMapKeys: vi.fn(async () => undefined),
-    secretKeysAndLabels: vi.fn(async () => undefined),
-  };
-  const reconciler = new RunReconciler({
-    caches: {
-      runs: new MemoryCache([run]),
-      pods: new MemoryCache<V1Pod>(options.pod ? [options.pod] : []),
-      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
-      configMaps: new MemoryCache(),
-      finishedRuns: new MemoryCache<V1ConfigMap>(),
-    },
-    kube: kube as unknown as KubeGateway,
-    agent: { ...idleAgent, ...options.agent },
-    events: { record: async () => {} } as unknown as EventRecorder,
-    config,
-    logger: { info: () => {}, warn: () => {} },
-    now: () => NOW,
-  });
-  return { reconciler, kube };
+  return memoryReconcilerScene(run, { config, now: NOW, pods: options.pod ? [options.pod] : [], agent: options.agent });
 }
 
 const deleting = (status: CodingRun['status']) =>

@@ -3,16 +3,14 @@
 // snapshot must reach status.result, taken without the sandbox, whose session is checked
 // against a pod shape built from the parsed spec.
 import { describe, expect, it, vi } from 'vitest';
-import type { V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { CodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
-import { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
-import type { EventRecorder } from '../../operator/src/kube/event-recorder.ts';
-import type { KubeGateway } from '../../operator/src/kube/kube-gateway.ts';
+import type { RunReconciler } from '../../operator/src/controller/run-reconciler.ts';
 import type { KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
-import { idleAgent, type RunAgent } from '../../operator/src/reconcile/run-agent.ts';
+import type { RunAgent } from '../../operator/src/reconcile/run-agent.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
-import { MemoryCache } from '../support/memory-run-world.ts';
+import { memoryReconcilerScene } from '../support/memory-reconciler-scene.ts';
 
 const NOW = new Date('2026-11-29T12:00:00Z');
 const config = loadOperatorConfig({ allowRepo: ['https://github.com/acme/*'], allowUnisolatedSandboxes: true, networkPolicy: false }, {});
@@ -41,36 +39,13 @@ const SNAPSHOT: KeptDiff = {
 };
 
 function scene(run: CodingRun) {
-  const kube = {
-    getRun: vi.fn(async (): Promise<CodingRun | undefined> => run),
-    replaceRunStatus: vi.fn(async (stored: CodingRun, status: CodingRun['status']) => ({ ...stored, status })),
-    setRunFinalizers: vi.fn(async (stored: CodingRun, finalizers: string[]) => ({
-      ...stored,
-      metadata: { ...stored.metadata, finalizers },
-    })),
-    deletePod: vi.fn(async () => {}),
-    deleteNetworkPolicy: vi.fn(async () => {}),
-    deleteConfigMap: vi.fn(async () => {}),
-    createEvent: vi.fn(async () => {}),
-    configMapKeys: vi.fn(async () => undefined),
-    secretKeysAndLabels: vi.fn(async () => undefined),
-  };
   const keepDiff = vi.fn<RunAgent['keepDiff']>(async () => SNAPSHOT);
   const woken: string[] = [];
-  const reconciler = new RunReconciler({
-    caches: {
-      runs: new MemoryCache([run]),
-      pods: new MemoryCache<V1Pod>([sandboxPod]),
-      networkPolicies: new MemoryCache<V1NetworkPolicy>(),
-      configMaps: new MemoryCache(),
-      finishedRuns: new MemoryCache<V1ConfigMap>(),
-    },
-    kube: kube as unknown as KubeGateway,
-    agent: { ...idleAgent, keepDiff },
-    events: { record: async () => {} } as unknown as EventRecorder,
+  const { reconciler, kube } = memoryReconcilerScene(run, {
     config,
-    logger: { info: () => {}, warn: () => {} },
-    now: () => NOW,
+    now: NOW,
+    pods: [sandboxPod],
+    agent: { keepDiff },
     wake: (key) => woken.push(key),
   });
   return { reconciler, kube, keepDiff, woken };
