@@ -23,7 +23,7 @@ describe('decideJobFailure', () => {
   it('puts off a job that found a cancel requested, whatever its try, never failing the run nor leaving the job', () => {
     const cancelled = new CancelRequestedError('ask the model');
     for (const job of [step(1), step(9), step(10), { name: 'resume' as const, attempt: 10, attempts: 10 }, prepare(10, 1)]) {
-      expect(decideJobFailure(cancelled, job)).toEqual({ action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS });
+      expect(decideJobFailure(cancelled, job)).toEqual({ action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS, why: 'CancelRequestedError' });
     }
     expect(CANCEL_RECHECK_DELAY_MS).toBe(15_000);
   });

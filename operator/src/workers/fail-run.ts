@@ -3,8 +3,9 @@
 // terminal status (computed by reconcile/run-status-transitions.ts, as the controller's is),
 // its Warning Event and metrics, then the agent forgets the run. The worker reaches this
 // through job-failure.ts, which maps what a job threw to the reason.
-// A run with a cancel requested whose state is gone (or unreadable) is left to the controller,
-// which ends it Cancelled (cancelEndsIt).
+// Two failures are left to the controller's own ending (endingLeftToController): a run whose
+// spec no longer parses (InvalidSpec, its state kept for the diff), and a run with a cancel
+// requested whose state is gone or unreadable (Cancelled).
 import { LIMITS, REASONS, type ParsedCodingRun } from '../api/index.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { keptDiffResult, withDiffNote } from '../reconcile/kept-diff.ts';
@@ -12,7 +13,7 @@ import { failStatus, recordProgress } from '../reconcile/run-status-transitions.
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { forgetRun } from './forget-run.ts';
 import { keepRunDiff } from './keep-diff.ts';
-import { liveRun } from './live-run.ts';
+import { runNow, type RunNow } from './live-run.ts';
 import { recordFailure } from './record-step.ts';
 import { observeFinished } from './run-metrics.ts';
 import { settleTrailingRecord } from './trailing-record.ts';
@@ -35,19 +36,40 @@ function cancelEndsIt(run: ParsedCodingRun, reason: string): boolean {
 }
 
 /**
+ * The controller's ending a run's failure is left to, if any: nothing is written (no status, no
+ * diff, no Event), and `keepState` says whether the agent still forgets the run. A live run
+ * whose spec no longer parses is ended by the controller Failed InvalidSpec, whatever failed
+ * here, keeping its diff against the commit its state names (decide.ts; run-reconciler.ts
+ * keepDiff): a failure written here would keep none (this worker cannot read such a run's
+ * spec), and a state deleted here would leave that diff without its revision, so the
+ * spec.continueFrom its message suggests would be refused. The state stays; the ending's stop
+ * deletes it. A cancelled run whose state is gone is cancelEndsIt's.
+ */
+function endingLeftToController(found: RunNow, reason: string): { why: string; keepState: boolean } | undefined {
+  if ('specInvalid' in found) {
+    return { why: "The run's spec no longer parses; the controller ends it InvalidSpec from its state, which is kept", keepState: true };
+  }
+  if ('run' in found && cancelEndsIt(found.run, reason)) {
+    return { why: "A cancel is requested and the run's state is gone; the controller ends it Cancelled", keepState: false };
+  }
+  return undefined;
+}
+
+/**
  * `agentWorked`: the run got past prepare (its tree is in the sandbox, the agent may have
- * changed it), so there is a diff to keep; a run failed by its prepare job has none.
+ * changed it), so there is a diff to keep; a run failed by its prepare job has none. The run is
+ * read either way: a prepare's failure may be the controller's to write too (a prepare redone
+ * over a state that does not verify, StateLost, on a run with a cancel requested).
  */
 export async function failRun(deps: AgentDependencies, ref: RunRef, reason: string, message: string, agentWorked = true): Promise<void> {
-  const run = agentWorked ? await liveRun(deps, ref) : undefined;
-  if (run && cancelEndsIt(run, reason)) {
-    deps.logger.warn(
-      { reason },
-      `A cancel is requested and the run's state is gone; the controller ends it Cancelled: ${message}`.slice(0, LIMITS.message),
-    );
-    await forgetRun(deps, ref);
+  const found = await runNow(deps, ref);
+  const left = endingLeftToController(found, reason);
+  if (left) {
+    deps.logger.warn({ reason }, `${left.why}: ${message}`.slice(0, LIMITS.message));
+    if (!left.keepState) await forgetRun(deps, ref);
     return;
   }
+  const run = agentWorked && 'run' in found ? found.run : undefined;
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
   // The state's commit cloned: the diff is against it, and a run stopped by a failure (its diff
   // kept) can still be continued (spec.continueFrom). Its diffSnapshot is what a snapshot read

@@ -3,7 +3,8 @@
 // (reconcile/run-status-transitions.ts). The controller then removes the pod. Also runs for
 // a run stopped by a budget, so its partial diff is kept. A run with spec.verify whose model
 // finished is verified first (verify-work.ts), which may hand it back to the model instead.
-// A run with a cancel requested is neither verified nor finalized: the controller ends it.
+// A run with a cancel requested, or whose spec no longer parses, is neither verified nor
+// finalized: the controller ends it (Cancelled, InvalidSpec), and the job is put off meanwhile.
 import { FAILURE_MESSAGES, REASONS, RunFailure, type ParsedCodingRun } from '../api/index.ts';
 import { withDiffNote, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { finishStatus, loopOutcome, recordProgress } from '../reconcile/run-status-transitions.ts';
@@ -14,6 +15,7 @@ import { handOn } from './hand-on.ts';
 import { startPublish } from './publish-job.ts';
 import { runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { storeFinalDiff, takeSandboxDiff } from './keep-diff.ts';
@@ -49,10 +51,12 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   // Verification runs spec.verify.command, code the model wrote, and may end the run Succeeded
   // before the controller's Cancelled: a run with a cancel requested is not finalized here, and
-  // the job is tried again later (live-run.ts runToActOn). Before the hand-on too, which may
-  // finish a resumed step's calls.
+  // the job is tried again later (live-run.ts runToActOn); nor is one whose spec no longer
+  // parses, its state kept for the controller's InvalidSpec ending (live-run.ts runNow). Before
+  // the hand-on too, which may finish a resumed step's calls.
   const found = await runToActOn(deps, ref);
   if ('cancelled' in found) throw new CancelRequestedError('verify or finalize the run');
+  if ('specInvalid' in found) throw new SpecNoLongerValidError('verify or finalize the run', found.specInvalid);
   // A redone finalize whose verification already handed the run back to the model, or that
   // handed it to publishing (spec.publish, maybe waiting for its approval): only hand it on again.
   if (state.stage === 'stepping' || state.stage === 'publishing' || state.stage === 'waiting') {

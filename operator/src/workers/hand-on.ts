@@ -1,10 +1,13 @@
 // A job redone after a crash, or one that finds its work already done: the state in Redis
 // says how far the run got, and the run is handed on from there (the step that was cut off
-// is finished, the next job enqueued again, or a missing approval reported).
+// is finished, the next job enqueued again, or a missing approval reported). A run whose spec
+// no longer parses is neither: its state is kept for the controller's InvalidSpec ending and the
+// job put off (live-run.ts runNow).
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { afterCalls, endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
-import { liveRun } from './live-run.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
+import { runNow } from './live-run.ts';
 import { PUBLISH_APPROVAL_ID, showPublishWaitAgain } from './publish-wait.ts';
 import type { RunState } from './run-state.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
@@ -23,7 +26,9 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
   else if (state.stage === 'finalizing') await deps.queue.finalize(ref, state.verification?.attempts);
   else if (state.stage === 'publishing') await deps.queue.publish(ref);
   else if (state.stage === 'waiting' && state.pendingApproval) {
-    const run = await liveRun(deps, ref);
+    const found = await runNow(deps, ref);
+    if ('specInvalid' in found) throw new SpecNoLongerValidError('show the approval the run waits for again', found.specInvalid);
+    const run = 'run' in found ? found.run : undefined;
     if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
       if (state.pendingApproval.id === PUBLISH_APPROVAL_ID) await showPublishWaitAgain(deps, run, state);
       else
@@ -38,10 +43,11 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
 
 /** Finishes the step an earlier try of a job began. */
 export async function continueStep(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
-  const run = await liveRun(deps, ref);
-  if (!run) {
+  const found = await runNow(deps, ref);
+  if ('specInvalid' in found) throw new SpecNoLongerValidError('finish the step an approval resumed', found.specInvalid);
+  if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
   }
-  await endStep(deps, run, state, await runInFlightCalls(deps, run, state, true));
+  await endStep(deps, found.run, state, await runInFlightCalls(deps, found.run, state, true));
 }

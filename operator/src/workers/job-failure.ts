@@ -13,7 +13,7 @@ import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { REASONS, type Reason } from '../api/reasons.ts';
 import { RunFailure } from '../api/run-failure.ts';
 import { SandboxError } from '../sandbox/sandbox-error.ts';
-import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { JobPutOffError } from './errors/job-put-off-error.ts';
 import type { AgentJobName } from './job-ids.ts';
 import { FORBIDDEN_ATTEMPTS, isForbidden } from './job-retry.ts';
 
@@ -47,7 +47,7 @@ export interface FailedJob {
 
 export type JobFailureDecision =
   | { action: 'fail'; reason: Reason; message: string; modelCallError: boolean }
-  | { action: 'delay'; delayMs: number }
+  | { action: 'delay'; delayMs: number; why: string }
   | { action: 'finalize'; stop: { reason: typeof REASONS.DeadlineExceeded; message: string } }
   | { action: 'retry' };
 
@@ -61,12 +61,12 @@ export function decideJobFailure(error: unknown, job: FailedJob): JobFailureDeci
   if (RunFailure.isInstance(error)) {
     return { action: 'fail', reason: error.reason, message: error.message, modelCallError: MODEL_CALL_REASONS.has(error.reason) };
   }
-  // A job that found a cancel requested waits, its tries unspent, for the controller to end the
-  // run or the cancel to be withdrawn. Retried, it spent its tries in about 90 s and was left
-  // (done with, its id kept an hour by BullMQ): a cancel withdrawn later lost the step
-  // (StateLost) or held an approved call's resume for that hour. Never failed either: AgentFailed
-  // would overwrite the cancel the controller is about to end the run with.
-  if (CancelRequestedError.isInstance(error)) return { action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS };
+  // A job that found a cancel requested (or a spec that no longer parses) waits, its tries
+  // unspent, for the controller to end the run or the cancel to be withdrawn. Retried, it spent
+  // its tries in about 90 s and was left (done with, its id kept an hour by BullMQ): a cancel
+  // withdrawn later lost the step (StateLost) or held an approved call's resume for that hour.
+  // Never failed either: AgentFailed would overwrite the ending the controller is about to write.
+  if (JobPutOffError.isInstance(error)) return { action: 'delay', delayMs: CANCEL_RECHECK_DELAY_MS, why: error.name };
   // Only model calls run under the deadline signal, so the step was waiting for the model.
   if (job.name === 'step' && isDeadline(error)) {
     return { action: 'finalize', stop: { reason: REASONS.DeadlineExceeded, message: FAILURE_MESSAGES.deadlineWhileWaitingForModel } };

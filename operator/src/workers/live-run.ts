@@ -2,15 +2,19 @@
 // run a moment ago, within kube/recent-runs.ts's bound, which says why that is safe), the same run
 // (uid) as the job's, not deleted and not finished, with a spec that still parses. The
 // model, budgets and approval tools come from here, never from Redis (Security #11.1).
+// A run whose spec no longer parses (runNow `specInvalid`) is not an ended run: the controller
+// ends it InvalidSpec keeping its diff against the commit its state names, so a job that finds
+// it keeps the state and throws SpecNoLongerValidError to be tried again later.
 // A job about to call the model or run a tool also asks whether a cancel was requested
 // (runToActOn): the controller ends a cancelled run only once its diff is taken, up to 30 s
 // later, and until then the run reads as live. Such a job throws CancelRequestedError, so that
 // BullMQ tries it again later (errors/cancel-requested-error.ts says why not return).
 import { setTimeout as delay } from 'node:timers/promises';
-import { codingRunSpec, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
+import { isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
+import { awaitsAcceptance } from '../reconcile/run-template.ts';
+import { parseSpec } from '../reconcile/validate-run.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
-import { awaitsAcceptance, effectiveSpecInput } from '../reconcile/run-template.ts';
 
 /**
  * How long a job reads its run again for a controller's write it knows is on its way (the
@@ -35,8 +39,19 @@ function endedFor(run: CodingRun, ref: RunRef): boolean {
   return run.metadata.uid !== ref.uid || Boolean(run.metadata.deletionTimestamp) || isTerminal(run.status?.phase);
 }
 
-/** The run as it is now, if it still exists, is the same run and is not finished. */
-export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<ParsedCodingRun | undefined> {
+/**
+ * What a job finds of its run now: the run, its spec parsed; `ended`: gone, replaced, being
+ * deleted or finished, so what the agent holds of it may go; or `specInvalid`: the same run,
+ * live, whose spec no longer parses by this operator's rules (the refusal's message; an upgrade
+ * refused a field an older operator accepted). Not `ended`: the controller ends such a started
+ * run Failed InvalidSpec keeping its diff (decide.ts; run-reconciler.ts keepDiff), taken against
+ * the commit the run's state names, so the state must outlive the job. A job that finds it
+ * does nothing more, keeps the state and is put off (SpecNoLongerValidError); the ending's stop
+ * removes the job. Judged by the controller's own parseSpec, so both refuse the same runs.
+ */
+export type RunNow = { run: ParsedCodingRun } | { ended: true } | { specInvalid: string };
+
+export async function runNow(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<RunNow> {
   // A copy from before the write that accepted the run (awaitsAcceptance) is read again, fresh:
   // what this process remembers of the run (kube/recent-runs.ts) may be that very copy.
   const run = await readAgainWhile(
@@ -44,27 +59,36 @@ export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFr
     () => (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name),
     (copy) => copy !== undefined && copy.metadata.uid === ref.uid && awaitsAcceptance(copy),
   );
-  if (!run || endedFor(run, ref)) return undefined;
+  if (!run || endedFor(run, ref)) return { ended: true };
   // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
-  const input = effectiveSpecInput(run);
-  if (!input.ok) return undefined;
-  const spec = codingRunSpec.safeParse(input.spec);
-  return spec.success ? { ...run, spec: spec.data } : undefined;
+  const parsed = parseSpec(run);
+  return parsed.ok ? { run: { ...run, spec: parsed.spec } } : { specInvalid: parsed.refusal.message };
 }
 
 /**
- * What a job about to act for the run (a model call, a tool call) finds: the live run, no
- * run to act for (`ended`: gone, replaced or finished, so what the agent holds of it may go),
- * or a run with a cancel requested (`cancelled`: it does nothing more, keeps its state, whose
- * commit the controller's ending takes the diff against, and throws CancelRequestedError to be
- * tried again; the ending then stops the agent, which removes the job).
+ * The run as it is now, if it still exists, is the same run, is not finished and its spec
+ * parses. For a look that needs no more than that (a wait for the pod's name, publishing's
+ * "still wanted"); a job that would let the run go when it finds none asks runNow, which tells
+ * a spec that no longer parses apart.
  */
-export type RunToActOn = { run: ParsedCodingRun } | { ended: true } | { cancelled: true };
+export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<ParsedCodingRun | undefined> {
+  const found = await runNow(deps, ref);
+  return 'run' in found ? found.run : undefined;
+}
+
+/**
+ * What a job about to act for the run (a model call, a tool call) finds: what runNow finds, or
+ * a run with a cancel requested (`cancelled`: it does nothing more, keeps its state, whose
+ * commit the controller's ending takes the diff against, and throws CancelRequestedError to be
+ * tried again; the ending then stops the agent, which removes the job). A spec that no longer
+ * parses is told first, as decide.ts ends such a run InvalidSpec even with a cancel requested.
+ */
+export type RunToActOn = RunNow | { cancelled: true };
 
 export async function runToActOn(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<RunToActOn> {
-  const run = await liveRun(deps, ref);
-  if (!run) return { ended: true };
-  return readCancelRequest(run) ? { cancelled: true } : { run };
+  const found = await runNow(deps, ref);
+  if (!('run' in found)) return found;
+  return readCancelRequest(found.run) ? { cancelled: true } : found;
 }
 
 /**
@@ -77,13 +101,16 @@ export type HeldRunReader = (namespace: string, name: string) => CodingRun | und
 /**
  * What a held copy of the run tells a job about to run the model's calls: `undefined` with no
  * copy (nothing is known, the look is skipped); `ended` for a copy of a run finished, being
- * deleted, or of another uid (the job's run was deleted and its name reused); `cancelled` for a
- * live copy with a cancel requested; `live` otherwise. An ended run is not "not cancelled": the
+ * deleted, or of another uid (the job's run was deleted and its name reused); `specInvalid` for
+ * a live copy whose spec no longer parses (runNow says why that is not `ended`); `cancelled` for
+ * a live copy with a cancel requested; `live` otherwise. An ended run is not "not cancelled": the
  * controller that ended it Cancelled has stopped the agent (its state deleted) and could not
- * remove a job that was running, so that job must let the run go, never run its calls.
+ * remove a job that was running, so that job must let the run go, never run its calls. The
+ * spec is parsed here too (no request): a copy that says `live` is one the calls may run for.
  */
-export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): 'ended' | 'cancelled' | 'live' | undefined {
+export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): 'ended' | 'specInvalid' | 'cancelled' | 'live' | undefined {
   if (!copy) return undefined;
   if (endedFor(copy, ref)) return 'ended';
+  if (!parseSpec(copy).ok) return 'specInvalid';
   return readCancelRequest(copy) !== undefined ? 'cancelled' : 'live';
 }

@@ -16,7 +16,8 @@ import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
-import { liveRun, readAgainWhile } from './live-run.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
+import { liveRun, readAgainWhile, runNow } from './live-run.ts';
 import { startingState } from './starting-state.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
@@ -58,8 +59,12 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
     if (existing.stage === 'stepping' && !existing.inFlight) await deps.queue.step(ref, existing.step);
     return;
   }
-  const run = await liveRun(deps, ref);
-  if (!run) return;
+  // A run whose spec no longer parses is not prepared: the controller ends it InvalidSpec
+  // (refused before its start, else keeping the diff its state allows), which removes the job.
+  const found = await runNow(deps, ref);
+  if ('specInvalid' in found) throw new SpecNoLongerValidError('clone the repository or start the run', found.specInvalid);
+  if ('ended' in found) return;
+  const { run } = found;
   const { spec } = run;
   // Security #11.2: checked again against allowRepo as it is now, the operator's and the
   // namespace's chamvi.dev/allow-repo (either may have narrowed since the run was accepted), and

@@ -48,7 +48,8 @@ import { InvalidGitTokenError } from './errors/invalid-git-token-error.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { handOn } from './hand-on.ts';
-import { liveRun } from './live-run.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
+import { liveRun, runNow } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
 import { runRefOf } from './run-ref.ts';
 import { saveOrLetGo, type LetGo } from './save-if-present.ts';
@@ -265,26 +266,37 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     await handOn(deps, ref, state);
     return;
   }
-  const run = await liveRun(deps, ref);
-  if (!run) {
+  // A run whose spec no longer parses is not published, nor let go: the controller ends it
+  // InvalidSpec keeping its diff against the commit its state names (live-run.ts runNow).
+  const found = await runNow(deps, ref);
+  if ('specInvalid' in found) throw new SpecNoLongerValidError('push the branch or open the pull request', found.specInvalid);
+  if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
   }
+  const { run } = found;
   const done = await publish(deps, run, state, state.publish, () => stillPublishing(deps, ref));
   if ('stopped' in done) {
-    // Ended (a cancel, its deadline) while this job ran: what the forge already has is said in
-    // an Event, as the run's status is final; the rest is not done.
+    // Ended (a cancel, its deadline, its spec refused) while this job ran: what the forge
+    // already has is said in an Event, as the run's status is final; the rest is not done.
     const ended = await (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name);
     const phase = ended?.status?.phase;
-    if (ended && ended.metadata.uid === ref.uid && done.pushed)
+    if (ended && ended.metadata.uid === ref.uid && done.pushed) {
+      const why = isTerminal(phase)
+        ? `ended ${phase}`
+        : readCancelRequest(ended)
+          ? 'was cancelled'
+          : 'had its spec refused by this operator';
       await deps.events.record(ended, {
         type: 'Warning',
         reason: EVENT_REASONS.Published,
-        message: `Pushed branch ${done.pushed} (no pull request opened): the run ${isTerminal(phase) ? `ended ${phase}` : 'was cancelled'} while it was published`,
+        message: `Pushed branch ${done.pushed} (no pull request opened): the run ${why} while it was published`,
       });
+    }
     deps.logger.info({ pushed: done.pushed ?? null }, 'publishing stopped: the run ended while it was published');
-    // A run only asked to cancel is not ended yet: the controller ends it, keeping its diff
-    // against the commit its state names, and then stops its agent, state and all.
+    // A run only asked to cancel, or whose spec no longer parses, is not ended yet: the
+    // controller ends it, keeping its diff against the commit its state names, and then stops
+    // its agent, state and all.
     if (!ended || ended.metadata.uid !== ref.uid || isTerminal(ended.status?.phase)) await forgetRun(deps, ref);
     return;
   }
@@ -324,9 +336,10 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
 }
 
 /**
- * Whether the run is still to be published: not ended and no cancel asked for. Read fresh
- * before each step the forge keeps (the push, the pull request): the controller ends a run
- * that is cancelled or past its deadline without waiting for this job, which it cannot stop.
+ * Whether the run is still to be published: not ended, its spec still parsing, and no cancel
+ * asked for. Read fresh before each step the forge keeps (the push, the pull request): the
+ * controller ends a run that is cancelled, past its deadline or refused (InvalidSpec) without
+ * waiting for this job, which it cannot stop.
  */
 async function stillPublishing(deps: AgentDependencies, ref: RunRef): Promise<boolean> {
   const run = await liveRun({ getRun: deps.getRunFresh ?? deps.getRun }, ref);

@@ -18,6 +18,7 @@ import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
 import { runToActOn } from './live-run.ts';
 import { saveOrLetGo } from './save-if-present.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 import { deniedResult, executeToolCall, withRunDeadline } from './tool-execution.ts';
@@ -30,12 +31,14 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   if (!state) throw new RunFailure(REASONS.StateLost, FAILURE_MESSAGES.stateGone);
   // Read fresh, not from what this process remembers (kube/recent-runs.ts serves a copy up to
   // 2 s old, and a cancel changes no generation): an approved call may be `./deploy.sh`, and a
-  // cancel asked for while it waited in the queue stops it. Before the hand-on below too, which
+  // cancel asked for while it waited in the queue stops it, as does a spec that no longer parses
+  // (the controller ends that run InvalidSpec from its state). Before the hand-on below too, which
   // may finish a resumed step's calls. Thrown, not returned: the job is kept to be tried again
   // (a cancel withdrawn lets the answer act; otherwise its id, kept an hour once done, would
   // make the controller's queueing of the same answer a no-op) until the ending removes it.
   const found = await runToActOn({ getRun: deps.getRunFresh ?? deps.getRun }, ref);
   if ('cancelled' in found) throw new CancelRequestedError(`act on the ${answer.decision} of approval ${answer.id}`);
+  if ('specInvalid' in found) throw new SpecNoLongerValidError(`act on the ${answer.decision} of approval ${answer.id}`, found.specInvalid);
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
     // A step a resume began is finished here only by a retry of that resume (the same answer).

@@ -107,7 +107,7 @@ export async function runAgentJob(unfenced: AgentDependencies, job: AgentJob): P
       case 'retry':
         throw error;
       case 'delay':
-        deps.logger.info({ job: job.name, delayMs: decision.delayMs }, 'a cancel is requested: the job is put off, its tries unspent');
+        deps.logger.info({ job: job.name, delayMs: decision.delayMs, why: decision.why }, 'the job is put off, its tries unspent');
         if (job.putOff) await job.putOff(decision.delayMs);
         throw error;
     }

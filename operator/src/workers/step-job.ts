@@ -9,7 +9,8 @@
 // in end-step.ts. The step before's record may still be on its way (trailing-record.ts):
 // end-step.ts settles it before this step's own. A run with a cancel requested gets no model
 // call and no tool call (live-run.ts runToActOn): the job throws CancelRequestedError and is
-// tried again later, and the controller ends the run meanwhile (or the cancel is withdrawn).
+// tried again later, and the controller ends the run meanwhile (or the cancel is withdrawn). A
+// run whose spec no longer parses gets none either, and keeps its state (SpecNoLongerValidError).
 // A run ended during the model call gets none of the answer's calls: the stop that ended it
 // deleted the state, which the job looks for in Redis before the calls (stillThere).
 import type { LanguageModelV4 } from '@ai-sdk/provider';
@@ -35,6 +36,7 @@ import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { heldRunToActOn, runToActOn } from './live-run.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 import { letRunGo, saveIfPresent, saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
 import type { PendingToolCall, RunState } from './run-state.ts';
@@ -98,6 +100,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     if (state.step !== completed + 1) return;
     const found = await runToActOn(deps, ref);
     if ('cancelled' in found) throw new CancelRequestedError('run the calls left of the step under way');
+    if ('specInvalid' in found) throw new SpecNoLongerValidError('run the calls left of the step under way', found.specInvalid);
     if ('ended' in found) {
       await forgetRun(deps, ref);
       return;
@@ -118,6 +121,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const stepStartedAt = deps.now().toISOString();
   const found = await runToActOn(deps, ref);
   if ('cancelled' in found) throw new CancelRequestedError('ask the model');
+  if ('specInvalid' in found) throw new SpecNoLongerValidError('ask the model', found.specInvalid);
   if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
@@ -325,18 +329,20 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // The answer is saved as the step in flight (a cancel withdrawn runs its calls, not the model
   // again), and its tokens go to status.usage in one request, which the controller's ending
   // keeps. The step before's progress, maybe still on its way, lands first (trailing-record.ts).
-  // A run ended meanwhile (Cancelled by the controller, a deletion) is let go: its calls must not
-  // run, nor a save before them bring the state back. A held copy may show the end; the state
-  // shows it on every replica, since the stop that ends a run deletes it (agent-queue.ts stop):
-  // the save before the calls is made only over a state still there, and a step of reads, which
-  // saves nothing before its calls, looks whether it is (stillThere).
+  // A spec that no longer parses holds the calls the same way, the state kept for the
+  // controller's InvalidSpec ending (live-run.ts runNow). A run ended meanwhile (Cancelled by
+  // the controller, a deletion) is let go: its calls must not run, nor a save before them bring
+  // the state back. A held copy may show the end; the state shows it on every replica, since
+  // the stop that ends a run deletes it (agent-queue.ts stop): the save before the calls is
+  // made only over a state still there, and a step of reads, which saves nothing before its
+  // calls, looks whether it is (stillThere).
   const meanwhile = calls.length > 0 ? await runAfterModelCall(deps, ref) : undefined;
   const letGo = async () => {
     await tallied;
     await letRunGo(deps, ref, state, MODEL_CALL_ENDED);
   };
   if (meanwhile === 'ended') return letGo();
-  if (meanwhile === 'cancelled') {
+  if (meanwhile === 'cancelled' || meanwhile === 'specInvalid') {
     try {
       await tallied;
       await settleTrailingRecord(deps, run, state);
@@ -351,7 +357,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       await keepSpentOfUnsavedStep(deps, ref, completed, addUsage(compactionUsage, callUsage));
       throw error;
     }
-    throw new CancelRequestedError("run the model's tool calls");
+    const held = "run the model's tool calls";
+    throw meanwhile === 'cancelled' ? new CancelRequestedError(held) : new SpecNoLongerValidError(held);
   }
   let toolsMs: number;
   try {
@@ -383,10 +390,10 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
  * a cancel requested is then found by the next step's start, and a run ended by the state gone
  * (stillThere). Without the dependency the run is read.
  */
-async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<'ended' | 'cancelled' | 'live' | undefined> {
+async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<ReturnType<typeof heldRunToActOn>> {
   if (!deps.getRunHeld) {
     const found = await runToActOn(deps, ref);
-    return 'ended' in found ? 'ended' : 'cancelled' in found ? 'cancelled' : 'live';
+    return 'ended' in found ? 'ended' : 'specInvalid' in found ? 'specInvalid' : 'cancelled' in found ? 'cancelled' : 'live';
   }
   return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
 }

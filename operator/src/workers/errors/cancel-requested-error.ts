@@ -6,10 +6,12 @@
 // (StateLost), and an approval's resume job used up (its id kept for an hour, so the answer was
 // not queued again until then). Not a RunFailure: job-failure.ts puts the job off, its tries
 // unspent (agent-worker.ts delays it in BullMQ), for as long as the cancel stands and the run lives.
+import { JobPutOffError } from './job-put-off-error.ts';
+
 const name = 'CancelRequestedError';
 const marker = Symbol.for(`chamvi.error.${name}`);
 
-export class CancelRequestedError extends Error {
+export class CancelRequestedError extends JobPutOffError {
   private readonly [marker] = true;
   override readonly name: string = name;
 
@@ -20,7 +22,7 @@ export class CancelRequestedError extends Error {
     );
   }
 
-  static isInstance(error: unknown): error is CancelRequestedError {
+  static override isInstance(error: unknown): error is CancelRequestedError {
     return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[marker] === true;
   }
 }
