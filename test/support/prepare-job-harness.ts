@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { CodingRun, CodingRunStatus } from '../../operator/src/api/index.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { recordedStatusWrite } from './recorded-status-write.ts';
 
 /** A one-commit repository under dir. */
 export function gitRepository(dir: string): string {
@@ -35,17 +36,8 @@ export function prepareJobHarness(url: string, allowRepo: string[], options: { s
   };
   const deps = {
     states: { load: async () => undefined, delete: async () => undefined },
-    status: {
-      write: async (
-        _namespace: string,
-        _name: string,
-        _uid: string,
-        change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus,
-      ) => {
-        seen.statuses.push(change({ ...run.status }, run));
-        return { written: false, why: 'terminal' };
-      },
-    },
+    // Answered as for a run found ended (nothing taken as written); the statuses computed are seen.
+    status: { write: recordedStatusWrite(run, seen.statuses, 'terminal') },
     resources: {
       secretValue: async () => {
         seen.secretsRead++;

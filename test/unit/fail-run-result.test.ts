@@ -2,70 +2,22 @@
 // finished, passed spec.verify and then failed publishing keeps its final answer and its
 // verification: an eval's graders read status.result.summary and .verification.
 import { describe, expect, it } from 'vitest';
-import { REASONS, type CodingRun, type CodingRunStatus, type Verification } from '../../operator/src/api/index.ts';
+import { REASONS, type Verification } from '../../operator/src/api/index.ts';
 import { diffSha } from '../../operator/src/reconcile/diff-config-map.ts';
-import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
 import { failRun } from '../../operator/src/workers/fail-run.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
+import { FAILED_RUN_REF, failRunHarness } from '../support/fail-run-harness.ts';
 
 const SNAPSHOT = 'diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+snapshot\n';
 
-const ref = { namespace: 'ns', name: 'r', uid: 'uid-1' };
+const ref = FAILED_RUN_REF;
 const revision = 'a'.repeat(40);
 const passed: Verification = { passed: true, exitCode: 0, outputTail: 'ok', durationMs: 1200, attempts: 1 };
 
 /** A Running run whose sandbox answers a one-line diff, and what failRun wrote to its status. */
 function failing(state: Partial<RunState> | undefined) {
-  const run = {
-    apiVersion: 'chamvi.dev/v1alpha1',
-    kind: 'CodingRun',
-    metadata: { ...ref, generation: 1 },
-    spec: {
-      task: 'Fix it',
-      repository: { url: 'https://example.com/repo.git', credentialsSecretRef: { name: 'git', key: 'token' } },
-      model: { provider: 'scripted', scriptRef: { name: 'script' } },
-    },
-    status: { phase: 'Running' },
-  } as CodingRun;
-  const diff = 'diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n';
-  const written: CodingRunStatus[] = [];
-  const deps = {
-    states: { load: async () => state && { step: 3, toolCalls: 2, revision, ...state }, delete: async () => undefined },
-    status: {
-      write: async (
-        _namespace: string,
-        _name: string,
-        _uid: string,
-        change: (status: CodingRunStatus, run: CodingRun) => CodingRunStatus,
-      ) => {
-        const status = change({ ...run.status }, run);
-        written.push(status);
-        return { written: true, run: { ...run, status } };
-      },
-    },
-    resources: { writeDiff: async () => ({ outcome: 'written', configMap: 'r-diff' }) },
-    sandboxes: {
-      for: () => ({
-        call: async () => ({
-          ok: true,
-          result: {
-            exitCode: 0,
-            stdout: diff,
-            stderr: `${diff.length}\n 1 file changed, 1 insertion(+), 1 deletion(-)\n`,
-            stdoutTruncated: false,
-          },
-        }),
-      }),
-      release: async () => undefined,
-    },
-    transcript: { append: async () => undefined },
-    events: { record: async () => undefined },
-    metrics: { runsFinished: { inc() {} }, runDuration: { observe() {} } },
-    getRun: async () => run,
-    logger: { info() {}, warn() {}, error() {}, child: () => deps.logger },
-    now: () => new Date('2026-11-30T00:00:00Z'),
-  } as unknown as AgentDependencies;
-  return { deps, written };
+  const { deps, done } = failRunHarness({ state: state && { step: 3, toolCalls: 2, revision, ...state } });
+  return { deps, written: done.written };
 }
 
 describe('failRun: status.result of a run a worker fails', () => {
