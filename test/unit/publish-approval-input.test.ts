@@ -1,11 +1,17 @@
 // What a publish's approver is shown: the pull request's body as it will be posted (and its
-// sha256), each file by name with its line counts, git-quoted names
+// sha256), each file by name with what happens to it (kind, old name, mode) and its line counts, git-quoted names
 // read as the names they are, and a list that stops where the input would no longer fit in
 // status.pendingApproval.input (the API server refused the status write before, and the run
 // ended AgentFailed with its raw message). Pure.
 import { createHash } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { codingRunSpec, LIMITS, type ParsedCodingRun } from '../../operator/src/api/index.ts';
+import { parseArguments } from '../../operator/src/cli/parse-arguments.ts';
+import { stdoutText } from '../../operator/src/cli/exact-output.ts';
+import { pendingApprovalLines } from '../../operator/src/cli/format-runs.ts';
+import { codingRunSpec, LIMITS, type CodingRun, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import {
   APPROVAL_BODY_MAX_BYTES,
   APPROVAL_FILES_MAX,
@@ -15,6 +21,8 @@ import {
 import { defaultBody } from '../../operator/src/publish/publish-plan.ts';
 import { approvalInputJson } from '../../operator/src/reconcile/approval-answer.ts';
 import { countDiff, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
+import { createRepository, git } from '../support/git-fixture.ts';
+import { pendingBash } from '../support/pending-approval.ts';
 
 const run: ParsedCodingRun = {
   apiVersion: 'chamvi.dev/v1alpha1',
@@ -37,8 +45,8 @@ describe('the approval input of a publish', () => {
       '@@ -1 +1,2 @@\n-old\n+new\n+more\n' +
       newFile('b.txt');
     expect(filesOf(diff)).toEqual([
-      { path: 'café.txt', insertions: 2, deletions: 1 },
-      { path: 'b.txt', insertions: 1, deletions: 0 },
+      { path: 'café.txt', kind: 'modified', insertions: 2, deletions: 1 },
+      { path: 'b.txt', kind: 'added', insertions: 1, deletions: 0 },
     ]);
   });
 
@@ -48,8 +56,8 @@ describe('the approval input of a publish', () => {
       '@@ -1,3 +1,2 @@\n--- only admins may drop this table\n-- keep: audit\n+++ new header\n DROP TABLE audit;\n' +
       newFile('b.txt');
     expect(filesOf(diff)).toEqual([
-      { path: 'db/001.sql', insertions: 1, deletions: 2 },
-      { path: 'b.txt', insertions: 1, deletions: 0 },
+      { path: 'db/001.sql', kind: 'modified', insertions: 1, deletions: 2 },
+      { path: 'b.txt', kind: 'added', insertions: 1, deletions: 0 },
     ]);
   });
 
@@ -105,5 +113,98 @@ describe('the approval input of a publish', () => {
     const input = publishApprovalInput(run, plan, kept(newFile('a.txt') + newFile('b.txt')), 'a'.repeat(64));
     expect(input.diff.files.map((file) => file.path)).toEqual(['a.txt', 'b.txt']);
     expect(input.diff.moreFiles).toBeUndefined();
+  });
+
+  it('names what happens to each file: a rename out of .github by its old name, a deletion, a symlink, an executable, a submodule', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'chamvi-approval-files-'));
+    try {
+      createRepository(dir, {
+        '.github/CODEOWNERS': '* @acme/owners\n',
+        'app.js': 'a\n',
+        'gone.txt': 'bye\n',
+        'run.sh': 'echo\n',
+        'plain.sh': 'echo\n',
+      });
+      chmodSync(join(dir, 'plain.sh'), 0o755);
+      git(['add', 'plain.sh'], dir);
+      git(['commit', '-qm', 'executable'], dir);
+      git(['mv', '.github/CODEOWNERS', 'docs-notes.txt'], dir);
+      writeFileSync(join(dir, 'app.js'), 'a\nb\n');
+      git(['rm', '-q', 'gone.txt'], dir);
+      chmodSync(join(dir, 'run.sh'), 0o755);
+      chmodSync(join(dir, 'plain.sh'), 0o644);
+      symlinkSync('/etc/passwd', join(dir, 'link'));
+      // A submodule pointer: a repository of its own inside the workspace, added as git adds one.
+      createRepository(join(dir, 'vendor/lib'), { 'lib.js': 'x\n' });
+      git(['add', 'vendor/lib'], dir);
+      git(['add', '-N', '.'], dir);
+      // As workers/take-diff.ts asks git for it: renames on, copies off.
+      const diff = git(['-c', 'diff.renames=true', 'diff', '--no-color', '--no-ext-diff', 'HEAD'], dir);
+      expect(diff).toContain('rename from .github/CODEOWNERS');
+      const byPath = new Map(filesOf(diff).map((file) => [file.path, file]));
+      expect(byPath.get('docs-notes.txt')).toEqual({
+        path: 'docs-notes.txt',
+        kind: 'renamed',
+        from: '.github/CODEOWNERS',
+        insertions: 0,
+        deletions: 0,
+      });
+      expect(byPath.get('app.js')).toEqual({ path: 'app.js', kind: 'modified', insertions: 1, deletions: 0 });
+      expect(byPath.get('gone.txt')).toEqual({ path: 'gone.txt', kind: 'deleted', insertions: 0, deletions: 1 });
+      expect(byPath.get('link')).toEqual({ path: 'link', kind: 'added', mode: '120000', insertions: 1, deletions: 0 });
+      expect(byPath.get('run.sh')).toEqual({
+        path: 'run.sh',
+        kind: 'modified',
+        mode: '100755',
+        fromMode: '100644',
+        insertions: 0,
+        deletions: 0,
+      });
+      expect(byPath.get('plain.sh')).toEqual({
+        path: 'plain.sh',
+        kind: 'modified',
+        mode: '100644',
+        fromMode: '100755',
+        insertions: 0,
+        deletions: 0,
+      });
+      expect(byPath.get('vendor/lib')).toEqual({ path: 'vendor/lib', kind: 'added', mode: '160000', insertions: 1, deletions: 0 });
+      expect(byPath.size).toBe(7);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names a copy as copied, from its source', () => {
+    const diff = 'diff --git a/src.txt b/copy.txt\nsimilarity index 100%\ncopy from src.txt\ncopy to copy.txt\n';
+    expect(filesOf(diff)).toEqual([{ path: 'copy.txt', kind: 'copied', from: 'src.txt', insertions: 0, deletions: 0 }]);
+  });
+
+  it('lists as many renames as fit in status, counting their old names too, and counts the rest', () => {
+    const rename = (index: number) =>
+      `diff --git a/${'o'.repeat(290)}/${index}.txt b/${'n'.repeat(290)}/${index}.txt\nsimilarity index 100%\n` +
+      `rename from ${'o'.repeat(290)}/${index}.txt\nrename to ${'n'.repeat(290)}/${index}.txt\n`;
+    const diff = Array.from({ length: APPROVAL_FILES_MAX }, (_, index) => rename(index)).join('');
+    const input = publishApprovalInput(run, plan, kept(diff), 'a'.repeat(64));
+    expect(Buffer.byteLength(approvalInputJson(input), 'utf8')).toBeLessThanOrEqual(LIMITS.pendingApprovalInput);
+    expect(input.diff.files.every((file) => file.from?.startsWith('o'))).toBe(true);
+    expect(input.diff.files.length + (input.diff.moreFiles ?? 0)).toBe(APPROVAL_FILES_MAX);
+    expect(input.diff.moreFiles).toBeGreaterThan(0);
+  });
+
+  it("security #11.5 shows a hidden character in a moved file's old name escaped, as in its new name", () => {
+    const diff =
+      'diff --git "a/.github/\\342\\200\\256CODEOWNERS" b/notes.txt\nsimilarity index 100%\nrename from ".github/\\342\\200\\256CODEOWNERS"\nrename to notes.txt\n';
+    const input = JSON.stringify(publishApprovalInput(run, plan, kept(diff), 'a'.repeat(64)));
+    const waiting = {
+      ...run,
+      status: { phase: 'WaitingForApproval', pendingApproval: { ...pendingBash(input), id: 'publish', toolName: 'publish' } },
+    };
+    // What `kubectl codingrun get NAME` prints on a terminal.
+    const shown = stdoutText(parseArguments(['get', 'fix', '-n', 'team']), { isTTY: true, warn: () => {} }).show(
+      pendingApprovalLines(waiting as CodingRun, 'team').join('\n'),
+    );
+    expect(shown).toContain('"from":".github/<U+202E>CODEOWNERS"');
+    expect(shown).not.toContain('\u202e');
   });
 });

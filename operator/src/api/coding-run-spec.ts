@@ -226,7 +226,7 @@ export const approvalSpec = z
       .optional()
       .describe(
         'With spec.publish: before anything is pushed the run waits in WaitingForApproval, its pendingApproval (tool "publish") ' +
-          "showing the branch, base, title and the diff's files and line counts; answer with kubectl codingrun approve|deny as for a " +
+          "showing the branch, base, title and the diff's files (each with its kind, a rename's old path and a special or changed mode) and line counts; answer with kubectl codingrun approve|deny as for a " +
           'tool call. A deny, or no answer within timeout, ends the run Succeeded without publishing and says why. Default: no approval.',
       ),
   })

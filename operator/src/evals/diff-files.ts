@@ -11,9 +11,10 @@ import { unquoteGitPath } from './git-quoted-path.ts';
 export interface FileChange {
   /** Path after the change (for a deletion, the path it had). */
   path: string;
-  /** Path before the change, when the diff renames or deletes. */
+  /** Path before the change, when the diff renames or copies (the copy's source). */
   oldPath?: string;
-  kind: 'added' | 'deleted' | 'modified' | 'renamed';
+  /** `copied` only in a diff made with copy detection, which the operator's own never is (workers/take-diff.ts). */
+  kind: 'added' | 'deleted' | 'modified' | 'renamed' | 'copied';
   /** Hunks of the file after the change: each hunk's context and added lines, in order. */
   afterHunks: string[][];
   /** Lines the change removed. */
@@ -22,6 +23,8 @@ export interface FileChange {
   binary: boolean;
   /** The file's mode after the change, as the diff states it (`new file mode`, `new mode`, `index … <mode>`). */
   newMode?: string;
+  /** The file's mode before the change, when the change sets another (`old mode`). */
+  oldMode?: string;
 }
 
 /** git's mode of a symbolic link: the link's "text" in a diff is its target, not the file it names. */
@@ -77,12 +80,17 @@ export function parseDiffFiles(diff: string): FileChange[] {
         file.kind = 'added';
         file.newMode = line.slice('new file mode '.length);
       } else if (line.startsWith('new mode ')) file.newMode = line.slice('new mode '.length);
+      else if (line.startsWith('old mode ')) file.oldMode = line.slice('old mode '.length);
       else if (INDEX_MODE.test(line)) file.newMode = INDEX_MODE.exec(line)![1]!;
       else if (line.startsWith('deleted file mode')) file.kind = 'deleted';
       else if (line.startsWith('rename from ')) {
         file.kind = 'renamed';
         file.oldPath = unquoteGitPath(line.slice('rename from '.length));
       } else if (line.startsWith('rename to ')) file.path = unquoteGitPath(line.slice('rename to '.length));
+      else if (line.startsWith('copy from ')) {
+        file.kind = 'copied';
+        file.oldPath = unquoteGitPath(line.slice('copy from '.length));
+      } else if (line.startsWith('copy to ')) file.path = unquoteGitPath(line.slice('copy to '.length));
       else if (line.startsWith('Binary files ') || line === 'GIT binary patch') file.binary = true;
       else if (line.startsWith('--- ') && !file.path) file.path = sideName(line) ?? '';
       else if (line.startsWith('+++ ')) file.path = sideName(line) ?? file.path;

@@ -1,21 +1,25 @@
 // What the approver of a publish is shown (and approves by its sha256): where the change goes,
 // the pull request's body as it will be posted (the agent's final message by default, which
-// the approver once never saw), and the whole diff's summary, with the files by name and their
-// line counts. It must fit in status.pendingApproval.input (LIMITS.pendingApprovalInput, as
-// JSON): a run that made many files with long paths once made an input the API server refused
-// (422), and the run ended AgentFailed with that raw message. So the list stops where the input
-// would not fit, and the rest are counted; a long body is cut, its sha256 naming the whole.
-// Paths are read as git prints them, quoted or not (evals/diff-files.ts). Pure.
+// the approver once never saw), and the whole diff's summary, with the files by name, what the
+// change does to each and their line counts. It must fit in status.pendingApproval.input
+// (LIMITS.pendingApprovalInput, as JSON): a run that made many files with long paths once made
+// an input the API server refused (422), and the run ended AgentFailed with that raw message.
+// So the list stops where the input would not fit, and the rest are counted; a long body is
+// cut, its sha256 naming the whole.
+// Paths are read as git prints them, quoted or not (evals/diff-files.ts). Each file says what
+// happens to it, its old name and a mode that is not a plain file's: a file listed by its path
+// alone hid what the push does (a rename out of .github/ showed as a new name with +0 −0, and
+// the push deleted .github/CODEOWNERS; a symlink or a chmod +x looked like any text file). Pure.
 import { createHash } from 'node:crypto';
 import { LIMITS, type ParsedCodingRun } from '../api/index.ts';
-import { parseDiffFiles } from '../evals/diff-files.ts';
+import { parseDiffFiles, type FileChange } from '../evals/diff-files.ts';
 import { approvalInputJson } from '../reconcile/approval-answer.ts';
-import { diffLineCounts } from '../reconcile/diff-line-counts.ts';
+import { diffLineCounts, type LineCounts } from '../reconcile/diff-line-counts.ts';
 import type { KeptDiff } from '../reconcile/kept-diff.ts';
 import { describedBase } from './decide-publish.ts';
 import type { PublishPlan } from './publish-plan.ts';
 
-/** Files an approver is shown by name (with their line counts); more are counted. */
+/** Files an approver is shown by name (with what happens to each and their line counts); more are counted. */
 export const APPROVAL_FILES_MAX = 200;
 
 /**
@@ -42,16 +46,42 @@ function shownBody(body: string): { body: string; moreCharacters?: number } {
   return { body: body.slice(0, fits), moreCharacters: body.length - fits };
 }
 
+/** A plain file's mode: the one mode an approver is not shown, unless the change sets it. */
+const PLAIN_FILE_MODE = '100644';
+
 export interface ApprovalFile {
+  /** The path after the change (for a deletion, the path it had). */
   path: string;
+  kind: FileChange['kind'];
+  /** The old path of a rename (the push removes it) or the source of a copy. */
+  from?: string;
+  /** The mode after the change when it is not a plain file's (120000 symlink, 160000 submodule, 100755 executable) or the change sets it. */
+  mode?: string;
+  /** The mode before the change, when the change sets another. */
+  fromMode?: string;
   insertions: number;
   deletions: number;
 }
 
-/** Per file of a unified diff: its path and line counts (what an approver reads before the whole diff). */
+/** What the change does to one file, as the approver is shown it. A deletion's kind says all: it leaves no mode. */
+function approvalFile(file: FileChange | undefined, counts: LineCounts): ApprovalFile {
+  if (!file) return { path: '', kind: 'modified', ...counts };
+  const modeChanged = file.oldMode !== undefined && file.oldMode !== file.newMode;
+  const showMode = file.kind !== 'deleted' && file.newMode !== undefined && (file.newMode !== PLAIN_FILE_MODE || modeChanged);
+  return {
+    path: file.path,
+    kind: file.kind,
+    ...(file.oldPath !== undefined && (file.kind === 'renamed' || file.kind === 'copied') ? { from: file.oldPath } : {}),
+    ...(showMode ? { mode: file.newMode } : {}),
+    ...(showMode && modeChanged ? { fromMode: file.oldMode } : {}),
+    ...counts,
+  };
+}
+
+/** Per file of a unified diff: its path, what happens to it and its line counts (what an approver reads before the whole diff). */
 export function filesOf(diff: string): ApprovalFile[] {
-  const paths = parseDiffFiles(diff).map((file) => file.path);
-  return diffLineCounts(diff).files.map((counts, index) => ({ path: paths[index] ?? '', ...counts }));
+  const files = parseDiffFiles(diff);
+  return diffLineCounts(diff).files.map((counts, index) => approvalFile(files[index], counts));
 }
 
 /**
