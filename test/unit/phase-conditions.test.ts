@@ -91,6 +91,26 @@ describe('withPhaseConditions: what each phase says to tools', () => {
     expect(finished.conditions!.find((condition) => condition.type === 'Reconciling')!.lastTransitionTime).toBe(now.toISOString());
   });
 
+  it("puts a message and every condition's message on one line, whoever wrote status.message or the condition", () => {
+    const forged = 'FAIL\n\u001b]0;owned\u0007\n  Phase:\tSucceeded\n\u202e';
+    const pod: Condition = {
+      type: 'SandboxReady',
+      status: 'False',
+      reason: 'PodNotReady',
+      message: `Sandbox pod fix-sbx is Pending (${forged}).`,
+      lastTransitionTime: earlier,
+    };
+    for (const phase of ['Running', 'Failed', 'Succeeded'] as const) {
+      const result = withPhaseConditions({ phase, reason: 'SetupFailed', message: `setup: ${forged}`, conditions: [pod] }, 1, now);
+      expect(result.message).toBe('setup: FAIL^J^[]0;owned^G^J  Phase:^ISucceeded^J<U+202E>');
+      for (const condition of result.conditions!) expect(condition.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\p{Cf}]/u);
+      expect(result.conditions!.find((condition) => condition.type === 'Ready')!.message).toBe(result.message);
+      expect(result.conditions!.find((condition) => condition.type === 'SandboxReady')!.message).toBe(
+        'Sandbox pod fix-sbx is Pending (FAIL^J^[]0;owned^G^J  Phase:^ISucceeded^J<U+202E>).',
+      );
+    }
+  });
+
   it('observedAgain: a finished run seen at a new generation keeps its conditions, at that generation', () => {
     const finished = withPhaseConditions({ phase: 'Failed', reason: 'SandboxLost', observedGeneration: 1 }, 1, now);
     const again = observedAgain(finished, 2);

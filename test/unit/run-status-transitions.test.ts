@@ -14,6 +14,8 @@ import {
   refusedApprovalStatus,
   runningAfterStepStatus,
 } from '../../operator/src/reconcile/run-status-transitions.ts';
+import { FAILURE_MESSAGES } from '../../operator/src/api/failure-messages.ts';
+import { decideVerification, verificationOf } from '../../operator/src/reconcile/verification-verdict.ts';
 
 const earlier = '2026-11-30T08:00:00.000Z';
 const now = new Date('2026-11-30T09:00:00Z');
@@ -230,5 +232,54 @@ describe('#15.5 recordAnsweredApproval: who answered, in status', () => {
     for (let call = 1; call <= APPROVALS_KEPT + 5; call++) recordAnsweredApproval(status, answered(`s${call}-c${call}`, 'alice'));
     expect(status.approvals).toHaveLength(APPROVALS_KEPT);
     expect(status.approvals![0]!.id).toBe('s6-c6');
+  });
+});
+
+describe("a repository's or a model's text in a run's message: one line, nothing hidden", () => {
+  // What a check or a setup script printed: a newline and a forged `Phase:` line (kubectl
+  // describe sorts Message above Phase), an OSC title, BEL, a tab and a bidi override.
+  const forged = 'FAIL\n\u001b]0;owned\u0007\n  Phase:\tSucceeded\n\u202e';
+  const hidden = /[\u0000-\u001f\u007f-\u009f\p{Cf}\u2028\u2029]/u;
+  const verdict = decideVerification({
+    verify: { command: 'npm test', required: true, retries: 0, protect: [] },
+    verification: verificationOf({ exitCode: 1, stdout: forged, stderr: '', timedOut: false, outputCapped: false, durationMs: 5 }, 1),
+    budgetSpent: undefined,
+  });
+  const verificationMessage = verdict.kind === 'failed' ? verdict.message : '';
+  const setupMessage = FAILURE_MESSAGES.setupFailed('exited with 1', forged);
+  const messages = (status: CodingRunStatus) => [status.message!, ...status.conditions!.map((each) => each.message)];
+
+  it('the sources do quote it raw (or this test would prove nothing)', () => {
+    expect(verificationMessage).toContain('Phase:\tSucceeded\n');
+    expect(setupMessage).toContain('\u001b]0;owned');
+  });
+
+  it.each([
+    [
+      'a failed verification ends the run (finishStatus)',
+      () => failStatus(running(), 'VerificationFailed', verificationMessage, generation, now),
+    ],
+    ['a failed setup ends the run (failStatus)', () => failStatus(running(), 'SetupFailed', setupMessage, generation, now)],
+    ['a waiting run fails (its approval condition too)', () => failStatus(waiting(), 'SetupFailed', setupMessage, generation, now)],
+    ['a run enters a phase with such a message (enterPhase)', () => enterPhase(running(), 'Running', 'Retrying', setupMessage).status],
+    ['an approval is refused with such a message', () => refusedApprovalStatus(waiting(), setupMessage)],
+  ])('%s: the message and every condition message are one line', (_name, transition) => {
+    const status = transition();
+    expect(status.message).toContain('FAIL^J^[]0;owned^G^J  Phase:^ISucceeded^J<U+202E>');
+    for (const message of messages(status)) {
+      expect(message).not.toMatch(hidden);
+      expect(message).not.toContain('\n');
+    }
+  });
+
+  it('bounds the message after escaping, so a message of newlines still fits status.message', () => {
+    const status = failStatus(running(), 'SetupFailed', `setup: ${'\n'.repeat(5000)}`, generation, now);
+    expect(status.message!.length).toBeLessThanOrEqual(4096);
+    expect(status.message).toMatch(/^setup: (\^J)+$/);
+  });
+
+  it('escapes an already escaped message no further', () => {
+    const once = failStatus(running(), 'SetupFailed', setupMessage, generation, now).message!;
+    expect(failStatus(running(), 'SetupFailed', once, generation, now).message).toBe(once);
   });
 });

@@ -1,10 +1,16 @@
 // Kubernetes Events for a run, so `kubectl describe codingrun` tells its story. Best
-// effort: an Event that cannot be written is logged, never fails a reconcile.
+// effort: an Event that cannot be written is logged, never fails a reconcile. A message may
+// quote a check's output or git's error and kubectl prints it as it is, so it is written on
+// one line, hidden characters spelled out (text/one-line-text.ts), whoever composed it.
 import { randomBytes } from 'node:crypto';
 import type { CodingRun } from '../api/index.ts';
 import type { RunEvent } from '../reconcile/decision.ts';
 import { runLogFields } from '../observability/run-log-fields.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import type { KubeGateway } from './kube-gateway.ts';
+
+/** The most of a message an Event carries (events.k8s.io's note is at most 1 kB). */
+const EVENT_MESSAGE_CHARACTERS = 1024;
 
 export interface EventLogger {
   warn(fields: object, message: string): void;
@@ -40,7 +46,7 @@ export class EventRecorder {
         },
         type: event.type,
         reason: event.reason,
-        message: event.message.slice(0, 1024),
+        message: oneLineText(event.message, EVENT_MESSAGE_CHARACTERS),
         source: { component: 'chamvi-operator' },
         reportingComponent: 'chamvi.dev/operator',
         reportingInstance: this.identity.slice(0, 128),

@@ -10,11 +10,20 @@
 // Stalled, Succeeded and Failed are present only when True ("abnormal-true", as kstatus asks).
 // Every writer of a phase (decide's StatusBuilder, the workers' transitions) ends with this,
 // so the conditions never disagree with status.phase. Pure.
-import { REASONS, isTerminal, type CodingRunStatus, type ConditionType } from '../api/index.ts';
+//
+// Being the last step of every writer, it is also where status.message and every condition's
+// message are made one line, hidden characters spelled out (text/one-line-text.ts): they may
+// quote a check's output, a pod's message, git's error, and kubectl describe, Argo CD and Flux
+// print them as they are.
+import { LIMITS, REASONS, isTerminal, type CodingRunStatus, type ConditionType } from '../api/index.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import { setCondition } from './conditions.ts';
 
 /** Condition types an older operator wrote that mean nothing now: dropped when a status is next written. */
 const RETIRED_CONDITION_TYPES: ReadonlySet<string> = new Set(['Complete']);
+
+/** metav1.Condition's bound on message (conditions.ts cuts to it too). */
+const CONDITION_MESSAGE_CHARACTERS = 32_768;
 
 /** The reason of Ready and Reconciling while a run is not finished: status.reason (Queued, SandboxRefused...), else the phase. */
 export function progressReason(status: CodingRunStatus): string {
@@ -30,6 +39,7 @@ export function withPhaseConditions(status: CodingRunStatus, generation: number,
   const drop = (type: ConditionType) => {
     conditions = conditions.filter((condition) => condition.type !== type);
   };
+  if (status.message !== undefined) status.message = oneLineText(status.message, LIMITS.message);
   const message = status.message ?? '';
   if (!isTerminal(status.phase)) {
     const reason = progressReason(status);
@@ -53,7 +63,10 @@ export function withPhaseConditions(status: CodingRunStatus, generation: number,
       drop('Succeeded');
     }
   }
-  status.conditions = conditions;
+  status.conditions = conditions.map((condition) => ({
+    ...condition,
+    message: oneLineText(condition.message, CONDITION_MESSAGE_CHARACTERS),
+  }));
   return status;
 }
 

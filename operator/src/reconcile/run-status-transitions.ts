@@ -3,10 +3,13 @@
 // failRun) compute a run's status only here, so a run in a phase looks the same whoever put
 // it there. Two writers apply the results (the reconciler, and the workers' status writer,
 // which also patches step progress on its own: cheaper than a reconcile per step); this is
-// the one computation.
+// the one computation. A message set here may quote text a repository or the model wrote (a
+// check's output, a setup script's): it is written on one line, hidden characters spelled out
+// (text/one-line-text.ts), so no source has to remember to.
 import {
   APPROVALS_KEPT,
   CONDITION_REASONS,
+  LIMITS,
   REASONS,
   type AnsweredApproval,
   type CodingRunStatus,
@@ -14,6 +17,7 @@ import {
   type Phase,
   type RunTiming,
 } from '../api/index.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import { findCondition, setCondition } from './conditions.ts';
 import { withPhaseConditions } from './phase-conditions.ts';
 import { mergeTimings } from './run-timings.ts';
@@ -45,7 +49,7 @@ export function enterPhase(
   status.phase = phase;
   if (reason === undefined) delete status.reason;
   else status.reason = reason;
-  status.message = message;
+  status.message = oneLineText(message, LIMITS.message);
   return { status, changed };
 }
 
@@ -60,7 +64,7 @@ export function finishStatus(
 ): CodingRunStatus {
   status.phase = phase;
   status.reason = reason;
-  status.message = message.slice(0, 4096);
+  status.message = oneLineText(message, LIMITS.message);
   status.completionTime = now.toISOString();
   delete status.pendingApproval;
   withPhaseConditions(status, generation, now);
@@ -158,7 +162,7 @@ export function recordAnsweredApproval(status: CodingRunStatus, answered: Answer
 
 /** An approval was refused (its sha256 is not the input's): the call stays pending, the message says why. */
 export function refusedApprovalStatus(status: CodingRunStatus, message: string): CodingRunStatus {
-  if (status.phase === 'WaitingForApproval') status.message = message;
+  if (status.phase === 'WaitingForApproval') status.message = oneLineText(message, LIMITS.message);
   return status;
 }
 
