@@ -3,6 +3,7 @@
 // is only a name; whatever happened, the current state is read again.
 import { FINISHED_RUNS_CONFIG_MAP, ForeignFinishedRunsError, findFinishedRun, type FinishedRunRecord } from '../reconcile/finished-runs.ts';
 import { runBytes } from '../reconcile/run-bytes.ts';
+import { stillUnwritable, unwritableMessage, unwritableRunTeardown, type UnwritableMark } from '../reconcile/unwritable-run.ts';
 import type { KubernetesObject, V1ConfigMap, V1NetworkPolicy, V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { EVENT_REASONS, FINALIZER, REASONS, isTerminal, type CodingRun, type ParsedCodingRun } from '../api/index.ts';
@@ -161,6 +162,9 @@ export interface FairShareSources {
 
 /** Without fair-share sources no namespace has a policy or a budget. */
 const NO_FAIR_SHARE: FairShareView = { policies: new Map(), budgets: new Map(), unreadable: new Set() };
+
+/** Whether an action may have started the run's agent (taken down with its sandbox when the status cannot be written). */
+const startsAgent = (action: Action) => action.type === 'startAgent' || action.type === 'resumeAgent';
 
 /** What stops a run's work; applied only after the status that ends the run is written. */
 const STOPPING = new Set<Action['type']>(['stopAgent', 'deletePod', 'deleteNetworkPolicy']);
@@ -325,11 +329,12 @@ export class RunReconciler {
    */
   private lastAdmitted: LastAdmission | undefined;
   /**
-   * Runs (by uid) whose status the API server would not store for their size (tooLargeToWrite):
-   * left out of the queue, or the oldest such run would be granted every freed slot, again
-   * and again, and hold it. Forgotten once the run is gone.
+   * Runs (by uid) whose status the API server would not store for their size (tooLargeToWrite),
+   * their sandbox taken down: left out of the queue, or the oldest such run would be granted
+   * every freed slot, again and again, and hold it. Looked at again once it may fit (a new
+   * generation, or smaller); forgotten once the run is gone.
    */
-  private readonly unwritable = new CountedMap<string, number | undefined>();
+  private readonly unwritable = new CountedMap<string, UnwritableMark>();
   /**
    * Pool pods this process claimed, by run key, until the cache shows the claim (claimNotCached):
    * a decision made again after a conflict, or a reconcile redone after the write that records a
@@ -538,10 +543,12 @@ export class RunReconciler {
   private async reconcileRun(key: string, current: CodingRun): Promise<{ requeueAfterMs?: number; forget?: boolean }> {
     const { namespace, name } = current.metadata;
     let run = current;
-    // Nothing can be written for it: only its deletion or a smaller spec (a new generation) changes that.
-    if (this.unwritable.has(run.metadata.uid)) {
-      if (this.unwritable.get(run.metadata.uid) === run.metadata.generation && !run.metadata.deletionTimestamp)
-        return { requeueAfterMs: TOO_LARGE_RECHECK_MS };
+    // Nothing can be written for it: only its deletion, a new spec or a smaller run (its labels
+    // and annotations trimmed, which no generation counts) changes that.
+    const mark = this.unwritable.get(run.metadata.uid);
+    if (mark) {
+      const seen = { generation: run.metadata.generation, bytes: runBytes(run), deleting: Boolean(run.metadata.deletionTimestamp) };
+      if (stillUnwritable(mark, seen)) return { requeueAfterMs: TOO_LARGE_RECHECK_MS };
       this.unwritable.delete(run.metadata.uid);
     }
     // What applying a decision taught, for deciding again: a name held by a foreign object,
@@ -584,7 +591,7 @@ export class RunReconciler {
       // A diff taken for an ending this decision no longer makes is not kept for a later one.
       if (!keptDiff && !decision.actions.some((action) => action.type === 'keepDiff')) this.diffTakes.dropUnclaimed(key);
       try {
-        const applied = await this.apply(run, decision, observed.admission?.admit === false, answered);
+        const applied = await this.apply(run, decision, observed.admission?.admit === false, answered, observed);
         run = applied.run;
         // Only once applied: a decision whose write met a conflict recorded no Event, and the next one must.
         if (decision.ignoredApproval) this.ignoredApprovals.set(key, { uid: run.metadata.uid, ignored: decision.ignoredApproval });
@@ -1129,12 +1136,14 @@ export class RunReconciler {
   /**
    * `observedQueued`: the decision saw the run waiting without a slot (so a Pending it writes gives nothing back).
    * `answered`: the pod as the API server answered this reconcile's create or claim of it (a create here sets it).
+   * `sandbox`: the run's pod and policy as the decision observed them (taken down if the status cannot be written).
    */
   private async apply(
     run: CodingRun,
     decision: Decision,
     observedQueued: boolean,
     answered: { pod?: PodSeen } = {},
+    sandbox: Pick<ObservedRun, 'pod' | 'networkPolicyExists'> = { networkPolicyExists: false },
   ): Promise<{ run: CodingRun; requeueAfterMs?: number }> {
     const { kube } = this.deps;
     // A run that this decision ends is ended (status written) before its agent and sandbox
@@ -1210,7 +1219,8 @@ export class RunReconciler {
         run = await kube.replaceRunStatus(run, status);
       } catch (error) {
         if (!isTooLargeToStore(error)) throw error;
-        return await this.tooLargeToWrite(run);
+        const agentStarted = run.status?.phase !== undefined && run.status.phase !== 'Pending';
+        return await this.tooLargeToWrite(run, sandbox, answered, agentStarted || decision.actions.some(startsAgent));
       }
       this.deps.metrics?.observePhases(addedTimings(timingsBefore, status.timings));
       if ((status.phase === 'Provisioning' || status.phase === 'Running') && !wasActive) this.admittedLocally.add(run.metadata.uid);
@@ -1250,19 +1260,48 @@ export class RunReconciler {
   }
 
   /**
-   * A run the API server will not store any write of (created just under etcd's limit, too
-   * close for even the refusal decide() writes): it can get no phase, so it gets a Warning
-   * Event, gives up the slot it was granted, and is looked at again only now and then, not at
-   * every backoff with a request of its whole size.
+   * A run the API server will not store any write of: created just under etcd's limit, too close
+   * for even the refusal decide() writes, or grown there after it was accepted (its labels and
+   * annotations, which no generation counts and nothing measures once a run is accepted). It can
+   * get no phase, so its sandbox is taken down as a refused run's is (unwritable-run.ts): the pod
+   * this reconcile created or claimed before the write that would have admitted the run, or the
+   * pod of a run that had started, and its agent. Only then is its slot given back: a pod left up
+   * was counted by nothing, never reconciled again, and lived until its activeDeadlineSeconds, as
+   * many as its author padded runs. A teardown that fails fails the reconcile, retried with
+   * backoff while the slot is still held. The run gets a Warning Event (an Event is an object of
+   * its own, stored whatever the run's size) and is looked at again once it may fit, or now and
+   * then, not at every backoff with a request of its whole size.
    */
-  private async tooLargeToWrite(run: CodingRun): Promise<{ run: CodingRun; requeueAfterMs: number }> {
-    this.admittedLocally.delete(run.metadata.uid);
-    this.grants.delete(run.metadata.uid);
-    this.unwritable.set(run.metadata.uid, run.metadata.generation);
-    const message =
-      `The API server refuses every write to this run: it is ${Math.ceil(jsonBytes(run) / 1024)} KiB as JSON, too large to store with a status. ` +
-      'Delete it and create it smaller (spec.sandbox.env, spec.task and spec.instructions are most of a run).';
-    this.deps.logger.warn(runLogFields(run), message);
+  private async tooLargeToWrite(
+    run: CodingRun,
+    sandbox: Pick<ObservedRun, 'pod' | 'networkPolicyExists'>,
+    answered: { pod?: PodSeen },
+    agentStarted: boolean,
+  ): Promise<{ run: CodingRun; requeueAfterMs: number }> {
+    const { namespace, name, uid } = run.metadata;
+    const key = `${namespace}/${name}`;
+    const answeredPod = answered.pod?.pod.metadata;
+    const teardown = unwritableRunTeardown({
+      ...(sandbox.pod ? { observedPod: sandbox.pod } : {}),
+      ...(answeredPod?.name ? { answeredPod: { name: answeredPod.name, ...(answeredPod.uid ? { uid: answeredPod.uid } : {}) } } : {}),
+      ...(this.freshPodsSent.get(key) === uid ? { createSent: sandboxPodName(run) } : {}),
+      ...(sandbox.networkPolicyExists ? { networkPolicy: networkPolicyName(run) } : {}),
+      agentStarted,
+    });
+    for (const action of teardown) {
+      this.beforeWrite();
+      run = await this.applyAction(run, action);
+    }
+    this.claimsMade.delete(key);
+    this.admittedLocally.delete(uid);
+    this.grants.delete(uid);
+    // Measured as the cache has it, as reconcileRun measures it when it looks again.
+    const cached = this.deps.caches.runs.get(namespace, name);
+    const stored = cached?.metadata.uid === uid ? cached : run;
+    this.unwritable.set(uid, { generation: stored.metadata.generation, bytes: runBytes(stored) });
+    const podsDeleted = teardown.flatMap((action) => (action.type === 'deletePod' ? [action.name] : []));
+    const message = unwritableMessage(Math.ceil(jsonBytes(run) / 1024), podsDeleted);
+    this.deps.logger.warn({ ...runLogFields(run), podsDeleted }, message);
     await this.deps.events.record(run, { type: 'Warning', reason: REASONS.InvalidSpec, message }).catch(() => undefined);
     return { run, requeueAfterMs: TOO_LARGE_RECHECK_MS };
   }
