@@ -242,6 +242,17 @@ describe('the CodingRun CRD on a real API server', () => {
       withSpec('request-over-limit', (s) => (s.sandbox = { resources: { requests: { cpu: '4' }, limits: { cpu: '2000m' } } })),
       /spec\.sandbox\.resources\.requests: Invalid value: "object": each request may be at most its limit/,
     ],
+    // A zero limit is no limit: the kubelet sets none and a ResourceQuota on limits counts the pod as 0.
+    [
+      'a cpu limit of "0"',
+      withSpec('zero-cpu-limit', (s) => (s.sandbox = { resources: { limits: { cpu: '0' } } })),
+      /spec\.sandbox\.resources\.limits: Invalid value: "object": each limit must be above zero/,
+    ],
+    [
+      'a memory limit of integer 0',
+      withSpec('zero-memory-limit', (s) => (s.sandbox = { resources: { limits: { memory: 0 } } })),
+      /spec\.sandbox\.resources\.limits: Invalid value: "object": each limit must be above zero/,
+    ],
     [
       'an extended resource',
       withSpec('gpu', (s) => (s.sandbox = { resources: { limits: { 'nvidia.com/gpu': 8 } } })),
@@ -347,6 +358,16 @@ describe('the CodingRun CRD on a real API server', () => {
         env: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=4096' }],
         resources: { requests: { cpu: '700m', memory: '1Gi' }, limits: { cpu: '0.7', memory: '1024Mi' } },
       };
+    });
+    const result = await apply(manifest);
+    expect(result.stderr).toBe('');
+    expect(parseSpec(manifest as unknown as CodingRun).ok).toBe(true);
+  });
+
+  // Kubernetes rounds a quantity that is not zero up to 1n: the API server and the operator agree where zero ends.
+  it('accepts requests of zero and the smallest limits above zero, as the operator does', async () => {
+    const manifest = withSpec('smallest-limits', (s) => {
+      s.sandbox = { resources: { requests: { cpu: 0, memory: '0' }, limits: { cpu: '1n', memory: '0.1', 'ephemeral-storage': '1e-400' } } };
     });
     const result = await apply(manifest);
     expect(result.stderr).toBe('');

@@ -60,6 +60,16 @@ describe('codingRunSpec', () => {
     ],
     // An extended resource would give whoever may create runs GPU pods through the operator's ServiceAccount.
     ['a GPU limit', { ...scripted, sandbox: { resources: { limits: { 'nvidia.com/gpu': 8 } } } }, 'sandbox.resources.limits'],
+    // A zero limit is no limit: the kubelet sets none, and a ResourceQuota on limits counts the pod as 0.
+    ['a cpu limit of "0"', { ...scripted, sandbox: { resources: { limits: { cpu: '0' } } } }, 'sandbox.resources.limits'],
+    ['a memory limit of integer 0', { ...scripted, sandbox: { resources: { limits: { memory: 0 } } } }, 'sandbox.resources.limits'],
+    ['a memory limit of 0Gi', { ...scripted, sandbox: { resources: { limits: { memory: '0Gi' } } } }, 'sandbox.resources.limits'],
+    ['a cpu limit of 0.000m', { ...scripted, sandbox: { resources: { limits: { cpu: '0.000m' } } } }, 'sandbox.resources.limits'],
+    [
+      'an ephemeral-storage limit of 0e9',
+      { ...scripted, sandbox: { resources: { limits: { 'ephemeral-storage': '0e9' } } } },
+      'sandbox.resources.limits',
+    ],
   ])('refuses %s and names the field', (_, input, path) => {
     const result = codingRunSpec.safeParse(input);
     expect(result.success).toBe(false);
@@ -71,6 +81,22 @@ describe('codingRunSpec', () => {
     expect(result.error!.issues.map((issue) => issue.message).join('\n')).toContain(
       'resource names may only be cpu, memory and ephemeral-storage',
     );
+  });
+
+  it('says a limit must be above zero, and why', () => {
+    const result = codingRunSpec.safeParse({ ...scripted, sandbox: { resources: { limits: { cpu: '0', memory: 0 } } } });
+    expect(result.error!.issues).toEqual([
+      expect.objectContaining({
+        path: ['sandbox', 'resources', 'limits'],
+        message: expect.stringMatching(/each limit must be above zero/),
+      }),
+    ]);
+  });
+
+  // Kubernetes rounds a quantity that is not zero up to 1n, so the smallest is above zero; a request of 0 asks for nothing, which is allowed.
+  it('takes the smallest limits above zero, and requests of zero', () => {
+    const resources = { requests: { cpu: 0, memory: '0' }, limits: { cpu: '1n', memory: '0.1', 'ephemeral-storage': '1e-400' } };
+    expect(codingRunSpec.safeParse({ ...scripted, sandbox: { resources } }).error?.issues).toBeUndefined();
   });
 
   // The API server refuses a pod whose request is above its limit: the run failed SandboxInvalid after acceptance.

@@ -86,6 +86,10 @@ describe('CodingRun CRD', () => {
       expect(['-1Gi', '+1', '-0.5'].filter((text) => pattern.test(text))).toEqual([]);
       expect(['500m', '2Gi', '1e9', '.5', '4'].every((text) => pattern.test(text))).toBe(true);
     }
+    // A zero limit is no limit (the kubelet sets none, a quota counts 0); a zero request asks for nothing.
+    const aboveZero = (side: string) => rules(child(spec, 'sandbox', 'resources', side)).filter((rule) => rule.includes('quantity('));
+    expect(aboveZero('limits')).toEqual([expect.stringContaining("['cpu', 'memory', 'ephemeral-storage'].all(name, ")]);
+    expect(aboveZero('requests')).toEqual([]);
     for (const timeout of [child(spec, 'budget', 'timeout'), child(spec, 'approval', 'timeout')]) {
       expect(rules(timeout)).toContain("duration(self) >= duration('1ms')");
     }

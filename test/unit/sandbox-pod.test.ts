@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
 import { sandboxPodName } from '../../operator/src/reconcile/names.ts';
-import { buildSandboxPod, sandboxActiveDeadlineSeconds } from '../../operator/src/reconcile/sandbox-pod.ts';
+import { DEFAULT_RESOURCES, buildSandboxPod, sandboxActiveDeadlineSeconds } from '../../operator/src/reconcile/sandbox-pod.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const config = loadOperatorConfig({ sandboxImage: 'chamvi/sandbox:1' }, {});
@@ -81,6 +81,17 @@ describe('buildSandboxPod', () => {
     });
     // Defaults within the user's side stay.
     expect(resources({ limits: { memory: '1e9' } }).requests).toMatchObject({ memory: '512Mi' });
+  });
+
+  // A zero limit is no limit: the kubelet sets none, and a quota counts the pod as 0. The schema
+  // refuses one; a run stored before, or a parse skipped, still gets the defaults instead.
+  it('never gives a pod a limit of zero, nor a request lowered to one', () => {
+    const stored = parsedRun();
+    const withResources = (resources: object) => ({ ...stored, spec: { ...stored.spec, sandbox: { ...stored.spec.sandbox, resources } } });
+    const resources = (sandbox: object) => buildSandboxPod(withResources(sandbox), config).spec!.containers[0]!.resources!;
+    expect(resources({ limits: { cpu: '0', memory: 0, 'ephemeral-storage': '0Gi' } })).toEqual(DEFAULT_RESOURCES);
+    // A request set beside a zero limit takes the limit up with it, as beside no limit.
+    expect(resources({ requests: { cpu: '3' }, limits: { cpu: '0.0' } })).toMatchObject({ requests: { cpu: '3' }, limits: { cpu: '3' } });
   });
 
   it('ends itself at the budget timeout through activeDeadlineSeconds', () => {

@@ -11,6 +11,8 @@ const DATA_KEY = '^[-._a-zA-Z0-9]+$';
 // can be negative, and a pod asking for one is refused (422) only after the run was accepted.
 const QUANTITY = '^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
 
+const QUANTITY_PATTERN = new RegExp(QUANTITY);
+
 // Far above any size a pod asks for; bounded so the API server can cost the CEL rule that
 // compares a request with its limit (requestWithinLimitRule).
 const QUANTITY_MAX_LENGTH = 64;
@@ -44,7 +46,7 @@ export const keyReference = (what: string, fallbackKey: string, description: str
  * special handling. The pattern only checks strings, so `minimum` bounds an integer.
  */
 export const quantity = z
-  .union([z.number().int().min(0), z.string().max(QUANTITY_MAX_LENGTH).regex(new RegExp(QUANTITY))])
+  .union([z.number().int().min(0), z.string().max(QUANTITY_MAX_LENGTH).regex(QUANTITY_PATTERN)])
   .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY, minimum: 0, maxLength: QUANTITY_MAX_LENGTH })
   .describe('A Kubernetes resource quantity, not negative, such as "500m", "2Gi" or 4.');
 
@@ -66,13 +68,40 @@ export const resourceNameRule: CrossFieldRule<Record<string, unknown>> = {
   holds: (list) => Object.keys(list).every((name) => (SANDBOX_RESOURCE_NAMES as readonly string[]).includes(name)),
 };
 
-const resourceList = (which: string) =>
-  z
-    .record(z.string().max(253), quantity)
-    .refine(resourceNameRule.holds, { message: resourceNameRule.message })
+/**
+ * Above zero, by the digits before any suffix: Kubernetes rounds a quantity that is not zero up
+ * to 1n, so "1e-400" is above zero for the API server too, where a float would make it 0.
+ */
+export const quantityAboveZero = (value: string | number) =>
+  typeof value === 'number' ? value > 0 : /[1-9]/.test(/^[0-9.]*/.exec(value)![0]);
+
+/**
+ * A limit of 0 is no limit: the kubelet sets no memory limit and no CFS quota for it, and a
+ * ResourceQuota on limits.* (or a LimitRange max) counts the pod as 0, so a run author got,
+ * through the operator's ServiceAccount, a pod that could use a whole node outside the
+ * namespace's quota. Limits only: a request of 0 asks for nothing, which a quota counts right.
+ */
+export const limitAboveZeroRule: CrossFieldRule<Record<string, string | number>> = {
+  // Over the names a sandbox may ask for, not over the map: fewer steps for the API server to cost.
+  rule:
+    `${SANDBOX_RESOURCE_NAMES_CEL}.all(name, !(name in self) || !isQuantity(string(self[name])) || ` +
+    "quantity(string(self[name])).compareTo(quantity('0')) > 0)",
+  message:
+    'each limit must be above zero (Kubernetes reads a zero limit as none, outside the namespace quota); raise it, or leave it out for the default',
+  reason: 'FieldValueInvalid',
+  // What is no quantity is the pattern's to refuse, with its own message (CEL skips it too).
+  holds: (list) => Object.values(list).every((value) => !QUANTITY_PATTERN.test(String(value)) || quantityAboveZero(value)),
+};
+
+const resourceList = (which: string, note: string, rules: readonly CrossFieldRule<Record<string, string | number>>[]) =>
+  rules
+    .reduce(
+      (list, { holds, message }) => list.refine(holds, { message }),
+      z.record(z.string().max(253), quantity).refine(resourceNameRule.holds, { message: resourceNameRule.message }),
+    )
     // Bounded so the API server can cost the CEL rules that compare whole sandbox specs.
-    .meta({ maxProperties: 16, 'x-kubernetes-validations': celValidations([resourceNameRule]) })
-    .describe(`${which} per resource name: ${SANDBOX_RESOURCE_NAMES.join(', ')}; no other.`);
+    .meta({ maxProperties: 16, 'x-kubernetes-validations': celValidations([resourceNameRule, ...rules]) })
+    .describe(`${which} per resource name: ${SANDBOX_RESOURCE_NAMES.join(', ')}; no other. ${note}`);
 
 type ResourceLists = { requests?: Record<string, string | number>; limits?: Record<string, string | number> };
 
@@ -103,8 +132,10 @@ export const requestWithinLimitRule: CrossFieldRule<ResourceLists> = {
 
 export const resourceRequirements = z
   .object({
-    limits: resourceList('Maximum amount of compute resources allowed').optional(),
-    requests: resourceList('Minimum amount of compute resources required').optional(),
+    limits: resourceList('Maximum amount of compute resources allowed', 'Each must be above zero: Kubernetes reads a zero limit as none.', [
+      limitAboveZeroRule,
+    ]).optional(),
+    requests: resourceList('Minimum amount of compute resources required', 'A request may be 0.', []).optional(),
   })
   .refine(requestWithinLimitRule.holds, { message: requestWithinLimitRule.message, path: ['requests'] })
   .meta({ 'x-kubernetes-validations': celValidations([requestWithinLimitRule]) })
@@ -112,7 +143,8 @@ export const resourceRequirements = z
     'Compute resources of the sandbox container (core/v1 ResourceRequirements). Unset values ' +
       'take the operator defaults (requests cpu 250m, memory 512Mi, ephemeral-storage 1Gi; limits cpu 2, ' +
       'memory 4Gi, ephemeral-storage 12Gi); a default request above a limit set here follows it down, ' +
-      'a default limit below a request set here follows it up. A request set here may not be above a limit set here.',
+      'a default limit below a request set here follows it up. A request set here may not be above a limit set here, ' +
+      'and a limit must be above zero (Kubernetes reads a zero limit as none, and a namespace quota counts it as 0).',
   );
 
 export const condition = z

@@ -3,6 +3,7 @@
 // can show the restricted PodSecurity profile admits it.
 import type { V1Container, V1Pod, V1ResourceRequirements } from '@kubernetes/client-node';
 import { API_VERSION, KIND, RUN_LABEL, RUN_UID_LABEL, durationMs, type ParsedCodingRun } from '../api/index.ts';
+import { quantityAboveZero } from '../api/kubernetes-names.ts';
 import { quantityValue } from '../api/resource-quantity.ts';
 import type { OperatorConfig } from '../config/operator-config.ts';
 import { approvalWaitAllowanceMs } from './approval-wait.ts';
@@ -69,13 +70,15 @@ export const restrictedContainerSecurity = {
  * contradict: the API server refuses a request above its limit, so a user limit under the
  * default request takes the request down with it (as Kubernetes defaults a request to its
  * limit), and a user request over the default limit takes the limit up. Values the user gave on
- * both sides stay as given.
+ * both sides stay as given. A user limit not above zero counts as none, so the default takes its
+ * place: the kubelet reads a zero limit as no limit and a quota counts it as 0. The schema refuses
+ * one (kubernetes-names.ts limitAboveZeroRule); this keeps the pod bounded should a parse be skipped.
  */
 function mergeResources(user: ParsedCodingRun['spec']['sandbox']['resources']): V1ResourceRequirements {
   const asStrings = (list: Record<string, string | number> | undefined) =>
     Object.fromEntries(Object.entries(list ?? {}).map(([name, value]) => [name, String(value)]));
   const userRequests = asStrings(user?.requests);
-  const userLimits = asStrings(user?.limits);
+  const userLimits = asStrings(Object.fromEntries(Object.entries(user?.limits ?? {}).filter(([, limit]) => quantityAboveZero(limit))));
   const requests: Record<string, string> = { ...DEFAULT_RESOURCES.requests, ...userRequests };
   const limits: Record<string, string> = { ...DEFAULT_RESOURCES.limits, ...userLimits };
   const above = (a: string, b: string) => (quantityValue(a) ?? 0) > (quantityValue(b) ?? Infinity);
