@@ -736,13 +736,69 @@ describe('decide: finished and deleted runs', () => {
       const controlled = run({
         spec: { ttlSecondsAfterFinished: 60 },
         metadata: { ownerReferences: [{ apiVersion, kind, name: 'owner', uid: 'owner-uid', controller: true }] } as never,
-        status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), observedGeneration: 1 },
+        status: { phase: 'Succeeded', reason: 'Completed', completionTime: minutesAgo(5), conditions: accepted, observedGeneration: 1 },
       });
       const [deleting] = decide(observe(controlled), config, later).actions;
       expect(deleting).toMatchObject({ type: 'deleteRun' });
       expect('record' in deleting!).toBe(recorded);
     },
   );
+
+  // A record is written by the operator, for whoever created the run: one for a run that did no
+  // work let any author end a future run of that name and spec (a GitOps repository's) without
+  // running, or push the namespace's real records out, 1 000 runs that did nothing at a time.
+  describe('#15.2 writes no record for a run that did no work a re-application would repeat', () => {
+    const later = new Date(now.getTime() + 60_000);
+    const cancel = { 'chamvi.dev/cancel': 'blocking a GitOps run' };
+    /** The run with the status decide gave it: the next reconcile's observation. */
+    const after = (subject: CodingRun, observed: Partial<ObservedRun> = {}) => {
+      const decision = decide(observe(subject, observed), config, now);
+      return { ...subject, status: decision.status! };
+    };
+    const deletion = (ended: CodingRun) => decide(observe(ended), config, later).actions.find((action) => action.type === 'deleteRun');
+
+    it.each([
+      [
+        'created cancelled: ended before it was validated or accepted',
+        run({ spec: { ttlSecondsAfterFinished: 0 }, metadata: { annotations: cancel } }),
+      ],
+      [
+        'accepted, then cancelled while queued',
+        run({
+          spec: { ttlSecondsAfterFinished: 0 },
+          metadata: { annotations: cancel },
+          status: { phase: 'Pending', reason: 'Queued', conditions: accepted },
+        }),
+      ],
+      [
+        'accepted, then cancelled while its pod was made',
+        run({
+          spec: { ttlSecondsAfterFinished: 0 },
+          metadata: { annotations: cancel },
+          status: { phase: 'Provisioning', startTime: minutesAgo(1), podName: 'fix-sandbox', conditions: accepted },
+        }),
+      ],
+      [
+        'refused (a repository not allowed)',
+        run({ spec: { ttlSecondsAfterFinished: 0, repository: { url: 'https://github.com/other/app.git' } } }),
+      ],
+    ])('%s: deleted for its TTL without a record', (_, subject) => {
+      const ended = after(subject);
+      expect(ended.status.phase === 'Cancelled' || ended.status.phase === 'Failed').toBe(true);
+      expect(deletion(ended)).toEqual({ type: 'deleteRun' });
+    });
+
+    it('a run cancelled once its agent started is recorded (its diff kept): applied again, it would run again', () => {
+      const running = run({
+        spec: { ttlSecondsAfterFinished: 0 },
+        metadata: { annotations: cancel },
+        status: { phase: 'Running', startTime: minutesAgo(2), podName: 'fix-sandbox', conditions: accepted },
+      });
+      const ended = after(running, { networkPolicyExists: true, pod: pod(), keptDiff: final });
+      expect(ended.status).toMatchObject({ phase: 'Cancelled', reason: 'Cancelled' });
+      expect(deletion(ended)).toMatchObject({ type: 'deleteRun', record: { phase: 'Cancelled', specSha256: specSha256(running.spec) } });
+    });
+  });
 
   it('#15.2 never deletes a run that was not run again (AlreadyFinished): re-applied, it would come back each sync', () => {
     const replayed = run({

@@ -42,6 +42,10 @@ const finished = (uid: string) =>
       completionTime: '2026-11-29T11:00:00Z',
       observedGeneration: 1,
       podName: 'fix-sandbox',
+      // Accepted, as any run that ran: only such a run is recorded before its TTL delete.
+      conditions: [
+        { type: 'Accepted', status: 'True', reason: 'Valid', message: 'The run is valid.', lastTransitionTime: '2026-11-29T10:00:00Z' },
+      ],
     } as CodingRun['status'],
   });
 

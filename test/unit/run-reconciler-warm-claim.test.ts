@@ -250,20 +250,61 @@ describe('a claim the API server refuses', () => {
 
   it('takes the pod all the same when the read after the refusal shows the claim landed', async () => {
     const run = codingRunFixture();
-    const landed = claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1');
+    const sent: object[][] = [];
     const { reconciler, created, statuses } = scene({
       pools: [pool],
       run,
       pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
       made: { 'pool-uid-1': 'default' },
-      claimPod: async () => {
+      claimPod: async (_namespace, _name, patch) => {
+        sent.push(patch);
         throw webhookDown;
       },
-      readPod: async () => landed,
+      // The claim the reconciler sent, seal and all, applied after all.
+      readPod: async () => applyAsApiServer(poolPod(pool, 'default-warm-abcde', 'pool-uid-1'), sent[0]!),
     });
     await reconciler.reconcile('agents/fix');
     expect(created).toEqual([]);
     expect(statuses.at(-1)).toMatchObject({ phase: 'Running', podName: 'default-warm-abcde' });
+  });
+
+  it('takes no pod read back at the name that is another pod than the one claimed, with the run’s labels and owner: a fresh pod', async () => {
+    const run = codingRunFixture();
+    // The pool pod went and a pod was made at its name with everything the claim writes but its seal.
+    const replaced = claimedFor(run, pool, 'default-warm-abcde', 'planted-uid');
+    const { reconciler, created, started, statuses } = scene({
+      pools: [pool],
+      run,
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async () => {
+        throw denied;
+      },
+      readPod: async () => replaced,
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
+  });
+
+  it('takes no pod read back carrying the run’s labels and owner without the claim’s seal, though its uid is the one claimed', async () => {
+    const run = codingRunFixture();
+    // The pool pod itself, patched by someone who may patch pods with what the claim writes, but no seal.
+    const patched = claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1');
+    const { reconciler, created, started } = scene({
+      pools: [pool],
+      run,
+      pods: [poolPod(pool, 'default-warm-abcde', 'pool-uid-1')],
+      made: { 'pool-uid-1': 'default' },
+      claimPod: async () => {
+        throw denied;
+      },
+      readPod: async () => patched,
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(started).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
   });
 
   it('is not a claim that got no answer at all (the connection dropped): the reconcile fails and is retried', async () => {
@@ -567,6 +608,28 @@ describe('a claim whose answer is a 504 (etcd timed out): it may still commit, s
     expect(server.pod!.metadata!.deletionTimestamp).toBeUndefined();
     expect(created).toEqual([]);
     expect(statuses.at(-1)).toMatchObject({ podName: 'default-warm-abcde' });
+  });
+
+  it('whose pod read back carries the run’s labels and owner but not the claim’s seal: fenced off, not taken, and the run takes a fresh pod', async () => {
+    const server = apiServer();
+    const run = codingRunFixture();
+    // What the claim writes, but its seal, put on the pool pod by someone who may patch pods.
+    const unsealed = { ...claimedFor(run, pool, 'default-warm-abcde', 'pool-uid-1') };
+    unsealed.metadata = { ...unsealed.metadata, resourceVersion: '8' };
+    const { reconciler, created, started, fenced, statuses } = scene({
+      pools: [pool],
+      run,
+      podCache: server.podCache,
+      made: { 'pool-uid-1': 'default' },
+      claimPod: server.claimPod,
+      readPod: async () => unsealed,
+      deletePod: server.deletePod,
+    });
+    await reconciler.reconcile('agents/fix');
+    expect(fenced).toEqual([{ name: 'default-warm-abcde', uid: 'pool-uid-1', resourceVersion: '7' }]);
+    expect(started).toEqual([]);
+    expect(created).toEqual([sandboxPodName(run)]);
+    expect(statuses.at(-1)).toMatchObject({ phase: 'Provisioning', podName: sandboxPodName(run) });
   });
 
   it('whose fence gets no answer either: no fresh pod in that reconcile, and the retry takes the pod the claim landed on', async () => {

@@ -871,17 +871,26 @@ export class RunReconciler {
         seal: this.claimSeal.seal({ podUid, runUid: run.metadata.uid, pool }),
         annotated: seen.metadata?.annotations !== undefined,
       });
+      // The claim landed: the pod read back is the one it tested (its uid), and carries what it
+      // wrote, seal included, as claimedPod asks of a pod found later. Labels and a copied
+      // controller ownerReference are anyone's who may create or patch pods: a pod made at the
+      // name since, or the pool pod patched so, was taken as the run's sandbox on them alone.
+      const landed = (pod: V1Pod) =>
+        pod.metadata?.uid === podUid &&
+        isOwnedByRun(pod, run) &&
+        claimOf(pod, [pool])?.runUid === run.metadata.uid &&
+        this.claimSeal.verifies(pod, run.metadata.uid, pool);
       const claimed = await warm.gateway.claimPod(pool.namespace, name, patch).catch(async (error: unknown) => {
         // No answer (a timeout, a 5xx): the patch may have landed. Retried on the cache, which
         // still shows the pod unclaimed, the run claimed a second pool pod and lost the first.
         // The pod as the API server has it now says which.
         const podNow = await warm.gateway.readPod(pool.namespace, name);
-        if (podNow && isOwnedByRun(podNow, run)) return podNow;
+        if (podNow && landed(podNow)) return podNow;
         const refusal = apiRefusal(error) ?? webhookFailure(error);
         if (refusal) return new ClaimRefused(refusal);
         const unanswered = apiServerFailure(error);
         if (!unanswered) throw error;
-        const fenced = await fenceUnansweredClaim(warm.gateway, seen, (pod) => isOwnedByRun(pod, run)).catch((fenceError: unknown) => {
+        const fenced = await fenceUnansweredClaim(warm.gateway, seen, landed).catch((fenceError: unknown) => {
           this.deps.logger.warn(
             {
               ...runLogFields(run),

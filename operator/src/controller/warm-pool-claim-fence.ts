@@ -22,7 +22,10 @@ export type FencedClaim = { claimed: V1Pod } | { fenced: true };
 /**
  * Fences off the claim of `seen` (the pool pod as the claim judged it) whose answer was lost:
  * after this resolves, either the claim is known to have landed, or no claim patch judged on
- * `seen` can land any more. `isClaimedForRun` says whether a pod is the run's (its owner check).
+ * `seen` can land any more. `isClaimedForRun` says whether the pod read back is the claim landed:
+ * `seen` itself (its uid) with the claim's seal for the run, never a pod that only carries the
+ * run's labels and a copied controller ownerReference (anyone who may create or patch pods can
+ * put those there, at this name too once the pool pod is gone).
  */
 export async function fenceUnansweredClaim(
   gateway: Pick<WarmPoolGateway, 'deletePod' | 'readPod'>,

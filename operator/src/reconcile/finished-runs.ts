@@ -6,7 +6,9 @@
 // and the same spec is not run: it ends at once in the recorded phase with reason
 // AlreadyFinished, and is kept (no TTL), so the GitOps tool sees it Synced and healthy and
 // stops re-creating it. A new name, or any change of the spec, runs. A run deleted by a person
-// or pruned by the GitOps tool is not recorded: deleting is how one asks for a run again.
+// or pruned by the GitOps tool is not recorded: deleting is how one asks for a run again. Nor
+// is a run that did no work (didWork): the operator writes the record for whoever created the
+// run, and a run refused, or cancelled before its agent started, costs its author nothing.
 //
 // The ConfigMap carries the operator's managed-by label, so the controller reads it from its
 // cache: no request per run. Anyone who may write ConfigMaps in the namespace can edit it;
@@ -21,6 +23,7 @@ import { GROUP, TERMINAL_PHASES, type CodingRun, type Phase } from '../api/index
 import { EVAL_KIND } from '../api/coding-eval.ts';
 import { SCHEDULE_KIND } from '../api/coding-schedule.ts';
 import { canonicalJson } from './canonical-json.ts';
+import { findCondition } from './conditions.ts';
 
 export const FINISHED_RUNS_CONFIG_MAP = 'chamvi-finished-runs';
 /**
@@ -49,9 +52,12 @@ export function specSha256(spec: unknown): string {
   return createHash('sha256').update(canonicalJson(rest), 'utf8').digest('hex');
 }
 
-/** What is kept of a finished run its TTL deletes; nothing for a run no record applies to (madeByRunMakingKind). */
+/**
+ * What is kept of a finished run its TTL deletes; nothing for a run no record applies to
+ * (madeByRunMakingKind), nor for one that did no work a re-application would repeat (didWork).
+ */
 export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord | undefined {
-  if (madeByRunMakingKind(run)) return undefined;
+  if (madeByRunMakingKind(run) || !didWork(run)) return undefined;
   const status = run.status ?? {};
   return {
     uid: run.metadata.uid ?? '',
@@ -61,6 +67,24 @@ export function finishedRunRecord(run: CodingRun, now: Date): FinishedRunRecord 
     completionTime: status.completionTime ?? now.toISOString(),
     deletedAt: now.toISOString(),
   };
+}
+
+/**
+ * Whether the run did work its record keeps from being done again: the operator accepted it
+ * (Accepted True: validated against the namespace's lists, secrets and policy), and, when it was
+ * cancelled, its agent had started (the cancel kept its diff: status.result). The operator
+ * writes the record for whoever created the run, and a cancel ends a run in any phase, before
+ * validation too: a run created with the cancel annotation and ttlSecondsAfterFinished 0, or
+ * cancelled as soon as it was accepted, ended without a sandbox or a token spent, and its record
+ * let any author end a future run of that name and spec (one a GitOps repository holds) without
+ * running, or push the namespace's FINISHED_RUNS_KEPT records out with runs that did nothing.
+ * Such a run, applied again, does what it never did; it is not run twice. A run refused, or
+ * cancelled before its agent started, is re-validated when applied again.
+ */
+export function didWork(run: CodingRun): boolean {
+  const status = run.status ?? {};
+  if (findCondition(status.conditions, 'Accepted')?.status !== 'True') return false;
+  return status.phase !== 'Cancelled' || status.result !== undefined;
 }
 
 /** The operator's kinds that make runs themselves: each run once, under a name of their own, never applied again. */
