@@ -173,6 +173,10 @@ describe('security #11.5 approvals bind to the whole input', () => {
       ok: false,
       text: expect.stringMatching(/larger than the 65536 bytes.*Split it/),
     });
+    // Measured as stored: `<` is one byte in UTF-8 and six in the API server's JSON.
+    const angles = { toolCallId: 't3', toolName: 'write_file', input: { path: 'a', content: '<'.repeat(20_000) } };
+    expect(Buffer.byteLength(JSON.stringify(angles.input))).toBeLessThan(65_536);
+    expect(refuseOversizedApproval(angles)).toMatchObject({ toolCallId: 't3', ok: false });
   });
 });
 

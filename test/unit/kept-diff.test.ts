@@ -17,6 +17,7 @@ import {
   withDiffNote,
   type RecordedDiff,
 } from '../../operator/src/reconcile/kept-diff.ts';
+import { storedTextBytes } from '../../operator/src/text/stored-json-bytes.ts';
 import { codingRunFixture } from '../support/coding-run-fixture.ts';
 
 const DIFF = [
@@ -77,6 +78,19 @@ describe('kept diff', () => {
       deletions: 0,
       diffSource: 'none',
     });
+  });
+
+  it("bounds the diff's and the summary's size as the API server stores them, where `<` and a control character take six bytes", () => {
+    // A model-written file of `<`, and one of \x01 (still text to git): 64 KiB of UTF-8 was 384 KiB in etcd.
+    for (const character of ['<', '\u0001']) {
+      const diff = `${DIFF}${`+${character.repeat(79)}\n`.repeat(2_000)}`;
+      const summary = `${character.repeat(99)}\n`.repeat(400);
+      const result = keptDiffResult({ source: 'final', diff, truncated: false, ...countDiff(diff), configMap: 'r-diff' }, summary);
+      expect(storedTextBytes(result.diff)).toBeLessThanOrEqual(LIMITS.diff);
+      expect(storedTextBytes(result.summary)).toBeLessThanOrEqual(LIMITS.summary);
+      expect(result).toMatchObject({ diffTruncated: true, summaryTruncated: true });
+      expect(diff.startsWith(result.diff) && summary.startsWith(result.summary)).toBe(true);
+    }
   });
 
   it('names the commit the diff is against when it is known, so an ended run can be continued', () => {

@@ -21,6 +21,7 @@ import {
 import { defaultBody } from '../../operator/src/publish/publish-plan.ts';
 import { approvalInputJson } from '../../operator/src/reconcile/approval-answer.ts';
 import { countDiff, type KeptDiff } from '../../operator/src/reconcile/kept-diff.ts';
+import { storedTextBytes } from '../../operator/src/text/stored-json-bytes.ts';
 import { createRepository, git } from '../support/git-fixture.ts';
 import { pendingBash } from '../support/pending-approval.ts';
 
@@ -107,6 +108,21 @@ describe('the approval input of a publish', () => {
     expect(Buffer.byteLength(JSON.stringify(shown.body))).toBeLessThanOrEqual(APPROVAL_BODY_MAX_BYTES);
     expect(shown.bodySha256).toBe(createHash('sha256').update(body).digest('hex'));
     expect(input.diff.files).toHaveLength(1);
+  });
+
+  it('fits the input in status as the API server stores it, where `<` and `&` take six bytes: a body and paths made of them', () => {
+    // 16 KiB of `<` is 16 KiB as JSON, but 96 KiB stored: the input string is escaped again by Go.
+    const body = '<'.repeat(16 * 1024);
+    const withBody = { ...plan, pullRequest: { title: 'Fix it', body, draft: false, labels: [] } };
+    const diff = Array.from({ length: APPROVAL_FILES_MAX }, (_, index) => newFile(`${'&'.repeat(290)}/${index}.txt`)).join('');
+    const input = publishApprovalInput(run, withBody, kept(diff), 'a'.repeat(64));
+    expect(storedTextBytes(approvalInputJson(input))).toBeLessThanOrEqual(LIMITS.pendingApprovalInput);
+    const shown = input.pullRequest!;
+    expect(body.startsWith(shown.body)).toBe(true);
+    expect(shown.body.length + shown.bodyMoreCharacters!).toBe(body.length);
+    expect(storedTextBytes(JSON.stringify(shown.body))).toBeLessThanOrEqual(APPROVAL_BODY_MAX_BYTES);
+    expect(input.diff.files.length).toBeGreaterThan(0);
+    expect(input.diff.files.length + (input.diff.moreFiles ?? 0)).toBe(APPROVAL_FILES_MAX);
   });
 
   it('lists every file of a small change', () => {

@@ -1,6 +1,7 @@
 // How large a run counts as against MAX_RUN_BYTES: the sandbox pod writes each `$` of an env
 // value as `$$`, so a run of `$` alone just under the limit made a pod past etcd's 1.5 MiB
-// (500 "request is too large", read as temporary: Pending for ever).
+// (500 "request is too large", read as temporary: Pending for ever); and the API server stores
+// `<`, `>` and `&` as six bytes each, which UTF-8 counted as one.
 import { describe, expect, it } from 'vitest';
 import { codingRunSpec, type ParsedCodingRun } from '../../operator/src/api/index.ts';
 import { loadOperatorConfig } from '../../operator/src/config/operator-config.ts';
@@ -43,6 +44,20 @@ describe('runBytes', () => {
     }
     expect(runBytes(run)).toBeLessThanOrEqual(MAX_RUN_BYTES);
     expect(podBytes(run)).toBeLessThan(ETCD_REQUEST_LIMIT);
+  });
+
+  it('counts the run as the API server stores it: `<`, `>` and `&` as the six bytes Go writes for each', () => {
+    const plain = codingRunFixture({ spec: { task: 'x'.repeat(30) } });
+    const html = codingRunFixture({ spec: { task: '<>&'.repeat(10) } });
+    expect(Buffer.byteLength(JSON.stringify(html))).toBe(Buffer.byteLength(JSON.stringify(plain)));
+    expect(runBytes(html)).toBe(runBytes(plain) + 30 * 5);
+  });
+
+  it('counts a run of `<` that passed as UTF-8 past MAX_RUN_BYTES, and past etcd limit as stored', () => {
+    const run = codingRunFixture({ spec: { task: '<'.repeat(300_000) } });
+    expect(Buffer.byteLength(JSON.stringify(run))).toBeLessThan(MAX_RUN_BYTES);
+    expect(runBytes(run)).toBeGreaterThan(MAX_RUN_BYTES);
+    expect(runBytes(run)).toBeGreaterThan(ETCD_REQUEST_LIMIT);
   });
 
   it("counts the $ of the template's copy as well, which the pod's env may come from", () => {

@@ -4,6 +4,9 @@
 // change does to each and their line counts. It must fit in status.pendingApproval.input
 // (LIMITS.pendingApprovalInput, as JSON): a run that made many files with long paths once made
 // an input the API server refused (422), and the run ended AgentFailed with that raw message.
+// It is measured as the API server stores that string (text/stored-json-bytes.ts): Go escapes
+// the input's JSON again, `<`, `>` and `&` to six bytes each and each `"` to two, so a body or
+// paths of `<` that fit as UTF-8 took several times the bound in etcd.
 // So the list stops where the input would not fit, and the rest are counted; a long body is
 // cut, its sha256 naming the whole.
 // Paths are read as git prints them, quoted or not (evals/diff-files.ts). Each file says what
@@ -16,6 +19,7 @@ import { parseDiffFiles, type FileChange } from '../evals/diff-files.ts';
 import { approvalInputJson } from '../reconcile/approval-answer.ts';
 import { diffLineCounts, type LineCounts } from '../reconcile/diff-line-counts.ts';
 import type { KeptDiff } from '../reconcile/kept-diff.ts';
+import { storedTextBytes } from '../text/stored-json-bytes.ts';
 import { describedBase } from './decide-publish.ts';
 import type { PublishPlan } from './publish-plan.ts';
 
@@ -23,15 +27,16 @@ import type { PublishPlan } from './publish-plan.ts';
 export const APPROVAL_FILES_MAX = 200;
 
 /**
- * The most of the pull request's body an approver is shown, as JSON in the input: a 16 KiB
- * summary of control characters is 96 KiB escaped, more than the input may hold. Past it the
- * body is cut and the rest counted; bodySha256 names the whole body either way.
+ * The most of the pull request's body an approver is shown, as the API server stores it in the
+ * input (its JSON, escaped again by Go): a 16 KiB summary of control characters is 96 KiB as
+ * JSON, and one of `<` 96 KiB stored, more than the input may hold. Past it the body is cut and
+ * the rest counted; bodySha256 names the whole body either way.
  */
 export const APPROVAL_BODY_MAX_BYTES = 24 * 1024;
 
 /** The body as shown: whole, or its beginning within APPROVAL_BODY_MAX_BYTES and how many characters follow. */
 function shownBody(body: string): { body: string; moreCharacters?: number } {
-  const jsonBytes = (text: string) => Buffer.byteLength(JSON.stringify(text), 'utf8');
+  const jsonBytes = (text: string) => storedTextBytes(JSON.stringify(text));
   if (jsonBytes(body) <= APPROVAL_BODY_MAX_BYTES) return { body };
   let fits = 0;
   let over = body.length;
@@ -102,7 +107,7 @@ function bodyView(body: string) {
   };
 }
 
-/** The approval's input: the list of files as long as the whole fits in status (as JSON). */
+/** The approval's input: the list of files as long as the whole fits in status (as JSON, as stored). */
 export function publishApprovalInput(run: ParsedCodingRun, plan: PublishPlan, kept: KeptDiff, sha256: string) {
   const files = filesOf(kept.diff);
   const pullRequest = plan.pullRequest && {
@@ -126,7 +131,15 @@ export function publishApprovalInput(run: ParsedCodingRun, plan: PublishPlan, ke
       ...(files.length > shown ? { moreFiles: files.length - shown } : {}),
     },
   });
-  let shown = Math.min(files.length, APPROVAL_FILES_MAX);
-  while (shown > 0 && Buffer.byteLength(approvalInputJson(inputWith(shown)), 'utf8') > LIMITS.pendingApprovalInput) shown--;
+  const fits = (shown: number) => storedTextBytes(approvalInputJson(inputWith(shown))) <= LIMITS.pendingApprovalInput;
+  // The most files that fit, or none. Halving, not one file less at a time: each try measures the
+  // whole input, and a file more always makes it larger (an entry is longer than moreFiles).
+  let shown = 0;
+  let over = Math.min(files.length, APPROVAL_FILES_MAX) + 1;
+  while (over - shown > 1) {
+    const middle = Math.floor((shown + over) / 2);
+    if (fits(middle)) shown = middle;
+    else over = middle;
+  }
   return inputWith(shown);
 }

@@ -2,7 +2,7 @@
 // the run, the controller): where it came from (status.result.diffSource), where it is kept
 // whole, and the bounded copy status shows. One computation of status.result. Pure.
 import { LIMITS, type DiffSource, type RunResult } from '../api/index.ts';
-import { cutAtLine } from './cut-at-line.ts';
+import { cutAtLineInStoredBytes } from './cut-at-line.ts';
 import { diffLineCounts } from './diff-line-counts.ts';
 import { diffReachesCut, diffSha } from './diff-config-map.ts';
 
@@ -34,8 +34,10 @@ export const NO_DIFF: KeptDiff = { source: 'none', diff: '', truncated: false, f
 
 /** status.result for a run that ends with `kept` (summary: the agent's final answer, if it gave one). */
 export function keptDiffResult(kept: KeptDiff, summary: string): RunResult {
-  const shown = cutAtLine(kept.diff, LIMITS.diff);
-  const answer = cutAtLine(summary, LIMITS.summary);
+  // Bounded as the API server stores them, not as UTF-8: a model writes both, and 64 KiB of `<`
+  // or of control characters is 384 KiB in etcd, enough to push the run's last write past its limit.
+  const shown = cutAtLineInStoredBytes(kept.diff, LIMITS.diff);
+  const answer = cutAtLineInStoredBytes(summary, LIMITS.summary);
   return {
     summary: answer.text,
     // Said, so that no reader (an eval's answer-excludes) takes the cut for the whole answer.

@@ -4,6 +4,7 @@
 // input the resume job is about to run. Pure; run-tool-calls.ts, end-step.ts and resume-job.ts apply it.
 import { LIMITS, type PendingApproval } from '../api/index.ts';
 import { approvalInputJson, approvalInputSha256, type ApprovalAnswer } from '../reconcile/approval-answer.ts';
+import { storedTextBytes } from '../text/stored-json-bytes.ts';
 import type { PendingToolCall, ToolResultRecord } from './run-state.ts';
 
 /** status.pendingApproval for a parked call: never a cut (oversized calls never park). */
@@ -31,17 +32,19 @@ export function previewInput(input: unknown): string {
 /**
  * The denial of a gated call whose input is too large to be shown whole in the status, or
  * undefined when it may wait for a human. Nobody can approve what nobody can read, and a
- * cut would be approved in place of the whole; the model is told how to go on.
+ * cut would be approved in place of the whole; the model is told how to go on. Measured as the
+ * API server stores the input (text/stored-json-bytes.ts): 60 000 `<` were 60 KB in UTF-8 and
+ * 360 KB in etcd, beside the rest of the run.
  */
 export function refuseOversizedApproval(call: PendingToolCall): ToolResultRecord | undefined {
-  const bytes = Buffer.byteLength(approvalInputJson(call.input), 'utf8');
+  const bytes = storedTextBytes(approvalInputJson(call.input));
   if (bytes <= LIMITS.pendingApprovalInput) return undefined;
   return {
     toolCallId: call.toolCallId,
     toolName: call.toolName,
     ok: false,
     text:
-      `DENIED: this ${call.toolName} call needs a human's approval, and its input (${bytes} bytes as JSON) is larger than the ` +
+      `DENIED: this ${call.toolName} call needs a human's approval, and its input (${bytes} bytes as the API server stores it) is larger than the ` +
       `${LIMITS.pendingApprovalInput} bytes an approver can be shown whole. Split it into smaller calls.`,
   };
 }
