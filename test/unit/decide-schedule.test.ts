@@ -599,6 +599,49 @@ describe('decideSchedule', () => {
     expect(first.events.map((event) => event.reason)).toEqual(['InvalidSchedule']);
     expect(decideSchedule({ ...input, status: first.status }).events).toEqual([]);
   });
+
+  // RunRefused carries the API server's or an admission webhook's words; kubectl describe, Argo
+  // CD and Flux print a condition's message as it is, so a newline forged a line of its own.
+  it("writes a problem's message in the Ready condition on one line, its hidden characters spelled out, and warns once for it", () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const input = {
+      spec,
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:30:00Z'),
+      cron: undefined,
+      runs: [],
+      now: new Date('2026-06-01T09:40:00Z'),
+      problem: { reason: 'RunRefused' as const, message: 'denied the request: no\n\u001b]0;owned\u0007\n  Ready:\tTrue\n\u202e' },
+    };
+    const first = decideSchedule({ ...input, status: undefined });
+    const message = first.status.conditions![0]!.message;
+    expect(message).toBe('denied the request: no^J^[]0;owned^G^J  Ready:^ITrue^J<U+202E>');
+    expect(first.events.map((event) => event.reason)).toEqual(['RunRefused']);
+    expect(decideSchedule({ ...input, status: first.status }).events).toEqual([]);
+    expect(decideSchedule({ ...input, status: first.status }).status).toEqual(first.status);
+    // As an operator before this one stored it, raw: the same problem, no second Warning.
+    const stored = { conditions: [{ ...first.status.conditions![0]!, message: input.problem.message }] };
+    expect(decideSchedule({ ...input, status: stored }).events).toEqual([]);
+  });
+
+  it('keeps an escaped problem message within the condition maxLength in bytes, never cutting a spelling', () => {
+    const spec = codingScheduleSpec.parse({ schedule: '0 * * * *', runTemplate: { spec: RUN } });
+    const input = {
+      spec,
+      generation: 1,
+      createdAt: new Date('2026-06-01T09:30:00Z'),
+      cron: undefined,
+      runs: [],
+      now: new Date('2026-06-01T09:40:00Z'),
+      problem: { reason: 'InvalidSchedule' as const, message: `spec.x: ${'\u{1F600}\u202e'.repeat(20_000)}` },
+    };
+    const first = decideSchedule({ ...input, status: undefined });
+    expect(codingScheduleStatus.safeParse(first.status).success).toBe(true);
+    const message = first.status.conditions![0]!.message;
+    expect(Buffer.byteLength(message)).toBeLessThanOrEqual(32_768);
+    expect(message).toMatch(/^spec\.x: (\u{1F600}<U\+202E>)+\u{1F600}?$/u);
+    expect(decideSchedule({ ...input, status: first.status }).events).toEqual([]);
+  });
 });
 
 describe('parseCronSchedule', () => {

@@ -203,6 +203,51 @@ describe('creates the API server forbids (403: a quota on codingruns, a webhook)
   });
 });
 
+// The API server's or a webhook's words and a spec's keys reach the eval's status.message and its
+// condition; kubectl describe, Argo CD and Flux print those as they are, so a newline forged a line.
+describe("an eval's messages quoting someone else's words", () => {
+  const FORGED = 'denied the request: no\n\u001b]0;owned\u0007\nStatus:\tComplete\n\u202e';
+  const ESCAPED = 'denied the request: no^J^[]0;owned^G^JStatus:^IComplete^J<U+202E>';
+
+  it("writes a 403's words on one line, hidden characters spelled out, in the message and the condition, and warns once", () => {
+    const waiting = decideEval(evaluation(), spec(), [], [], NOW, { created: [], forbidden: FORGED });
+    expect(waiting.status.message).toBe(
+      `0 of 6 attempts graded, 0 running; the API server forbids creating the next run: ${ESCAPED}. Raise the namespace's ` +
+        'quota on codingruns, or fix the policy that refused it, or lower spec.parallelism; the eval tries again every minute.',
+    );
+    expect(waiting.status.conditions![0]!.message).toBe(waiting.status.message);
+    const again = decideEval(evaluation(waiting.status), spec(), [], [], NOW, { created: [], forbidden: FORGED });
+    expect(again.status).toEqual(waiting.status);
+    expect(again.events).toEqual([]);
+  });
+
+  it("keeps the operator's advice in the message however long the 403's words are once spelled out", () => {
+    const waiting = decideEval(evaluation(), spec(), [], [], NOW, { created: [], forbidden: `denied: ${'\u{e0041}'.repeat(4000)}` });
+    expect(waiting.status.message!.length).toBeLessThanOrEqual(4096);
+    expect(waiting.status.message).toMatch(/the eval tries again every minute\.$/);
+  });
+
+  it("records a refused attempt's words on one line, hidden characters spelled out, within 160 characters", () => {
+    const refused = refusedAttempt('cmp-fix-a-1-x', { task: 'fix', model: 'a', attempt: 1 }, `${FORGED}${'\u0085'.repeat(200)}`);
+    expect(refused.failedGraders![0]).toMatch(
+      /^the API server refused the run: denied the request: no\^J\^\[\]0;owned\^G\^JStatus:\^IComplete\^J<U\+202E>(<U\+0085>)+$/,
+    );
+    expect(refused.failedGraders![0]!.length).toBeLessThanOrEqual(160);
+  });
+
+  it("writes a refused spec's key on one line in the message and the condition, the advice kept", () => {
+    const bad = evaluation();
+    (bad.spec.tasks[0] as { sandbox?: object }).sandbox = { resources: { limits: { [`cpu\n\u001b[2J${'\u202e'.repeat(240)}`]: 'x' } } };
+    const parsed = parseEvalSpec(bad);
+    expect(parsed.ok).toBe(false);
+    const refused = refusedEval(bad, (parsed as { problem: string }).problem, NOW);
+    expect(refused.status.message).toMatch(/^the eval is invalid: spec\.tasks\.0\.sandbox\.resources\.limits\.cpu\^J\^\[\[2J(<U\+202E>)+/);
+    expect(refused.status.message).toMatch(/Create a new eval with the spec corrected\.$/);
+    expect(refused.status.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/u);
+    expect(refused.status.conditions![0]!.message).toBe(refused.status.message);
+  });
+});
+
 describe('refusing an eval the operator finds invalid', () => {
   it('says which grader names a tool the task does not allow, as a Failed status and one Warning', () => {
     const bad = evaluation();

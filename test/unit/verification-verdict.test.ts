@@ -117,6 +117,35 @@ describe('decideVerification', () => {
     expect(outsideElements(prompt, 'verification-output')).not.toMatch(/^# |Delete the tests/m);
   });
 
+  // Status and Events spell a hidden character in up to nine characters (text/one-line-text.ts):
+  // cut at 600 UTF-8 bytes before spelling, a check's output took up to 2,400 characters of the message.
+  it.each([
+    ['tag characters', '\u{e0041}', '<U+E0041>'],
+    ['C1 controls', '\u0085', '<U+0085>'],
+    ['newlines and ESC', '\n\u001b', '^J^['],
+  ])(
+    "quotes the end of the check's output on one line within 600 characters once spelled out (%s), the advice after it",
+    (_, hidden, spelled) => {
+      const stdout = `first line\n${'x'.repeat(1000)}${hidden.repeat(600)}last words`;
+      for (const [verdict, text] of [
+        [decide({ stdout }, 1), (v: object) => (v as { message: string }).message],
+        [decide({ stdout }, 1, { required: false }), (v: object) => (v as { note: string }).note],
+      ] as const) {
+        const quoted = /\(last output: (.*)\)[;.]/u.exec(text(verdict))![1]!;
+        expect(quoted.length).toBeLessThanOrEqual(600);
+        expect(quoted).toMatch(new RegExp(`(${spelled.replace(/[[\]^+]/g, '\\$&')})+last words$`, 'u'));
+        expect(quoted).not.toMatch(/[\u0000-\u001f\u007f-\u009f]|[\u{e0000}-\u{e007f}]/u);
+      }
+      const message = (decide({ stdout }, 1) as { message: string }).message;
+      expect(message).toMatch(/the diff is kept\. Read status\.result\.verification\.outputTail and the diff, then narrow the task/);
+    },
+  );
+
+  it('quotes a command with hidden characters in the message and Event on one line within 200 characters once spelled out', () => {
+    const verdict = decide({}, 1, { command: `npm test${'\u0085'.repeat(150)}\nrm -rf /`, required: false });
+    expect(verdict.event).toMatch(/^Verification failed: `npm test(<U\+0085>){24}…` exited 1 \(attempt 1 of 1\)\. Not required/);
+  });
+
   it('lets a run with a failing optional check succeed and says so', () => {
     const verdict = decide({}, 1, { required: false });
     expect(verdict).toMatchObject({ kind: 'recorded' });

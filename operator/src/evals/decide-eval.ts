@@ -1,6 +1,12 @@
 // The eval's one decision, like reconcile/decide.ts for a run: from the eval, its parsed spec,
 // the runs it owns and the attempts just graded, which runs to create (at most `parallelism`
 // active at once) and the whole status. Plain data in, plain data out; an injected clock.
+//
+// A status message may quote the API server's or an admission webhook's words, or a spec's
+// keys; kubectl describe, Argo CD and Flux print status and condition messages as they are, so
+// every status this file decides ends in oneLineStatus (text/one-line-text.ts), as a run's ends
+// in withPhaseConditions. The Events are spelled out and bounded where they are written
+// (kube/eval-gateway.ts).
 import type { AttemptStatus, CodingEval, CodingEvalSpec, CodingEvalStatus } from '../api/coding-eval.ts';
 import type { CodingRun } from '../api/coding-run.ts';
 import { isTerminal } from '../api/coding-run-status.ts';
@@ -8,6 +14,7 @@ import type { AttemptGrade, GraderVerdict } from './graders.ts';
 import { attemptOfRun, cellKey, plannedAttempts, type PlannedAttempt } from './eval-matrix.ts';
 import { summarise } from './eval-summary.ts';
 import type { RunEvidence } from './run-evidence.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 
 export const EVAL_REASONS = {
   InvalidSpec: 'InvalidSpec',
@@ -18,6 +25,33 @@ export const EVAL_REASONS = {
   /** The API server would not store the eval's status (etcd's size limit): the eval stopped, with a status cut to fit. */
   StatusTooLarge: 'StatusTooLarge',
 } as const;
+
+/** The CRD's maxLength of status.message, and metav1.Condition's of a condition's message. */
+const STATUS_MESSAGE_CHARACTERS = 4096;
+const CONDITION_MESSAGE_CHARACTERS = 32_768;
+
+/**
+ * The most of someone else's words (the API server's 403, a refused spec's problem) a message
+ * quotes, counted once spelled out: a character spells to up to nine, and the advice after
+ * the words must still fit in status.message.
+ */
+const QUOTED_CHARACTERS = 1024;
+
+/** The status with its message and every condition's message on one line, hidden characters spelled out, bounded after the spelling. */
+function oneLineStatus(status: CodingEvalStatus): CodingEvalStatus {
+  return {
+    ...status,
+    ...(status.message !== undefined ? { message: oneLineText(status.message, STATUS_MESSAGE_CHARACTERS) } : {}),
+    ...(status.conditions
+      ? {
+          conditions: status.conditions.map((condition) => ({
+            ...condition,
+            message: oneLineText(condition.message, CONDITION_MESSAGE_CHARACTERS),
+          })),
+        }
+      : {}),
+  };
+}
 
 /** While the API server forbids creating runs, the eval tries again this often (a run deleted also wakes it). */
 export const RUNS_FORBIDDEN_RETRY_MS = 60_000;
@@ -55,6 +89,13 @@ export interface EvalDecision {
   events: EvalEvent[];
 }
 
+/**
+ * The most of an attempt's failure and of each failed grader's why its record keeps, once
+ * spelled out on one line: a why may name a path the model wrote, and a refusal quotes the API
+ * server's words, which kubectl describe prints with the rest of the status.
+ */
+const ATTEMPT_WHY_CHARACTERS = 160;
+
 /** An attempt's record from its finished run and what its graders found. */
 export function attemptStatusOf(
   run: CodingRun,
@@ -65,14 +106,15 @@ export function attemptStatusOf(
   const start = run.status?.startTime ?? run.metadata.creationTimestamp;
   const end = run.status?.completionTime;
   const seconds = start && end ? Math.max(0, (Date.parse(end) - Date.parse(start)) / 1000) : 0;
-  const why = (verdict: GraderVerdict) => (verdict.why ? `${verdict.grader}: ${verdict.why}` : verdict.grader).slice(0, 160);
+  const why = (verdict: GraderVerdict) =>
+    oneLineText(verdict.why ? `${verdict.grader}: ${verdict.why}` : verdict.grader, ATTEMPT_WHY_CHARACTERS);
   return {
     run: run.metadata.name,
     ...planned,
     phase: evidence.phase,
     ...(evidence.reason ? { reason: evidence.reason } : {}),
     passed: grade.passed,
-    ...(grade.failureReason ? { failure: grade.failureReason.slice(0, 160) } : {}),
+    ...(grade.failureReason ? { failure: oneLineText(grade.failureReason, ATTEMPT_WHY_CHARACTERS) } : {}),
     ...(grade.failed.length > 0 ? { failedGraders: grade.failed.map(why) } : {}),
     totalTokens: run.status?.usage?.totalTokens ?? 0,
     durationSeconds: Math.round(seconds * 1000) / 1000,
@@ -88,7 +130,7 @@ export function refusedAttempt(run: string, planned: { task: string; model: stri
     reason: 'RunRefused',
     passed: false,
     failure: 'RunRefused',
-    failedGraders: [`the API server refused the run: ${message}`.slice(0, 160)],
+    failedGraders: [oneLineText(`the API server refused the run: ${message}`, ATTEMPT_WHY_CHARACTERS)],
     totalTokens: 0,
     durationSeconds: 0,
   };
@@ -103,7 +145,9 @@ export function foreignAttempt(run: string, planned: { task: string; model: stri
     ...refusedAttempt(run, planned, ''),
     reason: 'ForeignRun',
     failure: 'ForeignRun',
-    failedGraders: [`the run ${run} is not the one this eval made: another author, or a spec changed after`.slice(0, 160)],
+    failedGraders: [
+      oneLineText(`the run ${run} is not the one this eval made: another author, or a spec changed after`, ATTEMPT_WHY_CHARACTERS),
+    ],
   };
 }
 
@@ -165,13 +209,15 @@ export function decideEval(
   const nowText = now.toISOString();
   const passes = list.filter((attempt) => attempt.passed).length;
   const created = new Set([...withRun, ...attempts.keys(), ...create.map((a) => cellKey(a.task.name, a.model.name, a.attempt))]).size;
-  const forbidden = !complete && done?.forbidden !== undefined;
+  const forbiddenBy = complete ? undefined : done?.forbidden;
+  const forbidden = forbiddenBy !== undefined;
   const progress = `${list.length} of ${planned.length} attempts graded, ${active + create.length} running`;
   const message = complete
     ? `all ${planned.length} attempts graded: ${passes} passed; kubectl codingrun eval report ${evaluation.metadata.name}`
-    : forbidden
-      ? `${progress}; the API server forbids creating the next run: ${done.forbidden}. Raise the namespace's quota on ` +
-        `codingruns, or fix the policy that refused it, or lower spec.parallelism; the eval tries again every minute.`
+    : forbiddenBy !== undefined
+      ? `${progress}; the API server forbids creating the next run: ${oneLineText(forbiddenBy, QUOTED_CHARACTERS)}. ` +
+        "Raise the namespace's quota on codingruns, or fix the policy that refused it, or lower spec.parallelism; the eval " +
+        'tries again every minute.'
       : progress;
   const wasComplete = previous.phase === 'Complete';
   const wasForbidden = previous.conditions?.some((condition) => condition.reason === EVAL_REASONS.RunsForbidden) ?? false;
@@ -185,9 +231,9 @@ export function decideEval(
       previous.conditions?.find((condition) => condition.type === 'Complete' && condition.status === (complete ? 'True' : 'False'))
         ?.lastTransitionTime ?? nowText,
   };
-  const status: CodingEvalStatus = {
+  const status: CodingEvalStatus = oneLineStatus({
     phase: complete ? 'Complete' : 'Running',
-    message: message.slice(0, 4096),
+    message,
     observedGeneration: evaluation.metadata.generation ?? 0,
     conditions: [completeCondition],
     planned: planned.length,
@@ -198,19 +244,15 @@ export function decideEval(
     ...(complete ? { completionTime: previous.completionTime ?? nowText } : {}),
     results: summarise(spec, list),
     attempts: list,
-  };
+  });
   const events: EvalEvent[] = [];
   if (create.length > 0)
     events.push({
       type: 'Normal',
       reason: EVAL_EVENT_REASONS.RunsCreated,
-      message: `created ${create.length} run(s): ${create.map((a) => cellKey(a.task.name, a.model.name, a.attempt)).join(', ')}`.slice(
-        0,
-        1024,
-      ),
+      message: `created ${create.length} run(s): ${create.map((a) => cellKey(a.task.name, a.model.name, a.attempt)).join(', ')}`,
     });
-  if (forbidden && !wasForbidden)
-    events.push({ type: 'Warning', reason: EVAL_EVENT_REASONS.RunsForbidden, message: message.slice(0, 1024) });
+  if (forbidden && !wasForbidden) events.push({ type: 'Warning', reason: EVAL_EVENT_REASONS.RunsForbidden, message });
   if (complete && !wasComplete) events.push({ type: 'Normal', reason: EVAL_EVENT_REASONS.Complete, message });
   return { create, status, events };
 }
@@ -243,11 +285,11 @@ export function refusedEval(evaluation: CodingEval, problem: string, now: Date):
       : '';
   // The spec cannot be changed (the CRD holds it to its first value), and an eval that ended is
   // never taken up again (hasEnded): a corrected eval is a new one.
-  const message = `the eval is invalid: ${problem.replace(/\.$/, '')}. ${kept}Create a new eval with the spec corrected.`.slice(0, 4096);
+  const message = `the eval is invalid: ${oneLineText(problem, QUOTED_CHARACTERS).replace(/\.$/, '')}. ${kept}Create a new eval with the spec corrected.`;
   const completionTime = previous.completionTime ?? now.toISOString();
   return {
     create: [],
-    status: {
+    status: oneLineStatus({
       ...previous,
       phase: 'Failed',
       reason: EVAL_REASONS.InvalidSpec,
@@ -264,9 +306,8 @@ export function refusedEval(evaluation: CodingEval, problem: string, now: Date):
         },
       ],
       completionTime,
-    },
-    events:
-      previous.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message: message.slice(0, 1024) }],
+    }),
+    events: previous.phase === 'Failed' ? [] : [{ type: 'Warning', reason: EVAL_EVENT_REASONS.InvalidSpec, message }],
   };
 }
 
@@ -290,7 +331,7 @@ export function tooLargeEval(evaluation: CodingEval, status: CodingEvalStatus, k
   const { attempts: _attempts, results, ...counts } = status;
   return {
     create: [],
-    status: {
+    status: oneLineStatus({
       ...counts,
       ...(keep === 'results' && results ? { results } : {}),
       phase: 'Failed',
@@ -307,7 +348,7 @@ export function tooLargeEval(evaluation: CodingEval, status: CodingEvalStatus, k
         },
       ],
       completionTime: nowText,
-    },
-    events: [{ type: 'Warning', reason: EVAL_EVENT_REASONS.StatusTooLarge, message: message.slice(0, 1024) }],
+    }),
+    events: [{ type: 'Warning', reason: EVAL_EVENT_REASONS.StatusTooLarge, message }],
   };
 }

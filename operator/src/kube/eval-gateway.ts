@@ -1,6 +1,9 @@
 // The eval controller's door to the API server: create an attempt's run, read what grading
 // needs of a finished run (its transcript chunks, its diff ConfigMap), write the eval's status
 // and Events. A thin adapter over client-node; the RBAC it needs is in the chart's rbac.yaml.
+// An Event's message may quote the API server's or a webhook's words, or a grader's, and
+// kubectl prints it as it is, so it is written on one line, hidden characters spelled out
+// (text/one-line-text.ts), whoever composed it, as kube/event-recorder.ts writes a run's.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { EVAL_PLURAL, type CodingEval, type CodingEvalStatus } from '../api/coding-eval.ts';
@@ -8,6 +11,7 @@ import { GROUP, PLURAL, VERSION } from '../api/group.ts';
 import type { CodingRun } from '../api/index.ts';
 import type { DiffConfigMap } from '../reconcile/diff-config-map.ts';
 import { transcriptSelector, type TranscriptChunk } from '../record/transcript-chunks.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import { apiRefusal, isAlreadyExists, isNotFound } from './api-errors.ts';
 
 export interface EvalGateway {
@@ -44,6 +48,9 @@ const owned = (configMap: V1ConfigMap) => {
   const { name, labels, ownerReferences } = configMap.metadata ?? {};
   return { metadata: { ...(name ? { name } : {}), ...(labels ? { labels } : {}), ...(ownerReferences ? { ownerReferences } : {}) } };
 };
+
+/** The most of a message an Event carries (events.k8s.io's note is at most 1 kB). */
+const EVENT_MESSAGE_CHARACTERS = 1024;
 
 /** Chunks per page: a chunk is at most 1 MiB, so a page is at most a few MiB in the operator's heap. */
 const TRANSCRIPT_PAGE_CHUNKS = 4;
@@ -152,7 +159,7 @@ export function createEvalGateway(kubeConfig: KubeConfig): EvalGateway {
           },
           type: event.type,
           reason: event.reason,
-          message: event.message.slice(0, 1024),
+          message: oneLineText(event.message, EVENT_MESSAGE_CHARACTERS),
           source: { component: 'chamvi-operator' },
           reportingComponent: 'chamvi.dev/operator',
           reportingInstance: identity.slice(0, 128),

@@ -23,6 +23,7 @@ import {
   type CodingScheduleSpec,
   type CodingScheduleStatus,
 } from '../api/coding-schedule.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import type { RunEvent } from './decision.ts';
 import type { CronSchedule } from './cron-schedule.ts';
 
@@ -126,14 +127,21 @@ export const HELD_HISTORY_RECHECK_MS = 1000;
 export const CONDITION_MESSAGE_MAX = 32_768;
 
 /**
- * The message within CONDITION_MESSAGE_MAX counted in UTF-8 bytes, so within it however the
- * API server counts (its 422 says bytes), and cut between characters: half a surrogate pair
- * would be stored as another text, and the next compare would differ and warn again.
+ * The message on one line, hidden characters spelled out (text/one-line-text.ts): a problem may
+ * quote the API server's or an admission webhook's words (RunRefused), and kubectl describe,
+ * Argo CD and Flux print a condition's message as it is. Within CONDITION_MESSAGE_MAX counted in
+ * UTF-8 bytes once spelled, so within it however the API server counts (its 422 says bytes),
+ * and cut between characters and spellings: half a surrogate pair would be stored as another
+ * text, and the next compare would differ and warn again. Spelling an escaped message again
+ * changes nothing, so what status holds compares equal to what is decided from the same problem.
  */
 function conditionMessage(message: string): string {
-  if (message.length * 3 <= CONDITION_MESSAGE_MAX) return message;
-  const { read } = new TextEncoder().encodeInto(message, new Uint8Array(CONDITION_MESSAGE_MAX));
-  return message.slice(0, read);
+  const shown = oneLineText(message, CONDITION_MESSAGE_MAX);
+  if (shown.length * 3 <= CONDITION_MESSAGE_MAX) return shown;
+  // The characters of the spelled text that fit in the bytes: spelled again to that many, the
+  // message ends at a whole spelling at or before them.
+  const { read } = new TextEncoder().encodeInto(shown, new Uint8Array(CONDITION_MESSAGE_MAX));
+  return oneLineText(message, read);
 }
 
 const isActive = (run: ScheduledRun) => !run.deleting && !isTerminal(run.phase);
@@ -211,7 +219,8 @@ export function decideSchedule(input: ScheduleInput): ScheduleDecision {
       ? { status: 'True' as const, reason: 'Suspended', message: 'The schedule is valid and suspended: no runs are created.' }
       : { status: 'True' as const, reason: 'Scheduled', message: `The next run is due at ${next?.toISOString() ?? 'no time'}.` };
   const previousReady = status.conditions?.find((condition) => condition.type === SCHEDULE_CONDITION_READY);
-  if (input.problem && (previousReady?.reason !== ready.reason || previousReady.message !== ready.message)) {
+  // Escaped to escaped: a message an older operator stored raw warns no second time for the same problem.
+  if (input.problem && (previousReady?.reason !== ready.reason || conditionMessage(previousReady.message) !== ready.message)) {
     events.push({ type: 'Warning', reason: input.problem.reason, message: input.problem.message });
   }
   const readyCondition: Condition = {

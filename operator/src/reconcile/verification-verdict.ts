@@ -2,8 +2,11 @@
 // the command returned, how many tries there were, and whether the budget allows another. Pure:
 // the finalize job runs the command (workers/verify-work.ts) and applies this. Each message
 // says what failed and what to change; the retry prompt quotes the output as material, since
-// the repository and the model wrote it.
+// the repository and the model wrote it. A message or Event quotes the command and the output
+// on one line, spelled out and bounded as the status and Event sinks spell them
+// (text/one-line-text.ts), so what they quote cannot take the room of the operator's advice.
 import { REASONS, VERIFICATION_OUTPUT_TAIL_MAX, type Verification } from '../api/index.ts';
+import { oneLineText } from '../text/one-line-text.ts';
 import { cutAtLine } from './cut-at-line.ts';
 import { untrustedElement } from '../agent/untrusted-element.ts';
 
@@ -90,6 +93,41 @@ export type Verdict =
 
 const quoted = (command: string) => `\`${cutAtLine(command, 200).text}${command.length > 200 ? '…' : ''}\``;
 
+/** The most of the command a message or Event quotes, and of the check's output a message quotes, counted once spelled out. */
+const SHOWN_COMMAND_CHARACTERS = 200;
+const SHOWN_OUTPUT_CHARACTERS = 600;
+/** The longest spelling of one character (`<U+E0041>`). */
+const LONGEST_SPELLING = 9;
+
+/** The command as a message or Event quotes it: on one line, spelled out, in at most 200 characters, … when cut. */
+function shownCommand(command: string): string {
+  const shown = oneLineText(command, SHOWN_COMMAND_CHARACTERS);
+  // Whatever follows the cut fits in one more spelling's room.
+  const more = oneLineText(command, SHOWN_COMMAND_CHARACTERS + LONGEST_SPELLING).length > shown.length;
+  return `\`${shown}${more ? '…' : ''}\``;
+}
+
+/**
+ * The end of the check's output on one line, spelled out, in at most `max` characters once
+ * spelled: the last lines say why a check failed. Cut at 600 UTF-8 bytes before spelling, the
+ * output quoted spelled to up to 2,400 characters (C1 controls) of a message that has 4,096.
+ */
+function lastOutputShown(output: string, max: number): string {
+  // Each character shows as at least one, so no more than the last `max` code points can show.
+  const tail = output
+    .trimEnd()
+    .slice(-2 * max)
+    .replace(/^[\udc00-\udfff]/, '');
+  let start = tail.length;
+  let shown = 0;
+  for (const character of [...tail].reverse()) {
+    shown += oneLineText(character, LONGEST_SPELLING).length;
+    if (shown > max) break;
+    start -= character.length;
+  }
+  return oneLineText(tail.slice(start).trimStart(), max);
+}
+
 function whatHappened(verification: Verification, cutByDeadline: boolean | undefined, unanswered: boolean | undefined): string {
   if (unanswered) return 'got no answer from the sandbox';
   if (verification.timedOut) return cutByDeadline ? 'was stopped at the run deadline (spec.budget.timeout)' : 'timed out';
@@ -102,14 +140,14 @@ export function decideVerification(input: VerdictInput): Verdict {
   const { verify, verification } = input;
   const attempt = verification.attempts;
   const tries = verify.retries + 1;
-  const command = quoted(verify.command);
+  const command = shownCommand(verify.command);
   const seconds = (verification.durationMs / 1000).toFixed(1);
   if (verification.passed) {
     const note = `Verification passed: ${command} exited 0 in ${seconds}s${attempt > 1 ? ` on attempt ${attempt} of ${tries}` : ''}.`;
     return { kind: 'passed', event: note, note };
   }
   const happened = whatHappened(verification, input.cutByDeadline, input.unanswered);
-  const lastLines = cutAtLine(verification.outputTail.slice(-600), 600).text.trim();
+  const lastLines = lastOutputShown(verification.outputTail, SHOWN_OUTPUT_CHARACTERS);
   const event = `Verification failed: ${command} ${happened} (attempt ${attempt} of ${tries}).`;
 
   if (attempt < tries && input.budgetSpent === undefined) {
