@@ -53,6 +53,13 @@ app.kubernetes.io/component: redis
 {{- end -}}
 {{- end -}}
 
+{{/* The egress proxy's name: its ServiceAccount, Roles, Deployment and Service, which the
+operator's config (configmap.yaml) and the proxy's status policy (egress-proxy-status-policy.yaml)
+name too. */}}
+{{- define "chamvi.egressProxyName" -}}
+{{- printf "%s-egress-proxy" (include "chamvi.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The Secret holding state-key (and, for the bundled Redis, redis-password and redis.conf). */}}
 {{- define "chamvi.secretsName" -}}
 {{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "chamvi.fullname" .)) -}}
