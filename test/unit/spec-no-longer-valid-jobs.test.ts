@@ -12,11 +12,13 @@ import { REASONS, RunFailure, type CodingRun, type CodingRunStatus } from '../..
 import { CANCEL_ANNOTATION } from '../../operator/src/reconcile/cancel-request.ts';
 import { parseSpec } from '../../operator/src/reconcile/validate-run.ts';
 import type { AgentDependencies } from '../../operator/src/workers/agent-dependencies.ts';
+import { AwaitingAcceptanceError } from '../../operator/src/workers/errors/awaiting-acceptance-error.ts';
 import { CancelRequestedError } from '../../operator/src/workers/errors/cancel-requested-error.ts';
 import { SpecNoLongerValidError } from '../../operator/src/workers/errors/spec-no-longer-valid-error.ts';
 import { failRun } from '../../operator/src/workers/fail-run.ts';
 import { CANCEL_RECHECK_DELAY_MS, decideJobFailure } from '../../operator/src/workers/job-failure.ts';
 import { heldRunToActOn, liveRun, runNow } from '../../operator/src/workers/live-run.ts';
+import { runPrepareJob } from '../../operator/src/workers/prepare-job.ts';
 import { runAgentJob, type AgentJob } from '../../operator/src/workers/run-agent-job.ts';
 import type { RunState } from '../../operator/src/workers/run-state.ts';
 import { startingState } from '../../operator/src/workers/starting-state.ts';
@@ -261,4 +263,62 @@ describe('a prepare that finds a state that does not verify, on a run with a can
     await runJob(deps, 'prepare');
     expect(done.statuses.at(-1)).toMatchObject({ phase: 'Failed', reason: REASONS.StateLost });
   });
+});
+
+// A run given a warm pool pod is accepted in the write made after its agent is queued, so its
+// prepare may read it first: a run naming a CodingRunTemplate then holds no status.template, and
+// parseSpec refuses it (TemplateNotFound). That is no spec refused: the controller is about to
+// accept the run, not to end it InvalidSpec. The job read it fresh every 25 ms for 5 s (about 190
+// GETs, issue #17), then was put off as SpecNoLongerValidError, and every try read it as often.
+describe("a warm pool's templated run read before the write that accepts it", () => {
+  const awaiting = (over: Partial<CodingRun['metadata']> = {}): CodingRun => {
+    const run = runningCodingRun(ref, { templateRef: { name: 'deps' } } as Partial<CodingRun['spec']>);
+    return { ...run, metadata: { ...run.metadata, ...over }, status: { phase: 'Pending' } };
+  };
+  /** getRun's copy is `run`, and every fresh read too; the fresh reads are counted. */
+  const counted = (run: CodingRun) => {
+    const reads = { fresh: 0 };
+    return { reads, deps: { getRun: async () => run, getRunFresh: async () => (reads.fresh++, run) } };
+  };
+
+  it('is neither a run, ended, nor a spec refused, after at most 30 fresh reads, not ~190', async () => {
+    const { deps, reads } = counted(awaiting());
+    expect(await runNow(deps, ref)).toEqual({ awaitsAcceptance: true });
+    expect(reads.fresh).toBeGreaterThan(0);
+    expect(reads.fresh).toBeLessThanOrEqual(30);
+    expect(heldRunToActOn(awaiting(), ref)).toBe('awaitsAcceptance');
+  }, 10_000);
+
+  it('being deleted, is ended at once, with no read again', async () => {
+    const { deps, reads } = counted(awaiting({ deletionTimestamp: '2026-12-07T00:00:00Z' }));
+    expect(await runNow(deps, ref)).toEqual({ ended: true });
+    expect(reads.fresh).toBe(0);
+  });
+
+  it('puts its prepare off as awaiting acceptance, its message not the InvalidSpec ending, doing nothing', async () => {
+    const { deps, done } = world(awaiting(), () => undefined);
+    let fresh = 0;
+    deps.getRunFresh = async () => (fresh++, awaiting());
+    const error = await runPrepareJob(deps, ref, 'warm-pod').catch((thrown: unknown) => thrown);
+    expect((error as Error).name).toBe('AwaitingAcceptanceError');
+    expect(AwaitingAcceptanceError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('not accepted yet');
+    expect((error as Error).message).not.toContain('InvalidSpec');
+    expect(decideJobFailure(error, { name: 'prepare', attempt: 1, attempts: 10 })).toEqual({
+      action: 'delay',
+      delayMs: CANCEL_RECHECK_DELAY_MS,
+      why: 'AwaitingAcceptanceError',
+    });
+    expect(fresh).toBeLessThanOrEqual(30);
+    expect(done.sandboxesOpened).toBe(0);
+    expect(done.statesSaved).toBe(0);
+    expect(done.statuses).toEqual([]);
+  }, 10_000);
+
+  it("a job's failure with its tries spent is written, not left to an InvalidSpec ending that does not come", async () => {
+    const { deps, done } = world(awaiting(), () => undefined);
+    await failRun(deps, ref, REASONS.AgentFailed, 'The prepare job failed 10 times.', false);
+    expect(done.statuses.at(-1)).toMatchObject({ phase: 'Failed', reason: REASONS.AgentFailed });
+    expect(done.warned.join('\n')).not.toContain('InvalidSpec');
+  }, 10_000);
 });

@@ -69,6 +69,9 @@ export async function failRun(deps: AgentDependencies, ref: RunRef, reason: stri
     if (!left.keepState) await forgetRun(deps, ref);
     return;
   }
+  // A run read before the write that accepts it (live-run.ts awaitsAcceptance) is no ending the
+  // controller is about to write: the job's tries are spent and nothing runs it again, so its
+  // failure is written, with no diff (its spec, and so its sandbox, is not known yet).
   const run = agentWorked && 'run' in found ? found.run : undefined;
   // A sandbox that would not answer the job is not asked again: its snapshot is the latest.
   // The state's commit cloned: the diff is against it, and a run stopped by a failure (its diff

@@ -13,9 +13,7 @@ import { diffSha } from '../reconcile/diff-config-map.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { startPublish } from './publish-job.ts';
-import { runToActOn } from './live-run.ts';
-import { CancelRequestedError } from './errors/cancel-requested-error.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
+import { runToActOn, throwIfPutOff } from './live-run.ts';
 import { observeFinished } from './run-metrics.ts';
 import type { RunState } from './run-state.ts';
 import { storeFinalDiff, takeSandboxDiff } from './keep-diff.ts';
@@ -55,8 +53,7 @@ export async function runFinalizeJob(deps: AgentDependencies, ref: RunRef): Prom
   // parses, its state kept for the controller's InvalidSpec ending (live-run.ts runNow). Before
   // the hand-on too, which may finish a resumed step's calls.
   const found = await runToActOn(deps, ref);
-  if ('cancelled' in found) throw new CancelRequestedError('verify or finalize the run');
-  if ('specInvalid' in found) throw new SpecNoLongerValidError('verify or finalize the run', found.specInvalid);
+  throwIfPutOff(found, 'verify or finalize the run');
   // A redone finalize whose verification already handed the run back to the model, or that
   // handed it to publishing (spec.publish, maybe waiting for its approval): only hand it on again.
   if (state.stage === 'stepping' || state.stage === 'publishing' || state.stage === 'waiting') {

@@ -2,12 +2,11 @@
 // says how far the run got, and the run is handed on from there (the step that was cut off
 // is finished, the next job enqueued again, or a missing approval reported). A run whose spec
 // no longer parses is neither: its state is kept for the controller's InvalidSpec ending and the
-// job put off (live-run.ts runNow).
+// job put off (live-run.ts runNow, throwIfPutOff), as is one read before it was accepted.
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { afterCalls, endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
-import { runNow } from './live-run.ts';
+import { runNow, throwIfPutOff } from './live-run.ts';
 import { PUBLISH_APPROVAL_ID, showPublishWaitAgain } from './publish-wait.ts';
 import type { RunState } from './run-state.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
@@ -27,7 +26,7 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
   else if (state.stage === 'publishing') await deps.queue.publish(ref);
   else if (state.stage === 'waiting' && state.pendingApproval) {
     const found = await runNow(deps, ref);
-    if ('specInvalid' in found) throw new SpecNoLongerValidError('show the approval the run waits for again', found.specInvalid);
+    throwIfPutOff(found, 'show the approval the run waits for again');
     const run = 'run' in found ? found.run : undefined;
     if (run && run.status?.pendingApproval?.id !== state.pendingApproval.id) {
       if (state.pendingApproval.id === PUBLISH_APPROVAL_ID) await showPublishWaitAgain(deps, run, state);
@@ -44,7 +43,7 @@ export async function handOn(deps: AgentDependencies, ref: RunRef, state: RunSta
 /** Finishes the step an earlier try of a job began. */
 export async function continueStep(deps: AgentDependencies, ref: RunRef, state: RunState): Promise<void> {
   const found = await runNow(deps, ref);
-  if ('specInvalid' in found) throw new SpecNoLongerValidError('finish the step an approval resumed', found.specInvalid);
+  throwIfPutOff(found, 'finish the step an approval resumed');
   if ('ended' in found) {
     await forgetRun(deps, ref);
     return;

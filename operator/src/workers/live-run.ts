@@ -4,7 +4,9 @@
 // model, budgets and approval tools come from here, never from Redis (Security #11.1).
 // A run whose spec no longer parses (runNow `specInvalid`) is not an ended run: the controller
 // ends it InvalidSpec keeping its diff against the commit its state names, so a job that finds
-// it keeps the state and throws SpecNoLongerValidError to be tried again later.
+// it keeps the state and throws SpecNoLongerValidError to be tried again later. Nor is a run
+// not accepted yet (`awaitsAcceptance`: a warm pool's run read before the write that accepts it):
+// its job throws AwaitingAcceptanceError and is tried again once that write has landed.
 // A job about to call the model or run a tool also asks whether a cancel was requested
 // (runToActOn): the controller ends a cancelled run only once its diff is taken, up to 30 s
 // later, and until then the run reads as live. Such a job throws CancelRequestedError, so that
@@ -15,20 +17,33 @@ import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { awaitsAcceptance } from '../reconcile/run-template.ts';
 import { parseSpec } from '../reconcile/validate-run.ts';
 import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
+import { AwaitingAcceptanceError } from './errors/awaiting-acceptance-error.ts';
+import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 
 /**
  * How long a job reads its run again for a controller's write it knows is on its way (the
  * write that accepts the run, or names its pod): one request behind the job's start.
  */
 const READ_AGAIN_WAIT_MS = 5_000;
-const READ_AGAIN_EVERY_MS = 25;
+/**
+ * The first wait between reads, doubled after each up to READ_AGAIN_LONGEST_WAIT_MS: the write
+ * lands within the first few reads when it is on its way, and a write later than that (the
+ * controller's write failed, to be made again at its next look) costs about 23 GETs over the
+ * 5 s, not 190 (issue #17), on every try of a job put off for it. Capped so that a write landing
+ * late is still seen within a quarter of a second: a warm sandbox's start waits on it.
+ */
+const READ_AGAIN_FIRST_WAIT_MS = 25;
+const READ_AGAIN_LONGEST_WAIT_MS = 250;
 
-/** `first`, or what `read` gives next, every 25 ms for up to 5 s while `stale` holds for it. */
+/** `first`, or what `read` gives next, after 25 ms, 50, 100, 200, then every 250, for up to 5 s, while `stale` holds for it. */
 export async function readAgainWhile<T>(first: T, read: (last: T) => Promise<T>, stale: (value: T) => boolean): Promise<T> {
   const deadline = Date.now() + READ_AGAIN_WAIT_MS;
   let value = first;
+  let wait = READ_AGAIN_FIRST_WAIT_MS;
   while (stale(value) && Date.now() < deadline) {
-    await delay(READ_AGAIN_EVERY_MS);
+    await delay(Math.min(wait, Math.max(0, deadline - Date.now())));
+    wait = Math.min(wait * 2, READ_AGAIN_LONGEST_WAIT_MS);
     value = await read(value);
   }
   return value;
@@ -41,15 +56,29 @@ function endedFor(run: CodingRun, ref: RunRef): boolean {
 
 /**
  * What a job finds of its run now: the run, its spec parsed; `ended`: gone, replaced, being
- * deleted or finished, so what the agent holds of it may go; or `specInvalid`: the same run,
+ * deleted or finished, so what the agent holds of it may go; `specInvalid`: the same run,
  * live, whose spec no longer parses by this operator's rules (the refusal's message; an upgrade
- * refused a field an older operator accepted). Not `ended`: the controller ends such a started
- * run Failed InvalidSpec keeping its diff (decide.ts; run-reconciler.ts keepDiff), taken against
- * the commit the run's state names, so the state must outlive the job. A job that finds it
- * does nothing more, keeps the state and is put off (SpecNoLongerValidError); the ending's stop
- * removes the job. Judged by the controller's own parseSpec, so both refuse the same runs.
+ * refused a field an older operator accepted); or `awaitsAcceptance`: the same run, live, read
+ * before the controller's write that accepts it (a warm pool's run names a template it holds no
+ * copy of yet), so its spec is not known yet. Neither of the last two is `ended`. The controller
+ * ends a started run whose spec no longer parses Failed InvalidSpec keeping its diff (decide.ts;
+ * run-reconciler.ts keepDiff), taken against the commit the run's state names, so the state
+ * must outlive the job; a run not accepted yet is about to be. A job that finds either does
+ * nothing more, keeps the state and is put off (throwIfPutOff). Judged by the controller's own
+ * parseSpec, so both refuse the same runs.
  */
-export type RunNow = { run: ParsedCodingRun } | { ended: true } | { specInvalid: string };
+export type RunNow = { run: ParsedCodingRun } | { ended: true } | { specInvalid: string } | { awaitsAcceptance: true };
+
+/** What one copy of the run says (runNow's judgement, without its reads again). Pure. */
+export function runNowOf(copy: CodingRun | undefined, ref: RunRef): RunNow {
+  if (!copy || endedFor(copy, ref)) return { ended: true };
+  // Told apart from a spec refused: parseSpec finds no template here (TemplateNotFound), which
+  // the controller, about to record it, does not end the run for.
+  if (awaitsAcceptance(copy)) return { awaitsAcceptance: true };
+  // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
+  const parsed = parseSpec(copy);
+  return parsed.ok ? { run: { ...copy, spec: parsed.spec } } : { specInvalid: parsed.refusal.message };
+}
 
 export async function runNow(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<RunNow> {
   // A copy from before the write that accepted the run (awaitsAcceptance) is read again, fresh:
@@ -57,12 +86,9 @@ export async function runNow(deps: Pick<AgentDependencies, 'getRun' | 'getRunFre
   const run = await readAgainWhile(
     await deps.getRun(ref.namespace, ref.name),
     () => (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name),
-    (copy) => copy !== undefined && copy.metadata.uid === ref.uid && awaitsAcceptance(copy),
+    (copy) => copy !== undefined && !endedFor(copy, ref) && awaitsAcceptance(copy),
   );
-  if (!run || endedFor(run, ref)) return { ended: true };
-  // spec.templateRef: the template recorded when the run was accepted, with the run's own fields over it.
-  const parsed = parseSpec(run);
-  return parsed.ok ? { run: { ...run, spec: parsed.spec } } : { specInvalid: parsed.refusal.message };
+  return runNowOf(run, ref);
 }
 
 /**
@@ -86,9 +112,29 @@ export async function liveRun(deps: Pick<AgentDependencies, 'getRun' | 'getRunFr
 export type RunToActOn = RunNow | { cancelled: true };
 
 export async function runToActOn(deps: Pick<AgentDependencies, 'getRun' | 'getRunFresh'>, ref: RunRef): Promise<RunToActOn> {
-  const found = await runNow(deps, ref);
+  return toActOn(await runNow(deps, ref));
+}
+
+/** What one copy of the run says to a job about to act for it (runToActOn's judgement, without its reads). Pure. */
+export function runToActOnOf(copy: CodingRun | undefined, ref: RunRef): RunToActOn {
+  return toActOn(runNowOf(copy, ref));
+}
+
+function toActOn(found: RunNow): RunToActOn {
   if (!('run' in found)) return found;
   return readCancelRequest(found.run) ? { cancelled: true } : found;
+}
+
+/**
+ * Throws the JobPutOffError for what a job found, when that puts it off (a cancel requested, a
+ * spec that no longer parses, a run not accepted yet), saying what the job did not do (`held`);
+ * the job goes on with a run to act for, or lets an ended one go. One place, so that no job
+ * misses a kind: the assertion leaves its caller only `run` and `ended` to handle.
+ */
+export function throwIfPutOff(found: RunToActOn, held: string): asserts found is { run: ParsedCodingRun } | { ended: true } {
+  if ('cancelled' in found) throw new CancelRequestedError(held);
+  if ('specInvalid' in found) throw new SpecNoLongerValidError(held, found.specInvalid);
+  if ('awaitsAcceptance' in found) throw new AwaitingAcceptanceError(held);
 }
 
 /**
@@ -102,15 +148,26 @@ export type HeldRunReader = (namespace: string, name: string) => CodingRun | und
  * What a held copy of the run tells a job about to run the model's calls: `undefined` with no
  * copy (nothing is known, the look is skipped); `ended` for a copy of a run finished, being
  * deleted, or of another uid (the job's run was deleted and its name reused); `specInvalid` for
- * a live copy whose spec no longer parses (runNow says why that is not `ended`); `cancelled` for
- * a live copy with a cancel requested; `live` otherwise. An ended run is not "not cancelled": the
- * controller that ended it Cancelled has stopped the agent (its state deleted) and could not
- * remove a job that was running, so that job must let the run go, never run its calls. The
- * spec is parsed here too (no request): a copy that says `live` is one the calls may run for.
+ * a live copy whose spec no longer parses (runNow says why that is not `ended`);
+ * `awaitsAcceptance` for a copy from before the run was accepted (no spec to run the calls for);
+ * `cancelled` for a live copy with a cancel requested; `live` otherwise. An ended run is not
+ * "not cancelled": the controller that ended it Cancelled has stopped the agent (its state
+ * deleted) and could not remove a job that was running, so that job must let the run go, never
+ * run its calls. The spec is parsed here too (no request): a copy that says `live` is one the
+ * calls may run for.
  */
-export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): 'ended' | 'specInvalid' | 'cancelled' | 'live' | undefined {
+export type HeldRunLook = 'ended' | 'specInvalid' | 'awaitsAcceptance' | 'cancelled' | 'live';
+
+export function heldRunToActOn(copy: CodingRun | undefined, ref: RunRef): HeldRunLook | undefined {
   if (!copy) return undefined;
-  if (endedFor(copy, ref)) return 'ended';
-  if (!parseSpec(copy).ok) return 'specInvalid';
-  return readCancelRequest(copy) !== undefined ? 'cancelled' : 'live';
+  return lookOf(runToActOnOf(copy, ref));
+}
+
+/** runToActOn's finding as the one word heldRunToActOn gives. */
+export function lookOf(found: RunToActOn): HeldRunLook {
+  if ('run' in found) return 'live';
+  if ('ended' in found) return 'ended';
+  if ('specInvalid' in found) return 'specInvalid';
+  if ('awaitsAcceptance' in found) return 'awaitsAcceptance';
+  return 'cancelled';
 }

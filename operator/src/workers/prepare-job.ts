@@ -16,8 +16,7 @@ import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { cloneMeasured, remoteCommit } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { launchHere, launchToEnd } from './process-launcher.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
-import { liveRun, readAgainWhile, runNow } from './live-run.ts';
+import { liveRun, readAgainWhile, runNow, throwIfPutOff } from './live-run.ts';
 import { startingState } from './starting-state.ts';
 import { archiveReadStream } from './archive-stream.ts';
 
@@ -61,8 +60,10 @@ export async function runPrepareJob(deps: AgentDependencies, ref: RunRef, podNam
   }
   // A run whose spec no longer parses is not prepared: the controller ends it InvalidSpec
   // (refused before its start, else keeping the diff its state allows), which removes the job.
+  // Nor is one whose accepting write (a warm pool's run, queued before it) has not landed: the
+  // job is put off until it has (errors/awaiting-acceptance-error.ts).
   const found = await runNow(deps, ref);
-  if ('specInvalid' in found) throw new SpecNoLongerValidError('clone the repository or start the run', found.specInvalid);
+  throwIfPutOff(found, 'clone the repository or start the run');
   if ('ended' in found) return;
   const { run } = found;
   const { spec } = run;

@@ -16,12 +16,13 @@
 import { repositoryAllowedNow } from './repository-allowed-now.ts';
 import { rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { EVENT_REASONS, REASONS, RunFailure, isTerminal, type ParsedCodingRun, type Published } from '../api/index.ts';
+import { EVENT_REASONS, REASONS, RunFailure, isTerminal, type CodingRun, type ParsedCodingRun, type Published } from '../api/index.ts';
 import { FAILURE_MESSAGES } from '../api/failure-messages.ts';
 import { readCancelRequest } from '../reconcile/cancel-request.ts';
 import { repositoryUrlParts } from '../reconcile/canonical-repository-url.ts';
 import { countDiff, keptDiffResult, storedKeptDiff, type KeptDiff } from '../reconcile/kept-diff.ts';
 import { notUtf8DiffMessage } from '../reconcile/not-utf8-diff.ts';
+import { parseSpec } from '../reconcile/validate-run.ts';
 import type { ApprovalAnswer } from '../reconcile/run-agent.ts';
 import { finishStatus, recordAnsweredApproval, recordProgress, runningAfterStepStatus } from '../reconcile/run-status-transitions.ts';
 import {
@@ -48,8 +49,8 @@ import { InvalidGitTokenError } from './errors/invalid-git-token-error.ts';
 import { cloneRepository, gitEnvironment, isCloneFailure, PACK_SLACK_BYTES } from './git-clone.ts';
 import { readGitToken } from './git-token.ts';
 import { handOn } from './hand-on.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
-import { liveRun, runNow } from './live-run.ts';
+import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import { liveRun, runToActOn, runToActOnOf, throwIfPutOff } from './live-run.ts';
 import { commitDiff, lookUpRemote, pushBranch, type PublishClone } from './publish-git.ts';
 import { runRefOf } from './run-ref.ts';
 import { saveOrLetGo, type LetGo } from './save-if-present.ts';
@@ -266,10 +267,13 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     await handOn(deps, ref, state);
     return;
   }
-  // A run whose spec no longer parses is not published, nor let go: the controller ends it
-  // InvalidSpec keeping its diff against the commit its state names (live-run.ts runNow).
-  const found = await runNow(deps, ref);
-  if ('specInvalid' in found) throw new SpecNoLongerValidError('push the branch or open the pull request', found.specInvalid);
+  // A run with a cancel requested, or whose spec no longer parses, is not published, nor let
+  // go: the controller ends it keeping its diff against the commit its state names, and the job
+  // is put off meanwhile (live-run.ts runToActOn), before it reads the push token or clones with
+  // it. Returned instead, the job was done with, so a cancel withdrawn then left the state in
+  // `publishing` with no job, and the run ended Failed StateLost.
+  const found = await runToActOn(deps, ref);
+  throwIfPutOff(found, PUBLISH_HELD);
   if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
@@ -277,27 +281,31 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
   const { run } = found;
   const done = await publish(deps, run, state, state.publish, () => stillPublishing(deps, ref));
   if ('stopped' in done) {
-    // Ended (a cancel, its deadline, its spec refused) while this job ran: what the forge
-    // already has is said in an Event, as the run's status is final; the rest is not done.
-    const ended = await (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name);
-    const phase = ended?.status?.phase;
-    if (ended && ended.metadata.uid === ref.uid && done.pushed) {
-      const why = isTerminal(phase)
-        ? `ended ${phase}`
-        : readCancelRequest(ended)
-          ? 'was cancelled'
-          : 'had its spec refused by this operator';
-      await deps.events.record(ended, {
+    // Stopped (a cancel, its deadline, its spec refused, its deletion) while this job ran: what
+    // the forge already has is said in an Event; the rest is not done.
+    const fresh = await (deps.getRunFresh ?? deps.getRun)(ref.namespace, ref.name);
+    if (fresh && fresh.metadata.uid === ref.uid && done.pushed) {
+      await deps.events.record(fresh, {
         type: 'Warning',
         reason: EVENT_REASONS.Published,
-        message: `Pushed branch ${done.pushed} (no pull request opened): the run ${why} while it was published`,
+        message: `Pushed branch ${done.pushed} (no pull request opened): the run ${whyStopped(fresh)} while it was published`,
       });
     }
     deps.logger.info({ pushed: done.pushed ?? null }, 'publishing stopped: the run ended while it was published');
-    // A run only asked to cancel, or whose spec no longer parses, is not ended yet: the
-    // controller ends it, keeping its diff against the commit its state names, and then stops
-    // its agent, state and all.
-    if (!ended || ended.metadata.uid !== ref.uid || isTerminal(ended.status?.phase)) await forgetRun(deps, ref);
+    // A run ended (finished, deleted, gone) is let go. One only asked to cancel, or whose spec
+    // no longer parses, is not ended yet: the controller ends it, keeping its diff against the
+    // commit its state names, and then stops its agent, state and all; the job is put off
+    // meanwhile, as at its start, so that a cancel withdrawn lets its next try open the pull
+    // request (the forge is looked at first: the branch pushed is found, not pushed twice).
+    const afterwards = runToActOnOf(fresh, ref);
+    if ('ended' in afterwards) {
+      await forgetRun(deps, ref);
+      return;
+    }
+    // A run that reads as wanted again had its cancel withdrawn since stillPublishing looked:
+    // put off all the same, the next try goes on.
+    if ('run' in afterwards) throw new CancelRequestedError(PUBLISH_HELD);
+    throwIfPutOff(afterwards, PUBLISH_HELD);
     return;
   }
   const { published, kept, labelsNotAdded } = done;
@@ -333,6 +341,23 @@ export async function runPublishJob(deps: AgentDependencies, ref: RunRef): Promi
     });
   }
   await forgetRun(deps, ref);
+}
+
+const PUBLISH_HELD = 'push the branch or open the pull request';
+
+/**
+ * Why the run stopped being published, for the Event on a branch pushed without its pull
+ * request, from a fresh copy of the same run: each check explicit, since a run being deleted
+ * is neither finished nor cancelled and its spec still parses.
+ */
+function whyStopped(run: CodingRun): string {
+  const phase = run.status?.phase;
+  if (isTerminal(phase)) return `ended ${phase}`;
+  if (run.metadata.deletionTimestamp) return 'was deleted';
+  if (readCancelRequest(run)) return 'was cancelled';
+  if (!parseSpec(run).ok) return 'had its spec refused by this operator';
+  // stillPublishing saw a cancel that this read no longer shows.
+  return 'had a cancel requested (since withdrawn)';
 }
 
 /**

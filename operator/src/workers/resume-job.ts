@@ -15,10 +15,8 @@ import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
 import { answerPublishApproval } from './publish-job.ts';
 import { PUBLISH_APPROVAL_ID } from './publish-wait.ts';
-import { runToActOn } from './live-run.ts';
+import { runToActOn, throwIfPutOff } from './live-run.ts';
 import { saveOrLetGo } from './save-if-present.ts';
-import { CancelRequestedError } from './errors/cancel-requested-error.ts';
-import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 import { toolCallObserver } from './run-metrics.ts';
 import { runInFlightCalls } from './run-tool-calls.ts';
 import { deniedResult, executeToolCall, withRunDeadline } from './tool-execution.ts';
@@ -37,8 +35,7 @@ export async function runResumeJob(deps: AgentDependencies, ref: RunRef, answer:
   // (a cancel withdrawn lets the answer act; otherwise its id, kept an hour once done, would
   // make the controller's queueing of the same answer a no-op) until the ending removes it.
   const found = await runToActOn({ getRun: deps.getRunFresh ?? deps.getRun }, ref);
-  if ('cancelled' in found) throw new CancelRequestedError(`act on the ${answer.decision} of approval ${answer.id}`);
-  if ('specInvalid' in found) throw new SpecNoLongerValidError(`act on the ${answer.decision} of approval ${answer.id}`, found.specInvalid);
+  throwIfPutOff(found, `act on the ${answer.decision} of approval ${answer.id}`);
   const pending = state.pendingApproval;
   if (state.stage !== 'waiting' || !pending || pending.id !== answer.id) {
     // A step a resume began is finished here only by a retry of that resume (the same answer).

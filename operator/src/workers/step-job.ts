@@ -34,8 +34,10 @@ import type { AgentDependencies, RunRef } from './agent-dependencies.ts';
 import { endStep } from './end-step.ts';
 import { forgetRun } from './forget-run.ts';
 import { handOn } from './hand-on.ts';
-import { heldRunToActOn, runToActOn } from './live-run.ts';
+import { heldRunToActOn, lookOf, runToActOn, throwIfPutOff, type HeldRunLook } from './live-run.ts';
+import { AwaitingAcceptanceError } from './errors/awaiting-acceptance-error.ts';
 import { CancelRequestedError } from './errors/cancel-requested-error.ts';
+import type { JobPutOffError } from './errors/job-put-off-error.ts';
 import { SpecNoLongerValidError } from './errors/spec-no-longer-valid-error.ts';
 import { letRunGo, saveIfPresent, saveOrLetGo, type LetGo } from './save-if-present.ts';
 import { usableToolCallId, withUsableToolCallIds } from './usable-tool-call-ids.ts';
@@ -99,8 +101,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     // both that and whether there is still a run to act for.
     if (state.step !== completed + 1) return;
     const found = await runToActOn(deps, ref);
-    if ('cancelled' in found) throw new CancelRequestedError('run the calls left of the step under way');
-    if ('specInvalid' in found) throw new SpecNoLongerValidError('run the calls left of the step under way', found.specInvalid);
+    throwIfPutOff(found, 'run the calls left of the step under way');
     if ('ended' in found) {
       await forgetRun(deps, ref);
       return;
@@ -120,8 +121,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   const stepStarted = performance.now();
   const stepStartedAt = deps.now().toISOString();
   const found = await runToActOn(deps, ref);
-  if ('cancelled' in found) throw new CancelRequestedError('ask the model');
-  if ('specInvalid' in found) throw new SpecNoLongerValidError('ask the model', found.specInvalid);
+  throwIfPutOff(found, 'ask the model');
   if ('ended' in found) {
     await forgetRun(deps, ref);
     return;
@@ -330,7 +330,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   // again), and its tokens go to status.usage in one request, which the controller's ending
   // keeps. The step before's progress, maybe still on its way, lands first (trailing-record.ts).
   // A spec that no longer parses holds the calls the same way, the state kept for the
-  // controller's InvalidSpec ending (live-run.ts runNow). A run ended meanwhile (Cancelled by
+  // controller's InvalidSpec ending (live-run.ts runNow), as does a copy of the run from before
+  // it was accepted (no spec the calls may run for). A run ended meanwhile (Cancelled by
   // the controller, a deletion) is let go: its calls must not run, nor a save before them bring
   // the state back. A held copy may show the end; the state shows it on every replica, since
   // the stop that ends a run deletes it (agent-queue.ts stop): the save before the calls is
@@ -342,7 +343,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
     await letRunGo(deps, ref, state, MODEL_CALL_ENDED);
   };
   if (meanwhile === 'ended') return letGo();
-  if (meanwhile === 'cancelled' || meanwhile === 'specInvalid') {
+  if (meanwhile !== undefined && meanwhile !== 'live') {
     try {
       await tallied;
       await settleTrailingRecord(deps, run, state);
@@ -357,8 +358,7 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
       await keepSpentOfUnsavedStep(deps, ref, completed, addUsage(compactionUsage, callUsage));
       throw error;
     }
-    const held = "run the model's tool calls";
-    throw meanwhile === 'cancelled' ? new CancelRequestedError(held) : new SpecNoLongerValidError(held);
+    throw CALLS_PUT_OFF_BY[meanwhile]();
   }
   let toolsMs: number;
   try {
@@ -383,6 +383,14 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
   deps.logger.info({ toolCalls: calls.length, totalMs, modelMs, toolsMs, overheadMs: totalMs - modelMs - toolsMs }, 'step done');
 }
 
+const CALLS_HELD = "run the model's tool calls";
+/** The error a step is put off with when the look after its model call holds its calls; one per look that holds them. */
+const CALLS_PUT_OFF_BY: Record<Exclude<HeldRunLook, 'ended' | 'live'>, () => JobPutOffError> = {
+  cancelled: () => new CancelRequestedError(CALLS_HELD),
+  specInvalid: () => new SpecNoLongerValidError(CALLS_HELD),
+  awaitsAcceptance: () => new AwaitingAcceptanceError(CALLS_HELD),
+};
+
 /**
  * The look between the model's answer and its calls, from the copy of the run this process
  * holds: on a replica that is not the leader, after a model call longer than the copy is kept,
@@ -390,11 +398,8 @@ export async function runStepJob(deps: AgentDependencies, ref: RunRef, completed
  * a cancel requested is then found by the next step's start, and a run ended by the state gone
  * (stillThere). Without the dependency the run is read.
  */
-async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<ReturnType<typeof heldRunToActOn>> {
-  if (!deps.getRunHeld) {
-    const found = await runToActOn(deps, ref);
-    return 'ended' in found ? 'ended' : 'specInvalid' in found ? 'specInvalid' : 'cancelled' in found ? 'cancelled' : 'live';
-  }
+async function runAfterModelCall(deps: AgentDependencies, ref: RunRef): Promise<HeldRunLook | undefined> {
+  if (!deps.getRunHeld) return lookOf(await runToActOn(deps, ref));
   return heldRunToActOn(deps.getRunHeld(ref.namespace, ref.name), ref);
 }
 

@@ -3,8 +3,9 @@
 // under its own id, delayed for its next try (job-failure.ts puts it off; agent-worker.ts delays
 // it). The controller's ending stops the agent, which removes the job. Not a RunFailure: a
 // failure written here would overwrite the ending the controller is about to write. The kinds:
-// CancelRequestedError (a cancel is requested) and SpecNoLongerValidError (the run's spec no
-// longer parses by this operator's rules).
+// CancelRequestedError (a cancel is requested), SpecNoLongerValidError (the run's spec no
+// longer parses by this operator's rules) and AwaitingAcceptanceError (the controller's write
+// that accepts the run has not landed yet; the job waits for that write, not for an ending).
 const name = 'JobPutOffError';
 const marker = Symbol.for(`chamvi.error.${name}`);
 
