@@ -4,7 +4,12 @@
 import { describe, expect, it } from 'vitest';
 import type { Action } from '../../operator/src/reconcile/decision.ts';
 import type { SandboxPodView } from '../../operator/src/reconcile/observed-run.ts';
-import { stillUnwritable, unwritableRunTeardown, type UnwritableSandbox } from '../../operator/src/reconcile/unwritable-run.ts';
+import {
+  stillUnwritable,
+  unwritableMessage,
+  unwritableRunTeardown,
+  type UnwritableSandbox,
+} from '../../operator/src/reconcile/unwritable-run.ts';
 
 const pod = (over: Partial<SandboxPodView> = {}): SandboxPodView => ({
   name: 'a-sandbox',
@@ -45,6 +50,21 @@ describe('unwritableRunTeardown', () => {
       [{ type: 'stopAgent' }],
     ],
     [
+      'a working run (Running, WaitingForApproval): its jobs go, its state stays for the ending that keeps its diff',
+      { observedPod: pod(), agentStarted: true, agentWorking: true },
+      [{ type: 'stopAgentKeepingState' }, { type: 'deletePod', name: 'a-sandbox', uid: 'pod-1' }],
+    ],
+    [
+      'a working run with no pod left: its state stays too',
+      { agentStarted: true, agentWorking: true },
+      [{ type: 'stopAgentKeepingState' }],
+    ],
+    [
+      'a run started by this reconcile but stored as Provisioning starts over: its state goes',
+      { answeredPod: { name: 'a-sandbox', uid: 'pod-2' }, agentStarted: true },
+      [{ type: 'stopAgent' }, { type: 'deletePod', name: 'a-sandbox', uid: 'pod-2' }],
+    ],
+    [
       'no pod left: its own policy goes',
       { networkPolicy: 'a-sandbox' },
       [{ type: 'stopAgent' }, { type: 'deleteNetworkPolicy', name: 'a-sandbox' }],
@@ -52,6 +72,24 @@ describe('unwritableRunTeardown', () => {
   ];
   it.each(cases)('%s', (_name, sandbox, actions) => {
     expect(unwritableRunTeardown(sandbox)).toEqual(actions);
+  });
+});
+
+describe('unwritableMessage', () => {
+  it('tells the author of a run not started that it is admitted again once smaller', () => {
+    const message = unwritableMessage(1500, ['a-sandbox']);
+    expect(message).toContain('sandbox pod a-sandbox was deleted and its agent stopped,');
+    expect(message).toMatch(/looked at again once it is smaller/);
+    expect(message).not.toMatch(/continueFrom/);
+  });
+
+  it('tells the author of a working run that it ends once trimmed, keeping its diff for spec.continueFrom', () => {
+    for (const message of [unwritableMessage(1500, ['a-sandbox'], true), unwritableMessage(1500, [], true)]) {
+      expect(message).toMatch(/its agent stopped, its state kept/);
+      expect(message).toMatch(/ends once it is looked at again, keeping its diff against the commit it started from/);
+      expect(message).toMatch(/spec\.continueFrom/);
+      expect(message).not.toMatch(/looked at again once it is smaller/);
+    }
   });
 });
 
